@@ -1,0 +1,40 @@
+# ssmrepro — every command a newcomer needs. Uses a local virtual environment in .venv.
+PY      ?= python3
+VENV    ?= .venv
+BIN     := $(VENV)/bin
+TORCH   ?= torch==2.13.0
+PROFILE ?= quick
+
+.PHONY: install test smoke figures bench lint demo clean sdists gpu-check
+
+$(BIN)/ssmrepro: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q "$(TORCH)"
+	$(BIN)/pip install -q -e '.[dev]'
+	@touch $@
+
+install: $(BIN)/ssmrepro              ## create .venv with torch (CPU build) and ssmrepro
+
+demo: install                         ## train KEEP FIFTH (huang2025 Table 1) on the quick profile
+	$(BIN)/ssmrepro run keep-nth --profile quick
+
+test: install                         ## unit tests + smoke run of every spec (CPU, no network)
+	$(BIN)/python -m pytest
+
+smoke: install                        ## every spec's smoke profile into a scratch folder
+	for s in $$($(BIN)/python -c "from ssmrepro.spec import spec_paths; print(' '.join(p.stem for p in spec_paths()))"); do \
+	  $(BIN)/ssmrepro run $$s --profile smoke --out .smoke-results || exit 1; done
+
+figures: install                      ## rebuild every figure/report from results (PROFILE=quick)
+	for s in $$($(BIN)/python -c "from ssmrepro.spec import spec_paths; print(' '.join(p.stem for p in spec_paths()))"); do \
+	  $(BIN)/ssmrepro plot $$s --profile $(PROFILE) || exit 1; done
+
+bench: install                        ## CPU micro-benchmark of the scans
+	$(BIN)/python scripts/bench_scans.py
+
+lint: install
+	$(BIN)/ruff check ssmrepro tests scripts
+
+clean:
+	rm -rf .smoke-results .pytest_cache results/*/*/runs results/*/*/claims

@@ -1,0 +1,40 @@
+"""Mechanistic probes computed on trained packs at the end of training (stored in run records)."""
+
+from __future__ import annotations
+
+import torch
+
+from ..tasks.base import IGNORE, TEST
+
+HIST_BINS = 50
+PROBE_SAMPLES = 500
+
+
+@torch.no_grad()
+def decay_histogram(model, task, data_seeds) -> list[dict]:
+    """huang2025 Fig. 1: histogram of e^{-λΔ_t} (= exp(Δ_t Λ)) on test inputs, per member.
+
+    Values of every (t, channel, state) are binned on [0, 1] separately for unsupervised positions
+    (t < n in KEEP n-TH: "before") and supervised ones (t >= n: "after").
+    """
+    E = data_seeds.shape[0]
+    idx = torch.arange(PROBE_SAMPLES, device=data_seeds.device).expand(E, -1)
+    b = task.sample(data_seeds, TEST, idx)
+    dec = model.decay(b.x).double()  # (E, B, L, d, N)
+    sup = (b.y != IGNORE)[..., None, None].expand_as(dec)  # (E, B, L, d, N)
+    out = []
+    for e in range(E):
+        before, after = dec[e][~sup[e]], dec[e][sup[e]]
+        out.append(
+            {
+                "bins": HIST_BINS,
+                "before": torch.histc(before, HIST_BINS, 0.0, 1.0).long().tolist(),
+                "after": torch.histc(after, HIST_BINS, 0.0, 1.0).long().tolist(),
+                "mean_before": float(before.mean()) if before.numel() else None,
+                "mean_after": float(after.mean()) if after.numel() else None,
+            }
+        )
+    return out
+
+
+ANALYSES = {"decay_histogram": decay_histogram}

@@ -1,0 +1,257 @@
+"""Command line: ``ssmrepro list | show | validate | run | plot | verify | list-models | data``.
+
+Thin by design: parse arguments, call the stage functions, print. Exit code 2 = bad input (spec,
+id, backend); 1 = runs failed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+import yaml
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from .kernels.backend import BackendError, select_backend, select_device
+from .spec import SpecError, find_spec, load_spec, spec_paths
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Reproduce figures and tables of Mamba / SSM papers from real training runs.\n\n"
+    "Example: ssmrepro run keep-nth --profile quick",
+)
+console = Console()
+err_console = Console(stderr=True)
+
+
+def _fail(messages: list[str], code: int = 2) -> None:
+    for m in messages:
+        err_console.print(f"[red]error:[/] {escape(m)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def _spec(name: str):
+    try:
+        return find_spec(name)
+    except SpecError as err:
+        _fail(err.messages)
+
+
+def _root(spec, out: Path | None) -> Path:
+    from .engine import results_dir
+
+    return results_dir(spec, out)
+
+
+@app.command("list")
+def list_cmd(
+    models: bool = typer.Option(False, "--models", help="list the model registry instead"),
+) -> None:
+    """All experiment specs with alias, tier and status of their default profile."""
+    if models:
+        return list_models()
+    from .store import Store
+    from .sweep import expand
+
+    t = Table("id", "alias", "tier", "title", "status")
+    for p in spec_paths():
+        try:
+            s = load_spec(p)
+            runs = expand(s, s.default_profile)
+            st = Store(_root(s, None))
+            done = sum(st.is_done(r.run_id) for r in runs)
+            status = f"{s.default_profile}: {done}/{len(runs)} runs"
+            if done == 0 and (st.root / "results.csv").exists():
+                status += " (committed results.csv)"
+            t.add_row(s.id, s.alias or "", str(s.tier), s.title, status)
+        except SpecError as err:
+            t.add_row(p.stem, "", "", "[red]invalid spec[/]", err.messages[0][:60])
+    console.print(t)
+
+
+@app.command("list-models")
+def list_models() -> None:
+    """Every registered model with its configuration fields and defaults."""
+    from .models import MODELS
+
+    for name, entry in MODELS.items():
+        t = Table(title=f"{name}: {entry.summary.strip()}", title_justify="left")
+        t.add_column("field")
+        t.add_column("type")
+        t.add_column("default")
+        t.add_column("meaning")
+        for fname, f in entry.Config.model_fields.items():
+            if fname == "name":
+                continue
+            t.add_row(fname, str(f.annotation).replace("typing.", ""), repr(f.default),
+                      f.description or "")
+        console.print(t)
+
+
+@app.command()
+def show(
+    name: str = typer.Argument(..., help="experiment id or alias"),
+    profile: str | None = typer.Option(None, help="smoke | quick | paper (default: spec's)"),
+    out: Path | None = typer.Option(None, help="results root (default ./results)"),
+) -> None:
+    """Resolved configuration of an experiment and its run table."""
+    from .store import Store
+    from .sweep import expand, set_dotted
+
+    spec = _spec(name)
+    profile = profile or spec.default_profile
+    try:
+        runs = expand(spec, profile)
+    except SpecError as err:
+        _fail(err.messages)
+    base = {"task": dict(spec.task), "model": dict(spec.model), "train": dict(spec.train)}
+    for k, v in spec.profiles[profile].set.items():
+        set_dotted(base, k, v)
+    console.print(f"[bold]{spec.id}[/] ({spec.alias or '-'}) — {spec.title}\nclaim: {spec.claim}")
+    console.print(f"profile [cyan]{profile}[/]: {spec.profiles[profile].description}")
+    console.print(yaml.safe_dump(base, sort_keys=False).rstrip())
+    store = Store(_root(spec, out))
+    t = Table("#", "run_id", "label", "coords", "seed", "status", "test.acc")
+    for r in runs[:200]:
+        rec = store.read(r.run_id) or {}
+        acc = (rec.get("metrics") or {}).get("test.acc")
+        coords = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in r.coords.items())
+        t.add_row(str(r.index), r.run_id, r.label, coords, str(r.seed), rec.get("status", "-"),
+                  "-" if acc is None else f"{acc:.3f}")
+    console.print(t)
+    if len(runs) > 200:
+        console.print(f"... {len(runs) - 200} more runs")
+
+
+@app.command()
+def validate(
+    name: str | None = typer.Argument(None, help="experiment id, alias or file"),
+    all_: bool = typer.Option(False, "--all", help="validate every shipped spec"),
+) -> None:
+    """Check spec files (schema, every profile's runs, derived values) without training."""
+    from .sweep import expand
+
+    if not name and not all_:
+        _fail(["give an experiment id or --all"])
+    paths = spec_paths() if all_ else [None]
+    errors: list[str] = []
+    for p in paths:
+        try:
+            spec = load_spec(p) if p else find_spec(name)  # type: ignore[arg-type]
+            counts = {prof: len(expand(spec, prof)) for prof in spec.profiles}
+            console.print(f"[green]ok[/] {spec.id}: " + ", ".join(f"{k} {v} runs"
+                                                                 for k, v in counts.items()))
+        except SpecError as err:
+            errors += err.messages
+    if errors:
+        _fail(errors)
+
+
+@app.command()
+def run(
+    name: str = typer.Argument(..., help="experiment id or alias, e.g. keep-nth"),
+    profile: str | None = typer.Option(None, help="smoke | quick | paper (default: spec's)"),
+    backend: str = typer.Option("auto", help="auto | torch | cuda"),
+    device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N"),
+    max_runs: int | None = typer.Option(None, help="train at most this many runs"),
+    out: Path | None = typer.Option(None, help="results root (default ./results)"),
+    workers: int = typer.Option(1, help="worker processes (each claims packs)"),
+    pack_size: int | None = typer.Option(None, help="runs per pack (default: from memory)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="print runs and packs, train nothing"),
+    no_plot: bool = typer.Option(False, "--no-plot", help="skip figure and report"),
+) -> None:
+    """Train an experiment's runs (resuming finished ones), then write CSV, figure and report."""
+    from .engine import results_dir, run_experiment
+    from .engine.plan import auto_pack_size, plan
+    from .store import Store
+    from .sweep import expand
+
+    spec = _spec(name)
+    profile = profile or spec.default_profile
+    try:
+        dev = select_device(device)
+        be, why = select_backend(backend, dev)
+        runs = expand(spec, profile)
+    except (BackendError, SpecError) as err:
+        _fail(getattr(err, "messages", [str(err)]))
+    console.print(f"[dim]{why}[/]")
+    if dry_run:
+        store = Store(results_dir(spec, out))
+        pending = [r for r in runs if not store.is_done(r.run_id)]
+        size = pack_size or auto_pack_size(pending, dev)
+        packs = plan(pending, size)
+        steps = sum(r.train.total_steps for r in pending)
+        console.print(f"{spec.id} [{profile}]: {len(runs)} runs, {len(runs) - len(pending)} done, "
+                      f"{len(pending)} pending in {len(packs)} packs (size ≤ {size}); "
+                      f"{steps:,} run-steps to train")
+        return
+    summary = run_experiment(spec, profile, out, dev, be, max_runs, pack_size, workers, console)
+    console.print(
+        f"trained {summary.trained} runs ({summary.failed} failed) in {summary.packs} packs, "
+        f"{summary.wall_s:.0f}s; table: {summary.csv}"
+    )
+    if not no_plot:
+        _outputs(spec, profile, out)
+    if summary.failed:
+        raise typer.Exit(1)
+
+
+def _outputs(spec, profile: str, out: Path | None):
+    from .plots import build
+
+    res = build(spec, profile, _root(spec, out))
+    for v in res.verdicts:
+        if v.kind == "claim":
+            color = {"PASS": "green", "FAIL": "red"}.get(v.verdict, "yellow")
+            ours = "—" if v.ours is None else f"{v.ours:.3f}"
+            console.print(f"[{color}]{v.verdict}[/] {v.text} (ours: {ours})", highlight=False)
+    pvs = [v for v in res.verdicts if v.kind == "paper_value"]
+    if pvs:
+        n = sum(v.verdict == "match" for v in pvs)
+        console.print(f"paper values: {n}/{len(pvs)} within tolerance")
+    console.print(f"figure: {res.figure}\nreport: {res.report}")
+    return res
+
+
+@app.command()
+def plot(
+    name: str = typer.Argument(..., help="experiment id or alias"),
+    profile: str | None = typer.Option(None, help="profile to plot (default: spec's)"),
+    out: Path | None = typer.Option(None, help="results root (default ./results)"),
+) -> None:
+    """Rebuild results.csv (from run records, when present), the figure and the report."""
+    spec = _spec(name)
+    _outputs(spec, profile or spec.default_profile, out)
+
+
+@app.command()
+def verify(
+    name: str = typer.Argument(..., help="experiment id or alias"),
+    profile: str | None = typer.Option(None, help="profile to check (default: spec's)"),
+    out: Path | None = typer.Option(None, help="results root (default ./results)"),
+    strict: bool = typer.Option(False, help="exit 1 when a claim fails"),
+) -> None:
+    """Our numbers beside the paper's: one verdict line per claim, report.md written."""
+    spec = _spec(name)
+    res = _outputs(spec, profile or spec.default_profile, out)
+    if strict and any(v.verdict == "FAIL" for v in res.verdicts):
+        raise typer.Exit(1)
+
+
+try:  # the LRA data commands (ssmrepro.data.cli)
+    from .data.cli import app as data_app
+
+    app.add_typer(data_app, name="data", help="Download, generate and inspect LRA datasets.")
+except ImportError:  # pragma: no cover - while the data layer is absent
+    pass
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""Stage 3a: execute packs on this machine — in process, or in N worker processes.
+
+Every worker walks the same pack list and claims runs before training them (``Store.claim``), so
+any number of workers, ``ssmrepro run`` processes or machines sharing the results folder never train
+a run twice. Killing a worker loses at most the packs it had in flight; a re-run picks them up.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import platform
+import queue as queue_mod
+import subprocess
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from ..store import Store
+from ..train import train_pack
+from .plan import Pack, plan
+
+_COMMIT: str | None = None
+
+
+def git_commit() -> str | None:
+    global _COMMIT
+    if _COMMIT is None:
+        try:
+            _COMMIT = subprocess.run(
+                ["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
+                cwd=Path(__file__).resolve().parents[2], timeout=5,
+            ).stdout.strip() or ""
+        except (OSError, subprocess.SubprocessError):
+            _COMMIT = ""
+    return _COMMIT or None
+
+
+def make_record(run, result: dict, device: str, backend: str) -> dict:
+    return {
+        "run_id": run.run_id,
+        "spec_id": run.spec_id,
+        "profile": run.profile,
+        "label": run.label,
+        "coords": run.coords,
+        "seed": run.seed,
+        "config": run.config(),
+        **result,
+        "backend": backend,
+        "device": device,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "host": platform.node(),
+        "commit": git_commit(),
+        "finished_at": time.time(),
+    }
+
+
+@dataclass
+class Event:
+    kind: str  # pack_start | pack_done | pack_failed | progress | skipped
+    pack: int
+    n_runs: int = 0
+    step: int = 0
+    total: int = 0
+    message: str = ""
+    run_ids: list[str] = field(default_factory=list)
+
+
+EventFn = Callable[[Event], None]
+
+
+def work(packs: list[Pack], store: Store, device: str, backend: str, analyses: tuple[str, ...],
+         on_event: EventFn) -> None:
+    """Claim and train packs in order; write one record per run."""
+    for i, pack in enumerate(packs):
+        mine = [r for r in pack.runs if store.claim(r.run_id)]
+        if not mine:
+            on_event(Event("skipped", i, len(pack.runs)))
+            continue
+        ids = [r.run_id for r in mine]
+        on_event(Event("pack_start", i, len(mine), run_ids=ids))
+        try:
+            results = train_pack(
+                mine,
+                device=device,
+                progress=lambda s, t, a, i=i, n=len(mine): on_event(Event("progress", i, n, s, t)),
+                heartbeat=lambda ids=ids: store.heartbeat(ids),
+                analyses=analyses,
+            )
+            for r, res in zip(mine, results):
+                store.write(make_record(r, res, device, backend))
+            on_event(Event("pack_done", i, len(mine), run_ids=ids))
+        except Exception as err:  # a crashing pack is recorded, the sweep goes on
+            msg = "".join(traceback.format_exception_only(type(err), err)).strip()
+            for r in mine:
+                store.write(make_record(r, {"status": "error", "error": msg,
+                                            "traceback": traceback.format_exc()}, device, backend))
+            on_event(Event("pack_failed", i, len(mine), message=msg, run_ids=ids))
+        finally:
+            for r in mine:
+                store.release(r.run_id)
+
+
+def _worker_main(spec_path: str, profile: str, root: str, device: str, backend: str,
+                 pack_size: int, threads: int, q) -> None:
+    from ..spec import load_spec
+    from ..sweep import expand
+
+    torch.set_num_threads(threads)
+    spec = load_spec(spec_path)
+    runs = expand(spec, profile)
+    store = Store(Path(root))
+    packs = plan([r for r in runs if not store.is_done(r.run_id)], pack_size)
+    work(packs, store, device, backend, tuple(spec.analysis), q.put)
+
+
+def run_workers(spec, profile: str, store: Store, runs: list, device: str, backend: str,
+                pack_size: int, workers: int, on_event: EventFn) -> None:
+    """Run ``workers`` processes on the same spec; forward their events to ``on_event``."""
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    procs = []
+    for w in range(workers):
+        dev = device
+        if device == "cuda" and torch.cuda.device_count() > 1:
+            dev = f"cuda:{w % torch.cuda.device_count()}"
+        p = ctx.Process(target=_worker_main, args=(str(spec.path), profile, str(store.root), dev,
+                                                   backend, pack_size, threads, q))
+        p.start()
+        procs.append(p)
+    while any(p.is_alive() for p in procs) or not q.empty():
+        try:
+            on_event(q.get(timeout=0.5))
+        except queue_mod.Empty:
+            pass
+    for p in procs:
+        p.join()

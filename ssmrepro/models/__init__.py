@@ -1,0 +1,83 @@
+"""Model registry: name -> (typed config, builder). Builders take (config, TaskInfo, E)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from torch import nn
+
+from .backbone import SSMLM, TransformerLM
+from .layers import reset_members
+
+
+class ModelConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+
+
+class SSMLMConfig(ModelConfig):
+    """Embedding -> SSM core layers (S6 or S4D; no conv, no gate) -> linear head."""
+
+    name: Literal["ssm_lm"] = "ssm_lm"
+    mixer: Literal["s6", "s4d"] = "s6"
+    d: int = Field(32, ge=2, description="model width (channels)")
+    N: int = Field(8, ge=1, le=256, description="state size per channel (kernel limit 256)")
+    n_layers: int = Field(1, ge=1)
+    pe: Literal["none", "index"] = "none"
+    norm: Literal["none", "layernorm", "rmsnorm"] = "none"
+    residual: bool = True
+    head_bias: bool = True
+    dt_rank: int | Literal["auto"] = "auto"
+    dt_min: float = Field(1e-3, gt=0)
+    dt_max: float = Field(1e-1, gt=0)
+
+
+class TransformerLMConfig(ModelConfig):
+    """Embedding + learned positions -> pre-norm Transformer blocks -> linear head."""
+
+    name: Literal["transformer_lm"] = "transformer_lm"
+    d: int = Field(16, ge=2)
+    n_layers: int = Field(1, ge=1)
+    heads: int = Field(1, ge=1)
+    mlp_ratio: int = Field(1, ge=0, description="MLP hidden = mlp_ratio * d (unless mlp_hidden)")
+    mlp_hidden: int | None = Field(None, ge=0)
+    pos: Literal["learned", "none"] = "learned"
+    norm: Literal["none", "layernorm", "rmsnorm"] = "layernorm"
+    head_bias: bool = True
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    name: str
+    Config: type[ModelConfig]
+    build: Callable[..., nn.Module]
+    summary: str
+
+
+MODELS: dict[str, ModelEntry] = {
+    "ssm_lm": ModelEntry("ssm_lm", SSMLMConfig, SSMLM, SSMLMConfig.__doc__ or ""),
+    "transformer_lm": ModelEntry(
+        "transformer_lm", TransformerLMConfig, TransformerLM, TransformerLMConfig.__doc__ or ""
+    ),
+}
+
+
+def build_model(config: ModelConfig, info, E: int, seeds: list[int] | None = None) -> nn.Module:
+    """Build a pack of E members; initialise member e from seeds[e] when given."""
+    model = MODELS[config.name].build(config, info, E)
+    if seeds is not None:
+        if len(seeds) != E:
+            raise ValueError(f"{len(seeds)} seeds for a pack of {E}")
+        reset_members(model, seeds)
+    return model
+
+
+def count_params(model: nn.Module, E: int) -> int:
+    """Trainable parameters of one member."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad) // E
+
+
+__all__ = ["MODELS", "ModelConfig", "ModelEntry", "build_model", "count_params"]

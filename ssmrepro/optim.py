@@ -1,0 +1,143 @@
+"""Per-member optimisation for packs: Adam/AdamW, LR schedules, gradient clipping.
+
+Every parameter is an (E, ...) tensor. Member e has its own learning rate, betas, eps, weight decay,
+step count, clipping threshold and active flag; an inactive member (early-stopped, diverged, or out of
+steps) is frozen: its parameters and moments stay exactly as they were. For E = 1 the update equals
+torch.optim.Adam / AdamW (tests/test_optim.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import torch
+
+
+def schedule_factor(step: int, total: int, s) -> float:
+    """LR multiplier at ``step`` (0-based) for one member.
+
+    warmup (linear from ``warmup_start`` to 1 over ``warmup_steps``) -> hold at 1 for ``hold_steps``
+    -> decay over ``decay_steps`` (default: the rest) by ``kind`` (cosine / linear / constant) to
+    ``final_factor`` -> flat at the final value.
+    """
+    if s.warmup_steps and step < s.warmup_steps:
+        return s.warmup_start + (1.0 - s.warmup_start) * step / s.warmup_steps
+    t = step - s.warmup_steps - s.hold_steps
+    if t < 0 or s.kind == "constant":
+        return 1.0
+    decay = s.decay_steps if s.decay_steps is not None else max(1, total - s.warmup_steps - s.hold_steps)
+    frac = min(1.0, t / max(1, decay))
+    if s.kind == "cosine":
+        shape = 0.5 * (1.0 + math.cos(math.pi * frac))
+    else:  # linear
+        shape = 1.0 - frac
+    return s.final_factor + (1.0 - s.final_factor) * shape
+
+
+def schedule_factors(total: int, s) -> torch.Tensor:
+    """Vectorised ``schedule_factor`` for steps 0..total-1: (total,) float64."""
+    step = torch.arange(total, dtype=torch.float64)
+    one = torch.ones_like(step)
+    if s.warmup_steps:
+        warm = s.warmup_start + (1.0 - s.warmup_start) * step / s.warmup_steps
+    else:
+        warm = one
+    t = step - s.warmup_steps - s.hold_steps
+    decay = s.decay_steps if s.decay_steps is not None else max(1, total - s.warmup_steps - s.hold_steps)
+    frac = (t / max(1, decay)).clamp(0.0, 1.0)
+    if s.kind == "cosine":
+        shape = 0.5 * (1.0 + torch.cos(math.pi * frac))
+    elif s.kind == "linear":
+        shape = 1.0 - frac
+    else:
+        shape = one
+    after = one if s.kind == "constant" else s.final_factor + (1.0 - s.final_factor) * shape
+    out = torch.where(t < 0, one, after)
+    if s.warmup_steps:
+        out = torch.where(step < s.warmup_steps, warm, out)
+    return out
+
+
+def lr_table(lrs: list[float], schedules: list, totals: list[int], min_lrs: list[float | None]):
+    """(E, max_total) learning rates: row e is member e's schedule over its own step budget.
+
+    ``min_lr`` (absolute) rescales the decay so it ends at min_lr instead of lr * final_factor.
+    """
+    T = max(totals)
+    out = torch.zeros(len(lrs), T, dtype=torch.float64)
+    for e, (lr, s, tot, mn) in enumerate(zip(lrs, schedules, totals, min_lrs)):
+        f = schedule_factors(tot, s)
+        vals = lr * f
+        if mn is not None:
+            vals = mn + (lr - mn) * (f - s.final_factor) / max(1e-12, 1.0 - s.final_factor)
+        out[e, :tot] = vals
+    return out
+
+
+class PackedAdam:
+    """Adam (coupled L2) or AdamW (decoupled decay) with per-member hyper-parameters.
+
+    Args are (E,) tensors; ``decoupled`` selects AdamW. Parameters tagged ``_no_weight_decay`` get
+    no weight decay.
+    """
+
+    def __init__(self, params: Iterable[torch.nn.Parameter], betas1, betas2, eps, weight_decay,
+                 decoupled: bool):
+        self.params = [p for p in params if p.requires_grad]
+        self.b1, self.b2, self.eps, self.wd = betas1, betas2, eps, weight_decay
+        self.decoupled = decoupled
+        E = self.params[0].shape[0]
+        dev = self.params[0].device
+        self.steps = torch.zeros(E, dtype=torch.float64, device=dev)
+        self.m = [torch.zeros_like(p) for p in self.params]
+        self.v = [torch.zeros_like(p) for p in self.params]
+
+    @staticmethod
+    def _view(x: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+        return x.view(-1, *([1] * (p.dim() - 1))).to(p.dtype)
+
+    @torch.no_grad()
+    def step(self, lr: torch.Tensor, active: torch.Tensor) -> None:
+        """lr: (E,) learning rates; active: (E,) bool — inactive members are left untouched."""
+        self.steps += active.to(self.steps.dtype)
+        t = self.steps.clamp(min=1)
+        bc1 = 1 - self.b1.to(torch.float64) ** t
+        bc2 = 1 - self.b2.to(torch.float64) ** t
+        for p, m, v in zip(self.params, self.m, self.v):
+            if p.grad is None:
+                continue
+            def V(x: torch.Tensor, p: torch.Tensor = p) -> torch.Tensor:  # (E,) -> like p
+                return self._view(x, p)
+
+            act = V(active)
+            g = p.grad
+            decay = 0.0 if getattr(p, "_no_weight_decay", False) else 1.0
+            if not self.decoupled and decay:
+                g = g + V(self.wd) * p
+            m_new = V(self.b1) * m + (1 - V(self.b1)) * g
+            v_new = V(self.b2) * v + (1 - V(self.b2)) * g * g
+            denom = (v_new / V(bc2)).sqrt() + V(self.eps)
+            upd = V(lr / bc1) * m_new / denom
+            if self.decoupled and decay:
+                upd = upd + V(lr * self.wd) * p
+            p.copy_(torch.where(act.bool(), p - upd, p))
+            m.copy_(torch.where(act.bool(), m_new, m))
+            v.copy_(torch.where(act.bool(), v_new, v))
+
+
+@torch.no_grad()
+def clip_per_member(params: list[torch.nn.Parameter], max_norm: torch.Tensor) -> torch.Tensor:
+    """Scale each member's gradients so its global norm is at most max_norm[e] (inf = no clip).
+
+    Same rule as torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), capped at 1.
+    Returns the per-member gradient norms before clipping.
+    """
+    grads = [p.grad for p in params if p.grad is not None]
+    E = grads[0].shape[0]
+    sq = sum(g.reshape(E, -1).double().pow(2).sum(1) for g in grads)
+    norm = sq.sqrt()
+    coef = (max_norm.double() / (norm + 1e-6)).clamp(max=1.0)
+    for g in grads:
+        g.mul_(coef.view(E, *([1] * (g.dim() - 1))).to(g.dtype))
+    return norm

@@ -1,0 +1,225 @@
+"""Stage 1: experiment specs — one YAML file per paper figure/table under experiments/<slug>/.
+
+A spec holds the paper's own settings (``task``, ``model``, ``train``), the sweep axes, seeds, derived
+values, profiles (``smoke`` / ``quick`` / ``paper`` as overrides of the paper settings), aggregation,
+the figure, the paper's numbers (``paper_values``), checkable ``claims`` and a ``notes`` list with
+one line per decision taken where the paper is silent. Every level rejects unknown keys; errors name
+the file, the key and the reason (``SpecError``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+SPEC_VERSION = 1
+REQUIRED_PROFILES = ("smoke", "quick", "paper")
+
+
+class SpecError(Exception):
+    """Invalid spec: ``messages`` are 'file: key: reason' lines."""
+
+    def __init__(self, messages: list[str]):
+        super().__init__("\n".join(messages))
+        self.messages = messages
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Case(Strict):
+    """One named variant of a ``cases`` axis: fixed overrides plus its own optional grid/zip."""
+
+    label: str | None = None
+    set: dict[str, Any] = {}
+    grid: dict[str, list[Any]] = {}
+    zip: dict[str, list[Any]] = {}
+
+
+class Axis(Strict):
+    """A sweep axis: exactly one of ``grid`` (cartesian), ``zip`` (paired lists) or ``cases``."""
+
+    grid: dict[str, list[Any]] | None = None
+    zip: dict[str, list[Any]] | None = None
+    cases: list[Case] | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Axis:
+        kinds = [k for k in ("grid", "zip", "cases") if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            raise ValueError(f"a sweep axis needs exactly one of grid/zip/cases, got {kinds or 'none'}")
+        return self
+
+
+class Profile(Strict):
+    description: str = ""
+    set: dict[str, Any] = {}
+    sweep: list[Axis] | None = None
+    seeds: list[int] | None = None
+
+
+class Aggregate(Strict):
+    """How seeds are combined into one value per cell (``mean`` with std, or best-of ``max``)."""
+
+    over: list[str] = ["seed"]
+    reduce: Literal["mean", "max", "min", "median"] = "mean"
+    metrics: list[str] = ["test.acc"]
+
+
+class FigureSpec(Strict):
+    kind: Literal["bars", "heatmaps", "histograms", "lines"]
+    metric: str = "test.acc"
+    x: str | None = None
+    y: str | None = None
+    col: str | None = None
+    row: str | None = None
+    hue: str | None = None
+    title: str | None = None
+
+
+class PaperValue(Strict):
+    where: dict[str, Any]
+    metric: str = "test.acc"
+    value: float
+    tol: float = 0.05
+
+
+class Claim(Strict):
+    """A checkable statement: aggregated ``metric`` of every cell matching ``where`` ``op`` value."""
+
+    text: str
+    where: dict[str, Any] = {}
+    metric: str = "test.acc"
+    op: Literal[">=", "<=", ">", "<"]
+    value: float
+
+
+class Spec(Strict):
+    version: int = Field(..., description="spec format version")
+    id: str
+    alias: str | None = None
+    paper: str
+    title: str
+    tier: int = Field(..., ge=1, le=3)
+    claim: str
+    task: dict[str, Any]
+    model: dict[str, Any]
+    train: dict[str, Any] = {}
+    sweep: list[Axis] = []
+    seeds: list[int] = [0]
+    derived: dict[str, str] = {}
+    default_profile: str = "quick"
+    profiles: dict[str, Profile]
+    aggregate: Aggregate = Aggregate()
+    analysis: list[Literal["decay_histogram"]] = []
+    figure: FigureSpec
+    paper_values: list[PaperValue] = []
+    claims: list[Claim] = []
+    notes: list[str] = Field(..., min_length=1)
+    # set by the loader
+    path: Path | None = Field(None, exclude=True)
+
+    @model_validator(mode="after")
+    def _checks(self) -> Spec:
+        if self.version != SPEC_VERSION:
+            raise ValueError(f"unsupported spec version {self.version} (expected {SPEC_VERSION})")
+        missing = [p for p in REQUIRED_PROFILES if p not in self.profiles]
+        if missing:
+            raise ValueError(f"profiles {missing} are missing (every spec has smoke, quick, paper)")
+        if self.default_profile not in self.profiles:
+            raise ValueError(f"default_profile {self.default_profile!r} is not a profile")
+        return self
+
+    @property
+    def results_dir_parts(self) -> tuple[str, str]:
+        return self.paper, self.id
+
+
+def _format_errors(path: Path | str, err: ValidationError, prefix: str = "") -> list[str]:
+    out = []
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"])
+        key = f"{prefix}{key}" if key else (prefix.rstrip(".") or "(top level)")
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key"
+        out.append(f"{path}: {key}: {msg}")
+    return out
+
+
+def load_spec(path: Path | str) -> Spec:
+    """Parse and validate one spec file (schema only; run configs are checked by ``sweep``)."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else "(parse)"
+        raise SpecError([f"{path}: {where}: malformed YAML: {getattr(err, 'problem', err)}"]) from None
+    except OSError as err:
+        raise SpecError([f"{path}: cannot read: {err.strerror}"]) from None
+    if not isinstance(raw, dict):
+        raise SpecError([f"{path}: (top level): expected a mapping, got {type(raw).__name__}"])
+    try:
+        spec = Spec(**raw)
+    except ValidationError as err:
+        raise SpecError(_format_errors(path, err)) from None
+    spec.path = path
+    return spec
+
+
+# ----------------------------------------------------------------------------------------------
+# finding specs
+
+
+def repo_root() -> Path:
+    """Folder holding experiments/: $SSMREPRO_ROOT, else cwd or a parent, else the source tree."""
+    env = os.environ.get("SSMREPRO_ROOT")
+    if env:
+        return Path(env)
+    here = Path.cwd().resolve()
+    for p in (here, *here.parents):
+        if (p / "experiments").is_dir() and (p / "ssmrepro").is_dir():
+            return p
+    return Path(__file__).resolve().parents[1]
+
+
+def experiments_dir() -> Path:
+    return repo_root() / "experiments"
+
+
+def spec_paths() -> list[Path]:
+    return sorted(p for p in experiments_dir().glob("*/*.yaml") if not p.name.startswith("_"))
+
+
+def index() -> dict[str, Path]:
+    """id and alias -> file, from file names (``<id>.yaml``) and a light read of ``alias:``."""
+    out: dict[str, Path] = {}
+    for p in spec_paths():
+        out[p.stem] = p
+        try:
+            raw = yaml.safe_load(p.read_text())
+        except yaml.YAMLError:
+            continue
+        if isinstance(raw, dict) and isinstance(raw.get("alias"), str):
+            out[raw["alias"]] = p
+    return out
+
+
+def find_spec(name: str) -> Spec:
+    """Load a spec by id, alias or path; unknown names suggest close matches."""
+    p = Path(name)
+    if p.suffix in (".yaml", ".yml") and p.exists():
+        return load_spec(p)
+    idx = index()
+    if name not in idx:
+        close = difflib.get_close_matches(name, list(idx), n=4, cutoff=0.5)
+        hint = f" Did you mean: {', '.join(close)}?" if close else " Try `ssmrepro list`."
+        raise SpecError([f"unknown experiment {name!r}.{hint}"])
+    return load_spec(idx[name])

@@ -1,0 +1,209 @@
+"""Stage 4: the results store of one spec: results/<paper>/<id>/.
+
+    runs/<run_id>.json     one record per finished run, written atomically (temp file + rename);
+                           its presence means "done"
+    claims/<run_id>.claim  created with O_EXCL by the worker training the run; removed afterwards.
+                           A claim whose process is gone (same host) or that has not been refreshed
+                           for ``stale_after`` seconds is taken over
+    events.jsonl           append-only log (claim / done / release) — used to audit that no run is
+                           trained twice
+    results.csv            tidy table, one row per run of the last-run profile; always rebuildable
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+DONE_STATUSES = ("ok", "diverged")  # "error" records are re-run
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    return str(o)
+
+
+def _clean(o: Any) -> Any:
+    """Replace NaN/inf by None so records are strict JSON."""
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {k: _clean(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_clean(v) for v in o]
+    return o
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Store:
+    def __init__(self, root: Path, stale_after: float = 600.0):
+        self.root = Path(root)
+        self.runs = self.root / "runs"
+        self.claims = self.root / "claims"
+        self.stale_after = stale_after
+        self.host = socket.gethostname()
+
+    # ---------------------------------------------------------------- records
+    def record_path(self, run_id: str) -> Path:
+        return self.runs / f"{run_id}.json"
+
+    def read(self, run_id: str) -> dict | None:
+        p = self.record_path(run_id)
+        try:
+            return json.loads(p.read_text())
+        except FileNotFoundError:
+            return None
+        except json.JSONDecodeError:  # cannot happen with atomic writes; treat as missing
+            return None
+
+    def is_done(self, run_id: str) -> bool:
+        rec = self.read(run_id)
+        return rec is not None and rec.get("status") in DONE_STATUSES
+
+    def write(self, record: dict) -> None:
+        atomic_write_text(
+            self.record_path(record["run_id"]),
+            json.dumps(_clean(record), indent=1, sort_keys=True, default=_json_default),
+        )
+        self.log("done", record["run_id"], status=record.get("status"))
+
+    # ---------------------------------------------------------------- claims
+    def _claim_path(self, run_id: str) -> Path:
+        return self.claims / f"{run_id}.claim"
+
+    def _is_stale(self, path: Path) -> bool:
+        try:
+            info = json.loads(path.read_text())
+            age = time.time() - path.stat().st_mtime
+        except (FileNotFoundError, json.JSONDecodeError):
+            return True  # vanished or half-written by a killed process
+        if info.get("host") == self.host and not pid_alive(int(info.get("pid", -1))):
+            return True
+        return age > self.stale_after
+
+    def claim(self, run_id: str) -> bool:
+        """Try to own a run; True if this process may train it."""
+        if self.is_done(run_id):
+            return False
+        self.claims.mkdir(parents=True, exist_ok=True)
+        path = self._claim_path(run_id)
+        for _ in range(2):
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                if not self._is_stale(path):
+                    return False
+                # only one process wins the rename of a stale claim; the others back off
+                tomb = path.with_name(f"{path.name}.stale.{os.getpid()}.{time.time_ns()}")
+                try:
+                    os.rename(path, tomb)
+                    os.unlink(tomb)
+                except FileNotFoundError:
+                    return False
+                continue
+            with os.fdopen(fd, "w") as f:
+                json.dump({"host": self.host, "pid": os.getpid(), "time": time.time()}, f)
+            if self.is_done(run_id):  # finished between our check and the claim
+                self.release(run_id)
+                return False
+            self.log("claim", run_id)
+            return True
+        return False
+
+    def heartbeat(self, run_ids: Iterable[str]) -> None:
+        for r in run_ids:
+            try:
+                os.utime(self._claim_path(r))
+            except FileNotFoundError:
+                pass
+
+    def release(self, run_id: str) -> None:
+        try:
+            self._claim_path(run_id).unlink()
+        except FileNotFoundError:
+            pass
+
+    # ---------------------------------------------------------------- log and table
+    def log(self, event: str, run_id: str, **kw: Any) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        line = json.dumps({"t": time.time(), "event": event, "run_id": run_id, "host": self.host,
+                           "pid": os.getpid(), **kw})
+        fd = os.open(self.root / "events.jsonl", os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o644)
+        try:
+            os.write(fd, (line + "\n").encode())
+        finally:
+            os.close(fd)
+
+    def events(self) -> list[dict]:
+        p = self.root / "events.jsonl"
+        if not p.exists():
+            return []
+        return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+
+    def table(self, runs: list) -> pd.DataFrame:
+        """One row per run of ``runs`` that has a record: ids, status, metrics, dotted config."""
+        rows = []
+        for r in runs:
+            rec = self.read(r.run_id)
+            if rec is None:
+                continue
+            row: dict[str, Any] = {
+                "run_id": r.run_id,
+                "profile": r.profile,
+                "label": r.label,
+                "seed": r.seed,
+                "status": rec.get("status"),
+                "stop_reason": rec.get("stop_reason"),
+                "stop_step": rec.get("stop_step"),
+                "epochs": rec.get("epochs"),
+                "n_params": rec.get("n_params"),
+            }
+            row.update({k: v for k, v in (rec.get("metrics") or {}).items()})
+            row.update({k: v for k, v in r.flat().items() if k != "seed"})
+            row.update(
+                {"backend": rec.get("backend"), "device": rec.get("device"),
+                 "pack_size": rec.get("pack_size"), "wall_s": rec.get("pack_wall_s"),
+                 "torch": rec.get("torch"), "commit": rec.get("commit")}
+            )
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def write_csv(self, runs: list) -> Path:
+        df = self.table(runs)
+        path = self.root / "results.csv"
+        atomic_write_text(path, df.to_csv(index=False))
+        return path

@@ -1,0 +1,233 @@
+"""Stage 2: expand a spec + profile into validated run configs with content-hash ids.
+
+Resolution order for one run: the spec's paper settings -> profile ``set`` -> the sweep point's
+overrides -> ``derived`` expressions -> typed validation (task, model, train) -> one run per seed.
+A run id hashes the validated config (defaults filled in), the seed and ``CODE_VERSION``, so the same
+run in two specs is the same record and a change of training semantics invalidates old records.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from . import expr
+from .models import MODELS, ModelConfig
+from .spec import Axis, Spec, SpecError, _format_errors
+from .tasks import TASKS, TaskConfig
+from .train import MEMBER_FIELDS, TrainConfig
+
+CODE_VERSION = 1  # bump when a change alters what a run computes
+SECTIONS = ("task", "model", "train")
+
+
+@dataclass
+class RunConfig:
+    run_id: str
+    spec_id: str
+    profile: str
+    index: int
+    label: str
+    coords: dict[str, Any]
+    seed: int
+    task: TaskConfig
+    model: ModelConfig
+    train: TrainConfig
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "task": self.task.model_dump(mode="json"),
+            "model": self.model.model_dump(mode="json"),
+            "train": self.train.model_dump(mode="json"),
+            "seed": self.seed,
+        }
+
+    def flat(self) -> dict[str, Any]:
+        """Dotted config columns, e.g. ``model.d`` (nested dicts flattened)."""
+        return flatten(self.config())
+
+    def pack_key(self) -> str:
+        """Runs with equal pack keys have identical shapes and train together in one pack."""
+        cfg = self.config()
+        cfg.pop("seed")
+        cfg["train"] = {k: v for k, v in cfg["train"].items() if k not in MEMBER_FIELDS}
+        return _hash(cfg)
+
+
+def _hash(obj: Any, n: int = 12) -> str:
+    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:n]
+
+
+def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def set_dotted(cfg: dict[str, Any], key: str, value: Any) -> None:
+    parts = key.split(".")
+    if parts[0] not in SECTIONS:
+        raise KeyError(f"{key}: keys must start with one of {', '.join(SECTIONS)} (e.g. model.d)")
+    if len(parts) == 1:  # a whole section, e.g. a case that swaps the model family
+        if not isinstance(value, dict):
+            raise KeyError(f"{key}: a whole section must be a mapping")
+        cfg[key] = copy.deepcopy(value)
+        return
+    node = cfg
+    for p in parts[:-1]:
+        if not isinstance(node.get(p), dict):
+            node[p] = {}
+        node = node[p]
+    node[parts[-1]] = copy.deepcopy(value)
+
+
+def _zip_points(z: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    lens = {k: len(v) for k, v in z.items()}
+    if len(set(lens.values())) > 1:
+        raise ValueError(f"zip lists have different lengths: {lens}")
+    n = next(iter(lens.values()), 0)
+    return [{k: v[i] for k, v in z.items()} for i in range(n)]
+
+
+def _grid_points(g: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    keys = list(g)
+    return [dict(zip(keys, vals)) for vals in itertools.product(*(g[k] for k in keys))]
+
+
+def axis_points(axis: Axis) -> list[tuple[list[str], dict[str, Any]]]:
+    """(labels, overrides) for every point of one axis."""
+    if axis.grid is not None:
+        return [([], p) for p in _grid_points(axis.grid)]
+    if axis.zip is not None:
+        return [([], p) for p in _zip_points(axis.zip)]
+    out = []
+    for case in axis.cases or []:
+        subs = [dict(a, **b) for a in _grid_points(case.grid) for b in _zip_points(case.zip) or [{}]]
+        for sub in subs or [{}]:
+            out.append(([case.label] if case.label else [], {**case.set, **sub}))
+    return out
+
+
+def _apply_derived(cfg: dict[str, Any], derived: dict[str, str]) -> None:
+    pending = dict(derived)
+    while pending:
+        env = flatten(cfg)
+        ready = {k: e for k, e in pending.items() if not (expr.names(e) & set(pending))}
+        if not ready:
+            raise ValueError(f"derived values depend on each other in a cycle: {sorted(pending)}")
+        for key, e in ready.items():
+            try:
+                set_dotted(cfg, key, expr.evaluate(e, env))
+            except expr.ExprError as err:
+                raise expr.ExprError(f"derived.{key}: {err}") from None
+            pending.pop(key)
+
+
+class SectionError(Exception):
+    def __init__(self, section: str, err: ValidationError):
+        super().__init__(section)
+        self.section, self.err = section, err
+
+
+def validate_sections(cfg: dict[str, Any]) -> tuple[TaskConfig, ModelConfig, TrainConfig]:
+    """Typed configs of one run; raises KeyError for unknown names, SectionError otherwise."""
+    task_cls = TASKS.get(cfg["task"].get("name"))
+    if task_cls is None:
+        raise KeyError(f"task.name: unknown task {cfg['task'].get('name')!r} (known: {sorted(TASKS)})")
+    model_entry = MODELS.get(cfg["model"].get("name"))
+    if model_entry is None:
+        raise KeyError(
+            f"model.name: unknown model {cfg['model'].get('name')!r} (known: {sorted(MODELS)})"
+        )
+    out = []
+    for section, cls in (("task", task_cls.Config), ("model", model_entry.Config), ("train", TrainConfig)):
+        try:
+            out.append(cls(**cfg[section]))
+        except ValidationError as err:
+            raise SectionError(section, err) from None
+    return tuple(out)  # type: ignore[return-value]
+
+
+def expand(spec: Spec, profile: str | None = None) -> list[RunConfig]:
+    """All runs of ``spec`` under ``profile`` (default: the spec's default profile)."""
+    profile = profile or spec.default_profile
+    if profile not in spec.profiles:
+        raise SpecError([f"{spec.path}: unknown profile {profile!r} (have {sorted(spec.profiles)})"])
+    prof = spec.profiles[profile]
+    base = {"task": dict(spec.task), "model": dict(spec.model), "train": dict(spec.train)}
+    errors: list[str] = []
+    try:
+        for k, v in prof.set.items():
+            set_dotted(base, k, v)
+    except KeyError as err:
+        raise SpecError([f"{spec.path}: profiles.{profile}.set.{err.args[0]}"]) from None
+    axes = prof.sweep if prof.sweep is not None else spec.sweep
+    seeds = prof.seeds if prof.seeds is not None else spec.seeds
+    points: list[tuple[list[str], dict[str, Any]]] = [([], {})]
+    try:
+        for axis in axes:
+            points = [(la + lb, {**oa, **ob}) for la, oa in points for lb, ob in axis_points(axis)]
+    except ValueError as err:
+        raise SpecError([f"{spec.path}: sweep: {err}"]) from None
+
+    runs: list[RunConfig] = []
+    grouped: dict[str, list[str]] = {}  # message -> points where it occurs
+    for i, (labels, overrides) in enumerate(points):
+        label = " ".join(labels)
+        point = f"{i}{' ' + label if label else ''}"
+        cfg = copy.deepcopy(base)
+        try:
+            for k, v in overrides.items():
+                set_dotted(cfg, k, v)
+            _apply_derived(cfg, spec.derived)
+            task, model, train = validate_sections(cfg)
+        except SectionError as err:
+            for m in _format_errors(spec.path or spec.id, err.err, prefix=f"{err.section}."):
+                grouped.setdefault(m, []).append(point)
+            continue
+        except (KeyError, ValueError, expr.ExprError) as err:
+            grouped.setdefault(f"{spec.path}: {err.args[0] if err.args else err}", []).append(point)
+            continue
+        for seed in seeds:
+            rc = RunConfig(
+                run_id="",
+                spec_id=spec.id,
+                profile=profile,
+                index=len(runs),
+                label=label,
+                coords=dict(overrides),
+                seed=int(seed),
+                task=task,
+                model=model,
+                train=train,
+            )
+            rc.run_id = _hash({**rc.config(), "code": CODE_VERSION})
+            runs.append(rc)
+    for msg, pts in grouped.items():
+        shown = ", ".join(pts[:3]) + (f" and {len(pts) - 3} more" if len(pts) > 3 else "")
+        path, _, rest = msg.partition(": ")
+        errors.append(f"{path}: [profile {profile}, point {shown}] {rest}")
+    if errors:
+        raise SpecError(errors)
+    seen: dict[str, int] = {}
+    for r in runs:
+        if r.run_id in seen:
+            raise SpecError(
+                [f"{spec.path}: [profile {profile}] sweep points {seen[r.run_id]} and {r.index} "
+                 f"resolve to the same run (duplicate configuration)"]
+            )
+        seen[r.run_id] = r.index
+    return runs

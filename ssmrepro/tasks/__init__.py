@@ -1,0 +1,20 @@
+"""Task registry: name -> Task class (each with its pydantic ``Config``)."""
+
+from __future__ import annotations
+
+from .base import Batch, Task, TaskConfig, TaskInfo
+from .keep_nth import KeepNth
+
+TASKS: dict[str, type[Task]] = {
+    KeepNth.name: KeepNth,
+}
+
+
+def build_task(config: dict | TaskConfig) -> Task:
+    if isinstance(config, TaskConfig):
+        return TASKS[config.name](config)
+    cls = TASKS[config["name"]]
+    return cls(cls.Config(**config))
+
+
+__all__ = ["TASKS", "Batch", "Task", "TaskConfig", "TaskInfo", "build_task"]

@@ -1,0 +1,90 @@
+"""Counter-based random numbers: every value is a pure function of (seed, stream, counter).
+
+Why not ``torch.Generator``: a pack trains E runs at once, and each run must see exactly the data it
+would see when trained alone. With stateful generators that needs E generator calls per step (slow,
+and impossible inside a CUDA graph). Here a sample is ``hash(seed, split, sample_index, draw)``, so
+one vectorised call produces the (E, B) batch of every member on any device, and a member's data does
+not depend on which pack it is in.
+
+The mixing function is the 32-bit "lowbias32" integer hash (two multiply-xorshift rounds), evaluated
+in int64 with the products split into 16-bit halves so nothing overflows. Values are uint32 stored in
+int64 tensors.
+"""
+
+from __future__ import annotations
+
+import torch
+
+MASK32 = 0xFFFFFFFF
+_M1 = 0x7FEB352D
+_M2 = 0x846CA68B
+_GOLDEN = 0x9E3779B9
+
+
+def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
+    """(x * c) mod 2**32 for x in [0, 2**32) without int64 overflow."""
+    lo = x & 0xFFFF
+    hi = x >> 16
+    return (lo * c + (((hi * c) & 0xFFFF) << 16)) & MASK32
+
+
+def hash32(x: torch.Tensor) -> torch.Tensor:
+    """Bijective 32-bit mix of an int64 tensor holding values in [0, 2**32)."""
+    x = x & MASK32
+    x = x ^ (x >> 16)
+    x = _mul32(x, _M1)
+    x = x ^ (x >> 15)
+    x = _mul32(x, _M2)
+    x = x ^ (x >> 16)
+    return x
+
+
+def combine(h: torch.Tensor, v: torch.Tensor | int) -> torch.Tensor:
+    """Fold one more component ``v`` (int or int64 tensor, any size) into the key ``h``."""
+    if isinstance(v, int):
+        v = torch.tensor(v, dtype=torch.int64, device=h.device)
+    lo = v & MASK32
+    hi = (v >> 32) & MASK32
+    h = hash32(h ^ hash32(lo + _GOLDEN))
+    return hash32(h ^ hash32(hi + 2 * _GOLDEN))
+
+
+def key(seeds: torch.Tensor, *parts: torch.Tensor | int) -> torch.Tensor:
+    """Key tensor from per-member seeds (E,) and further components broadcast against it."""
+    h = hash32(seeds.to(torch.int64) ^ 0x5BD1E995)
+    for p in parts:
+        h = combine(h, p)
+    return h
+
+
+def bits(k: torch.Tensor, n: int) -> torch.Tensor:
+    """n independent uint32 draws per key: (...,) -> (..., n) int64 in [0, 2**32)."""
+    ctr = torch.arange(n, dtype=torch.int64, device=k.device)
+    return hash32(combine(k.unsqueeze(-1), ctr) + 0x27D4EB2F)
+
+
+def uniform(k: torch.Tensor, n: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """n uniforms in [0, 1) per key: (...,) -> (..., n)."""
+    return bits(k, n).to(dtype) * (1.0 / 4294967296.0)
+
+
+def randint(k: torch.Tensor, n: int, low: int, high: int) -> torch.Tensor:
+    """n integers uniform in [low, high) per key: (...,) -> (..., n) int64."""
+    span = high - low
+    if span <= 0:
+        raise ValueError(f"empty range [{low}, {high})")
+    return low + (bits(k, n) * span >> 32) if span < (1 << 31) else low + (
+        uniform(k, n) * span
+    ).long().clamp_max(span - 1)
+
+
+def permutation_keys(k: torch.Tensor, n: int) -> torch.Tensor:
+    """Random permutation of range(n) per key: (...,) -> (..., n), via argsort of random bits."""
+    return torch.argsort(bits(k, n), dim=-1)
+
+
+def sample_without_replacement(k: torch.Tensor, pool: int, count: int) -> torch.Tensor:
+    """``count`` distinct values from range(pool) per key, in random order: (...,) -> (..., count)."""
+    if count > pool:
+        raise ValueError(f"cannot draw {count} distinct values from {pool}")
+    return permutation_keys(k, pool)[..., :count]

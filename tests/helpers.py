@@ -1,0 +1,33 @@
+"""Helpers to build small specs on the fly for tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def write_spec(tmp_path: Path, name: str = "t-spec", **overrides) -> Path:
+    """A copy of huang2025-tab1 with tiny settings; ``overrides`` replace top-level keys."""
+    raw = yaml.safe_load((ROOT / "experiments/huang2025/huang2025-tab1.yaml").read_text())
+    raw.update(
+        id=name,
+        alias=None,
+        paper="tests",
+        task={"name": "keep_nth", "n": 2, "T": 8, "vocab": 8},
+        model={"name": "ssm_lm", "mixer": "s6", "d": 8, "N": 4, "pe": "index"},
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 40, "val_size": 32,
+               "test_size": 64, "eval_every": 20, "eval_batch_size": 64},
+        sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                          {"label": "S4D", "set": {"model.mixer": "s4d"}}]}],
+        seeds=[0, 1],
+        paper_values=[],
+        claims=[],
+    )
+    raw["profiles"] = {"smoke": {}, "quick": {}, "paper": {}}
+    raw.update(overrides)
+    p = tmp_path / f"{name}.yaml"
+    p.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return p

@@ -1,0 +1,74 @@
+"""A pack of E members trains exactly like each member alone (float64, CPU)."""
+
+import math
+
+import pytest
+import torch
+from helpers import write_spec
+
+from ssmrepro.spec import load_spec
+from ssmrepro.sweep import expand
+from ssmrepro.train import train_pack
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        {"name": "ssm_lm", "mixer": "s6", "d": 8, "N": 4, "pe": "index"},
+        {"name": "ssm_lm", "mixer": "s4d", "d": 8, "N": 4},
+        {"name": "transformer_lm", "d": 8, "heads": 2},
+    ],
+    ids=["s6", "s4d", "transformer"],
+)
+def test_pack_equals_members_alone(tmp_path, model):
+    spec = load_spec(
+        write_spec(
+            tmp_path,
+            model=model,
+            train={"optimizer": "adamw", "lr": 0.01, "batch_size": 8, "max_steps": 30,
+                   "val_size": 32, "test_size": 32, "eval_every": 10, "dtype": "float64",
+                   "weight_decay": 0.01, "train_size": 64,
+                   "early_stop": {"metric": "val.acc", "op": ">=", "threshold": 2.0}},
+            sweep=[{"zip": {"train.lr": [0.01, 0.003, 0.02], "train.grad_clip": [0.5, 1.0, None],
+                            "train.max_steps": [30, 20, 25],
+                            "train.label_smoothing": [0.0, 0.1, 0.0]}}],
+            seeds=[5],
+        )
+    )
+    runs = expand(spec, "paper")
+    assert len({r.pack_key() for r in runs}) == 1  # members differ only in member-level fields
+    keep = {}
+    packed = train_pack(runs, keep=keep)
+    pm = keep["model"]
+    for e, r in enumerate(runs):
+        k1 = {}
+        alone = train_pack([r], keep=k1)[0]
+        for (name, p), q in zip(pm.named_parameters(), k1["model"].parameters()):
+            torch.testing.assert_close(p[e : e + 1], q, rtol=1e-9, atol=1e-11, msg=name)
+        for key, v in alone["metrics"].items():
+            assert math.isclose(v, packed[e]["metrics"][key], rel_tol=1e-9, abs_tol=1e-12), key
+        assert alone["stop_step"] == packed[e]["stop_step"] == r.train.max_steps
+        assert len(alone["history"]) == len(packed[e]["history"])
+        for ha, hp in zip(alone["history"], packed[e]["history"]):
+            assert ha == pytest.approx(hp, rel=1e-9, abs=1e-12)
+
+
+def test_diverging_member_is_recorded_and_others_continue(tmp_path):
+    spec = load_spec(write_spec(tmp_path, sweep=[{"grid": {"train.lr": [0.01, 1.0e12]}}],
+                                seeds=[0]))
+    runs = expand(spec, "paper")
+    res = train_pack(runs)
+    assert res[0]["status"] == "ok" and math.isfinite(res[0]["metrics"]["test.acc"])
+    assert res[1]["status"] == "diverged"
+    assert res[1]["stop_reason"] == "diverged" and res[1]["stop_step"] < 40
+
+
+def test_early_stop_freezes_member(tmp_path):
+    spec = load_spec(write_spec(
+        tmp_path,
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 40, "val_size": 16,
+               "test_size": 16, "eval_every": 5,
+               "early_stop": {"metric": "val.loss", "op": "<", "threshold": 100.0}},
+        sweep=[], seeds=[0]))
+    res = train_pack(expand(spec, "paper"))
+    assert res[0]["stop_reason"] == "early_stop" and res[0]["stop_step"] == 0

@@ -1,0 +1,50 @@
+import json
+import os
+import subprocess
+import sys
+
+from ssmrepro.store import Store, atomic_write_text
+
+
+def test_atomic_write_leaves_no_temp(tmp_path):
+    p = tmp_path / "a" / "b.json"
+    atomic_write_text(p, "x")
+    atomic_write_text(p, "y")
+    assert p.read_text() == "y"
+    assert [f.name for f in p.parent.iterdir()] == ["b.json"]
+
+
+def test_claims_are_exclusive_until_released(tmp_path):
+    a, b = Store(tmp_path), Store(tmp_path)
+    assert a.claim("r1")
+    assert not b.claim("r1")
+    a.release("r1")
+    assert b.claim("r1")
+
+
+def test_done_runs_cannot_be_claimed(tmp_path):
+    s = Store(tmp_path)
+    s.write({"run_id": "r1", "status": "ok", "metrics": {"x": float("nan")}})
+    assert not s.claim("r1")
+    assert json.loads((tmp_path / "runs" / "r1.json").read_text())["metrics"]["x"] is None
+    s.write({"run_id": "r2", "status": "error"})  # failed runs are re-run
+    assert s.claim("r2")
+
+
+def test_claim_of_dead_process_is_taken_over(tmp_path):
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    (tmp_path / "claims").mkdir()
+    (tmp_path / "claims" / "r1.claim").write_text(
+        json.dumps({"host": Store(tmp_path).host, "pid": p.pid, "time": 0})
+    )
+    assert Store(tmp_path).claim("r1")
+
+
+def test_fresh_claim_of_other_host_is_respected_and_old_one_is_not(tmp_path):
+    (tmp_path / "claims").mkdir()
+    c = tmp_path / "claims" / "r1.claim"
+    c.write_text(json.dumps({"host": "elsewhere", "pid": 1, "time": 0}))
+    assert not Store(tmp_path, stale_after=60).claim("r1")
+    os.utime(c, (0, 0))  # not refreshed for a long time
+    assert Store(tmp_path, stale_after=60).claim("r1")
