@@ -1,0 +1,45 @@
+"""Benchmark the Pathfinder generator: images per second (wall clock and per CPU-second).
+
+Usage:
+    python scripts/bench_pathfinder.py --res 32 --n 3000 --workers 2
+
+Wall-clock throughput depends on what else runs on the machine; ``images/cpu-s`` (summed over the
+worker processes) is the load-independent number, and ``cores * images/cpu-s`` is what idle cores
+would deliver.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import time
+
+from ssmrepro.data.pathfinder import generate_pathfinder
+
+
+def _cpu_seconds() -> float:
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--res", type=int, default=32, choices=[32, 64, 128, 256])
+    ap.add_argument("--n", type=int, default=3000)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+
+    t0, c0 = time.perf_counter(), _cpu_seconds()
+    images, labels = generate_pathfinder(args.n, args.res, args.seed, workers=args.workers)
+    wall, cpu = time.perf_counter() - t0, _cpu_seconds() - c0  # children counted once they exit
+    print(f"resolution {args.res}: {len(labels)} images, workers={args.workers}, cores={os.cpu_count()}")
+    print(f"wall   {wall:8.2f} s  -> {len(labels) / wall:8.1f} images/s")
+    print(f"cpu    {cpu:8.2f} s  -> {len(labels) / cpu:8.1f} images/cpu-s")
+    print(f"label balance: {labels.mean():.3f}; load average: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

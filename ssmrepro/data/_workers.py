@@ -1,0 +1,43 @@
+"""Ordered, lazily consumed map over chunk indices 0, 1, 2, ... (optionally in worker processes).
+
+Generators split their work into fixed chunks whose RNG depends only on ``(seed, chunk index)``, so
+the output is the same for any number of workers: results are always consumed in chunk order.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def iter_chunks(fn: Callable[[int], T], workers: int = 1, ahead: int | None = None) -> Iterator[T]:
+    """Yield ``fn(0), fn(1), ...`` forever, in order; stop by closing / abandoning the iterator.
+
+    With ``workers > 1`` the calls run in ``spawn``-ed processes (safe when torch or threads are
+    loaded in the parent), at most ``ahead`` (default ``2 * workers``) chunks ahead of the
+    consumer, so at most that many chunks are computed in vain at the end. ``fn`` must be
+    picklable (a module-level function or a ``functools.partial`` of one).
+    """
+    if workers <= 1:
+        c = 0
+        while True:
+            yield fn(c)
+            c += 1
+    ctx = mp.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
+        pending: deque = deque()
+        c = 0
+        try:
+            while True:
+                while len(pending) < max(ahead or 2 * workers, workers):
+                    pending.append(ex.submit(fn, c))
+                    c += 1
+                yield pending.popleft().result()
+        finally:
+            for f in pending:
+                f.cancel()

@@ -1,0 +1,146 @@
+"""Cache of prepared (tokenised / decoded / split) arrays, keyed by everything that produced them.
+
+A cache entry is a directory ``<root>/.cache/<task>-<key>/`` holding one ``.npy`` file per array
+(so large arrays such as Path-X can be memory-mapped) and a ``meta.json``. The key is a SHA-256 of
+
+- the task name and the data source name,
+- the identity of every source file (relative path, size, mtime in ns),
+- every field of the task's preprocessing config (the whole dataclass, not a hand-picked subset),
+- the preparation code's version number (bumped when the preparation logic changes).
+
+Entries are written to a temporary directory first and renamed into place, so a crash never leaves
+a half-written entry behind and two processes preparing the same data do not corrupt each other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+META_FILE = "meta.json"
+
+
+def file_identity(paths: Iterable[Path], base: Path) -> list[tuple[str, int, int]]:
+    """``(path relative to base, size, mtime_ns)`` for each file, sorted by path."""
+    out = []
+    for p in paths:
+        st = p.stat()
+        try:
+            rel = p.relative_to(base).as_posix()
+        except ValueError:
+            rel = p.as_posix()
+        out.append((rel, int(st.st_size), int(st.st_mtime_ns)))
+    out.sort()
+    return out
+
+
+def config_dict(config: Any) -> dict[str, Any]:
+    """Every field of a (dataclass) preprocessing config as plain JSON-able values."""
+    if dataclasses.is_dataclass(config) and not isinstance(config, type):
+        d = dataclasses.asdict(config)
+    elif isinstance(config, Mapping):
+        d = dict(config)
+    else:
+        raise TypeError(f"config must be a dataclass instance or a mapping, got {type(config)}")
+    return json.loads(json.dumps(d, sort_keys=True, default=str))
+
+
+def cache_key(
+    task: str,
+    source: str,
+    identity: list[tuple[str, int, int]],
+    config: Any,
+    version: int,
+) -> str:
+    """Stable 20-hex-digit key; changes when any input above changes."""
+    payload = {
+        "task": task,
+        "source": source,
+        "files": [list(t) for t in identity],
+        "config": config_dict(config),
+        "version": int(version),
+    }
+    blob = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()[:20]
+
+
+def entry_dir(cache_dir: Path, task: str, key: str) -> Path:
+    return cache_dir / f"{task}-{key}"
+
+
+def save_entry(path: Path, arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> Path:
+    """Atomically create cache entry ``path`` (a directory) from arrays + meta.
+
+    If another process created the same entry meanwhile, ours is discarded and theirs kept.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".tmp-{path.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        for name, arr in arrays.items():
+            np.save(tmp / f"{name}.npy", np.ascontiguousarray(arr), allow_pickle=False)
+        meta = dict(meta, arrays=sorted(arrays))
+        (tmp / META_FILE).write_text(json.dumps(meta, indent=1, sort_keys=True, default=str))
+        try:
+            os.replace(tmp, path)
+        except OSError:
+            # the target exists (another writer won the race) and is non-empty: keep theirs
+            if not (path / META_FILE).exists():
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return path
+
+
+def load_entry(path: Path, mmap: bool = True) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
+    """Load a cache entry, or None when it does not exist (or is incomplete)."""
+    meta_file = path / META_FILE
+    if not meta_file.exists():
+        return None
+    meta = json.loads(meta_file.read_text())
+    arrays = {}
+    for name in meta.get("arrays", []):
+        f = path / f"{name}.npy"
+        if not f.exists():
+            return None
+        arrays[name] = np.load(f, mmap_mode="r" if mmap else None, allow_pickle=False)
+    return arrays, meta
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temp file + os.replace."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_save_npy(path: Path, arr: np.ndarray) -> None:
+    """np.save to a temp file in the same folder, then os.replace."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}.npy")
+    try:
+        np.save(tmp, np.ascontiguousarray(arr), allow_pickle=False)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()

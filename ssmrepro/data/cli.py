@@ -1,0 +1,253 @@
+"""``ssmrepro data ...``: download (explicit, resumable), generate (offline) and inspect LRA data.
+
+Mounted by the main CLI with ``app.add_typer(data_app, name="data")``. Exit codes: 0 ok, 1 a
+download / generation failed, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from enum import Enum
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .sources import generated_dir, resolve_data_root
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Long Range Arena data: explicit downloads, offline generators, and what is present.\n\n"
+    "Examples:\n\n"
+    "  ssmrepro data download cifar10 --dir data\n\n"
+    "  ssmrepro data generate listops --n 100000 --seed 0\n\n"
+    "  ssmrepro data generate pathfinder --res 32 --n 200000 --seed 0 --workers 2\n\n"
+    "  ssmrepro data info",
+)
+generate_app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Generate ListOps / Pathfinder offline, in the on-disk layout the loaders read.",
+)
+app.add_typer(generate_app, name="generate")
+
+console = Console()
+err_console = Console(stderr=True)
+
+DIR_HELP = "data root (default: $SSMREPRO_DATA, else ./data)"
+
+
+class Target(str, Enum):
+    lra = "lra"
+    cifar10 = "cifar10"
+    imdb = "imdb"
+
+
+class PathfinderFormat(str, Enum):
+    npy = "npy"
+    lra = "lra"
+
+
+def _fail(message: str, code: int = 2) -> None:
+    err_console.print(f"[red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+@app.command()
+def download(
+    target: Target = typer.Argument(..., help="what to download: lra | cifar10 | imdb"),
+    dir: Path | None = typer.Option(None, "--dir", help=DIR_HELP),
+    url: str | None = typer.Option(None, "--url", help="override the URL (http(s):// or file://)"),
+    sha256: str | None = typer.Option(None, "--sha256", help="expected SHA-256 of the archive"),
+    keep_archive: bool = typer.Option(
+        True, "--keep-archive/--delete-archive", help="keep the archive under <root>/downloads"
+    ),
+    force: bool = typer.Option(False, "--force", help="replace folders that already exist"),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="show progress bars"),
+) -> None:
+    """Download an archive (resumable, verified) and lay it out for the loaders.
+
+    Example: ssmrepro data download lra --dir data --url file:///mnt/mirror/lra_release.gz
+    """
+    from .download import DownloadError
+    from .download import download as do_download
+
+    root = resolve_data_root(dir)
+    try:
+        installed = do_download(
+            target.value,
+            root,
+            url=url,
+            sha256=sha256,
+            keep_archive=keep_archive,
+            force=force,
+            progress=progress,
+        )
+    except DownloadError as err:
+        _fail(str(err), code=1)
+    for p in installed:
+        console.print(f"installed {p}", highlight=False)
+
+
+def _prepare_out(out: Path | None, default: Path, force: bool) -> Path:
+    target = out if out is not None else default
+    if target.exists() and any(target.iterdir()):
+        if not force:
+            _fail(f"{target} is not empty; pass --force to replace it or --out to choose another folder")
+        shutil.rmtree(target)
+    return target
+
+
+@generate_app.command("listops")
+def generate_listops_cmd(
+    n: int = typer.Option(100_000, "--n", help="total examples (train + val + test)"),
+    seed: int = typer.Option(0, "--seed"),
+    dir: Path | None = typer.Option(None, "--dir", help=DIR_HELP),
+    out: Path | None = typer.Option(None, "--out", help="output folder (default <root>/generated/listops)"),
+    workers: int = typer.Option(1, "--workers", help="worker processes"),
+    n_val: int | None = typer.Option(None, "--n-val", help="validation examples (default 2% of --n)"),
+    n_test: int | None = typer.Option(None, "--n-test", help="test examples (default 2% of --n)"),
+    min_length: int = typer.Option(500, "--min-length", help="keep trees with min_length < length"),
+    max_length: int = typer.Option(2000, "--max-length", help="keep trees with length < max_length"),
+    max_depth: int = typer.Option(10, "--max-depth"),
+    max_args: int = typer.Option(10, "--max-args"),
+    force: bool = typer.Option(False, "--force", help="replace an existing output folder"),
+) -> None:
+    """ListOps with the LRA grammar and length window; writes basic_{train,val,test}.tsv.
+
+    Example: ssmrepro data generate listops --n 2000 --seed 0 --min-length 50 --max-length 300
+    """
+    import json
+
+    from .cache import atomic_write_text
+    from .listops import GENERATOR_VERSION, SPLIT_FILES, generate_listops, write_listops_tsv
+
+    n_val = max(1, round(0.02 * n)) if n_val is None else n_val
+    n_test = max(1, round(0.02 * n)) if n_test is None else n_test
+    n_train = n - n_val - n_test
+    if n_train < 1:
+        _fail(f"--n {n} leaves no training examples after {n_val} val + {n_test} test")
+    root = resolve_data_root(dir)
+    target = _prepare_out(out, generated_dir(root) / "listops", force)
+    t0 = time.perf_counter()
+    with console.status(f"generating {n} ListOps trees ...") as status:
+        try:
+            splits = generate_listops(
+                n_train,
+                n_val,
+                n_test,
+                seed,
+                min_length=min_length,
+                max_length=max_length,
+                max_depth=max_depth,
+                max_args=max_args,
+                workers=workers,
+                progress=lambda k: status.update(f"generating ListOps trees: {k}/{n}"),
+            )
+        except (RuntimeError, ValueError) as err:
+            _fail(str(err), code=1 if isinstance(err, RuntimeError) else 2)
+    for split, fname in SPLIT_FILES.items():
+        write_listops_tsv(target / fname, splits[split])
+    meta = {
+        "generator": "ssmrepro.data.listops",
+        "version": GENERATOR_VERSION,
+        "seed": seed,
+        "sizes": {s: len(v) for s, v in splits.items()},
+        "min_length": min_length,
+        "max_length": max_length,
+        "max_depth": max_depth,
+        "max_args": max_args,
+    }
+    atomic_write_text(target / "meta.json", json.dumps(meta, indent=1, sort_keys=True))
+    console.print(
+        f"wrote {n} ListOps examples ({n_train}/{n_val}/{n_test}) to {target} "
+        f"in {time.perf_counter() - t0:.1f} s",
+        highlight=False,
+    )
+
+
+@generate_app.command("pathfinder")
+def generate_pathfinder_cmd(
+    n: int = typer.Option(200_000, "--n", help="number of images"),
+    seed: int = typer.Option(0, "--seed"),
+    res: int = typer.Option(32, "--res", help="resolution: 32, 64, 128 (Path-X) or 256"),
+    dir: Path | None = typer.Option(None, "--dir", help=DIR_HELP),
+    out: Path | None = typer.Option(
+        None,
+        "--out",
+        help="output folder (default <root>/generated/pathfinder<res>/curv_contour_length_14)",
+    ),
+    workers: int = typer.Option(max(1, os.cpu_count() or 1), "--workers", help="worker processes"),
+    format: PathfinderFormat = typer.Option(
+        PathfinderFormat.npy,
+        "--format",
+        help="npy: uint8 shards; lra: PNGs + metadata like the release",
+    ),
+    shard_size: int = typer.Option(10_000, "--shard-size", help="images per .npy shard"),
+    force: bool = typer.Option(False, "--force", help="replace an existing output folder"),
+) -> None:
+    """Pathfinder images with the LRA parameters for the resolution (contour length 14).
+
+    Example: ssmrepro data generate pathfinder --res 32 --n 20000 --seed 0 --workers 2
+    """
+    from .pathfinder import LRA_PARAMS, write_pathfinder
+
+    if res not in LRA_PARAMS:
+        _fail(f"--res must be one of {sorted(LRA_PARAMS)}, got {res}")
+    params = LRA_PARAMS[res]
+    root = resolve_data_root(dir)
+    target = _prepare_out(out, generated_dir(root) / f"pathfinder{res}" / params.difficulty, force)
+    t0 = time.perf_counter()
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
+    with Progress(
+        TextColumn("pathfinder{task.fields[res]}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+    ) as prog:
+        task = prog.add_task("gen", total=n, res=res)
+        write_pathfinder(
+            target,
+            n,
+            res,
+            seed,
+            params=params,
+            workers=workers,
+            fmt=format.value,
+            shard_size=shard_size,
+            progress=lambda k: prog.update(task, completed=k),
+        )
+    dt = time.perf_counter() - t0
+    console.print(f"wrote {n} images to {target} in {dt:.1f} s ({n / dt:.0f} images/s)", highlight=False)
+
+
+@app.command()
+def info(dir: Path | None = typer.Option(None, "--dir", help=DIR_HELP)) -> None:
+    """Which data sources are present under the data root, and how to get the missing ones."""
+    from .datasets import available_sources
+    from .sources import cache_root
+
+    root = resolve_data_root(dir)
+    table = Table("task", "source", "present", "path / how to get it", title=f"data root: {root}")
+    for row in available_sources(root):
+        mark = "[green]yes[/]" if row["present"] else "[red]no[/]"
+        where = str(row["path"]) if row["present"] else row["hint"]
+        src = row["source"] + ("" if row["default"] else " (opt-in)")
+        table.add_row(row["task"], src, mark, where)
+    console.print(table)
+    cache = cache_root(root)
+    if cache.is_dir():
+        size = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file())
+        console.print(f"cache: {cache} ({size / 1e6:.1f} MB)", highlight=False)

@@ -1,0 +1,567 @@
+"""One entry point for the six Long Range Arena tasks: ``load_lra(task, split, ...) -> LRADataset``.
+
+=========  ======================  =================================  =========  =====  ======
+task       sources (preference)    input                              length     vocab  classes
+=========  ======================  =================================  =========  =====  ======
+listops    lra_release, generated  tokens (pad 0, eos 1, ..., X 16)   <= 2048    17     10
+text       download:imdb           characters (or bytes)              <= 4096    ~135   2
+retrieval  lra_release             two character documents            <= 4000x2  ~98    2
+image      download:cifar10        grayscale pixels -> normalised f.  1024       (256)  10
+pathfinder lra_release, generated  pixels in [0, 1], resolution 32    1024       (256)  2
+pathx      lra_release, generated  pixels in [0, 1], resolution 128   16384      (256)  2
+=========  ======================  =================================  =========  =====  ======
+
+``image`` also accepts ``proxy:fashion_mnist32`` when asked for explicitly. Nothing is downloaded
+or generated implicitly: missing data raises ``DataUnavailable`` naming the command to run.
+
+Prepared arrays are cached under ``<root>/.cache`` (see ``cache.py``); the key covers the source
+files' identity and every field of the task's preprocessing config.
+
+Example::
+
+    ds = load_lra("listops", "train", root="data", max_len=2048)
+    ds.source, ds.x.shape, ds.vocab_size    # ('generated', (96000, 2000), 17)
+    b = ds.batch(np.arange(32))             # {"x": int64 (32, L), "lengths": ..., "labels": ...}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import image, listops, pathfinder, retrieval, text
+from .cache import cache_key, config_dict, entry_dir, file_identity, load_entry, save_entry
+from .sources import (
+    CIFAR10,
+    FASHION_MNIST32,
+    GENERATED,
+    IMDB,
+    LRA_RELEASE,
+    SYSTEM_FASHION_MNIST,
+    DataUnavailable,
+    cache_root,
+    dir_flag,
+    generated_dir,
+    lra_dir,
+    resolve_data_root,
+)
+
+SPLITS = ("train", "val", "test")
+
+
+# ------------------------------------------------------------------------------------- dataset
+
+
+@dataclass
+class LRADataset:
+    """Prepared arrays of one task split, with the name of the data source they came from.
+
+    Token tasks (``kind == "tokens"``): ``x`` holds token ids (uint8 / int16), right-padded with
+    ``pad_id = 0``; ``lengths`` the true lengths (including ``<eos>``). Pixel tasks (``kind ==
+    "pixels"``): ``x`` holds uint8 pixel values in raster order, shape (N, L) or (N, L, 3);
+    ``inputs`` / ``batch`` return float32 ``(x / 255 - pixel_mean) / pixel_std``. Retrieval adds
+    ``x2`` / ``lengths2`` for the second document.
+    """
+
+    task: str
+    split: str
+    source: str
+    x: np.ndarray
+    lengths: np.ndarray
+    labels: np.ndarray
+    n_classes: int
+    kind: str  # "tokens" | "pixels"
+    vocab: tuple[str, ...] | None = None
+    x2: np.ndarray | None = None
+    lengths2: np.ndarray | None = None
+    pixel_mean: tuple[float, ...] = (0.0,)
+    pixel_std: tuple[float, ...] = (1.0,)
+    config: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = None  # where the source data was read from
+    cache_path: Path | None = None
+    pad_id: int = 0
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    @property
+    def seq_len(self) -> int:
+        return int(self.x.shape[1])
+
+    @property
+    def vocab_size(self) -> int | None:
+        return len(self.vocab) if self.vocab is not None else None
+
+    @property
+    def d_input(self) -> int | None:
+        """Input channels for float inputs (1 grayscale, 3 colour); None for token inputs."""
+        if self.kind != "pixels":
+            return None
+        return 1 if self.x.ndim == 2 else int(self.x.shape[2])
+
+    @property
+    def dual(self) -> bool:
+        return self.x2 is not None
+
+    def to_float(self, pixels: np.ndarray) -> np.ndarray:
+        """uint8 pixels (..., L[, C]) -> float32 normalised inputs."""
+        mean = np.asarray(self.pixel_mean, dtype=np.float32)
+        std = np.asarray(self.pixel_std, dtype=np.float32)
+        return (pixels.astype(np.float32) / 255.0 - mean) / std
+
+    def inputs(self, idx: np.ndarray | slice | None = None, second: bool = False) -> np.ndarray:
+        """Model inputs for rows ``idx``: float32 for pixel tasks, int64 token ids otherwise."""
+        arr = self.x2 if second else self.x
+        if arr is None:
+            raise ValueError(f"task {self.task!r} has no second input")
+        rows = arr if idx is None else arr[idx]
+        return self.to_float(rows) if self.kind == "pixels" else rows.astype(np.int64)
+
+    def batch(self, idx: Sequence[int] | np.ndarray) -> dict[str, np.ndarray]:
+        """A batch as numpy arrays; token batches are trimmed to their longest sequence.
+
+        Keys: ``x`` (B, L[, C]), ``lengths`` (B,), ``labels`` (B,) and, for retrieval, ``x2``,
+        ``lengths2``.
+        """
+        idx = np.asarray(idx)
+        out: dict[str, np.ndarray] = {"labels": np.asarray(self.labels[idx], dtype=np.int64)}
+        for name, arr, lens in (("x", self.x, self.lengths), ("x2", self.x2, self.lengths2)):
+            if arr is None or lens is None:
+                continue
+            ln = np.asarray(lens[idx], dtype=np.int64)
+            rows = arr[idx]
+            if self.kind == "tokens":
+                rows = rows[:, : int(ln.max()) if len(ln) else 0]
+            out[name] = self.to_float(rows) if self.kind == "pixels" else rows.astype(np.int64)
+            out["lengths" if name == "x" else "lengths2"] = ln
+        return out
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        b = self.batch(np.array([i]))
+        out: dict[str, Any] = {"x": b["x"][0, : int(b["lengths"][0])], "label": int(b["labels"][0])}
+        if "x2" in b:
+            out["x2"] = b["x2"][0, : int(b["lengths2"][0])]
+        return out
+
+    def describe(self) -> str:
+        shape = "x".join(str(s) for s in self.x.shape)
+        extra = f", vocab {self.vocab_size}" if self.vocab is not None else f", d_input {self.d_input}"
+        return (
+            f"{self.task}/{self.split}: {len(self)} examples, x {shape} ({self.kind}{extra}), "
+            f"{self.n_classes} classes, source {self.source}"
+        )
+
+
+# ------------------------------------------------------------------------------------ registry
+
+
+@dataclass(frozen=True)
+class TaskDef:
+    """How to find, identify and prepare one task's data for each of its sources."""
+
+    name: str
+    config_cls: type
+    sources: tuple[str, ...]  # preference order
+    default_accept: tuple[str, ...]
+    n_classes: int
+    locate: Callable[[str, Path, Any], Path]  # where the source would live (may not exist)
+    present: Callable[[str, Path], bool]
+    files: Callable[[str, Path, Any], list[Path]]
+    prepare: Callable[[str, Path, Any], tuple[dict, dict]]  # -> (splits, meta)
+    hint: Callable[[str, Path, Any], str]  # how to get the source, one command
+    version: int = 1
+
+
+def _listops_locate(src: str, root: Path, cfg) -> Path:
+    return lra_dir(root) / "listops-1000" if src == LRA_RELEASE else generated_dir(root) / "listops"
+
+
+def _listops_present(src: str, path: Path) -> bool:
+    return all((path / f).is_file() for f in listops.SPLIT_FILES.values())
+
+
+def _listops_prepare(src: str, path: Path, cfg) -> tuple[dict, dict]:
+    return listops.prepare_listops(path, cfg), {"vocab": list(listops.VOCAB), "kind": "tokens"}
+
+
+def _listops_hint(src: str, root: Path, cfg) -> str:
+    if src == LRA_RELEASE:
+        return f"ssmrepro data download lra{dir_flag(root)}"
+    return f"ssmrepro data generate listops --n 100000 --seed 0{dir_flag(root)}"
+
+
+@dataclass(frozen=True)
+class PathfinderConfig:
+    """Preprocessing for Pathfinder / Path-X. Every field is part of the cache key."""
+
+    resolution: int = 32
+    difficulty: str = "curv_contour_length_14"  # LRA / S4 use the hardest folder
+    tokenize: bool = False  # True: gray levels 0..255 as tokens
+    center: bool = False  # True: map [0, 1] to [-1, 1] (S4 class default; S4 configs use False)
+    val_fraction: float = 0.1
+    test_fraction: float = 0.1
+    split_seed: int = 42
+
+
+@dataclass(frozen=True)
+class PathXConfig(PathfinderConfig):
+    resolution: int = 128
+
+
+def _pf_locate(src: str, root: Path, cfg) -> Path:
+    base = lra_dir(root) if src == LRA_RELEASE else generated_dir(root)
+    return base / f"pathfinder{cfg.resolution}" / cfg.difficulty
+
+
+def _pf_present(src: str, path: Path) -> bool:
+    return (path / "metadata").is_dir() or ((path / "shards").is_dir() and (path / "meta.json").is_file())
+
+
+def _pf_prepare(src: str, path: Path, cfg) -> tuple[dict, dict]:
+    images, labels = pathfinder.read_pathfinder_dir(path)
+    if images.shape[1:] != (cfg.resolution, cfg.resolution):
+        raise ValueError(f"{path}: images are {images.shape[1:]}, expected {cfg.resolution}x{cfg.resolution}")
+    n = len(labels)
+    perm = np.random.default_rng(cfg.split_seed).permutation(n)
+    n_val, n_test = int(cfg.val_fraction * n), int(cfg.test_fraction * n)
+    parts = {
+        "train": perm[n_val + n_test :],
+        "val": perm[:n_val],
+        "test": perm[n_val : n_val + n_test],
+    }
+    flat = images.reshape(n, -1)  # row-major: L = H * W
+    out = {}
+    for split, idx in parts.items():
+        idx = np.sort(idx)
+        out[split] = {
+            "x": flat[idx],
+            "lengths": np.full(len(idx), flat.shape[1], np.int32),
+            "labels": labels[idx],
+        }
+    return out, {"kind": "pixels"}
+
+
+def _pf_files(src: str, path: Path, cfg) -> list[Path]:
+    return pathfinder.pathfinder_files(path)
+
+
+def _pf_hint(src: str, root: Path, cfg) -> str:
+    if src == LRA_RELEASE:
+        return f"ssmrepro data download lra{dir_flag(root)}"
+    res = cfg.resolution
+    return f"ssmrepro data generate pathfinder --res {res} --n 200000 --seed 0{dir_flag(root)}"
+
+
+def _fashion_dir(root: Path) -> Path:
+    local = root / "fashion-mnist"
+    if image.fashion_present(local) or not image.fashion_present(SYSTEM_FASHION_MNIST):
+        return local
+    return SYSTEM_FASHION_MNIST
+
+
+def _image_locate(src: str, root: Path, cfg) -> Path:
+    return root / image.CIFAR_DIRNAME if src == CIFAR10 else _fashion_dir(root)
+
+
+def _image_present(src: str, path: Path) -> bool:
+    if src == CIFAR10:
+        return all(f.is_file() for f in image.cifar_files(path))
+    return image.fashion_present(path)
+
+
+def _image_files(src: str, path: Path, cfg) -> list[Path]:
+    return image.cifar_files(path) if src == CIFAR10 else image.fashion_files(path)
+
+
+def _image_prepare(src: str, path: Path, cfg) -> tuple[dict, dict]:
+    if src == CIFAR10:
+        return image.prepare_cifar(path, cfg), {"kind": "pixels"}
+    if not cfg.grayscale:
+        raise ValueError("proxy:fashion_mnist32 is grayscale only")
+    splits, stats = image.prepare_fashion32(path, cfg)
+    return splits, {"kind": "pixels", "pixel_mean": [stats["mean"]], "pixel_std": [stats["std"]]}
+
+
+def _image_hint(src: str, root: Path, cfg) -> str:
+    if src == CIFAR10:
+        return f"ssmrepro data download cifar10{dir_flag(root)}"
+    local = root / "fashion-mnist"
+    return f"apt-get install dataset-fashion-mnist (or copy its IDX .gz files to {local})"
+
+
+def _text_locate(src: str, root: Path, cfg) -> Path:
+    return root / "imdb" / text.IMDB_DIRNAME
+
+
+def _text_prepare(src: str, path: Path, cfg) -> tuple[dict, dict]:
+    splits, vocab = text.prepare_imdb(path, cfg)
+    return splits, {"vocab": list(vocab), "kind": "tokens"}
+
+
+def _text_files(src: str, path: Path, cfg) -> list[Path]:
+    return [f for items in text.imdb_files(path).values() for f, _ in items]
+
+
+def _aan_locate(src: str, root: Path, cfg) -> Path:
+    return lra_dir(root) / retrieval.TSV_DIRNAME
+
+
+def _aan_prepare(src: str, path: Path, cfg) -> tuple[dict, dict]:
+    splits, vocab = retrieval.prepare_aan(path, cfg)
+    return splits, {"vocab": list(vocab), "kind": "tokens"}
+
+
+TASKS: dict[str, TaskDef] = {
+    "listops": TaskDef(
+        name="listops",
+        config_cls=listops.ListOpsConfig,
+        sources=(LRA_RELEASE, GENERATED),
+        default_accept=(LRA_RELEASE, GENERATED),
+        n_classes=listops.N_CLASSES,
+        locate=_listops_locate,
+        present=_listops_present,
+        files=lambda s, p, c: [p / f for f in listops.SPLIT_FILES.values()],
+        prepare=_listops_prepare,
+        hint=_listops_hint,
+        version=listops.PREPARE_VERSION,
+    ),
+    "text": TaskDef(
+        name="text",
+        config_cls=text.TextConfig,
+        sources=(IMDB,),
+        default_accept=(IMDB,),
+        n_classes=text.N_CLASSES,
+        locate=_text_locate,
+        present=lambda s, p: text.imdb_present(p),
+        files=_text_files,
+        prepare=_text_prepare,
+        hint=lambda s, r, c: f"ssmrepro data download imdb{dir_flag(r)}",
+        version=text.PREPARE_VERSION,
+    ),
+    "retrieval": TaskDef(
+        name="retrieval",
+        config_cls=retrieval.RetrievalConfig,
+        sources=(LRA_RELEASE,),
+        default_accept=(LRA_RELEASE,),
+        n_classes=retrieval.N_CLASSES,
+        locate=_aan_locate,
+        present=lambda s, p: all(f.is_file() for f in retrieval.aan_files(p)),
+        files=lambda s, p, c: retrieval.aan_files(p),
+        prepare=_aan_prepare,
+        hint=lambda s, r, c: f"ssmrepro data download lra{dir_flag(r)}",
+        version=retrieval.PREPARE_VERSION,
+    ),
+    "image": TaskDef(
+        name="image",
+        config_cls=image.ImageConfig,
+        sources=(CIFAR10, FASHION_MNIST32),
+        default_accept=(CIFAR10,),
+        n_classes=image.N_CLASSES,
+        locate=_image_locate,
+        present=_image_present,
+        files=_image_files,
+        prepare=_image_prepare,
+        hint=_image_hint,
+        version=image.PREPARE_VERSION,
+    ),
+    "pathfinder": TaskDef(
+        name="pathfinder",
+        config_cls=PathfinderConfig,
+        sources=(LRA_RELEASE, GENERATED),
+        default_accept=(LRA_RELEASE, GENERATED),
+        n_classes=2,
+        locate=_pf_locate,
+        present=_pf_present,
+        files=_pf_files,
+        prepare=_pf_prepare,
+        hint=_pf_hint,
+    ),
+    "pathx": TaskDef(
+        name="pathx",
+        config_cls=PathXConfig,
+        sources=(LRA_RELEASE, GENERATED),
+        default_accept=(LRA_RELEASE, GENERATED),
+        n_classes=2,
+        locate=_pf_locate,
+        present=_pf_present,
+        files=_pf_files,
+        prepare=_pf_prepare,
+        hint=_pf_hint,
+    ),
+}
+ALIASES = {
+    "aan": "retrieval",
+    "imdb": "text",
+    "cifar": "image",
+    "scifar": "image",
+    "cifar10": "image",
+    "pathfinder32": "pathfinder",
+    "pathfinder64": "pathfinder",
+    "pathfinder128": "pathfinder",
+    "pathfinder256": "pathfinder",
+    "path-x": "pathx",
+}
+
+
+def task_config(task: str, **preprocessing: Any):
+    """The task's preprocessing config; unknown keys raise ValueError listing the valid ones."""
+    tdef = TASKS[ALIASES.get(task, task)]
+    valid = [f.name for f in dataclasses.fields(tdef.config_cls)]
+    unknown = sorted(set(preprocessing) - set(valid))
+    if unknown:
+        raise ValueError(f"unknown preprocessing option(s) {unknown} for task {tdef.name!r}; valid: {valid}")
+    return tdef.config_cls(**preprocessing)
+
+
+def find_source(task: str, root: Path, accept: Sequence[str], cfg) -> tuple[str, Path] | None:
+    """First accepted source whose files are present: (source name, path) or None."""
+    tdef = TASKS[task]
+    for src in accept:
+        path = tdef.locate(src, root, cfg)
+        if tdef.present(src, path):
+            return src, path
+    return None
+
+
+def unavailable_message(task: str, split: str, root: Path, accept: Sequence[str], cfg) -> str:
+    tdef = TASKS[task]
+    looked = "; ".join(f"{s}: {tdef.locate(s, root, cfg)}" for s in accept)
+    cmds = " | ".join(f"`{tdef.hint(s, root, cfg)}`" for s in accept)
+    which = "this command" if len(accept) == 1 else "one of these commands"
+    return (
+        f"LRA task {task!r} (split {split!r}) has no data under data root {str(root)!r}: "
+        "none of the "
+        f"accepted sources [{', '.join(accept)}] is present (looked in {looked}). Data is never "
+        f"downloaded or generated implicitly; run {which}: {cmds}"
+    )
+
+
+def load_lra(
+    task: str,
+    split: str,
+    root: str | Path | None = None,
+    accept_sources: Sequence[str] | None = None,
+    *,
+    cache: bool = True,
+    cache_dir: str | Path | None = None,
+    **preprocessing: Any,
+) -> LRADataset:
+    """Load one split of an LRA task, preparing (and caching) it on first use.
+
+    Args:
+        task: ``listops``, ``text``, ``retrieval``, ``image``, ``pathfinder`` or ``pathx``
+            (aliases: aan, imdb, cifar, scifar, path-x, pathfinder{32,64,128,256} = pathfinder
+            at that resolution).
+        split: ``train``, ``val`` or ``test``.
+        root: data root; default ``$SSMREPRO_DATA`` or ``./data``.
+        accept_sources: data sources allowed, in order of preference (default: the task's
+            real sources, e.g. ``["lra_release", "generated"]`` for ListOps).
+        cache: read / write prepared arrays under ``cache_dir`` (default ``<root>/.cache``).
+        **preprocessing: fields of the task's config dataclass (e.g. ``max_len=2048``,
+            ``level="byte"``, ``resolution=64``); unknown names raise ValueError.
+
+    Raises:
+        DataUnavailable: no accepted source is present (the message names the command to run).
+    """
+    name = ALIASES.get(task, task)
+    if name == "pathfinder" and task[len("pathfinder") :].isdigit():  # pathfinder32 / 64 / 128 / 256
+        preprocessing.setdefault("resolution", int(task[len("pathfinder") :]))
+    if name not in TASKS:
+        raise ValueError(f"unknown LRA task {task!r}; known: {sorted(TASKS)} (aliases {sorted(ALIASES)})")
+    tdef = TASKS[name]
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    cfg = task_config(name, **preprocessing)
+    accept = tuple(accept_sources) if accept_sources is not None else tdef.default_accept
+    bad = [s for s in accept if s not in tdef.sources]
+    if bad or not accept:
+        raise ValueError(f"task {name!r} has sources {list(tdef.sources)}; cannot accept {bad or '[]'}")
+    root_path = resolve_data_root(root)
+    found = find_source(name, root_path, accept, cfg)
+    if found is None:
+        raise DataUnavailable(unavailable_message(name, split, root_path, accept, cfg))
+    src, path = found
+
+    identity = file_identity(tdef.files(src, path, cfg), root_path)
+    key = cache_key(name, src, identity, cfg, tdef.version)
+    cdir = Path(cache_dir) if cache_dir is not None else cache_root(root_path)
+    entry_path = entry_dir(cdir, name, key)
+    loaded = load_entry(entry_path) if cache else None
+    if loaded is None:
+        splits, meta = tdef.prepare(src, path, cfg)
+        arrays = {f"{s}.{k}": v for s, d in splits.items() for k, v in d.items()}
+        meta = dict(meta, task=name, source=src, config=config_dict(cfg), files=len(identity))
+        if cache:
+            save_entry(entry_path, arrays, meta)
+            loaded = load_entry(entry_path)
+        else:
+            loaded = (arrays, meta)
+    assert loaded is not None
+    arrays, meta = loaded
+    return _build(name, split, src, path, cfg, arrays, meta, entry_path if cache else None)
+
+
+def _build(task, split, src, path, cfg, arrays, meta, entry_path) -> LRADataset:
+    tdef = TASKS[task]
+    g = arrays.get
+    kind = meta["kind"]
+    vocab = tuple(meta["vocab"]) if meta.get("vocab") else None
+    mean, std = (0.0,), (1.0,)
+    if kind == "pixels":
+        if getattr(cfg, "tokenize", False):
+            kind, vocab = "tokens", tuple(f"<{v}>" for v in range(256))
+        elif task == "image":
+            if "pixel_mean" in meta:  # the Fashion-MNIST proxy: its own statistics
+                mean, std = tuple(meta["pixel_mean"]), tuple(meta["pixel_std"])
+            elif not cfg.normalize:
+                pass
+            elif cfg.grayscale:
+                mean, std = (cfg.mean,), (cfg.std,)
+            else:
+                mean, std = tuple(cfg.color_mean), tuple(cfg.color_std)
+        elif getattr(cfg, "center", False):
+            mean, std = (0.5,), (0.5,)
+    return LRADataset(
+        task=task,
+        split=split,
+        source=src,
+        x=g(f"{split}.x"),
+        lengths=g(f"{split}.lengths"),
+        labels=g(f"{split}.labels"),
+        n_classes=tdef.n_classes,
+        kind=kind,
+        vocab=vocab,
+        x2=g(f"{split}.x2"),
+        lengths2=g(f"{split}.lengths2"),
+        pixel_mean=mean,
+        pixel_std=std,
+        config=config_dict(cfg),
+        path=path,
+        cache_path=entry_path,
+    )
+
+
+def available_sources(root: str | Path | None = None) -> list[dict[str, Any]]:
+    """For ``ssmrepro data info``: one row per (task, source) with its path and presence."""
+    root_path = resolve_data_root(root)
+    rows = []
+    for name, tdef in TASKS.items():
+        cfg = tdef.config_cls()
+        for src in tdef.sources:
+            path = tdef.locate(src, root_path, cfg)
+            rows.append(
+                {
+                    "task": name,
+                    "source": src,
+                    "path": path,
+                    "present": tdef.present(src, path),
+                    "default": src in tdef.default_accept,
+                    "hint": tdef.hint(src, root_path, cfg),
+                }
+            )
+    return rows

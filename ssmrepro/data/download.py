@@ -1,0 +1,450 @@
+"""Explicit, resumable downloads and re-layout of the LRA release, CIFAR-10 and IMDB.
+
+Nothing here runs implicitly: only ``ssmrepro data download ...`` calls it.
+
+- ``download_file`` streams ``http(s)://`` or ``file://`` URLs into ``<dest>.part``; a later call
+  resumes from the partial file (HTTP ``Range``; servers that ignore it restart from zero), then
+  checks the size and the SHA-256 / MD5 when known and renames the file into place. A checksum
+  mismatch deletes the partial file (it is corrupt) and raises ``DownloadError``.
+- ``install_*`` extract an archive safely (no absolute paths, no ``..``, no links) and move the
+  folders the loaders expect into place: ``<root>/lra/{listops-1000, tsv_data, pathfinder32, ...}``,
+  ``<root>/cifar-10-batches-py``, ``<root>/imdb/aclImdb``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import os
+import shutil
+import tarfile
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from .sources import downloads_dir, lra_dir
+
+USER_AGENT = "ssmrepro-data/1.0 (+https://github.com)"
+
+
+class DownloadError(RuntimeError):
+    """A download or an extraction failed; the message says what to do next."""
+
+
+@dataclass(frozen=True)
+class Resource:
+    name: str
+    url: str
+    filename: str
+    size: int | None = None
+    sha256: str | None = None
+    md5: str | None = None
+
+
+RESOURCES: dict[str, Resource] = {
+    # ~7.7 GB; no published checksum. The URL has been reported to return HTTP 403 at times.
+    "lra": Resource(
+        "lra", "https://storage.googleapis.com/long-range-arena/lra_release.gz", "lra_release.gz"
+    ),
+    "cifar10": Resource(
+        "cifar10",
+        "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",
+        "cifar-10-python.tar.gz",
+        size=170_498_071,
+        sha256="6d958be074577803d12ecdefd02955f39262c83c16fe9348329d7fe0b5c001ce",
+        md5="c58f30108f718f92721af3b95e74349a",
+    ),
+    "imdb": Resource(
+        "imdb",
+        "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz",
+        "aclImdb_v1.tar.gz",
+        size=84_125_825,
+        sha256="c40f74a18d3b61f90feba1e17730e0d38e8b97c05fde7008942e91923d1658fe",
+        md5="7c2ac02c03563afcf9b574c7e56c153a",
+    ),
+}
+LRA_FOLDERS = (
+    "listops-1000",
+    "tsv_data",
+    "pathfinder32",
+    "pathfinder64",
+    "pathfinder128",
+    "pathfinder256",
+)
+
+
+# ------------------------------------------------------------------------------------- progress
+
+
+class _Progress:
+    """A rich progress bar (or nothing), used as a context manager: update(advance)."""
+
+    def __init__(
+        self,
+        enabled: bool,
+        description: str,
+        total: int | None,
+        completed: int = 0,
+        unit_bytes: bool = True,
+    ):
+        self.enabled = enabled
+        self._p = None
+        if enabled:
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                DownloadColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+                TransferSpeedColumn,
+            )
+
+            cols = [TextColumn("{task.description}"), BarColumn()]
+            cols += [DownloadColumn(), TransferSpeedColumn()] if unit_bytes else [MofNCompleteColumn()]
+            cols += [TimeRemainingColumn()]
+            self._p = Progress(*cols, console=Console(stderr=True), transient=False)
+            self._task = self._p.add_task(description, total=total, completed=completed)
+
+    def __enter__(self) -> _Progress:
+        if self._p is not None:
+            self._p.start()
+        return self
+
+    def update(self, advance: int = 0, completed: int | None = None) -> None:
+        if self._p is not None:
+            if completed is not None:
+                self._p.update(self._task, completed=completed)
+            else:
+                self._p.advance(self._task, advance)
+
+    def __exit__(self, *exc) -> None:
+        if self._p is not None:
+            self._p.stop()
+
+
+# ------------------------------------------------------------------------------------- download
+
+
+def _hash_file(path: Path, algo: str) -> str:
+    h = hashlib.new(algo)
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _open_url(url: str, offset: int, timeout: float) -> tuple[BinaryIO, int | None, bool]:
+    """Open ``url`` at byte ``offset``: (stream, total size if known, resumed?)."""
+    parsed = urllib.parse.urlparse(url)
+    if parsed.scheme == "file":
+        path = Path(urllib.request.url2pathname(parsed.path))
+        if not path.is_file():
+            raise DownloadError(f"{url}: no such file")
+        f = open(path, "rb")  # noqa: SIM115 - returned to the caller, closed there
+        total = path.stat().st_size
+        if offset > total:
+            offset = 0
+        f.seek(offset)
+        return f, total, offset > 0
+    if parsed.scheme not in ("http", "https"):
+        raise DownloadError(f"unsupported URL scheme in {url!r} (use http, https or file)")
+    headers = {"User-Agent": USER_AGENT}
+    if offset > 0:
+        headers["Range"] = f"bytes={offset}-"
+    req = urllib.request.Request(url, headers=headers)
+    try:
+        resp = urllib.request.urlopen(req, timeout=timeout)  # noqa: S310 - scheme checked above
+    except urllib.error.HTTPError as err:
+        if err.code == 416 and offset > 0:  # range not satisfiable: we already have everything
+            return _Empty(), offset, True
+        raise DownloadError(f"{url}: HTTP {err.code} {err.reason}") from None
+    except urllib.error.URLError as err:
+        raise DownloadError(f"{url}: {err.reason}") from None
+    length = resp.headers.get("Content-Length")
+    if resp.status == 206:
+        content_range = resp.headers.get("Content-Range", "")  # bytes start-end/total
+        try:
+            start = int(content_range.split()[1].split("-")[0])
+        except (IndexError, ValueError):
+            start = offset
+        if start != offset:
+            resp.close()
+            raise DownloadError(f"{url}: server resumed at byte {start}, expected {offset}")
+        total_s = content_range.rsplit("/", 1)[-1]
+        total = int(total_s) if total_s.isdigit() else (offset + int(length) if length else None)
+        return resp, total, True
+    return resp, (int(length) if length else None), False
+
+
+class _Empty:
+    def read(self, n: int = -1) -> bytes:
+        return b""
+
+    def close(self) -> None:
+        pass
+
+
+def download_file(
+    url: str,
+    dest: Path,
+    *,
+    size: int | None = None,
+    sha256: str | None = None,
+    md5: str | None = None,
+    progress: bool = True,
+    timeout: float = 60.0,
+    chunk_size: int = 1 << 20,
+) -> Path:
+    """Download ``url`` to ``dest`` (resumable via ``dest.part``); verify size / checksums.
+
+    Returns ``dest``. If ``dest`` exists already it is verified (when checksums are known) and kept.
+
+    Raises:
+        DownloadError: network / HTTP problems, size mismatch (re-run to resume), checksum
+            mismatch (the partial file is deleted; re-run to download again).
+    """
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if dest.exists():
+        _verify(dest, size, sha256, md5, url, delete=False)
+        return dest
+    part = dest.with_name(dest.name + ".part")
+    offset = part.stat().st_size if part.exists() else 0
+    if size is not None and offset > size:
+        part.unlink()
+        offset = 0
+    if size is None or offset < size:
+        stream, total, resumed = _open_url(url, offset, timeout)
+        if not resumed:
+            offset = 0  # server ignored the Range header (or nothing to resume): start over
+        if size is not None and total is not None and total != size:
+            stream.close()
+            raise DownloadError(f"{url}: server reports {total} bytes, expected {size}")
+        try:
+            with (
+                open(part, "ab" if offset else "wb") as out,
+                _Progress(progress, f"download {dest.name}", total, completed=offset) as bar,
+            ):
+                while True:
+                    block = stream.read(chunk_size)
+                    if not block:
+                        break
+                    out.write(block)
+                    bar.update(len(block))
+        except (OSError, http.client.HTTPException) as err:
+            raise DownloadError(
+                f"{url}: transfer interrupted ({err}); "
+                f"{part} keeps the {part.stat().st_size} bytes "
+                "received so far - re-run the same command to resume"
+            ) from None
+        finally:
+            stream.close()
+        expected = size if size is not None else total
+        got = part.stat().st_size
+        if expected is not None and got != expected:
+            raise DownloadError(
+                f"{url}: got {got} of {expected} bytes; {part} was kept - re-run the same command to resume"
+            )
+    _verify(part, size, sha256, md5, url, delete=True)
+    os.replace(part, dest)
+    return dest
+
+
+def _verify(
+    path: Path, size: int | None, sha256: str | None, md5: str | None, url: str, delete: bool
+) -> None:
+    got_size = path.stat().st_size
+    if size is not None and got_size != size:
+        raise DownloadError(f"{path}: size {got_size} bytes, expected {size} (from {url})")
+    for algo, want in (("sha256", sha256), ("md5", md5)):
+        if not want:
+            continue
+        got = _hash_file(path, algo)
+        if got.lower() != want.lower():
+            if delete:
+                path.unlink()
+            what = (
+                "the partial download was deleted; re-run to download again"
+                if delete
+                else ("delete it and re-run to download again")
+            )
+            raise DownloadError(
+                f"{algo} mismatch for {path.name} from {url}: expected {want.lower()}, got {got} ({what})"
+            )
+
+
+# ------------------------------------------------------------------------------------ extraction
+
+
+def _safe_member(name: str) -> bool:
+    p = Path(name)
+    return not p.is_absolute() and ".." not in p.parts and name.strip() != ""
+
+
+def extract_archive(
+    archive: Path,
+    dest: Path,
+    *,
+    keep: Callable[[str], bool] | None = None,
+    progress: bool = True,
+) -> Path:
+    """Extract a tar (any compression) or zip archive into ``dest``, skipping unsafe members,
+    links and devices, and members for which ``keep(name)`` is False."""
+    archive, dest = Path(archive), Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    total = archive.stat().st_size
+    if zipfile.is_zipfile(archive):
+        with (
+            zipfile.ZipFile(archive) as zf,
+            _Progress(progress, f"extract {archive.name}", len(zf.infolist()), unit_bytes=False) as bar,
+        ):
+            for info in zf.infolist():
+                if _safe_member(info.filename) and (keep is None or keep(info.filename)):
+                    zf.extract(info, dest)
+                bar.update(1)
+        return dest
+    try:
+        raw = open(archive, "rb")  # noqa: SIM115 - closed below
+        tar = tarfile.open(fileobj=raw, mode="r|*")
+    except tarfile.TarError as err:
+        raise DownloadError(f"{archive}: not a tar or zip archive ({err})") from None
+    use_filter = hasattr(tarfile, "data_filter")
+    try:
+        with _Progress(progress, f"extract {archive.name}", total) as bar:
+            for member in tar:
+                if (member.isfile() or member.isdir()) and _safe_member(member.name):
+                    if keep is None or keep(member.name):
+                        if use_filter:
+                            tar.extract(member, dest, filter="data")
+                        else:  # pragma: no cover - Python < 3.11.4
+                            tar.extract(member, dest)
+                bar.update(completed=raw.tell())
+    except (tarfile.TarError, EOFError, OSError) as err:
+        raise DownloadError(f"{archive}: extraction failed ({err}); the archive may be truncated") from None
+    finally:
+        tar.close()
+        raw.close()
+    return dest
+
+
+def _find_dirs(top: Path, names: tuple[str, ...]) -> dict[str, Path]:
+    """Shallowest directory with each of ``names`` below ``top``."""
+    found: dict[str, Path] = {}
+    for dirpath, dirnames, _ in os.walk(top):
+        for d in sorted(dirnames):
+            if d in names and d not in found:
+                found[d] = Path(dirpath) / d
+        dirnames[:] = [d for d in dirnames if d not in names]
+    return found
+
+
+def _move_into_place(src: Path, target: Path, force: bool) -> None:
+    if target.exists():
+        if not force:
+            raise DownloadError(f"{target} already exists; remove it or pass --force to replace it")
+        shutil.rmtree(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(src, target)
+
+
+def _scratch(parent: Path, tag: str) -> Path:
+    return parent / f".extract-{tag}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+def install_lra(archive: Path, root: Path, *, force: bool = False, progress: bool = True) -> list[Path]:
+    """Extract ``lra_release.gz`` and move its task folders to ``<root>/lra/<name>``."""
+    base = lra_dir(root)
+    base.mkdir(parents=True, exist_ok=True)
+    tmp = _scratch(base, "lra")
+    try:
+        extract_archive(archive, tmp, progress=progress)
+        found = _find_dirs(tmp, LRA_FOLDERS)
+        if not found:
+            raise DownloadError(
+                f"{archive}: none of {list(LRA_FOLDERS)} found inside; is this the LRA release?"
+            )
+        out = []
+        for name, path in sorted(found.items()):
+            _move_into_place(path, base / name, force)
+            out.append(base / name)
+        return out
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def install_cifar10(archive: Path, root: Path, *, force: bool = False, progress: bool = True) -> list[Path]:
+    """Extract ``cifar-10-python.tar.gz`` to ``<root>/cifar-10-batches-py``."""
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = _scratch(root, "cifar10")
+    try:
+        extract_archive(archive, tmp, progress=progress)
+        found = _find_dirs(tmp, ("cifar-10-batches-py",))
+        if not found:
+            raise DownloadError(f"{archive}: no cifar-10-batches-py folder inside")
+        _move_into_place(found["cifar-10-batches-py"], root / "cifar-10-batches-py", force)
+        return [root / "cifar-10-batches-py"]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def install_imdb(archive: Path, root: Path, *, force: bool = False, progress: bool = True) -> list[Path]:
+    """Extract ``aclImdb_v1.tar.gz`` (without the unlabelled reviews) to ``<root>/imdb/aclImdb``."""
+    base = root / "imdb"
+    base.mkdir(parents=True, exist_ok=True)
+    tmp = _scratch(base, "imdb")
+    try:
+        extract_archive(archive, tmp, keep=lambda name: "/unsup/" not in name, progress=progress)
+        found = _find_dirs(tmp, ("aclImdb",))
+        if not found:
+            raise DownloadError(f"{archive}: no aclImdb folder inside")
+        _move_into_place(found["aclImdb"], base / "aclImdb", force)
+        return [base / "aclImdb"]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+INSTALLERS = {"lra": install_lra, "cifar10": install_cifar10, "imdb": install_imdb}
+
+
+def download(
+    what: str,
+    root: Path,
+    *,
+    url: str | None = None,
+    sha256: str | None = None,
+    keep_archive: bool = True,
+    force: bool = False,
+    progress: bool = True,
+) -> list[Path]:
+    """Download ``what`` (lra | cifar10 | imdb) into ``root`` and lay it out for the loaders.
+
+    With ``url`` (e.g. a mirror or a ``file://`` path) the official size / checksums are not
+    applied (pass ``sha256`` to check one). Returns the installed folders.
+    """
+    if what not in RESOURCES:
+        raise ValueError(f"unknown download {what!r}; choose from {sorted(RESOURCES)}")
+    res = RESOURCES[what]
+    official = url is None or url == res.url
+    src = res.url if url is None else url
+    name = res.filename if official else (Path(urllib.parse.urlparse(src).path).name or res.filename)
+    dest = downloads_dir(root) / name
+    download_file(
+        src,
+        dest,
+        size=res.size if official else None,
+        sha256=sha256 or (res.sha256 if official else None),
+        md5=res.md5 if official and not sha256 else None,
+        progress=progress,
+    )
+    installed = INSTALLERS[what](dest, root, force=force, progress=progress)
+    if not keep_archive:
+        dest.unlink()
+    return installed

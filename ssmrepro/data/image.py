@@ -1,0 +1,163 @@
+"""LRA Image: sequential CIFAR-10 (sCIFAR), grayscale by default, plus a Fashion-MNIST stand-in.
+
+S4 conventions (``src/dataloaders/basic.py``): torchvision ``Grayscale()`` (PIL ``convert("L")``,
+ITU-R 601 luma 0.299 R + 0.587 G + 0.114 B, rounded to uint8), ``ToTensor()`` (/255), then
+``Normalize(mean=122.6/255, std=61.0/255)``; the 32x32 image is read in raster (row-major) order as
+a length-1024 sequence with ``d_input = 1``. Validation is a seeded 10% of the training set (45k /
+5k), test is CIFAR's test batch (10k).
+
+We keep the uint8 grayscale values on disk and in memory and apply the normalisation when a batch
+is read (``LRADataset.inputs``), which is exact because the normalisation is affine.
+
+``tokenize=True`` gives LRA's original variant instead: the 256 gray levels as integer tokens.
+
+The Fashion-MNIST stand-in (``proxy:fashion_mnist32``) zero-pads 28x28 to 32x32 (L = 1024) and is
+normalised with its own training mean / std. It is never used unless explicitly accepted.
+"""
+
+from __future__ import annotations
+
+import gzip
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+CIFAR_DIRNAME = "cifar-10-batches-py"
+TRAIN_BATCHES = tuple(f"data_batch_{i}" for i in range(1, 6))
+TEST_BATCH = "test_batch"
+FASHION_FILES = {
+    "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+    "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
+}
+N_CLASSES = 10
+PREPARE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ImageConfig:
+    """Preprocessing for sCIFAR. Every field is part of the cache key."""
+
+    grayscale: bool = True
+    tokenize: bool = False  # True: gray levels 0..255 as tokens (LRA); False: floats (S4)
+    normalize: bool = True
+    mean: float = 122.6 / 255  # grayscale normalisation (S4)
+    std: float = 61.0 / 255
+    color_mean: tuple[float, float, float] = (0.4914, 0.4822, 0.4465)  # grayscale=False only
+    color_std: tuple[float, float, float] = (0.247, 0.243, 0.261)
+    val_fraction: float = 0.1
+    split_seed: int = 42
+
+
+def rgb_to_gray(rgb: np.ndarray) -> np.ndarray:
+    """uint8 (..., 3, H, W) -> uint8 (..., H, W) with PIL's ``convert("L")`` integer formula
+    ``(19595 R + 38470 G + 7471 B + 32768) >> 16`` (ITU-R 601-2: 0.299, 0.587, 0.114)."""
+    r, g, b = (rgb[..., i, :, :].astype(np.uint32) for i in range(3))
+    return ((r * 19595 + g * 38470 + b * 7471 + 0x8000) >> 16).astype(np.uint8)
+
+
+def read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """One CIFAR-10 python batch -> (uint8 (N, 3, 32, 32), int64 labels (N,)).
+
+    The official batches are pickles (of a dict with ``b"data"`` (N, 3072) channel-major and
+    ``b"labels"``); only load files you downloaded from the official source.
+    """
+    with open(path, "rb") as f:
+        d = pickle.load(f, encoding="bytes")
+    data = d.get(b"data", d.get("data"))
+    labels = d.get(b"labels", d.get("labels"))
+    if data is None or labels is None:
+        raise ValueError(f"{path}: not a CIFAR-10 python batch (no data / labels)")
+    data = np.asarray(data, dtype=np.uint8).reshape(-1, 3, 32, 32)
+    return data, np.asarray(labels, dtype=np.int64)
+
+
+def cifar_files(directory: Path) -> list[Path]:
+    return [directory / n for n in (*TRAIN_BATCHES, TEST_BATCH)]
+
+
+def split_train_val(n: int, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded permutation split: (train indices, val indices), val = int(val_fraction * n)."""
+    perm = np.random.default_rng(seed).permutation(n)
+    n_val = int(val_fraction * n)
+    return np.sort(perm[n_val:]), np.sort(perm[:n_val])
+
+
+def _to_sequences(rgb: np.ndarray, grayscale: bool) -> np.ndarray:
+    if grayscale:
+        return rgb_to_gray(rgb).reshape(len(rgb), -1)  # (N, 1024), row-major
+    return rgb.transpose(0, 2, 3, 1).reshape(len(rgb), -1, 3)  # (N, 1024, 3)
+
+
+def prepare_cifar(directory: Path, cfg: ImageConfig) -> dict[str, dict[str, np.ndarray]]:
+    """Read the CIFAR-10 python batches: per split x uint8 (N, 1024[, 3]), lengths, labels."""
+    parts = [read_cifar_batch(directory / n) for n in TRAIN_BATCHES]
+    train_rgb = np.concatenate([p[0] for p in parts])
+    train_y = np.concatenate([p[1] for p in parts])
+    test_rgb, test_y = read_cifar_batch(directory / TEST_BATCH)
+    tr, va = split_train_val(len(train_y), cfg.val_fraction, cfg.split_seed)
+    x_train = _to_sequences(train_rgb, cfg.grayscale)
+    x_test = _to_sequences(test_rgb, cfg.grayscale)
+    out = {}
+    for split, x, y in (
+        ("train", x_train[tr], train_y[tr]),
+        ("val", x_train[va], train_y[va]),
+        ("test", x_test, test_y),
+    ):
+        out[split] = {"x": x, "lengths": np.full(len(y), x.shape[1], np.int32), "labels": y}
+    return out
+
+
+# ------------------------------------------------------------------------- Fashion-MNIST stand-in
+
+
+def _find(directory: Path, stem: str) -> Path:
+    for cand in (directory / f"{stem}.gz", directory / stem):
+        if cand.exists():
+            return cand
+    raise FileNotFoundError(f"{stem}(.gz) not found in {directory}")
+
+
+def fashion_files(directory: Path) -> list[Path]:
+    return [_find(directory, s) for pair in FASHION_FILES.values() for s in pair]
+
+
+def fashion_present(directory: Path) -> bool:
+    try:
+        fashion_files(directory)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def read_idx(path: Path) -> np.ndarray:
+    """Read an IDX file (optionally gzipped): uint8 data with the shape from its header."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as f:
+        raw = f.read()
+    if raw[:2] != b"\x00\x00" or raw[2] != 0x08:
+        raise ValueError(f"{path}: not an unsigned-byte IDX file")
+    ndim = raw[3]
+    shape = tuple(int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
+    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
+
+
+def prepare_fashion32(directory: Path, cfg: ImageConfig) -> tuple[dict[str, dict[str, np.ndarray]], dict]:
+    """Fashion-MNIST padded to 32x32: per split arrays, and {"mean", "std"} of the padded
+    train set."""
+    train_x = np.pad(read_idx(_find(directory, FASHION_FILES["train"][0])), ((0, 0), (2, 2), (2, 2)))
+    train_y = read_idx(_find(directory, FASHION_FILES["train"][1])).astype(np.int64)
+    test_x = np.pad(read_idx(_find(directory, FASHION_FILES["test"][0])), ((0, 0), (2, 2), (2, 2)))
+    test_y = read_idx(_find(directory, FASHION_FILES["test"][1])).astype(np.int64)
+    tr, va = split_train_val(len(train_y), cfg.val_fraction, cfg.split_seed)
+    flat_train = train_x.reshape(len(train_x), -1)
+    stats = {"mean": float(flat_train.mean() / 255), "std": float(flat_train.std() / 255)}
+    out = {}
+    for split, x, y in (
+        ("train", flat_train[tr], train_y[tr]),
+        ("val", flat_train[va], train_y[va]),
+        ("test", test_x.reshape(len(test_x), -1), test_y),
+    ):
+        out[split] = {"x": x, "lengths": np.full(len(y), x.shape[1], np.int32), "labels": y}
+    return out, stats

@@ -1,0 +1,457 @@
+"""ListOps: the LRA generator (same grammar and length distribution), tokenizer, evaluator, loader.
+
+Grammar (Nangia & Bowman 2018, as configured by LRA ``lra_benchmarks/data/listops.py``):
+
+- a node below ``max_depth`` is an operator with probability ``op_prob = 0.25`` (a digit 0-9 with
+  probability 0.75); at ``max_depth`` it is always a digit;
+- an operator node picks one of ``[MIN [MAX [MED [SM`` uniformly and ``k ~ U{2..max_args}``
+  children, and is closed by ``]``;
+- the label is the value of the root: MIN, MAX, MED = ``floor(median)``, SM = sum mod 10;
+- a tree's length counts the operator, digit and ``]`` tokens (not parentheses); LRA keeps a tree
+  iff ``min_length < length < max_length`` (500 and 2000), de-duplicates, and splits 96k/2k/2k.
+
+We shuffle with an explicit RNG instead of relying on Python's set order, so the split is
+reproducible. The on-disk format is LRA's: a TSV with header ``Source\\tTarget`` whose sources wrap
+every tuple level in parentheses, e.g. ``( ( ( [MAX 1 ) 7 ) ] )``.
+
+Token ids are fixed in code (never learned from data)::
+
+    0 <pad>   1 <eos>   2..11 digits 0-9   12 [MIN   13 [MAX   14 [MED   15 [SM   16 X (= "]")
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import random
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ._workers import iter_chunks
+from .cache import atomic_write_text
+
+OPS = ("[MIN", "[MAX", "[MED", "[SM")
+VOCAB: tuple[str, ...] = ("<pad>", "<eos>", *"0123456789", *OPS, "X")
+PAD, EOS, DIGIT0, OP0, CLOSE = 0, 1, 2, 12, 16
+VOCAB_SIZE = len(VOCAB)  # 17
+TOKEN_TO_ID = {t: i for i, t in enumerate(VOCAB)}
+TOKEN_TO_ID["]"] = CLOSE
+N_CLASSES = 10
+SPLIT_FILES = {"train": "basic_train.tsv", "val": "basic_val.tsv", "test": "basic_test.tsv"}
+GENERATOR_VERSION = 1
+
+
+# --------------------------------------------------------------------------- tokenizer / evaluator
+
+
+_DROP_PARENS = str.maketrans({"(": None, ")": None, "]": "X"})
+
+
+def tokenize_listops(source: str) -> list[str]:
+    """LRA/S4 tokenizer: ``]`` -> ``X``, drop ``(`` and ``)``, split on whitespace.
+
+    >>> tokenize_listops("( ( ( [MAX 1 ) 7 ) ] )")
+    ['[MAX', '1', '7', 'X']
+    """
+    return source.translate(_DROP_PARENS).split()
+
+
+def _apply(op: int, vals: list[int]) -> int:
+    # op: 0 MIN, 1 MAX, 2 MED, 3 SM
+    if op == 0:
+        return min(vals)
+    if op == 1:
+        return max(vals)
+    if op == 2:
+        s = sorted(vals)
+        n = len(s)
+        # int(np.median(vals)): the mean of the two middle values, truncated, for even n
+        return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) // 2
+    return sum(vals) % 10
+
+
+def listops_value(expr: str | Sequence[str]) -> int:
+    """Evaluate a ListOps expression (LRA string with or without parentheses, or a token list).
+
+    >>> listops_value("[MED 1 2 3 4 ]"), listops_value("[SM 9 9 ]")
+    (2, 8)
+    >>> listops_value("( ( ( [MAX 1 ) ( ( ( [MIN 2 ) 3 ) ] ) ) ] )")
+    2
+    """
+    toks = tokenize_listops(expr) if isinstance(expr, str) else list(expr)
+    stack: list[tuple[int, list[int]]] = []
+    result: int | None = None
+    for tok in toks:
+        if tok in OPS:
+            stack.append((OPS.index(tok), []))
+            continue
+        if tok in ("X", "]"):
+            if not stack:
+                raise ValueError(f"unbalanced ']' in {expr!r}")
+            op, args = stack.pop()
+            if not args:
+                raise ValueError(f"operator without arguments in {expr!r}")
+            v = _apply(op, args)
+        elif len(tok) == 1 and tok.isdigit():
+            v = int(tok)
+        else:
+            raise ValueError(f"unknown ListOps token {tok!r}")
+        if stack:
+            stack[-1][1].append(v)
+        elif result is None:
+            result = v
+        else:
+            raise ValueError(f"more than one top-level expression in {expr!r}")
+    if stack or result is None:
+        raise ValueError(f"incomplete expression {expr!r}")
+    return result
+
+
+def tokens_to_ids(tokens: Iterable[str]) -> list[int]:
+    return [TOKEN_TO_ID[t] for t in tokens]
+
+
+def ids_to_tokens(ids: Iterable[int]) -> list[str]:
+    return [VOCAB[int(i)] for i in ids]
+
+
+def to_lra_string(ids: Sequence[int] | bytes) -> str:
+    """Serialise token ids (no pad/eos) to LRA's parenthesised format.
+
+    An operator with k arguments is preceded by k+1 opening parentheses; each argument and the
+    closing ``]`` are followed by ``)``:
+
+    >>> to_lra_string(tokens_to_ids(["[MAX", "1", "7", "2", "X"]))
+    '( ( ( ( [MAX 1 ) 7 ) 2 ) ] )'
+    """
+    ids = list(ids)
+    nargs: dict[int, int] = {}
+    stack: list[list[int]] = []  # [position, n_args]
+    for i, t in enumerate(ids):
+        if OP0 <= t < OP0 + 4:
+            if stack:
+                stack[-1][1] += 1
+            stack.append([i, 0])
+        elif t == CLOSE:
+            pos, k = stack.pop()
+            nargs[pos] = k
+        elif DIGIT0 <= t < DIGIT0 + 10:
+            if stack:
+                stack[-1][1] += 1
+        else:
+            raise ValueError(f"token id {t} cannot appear in a ListOps expression")
+    if stack:
+        raise ValueError("unbalanced expression")
+    parts: list[str] = []
+    depth = 0
+    for i, t in enumerate(ids):
+        if OP0 <= t < OP0 + 4:
+            parts.append("( " * (nargs[i] + 1) + OPS[t - OP0])
+            depth += 1
+        elif t == CLOSE:
+            depth -= 1
+            parts.append("] )" if depth == 0 else "] ) )")
+        else:
+            parts.append(str(t - DIGIT0) if depth == 0 else f"{t - DIGIT0} )")
+    return " ".join(parts)
+
+
+# ------------------------------------------------------------------------------------- generator
+
+
+class _TooLong(Exception):
+    pass
+
+
+def sample_tree(
+    rng: random.Random,
+    max_depth: int = 10,
+    max_args: int = 10,
+    op_prob: float = 0.25,
+    length_limit: int | None = None,
+) -> tuple[bytearray, int] | None:
+    """Sample one ListOps tree as (token ids, value); None if it reached ``length_limit`` tokens.
+
+    Aborting over-long trees early saves time and does not change the distribution of the trees
+    that are kept (they are rejected by the length filter anyway).
+    """
+    out = bytearray()
+    rand, randint = rng.random, rng.randint
+    limit = length_limit if length_limit is not None else 1 << 62
+
+    def node(depth: int) -> int:
+        if depth < max_depth and rand() <= op_prob:
+            k = randint(2, max_args)
+            op = randint(0, 3)
+            out.append(OP0 + op)
+            vals = [node(depth + 1) for _ in range(k)]
+            out.append(CLOSE)
+            if len(out) >= limit:
+                raise _TooLong
+            return _apply(op, vals)
+        v = randint(0, 9)
+        out.append(DIGIT0 + v)
+        return v
+
+    try:
+        value = node(1)
+    except _TooLong:
+        return None
+    return out, value
+
+
+def _chunk_seed(seed: int, chunk: int) -> int:
+    h = hashlib.sha256(f"ssmrepro.listops:{seed}:{chunk}".encode()).digest()
+    return int.from_bytes(h[:8], "little")
+
+
+def _generate_chunk(
+    chunk: int,
+    *,
+    seed: int,
+    n_accept: int,
+    min_length: int,
+    max_length: int,
+    max_depth: int,
+    max_args: int,
+    op_prob: float,
+) -> list[tuple[bytes, int]]:
+    rng = random.Random(_chunk_seed(seed, chunk))
+    out: list[tuple[bytes, int]] = []
+    tries = 0
+    while len(out) < n_accept:
+        tries += 1
+        if tries > 2000 * n_accept + 100_000:
+            raise RuntimeError(
+                f"ListOps: almost no trees fall in {min_length} < length < {max_length}; "
+                "widen the length window or change max_depth / max_args"
+            )
+        res = sample_tree(rng, max_depth, max_args, op_prob, length_limit=max_length)
+        if res is None:
+            continue
+        toks, value = res
+        if min_length < len(toks) < max_length:
+            out.append((bytes(toks), value))
+    return out
+
+
+@dataclass
+class ListOpsSplit:
+    """Generated examples of one split: token ids without <eos> (bytes) and labels (N,)."""
+
+    tokens: list[bytes]
+    labels: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def lengths(self) -> np.ndarray:
+        return np.fromiter((len(t) for t in self.tokens), dtype=np.int64, count=len(self.tokens))
+
+
+def generate_listops(
+    n_train: int,
+    n_val: int,
+    n_test: int,
+    seed: int = 0,
+    *,
+    min_length: int = 500,
+    max_length: int = 2000,
+    max_depth: int = 10,
+    max_args: int = 10,
+    op_prob: float = 0.25,
+    workers: int = 1,
+    chunk_size: int = 256,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, ListOpsSplit]:
+    """Generate unique ListOps trees with the LRA distribution and split them.
+
+    Trees are drawn in chunks of ``chunk_size`` accepted trees; chunk ``c`` uses its own RNG seeded
+    from ``(seed, c)``, so the result depends on ``seed`` (and the parameters) but not on
+    ``workers``. Chunks are merged in order, duplicates dropped, then the pool is shuffled with an
+    explicit RNG and cut into train / val / test.
+
+    Example:
+        ``generate_listops(2, 1, 1, seed=0, min_length=3, max_length=12)`` returns (LRA string
+        -> tokens -> label)::
+
+            train: ( ( ( ( ( [MIN ( ( ( [MAX 2 ) 8 ) ] ) ) 3 ) 3 ) 5 ) ] )
+                                                            [MIN [MAX 2 8 X 3 3 5 X]        3
+                   ( ( ( ( [MAX 4 ) 6 ) 0 ) ] )              [MAX 4 6 0 X]                  6
+            val:   ( ( ( ( ( ( [MED 0 ) 1 ) 7 ) 5 ) 0 ) ] )  [MED 0 1 7 5 0 X]              1
+            test:  [SM 5 [MAX 3 1 X 4 6 1 8 X]  (sum 5+3+4+6+1+8 = 27)                     7
+
+    Args:
+        n_train, n_val, n_test: examples per split (LRA: 96000, 2000, 2000).
+        seed: master seed.
+        min_length, max_length: keep a tree iff ``min_length < length < max_length``.
+        max_depth, max_args, op_prob: grammar parameters (LRA: 10, 10, 0.25).
+        workers: worker processes (``spawn``); 1 = in-process.
+        progress: called with the number of unique examples collected so far.
+
+    Returns:
+        ``{"train": ListOpsSplit, "val": ..., "test": ...}``.
+    """
+    if min(n_train, n_val, n_test) < 0:
+        raise ValueError("split sizes must be >= 0")
+    if max_length - min_length < 2:
+        raise ValueError(f"empty length window: {min_length} < length < {max_length}")
+    total = n_train + n_val + n_test
+    fn = functools.partial(
+        _generate_chunk,
+        seed=seed,
+        n_accept=chunk_size,
+        min_length=min_length,
+        max_length=max_length,
+        max_depth=max_depth,
+        max_args=max_args,
+        op_prob=op_prob,
+    )
+    seen: set[bytes] = set()
+    pool: list[tuple[bytes, int]] = []
+    stale = 0
+    with closing(iter_chunks(fn, workers)) as chunks:
+        for chunk in chunks:
+            before = len(pool)
+            for toks, value in chunk:
+                if toks not in seen:
+                    seen.add(toks)
+                    pool.append((toks, value))
+                    if len(pool) == total:
+                        break
+            if progress is not None:
+                progress(len(pool))
+            if len(pool) >= total:
+                break
+            stale = stale + 1 if len(pool) == before else 0
+            if stale > 50:
+                raise RuntimeError(
+                    f"ListOps: only {len(pool)} unique trees exist in the length window "
+                    f"{min_length} < length < {max_length}; ask for fewer examples"
+                )
+    random.Random(_chunk_seed(seed, -1)).shuffle(pool)
+    cuts = {
+        "train": (0, n_train),
+        "val": (n_train, n_train + n_val),
+        "test": (n_train + n_val, total),
+    }
+    out = {}
+    for split, (a, b) in cuts.items():
+        part = pool[a:b]
+        out[split] = ListOpsSplit(
+            tokens=[t for t, _ in part], labels=np.array([v for _, v in part], dtype=np.int64)
+        )
+    return out
+
+
+def write_listops_tsv(path: Path, split: ListOpsSplit) -> None:
+    """Write one split in LRA's TSV format (header ``Source\\tTarget``), atomically."""
+    lines = ["Source\tTarget"]
+    lines += [f"{to_lra_string(t)}\t{int(y)}" for t, y in zip(split.tokens, split.labels)]
+    atomic_write_text(path, "\n".join(lines) + "\n")
+
+
+# ---------------------------------------------------------------------------------------- loader
+
+
+@dataclass(frozen=True)
+class ListOpsConfig:
+    """Preprocessing for ListOps (S4 conventions). Every field is part of the cache key."""
+
+    max_len: int = 2048  # total length including <eos>; longer examples are truncated
+    append_eos: bool = True
+
+
+PREPARE_VERSION = 1
+
+# Fast path: map the 15 ListOps symbols to single characters, then look them up with numpy.
+_COMPACT = (("[MIN", "a"), ("[MAX", "b"), ("[MED", "c"), ("[SM", "d"))
+_LUT = np.full(256, 255, dtype=np.uint8)
+for _d in range(10):
+    _LUT[ord(str(_d))] = DIGIT0 + _d
+for _i, (_, _c) in enumerate(_COMPACT):
+    _LUT[ord(_c)] = OP0 + _i
+_LUT[ord("X")] = CLOSE
+
+
+def encode_listops(source: str) -> np.ndarray:
+    """Token ids (uint8, no <eos>) of one LRA source string.
+
+    >>> encode_listops("( ( [SM 9 ) 9 ) ] )").tolist()
+    [15, 11, 11, 16]
+    """
+    s = source.translate(_DROP_PARENS)
+    for name, c in _COMPACT:
+        s = s.replace(name, c)
+    parts = s.split()
+    compact = "".join(parts)
+    if len(compact) != len(parts):
+        bad = next(p for p in parts if len(p) != 1)
+        raise ValueError(f"unknown ListOps token {bad!r}")
+    try:
+        raw = np.frombuffer(compact.encode("ascii"), dtype=np.uint8)
+    except UnicodeEncodeError as err:
+        raise ValueError(f"non-ASCII character in ListOps source: {err}") from None
+    ids = _LUT[raw]
+    if (ids == 255).any():
+        bad = compact[int(np.argmax(ids == 255))]
+        raise ValueError(f"unknown ListOps token {bad!r}")
+    return ids
+
+
+def read_listops_tsv(path: Path) -> tuple[list[str], np.ndarray]:
+    """Sources and labels of one LRA ListOps TSV (header ``Source\\tTarget``)."""
+    sources, labels = [], []
+    with open(path, encoding="utf-8") as f:
+        header = f.readline().rstrip("\n").split("\t")
+        if header[:2] != ["Source", "Target"]:
+            raise ValueError(f"{path}: expected header 'Source<TAB>Target', got {header!r}")
+        for lineno, line in enumerate(f, start=2):
+            line = line.rstrip("\r\n")
+            if not line:
+                continue
+            try:
+                src, tgt = line.rsplit("\t", 1)
+                labels.append(int(tgt))
+            except ValueError:
+                raise ValueError(f"{path}:{lineno}: malformed line {line[:80]!r}") from None
+            sources.append(src)
+    return sources, np.array(labels, dtype=np.int64)
+
+
+def pad_sequences(seqs: Sequence[np.ndarray], dtype: type = np.uint8) -> tuple[np.ndarray, np.ndarray]:
+    """Right-pad with 0 to the longest sequence: returns (N, L) array and (N,) int32 lengths."""
+    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int32, count=len(seqs))
+    width = int(lengths.max()) if len(seqs) else 0
+    out = np.zeros((len(seqs), width), dtype=dtype)
+    for i, s in enumerate(seqs):
+        out[i, : len(s)] = s
+    return out, lengths
+
+
+def prepare_listops(directory: Path, cfg: ListOpsConfig) -> dict[str, dict[str, np.ndarray]]:
+    """Tokenise ``basic_{train,val,test}.tsv`` in ``directory``: per split x (N, L) uint8 ids,
+    lengths (N,) and labels (N,)."""
+    if cfg.max_len < 2:
+        raise ValueError("max_len must be >= 2")
+    keep = cfg.max_len - 1 if cfg.append_eos else cfg.max_len
+    out = {}
+    for split, fname in SPLIT_FILES.items():
+        path = directory / fname
+        sources, labels = read_listops_tsv(path)
+        seqs = []
+        for lineno, src in enumerate(sources, start=2):
+            try:
+                ids = encode_listops(src)[:keep]
+            except ValueError as err:
+                raise ValueError(f"{path}:{lineno}: {err}") from None
+            if cfg.append_eos:
+                ids = np.append(ids, np.uint8(EOS))
+            seqs.append(ids)
+        x, lengths = pad_sequences(seqs)
+        out[split] = {"x": x, "lengths": lengths, "labels": labels}
+    return out

@@ -1,0 +1,82 @@
+"""LRA Retrieval: ACL Anthology Network (AAN) document-pair matching, character level, dual input.
+
+Source: ``<root>/lra/tsv_data/new_aan_pairs.{train,eval,test}.tsv`` from the LRA release. Each
+line is ``label \\t id1 \\t id2 \\t text1 \\t text2`` (no header; no quoting). Following S4,
+each document is encoded separately as ``list(text)`` characters with ``<eos>`` appended and
+truncated to ``max_len`` (4000) tokens including ``<eos>``; the vocabulary (``<pad>, <unk>,
+<eos>`` + characters seen >= ``min_freq`` times in the training documents; S4 reports 98
+symbols) is built on train.
+
+The dataset is dual input: ``x`` / ``lengths`` hold document 1, ``x2`` / ``lengths2`` document 2.
+A model typically encodes both with shared weights and classifies ``[u, v, u - v, u * v]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .text import build_char_vocab, char_lut, encode_chars, pad_ragged, token_dtype
+
+TSV_DIRNAME = "tsv_data"
+SPLIT_FILES = {
+    "train": "new_aan_pairs.train.tsv",
+    "val": "new_aan_pairs.eval.tsv",
+    "test": "new_aan_pairs.test.tsv",
+}
+N_CLASSES = 2
+PREPARE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    """Preprocessing for AAN. Every field is part of the cache key."""
+
+    max_len: int = 4000  # per document, including <eos>
+    min_freq: int = 1
+    append_eos: bool = True
+
+
+def read_aan_tsv(path: Path) -> tuple[np.ndarray, list[str], list[str]]:
+    """(labels (N,), texts1, texts2) of one AAN TSV. A non-numeric first line is taken as header."""
+    labels, t1, t2 = [], [], []
+    with open(path, encoding="utf-8", newline="\n") as f:
+        for lineno, line in enumerate(f, start=1):
+            line = line.rstrip("\r\n")
+            if not line:
+                continue
+            fields = line.split("\t")
+            if len(fields) != 5:
+                raise ValueError(f"{path}:{lineno}: expected 5 tab-separated fields, got {len(fields)}")
+            try:
+                y = int(float(fields[0]))
+            except ValueError:
+                if lineno == 1:
+                    continue  # header
+                raise ValueError(f"{path}:{lineno}: label {fields[0]!r} is not a number") from None
+            labels.append(y)
+            t1.append(fields[3])
+            t2.append(fields[4])
+    return np.array(labels, dtype=np.int64), t1, t2
+
+
+def aan_files(directory: Path) -> list[Path]:
+    return [directory / f for f in SPLIT_FILES.values()]
+
+
+def prepare_aan(
+    directory: Path, cfg: RetrievalConfig
+) -> tuple[dict[str, dict[str, np.ndarray]], tuple[str, ...]]:
+    """Per split x (N, L1), lengths, x2 (N, L2), lengths2, labels; plus the vocabulary."""
+    raw = {s: read_aan_tsv(directory / f) for s, f in SPLIT_FILES.items()}
+    vocab = build_char_vocab(raw["train"][1] + raw["train"][2], cfg.min_freq)
+    lut = char_lut(vocab)
+    dtype = token_dtype(len(vocab))
+    out = {}
+    for split, (labels, t1, t2) in raw.items():
+        x1, l1 = pad_ragged([encode_chars(t, lut, cfg.max_len, cfg.append_eos) for t in t1], dtype)
+        x2, l2 = pad_ragged([encode_chars(t, lut, cfg.max_len, cfg.append_eos) for t in t2], dtype)
+        out[split] = {"x": x1, "lengths": l1, "x2": x2, "lengths2": l2, "labels": labels}
+    return out, vocab

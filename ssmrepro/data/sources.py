@@ -1,0 +1,85 @@
+"""Where LRA data lives on disk, what each data source is called, and the one error we raise.
+
+Data root resolution (first hit wins): an explicit ``--dir`` / ``root=`` argument, the environment
+variable ``SSMREPRO_DATA``, then ``./data`` relative to the current directory.
+
+Layout under the data root (everything the loaders read)::
+
+    <root>/lra/listops-1000/basic_{train,val,test}.tsv             lra_release
+    <root>/lra/tsv_data/new_aan_pairs.{train,eval,test}.tsv        lra_release
+    <root>/lra/pathfinder{32,64,128,256}/curv_contour_length_14/   lra_release
+    <root>/cifar-10-batches-py/{data_batch_1..5,test_batch}        download:cifar10
+    <root>/imdb/aclImdb/{train,test}/{pos,neg}/*.txt               download:imdb
+    <root>/fashion-mnist/*-ubyte.gz                                proxy:fashion_mnist32
+    <root>/generated/listops/basic_{train,val,test}.tsv            generated
+    <root>/generated/pathfinder{res}/curv_contour_length_14/       generated
+    <root>/downloads/                                              archives (+ .part files)
+    <root>/.cache/                                                 prepared arrays (cache.py)
+
+Every dataset object carries the name of the source it came from, so a number trained on generated
+or proxy data can never be mistaken for one trained on the official release.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ENV_VAR = "SSMREPRO_DATA"
+DEFAULT_ROOT = Path("data")
+
+# Data-source names. Stored on every LRADataset (`.source`) and meant to be written into results.
+LRA_RELEASE = "lra_release"  # the official lra_release.gz archive, re-laid out under <root>/lra
+GENERATED = "generated"  # our own generators (ListOps, Pathfinder), `ssmrepro data generate ...`
+CIFAR10 = "download:cifar10"  # the CIFAR-10 python batches from the Toronto site
+IMDB = "download:imdb"  # the aclImdb_v1 archive from Stanford
+FASHION_MNIST32 = "proxy:fashion_mnist32"  # stand-in for sCIFAR: Fashion-MNIST padded to 32x32
+
+ALL_SOURCES = (LRA_RELEASE, GENERATED, CIFAR10, IMDB, FASHION_MNIST32)
+
+# Debian's `dataset-fashion-mnist` package installs the IDX files here.
+SYSTEM_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
+
+
+class DataUnavailable(RuntimeError):
+    """The requested data is not on disk (we never download implicitly).
+
+    The message is one paragraph naming the task, the sources that were accepted, where we looked,
+    and the exact ``ssmrepro data ...`` command(s) that would provide the data.
+    """
+
+
+def resolve_data_root(root: str | os.PathLike[str] | None = None) -> Path:
+    """Return the data root: ``root`` if given, else ``$SSMREPRO_DATA``, else ``./data``.
+
+    The directory does not have to exist (loaders raise DataUnavailable, writers create it).
+    """
+    if root is not None and str(root) != "":
+        return Path(root).expanduser()
+    env = os.environ.get(ENV_VAR, "").strip()
+    if env:
+        return Path(env).expanduser()
+    return DEFAULT_ROOT
+
+
+def dir_flag(root: Path) -> str:
+    """The ``--dir`` part of a suggested command (empty when the default root applies)."""
+    if root == resolve_data_root(None):
+        return ""
+    return f" --dir {root}"
+
+
+def lra_dir(root: Path) -> Path:
+    return root / "lra"
+
+
+def generated_dir(root: Path) -> Path:
+    return root / "generated"
+
+
+def downloads_dir(root: Path) -> Path:
+    return root / "downloads"
+
+
+def cache_root(root: Path) -> Path:
+    return root / ".cache"

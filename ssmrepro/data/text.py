@@ -1,0 +1,166 @@
+"""LRA Text: IMDB sentiment at character (S4) or byte (LRA) level, plus shared char-vocab helpers.
+
+Source: the ``aclImdb_v1`` archive (``<root>/imdb/aclImdb/{train,test}/{pos,neg}/*.txt``), 25k train
+and 25k test reviews, labels neg = 0 / pos = 1. The ``unsup`` reviews are not used.
+
+- ``level="char"`` (S4): each review is ``list(text)`` (Unicode characters); the vocabulary is
+  ``<pad>, <unk>, <eos>`` plus every character seen at least ``min_freq`` (15) times in the
+  training reviews, most frequent first (S4 reports about 135 symbols); unseen characters map to
+  ``<unk>``.
+- ``level="byte"`` (LRA's ``ByteTextEncoder``): UTF-8 bytes; vocabulary ``<pad>, <eos>`` + 256
+  bytes.
+
+Sequences are truncated so that, with the ``<eos>`` appended, they have at most ``max_len`` (4096)
+tokens. As in LRA and S4, the validation split is the test set unless ``val_split="train"``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+IMDB_DIRNAME = "aclImdb"
+N_CLASSES = 2
+PREPARE_VERSION = 1
+PAD, UNK, EOS = 0, 1, 2  # char level
+SPECIALS = ("<pad>", "<unk>", "<eos>")
+
+
+@dataclass(frozen=True)
+class TextConfig:
+    """Preprocessing for IMDB. Every field is part of the cache key."""
+
+    level: str = "char"  # "char" (S4) or "byte" (LRA)
+    max_len: int = 4096  # including <eos>
+    min_freq: int = 15  # char level only
+    append_eos: bool = True
+    val_split: str = "test"  # "test": val = test set (LRA / S4); "train": seeded part of train
+    val_fraction: float = 0.1  # val_split="train" only
+    split_seed: int = 42
+
+
+# ----------------------------------------------------------------------------------- char vocab
+
+
+def build_char_vocab(texts: Iterable[str], min_freq: int = 1) -> tuple[str, ...]:
+    """``<pad>, <unk>, <eos>`` + characters with count >= min_freq, most frequent first.
+
+    >>> build_char_vocab(["abca", "b"], min_freq=2)
+    ('<pad>', '<unk>', '<eos>', 'a', 'b')
+    """
+    counts: Counter[str] = Counter()
+    for t in texts:
+        counts.update(t)
+    chars = sorted((c for c, n in counts.items() if n >= min_freq), key=lambda c: (-counts[c], c))
+    return SPECIALS + tuple(chars)
+
+
+def char_lut(vocab: Sequence[str]) -> np.ndarray:
+    """Code point -> token id table (unknown code points -> <unk>)."""
+    lut = np.full(0x110000, UNK, dtype=np.int32)
+    for i, c in enumerate(vocab):
+        if c not in SPECIALS:
+            lut[ord(c)] = i
+    return lut
+
+
+def encode_chars(text: str, lut: np.ndarray, max_len: int, append_eos: bool) -> np.ndarray:
+    """Token ids (int32) of ``text``, truncated so the total (with <eos>) is <= max_len."""
+    cps = np.frombuffer(text.encode("utf-32-le"), dtype="<u4")
+    keep = max_len - 1 if append_eos else max_len
+    ids = lut[cps[:keep]]
+    return np.append(ids, np.int32(EOS)) if append_eos else ids
+
+
+def encode_bytes(text: str, max_len: int, append_eos: bool) -> np.ndarray:
+    """Byte-level ids: <pad>=0, <eos>=1, byte b -> b + 2."""
+    raw = np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int32) + 2
+    keep = max_len - 1 if append_eos else max_len
+    ids = raw[:keep]
+    return np.append(ids, np.int32(1)) if append_eos else ids
+
+
+BYTE_VOCAB: tuple[str, ...] = ("<pad>", "<eos>", *(f"<0x{b:02x}>" for b in range(256)))
+
+
+def token_dtype(vocab_size: int) -> type:
+    return np.uint8 if vocab_size <= 256 else np.int16 if vocab_size <= 32767 else np.int32
+
+
+def pad_ragged(seqs: Sequence[np.ndarray], dtype: type) -> tuple[np.ndarray, np.ndarray]:
+    """Right-pad with 0: (N, max_len) array and (N,) int32 lengths."""
+    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int32, count=len(seqs))
+    out = np.zeros((len(seqs), int(lengths.max()) if len(seqs) else 0), dtype=dtype)
+    for i, s in enumerate(seqs):
+        out[i, : len(s)] = s
+    return out, lengths
+
+
+# ----------------------------------------------------------------------------------------- IMDB
+
+
+def imdb_files(directory: Path) -> dict[str, list[tuple[Path, int]]]:
+    """{"train": [(file, label)], "test": [...]}, neg (0) then pos (1), files sorted by name."""
+    out = {}
+    for split in ("train", "test"):
+        items = []
+        for label, cls in ((0, "neg"), (1, "pos")):
+            d = directory / split / cls
+            if not d.is_dir():
+                raise FileNotFoundError(f"missing {d}")
+            items += [(f, label) for f in sorted(d.glob("*.txt"))]
+        out[split] = items
+    return out
+
+
+def imdb_present(directory: Path) -> bool:
+    return all((directory / s / c).is_dir() for s in ("train", "test") for c in ("neg", "pos"))
+
+
+def prepare_imdb(
+    directory: Path, cfg: TextConfig
+) -> tuple[dict[str, dict[str, np.ndarray]], tuple[str, ...]]:
+    """Tokenise the IMDB reviews: per split x (N, L), lengths, labels; plus the vocabulary."""
+    if cfg.level not in ("char", "byte"):
+        raise ValueError(f"level must be 'char' or 'byte', got {cfg.level!r}")
+    if cfg.val_split not in ("test", "train"):
+        raise ValueError(f"val_split must be 'test' or 'train', got {cfg.val_split!r}")
+    files = imdb_files(directory)
+    texts = {s: [f.read_text(encoding="utf-8") for f, _ in items] for s, items in files.items()}
+    labels = {s: np.array([y for _, y in items], dtype=np.int64) for s, items in files.items()}
+    split_idx: dict[str, tuple[str, np.ndarray]] = {
+        "train": ("train", np.arange(len(texts["train"]))),
+        "test": ("test", np.arange(len(texts["test"]))),
+    }
+    if cfg.val_split == "train":
+        from .image import split_train_val
+
+        tr, va = split_train_val(len(texts["train"]), cfg.val_fraction, cfg.split_seed)
+        split_idx = {"train": ("train", tr), "val": ("train", va), "test": split_idx["test"]}
+    else:
+        split_idx["val"] = split_idx["test"]
+    train_texts = [texts["train"][i] for i in split_idx["train"][1]]
+    if cfg.level == "char":
+        vocab = build_char_vocab(train_texts, cfg.min_freq)
+        lut = char_lut(vocab)
+
+        def enc(t: str) -> np.ndarray:
+            return encode_chars(t, lut, cfg.max_len, cfg.append_eos)
+    else:
+        vocab = BYTE_VOCAB
+
+        def enc(t: str) -> np.ndarray:
+            return encode_bytes(t, cfg.max_len, cfg.append_eos)
+
+    dtype = token_dtype(len(vocab))
+    encoded = {s: [enc(t) for t in texts[s]] for s in ("train", "test")}
+    out = {}
+    for split in ("train", "val", "test"):
+        src, idx = split_idx[split]
+        x, lengths = pad_ragged([encoded[src][i] for i in idx], dtype)
+        out[split] = {"x": x, "lengths": lengths, "labels": labels[src][idx]}
+    return out, vocab

@@ -1,0 +1,110 @@
+"""Cache keys cover every preprocessing field and the source files' identity; entries are reused."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import pytest
+
+from ssmrepro.data import TASKS, load_lra
+from ssmrepro.data.cache import cache_key, file_identity, load_entry, save_entry
+
+IDENTITY = [("lra/listops-1000/basic_train.tsv", 1000, 123456789)]
+
+
+def _perturb(value):
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 1
+    if isinstance(value, float):
+        return value + 0.01
+    if isinstance(value, str):
+        return value + "x"
+    if isinstance(value, tuple):
+        return (_perturb(value[0]),) + value[1:]
+    raise TypeError(type(value))
+
+
+@pytest.mark.parametrize("task", sorted(TASKS))
+def test_every_config_field_changes_the_key(task):
+    tdef = TASKS[task]
+    cfg = tdef.config_cls()
+    base = cache_key(task, tdef.sources[0], IDENTITY, cfg, tdef.version)
+    fields = dataclasses.fields(cfg)
+    assert fields
+    keys = {base}
+    for f in fields:
+        changed = dataclasses.replace(cfg, **{f.name: _perturb(getattr(cfg, f.name))})
+        k = cache_key(task, tdef.sources[0], IDENTITY, changed, tdef.version)
+        assert k != base, f"{task}.{f.name} does not change the cache key"
+        keys.add(k)
+    assert len(keys) == len(fields) + 1
+
+
+def test_identity_source_version_and_task_change_the_key():
+    cfg = TASKS["listops"].config_cls()
+    base = cache_key("listops", "lra_release", IDENTITY, cfg, 1)
+    (path, size, mtime) = IDENTITY[0]
+    assert cache_key("listops", "lra_release", [(path, size + 1, mtime)], cfg, 1) != base
+    assert cache_key("listops", "lra_release", [(path, size, mtime + 1)], cfg, 1) != base
+    assert cache_key("listops", "lra_release", [(path + "x", size, mtime)], cfg, 1) != base
+    assert cache_key("listops", "generated", IDENTITY, cfg, 1) != base
+    assert cache_key("listops", "lra_release", IDENTITY, cfg, 2) != base
+    assert cache_key("text", "lra_release", IDENTITY, cfg, 1) != base
+    assert cache_key("listops", "lra_release", IDENTITY, cfg, 1) == base  # stable
+
+
+def test_file_identity_tracks_size_and_mtime(tmp_path):
+    f = tmp_path / "a.txt"
+    f.write_text("hello")
+    before = file_identity([f], tmp_path)
+    os.utime(f, ns=(1, 10**18))
+    after_touch = file_identity([f], tmp_path)
+    f.write_text("hello!")
+    after_write = file_identity([f], tmp_path)
+    assert (
+        before[0][0] == "a.txt" and len({tuple(before[0]), tuple(after_touch[0]), tuple(after_write[0])}) == 3
+    )
+
+
+def test_entries_are_reused_and_invalidated(lra_root, monkeypatch):
+    import ssmrepro.data.listops as listops_mod
+
+    first = load_lra("listops", "val", root=lra_root)
+    assert first.cache_path is not None and first.cache_path.parent == lra_root / ".cache"
+    assert not [p for p in first.cache_path.parent.iterdir() if p.name.startswith(".tmp")]
+
+    def boom(*a, **k):
+        raise AssertionError("prepared again although cached")
+
+    monkeypatch.setattr(listops_mod, "prepare_listops", boom)
+    again = load_lra("listops", "val", root=lra_root)  # served from the cache
+    assert again.cache_path == first.cache_path and (again.x == first.x).all()
+    with pytest.raises(AssertionError, match="prepared again"):
+        load_lra("listops", "val", root=lra_root, max_len=100)  # new parameter -> new key
+    monkeypatch.undo()
+
+    tsv = lra_root / "lra" / "listops-1000" / "basic_val.tsv"
+    tsv.write_text(tsv.read_text() + "( ( ( [SM 4 ) 4 ) ] )\t8\n")
+    changed = load_lra("listops", "val", root=lra_root)  # source file changed -> new key
+    assert changed.cache_path != first.cache_path and len(changed) == len(first) + 1
+
+
+def test_no_cache_and_custom_cache_dir(lra_root, tmp_path):
+    ds = load_lra("listops", "test", root=lra_root, cache=False)
+    assert ds.cache_path is None and not (lra_root / ".cache").exists()
+    ds = load_lra("listops", "test", root=lra_root, cache_dir=tmp_path / "c")
+    assert ds.cache_path.parent == tmp_path / "c"
+
+
+def test_save_entry_is_atomic_and_first_writer_wins(tmp_path):
+    import numpy as np
+
+    p = tmp_path / "task-abc"
+    save_entry(p, {"a": np.arange(3)}, {"m": 1})
+    save_entry(p, {"a": np.arange(5)}, {"m": 2})  # a concurrent writer that lost the race
+    arrays, meta = load_entry(p)
+    assert meta["m"] == 1 and arrays["a"].tolist() == [0, 1, 2]
+    assert [q.name for q in tmp_path.iterdir()] == ["task-abc"]
