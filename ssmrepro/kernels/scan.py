@@ -54,9 +54,7 @@ _SLICE_CAP = 1 << 17
 def _check_scan_inputs(la: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
     """Broadcast ``la`` and ``b`` to one shape (Bt, L, *S); promote ``b`` to the state dtype."""
     if la.dim() < 2 or b.dim() < 2:
-        raise ValueError(
-            f"la and b need shape (Bt, L, *S), got {tuple(la.shape)}, {tuple(b.shape)}"
-        )
+        raise ValueError(f"la and b need shape (Bt, L, *S), got {tuple(la.shape)}, {tuple(b.shape)}")
     la, b = torch.broadcast_tensors(la, b)
     dtype = torch.promote_types(la.dtype, b.dtype)  # the dtype of h
     if not (dtype.is_floating_point or dtype.is_complex):
@@ -73,7 +71,7 @@ def _seq_loop(a: Tensor, b: Tensor, h: Tensor | None = None) -> list[Tensor]:
     """
     out = []
     for a_t, b_t in zip(a.unbind(1), b.unbind(1)):
-        h = b_t if h is None else torch.addcmul(b_t, a_t, h)  # (Bt, *S)
+        h = b_t if h is None else a_t * h + b_t  # (Bt, *S)
         out.append(h)
     return out
 
@@ -100,17 +98,19 @@ def diag_scan_ref(la: Tensor, b: Tensor) -> Tensor:
     return torch.stack(hs, dim=1)  # (Bt, L, *S)
 
 
-def default_chunk(L: int, state_numel: int) -> int:
+def default_chunk(L: int, state_numel: int, cpu: bool = True) -> int:
     """Default chunk length Q of :func:`diag_scan` for length L and Bt * prod(S) = state_numel.
 
-    Python steps are ~2Q + L/Q, minimised at nc = L/Q ~ sqrt(2L); nc is further capped so that a
-    per-step slice (state_numel * nc elements) stays below ~2^18 elements. A Q dividing L is
-    preferred (no ragged tail) when one exists within a factor 1.5 of the target.
+    Python steps are ~2Q + L/Q, minimised at nc = L/Q ~ sqrt(2L). On CPU nc is further capped
+    so that a per-step slice (state_numel * nc elements) stays below ~2^17 elements (bigger
+    slices fall out of cache; with glibc they also become page-faulting mmap allocations). A Q
+    dividing L is preferred (no ragged tail) when one exists within a factor 1.5 of the target.
     """
     if L <= _SEQ_MAX_L:
         return L
     nc = max(2, round(math.sqrt(2 * L)))
-    nc = max(4, min(nc, _SLICE_CAP // max(1, state_numel)))
+    if cpu:
+        nc = max(4, min(nc, _SLICE_CAP // max(1, state_numel)))
     target = max(1, math.ceil(L / nc))
     for dq in range(0, target // 2 + 1):  # nearest divisor of L, searching outwards
         for q in (target - dq, target + dq):
@@ -148,7 +148,7 @@ def diag_scan(la: Tensor, b: Tensor, chunk: int | None = None) -> Tensor:
     if L == 0:
         return b.clone()
     numel_S = math.prod(S)
-    Q = int(chunk) if chunk is not None else default_chunk(L, Bt * numel_S)
+    Q = int(chunk) if chunk is not None else default_chunk(L, Bt * numel_S, la.device.type == "cpu")
     if Q < 1:
         raise ValueError(f"chunk must be >= 1, got {chunk}")
     nc = L // Q
@@ -173,7 +173,7 @@ def diag_scan(la: Tensor, b: Tensor, chunk: int | None = None) -> Tensor:
     # 2. pass 1: chunk-local final states from zero initial state
     h = bv[0]  # (Bt, nc, *S)
     for q in range(1, Q):
-        h = torch.addcmul(bv[q], av[q], h)  # (Bt, nc, *S)
+        h = av[q] * h + bv[q]  # (Bt, nc, *S)
     ends = h.unbind(1)  # nc x (Bt, *S)
     Ps = P.unbind(1)  # nc x (Bt, *S)
 
@@ -181,14 +181,14 @@ def diag_scan(la: Tensor, b: Tensor, chunk: int | None = None) -> Tensor:
     carry = ends[0]  # (Bt, *S) = state after chunk 0
     carries = [torch.zeros_like(carry), carry]
     for c in range(1, nc - 1):
-        carry = torch.addcmul(ends[c], Ps[c], carry)  # (Bt, *S)
+        carry = Ps[c] * carry + ends[c]  # (Bt, *S)
         carries.append(carry)
     h = torch.stack(carries, dim=1)  # (Bt, nc, *S)
 
     # 4. pass 2: rescan each chunk from its carry
     hs = []
     for q in range(Q):
-        h = torch.addcmul(bv[q], av[q], h)  # (Bt, nc, *S)
+        h = av[q] * h + bv[q]  # (Bt, nc, *S)
         hs.append(h)
     out = torch.stack(hs, dim=2).reshape(Bt, L0, *S)  # (Bt, L0, *S)
     if not tail:
@@ -260,9 +260,7 @@ def _selective_scan(
 ):
     """Shared body of :func:`selective_scan_ref` / :func:`selective_scan` (``scan`` differs)."""
     if u.dim() != 3 or delta.shape != u.shape:
-        raise ValueError(
-            f"u and delta must both be (Bt, L, D_); got {tuple(u.shape)}, {tuple(delta.shape)}"
-        )
+        raise ValueError(f"u and delta must both be (Bt, L, D_); got {tuple(u.shape)}, {tuple(delta.shape)}")
     Bt, L, D_ = u.shape
     if A.dim() != 2 or A.shape[0] != D_:
         raise ValueError(f"A must be (D_, N) with D_={D_}; got {tuple(A.shape)}")
@@ -344,6 +342,4 @@ def selective_scan(
     Returns:
         y: (Bt, L, D_) real; and h: (Bt, L, D_, N) (real or complex) if ``return_state``.
     """
-    return _selective_scan(
-        diag_scan, u, delta, A, B, C, D, complex_output_scale, return_state, chunk=chunk
-    )
+    return _selective_scan(diag_scan, u, delta, A, B, C, D, complex_output_scale, return_state, chunk=chunk)
