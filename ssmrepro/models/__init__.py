@@ -11,6 +11,7 @@ from torch import nn
 
 from .backbone import SSMLM, TransformerLM
 from .layers import reset_members
+from .mamba import LinearMamba, MambaLM
 
 
 class ModelConfig(BaseModel):
@@ -49,6 +50,32 @@ class TransformerLMConfig(ModelConfig):
     head_bias: bool = True
 
 
+class LinearMambaConfig(ModelConfig):
+    """koren2026 simplified linear Mamba (Alg. 1): conv + SSM with A = I, D = 0, tied embeddings."""
+
+    name: Literal["linear_mamba"] = "linear_mamba"
+    D: int = Field(32, ge=1, description="model width")
+    N: int = Field(16, ge=1, description="state size")
+    n_layers: int = Field(1, ge=1, description="Λ")
+    d_conv: int = Field(2, ge=1, le=8)
+    expand: int = Field(2, ge=1)
+    residual: bool | None = Field(None, description="default: on for Λ > 1 (official configs)")
+    init: Literal["default", "designed"] = Field(
+        "default", description="designed: koren2026 Thm 2 weights (evaluate with max_steps 0)"
+    )
+
+
+class MambaLMConfig(ModelConfig):
+    """Mamba-1 LM as mamba-ssm's MambaLMHeadModel (RMSNorm, tied head; conv + gate mixer)."""
+
+    name: Literal["mamba_lm"] = "mamba_lm"
+    D: int = Field(64, ge=2, description="d_model")
+    N: int = Field(16, ge=1, le=256, description="d_state")
+    n_layers: int = Field(1, ge=1)
+    d_conv: int = Field(4, ge=1, le=8)
+    expand: int = Field(2, ge=1)
+
+
 @dataclass(frozen=True)
 class ModelEntry:
     name: str
@@ -62,6 +89,10 @@ MODELS: dict[str, ModelEntry] = {
     "transformer_lm": ModelEntry(
         "transformer_lm", TransformerLMConfig, TransformerLM, TransformerLMConfig.__doc__ or ""
     ),
+    "linear_mamba": ModelEntry(
+        "linear_mamba", LinearMambaConfig, LinearMamba, LinearMambaConfig.__doc__ or ""
+    ),
+    "mamba_lm": ModelEntry("mamba_lm", MambaLMConfig, MambaLM, MambaLMConfig.__doc__ or ""),
 }
 
 
@@ -72,6 +103,8 @@ def build_model(config: ModelConfig, info, E: int, seeds: list[int] | None = Non
         if len(seeds) != E:
             raise ValueError(f"{len(seeds)} seeds for a pack of {E}")
         reset_members(model, seeds)
+        if hasattr(model, "post_init"):  # e.g. designed (constructed) weights
+            model.post_init(seeds)
     return model
 
 

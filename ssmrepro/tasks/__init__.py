@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from .base import Batch, Task, TaskConfig, TaskInfo
 from .keep_nth import KeepNth
+from .mqar import MQAR
 
 TASKS: dict[str, type[Task]] = {
     KeepNth.name: KeepNth,
+    MQAR.name: MQAR,
 }
 
 

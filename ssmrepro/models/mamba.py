@@ -1,0 +1,153 @@
+"""koren2026's two Mamba models, packed over E members.
+
+``LinearMamba`` — the simplified linear Mamba of koren2026 Alg. 1 (official ``mamba_tiny``
+"simplified" variant): no norms, no non-linearities, no gate, no biases, no discretisation,
+A = I and D = 0 frozen (so they are not parameters at all), tied embedding / read-out:
+
+    x = E[ids]                       (B, L, D)
+    x̂ = causal_dconv(x W_in)         (B, L, 2D)   depthwise, width d_conv
+    B_t = x̂_t S_B, C_t = x̂_t S_C      (B, L, N)
+    y_t = Σ_{s≤t} (C_t · B_s) x̂_s     (B, L, 2D)   "attention mode" of the SSM with A = I
+    x ← x + y W_out  (Λ > 1 layers with residual)  or  x ← y W_out
+    logits = x Eᵀ
+
+``MambaLM`` — a 1..n-layer Mamba-1 language model equivalent to mamba-ssm's MambaLMHeadModel
+(RMSNorm pre-norm blocks with residual, final RMSNorm, tied head) with the Mamba mixer:
+in_proj (d → 2·d_inner, no bias) → causal depthwise conv (width d_conv, bias) → SiLU → S6 →
+y ⊙ SiLU(z) → out_proj (no bias). Written from the Mamba paper's equations, not from mamba-ssm.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .layers import PackedEmbedding, PackedLinear, PackedModule, PackedNorm, _uniform_
+from .ssm import S6Core
+
+
+class PackedCausalConv(PackedModule):
+    """Depthwise causal conv: out_t[c] = Σ_k w[c, k] · x_{t-(W-1)+k}[c] (+ b[c]).
+
+    Init as torch.nn.Conv1d(groups=channels): U(±1/sqrt(W)) for weight and bias.
+    """
+
+    def __init__(self, E: int, channels: int, width: int, bias: bool):
+        super().__init__(E)
+        self.width = width
+        self.weight = nn.Parameter(torch.empty(E, channels, width))  # (E, C, W)
+        self.bias = nn.Parameter(torch.empty(E, channels)) if bias else None
+
+    def reset_member(self, e: int, g: torch.Generator) -> None:
+        bound = 1.0 / math.sqrt(self.width)
+        _uniform_(self.weight[e], bound, g)
+        if self.bias is not None:
+            _uniform_(self.bias[e], bound, g)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (E, B, L, C) -> (E, B, L, C)
+        W, L = self.width, x.shape[2]
+        xp = F.pad(x, (0, 0, W - 1, 0))  # (E, B, L+W-1, C): zeros before t = 0
+        out = sum(xp[:, :, k : k + L] * self.weight[:, None, None, :, k] for k in range(W))
+        if self.bias is not None:
+            out = out + self.bias[:, None, None, :]
+        return out
+
+
+def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """y_t = Σ_{s≤t} (q_t · k_s) v_s.  q, k: (E, B, L, N); v: (E, B, L, P) -> (E, B, L, P)."""
+    L = q.shape[2]
+    scores = torch.matmul(q, k.transpose(-1, -2))  # (E, B, L, L)
+    mask = torch.ones(L, L, dtype=torch.bool, device=q.device).tril()
+    return torch.matmul(scores.masked_fill(~mask, 0.0), v)
+
+
+class LinearMambaLayer(nn.Module):
+    def __init__(self, E: int, D: int, N: int, d_conv: int, expand: int):
+        super().__init__()
+        Di = expand * D
+        self.in_proj = PackedLinear(E, D, Di, bias=False)
+        self.conv = PackedCausalConv(E, Di, d_conv, bias=False)
+        self.B_proj = PackedLinear(E, Di, N, bias=False)
+        self.C_proj = PackedLinear(E, Di, N, bias=False)
+        self.out_proj = PackedLinear(E, Di, D, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (E, B, L, D)
+        xc = self.conv(self.in_proj(x))  # (E, B, L, Di)
+        y = linear_attention(self.C_proj(xc), self.B_proj(xc), xc)  # (E, B, L, Di)
+        return self.out_proj(y)
+
+
+class LinearMamba(nn.Module):
+    def __init__(self, cfg, info, E: int):
+        super().__init__()
+        self.embed = PackedEmbedding(E, info.vocab_size, cfg.D)
+        self.layers = nn.ModuleList(
+            LinearMambaLayer(E, cfg.D, cfg.N, cfg.d_conv, cfg.expand) for _ in range(cfg.n_layers)
+        )
+        self.residual = cfg.residual if cfg.residual is not None else cfg.n_layers > 1
+        self.cfg, self.vocab = cfg, info.vocab_size
+
+    @torch.no_grad()
+    def post_init(self, seeds: list[int]) -> None:
+        """Overwrite every member with koren2026 Thm 2's designed weights (cfg.init = designed)."""
+        if self.cfg.init != "designed":
+            return
+        from ..theory.designed import designed_weights
+
+        if self.cfg.n_layers != 1 or self.cfg.d_conv != 2 or self.cfg.expand != 2:
+            raise ValueError("designed weights exist for 1 layer, d_conv = 2, expand = 2")
+        layer = self.layers[0]
+        for e, s in enumerate(seeds):
+            w = designed_weights(self.vocab, self.cfg.D, self.cfg.N, int(s))
+            self.embed.weight[e].copy_(w["embedding"])
+            layer.in_proj.weight[e].copy_(w["in_proj"])
+            layer.conv.weight[e].copy_(w["conv"])
+            layer.B_proj.weight[e].copy_(w["B_proj"])
+            layer.C_proj.weight[e].copy_(w["C_proj"])
+            layer.out_proj.weight[e].copy_(w["out_proj"])
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:  # (E, B, L) -> (E, B, L, V)
+        x = self.embed(ids)
+        for layer in self.layers:
+            y = layer(x)
+            x = x + y if self.residual else y
+        return torch.matmul(x, self.embed.weight.transpose(1, 2).unsqueeze(1))  # tied read-out
+
+
+class MambaMixer(nn.Module):
+    """Mamba-1 mixer: in_proj -> conv -> SiLU -> S6 -> gate -> out_proj (packed)."""
+
+    def __init__(self, E: int, d: int, N: int, d_conv: int = 4, expand: int = 2,
+                 conv_bias: bool = True, bias: bool = False):
+        super().__init__()
+        self.d_inner = expand * d
+        self.in_proj = PackedLinear(E, d, 2 * self.d_inner, bias=bias)
+        self.conv = PackedCausalConv(E, self.d_inner, d_conv, bias=conv_bias)
+        self.ssm = S6Core(E, self.d_inner, N, dt_rank=math.ceil(d / 16))
+        self.out_proj = PackedLinear(E, self.d_inner, d, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (E, B, L, d)
+        xs, z = self.in_proj(x).split(self.d_inner, dim=-1)  # (E, B, L, d_inner) each
+        y = self.ssm(F.silu(self.conv(xs)))
+        return self.out_proj(y * F.silu(z))
+
+
+class MambaLM(nn.Module):
+    def __init__(self, cfg, info, E: int):
+        super().__init__()
+        self.embed = PackedEmbedding(E, info.vocab_size, cfg.D, init_std=0.02)
+        self.norms = nn.ModuleList(PackedNorm(E, cfg.D, "rmsnorm") for _ in range(cfg.n_layers))
+        self.mixers = nn.ModuleList(
+            MambaMixer(E, cfg.D, cfg.N, cfg.d_conv, cfg.expand) for _ in range(cfg.n_layers)
+        )
+        self.norm_f = PackedNorm(E, cfg.D, "rmsnorm")
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:  # (E, B, L) -> (E, B, L, V)
+        h = self.embed(ids)
+        for norm, mixer in zip(self.norms, self.mixers):
+            h = h + mixer(norm(h))
+        h = self.norm_f(h)
+        return torch.matmul(h, self.embed.weight.transpose(1, 2).unsqueeze(1))  # tied head
