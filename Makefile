@@ -20,7 +20,7 @@ demo: install                         ## train KEEP FIFTH (huang2025 Table 1) on
 	$(BIN)/ssmrepro run keep-nth --profile quick
 
 test: install                         ## unit tests + smoke run of every spec (CPU, no network)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -q
 
 smoke: install                        ## every spec's smoke profile into a scratch folder
 	for s in $$($(BIN)/python -c "from ssmrepro.spec import spec_paths; print(' '.join(p.stem for p in spec_paths()))"); do \
@@ -30,7 +30,10 @@ figures: install                      ## rebuild every figure/report from result
 	for s in $$($(BIN)/python -c "from ssmrepro.spec import spec_paths; print(' '.join(p.stem for p in spec_paths()))"); do \
 	  $(BIN)/ssmrepro plot $$s --profile $(PROFILE) || exit 1; done
 
-bench: install                        ## CPU micro-benchmark of the scans
+bench: install                        ## packed vs one-at-a-time run-steps/s, and the scan micro-benchmark
+	$(BIN)/ssmrepro bench keep-nth-d8 --device cpu --packs 4,16,32
+	$(BIN)/ssmrepro bench mqar-linear --device cpu --packs 2,4,8
+	$(BIN)/ssmrepro bench mqar-full-L256 --device cpu --packs 2,4
 	$(BIN)/python scripts/bench_scans.py
 
 lint: install

@@ -160,12 +160,13 @@ def run(
     out: Path | None = typer.Option(None, help="results root (default ./results)"),
     workers: int = typer.Option(1, help="worker processes (each claims packs)"),
     pack_size: int | None = typer.Option(None, help="runs per pack (default: from memory)"),
-    dry_run: bool = typer.Option(False, "--dry-run", help="print runs and packs, train nothing"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="print runs, packs and a time estimate"),
+    no_estimate: bool = typer.Option(False, "--no-estimate", help="with --dry-run: skip timing"),
     no_plot: bool = typer.Option(False, "--no-plot", help="skip figure and report"),
 ) -> None:
     """Train an experiment's runs (resuming finished ones), then write CSV, figure and report."""
     from .engine import results_dir, run_experiment
-    from .engine.plan import auto_pack_size, plan
+    from .engine.plan import plan
     from .store import Store
     from .sweep import expand
 
@@ -181,12 +182,17 @@ def run(
     if dry_run:
         store = Store(results_dir(spec, out))
         pending = [r for r in runs if not store.is_done(r.run_id)]
-        size = pack_size or auto_pack_size(pending, dev)
-        packs = plan(pending, size)
+        packs = plan(pending, pack_size, dev)
+        size = max((len(p) for p in packs), default=0)
         steps = sum(r.train.total_steps for r in pending)
         console.print(f"{spec.id} [{profile}]: {len(runs)} runs, {len(runs) - len(pending)} done, "
-                      f"{len(pending)} pending in {len(packs)} packs (size ≤ {size}); "
+                      f"{len(pending)} pending in {len(packs)} packs (largest {size}); "
                       f"{steps:,} run-steps to train")
+        if pending and not no_estimate:
+            from .engine.plan import estimate_seconds
+
+            sec, how = estimate_seconds(packs, dev)
+            console.print(f"estimated wall-clock on {dev}: {_human(sec)} (one worker; {how})")
         return
     summary = run_experiment(spec, profile, out, dev, be, max_runs, pack_size, workers, console)
     console.print(
@@ -197,6 +203,14 @@ def run(
         _outputs(spec, profile, out)
     if summary.failed:
         raise typer.Exit(1)
+
+
+def _human(sec: float) -> str:
+    if sec < 120:
+        return f"{sec:.0f} s"
+    if sec < 7200:
+        return f"{sec / 60:.0f} min"
+    return f"{sec / 3600:.1f} h"
 
 
 def _outputs(spec, profile: str, out: Path | None):
@@ -239,6 +253,31 @@ def verify(
     res = _outputs(spec, profile or spec.default_profile, out)
     if strict and any(v.verdict == "FAIL" for v in res.verdicts):
         raise typer.Exit(1)
+
+
+@app.command()
+def bench(
+    workload: str = typer.Argument("keep-nth-d8", help="keep-nth-d8 | mqar-linear | mqar-full-L256"),
+    device: str = typer.Option("auto", help="auto | cpu | cuda"),
+    packs: str = typer.Option("4,16,64", help="pack sizes to measure, comma-separated"),
+    seconds: float = typer.Option(3.0, help="measuring time per configuration"),
+    out: Path | None = typer.Option(None, help="folder for the JSON/CSV record "
+                                       "(default results/bench)"),
+) -> None:
+    """Run-steps/s of packed training vs one model at a time, measured in this process."""
+    from .bench import WORKLOADS, run_bench
+    from .spec import repo_root
+
+    if workload not in WORKLOADS:
+        _fail([f"unknown workload {workload!r} (have {', '.join(WORKLOADS)})"])
+    try:
+        dev = select_device(device)
+    except BackendError as err:
+        _fail([str(err)])
+    sizes = [int(x) for x in packs.split(",") if x.strip()]
+    rec = run_bench(workload, dev, sizes, seconds, out or repo_root() / "results" / "bench",
+                    echo=console.print)
+    console.print(f"best: pack {rec['best_pack']} = x{rec['best_ratio']:.1f} the plain loop")
 
 
 try:  # the LRA data commands (ssmrepro.data.cli)

@@ -1,8 +1,10 @@
-"""Safe arithmetic for derived spec values, e.g. ``2*task.kappa`` or ``ceil(8*ln(task.kappa))``.
+"""Safe arithmetic for derived spec values and constraints, e.g. ``ceil(8*ln(task.kappa))`` or
+``model.N <= model.D``.
 
-Only numbers, names bound by the caller (dotted config keys such as ``task.kappa``), arithmetic
-operators and a fixed set of math functions are allowed; anything else (attribute access on objects,
-subscripts, lambdas, comprehensions, calls to other names) is rejected before evaluation.
+Only numbers, names bound by the caller (dotted config keys such as ``task.kappa``), arithmetic,
+comparison and boolean operators and a fixed set of math functions are allowed; anything else
+(attribute access on objects, subscripts, lambdas, comprehensions, calls to other names) is
+rejected before evaluation.
 """
 
 from __future__ import annotations
@@ -37,7 +39,15 @@ _BIN = {
     ast.Mod: operator.mod,
     ast.Pow: operator.pow,
 }
-_UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+_UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg, ast.Not: operator.not_}
+_CMP = {
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+}
 
 
 class ExprError(ValueError):
@@ -84,6 +94,17 @@ def evaluate(expr: str, env: dict[str, Any]) -> Any:
             return _BIN[type(node.op)](ev(node.left), ev(node.right))
         if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
             return _UNARY[type(node.op)](ev(node.operand))
+        if isinstance(node, ast.Compare) and all(type(o) in _CMP for o in node.ops):
+            left = ev(node.left)
+            for op, comp in zip(node.ops, node.comparators):
+                right = ev(comp)
+                if not _CMP[type(op)](left, right):
+                    return False
+                left = right
+            return True
+        if isinstance(node, ast.BoolOp):
+            vals = [ev(v) for v in node.values]
+            return all(vals) if isinstance(node.op, ast.And) else any(vals)
         if isinstance(node, (ast.Name, ast.Attribute)):
             name = _dotted(node)
             if name is None:

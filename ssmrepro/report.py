@@ -94,6 +94,11 @@ def verify(spec, agg: pd.DataFrame) -> list[Verdict]:
         worst = float(np.nanmin(vals) if c.op in (">=", ">") else np.nanmax(vals))
         out.append(Verdict("claim", f"{c.text} [{c.metric} {c.op} {c.value}]",
                            "PASS" if ok else "FAIL", worst))
+    for check in spec.checks:
+        if check == "recall_frontier":
+            from .plots.recall import check_frontier
+
+            out += check_frontier(spec, agg)
     return out
 
 

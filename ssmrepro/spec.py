@@ -40,6 +40,8 @@ class Case(Strict):
     set: dict[str, Any] = {}
     grid: dict[str, list[Any]] = {}
     zip: dict[str, list[Any]] = {}
+    seeds: list[int] | None = Field(None, description="seeds of this case (default: the spec's)")
+    constraints: list[str] = Field([], description="extra constraints for this case's points")
 
 
 class Axis(Strict):
@@ -73,7 +75,7 @@ class Aggregate(Strict):
 
 
 class FigureSpec(Strict):
-    kind: Literal["bars", "heatmaps", "histograms", "lines"]
+    kind: Literal["bars", "heatmaps", "histograms", "lines", "recall_grid"]
     metric: str = "test.acc"
     x: str | None = None
     y: str | None = None
@@ -114,6 +116,10 @@ class Spec(Strict):
     sweep: list[Axis] = []
     seeds: list[int] = [0]
     derived: dict[str, str] = {}
+    constraints: list[str] = Field(
+        [], description="expressions a sweep point must satisfy, e.g. 'model.N <= model.D'; "
+        "points that fail are left out (the paper skips them)"
+    )
     default_profile: str = "quick"
     profiles: dict[str, Profile]
     aggregate: Aggregate = Aggregate()
@@ -121,6 +127,9 @@ class Spec(Strict):
     figure: FigureSpec
     paper_values: list[PaperValue] = []
     claims: list[Claim] = []
+    checks: list[Literal["recall_frontier"]] = Field(
+        [], description="named structural checks run by verify (e.g. the recall frontier)"
+    )
     notes: list[str] = Field(..., min_length=1)
     # set by the loader
     path: Path | None = Field(None, exclude=True)

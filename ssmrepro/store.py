@@ -144,6 +144,19 @@ class Store:
             return True
         return False
 
+    def cleanup(self) -> int:
+        """Remove claims of finished runs and stale claims (e.g. left by a killed worker between
+        writing a record and releasing its claim). Returns how many were removed."""
+        n = 0
+        for path in self.claims.glob("*.claim") if self.claims.exists() else []:
+            if self.is_done(path.stem) or self._is_stale(path):
+                try:
+                    path.unlink()
+                    n += 1
+                except FileNotFoundError:
+                    pass
+        return n
+
     def heartbeat(self, run_ids: Iterable[str]) -> None:
         for r in run_ids:
             try:

@@ -107,6 +107,10 @@ def _grid_points(g: dict[str, list[Any]]) -> list[dict[str, Any]]:
     return [dict(zip(keys, vals)) for vals in itertools.product(*(g[k] for k in keys))]
 
 
+SEEDS_KEY = "__seeds__"  # a case's own seed list and constraints travel with its overrides
+CONSTRAINTS_KEY = "__constraints__"
+
+
 def axis_points(axis: Axis) -> list[tuple[list[str], dict[str, Any]]]:
     """(labels, overrides) for every point of one axis."""
     if axis.grid is not None:
@@ -116,8 +120,11 @@ def axis_points(axis: Axis) -> list[tuple[list[str], dict[str, Any]]]:
     out = []
     for case in axis.cases or []:
         subs = [dict(a, **b) for a in _grid_points(case.grid) for b in _zip_points(case.zip) or [{}]]
+        extra = {SEEDS_KEY: case.seeds} if case.seeds is not None else {}
+        if case.constraints:
+            extra[CONSTRAINTS_KEY] = case.constraints
         for sub in subs or [{}]:
-            out.append(([case.label] if case.label else [], {**case.set, **sub}))
+            out.append(([case.label] if case.label else [], {**case.set, **sub, **extra}))
     return out
 
 
@@ -189,10 +196,16 @@ def expand(spec: Spec, profile: str | None = None) -> list[RunConfig]:
         label = " ".join(labels)
         point = f"{i}{' ' + label if label else ''}"
         cfg = copy.deepcopy(base)
+        overrides = dict(overrides)
+        point_seeds = overrides.pop(SEEDS_KEY, None)
+        constraints = spec.constraints + overrides.pop(CONSTRAINTS_KEY, [])
         try:
             for k, v in overrides.items():
                 set_dotted(cfg, k, v)
             _apply_derived(cfg, spec.derived)
+            env = flatten(cfg)
+            if not all(expr.evaluate(c, env) for c in constraints):
+                continue
             task, model, train = validate_sections(cfg)
         except SectionError as err:
             for m in _format_errors(spec.path or spec.id, err.err, prefix=f"{err.section}."):
@@ -201,7 +214,7 @@ def expand(spec: Spec, profile: str | None = None) -> list[RunConfig]:
         except (KeyError, ValueError, expr.ExprError) as err:
             grouped.setdefault(f"{spec.path}: {err.args[0] if err.args else err}", []).append(point)
             continue
-        for seed in seeds:
+        for seed in point_seeds if point_seeds is not None else seeds:
             rc = RunConfig(
                 run_id="",
                 spec_id=spec.id,

@@ -55,7 +55,7 @@ class TrainConfig(_Strict):
     train_size: int | None = Field(
         None, ge=1, description="None: a fresh batch every step; N: a fixed set of N samples"
     )
-    max_steps: int | None = Field(None, ge=1)
+    max_steps: int | None = Field(None, ge=0, description="0: evaluate the initial model only")
     epochs: int | None = Field(None, ge=1)
     grad_clip: float | None = Field(None, gt=0)
     label_smoothing: float = Field(0.0, ge=0.0, lt=1.0)
@@ -309,3 +309,36 @@ def train_pack(
         )
     return out
 
+
+
+def time_steps(runs: list, device: str = "cpu", n_steps: int = 3) -> float:
+    """Seconds per training step of this pack (after one warm-up step); nothing is recorded."""
+    from .models import build_model
+
+    E, r0 = len(runs), runs[0]
+    dtype = torch.float64 if r0.train.dtype == "float64" else torch.float32
+    dev = torch.device(device)
+    task = build_task(r0.task)
+    model = build_model(r0.model, task.info, E, [derived_seed(r.seed, _INIT_STREAM) for r in runs])
+    model = model.to(device=dev, dtype=dtype)
+    params = [p for p in model.parameters() if p.requires_grad]
+    ones = torch.ones(E, dtype=torch.float64, device=dev)
+    opt = PackedAdam(params, 0.9 * ones, 0.999 * ones, 1e-8 * ones, 0 * ones, decoupled=True)
+    seeds = torch.tensor([derived_seed(r.seed, _DATA_STREAM) for r in runs], device=dev)
+    B = r0.train.batch_size
+    active = torch.ones(E, dtype=torch.bool, device=dev)
+    t0 = 0.0
+    for i in range(n_steps + 1):
+        if i == 1:
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+            t0 = time.perf_counter()
+        batch = task.sample(seeds, TRAIN, (i * B + torch.arange(B, device=dev)).expand(E, -1))
+        loss, _, _ = member_losses(model(batch.x), batch.y)
+        loss.sum().backward()
+        opt.step(1e-3 * ones, active)
+        for p in params:
+            p.grad = None
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+    return (time.perf_counter() - t0) / n_steps

@@ -11,6 +11,8 @@ def test_arithmetic_and_functions():
     assert evaluate("ceil(8*ln(task.kappa))", env) == math.ceil(8 * math.log(8))
     assert evaluate("model.d // 16 + max(1, 2)", env) == 4
     assert names("ceil(8*ln(task.kappa)) + model.d") == {"task.kappa", "model.d"}
+    assert evaluate("task.kappa <= model.d and not model.d < 0", env) is True
+    assert evaluate("1 < task.kappa < 4", env) is False
 
 
 @pytest.mark.parametrize(

@@ -48,3 +48,13 @@ def test_fresh_claim_of_other_host_is_respected_and_old_one_is_not(tmp_path):
     assert not Store(tmp_path, stale_after=60).claim("r1")
     os.utime(c, (0, 0))  # not refreshed for a long time
     assert Store(tmp_path, stale_after=60).claim("r1")
+
+
+def test_cleanup_removes_claims_of_finished_runs_and_dead_owners(tmp_path):
+    s = Store(tmp_path)
+    assert s.claim("r1") and s.claim("r2")
+    s.write({"run_id": "r1", "status": "ok"})  # killed before releasing r1's claim
+    live = Store(tmp_path)
+    assert live.cleanup() == 1  # r1's claim goes; r2 is held by this (live) process
+    assert not (tmp_path / "claims" / "r1.claim").exists()
+    assert (tmp_path / "claims" / "r2.claim").exists()

@@ -13,7 +13,7 @@ from ..spec import Spec, repo_root
 from ..store import Store
 from ..sweep import expand
 from .local import Event, run_workers, work
-from .plan import auto_pack_size, plan
+from .plan import plan
 
 
 def results_dir(spec: Spec, out: Path | None = None) -> Path:
@@ -57,15 +57,16 @@ def run_experiment(
     t0 = time.time()
     runs = expand(spec, profile)
     store = Store(results_dir(spec, out))
+    store.cleanup()
     pending = [r for r in runs if not store.is_done(r.run_id)]
     done_before = len(runs) - len(pending)
     if max_runs is not None:
         pending = pending[:max_runs]
-    size = pack_size or auto_pack_size(pending, device)
-    packs = plan(pending, size)
+    packs = plan(pending, pack_size, device)
+    size = max((len(p) for p in packs), default=0)
     console.print(
         f"[bold]{spec.id}[/] profile [cyan]{profile}[/]: {len(runs)} runs, {done_before} already "
-        f"done, {len(pending)} to train in {len(packs)} packs (pack size ≤ {size}) on {device}"
+        f"done, {len(pending)} to train in {len(packs)} packs (largest {size}) on {device}"
     )
     state = {"done": 0, "failed": 0, "packs_done": 0, "packs_failed": 0, "running": 0}
     if pending:
@@ -109,9 +110,11 @@ def run_experiment(
                 prog.update(runs_bar, status=status())
 
             if workers > 1:
-                run_workers(spec, profile, store, runs, device, backend, size, workers, on_event)
+                run_workers(spec, profile, store, runs, device, backend, pack_size, workers,
+                            on_event)
             else:
                 work(packs, store, device, backend, tuple(spec.analysis), on_event)
     csv = store.write_csv(runs)
+    store.cleanup()
     return RunSummary(len(runs), done_before, state["done"], state["failed"], len(packs),
                       time.time() - t0, csv)

@@ -107,7 +107,7 @@ def work(packs: list[Pack], store: Store, device: str, backend: str, analyses: t
 
 
 def _worker_main(spec_path: str, profile: str, root: str, device: str, backend: str,
-                 pack_size: int, threads: int, q) -> None:
+                 pack_size: int | None, threads: int, q) -> None:
     from ..spec import load_spec
     from ..sweep import expand
 
@@ -115,12 +115,12 @@ def _worker_main(spec_path: str, profile: str, root: str, device: str, backend: 
     spec = load_spec(spec_path)
     runs = expand(spec, profile)
     store = Store(Path(root))
-    packs = plan([r for r in runs if not store.is_done(r.run_id)], pack_size)
+    packs = plan([r for r in runs if not store.is_done(r.run_id)], pack_size, device)
     work(packs, store, device, backend, tuple(spec.analysis), q.put)
 
 
 def run_workers(spec, profile: str, store: Store, runs: list, device: str, backend: str,
-                pack_size: int, workers: int, on_event: EventFn) -> None:
+                pack_size: int | None, workers: int, on_event: EventFn) -> None:
     """Run ``workers`` processes on the same spec; forward their events to ``on_event``."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()

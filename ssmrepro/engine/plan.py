@@ -15,42 +15,79 @@ class Pack:
 
 
 def member_bytes(run) -> int:
-    """Rough activation memory of one member per training step (float32 bytes).
+    """Rough activation memory of one member per training step (float32 bytes, with autograd).
 
-    Dominated by the scan's (B, L, d, N) intermediates (~8 copies with autograd) and the logits.
+    S6 models: the (B, L, d_inner, N) states dominate; linear Mamba / attention: the (B, L, L)
+    score matrices; every model: the (B, L, V) logits.
     """
-    m, t, info_len = run.model, run.train, getattr(run.task, "T", 256)
-    d = getattr(m, "d", 64)
-    N = getattr(m, "N", 1)
-    L = info_len
+    from ..tasks import build_task
+
+    info = build_task(run.task).info
+    m, B, L = run.model, run.train.batch_size, info.seq_len
+    width = getattr(m, "d", None) or getattr(m, "D", 64)
     layers = getattr(m, "n_layers", 1)
-    return 4 * t.batch_size * L * (8 * d * N * layers + 4 * 256 + 16 * d)
+    if m.name == "linear_mamba":
+        per_token = layers * (3 * L + 8 * m.expand * width)
+    elif m.name in ("ssm_lm", "mamba_lm"):
+        inner = width * getattr(m, "expand", 1) if m.name == "mamba_lm" else width
+        per_token = layers * (3 * inner * m.N + 12 * inner)
+    else:
+        per_token = layers * (3 * L * getattr(m, "heads", 1) + 16 * width)
+    return 4 * B * L * (per_token + 3 * info.n_classes)
+
+
+def _budget(device: str) -> int:
+    if device.startswith("cuda"):
+        import torch
+
+        free, _ = torch.cuda.mem_get_info(torch.device(device))
+        return free // 2
+    return 2 << 30
 
 
 def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None) -> int:
-    """Largest pack that fits the memory budget (CPU: 2 GiB, GPU: half its free memory), <= 256."""
+    """Largest pack of these (same-shape) runs that fits the memory budget (CPU: 2 GiB, GPU:
+    half its free memory); at most 32 on CPU, 256 on GPU."""
     if not runs:
         return 1
-    if budget_bytes is None:
-        if device.startswith("cuda"):
-            import torch
-
-            free, _ = torch.cuda.mem_get_info(torch.device(device))
-            budget_bytes = free // 2
-        else:
-            budget_bytes = 2 << 30
-    per = max(member_bytes(r) for r in runs)
+    budget = budget_bytes if budget_bytes is not None else _budget(device)
     cap = 256 if device.startswith("cuda") else 32
-    return max(1, min(cap, budget_bytes // max(1, per)))
+    return max(1, min(cap, budget // max(1, member_bytes(runs[0]))))
 
 
-def plan(runs: list, pack_size: int) -> list[Pack]:
-    """Packs in first-appearance order of their key; each at most ``pack_size`` runs."""
+def plan(runs: list, pack_size: int | None = None, device: str = "cpu") -> list[Pack]:
+    """Packs in first-appearance order of their key. Each group of same-shape runs is cut into
+    packs of ``pack_size`` runs, or of the size its memory estimate allows (``None``)."""
     groups: dict[str, list] = {}
     for r in runs:
         groups.setdefault(r.pack_key(), []).append(r)
     packs = []
     for key, rs in groups.items():
-        for i in range(0, len(rs), pack_size):
-            packs.append(Pack(key, rs[i : i + pack_size]))
+        size = pack_size or auto_pack_size(rs, device)
+        for i in range(0, len(rs), size):
+            packs.append(Pack(key, rs[i : i + size]))
     return packs
+
+
+def estimate_seconds(packs: list[Pack], device: str, samples: int = 3) -> tuple[float, str]:
+    """Wall-clock estimate for ``packs``: time a few steps of sample packs, scale by cost.
+
+    The per-step cost of a pack is modelled as proportional to E × member_bytes (activation
+    volume); the constant is measured on up to ``samples`` packs (smallest, largest, median).
+    Evaluation time is not modelled. Returns (seconds, one-line method description).
+    """
+    from ..train import time_steps
+
+    if not packs:
+        return 0.0, "nothing to train"
+    cost = [len(p) * max(member_bytes(r) for r in p.runs) for p in packs]
+    order = sorted(range(len(packs)), key=lambda i: cost[i])
+    picks = sorted({order[0], order[len(order) // 2], order[-1]})[:samples]
+    rates = []
+    for i in picks:
+        sec = time_steps(packs[i].runs, device)
+        rates.append(sec / cost[i])
+    rate = sorted(rates)[len(rates) // 2]
+    total = sum(c * rate * max(r.train.total_steps for r in p.runs) for c, p in zip(cost, packs))
+    return total, (f"measured {len(picks)} packs ({', '.join(f'{r * 1e9:.2f}' for r in rates)} "
+                   f"s per GB-step), scaled by pack size × activation volume; evals not included")

@@ -57,6 +57,11 @@ def build(spec, profile: str, root: Path) -> Outputs:
         if not hist.empty:
             fig_path = root / "figure.png"
             figures.histograms(spec, hist, profile, fig_path)
+    elif kind == "recall_grid" and not agg.empty:
+        from .recall import recall_grid
+
+        fig_path = root / "figure.png"
+        recall_grid(spec, agg, profile, fig_path)
     elif not agg.empty and kind in figures.KINDS:
         fig_path = root / "figure.png"
         figures.KINDS[kind](spec, agg, profile, fig_path)

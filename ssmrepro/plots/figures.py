@@ -70,10 +70,10 @@ def bars(spec, agg: pd.DataFrame, profile: str, path: Path) -> None:
             ax.text(i, -0.08, f"{int(row['n_params']):,} p", ha="center", va="top", fontsize=7,
                     transform=ax.get_xaxis_transform())
     ax.set_xticks(pos, names, rotation=0)
-    ax.set_ylim(0, 1.1)
+    ax.set_ylim(0, 1.25)
     ax.set_ylabel(metric)
     ax.set_title(f"{f.title or spec.title}\n[{spec.id}, profile {profile}]", fontsize=9)
-    ax.legend(loc="upper right", fontsize=8)
+    ax.legend(loc="upper center", fontsize=8, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)
