@@ -22,7 +22,7 @@ from .models import MODELS, build_model
 from .optim import PackedAdam, clip_per_member
 from .tasks import build_task
 from .tasks.base import TRAIN
-from .train import member_losses
+from .train import member_losses, supervised_logits
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ def plain_rate(w: Workload, device: str, seconds: float) -> float:
 
     def step(i: int) -> None:
         b = task.sample(seeds, TRAIN, idx + i * w.batch)
-        loss = member_losses(model(b.x), b.y)[0].sum()
+        loss = member_losses(*supervised_logits(model, b.x, b.y))[0].sum()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -104,7 +104,7 @@ def packed_rate(w: Workload, E: int, device: str, seconds: float) -> float:
 
     def step(i: int) -> None:
         b = task.sample(seeds, TRAIN, idx + i * w.batch)
-        loss, _, _ = member_losses(model(b.x), b.y)
+        loss, _, _ = member_losses(*supervised_logits(model, b.x, b.y))
         loss.sum().backward()
         clip_per_member(params, one)
         opt.step(1e-3 * one, active)

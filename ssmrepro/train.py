@@ -101,6 +101,23 @@ def derived_seed(seed: int, stream: int) -> int:
     return int(rng.key(torch.tensor([seed]), stream)[0])
 
 
+def supervised_logits(model, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Logits only where some target is supervised: (E, B, K, C) and targets (E, B, K).
+
+    K = the largest number of supervised positions of any sequence; sequences with fewer get
+    ignored padding. Exact (the loss never reads other positions) and much cheaper when few
+    positions are supervised (MQAR: κ of L); falls back to all positions otherwise.
+    """
+    h = model.features(x)  # (E, B, L, d)
+    mask = y != IGNORE
+    K = int(mask.sum(-1).max())
+    if K * 2 > y.shape[-1]:
+        return model.readout(h), y
+    pos = torch.argsort(mask.to(torch.int8), dim=-1, descending=True, stable=True)[..., :K]
+    hs = h.gather(2, pos.unsqueeze(-1).expand(*pos.shape, h.shape[-1]))  # (E, B, K, d)
+    return model.readout(hs), y.gather(2, pos)
+
+
 def member_losses(logits: torch.Tensor, y: torch.Tensor, smoothing: torch.Tensor | None = None):
     """Per-member mean loss and accuracy over supervised positions.
 
@@ -132,7 +149,7 @@ def evaluate(model, task, data_seeds, split: int, size: int, batch: int) -> tupl
     for start in range(0, size, batch):
         idx = torch.arange(start, min(size, start + batch), device=data_seeds.device)
         b = task.sample(data_seeds, split, idx.expand(E, -1))
-        loss, correct, count = member_losses(model(b.x), b.y)
+        loss, correct, count = member_losses(*supervised_logits(model, b.x, b.y))
         tot_loss += loss.double() * count
         tot_correct += correct
         tot_count += count
@@ -249,7 +266,7 @@ def train_pack(
             idx = perm[:, pos * B : (pos + 1) * B]
         batch = task.sample(data_seeds, TRAIN, idx)
         # 2. forward, per-member loss; members with non-finite loss diverge and are frozen
-        loss, _, _ = member_losses(model(batch.x), batch.y, smoothing)
+        loss, _, _ = member_losses(*supervised_logits(model, batch.x, batch.y), smoothing)
         loss_val = loss.detach()
         finite = torch.isfinite(loss)
         for e in torch.nonzero(active & ~finite).flatten().tolist():
@@ -334,7 +351,7 @@ def time_steps(runs: list, device: str = "cpu", n_steps: int = 3) -> float:
                 torch.cuda.synchronize(dev)
             t0 = time.perf_counter()
         batch = task.sample(seeds, TRAIN, (i * B + torch.arange(B, device=dev)).expand(E, -1))
-        loss, _, _ = member_losses(model(batch.x), batch.y)
+        loss, _, _ = member_losses(*supervised_logits(model, batch.x, batch.y))
         loss.sum().backward()
         opt.step(1e-3 * ones, active)
         for p in params:

@@ -44,12 +44,18 @@ class SSMLM(nn.Module):
             h = torch.cat([h, t.view(1, 1, L, 1).expand(E, B, L, 1)], dim=-1)
         return h
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:  # (E, B, L) -> (E, B, L, C)
+    def features(self, ids: torch.Tensor) -> torch.Tensor:  # (E, B, L) -> (E, B, L, d)
         h = self.embed_tokens(ids)
         for norm, mixer in zip(self.norms, self.mixers):
             y = mixer(norm(h))
             h = h + y if self.residual else y
+        return h
+
+    def readout(self, h: torch.Tensor) -> torch.Tensor:  # (E, ..., d) -> (E, ..., C)
         return self.head(self.norm_f(h))
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:  # (E, B, L) -> (E, B, L, C)
+        return self.readout(self.features(ids))
 
     @torch.no_grad()
     def decay(self, ids: torch.Tensor, layer: int = 0) -> torch.Tensor:
@@ -88,10 +94,16 @@ class TransformerLM(nn.Module):
         self.norm_f = make_norm(E, d, cfg.norm)
         self.head = PackedLinear(E, d, info.n_classes, bias=cfg.head_bias)
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:  # (E, B, L) -> (E, B, L, C)
+    def features(self, ids: torch.Tensor) -> torch.Tensor:  # (E, B, L) -> (E, B, L, d)
         h = self.embed(ids)
         if self.pos is not None:
             h = self.pos(h)
         for blk in self.blocks:
             h = blk(h)
+        return h
+
+    def readout(self, h: torch.Tensor) -> torch.Tensor:  # (E, ..., d) -> (E, ..., C)
         return self.head(self.norm_f(h))
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:  # (E, B, L) -> (E, B, L, C)
+        return self.readout(self.features(ids))

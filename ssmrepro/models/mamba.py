@@ -109,12 +109,20 @@ class LinearMamba(nn.Module):
             layer.C_proj.weight[e].copy_(w["C_proj"])
             layer.out_proj.weight[e].copy_(w["out_proj"])
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:  # (E, B, L) -> (E, B, L, V)
+    def features(self, ids: torch.Tensor) -> torch.Tensor:  # (E, B, L) -> (E, B, L, D)
         x = self.embed(ids)
         for layer in self.layers:
             y = layer(x)
             x = x + y if self.residual else y
-        return torch.matmul(x, self.embed.weight.transpose(1, 2).unsqueeze(1))  # tied read-out
+        return x
+
+    def readout(self, x: torch.Tensor) -> torch.Tensor:  # (E, ..., D) -> (E, ..., V), tied
+        E, D = x.shape[0], x.shape[-1]
+        return torch.bmm(x.reshape(E, -1, D), self.embed.weight.transpose(1, 2)).reshape(
+            *x.shape[:-1], -1)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:  # (E, B, L) -> (E, B, L, V)
+        return self.readout(self.features(ids))
 
 
 class MambaMixer(nn.Module):
@@ -145,9 +153,17 @@ class MambaLM(nn.Module):
         )
         self.norm_f = PackedNorm(E, cfg.D, "rmsnorm")
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:  # (E, B, L) -> (E, B, L, V)
+    def features(self, ids: torch.Tensor) -> torch.Tensor:  # (E, B, L) -> (E, B, L, D)
         h = self.embed(ids)
         for norm, mixer in zip(self.norms, self.mixers):
             h = h + mixer(norm(h))
+        return h
+
+    def readout(self, h: torch.Tensor) -> torch.Tensor:  # (E, ..., D) -> (E, ..., V), tied
         h = self.norm_f(h)
-        return torch.matmul(h, self.embed.weight.transpose(1, 2).unsqueeze(1))  # tied head
+        E, D = h.shape[0], h.shape[-1]
+        return torch.bmm(h.reshape(E, -1, D), self.embed.weight.transpose(1, 2)).reshape(
+            *h.shape[:-1], -1)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:  # (E, B, L) -> (E, B, L, V)
+        return self.readout(self.features(ids))
