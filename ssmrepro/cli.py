@@ -53,7 +53,7 @@ def list_cmd(
     """All experiment specs with alias, tier and status of their default profile."""
     if models:
         return list_models()
-    from .store import Store
+    from .engine import open_store
     from .sweep import expand
 
     t = Table("id", "alias", "tier", "title", "status")
@@ -61,7 +61,7 @@ def list_cmd(
         try:
             s = load_spec(p)
             runs = expand(s, s.default_profile)
-            st = Store(_root(s, None))
+            st = open_store(s)
             done = sum(st.is_done(r.run_id) for r in runs)
             status = f"{s.default_profile}: {done}/{len(runs)} runs"
             if done == 0 and (st.root / "results.csv").exists():
@@ -98,7 +98,7 @@ def show(
     out: Path | None = typer.Option(None, help="results root (default ./results)"),
 ) -> None:
     """Resolved configuration of an experiment and its run table."""
-    from .store import Store
+    from .engine import open_store
     from .sweep import expand, set_dotted
 
     spec = _spec(name)
@@ -113,7 +113,7 @@ def show(
     console.print(f"[bold]{spec.id}[/] ({spec.alias or '-'}) — {spec.title}\nclaim: {spec.claim}")
     console.print(f"profile [cyan]{profile}[/]: {spec.profiles[profile].description}")
     console.print(yaml.safe_dump(base, sort_keys=False).rstrip())
-    store = Store(_root(spec, out))
+    store = open_store(spec, out)
     t = Table("#", "run_id", "label", "coords", "seed", "status", "test.acc")
     for r in runs[:200]:
         rec = store.read(r.run_id) or {}
@@ -165,10 +165,9 @@ def run(
     no_plot: bool = typer.Option(False, "--no-plot", help="skip figure and report"),
 ) -> None:
     """Train an experiment's runs (resuming finished ones), then write CSV, figure and report."""
-    from .engine import results_dir, run_experiment
+    from .engine import open_store, run_experiment
     from .engine.plan import plan
-    from .store import Store
-    from .sweep import expand
+    from .sweep import expand, unique_runs
 
     spec = _spec(name)
     profile = profile or spec.default_profile
@@ -180,7 +179,8 @@ def run(
         _fail(getattr(err, "messages", [str(err)]))
     console.print(f"[dim]{why}[/]")
     if dry_run:
-        store = Store(results_dir(spec, out))
+        store = open_store(spec, out)
+        runs = unique_runs(runs)
         pending = [r for r in runs if not store.is_done(r.run_id)]
         packs = plan(pending, pack_size, dev)
         size = max((len(p) for p in packs), default=0)

@@ -76,6 +76,7 @@ class Aggregate(Strict):
 
 class FigureSpec(Strict):
     kind: Literal["bars", "heatmaps", "histograms", "lines", "recall_grid"]
+    facet: str | None = Field(None, description="lines: one panel per value of this column")
     metric: str = "test.acc"
     x: str | None = None
     y: str | None = None
@@ -127,6 +128,10 @@ class Spec(Strict):
     figure: FigureSpec
     paper_values: list[PaperValue] = []
     claims: list[Claim] = []
+    reuse: list[str] = Field(
+        [], description="ids of specs whose run records this spec reuses (same run id = same "
+        "config, seed and code version), e.g. a figure drawn from another figure's runs"
+    )
     checks: list[Literal["recall_frontier"]] = Field(
         [], description="named structural checks run by verify (e.g. the recall frontier)"
     )

@@ -7,7 +7,8 @@
                            for ``stale_after`` seconds is taken over
     events.jsonl           append-only log (claim / done / release) — used to audit that no run is
                            trained twice
-    results.csv            tidy table, one row per run of the last-run profile; always rebuildable
+    results.csv            tidy table, one row per run of the spec's default profile (other
+                           profiles: results-<profile>.csv); always rebuildable from runs/
 """
 
 from __future__ import annotations
@@ -27,9 +28,15 @@ import pandas as pd
 DONE_STATUSES = ("ok", "diverged")  # "error" records are re-run
 
 
+_HOST = socket.gethostname().replace(".", "_")
+
+
 def atomic_write_text(path: Path, text: str) -> None:
+    """Write via a temp file in the same folder + rename. The temp name carries host and pid
+    (``.<name>.<host>.<pid>.<random>.tmp``) so debris of a killed writer can be identified."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_HOST}.{os.getpid()}.",
+                               suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
@@ -70,8 +77,12 @@ def pid_alive(pid: int) -> bool:
 
 
 class Store:
-    def __init__(self, root: Path, stale_after: float = 600.0):
+    """``reuse``: read-only stores of other specs; a record there with the same run id (same
+    config, seed and code version) counts as done here too."""
+
+    def __init__(self, root: Path, stale_after: float = 600.0, reuse: list[Path] | None = None):
         self.root = Path(root)
+        self.reuse = [Path(r) for r in reuse or []]
         self.runs = self.root / "runs"
         self.claims = self.root / "claims"
         self.stale_after = stale_after
@@ -82,13 +93,14 @@ class Store:
         return self.runs / f"{run_id}.json"
 
     def read(self, run_id: str) -> dict | None:
-        p = self.record_path(run_id)
-        try:
-            return json.loads(p.read_text())
-        except FileNotFoundError:
-            return None
-        except json.JSONDecodeError:  # cannot happen with atomic writes; treat as missing
-            return None
+        for root in [self.runs] + [r / "runs" for r in self.reuse]:
+            try:
+                return json.loads((root / f"{run_id}.json").read_text())
+            except FileNotFoundError:
+                continue
+            except json.JSONDecodeError:  # cannot happen with atomic writes; treat as missing
+                continue
+        return None
 
     def is_done(self, run_id: str) -> bool:
         rec = self.read(run_id)
@@ -146,8 +158,18 @@ class Store:
 
     def cleanup(self) -> int:
         """Remove claims of finished runs and stale claims (e.g. left by a killed worker between
-        writing a record and releasing its claim). Returns how many were removed."""
+        writing a record and releasing its claim), and temp files of writers that died on this
+        host. Returns how many files were removed."""
         n = 0
+        for tmp in list(self.root.glob(".*.tmp")) + list(self.runs.glob(".*.tmp")):
+            parts = tmp.name.split(".")  # ['', name..., host, pid, random, 'tmp']
+            try:
+                host, pid = parts[-4], int(parts[-3])
+            except (IndexError, ValueError):
+                continue
+            if host == _HOST and not pid_alive(pid):
+                tmp.unlink(missing_ok=True)
+                n += 1
         for path in self.claims.glob("*.claim") if self.claims.exists() else []:
             if self.is_done(path.stem) or self._is_stale(path):
                 try:
@@ -215,8 +237,8 @@ class Store:
             rows.append(row)
         return pd.DataFrame(rows)
 
-    def write_csv(self, runs: list) -> Path:
+    def write_csv(self, runs: list, name: str = "results.csv") -> Path:
         df = self.table(runs)
-        path = self.root / "results.csv"
+        path = self.root / name
         atomic_write_text(path, df.to_csv(index=False))
         return path

@@ -193,7 +193,7 @@ def expand(spec: Spec, profile: str | None = None) -> list[RunConfig]:
     runs: list[RunConfig] = []
     grouped: dict[str, list[str]] = {}  # message -> points where it occurs
     for i, (labels, overrides) in enumerate(points):
-        label = " ".join(labels)
+        label = " / ".join(labels)
         point = f"{i}{' ' + label if label else ''}"
         cfg = copy.deepcopy(base)
         overrides = dict(overrides)
@@ -235,12 +235,20 @@ def expand(spec: Spec, profile: str | None = None) -> list[RunConfig]:
         errors.append(f"{path}: [profile {profile}, point {shown}] {rest}")
     if errors:
         raise SpecError(errors)
-    seen: dict[str, int] = {}
-    for r in runs:
-        if r.run_id in seen:
+    seen: dict[tuple[str, str], int] = {}
+    for r in runs:  # one run may sit in two slices (labels) of a figure, but not twice in one
+        if (r.run_id, r.label) in seen:
             raise SpecError(
-                [f"{spec.path}: [profile {profile}] sweep points {seen[r.run_id]} and {r.index} "
-                 f"resolve to the same run (duplicate configuration)"]
+                [f"{spec.path}: [profile {profile}] sweep points {seen[(r.run_id, r.label)]} and "
+                 f"{r.index} resolve to the same run (duplicate configuration)"]
             )
-        seen[r.run_id] = r.index
+        seen[(r.run_id, r.label)] = r.index
     return runs
+
+
+def unique_runs(runs: list[RunConfig]) -> list[RunConfig]:
+    """First occurrence of each run id (a run shown under two labels is trained once)."""
+    out: dict[str, RunConfig] = {}
+    for r in runs:
+        out.setdefault(r.run_id, r)
+    return list(out.values())

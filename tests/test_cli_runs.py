@@ -26,11 +26,13 @@ def test_smoke_profile_of_every_spec(tmp_path, path):
     assert res.exit_code == 0, res.output
     root = tmp_path / spec.paper / spec.id
     runs = expand(spec, "smoke")
-    df = pd.read_csv(root / "results.csv")
+    # non-default profiles get their own files, so they never overwrite each other
+    df = pd.read_csv(root / "results-smoke.csv")
     assert len(df) == len(runs) and set(df["status"]) <= {"ok", "diverged"}
     assert df["test.acc"].between(0, 1).all()
-    assert (root / "figure.png").stat().st_size > 1000
-    assert "## Claims" in (root / "report.md").read_text()
+    assert (root / "figure-smoke.png").stat().st_size > 1000
+    assert "## Claims" in (root / "report-smoke.md").read_text()
+    assert not (root / "results.csv").exists()
     # resume is the default: a second run trains nothing
     again = runner.invoke(app, ["run", spec.id, "--profile", "smoke", "--out", str(tmp_path)])
     assert again.exit_code == 0
@@ -116,3 +118,16 @@ def test_workers_option(tmp_path):
     spec = load_spec(spec_path)
     store = Store(tmp_path / "o" / spec.paper / spec.id)
     assert all(store.is_done(r.run_id) for r in expand(spec, "quick"))
+
+
+def test_spec_reuses_another_specs_records(tmp_path):
+    a = write_spec(tmp_path, name="spec-a", seeds=[0])
+    out = tmp_path / "o"
+    assert runner.invoke(app, ["run", str(a), "--out", str(out), "--no-plot"]).exit_code == 0
+    b = write_spec(tmp_path, name="spec-b", seeds=[0], reuse=[str(a)])
+    res = runner.invoke(app, ["run", str(b), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "0 to train" in res.output
+    spec_b = load_spec(b)
+    df = pd.read_csv(out / spec_b.paper / spec_b.id / "results.csv")
+    assert len(df) == len(expand(spec_b, "quick")) and set(df["status"]) == {"ok"}

@@ -28,7 +28,7 @@ def test_every_shipped_spec_validates_in_every_profile(path):
     for prof in spec.profiles:
         runs = expand(spec, prof)
         assert runs, prof
-        assert len({r.run_id for r in runs}) == len(runs)
+        assert len({(r.run_id, r.label) for r in runs}) == len(runs)
 
 
 def test_validate_all_cli():

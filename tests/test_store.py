@@ -58,3 +58,17 @@ def test_cleanup_removes_claims_of_finished_runs_and_dead_owners(tmp_path):
     assert live.cleanup() == 1  # r1's claim goes; r2 is held by this (live) process
     assert not (tmp_path / "claims" / "r1.claim").exists()
     assert (tmp_path / "claims" / "r2.claim").exists()
+
+
+def test_cleanup_removes_temp_files_of_dead_writers_only(tmp_path):
+    from ssmrepro.store import _HOST
+
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    dead = tmp_path / f".results.csv.{_HOST}.{p.pid}.abc.tmp"
+    live = tmp_path / f".results.csv.{_HOST}.{os.getpid()}.def.tmp"
+    other = tmp_path / f".results.csv.otherhost.{p.pid}.ghi.tmp"
+    for f in (dead, live, other):
+        f.write_text("partial")
+    Store(tmp_path).cleanup()
+    assert not dead.exists() and live.exists() and other.exists()

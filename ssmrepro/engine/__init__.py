@@ -11,13 +11,27 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 
 from ..spec import Spec, repo_root
 from ..store import Store
-from ..sweep import expand
+from ..sweep import expand, unique_runs
 from .local import Event, run_workers, work
 from .plan import plan
 
 
 def results_dir(spec: Spec, out: Path | None = None) -> Path:
     return Path(out or repo_root() / "results") / spec.paper / spec.id
+
+
+def open_store(spec: Spec, out: Path | None = None) -> Store:
+    """The spec's store, reading also the records of the specs it reuses."""
+    from ..spec import find_spec
+
+    reuse = [results_dir(find_spec(s), out) for s in spec.reuse]
+    return Store(results_dir(spec, out), reuse=reuse)
+
+
+def output_name(spec: Spec, profile: str, stem: str, ext: str) -> str:
+    """``results.csv`` for the spec's default profile, ``results-<profile>.csv`` otherwise, so
+    profiles never overwrite each other's tables, figures or reports."""
+    return f"{stem}.{ext}" if profile == spec.default_profile else f"{stem}-{profile}.{ext}"
 
 
 def _pack_line(store: Store, ev: Event, n_packs: int, elapsed: float) -> str:
@@ -56,16 +70,17 @@ def run_experiment(
     console = console or Console()
     t0 = time.time()
     runs = expand(spec, profile)
-    store = Store(results_dir(spec, out))
+    store = open_store(spec, out)
     store.cleanup()
-    pending = [r for r in runs if not store.is_done(r.run_id)]
-    done_before = len(runs) - len(pending)
+    unique = unique_runs(runs)
+    pending = [r for r in unique if not store.is_done(r.run_id)]
+    done_before = len(unique) - len(pending)
     if max_runs is not None:
         pending = pending[:max_runs]
     packs = plan(pending, pack_size, device)
     size = max((len(p) for p in packs), default=0)
     console.print(
-        f"[bold]{spec.id}[/] profile [cyan]{profile}[/]: {len(runs)} runs, {done_before} already "
+        f"[bold]{spec.id}[/] profile [cyan]{profile}[/]: {len(unique)} runs, {done_before} already "
         f"done, {len(pending)} to train in {len(packs)} packs (largest {size}) on {device}"
     )
     state = {"done": 0, "failed": 0, "packs_done": 0, "packs_failed": 0, "running": 0}
@@ -104,7 +119,7 @@ def run_experiment(
                         console.print(f"[red]pack {ev.pack + 1} failed:[/] {ev.message}")
                     else:
                         console.print(_pack_line(store, ev, len(packs), time.time() - t0))
-                    store.write_csv(runs)
+                    store.write_csv(runs, output_name(spec, profile, "results", "csv"))
                 elif ev.kind == "skipped":
                     prog.advance(runs_bar, ev.n_runs)
                 prog.update(runs_bar, status=status())
@@ -114,7 +129,7 @@ def run_experiment(
                             on_event)
             else:
                 work(packs, store, device, backend, tuple(spec.analysis), on_event)
-    csv = store.write_csv(runs)
+    csv = store.write_csv(runs, output_name(spec, profile, "results", "csv"))
     store.cleanup()
-    return RunSummary(len(runs), done_before, state["done"], state["failed"], len(packs),
+    return RunSummary(len(unique), done_before, state["done"], state["failed"], len(packs),
                       time.time() - t0, csv)

@@ -109,13 +109,15 @@ def work(packs: list[Pack], store: Store, device: str, backend: str, analyses: t
 def _worker_main(spec_path: str, profile: str, root: str, device: str, backend: str,
                  pack_size: int | None, threads: int, q) -> None:
     from ..spec import load_spec
-    from ..sweep import expand
+    from ..sweep import expand, unique_runs
 
     torch.set_num_threads(threads)
+    from . import open_store
+
     spec = load_spec(spec_path)
     runs = expand(spec, profile)
-    store = Store(Path(root))
-    packs = plan([r for r in runs if not store.is_done(r.run_id)], pack_size, device)
+    store = open_store(spec, Path(root).parents[1])
+    packs = plan([r for r in unique_runs(runs) if not store.is_done(r.run_id)], pack_size, device)
     work(packs, store, device, backend, tuple(spec.analysis), q.put)
 
 

@@ -173,4 +173,36 @@ def histograms(spec, hist: pd.DataFrame, profile: str, path: Path) -> None:
     plt.close(fig)
 
 
-KINDS = {"bars": bars, "heatmaps": heatmaps}
+def lines(spec, agg: pd.DataFrame, profile: str, path: Path) -> None:
+    """One panel per slice: metric vs the key that varies in it, one line per model.
+
+    Labels are "<model> / <slice>" (two case axes); the x key of a panel is the swept column
+    with more than one value in it.
+    """
+    metric = spec.figure.metric
+    parts = agg["label"].str.split(" / ", n=1, expand=True)
+    agg = agg.assign(_hue=parts[0], _facet=parts[1] if parts.shape[1] > 1 else "")
+    facets = list(dict.fromkeys(agg["_facet"]))
+    fig, axes = plt.subplots(1, len(facets), figsize=(4.6 * len(facets), 3.6), squeeze=False)
+    swept = [c for c in agg.columns if c.startswith(("model.", "task.")) and agg[c].nunique() > 1]
+    for ax, facet in zip(axes[0], facets):
+        sub = agg[agg["_facet"] == facet]
+        xkey = next((c for c in swept if sub[c].nunique() > 1), swept[0] if swept else "label")
+        for hue in dict.fromkeys(sub["_hue"]):
+            h = sub[sub["_hue"] == hue].sort_values(xkey)
+            ax.plot(h[xkey], h[metric], marker="o", label=hue)
+            if f"{metric}.std" in h and h[f"{metric}.std"].notna().any() and spec.aggregate.reduce == "mean":
+                ax.fill_between(h[xkey], h[metric] - h[f"{metric}.std"],
+                                h[metric] + h[f"{metric}.std"], alpha=0.2)
+        ax.set_xlabel(xkey.split(".")[-1])
+        ax.set_ylabel(metric)
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_title(facet, fontsize=9)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"{spec.figure.title or spec.title} [{spec.id}, profile {profile}]", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+
+
+KINDS = {"bars": bars, "heatmaps": heatmaps, "lines": lines}
