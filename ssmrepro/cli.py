@@ -158,7 +158,8 @@ def run(
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N"),
     max_runs: int | None = typer.Option(None, help="train at most this many runs"),
     out: Path | None = typer.Option(None, help="results root (default ./results)"),
-    workers: int = typer.Option(1, help="worker processes (each claims packs)"),
+    workers: int | None = typer.Option(
+        None, help="worker processes, each claiming packs (default: one per CPU core or GPU)"),
     pack_size: int | None = typer.Option(None, help="runs per pack (default: from memory)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print runs, packs and a time estimate"),
     no_estimate: bool = typer.Option(False, "--no-estimate", help="with --dry-run: skip timing"),

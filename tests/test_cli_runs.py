@@ -1,6 +1,7 @@
 """End to end through the CLI: smoke run of every spec, resume, kill-and-resume, two runners."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -61,7 +62,7 @@ def test_kill_and_resume(tmp_path, cli_env):
     runs = expand(spec, "quick")
     out = tmp_path / "out"
     store = Store(out / spec.paper / spec.id)
-    p = subprocess.Popen(_cmd(spec_path, out, "--pack-size", "1"), env=cli_env,
+    p = subprocess.Popen(_cmd(spec_path, out, "--pack-size", "1", "--workers", "1"), env=cli_env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     while time.time() < deadline and not list(store.runs.glob("*.json")):
@@ -95,7 +96,7 @@ def test_two_concurrent_runners_never_train_a_run_twice(tmp_path, cli_env):
     spec = load_spec(spec_path)
     runs = expand(spec, "quick")
     out = tmp_path / "out"
-    procs = [subprocess.Popen(_cmd(spec_path, out, "--pack-size", "1"), env=cli_env,
+    procs = [subprocess.Popen(_cmd(spec_path, out, "--pack-size", "1", "--workers", "1"), env=cli_env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(2)]
     for p in procs:
@@ -108,6 +109,32 @@ def test_two_concurrent_runners_never_train_a_run_twice(tmp_path, cli_env):
     pids = {ev["pid"] for ev in store.events() if ev["event"] == "done"}
     assert len(pids) >= 1
     assert len(pd.read_csv(store.root / "results.csv")) == len(runs)
+
+
+def test_killing_a_multi_worker_sweep_leaves_no_orphans_and_resumes(tmp_path, cli_env):
+    spec_path = write_spec(tmp_path, train={
+        "optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 400, "val_size": 16,
+        "test_size": 16, "eval_every": 100}, seeds=[0, 1, 2])
+    spec = load_spec(spec_path)
+    out = tmp_path / "out"
+    store = Store(out / spec.paper / spec.id)
+    p = subprocess.Popen(_cmd(spec_path, out, "--pack-size", "1", "--workers", "2"), env=cli_env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and not list(store.claims.glob("*.claim")):
+        time.sleep(0.05)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    time.sleep(1.0)
+    for c in store.claims.glob("*.claim"):  # the workers died with the parent
+        pid = json.loads(c.read_text() or "{}").get("pid")
+        assert pid is None or not os.path.exists(f"/proc/{pid}"), "orphan worker still running"
+    r = subprocess.run(_cmd(spec_path, out, "--pack-size", "1"), env=cli_env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert all(store.is_done(x.run_id) for x in expand(spec, "quick"))
+    done, _ = _count_events(store)
+    assert all(v == 1 for v in done.values())
 
 
 def test_workers_option(tmp_path):

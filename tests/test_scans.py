@@ -153,9 +153,18 @@ def test_diag_scan_causality():
 def test_default_chunk():
     assert default_chunk(10, 100) == 10  # short: sequential
     for L in (33, 100, 1000, 1009, 4096, 16384):
-        q = default_chunk(L, 4096)
+        q = default_chunk(L, 4096, threads=1)
         assert 1 <= q < L
-    assert 1000 % default_chunk(1000, 4096) == 0  # prefers a divisor
+        assert 1 <= default_chunk(L, 1 << 20, cpu=False) < L  # GPU: always chunked
+    assert 1000 % default_chunk(1000, 4096, threads=1) == 0  # prefers a divisor
+    assert default_chunk(1024, 1 << 16, threads=2) == 1024  # big CPU state: sequential
+
+
+def test_diag_scan_large_state_default_path():
+    g = _gen(15)
+    la = make_la((2, 40, 128, 64), F64, g)  # Bt * prod(S) = 16384: sequential default on CPU
+    b = randn((2, 40, 128, 64), F64, g)
+    torch.testing.assert_close(diag_scan(la, b), diag_scan_ref(la, b), **TIGHT)
 
 
 # ----------------------------------------------------------------------------- selective_scan
@@ -241,6 +250,16 @@ def test_selective_scan_matches_ref(layouts, complex_, L, chunk):
         lambda *t: selective_scan_ref(*t, complex_output_scale=2.0),
         inputs,
     )
+
+
+def test_selective_scan_real_state_complex_C():
+    """Real A and B with a complex constant C: y = scale * Re(sum_n C h), h real."""
+    g = _gen(14)
+    u, delta, A, B, _, Dskip = make_ss_inputs(2, 30, 4, 3, ("shared", 1), ("shared", 1), False, g)
+    C = randn((4, 3), C128, g)
+    want = naive_selective_scan(u, delta, A, B, C, Dskip, scale=2.0)
+    for fn in (selective_scan_ref, selective_scan):
+        torch.testing.assert_close(fn(u, delta, A, B, C, Dskip, complex_output_scale=2.0), want, **TIGHT)
 
 
 def test_selective_scan_no_D_and_return_state():

@@ -12,7 +12,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from ..spec import Spec, repo_root
 from ..store import Store
 from ..sweep import expand, unique_runs
-from .local import Event, run_workers, work
+from .local import Event, default_workers, run_workers, work
 from .plan import plan
 
 
@@ -64,7 +64,7 @@ def run_experiment(
     backend: str = "torch",
     max_runs: int | None = None,
     pack_size: int | None = None,
-    workers: int = 1,
+    workers: int | None = None,
     console: Console | None = None,
 ) -> RunSummary:
     console = console or Console()
@@ -79,9 +79,11 @@ def run_experiment(
         pending = pending[:max_runs]
     packs = plan(pending, pack_size, device)
     size = max((len(p) for p in packs), default=0)
+    workers = workers or default_workers(device, len(packs))
     console.print(
         f"[bold]{spec.id}[/] profile [cyan]{profile}[/]: {len(unique)} runs, {done_before} already "
-        f"done, {len(pending)} to train in {len(packs)} packs (largest {size}) on {device}"
+        f"done, {len(pending)} to train in {len(packs)} packs (largest {size}) on {device}, "
+        f"{workers} worker{'s' if workers > 1 else ''}"
     )
     state = {"done": 0, "failed": 0, "packs_done": 0, "packs_failed": 0, "running": 0}
     if pending:

@@ -106,8 +106,31 @@ def work(packs: list[Pack], store: Store, device: str, backend: str, analyses: t
                 store.release(r.run_id)
 
 
+def _die_with_parent() -> None:
+    """Linux: ask the kernel to SIGKILL this worker when its parent dies (a killed sweep must
+    not leave orphans training on); elsewhere a no-op."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def default_workers(device: str, n_packs: int) -> int:
+    """One single-threaded worker per CPU core (small packs scale better across processes than
+    across intra-op threads), or one per visible GPU; never more than there are packs."""
+    if device.startswith("cuda"):
+        n = torch.cuda.device_count() if device == "cuda" else 1
+    else:
+        n = os.cpu_count() or 1
+    return max(1, min(n, n_packs))
+
+
 def _worker_main(spec_path: str, profile: str, root: str, device: str, backend: str,
                  pack_size: int | None, threads: int, q) -> None:
+    _die_with_parent()
     from ..spec import load_spec
     from ..sweep import expand, unique_runs
 

@@ -18,15 +18,26 @@ Numerical contract of the fast scan: every ``exp`` is taken of a (sum of) ``la``
 positive real part is ever exponentiated; there is no division by a cumulative decay; decays of
 ``exp(-50)`` per step, or cumulative products that underflow to 0, are harmless.
 
-Why :func:`diag_scan` is a two-pass chunked scan (measured on a 2-core AMD EPYC VM, torch 2.13
-CPU, float32, forward + backward, Bt=16 and S=(32, 8); see ``scripts/bench_scans.py``): the
-sequential loop costs ~L tiny autograd steps, while a log-depth (Hillis-Steele / Blelloch) scan
-or an intra-chunk segment-sum decay matrix costs many full-size (or Q-times-larger) temporaries,
-which on CPU are memory- and allocation-bound: at L=4096 Hillis-Steele took ~7 s and the
-segsum variant ~4 s against ~0.3 s for the sequential loop. The one-pass chunked variant
-(local scans + ``cumsum``/``exp`` correction) also loses there, because the correction needs
-extra full-size passes. The two-pass variant below needs only ~2Q + nc Python steps on
-medium-sized slices and ~15 passes over the data; it is the fastest candidate we measured.
+Why :func:`diag_scan` is a two-pass chunked scan. Candidates measured on the 2-core AMD EPYC
+VM (torch 2.13 CPU, float32, forward + backward, Bt=16, S=(32, 8); ``scripts/bench_scans.py``):
+
+* sequential loop (:func:`diag_scan_ref`): L small steps; at this state size it is already
+  half memory-bound (~50 ms at L=1024, ~250-300 ms at L=4096);
+* log-depth Hillis-Steele with out-of-place ops: log2(L) full-size passes, ~7 s at L=4096;
+* intra-chunk masked segment-sum decay matrix: Q times the data, ~4 s at L=4096 (Q=8-16);
+* one-pass chunked (local scans + ``cumsum``/``exp`` correction): ~1.5-2x slower than the
+  two-pass below, the correction needs ~8 extra full-size passes (forward + backward);
+* two-pass chunked (below): ~2Q + nc Python steps on (Bt, nc, *S) slices, ~18 element-wise
+  passes over the data against ~10 for the loop. On CPU it wins when the loop is dispatch-bound
+  (small Bt*prod(S)): 3-7x for Bt*prod(S) <= 1K; ~1.5x at 4K with 2 idle threads (it is
+  multi-threaded, the loop's small ops are not), ~1.1-1.2x with 1 thread; it loses above
+  ~6K elements per thread, where :func:`default_chunk` therefore picks the plain loop. On
+  GPUs, where the loop is launch-bound, the chunked path is always used (not benchmarked:
+  no GPU was available when this was written).
+
+Caveat for shared machines: with 2 intra-op threads and other processes on the cores, the
+chunked path's multi-threaded ops can stall on thread barriers (seen: 10x slower); use
+``torch.set_num_threads(1)`` per worker there.
 """
 
 from __future__ import annotations
@@ -46,6 +57,9 @@ __all__ = [
 
 # Below this length the plain sequential loop is as fast as the chunked scan.
 _SEQ_MAX_L = 32
+# On CPU, per-step states (Bt * prod(S)) at least this large per intra-op thread use the
+# sequential loop by default (see default_chunk).
+_SEQ_STATE_PER_THREAD = 6144
 # Soft cap on the elements of one per-step slice (Bt * nc * prod(S)) for the default chunking:
 # bigger slices fall out of cache and, on Linux/glibc, into mmap'd (page-faulting) allocations.
 _SLICE_CAP = 1 << 17
@@ -71,7 +85,7 @@ def _seq_loop(a: Tensor, b: Tensor, h: Tensor | None = None) -> list[Tensor]:
     """
     out = []
     for a_t, b_t in zip(a.unbind(1), b.unbind(1)):
-        h = b_t if h is None else a_t * h + b_t  # (Bt, *S)
+        h = b_t if h is None else (a_t * h).add_(b_t)  # (Bt, *S)
         out.append(h)
     return out
 
@@ -98,16 +112,26 @@ def diag_scan_ref(la: Tensor, b: Tensor) -> Tensor:
     return torch.stack(hs, dim=1)  # (Bt, L, *S)
 
 
-def default_chunk(L: int, state_numel: int, cpu: bool = True) -> int:
+def default_chunk(L: int, state_numel: int, cpu: bool = True, threads: int | None = None) -> int:
     """Default chunk length Q of :func:`diag_scan` for length L and Bt * prod(S) = state_numel.
 
-    Python steps are ~2Q + L/Q, minimised at nc = L/Q ~ sqrt(2L). On CPU nc is further capped
-    so that a per-step slice (state_numel * nc elements) stays below ~2^17 elements (bigger
-    slices fall out of cache; with glibc they also become page-faulting mmap allocations). A Q
-    dividing L is preferred (no ragged tail) when one exists within a factor 1.5 of the target.
+    Returns L (= plain sequential loop) when that is expected to be fastest: short sequences,
+    and on CPU large per-step states (state_numel >= ~6K elements per intra-op thread), where
+    the loop is already memory-bound and the chunked scan's extra passes over the data cost
+    more than the Python/autograd overhead they save (measured crossover on a 2-core EPYC VM:
+    ~4-8K elements with 1 thread, ~8-16K with 2).
+
+    Otherwise the Python steps are ~2Q + L/Q, minimised at nc = L/Q ~ sqrt(2L). On CPU nc is
+    further capped so that a per-step slice (state_numel * nc elements) stays below ~2^17
+    elements (bigger slices fall out of cache and, with glibc, become page-faulting mmap
+    allocations). A Q dividing L is preferred (no ragged tail) within a factor 1.5 of the target.
     """
     if L <= _SEQ_MAX_L:
         return L
+    if cpu:
+        threads = threads or torch.get_num_threads()
+        if state_numel >= _SEQ_STATE_PER_THREAD * max(1, threads):
+            return L
     nc = max(2, round(math.sqrt(2 * L)))
     if cpu:
         nc = max(4, min(nc, _SLICE_CAP // max(1, state_numel)))
@@ -173,7 +197,7 @@ def diag_scan(la: Tensor, b: Tensor, chunk: int | None = None) -> Tensor:
     # 2. pass 1: chunk-local final states from zero initial state
     h = bv[0]  # (Bt, nc, *S)
     for q in range(1, Q):
-        h = av[q] * h + bv[q]  # (Bt, nc, *S)
+        h = (av[q] * h).add_(bv[q])  # (Bt, nc, *S)
     ends = h.unbind(1)  # nc x (Bt, *S)
     Ps = P.unbind(1)  # nc x (Bt, *S)
 
@@ -181,14 +205,14 @@ def diag_scan(la: Tensor, b: Tensor, chunk: int | None = None) -> Tensor:
     carry = ends[0]  # (Bt, *S) = state after chunk 0
     carries = [torch.zeros_like(carry), carry]
     for c in range(1, nc - 1):
-        carry = Ps[c] * carry + ends[c]  # (Bt, *S)
+        carry = (Ps[c] * carry).add_(ends[c])  # (Bt, *S)
         carries.append(carry)
     h = torch.stack(carries, dim=1)  # (Bt, nc, *S)
 
     # 4. pass 2: rescan each chunk from its carry
     hs = []
     for q in range(Q):
-        h = av[q] * h + bv[q]  # (Bt, nc, *S)
+        h = (av[q] * h).add_(bv[q])  # (Bt, nc, *S)
         hs.append(h)
     out = torch.stack(hs, dim=2).reshape(Bt, L0, *S)  # (Bt, L0, *S)
     if not tail:
@@ -238,12 +262,14 @@ def _input_term(du: Tensor, X: Tensor, kind: str, G: int) -> Tensor:
 def _contract_c(h: Tensor, C: Tensor, kind: str, G: int) -> Tensor:
     """y[b, l, d] = sum_n C[., n] h[b, l, d, n] for the three C layouts; h: (Bt, L, D_, N)."""
     Bt, L, D_, N = h.shape
+    dtype = torch.promote_types(h.dtype, C.dtype)
+    h, C = h.to(dtype), C.to(dtype)
     if kind == "const":
-        return torch.einsum("bldn,dn->bld", h, C.to(h.dtype))  # (Bt, L, D_)
+        return torch.einsum("bldn,dn->bld", h, C)  # (Bt, L, D_)
     if kind == "shared":
-        return torch.einsum("bldn,bln->bld", h, C.to(h.dtype))  # (Bt, L, D_)
-    hg = h.view(Bt, L, G, D_ // G, N)  # (Bt, L, G, D_/G, N)
-    return torch.einsum("blgkn,blgn->blgk", hg, C.to(h.dtype)).reshape(Bt, L, D_)  # (Bt, L, D_)
+        return torch.einsum("bldn,bln->bld", h, C)  # (Bt, L, D_)
+    hg = h.reshape(Bt, L, G, D_ // G, N)  # (Bt, L, G, D_/G, N)
+    return torch.einsum("blgkn,blgn->blgk", hg, C).reshape(Bt, L, D_)  # (Bt, L, D_)
 
 
 def _selective_scan(

@@ -84,7 +84,7 @@ def recall_grid(spec, agg: pd.DataFrame, profile: str, path: Path) -> None:
             if j == 0:
                 ax.set_ylabel(f"V={int(V)}, L={int(L)}, N_f={int(kappa)}\nN", fontsize=8)
     fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.7, label=f"{metric} (best of seeds)")
-    fig.suptitle(f"{spec.figure.title or spec.title} [{spec.id}, profile {profile}]; dashed: "
+    fig.suptitle(f"{spec.figure.title or spec.title} [{spec.id}, profile {profile}]\ndashed: "
                  "the law's 0.9 contour with the column's constant", fontsize=9)
     fig.savefig(path, dpi=120)
     plt.close(fig)
