@@ -67,13 +67,19 @@ def _clean(o: Any) -> Any:
 
 
 def pid_alive(pid: int) -> bool:
+    """Whether a process of this host is running (zombies — killed but not yet reaped, common in
+    containers whose PID 1 does not reap — count as dead)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return True
 
 
 class Store:

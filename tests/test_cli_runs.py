@@ -1,7 +1,6 @@
 """End to end through the CLI: smoke run of every spec, resume, kill-and-resume, two runners."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from typer.testing import CliRunner
 
 from ssmrepro.cli import app
 from ssmrepro.spec import load_spec, spec_paths
-from ssmrepro.store import Store
+from ssmrepro.store import Store, pid_alive
 from ssmrepro.sweep import expand
 
 runner = CliRunner()
@@ -128,7 +127,7 @@ def test_killing_a_multi_worker_sweep_leaves_no_orphans_and_resumes(tmp_path, cl
     time.sleep(1.0)
     for c in store.claims.glob("*.claim"):  # the workers died with the parent
         pid = json.loads(c.read_text() or "{}").get("pid")
-        assert pid is None or not os.path.exists(f"/proc/{pid}"), "orphan worker still running"
+        assert pid is None or not pid_alive(pid), "orphan worker still running"
     r = subprocess.run(_cmd(spec_path, out, "--pack-size", "1"), env=cli_env,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr

@@ -72,3 +72,15 @@ def test_cleanup_removes_temp_files_of_dead_writers_only(tmp_path):
         f.write_text("partial")
     Store(tmp_path).cleanup()
     assert not dead.exists() and live.exists() and other.exists()
+
+
+def test_zombie_processes_count_as_dead():
+    import time
+
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    time.sleep(0.5)  # exited but not reaped yet: a zombie
+    from ssmrepro.store import pid_alive
+
+    assert not pid_alive(p.pid)
+    p.wait()
+    assert pid_alive(os.getpid())

@@ -106,9 +106,9 @@ def work(packs: list[Pack], store: Store, device: str, backend: str, analyses: t
                 store.release(r.run_id)
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(parent: int) -> None:
     """Linux: ask the kernel to SIGKILL this worker when its parent dies (a killed sweep must
-    not leave orphans training on); elsewhere a no-op."""
+    not leave orphans training on); exit at once if the parent is already gone."""
     try:
         import ctypes
         import signal
@@ -116,6 +116,8 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+    if os.getppid() != parent:  # died while this worker was starting
+        os._exit(1)
 
 
 def default_workers(device: str, n_packs: int) -> int:
@@ -129,8 +131,8 @@ def default_workers(device: str, n_packs: int) -> int:
 
 
 def _worker_main(spec_path: str, profile: str, root: str, device: str, backend: str,
-                 pack_size: int | None, threads: int, q) -> None:
-    _die_with_parent()
+                 pack_size: int | None, threads: int, q, parent: int) -> None:
+    _die_with_parent(parent)
     from ..spec import load_spec
     from ..sweep import expand, unique_runs
 
@@ -156,7 +158,7 @@ def run_workers(spec, profile: str, store: Store, runs: list, device: str, backe
         if device == "cuda" and torch.cuda.device_count() > 1:
             dev = f"cuda:{w % torch.cuda.device_count()}"
         p = ctx.Process(target=_worker_main, args=(str(spec.path), profile, str(store.root), dev,
-                                                   backend, pack_size, threads, q))
+                                                   backend, pack_size, threads, q, os.getpid()))
         p.start()
         procs.append(p)
     while any(p.is_alive() for p in procs) or not q.empty():
