@@ -8,8 +8,9 @@ alike), after warm-up:
 * ``selective``: selective_scan_ref vs selective_scan (input-dependent B, C: (Bt, L, N), D skip)
 * ``ssd``:       ssd_ref vs ssd                     on x: (Bt, L, H, P), B, C: (Bt, L, H, N)
 
-Prints a table (median and min ms, speed-up of the medians) and optionally writes JSON with the
-CPU model, torch version and thread count.
+Prints a table (median and min ms; speed-ups of the medians and of the minima: on a shared
+machine the minima are the better estimate of uncontended speed) and optionally writes JSON with
+the CPU model, torch version and thread count.
 
 Example::
 
@@ -39,17 +40,13 @@ from ssmrepro.kernels.scan import (  # noqa: E402
     selective_scan,
     selective_scan_ref,
 )
-from ssmrepro.kernels.ssd import ssd, ssd_ref  # noqa: E402
+from ssmrepro.kernels.ssd import default_ssd_chunk, ssd, ssd_ref  # noqa: E402
 
 
 def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    from ssmrepro.bench import cpu_name
+
+    return cpu_name()
 
 
 def tune_malloc() -> bool:
@@ -94,12 +91,13 @@ def make_case(kernel: str, L: int, args, dtype: torch.dtype):
         a = -0.5 * rand(Bt, L, H)  # (Bt, L, H)
         B, C = randn(Bt, L, H, N), randn(Bt, L, H, N)  # (Bt, L, H, N)
         fast = lambda *t: ssd(*t, chunk=args.ssd_chunk)  # noqa: E731
-        return [x, a, B, C], ssd_ref, fast, f"Bt={Bt} H={H} P={P} N={N} Q={args.ssd_chunk or 32}"
+        q = args.ssd_chunk or default_ssd_chunk(L)
+        return [x, a, B, C], ssd_ref, fast, f"Bt={Bt} H={H} P={P} N={N} Q={q}"
     raise ValueError(kernel)
 
 
-def time_pair(inputs, fns, warmup: int, repeats: int) -> list[list[float]]:
-    """Forward + backward wall time (s) of each fn, interleaved, after warm-up."""
+def time_pair(inputs, fns, warmup: int, repeats: int, clock=time.perf_counter) -> list[list[float]]:
+    """Forward + backward time (s) of each fn on ``clock``, interleaved, after warm-up."""
     leaves = [t.detach().requires_grad_() for t in inputs]
     with torch.no_grad():
         grad_out = torch.randn_like(fns[0](*leaves))
@@ -113,10 +111,10 @@ def time_pair(inputs, fns, warmup: int, repeats: int) -> list[list[float]]:
     times: list[list[float]] = [[] for _ in fns]
     for r in range(warmup + repeats):
         for i, fn in enumerate(fns):
-            t0 = time.perf_counter()
+            t0 = clock()
             step(fn)
             if r >= warmup:
-                times[i].append(time.perf_counter() - t0)
+                times[i].append(clock() - t0)
     return times
 
 
@@ -135,7 +133,7 @@ def main(argv=None) -> int:
     p.add_argument("--heads", type=int, default=4, help="ssd heads H (P = D / H)")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     p.add_argument("--chunk", type=int, default=None, help="diag/selective chunk (default auto)")
-    p.add_argument("--ssd-chunk", type=int, default=None, help="ssd chunk (default 32)")
+    p.add_argument("--ssd-chunk", type=int, default=None, help="ssd chunk (default auto)")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
@@ -143,6 +141,13 @@ def main(argv=None) -> int:
         "--tune-malloc",
         action="store_true",
         help="glibc mallopt: no mmap / no trim for big blocks (process-wide)",
+    )
+    p.add_argument(
+        "--clock",
+        default="wall",
+        choices=["wall", "cpu"],
+        help="wall: perf_counter; cpu: process_time (CPU seconds of all threads; with --threads 1 "
+        "a contention-robust estimate on a shared machine)",
     )
     p.add_argument("--json", type=Path, default=None, help="write results as JSON here")
     args = p.parse_args(argv)
@@ -159,14 +164,15 @@ def main(argv=None) -> int:
         "dtype": args.dtype,
         "malloc_tuned": tuned,
         "pass": "forward+backward",
+        "clock": args.clock,
     }
     print(
         f"# {env['cpu']} | torch {env['torch']} | {env['threads']} threads | {args.dtype} | "
-        f"fwd+bwd | malloc tuned: {tuned}"
+        f"fwd+bwd | {args.clock} clock | malloc tuned: {tuned}"
     )
     header = (
         f"{'kernel':<10} {'L':>6}  {'shape':<26} {'ref med ms':>10} {'ref min':>8} "
-        f"{'fast med ms':>11} {'fast min':>8} {'speed-up':>8}"
+        f"{'fast med ms':>11} {'fast min':>8} {'x (med)':>8} {'x (min)':>8}"
     )
     print(header)
     print("-" * len(header))
@@ -174,7 +180,8 @@ def main(argv=None) -> int:
     for kernel in args.kernels:
         for L in args.L:
             inputs, ref, fast, desc = make_case(kernel, L, args, dtype)
-            t_ref, t_fast = time_pair(inputs, [ref, fast], args.warmup, args.repeats)
+            clock = time.perf_counter if args.clock == "wall" else time.process_time
+            t_ref, t_fast = time_pair(inputs, [ref, fast], args.warmup, args.repeats, clock)
             row = {
                 "kernel": kernel,
                 "L": L,
@@ -185,11 +192,12 @@ def main(argv=None) -> int:
                 "fast_ms_min": 1e3 * min(t_fast),
             }
             row["speedup"] = row["ref_ms_median"] / row["fast_ms_median"]
+            row["speedup_min"] = row["ref_ms_min"] / row["fast_ms_min"]
             rows.append(row)
             print(
                 f"{kernel:<10} {L:>6}  {desc:<26} {row['ref_ms_median']:>10.1f} "
                 f"{row['ref_ms_min']:>8.1f} {row['fast_ms_median']:>11.1f} "
-                f"{row['fast_ms_min']:>8.1f} {row['speedup']:>7.2f}x",
+                f"{row['fast_ms_min']:>8.1f} {row['speedup']:>7.2f}x {row['speedup_min']:>7.2f}x",
                 flush=True,
             )
     if args.json:
