@@ -14,8 +14,16 @@ the CPU model, torch version and thread count.
 
 Example::
 
-    .venv/bin/python scripts/bench_scans.py                       # L = 64 1024 4096
+    .venv/bin/python scripts/bench_scans.py                       # L = 64 1024 4096, 2 threads
+    .venv/bin/python scripts/bench_scans.py --threads 1 --clock cpu   # contention-robust
+    .venv/bin/python scripts/bench_scans.py --batch 4 --d 16 --n 4    # small per-step state
     .venv/bin/python scripts/bench_scans.py --L 1024 --kernels diag --chunk 32 --json out.json
+
+Measured on the 2-core AMD EPYC VM (torch 2.13 CPU, float32, fwd+bwd, idle machine, 2 threads,
+median ms ref -> fast): diag Bt=16 S=(32,8): L=1024 67 -> 42 (1.6x), L=4096 293 -> 194 (1.5x);
+diag Bt=4 S=(16,4): L=1024 21 -> 3.8 (5.4x), L=4096 90 -> 13 (7.1x); ssd Bt=16 H=4 P=N=8:
+L=1024 227 -> 34 (6.7x), L=4096 1098 -> 170 (6.5x). With other processes on the cores,
+2-thread timings are unreliable (thread-barrier stalls); compare minima or use --threads 1.
 """
 
 from __future__ import annotations
