@@ -19,10 +19,9 @@ import torch
 
 from .engine.local import git_commit
 from .models import MODELS, build_model
-from .optim import PackedAdam, clip_per_member
 from .tasks import build_task
 from .tasks.base import TRAIN
-from .train import member_losses, supervised_logits
+from .train import member_losses, packed_step, supervised_logits
 
 
 @dataclass(frozen=True)
@@ -96,22 +95,7 @@ def plain_rate(w: Workload, device: str, seconds: float) -> float:
 def packed_rate(w: Workload, E: int, device: str, seconds: float) -> float:
     """Run-steps/s of a pack of E members with the engine's per-member optimiser."""
     task, model, seeds = _setup(w, E, device)
-    params = [p for p in model.parameters() if p.requires_grad]
-    one = torch.ones(E, dtype=torch.float64, device=device)
-    opt = PackedAdam(params, 0.9 * one, 0.999 * one, 1e-8 * one, 0.01 * one, decoupled=True)
-    active = torch.ones(E, dtype=torch.bool, device=device)
-    idx = torch.arange(w.batch, device=device).expand(E, -1)
-
-    def step(i: int) -> None:
-        b = task.sample(seeds, TRAIN, idx + i * w.batch)
-        loss, _, _ = member_losses(*supervised_logits(model, b.x, b.y))
-        loss.sum().backward()
-        clip_per_member(params, one)
-        opt.step(1e-3 * one, active)
-        for p in params:
-            p.grad = None
-
-    return E * _rate(step, device, seconds)
+    return E * _rate(packed_step(task, model, seeds, w.batch), device, seconds)
 
 
 def _rate(step, device: str, seconds: float) -> float:

@@ -14,29 +14,13 @@ from collections.abc import Iterable
 import torch
 
 
-def schedule_factor(step: int, total: int, s) -> float:
-    """LR multiplier at ``step`` (0-based) for one member.
+def schedule_factors(total: int, s) -> torch.Tensor:
+    """LR multipliers for steps 0..total-1 of one member: (total,) float64.
 
     warmup (linear from ``warmup_start`` to 1 over ``warmup_steps``) -> hold at 1 for ``hold_steps``
     -> decay over ``decay_steps`` (default: the rest) by ``kind`` (cosine / linear / constant) to
     ``final_factor`` -> flat at the final value.
     """
-    if s.warmup_steps and step < s.warmup_steps:
-        return s.warmup_start + (1.0 - s.warmup_start) * step / s.warmup_steps
-    t = step - s.warmup_steps - s.hold_steps
-    if t < 0 or s.kind == "constant":
-        return 1.0
-    decay = s.decay_steps if s.decay_steps is not None else max(1, total - s.warmup_steps - s.hold_steps)
-    frac = min(1.0, t / max(1, decay))
-    if s.kind == "cosine":
-        shape = 0.5 * (1.0 + math.cos(math.pi * frac))
-    else:  # linear
-        shape = 1.0 - frac
-    return s.final_factor + (1.0 - s.final_factor) * shape
-
-
-def schedule_factors(total: int, s) -> torch.Tensor:
-    """Vectorised ``schedule_factor`` for steps 0..total-1: (total,) float64."""
     step = torch.arange(total, dtype=torch.float64)
     one = torch.ones_like(step)
     if s.warmup_steps:

@@ -328,6 +328,29 @@ def train_pack(
 
 
 
+
+def packed_step(task, model, data_seeds: torch.Tensor, batch: int, lr: float = 1e-3):
+    """A callable ``step(i)``: one training step of the pack on fresh batch i (sample, forward,
+    backward, per-member clipping, PackedAdam). Used to time packs (dry-run estimate, bench)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    E, dev = data_seeds.shape[0], data_seeds.device
+    one = torch.ones(E, dtype=torch.float64, device=dev)
+    opt = PackedAdam(params, 0.9 * one, 0.999 * one, 1e-8 * one, 0.01 * one, decoupled=True)
+    active = torch.ones(E, dtype=torch.bool, device=dev)
+    idx = torch.arange(batch, device=dev).expand(E, -1)
+
+    def step(i: int) -> None:
+        b = task.sample(data_seeds, TRAIN, idx + i * batch)
+        loss, _, _ = member_losses(*supervised_logits(model, b.x, b.y))
+        loss.sum().backward()
+        clip_per_member(params, one)
+        opt.step(lr * one, active)
+        for p in params:
+            p.grad = None
+
+    return step
+
+
 def time_steps(runs: list, device: str = "cpu", n_steps: int = 3) -> float:
     """Seconds per training step of this pack (after one warm-up step); nothing is recorded."""
     from .models import build_model
@@ -338,24 +361,14 @@ def time_steps(runs: list, device: str = "cpu", n_steps: int = 3) -> float:
     task = build_task(r0.task)
     model = build_model(r0.model, task.info, E, [derived_seed(r.seed, _INIT_STREAM) for r in runs])
     model = model.to(device=dev, dtype=dtype)
-    params = [p for p in model.parameters() if p.requires_grad]
-    ones = torch.ones(E, dtype=torch.float64, device=dev)
-    opt = PackedAdam(params, 0.9 * ones, 0.999 * ones, 1e-8 * ones, 0 * ones, decoupled=True)
     seeds = torch.tensor([derived_seed(r.seed, _DATA_STREAM) for r in runs], device=dev)
-    B = r0.train.batch_size
-    active = torch.ones(E, dtype=torch.bool, device=dev)
-    t0 = 0.0
-    for i in range(n_steps + 1):
-        if i == 1:
-            if dev.type == "cuda":
-                torch.cuda.synchronize(dev)
-            t0 = time.perf_counter()
-        batch = task.sample(seeds, TRAIN, (i * B + torch.arange(B, device=dev)).expand(E, -1))
-        loss, _, _ = member_losses(*supervised_logits(model, batch.x, batch.y))
-        loss.sum().backward()
-        opt.step(1e-3 * ones, active)
-        for p in params:
-            p.grad = None
+    step = packed_step(task, model, seeds, r0.train.batch_size)
+    step(0)
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+    t0 = time.perf_counter()
+    for i in range(1, n_steps + 1):
+        step(i)
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
     return (time.perf_counter() - t0) / n_steps

@@ -44,6 +44,16 @@ def _cmd(spec_path, out, *extra):
             "--no-plot", *extra]
 
 
+def _kill_when(cmd, env, ready, timeout=120.0):
+    """Start ``cmd``, SIGKILL it as soon as ``ready()`` is true, reap it."""
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + timeout
+    while time.time() < deadline and not ready():
+        time.sleep(0.05)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+
+
 def _count_events(store):
     done, claims = {}, {}
     for ev in store.events():
@@ -61,13 +71,8 @@ def test_kill_and_resume(tmp_path, cli_env):
     runs = expand(spec, "quick")
     out = tmp_path / "out"
     store = Store(out / spec.paper / spec.id)
-    p = subprocess.Popen(_cmd(spec_path, out, "--pack-size", "1", "--workers", "1"), env=cli_env,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    while time.time() < deadline and not list(store.runs.glob("*.json")):
-        time.sleep(0.05)
-    p.send_signal(signal.SIGKILL)
-    p.wait()
+    _kill_when(_cmd(spec_path, out, "--pack-size", "1", "--workers", "1"), cli_env,
+               lambda: bool(list(store.runs.glob("*.json"))))
     n_before = len(list(store.runs.glob("*.json")))
     assert 1 <= n_before < len(runs), "the kill should land mid-sweep"
     finished_before = {f.name: f.stat().st_mtime_ns for f in store.runs.glob("*.json")}
@@ -117,13 +122,8 @@ def test_killing_a_multi_worker_sweep_leaves_no_orphans_and_resumes(tmp_path, cl
     spec = load_spec(spec_path)
     out = tmp_path / "out"
     store = Store(out / spec.paper / spec.id)
-    p = subprocess.Popen(_cmd(spec_path, out, "--pack-size", "1", "--workers", "2"), env=cli_env,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    while time.time() < deadline and not list(store.claims.glob("*.claim")):
-        time.sleep(0.05)
-    p.send_signal(signal.SIGKILL)
-    p.wait()
+    _kill_when(_cmd(spec_path, out, "--pack-size", "1", "--workers", "2"), cli_env,
+               lambda: bool(list(store.claims.glob("*.claim"))))
     time.sleep(1.0)
     for c in store.claims.glob("*.claim"):  # the workers died with the parent
         pid = json.loads(c.read_text() or "{}").get("pid")

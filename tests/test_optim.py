@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from ssmrepro.optim import PackedAdam, clip_per_member, lr_table, schedule_factor
+from ssmrepro.optim import PackedAdam, clip_per_member, lr_table, schedule_factors
 from ssmrepro.train import Schedule
 
 
@@ -65,17 +65,18 @@ def test_clip_per_member_matches_torch():
 
 def test_schedules():
     s = Schedule(kind="cosine", warmup_steps=100, hold_steps=400, decay_steps=1500)
-    assert schedule_factor(0, 2000, s) == 0.0
-    assert schedule_factor(50, 2000, s) == pytest.approx(0.5)
-    assert schedule_factor(300, 2000, s) == 1.0
-    assert schedule_factor(500 + 750, 2000, s) == pytest.approx(0.5)
-    assert schedule_factor(1999, 2000, s) == pytest.approx(0.0, abs=1e-5)
+    f = schedule_factors(2000, s)
+    assert float(f[0]) == 0.0
+    assert float(f[50]) == pytest.approx(0.5)
+    assert float(f[300]) == 1.0
+    assert float(f[500 + 750]) == pytest.approx(0.5)
+    assert float(f[1999]) == pytest.approx(0.0, abs=1e-5)
     lin = Schedule(kind="linear", warmup_steps=10)
-    assert schedule_factor(10 + 45, 100, lin) == pytest.approx(0.5)
+    assert float(schedule_factors(100, lin)[10 + 45]) == pytest.approx(0.5)
     tab = lr_table([0.03], [Schedule(kind="cosine", min_lr=1e-6)], [1001], [1e-6])
     assert float(tab[0, 0]) == pytest.approx(0.03)
     assert 1e-6 <= float(tab[0, 1000]) < 1.1e-6  # last step, just above the floor
-    # vectorised table equals the scalar definition
-    tab2 = lr_table([1.0], [s], [2000], [None])
+    # the per-member table is lr x the member's own factors
+    tab2 = lr_table([2.0], [s], [2000], [None])
     for i in (0, 77, 450, 1234, 1999):
-        assert float(tab2[0, i]) == pytest.approx(schedule_factor(i, 2000, s))
+        assert float(tab2[0, i]) == pytest.approx(2.0 * float(f[i]))

@@ -71,9 +71,6 @@ def build(spec, profile: str, root: Path) -> Outputs:
 
         fig_path = out("figure", "png")
         recall_grid(spec, agg, profile, fig_path)
-    elif kind == "lines" and not agg.empty:
-        fig_path = out("figure", "png")
-        figures.lines(spec, agg, profile, fig_path)
     elif not agg.empty and kind in figures.KINDS:
         fig_path = out("figure", "png")
         figures.KINDS[kind](spec, agg, profile, fig_path)

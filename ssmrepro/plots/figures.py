@@ -18,22 +18,15 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from ..report import _eq  # noqa: E402
+
 
 def _paper_value(spec, where: dict[str, Any], metric: str) -> float | None:
+    """The paper's value for this cell (same matching rule as ``report.select``)."""
     for pv in spec.paper_values:
-        if pv.metric == metric and all(
-            k in where and str(where[k]) == str(v) or _num_eq(where.get(k), v)
-            for k, v in pv.where.items()
-        ):
+        if pv.metric == metric and all(k in where and _eq(where[k], v) for k, v in pv.where.items()):
             return pv.value
     return None
-
-
-def _num_eq(a: Any, b: Any) -> bool:
-    try:
-        return math.isclose(float(a), float(b))
-    except (TypeError, ValueError):
-        return False
 
 
 def _cell_name(row: pd.Series, cols: list[str]) -> str:
