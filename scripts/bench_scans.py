@@ -1,12 +1,15 @@
 #!/usr/bin/env python
 """Benchmark the sequential reference scans against the fast ones (forward + backward, CPU).
 
-For each L, times in the same process, interleaved repeat by repeat (so machine noise hits both
-alike), after warm-up:
+For each L, times in the same process, interleaved repeat by repeat (so machine noise hits all
+alike), after warm-up, the reference and every fast formulation of a kernel (one row each):
 
-* ``diag``:      diag_scan_ref  vs diag_scan        on la, b: (Bt, L, D, N)
-* ``selective``: selective_scan_ref vs selective_scan (input-dependent B, C: (Bt, L, N), D skip)
-* ``ssd``:       ssd_ref vs ssd                     on x: (Bt, L, H, P), B, C: (Bt, L, H, N)
+* ``diag``:      diag_scan_ref vs ``chunked`` (diag_scan, two-pass chunked, Q = default_chunk)
+                 and ``blocked`` (diag_scan's CPU default: inplace.diag_scan_blocked), on
+                 la, b: (Bt, L, D, N)
+* ``selective``: selective_scan_ref vs ``chunked`` (selective_scan on diag_scan) and ``fused``
+                 (inplace.selective_scan_fused, the kernel the models run); B, C: (Bt, L, 1, N)
+* ``ssd``:       ssd_ref vs ``chunked`` (ssd) on x: (Bt, L, H, P), B, C: (Bt, L, H, N)
 
 Prints a table (median and min ms; speed-ups of the medians and of the minima: on a shared
 machine the minima are the better estimate of uncontended speed) and optionally writes JSON with
@@ -19,11 +22,24 @@ Example::
     .venv/bin/python scripts/bench_scans.py --batch 4 --d 16 --n 4    # small per-step state
     .venv/bin/python scripts/bench_scans.py --L 1024 --kernels diag --chunk 32 --json out.json
 
-Measured on the 2-core AMD EPYC VM (torch 2.13 CPU, float32, fwd+bwd, idle machine, 2 threads,
-median ms ref -> fast): diag Bt=16 S=(32,8): L=1024 67 -> 42 (1.6x), L=4096 293 -> 194 (1.5x);
-diag Bt=4 S=(16,4): L=1024 21 -> 3.8 (5.4x), L=4096 90 -> 13 (7.1x); ssd Bt=16 H=4 P=N=8:
-L=1024 227 -> 34 (6.7x), L=4096 1098 -> 170 (6.5x). With other processes on the cores,
-2-thread timings are unreliable (thread-barrier stalls); compare minima or use --threads 1.
+Issue 3 measurements (2-core AMD EPYC VM shared with other jobs, torch 2.13 CPU, float32,
+fwd+bwd, 1 thread, CPU clock; speed-up of medians / of minima over the reference)::
+
+    .venv/bin/python scripts/bench_scans.py --threads 1 --clock cpu --repeats 5 \
+        --json results/bench/scans-cpu-new.json
+    .venv/bin/python scripts/bench_scans.py --threads 1 --clock cpu --repeats 3 \
+        --kernels selective diag --batch 8 --d 128 --n 16 --json results/bench/scans-cpu-new-large.json
+
+    selective Bt=16 D=32 N=8:   L=64 fused 2.5x/2.6x  L=1024 fused 4.1x/3.4x (chunked 1.4x/1.6x)
+                                L=4096 fused 7.2x/6.3x (chunked 1.4x/1.3x)
+    selective Bt=8 D=128 N=16:  L=1024 fused 6.9x/7.7x  L=4096 fused 9.3x/9.8x (chunked ~1.5x)
+    diag Bt=16 S=(32,8):        L=1024 blocked 2.0x/2.0x, L=4096 2.3x/2.4x (two-pass ~1.0-1.1x)
+    diag Bt=8 S=(128,16):       L=1024 blocked 2.7x/3.3x, L=4096 2.1x/2.5x
+    ssd Bt=16 H=4 P=N=8:        L=1024 5.2x/6.0x, L=4096 3.9x/4.7x
+
+Earlier idle-machine numbers (2 threads, wall clock, before issue 3): diag Bt=16 S=(32,8)
+two-pass 1.5-1.6x; ssd 6.5-6.7x. With other processes on the cores, 2-thread timings are
+unreliable (thread-barrier stalls); compare minima or use --threads 1.
 """
 
 from __future__ import annotations
@@ -41,6 +57,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from ssmrepro.kernels.inplace import block_len, selective_scan_fused  # noqa: E402
 from ssmrepro.kernels.scan import (  # noqa: E402
     default_chunk,
     diag_scan,
@@ -72,7 +89,7 @@ def tune_malloc() -> bool:
 
 
 def make_case(kernel: str, L: int, args, dtype: torch.dtype):
-    """Returns (inputs requiring grad, ref fn, fast fn, description)."""
+    """Returns (inputs requiring grad, ref fn, {name: fast fn}, description)."""
     g = torch.Generator().manual_seed(0)
     Bt, D, N = args.batch, args.d, args.n
     rand = lambda *s: torch.rand(*s, generator=g, dtype=dtype)  # noqa: E731
@@ -80,25 +97,28 @@ def make_case(kernel: str, L: int, args, dtype: torch.dtype):
     if kernel == "diag":
         la = -0.5 * rand(Bt, L, D, N)  # (Bt, L, D, N)
         b = randn(Bt, L, D, N)  # (Bt, L, D, N)
-        fast = lambda la, b: diag_scan(la, b, chunk=args.chunk)  # noqa: E731
+        chunked = lambda la, b: diag_scan(la, b, chunk=args.chunk or default_chunk(L, Bt * D * N))  # noqa: E731
         q = args.chunk or default_chunk(L, Bt * D * N)
-        return [la, b], diag_scan_ref, fast, f"Bt={Bt} S=({D},{N}) Q={q}"
+        fast = {"chunked": chunked, "blocked": diag_scan}  # diag_scan's CPU default is blocked
+        return [la, b], diag_scan_ref, fast, f"Bt={Bt} S=({D},{N}) Q={q} T={block_len(Bt * D * N)}"
     if kernel == "selective":
         u = randn(Bt, L, D)  # (Bt, L, D)
         delta = 0.01 + 0.1 * rand(Bt, L, D)  # (Bt, L, D)
         A = -torch.arange(1, N + 1, dtype=dtype).repeat(D, 1)  # (D, N) S4D-real init
-        B, C = randn(Bt, L, N), randn(Bt, L, N)  # (Bt, L, N)
+        B, C = randn(Bt, L, 1, N), randn(Bt, L, 1, N)  # (Bt, L, G=1, N): one group
         Dskip = randn(D)  # (D,)
         inputs = [u, delta, A, B, C, Dskip]
-        fast = lambda *t: selective_scan(*t, chunk=args.chunk)  # noqa: E731
-        q = args.chunk or default_chunk(L, Bt * D * N)
-        return inputs, selective_scan_ref, fast, f"Bt={Bt} D={D} N={N} Q={q}"
+        fast = {
+            "chunked": lambda *t: selective_scan(*t, chunk=args.chunk),  # CPU default: blocked diag
+            "fused": selective_scan_fused,  # what the models run
+        }
+        return inputs, selective_scan_ref, fast, f"Bt={Bt} D={D} N={N} T={block_len(Bt * D * N)}"
     if kernel == "ssd":
         H, P = args.heads, D // args.heads
         x = randn(Bt, L, H, P)  # (Bt, L, H, P)
         a = -0.5 * rand(Bt, L, H)  # (Bt, L, H)
         B, C = randn(Bt, L, H, N), randn(Bt, L, H, N)  # (Bt, L, H, N)
-        fast = lambda *t: ssd(*t, chunk=args.ssd_chunk)  # noqa: E731
+        fast = {"chunked": lambda *t: ssd(*t, chunk=args.ssd_chunk)}
         q = args.ssd_chunk or default_ssd_chunk(L)
         return [x, a, B, C], ssd_ref, fast, f"Bt={Bt} H={H} P={P} N={N} Q={q}"
     raise ValueError(kernel)
@@ -134,6 +154,13 @@ def main(argv=None) -> int:
         nargs="+",
         default=["diag", "selective", "ssd"],
         choices=["diag", "selective", "ssd"],
+    )
+    p.add_argument(
+        "--variants",
+        nargs="+",
+        default=None,
+        choices=["chunked", "blocked", "fused"],
+        help="fast formulations to time against the reference (default: all of the kernel's)",
     )
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--d", type=int, default=32, help="channels D (ssd: H * P)")
@@ -179,35 +206,39 @@ def main(argv=None) -> int:
         f"fwd+bwd | {args.clock} clock | malloc tuned: {tuned}"
     )
     header = (
-        f"{'kernel':<10} {'L':>6}  {'shape':<26} {'ref med ms':>10} {'ref min':>8} "
+        f"{'kernel':<10} {'L':>6}  {'shape':<28} {'fast':<8} {'ref med ms':>10} {'ref min':>8} "
         f"{'fast med ms':>11} {'fast min':>8} {'x (med)':>8} {'x (min)':>8}"
     )
     print(header)
     print("-" * len(header))
     rows = []
+    clock = time.perf_counter if args.clock == "wall" else time.process_time
     for kernel in args.kernels:
         for L in args.L:
             inputs, ref, fast, desc = make_case(kernel, L, args, dtype)
-            clock = time.perf_counter if args.clock == "wall" else time.process_time
-            t_ref, t_fast = time_pair(inputs, [ref, fast], args.warmup, args.repeats, clock)
-            row = {
-                "kernel": kernel,
-                "L": L,
-                "shape": desc,
-                "ref_ms_median": 1e3 * statistics.median(t_ref),
-                "ref_ms_min": 1e3 * min(t_ref),
-                "fast_ms_median": 1e3 * statistics.median(t_fast),
-                "fast_ms_min": 1e3 * min(t_fast),
-            }
-            row["speedup"] = row["ref_ms_median"] / row["fast_ms_median"]
-            row["speedup_min"] = row["ref_ms_min"] / row["fast_ms_min"]
-            rows.append(row)
-            print(
-                f"{kernel:<10} {L:>6}  {desc:<26} {row['ref_ms_median']:>10.1f} "
-                f"{row['ref_ms_min']:>8.1f} {row['fast_ms_median']:>11.1f} "
-                f"{row['fast_ms_min']:>8.1f} {row['speedup']:>7.2f}x {row['speedup_min']:>7.2f}x",
-                flush=True,
-            )
+            names = [n for n in fast if args.variants is None or n in args.variants]
+            times = time_pair(inputs, [ref] + [fast[n] for n in names], args.warmup, args.repeats, clock)
+            t_ref = times[0]
+            for name, t_fast in zip(names, times[1:]):
+                row = {
+                    "kernel": kernel,
+                    "variant": name,
+                    "L": L,
+                    "shape": desc,
+                    "ref_ms_median": 1e3 * statistics.median(t_ref),
+                    "ref_ms_min": 1e3 * min(t_ref),
+                    "fast_ms_median": 1e3 * statistics.median(t_fast),
+                    "fast_ms_min": 1e3 * min(t_fast),
+                }
+                row["speedup"] = row["ref_ms_median"] / row["fast_ms_median"]
+                row["speedup_min"] = row["ref_ms_min"] / row["fast_ms_min"]
+                rows.append(row)
+                print(
+                    f"{kernel:<10} {L:>6}  {desc:<28} {name:<8} {row['ref_ms_median']:>10.1f} "
+                    f"{row['ref_ms_min']:>8.1f} {row['fast_ms_median']:>11.1f} "
+                    f"{row['fast_ms_min']:>8.1f} {row['speedup']:>7.2f}x {row['speedup_min']:>7.2f}x",
+                    flush=True,
+                )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         payload = {
