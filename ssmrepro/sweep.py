@@ -2,8 +2,10 @@
 
 Resolution order for one run: the spec's paper settings -> profile ``set`` -> the sweep point's
 overrides -> ``derived`` expressions -> typed validation (task, model, train) -> one run per seed.
-A run id hashes the validated config (defaults filled in), the seed and ``CODE_VERSION``, so the same
-run in two specs is the same record and a change of training semantics invalidates old records.
+A run id hashes the validated config (fields left at their defaults omitted), the seed and
+``CODE_VERSION``, so the same run in two specs is the same record, adding a config field whose
+default keeps the old behaviour leaves existing ids alone, and a change of training semantics
+(including a changed default value) must bump ``CODE_VERSION`` to invalidate old records.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from .spec import Axis, Spec, SpecError, _format_errors
 from .tasks import TASKS, TaskConfig
 from .train import MEMBER_FIELDS, TrainConfig
 
-CODE_VERSION = 1  # bump when a change alters what a run computes
+CODE_VERSION = 2  # bump when a change alters what a run computes (incl. a changed default)
 SECTIONS = ("task", "model", "train")
 
 
@@ -49,13 +51,24 @@ class RunConfig:
             "seed": self.seed,
         }
 
+    def identity(self) -> dict[str, Any]:
+        """The config without fields at their defaults: what a run id hashes."""
+        def lean(c) -> dict[str, Any]:
+            out = c.model_dump(mode="json", exclude_defaults=True)
+            if hasattr(c, "name"):
+                out["name"] = c.name  # a registry name is identity even when it is the default
+            return out
+
+        return {"task": lean(self.task), "model": lean(self.model), "train": lean(self.train),
+                "seed": self.seed}
+
     def flat(self) -> dict[str, Any]:
         """Dotted config columns, e.g. ``model.d`` (nested dicts flattened)."""
         return flatten(self.config())
 
     def pack_key(self) -> str:
         """Runs with equal pack keys have identical shapes and train together in one pack."""
-        cfg = self.config()
+        cfg = self.identity()
         cfg.pop("seed")
         cfg["train"] = {k: v for k, v in cfg["train"].items() if k not in MEMBER_FIELDS}
         return _hash(cfg)
@@ -227,7 +240,7 @@ def expand(spec: Spec, profile: str | None = None) -> list[RunConfig]:
                 model=model,
                 train=train,
             )
-            rc.run_id = _hash({**rc.config(), "code": CODE_VERSION})
+            rc.run_id = _hash({**rc.identity(), "code": CODE_VERSION})
             runs.append(rc)
     for msg, pts in grouped.items():
         shown = ", ".join(pts[:3]) + (f" and {len(pts) - 3} more" if len(pts) > 3 else "")
