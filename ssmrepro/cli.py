@@ -75,7 +75,7 @@ def list_cmd(
 @app.command("list-models")
 def list_models() -> None:
     """Every registered model with its configuration fields and defaults."""
-    from .models import MODELS
+    from .models import MODELS, config_rows
 
     for name, entry in MODELS.items():
         t = Table(title=f"{name}: {entry.summary.strip()}", title_justify="left")
@@ -83,11 +83,21 @@ def list_models() -> None:
         t.add_column("type")
         t.add_column("default")
         t.add_column("meaning")
-        for fname, f in entry.Config.model_fields.items():
-            if fname == "name":
-                continue
-            t.add_row(fname, str(f.annotation).replace("typing.", ""), repr(f.default),
-                      f.description or "")
+        for row in config_rows(entry.Config):
+            t.add_row(*(escape(c) for c in row))
+        console.print(t)
+    from .models.mixers import MIXERS
+
+    console.print("\n[bold]Sequence mixers[/] (use inside seq_lm / cooper_hybrid blocks as "
+                  "mixer: {name: ..., fields})")
+    for name, entry in MIXERS.items():
+        causal = "" if entry.causal else " [non-causal]"
+        t = Table(title=f"mixer {name}{causal}: {escape(entry.summary.strip())}",
+                  title_justify="left")
+        for col in ("field", "type", "default", "meaning"):
+            t.add_column(col)
+        for row in config_rows(entry.Config):
+            t.add_row(*(escape(c) for c in row))
         console.print(t)
 
 

@@ -4,6 +4,11 @@ Every parameter is an (E, ...) tensor. Member e has its own learning rate, betas
 step count, clipping threshold and active flag; an inactive member (early-stopped, diverged, or out of
 steps) is frozen: its parameters and moments stay exactly as they were. For E = 1 the update equals
 torch.optim.Adam / AdamW (tests/test_optim.py).
+
+Learning-rate groups: a parameter tagged ``p._lr_group = name`` (``models.ssm.lr_group``; optionally
+only the last-dim columns ``p._lr_group_cols = (start, stop)``) is updated with the member's lr times
+``lr_scale[name][e]`` — like a torch.optim param group whose lr is scaled (the decoupled weight decay
+step lr·wd is scaled with it, as torch does). Groups not named in ``lr_scale`` use the plain lr.
 """
 
 from __future__ import annotations
@@ -63,11 +68,12 @@ class PackedAdam:
     """Adam (coupled L2) or AdamW (decoupled decay) with per-member hyper-parameters.
 
     Args are (E,) tensors; ``decoupled`` selects AdamW. Parameters tagged ``_no_weight_decay`` get
-    no weight decay.
+    no weight decay. ``lr_scale`` maps a learning-rate group name to (E,) multipliers of the
+    members' learning rates for the parameters tagged with that group (see the module docstring).
     """
 
     def __init__(self, params: Iterable[torch.nn.Parameter], betas1, betas2, eps, weight_decay,
-                 decoupled: bool):
+                 decoupled: bool, lr_scale: dict[str, torch.Tensor] | None = None):
         self.params = [p for p in params if p.requires_grad]
         self.b1, self.b2, self.eps, self.wd = betas1, betas2, eps, weight_decay
         self.decoupled = decoupled
@@ -76,6 +82,24 @@ class PackedAdam:
         self.steps = torch.zeros(E, dtype=torch.float64, device=dev)
         self.m = [torch.zeros_like(p) for p in self.params]
         self.v = [torch.zeros_like(p) for p in self.params]
+        self.scales = [self._scale(p, lr_scale or {}) for p in self.params]
+
+    @staticmethod
+    def _scale(p: torch.Tensor, lr_scale: dict[str, torch.Tensor]) -> torch.Tensor | None:
+        """lr multiplier broadcastable to p ((E, 1, ..., 1) or (E, 1, ..., k)), or None (= 1)."""
+        group = getattr(p, "_lr_group", None)
+        if group is None or group not in lr_scale:
+            return None
+        s = lr_scale[group].to(device=p.device, dtype=torch.float64)  # (E,)
+        cols = getattr(p, "_lr_group_cols", None)
+        if cols is None:
+            return s.view(-1, *([1] * (p.dim() - 1)))
+        if cols[1] <= cols[0]:
+            return None
+        out = torch.ones(p.shape[0], *([1] * (p.dim() - 2)), p.shape[-1], dtype=torch.float64,
+                         device=p.device)
+        out[..., cols[0] : cols[1]] = s.view(-1, *([1] * (p.dim() - 1)))
+        return out
 
     @staticmethod
     def _view(x: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
@@ -88,7 +112,7 @@ class PackedAdam:
         t = self.steps.clamp(min=1)
         bc1 = 1 - self.b1.to(torch.float64) ** t
         bc2 = 1 - self.b2.to(torch.float64) ** t
-        for p, m, v in zip(self.params, self.m, self.v):
+        for p, m, v, scale in zip(self.params, self.m, self.v, self.scales):
             if p.grad is None:
                 continue
             def V(x: torch.Tensor, p: torch.Tensor = p) -> torch.Tensor:  # (E,) -> like p
@@ -102,9 +126,14 @@ class PackedAdam:
             m_new = V(self.b1) * m + (1 - V(self.b1)) * g
             v_new = V(self.b2) * v + (1 - V(self.b2)) * g * g
             denom = (v_new / V(bc2)).sqrt() + V(self.eps)
-            upd = V(lr / bc1) * m_new / denom
-            if self.decoupled and decay:
-                upd = upd + V(lr * self.wd) * p
+            if scale is None:
+                upd = V(lr / bc1) * m_new / denom
+                if self.decoupled and decay:
+                    upd = upd + V(lr * self.wd) * p
+            else:  # a scaled learning-rate group: lr_p = lr * scale (same order of operations)
+                upd = (V(lr) * scale).to(p.dtype) / V(bc1) * m_new / denom
+                if self.decoupled and decay:
+                    upd = upd + (V(lr * self.wd) * scale).to(p.dtype) * p
             p.copy_(torch.where(act.bool(), p - upd, p))
             m.copy_(torch.where(act.bool(), m_new, m))
             v.copy_(torch.where(act.bool(), v_new, v))

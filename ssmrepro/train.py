@@ -66,9 +66,16 @@ class TrainConfig(_Strict):
     early_stop: EarlyStop | None = None
     time_limit_s: float | None = Field(None, gt=0)
     dtype: Literal["float32", "float64"] = "float32"
+    lr_scale: dict[str, float] = Field(
+        default_factory=dict,
+        description="multiplier of the member's lr for parameters in that learning-rate group "
+        "(groups: 'delta' = every Δ parameter, 'A' = every Λ parameter; others: 1)",
+    )
 
     @model_validator(mode="after")
     def _budget(self) -> TrainConfig:
+        if any(v < 0 for v in self.lr_scale.values()):
+            raise ValueError(f"lr_scale values must be >= 0, got {self.lr_scale}")
         if (self.max_steps is None) == (self.epochs is None):
             raise ValueError("give exactly one of max_steps or epochs")
         if self.epochs is not None and self.train_size is None:
@@ -91,7 +98,7 @@ class TrainConfig(_Strict):
 # fields that may differ between members of one pack (everything else shapes the pack)
 MEMBER_FIELDS = frozenset(
     {"lr", "betas", "eps", "weight_decay", "schedule", "max_steps", "epochs", "grad_clip",
-     "label_smoothing", "time_limit_s"}
+     "label_smoothing", "time_limit_s", "lr_scale"}
 )
 _INIT_STREAM, _DATA_STREAM, _PERM_STREAM = 1, 2, 3
 
@@ -198,6 +205,10 @@ def train_pack(
         vec([r.train.eps for r in runs]),
         vec([r.train.weight_decay for r in runs]),
         decoupled=tc0.optimizer == "adamw",
+        lr_scale={
+            g: vec([r.train.lr_scale.get(g, 1.0) for r in runs])
+            for g in sorted({g for r in runs for g in r.train.lr_scale})
+        },
     )
     totals = [r.train.total_steps for r in runs]
     T = max(totals)

@@ -80,3 +80,116 @@ def test_schedules():
     tab2 = lr_table([2.0], [s], [2000], [None])
     for i in (0, 77, 450, 1234, 1999):
         assert float(tab2[0, i]) == pytest.approx(2.0 * float(f[i]))
+
+
+# ---- learning-rate groups (TrainConfig.lr_scale; parameters tagged with models.ssm.lr_group) ----
+
+
+def _v(*x):
+    return torch.tensor(x, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("decoupled", [False, True])
+def test_lr_group_scale_equals_torch_param_group(decoupled):
+    """{delta: 0.5} == torch Adam/AdamW with a param group at lr/2 (E = 1); a column-tagged
+    parameter gets lr/2 on its tagged columns only (Adam is element-wise)."""
+    from ssmrepro.models.ssm import lr_group
+
+    ours, ref = _params(0), _params(0)
+    cols, cols_ref = _params(5)[0], _params(5)[0]
+    lr_group(ours[0], "delta")
+    lr_group(cols, "delta", (1, 3))
+    lr_group(ours[1], "A")  # a group not named in lr_scale keeps the plain lr
+    opt = PackedAdam(ours + [cols], _v(0.9), _v(0.95), _v(1e-8), _v(0.1), decoupled=decoupled,
+                     lr_scale={"delta": _v(0.5)})
+    cls = torch.optim.AdamW if decoupled else torch.optim.Adam
+    kw = dict(betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+    topt = cls([{"params": [ref[0]], "lr": 0.005}, {"params": [ref[1]]}], lr=0.01, **kw)
+    c_half, c_full = cols_ref.detach().clone().requires_grad_(), cols_ref.detach().clone().requires_grad_()
+    topt_c = [cls([c_half], lr=0.005, **kw), cls([c_full], lr=0.01, **kw)]
+    g = torch.Generator().manual_seed(1)
+    for _ in range(5):
+        grads = [torch.randn(p.shape, generator=g, dtype=torch.float64) for p in ours + [cols]]
+        for p, gr in zip(ours + [cols], grads):
+            p.grad = gr.clone()
+        for q, gr in zip(ref + [c_half, c_full], grads[:2] + [grads[2], grads[2]]):
+            q.grad = gr.clone()
+        opt.step(_v(0.01), torch.tensor([True]))
+        topt.step()
+        for o in topt_c:
+            o.step()
+    for p, q in zip(ours, ref):
+        torch.testing.assert_close(p, q, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(cols[..., 1:3], c_half[..., 1:3], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(cols[..., 0], c_full[..., 0], rtol=1e-12, atol=1e-12)
+
+
+def test_lr_scale_zero_freezes_delta_parameters_per_member():
+    """{delta: 0} for member 0 only: its Δ parameters (incl. the Δ↓ columns of x_proj) stay fixed
+    while everything else moves; member 1 (no scaling) moves its Δ parameters too."""
+    from ssmrepro.models.layers import reset_members
+    from ssmrepro.models.selective import B2S6Core
+    from ssmrepro.models.ssm import S6Core
+
+    for m in (S6Core(2, 8, 3, 2), B2S6Core(2, 8, 3, heads=2)):
+        reset_members(m, [0, 1])
+        m = m.double()
+        before = {n: p.detach().clone() for n, p in m.named_parameters()}
+        opt = PackedAdam(m.parameters(), _v(0.9, 0.9), _v(0.999, 0.999), _v(1e-8, 1e-8),
+                         _v(0.01, 0.01), decoupled=True, lr_scale={"delta": _v(0.0, 1.0)})
+        for _ in range(3):
+            m(torch.randn(2, 2, 6, 8, dtype=torch.float64)).pow(2).sum().backward()
+            opt.step(_v(0.01, 0.01), torch.tensor([True, True]))
+            m.zero_grad()
+        for n, p in m.named_parameters():
+            b = before[n]
+            if getattr(p, "_lr_group", None) == "delta":
+                c0, c1 = p._lr_group_cols or (0, p.shape[-1])
+                assert torch.equal(p[0, ..., c0:c1], b[0, ..., c0:c1]), n
+                assert not torch.equal(p[1, ..., c0:c1], b[1, ..., c0:c1]), n
+                if (c0, c1) != (0, p.shape[-1]):  # the untagged columns of x_proj move
+                    assert not torch.equal(p[0, ..., c1:], b[0, ..., c1:]), n
+            elif not (n == "D"):  # D starts at 1 and moves as well; check the rest explicitly
+                assert not torch.equal(p[0], b[0]), n
+
+
+def test_train_config_lr_scale_field():
+    from ssmrepro.train import MEMBER_FIELDS, TrainConfig
+
+    t = TrainConfig(max_steps=1)
+    assert "lr_scale" not in t.model_dump(mode="json", exclude_defaults=True)  # not in run ids
+    t = TrainConfig(max_steps=1, lr_scale={"delta": 0.1})
+    assert t.model_dump(mode="json")["lr_scale"] == {"delta": 0.1}
+    assert "lr_scale" in MEMBER_FIELDS
+    with pytest.raises(ValueError):
+        TrainConfig(max_steps=1, lr_scale={"delta": -1.0})
+
+
+def test_train_pack_applies_lr_scale(tmp_path):
+    """End to end: a pack where member 0 has lr_scale {delta: 0} keeps its Δ bias at init."""
+    from helpers import write_spec
+
+    from ssmrepro.models import build_model
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.tasks import build_task
+    from ssmrepro.train import _INIT_STREAM, derived_seed, train_pack
+
+    spec = load_spec(write_spec(
+        tmp_path, model={"name": "ssm_lm", "mixer": "s6", "d": 8, "N": 4},
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+               "test_size": 16, "eval_every": 10, "eval_batch_size": 16, "dtype": "float64"},
+        sweep=[{"zip": {"train.lr_scale": [{"delta": 0.0}, {}]}}], seeds=[3]))
+    runs = expand(spec, "paper")
+    assert len(runs) == 2 and len({r.pack_key() for r in runs}) == 1
+    keep = {}
+    train_pack(runs, keep=keep)
+    init = build_model(runs[0].model, build_task(runs[0].task).info, 2,
+                       [derived_seed(r.seed, _INIT_STREAM) for r in runs]).double()
+    names = [n for n, _ in init.named_parameters() if n.endswith("dt_bias")]
+    assert names
+    trained = dict(keep["model"].named_parameters())
+    for n in names:
+        p0 = dict(init.named_parameters())[n]
+        assert torch.equal(trained[n][0], p0[0])
+        assert not torch.equal(trained[n][1], p0[1])

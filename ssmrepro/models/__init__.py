@@ -10,8 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
 from .backbone import SSMLM, TransformerLM
-from .layers import reset_members
+from .init import InitConfig, initialise
 from .mamba import LinearMamba, MambaLM
+from .stack import CooperHybridConfig, SeqLM, SeqLMConfig
 
 
 class ModelConfig(BaseModel):
@@ -63,6 +64,10 @@ class LinearMambaConfig(ModelConfig):
     init: Literal["default", "designed"] = Field(
         "default", description="designed: koren2026 Thm 2 weights (evaluate with max_steps 0)"
     )
+    heads: int = Field(1, ge=1, description="M, SSM heads (koren2026 App. F.2.2; needs head_pattern)")
+    head_pattern: Literal["MHA", "MQA", "MKA", "MVA"] | None = Field(
+        None, description="koren2026 Table 8 head pattern; None = the single-head layer (Alg. 1)"
+    )
 
 
 class MambaLMConfig(ModelConfig):
@@ -93,19 +98,63 @@ MODELS: dict[str, ModelEntry] = {
         "linear_mamba", LinearMambaConfig, LinearMamba, LinearMambaConfig.__doc__ or ""
     ),
     "mamba_lm": ModelEntry("mamba_lm", MambaLMConfig, MambaLM, MambaLMConfig.__doc__ or ""),
+    "seq_lm": ModelEntry("seq_lm", SeqLMConfig, SeqLM, SeqLMConfig.__doc__ or ""),
+    "cooper_hybrid": ModelEntry(
+        "cooper_hybrid", CooperHybridConfig, SeqLM, CooperHybridConfig.__doc__ or ""),
 }
 
 
 def build_model(config: ModelConfig, info, E: int, seeds: list[int] | None = None) -> nn.Module:
-    """Build a pack of E members; initialise member e from seeds[e] when given."""
+    """Build a pack of E members; initialise member e from seeds[e] when given.
+
+    A config with an ``init`` field (models.init.InitConfig) selects the initialisation scheme.
+    """
     model = MODELS[config.name].build(config, info, E)
     if seeds is not None:
         if len(seeds) != E:
             raise ValueError(f"{len(seeds)} seeds for a pack of {E}")
-        reset_members(model, seeds)
+        init = getattr(config, "init", None)  # an InitConfig selects a scheme (models/init.py)
+        initialise(model, seeds, init if isinstance(init, InitConfig) else None)
         if hasattr(model, "post_init"):  # e.g. designed (constructed) weights
             model.post_init(seeds)
     return model
+
+
+def _type_name(t) -> str:
+    """Readable type: int, str | list[str], Literal['a', 'b'], InitConfig, dict[str, A | B]."""
+    import typing
+
+    origin, args = typing.get_origin(t), typing.get_args(t)
+    if origin is typing.Annotated:
+        return _type_name(args[0])
+    if origin is typing.Literal:
+        return "Literal[" + ", ".join(repr(a) for a in args) + "]"
+    if origin in (typing.Union, __import__("types").UnionType):
+        return " | ".join(_type_name(a) for a in args)
+    if origin is not None:
+        return f"{getattr(origin, '__name__', str(origin))}[{', '.join(_type_name(a) for a in args)}]"
+    if t is type(None):
+        return "None"
+    return getattr(t, "__name__", str(t).replace("typing.", ""))
+
+
+def _default_str(v) -> str:
+    if isinstance(v, BaseModel):
+        return "{" + ", ".join(f"{k}: {_default_str(x)}" for k, x in v.model_dump().items()) + "}"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {_default_str(x)}" for k, x in v.items()) + "}"
+    return repr(v)
+
+
+def config_rows(Config: type[BaseModel]) -> list[tuple[str, str, str, str]]:
+    """(field, type, default, meaning) per field of a model config, nested configs made readable."""
+    rows = []
+    for fname, f in Config.model_fields.items():
+        if fname == "name":
+            continue
+        default = "(required)" if f.is_required() else _default_str(f.get_default(call_default_factory=True))
+        rows.append((fname, _type_name(f.annotation), default, f.description or ""))
+    return rows
 
 
 def count_params(model: nn.Module, E: int) -> int:
@@ -113,4 +162,4 @@ def count_params(model: nn.Module, E: int) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad) // E
 
 
-__all__ = ["MODELS", "ModelConfig", "ModelEntry", "build_model", "count_params"]
+__all__ = ["MODELS", "ModelConfig", "ModelEntry", "build_model", "config_rows", "count_params"]

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .layers import PackedEmbedding, PackedLinear, PackedModule, PackedNorm, _uniform_
+from .layers import PackedEmbedding, PackedLinear, PackedModule, PackedNorm, _normal_, _uniform_
 from .ssm import S6Core
 
 
@@ -80,13 +80,92 @@ class LinearMambaLayer(nn.Module):
         return self.out_proj(y)
 
 
+HEAD_PATTERNS = ("MHA", "MQA", "MKA", "MVA")
+
+
+class LinearMambaMultiHeadLayer(PackedModule):
+    """koren2026's simplified multi-head Mamba-2 layer (App. F.2.2, Alg. 3, Table 8), as the
+    official code builds it on the simplified linear Mamba (one in_proj and conv, A = I, D = 0):
+
+        x̂ = causal_dconv(x W_in)                      (B, L, Di)        Di = expand·D, P = Di / M
+        values  x̂^h: MHA / MVA per head  x̂^h_p = Σ_d W_x[p, h, d] x̂_d        (W_x: (P, M, Di))
+                     MQA / MKA shared    x̂_p   = Σ_h W_x[p, h] x̂_{h·P + p}   (W_x: (P, M))
+        keys    B^h: MHA / MKA per head  x̂ S_B, S_B: Di -> M·N;  MQA / MVA shared, S_B: Di -> N
+        queries C^h: MHA / MQA per head  x̂ S_C, S_C: Di -> M·N;  MKA / MVA shared, S_C: Di -> N
+        ŷ^h_t = Σ_{s≤t} (C^h_t · B^h_s) x̂^h_s           each head: the A = I "attention mode" scan
+        ŷ_d   = Σ_{p,h} W_y[d, p, h] ŷ^h_p               (W_y = W_heads: (Di, P, M))
+        out   = ŷ W_out
+
+    W_x (W_contract) and W_y (W_heads) are drawn N(0, 1) as the official ``torch.randn`` init;
+    the linear maps use nn.Linear's init. Shapes of (x̂, B, C) per pattern: koren2026 Table 8.
+    """
+
+    def __init__(self, E: int, D: int, N: int, d_conv: int, expand: int, heads: int, pattern: str):
+        super().__init__(E)
+        if pattern not in HEAD_PATTERNS:
+            raise ValueError(f"head_pattern must be one of {HEAD_PATTERNS}, got {pattern!r}")
+        Di = expand * D
+        if Di % heads:
+            raise ValueError(f"heads={heads} must divide D_in = expand * D = {Di}")
+        self.Di, self.N, self.M, self.P, self.pattern = Di, N, heads, Di // heads, pattern
+        self.B_heads = heads if pattern in ("MHA", "MKA") else 1
+        self.C_heads = heads if pattern in ("MHA", "MQA") else 1
+        self.shared_x = pattern in ("MQA", "MKA")
+        self.W_heads = nn.Parameter(torch.empty(E, Di, self.P, heads))  # (E, Di, P, M)
+        wx = (E, self.P, heads) if self.shared_x else (E, self.P, heads, Di)
+        self.W_contract = nn.Parameter(torch.empty(*wx))  # (E, P, M) or (E, P, M, Di)
+        self.in_proj = PackedLinear(E, D, Di, bias=False)
+        self.conv = PackedCausalConv(E, Di, d_conv, bias=False)
+        self.B_proj = PackedLinear(E, Di, self.B_heads * N, bias=False)
+        self.C_proj = PackedLinear(E, Di, self.C_heads * N, bias=False)
+        self.out_proj = PackedLinear(E, Di, D, bias=False)
+
+    def reset_member(self, e: int, g: torch.Generator) -> None:
+        _normal_(self.W_heads[e], 1.0, g)
+        _normal_(self.W_contract[e], 1.0, g)
+
+    def head_inputs(self, x: torch.Tensor):
+        """(x̂, B, C) per head before broadcasting, heads on dim 2 (size M or 1, Table 8):
+        x̂ (E, B, M|1, L, P), B and C (E, B, M|1, L, N)."""
+        E, Bsz, L, _ = x.shape
+        M, P, N = self.M, self.P, self.N
+        xc = self.conv(self.in_proj(x))  # (E, B, L, Di)
+        if self.shared_x:
+            xs = torch.einsum("eph,eblhp->eblp", self.W_contract, xc.reshape(E, Bsz, L, M, P))
+            xh = xs[:, :, None]  # (E, B, 1, L, P)
+        else:
+            xh = torch.einsum("ephd,ebld->ebhlp", self.W_contract, xc)  # (E, B, M, L, P)
+        Bh = self.B_proj(xc).reshape(E, Bsz, L, self.B_heads, N).transpose(2, 3)  # (E,B,M|1,L,N)
+        Ch = self.C_proj(xc).reshape(E, Bsz, L, self.C_heads, N).transpose(2, 3)  # (E,B,M|1,L,N)
+        return xh, Bh, Ch
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (E, B, L, D)
+        xh, Bh, Ch = self.head_inputs(x)
+        L = xh.shape[3]
+        # y^h_t = Σ_{s≤t} (C^h_t · B^h_s) x̂^h_s; size-1 (shared) head dims broadcast in matmul
+        scores = torch.matmul(Ch, Bh.transpose(-1, -2))  # (E, B, M|1, L, L)
+        mask = torch.ones(L, L, dtype=torch.bool, device=x.device).tril()
+        y = torch.matmul(scores.masked_fill(~mask, 0.0), xh)  # (E, B, M, L, P)
+        return self.out_proj(torch.einsum("edph,ebhlp->ebld", self.W_heads, y))
+
+
 class LinearMamba(nn.Module):
     def __init__(self, cfg, info, E: int):
         super().__init__()
         self.embed = PackedEmbedding(E, info.vocab_size, cfg.D)
-        self.layers = nn.ModuleList(
-            LinearMambaLayer(E, cfg.D, cfg.N, cfg.d_conv, cfg.expand) for _ in range(cfg.n_layers)
-        )
+        pattern = getattr(cfg, "head_pattern", None)
+        if pattern is None:
+            if getattr(cfg, "heads", 1) != 1:
+                raise ValueError("heads > 1 needs a head_pattern (MHA, MQA, MKA or MVA)")
+            self.layers = nn.ModuleList(
+                LinearMambaLayer(E, cfg.D, cfg.N, cfg.d_conv, cfg.expand)
+                for _ in range(cfg.n_layers)
+            )
+        else:
+            self.layers = nn.ModuleList(
+                LinearMambaMultiHeadLayer(E, cfg.D, cfg.N, cfg.d_conv, cfg.expand, cfg.heads, pattern)
+                for _ in range(cfg.n_layers)
+            )
         self.residual = cfg.residual if cfg.residual is not None else cfg.n_layers > 1
         self.cfg, self.vocab = cfg, info.vocab_size
 
@@ -97,6 +176,8 @@ class LinearMamba(nn.Module):
             return
         from ..theory.designed import designed_weights
 
+        if getattr(self.cfg, "head_pattern", None) is not None:
+            raise ValueError("designed weights exist for the single-head linear Mamba only")
         if self.cfg.n_layers != 1 or self.cfg.d_conv != 2 or self.cfg.expand != 2:
             raise ValueError("designed weights exist for 1 layer, d_conv = 2, expand = 2")
         layer = self.layers[0]

@@ -1,0 +1,139 @@
+"""Initialisation schemes, selectable per model (``init: {scheme: ..., ...}`` in a model config).
+
+Every scheme starts from the modules' own ``reset_member`` (the PyTorch-default init of our packed
+layers, with mamba-ssm's Δ / A / D init inside the SSM cores) and then, for member e, overwrites
+some tensors drawing from the *same* generator g_e, which continues where ``reset_member`` stopped.
+So member e depends only on seeds[e] and a pack equals its members built alone.
+
+Schemes
+    default  the modules' reset_member only (PyTorch defaults: Linear / conv U(±1/√fan_in),
+             embedding N(0, 1); S6 Δ↑ U(±R^-½), softplus(b_Δ) log-uniform in [dt_min, dt_max],
+             A = -(1..N), D = 1, as mamba-ssm).
+    mamba    mamba-ssm's ``_init_weights`` as our ``MambaLM`` already does: embedding N(0, std)
+             (std = 0.02) and every Linear bias zero; the rest as ``default``. (mamba-ssm also
+             rescales out_proj by 1/√n_layer — not done here.)
+    hf       Hugging Face ``_init_weights`` of cooper2026's ``HybridPreTrainedModel`` (fork
+             ``micro_hf/models/hybrid.py``): every nn.Linear weight N(0, std) and bias 0 — our
+             PackedLinear and the S6 Δ projection (Δ↑ weight and b_Δ, an nn.Linear ``dt_proj``
+             there) — and every embedding N(0, std); conv, A_log, D and norms keep their init.
+    gamma    chen2025 §4 / notes §3.2: "a parameter W ∈ R^{d1×d2} is initialised N(0, (1/d1^γ)²)"
+             with d1 = fan-in (input dim), so std = fan_in^(-γ). Applied to every weight matrix:
+             embedding (fan-in V, one-hot input) [INFERRED], learned positions (fan-in L)
+             [INFERRED], Linear (fan-in d_in), depthwise conv (fan-in = kernel width), S6 Δ↑
+             (fan-in R), S4D C (fan-in N); biases of those layers 0 [INFERRED]; norms, A_log,
+             b_Δ, D untouched. γ = 0.5 ≈ "standard", γ = 1 "small" initialisation.
+
+Weight matrices of modules this file does not know (mixers added later) are found by convention:
+a module may define ``init_weights() -> list[(param_name, fan_in)]`` and ``init_biases() ->
+list[param_name]``; otherwise every parameter of ndim ≥ 3 not tagged no-weight-decay is a
+(E, d_in, d_out) matrix with fan-in shape[1], and a parameter named ``bias`` is a bias.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from torch import nn
+
+from .layers import PackedEmbedding, PackedLinear, PackedModule, _normal_
+from .mamba import PackedCausalConv
+from .ssm import S4DCore, S6Core
+
+
+class InitConfig(BaseModel):
+    """Initialisation scheme: default | mamba | hf | gamma (see ssmrepro.models.init)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    scheme: Literal["default", "mamba", "hf", "gamma"] = "default"
+    gamma: float | None = Field(None, gt=0, description="gamma scheme: std = fan_in ** -gamma")
+    std: float = Field(0.02, gt=0, description="mamba / hf schemes: normal std")
+
+    @model_validator(mode="after")
+    def _check(self):
+        if (self.scheme == "gamma") != (self.gamma is not None):
+            raise ValueError("gamma is required with scheme 'gamma' and only there")
+        return self
+
+
+def _weights(m: nn.Module) -> list[tuple[str, int]]:
+    """(parameter name, fan-in) of every weight matrix owned directly by module m."""
+    if hasattr(m, "init_weights"):
+        return list(m.init_weights())
+    if isinstance(m, PackedLinear):
+        return [("weight", m.din)]
+    if isinstance(m, PackedEmbedding):
+        return [("weight", m.weight.shape[1])]
+    if isinstance(m, PackedCausalConv):
+        return [("weight", m.width)]
+    if isinstance(m, S6Core):
+        return [("dt_weight", m.R)]
+    if isinstance(m, S4DCore):
+        return [("C", m.N)]
+    from .backbone import LearnedPositions
+
+    if isinstance(m, LearnedPositions):
+        return [("weight", m.weight.shape[1])]
+    return [
+        (n, p.shape[1]) for n, p in m.named_parameters(recurse=False)
+        if p.dim() >= 3 and not getattr(p, "_no_weight_decay", False)
+    ]
+
+
+def _biases(m: nn.Module) -> list[str]:
+    if hasattr(m, "init_biases"):
+        return list(m.init_biases())
+    return [n for n, p in m.named_parameters(recurse=False) if n == "bias" and p is not None]
+
+
+def weight_matrices(model: nn.Module) -> list[tuple[str, nn.Parameter, int]]:
+    """Every weight matrix the gamma scheme draws, in module order: (qualified name, param, fan_in).
+
+    Norm modules own no matrices (their vectors are skipped by the convention).
+    """
+    out = []
+    for mname, m in model.named_modules():
+        for pname, fan_in in _weights(m):
+            out.append((f"{mname}.{pname}" if mname else pname, getattr(m, pname), int(fan_in)))
+    return out
+
+
+def _apply(model: nn.Module, e: int, g: torch.Generator, cfg: InitConfig) -> None:
+    with torch.no_grad():
+        for m in model.modules():
+            if cfg.scheme == "gamma":
+                for pname, fan_in in _weights(m):
+                    _normal_(getattr(m, pname)[e], float(fan_in) ** -cfg.gamma, g)
+                for b in _biases(m):
+                    getattr(m, b)[e].zero_()
+            elif cfg.scheme == "hf":
+                if isinstance(m, (PackedLinear, PackedEmbedding)):
+                    _normal_(m.weight[e], cfg.std, g)
+                    if getattr(m, "bias", None) is not None:
+                        m.bias[e].zero_()
+                elif isinstance(m, S6Core):
+                    _normal_(m.dt_weight[e], cfg.std, g)
+                    m.dt_bias[e].zero_()
+            elif cfg.scheme == "mamba":
+                if isinstance(m, PackedEmbedding):
+                    _normal_(m.weight[e], cfg.std, g)
+                elif isinstance(m, PackedLinear) and m.bias is not None:
+                    m.bias[e].zero_()
+
+
+def initialise(model: nn.Module, seeds: list[int], cfg: InitConfig | None = None) -> None:
+    """Initialise member e of every packed submodule from torch.Generator(seeds[e]).
+
+    With ``cfg`` None or scheme 'default' this is exactly ``layers.reset_members``.
+    """
+    for e, s in enumerate(seeds):
+        g = torch.Generator().manual_seed(int(s))
+        for m in model.modules():
+            if isinstance(m, PackedModule):
+                m.reset_member(e, g)
+        if cfg is not None and cfg.scheme != "default":
+            _apply(model, e, g, cfg)
+
+
+__all__ = ["InitConfig", "initialise", "weight_matrices"]
