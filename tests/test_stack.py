@@ -376,3 +376,25 @@ def test_initialise_without_scheme_matches_reset_members():
     reset_members(m2, [9])
     for p, q in zip(m1.parameters(), m2.parameters()):
         assert torch.equal(p, q)
+
+
+def test_gamma_init_knows_the_matrices_of_every_registered_mixer():
+    """No mixer falls back to the ndim >= 3 guess with a wrong fan-in: every parameter the gamma
+    scheme draws is declared (by a known layer type or the module's init_weights hook)."""
+    from ssmrepro.models import init as init_mod
+    from ssmrepro.models.mixers import MIXERS, build_mixer
+
+    for name in MIXERS:
+        cfg = {"name": name}
+        if "N" in MIXERS[name].Config.model_fields:
+            cfg["N"] = 4
+        m = build_mixer(cfg, 1, 16)
+        for mod in m.modules():
+            declared = (hasattr(mod, "init_weights") or type(mod).__name__ in {
+                "PackedLinear", "PackedEmbedding", "PackedCausalConv", "SSDConv", "S6Core",
+                "S4DCore", "LearnedPositions"})
+            raw3 = [n for n, p in mod.named_parameters(recurse=False)
+                    if p.dim() >= 3 and not getattr(p, "_no_weight_decay", False)]
+            assert declared or not raw3, (name, type(mod).__name__, raw3)
+        names = {n for n, _, _ in init_mod.weight_matrices(m)}
+        assert not any(n.endswith("B_bias") for n in names), name

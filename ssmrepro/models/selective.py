@@ -120,6 +120,13 @@ class DeltaTCore(PackedModule):
         self.A_log, self.A_im = _A_params(E, (d, N), complex_A)
         self.D = no_weight_decay(nn.Parameter(torch.empty(E, d))) if skip else None
 
+    def init_weights(self) -> list[tuple[str, int]]:
+        """Weight matrices for models.init's gamma scheme: (name, fan-in)."""
+        return [] if self.dt_weight is None else [("dt_weight", self.R)]
+
+    def init_biases(self) -> list[str]:
+        return []  # dt_bias keeps its Δ-range init
+
     def reset_member(self, e: int, g: torch.Generator) -> None:
         if self.dt_weight is not None:
             _uniform_(self.dt_weight[e], self.R**-0.5, g)
@@ -204,6 +211,13 @@ class S4DZOH(PackedModule):
         self.C = nn.Parameter(torch.empty(E, d, 2 * N))  # [re | im]
         self.B = nn.Parameter(torch.empty(E, d, 2 * N)) if learn_B else None
         self.D = no_weight_decay(nn.Parameter(torch.empty(E, d))) if skip else None
+
+    def init_weights(self) -> list[tuple[str, int]]:
+        """Weight matrices for models.init's gamma scheme: C reads the N modes (fan-in N)."""
+        return [("C", self.N)]
+
+    def init_biases(self) -> list[str]:
+        return []
 
     def reset_member(self, e: int, g: torch.Generator) -> None:
         u = torch.rand(self.d, generator=g, dtype=torch.float64)
@@ -315,6 +329,13 @@ class B2S6Core(PackedModule):
         self.b = lr_group(no_weight_decay(nn.Parameter(torch.empty(E, d))), "delta")  # ʲb^{(i)}
         self.A_log, self.A_im = _A_params(E, (N,), complex_A)  # shared by all blocks and channels
         self.D = no_weight_decay(nn.Parameter(torch.empty(E, d))) if skip else None
+
+    def init_weights(self) -> list[tuple[str, int]]:
+        """Weight matrices for models.init's gamma scheme: every block map reads p channels."""
+        return [("B_weight", self.p), ("C_weight", self.p), ("w", self.p)]
+
+    def init_biases(self) -> list[str]:
+        return []  # B_bias is B2S6's mechanism (1 + 0i), not a bias to zero; b is the Δ range
 
     def reset_member(self, e: int, g: torch.Generator) -> None:
         bound = self.p**-0.5
