@@ -41,3 +41,15 @@ lint: install
 
 clean:
 	rm -rf .smoke-results .pytest_cache results/*/*/runs results/*/*/claims
+
+SDISTS  ?= third_party/sdists
+
+sdists: install                       ## download the pinned mamba-ssm / causal-conv1d sdists (git-ignored)
+	mkdir -p $(SDISTS)
+	MAMBA_SKIP_CUDA_BUILD=TRUE CAUSAL_CONV1D_SKIP_CUDA_BUILD=TRUE \
+	  $(BIN)/pip download --no-deps --no-build-isolation --no-binary :all: -d $(SDISTS) \
+	  mamba-ssm==2.3.2.post1 causal-conv1d==1.7.0
+	$(BIN)/python scripts/build_kernels.py --sdists $(SDISTS) discover > /dev/null && echo "sdists OK: $(SDISTS)"
+
+gpu-check:                            ## on a CUDA machine: build the kernels for sm_90, run pytest -m gpu
+	bash scripts/gpu_check.sh all

@@ -83,7 +83,10 @@ def test_kill_and_resume(tmp_path, cli_env):
     assert len(records) == len(runs)
     assert {f.stem for f in records} == {r.run_id for r in runs}
     for f in records:
-        assert json.loads(f.read_text())["status"] == "ok"
+        rec = json.loads(f.read_text())
+        assert rec["status"] == "ok" and rec["backend"] == "torch"
+        core = {"S6": "S6Core", "S4D": "S4DCore"}[rec["label"]]  # per mixer, the path it ran
+        assert rec["kernels"] == {core: "torch:selective_scan_fused"}, rec["kernels"]
     for name, mtime in finished_before.items():  # finished runs were not retrained
         assert (store.runs / name).stat().st_mtime_ns == mtime
     done, _ = _count_events(store)

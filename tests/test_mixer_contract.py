@@ -89,3 +89,17 @@ def test_unknown_keys_rejected(name):
 def test_unknown_mixer_lists_known_ones():
     with pytest.raises(MixerSpecError, match="known: .*s6"):
         parse_mixer({"name": "s7"})
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_mixer_reports_its_kernel_path(name):
+    """Run records name the backend per mixer (kernels.backend.kernel_usage): every mixer must log
+    the path it ran, so a record never hides which kernel computed a result."""
+    from ssmrepro.kernels.backend import kernel_usage, reset_kernel_usage
+
+    m = _build(name, [0])
+    reset_kernel_usage()
+    with torch.no_grad():
+        m(torch.randn(1, 2, 5, D, dtype=torch.float64))
+    usage = kernel_usage()
+    assert usage and all(v.startswith("torch:") for v in usage.values()), usage

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from ..kernels.backend import kernel_usage, reset_kernel_usage, set_scan_backend
 from ..store import Store
 from ..train import train_pack
 from .plan import Pack, plan
@@ -40,7 +41,9 @@ def git_commit() -> str | None:
     return _COMMIT or None
 
 
-def make_record(run, result: dict, device: str, backend: str) -> dict:
+def make_record(run, result: dict, device: str, backend: str,
+                kernels: dict[str, str] | None = None) -> dict:
+    """One run's record; ``kernels`` = {mixer class: kernel path(s) it ran} (kernels.backend)."""
     return {
         "run_id": run.run_id,
         "spec_id": run.spec_id,
@@ -51,6 +54,7 @@ def make_record(run, result: dict, device: str, backend: str) -> dict:
         "config": run.config(),
         **result,
         "backend": backend,
+        "kernels": kernels or {},
         "device": device,
         "torch": torch.__version__,
         "python": platform.python_version(),
@@ -77,6 +81,7 @@ EventFn = Callable[[Event], None]
 def work(packs: list[Pack], store: Store, device: str, backend: str, analyses: tuple[str, ...],
          on_event: EventFn) -> None:
     """Claim and train packs in order; write one record per run."""
+    set_scan_backend(backend)  # per process: the models' scans and convs dispatch on it
     for i, pack in enumerate(packs):
         mine = [r for r in pack.runs if store.claim(r.run_id)]
         if not mine:
@@ -84,6 +89,7 @@ def work(packs: list[Pack], store: Store, device: str, backend: str, analyses: t
             continue
         ids = [r.run_id for r in mine]
         on_event(Event("pack_start", i, len(mine), run_ids=ids))
+        reset_kernel_usage()
         try:
             results = train_pack(
                 mine,
@@ -93,7 +99,7 @@ def work(packs: list[Pack], store: Store, device: str, backend: str, analyses: t
                 analyses=analyses,
             )
             for r, res in zip(mine, results):
-                store.write(make_record(r, res, device, backend))
+                store.write(make_record(r, res, device, backend, kernel_usage()))
             on_event(Event("pack_done", i, len(mine), run_ids=ids))
         except Exception as err:  # a crashing pack is recorded, the sweep goes on
             msg = "".join(traceback.format_exception_only(type(err), err)).strip()

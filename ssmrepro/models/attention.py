@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..kernels.backend import note_kernel
 from .layers import PackedLinear, make_norm
 from .mamba import PackedCausalConv
 
@@ -35,6 +36,7 @@ class PackedAttention(nn.Module):
         E, B, L, d = x.shape
         H, hd = self.heads, d // self.heads
         q, k, v = self.qkv(x).reshape(E * B, L, 3, H, hd).permute(2, 0, 3, 1, 4)  # (E*B, H, L, hd)
+        note_kernel(type(self).__name__, "torch:sdpa")
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (E*B, H, L, hd)
         return self.out(y.transpose(1, 2).reshape(E, B, L, d))
 
@@ -187,6 +189,7 @@ class NeoXAttention(nn.Module):
         E, B, L, _ = x.shape
         q, k, v = self.project(x)  # (E, B, H, L, s)
         mask = window_mask(L, self.window, x.device)  # (L, L), True = attend
+        note_kernel(type(self).__name__, "torch:sdpa")
         y = F.scaled_dot_product_attention(
             q.reshape(E * B, self.H, L, self.s), k.reshape(E * B, self.H, L, self.s),
             v.reshape(E * B, self.H, L, self.s), attn_mask=mask)  # (E*B, H, L, s)

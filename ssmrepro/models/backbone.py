@@ -18,6 +18,13 @@ from .layers import PackedEmbedding, PackedLinear, PackedModule, _normal_, make_
 from .ssm import S4DCore, S6Core
 
 
+def append_index(h: torch.Tensor) -> torch.Tensor:
+    """huang2025's PE: the raw position t = 1..L as one extra last channel. (E,B,L,d-1) -> (E,B,L,d)."""
+    E, B, L, _ = h.shape
+    t = torch.arange(1, L + 1, device=h.device, dtype=h.dtype)
+    return torch.cat([h, t.view(1, 1, L, 1).expand(E, B, L, 1)], dim=-1)
+
+
 class SSMLM(nn.Module):
     def __init__(self, cfg, info, E: int):
         super().__init__()
@@ -38,11 +45,7 @@ class SSMLM(nn.Module):
 
     def embed_tokens(self, ids: torch.Tensor) -> torch.Tensor:  # (E, B, L) -> (E, B, L, d)
         h = self.embed(ids)
-        if self.pe == "index":
-            E, B, L = ids.shape
-            t = torch.arange(1, L + 1, device=ids.device, dtype=h.dtype)
-            h = torch.cat([h, t.view(1, 1, L, 1).expand(E, B, L, 1)], dim=-1)
-        return h
+        return append_index(h) if self.pe == "index" else h
 
     def features(self, ids: torch.Tensor) -> torch.Tensor:  # (E, B, L) -> (E, B, L, d)
         h = self.embed_tokens(ids)

@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..kernels.backend import causal_conv, note_kernel
 from .layers import PackedEmbedding, PackedLinear, PackedModule, PackedNorm, _normal_, _uniform_
 from .ssm import S6Core
 
@@ -48,17 +49,14 @@ class PackedCausalConv(PackedModule):
             _uniform_(self.bias[e], bound, g)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (E, B, L, C) -> (E, B, L, C)
-        W, L = self.width, x.shape[2]
-        xp = F.pad(x, (0, 0, W - 1, 0))  # (E, B, L+W-1, C): zeros before t = 0
-        out = sum(xp[:, :, k : k + L] * self.weight[:, None, None, :, k] for k in range(W))
-        if self.bias is not None:
-            out = out + self.bias[:, None, None, :]
-        return out
+        # torch: kernels.cuda.causal_conv1d_torch; cuda backend: causal_conv1d_fn (widths 2-4)
+        return causal_conv(x, self.weight, self.bias, who=type(self).__name__)
 
 
 def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """y_t = Σ_{s≤t} (q_t · k_s) v_s.  q, k: (E, B, L, N); v: (E, B, L, P) -> (E, B, L, P)."""
     L = q.shape[2]
+    note_kernel("LinearMamba", "torch:linear_attention")
     scores = torch.matmul(q, k.transpose(-1, -2))  # (E, B, L, L)
     mask = torch.ones(L, L, dtype=torch.bool, device=q.device).tril()
     return torch.matmul(scores.masked_fill(~mask, 0.0), v)
@@ -143,6 +141,7 @@ class LinearMambaMultiHeadLayer(PackedModule):
         xh, Bh, Ch = self.head_inputs(x)
         L = xh.shape[3]
         # y^h_t = Σ_{s≤t} (C^h_t · B^h_s) x̂^h_s; size-1 (shared) head dims broadcast in matmul
+        note_kernel("LinearMamba", "torch:linear_attention")
         scores = torch.matmul(Ch, Bh.transpose(-1, -2))  # (E, B, M|1, L, L)
         mask = torch.ones(L, L, dtype=torch.bool, device=x.device).tril()
         y = torch.matmul(scores.masked_fill(~mask, 0.0), xh)  # (E, B, M, L, P)

@@ -51,7 +51,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..kernels.ssd import ssd
+from ..kernels.backend import ssd_scan
 from .layers import PackedLinear, PackedModule, _uniform_, no_weight_decay
 from .mamba import PackedCausalConv
 
@@ -66,18 +66,6 @@ def _dt_bias(n: int, dt_min: float, dt_max: float, floor: float, g: torch.Genera
 def _A_log(n: int, A_min: float, A_max: float, g: torch.Generator) -> torch.Tensor:
     """log of A_init ~ U(A_min, A_max) (chen2025 App. B)."""
     return torch.log(A_min + (A_max - A_min) * torch.rand(n, generator=g, dtype=torch.float64))
-
-
-def _fold(t: torch.Tensor) -> torch.Tensor:
-    """(E, B, L, H, ...) -> (B, L, E*H, ...): members side by side on SSD's head axis."""
-    E, B, L, H = t.shape[:4]
-    return t.movedim(0, 2).reshape(B, L, E * H, *t.shape[4:])
-
-
-def _unfold(t: torch.Tensor, E: int) -> torch.Tensor:
-    """(B, L, E*H, ...) -> (E, B, L, H, ...)."""
-    B, L, EH = t.shape[:3]
-    return t.reshape(B, L, E, EH // E, *t.shape[3:]).movedim(2, 0)
 
 
 def _conv_ref(u: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, t: int) -> torch.Tensor:
@@ -207,13 +195,11 @@ class Mamba2Mixer(PackedModule):
         z, xBC, dt = self.in_proj(u).split([Di, Di + 2 * G * N, H], dim=-1)
         xs, Bm, Cm = self._conv_out(self.conv(xBC), xBC).split([Di, G * N, G * N], dim=-1)
         delta = F.softplus(dt + self.dt_bias[:, None, None, :])  # (E, B, L, H)
-        a = delta * -torch.exp(self.A_log)[:, None, None, :]  # (E, B, L, H) log-decay
         xh = xs.reshape(E, Bsz, L, H, P)  # (E, B, L, H, P)
-        rep = H // G  # heads per group: head h reads group h // rep
-        Bh = Bm.reshape(E, Bsz, L, G, 1, N).expand(-1, -1, -1, -1, rep, -1).reshape(E, Bsz, L, H, N)
-        Ch = Cm.reshape(E, Bsz, L, G, 1, N).expand(-1, -1, -1, -1, rep, -1).reshape(E, Bsz, L, H, N)
-        y = ssd(_fold(xh * delta[..., None]), _fold(a), _fold(Bh), _fold(Ch), self.chunk)
-        y = _unfold(y, E) + self.D[:, None, None, :, None] * xh  # (E, B, L, H, P)
+        # SSD with head h reading group h // (H / G); torch ssd or the CUDA kernel (kernels.backend)
+        y = ssd_scan(xh, delta, -torch.exp(self.A_log), Bm.reshape(E, Bsz, L, G, N),
+                     Cm.reshape(E, Bsz, L, G, N), chunk=self.chunk, who=type(self).__name__)
+        y = y + self.D[:, None, None, :, None] * xh  # (E, B, L, H, P)
         return self.out_proj(self._gate_norm(y.reshape(E, Bsz, L, Di), z))
 
     # -- reference -----------------------------------------------------------------------------
@@ -307,16 +293,14 @@ class Mamba2ThreeConv(PackedModule):
 
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (E, B, L, d) -> (E, B, L, d)
-        E = x.shape[0]
         u = F.silu(self.conv_u(self.W_u(x)))  # (E, B, L, Di)
         Bm = F.silu(self.conv_B(self.W_B(x)))  # (E, B, L, N)
         Cm = F.silu(self.conv_C(self.W_C(x)))  # (E, B, L, N)
         delta = self._delta(x)  # (E, B, L)
-        a = delta * -torch.exp(self.lam_log)[:, None, None]  # (E, B, L)
-        # one SSD head per member: x (B, L, E, Di), a (B, L, E), B / C (B, L, E, N)
-        y = ssd(_fold((u * delta[..., None])[:, :, :, None]), _fold(a[..., None]),
-                _fold(Bm[:, :, :, None]), _fold(Cm[:, :, :, None]), self.chunk)
-        y = _unfold(y, E)[:, :, :, 0]  # (E, B, L, Di)
+        # one SSD head per member (H = G = 1, P = Di): torch ssd or the CUDA kernel
+        y = ssd_scan(u[:, :, :, None], delta[..., None], -torch.exp(self.lam_log)[:, None],
+                     Bm[:, :, :, None], Cm[:, :, :, None], chunk=self.chunk,
+                     who=type(self).__name__)[:, :, :, 0]  # (E, B, L, Di)
         if self.W_g is not None:
             y = F.silu(self.W_g(x)) * y  # (14g)
         return y if self.out_proj is None else self.out_proj(y)

@@ -62,6 +62,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..kernels.backend import note_kernel
 from ..kernels.scan import diag_scan, selective_scan
 from .layers import PackedLinear, PackedModule, _normal_, _uniform_, no_weight_decay
 from .mamba import PackedCausalConv
@@ -156,6 +157,7 @@ class DeltaTCore(PackedModule):
         la = delta.permute(1, 2, 0, 3)[:, :, :, None, :] * A[None, None]
         b = x.permute(1, 2, 0, 3)[..., None] * Bt.permute(1, 2, 0, 3)[:, :, :, None, :]
         # 2. the diagonal scan over L
+        note_kernel(type(self).__name__, "torch:diag_scan")
         h = diag_scan(la, b)  # (B, L, E, d, N)
         # 3. read-out y_t[d] = Σ_n C_t[n] h_t[d, n]
         y = (h * Ct.permute(1, 2, 0, 3)[:, :, :, None, :]).sum(-1)  # (B, L, E, d)
@@ -253,6 +255,7 @@ class S4DZOH(PackedModule):
         E, Bsz, L, d = x.shape
         if ref:
             return self._ref(x)
+        note_kernel(type(self).__name__, f"torch:{self.impl}")
         if self.impl == "scan":
             dt, A, B_over_dt, C = self.params()
             u = _fold(x)  # (B, L, E*d)
@@ -372,6 +375,8 @@ class B2S6Core(PackedModule):
         if ref:
             return self._ref(x, delta, A, Bsel, Ct, Bb)
         N, G = self.N, E * self.h
+        path = "torch:selective_scan" if self.impl == "split" else "torch:diag_scan"
+        note_kernel(type(self).__name__, path)
         u, dl = _fold(x), _fold(delta)  # (B, L, E*d), channel e*d + j*p + i
         Af = A[:, None, :].expand(E, d, N).reshape(E * d, N)
         Cg = Ct.permute(1, 2, 0, 3, 4).reshape(Bsz, L, G, N)  # group e*h + j

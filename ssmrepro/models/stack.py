@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validat
 from torch import nn
 
 from .attention import NeoXBlock, PackedMLP
-from .backbone import LearnedPositions
+from .backbone import LearnedPositions, append_index
 from .init import InitConfig
 from .layers import PackedEmbedding, PackedLinear, PackedModule, PackedNorm, no_weight_decay
 from .mixers import MixerConfig, NeoXAttnFields, build_mixer, parse_mixer
@@ -344,9 +344,7 @@ class SeqLM(nn.Module):
     def embed_tokens(self, ids: torch.Tensor) -> torch.Tensor:  # (E, B, L) -> (E, B, L, d)
         h = self.embed(ids)
         if self.pe == "index":
-            E, B, L = ids.shape
-            t = torch.arange(1, L + 1, device=ids.device, dtype=h.dtype)
-            h = torch.cat([h, t.view(1, 1, L, 1).expand(E, B, L, 1)], dim=-1)
+            h = append_index(h)
         elif self.pos is not None:
             h = self.pos(h)
         return h
