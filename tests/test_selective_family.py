@@ -40,6 +40,8 @@ CASES = [
     ("mamba1x-s4d-complex", lambda E: Mamba1xMixer(E, 4, N, d_conv=2, core="s4d", complex_A=True,
                                                    A_init="s4d_lin"), 9),
     ("mamba1x-delta_t", lambda E: Mamba1xMixer(E, 4, N, d_conv=3, core="delta_t", gate=False), 9),
+    ("mamba1x-b2s6", lambda E: Mamba1xMixer(E, 4, N, core="b2s6", blocks=2, complex_A=True,
+                                            A_init="s4d_lin"), 9),
     ("mamba1x-simplified", lambda E: Mamba1xMixer(E, 4, N, d_conv=1, discretize=False, skip=False,
                                                   conv_act=False, gate=False, conv_bias=False), 9),
 ]

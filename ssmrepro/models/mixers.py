@@ -181,7 +181,9 @@ class Mamba1xConfig(MixerConfig):
     conv_act: bool = Field(True, description="SiLU after the conv (x̂ = σ(conv(x)))")
     gate: bool = Field(True, description="gate branch y ⊙ SiLU(z)")
     bias: bool = Field(False, description="biases of in_proj and out_proj")
-    core: Literal["s6", "s4d", "delta_t"] = Field("s6", description="SSM core")
+    core: Literal["s6", "s4d", "delta_t", "b2s6"] = Field(
+        "s6", description="SSM core (b2s6: yu2025 App. G's Mamba block with a B2S6 core)")
+    blocks: int = Field(8, ge=1, description="b2s6 core: number of blocks h (d_inner % h == 0)")
     complex_A: bool = Field(False, description="complex Λ (and B, C); y = 2·Re(...)")
     A_init: Literal["s4d_real", "s4d_lin"] = _A_INIT
     discretize: bool = Field(
@@ -198,6 +200,8 @@ class Mamba1xConfig(MixerConfig):
             raise ValueError("discretize=false (A = I, no Δ) needs core s6 or s4d and a real A")
         if self.dt_rank == "full" and self.core != "delta_t":
             raise ValueError("dt_rank 'full' exists for core delta_t only")
+        if self.core == "b2s6" and (not self.discretize or self.dt_rank not in ("auto", None)):
+            raise ValueError("core b2s6 has its own per-block Δ (no dt_rank) and needs discretize")
         return self
 
 
@@ -259,7 +263,7 @@ def _mamba1x(c: Mamba1xConfig, E: int, d: int) -> nn.Module:
         E, d, c.N, c.d_conv, c.expand, c.conv_bias, c.bias, conv=c.conv, conv_act=c.conv_act,
         gate=c.gate, core=c.core, complex_A=c.complex_A, A_init=c.A_init, discretize=c.discretize,
         dt_rank=c.dt_rank if isinstance(c.dt_rank, int) else None, dt_min=c.dt_min,
-        dt_max=c.dt_max, skip=c.skip)
+        dt_max=c.dt_max, skip=c.skip, blocks=c.blocks)
 
 
 def _delta_t(c: DeltaTConfig, E: int, d: int) -> nn.Module:

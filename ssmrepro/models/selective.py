@@ -431,8 +431,8 @@ class B2S6Core(PackedModule):
 class Mamba1xMixer(nn.Module):
     """in_proj -> [causal depthwise conv] -> [SiLU] -> core -> [⊙ SiLU(z)] -> out_proj (packed).
 
-    core: "s6" (S6Core), "s4d" (S4DCore; the block is then huang2025's Mamba-S4D) or "delta_t"
-    (DeltaTCore). dt_rank: int, or None = ceil(d / 16) for s6 (mamba-ssm's default, d = the block's
+    core: "s6" (S6Core), "s4d" (S4DCore; the block is then huang2025's Mamba-S4D), "delta_t"
+    (DeltaTCore) or "b2s6" (B2S6Core with ``blocks`` blocks; yu2025 App. G). dt_rank: int, or None = ceil(d / 16) for s6 (mamba-ssm's default, d = the block's
     input width) and a full d_inner×N Δ projection for delta_t.
     """
 
@@ -441,7 +441,7 @@ class Mamba1xMixer(nn.Module):
                  conv_act: bool = True, gate: bool = True, core: str = "s6",
                  complex_A: bool = False, A_init: str = "s4d_real", discretize: bool = True,
                  dt_rank: int | None = None, dt_min: float = 1e-3, dt_max: float = 1e-1,
-                 skip: bool = True):
+                 skip: bool = True, blocks: int = 8):
         super().__init__()
         self.d_inner, self.gate, self.conv_act = expand * d, gate, conv_act
         Di = self.d_inner
@@ -458,8 +458,11 @@ class Mamba1xMixer(nn.Module):
                 raise ValueError("delta_t without discretization is s6 with discretize=False")
             self.ssm = DeltaTCore(E, Di, N, dt_rank, dt_min, dt_max, skip=skip,
                                   complex_A=complex_A, A_init=A_init)
+        elif core == "b2s6":  # yu2025 App. G: the Mamba block with B2S6 in place of S6
+            self.ssm = B2S6Core(E, Di, N, blocks, complex_A=complex_A, complex_B=complex_A,
+                                skip=skip, A_init=A_init, dt_min=dt_min, dt_max=dt_max)
         else:
-            raise ValueError(f"unknown core {core!r}; known: s6, s4d, delta_t")
+            raise ValueError(f"unknown core {core!r}; known: s6, s4d, delta_t, b2s6")
         self.out_proj = PackedLinear(E, Di, d, bias=bias)
 
     def forward(self, x: torch.Tensor, ref: bool = False) -> torch.Tensor:  # (E, B, L, d)
