@@ -235,8 +235,9 @@ def _outputs(spec, profile: str, out: Path | None):
             console.print(f"[{color}]{v.verdict}[/] {v.text} (ours: {ours})", highlight=False)
     pvs = [v for v in res.verdicts if v.kind == "paper_value"]
     if pvs:
-        n = sum(v.verdict == "match" for v in pvs)
-        console.print(f"paper values: {n}/{len(pvs)} within tolerance")
+        from .report import paper_value_tally
+
+        console.print(f"paper values: {paper_value_tally(pvs)}")
     console.print(f"figure: {res.figure}\nreport: {res.report}")
     return res
 

@@ -103,6 +103,14 @@ def verify(spec, agg: pd.DataFrame) -> list[Verdict]:
     return out
 
 
+def paper_value_tally(pvs) -> str:
+    """'27 of 45 compared within tolerance; 228 cells not run in this profile'."""
+    n_match = sum(v.verdict == "match" for v in pvs)
+    n_missing = sum(v.verdict == "missing" for v in pvs)
+    out = f"{n_match} of {len(pvs) - n_missing} compared within tolerance"
+    return out + (f"; {n_missing} cells not run in this profile" if n_missing else "")
+
+
 def md_table(df: pd.DataFrame) -> str:
     """A GitHub markdown table (floats with 3 decimals)."""
 
@@ -136,8 +144,7 @@ def markdown(spec, profile: str, agg: pd.DataFrame, verdicts: list[Verdict], n_r
         lines.append("- (no checkable claims in this spec)")
     pvs = [v for v in verdicts if v.kind == "paper_value"]
     if pvs:
-        n_match = sum(v.verdict == "match" for v in pvs)
-        lines += ["", f"## Paper values ({n_match}/{len(pvs)} within tolerance)", "",
+        lines += ["", f"## Paper values ({paper_value_tally(pvs)})", "",
                   "| cell | paper | ours | verdict |", "|---|---|---|---|"]
         for v in pvs:
             ours = "—" if v.ours is None else f"{v.ours:.3f}"

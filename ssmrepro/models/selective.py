@@ -432,7 +432,8 @@ class Mamba1xMixer(nn.Module):
     """in_proj -> [causal depthwise conv] -> [SiLU] -> core -> [⊙ SiLU(z)] -> out_proj (packed).
 
     core: "s6" (S6Core), "s4d" (S4DCore; the block is then huang2025's Mamba-S4D), "delta_t"
-    (DeltaTCore) or "b2s6" (B2S6Core with ``blocks`` blocks; yu2025 App. G). dt_rank: int, or None = ceil(d / 16) for s6 (mamba-ssm's default, d = the block's
+    (DeltaTCore) or "b2s6" (B2S6Core with ``blocks`` blocks; yu2025 App. G). dt_rank: int, or
+    None = ceil(d / 16) for s6 (mamba-ssm's default, d = the block's
     input width) and a full d_inner×N Δ projection for delta_t.
     """
 
