@@ -22,24 +22,24 @@ Example::
     .venv/bin/python scripts/bench_scans.py --batch 4 --d 16 --n 4    # small per-step state
     .venv/bin/python scripts/bench_scans.py --L 1024 --kernels diag --chunk 32 --json out.json
 
-Issue 3 measurements (2-core AMD EPYC VM shared with other jobs, torch 2.13 CPU, float32,
-fwd+bwd, 1 thread, CPU clock; speed-up of medians / of minima over the reference)::
+Committed measurements (idle 2-core AMD EPYC VM, torch 2.13 CPU, float32, fwd+bwd, 2 threads,
+wall clock; speed-up of medians / of minima over the sequential reference)::
 
-    .venv/bin/python scripts/bench_scans.py --threads 1 --clock cpu --repeats 5 \
-        --json results/bench/scans-cpu-new.json
-    .venv/bin/python scripts/bench_scans.py --threads 1 --clock cpu --repeats 3 \
-        --kernels selective diag --batch 8 --d 128 --n 16 --json results/bench/scans-cpu-new-large.json
+    .venv/bin/python scripts/bench_scans.py --json results/bench/scans-cpu.json
+    .venv/bin/python scripts/bench_scans.py --kernels selective diag --batch 8 --d 128 --n 16 \
+        --json results/bench/scans-cpu-large.json
 
-    selective Bt=16 D=32 N=8:   L=64 fused 2.5x/2.6x  L=1024 fused 4.1x/3.4x (chunked 1.4x/1.6x)
-                                L=4096 fused 7.2x/6.3x (chunked 1.4x/1.3x)
-    selective Bt=8 D=128 N=16:  L=1024 fused 6.9x/7.7x  L=4096 fused 9.3x/9.8x (chunked ~1.5x)
-    diag Bt=16 S=(32,8):        L=1024 blocked 2.0x/2.0x, L=4096 2.3x/2.4x (two-pass ~1.0-1.1x)
-    diag Bt=8 S=(128,16):       L=1024 blocked 2.7x/3.3x, L=4096 2.1x/2.5x
-    ssd Bt=16 H=4 P=N=8:        L=1024 5.2x/6.0x, L=4096 3.9x/4.7x
+    selective Bt=16 D=32 N=8:   L=64 fused 2.4x/2.5x  L=1024 fused 2.7x/2.2x (chunked 2.1x/1.8x)
+                                L=4096 fused 5.5x/6.7x (chunked 1.7x/1.8x)
+    selective Bt=8 D=128 N=16:  L=1024 fused 8.5x/8.9x  L=4096 fused 7.9x/7.6x (chunked 1.3-2.2x)
+    diag Bt=16 S=(32,8):        L=1024 blocked 3.1x/2.7x, L=4096 2.9x/3.1x (two-pass ~1.6x)
+    diag Bt=8 S=(128,16):       L=1024 blocked 2.4x/2.1x, L=4096 2.8x/2.9x (two-pass ~0.9-1.0x)
+    ssd Bt=16 H=4 P=N=8:        L=64 4.5x/4.9x, L=1024 10.5x/10.0x, L=4096 6.3x/6.7x
 
-Earlier idle-machine numbers (2 threads, wall clock, before issue 3): diag Bt=16 S=(32,8)
-two-pass 1.5-1.6x; ssd 6.5-6.7x. With other processes on the cores, 2-thread timings are
-unreliable (thread-barrier stalls); compare minima or use --threads 1.
+With one thread and the CPU clock (``--threads 1 --clock cpu``, on a loaded machine) the fused
+selective scan measured 4.1x/3.4x at L = 1024 and 7.2x/6.3x at L = 4096 for the first shape.
+With other processes on the cores, 2-thread timings are unreliable (thread-barrier stalls);
+compare minima or use --threads 1.
 """
 
 from __future__ import annotations
