@@ -14,10 +14,12 @@ import copy
 import hashlib
 import itertools
 import json
+import typing
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
+from pydantic_core import to_jsonable_python
 
 from . import expr
 from .models import MODELS, ModelConfig
@@ -52,13 +54,7 @@ class RunConfig:
         }
 
     def identity(self) -> dict[str, Any]:
-        """The config without fields at their defaults: what a run id hashes."""
-        def lean(c) -> dict[str, Any]:
-            out = c.model_dump(mode="json", exclude_defaults=True)
-            if hasattr(c, "name"):
-                out["name"] = c.name  # a registry name is identity even when it is the default
-            return out
-
+        """The config without fields at their defaults: what a run id hashes (see :func:`lean`)."""
         return {"task": lean(self.task), "model": lean(self.model), "train": lean(self.train),
                 "seed": self.seed}
 
@@ -72,6 +68,36 @@ class RunConfig:
         cfg.pop("seed")
         cfg["train"] = {k: v for k, v in cfg["train"].items() if k not in MEMBER_FIELDS}
         return _hash(cfg)
+
+
+def _is_tag(annotation: Any) -> bool:
+    """A single-valued Literal field (``name: Literal["s6"]``, ``kind: Literal["neox"]``) names a
+    type: it is identity even at its default."""
+    return typing.get_origin(annotation) is typing.Literal and len(typing.get_args(annotation)) == 1
+
+
+def lean(m: BaseModel) -> dict[str, Any]:
+    """JSON dump of a config without the fields at their defaults, at every nesting level, keeping
+    every type tag and ``name``. Two configs that compute the same thing give the same dump, and
+    adding a field whose default keeps the old behaviour does not change it."""
+
+    def enc(v: Any) -> Any:
+        if isinstance(v, BaseModel):
+            return lean(v)
+        if isinstance(v, dict):
+            return {str(k): enc(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [enc(x) for x in v]
+        return to_jsonable_python(v)
+
+    out: dict[str, Any] = {}
+    for fname, f in type(m).model_fields.items():
+        v = getattr(m, fname)
+        if fname == "name" or _is_tag(f.annotation):
+            out[fname] = enc(v)
+        elif f.is_required() or v != f.get_default(call_default_factory=True):
+            out[fname] = enc(v)
+    return out
 
 
 def _hash(obj: Any, n: int = 12) -> str:

@@ -40,3 +40,18 @@ def test_ids_differ_by_seed_task_model_and_train_values_and_names():
     assert _id(r) == base
     ident = r.identity()
     assert ident["model"]["name"] == "ssm_lm" and ident["task"]["name"] == "keep_nth"
+
+
+def test_nested_configs_keep_their_type_tags():
+    """Two mixers whose non-default fields agree ({N: 4}) must not share a run id: every nested
+    model's name / single-valued Literal tag is part of the identity."""
+    from ssmrepro.models.stack import SeqLMConfig
+    from ssmrepro.sweep import lean
+
+    def cfg(mixer):
+        return SeqLMConfig(layers="SSM", blocks={"SSM": {"mixer": {"name": mixer, "N": 4}}})
+
+    a, b = lean(cfg("delta_t")), lean(cfg("s4d_zoh"))
+    assert a != b
+    assert a["blocks"]["SSM"]["mixer"] == {"name": "delta_t", "N": 4}
+    assert a["blocks"]["SSM"]["kind"] == "mixer"
