@@ -162,3 +162,30 @@ def test_neox_attn_registered_as_mixer():
         parse_mixer({"name": "neox_attn", "windw": 5})
     with pytest.raises(ValidationError):
         parse_mixer({"name": "neox_attn", "window": 0})
+
+
+def test_plain_attention_with_separate_qk_and_v_widths_equals_explicit_softmax():
+    """chen2025's inverse-matching Transformer shape (q/k width ≠ v width ≠ d), per head, against
+    softmax(q kᵀ / √dk + causal mask) v written out with a loop over queries."""
+    from ssmrepro.models.attention import PackedAttention
+    from ssmrepro.models.layers import reset_members
+
+    E, B, L, d, H, qk, v = 2, 2, 7, 6, 2, 8, 12
+    m = PackedAttention(E, d, H, qk_dim=qk, v_dim=v)
+    reset_members(m, [1, 2])
+    m = m.double()
+    x = torch.randn(E, B, L, d, dtype=torch.float64)
+    y = m(x)
+    W, b = m.qkv.weight, m.qkv.bias
+    proj = torch.einsum("ebld,edk->eblk", x, W) + b[:, None, None]
+    q, k, vv = proj.split([qk, qk, v], -1)
+    outs = torch.zeros(E, B, L, v, dtype=torch.float64)
+    for h in range(H):
+        qs, ks = slice(h * qk // H, (h + 1) * qk // H), slice(h * v // H, (h + 1) * v // H)
+        for t in range(L):
+            s = torch.einsum("ebk,ebsk->ebs", q[:, :, t, qs], k[:, :, : t + 1, qs]) / (qk // H) ** 0.5
+            outs[:, :, t, ks] = torch.einsum("ebs,ebsv->ebv", s.softmax(-1), vv[:, :, : t + 1, ks])
+    ref = torch.einsum("eblv,evd->ebld", outs, m.out.weight) + m.out.bias[:, None, None]
+    torch.testing.assert_close(y, ref, rtol=1e-10, atol=1e-10)
+    n = sum(p.numel() for p in m.parameters()) // E
+    assert n == d * (2 * qk + v) + (2 * qk + v) + v * d + d

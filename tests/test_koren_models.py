@@ -47,3 +47,15 @@ def test_mamba_lm_causal_and_pack_equals_alone():
     # d_model 16: embedding 64*16 (tied) + 2 RMSNorm + in_proj 16x64 + conv 32x4+32
     # + x_proj 32x(1+8) + dt_proj 1x32+32 + A_log 32x4 + D 32 + out_proj 32x16
     assert count_params(m, 3) == 1024 + 32 + 1024 + 160 + 288 + 64 + 128 + 32 + 512
+
+
+def test_mamba_lm_rescales_out_proj_like_mamba_ssm():
+    from ssmrepro.models import MambaLMConfig, build_model
+    from ssmrepro.tasks.base import TaskInfo
+
+    info = TaskInfo(vocab_size=9, n_classes=9, seq_len=6)
+    one = build_model(MambaLMConfig(D=8, N=4, n_layers=1), info, 1, seeds=[3])
+    two = build_model(MambaLMConfig(D=8, N=4, n_layers=2), info, 1, seeds=[3])
+    # same generator stream up to the first mixer's out_proj: layer 0 is the 1-layer draw / √2
+    torch.testing.assert_close(two.mixers[0].out_proj.weight,
+                               one.mixers[0].out_proj.weight / 2**0.5, rtol=0, atol=1e-7)

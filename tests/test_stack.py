@@ -398,3 +398,24 @@ def test_gamma_init_knows_the_matrices_of_every_registered_mixer():
             assert declared or not raw3, (name, type(mod).__name__, raw3)
         names = {n for n, _, _ in init_mod.weight_matrices(m)}
         assert not any(n.endswith("B_bias") for n in names), name
+
+
+def test_mamba_init_rescales_out_proj_by_sqrt_n_layer():
+    """mamba-ssm's rescale_prenorm_residual: with 3 Mamba blocks every out_proj is the default
+    draw divided by √3; embeddings N(0, 0.02); Linear biases zero."""
+    from ssmrepro.models import build_model
+    from ssmrepro.models.stack import SeqLMConfig
+    from ssmrepro.tasks.base import TaskInfo
+
+    info = TaskInfo(vocab_size=11, n_classes=11, seq_len=8)
+    blocks = {"SSM": {"mixer": {"name": "mamba1", "N": 4}}}
+    base = dict(d=16, layers="SSM", repeat=3, blocks=blocks)
+    dflt = build_model(SeqLMConfig(**base), info, 1, seeds=[4])
+    mam = build_model(SeqLMConfig(**base, init={"scheme": "mamba"}), info, 1, seeds=[4])
+    outs = [(n, p) for n, p in mam.named_parameters() if n.endswith("out_proj.weight")]
+    assert len(outs) == 3
+    ref = dict(dflt.named_parameters())
+    for n, p in outs:
+        torch.testing.assert_close(p, ref[n] / 3**0.5, rtol=0, atol=0)
+    emb = [p for n, p in mam.named_parameters() if n.startswith("embed")][0]
+    assert abs(emb.std().item() - 0.02) < 0.005

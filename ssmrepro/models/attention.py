@@ -22,23 +22,33 @@ from .mamba import PackedCausalConv
 
 
 class PackedAttention(nn.Module):
-    """Causal MHA with qkv / out projections (with bias) per member."""
+    """Causal MHA with qkv / out projections (with bias) per member.
 
-    def __init__(self, E: int, d: int, heads: int = 1):
+    ``qk_dim`` / ``v_dim`` (default d) set the total query/key and value widths, split over the
+    heads; e.g. chen2025's inverse-matching Transformer: d = 128, q/k 128, v 256, 1 head.
+    """
+
+    def __init__(self, E: int, d: int, heads: int = 1, qk_dim: int | None = None,
+                 v_dim: int | None = None):
         super().__init__()
-        if d % heads:
-            raise ValueError(f"d={d} is not divisible by heads={heads}")
+        self.qk, self.v = qk_dim or d, v_dim or d
+        if self.qk % heads or self.v % heads:
+            raise ValueError(f"q/k width {self.qk} and v width {self.v} must divide by heads={heads}")
         self.d, self.heads = d, heads
-        self.qkv = PackedLinear(E, d, 3 * d)
-        self.out = PackedLinear(E, d, d)
+        self.qkv = PackedLinear(E, d, 2 * self.qk + self.v)  # x -> [q | k | v]
+        self.out = PackedLinear(E, self.v, d)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (E, B, L, d)
         E, B, L, d = x.shape
-        H, hd = self.heads, d // self.heads
-        q, k, v = self.qkv(x).reshape(E * B, L, 3, H, hd).permute(2, 0, 3, 1, 4)  # (E*B, H, L, hd)
+        H = self.heads
+        q, k, v = self.qkv(x).split([self.qk, self.qk, self.v], dim=-1)
+
+        def heads(t: torch.Tensor) -> torch.Tensor:  # (E, B, L, w) -> (E*B, H, L, w/H)
+            return t.reshape(E * B, L, H, -1).transpose(1, 2)
+
         note_kernel(type(self).__name__, "torch:sdpa")
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (E*B, H, L, hd)
-        return self.out(y.transpose(1, 2).reshape(E, B, L, d))
+        y = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), is_causal=True)
+        return self.out(y.transpose(1, 2).reshape(E, B, L, self.v))  # y: (E*B, H, L, v/H)
 
 
 class PackedMLP(nn.Module):

@@ -9,9 +9,10 @@ Schemes
     default  the modules' reset_member only (PyTorch defaults: Linear / conv U(±1/√fan_in),
              embedding N(0, 1); S6 Δ↑ U(±R^-½), softplus(b_Δ) log-uniform in [dt_min, dt_max],
              A = -(1..N), D = 1, as mamba-ssm).
-    mamba    mamba-ssm's ``_init_weights`` as our ``MambaLM`` already does: embedding N(0, std)
-             (std = 0.02) and every Linear bias zero; the rest as ``default``. (mamba-ssm also
-             rescales out_proj by 1/√n_layer — not done here.)
+    mamba    mamba-ssm's ``_init_weights``: embedding N(0, std) (std = 0.02), every Linear bias
+             zero, and every mixer's ``out_proj`` (drawn U(±1/√fan_in) = kaiming_uniform(a=√5))
+             divided by √n_layer (``rescale_prenorm_residual``, n_layer = the number of
+             ``out_proj`` layers); the rest as ``default``.
     hf       Hugging Face ``_init_weights`` of cooper2026's ``HybridPreTrainedModel`` (fork
              ``micro_hf/models/hybrid.py``): every nn.Linear weight N(0, std) and bias 0 — our
              PackedLinear and the S6 Δ projection (Δ↑ weight and b_Δ, an nn.Linear ``dt_proj``
@@ -101,6 +102,11 @@ def weight_matrices(model: nn.Module) -> list[tuple[str, nn.Parameter, int]]:
 
 def _apply(model: nn.Module, e: int, g: torch.Generator, cfg: InitConfig) -> None:
     with torch.no_grad():
+        if cfg.scheme == "mamba":
+            outs = [m for n, m in model.named_modules()
+                    if n.split(".")[-1] == "out_proj" and isinstance(m, PackedLinear)]
+            for m in outs:
+                m.weight[e] /= len(outs) ** 0.5
         for m in model.modules():
             if cfg.scheme == "gamma":
                 for pname, fan_in in _weights(m):

@@ -233,6 +233,12 @@ class MambaLM(nn.Module):
         )
         self.norm_f = PackedNorm(E, cfg.D, "rmsnorm")
 
+    @torch.no_grad()
+    def post_init(self, seeds: list[int]) -> None:
+        """mamba-ssm's rescale_prenorm_residual: out_proj /= √n_layer (a no-op for one layer)."""
+        for mixer in self.mixers:
+            mixer.out_proj.weight /= len(self.mixers) ** 0.5
+
     def features(self, ids: torch.Tensor) -> torch.Tensor:  # (E, B, L) -> (E, B, L, D)
         h = self.embed(ids)
         for norm, mixer in zip(self.norms, self.mixers):

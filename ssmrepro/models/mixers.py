@@ -80,6 +80,8 @@ class AttentionConfig(MixerConfig):
 
     name: Literal["attention"] = "attention"
     heads: int = Field(1, ge=1)
+    qk_dim: int | None = Field(None, ge=1, description="total query/key width (default d)")
+    v_dim: int | None = Field(None, ge=1, description="total value width (default d)")
 
 
 class NeoXAttnFields(BaseModel):
@@ -301,7 +303,7 @@ MIXERS: dict[str, MixerEntry] = {
         lambda c, E, d: MambaMixer(E, d, c.N, c.d_conv, c.expand, c.conv_bias, c.bias),
         Mamba1Config.__doc__ or ""),
     "attention": MixerEntry(
-        "attention", AttentionConfig, lambda c, E, d: PackedAttention(E, d, c.heads),
+        "attention", AttentionConfig, lambda c, E, d: PackedAttention(E, d, c.heads, c.qk_dim, c.v_dim),
         AttentionConfig.__doc__ or ""),
     "mamba2": MixerEntry("mamba2", Mamba2Config, _mamba2, Mamba2Config.__doc__ or ""),
     "mamba2_3conv": MixerEntry(
