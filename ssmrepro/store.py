@@ -240,6 +240,8 @@ class Store:
                  "pack_size": rec.get("pack_size"), "wall_s": rec.get("pack_wall_s"),
                  "torch": rec.get("torch"), "commit": rec.get("commit")}
             )
+            # the kernel path each mixer ran, e.g. kernels.S6Core = torch:selective_scan_fused
+            row.update({f"kernels.{k}": v for k, v in (rec.get("kernels") or {}).items()})
             rows.append(row)
         return pd.DataFrame(rows)
 

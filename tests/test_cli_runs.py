@@ -93,6 +93,7 @@ def test_kill_and_resume(tmp_path, cli_env):
     assert all(v == 1 for v in done.values()) and len(done) == len(runs)
     df = pd.read_csv(store.root / "results.csv")
     assert len(df) == len(runs) and df["run_id"].is_unique
+    assert set(df["kernels.S6Core"].dropna()) == {"torch:selective_scan_fused"}
     assert not list(store.root.rglob("*.tmp")) and not list(store.claims.glob("*.claim"))
 
 
