@@ -34,7 +34,7 @@ bench: install                        ## packed vs one-at-a-time run-steps/s, an
 	$(BIN)/ssmrepro bench keep-nth-d8 --device cpu --packs 4,16,32
 	$(BIN)/ssmrepro bench mqar-linear --device cpu --packs 2,4,8
 	$(BIN)/ssmrepro bench mqar-full-L256 --device cpu --packs 2,4
-	$(BIN)/python scripts/bench_scans.py
+	$(BIN)/ssmrepro bench scans
 
 lint: install
 	$(BIN)/ruff check ssmrepro tests scripts

@@ -267,18 +267,29 @@ def verify(
         raise typer.Exit(1)
 
 
-@app.command()
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def bench(
-    workload: str = typer.Argument("keep-nth-d8", help="keep-nth-d8 | mqar-linear | mqar-full-L256"),
+    ctx: typer.Context,
+    workload: str = typer.Argument(
+        "keep-nth-d8", help="keep-nth-d8 | mqar-linear | mqar-full-L256 | scans (the scan "
+        "micro-benchmark; its options follow: python -m ssmrepro.bench_scans --help)"),
     device: str = typer.Option("auto", help="auto | cpu | cuda"),
     packs: str = typer.Option("4,16,64", help="pack sizes to measure, comma-separated"),
     seconds: float = typer.Option(3.0, help="measuring time per configuration"),
     out: Path | None = typer.Option(None, help="folder for the JSON/CSV record "
                                        "(default results/bench)"),
 ) -> None:
-    """Run-steps/s of packed training vs one model at a time, measured in this process."""
+    """Run-steps/s of packed training vs one model at a time, measured in this process; or, with
+    ``scans``, the fast scans' speed-up over the sequential references."""
     from .bench import WORKLOADS, run_bench
     from .spec import repo_root
+
+    if workload == "scans":
+        from .bench_scans import main as scans_main
+
+        raise typer.Exit(scans_main(list(ctx.args)))
+    if ctx.args:
+        _fail([f"unexpected arguments {' '.join(ctx.args)!r} (only 'scans' takes extra options)"])
 
     if workload not in WORKLOADS:
         _fail([f"unknown workload {workload!r} (have {', '.join(WORKLOADS)})"])

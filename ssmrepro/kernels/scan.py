@@ -19,7 +19,7 @@ positive real part is ever exponentiated; there is no division by a cumulative d
 ``exp(-50)`` per step, or cumulative products that underflow to 0, are harmless.
 
 Why :func:`diag_scan` is a two-pass chunked scan. Candidates measured on the 2-core AMD EPYC
-VM (torch 2.13 CPU, float32, forward + backward, Bt=16, S=(32, 8); ``scripts/bench_scans.py``):
+VM (torch 2.13 CPU, float32, forward + backward, Bt=16, S=(32, 8); ``ssmrepro bench scans``):
 
 * sequential loop (:func:`diag_scan_ref`): L small steps; at this state size it is already
   half memory-bound (~50 ms at L=1024, ~250-300 ms at L=4096);
