@@ -539,7 +539,8 @@ def test_import_shim_skips_mamba_ssm_init(tmp_path, monkeypatch):
             sys.modules.pop(n, None)
 
 
-@pytest.mark.parametrize("which", ["s6", "s4d", "mamba1", "mamba2", "mamba2_3conv"])
+@pytest.mark.parametrize("which", ["s6", "s4d", "mamba1", "mamba2", "mamba2_3conv", "b2s6_split",
+                                   "s4d_zoh_scan"])
 def test_models_through_adapters(monkeypatch, which):
     """A pack (E = 3) whose scans and convs take the backend's cuda branch (adapters over the
     emulated kernels) equals the model's own torch path, and the kernel log names, per mixer, the
@@ -557,6 +558,8 @@ def test_models_through_adapters(monkeypatch, which):
         "mamba1": lambda: mamba_mod.MambaMixer(E, d, N, d_conv=4),
         "mamba2": lambda: build_mixer({"name": "mamba2", "N": N, "heads": 2}, E, d),
         "mamba2_3conv": lambda: build_mixer({"name": "mamba2_3conv", "N": N}, E, d),
+        "b2s6_split": lambda: build_mixer({"name": "b2s6", "N": N, "heads": 2, "impl": "split"}, E, d),
+        "s4d_zoh_scan": lambda: build_mixer({"name": "s4d_zoh", "N": N, "impl": "scan"}, E, d),
     }[which]
     torch.manual_seed(0)
     model = build().double()
@@ -582,6 +585,10 @@ def test_models_through_adapters(monkeypatch, which):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
     n_conv = {"mamba1": 1, "mamba2": 1, "mamba2_3conv": 3}.get(which, 0)
     n_ssd = 1 if which.startswith("mamba2") else 0
-    assert len(ss.calls) == (1 - n_ssd if which != "mamba2_3conv" else 0)
+    n_scan = {"mamba2": 0, "mamba2_3conv": 0, "b2s6_split": None}.get(which, 1)
+    if n_scan is None:  # B2S6: grouped scan + bias scan (constant B, grouped C: a call per group)
+        assert len(ss.calls) >= 2
+    else:
+        assert len(ss.calls) == n_scan
     assert len(ssd_spy.calls) == n_ssd and len(cc.calls) == n_conv
     assert set(usage) == set(torch_paths) and all(v.startswith("cuda:") for v in usage.values())

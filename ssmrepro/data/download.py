@@ -380,35 +380,33 @@ def install_lra(archive: Path, root: Path, *, force: bool = False, progress: boo
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def install_cifar10(archive: Path, root: Path, *, force: bool = False, progress: bool = True) -> list[Path]:
-    """Extract ``cifar-10-python.tar.gz`` to ``<root>/cifar-10-batches-py``."""
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = _scratch(root, "cifar10")
+def _install_folder(archive: Path, base: Path, folder: str, scratch: str, *, force: bool,
+                    progress: bool, keep=None) -> list[Path]:
+    """Extract ``archive`` in a scratch folder under ``base`` and move its ``folder`` to
+    ``base / folder`` (atomic from the loaders' point of view)."""
+    base.mkdir(parents=True, exist_ok=True)
+    tmp = _scratch(base, scratch)
     try:
-        extract_archive(archive, tmp, progress=progress)
-        found = _find_dirs(tmp, ("cifar-10-batches-py",))
+        extract_archive(archive, tmp, keep=keep, progress=progress)
+        found = _find_dirs(tmp, (folder,))
         if not found:
-            raise DownloadError(f"{archive}: no cifar-10-batches-py folder inside")
-        _move_into_place(found["cifar-10-batches-py"], root / "cifar-10-batches-py", force)
-        return [root / "cifar-10-batches-py"]
+            raise DownloadError(f"{archive}: no {folder} folder inside")
+        _move_into_place(found[folder], base / folder, force)
+        return [base / folder]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def install_cifar10(archive: Path, root: Path, *, force: bool = False, progress: bool = True) -> list[Path]:
+    """Extract ``cifar-10-python.tar.gz`` to ``<root>/cifar-10-batches-py``."""
+    return _install_folder(archive, root, "cifar-10-batches-py", "cifar10", force=force,
+                           progress=progress)
 
 
 def install_imdb(archive: Path, root: Path, *, force: bool = False, progress: bool = True) -> list[Path]:
     """Extract ``aclImdb_v1.tar.gz`` (without the unlabelled reviews) to ``<root>/imdb/aclImdb``."""
-    base = root / "imdb"
-    base.mkdir(parents=True, exist_ok=True)
-    tmp = _scratch(base, "imdb")
-    try:
-        extract_archive(archive, tmp, keep=lambda name: "/unsup/" not in name, progress=progress)
-        found = _find_dirs(tmp, ("aclImdb",))
-        if not found:
-            raise DownloadError(f"{archive}: no aclImdb folder inside")
-        _move_into_place(found["aclImdb"], base / "aclImdb", force)
-        return [base / "aclImdb"]
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    return _install_folder(archive, root / "imdb", "aclImdb", "imdb", force=force,
+                           progress=progress, keep=lambda name: "/unsup/" not in name)
 
 
 INSTALLERS = {"lra": install_lra, "cifar10": install_cifar10, "imdb": install_imdb}

@@ -63,7 +63,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..kernels.backend import note_kernel
-from ..kernels.scan import diag_scan, selective_scan
+from ..kernels.backend import selective_scan as scan_dispatch
+from ..kernels.scan import diag_scan
 from .layers import PackedLinear, PackedModule, _normal_, _uniform_, no_weight_decay
 from .mamba import PackedCausalConv
 from .ssm import (
@@ -255,16 +256,17 @@ class S4DZOH(PackedModule):
         E, Bsz, L, d = x.shape
         if ref:
             return self._ref(x)
-        note_kernel(type(self).__name__, f"torch:{self.impl}")
-        if self.impl == "scan":
+        if self.impl == "scan":  # torch scan or selective_scan_fn (kernels.backend)
             dt, A, B_over_dt, C = self.params()
             u = _fold(x)  # (B, L, E*d)
-            y = selective_scan(
+            y = scan_dispatch(
                 u, dt.reshape(1, 1, E * d).expand(Bsz, L, E * d), A.reshape(E * d, self.N),
                 B_over_dt.reshape(E * d, self.N), C.reshape(E * d, self.N),
                 None if self.D is None else self.D.reshape(-1), complex_output_scale=2.0,
+                who=type(self).__name__,
             )
             return _unfold(y, E)
+        note_kernel(type(self).__name__, "torch:fft")
         # causal convolution y = K * u by FFT (zero-padded to 2L: no wrap-around)
         K = self.kernel(L)  # (E, d, L)
         n = 2 * L
@@ -375,19 +377,20 @@ class B2S6Core(PackedModule):
         if ref:
             return self._ref(x, delta, A, Bsel, Ct, Bb)
         N, G = self.N, E * self.h
-        path = "torch:selective_scan" if self.impl == "split" else "torch:diag_scan"
-        note_kernel(type(self).__name__, path)
         u, dl = _fold(x), _fold(delta)  # (B, L, E*d), channel e*d + j*p + i
         Af = A[:, None, :].expand(E, d, N).reshape(E * d, N)
         Cg = Ct.permute(1, 2, 0, 3, 4).reshape(Bsz, L, G, N)  # group e*h + j
         Bg = Bsel.permute(1, 2, 0, 3, 4).reshape(Bsz, L, G, N)
         if self.impl == "split":
             # by linearity in B: grouped scan for ʲB_weight ʲu_k + constant per-channel scan for B_bias
-            y = selective_scan(u, dl, Af, Bg, Cg, None, complex_output_scale=1.0)
+            # (torch scans or selective_scan_fn, kernels.backend)
+            who = type(self).__name__
+            y = scan_dispatch(u, dl, Af, Bg, Cg, None, complex_output_scale=1.0, who=who)
             if Bb is not None:
-                y = y + selective_scan(u, dl, Af, Bb.reshape(E * d, N), Cg, None,
-                                       complex_output_scale=1.0)
+                y = y + scan_dispatch(u, dl, Af, Bb.reshape(E * d, N), Cg, None,
+                                      complex_output_scale=1.0, who=who)
         else:
+            note_kernel(type(self).__name__, "torch:diag_scan")
             la = dl[..., None] * Af  # (B, L, E*d, N)
             Bfull = Bg.reshape(Bsz, L, G, 1, N).expand(Bsz, L, G, self.p, N).reshape(Bsz, L, E * d, N)
             if Bb is not None:
