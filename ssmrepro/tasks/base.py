@@ -28,18 +28,47 @@ class TaskConfig(BaseModel):
 
 @dataclass
 class Batch:
-    x: torch.Tensor  # (E, B, L) int64 tokens
-    y: torch.Tensor  # (E, B, L) int64 targets, IGNORE where unsupervised
+    """One batch for a pack of E members.
+
+    x     (E, B, L) int64 token ids, or (E, B, L, d_input) float for continuous inputs (pixels)
+    y     per-position targets (E, B, L) int64 (IGNORE where unsupervised), or
+          sequence-level targets (E, B) int64 (one class per sequence, e.g. LRA);
+          regression tasks (TaskInfo.loss == "mse"): float (E, B, L, C) or (E, B, C)
+    mask  (E, B, L) bool, True at real (non-padding) positions; None = every position is real.
+          Pooled read-outs average over the True positions only.
+    x2, mask2  a second input sequence (LRA Retrieval: the second document), else None
+    """
+
+    x: torch.Tensor
+    y: torch.Tensor
+    mask: torch.Tensor | None = None
+    x2: torch.Tensor | None = None
+    mask2: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
 class TaskInfo:
-    """What a model builder needs to know about the task."""
+    """What a model builder (and the training loop) needs to know about the task.
 
-    vocab_size: int  # input token ids are in [0, vocab_size)
-    n_classes: int  # targets are in [0, n_classes)
-    seq_len: int  # L
-    target: Literal["per_position"] = "per_position"
+    vocab_size  input token ids are in [0, vocab_size) (token inputs)
+    n_classes   targets are in [0, n_classes)
+    seq_len     L, the longest input length
+    target      "per_position": y is (E, B, L); "sequence": y is (E, B), one label per sequence
+                (the model pools over positions, e.g. mean over the real positions)
+    input_dim   None: token inputs; k: continuous inputs with k channels (x is (E, B, L, k))
+    dual        True: every example has two input sequences (x, x2), classified jointly
+    loss        "cross_entropy": integer class targets (accuracy is reported);
+                "mse": float regression targets with n_classes outputs, y is (E, B, L, C) or
+                (E, B, C) (no accuracy; loss = mean squared error over the outputs)
+    """
+
+    vocab_size: int
+    n_classes: int
+    seq_len: int
+    target: Literal["per_position", "sequence"] = "per_position"
+    input_dim: int | None = None
+    dual: bool = False
+    loss: Literal["cross_entropy", "mse"] = "cross_entropy"
 
 
 class Task:
