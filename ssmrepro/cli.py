@@ -282,7 +282,7 @@ def bench(
     """Run-steps/s of packed training vs one model at a time, measured in this process; or, with
     ``scans``, the fast scans' speed-up over the sequential references."""
     from .bench import WORKLOADS, run_bench
-    from .spec import repo_root
+    from .util import repo_root
 
     if workload == "scans":
         from .bench_scans import main as scans_main

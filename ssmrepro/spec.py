@@ -10,12 +10,13 @@ the file, the key and the reason (``SpecError``).
 from __future__ import annotations
 
 import difflib
-import os
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .util import repo_root
 
 SPEC_VERSION = 1
 REQUIRED_PROFILES = ("smoke", "quick", "paper")
@@ -190,18 +191,6 @@ def load_spec(path: Path | str) -> Spec:
 
 # ----------------------------------------------------------------------------------------------
 # finding specs
-
-
-def repo_root() -> Path:
-    """Folder holding experiments/: $SSMREPRO_ROOT, else cwd or a parent, else the source tree."""
-    env = os.environ.get("SSMREPRO_ROOT")
-    if env:
-        return Path(env)
-    here = Path.cwd().resolve()
-    for p in (here, *here.parents):
-        if (p / "experiments").is_dir() and (p / "ssmrepro").is_dir():
-            return p
-    return Path(__file__).resolve().parents[1]
 
 
 def experiments_dir() -> Path:

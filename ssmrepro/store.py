@@ -17,7 +17,6 @@ import json
 import math
 import os
 import socket
-import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -25,28 +24,10 @@ from typing import Any
 
 import pandas as pd
 
+from .util import HOST as _HOST
+from .util import atomic_write_text
+
 DONE_STATUSES = ("ok", "diverged")  # "error" records are re-run
-
-
-_HOST = socket.gethostname().replace(".", "_")
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temp file in the same folder + rename. The temp name carries host and pid
-    (``.<name>.<host>.<pid>.<random>.tmp``) so debris of a killed writer can be identified."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_HOST}.{os.getpid()}.",
-                               suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _json_default(o: Any) -> Any:

@@ -11,95 +11,15 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .optim import PackedAdam, clip_per_member, lr_table
 from .tasks import build_task, rng
 from .tasks.base import IGNORE, TEST, TRAIN, VAL
 
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Schedule(_Strict):
-    """warmup (linear from warmup_start·lr) -> hold -> decay (cosine/linear) -> flat."""
-
-    kind: Literal["constant", "cosine", "linear"] = "constant"
-    warmup_steps: int = Field(0, ge=0)
-    warmup_start: float = Field(0.0, ge=0.0, le=1.0)
-    hold_steps: int = Field(0, ge=0)
-    decay_steps: int | None = Field(None, ge=1)
-    final_factor: float = Field(0.0, ge=0.0, le=1.0)
-    min_lr: float | None = Field(None, ge=0.0)
-
-
-class EarlyStop(_Strict):
-    metric: Literal["val.loss", "val.acc"]
-    op: Literal["<", "<=", ">", ">="]
-    threshold: float
-
-
-class TrainConfig(_Strict):
-    optimizer: Literal["adam", "adamw"] = "adamw"
-    lr: float = Field(1e-3, gt=0)
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = Field(1e-8, gt=0)
-    weight_decay: float = Field(0.0, ge=0)
-    schedule: Schedule = Schedule()
-    batch_size: int = Field(32, ge=1)
-    train_size: int | None = Field(
-        None, ge=1, description="None: a fresh batch every step; N: a fixed set of N samples"
-    )
-    max_steps: int | None = Field(None, ge=0, description="0: evaluate the initial model only")
-    epochs: int | None = Field(None, ge=1)
-    grad_clip: float | None = Field(None, gt=0)
-    label_smoothing: float = Field(0.0, ge=0.0, lt=1.0)
-    eval_every: int = Field(500, ge=1, description="steps between validation evaluations")
-    val_size: int = Field(1000, ge=1)
-    test_size: int = Field(10000, ge=1)
-    eval_batch_size: int = Field(1000, ge=1)
-    early_stop: EarlyStop | None = None
-    time_limit_s: float | None = Field(None, gt=0)
-    dtype: Literal["float32", "float64"] = "float32"
-    lr_scale: dict[str, float] = Field(
-        default_factory=dict,
-        description="multiplier of the member's lr for parameters in that learning-rate group "
-        "(groups: 'delta' = every Δ parameter, 'A' = every Λ parameter; others: 1)",
-    )
-
-    @model_validator(mode="after")
-    def _budget(self) -> TrainConfig:
-        if any(v < 0 for v in self.lr_scale.values()):
-            raise ValueError(f"lr_scale values must be >= 0, got {self.lr_scale}")
-        if (self.max_steps is None) == (self.epochs is None):
-            raise ValueError("give exactly one of max_steps or epochs")
-        if self.epochs is not None and self.train_size is None:
-            raise ValueError("epochs needs a fixed training set (train_size)")
-        if self.train_size is not None and self.train_size < self.batch_size:
-            raise ValueError(f"train_size={self.train_size} is smaller than batch_size")
-        return self
-
-    @property
-    def steps_per_epoch(self) -> int | None:
-        return None if self.train_size is None else self.train_size // self.batch_size
-
-    @property
-    def total_steps(self) -> int:
-        if self.max_steps is not None:
-            return self.max_steps
-        return self.epochs * self.steps_per_epoch  # type: ignore[operator]
-
-
-# fields that may differ between members of one pack (everything else shapes the pack)
-MEMBER_FIELDS = frozenset(
-    {"lr", "betas", "eps", "weight_decay", "schedule", "max_steps", "epochs", "grad_clip",
-     "label_smoothing", "time_limit_s", "lr_scale"}
-)
 _INIT_STREAM, _DATA_STREAM, _PERM_STREAM = 1, 2, 3
 
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from ssmrepro.optim import PackedAdam, clip_per_member, lr_table, schedule_factors
-from ssmrepro.train import Schedule
+from ssmrepro.sweep import Schedule
 
 
 def _params(seed, E=1):
@@ -154,7 +154,7 @@ def test_lr_scale_zero_freezes_delta_parameters_per_member():
 
 
 def test_train_config_lr_scale_field():
-    from ssmrepro.train import MEMBER_FIELDS, TrainConfig
+    from ssmrepro.sweep import MEMBER_FIELDS, TrainConfig
 
     t = TrainConfig(max_steps=1)
     assert "lr_scale" not in t.model_dump(mode="json", exclude_defaults=True)  # not in run ids

@@ -4,7 +4,8 @@ from typing import Literal
 
 from ssmrepro.models import SSMLMConfig
 from ssmrepro.spec import find_spec
-from ssmrepro.sweep import CODE_VERSION, _hash, expand
+from ssmrepro.sweep import CODE_VERSION, expand
+from ssmrepro.sweep.config import _hash
 
 
 def _id(run) -> str:

@@ -3,7 +3,8 @@ import os
 import subprocess
 import sys
 
-from ssmrepro.store import Store, atomic_write_text
+from ssmrepro.store import Store
+from ssmrepro.util import atomic_write_text
 
 
 def test_atomic_write_leaves_no_temp(tmp_path):

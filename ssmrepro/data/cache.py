@@ -115,32 +115,3 @@ def load_entry(path: Path, mmap: bool = True) -> tuple[dict[str, np.ndarray], di
             return None
         arrays[name] = np.load(f, mmap_mode="r" if mmap else None, allow_pickle=False)
     return arrays, meta
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temp file + os.replace."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
-
-
-def atomic_save_npy(path: Path, arr: np.ndarray) -> None:
-    """np.save to a temp file in the same folder, then os.replace."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}.npy")
-    try:
-        np.save(tmp, np.ascontiguousarray(arr), allow_pickle=False)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()

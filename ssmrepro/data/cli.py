@@ -123,7 +123,7 @@ def generate_listops_cmd(
     """
     import json
 
-    from .cache import atomic_write_text
+    from ..util import atomic_write_text
     from .listops import GENERATOR_VERSION, SPLIT_FILES, generate_listops, write_listops_tsv
 
     n_val = max(1, round(0.02 * n)) if n_val is None else n_val

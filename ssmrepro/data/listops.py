@@ -31,8 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..util import atomic_write_text
 from ._workers import iter_chunks
-from .cache import atomic_write_text
 
 OPS = ("[MIN", "[MAX", "[MED", "[SM")
 VOCAB: tuple[str, ...] = ("<pad>", "<eos>", *"0123456789", *OPS, "X")

@@ -65,8 +65,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..util import atomic_save_npy, atomic_write_bytes, atomic_write_text
 from ._workers import iter_chunks
-from .cache import atomic_save_npy, atomic_write_bytes, atomic_write_text
 
 GENERATOR_VERSION = 1
 # S4 skips this file: it is empty in the official release.

@@ -25,7 +25,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-ENV_VAR = "SSMREPRO_DATA"
+from ..util import data_root
+
 DEFAULT_ROOT = Path("data")
 
 # Data-source names. Stored on every LRADataset (`.source`) and meant to be written into results.
@@ -50,16 +51,8 @@ class DataUnavailable(RuntimeError):
 
 
 def resolve_data_root(root: str | os.PathLike[str] | None = None) -> Path:
-    """Return the data root: ``root`` if given, else ``$SSMREPRO_DATA``, else ``./data``.
-
-    The directory does not have to exist (loaders raise DataUnavailable, writers create it).
-    """
-    if root is not None and str(root) != "":
-        return Path(root).expanduser()
-    env = os.environ.get(ENV_VAR, "").strip()
-    if env:
-        return Path(env).expanduser()
-    return DEFAULT_ROOT
+    """The data root (``ssmrepro.util.data_root``): ``root``, else ``$SSMREPRO_DATA``, else ./data."""
+    return data_root(root)
 
 
 def dir_flag(root: Path) -> str:

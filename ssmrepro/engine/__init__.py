@@ -9,9 +9,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from ..spec import Spec, repo_root
+from ..spec import Spec
 from ..store import Store
 from ..sweep import expand, unique_runs
+from ..util import repo_root
 from .local import Event, default_workers, run_workers, work
 from .plan import plan
 

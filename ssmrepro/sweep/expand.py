@@ -1,119 +1,25 @@
-"""Stage 2: expand a spec + profile into validated run configs with content-hash ids.
+"""Stage 2 (sweep): expand a spec + profile into validated run configs.
 
 Resolution order for one run: the spec's paper settings -> profile ``set`` -> the sweep point's
-overrides -> ``derived`` expressions -> typed validation (task, model, train) -> one run per seed.
-A run id hashes the validated config (fields left at their defaults omitted), the seed and
-``CODE_VERSION``, so the same run in two specs is the same record, adding a config field whose
-default keeps the old behaviour leaves existing ids alone, and a change of training semantics
-(including a changed default value) must bump ``CODE_VERSION`` to invalidate old records.
+overrides -> ``derived`` expressions -> constraints -> typed validation (task, model, train) -> one
+run per seed (ids: see ``sweep.config``).
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
 import itertools
-import json
-import typing
-from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
-from pydantic_core import to_jsonable_python
+from pydantic import ValidationError
 
-from . import expr
-from .models import MODELS, ModelConfig
-from .spec import Axis, Spec, SpecError, _format_errors
-from .tasks import TASKS, TaskConfig
-from .train import MEMBER_FIELDS, TrainConfig
+from .. import expr
+from ..models import MODELS, ModelConfig
+from ..spec import Axis, Spec, SpecError, _format_errors
+from ..tasks import TASKS, TaskConfig
+from .config import CODE_VERSION, RunConfig, TrainConfig, _hash, flatten
 
-CODE_VERSION = 2  # bump when a change alters what a run computes (incl. a changed default)
 SECTIONS = ("task", "model", "train")
-
-
-@dataclass
-class RunConfig:
-    run_id: str
-    spec_id: str
-    profile: str
-    index: int
-    label: str
-    coords: dict[str, Any]
-    seed: int
-    task: TaskConfig
-    model: ModelConfig
-    train: TrainConfig
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def config(self) -> dict[str, Any]:
-        return {
-            "task": self.task.model_dump(mode="json"),
-            "model": self.model.model_dump(mode="json"),
-            "train": self.train.model_dump(mode="json"),
-            "seed": self.seed,
-        }
-
-    def identity(self) -> dict[str, Any]:
-        """The config without fields at their defaults: what a run id hashes (see :func:`lean`)."""
-        return {"task": lean(self.task), "model": lean(self.model), "train": lean(self.train),
-                "seed": self.seed}
-
-    def flat(self) -> dict[str, Any]:
-        """Dotted config columns, e.g. ``model.d`` (nested dicts flattened)."""
-        return flatten(self.config())
-
-    def pack_key(self) -> str:
-        """Runs with equal pack keys have identical shapes and train together in one pack."""
-        cfg = self.identity()
-        cfg.pop("seed")
-        cfg["train"] = {k: v for k, v in cfg["train"].items() if k not in MEMBER_FIELDS}
-        return _hash(cfg)
-
-
-def _is_tag(annotation: Any) -> bool:
-    """A single-valued Literal field (``name: Literal["s6"]``, ``kind: Literal["neox"]``) names a
-    type: it is identity even at its default."""
-    return typing.get_origin(annotation) is typing.Literal and len(typing.get_args(annotation)) == 1
-
-
-def lean(m: BaseModel) -> dict[str, Any]:
-    """JSON dump of a config without the fields at their defaults, at every nesting level, keeping
-    every type tag and ``name``. Two configs that compute the same thing give the same dump, and
-    adding a field whose default keeps the old behaviour does not change it."""
-
-    def enc(v: Any) -> Any:
-        if isinstance(v, BaseModel):
-            return lean(v)
-        if isinstance(v, dict):
-            return {str(k): enc(x) for k, x in v.items()}
-        if isinstance(v, (list, tuple)):
-            return [enc(x) for x in v]
-        return to_jsonable_python(v)
-
-    out: dict[str, Any] = {}
-    for fname, f in type(m).model_fields.items():
-        v = getattr(m, fname)
-        if fname == "name" or _is_tag(f.annotation):
-            out[fname] = enc(v)
-        elif f.is_required() or v != f.get_default(call_default_factory=True):
-            out[fname] = enc(v)
-    return out
-
-
-def _hash(obj: Any, n: int = 12) -> str:
-    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:n]
-
-
-def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(flatten(v, key + "."))
-        else:
-            out[key] = v
-    return out
 
 
 def set_dotted(cfg: dict[str, Any], key: str, value: Any) -> None:

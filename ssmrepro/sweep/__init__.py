@@ -1,0 +1,17 @@
+"""Stage 2 (sweep): spec + profile -> validated ``RunConfig`` list (``expand``), run ids."""
+
+from .config import (
+    CODE_VERSION,
+    MEMBER_FIELDS,
+    EarlyStop,
+    RunConfig,
+    Schedule,
+    TrainConfig,
+    flatten,
+    lean,
+)
+from .expand import SECTIONS, axis_points, expand, set_dotted, unique_runs, validate_sections
+
+__all__ = ["CODE_VERSION", "MEMBER_FIELDS", "SECTIONS", "EarlyStop", "RunConfig", "Schedule",
+           "TrainConfig", "axis_points", "expand", "flatten", "lean", "set_dotted", "unique_runs",
+           "validate_sections"]

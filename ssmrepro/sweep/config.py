@@ -1,0 +1,194 @@
+"""Stage 2 (sweep): what one run is — its typed sections (task, model, train) and its identity.
+
+A ``RunConfig`` holds the validated task, model and train configs of one run and its seed. Its run
+id hashes the config without the fields left at their defaults (``lean``), the seed and
+``CODE_VERSION``: the same run in two specs is the same record, a new field whose default keeps the
+old behaviour leaves existing ids alone, and a change of what a run computes (including a changed
+default value) must bump ``CODE_VERSION``. ``TrainConfig`` is the train section: optimiser,
+schedule, budget, evaluation; ``MEMBER_FIELDS`` are the train fields that may differ between the
+members of one pack.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import to_jsonable_python
+
+from ..models import ModelConfig
+from ..tasks import TaskConfig
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Schedule(_Strict):
+    """warmup (linear from warmup_start·lr) -> hold -> decay (cosine/linear) -> flat."""
+
+    kind: Literal["constant", "cosine", "linear"] = "constant"
+    warmup_steps: int = Field(0, ge=0)
+    warmup_start: float = Field(0.0, ge=0.0, le=1.0)
+    hold_steps: int = Field(0, ge=0)
+    decay_steps: int | None = Field(None, ge=1)
+    final_factor: float = Field(0.0, ge=0.0, le=1.0)
+    min_lr: float | None = Field(None, ge=0.0)
+
+
+class EarlyStop(_Strict):
+    metric: Literal["val.loss", "val.acc"]
+    op: Literal["<", "<=", ">", ">="]
+    threshold: float
+
+
+class TrainConfig(_Strict):
+    optimizer: Literal["adam", "adamw"] = "adamw"
+    lr: float = Field(1e-3, gt=0)
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = Field(1e-8, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    schedule: Schedule = Schedule()
+    batch_size: int = Field(32, ge=1)
+    train_size: int | None = Field(
+        None, ge=1, description="None: a fresh batch every step; N: a fixed set of N samples"
+    )
+    max_steps: int | None = Field(None, ge=0, description="0: evaluate the initial model only")
+    epochs: int | None = Field(None, ge=1)
+    grad_clip: float | None = Field(None, gt=0)
+    label_smoothing: float = Field(0.0, ge=0.0, lt=1.0)
+    eval_every: int = Field(500, ge=1, description="steps between validation evaluations")
+    val_size: int = Field(1000, ge=1)
+    test_size: int = Field(10000, ge=1)
+    eval_batch_size: int = Field(1000, ge=1)
+    early_stop: EarlyStop | None = None
+    time_limit_s: float | None = Field(None, gt=0)
+    dtype: Literal["float32", "float64"] = "float32"
+    lr_scale: dict[str, float] = Field(
+        default_factory=dict,
+        description="multiplier of the member's lr for parameters in that learning-rate group "
+        "(groups: 'delta' = every Δ parameter, 'A' = every Λ parameter; others: 1)",
+    )
+
+    @model_validator(mode="after")
+    def _budget(self) -> TrainConfig:
+        if any(v < 0 for v in self.lr_scale.values()):
+            raise ValueError(f"lr_scale values must be >= 0, got {self.lr_scale}")
+        if (self.max_steps is None) == (self.epochs is None):
+            raise ValueError("give exactly one of max_steps or epochs")
+        if self.epochs is not None and self.train_size is None:
+            raise ValueError("epochs needs a fixed training set (train_size)")
+        if self.train_size is not None and self.train_size < self.batch_size:
+            raise ValueError(f"train_size={self.train_size} is smaller than batch_size")
+        return self
+
+    @property
+    def steps_per_epoch(self) -> int | None:
+        return None if self.train_size is None else self.train_size // self.batch_size
+
+    @property
+    def total_steps(self) -> int:
+        if self.max_steps is not None:
+            return self.max_steps
+        return self.epochs * self.steps_per_epoch  # type: ignore[operator]
+
+
+# fields that may differ between members of one pack (everything else shapes the pack)
+MEMBER_FIELDS = frozenset(
+    {"lr", "betas", "eps", "weight_decay", "schedule", "max_steps", "epochs", "grad_clip",
+     "label_smoothing", "time_limit_s", "lr_scale"}
+)
+
+
+CODE_VERSION = 2  # bump when a change alters what a run computes (incl. a changed default)
+
+
+@dataclass
+class RunConfig:
+    run_id: str
+    spec_id: str
+    profile: str
+    index: int
+    label: str
+    coords: dict[str, Any]
+    seed: int
+    task: TaskConfig
+    model: ModelConfig
+    train: TrainConfig
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "task": self.task.model_dump(mode="json"),
+            "model": self.model.model_dump(mode="json"),
+            "train": self.train.model_dump(mode="json"),
+            "seed": self.seed,
+        }
+
+    def identity(self) -> dict[str, Any]:
+        """The config without fields at their defaults: what a run id hashes (see :func:`lean`)."""
+        return {"task": lean(self.task), "model": lean(self.model), "train": lean(self.train),
+                "seed": self.seed}
+
+    def flat(self) -> dict[str, Any]:
+        """Dotted config columns, e.g. ``model.d`` (nested dicts flattened)."""
+        return flatten(self.config())
+
+    def pack_key(self) -> str:
+        """Runs with equal pack keys have identical shapes and train together in one pack."""
+        cfg = self.identity()
+        cfg.pop("seed")
+        cfg["train"] = {k: v for k, v in cfg["train"].items() if k not in MEMBER_FIELDS}
+        return _hash(cfg)
+
+
+def _is_tag(annotation: Any) -> bool:
+    """A single-valued Literal field (``name: Literal["s6"]``, ``kind: Literal["neox"]``) names a
+    type: it is identity even at its default."""
+    return typing.get_origin(annotation) is typing.Literal and len(typing.get_args(annotation)) == 1
+
+
+def lean(m: BaseModel) -> dict[str, Any]:
+    """JSON dump of a config without the fields at their defaults, at every nesting level, keeping
+    every type tag and ``name``. Two configs that compute the same thing give the same dump, and
+    adding a field whose default keeps the old behaviour does not change it."""
+
+    def enc(v: Any) -> Any:
+        if isinstance(v, BaseModel):
+            return lean(v)
+        if isinstance(v, dict):
+            return {str(k): enc(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [enc(x) for x in v]
+        return to_jsonable_python(v)
+
+    out: dict[str, Any] = {}
+    for fname, f in type(m).model_fields.items():
+        v = getattr(m, fname)
+        if fname == "name" or _is_tag(f.annotation):
+            out[fname] = enc(v)
+        elif f.is_required() or v != f.get_default(call_default_factory=True):
+            out[fname] = enc(v)
+    return out
+
+
+def _hash(obj: Any, n: int = 12) -> str:
+    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:n]
+
+
+def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+

@@ -1,0 +1,75 @@
+"""Foundation (below every stage and library): atomic file writes and the project's roots.
+
+Atomic writes go through a temp file in the target's folder, flushed and fsync'ed, then
+``os.replace``: a reader sees the old file or the new one, never a torn one, and a crash leaves at
+most a temp file named ``.<name>.<host>.<pid>.<random>.tmp`` (so the debris of a dead writer on
+this host can be recognised and removed, see ``store.Store.cleanup``).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+HOST = socket.gethostname().replace(".", "_")
+ROOT_ENV = "SSMREPRO_ROOT"  # folder holding experiments/ (and results/ by default)
+DATA_ENV = "SSMREPRO_DATA"  # data root (LRA datasets, generated data, caches)
+
+
+def _atomic(path: Path, write) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{HOST}.{os.getpid()}.",
+                               suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; records live on shared disks
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temp file + fsync + rename)."""
+    _atomic(path, lambda f: f.write(data))
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write UTF-8 ``text`` to ``path`` atomically (temp file + fsync + rename)."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_save_npy(path: Path, arr: np.ndarray) -> None:
+    """``np.save`` to ``path`` atomically (no pickles)."""
+    _atomic(path, lambda f: np.save(f, np.ascontiguousarray(arr), allow_pickle=False))
+
+
+def repo_root() -> Path:
+    """Folder holding experiments/: $SSMREPRO_ROOT, else the cwd or a parent of it that holds
+    experiments/ and ssmrepro/, else the source tree this package was installed from."""
+    env = os.environ.get(ROOT_ENV)
+    if env:
+        return Path(env)
+    here = Path.cwd().resolve()
+    for p in (here, *here.parents):
+        if (p / "experiments").is_dir() and (p / "ssmrepro").is_dir():
+            return p
+    return Path(__file__).resolve().parents[1]
+
+
+def data_root(root: str | os.PathLike[str] | None = None) -> Path:
+    """The data root: ``root`` if given, else ``$SSMREPRO_DATA``, else ``./data``. It need not
+    exist (loaders raise DataUnavailable naming the command that provides the data)."""
+    if root is not None and str(root) != "":
+        return Path(root).expanduser()
+    env = os.environ.get(DATA_ENV, "").strip()
+    return Path(env).expanduser() if env else Path("data")
