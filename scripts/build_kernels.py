@@ -264,7 +264,7 @@ def _code_hash() -> str:
     h = hashlib.sha256()
     for rel in (
         "ssmrepro/kernels/cuda.py",
-        "ssmrepro/kernels/api_emulator.py",
+        "tests/support/kernel_api_emulator.py",
         "ssmrepro/kernels/backend.py",
         "tests/test_gpu.py",
     ):

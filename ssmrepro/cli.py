@@ -176,43 +176,51 @@ def run(
     no_plot: bool = typer.Option(False, "--no-plot", help="skip figure and report"),
 ) -> None:
     """Train an experiment's runs (resuming finished ones), then write CSV, figure and report."""
-    from .engine import open_store, run_experiment
-    from .engine.plan import plan
-    from .sweep import expand, unique_runs
+    from .engine import dry_run as plan_dry_run
+    from .engine import run_experiment
 
     spec = _spec(name)
     profile = profile or spec.default_profile
     try:
         dev = select_device(device)
         be, why = select_backend(backend, dev)
-        runs = expand(spec, profile)
+        if dry_run:
+            d = plan_dry_run(spec, profile, out, dev, max_runs, pack_size,
+                             estimate=not no_estimate)
     except (BackendError, SpecError) as err:
         _fail(getattr(err, "messages", [str(err)]))
     console.print(f"[dim]{why}[/]")
     if dry_run:
-        store = open_store(spec, out)
-        runs = unique_runs(runs)
-        pending = [r for r in runs if not store.is_done(r.run_id)]
-        packs = plan(pending, pack_size, dev)
-        size = max((len(p) for p in packs), default=0)
-        steps = sum(r.train.total_steps for r in pending)
-        console.print(f"{spec.id} [{profile}]: {len(runs)} runs, {len(runs) - len(pending)} done, "
-                      f"{len(pending)} pending in {len(packs)} packs (largest {size}); "
-                      f"{steps:,} run-steps to train")
-        if pending and not no_estimate:
-            from .engine.plan import estimate_seconds
-
-            sec, how = estimate_seconds(packs, dev)
-            console.print(f"estimated wall-clock on {dev}: {_human(sec)} (one worker; {how})")
+        console.print(f"{spec.id} [{profile}]: {d.total} runs, {d.done} done, {d.pending} pending "
+                      f"in {len(d.packs)} packs (largest {d.largest}); {d.run_steps:,} run-steps "
+                      "to train")
+        if d.estimate_s is not None:
+            console.print(f"estimated wall-clock on {dev}: {_human(d.estimate_s)} (one worker; "
+                          f"{d.estimate_how})")
         return
-    summary = run_experiment(spec, profile, out, dev, be, max_runs, pack_size, workers, console)
-    console.print(
-        f"trained {summary.trained} runs ({summary.failed} failed) in {summary.packs} packs, "
-        f"{summary.wall_s:.0f}s; table: {summary.csv}"
-    )
+    try:
+        s = run_experiment(spec, profile, out, dev, be, max_runs, pack_size, workers, console)
+    except SpecError as err:
+        _fail(err.messages)
+    parts = [f"trained {s.trained} runs in {s.packs} packs, {s.wall_s:.0f}s"]
+    if s.elsewhere:
+        parts.append(f"{s.elsewhere} finished by another process")
+    if s.failed:
+        parts.append(f"[red]{s.failed} failed[/]")
+    if s.not_run:
+        parts.append(f"[red]{s.not_run} not trained[/]")
+    console.print("; ".join(parts) + f"; table: {s.csv}")
+    for m in s.messages:
+        err_console.print(f"[red]error:[/] {escape(m)}", highlight=False, soft_wrap=True)
+    if s.interrupted:
+        err_console.print("interrupted — finished runs are saved; re-run the same command to "
+                          "resume")
+        raise typer.Exit(130)
     if not no_plot:
         _outputs(spec, profile, out)
-    if summary.failed:
+    if not s.ok:
+        err_console.print("[red]some runs did not finish[/]: re-run the same command to retry "
+                          "them (finished runs are kept)")
         raise typer.Exit(1)
 
 
@@ -272,7 +280,7 @@ def bench(
     ctx: typer.Context,
     workload: str = typer.Argument(
         "keep-nth-d8", help="keep-nth-d8 | mqar-linear | mqar-full-L256 | scans (the scan "
-        "micro-benchmark; its options follow: python -m ssmrepro.bench_scans --help)"),
+        "micro-benchmark; its options follow: python -m ssmrepro.bench.scans --help)"),
     device: str = typer.Option("auto", help="auto | cpu | cuda"),
     packs: str = typer.Option("4,16,64", help="pack sizes to measure, comma-separated"),
     seconds: float = typer.Option(3.0, help="measuring time per configuration"),
@@ -281,11 +289,11 @@ def bench(
 ) -> None:
     """Run-steps/s of packed training vs one model at a time, measured in this process; or, with
     ``scans``, the fast scans' speed-up over the sequential references."""
-    from .bench import WORKLOADS, run_bench
+    from .bench.packs import WORKLOADS, run_bench
     from .util import repo_root
 
     if workload == "scans":
-        from .bench_scans import main as scans_main
+        from .bench.scans import main as scans_main
 
         raise typer.Exit(scans_main(list(ctx.args)))
     if ctx.args:

@@ -18,14 +18,16 @@ import math
 import os
 import socket
 import time
+import uuid
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from .spec import find_spec
 from .util import HOST as _HOST
-from .util import atomic_write_text
+from .util import atomic_write_text, repo_root
 
 DONE_STATUSES = ("ok", "diverged")  # "error" records are re-run
 
@@ -45,6 +47,10 @@ def _clean(o: Any) -> Any:
     if isinstance(o, (list, tuple)):
         return [_clean(v) for v in o]
     return o
+
+
+def _safe(s: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in s)[:80]
 
 
 def pid_alive(pid: int) -> bool:
@@ -101,18 +107,58 @@ class Store:
         self.log("done", record["run_id"], status=record.get("status"))
 
     # ---------------------------------------------------------------- claims
+    # A claim file holds {"host", "pid", "time", "nonce"}; the nonce is unique per claim. Taking
+    # over a stale claim is atomic: the taker first creates ``<run>.claim.taken.<nonce>`` with
+    # O_EXCL for the nonce it judged stale (exactly one process can), and only the winner replaces
+    # the claim file (temp file + rename). A process that read an older nonce, or lost the marker
+    # race, backs off. Markers are removed when the claim is released or cleaned up.
+
     def _claim_path(self, run_id: str) -> Path:
         return self.claims / f"{run_id}.claim"
 
-    def _is_stale(self, path: Path) -> bool:
+    def _read_claim(self, path: Path) -> dict | None:
+        """The claim's content, or None if it vanished; {} if unreadable (half-written)."""
         try:
+            st = path.stat()
             info = json.loads(path.read_text())
+        except FileNotFoundError:
+            return None
+        except (json.JSONDecodeError, UnicodeDecodeError, OSError):
+            info = {}
+        info = info if isinstance(info, dict) else {}
+        if not info.get("nonce"):  # old or unreadable claim: identify it by inode and mtime
+            info = {**info, "nonce": f"{st.st_ino}-{st.st_mtime_ns}", "_unreadable": not info}
+        return info
+
+    def _is_stale(self, path: Path, info: dict | None = None) -> bool:
+        info = self._read_claim(path) if info is None else info
+        if info is None:
+            return True  # vanished
+        try:
             age = time.time() - path.stat().st_mtime
-        except (FileNotFoundError, json.JSONDecodeError):
-            return True  # vanished or half-written by a killed process
-        if info.get("host") == self.host and not pid_alive(int(info.get("pid", -1))):
+        except FileNotFoundError:
+            return True
+        if info.get("_unreadable"):  # half-written by a killed process, or foreign
+            return age > 5.0
+        pid = info.get("pid")
+        if info.get("host") == self.host and isinstance(pid, int) and not pid_alive(pid):
             return True
         return age > self.stale_after
+
+    def _new_claim(self) -> str:
+        return json.dumps({"host": self.host, "pid": os.getpid(), "time": time.time(),
+                           "nonce": uuid.uuid4().hex})
+
+    def take_over(self, run_id: str, seen: dict) -> bool:
+        """Replace the stale claim whose content was ``seen``; True for exactly one caller."""
+        path = self._claim_path(run_id)
+        marker = path.with_name(f"{path.name}.taken.{_safe(str(seen['nonce']))}")
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        except FileExistsError:
+            return False  # someone else took this stale claim over
+        atomic_write_text(path, self._new_claim())
+        return True
 
     def claim(self, run_id: str) -> bool:
         """Try to own a run; True if this process may train it."""
@@ -120,28 +166,28 @@ class Store:
             return False
         self.claims.mkdir(parents=True, exist_ok=True)
         path = self._claim_path(run_id)
-        for _ in range(2):
-            try:
-                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                if not self._is_stale(path):
-                    return False
-                # only one process wins the rename of a stale claim; the others back off
-                tomb = path.with_name(f"{path.name}.stale.{os.getpid()}.{time.time_ns()}")
-                try:
-                    os.rename(path, tomb)
-                    os.unlink(tomb)
-                except FileNotFoundError:
-                    return False
-                continue
-            with os.fdopen(fd, "w") as f:
-                json.dump({"host": self.host, "pid": os.getpid(), "time": time.time()}, f)
-            if self.is_done(run_id):  # finished between our check and the claim
-                self.release(run_id)
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            seen = self._read_claim(path)
+            if seen is None or not self._is_stale(path, seen) or not self.take_over(run_id, seen):
                 return False
-            self.log("claim", run_id)
-            return True
-        return False
+        else:
+            with os.fdopen(fd, "w") as f:
+                f.write(self._new_claim())
+        if self.is_done(run_id):  # finished between our check and the claim
+            self.release(run_id)
+            return False
+        self.log("claim", run_id)
+        return True
+
+    def holder(self, run_id: str) -> str | None:
+        """'pid P on host H' of the process holding a live claim on this run, else None."""
+        path = self._claim_path(run_id)
+        info = self._read_claim(path)
+        if info is None or self._is_stale(path, info):
+            return None
+        return f"pid {info.get('pid')} on {info.get('host')}"
 
     def cleanup(self) -> int:
         """Remove claims of finished runs and stale claims (e.g. left by a killed worker between
@@ -159,11 +205,11 @@ class Store:
                 n += 1
         for path in self.claims.glob("*.claim") if self.claims.exists() else []:
             if self.is_done(path.stem) or self._is_stale(path):
-                try:
-                    path.unlink()
-                    n += 1
-                except FileNotFoundError:
-                    pass
+                path.unlink(missing_ok=True)
+                n += 1
+        for marker in self.claims.glob("*.claim.taken.*") if self.claims.exists() else []:
+            if not marker.with_name(marker.name.split(".taken.")[0]).exists():
+                marker.unlink(missing_ok=True)  # its claim is gone: the marker is debris
         return n
 
     def heartbeat(self, run_ids: Iterable[str]) -> None:
@@ -174,10 +220,10 @@ class Store:
                 pass
 
     def release(self, run_id: str) -> None:
-        try:
-            self._claim_path(run_id).unlink()
-        except FileNotFoundError:
-            pass
+        path = self._claim_path(run_id)
+        for marker in self.claims.glob(f"{path.name}.taken.*"):
+            marker.unlink(missing_ok=True)
+        path.unlink(missing_ok=True)
 
     # ---------------------------------------------------------------- log and table
     def log(self, event: str, run_id: str, **kw: Any) -> None:
@@ -231,3 +277,23 @@ class Store:
         path = self.root / name
         atomic_write_text(path, df.to_csv(index=False))
         return path
+
+
+# ------------------------------------------------------------------------------ where a spec lives
+
+
+def results_dir(spec, out: Path | None = None) -> Path:
+    """``<out or <repo>/results>/<paper>/<id>``: the folder of one spec's store and outputs."""
+    return Path(out or repo_root() / "results") / spec.paper / spec.id
+
+
+def open_store(spec, out: Path | None = None) -> Store:
+    """The spec's store, reading also the records of the specs it reuses."""
+    reuse = [results_dir(find_spec(s), out) for s in spec.reuse]
+    return Store(results_dir(spec, out), reuse=reuse)
+
+
+def output_name(spec, profile: str, stem: str, ext: str) -> str:
+    """``results.csv`` for the spec's default profile, ``results-<profile>.csv`` otherwise, so
+    profiles never overwrite each other's tables, figures or reports."""
+    return f"{stem}.{ext}" if profile == spec.default_profile else f"{stem}-{profile}.{ext}"

@@ -1,6 +1,6 @@
 """CPU checks of the CUDA-path adapters: adapter(emulated kernel API) == our torch path, float64.
 
-The emulators (``kernels.api_emulator``) implement the documented semantics and layouts of
+The emulators (``tests/support/kernel_api_emulator.py``) implement the documented semantics and layouts of
 ``selective_scan_fn``, ``mamba_chunk_scan_combined`` and ``causal_conv1d_fn`` and enforce their
 constraints (groups, dstate and launch-grid limits, dtype pairing), so these tests check the
 adapters' folding of packs, layout conversions, complex interleaving / 2·Re convention and call
@@ -16,13 +16,15 @@ import sys
 import pytest
 import torch
 import torch.nn.functional as F
+from support import kernel_api_emulator as emu
 
-from ssmrepro.kernels import api_emulator as emu
 from ssmrepro.kernels import backend, cuda
 from ssmrepro.kernels.inplace import selective_scan_fused
 from ssmrepro.kernels.scan import selective_scan_ref
 from ssmrepro.kernels.ssd import ssd_ref
 from ssmrepro.models.mamba import PackedCausalConv
+
+EMULATOR = emu.emulated_kernels()
 
 DT = torch.float64
 CT = torch.complex128
@@ -194,7 +196,7 @@ def test_selective_scan_gate_bias_softplus(E):
     db = torch.randn(u.shape[-1], generator=_gen(8), dtype=DT)
     a = _leaves(u, delta, A, B, C, D, z, db)
     b = _leaves(u, delta, A, B, C, D, z, db)
-    y = cuda.selective_scan(*a[:6], z=a[6], delta_bias=a[7], delta_softplus=True, kernels=cuda.EMULATOR)
+    y = cuda.selective_scan(*a[:6], z=a[6], delta_bias=a[7], delta_softplus=True, kernels=EMULATOR)
     y_ref = selective_scan_ref(b[0], F.softplus(b[1] + b[7]), *b[2:6]) * F.silu(b[6])
     _assert_same(y, y_ref, a, b)
     # the backend dispatch's torch path computes the same thing
@@ -223,7 +225,7 @@ def test_selective_scan_complex_A_real_BC_and_constant_BC():
     a = _leaves(u, delta, A, Br, Cr, D)
     b = _leaves(u, delta, A, Br, Cr, D)
     _assert_same(
-        cuda.selective_scan(*a, complex_output_scale=2.0, kernels=cuda.EMULATOR),
+        cuda.selective_scan(*a, complex_output_scale=2.0, kernels=EMULATOR),
         selective_scan_ref(*b, complex_output_scale=2.0),
         a,
         b,
@@ -232,7 +234,7 @@ def test_selective_scan_complex_A_real_BC_and_constant_BC():
     Bc, Cc = B[0, 0].repeat_interleave(2, 0), C[1, 2].repeat_interleave(2, 0)  # (D_, N)
     a = _leaves(u, delta, A, Bc, Cc)
     b = _leaves(u, delta, A, Bc, Cc)
-    _assert_same(cuda.selective_scan(*a, kernels=cuda.EMULATOR), selective_scan_ref(*b), a, b)
+    _assert_same(cuda.selective_scan(*a, kernels=EMULATOR), selective_scan_ref(*b), a, b)
 
 
 @pytest.mark.parametrize("E", [1, 3])
@@ -261,7 +263,7 @@ def test_selective_scan_mixed_groups_and_const_var():
     C4 = torch.randn(2, 7, 4, 3, generator=_gen(7), dtype=DT)  # B: 2 groups, C: 4 groups
     a = _leaves(u, delta, A, B, C4, D)
     b = _leaves(u, delta, A, B, C4, D)
-    _assert_same(cuda.selective_scan(*a, kernels=cuda.EMULATOR), selective_scan_ref(*b), a, b)
+    _assert_same(cuda.selective_scan(*a, kernels=EMULATOR), selective_scan_ref(*b), a, b)
     # constant B with 4-group C: the kernel takes n_groups from B (= 1), so one call per group
     k, ss, _, _ = _spied()
     Bc = torch.randn(12, 3, generator=_gen(8), dtype=DT)
@@ -371,7 +373,7 @@ def test_ssd_linear_attention_case():
     """dt = 1, A = 0 is causal linear attention y_t = Σ_{s≤t} (C_t·B_s) x_s (LinearMamba's core)."""
     x, _, _, B, C = _ssd_inputs(2, 1, 1, P=3, N=4, seed=21)
     y = cuda.ssd_scan(
-        x, torch.ones(x.shape[:4], dtype=DT), torch.zeros(2, 1, dtype=DT), B, C, kernels=cuda.EMULATOR
+        x, torch.ones(x.shape[:4], dtype=DT), torch.zeros(2, 1, dtype=DT), B, C, kernels=EMULATOR
     )
     L = x.shape[2]
     scores = torch.einsum("ebtn,ebsn->ebts", C[..., 0, :], B[..., 0, :]).masked_fill(
@@ -459,7 +461,7 @@ def test_backend_dispatch_and_selection(monkeypatch):
             backend.select_backend("cuda", "cpu")
     # with a CUDA device and importable kernels, cuda / auto select the kernels
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(cuda, "load_kernels", lambda: cuda.EMULATOR)
+    monkeypatch.setattr(cuda, "load_kernels", lambda: EMULATOR)
     assert backend.select_backend("cuda", "cuda")[0] == "cuda"
     assert backend.select_backend("auto", "cuda")[0] == "cuda"
     assert backend.select_backend("auto", "cpu")[0] == "torch"
@@ -480,7 +482,7 @@ def test_causal_conv_dispatch_torch():
     w = torch.randn(2, 3, 4, generator=_gen(2), dtype=DT)
     torch.testing.assert_close(
         backend.causal_conv(x, w, activation="silu"),
-        cuda.causal_conv1d(x, w, activation="silu", kernels=cuda.EMULATOR),
+        cuda.causal_conv1d(x, w, activation="silu", kernels=EMULATOR),
     )
 
 

@@ -85,3 +85,42 @@ def test_zombie_processes_count_as_dead():
     assert not pid_alive(p.pid)
     p.wait()
     assert pid_alive(os.getpid())
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_two_claimers_of_one_stale_claim_exactly_one_wins(tmp_path):
+    """Replay of the race: both claimers read the same stale claim before either acts."""
+    a, b = Store(tmp_path), Store(tmp_path)
+    a.claims.mkdir(parents=True)
+    path = a.claims / "r1.claim"
+    path.write_text(json.dumps({"host": a.host, "pid": _dead_pid(), "time": 0, "nonce": "old"}))
+    seen_a, seen_b = a._read_claim(path), b._read_claim(path)
+    assert a._is_stale(path, seen_a) and b._is_stale(path, seen_b)
+    wins = [a.take_over("r1", seen_a), b.take_over("r1", seen_b)]
+    assert wins == [True, False]
+    now = json.loads(path.read_text())
+    assert now["pid"] == os.getpid() and now["nonce"] != "old"  # the winner's claim stands
+    assert not b.claim("r1")  # a late claimer sees a live claim
+    a.release("r1")
+    assert list(a.claims.iterdir()) == []  # claim and takeover marker gone
+
+
+def test_concurrent_claimers_of_a_stale_claim_in_processes(tmp_path):
+    """Eight processes race for one stale claim: exactly one gets it."""
+    s = Store(tmp_path)
+    s.claims.mkdir(parents=True)
+    (s.claims / "r1.claim").write_text(
+        json.dumps({"host": s.host, "pid": _dead_pid(), "time": 0, "nonce": "old"}))
+    code = ("import sys,time; from ssmrepro.store import Store; s=Store(sys.argv[1]); "
+            "t=float(sys.argv[2]); time.sleep(max(0, t-time.time())); "
+            "print(int(s.claim('r1'))); time.sleep(1.5)")
+    start = str(__import__("time").time() + 1.0)
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), start],
+                              stdout=subprocess.PIPE, text=True) for _ in range(8)]
+    outs = [p.communicate(timeout=60)[0].strip() for p in procs]
+    assert sorted(outs) == ["0"] * 7 + ["1"]

@@ -1,38 +1,119 @@
-"""Run an experiment: expand, skip finished runs, plan packs, execute, rebuild results.csv."""
+"""Stage 3 (engine): run an experiment — plan once, execute packs, rebuild results.csv.
+
+    expand (sweep) -> skip finished runs -> cut to --max-runs -> plan packs (once, here)
+      -> execute: in this process (1 worker) or N workers pulling packs from one queue
+      -> runs claimed by another process: wait until they are done (or take them over when their
+         claim goes stale) -> results.csv
+
+``dry_run`` is the same planning without training, with a measured time estimate. Every pack ends
+exactly once (trained, failed, skipped or lost), so progress and the summary are exact for any
+number of workers; a worker that dies, a pack that raises, or runs left untrained make the summary
+say so (``RunSummary.ok`` is False) instead of reporting success.
+"""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from ..spec import Spec
-from ..store import Store
-from ..sweep import expand, unique_runs
-from ..util import repo_root
-from .local import Event, default_workers, run_workers, work
-from .plan import plan
+from ..store import Store, open_store, output_name, results_dir
+from ..sweep import RunConfig, expand, unique_runs
+from .local import Event, WorkSettings, default_workers, run_in_process, run_workers
+from .plan import Pack, estimate_seconds, plan
+
+__all__ = ["DryRun", "RunSummary", "dry_run", "open_store", "output_name", "results_dir",
+           "run_experiment"]
+
+WAIT_POLL_S = 5.0  # how often to look at runs held by other processes
 
 
-def results_dir(spec: Spec, out: Path | None = None) -> Path:
-    return Path(out or repo_root() / "results") / spec.paper / spec.id
+@dataclass
+class DryRun:
+    total: int  # unique runs of the profile
+    done: int
+    pending: int  # to train (after --max-runs)
+    packs: list[Pack]
+    run_steps: int
+    estimate_s: float | None = None
+    estimate_how: str = ""
+
+    @property
+    def largest(self) -> int:
+        return max((len(p) for p in self.packs), default=0)
 
 
-def open_store(spec: Spec, out: Path | None = None) -> Store:
-    """The spec's store, reading also the records of the specs it reuses."""
-    from ..spec import find_spec
+@dataclass
+class RunSummary:
+    total: int
+    already_done: int
+    trained: int  # records written by this command (ok or diverged)
+    failed: int  # runs whose pack raised, or whose worker died
+    elsewhere: int  # finished meanwhile by another process
+    not_run: int  # planned here but never trained (interrupted, every worker lost)
+    packs: int
+    wall_s: float
+    csv: Path | None
+    messages: list[str] = field(default_factory=list)
+    interrupted: bool = False
 
-    reuse = [results_dir(find_spec(s), out) for s in spec.reuse]
-    return Store(results_dir(spec, out), reuse=reuse)
+    @property
+    def ok(self) -> bool:
+        return not (self.failed or self.not_run or self.interrupted)
 
 
-def output_name(spec: Spec, profile: str, stem: str, ext: str) -> str:
-    """``results.csv`` for the spec's default profile, ``results-<profile>.csv`` otherwise, so
-    profiles never overwrite each other's tables, figures or reports."""
-    return f"{stem}.{ext}" if profile == spec.default_profile else f"{stem}-{profile}.{ext}"
+def _pending(spec: Spec, profile: str, store: Store, max_runs: int | None):
+    runs = expand(spec, profile)
+    unique = unique_runs(runs)
+    pending = [r for r in unique if not store.is_done(r.run_id)]
+    if max_runs is not None:
+        pending = pending[:max_runs]
+    return runs, unique, pending
+
+
+def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cpu",
+            max_runs: int | None = None, pack_size: int | None = None,
+            estimate: bool = True) -> DryRun:
+    """Runs, packs and (optionally) a measured wall-clock estimate for one worker."""
+    store = open_store(spec, out)
+    _, unique, pending = _pending(spec, profile, store, max_runs)
+    packs = plan(pending, pack_size, device)
+    d = DryRun(len(unique), len(unique) - len([r for r in unique if not store.is_done(r.run_id)]),
+               len(pending), packs, sum(r.train.total_steps for r in pending))
+    if estimate and packs:
+        d.estimate_s, d.estimate_how = estimate_seconds(packs, device)
+    return d
+
+
+class _Tracker:
+    """Counts every run once, whatever the order of events and the number of workers."""
+
+    def __init__(self, store: Store, n_packs: int):
+        self.store = store
+        self.n_packs = n_packs
+        self.trained: set[str] = set()
+        self.failed: set[str] = set()
+        self.skipped: set[str] = set()
+        self.elsewhere: set[str] = set()  # skipped runs seen finished by their holder
+        self.ended: set[int] = set()
+        self.running = 0
+        self.messages: list[str] = []
+
+    def end(self, ev: Event) -> int:
+        """Record a pack end; returns how many runs it settled (for the progress bar)."""
+        if ev.pack in self.ended:
+            return 0
+        self.ended.add(ev.pack)
+        self.trained.update(ev.run_ids)
+        self.failed.update(ev.failed)
+        self.skipped.update(ev.skipped)
+        if ev.message:
+            self.messages.append(f"pack {ev.pack + 1}: {ev.message}")
+        return len(ev.run_ids) + len(ev.failed)
 
 
 def _pack_line(store: Store, ev: Event, n_packs: int, elapsed: float) -> str:
@@ -42,19 +123,8 @@ def _pack_line(store: Store, ev: Event, n_packs: int, elapsed: float) -> str:
     accs = [a for a in accs if a is not None]
     labels = sorted({rec.get("label") or "-" for rec in recs})
     acc = f", test.acc {min(accs):.3f}–{max(accs):.3f}" if accs else ""
-    return (f"  pack {ev.pack + 1}/{n_packs} done: {ev.n_runs} runs [{', '.join(labels)}]{acc} "
-            f"({elapsed:.0f}s elapsed)")
-
-
-@dataclass
-class RunSummary:
-    total: int
-    already_done: int
-    trained: int
-    failed: int
-    packs: int
-    wall_s: float
-    csv: Path | None
+    return (f"  pack {ev.pack + 1}/{n_packs} done: {len(ev.run_ids)} runs [{', '.join(labels)}]"
+            f"{acc} ({elapsed:.0f}s elapsed)")
 
 
 def run_experiment(
@@ -67,72 +137,106 @@ def run_experiment(
     pack_size: int | None = None,
     workers: int | None = None,
     console: Console | None = None,
+    wait_poll_s: float = WAIT_POLL_S,
 ) -> RunSummary:
     console = console or Console()
     t0 = time.time()
-    runs = expand(spec, profile)
     store = open_store(spec, out)
     store.cleanup()
-    unique = unique_runs(runs)
-    pending = [r for r in unique if not store.is_done(r.run_id)]
-    done_before = len(unique) - len(pending)
-    if max_runs is not None:
-        pending = pending[:max_runs]
+    runs, unique, pending = _pending(spec, profile, store, max_runs)
+    done_before = len(unique) - len([r for r in unique if not store.is_done(r.run_id)])
     packs = plan(pending, pack_size, device)
-    size = max((len(p) for p in packs), default=0)
-    workers = workers or default_workers(device, len(packs))
+    n_workers = workers or default_workers(device, len(packs))
+    n_workers = max(1, min(n_workers, len(packs) or 1))
     console.print(
         f"[bold]{spec.id}[/] profile [cyan]{profile}[/]: {len(unique)} runs, {done_before} already "
-        f"done, {len(pending)} to train in {len(packs)} packs (largest {size}) on {device}, "
-        f"{workers} worker{'s' if workers > 1 else ''}"
-    )
-    state = {"done": 0, "failed": 0, "packs_done": 0, "packs_failed": 0, "running": 0}
+        f"done, {len(pending)} to train in {len(packs)} packs (largest "
+        f"{max((len(p) for p in packs), default=0)}) on {device}, {n_workers} worker"
+        f"{'s' if n_workers > 1 else ''}")
+    ws = WorkSettings(device, backend, tuple(spec.analysis))
+    csv_name = output_name(spec, profile, "results", "csv")
+    tr = _Tracker(store, len(packs))
+    by_id = {r.run_id: r for r in pending}
+    interrupted = False
     if pending:
-        with Progress(
-            TextColumn("[progress.description]{task.description}"),
-            BarColumn(),
-            TextColumn("{task.completed}/{task.total}"),
-            TextColumn("{task.fields[status]}"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=console,
-            transient=False,
-        ) as prog:
-            runs_bar = prog.add_task("runs", total=len(pending), status="")
-            step_bar = prog.add_task("pack", total=1, status="", visible=workers == 1)
+        with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
+                      TextColumn("{task.completed}/{task.total}"), TextColumn("{task.fields[status]}"),
+                      TimeElapsedColumn(), TimeRemainingColumn(), console=console,
+                      transient=False) as prog:
+            bar = prog.add_task("runs", total=len(pending), status="")
+            step_bar = prog.add_task("pack", total=1, status="", visible=n_workers == 1)
 
             def status() -> str:
-                return (f"packs {state['packs_done']}/{len(packs)} done, {state['running']} running, "
-                        f"{state['packs_failed']} failed")
+                return (f"packs {len(tr.ended)}/{tr.n_packs} ended, {tr.running} running, "
+                        f"{len(tr.failed)} runs failed")
 
             def on_event(ev: Event) -> None:
                 if ev.kind == "pack_start":
-                    state["running"] += 1
+                    tr.running += 1
                     prog.update(step_bar, completed=0, total=1,
-                                description=f"pack {ev.pack + 1} ({ev.n_runs} runs)")
+                                description=f"pack {ev.pack + 1} ({len(ev.run_ids)} runs)")
                 elif ev.kind == "progress":
                     prog.update(step_bar, completed=ev.step, total=ev.total)
-                elif ev.kind in ("pack_done", "pack_failed"):
-                    state["running"] -= 1
-                    key = "packs_done" if ev.kind == "pack_done" else "packs_failed"
-                    state[key] += 1
-                    state["done" if ev.kind == "pack_done" else "failed"] += ev.n_runs
-                    prog.advance(runs_bar, ev.n_runs)
-                    if ev.kind == "pack_failed":
+                elif ev.kind == "pack_end":
+                    if ev.run_ids or ev.failed:
+                        tr.running = max(0, tr.running - 1)
+                    prog.advance(bar, tr.end(ev))
+                    if ev.failed:
                         console.print(f"[red]pack {ev.pack + 1} failed:[/] {ev.message}")
-                    else:
+                    elif ev.run_ids:
                         console.print(_pack_line(store, ev, len(packs), time.time() - t0))
-                    store.write_csv(runs, output_name(spec, profile, "results", "csv"))
-                elif ev.kind == "skipped":
-                    prog.advance(runs_bar, ev.n_runs)
-                prog.update(runs_bar, status=status())
+                    if ev.run_ids or ev.failed:
+                        store.write_csv(runs, csv_name)
+                prog.update(bar, status=status())
 
-            if workers > 1:
-                run_workers(spec, profile, store, runs, device, backend, pack_size, workers,
-                            on_event)
-            else:
-                work(packs, store, device, backend, tuple(spec.analysis), on_event)
-    csv = store.write_csv(runs, output_name(spec, profile, "results", "csv"))
+            try:
+                work = list(enumerate(packs))
+                while work:
+                    if n_workers > 1 and len(work) > 1:
+                        run_workers(work, store, ws, min(n_workers, len(work)), on_event)
+                    else:
+                        run_in_process(work, store, ws, on_event)
+                    work = _wait_for_others(tr, by_id, store, pack_size, device, prog, bar,
+                                            console, wait_poll_s, first_index=len(tr.ended))
+                    tr.n_packs = len(tr.ended) + len(work)
+            except KeyboardInterrupt:
+                interrupted = True
+    csv = store.write_csv(runs, csv_name)
     store.cleanup()
-    return RunSummary(len(unique), done_before, state["done"], state["failed"], len(packs),
-                      time.time() - t0, csv)
+    elsewhere = tr.elsewhere - tr.trained
+    settled = tr.trained | tr.failed | elsewhere
+    not_run = [r.run_id for r in pending if r.run_id not in settled and not store.is_done(r.run_id)]
+    summary = RunSummary(len(unique), done_before, len(tr.trained), len(tr.failed),
+                         len(elsewhere), len(not_run), len(packs), time.time() - t0, csv,
+                         tr.messages, interrupted)
+    return summary
+
+
+def _wait_for_others(tr: _Tracker, by_id: dict[str, RunConfig], store: Store,
+                     pack_size: int | None, device: str, prog, bar, console: Console,
+                     poll_s: float, first_index: int) -> list[tuple[int, Pack]]:
+    """Runs skipped because another process held their claim: wait until they are done; return
+    new packs for those whose claim went stale (their holder died) so this command trains them."""
+    announced = False
+    while True:
+        waiting = [r for r in tr.skipped
+                   if r not in tr.trained and r not in tr.failed and r not in tr.elsewhere]
+        for r in waiting:
+            if store.is_done(r):
+                tr.elsewhere.add(r)
+                prog.advance(bar, 1)
+        waiting = [r for r in waiting if r not in tr.elsewhere]
+        if not waiting:
+            return []
+        free = [r for r in waiting if store.holder(r) is None]
+        if free:
+            tr.skipped.difference_update(free)
+            packs = plan([by_id[r] for r in free], pack_size, device)
+            return [(first_index + k, p) for k, p in enumerate(packs)]
+        if not announced:
+            holders = sorted({h for h in (store.holder(r) for r in waiting) if h})
+            console.print(f"waiting for {len(waiting)} runs claimed by another process "
+                          f"({'; '.join(holders[:3])}); Ctrl-C stops waiting, re-run to resume")
+            announced = True
+        time.sleep(poll_s)
+

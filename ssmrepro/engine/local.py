@@ -1,8 +1,12 @@
-"""Stage 3a: execute packs on this machine — in process, or in N worker processes.
+"""Stage 3 (engine): execute planned packs on this machine, in this process or in N workers.
 
-Every worker walks the same pack list and claims runs before training them (``Store.claim``), so
-any number of workers, ``ssmrepro run`` processes or machines sharing the results folder never train
-a run twice. Killing a worker loses at most the packs it had in flight; a re-run picks them up.
+The parent plans once (``engine.plan``) and hands packs to the executors: in-process for one
+worker, else N spawned worker processes that pull packs from one queue. Either way one function,
+``work_pack``, claims the pack's runs (``Store.claim``: several runners or machines sharing the
+results folder never train a run twice), trains the claimed ones as one stacked model, writes one
+record per run and reports what happened as ``Event``s. The parent sees every pack end exactly once:
+trained, failed (an exception, recorded per run), skipped (claimed by another process), or lost (its
+worker process died). Killing the sweep loses at most the packs in flight; a re-run picks them up.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import multiprocessing as mp
 import os
 import platform
 import queue as queue_mod
+import signal
 import subprocess
 import time
 import traceback
@@ -23,7 +28,7 @@ import torch
 from ..kernels.backend import kernel_usage, reset_kernel_usage, set_scan_backend
 from ..store import Store
 from ..train import train_pack
-from .plan import Pack, plan
+from .plan import Pack
 
 _COMMIT: str | None = None
 
@@ -66,50 +71,68 @@ def make_record(run, result: dict, device: str, backend: str,
 
 @dataclass
 class Event:
-    kind: str  # pack_start | pack_done | pack_failed | progress | skipped
+    """What an executor reports. ``pack_end`` closes every pack exactly once."""
+
+    kind: str  # pack_start | progress | pack_end | worker_exit
     pack: int
-    n_runs: int = 0
+    worker: int = 0
+    run_ids: list[str] = field(default_factory=list)  # pack_start: claimed; pack_end: trained
+    failed: list[str] = field(default_factory=list)  # pack_end: runs whose training raised
+    skipped: list[str] = field(default_factory=list)  # pack_end: runs claimed by another process
     step: int = 0
     total: int = 0
     message: str = ""
-    run_ids: list[str] = field(default_factory=list)
 
 
 EventFn = Callable[[Event], None]
 
 
-def work(packs: list[Pack], store: Store, device: str, backend: str, analyses: tuple[str, ...],
-         on_event: EventFn) -> None:
-    """Claim and train packs in order; write one record per run."""
-    set_scan_backend(backend)  # per process: the models' scans and convs dispatch on it
-    for i, pack in enumerate(packs):
-        mine = [r for r in pack.runs if store.claim(r.run_id)]
-        if not mine:
-            on_event(Event("skipped", i, len(pack.runs)))
-            continue
-        ids = [r.run_id for r in mine]
-        on_event(Event("pack_start", i, len(mine), run_ids=ids))
-        reset_kernel_usage()
-        try:
-            results = train_pack(
-                mine,
-                device=device,
-                progress=lambda s, t, a, i=i, n=len(mine): on_event(Event("progress", i, n, s, t)),
-                heartbeat=lambda ids=ids: store.heartbeat(ids),
-                analyses=analyses,
-            )
-            for r, res in zip(mine, results):
-                store.write(make_record(r, res, device, backend, kernel_usage()))
-            on_event(Event("pack_done", i, len(mine), run_ids=ids))
-        except Exception as err:  # a crashing pack is recorded, the sweep goes on
-            msg = "".join(traceback.format_exception_only(type(err), err)).strip()
-            for r in mine:
-                store.write(make_record(r, {"status": "error", "error": msg,
-                                            "traceback": traceback.format_exc()}, device, backend))
-            on_event(Event("pack_failed", i, len(mine), message=msg, run_ids=ids))
-        finally:
-            for r in mine:
-                store.release(r.run_id)
+@dataclass(frozen=True)
+class WorkSettings:
+    device: str
+    backend: str
+    analyses: tuple[str, ...] = ()
+
+
+def work_pack(i: int, pack: Pack, store: Store, ws: WorkSettings, emit: EventFn,
+              worker: int = 0) -> None:
+    """Claim, train and record one pack; emits pack_start / progress and exactly one pack_end."""
+    mine = [r for r in pack.runs if store.claim(r.run_id)]
+    skipped = [r.run_id for r in pack.runs if r not in mine]
+    if not mine:
+        emit(Event("pack_end", i, worker, skipped=skipped))
+        return
+    ids = [r.run_id for r in mine]
+    emit(Event("pack_start", i, worker, run_ids=ids))
+    reset_kernel_usage()
+    try:
+        results = train_pack(
+            mine,
+            device=ws.device,
+            progress=lambda s, t, a: emit(Event("progress", i, worker, step=s, total=t)),
+            heartbeat=lambda: store.heartbeat(ids),
+            analyses=ws.analyses,
+        )
+        for r, res in zip(mine, results):
+            store.write(make_record(r, res, ws.device, ws.backend, kernel_usage()))
+        emit(Event("pack_end", i, worker, run_ids=ids, skipped=skipped))
+    except Exception as err:  # a crashing pack is recorded, the sweep goes on
+        msg = "".join(traceback.format_exception_only(type(err), err)).strip()
+        for r in mine:
+            store.write(make_record(r, {"status": "error", "error": msg,
+                                        "traceback": traceback.format_exc()}, ws.device,
+                                    ws.backend))
+        emit(Event("pack_end", i, worker, failed=ids, skipped=skipped, message=msg))
+    finally:
+        for r in mine:
+            store.release(r.run_id)
+
+
+def run_in_process(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings,
+                   emit: EventFn) -> None:
+    set_scan_backend(ws.backend)  # per process: the models' scans and convs dispatch on it
+    for i, pack in packs:
+        work_pack(i, pack, store, ws, emit)
 
 
 def _die_with_parent(parent: int) -> None:
@@ -117,13 +140,27 @@ def _die_with_parent(parent: int) -> None:
     not leave orphans training on); exit at once if the parent is already gone."""
     try:
         import ctypes
-        import signal
 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
     if os.getppid() != parent:  # died while this worker was starting
         os._exit(1)
+
+
+def _worker_main(worker: int, tasks, events, store: Store, ws: WorkSettings, threads: int,
+                 parent: int) -> None:
+    _die_with_parent(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
+    torch.set_num_threads(threads)
+    set_scan_backend(ws.backend)
+    while True:
+        item = tasks.get()
+        if item is None:
+            break
+        i, pack = item
+        work_pack(i, pack, store, ws, events.put, worker)
+    events.put(Event("worker_exit", -1, worker))
 
 
 def default_workers(device: str, n_packs: int) -> int:
@@ -136,41 +173,69 @@ def default_workers(device: str, n_packs: int) -> int:
     return max(1, min(n, n_packs))
 
 
-def _worker_main(spec_path: str, profile: str, root: str, device: str, backend: str,
-                 pack_size: int | None, threads: int, q, parent: int) -> None:
-    _die_with_parent(parent)
-    from ..spec import load_spec
-    from ..sweep import expand, unique_runs
-
-    torch.set_num_threads(threads)
-    from . import open_store
-
-    spec = load_spec(spec_path)
-    runs = expand(spec, profile)
-    store = open_store(spec, Path(root).parents[1])
-    packs = plan([r for r in unique_runs(runs) if not store.is_done(r.run_id)], pack_size, device)
-    work(packs, store, device, backend, tuple(spec.analysis), q.put)
-
-
-def run_workers(spec, profile: str, store: Store, runs: list, device: str, backend: str,
-                pack_size: int | None, workers: int, on_event: EventFn) -> None:
-    """Run ``workers`` processes on the same spec; forward their events to ``on_event``."""
+def run_workers(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings, workers: int,
+                emit: EventFn) -> None:
+    """N spawned processes pull packs from one queue. A worker that dies mid-pack is reported
+    as that pack's end with every run lost (``failed``, message 'worker died ...')."""
     ctx = mp.get_context("spawn")
-    q = ctx.Queue()
+    tasks, events = ctx.Queue(), ctx.Queue()
+    for item in packs:
+        tasks.put(item)
+    for _ in range(workers):
+        tasks.put(None)
     threads = max(1, (os.cpu_count() or 1) // workers)
     procs = []
     for w in range(workers):
-        dev = device
-        if device == "cuda" and torch.cuda.device_count() > 1:
+        dev = ws.device
+        if dev == "cuda" and torch.cuda.device_count() > 1:
             dev = f"cuda:{w % torch.cuda.device_count()}"
-        p = ctx.Process(target=_worker_main, args=(str(spec.path), profile, str(store.root), dev,
-                                                   backend, pack_size, threads, q, os.getpid()))
+        wsw = WorkSettings(dev, ws.backend, ws.analyses)
+        p = ctx.Process(target=_worker_main, args=(w, tasks, events, store, wsw, threads,
+                                                   os.getpid()), daemon=True)
         p.start()
         procs.append(p)
-    while any(p.is_alive() for p in procs) or not q.empty():
-        try:
-            on_event(q.get(timeout=0.5))
-        except queue_mod.Empty:
-            pass
-    for p in procs:
-        p.join()
+    in_flight: dict[int, tuple[int, list[str]]] = {}  # worker -> (pack, claimed run ids)
+    ended: set[int] = set()  # workers that said goodbye or whose death was handled
+
+    def handle(ev: Event) -> None:
+        if ev.kind == "pack_start":
+            in_flight[ev.worker] = (ev.pack, ev.run_ids)
+        elif ev.kind == "pack_end":
+            in_flight.pop(ev.worker, None)
+        elif ev.kind == "worker_exit":
+            ended.add(ev.worker)
+            return
+        emit(ev)
+
+    try:
+        while len(ended) < workers:
+            try:
+                handle(events.get(timeout=0.5))
+                continue
+            except queue_mod.Empty:
+                pass
+            for w, p in enumerate(procs):
+                if w in ended or p.is_alive():
+                    continue
+                p.join()
+                while True:  # events it sent before dying
+                    try:
+                        handle(events.get(timeout=0.2))
+                    except queue_mod.Empty:
+                        break
+                if w in ended:
+                    continue
+                ended.add(w)
+                if w in in_flight:
+                    pack, ids = in_flight.pop(w)
+                    emit(Event("pack_end", pack, w, failed=ids,
+                               message=f"worker {w} died (exit code {p.exitcode}) while "
+                               "training this pack; its runs have no records"))
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        for p in procs:
+            p.join(timeout=10)
+        tasks.cancel_join_thread()
+        events.cancel_join_thread()

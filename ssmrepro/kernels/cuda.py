@@ -33,8 +33,9 @@ with (L two) interleaving (``view_as_real(X).flatten(-2)``); real B / C with com
 promoted to complex (zero imaginary part); real A with complex B or C is promoted to complex A.
 
 Kernels are injectable: every adapter takes ``kernels=`` (a :class:`Kernels`); the default is
-:func:`load_kernels`, the compiled ones. Tests pass ``EMULATOR`` (pure-PyTorch emulators of the
-same APIs, :mod:`ssmrepro.kernels.api_emulator`), which is how the adapters are verified on CPU.
+:func:`load_kernels`, the compiled ones. Tests pass pure-PyTorch emulators of the same APIs
+(test-only support: ``tests/support/kernel_api_emulator.py``), which is how the adapters are
+verified on CPU.
 
 Importing the compiled kernels (:func:`load_kernels`, notes §3.4) never executes
 ``mamba_ssm/__init__.py`` (it needs transformers, huggingface_hub and Mamba-3 deps): a stub
@@ -63,14 +64,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from . import api_emulator
-
 __all__ = [
     "MAX_DSTATE",
     "MAX_GRID_DIM",
     "TESTED_VERSIONS",
     "Kernels",
-    "EMULATOR",
     "KernelImportError",
     "load_kernels",
     "selective_scan",
@@ -94,14 +92,6 @@ class Kernels:
     mamba_chunk_scan_combined: Callable
     causal_conv1d_fn: Callable
     source: str = ""
-
-
-EMULATOR = Kernels(
-    api_emulator.selective_scan_fn,
-    api_emulator.mamba_chunk_scan_combined,
-    api_emulator.causal_conv1d_fn,
-    source="ssmrepro.kernels.api_emulator (pure PyTorch)",
-)
 
 
 # ------------------------------------------------------------------------------------------------

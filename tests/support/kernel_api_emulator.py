@@ -1,4 +1,5 @@
-"""Pure-PyTorch emulators of the three CUDA kernel APIs that the ``cuda`` backend calls.
+"""TEST-ONLY SUPPORT (never imported by ssmrepro/): pure-PyTorch emulators of the three CUDA
+kernel APIs that the ``cuda`` backend calls.
 
 Written by us from the documented semantics, layouts and checks in ``notes/kernels.md`` §1
 (mamba-ssm 2.3.2.post1, causal-conv1d 1.7.0), *not* from their Python references. They exist so
@@ -18,7 +19,7 @@ Besides computing, the emulators *enforce* the constraints the adapters must res
 those the real kernels do not check themselves (``dim % n_groups``; the launch-grid limit on
 channels / heads, whose violation on a GPU is a launch failure rather than a clear error), so a
 test fails where the real kernel would misbehave. The limits are module constants so tests can
-shrink them (``monkeypatch.setattr(api_emulator, "MAX_GRID_DIM", 4)``).
+shrink them (``monkeypatch.setattr(kernel_api_emulator, "MAX_GRID_DIM", 4)``).
 
 Dtypes. The real kernels take fp32 / fp16 / bf16 activations and fp32 (complex64) weights. The
 emulators additionally accept the float64 / complex128 pair (activations float64 => weights
@@ -361,3 +362,11 @@ def causal_conv1d_fn(
     if activation is not None:
         out = F.silu(out)
     return out.to(x.dtype)
+
+
+def emulated_kernels():
+    """The emulators as a ``kernels.cuda.Kernels`` bundle (what the adapters' ``kernels=`` takes)."""
+    from ssmrepro.kernels.cuda import Kernels
+
+    return Kernels(selective_scan_fn, mamba_chunk_scan_combined, causal_conv1d_fn,
+                   source="tests/support/kernel_api_emulator.py (pure PyTorch)")

@@ -53,19 +53,19 @@ from pathlib import Path
 
 import torch
 
-from .kernels.inplace import block_len, selective_scan_fused
-from .kernels.scan import (
+from ..kernels.inplace import block_len, selective_scan_fused
+from ..kernels.scan import (
     default_chunk,
     diag_scan,
     diag_scan_ref,
     selective_scan,
     selective_scan_ref,
 )
-from .kernels.ssd import default_ssd_chunk, ssd, ssd_ref
+from ..kernels.ssd import default_ssd_chunk, ssd, ssd_ref
 
 
 def cpu_model() -> str:
-    from .bench import cpu_name
+    from .packs import cpu_name
 
     return cpu_name()
 

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import torch
 
-from .engine.local import git_commit
-from .models import MODELS, build_model
-from .tasks import build_task
-from .tasks.base import TRAIN
-from .train import member_losses, packed_step, supervised_logits
+from ..engine.local import git_commit
+from ..models import MODELS, build_model
+from ..tasks import build_task
+from ..tasks.base import TRAIN
+from ..train import member_losses, packed_step, supervised_logits
 
 
 @dataclass(frozen=True)

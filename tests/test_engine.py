@@ -1,0 +1,114 @@
+"""The one engine path: planning once, exact --max-runs / --pack-size / progress for 1 and 2
+workers, a dead worker reported as a failure, runs held by another process waited for."""
+
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from helpers import write_spec
+from rich.console import Console
+
+from ssmrepro.engine import dry_run, run_experiment
+from ssmrepro.spec import load_spec
+from ssmrepro.store import Store
+from ssmrepro.sweep import expand
+
+
+def _spec(tmp_path, seeds=(0, 1, 2), steps=40):
+    return load_spec(write_spec(tmp_path, seeds=list(seeds), train={
+        "optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": steps, "val_size": 16,
+        "test_size": 16, "eval_every": 20, "eval_batch_size": 16}))
+
+
+def _console():
+    buf = io.StringIO()
+    return Console(file=buf, width=200, force_terminal=False), buf
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_max_runs_and_pack_size_are_exact(tmp_path, workers):
+    spec = _spec(tmp_path)  # 2 cases x 3 seeds = 6 runs
+    out = tmp_path / "o"
+    con, buf = _console()
+    s = run_experiment(spec, "quick", out, max_runs=3, pack_size=1, workers=workers, console=con)
+    store = Store(out / spec.paper / spec.id)
+    assert s.trained == 3 and s.packs == 3 and s.ok, buf.getvalue()
+    assert len(list(store.runs.glob("*.json"))) == 3
+    assert {json.loads(f.read_text())["pack_size"] for f in store.runs.glob("*.json")} == {1}
+    text = buf.getvalue()
+    assert re.search(r"runs .* 3/3 +packs 3/3 ended", text), text  # each run counted once
+    s2 = run_experiment(spec, "quick", out, pack_size=2, workers=workers, console=_console()[0])
+    assert s2.already_done == 3 and s2.trained == 3 and s2.packs == 2 and s2.ok
+    assert len(list(store.runs.glob("*.json"))) == 6
+
+
+def test_dry_run_is_the_plan_without_training(tmp_path):
+    spec = _spec(tmp_path)
+    d = dry_run(spec, "quick", tmp_path / "o", max_runs=5, pack_size=2, estimate=False)
+    assert (d.total, d.done, d.pending, len(d.packs), d.largest) == (6, 0, 5, 3, 2)
+    assert d.run_steps == 5 * 40
+    assert not (tmp_path / "o").exists() or not list((tmp_path / "o").rglob("*.json"))
+
+
+def test_runs_held_by_a_live_process_are_waited_for_then_taken_over(tmp_path):
+    spec = _spec(tmp_path, seeds=[0])
+    out = tmp_path / "o"
+    runs = expand(spec, "quick")
+    store = Store(out / spec.paper / spec.id)
+    store.claims.mkdir(parents=True)
+    held = store.claims / f"{runs[0].run_id}.claim"  # "another process" (this one) holds run 0
+    held.write_text(json.dumps({"host": store.host, "pid": os.getpid(), "time": 0, "nonce": "x"}))
+    con, buf = _console()
+    result = {}
+    t = threading.Thread(target=lambda: result.update(s=run_experiment(
+        spec, "quick", out, pack_size=1, workers=1, console=con, wait_poll_s=0.1)))
+    t.start()
+    deadline = time.time() + 60
+    while "waiting for 1 runs" not in buf.getvalue() and time.time() < deadline:
+        time.sleep(0.05)
+    assert "waiting for 1 runs" in buf.getvalue() and t.is_alive()
+    held.unlink()  # the holder goes away: the runner takes the run over
+    t.join(60)
+    s = result["s"]
+    assert s.ok and s.trained == 2 and all(store.is_done(r.run_id) for r in runs)
+
+
+def test_a_killed_worker_is_a_failure_and_the_others_finish(tmp_path, cli_env):
+    spec_path = write_spec(tmp_path, seeds=[0, 1, 2], train={
+        "optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 300, "val_size": 16,
+        "test_size": 16, "eval_every": 100, "eval_batch_size": 16})
+    spec = load_spec(spec_path)
+    out = tmp_path / "o"
+    store = Store(out / spec.paper / spec.id)
+    p = subprocess.Popen([sys.executable, "-m", "ssmrepro.cli", "run", str(spec_path), "--out",
+                          str(out), "--no-plot", "--pack-size", "1", "--workers", "2"],
+                         env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    victim = None
+    deadline = time.time() + 120
+    while victim is None and time.time() < deadline:
+        for c in store.claims.glob("*.claim") if store.claims.exists() else []:
+            try:
+                victim = json.loads(c.read_text())["pid"]
+                break
+            except (ValueError, KeyError, FileNotFoundError):
+                pass
+        time.sleep(0.02)
+    assert victim is not None and victim != p.pid
+    os.kill(victim, signal.SIGKILL)
+    stdout, stderr = p.communicate(timeout=300)
+    assert p.returncode == 1, stdout + stderr
+    assert "died" in stderr and "re-run" in stderr
+    n = len(list(store.runs.glob("*.json")))
+    assert 1 <= n == len(expand(spec, "quick")) - 1  # every other run was trained
+    r = subprocess.run([sys.executable, "-m", "ssmrepro.cli", "run", str(spec_path), "--out",
+                        str(out), "--no-plot", "--pack-size", "1"], env=cli_env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert all(store.is_done(x.run_id) for x in expand(spec, "quick"))
