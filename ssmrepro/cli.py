@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .kernels.backend import BackendError, select_backend, select_device
-from .spec import SpecError, find_spec, load_spec, spec_paths
+from .spec import SpecError, find_spec, index_problems, load_spec, spec_paths
 
 app = typer.Typer(
     add_completion=False,
@@ -147,7 +147,7 @@ def validate(
     if not name and not all_:
         _fail(["give an experiment id or --all"])
     paths = spec_paths() if all_ else [None]
-    errors: list[str] = []
+    errors: list[str] = index_problems()[1] if all_ else []
     for p in paths:
         try:
             spec = load_spec(p) if p else find_spec(name)  # type: ignore[arg-type]

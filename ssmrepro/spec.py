@@ -11,10 +11,17 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
 
 from .util import repo_root
 
@@ -104,11 +111,15 @@ class Claim(Strict):
     value: float
 
 
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$"  # ids, aliases, paper slugs: safe as paths
+Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
+
+
 class Spec(Strict):
     version: int = Field(..., description="spec format version")
-    id: str
-    alias: str | None = None
-    paper: str
+    id: Name = Field(..., description="the results folder name: letters, digits, . _ -")
+    alias: Name | None = None
+    paper: Name = Field(..., description="paper slug (results/<paper>/<id>/)")
     title: str
     tier: int = Field(..., ge=1, le=3)
     claim: str
@@ -129,7 +140,7 @@ class Spec(Strict):
     figure: FigureSpec
     paper_values: list[PaperValue] = []
     claims: list[Claim] = []
-    reuse: list[str] = Field(
+    reuse: list[Name] = Field(
         [], description="ids of specs whose run records this spec reuses (same run id = same "
         "config, seed and code version), e.g. a figure drawn from another figure's runs"
     )
@@ -172,7 +183,9 @@ def load_spec(path: Path | str) -> Spec:
     """Parse and validate one spec file (schema only; run configs are checked by ``sweep``)."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.safe_load(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise SpecError([f"{path}: byte {err.start}: not UTF-8 text"]) from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "(parse)"
@@ -201,18 +214,54 @@ def spec_paths() -> list[Path]:
     return sorted(p for p in experiments_dir().glob("*/*.yaml") if not p.name.startswith("_"))
 
 
-def index() -> dict[str, Path]:
-    """id and alias -> file, from file names (``<id>.yaml``) and a light read of ``alias:``."""
-    out: dict[str, Path] = {}
+def _light_read(p: Path) -> tuple[str | None, str | None]:
+    """(``id:``, ``alias:``) of a spec file without validating it (None where unreadable)."""
+    try:
+        raw = yaml.safe_load(p.read_bytes().decode("utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError, OSError):
+        return None, None
+    raw = raw if isinstance(raw, dict) else {}
+    return tuple(v if isinstance(v, str) else None for v in (raw.get("id"), raw.get("alias")))
+
+
+def index_problems() -> tuple[dict[str, Path], list[str]]:
+    """(id and alias -> file, identity problems). Ids come from file names (``<id>.yaml``),
+    aliases from a light read. Problems: two files with one id, an ``id:`` that is not the file
+    name, an alias used twice, an alias equal to another spec's id; such names are left out of
+    the index (ambiguous)."""
+    ids: dict[str, list[Path]] = {}
+    aliases: dict[str, list[Path]] = {}
+    problems, out = [], {}
     for p in spec_paths():
-        out[p.stem] = p
-        try:
-            raw = yaml.safe_load(p.read_text())
-        except yaml.YAMLError:
-            continue
-        if isinstance(raw, dict) and isinstance(raw.get("alias"), str):
-            out[raw["alias"]] = p
-    return out
+        ids.setdefault(p.stem, []).append(p)
+        i, a = _light_read(p)
+        if i is not None and i != p.stem:
+            problems.append(f"{p}: id: {i!r} must equal the file name {p.stem!r}")
+        if a is not None and a != p.stem:
+            aliases.setdefault(a, []).append(p)
+    for name, ps in ids.items():
+        if len(ps) > 1:
+            problems.append(f"{', '.join(map(str, ps))}: id: {name!r} is the id of "
+                            f"{len(ps)} specs (ids must be unique)")
+        else:
+            out[name] = ps[0]
+    for name, ps in aliases.items():
+        if len(ps) > 1:
+            problems.append(f"{', '.join(map(str, ps))}: alias: {name!r} is the alias of "
+                            f"{len(ps)} specs")
+        elif name in ids:
+            problems.append(f"{ps[0]}: alias: {name!r} is the id of {ids[name][0]}")
+        else:
+            out[name] = ps[0]
+    for name in set(ids) | set(aliases):
+        if name not in out:
+            out.pop(name, None)
+    return out, problems
+
+
+def index() -> dict[str, Path]:
+    """id and alias -> file (ambiguous names left out; see :func:`index_problems`)."""
+    return index_problems()[0]
 
 
 def find_spec(name: str) -> Spec:
@@ -220,7 +269,10 @@ def find_spec(name: str) -> Spec:
     p = Path(name)
     if p.suffix in (".yaml", ".yml") and p.exists():
         return load_spec(p)
-    idx = index()
+    idx, problems = index_problems()
+    clash = [m for m in problems if f"{name!r}" in m]
+    if clash:
+        raise SpecError(clash)
     if name not in idx:
         close = difflib.get_close_matches(name, list(idx), n=4, cutoff=0.5)
         hint = f" Did you mean: {', '.join(close)}?" if close else " Try `ssmrepro list`."

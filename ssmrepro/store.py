@@ -26,10 +26,34 @@ from typing import Any
 import pandas as pd
 
 from .spec import find_spec
+from .sweep import run_id_of
 from .util import HOST as _HOST
 from .util import atomic_write_text, repo_root
 
 DONE_STATUSES = ("ok", "diverged")  # "error" records are re-run
+RECORD_STATUSES = (*DONE_STATUSES, "error")
+
+
+def record_problem(rec: Any, run_id: str) -> str | None:
+    """Why a record must not be trusted as the result of ``run_id``, or None if it can be.
+
+    A record names its run id, status, metrics and the identity (lean config + seed) and code
+    version its id was hashed from; a record copied from another run, edited, truncated, or
+    written by another tool fails here.
+    """
+    if not isinstance(rec, dict):
+        return "not a JSON object"
+    if rec.get("run_id") != run_id:
+        return f"it names run {rec.get('run_id')!r}, not the file's {run_id!r}"
+    if rec.get("status") not in RECORD_STATUSES:
+        return f"unknown status {rec.get('status')!r}"
+    ident = rec.get("identity")
+    if not isinstance(ident, dict) or run_id_of(ident, rec.get("code")) != run_id:
+        return "its configuration does not hash to its run id (copied or edited)"
+    if rec["status"] in DONE_STATUSES and not (isinstance(rec.get("metrics"), dict)
+                                               and rec["metrics"]):
+        return "a finished run without metrics"
+    return None
 
 
 def _json_default(o: Any) -> Any:
@@ -80,20 +104,51 @@ class Store:
         self.claims = self.root / "claims"
         self.stale_after = stale_after
         self.host = socket.gethostname()
+        self.warnings: list[str] = []  # problems met while reading (quarantined records ...)
 
     # ---------------------------------------------------------------- records
     def record_path(self, run_id: str) -> Path:
         return self.runs / f"{run_id}.json"
 
     def read(self, run_id: str) -> dict | None:
-        for root in [self.runs] + [r / "runs" for r in self.reuse]:
+        """The run's valid record (own store first, then the reused ones), else None.
+
+        An invalid record of this store (unparsable, foreign, copied from another run, edited) is
+        moved to ``runs/quarantine/`` with a warning, so the run is trained again; an invalid one in
+        a reused (read-only) store is ignored with a warning.
+        """
+        for k, root in enumerate([self.runs] + [r / "runs" for r in self.reuse]):
+            path = root / f"{run_id}.json"
             try:
-                return json.loads((root / f"{run_id}.json").read_text())
+                rec = json.loads(path.read_bytes())
             except FileNotFoundError:
                 continue
-            except json.JSONDecodeError:  # cannot happen with atomic writes; treat as missing
-                continue
+            except (ValueError, OSError) as err:  # JSON, UTF-8, permission, is a directory ...
+                why = f"unreadable ({type(err).__name__})"
+            else:
+                why = record_problem(rec, run_id)
+                if why is None:
+                    return rec
+            self._distrust(path, why, quarantine=k == 0)
         return None
+
+    def _distrust(self, path: Path, why: str, quarantine: bool) -> None:
+        if not quarantine:
+            self._warn(f"ignoring run record {path}: {why}")
+            return
+        dest = self.runs / "quarantine" / f"{path.name}.{time.time_ns()}"
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, dest)
+        except OSError as err:
+            self._warn(f"ignoring run record {path}: {why} (cannot quarantine it: {err.strerror})")
+            return
+        self._warn(f"run record {path.name} quarantined to {dest.relative_to(self.root)}: {why}; "
+                   "the run will be trained again")
+
+    def _warn(self, msg: str) -> None:
+        if msg not in self.warnings:
+            self.warnings.append(msg)
 
     def is_done(self, run_id: str) -> bool:
         rec = self.read(run_id)

@@ -4,7 +4,16 @@ import subprocess
 import sys
 
 from ssmrepro.store import Store
+from ssmrepro.sweep import CODE_VERSION, run_id_of
 from ssmrepro.util import atomic_write_text
+
+
+def record(status="ok", tag="a", **kw):
+    """A valid record: its run id is the hash of its identity, as the engine writes them."""
+    ident = {"task": {"name": "t"}, "model": {"name": tag}, "train": {}, "seed": 0}
+    rid = run_id_of(ident)
+    return {"run_id": rid, "status": status, "identity": ident, "code": CODE_VERSION,
+            "metrics": {"test.acc": 0.5}, **kw}
 
 
 def test_atomic_write_leaves_no_temp(tmp_path):
@@ -25,11 +34,13 @@ def test_claims_are_exclusive_until_released(tmp_path):
 
 def test_done_runs_cannot_be_claimed(tmp_path):
     s = Store(tmp_path)
-    s.write({"run_id": "r1", "status": "ok", "metrics": {"x": float("nan")}})
-    assert not s.claim("r1")
-    assert json.loads((tmp_path / "runs" / "r1.json").read_text())["metrics"]["x"] is None
-    s.write({"run_id": "r2", "status": "error"})  # failed runs are re-run
-    assert s.claim("r2")
+    r1 = record(metrics={"x": float("nan")})
+    s.write(r1)
+    assert not s.claim(r1["run_id"])
+    assert json.loads(s.record_path(r1["run_id"]).read_text())["metrics"]["x"] is None
+    r2 = record("error", tag="b")
+    s.write(r2)  # failed runs are re-run
+    assert s.claim(r2["run_id"])
 
 
 def test_claim_of_dead_process_is_taken_over(tmp_path):
@@ -53,11 +64,12 @@ def test_fresh_claim_of_other_host_is_respected_and_old_one_is_not(tmp_path):
 
 def test_cleanup_removes_claims_of_finished_runs_and_dead_owners(tmp_path):
     s = Store(tmp_path)
-    assert s.claim("r1") and s.claim("r2")
-    s.write({"run_id": "r1", "status": "ok"})  # killed before releasing r1's claim
+    r1 = record()
+    assert s.claim(r1["run_id"]) and s.claim("r2")
+    s.write(r1)  # killed before releasing r1's claim
     live = Store(tmp_path)
     assert live.cleanup() == 1  # r1's claim goes; r2 is held by this (live) process
-    assert not (tmp_path / "claims" / "r1.claim").exists()
+    assert not (tmp_path / "claims" / f"{r1['run_id']}.claim").exists()
     assert (tmp_path / "claims" / "r2.claim").exists()
 
 
@@ -124,3 +136,45 @@ def test_concurrent_claimers_of_a_stale_claim_in_processes(tmp_path):
                               stdout=subprocess.PIPE, text=True) for _ in range(8)]
     outs = [p.communicate(timeout=60)[0].strip() for p in procs]
     assert sorted(outs) == ["0"] * 7 + ["1"]
+
+
+def test_bad_records_are_quarantined_and_retrained(tmp_path):
+    """Binary, wrong-schema, status-only, copied and edited records are never trusted."""
+    s = Store(tmp_path)
+    good, other = record(), record(tag="b", metrics={"test.acc": 0.9})
+    s.runs.mkdir(parents=True)
+    cases = {
+        "binary": b"\x00\xff\xfe garbage",
+        "not an object": b"[1, 2]",
+        "status only": json.dumps({"run_id": good["run_id"], "status": "ok"}).encode(),
+        "copied": json.dumps({**other}).encode(),  # another run's result under this id
+        "edited": json.dumps({**good, "identity": {**good["identity"], "seed": 1}}).encode(),
+        "no metrics": json.dumps({**good, "metrics": {}}).encode(),
+    }
+    for why, blob in cases.items():
+        s.record_path(good["run_id"]).write_bytes(blob)
+        s.warnings.clear()
+        assert s.read(good["run_id"]) is None, why
+        assert not s.is_done(good["run_id"]) and len(s.warnings) == 1, why
+        assert not s.record_path(good["run_id"]).exists(), why
+    assert len(list((s.runs / "quarantine").iterdir())) == len(cases)
+    assert s.claim(good["run_id"])  # the run is trained again
+    s.write(good)
+    assert s.read(good["run_id"])["metrics"] == {"test.acc": 0.5}
+
+
+def test_bad_record_in_a_reused_store_is_ignored_not_moved(tmp_path):
+    other = Store(tmp_path / "other")
+    rec = record()
+    other.runs.mkdir(parents=True)
+    other.record_path(rec["run_id"]).write_text(json.dumps({**rec, "run_id": "zzz"}))
+    s = Store(tmp_path / "me", reuse=[tmp_path / "other"])
+    assert s.read(rec["run_id"]) is None and s.warnings
+    assert other.record_path(rec["run_id"]).exists()
+
+
+def test_records_are_readable_by_others(tmp_path):
+    s = Store(tmp_path)
+    rec = record()
+    s.write(rec)
+    assert s.record_path(rec["run_id"]).stat().st_mode & 0o777 == 0o644

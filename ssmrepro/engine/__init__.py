@@ -145,6 +145,8 @@ def run_experiment(
     store.cleanup()
     runs, unique, pending = _pending(spec, profile, store, max_runs)
     done_before = len(unique) - len([r for r in unique if not store.is_done(r.run_id)])
+    for w in store.warnings:
+        console.print(f"[yellow]warning:[/] {w}", highlight=False)
     packs = plan(pending, pack_size, device)
     n_workers = workers or default_workers(device, len(packs))
     n_workers = max(1, min(n_workers, len(packs) or 1))

@@ -27,6 +27,7 @@ import torch
 
 from ..kernels.backend import kernel_usage, reset_kernel_usage, set_scan_backend
 from ..store import Store
+from ..sweep import CODE_VERSION
 from ..train import train_pack
 from .plan import Pack
 
@@ -57,6 +58,8 @@ def make_record(run, result: dict, device: str, backend: str,
         "coords": run.coords,
         "seed": run.seed,
         "config": run.config(),
+        "identity": run.identity(),  # what the run id hashes (checked when the record is read)
+        "code": CODE_VERSION,
         **result,
         "backend": backend,
         "kernels": kernels or {},

@@ -9,9 +9,10 @@ from .config import (
     TrainConfig,
     flatten,
     lean,
+    run_id_of,
 )
 from .expand import SECTIONS, axis_points, expand, set_dotted, unique_runs, validate_sections
 
 __all__ = ["CODE_VERSION", "MEMBER_FIELDS", "SECTIONS", "EarlyStop", "RunConfig", "Schedule",
-           "TrainConfig", "axis_points", "expand", "flatten", "lean", "set_dotted", "unique_runs",
-           "validate_sections"]
+           "TrainConfig", "axis_points", "expand", "flatten", "lean", "run_id_of", "set_dotted",
+           "unique_runs", "validate_sections"]

@@ -176,6 +176,11 @@ def lean(m: BaseModel) -> dict[str, Any]:
     return out
 
 
+def run_id_of(identity: dict[str, Any], code: Any = CODE_VERSION) -> str:
+    """The run id of a run's identity (``RunConfig.identity()``) under code version ``code``."""
+    return _hash({**identity, "code": code})
+
+
 def _hash(obj: Any, n: int = 12) -> str:
     blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:n]

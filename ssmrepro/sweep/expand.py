@@ -17,7 +17,7 @@ from .. import expr
 from ..models import MODELS, ModelConfig
 from ..spec import Axis, Spec, SpecError, _format_errors
 from ..tasks import TASKS, TaskConfig
-from .config import CODE_VERSION, RunConfig, TrainConfig, _hash, flatten
+from .config import RunConfig, TrainConfig, flatten, run_id_of
 
 SECTIONS = ("task", "model", "train")
 
@@ -172,7 +172,7 @@ def expand(spec: Spec, profile: str | None = None) -> list[RunConfig]:
                 model=model,
                 train=train,
             )
-            rc.run_id = _hash({**rc.identity(), "code": CODE_VERSION})
+            rc.run_id = run_id_of(rc.identity())
             runs.append(rc)
     for msg, pts in grouped.items():
         shown = ", ".join(pts[:3]) + (f" and {len(pts) - 3} more" if len(pts) > 3 else "")

@@ -1,0 +1,95 @@
+"""Hostile and careless input (issue 11): every probe ends in a clear message with exit 2, a
+recovered run with a warning, or a bounded refusal — never a traceback, a hang, a write outside
+``--out`` or a silent wrong result."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from helpers import ROOT, write_spec
+from typer.testing import CliRunner
+
+from ssmrepro.cli import app
+
+runner = CliRunner()
+
+
+def _invoke(*args, env=None):
+    return runner.invoke(app, [str(a) for a in args], env=env)
+
+
+def _assert_refused(res, *needles):
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output, res.output
+    for n in needles:
+        assert n in res.output, res.output
+
+
+@pytest.mark.parametrize("key,value", [
+    ("id", "../../../escaped"), ("id", "/tmp/abs"), ("id", "a/b"), ("id", "nul\x00id"),
+    ("id", "x" * 300), ("paper", "../.."), ("paper", "a/b"), ("alias", "../x"),
+])
+def test_ids_and_paper_slugs_must_be_safe_names(tmp_path, key, value):
+    spec = write_spec(tmp_path, **{key: value})
+    out = tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke")
+    _assert_refused(res, f"{key}:")
+    leaked = [p for p in tmp_path.parent.rglob("*") if "escaped" in p.name or p.name == "abs"]
+    assert not leaked and not out.exists()
+
+
+def _project(tmp_path) -> Path:
+    """A copy of the shipped experiments/ as its own project root."""
+    root = tmp_path / "proj"
+    shutil.copytree(ROOT / "experiments", root / "experiments")
+    (root / "ssmrepro").mkdir()
+    return root
+
+
+def _edit(path: Path, **kw):
+    raw = yaml.safe_load(path.read_text())
+    raw.update(kw)
+    path.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True))
+
+
+def test_duplicate_ids_and_aliases_are_rejected(tmp_path):
+    root = _project(tmp_path)
+    env = {"SSMREPRO_ROOT": str(root)}
+    src = root / "experiments/huang2025/huang2025-tab1.yaml"
+    (root / "experiments/other").mkdir()
+    shutil.copy(src, root / "experiments/other/huang2025-tab1.yaml")  # same id twice
+    res = _invoke("validate", "--all", env=env)
+    _assert_refused(res, "is the id of 2 specs")
+    res = _invoke("show", "huang2025-tab1", env=env)
+    _assert_refused(res, "is the id of 2 specs")
+    (root / "experiments/other/huang2025-tab1.yaml").unlink()
+
+    fig1 = root / "experiments/huang2025/huang2025-fig1.yaml"
+    _edit(fig1, alias="keep-nth")  # tab1's alias used again
+    _assert_refused(_invoke("validate", "--all", env=env), "'keep-nth' is the alias of 2 specs")
+    _assert_refused(_invoke("show", "keep-nth", env=env), "alias of 2 specs")
+    _edit(fig1, alias="koren2026-fig6")  # an alias hijacking another spec's id
+    _assert_refused(_invoke("validate", "--all", env=env), "is the id of")
+    res = _invoke("show", "koren2026-fig6", env=env)  # the id still means the id
+    _assert_refused(res, "is the id of")
+
+
+def test_a_spec_whose_id_is_not_its_file_name_is_rejected(tmp_path):
+    root = _project(tmp_path)
+    _edit(root / "experiments/huang2025/huang2025-fig1.yaml", id="other-name")
+    res = _invoke("validate", "--all", env={"SSMREPRO_ROOT": str(root)})
+    _assert_refused(res, "must equal the file name")
+
+
+def test_a_non_utf8_spec_is_a_message_and_does_not_break_list(tmp_path):
+    root = _project(tmp_path)
+    bad = root / "experiments/huang2025/broken.yaml"
+    bad.write_bytes(b"id: broken\n\xff\xfe\x00 title: x\n")
+    env = {"SSMREPRO_ROOT": str(root)}
+    _assert_refused(_invoke("validate", "--all", env=env), "not UTF-8")
+    res = _invoke("list", env=env)
+    assert res.exit_code == 0 and "invalid spec" in res.output, res.output
+    _assert_refused(_invoke("validate", bad), "not UTF-8")
