@@ -166,11 +166,13 @@ def run(
     profile: str | None = typer.Option(None, help="smoke | quick | paper (default: spec's)"),
     backend: str = typer.Option("auto", help="auto | torch | cuda"),
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N"),
-    max_runs: int | None = typer.Option(None, help="train at most this many runs"),
+    max_runs: int | None = typer.Option(None, min=1, help="train at most this many runs"),
     out: Path | None = typer.Option(None, help="results root (default ./results)"),
     workers: int | None = typer.Option(
-        None, help="worker processes, each claiming packs (default: one per CPU core or GPU)"),
-    pack_size: int | None = typer.Option(None, help="runs per pack (default: from memory)"),
+        None, min=1, help="worker processes, each claiming packs (default and maximum: one per "
+        "CPU core or GPU)"),
+    pack_size: int | None = typer.Option(None, min=1, max=4096,
+                                         help="runs per pack (default: from memory)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print runs, packs and a time estimate"),
     no_estimate: bool = typer.Option(False, "--no-estimate", help="with --dry-run: skip timing"),
     no_plot: bool = typer.Option(False, "--no-plot", help="skip figure and report"),

@@ -19,14 +19,15 @@ from collections.abc import Iterable
 import torch
 
 
-def schedule_factors(total: int, s) -> torch.Tensor:
-    """LR multipliers for steps 0..total-1 of one member: (total,) float64.
+def schedule_factors(total: int, s, steps: torch.Tensor | None = None) -> torch.Tensor:
+    """LR multipliers of one member with step budget ``total``, at ``steps`` (default
+    0..total-1): float64, same shape as ``steps``.
 
     warmup (linear from ``warmup_start`` to 1 over ``warmup_steps``) -> hold at 1 for ``hold_steps``
     -> decay over ``decay_steps`` (default: the rest) by ``kind`` (cosine / linear / constant) to
     ``final_factor`` -> flat at the final value.
     """
-    step = torch.arange(total, dtype=torch.float64)
+    step = torch.arange(total, dtype=torch.float64) if steps is None else steps.double()
     one = torch.ones_like(step)
     if s.warmup_steps:
         warm = s.warmup_start + (1.0 - s.warmup_start) * step / s.warmup_steps
@@ -48,20 +49,40 @@ def schedule_factors(total: int, s) -> torch.Tensor:
     return out
 
 
-def lr_table(lrs: list[float], schedules: list, totals: list[int], min_lrs: list[float | None]):
-    """(E, max_total) learning rates: row e is member e's schedule over its own step budget.
+class LRSchedule:
+    """Learning rates of a pack's members, computed in blocks of steps as training goes (memory
+    independent of the step budget). ``at(step)`` -> (E,) float64: member e's lr at that step, 0
+    beyond its own budget. ``min_lr`` (absolute) rescales the decay so it ends at min_lr instead
+    of lr * final_factor."""
 
-    ``min_lr`` (absolute) rescales the decay so it ends at min_lr instead of lr * final_factor.
-    """
-    T = max(totals)
-    out = torch.zeros(len(lrs), T, dtype=torch.float64)
-    for e, (lr, s, tot, mn) in enumerate(zip(lrs, schedules, totals, min_lrs)):
-        f = schedule_factors(tot, s)
-        vals = lr * f
-        if mn is not None:
-            vals = mn + (lr - mn) * (f - s.final_factor) / max(1e-12, 1.0 - s.final_factor)
-        out[e, :tot] = vals
-    return out
+    BLOCK = 4096
+
+    def __init__(self, lrs: list[float], schedules: list, totals: list[int],
+                 min_lrs: list[float | None]):
+        self.members = list(zip(lrs, schedules, totals, min_lrs))
+        self._start, self._block = -1, torch.empty(0)
+
+    def rows(self, start: int, stop: int) -> torch.Tensor:
+        """(E, stop - start) learning rates for steps start..stop-1."""
+        steps = torch.arange(start, stop, dtype=torch.float64)
+        out = torch.zeros(len(self.members), stop - start, dtype=torch.float64)
+        for e, (lr, s, tot, mn) in enumerate(self.members):
+            f = schedule_factors(tot, s, steps)
+            vals = lr * f if mn is None else mn + (lr - mn) * (f - s.final_factor) / max(
+                1e-12, 1.0 - s.final_factor)
+            out[e] = torch.where(steps < tot, vals, torch.zeros_like(vals))
+        return out
+
+    def at(self, step: int) -> torch.Tensor:
+        if not self._start <= step < self._start + self._block.shape[-1]:
+            self._start = step - step % self.BLOCK
+            self._block = self.rows(self._start, self._start + self.BLOCK)
+        return self._block[:, step - self._start]
+
+
+def lr_table(lrs: list[float], schedules: list, totals: list[int], min_lrs: list[float | None]):
+    """(E, max_total) learning rates (for tests and plots of short schedules)."""
+    return LRSchedule(lrs, schedules, totals, min_lrs).rows(0, max(totals))
 
 
 class PackedAdam:

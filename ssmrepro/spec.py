@@ -38,7 +38,7 @@ class SpecError(Exception):
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Case(Strict):
@@ -140,7 +140,7 @@ class Spec(Strict):
     figure: FigureSpec
     paper_values: list[PaperValue] = []
     claims: list[Claim] = []
-    reuse: list[Name] = Field(
+    reuse: list[str] = Field(
         [], description="ids of specs whose run records this spec reuses (same run id = same "
         "config, seed and code version), e.g. a figure drawn from another figure's runs"
     )

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .optim import PackedAdam, clip_per_member, lr_table
+from .optim import LRSchedule, PackedAdam, clip_per_member
 from .tasks import build_task, rng
 from .tasks.base import IGNORE, TEST, TRAIN, VAL
 
@@ -132,10 +132,10 @@ def train_pack(
     )
     totals = [r.train.total_steps for r in runs]
     T = max(totals)
-    lrs = lr_table(
+    lrs = LRSchedule(
         [r.train.lr for r in runs], [r.train.schedule for r in runs], totals,
         [r.train.schedule.min_lr for r in runs],
-    ).to(dev)
+    )
     clip = vec([r.train.grad_clip or math.inf for r in runs])
     smoothing = vec([r.train.label_smoothing for r in runs])
     totals_t = torch.tensor(totals, device=dev)
@@ -209,7 +209,7 @@ def train_pack(
         for e in torch.nonzero(active & ~torch.isfinite(gnorm)).flatten().tolist():
             status[e] = "diverged"
             stop(e, "diverged", step)
-        opt.step(lrs[:, step], active)
+        opt.step(lrs.at(step).to(dev), active)
         for p in params:
             p.grad = None
         for e in torch.nonzero(active).flatten().tolist():

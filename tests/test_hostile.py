@@ -93,3 +93,44 @@ def test_a_non_utf8_spec_is_a_message_and_does_not_break_list(tmp_path):
     res = _invoke("list", env=env)
     assert res.exit_code == 0 and "invalid spec" in res.output, res.output
     _assert_refused(_invoke("validate", bad), "not UTF-8")
+
+
+@pytest.mark.parametrize("override,needle", [
+    ({"seeds": []}, "no runs"),
+    ({"sweep": [{"grid": {"model.d_model": []}}]}, "no runs"),
+    ({"sweep": [{"grid": {f"task.k{i}": list(range(10)) for i in range(7)}}]}, "more than"),
+    ({"train": {"max_steps": 10**12, "batch_size": 8}}, "max_steps"),
+    ({"train": {"max_steps": 10, "batch_size": 10**9}}, "batch_size"),
+    ({"train": {"max_steps": 10, "lr": float("inf")}}, "lr"),
+    ({"train": {"max_steps": 10, "betas": [0.9, float("nan")]}}, "betas"),
+])
+def test_absurd_sizes_and_non_finite_numbers_are_spec_errors(tmp_path, override, needle):
+    import time
+
+    spec = write_spec(tmp_path, **override)
+    t0 = time.time()
+    res = _invoke("validate", spec)
+    _assert_refused(res, needle)
+    assert time.time() - t0 < 10
+
+
+@pytest.mark.parametrize("opt", [["--workers", "0"], ["--workers", "-1"], ["--pack-size", "0"],
+                                 ["--pack-size", "-3"], ["--max-runs", "-1"]])
+def test_nonsense_numeric_options_are_refused(tmp_path, opt):
+    res = _invoke("run", write_spec(tmp_path), "--out", tmp_path / "o", *opt)
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_too_many_workers_are_capped(tmp_path):
+    import os
+
+    res = _invoke("run", write_spec(tmp_path, seeds=[0]), "--out", tmp_path / "o",
+                  "--workers", "1000", "--pack-size", "1", "--no-plot")
+    assert res.exit_code == 0, res.output
+    assert f"capped at {os.cpu_count()}" in res.output
+
+
+def test_reuse_of_an_unknown_spec_is_a_validation_error(tmp_path):
+    _assert_refused(_invoke("validate", write_spec(tmp_path, reuse=["no-such-spec"])),
+                    "reuse.0", "unknown experiment")

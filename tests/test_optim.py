@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from ssmrepro.optim import PackedAdam, clip_per_member, lr_table, schedule_factors
+from ssmrepro.optim import LRSchedule, PackedAdam, clip_per_member, lr_table, schedule_factors
 from ssmrepro.sweep import Schedule
 
 
@@ -193,3 +193,14 @@ def test_train_pack_applies_lr_scale(tmp_path):
         p0 = dict(init.named_parameters())[n]
         assert torch.equal(trained[n][0], p0[0])
         assert not torch.equal(trained[n][1], p0[1])
+
+
+def test_lr_schedule_blocks_equal_the_table_and_need_no_full_table():
+    s = Schedule(kind="cosine", warmup_steps=100, hold_steps=400, decay_steps=1500)
+    lrs = [0.01, 0.003]
+    sched = LRSchedule(lrs, [s, Schedule(kind="linear")], [2000, 9000], [None, None])
+    tab = lr_table(lrs, [s, Schedule(kind="linear")], [2000, 9000], [None, None])
+    for step in (0, 99, 4095, 4096, 8999):
+        torch.testing.assert_close(sched.at(step), tab[:, step])
+    huge = LRSchedule([0.1], [s], [10**12], [None])  # a budget far beyond memory as a table
+    assert float(huge.at(10**11)) == pytest.approx(0.0, abs=1e-9)

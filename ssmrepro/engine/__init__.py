@@ -148,8 +148,11 @@ def run_experiment(
     for w in store.warnings:
         console.print(f"[yellow]warning:[/] {w}", highlight=False)
     packs = plan(pending, pack_size, device)
-    n_workers = workers or default_workers(device, len(packs))
-    n_workers = max(1, min(n_workers, len(packs) or 1))
+    cap = default_workers(device, 10**9)  # one per core (CPU) or visible GPU
+    if workers is not None and workers > cap:
+        console.print(f"[yellow]warning:[/] --workers {workers} capped at {cap} (one per "
+                      f"{'GPU' if device.startswith('cuda') else 'CPU core'})")
+    n_workers = max(1, min(workers or cap, cap, len(packs) or 1))
     console.print(
         f"[bold]{spec.id}[/] profile [cyan]{profile}[/]: {len(unique)} runs, {done_before} already "
         f"done, {len(pending)} to train in {len(packs)} packs (largest "

@@ -15,7 +15,7 @@ import hashlib
 import json
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import to_jsonable_python
@@ -25,17 +25,24 @@ from ..tasks import TaskConfig
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+# Sanity bounds: far above any paper's settings, low enough that no input can ask for unbounded
+# work or memory before a run starts (a step budget is work the user asked for; time_limit_s cuts it)
+MAX_STEPS = 10**9
+MAX_BATCH = 1 << 16
+MAX_SAMPLES = 10**8
 
 
 class Schedule(_Strict):
     """warmup (linear from warmup_start·lr) -> hold -> decay (cosine/linear) -> flat."""
 
     kind: Literal["constant", "cosine", "linear"] = "constant"
-    warmup_steps: int = Field(0, ge=0)
+    warmup_steps: int = Field(0, ge=0, le=MAX_STEPS)
     warmup_start: float = Field(0.0, ge=0.0, le=1.0)
-    hold_steps: int = Field(0, ge=0)
-    decay_steps: int | None = Field(None, ge=1)
+    hold_steps: int = Field(0, ge=0, le=MAX_STEPS)
+    decay_steps: int | None = Field(None, ge=1, le=MAX_STEPS)
     final_factor: float = Field(0.0, ge=0.0, le=1.0)
     min_lr: float | None = Field(None, ge=0.0)
 
@@ -49,24 +56,27 @@ class EarlyStop(_Strict):
 class TrainConfig(_Strict):
     optimizer: Literal["adam", "adamw"] = "adamw"
     lr: float = Field(1e-3, gt=0)
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = Field(1e-8, gt=0)
+    betas: tuple[Annotated[float, Field(ge=0, lt=1)], Annotated[float, Field(ge=0, lt=1)]] = (
+        0.9, 0.999)
+    eps: float = Field(1e-8, gt=0, le=1)
     weight_decay: float = Field(0.0, ge=0)
     schedule: Schedule = Schedule()
-    batch_size: int = Field(32, ge=1)
+    batch_size: int = Field(32, ge=1, le=MAX_BATCH)
     train_size: int | None = Field(
-        None, ge=1, description="None: a fresh batch every step; N: a fixed set of N samples"
+        None, ge=1, le=MAX_SAMPLES,
+        description="None: a fresh batch every step; N: a fixed set of N samples"
     )
-    max_steps: int | None = Field(None, ge=0, description="0: evaluate the initial model only")
-    epochs: int | None = Field(None, ge=1)
+    max_steps: int | None = Field(None, ge=0, le=MAX_STEPS,
+                                  description="0: evaluate the initial model only")
+    epochs: int | None = Field(None, ge=1, le=10**6)
     grad_clip: float | None = Field(None, gt=0)
     label_smoothing: float = Field(0.0, ge=0.0, lt=1.0)
     eval_every: int = Field(500, ge=1, description="steps between validation evaluations")
-    val_size: int = Field(1000, ge=1)
-    test_size: int = Field(10000, ge=1)
-    eval_batch_size: int = Field(1000, ge=1)
+    val_size: int = Field(1000, ge=1, le=MAX_SAMPLES)
+    test_size: int = Field(10000, ge=1, le=MAX_SAMPLES)
+    eval_batch_size: int = Field(1000, ge=1, le=MAX_BATCH)
     early_stop: EarlyStop | None = None
-    time_limit_s: float | None = Field(None, gt=0)
+    time_limit_s: float | None = Field(None, gt=0, le=10**8)
     dtype: Literal["float32", "float64"] = "float32"
     lr_scale: dict[str, float] = Field(
         default_factory=dict,
@@ -84,6 +94,8 @@ class TrainConfig(_Strict):
             raise ValueError("epochs needs a fixed training set (train_size)")
         if self.train_size is not None and self.train_size < self.batch_size:
             raise ValueError(f"train_size={self.train_size} is smaller than batch_size")
+        if self.total_steps > MAX_STEPS:
+            raise ValueError(f"{self.total_steps:,} steps exceed the limit of {MAX_STEPS:,}")
         return self
 
     @property

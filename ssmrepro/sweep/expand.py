@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from .. import expr
 from ..models import MODELS, ModelConfig
-from ..spec import Axis, Spec, SpecError, _format_errors
+from ..spec import Axis, Spec, SpecError, _format_errors, find_spec
 from ..tasks import TASKS, TaskConfig
 from .config import RunConfig, TrainConfig, flatten, run_id_of
 
@@ -54,6 +54,25 @@ def _grid_points(g: dict[str, list[Any]]) -> list[dict[str, Any]]:
 
 SEEDS_KEY = "__seeds__"  # a case's own seed list and constraints travel with its overrides
 CONSTRAINTS_KEY = "__constraints__"
+
+
+MAX_RUNS = 1_000_000  # runs one profile may expand to (koren2026's paper grid has ~20,000)
+
+
+def axis_size(axis: Axis) -> int:
+    """How many points ``axis_points`` would give, without building them."""
+    def grid(g: dict[str, list[Any]]) -> int:
+        n = 1
+        for v in g.values():
+            n *= len(v)
+        return n
+
+    if axis.grid is not None:
+        return grid(axis.grid)
+    if axis.zip is not None:
+        return max((len(v) for v in axis.zip.values()), default=0)
+    return sum(max(1, grid(c.grid)) * max(1, max((len(v) for v in c.zip.values()), default=1))
+               for c in axis.cases or [])
 
 
 def axis_points(axis: Axis) -> list[tuple[list[str], dict[str, Any]]]:
@@ -119,6 +138,11 @@ def expand(spec: Spec, profile: str | None = None) -> list[RunConfig]:
     if profile not in spec.profiles:
         raise SpecError([f"{spec.path}: unknown profile {profile!r} (have {sorted(spec.profiles)})"])
     prof = spec.profiles[profile]
+    for i, name in enumerate(spec.reuse):  # the specs whose records this one reuses must exist
+        try:
+            find_spec(name)
+        except SpecError as err:
+            raise SpecError([f"{spec.path}: reuse.{i}: {m}" for m in err.messages]) from None
     base = {"task": dict(spec.task), "model": dict(spec.model), "train": dict(spec.train)}
     errors: list[str] = []
     try:
@@ -128,6 +152,13 @@ def expand(spec: Spec, profile: str | None = None) -> list[RunConfig]:
         raise SpecError([f"{spec.path}: profiles.{profile}.set.{err.args[0]}"]) from None
     axes = prof.sweep if prof.sweep is not None else spec.sweep
     seeds = prof.seeds if prof.seeds is not None else spec.seeds
+    n_points = 1
+    for axis in axes:
+        n_points *= axis_size(axis)
+        if n_points * max(1, len(seeds)) > MAX_RUNS:
+            raise SpecError([f"{spec.path}: [profile {profile}] sweep: more than {MAX_RUNS:,} runs "
+                             f"(the axes multiply to {n_points:,} points x {len(seeds)} seeds); "
+                             "split the sweep into smaller specs or profiles"])
     points: list[tuple[list[str], dict[str, Any]]] = [([], {})]
     try:
         for axis in axes:
@@ -180,6 +211,9 @@ def expand(spec: Spec, profile: str | None = None) -> list[RunConfig]:
         errors.append(f"{path}: [profile {profile}, point {shown}] {rest}")
     if errors:
         raise SpecError(errors)
+    if not runs:
+        raise SpecError([f"{spec.path}: [profile {profile}] sweep: no runs (an empty grid, zip or "
+                         "seed list, or constraints that exclude every point)"])
     seen: dict[tuple[str, str], int] = {}
     for r in runs:  # one run may sit in two slices (labels) of a figure, but not twice in one
         if (r.run_id, r.label) in seen:

@@ -22,7 +22,7 @@ SPLITS = {"train": TRAIN, "val": VAL, "test": TEST}
 class TaskConfig(BaseModel):
     """Base of every task config: unknown keys are rejected."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     name: str
 
 
