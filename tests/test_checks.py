@@ -114,7 +114,7 @@ def test_where_lists_and_case_labels():
     claim = [{"text": "t", "where": {"label": "(c) linear", "model.d": [8, 16]}, "op": ">=",
               "value": 0.5}]
     v = judge(claim, runs, [0.6, 0.1, 0.7])[0]
-    assert v.verdict == "PASS" and "all 2 cells" in v.detail
+    assert v.verdict == "PASS" and "all 2 finished cells" in v.detail
 
 
 def test_untested_when_the_spec_has_no_checkable_claim():

@@ -15,6 +15,13 @@ from typer.testing import CliRunner
 from ssmrepro.cli import app
 from ssmrepro.plots import FIGURE_KINDS, FigureContext, parse_figure, validate_outputs
 from ssmrepro.report import aggregate, cell_keys
+from ssmrepro.report.analysis import (
+    DECAY,
+    DECAY_METRICS,
+    add_metrics,
+    decay_metrics,
+    histogram_table,
+)
 from ssmrepro.spec import PaperValue, load_spec, spec_paths
 
 runner = CliRunner()
@@ -22,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SPEC = type("S", (), {})  # a stand-in spec for figure contexts
 
 
-def _ctx(tmp_path, runs, values, records=(), **spec_fields):
+def _ctx(tmp_path, runs, values, tables=None, **spec_fields):
     df = rows_for(runs, values)
     cells = aggregate(df, runs, "mean", ["test.acc"])
     spec = SPEC()
@@ -31,7 +38,7 @@ def _ctx(tmp_path, runs, values, records=(), **spec_fields):
     for k, v in spec_fields.items():
         setattr(spec, k, v)
     return FigureContext(spec, "quick", cells, cell_keys(runs),
-                         lambda stem, ext: tmp_path / f"{stem}.{ext}", lambda: list(records))
+                         lambda stem, ext: tmp_path / f"{stem}.{ext}", tables or {})
 
 
 def _draw(ctx, raw, path) -> bool:
@@ -66,19 +73,41 @@ def test_nothing_drawn_without_finished_runs(tmp_path):
     assert not (tmp_path / "x.png").exists()
 
 
-def test_histograms_render_from_records_and_cache_their_table(tmp_path):
-    recs = [{"label": lab, "status": "ok", "config": {"task": {"T": T}},
-             "analysis": {"decay_histogram": {"bins": 4, "before": [5, 1, 1, 1],
-                                              "after": [1, 1, 1, 5]}}}
-            for lab in ("Mamba", "S4D") for T in (10, 20)]
+def _decay_records(labels=("Mamba", "S4D"), Ts=(10, 20)):
+    z = [0] * 8
+    split = {"bins": 10, "before": [5, *z, 1], "after": [1, *z, 5]}  # bin centres .05 ... .95
+    flat = {"bins": 10, "before": [2, *z, 2], "after": [2, *z, 2]}
+    return [{"label": lab, "status": "ok", "config": {"task": {"T": T}},
+             "analysis": {DECAY: split if lab == "Mamba" else flat}}
+            for lab in labels for T in Ts]
+
+
+def test_histograms_render_from_the_decay_table(tmp_path):
     runs = [Run(lab, {"task.T": T}) for lab in ("Mamba", "S4D") for T in (10, 20)]
-    ctx = _ctx(tmp_path, runs, [1.0, 1.0, 0.1, 0.1], records=recs)
+    hist = histogram_table(_decay_records(), ["label", "task.T"])
+    ctx = _ctx(tmp_path, runs, [1.0, 1.0, 0.1, 0.1], tables={DECAY: hist})
     assert _draw(ctx, {"kind": "histograms"}, tmp_path / "h.png")
     assert (tmp_path / "h.png").stat().st_size > 1000
-    assert (tmp_path / "histograms.csv").exists()
-    # no records: the cached (committed) table draws the same figure
-    ctx2 = _ctx(tmp_path, runs, [1.0, 1.0, 0.1, 0.1])
-    assert _draw(ctx2, {"kind": "histograms"}, tmp_path / "h2.png")
+    assert not _draw(_ctx(tmp_path, runs, [1.0] * 4), {"kind": "histograms"}, tmp_path / "x.png")
+
+
+def test_decay_metrics_feed_claims():
+    runs = [Run(lab, {"task.T": T}) for lab in ("Mamba", "S4D") for T in (10, 20)]
+    hist = histogram_table(_decay_records(), ["label", "task.T"])
+    per_cell = decay_metrics(hist)
+    mamba = per_cell[per_cell["label"] == "Mamba"].iloc[0]
+    assert mamba["decay.low_before"] == pytest.approx(5 / 6)
+    assert mamba["decay.high_after"] == pytest.approx(5 / 6)
+    assert mamba["decay.high_all"] == pytest.approx(6 / 12)
+    assert mamba["decay.split"] == pytest.approx(4 / 6)
+    assert per_cell[per_cell["label"] == "S4D"]["decay.split"].eq(0).all()
+    cells = aggregate(rows_for(runs, [1.0] * 4), runs, "mean", ["test.acc"])
+    cells = add_metrics(cells, per_cell, list(DECAY_METRICS))
+    assert cells["decay.split"].notna().all()
+    # a finished cell without a histogram has NaN (a miss for a claim), not a silent pass
+    cells = add_metrics(cells.drop(columns=list(DECAY_METRICS)),
+                        per_cell[per_cell["task.T"] == 10], list(DECAY_METRICS))
+    assert cells["decay.split"].isna().sum() == 2
 
 
 def test_recall_grid_renders_with_configured_constants(tmp_path):
@@ -146,6 +175,10 @@ BAD = {
     "paper value column": ("huang2025-tab1",
                            lambda r: r["paper_values"][0]["where"].update({"model.dd": 3}),
                            "paper_values.0.where.model.dd: unknown column"),
+    "histograms need the analysis": ("huang2025-fig1", lambda r: r.update(analysis=[]),
+                                     "figure.kind: histograms needs `analysis: [decay_histogram]`"),
+    "analysis metric without the analysis": ("huang2025-fig1", lambda r: r.update(analysis=[]),
+                                             "claims.1.metric: 'decay.high_all' is not aggregated"),
     "old checks list": ("koren2026-fig6", lambda r: r.update(checks=["recall_frontier"]),
                         "checks: unknown key"),
     "huge derived value": ("huang2025-tab1", lambda r: r.update(derived={"model.N": "9**9**9"}),

@@ -19,8 +19,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from ..report.analysis import DECAY  # noqa: E402
 from ..report.cells import column  # noqa: E402
-from ..report.columns import LABEL, N_PARAMS, OK, STATUS  # noqa: E402
+from ..report.columns import LABEL, N_PARAMS  # noqa: E402
 from .registry import Columns, FigureConfig, FigureContext, figure_kind  # noqa: E402
 
 
@@ -203,7 +204,6 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
 
 class HistogramsConfig(FigureConfig):
     kind: Literal["histograms"]
-    analysis: Literal["decay_histogram"] = "decay_histogram"
     x: str = "task.T"  # one curve per value (left panels); the largest is split before/after
 
     def column_refs(self) -> list[str]:
@@ -212,37 +212,15 @@ class HistogramsConfig(FigureConfig):
     def metrics(self) -> list[str]:
         return []
 
-
-def histogram_table(records: list[dict], analysis: str = "decay_histogram",
-                    x: str = "task.T") -> pd.DataFrame:
-    """Sum decay histograms over seeds: rows (label, <x>, part, bin, bins, count)."""
-    section, _, key = x.partition(".")
-    rows = []
-    for rec in records:
-        h = (rec.get("analysis") or {}).get(analysis)
-        if not h or rec.get(STATUS) != OK:
-            continue
-        xv = rec["config"][section].get(key)
-        for part in ("before", "after"):
-            for b, c in enumerate(h[part]):
-                rows.append({LABEL: rec[LABEL], x: xv, "part": part, "bin": b,
-                             "bins": h["bins"], "count": c})
-    df = pd.DataFrame(rows)
-    if df.empty:
-        return df
-    return df.groupby([LABEL, x, "part", "bin", "bins"], as_index=False)["count"].sum()
+    def analyses(self) -> list[str]:
+        return [DECAY]
 
 
 @figure_kind("histograms", HistogramsConfig)
 def histograms(ctx: FigureContext, cfg: HistogramsConfig, path: Path) -> bool:
     """Left: distribution over all timesteps per x for each model; right: before vs after n."""
-    hist = histogram_table(ctx.records(), cfg.analysis, cfg.x)
-    hpath = ctx.out("histograms", "csv")
-    if hist.empty and hpath.exists():  # no run records: the committed table
-        hist = pd.read_csv(hpath)
-    elif not hist.empty:
-        hist.to_csv(hpath, index=False)
-    if hist.empty:
+    hist = ctx.tables.get(DECAY, pd.DataFrame())
+    if hist.empty or cfg.x not in hist:
         return False
     x = cfg.x
     labels = list(dict.fromkeys(hist[LABEL]))

@@ -13,6 +13,14 @@ from pydantic import ValidationError
 
 from .. import report
 from ..engine import open_store, output_name
+from ..report.analysis import (
+    DECAY,
+    DECAY_METRICS,
+    add_metrics,
+    analysis_metrics,
+    decay_metrics,
+    histogram_table,
+)
 from ..report.cells import is_case_ref
 from ..report.columns import LABEL, N_PARAMS
 from ..spec import Spec, format_errors
@@ -45,7 +53,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
     if runs is None:
         runs = expand(spec, spec.default_profile)
     known = {LABEL, N_PARAMS} | {k for r in runs for k in r.flat()}
-    metrics = set(spec.aggregate.metrics)
+    metrics = set(spec.aggregate.metrics) | set(analysis_metrics(spec.analysis))
 
     def refs(key: str, cfg: Any) -> None:
         for c in cfg.column_refs():
@@ -66,6 +74,8 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         refs(key, cfg)
         errors += [f"{path}: {key}.metric: {m!r} is not aggregated (aggregate.metrics: "
                    f"{sorted(metrics)})" for m in cfg.metrics() if m not in metrics]
+        errors += [f"{path}: {key}.kind: {cfg.kind} needs `analysis: [{a}]`"
+                   for a in cfg.analyses() if a not in spec.analysis]
         stem = figure_stem(cfg, i)
         if stem in stems:
             errors.append(f"{path}: {key}.name: two figures write {stem!r}")
@@ -83,7 +93,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         refs(key, cfg)
         if cfg.metric not in metrics:
             errors.append(f"{path}: {key}.metric: {cfg.metric!r} is not aggregated "
-                          f"(aggregate.metrics: {sorted(metrics)})")
+                          f"(aggregate.metrics and analysis metrics: {sorted(metrics)})")
     for i, pv in enumerate(spec.paper_values):
         for k in pv.where:
             if k not in known:
@@ -118,14 +128,21 @@ def build(spec: Spec, profile: str, root: Path) -> Outputs:
     df = load_table(spec, profile, root, runs)
     keys = report.cell_keys(runs)
     cells = report.aggregate(df, runs, spec.aggregate.reduce, spec.aggregate.metrics)
-    verdicts = report.verify(spec, cells, keys)
     root.mkdir(parents=True, exist_ok=True)
-
-    def records() -> list[dict]:
+    tables = {}
+    if DECAY in spec.analysis:
         store = open_store(spec, root.parents[1])
-        return [r for r in (store.read(x.run_id) for x in runs) if r is not None]
-
-    ctx = FigureContext(spec, profile, cells, keys, out, records)
+        recs = [r for r in (store.read(x.run_id) for x in runs) if r is not None]
+        hist = histogram_table(recs, keys)
+        hpath = out("histograms", "csv")
+        if hist.empty and hpath.exists():  # no run records: the committed table
+            hist = pd.read_csv(hpath)
+        elif not hist.empty:
+            hist.to_csv(hpath, index=False)
+        tables[DECAY] = hist
+        cells = add_metrics(cells, decay_metrics(hist), list(DECAY_METRICS))
+    verdicts = report.verify(spec, cells, keys)
+    ctx = FigureContext(spec, profile, cells, keys, out, tables)
     figures = []
     for i, (_, raw) in enumerate(spec.figure_configs):
         cfg = parse_figure(raw)

@@ -44,6 +44,10 @@ class FigureConfig(BaseModel):
         """Aggregated metrics the figure draws."""
         return [self.metric]
 
+    def analyses(self) -> list[str]:
+        """Run analyses (the spec's ``analysis`` list) the figure needs."""
+        return []
+
 
 def split_columns(v: Any) -> Any:
     """'a,b' -> ['a', 'b'] (the short form of a list of columns)."""
@@ -64,15 +68,12 @@ class FigureContext:
     cells: pd.DataFrame  # every cell of the profile (report.aggregate)
     keys: list[str]  # the cell key columns
     out: Callable[[str, str], Path]  # (stem, ext) -> a file of this profile
-    load_records: Callable[[], list[dict]] = field(default=lambda: [])
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # analysis tables by name
 
     @property
     def table(self) -> pd.DataFrame:
         """Cells with at least one finished run."""
         return finished(self.cells)
-
-    def records(self) -> list[dict]:
-        return self.load_records()
 
     def paper_value(self, row: dict[str, Any], metric: str) -> float | None:
         """The paper's value for this cell (every key of the paper value's ``where`` matches)."""
@@ -87,12 +88,14 @@ class FigureContext:
 
     def aggregation(self) -> str:
         """How a cell's value combines seeds, true for this profile: 'mean of 3 seeds', ..."""
-        n = int(self.cells["n_expected"].max()) if "n_expected" in self.cells and len(self.cells) else 1
-        if n <= 1:
+        n = self.cells["n_expected"] if "n_expected" in self.cells else pd.Series([1])
+        n = n[n > 0]
+        lo, hi = (int(n.min()), int(n.max())) if len(n) else (1, 1)
+        if hi <= 1:
             return "one seed"
-        reduce = self.spec.aggregate.reduce
-        word = {"max": "best", "min": "worst"}.get(reduce, reduce)
-        return f"{word} of up to {n} seeds"
+        word = {"max": "best", "min": "worst"}.get(self.spec.aggregate.reduce,
+                                                   self.spec.aggregate.reduce)
+        return f"{word} of {hi} seeds" if lo == hi else f"{word} of {lo}–{hi} seeds"
 
 
 @dataclass(frozen=True)

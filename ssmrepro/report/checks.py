@@ -128,10 +128,6 @@ def run_check(ctx: CheckContext, cfg: CheckConfig) -> list[Verdict]:
 # the verdict rule shared by every check
 
 
-def _n_cells(n: int) -> str:
-    return f"{n} cell{'s' if n != 1 else ''}"
-
-
 def judge(text: str, needed: pd.DataFrame, evaluate: Callable[[pd.DataFrame], Outcome]) -> Verdict:
     """PASS / FAIL / MISSING for one claim from the cells it needs (see the module doc)."""
     if needed.empty:
@@ -209,7 +205,8 @@ def threshold(ctx: CheckContext, cfg: ThresholdConfig) -> list[Verdict]:
                  float(finite.min() if cfg.op in (">=", ">") else finite.max()))
         detail = (f"{n_miss} of {len(cells)} finished cells miss"
                   + (f" ({n_nan} diverged/NaN)" if n_nan else "") if n_miss
-                  else f"all {_n_cells(len(cells))} hold")
+                  else "the finished cell holds" if len(cells) == 1
+                  else f"all {len(cells)} finished cells hold")
         return Outcome(n_miss == 0, detail, worst)
 
     text = f"{cfg.text} [{cfg.metric} {cfg.op} {cfg.value} where {_fmt_where(cfg.where)}]"
@@ -320,8 +317,7 @@ def monotone(ctx: CheckContext, cfg: MonotoneConfig) -> list[Verdict]:
             return Outcome(None, "no group has two finished cells")
         shown = ", ".join(where_viol[:4]) + (" ..." if len(where_viol) > 4 else "")
         return Outcome(viol <= cfg.allowed_violations,
-                       f"{viol} violations in {steps} steps" + (f" ({shown})" if viol else ""),
-                       float(viol))
+                       f"{viol} violations in {steps} steps" + (f" ({shown})" if viol else ""))
 
     return [judge(text, needed, evaluate)]
 
