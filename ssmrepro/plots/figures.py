@@ -21,7 +21,7 @@ import pandas as pd  # noqa: E402
 
 from ..report.analysis import DECAY  # noqa: E402
 from ..report.cells import column  # noqa: E402
-from ..report.columns import LABEL, N_PARAMS  # noqa: E402
+from ..report.columns import DECAY_X, LABEL, N_PARAMS  # noqa: E402
 from .registry import Columns, FigureConfig, FigureContext, figure_kind  # noqa: E402
 
 
@@ -204,7 +204,7 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
 
 class HistogramsConfig(FigureConfig):
     kind: Literal["histograms"]
-    x: str = "task.T"  # one curve per value (left panels); the largest is split before/after
+    x: str = DECAY_X  # one curve per value (left panels); the largest is split before/after
 
     def column_refs(self) -> list[str]:
         return [self.x]

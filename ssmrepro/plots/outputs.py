@@ -52,7 +52,9 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
     errors: list[str] = []
     if runs is None:
         runs = expand(spec, spec.default_profile)
-    known = {LABEL, N_PARAMS} | {k for r in runs for k in r.flat()}
+    # one run per (label, model and task type) has every config key of its kind
+    reps = {(r.label, type(r.model).__name__, type(r.task).__name__): r for r in runs}
+    known = {LABEL, N_PARAMS} | {k for r in reps.values() for k in r.flat()}
     metrics = set(spec.aggregate.metrics) | set(analysis_metrics(spec.analysis))
 
     def refs(key: str, cfg: Any) -> None:

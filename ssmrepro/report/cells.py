@@ -18,6 +18,7 @@ import pandas as pd
 from .columns import (
     COMPLETE,
     DIVERGED,
+    EPOCHS,
     FINISHED,
     LABEL,
     LABEL_SEP,
@@ -28,6 +29,7 @@ from .columns import (
     OK,
     SEED,
     STATUS,
+    STOP_STEP,
 )
 
 
@@ -168,10 +170,10 @@ def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str]) -> 
             vals = ok[m].astype(float) if m in ok else pd.Series(dtype=float)
             row[m] = _reduce(vals, row[N_DIVERGED], reduce)
             row[f"{m}.std"] = float(vals.std(ddof=0)) if len(vals) else math.nan
-        if "stop_step" in done and len(done):
-            row["stop_step.mean"] = float(done["stop_step"].astype(float).mean())
-        if "epochs" in done and len(done) and done["epochs"].notna().any():
-            row["epochs.mean"] = float(done["epochs"].astype(float).mean())
+        if STOP_STEP in done and len(done):
+            row[f"{STOP_STEP}.mean"] = float(done[STOP_STEP].astype(float).mean())
+        if EPOCHS in done and len(done) and done[EPOCHS].notna().any():
+            row[f"{EPOCHS}.mean"] = float(done[EPOCHS].astype(float).mean())
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -14,6 +14,8 @@ LABEL_SEP = " / "
 SEED = "seed"
 STATUS = "status"
 N_PARAMS = "n_params"
+STOP_STEP = "stop_step"
+EPOCHS = "epochs"
 DEFAULT_METRIC = "test.acc"
 FINISHED = DONE_STATUSES  # statuses of finished runs ("error" runs are re-run)
 OK = "ok"
@@ -26,6 +28,9 @@ VOCAB = "task.vocab"
 SEQ_LEN = "task.L"
 FACTS = "task.kappa"
 REGIME = (VOCAB, SEQ_LEN, FACTS)
+
+# huang2025 Fig. 1: one decay-histogram curve per sequence length
+DECAY_X = "task.T"
 
 # per-cell bookkeeping columns added by ``aggregate``
 N_EXPECTED = "n_expected"  # runs (seeds) of the cell in the profile
