@@ -141,7 +141,8 @@ def validate(
     name: str | None = typer.Argument(None, help="experiment id, alias or file"),
     all_: bool = typer.Option(False, "--all", help="validate every shipped spec"),
 ) -> None:
-    """Check spec files (schema, every profile's runs, derived values) without training."""
+    """Check spec files (schema, every profile's runs, derived values, figures, claims)."""
+    from .plots import validate_outputs
     from .sweep import expand
 
     if not name and not all_:
@@ -151,7 +152,11 @@ def validate(
     for p in paths:
         try:
             spec = load_spec(p) if p else find_spec(name)  # type: ignore[arg-type]
-            counts = {prof: len(expand(spec, prof)) for prof in spec.profiles}
+            runs = {prof: expand(spec, prof) for prof in spec.profiles}
+            counts = {prof: len(r) for prof, r in runs.items()}
+            bad = validate_outputs(spec, [r for rs in runs.values() for r in rs])
+            if bad:
+                raise SpecError(bad)
             console.print(f"[green]ok[/] {spec.id}: " + ", ".join(f"{k} {v} runs"
                                                                  for k, v in counts.items()))
         except SpecError as err:
@@ -180,17 +185,24 @@ def run(
     """Train an experiment's runs (resuming finished ones), then write CSV, figure and report."""
     from .engine import dry_run as plan_dry_run
     from .engine import run_experiment
+    from .sweep import expand
 
     spec = _spec(name)
     profile = profile or spec.default_profile
     try:
         dev = select_device(device)
         be, why = select_backend(backend, dev)
+        runs = expand(spec, profile)
         if dry_run:
             d = plan_dry_run(spec, profile, out, dev, max_runs, pack_size,
                              estimate=not no_estimate)
     except (BackendError, SpecError) as err:
         _fail(getattr(err, "messages", [str(err)]))
+    from .plots import validate_outputs
+
+    bad = validate_outputs(spec, runs)
+    if bad:
+        _fail(bad)
     console.print(f"[dim]{why}[/]")
     if dry_run:
         console.print(f"{spec.id} [{profile}]: {d.total} runs, {d.done} done, {d.pending} pending "
@@ -235,20 +247,29 @@ def _human(sec: float) -> str:
 
 
 def _outputs(spec, profile: str, out: Path | None):
-    from .plots import build
+    from .plots import build, validate_outputs
+    from .report import paper_value_tally, verdict_counts
+    from .sweep import expand
 
+    try:
+        bad = validate_outputs(spec, expand(spec, profile))
+    except SpecError as err:
+        bad = err.messages
+    if bad:
+        _fail(bad)
     res = build(spec, profile, _root(spec, out))
     for v in res.verdicts:
         if v.kind == "claim":
             color = {"PASS": "green", "FAIL": "red"}.get(v.verdict, "yellow")
-            ours = "—" if v.ours is None else f"{v.ours:.3f}"
-            console.print(f"[{color}]{v.verdict}[/] {v.text} (ours: {ours})", highlight=False)
+            ours = "—" if v.ours is None or v.ours != v.ours else f"{v.ours:.3f}"
+            detail = f" — {v.detail}" if v.detail else ""
+            console.print(f"[{color}]{v.verdict}[/] {escape(v.text)}{escape(detail)} (ours: {ours})",
+                          highlight=False)
+    console.print(verdict_counts(res.verdicts).strip("*"))
     pvs = [v for v in res.verdicts if v.kind == "paper_value"]
     if pvs:
-        from .report import paper_value_tally
-
         console.print(f"paper values: {paper_value_tally(pvs)}")
-    console.print(f"figure: {res.figure}\nreport: {res.report}")
+    console.print(f"figures: {', '.join(map(str, res.figures)) or '-'}\nreport: {res.report}")
     return res
 
 

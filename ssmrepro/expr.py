@@ -1,10 +1,17 @@
-"""Safe arithmetic for derived spec values and constraints, e.g. ``ceil(8*ln(task.kappa))`` or
-``model.N <= model.D``.
+"""Library (expr): safe, bounded arithmetic for derived spec values and constraints, e.g.
+``ceil(8*ln(task.kappa))`` or ``model.N <= model.D``.
 
 Only numbers, names bound by the caller (dotted config keys such as ``task.kappa``), arithmetic,
 comparison and boolean operators and a fixed set of math functions are allowed; anything else
-(attribute access on objects, subscripts, lambdas, comprehensions, calls to other names) is
-rejected before evaluation.
+(attribute access on objects, subscripts, lambdas, comprehensions, calls to other names, string
+constants) is rejected before evaluation.
+
+Every expression is bounded, so a hostile or mistyped spec fails fast instead of hanging:
+at most :data:`MAX_CHARS` characters, :data:`MAX_NODES` syntax nodes and :data:`MAX_DEPTH` levels
+of nesting (checked before evaluation); every intermediate number has ``|x| <= MAX_MAGNITUDE``
+(``a ** b`` is refused *before* it is computed when its result would exceed that, and exponents
+are at most :data:`MAX_EXPONENT`); arithmetic takes numbers only (no string or list repetition);
+functions take at most :data:`MAX_ARGS` arguments.
 """
 
 from __future__ import annotations
@@ -12,7 +19,15 @@ from __future__ import annotations
 import ast
 import math
 import operator
+from numbers import Real
 from typing import Any
+
+MAX_CHARS = 500  # a derived value or constraint is one short formula
+MAX_NODES = 200  # syntax nodes after parsing
+MAX_DEPTH = 32  # nesting levels of the syntax tree
+MAX_MAGNITUDE = 10**12  # |x| of every intermediate number
+MAX_EXPONENT = 64  # |b| in a ** b
+MAX_ARGS = 16  # arguments of one function call
 
 FUNCTIONS = {
     "ceil": math.ceil,
@@ -55,12 +70,13 @@ class ExprError(ValueError):
 
 
 def _dotted(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        base = _dotted(node.value)
-        return None if base is None else f"{base}.{node.attr}"
-    return None
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([node.id, *reversed(parts)])
 
 
 def names(expr: str) -> set[str]:
@@ -76,24 +92,78 @@ def names(expr: str) -> set[str]:
 
 
 def _parse(expr: str) -> ast.Expression:
+    """Parse ``expr`` and check its size and nesting (iteratively: no recursion on its depth)."""
+    if not isinstance(expr, str):
+        raise ExprError(f"an expression must be a string, got {type(expr).__name__}")
+    if len(expr) > MAX_CHARS:
+        raise ExprError(f"expression is {len(expr)} characters long (at most {MAX_CHARS})")
     try:
-        return ast.parse(expr, mode="eval")
+        tree = ast.parse(expr, mode="eval")
     except SyntaxError as err:
         raise ExprError(f"cannot parse expression {expr!r}: {err.msg}") from None
+    except (RecursionError, MemoryError):
+        raise ExprError(f"expression {expr!r} is nested too deeply") from None
+    n_nodes = 0
+    stack: list[tuple[ast.AST, int]] = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        n_nodes += 1
+        if n_nodes > MAX_NODES:
+            raise ExprError(f"expression {expr!r} has more than {MAX_NODES} syntax nodes")
+        if depth > MAX_DEPTH:
+            raise ExprError(f"expression {expr!r} is nested more than {MAX_DEPTH} levels deep")
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return tree
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, Real)  # int, float, bool (and numpy reals)
+
+
+def _bounded(x: Any, expr: str) -> Any:
+    """``x`` when it is a number within ``MAX_MAGNITUDE`` (or a non-number: names may be strings)."""
+    if _is_number(x):
+        if isinstance(x, float) and math.isnan(x):
+            raise ExprError(f"{expr!r} evaluates to NaN")
+        if not abs(x) <= MAX_MAGNITUDE:
+            raise ExprError(f"{expr!r}: a value exceeds {MAX_MAGNITUDE:.0e} in magnitude")
+    return x
+
+
+def _power(a: Any, b: Any, expr: str) -> Any:
+    """``a ** b``, refused before computing when the result could exceed the bounds."""
+    if abs(b) > MAX_EXPONENT:
+        raise ExprError(f"{expr!r}: exponent {b} exceeds {MAX_EXPONENT}")
+    if abs(a) > 1 and b > 0 and b * math.log10(abs(a)) > math.log10(MAX_MAGNITUDE):
+        raise ExprError(f"{expr!r}: {a} ** {b} exceeds {MAX_MAGNITUDE:.0e}")
+    if a == 0 and b < 0:
+        raise ExprError(f"cannot evaluate {expr!r}: 0 to a negative power")
+    return a**b
 
 
 def evaluate(expr: str, env: dict[str, Any]) -> Any:
-    """Evaluate ``expr`` with dotted names looked up in ``env``."""
+    """Evaluate ``expr`` with dotted names looked up in ``env`` (bounded: see the module doc)."""
+
+    def num(x: Any, what: str) -> Any:
+        if not _is_number(x):
+            raise ExprError(f"{what} needs numbers, got {type(x).__name__} {x!r} in {expr!r} "
+                            "(no string or list arithmetic)")
+        return x
 
     def ev(node: ast.AST) -> Any:
         if isinstance(node, ast.Expression):
             return ev(node.body)
-        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
-            return node.value
+        if isinstance(node, ast.Constant) and _is_number(node.value):
+            return _bounded(node.value, expr)
         if isinstance(node, ast.BinOp) and type(node.op) in _BIN:
-            return _BIN[type(node.op)](ev(node.left), ev(node.right))
+            op = type(node.op).__name__
+            a, b = num(ev(node.left), op), num(ev(node.right), op)
+            if isinstance(node.op, ast.Pow):
+                return _bounded(_power(a, b, expr), expr)
+            return _bounded(_BIN[type(node.op)](a, b), expr)
         if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-            return _UNARY[type(node.op)](ev(node.operand))
+            v = ev(node.operand)
+            return _UNARY[type(node.op)](v if isinstance(node.op, ast.Not) else num(v, "sign"))
         if isinstance(node, ast.Compare) and all(type(o) in _CMP for o in node.ops):
             left = ev(node.left)
             for op, comp in zip(node.ops, node.comparators):
@@ -111,16 +181,20 @@ def evaluate(expr: str, env: dict[str, Any]) -> Any:
                 raise ExprError(f"unsupported attribute access in {expr!r}")
             if name not in env:
                 raise ExprError(f"unknown name {name!r} in {expr!r}")
-            return env[name]
+            return _bounded(env[name], expr)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             if node.func.id not in FUNCTIONS or node.keywords:
                 raise ExprError(f"function {node.func.id!r} is not allowed in {expr!r}")
-            return FUNCTIONS[node.func.id](*[ev(a) for a in node.args])
+            if len(node.args) > MAX_ARGS:
+                raise ExprError(f"{node.func.id}() takes at most {MAX_ARGS} arguments in {expr!r}")
+            args = [num(ev(a), node.func.id) for a in node.args]
+            return _bounded(FUNCTIONS[node.func.id](*args), expr)
         raise ExprError(f"unsupported syntax {type(node).__name__} in {expr!r}")
 
+    tree = _parse(expr)
     try:
-        return ev(_parse(expr))
+        return ev(tree)
+    except ExprError:
+        raise
     except (ArithmeticError, TypeError, ValueError) as err:
-        if isinstance(err, ExprError):
-            raise
         raise ExprError(f"cannot evaluate {expr!r}: {err}") from None

@@ -1,10 +1,15 @@
-"""Stage 1: experiment specs — one YAML file per paper figure/table under experiments/<slug>/.
+"""Stage 1 (spec): experiment specs — one YAML file per paper figure/table under experiments/<slug>/.
 
 A spec holds the paper's own settings (``task``, ``model``, ``train``), the sweep axes, seeds, derived
 values, profiles (``smoke`` / ``quick`` / ``paper`` as overrides of the paper settings), aggregation,
-the figure, the paper's numbers (``paper_values``), checkable ``claims`` and a ``notes`` list with
+the figure(s), the paper's numbers (``paper_values``), checkable ``claims`` and a ``notes`` list with
 one line per decision taken where the paper is silent. Every level rejects unknown keys; errors name
 the file, the key and the reason (``SpecError``).
+
+``figure`` / ``figures`` entries and ``claims`` entries are kept as mappings here: their schemas
+belong to the registered figure kinds (``plots``) and checks (``report.checks``), and
+``plots.validate_outputs`` checks them (``ssmrepro validate`` and ``ssmrepro run`` call it before
+any training), so this stage imports neither.
 """
 
 from __future__ import annotations
@@ -82,33 +87,13 @@ class Aggregate(Strict):
     metrics: list[str] = ["test.acc"]
 
 
-class FigureSpec(Strict):
-    kind: Literal["bars", "heatmaps", "histograms", "lines", "recall_grid"]
-    facet: str | None = Field(None, description="lines: one panel per value of this column")
-    metric: str = "test.acc"
-    x: str | None = None
-    y: str | None = None
-    col: str | None = None
-    row: str | None = None
-    hue: str | None = None
-    title: str | None = None
-
-
 class PaperValue(Strict):
+    """A number the paper prints for the cells matching ``where`` (compared within ``tol``)."""
+
     where: dict[str, Any]
     metric: str = "test.acc"
     value: float
     tol: float = 0.05
-
-
-class Claim(Strict):
-    """A checkable statement: aggregated ``metric`` of every cell matching ``where`` ``op`` value."""
-
-    text: str
-    where: dict[str, Any] = {}
-    metric: str = "test.acc"
-    op: Literal[">=", "<=", ">", "<"]
-    value: float
 
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$"  # ids, aliases, paper slugs: safe as paths
@@ -137,15 +122,17 @@ class Spec(Strict):
     profiles: dict[str, Profile]
     aggregate: Aggregate = Aggregate()
     analysis: list[Literal["decay_histogram"]] = []
-    figure: FigureSpec
+    figure: dict[str, Any] | None = Field(
+        None, description="the figure: {kind: <registered figure kind>, ...that kind's fields}")
+    figures: list[dict[str, Any]] = Field(
+        [], description="more figures of the same runs (each with a distinct `name`)")
     paper_values: list[PaperValue] = []
-    claims: list[Claim] = []
+    claims: list[dict[str, Any]] = Field(
+        [], description="checkable claims: {check: <registered check, default threshold>, text, "
+        "...that check's fields}; none at all makes the claim UNTESTED")
     reuse: list[str] = Field(
         [], description="ids of specs whose run records this spec reuses (same run id = same "
         "config, seed and code version), e.g. a figure drawn from another figure's runs"
-    )
-    checks: list[Literal["recall_frontier"]] = Field(
-        [], description="named structural checks run by verify (e.g. the recall frontier)"
     )
     notes: list[str] = Field(..., min_length=1)
     # set by the loader
@@ -160,14 +147,23 @@ class Spec(Strict):
             raise ValueError(f"profiles {missing} are missing (every spec has smoke, quick, paper)")
         if self.default_profile not in self.profiles:
             raise ValueError(f"default_profile {self.default_profile!r} is not a profile")
+        if self.figure is None and not self.figures:
+            raise ValueError("a spec needs a `figure` (or a `figures` list)")
         return self
+
+    @property
+    def figure_configs(self) -> list[tuple[str, dict[str, Any]]]:
+        """(spec key, raw config) of every figure: ``figure`` first, then ``figures``."""
+        out = [("figure", self.figure)] if self.figure is not None else []
+        return out + [(f"figures.{i}", f) for i, f in enumerate(self.figures)]
 
     @property
     def results_dir_parts(self) -> tuple[str, str]:
         return self.paper, self.id
 
 
-def _format_errors(path: Path | str, err: ValidationError, prefix: str = "") -> list[str]:
+def format_errors(path: Path | str, err: ValidationError, prefix: str = "") -> list[str]:
+    """'file: key: reason' lines of a pydantic error, keys prefixed with ``prefix``."""
     out = []
     for e in err.errors():
         key = ".".join(str(p) for p in e["loc"])
@@ -177,6 +173,9 @@ def _format_errors(path: Path | str, err: ValidationError, prefix: str = "") -> 
             msg = "unknown key"
         out.append(f"{path}: {key}: {msg}")
     return out
+
+
+_format_errors = format_errors  # the name the sweep stage imports
 
 
 def load_spec(path: Path | str) -> Spec:

@@ -28,3 +28,52 @@ def test_rejects_anything_but_arithmetic(bad):
 def test_unknown_name():
     with pytest.raises(ExprError, match="unknown name"):
         evaluate("task.nope + 1", {"task.kappa": 1})
+
+
+# bounds: every one of these fails at once (before computing anything large) as an ExprError
+
+
+@pytest.mark.parametrize(
+    "bad, why",
+    [
+        ("9**9**9", "exceeds"),
+        ("10**10**10", "exceeds"),
+        ("2**100", "exceeds"),
+        ("10**13", "exceeds"),
+        ("task.kappa ** 1000", "exponent"),
+        ("1e300 * 1", "exceeds"),
+        ("(10**6) * (10**6) * 10", "exceeds"),
+        ("exp(1000)", "cannot evaluate"),
+        ("'a' * 10**9", "unsupported syntax"),
+        ("model.mixer * 10**9", "needs numbers"),
+        ("train.betas * 10**9", "needs numbers"),
+        ("-model.mixer", "needs numbers"),
+        ("1" + "+1" * 50_000, "characters long"),
+        ("<".join(["x"] * 80), "syntax nodes"),
+        ("+".join(["x"] * 150), "nested"),
+        ("-" * 60 + "1", "nested"),
+        ("(" * 240 + "1" + ")" * 240, "cannot parse"),
+        ("max(" + ",".join(["1"] * 40) + ")", "at most"),
+    ],
+)
+def test_bounded(bad, why):
+    env = {"task.kappa": 8, "x": 1, "model.mixer": "s6", "train.betas": [0.9, 0.95]}
+    with pytest.raises(ExprError, match=why):
+        evaluate(bad, env)
+
+
+def test_bounds_leave_ordinary_formulas_alone():
+    env = {"task.kappa": 16, "model.d": 64, "model.mixer": "s6", "other.mixer": "s6"}
+    assert evaluate("2**39", env) == 2**39
+    assert evaluate("10**-3", env) == pytest.approx(1e-3)
+    assert evaluate("(-1)**3", env) == -1
+    assert evaluate("model.mixer == other.mixer and model.d >= 4 * task.kappa", env) is True
+    assert evaluate("ceil(8*ln(task.kappa)) + min(model.d, 2**10)", env) == \
+        math.ceil(8 * math.log(16)) + 64
+    with pytest.raises(ExprError, match="negative power"):
+        evaluate("0**-1", env)
+
+
+def test_names_is_bounded_too():
+    with pytest.raises(ExprError):
+        names("1" + "+1" * 50_000)

@@ -1,15 +1,16 @@
-"""Stage 5a: figures from the aggregated table (and, for histograms, from run records).
+"""Stage 6 (plots): the general figure kinds — bars, heatmaps, lines, histograms.
 
-Kinds: ``bars`` (one bar per cell, the paper's value as a black marker), ``heatmaps`` (a panel per
-``col`` value, cells annotated "ours (paper)"), ``histograms`` (huang2025 Fig. 1 style decay
-histograms). Every figure says which profile it shows.
+``bars``: one bar per cell, the paper's value as a black marker. ``heatmaps``: a panel per value
+of ``col``, cells annotated "ours (paper)". ``lines``: metric against a swept key, one line per
+``hue``, one panel per ``facet``. ``histograms``: huang2025 Fig. 1 decay histograms (from run
+records, cached in ``histograms.csv``). Every figure says which profile it shows.
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
 import matplotlib
 
@@ -18,15 +19,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from ..report import _eq  # noqa: E402
-
-
-def _paper_value(spec, where: dict[str, Any], metric: str) -> float | None:
-    """The paper's value for this cell (same matching rule as ``report.select``)."""
-    for pv in spec.paper_values:
-        if pv.metric == metric and all(k in where and _eq(where[k], v) for k, v in pv.where.items()):
-            return pv.value
-    return None
+from ..report.analysis import DECAY  # noqa: E402
+from ..report.cells import column  # noqa: E402
+from ..report.columns import DECAY_X, LABEL, N_PARAMS  # noqa: E402
+from .registry import Columns, FigureConfig, FigureContext, figure_kind  # noqa: E402
 
 
 def _cell_name(row: pd.Series, cols: list[str]) -> str:
@@ -41,57 +37,92 @@ def _cell_name(row: pd.Series, cols: list[str]) -> str:
     return ",".join(parts)
 
 
-def bars(spec, agg: pd.DataFrame, profile: str, path: Path) -> None:
-    f = spec.figure
-    metric = f.metric
-    x = f.x or "label"
+# ----------------------------------------------------------------------------------------------
+
+
+class BarsConfig(FigureConfig):
+    kind: Literal["bars"]
+    x: str = LABEL
+
+    def column_refs(self) -> list[str]:
+        return [self.x]
+
+
+@figure_kind("bars", BarsConfig)
+def bars(ctx: FigureContext, cfg: BarsConfig, path: Path) -> bool:
+    """One bar per cell (± std over seeds), the paper's value as a black marker."""
+    agg = ctx.table
+    if agg.empty:
+        return False
+    metric = cfg.metric
     fig, ax = plt.subplots(figsize=(max(5, 1.3 * len(agg)), 4))
-    names = [str(v) for v in agg[x]]
+    names = [str(v) for v in column(agg, cfg.x)]
     vals = agg[metric].to_numpy(dtype=float)
     err = agg.get(f"{metric}.std", pd.Series([0] * len(agg))).to_numpy(dtype=float)
     pos = np.arange(len(agg))
     ax.bar(pos, vals, yerr=np.nan_to_num(err), capsize=4, color="#4C72B0", label="ours")
+    labelled = False
     for i, (_, row) in enumerate(agg.iterrows()):
-        pv = _paper_value(spec, row.to_dict(), metric)
+        pv = ctx.paper_value(row.to_dict(), metric)
         if pv is not None:
             ax.plot([i - 0.35, i + 0.35], [pv, pv], color="k", lw=2,
-                    label="paper" if i == 0 or "paper" not in ax.get_legend_handles_labels()[1]
-                    else None)
+                    label=None if labelled else "paper")
+            labelled = True
         if not math.isnan(vals[i]):
             ax.text(i, vals[i] + 0.02, f"{vals[i]:.2f}", ha="center", va="bottom", fontsize=8)
-        if "n_params" in row and not pd.isna(row["n_params"]):
-            ax.text(i, -0.08, f"{int(row['n_params']):,} p", ha="center", va="top", fontsize=7,
+        else:
+            ax.text(i, 0.02, "diverged", ha="center", va="bottom", fontsize=7, color="tab:red")
+        if N_PARAMS in row and not pd.isna(row[N_PARAMS]):
+            ax.text(i, -0.08, f"{int(row[N_PARAMS]):,} p", ha="center", va="top", fontsize=7,
                     transform=ax.get_xaxis_transform())
     ax.set_xticks(pos, names, rotation=0)
     ax.set_ylim(0, 1.25)
-    ax.set_ylabel(metric)
-    ax.set_title(f"{f.title or spec.title}\n[{spec.id}, profile {profile}]", fontsize=9)
+    ax.set_ylabel(f"{metric} ({ctx.aggregation()})")
+    ax.set_title(ctx.title(cfg), fontsize=9)
     ax.legend(loc="upper center", fontsize=8, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)
+    return True
 
 
-def heatmaps(spec, agg: pd.DataFrame, profile: str, path: Path) -> None:
-    f = spec.figure
-    metric = f.metric
-    col = f.col or "label"
-    xs = [c for c in (f.x or "").split(",") if c]
-    ys = [c for c in (f.y or "").split(",") if c]
-    panels = list(dict.fromkeys(agg[col]))
+# ----------------------------------------------------------------------------------------------
+
+
+class HeatmapsConfig(FigureConfig):
+    kind: Literal["heatmaps"]
+    col: str = LABEL
+    x: Columns = []
+    y: Columns = []
+
+    def column_refs(self) -> list[str]:
+        return [self.col, *self.x, *self.y]
+
+
+@figure_kind("heatmaps", HeatmapsConfig)
+def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
+    """A panel per value of ``col``; cells (x × y) annotated "ours (paper)"."""
+    agg = ctx.table
+    if agg.empty:
+        return False
+    metric = cfg.metric
+    panel_of = column(agg, cfg.col)
+    panels = list(dict.fromkeys(panel_of))
     ncols = min(3, len(panels))
     nrows = math.ceil(len(panels) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.6 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols + 1.2, 3.0 * nrows + 0.8),
+                             squeeze=False, constrained_layout=True)
+    im = None
     for ax, panel in zip(axes.flat, panels):
-        sub = agg[agg[col] == panel]
-        xn = list(dict.fromkeys(_cell_name(r, xs) for _, r in sub.iterrows()))
-        yn = list(dict.fromkeys(_cell_name(r, ys) for _, r in sub.iterrows()))
+        sub = agg[panel_of == panel]
+        xn = list(dict.fromkeys(_cell_name(r, cfg.x) for _, r in sub.iterrows()))
+        yn = list(dict.fromkeys(_cell_name(r, cfg.y) for _, r in sub.iterrows()))
         grid = np.full((len(yn), len(xn)), np.nan)
         notes = [["" for _ in xn] for _ in yn]
         for _, r in sub.iterrows():
-            i, j = yn.index(_cell_name(r, ys)), xn.index(_cell_name(r, xs))
+            i, j = yn.index(_cell_name(r, cfg.y)), xn.index(_cell_name(r, cfg.x))
             grid[i, j] = r[metric]
-            pv = _paper_value(spec, r.to_dict(), metric)
+            pv = ctx.paper_value(r.to_dict(), metric)
             ours = "—" if math.isnan(r[metric]) else f"{r[metric]:.2f}"
             notes[i][j] = ours + (f"\n({pv:.2f})" if pv is not None else "")
         im = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto")
@@ -105,97 +136,127 @@ def heatmaps(spec, agg: pd.DataFrame, profile: str, path: Path) -> None:
         ax.set_title(str(panel), fontsize=9)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
-    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, label=f"{metric}: ours (paper)")
-    fig.suptitle(f"{f.title or spec.title} [{spec.id}, profile {profile}]", fontsize=10)
+    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8,
+                 label=f"{metric}, {ctx.aggregation()}: ours (paper)")
+    fig.suptitle(ctx.title(cfg), fontsize=10)
     fig.savefig(path, dpi=130)
     plt.close(fig)
+    return True
 
 
-def histogram_table(records: list[dict]) -> pd.DataFrame:
-    """Sum decay histograms over seeds: rows (label, T, part, bin, count)."""
-    rows = []
-    for rec in records:
-        h = (rec.get("analysis") or {}).get("decay_histogram")
-        if not h or rec.get("status") != "ok":
-            continue
-        T = rec["config"]["task"].get("T")
-        for part in ("before", "after"):
-            for b, c in enumerate(h[part]):
-                rows.append({"label": rec["label"], "task.T": T, "part": part, "bin": b,
-                             "bins": h["bins"], "count": c})
-    df = pd.DataFrame(rows)
-    if df.empty:
-        return df
-    return df.groupby(["label", "task.T", "part", "bin", "bins"], as_index=False)["count"].sum()
+# ----------------------------------------------------------------------------------------------
 
 
-def histograms(spec, hist: pd.DataFrame, profile: str, path: Path) -> None:
-    """Left: distribution over all timesteps per T for each model; right: before vs after n."""
-    labels = list(dict.fromkeys(hist["label"]))
+class LinesConfig(FigureConfig):
+    kind: Literal["lines"]
+    x: str | None = None  # default: the swept key that varies within the panel
+    hue: str = "case:0"
+    facet: str | None = "case:1"
+    ylim: tuple[float, float] | None = (-0.02, 1.02)
+    logx: bool = False
+    logy: bool = False
+
+    def column_refs(self) -> list[str]:
+        return [c for c in (self.x, self.hue, self.facet) if c]
+
+
+@figure_kind("lines", LinesConfig)
+def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
+    """One panel per ``facet``: metric vs ``x`` (± std with mean aggregation), a line per ``hue``."""
+    agg = ctx.table
+    if agg.empty:
+        return False
+    metric = cfg.metric
+    agg = agg.assign(_hue=column(agg, cfg.hue).astype(str),
+                     _facet=column(agg, cfg.facet).astype(str) if cfg.facet else "")
+    facets = list(dict.fromkeys(agg["_facet"]))
+    fig, axes = plt.subplots(1, len(facets), figsize=(4.6 * len(facets), 3.6), squeeze=False)
+    swept = [c for c in ctx.keys if c != LABEL and c in agg and agg[c].nunique() > 1]
+    for ax, facet in zip(axes[0], facets):
+        sub = agg[agg["_facet"] == facet]
+        xkey = cfg.x or next((c for c in swept if sub[c].nunique() > 1),
+                             swept[0] if swept else LABEL)
+        for hue in dict.fromkeys(sub["_hue"]):
+            h = sub[sub["_hue"] == hue].sort_values(xkey)
+            ax.plot(h[xkey], h[metric], marker="o", label=hue)
+            std = f"{metric}.std"
+            if std in h and h[std].notna().any() and ctx.spec.aggregate.reduce == "mean":
+                ax.fill_between(h[xkey], h[metric] - h[std], h[metric] + h[std], alpha=0.2)
+        ax.set_xlabel(xkey.split(".")[-1])
+        ax.set_ylabel(f"{metric} ({ctx.aggregation()})")
+        if cfg.logx:
+            ax.set_xscale("log")
+        if cfg.logy:
+            ax.set_yscale("log")
+        if cfg.ylim is not None and not cfg.logy:
+            ax.set_ylim(*cfg.ylim)
+        ax.set_title(facet, fontsize=9)
+        ax.legend(fontsize=8)
+    fig.suptitle(ctx.title(cfg), fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return True
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+class HistogramsConfig(FigureConfig):
+    kind: Literal["histograms"]
+    x: str = DECAY_X  # one curve per value (left panels); the largest is split before/after
+
+    def column_refs(self) -> list[str]:
+        return [self.x]
+
+    def metrics(self) -> list[str]:
+        return []
+
+    def analyses(self) -> list[str]:
+        return [DECAY]
+
+
+@figure_kind("histograms", HistogramsConfig)
+def histograms(ctx: FigureContext, cfg: HistogramsConfig, path: Path) -> bool:
+    """Left: distribution over all timesteps per x for each model; right: before vs after n."""
+    hist = ctx.tables.get(DECAY, pd.DataFrame())
+    if hist.empty or cfg.x not in hist:
+        return False
+    x = cfg.x
+    labels = list(dict.fromkeys(hist[LABEL]))
     fig, axes = plt.subplots(1, len(labels) + 1, figsize=(4.5 * (len(labels) + 1), 3.6))
     bins = int(hist["bins"].iloc[0])
     centers = (np.arange(bins) + 0.5) / bins
-    Ts = sorted(hist["task.T"].unique())
+    xs = sorted(hist[x].unique())
     cmap = plt.get_cmap("viridis")
+    name = x.split(".")[-1]
     for ax, lab in zip(axes, labels):
-        for k, T in enumerate(Ts):
-            sub = hist[(hist["label"] == lab) & (hist["task.T"] == T)]
+        for k, xv in enumerate(xs):
+            sub = hist[(hist[LABEL] == lab) & (hist[x] == xv)]
             c = sub.groupby("bin")["count"].sum().reindex(range(bins), fill_value=0).to_numpy()
             if c.sum():
-                ax.plot(centers, c / c.sum(), color=cmap(k / max(1, len(Ts) - 1)), label=f"T={T}")
+                ax.plot(centers, c / c.sum(), color=cmap(k / max(1, len(xs) - 1)),
+                        label=f"{name}={xv}")
         ax.set_yscale("log")
         ax.set_xlabel(r"$e^{-\lambda\Delta_t}$")
+        ax.set_ylabel("fraction of values")
         ax.set_title(f"{lab}: all timesteps", fontsize=9)
         ax.legend(fontsize=7)
     ax = axes[-1]
-    Tmax = max(Ts)
+    xmax = max(xs)
     for lab, ls in zip(labels, ["-", "--", ":", "-."]):
         for part, color in (("before", "tab:red"), ("after", "tab:blue")):
-            sub = hist[(hist["label"] == lab) & (hist["task.T"] == Tmax) & (hist["part"] == part)]
+            sub = hist[(hist[LABEL] == lab) & (hist[x] == xmax) & (hist["part"] == part)]
             c = sub.set_index("bin")["count"].reindex(range(bins), fill_value=0).to_numpy()
             if c.sum():
                 rel = "<" if part == "before" else ">="
                 ax.plot(centers, c / c.sum(), ls=ls, color=color, label=f"{lab}, t {rel} n")
     ax.set_yscale("log")
     ax.set_xlabel(r"$e^{-\lambda\Delta_t}$")
-    ax.set_title(f"before vs after n (T={Tmax})", fontsize=9)
+    ax.set_title(f"before vs after n ({name}={xmax})", fontsize=9)
     ax.legend(fontsize=7)
-    fig.suptitle(f"{spec.figure.title or spec.title} [{spec.id}, profile {profile}]", fontsize=10)
+    fig.suptitle(ctx.title(cfg), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)
-
-
-def lines(spec, agg: pd.DataFrame, profile: str, path: Path) -> None:
-    """One panel per slice: metric vs the key that varies in it, one line per model.
-
-    Labels are "<model> / <slice>" (two case axes); the x key of a panel is the swept column
-    with more than one value in it.
-    """
-    metric = spec.figure.metric
-    parts = agg["label"].str.split(" / ", n=1, expand=True)
-    agg = agg.assign(_hue=parts[0], _facet=parts[1] if parts.shape[1] > 1 else "")
-    facets = list(dict.fromkeys(agg["_facet"]))
-    fig, axes = plt.subplots(1, len(facets), figsize=(4.6 * len(facets), 3.6), squeeze=False)
-    swept = [c for c in agg.columns if c.startswith(("model.", "task.")) and agg[c].nunique() > 1]
-    for ax, facet in zip(axes[0], facets):
-        sub = agg[agg["_facet"] == facet]
-        xkey = next((c for c in swept if sub[c].nunique() > 1), swept[0] if swept else "label")
-        for hue in dict.fromkeys(sub["_hue"]):
-            h = sub[sub["_hue"] == hue].sort_values(xkey)
-            ax.plot(h[xkey], h[metric], marker="o", label=hue)
-            if f"{metric}.std" in h and h[f"{metric}.std"].notna().any() and spec.aggregate.reduce == "mean":
-                ax.fill_between(h[xkey], h[metric] - h[f"{metric}.std"],
-                                h[metric] + h[f"{metric}.std"], alpha=0.2)
-        ax.set_xlabel(xkey.split(".")[-1])
-        ax.set_ylabel(metric)
-        ax.set_ylim(-0.02, 1.02)
-        ax.set_title(facet, fontsize=9)
-        ax.legend(fontsize=8)
-    fig.suptitle(f"{spec.figure.title or spec.title} [{spec.id}, profile {profile}]", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-
-
-KINDS = {"bars": bars, "heatmaps": heatmaps, "lines": lines}
+    return True

@@ -1,142 +1,149 @@
-"""koren2026 Figure 6 / 12: D × N recall grids per MQAR regime, theory beside trained models."""
+"""Stage 6 (plots): the ``recall_grid`` figure kind — koren2026 Fig. 6 style width × state grids.
+
+One row per MQAR regime, one column per configured label, with a theory column (a) first: the
+refined law ``Phi(1/sigma - m_V)`` (``theory.recall``) on a fine grid with its own threshold
+contour. Each data column draws the law's threshold contour with *that column's* constant, named
+in the config (``columns: {"(b) designed": designed, ...}``), never guessed from the label.
+"""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
+from typing import Literal
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+from pydantic import Field, model_validator  # noqa: E402
 
-REGIME_KEYS = ["task.vocab", "task.L", "task.kappa"]
-X, Y = "model.D", "model.N"
+from ..report import expected, select  # noqa: E402
+from ..report.columns import FACTS, LABEL, REGIME, STATE, VOCAB, WIDTH  # noqa: E402
+from ..theory.recall import law_constant, refined_accuracy  # noqa: E402
+from .registry import FigureConfig, FigureContext, figure_kind  # noqa: E402
 
-
-def column_kind(label: str) -> str:
-    """Which theory constant a column uses: designed / linear / full (from its label)."""
-    low = label.lower()
-    for k in ("designed", "linear", "full"):
-        if k in low:
-            return k
-    return "linear"
+LawColumn = Literal["designed", "linear", "full"]
 
 
-def law(D: np.ndarray, N: np.ndarray, V: int, n_f: int, kind: str) -> np.ndarray:
-    from ..theory.recall import A_CONSTANTS, refined_accuracy
+class RecallGridConfig(FigureConfig):
+    kind: Literal["recall_grid"]
+    columns: dict[str, LawColumn] = Field(
+        ..., description="label (or case label) -> the law's constant for that column, in order")
+    theory: LawColumn | None = Field(
+        "linear", description="constant of the theory column (a); null: no theory column")
+    threshold: float = Field(0.9, gt=0, lt=1, description="the contour level")
+    task: Literal["mqar", "ar"] = "mqar"
+    x: str = WIDTH
+    y: str = STATE
+    regime: list[str] = list(REGIME)
+    vocab: str = VOCAB
+    facts: str = FACTS
+    log_axes: bool | None = Field(None, description="log2 axes (default: when the grid doubles)")
 
-    return refined_accuracy(N, D, V, n_f, A_CONSTANTS[("mqar", kind)])
+    @model_validator(mode="after")
+    def _keys(self) -> RecallGridConfig:
+        for k in (self.vocab, self.facts):
+            if k not in self.regime:
+                raise ValueError(f"{k} must be one of the regime keys {self.regime}")
+        for col in [*self.columns.values(), *([self.theory] if self.theory else [])]:
+            law_constant(col, self.task)
+        return self
+
+    def column_refs(self) -> list[str]:
+        return [self.x, self.y, *self.regime]
 
 
-def regimes(agg: pd.DataFrame) -> list[tuple]:
-    return list(dict.fromkeys(tuple(r) for r in agg[REGIME_KEYS].itertuples(index=False)))
+def _edges(vals: np.ndarray, log: bool) -> np.ndarray:
+    """Cell edges halfway between grid values (geometrically on log axes)."""
+    v = np.log(vals) if log else vals.astype(float)
+    if len(v) == 1:
+        mid = np.array([v[0] - 0.5, v[0] + 0.5]) if not log else np.array([v[0] - 0.35, v[0] + 0.35])
+    else:
+        inner = (v[1:] + v[:-1]) / 2
+        mid = np.concatenate([[v[0] - (inner[0] - v[0])], inner, [v[-1] + (v[-1] - inner[-1])]])
+    return np.exp(mid) if log else mid
 
 
-def grid(sub: pd.DataFrame, metric: str, Ds: list, Ns: list) -> np.ndarray:
-    g = np.full((len(Ns), len(Ds)), np.nan)
-    for _, r in sub.iterrows():
-        g[Ns.index(r[Y]), Ds.index(r[X])] = r[metric]
-    return g
+def _geometric(vals: np.ndarray) -> bool:
+    if len(vals) < 3 or np.any(vals <= 0):
+        return False
+    r = vals[1:] / vals[:-1]
+    return bool(np.all(r > 1.5) and np.ptp(r) < 0.5)
 
 
-def recall_grid(spec, agg: pd.DataFrame, profile: str, path: Path) -> None:
-    metric = spec.figure.metric
-    labels = list(dict.fromkeys(agg["label"]))
-    regs = regimes(agg)
-    Ds = sorted(agg[X].unique())
-    Ns = sorted(agg[Y].unique())
-    ncol = len(labels) + 1
-    fig, axes = plt.subplots(len(regs), ncol, figsize=(3.3 * ncol, 3.0 * len(regs)), squeeze=False)
-    Dg, Ng = np.meshgrid(np.array(Ds, float), np.array(Ns, float))
+@figure_kind("recall_grid", RecallGridConfig)
+def recall_grid(ctx: FigureContext, cfg: RecallGridConfig, path: Path) -> bool:
+    """Width × state accuracy grids per regime: theory (a), then the configured columns."""
+    cells = expected(ctx.cells)
+    if ctx.table.empty or any(k not in cells for k in (cfg.x, cfg.y, *cfg.regime)):
+        return False
+    metric = cfg.metric
+    labels = [lab for lab in cfg.columns if not select(cells, {LABEL: lab}).empty]
+    regimes = list(dict.fromkeys(tuple(r) for r in cells[cfg.regime].itertuples(index=False)))
+    Ds = np.array(sorted(cells[cfg.x].astype(float).unique()))
+    Ns = np.array(sorted(cells[cfg.y].astype(float).unique()))
+    log = cfg.log_axes if cfg.log_axes is not None else (_geometric(Ds) and _geometric(Ns))
+    xe, ye = _edges(Ds, log), _edges(Ns, log)
+    fine_D = np.geomspace(xe[0], xe[-1], 240) if log else np.linspace(xe[0], xe[-1], 240)
+    fine_N = np.geomspace(ye[0], ye[-1], 240) if log else np.linspace(ye[0], ye[-1], 240)
+    FD, FN = np.meshgrid(fine_D, fine_N)
+    panels: list[tuple[str, str | None]] = ([("theory", cfg.theory)] if cfg.theory else []) + \
+        [(lab, cfg.columns[lab]) for lab in labels]
+    ncol, nrow = len(panels), len(regimes)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(2.9 * ncol + 1.4, 2.6 * nrow + 1.3),
+                             squeeze=False, constrained_layout=True)
+    cmap = plt.get_cmap("viridis").with_extremes(bad="0.88")
     im = None
-    for i, (V, L, kappa) in enumerate(regs):
-        theory = law(Dg, Ng, int(V), int(kappa), "linear")
-        theory[Ng > Dg] = np.nan
-        panels = [("(a) theory Φ(1/σ − m_V), a = 5/4", theory, None)]
-        for lab in labels:
-            sub = agg[(agg["label"] == lab) & (agg["task.vocab"] == V) & (agg["task.L"] == L)
-                      & (agg["task.kappa"] == kappa)]
-            panels.append((lab, grid(sub, metric, Ds, Ns), column_kind(lab)))
-        for j, (title, g, kind) in enumerate(panels):
+    for i, reg in enumerate(regimes):
+        where = dict(zip(cfg.regime, reg))
+        V, n_f = float(where[cfg.vocab]), float(where[cfg.facts])
+        for j, (name, column) in enumerate(panels):
             ax = axes[i, j]
-            im = ax.imshow(g, origin="lower", vmin=0, vmax=1, cmap="viridis", aspect="auto",
-                           extent=(-0.5, len(Ds) - 0.5, -0.5, len(Ns) - 0.5))
-            if np.isnan(g).all():
-                ax.text(0.5, 0.5, "not run in\nthis profile", ha="center", va="center",
-                        transform=ax.transAxes, fontsize=8, color="0.4")
-            if kind is not None and len(Ds) > 1 and len(Ns) > 1:  # the law's 0.9 contour
-                t = law(Dg, Ng, int(V), int(kappa), kind)
-                ax.contour(np.arange(len(Ds)), np.arange(len(Ns)), t, levels=[0.9],
-                           colors="w", linewidths=1.2, linestyles="--")
-            step_x = max(1, len(Ds) // 6)
-            step_y = max(1, len(Ns) // 6)
-            ax.set_xticks(range(0, len(Ds), step_x), [str(int(d)) for d in Ds[::step_x]],
-                          fontsize=7)
-            ax.set_yticks(range(0, len(Ns), step_y), [str(int(n)) for n in Ns[::step_y]],
-                          fontsize=7)
+            law = None
+            if column is not None:
+                law = refined_accuracy(FN, FD, V, n_f, law_constant(column, cfg.task))
+                law = np.where(FN > FD, np.nan, law)  # the grid skips N > D
+            if name == "theory":
+                im = ax.pcolormesh(FD, FN, law, vmin=0, vmax=1, cmap=cmap, shading="auto")
+                title = f"(a) theory Φ(1/σ − m_V),\na = {law_constant(column, cfg.task):g} ({column})"
+            else:
+                sub = select(cells, {**where, LABEL: name})
+                g = np.full((len(Ns), len(Ds)), np.nan)
+                for _, r in sub.iterrows():
+                    g[np.searchsorted(Ns, float(r[cfg.y])), np.searchsorted(Ds, float(r[cfg.x]))] = \
+                        r[metric]
+                im = ax.pcolormesh(xe, ye, np.ma.masked_invalid(g), vmin=0, vmax=1, cmap=cmap)
+                if np.isnan(g).all():
+                    ax.text(0.5, 0.5, "not run in\nthis profile", ha="center", va="center",
+                            transform=ax.transAxes, fontsize=8, color="0.35")
+                title = f"{name}\nlaw contour: a = {law_constant(column, cfg.task):g} ({column})"
+            if law is not None and np.nanmax(law) >= cfg.threshold:
+                ax.contour(FD, FN, law, levels=[cfg.threshold], colors="w", linewidths=1.2,
+                           linestyles="--")
+            if log:
+                ax.set_xscale("log", base=2)
+                ax.set_yscale("log", base=2)
+                ax.set_xticks(Ds, [f"{d:g}" for d in Ds])
+                ax.set_yticks(Ns, [f"{n:g}" for n in Ns])
+                ax.minorticks_off()
+            ax.set_xlim(xe[0], xe[-1])
+            ax.set_ylim(ye[0], ye[-1])
+            ax.tick_params(labelsize=7)
             if i == 0:
                 ax.set_title(title, fontsize=8)
-            if i == len(regs) - 1:
-                ax.set_xlabel("D", fontsize=8)
+            if i == nrow - 1:
+                ax.set_xlabel(f"D ({cfg.x})", fontsize=8)
             if j == 0:
-                ax.set_ylabel(f"V={int(V)}, L={int(L)}, N_f={int(kappa)}\nN", fontsize=8)
-    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.7, label=f"{metric} (best of seeds)")
-    fig.suptitle(f"{spec.figure.title or spec.title} [{spec.id}, profile {profile}]\ndashed: "
-                 "the law's 0.9 contour with the column's constant", fontsize=9)
+                reg_name = ", ".join(f"{k.split('.')[-1]}={v:g}" if isinstance(v, float)
+                                     else f"{k.split('.')[-1]}={v}" for k, v in where.items())
+                ax.set_ylabel(f"{reg_name}\nN ({cfg.y})", fontsize=8)
+    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8,
+                 label=f"{metric} ({ctx.aggregation()})")
+    fig.suptitle(f"{ctx.title(cfg)}\ndashed: the law's {cfg.threshold} contour with the "
+                 "column's constant; grey: not run (or N > D)", fontsize=9)
     fig.savefig(path, dpi=120)
     plt.close(fig)
+    return True
 
 
-def frontier(sub: pd.DataFrame, metric: str, thr: float) -> dict[float, float]:
-    """For each D: the smallest N whose accuracy is >= thr (D without such N omitted)."""
-    out = {}
-    for D, g in sub.groupby(X):
-        ok = g[g[metric] >= thr]
-        if len(ok):
-            out[float(D)] = float(ok[Y].min())
-    return out
-
-
-def theory_product(Ds: list, Ns: list, V: int, kappa: int, kind: str, thr: float) -> float:
-    """Median N·D on the law's frontier over the same grid (N <= D)."""
-    prods = []
-    for D in Ds:
-        Nok = [N for N in Ns if N <= D and law(np.array(D, float), np.array(N, float), V, kappa,
-                                               kind) >= thr]
-        if Nok:
-            prods.append(D * min(Nok))
-    return float(np.median(prods)) if prods else math.nan
-
-
-def check_frontier(spec, agg: pd.DataFrame, thr: float = 0.9):
-    """Verdicts: per regime and column, the ≥ thr frontier is monotone and N·D is ~constant."""
-    from ..report import Verdict
-
-    out = []
-    if agg.empty or X not in agg or Y not in agg:
-        return [Verdict("claim", "recall frontier (no data)", "MISSING", None)]
-    metric = spec.figure.metric
-    Ds, Ns = sorted(agg[X].unique()), sorted(agg[Y].unique())
-    for V, L, kappa in regimes(agg):
-        for lab in dict.fromkeys(agg["label"]):
-            sub = agg[(agg["label"] == lab) & (agg["task.vocab"] == V) & (agg["task.L"] == L)
-                      & (agg["task.kappa"] == kappa)]
-            fr = frontier(sub, metric, thr)
-            name = f"[≥{thr}] V={int(V)} L={int(L)} N_f={int(kappa)} {lab}"
-            if len(fr) < 2:
-                out.append(Verdict("claim", f"{name}: frontier (fewer than 2 values of D reach "
-                                   f"{thr})", "MISSING", None))
-                continue
-            ds = sorted(fr)
-            viol = sum(fr[b] > fr[a] for a, b in zip(ds, ds[1:]))
-            prods = [d * fr[d] for d in ds]
-            ratio = max(prods) / min(prods)
-            th = theory_product(Ds, Ns, int(V), int(kappa), column_kind(lab), thr)
-            ok = viol <= 1 and ratio <= 4.0
-            text = (f"{name}: frontier monotone ({viol} violations) and N·D roughly constant "
-                    f"(median {np.median(prods):.0f}, max/min {ratio:.1f}; law {th:.0f})")
-            out.append(Verdict("claim", text, "PASS" if ok else "FAIL", float(np.median(prods))))
-    return out

@@ -1,0 +1,1 @@
+"""Library (theory): closed-form results of the papers (recall laws, designed circuits)."""

@@ -1,4 +1,5 @@
-"""The designed (non-trained) recall circuit of koren2026 Thm 2, for a simplified linear Mamba.
+"""Library (theory): the designed (non-trained) recall circuit of koren2026 Thm 2, for a
+simplified linear Mamba.
 
 Paper notation (column vectors, seed App. Eqs. 38-48): ``E`` (D x V) embedding with unit-norm
 Gaussian token columns, tied output ``E^T``; ``P_in = (I_D | I_D)^T`` duplicates the embedded token;

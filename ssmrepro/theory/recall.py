@@ -1,4 +1,4 @@
-"""Recall scaling laws of koren2026 ("On the recall scaling laws in Mamba", seed 001).
+"""Library (theory): recall scaling laws of koren2026 ("On the recall scaling laws in Mamba", seed 001).
 
 Notation: V vocabulary size, D embedding dimension, N state dimension, N_f (``n_f``) number of
 facts (MQAR key-value pairs), Phi the standard normal CDF.
@@ -8,6 +8,9 @@ facts (MQAR key-value pairs), Phi the standard normal CDF.
 * :func:`refined_accuracy` -- the refined law of the authors' repository (arXiv version),
   ``acc = Phi(1/sigma - m_V)`` with ``sigma^2 = a N_f / (N_eff D) + 1/D``, ``N_eff = n_layers * N``,
   and the constant ``a`` from :data:`A_CONSTANTS`.
+* :func:`law_constant`, :func:`refined_frontier_product` -- the refined law's ``threshold``
+  contour in closed form: ``N D = a N_f / (N_layers (1/k^2 - 1/D))`` with
+  ``k = Phi^-1(threshold) + m_V`` (infinite where ``D <= k^2``: no state size suffices).
 * :func:`jl_epsilons`, :func:`jl_perfect_recall` -- Lemma 1 (JL-based scaling law):
   ``eps_v = sqrt(c log V / D)``, ``eps_k = sqrt(c log V / N)``, ``c = 4``; perfect recall is
   guaranteed when ``eps_v < 1``, ``eps_k < 1`` and ``eps_v + eps_k + N_f eps_v eps_k < 1/2``
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from statistics import NormalDist
 
 import numpy as np
 
@@ -84,6 +88,29 @@ def refined_accuracy(N, D, V, n_f, a, n_layers=1) -> np.ndarray:
     ``sigma^2 = a N_f / (N_eff D) + 1/D``, ``N_eff = n_layers * N`` (Fig. 7: accuracy depends on
     Lambda N only); ``a`` from :data:`A_CONSTANTS`."""
     return phi(1.0 / refined_sigma(N, D, n_f, a, n_layers) - m_V(V))
+
+
+def law_constant(column: str, task: str = "mqar") -> float:
+    """The refined law's ``a`` for a Fig. 6 column: ``designed`` / ``linear`` / ``full``."""
+    try:
+        return A_CONSTANTS[(task, column)]
+    except KeyError:
+        known = sorted({c for _, c in A_CONSTANTS})
+        raise KeyError(f"no recall-law constant for ({task!r}, {column!r}); columns: {known}") from None
+
+
+def refined_frontier_product(D, V, n_f, a, threshold: float = 0.9, n_layers=1) -> np.ndarray:
+    """``N * D`` on the refined law's ``threshold`` contour at width ``D`` (N continuous).
+
+    ``Phi(1/sigma - m_V) >= thr`` <=> ``1/sigma >= k = Phi^-1(thr) + m_V`` <=>
+    ``a N_f / (N_eff D) + 1/D <= 1/k^2`` <=> ``N D >= a N_f / (n_layers (1/k^2 - 1/D))``.
+    Infinite where ``D <= k^2`` (no state size reaches the threshold at that width).
+    """
+    D, V, n_f, a, n_layers = (np.asarray(v, dtype=np.float64) for v in (D, V, n_f, a, n_layers))
+    k = NormalDist().inv_cdf(threshold) + m_V(V)
+    room = 1.0 / k**2 - 1.0 / D
+    with np.errstate(divide="ignore"):
+        return np.where(room > 0, a * n_f / (n_layers * np.where(room > 0, room, 1.0)), np.inf)
 
 
 def jl_epsilons(V, D, N, c=4.0) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,158 @@
+"""Stage 6 (plots): build a spec's outputs (results.csv -> cells -> verdicts, figures, report)
+and validate its output sections (figures, claims, paper values) before any training.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from pydantic import ValidationError
+
+from .. import report
+from ..engine import open_store, output_name
+from ..report.analysis import (
+    DECAY,
+    DECAY_METRICS,
+    add_metrics,
+    analysis_metrics,
+    decay_metrics,
+    histogram_table,
+)
+from ..report.cells import is_case_ref
+from ..report.columns import LABEL, N_PARAMS
+from ..spec import Spec, format_errors
+from ..sweep import expand
+from .registry import FIGURE_KINDS, FigureContext, parse_figure
+
+
+@dataclass
+class Outputs:
+    csv: Path
+    figure: Path | None  # the first figure drawn
+    figures: list[Path]
+    report: Path
+    verdicts: list
+
+
+def figure_stem(cfg, index: int) -> str:
+    return cfg.name or ("figure" if index == 0 else f"figure{index + 1}")
+
+
+def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
+    """'file: key: reason' errors of the spec's figures, claims and paper values.
+
+    Column names are checked against the run table of ``runs`` (default: the default profile's
+    runs): ``label``, ``n_params`` and every dotted config key; metrics against
+    ``aggregate.metrics`` (and ``n_params`` for paper values).
+    """
+    path = spec.path or spec.id
+    errors: list[str] = []
+    if runs is None:
+        runs = expand(spec, spec.default_profile)
+    # one run per (label, model and task type) has every config key of its kind
+    reps = {(r.label, type(r.model).__name__, type(r.task).__name__): r for r in runs}
+    known = {LABEL, N_PARAMS} | {k for r in reps.values() for k in r.flat()}
+    metrics = set(spec.aggregate.metrics) | set(analysis_metrics(spec.analysis))
+
+    def refs(key: str, cfg: Any) -> None:
+        for c in cfg.column_refs():
+            if c not in known and not is_case_ref(c):
+                errors.append(f"{path}: {key}: unknown column {c!r} (not a config key of this "
+                              "spec's runs, nor label / case:<i>)")
+
+    stems = set()
+    for i, (key, raw) in enumerate(spec.figure_configs):
+        try:
+            cfg = parse_figure(raw)
+        except KeyError as err:
+            errors.append(f"{path}: {key}.kind: {err.args[0]}")
+            continue
+        except ValidationError as err:
+            errors += format_errors(path, err, prefix=f"{key}.")
+            continue
+        refs(key, cfg)
+        errors += [f"{path}: {key}.metric: {m!r} is not aggregated (aggregate.metrics: "
+                   f"{sorted(metrics)})" for m in cfg.metrics() if m not in metrics]
+        errors += [f"{path}: {key}.kind: {cfg.kind} needs `analysis: [{a}]`"
+                   for a in cfg.analyses() if a not in spec.analysis]
+        stem = figure_stem(cfg, i)
+        if stem in stems:
+            errors.append(f"{path}: {key}.name: two figures write {stem!r}")
+        stems.add(stem)
+    for i, raw in enumerate(spec.claims):
+        key = f"claims.{i}"
+        try:
+            cfg = report.parse_claim(raw)
+        except KeyError as err:
+            errors.append(f"{path}: {key}.check: {err.args[0]}")
+            continue
+        except ValidationError as err:
+            errors += format_errors(path, err, prefix=f"{key}.")
+            continue
+        refs(key, cfg)
+        if cfg.metric not in metrics:
+            errors.append(f"{path}: {key}.metric: {cfg.metric!r} is not aggregated "
+                          f"(aggregate.metrics and analysis metrics: {sorted(metrics)})")
+    for i, pv in enumerate(spec.paper_values):
+        for k in pv.where:
+            if k not in known:
+                errors.append(f"{path}: paper_values.{i}.where.{k}: unknown column {k!r}")
+        if pv.metric not in metrics | {N_PARAMS}:
+            errors.append(f"{path}: paper_values.{i}.metric: {pv.metric!r} is not aggregated")
+    return errors
+
+
+def load_table(spec: Spec, profile: str, root: Path, runs: list) -> pd.DataFrame:
+    """The run table of ``profile``: rebuilt from records when present, else the committed CSV."""
+    store = open_store(spec, root.parents[1])
+    df = store.table(runs)
+    name = output_name(spec, profile, "results", "csv")
+    csv = root / name
+    if df.empty and csv.exists():
+        df = pd.read_csv(csv)
+        if "profile" in df:
+            df = df[df["profile"] == profile]
+    elif not df.empty:
+        store.write_csv(runs, name)
+    return df
+
+
+def build(spec: Spec, profile: str, root: Path) -> Outputs:
+    """results.csv (from records), summary.csv, every figure and report.md of ``profile``."""
+
+    def out(stem: str, ext: str) -> Path:
+        return root / output_name(spec, profile, stem, ext)
+
+    runs = expand(spec, profile)
+    df = load_table(spec, profile, root, runs)
+    keys = report.cell_keys(runs)
+    cells = report.aggregate(df, runs, spec.aggregate.reduce, spec.aggregate.metrics)
+    root.mkdir(parents=True, exist_ok=True)
+    tables = {}
+    if DECAY in spec.analysis:
+        store = open_store(spec, root.parents[1])
+        recs = [r for r in (store.read(x.run_id) for x in runs) if r is not None]
+        hist = histogram_table(recs, keys)
+        hpath = out("histograms", "csv")
+        if hist.empty and hpath.exists():  # no run records: the committed table
+            hist = pd.read_csv(hpath)
+        elif not hist.empty:
+            hist.to_csv(hpath, index=False)
+        tables[DECAY] = hist
+        cells = add_metrics(cells, decay_metrics(hist), list(DECAY_METRICS))
+    verdicts = report.verify(spec, cells, keys)
+    ctx = FigureContext(spec, profile, cells, keys, out, tables)
+    figures = []
+    for i, (_, raw) in enumerate(spec.figure_configs):
+        cfg = parse_figure(raw)
+        path = out(figure_stem(cfg, i), "png")
+        if FIGURE_KINDS[cfg.kind].fn(ctx, cfg, path):
+            figures.append(path)
+    if not report.finished(cells).empty:
+        cells.to_csv(out("summary", "csv"), index=False)
+    rep = out("report", "md")
+    rep.write_text(report.markdown(spec, profile, cells, verdicts, len(df)))
+    return Outputs(out("results", "csv"), figures[0] if figures else None, figures, rep, verdicts)

@@ -1,0 +1,129 @@
+"""Stage 6 (plots): the figure-kind registry and what a figure kind is given.
+
+A figure kind is one function ``fn(ctx, cfg, path) -> bool`` (False: nothing to draw) registered
+with its typed config (pydantic, extra keys forbidden)::
+
+    @figure_kind("bars", BarsConfig)
+    def bars(ctx: FigureContext, cfg: BarsConfig, path: Path) -> bool: ...
+
+A spec's ``figure: {kind: bars, ...}`` is validated against ``BarsConfig``. Column references in
+configs are column names of the aggregated table (``label``, ``model.d``, ``task.T``, ...) or
+``case:<i>``, the i-th case label of the run's label (``"(c) trained linear / vs D"`` has
+``case:0`` = ``(c) trained linear`` and ``case:1`` = ``vs D``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import pandas as pd
+from pydantic import BaseModel, BeforeValidator, ConfigDict
+
+from ..report.cells import finished, values_equal
+from ..report.columns import DEFAULT_METRIC
+
+
+class FigureConfig(BaseModel):
+    """Fields every figure kind has."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: str
+    name: str | None = None  # file stem (default: "figure" for the first figure, "figure<i>")
+    title: str | None = None
+    metric: str = DEFAULT_METRIC
+
+    def column_refs(self) -> list[str]:
+        """Columns the figure names (validated against the spec's run table)."""
+        return []
+
+    def metrics(self) -> list[str]:
+        """Aggregated metrics the figure draws."""
+        return [self.metric]
+
+    def analyses(self) -> list[str]:
+        """Run analyses (the spec's ``analysis`` list) the figure needs."""
+        return []
+
+
+def split_columns(v: Any) -> Any:
+    """'a,b' -> ['a', 'b'] (the short form of a list of columns)."""
+    if isinstance(v, str):
+        return [c.strip() for c in v.split(",") if c.strip()]
+    return v
+
+
+Columns = Annotated[list[str], BeforeValidator(split_columns)]  # ["a", "b"] or "a,b"
+
+
+@dataclass
+class FigureContext:
+    """What a figure kind draws from: the profile's cells and, lazily, its run records."""
+
+    spec: Any
+    profile: str
+    cells: pd.DataFrame  # every cell of the profile (report.aggregate)
+    keys: list[str]  # the cell key columns
+    out: Callable[[str, str], Path]  # (stem, ext) -> a file of this profile
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # analysis tables by name
+
+    @property
+    def table(self) -> pd.DataFrame:
+        """Cells with at least one finished run."""
+        return finished(self.cells)
+
+    def paper_value(self, row: dict[str, Any], metric: str) -> float | None:
+        """The paper's value for this cell (every key of the paper value's ``where`` matches)."""
+        for pv in self.spec.paper_values:
+            if pv.metric == metric and all(
+                    k in row and values_equal(row[k], v) for k, v in pv.where.items()):
+                return pv.value
+        return None
+
+    def title(self, cfg: FigureConfig) -> str:
+        return f"{cfg.title or self.spec.title} [{self.spec.id}, profile {self.profile}]"
+
+    def aggregation(self) -> str:
+        """How a cell's value combines seeds, true for this profile: 'mean of 3 seeds', ..."""
+        n = self.cells["n_expected"] if "n_expected" in self.cells else pd.Series([1])
+        n = n[n > 0]
+        lo, hi = (int(n.min()), int(n.max())) if len(n) else (1, 1)
+        if hi <= 1:
+            return "one seed"
+        word = {"max": "best", "min": "worst"}.get(self.spec.aggregate.reduce,
+                                                   self.spec.aggregate.reduce)
+        return f"{word} of {hi} seeds" if lo == hi else f"{word} of {lo}–{hi} seeds"
+
+
+@dataclass(frozen=True)
+class FigureKind:
+    name: str
+    Config: type[FigureConfig]
+    fn: Callable[[FigureContext, Any, Path], bool]
+    summary: str
+
+
+FIGURE_KINDS: dict[str, FigureKind] = {}
+
+
+def figure_kind(name: str, Config: type[FigureConfig]):
+    """Register ``fn(ctx, cfg, path) -> bool`` as figure kind ``name`` with its config class."""
+
+    def deco(fn):
+        if name in FIGURE_KINDS:
+            raise ValueError(f"figure kind {name!r} registered twice")
+        FIGURE_KINDS[name] = FigureKind(name, Config, fn, (fn.__doc__ or "").strip().split("\n")[0])
+        return fn
+
+    return deco
+
+
+def parse_figure(raw: dict[str, Any]) -> FigureConfig:
+    """The typed config of one figure entry (KeyError: unknown kind; ValidationError)."""
+    kind = raw.get("kind")
+    if kind not in FIGURE_KINDS:
+        raise KeyError(f"unknown figure kind {kind!r} (known: {', '.join(FIGURE_KINDS)})")
+    return FIGURE_KINDS[kind].Config(**raw)

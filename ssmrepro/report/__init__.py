@@ -1,0 +1,143 @@
+"""Stage 5 (report): aggregate runs over seeds, judge the claims, compare with the paper.
+
+``aggregate`` (cells.py) turns the run table into one row per cell of the profile; ``verify``
+runs every claim through its registered check (checks.py) and compares the paper's values;
+``markdown`` writes report.md, which opens with the verdict counts. Nothing here draws figures
+(that is ``plots``, the stage above).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from .cells import aggregate, cell_keys, expected, finished, select, values_equal
+from .checks import (
+    CHECKS,
+    DEFAULT_CHECK,
+    CheckContext,
+    CheckKind,
+    Verdict,
+    check_kind,
+    parse_claim,
+    run_check,
+)
+from .columns import COMPLETE, N_DIVERGED, N_EXPECTED, N_OK
+
+_eq = values_equal  # older name, kept for callers outside this package
+
+CLAIM_VERDICTS = ("PASS", "FAIL", "MISSING", "UNTESTED")
+
+__all__ = ["CHECKS", "CLAIM_VERDICTS", "DEFAULT_CHECK", "CheckContext", "CheckKind", "Verdict",
+           "aggregate", "cell_keys", "check_kind", "expected", "finished", "markdown",
+           "paper_value_tally", "parse_claim", "select", "values_equal", "verdict_counts",
+           "verify"]
+
+
+def _paper_value(pv, cells: pd.DataFrame) -> Verdict:
+    sel = expected(select(cells, pv.where)) if not cells.empty else cells
+    where = ", ".join(f"{k}={v}" for k, v in pv.where.items())
+    text = f"{where}: {pv.metric}"
+    done = sel[(sel[N_OK] + sel[N_DIVERGED]) > 0] if len(sel) else sel
+    if done.empty or pv.metric not in done:
+        return Verdict("paper_value", text, "missing", None, pv.value)
+    vals = done[pv.metric].astype(float)
+    if vals.isna().any():  # a finished cell without a value (diverged) does not match
+        return Verdict("paper_value", f"{text} (tol {pv.tol})", "differs", math.nan, pv.value,
+                       detail="diverged")
+    ours = float(vals.mean())
+    verdict = "match" if abs(ours - pv.value) <= pv.tol else "differs"
+    return Verdict("paper_value", f"{text} (tol {pv.tol})", verdict, ours, pv.value)
+
+
+def verify(spec, cells: pd.DataFrame, keys: list[str] | None = None) -> list[Verdict]:
+    """Paper values (match / differs / missing) and one or more verdicts per claim.
+
+    A spec whose ``claims:`` list is empty gets one UNTESTED verdict for its ``claim:`` text.
+    """
+    out = [_paper_value(pv, cells) for pv in spec.paper_values]
+    ctx = CheckContext(spec, cells, keys if keys is not None else _keys_of(cells))
+    for raw in spec.claims:
+        out += run_check(ctx, parse_claim(raw))
+    if not spec.claims:
+        out.append(Verdict("claim", spec.claim.strip(), "UNTESTED", None,
+                           detail="the spec has no checkable claim"))
+    return out
+
+
+def _keys_of(cells: pd.DataFrame) -> list[str]:
+    if cells.empty or N_EXPECTED not in cells:
+        return list(cells.columns)
+    return list(cells.columns[: list(cells.columns).index(N_EXPECTED)])
+
+
+def verdict_counts(verdicts: list[Verdict]) -> str:
+    """'**Verdicts: 3 PASS, 1 FAIL, 0 MISSING, 0 UNTESTED**'."""
+    claims = [v.verdict for v in verdicts if v.kind == "claim"]
+    return "**Verdicts: " + ", ".join(f"{claims.count(k)} {k}" for k in CLAIM_VERDICTS) + "**"
+
+
+def paper_value_tally(pvs) -> str:
+    """'27 of 45 compared within tolerance; 228 cells not run in this profile'."""
+    n_match = sum(v.verdict == "match" for v in pvs)
+    n_missing = sum(v.verdict == "missing" for v in pvs)
+    out = f"{n_match} of {len(pvs) - n_missing} compared within tolerance"
+    return out + (f"; {n_missing} cells not run in this profile" if n_missing else "")
+
+
+def _fmt(x: Any) -> str:
+    if isinstance(x, (bool,)):
+        return "yes" if x else "no"
+    if isinstance(x, float):
+        return "—" if math.isnan(x) else f"{x:.3f}"
+    return str(x)
+
+
+def md_table(df: pd.DataFrame) -> str:
+    """A GitHub markdown table (floats with 3 decimals)."""
+    cols = list(df.columns)
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for row in df.itertuples(index=False):
+        out.append("| " + " | ".join(_fmt(x) for x in row) + " |")
+    return "\n".join(out)
+
+
+def _ours(v: Verdict) -> str:
+    return "—" if v.ours is None or (isinstance(v.ours, float) and math.isnan(v.ours)) \
+        else f"{v.ours:.3f}"
+
+
+def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n_runs: int) -> str:
+    """report.md: verdict counts first, then claims, paper values beside ours, our numbers."""
+    n_exp = int(cells[N_EXPECTED].sum()) if N_EXPECTED in cells else n_runs
+    n_ok = int(cells[N_OK].sum()) if N_OK in cells else n_runs
+    n_div = int(cells[N_DIVERGED].sum()) if N_DIVERGED in cells else 0
+    lines = [
+        f"# {spec.id}{f' ({spec.alias})' if spec.alias else ''} — {spec.title}",
+        "",
+        verdict_counts(verdicts),
+        "",
+        f"Profile `{profile}`: {n_exp} runs expected, {n_ok + n_div} finished ({n_div} diverged); "
+        f"seeds aggregated with `{spec.aggregate.reduce}`.",
+        f"Claim: {spec.claim}",
+        "",
+        "## Claims",
+        "",
+    ]
+    for v in (v for v in verdicts if v.kind == "claim"):
+        detail = f" — {v.detail}" if v.detail else ""
+        lines.append(f"- **{v.verdict}** {v.text}{detail} (ours: {_ours(v)})")
+    pvs = [v for v in verdicts if v.kind == "paper_value"]
+    if pvs:
+        lines += ["", f"## Paper values ({paper_value_tally(pvs)})", "",
+                  "| cell | paper | ours | verdict |", "|---|---|---|---|"]
+        for v in pvs:
+            ours = "diverged" if v.detail == "diverged" else _ours(v)
+            lines.append(f"| {v.text} | {v.paper:.3f} | {ours} | {v.verdict} |")
+    shown = cells.drop(columns=[COMPLETE]) if COMPLETE in cells else cells
+    lines += ["", "## Our numbers", "",
+              md_table(shown) if not finished(cells).empty else "(no finished runs)"]
+    lines += ["", "## Decisions (spec notes)", ""] + [f"- {n}" for n in spec.notes]
+    return "\n".join(lines) + "\n"

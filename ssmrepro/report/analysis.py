@@ -1,0 +1,96 @@
+"""Stage 5 (report): per-cell metrics from the analyses stored in run records.
+
+``decay_histogram`` (huang2025 Fig. 1): every run records histograms of ``e^{-λΔ_t}`` before
+timestep n and from n on. :func:`histogram_table` sums them over the seeds of a cell (the
+figure draws it; ``histograms.csv`` caches it when there are no run records), and
+:func:`decay_metrics` turns it into claim-checkable columns of the cell table:
+
+* ``decay.low_before`` — fraction of the values before n that are below ``LOW`` (≈ 0),
+* ``decay.high_after`` — fraction of the values from n on that are above ``HIGH`` (≈ 1),
+* ``decay.high_all`` — fraction of all values above ``HIGH``,
+* ``decay.split`` — total-variation distance between the before-n and from-n distributions
+  (0: the decay does not depend on the position, as for S4D; 1: disjoint).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..sweep import flatten
+from .cells import norm
+from .columns import LABEL, OK, STATUS
+
+DECAY = "decay_histogram"
+LOW, HIGH = 0.1, 0.9
+DECAY_METRICS = ("decay.low_before", "decay.high_after", "decay.high_all", "decay.split")
+ANALYSIS_METRICS: dict[str, tuple[str, ...]] = {DECAY: DECAY_METRICS}
+_HIST_COLS = ("part", "bin", "bins", "count")
+
+
+def analysis_metrics(analyses: list[str]) -> list[str]:
+    """The cell columns the spec's ``analysis`` list adds (claims may test them)."""
+    return [m for a in analyses for m in ANALYSIS_METRICS.get(a, ())]
+
+
+def histogram_table(records: list[dict], keys: list[str]) -> pd.DataFrame:
+    """Decay histograms summed over seeds: rows (label, <keys>..., part, bin, bins, count)."""
+    rows = []
+    keys = [k for k in keys if k != LABEL]
+    for rec in records:
+        h = (rec.get("analysis") or {}).get(DECAY)
+        if not h or rec.get(STATUS) != OK:
+            continue
+        flat = flatten(rec.get("config") or {})
+        cell = {LABEL: rec[LABEL], **{k: flat.get(k) for k in keys}}
+        for part in ("before", "after"):
+            for b, c in enumerate(h[part]):
+                rows.append({**cell, "part": part, "bin": b, "bins": h["bins"], "count": c})
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return df
+    by = [c for c in df.columns if c != "count"]
+    return df.groupby(by, as_index=False, dropna=False)["count"].sum()
+
+
+def _dist(g: pd.DataFrame, part: str | None, bins: int) -> np.ndarray:
+    sub = g if part is None else g[g["part"] == part]
+    c = sub.groupby("bin")["count"].sum().reindex(range(bins), fill_value=0).to_numpy(float)
+    return c / c.sum() if c.sum() else np.full(bins, np.nan)
+
+
+def decay_metrics(hist: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell of the histogram table with the ``decay.*`` columns."""
+    if hist.empty:
+        return pd.DataFrame()
+    keys = [c for c in hist.columns if c not in _HIST_COLS]
+    rows = []
+    for cell, g in hist.groupby(keys, sort=False, dropna=False):
+        cell = cell if isinstance(cell, tuple) else (cell,)
+        bins = int(g["bins"].iloc[0])
+        centers = (np.arange(bins) + 0.5) / bins
+        before, after, both = _dist(g, "before", bins), _dist(g, "after", bins), _dist(g, None, bins)
+        rows.append({**dict(zip(keys, cell)),
+                     "decay.low_before": float(before[centers < LOW].sum()),
+                     "decay.high_after": float(after[centers > HIGH].sum()),
+                     "decay.high_all": float(both[centers > HIGH].sum()),
+                     "decay.split": float(0.5 * np.abs(after - before).sum())})
+    return pd.DataFrame(rows)
+
+
+def add_metrics(cells: pd.DataFrame, per_cell: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
+    """``cells`` with ``metrics`` columns from ``per_cell``, matched on their shared keys (NaN
+    where a cell has none: a finished cell without its analysis counts as a miss)."""
+    cells = cells.copy()
+    for m in metrics:
+        cells[m] = np.nan
+    if per_cell.empty or cells.empty:
+        return cells
+    keys = [k for k in per_cell.columns if k in cells.columns and k not in metrics]
+    index = {tuple(norm(v) for v in r[keys]): r for _, r in per_cell.iterrows()}
+    for i, row in cells.iterrows():
+        hit = index.get(tuple(norm(row[k]) for k in keys))
+        if hit is not None:
+            for m in metrics:
+                cells.at[i, m] = hit[m]
+    return cells

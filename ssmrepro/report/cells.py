@@ -1,0 +1,199 @@
+"""Stage 5 (report): cells of a profile and their aggregated values.
+
+A *cell* is one point of the figure: a label and the values of every swept key; its runs differ
+only in seed. The cells a profile expects come from its expanded runs (``sweep.expand``), so a
+cell with no finished runs is still listed (``n_ok = n_diverged = 0``) and a claim that needs it
+can say MISSING instead of passing silently. Runs are matched to cells by label and swept values
+(not by run id), so a committed ``results.csv`` is read correctly after a code-version change.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .columns import (
+    COMPLETE,
+    DIVERGED,
+    EPOCHS,
+    FINISHED,
+    LABEL,
+    LABEL_SEP,
+    N_DIVERGED,
+    N_EXPECTED,
+    N_OK,
+    N_PARAMS,
+    OK,
+    SEED,
+    STATUS,
+    STOP_STEP,
+)
+
+
+def values_equal(a: Any, b: Any) -> bool:
+    """Numbers compare by value (8 == 8.0), everything else as text."""
+    try:
+        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
+    except (TypeError, ValueError):
+        return str(a) == str(b)
+
+
+def norm(v: Any) -> Any:
+    """A hashable, type-insensitive form of a cell value (CSV round trips change types)."""
+    if v is None:
+        return None
+    if isinstance(v, (bool, np.bool_)):
+        return float(v)
+    if isinstance(v, (int, float, np.integer, np.floating)):
+        return None if math.isnan(float(v)) else float(v)
+    if isinstance(v, str):
+        if v in ("True", "False"):
+            return float(v == "True")
+        try:
+            f = float(v)
+        except ValueError:
+            return v
+        return None if math.isnan(f) else f
+    if isinstance(v, (list, tuple)):
+        return tuple(norm(x) for x in v)
+    return str(v)
+
+
+CASE_PREFIX = "case:"
+
+
+def is_case_ref(ref: str) -> bool:
+    """``case:<i>`` names the i-th case label of a run's label."""
+    return ref.startswith(CASE_PREFIX) and ref[len(CASE_PREFIX):].isdigit()
+
+
+def column(df: pd.DataFrame, ref: str) -> pd.Series:
+    """A column of ``df`` by name, or ``case:<i>``: the i-th case label ('' when absent), e.g.
+    ``"(c) trained linear / vs D"`` has ``case:0`` = ``(c) trained linear``, ``case:1`` = ``vs D``."""
+    if is_case_ref(ref):
+        i = int(ref[len(CASE_PREFIX):])
+        return df[LABEL].astype(str).map(lambda s: (s.split(LABEL_SEP) + [""] * (i + 1))[i])
+    return df[ref]
+
+
+def has_column(df: pd.DataFrame, ref: str) -> bool:
+    return (is_case_ref(ref) and LABEL in df) or ref in df
+
+
+def label_matches(label: Any, want: Any) -> bool:
+    """A ``label`` condition matches the whole label or one of its case labels."""
+    label = str(label)
+    return label == str(want) or str(want) in label.split(LABEL_SEP)
+
+
+def value_matches(key: str, have: Any, want: Any) -> bool:
+    """One ``where`` condition: a list means any of its values; ``label`` matches a case label."""
+    if isinstance(want, (list, tuple)):
+        return any(value_matches(key, have, w) for w in want)
+    if key == LABEL:
+        return label_matches(have, want)
+    if norm(have) is None or norm(want) is None:
+        return norm(have) is None and norm(want) is None
+    return values_equal(have, want)
+
+
+def select(cells: pd.DataFrame, where: dict[str, Any]) -> pd.DataFrame:
+    """Rows of ``cells`` matching every condition of ``where`` (an unknown column matches none)."""
+    if cells.empty:
+        return cells
+    mask = np.ones(len(cells), dtype=bool)
+    for k, v in where.items():
+        if k not in cells.columns:
+            return cells.iloc[0:0]
+        mask &= np.array([value_matches(k, x, v) for x in cells[k]], dtype=bool)
+    return cells[mask]
+
+
+def cell_keys(runs: list) -> list[str]:
+    """Columns that identify a cell: the label and every swept key that is a config column."""
+    flat = [r.flat() for r in runs]
+    swept = sorted({k for r in runs for k in r.coords if k != SEED})
+    return [LABEL] + [k for k in swept if any(k in f for f in flat)]
+
+
+def _key(values: list[Any]) -> tuple:
+    return tuple(norm(v) for v in values)
+
+
+def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str]) -> pd.DataFrame:
+    """One row per cell of the profile (and per cell of ``df`` the profile no longer has).
+
+    Columns: the cell keys, ``n_expected`` (runs of the cell in the profile), ``n_ok``,
+    ``n_diverged``, ``complete`` (every expected run finished), ``n_params``, each metric reduced
+    over seeds with ``reduce`` plus ``<metric>.std`` (over the seeds that finished ``ok``), and
+    mean stop step / epochs. A diverged run has no metric value: with ``max`` (best of seeds) it
+    is skipped, with ``mean`` / ``median`` / ``min`` it makes the cell's value NaN — a claim
+    counts NaN as a miss, never as missing.
+    """
+    keys = cell_keys(runs) if runs else [LABEL]
+    cells: dict[tuple, dict[str, Any]] = {}
+    for r in runs:
+        flat = {LABEL: r.label, **r.flat()}
+        vals = [flat.get(k) for k in keys]
+        c = cells.setdefault(_key(vals), {"values": vals, "seeds": set()})
+        c["seeds"].add(r.seed)
+    groups: dict[tuple, pd.DataFrame] = {}
+    if not df.empty:
+        present = [k for k in keys if k in df.columns]
+        idx = [_key([row.get(k) if k in present else None for k in keys])
+               for row in df.to_dict("records")]
+        for key, g in df.groupby(pd.Series(idx, index=df.index), sort=False):
+            groups[key] = g
+            if key not in cells:
+                first = g.iloc[0]
+                cells[key] = {"values": [first.get(k) for k in keys], "seeds": set()}
+    rows = []
+    for key, c in cells.items():
+        g = groups.get(key, df.iloc[0:0] if not df.empty else pd.DataFrame())
+        row: dict[str, Any] = dict(zip(keys, c["values"]))
+        expected = c["seeds"]
+        status = g[STATUS] if STATUS in g else pd.Series(dtype=object)
+        done = g[status.isin(FINISHED)] if len(g) else g
+        if expected and SEED in done:  # count each expected seed once
+            done = done[[s in expected for s in done[SEED]]].drop_duplicates(SEED)
+        ok = done[done[STATUS] == OK] if len(done) else done
+        row[N_EXPECTED] = len(expected)
+        row[N_OK] = len(ok)
+        row[N_DIVERGED] = int((done[STATUS] == DIVERGED).sum()) if len(done) else 0
+        row[COMPLETE] = bool(expected) and len(done) >= len(expected)
+        if N_PARAMS in g and g[N_PARAMS].notna().any():
+            row[N_PARAMS] = g[N_PARAMS].dropna().iloc[0]
+        for m in metrics:
+            vals = ok[m].astype(float) if m in ok else pd.Series(dtype=float)
+            row[m] = _reduce(vals, row[N_DIVERGED], reduce)
+            row[f"{m}.std"] = float(vals.std(ddof=0)) if len(vals) else math.nan
+        if STOP_STEP in done and len(done):
+            row[f"{STOP_STEP}.mean"] = float(done[STOP_STEP].astype(float).mean())
+        if EPOCHS in done and len(done) and done[EPOCHS].notna().any():
+            row[f"{EPOCHS}.mean"] = float(done[EPOCHS].astype(float).mean())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _reduce(vals: pd.Series, n_diverged: int, reduce: str) -> float:
+    vals = vals.dropna()
+    if not len(vals) or (n_diverged and reduce != "max"):
+        return math.nan
+    return float(getattr(vals, reduce)())
+
+
+def finished(cells: pd.DataFrame) -> pd.DataFrame:
+    """Cells with at least one finished run (what a figure can show)."""
+    if cells.empty:
+        return cells
+    return cells[(cells[N_OK] + cells[N_DIVERGED]) > 0]
+
+
+def expected(cells: pd.DataFrame) -> pd.DataFrame:
+    """Cells the profile expects (rows only in an old ``results.csv`` left out)."""
+    if cells.empty:
+        return cells
+    return cells[cells[N_EXPECTED] > 0]

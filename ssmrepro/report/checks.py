@@ -1,0 +1,483 @@
+"""Stage 5 (report): the check registry — every checkable claim is one registered check.
+
+A spec's ``claims:`` list holds typed checks, selected by ``check:`` (default ``threshold``)::
+
+    claims:
+      - {text: "Mamba+PE solves KEEP FIFTH", where: {label: Mamba+PE}, op: ">=", value: 0.95}
+      - {check: ordering, text: "full >= linear", a: {label: full}, b: {label: linear},
+         match: [model.D, model.N]}
+
+A check is a function ``fn(ctx, cfg) -> list[Verdict]`` registered with its pydantic config
+(extra keys forbidden) by :func:`check_kind`. Checks see the profile's cells (``cells.aggregate``):
+every cell the profile expects, finished or not. The verdict rules are the same for every check
+(:func:`judge`):
+
+* MISSING — the profile has no cell the claim needs, or none of them is complete (every expected
+  run finished), or the complete cells pass but some needed cells are not complete (the line says
+  how many), or the profile's design cannot test the claim (e.g. one point per group);
+* FAIL — the complete cells contradict the claim. A diverged run's metric is NaN and counts as a
+  miss, so a fully diverged cell fails a claim (it is finished, not missing);
+* PASS — every needed cell is complete and the claim holds on all of them.
+
+``where`` conditions select cells: ``{key: value}`` (numbers compare by value), ``{key: [v1, v2]}``
+(any of), and ``label`` matches the whole label or one of its case labels.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..theory.recall import law_constant, refined_frontier_product
+from .cells import column, expected, select, values_equal
+from .columns import COMPLETE, DEFAULT_METRIC, FACTS, LABEL, REGIME, STATE, VOCAB, WIDTH
+
+OPS: dict[str, Callable[[float, float], bool]] = {
+    ">=": lambda a, b: a >= b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    "<": lambda a, b: a < b,
+}
+
+
+@dataclass
+class Verdict:
+    kind: str  # "claim" | "paper_value"
+    text: str
+    verdict: str  # PASS | FAIL | MISSING | UNTESTED (claims); match | differs | missing (paper)
+    ours: float | None
+    paper: float | None = None
+    detail: str = ""
+
+
+@dataclass
+class Outcome:
+    """What a check found on the complete cells: ``ok`` None = this profile cannot test it."""
+
+    ok: bool | None
+    detail: str
+    ours: float | None = None
+
+
+@dataclass
+class CheckContext:
+    spec: Any
+    cells: pd.DataFrame  # ``cells.aggregate`` of the profile
+    keys: list[str]  # the cell key columns
+
+    def needed(self, where: dict[str, Any]) -> pd.DataFrame:
+        """Cells of the profile matching ``where`` (complete or not)."""
+        return select(expected(self.cells), where)
+
+
+class CheckConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    check: str
+    text: str = Field(..., description="the sentence of the paper's claim this checks")
+    metric: str = DEFAULT_METRIC
+
+    def column_refs(self) -> list[str]:
+        """Columns the check names (validated against the spec's run table)."""
+        return []
+
+
+@dataclass(frozen=True)
+class CheckKind:
+    name: str
+    Config: type[CheckConfig]
+    fn: Callable[[CheckContext, Any], list[Verdict]]
+    summary: str
+
+
+CHECKS: dict[str, CheckKind] = {}
+DEFAULT_CHECK = "threshold"
+
+
+def check_kind(name: str, Config: type[CheckConfig]):
+    """Register ``fn(ctx, cfg) -> list[Verdict]`` as check ``name`` with its config class."""
+
+    def deco(fn):
+        if name in CHECKS:
+            raise ValueError(f"check {name!r} registered twice")
+        CHECKS[name] = CheckKind(name, Config, fn, (fn.__doc__ or "").strip().split("\n")[0])
+        return fn
+
+    return deco
+
+
+def parse_claim(raw: dict[str, Any]) -> CheckConfig:
+    """The typed config of one ``claims:`` entry (KeyError: unknown check; ValidationError)."""
+    name = raw.get("check", DEFAULT_CHECK)
+    if name not in CHECKS:
+        raise KeyError(f"unknown check {name!r} (known: {', '.join(CHECKS)})")
+    return CHECKS[name].Config(**{"check": name, **raw})
+
+
+def run_check(ctx: CheckContext, cfg: CheckConfig) -> list[Verdict]:
+    return CHECKS[cfg.check].fn(ctx, cfg)
+
+
+# ----------------------------------------------------------------------------------------------
+# the verdict rule shared by every check
+
+
+def judge(text: str, needed: pd.DataFrame, evaluate: Callable[[pd.DataFrame], Outcome]) -> Verdict:
+    """PASS / FAIL / MISSING for one claim from the cells it needs (see the module doc)."""
+    if needed.empty:
+        return Verdict("claim", text, "MISSING", None,
+                       detail="this profile has no cell the claim needs")
+    complete = needed[needed[COMPLETE].astype(bool)]
+    n_absent = len(needed) - len(complete)
+    absent = (f"{n_absent} of {len(needed)} needed cells not finished" if n_absent else "")
+    if complete.empty:
+        return Verdict("claim", text, "MISSING", None, detail=absent)
+    out = evaluate(complete)
+    detail = "; ".join(x for x in (out.detail, absent) if x)
+    if out.ok is False:
+        return Verdict("claim", text, "FAIL", out.ours, detail=detail)
+    if out.ok is None or n_absent:
+        return Verdict("claim", text, "MISSING", out.ours, detail=detail)
+    return Verdict("claim", text, "PASS", out.ours, detail=detail)
+
+
+def _fmt_where(where: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in where.items()) or "all cells"
+
+
+def _metric(cells: pd.DataFrame, metric: str) -> np.ndarray:
+    if metric not in cells:
+        return np.full(len(cells), np.nan)
+    return cells[metric].astype(float).to_numpy()
+
+
+def _group_rows(cells: pd.DataFrame, by: list[str]) -> list[pd.DataFrame]:
+    """Cells split by the values of ``by`` (columns or ``case:<i>``), in order of appearance."""
+    if not by or cells.empty:
+        return [cells] if not cells.empty else []
+    key = pd.concat([column(cells, k).astype(str) for k in by], axis=1).agg("|".join, axis=1)
+    return [g for _, g in cells.groupby(key, sort=False)]
+
+
+def _same(ra: pd.Series, rb: pd.Series, keys: list[str]) -> bool:
+    """Two cells (rows) agree on ``keys`` (columns or ``case:<i>``)."""
+    both = pd.DataFrame([ra, rb])
+    for k in keys:
+        a, b = column(both, k).tolist()
+        if not (values_equal(a, b) or (pd.isna(a) and pd.isna(b))):
+            return False
+    return True
+
+
+# ----------------------------------------------------------------------------------------------
+# threshold
+
+
+class ThresholdConfig(CheckConfig):
+    """Every needed cell's ``metric`` ``op`` ``value``."""
+
+    check: Literal["threshold"] = "threshold"
+    where: dict[str, Any] = {}
+    op: Literal[">=", "<=", ">", "<"]
+    value: float
+
+    def column_refs(self) -> list[str]:
+        return list(self.where)
+
+
+@check_kind("threshold", ThresholdConfig)
+def threshold(ctx: CheckContext, cfg: ThresholdConfig) -> list[Verdict]:
+    """Every cell matching ``where``: ``metric op value`` (NaN = diverged = a miss)."""
+
+    def evaluate(cells: pd.DataFrame) -> Outcome:
+        vals = _metric(cells, cfg.metric)
+        hit = np.array([not math.isnan(v) and OPS[cfg.op](v, cfg.value) for v in vals])
+        n_miss = int((~hit).sum())
+        n_nan = int(np.isnan(vals).sum())
+        finite = vals[~np.isnan(vals)]
+        worst = (float("nan") if n_nan or not len(finite) else
+                 float(finite.min() if cfg.op in (">=", ">") else finite.max()))
+        detail = (f"{n_miss} of {len(cells)} finished cells miss"
+                  + (f" ({n_nan} diverged/NaN)" if n_nan else "") if n_miss
+                  else "the finished cell holds" if len(cells) == 1
+                  else f"all {len(cells)} finished cells hold")
+        return Outcome(n_miss == 0, detail, worst)
+
+    text = f"{cfg.text} [{cfg.metric} {cfg.op} {cfg.value} where {_fmt_where(cfg.where)}]"
+    return [judge(text, ctx.needed(cfg.where), evaluate)]
+
+
+# ----------------------------------------------------------------------------------------------
+# ordering
+
+
+class OrderingConfig(CheckConfig):
+    """Cells ``a`` have ``metric >= `` that of their matching cells ``b`` + ``margin``."""
+
+    check: Literal["ordering"]
+    a: dict[str, Any] = Field(..., description="the cells that should be at least as high")
+    b: dict[str, Any] = Field(..., description="the cells they are compared with")
+    match: list[str] | None = Field(
+        None, description="keys on which an a-cell and a b-cell must agree (default: every cell "
+        "key not named in a or b)")
+    margin: float = 0.0
+
+    def column_refs(self) -> list[str]:
+        return [*self.a, *self.b, *(self.match or [])]
+
+
+@check_kind("ordering", OrderingConfig)
+def ordering(ctx: CheckContext, cfg: OrderingConfig) -> list[Verdict]:
+    """Each a-cell's metric >= its matched b-cell's metric + margin (NaN on either side = a miss)."""
+    match = cfg.match if cfg.match is not None else [
+        k for k in ctx.keys if k not in cfg.a and k not in cfg.b]
+    A, B = ctx.needed(cfg.a), ctx.needed(cfg.b)
+    pairs = [(i, j) for i, ra in A.iterrows() for j, rb in B.iterrows()
+             if i != j and _same(ra, rb, match)]
+    text = (f"{cfg.text} [{cfg.metric}: ({_fmt_where(cfg.a)}) >= ({_fmt_where(cfg.b)})"
+            f"{f' + {cfg.margin}' if cfg.margin else ''}, matched on {', '.join(match) or '-'}]")
+    if not pairs:
+        return [Verdict("claim", text, "MISSING", None,
+                        detail="this profile has no pair of matching a/b cells")]
+    needed = ctx.cells.loc[sorted({i for p in pairs for i in p})]
+
+    def evaluate(cells: pd.DataFrame) -> Outcome:
+        done = [(i, j) for i, j in pairs if i in cells.index and j in cells.index]
+        if not done:
+            return Outcome(None, "no pair with both cells finished")
+        diffs = np.array([float(cells.at[i, cfg.metric]) - float(cells.at[j, cfg.metric])
+                          if cfg.metric in cells else math.nan for i, j in done])
+        miss = int(sum(math.isnan(d) or d < cfg.margin for d in diffs))
+        worst = float(np.min(diffs)) if not np.isnan(diffs).any() else math.nan
+        return Outcome(miss == 0, f"{miss} of {len(done)} finished pairs out of order"
+                       if miss else f"all {len(done)} finished pairs in order", worst)
+
+    return [judge(text, needed, evaluate)]
+
+
+# ----------------------------------------------------------------------------------------------
+# monotone
+
+
+class MonotoneConfig(CheckConfig):
+    """``metric`` non-decreasing (or non-increasing) along ``along`` within each group."""
+
+    check: Literal["monotone"]
+    where: dict[str, Any] = {}
+    along: str
+    direction: Literal["increasing", "decreasing"] = "increasing"
+    group_by: list[str] | None = Field(
+        None, description="keys of a group (default: every cell key except `along`)")
+    tol: float = Field(0.0, ge=0, description="a step against the direction of at most tol is "
+                       "not a violation (evaluation noise)")
+    allowed_violations: int = Field(0, ge=0)
+
+    def column_refs(self) -> list[str]:
+        return [*self.where, self.along, *(self.group_by or [])]
+
+
+@check_kind("monotone", MonotoneConfig)
+def monotone(ctx: CheckContext, cfg: MonotoneConfig) -> list[Verdict]:
+    """Along ``along``, consecutive finished cells of a group step the stated way (NaN = a miss)."""
+    by = cfg.group_by if cfg.group_by is not None else [k for k in ctx.keys if k != cfg.along]
+    needed = ctx.needed(cfg.where)
+    sign = 1.0 if cfg.direction == "increasing" else -1.0
+    word = "non-decreasing" if sign > 0 else "non-increasing"
+    within = ("the other cell keys fixed" if cfg.group_by is None
+              else f"each group of {', '.join(by)}" if by else "all cells")
+    text = (f"{cfg.text} [{cfg.metric} {word} along {cfg.along}, {within} (tol {cfg.tol}, "
+            f"{cfg.allowed_violations} violations allowed), where {_fmt_where(cfg.where)}]")
+    groups = [g for g in _group_rows(needed, by) if g[cfg.along].nunique() >= 2] \
+        if cfg.along in needed else []
+    if not groups:
+        return [Verdict("claim", text, "MISSING", None,
+                        detail=f"this profile has no group with two values of {cfg.along}")]
+    needed = pd.concat(groups)
+
+    def evaluate(cells: pd.DataFrame) -> Outcome:
+        steps = viol = 0
+        where_viol = []
+        for g in _group_rows(cells, by):
+            g = g.sort_values(cfg.along)
+            vals = _metric(g, cfg.metric)
+            xs = g[cfg.along].tolist()
+            for k in range(len(vals) - 1):
+                steps += 1
+                d = sign * (vals[k + 1] - vals[k])
+                if math.isnan(d) or d < -cfg.tol:
+                    viol += 1
+                    where_viol.append(f"{xs[k]}→{xs[k + 1]}")
+        if not steps:
+            return Outcome(None, "no group has two finished cells")
+        shown = ", ".join(where_viol[:4]) + (" ..." if len(where_viol) > 4 else "")
+        return Outcome(viol <= cfg.allowed_violations,
+                       f"{viol} violations in {steps} steps" + (f" ({shown})" if viol else ""))
+
+    return [judge(text, needed, evaluate)]
+
+
+# ----------------------------------------------------------------------------------------------
+# log-log slope
+
+
+class LogLogSlopeConfig(CheckConfig):
+    """Least-squares slope of log(metric) vs log(x) within ``expected ± tol``, per group."""
+
+    check: Literal["loglog_slope"]
+    where: dict[str, Any] = {}
+    x: str
+    expected: float
+    tol: float = Field(..., gt=0)
+    group_by: list[str] = [LABEL]
+    min_points: int = Field(3, ge=2)
+
+    def column_refs(self) -> list[str]:
+        return [*self.where, self.x, *self.group_by]
+
+
+@check_kind("loglog_slope", LogLogSlopeConfig)
+def loglog_slope(ctx: CheckContext, cfg: LogLogSlopeConfig) -> list[Verdict]:
+    """Per group: the slope of log metric vs log x is within tol of ``expected``."""
+    needed = ctx.needed(cfg.where)
+    base = (f"{cfg.text} [slope of log {cfg.metric} vs log {cfg.x} = {cfg.expected} ± {cfg.tol}"
+            f", where {_fmt_where(cfg.where)}]")
+    if needed.empty or cfg.x not in needed:
+        return [Verdict("claim", base, "MISSING", None,
+                        detail="this profile has no cell the claim needs")]
+    out = []
+    for g in _group_rows(needed, cfg.group_by):
+        name = ", ".join(f"{k}={g.iloc[0][k]}" for k in cfg.group_by if k in g)
+        text = f"{base} {name}".rstrip()
+        if g[cfg.x].nunique() < cfg.min_points:
+            out.append(Verdict("claim", text, "MISSING", None, detail=(
+                f"this profile has {g[cfg.x].nunique()} values of {cfg.x} (needs {cfg.min_points})")))
+            continue
+
+        def evaluate(cells: pd.DataFrame) -> Outcome:
+            x = cells[cfg.x].astype(float).to_numpy()
+            y = _metric(cells, cfg.metric)
+            bad = int(np.sum(~(y > 0) | ~(x > 0)))  # NaN or non-positive: no logarithm
+            if bad:
+                return Outcome(False, f"{bad} finished cells have no positive {cfg.metric} "
+                               "(diverged or zero)")
+            if len(np.unique(x)) < cfg.min_points:
+                return Outcome(None, f"{len(np.unique(x))} finished values of {cfg.x} "
+                               f"(needs {cfg.min_points})")
+            slope = float(np.polyfit(np.log(x), np.log(y), 1)[0])
+            ok = abs(slope - cfg.expected) <= cfg.tol
+            return Outcome(ok, f"fitted slope {slope:.3f} over {len(x)} cells", slope)
+
+        out.append(judge(text, g, evaluate))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# recall frontier (koren2026)
+
+LawColumn = Literal["designed", "linear", "full"]
+
+
+class RecallFrontierConfig(CheckConfig):
+    """koren2026: per regime and column, the ≥ threshold frontier in the (width, state) grid."""
+
+    check: Literal["recall_frontier"]
+    columns: dict[str, LawColumn] = Field(
+        ..., description="label (or case label) -> the law's constant for that column")
+    threshold: float = Field(0.9, gt=0, lt=1)
+    min_points: int = Field(3, ge=2, description="frontier points needed (values of x)")
+    factor: float = Field(..., gt=1, description="fitted N·D within [law/factor, law*factor]")
+    allowed_violations: int = Field(0, ge=0, description="frontier steps where N grows with D")
+    task: Literal["mqar", "ar"] = "mqar"
+    x: str = WIDTH
+    y: str = STATE
+    regime: list[str] = list(REGIME)
+    vocab: str = VOCAB
+    facts: str = FACTS
+
+    @model_validator(mode="after")
+    def _keys(self) -> RecallFrontierConfig:
+        for k in (self.vocab, self.facts):
+            if k not in self.regime:
+                raise ValueError(f"{k} must be one of the regime keys {self.regime}")
+        for col in self.columns.values():
+            law_constant(col, self.task)
+        return self
+
+    def column_refs(self) -> list[str]:
+        return [self.x, self.y, *self.regime]
+
+
+def frontier(cells: pd.DataFrame, metric: str, x: str, y: str, thr: float) -> dict[float, float]:
+    """For each x (width): the smallest y (state size) whose metric is >= thr (NaN = a miss)."""
+    out: dict[float, float] = {}
+    for xv, g in cells.groupby(x):
+        ok = g[g[metric].astype(float) >= thr]
+        if len(ok):
+            out[float(xv)] = float(ok[y].astype(float).min())
+    return out
+
+
+@check_kind("recall_frontier", RecallFrontierConfig)
+def recall_frontier(ctx: CheckContext, cfg: RecallFrontierConfig) -> list[Verdict]:
+    """Per regime and column: ≥ min_points frontier points, monotone, N·D within factor of the law."""
+    cells = expected(ctx.cells)
+    missing = [k for k in (cfg.x, cfg.y, *cfg.regime) if k not in cells]
+    if cells.empty or missing:
+        return [Verdict("claim", f"{cfg.text} [recall frontier]", "MISSING", None,
+                        detail="this profile has no cell with " + ", ".join(missing or [cfg.x]))]
+    regimes = list(dict.fromkeys(tuple(r) for r in cells[cfg.regime].itertuples(index=False)))
+    out = []
+    for reg in regimes:
+        where = dict(zip(cfg.regime, reg))
+        V, n_f = float(where[cfg.vocab]), float(where[cfg.facts])
+        reg_name = " ".join(f"{k.split('.')[-1]}={_num(v)}" for k, v in where.items())
+        for label, law_col in cfg.columns.items():
+            a = law_constant(law_col, cfg.task)
+            text = (f"{cfg.text} [{reg_name}, {label}: ≥ {cfg.threshold} frontier, ≥ "
+                    f"{cfg.min_points} points, monotone, N·D within ×{cfg.factor:g} of the law "
+                    f"(a = {a:g}, {law_col})]")
+            needed = ctx.needed({**where, LABEL: label})
+            n_x = needed[cfg.x].nunique() if len(needed) else 0
+            if needed.empty or n_x < cfg.min_points:
+                out.append(Verdict("claim", text, "MISSING", None, detail=(
+                    "not run in this profile" if needed.empty else
+                    f"this profile has {n_x} values of {cfg.x} (needs {cfg.min_points})")))
+                continue
+
+            def evaluate(done: pd.DataFrame, V=V, n_f=n_f, a=a, n_needed=len(needed)) -> Outcome:
+                fr = frontier(done, cfg.metric, cfg.x, cfg.y, cfg.threshold)
+                xs = sorted(fr)
+                pts = ", ".join(f"{_num(d)}×{_num(fr[d])}" for d in xs) or "none"
+                if len(xs) < cfg.min_points:
+                    undecided = len(done) < n_needed  # absent cells could add frontier points
+                    return Outcome(None if undecided else False,
+                                   f"{len(xs)} frontier points (D×N: {pts}); needs {cfg.min_points}")
+                viol = sum(fr[b] > fr[a_] for a_, b in zip(xs, xs[1:]))
+                prods = np.array([d * fr[d] for d in xs])
+                fitted = float(np.exp(np.mean(np.log(prods))))
+                law = refined_frontier_product(np.array(xs), V, n_f, a, cfg.threshold)
+                law_fit = float(np.exp(np.mean(np.log(law)))) if np.all(np.isfinite(law)) \
+                    else math.inf
+                ratio = fitted / law_fit
+                ok = viol <= cfg.allowed_violations and 1 / cfg.factor <= ratio <= cfg.factor
+                detail = (f"frontier D×N: {pts}; {viol} monotonicity violations; fitted N·D "
+                          f"{fitted:.0f} vs law {law_fit:.0f} (ratio {ratio:.2f}; spread "
+                          f"max/min {prods.max() / prods.min():.1f})")
+                return Outcome(ok, detail, fitted)
+
+            out.append(judge(text, needed, evaluate))
+    return out
+
+
+def _num(v: Any) -> str:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return str(v)
+    return str(int(f)) if f.is_integer() else f"{f:g}"

@@ -1,0 +1,39 @@
+"""Stage 5 (report): the column names the report and figure code relies on, in one place.
+
+Run tables (``results.csv``) have one row per run: ids, status, metrics and the dotted config
+(``model.d``, ``task.T``, ...). Figure kinds and checks name their columns in their typed
+configs; the defaults below are the only column names written in the code.
+"""
+
+from __future__ import annotations
+
+from ..store import DONE_STATUSES
+
+LABEL = "label"  # the run's case labels joined by LABEL_SEP, e.g. "(c) trained linear / vs D"
+LABEL_SEP = " / "
+SEED = "seed"
+STATUS = "status"
+N_PARAMS = "n_params"
+STOP_STEP = "stop_step"
+EPOCHS = "epochs"
+DEFAULT_METRIC = "test.acc"
+FINISHED = DONE_STATUSES  # statuses of finished runs ("error" runs are re-run)
+OK = "ok"
+DIVERGED = "diverged"
+
+# koren2026 recall grids (MQAR): width, state size and the keys of a regime
+WIDTH = "model.D"
+STATE = "model.N"
+VOCAB = "task.vocab"
+SEQ_LEN = "task.L"
+FACTS = "task.kappa"
+REGIME = (VOCAB, SEQ_LEN, FACTS)
+
+# huang2025 Fig. 1: one decay-histogram curve per sequence length
+DECAY_X = "task.T"
+
+# per-cell bookkeeping columns added by ``aggregate``
+N_EXPECTED = "n_expected"  # runs (seeds) of the cell in the profile
+N_OK = "n_ok"
+N_DIVERGED = "n_diverged"
+COMPLETE = "complete"  # every expected run of the cell has finished

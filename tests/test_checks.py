@@ -1,0 +1,270 @@
+"""Checks and verdicts (report stage): every check kind on small tables — PASS, FAIL, MISSING
+(cells without finished runs), UNTESTED (no checkable claim) and diverged runs (a miss)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ssmrepro.report import (
+    CHECKS,
+    aggregate,
+    cell_keys,
+    markdown,
+    parse_claim,
+    verdict_counts,
+    verify,
+)
+from ssmrepro.theory.recall import law_constant, refined_accuracy
+
+
+@dataclass
+class Run:
+    """The part of a sweep RunConfig the report stage reads."""
+
+    label: str
+    coords: dict
+    seed: int = 0
+    extra: dict = field(default_factory=dict)
+
+    def flat(self) -> dict:
+        return {**self.coords, **self.extra}
+
+
+def rows_for(runs, values, status=None):
+    """One results.csv row per run: ``values[i]`` is test.acc (None: no record)."""
+    rows = []
+    for i, (r, v) in enumerate(zip(runs, values)):
+        if v is None:
+            continue
+        st = (status or {}).get(i, "ok")
+        rows.append({"run_id": f"r{i}", "label": r.label, "seed": r.seed, "status": st,
+                     "test.acc": v if st == "ok" else math.nan, **r.flat()})
+    return pd.DataFrame(rows)
+
+
+def judge(claims, runs, values, status=None, reduce="mean", claim_text="the claim"):
+    df = rows_for(runs, values, status)
+    cells = aggregate(df, runs, reduce, ["test.acc"])
+    spec = SimpleNamespace(claims=claims, paper_values=[], claim=claim_text)
+    return [v for v in verify(spec, cells, cell_keys(runs)) if v.kind == "claim"]
+
+
+def grid(labels, xs, key="model.d", seeds=(0,)):
+    return [Run(lab, {key: x}, s) for lab in labels for x in xs for s in seeds]
+
+
+def test_every_check_kind_is_registered_with_a_config():
+    assert {"threshold", "ordering", "monotone", "recall_frontier", "loglog_slope"} <= set(CHECKS)
+    for kind in CHECKS.values():
+        assert kind.Config.model_config.get("extra") == "forbid"
+    assert parse_claim({"text": "t", "op": ">=", "value": 1}).check == "threshold"  # default
+
+
+# ---------------------------------------------------------------------------------- threshold
+
+TH = [{"text": "A solves", "where": {"label": "A"}, "op": ">=", "value": 0.9}]
+
+
+def test_threshold_pass_fail_missing():
+    runs = grid(["A"], [8, 16])
+    assert judge(TH, runs, [0.95, 0.99])[0].verdict == "PASS"
+    v = judge(TH, runs, [0.95, 0.5])[0]
+    assert v.verdict == "FAIL" and v.ours == pytest.approx(0.5) and "1 of 2" in v.detail
+    v = judge(TH, runs, [None, None])[0]
+    assert v.verdict == "MISSING" and "2 of 2" in v.detail
+    # finished cells pass, one cell absent: MISSING (says how many)
+    v = judge(TH, runs, [0.95, None])[0]
+    assert v.verdict == "MISSING" and "1 of 2 needed cells not finished" in v.detail
+    # finished cells fail, one absent: FAIL
+    assert judge(TH, runs, [0.5, None])[0].verdict == "FAIL"
+    # the profile has no such cell at all
+    v = judge([{**TH[0], "where": {"label": "Z"}}], runs, [0.95, 0.99])[0]
+    assert v.verdict == "MISSING" and "no cell" in v.detail
+
+
+def test_diverged_runs_are_a_miss_not_missing():
+    runs = grid(["A"], [8, 16])
+    v = judge(TH, runs, [0.95, 0.0], status={1: "diverged"})[0]
+    assert v.verdict == "FAIL" and "diverged" in v.detail
+    # a fully diverged cell of a "<=" claim fails too (NaN never satisfies a comparison)
+    le = [{"text": "A fails", "where": {"label": "A"}, "op": "<=", "value": 0.2}]
+    assert judge(le, runs, [0.1, 0.0], status={1: "diverged"})[0].verdict == "FAIL"
+    # one of three seeds diverged: mean is undefined (NaN, a miss); best-of-seeds skips it
+    runs3 = grid(["A"], [8], seeds=(0, 1, 2))
+    assert judge(TH, runs3, [0.95, 0.96, 0.0], status={2: "diverged"})[0].verdict == "FAIL"
+    assert judge(TH, runs3, [0.95, 0.96, 0.0], status={2: "diverged"},
+                 reduce="max")[0].verdict == "PASS"
+
+
+def test_incomplete_cell_is_missing_until_all_seeds_finish():
+    runs = grid(["A"], [8], seeds=(0, 1, 2))
+    assert judge(TH, runs, [0.95, 0.96, None])[0].verdict == "MISSING"
+    assert judge(TH, runs, [0.95, 0.96, 0.97])[0].verdict == "PASS"
+
+
+def test_where_lists_and_case_labels():
+    runs = [Run("(c) linear / vs D", {"model.d": 8}), Run("(d) full / vs D", {"model.d": 8}),
+            Run("(c) linear / vs N", {"model.d": 16})]
+    claim = [{"text": "t", "where": {"label": "(c) linear", "model.d": [8, 16]}, "op": ">=",
+              "value": 0.5}]
+    v = judge(claim, runs, [0.6, 0.1, 0.7])[0]
+    assert v.verdict == "PASS" and "all 2 finished cells" in v.detail
+
+
+def test_untested_when_the_spec_has_no_checkable_claim():
+    v = judge([], grid(["A"], [8]), [0.9], claim_text="Mamba wins")
+    assert [x.verdict for x in v] == ["UNTESTED"] and v[0].text == "Mamba wins"
+
+
+# ---------------------------------------------------------------------------------- ordering
+
+ORD = [{"check": "ordering", "text": "full >= linear", "a": {"label": "full"},
+        "b": {"label": "linear"}}]
+
+
+def test_ordering_matches_cells_on_the_other_keys():
+    runs = grid(["full", "linear"], [8, 16])
+    assert judge(ORD, runs, [0.5, 0.9, 0.4, 0.9])[0].verdict == "PASS"
+    v = judge(ORD, runs, [0.5, 0.8, 0.4, 0.9])[0]
+    assert v.verdict == "FAIL" and v.ours == pytest.approx(-0.1)
+    margin = [{**ORD[0], "margin": 0.2}]
+    assert judge(margin, runs, [0.5, 0.9, 0.4, 0.9])[0].verdict == "FAIL"
+    assert judge(ORD, runs, [0.5, None, 0.4, 0.9])[0].verdict == "MISSING"
+    assert judge(ORD, runs, [0.5, 0.0, 0.4, 0.9], status={1: "diverged"})[0].verdict == "FAIL"
+    # nothing to pair (different d values): the profile cannot test it
+    v = judge(ORD, [Run("full", {"model.d": 8}), Run("linear", {"model.d": 16})], [0.5, 0.4])[0]
+    assert v.verdict == "MISSING" and "no pair" in v.detail
+
+
+def test_ordering_with_explicit_match_and_case_refs():
+    runs = [Run("full / s1", {"model.d": 8, "train.bs": 32}),
+            Run("linear / s1", {"model.d": 8, "train.bs": 64})]
+    # default match includes train.bs, which differs: no pair
+    assert judge(ORD, runs, [0.9, 0.5])[0].verdict == "MISSING"
+    claim = [{**ORD[0], "match": ["model.d", "case:1"]}]
+    assert judge(claim, runs, [0.9, 0.5])[0].verdict == "PASS"
+
+
+# ---------------------------------------------------------------------------------- monotone
+
+MONO = [{"check": "monotone", "text": "grows with d", "along": "model.d"}]
+
+
+def test_monotone_with_tolerance_and_allowed_violations():
+    runs = grid(["A", "B"], [8, 16, 32])
+    assert judge(MONO, runs, [0.1, 0.5, 0.9, 0.2, 0.3, 0.4])[0].verdict == "PASS"
+    v = judge(MONO, runs, [0.1, 0.5, 0.4, 0.2, 0.3, 0.4])[0]
+    assert v.verdict == "FAIL" and "1 violations in 4 steps" in v.detail
+    assert judge([{**MONO[0], "tol": 0.15}], runs,
+                 [0.1, 0.5, 0.4, 0.2, 0.3, 0.4])[0].verdict == "PASS"
+    assert judge([{**MONO[0], "allowed_violations": 1}], runs,
+                 [0.1, 0.5, 0.4, 0.2, 0.3, 0.4])[0].verdict == "PASS"
+    dec = [{**MONO[0], "direction": "decreasing"}]
+    assert judge(dec, runs, [0.9, 0.5, 0.1, 0.4, 0.3, 0.2])[0].verdict == "PASS"
+    assert judge(MONO, runs, [0.1, 0.5, None, 0.2, 0.3, 0.4])[0].verdict == "MISSING"
+    assert judge(MONO, runs, [0.1, 0.5, 0.0, 0.2, 0.3, 0.4],
+                 status={2: "diverged"})[0].verdict == "FAIL"
+    # one value of the axis per group: not testable in this profile
+    v = judge(MONO, grid(["A"], [8]), [0.5])[0]
+    assert v.verdict == "MISSING" and "two values" in v.detail
+
+
+# ---------------------------------------------------------------------------------- loglog slope
+
+SLOPE = [{"check": "loglog_slope", "text": "acc ~ L^-1/2", "x": "task.L", "expected": -0.5,
+          "tol": 0.1}]
+
+
+def test_loglog_slope():
+    Ls = [64, 256, 1024, 4096]
+    runs = grid(["A"], Ls, key="task.L")
+    vals = [0.9 * (L / 64) ** -0.5 for L in Ls]
+    v = judge(SLOPE, runs, vals)[0]
+    assert v.verdict == "PASS" and v.ours == pytest.approx(-0.5)
+    assert judge(SLOPE, runs, [0.9 * (L / 64) ** -1.0 for L in Ls])[0].verdict == "FAIL"
+    assert judge(SLOPE, runs, vals[:3] + [None])[0].verdict == "MISSING"
+    assert judge(SLOPE, runs, vals[:3] + [0.0], status={3: "diverged"})[0].verdict == "FAIL"
+    v = judge(SLOPE, grid(["A"], [64, 256], key="task.L"), vals[:2])[0]
+    assert v.verdict == "MISSING" and "needs 3" in v.detail
+
+
+# ---------------------------------------------------------------------------------- recall frontier
+
+
+def _recall_runs(labels, Ds, Ns, regime=(512, 64, 16)):
+    V, L, k = regime
+    return [Run(lab, {"task.vocab": V, "task.L": L, "task.kappa": k, "model.D": D, "model.N": N})
+            for lab in labels for D in Ds for N in Ns if N <= D]
+
+
+FR = {"check": "recall_frontier", "text": "frontier", "threshold": 0.9, "factor": 1.5,
+      "columns": {"lin": "linear"}}
+
+
+def _law_values(runs, column="linear", scale=1.0):
+    return [float(refined_accuracy(r.coords["model.N"] * scale, r.coords["model.D"], 512, 16,
+                                   law_constant(column))) for r in runs]
+
+
+def test_recall_frontier_pass_on_the_law_itself_and_fail_elsewhere():
+    Ds, Ns = list(range(20, 66, 4)), list(range(4, 33, 2))
+    runs = _recall_runs(["lin"], Ds, Ns)
+    v = judge([FR], runs, _law_values(runs))[0]
+    assert v.verdict == "PASS", v.detail
+    # a model that needs twice the state of the law: N·D off by ~2 > factor 1.5
+    v = judge([FR], runs, _law_values(runs, scale=0.5))[0]
+    assert v.verdict == "FAIL" and "ratio" in v.detail
+    # the designed constant is further from the data than x1.5
+    assert judge([{**FR, "columns": {"lin": "designed"}}], runs,
+                 _law_values(runs))[0].verdict == "FAIL"
+
+
+def test_recall_frontier_needs_min_points_and_monotone_frontier():
+    Ds, Ns = [8, 16, 32, 64], [4, 8, 16, 32]  # the quick doubling grid
+    runs = _recall_runs(["lin"], Ds, Ns)
+    # two frontier points only (D = 32, 64): FAIL with all cells finished
+    vals = [1.0 if r.coords["model.D"] * r.coords["model.N"] >= 1024 else 0.1 for r in runs]
+    v = judge([{**FR, "factor": 2.0}], runs, vals)[0]
+    assert v.verdict == "FAIL" and "2 frontier points" in v.detail
+    # ... and MISSING when absent cells could still add frontier points
+    some = [None if r.coords["model.D"] == 16 else x for r, x in zip(runs, vals)]
+    assert judge([{**FR, "factor": 2.0}], runs, some)[0].verdict == "MISSING"
+    # a frontier that rises with D is not monotone
+    Ds2, Ns2 = [24, 32, 40, 48], [8, 12, 16, 20, 24]
+    runs2 = _recall_runs(["lin"], Ds2, Ns2)
+    need = {24: 20, 32: 16, 40: 20, 48: 12}
+    vals2 = [1.0 if r.coords["model.N"] >= need[r.coords["model.D"]] else 0.0 for r in runs2]
+    v = judge([{**FR, "factor": 10.0}], runs2, vals2)[0]
+    assert v.verdict == "FAIL" and "1 monotonicity violations" in v.detail
+    # a column the profile did not run
+    v = judge([{**FR, "columns": {"lin": "linear", "full": "full"}}], runs, vals)
+    assert v[1].verdict == "MISSING" and "not run" in v[1].detail
+
+
+def test_report_opens_with_verdict_counts():
+    runs = grid(["A", "B"], [8])
+    claims = TH + [{"text": "B solves", "where": {"label": "B"}, "op": ">=", "value": 0.9},
+                   {"text": "C solves", "where": {"label": "C"}, "op": ">=", "value": 0.9}]
+    df = rows_for(runs, [0.95, 0.5])
+    cells = aggregate(df, runs, "mean", ["test.acc"])
+    spec = SimpleNamespace(id="t", alias=None, title="T", claim="c", claims=claims,
+                           paper_values=[], notes=["n"], aggregate=SimpleNamespace(reduce="mean"))
+    verdicts = verify(spec, cells, cell_keys(runs))
+    assert verdict_counts(verdicts) == "**Verdicts: 1 PASS, 1 FAIL, 1 MISSING, 0 UNTESTED**"
+    text = markdown(spec, "quick", cells, verdicts, len(df))
+    assert text.splitlines()[2] == verdict_counts(verdicts)
+
+
+def test_cells_match_runs_by_values_not_ids():
+    """A committed CSV (other run ids, floats for ints) still fills the expected cells."""
+    runs = grid(["A"], [8, 16])
+    df = rows_for(runs, [0.9, 0.8]).assign(run_id=["x", "y"])
+    df["model.d"] = df["model.d"].astype(float)
+    cells = aggregate(df, runs, "mean", ["test.acc"])
+    assert cells["complete"].all() and np.allclose(cells["test.acc"], [0.9, 0.8])

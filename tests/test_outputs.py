@@ -1,0 +1,257 @@
+"""Outputs stage: every figure kind renders, spec validation of figures / claims / paper values
+(exit 2, 'file: key: reason', before training), bounded expressions in specs, and the layering
+of spec / report / plots."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+import yaml
+from test_checks import Run, rows_for
+from typer.testing import CliRunner
+
+from ssmrepro.cli import app
+from ssmrepro.plots import FIGURE_KINDS, FigureContext, parse_figure, validate_outputs
+from ssmrepro.report import aggregate, cell_keys
+from ssmrepro.report.analysis import (
+    DECAY,
+    DECAY_METRICS,
+    add_metrics,
+    decay_metrics,
+    histogram_table,
+)
+from ssmrepro.spec import PaperValue, load_spec, spec_paths
+
+runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = type("S", (), {})  # a stand-in spec for figure contexts
+
+
+def _ctx(tmp_path, runs, values, tables=None, **spec_fields):
+    df = rows_for(runs, values)
+    cells = aggregate(df, runs, "mean", ["test.acc"])
+    spec = SPEC()
+    spec.id, spec.title, spec.paper_values = "t-spec", "a test figure", []
+    spec.aggregate = type("A", (), {"reduce": "mean"})()
+    for k, v in spec_fields.items():
+        setattr(spec, k, v)
+    return FigureContext(spec, "quick", cells, cell_keys(runs),
+                         lambda stem, ext: tmp_path / f"{stem}.{ext}", tables or {})
+
+
+def _draw(ctx, raw, path) -> bool:
+    cfg = parse_figure(raw)
+    return FIGURE_KINDS[cfg.kind].fn(ctx, cfg, path)
+
+
+def test_every_figure_kind_is_registered():
+    assert {"bars", "heatmaps", "lines", "histograms", "recall_grid"} <= set(FIGURE_KINDS)
+    for k in FIGURE_KINDS.values():
+        assert k.Config.model_config.get("extra") == "forbid"
+
+
+def test_bars_heatmaps_lines_render(tmp_path):
+    runs = [Run(f"{m} / {s}", {"model.d": d, "task.T": T}) for m in ("A", "B")
+            for s in ("vs d",) for d in (8, 16) for T in (10, 20)]
+    vals = [0.1 * (i % 10) for i in range(len(runs))]
+    ctx = _ctx(tmp_path, runs, vals)
+    ctx.spec.paper_values = [PaperValue(where={"label": "A / vs d", "model.d": 8, "task.T": 10},
+                                        value=0.5)]
+    for raw in ({"kind": "bars"}, {"kind": "heatmaps", "col": "case:0", "x": "task.T",
+                                   "y": "model.d"},
+                {"kind": "lines", "x": "model.d", "facet": "task.T"}):
+        path = tmp_path / f"{raw['kind']}.png"
+        assert _draw(ctx, raw, path) and path.stat().st_size > 1000
+
+
+def test_nothing_drawn_without_finished_runs(tmp_path):
+    runs = [Run("A", {"model.d": 8})]
+    ctx = _ctx(tmp_path, runs, [None])
+    assert not _draw(ctx, {"kind": "bars"}, tmp_path / "x.png")
+    assert not (tmp_path / "x.png").exists()
+
+
+def _decay_records(labels=("Mamba", "S4D"), Ts=(10, 20)):
+    z = [0] * 8
+    split = {"bins": 10, "before": [5, *z, 1], "after": [1, *z, 5]}  # bin centres .05 ... .95
+    flat = {"bins": 10, "before": [2, *z, 2], "after": [2, *z, 2]}
+    return [{"label": lab, "status": "ok", "config": {"task": {"T": T}},
+             "analysis": {DECAY: split if lab == "Mamba" else flat}}
+            for lab in labels for T in Ts]
+
+
+def test_histograms_render_from_the_decay_table(tmp_path):
+    runs = [Run(lab, {"task.T": T}) for lab in ("Mamba", "S4D") for T in (10, 20)]
+    hist = histogram_table(_decay_records(), ["label", "task.T"])
+    ctx = _ctx(tmp_path, runs, [1.0, 1.0, 0.1, 0.1], tables={DECAY: hist})
+    assert _draw(ctx, {"kind": "histograms"}, tmp_path / "h.png")
+    assert (tmp_path / "h.png").stat().st_size > 1000
+    assert not _draw(_ctx(tmp_path, runs, [1.0] * 4), {"kind": "histograms"}, tmp_path / "x.png")
+
+
+def test_decay_metrics_feed_claims():
+    runs = [Run(lab, {"task.T": T}) for lab in ("Mamba", "S4D") for T in (10, 20)]
+    hist = histogram_table(_decay_records(), ["label", "task.T"])
+    per_cell = decay_metrics(hist)
+    mamba = per_cell[per_cell["label"] == "Mamba"].iloc[0]
+    assert mamba["decay.low_before"] == pytest.approx(5 / 6)
+    assert mamba["decay.high_after"] == pytest.approx(5 / 6)
+    assert mamba["decay.high_all"] == pytest.approx(6 / 12)
+    assert mamba["decay.split"] == pytest.approx(4 / 6)
+    assert per_cell[per_cell["label"] == "S4D"]["decay.split"].eq(0).all()
+    cells = aggregate(rows_for(runs, [1.0] * 4), runs, "mean", ["test.acc"])
+    cells = add_metrics(cells, per_cell, list(DECAY_METRICS))
+    assert cells["decay.split"].notna().all()
+    # a finished cell without a histogram has NaN (a miss for a claim), not a silent pass
+    cells = add_metrics(cells.drop(columns=list(DECAY_METRICS)),
+                        per_cell[per_cell["task.T"] == 10], list(DECAY_METRICS))
+    assert cells["decay.split"].isna().sum() == 2
+
+
+def test_recall_grid_renders_with_configured_constants(tmp_path):
+    runs = [Run(lab, {"task.vocab": 512, "task.L": 64, "task.kappa": 16, "model.D": D,
+                      "model.N": N}) for lab in ("(b) designed", "(c) trained linear")
+            for D in (8, 16, 32, 64) for N in (4, 8, 16, 32) if N <= D]
+    vals = [min(1.0, r.coords["model.D"] * r.coords["model.N"] / 1024) for r in runs]
+    ctx = _ctx(tmp_path, runs, vals)
+    raw = {"kind": "recall_grid", "columns": {"(b) designed": "designed",
+                                              "(c) trained linear": "linear",
+                                              "(d) trained full": "full"}}
+    assert _draw(ctx, raw, tmp_path / "r.png") and (tmp_path / "r.png").stat().st_size > 1000
+    # the theory constant is named in the config, never read from label text
+    with pytest.raises(Exception, match="designed"):
+        parse_figure({**raw, "columns": {"(b) designed": "trained"}})
+
+
+# ---------------------------------------------------------------------------------- validation
+
+
+def _broken(tmp_path: Path, spec: str, mutate) -> Path:
+    src = next(p for p in spec_paths() if p.stem == spec)
+    raw = yaml.safe_load(src.read_text())
+    mutate(raw)
+    p = tmp_path / "broken.yaml"
+    p.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True))
+    return p
+
+
+def _set_claim(raw, claim):
+    raw["claims"] = [claim]
+
+
+BAD = {
+    "unknown figure kind": ("huang2025-tab1", lambda r: r["figure"].update(kind="pie"),
+                            "figure.kind: unknown figure kind 'pie'"),
+    "unknown figure key": ("huang2025-tab1", lambda r: r["figure"].update(colour="red"),
+                           "figure.colour: unknown key"),
+    "figure column": ("huang2025-tab1", lambda r: r["figure"].update(x="model.dd"),
+                      "figure: unknown column 'model.dd'"),
+    "figure metric": ("huang2025-tab1", lambda r: r["figure"].update(metric="val.nope"),
+                      "figure.metric: 'val.nope' is not aggregated"),
+    "recall constant": ("koren2026-fig6",
+                        lambda r: r["figure"]["columns"].update({"(b) designed": "trained"}),
+                        "figure.columns.(b) designed: Input should be 'designed'"),
+    "unknown check": ("huang2025-tab1", lambda r: _set_claim(r, {"check": "vibes", "text": "t"}),
+                      "claims.0.check: unknown check 'vibes'"),
+    "bad op": ("huang2025-tab1", lambda r: _set_claim(r, {"text": "t", "op": "=>", "value": 1}),
+               "claims.0.op: Input should be"),
+    "unknown claim key": ("huang2025-tab1",
+                          lambda r: _set_claim(r, {"text": "t", "op": ">=", "valu": 1}),
+                          "claims.0.valu: unknown key"),
+    "claim column": ("huang2025-tab1", lambda r: _set_claim(
+        r, {"text": "t", "where": {"model.dd": 3}, "op": ">=", "value": 1}),
+        "claims.0: unknown column 'model.dd'"),
+    "claim metric": ("huang2025-tab1", lambda r: _set_claim(
+        r, {"text": "t", "metric": "val.nope", "op": ">=", "value": 1}),
+        "claims.0.metric: 'val.nope' is not aggregated"),
+    "ordering needs b": ("huang2025-tab1", lambda r: _set_claim(
+        r, {"check": "ordering", "text": "t", "a": {"label": "Mamba"}}),
+        "claims.0.b: Field required"),
+    "frontier needs factor": ("koren2026-fig6",
+                              lambda r: r["claims"][0].pop("factor"),
+                              "claims.0.factor: Field required"),
+    "paper value column": ("huang2025-tab1",
+                           lambda r: r["paper_values"][0]["where"].update({"model.dd": 3}),
+                           "paper_values.0.where.model.dd: unknown column"),
+    "histograms need the analysis": ("huang2025-fig1", lambda r: r.update(analysis=[]),
+                                     "figure.kind: histograms needs `analysis: [decay_histogram]`"),
+    "analysis metric without the analysis": ("huang2025-fig1", lambda r: r.update(analysis=[]),
+                                             "claims.1.metric: 'decay.high_all' is not aggregated"),
+    "old checks list": ("koren2026-fig6", lambda r: r.update(checks=["recall_frontier"]),
+                        "checks: unknown key"),
+    "huge derived value": ("huang2025-tab1", lambda r: r.update(derived={"model.N": "9**9**9"}),
+                           "derived.model.N:"),
+    "huge constraint": ("huang2025-tab1", lambda r: r.update(constraints=["10**10**10 > 1"]),
+                        "exceeds"),
+    "string repetition": ("huang2025-tab1",
+                          lambda r: r.update(constraints=["model.mixer * 10**9 == 1"]),
+                          "needs numbers"),
+    "50k-term chain": ("huang2025-tab1",
+                       lambda r: r.update(derived={"model.N": "1" + "+1" * 50_000}),
+                       "characters long"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_outputs_config_fails_validate_with_exit_2(tmp_path, case):
+    spec, mutate, expected = BAD[case]
+    p = _broken(tmp_path, spec, mutate)
+    res = runner.invoke(app, ["validate", str(p)])
+    assert res.exit_code == 2, res.output
+    out = " ".join(res.output.split())
+    assert str(p) in out and expected in out, res.output
+
+
+def test_run_refuses_a_bad_claim_before_training(tmp_path):
+    p = _broken(tmp_path, "huang2025-tab1",
+                lambda r: _set_claim(r, {"check": "vibes", "text": "t"}))
+    res = runner.invoke(app, ["run", str(p), "--profile", "smoke", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "claims.0.check" in res.output
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("path", spec_paths(), ids=lambda p: p.stem)
+def test_every_shipped_spec_has_valid_outputs_and_a_checkable_claim(path):
+    spec = load_spec(path)
+    assert validate_outputs(spec) == []
+    assert spec.claims, "every shipped spec tests its claim text"
+
+
+# ---------------------------------------------------------------------------------- layering
+
+RANK = {"spec": 1, "sweep": 2, "store": 3, "train": 4, "engine": 5, "report": 6, "plots": 7,
+        "bench": 8, "bench_scans": 8, "cli": 9}
+
+
+def _imports(path: Path, package: list[str]) -> list[tuple[str, int]]:
+    """(first package module imported, line) for every import in the file, anywhere in it."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                mod = (base + (node.module.split(".") if node.module else []))
+                names = [mod[1]] if len(mod) > 1 else [a.name for a in node.names]
+            elif node.module and node.module.startswith("ssmrepro."):
+                names = [node.module.split(".")[1]]
+            else:
+                continue
+            out += [(n, node.lineno) for n in names]
+        elif isinstance(node, ast.Import):
+            out += [(a.name.split(".")[1], node.lineno) for a in node.names
+                    if a.name.startswith("ssmrepro.")]
+    return out
+
+
+@pytest.mark.parametrize("stage", ["spec", "report", "plots"])
+def test_stages_import_only_below_themselves(stage):
+    pkg = ROOT / "ssmrepro"
+    files = [pkg / f"{stage}.py"] if (pkg / f"{stage}.py").exists() else \
+        sorted((pkg / stage).glob("*.py"))
+    for f in files:
+        package = ["ssmrepro"] + ([stage] if f.parent.name == stage else [])
+        for mod, line in _imports(f, package):
+            if mod in RANK and mod != stage:
+                assert RANK[mod] < RANK[stage], f"{f.name}:{line} imports {mod} (above {stage})"
