@@ -13,7 +13,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 REGIME_KEYS = ["task.vocab", "task.L", "task.kappa"]
-X, Y = "model.D", "model.N"
+X, Y = "model.d_model", "model.d_state"
 
 
 def column_kind(label: str) -> str:
