@@ -147,17 +147,22 @@ def initialise(model: nn.Module, seeds: list[int], cfg: InitConfig | None = None
     With ``cfg`` None or scheme 'default' this is exactly ``layers.reset_members``.
     """
     scheme = "default" if cfg is None else cfg.scheme
+    embeds = [m for m in model.modules() if isinstance(m, PackedEmbedding)]
+    stds = [m.init_std for m in embeds]
     if scheme == "mamba":  # the embedding is drawn N(0, std) in its own place of the stream
-        for m in model.modules():
-            if isinstance(m, PackedEmbedding):
-                m.init_std = cfg.std
-    for e, s in enumerate(seeds):
-        g = torch.Generator().manual_seed(int(s))
-        for m in model.modules():
-            if isinstance(m, PackedModule):
-                m.reset_member(e, g)
-        if scheme in ("mamba", "hf", "gamma"):
-            _apply(model, e, g, cfg)
+        for m in embeds:
+            m.init_std = cfg.std
+    try:
+        for e, s in enumerate(seeds):
+            g = torch.Generator().manual_seed(int(s))
+            for m in model.modules():
+                if isinstance(m, PackedModule):
+                    m.reset_member(e, g)
+            if scheme in ("mamba", "hf", "gamma"):
+                _apply(model, e, g, cfg)
+    finally:
+        for m, std in zip(embeds, stds):
+            m.init_std = std
     if scheme == "designed":
         _designed(model, seeds)
 
