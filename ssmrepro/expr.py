@@ -1,5 +1,5 @@
-"""Library (expr): safe, bounded arithmetic for derived spec values and constraints, e.g.
-``ceil(8*ln(task.kappa))`` or ``model.N <= model.D``.
+"""Foundation (expr): safe, bounded arithmetic for derived spec values and constraints, e.g.
+``ceil(8*ln(task.kappa))`` or ``model.d_state <= model.d_model``.
 
 Only numbers, names bound by the caller (dotted config keys such as ``task.kappa``), arithmetic,
 comparison and boolean operators and a fixed set of math functions are allowed; anything else

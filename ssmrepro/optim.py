@@ -5,7 +5,7 @@ step count, clipping threshold and active flag; an inactive member (early-stoppe
 steps) is frozen: its parameters and moments stay exactly as they were. For E = 1 the update equals
 torch.optim.Adam / AdamW (tests/test_optim.py).
 
-Learning-rate groups: a parameter tagged ``p._lr_group = name`` (``models.ssm.lr_group``; optionally
+Learning-rate groups: a parameter tagged ``p._lr_group = name`` (``models.layers.lr_group``; optionally
 only the last-dim columns ``p._lr_group_cols = (start, stop)``) is updated with the member's lr times
 ``lr_scale[name][e]`` — like a torch.optim param group whose lr is scaled (the decoupled weight decay
 step lr·wd is scaled with it, as torch does). Groups not named in ``lr_scale`` use the plain lr.

@@ -115,7 +115,7 @@ class Spec(Strict):
     seeds: list[int] = [0]
     derived: dict[str, str] = {}
     constraints: list[str] = Field(
-        [], description="expressions a sweep point must satisfy, e.g. 'model.N <= model.D'; "
+        [], description="expressions a sweep point must satisfy, e.g. 'model.d_state <= model.d_model'; "
         "points that fail are left out (the paper skips them)"
     )
     default_profile: str = "quick"

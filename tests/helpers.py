@@ -17,7 +17,7 @@ def write_spec(tmp_path: Path, name: str = "t-spec", **overrides) -> Path:
         alias=None,
         paper="tests",
         task={"name": "keep_nth", "n": 2, "T": 8, "vocab": 8},
-        model={"name": "ssm_lm", "mixer": "s6", "d": 8, "N": 4, "pe": "index"},
+        model={"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4, "pe": "index"},
         train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 40, "val_size": 32,
                "test_size": 64, "eval_every": 20, "eval_batch_size": 64},
         sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},

@@ -8,20 +8,25 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from ssmrepro.models.attention import (
+from ssmrepro.models.blocks import NeoXBlock
+from ssmrepro.models.layers import reset_members
+from ssmrepro.models.mixers import build_mixer, parse_mixer
+from ssmrepro.models.mixers.neox_attn import (
     NeoXAttention,
-    NeoXBlock,
+    NeoXAttnConfig,
     apply_rope,
     neox_attention_ref,
     rope_ref,
     window_mask,
 )
-from ssmrepro.models.layers import reset_members
-from ssmrepro.models.mixers import build_mixer, parse_mixer
+
+
+def _neox(E, d, **kw) -> NeoXAttention:
+    return NeoXAttention(E, d, NeoXAttnConfig(**kw))
 
 
 def _attn(E=2, d=8, seeds=None, **kw) -> NeoXAttention:
-    m = NeoXAttention(E, d, **kw).double()
+    m = _neox(E, d, **kw).double()
     reset_members(m, seeds or list(range(E)))
     return m
 
@@ -128,11 +133,11 @@ def test_neox_attention_pack_equals_members_alone():
 
 def test_neox_parameter_shapes_and_block_count():
     d, H = 8, 2
-    split = NeoXAttention(1, d, heads=H)
+    split = _neox(1, d, heads=H)
     assert split.qkv.weight.shape == (1, d, 3 * d) and split.dense.weight.shape == (1, d, d)
-    full = NeoXAttention(1, d, heads=H, split_heads=False)  # fork: every head uses the full d
+    full = _neox(1, d, heads=H, split_heads=False)  # fork: every head uses the full d
     assert full.qkv.weight.shape == (1, d, 3 * d * H) and full.dense.weight.shape == (1, d, d)
-    blk = NeoXBlock(1, d, NeoXAttention(1, d, heads=1), expand=2)
+    blk = NeoXBlock(1, d, _neox(1, d, heads=1), expand=2)
     n = sum(p.numel() for p in blk.parameters())
     # 2 LayerNorms + qkv (with bias) + dense + MLP d->2d->d (with biases)
     assert n == 2 * 2 * d + (3 * d * d + 3 * d) + (d * d + d) + (2 * d * d + 2 * d) + (2 * d * d + d)
@@ -140,7 +145,7 @@ def test_neox_parameter_shapes_and_block_count():
 
 def test_neox_block_is_parallel_residual():
     torch.manual_seed(0)
-    blk = NeoXBlock(1, 8, NeoXAttention(1, 8, heads=2, window=3)).double()
+    blk = NeoXBlock(1, 8, _neox(1, 8, heads=2, window=3)).double()
     reset_members(blk, [0])
     with torch.no_grad():
         for p in blk.parameters():
@@ -167,11 +172,11 @@ def test_neox_attn_registered_as_mixer():
 def test_plain_attention_with_separate_qk_and_v_widths_equals_explicit_softmax():
     """chen2025's inverse-matching Transformer shape (q/k width ≠ v width ≠ d), per head, against
     softmax(q kᵀ / √dk + causal mask) v written out with a loop over queries."""
-    from ssmrepro.models.attention import PackedAttention
     from ssmrepro.models.layers import reset_members
+    from ssmrepro.models.mixers.attention import AttentionConfig, PackedAttention
 
     E, B, L, d, H, qk, v = 2, 2, 7, 6, 2, 8, 12
-    m = PackedAttention(E, d, H, qk_dim=qk, v_dim=v)
+    m = PackedAttention(E, d, AttentionConfig(heads=H, qk_dim=qk, v_dim=v))
     reset_members(m, [1, 2])
     m = m.double()
     x = torch.randn(E, B, L, d, dtype=torch.float64)

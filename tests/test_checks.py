@@ -199,7 +199,7 @@ def test_loglog_slope():
 
 def _recall_runs(labels, Ds, Ns, regime=(512, 64, 16)):
     V, L, k = regime
-    return [Run(lab, {"task.vocab": V, "task.L": L, "task.kappa": k, "model.D": D, "model.N": N})
+    return [Run(lab, {"task.vocab": V, "task.L": L, "task.kappa": k, "model.d_model": D, "model.d_state": N})
             for lab in labels for D in Ds for N in Ns if N <= D]
 
 
@@ -208,7 +208,7 @@ FR = {"check": "recall_frontier", "text": "frontier", "threshold": 0.9, "factor"
 
 
 def _law_values(runs, column="linear", scale=1.0):
-    return [float(refined_accuracy(r.coords["model.N"] * scale, r.coords["model.D"], 512, 16,
+    return [float(refined_accuracy(r.coords["model.d_state"] * scale, r.coords["model.d_model"], 512, 16,
                                    law_constant(column))) for r in runs]
 
 
@@ -229,17 +229,17 @@ def test_recall_frontier_needs_min_points_and_monotone_frontier():
     Ds, Ns = [8, 16, 32, 64], [4, 8, 16, 32]  # the quick doubling grid
     runs = _recall_runs(["lin"], Ds, Ns)
     # two frontier points only (D = 32, 64): FAIL with all cells finished
-    vals = [1.0 if r.coords["model.D"] * r.coords["model.N"] >= 1024 else 0.1 for r in runs]
+    vals = [1.0 if r.coords["model.d_model"] * r.coords["model.d_state"] >= 1024 else 0.1 for r in runs]
     v = judge([{**FR, "factor": 2.0}], runs, vals)[0]
     assert v.verdict == "FAIL" and "2 frontier points" in v.detail
     # ... and MISSING when absent cells could still add frontier points
-    some = [None if r.coords["model.D"] == 16 else x for r, x in zip(runs, vals)]
+    some = [None if r.coords["model.d_model"] == 16 else x for r, x in zip(runs, vals)]
     assert judge([{**FR, "factor": 2.0}], runs, some)[0].verdict == "MISSING"
     # a frontier that rises with D is not monotone
     Ds2, Ns2 = [24, 32, 40, 48], [8, 12, 16, 20, 24]
     runs2 = _recall_runs(["lin"], Ds2, Ns2)
     need = {24: 20, 32: 16, 40: 20, 48: 12}
-    vals2 = [1.0 if r.coords["model.N"] >= need[r.coords["model.D"]] else 0.0 for r in runs2]
+    vals2 = [1.0 if r.coords["model.d_state"] >= need[r.coords["model.d_model"]] else 0.0 for r in runs2]
     v = judge([{**FR, "factor": 10.0}], runs2, vals2)[0]
     assert v.verdict == "FAIL" and "1 monotonicity violations" in v.detail
     # a column the profile did not run

@@ -22,7 +22,7 @@ from ssmrepro.kernels import backend, cuda
 from ssmrepro.kernels.inplace import selective_scan_fused
 from ssmrepro.kernels.scan import selective_scan_ref
 from ssmrepro.kernels.ssd import ssd_ref
-from ssmrepro.models.mamba import PackedCausalConv
+from ssmrepro.models.layers import PackedCausalConv
 
 EMULATOR = emu.emulated_kernels()
 
@@ -548,20 +548,19 @@ def test_models_through_adapters(monkeypatch, which):
     emulated kernels) equals the model's own torch path, and the kernel log names, per mixer, the
     path each one took (what a run record stores)."""
     from ssmrepro.kernels import backend as be
-    from ssmrepro.models import mamba as mamba_mod
-    from ssmrepro.models import ssm as ssm_mod
     from ssmrepro.models.layers import reset_members
     from ssmrepro.models.mixers import build_mixer
 
     E, d, N = 3, 8, 4
     build = {
-        "s6": lambda: ssm_mod.S6Core(E, d, N),
-        "s4d": lambda: ssm_mod.S4DCore(E, d, N, skip=True),
-        "mamba1": lambda: mamba_mod.MambaMixer(E, d, N, d_conv=4),
-        "mamba2": lambda: build_mixer({"name": "mamba2", "N": N, "heads": 2}, E, d),
-        "mamba2_3conv": lambda: build_mixer({"name": "mamba2_3conv", "N": N}, E, d),
-        "b2s6_split": lambda: build_mixer({"name": "b2s6", "N": N, "heads": 2, "impl": "split"}, E, d),
-        "s4d_zoh_scan": lambda: build_mixer({"name": "s4d_zoh", "N": N, "impl": "scan"}, E, d),
+        "s6": lambda: build_mixer({"name": "s6", "d_state": N}, E, d),
+        "s4d": lambda: build_mixer({"name": "s4d", "d_state": N, "skip": True}, E, d),
+        "mamba1": lambda: build_mixer({"name": "mamba1", "d_state": N, "d_conv": 4}, E, d),
+        "mamba2": lambda: build_mixer({"name": "mamba2", "d_state": N, "heads": 2}, E, d),
+        "mamba2_3conv": lambda: build_mixer({"name": "mamba2_3conv", "d_state": N}, E, d),
+        "b2s6_split": lambda: build_mixer({"name": "b2s6", "d_state": N, "heads": 2, "impl": "split"},
+                                          E, d),
+        "s4d_zoh_scan": lambda: build_mixer({"name": "s4d_zoh", "d_state": N, "impl": "scan"}, E, d),
     }[which]
     torch.manual_seed(0)
     model = build().double()

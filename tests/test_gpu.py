@@ -259,33 +259,25 @@ def test_causal_conv1d(W, L, E, record_property):
 
 
 def test_mamba_mixer_pack_through_kernels(monkeypatch, record_property):
-    """MambaMixer (E = 4) with its scan and conv routed to the kernels == its torch path (fp64).
+    """The mamba1 mixer (E = 4) with its scan and conv routed to the kernels == its torch path (fp64).
 
     Needs pydantic (ssmrepro.models imports it), which the bare CUDA image may lack: carry it as
     wheels, else this test is skipped (and reported as skipped by scripts/gpu_check.sh).
     """
     pytest.importorskip("pydantic", reason="ssmrepro.models needs pydantic (not on the CUDA image)")
-    from ssmrepro.models import mamba as mamba_mod
-    from ssmrepro.models import ssm as ssm_mod
     from ssmrepro.models.layers import reset_members
+    from ssmrepro.models.mixers import build_mixer
 
     E, d, N, Bt, L = 4, 16, 16, 2, 1000
     torch.manual_seed(0)
-    ref = mamba_mod.MambaMixer(E, d, N).double().to(DEV)
+    ref = build_mixer({"name": "mamba1", "d_state": N}, E, d).double().to(DEV)
     reset_members(ref, [11, 12, 13, 14])
-    fast = mamba_mod.MambaMixer(E, d, N).to(DEV)
+    fast = build_mixer({"name": "mamba1", "d_state": N}, E, d).to(DEV)
     fast.load_state_dict({k: v.float() for k, v in ref.state_dict().items()})
     x = torch.randn(E, Bt, L, d, device=DEV, dtype=torch.float64)
     y_ref = ref(x)
-    monkeypatch.setattr(
-        ssm_mod, "selective_scan_fused", lambda *a: backend.selective_scan(*a, backend="cuda")
-    )
-    monkeypatch.setattr(
-        mamba_mod.PackedCausalConv,
-        "forward",
-        lambda self, x: backend.causal_conv(x, self.weight, self.bias, backend="cuda"),
-    )
-    y = fast(x.float())
+    with backend.scan_backend("cuda"):  # the mixer's scan and conv take the kernels
+        y = fast(x.float())
     err = _rel_max(y, y_ref)
     record_property("fwd_rel_err", f"{err:.3e}")
     assert err <= TOL["scan"]["fwd"]

@@ -11,7 +11,7 @@ INFO = TaskInfo(vocab_size=64, n_classes=64, seq_len=24)
 
 
 def test_linear_mamba_with_designed_weights_equals_plain_forward():
-    cfg = MODELS["linear_mamba"].Config(D=16, N=8, init="designed")
+    cfg = MODELS["linear_mamba"].Config(d_model=16, d_state=8, init="designed")
     m = build_model(cfg, INFO, 2, [3, 4]).double()
     x = torch.randint(0, 64, (2, 5, 24))
     out = m(x)
@@ -21,7 +21,7 @@ def test_linear_mamba_with_designed_weights_equals_plain_forward():
 
 
 def test_linear_mamba_counts_and_causality():
-    cfg = MODELS["linear_mamba"].Config(D=32, N=16)
+    cfg = MODELS["linear_mamba"].Config(d_model=32, d_state=16)
     info = TaskInfo(vocab_size=512, n_classes=512, seq_len=64)
     m = build_model(cfg, info, 1, [0])
     # E (V×D, tied) + W_in (D×2D) + conv (2D×2) + S_B, S_C (2D×N) + W_out (2D×D)
@@ -33,7 +33,7 @@ def test_linear_mamba_counts_and_causality():
 
 
 def test_mamba_lm_causal_and_pack_equals_alone():
-    cfg = MODELS["mamba_lm"].Config(D=16, N=4, d_conv=4, expand=2)
+    cfg = MODELS["mamba_lm"].Config(d_model=16, d_state=4, d_conv=4, expand=2)
     m = build_model(cfg, INFO, 3, [1, 2, 3]).double()
     x = torch.randint(0, 64, (3, 2, 24))
     y = m(x)
@@ -54,8 +54,8 @@ def test_mamba_lm_rescales_out_proj_like_mamba_ssm():
     from ssmrepro.tasks.base import TaskInfo
 
     info = TaskInfo(vocab_size=9, n_classes=9, seq_len=6)
-    one = build_model(MambaLMConfig(D=8, N=4, n_layers=1), info, 1, seeds=[3])
-    two = build_model(MambaLMConfig(D=8, N=4, n_layers=2), info, 1, seeds=[3])
+    one = build_model(MambaLMConfig(d_model=8, d_state=4, n_layers=1), info, 1, seeds=[3])
+    two = build_model(MambaLMConfig(d_model=8, d_state=4, n_layers=2), info, 1, seeds=[3])
     # same generator stream up to the first mixer's out_proj: layer 0 is the 1-layer draw / √2
-    torch.testing.assert_close(two.mixers[0].out_proj.weight,
-                               one.mixers[0].out_proj.weight / 2**0.5, rtol=0, atol=1e-7)
+    torch.testing.assert_close(two.blocks[0].mixer.out_proj.weight,
+                               one.blocks[0].mixer.out_proj.weight / 2**0.5, rtol=0, atol=1e-7)

@@ -9,7 +9,6 @@ import torch
 from ssmrepro.kernels.ssd import ssd, ssd_ref
 from ssmrepro.models import MODELS, build_model, count_params
 from ssmrepro.models.layers import reset_members
-from ssmrepro.models.mamba import LinearMamba
 from ssmrepro.models.mixers import build_mixer, parse_mixer
 from ssmrepro.tasks import TaskInfo
 
@@ -53,7 +52,7 @@ def test_ssd_ref_and_ssd_equal_a_hand_written_sum():
 
 
 # ------------------------------------------------------------------------------ Mamba2Mixer
-M2 = {"name": "mamba2", "N": 4}
+M2 = {"name": "mamba2", "d_state": 4}
 M2_VARIANTS = [
     M2,
     {**M2, "heads": 4, "ngroups": 2},
@@ -104,7 +103,7 @@ def test_mamba2_all_ones_conv_is_frozen_at_one():
 
 
 @pytest.mark.parametrize("cfg", [{**M2, "heads": 4, "ngroups": 2, "gate_residual": True},
-                                 {"name": "mamba2_3conv", "N": 3, "expand": 2, "out_proj": True}])
+                                 {"name": "mamba2_3conv", "d_state": 3, "expand": 2, "out_proj": True}])
 def test_pack_equals_members_alone(cfg):
     torch.manual_seed(2)
     seeds = [4, 9, 6]
@@ -124,7 +123,7 @@ def test_pack_equals_members_alone(cfg):
 
 
 @pytest.mark.parametrize("cfg", [M2, {**M2, "conv_residual": True},
-                                 {"name": "mamba2_3conv", "N": 3}])
+                                 {"name": "mamba2_3conv", "d_state": 3}])
 def test_causal(cfg):
     torch.manual_seed(3)
     m = _mixer(cfg, [0, 1])
@@ -141,7 +140,7 @@ def test_causal(cfg):
 
 @pytest.mark.parametrize("cfg", [{**M2, "heads": 2, "A_min": 50.0, "A_max": 60.0, "dt_min": 0.5,
                                   "dt_max": 0.9},
-                                 {"name": "mamba2_3conv", "N": 4, "A_min": 50.0, "A_max": 60.0}])
+                                 {"name": "mamba2_3conv", "d_state": 4, "A_min": 50.0, "A_max": 60.0}])
 def test_gradients_finite_with_strong_decay(cfg):
     torch.manual_seed(4)
     m = build_mixer(cfg, 2, 8)
@@ -166,12 +165,12 @@ def test_mamba2_param_count_formula():
 
     assert count({"name": "mamba2"}, 32) == formula(32, 128) == 16035  # chen2025 phase diagram
     assert count({"name": "mamba2"}, 128) == formula(128, 128)  # chen2025 inverse matching
-    assert count({"name": "mamba2", "N": 8, "heads": 4, "ngroups": 2}, 16) == formula(16, 8, H=4, G=2)
+    assert count({"name": "mamba2", "d_state": 8, "heads": 4, "ngroups": 2}, 16) == formula(16, 8, H=4, G=2)
     assert count({"name": "mamba2", "conv_init": "all_ones"}, 32) == formula(32, 128, conv=False)
 
 
 # --------------------------------------------------------------------------- Mamba2ThreeConv
-T3 = {"name": "mamba2_3conv", "N": 3}
+T3 = {"name": "mamba2_3conv", "d_state": 3}
 
 
 @pytest.mark.parametrize("cfg", [T3, {**T3, "gate": False, "d_conv": 2},
@@ -227,7 +226,7 @@ PATTERNS = ["MHA", "MQA", "MKA", "MVA"]
 
 
 def _lm(pattern, M, seeds, D=6, N=3, **kw):
-    cfg = MODELS["linear_mamba"].Config(D=D, N=N, heads=M, head_pattern=pattern, **kw)
+    cfg = MODELS["linear_mamba"].Config(d_model=D, d_state=N, heads=M, head_pattern=pattern, **kw)
     return build_model(cfg, INFO, len(seeds), seeds).double()
 
 
@@ -261,7 +260,7 @@ def _multihead_loop(layer, x):
 def test_multihead_fast_equals_loop_and_table8_shapes(pattern):
     torch.manual_seed(7)
     m = _lm(pattern, 3, [5])
-    layer = m.layers[0]
+    layer = m.blocks[0].mixer
     assert (layer.Di, layer.P) == (12, 4)
     x = torch.randn(1, 2, 9, 6, dtype=F64, requires_grad=True)
     y = layer(x)
@@ -307,7 +306,7 @@ def test_multihead_param_counts_fig8_setting(pattern):
     """koren2026 Fig. 8 setting: V 512, D 60 (D_in 120), N 4, M 3."""
     V, D, N, M, Wc = 512, 60, 4, 3, 2
     Di, P = 2 * D, 2 * D // M
-    cfg = MODELS["linear_mamba"].Config(D=D, N=N, heads=M, head_pattern=pattern)
+    cfg = MODELS["linear_mamba"].Config(d_model=D, d_state=N, heads=M, head_pattern=pattern)
     m = build_model(cfg, TaskInfo(vocab_size=V, n_classes=V, seq_len=64), 1)
     hb = M if pattern in ("MHA", "MKA") else 1
     hc = M if pattern in ("MHA", "MQA") else 1
@@ -325,8 +324,8 @@ def test_mva_with_split_weights_equals_single_head_lemma2():
     torch.manual_seed(9)
     for M in (1, 3):
         mh = _lm("MVA", M, [4])
-        single = build_model(MODELS["linear_mamba"].Config(D=6, N=3), INFO, 1, [4]).double()
-        lh, l1 = mh.layers[0], single.layers[0]
+        single = build_model(MODELS["linear_mamba"].Config(d_model=6, d_state=3), INFO, 1, [4]).double()
+        lh, l1 = mh.blocks[0].mixer, single.blocks[0].mixer
         Di, P = lh.Di, lh.P
         eye = torch.eye(Di, dtype=F64).reshape(M, P, Di)  # eye[h, p, d] = [d == h P + p]
         with torch.no_grad():
@@ -340,9 +339,10 @@ def test_mva_with_split_weights_equals_single_head_lemma2():
 
 
 def test_linear_mamba_single_head_default_unchanged():
-    cfg = MODELS["linear_mamba"].Config(D=8, N=4)
+    cfg = MODELS["linear_mamba"].Config(d_model=8, d_state=4)
     assert cfg.heads == 1 and cfg.head_pattern is None
     m = build_model(cfg, INFO, 1, [0])
-    assert type(m.layers[0]).__name__ == "LinearMambaLayer"
+    assert type(m.blocks[0].mixer).__name__ == "LinearMambaMixer" and m.blocks[0].mixer.pattern is None
+    assert not hasattr(m.blocks[0].mixer, "W_heads")  # the single-head layer (Alg. 1)
     with pytest.raises(ValueError):
-        LinearMamba(MODELS["linear_mamba"].Config(D=8, N=4, heads=2), INFO, 1)
+        MODELS["linear_mamba"].Config(d_model=8, d_state=4, heads=2)  # heads need a pattern

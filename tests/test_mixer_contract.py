@@ -2,7 +2,9 @@
 
 Each mixer-specific test file checks its equations; this one makes sure that nothing registered
 escapes the generic guarantees: shape (E, B, L, d) -> (E, B, L, d), a pack equals its members
-built alone (outputs and gradients), causality, finite gradients, and unknown config keys rejected.
+built alone (outputs and gradients), the fast path equals the sequential reference (float64,
+outputs and gradients), causality, finite gradients, unknown config keys rejected, a memory
+estimate and declared weight matrices (init_weights).
 """
 
 import pydantic
@@ -13,7 +15,7 @@ from ssmrepro.models.layers import reset_members
 from ssmrepro.models.mixers import MIXERS, MixerSpecError, build_mixer, parse_mixer
 
 D = 16  # model width used for every mixer (divisible by the usual head / block counts)
-SMALL = {"N": 4, "d_state": 4, "heads": 2}  # shrink state sizes where a mixer has such a field
+SMALL = {"d_state": 4, "heads": 2}  # shrink state sizes where a mixer has such a field
 
 
 def _cfg(name: str) -> dict:
@@ -52,6 +54,39 @@ def test_pack_equals_members_alone(name):
         for (n, p), (_, q) in zip(pack.named_parameters(), alone.named_parameters()):
             if p.grad is not None:
                 torch.testing.assert_close(q.grad[0], p.grad[e], rtol=1e-8, atol=1e-9, msg=n)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_fast_path_equals_sequential_reference(name):
+    torch.manual_seed(4)
+    m = _build(name, [2, 9])
+    params = [p for p in m.parameters() if p.requires_grad]
+    x = torch.randn(2, 2, 11, D, dtype=torch.float64)
+    xs = [x.clone().requires_grad_(True) for _ in range(2)]
+    ys = [m(xs[0]), m.forward_ref(xs[1])]
+    torch.testing.assert_close(ys[0], ys[1], rtol=1e-10, atol=1e-11)
+    w = torch.randn_like(ys[0])
+    grads = [torch.autograd.grad((y.sin() * w).sum(), [xi, *params]) for y, xi in zip(ys, xs)]
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-10)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_memory_estimate_and_declared_weights(name):
+    """Config.activation_floats(d_model, L) is a positive int growing with L; every module
+    declares the matrices it owns (init_weights), or owns none of rank >= 3."""
+    cfg = parse_mixer(_cfg(name)) if _fits(name) else parse_mixer({"name": name})
+    f1, f2 = cfg.activation_floats(D, 16), cfg.activation_floats(D, 64)
+    assert isinstance(f1, int) and 0 < f1 < f2
+    assert hasattr(MIXERS[name].build(cfg, 1, D), "init_weights")
+
+
+def _fits(name: str) -> bool:
+    try:
+        build_mixer(_cfg(name), 1, D)
+        return True
+    except (ValueError, pydantic.ValidationError):
+        return False
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if MIXERS[n].causal])

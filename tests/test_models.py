@@ -28,7 +28,8 @@ COUNTS = _paper_counts()
 
 @pytest.mark.parametrize(
     "run,paper", [c for c in COUNTS if c[0].label != "Transformer"],
-    ids=lambda x: x.label + f"-d{x.model.d}-N{x.model.N}-T{x.task.T}" if hasattr(x, "label") else "",
+    ids=lambda x: (x.label + f"-d{x.model.d_model}-N{x.model.d_state}-T{x.task.T}"
+                   if hasattr(x, "label") else ""),
 )
 def test_ssm_parameter_counts_match_paper_tables(run, paper):
     """The count-matching layout (two LayerNorms, bias-free head) reproduces every SSM count of
@@ -38,7 +39,7 @@ def test_ssm_parameter_counts_match_paper_tables(run, paper):
     n_match = count_params(build_model(cfg, info, 1), 1)
     assert abs(n_match - paper) <= 50, (n_match, paper)
     n_default = count_params(build_model(run.model, info, 1), 1)
-    assert n_match - n_default == 4 * run.model.d - info.n_classes
+    assert n_match - n_default == 4 * run.model.d_model - info.n_classes
 
 
 def test_table1_counts_exact():
@@ -59,7 +60,7 @@ def test_ssm_lm_is_causal_and_packed(mixer, pe):
         SSMLMConfig,  # noqa: F401  (registry import check)
     )
 
-    cfg = MODELS["ssm_lm"].Config(mixer=mixer, pe=pe, d=8, N=4)
+    cfg = MODELS["ssm_lm"].Config(mixer=mixer, pe=pe, d_model=8, d_state=4)
     info = build_task({"name": "keep_nth", "n": 2, "T": 12, "vocab": 10}).info
     m = build_model(cfg, info, 3, [1, 2, 3]).double()
     x = torch.randint(0, 10, (3, 2, 12))
@@ -78,7 +79,7 @@ def test_ssm_lm_is_causal_and_packed(mixer, pe):
 def test_transformer_is_causal():
     from ssmrepro.models import MODELS
 
-    cfg = MODELS["transformer_lm"].Config(d=8, heads=2)
+    cfg = MODELS["transformer_lm"].Config(d_model=8, heads=2)
     info = build_task({"name": "keep_nth", "n": 2, "T": 12, "vocab": 10}).info
     m = build_model(cfg, info, 2, [1, 2]).double()
     x = torch.randint(0, 10, (2, 3, 12))
@@ -93,10 +94,10 @@ def test_init_keeps_mamba_dt_bias_and_A():
     """Model-level init must not re-initialise Δ-bias / A (the mad-lab bug)."""
     from ssmrepro.models import MODELS
 
-    cfg = MODELS["ssm_lm"].Config(mixer="s6", d=16, N=4, dt_min=1e-3, dt_max=1e-1)
+    cfg = MODELS["ssm_lm"].Config(mixer="s6", d_model=16, d_state=4, dt_min=1e-3, dt_max=1e-1)
     info = build_task({"name": "keep_nth", "n": 2, "T": 12, "vocab": 10}).info
     m = build_model(cfg, info, 1, [0])
-    core = m.mixers[0]
+    core = m.blocks[0].mixer
     dt = torch.nn.functional.softplus(core.dt_bias.detach())
     assert float(dt.min()) >= 1e-3 - 1e-9 and float(dt.max()) <= 1e-1 + 1e-9
     assert torch.allclose(core.A_log[0, 0], torch.log(torch.arange(1, 5).float()))

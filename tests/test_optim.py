@@ -82,7 +82,7 @@ def test_schedules():
         assert float(tab2[0, i]) == pytest.approx(2.0 * float(f[i]))
 
 
-# ---- learning-rate groups (TrainConfig.lr_scale; parameters tagged with models.ssm.lr_group) ----
+# ---- learning-rate groups (TrainConfig.lr_scale; parameters tagged with models.layers.lr_group) ----
 
 
 def _v(*x):
@@ -93,7 +93,7 @@ def _v(*x):
 def test_lr_group_scale_equals_torch_param_group(decoupled):
     """{delta: 0.5} == torch Adam/AdamW with a param group at lr/2 (E = 1); a column-tagged
     parameter gets lr/2 on its tagged columns only (Adam is element-wise)."""
-    from ssmrepro.models.ssm import lr_group
+    from ssmrepro.models.layers import lr_group
 
     ours, ref = _params(0), _params(0)
     cols, cols_ref = _params(5)[0], _params(5)[0]
@@ -128,10 +128,10 @@ def test_lr_scale_zero_freezes_delta_parameters_per_member():
     """{delta: 0} for member 0 only: its Δ parameters (incl. the Δ↓ columns of x_proj) stay fixed
     while everything else moves; member 1 (no scaling) moves its Δ parameters too."""
     from ssmrepro.models.layers import reset_members
-    from ssmrepro.models.selective import B2S6Core
-    from ssmrepro.models.ssm import S6Core
+    from ssmrepro.models.mixers.b2s6 import B2S6Config, B2S6Core
+    from ssmrepro.models.mixers.s6 import S6Config, S6Core
 
-    for m in (S6Core(2, 8, 3, 2), B2S6Core(2, 8, 3, heads=2)):
+    for m in (S6Core(2, 8, S6Config(d_state=3, dt_rank=2)), B2S6Core(2, 8, B2S6Config(d_state=3, heads=2))):
         reset_members(m, [0, 1])
         m = m.double()
         before = {n: p.detach().clone() for n, p in m.named_parameters()}
@@ -176,7 +176,7 @@ def test_train_pack_applies_lr_scale(tmp_path):
     from ssmrepro.train import _INIT_STREAM, derived_seed, train_pack
 
     spec = load_spec(write_spec(
-        tmp_path, model={"name": "ssm_lm", "mixer": "s6", "d": 8, "N": 4},
+        tmp_path, model={"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4},
         train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
                "test_size": 16, "eval_every": 10, "eval_batch_size": 16, "dtype": "float64"},
         sweep=[{"zip": {"train.lr_scale": [{"delta": 0.0}, {}]}}], seeds=[3]))

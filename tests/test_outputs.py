@@ -111,10 +111,10 @@ def test_decay_metrics_feed_claims():
 
 
 def test_recall_grid_renders_with_configured_constants(tmp_path):
-    runs = [Run(lab, {"task.vocab": 512, "task.L": 64, "task.kappa": 16, "model.D": D,
-                      "model.N": N}) for lab in ("(b) designed", "(c) trained linear")
+    runs = [Run(lab, {"task.vocab": 512, "task.L": 64, "task.kappa": 16, "model.d_model": D,
+                      "model.d_state": N}) for lab in ("(b) designed", "(c) trained linear")
             for D in (8, 16, 32, 64) for N in (4, 8, 16, 32) if N <= D]
-    vals = [min(1.0, r.coords["model.D"] * r.coords["model.N"] / 1024) for r in runs]
+    vals = [min(1.0, r.coords["model.d_model"] * r.coords["model.d_state"] / 1024) for r in runs]
     ctx = _ctx(tmp_path, runs, vals)
     raw = {"kind": "recall_grid", "columns": {"(b) designed": "designed",
                                               "(c) trained linear": "linear",
@@ -181,15 +181,15 @@ BAD = {
                                              "claims.1.metric: 'decay.high_all' is not aggregated"),
     "old checks list": ("koren2026-fig6", lambda r: r.update(checks=["recall_frontier"]),
                         "checks: unknown key"),
-    "huge derived value": ("huang2025-tab1", lambda r: r.update(derived={"model.N": "9**9**9"}),
-                           "derived.model.N:"),
+    "huge derived value": ("huang2025-tab1", lambda r: r.update(derived={"model.d_state": "9**9**9"}),
+                           "derived.model.d_state:"),
     "huge constraint": ("huang2025-tab1", lambda r: r.update(constraints=["10**10**10 > 1"]),
                         "exceeds"),
     "string repetition": ("huang2025-tab1",
                           lambda r: r.update(constraints=["model.mixer * 10**9 == 1"]),
                           "needs numbers"),
     "50k-term chain": ("huang2025-tab1",
-                       lambda r: r.update(derived={"model.N": "1" + "+1" * 50_000}),
+                       lambda r: r.update(derived={"model.d_state": "1" + "+1" * 50_000}),
                        "characters long"),
 }
 

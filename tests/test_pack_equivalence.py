@@ -14,9 +14,9 @@ from ssmrepro.train import train_pack
 @pytest.mark.parametrize(
     "model",
     [
-        {"name": "ssm_lm", "mixer": "s6", "d": 8, "N": 4, "pe": "index"},
-        {"name": "ssm_lm", "mixer": "s4d", "d": 8, "N": 4},
-        {"name": "transformer_lm", "d": 8, "heads": 2},
+        {"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4, "pe": "index"},
+        {"name": "ssm_lm", "mixer": "s4d", "d_model": 8, "d_state": 4},
+        {"name": "transformer_lm", "d_model": 8, "heads": 2},
     ],
     ids=["s6", "s4d", "transformer"],
 )

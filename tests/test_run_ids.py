@@ -32,7 +32,7 @@ def test_ids_differ_by_seed_task_model_and_train_values_and_names():
     assert len({r.run_id for r in runs}) == len(runs)
     r = runs[0]
     base = _id(r)
-    for section, field, value in [("model", "N", r.model.N + 1), ("task", "T", r.task.T + 1),
+    for section, field, value in [("model", "d_state", r.model.d_state + 1), ("task", "T", r.task.T + 1),
                                   ("train", "lr", r.train.lr * 2)]:
         cfg = getattr(r, section)
         setattr(r, section, cfg.model_copy(update={field: value}))
@@ -44,15 +44,15 @@ def test_ids_differ_by_seed_task_model_and_train_values_and_names():
 
 
 def test_nested_configs_keep_their_type_tags():
-    """Two mixers whose non-default fields agree ({N: 4}) must not share a run id: every nested
+    """Two mixers whose non-default fields agree ({d_state: 4}) must not share a run id: every nested
     model's name / single-valued Literal tag is part of the identity."""
-    from ssmrepro.models.stack import SeqLMConfig
+    from ssmrepro.models import SeqLMConfig
     from ssmrepro.sweep import lean
 
     def cfg(mixer):
-        return SeqLMConfig(layers="SSM", blocks={"SSM": {"mixer": {"name": mixer, "N": 4}}})
+        return SeqLMConfig(layers="SSM", blocks={"SSM": {"mixer": {"name": mixer, "d_state": 4}}})
 
     a, b = lean(cfg("delta_t")), lean(cfg("s4d_zoh"))
     assert a != b
-    assert a["blocks"]["SSM"]["mixer"] == {"name": "delta_t", "N": 4}
+    assert a["blocks"]["SSM"]["mixer"] == {"name": "delta_t", "d_state": 4}
     assert a["blocks"]["SSM"]["kind"] == "mixer"

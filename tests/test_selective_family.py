@@ -1,4 +1,4 @@
-"""The selective-SSM family (ssmrepro/models/selective.py and the S6/S4D core options):
+"""The selective-SSM family (models/mixers: delta_t, s4d_zoh, b2s6, mamba1 and the S6/S4D options):
 fast == sequential reference (float64, outputs and gradients), pack == members alone, causality,
 finite gradients, parameter counts in closed form, and the equations' structural claims."""
 
@@ -7,49 +7,80 @@ import math
 import pydantic
 import pytest
 import torch
+from support.legacy_models import MambaMixer
 
 from ssmrepro.models.layers import reset_members
-from ssmrepro.models.mamba import LinearMambaLayer, MambaMixer
 from ssmrepro.models.mixers import MIXERS, build_mixer, parse_mixer
-from ssmrepro.models.selective import S4DZOH, B2S6Core, DeltaTCore, Mamba1xMixer
-from ssmrepro.models.ssm import S4DCore, S6Core
+from ssmrepro.models.mixers.b2s6 import B2S6Config, B2S6Core
+from ssmrepro.models.mixers.delta_t import DeltaTConfig, DeltaTCore
+from ssmrepro.models.mixers.linear_mamba import LinearMambaMixer, LinearMambaMixerConfig
+from ssmrepro.models.mixers.mamba1 import Mamba1Config, Mamba1Mixer
+from ssmrepro.models.mixers.s4d import S4DConfig, S4DCore
+from ssmrepro.models.mixers.s4d_zoh import S4DZOH, S4DZOHConfig
+from ssmrepro.models.mixers.s6 import S6Config, S6Core
 
 D, N = 8, 3
 
+# constructors from configs (state size N = d_state); width d = D for the cores, 4 for mamba1
+
+
+def s6(E, d=D, **kw):
+    return S6Core(E, d, S6Config(d_state=N, **kw))
+
+
+def s4d(E, d=D, **kw):
+    return S4DCore(E, d, S4DConfig(d_state=N, **kw))
+
+
+def delta_t(E, d=D, **kw):
+    return DeltaTCore(E, d, DeltaTConfig(d_state=N, **kw))
+
+
+def zoh(E, d=D, **kw):
+    return S4DZOH(E, d, S4DZOHConfig(d_state=N, **kw))
+
+
+def b2s6(E, d=D, **kw):
+    return B2S6Core(E, d, B2S6Config(d_state=N, **kw))
+
+
+def mamba1(E, d=4, **kw):
+    return Mamba1Mixer(E, d, Mamba1Config(**{"d_state": N, **kw}))
+
+
 # (id, builder(E) -> module, sequence length); L > 32 exercises the chunked diag_scan path
 CASES = [
-    ("s6-complex-lin", lambda E: S6Core(E, D, N, 2, complex_A=True, A_init="s4d_lin"), 9),
-    ("s6-real-lin", lambda E: S6Core(E, D, N, 2, A_init="s4d_lin"), 9),
-    ("s6-nodiscretize", lambda E: S6Core(E, D, N, discretize=False, skip=False), 9),
-    ("s4d-complex", lambda E: S4DCore(E, D, N, complex_A=True, A_init="s4d_lin", skip=True), 9),
-    ("s4d-nodiscretize", lambda E: S4DCore(E, D, N, discretize=False), 9),
-    ("delta_t-full", lambda E: DeltaTCore(E, D, N), 40),
-    ("delta_t-rank2-complex", lambda E: DeltaTCore(E, D, N, 2, complex_A=True, A_init="s4d_lin"), 40),
-    ("s4d_zoh-fft", lambda E: S4DZOH(E, D, N, learn_B=True), 40),
-    ("s4d_zoh-scan", lambda E: S4DZOH(E, D, N, impl="scan", A_init="s4d_real"), 40),
-    ("b2s6-split", lambda E: B2S6Core(E, D, N, heads=2, impl="split"), 10),
-    ("b2s6-direct", lambda E: B2S6Core(E, D, N, heads=4, skip=True), 36),
-    ("b2s6-zoh", lambda E: B2S6Core(E, D, N, heads=2, discretization="zoh"), 10),
-    ("b2s6-real", lambda E: B2S6Core(E, D, N, heads=2, complex_A=False, complex_B=False), 10),
-    ("b2s6-realB-nobias-split", lambda E: B2S6Core(E, D, N, heads=8, complex_B=False, bias=False,
-                                                  impl="split"), 10),
-    ("b2s6-real-split", lambda E: B2S6Core(E, D, N, heads=2, complex_A=False, complex_B=False,
-                                           impl="split"), 10),
-    ("mamba1x-default", lambda E: Mamba1xMixer(E, 4, N), 9),
-    ("mamba1x-bare", lambda E: Mamba1xMixer(E, 4, N, conv=False, gate=False, conv_act=False), 9),
-    ("mamba1x-s4d-complex", lambda E: Mamba1xMixer(E, 4, N, d_conv=2, core="s4d", complex_A=True,
-                                                   A_init="s4d_lin"), 9),
-    ("mamba1x-delta_t", lambda E: Mamba1xMixer(E, 4, N, d_conv=3, core="delta_t", gate=False), 9),
-    ("mamba1x-b2s6", lambda E: Mamba1xMixer(E, 4, N, core="b2s6", blocks=2, complex_A=True,
+    ("s6-complex-lin", lambda E: s6(E, dt_rank=2, complex_A=True, A_init="s4d_lin"), 9),
+    ("s6-real-lin", lambda E: s6(E, dt_rank=2, A_init="s4d_lin"), 9),
+    ("s6-nodiscretize", lambda E: s6(E, discretize=False, skip=False), 9),
+    ("s4d-complex", lambda E: s4d(E, complex_A=True, A_init="s4d_lin", skip=True), 9),
+    ("s4d-nodiscretize", lambda E: s4d(E, discretize=False), 9),
+    ("delta_t-full", lambda E: delta_t(E), 40),
+    ("delta_t-rank2-complex", lambda E: delta_t(E, dt_rank=2, complex_A=True, A_init="s4d_lin"), 40),
+    ("s4d_zoh-fft", lambda E: zoh(E, learn_B=True), 40),
+    ("s4d_zoh-scan", lambda E: zoh(E, impl="scan", A_init="s4d_real"), 40),
+    ("b2s6-split", lambda E: b2s6(E, heads=2, impl="split"), 10),
+    ("b2s6-direct", lambda E: b2s6(E, heads=4, skip=True), 36),
+    ("b2s6-zoh", lambda E: b2s6(E, heads=2, discretization="zoh"), 10),
+    ("b2s6-real", lambda E: b2s6(E, heads=2, complex_A=False, complex_B=False), 10),
+    ("b2s6-realB-nobias-split", lambda E: b2s6(E, heads=8, complex_B=False, bias=False,
+                                               impl="split"), 10),
+    ("b2s6-real-split", lambda E: b2s6(E, heads=2, complex_A=False, complex_B=False,
+                                       impl="split"), 10),
+    ("mamba1-default", lambda E: mamba1(E), 9),
+    ("mamba1-bare", lambda E: mamba1(E, conv=False, gate=False, conv_act=False), 9),
+    ("mamba1-s4d-complex", lambda E: mamba1(E, d_conv=2, core="s4d", complex_A=True,
                                             A_init="s4d_lin"), 9),
-    ("mamba1x-simplified", lambda E: Mamba1xMixer(E, 4, N, d_conv=1, discretize=False, skip=False,
-                                                  conv_act=False, gate=False, conv_bias=False), 9),
+    ("mamba1-delta_t", lambda E: mamba1(E, d_conv=3, core="delta_t", gate=False), 9),
+    ("mamba1-b2s6", lambda E: mamba1(E, core="b2s6", blocks=2, complex_A=True, A_init="s4d_lin"), 9),
+    ("mamba1-simplified", lambda E: mamba1(E, d_conv=1, discretize=False, skip=False,
+                                           conv_act=False, gate=False, conv_bias=False), 9),
 ]
 IDS = [c[0] for c in CASES]
 
 
 def _width(m) -> int:
-    return m.in_proj.din if isinstance(m, Mamba1xMixer) else m.d
+    return m.in_proj.din if isinstance(m, Mamba1Mixer) else m.d
 
 
 def _build(make, seeds):
@@ -154,7 +185,7 @@ def b2s6_count(d, N, complex_A=True, complex_B=True, bias=True, skip=False):
     return cA * N + d * N * cB * (1 + bias) + d * N + 2 * d + skip * d  # A, B_w, B_bias, C, w, b, D
 
 
-def mamba1x_count(d, N, expand=2, d_conv=4, conv=True, conv_bias=True, gate=True, bias=False,
+def mamba1_count(d, N, expand=2, d_conv=4, conv=True, conv_bias=True, gate=True, bias=False,
                   core_count=None):
     Di = expand * d
     return ((1 + gate) * Di * d + bias * (1 + gate) * Di + conv * (Di * d_conv + conv_bias * Di)
@@ -164,68 +195,79 @@ def mamba1x_count(d, N, expand=2, d_conv=4, conv=True, conv_bias=True, gate=True
 @pytest.mark.parametrize("kw", [{}, {"skip": False}, {"complex_A": True}, {"discretize": False}])
 def test_core_parameter_counts(kw):
     d, n, R = 12, 5, 3
-    assert _n(S6Core(1, d, n, R, **kw)) == s6_count(d, n, R, **kw)
-    assert _n(S4DCore(2, d, n, **kw)) == s4d_count(d, n, **kw)
+    assert _n(S6Core(1, d, S6Config(d_state=n, dt_rank=R, **kw))) == s6_count(d, n, R, **kw)
+    assert _n(S4DCore(2, d, S4DConfig(d_state=n, **kw))) == s4d_count(d, n, **kw)
     if kw.get("discretize", True):
-        assert _n(DeltaTCore(1, d, n, **kw)) == delta_t_count(d, n, **kw)
-        assert _n(DeltaTCore(1, d, n, R, **kw)) == delta_t_count(d, n, R, **kw)
+        assert _n(DeltaTCore(1, d, DeltaTConfig(d_state=n, **kw))) == delta_t_count(d, n, **kw)
+        assert _n(DeltaTCore(1, d, DeltaTConfig(d_state=n, dt_rank=R, **kw))) == delta_t_count(
+            d, n, R, **kw)
 
 
 @pytest.mark.parametrize("kw", [{}, {"learn_B": True}, {"skip": False}])
 def test_s4d_zoh_parameter_count(kw):
-    assert _n(S4DZOH(2, 16, 4, **kw)) == zoh_count(16, 4, **kw)
+    assert _n(S4DZOH(2, 16, S4DZOHConfig(d_state=4, **kw))) == zoh_count(16, 4, **kw)
     # S4D layer of the LRA baselines at H = 128, d_state 64 (32 complex modes): A, C (2·H·32 each),
     # log Δ, D -> 16640 per layer
-    assert _n(S4DZOH(1, 128, 32)) == 2 * 128 * 32 * 2 + 2 * 128 == 16640
+    assert _n(S4DZOH(1, 128, S4DZOHConfig(d_state=32))) == 2 * 128 * 32 * 2 + 2 * 128 == 16640
 
 
 @pytest.mark.parametrize("kw", [{}, {"bias": False}, {"complex_B": False},
                                 {"complex_A": False, "complex_B": False}, {"skip": True}])
 @pytest.mark.parametrize("h", [1, 4, 16])
 def test_b2s6_parameter_count(kw, h):
-    assert _n(B2S6Core(1, 16, 6, heads=h, **kw)) == b2s6_count(16, 6, **kw)  # independent of h
+    # independent of h
+    assert _n(B2S6Core(1, 16, B2S6Config(d_state=6, heads=h, **kw))) == b2s6_count(16, 6, **kw)
 
 
-def test_mamba1x_parameter_counts():
+def test_mamba1_parameter_counts():
     d, n = 6, 4
     R = math.ceil(d / 16)
-    assert _n(Mamba1xMixer(1, d, n)) == mamba1x_count(d, n, core_count=lambda Di: s6_count(Di, n, R))
-    m = Mamba1xMixer(1, d, n, conv=False, gate=False, bias=True, core="s4d", complex_A=True)
-    assert _n(m) == mamba1x_count(d, n, conv=False, gate=False, bias=True,
+
+    def m1(**kw):
+        return Mamba1Mixer(1, d, Mamba1Config(d_state=n, **kw))
+
+    assert _n(m1()) == mamba1_count(d, n, core_count=lambda Di: s6_count(Di, n, R))
+    m = m1(conv=False, gate=False, bias=True, core="s4d", complex_A=True)
+    assert _n(m) == mamba1_count(d, n, conv=False, gate=False, bias=True,
                                   core_count=lambda Di: s4d_count(Di, n, skip=True, complex_A=True))
-    m = Mamba1xMixer(1, d, n, d_conv=2, conv_bias=False, core="delta_t")
-    assert _n(m) == mamba1x_count(d, n, d_conv=2, conv_bias=False,
+    m = m1(d_conv=2, conv_bias=False, core="delta_t")
+    assert _n(m) == mamba1_count(d, n, d_conv=2, conv_bias=False,
                                   core_count=lambda Di: delta_t_count(Di, n))
-    # MambaMixer (the registered mamba1) has the same count as the default mamba1x
-    assert _n(MambaMixer(1, d, n)) == _n(Mamba1xMixer(1, d, n))
+    # the old MambaMixer (the registered mamba1 before the merge) has the default's count
+    assert _n(MambaMixer(1, d, n)) == _n(m1())
 
 
 # ---- equivalences with the existing models ----
 
 
-def test_mamba1x_defaults_equal_mamba1():
-    """Default options: the same parameters (same names, same init) and the same outputs."""
+def test_mamba1_defaults_equal_the_old_mamba_mixer():
+    """Default options: the same parameters (same names, same init) and the same outputs as the
+    old MambaMixer (frozen in tests/support/legacy_models.py); one Mamba-1 mixer, no mamba1x."""
     seeds = [2, 5]
-    a, b = Mamba1xMixer(2, 8, 4), MambaMixer(2, 8, 4)
+    a, b = Mamba1Mixer(2, 8, Mamba1Config(d_state=4)), MambaMixer(2, 8, 4)
     reset_members(a, seeds)
-    reset_members(b, seeds)
+    from support.legacy_models import PackedModule as OldPacked
+
+    for e, s in enumerate(seeds):  # the old module tree resets through its own base class
+        g = torch.Generator().manual_seed(s)
+        for m in b.modules():
+            if isinstance(m, OldPacked):
+                m.reset_member(e, g)
     assert [n for n, _ in a.named_parameters()] == [n for n, _ in b.named_parameters()]
     for p, q in zip(a.parameters(), b.parameters()):
         assert torch.equal(p, q)
-    x = torch.randn(2, 3, 10, 8)
-    assert torch.equal(a(x), b(x))
-    cfg = parse_mixer({"name": "mamba1x"})
-    ref = parse_mixer({"name": "mamba1"})
-    assert all(getattr(cfg, k) == getattr(ref, k) for k in type(ref).model_fields if k != "name")
+    x = torch.randn(2, 3, 10, 8, dtype=torch.float64)
+    torch.testing.assert_close(a.double()(x), b.double()(x), rtol=1e-12, atol=1e-12)
+    assert "mamba1x" not in MIXERS
 
 
-def test_mamba1x_simplified_equals_koren_linear_mamba_layer():
+def test_mamba1_simplified_equals_koren_linear_mamba_layer():
     """discretize=False, no gate/act/skip = koren2026's simplified layer (A = I, D = 0)."""
     E, d, n = 2, 6, 3
-    lin = LinearMambaLayer(E, d, n, d_conv=2, expand=2)
+    lin = LinearMambaMixer(E, d, LinearMambaMixerConfig(d_state=n, d_conv=2, expand=2))
     reset_members(lin, [0, 1])
-    m = Mamba1xMixer(E, d, n, d_conv=2, conv_bias=False, gate=False, conv_act=False,
-                     discretize=False, skip=False)
+    m = mamba1(E, d=d, d_state=n, d_conv=2, conv_bias=False, gate=False, conv_act=False,
+               discretize=False, skip=False)
     with torch.no_grad():
         m.in_proj.weight.copy_(lin.in_proj.weight)
         m.conv.weight.copy_(lin.conv.weight)
@@ -243,13 +285,13 @@ def test_delta_t_decay_varies_along_state_not_channels():
     """Mamba-Δᵀ: exp(Λ ⊙ (1_d ⊗ Δ_t)), Δ_t ∈ R^N; S6: exp(Λ ⊙ (Δ_t ⊗ 1_N)), Δ_t ∈ R^d."""
     torch.manual_seed(3)
     x = torch.randn(1, 2, 5, D, dtype=torch.float64)
-    dt = _build(lambda E: DeltaTCore(E, D, N), [0])
+    dt = _build(lambda E: delta_t(E), [0])
     a = dt.decay(x)  # (1, 2, 5, D, N); Λ[:, n] = -(n+1) is the same for every channel
     assert torch.allclose(a, a[..., :1, :].expand_as(a))
     delta = -torch.log(a) / torch.arange(1, N + 1, dtype=torch.float64)
     assert delta.std(-1).min() > 0  # Δ differs along n
-    s6 = _build(lambda E: S6Core(E, D, N), [0])
-    a6 = s6.decay(x)
+    core = _build(lambda E: s6(E), [0])
+    a6 = core.decay(x)
     d6 = -torch.log(a6) / torch.arange(1, N + 1, dtype=torch.float64)
     assert torch.allclose(d6, d6[..., :1].expand_as(d6))  # S6: Δ constant along n
     # no Δ on the input term: with Λ = 0 the state is the running sum of x̂_t ⊗ B_t
@@ -262,7 +304,7 @@ def test_delta_t_decay_varies_along_state_not_channels():
 
 
 def test_s4d_zoh_init_and_kernel():
-    m = _build(lambda E: S4DZOH(E, 16, 4, dt_min=1e-3, dt_max=1e-1), [1])
+    m = _build(lambda E: S4DZOH(E, 16, S4DZOHConfig(d_state=4, dt_min=1e-3, dt_max=1e-1)), [1])
     dt, A, B_over_dt, C = m.params()
     assert ((dt >= 1e-3) & (dt <= 1e-1)).all() and dt.max() / dt.min() > 5
     torch.testing.assert_close(A[0, 3], torch.tensor([-0.5 + 0j, -0.5 + 1j * math.pi,
@@ -286,7 +328,7 @@ def test_b2s6_blocks_are_independent_and_bias_is_per_channel():
     """Block j's outputs depend only on block j's inputs; with B_bias the p channels of one block
     get different input vectors B_k^{(i)}."""
     torch.manual_seed(4)
-    m = _build(lambda E: B2S6Core(E, D, N, heads=4), [2])  # p = 2
+    m = _build(lambda E: b2s6(E, heads=4), [2])  # p = 2
     x = torch.randn(1, 2, 7, D, dtype=torch.float64)
     x2 = x.clone()
     x2[..., 2:4] += torch.randn_like(x2[..., 2:4])  # change block 1 only
@@ -309,11 +351,11 @@ def test_b2s6_blocks_are_independent_and_bias_is_per_channel():
 
 
 @pytest.mark.parametrize("make,expect", [
-    (lambda: S6Core(1, D, N, 2), {"dt_weight", "dt_bias", "x_proj.weight"}),
-    (lambda: DeltaTCore(1, D, N), {"dt_bias", "x_proj.weight"}),
-    (lambda: DeltaTCore(1, D, N, 2), {"dt_weight", "dt_bias", "x_proj.weight"}),
-    (lambda: S4DZOH(1, D, N), {"log_dt"}),
-    (lambda: B2S6Core(1, D, N, heads=2), {"w", "b"}),
+    (lambda: s6(1, dt_rank=2), {"dt_weight", "dt_bias", "x_proj.weight"}),
+    (lambda: delta_t(1), {"dt_bias", "x_proj.weight"}),
+    (lambda: delta_t(1, dt_rank=2), {"dt_weight", "dt_bias", "x_proj.weight"}),
+    (lambda: zoh(1), {"log_dt"}),
+    (lambda: b2s6(1, heads=2), {"w", "b"}),
 ])
 def test_delta_parameters_are_tagged(make, expect):
     m = make()
@@ -330,20 +372,20 @@ def test_delta_parameters_are_tagged(make, expect):
 
 
 def test_registry_entries_build_and_validate():
-    for name in ("mamba1x", "delta_t", "s4d_zoh", "b2s6"):
+    for name in ("mamba1", "delta_t", "s4d_zoh", "b2s6"):
         assert name in MIXERS
-        m = build_mixer({"name": name, "N": 4}, 2, 16)
+        m = build_mixer({"name": name, "d_state": 4}, 2, 16)
         reset_members(m, [0, 1])
         assert m(torch.randn(2, 1, 5, 16)).shape == (2, 1, 5, 16)
-    m = build_mixer({"name": "mamba1x", "core": "delta_t", "dt_rank": 2, "N": 4}, 1, 16)
+    m = build_mixer({"name": "mamba1", "core": "delta_t", "dt_rank": 2, "d_state": 4}, 1, 16)
     assert isinstance(m.ssm, DeltaTCore) and m.ssm.R == 2
     bad = [
-        {"name": "mamba1x", "discretize": False, "core": "delta_t"},
-        {"name": "mamba1x", "discretize": False, "complex_A": True},
-        {"name": "mamba1x", "dt_rank": "full"},
-        {"name": "mamba1x", "d_conv": 0},
+        {"name": "mamba1", "discretize": False, "core": "delta_t"},
+        {"name": "mamba1", "discretize": False, "complex_A": True},
+        {"name": "mamba1", "dt_rank": "full"},
+        {"name": "mamba1", "d_conv": 0},
         {"name": "b2s6", "discretization": "zoh", "impl": "split"},
-        {"name": "s4d_zoh", "N": 4, "extra": 1},
+        {"name": "s4d_zoh", "d_state": 4, "extra": 1},
     ]
     for spec in bad:
         with pytest.raises(pydantic.ValidationError):

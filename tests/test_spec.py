@@ -61,16 +61,18 @@ CASES = {
         lambda r: r["profiles"]["smoke"]["set"].update({"train.learning_rate": 1}),
         "train.learning_rate: unknown key",
     ),
-    "wrong type": (lambda r: r["model"].update(d="big"), "model.d: Input should be a valid integer"),
+    "wrong type": (lambda r: r["model"].update(d_model="big"),
+                   "model.d_model: Input should be a valid integer"),
     "impossible value (n > T)": (lambda r: r["task"].update(n=60), "does not fit in a sequence"),
-    "state size above kernel limit": (lambda r: r["model"].update(N=512), "model.N: Input should be less"),
+    "state size above kernel limit": (lambda r: r["model"].update(d_state=512),
+                                      "model.d_state: Input should be less"),
     "derived non-integer": (
-        lambda r: r.update(derived={"model.N": "task.T / 3"}),
-        "model.N: Input should be a valid integer, got a number with a fractional part",
+        lambda r: r.update(derived={"model.d_state": "task.T / 3"}),
+        "model.d_state: Input should be a valid integer, got a number with a fractional part",
     ),
     "unsafe derived expression": (
-        lambda r: r.update(derived={"model.N": "__import__('os').getpid()"}),
-        "derived.model.N: unsupported syntax",
+        lambda r: r.update(derived={"model.d_state": "__import__('os').getpid()"}),
+        "derived.model.d_state: unsupported syntax",
     ),
     "missing profile": (lambda r: r["profiles"].pop("quick"), "profiles ['quick'] are missing"),
     "unknown task": (lambda r: r["task"].update(name="kep_nth"), "unknown task 'kep_nth'"),
@@ -98,17 +100,17 @@ def test_malformed_yaml(tmp_path):
 def test_sweep_kinds_and_derived(tmp_path):
     def mutate(r):
         r["sweep"] = [
-            {"cases": [{"label": "A", "set": {"model.mixer": "s6"}, "grid": {"model.d": [8, 16]}},
+            {"cases": [{"label": "A", "set": {"model.mixer": "s6"}, "grid": {"model.d_model": [8, 16]}},
                        {"label": "B", "set": {"model.mixer": "s4d"}}]},
             {"zip": {"task.T": [10, 20], "task.n": [2, 3]}},
         ]
-        r["derived"] = {"model.N": "2 * task.n"}
+        r["derived"] = {"model.d_state": "2 * task.n"}
         r["seeds"] = [0, 1]
 
     spec = load_spec(_broken(tmp_path, mutate))
     runs = expand(spec, "paper")
     assert len(runs) == (2 + 1) * 2 * 2
-    assert {(r.task.T, r.task.n, r.model.N) for r in runs} == {(10, 2, 4), (20, 3, 6)}
+    assert {(r.task.T, r.task.n, r.model.d_state) for r in runs} == {(10, 2, 4), (20, 3, 6)}
     assert {r.label for r in runs} == {"A", "B"}
     # ids are stable and depend on the seed
     again = expand(load_spec(spec.path), "paper")

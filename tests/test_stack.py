@@ -10,23 +10,17 @@ import torch
 from pydantic import ValidationError
 
 from ssmrepro.models import MODELS, build_model, count_params
+from ssmrepro.models.backbone import SeqLMConfig, parse_layers
+from ssmrepro.models.blocks import Bidirectional, MixerBlock, MixerBlockConfig
 from ssmrepro.models.init import InitConfig, initialise, weight_matrices
-from ssmrepro.models.layers import reset_members
-from ssmrepro.models.stack import (
-    Bidirectional,
-    CooperHybridConfig,
-    MixerBlock,
-    MixerBlockConfig,
-    PackedBatchNorm,
-    SeqLMConfig,
-    parse_layers,
-)
+from ssmrepro.models.layers import PackedBatchNorm, reset_members
+from ssmrepro.models.presets import CooperHybridConfig
 from ssmrepro.tasks.base import TaskInfo
 
 MIXER_SPECS = {
-    "s6": {"name": "s6", "N": 4},
-    "s4d": {"name": "s4d", "N": 4},
-    "mamba1": {"name": "mamba1", "N": 4},
+    "s6": {"name": "s6", "d_state": 4},
+    "s4d": {"name": "s4d", "d_state": 4},
+    "mamba1": {"name": "mamba1", "d_state": 4},
     "attention": {"name": "attention", "heads": 2},
     "neox_attn": {"name": "neox_attn", "heads": 2, "window": 3},
 }
@@ -40,7 +34,7 @@ def _build(cfg, info=TaskInfo(10, 10, 12), seeds=(0, 1, 2)):
 def _cfg(mixer: dict, **kw) -> SeqLMConfig:
     blocks = {"M": {"mixer": mixer, **kw.pop("block", {})},
               "TF": {"kind": "neox", "heads": 2, "window": 4}}
-    return SeqLMConfig(d=8, layers=kw.pop("layers", "M-TF"), blocks=blocks, **kw)
+    return SeqLMConfig(d_model=8, layers=kw.pop("layers", "M-TF"), blocks=blocks, **kw)
 
 
 # ---------------------------------------------------------------- cooper2026 parameter counts
@@ -58,21 +52,22 @@ def _cooper_count(d: int, V: int, N: int, tied: bool = True) -> int:
                                             (24, 11, 1, 9336)])
 def test_cooper_hybrid_parameter_counts_match_the_audit(d, V, N, expected):
     # selective copy: V = 26 + 5 numbers + 3 specials = 34; MKAR: 8 + 3 specials = 11
-    m = build_model(CooperHybridConfig(d=d, N=N, layers="SSM-TF"), TaskInfo(V, V, 100), 1, [0])
+    info = TaskInfo(V, V, 100)
+    m = build_model(CooperHybridConfig(d_model=d, d_state=N, layers="SSM-TF"), info, 1, [0])
     assert count_params(m, 1) == expected == _cooper_count(d, V, N)
-    untied = build_model(CooperHybridConfig(d=d, N=N, tie_head=False), TaskInfo(V, V, 100), 1)
+    untied = build_model(CooperHybridConfig(d_model=d, d_state=N, tie_head=False), info, 1)
     assert count_params(untied, 1) == expected + V * d
 
 
 def test_cooper_hybrid_layout():
-    cfg = CooperHybridConfig(d=8, layers="TF→SSM", window=20).to_seq_lm()
+    cfg = CooperHybridConfig(d_model=8, layers="TF→SSM", window=20).to_backbone()
     assert cfg.layer_names() == ["TF", "SSM"]
     ssm, tf = cfg.blocks["SSM"], cfg.blocks["TF"]
     assert ssm.norm == "rmsnorm" and ssm.mixer.name == "mamba1" and ssm.mixer.expand == 2
     assert tf.kind == "neox" and tf.parallel and tf.expand == 2 and tf.act == "silu"
     assert tf.rotary_pct == 0.25 and tf.window == 20
     assert cfg.final_norm == "layernorm" and not cfg.head_bias and cfg.tie_head
-    m = _build(CooperHybridConfig(d=8, layers=["SSM", "TF"], repeat=2), TaskInfo(34, 34, 30))
+    m = _build(CooperHybridConfig(d_model=8, layers=["SSM", "TF"], repeat=2), TaskInfo(34, 34, 30))
     assert len(m.blocks) == 4
     y = m(torch.randint(0, 34, (3, 2, 30)))
     assert y.shape == (3, 2, 30, 34) and torch.isfinite(y).all()
@@ -85,19 +80,22 @@ def test_layer_patterns_and_config_errors():
     assert parse_layers("SSM-TF") == parse_layers("SSM→TF") == ["SSM", "TF"]
     assert parse_layers(["SSM", "TF"], 3) == ["SSM", "TF"] * 3
     assert parse_layers("TF, SSM") == ["TF", "SSM"]
-    spec = {"d": 8, "layers": "SSM-TF",
-            "blocks": {"SSM": {"mixer": {"name": "mamba1", "N": 16}, "norm": "rmsnorm"},
+    spec = {"d_model": 8, "layers": "SSM-TF",
+            "blocks": {"SSM": {"mixer": {"name": "mamba1", "d_state": 16}, "norm": "rmsnorm"},
                        "TF": {"kind": "neox", "heads": 1, "window": 20}}}
     cfg = SeqLMConfig.model_validate(spec)
-    assert cfg.blocks["SSM"].kind == "mixer" and cfg.blocks["SSM"].mixer.N == 16
+    assert cfg.blocks["SSM"].kind == "mixer" and cfg.blocks["SSM"].mixer.d_state == 16
     dumped = cfg.model_dump(mode="json")
-    assert dumped["blocks"]["SSM"]["mixer"] == {"name": "mamba1", "N": 16, "d_conv": 4,
-                                               "expand": 2, "conv_bias": True, "bias": False}
+    mixer = dumped["blocks"]["SSM"]["mixer"]  # the full mamba1 config (its options at defaults)
+    assert {k: mixer[k] for k in ("name", "d_state", "d_conv", "expand", "conv_bias", "bias")} == {
+        "name": "mamba1", "d_state": 16, "d_conv": 4, "expand": 2, "conv_bias": True, "bias": False}
+    assert mixer["core"] == "s6" and mixer["gate"] and mixer["conv"]
     assert SeqLMConfig.model_validate(dumped) == cfg  # round trip (run ids hash the dump)
     bad = [
         {**spec, "layers": "SSM-XX"},  # unknown block name
         {**spec, "depth": 2},  # unknown top-level key
         {**spec, "blocks": {"SSM": {"mixer": {"name": "mamba1", "M": 1}}, "TF": {"kind": "neox"}}},
+        {**spec, "blocks": {"SSM": {"mixer": {"name": "mamba1", "N": 16}}, "TF": {"kind": "neox"}}},
         {**spec, "blocks": {"SSM": {"mixer": {"name": "nope"}}, "TF": {"kind": "neox"}}},
         {**spec, "blocks": {"SSM": {"mixer": {"name": "s6"}, "nrm": "x"}, "TF": {"kind": "neox"}}},
         {**spec, "blocks": {"SSM": {"mixer": {"name": "s6"}}, "TF": {"kind": "neox", "hd": 1}}},
@@ -254,7 +252,7 @@ def test_bidirectional_sees_future_each_direction_causal(combine):
 
 
 def test_pooled_head_and_tied_head():
-    info = TaskInfo(10, 3, 12)
+    info = TaskInfo(10, 3, 12, target="sequence")
     cfg = _cfg(MIXER_SPECS["mamba1"], head="mean_pool")
     m = _build(cfg, info, seeds=[0, 1]).eval()
     ids = torch.randint(0, 10, (2, 4, 12))
@@ -290,10 +288,10 @@ def test_position_options():
 
 def _big_cfg(init: dict) -> SeqLMConfig:
     return SeqLMConfig(
-        d=32, layers="SSM-TF-S4",
-        blocks={"SSM": {"mixer": {"name": "mamba1", "N": 8}},
+        d_model=32, layers="SSM-TF-S4",
+        blocks={"SSM": {"mixer": {"name": "mamba1", "d_state": 8}},
                 "TF": {"kind": "neox", "heads": 2, "conv": 4},
-                "S4": {"mixer": {"name": "s4d", "N": 16}, "norm": "layernorm"}},
+                "S4": {"mixer": {"name": "s4d", "d_state": 16}, "norm": "layernorm"}},
         pos="learned", init=init)
 
 
@@ -386,8 +384,8 @@ def test_gamma_init_knows_the_matrices_of_every_registered_mixer():
 
     for name in MIXERS:
         cfg = {"name": name}
-        if "N" in MIXERS[name].Config.model_fields:
-            cfg["N"] = 4
+        if "d_state" in MIXERS[name].Config.model_fields:
+            cfg["d_state"] = 4
         m = build_mixer(cfg, 1, 16)
         for mod in m.modules():
             declared = (hasattr(mod, "init_weights") or type(mod).__name__ in {
@@ -404,12 +402,12 @@ def test_mamba_init_rescales_out_proj_by_sqrt_n_layer():
     """mamba-ssm's rescale_prenorm_residual: with 3 Mamba blocks every out_proj is the default
     draw divided by √3; embeddings N(0, 0.02); Linear biases zero."""
     from ssmrepro.models import build_model
-    from ssmrepro.models.stack import SeqLMConfig
+    from ssmrepro.models.backbone import SeqLMConfig
     from ssmrepro.tasks.base import TaskInfo
 
     info = TaskInfo(vocab_size=11, n_classes=11, seq_len=8)
-    blocks = {"SSM": {"mixer": {"name": "mamba1", "N": 4}}}
-    base = dict(d=16, layers="SSM", repeat=3, blocks=blocks)
+    blocks = {"SSM": {"mixer": {"name": "mamba1", "d_state": 4}}}
+    base = dict(d_model=16, layers="SSM", repeat=3, blocks=blocks)
     dflt = build_model(SeqLMConfig(**base), info, 1, seeds=[4])
     mam = build_model(SeqLMConfig(**base, init={"scheme": "mamba"}), info, 1, seeds=[4])
     outs = [(n, p) for n, p in mam.named_parameters() if n.endswith("out_proj.weight")]

@@ -15,23 +15,23 @@ from ssmrepro.spec import SpecError, load_spec
 from ssmrepro.store import Store
 from ssmrepro.sweep import expand
 
-SSM = {"norm": "rmsnorm", "mixer": {"name": "mamba1", "N": 4}}
+SSM = {"norm": "rmsnorm", "mixer": {"name": "mamba1", "d_state": 4}}
 CASES = [
-    {"label": "mamba2", "set": {"model.blocks.SSM.mixer": {"name": "mamba2", "N": 4, "heads": 2}}},
-    {"label": "mamba2_3conv", "set": {"model.blocks.SSM.mixer": {"name": "mamba2_3conv", "N": 4}}},
+    {"label": "mamba2", "set": {"model.blocks.SSM.mixer": {"name": "mamba2", "d_state": 4, "heads": 2}}},
+    {"label": "mamba2_3conv", "set": {"model.blocks.SSM.mixer": {"name": "mamba2_3conv", "d_state": 4}}},
     {"label": "b2s6-block", "set": {"model.blocks.SSM.mixer": {
-        "name": "mamba1x", "N": 4, "core": "b2s6", "blocks": 2, "complex_A": True,
+        "name": "mamba1", "d_state": 4, "core": "b2s6", "blocks": 2, "complex_A": True,
         "A_init": "s4d_lin"}}},
-    {"label": "delta_t", "set": {"model.blocks.SSM.mixer": {"name": "delta_t", "N": 4}}},
-    {"label": "s4d_zoh", "set": {"model.blocks.SSM.mixer": {"name": "s4d_zoh", "N": 4}}},
+    {"label": "delta_t", "set": {"model.blocks.SSM.mixer": {"name": "delta_t", "d_state": 4}}},
+    {"label": "s4d_zoh", "set": {"model.blocks.SSM.mixer": {"name": "s4d_zoh", "d_state": 4}}},
     {"label": "neox", "set": {"model.layers": "TF"}},
-    {"label": "cooper", "set": {"model": {"name": "cooper_hybrid", "d": 8, "layers": "SSM-TF"}}},
+    {"label": "cooper", "set": {"model": {"name": "cooper_hybrid", "d_model": 8, "layers": "SSM-TF"}}},
 ]
 
 
 def _spec(tmp_path, **over):
     kw = dict(
-        model={"name": "seq_lm", "d": 8, "layers": "SSM", "pos": "learned",
+        model={"name": "seq_lm", "d_model": 8, "layers": "SSM", "pos": "learned",
                "blocks": {"SSM": SSM, "TF": {"kind": "neox", "heads": 2, "window": 4}}},
         train={"optimizer": "adamw", "lr": 0.01, "batch_size": 16, "max_steps": 60,
                "val_size": 64, "test_size": 64, "eval_every": 30, "eval_batch_size": 64},
@@ -61,9 +61,9 @@ def test_every_family_trains_from_a_spec_and_records_its_kernels(tmp_path):
 
 
 @pytest.mark.parametrize("bad,where", [
-    ({"name": "mamba2", "N": 4, "nope": 1}, "nope"),
+    ({"name": "mamba2", "d_state": 4, "nope": 1}, "nope"),
     ({"name": "mamba9"}, "mamba9"),
-    ({"name": "mamba1x", "core": "b2s6", "dt_rank": 3}, "b2s6"),
+    ({"name": "mamba1", "core": "b2s6", "dt_rank": 3}, "b2s6"),
 ])
 def test_bad_nested_mixer_is_a_spec_error_naming_the_problem(tmp_path, bad, where):
     path = _spec(tmp_path, sweep=[{"cases": [{"label": "x", "set": {"model.blocks.SSM.mixer": bad}}]}])

@@ -1,4 +1,8 @@
-"""Mechanistic probes computed on trained packs at the end of training (stored in run records)."""
+"""Library (analysis): mechanistic probes computed on trained packs at the end of training.
+
+Probes reach a mixer's own hooks through the model contract's ``mixer_inputs`` (models.base), so
+they work on any SeqLM whose layers include a mixer with that hook (stored in run records).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,16 @@ PROBE_SAMPLES = 500
 
 
 @torch.no_grad()
+def layer_decay(model, x: torch.Tensor) -> torch.Tensor:
+    """exp(Δ_t Λ) of the first block whose mixer has a ``decay`` hook (S6 / S4D / Δᵀ cores, the
+    Mamba-1 block), on input x: (E, B, L, channels, N)."""
+    for _, mixer, inp in model.mixer_inputs(x):
+        if hasattr(mixer, "decay"):
+            return mixer.decay(inp)
+    raise ValueError("decay_histogram needs a mixer with a decay hook (s6, s4d, delta_t, mamba1)")
+
+
+@torch.no_grad()
 def decay_histogram(model, task, data_seeds) -> list[dict]:
     """huang2025 Fig. 1: histogram of e^{-λΔ_t} (= exp(Δ_t Λ)) on test inputs, per member.
 
@@ -20,7 +34,7 @@ def decay_histogram(model, task, data_seeds) -> list[dict]:
     E = data_seeds.shape[0]
     idx = torch.arange(PROBE_SAMPLES, device=data_seeds.device).expand(E, -1)
     b = task.sample(data_seeds, TEST, idx)
-    dec = model.decay(b.x).double()  # (E, B, L, d, N)
+    dec = layer_decay(model, b.x).double()  # (E, B, L, d, N)
     sup = (b.y != IGNORE)[..., None, None].expand_as(dec)  # (E, B, L, d, N)
     out = []
     for e in range(E):

@@ -36,17 +36,17 @@ class Workload:
 WORKLOADS = {
     "keep-nth-d8": Workload(
         "keep-nth-d8", {"name": "keep_nth", "n": 5, "T": 50, "vocab": 128},
-        {"name": "ssm_lm", "mixer": "s6", "d": 8, "N": 8, "pe": "index"}, 16,
+        {"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 8, "pe": "index"}, 16,
         "huang2025 KEEP n-TH, S6 d=8 N=8, T=50, batch 16",
     ),
     "mqar-linear": Workload(
         "mqar-linear", {"name": "mqar", "vocab": 512, "L": 64, "kappa": 16},
-        {"name": "linear_mamba", "D": 32, "N": 16}, 128,
+        {"name": "linear_mamba", "d_model": 32, "d_state": 16}, 128,
         "koren2026 fig6 simplified linear Mamba, D=32 N=16, regime 0, batch 128",
     ),
     "mqar-full-L256": Workload(
         "mqar-full-L256", {"name": "mqar", "vocab": 512, "L": 256, "kappa": 16},
-        {"name": "mamba_lm", "D": 64, "N": 16}, 16,
+        {"name": "mamba_lm", "d_model": 64, "d_state": 16}, 16,
         "full Mamba layer on MQAR, d=64 N=16 L=256, batch 16",
     ),
 }

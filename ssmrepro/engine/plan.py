@@ -15,25 +15,13 @@ class Pack:
 
 
 def member_bytes(run) -> int:
-    """Rough activation memory of one member per training step (float32 bytes, with autograd).
-
-    S6 models: the (B, L, d_inner, N) states dominate; linear Mamba / attention: the (B, L, L)
-    score matrices; every model: the (B, L, V) logits.
-    """
+    """Rough activation memory of one member per training step (float32 bytes, with autograd):
+    batch size × ``models.activation_floats`` (the blocks' mixer estimates + embeddings / logits)."""
+    from ..models import activation_floats
     from ..tasks import build_task
 
     info = build_task(run.task).info
-    m, B, L = run.model, run.train.batch_size, info.seq_len
-    width = getattr(m, "d", None) or getattr(m, "D", 64)
-    layers = getattr(m, "n_layers", 1)
-    if m.name == "linear_mamba":
-        per_token = layers * (3 * L + 8 * m.expand * width)
-    elif m.name in ("ssm_lm", "mamba_lm"):
-        inner = width * getattr(m, "expand", 1) if m.name == "mamba_lm" else width
-        per_token = layers * (3 * inner * m.N + 12 * inner)
-    else:
-        per_token = layers * (3 * L * getattr(m, "heads", 1) + 16 * width)
-    return 4 * B * L * (per_token + 3 * info.n_classes)
+    return 4 * run.train.batch_size * activation_floats(run.model, info)
 
 
 def _budget(device: str) -> int:

@@ -271,7 +271,7 @@ def selective_scan(
     """Mamba-1 selective scan through ``selective_scan_fn``; same call as ``selective_scan_fused``.
 
     Args (our layout; a pack of E members is folded into channels, D_ = E·d, and groups, G = E·g,
-    model-major, as ``models.ssm.S6Core`` does):
+    model-major, as ``models.mixers.s6.S6Core`` does):
         u, delta: (Bt, L, D_); delta is used as given unless ``delta_bias`` / ``delta_softplus``.
         A: (D_, N) real or complex.
         B, C: (Bt, L, G, N) (channel d uses group d // (D_/G)), (Bt, L, N), or constant (D_, N).

@@ -1,135 +1,93 @@
-"""Model registry: name -> (typed config, builder). Builders take (config, TaskInfo, E)."""
+"""Library (models): the model registry and ``build_model`` — every model is one SeqLM.
+
+``MODELS`` maps a spec's ``model.name`` to its typed config: the papers' presets (models.presets:
+ssm_lm, transformer_lm, linear_mamba, mamba_lm, cooper_hybrid) and the generic backbone ``seq_lm``
+itself. ``build_model(config, info, E, seeds)`` expands the config (``to_backbone()``) and builds a
+pack of E SeqLM members (models.backbone), initialised from their seeds with the config's scheme
+(models.init). Mixers have their own registry (models.mixers.MIXERS). ``activation_floats`` is the
+planner's memory estimate of one training step.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import typing
 from dataclasses import dataclass
-from typing import Literal
+from types import UnionType
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 from torch import nn
 
-from .backbone import SSMLM, TransformerLM
+from .backbone import SeqLM, SeqLMConfig
+from .base import ModelConfig, SequenceModel
 from .init import InitConfig, initialise
-from .mamba import LinearMamba, MambaLM
-from .stack import CooperHybridConfig, SeqLM, SeqLMConfig
-
-
-class ModelConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    name: str
-
-
-class SSMLMConfig(ModelConfig):
-    """Embedding -> SSM core layers (S6 or S4D; no conv, no gate) -> linear head."""
-
-    name: Literal["ssm_lm"] = "ssm_lm"
-    mixer: Literal["s6", "s4d"] = "s6"
-    d: int = Field(32, ge=2, description="model width (channels)")
-    N: int = Field(8, ge=1, le=256, description="state size per channel (kernel limit 256)")
-    n_layers: int = Field(1, ge=1)
-    pe: Literal["none", "index"] = "none"
-    norm: Literal["none", "layernorm", "rmsnorm"] = "none"
-    residual: bool = True
-    head_bias: bool = True
-    dt_rank: int | Literal["auto"] = "auto"
-    dt_min: float = Field(1e-3, gt=0)
-    dt_max: float = Field(1e-1, gt=0)
-
-
-class TransformerLMConfig(ModelConfig):
-    """Embedding + learned positions -> pre-norm Transformer blocks -> linear head."""
-
-    name: Literal["transformer_lm"] = "transformer_lm"
-    d: int = Field(16, ge=2)
-    n_layers: int = Field(1, ge=1)
-    heads: int = Field(1, ge=1)
-    mlp_ratio: int = Field(1, ge=0, description="MLP hidden = mlp_ratio * d (unless mlp_hidden)")
-    mlp_hidden: int | None = Field(None, ge=0)
-    pos: Literal["learned", "none"] = "learned"
-    norm: Literal["none", "layernorm", "rmsnorm"] = "layernorm"
-    head_bias: bool = True
-
-
-class LinearMambaConfig(ModelConfig):
-    """koren2026 simplified linear Mamba (Alg. 1): conv + SSM with A = I, D = 0, tied embeddings."""
-
-    name: Literal["linear_mamba"] = "linear_mamba"
-    D: int = Field(32, ge=1, description="model width")
-    N: int = Field(16, ge=1, description="state size")
-    n_layers: int = Field(1, ge=1, description="Λ")
-    d_conv: int = Field(2, ge=1, le=8)
-    expand: int = Field(2, ge=1)
-    residual: bool | None = Field(None, description="default: on for Λ > 1 (official configs)")
-    init: Literal["default", "designed"] = Field(
-        "default", description="designed: koren2026 Thm 2 weights (evaluate with max_steps 0)"
-    )
-    heads: int = Field(1, ge=1, description="M, SSM heads (koren2026 App. F.2.2; needs head_pattern)")
-    head_pattern: Literal["MHA", "MQA", "MKA", "MVA"] | None = Field(
-        None, description="koren2026 Table 8 head pattern; None = the single-head layer (Alg. 1)"
-    )
-
-
-class MambaLMConfig(ModelConfig):
-    """Mamba-1 LM as mamba-ssm's MambaLMHeadModel (RMSNorm, tied head; conv + gate mixer)."""
-
-    name: Literal["mamba_lm"] = "mamba_lm"
-    D: int = Field(64, ge=2, description="d_model")
-    N: int = Field(16, ge=1, le=256, description="d_state")
-    n_layers: int = Field(1, ge=1)
-    d_conv: int = Field(4, ge=1, le=8)
-    expand: int = Field(2, ge=1)
+from .presets import (
+    PRESETS,
+    CooperHybridConfig,
+    LinearMambaConfig,
+    MambaLMConfig,
+    SSMLMConfig,
+    TransformerLMConfig,
+)
 
 
 @dataclass(frozen=True)
 class ModelEntry:
     name: str
     Config: type[ModelConfig]
-    build: Callable[..., nn.Module]
     summary: str
 
 
 MODELS: dict[str, ModelEntry] = {
-    "ssm_lm": ModelEntry("ssm_lm", SSMLMConfig, SSMLM, SSMLMConfig.__doc__ or ""),
-    "transformer_lm": ModelEntry(
-        "transformer_lm", TransformerLMConfig, TransformerLM, TransformerLMConfig.__doc__ or ""
-    ),
-    "linear_mamba": ModelEntry(
-        "linear_mamba", LinearMambaConfig, LinearMamba, LinearMambaConfig.__doc__ or ""
-    ),
-    "mamba_lm": ModelEntry("mamba_lm", MambaLMConfig, MambaLM, MambaLMConfig.__doc__ or ""),
-    "seq_lm": ModelEntry("seq_lm", SeqLMConfig, SeqLM, SeqLMConfig.__doc__ or ""),
-    "cooper_hybrid": ModelEntry(
-        "cooper_hybrid", CooperHybridConfig, SeqLM, CooperHybridConfig.__doc__ or ""),
+    C.model_fields["name"].default: ModelEntry(C.model_fields["name"].default, C,
+                                               " ".join((C.__doc__ or "").split()))
+    for C in (*PRESETS, SeqLMConfig)
 }
 
 
-def build_model(config: ModelConfig, info, E: int, seeds: list[int] | None = None) -> nn.Module:
-    """Build a pack of E members; initialise member e from seeds[e] when given.
+def build_model(config: ModelConfig, info, E: int, seeds: list[int] | None = None) -> SeqLM:
+    """Build a pack of E members (a SeqLM); initialise member e from seeds[e] when given.
 
-    A config with an ``init`` field (models.init.InitConfig) selects the initialisation scheme.
+    The backbone's ``init`` (models.init.InitConfig) selects the initialisation scheme.
     """
-    model = MODELS[config.name].build(config, info, E)
+    backbone = config.to_backbone()
+    model = SeqLM(backbone, info, E)
     if seeds is not None:
         if len(seeds) != E:
             raise ValueError(f"{len(seeds)} seeds for a pack of {E}")
-        init = getattr(config, "init", None)  # an InitConfig selects a scheme (models/init.py)
-        initialise(model, seeds, init if isinstance(init, InitConfig) else None)
-        if hasattr(model, "post_init"):  # e.g. designed (constructed) weights
-            model.post_init(seeds)
+        initialise(model, seeds, backbone.init)
     return model
+
+
+def activation_floats(config: ModelConfig, info) -> int:
+    """Floats per sample that one training step keeps for backward (the planner's estimate).
+
+    Sum over the blocks of their mixer / MLP / norm estimates (``activation_floats(d_model, L)`` of
+    each mixer config) plus the input (embedding or encoder output, positions) and the read-out
+    (per position: logits, softmax and their gradient, 3·L·C; pooled: the pooled features, 3·C).
+    """
+    cfg = config.to_backbone()
+    d, L, C = cfg.d_model, info.seq_len, info.n_classes
+    n_inputs = 2 if info.dual else 1
+    floats = L * d * (2 if cfg.pos == "learned" else 1)  # embedded inputs (+ positions)
+    floats += sum(cfg.blocks[n].activation_floats(d, L) for n in cfg.layer_names())
+    floats += L * d * (0 if cfg.final_norm == "none" else 1)
+    floats *= n_inputs
+    if cfg.head == "per_position":
+        floats += 3 * L * C
+    else:
+        floats += n_inputs * d + (4 * d + 2 * (cfg.head_hidden or d) if cfg.head == "dual_pool" else 0)
+        floats += 3 * C
+    return int(floats)
 
 
 def _type_name(t) -> str:
     """Readable type: int, str | list[str], Literal['a', 'b'], InitConfig, dict[str, A | B]."""
-    import typing
-
     origin, args = typing.get_origin(t), typing.get_args(t)
     if origin is typing.Annotated:
         return _type_name(args[0])
     if origin is typing.Literal:
         return "Literal[" + ", ".join(repr(a) for a in args) + "]"
-    if origin in (typing.Union, __import__("types").UnionType):
+    if origin in (typing.Union, UnionType):
         return " | ".join(_type_name(a) for a in args)
     if origin is not None:
         return f"{getattr(origin, '__name__', str(origin))}[{', '.join(_type_name(a) for a in args)}]"
@@ -162,4 +120,8 @@ def count_params(model: nn.Module, E: int) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad) // E
 
 
-__all__ = ["MODELS", "ModelConfig", "ModelEntry", "build_model", "config_rows", "count_params"]
+__all__ = [
+    "MODELS", "CooperHybridConfig", "InitConfig", "LinearMambaConfig", "MambaLMConfig",
+    "ModelConfig", "ModelEntry", "SSMLMConfig", "SeqLM", "SeqLMConfig", "SequenceModel",
+    "TransformerLMConfig", "activation_floats", "build_model", "config_rows", "count_params",
+]

@@ -1,33 +1,40 @@
-"""Initialisation schemes, selectable per model (``init: {scheme: ..., ...}`` in a model config).
+"""Library (models): initialisation schemes, selectable per model (``init: {scheme: ..., ...}``).
 
 Every scheme starts from the modules' own ``reset_member`` (the PyTorch-default init of our packed
-layers, with mamba-ssm's Δ / A / D init inside the SSM cores) and then, for member e, overwrites
-some tensors drawing from the *same* generator g_e, which continues where ``reset_member`` stopped.
-So member e depends only on seeds[e] and a pack equals its members built alone.
+layers, with mamba-ssm's Δ / A / D init inside the SSM cores), run for member e in module order from
+torch.Generator(seeds[e]), and then overwrites some tensors, drawing (if at all) from the *same*
+generator g_e, which continues where ``reset_member`` stopped. So member e depends only on
+seeds[e] and a pack equals its members built alone.
 
 Schemes
-    default  the modules' reset_member only (PyTorch defaults: Linear / conv U(±1/√fan_in),
-             embedding N(0, 1); S6 Δ↑ U(±R^-½), softplus(b_Δ) log-uniform in [dt_min, dt_max],
-             A = -(1..N), D = 1, as mamba-ssm).
-    mamba    mamba-ssm's ``_init_weights``: embedding N(0, std) (std = 0.02), every Linear bias
-             zero, and every mixer's ``out_proj`` (drawn U(±1/√fan_in) = kaiming_uniform(a=√5))
-             divided by √n_layer (``rescale_prenorm_residual``, n_layer = the number of
-             ``out_proj`` layers); the rest as ``default``.
-    hf       Hugging Face ``_init_weights`` of cooper2026's ``HybridPreTrainedModel`` (fork
-             ``micro_hf/models/hybrid.py``): every nn.Linear weight N(0, std) and bias 0 — our
-             PackedLinear and the S6 Δ projection (Δ↑ weight and b_Δ, an nn.Linear ``dt_proj``
-             there) — and every embedding N(0, std); conv, A_log, D and norms keep their init.
-    gamma    chen2025 §4 / notes §3.2: "a parameter W ∈ R^{d1×d2} is initialised N(0, (1/d1^γ)²)"
-             with d1 = fan-in (input dim), so std = fan_in^(-γ). Applied to every weight matrix:
-             embedding (fan-in V, one-hot input) [INFERRED], learned positions (fan-in L)
-             [INFERRED], Linear (fan-in d_in), depthwise conv (fan-in = kernel width), S6 Δ↑
-             (fan-in R), S4D C (fan-in N); biases of those layers 0 [INFERRED]; norms, A_log,
-             b_Δ, D untouched. γ = 0.5 ≈ "standard", γ = 1 "small" initialisation.
+    default   the modules' reset_member only (PyTorch defaults: Linear / conv U(±1/√fan_in),
+              embedding N(0, 1); S6 Δ↑ U(±R^-½), softplus(b_Δ) log-uniform in [dt_min, dt_max],
+              A = -(1..N), D = 1, as mamba-ssm).
+    mamba     mamba-ssm's ``_init_weights``: embedding N(0, std) (std = 0.02), every Linear bias
+              zero, and every mixer's ``out_proj`` (drawn U(±1/√fan_in) = kaiming_uniform(a=√5))
+              divided by √n_layer (``rescale_prenorm_residual``, n_layer = the number of
+              ``out_proj`` layers); the rest as ``default``. No extra draws: the embedding is drawn
+              with std in its own place of the stream (so the other draws are default's).
+    hf        Hugging Face ``_init_weights`` of cooper2026's ``HybridPreTrainedModel`` (fork
+              ``micro_hf/models/hybrid.py``): every nn.Linear weight N(0, std) and bias 0 — our
+              PackedLinear and the S6 Δ projection (Δ↑ weight and b_Δ, an nn.Linear ``dt_proj``
+              there) — and every embedding N(0, std); conv, A_log, D and norms keep their init.
+    gamma     chen2025 §4 / notes §3.2: "a parameter W ∈ R^{d1×d2} is initialised N(0, (1/d1^γ)²)"
+              with d1 = fan-in (input dim), so std = fan_in^(-γ). Applied to every weight matrix:
+              embedding (fan-in V, one-hot input) [INFERRED], learned positions (fan-in L)
+              [INFERRED], Linear (fan-in d_in), depthwise conv (fan-in = kernel width), S6 Δ↑
+              (fan-in R), S4D C (fan-in N), and what other mixers declare; biases of those layers 0
+              [INFERRED]; norms, A_log, b_Δ, D untouched. γ = 0.5 ≈ "standard", γ = 1 "small".
+    designed  koren2026 Thm 2's constructed recall circuit (theory.designed) for a model with one
+              single-head ``linear_mamba`` mixer (d_conv 2, expand 2) and a token embedding: the
+              embedding and the mixer's in_proj, conv, S_B, S_C and out_proj are overwritten with
+              ``designed_weights(V, D, N, seeds[e])`` (its own generator); nothing else is trained
+              in that model (no biases, norms or other parameters).
 
-Weight matrices of modules this file does not know (mixers added later) are found by convention:
-a module may define ``init_weights() -> list[(param_name, fan_in)]`` and ``init_biases() ->
-list[param_name]``; otherwise every parameter of ndim ≥ 3 not tagged no-weight-decay is a
-(E, d_in, d_out) matrix with fan-in shape[1], and a parameter named ``bias`` is a bias.
+Weight matrices are found by convention: a module declares those it owns directly with
+``init_weights() -> list[(param_name, fan_in)]`` (and may name its biases with ``init_biases()``);
+otherwise every parameter of ndim ≥ 3 not tagged no-weight-decay is a (E, d_in, d_out) matrix with
+fan-in shape[1], and a parameter named ``bias`` is a bias.
 """
 
 from __future__ import annotations
@@ -38,16 +45,17 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import nn
 
+from ..theory.designed import designed_weights
 from .layers import PackedEmbedding, PackedLinear, PackedModule, _normal_
-from .mamba import PackedCausalConv
-from .ssm import S4DCore, S6Core
+from .mixers.linear_mamba import LinearMambaMixer
+from .mixers.s6 import S6Core
 
 
 class InitConfig(BaseModel):
-    """Initialisation scheme: default | mamba | hf | gamma (see ssmrepro.models.init)."""
+    """Initialisation scheme: default | mamba | hf | gamma | designed (see ssmrepro.models.init)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    scheme: Literal["default", "mamba", "hf", "gamma"] = "default"
+    scheme: Literal["default", "mamba", "hf", "gamma", "designed"] = "default"
     gamma: float | None = Field(None, gt=0, description="gamma scheme: std = fan_in ** -gamma")
     std: float = Field(0.02, gt=0, description="mamba / hf schemes: normal std")
 
@@ -62,20 +70,6 @@ def _weights(m: nn.Module) -> list[tuple[str, int]]:
     """(parameter name, fan-in) of every weight matrix owned directly by module m."""
     if hasattr(m, "init_weights"):
         return list(m.init_weights())
-    if isinstance(m, PackedLinear):
-        return [("weight", m.din)]
-    if isinstance(m, PackedEmbedding):
-        return [("weight", m.weight.shape[1])]
-    if isinstance(m, PackedCausalConv):
-        return [("weight", m.width)]
-    if isinstance(m, S6Core):
-        return [("dt_weight", m.R)]
-    if isinstance(m, S4DCore):
-        return [("C", m.N)]
-    from .backbone import LearnedPositions
-
-    if isinstance(m, LearnedPositions):
-        return [("weight", m.weight.shape[1])]
     return [
         (n, p.shape[1]) for n, p in m.named_parameters(recurse=False)
         if p.dim() >= 3 and not getattr(p, "_no_weight_decay", False)
@@ -122,10 +116,29 @@ def _apply(model: nn.Module, e: int, g: torch.Generator, cfg: InitConfig) -> Non
                     _normal_(m.dt_weight[e], cfg.std, g)
                     m.dt_bias[e].zero_()
             elif cfg.scheme == "mamba":
-                if isinstance(m, PackedEmbedding):
-                    _normal_(m.weight[e], cfg.std, g)
-                elif isinstance(m, PackedLinear) and m.bias is not None:
+                if isinstance(m, PackedLinear) and m.bias is not None:
                     m.bias[e].zero_()
+
+
+@torch.no_grad()
+def _designed(model: nn.Module, seeds: list[int]) -> None:
+    """koren2026 Thm 2's weights into the embedding and the one single-head linear Mamba mixer."""
+    mixers = [m for m in model.modules() if isinstance(m, LinearMambaMixer)]
+    embed = getattr(model, "embed", None)
+    if len(mixers) != 1 or not isinstance(embed, PackedEmbedding):
+        raise ValueError("init 'designed' needs a token-embedding model with exactly one "
+                         f"linear_mamba mixer, found {len(mixers)}")
+    lm = mixers[0]
+    if lm.pattern is not None:
+        raise ValueError("designed weights exist for the single-head linear Mamba only")
+    if lm.d_conv != 2 or lm.expand != 2:
+        raise ValueError("designed weights exist for 1 layer, d_conv = 2, expand = 2")
+    V, D = embed.weight.shape[1], embed.weight.shape[2]
+    for e, s in enumerate(seeds):
+        w = designed_weights(V, D, lm.N, int(s))
+        embed.weight[e].copy_(w["embedding"])
+        for name in ("in_proj", "conv", "B_proj", "C_proj", "out_proj"):
+            getattr(lm, name).weight[e].copy_(w[name])
 
 
 def initialise(model: nn.Module, seeds: list[int], cfg: InitConfig | None = None) -> None:
@@ -133,13 +146,25 @@ def initialise(model: nn.Module, seeds: list[int], cfg: InitConfig | None = None
 
     With ``cfg`` None or scheme 'default' this is exactly ``layers.reset_members``.
     """
-    for e, s in enumerate(seeds):
-        g = torch.Generator().manual_seed(int(s))
-        for m in model.modules():
-            if isinstance(m, PackedModule):
-                m.reset_member(e, g)
-        if cfg is not None and cfg.scheme != "default":
-            _apply(model, e, g, cfg)
+    scheme = "default" if cfg is None else cfg.scheme
+    embeds = [m for m in model.modules() if isinstance(m, PackedEmbedding)]
+    stds = [m.init_std for m in embeds]
+    if scheme == "mamba":  # the embedding is drawn N(0, std) in its own place of the stream
+        for m in embeds:
+            m.init_std = cfg.std
+    try:
+        for e, s in enumerate(seeds):
+            g = torch.Generator().manual_seed(int(s))
+            for m in model.modules():
+                if isinstance(m, PackedModule):
+                    m.reset_member(e, g)
+            if scheme in ("mamba", "hf", "gamma"):
+                _apply(model, e, g, cfg)
+    finally:
+        for m, std in zip(embeds, stds):
+            m.init_std = std
+    if scheme == "designed":
+        _designed(model, seeds)
 
 
 __all__ = ["InitConfig", "initialise", "weight_matrices"]

@@ -7,7 +7,7 @@ with its typed config (pydantic, extra keys forbidden)::
     def bars(ctx: FigureContext, cfg: BarsConfig, path: Path) -> bool: ...
 
 A spec's ``figure: {kind: bars, ...}`` is validated against ``BarsConfig``. Column references in
-configs are column names of the aggregated table (``label``, ``model.d``, ``task.T``, ...) or
+configs are column names of the aggregated table (``label``, ``model.d_model``, ``task.T``, ...) or
 ``case:<i>``, the i-th case label of the run's label (``"(c) trained linear / vs D"`` has
 ``case:0`` = ``(c) trained linear`` and ``case:1`` = ``vs D``).
 """

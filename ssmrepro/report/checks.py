@@ -5,7 +5,7 @@ A spec's ``claims:`` list holds typed checks, selected by ``check:`` (default ``
     claims:
       - {text: "Mamba+PE solves KEEP FIFTH", where: {label: Mamba+PE}, op: ">=", value: 0.95}
       - {check: ordering, text: "full >= linear", a: {label: full}, b: {label: linear},
-         match: [model.D, model.N]}
+         match: [model.d_model, model.d_state]}
 
 A check is a function ``fn(ctx, cfg) -> list[Verdict]`` registered with its pydantic config
 (extra keys forbidden) by :func:`check_kind`. Checks see the profile's cells (``cells.aggregate``):

@@ -1,7 +1,7 @@
 """Stage 5 (report): the column names the report and figure code relies on, in one place.
 
 Run tables (``results.csv``) have one row per run: ids, status, metrics and the dotted config
-(``model.d``, ``task.T``, ...). Figure kinds and checks name their columns in their typed
+(``model.d_model``, ``task.T``, ...). Figure kinds and checks name their columns in their typed
 configs; the defaults below are the only column names written in the code.
 """
 
@@ -22,8 +22,8 @@ OK = "ok"
 DIVERGED = "diverged"
 
 # koren2026 recall grids (MQAR): width, state size and the keys of a regime
-WIDTH = "model.D"
-STATE = "model.N"
+WIDTH = "model.d_model"
+STATE = "model.d_state"
 VOCAB = "task.vocab"
 SEQ_LEN = "task.L"
 FACTS = "task.kappa"

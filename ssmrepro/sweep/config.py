@@ -147,7 +147,7 @@ class RunConfig:
                 "seed": self.seed}
 
     def flat(self) -> dict[str, Any]:
-        """Dotted config columns, e.g. ``model.d`` (nested dicts flattened)."""
+        """Dotted config columns, e.g. ``model.d_model`` (nested dicts flattened)."""
         return flatten(self.config())
 
     def pack_key(self) -> str:

@@ -25,7 +25,7 @@ SECTIONS = ("task", "model", "train")
 def set_dotted(cfg: dict[str, Any], key: str, value: Any) -> None:
     parts = key.split(".")
     if parts[0] not in SECTIONS:
-        raise KeyError(f"{key}: keys must start with one of {', '.join(SECTIONS)} (e.g. model.d)")
+        raise KeyError(f"{key}: keys must start with one of {', '.join(SECTIONS)} (e.g. model.d_model)")
     if len(parts) == 1:  # a whole section, e.g. a case that swaps the model family
         if not isinstance(value, dict):
             raise KeyError(f"{key}: a whole section must be a mapping")

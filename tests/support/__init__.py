@@ -1,0 +1,1 @@
+"""Test support code (never imported by ssmrepro/)."""

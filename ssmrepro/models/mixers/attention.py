@@ -1,0 +1,83 @@
+"""Library (models): plain causal multi-head softmax attention (the Transformer baselines).
+
+    [q | k | v] = x W_qkv + b_qkv        q, k: qk_dim, v: v_dim wide in total, split over H heads
+    y_h = softmax(q_h k_hᵀ / √(qk_dim/H) + causal mask) v_h
+    out = concat_h(y_h) W_o + b_o
+
+``qk_dim`` / ``v_dim`` (default d_model) set the total query/key and value widths, e.g. chen2025's
+inverse-matching Transformer: d = 128, q/k 128, v 256, 1 head. Fast path:
+``torch.nn.functional.scaled_dot_product_attention``; ``forward_ref``: an explicit softmax with a
+loop over queries.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from pydantic import Field
+from torch import nn
+
+from ...kernels.backend import note_kernel
+from ..layers import PackedLinear, linear_ref
+from .base import MixerConfig, register
+
+
+class AttentionConfig(MixerConfig):
+    """Causal multi-head softmax attention (qkv and out projections with bias)."""
+
+    name: Literal["attention"] = "attention"
+    heads: int = Field(1, ge=1)
+    qk_dim: int | None = Field(None, ge=1, description="total query/key width (default d_model)")
+    v_dim: int | None = Field(None, ge=1, description="total value width (default d_model)")
+
+    def activation_floats(self, d_model: int, L: int) -> int:
+        """x, q, k, v, merged heads: d + 2·qk + 2·v per position; scores and softmax 2·H·L²."""
+        qk, v = self.qk_dim or d_model, self.v_dim or d_model
+        return L * (d_model + 2 * qk + 2 * v) + 2 * self.heads * L * L
+
+
+@register(AttentionConfig)
+class PackedAttention(nn.Module):
+    """Causal MHA with qkv / out projections (with bias) per member."""
+
+    def __init__(self, E: int, d_model: int, cfg: AttentionConfig):
+        super().__init__()
+        heads = cfg.heads
+        self.qk, self.v = cfg.qk_dim or d_model, cfg.v_dim or d_model
+        if self.qk % heads or self.v % heads:
+            raise ValueError(f"q/k width {self.qk} and v width {self.v} must divide by heads={heads}")
+        self.d, self.heads = d_model, heads
+        self.qkv = PackedLinear(E, d_model, 2 * self.qk + self.v)  # x -> [q | k | v]
+        self.out = PackedLinear(E, self.v, d_model)
+
+    def init_weights(self) -> list[tuple[str, int]]:
+        return []  # qkv and out are PackedLinear children
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (E, B, L, d)
+        E, B, L, d = x.shape
+        H = self.heads
+        q, k, v = self.qkv(x).split([self.qk, self.qk, self.v], dim=-1)
+
+        def heads(t: torch.Tensor) -> torch.Tensor:  # (E, B, L, w) -> (E*B, H, L, w/H)
+            return t.reshape(E * B, L, H, -1).transpose(1, 2)
+
+        note_kernel(type(self).__name__, "torch:sdpa")
+        y = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), is_causal=True)
+        return self.out(y.transpose(1, 2).reshape(E, B, L, self.v))  # y: (E*B, H, L, v/H)
+
+    def forward_ref(self, x: torch.Tensor) -> torch.Tensor:
+        """softmax(q kᵀ / √dk + causal mask) v, head by head, one query at a time."""
+        E, B, L, _ = x.shape
+        H, qk, v = self.heads, self.qk, self.v
+        q, k, vv = linear_ref(x, self.qkv).split([qk, qk, v], -1)
+        out = x.new_zeros(E, B, L, v)
+        for h in range(H):
+            qs, vs = slice(h * qk // H, (h + 1) * qk // H), slice(h * v // H, (h + 1) * v // H)
+            for t in range(L):
+                s = torch.einsum("ebk,ebsk->ebs", q[:, :, t, qs], k[:, :, : t + 1, qs]) / (qk // H) ** 0.5
+                p = torch.exp(s - s.max(-1, keepdim=True).values)
+                p = p / p.sum(-1, keepdim=True)
+                out[:, :, t, vs] = torch.einsum("ebs,ebsv->ebv", p, vv[:, :, : t + 1, vs])
+        return linear_ref(out, self.out)

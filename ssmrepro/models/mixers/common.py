@@ -1,0 +1,71 @@
+"""Library (models): parameter helpers shared by the SSM mixers (Λ / A and Δ initialisations).
+
+Not a mixer. Λ = -exp(A_log) (+ i·A_im) with S4D-real (Λ_n = -(n+1)) or S4D-lin (Λ_n = -1/2 + iπn)
+values (Gu et al. 2022); Δ's bias b_Δ with softplus(b_Δ) log-uniform in [dt_min, dt_max] (mamba-ssm's
+dt init); Mamba-2's A_log = log U(A_min, A_max).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from pydantic import Field
+from torch import nn
+
+from ..layers import lr_group, no_weight_decay
+
+A_INITS = ("s4d_real", "s4d_lin")
+A_INIT_FIELD = Field("s4d_real", description="s4d_real: Λ_n = -(n+1); s4d_lin: Λ_n = -1/2 + iπn")
+DT_INIT_FLOOR = 1e-4  # Δ init clamp (mamba-ssm's dt_init_floor)
+
+
+def init_A_(A_log: torch.Tensor, A_im: torch.Tensor | None, kind: str) -> None:
+    """Fill one member's Λ = -exp(A_log) + i·A_im, both (..., N), with S4D-real or S4D-lin values."""
+    N = A_log.shape[-1]
+    n = torch.arange(N, dtype=torch.float64)
+    with torch.no_grad():
+        if kind == "s4d_real":  # Λ_n = -(n+1)
+            A_log.copy_(torch.log(n + 1).expand(A_log.shape))
+            if A_im is not None:
+                A_im.zero_()
+        elif kind == "s4d_lin":  # Λ_n = -1/2 + iπn
+            A_log.fill_(math.log(0.5))
+            if A_im is not None:
+                A_im.copy_((math.pi * n).expand(A_im.shape))
+        else:
+            raise ValueError(f"unknown A_init {kind!r}; known: {A_INITS}")
+
+
+def make_A(A_log: torch.Tensor, A_im: torch.Tensor | None) -> torch.Tensor:
+    """Λ = -exp(A_log) (+ i·A_im): real or complex, same shape."""
+    re = -torch.exp(A_log)
+    return re if A_im is None else torch.complex(re, A_im)
+
+
+def A_params(E: int, shape: tuple[int, ...], complex_A: bool):
+    """(A_log, A_im or None) parameters, tagged "A" and without weight decay."""
+    A_log = lr_group(no_weight_decay(nn.Parameter(torch.empty(E, *shape))), "A")
+    A_im = lr_group(no_weight_decay(nn.Parameter(torch.empty(E, *shape))), "A") if complex_A else None
+    return A_log, A_im
+
+
+def dt_bias_init(n: int, dt_min: float, dt_max: float, floor: float, g: torch.Generator) -> torch.Tensor:
+    """b_Δ with softplus(b_Δ) log-uniform in [dt_min, dt_max] (mamba-ssm's dt init), (n,) float64.
+
+    softplus⁻¹ of dt ~ exp(U(log dt_min, log dt_max)) clamped at ``floor``.
+    """
+    u = torch.rand(n, generator=g, dtype=torch.float64)
+    dt = torch.exp(u * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min))
+    dt = dt.clamp(min=floor)
+    return dt + torch.log(-torch.expm1(-dt))  # inverse softplus
+
+
+def A_log_uniform(n: int, A_min: float, A_max: float, g: torch.Generator) -> torch.Tensor:
+    """log of A_init ~ U(A_min, A_max) (Mamba-2, chen2025 App. B), (n,) float64."""
+    return torch.log(A_min + (A_max - A_min) * torch.rand(n, generator=g, dtype=torch.float64))
+
+
+def cplx(x: torch.Tensor, N: int) -> torch.Tensor:
+    """[re | im] on the last dim (2N) -> complex (N)."""
+    return torch.complex(*x.split(N, dim=-1))

@@ -1,0 +1,202 @@
+"""Library (models): the papers' models as presets — typed configs that expand to a SeqLMConfig.
+
+A preset is data, not a module: its fields are the paper's knobs, ``to_backbone()`` is the SeqLM
+configuration it stands for, and ``build_model`` builds that SeqLM. Each expansion is proven equal
+to the hand-written model it replaced (tests/test_presets.py against tests/support/legacy_models.py:
+same parameter count, same parameters from the same seeds, same outputs and gradients, float64).
+
+    ssm_lm          huang2025 KEEP n-TH models: embedding (index PE optional) -> [norm -> S6 | S4D
+                    core (+ residual)] × n_layers -> final norm -> linear head
+    transformer_lm  embedding + learned positions -> pre-norm attention + MLP blocks -> norm -> head
+    linear_mamba    koren2026's simplified linear Mamba (Alg. 1, head patterns of App. F.2.2): no
+                    norms, tied read-out, residual for Λ > 1 layers; ``init: designed`` = Thm 2's
+                    constructed weights (models.init's ``designed`` scheme)
+    mamba_lm        mamba-ssm's MambaLMHeadModel: RMSNorm pre-norm Mamba-1 blocks, final RMSNorm,
+                    tied head, mamba-ssm's init (embedding N(0, 0.02), out_proj / √n_layer)
+    cooper_hybrid   cooper2026: Mamba-1 'SSM' and GPT-NeoX 'TF' layers in a pattern, tied head,
+                    Hugging Face init
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from .backbone import SeqLMConfig
+from .base import ModelConfig
+from .blocks import MixerBlockConfig, NeoXBlockConfig
+from .init import InitConfig
+from .mixers.attention import AttentionConfig
+from .mixers.linear_mamba import LinearMambaMixerConfig
+from .mixers.mamba1 import Mamba1Config
+from .mixers.s4d import S4DConfig
+from .mixers.s6 import S6Config
+
+
+class SSMLMConfig(ModelConfig):
+    """Embedding -> SSM core layers (S6 or S4D; no conv, no gate) -> linear head."""
+
+    name: Literal["ssm_lm"] = "ssm_lm"
+    mixer: Literal["s6", "s4d"] = "s6"
+    d_model: int = Field(32, ge=2, description="model width (channels)")
+    d_state: int = Field(8, ge=1, le=256, description="state size per channel (kernel limit 256)")
+    n_layers: int = Field(1, ge=1)
+    pe: Literal["none", "index"] = "none"
+    norm: Literal["none", "layernorm", "rmsnorm"] = "none"
+    residual: bool = True
+    head_bias: bool = True
+    dt_rank: int | Literal["auto"] = "auto"
+    dt_min: float = Field(1e-3, gt=0)
+    dt_max: float = Field(1e-1, gt=0)
+
+    def to_backbone(self) -> SeqLMConfig:
+        """[norm -> core (+ residual)] blocks; the final norm of the same kind; index PE = pos
+        'index'. S6 core with its D skip, S4D core without (huang2025 counts)."""
+        if self.mixer == "s6":
+            core = S6Config(d_state=self.d_state, dt_rank=self.dt_rank, dt_min=self.dt_min,
+                            dt_max=self.dt_max)
+        else:
+            core = S4DConfig(d_state=self.d_state)
+        return SeqLMConfig(
+            d_model=self.d_model, layers=["SSM"], repeat=self.n_layers,
+            blocks={"SSM": MixerBlockConfig(mixer=core, norm=self.norm, residual=self.residual)},
+            pos="index" if self.pe == "index" else "none", final_norm=self.norm,
+            head="per_position", head_bias=self.head_bias)
+
+
+class TransformerLMConfig(ModelConfig):
+    """Embedding + learned positions -> pre-norm Transformer blocks -> linear head."""
+
+    name: Literal["transformer_lm"] = "transformer_lm"
+    d_model: int = Field(16, ge=2)
+    n_layers: int = Field(1, ge=1)
+    heads: int = Field(1, ge=1)
+    mlp_ratio: int = Field(1, ge=0, description="MLP hidden = mlp_ratio * d_model (unless mlp_hidden)")
+    mlp_hidden: int | None = Field(None, ge=0)
+    pos: Literal["learned", "none"] = "learned"
+    norm: Literal["none", "layernorm", "rmsnorm"] = "layernorm"
+    head_bias: bool = True
+
+    def to_backbone(self) -> SeqLMConfig:
+        """Block = h + Attn(Norm h) (causal MHA, biases), then h + MLP(Norm h) (GELU; none if the
+        hidden width is 0); final norm of the same kind."""
+        hidden = self.d_model * self.mlp_ratio if self.mlp_hidden is None else self.mlp_hidden
+        block = MixerBlockConfig(mixer=AttentionConfig(heads=self.heads), norm=self.norm,
+                                 mlp_hidden=hidden, mlp_act="gelu")
+        return SeqLMConfig(
+            d_model=self.d_model, layers=["TF"], repeat=self.n_layers, blocks={"TF": block},
+            pos=self.pos, final_norm=self.norm, head="per_position", head_bias=self.head_bias)
+
+
+class LinearMambaConfig(ModelConfig):
+    """koren2026 simplified linear Mamba (Alg. 1): conv + SSM with A = I, D = 0, tied embeddings."""
+
+    name: Literal["linear_mamba"] = "linear_mamba"
+    d_model: int = Field(32, ge=2, description="model width D")
+    d_state: int = Field(16, ge=1, description="state size N")
+    n_layers: int = Field(1, ge=1, description="Λ")
+    d_conv: int = Field(2, ge=1, le=8)
+    expand: int = Field(2, ge=1)
+    residual: bool | None = Field(None, description="default: on for Λ > 1 (official configs)")
+    init: Literal["default", "designed"] = Field(
+        "default", description="designed: koren2026 Thm 2 weights (evaluate with max_steps 0)")
+    heads: int = Field(1, ge=1, description="M, SSM heads (koren2026 App. F.2.2; needs head_pattern)")
+    head_pattern: Literal["MHA", "MQA", "MKA", "MVA"] | None = Field(
+        None, description="koren2026 Table 8 head pattern; None = the single-head layer (Alg. 1)")
+
+    @model_validator(mode="after")
+    def _check(self) -> LinearMambaConfig:
+        if self.head_pattern is None and self.heads != 1:
+            raise ValueError("heads > 1 needs a head_pattern (MHA, MQA, MKA or MVA)")
+        if self.init == "designed" and self.head_pattern is not None:
+            raise ValueError("designed weights exist for the single-head linear Mamba only")
+        if self.init == "designed" and (self.n_layers, self.d_conv, self.expand) != (1, 2, 2):
+            raise ValueError("designed weights exist for 1 layer, d_conv = 2, expand = 2")
+        return self
+
+    def to_backbone(self) -> SeqLMConfig:
+        """Blocks without norms (residual on for Λ > 1 unless set), no final norm, tied head
+        without bias."""
+        mixer = LinearMambaMixerConfig(d_state=self.d_state, d_conv=self.d_conv, expand=self.expand,
+                                       heads=self.heads, head_pattern=self.head_pattern)
+        residual = self.residual if self.residual is not None else self.n_layers > 1
+        return SeqLMConfig(
+            d_model=self.d_model, layers=["SSM"], repeat=self.n_layers,
+            blocks={"SSM": MixerBlockConfig(mixer=mixer, norm="none", residual=residual)},
+            pos="none", final_norm="none", head="per_position", tie_head=True, head_bias=False,
+            init=InitConfig(scheme="designed" if self.init == "designed" else "default"))
+
+
+class MambaLMConfig(ModelConfig):
+    """Mamba-1 LM as mamba-ssm's MambaLMHeadModel (RMSNorm, tied head; conv + gate mixer)."""
+
+    name: Literal["mamba_lm"] = "mamba_lm"
+    d_model: int = Field(64, ge=2, description="model width")
+    d_state: int = Field(16, ge=1, le=256, description="state size N")
+    n_layers: int = Field(1, ge=1)
+    d_conv: int = Field(4, ge=1, le=8)
+    expand: int = Field(2, ge=1)
+
+    def to_backbone(self) -> SeqLMConfig:
+        """h + Mamba1(RMSNorm h) blocks (in/out_proj without bias, conv with bias), final RMSNorm,
+        tied head without bias; init scheme 'mamba' (embedding N(0, 0.02), out_proj / √n_layer)."""
+        mixer = Mamba1Config(d_state=self.d_state, d_conv=self.d_conv, expand=self.expand)
+        return SeqLMConfig(
+            d_model=self.d_model, layers=["SSM"], repeat=self.n_layers,
+            blocks={"SSM": MixerBlockConfig(mixer=mixer, norm="rmsnorm")},
+            pos="none", final_norm="rmsnorm", head="per_position", tie_head=True, head_bias=False,
+            init=InitConfig(scheme="mamba"))
+
+
+class CooperHybridConfig(ModelConfig):
+    """cooper2026 hybrid: Mamba-1 'SSM' and GPT-NeoX 'TF' layers in a pattern (SeqLM preset)."""
+
+    name: Literal["cooper_hybrid"] = "cooper_hybrid"
+    d_model: int = Field(8, ge=2, description="hidden_size")
+    layers: str | list[str] = Field("SSM-TF", description="'SSM-TF', 'TF-TF', [SSM, TF, ...]")
+    repeat: int = Field(1, ge=1)
+    d_state: int = Field(16, ge=1, le=256, description="Mamba state_size (audit: 16 in the runs)")
+    expand: int = Field(2, ge=1, description="Mamba expand and NeoX MLP expand")
+    d_conv: int = Field(4, ge=1, le=8)
+    heads: int = Field(1, ge=1)
+    window: int | None = Field(20, ge=1, description="sliding window (None = full causal)")
+    rotary_pct: float = Field(0.25, ge=0, le=1)
+    split_heads: bool = Field(True, description="False: fork's do_split_square=False")
+    tie_head: bool = Field(
+        True, description="HF ties embed_out to embed_in (matches the audited counts)")
+    init: InitConfig = Field(InitConfig(scheme="hf"),
+                             description="HF _init_weights: Linear/embedding N(0, 0.02)")
+
+    def to_backbone(self) -> SeqLMConfig:
+        """The SeqLM config this preset stands for (cooper2026 §5.1, notes/paper-settings.md).
+
+        SSM block = RMSNorm → Mamba-1 mixer (in_proj no bias, conv bias, dt_rank ⌈d/16⌉, D) →
+        residual; TF block = NeoX layer (LayerNorms, qkv/dense/MLP with bias, SiLU, expand 2,
+        RoPE 25 %, window); final LayerNorm; head without bias. Tied head [INFERRED]: the fork's
+        ``HybridConfig`` sets ``self.tie_word_embeddings = False`` and then calls
+        ``PretrainedConfig.__init__`` without passing it, which resets it to the default True, so
+        HF ties ``embed_out`` to ``embed_in``. The audited counts confirm it: SSM→TF d = 8, V = 34
+        gives 2,192 only with one V×d table (2,464 with two); likewise 11,496 / 9,336 at d = 24,
+        V = 11. Dropout (0.1 in HF) is off here.
+        """
+        return SeqLMConfig(
+            d_model=self.d_model, layers=self.layers, repeat=self.repeat,
+            blocks={
+                "SSM": MixerBlockConfig(
+                    mixer=Mamba1Config(d_state=self.d_state, d_conv=self.d_conv, expand=self.expand,
+                                       conv_bias=True, bias=False),
+                    norm="rmsnorm"),
+                "TF": NeoXBlockConfig(heads=self.heads, window=self.window,
+                                      rotary_pct=self.rotary_pct, split_heads=self.split_heads,
+                                      expand=self.expand, act="silu", norm="layernorm"),
+            },
+            pos="none", final_norm="layernorm", head="per_position", tie_head=self.tie_head,
+            head_bias=False, init=self.init)
+
+
+PRESETS: tuple[type[ModelConfig], ...] = (
+    SSMLMConfig, TransformerLMConfig, LinearMambaConfig, MambaLMConfig, CooperHybridConfig)
+
+__all__ = ["PRESETS", "CooperHybridConfig", "LinearMambaConfig", "MambaLMConfig", "SSMLMConfig",
+           "TransformerLMConfig"]
