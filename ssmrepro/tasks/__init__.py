@@ -1,4 +1,8 @@
-"""Task registry: name -> Task class (each with its pydantic ``Config``)."""
+"""Library (tasks): the task registry, name -> Task class (each with its pydantic ``Config``).
+
+Synthetic generators (``keep_nth``, ``mqar``) and the six LRA datasets (``lra_*``) share one
+interface (``tasks.base``).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Task interface shared by every generator.
+"""Library (tasks): the interface shared by every task (synthetic generators and datasets).
 
 A task turns (per-member seeds, split, sample indices) into a batch. Sample ``i`` of split ``s`` for
 seed ``r`` is a pure function of (config, r, s, i): the training stream, a fixed training set, and

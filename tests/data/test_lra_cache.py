@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from ssmrepro.data import TASKS, load_lra
+from ssmrepro.data import DATASETS, load_lra
 from ssmrepro.data.cache import cache_key, file_identity, load_entry, save_entry
 
 IDENTITY = [("lra/listops-1000/basic_train.tsv", 1000, 123456789)]
@@ -27,24 +27,24 @@ def _perturb(value):
     raise TypeError(type(value))
 
 
-@pytest.mark.parametrize("task", sorted(TASKS))
-def test_every_config_field_changes_the_key(task):
-    tdef = TASKS[task]
-    cfg = tdef.config_cls()
-    base = cache_key(task, tdef.sources[0], IDENTITY, cfg, tdef.version)
+@pytest.mark.parametrize("dataset", sorted(DATASETS))
+def test_every_config_field_changes_the_key(dataset):
+    ddef = DATASETS[dataset]
+    cfg = ddef.config_cls()
+    base = cache_key(dataset, ddef.sources[0], IDENTITY, cfg, ddef.version)
     fields = dataclasses.fields(cfg)
     assert fields
     keys = {base}
     for f in fields:
         changed = dataclasses.replace(cfg, **{f.name: _perturb(getattr(cfg, f.name))})
-        k = cache_key(task, tdef.sources[0], IDENTITY, changed, tdef.version)
-        assert k != base, f"{task}.{f.name} does not change the cache key"
+        k = cache_key(dataset, ddef.sources[0], IDENTITY, changed, ddef.version)
+        assert k != base, f"{dataset}.{f.name} does not change the cache key"
         keys.add(k)
     assert len(keys) == len(fields) + 1
 
 
 def test_identity_source_version_and_task_change_the_key():
-    cfg = TASKS["listops"].config_cls()
+    cfg = DATASETS["listops"].config_cls()
     base = cache_key("listops", "lra_release", IDENTITY, cfg, 1)
     (path, size, mtime) = IDENTITY[0]
     assert cache_key("listops", "lra_release", [(path, size + 1, mtime)], cfg, 1) != base
