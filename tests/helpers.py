@@ -4,9 +4,35 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _models_branch_merged() -> bool:
+    """Whether ``seq_lm`` has the new field names and heads (d_model, dual_pool) yet."""
+    try:
+        from ssmrepro.models import MODELS
+
+        fields = MODELS["seq_lm"].Config.model_fields
+        return "d_model" in fields and "dual_pool" in str(fields["head"].annotation)
+    except Exception:  # noqa: BLE001 - any mismatch means "not yet"
+        return False
+
+
+# Specs / tests written against the models branch (SeqLM with input_dim, mean_pool / dual_pool
+# heads, d_model / d_state names): expected to fail until it is merged, real tests afterwards.
+NEEDS_MODELS = pytest.mark.xfail(
+    not _models_branch_merged(),
+    reason="needs the SeqLM input_dim/pooled heads from the models branch", strict=False)
+NEEDS_MODELS_SPECS = {"yu2025-tab2"}
+
+
+def spec_params(paths: list[Path]) -> list:
+    """pytest params of spec files, marked NEEDS_MODELS where they need the models branch."""
+    return [pytest.param(p, id=p.stem, marks=[NEEDS_MODELS] if p.stem in NEEDS_MODELS_SPECS else [])
+            for p in paths]
 
 
 def write_spec(tmp_path: Path, name: str = "t-spec", **overrides) -> Path:

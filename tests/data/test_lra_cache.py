@@ -108,3 +108,23 @@ def test_save_entry_is_atomic_and_first_writer_wins(tmp_path):
     arrays, meta = load_entry(p)
     assert meta["m"] == 1 and arrays["a"].tolist() == [0, 1, 2]
     assert [q.name for q in tmp_path.iterdir()] == ["task-abc"]
+
+
+def test_save_entry_fsyncs_files_and_folders_before_it_is_visible(tmp_path, monkeypatch):
+    import numpy as np
+
+    import ssmrepro.util as util
+
+    synced: list[str] = []
+    real = util.os.fsync
+
+    def spy(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}") if os.path.exists("/proc/self/fd") else "?")
+        return real(fd)
+
+    monkeypatch.setattr(util.os, "fsync", spy)
+    p = tmp_path / "listops-abc"
+    save_entry(p, {"train.x": np.arange(3), "train.labels": np.arange(2)}, {"m": 1})
+    files = [s for s in synced if s.endswith(".tmp")]  # each array and meta.json, before rename
+    assert len(files) == 3 and len(synced) == 5  # + the entry folder and its parent
+    assert synced[-1] == str(tmp_path)
