@@ -8,6 +8,7 @@ depend on ``ssmrepro.models``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import shutil
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import NEEDS_MODELS
 from stubs import StubModel, make_runs, register_regression, use_stub_model
 
 from ssmrepro.tasks import build_task
@@ -220,3 +222,22 @@ def test_evaluation_of_a_dataset_covers_at_most_its_split(data_root, stub):
     res = train_pack(make_runs({"name": "lra_listops"}, [dict(
         TRAIN_KW, batch_size=2, train_size=4, epochs=1, val_size=1000, test_size=1000)], seeds=[0]))
     assert math.isfinite(res[0]["metrics"]["test.acc"])  # 3 test rows, not 1000
+
+
+@NEEDS_MODELS
+@pytest.mark.parametrize("name", ["lra_listops", "lra_retrieval", "lra_pathfinder"])
+def test_seq_lm_trains_every_lra_input_kind_packed(data_root, name):
+    """The real backbone (bidirectional S4D blocks, pooled heads): a pack == its members alone."""
+    from ssmrepro.models import MODELS
+
+    model = MODELS["seq_lm"].Config(
+        name="seq_lm", d_model=8, layers="SSM", pos="none", final_norm="layernorm",
+        head="dual_pool" if name == "lra_retrieval" else "mean_pool",
+        blocks={"SSM": {"mixer": {"name": "s4d_zoh", "d_state": 4}, "bidirectional": "sum",
+                        "norm": "batchnorm", "norm_position": "post", "mlp_expand": 1}})
+    runs = make_runs({"name": name}, [dict(TRAIN_KW, batch_size=2, train_size=4, epochs=2,
+                                           val_size=3, test_size=3, lr=lr) for lr in (0.01, 0.003)],
+                     seeds=[0])
+    runs = [dataclasses.replace(r, model=model) for r in runs]
+    for r in _assert_pack_equals_alone(runs):
+        assert r["status"] == "ok" and 0 <= r["metrics"]["test.acc"] <= 1
