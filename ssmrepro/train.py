@@ -1,9 +1,28 @@
-"""Stage 3b: the one training loop, for a pack of E runs with identical shapes.
+"""Stage 3 (train): the one training loop, for a pack of E runs with identical shapes.
 
 Each member keeps its own init seed, data stream, learning-rate schedule, betas/eps/weight decay,
 gradient clipping, label smoothing, step budget and early stop; a member that stops is frozen and its
 metrics are those at its stop step. NaN/inf loss marks the member ``diverged`` at that step and the
-others go on. Loss and accuracy only count supervised positions (targets != -100).
+others go on.
+
+Target kinds (``TaskInfo.target`` / ``.loss``; a batch's ``y`` has the matching shape, see
+``tasks.base.Batch``)::
+
+    per-position classification  y (E, B, L) int64, IGNORE (-100) where unsupervised;
+                                 logits readout(features(x)) (E, B, L, C) at supervised positions
+    sequence classification      y (E, B) int64; pooled logits readout(h, mask) (E, B, C), and with
+                                 a second input readout(h, mask, h2, mask2) (LRA Retrieval)
+    regression (loss "mse")      y float (E, B, C) (pooled) or (E, B, L, C), NaN where unsupervised;
+                                 loss = mean squared error over the supervised outputs
+
+Classification reports ``<set>.loss`` (cross entropy, label-smoothed in training only) and
+``<set>.acc``; regression reports ``<set>.loss`` and ``<set>.mse`` (equal) and no accuracy. Sets:
+``val`` and ``test`` (samples 0..size-1 of the split; a dataset task evaluates at most its whole
+split), ``train`` (a fixed slice of the training data, min(val_size, train_size) samples; in the
+metrics ``train.loss`` stays the loss of the member's last training batch) and every named
+evaluation set of ``train.evals`` (the test split of the run's task with some fields overridden,
+e.g. longer sequences). The evaluation history has one dict per evaluation:
+``{"step", "val.loss", "val.acc", "train.loss", "train.acc"}`` (``.mse`` for regression).
 """
 
 from __future__ import annotations
@@ -17,8 +36,8 @@ import torch
 import torch.nn.functional as F
 
 from .optim import LRSchedule, PackedAdam, clip_per_member
-from .tasks import build_task, rng
-from .tasks.base import IGNORE, TEST, TRAIN, VAL
+from .tasks import build_task, incompatibility, rng
+from .tasks.base import IGNORE, TEST, TRAIN, VAL, Batch, Task, TaskInfo, fixed_split_error
 
 _INIT_STREAM, _DATA_STREAM, _PERM_STREAM = 1, 2, 3
 
@@ -28,47 +47,91 @@ def derived_seed(seed: int, stream: int) -> int:
     return int(rng.key(torch.tensor([seed]), stream)[0])
 
 
-def supervised_logits(model, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Logits only where some target is supervised: (E, B, K, C) and targets (E, B, K).
+def supervised_logits(model, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None = None,
+                      x2: torch.Tensor | None = None, mask2: torch.Tensor | None = None
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Model outputs where some target is supervised, and the matching targets.
 
-    K = the largest number of supervised positions of any sequence; sequences with fewer get
-    ignored padding. Exact (the loss never reads other positions) and much cheaper when few
-    positions are supervised (MQAR: κ of L); falls back to all positions otherwise.
+    The target kind follows from ``y`` (``tasks.base.Batch``):
+
+    - sequence level, y (E, B) int64 or (E, B, C) float: pooled outputs ``readout(h, mask)``
+      (E, B, C); with a second input x2 ``readout(h, mask, h2, mask2)``, where both inputs go
+      through ``features`` as one batch of 2B sequences when they have the same length (one pass;
+      batch statistics, e.g. BatchNorm's, then cover both documents, as in S4's retrieval).
+    - per-position regression, y (E, B, L, C) float: every position, (E, B, L, C).
+    - per-position classification, y (E, B, L) int64: (E, B, K, C) and targets (E, B, K), K = the
+      largest number of supervised positions of any sequence (sequences with fewer get ignored
+      padding). Exact (the loss never reads other positions) and much cheaper when few positions
+      are supervised (MQAR: κ of L); falls back to all positions otherwise.
     """
+    if y.dim() == (3 if y.is_floating_point() else 2):  # one target per sequence
+        if x2 is None:
+            return model.readout(model.features(x), mask), y
+        B = x.shape[1]
+        if x2.shape[2] == x.shape[2]:
+            h = model.features(torch.cat([x, x2], dim=1))  # (E, 2B, L, d)
+            h, h2 = h[:, :B], h[:, B:]
+        else:
+            h, h2 = model.features(x), model.features(x2)
+        return model.readout(h, mask, h2, mask2), y
     h = model.features(x)  # (E, B, L, d)
-    mask = y != IGNORE
-    K = int(mask.sum(-1).max())
+    if y.is_floating_point():
+        return model.readout(h), y
+    sup = y != IGNORE
+    K = int(sup.sum(-1).max())
     if K * 2 > y.shape[-1]:
         return model.readout(h), y
-    pos = torch.argsort(mask.to(torch.int8), dim=-1, descending=True, stable=True)[..., :K]
+    pos = torch.argsort(sup.to(torch.int8), dim=-1, descending=True, stable=True)[..., :K]
     hs = h.gather(2, pos.unsqueeze(-1).expand(*pos.shape, h.shape[-1]))  # (E, B, K, d)
     return model.readout(hs), y.gather(2, pos)
 
 
-def member_losses(logits: torch.Tensor, y: torch.Tensor, smoothing: torch.Tensor | None = None):
-    """Per-member mean loss and accuracy over supervised positions.
+def member_losses(out: torch.Tensor, y: torch.Tensor, smoothing: torch.Tensor | None = None):
+    """Per-member mean loss, correct predictions and supervised count: (E,), (E,) | None, (E,).
 
-    logits (E, B, L, C), y (E, B, L) -> loss (E,), correct (E,), count (E,). With ``smoothing`` (E,)
-    the loss is torch's label-smoothed cross entropy, (1-ε)·nll + ε·mean_c(-log p_c).
+    Classification: out (E, ..., C) logits, y (E, ...) int64 with IGNORE = unsupervised; the loss
+    is the cross entropy over supervised targets, with ``smoothing`` (E,) torch's label-smoothed
+    one, (1-ε)·nll + ε·mean_c(-log p_c). Regression: out and y float (E, ..., C), NaN in y =
+    unsupervised; the loss is the mean squared error over supervised outputs, ``correct`` is None.
     """
-    E = logits.shape[0]
+    E = out.shape[0]
+    if y.is_floating_point():
+        sup = ~torch.isnan(y)
+        y0 = torch.where(sup, y, torch.zeros_like(y))  # NaN-free, so no NaN gradient leaks
+        err = torch.where(sup, out - y0, torch.zeros_like(out))
+        count = sup.reshape(E, -1).sum(1).to(out.dtype)
+        return (err * err).reshape(E, -1).sum(1) / count.clamp(min=1), None, count
     mask = y != IGNORE
-    logp = F.log_softmax(logits, dim=-1)
-    nll = -logp.gather(-1, y.clamp(min=0).unsqueeze(-1)).squeeze(-1)  # (E, B, L)
+    logp = F.log_softmax(out, dim=-1)
+    nll = -logp.gather(-1, y.clamp(min=0).unsqueeze(-1)).squeeze(-1)  # (E, B[, L])
     if smoothing is not None:
-        eps = smoothing.view(E, 1, 1).to(logp.dtype)
+        eps = smoothing.view(E, *([1] * (nll.dim() - 1))).to(logp.dtype)
         nll = (1 - eps) * nll + eps * (-logp.mean(-1))
     m = mask.to(logp.dtype)
     count = m.reshape(E, -1).sum(1)
     loss = (nll * m).reshape(E, -1).sum(1) / count.clamp(min=1)
-    correct = ((logits.argmax(-1) == y) & mask).reshape(E, -1).sum(1)
+    correct = ((out.argmax(-1) == y) & mask).reshape(E, -1).sum(1)
     return loss, correct, count
+
+
+def batch_fields(b: Batch, dtype: torch.dtype | None = None) -> tuple:
+    """(x, y, mask, x2, mask2) for ``supervised_logits``; float inputs and targets in ``dtype``."""
+    cast = lambda t: t.to(dtype) if dtype is not None and t is not None and t.is_floating_point() else t  # noqa: E731
+    return cast(b.x), cast(b.y), b.mask, cast(b.x2), b.mask2
+
+
+def _float_dtype(model) -> torch.dtype:
+    return next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
 
 
 @torch.no_grad()
 def evaluate(model, task, data_seeds, split: int, size: int, batch: int) -> tuple[torch.Tensor, ...]:
-    """Mean loss and accuracy per member on samples 0..size-1 of ``split``: (E,), (E,)."""
+    """Mean loss and score per member on samples 0..size-1 of ``split``: (E,), (E,).
+
+    The score is the accuracy (classification) or the mean squared error (regression, = loss).
+    """
     model.eval()
+    dtype = _float_dtype(model)
     E = data_seeds.shape[0]
     tot_loss = torch.zeros(E, dtype=torch.float64, device=data_seeds.device)
     tot_correct = torch.zeros_like(tot_loss)
@@ -76,13 +139,49 @@ def evaluate(model, task, data_seeds, split: int, size: int, batch: int) -> tupl
     for start in range(0, size, batch):
         idx = torch.arange(start, min(size, start + batch), device=data_seeds.device)
         b = task.sample(data_seeds, split, idx.expand(E, -1))
-        loss, correct, count = member_losses(*supervised_logits(model, b.x, b.y))
+        loss, correct, count = member_losses(*supervised_logits(model, *batch_fields(b, dtype)))
         tot_loss += loss.double() * count
-        tot_correct += correct
+        tot_correct += correct if correct is not None else loss.double() * count
         tot_count += count
     model.train()
     n = tot_count.clamp(min=1)
     return tot_loss / n, tot_correct / n
+
+
+def _check_batch(task: Task, info: TaskInfo, b: Batch) -> None:
+    """The first batch has the target layout the task's info promises (else: a clear error)."""
+    want_dim = (2 if info.target == "sequence" else 3) + (info.loss == "mse")
+    ok = b.y.dim() == want_dim and b.y.is_floating_point() == (info.loss == "mse")
+    if not ok or (info.dual and b.x2 is None):
+        raise ValueError(
+            f"task {task.name}: batch y {tuple(b.y.shape)} {b.y.dtype} (x2 {b.x2 is not None}) does "
+            f"not match its info (target {info.target}, loss {info.loss}, dual {info.dual})")
+
+
+def check_pack(runs: list, task: Task, eval_tasks: dict[str, Task]) -> None:
+    """Everything about a pack that needs its tasks (built, data loaded) and would otherwise fail
+    mid-run or after training: raises ValueError before any training."""
+    info, tc0 = task.info, runs[0].train
+    err = fixed_split_error(task, task.split_sizes(), tc0.train_size)
+    if err:
+        raise ValueError(err)
+    if info.loss == "mse":
+        if any(r.train.label_smoothing for r in runs):
+            raise ValueError(f"task {task.name} is a regression task: label_smoothing applies to "
+                             "classification only")
+        if tc0.early_stop and tc0.early_stop.metric == "val.acc":
+            raise ValueError(f"task {task.name} is a regression task (no accuracy): early-stop on "
+                             "val.loss")
+    for name, et in eval_tasks.items():
+        why = incompatibility(info, et.info)
+        if why:
+            raise ValueError(f"train.evals.{name}: {why}")
+
+
+def _eval_size(task: Task, split: str, size: int) -> int:
+    """Samples evaluated: ``size``, at most the whole split of a dataset task."""
+    sizes = task.split_sizes()
+    return min(size, sizes[split]) if sizes else size
 
 
 def _compare(v: float, op: str, thr: float) -> bool:
@@ -100,7 +199,11 @@ def train_pack(
     analyses: tuple[str, ...] = (),
     keep: dict | None = None,
 ) -> list[dict[str, Any]]:
-    """Train the runs of one pack together; returns one result dict per run (same order)."""
+    """Train the runs of one pack together; returns one result dict per run (same order).
+
+    Raises before any training when the task's data is missing (``DataUnavailable``) or the pack
+    does not fit its tasks (``check_pack``: ValueError).
+    """
     from .analysis import ANALYSES  # local: analysis imports models
     from .models import build_model, count_params
 
@@ -111,11 +214,20 @@ def train_pack(
     dev = torch.device(device)
     task = build_task(r0.task)
     info = task.info
+    base_task = r0.task.model_dump()
+    eval_tasks = {name: build_task({**base_task, **ov}) for name, ov in tc0.evals.items()}
+    check_pack(runs, task, eval_tasks)
+    score = "mse" if info.loss == "mse" else "acc"
+    n_val = _eval_size(task, "val", tc0.val_size)
+    n_test = _eval_size(task, "test", tc0.test_size)
+    n_fit = min(tc0.val_size, tc0.train_size or tc0.val_size)  # the fixed training slice
     model = build_model(r0.model, info, E, [derived_seed(r.seed, _INIT_STREAM) for r in runs])
     model = model.to(device=dev, dtype=dtype)
     n_params = count_params(model, E)
     params = [p for p in model.parameters() if p.requires_grad]
     data_seeds = torch.tensor([derived_seed(r.seed, _DATA_STREAM) for r in runs], device=dev)
+    for et in eval_tasks.values():  # an evaluation set the model cannot read fails now, not at the end
+        evaluate(model, et, data_seeds, TEST, 1, 1)
 
     vec = lambda xs: torch.tensor(xs, dtype=torch.float64, device=dev)  # noqa: E731
     opt = PackedAdam(
@@ -137,7 +249,7 @@ def train_pack(
         [r.train.schedule.min_lr for r in runs],
     )
     clip = vec([r.train.grad_clip or math.inf for r in runs])
-    smoothing = vec([r.train.label_smoothing for r in runs])
+    smoothing = vec([r.train.label_smoothing for r in runs]) if info.loss != "mse" else None
     totals_t = torch.tensor(totals, device=dev)
     limits = [r.train.time_limit_s for r in runs if r.train.time_limit_s]
     time_limit = min(limits) if limits else None
@@ -146,7 +258,7 @@ def train_pack(
     status = ["ok"] * E
     stop_reason: list[str | None] = [None] * E
     stop_step: list[int | None] = [None] * E
-    history: list[list[list[float]]] = [[] for _ in range(E)]
+    history: list[list[dict[str, float]]] = [[] for _ in range(E)]
     train_loss = [math.nan] * E
     es = tc0.early_stop
     B = tc0.batch_size
@@ -159,22 +271,28 @@ def train_pack(
         stop_reason[e] = reason
         stop_step[e] = step
 
+    def eval_rows(step: int) -> list[dict[str, float]]:
+        """One history row per member: validation set and the fixed training slice."""
+        vl, vs = evaluate(model, task, data_seeds, VAL, n_val, tc0.eval_batch_size)
+        fl, fs = evaluate(model, task, data_seeds, TRAIN, n_fit, tc0.eval_batch_size)
+        return [{"step": step, "val.loss": float(vl[e]), f"val.{score}": float(vs[e]),
+                 "train.loss": float(fl[e]), f"train.{score}": float(fs[e])} for e in range(E)]
+
     def run_eval(step: int) -> None:
-        vl, va = evaluate(model, task, data_seeds, VAL, tc0.val_size, tc0.eval_batch_size)
+        rows = eval_rows(step)
         for e in range(E):
             if active[e]:
-                history[e].append([step, float(vl[e]), float(va[e])])
-                if es and _compare(float(vl[e] if es.metric == "val.loss" else va[e]), es.op,
-                                   es.threshold):
+                history[e].append(rows[e])
+                if es and _compare(rows[e][es.metric], es.op, es.threshold):
                     stop(e, "early_stop", step)
 
     step = 0
     while True:
         done_now = torch.nonzero(active & (totals_t <= step)).flatten().tolist()
         if done_now:
-            vl, va = evaluate(model, task, data_seeds, VAL, tc0.val_size, tc0.eval_batch_size)
+            rows = eval_rows(step)
             for e in done_now:
-                history[e].append([step, float(vl[e]), float(va[e])])
+                history[e].append(rows[e])
                 stop(e, "max_steps", step)
         if not bool(active.any()):
             break
@@ -196,8 +314,10 @@ def train_pack(
                 perm, perm_epoch = rng.permutation_keys(k, tc0.train_size), epoch
             idx = perm[:, pos * B : (pos + 1) * B]
         batch = task.sample(data_seeds, TRAIN, idx)
+        if step == 0:
+            _check_batch(task, info, batch)
         # 2. forward, per-member loss; members with non-finite loss diverge and are frozen
-        loss, _, _ = member_losses(*supervised_logits(model, batch.x, batch.y), smoothing)
+        loss, _, _ = member_losses(*supervised_logits(model, *batch_fields(batch, dtype)), smoothing)
         loss_val = loss.detach()
         finite = torch.isfinite(loss)
         for e in torch.nonzero(active & ~finite).flatten().tolist():
@@ -222,24 +342,38 @@ def train_pack(
             last_beat = time.time()
 
     # final metrics: stopped members are frozen, so evaluating now = evaluating at their stop step
-    vl, va = evaluate(model, task, data_seeds, VAL, tc0.val_size, tc0.eval_batch_size)
-    tl, ta = evaluate(model, task, data_seeds, TEST, tc0.test_size, tc0.eval_batch_size)
+    eb = tc0.eval_batch_size
+    vl, vs = evaluate(model, task, data_seeds, VAL, n_val, eb)
+    tl, ts = evaluate(model, task, data_seeds, TEST, n_test, eb)
+    _, fs = evaluate(model, task, data_seeds, TRAIN, n_fit, eb)
+    named = {name: evaluate(model, et, data_seeds, TEST, _eval_size(et, "test", tc0.test_size), eb)
+             for name, et in eval_tasks.items()}
     extra = {name: ANALYSES[name](model, task, data_seeds) for name in analyses}
+    data = task.data_info()
+    eval_data = {n: d for n, et in eval_tasks.items() if (d := et.data_info()) is not None}
+    if eval_data:
+        data = {**(data or {}), "evals": eval_data}
     wall = time.time() - t_start
     if keep is not None:  # tests and probes can inspect the trained pack
         keep["model"] = model
+    best = max if score == "acc" else min
     out = []
     for e in range(E):
         ok = status[e] == "ok"
-        accs = [h[2] for h in history[e]]
+        val = lambda t, e=e, ok=ok: float(t[e]) if ok else math.nan  # noqa: E731
+        scores = [h[f"val.{score}"] for h in history[e]] + ([float(vs[e])] if ok else [])
         metrics = {
-            "val.loss": float(vl[e]) if ok else math.nan,
-            "val.acc": float(va[e]) if ok else math.nan,
-            "val.best_acc": max(accs + ([float(va[e])] if ok else [])) if (accs or ok) else math.nan,
-            "test.loss": float(tl[e]) if ok else math.nan,
-            "test.acc": float(ta[e]) if ok else math.nan,
+            "val.loss": val(vl),
+            f"val.{score}": val(vs),
+            f"val.best_{score}": best(scores) if scores else math.nan,
+            "test.loss": val(tl),
+            f"test.{score}": val(ts),
             "train.loss": train_loss[e],
+            f"train.{score}": val(fs),
         }
+        for name, (nl, ns) in named.items():
+            metrics[f"{name}.loss"] = val(nl)
+            metrics[f"{name}.{score}"] = val(ns)
         s = stop_step[e] if stop_step[e] is not None else step
         out.append(
             {
@@ -252,27 +386,30 @@ def train_pack(
                 "n_params": n_params,
                 "pack_size": E,
                 "pack_wall_s": wall,
+                "data": data,
                 "analysis": {k: v[e] for k, v in extra.items()},
             }
         )
     return out
 
 
-
-
 def packed_step(task, model, data_seeds: torch.Tensor, batch: int, lr: float = 1e-3):
     """A callable ``step(i)``: one training step of the pack on fresh batch i (sample, forward,
-    backward, per-member clipping, PackedAdam). Used to time packs (dry-run estimate, bench)."""
+    backward, per-member clipping, PackedAdam). Used to time packs (dry-run estimate, bench).
+    A dataset task's rows wrap around its training split."""
     params = [p for p in model.parameters() if p.requires_grad]
     E, dev = data_seeds.shape[0], data_seeds.device
+    dtype = _float_dtype(model)
     one = torch.ones(E, dtype=torch.float64, device=dev)
     opt = PackedAdam(params, 0.9 * one, 0.999 * one, 1e-8 * one, 0.01 * one, decoupled=True)
     active = torch.ones(E, dtype=torch.bool, device=dev)
     idx = torch.arange(batch, device=dev).expand(E, -1)
+    sizes = task.split_sizes()
 
     def step(i: int) -> None:
-        b = task.sample(data_seeds, TRAIN, idx + i * batch)
-        loss, _, _ = member_losses(*supervised_logits(model, b.x, b.y))
+        rows = idx + i * batch
+        b = task.sample(data_seeds, TRAIN, rows % sizes["train"] if sizes else rows)
+        loss, _, _ = member_losses(*supervised_logits(model, *batch_fields(b, dtype)))
         loss.sum().backward()
         clip_per_member(params, one)
         opt.step(lr * one, active)

@@ -53,6 +53,21 @@ def atomic_save_npy(path: Path, arr: np.ndarray) -> None:
     _atomic(path, lambda f: np.save(f, np.ascontiguousarray(arr), allow_pickle=False))
 
 
+def fsync_dir(path: Path) -> None:
+    """fsync a directory, so the names created / renamed in it survive a crash (POSIX; a no-op
+    where directories cannot be opened)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # e.g. Windows
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def repo_root() -> Path:
     """Folder holding experiments/: $SSMREPRO_ROOT, else the cwd or a parent of it that holds
     experiments/ and ssmrepro/, else the source tree this package was installed from."""

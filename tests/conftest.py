@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -26,6 +27,20 @@ def cli_env(tmp_path):
     """Environment for running the CLI as a subprocess against the repo's experiments/."""
     env = dict(os.environ, SSMREPRO_ROOT=str(ROOT), PYTHONUNBUFFERED="1")
     return env
+
+
+@pytest.fixture(scope="session")
+def smoke_data_root(tmp_path_factory) -> Path:
+    """A data root for the specs' smoke profiles (built once per session, a few seconds): the
+    ListOps fixture as the LRA release's listops-1000, and 300 generated 32x32 Pathfinder images
+    (data/generated/pathfinder32/curv_contour_length_14)."""
+    from ssmrepro.data.pathfinder import write_pathfinder
+
+    root = tmp_path_factory.mktemp("smoke-data")
+    shutil.copytree(ROOT / "tests" / "assets" / "lra" / "lra" / "listops-1000",
+                    root / "lra" / "listops-1000")
+    write_pathfinder(root / "generated" / "pathfinder32" / "curv_contour_length_14", 300, 32, 0)
+    return root
 
 
 PYTHON = sys.executable

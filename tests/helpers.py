@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def spec_params(paths: list[Path]) -> list:
+    """pytest params of spec files, named by their ids."""
+    return [pytest.param(p, id=p.stem) for p in paths]
 
 
 def write_spec(tmp_path: Path, name: str = "t-spec", **overrides) -> Path:

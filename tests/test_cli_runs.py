@@ -8,7 +8,7 @@ import time
 
 import pandas as pd
 import pytest
-from helpers import write_spec
+from helpers import spec_params, write_spec
 from typer.testing import CliRunner
 
 from ssmrepro.cli import app
@@ -19,8 +19,9 @@ from ssmrepro.sweep import expand
 runner = CliRunner()
 
 
-@pytest.mark.parametrize("path", spec_paths(), ids=lambda p: p.stem)
-def test_smoke_profile_of_every_spec(tmp_path, path):
+@pytest.mark.parametrize("path", spec_params(spec_paths()))
+def test_smoke_profile_of_every_spec(tmp_path, path, smoke_data_root, monkeypatch):
+    monkeypatch.setenv("SSMREPRO_DATA", str(smoke_data_root))  # LRA specs: fixture + generated data
     spec = load_spec(path)
     res = runner.invoke(app, ["run", spec.id, "--profile", "smoke", "--out", str(tmp_path)])
     assert res.exit_code == 0, res.output

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import spec_params
 from typer.testing import CliRunner
 
 from ssmrepro.cli import app
@@ -19,7 +20,7 @@ def test_specs_are_shipped():
     assert {"huang2025-tab1", "huang2025-tabA1-A4", "huang2025-fig1"} <= ids
 
 
-@pytest.mark.parametrize("path", SPECS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", spec_params(SPECS))
 def test_every_shipped_spec_validates_in_every_profile(path):
     spec = load_spec(path)
     assert spec.id == path.stem, "file name must be <id>.yaml"

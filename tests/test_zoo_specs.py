@@ -52,7 +52,7 @@ def test_every_family_trains_from_a_spec_and_records_its_kernels(tmp_path):
     assert len(recs) == len(runs)
     for rec in recs:
         assert rec["status"] == "ok", (rec["label"], rec.get("error"))
-        first, last = rec["history"][0][1], rec["history"][-1][1]
+        first, last = rec["history"][0]["val.loss"], rec["history"][-1]["val.loss"]
         assert last < first, (rec["label"], first, last)  # validation loss went down
         assert rec["kernels"] and all(v.startswith("torch:") for v in rec["kernels"].values())
     by_label = {r["label"]: r["kernels"] for r in recs}

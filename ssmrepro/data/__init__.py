@@ -1,8 +1,9 @@
-"""Long Range Arena data: loaders for the six tasks, offline generators, explicit downloads.
+"""Library (data): Long Range Arena datasets: loaders, offline generators, explicit downloads.
 
-- ``load_lra(task, split, root=None, accept_sources=None, **preprocessing) -> LRADataset``
-  (datasets.py); every dataset names its source (``lra_release``, ``generated``,
-  ``download:cifar10``, ``download:imdb``, ``proxy:fashion_mnist32``).
+- ``load_lra(dataset, split, root=None, accept_sources=None, **preprocessing) -> LRADataset``
+  (datasets.py); ``DATASETS``: dataset name -> its data sources. Every loaded dataset names its
+  source (``lra_release``, ``generated``, ``download:cifar10``, ``download:imdb``,
+  ``proxy:fashion_mnist32``). The training tasks built on them live in ``ssmrepro.tasks.lra``.
 - Generators: ``generate_listops`` (listops.py), ``generate_pathfinder`` (pathfinder.py).
 - CLI: ``ssmrepro data download | generate | info`` (cli.py).
 
@@ -11,7 +12,7 @@ Nothing is downloaded or generated implicitly; missing data raises ``DataUnavail
 
 from __future__ import annotations
 
-from .datasets import TASKS, LRADataset, load_lra, task_config
+from .datasets import DATASETS, DatasetDef, LRADataset, dataset_config, load_lra
 from .listops import generate_listops, listops_value, tokenize_listops
 from .pathfinder import generate_pathfinder, lra_params, pathfinder_oracle
 from .sources import (
@@ -22,7 +23,6 @@ from .sources import (
     IMDB,
     LRA_RELEASE,
     DataUnavailable,
-    resolve_data_root,
 )
 
 __all__ = [
@@ -31,17 +31,17 @@ __all__ = [
     "FASHION_MNIST32",
     "GENERATED",
     "IMDB",
+    "DATASETS",
     "LRA_RELEASE",
-    "TASKS",
     "DataUnavailable",
+    "DatasetDef",
     "LRADataset",
+    "dataset_config",
     "generate_listops",
     "generate_pathfinder",
     "listops_value",
     "load_lra",
     "lra_params",
     "pathfinder_oracle",
-    "resolve_data_root",
-    "task_config",
     "tokenize_listops",
 ]

@@ -1,4 +1,4 @@
-"""Ordered, lazily consumed map over chunk indices 0, 1, 2, ... (optionally in worker processes).
+"""Library (data): an ordered, lazy map over chunk indices 0, 1, 2, ... (optionally in processes).
 
 Generators split their work into fixed chunks whose RNG depends only on ``(seed, chunk index)``, so
 the output is the same for any number of workers: results are always consumed in chunk order.

@@ -1,11 +1,11 @@
-"""Cache of prepared (tokenised / decoded / split) arrays, keyed by everything that produced them.
+"""Library (data): cache of prepared (tokenised / decoded / split) arrays, keyed by their inputs.
 
-A cache entry is a directory ``<root>/.cache/<task>-<key>/`` holding one ``.npy`` file per array
+A cache entry is a directory ``<root>/.cache/<dataset>-<key>/`` holding one ``.npy`` file per array
 (so large arrays such as Path-X can be memory-mapped) and a ``meta.json``. The key is a SHA-256 of
 
-- the task name and the data source name,
+- the dataset name and the data source name,
 - the identity of every source file (relative path, size, mtime in ns),
-- every field of the task's preprocessing config (the whole dataclass, not a hand-picked subset),
+- every field of the dataset's preprocessing config (the whole dataclass, not a hand-picked subset),
 - the preparation code's version number (bumped when the preparation logic changes).
 
 Entries are written to a temporary directory first and renamed into place, so a crash never leaves
@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ..util import atomic_save_npy, atomic_write_text, fsync_dir
 
 META_FILE = "meta.json"
 
@@ -55,7 +57,7 @@ def config_dict(config: Any) -> dict[str, Any]:
 
 
 def cache_key(
-    task: str,
+    dataset: str,
     source: str,
     identity: list[tuple[str, int, int]],
     config: Any,
@@ -63,7 +65,7 @@ def cache_key(
 ) -> str:
     """Stable 20-hex-digit key; changes when any input above changes."""
     payload = {
-        "task": task,
+        "task": dataset,  # (key name kept so existing cache entries stay valid)
         "source": source,
         "files": [list(t) for t in identity],
         "config": config_dict(config),
@@ -73,29 +75,34 @@ def cache_key(
     return hashlib.sha256(blob).hexdigest()[:20]
 
 
-def entry_dir(cache_dir: Path, task: str, key: str) -> Path:
-    return cache_dir / f"{task}-{key}"
+def entry_dir(cache_dir: Path, dataset: str, key: str) -> Path:
+    return cache_dir / f"{dataset}-{key}"
 
 
 def save_entry(path: Path, arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> Path:
     """Atomically create cache entry ``path`` (a directory) from arrays + meta.
 
-    If another process created the same entry meanwhile, ours is discarded and theirs kept.
+    Every file is written and fsync'ed inside a temporary directory, the directory itself is
+    fsync'ed, then renamed into place (and the parent fsync'ed): a crash leaves either no entry or
+    a complete one. If another process created the same entry meanwhile, ours is discarded and
+    theirs kept.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".tmp-{path.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     try:
         for name, arr in arrays.items():
-            np.save(tmp / f"{name}.npy", np.ascontiguousarray(arr), allow_pickle=False)
+            atomic_save_npy(tmp / f"{name}.npy", arr)
         meta = dict(meta, arrays=sorted(arrays))
-        (tmp / META_FILE).write_text(json.dumps(meta, indent=1, sort_keys=True, default=str))
+        atomic_write_text(tmp / META_FILE, json.dumps(meta, indent=1, sort_keys=True, default=str))
+        fsync_dir(tmp)
         try:
             os.replace(tmp, path)
         except OSError:
             # the target exists (another writer won the race) and is non-empty: keep theirs
             if not (path / META_FILE).exists():
                 raise
+        fsync_dir(path.parent)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

@@ -1,4 +1,4 @@
-"""``ssmrepro data ...``: download (explicit, resumable), generate (offline) and inspect LRA data.
+"""CLI (data commands): ``ssmrepro data download | generate | info`` for the LRA datasets.
 
 Mounted by the main CLI with ``app.add_typer(data_app, name="data")``. Exit codes: 0 ok, 1 a
 download / generation failed, 2 bad input.
@@ -16,7 +16,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .sources import generated_dir, resolve_data_root
+from ..util import data_root
+from .sources import generated_dir
 
 app = typer.Typer(
     add_completion=False,
@@ -76,7 +77,7 @@ def download(
     from .download import DownloadError
     from .download import download as do_download
 
-    root = resolve_data_root(dir)
+    root = data_root(dir)
     try:
         installed = do_download(
             target.value,
@@ -131,7 +132,7 @@ def generate_listops_cmd(
     n_train = n - n_val - n_test
     if n_train < 1:
         _fail(f"--n {n} leaves no training examples after {n_val} val + {n_test} test")
-    root = resolve_data_root(dir)
+    root = data_root(dir)
     target = _prepare_out(out, generated_dir(root) / "listops", force)
     t0 = time.perf_counter()
     with console.status(f"generating {n} ListOps trees ...") as status:
@@ -199,7 +200,7 @@ def generate_pathfinder_cmd(
     if res not in LRA_PARAMS:
         _fail(f"--res must be one of {sorted(LRA_PARAMS)}, got {res}")
     params = LRA_PARAMS[res]
-    root = resolve_data_root(dir)
+    root = data_root(dir)
     target = _prepare_out(out, generated_dir(root) / f"pathfinder{res}" / params.difficulty, force)
     t0 = time.perf_counter()
     from rich.progress import (
@@ -239,13 +240,13 @@ def info(dir: Path | None = typer.Option(None, "--dir", help=DIR_HELP)) -> None:
     from .datasets import available_sources
     from .sources import cache_root
 
-    root = resolve_data_root(dir)
-    table = Table("task", "source", "present", "path / how to get it", title=f"data root: {root}")
+    root = data_root(dir)
+    table = Table("dataset", "source", "present", "path / how to get it", title=f"data root: {root}")
     for row in available_sources(root):
         mark = "[green]yes[/]" if row["present"] else "[red]no[/]"
         where = str(row["path"]) if row["present"] else row["hint"]
         src = row["source"] + ("" if row["default"] else " (opt-in)")
-        table.add_row(row["task"], src, mark, where)
+        table.add_row(row["dataset"], src, mark, where)
     console.print(table)
     cache = cache_root(root)
     if cache.is_dir():

@@ -1,7 +1,11 @@
-"""One entry point for the six Long Range Arena tasks: ``load_lra(task, split, ...) -> LRADataset``.
+"""Library (data): the six LRA datasets behind one loader, ``load_lra(dataset, split, ...)``.
+
+``DATASETS`` maps each dataset to its data sources (where each lives, how it is prepared, which
+command provides it). The *tasks* built on these datasets (``lra_listops``, ...) are registered
+with the synthetic ones in ``ssmrepro.tasks``.
 
 =========  ======================  =================================  =========  =====  ======
-task       sources (preference)    input                              length     vocab  classes
+dataset    sources (preference)    input                              length     vocab  classes
 =========  ======================  =================================  =========  =====  ======
 listops    lra_release, generated  tokens (pad 0, eos 1, ..., X 16)   <= 2048    17     10
 text       download:imdb           characters (or bytes)              <= 4096    ~135   2
@@ -15,7 +19,7 @@ pathx      lra_release, generated  pixels in [0, 1], resolution 128   16384     
 or generated implicitly: missing data raises ``DataUnavailable`` naming the command to run.
 
 Prepared arrays are cached under ``<root>/.cache`` (see ``cache.py``); the key covers the source
-files' identity and every field of the task's preprocessing config.
+files' identity and every field of the dataset's preprocessing config.
 
 Example::
 
@@ -34,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from ..util import data_root
 from . import image, listops, pathfinder, retrieval, text
 from .cache import cache_key, config_dict, entry_dir, file_identity, load_entry, save_entry
 from .sources import (
@@ -48,7 +53,6 @@ from .sources import (
     dir_flag,
     generated_dir,
     lra_dir,
-    resolve_data_root,
 )
 
 SPLITS = ("train", "val", "test")
@@ -59,7 +63,7 @@ SPLITS = ("train", "val", "test")
 
 @dataclass
 class LRADataset:
-    """Prepared arrays of one task split, with the name of the data source they came from.
+    """Prepared arrays of one dataset split, with the name of the data source they came from.
 
     Token tasks (``kind == "tokens"``): ``x`` holds token ids (uint8 / int16), right-padded with
     ``pad_id = 0``; ``lengths`` the true lengths (including ``<eos>``). Pixel tasks (``kind ==
@@ -68,7 +72,7 @@ class LRADataset:
     ``x2`` / ``lengths2`` for the second document.
     """
 
-    task: str
+    dataset: str
     split: str
     source: str
     x: np.ndarray
@@ -118,7 +122,7 @@ class LRADataset:
         """Model inputs for rows ``idx``: float32 for pixel tasks, int64 token ids otherwise."""
         arr = self.x2 if second else self.x
         if arr is None:
-            raise ValueError(f"task {self.task!r} has no second input")
+            raise ValueError(f"dataset {self.dataset!r} has no second input")
         rows = arr if idx is None else arr[idx]
         return self.to_float(rows) if self.kind == "pixels" else rows.astype(np.int64)
 
@@ -152,7 +156,7 @@ class LRADataset:
         shape = "x".join(str(s) for s in self.x.shape)
         extra = f", vocab {self.vocab_size}" if self.vocab is not None else f", d_input {self.d_input}"
         return (
-            f"{self.task}/{self.split}: {len(self)} examples, x {shape} ({self.kind}{extra}), "
+            f"{self.dataset}/{self.split}: {len(self)} examples, x {shape} ({self.kind}{extra}), "
             f"{self.n_classes} classes, source {self.source}"
         )
 
@@ -161,8 +165,8 @@ class LRADataset:
 
 
 @dataclass(frozen=True)
-class TaskDef:
-    """How to find, identify and prepare one task's data for each of its sources."""
+class DatasetDef:
+    """How to find, identify and prepare one dataset's data for each of its sources."""
 
     name: str
     config_cls: type
@@ -316,8 +320,8 @@ def _aan_prepare(src: str, path: Path, cfg) -> tuple[dict, dict]:
     return splits, {"vocab": list(vocab), "kind": "tokens"}
 
 
-TASKS: dict[str, TaskDef] = {
-    "listops": TaskDef(
+DATASETS: dict[str, DatasetDef] = {
+    "listops": DatasetDef(
         name="listops",
         config_cls=listops.ListOpsConfig,
         sources=(LRA_RELEASE, GENERATED),
@@ -330,7 +334,7 @@ TASKS: dict[str, TaskDef] = {
         hint=_listops_hint,
         version=listops.PREPARE_VERSION,
     ),
-    "text": TaskDef(
+    "text": DatasetDef(
         name="text",
         config_cls=text.TextConfig,
         sources=(IMDB,),
@@ -343,7 +347,7 @@ TASKS: dict[str, TaskDef] = {
         hint=lambda s, r, c: f"ssmrepro data download imdb{dir_flag(r)}",
         version=text.PREPARE_VERSION,
     ),
-    "retrieval": TaskDef(
+    "retrieval": DatasetDef(
         name="retrieval",
         config_cls=retrieval.RetrievalConfig,
         sources=(LRA_RELEASE,),
@@ -356,7 +360,7 @@ TASKS: dict[str, TaskDef] = {
         hint=lambda s, r, c: f"ssmrepro data download lra{dir_flag(r)}",
         version=retrieval.PREPARE_VERSION,
     ),
-    "image": TaskDef(
+    "image": DatasetDef(
         name="image",
         config_cls=image.ImageConfig,
         sources=(CIFAR10, FASHION_MNIST32),
@@ -369,7 +373,7 @@ TASKS: dict[str, TaskDef] = {
         hint=_image_hint,
         version=image.PREPARE_VERSION,
     ),
-    "pathfinder": TaskDef(
+    "pathfinder": DatasetDef(
         name="pathfinder",
         config_cls=PathfinderConfig,
         sources=(LRA_RELEASE, GENERATED),
@@ -381,7 +385,7 @@ TASKS: dict[str, TaskDef] = {
         prepare=_pf_prepare,
         hint=_pf_hint,
     ),
-    "pathx": TaskDef(
+    "pathx": DatasetDef(
         name="pathx",
         config_cls=PathXConfig,
         sources=(LRA_RELEASE, GENERATED),
@@ -408,33 +412,34 @@ ALIASES = {
 }
 
 
-def task_config(task: str, **preprocessing: Any):
-    """The task's preprocessing config; unknown keys raise ValueError listing the valid ones."""
-    tdef = TASKS[ALIASES.get(task, task)]
-    valid = [f.name for f in dataclasses.fields(tdef.config_cls)]
+def dataset_config(dataset: str, **preprocessing: Any):
+    """The dataset's preprocessing config; unknown keys raise ValueError listing the valid ones."""
+    ddef = DATASETS[ALIASES.get(dataset, dataset)]
+    valid = [f.name for f in dataclasses.fields(ddef.config_cls)]
     unknown = sorted(set(preprocessing) - set(valid))
     if unknown:
-        raise ValueError(f"unknown preprocessing option(s) {unknown} for task {tdef.name!r}; valid: {valid}")
-    return tdef.config_cls(**preprocessing)
+        raise ValueError(
+            f"unknown preprocessing option(s) {unknown} for dataset {ddef.name!r}; valid: {valid}")
+    return ddef.config_cls(**preprocessing)
 
 
-def find_source(task: str, root: Path, accept: Sequence[str], cfg) -> tuple[str, Path] | None:
+def find_source(dataset: str, root: Path, accept: Sequence[str], cfg) -> tuple[str, Path] | None:
     """First accepted source whose files are present: (source name, path) or None."""
-    tdef = TASKS[task]
+    ddef = DATASETS[dataset]
     for src in accept:
-        path = tdef.locate(src, root, cfg)
-        if tdef.present(src, path):
+        path = ddef.locate(src, root, cfg)
+        if ddef.present(src, path):
             return src, path
     return None
 
 
-def unavailable_message(task: str, split: str, root: Path, accept: Sequence[str], cfg) -> str:
-    tdef = TASKS[task]
-    looked = "; ".join(f"{s}: {tdef.locate(s, root, cfg)}" for s in accept)
-    cmds = " | ".join(f"`{tdef.hint(s, root, cfg)}`" for s in accept)
+def unavailable_message(dataset: str, split: str, root: Path, accept: Sequence[str], cfg) -> str:
+    ddef = DATASETS[dataset]
+    looked = "; ".join(f"{s}: {ddef.locate(s, root, cfg)}" for s in accept)
+    cmds = " | ".join(f"`{ddef.hint(s, root, cfg)}`" for s in accept)
     which = "this command" if len(accept) == 1 else "one of these commands"
     return (
-        f"LRA task {task!r} (split {split!r}) has no data under data root {str(root)!r}: "
+        f"LRA dataset {dataset!r} (split {split!r}) has no data under data root {str(root)!r}: "
         "none of the "
         f"accepted sources [{', '.join(accept)}] is present (looked in {looked}). Data is never "
         f"downloaded or generated implicitly; run {which}: {cmds}"
@@ -442,7 +447,7 @@ def unavailable_message(task: str, split: str, root: Path, accept: Sequence[str]
 
 
 def load_lra(
-    task: str,
+    dataset: str,
     split: str,
     root: str | Path | None = None,
     accept_sources: Sequence[str] | None = None,
@@ -451,51 +456,52 @@ def load_lra(
     cache_dir: str | Path | None = None,
     **preprocessing: Any,
 ) -> LRADataset:
-    """Load one split of an LRA task, preparing (and caching) it on first use.
+    """Load one split of an LRA dataset, preparing (and caching) it on first use.
 
     Args:
-        task: ``listops``, ``text``, ``retrieval``, ``image``, ``pathfinder`` or ``pathx``
+        dataset: ``listops``, ``text``, ``retrieval``, ``image``, ``pathfinder`` or ``pathx``
             (aliases: aan, imdb, cifar, scifar, path-x, pathfinder{32,64,128,256} = pathfinder
             at that resolution).
         split: ``train``, ``val`` or ``test``.
         root: data root; default ``$SSMREPRO_DATA`` or ``./data``.
-        accept_sources: data sources allowed, in order of preference (default: the task's
+        accept_sources: data sources allowed, in order of preference (default: the dataset's
             real sources, e.g. ``["lra_release", "generated"]`` for ListOps).
         cache: read / write prepared arrays under ``cache_dir`` (default ``<root>/.cache``).
-        **preprocessing: fields of the task's config dataclass (e.g. ``max_len=2048``,
+        **preprocessing: fields of the dataset's config dataclass (e.g. ``max_len=2048``,
             ``level="byte"``, ``resolution=64``); unknown names raise ValueError.
 
     Raises:
         DataUnavailable: no accepted source is present (the message names the command to run).
     """
-    name = ALIASES.get(task, task)
-    if name == "pathfinder" and task[len("pathfinder") :].isdigit():  # pathfinder32 / 64 / 128 / 256
-        preprocessing.setdefault("resolution", int(task[len("pathfinder") :]))
-    if name not in TASKS:
-        raise ValueError(f"unknown LRA task {task!r}; known: {sorted(TASKS)} (aliases {sorted(ALIASES)})")
-    tdef = TASKS[name]
+    name = ALIASES.get(dataset, dataset)
+    if name == "pathfinder" and dataset[len("pathfinder") :].isdigit():  # pathfinder32 / 64 / 128 / 256
+        preprocessing.setdefault("resolution", int(dataset[len("pathfinder") :]))
+    if name not in DATASETS:
+        raise ValueError(
+            f"unknown LRA dataset {dataset!r}; known: {sorted(DATASETS)} (aliases {sorted(ALIASES)})")
+    ddef = DATASETS[name]
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-    cfg = task_config(name, **preprocessing)
-    accept = tuple(accept_sources) if accept_sources is not None else tdef.default_accept
-    bad = [s for s in accept if s not in tdef.sources]
+    cfg = dataset_config(name, **preprocessing)
+    accept = tuple(accept_sources) if accept_sources is not None else ddef.default_accept
+    bad = [s for s in accept if s not in ddef.sources]
     if bad or not accept:
-        raise ValueError(f"task {name!r} has sources {list(tdef.sources)}; cannot accept {bad or '[]'}")
-    root_path = resolve_data_root(root)
+        raise ValueError(f"dataset {name!r} has sources {list(ddef.sources)}; cannot accept {bad or '[]'}")
+    root_path = data_root(root)
     found = find_source(name, root_path, accept, cfg)
     if found is None:
         raise DataUnavailable(unavailable_message(name, split, root_path, accept, cfg))
     src, path = found
 
-    identity = file_identity(tdef.files(src, path, cfg), root_path)
-    key = cache_key(name, src, identity, cfg, tdef.version)
+    identity = file_identity(ddef.files(src, path, cfg), root_path)
+    key = cache_key(name, src, identity, cfg, ddef.version)
     cdir = Path(cache_dir) if cache_dir is not None else cache_root(root_path)
     entry_path = entry_dir(cdir, name, key)
     loaded = load_entry(entry_path) if cache else None
     if loaded is None:
-        splits, meta = tdef.prepare(src, path, cfg)
+        splits, meta = ddef.prepare(src, path, cfg)
         arrays = {f"{s}.{k}": v for s, d in splits.items() for k, v in d.items()}
-        meta = dict(meta, task=name, source=src, config=config_dict(cfg), files=len(identity))
+        meta = dict(meta, dataset=name, source=src, config=config_dict(cfg), files=len(identity))
         if cache:
             save_entry(entry_path, arrays, meta)
             loaded = load_entry(entry_path)
@@ -506,8 +512,8 @@ def load_lra(
     return _build(name, split, src, path, cfg, arrays, meta, entry_path if cache else None)
 
 
-def _build(task, split, src, path, cfg, arrays, meta, entry_path) -> LRADataset:
-    tdef = TASKS[task]
+def _build(dataset, split, src, path, cfg, arrays, meta, entry_path) -> LRADataset:
+    ddef = DATASETS[dataset]
     g = arrays.get
     kind = meta["kind"]
     vocab = tuple(meta["vocab"]) if meta.get("vocab") else None
@@ -515,7 +521,7 @@ def _build(task, split, src, path, cfg, arrays, meta, entry_path) -> LRADataset:
     if kind == "pixels":
         if getattr(cfg, "tokenize", False):
             kind, vocab = "tokens", tuple(f"<{v}>" for v in range(256))
-        elif task == "image":
+        elif dataset == "image":
             if "pixel_mean" in meta:  # the Fashion-MNIST proxy: its own statistics
                 mean, std = tuple(meta["pixel_mean"]), tuple(meta["pixel_std"])
             elif not cfg.normalize:
@@ -527,13 +533,13 @@ def _build(task, split, src, path, cfg, arrays, meta, entry_path) -> LRADataset:
         elif getattr(cfg, "center", False):
             mean, std = (0.5,), (0.5,)
     return LRADataset(
-        task=task,
+        dataset=dataset,
         split=split,
         source=src,
         x=g(f"{split}.x"),
         lengths=g(f"{split}.lengths"),
         labels=g(f"{split}.labels"),
-        n_classes=tdef.n_classes,
+        n_classes=ddef.n_classes,
         kind=kind,
         vocab=vocab,
         x2=g(f"{split}.x2"),
@@ -547,21 +553,21 @@ def _build(task, split, src, path, cfg, arrays, meta, entry_path) -> LRADataset:
 
 
 def available_sources(root: str | Path | None = None) -> list[dict[str, Any]]:
-    """For ``ssmrepro data info``: one row per (task, source) with its path and presence."""
-    root_path = resolve_data_root(root)
+    """For ``ssmrepro data info``: one row per (dataset, source) with its path and presence."""
+    root_path = data_root(root)
     rows = []
-    for name, tdef in TASKS.items():
-        cfg = tdef.config_cls()
-        for src in tdef.sources:
-            path = tdef.locate(src, root_path, cfg)
+    for name, ddef in DATASETS.items():
+        cfg = ddef.config_cls()
+        for src in ddef.sources:
+            path = ddef.locate(src, root_path, cfg)
             rows.append(
                 {
-                    "task": name,
+                    "dataset": name,
                     "source": src,
                     "path": path,
-                    "present": tdef.present(src, path),
-                    "default": src in tdef.default_accept,
-                    "hint": tdef.hint(src, root_path, cfg),
+                    "present": ddef.present(src, path),
+                    "default": src in ddef.default_accept,
+                    "hint": ddef.hint(src, root_path, cfg),
                 }
             )
     return rows

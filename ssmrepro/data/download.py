@@ -1,4 +1,4 @@
-"""Explicit, resumable downloads and re-layout of the LRA release, CIFAR-10 and IMDB.
+"""Library (data): explicit, resumable downloads and re-layout of the LRA release, CIFAR-10 and IMDB.
 
 Nothing here runs implicitly: only ``ssmrepro data download ...`` calls it.
 
@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from ..util import fsync_dir
 from .sources import downloads_dir, lra_dir
 
 USER_AGENT = "ssmrepro-data/1.0 (+https://github.com)"
@@ -239,6 +240,8 @@ def download_file(
                         break
                     out.write(block)
                     bar.update(len(block))
+                out.flush()
+                os.fsync(out.fileno())  # durable before the rename below makes it "done"
         except (OSError, http.client.HTTPException) as err:
             raise DownloadError(
                 f"{url}: transfer interrupted ({err}); "
@@ -255,6 +258,7 @@ def download_file(
             )
     _verify(part, size, sha256, md5, url, delete=True)
     os.replace(part, dest)
+    fsync_dir(dest.parent)
     return dest
 
 
@@ -353,6 +357,7 @@ def _move_into_place(src: Path, target: Path, force: bool) -> None:
         shutil.rmtree(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     os.replace(src, target)
+    fsync_dir(target.parent)
 
 
 def _scratch(parent: Path, tag: str) -> Path:

@@ -1,4 +1,4 @@
-"""LRA Image: sequential CIFAR-10 (sCIFAR), grayscale by default, plus a Fashion-MNIST stand-in.
+"""Library (data): LRA Image, sequential grayscale CIFAR-10 (sCIFAR), plus a Fashion-MNIST stand-in.
 
 S4 conventions (``src/dataloaders/basic.py``): torchvision ``Grayscale()`` (PIL ``convert("L")``,
 ITU-R 601 luma 0.299 R + 0.587 G + 0.114 B, rounded to uint8), ``ToTensor()`` (/255), then

@@ -1,4 +1,4 @@
-"""ListOps: the LRA generator (same grammar and length distribution), tokenizer, evaluator, loader.
+"""Library (data): ListOps, the LRA generator (same grammar and lengths), tokenizer, evaluator, loader.
 
 Grammar (Nangia & Bowman 2018, as configured by LRA ``lra_benchmarks/data/listops.py``):
 

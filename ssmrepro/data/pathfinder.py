@@ -1,4 +1,4 @@
-"""Pathfinder / Path-X: a vectorised re-implementation of the LRA "snakes" generator, plus readers.
+"""Library (data): Pathfinder / Path-X, a vectorised LRA "snakes" generator, plus readers.
 
 The task: two circular markers sit on the ends of dashed curves ("snakes"); label 1 iff both
 markers lie on the *same* snake. The generator follows the algorithm of ``drewlinsley/pathfinder``

@@ -1,4 +1,4 @@
-"""LRA Retrieval: ACL Anthology Network (AAN) document-pair matching, character level, dual input.
+"""Library (data): LRA Retrieval, AAN document-pair matching, character level, dual input.
 
 Source: ``<root>/lra/tsv_data/new_aan_pairs.{train,eval,test}.tsv`` from the LRA release. Each
 line is ``label \\t id1 \\t id2 \\t text1 \\t text2`` (no header; no quoting). Following S4,

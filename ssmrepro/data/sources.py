@@ -1,7 +1,8 @@
-"""Where LRA data lives on disk, what each data source is called, and the one error we raise.
+"""Library (data): where LRA data lives on disk, the data-source names, and the one error we raise.
 
-Data root resolution (first hit wins): an explicit ``--dir`` / ``root=`` argument, the environment
-variable ``SSMREPRO_DATA``, then ``./data`` relative to the current directory.
+The data root is ``ssmrepro.util.data_root`` (first hit wins): an explicit ``--dir`` / ``root=``
+argument, the environment variable ``SSMREPRO_DATA``, then ``./data`` relative to the current
+directory.
 
 Layout under the data root (everything the loaders read)::
 
@@ -22,12 +23,9 @@ or proxy data can never be mistaken for one trained on the official release.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from ..util import data_root
-
-DEFAULT_ROOT = Path("data")
 
 # Data-source names. Stored on every LRADataset (`.source`) and meant to be written into results.
 LRA_RELEASE = "lra_release"  # the official lra_release.gz archive, re-laid out under <root>/lra
@@ -50,14 +48,9 @@ class DataUnavailable(RuntimeError):
     """
 
 
-def resolve_data_root(root: str | os.PathLike[str] | None = None) -> Path:
-    """The data root (``ssmrepro.util.data_root``): ``root``, else ``$SSMREPRO_DATA``, else ./data."""
-    return data_root(root)
-
-
 def dir_flag(root: Path) -> str:
     """The ``--dir`` part of a suggested command (empty when the default root applies)."""
-    if root == resolve_data_root(None):
+    if root == data_root(None):
         return ""
     return f" --dir {root}"
 

@@ -1,4 +1,4 @@
-"""LRA Text: IMDB sentiment at character (S4) or byte (LRA) level, plus shared char-vocab helpers.
+"""Library (data): LRA Text, IMDB sentiment at character (S4) or byte (LRA) level; char vocabularies.
 
 Source: the ``aclImdb_v1`` archive (``<root>/imdb/aclImdb/{train,test}/{pos,neg}/*.txt``), 25k train
 and 25k test reviews, labels neg = 0 / pos = 1. The ``unsup`` reviews are not used.

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import typing
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
@@ -53,6 +54,10 @@ class EarlyStop(_Strict):
     threshold: float
 
 
+_EVAL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+_RESERVED_SETS = frozenset({"train", "val", "test"})
+
+
 class TrainConfig(_Strict):
     optimizer: Literal["adam", "adamw"] = "adamw"
     lr: float = Field(1e-3, gt=0)
@@ -83,9 +88,23 @@ class TrainConfig(_Strict):
         description="multiplier of the member's lr for parameters in that learning-rate group "
         "(groups: 'delta' = every Δ parameter, 'A' = every Λ parameter; others: 1)",
     )
+    evals: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="named evaluation sets: name -> task-field overrides; after training each "
+        "member is also evaluated on the test split of the overridden task (test_size samples), "
+        "metrics <name>.loss and <name>.acc (or <name>.mse), e.g. {long: {T: 200}}",
+    )
 
     @model_validator(mode="after")
     def _budget(self) -> TrainConfig:
+        for name, ov in self.evals.items():
+            if not _EVAL_NAME.fullmatch(name) or name in _RESERVED_SETS:
+                raise ValueError(
+                    f"evals: name {name!r} must match [A-Za-z][A-Za-z0-9_-]* and not be one of "
+                    f"{sorted(_RESERVED_SETS)}")
+            if "name" in ov:
+                raise ValueError(f"evals.{name}: an evaluation set overrides fields of the run's "
+                                 "task; it cannot change the task (name)")
         if any(v < 0 for v in self.lr_scale.values()):
             raise ValueError(f"lr_scale values must be >= 0, got {self.lr_scale}")
         if (self.max_steps is None) == (self.epochs is None):

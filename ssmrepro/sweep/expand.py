@@ -16,7 +16,8 @@ from pydantic import ValidationError
 from .. import expr
 from ..models import MODELS, ModelConfig
 from ..spec import Axis, Spec, SpecError, _format_errors, find_spec
-from ..tasks import TASKS, TaskConfig
+from ..tasks import TASKS, DataUnavailable, Task, TaskConfig, build_task, incompatibility
+from ..tasks.base import fixed_split_error
 from .config import RunConfig, TrainConfig, flatten, run_id_of
 
 SECTIONS = ("task", "model", "train")
@@ -114,7 +115,9 @@ class SectionError(Exception):
 
 
 def validate_sections(cfg: dict[str, Any]) -> tuple[TaskConfig, ModelConfig, TrainConfig]:
-    """Typed configs of one run; raises KeyError for unknown names, SectionError otherwise."""
+    """Typed configs of one run; raises KeyError for unknown names, SectionError for invalid
+    fields (``train.evals.<name>`` overrides included) and ValueError for a train section that
+    does not fit its task (see ``check_task_data``)."""
     task_cls = TASKS.get(cfg["task"].get("name"))
     if task_cls is None:
         raise KeyError(f"task.name: unknown task {cfg['task'].get('name')!r} (known: {sorted(TASKS)})")
@@ -129,7 +132,38 @@ def validate_sections(cfg: dict[str, Any]) -> tuple[TaskConfig, ModelConfig, Tra
             out.append(cls(**cfg[section]))
         except ValidationError as err:
             raise SectionError(section, err) from None
-    return tuple(out)  # type: ignore[return-value]
+    task, model, train = out
+    evals = {}
+    for name, overrides in train.evals.items():  # every evaluation set is a valid task config
+        try:
+            evals[name] = task_cls.Config(**{**task.model_dump(), **overrides})
+        except ValidationError as err:
+            raise SectionError(f"train.evals.{name}", err) from None
+    check_task_data(task_cls, task, train, evals)
+    return task, model, train
+
+
+def check_task_data(task_cls: type[Task], task: TaskConfig, train: TrainConfig,
+                    evals: dict[str, TaskConfig]) -> None:
+    """A dataset task needs ``train.train_size`` within its training split, and an evaluation set
+    must keep the run's inputs and outputs (``tasks.incompatibility``). What needs the data is
+    checked here when the data is present (it is loaded once per process and cached); otherwise
+    the run checks it before training (``train.check_pack``) and fails with ``DataUnavailable``."""
+    err = fixed_split_error(task_cls, None, train.train_size)
+    if err:
+        raise ValueError(err)
+    try:  # synthetic tasks build instantly; dataset tasks load (or reuse) their data
+        base = build_task(task)
+        built = {n: build_task(c) for n, c in evals.items()}
+    except DataUnavailable:
+        return
+    err = fixed_split_error(base, base.split_sizes(), train.train_size)
+    if err:
+        raise ValueError(err)
+    for name, et in built.items():
+        why = incompatibility(base.info, et.info)
+        if why:
+            raise ValueError(f"train.evals.{name}: {why}")
 
 
 def expand(spec: Spec, profile: str | None = None) -> list[RunConfig]:

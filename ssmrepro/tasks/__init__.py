@@ -1,22 +1,33 @@
-"""Task registry: name -> Task class (each with its pydantic ``Config``)."""
+"""Library (tasks): the task registry, name -> Task class (each with its pydantic ``Config``).
+
+Synthetic generators (``keep_nth``, ``mqar``) and the six LRA datasets (``lra_listops``,
+``lra_text``, ``lra_retrieval``, ``lra_image``, ``lra_pathfinder``, ``lra_pathx``) share one
+interface (``tasks.base``).
+"""
 
 from __future__ import annotations
 
-from .base import Batch, Task, TaskConfig, TaskInfo
+from ..data import DataUnavailable
+from .base import Batch, Task, TaskConfig, TaskInfo, incompatibility
 from .keep_nth import KeepNth
+from .lra import LRA_TASKS
 from .mqar import MQAR
 
 TASKS: dict[str, type[Task]] = {
     KeepNth.name: KeepNth,
     MQAR.name: MQAR,
+    **{cls.name: cls for cls in LRA_TASKS},
 }
 
 
 def build_task(config: dict | TaskConfig) -> Task:
+    """The task for a config (a validated ``TaskConfig`` or a dict with ``name``). Dataset tasks
+    load their data here and raise ``DataUnavailable`` when it is missing."""
     if isinstance(config, TaskConfig):
         return TASKS[config.name](config)
     cls = TASKS[config["name"]]
     return cls(cls.Config(**config))
 
 
-__all__ = ["TASKS", "Batch", "Task", "TaskConfig", "TaskInfo", "build_task"]
+__all__ = ["TASKS", "Batch", "DataUnavailable", "Task", "TaskConfig", "TaskInfo", "build_task",
+           "incompatibility"]

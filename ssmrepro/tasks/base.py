@@ -1,8 +1,18 @@
-"""Task interface shared by every generator.
+"""Library (tasks): the interface shared by every task (synthetic generators and datasets).
 
 A task turns (per-member seeds, split, sample indices) into a batch. Sample ``i`` of split ``s`` for
 seed ``r`` is a pure function of (config, r, s, i): the training stream, a fixed training set, and
 the validation/test sets are all views of that function, and the three splits never share a stream.
+
+Two kinds of task share this interface:
+
+* synthetic generators (``keep_nth``, ``mqar``): every split is an endless stream, the seed picks
+  the stream (``finite = False``, ``split_sizes() -> None``);
+* datasets (``lra_*``): each split is a fixed table of rows; sample ``i`` of split ``s`` is row
+  ``i`` whatever the seed (members get their own *order* from the training loop's epoch
+  permutations), an index past the split's size is an error (``finite = True``,
+  ``split_sizes() -> {"train": n, "val": n, "test": n}``). A dataset task loads its data when it is
+  constructed, so missing data fails there (``DataUnavailable``), before any training.
 """
 
 from __future__ import annotations
@@ -33,7 +43,8 @@ class Batch:
     x     (E, B, L) int64 token ids, or (E, B, L, d_input) float for continuous inputs (pixels)
     y     per-position targets (E, B, L) int64 (IGNORE where unsupervised), or
           sequence-level targets (E, B) int64 (one class per sequence, e.g. LRA);
-          regression tasks (TaskInfo.loss == "mse"): float (E, B, L, C) or (E, B, C)
+          regression tasks (TaskInfo.loss == "mse"): float (E, B, L, C) or (E, B, C), NaN where
+          unsupervised (the regression counterpart of IGNORE)
     mask  (E, B, L) bool, True at real (non-padding) positions; None = every position is real.
           Pooled read-outs average over the True positions only.
     x2, mask2  a second input sequence (LRA Retrieval: the second document), else None
@@ -71,11 +82,48 @@ class TaskInfo:
     loss: Literal["cross_entropy", "mse"] = "cross_entropy"
 
 
+def incompatibility(base: TaskInfo, other: TaskInfo) -> str | None:
+    """Why a model built for ``base`` cannot be evaluated on batches of ``other`` (None: it can).
+
+    Used for named evaluation sets (``train.evals``): the sequence length may differ (e.g. longer
+    test sequences); inputs, targets and outputs must keep their meaning and fit the model.
+    """
+    for field in ("n_classes", "target", "input_dim", "dual", "loss"):
+        if getattr(base, field) != getattr(other, field):
+            return f"{field} {getattr(other, field)!r} differs from the run's task ({getattr(base, field)!r})"
+    if base.input_dim is None and other.vocab_size > base.vocab_size:
+        return f"vocab_size {other.vocab_size} exceeds the run's task ({base.vocab_size})"
+    return None
+
+
+def fixed_split_error(task: type[Task] | Task, sizes: dict[str, int] | None,
+                      train_size: int | None) -> str | None:
+    """Why ``train.train_size`` does not fit a dataset task's training split (None: it fits).
+
+    A dataset task (``finite``) always needs a fixed training set of ``train_size`` rows, at most
+    its training split; ``sizes`` None = the split sizes are not known here (data not loaded).
+    """
+    if not task.finite:
+        return None
+    n = f"{sizes['train']} rows" if sizes else "a fixed number of rows"
+    if train_size is None:
+        return (f"task {task.name} has a fixed training split ({n}): set train.train_size (at most "
+                "the split size) with train.epochs or train.max_steps")
+    if sizes is not None and train_size > sizes["train"]:
+        return (f"train.train_size {train_size} exceeds the training split of task {task.name} "
+                f"({n}; splits {sizes})")
+    return None
+
+
 class Task:
-    """Base class: subclasses set ``Config`` and implement ``info`` and ``sample``."""
+    """Base class: subclasses set ``Config`` and implement ``info`` and ``sample``.
+
+    Dataset tasks set ``finite = True`` and override ``split_sizes`` and ``data_info``.
+    """
 
     Config: ClassVar[type[TaskConfig]]
     name: ClassVar[str]
+    finite: ClassVar[bool] = False  # True: fixed splits of rows (needs train.train_size)
 
     def __init__(self, config: TaskConfig):
         self.config = config
@@ -87,3 +135,12 @@ class Task:
     def sample(self, seeds: torch.Tensor, split: int, index: torch.Tensor) -> Batch:
         """seeds: (E,) int64; index: (E, B) int64 sample indices -> Batch of shape (E, B, L)."""
         raise NotImplementedError  # pragma: no cover
+
+    def split_sizes(self) -> dict[str, int] | None:
+        """Rows per split ({"train", "val", "test"}) of a dataset; None for endless streams."""
+        return None
+
+    def data_info(self) -> dict | None:
+        """Which data the task reads (source, path relative to the data root, sizes, cache key),
+        for the run record; None for generated-on-the-fly tasks."""
+        return None

@@ -1,4 +1,4 @@
-"""KEEP n-TH (huang2025 §4.1, App. D.2): recover the n-th token of a random sequence.
+"""Library (tasks): KEEP n-TH (huang2025 §4.1, App. D.2), recover the n-th token of a sequence.
 
 x_1..x_T are i.i.d. uniform over the vocabulary; the target at every position t >= n is x_n, and
 positions t < n are unsupervised. (The paper writes "y_t = x_n for n < t <= T" and takes outputs at

@@ -1,4 +1,4 @@
-"""MQAR: multi-query associative recall (zoology's ``multiquery_ar``, with koren2026's extensions).
+"""Library (tasks): MQAR, multi-query associative recall (zoology's ``multiquery_ar`` + koren2026).
 
 Layout of one example (length L; ``kappa`` = number of facts, the paper's N_f):
 

@@ -1,4 +1,4 @@
-"""Counter-based random numbers: every value is a pure function of (seed, stream, counter).
+"""Library (tasks): counter-based random numbers, each a pure function of (seed, stream, counter).
 
 Why not ``torch.Generator``: a pack trains E runs at once, and each run must see exactly the data it
 would see when trained alone. With stateful generators that needs E generator calls per step (slow,

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from ssmrepro.data import TASKS, load_lra
+from ssmrepro.data import DATASETS, load_lra
 from ssmrepro.data.cache import cache_key, file_identity, load_entry, save_entry
 
 IDENTITY = [("lra/listops-1000/basic_train.tsv", 1000, 123456789)]
@@ -27,24 +27,24 @@ def _perturb(value):
     raise TypeError(type(value))
 
 
-@pytest.mark.parametrize("task", sorted(TASKS))
-def test_every_config_field_changes_the_key(task):
-    tdef = TASKS[task]
-    cfg = tdef.config_cls()
-    base = cache_key(task, tdef.sources[0], IDENTITY, cfg, tdef.version)
+@pytest.mark.parametrize("dataset", sorted(DATASETS))
+def test_every_config_field_changes_the_key(dataset):
+    ddef = DATASETS[dataset]
+    cfg = ddef.config_cls()
+    base = cache_key(dataset, ddef.sources[0], IDENTITY, cfg, ddef.version)
     fields = dataclasses.fields(cfg)
     assert fields
     keys = {base}
     for f in fields:
         changed = dataclasses.replace(cfg, **{f.name: _perturb(getattr(cfg, f.name))})
-        k = cache_key(task, tdef.sources[0], IDENTITY, changed, tdef.version)
-        assert k != base, f"{task}.{f.name} does not change the cache key"
+        k = cache_key(dataset, ddef.sources[0], IDENTITY, changed, ddef.version)
+        assert k != base, f"{dataset}.{f.name} does not change the cache key"
         keys.add(k)
     assert len(keys) == len(fields) + 1
 
 
 def test_identity_source_version_and_task_change_the_key():
-    cfg = TASKS["listops"].config_cls()
+    cfg = DATASETS["listops"].config_cls()
     base = cache_key("listops", "lra_release", IDENTITY, cfg, 1)
     (path, size, mtime) = IDENTITY[0]
     assert cache_key("listops", "lra_release", [(path, size + 1, mtime)], cfg, 1) != base
@@ -108,3 +108,23 @@ def test_save_entry_is_atomic_and_first_writer_wins(tmp_path):
     arrays, meta = load_entry(p)
     assert meta["m"] == 1 and arrays["a"].tolist() == [0, 1, 2]
     assert [q.name for q in tmp_path.iterdir()] == ["task-abc"]
+
+
+def test_save_entry_fsyncs_files_and_folders_before_it_is_visible(tmp_path, monkeypatch):
+    import numpy as np
+
+    import ssmrepro.util as util
+
+    synced: list[str] = []
+    real = util.os.fsync
+
+    def spy(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}") if os.path.exists("/proc/self/fd") else "?")
+        return real(fd)
+
+    monkeypatch.setattr(util.os, "fsync", spy)
+    p = tmp_path / "listops-abc"
+    save_entry(p, {"train.x": np.arange(3), "train.labels": np.arange(2)}, {"m": 1})
+    files = [s for s in synced if s.endswith(".tmp")]  # each array and meta.json, before rename
+    assert len(files) == 3 and len(synced) == 5  # + the entry folder and its parent
+    assert synced[-1] == str(tmp_path)

@@ -118,7 +118,7 @@ def test_accept_sources_and_bad_arguments(lra_root):
         load_lra("listops", "train", root=lra_root, max_length=10)
     with pytest.raises(ValueError, match="split"):
         load_lra("listops", "dev", root=lra_root)
-    with pytest.raises(ValueError, match="unknown LRA task"):
+    with pytest.raises(ValueError, match="unknown LRA dataset"):
         load_lra("mnist", "train", root=lra_root)
 
 

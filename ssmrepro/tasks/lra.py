@@ -1,0 +1,243 @@
+"""Library (tasks): the six Long Range Arena datasets as tasks, ``lra_listops`` ... ``lra_pathx``.
+
+A task reads one dataset through ``data.load_lra`` (prepared arrays are cached on disk under the
+data root, see ``data.cache``) and keeps the three loaded splits in a per-process cache, so the
+packs of one process load a dataset once. Loading happens when the task is constructed: missing
+data raises ``DataUnavailable`` there, naming the one command that provides it, before any
+training.
+
+Config = the dataset's preprocessing options (the fields of ``data.DATASETS[d].config_cls``, e.g.
+``max_len``, ``level``, ``resolution``, ``tokenize``) plus ``source``: the data source to read
+(default: the dataset's real source). Exactly that source is read (no fallback), and ``source`` is
+part of the run identity, so a number trained on generated or proxy data never shares a run id
+with one trained on the real data.
+
+    task            dataset     sources (default first)                   input
+    lra_listops     listops     lra_release | generated                   tokens
+    lra_text        text        download:imdb                             tokens (chars or bytes)
+    lra_retrieval   retrieval   lra_release                               two token documents
+    lra_image       image       download:cifar10 | proxy:fashion_mnist32  pixels (1 or 3 channels)
+    lra_pathfinder  pathfinder  lra_release | generated                   pixels (1 channel)
+    lra_pathx       pathx       lra_release | generated                   pixels (1 channel)
+
+Samples. Split ``s`` is a fixed table: sample ``i`` is row ``i`` of that split for every seed (the
+training loop gives each member its own order through epoch permutations of ``train_size`` rows);
+an index outside the split is an ``IndexError``. Every target is one class per sequence
+(``info.target == "sequence"``). Batches for E members and B rows (L = ``info.seq_len``)::
+
+    token inputs   x (E, B, L) int64, right-padded with 0; mask (E, B, L) bool, True at real tokens
+    pixel inputs   x (E, B, L, k) float32, normalised as the dataset says (``info.input_dim = k``,
+                   ``info.vocab_size = 0``); mask None (every position is real)
+    retrieval      x2, mask2: the second document, same layout (``info.dual``)
+    y              (E, B) int64
+
+Every row is padded to one fixed length L, the longest row of any split (pixel tasks: H·W), not to
+the longest row of its batch: a row's input then never depends on its batch-mates, so a pack
+member sees exactly what it sees alone (bidirectional models read the padding too).
+
+Example (a data root holding the ListOps fixture of the tests, ``tests/assets/lra/lra``)::
+
+    task = build_task({"name": "lra_listops"})         # reads $SSMREPRO_DATA/lra/listops-1000
+    task.split_sizes()                                 # {'train': 7, 'val': 3, 'test': 3}
+    b = task.sample(torch.tensor([0]), TRAIN, torch.tensor([[0, 1]]))
+    b.x.shape, b.mask.sum(-1), b.y                     # (1, 2, 21), [[10, 6]], [[9, 5]]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import torch
+from pydantic import Field, create_model
+
+from ..data import DATASETS, GENERATED, DataUnavailable, LRADataset, load_lra
+from ..util import data_root
+from .base import SPLITS, Batch, Task, TaskConfig, TaskInfo
+
+_SPLIT_NAMES = {v: k for k, v in SPLITS.items()}  # 0 -> "train", ...
+
+
+def _config_class(task: str, dataset: str) -> type[TaskConfig]:
+    """The task's pydantic config: ``name``, ``source`` and every preprocessing field of the
+    dataset's config dataclass (same names, types and defaults; one source of truth)."""
+    ddef = DATASETS[dataset]
+    hints = typing.get_type_hints(ddef.config_cls)
+    fields: dict[str, Any] = {
+        f.name: (hints[f.name], f.default) for f in dataclasses.fields(ddef.config_cls)
+    }
+    sources = tuple(ddef.sources)
+    source_t = Literal[sources]  # type: ignore[valid-type]
+    cls = create_model(
+        "".join(p.capitalize() for p in task.split("_")) + "Config",
+        __base__=TaskConfig,
+        __module__=__name__,
+        name=(str, task),
+        source=(source_t, Field(sources[0], description=f"data source, one of {list(sources)}; "
+                                "part of the run identity")),
+        **fields,
+    )
+    cls.__doc__ = (f"{task}: the LRA {dataset} dataset; fields = its preprocessing options "
+                   f"(data.{ddef.config_cls.__name__}) + source.")
+    globals()[cls.__name__] = cls  # importable by name, so configs pickle (packs go to workers)
+    return cls
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    """The three splits of one (dataset, root, source, preprocessing), as loaded."""
+
+    splits: tuple[LRADataset, LRADataset, LRADataset]  # train, val, test
+    root: Path
+    seq_len: int
+
+
+_LOADED: dict[tuple[str, str, str], _Loaded] = {}  # per-process cache
+
+
+def _load(task: str, dataset: str, config: TaskConfig) -> _Loaded:
+    root = data_root()
+    source: str = getattr(config, "source")  # noqa: B009 - a field of the generated config
+    prep = config.model_dump(exclude={"name", "source"})
+    key = (dataset, str(root.resolve()), json.dumps([source, prep], sort_keys=True))
+    if key not in _LOADED:
+        try:
+            train, val, test = (load_lra(dataset, s, root=root, accept_sources=[source], **prep)
+                                for s in ("train", "val", "test"))
+        except DataUnavailable as err:
+            alt = ""
+            if source != GENERATED and GENERATED in DATASETS[dataset].sources:
+                alt = " (or set task.source: generated to train on generated data)"
+            raise DataUnavailable(f"task {task} (source {source}): {err}{alt}") from None
+        widths = [a.shape[1] for d in (train, val, test) for a in (d.x, d.x2) if a is not None]
+        _LOADED[key] = _Loaded((train, val, test), root, max(widths))
+    return _LOADED[key]
+
+
+def clear_cache() -> None:
+    """Forget the datasets loaded by this process (tests that rewrite a data root use it)."""
+    _LOADED.clear()
+
+
+class LRATask(Task):
+    """Base of the six LRA tasks (see the module docstring)."""
+
+    dataset: ClassVar[str]
+    finite = True
+
+    def __init__(self, config: TaskConfig):
+        super().__init__(config)
+        self._data = _load(self.name, self.dataset, config)  # raises DataUnavailable
+
+    @property
+    def info(self) -> TaskInfo:
+        tr = self._data.splits[0]
+        tokens = tr.kind == "tokens"
+        return TaskInfo(
+            vocab_size=tr.vocab_size if tokens else 0,  # type: ignore[arg-type]
+            n_classes=tr.n_classes,
+            seq_len=self._data.seq_len,
+            target="sequence",
+            input_dim=None if tokens else tr.d_input,
+            dual=tr.dual,
+        )
+
+    def split_sizes(self) -> dict[str, int]:
+        return {name: len(ds) for name, ds in zip(("train", "val", "test"), self._data.splits)}
+
+    def data_info(self) -> dict:
+        tr = self._data.splits[0]
+        path = tr.path
+        try:
+            where = path.resolve().relative_to(self._data.root.resolve()).as_posix() if path else None
+        except ValueError:  # outside the data root (e.g. the system Fashion-MNIST)
+            where = str(path)
+        out: dict[str, Any] = {
+            "dataset": self.dataset,
+            "source": tr.source,
+            "path": where,
+            "sizes": self.split_sizes(),
+            "cache_key": tr.cache_path.name if tr.cache_path is not None else None,
+        }
+        meta = path / "meta.json" if path is not None else None
+        if meta is not None and meta.is_file():  # our generators' provenance: version and seed
+            gen = json.loads(meta.read_text())
+            out["generator"] = {k: gen[k] for k in ("generator", "version", "seed") if k in gen}
+        return out
+
+    def sample(self, seeds: torch.Tensor, split: int, index: torch.Tensor) -> Batch:
+        ds = self._data.splits[split]
+        E, B = index.shape
+        rows = index.reshape(-1).cpu().numpy()  # (E*B,)
+        if rows.size and (rows.min() < 0 or rows.max() >= len(ds)):
+            bad = int(rows.max() if rows.max() >= len(ds) else rows.min())
+            raise IndexError(
+                f"{self.name}: sample index {bad} is outside the {_SPLIT_NAMES[split]} split "
+                f"({len(ds)} rows; source {ds.source}); use train.train_size <= the split size")
+        dev = seeds.device
+        y = torch.from_numpy(np.asarray(ds.labels[rows], dtype=np.int64)).view(E, B).to(dev)
+        x, mask = self._inputs(ds, ds.x, ds.lengths, rows, E, B)
+        x2 = mask2 = None
+        if ds.x2 is not None:
+            x2, mask2 = self._inputs(ds, ds.x2, ds.lengths2, rows, E, B)
+        to = lambda t: None if t is None else t.to(dev)  # noqa: E731
+        return Batch(x=to(x), y=y, mask=to(mask), x2=to(x2), mask2=to(mask2))
+
+    def _inputs(self, ds: LRADataset, arr: np.ndarray, lengths, rows: np.ndarray, E: int, B: int):
+        """Rows of one input table -> x (E, B, L) int64 + mask, or (E, B, L, k) float32 + None."""
+        L = self._data.seq_len
+        sub = np.asarray(arr[rows])  # (E*B, w) or (E*B, L, k)
+        if ds.kind == "pixels":
+            x = torch.from_numpy(ds.to_float(sub))  # (E*B, L) or (E*B, L, k)
+            if x.dim() == 2:
+                x = x.unsqueeze(-1)
+            return x.view(E, B, L, x.shape[-1]), None
+        x = np.zeros((len(rows), L), dtype=np.int64)
+        x[:, : sub.shape[1]] = sub
+        mask = np.arange(L)[None, :] < np.asarray(lengths[rows], dtype=np.int64)[:, None]  # (E*B, L)
+        return torch.from_numpy(x).view(E, B, L), torch.from_numpy(mask).view(E, B, L)
+
+
+class LRAListOps(LRATask):
+    name = "lra_listops"
+    dataset = "listops"
+    Config = _config_class(name, dataset)
+
+
+class LRAText(LRATask):
+    name = "lra_text"
+    dataset = "text"
+    Config = _config_class(name, dataset)
+
+
+class LRARetrieval(LRATask):
+    name = "lra_retrieval"
+    dataset = "retrieval"
+    Config = _config_class(name, dataset)
+
+
+class LRAImage(LRATask):
+    name = "lra_image"
+    dataset = "image"
+    Config = _config_class(name, dataset)
+
+
+class LRAPathfinder(LRATask):
+    name = "lra_pathfinder"
+    dataset = "pathfinder"
+    Config = _config_class(name, dataset)
+
+
+class LRAPathX(LRATask):
+    name = "lra_pathx"
+    dataset = "pathx"
+    Config = _config_class(name, dataset)
+
+
+LRA_TASKS: tuple[type[LRATask], ...] = (LRAListOps, LRAText, LRARetrieval, LRAImage, LRAPathfinder,
+                                        LRAPathX)
