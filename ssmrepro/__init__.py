@@ -1,3 +1,3 @@
-"""ssmrepro: reproduce Mamba / SSM paper figures from real training runs."""
+"""Package (ssmrepro): reproduce Mamba / SSM paper figures from real training runs."""
 
 __version__ = "0.1.0"

@@ -1,4 +1,4 @@
-"""Per-member optimisation for packs: Adam/AdamW, LR schedules, gradient clipping.
+"""Library (optim): per-member optimisation for packs — Adam/AdamW, LR schedules, gradient clipping.
 
 Every parameter is an (E, ...) tensor. Member e has its own learning rate, betas, eps, weight decay,
 step count, clipping threshold and active flag; an inactive member (early-stopped, diverged, or out of

@@ -4,6 +4,7 @@ recovered run with a warning, or a bounded refusal — never a traceback, a hang
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -134,3 +135,57 @@ def test_too_many_workers_are_capped(tmp_path):
 def test_reuse_of_an_unknown_spec_is_a_validation_error(tmp_path):
     _assert_refused(_invoke("validate", write_spec(tmp_path, reuse=["no-such-spec"])),
                     "reuse.0", "unknown experiment")
+
+
+def test_an_unwritable_out_folder_is_a_message(tmp_path):
+    spec = write_spec(tmp_path, seeds=[0])
+    as_file = tmp_path / "a-file"
+    as_file.write_text("x")
+    _assert_refused(_invoke("run", spec, "--out", as_file, "--no-plot"), "cannot use")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        if os.access(ro, os.W_OK):  # root ignores permissions
+            pytest.skip("running as root: permissions are not enforced")
+        _assert_refused(_invoke("run", spec, "--out", ro, "--no-plot"), "permission denied")
+    finally:
+        ro.chmod(0o700)
+
+
+def test_disk_full_is_a_message(tmp_path, monkeypatch):
+    import errno
+
+    from ssmrepro import util
+
+    def full(path, write):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr(util, "_atomic", full)
+    res = _invoke("run", write_spec(tmp_path, seeds=[0]), "--out", tmp_path / "o", "--workers", "1",
+                  "--pack-size", "1")
+    assert res.exit_code in (1, 2) and "Traceback" not in res.output, res.output
+    assert "no space left on device" in res.output
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["plot", "keep-nth", "--profile", "smokee"], "unknown profile"),
+    (["verify", "keep-nth", "--profile", "smokee"], "unknown profile"),
+    (["run", "keep-nth", "--device", "tpu", "--profile", "smoke"], "--device"),
+    (["run", "no-such-experiment"], "unknown experiment"),
+])
+def test_typos_are_messages(tmp_path, args, needle):
+    _assert_refused(_invoke(*args, "--out", tmp_path), needle)
+
+
+def test_missing_lra_data_names_the_command(tmp_path):
+    res = _invoke("run", "lra", "--profile", "smoke", "--out", tmp_path,
+                  env={"SSMREPRO_DATA": str(tmp_path / "empty")})
+    _assert_refused(res, "ssmrepro data")
+
+
+def test_a_list_valued_sweep_axis_reports(tmp_path):
+    spec = write_spec(tmp_path, seeds=[0], sweep=[{"grid": {"train.betas": [[0.9, 0.99],
+                                                                             [0.8, 0.95]]}}])
+    res = _invoke("run", spec, "--out", tmp_path / "o", "--pack-size", "2")
+    assert res.exit_code == 0, res.output

@@ -4,7 +4,6 @@ of spec / report / plots."""
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
@@ -217,41 +216,3 @@ def test_every_shipped_spec_has_valid_outputs_and_a_checkable_claim(path):
     spec = load_spec(path)
     assert validate_outputs(spec) == []
     assert spec.claims, "every shipped spec tests its claim text"
-
-
-# ---------------------------------------------------------------------------------- layering
-
-RANK = {"spec": 1, "sweep": 2, "store": 3, "train": 4, "engine": 5, "report": 6, "plots": 7,
-        "bench": 8, "bench_scans": 8, "cli": 9}
-
-
-def _imports(path: Path, package: list[str]) -> list[tuple[str, int]]:
-    """(first package module imported, line) for every import in the file, anywhere in it."""
-    out = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package[: len(package) - node.level + 1]
-                mod = (base + (node.module.split(".") if node.module else []))
-                names = [mod[1]] if len(mod) > 1 else [a.name for a in node.names]
-            elif node.module and node.module.startswith("ssmrepro."):
-                names = [node.module.split(".")[1]]
-            else:
-                continue
-            out += [(n, node.lineno) for n in names]
-        elif isinstance(node, ast.Import):
-            out += [(a.name.split(".")[1], node.lineno) for a in node.names
-                    if a.name.startswith("ssmrepro.")]
-    return out
-
-
-@pytest.mark.parametrize("stage", ["spec", "report", "plots"])
-def test_stages_import_only_below_themselves(stage):
-    pkg = ROOT / "ssmrepro"
-    files = [pkg / f"{stage}.py"] if (pkg / f"{stage}.py").exists() else \
-        sorted((pkg / stage).glob("*.py"))
-    for f in files:
-        package = ["ssmrepro"] + ([stage] if f.parent.name == stage else [])
-        for mod, line in _imports(f, package):
-            if mod in RANK and mod != stage:
-                assert RANK[mod] < RANK[stage], f"{f.name}:{line} imports {mod} (above {stage})"

@@ -1,4 +1,6 @@
-"""``ssmrepro bench``: run-steps per second of packed training against the simple way, same run.
+"""Tool (bench): ``ssmrepro bench`` — packed training against the simple way, same run.
+
+Run-steps per second of packed training against one model at a time.
 
 (a) plain: one model at a time — an E = 1 model, ``torch.optim.AdamW``, ``clip_grad_norm_``, a
     fresh batch per step (what a hand-written loop does);

@@ -1,4 +1,4 @@
-"""Benchmark the sequential reference scans against the fast ones (forward + backward, CPU).
+"""Tool (bench): the sequential reference scans against the fast ones (forward + backward, CPU).
 
 For each L, times in the same process, interleaved repeat by repeat (so machine noise hits all
 alike), after warm-up, the reference and every fast formulation of a kernel (one row each):

@@ -1,4 +1,6 @@
-"""Group runs into packs: runs with equal pack keys (identical shapes) train as one stacked model."""
+"""Stage 3 (engine): group runs into packs.
+
+Runs with equal pack keys (identical shapes) train as one stacked model."""
 
 from __future__ import annotations
 

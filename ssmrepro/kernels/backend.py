@@ -1,4 +1,4 @@
-"""Backend and device selection, and the scan dispatch the models call.
+"""Library (kernels): backend and device selection, and the scan dispatch the models call.
 
 ``torch``: our pure-PyTorch scans (CPU or GPU) — the reference path, always available.
 ``cuda``: mamba-ssm / causal-conv1d kernels through the adapters in :mod:`ssmrepro.kernels.cuda`.
@@ -19,6 +19,7 @@ depthwise convolution.
 
 from __future__ import annotations
 
+import re
 from contextlib import contextmanager
 
 import torch
@@ -66,10 +67,18 @@ def cuda_kernels_importable() -> tuple[bool, str]:
 
 
 def select_device(device: str) -> str:
+    """auto | cpu | cuda | cuda:N -> the device to run on; anything else is a BackendError."""
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda") and not torch.cuda.is_available():
+    if device == "cpu":
+        return device
+    m = re.fullmatch(r"cuda(?::(\d+))?", device)
+    if m is None:
+        raise BackendError(f"--device {device!r}: expected auto, cpu, cuda or cuda:N")
+    if not torch.cuda.is_available():
         raise BackendError(f"--device {device}: CUDA is not available on this machine")
+    if m.group(1) is not None and int(m.group(1)) >= torch.cuda.device_count():
+        raise BackendError(f"--device {device}: this machine has {torch.cuda.device_count()} GPUs")
     return device
 
 

@@ -1,4 +1,4 @@
-"""Adapters from our packed layouts to the mamba-ssm / causal-conv1d CUDA kernels.
+"""Library (kernels): adapters from our packed layouts to the mamba-ssm / causal-conv1d CUDA kernels.
 
 Three adapters, each taking our tensors (a pack of E members folded as the models fold them) and
 calling one kernel API with the layout documented in ``notes/kernels.md`` §1:

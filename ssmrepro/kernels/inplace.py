@@ -1,4 +1,6 @@
-"""Diagonal linear recurrences as autograd Functions with explicit reverse-time backward passes.
+"""Library (kernels): diagonal linear recurrences as autograd Functions.
+
+Explicit reverse-time backward passes.
 
     h_t = a_t * h_{t-1} + b_t,   h_{-1} = 0          (a, b, h: (Bt, L, *S), real or complex)
 

@@ -1,4 +1,4 @@
-"""Diagonal linear scans and the Mamba-1 (S6) selective scan, in pure PyTorch.
+"""Library (kernels): diagonal linear scans and the Mamba-1 (S6) selective scan, in pure PyTorch.
 
 Everything here is plain autograd (no custom ``backward``), runs on CPU and GPU, and handles
 real and complex tensors in float32 / float64 (complex64 / complex128).

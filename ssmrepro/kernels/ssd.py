@@ -1,4 +1,4 @@
-"""Mamba-2 SSD (state-space duality) with one scalar decay per head, in pure PyTorch.
+"""Library (kernels): Mamba-2 SSD (state-space duality) with one scalar decay per head, in pure PyTorch.
 
 Shape legend (used in docstrings and end-of-line comments)::
 

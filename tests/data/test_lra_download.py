@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from ssmrepro.cli.data import app
 from ssmrepro.data import load_lra
-from ssmrepro.data.cli import app
 from ssmrepro.data.download import DownloadError, download_file, extract_archive
 
 PAYLOAD = np.random.default_rng(0).integers(0, 256, size=300_000, dtype=np.uint8).tobytes()

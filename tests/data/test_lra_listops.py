@@ -139,7 +139,7 @@ def test_loader_truncation_and_no_eos(lra_root):
 def test_loader_generated_source_via_cli(empty_root):
     from typer.testing import CliRunner
 
-    from ssmrepro.data.cli import app
+    from ssmrepro.cli.data import app
 
     r = CliRunner().invoke(
         app,

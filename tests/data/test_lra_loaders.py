@@ -138,7 +138,7 @@ def test_getitem_and_batch_trimming(lra_root):
 def test_cli_info(lra_root):
     from typer.testing import CliRunner
 
-    from ssmrepro.data.cli import app
+    from ssmrepro.cli.data import app
 
     r = CliRunner().invoke(app, ["info", "--dir", str(lra_root)], env={"COLUMNS": "200"})
     assert r.exit_code == 0, r.output

@@ -134,7 +134,7 @@ def test_pathx_release_layout_and_tokens(lra_root):
 def test_cli_generate_then_load(empty_root):
     from typer.testing import CliRunner
 
-    from ssmrepro.data.cli import app
+    from ssmrepro.cli.data import app
 
     r = CliRunner().invoke(
         app,

@@ -1,7 +1,7 @@
-"""CLI (data commands): ``ssmrepro data download | generate | info`` for the LRA datasets.
+"""Tool (cli): the data commands ``ssmrepro data download | generate | info`` for the LRA datasets.
 
-Mounted by the main CLI with ``app.add_typer(data_app, name="data")``. Exit codes: 0 ok, 1 a
-download / generation failed, 2 bad input.
+A command group of the one app (``cli/__init__.py`` mounts it). Exit codes: 0 ok, 1 a download /
+generation failed, 2 bad input.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from enum import Enum
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from ..data.sources import generated_dir
 from ..util import data_root
-from .sources import generated_dir
+from .app import command, console, err_console, fail
 
 app = typer.Typer(
     add_completion=False,
@@ -36,9 +36,6 @@ generate_app = typer.Typer(
 )
 app.add_typer(generate_app, name="generate")
 
-console = Console()
-err_console = Console(stderr=True)
-
 DIR_HELP = "data root (default: $SSMREPRO_DATA, else ./data)"
 
 
@@ -54,11 +51,10 @@ class PathfinderFormat(str, Enum):
 
 
 def _fail(message: str, code: int = 2) -> None:
-    err_console.print(f"[red]error:[/] {message}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
+    fail([message], code)
 
 
-@app.command()
+@command(app)
 def download(
     target: Target = typer.Argument(..., help="what to download: lra | cifar10 | imdb"),
     dir: Path | None = typer.Option(None, "--dir", help=DIR_HELP),
@@ -74,8 +70,8 @@ def download(
 
     Example: ssmrepro data download lra --dir data --url file:///mnt/mirror/lra_release.gz
     """
-    from .download import DownloadError
-    from .download import download as do_download
+    from ..data.download import DownloadError
+    from ..data.download import download as do_download
 
     root = data_root(dir)
     try:
@@ -103,7 +99,7 @@ def _prepare_out(out: Path | None, default: Path, force: bool) -> Path:
     return target
 
 
-@generate_app.command("listops")
+@command(generate_app, "listops")
 def generate_listops_cmd(
     n: int = typer.Option(100_000, "--n", help="total examples (train + val + test)"),
     seed: int = typer.Option(0, "--seed"),
@@ -124,8 +120,8 @@ def generate_listops_cmd(
     """
     import json
 
+    from ..data.listops import GENERATOR_VERSION, SPLIT_FILES, generate_listops, write_listops_tsv
     from ..util import atomic_write_text
-    from .listops import GENERATOR_VERSION, SPLIT_FILES, generate_listops, write_listops_tsv
 
     n_val = max(1, round(0.02 * n)) if n_val is None else n_val
     n_test = max(1, round(0.02 * n)) if n_test is None else n_test
@@ -171,7 +167,7 @@ def generate_listops_cmd(
     )
 
 
-@generate_app.command("pathfinder")
+@command(generate_app, "pathfinder")
 def generate_pathfinder_cmd(
     n: int = typer.Option(200_000, "--n", help="number of images"),
     seed: int = typer.Option(0, "--seed"),
@@ -195,7 +191,7 @@ def generate_pathfinder_cmd(
 
     Example: ssmrepro data generate pathfinder --res 32 --n 20000 --seed 0 --workers 2
     """
-    from .pathfinder import LRA_PARAMS, write_pathfinder
+    from ..data.pathfinder import LRA_PARAMS, write_pathfinder
 
     if res not in LRA_PARAMS:
         _fail(f"--res must be one of {sorted(LRA_PARAMS)}, got {res}")
@@ -234,11 +230,11 @@ def generate_pathfinder_cmd(
     console.print(f"wrote {n} images to {target} in {dt:.1f} s ({n / dt:.0f} images/s)", highlight=False)
 
 
-@app.command()
+@command(app)
 def info(dir: Path | None = typer.Option(None, "--dir", help=DIR_HELP)) -> None:
     """Which data sources are present under the data root, and how to get the missing ones."""
-    from .datasets import available_sources
-    from .sources import cache_root
+    from ..data.datasets import available_sources
+    from ..data.sources import cache_root
 
     root = data_root(dir)
     table = Table("dataset", "source", "present", "path / how to get it", title=f"data root: {root}")

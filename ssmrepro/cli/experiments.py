@@ -1,7 +1,7 @@
-"""Command line: ``ssmrepro list | show | validate | run | plot | verify | list-models | data``.
+"""Tool (cli): the experiment commands — list, show, validate, run, plot, verify, list-models, bench.
 
-Thin by design: parse arguments, call the stage functions, print. Exit code 2 = bad input (spec,
-id, backend); 1 = runs failed.
+Thin by design: parse arguments, call the stage functions, print. Errors go through the boundary
+in ``cli.app`` (exit 2 for bad input, 1 for runs that did not finish).
 """
 
 from __future__ import annotations
@@ -10,51 +10,33 @@ from pathlib import Path
 
 import typer
 import yaml
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .kernels.backend import BackendError, select_backend, select_device
-from .spec import SpecError, find_spec, index_problems, load_spec, spec_paths
-
-app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    help="Reproduce figures and tables of Mamba / SSM papers from real training runs.\n\n"
-    "Example: ssmrepro run keep-nth --profile quick",
-)
-console = Console()
-err_console = Console(stderr=True)
-
-
-def _fail(messages: list[str], code: int = 2) -> None:
-    for m in messages:
-        err_console.print(f"[red]error:[/] {escape(m)}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
+from ..kernels.backend import select_backend, select_device
+from ..spec import SpecError, find_spec, index_problems, load_spec, spec_paths
+from .app import command, console, err_console, fail
 
 
 def _spec(name: str):
-    try:
-        return find_spec(name)
-    except SpecError as err:
-        _fail(err.messages)
+    return find_spec(name)
 
 
 def _root(spec, out: Path | None) -> Path:
-    from .engine import results_dir
+    from ..engine import results_dir
 
     return results_dir(spec, out)
 
 
-@app.command("list")
+@command(name="list")
 def list_cmd(
     models: bool = typer.Option(False, "--models", help="list the model registry instead"),
 ) -> None:
     """All experiment specs with alias, tier and status of their default profile."""
     if models:
         return list_models()
-    from .engine import open_store
-    from .sweep import expand
+    from ..engine import open_store
+    from ..sweep import expand
 
     t = Table("id", "alias", "tier", "title", "status")
     for p in spec_paths():
@@ -72,10 +54,10 @@ def list_cmd(
     console.print(t)
 
 
-@app.command("list-models")
+@command(name="list-models")
 def list_models() -> None:
     """Every registered model with its configuration fields and defaults."""
-    from .models import MODELS, config_rows
+    from ..models import MODELS, config_rows
 
     for name, entry in MODELS.items():
         t = Table(title=f"{name}: {entry.summary.strip()}", title_justify="left")
@@ -86,7 +68,7 @@ def list_models() -> None:
         for row in config_rows(entry.Config):
             t.add_row(*(escape(c) for c in row))
         console.print(t)
-    from .models.mixers import MIXERS
+    from ..models.mixers import MIXERS
 
     console.print("\n[bold]Sequence mixers[/] (use inside seq_lm / cooper_hybrid blocks as "
                   "mixer: {name: ..., fields})")
@@ -101,22 +83,19 @@ def list_models() -> None:
         console.print(t)
 
 
-@app.command()
+@command()
 def show(
     name: str = typer.Argument(..., help="experiment id or alias"),
     profile: str | None = typer.Option(None, help="smoke | quick | paper (default: spec's)"),
     out: Path | None = typer.Option(None, help="results root (default ./results)"),
 ) -> None:
     """Resolved configuration of an experiment and its run table."""
-    from .engine import open_store
-    from .sweep import expand, set_dotted
+    from ..engine import open_store
+    from ..sweep import expand, set_dotted
 
     spec = _spec(name)
     profile = profile or spec.default_profile
-    try:
-        runs = expand(spec, profile)
-    except SpecError as err:
-        _fail(err.messages)
+    runs = expand(spec, profile)
     base = {"task": dict(spec.task), "model": dict(spec.model), "train": dict(spec.train)}
     for k, v in spec.profiles[profile].set.items():
         set_dotted(base, k, v)
@@ -136,17 +115,17 @@ def show(
         console.print(f"... {len(runs) - 200} more runs")
 
 
-@app.command()
+@command()
 def validate(
     name: str | None = typer.Argument(None, help="experiment id, alias or file"),
     all_: bool = typer.Option(False, "--all", help="validate every shipped spec"),
 ) -> None:
     """Check spec files (schema, every profile's runs, derived values, figures, claims)."""
-    from .plots import validate_outputs
-    from .sweep import expand
+    from ..plots import validate_outputs
+    from ..sweep import expand
 
     if not name and not all_:
-        _fail(["give an experiment id or --all"])
+        fail(["give an experiment id or --all"])
     paths = spec_paths() if all_ else [None]
     errors: list[str] = index_problems()[1] if all_ else []
     for p in paths:
@@ -162,10 +141,10 @@ def validate(
         except SpecError as err:
             errors += err.messages
     if errors:
-        _fail(errors)
+        fail(errors)
 
 
-@app.command()
+@command()
 def run(
     name: str = typer.Argument(..., help="experiment id or alias, e.g. keep-nth"),
     profile: str | None = typer.Option(None, help="smoke | quick | paper (default: spec's)"),
@@ -183,28 +162,21 @@ def run(
     no_plot: bool = typer.Option(False, "--no-plot", help="skip figure and report"),
 ) -> None:
     """Train an experiment's runs (resuming finished ones), then write CSV, figure and report."""
-    from .engine import dry_run as plan_dry_run
-    from .engine import run_experiment
-    from .sweep import expand
+    from ..engine import dry_run as plan_dry_run
+    from ..engine import run_experiment
+    from ..plots import validate_outputs
+    from ..sweep import expand
 
     spec = _spec(name)
     profile = profile or spec.default_profile
-    try:
-        dev = select_device(device)
-        be, why = select_backend(backend, dev)
-        runs = expand(spec, profile)
-        if dry_run:
-            d = plan_dry_run(spec, profile, out, dev, max_runs, pack_size,
-                             estimate=not no_estimate)
-    except (BackendError, SpecError) as err:
-        _fail(getattr(err, "messages", [str(err)]))
-    from .plots import validate_outputs
-
-    bad = validate_outputs(spec, runs)
+    dev = select_device(device)
+    be, why = select_backend(backend, dev)
+    bad = validate_outputs(spec, expand(spec, profile))
     if bad:
-        _fail(bad)
+        fail(bad)
     console.print(f"[dim]{why}[/]")
     if dry_run:
+        d = plan_dry_run(spec, profile, out, dev, max_runs, pack_size, estimate=not no_estimate)
         console.print(f"{spec.id} [{profile}]: {d.total} runs, {d.done} done, {d.pending} pending "
                       f"in {len(d.packs)} packs (largest {d.largest}); {d.run_steps:,} run-steps "
                       "to train")
@@ -212,10 +184,7 @@ def run(
             console.print(f"estimated wall-clock on {dev}: {_human(d.estimate_s)} (one worker; "
                           f"{d.estimate_how})")
         return
-    try:
-        s = run_experiment(spec, profile, out, dev, be, max_runs, pack_size, workers, console)
-    except SpecError as err:
-        _fail(err.messages)
+    s = run_experiment(spec, profile, out, dev, be, max_runs, pack_size, workers, console)
     parts = [f"trained {s.trained} runs in {s.packs} packs, {s.wall_s:.0f}s"]
     if s.elsewhere:
         parts.append(f"{s.elsewhere} finished by another process")
@@ -247,16 +216,16 @@ def _human(sec: float) -> str:
 
 
 def _outputs(spec, profile: str, out: Path | None):
-    from .plots import build, validate_outputs
-    from .report import paper_value_tally, verdict_counts
-    from .sweep import expand
+    from ..plots import build, validate_outputs
+    from ..report import paper_value_tally, verdict_counts
+    from ..sweep import expand
 
     try:
         bad = validate_outputs(spec, expand(spec, profile))
     except SpecError as err:
         bad = err.messages
     if bad:
-        _fail(bad)
+        fail(bad)
     res = build(spec, profile, _root(spec, out))
     for v in res.verdicts:
         if v.kind == "claim":
@@ -273,7 +242,7 @@ def _outputs(spec, profile: str, out: Path | None):
     return res
 
 
-@app.command()
+@command()
 def plot(
     name: str = typer.Argument(..., help="experiment id or alias"),
     profile: str | None = typer.Option(None, help="profile to plot (default: spec's)"),
@@ -284,7 +253,7 @@ def plot(
     _outputs(spec, profile or spec.default_profile, out)
 
 
-@app.command()
+@command()
 def verify(
     name: str = typer.Argument(..., help="experiment id or alias"),
     profile: str | None = typer.Option(None, help="profile to check (default: spec's)"),
@@ -298,7 +267,7 @@ def verify(
         raise typer.Exit(1)
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def bench(
     ctx: typer.Context,
     workload: str = typer.Argument(
@@ -312,39 +281,20 @@ def bench(
 ) -> None:
     """Run-steps/s of packed training vs one model at a time, measured in this process; or, with
     ``scans``, the fast scans' speed-up over the sequential references."""
-    from .bench.packs import WORKLOADS, run_bench
-    from .util import repo_root
+    from ..bench.packs import WORKLOADS, run_bench
+    from ..util import repo_root
 
     if workload == "scans":
-        from .bench.scans import main as scans_main
+        from ..bench.scans import main as scans_main
 
         raise typer.Exit(scans_main(list(ctx.args)))
     if ctx.args:
-        _fail([f"unexpected arguments {' '.join(ctx.args)!r} (only 'scans' takes extra options)"])
+        fail([f"unexpected arguments {' '.join(ctx.args)!r} (only 'scans' takes extra options)"])
 
     if workload not in WORKLOADS:
-        _fail([f"unknown workload {workload!r} (have {', '.join(WORKLOADS)})"])
-    try:
-        dev = select_device(device)
-    except BackendError as err:
-        _fail([str(err)])
+        fail([f"unknown workload {workload!r} (have {', '.join(WORKLOADS)})"])
+    dev = select_device(device)
     sizes = [int(x) for x in packs.split(",") if x.strip()]
     rec = run_bench(workload, dev, sizes, seconds, out or repo_root() / "results" / "bench",
                     echo=console.print)
     console.print(f"best: pack {rec['best_pack']} = x{rec['best_ratio']:.1f} the plain loop")
-
-
-try:  # the LRA data commands (ssmrepro.data.cli)
-    from .data.cli import app as data_app
-
-    app.add_typer(data_app, name="data", help="Download, generate and inspect LRA datasets.")
-except ImportError:  # pragma: no cover - while the data layer is absent
-    pass
-
-
-def main() -> None:
-    app()
-
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,5 @@
+"""Tool (cli): ``python -m ssmrepro.cli`` runs the command line."""
+
+from . import main
+
+main()

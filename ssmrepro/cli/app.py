@@ -1,0 +1,83 @@
+"""Tool (cli): the one Typer app, its consoles and the error boundary every command runs inside.
+
+Exit codes: 0 ok; 1 runs failed or did not finish (re-run to resume); 2 bad input (spec, id,
+option, missing data, a folder that cannot be written); 130 interrupted. Expected failures become
+one-line messages; a traceback means a bug.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from ..data.sources import DataUnavailable
+from ..kernels.backend import BackendError
+from ..spec import SpecError
+
+EXIT_CODES = ("Exit codes: 0 ok; 1 some runs failed or did not finish (re-run the same command "
+              "to resume); 2 bad input (spec, id, option, missing data, unwritable folder); "
+              "130 interrupted.")
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Reproduce figures and tables of Mamba / SSM papers from real training runs.\n\n"
+    "Example: ssmrepro run keep-nth --profile quick\n\n" + EXIT_CODES,
+)
+console = Console()
+err_console = Console(stderr=True)
+
+
+def fail(messages: list[str], code: int = 2) -> None:
+    """Print ``error: ...`` lines to stderr and exit with ``code``."""
+    for m in messages:
+        err_console.print(f"[red]error:[/] {escape(m)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def os_message(err: OSError) -> str:
+    """'cannot write results/x.json: no space left on device' from an OSError."""
+    where = f" {err.filename}" if err.filename else ""
+    what = {errno.ENOSPC: "no space left on device", errno.EROFS: "read-only file system",
+            errno.EACCES: "permission denied", errno.ENOTDIR: "a path component is a file, "
+            "not a folder", errno.EEXIST: "exists and is not a folder"}.get(
+        err.errno or -1, err.strerror or type(err).__name__)
+    return f"cannot use{where}: {what}"
+
+
+def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a command inside the error boundary (see the module docstring)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (typer.Exit, typer.Abort):
+            raise
+        except SpecError as err:
+            fail(err.messages)
+        except (BackendError, DataUnavailable) as err:
+            fail([str(err)])
+        except OSError as err:
+            fail([os_message(err)])
+        except KeyboardInterrupt:
+            err_console.print("interrupted — finished runs are saved; re-run the same command "
+                              "to resume")
+            raise typer.Exit(130) from None
+
+    return wrapper
+
+
+def command(typer_app: typer.Typer = app, *args: Any, **kwargs: Any):
+    """``@command()``: register a guarded command on ``typer_app`` (default: the main app)."""
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        return typer_app.command(*args, **kwargs)(guard(fn))
+
+    return register
