@@ -135,7 +135,7 @@ MEMBER_FIELDS = frozenset(
 )
 
 
-CODE_VERSION = 2  # bump when a change alters what a run computes (incl. a changed default)
+CODE_VERSION = 3  # bump when a change alters what a run computes (incl. a changed default)
 
 
 @dataclass
