@@ -122,6 +122,9 @@ class Spec(Strict):
     profiles: dict[str, Profile]
     aggregate: Aggregate = Aggregate()
     analysis: list[Literal["decay_histogram"]] = []
+    save_weights: bool = Field(
+        False, description="keep each finished run's trained weights in runs/<run_id>.pt (not "
+        "in git; reload with train.build_member) for analyses computed at plot time")
     figure: dict[str, Any] | None = Field(
         None, description="the figure: {kind: <registered figure kind>, ...that kind's fields}")
     figures: list[dict[str, Any]] = Field(

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -24,11 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import torch
 
 from .spec import find_spec
 from .sweep import run_id_of
 from .util import HOST as _HOST
-from .util import atomic_write_text, repo_root
+from .util import atomic_write_bytes, atomic_write_text, repo_root
 
 DONE_STATUSES = ("ok", "diverged")  # "error" records are re-run
 RECORD_STATUSES = (*DONE_STATUSES, "error")
@@ -160,6 +162,26 @@ class Store:
             json.dumps(_clean(record), indent=1, sort_keys=True, default=_json_default),
         )
         self.log("done", record["run_id"], status=record.get("status"))
+
+    def weights_path(self, run_id: str) -> Path:
+        return self.runs / f"{run_id}.pt"
+
+    def write_weights(self, run_id: str, state: dict) -> None:
+        """Save one run's trained weights (a state dict of CPU tensors), atomically."""
+        buf = io.BytesIO()
+        torch.save(state, buf)
+        atomic_write_bytes(self.weights_path(run_id), buf.getvalue())
+
+    def read_weights(self, run_id: str) -> dict | None:
+        """The saved weights of a run (own store first, then the reused ones), else None."""
+        for root in [self.runs] + [r / "runs" for r in self.reuse]:
+            path = root / f"{run_id}.pt"
+            if path.exists():
+                try:
+                    return torch.load(path, map_location="cpu", weights_only=True)
+                except (RuntimeError, OSError, ValueError) as err:
+                    self._warn(f"ignoring unreadable weights {path}: {err}")
+        return None
 
     # ---------------------------------------------------------------- claims
     # A claim file holds {"host", "pid", "time", "nonce"}; the nonce is unique per claim. Taking

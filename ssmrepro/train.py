@@ -393,6 +393,30 @@ def train_pack(
     return out
 
 
+def member_state(model, e: int) -> dict[str, torch.Tensor]:
+    """Member e's slice of a pack's state dict, loadable into the same model built with E = 1:
+    every tensor with a leading ensemble dim E keeps it as size 1; shared buffers are copied."""
+    E = _pack_size(model)
+    return {k: (v[e : e + 1] if v.dim() and v.shape[0] == E else v).detach().clone().cpu()
+            for k, v in model.state_dict().items()}
+
+
+def _pack_size(model) -> int:
+    return next(p for p in model.parameters()).shape[0]
+
+
+def build_member(run, state: dict[str, torch.Tensor] | None = None):
+    """The model of one run (E = 1) as ``train_pack`` builds it, in eval mode; with ``state``
+    (``member_state`` of its trained pack) its trained weights. Analyses of saved runs use it."""
+    from .models import build_model
+
+    task = build_task(run.task)
+    model = build_model(run.model, task.info, 1, [derived_seed(run.seed, _INIT_STREAM)])
+    if state is not None:
+        model.load_state_dict(state)
+    return model.eval()
+
+
 def packed_step(task, model, data_seeds: torch.Tensor, batch: int, lr: float = 1e-3):
     """A callable ``step(i)``: one training step of the pack on fresh batch i (sample, forward,
     backward, per-member clipping, PackedAdam). Used to time packs (dry-run estimate, bench).

@@ -112,3 +112,29 @@ def test_a_killed_worker_is_a_failure_and_the_others_finish(tmp_path, cli_env):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert all(store.is_done(x.run_id) for x in expand(spec, "quick"))
+
+
+def test_saved_weights_reload_into_the_member_model(tmp_path):
+    """save_weights: each finished run's trained weights reload into an E = 1 model that gives
+    the same test metrics as the pack did."""
+    import torch
+
+    from ssmrepro.tasks import build_task
+    from ssmrepro.tasks.base import TEST
+    from ssmrepro.train import _DATA_STREAM, build_member, derived_seed, evaluate
+
+    spec = load_spec(write_spec(tmp_path, seeds=[0, 1], save_weights=True, train={
+        "optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 30, "val_size": 16,
+        "test_size": 32, "eval_every": 15, "eval_batch_size": 32}))
+    out = tmp_path / "o"
+    s = run_experiment(spec, "quick", out, pack_size=2, workers=1, console=_console()[0])
+    assert s.ok
+    store = Store(out / spec.paper / spec.id)
+    for r in expand(spec, "quick"):
+        state = store.read_weights(r.run_id)
+        assert state is not None
+        model = build_member(r, state)
+        task = build_task(r.task)
+        seeds = torch.tensor([derived_seed(r.seed, _DATA_STREAM)])
+        _, acc = evaluate(model, task, seeds, TEST, 32, 32)
+        assert float(acc[0]) == pytest.approx(store.read(r.run_id)["metrics"]["test.acc"])

@@ -28,7 +28,7 @@ import torch
 from ..kernels.backend import kernel_usage, reset_kernel_usage, set_scan_backend
 from ..store import Store
 from ..sweep import CODE_VERSION
-from ..train import train_pack
+from ..train import member_state, train_pack
 from .plan import Pack
 
 _COMMIT: str | None = None
@@ -95,6 +95,7 @@ class WorkSettings:
     device: str
     backend: str
     analyses: tuple[str, ...] = ()
+    save_weights: bool = False  # keep each member's trained weights (runs/<run_id>.pt)
 
 
 def work_pack(i: int, pack: Pack, store: Store, ws: WorkSettings, emit: EventFn,
@@ -108,6 +109,7 @@ def work_pack(i: int, pack: Pack, store: Store, ws: WorkSettings, emit: EventFn,
     ids = [r.run_id for r in mine]
     emit(Event("pack_start", i, worker, run_ids=ids))
     reset_kernel_usage()
+    keep: dict = {}
     try:
         results = train_pack(
             mine,
@@ -115,8 +117,11 @@ def work_pack(i: int, pack: Pack, store: Store, ws: WorkSettings, emit: EventFn,
             progress=lambda s, t, a: emit(Event("progress", i, worker, step=s, total=t)),
             heartbeat=lambda: store.heartbeat(ids),
             analyses=ws.analyses,
+            keep=keep,
         )
-        for r, res in zip(mine, results):
+        for e, (r, res) in enumerate(zip(mine, results)):
+            if ws.save_weights and res["status"] == "ok":
+                store.write_weights(r.run_id, member_state(keep["model"], e))
             store.write(make_record(r, res, ws.device, ws.backend, kernel_usage()))
         emit(Event("pack_end", i, worker, run_ids=ids, skipped=skipped))
     except Exception as err:  # a crashing pack is recorded, the sweep goes on
@@ -192,7 +197,7 @@ def run_workers(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings, w
         dev = ws.device
         if dev == "cuda" and torch.cuda.device_count() > 1:
             dev = f"cuda:{w % torch.cuda.device_count()}"
-        wsw = WorkSettings(dev, ws.backend, ws.analyses)
+        wsw = WorkSettings(dev, ws.backend, ws.analyses, ws.save_weights)
         p = ctx.Process(target=_worker_main, args=(w, tasks, events, store, wsw, threads,
                                                    os.getpid()), daemon=True)
         p.start()
