@@ -17,7 +17,7 @@ from rich.console import Console
 
 from ssmrepro.engine import dry_run, run_experiment
 from ssmrepro.spec import load_spec
-from ssmrepro.store import Store
+from ssmrepro.store import Store, pid_alive
 from ssmrepro.sweep import expand
 
 
@@ -138,3 +138,27 @@ def test_saved_weights_reload_into_the_member_model(tmp_path):
         seeds = torch.tensor([derived_seed(r.seed, _DATA_STREAM)])
         _, acc = evaluate(model, task, seeds, TEST, 32, 32)
         assert float(acc[0]) == pytest.approx(store.read(r.run_id)["metrics"]["test.acc"])
+
+
+def test_ctrl_c_with_two_workers_is_one_message(tmp_path, cli_env):
+    spec_path = write_spec(tmp_path, seeds=[0, 1, 2], train={
+        "optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 3000, "val_size": 16,
+        "test_size": 16, "eval_every": 1000, "eval_batch_size": 16})
+    spec = load_spec(spec_path)
+    out = tmp_path / "o"
+    store = Store(out / spec.paper / spec.id)
+    p = subprocess.Popen([sys.executable, "-m", "ssmrepro.cli", "run", str(spec_path), "--out",
+                          str(out), "--no-plot", "--pack-size", "1", "--workers", "2"],
+                         env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list(store.claims.glob("*.claim"))
+                                          if store.claims.exists() else []) < 2:
+        time.sleep(0.05)
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=120)
+    assert p.returncode == 130, stdout + stderr
+    assert "Traceback" not in stdout + stderr
+    assert (stdout + stderr).count("interrupted") == 1 and "re-run" in stdout + stderr
+    time.sleep(0.5)
+    assert not [c for c in store.claims.glob("*.claim")
+                if pid_alive(json.loads(c.read_text() or "{}").get("pid", -1))]

@@ -101,17 +101,23 @@ def _prepare_out(out: Path | None, default: Path, force: bool) -> Path:
 
 @command(generate_app, "listops")
 def generate_listops_cmd(
-    n: int = typer.Option(100_000, "--n", help="total examples (train + val + test)"),
+    n: int = typer.Option(100_000, "--n", min=3, max=10**8,
+                          help="total examples (train + val + test)"),
     seed: int = typer.Option(0, "--seed"),
     dir: Path | None = typer.Option(None, "--dir", help=DIR_HELP),
     out: Path | None = typer.Option(None, "--out", help="output folder (default <root>/generated/listops)"),
-    workers: int = typer.Option(1, "--workers", help="worker processes"),
-    n_val: int | None = typer.Option(None, "--n-val", help="validation examples (default 2% of --n)"),
-    n_test: int | None = typer.Option(None, "--n-test", help="test examples (default 2% of --n)"),
-    min_length: int = typer.Option(500, "--min-length", help="keep trees with min_length < length"),
-    max_length: int = typer.Option(2000, "--max-length", help="keep trees with length < max_length"),
-    max_depth: int = typer.Option(10, "--max-depth"),
-    max_args: int = typer.Option(10, "--max-args"),
+    workers: int = typer.Option(1, "--workers", min=1, max=max(1, os.cpu_count() or 1),
+                                help="worker processes"),
+    n_val: int | None = typer.Option(None, "--n-val", min=1,
+                                     help="validation examples (default 2% of --n)"),
+    n_test: int | None = typer.Option(None, "--n-test", min=1,
+                                      help="test examples (default 2% of --n)"),
+    min_length: int = typer.Option(500, "--min-length", min=0, max=100_000,
+                                   help="keep trees with min_length < length"),
+    max_length: int = typer.Option(2000, "--max-length", min=2, max=100_000,
+                                   help="keep trees with length < max_length"),
+    max_depth: int = typer.Option(10, "--max-depth", min=1, max=100),
+    max_args: int = typer.Option(10, "--max-args", min=2, max=100),
     force: bool = typer.Option(False, "--force", help="replace an existing output folder"),
 ) -> None:
     """ListOps with the LRA grammar and length window; writes basic_{train,val,test}.tsv.
@@ -169,7 +175,7 @@ def generate_listops_cmd(
 
 @command(generate_app, "pathfinder")
 def generate_pathfinder_cmd(
-    n: int = typer.Option(200_000, "--n", help="number of images"),
+    n: int = typer.Option(200_000, "--n", min=1, max=10**8, help="number of images"),
     seed: int = typer.Option(0, "--seed"),
     res: int = typer.Option(32, "--res", help="resolution: 32, 64, 128 (Path-X) or 256"),
     dir: Path | None = typer.Option(None, "--dir", help=DIR_HELP),
@@ -178,13 +184,15 @@ def generate_pathfinder_cmd(
         "--out",
         help="output folder (default <root>/generated/pathfinder<res>/curv_contour_length_14)",
     ),
-    workers: int = typer.Option(max(1, os.cpu_count() or 1), "--workers", help="worker processes"),
+    workers: int = typer.Option(max(1, os.cpu_count() or 1), "--workers", min=1,
+                                max=max(1, os.cpu_count() or 1), help="worker processes"),
     format: PathfinderFormat = typer.Option(
         PathfinderFormat.npy,
         "--format",
         help="npy: uint8 shards; lra: PNGs + metadata like the release",
     ),
-    shard_size: int = typer.Option(10_000, "--shard-size", help="images per .npy shard"),
+    shard_size: int = typer.Option(10_000, "--shard-size", min=1, max=10**7,
+                                   help="images per .npy shard"),
     force: bool = typer.Option(False, "--force", help="replace an existing output folder"),
 ) -> None:
     """Pathfinder images with the LRA parameters for the resolution (contour length 14).

@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import uuid
+import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -110,15 +111,22 @@ def save_entry(path: Path, arrays: Mapping[str, np.ndarray], meta: Mapping[str, 
 
 
 def load_entry(path: Path, mmap: bool = True) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
-    """Load a cache entry, or None when it does not exist (or is incomplete)."""
+    """Load a cache entry, or None when it does not exist. A damaged entry (unreadable
+    ``meta.json``, a missing or truncated array) is removed, so the caller prepares it again."""
     meta_file = path / META_FILE
     if not meta_file.exists():
         return None
-    meta = json.loads(meta_file.read_text())
-    arrays = {}
-    for name in meta.get("arrays", []):
-        f = path / f"{name}.npy"
-        if not f.exists():
-            return None
-        arrays[name] = np.load(f, mmap_mode="r" if mmap else None, allow_pickle=False)
+    try:
+        meta = json.loads(meta_file.read_text())
+        if not isinstance(meta, dict) or not isinstance(meta.get("arrays"), list):
+            raise ValueError("meta.json is not a cache entry's")
+        arrays = {}
+        for name in meta["arrays"]:
+            arrays[name] = np.load(path / f"{name}.npy", mmap_mode="r" if mmap else None,
+                                   allow_pickle=False)
+    except (OSError, ValueError, EOFError) as err:  # truncated .npy, garbage, missing file
+        warnings.warn(f"damaged cache entry {path} ({type(err).__name__}: {err}); rebuilding it",
+                      stacklevel=2)
+        shutil.rmtree(path, ignore_errors=True)
+        return None
     return arrays, meta

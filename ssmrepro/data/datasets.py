@@ -504,10 +504,9 @@ def load_lra(
         meta = dict(meta, dataset=name, source=src, config=config_dict(cfg), files=len(identity))
         if cache:
             save_entry(entry_path, arrays, meta)
-            loaded = load_entry(entry_path)
-        else:
+            loaded = load_entry(entry_path)  # memory-mapped when the entry is readable
+        if loaded is None:
             loaded = (arrays, meta)
-    assert loaded is not None
     arrays, meta = loaded
     return _build(name, split, src, path, cfg, arrays, meta, entry_path if cache else None)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
+import numpy as np
 import pytest
 
 from ssmrepro.data import DATASETS, load_lra
@@ -128,3 +129,23 @@ def test_save_entry_fsyncs_files_and_folders_before_it_is_visible(tmp_path, monk
     files = [s for s in synced if s.endswith(".tmp")]  # each array and meta.json, before rename
     assert len(files) == 3 and len(synced) == 5  # + the entry folder and its parent
     assert synced[-1] == str(tmp_path)
+
+
+@pytest.mark.parametrize("damage", ["truncated array", "garbage meta", "missing array",
+                                    "meta not an entry"])
+def test_a_damaged_entry_is_rebuilt(lra_root, damage):
+    first = load_lra("listops", "val", root=lra_root)
+    entry, x = first.cache_path, np.array(first.x)
+    arr = sorted(entry.glob("*.npy"))[0]
+    if damage == "truncated array":
+        arr.write_bytes(arr.read_bytes()[:40])
+    elif damage == "garbage meta":
+        (entry / "meta.json").write_bytes(b"\x00{not json")
+    elif damage == "missing array":
+        arr.unlink()
+    else:
+        (entry / "meta.json").write_text("[1, 2]")
+    with pytest.warns(UserWarning, match="damaged cache entry"):
+        again = load_lra("listops", "val", root=lra_root)
+    assert (np.asarray(again.x) == x).all()
+    assert load_lra("listops", "val", root=lra_root).cache_path == entry  # repaired in place
