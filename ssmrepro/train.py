@@ -114,6 +114,49 @@ def member_losses(out: torch.Tensor, y: torch.Tensor, smoothing: torch.Tensor | 
     return loss, correct, count
 
 
+def supervised_count(y: torch.Tensor) -> torch.Tensor:
+    """Supervised targets per member (E,): the denominator of ``member_losses``' mean."""
+    E = y.shape[0]
+    sup = ~torch.isnan(y) if y.is_floating_point() else y != IGNORE
+    return sup.reshape(E, -1).sum(1)
+
+
+def slice_batch(b: Batch, start: int, stop: int) -> Batch:
+    """Sequences start..stop-1 of every member: a micro-batch."""
+    cut = lambda t: None if t is None else t[:, start:stop]  # noqa: E731
+    return Batch(x=cut(b.x), y=cut(b.y), mask=cut(b.mask), x2=cut(b.x2), mask2=cut(b.mask2))
+
+
+def forward_backward(model, batch: Batch, dtype: torch.dtype, smoothing: torch.Tensor | None,
+                     active: torch.Tensor, micro_batch: int | None = None) -> torch.Tensor:
+    """Per-member training loss (E,) of ``batch``, with the gradient of the active members' summed
+    losses accumulated in ``.grad`` (members have disjoint parameters, so the sum's gradient is
+    each member's own).
+
+    ``micro_batch`` = m < B runs the batch in chunks of m sequences (gradient accumulation): chunk
+    c adds its summed per-target loss divided by the WHOLE batch's supervised count, so the loss
+    and gradients equal the full batch's up to rounding (tests/test_train_targets.py, float64).
+    The working set of one chunk is m/B of the batch's: the planner picks m to keep it in cache.
+    Models whose training forward mixes sequences (BatchNorm batch statistics) need m = None.
+    """
+    B = batch.y.shape[1]
+    if micro_batch is None or micro_batch >= B:
+        loss, _, _ = member_losses(*supervised_logits(model, *batch_fields(batch, dtype)),
+                                   smoothing)
+        torch.where(active, loss, torch.zeros_like(loss)).sum().backward()
+        return loss.detach()
+    total = supervised_count(batch.y).clamp(min=1).to(torch.float64)
+    out = torch.zeros(batch.y.shape[0], dtype=torch.float64, device=batch.y.device)
+    for c0 in range(0, B, micro_batch):
+        sub = slice_batch(batch, c0, min(B, c0 + micro_batch))
+        loss, _, count = member_losses(*supervised_logits(model, *batch_fields(sub, dtype)),
+                                       smoothing)
+        part = loss * (count.to(loss.dtype) / total.to(loss.dtype))  # this chunk's share
+        torch.where(active, part, torch.zeros_like(part)).sum().backward()
+        out += part.detach().double()
+    return out.to(dtype)
+
+
 def batch_fields(b: Batch, dtype: torch.dtype | None = None) -> tuple:
     """(x, y, mask, x2, mask2) for ``supervised_logits``; float inputs and targets in ``dtype``."""
     cast = lambda t: t.to(dtype) if dtype is not None and t is not None and t.is_floating_point() else t  # noqa: E731
@@ -198,8 +241,13 @@ def train_pack(
     heartbeat: Callable[[], None] | None = None,
     analyses: tuple[str, ...] = (),
     keep: dict | None = None,
+    micro_batch: int | None = None,
 ) -> list[dict[str, Any]]:
     """Train the runs of one pack together; returns one result dict per run (same order).
+
+    ``micro_batch``: run each step's batch in chunks of this many sequences (exact gradient
+    accumulation, see ``forward_backward``; an execution choice of the planner, not part of a run's
+    identity). Refused for models with BatchNorm, whose batch statistics would change.
 
     Raises before any training when the task's data is missing (``DataUnavailable``) or the pack
     does not fit its tasks (``check_pack``: ValueError).
@@ -223,6 +271,8 @@ def train_pack(
     n_fit = min(tc0.val_size, tc0.train_size or tc0.val_size)  # the fixed training slice
     model = build_model(r0.model, info, E, [derived_seed(r.seed, _INIT_STREAM) for r in runs])
     model = model.to(device=dev, dtype=dtype)
+    if micro_batch is not None and micro_batch < tc0.batch_size and mixes_batch(model):
+        raise ValueError("micro-batching would change this model's BatchNorm batch statistics")
     n_params = count_params(model, E)
     params = [p for p in model.parameters() if p.requires_grad]
     data_seeds = torch.tensor([derived_seed(r.seed, _DATA_STREAM) for r in runs], device=dev)
@@ -316,15 +366,13 @@ def train_pack(
         batch = task.sample(data_seeds, TRAIN, idx)
         if step == 0:
             _check_batch(task, info, batch)
-        # 2. forward, per-member loss; members with non-finite loss diverge and are frozen
-        loss, _, _ = member_losses(*supervised_logits(model, *batch_fields(batch, dtype)), smoothing)
-        loss_val = loss.detach()
-        finite = torch.isfinite(loss)
-        for e in torch.nonzero(active & ~finite).flatten().tolist():
+        # 2. forward + backward (in micro-batches when planned) of the active members' losses;
+        #    members with a non-finite loss or gradient diverge and are frozen
+        loss_val = forward_backward(model, batch, dtype, smoothing, active, micro_batch)
+        for e in torch.nonzero(active & ~torch.isfinite(loss_val)).flatten().tolist():
             status[e] = "diverged"
             stop(e, "diverged", step)
-        # 3. backward of the sum (members have disjoint parameters), clip, update active members
-        torch.where(active, loss, torch.zeros_like(loss)).sum().backward()
+        # 3. per-member clipping, update of the active members
         gnorm = clip_per_member(params, clip)
         for e in torch.nonzero(active & ~torch.isfinite(gnorm)).flatten().tolist():
             status[e] = "diverged"
@@ -417,10 +465,28 @@ def build_member(run, state: dict[str, torch.Tensor] | None = None):
     return model.eval()
 
 
-def packed_step(task, model, data_seeds: torch.Tensor, batch: int, lr: float = 1e-3):
+def mixes_batch(model) -> bool:
+    """Whether the model's training forward mixes sequences (BatchNorm): no micro-batching."""
+    from .models.layers import PackedBatchNorm
+
+    return any(isinstance(m, PackedBatchNorm) for m in model.modules())
+
+
+def mixes_batch_config(run) -> bool:
+    """``mixes_batch`` of the run's model, from a parameter-free build (meta device)."""
+    from .models import build_model
+
+    with torch.device("meta"):
+        model = build_model(run.model, build_task(run.task).info, 1)
+    return mixes_batch(model)
+
+
+def packed_step(task, model, data_seeds: torch.Tensor, batch: int, lr: float = 1e-3,
+                micro_batch: int | None = None):
     """A callable ``step(i)``: one training step of the pack on fresh batch i (sample, forward,
-    backward, per-member clipping, PackedAdam). Used to time packs (dry-run estimate, bench).
-    A dataset task's rows wrap around its training split."""
+    backward in micro-batches of ``micro_batch``, per-member clipping, PackedAdam), as
+    ``train_pack`` runs it. Used to time packs (planner, dry-run estimate, bench). A dataset
+    task's rows wrap around its training split."""
     params = [p for p in model.parameters() if p.requires_grad]
     E, dev = data_seeds.shape[0], data_seeds.device
     dtype = _float_dtype(model)
@@ -433,8 +499,7 @@ def packed_step(task, model, data_seeds: torch.Tensor, batch: int, lr: float = 1
     def step(i: int) -> None:
         rows = idx + i * batch
         b = task.sample(data_seeds, TRAIN, rows % sizes["train"] if sizes else rows)
-        loss, _, _ = member_losses(*supervised_logits(model, *batch_fields(b, dtype)))
-        loss.sum().backward()
+        forward_backward(model, b, dtype, None, active, micro_batch)
         clip_per_member(params, one)
         opt.step(lr * one, active)
         for p in params:
@@ -443,7 +508,8 @@ def packed_step(task, model, data_seeds: torch.Tensor, batch: int, lr: float = 1
     return step
 
 
-def time_steps(runs: list, device: str = "cpu", n_steps: int = 3) -> float:
+def time_steps(runs: list, device: str = "cpu", n_steps: int = 3,
+               micro_batch: int | None = None) -> float:
     """Seconds per training step of this pack (after one warm-up step); nothing is recorded."""
     from .models import build_model
 
@@ -454,7 +520,7 @@ def time_steps(runs: list, device: str = "cpu", n_steps: int = 3) -> float:
     model = build_model(r0.model, task.info, E, [derived_seed(r.seed, _INIT_STREAM) for r in runs])
     model = model.to(device=dev, dtype=dtype)
     seeds = torch.tensor([derived_seed(r.seed, _DATA_STREAM) for r in runs], device=dev)
-    step = packed_step(task, model, seeds, r0.train.batch_size)
+    step = packed_step(task, model, seeds, r0.train.batch_size, micro_batch=micro_batch)
     step(0)
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)

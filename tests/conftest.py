@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,8 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("SSMREPRO_ROOT", str(ROOT))
+# the planner's cost cache: per test session, never the user's ~/.cache
+os.environ["SSMREPRO_CACHE"] = tempfile.mkdtemp(prefix="ssmrepro-cache-")
 torch.set_num_threads(1)
 
 

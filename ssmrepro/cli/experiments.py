@@ -160,6 +160,9 @@ def run(
     dry_run: bool = typer.Option(False, "--dry-run", help="print runs, packs and a time estimate"),
     no_estimate: bool = typer.Option(False, "--no-estimate", help="with --dry-run: skip timing"),
     no_plot: bool = typer.Option(False, "--no-plot", help="skip figure and report"),
+    calibrate: bool = typer.Option(
+        True, "--calibrate/--no-calibrate", help="time candidate pack sizes and micro-batches per "
+        "shape before training (cached per machine) instead of sizing packs by memory alone"),
 ) -> None:
     """Train an experiment's runs (resuming finished ones), then write CSV, figure and report."""
     from ..engine import dry_run as plan_dry_run
@@ -180,11 +183,14 @@ def run(
         console.print(f"{spec.id} [{profile}]: {d.total} runs, {d.done} done, {d.pending} pending "
                       f"in {len(d.packs)} packs (largest {d.largest}); {d.run_steps:,} run-steps "
                       "to train")
+        for line in d.planner:
+            console.print(f"[dim]planner: {line}[/]", highlight=False)
         if d.estimate_s is not None:
             console.print(f"estimated wall-clock on {dev}: {_human(d.estimate_s)} (one worker; "
                           f"{d.estimate_how})")
         return
-    s = run_experiment(spec, profile, out, dev, be, max_runs, pack_size, workers, console)
+    s = run_experiment(spec, profile, out, dev, be, max_runs, pack_size, workers, console,
+                       calibrate=calibrate)
     parts = [f"trained {s.trained} runs in {s.packs} packs, {s.wall_s:.0f}s"]
     if s.elsewhere:
         parts.append(f"{s.elsewhere} finished by another process")

@@ -13,6 +13,7 @@ say so (``RunSummary.ok`` is False) instead of reporting success.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from ..spec import Spec
 from ..store import Store, open_store, output_name, results_dir
 from ..sweep import RunConfig, expand, unique_runs
+from .costs import CostModel
 from .local import Event, WorkSettings, default_workers, run_in_process, run_workers
 from .plan import Pack, estimate_seconds, plan
 
@@ -41,6 +43,7 @@ class DryRun:
     run_steps: int
     estimate_s: float | None = None
     estimate_how: str = ""
+    planner: list[str] = field(default_factory=list)  # the cost model's choices per shape
 
     @property
     def largest(self) -> int:
@@ -75,17 +78,26 @@ def _pending(spec: Spec, profile: str, store: Store, max_runs: int | None):
     return runs, unique, pending
 
 
+def cost_model(device: str, workers: int | None = None) -> CostModel:
+    """The planner's cost model, timing with the thread count each worker will have."""
+    cores = default_workers(device, 10**9)
+    return CostModel(device, threads=max(1, (os.cpu_count() or 1) // min(cores, workers or cores)))
+
+
 def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cpu",
             max_runs: int | None = None, pack_size: int | None = None,
             estimate: bool = True) -> DryRun:
-    """Runs, packs and (optionally) a measured wall-clock estimate for one worker."""
+    """Runs, packs and (optionally) a measured wall-clock estimate for one worker. With
+    ``estimate`` the planner calibrates (as a real run would) and the estimate uses its timings."""
     store = open_store(spec, out)
     _, unique, pending = _pending(spec, profile, store, max_runs)
-    packs = plan(pending, pack_size, device)
+    costs = cost_model(device) if estimate else None
+    packs = plan(pending, pack_size, device, costs)
     d = DryRun(len(unique), len(unique) - len([r for r in unique if not store.is_done(r.run_id)]),
                len(pending), packs, sum(r.train.total_steps for r in pending))
     if estimate and packs:
         d.estimate_s, d.estimate_how = estimate_seconds(packs, device)
+    d.planner = list(costs.log) if costs else []
     return d
 
 
@@ -138,6 +150,7 @@ def run_experiment(
     workers: int | None = None,
     console: Console | None = None,
     wait_poll_s: float = WAIT_POLL_S,
+    calibrate: bool = True,
 ) -> RunSummary:
     console = console or Console()
     t0 = time.time()
@@ -147,7 +160,10 @@ def run_experiment(
     done_before = len(unique) - len([r for r in unique if not store.is_done(r.run_id)])
     for w in store.warnings:
         console.print(f"[yellow]warning:[/] {w}", highlight=False)
-    packs = plan(pending, pack_size, device)
+    costs = cost_model(device, workers) if calibrate else None
+    packs = plan(pending, pack_size, device, costs)
+    for line in costs.log if costs else []:
+        console.print(f"[dim]planner: {line}[/]", highlight=False)
     cap = default_workers(device, 10**9)  # one per core (CPU) or visible GPU
     if workers is not None and workers > cap:
         console.print(f"[yellow]warning:[/] --workers {workers} capped at {cap} (one per "

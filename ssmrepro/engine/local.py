@@ -118,6 +118,7 @@ def work_pack(i: int, pack: Pack, store: Store, ws: WorkSettings, emit: EventFn,
             heartbeat=lambda: store.heartbeat(ids),
             analyses=ws.analyses,
             keep=keep,
+            micro_batch=pack.micro_batch,
         )
         for e, (r, res) in enumerate(zip(mine, results)):
             if ws.save_weights and res["status"] == "ok":

@@ -1,16 +1,22 @@
 """Stage 3 (engine): group runs into packs.
 
-Runs with equal pack keys (identical shapes) train as one stacked model."""
+Runs with equal pack keys (identical shapes) train as one stacked model. How many per pack (E) and
+in which micro-batches (m) comes from the measured cost model (``engine.costs``) when the engine
+calibrates, else from the memory estimate (E as large as memory allows, whole batches)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from .costs import Choice, CostModel
 
 
 @dataclass
 class Pack:
     key: str
     runs: list
+    micro_batch: int | None = None  # sequences per chunk of a step's batch (None: whole batch)
+    step_s: float | None = None  # measured seconds per step at this (E, m), when calibrated
 
     def __len__(self) -> int:
         return len(self.runs)
@@ -45,17 +51,24 @@ def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None) -> 
     return max(1, min(cap, budget // max(1, member_bytes(runs[0]))))
 
 
-def plan(runs: list, pack_size: int | None = None, device: str = "cpu") -> list[Pack]:
+def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
+         costs: CostModel | None = None) -> list[Pack]:
     """Packs in first-appearance order of their key. Each group of same-shape runs is cut into
-    packs of ``pack_size`` runs, or of the size its memory estimate allows (``None``)."""
+    packs of ``pack_size`` runs or of the size the cost model (``costs``; else the memory
+    estimate) chooses, with the chosen micro-batch."""
     groups: dict[str, list] = {}
     for r in runs:
         groups.setdefault(r.pack_key(), []).append(r)
     packs = []
     for key, rs in groups.items():
-        size = pack_size or auto_pack_size(rs, device)
-        for i in range(0, len(rs), size):
-            packs.append(Pack(key, rs[i : i + size]))
+        cap = auto_pack_size(rs, device)
+        if costs is not None:
+            c = costs.choose(rs, cap, pack_size)
+        else:
+            c = Choice(pack_size or cap, None, None, "given" if pack_size else "memory estimate")
+        for i in range(0, len(rs), c.size):
+            chunk = rs[i : i + c.size]
+            packs.append(Pack(key, chunk, c.micro_batch, c.step_s if len(chunk) == c.size else None))
     return packs
 
 
@@ -70,6 +83,9 @@ def estimate_seconds(packs: list[Pack], device: str, samples: int = 3) -> tuple[
 
     if not packs:
         return 0.0, "nothing to train"
+    if all(p.step_s is not None for p in packs):  # calibrated: every pack's step was timed
+        total = sum(p.step_s * max(r.train.total_steps for r in p.runs) for p in packs)
+        return total, "the cost model's measured step times; evals not included"
     cost = [len(p) * max(member_bytes(r) for r in p.runs) for p in packs]
     order = sorted(range(len(packs)), key=lambda i: cost[i])
     picks = sorted({order[0], order[len(order) // 2], order[-1]})[:samples]

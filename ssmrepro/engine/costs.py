@@ -1,0 +1,160 @@
+"""Stage 3 (engine): a measured cost model for packs — seconds per step of a shape at (E, m).
+
+On a CPU the last-level cache decides whether packing pays: a pack of E members whose activations
+outgrow the cache can run slower per run-step than one model at a time, and splitting each step's
+batch into micro-batches of m sequences (exact gradient accumulation, ``train.forward_backward``)
+brings the working set back into the cache. The planner therefore does not guess: for each shape
+(pack key) it times a few steps of candidate (E, m) pairs with the thread count the workers will
+use, keeps the pair with the most run-steps per second, and caches the measurements on disk
+(``$SSMREPRO_CACHE`` or ``~/.cache/ssmrepro/costs.json``, keyed by shape, E, m, device, threads,
+torch version, CPU model and code version), so a shape is calibrated once per machine.
+
+One model at a time (E = 1, whole batch) is always a candidate and is measured first, so the
+choice is never slower than it *as measured*. Calibration is skipped where it cannot pay for
+itself: when the shape's whole training would take less than ``min_train_s`` at the E = 1 rate, or
+when the calibration budget (``budget`` × that training time) is spent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from ..sweep import CODE_VERSION
+from ..util import atomic_write_text
+
+COST_VERSION = 1  # bump when the step being timed changes
+
+
+def cache_file() -> Path:
+    root = os.environ.get("SSMREPRO_CACHE") or Path.home() / ".cache" / "ssmrepro"
+    return Path(root) / "costs.json"
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+@dataclass(frozen=True)
+class Choice:
+    size: int  # E, members per pack
+    micro_batch: int | None  # sequences per chunk (None: the whole batch)
+    step_s: float | None  # measured seconds per step of such a pack (None: not measured)
+    how: str  # "measured" | "memory estimate" | "given"
+
+    @property
+    def run_steps_per_s(self) -> float | None:
+        return None if not self.step_s else self.size / self.step_s
+
+
+@dataclass
+class CostModel:
+    """Times (E, m) candidates of a shape; see the module docstring."""
+
+    device: str = "cpu"
+    threads: int = 1
+    budget: float = 0.05  # share of the shape's estimated training time spent calibrating
+    min_train_s: float = 120.0  # below this, calibration cannot pay for itself
+    n_steps: int = 2
+    path: Path | None = None
+    log: list[str] = field(default_factory=list)
+    _cache: dict | None = None
+
+    # ------------------------------------------------------------------ cache
+    def _file(self) -> Path:
+        return self.path or cache_file()
+
+    def _load(self) -> dict:
+        if self._cache is None:
+            try:
+                data = json.loads(self._file().read_text())
+                self._cache = data if isinstance(data, dict) else {}
+            except (OSError, ValueError):
+                self._cache = {}
+        return self._cache
+
+    def _key(self, shape: str, E: int, m: int | None) -> str:
+        return "|".join(map(str, (COST_VERSION, CODE_VERSION, shape, E, m, self.device,
+                                  self.threads, torch.__version__, cpu_model())))
+
+    def _save(self) -> None:
+        try:
+            atomic_write_text(self._file(), json.dumps(self._load(), indent=0, sort_keys=True))
+        except OSError:  # a read-only home: the model still works, it just re-measures
+            pass
+
+    # ------------------------------------------------------------------ measuring
+    def step_seconds(self, runs: list, m: int | None) -> float:
+        """Seconds per training step of a pack of these runs (E = len(runs)) in chunks of m."""
+        from ..train import time_steps
+
+        key = self._key(runs[0].pack_key(), len(runs), m)
+        cache = self._load()
+        if key not in cache:
+            old = torch.get_num_threads()
+            torch.set_num_threads(self.threads)
+            try:
+                cache[key] = time_steps(runs, self.device, self.n_steps, micro_batch=m)
+            finally:
+                torch.set_num_threads(old)
+            self._save()
+        return float(cache[key])
+
+    def choose(self, runs: list, cap: int, size: int | None = None) -> Choice:
+        """The (E, m) with the most run-steps per second for this group of same-shape runs.
+
+        ``cap``: the largest E memory allows; ``size``: E given by the user (only m is chosen).
+        """
+        from ..train import mixes_batch_config
+
+        n, B = len(runs), runs[0].train.batch_size
+        steps = sum(r.train.total_steps for r in runs)  # the shape's run-steps to train
+        sizes = [size] if size else [e for e in (1, 2, 4, 8, 16, 32, 64, 128, 256)
+                                     if e <= min(n, cap)] or [1]
+        micro = [None] + ([] if mixes_batch_config(runs[0]) else
+                          [m for m in (B // 2, B // 4, B // 8) if m >= 2])
+        fallback = Choice(size or min(n, cap), None, None, "given" if size else "memory estimate")
+        if steps < 50:
+            return fallback
+        t0 = time.perf_counter()
+        base = self.step_seconds(runs[:1], None)  # one model at a time, whole batch
+        if steps * base < self.min_train_s:
+            return fallback  # the whole shape trains in a couple of minutes: not worth it
+        allowed = self.budget * steps * base
+        best = None if size else Choice(1, None, base, "measured")
+        for E in sizes:
+            group = (runs * E)[:E]  # repeats stand in where a shape has fewer runs than E
+            best_E = None
+            for m in micro:
+                if E == 1 and m is None:
+                    c = Choice(1, None, base, "measured")
+                elif time.perf_counter() - t0 > allowed and best_E is not None:
+                    break
+                else:
+                    c = Choice(E, m, self.step_seconds(group, m), "measured")
+                if best_E is None or c.run_steps_per_s > best_E.run_steps_per_s:
+                    best_E = c
+                elif m is not None:
+                    break  # a smaller chunk again will not help
+            if best is None or best_E.run_steps_per_s > best.run_steps_per_s:
+                best = best_E
+            elif best_E.run_steps_per_s < 0.8 * best.run_steps_per_s:
+                break  # bigger packs only get slower from here
+            if time.perf_counter() - t0 > allowed:
+                break
+        self.log.append(f"shape {runs[0].pack_key()}: E={best.size}, micro_batch="
+                        f"{best.micro_batch}: {best.run_steps_per_s:.2f} run-steps/s (one at a "
+                        f"time {1 / base:.2f}); calibrated in {time.perf_counter() - t0:.1f}s")
+        return best

@@ -1,0 +1,86 @@
+"""The planner's measured cost model: the choice of (E, micro-batch) per shape."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import write_spec
+
+from ssmrepro.engine.costs import CostModel
+from ssmrepro.engine.plan import plan
+from ssmrepro.spec import load_spec
+from ssmrepro.sweep import expand
+
+
+def _runs(tmp_path, n=8, steps=3000, model=None):
+    spec = load_spec(write_spec(tmp_path, seeds=list(range(n)), sweep=[], train={
+        "optimizer": "adam", "lr": 0.01, "batch_size": 16, "max_steps": steps, "val_size": 16,
+        "test_size": 16, "eval_every": 100}, **({"model": model} if model else {})))
+    return expand(spec, "paper")
+
+
+def _fake(model: CostModel, table: dict):
+    """Step times from a table {(E, m): seconds} instead of measuring."""
+    calls = []
+
+    def step_seconds(runs, m):
+        calls.append((len(runs), m))
+        return table.get((len(runs), m), 10.0 * len(runs))
+
+    model.step_seconds = step_seconds
+    return calls
+
+
+def test_the_fastest_measured_pair_is_chosen(tmp_path):
+    runs = _runs(tmp_path)
+    cm = CostModel(min_train_s=0, budget=1.0)
+    # E=1: 1.0 s/step; packs lose on whole batches but win with micro-batches of 8
+    _fake(cm, {(1, None): 1.0, (1, 8): 1.1, (2, None): 2.5, (2, 8): 1.5, (4, None): 6.0,
+               (4, 8): 2.0, (4, 4): 2.6, (8, None): 14.0, (8, 8): 5.0})
+    c = cm.choose(runs, cap=32)
+    assert (c.size, c.micro_batch) == (4, 8) and c.run_steps_per_s == pytest.approx(2.0)
+
+
+def test_one_at_a_time_wins_when_packs_only_lose(tmp_path):
+    runs = _runs(tmp_path)
+    cm = CostModel(min_train_s=0, budget=1.0)
+    _fake(cm, {(1, None): 1.0})  # everything else is 10 s per member
+    c = cm.choose(runs, cap=32)
+    assert (c.size, c.micro_batch) == (1, None)
+    packs = plan(runs, None, "cpu", cm)
+    assert [len(p) for p in packs] == [1] * 8
+
+
+def test_small_shapes_and_given_sizes(tmp_path):
+    runs = _runs(tmp_path, steps=10)  # 80 run-steps of 10 ms: not worth calibrating
+    cm = CostModel()
+    calls = _fake(cm, {(1, None): 0.01})
+    assert cm.choose(runs, cap=32).how == "memory estimate"
+    runs = _runs(tmp_path, steps=3000)
+    cm = CostModel(min_train_s=0, budget=1.0)
+    calls = _fake(cm, {(1, None): 1.0, (4, None): 3.0, (4, 8): 2.0})
+    c = cm.choose(runs, cap=32, size=4)  # --pack-size 4: only the micro-batch is chosen
+    assert (c.size, c.micro_batch) == (4, 8)
+    assert all(E in (1, 4) for E, _ in calls)
+
+
+def test_batchnorm_models_are_never_micro_batched(tmp_path):
+    model = {"name": "seq_lm", "d_model": 8, "layers": "S",
+             "blocks": {"S": {"mixer": {"name": "s4d", "d_state": 4}, "norm": "batchnorm"}}}
+    runs = _runs(tmp_path, model=model)
+    cm = CostModel(min_train_s=0, budget=1.0)
+    calls = _fake(cm, {(1, None): 1.0})
+    cm.choose(runs, cap=32)
+    assert all(m is None for _, m in calls)
+
+
+def test_measurements_are_cached_on_disk(tmp_path):
+    runs = _runs(tmp_path, n=2, steps=100)
+    path = tmp_path / "costs.json"
+    cm = CostModel(path=path)
+    t = cm.step_seconds(runs[:2], 8)  # a real measurement (tiny model)
+    assert t > 0 and len(json.loads(path.read_text())) == 1
+    again = CostModel(path=path)
+    again_t = again.step_seconds(runs[:2], 8)
+    assert again_t == t  # read back, not re-measured
