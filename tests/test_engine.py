@@ -88,7 +88,7 @@ def test_a_killed_worker_is_a_failure_and_the_others_finish(tmp_path, cli_env):
     out = tmp_path / "o"
     store = Store(out / spec.paper / spec.id)
     p = subprocess.Popen([sys.executable, "-m", "ssmrepro.cli", "run", str(spec_path), "--out",
-                          str(out), "--no-plot", "--pack-size", "1", "--workers", "2"],
+                          str(out), "--no-plot", "--no-calibrate", "--pack-size", "1", "--workers", "2"],
                          env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     victim = None
     deadline = time.time() + 120
@@ -148,7 +148,7 @@ def test_ctrl_c_with_two_workers_is_one_message(tmp_path, cli_env):
     out = tmp_path / "o"
     store = Store(out / spec.paper / spec.id)
     p = subprocess.Popen([sys.executable, "-m", "ssmrepro.cli", "run", str(spec_path), "--out",
-                          str(out), "--no-plot", "--pack-size", "1", "--workers", "2"],
+                          str(out), "--no-plot", "--no-calibrate", "--pack-size", "1", "--workers", "2"],
                          env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     while time.time() < deadline and len(list(store.claims.glob("*.claim"))
