@@ -9,6 +9,7 @@ this host can be recognised and removed, see ``store.Store.cleanup``).
 from __future__ import annotations
 
 import os
+import platform
 import socket
 import tempfile
 from pathlib import Path
@@ -88,3 +89,14 @@ def data_root(root: str | os.PathLike[str] | None = None) -> Path:
         return Path(root).expanduser()
     env = os.environ.get(DATA_ENV, "").strip()
     return Path(env).expanduser() if env else Path("data")
+
+
+def cpu_model() -> str:
+    """The CPU's model name (for benchmark records and the planner's cost cache)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +26,7 @@ from pathlib import Path
 import torch
 
 from ..sweep import CODE_VERSION
-from ..util import atomic_write_text
+from ..util import atomic_write_text, cpu_model
 
 COST_VERSION = 1  # bump when the step being timed changes
 
@@ -35,16 +34,6 @@ COST_VERSION = 1  # bump when the step being timed changes
 def cache_file() -> Path:
     root = os.environ.get("SSMREPRO_CACHE") or Path.home() / ".cache" / "ssmrepro"
     return Path(root) / "costs.json"
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 @dataclass(frozen=True)
