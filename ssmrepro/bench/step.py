@@ -25,7 +25,7 @@ measured single-thread float32 GEMM rate (:func:`ssmrepro.bench.timing.matmul_pe
 Examples::
 
     ssmrepro bench step                                  # both workloads, E = 1 and 4
-    ssmrepro bench step --workloads mamba-L256 --packs 1 --micro 8 16 32
+    ssmrepro bench step --workloads mamba-L256 --E 1 --micro 8 16 32
     ssmrepro bench step --json results/bench/step-cpu.json
 
 Run it with one intra-op thread (the default, as every training worker) on a quiet machine; on a
@@ -40,7 +40,7 @@ import math
 import platform
 import time
 import types
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
@@ -206,7 +206,10 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="ssmrepro bench step", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--workloads", nargs="+", default=list(STEP_WORKLOADS), choices=list(STEP_WORKLOADS))
-    p.add_argument("--packs", type=int, nargs="+", default=[1, 4], help="pack sizes E")
+    p.add_argument("--E", type=int, nargs="+", default=[1, 4], dest="packs",
+                   help="pack sizes E (members per model)")
+    p.add_argument("--batch", type=int, default=None, help="override the workloads' batch size")
+    p.add_argument("--L", type=int, default=None, help="override the workloads' sequence length")
     p.add_argument("--micro", type=int, nargs="*", default=[], help="micro-batch sizes (new kernels)")
     p.add_argument("--no-old", action="store_true", help="skip the old kernels")
     p.add_argument("--no-mambapy", action="store_true", help="skip mambapy even when importable")
@@ -233,10 +236,14 @@ def main(argv=None) -> int:
         env["mambapy"] = None
     print(f"# {env['cpu']} | torch {env['torch']} | {env['threads']} thread(s) | commit "
           f"{env['commit']} | malloc tuned: {tuned} | float32 GEMM peak {peak:.1f} GFLOP/s")
-    rows = []
+    rows, workloads = [], {}
     for name in args.workloads:
         w = STEP_WORKLOADS[name]
+        if args.batch or args.L:
+            w = replace(w, batch=args.batch or w.batch, L=args.L or w.L,
+                        what=f"{w.what} [overridden: batch {args.batch or w.batch}, L {args.L or w.L}]")
         print(f"\n{w.name}: {w.what}")
+        workloads[name] = {**asdict(w), "flops_per_step_E1": step_flops(w)}
         cs = contenders(w, args.packs, args.micro, not args.no_old, not args.no_mambapy)
         stats = interleaved({k: f for k, (f, _) in cs.items()}, args.repeats, args.warmup)
         base = {E: stats[f"old E={E}"].cpu_median for E in args.packs if f"old E={E}" in stats}
@@ -267,7 +274,7 @@ def main(argv=None) -> int:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         rec = {"env": env, "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-               "workloads": {n: STEP_WORKLOADS[n].__dict__ for n in args.workloads}, "results": rows}
+               "workloads": workloads, "results": rows}
         args.json.write_text(json.dumps(rec, indent=1) + "\n")
         print(f"wrote {args.json}")
     return 0
