@@ -285,7 +285,8 @@ def bench(
         "--help)"),
     device: str = typer.Option("auto", help="auto | cpu | cuda"),
     packs: str = typer.Option("4,16,64", help="pack sizes to measure, comma-separated"),
-    seconds: float = typer.Option(3.0, help="measuring time per configuration"),
+    seconds: float = typer.Option(3.0, help="rough measuring time per contender (sets the "
+                                  "number of interleaved rounds, 3..20)"),
     out: Path | None = typer.Option(None, help="folder for the JSON/CSV record "
                                        "(default results/bench)"),
 ) -> None:

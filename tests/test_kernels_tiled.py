@@ -108,6 +108,9 @@ PLANS = [
     (3, 9, 2, 3, 2, ip.ScanPlan(1, 1, 2)),
     (2, 5, 2, 3, 2, ip.ScanPlan(2, 2, 64)),
     (3, 1, 2, 3, 2, ip.ScanPlan(2, 1, 4)),
+    # one-group tiles contracting by mul + sum (small N·K)
+    (5, 23, 1, 6, 3, ip.ScanPlan(2, 1, 4, matmul=False)),
+    (5, 23, 3, 4, 3, ip.ScanPlan(2, 1, 5, matmul=False)),
 ]
 
 
@@ -143,6 +146,8 @@ def test_scan_plan_rules():
     p = ip.scan_plan(64, 1, 128, 16)  # the workload: 512 KB state per step before
     assert p.groups == 1 and p.rows * 16 * 128 <= ip._TILE_STATE and 2 <= p.T <= 128
     assert p.rows * p.T * 16 * 128 <= ip._TILE_BLOCK
+    assert p.matmul and not ip.scan_plan(16, 1, 32, 8).matmul  # (1, 8) @ (8, 32) loses to mul + sum
+    assert ip.scan_plan(16, 1, 32, 8).T == 32 and ip.scan_plan(16, 1, 32, 8, L=20).T == 20
     assert ip.scan_plan(16, 64, 8, 8).groups == 64  # narrow groups (KEEP n-TH packs) stay together
     assert ip.scan_plan(64, 4, 128, 16).groups == 1  # Mamba packs: one member per tile
     big = ip.scan_plan(3, 1, 4096, 64)  # one row exceeds the state budget: one row per tile

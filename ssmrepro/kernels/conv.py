@@ -23,7 +23,10 @@ allocations.
 A grouped ``F.conv1d`` over E·C channels (oneDNN) needs layout copies to channel-first and back,
 which cost more than they save: measured fwd + bwd with SiLU, float32, one thread, x (E, 64, 256,
 128), W = 4 (``ssmrepro bench scans --kernels conv``, CPU-clock medians): E = 1 slices 20.8 ms,
-F.conv1d 24.4 ms, this 7.9 ms; E = 4 F.conv1d 312 ms, this 60 ms (slices: 450-480 ms).
+F.conv1d 24.3 ms, this 8.9 ms; E = 4 slices 99 ms, F.conv1d 105 ms, this 34 ms
+(``results/bench/kernels-cpu*.json``). With glibc's default allocator the slices version's cost
+depends on the process's allocation history (fresh mmap'd 32 MiB blocks are page-faulted in:
+at E = 4 it measured 450-480 ms in a fresh process, where this one measured 60 ms).
 """
 
 from __future__ import annotations

@@ -166,6 +166,8 @@ def diag_scan_blocked(la: Tensor, b: Tensor, block: int | None = None) -> Tensor
 _TILE_STATE = 1 << 15  # elements of one tile's per-step state (rows · N · groups · K), at most
 _TILE_BLOCK = 1 << 19  # elements of one tile's time block (T · state), at most
 _MIN_GROUP_K = 32  # channels per group from which every group gets tiles of its own (matmuls)
+_MAX_T = 32  # longest time block of the fused scan
+_MIN_MATMUL_NK = 512  # N·K from which the contractions of one-group tiles are batched matmuls
 
 
 @dataclass(frozen=True)
@@ -175,6 +177,7 @@ class ScanPlan:
     rows: int  # batch rows per tile (the last tile may have fewer)
     groups: int  # groups per tile: 1 (one group at a time) or all G
     T: int  # time-block length
+    matmul: bool = True  # one-group tiles contract over N and K by batched matmuls
 
 
 def scan_plan(Bt: int, G: int, K: int, N: int, state: int | None = None,
@@ -191,12 +194,16 @@ def scan_plan(Bt: int, G: int, K: int, N: int, state: int | None = None,
     whose contractions over N and K are batched matmuls; narrow groups (KEEP n-TH packs of
     d = 8) stay together so that every op still covers long rows. Rows per tile: as many as keep
     the per-step state within ``state`` elements (balanced over tiles); T: as many steps as keep
-    the block within ``block`` elements, in [2, 128] (and at most L). Measured on the 2-core
-    EPYC VM (float32, fwd + bwd, one thread, CPU-clock medians of (rows, T) sweeps): state 2^15
-    and block 2^19 elements, i.e. (rows, T) = (16, 16) for Bt = 64, d_inner = 128, N = 16 (84 ms
-    per layer vs 127 ms before the tiles; (8..32, 8..32) within ~10%, (64, 4) 1.5x slower) and
-    (32, 16) for Bt = 128, d_inner = 64 (26-31 ms vs 38 ms); narrow packed groups (Bt = 16,
-    64 groups of 8 channels, N = 8) stay at the old kernel's speed (8 rows, T = 16).
+    the block within ``block`` elements, in [2, 32] (and at most L). One-group tiles contract by
+    batched matmuls when N·K >= 512 (smaller (1, N) @ (N, K) products lose to mul + sum).
+    Measured on the 2-core EPYC VM (float32, fwd + bwd, one thread, CPU-clock medians of
+    (rows, T, matmul) sweeps): state 2^15 and block 2^19 elements, i.e. (rows, T) = (16, 16) for
+    Bt = 64, d_inner = 128, N = 16 (84 ms per layer vs 127 ms before the tiles; (8..32, 8..32)
+    within ~10%, (64, 4) 1.5x slower; mul + sum instead of matmuls +10%) and (32, 16) for
+    Bt = 128, d_inner = 64 (26-31 ms vs 38 ms); small states (Bt = 16, D = 32, N = 8: 4096
+    elements) want T = 32-64 and mul + sum (T = 128 with matmuls was 20% slower than the old
+    kernel); narrow packed groups (Bt = 16, 64 groups of 8 channels, N = 8) stay at the old
+    kernel's speed (8 rows, T = 16).
     """
     state = state or _TILE_STATE
     block = block or _TILE_BLOCK
@@ -205,8 +212,10 @@ def scan_plan(Bt: int, G: int, K: int, N: int, state: int | None = None,
     rows = max(1, min(Bt, state // per_row))
     n_tiles = -(-Bt // rows)
     rows = -(-Bt // n_tiles)
-    T = max(2, min(_MAX_BLOCK, block // (rows * per_row)))
-    return ScanPlan(rows, gt, max(1, min(T, L)) if L is not None else T)
+    T = max(2, min(_MAX_T, block // (rows * per_row)))
+    if L is not None:
+        T = max(1, min(T, L))
+    return ScanPlan(rows, gt, T, N * K >= _MIN_MATMUL_NK)
 
 
 def _tiles(Bt: int, G: int, plan: ScanPlan) -> list[tuple[int, int, int, int]]:
@@ -255,11 +264,11 @@ class _SelectiveScanFused(torch.autograd.Function):
         Hs = u.new_empty(nb, Bt, N, G, K)  # state entering each block
         S = plan.rows * N * plan.groups * K  # elements of the largest tile's state
         hbuf, abuf = u.new_empty((T + 1) * S), u.new_empty(T * S)
-        wbuf = u.new_empty(T * S) if (c_const or plan.groups > 1) else None
+        wbuf = u.new_empty(T * S) if (c_const or plan.groups > 1 or not plan.matmul) else None
         dbuf = u.new_empty(T * S // N)  # Δu of one block
         for b0, b1, g0, g1 in _tiles(Bt, G, plan):
             m, gk = b1 - b0, g1 - g0
-            mm = gk == 1 and not c_const  # y by batched matmuls
+            mm = plan.matmul and gk == 1 and not c_const  # y by batched matmuls
             st = (m, N, gk, K)  # one state of this tile
             sz = m * N * gk * K
             Hb = hbuf[: (T + 1) * sz].view(T + 1, *st)  # [h entering, T states]
@@ -325,7 +334,7 @@ class _SelectiveScanFused(torch.autograd.Function):
         dbuf, ebuf = u.new_empty(T * S // N), u.new_empty(T * S // N)  # Δu, dL/d(Δu) of a block
         for b0, b1, g0, g1 in _tiles(Bt, G, plan):
             m, gk = b1 - b0, g1 - g0
-            mm = gk == 1  # dΔu, dB by batched matmuls
+            mm = plan.matmul and gk == 1  # dΔu, dB by batched matmuls
             mmC = mm and not c_const  # dC by batched matmuls
             st = (m, N, gk, K)
             sz = m * N * gk * K
