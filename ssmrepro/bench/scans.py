@@ -28,9 +28,13 @@ Example::
         --variants fused-v1 fused tiled conv1d          # the issue-12 Mamba layer (no reference)
     ssmrepro bench scans --L 1024 --kernels diag --chunk 32 --json out.json
 
-Measured (2-core AMD EPYC VM shared with other jobs, torch 2.13 CPU, float32, fwd + bwd, one
-thread, CPU-clock medians; ``results/bench/kernels-cpu.json``): see that record; the committed
-``scans-cpu*.json`` records are from the earlier 2-thread wall-clock harness.
+Committed records (2-core AMD EPYC VM shared with other jobs, torch 2.13 CPU, float32, fwd + bwd,
+one thread, CPU-clock medians): ``results/bench/scans-cpu.json`` (the default shapes),
+``scans-cpu-large.json`` (``--kernels selective diag --batch 8 --d 128 --n 16``),
+``kernels-cpu.json`` / ``kernels-cpu-pack4.json`` (the issue-12 layer, ``--kernels selective conv
+--L 256 --batch 64 --d 128 --n 16 [--groups 4]``: fused 142 -> 107 ms, 859 -> 469 ms for a pack
+of 4; conv 20 -> 8.9 ms, 99 -> 34 ms) and ``kernels-cpu-koren-d.json`` (``--L 64 --batch 128
+--d 64 --width 2``: fused 46 -> 32 ms).
 """
 
 from __future__ import annotations

@@ -238,13 +238,16 @@ class _SelectiveScanFused(torch.autograd.Function):
     are one contiguous batch of (N, K) matrices for the contractions. Forward, per block of T
     steps: exp(Δ A) for the block (one mul by A·log2(e), one exp2), (Δu) ⊗ B written into the
     state buffer, T in-place steps h_t += a_t h_{t-1}, y by contracting with C (a batched
-    matmul C_t h_t for one-group tiles with input-dependent C). Only the states entering each
+    matmul C_t h_t for one-group tiles with input-dependent C and ``plan.matmul``). Δu is formed
+    per block, never at full size. Only the states entering each
     block are saved. Backward, per tile and block in reverse: redo the block's forward (exp,
     input term, T steps), then g = gy ⊗ C, T in-place adjoint steps g_t += a_{t+1} g_{t+1}
     (carrying a_{t1} g_{t1} across the block boundary), and the gradients
         dΔu_t = Σ_n g_t B_t,  dB_t = Σ_k g_t Δ_t u_t,  dC_t = Σ_k h_t gy_t,
         dla_t = g_t h_{t-1} a_t,  dΔ_t = Σ_n dla_t A + u_t dΔu_t,  dA = Σ_{b,t} dla_t Δ_t,
-    the first three as batched matmuls (B_t g_t, (Δu)_t g_tᵀ, gy_t h_tᵀ) for one-group tiles.
+    the first three as batched matmuls (B_t g_t, (Δu)_t g_tᵀ, gy_t h_tᵀ) for one-group tiles
+    (``plan.matmul``); dL/du = Δ dΔu and the u dΔu term of dΔ are applied per block, so the only
+    full-size tensors are the inputs, the outputs, their gradients and the saved block states.
     Results do not depend on the plan beyond summation order (float64 tests: every plan equals
     the sequential reference).
     """
