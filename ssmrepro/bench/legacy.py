@@ -1,5 +1,5 @@
 """Tool (bench): frozen copies of the CPU kernels as of commit 7336cc2, the "before" side of the
-benchmarks (``ssmrepro bench kernels`` / ``ssmrepro bench step``) and of the equivalence tests.
+benchmarks (``ssmrepro bench scans`` / ``ssmrepro bench step``) and of the equivalence tests.
 
 * :func:`causal_conv1d_slices` — the pad + W shifted slices conv (``kernels/cuda.py:
   causal_conv1d_torch`` before it delegated to ``kernels/conv.py``);
