@@ -61,7 +61,7 @@ def test_fused_blocks_equal_reference(monkeypatch, block, c_const):
     outputs and all gradients in float64; also with G = 1 group (B, C shared by all channels)."""
     import ssmrepro.kernels.inplace as ip
 
-    monkeypatch.setattr(ip, "block_len", lambda numel: block)
+    monkeypatch.setattr(ip, "scan_plan", lambda Bt, G, K, N, L=None: ip.ScanPlan(2, G, block))
     for G in (3, 1):
         xs = _inputs(L=23, G=G, c_const=c_const, seed=block)
         w = torch.randn(2, 23, 12, dtype=torch.float64, generator=torch.Generator().manual_seed(9))

@@ -5,14 +5,17 @@ Run-steps per second of packed training against one model at a time.
 (a) plain: one model at a time — an E = 1 model, ``torch.optim.AdamW``, ``clip_grad_norm_``, a
     fresh batch per step (what a hand-written loop does);
 (b) packed: the engine's step (PackedAdam, per-member clipping and LR) on packs of E members.
-run-steps/s = E × steps/s. Results go to results/bench/<workload>-<device>.json and .csv with the
-machine, torch version, backend and commit.
+run-steps/s = E / (seconds per step). All contenders are built first and then timed together by
+:func:`ssmrepro.bench.timing.interleaved` (one warm-up step each, then rounds in a rotated
+order), with the engine's thread setting (one intra-op thread per worker on the 2-core machine;
+``threads``); rates use the CPU-clock median on CPU (robust to other processes on the cores) and
+the wall-clock median on a GPU. Results go to results/bench/<workload>-<device>.json and .csv with
+the machine, torch version, backend, commit, thread count and the spread of every contender.
 """
 
 from __future__ import annotations
 
 import json
-import platform
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +27,7 @@ from ..models import MODELS, build_model
 from ..tasks import build_task
 from ..tasks.base import TRAIN
 from ..train import member_losses, packed_step, supervised_logits
+from ..util import cpu_model
 
 
 @dataclass(frozen=True)
@@ -54,16 +58,6 @@ WORKLOADS = {
 }
 
 
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
 def _setup(w: Workload, E: int, device: str):
     task = build_task(w.task)
     cfg = MODELS[w.model["name"]].Config(**w.model)
@@ -77,66 +71,80 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def plain_rate(w: Workload, device: str, seconds: float) -> float:
-    """Steps/s of one model trained the simple way."""
+def plain_step(w: Workload, device: str):
+    """One step of one model trained the simple way (a callable)."""
     task, model, seeds = _setup(w, 1, device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     idx = torch.arange(w.batch, device=device)[None]
+    n = [0]
 
-    def step(i: int) -> None:
-        b = task.sample(seeds, TRAIN, idx + i * w.batch)
+    def step() -> None:
+        n[0] += 1
+        b = task.sample(seeds, TRAIN, idx + n[0] * w.batch)
         loss = member_losses(*supervised_logits(model, b.x, b.y))[0].sum()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        _sync(device)
 
-    return _rate(step, device, seconds)
+    return step
 
 
-def packed_rate(w: Workload, E: int, device: str, seconds: float) -> float:
-    """Run-steps/s of a pack of E members with the engine's per-member optimiser."""
+def packed_step_fn(w: Workload, E: int, device: str):
+    """One step of a pack of E members with the engine's per-member optimiser (a callable)."""
     task, model, seeds = _setup(w, E, device)
-    return E * _rate(packed_step(task, model, seeds, w.batch), device, seconds)
+    inner = packed_step(task, model, seeds, w.batch)
+    n = [0]
 
+    def step() -> None:
+        n[0] += 1
+        inner(n[0])
+        _sync(device)
 
-def _rate(step, device: str, seconds: float) -> float:
-    step(0)  # warm-up
-    _sync(device)
-    n, t0 = 0, time.perf_counter()
-    while True:
-        step(n + 1)
-        n += 1
-        if n >= 3 and time.perf_counter() - t0 >= seconds:
-            break
-    _sync(device)
-    return n / (time.perf_counter() - t0)
+    return step
 
 
 def run_bench(name: str, device: str, packs: list[int], seconds: float, out: Path | None,
-              echo=print) -> dict:
+              echo=print, threads: int | None = 1) -> dict:
+    """Time plain and packed steps interleaved; ``seconds``: rough measuring time per contender
+    (sets the number of rounds, 3..20); ``threads``: intra-op threads (None: leave as is)."""
+    from .timing import interleaved
+
+    if threads:
+        torch.set_num_threads(threads)
     w = WORKLOADS[name]
     torch.manual_seed(0)
-    plain = plain_rate(w, device, seconds)
-    echo(f"{w.what} on {device}")
-    echo(f"  plain (one model at a time): {plain:10.1f} run-steps/s")
+    fns = {"plain": plain_step(w, device)}
+    fns.update({f"E={E}": packed_step_fn(w, E, device) for E in packs})
+    t_one = max(1e-6, max(_time_once(f) for f in fns.values()))  # warm-up, and the slowest step
+    repeats = max(3, min(20, int(seconds / t_one)))
+    st = interleaved(fns, repeats=repeats, warmup=0)
+    cpu = not device.startswith("cuda")
+    per_step = {k: (v.cpu_median if cpu else v.wall_median) for k, v in st.items()}
+    plain = 1.0 / per_step["plain"]
+    echo(f"{w.what} on {device}, {torch.get_num_threads()} thread(s), {repeats} interleaved rounds, "
+         f"{'CPU' if cpu else 'wall'}-clock medians")
+    echo(f"  plain (one model at a time): {plain:10.1f} run-steps/s   {st['plain'].fmt()}")
     rows = []
     for E in packs:
-        r = packed_rate(w, E, device, seconds)
-        rows.append({"pack": E, "run_steps_per_s": r, "ratio": r / plain})
-        echo(f"  packed E={E:<4d}               {r:10.1f} run-steps/s   x{r / plain:6.1f}")
+        s_ = st[f"E={E}"]
+        r = E / per_step[f"E={E}"]
+        rows.append({"pack": E, "run_steps_per_s": r, "ratio": r / plain, **s_.ms()})
+        echo(f"  packed E={E:<4d}               {r:10.1f} run-steps/s   x{r / plain:6.2f}   {s_.fmt()}")
     best = max(rows, key=lambda r: r["run_steps_per_s"])
     rec = {
         "workload": name,
         "description": w.what,
         "device": device,
-        "machine": torch.cuda.get_device_name() if device.startswith("cuda") else cpu_name(),
+        "machine": torch.cuda.get_device_name() if device.startswith("cuda") else cpu_model(),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "backend": "torch",
         "commit": git_commit(),
-        "seconds_per_measurement": seconds,
+        "timing": f"interleaved, {repeats} rounds, {'cpu' if cpu else 'wall'}-clock medians",
         "plain_run_steps_per_s": plain,
+        "plain": st["plain"].ms(),
         "packed": rows,
         "best_ratio": best["ratio"],
         "best_pack": best["pack"],
@@ -146,9 +154,16 @@ def run_bench(name: str, device: str, packs: list[int], seconds: float, out: Pat
         out.mkdir(parents=True, exist_ok=True)
         stem = f"{name}-{'cuda' if device.startswith('cuda') else 'cpu'}"
         (out / f"{stem}.json").write_text(json.dumps(rec, indent=1))
-        lines = ["workload,device,machine,torch,commit,mode,pack,run_steps_per_s,ratio"]
-        base = f"{name},{device},\"{rec['machine']}\",{rec['torch']},{rec['commit']}"
+        lines = ["workload,device,machine,torch,commit,threads,mode,pack,run_steps_per_s,ratio"]
+        base = (f"{name},{device},\"{rec['machine']}\",{rec['torch']},{rec['commit']},"
+                f"{rec['threads']}")
         lines.append(f"{base},plain,1,{plain:.2f},1.0")
         lines += [f"{base},packed,{r['pack']},{r['run_steps_per_s']:.2f},{r['ratio']:.2f}" for r in rows]
         (out / f"{stem}.csv").write_text("\n".join(lines) + "\n")
     return rec
+
+
+def _time_once(step) -> float:
+    t0 = time.perf_counter()
+    step()
+    return time.perf_counter() - t0

@@ -1,59 +1,54 @@
-"""Tool (bench): the sequential reference scans against the fast ones (forward + backward, CPU).
+"""Tool (bench): the fast CPU kernels against their references (forward + backward), one process.
 
-For each L, times in the same process, interleaved repeat by repeat (so machine noise hits all
-alike), after warm-up, the reference and every fast formulation of a kernel (one row each):
+For each L, times in the same process with :func:`ssmrepro.bench.timing.interleaved` (after a
+warm-up, contenders interleaved in a rotated order, repeated; wall and CPU clocks; medians with
+min/max) the reference and every fast formulation of a kernel (one row each):
 
 * ``diag``:      diag_scan_ref vs ``chunked`` (diag_scan, two-pass chunked, Q = default_chunk)
                  and ``blocked`` (diag_scan's CPU default: inplace.diag_scan_blocked), on
                  la, b: (Bt, L, D, N)
-* ``selective``: selective_scan_ref vs ``chunked`` (selective_scan on diag_scan) and ``fused``
-                 (inplace.selective_scan_fused, the kernel the models run); B, C: (Bt, L, 1, N)
+* ``selective``: selective_scan_ref vs ``chunked`` (selective_scan on diag_scan), ``fused-v1``
+                 (the fused scan before batch tiles, bench/legacy.py) and ``fused`` (the tiled
+                 inplace.selective_scan_fused the models run); u: (Bt, L, G·D), B, C: (Bt, L, G, N)
+                 (``--groups G``: a pack of G members, as S6Core folds them)
 * ``ssd``:       ssd_ref vs ``chunked`` (ssd) on x: (Bt, L, H, P), B, C: (Bt, L, H, N)
+* ``conv``:      the old pad + shifted-slices causal conv (bench/legacy.py) vs ``tiled``
+                 (kernels/conv.py, what the models run) and ``conv1d`` (one grouped F.conv1d over
+                 E·C channels with the channel-first layout copies it needs), x: (E=G, Bt, L, D),
+                 width ``--width``, bias and SiLU
 
-Prints a table (median and min ms; speed-ups of the medians and of the minima: on a shared
-machine the minima are the better estimate of uncontended speed) and optionally writes JSON with
-the CPU model, torch version and thread count.
+Prints a table (CPU-clock medians [min-max] in ms, speed-ups of the CPU medians and of the wall
+medians over the reference) and optionally writes JSON with the CPU model, torch version and
+thread count. One intra-op thread by default, as every training worker runs.
 
 Example::
 
-    ssmrepro bench scans                       # L = 64 1024 4096, 2 threads
-    ssmrepro bench scans --threads 1 --clock cpu   # contention-robust
-    ssmrepro bench scans --batch 4 --d 16 --n 4    # small per-step state
+    ssmrepro bench scans                                 # L = 64 1024 4096, the default shape
+    ssmrepro bench scans --kernels selective conv --L 256 --batch 64 --d 128 --n 16 \
+        --variants fused-v1 fused tiled conv1d          # the issue-12 Mamba layer (no reference)
     ssmrepro bench scans --L 1024 --kernels diag --chunk 32 --json out.json
 
-Committed measurements (idle 2-core AMD EPYC VM, torch 2.13 CPU, float32, fwd+bwd, 2 threads,
-wall clock; speed-up of medians / of minima over the sequential reference)::
-
-    ssmrepro bench scans --json results/bench/scans-cpu.json
-    ssmrepro bench scans --kernels selective diag --batch 8 --d 128 --n 16 \
-        --json results/bench/scans-cpu-large.json
-
-    selective Bt=16 D=32 N=8:   L=64 fused 2.4x/2.5x  L=1024 fused 2.7x/2.2x (chunked 2.1x/1.8x)
-                                L=4096 fused 5.5x/6.7x (chunked 1.7x/1.8x)
-    selective Bt=8 D=128 N=16:  L=1024 fused 8.5x/8.9x  L=4096 fused 7.9x/7.6x (chunked 1.3-2.2x)
-    diag Bt=16 S=(32,8):        L=1024 blocked 3.1x/2.7x, L=4096 2.9x/3.1x (two-pass ~1.6x)
-    diag Bt=8 S=(128,16):       L=1024 blocked 2.4x/2.1x, L=4096 2.8x/2.9x (two-pass ~0.9-1.0x)
-    ssd Bt=16 H=4 P=N=8:        L=64 4.5x/4.9x, L=1024 10.5x/10.0x, L=4096 6.3x/6.7x
-
-With one thread and the CPU clock (``--threads 1 --clock cpu``, on a loaded machine) the fused
-selective scan measured 4.1x/3.4x at L = 1024 and 7.2x/6.3x at L = 4096 for the first shape.
-With other processes on the cores, 2-thread timings are unreliable (thread-barrier stalls);
-compare minima or use --threads 1.
+Committed records (2-core AMD EPYC VM shared with other jobs, torch 2.13 CPU, float32, fwd + bwd,
+one thread, CPU-clock medians): ``results/bench/scans-cpu.json`` (the default shapes),
+``scans-cpu-large.json`` (``--kernels selective diag --batch 8 --d 128 --n 16``),
+``kernels-cpu.json`` / ``kernels-cpu-pack4.json`` (the issue-12 layer, ``--kernels selective conv
+--L 256 --batch 64 --d 128 --n 16 [--groups 4]``: fused 142 -> 107 ms, 859 -> 469 ms for a pack
+of 4; conv 20 -> 8.9 ms, 99 -> 34 ms) and ``kernels-cpu-koren-d.json`` (``--L 64 --batch 128
+--d 64 --width 2``: fused 46 -> 32 ms).
 """
 
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import platform
-import statistics
-import time
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
-from ..kernels.inplace import block_len, selective_scan_fused
+from ..kernels.conv import causal_conv1d_cpu
+from ..kernels.inplace import block_len, scan_plan, selective_scan_fused
 from ..kernels.scan import (
     default_chunk,
     diag_scan,
@@ -62,53 +57,54 @@ from ..kernels.scan import (
     selective_scan_ref,
 )
 from ..kernels.ssd import default_ssd_chunk, ssd, ssd_ref
+from ..util import cpu_model
+from .legacy import causal_conv1d_slices, selective_scan_fused_v1
+from .timing import interleaved, tune_malloc
+
+KERNELS = ("diag", "selective", "ssd", "conv")
+VARIANTS = ("chunked", "blocked", "fused-v1", "fused", "tiled", "conv1d")
 
 
-def cpu_model() -> str:
-    from .packs import cpu_name
 
-    return cpu_name()
-
-
-def tune_malloc() -> bool:
-    """glibc only: serve big blocks from the heap and never trim it (avoids page-fault storms).
-
-    Process-wide side effect; only used with ``--tune-malloc``.
-    """
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return False
-    m_trim_threshold, m_mmap_threshold = -1, -3
-    ok = libc.mallopt(m_mmap_threshold, 1 << 30) == 1
-    return ok and libc.mallopt(m_trim_threshold, 1 << 31) == 1
+def conv1d_grouped(x, weight, bias=None, activation=None):
+    """One grouped F.conv1d over E·C channels: x (E, Bt, L, C) -> (Bt, E·C, L) copy, conv with
+    left padding W-1, copy back to (E, Bt, L, C)."""
+    E, Bt, L, C = x.shape
+    W = weight.shape[-1]
+    xc = x.permute(1, 0, 3, 2).reshape(Bt, E * C, L)  # (Bt, E·C, L): a copy
+    y = F.conv1d(F.pad(xc, (W - 1, 0)), weight.reshape(E * C, 1, W),
+                 None if bias is None else bias.reshape(E * C), groups=E * C)
+    y = y.reshape(Bt, E, C, L).permute(1, 0, 3, 2).contiguous()  # (E, Bt, L, C)
+    return F.silu(y) if activation else y
 
 
 def make_case(kernel: str, L: int, args, dtype: torch.dtype):
-    """Returns (inputs requiring grad, ref fn, {name: fast fn}, description)."""
+    """Returns (inputs requiring grad, ref fn or None, {name: fast fn}, description)."""
     g = torch.Generator().manual_seed(0)
-    Bt, D, N = args.batch, args.d, args.n
+    Bt, D, N, G = args.batch, args.d, args.n, args.groups
     rand = lambda *s: torch.rand(*s, generator=g, dtype=dtype)  # noqa: E731
     randn = lambda *s: torch.randn(*s, generator=g, dtype=dtype)  # noqa: E731
     if kernel == "diag":
         la = -0.5 * rand(Bt, L, D, N)  # (Bt, L, D, N)
         b = randn(Bt, L, D, N)  # (Bt, L, D, N)
-        chunked = lambda la, b: diag_scan(la, b, chunk=args.chunk or default_chunk(L, Bt * D * N))  # noqa: E731
         q = args.chunk or default_chunk(L, Bt * D * N)
+        chunked = lambda la, b: diag_scan(la, b, chunk=q)  # noqa: E731
         fast = {"chunked": chunked, "blocked": diag_scan}  # diag_scan's CPU default is blocked
         return [la, b], diag_scan_ref, fast, f"Bt={Bt} S=({D},{N}) Q={q} T={block_len(Bt * D * N)}"
     if kernel == "selective":
-        u = randn(Bt, L, D)  # (Bt, L, D)
-        delta = 0.01 + 0.1 * rand(Bt, L, D)  # (Bt, L, D)
-        A = -torch.arange(1, N + 1, dtype=dtype).repeat(D, 1)  # (D, N) S4D-real init
-        B, C = randn(Bt, L, 1, N), randn(Bt, L, 1, N)  # (Bt, L, G=1, N): one group
-        Dskip = randn(D)  # (D,)
-        inputs = [u, delta, A, B, C, Dskip]
+        u = randn(Bt, L, G * D)  # (Bt, L, G·D)
+        delta = 0.01 + 0.1 * rand(Bt, L, G * D)  # (Bt, L, G·D)
+        A = -torch.arange(1, N + 1, dtype=dtype).repeat(G * D, 1)  # (G·D, N) S4D-real init
+        B, C = randn(Bt, L, G, N), randn(Bt, L, G, N)  # (Bt, L, G, N)
+        Dskip = randn(G * D)  # (G·D,)
         fast = {
             "chunked": lambda *t: selective_scan(*t, chunk=args.chunk),  # CPU default: blocked diag
+            "fused-v1": selective_scan_fused_v1,  # before batch tiles (bench/legacy.py)
             "fused": selective_scan_fused,  # what the models run
         }
-        return inputs, selective_scan_ref, fast, f"Bt={Bt} D={D} N={N} T={block_len(Bt * D * N)}"
+        p = scan_plan(Bt, G, D, N)
+        desc = f"Bt={Bt} G={G} D={D} N={N} tile={p.rows}x{p.groups} T={p.T}"
+        return [u, delta, A, B, C, Dskip], selective_scan_ref, fast, desc
     if kernel == "ssd":
         H, P = args.heads, D // args.heads
         x = randn(Bt, L, H, P)  # (Bt, L, H, P)
@@ -117,75 +113,60 @@ def make_case(kernel: str, L: int, args, dtype: torch.dtype):
         fast = {"chunked": lambda *t: ssd(*t, chunk=args.ssd_chunk)}
         q = args.ssd_chunk or default_ssd_chunk(L)
         return [x, a, B, C], ssd_ref, fast, f"Bt={Bt} H={H} P={P} N={N} Q={q}"
+    if kernel == "conv":
+        W = args.width
+        x = randn(G, Bt, L, D)  # (E, Bt, L, C)
+        w, bias = randn(G, D, W), randn(G, D)  # (E, C, W), (E, C)
+        fast = {
+            "tiled": lambda *t: causal_conv1d_cpu(*t, "silu"),
+            "conv1d": lambda *t: conv1d_grouped(*t, "silu"),
+        }
+        ref = lambda *t: causal_conv1d_slices(*t, "silu")  # noqa: E731
+        return [x, w, bias], ref, fast, f"E={G} Bt={Bt} C={D} W={W} silu"
     raise ValueError(kernel)
 
 
-def time_pair(inputs, fns, warmup: int, repeats: int, clock=time.perf_counter) -> list[list[float]]:
-    """Forward + backward time (s) of each fn on ``clock``, interleaved, after warm-up."""
+def fwd_bwd(fn, inputs):
+    """A callable running fn forward + backward on fresh leaves (same inputs, same grad_out)."""
     leaves = [t.detach().requires_grad_() for t in inputs]
     with torch.no_grad():
-        grad_out = torch.randn_like(fns[0](*leaves))
+        grad_out = torch.randn_like(fn(*leaves))
 
-    def step(fn):
-        out = fn(*leaves)
-        out.backward(grad_out)
+    def step():
+        fn(*leaves).backward(grad_out)
         for t in leaves:
             t.grad = None
 
-    times: list[list[float]] = [[] for _ in fns]
-    for r in range(warmup + repeats):
-        for i, fn in enumerate(fns):
-            t0 = clock()
-            step(fn)
-            if r >= warmup:
-                times[i].append(clock() - t0)
-    return times
+    return step
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="ssmrepro bench scans", description=__doc__,
                                 formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--L", type=int, nargs="+", default=[64, 1024, 4096])
-    p.add_argument(
-        "--kernels",
-        nargs="+",
-        default=["diag", "selective", "ssd"],
-        choices=["diag", "selective", "ssd"],
-    )
-    p.add_argument(
-        "--variants",
-        nargs="+",
-        default=None,
-        choices=["chunked", "blocked", "fused"],
-        help="fast formulations to time against the reference (default: all of the kernel's)",
-    )
+    p.add_argument("--kernels", nargs="+", default=["diag", "selective", "ssd"], choices=KERNELS)
+    p.add_argument("--variants", nargs="+", default=None, choices=VARIANTS,
+                   help="fast formulations to time (default: all of the kernel's)")
+    p.add_argument("--no-ref", action="store_true",
+                   help="skip the reference (long L); speed-ups are then over the first variant")
     p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--d", type=int, default=32, help="channels D (ssd: H * P)")
+    p.add_argument("--d", type=int, default=32, help="channels D (ssd: H * P; conv: C)")
     p.add_argument("--n", type=int, default=8, help="state size N")
+    p.add_argument("--groups", type=int, default=1, help="selective: groups G; conv: pack size E")
     p.add_argument("--heads", type=int, default=4, help="ssd heads H (P = D / H)")
+    p.add_argument("--width", type=int, default=4, help="conv width W")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     p.add_argument("--chunk", type=int, default=None, help="diag/selective chunk (default auto)")
     p.add_argument("--ssd-chunk", type=int, default=None, help="ssd chunk (default auto)")
-    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--repeats", type=int, default=7)
-    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
-    p.add_argument(
-        "--tune-malloc",
-        action="store_true",
-        help="glibc mallopt: no mmap / no trim for big blocks (process-wide)",
-    )
-    p.add_argument(
-        "--clock",
-        default="wall",
-        choices=["wall", "cpu"],
-        help="wall: perf_counter; cpu: process_time (CPU seconds of all threads; with --threads 1 "
-        "a contention-robust estimate on a shared machine)",
-    )
+    p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (workers use 1)")
+    p.add_argument("--tune-malloc", action="store_true",
+                   help="glibc mallopt: no mmap / no trim for big blocks (process-wide)")
     p.add_argument("--json", type=Path, default=None, help="write results as JSON here")
     args = p.parse_args(argv)
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
     tuned = tune_malloc() if args.tune_malloc else False
     dtype = getattr(torch, args.dtype)
     env = {
@@ -196,46 +177,41 @@ def main(argv=None) -> int:
         "dtype": args.dtype,
         "malloc_tuned": tuned,
         "pass": "forward+backward",
-        "clock": args.clock,
+        "clock": "cpu (process_time) and wall (perf_counter), interleaved",
     }
-    print(
-        f"# {env['cpu']} | torch {env['torch']} | {env['threads']} threads | {args.dtype} | "
-        f"fwd+bwd | {args.clock} clock | malloc tuned: {tuned}"
-    )
-    header = (
-        f"{'kernel':<10} {'L':>6}  {'shape':<28} {'fast':<8} {'ref med ms':>10} {'ref min':>8} "
-        f"{'fast med ms':>11} {'fast min':>8} {'x (med)':>8} {'x (min)':>8}"
-    )
+    print(f"# {env['cpu']} | torch {env['torch']} | {env['threads']} thread(s) | {args.dtype} | "
+          f"fwd+bwd | malloc tuned: {tuned} | CPU-clock ms: median [min-max]")
+    header = (f"{'kernel':<9} {'L':>5}  {'shape':<34} {'variant':<9} {'ref cpu ms':>22} "
+              f"{'fast cpu ms':>22} {'x cpu':>6} {'x wall':>6}")
     print(header)
     print("-" * len(header))
     rows = []
-    clock = time.perf_counter if args.clock == "wall" else time.process_time
     for kernel in args.kernels:
         for L in args.L:
             inputs, ref, fast, desc = make_case(kernel, L, args, dtype)
             names = [n for n in fast if args.variants is None or n in args.variants]
-            times = time_pair(inputs, [ref] + [fast[n] for n in names], args.warmup, args.repeats, clock)
-            t_ref = times[0]
-            for name, t_fast in zip(names, times[1:]):
-                row = {
-                    "kernel": kernel,
-                    "variant": name,
-                    "L": L,
-                    "shape": desc,
-                    "ref_ms_median": 1e3 * statistics.median(t_ref),
-                    "ref_ms_min": 1e3 * min(t_ref),
-                    "fast_ms_median": 1e3 * statistics.median(t_fast),
-                    "fast_ms_min": 1e3 * min(t_fast),
-                }
+            if not names:
+                continue
+            fns = {} if args.no_ref else {"ref": fwd_bwd(ref, inputs)}
+            fns.update({n: fwd_bwd(fast[n], inputs) for n in names})
+            st = interleaved(fns, args.repeats, args.warmup)
+            base_name = "ref" if "ref" in st else names[0]
+            base = st[base_name]
+            for name in names:
+                s = st[name]
+                row = {"kernel": kernel, "variant": name, "L": L, "shape": desc, "base": base_name,
+                       "ref_ms_median": 1e3 * base.cpu_median, "ref_ms_min": 1e3 * base.cpu_min,
+                       "ref_ms_max": 1e3 * base.cpu_max, "fast_ms_median": 1e3 * s.cpu_median,
+                       "fast_ms_min": 1e3 * s.cpu_min, "fast_ms_max": 1e3 * s.cpu_max,
+                       "ref_wall_ms_median": 1e3 * base.wall_median,
+                       "fast_wall_ms_median": 1e3 * s.wall_median}
                 row["speedup"] = row["ref_ms_median"] / row["fast_ms_median"]
-                row["speedup_min"] = row["ref_ms_min"] / row["fast_ms_min"]
+                row["speedup_wall"] = base.wall_median / s.wall_median
                 rows.append(row)
-                print(
-                    f"{kernel:<10} {L:>6}  {desc:<28} {name:<8} {row['ref_ms_median']:>10.1f} "
-                    f"{row['ref_ms_min']:>8.1f} {row['fast_ms_median']:>11.1f} "
-                    f"{row['fast_ms_min']:>8.1f} {row['speedup']:>7.2f}x {row['speedup_min']:>7.2f}x",
-                    flush=True,
-                )
+                rc = f"{row['ref_ms_median']:.1f} [{row['ref_ms_min']:.1f}-{row['ref_ms_max']:.1f}]"
+                fc = f"{row['fast_ms_median']:.1f} [{row['fast_ms_min']:.1f}-{row['fast_ms_max']:.1f}]"
+                print(f"{kernel:<9} {L:>5}  {desc:<34} {name:<9} {rc:>22} {fc:>22} "
+                      f"{row['speedup']:5.2f}x {row['speedup_wall']:5.2f}x", flush=True)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         payload = {

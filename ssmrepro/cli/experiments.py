@@ -277,16 +277,20 @@ def verify(
 def bench(
     ctx: typer.Context,
     workload: str = typer.Argument(
-        "keep-nth-d8", help="keep-nth-d8 | mqar-linear | mqar-full-L256 | scans (the scan "
-        "micro-benchmark; its options follow: python -m ssmrepro.bench.scans --help)"),
+        "keep-nth-d8", help="keep-nth-d8 | mqar-linear | mqar-full-L256 | scans (the kernel "
+        "micro-benchmark; its options follow: python -m ssmrepro.bench.scans --help) | step (one "
+        "full-Mamba training step, old vs new kernels vs mambapy: python -m ssmrepro.bench.step "
+        "--help)"),
     device: str = typer.Option("auto", help="auto | cpu | cuda"),
     packs: str = typer.Option("4,16,64", help="pack sizes to measure, comma-separated"),
-    seconds: float = typer.Option(3.0, help="measuring time per configuration"),
+    seconds: float = typer.Option(3.0, help="rough measuring time per contender (sets the "
+                                  "number of interleaved rounds, 3..20)"),
     out: Path | None = typer.Option(None, help="folder for the JSON/CSV record "
                                        "(default results/bench)"),
 ) -> None:
     """Run-steps/s of packed training vs one model at a time, measured in this process; or, with
-    ``scans``, the fast scans' speed-up over the sequential references."""
+    ``scans``, the fast kernels' speed-up over their references; or, with ``step``, one full-Mamba
+    training step with the old and new kernels (and mambapy when installed)."""
     from ..bench.packs import WORKLOADS, run_bench
     from ..util import repo_root
 
@@ -294,8 +298,13 @@ def bench(
         from ..bench.scans import main as scans_main
 
         raise typer.Exit(scans_main(list(ctx.args)))
+    if workload == "step":
+        from ..bench.step import main as step_main
+
+        raise typer.Exit(step_main(list(ctx.args)))
     if ctx.args:
-        fail([f"unexpected arguments {' '.join(ctx.args)!r} (only 'scans' takes extra options)"])
+        fail([f"unexpected arguments {' '.join(ctx.args)!r} (only 'scans' and 'step' take extra "
+               "options)"])
 
     if workload not in WORKLOADS:
         fail([f"unknown workload {workload!r} (have {', '.join(WORKLOADS)})"])

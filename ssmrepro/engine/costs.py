@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from ..sweep import CODE_VERSION
-from ..util import atomic_write_text, cpu_model
+from ..util import atomic_write_text, cpu_model, tune_malloc
 
 COST_VERSION = 1  # bump when the step being timed changes
 
@@ -92,6 +92,7 @@ class CostModel:
         key = self._key(runs[0].pack_key(), len(runs), m)
         cache = self._load()
         if key not in cache:
+            tune_malloc()  # time the step as the workers will run it
             old = torch.get_num_threads()
             torch.set_num_threads(self.threads)
             try:

@@ -29,6 +29,7 @@ from ..kernels.backend import kernel_usage, reset_kernel_usage, set_scan_backend
 from ..store import Store
 from ..sweep import CODE_VERSION
 from ..train import member_state, train_pack
+from ..util import tune_malloc
 from .plan import Pack
 
 _COMMIT: str | None = None
@@ -139,6 +140,7 @@ def work_pack(i: int, pack: Pack, store: Store, ws: WorkSettings, emit: EventFn,
 
 def run_in_process(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings,
                    emit: EventFn) -> None:
+    tune_malloc()
     set_scan_backend(ws.backend)  # per process: the models' scans and convs dispatch on it
     for i, pack in packs:
         work_pack(i, pack, store, ws, emit)
@@ -161,6 +163,7 @@ def _worker_main(worker: int, tasks, events, store: Store, ws: WorkSettings, thr
                  parent: int) -> None:
     _die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
+    tune_malloc()  # no page-fault storms on every step's fresh activations (see util)
     torch.set_num_threads(threads)
     set_scan_backend(ws.backend)
     while True:

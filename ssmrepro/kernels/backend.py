@@ -38,6 +38,9 @@ class BackendError(RuntimeError):
 
 _SCAN_BACKEND = "torch"
 _BACKENDS = ("torch", "cuda")
+# The torch path's kernels; swapped only by :func:`torch_kernels` (benchmarks, equivalence tests).
+_TORCH_CONV = _cuda.causal_conv1d_torch
+_TORCH_SCAN = selective_scan_fused
 _USED: dict[str, set[str]] = {}  # caller (mixer class) -> kernel paths it took since the last reset
 
 
@@ -129,6 +132,20 @@ def scan_backend(backend: str):
         set_scan_backend(old)
 
 
+@contextmanager
+def torch_kernels(conv=None, scan=None):
+    """Temporarily replace the torch path's conv and/or fused scan (same signatures as
+    ``cuda.causal_conv1d_torch`` and ``inplace.selective_scan_fused``): how ``ssmrepro bench
+    step`` runs the same model with the kernels before and after a change, in one process."""
+    global _TORCH_CONV, _TORCH_SCAN
+    old = _TORCH_CONV, _TORCH_SCAN
+    _TORCH_CONV, _TORCH_SCAN = conv or old[0], scan or old[1]
+    try:
+        yield
+    finally:
+        _TORCH_CONV, _TORCH_SCAN = old
+
+
 def _resolve(backend: str | None, *tensors: Tensor) -> str:
     be = backend or _SCAN_BACKEND
     if be not in _BACKENDS:
@@ -187,7 +204,7 @@ def selective_scan(
     )
     if fused_ok:
         note_kernel(who, "torch:selective_scan_fused")
-        y = selective_scan_fused(u, delta, A, B, C, D)
+        y = _TORCH_SCAN(u, delta, A, B, C, D)
     else:
         note_kernel(who, "torch:selective_scan")
         y = _selective_scan_chunked(u, delta, A, B, C, D, complex_output_scale=complex_output_scale)
@@ -209,7 +226,7 @@ def causal_conv(
         note_kernel(who, "cuda:causal_conv1d_fn" if 2 <= W <= 4 else f"torch:conv (width {W})")
         return _cuda.causal_conv1d(x, weight, bias, activation)
     note_kernel(who, "torch:conv")
-    return _cuda.causal_conv1d_torch(x, weight, bias, activation)
+    return _TORCH_CONV(x, weight, bias, activation)
 
 
 def ssd_scan(

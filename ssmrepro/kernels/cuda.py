@@ -64,6 +64,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .conv import causal_conv1d_cpu
+
 __all__ = [
     "MAX_DSTATE",
     "MAX_GRID_DIM",
@@ -481,14 +483,11 @@ def causal_conv1d_torch(
 ) -> Tensor:
     """Our torch path, any width: x (E, Bt, L, C), weight (E, C, W), bias (E, C) -> (E, Bt, L, C).
 
-    out_t[c] = act(Σ_k w[c, k] · x_{t-(W-1)+k}[c] + b[c]), the formula of ``PackedCausalConv``.
+    out_t[c] = act(Σ_k w[c, k] · x_{t-(W-1)+k}[c] + b[c]), the formula of ``PackedCausalConv``,
+    computed by :func:`ssmrepro.kernels.conv.causal_conv1d_cpu` (tiled, explicit backward; also
+    correct on a GPU, where the CUDA kernel is the fast path).
     """
-    W, L = weight.shape[-1], x.shape[2]
-    xp = F.pad(x, (0, 0, W - 1, 0))  # (E, Bt, L+W-1, C)
-    out = sum(xp[:, :, j : j + L] * weight[:, None, None, :, j] for j in range(W))
-    if bias is not None:
-        out = out + bias[:, None, None, :]
-    return F.silu(out) if activation in ("silu", "swish") else out
+    return causal_conv1d_cpu(x, weight, bias, activation)
 
 
 def causal_conv1d(

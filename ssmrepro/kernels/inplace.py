@@ -18,8 +18,10 @@ the dominant costs of the per-step loops were not the arithmetic but (1) page fa
 allocated full-size (Bt, L, D, N) buffers (~0.8 ms per MiB touched the first time, i.e. ~13 ms for
 one 16 MiB float32 tensor at Bt=16, L=1024, D=32, N=8), (2) memory traffic of ~15 passes over
 such tensors, and (3) per-op dispatch (~2-3 us) of ~3L small ops. Both kernels therefore cut time
-into blocks of T steps whose (Bt, T, *S) working set (T * Bt * prod(S) <= ~2^18 elements, see
-:func:`block_len`) stays in L2, reuse a few block buffers across blocks, exponentiate per block
+into blocks of T steps (the diagonal scan: T * Bt * prod(S) <= ~2^18 elements, see
+:func:`block_len`; the fused selective scan also cuts the batch and the groups into independent
+tiles, see :func:`scan_plan`, so its working set does not grow with the batch or the pack), reuse
+a few block buffers across blocks, exponentiate per block
 (``exp2(log2(e) * x)``: ~3x faster than ``torch.exp`` on this CPU, same accuracy class), and run
 every bulk operation block-wise. The fused selective scan keeps only the states entering each
 block (checkpointing) and recomputes a block's states in the backward pass (T more in-place steps)
@@ -30,6 +32,7 @@ no division by a decay.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -161,123 +164,270 @@ def diag_scan_blocked(la: Tensor, b: Tensor, block: int | None = None) -> Tensor
     return _BlockedDiagScan.apply(la.contiguous(), b.to(dtype).contiguous(), T)
 
 
+# Tiles of the fused selective scan (see :func:`scan_plan`).
+_TILE_STATE = 1 << 15  # elements of one tile's per-step state (rows · N · groups · K), at most
+_TILE_BLOCK = 1 << 19  # elements of one tile's time block (T · state), at most
+_MIN_GROUP_K = 32  # channels per group from which every group gets tiles of its own (matmuls)
+_MAX_T = 32  # longest time block of the fused scan
+_MIN_MATMUL_NK = 512  # N·K from which the contractions of one-group tiles are batched matmuls
+
+
+@dataclass(frozen=True)
+class ScanPlan:
+    """How :class:`_SelectiveScanFused` cuts the work: batch rows and groups per tile, block T."""
+
+    rows: int  # batch rows per tile (the last tile may have fewer)
+    groups: int  # groups per tile: 1 (one group at a time) or all G
+    T: int  # time-block length
+    matmul: bool = True  # one-group tiles contract over N and K by batched matmuls
+
+
+def scan_plan(Bt: int, G: int, K: int, N: int, state: int | None = None,
+              block: int | None = None, L: int | None = None) -> ScanPlan:
+    """Tile and block sizes for a selective scan of Bt rows, G groups of K channels, N states.
+
+    Tiles are independent (batch rows never interact, nor do groups): every tile runs the whole
+    time loop alone with block buffers (T + 1 states and a few T-step temporaries) whose size
+    does not grow with the batch or the pack, instead of streaming a (Bt, T, N, G, K) block
+    through DRAM (the old kernel: T = 2 at Bt = 64, d_inner = 128, N = 16; 3.4x slower per
+    member at E = 4 than at E = 1). The size is a balance between per-op overhead (~1-5 us per
+    op, ~T + 25 ops per block) and cache misses, not an L2 fit. Groups
+    of at least ``_MIN_GROUP_K`` channels (a Mamba member's d_inner) get tiles of their own,
+    whose contractions over N and K are batched matmuls; narrow groups (KEEP n-TH packs of
+    d = 8) stay together so that every op still covers long rows. Rows per tile: as many as keep
+    the per-step state within ``state`` elements (balanced over tiles); T: as many steps as keep
+    the block within ``block`` elements, in [2, 32] (and at most L). One-group tiles contract by
+    batched matmuls when N·K >= 512 (smaller (1, N) @ (N, K) products lose to mul + sum).
+    Measured on the 2-core EPYC VM (float32, fwd + bwd, one thread, CPU-clock medians of
+    (rows, T, matmul) sweeps): state 2^15 and block 2^19 elements, i.e. (rows, T) = (16, 16) for
+    Bt = 64, d_inner = 128, N = 16 (84 ms per layer vs 127 ms before the tiles; (8..32, 8..32)
+    within ~10%, (64, 4) 1.5x slower; mul + sum instead of matmuls +10%) and (32, 16) for
+    Bt = 128, d_inner = 64 (26-31 ms vs 38 ms); small states (Bt = 16, D = 32, N = 8: 4096
+    elements) want T = 32-64 and mul + sum (T = 128 with matmuls was 20% slower than the old
+    kernel); narrow packed groups (Bt = 16, 64 groups of 8 channels, N = 8) stay at the old
+    kernel's speed (8 rows, T = 16).
+    """
+    state = state or _TILE_STATE
+    block = block or _TILE_BLOCK
+    gt = 1 if K >= _MIN_GROUP_K else G
+    per_row = N * gt * K
+    rows = max(1, min(Bt, state // per_row))
+    n_tiles = -(-Bt // rows)
+    rows = -(-Bt // n_tiles)
+    T = max(2, min(_MAX_T, block // (rows * per_row)))
+    if L is not None:
+        T = max(1, min(T, L))
+    return ScanPlan(rows, gt, T, N * K >= _MIN_MATMUL_NK)
+
+
+def _tiles(Bt: int, G: int, plan: ScanPlan) -> list[tuple[int, int, int, int]]:
+    """(b0, b1, g0, g1) of every tile, groups outermost."""
+    return [(b0, min(Bt, b0 + plan.rows), g0, min(G, g0 + plan.groups))
+            for g0 in range(0, G, plan.groups) for b0 in range(0, Bt, plan.rows)]
+
+
 class _SelectiveScanFused(torch.autograd.Function):
-    """Real S6 scan with grouped B_t and grouped or per-channel C, time-blocked and checkpointed.
+    """Real S6 scan with grouped B_t and grouped or per-channel C, tiled, time-blocked and
+    checkpointed.
 
     u, delta: (Bt, L, G, K); A: (G, K, N); B: (Bt, L, G, N); C: (Bt, L, G, N) (input-dependent)
     or (G, K, N) (constant per channel, S4D); returns y: (Bt, L, G, K) with
         h_t = exp(Δ_t A) ⊙ h_{t-1} + (Δ_t u_t) ⊗ B_t,   y_t = Σ_n C_t[., n] h_t[., n].
-    Block buffers are laid out (Bt, T, N, G, K) (channels innermost: the broadcasts of Δ, Δu and
-    A then run over long contiguous rows). Forward, per block of T steps: exp(Δ A) for the block,
-    (Δu) ⊗ B written into the state buffer, T in-place steps h_t += a_t h_{t-1}, y by contracting
-    with C. Only the states entering each block are saved. Backward, per block in reverse: redo
-    the block's forward (exp, input term, T steps), then g = gy ⊗ C, T in-place adjoint steps
-    g_t += a_{t+1} g_{t+1} (carrying a_{t1} g_{t1} across the block boundary), and the gradients
+
+    The work is cut into tiles of batch rows (and groups) by :func:`scan_plan`; each tile runs
+    the whole time loop with reused block buffers laid out time-major, (T, rows, N, groups, K):
+    every step is one in-place op on a contiguous state, and a block's states (T, rows, N, K)
+    are one contiguous batch of (N, K) matrices for the contractions. Forward, per block of T
+    steps: exp(Δ A) for the block (one mul by A·log2(e), one exp2), (Δu) ⊗ B written into the
+    state buffer, T in-place steps h_t += a_t h_{t-1}, y by contracting with C (a batched
+    matmul C_t h_t for one-group tiles with input-dependent C and ``plan.matmul``). Δu is formed
+    per block, never at full size. Only the states entering each
+    block are saved. Backward, per tile and block in reverse: redo the block's forward (exp,
+    input term, T steps), then g = gy ⊗ C, T in-place adjoint steps g_t += a_{t+1} g_{t+1}
+    (carrying a_{t1} g_{t1} across the block boundary), and the gradients
         dΔu_t = Σ_n g_t B_t,  dB_t = Σ_k g_t Δ_t u_t,  dC_t = Σ_k h_t gy_t,
-        dla_t = g_t h_{t-1} a_t,  dΔ_t = Σ_n dla_t A + u_t dΔu_t,  dA = Σ_{b,t} dla_t Δ_t.
+        dla_t = g_t h_{t-1} a_t,  dΔ_t = Σ_n dla_t A + u_t dΔu_t,  dA = Σ_{b,t} dla_t Δ_t,
+    the first three as batched matmuls (B_t g_t, (Δu)_t g_tᵀ, gy_t h_tᵀ) for one-group tiles
+    (``plan.matmul``); dL/du = Δ dΔu and the u dΔu term of dΔ are applied per block, so the only
+    full-size tensors are the inputs, the outputs, their gradients and the saved block states.
+    Results do not depend on the plan beyond summation order (float64 tests: every plan equals
+    the sequential reference).
     """
 
     @staticmethod
-    def forward(ctx, u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, T: int) -> Tensor:
+    def forward(ctx, u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor,
+                plan: ScanPlan) -> Tensor:
         Bt, L, G, K = u.shape
         N = A.shape[-1]
         c_const = C.dim() == 3
         An = A.permute(2, 0, 1).contiguous()  # (N, G, K)
+        A2 = An * _LOG2E  # (N, G, K): exp(Δ A) = exp2(Δ · A log2(e))
         Cn = C.permute(2, 0, 1).contiguous() if c_const else C  # (N, G, K) or (Bt, L, G, N)
-        du = delta * u  # (Bt, L, G, K)
         y = u.new_empty(Bt, L, G, K)
+        T = plan.T
         nb = -(-L // T)
         Hs = u.new_empty(nb, Bt, N, G, K)  # state entering each block
-        Hb = u.new_empty(Bt, T + 1, N, G, K)  # [state entering the block, its T states]
-        ab = u.new_empty(Bt, T, N, G, K)  # exp(Δ A) of the block
-        tmp = torch.empty_like(ab)
-        Hb[:, 0].zero_()
-        Hl, Al = Hb.unbind(1), ab.unbind(1)
-        for i in range(nb):
-            t0, t1 = i * T, min(L, (i + 1) * T)
-            n = t1 - t0
-            Hs[i].copy_(Hl[0])
-            a = torch.mul(delta[:, t0:t1, None], An, out=ab[:, :n])  # (Bt, n, N, G, K)
-            _exp_into(a, a)
-            Bb = B[:, t0:t1].transpose(-1, -2)[..., None]  # (Bt, n, N, G, 1)
-            torch.mul(du[:, t0:t1, None], Bb, out=Hb[:, 1 : n + 1])  # input term
-            for s in range(n):
-                Hl[s + 1].addcmul_(Al[s], Hl[s])  # h_t = a_t h_{t-1} + b_t
-            Cb = Cn if c_const else C[:, t0:t1].transpose(-1, -2)[..., None]
-            torch.mul(Hb[:, 1 : n + 1], Cb, out=tmp[:, :n])
-            torch.sum(tmp[:, :n], dim=2, out=y[:, t0:t1])  # (Bt, n, G, K)
-            Hl[0].copy_(Hl[n])
+        S = plan.rows * N * plan.groups * K  # elements of the largest tile's state
+        hbuf, abuf = u.new_empty((T + 1) * S), u.new_empty(T * S)
+        wbuf = u.new_empty(T * S) if (c_const or plan.groups > 1 or not plan.matmul) else None
+        dbuf = u.new_empty(T * S // N)  # Δu of one block
+        for b0, b1, g0, g1 in _tiles(Bt, G, plan):
+            m, gk = b1 - b0, g1 - g0
+            mm = plan.matmul and gk == 1 and not c_const  # y by batched matmuls
+            st = (m, N, gk, K)  # one state of this tile
+            sz = m * N * gk * K
+            Hb = hbuf[: (T + 1) * sz].view(T + 1, *st)  # [h entering, T states]
+            ab = abuf[: T * sz].view(T, *st)  # exp(Δ A) of the block
+            Hl, Al = Hb.unbind(0), ab.unbind(0)
+            Hl[0].zero_()
+            dl_t = delta[b0:b1, :, g0:g1].transpose(0, 1)  # (L, m, gk, K)
+            u_t = u[b0:b1, :, g0:g1].transpose(0, 1)  # (L, m, gk, K)
+            B_t = B[b0:b1, :, g0:g1].permute(1, 0, 3, 2)[..., None]  # (L, m, N, gk, 1)
+            A2t = A2[:, g0:g1]  # (N, gk, K)
+            if mm:
+                C_m = C[b0:b1, :, g0].transpose(0, 1)[:, :, None, :]  # (L, m, 1, N)
+                y_m = y[b0:b1, :, g0].transpose(0, 1)  # (L, m, K)
+            else:
+                Cb = Cn[:, g0:g1] if c_const else _c_tile(Cn, b0, b1, g0, g1)
+                y_t = y[b0:b1, :, g0:g1].transpose(0, 1)  # (L, m, gk, K)
+            Hs_t = Hs[:, b0:b1, :, g0:g1]  # (nb, m, N, gk, K)
+            for i in range(nb):
+                t0, t1 = i * T, min(L, (i + 1) * T)
+                n = t1 - t0
+                if i:
+                    Hs_t[i].copy_(Hl[0])
+                dl = dl_t[t0:t1]  # (n, m, gk, K)
+                du = torch.mul(dl, u_t[t0:t1], out=dbuf[: n * m * gk * K].view(n, m, gk, K))
+                torch.mul(dl[:, :, None], A2t, out=ab[:n]).exp2_()  # (n, m, N, gk, K)
+                torch.mul(du[:, :, None], B_t[t0:t1], out=Hb[1 : n + 1])  # input term
+                for s in range(n):
+                    Hl[s + 1].addcmul_(Al[s], Hl[s])  # h_t = a_t h_{t-1} + b_t
+                h = Hb[1 : n + 1]
+                if mm:  # y_t = C_t h_t: (n, m, 1, N) @ (n, m, N, K)
+                    y_m[t0:t1].copy_(torch.matmul(C_m[t0:t1], h.view(n, m, N, K)).view(n, m, K))
+                else:
+                    w = wbuf[: n * sz].view(n, *st)
+                    Cbb = Cb if c_const else Cb[t0:t1]
+                    torch.sum(torch.mul(h, Cbb, out=w), dim=2, out=y_t[t0:t1])
+                if i + 1 < nb:
+                    Hl[0].copy_(Hl[n])
+            if nb:
+                Hs_t[0].zero_()
         ctx.save_for_backward(u, delta, An, B, Cn, Hs)
-        ctx.T = T
+        ctx.plan = plan
         return y
 
     @staticmethod
     def backward(ctx, gy: Tensor):
         u, delta, An, B, Cn, Hs = ctx.saved_tensors
-        T = ctx.T
+        plan = ctx.plan
+        T = plan.T
         Bt, L, G, K = u.shape
         N = An.shape[0]
         c_const = Cn.dim() == 3
+        A2 = An * _LOG2E
         gy = gy.contiguous()
-        du = delta * u
-        gdu = torch.empty_like(u)  # dL/d(Δu)
-        gdl = torch.empty_like(delta)  # dL/dΔ through the decay
+        gu = torch.empty_like(u)  # dL/du = Δ dL/d(Δu)
+        gdl = torch.empty_like(delta)  # dL/dΔ = through the decay + u dL/d(Δu)
         gB = torch.empty_like(B)  # (Bt, L, G, N)
         gC = torch.zeros_like(Cn) if c_const else torch.empty_like(Cn)
         gA = torch.zeros_like(An)  # (N, G, K)
-        Hb = u.new_empty(Bt, T + 1, N, G, K)
-        ab = u.new_empty(Bt, T, N, G, K)
-        Gb, tmp = torch.empty_like(ab), torch.empty_like(ab)
-        Hl, Al, Gl = Hb.unbind(1), ab.unbind(1), Gb.unbind(1)
-        carry = None  # a_{t1} g_{t1}: the adjoint entering this block from the next one
-        for i in range(Hs.shape[0] - 1, -1, -1):
-            t0, t1 = i * T, min(L, (i + 1) * T)
-            n = t1 - t0
-            # 1. redo the block's forward: decays and states h_{t0-1} ... h_{t1-1}
-            a = torch.mul(delta[:, t0:t1, None], An, out=ab[:, :n])
-            _exp_into(a, a)
-            Bb = B[:, t0:t1].transpose(-1, -2)[..., None]  # (Bt, n, N, G, 1)
-            Hl[0].copy_(Hs[i])
-            torch.mul(du[:, t0:t1, None], Bb, out=Hb[:, 1 : n + 1])
-            for s in range(n):
-                Hl[s + 1].addcmul_(Al[s], Hl[s])
-            h, hprev = Hb[:, 1 : n + 1], Hb[:, :n]
-            # 2. adjoint g_t = dL/dh_t = gy_t C_t + a_{t+1} g_{t+1}
-            g = Gb[:, :n]
-            gyb = gy[:, t0:t1, None]  # (Bt, n, 1, G, K)
-            Cb = Cn if c_const else Cn[:, t0:t1].transpose(-1, -2)[..., None]
-            torch.mul(gyb, Cb, out=g)
-            if carry is not None:
-                Gl[n - 1].add_(carry)
-            for s in range(n - 2, -1, -1):
-                Gl[s].addcmul_(Al[s + 1], Gl[s + 1])
-            carry = Al[0] * Gl[0]
-            # 3. gradients of the block
-            w = tmp[:, :n]
-            torch.sum(torch.mul(g, Bb, out=w), dim=2, out=gdu[:, t0:t1])
-            torch.mul(g, du[:, t0:t1, None], out=w)
-            torch.sum(w, dim=-1, out=gB[:, t0:t1].transpose(-1, -2))
-            torch.mul(h, gyb, out=w)
-            if c_const:
-                gC += w.sum((0, 1))
+        nb = Hs.shape[0]
+        S = plan.rows * N * plan.groups * K
+        hbuf, abuf = u.new_empty((T + 1) * S), u.new_empty(T * S)
+        gbuf, wbuf, cbuf = u.new_empty(T * S), u.new_empty(T * S), u.new_empty(S)
+        dbuf, ebuf = u.new_empty(T * S // N), u.new_empty(T * S // N)  # Δu, dL/d(Δu) of a block
+        for b0, b1, g0, g1 in _tiles(Bt, G, plan):
+            m, gk = b1 - b0, g1 - g0
+            mm = plan.matmul and gk == 1  # dΔu, dB by batched matmuls
+            mmC = mm and not c_const  # dC by batched matmuls
+            st = (m, N, gk, K)
+            sz = m * N * gk * K
+            Hb = hbuf[: (T + 1) * sz].view(T + 1, *st)
+            ab = abuf[: T * sz].view(T, *st)
+            Gb = gbuf[: T * sz].view(T, *st)
+            carry = cbuf[:sz].view(st)  # a_{t1} g_{t1}: the adjoint entering from the next block
+            Hl, Al, Gl = Hb.unbind(0), ab.unbind(0), Gb.unbind(0)
+            dl_t = delta[b0:b1, :, g0:g1].transpose(0, 1)  # (L, m, gk, K)
+            u_t = u[b0:b1, :, g0:g1].transpose(0, 1)  # (L, m, gk, K)
+            gy_t = gy[b0:b1, :, g0:g1].transpose(0, 1)[:, :, None]  # (L, m, 1, gk, K)
+            B_t = B[b0:b1, :, g0:g1].permute(1, 0, 3, 2)[..., None]  # (L, m, N, gk, 1)
+            A2t, Ant = A2[:, g0:g1], An[:, g0:g1]  # (N, gk, K)
+            Cb = Cn[:, g0:g1] if c_const else _c_tile(Cn, b0, b1, g0, g1)  # (N,gk,K) | (L,m,N,gk,1)
+            gu_t = gu[b0:b1, :, g0:g1].transpose(0, 1)  # (L, m, gk, K)
+            gdl_t = gdl[b0:b1, :, g0:g1].transpose(0, 1)  # (L, m, gk, K)
+            if mm:
+                B_m = B[b0:b1, :, g0].transpose(0, 1)[:, :, None, :]  # (L, m, 1, N)
+                gB_m = gB[b0:b1, :, g0].transpose(0, 1)  # (L, m, N)
             else:
-                torch.sum(w, dim=-1, out=gC[:, t0:t1].transpose(-1, -2))
-            gla = torch.mul(g, hprev, out=w).mul_(a)  # dL/d(Δ_t A)
-            torch.sum(torch.mul(gla, An, out=g), dim=2, out=gdl[:, t0:t1])
-            gA += gla.mul_(delta[:, t0:t1, None]).sum((0, 1))
-        gu = gdu * delta
-        gdl += gdu * u
+                gB_t = gB[b0:b1, :, g0:g1].permute(1, 0, 3, 2)  # (L, m, N, gk)
+            if mmC:
+                gC_m = gC[b0:b1, :, g0].transpose(0, 1)  # (L, m, N)
+            elif not c_const:
+                gC_t = gC[b0:b1, :, g0:g1].permute(1, 0, 3, 2)  # (L, m, N, gk)
+            Hs_t = Hs[:, b0:b1, :, g0:g1]  # (nb, m, N, gk, K)
+            for i in range(nb - 1, -1, -1):
+                t0, t1 = i * T, min(L, (i + 1) * T)
+                n = t1 - t0
+                # 1. redo the block's forward: decays and states h_{t0-1} ... h_{t1-1}
+                dl, ub = dl_t[t0:t1], u_t[t0:t1]  # (n, m, gk, K)
+                du = torch.mul(dl, ub, out=dbuf[: n * m * gk * K].view(n, m, gk, K))
+                a = torch.mul(dl[:, :, None], A2t, out=ab[:n]).exp2_()  # (n, m, N, gk, K)
+                Hl[0].copy_(Hs_t[i])
+                torch.mul(du[:, :, None], B_t[t0:t1], out=Hb[1 : n + 1])
+                for s in range(n):
+                    Hl[s + 1].addcmul_(Al[s], Hl[s])
+                h, hprev = Hb[1 : n + 1], Hb[:n]
+                # 2. adjoint g_t = dL/dh_t = gy_t C_t + a_{t+1} g_{t+1}
+                g = Gb[:n]
+                torch.mul(gy_t[t0:t1], Cb if c_const else Cb[t0:t1], out=g)
+                if i + 1 < nb:
+                    Gl[n - 1].add_(carry)
+                for s in range(n - 2, -1, -1):
+                    Gl[s].addcmul_(Al[s + 1], Gl[s + 1])
+                if i:
+                    torch.mul(Al[0], Gl[0], out=carry)
+                # 3. gradients of the block
+                w = wbuf[: n * sz].view(n, *st)
+                gdu = ebuf[: n * m * gk * K].view(n, m, gk, K)  # dL/d(Δu)
+                if mm:  # (n, m, 1, N) @ (n, m, N, K) and (n, m, 1, K) @ (n, m, K, N)
+                    gv = g.view(n, m, N, K)
+                    torch.matmul(B_m[t0:t1], gv, out=gdu)
+                    gB_m[t0:t1].copy_(torch.matmul(du, gv.transpose(-1, -2)).view(n, m, N))
+                else:
+                    torch.sum(torch.mul(g, B_t[t0:t1], out=w), dim=2, out=gdu)
+                    torch.sum(torch.mul(g, du[:, :, None], out=w), dim=-1, out=gB_t[t0:t1])
+                if mmC:  # (n, m, 1, K) @ (n, m, K, N)
+                    hv = h.view(n, m, N, K).transpose(-1, -2)
+                    gC_m[t0:t1].copy_(torch.matmul(gy_t[t0:t1, :, 0], hv).view(n, m, N))
+                elif c_const:
+                    gC[:, g0:g1] += torch.mul(h, gy_t[t0:t1], out=w).sum((0, 1))
+                else:
+                    torch.sum(torch.mul(h, gy_t[t0:t1], out=w), dim=-1, out=gC_t[t0:t1])
+                torch.mul(gdu, dl, out=gu_t[t0:t1])
+                gla = torch.mul(g, hprev, out=w).mul_(a)  # dL/d(Δ_t A)
+                gdl_b = gdl_t[t0:t1]
+                torch.sum(torch.mul(gla, Ant, out=g), dim=2, out=gdl_b)
+                gdl_b.addcmul_(gdu, ub)
+                gA[:, g0:g1] += gla.mul_(dl[:, :, None]).sum((0, 1))
         gC = gC.permute(1, 2, 0) if c_const else gC
         return gu, gdl, gA.permute(1, 2, 0), gB, gC, None
 
 
+def _c_tile(C: Tensor, b0: int, b1: int, g0: int, g1: int) -> Tensor:
+    """Input-dependent C (Bt, L, G, N) of one tile, time-major and broadcastable: (L, m, N, gk, 1)."""
+    return C[b0:b1, :, g0:g1].permute(1, 0, 3, 2)[..., None]
+
+
 def selective_scan_fused(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor,
-                         D: Tensor | None = None) -> Tensor:
+                         D: Tensor | None = None, plan: ScanPlan | None = None) -> Tensor:
     """Same result as ``scan.selective_scan`` for real inputs with grouped B and grouped or
     per-channel C, computed by :class:`_SelectiveScanFused`.
 
     u, delta: (Bt, L, D_); A: (D_, N); B: (Bt, L, G, N); C: (Bt, L, G, N) or (D_, N);
     D: (D_,) or None -> y: (Bt, L, D_). Channel d belongs to group d // (D_ / G).
+    ``plan``: tiles and block length (default :func:`scan_plan`); the result does not depend on
+    it beyond rounding.
     """
     Bt, L, D_ = u.shape
     G, N = B.shape[2], A.shape[1]
@@ -287,6 +437,6 @@ def selective_scan_fused(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tens
     Cf = C.reshape(G, K, N) if C.dim() == 2 else C.contiguous()
     y = _SelectiveScanFused.apply(
         u.reshape(Bt, L, G, K), delta.reshape(Bt, L, G, K), A.reshape(G, K, N),
-        B.contiguous(), Cf, block_len(Bt * D_ * N),
+        B.contiguous(), Cf, plan or scan_plan(Bt, G, K, N, L=L),
     ).reshape(Bt, L, D_)
-    return y if D is None else y + D * u
+    return y if D is None else torch.addcmul(y, u, D)

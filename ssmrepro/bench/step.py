@@ -1,0 +1,275 @@
+"""Tool (bench): one full training step of the full-Mamba workloads, old and new kernels side by
+side in one process, mambapy as the outside reference, and the fraction of the matmul peak.
+
+``ssmrepro bench step`` builds each workload's ``mamba_lm`` pack (E members) once and times, with
+:func:`ssmrepro.bench.timing.interleaved` (contenders interleaved, rotated order, medians with
+min/max, wall and CPU clocks), one training step = forward + backward + ``torch.optim.AdamW``:
+
+* ``old``  — the kernels as of commit 7336cc2 (``bench/legacy.py``: pad + shifted-slices conv,
+  fused scan without batch tiles), swapped in through ``kernels.backend.torch_kernels``;
+* ``new``  — the current kernels (``kernels/conv.py``, tiled ``inplace.selective_scan_fused``);
+* ``mb=m`` — the new kernels with the batch split into micro-batches of m sequences and the
+  gradients accumulated (what a cache-aware training loop would do; same gradients);
+* ``mambapy`` — ``mambapy.lm.LM`` 1.2.0 (the pure-PyTorch Mamba a CPU user would pick: pscan,
+  ``nn.Conv1d``), same sizes, head tied to the embedding so the parameter counts match; only for
+  E = 1 and only when ``mambapy`` is importable (``pip install ssmrepro[bench]``).
+
+The step's loss is next-token cross entropy at every position (random tokens), so every variant
+does the same work; the engine's MQAR step reads out only the κ supervised positions and is
+cheaper by the readout. FLOPs are counted analytically (:func:`step_flops`): matmuls 2mnk, the
+causal conv 2W per output, the selective scan 7 per state element and step (Δ·A, exp, Δu·B,
+a·h + b, C·h), elementwise gates ignored; a step counts 3x the forward pass (backward = 2x
+forward, the usual convention). Achieved GFLOP/s = FLOPs / median CPU seconds; the peak is the
+measured single-thread float32 GEMM rate (:func:`ssmrepro.bench.timing.matmul_peak`).
+
+Examples::
+
+    ssmrepro bench step                                  # both workloads, E = 1 and 4
+    ssmrepro bench step --workloads mamba-L256 --E 1 --micro 8 16 32
+    ssmrepro bench step --json results/bench/step-cpu.json
+
+Run it with one intra-op thread (the default, as every training worker) on a quiet machine; on a
+shared one, read the CPU-clock columns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from ..tasks.base import TaskInfo
+from ..util import cpu_model
+from .timing import interleaved, matmul_peak, tune_malloc
+
+
+@dataclass(frozen=True)
+class StepWorkload:
+    name: str
+    vocab: int
+    d_model: int
+    d_state: int
+    d_conv: int
+    expand: int
+    n_layers: int
+    batch: int
+    L: int
+    what: str
+
+
+STEP_WORKLOADS = {
+    "mamba-L256": StepWorkload("mamba-L256", 512, 64, 16, 4, 2, 2, 64, 256,
+                               "full Mamba LM, issue 12: V=512 d=64 N=16 conv 4 expand 2, "
+                               "2 layers, batch 64, L=256"),
+    "koren-d-L64": StepWorkload("koren-d-L64", 512, 32, 16, 2, 2, 1, 128, 64,
+                                "koren2026 fig6 column (d) full Mamba: V=512 d=32 N=16 conv 2 "
+                                "expand 2, 1 layer, batch 128, L=64"),
+}
+
+
+def step_flops(w: StepWorkload, E: int = 1) -> float:
+    """Analytic FLOPs of one training step (3x forward) of a pack of E members."""
+    M = w.batch * w.L  # tokens per member
+    d, Di, N = w.d_model, w.expand * w.d_model, w.d_state
+    R = math.ceil(d / 16)  # dt_rank
+    layer = (2 * M * d * 2 * Di  # in_proj
+             + 2 * M * Di * w.d_conv  # depthwise causal conv
+             + 2 * M * Di * (R + 2 * N)  # x_proj -> (dt, B, C)
+             + 2 * M * R * Di  # dt_proj
+             + 7 * M * Di * N  # selective scan
+             + 2 * M * Di * d)  # out_proj
+    forward = w.n_layers * layer + 2 * M * d * w.vocab  # + tied readout
+    return 3.0 * forward * E
+
+
+def _our_model(w: StepWorkload, E: int):
+    from ..models import MODELS, build_model
+
+    cfg = MODELS["mamba_lm"].Config(d_model=w.d_model, d_state=w.d_state, n_layers=w.n_layers,
+                                    d_conv=w.d_conv, expand=w.expand)
+    info = TaskInfo(vocab_size=w.vocab, n_classes=w.vocab, seq_len=w.L)
+    return build_model(cfg, info, E, list(range(E)))
+
+
+class _MambapyLM(torch.nn.Module):
+    """mambapy.lm.LM's forward (embedding, Mamba, RMSNorm, head) with the head tied to the
+    embedding; built from ``mambapy.mamba`` alone (``mambapy.lm`` imports Mamba-2, which needs
+    einops)."""
+
+    def __init__(self, w: StepWorkload):
+        from mambapy.mamba import Mamba, MambaConfig, RMSNorm
+
+        super().__init__()
+        cfg = MambaConfig(d_model=w.d_model, n_layers=w.n_layers, d_state=w.d_state,
+                          expand_factor=w.expand, d_conv=w.d_conv)
+        self.embedding = torch.nn.Embedding(w.vocab, w.d_model)
+        self.mamba = Mamba(cfg)
+        self.norm_f = RMSNorm(w.d_model, cfg.rms_norm_eps)
+
+    def forward(self, ids):  # (B, L) -> (B, L, V)
+        return F.linear(self.norm_f(self.mamba(self.embedding(ids))), self.embedding.weight)
+
+
+def _mambapy_model(w: StepWorkload):
+    """mambapy's Mamba LM with the same sizes and a tied head, or None without mambapy."""
+    try:
+        return _MambapyLM(w)
+    except ImportError:
+        return None
+
+
+def _data(w: StepWorkload, E: int, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, w.vocab, (E, w.batch, w.L), generator=g)  # (E, B, L)
+    tgt = torch.randint(0, w.vocab, (E, w.batch, w.L), generator=g)  # (E, B, L)
+    return ids, tgt
+
+
+def make_step(model, ids, tgt, vocab: int, micro: int | None = None, packed: bool = True):
+    """step(): forward, loss (sum over members of the mean token loss), backward, AdamW.
+
+    ``micro``: sequences per micro-batch (gradients accumulated; None = the whole batch).
+    ``packed``: the model takes (E, B, L) ids (ours); else (B, L) (mambapy, E = 1).
+    """
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    Bsz = ids.shape[1]
+    mb = micro or Bsz
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        for b0 in range(0, Bsz, mb):
+            x, y = ids[:, b0:b0 + mb], tgt[:, b0:b0 + mb]  # (E, m, L)
+            logits = model(x if packed else x[0])  # (E, m, L, V) or (m, L, V)
+            loss = F.cross_entropy(logits.reshape(-1, vocab), y.reshape(-1), reduction="sum")
+            (loss / (Bsz * ids.shape[2])).backward()
+        opt.step()
+
+    return step
+
+
+def contenders(w: StepWorkload, packs: list[int], micro: list[int], old: bool, mambapy: bool):
+    """{name: (step callable, E)} for one workload."""
+    from ..kernels.backend import torch_kernels
+    from .legacy import causal_conv1d_slices, selective_scan_fused_v1
+
+    out = {}
+    for E in packs:
+        model = _our_model(w, E)
+        ids, tgt = _data(w, E)
+        if old:
+            step_old = make_step(model, ids, tgt, w.vocab)
+
+            def run_old(f=step_old):
+                with torch_kernels(conv=causal_conv1d_slices, scan=selective_scan_fused_v1):
+                    f()
+
+            out[f"old E={E}"] = (run_old, E)
+        out[f"new E={E}"] = (make_step(model, ids, tgt, w.vocab), E)
+        for m in micro:
+            if m < w.batch:
+                out[f"new E={E} mb={m}"] = (make_step(model, ids, tgt, w.vocab, micro=m), E)
+    if mambapy:
+        lm = _mambapy_model(w)
+        if lm is not None:
+            ids, tgt = _data(w, 1)
+            out["mambapy E=1"] = (make_step(lm, ids, tgt, w.vocab, packed=False), 1)
+    return out
+
+
+def git_commit() -> str:
+    import subprocess
+
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).resolve().parent, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="ssmrepro bench step", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--workloads", nargs="+", default=list(STEP_WORKLOADS), choices=list(STEP_WORKLOADS))
+    p.add_argument("--E", type=int, nargs="+", default=[1, 4], dest="packs",
+                   help="pack sizes E (members per model)")
+    p.add_argument("--batch", type=int, default=None, help="override the workloads' batch size")
+    p.add_argument("--L", type=int, default=None, help="override the workloads' sequence length")
+    p.add_argument("--micro", type=int, nargs="*", default=[], help="micro-batch sizes (new kernels)")
+    p.add_argument("--no-old", action="store_true", help="skip the old kernels")
+    p.add_argument("--no-mambapy", action="store_true", help="skip mambapy even when importable")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--threads", type=int, default=1, help="intra-op threads (workers use 1)")
+    p.add_argument("--tune-malloc", action="store_true",
+                   help="glibc mallopt: no mmap / no trim for big blocks (process-wide)")
+    p.add_argument("--json", type=Path, default=None, help="write the record here")
+    args = p.parse_args(argv)
+
+    torch.set_num_threads(args.threads)
+    tuned = tune_malloc() if args.tune_malloc else False
+    peak = matmul_peak()
+    env = {"cpu": cpu_model(), "torch": torch.__version__, "threads": torch.get_num_threads(),
+           "python": platform.python_version(), "commit": git_commit(), "malloc_tuned": tuned,
+           "matmul_peak_gflops": round(peak, 1), "dtype": "float32",
+           "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    try:
+        import mambapy  # noqa: F401
+
+        env["mambapy"] = "1.2.0"
+    except ImportError:
+        env["mambapy"] = None
+    print(f"# {env['cpu']} | torch {env['torch']} | {env['threads']} thread(s) | commit "
+          f"{env['commit']} | malloc tuned: {tuned} | float32 GEMM peak {peak:.1f} GFLOP/s")
+    rows, workloads = [], {}
+    for name in args.workloads:
+        w = STEP_WORKLOADS[name]
+        if args.batch or args.L:
+            w = replace(w, batch=args.batch or w.batch, L=args.L or w.L,
+                        what=f"{w.what} [overridden: batch {args.batch or w.batch}, L {args.L or w.L}]")
+        print(f"\n{w.name}: {w.what}")
+        workloads[name] = {**asdict(w), "flops_per_step_E1": step_flops(w)}
+        cs = contenders(w, args.packs, args.micro, not args.no_old, not args.no_mambapy)
+        stats = interleaved({k: f for k, (f, _) in cs.items()}, args.repeats, args.warmup)
+        base = {E: stats[f"old E={E}"].cpu_median for E in args.packs if f"old E={E}" in stats}
+        ref = stats["mambapy E=1"].cpu_median if "mambapy E=1" in stats else None
+        single = stats["new E=1"].cpu_median if "new E=1" in stats else None
+        print(f"  {'contender':<18} {'CPU ms/step: median [min-max]':<34} {'wall ms median':>14} "
+              f"{'run-steps/s':>11} {'GFLOP/s':>8} {'peak':>6} {'vs old':>7} {'vs mambapy':>10}")
+        for k, s in stats.items():
+            E = cs[k][1]
+            flops = step_flops(w, E)
+            row = {"workload": name, "contender": k, "E": E, **s.ms(),
+                   "run_steps_per_s": E / s.cpu_median, "gflops": flops / s.cpu_median / 1e9,
+                   "flops_per_step": flops}
+            row["fraction_of_peak"] = row["gflops"] / peak
+            if E in base and k != "mambapy E=1":
+                row["speedup_vs_old"] = base[E] / s.cpu_median
+            if ref is not None:
+                row["run_steps_vs_mambapy"] = (E / s.cpu_median) / (1 / ref)
+            if single is not None:
+                row["run_steps_vs_single"] = (E / s.cpu_median) / (1 / single)
+            rows.append(row)
+            cpu = f"{1e3 * s.cpu_median:9.1f} [{1e3 * s.cpu_min:.1f}-{1e3 * s.cpu_max:.1f}]"
+            vs_old = f"x{row['speedup_vs_old']:.2f}" if "speedup_vs_old" in row else ""
+            vs_ref = f"x{row['run_steps_vs_mambapy']:.2f}" if "run_steps_vs_mambapy" in row else ""
+            print(f"  {k:<18} {cpu:<34} {1e3 * s.wall_median:14.1f} {row['run_steps_per_s']:11.2f} "
+                  f"{row['gflops']:8.2f} {100 * row['fraction_of_peak']:5.1f}% {vs_old:>7} {vs_ref:>10}",
+                  flush=True)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        rec = {"env": env, "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+               "workloads": workloads, "results": rows}
+        args.json.write_text(json.dumps(rec, indent=1) + "\n")
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,105 @@
+"""Tool (bench): interleaved, repeated timing of contenders on two clocks, and the machine's peak.
+
+Every benchmark of ``ssmrepro bench`` times its contenders with :func:`interleaved`: after a
+warm-up call of each, round r calls every contender once, in an order rotated by r (so neither
+machine noise nor "who runs after whom" favours one), timing each call on the wall clock
+(``time.perf_counter``) and on the process CPU clock (``time.process_time``: user + system time of
+this process, all its threads). On a shared machine the CPU clock is the robust number (time spent
+waiting for a core does not count; page faults do, as system time); with one intra-op thread
+(:func:`one_thread`, what every training worker runs) the two agree on an idle machine.
+
+:func:`matmul_peak` measures the single-thread float32 GEMM rate (GFLOP/s) of this machine, the
+reference for "fraction of peak" figures.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import torch
+
+from ..util import tune_malloc  # noqa: F401 (re-exported for the benchmarks)
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Seconds per call of one contender: medians with min and max on both clocks."""
+
+    n: int
+    wall_median: float
+    wall_min: float
+    wall_max: float
+    cpu_median: float
+    cpu_min: float
+    cpu_max: float
+
+    @classmethod
+    def of(cls, wall: list[float], cpu: list[float]) -> Stats:
+        return cls(len(wall), statistics.median(wall), min(wall), max(wall),
+                   statistics.median(cpu), min(cpu), max(cpu))
+
+    def ms(self) -> dict[str, float]:
+        """The same numbers in milliseconds (rounded to µs), for JSON records."""
+        return {k: (v if k == "n" else round(1e3 * v, 3)) for k, v in asdict(self).items()}
+
+    def fmt(self) -> str:
+        """'cpu 12.3 ms [12.0-13.1] wall 12.5 ms [...]'."""
+        c = [1e3 * self.cpu_median, 1e3 * self.cpu_min, 1e3 * self.cpu_max]
+        w = [1e3 * self.wall_median, 1e3 * self.wall_min, 1e3 * self.wall_max]
+        return f"cpu {c[0]:8.1f} ms [{c[1]:.1f}-{c[2]:.1f}]  wall {w[0]:8.1f} ms [{w[1]:.1f}-{w[2]:.1f}]"
+
+
+def interleaved(fns: dict[str, Callable[[], object]], repeats: int = 5, warmup: int = 1,
+                inner: int = 1) -> dict[str, Stats]:
+    """Time each callable ``repeats`` times, contenders interleaved (rotated order per round).
+
+    Each sample is the mean over ``inner`` back-to-back calls (use inner > 1 for sub-ms work).
+    """
+    names = list(fns)
+    for _ in range(warmup):
+        for k in names:
+            fns[k]()
+    wall: dict[str, list[float]] = {k: [] for k in names}
+    cpu: dict[str, list[float]] = {k: [] for k in names}
+    for r in range(repeats):
+        order = names[r % len(names):] + names[: r % len(names)]
+        for k in order:
+            f = fns[k]
+            c0, t0 = time.process_time(), time.perf_counter()
+            for _ in range(inner):
+                f()
+            t1, c1 = time.perf_counter(), time.process_time()
+            wall[k].append((t1 - t0) / inner)
+            cpu[k].append((c1 - c0) / inner)
+    return {k: Stats.of(wall[k], cpu[k]) for k in names}
+
+
+def one_thread() -> int:
+    """Set one intra-op thread (as every training worker); returns the previous count."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    return old
+
+
+def matmul_peak(n: int = 1024, seconds: float = 0.3, repeats: int = 5) -> float:
+    """Best measured float32 GEMM rate of an n×n×n product, GFLOP/s, on the current thread count.
+
+    Timed on the process CPU clock (robust to other processes on the cores when one thread runs).
+    """
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    c = torch.empty(n, n)
+    torch.mm(a, b, out=c)
+    flop = 2.0 * n**3
+    t0 = time.process_time()
+    torch.mm(a, b, out=c)
+    reps = max(1, int(seconds / max(1e-4, time.process_time() - t0)))
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.process_time()
+        for _ in range(reps):
+            torch.mm(a, b, out=c)
+        best = min(best, (time.process_time() - t0) / reps)
+    return flop / best / 1e9

@@ -1,0 +1,199 @@
+"""The tiled CPU kernels equal the formulas they replace (float64, outputs and all gradients):
+kernels/conv.py against the pad + shifted-slices conv, the tiled fused selective scan against the
+sequential reference for every tile / block shape class, and the backend's kernel override."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from ssmrepro.bench.legacy import causal_conv1d_slices, selective_scan_fused_v1
+from ssmrepro.kernels import backend
+from ssmrepro.kernels import inplace as ip
+from ssmrepro.kernels.conv import _chunks, causal_conv1d_cpu
+from ssmrepro.kernels.cuda import causal_conv1d_torch
+from ssmrepro.kernels.scan import selective_scan_ref
+
+DT = torch.float64
+
+
+def _close(a, b, what=""):
+    torch.testing.assert_close(a, b, rtol=1e-11, atol=1e-12, msg=what)
+
+
+# ------------------------------------------------------------------------------------- conv
+
+
+@pytest.mark.parametrize("W", range(1, 9))
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("act", [None, "silu"])
+def test_conv_equals_slices_formula(W, bias, act):
+    """Widths 1..8, packs of 3, bias on/off, SiLU on/off; tiles inside one member (chunk 1 row),
+    spanning members (whole packs), ragged last tiles, and one tile; L < W included."""
+    g = torch.Generator().manual_seed(10 * W + bias)
+    for E, Bt, L, C in ((3, 5, 11, 6), (2, 3, 2, 4)):
+        x = torch.randn(E, Bt, L, C, dtype=DT, generator=g)
+        w = torch.randn(E, C, W, dtype=DT, generator=g)
+        b = torch.randn(E, C, dtype=DT, generator=g) if bias else None
+        gy = torch.randn(E, Bt, L, C, dtype=DT, generator=g)
+        xs = [t.requires_grad_() for t in (x, w, b) if t is not None]
+        y0 = causal_conv1d_slices(x, w, b, act)
+        g0 = torch.autograd.grad(y0, xs, gy)
+        for chunk in (1, 2 * L * C, 3 * L * C, Bt * L * C + 1, 10**9):
+            y = causal_conv1d_cpu(x, w, b, act, chunk_elems=chunk)
+            _close(y, y0, f"out W={W} chunk={chunk}")
+            for a, c, name in zip(torch.autograd.grad(y, xs, gy), g0, "x weight bias".split()):
+                _close(a, c, f"d{name} W={W} chunk={chunk}")
+
+
+def test_conv_noncontiguous_input_float32_and_dispatch():
+    """x as the model passes it (one half of in_proj's output: a strided view); float32 within
+    rounding of the old formula; the torch dispatch and cuda.causal_conv1d_torch route here."""
+    g = torch.Generator().manual_seed(3)
+    xz = torch.randn(2, 4, 9, 10, generator=g)
+    x = xz[..., :5]  # (E, Bt, L, C) with row stride 10
+    w, b = torch.randn(2, 5, 4, generator=g), torch.randn(2, 5, generator=g)
+    y = causal_conv1d_cpu(x, w, b, "silu", chunk_elems=20)
+    torch.testing.assert_close(y, causal_conv1d_slices(x, w, b, "silu"), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(causal_conv1d_torch(x, w, b, "silu"), y, rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(backend.causal_conv(x, w, b, "silu", backend="torch"), y,
+                               rtol=1e-6, atol=1e-7)
+
+
+def test_conv_gradcheck_and_edge_cases():
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(2, 2, 5, 3, dtype=DT, generator=g, requires_grad=True)
+    w = torch.randn(2, 3, 3, dtype=DT, generator=g, requires_grad=True)
+    b = torch.randn(2, 3, dtype=DT, generator=g, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda *a: causal_conv1d_cpu(*a, "silu", chunk_elems=7), (x, w, b))
+    assert causal_conv1d_cpu(x[:, :, :0], w, b).shape == (2, 2, 0, 3)
+    with pytest.raises(ValueError):
+        causal_conv1d_cpu(x, w[:, :2], b)
+    with pytest.raises(ValueError):
+        causal_conv1d_cpu(x, w, b, "relu")
+    # only x needs a gradient: weight / bias gradients are skipped, x's is unchanged
+    gx = torch.autograd.grad(causal_conv1d_cpu(x, w.detach(), None, "silu").sum(), x)[0]
+    _close(gx, torch.autograd.grad(causal_conv1d_slices(x, w.detach(), None, "silu").sum(), x)[0])
+
+
+def test_conv_tiles_cover_rows_once():
+    for E, Bt, row, target in ((3, 5, 10, 25), (4, 2, 10, 45), (1, 7, 3, 1), (2, 3, 4, 10**6)):
+        seen = torch.zeros(E, Bt, dtype=torch.int64)
+        for e0, e1, b0, b1 in _chunks(E, Bt, row, target):
+            seen[e0:e1, b0:b1] += 1
+        assert bool((seen == 1).all())
+
+
+# ---------------------------------------------------------------------------- tiled fused scan
+
+
+def _scan_inputs(Bt, L, G, K, N, c_const=False, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    r = lambda *s: torch.randn(*s, generator=g, dtype=DT)  # noqa: E731
+    D = G * K
+    u = r(Bt, L, D)
+    delta = torch.rand(Bt, L, D, generator=g, dtype=DT) * 0.7
+    A = -torch.rand(D, N, generator=g, dtype=DT) * 3
+    B = r(Bt, L, G, N)
+    C = r(D, N) if c_const else r(Bt, L, G, N)
+    return [x.requires_grad_() for x in (u, delta, A, B, C, r(D))]
+
+
+PLANS = [
+    # (Bt, L, G, K, N, plan): rows not dividing Bt, T not dividing L, one-group tiles of a
+    # multi-group pack (matmul contractions), all-group tiles (mul + sum), single tile, T > L
+    (5, 23, 1, 6, 3, ip.ScanPlan(2, 1, 4)),
+    (5, 23, 3, 4, 3, ip.ScanPlan(2, 1, 5)),
+    (5, 23, 3, 4, 3, ip.ScanPlan(3, 3, 7)),
+    (4, 17, 2, 5, 4, ip.ScanPlan(4, 2, 17)),
+    (3, 9, 2, 3, 2, ip.ScanPlan(1, 1, 2)),
+    (2, 5, 2, 3, 2, ip.ScanPlan(2, 2, 64)),
+    (3, 1, 2, 3, 2, ip.ScanPlan(2, 1, 4)),
+    # one-group tiles contracting by mul + sum (small N·K)
+    (5, 23, 1, 6, 3, ip.ScanPlan(2, 1, 4, matmul=False)),
+    (5, 23, 3, 4, 3, ip.ScanPlan(2, 1, 5, matmul=False)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(PLANS)))
+@pytest.mark.parametrize("c_const", [False, True])
+def test_tiled_scan_equals_reference(case, c_const):
+    Bt, L, G, K, N, plan = PLANS[case]
+    xs = _scan_inputs(Bt, L, G, K, N, c_const, seed=case)
+    w = torch.randn(Bt, L, G * K, dtype=DT, generator=torch.Generator().manual_seed(99))
+    y_ref = selective_scan_ref(*xs)
+    y = ip.selective_scan_fused(*xs, plan=plan)
+    _close(y, y_ref, "y")
+    g_ref = torch.autograd.grad((y_ref * w).sum(), xs)
+    for a, b, name in zip(torch.autograd.grad((y * w).sum(), xs), g_ref, "u delta A B C D".split()):
+        _close(a, b, f"d{name} plan={plan}")
+
+
+def test_tiled_scan_default_plan_matches_old_kernel_float32():
+    """The issue's shape class (one group of 128 channels, N = 16; and a pack of 4 such groups)
+    at a small batch: the default plan's tiles give the old kernel's result to float32 rounding."""
+    for G in (1, 4):
+        xs = [x.detach().float().requires_grad_() for x in _scan_inputs(6, 40, G, 128, 16, seed=G)]
+        plan = ip.scan_plan(6, G, 128, 16, state=2 * 16 * 128, block=8 * 2 * 16 * 128)
+        assert (plan.rows, plan.groups, plan.T) == (2, 1, 8)
+        y, y1 = ip.selective_scan_fused(*xs, plan=plan), selective_scan_fused_v1(*xs)
+        torch.testing.assert_close(y, y1, rtol=1e-4, atol=1e-4)
+        g_new = torch.autograd.grad(y.square().sum(), xs)
+        for a, b in zip(g_new, torch.autograd.grad(y1.square().sum(), xs)):
+            torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-3)
+
+
+def test_scan_plan_rules():
+    p = ip.scan_plan(64, 1, 128, 16)  # the issue's workload: 512 KB state per step before
+    assert p.groups == 1 and p.rows * 16 * 128 <= ip._TILE_STATE and 2 <= p.T <= 128
+    assert p.rows * p.T * 16 * 128 <= ip._TILE_BLOCK
+    assert p.matmul and not ip.scan_plan(16, 1, 32, 8).matmul  # (1, 8) @ (8, 32) loses to mul + sum
+    assert ip.scan_plan(16, 1, 32, 8).T == 32 and ip.scan_plan(16, 1, 32, 8, L=20).T == 20
+    assert ip.scan_plan(16, 64, 8, 8).groups == 64  # narrow groups (KEEP n-TH packs) stay together
+    assert ip.scan_plan(64, 4, 128, 16).groups == 1  # Mamba packs: one member per tile
+    big = ip.scan_plan(3, 1, 4096, 64)  # one row exceeds the state budget: one row per tile
+    assert big.rows == 1 and big.T == 2
+    p = ip.scan_plan(10, 1, 64, 16, state=3 * 64 * 16)  # balanced: 10 rows -> 4 tiles of <= 3
+    assert p.rows == 3
+    tiles = ip._tiles(10, 3, ip.ScanPlan(4, 1, 8))
+    assert len(tiles) == 9 and tiles[-1] == (8, 10, 2, 3)
+
+
+def test_torch_kernels_override_restores():
+    calls = []
+
+    def fake_conv(x, w, b=None, act=None):
+        calls.append("conv")
+        return causal_conv1d_slices(x, w, b, act)
+
+    x, w = torch.randn(1, 2, 5, 3), torch.randn(1, 3, 2)
+    with backend.torch_kernels(conv=fake_conv):
+        backend.causal_conv(x, w, backend="torch")
+    backend.causal_conv(x, w, backend="torch")
+    assert calls == ["conv"]
+    xs = [t.detach() for t in _scan_inputs(2, 6, 1, 3, 2)]
+    with backend.torch_kernels(scan=selective_scan_fused_v1):
+        y1 = backend.selective_scan(*xs, backend="torch")
+    _close(y1, backend.selective_scan(*xs, backend="torch"))
+    assert backend._TORCH_SCAN is ip.selective_scan_fused
+
+
+def test_model_gradients_unchanged_with_new_kernels():
+    """A packed 2-layer Mamba LM (float64): the new conv and scan give the old kernels' loss and
+    parameter gradients."""
+    from ssmrepro.models import MODELS, build_model
+    from ssmrepro.tasks.base import TaskInfo
+
+    cfg = MODELS["mamba_lm"].Config(d_model=8, d_state=4, n_layers=2, d_conv=3, expand=2)
+    info = TaskInfo(vocab_size=11, n_classes=11, seq_len=7)
+    model = build_model(cfg, info, 2, [0, 1]).double()
+    ids = torch.randint(0, 11, (2, 3, 7), generator=torch.Generator().manual_seed(0))
+
+    def grads():
+        loss = F.cross_entropy(model(ids).reshape(-1, 11), ids.reshape(-1))
+        return [loss] + list(torch.autograd.grad(loss, list(model.parameters())))
+
+    new = grads()
+    with backend.torch_kernels(conv=causal_conv1d_slices, scan=selective_scan_fused_v1):
+        old = grads()
+    for a, b in zip(new, old):
+        _close(a, b)
