@@ -18,8 +18,10 @@ def test_interleaved_runs_every_contender_in_rotated_order():
     fns = {k: (lambda k=k: calls.append(k)) for k in "abc"}
     stats = interleaved(fns, repeats=3, warmup=1, inner=2)
     assert set(stats) == set("abc") and all(isinstance(s, Stats) and s.n == 3 for s in stats.values())
-    timed = calls[3:]  # after one warm-up call each
-    assert timed[:6] == list("aabbcc") and timed[6:12] == list("bbccaa")
+    # the Timer makes 2 untimed warm-up calls before each sample: the warm-up round is 3 calls per
+    # contender, each timed sample 2 + inner = 4, in rotated order
+    assert calls[:9] == list("aaabbbccc")
+    assert calls[9:21] == list("aaaabbbbcccc") and calls[21:33] == list("bbbbccccaaaa")
     s = stats["a"]
     assert s.cpu_min <= s.cpu_median <= s.cpu_max and s.wall_min <= s.wall_median <= s.wall_max
     assert set(s.ms()) == {"n", "wall_median", "wall_min", "wall_max", "cpu_median", "cpu_min", "cpu_max"}

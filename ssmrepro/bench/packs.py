@@ -119,7 +119,7 @@ def run_bench(name: str, device: str, packs: list[int], seconds: float, out: Pat
     fns.update({f"E={E}": packed_step_fn(w, E, device) for E in packs})
     t_one = max(1e-6, max(_time_once(f) for f in fns.values()))  # warm-up, and the slowest step
     repeats = max(3, min(20, int(seconds / t_one)))
-    st = interleaved(fns, repeats=repeats, warmup=0)
+    st = interleaved(fns, repeats=repeats, warmup=0, threads=torch.get_num_threads())
     cpu = not device.startswith("cuda")
     per_step = {k: (v.cpu_median if cpu else v.wall_median) for k, v in st.items()}
     plain = 1.0 / per_step["plain"]

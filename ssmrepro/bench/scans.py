@@ -194,7 +194,7 @@ def main(argv=None) -> int:
                 continue
             fns = {} if args.no_ref else {"ref": fwd_bwd(ref, inputs)}
             fns.update({n: fwd_bwd(fast[n], inputs) for n in names})
-            st = interleaved(fns, args.repeats, args.warmup)
+            st = interleaved(fns, args.repeats, args.warmup, threads=args.threads)
             base_name = "ref" if "ref" in st else names[0]
             base = st[base_name]
             for name in names:

@@ -236,7 +236,8 @@ def main(argv=None) -> int:
         print(f"\n{w.name}: {w.what}")
         workloads[name] = {**asdict(w), "flops_per_step_E1": step_flops(w)}
         cs = contenders(w, args.packs, args.micro, not args.no_old, not args.no_mambapy)
-        stats = interleaved({k: f for k, (f, _) in cs.items()}, args.repeats, args.warmup)
+        stats = interleaved({k: f for k, (f, _) in cs.items()}, args.repeats, args.warmup,
+                            threads=args.threads)
         base = {E: stats[f"old E={E}"].cpu_median for E in args.packs if f"old E={E}" in stats}
         ref = stats["mambapy E=1"].cpu_median if "mambapy E=1" in stats else None
         single = stats["new E=1"].cpu_median if "new E=1" in stats else None

@@ -1,12 +1,13 @@
 """Tool (bench): interleaved, repeated timing of contenders on two clocks, and the machine's peak.
 
 Every benchmark of ``ssmrepro bench`` times its contenders with :func:`interleaved`: after a
-warm-up call of each, round r calls every contender once, in an order rotated by r (so neither
-machine noise nor "who runs after whom" favours one), timing each call on the wall clock
-(``time.perf_counter``) and on the process CPU clock (``time.process_time``: user + system time of
-this process, all its threads). On a shared machine the CPU clock is the robust number (time spent
-waiting for a core does not count; page faults do, as system time); with one intra-op thread
-(:func:`one_thread`, what every training worker runs) the two agree on an idle machine.
+warm-up call of each, round r measures every contender once, in an order rotated by r (so neither
+machine noise nor "who runs after whom" favours one). A measurement is a
+``torch.utils.benchmark.Timer`` run of ``inner`` calls with the engine's thread count (one
+intra-op thread per worker; the Timer sets it), giving the wall clock, and the process CPU clock
+(``time.process_time``: user + system time of this process, all its threads) around it. On a
+shared machine the CPU clock is the robust number (time spent waiting for a core does not count;
+page faults do, as system time); with one thread the two agree on an idle machine.
 
 :func:`matmul_peak` measures the single-thread float32 GEMM rate (GFLOP/s) of this machine, the
 reference for "fraction of peak" figures.
@@ -20,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import torch
+from torch.utils.benchmark import Timer
 
 from ..util import tune_malloc  # noqa: F401 (re-exported for the benchmarks)
 
@@ -53,26 +55,28 @@ class Stats:
 
 
 def interleaved(fns: dict[str, Callable[[], object]], repeats: int = 5, warmup: int = 1,
-                inner: int = 1) -> dict[str, Stats]:
+                inner: int = 1, threads: int = 1) -> dict[str, Stats]:
     """Time each callable ``repeats`` times, contenders interleaved (rotated order per round).
 
-    Each sample is the mean over ``inner`` back-to-back calls (use inner > 1 for sub-ms work).
+    Each sample is the mean over ``inner`` back-to-back calls (use inner > 1 for sub-ms work), run
+    by a ``torch.utils.benchmark.Timer`` with ``threads`` intra-op threads (the Timer itself makes
+    max(2, inner // 100) untimed warm-up calls before each sample; ``warmup`` adds whole rounds).
     """
     names = list(fns)
+    timers = {k: Timer(stmt="f()", globals={"f": fns[k]}, num_threads=threads, label=k)
+              for k in names}
     for _ in range(warmup):
         for k in names:
-            fns[k]()
+            timers[k].timeit(1)
     wall: dict[str, list[float]] = {k: [] for k in names}
     cpu: dict[str, list[float]] = {k: [] for k in names}
     for r in range(repeats):
         order = names[r % len(names):] + names[: r % len(names)]
         for k in order:
-            f = fns[k]
-            c0, t0 = time.process_time(), time.perf_counter()
-            for _ in range(inner):
-                f()
-            t1, c1 = time.perf_counter(), time.process_time()
-            wall[k].append((t1 - t0) / inner)
+            c0 = time.process_time()
+            m = timers[k].timeit(inner)
+            c1 = time.process_time()
+            wall[k].append(m.mean)
             cpu[k].append((c1 - c0) / inner)
     return {k: Stats.of(wall[k], cpu[k]) for k in names}
 
