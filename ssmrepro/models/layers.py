@@ -227,9 +227,10 @@ class PackedCausalConv(PackedModule):
         if self.bias is not None:
             _uniform_(self.bias[e], bound, g)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (E, B, L, C) -> (E, B, L, C)
-        # torch: kernels.cuda.causal_conv1d_torch; cuda backend: causal_conv1d_fn (widths 2-4)
-        return causal_conv(x, self.weight, self.bias, who=type(self).__name__)
+    def forward(self, x: torch.Tensor, activation: str | None = None) -> torch.Tensor:
+        """(E, B, L, C) -> (E, B, L, C); ``activation="silu"`` applies SiLU inside the kernel (one
+        pass less than a separate F.silu). torch: kernels.conv; cuda: causal_conv1d_fn (W 2-4)."""
+        return causal_conv(x, self.weight, self.bias, activation, who=type(self).__name__)
 
 
 class PackedMLP(nn.Module):

@@ -122,8 +122,10 @@ class Mamba1Mixer(nn.Module):
         """(x̂, z): the core's input σ(conv(x W_in)) (E, B, L, Di) and the gate branch (or None)."""
         xz = linear_ref(x, self.in_proj) if ref else self.in_proj(x)  # (E, B, L, (1|2) Di)
         xs, z = xz.split(self.d_inner, dim=-1) if self.gate else (xz, None)
+        if self.conv is not None and not ref:
+            return self.conv(xs, "silu" if self.conv_act else None), z  # SiLU inside the conv
         if self.conv is not None:
-            xs = conv_ref(xs, self.conv) if ref else self.conv(xs)
+            xs = conv_ref(xs, self.conv)
         if self.conv_act:
             xs = F.silu(xs)
         return xs, z
