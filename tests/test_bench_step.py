@@ -80,3 +80,16 @@ def test_mambapy_reference_when_installed():
     ref, ours = st._mambapy_model(w), st._our_model(w, 1)
     assert sum(p.numel() for p in ref.parameters()) == sum(p.numel() for p in ours.parameters())
     assert ref(torch.zeros(2, 5, dtype=torch.long)).shape == (2, 5, 13)
+
+
+def test_cpu_clock_brackets_only_the_timed_calls():
+    """The Timer's warm-up calls are not on the CPU clock of a sample."""
+    import time as t
+
+    def burn():
+        c0 = t.process_time()
+        while t.process_time() - c0 < 0.01:
+            pass
+
+    s = interleaved({"a": burn}, repeats=2, warmup=0, inner=1)["a"]
+    assert 0.009 < s.cpu_median < 0.02  # one 10 ms call, not three (2 warm-ups + 1)

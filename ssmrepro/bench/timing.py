@@ -54,6 +54,21 @@ class Stats:
         return f"cpu {c[0]:8.1f} ms [{c[1]:.1f}-{c[2]:.1f}]  wall {w[0]:8.1f} ms [{w[1]:.1f}-{w[2]:.1f}]"
 
 
+class _TwoClocks:
+    """The Timer's clock (wall, ``perf_counter``) that also reads the CPU clock at each call: the
+    last two readings bracket the Timer's timed loop (its warm-up calls come before)."""
+
+    def __init__(self) -> None:
+        self.cpu: list[float] = []
+
+    def __call__(self) -> float:
+        self.cpu.append(time.process_time())
+        return time.perf_counter()
+
+    def last_interval(self) -> float:
+        return self.cpu[-1] - self.cpu[-2]
+
+
 def interleaved(fns: dict[str, Callable[[], object]], repeats: int = 5, warmup: int = 1,
                 inner: int = 1, threads: int = 1) -> dict[str, Stats]:
     """Time each callable ``repeats`` times, contenders interleaved (rotated order per round).
@@ -63,8 +78,9 @@ def interleaved(fns: dict[str, Callable[[], object]], repeats: int = 5, warmup: 
     max(2, inner // 100) untimed warm-up calls before each sample; ``warmup`` adds whole rounds).
     """
     names = list(fns)
-    timers = {k: Timer(stmt="f()", globals={"f": fns[k]}, num_threads=threads, label=k)
-              for k in names}
+    clocks = {k: _TwoClocks() for k in names}
+    timers = {k: Timer(stmt="f()", globals={"f": fns[k]}, num_threads=threads, label=k,
+                       timer=clocks[k]) for k in names}
     for _ in range(warmup):
         for k in names:
             timers[k].timeit(1)
@@ -73,11 +89,9 @@ def interleaved(fns: dict[str, Callable[[], object]], repeats: int = 5, warmup: 
     for r in range(repeats):
         order = names[r % len(names):] + names[: r % len(names)]
         for k in order:
-            c0 = time.process_time()
             m = timers[k].timeit(inner)
-            c1 = time.process_time()
             wall[k].append(m.mean)
-            cpu[k].append((c1 - c0) / inner)
+            cpu[k].append(clocks[k].last_interval() / inner)
     return {k: Stats.of(wall[k], cpu[k]) for k in names}
 
 
