@@ -86,13 +86,15 @@ def supervised_logits(model, x: torch.Tensor, y: torch.Tensor, mask: torch.Tenso
     return model.readout(hs), y.gather(2, pos)
 
 
-def member_losses(out: torch.Tensor, y: torch.Tensor, smoothing: torch.Tensor | None = None):
+def member_losses(out: torch.Tensor, y: torch.Tensor, smoothing: torch.Tensor | None = None,
+                  score: bool = True):
     """Per-member mean loss, correct predictions and supervised count: (E,), (E,) | None, (E,).
 
     Classification: out (E, ..., C) logits, y (E, ...) int64 with IGNORE = unsupervised; the loss
     is the cross entropy over supervised targets, with ``smoothing`` (E,) torch's label-smoothed
     one, (1-ε)·nll + ε·mean_c(-log p_c). Regression: out and y float (E, ..., C), NaN in y =
     unsupervised; the loss is the mean squared error over supervised outputs, ``correct`` is None.
+    ``score=False`` skips the accuracy (``correct`` is None): training steps do not need it.
     """
     E = out.shape[0]
     if y.is_floating_point():
@@ -110,6 +112,8 @@ def member_losses(out: torch.Tensor, y: torch.Tensor, smoothing: torch.Tensor | 
     m = mask.to(logp.dtype)
     count = m.reshape(E, -1).sum(1)
     loss = (nll * m).reshape(E, -1).sum(1) / count.clamp(min=1)
+    if not score:
+        return loss, None, count
     correct = ((out.argmax(-1) == y) & mask).reshape(E, -1).sum(1)
     return loss, correct, count
 
@@ -142,7 +146,7 @@ def forward_backward(model, batch: Batch, dtype: torch.dtype, smoothing: torch.T
     B = batch.y.shape[1]
     if micro_batch is None or micro_batch >= B:
         loss, _, _ = member_losses(*supervised_logits(model, *batch_fields(batch, dtype)),
-                                   smoothing)
+                                   smoothing, score=False)
         torch.where(active, loss, torch.zeros_like(loss)).sum().backward()
         return loss.detach()
     total = supervised_count(batch.y).clamp(min=1).to(torch.float64)
@@ -150,7 +154,7 @@ def forward_backward(model, batch: Batch, dtype: torch.dtype, smoothing: torch.T
     for c0 in range(0, B, micro_batch):
         sub = slice_batch(batch, c0, min(B, c0 + micro_batch))
         loss, _, count = member_losses(*supervised_logits(model, *batch_fields(sub, dtype)),
-                                       smoothing)
+                                       smoothing, score=False)
         part = loss * (count.to(loss.dtype) / total.to(loss.dtype))  # this chunk's share
         torch.where(active, part, torch.zeros_like(part)).sum().backward()
         out += part.detach().double()

@@ -81,7 +81,7 @@ def plain_step(w: Workload, device: str):
     def step() -> None:
         n[0] += 1
         b = task.sample(seeds, TRAIN, idx + n[0] * w.batch)
-        loss = member_losses(*supervised_logits(model, b.x, b.y))[0].sum()
+        loss = member_losses(*supervised_logits(model, b.x, b.y), score=False)[0].sum()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
