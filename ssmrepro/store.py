@@ -342,6 +342,7 @@ class Store:
             row.update(
                 {"backend": rec.get("backend"), "device": rec.get("device"),
                  "pack_size": rec.get("pack_size"), "wall_s": rec.get("pack_wall_s"),
+                 "cpu_s": rec.get("pack_cpu_s"),
                  "torch": rec.get("torch"), "commit": rec.get("commit")}
             )
             # the kernel path each mixer ran, e.g. kernels.S6Core = torch:selective_scan_fused

@@ -259,7 +259,7 @@ def train_pack(
     from .analysis import ANALYSES  # local: analysis imports models
     from .models import build_model, count_params
 
-    t_start = time.time()
+    t_start, c_start = time.time(), time.process_time()
     E, r0 = len(runs), runs[0]
     tc0 = r0.train
     dtype = torch.float64 if tc0.dtype == "float64" else torch.float32
@@ -405,7 +405,7 @@ def train_pack(
     eval_data = {n: d for n, et in eval_tasks.items() if (d := et.data_info()) is not None}
     if eval_data:
         data = {**(data or {}), "evals": eval_data}
-    wall = time.time() - t_start
+    wall, cpu = time.time() - t_start, time.process_time() - c_start
     if keep is not None:  # tests and probes can inspect the trained pack
         keep["model"] = model
     best = max if score == "acc" else min
@@ -438,6 +438,7 @@ def train_pack(
                 "n_params": n_params,
                 "pack_size": E,
                 "pack_wall_s": wall,
+                "pack_cpu_s": cpu,  # this process's CPU time for the pack (all its threads)
                 "data": data,
                 "analysis": {k: v[e] for k, v in extra.items()},
             }

@@ -191,7 +191,8 @@ def run(
         return
     s = run_experiment(spec, profile, out, dev, be, max_runs, pack_size, workers, console,
                        calibrate=calibrate)
-    parts = [f"trained {s.trained} runs in {s.packs} packs, {s.wall_s:.0f}s"]
+    parts = [f"trained {s.trained} runs in {s.packs} packs, {s.wall_s:.0f}s wall, "
+             f"{s.cpu_s:.0f}s CPU"]
     if s.elsewhere:
         parts.append(f"{s.elsewhere} finished by another process")
     if s.failed:

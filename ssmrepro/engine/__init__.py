@@ -63,6 +63,8 @@ class RunSummary:
     csv: Path | None
     messages: list[str] = field(default_factory=list)
     interrupted: bool = False
+    cpu_s: float = 0.0  # CPU time of the training processes (about the wall time on an idle
+    #                     machine with one single-threaded worker per core, divided by workers)
 
     @property
     def ok(self) -> bool:
@@ -224,12 +226,14 @@ def run_experiment(
                 interrupted = True
     csv = store.write_csv(runs, csv_name)
     store.cleanup()
+    cpu_s = sum({(rec or {}).get("pack_wall_s"): (rec or {}).get("pack_cpu_s") or 0.0
+                 for rec in (store.read(r) for r in tr.trained)}.values())  # once per pack
     elsewhere = tr.elsewhere - tr.trained
     settled = tr.trained | tr.failed | elsewhere
     not_run = [r.run_id for r in pending if r.run_id not in settled and not store.is_done(r.run_id)]
     summary = RunSummary(len(unique), done_before, len(tr.trained), len(tr.failed),
                          len(elsewhere), len(not_run), len(packs), time.time() - t0, csv,
-                         tr.messages, interrupted)
+                         tr.messages, interrupted, cpu_s)
     return summary
 
 
