@@ -45,15 +45,18 @@ def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None) -> 
     return max(1, min(cap, budget // max(1, member_bytes(runs[0]))))
 
 
-def plan(runs: list, pack_size: int | None = None, device: str = "cpu") -> list[Pack]:
+def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
+         budget_bytes: int | None = None) -> list[Pack]:
     """Packs in first-appearance order of their key. Each group of same-shape runs is cut into
-    packs of ``pack_size`` runs, or of the size its memory estimate allows (``None``)."""
+    packs of ``pack_size`` runs, or of the size its memory estimate allows (``None``) within
+    ``budget_bytes`` (default: this machine's, see ``auto_pack_size``; the Ray engine passes the
+    budget measured on a worker that owns the device)."""
     groups: dict[str, list] = {}
     for r in runs:
         groups.setdefault(r.pack_key(), []).append(r)
     packs = []
     for key, rs in groups.items():
-        size = pack_size or auto_pack_size(rs, device)
+        size = pack_size or auto_pack_size(rs, device, budget_bytes)
         for i in range(0, len(rs), size):
             packs.append(Pack(key, rs[i : i + size]))
     return packs
