@@ -420,8 +420,8 @@ def normalize_table(df: pd.DataFrame) -> pd.DataFrame:
         return df
     df = df.copy()
     for col in df.columns:
-        if df[col].dtype == object and col.startswith(CONFIG_PREFIXES):
-            df[col] = df[col].map(_decode_cell)
+        if col.startswith(CONFIG_PREFIXES) and not pd.api.types.is_numeric_dtype(df[col]):
+            df[col] = df[col].astype(object).map(_decode_cell)
     if not any(is_metric_column(c) for c in df.columns):
         known = set(RUN_COLUMNS) | set(INFO_COLUMNS)
         df = df.rename(columns={c: METRIC_PREFIX + c for c in df.columns
