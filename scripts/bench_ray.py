@@ -8,7 +8,8 @@ Needs Ray (pip install -e '.[ray]'). Measures, in this process, on this machine:
   * the sweep through the local engine (in-process, one worker) and through Ray (one CPU, so
     both run one pack at a time), each into a fresh results folder;
   * per-pack dispatch overhead = (Ray sweep - local sweep) / packs, start-up excluded;
-  * the same on a sweep whose packs do no training (``train.max_steps = 0``: evaluation only), so
+  * the same on a sweep whose packs do no training (``train.max_steps = 0``, ``train.epochs =
+    null``: evaluation only), so
     the dispatch cost is not hidden in training-time noise.
 Writes one JSON record (machine, versions, seconds) to --out (default
 results/bench/ray-overhead-cpu.json).
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         assert s.ok, s.messages
         return s.wall_s, s.packs
 
-    for tag, ov in (("train", None), ("no-train", {"train.max_steps": 0})):
+    for tag, ov in (("train", None), ("no-train", {"train.max_steps": 0, "train.epochs": None})):
         local_s, packs = sweep("local", ov, tag)
         ray_s, _ = sweep("ray", ov, tag)
         rec[tag] = {"packs": packs, "local_s": round(local_s, 2), "ray_s": round(ray_s, 2),

@@ -61,8 +61,9 @@ def cluster(tmp_path_factory, monkeypatch):
         c.shutdown()
 
 
-def _task_running() -> bool:
-    """Whether a Ray worker process is executing a pack task (Ray titles it ray::<task name>)."""
+def _tasks_running() -> int:
+    """How many Ray worker processes execute a pack task (Ray titles them ray::<task name>)."""
+    n = 0
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -70,9 +71,8 @@ def _task_running() -> bool:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if cmd.startswith(f"ray::{TASK_NAME}".encode()):
-            return True
-    return False
+        n += cmd.startswith(f"ray::{TASK_NAME}".encode())
+    return n
 
 
 def _events(store: Store) -> tuple[dict, dict]:
@@ -117,25 +117,26 @@ def test_worker_node_killed_mid_pack_is_retried_with_one_record_per_run(cluster,
     runs = expand(spec, "quick")
     out = tmp_path / "out"
     worker = cluster.list_all_nodes()[-1]
+    cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")  # where Ray retries the lost pack
+    cluster.wait_for_nodes(timeout=60)
     killed = threading.Event()
 
     def kill_when_training() -> None:
         deadline = time.time() + LIMIT_S / 2
-        while time.time() < deadline and not _task_running():
+        while time.time() < deadline and _tasks_running() < 2:
             time.sleep(0.05)
-        if not _task_running():
+        if _tasks_running() < 2:
             return
-        time.sleep(0.5)  # well inside the pack (it trains for several seconds)
-        cluster.remove_node(worker, allow_graceful=False)
+        time.sleep(0.5)  # well inside the packs (each trains for several seconds)
+        cluster.remove_node(worker, allow_graceful=False)  # each node was training a pack
         killed.set()
-        cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")  # somewhere to retry
 
     killer = threading.Thread(target=kill_when_training, daemon=True)
     killer.start()
     s = run_experiment(spec, "quick", out, "cpu", "torch", pack_size=4, engine="ray",
                        address=cluster.address)
     killer.join(timeout=60)
-    assert killed.is_set(), "the worker node was never seen training"
+    assert killed.is_set(), "the two worker nodes were never seen training at once"
     assert s.ok and s.trained == len(runs) and not s.failed, s.messages
     store = Store(out / spec.paper / spec.id)
     records = sorted(store.runs.glob("*.json"))

@@ -70,7 +70,7 @@ def rebuild_all(out: Path | None = None, echo=print) -> list[tuple[str, str, Out
         for prof, _ in result_files(spec, out):
             res = build(spec, prof, results_dir(spec, out))
             done.append((sid, prof, res))
-            echo(f"{sid} [{prof}]: {len(res.figures)} figure(s), report {res.report.name}")
+            echo(f"{sid} ({prof}): {len(res.figures)} figure(s), report {res.report.name}")
     return done
 
 
@@ -119,9 +119,10 @@ def _describe(t: Target, spec, out: Path | None, base: Path) -> None:
     if default in files:
         t.verdicts = _verdicts(root / "report.md")
         t.quick_time = training_time(files[default])
-    if not t.quick_time and "quick" in spec.profiles:
-        t.quick_time = f"({spec.profiles['quick'].description})" if spec.profiles[
-            "quick"].description else ""
+    desc = spec.profiles["quick"].description if "quick" in spec.profiles else ""
+    if not t.quick_time and desc:
+        short = desc if len(desc) <= 60 else desc[:57].rsplit(" ", 1)[0] + " ..."
+        t.quick_time = f"({_cell(short)})"
 
     def rel(p: Path) -> str:
         try:
@@ -164,6 +165,11 @@ def targets(out: Path | None = None, base: Path | None = None) -> list[Target]:
     return ts
 
 
+def _cell(text: str) -> str:
+    """Text safe inside a markdown table cell."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
 def front_page(out: Path | None = None, dest: Path | None = None) -> Path:
     """Write ``<results root>/README.md`` (or ``dest``): the table of every target."""
     root = Path(out) if out else repo_root() / "results"
@@ -193,7 +199,7 @@ def front_page(out: Path | None = None, dest: Path | None = None) -> Path:
                   "|---|---|---|---|---|---|---|"]
         for t in (t for t in ts if t.paper == paper):
             links = ", ".join(f"[{text}]({path})" for text, path in t.links) or "—"
-            what = f"<br>{t.what}" if t.what and t.status == "not specified" else ""
+            what = f"<br>{_cell(t.what)}" if t.what and t.status == "not specified" else ""
             lines.append(f"| {t.id}{what} | {t.alias or ''} | {t.tier} | {t.status} | "
                          f"{t.verdicts or '—'} | {t.quick_time or '—'} | {links} |")
     dest.parent.mkdir(parents=True, exist_ok=True)
