@@ -3,10 +3,12 @@
 The parent plans once (``engine.plan``) and hands packs to the executors: in-process for one
 worker, else N spawned worker processes that pull packs from one queue. Either way one function,
 ``work_pack``, claims the pack's runs (``Store.claim``: several runners or machines sharing the
-results folder never train a run twice), trains the claimed ones as one stacked model, writes one
-record per run and reports what happened as ``Event``s. The parent sees every pack end exactly once:
-trained, failed (an exception, recorded per run), skipped (claimed by another process), or lost (its
-worker process died). Killing the sweep loses at most the packs in flight; a re-run picks them up.
+results folder never train a run twice), trains the claimed ones as one stacked model
+(``train_records``: the part every executor shares, the Ray tasks of ``ray_engine`` included),
+writes one record per run and reports what happened as ``Event``s. The parent sees every pack
+end exactly once: trained, failed (an exception, recorded per run), skipped (claimed by another
+process), or lost (its worker process died). Killing the sweep loses at most the packs in flight;
+a re-run picks them up.
 """
 
 from __future__ import annotations
