@@ -266,6 +266,7 @@ def import_check(work: Path, wall: str | None, out: Path | None) -> dict:
     import importlib
     import platform
 
+    import torch  # noqa: F401  (loads libc10 / libtorch, which the extensions link against)
 
     sys.path.insert(0, str(work / "site"))
     mods = {}
