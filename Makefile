@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 TORCH   ?= torch==2.13.0
 PROFILE ?= quick
 
-.PHONY: install test smoke figures bench lint demo clean sdists gpu-check
+.PHONY: install test smoke figures bench lint demo clean sdists gpu-check cuda-install test-ray
 
 $(BIN)/ssmrepro: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -26,9 +26,8 @@ smoke: install                        ## every spec's smoke profile into a scrat
 	for s in $$($(BIN)/python -c "from ssmrepro.spec import spec_paths; print(' '.join(p.stem for p in spec_paths()))"); do \
 	  $(BIN)/ssmrepro run $$s --profile smoke --out .smoke-results || exit 1; done
 
-figures: install                      ## rebuild every figure/report from results (PROFILE=quick)
-	for s in $$($(BIN)/python -c "from ssmrepro.spec import spec_paths; print(' '.join(p.stem for p in spec_paths()))"); do \
-	  $(BIN)/ssmrepro plot $$s --profile $(PROFILE) || exit 1; done
+figures: install                      ## rebuild every figure/report from committed results (no training) + results/README.md
+	$(BIN)/ssmrepro figures
 
 bench: install                        ## packed vs one-at-a-time run-steps/s, and the scan micro-benchmark
 	$(BIN)/ssmrepro bench keep-nth-d8 --device cpu --packs 4,16,32
@@ -53,3 +52,12 @@ sdists: install                       ## download the pinned mamba-ssm / causal-
 
 gpu-check:                            ## on a CUDA machine: build the kernels for sm_90, run pytest -m gpu
 	bash scripts/gpu_check.sh all
+
+cuda-install:                         ## with a CUDA build of torch: compile + install the pinned kernels (sm of this GPU)
+	MAMBA_FORCE_BUILD=TRUE CAUSAL_CONV1D_FORCE_BUILD=TRUE $(BIN)/pip install --no-build-isolation \
+	  --no-deps mamba-ssm==2.3.2.post1 causal-conv1d==1.7.0
+	$(BIN)/pip install -e '.[cuda]'
+
+test-ray:                             ## the Ray engine tests (needs: pip install -e '.[ray]')
+	$(BIN)/pip install -q -e '.[ray]'
+	$(BIN)/python -m pytest -q tests/test_ray_engine.py

@@ -260,6 +260,46 @@ def check(out: Path | None) -> dict:
     return rec
 
 
+def import_check(work: Path, wall: str | None, out: Path | None) -> dict:
+    """Without a GPU: load the compiled extensions from <work>/site and list what they export
+    (nothing can run). Writes a build summary: versions, per-extension build seconds, modules."""
+    import importlib
+    import platform
+
+    import torch  # noqa: F401  (loads libc10 / libtorch, which the extensions link against)
+
+    sys.path.insert(0, str(work / "site"))
+    mods = {}
+    for ext, name in (("selective_scan", "selective_scan_cuda"), ("causal_conv1d", "causal_conv1d_cuda")):
+        build_info = work / f"build_{ext}.json"
+        rec = json.loads(build_info.read_text()) if build_info.exists() else {}
+        try:
+            m = importlib.import_module(name)
+            fns = sorted(n for n in dir(m) if not n.startswith("_"))
+            mods[name] = {"imported": True, "functions": fns, "so_bytes": rec.get("so_bytes"),
+                          "build_seconds": rec.get("seconds"), "arch": rec.get("arch")}
+        except ImportError as exc:
+            mods[name] = {"imported": False, "error": str(exc), "build_seconds": rec.get("seconds")}
+    tool = _toolchain()
+    summary = {
+        "what": "mamba-ssm 2.3.2.post1 selective_scan_cuda + causal-conv1d 1.7.0 causal_conv1d_cuda, "
+                "compiled for sm_90 on a machine without a GPU (import check only)",
+        "host_cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        **tool,
+        "build_wall_s": int(wall) if wall else None,
+        "modules": mods,
+    }
+    print(json.dumps(summary, indent=2))
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(summary, indent=2) + "\n")
+    if not all(m["imported"] for m in mods.values()):
+        raise BuildError("an extension did not import: " + ", ".join(
+            f"{k}: {v.get('error')}" for k, v in mods.items() if not v["imported"]))
+    return summary
+
+
 def _code_hash() -> str:
     h = hashlib.sha256()
     for rel in (
@@ -339,6 +379,9 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--std", default=None, help="force -std=... (default: torch's own)")
     c = sub.add_parser("check", help="import the kernels as the cuda backend does; print versions")
     c.add_argument("--out", type=Path, default=None)
+    ic = sub.add_parser("import-check", help="no GPU: load the built extensions, write a summary")
+    ic.add_argument("--wall", default=None, help="build wall time in seconds (from gpu_check.sh)")
+    ic.add_argument("--out", type=Path, default=None)
     s = sub.add_parser("summarize", help="JUnit XML + build info -> gpu_check.json / .csv")
     s.add_argument("--junit", type=Path, nargs="+", required=True, help="JUnit XML files")
     s.add_argument("--info", type=Path, default=None)
@@ -356,6 +399,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if a.cmd == "check":
             check(a.out)
+        elif a.cmd == "import-check":
+            import_check(a.work, a.wall, a.out)
             return 0
         return 1 if summarize(a.junit, a.work, a.info, a.out, a.commit) else 0
     except Exception as exc:  # one clear line for the shell script, then the traceback

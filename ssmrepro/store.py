@@ -8,11 +8,18 @@
     events.jsonl           append-only log (claim / done / release) — used to audit that no run is
                            trained twice
     results.csv            tidy table, one row per run of the spec's default profile (other
-                           profiles: results-<profile>.csv); always rebuildable from runs/
+                           profiles: results-<profile>.csv); always rebuildable from runs/.
+                           Columns (docs/columns.md): run columns (run_id, label, seed, status
+                           ...), metrics as ``metric.<name>`` (metric.test.acc), the dotted config
+                           (task.*, model.*, train.*; lists and mappings as JSON), and how the
+                           run trained (backend, device, wall_s, kernels.* ...). ``read_results``
+                           reads it back, older tables (bare metric names, Python list reprs)
+                           included.
 """
 
 from __future__ import annotations
 
+import ast
 import io
 import json
 import math
@@ -34,6 +41,14 @@ from .util import atomic_write_bytes, atomic_write_text, repo_root
 
 DONE_STATUSES = ("ok", "diverged")  # "error" records are re-run
 RECORD_STATUSES = (*DONE_STATUSES, "error")
+
+# results.csv column namespaces (docs/columns.md)
+METRIC_PREFIX = "metric."  # metric.test.acc, metric.val.loss, metric.<eval set>.acc
+RUN_COLUMNS = ("run_id", "profile", "label", "seed", "status", "stop_reason", "stop_step",
+               "epochs", "n_params")
+CONFIG_PREFIXES = ("task.", "model.", "train.")
+INFO_COLUMNS = ("backend", "device", "pack_size", "wall_s", "torch", "commit")
+KERNELS_PREFIX = "kernels."
 
 
 def record_problem(rec: Any, run_id: str) -> str | None:
@@ -337,7 +352,7 @@ class Store:
                 "epochs": rec.get("epochs"),
                 "n_params": rec.get("n_params"),
             }
-            row.update({k: v for k, v in (rec.get("metrics") or {}).items()})
+            row.update({METRIC_PREFIX + k: v for k, v in (rec.get("metrics") or {}).items()})
             row.update({k: v for k, v in r.flat().items() if k != "seed"})
             row.update(
                 {"backend": rec.get("backend"), "device": rec.get("device"),
@@ -353,8 +368,72 @@ class Store:
     def write_csv(self, runs: list, name: str = "results.csv") -> Path:
         df = self.table(runs)
         path = self.root / name
-        atomic_write_text(path, df.to_csv(index=False))
+        atomic_write_text(path, csv_text(df))
         return path
+
+
+# ------------------------------------------------------------------------------ results tables
+
+
+def _encode_cell(v: Any) -> Any:
+    """Lists and mappings as JSON text (``[0.9, 0.999]``), never Python reprs."""
+    if isinstance(v, (list, tuple, dict)):
+        return json.dumps(_clean(v), separators=(", ", ": "))
+    return v
+
+
+def _decode_cell(v: Any) -> Any:
+    if not isinstance(v, str) or not v or v[0] not in "[{(":
+        return v
+    try:
+        return json.loads(v)
+    except ValueError:
+        pass
+    try:  # tables written before JSON cells: Python reprs of lists / tuples / dicts
+        out = ast.literal_eval(v)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return v
+    return list(out) if isinstance(out, tuple) else out
+
+
+def csv_text(df: pd.DataFrame) -> str:
+    """A run table as CSV text, list- and dict-valued cells as JSON."""
+    if df.empty:
+        return df.to_csv(index=False)
+    return df.apply(lambda col: col.map(_encode_cell) if col.dtype == object else col).to_csv(
+        index=False)
+
+
+def is_metric_column(col: str) -> bool:
+    return col.startswith(METRIC_PREFIX)
+
+
+def metric_name(col: str) -> str:
+    """'metric.test.acc' -> 'test.acc'."""
+    return col[len(METRIC_PREFIX):] if is_metric_column(col) else col
+
+
+def normalize_table(df: pd.DataFrame) -> pd.DataFrame:
+    """A run table in the current layout: config cells holding JSON (or an old table's Python
+    reprs) decoded to lists / dicts; an old table's bare metric columns (``test.acc``) renamed
+    into the metric namespace."""
+    if df.empty:
+        return df
+    df = df.copy()
+    for col in df.columns:
+        if col.startswith(CONFIG_PREFIXES) and not pd.api.types.is_numeric_dtype(df[col]):
+            df[col] = df[col].astype(object).map(_decode_cell)
+    if not any(is_metric_column(c) for c in df.columns):
+        known = set(RUN_COLUMNS) | set(INFO_COLUMNS)
+        df = df.rename(columns={c: METRIC_PREFIX + c for c in df.columns
+                                if c not in known and not c.startswith(CONFIG_PREFIXES)
+                                and not c.startswith(KERNELS_PREFIX)})
+    return df
+
+
+def read_results(path: Path) -> pd.DataFrame:
+    """Read a results*.csv (current or older layout) as ``normalize_table`` gives it."""
+    return normalize_table(pd.read_csv(path))
 
 
 # ------------------------------------------------------------------------------ where a spec lives
@@ -371,7 +450,9 @@ def open_store(spec, out: Path | None = None) -> Store:
     return Store(results_dir(spec, out), reuse=reuse)
 
 
-def output_name(spec, profile: str, stem: str, ext: str) -> str:
+def output_name(spec, profile: str, stem: str, ext: str, tag: str = "") -> str:
     """``results.csv`` for the spec's default profile, ``results-<profile>.csv`` otherwise, so
-    profiles never overwrite each other's tables, figures or reports."""
-    return f"{stem}.{ext}" if profile == spec.default_profile else f"{stem}-{profile}.{ext}"
+    profiles never overwrite each other's tables, figures or reports; runs with command-line
+    overrides (``--set``) add their tag: ``results-set-3f2a9c.csv``."""
+    parts = [stem] + ([profile] if profile != spec.default_profile else []) + ([tag] if tag else [])
+    return f"{'-'.join(parts)}.{ext}"

@@ -30,7 +30,7 @@ def test_smoke_profile_of_every_spec(tmp_path, path, smoke_data_root, monkeypatc
     # non-default profiles get their own files, so they never overwrite each other
     df = pd.read_csv(root / "results-smoke.csv")
     assert len(df) == len(runs) and set(df["status"]) <= {"ok", "diverged"}
-    assert df["test.acc"].between(0, 1).all()
+    assert df["metric.test.acc"].between(0, 1).all()  # metrics in their own namespace
     assert (root / "figure-smoke.png").stat().st_size > 1000
     assert "## Claims" in (root / "report-smoke.md").read_text()
     assert not (root / "results.csv").exists()

@@ -526,7 +526,8 @@ def test_import_shim_skips_mamba_ssm_init(tmp_path, monkeypatch):
             "cc",
         )
         assert k.source == "mamba_ssm 2.3.2.post1, causal_conv1d 1.7.0"
-        assert getattr(sys.modules["mamba_ssm"], "__ssmrepro_stub__", False)
+        assert "mamba_ssm" not in sys.modules  # the stub is gone again, the op modules stay
+        assert "mamba_ssm.ops.selective_scan_interface" in sys.modules
     finally:
         for n in names:
             sys.modules.pop(n, None)
@@ -538,6 +539,48 @@ def test_import_shim_skips_mamba_ssm_init(tmp_path, monkeypatch):
             cuda.import_kernel_modules(paths=[str(tmp_path / "nowhere")])
     finally:
         for n in names:
+            sys.modules.pop(n, None)
+
+
+def test_real_mamba_ssm_imports_after_the_stub(tmp_path, monkeypatch):
+    """After the kernels load through the stub, ``from mamba_ssm import ...`` in the same process
+    runs the real package ``__init__`` and gets the same op functions."""
+    files = {
+        "selective_scan_cuda.py": "",
+        "causal_conv1d_cuda.py": "",
+        "causal_conv1d/__init__.py": "__version__ = '1.7.0'\ndef causal_conv1d_fn(*a, **k): return 'cc'\n",
+        "mamba_ssm/__init__.py": (
+            "__version__ = '2.3.2.post1'\n"
+            "from mamba_ssm.ops.selective_scan_interface import selective_scan_fn\n"
+            "from mamba_ssm.modules.mamba_simple import Mamba\n"),
+        "mamba_ssm/ops/__init__.py": "",
+        "mamba_ssm/ops/selective_scan_interface.py": "def selective_scan_fn(*a, **k): return 'ss'\n",
+        "mamba_ssm/ops/triton/__init__.py": "",
+        "mamba_ssm/ops/triton/ssd_combined.py": (
+            "def mamba_chunk_scan_combined(*a, **k):\n"
+            "    from mamba_ssm.ops.selective_scan_interface import selective_scan_fn\n"
+            "    return 'ssd+' + selective_scan_fn()\n"),
+        "mamba_ssm/modules/__init__.py": "",
+        "mamba_ssm/modules/mamba_simple.py": "class Mamba:\n    real = True\n",
+    }
+    for rel, text in files.items():
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    prefixes = ("selective_scan_cuda", "causal_conv1d", "mamba_ssm")
+    for n in [n for n in sys.modules if n.startswith(prefixes)]:
+        monkeypatch.delitem(sys.modules, n)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    try:
+        k = cuda.import_kernel_modules(paths=[str(tmp_path)])
+        assert k.mamba_chunk_scan_combined() == "ssd+ss"  # call-time imports still resolve
+        import mamba_ssm
+        from mamba_ssm import Mamba, selective_scan_fn
+
+        assert Mamba.real and not getattr(mamba_ssm, "__ssmrepro_stub__", False)
+        assert selective_scan_fn is k.selective_scan_fn  # one copy of the op module
+    finally:
+        for n in [n for n in sys.modules if n.startswith(prefixes)]:
             sys.modules.pop(n, None)
 
 

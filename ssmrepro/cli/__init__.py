@@ -1,4 +1,5 @@
-"""Tool (cli): ``ssmrepro list | show | validate | run | plot | verify | list-models | bench | data``.
+"""Tool (cli): ``ssmrepro list | show | validate | run | plot | verify | export | figures |
+list-models | bench | data``.
 
 One Typer app (``cli.app``); experiment commands in ``cli.experiments``, the LRA data commands
 (``ssmrepro data ...``) in ``cli.data``; every command runs inside the error boundary

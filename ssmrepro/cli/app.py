@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import errno
 import functools
+import json
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -24,14 +26,65 @@ EXIT_CODES = ("Exit codes: 0 ok; 1 some runs failed or did not finish (re-run th
               "to resume); 2 bad input (spec, id, option, missing data, unwritable folder); "
               "130 interrupted.")
 
+ENV_HELP = ("Environment: SSMREPRO_OUT (default of --out), SSMREPRO_DEVICE (--device), "
+            "SSMREPRO_WORKERS (--workers), SSMREPRO_DATA (dataset root).")
+
 app = typer.Typer(
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
     no_args_is_help=True,
     help="Reproduce figures and tables of Mamba / SSM papers from real training runs.\n\n"
-    "Example: ssmrepro run keep-nth --profile quick\n\n" + EXIT_CODES,
+    "Example: ssmrepro run keep-nth --profile quick\n\n" + EXIT_CODES + "\n\n" + ENV_HELP,
 )
 console = Console()
 err_console = Console(stderr=True)
+
+
+def version() -> str:
+    """The installed ssmrepro version (package metadata), else the source tree's."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("ssmrepro")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        from ..sweep import CODE_VERSION
+
+        typer.echo(f"ssmrepro {version()} (run code version {CODE_VERSION}, python "
+                   f"{sys.version.split()[0]})")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    _version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True,
+                                  help="print the version and exit"),
+) -> None:
+    pass
+
+
+def print_json(obj: Any) -> None:
+    """Machine-readable output (``--json``): one JSON document on stdout, nothing else."""
+    typer.echo(json.dumps(_plain(obj), indent=1, allow_nan=False))
+
+
+def _plain(o: Any) -> Any:
+    """JSON-safe: NaN / inf -> null, numpy scalars -> Python, paths and others -> str."""
+    if isinstance(o, dict):
+        return {str(k): _plain(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple, set)):
+        return [_plain(v) for v in o]
+    if hasattr(o, "item") and not isinstance(o, (str, bytes)):  # numpy scalars
+        o = o.item()
+    if isinstance(o, float):
+        return o if o == o and o not in (float("inf"), float("-inf")) else None
+    if o is None or isinstance(o, (bool, int, str)):
+        return o
+    return str(o)
 
 
 def fail(messages: list[str], code: int = 2) -> None:
@@ -76,6 +129,8 @@ def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def command(typer_app: typer.Typer = app, *args: Any, **kwargs: Any):
     """``@command()``: register a guarded command on ``typer_app`` (default: the main app)."""
+
+    kwargs.setdefault("epilog", EXIT_CODES)  # every command's --help states the exit codes
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
         return typer_app.command(*args, **kwargs)(guard(fn))

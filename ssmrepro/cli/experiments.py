@@ -1,11 +1,16 @@
-"""Tool (cli): the experiment commands — list, show, validate, run, plot, verify, list-models, bench.
+"""Tool (cli): the experiment commands — list, show, validate, run, plot, verify, export,
+list-models, bench.
 
 Thin by design: parse arguments, call the stage functions, print. Errors go through the boundary
-in ``cli.app`` (exit 2 for bad input, 1 for runs that did not finish).
+in ``cli.app`` (exit 2 for bad input, 1 for runs that did not finish). ``--json`` prints one JSON
+document on stdout (progress goes to stderr); ``--set key=value`` overrides a config field for
+every run (typed and validated like the YAML; it changes the run ids). ``--out``, ``--device``
+and ``--workers`` default to $SSMREPRO_OUT, $SSMREPRO_DEVICE and $SSMREPRO_WORKERS.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import typer
@@ -15,11 +20,31 @@ from rich.table import Table
 
 from ..kernels.backend import select_backend, select_device
 from ..spec import SpecError, find_spec, index_problems, load_spec, spec_paths
-from .app import command, console, err_console, fail
+from .app import command, console, err_console, fail, print_json
+
+OUT_HELP = "results root (default ./results; env SSMREPRO_OUT)"
+SET_HELP = ("override a config field for every run, typed like the YAML: --set model.d_model=32 "
+            "--set 'train.betas=[0.9, 0.98]' (repeatable; part of the run ids; outputs are "
+            "tagged -set-<hash>)")
+JSON_HELP = "print one JSON document on stdout instead of tables"
+
+
+def _out_option():
+    return typer.Option(None, "--out", envvar="SSMREPRO_OUT", help=OUT_HELP)
+
+
+def _set_option():
+    return typer.Option(None, "--set", metavar="KEY=VALUE", help=SET_HELP)
 
 
 def _spec(name: str):
     return find_spec(name)
+
+
+def _overrides(items: list[str] | None) -> dict | None:
+    from ..sweep import parse_overrides
+
+    return parse_overrides(items) if items else None
 
 
 def _root(spec, out: Path | None) -> Path:
@@ -30,28 +55,38 @@ def _root(spec, out: Path | None) -> Path:
 
 @command(name="list")
 def list_cmd(
-    models: bool = typer.Option(False, "--models", help="list the model registry instead"),
+    out: Path | None = _out_option(),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    """All experiment specs with alias, tier and status of their default profile."""
-    if models:
-        return list_models()
+    """All experiment specs with alias, tier and status of their default profile (models and
+    mixers: ``ssmrepro list-models``)."""
     from ..engine import open_store
     from ..sweep import expand
 
     t = Table("id", "alias", "tier", "title", "status")
+    rows = []
     for p in spec_paths():
         try:
             s = load_spec(p)
             runs = expand(s, s.default_profile)
-            st = open_store(s)
+            st = open_store(s, out)
             done = sum(st.is_done(r.run_id) for r in runs)
+            committed = (st.root / "results.csv").exists()
             status = f"{s.default_profile}: {done}/{len(runs)} runs"
-            if done == 0 and (st.root / "results.csv").exists():
+            if done == 0 and committed:
                 status += " (committed results.csv)"
             t.add_row(s.id, s.alias or "", str(s.tier), s.title, status)
+            rows.append({"id": s.id, "alias": s.alias, "paper": s.paper, "tier": s.tier,
+                         "title": s.title, "profile": s.default_profile,
+                         "profiles": list(s.profiles), "runs": len(runs), "done": done,
+                         "results_csv": committed, "valid": True})
         except SpecError as err:
             t.add_row(p.stem, "", "", "[red]invalid spec[/]", err.messages[0][:60])
-    console.print(t)
+            rows.append({"id": p.stem, "valid": False, "errors": err.messages})
+    if as_json:
+        print_json(rows)
+    else:
+        console.print(t)
 
 
 @command(name="list-models")
@@ -87,7 +122,9 @@ def list_models() -> None:
 def show(
     name: str = typer.Argument(..., help="experiment id or alias"),
     profile: str | None = typer.Option(None, help="smoke | quick | paper (default: spec's)"),
-    out: Path | None = typer.Option(None, help="results root (default ./results)"),
+    out: Path | None = _out_option(),
+    set_: list[str] | None = _set_option(),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Resolved configuration of an experiment and its run table."""
     from ..engine import open_store
@@ -95,10 +132,26 @@ def show(
 
     spec = _spec(name)
     profile = profile or spec.default_profile
-    runs = expand(spec, profile)
+    overrides = _overrides(set_)
+    runs = expand(spec, profile, overrides=overrides)
     base = {"task": dict(spec.task), "model": dict(spec.model), "train": dict(spec.train)}
     for k, v in spec.profiles[profile].set.items():
         set_dotted(base, k, v)
+    for k, v in (overrides or {}).items():
+        set_dotted(base, k, v)
+    if as_json:
+        store = open_store(spec, out)
+        rows = []
+        for r in runs:
+            rec = store.read(r.run_id) or {}
+            rows.append({"index": r.index, "run_id": r.run_id, "label": r.label,
+                         "coords": r.coords, "seed": r.seed, "status": rec.get("status"),
+                         "metrics": rec.get("metrics") or {}, "config": r.config()})
+        print_json({"id": spec.id, "alias": spec.alias, "paper": spec.paper, "title": spec.title,
+                    "claim": spec.claim, "profile": profile,
+                    "description": spec.profiles[profile].description, "overrides": overrides or {},
+                    "config": base, "runs": rows})
+        return
     console.print(f"[bold]{spec.id}[/] ({spec.alias or '-'}) — {spec.title}\nclaim: {spec.claim}")
     console.print(f"profile [cyan]{profile}[/]: {spec.profiles[profile].description}")
     console.print(yaml.safe_dump(base, sort_keys=False).rstrip())
@@ -119,6 +172,7 @@ def show(
 def validate(
     name: str | None = typer.Argument(None, help="experiment id, alias or file"),
     all_: bool = typer.Option(False, "--all", help="validate every shipped spec"),
+    set_: list[str] | None = _set_option(),
 ) -> None:
     """Check spec files (schema, every profile's runs, derived values, figures, claims)."""
     from ..plots import validate_outputs
@@ -128,10 +182,11 @@ def validate(
         fail(["give an experiment id or --all"])
     paths = spec_paths() if all_ else [None]
     errors: list[str] = index_problems()[1] if all_ else []
+    overrides = _overrides(set_)
     for p in paths:
         try:
             spec = load_spec(p) if p else find_spec(name)  # type: ignore[arg-type]
-            runs = {prof: expand(spec, prof) for prof in spec.profiles}
+            runs = {prof: expand(spec, prof, overrides=overrides) for prof in spec.profiles}
             counts = {prof: len(r) for prof, r in runs.items()}
             bad = validate_outputs(spec, [r for rs in runs.values() for r in rs])
             if bad:
@@ -149,37 +204,67 @@ def run(
     name: str = typer.Argument(..., help="experiment id or alias, e.g. keep-nth"),
     profile: str | None = typer.Option(None, help="smoke | quick | paper (default: spec's)"),
     backend: str = typer.Option("auto", help="auto | torch | cuda"),
-    device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N"),
+    device: str = typer.Option("auto", envvar="SSMREPRO_DEVICE",
+                               help="auto | cpu | cuda | cuda:N (env SSMREPRO_DEVICE)"),
     max_runs: int | None = typer.Option(None, min=1, help="train at most this many runs"),
-    out: Path | None = typer.Option(None, help="results root (default ./results)"),
+    out: Path | None = _out_option(),
     workers: int | None = typer.Option(
-        None, min=1, help="worker processes, each claiming packs (default and maximum: one per "
-        "CPU core or GPU)"),
+        None, min=1, envvar="SSMREPRO_WORKERS", help="worker processes, each claiming packs "
+        "(default and maximum: one per CPU core or GPU; env SSMREPRO_WORKERS; local engine)"),
     pack_size: int | None = typer.Option(None, min=1, max=4096,
                                          help="runs per pack (default: from memory)"),
+    set_: list[str] | None = _set_option(),
+    engine: str = typer.Option("local", help="local (this machine) | ray (one Ray task per "
+                               "pack; pip install -e '.[ray]')"),
+    address: str | None = typer.Option(
+        None, help="with --engine ray: the cluster, 'auto' (started by `ray start` here) or "
+        "HOST:PORT (default: start a local Ray instance)"),
+    cpus_per_pack: int = typer.Option(1, min=1, max=1024,
+                                      help="with --engine ray on CPU: CPUs (threads) per pack task"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print runs, packs and a time estimate"),
     no_estimate: bool = typer.Option(False, "--no-estimate", help="with --dry-run: skip timing"),
     no_plot: bool = typer.Option(False, "--no-plot", help="skip figure and report"),
     calibrate: bool = typer.Option(
         True, "--calibrate/--no-calibrate", help="time candidate pack sizes and micro-batches per "
         "shape before training (cached per machine) instead of sizing packs by memory alone"),
+    as_json: bool = typer.Option(False, "--json", help="print the summary as one JSON document "
+                                 "on stdout (progress goes to stderr)"),
 ) -> None:
     """Train an experiment's runs (resuming finished ones), then write CSV, figure and report."""
+    from ..engine import ENGINES, run_experiment
     from ..engine import dry_run as plan_dry_run
-    from ..engine import run_experiment
     from ..plots import validate_outputs
     from ..sweep import expand
 
     spec = _spec(name)
     profile = profile or spec.default_profile
-    dev = select_device(device)
-    be, why = select_backend(backend, dev)
-    bad = validate_outputs(spec, expand(spec, profile))
+    overrides = _overrides(set_)
+    if engine not in ENGINES:
+        fail([f"--engine {engine!r}: expected {' or '.join(ENGINES)}"])
+    if address is not None and engine != "ray":
+        fail(["--address needs --engine ray"])
+    out_console = err_console if as_json else console
+    if engine == "ray" and not dry_run:  # the cluster's devices decide; the worker picks backend
+        if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", device):
+            fail([f"--device {device!r}: expected auto, cpu, cuda or cuda:N"])
+        dev, be, why = device, backend, (f"device {device}, backend {backend} (resolved on the "
+                                         "Ray cluster)")
+    else:
+        dev = select_device(device)
+        be, why = select_backend(backend, dev)
+    bad = validate_outputs(spec, expand(spec, profile, overrides=overrides))
     if bad:
         fail(bad)
-    console.print(f"[dim]{why}[/]")
+    out_console.print(f"[dim]{why}[/]")
     if dry_run:
-        d = plan_dry_run(spec, profile, out, dev, max_runs, pack_size, estimate=not no_estimate)
+        d = plan_dry_run(spec, profile, out, dev, max_runs, pack_size, estimate=not no_estimate,
+                         overrides=overrides)
+        if as_json:
+            print_json({"id": spec.id, "profile": profile, "runs": d.total, "done": d.done,
+                        "pending": d.pending, "packs": len(d.packs), "largest_pack": d.largest,
+                        "run_steps": d.run_steps, "estimate_s": d.estimate_s,
+                        "estimate_how": d.estimate_how, "device": dev})
+            return
         console.print(f"{spec.id} [{profile}]: {d.total} runs, {d.done} done, {d.pending} pending "
                       f"in {len(d.packs)} packs (largest {d.largest}); {d.run_steps:,} run-steps "
                       "to train")
@@ -189,8 +274,9 @@ def run(
             console.print(f"estimated wall-clock on {dev}: {_human(d.estimate_s)} (one worker; "
                           f"{d.estimate_how})")
         return
-    s = run_experiment(spec, profile, out, dev, be, max_runs, pack_size, workers, console,
-                       calibrate=calibrate)
+    s = run_experiment(spec, profile, out, dev, be, max_runs, pack_size, workers, out_console,
+                       calibrate=calibrate, overrides=overrides, engine=engine, address=address,
+                       cpus_per_pack=cpus_per_pack)
     parts = [f"trained {s.trained} runs in {s.packs} packs, {s.wall_s:.0f}s wall, "
              f"{s.cpu_s:.0f}s CPU"]
     if s.elsewhere:
@@ -199,15 +285,25 @@ def run(
         parts.append(f"[red]{s.failed} failed[/]")
     if s.not_run:
         parts.append(f"[red]{s.not_run} not trained[/]")
-    console.print("; ".join(parts) + f"; table: {s.csv}")
+    out_console.print("; ".join(parts) + f"; table: {s.csv}")
     for m in s.messages:
         err_console.print(f"[red]error:[/] {escape(m)}", highlight=False, soft_wrap=True)
+    summary = {"id": spec.id, "profile": profile, "overrides": overrides or {}, "engine": engine,
+               "runs": s.total, "already_done": s.already_done, "trained": s.trained,
+               "failed": s.failed, "elsewhere": s.elsewhere, "not_run": s.not_run,
+               "packs": s.packs, "wall_s": round(s.wall_s, 3), "csv": s.csv, "ok": s.ok,
+               "interrupted": s.interrupted, "messages": s.messages}
     if s.interrupted:
+        if as_json:
+            print_json(summary)
         err_console.print("interrupted — finished runs are saved; re-run the same command to "
                           "resume")
         raise typer.Exit(130)
     if not no_plot:
-        _outputs(spec, profile, out)
+        res = _outputs(spec, profile, out, overrides, quiet=as_json)
+        summary["outputs"] = _outputs_json(res)
+    if as_json:
+        print_json(summary)
     if not s.ok:
         err_console.print("[red]some runs did not finish[/]: re-run the same command to retry "
                           "them (finished runs are kept)")
@@ -222,18 +318,21 @@ def _human(sec: float) -> str:
     return f"{sec / 3600:.1f} h"
 
 
-def _outputs(spec, profile: str, out: Path | None):
+def _outputs(spec, profile: str, out: Path | None, overrides: dict | None = None,
+             quiet: bool = False):
     from ..plots import build, validate_outputs
     from ..report import paper_value_tally, verdict_counts
     from ..sweep import expand
 
     try:
-        bad = validate_outputs(spec, expand(spec, profile))
+        bad = validate_outputs(spec, expand(spec, profile, overrides=overrides))
     except SpecError as err:
         bad = err.messages
     if bad:
         fail(bad)
-    res = build(spec, profile, _root(spec, out))
+    res = build(spec, profile, _root(spec, out), overrides)
+    if quiet:
+        return res
     for v in res.verdicts:
         if v.kind == "claim":
             color = {"PASS": "green", "FAIL": "red"}.get(v.verdict, "yellow")
@@ -249,32 +348,56 @@ def _outputs(spec, profile: str, out: Path | None):
     return res
 
 
+def _outputs_json(res) -> dict:
+    from ..report import CLAIM_VERDICTS
+
+    claims = [v for v in res.verdicts if v.kind == "claim"]
+    pvs = [v for v in res.verdicts if v.kind == "paper_value"]
+    return {
+        "verdicts": {k: sum(v.verdict == k for v in claims) for k in CLAIM_VERDICTS},
+        "claims": [{"verdict": v.verdict, "text": v.text, "detail": v.detail, "ours": v.ours}
+                   for v in claims],
+        "paper_values": [{"cell": v.text, "paper": v.paper, "ours": v.ours,
+                          "verdict": v.verdict} for v in pvs],
+        "csv": res.csv, "figures": res.figures, "report": res.report,
+        "curves": getattr(res, "curves", None),
+    }
+
+
 @command()
 def plot(
     name: str = typer.Argument(..., help="experiment id or alias"),
     profile: str | None = typer.Option(None, help="profile to plot (default: spec's)"),
-    out: Path | None = typer.Option(None, help="results root (default ./results)"),
+    out: Path | None = _out_option(),
+    set_: list[str] | None = _set_option(),
 ) -> None:
-    """Rebuild results.csv (from run records, when present), the figure and the report."""
+    """Rebuild results.csv and curves.csv (from run records, when present), the figures and the
+    report."""
     spec = _spec(name)
-    _outputs(spec, profile or spec.default_profile, out)
+    _outputs(spec, profile or spec.default_profile, out, _overrides(set_))
 
 
 @command()
 def verify(
     name: str = typer.Argument(..., help="experiment id or alias"),
     profile: str | None = typer.Option(None, help="profile to check (default: spec's)"),
-    out: Path | None = typer.Option(None, help="results root (default ./results)"),
+    out: Path | None = _out_option(),
     strict: bool = typer.Option(False, help="exit 1 when a claim fails"),
+    set_: list[str] | None = _set_option(),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Our numbers beside the paper's: one verdict line per claim, report.md written."""
     spec = _spec(name)
-    res = _outputs(spec, profile or spec.default_profile, out)
+    profile = profile or spec.default_profile
+    res = _outputs(spec, profile, out, _overrides(set_), quiet=as_json)
+    if as_json:
+        print_json({"id": spec.id, "profile": profile, **_outputs_json(res)})
     if strict and any(v.verdict == "FAIL" for v in res.verdicts):
         raise typer.Exit(1)
 
 
-@command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+         add_help_option=False)
 def bench(
     ctx: typer.Context,
     workload: str = typer.Argument(
@@ -288,21 +411,35 @@ def bench(
                                   "number of interleaved rounds, 3..20)"),
     out: Path | None = typer.Option(None, help="folder for the JSON/CSV record "
                                        "(default results/bench)"),
+    help_: bool = typer.Option(False, "--help", "-h", help="show this message (with 'scans': "
+                               "the scan benchmark's own options) and exit"),
 ) -> None:
     """Run-steps/s of packed training vs one model at a time, measured in this process; or, with
-    ``scans``, the fast kernels' speed-up over their references; or, with ``step``, one full-Mamba
-    training step with the old and new kernels (and mambapy when installed)."""
-    from ..bench.packs import WORKLOADS, run_bench
-    from ..util import repo_root
-
+    ``scans``, the fast kernels' speed-up over their references (``ssmrepro bench scans --help``
+    lists its options); or, with ``step``, one full-Mamba training step with the old and new
+    kernels (and mambapy when installed)."""
     if workload == "scans":
         from ..bench.scans import main as scans_main
 
-        raise typer.Exit(scans_main(list(ctx.args)))
+        try:
+            code = scans_main(list(ctx.args) + (["--help"] if help_ else []))
+        except SystemExit as exit_:  # argparse --help / usage errors
+            code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 2)
+        raise typer.Exit(code or 0)
     if workload == "step":
         from ..bench.step import main as step_main
 
-        raise typer.Exit(step_main(list(ctx.args)))
+        try:
+            code = step_main(list(ctx.args) + (["--help"] if help_ else []))
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 2)
+        raise typer.Exit(code or 0)
+    if help_:
+        typer.echo(ctx.get_help())
+        raise typer.Exit()
+    from ..bench.packs import WORKLOADS, run_bench
+    from ..util import repo_root
+
     if ctx.args:
         fail([f"unexpected arguments {' '.join(ctx.args)!r} (only 'scans' and 'step' take extra "
                "options)"])
@@ -314,3 +451,39 @@ def bench(
     rec = run_bench(workload, dev, sizes, seconds, out or repo_root() / "results" / "bench",
                     echo=console.print)
     console.print(f"best: pack {rec['best_pack']} = x{rec['best_ratio']:.1f} the plain loop")
+
+
+@command()
+def export(
+    dest: Path | None = typer.Option(None, "--file", "-f",
+                                     help="file to write (default: ssmrepro-results.<format>)"),
+    fmt: str = typer.Option("csv", "--format", help="csv | parquet (pip install -e '.[parquet]')"),
+    out: Path | None = _out_option(),
+) -> None:
+    """One long-format table (one row per run and metric) across every experiment's committed
+    results: paper, experiment, profile, run_id, label, seed, status, n_params, metric, value,
+    config (JSON). Columns: docs/columns.md."""
+    from ..plots.export import FORMATS, write_export
+
+    if fmt not in FORMATS:
+        fail([f"--format {fmt!r}: expected {' or '.join(FORMATS)}"])
+    try:
+        path, n = write_export(dest or Path(f"ssmrepro-results.{fmt}"), fmt, out)
+    except ImportError as err:
+        fail([str(err)])
+    console.print(f"{n} rows -> {path}")
+
+
+@command()
+def figures(
+    out: Path | None = _out_option(),
+    no_rebuild: bool = typer.Option(False, "--no-rebuild",
+                                    help="only write the front page (results/README.md)"),
+) -> None:
+    """Rebuild every figure, summary, curves table and report from the committed results (no
+    training) and write the front page, results/README.md (what `make figures` runs)."""
+    from ..plots.frontpage import front_page, rebuild_all
+
+    if not no_rebuild:
+        rebuild_all(out, echo=lambda m: console.print(m, highlight=False))
+    console.print(f"front page: {front_page(out)}")

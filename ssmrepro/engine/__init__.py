@@ -23,12 +23,14 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 
 from ..spec import Spec
 from ..store import Store, open_store, output_name, results_dir
-from ..sweep import RunConfig, expand, unique_runs
+from ..sweep import RunConfig, expand, overrides_tag, unique_runs
 from .costs import CostModel
-from .local import Event, WorkSettings, default_workers, run_in_process, run_workers
+from .local import Event, WorkSettings, default_workers, git_commit, run_in_process, run_workers
 from .plan import Pack, estimate_seconds, plan
 
-__all__ = ["DryRun", "RunSummary", "dry_run", "open_store", "output_name", "results_dir",
+ENGINES = ("local", "ray")
+
+__all__ = ["ENGINES", "DryRun", "RunSummary", "dry_run", "open_store", "output_name", "results_dir",
            "run_experiment"]
 
 WAIT_POLL_S = 5.0  # how often to look at runs held by other processes
@@ -71,8 +73,9 @@ class RunSummary:
         return not (self.failed or self.not_run or self.interrupted)
 
 
-def _pending(spec: Spec, profile: str, store: Store, max_runs: int | None):
-    runs = expand(spec, profile)
+def _pending(spec: Spec, profile: str, store: Store, max_runs: int | None,
+             overrides: dict | None = None):
+    runs = expand(spec, profile, overrides=overrides)
     unique = unique_runs(runs)
     pending = [r for r in unique if not store.is_done(r.run_id)]
     if max_runs is not None:
@@ -88,11 +91,11 @@ def cost_model(device: str, workers: int | None = None) -> CostModel:
 
 def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cpu",
             max_runs: int | None = None, pack_size: int | None = None,
-            estimate: bool = True) -> DryRun:
+            estimate: bool = True, overrides: dict | None = None) -> DryRun:
     """Runs, packs and (optionally) a measured wall-clock estimate for one worker. With
     ``estimate`` the planner calibrates (as a real run would) and the estimate uses its timings."""
     store = open_store(spec, out)
-    _, unique, pending = _pending(spec, profile, store, max_runs)
+    _, unique, pending = _pending(spec, profile, store, max_runs, overrides)
     costs = cost_model(device) if estimate else None
     packs = plan(pending, pack_size, device, costs)
     d = DryRun(len(unique), len(unique) - len([r for r in unique if not store.is_done(r.run_id)]),
@@ -153,31 +156,59 @@ def run_experiment(
     console: Console | None = None,
     wait_poll_s: float = WAIT_POLL_S,
     calibrate: bool = True,
+    overrides: dict | None = None,
+    engine: str = "local",
+    address: str | None = None,
+    cpus_per_pack: int = 1,
 ) -> RunSummary:
+    """Train the profile's pending runs. ``engine``: 'local' (this process or ``workers``
+    processes on this machine) or 'ray' (one Ray task per pack on the cluster at ``address``:
+    None starts a local Ray instance, 'auto' joins the one ``ray start`` runs here); with Ray,
+    ``device`` 'auto' means the cluster's GPUs if it has any, and ``backend`` is resolved on the
+    worker that trains the pack."""
     console = console or Console()
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r} ({' | '.join(ENGINES)})")
     t0 = time.time()
     store = open_store(spec, out)
     store.cleanup()
-    runs, unique, pending = _pending(spec, profile, store, max_runs)
+    runs, unique, pending = _pending(spec, profile, store, max_runs, overrides)
     done_before = len(unique) - len([r for r in unique if not store.is_done(r.run_id)])
     for w in store.warnings:
         console.print(f"[yellow]warning:[/] {w}", highlight=False)
-    costs = cost_model(device, workers) if calibrate else None
-    packs = plan(pending, pack_size, device, costs)
+    budget = None
+    ray_owned = False
+    if engine == "ray" and pending:
+        from . import ray_engine
+
+        ray_owned = ray_engine.connect(address)
+        device = ray_engine.cluster_device(device)
+        budget = ray_engine.device_budget(device) if pack_size is None else None
+        n_workers = ray_engine.slots(device, cpus_per_pack)
+        console.print(f"[dim]Ray cluster ready in {time.time() - t0:.1f}s: {n_workers} pack "
+                      f"slots[/]")
+    # the cost model times steps on this machine: it plans local runs, not a remote cluster's
+    costs = cost_model(device, workers) if calibrate and engine == "local" else None
+    packs = plan(pending, pack_size, device, costs, budget)
     for line in costs.log if costs else []:
         console.print(f"[dim]planner: {line}[/]", highlight=False)
-    cap = default_workers(device, 10**9)  # one per core (CPU) or visible GPU
-    if workers is not None and workers > cap:
-        console.print(f"[yellow]warning:[/] --workers {workers} capped at {cap} (one per "
-                      f"{'GPU' if device.startswith('cuda') else 'CPU core'})")
-    n_workers = max(1, min(workers or cap, cap, len(packs) or 1))
+    if engine == "local":
+        cap = default_workers(device, 10**9)  # one per core (CPU) or visible GPU
+        if workers is not None and workers > cap:
+            console.print(f"[yellow]warning:[/] --workers {workers} capped at {cap} (one per "
+                          f"{'GPU' if device.startswith('cuda') else 'CPU core'})")
+        n_workers = max(1, min(workers or cap, cap, len(packs) or 1))
+    elif not pending:
+        n_workers = 0
     console.print(
         f"[bold]{spec.id}[/] profile [cyan]{profile}[/]: {len(unique)} runs, {done_before} already "
         f"done, {len(pending)} to train in {len(packs)} packs (largest "
-        f"{max((len(p) for p in packs), default=0)}) on {device}, {n_workers} worker"
-        f"{'s' if n_workers > 1 else ''}")
-    ws = WorkSettings(device, backend, tuple(spec.analysis), spec.save_weights)
-    csv_name = output_name(spec, profile, "results", "csv")
+        f"{max((len(p) for p in packs), default=0)}) on {device}, "
+        + (f"Ray ({n_workers} slots)" if engine == "ray" else
+           f"{n_workers} worker{'s' if n_workers > 1 else ''}"))
+    ws = WorkSettings(device, backend, tuple(spec.analysis), spec.save_weights,
+                      commit=git_commit())
+    csv_name = output_name(spec, profile, "results", "csv", overrides_tag(overrides))
     tr = _Tracker(store, len(packs))
     by_id = {r.run_id: r for r in pending}
     interrupted = False
@@ -187,7 +218,8 @@ def run_experiment(
                       TimeElapsedColumn(), TimeRemainingColumn(), console=console,
                       transient=False) as prog:
             bar = prog.add_task("runs", total=len(pending), status="")
-            step_bar = prog.add_task("pack", total=1, status="", visible=n_workers == 1)
+            step_bar = prog.add_task("pack", total=1, status="",
+                                     visible=n_workers == 1 and engine == "local")
 
             def status() -> str:
                 return (f"packs {len(tr.ended)}/{tr.n_packs} ended, {tr.running} running, "
@@ -215,15 +247,25 @@ def run_experiment(
             try:
                 work = list(enumerate(packs))
                 while work:
-                    if n_workers > 1 and len(work) > 1:
+                    if engine == "ray":
+                        from .ray_engine import run_ray
+
+                        run_ray(work, store, ws, on_event, cpus_per_pack=cpus_per_pack)
+                    elif n_workers > 1 and len(work) > 1:
                         run_workers(work, store, ws, min(n_workers, len(work)), on_event)
                     else:
                         run_in_process(work, store, ws, on_event)
                     work = _wait_for_others(tr, by_id, store, pack_size, device, prog, bar,
-                                            console, wait_poll_s, first_index=len(tr.ended))
+                                            console, wait_poll_s, first_index=len(tr.ended),
+                                            budget=budget)
                     tr.n_packs = len(tr.ended) + len(work)
             except KeyboardInterrupt:
                 interrupted = True
+            finally:
+                if ray_owned:
+                    from .ray_engine import shutdown
+
+                    shutdown()
     csv = store.write_csv(runs, csv_name)
     store.cleanup()
     cpu_s = sum({(rec or {}).get("pack_wall_s"): (rec or {}).get("pack_cpu_s") or 0.0
@@ -239,7 +281,8 @@ def run_experiment(
 
 def _wait_for_others(tr: _Tracker, by_id: dict[str, RunConfig], store: Store,
                      pack_size: int | None, device: str, prog, bar, console: Console,
-                     poll_s: float, first_index: int) -> list[tuple[int, Pack]]:
+                     poll_s: float, first_index: int,
+                     budget: int | None = None) -> list[tuple[int, Pack]]:
     """Runs skipped because another process held their claim: wait until they are done; return
     new packs for those whose claim went stale (their holder died) so this command trains them."""
     announced = False
@@ -256,7 +299,7 @@ def _wait_for_others(tr: _Tracker, by_id: dict[str, RunConfig], store: Store,
         free = [r for r in waiting if store.holder(r) is None]
         if free:
             tr.skipped.difference_update(free)
-            packs = plan([by_id[r] for r in free], pack_size, device)
+            packs = plan([by_id[r] for r in free], pack_size, device, budget)
             return [(first_index + k, p) for k, p in enumerate(packs)]
         if not announced:
             holders = sorted({h for h in (store.holder(r) for r in waiting) if h})

@@ -3,14 +3,17 @@
 The parent plans once (``engine.plan``) and hands packs to the executors: in-process for one
 worker, else N spawned worker processes that pull packs from one queue. Either way one function,
 ``work_pack``, claims the pack's runs (``Store.claim``: several runners or machines sharing the
-results folder never train a run twice), trains the claimed ones as one stacked model, writes one
-record per run and reports what happened as ``Event``s. The parent sees every pack end exactly once:
-trained, failed (an exception, recorded per run), skipped (claimed by another process), or lost (its
-worker process died). Killing the sweep loses at most the packs in flight; a re-run picks them up.
+results folder never train a run twice), trains the claimed ones as one stacked model
+(``train_records``: the part every executor shares, the Ray tasks of ``ray_engine`` included),
+writes one record per run and reports what happened as ``Event``s. The parent sees every pack
+end exactly once: trained, failed (an exception, recorded per run), skipped (claimed by another
+process), or lost (its worker process died). Killing the sweep loses at most the packs in flight;
+a re-run picks them up.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing as mp
 import os
 import platform
@@ -49,8 +52,13 @@ def git_commit() -> str | None:
 
 
 def make_record(run, result: dict, device: str, backend: str,
-                kernels: dict[str, str] | None = None) -> dict:
-    """One run's record; ``kernels`` = {mixer class: kernel path(s) it ran} (kernels.backend)."""
+                kernels: dict[str, str] | None = None, commit: str | None = None,
+                code: int = CODE_VERSION) -> dict:
+    """One run's record; ``kernels`` = {mixer class: kernel path(s) it ran} (kernels.backend).
+
+    ``commit`` and ``code`` come from the process that planned the run (its run id hashes that
+    code version), so a record trained on a machine without the git checkout still names them.
+    """
     return {
         "run_id": run.run_id,
         "spec_id": run.spec_id,
@@ -60,7 +68,7 @@ def make_record(run, result: dict, device: str, backend: str,
         "seed": run.seed,
         "config": run.config(),
         "identity": run.identity(),  # what the run id hashes (checked when the record is read)
-        "code": CODE_VERSION,
+        "code": code,
         **result,
         "backend": backend,
         "kernels": kernels or {},
@@ -68,7 +76,7 @@ def make_record(run, result: dict, device: str, backend: str,
         "torch": torch.__version__,
         "python": platform.python_version(),
         "host": platform.node(),
-        "commit": git_commit(),
+        "commit": commit if commit is not None else git_commit(),
         "finished_at": time.time(),
     }
 
@@ -97,6 +105,51 @@ class WorkSettings:
     backend: str
     analyses: tuple[str, ...] = ()
     save_weights: bool = False  # keep each member's trained weights (runs/<run_id>.pt)
+    commit: str | None = None  # the planner's git commit (None: look it up where the pack trains)
+    code: int = CODE_VERSION  # the planner's code version (what its run ids hash)
+
+
+@dataclass
+class PackResult:
+    """What training one pack gives back: one record per run, trained weights where kept."""
+
+    records: list[dict]
+    weights: list[dict | None]  # per run: CPU state dict (``save_weights`` and ok) or None
+    failed: bool = False  # the pack raised: every record has status "error"
+    message: str = ""
+
+
+def train_records(runs: list, ws: WorkSettings, progress=None, heartbeat=None,
+                  micro_batch: int | None = None) -> PackResult:
+    """Train ``runs`` as one pack and return their records; the part of a pack's work that any
+    executor shares (in-process, worker processes, Ray tasks on other machines). Writes nothing:
+    claiming runs and writing records stay with the caller that owns the store."""
+    reset_kernel_usage()
+    keep: dict = {}
+    try:
+        results = train_pack(runs, device=ws.device, progress=progress, heartbeat=heartbeat,
+                             analyses=ws.analyses, keep=keep, micro_batch=micro_batch)
+        kernels = kernel_usage()
+        records, weights = [], []
+        for e, (r, res) in enumerate(zip(runs, results)):
+            keep_w = ws.save_weights and res["status"] == "ok"
+            weights.append(member_state(keep["model"], e) if keep_w else None)
+            records.append(make_record(r, res, ws.device, ws.backend, kernels, ws.commit, ws.code))
+        return PackResult(records, weights)
+    except Exception as err:  # a crashing pack is recorded, the sweep goes on
+        msg = "".join(traceback.format_exception_only(type(err), err)).strip()
+        tb = traceback.format_exc()
+        records = [make_record(r, {"status": "error", "error": msg, "traceback": tb}, ws.device,
+                               ws.backend, commit=ws.commit, code=ws.code) for r in runs]
+        return PackResult(records, [None] * len(runs), failed=True, message=msg)
+
+
+def store_result(store: Store, result: PackResult) -> None:
+    """Write a pack's records (and kept weights) through the store."""
+    for rec, w in zip(result.records, result.weights):
+        if w is not None:
+            store.write_weights(rec["run_id"], w)
+        store.write(rec)
 
 
 def work_pack(i: int, pack: Pack, store: Store, ws: WorkSettings, emit: EventFn,
@@ -109,30 +162,18 @@ def work_pack(i: int, pack: Pack, store: Store, ws: WorkSettings, emit: EventFn,
         return
     ids = [r.run_id for r in mine]
     emit(Event("pack_start", i, worker, run_ids=ids))
-    reset_kernel_usage()
-    keep: dict = {}
     try:
-        results = train_pack(
-            mine,
-            device=ws.device,
+        res = train_records(
+            mine, ws,
             progress=lambda s, t, a: emit(Event("progress", i, worker, step=s, total=t)),
             heartbeat=lambda: store.heartbeat(ids),
-            analyses=ws.analyses,
-            keep=keep,
             micro_batch=pack.micro_batch,
         )
-        for e, (r, res) in enumerate(zip(mine, results)):
-            if ws.save_weights and res["status"] == "ok":
-                store.write_weights(r.run_id, member_state(keep["model"], e))
-            store.write(make_record(r, res, ws.device, ws.backend, kernel_usage()))
-        emit(Event("pack_end", i, worker, run_ids=ids, skipped=skipped))
-    except Exception as err:  # a crashing pack is recorded, the sweep goes on
-        msg = "".join(traceback.format_exception_only(type(err), err)).strip()
-        for r in mine:
-            store.write(make_record(r, {"status": "error", "error": msg,
-                                        "traceback": traceback.format_exc()}, ws.device,
-                                    ws.backend))
-        emit(Event("pack_end", i, worker, failed=ids, skipped=skipped, message=msg))
+        store_result(store, res)
+        if res.failed:
+            emit(Event("pack_end", i, worker, failed=ids, skipped=skipped, message=res.message))
+        else:
+            emit(Event("pack_end", i, worker, run_ids=ids, skipped=skipped))
     finally:
         for r in mine:
             store.release(r.run_id)
@@ -201,7 +242,7 @@ def run_workers(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings, w
         dev = ws.device
         if dev == "cuda" and torch.cuda.device_count() > 1:
             dev = f"cuda:{w % torch.cuda.device_count()}"
-        wsw = WorkSettings(dev, ws.backend, ws.analyses, ws.save_weights)
+        wsw = dataclasses.replace(ws, device=dev)
         p = ctx.Process(target=_worker_main, args=(w, tasks, events, store, wsw, threads,
                                                    os.getpid()), daemon=True)
         p.start()

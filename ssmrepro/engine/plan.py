@@ -52,16 +52,18 @@ def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None) -> 
 
 
 def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
-         costs: CostModel | None = None) -> list[Pack]:
+         costs: CostModel | None = None, budget_bytes: int | None = None) -> list[Pack]:
     """Packs in first-appearance order of their key. Each group of same-shape runs is cut into
     packs of ``pack_size`` runs or of the size the cost model (``costs``; else the memory
-    estimate) chooses, with the chosen micro-batch."""
+    estimate) chooses, with the chosen micro-batch. ``budget_bytes``: the memory budget (default:
+    this machine's, see ``auto_pack_size``; the Ray engine passes the budget measured on a worker
+    that owns the device)."""
     groups: dict[str, list] = {}
     for r in runs:
         groups.setdefault(r.pack_key(), []).append(r)
     packs = []
     for key, rs in groups.items():
-        cap = auto_pack_size(rs, device)
+        cap = auto_pack_size(rs, device, budget_bytes)
         if costs is not None:
             c = costs.choose(rs, cap, pack_size)
         else:

@@ -39,12 +39,14 @@ verified on CPU.
 
 Importing the compiled kernels (:func:`load_kernels`, notes §3.4) never executes
 ``mamba_ssm/__init__.py`` (it needs transformers, huggingface_hub and Mamba-3 deps): a stub
-``mamba_ssm`` package object pointing at the package directory is put in ``sys.modules`` and only
+``mamba_ssm`` package object pointing at the package directory is put in ``sys.modules``, only
 ``mamba_ssm.ops.selective_scan_interface`` and ``mamba_ssm.ops.triton.ssd_combined`` are
-imported. ``selective_scan_cuda`` / ``causal_conv1d_cuda`` (the compiled extensions) and the
-``mamba_ssm`` / ``causal_conv1d`` source packages are found on ``sys.path``, to which the
-directories in ``$SSMREPRO_KERNEL_PATHS`` (``os.pathsep``-separated; ``scripts/gpu_check.sh``
-sets it) are prepended.
+imported, and the stub is taken out of ``sys.modules`` again (the op modules stay), so a later
+``from mamba_ssm import Mamba`` in the same process runs the real package ``__init__`` (which
+reuses the already imported op modules). ``selective_scan_cuda`` / ``causal_conv1d_cuda`` (the
+compiled extensions) and the ``mamba_ssm`` / ``causal_conv1d`` source packages are found on
+``sys.path``, to which the directories in ``$SSMREPRO_KERNEL_PATHS`` (``os.pathsep``-separated;
+``scripts/gpu_check.sh`` sets it) are prepended.
 """
 
 from __future__ import annotations
@@ -132,6 +134,14 @@ def _stub_mamba_ssm() -> types.ModuleType:
     return stub
 
 
+def _drop_stub() -> None:
+    """Take our stub package out of ``sys.modules`` (its imported submodules stay, found by their
+    full names), so a later ``import mamba_ssm`` runs the real package."""
+    mod = sys.modules.get("mamba_ssm")
+    if mod is not None and getattr(mod, "__ssmrepro_stub__", False):
+        del sys.modules["mamba_ssm"]
+
+
 def import_kernel_modules(paths: list[str] | None = None) -> Kernels:
     """Import the compiled extensions and the three Python entry points; raise on failure.
 
@@ -163,6 +173,8 @@ def import_kernel_modules(paths: list[str] | None = None) -> Kernels:
         raise
     except Exception as exc:  # ImportError, OSError (bad .so), RuntimeError from triton, ...
         raise KernelImportError(f"importing {step} failed: {type(exc).__name__}: {exc}") from exc
+    finally:
+        _drop_stub()
     versions = {
         "mamba_ssm": getattr(stub, "__version__", "unknown"),
         "causal_conv1d": getattr(cc, "__version__", "unknown"),

@@ -2,7 +2,9 @@
 
 Importing this package registers the figure kinds (``figures``: bars, heatmaps, lines,
 histograms; ``recall``: recall_grid). ``validate_outputs`` checks a spec's figures, claims and
-paper values; the CLI calls it in ``validate`` and before ``run`` trains anything.
+paper values; the CLI calls it in ``validate`` and before ``run`` trains anything. ``curves``
+writes the learning curves (curves.csv), ``export`` the long table across experiments,
+``frontpage`` rebuilds every output and writes results/README.md.
 """
 
 from . import figures, recall  # noqa: F401  (registers the figure kinds)

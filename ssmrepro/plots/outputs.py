@@ -1,5 +1,6 @@
-"""Stage 6 (plots): build a spec's outputs (results.csv -> cells -> verdicts, figures, report)
-and validate its output sections (figures, claims, paper values) before any training.
+"""Stage 6 (plots): build a spec's outputs (results.csv -> cells -> verdicts, figures, report;
+curves.csv from the run records) and validate its output sections (figures, claims, paper values)
+before any training.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from ..report.analysis import (
 from ..report.cells import is_case_ref
 from ..report.columns import LABEL, N_PARAMS
 from ..spec import Spec, format_errors
-from ..sweep import expand
+from ..store import read_results
+from ..sweep import expand, overrides_tag
+from .curves import write_curves
 from .registry import FIGURE_KINDS, FigureContext, parse_figure
 
 
@@ -35,6 +38,7 @@ class Outputs:
     figures: list[Path]
     report: Path
     verdicts: list
+    curves: Path | None = None  # curves.csv (learning curves), when records or a committed copy exist
 
 
 def figure_stem(cfg, index: int) -> str:
@@ -105,14 +109,14 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
     return errors
 
 
-def load_table(spec: Spec, profile: str, root: Path, runs: list) -> pd.DataFrame:
+def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "") -> pd.DataFrame:
     """The run table of ``profile``: rebuilt from records when present, else the committed CSV."""
     store = open_store(spec, root.parents[1])
     df = store.table(runs)
-    name = output_name(spec, profile, "results", "csv")
+    name = output_name(spec, profile, "results", "csv", tag)
     csv = root / name
     if df.empty and csv.exists():
-        df = pd.read_csv(csv)
+        df = read_results(csv)
         if "profile" in df:
             df = df[df["profile"] == profile]
     elif not df.empty:
@@ -120,14 +124,17 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list) -> pd.DataFrame
     return df
 
 
-def build(spec: Spec, profile: str, root: Path) -> Outputs:
-    """results.csv (from records), summary.csv, every figure and report.md of ``profile``."""
+def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -> Outputs:
+    """results.csv (from records), summary.csv, every figure and report.md of ``profile``
+    (with ``overrides``: of those runs, in files tagged ``-set-<hash>``)."""
+    tag = overrides_tag(overrides)
 
     def out(stem: str, ext: str) -> Path:
-        return root / output_name(spec, profile, stem, ext)
+        return root / output_name(spec, profile, stem, ext, tag)
 
-    runs = expand(spec, profile)
-    df = load_table(spec, profile, root, runs)
+    runs = expand(spec, profile, overrides=overrides)
+    df = load_table(spec, profile, root, runs, tag)
+    curves = write_curves(open_store(spec, root.parents[1]), runs, out("curves", "csv"))
     keys = report.cell_keys(runs)
     cells = report.aggregate(df, runs, spec.aggregate.reduce, spec.aggregate.metrics)
     root.mkdir(parents=True, exist_ok=True)
@@ -155,4 +162,5 @@ def build(spec: Spec, profile: str, root: Path) -> Outputs:
         cells.to_csv(out("summary", "csv"), index=False)
     rep = out("report", "md")
     rep.write_text(report.markdown(spec, profile, cells, verdicts, len(df)))
-    return Outputs(out("results", "csv"), figures[0] if figures else None, figures, rep, verdicts)
+    return Outputs(out("results", "csv"), figures[0] if figures else None, figures, rep, verdicts,
+                   curves)

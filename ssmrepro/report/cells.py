@@ -22,6 +22,7 @@ from .columns import (
     FINISHED,
     LABEL,
     LABEL_SEP,
+    METRIC_PREFIX,
     N_DIVERGED,
     N_EXPECTED,
     N_OK,
@@ -167,7 +168,8 @@ def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str]) -> 
         if N_PARAMS in g and g[N_PARAMS].notna().any():
             row[N_PARAMS] = g[N_PARAMS].dropna().iloc[0]
         for m in metrics:
-            vals = ok[m].astype(float) if m in ok else pd.Series(dtype=float)
+            col = METRIC_PREFIX + m if METRIC_PREFIX + m in ok else m  # run tables: metric.<m>
+            vals = ok[col].astype(float) if col in ok else pd.Series(dtype=float)
             row[m] = _reduce(vals, row[N_DIVERGED], reduce)
             row[f"{m}.std"] = float(vals.std(ddof=0)) if len(vals) else math.nan
         if STOP_STEP in done and len(done):

@@ -1,13 +1,15 @@
 """Stage 5 (report): the column names the report and figure code relies on, in one place.
 
-Run tables (``results.csv``) have one row per run: ids, status, metrics and the dotted config
-(``model.d_model``, ``task.T``, ...). Figure kinds and checks name their columns in their typed
-configs; the defaults below are the only column names written in the code.
+Run tables (``results.csv``) have one row per run: ids, status, metrics in their own namespace
+(``metric.test.acc``) and the dotted config (``model.d_model``, ``task.T``, ...); see
+docs/columns.md. Cell tables (``summary.csv``) name metrics without the prefix (``test.acc``), as
+specs do. Figure kinds and checks name their columns in their typed configs; the defaults below
+are the only column names written in the code.
 """
 
 from __future__ import annotations
 
-from ..store import DONE_STATUSES
+from ..store import DONE_STATUSES, METRIC_PREFIX  # noqa: F401  (METRIC_PREFIX: re-exported)
 
 LABEL = "label"  # the run's case labels joined by LABEL_SEP, e.g. "(c) trained linear / vs D"
 LABEL_SEP = " / "

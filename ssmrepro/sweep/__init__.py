@@ -11,8 +11,18 @@ from .config import (
     lean,
     run_id_of,
 )
-from .expand import SECTIONS, axis_points, expand, set_dotted, unique_runs, validate_sections
+from .expand import (
+    SECTIONS,
+    axis_points,
+    expand,
+    overrides_tag,
+    parse_overrides,
+    set_dotted,
+    unique_runs,
+    validate_sections,
+)
 
 __all__ = ["CODE_VERSION", "MEMBER_FIELDS", "SECTIONS", "EarlyStop", "RunConfig", "Schedule",
-           "TrainConfig", "axis_points", "expand", "flatten", "lean", "run_id_of", "set_dotted",
+           "TrainConfig", "axis_points", "expand", "flatten", "lean", "overrides_tag",
+           "parse_overrides", "run_id_of", "set_dotted",
            "unique_runs", "validate_sections"]

@@ -1,8 +1,10 @@
 """Stage 2 (sweep): expand a spec + profile into validated run configs.
 
-Resolution order for one run: the spec's paper settings -> profile ``set`` -> the sweep point's
-overrides -> ``derived`` expressions -> constraints -> typed validation (task, model, train) -> one
-run per seed (ids: see ``sweep.config``).
+Resolution order for one run: the spec's paper settings -> profile ``set`` -> command-line
+overrides (``ssmrepro run ID --set model.d_model=32``: ``expand(..., overrides=...)``) -> the sweep
+point's overrides -> ``derived`` expressions -> constraints -> typed validation (task, model,
+train) -> one run per seed (ids: see ``sweep.config``). A key the profile sweeps cannot be
+overridden (the sweep would replace it).
 """
 
 from __future__ import annotations
@@ -166,8 +168,48 @@ def check_task_data(task_cls: type[Task], task: TaskConfig, train: TrainConfig,
             raise ValueError(f"train.evals.{name}: {why}")
 
 
-def expand(spec: Spec, profile: str | None = None) -> list[RunConfig]:
-    """All runs of ``spec`` under ``profile`` (default: the spec's default profile)."""
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """``["model.d_model=32", "train.lr=1e-3"]`` -> {key: value}, each value parsed as YAML
+    (``32`` is an int, ``[1, 2]`` a list, ``null`` None), like the same line in a spec file."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    errors = []
+    for item in items:
+        key, eq, raw = item.partition("=")
+        key = key.strip()
+        if not eq or not key:
+            errors.append(f"--set {item!r}: expected key=value, e.g. --set model.d_model=32")
+            continue
+        if key.split(".")[0] not in SECTIONS:
+            errors.append(f"--set {key}: keys start with one of {', '.join(SECTIONS)} "
+                          "(e.g. model.d_model)")
+            continue
+        try:
+            out[key] = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError as err:
+            errors.append(f"--set {key}: cannot parse {raw!r} ({str(err).splitlines()[0]})")
+    if errors:
+        raise SpecError(errors)
+    return out
+
+
+def overrides_tag(overrides: dict[str, Any] | None) -> str:
+    """A short stable name for a set of overrides ('' for none), e.g. 'set-3f2a9c'."""
+    if not overrides:
+        return ""
+    import hashlib
+    import json
+
+    blob = json.dumps(overrides, sort_keys=True, default=str)
+    return "set-" + hashlib.sha256(blob.encode()).hexdigest()[:6]
+
+
+def expand(spec: Spec, profile: str | None = None,
+           overrides: dict[str, Any] | None = None) -> list[RunConfig]:
+    """All runs of ``spec`` under ``profile`` (default: the spec's default profile), with
+    ``overrides`` ({dotted key: value}) applied after the profile's ``set``; validated like the
+    YAML, and part of every run id (they change the config)."""
     profile = profile or spec.default_profile
     if profile not in spec.profiles:
         raise SpecError([f"{spec.path}: unknown profile {profile!r} (have {sorted(spec.profiles)})"])
@@ -185,6 +227,19 @@ def expand(spec: Spec, profile: str | None = None) -> list[RunConfig]:
     except KeyError as err:
         raise SpecError([f"{spec.path}: profiles.{profile}.set.{err.args[0]}"]) from None
     axes = prof.sweep if prof.sweep is not None else spec.sweep
+    if overrides:
+        swept = {k for axis in axes for _, ov in axis_points(axis) for k in ov}
+        clash = sorted(k for k in overrides
+                       if any(k == s or k.startswith(s + ".") or s.startswith(k + ".")
+                              for s in swept))
+        if clash:
+            raise SpecError([f"--set {k}: the profile {profile!r} sweeps this key (the sweep "
+                             "would replace the value)" for k in clash])
+        try:
+            for k, v in overrides.items():
+                set_dotted(base, k, v)
+        except KeyError as err:
+            raise SpecError([f"--set {err.args[0]}"]) from None
     seeds = prof.seeds if prof.seeds is not None else spec.seeds
     n_points = 1
     for axis in axes:

@@ -1,0 +1,82 @@
+"""Ray engine overheads against the local engine on the same sweep (README "Scale-out on Ray").
+
+    python scripts/bench_ray.py [--spec keep-nth] [--profile smoke] [--cpus 1] [--out F.json]
+
+Needs Ray (pip install -e '.[ray]'). Measures, in this process, on this machine:
+  * start-up: ``ray.init()`` of a local Ray instance (what ``--engine ray`` without --address
+    does) until the first pack task can run (includes shipping the ssmrepro package);
+  * the sweep through the local engine (in-process, one worker) and through Ray (one CPU, so
+    both run one pack at a time), each into a fresh results folder;
+  * per-pack dispatch overhead = (Ray sweep - local sweep) / packs, start-up excluded;
+  * the same on a sweep whose packs do no training (``train.max_steps = 0``, ``train.epochs =
+    null``: evaluation only), so
+    the dispatch cost is not hidden in training-time noise.
+Writes one JSON record (machine, versions, seconds) to --out (default
+results/bench/ray-overhead-cpu.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # loopback only
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--spec", default="keep-nth")
+    ap.add_argument("--profile", default="smoke")
+    ap.add_argument("--cpus", type=int, default=1, help="CPUs of the local Ray instance")
+    ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "ray-overhead-cpu.json")
+    a = ap.parse_args(argv)
+
+    import ray
+    import torch
+    from rich.console import Console
+
+    from ssmrepro.engine import ray_engine, run_experiment
+    from ssmrepro.spec import find_spec
+
+    quiet = Console(file=open(os.devnull, "w"))  # noqa: SIM115
+    torch.set_num_threads(1)  # the Ray tasks run one thread each
+    spec = find_spec(a.spec)
+    tmp = Path(tempfile.mkdtemp(prefix="ssmrepro-bench-ray-"))
+    rec: dict = {"spec": spec.id, "profile": a.profile, "ray_cpus": a.cpus, "host_cpus": os.cpu_count(),
+                 "python": platform.python_version(), "torch": torch.__version__,
+                 "ray": ray.__version__, "machine": platform.machine()}
+
+    t0 = time.time()
+    ray.init(num_cpus=a.cpus, include_dashboard=False, log_to_driver=False, logging_level="WARNING",
+             runtime_env={"py_modules": [str(ROOT / "ssmrepro")], "excludes": ["__pycache__"]})
+    ray.get(ray.remote(lambda: 1).options(num_cpus=1).remote())  # first task: workers + package
+    rec["startup_s"] = round(time.time() - t0, 2)
+
+    def sweep(engine: str, overrides: dict | None, tag: str) -> tuple[float, int]:
+        s = run_experiment(spec, a.profile, tmp / f"{engine}-{tag}", "cpu", "torch", workers=1,
+                           console=quiet, overrides=overrides, engine=engine)
+        assert s.ok, s.messages
+        return s.wall_s, s.packs
+
+    for tag, ov in (("train", None), ("no-train", {"train.max_steps": 0, "train.epochs": None})):
+        local_s, packs = sweep("local", ov, tag)
+        ray_s, _ = sweep("ray", ov, tag)
+        rec[tag] = {"packs": packs, "local_s": round(local_s, 2), "ray_s": round(ray_s, 2),
+                    "dispatch_per_pack_s": round((ray_s - local_s) / max(1, packs), 3)}
+    ray_engine.shutdown()
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(rec, indent=2) + "\n")
+    print(json.dumps(rec, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

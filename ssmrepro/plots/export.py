@@ -1,0 +1,120 @@
+"""Stage 6 (plots): one long-format table across every experiment's committed results
+(``ssmrepro export``).
+
+One row per (run, metric) of every ``results*.csv`` under the results root (every spec, every
+profile that has a table)::
+
+    paper, experiment, profile, run_id, label, seed, status, n_params, metric, value, config
+
+``metric`` is the name without its namespace (``test.acc``), ``value`` a float; ``config`` is the
+run's dotted config (``{"model.d_model": 32, "train.betas": [0.9, 0.999], ...}``) as one JSON
+object, so experiments with different config keys share one schema. CSV always; Parquet with the
+optional ``parquet`` extra (pyarrow). docs/columns.md describes every column.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..spec import SpecError, load_spec, spec_paths
+from ..store import (
+    CONFIG_PREFIXES,
+    is_metric_column,
+    metric_name,
+    read_results,
+    results_dir,
+)
+
+EXPORT_COLUMNS = ["paper", "experiment", "profile", "run_id", "label", "seed", "status",
+                  "n_params", "metric", "value", "config"]
+FORMATS = ("csv", "parquet")
+
+
+def _profile_of(spec, csv: Path) -> str | None:
+    """'results.csv' -> the default profile; 'results-<p>.csv' -> p if the spec has it."""
+    if csv.name == "results.csv":
+        return spec.default_profile
+    p = csv.stem[len("results-"):]
+    return p if p in spec.profiles else None
+
+
+def result_files(spec, out: Path | None = None) -> list[tuple[str, Path]]:
+    """(profile, path) of every committed results table of ``spec``."""
+    root = results_dir(spec, out)
+    files = []
+    for csv in sorted(root.glob("results*.csv")) if root.exists() else []:
+        prof = _profile_of(spec, csv)
+        if prof is not None:
+            files.append((prof, csv))
+    return files
+
+
+def _plain(v: Any) -> Any:
+    if hasattr(v, "item") and not isinstance(v, (list, dict, str)):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def long_rows(spec, profile: str, df: pd.DataFrame) -> list[dict[str, Any]]:
+    metrics = [c for c in df.columns if is_metric_column(c)]
+    config_cols = [c for c in df.columns if c.startswith(CONFIG_PREFIXES)]
+    rows = []
+    for rec in df.to_dict("records"):
+        config = {c: _plain(rec[c]) for c in config_cols
+                  if not (isinstance(rec[c], float) and math.isnan(rec[c]))}
+        base = {"paper": spec.paper, "experiment": spec.id, "profile": profile,
+                "run_id": rec.get("run_id"), "label": rec.get("label"),
+                "seed": _plain(rec.get("seed")), "status": rec.get("status"),
+                "n_params": _plain(rec.get("n_params")),
+                "config": json.dumps(config, sort_keys=True)}
+        for m in metrics:
+            v = rec[m]
+            if v is None or (isinstance(v, float) and math.isnan(v)):
+                continue
+            try:
+                value = float(v)
+            except (TypeError, ValueError):
+                continue
+            rows.append({**base, "metric": metric_name(m), "value": value})
+    return rows
+
+
+def export_table(out: Path | None = None) -> pd.DataFrame:
+    """The long table of every spec's committed results under ``out`` (default ./results)."""
+    rows: list[dict[str, Any]] = []
+    for p in spec_paths():
+        try:
+            spec = load_spec(p)
+        except SpecError:
+            continue
+        for prof, csv in result_files(spec, out):
+            rows += long_rows(spec, prof, read_results(csv))
+    df = pd.DataFrame(rows, columns=EXPORT_COLUMNS)
+    if not df.empty:
+        df["seed"] = df["seed"].astype("Int64")
+        df["n_params"] = pd.to_numeric(df["n_params"], errors="coerce").astype("Int64")
+    return df
+
+
+def write_export(path: Path, fmt: str, out: Path | None = None) -> tuple[Path, int]:
+    """Write the table as ``fmt`` (csv | parquet); returns (path, rows)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"--format {fmt!r}: expected csv or parquet")
+    df = export_table(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "parquet":
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise ImportError("--format parquet needs pyarrow: pip install -e '.[parquet]'") from None
+        df.to_parquet(path, index=False)
+    else:
+        df.to_csv(path, index=False)
+    return path, len(df)

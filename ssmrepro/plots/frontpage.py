@@ -1,0 +1,207 @@
+"""Stage 6 (plots): rebuild every committed output and write the front page, results/README.md.
+
+``rebuild_all`` re-draws every spec's figures and reports from its committed tables (every profile
+that has a ``results*.csv``; no training). ``front_page`` writes one table over the catalogue
+(``experiments/catalogue.yaml``: every target of the five papers, with or without a spec): status,
+verdict counts, training time of the quick profile, links to figures and reports. ``make
+figures`` = ``ssmrepro figures`` = both.
+
+Status of a target: ``not specified`` (no spec yet), ``spec only`` (no committed results),
+``smoke`` (only smoke-profile results), ``quick results`` (the default profile's results.csv),
+``long results`` (a results-long.csv as well).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from ..spec import SpecError, experiments_dir, load_spec, spec_paths
+from ..store import read_results, results_dir
+from ..util import repo_root
+from .export import result_files
+from .outputs import Outputs, build
+
+CATALOGUE = "catalogue.yaml"
+STATUSES = ("not specified", "spec only", "smoke", "quick results", "long results")
+_VERDICTS = re.compile(r"\*\*Verdicts: ([^*]+)\*\*")
+
+
+@dataclass
+class Target:
+    id: str
+    alias: str | None
+    paper: str
+    tier: int
+    what: str = ""
+    spec: object | None = None
+    status: str = "not specified"
+    verdicts: str = ""
+    quick_time: str = ""
+    links: list[tuple[str, str]] = field(default_factory=list)  # (text, relative path)
+
+
+def catalogue(path: Path | None = None) -> tuple[dict[str, str], list[dict]]:
+    """(paper titles, target rows) of ``experiments/catalogue.yaml``."""
+    data = yaml.safe_load((path or experiments_dir() / CATALOGUE).read_text())
+    return data.get("papers", {}), list(data.get("targets", []))
+
+
+def _specs() -> dict[str, object]:
+    out = {}
+    for p in spec_paths():
+        try:
+            s = load_spec(p)
+        except SpecError:
+            continue
+        out[s.id] = s
+    return out
+
+
+def rebuild_all(out: Path | None = None, echo=print) -> list[tuple[str, str, Outputs]]:
+    """Rebuild figures, summaries and reports of every spec and profile with a committed table."""
+    done = []
+    for sid, spec in _specs().items():
+        for prof, _ in result_files(spec, out):
+            res = build(spec, prof, results_dir(spec, out))
+            done.append((sid, prof, res))
+            echo(f"{sid} ({prof}): {len(res.figures)} figure(s), report {res.report.name}")
+    return done
+
+
+def _human(sec: float) -> str:
+    if sec < 90:
+        return f"{sec:.0f} s"
+    if sec < 5400:
+        return f"{sec / 60:.0f} min"
+    return f"{sec / 3600:.1f} h"
+
+
+def training_time(csv: Path) -> str:
+    """Sum of the pack wall times of a results table (each row carries its pack's wall_s and
+    pack_size), e.g. '4 min'; '' when the table has no timings."""
+    try:
+        df = read_results(csv)
+    except (OSError, ValueError, pd.errors.EmptyDataError):
+        return ""
+    if df.empty or "wall_s" not in df or "pack_size" not in df:
+        return ""
+    w = pd.to_numeric(df["wall_s"], errors="coerce")
+    n = pd.to_numeric(df["pack_size"], errors="coerce").where(lambda x: x > 0)
+    total = float((w / n).sum(min_count=1))
+    return "" if math.isnan(total) else _human(total)
+
+
+def _verdicts(report: Path) -> str:
+    if not report.exists():
+        return ""
+    m = _VERDICTS.search(report.read_text())
+    return m.group(1).strip() if m else ""
+
+
+def _describe(t: Target, spec, out: Path | None, base: Path) -> None:
+    files = dict((p, f) for p, f in result_files(spec, out))
+    root = results_dir(spec, out)
+    default = spec.default_profile
+    if "long" in files:
+        t.status = "long results"
+    elif default in files and default != "smoke":
+        t.status = "quick results"
+    elif files:
+        t.status = "smoke"
+    else:
+        t.status = "spec only"
+    if default in files:
+        t.verdicts = _verdicts(root / "report.md")
+        t.quick_time = training_time(files[default])
+    desc = spec.profiles["quick"].description if "quick" in spec.profiles else ""
+    if not t.quick_time and desc:
+        short = desc if len(desc) <= 60 else desc[:57].rsplit(" ", 1)[0] + " ..."
+        t.quick_time = f"({_cell(short)})"
+
+    def rel(p: Path) -> str:
+        try:
+            return p.resolve().relative_to(base.resolve()).as_posix()
+        except ValueError:
+            return p.as_posix()
+
+    for prof in files:
+        suffix = "" if prof == default else f"-{prof}"
+        for fig in sorted(root.glob(f"figure*{suffix}.png")):
+            stem = fig.stem
+            if prof == default and any(stem.endswith(f"-{p}") for p in files if p != default):
+                continue  # another profile's figure
+            t.links.append((stem, rel(fig)))
+        rep = root / f"report{suffix}.md"
+        if rep.exists():
+            t.links.append((rep.stem, rel(rep)))
+        if prof == "long" and rep.exists():
+            t.verdicts += f"; long: {_verdicts(rep)}"
+
+
+def targets(out: Path | None = None, base: Path | None = None) -> list[Target]:
+    """Every catalogue target (plus any spec not in the catalogue), described."""
+    base = base or Path(out or repo_root() / "results")
+    _, rows = catalogue()
+    specs = _specs()
+    ts = []
+    for row in rows:
+        t = Target(row["id"], row.get("alias"), row["paper"], int(row["tier"]), row.get("what", ""))
+        spec = specs.pop(t.id, None)
+        if spec is not None:
+            t.spec = spec
+            t.alias = spec.alias or t.alias
+            _describe(t, spec, out, base)
+        ts.append(t)
+    for sid, spec in specs.items():  # specs the catalogue does not list
+        t = Target(sid, spec.alias, spec.paper, spec.tier, spec.title, spec)
+        _describe(t, spec, out, base)
+        ts.append(t)
+    return ts
+
+
+def _cell(text: str) -> str:
+    """Text safe inside a markdown table cell."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def front_page(out: Path | None = None, dest: Path | None = None) -> Path:
+    """Write ``<results root>/README.md`` (or ``dest``): the table of every target."""
+    root = Path(out) if out else repo_root() / "results"
+    dest = dest or root / "README.md"
+    ts = targets(out, base=dest.parent)
+    titles, _ = catalogue()
+    counts = {s: sum(t.status == s for t in ts) for s in STATUSES}
+    lines = [
+        "# ssmrepro results",
+        "",
+        "Every figure and table of the five papers, one row each (`experiments/catalogue.yaml`). "
+        "Rebuilt from the committed results by `make figures` (no training); `ssmrepro run <id>` "
+        "trains a target, `ssmrepro verify <id>` prints its verdicts.",
+        "",
+        f"{len(ts)} targets: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + ".",
+        "",
+        "Status: *not specified* (no spec yet), *spec only* (no committed results), *smoke* "
+        "(smoke-profile results only), *quick results* (the default profile, ≤ 30 min on 2 CPU "
+        "cores), *long results* (also the ≤ 3 h profile). Verdicts count the spec's claims "
+        "(PASS / FAIL / MISSING / UNTESTED). Training time: sum of the pack wall times in the "
+        "default profile's results.csv (measured on shared 2-core CPUs), else the profile's own "
+        "description.",
+    ]
+    for paper in dict.fromkeys(t.paper for t in ts):
+        lines += ["", f"## {paper} — {titles.get(paper, '')}".rstrip(" —"), "",
+                  "| id | alias | tier | status | verdicts | training time | outputs |",
+                  "|---|---|---|---|---|---|---|"]
+        for t in (t for t in ts if t.paper == paper):
+            links = ", ".join(f"[{text}]({path})" for text, path in t.links) or "—"
+            what = f"<br>{_cell(t.what)}" if t.what and t.status == "not specified" else ""
+            lines.append(f"| {t.id}{what} | {t.alias or ''} | {t.tier} | {t.status} | "
+                         f"{t.verdicts or '—'} | {t.quick_time or '—'} | {links} |")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text("\n".join(lines) + "\n")
+    return dest
