@@ -158,7 +158,10 @@ def run_experiment(
         f"done, {len(pending)} to train in {len(packs)} packs (largest "
         f"{max((len(p) for p in packs), default=0)}) on {device}, {n_workers} worker"
         f"{'s' if n_workers > 1 else ''}")
-    ws = WorkSettings(device, backend, tuple(spec.analysis), spec.save_weights)
+    from ..analysis import ANALYSES  # the training-time ones (others run at plot time)
+
+    ws = WorkSettings(device, backend, tuple(a for a in spec.analysis if a in ANALYSES),
+                      spec.save_weights)
     csv_name = output_name(spec, profile, "results", "csv")
     tr = _Tracker(store, len(packs))
     by_id = {r.run_id: r for r in pending}
