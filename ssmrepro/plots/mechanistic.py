@@ -148,17 +148,17 @@ def invariant_operators(ctx: FigureContext, cfg: OperatorsConfig, path: Path) ->
         V = ops.G_vv.shape[0]
         a = axes[i, 0]
         im = _show(a, ops.G_vv.numpy(), f"{_name(run)}\nG_vv: value diag hit {m['gvv.diag_hit']:.2f},"
-                   f" dominance {m['gvv.dominance']:.1f}", "ξ_τ = [x_{τ-1} | x_τ]", "output y_t")
+                   f" dominance {m['gvv.dominance']:.1f}", "ξ_τ = [x_(τ-1) | x_τ]", "output y_t")
         _halves(a, V, rows=False, cols=True)
         fig.colorbar(im, ax=a, shrink=0.8)
         a = axes[i, 1]
         im = _show(a, ops.G_kq.numpy(), f"G_kq: key diag hit {m['gkq.diag_hit']:.2f}, dominance "
                    f"{m['gkq.dominance']:.1f}, block share {m['gkq.block_share']:.2f}",
-                   "query pair ξ_t = [x_{t-1} | x_t]", "stored pair ξ_τ = [x_{τ-1} | x_τ]")
+                   "query pair ξ_t = [x_(t-1) | x_t]", "stored pair ξ_τ = [x_(τ-1) | x_τ]")
         _halves(a, V, rows=True, cols=True)
         fig.colorbar(im, ax=a, shrink=0.8)
     return _save(fig, ctx, cfg, path, "Eq. 10 predicts G_vv ≈ (0 | I) and G_kq ≈ I on its "
-                 "(x_{τ-1}, x_t) block (top right), ≈ 0 elsewhere; colour clipped to [0, 99.9 %]")
+                 "(x_(τ-1), x_t) block (top right), ≈ 0 elsewhere; colour clipped to [0, 99.9 %]")
 
 
 @figure_kind("hidden_state", HiddenConfig)
@@ -204,7 +204,7 @@ def attention_maps(ctx: FigureContext, cfg: AttentionConfig, path: Path) -> bool
         m = mech.attention_metrics(c, ops, ids, y, task.config.kappa)
         _show(axes[i, 0], ideal[0].numpy(), f"{_name(run)}\nideal α_τt = [x_(τ-1) = x_t]",
               "τ (attended)", "t (query)")
-        _show(axes[i, 1], trained[0].numpy(), f"trained B_τᵀ C_t: hit {m['attn.hit']:.2f}, corr "
+        _show(axes[i, 1], trained[0].numpy(), f"model B_τᵀ C_t: hit {m['attn.hit']:.2f}, corr "
               f"{m['attn.corr']:.2f}", "τ (attended)", "t (query)")
     return _save(fig, ctx, cfg, path, "one test sequence (causal part); the claim: the trained "
                  "map ≈ the ideal one on the query rows")
