@@ -121,7 +121,10 @@ class Spec(Strict):
     default_profile: str = "quick"
     profiles: dict[str, Profile]
     aggregate: Aggregate = Aggregate()
-    analysis: list[Literal["decay_histogram"]] = []
+    analysis: list[Literal["decay_histogram", "mechanistic", "output_variance"]] = Field(
+        [], description="decay_histogram: recorded at the end of training; mechanistic (koren2026 "
+        "Figs. 2-5) and output_variance (Figs. 14-15): computed at plot time from the saved "
+        "weights (need save_weights)")
     save_weights: bool = Field(
         False, description="keep each finished run's trained weights in runs/<run_id>.pt (not "
         "in git; reload with train.build_member) for analyses computed at plot time")
@@ -152,6 +155,9 @@ class Spec(Strict):
             raise ValueError(f"default_profile {self.default_profile!r} is not a profile")
         if self.figure is None and not self.figures:
             raise ValueError("a spec needs a `figure` (or a `figures` list)")
+        for a in ("mechanistic", "output_variance"):
+            if a in self.analysis and not self.save_weights:
+                raise ValueError(f"analysis {a!r} reads the saved weights: set save_weights")
         return self
 
     @property

@@ -60,10 +60,33 @@ def grid(labels, xs, key="model.d", seeds=(0,)):
 
 
 def test_every_check_kind_is_registered_with_a_config():
-    assert {"threshold", "ordering", "monotone", "recall_frontier", "loglog_slope"} <= set(CHECKS)
+    assert {"threshold", "ordering", "monotone", "recall_frontier", "loglog_slope",
+            "collapse"} <= set(CHECKS)
     for kind in CHECKS.values():
         assert kind.Config.model_config.get("extra") == "forbid"
     assert parse_claim({"text": "t", "op": ">=", "value": 1}).check == "threshold"  # default
+
+
+# ---------------------------------------------------------------------------------- collapse
+
+
+def test_collapse_on_a_derived_key():
+    runs = [Run("m", {"model.n_layers": L, "model.d_state": N}) for L in (1, 2, 4) for N in (2, 4, 8)]
+    law = [min(1.0, L * N / 16) for L in (1, 2, 4) for N in (2, 4, 8)]  # a function of Λ·N only
+    claim = {"check": "collapse", "text": "ΛN only", "metric": "test.acc",
+             "by": "model.n_layers * model.d_state", "tol": 0.05, "min_range": 0.3}
+    [v] = judge([claim], runs, law)
+    assert v.verdict == "PASS", v.detail
+    assert "spread per" in v.detail
+    off = [v + (0.2 if i == 3 else 0.0) for i, v in enumerate(law)]  # (Λ=2, N=2) breaks it
+    [v] = judge([claim], runs, off)
+    assert v.verdict == "FAIL" and v.ours == pytest.approx(0.2)
+    [v] = judge([claim], runs, [0.0] * 9)  # flat: nothing to collapse
+    assert v.verdict == "FAIL" and "span 0.000" in v.detail
+    [v] = judge([{**claim, "min_groups": 5}], runs, law)
+    assert v.verdict == "MISSING"
+    [v] = judge([claim], runs, [None if i == 3 else x for i, x in enumerate(law)])
+    assert v.verdict == "MISSING" and "not finished" in v.detail
 
 
 # ---------------------------------------------------------------------------------- threshold

@@ -206,8 +206,10 @@ def run_experiment(
         f"{max((len(p) for p in packs), default=0)}) on {device}, "
         + (f"Ray ({n_workers} slots)" if engine == "ray" else
            f"{n_workers} worker{'s' if n_workers > 1 else ''}"))
-    ws = WorkSettings(device, backend, tuple(spec.analysis), spec.save_weights,
-                      commit=git_commit())
+    from ..analysis import ANALYSES  # the training-time ones (others run at plot time)
+
+    ws = WorkSettings(device, backend, tuple(a for a in spec.analysis if a in ANALYSES),
+                      spec.save_weights, commit=git_commit())
     csv_name = output_name(spec, profile, "results", "csv", overrides_tag(overrides))
     tr = _Tracker(store, len(packs))
     by_id = {r.run_id: r for r in pending}

@@ -17,10 +17,13 @@ from ..engine import open_store, output_name
 from ..report.analysis import (
     DECAY,
     DECAY_METRICS,
+    WEIGHT_ANALYSES,
     add_metrics,
     analysis_metrics,
+    cell_means,
     decay_metrics,
     histogram_table,
+    weights_table,
 )
 from ..report.cells import is_case_ref
 from ..report.columns import LABEL, N_PARAMS
@@ -150,6 +153,17 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
             hist.to_csv(hpath, index=False)
         tables[DECAY] = hist
         cells = add_metrics(cells, decay_metrics(hist), list(DECAY_METRICS))
+    for name in (a for a in spec.analysis if a in WEIGHT_ANALYSES):
+        # from the saved weights; the committed table when there are none (a fresh checkout)
+        table = weights_table(name, runs, open_store(spec, root.parents[1]), keys)
+        tpath = out(name, "csv")
+        if table.empty and tpath.exists():
+            table = pd.read_csv(tpath)
+        elif not table.empty:
+            table.to_csv(tpath, index=False)
+        tables[name] = table
+        metrics = WEIGHT_ANALYSES[name][1]
+        cells = add_metrics(cells, cell_means(table, metrics), list(metrics))
     verdicts = report.verify(spec, cells, keys)
     ctx = FigureContext(spec, profile, cells, keys, out, tables)
     figures = []

@@ -10,6 +10,13 @@ figure draws it; ``histograms.csv`` caches it when there are no run records), an
 * ``decay.high_all`` — fraction of all values above ``HIGH``,
 * ``decay.split`` — total-variation distance between the before-n and from-n distributions
   (0: the decay does not depend on the position, as for S4D; 1: disjoint).
+
+Plot-time analyses (:data:`WEIGHT_ANALYSES`) are computed from each run's saved weights
+(``spec.save_weights``; ``train.build_member``): ``mechanistic`` (koren2026 Figs. 2-5,
+``analysis.mechanistic``) and ``output_variance`` (koren2026 Figs. 14-15). :func:`weights_table`
+has one row per run with weights (label, cell keys, seed, the analysis's metrics);
+``<analysis>.csv`` caches it when there are no weights (a fresh checkout), and its per-cell mean
+over seeds (:func:`cell_means`) feeds the claims.
 """
 
 from __future__ import annotations
@@ -17,14 +24,22 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..analysis.mechanistic import MECH_METRICS, OUT_METRICS, mechanistic_metrics, output_metrics
 from ..sweep import flatten
+from ..tasks import build_task
+from ..train import _DATA_STREAM, build_member, derived_seed
 from .cells import norm
 from .columns import LABEL, OK, STATUS
 
 DECAY = "decay_histogram"
+MECH = "mechanistic"
+OUTVAR = "output_variance"
 LOW, HIGH = 0.1, 0.9
 DECAY_METRICS = ("decay.low_before", "decay.high_after", "decay.high_all", "decay.split")
-ANALYSIS_METRICS: dict[str, tuple[str, ...]] = {DECAY: DECAY_METRICS}
+# plot-time analyses: name -> (metrics of one model fn(model, task, data_seed), their names)
+WEIGHT_ANALYSES = {MECH: (mechanistic_metrics, MECH_METRICS), OUTVAR: (output_metrics, OUT_METRICS)}
+ANALYSIS_METRICS: dict[str, tuple[str, ...]] = {
+    DECAY: DECAY_METRICS, **{k: v[1] for k, v in WEIGHT_ANALYSES.items()}}
 _HIST_COLS = ("part", "bin", "bins", "count")
 
 
@@ -76,6 +91,31 @@ def decay_metrics(hist: pd.DataFrame) -> pd.DataFrame:
                      "decay.high_all": float(both[centers > HIGH].sum()),
                      "decay.split": float(0.5 * np.abs(after - before).sum())})
     return pd.DataFrame(rows)
+
+
+def weights_table(name: str, runs: list, store, keys: list[str]) -> pd.DataFrame:
+    """Plot-time analysis ``name`` of every run whose trained weights are saved: rows (label,
+    <keys>..., seed, <its metrics>), probed on the run's own test sequences."""
+    fn, _ = WEIGHT_ANALYSES[name]
+    rows = []
+    keys = [k for k in keys if k != LABEL]
+    for r in runs:
+        state = store.read_weights(r.run_id)
+        if state is None:
+            continue
+        model = build_member(r, state)
+        m = fn(model, build_task(r.task), derived_seed(r.seed, _DATA_STREAM))
+        flat = r.flat()
+        rows.append({LABEL: r.label, **{k: flat.get(k) for k in keys}, "seed": r.seed, **m})
+    return pd.DataFrame(rows)
+
+
+def cell_means(table: pd.DataFrame, metrics: tuple[str, ...] | list[str]) -> pd.DataFrame:
+    """Per-run metrics averaged over the seeds of each cell."""
+    if table.empty:
+        return table
+    keys = [c for c in table.columns if c not in metrics and c != "seed"]
+    return table.groupby(keys, as_index=False, dropna=False, sort=False)[list(metrics)].mean()
 
 
 def add_metrics(cells: pd.DataFrame, per_cell: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..expr import evaluate, names
 from ..theory.recall import law_constant, refined_frontier_product
 from .cells import column, expected, select, values_equal
 from .columns import COMPLETE, DEFAULT_METRIC, FACTS, LABEL, REGIME, STATE, VOCAB, WIDTH
@@ -375,6 +376,67 @@ def loglog_slope(ctx: CheckContext, cfg: LogLogSlopeConfig) -> list[Verdict]:
 
         out.append(judge(text, g, evaluate))
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# collapse: the metric is a function of one combination of the keys
+
+
+class CollapseConfig(CheckConfig):
+    """``metric`` depends on the cell keys only through ``by`` (an expression of them)."""
+
+    check: Literal["collapse"]
+    where: dict[str, Any] = {}
+    by: str = Field(..., description="expression of cell keys, e.g. 'model.n_layers * model.d_state'")
+    tol: float = Field(..., ge=0, description="largest spread (max - min) allowed within a group "
+                       "of cells with equal `by`")
+    min_groups: int = Field(2, ge=1, description="groups with >= 2 cells needed to test it")
+    min_range: float = Field(0.0, ge=0, description="the group means must span at least this "
+                             "(so a flat grid does not pass vacuously)")
+
+    def column_refs(self) -> list[str]:
+        return [*self.where, *sorted(names(self.by))]
+
+
+@check_kind("collapse", CollapseConfig)
+def collapse(ctx: CheckContext, cfg: CollapseConfig) -> list[Verdict]:
+    """Cells with equal ``by`` agree within tol (spread), and the groups span ≥ min_range."""
+    needed = ctx.needed(cfg.where)
+    text = (f"{cfg.text} [{cfg.metric} a function of {cfg.by} only: spread ≤ {cfg.tol} within "
+            f"each group of equal {cfg.by} (≥ {cfg.min_groups} groups of ≥ 2 cells), group means "
+            f"span ≥ {cfg.min_range}, where {_fmt_where(cfg.where)}]")
+    refs = sorted(names(cfg.by))
+    if needed.empty or any(k not in needed for k in refs):
+        return [Verdict("claim", text, "MISSING", None,
+                        detail="this profile has no cell the claim needs")]
+
+    def key_of(cells: pd.DataFrame) -> pd.Series:
+        return cells.apply(lambda r: float(evaluate(cfg.by, {k: float(r[k]) for k in refs})),
+                           axis=1)
+
+    sizes = key_of(needed).value_counts()
+    if int((sizes >= 2).sum()) < cfg.min_groups:
+        return [Verdict("claim", text, "MISSING", None, detail=(
+            f"this profile has {int((sizes >= 2).sum())} groups of ≥ 2 cells "
+            f"(needs {cfg.min_groups})"))]
+
+    def evaluate_cells(cells: pd.DataFrame) -> Outcome:
+        vals = pd.Series(_metric(cells, cfg.metric), index=cells.index)
+        k = key_of(cells)
+        groups = {float(g): vals[k == g] for g in sorted(k.unique())}
+        spreads = {g: float(v.max() - v.min()) for g, v in groups.items() if len(v) >= 2}
+        if len(spreads) < cfg.min_groups:
+            return Outcome(None, f"{len(spreads)} groups with ≥ 2 finished cells")
+        nan = any(v.isna().any() for v in groups.values())
+        means = [float(v.mean()) for v in groups.values()]
+        span = max(means) - min(means)
+        worst = max(spreads.values())
+        ok = not nan and worst <= cfg.tol and span >= cfg.min_range
+        shown = ", ".join(f"{_num(g)}: {spreads[g]:.3f}" for g in spreads)
+        return Outcome(ok, f"spread per {cfg.by} = {shown}; group means span {span:.3f}"
+                       + ("; a diverged cell" if nan else ""), worst)
+
+    return [judge(text, needed, evaluate_cells)]
 
 
 # ----------------------------------------------------------------------------------------------
