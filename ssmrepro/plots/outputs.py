@@ -1,5 +1,6 @@
 """Stage 6 (plots): build a spec's outputs (results.csv -> cells -> verdicts, figures, report)
-and validate its output sections (figures, claims, paper values) before any training.
+and validate its output sections (figures, claims, paper values) before any training. An analytic
+spec's results.csv is its theory table (report.analytic), computed here.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ..report.analysis import (
     decay_metrics,
     histogram_table,
 )
+from ..report.analytic import analytic_cells, analytic_columns, analytic_table
 from ..report.cells import is_case_ref
 from ..report.columns import LABEL, N_PARAMS
 from ..spec import Spec, format_errors
@@ -50,12 +52,18 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
     """
     path = spec.path or spec.id
     errors: list[str] = []
-    if runs is None:
-        runs = expand(spec, spec.default_profile)
-    # one run per (label, model and task type) has every config key of its kind
-    reps = {(r.label, type(r.model).__name__, type(r.task).__name__): r for r in runs}
-    known = {LABEL, N_PARAMS} | {k for r in reps.values() for k in r.flat()}
-    metrics = set(spec.aggregate.metrics) | set(analysis_metrics(spec.analysis))
+    if spec.analytic is not None:
+        try:
+            known, metrics = analytic_columns(spec)
+        except KeyError as err:
+            return [f"{path}: analytic.table: {err.args[0]}"]
+    else:
+        if runs is None:
+            runs = expand(spec, spec.default_profile)
+        # one run per (label, model and task type) has every config key of its kind
+        reps = {(r.label, type(r.model).__name__, type(r.task).__name__): r for r in runs}
+        known = {LABEL, N_PARAMS} | {k for r in reps.values() for k in r.flat()}
+        metrics = set(spec.aggregate.metrics) | set(analysis_metrics(spec.analysis))
 
     def refs(key: str, cfg: Any) -> None:
         for c in cfg.column_refs():
@@ -127,10 +135,16 @@ def build(spec: Spec, profile: str, root: Path) -> Outputs:
         return root / output_name(spec, profile, stem, ext)
 
     runs = expand(spec, profile)
-    df = load_table(spec, profile, root, runs)
-    keys = report.cell_keys(runs)
-    cells = report.aggregate(df, runs, spec.aggregate.reduce, spec.aggregate.metrics)
     root.mkdir(parents=True, exist_ok=True)
+    if spec.analytic is not None:  # a table computed from theory: its rows are the cells
+        df = analytic_table(spec)
+        df.to_csv(out("results", "csv"), index=False)
+        keys = [LABEL, *spec.analytic.grid]
+        cells = analytic_cells(df)
+    else:
+        df = load_table(spec, profile, root, runs)
+        keys = report.cell_keys(runs)
+        cells = report.aggregate(df, runs, spec.aggregate.reduce, spec.aggregate.metrics)
     tables = {}
     if DECAY in spec.analysis:
         store = open_store(spec, root.parents[1])

@@ -167,10 +167,13 @@ def check_task_data(task_cls: type[Task], task: TaskConfig, train: TrainConfig,
 
 
 def expand(spec: Spec, profile: str | None = None) -> list[RunConfig]:
-    """All runs of ``spec`` under ``profile`` (default: the spec's default profile)."""
+    """All runs of ``spec`` under ``profile`` (default: the spec's default profile); none for an
+    analytic spec (its table is computed by the report stage)."""
     profile = profile or spec.default_profile
     if profile not in spec.profiles:
         raise SpecError([f"{spec.path}: unknown profile {profile!r} (have {sorted(spec.profiles)})"])
+    if spec.analytic is not None:
+        return []
     prof = spec.profiles[profile]
     for i, name in enumerate(spec.reuse):  # the specs whose records this one reuses must exist
         try:
