@@ -224,3 +224,14 @@ def test_huang_specs_expand():
             spec = load_spec(path)
             for prof in spec.profiles:
                 assert expand(spec, prof)
+
+
+def test_spread():
+    runs = [Run("S4D", {"task.kappa": k, "model.d_state": n}) for k in (4, 8) for n in (1, 4, 16)]
+    claim = {"check": "spread", "text": "insensitive to N", "group_by": ["task.kappa"],
+             "tol": 0.05}
+    assert judge([claim], runs, [0.9, 0.92, 0.91, 0.3, 0.3, 0.32])[0].verdict == "PASS"
+    assert judge([claim], runs, [0.9, 0.5, 0.91, 0.3, 0.3, 0.32])[0].verdict == "FAIL"
+    assert judge([{**claim, "allowed_violations": 1}], runs,
+                 [0.9, 0.5, 0.91, 0.3, 0.3, 0.32])[0].verdict == "PASS"
+    assert judge([claim], runs, [0.9, None, 0.91, 0.3, 0.3, 0.32])[0].verdict == "MISSING"

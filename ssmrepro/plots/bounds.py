@@ -4,7 +4,7 @@ Figs. 2, 3, A.2-A.4).
 One panel per value of ``col`` (and row per value of ``row``): cells on an x × y grid (e.g. κ ×
 d), coloured by the metric and annotated with its value; a cell at or above ``solved`` gets a
 white frame. ``halves: [A, B]`` instead draws each cell split in two, A on the left, B on the
-right (Fig. 3's "filled vs outlined" pairs), with both values written. Theory lines come from
+right (Fig. 3's "filled vs outlined" pairs; drawn as the upper-left / lower-right triangles), with both values written. Theory lines come from
 ``bounds``: per label (or ``"*"`` for every panel) a list of expressions (``expr``, over the cell
 columns) of the y value as a function of the x column (``axis: y``), or of a constant x
 (``axis: x``, a vertical line), each drawn black and named in the legend (``text``, e.g.
@@ -124,7 +124,7 @@ def bound_grid(ctx: FigureContext, cfg: BoundGridConfig, path: Path) -> bool:
     xs = sorted(float(v) for v in t[cfg.x].unique())
     ys = sorted(float(v) for v in t[cfg.y].unique())
     nc, nr = len(cols), len(rows)
-    fig, axes = plt.subplots(nr, nc, figsize=(3.3 + 0.42 * len(xs) * nc + 0.5 * nc,
+    fig, axes = plt.subplots(nr, nc, figsize=(max(6.5, 3.3 + 0.42 * len(xs) * nc + 0.5 * nc),
                                               1.2 + 0.38 * len(ys) * nr + 0.6 * nr),
                              squeeze=False, constrained_layout=True)
     cmap = plt.get_cmap("viridis")
@@ -186,14 +186,19 @@ def bound_grid(ctx: FigureContext, cfg: BoundGridConfig, path: Path) -> bool:
             ax.set_yticks(range(len(ys)), [f"{v:g}" for v in ys], fontsize=7)
             title = cv if not cfg.row else f"{cv}\n{cfg.row.split('.')[-1]} = {rv}"
             if cfg.halves:
-                title = f"{title}\nleft: {cfg.halves[0]}, right: {cfg.halves[1]}"
+                title = f"{title}\nupper left: {cfg.halves[0]}, lower right: {cfg.halves[1]}"
             ax.set_title(title, fontsize=8)
-            if lines:
-                ax.legend(loc="upper left", fontsize=5.5, framealpha=0.85, handlelength=1.5)
             if i == nr - 1:
                 ax.set_xlabel(cfg.x_name or cfg.x, fontsize=8)
             if j == 0:
                 ax.set_ylabel(cfg.y_name or cfg.y, fontsize=8)
+    handles: dict[str, object] = {}
+    for ax in axes.flat:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    if handles:
+        fig.legend(list(handles.values()), list(handles), loc="outside lower center",
+                   fontsize=7, ncol=1, frameon=False)
     sm = plt.cm.ScalarMappable(cmap=cmap, norm=plt.Normalize(0, 1))
     fig.colorbar(sm, ax=axes.ravel().tolist(), shrink=0.8,
                  label=f"{metric}, {ctx.aggregation()}\nwhite frame: ≥ {cfg.solved:g}")

@@ -1,8 +1,9 @@
 """Stage 5 (report): the check registry — every checkable claim is one registered check.
 
 Kinds: threshold, ordering, monotone, loglog_slope, recall_frontier (koren2026), region (a
-threshold inside a region given by an expression, e.g. below a theory line) and size_order (which
-label reaches a threshold at the smallest size; huang2025).
+threshold inside a region given by an expression, e.g. below a theory line), size_order (which
+label reaches a threshold at the smallest size; huang2025) and spread (the metric hardly changes
+within groups: insensitivity to a key).
 
 A spec's ``claims:`` list holds typed checks, selected by ``check:`` (default ``threshold``)::
 
@@ -635,3 +636,50 @@ def size_order(ctx: CheckContext, cfg: SizeOrderConfig) -> list[Verdict]:
         return Outcome(ok, detail)
 
     return [judge(text, needed, evaluate)]
+
+
+# ----------------------------------------------------------------------------------------------
+# spread (insensitivity: the metric hardly changes along a key)
+
+
+class SpreadConfig(CheckConfig):
+    """Within each group (cells equal on ``group_by``), max − min of ``metric`` ≤ ``tol``."""
+
+    check: Literal["spread"]
+    where: dict[str, Any] = {}
+    group_by: list[str] = Field(..., description="keys held fixed; the rest (e.g. N) varies")
+    tol: float = Field(..., ge=0)
+    allowed_violations: int = Field(0, ge=0)
+
+    def column_refs(self) -> list[str]:
+        return [*self.where, *self.group_by]
+
+
+@check_kind("spread", SpreadConfig)
+def spread(ctx: CheckContext, cfg: SpreadConfig) -> list[Verdict]:
+    """Per group of ``group_by``: max − min of the metric over its cells ≤ tol (NaN = a miss)."""
+    text = (f"{cfg.text} [max − min of {cfg.metric} ≤ {cfg.tol} within each group of "
+            f"{', '.join(cfg.group_by) or 'all cells'}, where {_fmt_where(cfg.where)}]")
+    needed = ctx.needed(cfg.where)
+    groups = [g for g in _group_rows(needed, cfg.group_by) if len(g) >= 2]
+    if not groups:
+        return [Verdict("claim", text, "MISSING", None,
+                        detail="this profile has no group with two cells")]
+
+    def evaluate(cells: pd.DataFrame) -> Outcome:
+        spreads, viol = [], 0
+        for g in _group_rows(cells, cfg.group_by):
+            if len(g) < 2:
+                continue
+            vals = _metric(g, cfg.metric)
+            sp = math.nan if np.isnan(vals).any() else float(vals.max() - vals.min())
+            spreads.append(sp)
+            viol += math.isnan(sp) or sp > cfg.tol
+        if not spreads:
+            return Outcome(None, "no group has two finished cells")
+        worst = max((s for s in spreads if not math.isnan(s)), default=math.nan)
+        return Outcome(viol <= cfg.allowed_violations,
+                       f"{viol} of {len(spreads)} groups spread more than {cfg.tol} (largest "
+                       f"{worst:.3f})", worst)
+
+    return [judge(text, pd.concat(groups), evaluate)]
