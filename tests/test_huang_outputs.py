@@ -235,3 +235,24 @@ def test_spread():
     assert judge([{**claim, "allowed_violations": 1}], runs,
                  [0.9, 0.5, 0.91, 0.3, 0.3, 0.32])[0].verdict == "PASS"
     assert judge([claim], runs, [0.9, None, 0.91, 0.3, 0.3, 0.32])[0].verdict == "MISSING"
+
+
+def test_ssm_lm_position_encodings():
+    """index / index_norm: t or t/T in the last channel (|V| fewer parameters); sinusoidal: fixed
+    positions added (no parameters); learned: T × d added."""
+    from ssmrepro.models import SSMLMConfig
+    from ssmrepro.models.backbone import sinusoidal
+    task = build_task({"name": "keep_nth", "n": 2, "T": 10, "vocab": 16})
+    x = task.sample(torch.tensor([0]), 0, torch.arange(4)[None]).x
+    counts, feats = {}, {}
+    for pe in ("none", "index", "index_norm", "sinusoidal", "learned"):
+        m = build_model(SSMLMConfig(d_model=8, d_state=4, pe=pe), task.info, 1, [0])
+        counts[pe] = count_params(m, 1)
+        feats[pe] = m.embed_tokens(x)
+    assert counts["index"] == counts["index_norm"] == counts["none"] - 16
+    assert counts["sinusoidal"] == counts["none"] and counts["learned"] == counts["none"] + 80
+    assert torch.equal(feats["index"][..., -1], torch.arange(1, 11.0).expand(1, 4, 10))
+    assert torch.allclose(feats["index_norm"][..., -1], torch.arange(1, 11.0).expand(1, 4, 10) / 10)
+    pe = sinusoidal(10, 8)
+    assert torch.allclose(feats["sinusoidal"] - feats["none"], pe.expand(1, 4, 10, 8), atol=1e-6)
+    assert pe[0, 1] == 1.0 and pe[0, 0] == 0.0 and abs(float(pe[3, 0]) - math.sin(3)) < 1e-6

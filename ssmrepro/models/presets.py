@@ -45,7 +45,9 @@ class SSMLMConfig(ModelConfig):
     d_model: int = Field(32, ge=2, description="model width (channels)")
     d_state: int = Field(8, ge=1, le=256, description="state size per channel (kernel limit 256)")
     n_layers: int = Field(1, ge=1)
-    pe: Literal["none", "index"] = "none"
+    pe: Literal["none", "index", "index_norm", "sinusoidal", "learned"] = Field(
+        "none", description="index: raw t in the last embedding channel (huang2025); index_norm: "
+        "t/T there; sinusoidal / learned: positions added to the full-width embedding")
     norm: Literal["none", "layernorm", "rmsnorm"] = "none"
     residual: bool = True
     head_bias: bool = True
@@ -54,8 +56,9 @@ class SSMLMConfig(ModelConfig):
     dt_max: float = Field(1e-1, gt=0)
 
     def to_backbone(self) -> SeqLMConfig:
-        """[norm -> core (+ residual)] blocks; the final norm of the same kind; index PE = pos
-        'index'. S6 core with its D skip, S4D core without (huang2025 counts)."""
+        """[norm -> core (+ residual)] blocks; the final norm of the same kind; pe = the
+        backbone's pos (index / index_norm in the last channel, sinusoidal / learned added). S6
+        core with its D skip, S4D core without (huang2025 counts)."""
         if self.mixer == "s6":
             core = S6Config(d_state=self.d_state, dt_rank=self.dt_rank, dt_min=self.dt_min,
                             dt_max=self.dt_max)
@@ -64,7 +67,7 @@ class SSMLMConfig(ModelConfig):
         return SeqLMConfig(
             d_model=self.d_model, layers=["SSM"], repeat=self.n_layers,
             blocks={"SSM": MixerBlockConfig(mixer=core, norm=self.norm, residual=self.residual)},
-            pos="index" if self.pe == "index" else "none", final_norm=self.norm,
+            pos=self.pe, final_norm=self.norm,
             head="per_position", head_bias=self.head_bias)
 
 

@@ -284,42 +284,65 @@ class HistogramsConfig(FigureConfig):
 
 @figure_kind("histograms", HistogramsConfig)
 def histograms(ctx: FigureContext, cfg: HistogramsConfig, path: Path) -> bool:
-    """Left: distribution over all timesteps per x for each model; right: before vs after n."""
+    """Left: distribution over all timesteps per x for each model; right: before vs after n.
+
+    Histograms are drawn as step lines (one step per bin) of the fraction of values in each bin,
+    on a log y axis. Curves that coincide (S4D: Δ = 1, so its values before and after n are the
+    same) stay visible: the first is drawn thick and translucent, the next thin and dashed.
+    """
     hist = ctx.tables.get(DECAY, pd.DataFrame())
     if hist.empty or cfg.x not in hist:
         return False
     x = cfg.x
     labels = list(dict.fromkeys(hist[LABEL]))
-    fig, axes = plt.subplots(1, len(labels) + 1, figsize=(4.5 * (len(labels) + 1), 3.6))
+    fig, axes = plt.subplots(1, len(labels) + 1, figsize=(4.6 * (len(labels) + 1), 3.9))
     bins = int(hist["bins"].iloc[0])
-    centers = (np.arange(bins) + 0.5) / bins
+    edges = np.linspace(0.0, 1.0, bins + 1)
     xs = sorted(hist[x].unique())
     cmap = plt.get_cmap("viridis")
     name = x.split(".")[-1]
+    decay = r"$e^{-\lambda\Delta_t}$"
+    ylabel = "fraction of values per bin (log scale)"
+
+    def step(ax, c, **kw):
+        frac = c / c.sum()
+        ax.stairs(np.where(frac > 0, frac, np.nan), edges, **kw)
+
     for ax, lab in zip(axes, labels):
         for k, xv in enumerate(xs):
             sub = hist[(hist[LABEL] == lab) & (hist[x] == xv)]
             c = sub.groupby("bin")["count"].sum().reindex(range(bins), fill_value=0).to_numpy()
             if c.sum():
-                ax.plot(centers, c / c.sum(), color=cmap(k / max(1, len(xs) - 1)),
-                        label=f"{name}={xv}")
+                step(ax, c, color=cmap(k / max(1, len(xs) - 1)), lw=1.4,
+                     label=f"${name} = {xv:g}$" if isinstance(xv, (int, float)) else str(xv))
         ax.set_yscale("log")
-        ax.set_xlabel(r"$e^{-\lambda\Delta_t}$")
-        ax.set_ylabel("fraction of values")
-        ax.set_title(f"{lab}: all timesteps", fontsize=9)
-        ax.legend(fontsize=7)
+        ax.set_xlabel(decay)
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"{lab}: {decay} over all timesteps", fontsize=9)
+        ax.legend(fontsize=7, title=name, title_fontsize=7)
     ax = axes[-1]
     xmax = max(xs)
-    for lab, ls in zip(labels, ["-", "--", ":", "-."]):
-        for part, color in (("before", "tab:red"), ("after", "tab:blue")):
+    palette = ["tab:red", "tab:blue", "tab:green", "tab:purple"]
+    for li, lab in enumerate(labels):
+        curves = []
+        for part in ("before", "after"):
             sub = hist[(hist[LABEL] == lab) & (hist[x] == xmax) & (hist["part"] == part)]
             c = sub.set_index("bin")["count"].reindex(range(bins), fill_value=0).to_numpy()
             if c.sum():
-                rel = "<" if part == "before" else ">="
-                ax.plot(centers, c / c.sum(), ls=ls, color=color, label=f"{lab}, t {rel} n")
+                curves.append((part, c))
+        same = len(curves) == 2 and np.allclose(curves[0][1] / curves[0][1].sum(),
+                                                curves[1][1] / curves[1][1].sum())
+        for j, (part, c) in enumerate(curves):
+            rel = "t < n" if part == "before" else r"t \geq n"
+            style = ({"lw": 4.0, "alpha": 0.35} if j == 0 else {"lw": 1.3, "ls": "--"}) \
+                if same else {"lw": 1.5, "ls": "-" if part == "after" else ":"}
+            color = palette[(2 * li + j) % len(palette)] if not same else palette[2 * li % 4]
+            step(ax, c, color=color, label=f"{lab}, ${rel}$" + (" (same as t < n)" if same and j
+                                                                  else ""), **style)
     ax.set_yscale("log")
-    ax.set_xlabel(r"$e^{-\lambda\Delta_t}$")
-    ax.set_title(f"before vs after n ({name}={xmax})", fontsize=9)
+    ax.set_xlabel(decay)
+    ax.set_ylabel(ylabel)
+    ax.set_title(f"before vs from timestep n (${name} = {xmax:g}$)", fontsize=9)
     ax.legend(fontsize=7)
     fig.suptitle(ctx.title(cfg), fontsize=10)
     fig.tight_layout()
