@@ -9,13 +9,13 @@
                   logits = W_2 ReLU(W_1 [u, v, u⊙v, u−v] + b_1) + b_2      (E, B, C)
 
 Inputs: token ids through a packed embedding table, or (``TaskInfo.input_dim = k``) continuous
-inputs (E, B, L, k) through a packed linear encoder k -> d_model. Positions: none, learned
-(N(0, 0.02)), fixed sinusoidal (added), or huang2025's index PE (``index``: the last channel
-carries the raw position t = 1..L, so the embedding is d_model − 1 wide; ``index_norm``: t/L). Blocks come from a layer pattern over named block
-configs (models.blocks: a registered mixer in a norm / residual wrapper, or the GPT-NeoX layer);
-the pattern is a string ("SSM-TF", "SSM→TF", "TF,SSM") or a list (["SSM", "TF"]), repeated
-``repeat`` times. Norms: none | layernorm | rmsnorm | batchnorm. The head may be tied to the
-embedding table (logits = h Eᵀ, optional bias).
+inputs (E, B, L, k) through a packed linear encoder k -> d_model. Positions: none, learned (N(0,
+0.02)), fixed sinusoidal (added), or huang2025's index PE (``index``: the last channel carries the
+raw position t = 1..L, so the embedding is d_model − 1 wide; ``index_norm``: t/L). Blocks come from
+a layer pattern over named block configs (models.blocks: a registered mixer in a norm / residual
+wrapper, or the GPT-NeoX layer); the pattern is a string ("SSM-TF", "SSM→TF", "TF,SSM") or a list
+(["SSM", "TF"]), repeated ``repeat`` times. Norms: none | layernorm | rmsnorm | batchnorm. The head
+may be tied to the embedding table (logits = h Eᵀ, optional bias).
 
 dual_pool is LRA Retrieval's two-tower classifier (Tay et al. 2021): both documents pass the same
 backbone, their pooled features u, v are compared by an MLP over [u, v, u⊙v, u−v] (hidden width

@@ -1,14 +1,14 @@
 """Stage 6 (plots): the ``bound_grid`` figure kind — accuracy grids with theory lines (huang2025
 Figs. 2, 3, A.2-A.4).
 
-One panel per value of ``col`` (and row per value of ``row``): cells on an x × y grid (e.g. κ ×
-d), coloured by the metric and annotated with its value; a cell at or above ``solved`` gets a
-white frame. ``halves: [A, B]`` instead draws each cell split in two, A on the left, B on the
-right (Fig. 3's "filled vs outlined" pairs; drawn as the upper-left / lower-right triangles), with both values written. Theory lines come from
-``bounds``: per label (or ``"*"`` for every panel) a list of expressions (``expr``, over the cell
-columns) of the y value as a function of the x column (``axis: y``), or of a constant x
-(``axis: x``, a vertical line), each drawn black and named in the legend (``text``, e.g.
-"Thm 2, constant 1: d = κ + log₂|V|").
+One panel per value of ``col`` (and row per value of ``row``): cells on an x × y grid (e.g. κ × d),
+coloured by the metric and annotated with its value; a cell at or above ``solved`` gets a white
+frame. ``halves: [A, B]`` instead draws each cell split in two (Fig. 3's "filled vs outlined"
+pairs), A as the upper-left, B as the lower-right triangle, with both values written. Theory lines
+come from ``bounds``: per label (or ``"*"`` for every panel) a list of expressions (``expr``, over
+the cell columns) of the y value as a function of the x column (``axis: y``), or of a constant x
+(``axis: x``, a vertical line), each drawn black and named in the legend (``text``, e.g. "Thm 2,
+constant 1: d = κ + log₂|V|").
 """
 
 from __future__ import annotations

@@ -17,10 +17,12 @@ from ..engine import open_store, output_name
 from ..report.analysis import (
     DECAY,
     DECAY_METRICS,
+    HISTORY,
     add_metrics,
     analysis_metrics,
     decay_metrics,
     histogram_table,
+    history_table,
 )
 from ..report.analytic import analytic_cells, analytic_columns, analytic_table
 from ..report.cells import is_case_ref
@@ -85,7 +87,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         errors += [f"{path}: {key}.metric: {m!r} is not aggregated (aggregate.metrics: "
                    f"{sorted(metrics)})" for m in cfg.metrics() if m not in metrics]
         errors += [f"{path}: {key}.kind: {cfg.kind} needs `analysis: [{a}]`"
-                   for a in cfg.analyses() if a not in spec.analysis]
+                   for a in cfg.analyses() if a not in spec.analysis and a != HISTORY]
         stem = figure_stem(cfg, i)
         if stem in stems:
             errors.append(f"{path}: {key}.name: two figures write {stem!r}")
@@ -157,6 +159,16 @@ def build(spec: Spec, profile: str, root: Path) -> Outputs:
             hist.to_csv(hpath, index=False)
         tables[DECAY] = hist
         cells = add_metrics(cells, decay_metrics(hist), list(DECAY_METRICS))
+    if any(HISTORY in parse_figure(raw).analyses() for _, raw in spec.figure_configs):
+        store = open_store(spec, root.parents[1])
+        recs = [r for r in (store.read(x.run_id) for x in runs) if r is not None]
+        hist = history_table(recs, keys)
+        hpath = out("history", "csv")
+        if hist.empty and hpath.exists():  # no run records: the committed table
+            hist = pd.read_csv(hpath)
+        elif not hist.empty:
+            hist.to_csv(hpath, index=False)
+        tables[HISTORY] = hist
     verdicts = report.verify(spec, cells, keys)
     ctx = FigureContext(spec, profile, cells, keys, out, tables)
     figures = []
