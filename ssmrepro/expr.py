@@ -91,6 +91,29 @@ def names(expr: str) -> set[str]:
     return {n for n in out if not any(m != n and m.startswith(n + ".") for m in out)}
 
 
+_ALLOWED = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.Name,
+            ast.Attribute, ast.Load, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
+
+
+def check(expr: str) -> set[str]:
+    """Validate ``expr`` without evaluating it (the syntax ``evaluate`` accepts: numbers, dotted
+    names, arithmetic, comparisons, boolean operators, calls of the allowed functions); returns
+    the dotted names it refers to. Raises ExprError."""
+    tree = _parse(expr)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant):
+            if not _is_number(node.value):
+                raise ExprError(f"only number constants are allowed in {expr!r}")
+        elif isinstance(node, ast.Call):
+            if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS or node.keywords:
+                raise ExprError(f"call {ast.unparse(node.func)!r} is not allowed in {expr!r}")
+        elif isinstance(node, ast.Attribute) and _dotted(node) is None:
+            raise ExprError(f"unsupported attribute access in {expr!r}")
+        elif not isinstance(node, _ALLOWED):
+            raise ExprError(f"unsupported syntax {type(node).__name__} in {expr!r}")
+    return names(expr)
+
+
 def _parse(expr: str) -> ast.Expression:
     """Parse ``expr`` and check its size and nesting (iteratively: no recursion on its depth)."""
     if not isinstance(expr, str):

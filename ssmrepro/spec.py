@@ -9,7 +9,8 @@ the file, the key and the reason (``SpecError``).
 ``figure`` / ``figures`` entries and ``claims`` entries are kept as mappings here: their schemas
 belong to the registered figure kinds (``plots``) and checks (``report.checks``), and
 ``plots.validate_outputs`` checks them (``ssmrepro validate`` and ``ssmrepro run`` call it before
-any training), so this stage imports neither.
+any training), so this stage imports neither. An analytic target (``analytic``: a table computed
+from theory, ``theory.TABLES``) has no task, model or training; its rows are its cells.
 """
 
 from __future__ import annotations
@@ -87,6 +88,28 @@ class Aggregate(Strict):
     metrics: list[str] = ["test.acc"]
 
 
+class Analytic(Strict):
+    """An analytic target: a table computed from theory, no training (``theory.TABLES``).
+
+    One row per point of ``grid`` (cartesian product of its lists), each computed by
+    ``TABLES[table].fn(**params, **point)``; the rows are the profile's cells (one each), checked
+    by the claims and drawn by the figure like trained cells.
+    """
+
+    table: str = Field(..., description="a table registered in theory.TABLES")
+    params: dict[str, Any] = Field({}, description="fixed keyword parameters of every row")
+    grid: dict[str, list[Any]] = Field({}, description="swept parameters (cartesian product)")
+
+    @model_validator(mode="after")
+    def _grid(self) -> Analytic:
+        if any(not v for v in self.grid.values()):
+            raise ValueError("analytic.grid: every list needs at least one value")
+        if set(self.grid) & set(self.params):
+            raise ValueError(f"analytic: {sorted(set(self.grid) & set(self.params))} are both "
+                             "params and grid keys")
+        return self
+
+
 class PaperValue(Strict):
     """A number the paper prints for the cells matching ``where`` (compared within ``tol``)."""
 
@@ -108,8 +131,8 @@ class Spec(Strict):
     title: str
     tier: int = Field(..., ge=1, le=3)
     claim: str
-    task: dict[str, Any]
-    model: dict[str, Any]
+    task: dict[str, Any] = {}
+    model: dict[str, Any] = {}
     train: dict[str, Any] = {}
     sweep: list[Axis] = []
     seeds: list[int] = [0]
@@ -125,6 +148,8 @@ class Spec(Strict):
         [], description="decay_histogram: recorded at the end of training; mechanistic (koren2026 "
         "Figs. 2-5) and output_variance (Figs. 14-15): computed at plot time from the saved "
         "weights (need save_weights)")
+    analytic: Analytic | None = Field(
+        None, description="an analytic target computed from theory (no task, model, training)")
     save_weights: bool = Field(
         False, description="keep each finished run's trained weights in runs/<run_id>.pt (not "
         "in git; reload with train.build_member) for analyses computed at plot time")
@@ -158,6 +183,15 @@ class Spec(Strict):
         for a in ("mechanistic", "output_variance"):
             if a in self.analysis and not self.save_weights:
                 raise ValueError(f"analysis {a!r} reads the saved weights: set save_weights")
+        if self.analytic is None and (not self.task or not self.model):
+            raise ValueError("a spec needs `task` and `model` (or `analytic`: a table from theory)")
+        if self.analytic is not None:
+            trained = [k for k in ("task", "model", "train", "sweep", "derived", "analysis",
+                                   "reuse", "constraints") if getattr(self, k)]
+            trained += [f"profiles.{n}" for n, p in self.profiles.items()
+                        if p.set or p.sweep is not None or p.seeds is not None]
+            if trained or self.save_weights:
+                raise ValueError(f"an analytic spec trains nothing: remove {trained or ['save_weights']}")
         return self
 
     @property

@@ -9,13 +9,13 @@
                   logits = W_2 ReLU(W_1 [u, v, u⊙v, u−v] + b_1) + b_2      (E, B, C)
 
 Inputs: token ids through a packed embedding table, or (``TaskInfo.input_dim = k``) continuous
-inputs (E, B, L, k) through a packed linear encoder k -> d_model. Positions: none, learned
-(N(0, 0.02)), or huang2025's index PE (``index``: the last channel carries the raw position
-t = 1..L, so the embedding is d_model − 1 wide). Blocks come from a layer pattern over named block
-configs (models.blocks: a registered mixer in a norm / residual wrapper, or the GPT-NeoX layer);
-the pattern is a string ("SSM-TF", "SSM→TF", "TF,SSM") or a list (["SSM", "TF"]), repeated
-``repeat`` times. Norms: none | layernorm | rmsnorm | batchnorm. The head may be tied to the
-embedding table (logits = h Eᵀ, optional bias).
+inputs (E, B, L, k) through a packed linear encoder k -> d_model. Positions: none, learned (N(0,
+0.02)), fixed sinusoidal (added), or huang2025's index PE (``index``: the last channel carries the
+raw position t = 1..L, so the embedding is d_model − 1 wide; ``index_norm``: t/L). Blocks come from
+a layer pattern over named block configs (models.blocks: a registered mixer in a norm / residual
+wrapper, or the GPT-NeoX layer); the pattern is a string ("SSM-TF", "SSM→TF", "TF,SSM") or a list
+(["SSM", "TF"]), repeated ``repeat`` times. Norms: none | layernorm | rmsnorm | batchnorm. The head
+may be tied to the embedding table (logits = h Eᵀ, optional bias).
 
 dual_pool is LRA Retrieval's two-tower classifier (Tay et al. 2021): both documents pass the same
 backbone, their pooled features u, v are compared by an MLP over [u, v, u⊙v, u−v] (hidden width
@@ -74,8 +74,9 @@ class SeqLMConfig(ModelConfig):
         description="block name -> {kind: mixer, mixer: {name: ..}, norm, norm_position, "
         "residual, bidirectional, mlp_expand, mlp_hidden} | {kind: neox, heads, window, "
         "rotary_pct, split_heads, conv, expand, parallel}")
-    pos: Literal["none", "learned", "index"] = Field(
-        "none", description="learned absolute positions, or index: last channel = t (huang2025)")
+    pos: Literal["none", "learned", "index", "index_norm", "sinusoidal"] = Field(
+        "none", description="learned absolute positions; index: last channel = t (huang2025); "
+        "index_norm: last channel = t/L; sinusoidal: fixed sin/cos positions added")
     final_norm: NormKind = "layernorm"
     head: Literal["per_position", "mean_pool", "dual_pool"] = Field(
         "per_position", description="mean_pool: mean over (masked) positions -> (E, B, C); "
@@ -101,8 +102,9 @@ class SeqLMConfig(ModelConfig):
         unknown = sorted(set(names) - set(self.blocks))
         if unknown:
             raise ValueError(f"layers name blocks {unknown} not in blocks {sorted(self.blocks)}")
-        if self.tie_head and self.pos == "index":
-            raise ValueError("tie_head needs a full-width embedding (pos 'index' uses d_model-1)")
+        if self.tie_head and self.pos in ("index", "index_norm"):
+            raise ValueError(f"tie_head needs a full-width embedding (pos {self.pos!r} uses "
+                             "d_model-1)")
         if self.tie_head and self.head == "dual_pool":
             raise ValueError("dual_pool ends in its own MLP: tie_head does not apply")
         return self
@@ -141,11 +143,26 @@ class SeqLMConfig(ModelConfig):
 # --------------------------------------------------------------------------------------------
 
 
-def append_index(h: torch.Tensor) -> torch.Tensor:
-    """huang2025's PE: the raw position t = 1..L as one extra last channel. (E,B,L,d-1) -> (E,B,L,d)."""
+def append_index(h: torch.Tensor, normalise: bool = False) -> torch.Tensor:
+    """huang2025's PE: the raw position t = 1..L (or t/L) as one extra last channel.
+    (E,B,L,d-1) -> (E,B,L,d)."""
     E, B, L, _ = h.shape
     t = torch.arange(1, L + 1, device=h.device, dtype=h.dtype)
+    if normalise:
+        t = t / L
     return torch.cat([h, t.view(1, 1, L, 1).expand(E, B, L, 1)], dim=-1)
+
+
+def sinusoidal(L: int, d: int, device=None, dtype=torch.float32) -> torch.Tensor:
+    """Fixed sinusoidal positions (Vaswani et al.): PE[t, 2i] = sin(t / 10000^(2i/d)),
+    PE[t, 2i+1] = cos(...), t = 0..L-1. (L, d)."""
+    t = torch.arange(L, device=device, dtype=torch.float64)[:, None]
+    i = torch.arange(0, d, 2, device=device, dtype=torch.float64)
+    ang = t / torch.pow(10000.0, i / d)
+    pe = torch.zeros(L, d, device=device, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(ang)
+    pe[:, 1::2] = torch.cos(ang[:, : d // 2])
+    return pe.to(dtype)
 
 
 class LearnedPositions(PackedModule):
@@ -196,7 +213,7 @@ class SeqLM(nn.Module):
         self.cfg = cfg
         self.pe = cfg.pos
         self.continuous = info.input_dim is not None
-        width = d - 1 if cfg.pos == "index" else d
+        width = d - 1 if cfg.pos in ("index", "index_norm") else d
         if self.continuous:  # packed linear encoder k -> d_model
             self.embed = PackedLinear(E, info.input_dim, width)
         else:
@@ -220,8 +237,10 @@ class SeqLM(nn.Module):
         if self.continuous and x.dim() != 4:
             raise ValueError(f"continuous inputs must be (E, B, L, k), got shape {tuple(x.shape)}")
         h = self.embed(x)
-        if self.pe == "index":
-            h = append_index(h)
+        if self.pe in ("index", "index_norm"):
+            h = append_index(h, normalise=self.pe == "index_norm")
+        elif self.pe == "sinusoidal":
+            h = h + sinusoidal(h.shape[2], h.shape[3], h.device, h.dtype)
         elif self.pos is not None:
             h = self.pos(h)
         return h
@@ -271,4 +290,5 @@ class SeqLM(nn.Module):
         return out
 
 
-__all__ = ["LearnedPositions", "SeqLM", "SeqLMConfig", "append_index", "masked_mean", "parse_layers"]
+__all__ = ["LearnedPositions", "SeqLM", "SeqLMConfig", "append_index", "masked_mean", "parse_layers",
+           "sinusoidal"]

@@ -12,7 +12,9 @@ same parameter count, same parameters from the same seeds, same outputs and grad
                     norms, tied read-out, residual for Λ > 1 layers; ``init: designed`` = Thm 2's
                     constructed weights (models.init's ``designed`` scheme)
     mamba_lm        mamba-ssm's MambaLMHeadModel: RMSNorm pre-norm Mamba-1 blocks, final RMSNorm,
-                    tied head, mamba-ssm's init (embedding N(0, 0.02), out_proj / √n_layer)
+                    tied head, mamba-ssm's init (embedding N(0, 0.02), out_proj / √n_layer);
+                    options for huang2025 §5: core s4d (Mamba-S4D) / delta_t (Mamba-Δᵀ), the
+                    single-head three-conv Mamba-2 mixer, gate off
     cooper_hybrid   cooper2026: Mamba-1 'SSM' and GPT-NeoX 'TF' layers in a pattern, tied head,
                     Hugging Face init
 """
@@ -30,6 +32,7 @@ from .init import InitConfig
 from .mixers.attention import AttentionConfig
 from .mixers.linear_mamba import LinearMambaMixerConfig
 from .mixers.mamba1 import Mamba1Config
+from .mixers.mamba2_3conv import Mamba2ThreeConvConfig
 from .mixers.s4d import S4DConfig
 from .mixers.s6 import S6Config
 
@@ -42,7 +45,9 @@ class SSMLMConfig(ModelConfig):
     d_model: int = Field(32, ge=2, description="model width (channels)")
     d_state: int = Field(8, ge=1, le=256, description="state size per channel (kernel limit 256)")
     n_layers: int = Field(1, ge=1)
-    pe: Literal["none", "index"] = "none"
+    pe: Literal["none", "index", "index_norm", "sinusoidal", "learned"] = Field(
+        "none", description="index: raw t in the last embedding channel (huang2025); index_norm: "
+        "t/T there; sinusoidal / learned: positions added to the full-width embedding")
     norm: Literal["none", "layernorm", "rmsnorm"] = "none"
     residual: bool = True
     head_bias: bool = True
@@ -51,8 +56,9 @@ class SSMLMConfig(ModelConfig):
     dt_max: float = Field(1e-1, gt=0)
 
     def to_backbone(self) -> SeqLMConfig:
-        """[norm -> core (+ residual)] blocks; the final norm of the same kind; index PE = pos
-        'index'. S6 core with its D skip, S4D core without (huang2025 counts)."""
+        """[norm -> core (+ residual)] blocks; the final norm of the same kind; pe = the
+        backbone's pos (index / index_norm in the last channel, sinusoidal / learned added). S6
+        core with its D skip, S4D core without (huang2025 counts)."""
         if self.mixer == "s6":
             core = S6Config(d_state=self.d_state, dt_rank=self.dt_rank, dt_min=self.dt_min,
                             dt_max=self.dt_max)
@@ -61,7 +67,7 @@ class SSMLMConfig(ModelConfig):
         return SeqLMConfig(
             d_model=self.d_model, layers=["SSM"], repeat=self.n_layers,
             blocks={"SSM": MixerBlockConfig(mixer=core, norm=self.norm, residual=self.residual)},
-            pos="index" if self.pe == "index" else "none", final_norm=self.norm,
+            pos=self.pe, final_norm=self.norm,
             head="per_position", head_bias=self.head_bias)
 
 
@@ -129,7 +135,9 @@ class LinearMambaConfig(ModelConfig):
 
 
 class MambaLMConfig(ModelConfig):
-    """Mamba-1 LM as mamba-ssm's MambaLMHeadModel (RMSNorm, tied head; conv + gate mixer)."""
+    """Mamba LM as mamba-ssm's MambaLMHeadModel (RMSNorm, tied head); Mamba-1 block (conv + gate)
+    with an S6, S4D (Mamba-S4D) or Δᵀ (Mamba-Δᵀ) core, or huang2025's single-head three-conv
+    Mamba-2 mixer; gate optional (huang2025's MQAR / induction models have none)."""
 
     name: Literal["mamba_lm"] = "mamba_lm"
     d_model: int = Field(64, ge=2, description="model width")
@@ -137,14 +145,33 @@ class MambaLMConfig(ModelConfig):
     n_layers: int = Field(1, ge=1)
     d_conv: int = Field(4, ge=1, le=8)
     expand: int = Field(2, ge=1)
+    mixer: Literal["mamba1", "mamba2_3conv"] = Field(
+        "mamba1", description="mamba1: Mamba-1 block; mamba2_3conv: huang2025's single-head "
+        "Mamba-2 (scalar λ, three convs; output projection only when expand > 1)")
+    core: Literal["s6", "s4d", "delta_t"] = Field(
+        "s6", description="mamba1's SSM core: s6 (Mamba), s4d (Mamba-S4D), delta_t (Mamba-Δᵀ)")
+    gate: bool = Field(True, description="the gate branch (off: huang2025 MQAR / induction heads)")
+
+    @model_validator(mode="after")
+    def _check(self) -> MambaLMConfig:
+        if self.mixer == "mamba2_3conv" and self.core != "s6":
+            raise ValueError("core applies to mixer mamba1 only (mamba2_3conv has its own SSM)")
+        return self
+
+    def mixer_config(self):
+        if self.mixer == "mamba2_3conv":
+            return Mamba2ThreeConvConfig(d_state=self.d_state, d_conv=self.d_conv,
+                                         expand=self.expand, gate=self.gate,
+                                         out_proj=self.expand > 1)
+        return Mamba1Config(d_state=self.d_state, d_conv=self.d_conv, expand=self.expand,
+                            core=self.core, gate=self.gate)
 
     def to_backbone(self) -> SeqLMConfig:
-        """h + Mamba1(RMSNorm h) blocks (in/out_proj without bias, conv with bias), final RMSNorm,
+        """h + Mixer(RMSNorm h) blocks (in/out_proj without bias, conv with bias), final RMSNorm,
         tied head without bias; init scheme 'mamba' (embedding N(0, 0.02), out_proj / √n_layer)."""
-        mixer = Mamba1Config(d_state=self.d_state, d_conv=self.d_conv, expand=self.expand)
         return SeqLMConfig(
             d_model=self.d_model, layers=["SSM"], repeat=self.n_layers,
-            blocks={"SSM": MixerBlockConfig(mixer=mixer, norm="rmsnorm")},
+            blocks={"SSM": MixerBlockConfig(mixer=self.mixer_config(), norm="rmsnorm")},
             pos="none", final_norm="rmsnorm", head="per_position", tie_head=True, head_bias=False,
             init=InitConfig(scheme="mamba"))
 

@@ -18,6 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from pydantic import Field  # noqa: E402
 
 from ..report.analysis import DECAY  # noqa: E402
 from ..report.cells import column  # noqa: E402
@@ -94,9 +95,42 @@ class HeatmapsConfig(FigureConfig):
     col: str = LABEL
     x: Columns = []
     y: Columns = []
+    cells_from_paper: bool = Field(
+        False, description="also lay out every cell the paper prints (paper_values) for a panel, "
+        "not run ones grey with the paper's value only: the paper's grid in every profile")
+    names: dict[str, str] = Field({}, description="short axis names, e.g. {model.d_model: d}")
 
     def column_refs(self) -> list[str]:
         return [self.col, *self.x, *self.y]
+
+
+def _coord(values: dict, keys: list[str]) -> tuple | None:
+    """The (x or y) coordinate of a cell: its values of ``keys``, None where a key does not apply
+    (e.g. a Transformer has no state size); None when no key applies."""
+    out = []
+    for k in keys:
+        v = values.get(k)
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            out.append(None)
+        else:
+            out.append(float(v) if isinstance(v, (int, float, np.integer, np.floating)) else str(v))
+    return tuple(out) if any(v is not None for v in out) else None
+
+
+def _coord_key(coord: tuple) -> tuple:
+    """Sort key: missing values first, numbers by value, text as text."""
+    return tuple((0, 0.0, "") if v is None else (1, v, "") if isinstance(v, float) else (2, 0.0, v)
+                 for v in coord)
+
+
+def _coord_name(coord: tuple, keys: list[str], names: dict[str, str]) -> str:
+    parts = []
+    for k, v in zip(keys, coord):
+        if v is None:
+            continue
+        v = int(v) if isinstance(v, float) and v.is_integer() else v
+        parts.append(f"{names.get(k, k.split('.')[-1])}={v}")
+    return ", ".join(parts)
 
 
 @figure_kind("heatmaps", HeatmapsConfig)
@@ -108,37 +142,69 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
     metric = cfg.metric
     panel_of = column(agg, cfg.col)
     panels = list(dict.fromkeys(panel_of))
+    layout = {}
+    for panel in panels:
+        sub = agg[panel_of == panel]
+        data = {}
+        for _, r in sub.iterrows():
+            cx, cy = _coord(r.to_dict(), cfg.x), _coord(r.to_dict(), cfg.y)
+            if cx is not None and cy is not None:
+                data[(cx, cy)] = r
+        paper = {}
+        if cfg.cells_from_paper:
+            for pv in ctx.spec.paper_values:
+                w = pv.where
+                if pv.metric != metric or str(w.get(cfg.col)) != str(panel):
+                    continue
+                cx, cy = _coord(w, cfg.x), _coord(w, cfg.y)
+                if cx is not None and cy is not None:
+                    paper[(cx, cy)] = pv.value
+        xs = sorted({c[0] for c in (*data, *paper)}, key=_coord_key)
+        ys = sorted({c[1] for c in (*data, *paper)}, key=_coord_key)
+        layout[panel] = (data, paper, xs, ys)
     ncols = min(3, len(panels))
     nrows = math.ceil(len(panels) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols + 1.2, 3.0 * nrows + 0.8),
+    nx = max(len(v[2]) for v in layout.values())
+    ny = max(len(v[3]) for v in layout.values())
+    fig, axes = plt.subplots(nrows, ncols, figsize=(ncols * (1.0 * nx + 1.6) + 1.4,
+                                                    nrows * (0.5 * ny + 1.0) + 0.9),
                              squeeze=False, constrained_layout=True)
+    cmap = plt.get_cmap("viridis").with_extremes(bad="0.85")
     im = None
+    n_not_run = 0
     for ax, panel in zip(axes.flat, panels):
-        sub = agg[panel_of == panel]
-        xn = list(dict.fromkeys(_cell_name(r, cfg.x) for _, r in sub.iterrows()))
-        yn = list(dict.fromkeys(_cell_name(r, cfg.y) for _, r in sub.iterrows()))
-        grid = np.full((len(yn), len(xn)), np.nan)
-        notes = [["" for _ in xn] for _ in yn]
-        for _, r in sub.iterrows():
-            i, j = yn.index(_cell_name(r, cfg.y)), xn.index(_cell_name(r, cfg.x))
-            grid[i, j] = r[metric]
-            pv = ctx.paper_value(r.to_dict(), metric)
-            ours = "—" if math.isnan(r[metric]) else f"{r[metric]:.2f}"
-            notes[i][j] = ours + (f"\n({pv:.2f})" if pv is not None else "")
-        im = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto")
-        for i in range(len(yn)):
-            for j in range(len(xn)):
+        data, paper, xs, ys = layout[panel]
+        grid = np.full((len(ys), len(xs)), np.nan)
+        for i, cy in enumerate(ys):
+            for j, cx in enumerate(xs):
+                r = data.get((cx, cy))
+                pv = paper.get((cx, cy))
+                if r is None and pv is None:
+                    continue
+                if r is None:
+                    n_not_run += 1
+                    ours = "not run"
+                else:
+                    grid[i, j] = r[metric]
+                    ours = "—" if math.isnan(r[metric]) else f"{r[metric]:.2f}"
+                    if pv is None:
+                        pv = ctx.paper_value(r.to_dict(), metric)
+                text = ours + (f" ({pv:.2f})" if pv is not None else "")
                 v = grid[i, j]
-                ax.text(j, i, notes[i][j], ha="center", va="center", fontsize=6.5,
-                        color="k" if (not np.isnan(v) and v > 0.6) else "w")
-        ax.set_xticks(range(len(xn)), xn, fontsize=7)
-        ax.set_yticks(range(len(yn)), yn, fontsize=7)
+                ax.text(j, i, text, ha="center", va="center", fontsize=7,
+                        color="k" if (np.isnan(v) or v > 0.6) else "w")
+        im = ax.imshow(np.ma.masked_invalid(grid), vmin=0, vmax=1, cmap=cmap, aspect="auto")
+        ax.set_xticks(range(len(xs)), [_coord_name(c, cfg.x, cfg.names) for c in xs], fontsize=7)
+        ax.set_yticks(range(len(ys)), [_coord_name(c, cfg.y, cfg.names) for c in ys], fontsize=7)
         ax.set_title(str(panel), fontsize=9)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
     fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8,
                  label=f"{metric}, {ctx.aggregation()}: ours (paper)")
-    fig.suptitle(ctx.title(cfg), fontsize=10)
+    title = ctx.title(cfg)
+    if n_not_run:
+        title += f"\ngrey 'not run': {n_not_run} cells the paper prints that this profile does not train"
+    fig.suptitle(title, fontsize=10)
     fig.savefig(path, dpi=130)
     plt.close(fig)
     return True
@@ -218,42 +284,65 @@ class HistogramsConfig(FigureConfig):
 
 @figure_kind("histograms", HistogramsConfig)
 def histograms(ctx: FigureContext, cfg: HistogramsConfig, path: Path) -> bool:
-    """Left: distribution over all timesteps per x for each model; right: before vs after n."""
+    """Left: distribution over all timesteps per x for each model; right: before vs after n.
+
+    Histograms are drawn as step lines (one step per bin) of the fraction of values in each bin,
+    on a log y axis. Curves that coincide (S4D: Δ = 1, so its values before and after n are the
+    same) stay visible: the first is drawn thick and translucent, the next thin and dashed.
+    """
     hist = ctx.tables.get(DECAY, pd.DataFrame())
     if hist.empty or cfg.x not in hist:
         return False
     x = cfg.x
     labels = list(dict.fromkeys(hist[LABEL]))
-    fig, axes = plt.subplots(1, len(labels) + 1, figsize=(4.5 * (len(labels) + 1), 3.6))
+    fig, axes = plt.subplots(1, len(labels) + 1, figsize=(4.6 * (len(labels) + 1), 3.9))
     bins = int(hist["bins"].iloc[0])
-    centers = (np.arange(bins) + 0.5) / bins
+    edges = np.linspace(0.0, 1.0, bins + 1)
     xs = sorted(hist[x].unique())
     cmap = plt.get_cmap("viridis")
     name = x.split(".")[-1]
+    decay = r"$e^{-\lambda\Delta_t}$"
+    ylabel = "fraction of values per bin (log scale)"
+
+    def step(ax, c, **kw):
+        frac = c / c.sum()
+        ax.stairs(np.where(frac > 0, frac, np.nan), edges, **kw)
+
     for ax, lab in zip(axes, labels):
         for k, xv in enumerate(xs):
             sub = hist[(hist[LABEL] == lab) & (hist[x] == xv)]
             c = sub.groupby("bin")["count"].sum().reindex(range(bins), fill_value=0).to_numpy()
             if c.sum():
-                ax.plot(centers, c / c.sum(), color=cmap(k / max(1, len(xs) - 1)),
-                        label=f"{name}={xv}")
+                step(ax, c, color=cmap(k / max(1, len(xs) - 1)), lw=1.4,
+                     label=f"${name} = {xv:g}$" if isinstance(xv, (int, float)) else str(xv))
         ax.set_yscale("log")
-        ax.set_xlabel(r"$e^{-\lambda\Delta_t}$")
-        ax.set_ylabel("fraction of values")
-        ax.set_title(f"{lab}: all timesteps", fontsize=9)
-        ax.legend(fontsize=7)
+        ax.set_xlabel(decay)
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"{lab}: {decay} over all timesteps", fontsize=9)
+        ax.legend(fontsize=7, title=name, title_fontsize=7)
     ax = axes[-1]
     xmax = max(xs)
-    for lab, ls in zip(labels, ["-", "--", ":", "-."]):
-        for part, color in (("before", "tab:red"), ("after", "tab:blue")):
+    palette = ["tab:red", "tab:blue", "tab:green", "tab:purple"]
+    for li, lab in enumerate(labels):
+        curves = []
+        for part in ("before", "after"):
             sub = hist[(hist[LABEL] == lab) & (hist[x] == xmax) & (hist["part"] == part)]
             c = sub.set_index("bin")["count"].reindex(range(bins), fill_value=0).to_numpy()
             if c.sum():
-                rel = "<" if part == "before" else ">="
-                ax.plot(centers, c / c.sum(), ls=ls, color=color, label=f"{lab}, t {rel} n")
+                curves.append((part, c))
+        same = len(curves) == 2 and np.allclose(curves[0][1] / curves[0][1].sum(),
+                                                curves[1][1] / curves[1][1].sum())
+        for j, (part, c) in enumerate(curves):
+            rel = "t < n" if part == "before" else r"t \geq n"
+            style = ({"lw": 4.0, "alpha": 0.35} if j == 0 else {"lw": 1.3, "ls": "--"}) \
+                if same else {"lw": 1.5, "ls": "-" if part == "after" else ":"}
+            color = palette[(2 * li + j) % len(palette)] if not same else palette[2 * li % 4]
+            step(ax, c, color=color, label=f"{lab}, ${rel}$" + (" (same as t < n)" if same and j
+                                                                  else ""), **style)
     ax.set_yscale("log")
-    ax.set_xlabel(r"$e^{-\lambda\Delta_t}$")
-    ax.set_title(f"before vs after n ({name}={xmax})", fontsize=9)
+    ax.set_xlabel(decay)
+    ax.set_ylabel(ylabel)
+    ax.set_title(f"before vs from timestep n (${name} = {xmax:g}$)", fontsize=9)
     ax.legend(fontsize=7)
     fig.suptitle(ctx.title(cfg), fontsize=10)
     fig.tight_layout()

@@ -1,6 +1,7 @@
 """Stage 6 (plots): build a spec's outputs (results.csv -> cells -> verdicts, figures, report;
 curves.csv from the run records) and validate its output sections (figures, claims, paper values)
-before any training.
+before any training. An analytic spec's results.csv is its theory table (report.analytic),
+computed here.
 """
 
 from __future__ import annotations
@@ -17,14 +18,17 @@ from ..engine import open_store, output_name
 from ..report.analysis import (
     DECAY,
     DECAY_METRICS,
+    HISTORY,
     WEIGHT_ANALYSES,
     add_metrics,
     analysis_metrics,
     cell_means,
     decay_metrics,
     histogram_table,
+    history_table,
     weights_table,
 )
+from ..report.analytic import analytic_cells, analytic_columns, analytic_table
 from ..report.cells import is_case_ref
 from ..report.columns import LABEL, N_PARAMS
 from ..spec import Spec, format_errors
@@ -57,12 +61,18 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
     """
     path = spec.path or spec.id
     errors: list[str] = []
-    if runs is None:
-        runs = expand(spec, spec.default_profile)
-    # one run per (label, model and task type) has every config key of its kind
-    reps = {(r.label, type(r.model).__name__, type(r.task).__name__): r for r in runs}
-    known = {LABEL, N_PARAMS} | {k for r in reps.values() for k in r.flat()}
-    metrics = set(spec.aggregate.metrics) | set(analysis_metrics(spec.analysis))
+    if spec.analytic is not None:
+        try:
+            known, metrics = analytic_columns(spec)
+        except KeyError as err:
+            return [f"{path}: analytic.table: {err.args[0]}"]
+    else:
+        if runs is None:
+            runs = expand(spec, spec.default_profile)
+        # one run per (label, model and task type) has every config key of its kind
+        reps = {(r.label, type(r.model).__name__, type(r.task).__name__): r for r in runs}
+        known = {LABEL, N_PARAMS} | {k for r in reps.values() for k in r.flat()}
+        metrics = set(spec.aggregate.metrics) | set(analysis_metrics(spec.analysis))
 
     def refs(key: str, cfg: Any) -> None:
         for c in cfg.column_refs():
@@ -84,7 +94,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         errors += [f"{path}: {key}.metric: {m!r} is not aggregated (aggregate.metrics: "
                    f"{sorted(metrics)})" for m in cfg.metrics() if m not in metrics]
         errors += [f"{path}: {key}.kind: {cfg.kind} needs `analysis: [{a}]`"
-                   for a in cfg.analyses() if a not in spec.analysis]
+                   for a in cfg.analyses() if a not in spec.analysis and a != HISTORY]
         stem = figure_stem(cfg, i)
         if stem in stems:
             errors.append(f"{path}: {key}.name: two figures write {stem!r}")
@@ -136,11 +146,17 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         return root / output_name(spec, profile, stem, ext, tag)
 
     runs = expand(spec, profile, overrides=overrides)
-    df = load_table(spec, profile, root, runs, tag)
     curves = write_curves(open_store(spec, root.parents[1]), runs, out("curves", "csv"))
-    keys = report.cell_keys(runs)
-    cells = report.aggregate(df, runs, spec.aggregate.reduce, spec.aggregate.metrics)
     root.mkdir(parents=True, exist_ok=True)
+    if spec.analytic is not None:  # a table computed from theory: its rows are the cells
+        df = analytic_table(spec)
+        df.to_csv(out("results", "csv"), index=False)
+        keys = [LABEL, *spec.analytic.grid]
+        cells = analytic_cells(df)
+    else:
+        df = load_table(spec, profile, root, runs, tag)
+        keys = report.cell_keys(runs)
+        cells = report.aggregate(df, runs, spec.aggregate.reduce, spec.aggregate.metrics)
     tables = {}
     if DECAY in spec.analysis:
         store = open_store(spec, root.parents[1])
@@ -164,6 +180,16 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         tables[name] = table
         metrics = WEIGHT_ANALYSES[name][1]
         cells = add_metrics(cells, cell_means(table, metrics), list(metrics))
+    if any(HISTORY in parse_figure(raw).analyses() for _, raw in spec.figure_configs):
+        store = open_store(spec, root.parents[1])
+        recs = [r for r in (store.read(x.run_id) for x in runs) if r is not None]
+        hist = history_table(recs, keys)
+        hpath = out("history", "csv")
+        if hist.empty and hpath.exists():  # no run records: the committed table
+            hist = pd.read_csv(hpath)
+        elif not hist.empty:
+            hist.to_csv(hpath, index=False)
+        tables[HISTORY] = hist
     verdicts = report.verify(spec, cells, keys)
     ctx = FigureContext(spec, profile, cells, keys, out, tables)
     figures = []

@@ -114,13 +114,19 @@ def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n
     n_exp = int(cells[N_EXPECTED].sum()) if N_EXPECTED in cells else n_runs
     n_ok = int(cells[N_OK].sum()) if N_OK in cells else n_runs
     n_div = int(cells[N_DIVERGED].sum()) if N_DIVERGED in cells else 0
+    if spec.analytic is not None:
+        a = spec.analytic
+        how = (f"Profile `{profile}`: analytic — table `{a.table}` computed from theory "
+               f"(ssmrepro.theory), {len(cells)} rows, no training.")
+    else:
+        how = (f"Profile `{profile}`: {n_exp} runs expected, {n_ok + n_div} finished "
+               f"({n_div} diverged); seeds aggregated with `{spec.aggregate.reduce}`.")
     lines = [
         f"# {spec.id}{f' ({spec.alias})' if spec.alias else ''} — {spec.title}",
         "",
         verdict_counts(verdicts),
         "",
-        f"Profile `{profile}`: {n_exp} runs expected, {n_ok + n_div} finished ({n_div} diverged); "
-        f"seeds aggregated with `{spec.aggregate.reduce}`.",
+        how,
         f"Claim: {spec.claim}",
         "",
         "## Claims",

@@ -1,5 +1,10 @@
 """Stage 5 (report): the check registry — every checkable claim is one registered check.
 
+Kinds: threshold, ordering, monotone, loglog_slope, recall_frontier (koren2026), region (a
+threshold inside a region given by an expression, e.g. below a theory line), size_order (which
+label reaches a threshold at the smallest size; huang2025) and spread (the metric hardly changes
+within groups: insensitivity to a key).
+
 A spec's ``claims:`` list holds typed checks, selected by ``check:`` (default ``threshold``)::
 
     claims:
@@ -34,7 +39,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..expr import evaluate, names
+from .. import expr
 from ..theory.recall import law_constant, refined_frontier_product
 from .cells import column, expected, select, values_equal
 from .columns import COMPLETE, DEFAULT_METRIC, FACTS, LABEL, REGIME, STATE, VOCAB, WIDTH
@@ -395,7 +400,7 @@ class CollapseConfig(CheckConfig):
                              "(so a flat grid does not pass vacuously)")
 
     def column_refs(self) -> list[str]:
-        return [*self.where, *sorted(names(self.by))]
+        return [*self.where, *sorted(expr.names(self.by))]
 
 
 @check_kind("collapse", CollapseConfig)
@@ -405,13 +410,13 @@ def collapse(ctx: CheckContext, cfg: CollapseConfig) -> list[Verdict]:
     text = (f"{cfg.text} [{cfg.metric} a function of {cfg.by} only: spread ≤ {cfg.tol} within "
             f"each group of equal {cfg.by} (≥ {cfg.min_groups} groups of ≥ 2 cells), group means "
             f"span ≥ {cfg.min_range}, where {_fmt_where(cfg.where)}]")
-    refs = sorted(names(cfg.by))
+    refs = sorted(expr.names(cfg.by))
     if needed.empty or any(k not in needed for k in refs):
         return [Verdict("claim", text, "MISSING", None,
                         detail="this profile has no cell the claim needs")]
 
     def key_of(cells: pd.DataFrame) -> pd.Series:
-        return cells.apply(lambda r: float(evaluate(cfg.by, {k: float(r[k]) for k in refs})),
+        return cells.apply(lambda r: float(expr.evaluate(cfg.by, {k: float(r[k]) for k in refs})),
                            axis=1)
 
     sizes = key_of(needed).value_counts()
@@ -543,3 +548,199 @@ def _num(v: Any) -> str:
     except (TypeError, ValueError):
         return str(v)
     return str(int(f)) if f.is_integer() else f"{f:g}"
+
+
+# ----------------------------------------------------------------------------------------------
+# region (a threshold inside a region given by an expression; huang2025's theory lines)
+
+
+def _cell_env(row: pd.Series) -> dict[str, Any]:
+    """A cell's columns as expression names (numbers as floats where they parse)."""
+    env: dict[str, Any] = {}
+    for k, v in row.items():
+        try:
+            env[str(k)] = float(v)
+        except (TypeError, ValueError):
+            env[str(k)] = v
+    return env
+
+
+def in_region(cells: pd.DataFrame, region: str) -> np.ndarray:
+    """Boolean mask: ``region`` (an ``expr`` expression over cell columns) holds for the cell."""
+    return np.array([bool(expr.evaluate(region, _cell_env(r))) for _, r in cells.iterrows()],
+                    dtype=bool)
+
+
+class RegionConfig(CheckConfig):
+    """Cells inside ``region`` (e.g. below a theory line) satisfy ``metric op value``: every one
+    (``mode: all``, up to ``allowed_violations``) or at least one (``mode: any``)."""
+
+    check: Literal["region"]
+    where: dict[str, Any] = {}
+    region: str = Field(..., description="expression over cell columns, e.g. "
+                        "'model.d_model < task.kappa + log2(task.vocab)'")
+    op: Literal[">=", "<=", ">", "<"]
+    value: float
+    mode: Literal["all", "any"] = "all"
+    allowed_violations: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _expr(self) -> RegionConfig:
+        expr.check(self.region)  # ExprError is a ValueError: a validation error
+        return self
+
+    def column_refs(self) -> list[str]:
+        return [*self.where, *sorted(expr.names(self.region))]
+
+
+@check_kind("region", RegionConfig)
+def region(ctx: CheckContext, cfg: RegionConfig) -> list[Verdict]:
+    """Inside ``region``: all (or any) cells ``metric op value`` (NaN = a miss)."""
+    word = "every cell" if cfg.mode == "all" else "some cell"
+    text = (f"{cfg.text} [{word} with {cfg.region}: {cfg.metric} {cfg.op} {cfg.value}"
+            f"{f' ({cfg.allowed_violations} violations allowed)' if cfg.allowed_violations else ''}"
+            f", where {_fmt_where(cfg.where)}]")
+    needed = ctx.needed(cfg.where)
+    if not needed.empty:
+        needed = needed[in_region(needed, cfg.region)]
+
+    def evaluate(cells: pd.DataFrame) -> Outcome:
+        vals = _metric(cells, cfg.metric)
+        hit = np.array([not math.isnan(v) and OPS[cfg.op](v, cfg.value) for v in vals])
+        best = (float(np.nanmax(vals)) if cfg.op in (">=", ">") else float(np.nanmin(vals))) \
+            if not np.isnan(vals).all() else math.nan
+        worst = (float(np.nanmin(vals)) if cfg.op in (">=", ">") else float(np.nanmax(vals))) \
+            if not np.isnan(vals).all() else math.nan
+        if cfg.mode == "any":
+            return Outcome(bool(hit.any()), f"{int(hit.sum())} of {len(cells)} finished cells "
+                           "hold", best)
+        miss = int((~hit).sum())
+        where = ", ".join(_cell_name(r, ctx.keys) for _, r in cells[~hit].head(4).iterrows())
+        return Outcome(miss <= cfg.allowed_violations,
+                       f"{miss} of {len(cells)} finished cells miss"
+                       + (f" ({where}{' ...' if miss > 4 else ''})" if miss else ""), worst)
+
+    if cfg.mode == "any":  # one finished cell that holds decides; absent cells cannot undo it
+        complete = needed[needed[COMPLETE].astype(bool)] if len(needed) else needed
+        if len(complete):
+            out = evaluate(complete)
+            if out.ok:
+                return [Verdict("claim", text, "PASS", out.ours, detail=out.detail)]
+    return [judge(text, needed, evaluate)]
+
+
+def _cell_name(row: pd.Series, keys: list[str]) -> str:
+    return " ".join(f"{k.split('.')[-1]}={_num(row[k])}" for k in keys if k in row)
+
+
+# ----------------------------------------------------------------------------------------------
+# size order (huang2025: which model reaches the threshold at the smallest size)
+
+
+class SizeOrderConfig(CheckConfig):
+    """Per group, the smallest ``size`` at which each label reaches ``threshold``: non-decreasing
+    along ``labels`` (most size-efficient first); each adjacent pair strictly ordered somewhere."""
+
+    check: Literal["size_order"]
+    labels: list[str] = Field(..., min_length=2, description="labels, most efficient first")
+    size: str = Field(WIDTH, description="the size column (e.g. model.d_model)")
+    group_by: list[str] = Field(..., description="keys of a group (e.g. [task.kappa])")
+    threshold: float = Field(..., description="metric reaching this = solved")
+    where: dict[str, Any] = {}
+    allowed_violations: int = Field(0, ge=0)
+    strict: bool = Field(True, description="each adjacent pair strictly ordered in some group")
+
+    def column_refs(self) -> list[str]:
+        return [self.size, *self.group_by, *self.where]
+
+
+def smallest_solving(cells: pd.DataFrame, metric: str, size: str, thr: float) -> float:
+    """The smallest size whose metric >= thr (inf when none)."""
+    ok = cells[cells[metric].astype(float) >= thr] if metric in cells else cells.iloc[0:0]
+    return float(ok[size].astype(float).min()) if len(ok) else math.inf
+
+
+@check_kind("size_order", SizeOrderConfig)
+def size_order(ctx: CheckContext, cfg: SizeOrderConfig) -> list[Verdict]:
+    """Per group: smallest solving size non-decreasing along ``labels`` (unsolved = inf)."""
+    text = (f"{cfg.text} [smallest {cfg.size} with {cfg.metric} >= {cfg.threshold}: "
+            f"{' <= '.join(cfg.labels)} in each group of {', '.join(cfg.group_by)}"
+            f"{' (each pair strictly somewhere)' if cfg.strict else ''}, where "
+            f"{_fmt_where(cfg.where)}]")
+    needed = pd.concat([ctx.needed({**cfg.where, LABEL: lab}) for lab in cfg.labels])
+    needed = needed[~needed.index.duplicated()]
+
+    def evaluate(cells: pd.DataFrame) -> Outcome:
+        viol, shown, informative = 0, [], 0
+        strictly = [False] * (len(cfg.labels) - 1)
+        for g in _group_rows(cells, cfg.group_by):
+            sizes = [smallest_solving(select(g, {LABEL: lab}), cfg.metric, cfg.size,
+                                      cfg.threshold) for lab in cfg.labels]
+            if all(math.isinf(s) for s in sizes):
+                continue
+            informative += 1
+            name = ",".join(f"{k.split('.')[-1]}={_num(g.iloc[0][k])}" for k in cfg.group_by)
+            shown.append(f"{name}: " + "/".join("∞" if math.isinf(s) else _num(s) for s in sizes))
+            for i, (a, b) in enumerate(zip(sizes, sizes[1:])):
+                if a > b:
+                    viol += 1
+                elif a < b:
+                    strictly[i] = True
+        if not informative:
+            return Outcome(None, "no group where any label reaches the threshold")
+        lax = [f"{a} vs {b}" for (a, b), s in zip(zip(cfg.labels, cfg.labels[1:]), strictly)
+               if not s]
+        ok = viol <= cfg.allowed_violations and (not cfg.strict or not lax)
+        detail = f"smallest solving {cfg.size.split('.')[-1]} per group: {'; '.join(shown)}"
+        detail += f"; {viol} out of order" + (f"; never strictly: {', '.join(lax)}"
+                                              if cfg.strict and lax else "")
+        return Outcome(ok, detail)
+
+    return [judge(text, needed, evaluate)]
+
+
+# ----------------------------------------------------------------------------------------------
+# spread (insensitivity: the metric hardly changes along a key)
+
+
+class SpreadConfig(CheckConfig):
+    """Within each group (cells equal on ``group_by``), max − min of ``metric`` ≤ ``tol``."""
+
+    check: Literal["spread"]
+    where: dict[str, Any] = {}
+    group_by: list[str] = Field(..., description="keys held fixed; the rest (e.g. N) varies")
+    tol: float = Field(..., ge=0)
+    allowed_violations: int = Field(0, ge=0)
+
+    def column_refs(self) -> list[str]:
+        return [*self.where, *self.group_by]
+
+
+@check_kind("spread", SpreadConfig)
+def spread(ctx: CheckContext, cfg: SpreadConfig) -> list[Verdict]:
+    """Per group of ``group_by``: max − min of the metric over its cells ≤ tol (NaN = a miss)."""
+    text = (f"{cfg.text} [max − min of {cfg.metric} ≤ {cfg.tol} within each group of "
+            f"{', '.join(cfg.group_by) or 'all cells'}, where {_fmt_where(cfg.where)}]")
+    needed = ctx.needed(cfg.where)
+    groups = [g for g in _group_rows(needed, cfg.group_by) if len(g) >= 2]
+    if not groups:
+        return [Verdict("claim", text, "MISSING", None,
+                        detail="this profile has no group with two cells")]
+
+    def evaluate(cells: pd.DataFrame) -> Outcome:
+        spreads, viol = [], 0
+        for g in _group_rows(cells, cfg.group_by):
+            if len(g) < 2:
+                continue
+            vals = _metric(g, cfg.metric)
+            sp = math.nan if np.isnan(vals).any() else float(vals.max() - vals.min())
+            spreads.append(sp)
+            viol += math.isnan(sp) or sp > cfg.tol
+        if not spreads:
+            return Outcome(None, "no group has two finished cells")
+        worst = max((s for s in spreads if not math.isnan(s)), default=math.nan)
+        return Outcome(viol <= cfg.allowed_violations,
+                       f"{viol} of {len(spreads)} groups spread more than {cfg.tol} (largest "
+                       f"{worst:.3f})", worst)
+
+    return [judge(text, pd.concat(groups), evaluate)]

@@ -209,10 +209,13 @@ def expand(spec: Spec, profile: str | None = None,
            overrides: dict[str, Any] | None = None) -> list[RunConfig]:
     """All runs of ``spec`` under ``profile`` (default: the spec's default profile), with
     ``overrides`` ({dotted key: value}) applied after the profile's ``set``; validated like the
-    YAML, and part of every run id (they change the config)."""
+    YAML, and part of every run id (they change the config). None for an analytic spec (its
+    table is computed by the report stage)."""
     profile = profile or spec.default_profile
     if profile not in spec.profiles:
         raise SpecError([f"{spec.path}: unknown profile {profile!r} (have {sorted(spec.profiles)})"])
+    if spec.analytic is not None:
+        return []
     prof = spec.profiles[profile]
     for i, name in enumerate(spec.reuse):  # the specs whose records this one reuses must exist
         try:

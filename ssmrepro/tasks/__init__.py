@@ -1,21 +1,25 @@
 """Library (tasks): the task registry, name -> Task class (each with its pydantic ``Config``).
 
-Synthetic generators (``keep_nth``, ``mqar``) and the six LRA datasets (``lra_listops``,
-``lra_text``, ``lra_retrieval``, ``lra_image``, ``lra_pathfinder``, ``lra_pathx``) share one
-interface (``tasks.base``).
+Synthetic generators (``keep_nth``, ``mqar``, ``mqar_huang``, ``induction_heads``) and the six
+LRA datasets (``lra_listops``, ``lra_text``, ``lra_retrieval``, ``lra_image``,
+``lra_pathfinder``, ``lra_pathx``) share one interface (``tasks.base``).
 """
 
 from __future__ import annotations
 
 from ..data import DataUnavailable
 from .base import Batch, Task, TaskConfig, TaskInfo, incompatibility
+from .induction_heads import InductionHeads
 from .keep_nth import KeepNth
 from .lra import LRA_TASKS
 from .mqar import MQAR
+from .mqar_huang import MQARHuang
 
 TASKS: dict[str, type[Task]] = {
     KeepNth.name: KeepNth,
     MQAR.name: MQAR,
+    MQARHuang.name: MQARHuang,
+    InductionHeads.name: InductionHeads,
     **{cls.name: cls for cls in LRA_TASKS},
 }
 

@@ -1,1 +1,34 @@
-"""Library (theory): closed-form results of the papers (recall laws, designed circuits)."""
+"""Library (theory): closed-form results of the papers (recall laws, designed circuits, huang2025
+Thm 1's Haar approximation) and ``TABLES``, the analytic tables an analytic spec computes.
+
+An analytic spec (``analytic: {table, params, grid}``, no training) asks for one row per point of
+its grid: ``TABLES[table].fn(**params, **point)`` returns the row's metrics (names in
+``TABLES[table].metrics``), which the report checks like trained metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from . import haar
+
+
+@dataclass(frozen=True)
+class TheoryTable:
+    name: str
+    fn: Callable[..., dict[str, float]]  # keyword parameters -> {metric: value}
+    metrics: tuple[str, ...]
+    summary: str
+
+
+TABLES: dict[str, TheoryTable] = {
+    t.name: t for t in (
+        TheoryTable("haar_thm1", lambda abs_w, j=0, k=0, delta=0.01, n=200001: haar.errors(
+            -float(abs_w), int(j), int(k), int(n), float(delta)), ("l2", "sup_away", "sup"),
+            "huang2025 Thm 1: errors of g1 + g3 - 2 g2 against the Haar wavelet psi_{j,k} at "
+            "parameter w = -abs_w (theory.haar.errors)"),
+    )
+}
+
+__all__ = ["TABLES", "TheoryTable"]

@@ -1,0 +1,211 @@
+"""Stage 6 (plots): the ``bound_grid`` figure kind — accuracy grids with theory lines (huang2025
+Figs. 2, 3, A.2-A.4).
+
+One panel per value of ``col`` (and row per value of ``row``): cells on an x × y grid (e.g. κ × d),
+coloured by the metric and annotated with its value; a cell at or above ``solved`` gets a white
+frame. ``halves: [A, B]`` instead draws each cell split in two (Fig. 3's "filled vs outlined"
+pairs), A as the upper-left, B as the lower-right triangle, with both values written. Theory lines
+come from ``bounds``: per label (or ``"*"`` for every panel) a list of expressions (``expr``, over
+the cell columns) of the y value as a function of the x column (``axis: y``), or of a constant x
+(``axis: x``, a vertical line), each drawn black and named in the legend (``text``, e.g. "Thm 2,
+constant 1: d = κ + log₂|V|").
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Literal
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.patches import Polygon, Rectangle  # noqa: E402
+from pydantic import BaseModel, ConfigDict, Field, model_validator  # noqa: E402
+
+from .. import expr  # noqa: E402
+from ..report.cells import column  # noqa: E402
+from ..report.columns import LABEL  # noqa: E402
+from .registry import FigureConfig, FigureContext, figure_kind  # noqa: E402
+
+
+class Bound(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    expr: str = Field(..., description="value of the line, an expression over cell columns")
+    axis: Literal["y", "x"] = Field("y", description="y: y = expr(x, ...); x: vertical x = expr")
+    text: str = Field(..., description="legend text, e.g. 'Thm 2 (constant 1): d = κ + log₂|V|'")
+    style: str = "-"
+
+    @model_validator(mode="after")
+    def _parse(self) -> Bound:
+        expr.check(self.expr)
+        return self
+
+
+class BoundGridConfig(FigureConfig):
+    kind: Literal["bound_grid"]
+    x: str
+    y: str
+    col: str = LABEL
+    row: str | None = None
+    halves: list[str] | None = Field(None, min_length=2, max_length=2,
+                                     description="two labels drawn as the halves of each cell")
+    bounds: dict[str, list[Bound]] = Field({}, description="label (or '*') -> theory lines")
+    solved: float = Field(0.99, description="cells at or above get a frame")
+    log_x: bool = False
+    log_y: bool = True
+    x_name: str | None = None
+    y_name: str | None = None
+
+    def column_refs(self) -> list[str]:
+        refs = [self.x, self.y, self.col] + ([self.row] if self.row else [])
+        for lines in self.bounds.values():
+            for b in lines:
+                refs += sorted(expr.names(b.expr))
+        return refs
+
+
+def _env(row: pd.Series) -> dict:
+    env = {}
+    for k, v in row.items():
+        try:
+            env[str(k)] = float(v)
+        except (TypeError, ValueError):
+            env[str(k)] = v
+    return env
+
+
+def _pos(vals: list[float], v: float, log: bool) -> float:
+    """Axis coordinate of value v on a grid drawn at equal spacing (index), interpolated
+    (linearly, or in log space) between grid values, extrapolated at the ends."""
+    xs = np.log(vals) if log else np.asarray(vals, dtype=float)
+    t = math.log(v) if log else v
+    if len(xs) == 1:
+        return 0.0
+    i = int(np.clip(np.searchsorted(xs, t) - 1, 0, len(xs) - 2))
+    return i + (t - xs[i]) / (xs[i + 1] - xs[i])
+
+
+def _edge_values(vals: list[float], log: bool) -> tuple[float, float]:
+    """Values at the outer cell edges (half a grid step beyond the first and last value)."""
+    if len(vals) == 1:
+        return (vals[0] / 1.5, vals[0] * 1.5) if log else (vals[0] - 0.5, vals[0] + 0.5)
+    if log:
+        return (vals[0] * math.sqrt(vals[0] / vals[1]), vals[-1] * math.sqrt(vals[-1] / vals[-2]))
+    return vals[0] - (vals[1] - vals[0]) / 2, vals[-1] + (vals[-1] - vals[-2]) / 2
+
+
+def _lines_for(cfg: BoundGridConfig, panel: str) -> list[Bound]:
+    out = list(cfg.bounds.get("*", []))
+    for key, lines in cfg.bounds.items():
+        if key != "*" and (key == panel or key in panel.split(" / ")):
+            out += lines
+    return out
+
+
+@figure_kind("bound_grid", BoundGridConfig)
+def bound_grid(ctx: FigureContext, cfg: BoundGridConfig, path: Path) -> bool:
+    """x × y accuracy grids per panel with the theory lines of ``bounds`` (see module doc)."""
+    t = ctx.table
+    if t.empty or cfg.x not in t or cfg.y not in t:
+        return False
+    metric = cfg.metric
+    t = t.assign(_col=column(t, cfg.col).astype(str),
+                 _row=column(t, cfg.row).astype(str) if cfg.row else "")
+    if cfg.halves:  # panels by the label without the two half labels
+        def strip(s: str) -> str:
+            return " / ".join(p for p in str(s).split(" / ") if p not in cfg.halves) or "all"
+        t = t.assign(_col=t[LABEL].map(strip))
+    cols = list(dict.fromkeys(t["_col"]))
+    rows = list(dict.fromkeys(t["_row"]))
+    xs = sorted(float(v) for v in t[cfg.x].unique())
+    ys = sorted(float(v) for v in t[cfg.y].unique())
+    nc, nr = len(cols), len(rows)
+    fig, axes = plt.subplots(nr, nc, figsize=(max(6.5, 3.3 + 0.42 * len(xs) * nc + 0.5 * nc),
+                                              1.2 + 0.38 * len(ys) * nr + 0.6 * nr),
+                             squeeze=False, constrained_layout=True)
+    cmap = plt.get_cmap("viridis")
+    for i, rv in enumerate(rows):
+        for j, cv in enumerate(cols):
+            ax = axes[i, j]
+            sub = t[(t["_row"] == rv) & (t["_col"] == cv)]
+            for _, r in sub.iterrows():
+                xi, yi = xs.index(float(r[cfg.x])), ys.index(float(r[cfg.y]))
+                v = float(r[metric]) if not pd.isna(r[metric]) else math.nan
+                half = None
+                if cfg.halves:
+                    labs = str(r[LABEL]).split(" / ")
+                    half = 0 if cfg.halves[0] in labs else 1 if cfg.halves[1] in labs else None
+                color = cmap(v) if not math.isnan(v) else (0.85, 0.85, 0.85, 1)
+                if half is None:
+                    ax.add_patch(Rectangle((xi - 0.5, yi - 0.5), 1, 1, color=color))
+                    frame = not math.isnan(v) and v >= cfg.solved
+                    if frame:
+                        ax.add_patch(Rectangle((xi - 0.46, yi - 0.46), 0.92, 0.92, fill=False,
+                                               ec="w", lw=1.4))
+                    ax.text(xi, yi, "—" if math.isnan(v) else f"{v:.2f}", ha="center",
+                            va="center", fontsize=6.5, color="k" if v > 0.6 else "w")
+                else:
+                    tri = ([(xi - 0.5, yi - 0.5), (xi - 0.5, yi + 0.5), (xi + 0.5, yi + 0.5)]
+                           if half == 0 else
+                           [(xi - 0.5, yi - 0.5), (xi + 0.5, yi - 0.5), (xi + 0.5, yi + 0.5)])
+                    ax.add_patch(Polygon(tri, closed=True, color=color))
+                    if not math.isnan(v) and v >= cfg.solved:
+                        ax.add_patch(Polygon(tri, closed=True, fill=False, ec="w", lw=1.2))
+                    dx, dy = (-0.22, 0.2) if half == 0 else (0.22, -0.2)
+                    ax.text(xi + dx, yi + dy, "—" if math.isnan(v) else f"{v:.2f}",
+                            ha="center", va="center", fontsize=5.5,
+                            color="k" if v > 0.6 else "w")
+            ref = sub.iloc[0] if len(sub) else t.iloc[0]
+            panel_labels = set(str(s) for s in sub[LABEL]) if len(sub) else set()
+            lines = []
+            for lab in panel_labels | {cv}:
+                lines += [b for b in _lines_for(cfg, lab) if b not in lines]
+            for b in lines:
+                env = _env(ref)
+                if b.axis == "y":
+                    lo, hi = _edge_values(xs, cfg.log_x)
+                    fine = np.geomspace(lo, hi, 200) if cfg.log_x else np.linspace(lo, hi, 200)
+                    px, py = [], []
+                    for xv in fine:
+                        yv = float(expr.evaluate(b.expr, {**env, cfg.x: float(xv)}))
+                        if yv > 0 or not cfg.log_y:
+                            px.append(_pos(xs, float(xv), cfg.log_x))
+                            py.append(_pos(ys, yv, cfg.log_y))
+                    ax.plot(px, py, color="k", ls=b.style, lw=1.6, label=b.text)
+                else:
+                    xv = float(expr.evaluate(b.expr, env))
+                    ax.axvline(_pos(xs, xv, cfg.log_x), color="k", ls=b.style, lw=1.6,
+                                   label=b.text)
+            ax.set_xlim(-0.5, len(xs) - 0.5)
+            ax.set_ylim(-0.5, len(ys) - 0.5)
+            ax.set_xticks(range(len(xs)), [f"{v:g}" for v in xs], fontsize=7)
+            ax.set_yticks(range(len(ys)), [f"{v:g}" for v in ys], fontsize=7)
+            title = cv if not cfg.row else f"{cv}\n{cfg.row.split('.')[-1]} = {rv}"
+            if cfg.halves:
+                title = f"{title}\nupper left: {cfg.halves[0]}, lower right: {cfg.halves[1]}"
+            ax.set_title(title, fontsize=8)
+            if i == nr - 1:
+                ax.set_xlabel(cfg.x_name or cfg.x, fontsize=8)
+            if j == 0:
+                ax.set_ylabel(cfg.y_name or cfg.y, fontsize=8)
+    handles: dict[str, object] = {}
+    for ax in axes.flat:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    if handles:
+        fig.legend(list(handles.values()), list(handles), loc="outside lower center",
+                   fontsize=7, ncol=1, frameon=False)
+    sm = plt.cm.ScalarMappable(cmap=cmap, norm=plt.Normalize(0, 1))
+    fig.colorbar(sm, ax=axes.ravel().tolist(), shrink=0.8,
+                 label=f"{metric}, {ctx.aggregation()}\nwhite frame: ≥ {cfg.solved:g}")
+    fig.suptitle(ctx.title(cfg), fontsize=9)
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return True
+
+
+__all__ = ["Bound", "BoundGridConfig", "bound_grid"]

@@ -1,0 +1,107 @@
+"""Stage 6 (plots): the ``haar_wavelet`` figure kind — huang2025 Fig. A.1 and Thm 1's error.
+
+Four panels, all from ``theory.haar`` (no training): (a) Haar wavelets ψ_{j,k}; (b) the three
+Mamba basis functions g(s; t̂, w) at one parameter w (t̂ = the three jump points); (c) ψ_{j,k}
+against Thm 1's approximation g1 + g3 − 2 g2 for a few w; (d) the errors of the spec's analytic
+table (its cells) against |w| on log-log axes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from pydantic import Field  # noqa: E402
+
+from ..theory import haar  # noqa: E402
+from .registry import FigureConfig, FigureContext, figure_kind  # noqa: E402
+
+_ERROR_NAMES = {
+    "l2": r"$L^2$ error $\|\psi - \hat\psi\|_2$",
+    "sup_away": r"sup error at distance $\geq\delta$ from the jumps",
+    "sup": r"sup error over all of $[0, 1]$",
+}
+
+
+class HaarWaveletConfig(FigureConfig):
+    kind: Literal["haar_wavelet"]
+    j: int = Field(0, ge=0, le=6, description="scale of the approximated wavelet")
+    k: int = Field(0, ge=0, description="translation of the approximated wavelet")
+    x: str = Field("w", description="the parameter column of the analytic table")
+    errors: list[str] = Field(["l2", "sup_away", "sup"], description="error columns to draw")
+    show_w: list[float] = Field([-30.0, -1000.0, -1.0e5], description="w of the curves in (c)")
+    basis_w: float = Field(-1000.0, lt=0, description="w of the basis functions in (b)")
+    examples: list[tuple[int, int]] = Field([(0, 0), (1, 0), (1, 1), (2, 2)],
+                                            description="(j, k) of the wavelets in (a)")
+
+    def column_refs(self) -> list[str]:
+        return [self.x]
+
+    def metrics(self) -> list[str]:
+        return list(self.errors)
+
+
+@figure_kind("haar_wavelet", HaarWaveletConfig)
+def haar_wavelet(ctx: FigureContext, cfg: HaarWaveletConfig, path: Path) -> bool:
+    """Haar wavelets, three Mamba basis functions, ψ vs g1 + g3 − 2 g2, errors vs |w|."""
+    s = np.linspace(0.0, 1.0, 4001)
+    fig, axes = plt.subplots(1, 4, figsize=(17, 3.9))
+    ax = axes[0]
+    for jj, kk in cfg.examples:
+        ax.step(s, haar.haar(s, jj, kk), where="post", label=rf"$\psi_{{{jj},{kk}}}$")
+    ax.set_title("(a) Haar wavelets", fontsize=9)
+    ax.set_xlabel("$s$")
+    ax.set_ylabel(r"$\psi_{j,k}(s)$")
+    ax.legend(fontsize=7)
+
+    a, m, b = haar.jumps(cfg.j, cfg.k)
+    ax = axes[1]
+    for name, t_hat in (("g_1", a), ("g_2", m), ("g_3", b)):
+        ax.plot(s, haar.mamba_basis(s, t_hat, cfg.basis_w, cfg.j),
+                label=rf"${name}$: $\hat t = {t_hat:g}$")
+    ax.set_title(rf"(b) Mamba basis functions, $w = {cfg.basis_w:g}$", fontsize=9)
+    ax.set_xlabel("$s$")
+    ax.set_ylabel(r"$g(s;\hat t, w) = 2^{j/2} e^{-\int_s^1 \mathrm{softplus}(w(r-\hat t))dr}$",
+                  fontsize=8)
+    ax.legend(fontsize=7)
+
+    ax = axes[2]
+    ax.step(s, haar.haar(s, cfg.j, cfg.k), where="post", color="k", lw=2.2,
+            label=rf"$\psi_{{{cfg.j},{cfg.k}}}$")
+    cmap = plt.get_cmap("viridis")
+    for i, w in enumerate(cfg.show_w):
+        ax.plot(s, haar.approximation(s, w, cfg.j, cfg.k), color=cmap(i / max(1, len(cfg.show_w))),
+                label=rf"$g_1 + g_3 - 2g_2$, $w = {w:g}$")
+    ax.set_title(r"(c) wavelet vs Thm 1's approximation", fontsize=9)
+    ax.set_xlabel("$s$")
+    ax.legend(fontsize=7)
+
+    ax = axes[3]
+    t = ctx.table
+    drawn = False
+    if not t.empty and cfg.x in t:
+        t = t.sort_values(cfg.x, key=lambda v: v.abs())
+        for err in cfg.errors:
+            if err in t:
+                vals = t[err].astype(float)
+                zero = " (0 drawn at 1e-9)" if (vals <= 1e-9).any() else ""
+                ax.plot(t[cfg.x].abs(), vals.clip(lower=1e-9), marker="o", ms=3,
+                        label=_ERROR_NAMES.get(err, err) + zero)
+                drawn = True
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(r"$|w|$ (Thm 1's limit: $w \to -\infty$)")
+    ax.set_ylabel(rf"error against $\psi_{{{cfg.j},{cfg.k}}}$")
+    ax.set_title("(d) approximation error vs the parameter", fontsize=9)
+    if drawn:
+        ax.legend(fontsize=7)
+    fig.suptitle(ctx.title(cfg), fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True

@@ -1,0 +1,44 @@
+"""Stage 5 (report): the cells of an analytic spec — rows of a table computed from theory.
+
+An analytic spec (``analytic: {table, params, grid}``) trains nothing: its profile's cells are the
+rows ``theory.TABLES[table].fn(**params, **point)`` for every point of the grid, one cell each,
+complete by construction, so every registered check judges them as it judges trained cells.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pandas as pd
+
+from ..theory import TABLES
+from .columns import COMPLETE, LABEL, N_DIVERGED, N_EXPECTED, N_OK
+
+THEORY_LABEL = "theory"
+
+
+def analytic_columns(spec) -> tuple[set[str], set[str]]:
+    """(cell columns, metric columns) of an analytic spec's table, without computing it."""
+    a = spec.analytic
+    if a.table not in TABLES:
+        raise KeyError(f"unknown analytic table {a.table!r} (known: {', '.join(TABLES)})")
+    return {LABEL, *a.grid, *a.params}, set(TABLES[a.table].metrics)
+
+
+def analytic_table(spec) -> pd.DataFrame:
+    """One row per grid point: label, grid values, params, metrics."""
+    a = spec.analytic
+    table = TABLES[a.table]
+    keys = list(a.grid)
+    rows = []
+    for vals in itertools.product(*(a.grid[k] for k in keys)):
+        point = dict(zip(keys, vals))
+        rows.append({LABEL: THEORY_LABEL, **point, **a.params, **table.fn(**a.params, **point)})
+    return pd.DataFrame(rows)
+
+
+def analytic_cells(table: pd.DataFrame) -> pd.DataFrame:
+    """The table as profile cells (each complete, one 'run', none diverged)."""
+    cells = table.copy()
+    cells[N_EXPECTED], cells[N_OK], cells[N_DIVERGED], cells[COMPLETE] = 1, 1, 0, True
+    return cells
