@@ -1,14 +1,16 @@
 """Library (tasks): the task registry, name -> Task class (each with its pydantic ``Config``).
 
-Synthetic generators (``keep_nth``, ``mqar``) and the six LRA datasets (``lra_listops``,
-``lra_text``, ``lra_retrieval``, ``lra_image``, ``lra_pathfinder``, ``lra_pathx``) share one
-interface (``tasks.base``).
+Synthetic generators (``keep_nth``, ``mqar``, chen2025's ``composite`` and
+``inverse_matching``) and the six LRA datasets (``lra_listops``, ``lra_text``, ``lra_retrieval``,
+``lra_image``, ``lra_pathfinder``, ``lra_pathx``) share one interface (``tasks.base``).
 """
 
 from __future__ import annotations
 
 from ..data import DataUnavailable
 from .base import Batch, Task, TaskConfig, TaskInfo, incompatibility
+from .composite import Composite
+from .inverse_matching import InverseMatching
 from .keep_nth import KeepNth
 from .lra import LRA_TASKS
 from .mqar import MQAR
@@ -16,6 +18,8 @@ from .mqar import MQAR
 TASKS: dict[str, type[Task]] = {
     KeepNth.name: KeepNth,
     MQAR.name: MQAR,
+    Composite.name: Composite,
+    InverseMatching.name: InverseMatching,
     **{cls.name: cls for cls in LRA_TASKS},
 }
 
