@@ -1,11 +1,13 @@
 """Stage 6 (plots): registered figure kinds and ``build`` (results.csv -> summary, figures, report).
 
 Importing this package registers the figure kinds (``figures``: bars, heatmaps, lines,
-histograms; ``recall``: recall_grid). ``validate_outputs`` checks a spec's figures, claims and
+histograms; ``recall``: recall_grid; ``curves``: learning curves from the eval history, with
+``curves.csv``; ``phase``: annotated phase diagrams beside the paper's cell values).
+``validate_outputs`` checks a spec's figures, claims and
 paper values; the CLI calls it in ``validate`` and before ``run`` trains anything.
 """
 
-from . import figures, recall  # noqa: F401  (registers the figure kinds)
+from . import curves, figures, phase, recall  # noqa: F401  (registers the figure kinds)
 from .outputs import Outputs, build, load_table, validate_outputs
 from .registry import FIGURE_KINDS, FigureConfig, FigureContext, figure_kind, parse_figure
 

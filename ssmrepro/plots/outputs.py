@@ -23,8 +23,10 @@ from ..report.analysis import (
 )
 from ..report.cells import is_case_ref
 from ..report.columns import LABEL, N_PARAMS
+from ..report.curves import HISTORY_SETS, curve_table, history_metric_sets
 from ..spec import Spec, format_errors
 from ..sweep import expand
+from .curves import CURVES
 from .registry import FIGURE_KINDS, FigureContext, parse_figure
 
 
@@ -56,6 +58,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
     reps = {(r.label, type(r.model).__name__, type(r.task).__name__): r for r in runs}
     known = {LABEL, N_PARAMS} | {k for r in reps.values() for k in r.flat()}
     metrics = set(spec.aggregate.metrics) | set(analysis_metrics(spec.analysis))
+    sets = set(HISTORY_SETS) | {n for r in runs for n in r.train.evals}
 
     def refs(key: str, cfg: Any) -> None:
         for c in cfg.column_refs():
@@ -78,6 +81,11 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                    f"{sorted(metrics)})" for m in cfg.metrics() if m not in metrics]
         errors += [f"{path}: {key}.kind: {cfg.kind} needs `analysis: [{a}]`"
                    for a in cfg.analyses() if a not in spec.analysis]
+        errors += [f"{path}: {key}: {m!r} is not in the runs' evaluation history (sets: "
+                   f"{sorted(sets)}; metrics <set>.acc, <set>.loss or <set>.mse)"
+                   for m in cfg.history_metrics()
+                   if history_metric_sets(m) not in sets or m.rsplit(".", 1)[-1] not in
+                   ("acc", "loss", "mse")]
         stem = figure_stem(cfg, i)
         if stem in stems:
             errors.append(f"{path}: {key}.name: two figures write {stem!r}")
@@ -120,6 +128,19 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list) -> pd.DataFrame
     return df
 
 
+def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path) -> pd.DataFrame:
+    """The learning-curve table of ``runs`` (report.curves): rebuilt from the run records and
+    written to ``path`` (``curves.csv``), or read from ``path`` when there are no records."""
+    store = open_store(spec, root.parents[1])
+    recs = [r for r in (store.read(x.run_id) for x in runs) if r is not None]
+    table = curve_table(recs, keys)
+    if table.empty and path.exists():
+        return pd.read_csv(path)
+    if not table.empty:
+        table.to_csv(path, index=False)
+    return table
+
+
 def build(spec: Spec, profile: str, root: Path) -> Outputs:
     """results.csv (from records), summary.csv, every figure and report.md of ``profile``."""
 
@@ -143,11 +164,14 @@ def build(spec: Spec, profile: str, root: Path) -> Outputs:
             hist.to_csv(hpath, index=False)
         tables[DECAY] = hist
         cells = add_metrics(cells, decay_metrics(hist), list(DECAY_METRICS))
+    configs = [parse_figure(raw) for _, raw in spec.figure_configs]
+    wanted = sorted({m for c in configs for m in c.history_metrics()})
+    if wanted:
+        tables[CURVES] = _curves(spec, root, runs, keys, out("curves", "csv"))
     verdicts = report.verify(spec, cells, keys)
     ctx = FigureContext(spec, profile, cells, keys, out, tables)
     figures = []
-    for i, (_, raw) in enumerate(spec.figure_configs):
-        cfg = parse_figure(raw)
+    for i, cfg in enumerate(configs):
         path = out(figure_stem(cfg, i), "png")
         if FIGURE_KINDS[cfg.kind].fn(ctx, cfg, path):
             figures.append(path)
