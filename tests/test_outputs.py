@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from ssmrepro.cli import app
 from ssmrepro.plots import FIGURE_KINDS, FigureContext, parse_figure, validate_outputs
-from ssmrepro.report import aggregate, cell_keys
 from ssmrepro.plots.curves import CURVES
+from ssmrepro.report import aggregate, cell_keys
 from ssmrepro.report.analysis import (
     DECAY,
     DECAY_METRICS,
