@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import ValidationError
 from test_checks import Run, rows_for
 from typer.testing import CliRunner
 
@@ -171,7 +172,7 @@ def test_curves_and_phase_render(tmp_path):
     praw = {"kind": "phase", "x": "model.init.gamma", "y": "model.repeat",
             "panels": [{"metric": "test.acc", "title": "(a)", "paper_default": "≤.1"}]}
     assert _draw(pctx, praw, tmp_path / "p.png") and (tmp_path / "p.png").stat().st_size > 1000
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         parse_figure({**praw, "panels": [{"metric": "test.acc", "bogus": 1}]})
 
 
