@@ -60,7 +60,8 @@ def grid(labels, xs, key="model.d", seeds=(0,)):
 
 
 def test_every_check_kind_is_registered_with_a_config():
-    assert {"threshold", "ordering", "monotone", "recall_frontier", "loglog_slope"} <= set(CHECKS)
+    assert {"threshold", "ordering", "monotone", "recall_frontier", "loglog_slope",
+            "any_threshold"} <= set(CHECKS)
     for kind in CHECKS.values():
         assert kind.Config.model_config.get("extra") == "forbid"
     assert parse_claim({"text": "t", "op": ">=", "value": 1}).check == "threshold"  # default
@@ -86,6 +87,27 @@ def test_threshold_pass_fail_missing():
     # the profile has no such cell at all
     v = judge([{**TH[0], "where": {"label": "Z"}}], runs, [0.95, 0.99])[0]
     assert v.verdict == "MISSING" and "no cell" in v.detail
+
+
+ANY = [{"check": "any_threshold", "text": "A solves somewhere", "where": {"label": "A"},
+        "op": ">=", "value": 0.9}]
+
+
+def test_any_threshold_pass_fail_missing():
+    runs = grid(["A"], [8, 16, 32])
+    v = judge(ANY, runs, [0.1, 0.95, 0.2])[0]
+    assert v.verdict == "PASS" and v.ours == pytest.approx(0.95) and "1 of 3" in v.detail
+    v = judge(ANY, runs, [0.1, 0.5, 0.2])[0]
+    assert v.verdict == "FAIL" and v.ours == pytest.approx(0.5)
+    assert judge(ANY, runs, [0.1, None, 0.2])[0].verdict == "MISSING"  # the absent cell may hold
+    assert judge(ANY, runs, [0.95, None, None])[0].verdict == "PASS"  # enough already hold
+    two = [{**ANY[0], "min_cells": 2}]
+    assert judge(two, runs, [0.95, 0.2, 0.1])[0].verdict == "FAIL"
+    assert judge(two, runs, [0.95, 0.91, 0.1])[0].verdict == "PASS"
+    # a diverged cell never holds
+    assert judge(ANY, runs, [0.1, 0.95, 0.2], status={1: "diverged"})[0].verdict == "FAIL"
+    v = judge([{**ANY[0], "where": {"label": "Z"}}], runs, [0.95, 0.2, 0.1])[0]
+    assert v.verdict == "MISSING"
 
 
 def test_diverged_runs_are_a_miss_not_missing():

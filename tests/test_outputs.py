@@ -69,6 +69,16 @@ def test_bars_heatmaps_lines_render(tmp_path):
         assert _draw(ctx, raw, path) and path.stat().st_size > 1000
 
 
+def test_lines_with_a_list_valued_swept_key(tmp_path):
+    """A case that swaps a list-valued field (model.layers) is a cell key; lines still draw."""
+    runs = [Run(m, {"model.layers": layers, "model.init.gamma": g})
+            for m, layers in (("Mamba", ["SSM"]), ("Transformer", ["TF"])) for g in (0.5, 1.0)]
+    ctx = _ctx(tmp_path, runs, [0.2, 0.2, 0.9, 0.5])
+    raw = {"kind": "lines", "x": "model.init.gamma", "hue": "label", "facet": None}
+    assert _draw(ctx, raw, tmp_path / "l.png")
+    assert _draw(ctx, {**raw, "x": None}, tmp_path / "l2.png")
+
+
 def test_nothing_drawn_without_finished_runs(tmp_path):
     runs = [Run("A", {"model.d": 8})]
     ctx = _ctx(tmp_path, runs, [None])

@@ -46,6 +46,9 @@ class CurvesConfig(FigureConfig):
     logy: bool = False
     ylabel: str | None = None
     panel: tuple[float, float] = (3.3, 2.5)
+    paper_as: dict[str, str] = Field(
+        {}, description="draw the paper values of a final metric on a series, e.g. {test.acc: "
+        "val.acc} (the validation curve follows the test rule)")
 
     def column_refs(self) -> list[str]:
         return [c for c in (self.row, self.col, self.hue) if c and c != SEED] + list(self.where)
@@ -79,12 +82,13 @@ def _paper_lines(ctx: FigureContext, cfg: CurvesConfig, sub: pd.DataFrame) -> li
     every ``where`` key that the curve table has matching the panel's runs."""
     out = []
     for pv in ctx.spec.paper_values:
-        if pv.metric not in cfg.series:
+        metric = cfg.paper_as.get(pv.metric, pv.metric)
+        if metric not in cfg.series:
             continue
         conds = {k: v for k, v in pv.where.items() if k in sub.columns}
         if len(conds) != len(pv.where) or select(sub, conds).empty:
             continue
-        out.append((pv.metric, pv.value))
+        out.append((metric, pv.value))
     return out
 
 

@@ -103,8 +103,8 @@ def phase(ctx: FigureContext, cfg: PhaseConfig, path: Path) -> bool:
             layout.append((p, True))
     ncols = min(2, len(layout)) if len(layout) != 3 else 3
     nrows = math.ceil(len(layout) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(0.55 * len(xs) * ncols + 1.8,
-                                                    0.42 * len(ys) * nrows + 1.2 * nrows + 0.6),
+    pw, ph = max(4.8, 0.55 * len(xs) + 1.0), max(2.6, 0.42 * len(ys) + 1.2)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(pw * ncols + 1.0, ph * nrows + 0.6),
                              squeeze=False, constrained_layout=True)
     im = None
     for ax, (p, paper) in zip(axes.flat, layout):

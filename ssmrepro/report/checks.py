@@ -214,6 +214,52 @@ def threshold(ctx: CheckContext, cfg: ThresholdConfig) -> list[Verdict]:
 
 
 # ----------------------------------------------------------------------------------------------
+# any_threshold
+
+
+class AnyThresholdConfig(CheckConfig):
+    """At least ``min_cells`` of the cells matching ``where`` have ``metric`` ``op`` ``value``."""
+
+    check: Literal["any_threshold"]
+    where: dict[str, Any] = {}
+    op: Literal[">=", "<=", ">", "<"]
+    value: float
+    min_cells: int = Field(1, ge=1)
+
+    def column_refs(self) -> list[str]:
+        return list(self.where)
+
+
+@check_kind("any_threshold", AnyThresholdConfig)
+def any_threshold(ctx: CheckContext, cfg: AnyThresholdConfig) -> list[Verdict]:
+    """Some cells (``min_cells``) matching ``where`` reach ``metric op value`` (NaN = a miss).
+
+    PASS as soon as enough complete cells hold, even if others are not finished (they cannot
+    undo it); FAIL only when every needed cell is complete and too few hold."""
+    needed = ctx.needed(cfg.where)
+    text = (f"{cfg.text} [{cfg.metric} {cfg.op} {cfg.value} in at least {cfg.min_cells} "
+            f"cell(s) where {_fmt_where(cfg.where)}]")
+    if needed.empty:
+        return [Verdict("claim", text, "MISSING", None,
+                        detail="this profile has no cell the claim needs")]
+    complete = needed[needed[COMPLETE].astype(bool)]
+    vals = _metric(complete, cfg.metric)
+    hits = int(sum(not math.isnan(v) and OPS[cfg.op](v, cfg.value) for v in vals))
+    finite = vals[~np.isnan(vals)]
+    best = (float(finite.max() if cfg.op in (">=", ">") else finite.min()) if len(finite)
+            else None)
+    n_absent = len(needed) - len(complete)
+    detail = f"{hits} of {len(complete)} finished cells hold (need {cfg.min_cells})"
+    if n_absent:
+        detail += f"; {n_absent} of {len(needed)} needed cells not finished"
+    if hits >= cfg.min_cells:
+        return [Verdict("claim", text, "PASS", best, detail=detail)]
+    if n_absent:
+        return [Verdict("claim", text, "MISSING", best, detail=detail)]
+    return [Verdict("claim", text, "FAIL", best, detail=detail)]
+
+
+# ----------------------------------------------------------------------------------------------
 # ordering
 
 
