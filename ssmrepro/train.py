@@ -273,7 +273,8 @@ def train_pack(
     n_val = _eval_size(task, "val", tc0.val_size)
     n_test = _eval_size(task, "test", tc0.test_size)
     n_fit = min(tc0.val_size, tc0.train_size or tc0.val_size)  # the fixed training slice
-    model = build_model(r0.model, info, E, [derived_seed(r.seed, _INIT_STREAM) for r in runs])
+    model = build_model(r0.model, info, E, [derived_seed(r.seed, _INIT_STREAM) for r in runs],
+                        members=[r.model for r in runs])
     model = model.to(device=dev, dtype=dtype)
     if micro_batch is not None and micro_batch < tc0.batch_size and mixes_batch(model):
         raise ValueError("micro-batching would change this model's BatchNorm batch statistics")
@@ -326,11 +327,18 @@ def train_pack(
         stop_step[e] = step
 
     def eval_rows(step: int) -> list[dict[str, float]]:
-        """One history row per member: validation set and the fixed training slice."""
+        """One history row per member: validation set, the fixed training slice and the first
+        min(val_size, test_size) samples of every named evaluation set (learning curves)."""
         vl, vs = evaluate(model, task, data_seeds, VAL, n_val, tc0.eval_batch_size)
         fl, fs = evaluate(model, task, data_seeds, TRAIN, n_fit, tc0.eval_batch_size)
-        return [{"step": step, "val.loss": float(vl[e]), f"val.{score}": float(vs[e]),
+        rows = [{"step": step, "val.loss": float(vl[e]), f"val.{score}": float(vs[e]),
                  "train.loss": float(fl[e]), f"train.{score}": float(fs[e])} for e in range(E)]
+        for name, et in eval_tasks.items():
+            n = _eval_size(et, "test", min(tc0.val_size, tc0.test_size))
+            nl, ns = evaluate(model, et, data_seeds, TEST, n, tc0.eval_batch_size)
+            for e in range(E):
+                rows[e][f"{name}.loss"], rows[e][f"{name}.{score}"] = float(nl[e]), float(ns[e])
+        return rows
 
     def run_eval(step: int) -> None:
         rows = eval_rows(step)
@@ -522,7 +530,8 @@ def time_steps(runs: list, device: str = "cpu", n_steps: int = 3,
     dtype = torch.float64 if r0.train.dtype == "float64" else torch.float32
     dev = torch.device(device)
     task = build_task(r0.task)
-    model = build_model(r0.model, task.info, E, [derived_seed(r.seed, _INIT_STREAM) for r in runs])
+    model = build_model(r0.model, task.info, E, [derived_seed(r.seed, _INIT_STREAM) for r in runs],
+                        members=[r.model for r in runs])
     model = model.to(device=dev, dtype=dtype)
     seeds = torch.tensor([derived_seed(r.seed, _DATA_STREAM) for r in runs], device=dev)
     step = packed_step(task, model, seeds, r0.train.batch_size, micro_batch=micro_batch)

@@ -79,7 +79,8 @@ def use_stub_model(monkeypatch) -> None:
     import ssmrepro.models as models
 
     monkeypatch.setattr(models, "build_model",
-                        lambda cfg, info, E, seeds=None: StubModel(info, E, seeds or list(range(E)), cfg.d))
+                        lambda cfg, info, E, seeds=None, members=None: StubModel(
+                            info, E, seeds or list(range(E)), cfg.d))
 
 
 class RegConfig(TaskConfig):

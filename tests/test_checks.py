@@ -61,7 +61,7 @@ def grid(labels, xs, key="model.d", seeds=(0,)):
 
 def test_every_check_kind_is_registered_with_a_config():
     assert {"threshold", "ordering", "monotone", "recall_frontier", "loglog_slope",
-            "collapse"} <= set(CHECKS)
+            "collapse", "any_threshold"} <= set(CHECKS)
     for kind in CHECKS.values():
         assert kind.Config.model_config.get("extra") == "forbid"
     assert parse_claim({"text": "t", "op": ">=", "value": 1}).check == "threshold"  # default
@@ -109,6 +109,55 @@ def test_threshold_pass_fail_missing():
     # the profile has no such cell at all
     v = judge([{**TH[0], "where": {"label": "Z"}}], runs, [0.95, 0.99])[0]
     assert v.verdict == "MISSING" and "no cell" in v.detail
+
+
+ANY = [{"check": "any_threshold", "text": "A solves somewhere", "where": {"label": "A"},
+        "op": ">=", "value": 0.9}]
+
+
+def test_any_threshold_pass_fail_missing():
+    runs = grid(["A"], [8, 16, 32])
+    v = judge(ANY, runs, [0.1, 0.95, 0.2])[0]
+    assert v.verdict == "PASS" and v.ours == pytest.approx(0.95) and "1 of 3" in v.detail
+    v = judge(ANY, runs, [0.1, 0.5, 0.2])[0]
+    assert v.verdict == "FAIL" and v.ours == pytest.approx(0.5)
+    assert judge(ANY, runs, [0.1, None, 0.2])[0].verdict == "MISSING"  # the absent cell may hold
+    assert judge(ANY, runs, [0.95, None, None])[0].verdict == "PASS"  # enough already hold
+    two = [{**ANY[0], "min_cells": 2}]
+    assert judge(two, runs, [0.95, 0.2, 0.1])[0].verdict == "FAIL"
+    assert judge(two, runs, [0.95, 0.91, 0.1])[0].verdict == "PASS"
+    # a diverged cell never holds
+    assert judge(ANY, runs, [0.1, 0.95, 0.2], status={1: "diverged"})[0].verdict == "FAIL"
+    v = judge([{**ANY[0], "where": {"label": "Z"}}], runs, [0.95, 0.2, 0.1])[0]
+    assert v.verdict == "MISSING"
+
+
+def test_given_precondition_makes_untrained_cells_untestable():
+    """A cell that misses the precondition (an untrained model) never makes a claim PASS."""
+    runs = grid(["A"], [8, 16])
+    base = {"text": "A is low", "where": {"label": "A"}, "op": "<=", "value": 0.3,
+            "given": [{"metric": "test.acc", "op": ">=", "value": 0.05}]}
+    # both cells low and meeting the precondition: PASS
+    v = judge([base], runs, [0.1, 0.2])[0]
+    assert v.verdict == "PASS" and "given test.acc >= 0.05" in v.text
+    # one cell misses the precondition: the other passes, so MISSING (never a silent PASS)
+    v = judge([base], runs, [0.01, 0.2])[0]
+    assert v.verdict == "MISSING" and "1 of 2 finished cells miss the precondition" in v.detail
+    # a testable cell contradicts the claim: FAIL regardless
+    assert judge([{**base, "value": 0.15}], runs, [0.01, 0.2])[0].verdict == "FAIL"
+    # every cell untestable: MISSING
+    assert judge([base], runs, [0.01, 0.02])[0].verdict == "MISSING"
+    # a diverged cell (NaN) stays testable and fails
+    assert judge([base], runs, [0.1, 0.0], status={1: "diverged"})[0].verdict == "FAIL"
+    anyc = {"check": "any_threshold", "text": "A reaches", "where": {"label": "A"}, "op": ">=",
+            "value": 0.5, "given": [{"metric": "test.acc", "op": "<=", "value": 0.6}]}
+    assert judge([anyc], runs, [0.55, 0.9])[0].verdict == "PASS"
+    assert judge([anyc], runs, [0.2, 0.9])[0].verdict == "MISSING"  # 0.9 cell untestable
+    order = {"check": "ordering", "text": "a >= b", "a": {"label": "A"}, "b": {"label": "B"},
+             "given": [{"metric": "test.acc", "op": ">=", "value": 0.1}]}
+    runs2 = grid(["A", "B"], [8])
+    assert judge([order], runs2, [0.5, 0.3])[0].verdict == "PASS"
+    assert judge([order], runs2, [0.5, 0.05])[0].verdict == "MISSING"
 
 
 def test_diverged_runs_are_a_miss_not_missing():

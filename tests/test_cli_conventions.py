@@ -5,6 +5,7 @@ namespace, JSON list cells, curves.csv, export, the front page."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 
 import pandas as pd
@@ -15,9 +16,9 @@ from typer.main import get_command
 from typer.testing import CliRunner
 
 from ssmrepro.cli import app
-from ssmrepro.plots.curves import curves_table
 from ssmrepro.plots.export import export_table
 from ssmrepro.plots.frontpage import STATUSES, catalogue, front_page, targets
+from ssmrepro.report.curves import curve_table
 from ssmrepro.spec import SpecError, load_spec
 from ssmrepro.store import read_results
 from ssmrepro.sweep import expand, parse_overrides
@@ -136,9 +137,9 @@ def test_run_with_set_and_json_summary_env_out(tmp_path, monkeypatch):
     df = read_results(csv)
     assert df["train.betas"][0] == [0.9, 0.999] and (df["model.d_model"] == 12).all()
     curves = pd.read_csv(next(root.glob("curves-set-*.csv")))
-    assert list(curves.columns) == ["run_id", "step", "metric", "value"]
+    assert list(curves.columns[:2]) == ["run_id", "label"]
     assert set(curves["run_id"]) == set(df["run_id"])
-    assert {"val.acc", "val.loss"} <= set(curves["metric"]) and 0 in set(curves["step"])
+    assert {"val.acc", "val.loss", "step", "samples"} <= set(curves) and 0 in set(curves["step"])
     verdicts = _json(runner.invoke(app, ["verify", str(path), "--json", "--set",
                                          "model.d_model=12"]))
     assert verdicts["verdicts"]["UNTESTED"] == 1 and verdicts["id"] == spec.id
@@ -173,13 +174,17 @@ def test_old_results_tables_read_in_the_new_layout():
     assert isinstance(df["train.betas"].iloc[0], list)
 
 
-def test_curves_table_is_long():
-    recs = [{"run_id": "a", "history": [{"step": 0, "val.loss": 2.0, "val.acc": 0.1},
-                                         {"step": 10, "val.loss": float("nan"), "val.acc": 0.5}]},
-            {"run_id": "b"}]
-    df = curves_table(recs)
-    assert list(df.columns) == ["run_id", "step", "metric", "value"] and len(df) == 4
-    assert df[(df.step == 10) & (df.metric == "val.loss")]["value"].isna().all()
+def test_curve_table_one_row_per_evaluation():
+    recs = [{"run_id": "a", "label": "M", "seed": 0, "status": "ok",
+             "config": {"model": {"d_model": 8}, "train": {"batch_size": 4}},
+             "history": [{"step": 0, "val.loss": 2.0, "val.acc": 0.1},
+                         {"step": 10, "val.loss": float("nan"), "val.acc": 0.5}]},
+            {"run_id": "b", "label": "M"}]
+    df = curve_table(recs, ["label", "model.d_model"])
+    assert list(df.columns) == ["run_id", "label", "model.d_model", "seed", "status", "step",
+                                "samples", "val.loss", "val.acc"] and len(df) == 2
+    assert df["samples"].tolist() == [0, 40] and df["model.d_model"].tolist() == [8, 8]
+    assert math.isnan(df["val.loss"].iloc[1])
 
 
 def test_export_one_long_table(tmp_path):

@@ -258,19 +258,20 @@ def test_ssm_lm_position_encodings():
     assert pe[0, 1] == 1.0 and pe[0, 0] == 0.0 and abs(float(pe[3, 0]) - math.sin(3)) < 1e-6
 
 
-def test_learning_curves_from_the_history_table(tmp_path):
-    from ssmrepro.report.analysis import HISTORY, history_table
+def test_budget_curves_from_the_curve_table(tmp_path):
+    from ssmrepro.plots.curves import CURVES
+    from ssmrepro.report.curves import curve_table
     from ssmrepro.spec import PaperValue
     recs = [{"label": lab, "status": "ok", "seed": s, "config": {"task": {"T": T}},
              "history": [{"step": st, "val.acc": min(1.0, st / 1000 * (s + 1)), "val.loss": 1.0}
                          for st in (0, 100, 500, 1000)]}
             for lab in ("Mamba+PE", "S4D+PE") for T in (10, 30) for s in (0, 1)]
-    recs.append({**recs[0], "status": "diverged"})  # not drawn
-    hist = history_table(recs, ["label", "task.T"])
+    hist = curve_table(recs, ["label", "task.T"])
     assert len(hist) == 2 * 2 * 2 * 4 and set(hist["seed"]) == {0, 1}
     runs = [Run(lab, {"task.T": T}) for lab in ("Mamba+PE", "S4D+PE") for T in (10, 30)]
-    ctx = _ctx(tmp_path, runs, [1.0, 1.0, 0.5, 0.2], tables={HISTORY: hist})
+    ctx = _ctx(tmp_path, runs, [1.0, 1.0, 0.5, 0.2], tables={CURVES: hist})
     ctx.spec.paper_values = [PaperValue(where={"label": "S4D+PE", "task.T": 10}, value=0.94)]
-    raw = {"kind": "learning_curves", "hue": "task.T"}
+    raw = {"kind": "curves", "series": "val.acc", "col": "label", "hue": "task.T", "seeds": "best",
+           "logx": True, "paper_as": {"test.acc": "val.acc"}, "names": {"task.T": "T"}}
     assert _draw(ctx, raw, tmp_path / "c.png") and (tmp_path / "c.png").stat().st_size > 1000
     assert not _draw(_ctx(tmp_path, runs, [1.0] * 4), raw, tmp_path / "x.png")

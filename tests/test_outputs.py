@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import ValidationError
 from test_checks import Run, rows_for
 from typer.testing import CliRunner
 
 from ssmrepro.cli import app
 from ssmrepro.plots import FIGURE_KINDS, FigureContext, parse_figure, validate_outputs
+from ssmrepro.plots.curves import CURVES
 from ssmrepro.report import aggregate, cell_keys
 from ssmrepro.report.analysis import (
     DECAY,
@@ -21,6 +23,7 @@ from ssmrepro.report.analysis import (
     decay_metrics,
     histogram_table,
 )
+from ssmrepro.report.curves import curve_table
 from ssmrepro.spec import PaperValue, load_spec, spec_paths
 
 runner = CliRunner()
@@ -46,7 +49,8 @@ def _draw(ctx, raw, path) -> bool:
 
 
 def test_every_figure_kind_is_registered():
-    assert {"bars", "heatmaps", "lines", "histograms", "recall_grid"} <= set(FIGURE_KINDS)
+    assert {"bars", "heatmaps", "lines", "histograms", "recall_grid", "curves",
+            "phase"} <= set(FIGURE_KINDS)
     for k in FIGURE_KINDS.values():
         assert k.Config.model_config.get("extra") == "forbid"
 
@@ -63,6 +67,16 @@ def test_bars_heatmaps_lines_render(tmp_path):
                 {"kind": "lines", "x": "model.d", "facet": "task.T"}):
         path = tmp_path / f"{raw['kind']}.png"
         assert _draw(ctx, raw, path) and path.stat().st_size > 1000
+
+
+def test_lines_with_a_list_valued_swept_key(tmp_path):
+    """A case that swaps a list-valued field (model.layers) is a cell key; lines still draw."""
+    runs = [Run(m, {"model.layers": layers, "model.init.gamma": g})
+            for m, layers in (("Mamba", ["SSM"]), ("Transformer", ["TF"])) for g in (0.5, 1.0)]
+    ctx = _ctx(tmp_path, runs, [0.2, 0.2, 0.9, 0.5])
+    raw = {"kind": "lines", "x": "model.init.gamma", "hue": "label", "facet": None}
+    assert _draw(ctx, raw, tmp_path / "l.png")
+    assert _draw(ctx, {**raw, "x": None}, tmp_path / "l2.png")
 
 
 def test_nothing_drawn_without_finished_runs(tmp_path):
@@ -122,6 +136,62 @@ def test_recall_grid_renders_with_configured_constants(tmp_path):
     # the theory constant is named in the config, never read from label text
     with pytest.raises(Exception, match="designed"):
         parse_figure({**raw, "columns": {"(b) designed": "trained"}})
+
+
+def _history_records(layers=(2, 3), seeds=(0, 1)):
+    """Run records with an eval history: acc rises with the step, OOD stays at chance."""
+    recs = []
+    for L in layers:
+        for sd in seeds:
+            hist = [{"step": t, "val.acc": t / 100, "val.loss": 1 - t / 100, "train.acc": t / 90,
+                     "train.loss": 0.5, "ood.acc": 0.2, "ood.loss": 1.6} for t in (0, 50, 90)]
+            recs.append({"label": "Mamba", "seed": sd, "status": "ok", "history": hist,
+                         "config": {"model": {"repeat": L}, "train": {"batch_size": 32}}})
+    return recs
+
+
+def test_curve_table_flattens_histories():
+    table = curve_table(_history_records(), ["label", "model.repeat"])
+    assert len(table) == 2 * 2 * 3
+    assert {"label", "model.repeat", "seed", "status", "step", "samples", "val.acc",
+            "ood.acc"} <= set(table.columns)
+    row = table[(table["model.repeat"] == 3) & (table["seed"] == 1) & (table["step"] == 50)]
+    assert row["val.acc"].item() == 0.5 and row["samples"].item() == 50 * 32
+    only = curve_table(_history_records(), ["label"], metrics=["val.acc"])
+    assert "ood.acc" not in only and "val.acc" in only
+    assert curve_table([{"label": "x", "history": []}], ["label"]).empty
+
+
+def test_curves_and_phase_render(tmp_path):
+    runs = [Run("Mamba", {"model.repeat": L}, seed=sd) for L in (2, 3) for sd in (0, 1)]
+    table = curve_table(_history_records(), ["label", "model.repeat"])
+    ctx = _ctx(tmp_path, runs, [0.5, 0.6, 0.7, 0.8], tables={CURVES: table})
+    ctx.spec.paper_values = [PaperValue(where={"model.repeat": 2}, metric="ood.acc", value=0.2)]
+    raw = {"kind": "curves", "series": "train.acc,val.acc,ood.acc", "col": "model.repeat",
+           "labels": {"val.acc": "test"}}
+    assert _draw(ctx, raw, tmp_path / "c.png") and (tmp_path / "c.png").stat().st_size > 1000
+    assert _draw(ctx, {**raw, "seeds": "each", "row": "seed"}, tmp_path / "c2.png")
+    assert not _draw(_ctx(tmp_path, runs, [0.5] * 4), raw, tmp_path / "c3.png")  # no table
+    assert parse_figure(raw).history_metrics() == ["train.acc", "val.acc", "ood.acc"]
+    grid = [Run("M", {"model.repeat": L, "model.init.gamma": g}) for L in (2, 3, 4)
+            for g in (0.5, 1.0)]
+    pctx = _ctx(tmp_path, grid, [0.1, 0.9, 0.2, 0.8, 0.3, 0.7])
+    pctx.spec.paper_values = [
+        PaperValue(where={"model.repeat": 2, "model.init.gamma": 0.5}, value=0.15),
+        PaperValue(where={"model.repeat": 3, "model.init.gamma": 1.0}, value=0.1)]
+    praw = {"kind": "phase", "x": "model.init.gamma", "y": "model.repeat",
+            "panels": [{"metric": "test.acc", "title": "(a)", "paper_default": "≤.1"}]}
+    assert _draw(pctx, praw, tmp_path / "p.png") and (tmp_path / "p.png").stat().st_size > 1000
+    with pytest.raises(ValidationError):
+        parse_figure({**praw, "panels": [{"metric": "test.acc", "bogus": 1}]})
+
+
+def test_curves_need_history_metrics_of_the_runs(tmp_path):
+    bad = _broken(tmp_path, "huang2025-tab1", lambda raw: raw.update(
+        figures=[{"kind": "curves", "name": "c", "series": ["ood.acc", "val.acc"]}]))
+    errors = validate_outputs(load_spec(bad))
+    assert any("'ood.acc' is not in the runs' evaluation history" in e for e in errors)
+    assert not any("'val.acc'" in e for e in errors)
 
 
 # ---------------------------------------------------------------------------------- validation

@@ -109,3 +109,39 @@ def test_micro_batches_are_refused_for_batchnorm(tmp_path):
     spec = load_spec(write_spec(tmp_path, model=model, sweep=[], seeds=[0]))
     with pytest.raises(ValueError, match="BatchNorm"):
         train_pack(expand(spec, "paper"), micro_batch=2)
+def test_gamma_init_is_member_level_pack_equals_alone(tmp_path):
+    """chen2025: the γ axis of a phase diagram trains as one pack (init is member-level), with
+    named evaluation sets in the history; each member equals its run alone (float64)."""
+    mamba2 = {"name": "seq_lm", "d_model": 8, "layers": ["SSM"], "repeat": 2,
+              "blocks": {"SSM": {"mixer": {"name": "mamba2", "d_state": 4}, "norm": "rmsnorm"}},
+              "final_norm": "rmsnorm", "init": {"scheme": "gamma", "gamma": 0.5}}
+    spec = load_spec(write_spec(
+        tmp_path, task={"name": "composite"}, model=mamba2,
+        train={"optimizer": "adamw", "lr": 0.01, "batch_size": 8, "max_steps": 12,
+               "val_size": 16, "test_size": 16, "eval_every": 6, "dtype": "float64",
+               "evals": {"c43": {"test_pair": "43"}}},
+        sweep=[{"grid": {"model.init.gamma": [0.5, 1.0, 2.0]}}], seeds=[0, 1]))
+    runs = expand(spec, "paper")
+    assert len(runs) == 6 and len({r.pack_key() for r in runs}) == 1
+    assert len({r.run_id for r in runs}) == 6
+    other = expand(load_spec(write_spec(
+        tmp_path, name="t-other", task={"name": "composite"}, model={**mamba2, "d_model": 10},
+        train={"max_steps": 2}, sweep=[], seeds=[0])), "paper")[0]
+    assert other.pack_key() != runs[0].pack_key()  # shapes still split packs
+    keep = {}
+    packed = train_pack(runs, keep=keep)
+    assert {"c43.acc", "c43.loss", "val.acc", "train.acc"} <= set(packed[0]["history"][0])
+    for e in (0, 3, 5):
+        k1 = {}
+        alone = train_pack([runs[e]], keep=k1)[0]
+        for (name, p), q in zip(keep["model"].named_parameters(), k1["model"].parameters()):
+            torch.testing.assert_close(p[e : e + 1], q, rtol=1e-9, atol=1e-11, msg=name)
+        for ha, hp in zip(alone["history"], packed[e]["history"]):
+            assert ha == pytest.approx(hp, rel=1e-9, abs=1e-12)
+    from ssmrepro.models import build_model
+    from ssmrepro.tasks import build_task
+
+    init = build_model(runs[0].model, build_task(runs[0].task).info, len(runs),
+                       list(range(len(runs))), members=[r.model for r in runs])
+    for e, r in enumerate(runs):  # untrained: embedding std = V^-γ per member (V = 128)
+        assert abs(float(init.embed.weight[e].detach().std()) / 128 ** -r.model.init.gamma - 1) < 0.1

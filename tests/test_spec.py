@@ -48,7 +48,7 @@ def test_alias_and_unknown_id_suggestions():
 
 
 def _broken(tmp_path: Path, mutate) -> Path:
-    raw = yaml.safe_load((Path(SPECS[0].parent) / "huang2025-tab1.yaml").read_text())
+    raw = yaml.safe_load(next(p for p in SPECS if p.stem == "huang2025-tab1").read_text())
     mutate(raw)
     p = tmp_path / "broken.yaml"
     p.write_text(yaml.safe_dump(raw, sort_keys=False))

@@ -347,6 +347,27 @@ def test_init_schemes_pack_equals_alone(init):
     assert not torch.equal(pack.embed.weight[0], pack.embed.weight[1])
 
 
+def test_init_is_member_level_mixed_schemes_pack_equals_alone():
+    """build_model(members=...): each member gets its own init (γ, or even another scheme)."""
+    info = TaskInfo(40, 40, 16)
+    inits = [{"scheme": "gamma", "gamma": 0.5}, {"scheme": "gamma", "gamma": 1.5},
+             {"scheme": "mamba"}, {"scheme": "default"}, {"scheme": "hf"}]
+    seeds = [3, 3, 4, 5, 6]
+    members = [_big_cfg(i) for i in inits]
+    pack = build_model(members[0], info, len(inits), seeds, members=members)
+    for e, (cfg, s) in enumerate(zip(members, seeds)):
+        alone = build_model(cfg, info, 1, [s])
+        for (n, p), (_, q) in zip(pack.named_parameters(), alone.named_parameters()):
+            torch.testing.assert_close(p[e], q[0], msg=n)
+    assert abs(pack.embed.weight[2].std().item() / 0.02 - 1) < 0.1  # mamba's embedding std
+    assert abs(pack.embed.weight[3].std().item() - 1) < 0.1  # restored for the next member
+    with pytest.raises(ValueError, match="init only"):
+        build_model(members[0], info, 2, [0, 1], members=[members[0], _big_cfg({}).model_copy(
+            update={"d_model": 16})])
+    with pytest.raises(ValueError, match="member configs"):
+        build_model(members[0], info, 2, [0, 1], members=members[:1])
+
+
 def test_hf_and_mamba_schemes():
     info = TaskInfo(40, 40, 16)
     hf = build_model(_big_cfg({"scheme": "hf", "std": 0.05}), info, 1, [0])

@@ -27,7 +27,8 @@ EXIT_CODES = ("Exit codes: 0 ok; 1 some runs failed or did not finish (re-run th
               "130 interrupted.")
 
 ENV_HELP = ("Environment: SSMREPRO_OUT (default of --out), SSMREPRO_DEVICE (--device), "
-            "SSMREPRO_WORKERS (--workers), SSMREPRO_DATA (dataset root).")
+            "SSMREPRO_WORKERS (--workers), SSMREPRO_DATA (dataset root), SSMREPRO_THREADS "
+            "(intra-op threads of an in-process run).")
 
 app = typer.Typer(
     add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)

@@ -179,9 +179,26 @@ def work_pack(i: int, pack: Pack, store: Store, ws: WorkSettings, emit: EventFn,
             store.release(r.run_id)
 
 
+THREADS_ENV = "SSMREPRO_THREADS"
+
+
+def thread_override() -> int | None:
+    """Intra-op threads per training process from ``$SSMREPRO_THREADS`` (None: unset). On a
+    shared, oversubscribed CPU one thread per process is often several times faster."""
+    v = os.environ.get(THREADS_ENV, "").strip()
+    if not v:
+        return None
+    if not v.isdigit() or int(v) < 1:
+        raise ValueError(f"{THREADS_ENV}={v!r}: expected a positive integer")
+    return int(v)
+
+
 def run_in_process(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings,
                    emit: EventFn) -> None:
     tune_malloc()
+    n = thread_override()
+    if n is not None:
+        torch.set_num_threads(n)
     set_scan_backend(ws.backend)  # per process: the models' scans and convs dispatch on it
     for i, pack in packs:
         work_pack(i, pack, store, ws, emit)
@@ -236,7 +253,7 @@ def run_workers(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings, w
         tasks.put(item)
     for _ in range(workers):
         tasks.put(None)
-    threads = max(1, (os.cpu_count() or 1) // workers)
+    threads = thread_override() or max(1, (os.cpu_count() or 1) // workers)
     procs = []
     for w in range(workers):
         dev = ws.device

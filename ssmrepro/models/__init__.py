@@ -44,18 +44,35 @@ MODELS: dict[str, ModelEntry] = {
 }
 
 
-def build_model(config: ModelConfig, info, E: int, seeds: list[int] | None = None) -> SeqLM:
+def build_model(config: ModelConfig, info, E: int, seeds: list[int] | None = None,
+                members: list[ModelConfig] | None = None) -> SeqLM:
     """Build a pack of E members (a SeqLM); initialise member e from seeds[e] when given.
 
-    The backbone's ``init`` (models.init.InitConfig) selects the initialisation scheme.
+    The backbone's ``init`` (models.init.InitConfig) selects the initialisation scheme. The init
+    is a member-level setting: with ``members`` (one model config per member, equal to ``config``
+    but for their ``init``; see ``member_key``) member e is initialised with its own scheme.
     """
     backbone = config.to_backbone()
     model = SeqLM(backbone, info, E)
     if seeds is not None:
         if len(seeds) != E:
             raise ValueError(f"{len(seeds)} seeds for a pack of {E}")
-        initialise(model, seeds, backbone.init)
+        inits: InitConfig | list[InitConfig] = backbone.init
+        if members is not None:
+            if len(members) != E:
+                raise ValueError(f"{len(members)} member configs for a pack of {E}")
+            key = member_key(config)
+            if any(member_key(m) != key for m in members):
+                raise ValueError("the members of a pack may differ in their init only")
+            inits = [m.to_backbone().init for m in members]
+        initialise(model, seeds, inits)
     return model
+
+
+def member_key(config: ModelConfig) -> dict:
+    """The backbone a model config builds, without its init: configs with equal keys build the
+    same shapes and may train in one pack (the init is a member-level setting)."""
+    return config.to_backbone().model_dump(mode="json", exclude={"init"})
 
 
 def activation_floats(config: ModelConfig, info) -> int:
@@ -124,4 +141,5 @@ __all__ = [
     "MODELS", "CooperHybridConfig", "InitConfig", "LinearMambaConfig", "MambaLMConfig",
     "ModelConfig", "ModelEntry", "SSMLMConfig", "SeqLM", "SeqLMConfig", "SequenceModel",
     "TransformerLMConfig", "activation_floats", "build_model", "config_rows", "count_params",
+    "member_key",
 ]

@@ -121,8 +121,9 @@ def _apply(model: nn.Module, e: int, g: torch.Generator, cfg: InitConfig) -> Non
 
 
 @torch.no_grad()
-def _designed(model: nn.Module, seeds: list[int]) -> None:
-    """koren2026 Thm 2's weights into the embedding and the one single-head linear Mamba mixer."""
+def _designed(model: nn.Module, seeds: list[int], members: list[int]) -> None:
+    """koren2026 Thm 2's weights into the embedding and the one single-head linear Mamba mixer
+    of each member in ``members``."""
     mixers = [m for m in model.modules() if isinstance(m, LinearMambaMixer)]
     embed = getattr(model, "embed", None)
     if len(mixers) != 1 or not isinstance(embed, PackedEmbedding):
@@ -134,37 +135,44 @@ def _designed(model: nn.Module, seeds: list[int]) -> None:
     if lm.d_conv != 2 or lm.expand != 2:
         raise ValueError("designed weights exist for 1 layer, d_conv = 2, expand = 2")
     V, D = embed.weight.shape[1], embed.weight.shape[2]
-    for e, s in enumerate(seeds):
-        w = designed_weights(V, D, lm.N, int(s))
+    for e in members:
+        w = designed_weights(V, D, lm.N, int(seeds[e]))
         embed.weight[e].copy_(w["embedding"])
         for name in ("in_proj", "conv", "B_proj", "C_proj", "out_proj"):
             getattr(lm, name).weight[e].copy_(w[name])
 
 
-def initialise(model: nn.Module, seeds: list[int], cfg: InitConfig | None = None) -> None:
+def initialise(model: nn.Module, seeds: list[int],
+               cfg: InitConfig | list[InitConfig] | None = None) -> None:
     """Initialise member e of every packed submodule from torch.Generator(seeds[e]).
 
-    With ``cfg`` None or scheme 'default' this is exactly ``layers.reset_members``.
+    ``cfg`` is one scheme for every member, or one per member (a list of len(seeds)): the init is
+    a member-level setting (e.g. chen2025's γ axis trains as one pack), since no scheme changes a
+    shape. With ``cfg`` None or scheme 'default' this is exactly ``layers.reset_members``.
     """
-    scheme = "default" if cfg is None else cfg.scheme
+    cfgs = cfg if isinstance(cfg, list) else [cfg] * len(seeds)
+    if len(cfgs) != len(seeds):
+        raise ValueError(f"{len(cfgs)} init configs for {len(seeds)} members")
+    schemes = ["default" if c is None else c.scheme for c in cfgs]
     embeds = [m for m in model.modules() if isinstance(m, PackedEmbedding)]
     stds = [m.init_std for m in embeds]
-    if scheme == "mamba":  # the embedding is drawn N(0, std) in its own place of the stream
-        for m in embeds:
-            m.init_std = cfg.std
     try:
         for e, s in enumerate(seeds):
+            c = cfgs[e]
+            for m, std in zip(embeds, stds):  # mamba: the embedding is drawn N(0, std) in its
+                m.init_std = c.std if schemes[e] == "mamba" else std  # own place of the stream
             g = torch.Generator().manual_seed(int(s))
             for m in model.modules():
                 if isinstance(m, PackedModule):
                     m.reset_member(e, g)
-            if scheme in ("mamba", "hf", "gamma"):
-                _apply(model, e, g, cfg)
+            if schemes[e] in ("mamba", "hf", "gamma"):
+                _apply(model, e, g, c)
     finally:
         for m, std in zip(embeds, stds):
             m.init_std = std
-    if scheme == "designed":
-        _designed(model, seeds)
+    designed = [e for e, sc in enumerate(schemes) if sc == "designed"]
+    if designed:
+        _designed(model, seeds, designed)
 
 
 __all__ = ["InitConfig", "initialise", "weight_matrices"]

@@ -2,13 +2,14 @@
 
 Importing this package registers the figure kinds (``figures``: bars, heatmaps, lines,
 histograms; ``recall``: recall_grid; ``mechanistic``: koren2026 Figs. 2-5; ``haar``: haar_wavelet;
-``bounds``: bound_grid; ``learning_curves``). ``validate_outputs`` checks a spec's figures, claims
-and paper values; the CLI calls it in ``validate`` and before ``run`` trains anything. ``curves``
-writes the learning curves (curves.csv), ``export`` the long table across experiments,
-``frontpage`` rebuilds every output and writes results/README.md.
+``bounds``: bound_grid; ``curves``: learning curves from curves.csv (report.curves), budget
+studies included; ``phase``: annotated phase diagrams beside the paper's
+cell values). ``validate_outputs`` checks a spec's figures, claims and paper values; the CLI calls
+it in ``validate`` and before ``run`` trains anything. ``export`` writes the long table across
+experiments, ``frontpage`` rebuilds every output and writes results/README.md.
 """
 
-from . import bounds, figures, haar, learning_curves, mechanistic, recall  # noqa: F401
+from . import bounds, curves, figures, haar, mechanistic, phase, recall  # noqa: F401
 from .outputs import Outputs, build, load_table, validate_outputs
 from .registry import FIGURE_KINDS, FigureConfig, FigureContext, figure_kind, parse_figure
 

@@ -1,59 +1,201 @@
-"""Stage 6 (plots): per-run learning curves as a long table (``curves.csv`` beside results.csv).
+"""Stage 6 (plots): ``curves`` — learning curves (metric vs training step) from the eval history.
 
-Each run record keeps its evaluation history (``train.train_pack``: one dict per evaluation with
-``step``, ``val.loss``, ``val.acc``, ``train.loss``, ``train.acc``; ``.mse`` for regression). The
-table has one row per (run, step, metric)::
-
-    run_id, step, metric, value
-    3f2a9c01d4e7, 0, val.acc, 0.0912
-    3f2a9c01d4e7, 500, val.acc, 0.4410
-
-Join it to ``results.csv`` on ``run_id`` for labels, seeds and configs. The default profile writes
-``curves.csv``, others ``curves-<profile>.csv``. Built from run records; without records (a fresh
-clone) the committed file is left as it is.
+A grid of panels (``row`` × ``col``, column refs such as ``model.repeat``, ``case:0`` or
+``seed``); in each panel one line per history metric of ``series`` (``train.acc``, ``val.acc``,
+``ood.acc``, ...) and, with ``hue`` (one column or several), per value of those columns. Seeds
+are averaged (line = mean, band = min..max over seeds), reduced to the best seed per step
+(``seeds: best``, for specs that aggregate with ``max``) or drawn one line each (``seeds:
+each``). Budget studies (is a cell under-trained or at its limit?) use ``logx``. The paper's values of the
+drawn metrics (``paper_values`` whose ``where`` matches the panel) are dashed horizontal lines.
+The data are ``curves.csv`` (report.curves), rebuilt from the run records or read back when the
+records are absent.
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any, Literal
 
-import pandas as pd
+import matplotlib
 
-CURVE_COLUMNS = ["run_id", "step", "metric", "value"]
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from pydantic import Field  # noqa: E402
 
+from ..report.cells import column, select  # noqa: E402
+from ..report.columns import SEED  # noqa: E402
+from ..report.curves import STEP  # noqa: E402
+from .registry import Columns, FigureConfig, FigureContext, figure_kind  # noqa: E402
 
-def curves_table(records: list[dict]) -> pd.DataFrame:
-    """The long learning-curve table of ``records`` (records without history add no rows)."""
-    rows = []
-    for rec in records:
-        for h in rec.get("history") or []:
-            if not isinstance(h, dict) or "step" not in h:
-                continue
-            for metric, value in h.items():
-                if metric == "step" or not isinstance(value, (int, float)):
-                    continue
-                v = float(value)
-                rows.append((rec["run_id"], int(h["step"]), metric, v if math.isfinite(v) else None))
-    df = pd.DataFrame(rows, columns=CURVE_COLUMNS)
-    return df.sort_values(["run_id", "metric", "step"], kind="stable").reset_index(drop=True)
+CURVES = "curves"  # the table name in FigureContext.tables
+_STYLES = ["-", "--", ":", "-."]
 
 
-def write_curves(store, runs: list, path: Path) -> Path | None:
-    """Write ``path`` from the records of ``runs``; None (nothing written) when no run has a
-    record with history, so a committed table survives a rebuild without records."""
-    seen: set[str] = set()
-    records = []
-    for r in runs:
-        if r.run_id in seen:
+class CurvesConfig(FigureConfig):
+    kind: Literal["curves"]
+    series: Columns = Field(..., description="history metrics drawn, e.g. 'train.acc,val.acc'")
+    labels: dict[str, str] = Field({}, description="legend name per metric, e.g. {val.acc: test}")
+    row: str | None = None
+    col: str | None = None
+    hue: Columns = Field([], description="columns naming a curve within a panel")
+    names: dict[str, str] = Field({}, description="display name per column, e.g. {model.d_model: d}")
+    where: dict[str, Any] = Field({}, description="only runs of the cells matching this")
+    seeds: Literal["mean", "best", "each"] = "mean"
+    logx: bool = False
+    x: Literal["step", "samples"] = STEP
+    ylim: tuple[float, float] | None = (-0.02, 1.02)
+    logy: bool = False
+    ylabel: str | None = None
+    panel: tuple[float, float] = (3.3, 2.5)
+    paper_as: dict[str, str] = Field(
+        {}, description="draw the paper values of a final metric on a series, e.g. {test.acc: "
+        "val.acc} (the validation curve follows the test rule)")
+
+    def column_refs(self) -> list[str]:
+        return [c for c in (self.row, self.col, *self.hue) if c and c != SEED] + list(self.where)
+
+    def metrics(self) -> list[str]:
+        return []
+
+    def history_metrics(self) -> list[str]:
+        return list(self.series)
+
+
+def _order(values: pd.Series) -> list:
+    vals = list(dict.fromkeys(values.tolist()))
+    try:
+        return sorted(vals, key=float)
+    except (TypeError, ValueError):
+        return vals
+
+
+def _fmt(ref: str | None, v: Any, names: dict[str, str] | None = None) -> str:
+    if ref is None:
+        return ""
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    name = "" if ref.startswith("case:") else (names or {}).get(ref, ref.split(".")[-1]) + "="
+    return f"{name}{v}"
+
+
+def _hue_text(df: pd.DataFrame, cfg: CurvesConfig) -> pd.Series:
+    """One text per curve: 'd=32, N=8' from the hue columns ('' without hue)."""
+    if not cfg.hue:
+        return pd.Series("", index=df.index)
+    parts = [column(df, h).map(lambda v, h=h: _fmt(h, v, cfg.names)) for h in cfg.hue]
+    out = parts[0]
+    for p in parts[1:]:
+        out = out + ", " + p
+    return out
+
+
+def _paper_lines(ctx: FigureContext, cfg: CurvesConfig, sub: pd.DataFrame) -> list[tuple]:
+    """(metric, value) of the paper values drawn in this panel: metric among the series and
+    every ``where`` key that the curve table has matching the panel's runs."""
+    out = []
+    for pv in ctx.spec.paper_values:
+        metric = cfg.paper_as.get(pv.metric, pv.metric)
+        if metric not in cfg.series:
             continue
-        seen.add(r.run_id)
-        rec = store.read(r.run_id)
-        if rec is not None:
-            records.append(rec)
-    df = curves_table(records)
+        conds = {k: v for k, v in pv.where.items() if k in sub.columns}
+        if len(conds) != len(pv.where) or select(sub, conds).empty:
+            continue
+        out.append((metric, pv.value))
+    return out
+
+
+@figure_kind("curves", CurvesConfig)
+def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
+    """Learning curves: a panel per (row, col), a line per series metric (and hue value)."""
+    df = ctx.tables.get(CURVES, pd.DataFrame())
     if df.empty:
-        return path if path.exists() else None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    df.to_csv(path, index=False)
-    return path
+        return False
+    df = select(df, cfg.where) if cfg.where else df
+    missing = [m for m in cfg.series if m not in df]
+    if df.empty or missing == list(cfg.series):
+        return False
+    series = [m for m in cfg.series if m in df]
+    df = df.assign(_row=column(df, cfg.row) if cfg.row else "",
+                   _col=column(df, cfg.col) if cfg.col else "",
+                   _hue=_hue_text(df, cfg))
+    rows, cols = _order(df["_row"]), _order(df["_col"])
+    hues = list(dict.fromkeys(df["_hue"]))
+    w, h = cfg.panel
+    fig, axes = plt.subplots(len(rows), len(cols), figsize=(w * len(cols) + 1.0, h * len(rows) + 0.9),
+                             squeeze=False, sharex=True, sharey=cfg.ylim is not None)
+    cmap = plt.get_cmap("tab10")
+    handles: dict[str, Any] = {}
+    for i, rv in enumerate(rows):
+        for j, cv in enumerate(cols):
+            ax = axes[i][j]
+            sub = df[(df["_row"].astype(str) == str(rv)) & (df["_col"].astype(str) == str(cv))]
+            for k, hv in enumerate(hues):
+                part = sub[sub["_hue"].astype(str) == str(hv)]
+                if part.empty:
+                    continue
+                for s, m in enumerate(series):
+                    color = cmap((k if cfg.hue else s) % 10)
+                    style = _STYLES[s % len(_STYLES)] if cfg.hue else "-"
+                    name = cfg.labels.get(m, m) + (f", {hv}" if cfg.hue else "")
+                    by_seed = part.pivot_table(index=cfg.x, columns=SEED, values=m, aggfunc="mean")
+                    if cfg.logx:
+                        by_seed = by_seed[by_seed.index > 0]
+                    xs = by_seed.index.to_numpy(float)
+                    if cfg.seeds == "best":
+                        line, = ax.plot(xs, np.nanmax(by_seed.to_numpy(float), axis=1), style,
+                                        color=color, lw=1.4, marker="o", ms=2)
+                        handles.setdefault(name, line)
+                    elif cfg.seeds == "each":
+                        for seed in by_seed.columns:
+                            line, = ax.plot(xs, by_seed[seed].to_numpy(float), style, color=color,
+                                            lw=1.0, alpha=0.9)
+                        handles.setdefault(name, line)
+                    else:
+                        vals = by_seed.to_numpy(float)
+                        mean = np.nanmean(vals, axis=1)
+                        line, = ax.plot(xs, mean, style, color=color, lw=1.4)
+                        if vals.shape[1] > 1:
+                            ax.fill_between(xs, np.nanmin(vals, axis=1), np.nanmax(vals, axis=1),
+                                            color=color, alpha=0.18, lw=0)
+                        handles.setdefault(name, line)
+                if cfg.hue:  # the paper's value of this curve's cell, in the curve's colour
+                    for _m, v in dict.fromkeys(_paper_lines(ctx, cfg, part)):
+                        line = ax.axhline(v, color=cmap(k % 10), ls=(0, (1, 2)), lw=1.2)
+                        handles.setdefault("paper (dotted, the curve's colour)", line)
+            for m, v in ([] if cfg.hue else _paper_lines(ctx, cfg, sub)):
+                line = ax.axhline(v, color=cmap(series.index(m) % 10), ls=(0, (4, 3)), lw=1.0)
+                handles.setdefault(f"paper {cfg.labels.get(m, m)}", line)
+            title = ", ".join(t for t in (_fmt(cfg.row, rv, cfg.names),
+                                          _fmt(cfg.col, cv, cfg.names)) if t)
+            if title:
+                ax.set_title(title, fontsize=8)
+            if cfg.ylim is not None and not cfg.logy:
+                ax.set_ylim(*cfg.ylim)
+            if cfg.logy:
+                ax.set_yscale("log")
+            if cfg.logx:
+                ax.set_xscale("log")
+            ax.tick_params(labelsize=7)
+            ax.grid(alpha=0.25)
+            if i == len(rows) - 1:
+                ax.set_xlabel("training step" if cfg.x == STEP else "training samples", fontsize=8)
+            if j == 0:
+                ax.set_ylabel(cfg.ylabel or ", ".join(dict.fromkeys(
+                    m.rsplit(".", 1)[-1] for m in series)), fontsize=8)
+    n_seeds = df[SEED].nunique() if SEED in df else 1
+    how = (f"mean of {n_seeds} seeds (band: min–max)" if cfg.seeds == "mean" and n_seeds > 1
+           else f"best of {n_seeds} seeds" if cfg.seeds == "best" and n_seeds > 1
+           else f"{n_seeds} seeds, one line each" if n_seeds > 1 else "one seed")
+    fig.suptitle(f"{ctx.title(cfg)} — {how}", fontsize=9)
+    fig.legend(list(handles.values()), list(handles.keys()), loc="lower center",
+               ncol=min(6, max(1, len(handles))), fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0.04 + 0.02 * math.ceil(len(handles) / 6), 1, 0.97))
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+__all__ = ["CURVES", "CurvesConfig", "curves"]

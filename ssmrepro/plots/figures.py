@@ -237,10 +237,11 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
                      _facet=column(agg, cfg.facet).astype(str) if cfg.facet else "")
     facets = list(dict.fromkeys(agg["_facet"]))
     fig, axes = plt.subplots(1, len(facets), figsize=(4.6 * len(facets), 3.6), squeeze=False)
-    swept = [c for c in ctx.keys if c != LABEL and c in agg and agg[c].nunique() > 1]
+    # list-valued keys (e.g. a case's model.layers) count by their text
+    swept = [c for c in ctx.keys if c != LABEL and c in agg and agg[c].astype(str).nunique() > 1]
     for ax, facet in zip(axes[0], facets):
         sub = agg[agg["_facet"] == facet]
-        xkey = cfg.x or next((c for c in swept if sub[c].nunique() > 1),
+        xkey = cfg.x or next((c for c in swept if sub[c].astype(str).nunique() > 1),
                              swept[0] if swept else LABEL)
         for hue in dict.fromkeys(sub["_hue"]):
             h = sub[sub["_hue"] == hue].sort_values(xkey)

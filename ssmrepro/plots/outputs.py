@@ -18,23 +18,22 @@ from ..engine import open_store, output_name
 from ..report.analysis import (
     DECAY,
     DECAY_METRICS,
-    HISTORY,
     WEIGHT_ANALYSES,
     add_metrics,
     analysis_metrics,
     cell_means,
     decay_metrics,
     histogram_table,
-    history_table,
     weights_table,
 )
 from ..report.analytic import analytic_cells, analytic_columns, analytic_table
 from ..report.cells import is_case_ref
 from ..report.columns import LABEL, N_PARAMS
+from ..report.curves import HISTORY_SETS, curve_table, history_metric_sets
 from ..spec import Spec, format_errors
 from ..store import read_results
 from ..sweep import expand, overrides_tag
-from .curves import write_curves
+from .curves import CURVES
 from .registry import FIGURE_KINDS, FigureContext, parse_figure
 
 
@@ -66,6 +65,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             known, metrics = analytic_columns(spec)
         except KeyError as err:
             return [f"{path}: analytic.table: {err.args[0]}"]
+        sets: set[str] = set()
     else:
         if runs is None:
             runs = expand(spec, spec.default_profile)
@@ -73,6 +73,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         reps = {(r.label, type(r.model).__name__, type(r.task).__name__): r for r in runs}
         known = {LABEL, N_PARAMS} | {k for r in reps.values() for k in r.flat()}
         metrics = set(spec.aggregate.metrics) | set(analysis_metrics(spec.analysis))
+        sets = set(HISTORY_SETS) | {n for r in runs for n in r.train.evals}
 
     def refs(key: str, cfg: Any) -> None:
         for c in cfg.column_refs():
@@ -94,7 +95,12 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         errors += [f"{path}: {key}.metric: {m!r} is not aggregated (aggregate.metrics: "
                    f"{sorted(metrics)})" for m in cfg.metrics() if m not in metrics]
         errors += [f"{path}: {key}.kind: {cfg.kind} needs `analysis: [{a}]`"
-                   for a in cfg.analyses() if a not in spec.analysis and a != HISTORY]
+                   for a in cfg.analyses() if a not in spec.analysis]
+        errors += [f"{path}: {key}: {m!r} is not in the runs' evaluation history (sets: "
+                   f"{sorted(sets)}; metrics <set>.acc, <set>.loss or <set>.mse)"
+                   for m in cfg.history_metrics()
+                   if history_metric_sets(m) not in sets or m.rsplit(".", 1)[-1] not in
+                   ("acc", "loss", "mse")]
         stem = figure_stem(cfg, i)
         if stem in stems:
             errors.append(f"{path}: {key}.name: two figures write {stem!r}")
@@ -137,16 +143,31 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "") 
     return df
 
 
+def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path) -> pd.DataFrame:
+    """The learning-curve table of ``runs`` (report.curves): rebuilt from the run records and
+    written to ``path`` (``curves.csv``), or read from ``path`` when there are no records (a
+    fresh clone: the committed table)."""
+    store = open_store(spec, root.parents[1])
+    ids = dict.fromkeys(x.run_id for x in runs)
+    recs = [r for r in (store.read(i) for i in ids) if r is not None]
+    table = curve_table(recs, keys)
+    if table.empty and path.exists():
+        return pd.read_csv(path)
+    if not table.empty:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        table.to_csv(path, index=False)
+    return table
+
+
 def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -> Outputs:
-    """results.csv (from records), summary.csv, every figure and report.md of ``profile``
-    (with ``overrides``: of those runs, in files tagged ``-set-<hash>``)."""
+    """results.csv (from records), summary.csv, curves.csv, every figure and report.md of
+    ``profile`` (with ``overrides``: of those runs, in files tagged ``-set-<hash>``)."""
     tag = overrides_tag(overrides)
 
     def out(stem: str, ext: str) -> Path:
         return root / output_name(spec, profile, stem, ext, tag)
 
     runs = expand(spec, profile, overrides=overrides)
-    curves = write_curves(open_store(spec, root.parents[1]), runs, out("curves", "csv"))
     root.mkdir(parents=True, exist_ok=True)
     if spec.analytic is not None:  # a table computed from theory: its rows are the cells
         df = analytic_table(spec)
@@ -180,21 +201,13 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         tables[name] = table
         metrics = WEIGHT_ANALYSES[name][1]
         cells = add_metrics(cells, cell_means(table, metrics), list(metrics))
-    if any(HISTORY in parse_figure(raw).analyses() for _, raw in spec.figure_configs):
-        store = open_store(spec, root.parents[1])
-        recs = [r for r in (store.read(x.run_id) for x in runs) if r is not None]
-        hist = history_table(recs, keys)
-        hpath = out("history", "csv")
-        if hist.empty and hpath.exists():  # no run records: the committed table
-            hist = pd.read_csv(hpath)
-        elif not hist.empty:
-            hist.to_csv(hpath, index=False)
-        tables[HISTORY] = hist
+    curves = out("curves", "csv")
+    tables[CURVES] = _curves(spec, root, runs, keys, curves) if runs else pd.DataFrame()
+    configs = [parse_figure(raw) for _, raw in spec.figure_configs]
     verdicts = report.verify(spec, cells, keys)
     ctx = FigureContext(spec, profile, cells, keys, out, tables)
     figures = []
-    for i, (_, raw) in enumerate(spec.figure_configs):
-        cfg = parse_figure(raw)
+    for i, cfg in enumerate(configs):
         path = out(figure_stem(cfg, i), "png")
         if FIGURE_KINDS[cfg.kind].fn(ctx, cfg, path):
             figures.append(path)
@@ -203,4 +216,4 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
     rep = out("report", "md")
     rep.write_text(report.markdown(spec, profile, cells, verdicts, len(df)))
     return Outputs(out("results", "csv"), figures[0] if figures else None, figures, rep, verdicts,
-                   curves)
+                   curves if curves.exists() else None)

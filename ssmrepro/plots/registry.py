@@ -48,6 +48,11 @@ class FigureConfig(BaseModel):
         """Run analyses (the spec's ``analysis`` list) the figure needs."""
         return []
 
+    def history_metrics(self) -> list[str]:
+        """Metrics of the runs' evaluation history the figure draws (learning curves); any
+        makes the outputs stage write ``curves.csv`` (report.curves)."""
+        return []
+
 
 def split_columns(v: Any) -> Any:
     """'a,b' -> ['a', 'b'] (the short form of a list of columns)."""

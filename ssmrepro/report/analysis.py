@@ -43,23 +43,6 @@ ANALYSIS_METRICS: dict[str, tuple[str, ...]] = {
 _HIST_COLS = ("part", "bin", "bins", "count")
 
 
-HISTORY = "history"  # the evaluation history of every run (learning curves, budget studies)
-
-
-def history_table(records: list[dict], keys: list[str]) -> pd.DataFrame:
-    """Every run's evaluation history: rows (label, <keys>..., seed, step, <metric>...)."""
-    rows = []
-    keys = [k for k in keys if k != LABEL]
-    for rec in records:
-        if rec.get(STATUS) != OK:
-            continue
-        flat = flatten(rec.get("config") or {})
-        cell = {LABEL: rec[LABEL], **{k: flat.get(k) for k in keys}, "seed": rec.get("seed")}
-        for h in rec.get("history") or []:
-            rows.append({**cell, **h})
-    return pd.DataFrame(rows)
-
-
 def analysis_metrics(analyses: list[str]) -> list[str]:
     """The cell columns the spec's ``analysis`` list adds (claims may test them)."""
     return [m for a in analyses for m in ANALYSIS_METRICS.get(a, ())]

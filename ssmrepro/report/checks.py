@@ -82,12 +82,28 @@ class CheckContext:
         return select(expected(self.cells), where)
 
 
+class Given(BaseModel):
+    """A precondition on a cell, e.g. ``{metric: train.acc, op: ">=", value: 0.9}``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    metric: str
+    op: Literal[">=", "<=", ">", "<"]
+    value: float
+
+    def text(self) -> str:
+        return f"{self.metric} {self.op} {self.value}"
+
+
 class CheckConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     check: str
     text: str = Field(..., description="the sentence of the paper's claim this checks")
     metric: str = DEFAULT_METRIC
+    given: list[Given] = Field(
+        [], description="preconditions: a finished cell that misses one (e.g. train.acc >= 0.9, "
+        "an untrained model) cannot test the claim and counts as not finished (MISSING, never a "
+        "silent PASS); a diverged cell (NaN) stays testable, so it still fails")
 
     def column_refs(self) -> list[str]:
         """Columns the check names (validated against the spec's run table)."""
@@ -134,14 +150,39 @@ def run_check(ctx: CheckContext, cfg: CheckConfig) -> list[Verdict]:
 # the verdict rule shared by every check
 
 
-def judge(text: str, needed: pd.DataFrame, evaluate: Callable[[pd.DataFrame], Outcome]) -> Verdict:
-    """PASS / FAIL / MISSING for one claim from the cells it needs (see the module doc)."""
+def testable(complete: pd.DataFrame, given: list[Given]) -> pd.DataFrame:
+    """The complete cells that meet every precondition (NaN = diverged counts as meeting it)."""
+    if not given or complete.empty:
+        return complete
+    ok = np.ones(len(complete), dtype=bool)
+    for g in given:
+        vals = _metric(complete, g.metric)
+        ok &= np.array([math.isnan(v) or OPS[g.op](v, g.value) for v in vals], dtype=bool)
+    return complete[ok]
+
+
+def given_text(given: list[Given]) -> str:
+    return f" given {' and '.join(g.text() for g in given)}" if given else ""
+
+
+def judge(text: str, needed: pd.DataFrame, evaluate: Callable[[pd.DataFrame], Outcome],
+          given: list[Given] | None = None) -> Verdict:
+    """PASS / FAIL / MISSING for one claim from the cells it needs (see the module doc); with
+    ``given``, finished cells that miss a precondition count as not finished."""
+    text += given_text(given or [])
     if needed.empty:
         return Verdict("claim", text, "MISSING", None,
                        detail="this profile has no cell the claim needs")
     complete = needed[needed[COMPLETE].astype(bool)]
     n_absent = len(needed) - len(complete)
     absent = (f"{n_absent} of {len(needed)} needed cells not finished" if n_absent else "")
+    ok = testable(complete, given or [])
+    if len(ok) < len(complete):
+        n_off = len(complete) - len(ok)
+        absent = "; ".join(x for x in (absent, f"{n_off} of {len(needed)} finished cells miss the "
+                                       "precondition (untestable)") if x)
+        n_absent += n_off
+        complete = ok
     if complete.empty:
         return Verdict("claim", text, "MISSING", None, detail=absent)
     out = evaluate(complete)
@@ -216,7 +257,55 @@ def threshold(ctx: CheckContext, cfg: ThresholdConfig) -> list[Verdict]:
         return Outcome(n_miss == 0, detail, worst)
 
     text = f"{cfg.text} [{cfg.metric} {cfg.op} {cfg.value} where {_fmt_where(cfg.where)}]"
-    return [judge(text, ctx.needed(cfg.where), evaluate)]
+    return [judge(text, ctx.needed(cfg.where), evaluate, cfg.given)]
+
+
+# ----------------------------------------------------------------------------------------------
+# any_threshold
+
+
+class AnyThresholdConfig(CheckConfig):
+    """At least ``min_cells`` of the cells matching ``where`` have ``metric`` ``op`` ``value``."""
+
+    check: Literal["any_threshold"]
+    where: dict[str, Any] = {}
+    op: Literal[">=", "<=", ">", "<"]
+    value: float
+    min_cells: int = Field(1, ge=1)
+
+    def column_refs(self) -> list[str]:
+        return list(self.where)
+
+
+@check_kind("any_threshold", AnyThresholdConfig)
+def any_threshold(ctx: CheckContext, cfg: AnyThresholdConfig) -> list[Verdict]:
+    """Some cells (``min_cells``) matching ``where`` reach ``metric op value`` (NaN = a miss).
+
+    PASS as soon as enough complete cells hold, even if others are not finished (they cannot
+    undo it); FAIL only when every needed cell is complete and too few hold."""
+    needed = ctx.needed(cfg.where)
+    text = (f"{cfg.text} [{cfg.metric} {cfg.op} {cfg.value} in at least {cfg.min_cells} "
+            f"cell(s) where {_fmt_where(cfg.where)}]{given_text(cfg.given)}")
+    if needed.empty:
+        return [Verdict("claim", text, "MISSING", None,
+                        detail="this profile has no cell the claim needs")]
+    complete = testable(needed[needed[COMPLETE].astype(bool)], cfg.given)
+    vals = _metric(complete, cfg.metric)
+    hits = int(sum(not math.isnan(v) and OPS[cfg.op](v, cfg.value) for v in vals))
+    finite = vals[~np.isnan(vals)]
+    best = (float(finite.max() if cfg.op in (">=", ">") else finite.min()) if len(finite)
+            else None)
+    n_absent = len(needed) - len(complete)
+    detail = f"{hits} of {len(complete)} testable finished cells hold (need {cfg.min_cells})"
+    if n_absent:
+        detail += (f"; {n_absent} of {len(needed)} needed cells not finished or missing the "
+                   "precondition" if cfg.given else
+                   f"; {n_absent} of {len(needed)} needed cells not finished")
+    if hits >= cfg.min_cells:
+        return [Verdict("claim", text, "PASS", best, detail=detail)]
+    if n_absent:
+        return [Verdict("claim", text, "MISSING", best, detail=detail)]
+    return [Verdict("claim", text, "FAIL", best, detail=detail)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -264,7 +353,7 @@ def ordering(ctx: CheckContext, cfg: OrderingConfig) -> list[Verdict]:
         return Outcome(miss == 0, f"{miss} of {len(done)} finished pairs out of order"
                        if miss else f"all {len(done)} finished pairs in order", worst)
 
-    return [judge(text, needed, evaluate)]
+    return [judge(text, needed, evaluate, cfg.given)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -325,7 +414,7 @@ def monotone(ctx: CheckContext, cfg: MonotoneConfig) -> list[Verdict]:
         return Outcome(viol <= cfg.allowed_violations,
                        f"{viol} violations in {steps} steps" + (f" ({shown})" if viol else ""))
 
-    return [judge(text, needed, evaluate)]
+    return [judge(text, needed, evaluate, cfg.given)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -379,7 +468,7 @@ def loglog_slope(ctx: CheckContext, cfg: LogLogSlopeConfig) -> list[Verdict]:
             ok = abs(slope - cfg.expected) <= cfg.tol
             return Outcome(ok, f"fitted slope {slope:.3f} over {len(x)} cells", slope)
 
-        out.append(judge(text, g, evaluate))
+        out.append(judge(text, g, evaluate, cfg.given))
     return out
 
 
@@ -538,7 +627,7 @@ def recall_frontier(ctx: CheckContext, cfg: RecallFrontierConfig) -> list[Verdic
                           f"max/min {prods.max() / prods.min():.1f})")
                 return Outcome(ok, detail, fitted)
 
-            out.append(judge(text, needed, evaluate))
+            out.append(judge(text, needed, evaluate, cfg.given))
     return out
 
 

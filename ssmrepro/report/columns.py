@@ -14,6 +14,7 @@ from ..store import DONE_STATUSES, METRIC_PREFIX  # noqa: F401  (METRIC_PREFIX: 
 LABEL = "label"  # the run's case labels joined by LABEL_SEP, e.g. "(c) trained linear / vs D"
 LABEL_SEP = " / "
 SEED = "seed"
+RUN_ID = "run_id"
 STATUS = "status"
 N_PARAMS = "n_params"
 STOP_STEP = "stop_step"

@@ -6,7 +6,7 @@ id hashes the config without the fields left at their defaults (``lean``), the s
 old behaviour leaves existing ids alone, and a change of what a run computes (including a changed
 default value) must bump ``CODE_VERSION``. ``TrainConfig`` is the train section: optimiser,
 schedule, budget, evaluation; ``MEMBER_FIELDS`` are the train fields that may differ between the
-members of one pack.
+members of one pack (so may the seed and the model's init).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import to_jsonable_python
 
-from ..models import ModelConfig
+from ..models import ModelConfig, member_key
 from ..tasks import TaskConfig
 
 
@@ -170,9 +170,13 @@ class RunConfig:
         return flatten(self.config())
 
     def pack_key(self) -> str:
-        """Runs with equal pack keys have identical shapes and train together in one pack."""
+        """Runs with equal pack keys have identical shapes and train together in one pack: the
+        seed, the member-level train fields (``MEMBER_FIELDS``) and the model's init (e.g.
+        chen2025's γ) may differ between members; the model is compared as the backbone it
+        builds (``models.member_key``)."""
         cfg = self.identity()
         cfg.pop("seed")
+        cfg["model"] = member_key(self.model)
         cfg["train"] = {k: v for k, v in cfg["train"].items() if k not in MEMBER_FIELDS}
         return _hash(cfg)
 

@@ -1,15 +1,18 @@
 """Library (tasks): the task registry, name -> Task class (each with its pydantic ``Config``).
 
-Synthetic generators (``keep_nth``, ``mqar``, ``mqar_huang``, ``induction_heads``) and the six
-LRA datasets (``lra_listops``, ``lra_text``, ``lra_retrieval``, ``lra_image``,
-``lra_pathfinder``, ``lra_pathx``) share one interface (``tasks.base``).
+Synthetic generators (``keep_nth``, ``mqar``, ``mqar_huang``, ``induction_heads``, chen2025's
+``composite`` and ``inverse_matching``) and the six LRA datasets (``lra_listops``, ``lra_text``,
+``lra_retrieval``, ``lra_image``, ``lra_pathfinder``, ``lra_pathx``) share one interface
+(``tasks.base``).
 """
 
 from __future__ import annotations
 
 from ..data import DataUnavailable
 from .base import Batch, Task, TaskConfig, TaskInfo, incompatibility
+from .composite import Composite
 from .induction_heads import InductionHeads
+from .inverse_matching import InverseMatching
 from .keep_nth import KeepNth
 from .lra import LRA_TASKS
 from .mqar import MQAR
@@ -20,6 +23,8 @@ TASKS: dict[str, type[Task]] = {
     MQAR.name: MQAR,
     MQARHuang.name: MQARHuang,
     InductionHeads.name: InductionHeads,
+    Composite.name: Composite,
+    InverseMatching.name: InverseMatching,
     **{cls.name: cls for cls in LRA_TASKS},
 }
 

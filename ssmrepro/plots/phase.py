@@ -1,0 +1,159 @@
+"""Stage 6 (plots): ``phase`` — phase diagrams as annotated heatmaps, ours beside the paper's.
+
+chen2025 Figs. 4 and 8: a metric over a y × x grid (layers × γ), every cell annotated with its
+value (aggregated over seeds). One panel per metric of ``panels``; for a metric with paper values
+a second panel beside it shows the paper's cell values (cells the paper gives no number for
+show ``paper_default``, e.g. "≤.13"). In our panel, cells whose paper value differs by more than
+the paper value's tolerance are outlined in red, and the title says how many are within it.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
+from pydantic import BaseModel, ConfigDict  # noqa: E402
+
+from ..report.cells import select, values_equal  # noqa: E402
+from .registry import FigureConfig, FigureContext, figure_kind  # noqa: E402
+
+
+class PhasePanel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    metric: str
+    title: str | None = None
+    paper_default: str | None = None  # text of cells without a paper value in the paper panel
+
+
+class PhaseConfig(FigureConfig):
+    kind: Literal["phase"]
+    x: str
+    y: str
+    panels: list[PhasePanel]
+    where: dict[str, Any] = {}
+    y_descending: bool = True  # largest y on top (the paper's layout)
+    x_label: str | None = None
+    y_label: str | None = None
+    vmax: float = 1.0
+
+    def column_refs(self) -> list[str]:
+        return [self.x, self.y, *self.where]
+
+    def metrics(self) -> list[str]:
+        return [p.metric for p in self.panels]
+
+
+def _num(v: Any) -> str:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return str(v)
+    return str(int(f)) if f.is_integer() else f"{f:g}"
+
+
+def _paper_for(ctx: FigureContext, metric: str, row: dict) -> tuple[float, float] | None:
+    for pv in ctx.spec.paper_values:
+        if pv.metric == metric and all(k in row and values_equal(row[k], v)
+                                       for k, v in pv.where.items()):
+            return pv.value, pv.tol
+    return None
+
+
+def _draw(ax, grid: np.ndarray, text: list[list[str]], xs: list, ys: list, vmax: float,
+          faint: np.ndarray | None = None):
+    im = ax.imshow(grid, vmin=0, vmax=vmax, cmap="viridis", aspect="auto")
+    for i in range(len(ys)):
+        for j in range(len(xs)):
+            v = grid[i, j]
+            dark = not np.isnan(v) and v > 0.6 * vmax
+            color = "k" if dark else "w"
+            if faint is not None and faint[i, j]:
+                color = "0.6"
+            ax.text(j, i, text[i][j], ha="center", va="center", fontsize=6.5, color=color)
+    ax.set_xticks(range(len(xs)), [_num(x) for x in xs], fontsize=7)
+    ax.set_yticks(range(len(ys)), [_num(y) for y in ys], fontsize=7)
+    return im
+
+
+def _cell(v: float) -> str:
+    return "—" if math.isnan(v) else f"{v:.2f}".lstrip("0") if 0 <= v < 1 else f"{v:.2f}"
+
+
+@figure_kind("phase", PhaseConfig)
+def phase(ctx: FigureContext, cfg: PhaseConfig, path: Path) -> bool:
+    """Annotated heatmaps over y × x, one per metric, the paper's cell values beside ours."""
+    agg = ctx.table
+    if cfg.where:
+        agg = select(agg, cfg.where)
+    if agg.empty:
+        return False
+    xs = sorted(dict.fromkeys(agg[cfg.x].tolist()), key=float)
+    ys = sorted(dict.fromkeys(agg[cfg.y].tolist()), key=float, reverse=cfg.y_descending)
+    layout = []
+    for p in cfg.panels:
+        layout.append((p, False))
+        if any(pv.metric == p.metric for pv in ctx.spec.paper_values):
+            layout.append((p, True))
+    ncols = min(2, len(layout)) if len(layout) != 3 else 3
+    nrows = math.ceil(len(layout) / ncols)
+    pw, ph = max(4.8, 0.55 * len(xs) + 1.0), max(2.6, 0.42 * len(ys) + 1.2)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(pw * ncols + 1.0, ph * nrows + 0.6),
+                             squeeze=False, constrained_layout=True)
+    im = None
+    for ax, (p, paper) in zip(axes.flat, layout):
+        grid = np.full((len(ys), len(xs)), np.nan)
+        text = [["" for _ in xs] for _ in ys]
+        faint = np.zeros_like(grid, dtype=bool)
+        bad = []
+        n_cmp = n_ok = 0
+        for _, r in agg.iterrows():
+            i = next(k for k, y in enumerate(ys) if values_equal(y, r[cfg.y]))
+            j = next(k for k, x in enumerate(xs) if values_equal(x, r[cfg.x]))
+            ref = _paper_for(ctx, p.metric, r.to_dict())
+            if paper:
+                if ref is not None:
+                    grid[i, j] = ref[0]
+                    text[i][j] = _cell(ref[0])
+                elif p.paper_default:
+                    text[i][j] = p.paper_default
+                    faint[i, j] = True
+                continue
+            v = float(r[p.metric]) if p.metric in r else math.nan
+            grid[i, j] = v
+            text[i][j] = _cell(v)
+            if ref is not None:
+                n_cmp += 1
+                if not math.isnan(v) and abs(v - ref[0]) <= ref[1]:
+                    n_ok += 1
+                else:
+                    bad.append((i, j))
+        im = _draw(ax, grid, text, xs, ys, cfg.vmax, faint if paper else None)
+        for i, j in bad:
+            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, ec="tab:red", lw=1.2))
+        name = p.title or p.metric
+        if paper:
+            title = f"{name}: paper"
+        else:
+            title = f"{name}: ours ({ctx.aggregation()})"
+            if n_cmp:
+                title += f"\n{n_ok} of {n_cmp} within tolerance (red: outside)"
+        ax.set_title(title, fontsize=8)
+        ax.set_xlabel(cfg.x_label or cfg.x.split(".")[-1], fontsize=8)
+        ax.set_ylabel(cfg.y_label or cfg.y.split(".")[-1], fontsize=8)
+    for ax in list(axes.flat)[len(layout):]:
+        ax.axis("off")
+    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, label="accuracy")
+    fig.suptitle(ctx.title(cfg), fontsize=9)
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return True
+
+
+__all__ = ["PhaseConfig", "PhasePanel", "phase"]
