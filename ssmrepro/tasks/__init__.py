@@ -1,6 +1,7 @@
 """Library (tasks): the task registry, name -> Task class (each with its pydantic ``Config``).
 
-Synthetic generators (``keep_nth``, ``mqar``) and the six LRA datasets (``lra_listops``,
+Synthetic generators (``keep_nth``, ``mqar``; cooper2026's ``selective_copy`` and
+``decode_recall``) and the six LRA datasets (``lra_listops``,
 ``lra_text``, ``lra_retrieval``, ``lra_image``, ``lra_pathfinder``, ``lra_pathx``) share one
 interface (``tasks.base``).
 """
@@ -9,13 +10,17 @@ from __future__ import annotations
 
 from ..data import DataUnavailable
 from .base import Batch, Task, TaskConfig, TaskInfo, incompatibility
+from .decode_recall import DecodeRecall
 from .keep_nth import KeepNth
 from .lra import LRA_TASKS
 from .mqar import MQAR
+from .selective_copy import SelectiveCopy
 
 TASKS: dict[str, type[Task]] = {
     KeepNth.name: KeepNth,
     MQAR.name: MQAR,
+    SelectiveCopy.name: SelectiveCopy,
+    DecodeRecall.name: DecodeRecall,
     **{cls.name: cls for cls in LRA_TASKS},
 }
 
