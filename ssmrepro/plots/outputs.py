@@ -96,6 +96,10 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         if cfg.metric not in metrics:
             errors.append(f"{path}: {key}.metric: {cfg.metric!r} is not aggregated "
                           f"(aggregate.metrics and analysis metrics: {sorted(metrics)})")
+    sel = spec.aggregate.select
+    if sel is not None and sel.over not in report.cell_keys(runs):
+        errors.append(f"{path}: aggregate.select.over: {sel.over!r} is not a swept key of this "
+                      "profile's runs")
     for i, pv in enumerate(spec.paper_values):
         for k in pv.where:
             if k not in known:
@@ -129,7 +133,10 @@ def build(spec: Spec, profile: str, root: Path) -> Outputs:
     runs = expand(spec, profile)
     df = load_table(spec, profile, root, runs)
     keys = report.cell_keys(runs)
-    cells = report.aggregate(df, runs, spec.aggregate.reduce, spec.aggregate.metrics)
+    agg = spec.aggregate
+    cells = report.aggregate(df, runs, agg.reduce, agg.metrics, agg.percentiles, agg.select)
+    if agg.select is not None:  # one cell per group of candidates: `over` is no cell key
+        keys = [k for k in keys if k != agg.select.over]
     root.mkdir(parents=True, exist_ok=True)
     tables = {}
     if DECAY in spec.analysis:
