@@ -80,12 +80,34 @@ class Profile(Strict):
     seeds: list[int] | None = None
 
 
+class Select(Strict):
+    """Pick one value of a swept key per cell by a metric (cooper2026's automatic learning rate:
+    the lr whose runs end with the lowest training loss)."""
+
+    over: str = Field(..., description="the swept key whose best value is kept, e.g. train.lr")
+    by: str = Field(..., description="the metric that decides, e.g. train.avg_loss")
+    op: Literal["min", "max"] = "min"
+
+
 class Aggregate(Strict):
-    """How seeds are combined into one value per cell (``mean`` with std, or best-of ``max``)."""
+    """How seeds are combined into one value per cell (``mean`` with std, or best-of ``max``),
+    optional percentiles over seeds (``<metric>.p10`` ...) and an optional per-cell selection of
+    one value of a swept key (``select``)."""
 
     over: list[str] = ["seed"]
     reduce: Literal["mean", "max", "min", "median"] = "mean"
     metrics: list[str] = ["test.acc"]
+    percentiles: list[Annotated[float, Field(ge=0, le=100)]] = Field(
+        [], description="percentiles of each metric over the seeds of a cell, e.g. [10, 90]")
+    select: Select | None = Field(
+        None, description="per cell, keep only the runs of the best value of `over` by `by` "
+        "(the mean of `by` over its seeds; a value with a diverged run is never preferred)")
+
+    @model_validator(mode="after")
+    def _select(self) -> Aggregate:
+        if self.select is not None and self.select.by not in self.metrics:
+            raise ValueError(f"select.by {self.select.by!r} must be one of metrics {self.metrics}")
+        return self
 
 
 class Analytic(Strict):

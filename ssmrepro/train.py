@@ -19,7 +19,9 @@ Classification reports ``<set>.loss`` (cross entropy, label-smoothed in training
 ``<set>.acc``; regression reports ``<set>.loss`` and ``<set>.mse`` (equal) and no accuracy. Sets:
 ``val`` and ``test`` (samples 0..size-1 of the split; a dataset task evaluates at most its whole
 split), ``train`` (a fixed slice of the training data, min(val_size, train_size) samples; in the
-metrics ``train.loss`` stays the loss of the member's last training batch) and every named
+metrics ``train.loss`` stays the loss of the member's last training batch, and ``train.avg_loss``
+is the mean training-batch loss over its last ``AVG_LOSS_WINDOW`` = 1000 steps — cooper2026's
+auto-LR criterion, the fork's final epoch-average loss with 1000-batch epochs) and every named
 evaluation set of ``train.evals`` (the test split of the run's task with some fields overridden,
 e.g. longer sequences). The evaluation history has one dict per evaluation:
 ``{"step", "val.loss", "val.acc", "train.loss", "train.acc"}`` (``.mse`` for regression).
@@ -40,6 +42,7 @@ from .tasks import build_task, incompatibility, rng
 from .tasks.base import IGNORE, TEST, TRAIN, VAL, Batch, Task, TaskInfo, fixed_split_error
 
 _INIT_STREAM, _DATA_STREAM, _PERM_STREAM = 1, 2, 3
+AVG_LOSS_WINDOW = 1000  # train.avg_loss: mean training-batch loss over the last 1000 steps
 
 
 def derived_seed(seed: int, stream: int) -> int:
@@ -315,6 +318,7 @@ def train_pack(
     stop_step: list[int | None] = [None] * E
     history: list[list[dict[str, float]]] = [[] for _ in range(E)]
     train_loss = [math.nan] * E
+    recent = torch.full((E, AVG_LOSS_WINDOW), math.nan, dtype=torch.float64)  # ring of losses
     es = tc0.early_stop
     B = tc0.batch_size
     spe = tc0.steps_per_epoch
@@ -394,6 +398,7 @@ def train_pack(
             p.grad = None
         for e in torch.nonzero(active).flatten().tolist():
             train_loss[e] = float(loss_val[e])
+            recent[e, step % AVG_LOSS_WINDOW] = float(loss_val[e])
         step += 1
         if progress is not None and (step % 50 == 0 or step == T):
             progress(step, T, int(active.sum()))
@@ -429,6 +434,7 @@ def train_pack(
             "test.loss": val(tl),
             f"test.{score}": val(ts),
             "train.loss": train_loss[e],
+            "train.avg_loss": float(recent[e].nanmean()) if ok else math.nan,
             f"train.{score}": val(fs),
         }
         for name, (nl, ns) in named.items():

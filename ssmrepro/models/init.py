@@ -25,6 +25,12 @@ Schemes
               [INFERRED], Linear (fan-in d_in), depthwise conv (fan-in = kernel width), S6 Δ↑
               (fan-in R), S4D C (fan-in N), and what other mixers declare; biases of those layers 0
               [INFERRED]; norms, A_log, b_Δ, D untouched. γ = 0.5 ≈ "standard", γ = 1 "small".
+    cooper_construction
+              cooper2026 Thm 4.3's constructed hybrid for selective copy (theory.cooper): every
+              parameter of an SSM→TF ``cooper_hybrid`` (one Mamba-1 block, one NeoX block, an
+              untied head) is overwritten with ``selective_copy_weights`` (no randomness; the
+              task's number tokens from ``numbers`` / ``number_offset``, the words from the
+              vocabulary size). Evaluate with ``max_steps: 0``.
     designed  koren2026 Thm 2's constructed recall circuit (theory.designed) for a model with one
               single-head ``linear_mamba`` mixer (d_conv 2, expand 2) and a token embedding: the
               embedding and the mixer's in_proj, conv, S_B, S_C and out_proj are overwritten with
@@ -45,9 +51,13 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import nn
 
+from ..theory.cooper import selective_copy_weights
 from ..theory.designed import designed_weights
+from .blocks import MixerBlock, NeoXBlock
 from .layers import PackedEmbedding, PackedLinear, PackedModule, _normal_
 from .mixers.linear_mamba import LinearMambaMixer
+from .mixers.mamba1 import Mamba1Mixer
+from .mixers.neox_attn import NeoXAttention
 from .mixers.s6 import S6Core
 
 
@@ -55,14 +65,21 @@ class InitConfig(BaseModel):
     """Initialisation scheme: default | mamba | hf | gamma | designed (see ssmrepro.models.init)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    scheme: Literal["default", "mamba", "hf", "gamma", "designed"] = "default"
+    scheme: Literal["default", "mamba", "hf", "gamma", "designed",
+                    "cooper_construction"] = "default"
     gamma: float | None = Field(None, gt=0, description="gamma scheme: std = fan_in ** -gamma")
     std: float = Field(0.02, gt=0, description="mamba / hf schemes: normal std")
+    construction: Literal["selective_copy"] = Field(
+        "selective_copy", description="cooper_construction: which task's construction")
+    numbers: int = Field(5, ge=1, description="cooper_construction: number tokens of the task")
+    number_offset: int = Field(5, ge=1, description="cooper_construction: the first number's value")
 
     @model_validator(mode="after")
     def _check(self):
         if (self.scheme == "gamma") != (self.gamma is not None):
             raise ValueError("gamma is required with scheme 'gamma' and only there")
+        if self.scheme != "cooper_construction" and (self.numbers, self.number_offset) != (5, 5):
+            raise ValueError("numbers / number_offset belong to scheme 'cooper_construction'")
         return self
 
 
@@ -142,6 +159,59 @@ def _designed(model: nn.Module, seeds: list[int], members: list[int]) -> None:
             getattr(lm, name).weight[e].copy_(w[name])
 
 
+@torch.no_grad()
+def _cooper(model: nn.Module, members: list[int], cfg: InitConfig) -> None:
+    """cooper2026 Thm 4.3's weights (theory.cooper) into members ``members`` of an SSM→TF
+    cooper_hybrid."""
+    blocks = list(getattr(model, "blocks", []))
+    ok = (len(blocks) == 2 and isinstance(blocks[0], MixerBlock)
+          and isinstance(blocks[0].mixer, Mamba1Mixer) and isinstance(blocks[0].mixer.ssm, S6Core)
+          and isinstance(blocks[1], NeoXBlock) and isinstance(blocks[1].attn, NeoXAttention)
+          and isinstance(getattr(model, "embed", None), PackedEmbedding)
+          and isinstance(getattr(model, "head", None), PackedLinear))
+    if not ok:
+        raise ValueError("init 'cooper_construction' needs a cooper_hybrid with layers SSM-TF and "
+                         "an untied head (tie_head: false)")
+    ssm_block, tf = blocks
+    mx, attn = ssm_block.mixer, tf.attn
+    core = mx.ssm
+    if not (mx.gate and mx.conv is not None and mx.conv_act and core.D is not None
+            and core.discretize and not core.complex_A and tf.mlp is not None and tf.parallel):
+        raise ValueError("init 'cooper_construction' needs the cooper_hybrid's Mamba-1 block "
+                         "(conv, SiLU, gate, real S6 core with D) and its parallel NeoX layer")
+    if attn.window is None:
+        raise ValueError("init 'cooper_construction' needs an attention window (model.window)")
+    V, d = model.embed.weight.shape[1:]
+    words = V - cfg.numbers - 3
+    if words < 1:
+        raise ValueError(f"vocabulary {V} has no words besides {cfg.numbers} numbers + 3 specials")
+    rotary_pct = attn.r / attn.s if attn.s else 0.0
+    w = selective_copy_weights(
+        words=words, numbers=cfg.numbers, offset=cfg.number_offset, d_model=d,
+        d_inner=mx.d_inner, d_state=core.N, d_conv=mx.conv.width, dt_rank=core.R,
+        heads=attn.H, rotary_pct=rotary_pct, rope_base=attn.rope_base, window=attn.window,
+        L=attn.window, mlp_hidden=tf.mlp.fc1.dout)
+    slots = {
+        "embed": model.embed.weight, "ssm.norm": ssm_block.norm.weight,
+        "ssm.in_proj": mx.in_proj.weight, "ssm.conv_w": mx.conv.weight, "ssm.conv_b": mx.conv.bias,
+        "ssm.x_proj": core.x_proj.weight, "ssm.dt_weight": core.dt_weight,
+        "ssm.dt_bias": core.dt_bias, "ssm.A_log": core.A_log, "ssm.D": core.D,
+        "ssm.out_proj": mx.out_proj.weight, "tf.norm1.w": tf.norm1.weight,
+        "tf.norm1.b": tf.norm1.bias, "tf.qkv.w": attn.qkv.weight, "tf.qkv.b": attn.qkv.bias,
+        "tf.dense.w": attn.dense.weight, "tf.dense.b": attn.dense.bias,
+        "tf.norm2.w": tf.norm2.weight, "tf.norm2.b": tf.norm2.bias,
+        "tf.fc1.w": tf.mlp.fc1.weight, "tf.fc1.b": tf.mlp.fc1.bias,
+        "tf.fc2.w": tf.mlp.fc2.weight, "tf.fc2.b": tf.mlp.fc2.bias,
+        "norm_f.w": model.norm_f.weight, "norm_f.b": model.norm_f.bias, "head": model.head.weight,
+    }
+    missing = [k for k, p in slots.items() if p is None]
+    if missing or model.head.bias is not None:
+        raise ValueError(f"init 'cooper_construction': the model lacks {missing or 'an unbiased head'}")
+    for name, p in slots.items():
+        for e in members:
+            p[e].copy_(w[name].to(p.dtype))
+
+
 def initialise(model: nn.Module, seeds: list[int],
                cfg: InitConfig | list[InitConfig] | None = None) -> None:
     """Initialise member e of every packed submodule from torch.Generator(seeds[e]).
@@ -173,6 +243,9 @@ def initialise(model: nn.Module, seeds: list[int],
     designed = [e for e, sc in enumerate(schemes) if sc == "designed"]
     if designed:
         _designed(model, seeds, designed)
+    for e, sc in enumerate(schemes):
+        if sc == "cooper_construction":
+            _cooper(model, [e], cfgs[e])
 
 
 __all__ = ["InitConfig", "initialise", "weight_matrices"]

@@ -3,13 +3,24 @@
 Importing this package registers the figure kinds (``figures``: bars, heatmaps, lines,
 histograms; ``recall``: recall_grid; ``mechanistic``: koren2026 Figs. 2-5; ``haar``: haar_wavelet;
 ``bounds``: bound_grid; ``curves``: learning curves from curves.csv (report.curves), budget
-studies included; ``phase``: annotated phase diagrams beside the paper's
-cell values). ``validate_outputs`` checks a spec's figures, claims and paper values; the CLI calls
-it in ``validate`` and before ``run`` trains anything. ``export`` writes the long table across
-experiments, ``frontpage`` rebuilds every output and writes results/README.md.
+studies included; ``phase``: annotated phase diagrams beside the paper's cell values; ``bands``:
+bands, length_curves; ``construction``: construction_heatmaps). ``validate_outputs`` checks a
+spec's figures, claims and paper values; the CLI calls it in ``validate`` and before ``run``
+trains anything. ``export`` writes the long table across experiments, ``frontpage`` rebuilds
+every output and writes results/README.md.
 """
 
-from . import bounds, curves, figures, haar, mechanistic, phase, recall  # noqa: F401
+from . import (  # noqa: F401  (registers the figure kinds)
+    bands,
+    bounds,
+    construction,
+    curves,
+    figures,
+    haar,
+    mechanistic,
+    phase,
+    recall,
+)
 from .outputs import Outputs, build, load_table, validate_outputs
 from .registry import FIGURE_KINDS, FigureConfig, FigureContext, figure_kind, parse_figure
 

@@ -119,6 +119,10 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         if cfg.metric not in metrics:
             errors.append(f"{path}: {key}.metric: {cfg.metric!r} is not aggregated "
                           f"(aggregate.metrics and analysis metrics: {sorted(metrics)})")
+    sel = spec.aggregate.select
+    if sel is not None and sel.over not in report.cell_keys(runs):
+        errors.append(f"{path}: aggregate.select.over: {sel.over!r} is not a swept key of this "
+                      "profile's runs")
     for i, pv in enumerate(spec.paper_values):
         for k in pv.where:
             if k not in known:
@@ -177,7 +181,10 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
     else:
         df = load_table(spec, profile, root, runs, tag)
         keys = report.cell_keys(runs)
-        cells = report.aggregate(df, runs, spec.aggregate.reduce, spec.aggregate.metrics)
+        agg = spec.aggregate
+        cells = report.aggregate(df, runs, agg.reduce, agg.metrics, agg.percentiles, agg.select)
+        if agg.select is not None:  # one cell per group of candidates: `over` is no cell key
+            keys = [k for k in keys if k != agg.select.over]
     tables = {}
     if DECAY in spec.analysis:
         store = open_store(spec, root.parents[1])

@@ -124,7 +124,9 @@ def _key(values: list[Any]) -> tuple:
     return tuple(norm(v) for v in values)
 
 
-def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str]) -> pd.DataFrame:
+def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str],
+              percentiles: list[float] | tuple[float, ...] = (), select: Any = None
+              ) -> pd.DataFrame:
     """One row per cell of the profile (and per cell of ``df`` the profile no longer has).
 
     Columns: the cell keys, ``n_expected`` (runs of the cell in the profile), ``n_ok``,
@@ -133,6 +135,15 @@ def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str]) -> 
     mean stop step / epochs. A diverged run has no metric value: with ``max`` (best of seeds) it
     is skipped, with ``mean`` / ``median`` / ``min`` it makes the cell's value NaN — a claim
     counts NaN as a miss, never as missing.
+
+    ``percentiles`` (e.g. [10, 90]) add ``<metric>.p10`` / ``<metric>.p90``: percentiles over the
+    seeds that finished ``ok`` (linear interpolation, numpy's default; NaN when a seed diverged,
+    as the mean). ``select`` (``spec.Select``: over, by, op) then keeps one row per group of
+    cells that differ only in ``select.over`` (e.g. ``train.lr``): the one whose mean of
+    ``select.by`` over its seeds is lowest (op min) or highest (op max); a candidate with a
+    diverged run is never preferred to one without. The kept row shows the chosen value of
+    ``over``; it is ``complete`` only when every candidate is (the choice could change), and
+    ``select.n`` says how many candidates there were.
     """
     keys = cell_keys(runs) if runs else [LABEL]
     cells: dict[tuple, dict[str, Any]] = {}
@@ -172,12 +183,45 @@ def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str]) -> 
             vals = ok[col].astype(float) if col in ok else pd.Series(dtype=float)
             row[m] = _reduce(vals, row[N_DIVERGED], reduce)
             row[f"{m}.std"] = float(vals.std(ddof=0)) if len(vals) else math.nan
+            for q in percentiles:
+                v = vals.dropna()
+                row[f"{m}.p{q:g}"] = (float(np.percentile(v, q)) if len(v) and not row[N_DIVERGED]
+                                      else math.nan)
+        if select is not None:
+            v = ok[select.by].astype(float).dropna() if select.by in ok else pd.Series(dtype=float)
+            row[_SCORE] = (math.nan if not len(v) else math.inf if row[N_DIVERGED]
+                           else float(v.mean()) * (1.0 if select.op == "min" else -1.0))
         if STOP_STEP in done and len(done):
             row[f"{STOP_STEP}.mean"] = float(done[STOP_STEP].astype(float).mean())
         if EPOCHS in done and len(done) and done[EPOCHS].notna().any():
             row[f"{EPOCHS}.mean"] = float(done[EPOCHS].astype(float).mean())
         rows.append(row)
+    if select is not None:
+        rows = _select(rows, keys, select)
     return pd.DataFrame(rows)
+
+
+_SCORE = "_select_score"
+
+
+def _select(rows: list[dict[str, Any]], keys: list[str], select: Any) -> list[dict[str, Any]]:
+    """One row per group of rows equal on every key but ``select.over`` (see ``aggregate``)."""
+    if select.over not in keys:
+        raise ValueError(f"aggregate.select.over {select.over!r} is not a swept key ({keys})")
+    rest = [k for k in keys if k != select.over]
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(_key([r.get(k) for k in rest]), []).append(r)
+    out = []
+    for g in groups.values():
+        scores = [r[_SCORE] for r in g]
+        finite = [i for i, x in enumerate(scores) if not math.isnan(x)]
+        best = min(finite, key=lambda i: scores[i]) if finite else 0
+        row = {k: v for k, v in g[best].items() if k != _SCORE}
+        row[COMPLETE] = all(bool(r[COMPLETE]) for r in g)
+        row["select.n"] = len(g)
+        out.append(row)
+    return out
 
 
 def _reduce(vals: pd.Series, n_diverged: int, reduce: str) -> float:

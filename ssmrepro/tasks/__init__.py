@@ -1,9 +1,9 @@
 """Library (tasks): the task registry, name -> Task class (each with its pydantic ``Config``).
 
 Synthetic generators (``keep_nth``, ``mqar``, ``mqar_huang``, ``induction_heads``, chen2025's
-``composite`` and ``inverse_matching``) and the six LRA datasets (``lra_listops``, ``lra_text``,
-``lra_retrieval``, ``lra_image``, ``lra_pathfinder``, ``lra_pathx``) share one interface
-(``tasks.base``).
+``composite`` and ``inverse_matching``, cooper2026's ``selective_copy`` and ``decode_recall``) and
+the six LRA datasets (``lra_listops``, ``lra_text``, ``lra_retrieval``, ``lra_image``,
+``lra_pathfinder``, ``lra_pathx``) share one interface (``tasks.base``).
 """
 
 from __future__ import annotations
@@ -11,12 +11,14 @@ from __future__ import annotations
 from ..data import DataUnavailable
 from .base import Batch, Task, TaskConfig, TaskInfo, incompatibility
 from .composite import Composite
+from .decode_recall import DecodeRecall
 from .induction_heads import InductionHeads
 from .inverse_matching import InverseMatching
 from .keep_nth import KeepNth
 from .lra import LRA_TASKS
 from .mqar import MQAR
 from .mqar_huang import MQARHuang
+from .selective_copy import SelectiveCopy
 
 TASKS: dict[str, type[Task]] = {
     KeepNth.name: KeepNth,
@@ -25,6 +27,8 @@ TASKS: dict[str, type[Task]] = {
     InductionHeads.name: InductionHeads,
     Composite.name: Composite,
     InverseMatching.name: InverseMatching,
+    SelectiveCopy.name: SelectiveCopy,
+    DecodeRecall.name: DecodeRecall,
     **{cls.name: cls for cls in LRA_TASKS},
 }
 

@@ -1,0 +1,185 @@
+"""Stage 6 (plots): curves with percentile bands over seeds (cooper2026's figure forms).
+
+``bands``: ``metric`` against a column (default ``n_params``, log x for "accuracy vs parameter
+count"), one line per ``hue`` (an architecture), the band between two percentile columns of the
+aggregation (``aggregate.percentiles``, e.g. ``<metric>.p10`` / ``<metric>.p90``), the paper's
+values as hollow markers at the matching cells, and ``reference`` lines: hues drawn as a dashed
+horizontal line at their mean (cooper2026 Figs. 12 and 14 draw the pure SSM, which has no
+attention window or heads, that way).
+
+``length_curves``: the accuracy on named evaluation sets of different lengths (``train.evals``)
+against the evaluation length, one line per ``hue``, the band between two percentile columns of
+each set's metric, and the training length range shaded (cooper2026 Fig. 8).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Literal
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from pydantic import Field, model_validator  # noqa: E402
+
+from ..report.cells import column  # noqa: E402
+from ..report.columns import N_PARAMS  # noqa: E402
+from .registry import FigureConfig, FigureContext, figure_kind  # noqa: E402
+
+COLORS = {"TF-TF": "tab:blue", "SSM-SSM": "tab:red", "TF-SSM": "tab:orange",
+          "SSM-TF": "tab:green"}
+
+
+def _color(hue: str, i: int) -> str:
+    return COLORS.get(hue, f"C{i % 10}")
+
+
+def _band_label(lo: str | None, hi: str | None) -> str:
+    if not lo or not hi:
+        return ""
+    names = {"p0": "min", "p100": "max"}
+    return f"band {names.get(lo, lo)}–{names.get(hi, hi)} over seeds"
+
+
+class BandsConfig(FigureConfig):
+    kind: Literal["bands"]
+    x: str = Field(N_PARAMS, description="column on the x axis (default: parameter count)")
+    hue: str = "case:0"
+    facet: str | None = None
+    lo: str | None = Field("p10", description="suffix of the band's lower column (metric.<lo>)")
+    hi: str | None = Field("p90", description="suffix of the band's upper column")
+    logx: bool = True
+    reference: list[str] = Field([], description="hues drawn as a dashed horizontal line")
+    ylim: tuple[float, float] | None = (-0.02, 1.02)
+    xlabel: str | None = None
+
+    def column_refs(self) -> list[str]:
+        return [c for c in (self.x, self.hue, self.facet) if c and c != N_PARAMS]
+
+
+@figure_kind("bands", BandsConfig)
+def bands(ctx: FigureContext, cfg: BandsConfig, path: Path) -> bool:
+    """Metric vs x, a line per hue with a percentile band, paper values as hollow markers."""
+    agg = ctx.table
+    if agg.empty or cfg.x not in agg:
+        return False
+    m = cfg.metric
+    agg = agg.assign(_hue=column(agg, cfg.hue).astype(str),
+                     _facet=column(agg, cfg.facet).astype(str) if cfg.facet else "")
+    facets = list(dict.fromkeys(agg["_facet"]))
+    fig, axes = plt.subplots(1, len(facets), figsize=(5.4 * len(facets), 4.0), squeeze=False)
+    hues = list(dict.fromkeys(agg["_hue"]))
+    lo, hi = (f"{m}.{cfg.lo}" if cfg.lo else None), (f"{m}.{cfg.hi}" if cfg.hi else None)
+    for ax, facet in zip(axes[0], facets):
+        sub = agg[agg["_facet"] == facet]
+        paper_drawn = False
+        for i, hue in enumerate(hues):
+            h = sub[sub["_hue"] == hue].sort_values(cfg.x)
+            if h.empty:
+                continue
+            color = _color(hue, i)
+            if hue in cfg.reference:
+                y = float(h[m].astype(float).mean())
+                ax.axhline(y, ls="--", color=color, label=f"{hue} (reference)")
+                if lo in h and hi in h:
+                    ax.axhspan(float(h[lo].mean()), float(h[hi].mean()), color=color, alpha=0.08)
+                continue
+            xs = h[cfg.x].astype(float).to_numpy()
+            ax.plot(xs, h[m].astype(float), marker="o", color=color, label=hue)
+            if lo in h and hi in h and h[lo].notna().any():
+                ax.fill_between(xs, h[lo].astype(float), h[hi].astype(float), color=color,
+                                alpha=0.18, lw=0)
+            for (_, row), xv in zip(h.iterrows(), xs):
+                pv = ctx.paper_value(row.to_dict(), m)
+                if pv is not None:
+                    ax.plot([xv], [pv], marker="s", mfc="none", mec=color, ms=9, mew=1.6,
+                            ls="none", label=None if paper_drawn else "paper (hollow squares)")
+                    paper_drawn = True
+        if cfg.logx:
+            ax.set_xscale("log")
+        if cfg.ylim is not None:
+            ax.set_ylim(*cfg.ylim)
+        xlabel = cfg.xlabel or ("parameters" if cfg.x == N_PARAMS else cfg.x.split(".")[-1])
+        ax.set_xlabel(xlabel)
+        band = _band_label(cfg.lo, cfg.hi)
+        ax.set_ylabel(f"{m} ({ctx.aggregation()}{'; ' + band if band else ''})", fontsize=8)
+        if facet:
+            name = cfg.facet.split(".")[-1] if not cfg.facet.startswith("case:") else ""
+            ax.set_title(f"{name} = {facet}" if name else facet, fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="best")
+    fig.suptitle(ctx.title(cfg), fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return True
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+class LengthCurvesConfig(FigureConfig):
+    kind: Literal["length_curves"]
+    lengths: list[int] = Field(..., min_length=2, description="evaluation lengths (x values)")
+    pattern: str = Field("L{L}.acc", description="metric of each length, e.g. 'L{L}.acc'")
+    hue: str = "case:0"
+    lo: str | None = "p0"
+    hi: str | None = "p100"
+    train_range: tuple[float, float] | None = Field(None, description="training lengths, shaded")
+    ylim: tuple[float, float] | None = (-0.02, 1.02)
+
+    @model_validator(mode="after")
+    def _pattern(self) -> LengthCurvesConfig:
+        if "{L}" not in self.pattern:
+            raise ValueError("pattern must contain {L}")
+        return self
+
+    def metrics(self) -> list[str]:
+        return [self.pattern.format(L=L) for L in self.lengths]
+
+    def column_refs(self) -> list[str]:
+        return [self.hue]
+
+
+@figure_kind("length_curves", LengthCurvesConfig)
+def length_curves(ctx: FigureContext, cfg: LengthCurvesConfig, path: Path) -> bool:
+    """Accuracy vs evaluation length, a line per hue with its band, the training range shaded."""
+    agg = ctx.table
+    if agg.empty:
+        return False
+    agg = agg.assign(_hue=column(agg, cfg.hue).astype(str))
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    if cfg.train_range is not None:
+        ax.axvspan(*cfg.train_range, color="0.85", alpha=0.6,
+                   label=f"training lengths {cfg.train_range[0]:g}–{cfg.train_range[1]:g}")
+    for i, hue in enumerate(dict.fromkeys(agg["_hue"])):
+        h = agg[agg["_hue"] == hue]
+        color = _color(hue, i)
+        ys, los, his = [], [], []
+        for L in cfg.lengths:
+            name = cfg.pattern.format(L=L)
+            ys.append(float(h[name].astype(float).mean()) if name in h else math.nan)
+            los.append(float(h[f"{name}.{cfg.lo}"].mean()) if f"{name}.{cfg.lo}" in h else math.nan)
+            his.append(float(h[f"{name}.{cfg.hi}"].mean()) if f"{name}.{cfg.hi}" in h else math.nan)
+        n = int(h["n_params"].iloc[0]) if N_PARAMS in h and pd.notna(h[N_PARAMS].iloc[0]) else None
+        label = f"{hue} ({n:,} params)" if n else hue
+        ax.plot(cfg.lengths, ys, marker="o", color=color, label=label)
+        if not np.isnan(los).all():
+            ax.fill_between(cfg.lengths, los, his, color=color, alpha=0.18, lw=0)
+    if cfg.ylim is not None:
+        ax.set_ylim(*cfg.ylim)
+    ax.set_xlabel("evaluation sequence length")
+    band = _band_label(cfg.lo, cfg.hi)
+    metric = cfg.pattern.replace("{L}", "<L>")
+    ax.set_ylabel(f"{metric} ({ctx.aggregation()}{'; ' + band if band else ''})", fontsize=8)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(ctx.title(cfg), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return True
