@@ -495,8 +495,9 @@ def mixes_batch_config(run) -> bool:
     """``mixes_batch`` of the run's model, from a parameter-free build (meta device)."""
     from .models import build_model
 
+    info = build_task(run.task).info  # tasks build real tables (on the CPU), models need none
     with torch.device("meta"):
-        model = build_model(run.model, build_task(run.task).info, 1)
+        model = build_model(run.model, info, 1)
     return mixes_batch(model)
 
 
