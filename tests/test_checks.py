@@ -326,7 +326,8 @@ def test_report_opens_with_verdict_counts():
     df = rows_for(runs, [0.95, 0.5])
     cells = aggregate(df, runs, "mean", ["test.acc"])
     spec = SimpleNamespace(id="t", alias=None, title="T", claim="c", claims=claims,
-                           paper_values=[], notes=["n"], analytic=None, aggregate=SimpleNamespace(reduce="mean"))
+                           paper_values=[], notes=["n"], analytic=None,
+                           aggregate=SimpleNamespace(reduce="mean"))
     verdicts = verify(spec, cells, cell_keys(runs))
     assert verdict_counts(verdicts) == "**Verdicts: 1 PASS, 1 FAIL, 1 MISSING, 0 UNTESTED**"
     text = markdown(spec, "quick", cells, verdicts, len(df))
