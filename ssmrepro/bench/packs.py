@@ -11,6 +11,11 @@ order), with the engine's thread setting (one intra-op thread per worker on the 
 ``threads``); rates use the CPU-clock median on CPU (robust to other processes on the cores) and
 the wall-clock median on a GPU. Results go to results/bench/<workload>-<device>.json and .csv with
 the machine, torch version, backend, commit, thread count and the spread of every contender.
+
+Every contender's step is also counted op by op (:mod:`ssmrepro.bench.counting`: FLOPs, bytes
+moved if nothing stayed in cache), so the record has its achieved GFLOP/s, its fraction of the
+machine's measured float32 GEMM peak and its arithmetic intensity, with the measured copy
+bandwidth: the points and roofs of ``ssmrepro bench roofline``.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from ..tasks import build_task
 from ..tasks.base import TRAIN
 from ..train import member_losses, packed_step, supervised_logits
 from ..util import cpu_model
+from .counting import count
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,7 @@ class Workload:
     model: dict
     batch: int
     what: str
+    packs: tuple[int, ...] = (4, 16, 64)  # pack sizes measured by default
 
 
 WORKLOADS = {
@@ -53,7 +60,32 @@ WORKLOADS = {
     "mqar-full-L256": Workload(
         "mqar-full-L256", {"name": "mqar", "vocab": 512, "L": 256, "kappa": 16},
         {"name": "mamba_lm", "d_model": 64, "d_state": 16}, 16,
-        "full Mamba layer on MQAR, d=64 N=16 L=256, batch 16",
+        "full Mamba layer on MQAR, d=64 N=16 L=256, batch 16", (2, 4, 8),
+    ),
+    "composite-mamba2": Workload(
+        "composite-mamba2", {"name": "composite", "variant": "standard", "L": 8},
+        {"name": "seq_lm", "d_model": 32, "layers": ["SSM"], "repeat": 2,
+         "blocks": {"SSM": {"mixer": {"name": "mamba2", "d_state": 128, "expand": 2, "d_conv": 4,
+                                      "heads": 1}, "norm": "rmsnorm"}},
+         "final_norm": "rmsnorm", "init": {"scheme": "gamma", "gamma": 1.0}}, 256,
+        "chen2025 Fig. 4 two-layer Mamba-2 (SSD), d=32 N=128, composite functions L=8, batch 256",
+        (2, 4, 8),
+    ),
+    "selective-copy-hybrid": Workload(
+        "selective-copy-hybrid",
+        {"name": "selective_copy", "words": 26, "numbers": 5, "number_offset": 5, "p": 0.2,
+         "L": 100},
+        {"name": "cooper_hybrid", "layers": "SSM-TF", "d_model": 40, "d_state": 1, "window": 20,
+         "heads": 1}, 8,
+        "cooper2026 SSM->TF hybrid (Mamba-1 + windowed NeoX attention), d=40, selective copy "
+        "L=100, batch 8", (4, 16, 64),
+    ),
+    "mqar-b2s6": Workload(
+        "mqar-b2s6", {"name": "mqar", "vocab": 256, "L": 64, "kappa": 8},
+        {"name": "seq_lm", "d_model": 64, "layers": ["SSM"], "repeat": 2,
+         "blocks": {"SSM": {"mixer": {"name": "b2s6", "d_state": 16, "heads": 8,
+                                      "discretization": "zoh"}, "norm": "layernorm"}}}, 32,
+        "yu2025 B2S6 (h=8 blocks) two-layer LM, d=64 N=16, MQAR L=64, batch 32", (2, 4),
     ),
 }
 
@@ -118,20 +150,37 @@ def run_bench(name: str, device: str, packs: list[int], seconds: float, out: Pat
     fns = {"plain": plain_step(w, device)}
     fns.update({f"E={E}": packed_step_fn(w, E, device) for E in packs})
     t_one = max(1e-6, max(_time_once(f) for f in fns.values()))  # warm-up, and the slowest step
+    counts = {k: count(f) for k, f in fns.items()}  # FLOPs and bytes of one step (op by op)
+    from .timing import copy_bandwidth, matmul_peak
+
+    peak, bandwidth = matmul_peak(), copy_bandwidth()
     repeats = max(3, min(20, int(seconds / t_one)))
     st = interleaved(fns, repeats=repeats, warmup=0, threads=torch.get_num_threads())
     cpu = not device.startswith("cuda")
     per_step = {k: (v.cpu_median if cpu else v.wall_median) for k, v in st.items()}
     plain = 1.0 / per_step["plain"]
+
+    def work(k: str) -> dict:
+        c = counts[k]
+        gf = c.flops / per_step[k] / 1e9
+        return {"gflop_per_step": c.flops / 1e9, "gbytes_per_step": c.bytes / 1e9,
+                "intensity": c.intensity, "ops_per_step": c.ops, "gflops": gf,
+                "fraction_of_peak": gf / peak}
+
     echo(f"{w.what} on {device}, {torch.get_num_threads()} thread(s), {repeats} interleaved rounds, "
-         f"{'CPU' if cpu else 'wall'}-clock medians")
-    echo(f"  plain (one model at a time): {plain:10.1f} run-steps/s   {st['plain'].fmt()}")
+         f"{'CPU' if cpu else 'wall'}-clock medians; float32 GEMM peak {peak:.1f} GFLOP/s, copy "
+         f"bandwidth {bandwidth:.1f} GB/s")
+    pw = work("plain")
+    echo(f"  plain (one model at a time): {plain:10.1f} run-steps/s            {st['plain'].fmt()}"
+         f"  {pw['gflops']:6.2f} GFLOP/s ({100 * pw['fraction_of_peak']:.1f}% of peak)")
     rows = []
     for E in packs:
         s_ = st[f"E={E}"]
         r = E / per_step[f"E={E}"]
-        rows.append({"pack": E, "run_steps_per_s": r, "ratio": r / plain, **s_.ms()})
-        echo(f"  packed E={E:<4d}               {r:10.1f} run-steps/s   x{r / plain:6.2f}   {s_.fmt()}")
+        wk = work(f"E={E}")
+        rows.append({"pack": E, "run_steps_per_s": r, "ratio": r / plain, **s_.ms(), **wk})
+        echo(f"  packed E={E:<4d}               {r:10.1f} run-steps/s   x{r / plain:6.2f}   {s_.fmt()}"
+             f"  {wk['gflops']:6.2f} GFLOP/s ({100 * wk['fraction_of_peak']:.1f}% of peak)")
     best = max(rows, key=lambda r: r["run_steps_per_s"])
     rec = {
         "workload": name,
@@ -143,8 +192,10 @@ def run_bench(name: str, device: str, packs: list[int], seconds: float, out: Pat
         "backend": "torch",
         "commit": git_commit(),
         "timing": f"interleaved, {repeats} rounds, {'cpu' if cpu else 'wall'}-clock medians",
+        "matmul_peak_gflops": peak,
+        "copy_bandwidth_gbs": bandwidth,
         "plain_run_steps_per_s": plain,
-        "plain": st["plain"].ms(),
+        "plain": {**st["plain"].ms(), **pw},
         "packed": rows,
         "best_ratio": best["ratio"],
         "best_pack": best["pack"],

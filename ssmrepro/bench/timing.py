@@ -10,7 +10,8 @@ shared machine the CPU clock is the robust number (time spent waiting for a core
 page faults do, as system time); with one thread the two agree on an idle machine.
 
 :func:`matmul_peak` measures the single-thread float32 GEMM rate (GFLOP/s) of this machine, the
-reference for "fraction of peak" figures.
+reference for "fraction of peak" figures; :func:`copy_bandwidth` the single-thread memory
+bandwidth (GB/s, bytes read + written by a large copy), the slope of the roofline.
 """
 
 from __future__ import annotations
@@ -121,3 +122,17 @@ def matmul_peak(n: int = 1024, seconds: float = 0.3, repeats: int = 5) -> float:
             torch.mm(a, b, out=c)
         best = min(best, (time.process_time() - t0) / reps)
     return flop / best / 1e9
+
+
+def copy_bandwidth(mib: int = 256, repeats: int = 5) -> float:
+    """Best measured bandwidth of a ``mib`` MiB float32 copy (read + write), GB/s, on the
+    current thread count; the buffers are far larger than any cache. CPU clock."""
+    n = mib * 2**20 // 4
+    a, b = torch.ones(n), torch.empty(n)
+    b.copy_(a)
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.process_time()
+        b.copy_(a)
+        best = min(best, time.process_time() - t0)
+    return 2.0 * a.numel() * 4 / best / 1e9

@@ -401,12 +401,15 @@ def verify(
 def bench(
     ctx: typer.Context,
     workload: str = typer.Argument(
-        "keep-nth-d8", help="keep-nth-d8 | mqar-linear | mqar-full-L256 | scans (the kernel "
+        "keep-nth-d8", help="a packs workload (keep-nth-d8 | mqar-linear | mqar-full-L256 | "
+        "composite-mamba2 | selective-copy-hybrid | mqar-b2s6) | scans (the kernel "
         "micro-benchmark; its options follow: python -m ssmrepro.bench.scans --help) | step (one "
         "full-Mamba training step, old vs new kernels vs mambapy: python -m ssmrepro.bench.step "
-        "--help)"),
+        "--help) | roofline (the roofline figure and the performance table from the committed "
+        "records in --out, no measuring)"),
     device: str = typer.Option("auto", help="auto | cpu | cuda"),
-    packs: str = typer.Option("4,16,64", help="pack sizes to measure, comma-separated"),
+    packs: str | None = typer.Option(None, help="pack sizes to measure, comma-separated "
+                                     "(default: the workload's, e.g. 4,16,64)"),
     seconds: float = typer.Option(3.0, help="rough measuring time per contender (sets the "
                                   "number of interleaved rounds, 3..20)"),
     out: Path | None = typer.Option(None, help="folder for the JSON/CSV record "
@@ -440,6 +443,14 @@ def bench(
     from ..bench.packs import WORKLOADS, run_bench
     from ..util import repo_root
 
+    if workload == "roofline":
+        from ..bench.roofline import write_roofline
+
+        folder = out or repo_root() / "results" / "bench"
+        fig, table = write_roofline(folder)
+        typer.echo(table)
+        console.print(f"roofline: {fig}; table: {fig.with_name('performance.md')}")
+        return
     if ctx.args:
         fail([f"unexpected arguments {' '.join(ctx.args)!r} (only 'scans' and 'step' take extra "
                "options)"])
@@ -447,7 +458,13 @@ def bench(
     if workload not in WORKLOADS:
         fail([f"unknown workload {workload!r} (have {', '.join(WORKLOADS)})"])
     dev = select_device(device)
-    sizes = [int(x) for x in packs.split(",") if x.strip()]
+    try:
+        sizes = ([int(x) for x in packs.split(",") if x.strip()] if packs is not None
+                 else list(WORKLOADS[workload].packs))
+    except ValueError:
+        fail([f"--packs {packs!r}: expected comma-separated pack sizes, e.g. 4,16"])
+    if not sizes or not all(1 <= e <= 256 for e in sizes):
+        fail([f"--packs {packs!r}: pack sizes between 1 and 256"])
     rec = run_bench(workload, dev, sizes, seconds, out or repo_root() / "results" / "bench",
                     echo=console.print)
     console.print(f"best: pack {rec['best_pack']} = x{rec['best_ratio']:.1f} the plain loop")

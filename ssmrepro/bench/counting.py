@@ -1,0 +1,91 @@
+"""Tool (bench): FLOPs and bytes of one training step, counted op by op (for the roofline).
+
+:func:`count` runs a step once under a ``TorchDispatchMode`` that sees every aten op the step
+executes (forward, backward and optimiser) and adds up:
+
+- **FLOPs**: matmuls and convolutions by torch's own formulas
+  (``torch.utils.flop_counter.flop_registry``: 2mnk for a matmul); every other op that computes
+  (pointwise, reductions, the scans' elementwise recurrences) one FLOP per element of its largest
+  operand or result; views, copies and fills none.
+- **bytes**: every tensor operand and result of every computing op, each counted once per op
+  (``nbytes``). This is the traffic if nothing stayed in cache between ops — an upper bound on the
+  memory traffic, so the arithmetic intensity FLOPs / bytes is a lower bound.
+
+Worked example: ``torch.mm`` of (64, 32) by (32, 16) in float32 counts 2·64·32·16 = 65,536 FLOPs
+and (64·32 + 32·16 + 64·16)·4 = 14,336 bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+from torch.utils.flop_counter import flop_registry
+
+# ops that move or create data without arithmetic: no FLOPs, and their bytes are not counted
+# (a view moves nothing; copies are counted as traffic below)
+_FREE = {
+    "view", "_unsafe_view", "reshape", "expand", "permute", "transpose", "t", "slice", "select",
+    "unsqueeze", "squeeze", "as_strided", "alias", "detach", "empty", "empty_like", "empty_strided",
+    "new_empty", "new_empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full",
+    "full_like", "new_zeros", "new_ones", "fill_", "zero_", "split", "split_with_sizes", "chunk",
+    "unbind", "lift_fresh", "_to_copy", "arange", "scalar_tensor", "is_same_size", "_local_scalar_dense",
+    "set_", "resize_", "diagonal", "narrow", "unfold", "movedim", "flatten", "unflatten",
+}
+# ops that copy data: bytes, no FLOPs
+_COPY = {"copy_", "clone", "cat", "stack", "index_select", "gather", "scatter", "scatter_add",
+         "index_put_", "index", "embedding", "embedding_dense_backward", "constant_pad_nd", "flip",
+         "roll", "repeat", "where", "masked_fill", "slice_backward", "select_backward",
+         "index_add_", "new_zeros"}
+
+
+@dataclass(frozen=True)
+class Counts:
+    flops: float
+    bytes: float
+    ops: int  # aten ops that computed or copied
+
+    @property
+    def intensity(self) -> float:
+        """FLOPs per byte (a lower bound: bytes are an upper bound)."""
+        return self.flops / self.bytes if self.bytes else 0.0
+
+
+class _Counter(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.flops = 0.0
+        self.bytes = 0.0
+        self.ops = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        packet = func.overloadpacket
+        name = packet.__name__
+        if name in _FREE:
+            return out
+        tensors = [t for t in tree_flatten((args, kwargs, out))[0] if isinstance(t, torch.Tensor)]
+        if not tensors:
+            return out
+        self.ops += 1
+        self.bytes += sum(t.numel() * t.element_size() for t in tensors)
+        if packet in flop_registry:
+            self.flops += float(flop_registry[packet](*args, **kwargs, out_val=out))
+        elif name not in _COPY:
+            self.flops += max(t.numel() for t in tensors)
+        return out
+
+
+def count(step: Callable[[], None]) -> Counts:
+    """FLOPs, bytes and op count of one call of ``step`` (which it runs once)."""
+    mode = _Counter()
+    with mode:
+        step()
+    return Counts(mode.flops, mode.bytes, mode.ops)
+
+
+__all__ = ["Counts", "count"]

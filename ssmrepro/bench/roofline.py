@@ -1,0 +1,137 @@
+"""Tool (bench): the roofline figure and the performance table, from the committed records.
+
+Reads ``results/bench/<workload>-cpu.json`` (``ssmrepro bench <workload>``: plain vs packed
+run-steps/s, each contender's FLOPs and bytes per step counted op by op, the measured GEMM peak
+and copy bandwidth) and ``step-cpu.json`` (``ssmrepro bench step``: full-Mamba steps against
+mambapy). Writes ``roofline-cpu.png`` — achieved GFLOP/s against arithmetic intensity (FLOPs per
+byte, a lower bound: bytes count every op's operands as if nothing stayed in cache), under the
+roofs min(peak, bandwidth × intensity) — and ``performance.md``, the table the README shows:
+workload, plain, best pack, ratio, fraction of peak (and, for the full-Mamba step workloads,
+ours against mambapy one at a time).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def _records(folder: Path) -> list[dict]:
+    """The packs records with counts (newest format), sorted by workload name."""
+    out = []
+    for p in sorted(folder.glob("*-cpu.json")):
+        try:
+            rec = json.loads(p.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(rec, dict) and "packed" in rec and "gflops" in (rec.get("plain") or {}):
+            out.append(rec)
+    return out
+
+
+def _best(rec: dict) -> dict:
+    return max(rec["packed"], key=lambda r: r["run_steps_per_s"])
+
+
+def _step_rows(folder: Path) -> list[dict]:
+    """Full-Mamba step workloads: our best contender vs mambapy (one at a time)."""
+    p = folder / "step-cpu.json"
+    if not p.exists():
+        return []
+    rec = json.loads(p.read_text())
+    rows = []
+    for name, w in rec.get("workloads", {}).items():
+        res = [r for r in rec.get("results", []) if r.get("workload") == name]
+        ref = next((r for r in res if r["contender"].startswith("mambapy")), None)
+        ours = [r for r in res if not r["contender"].startswith(("mambapy", "old"))]
+        if ref is None or not ours:
+            continue
+        best = max(ours, key=lambda r: r["run_steps_per_s"])
+        single = next((r for r in ours if r["E"] == 1 and "mb" not in r["contender"]), best)
+        rows.append({"workload": name, "what": w.get("what", name), "mambapy": ref["run_steps_per_s"],
+                     "single": single["run_steps_per_s"], "best": best["run_steps_per_s"],
+                     "best_contender": best["contender"], "fraction": best["fraction_of_peak"],
+                     "time": rec.get("env", {}).get("time", "")})
+    return rows
+
+
+def performance_table(folder: Path) -> str:
+    """Markdown: one row per packs workload, then the full-Mamba step workloads vs mambapy."""
+    lines = ["| workload | plain run-steps/s | best pack | run-steps/s | ratio | "
+             "GFLOP/s (% of peak) | FLOP/byte | measured |",
+             "|---|---:|---:|---:|---:|---:|---:|---|"]
+    for rec in _records(folder):
+        b = _best(rec)
+        lines.append(
+            f"| {rec['workload']} ({rec['description']}) | {rec['plain_run_steps_per_s']:.1f} | "
+            f"E = {b['pack']} | {b['run_steps_per_s']:.1f} | ×{b['ratio']:.2f} | "
+            f"{b['gflops']:.2f} ({100 * b['fraction_of_peak']:.1f}%) | {b['intensity']:.2f} | "
+            f"{rec['time'][:10]} |")
+    steps = _step_rows(folder)
+    if steps:
+        lines += ["", "| full-Mamba step | mambapy (one model) | ours, one model | ours, best | "
+                  "best vs mambapy | % of peak |", "|---|---:|---:|---:|---:|---:|"]
+        for r in steps:
+            lines.append(f"| {r['what']} | {r['mambapy']:.2f} | {r['single']:.2f} | "
+                         f"{r['best']:.2f} ({r['best_contender']}) | ×{r['best'] / r['mambapy']:.1f} | "
+                         f"{100 * r['fraction']:.1f}% |")
+    return "\n".join(lines)
+
+
+def roofline_figure(folder: Path, path: Path) -> Path | None:
+    """The roofline of every packs workload (plain: open marker, best pack: filled)."""
+    recs = _records(folder)
+    if not recs:
+        return None
+    peak = float(np.median([r["matmul_peak_gflops"] for r in recs]))
+    bw = float(np.median([r["copy_bandwidth_gbs"] for r in recs]))
+    fig, ax = plt.subplots(figsize=(7.2, 4.8))
+    xs = np.logspace(-2, 2, 200)
+    ax.plot(xs, np.minimum(peak, bw * xs), "k-", lw=1.4)
+    ax.text(0.012, bw * 0.012 * 1.25, f"copy bandwidth {bw:.1f} GB/s", fontsize=7, rotation=0)
+    ax.text(12, peak * 1.08, f"float32 GEMM peak {peak:.1f} GFLOP/s", fontsize=7)
+    cmap = plt.get_cmap("tab10")
+    for k, rec in enumerate(recs):
+        b = _best(rec)
+        color = cmap(k % 10)
+        p = rec["plain"]
+        ax.plot([p["intensity"]], [p["gflops"]], "o", mfc="none", color=color, ms=7)
+        ax.plot([b["intensity"]], [b["gflops"]], "o", color=color, ms=7,
+                label=f"{rec['workload']}: plain → E = {b['pack']} (×{b['ratio']:.2f})")
+        ax.annotate("", (b["intensity"], b["gflops"]), (p["intensity"], p["gflops"]),
+                    arrowprops={"arrowstyle": "->", "color": color, "lw": 0.8})
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(0.01, 100)
+    ax.set_ylim(0.05, peak * 3)
+    ax.set_xlabel("arithmetic intensity (FLOP per byte; bytes = every op's operands, no cache)")
+    ax.set_ylabel("achieved GFLOP/s (CPU-clock median)")
+    threads = {r["threads"] for r in recs}
+    ax.set_title(f"Training-step roofline, {recs[0]['machine']}, {'/'.join(map(str, threads))} "
+                 "thread(s)\nopen: one model at a time; filled: the best pack", fontsize=9)
+    ax.grid(alpha=0.25, which="both")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return path
+
+
+def write_roofline(folder: Path) -> tuple[Path, str]:
+    """Write roofline-cpu.png and performance.md into ``folder``; return (figure, table)."""
+    from ..util import atomic_write_text
+
+    fig = folder / "roofline-cpu.png"
+    roofline_figure(folder, fig)
+    table = performance_table(folder)
+    atomic_write_text(folder / "performance.md", table + "\n")
+    return fig, table
+
+
+__all__ = ["performance_table", "roofline_figure", "write_roofline"]
