@@ -27,7 +27,7 @@ from matplotlib.patches import Polygon, Rectangle  # noqa: E402
 from pydantic import BaseModel, ConfigDict, Field, model_validator  # noqa: E402
 
 from .. import expr  # noqa: E402
-from ..report.cells import column  # noqa: E402
+from ..report.cells import cell_env, column  # noqa: E402
 from ..report.columns import LABEL  # noqa: E402
 from .registry import FigureConfig, FigureContext, figure_kind  # noqa: E402
 
@@ -66,16 +66,6 @@ class BoundGridConfig(FigureConfig):
             for b in lines:
                 refs += sorted(expr.names(b.expr))
         return refs
-
-
-def _env(row: pd.Series) -> dict:
-    env = {}
-    for k, v in row.items():
-        try:
-            env[str(k)] = float(v)
-        except (TypeError, ValueError):
-            env[str(k)] = v
-    return env
 
 
 def _pos(vals: list[float], v: float, log: bool) -> float:
@@ -165,7 +155,7 @@ def bound_grid(ctx: FigureContext, cfg: BoundGridConfig, path: Path) -> bool:
             for lab in panel_labels | {cv}:
                 lines += [b for b in _lines_for(cfg, lab) if b not in lines]
             for b in lines:
-                env = _env(ref)
+                env = cell_env(ref)
                 if b.axis == "y":
                     lo, hi = _edge_values(xs, cfg.log_x)
                     fine = np.geomspace(lo, hi, 200) if cfg.log_x else np.linspace(lo, hi, 200)

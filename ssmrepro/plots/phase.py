@@ -21,7 +21,7 @@ import numpy as np  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 from pydantic import BaseModel, ConfigDict  # noqa: E402
 
-from ..report.cells import select, values_equal  # noqa: E402
+from ..report.cells import fmt_num, select, values_equal  # noqa: E402
 from .registry import FigureConfig, FigureContext, figure_kind  # noqa: E402
 
 
@@ -50,14 +50,6 @@ class PhaseConfig(FigureConfig):
         return [p.metric for p in self.panels]
 
 
-def _num(v: Any) -> str:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return str(v)
-    return str(int(f)) if f.is_integer() else f"{f:g}"
-
-
 def _paper_for(ctx: FigureContext, metric: str, row: dict) -> tuple[float, float] | None:
     for pv in ctx.spec.paper_values:
         if pv.metric == metric and all(k in row and values_equal(row[k], v)
@@ -77,8 +69,8 @@ def _draw(ax, grid: np.ndarray, text: list[list[str]], xs: list, ys: list, vmax:
             if faint is not None and faint[i, j]:
                 color = "0.6"
             ax.text(j, i, text[i][j], ha="center", va="center", fontsize=6.5, color=color)
-    ax.set_xticks(range(len(xs)), [_num(x) for x in xs], fontsize=7)
-    ax.set_yticks(range(len(ys)), [_num(y) for y in ys], fontsize=7)
+    ax.set_xticks(range(len(xs)), [fmt_num(x) for x in xs], fontsize=7)
+    ax.set_yticks(range(len(ys)), [fmt_num(y) for y in ys], fontsize=7)
     return im
 
 

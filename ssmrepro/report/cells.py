@@ -66,6 +66,26 @@ def norm(v: Any) -> Any:
 CASE_PREFIX = "case:"
 
 
+def fmt_num(v: Any) -> str:
+    """A cell value for a label or a verdict: 64.0 -> '64', 0.25 -> '0.25', 'x' -> 'x'."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return str(v)
+    return str(int(f)) if f.is_integer() else f"{f:g}"
+
+
+def cell_env(row: pd.Series) -> dict[str, Any]:
+    """A cell's columns as expression names (numbers as floats where they parse)."""
+    env: dict[str, Any] = {}
+    for k, v in row.items():
+        try:
+            env[str(k)] = float(v)
+        except (TypeError, ValueError):
+            env[str(k)] = v
+    return env
+
+
 def is_case_ref(ref: str) -> bool:
     """``case:<i>`` names the i-th case label of a run's label."""
     return ref.startswith(CASE_PREFIX) and ref[len(CASE_PREFIX):].isdigit()

@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .. import expr
 from ..theory.recall import law_constant, refined_frontier_product
-from .cells import column, expected, select, values_equal
+from .cells import cell_env, column, expected, fmt_num, select, values_equal
 from .columns import COMPLETE, DEFAULT_METRIC, FACTS, LABEL, REGIME, STATE, VOCAB, WIDTH
 
 OPS: dict[str, Callable[[float, float], bool]] = {
@@ -526,7 +526,7 @@ def collapse(ctx: CheckContext, cfg: CollapseConfig) -> list[Verdict]:
         span = max(means) - min(means)
         worst = max(spreads.values())
         ok = not nan and worst <= cfg.tol and span >= cfg.min_range
-        shown = ", ".join(f"{_num(g)}: {spreads[g]:.3f}" for g in spreads)
+        shown = ", ".join(f"{fmt_num(g)}: {spreads[g]:.3f}" for g in spreads)
         return Outcome(ok, f"spread per {cfg.by} = {shown}; group means span {span:.3f}"
                        + ("; a diverged cell" if nan else ""), worst)
 
@@ -592,7 +592,7 @@ def recall_frontier(ctx: CheckContext, cfg: RecallFrontierConfig) -> list[Verdic
     for reg in regimes:
         where = dict(zip(cfg.regime, reg))
         V, n_f = float(where[cfg.vocab]), float(where[cfg.facts])
-        reg_name = " ".join(f"{k.split('.')[-1]}={_num(v)}" for k, v in where.items())
+        reg_name = " ".join(f"{k.split('.')[-1]}={fmt_num(v)}" for k, v in where.items())
         for label, law_col in cfg.columns.items():
             a = law_constant(law_col, cfg.task)
             text = (f"{cfg.text} [{reg_name}, {label}: ≥ {cfg.threshold} frontier, ≥ "
@@ -609,7 +609,7 @@ def recall_frontier(ctx: CheckContext, cfg: RecallFrontierConfig) -> list[Verdic
             def evaluate(done: pd.DataFrame, V=V, n_f=n_f, a=a, n_needed=len(needed)) -> Outcome:
                 fr = frontier(done, cfg.metric, cfg.x, cfg.y, cfg.threshold)
                 xs = sorted(fr)
-                pts = ", ".join(f"{_num(d)}×{_num(fr[d])}" for d in xs) or "none"
+                pts = ", ".join(f"{fmt_num(d)}×{fmt_num(fr[d])}" for d in xs) or "none"
                 if len(xs) < cfg.min_points:
                     undecided = len(done) < n_needed  # absent cells could add frontier points
                     return Outcome(None if undecided else False,
@@ -631,32 +631,13 @@ def recall_frontier(ctx: CheckContext, cfg: RecallFrontierConfig) -> list[Verdic
     return out
 
 
-def _num(v: Any) -> str:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return str(v)
-    return str(int(f)) if f.is_integer() else f"{f:g}"
-
-
 # ----------------------------------------------------------------------------------------------
 # region (a threshold inside a region given by an expression; huang2025's theory lines)
 
 
-def _cell_env(row: pd.Series) -> dict[str, Any]:
-    """A cell's columns as expression names (numbers as floats where they parse)."""
-    env: dict[str, Any] = {}
-    for k, v in row.items():
-        try:
-            env[str(k)] = float(v)
-        except (TypeError, ValueError):
-            env[str(k)] = v
-    return env
-
-
 def in_region(cells: pd.DataFrame, region: str) -> np.ndarray:
     """Boolean mask: ``region`` (an ``expr`` expression over cell columns) holds for the cell."""
-    return np.array([bool(expr.evaluate(region, _cell_env(r))) for _, r in cells.iterrows()],
+    return np.array([bool(expr.evaluate(region, cell_env(r))) for _, r in cells.iterrows()],
                     dtype=bool)
 
 
@@ -719,7 +700,7 @@ def region(ctx: CheckContext, cfg: RegionConfig) -> list[Verdict]:
 
 
 def _cell_name(row: pd.Series, keys: list[str]) -> str:
-    return " ".join(f"{k.split('.')[-1]}={_num(row[k])}" for k in keys if k in row)
+    return " ".join(f"{k.split('.')[-1]}={fmt_num(row[k])}" for k in keys if k in row)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -768,8 +749,8 @@ def size_order(ctx: CheckContext, cfg: SizeOrderConfig) -> list[Verdict]:
             if all(math.isinf(s) for s in sizes):
                 continue
             informative += 1
-            name = ",".join(f"{k.split('.')[-1]}={_num(g.iloc[0][k])}" for k in cfg.group_by)
-            shown.append(f"{name}: " + "/".join("∞" if math.isinf(s) else _num(s) for s in sizes))
+            name = ",".join(f"{k.split('.')[-1]}={fmt_num(g.iloc[0][k])}" for k in cfg.group_by)
+            shown.append(f"{name}: " + "/".join("∞" if math.isinf(s) else fmt_num(s) for s in sizes))
             for i, (a, b) in enumerate(zip(sizes, sizes[1:])):
                 if a > b:
                     viol += 1
