@@ -29,11 +29,11 @@ smoke: install                        ## every spec's smoke profile into a scrat
 figures: install                      ## rebuild every figure/report from committed results (no training) + results/README.md
 	$(BIN)/ssmrepro figures
 
-bench: install                        ## packed vs one-at-a-time run-steps/s, and the scan micro-benchmark
-	$(BIN)/ssmrepro bench keep-nth-d8 --device cpu --packs 4,16,32
-	$(BIN)/ssmrepro bench mqar-linear --device cpu --packs 2,4,8
-	$(BIN)/ssmrepro bench mqar-full-L256 --device cpu --packs 2,4
+bench: install                        ## packed vs one-at-a-time run-steps/s per workload, the scan micro-benchmark, the roofline
+	for w in keep-nth-d8 mqar-linear mqar-full-L256 composite-mamba2 selective-copy-hybrid mqar-b2s6; do \
+	  $(BIN)/ssmrepro bench $$w --device cpu || exit 1; done
 	$(BIN)/ssmrepro bench scans
+	$(BIN)/ssmrepro bench roofline
 
 lint: install
 	$(BIN)/ruff check ssmrepro tests scripts
