@@ -14,6 +14,7 @@ records are absent.
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 from typing import Any, Literal
 
@@ -189,10 +190,14 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
     how = (f"mean of {n_seeds} seeds (band: min–max)" if cfg.seeds == "mean" and n_seeds > 1
            else f"best of {n_seeds} seeds" if cfg.seeds == "best" and n_seeds > 1
            else f"{n_seeds} seeds, one line each" if n_seeds > 1 else "one seed")
-    fig.suptitle(f"{ctx.title(cfg)} — {how}", fontsize=9)
+    fig_w, fig_h = fig.get_size_inches()
+    # wrapped to the figure's width (a one-column grid is narrow): ~0.55 em per character at 9 pt
+    head = textwrap.fill(f"{ctx.title(cfg)} — {how}", width=max(30, int(fig_w * 72 / (9 * 0.55))))
+    fig.suptitle(head, fontsize=9)
     fig.legend(list(handles.values()), list(handles.keys()), loc="lower center",
                ncol=min(6, max(1, len(handles))), fontsize=7, frameon=False)
-    fig.tight_layout(rect=(0, 0.04 + 0.02 * math.ceil(len(handles) / 6), 1, 0.97))
+    top = 1 - (0.1 + 0.17 * (head.count("\n") + 1)) / fig_h
+    fig.tight_layout(rect=(0, 0.04 + 0.02 * math.ceil(len(handles) / 6), 1, min(0.97, top)))
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return True
