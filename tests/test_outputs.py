@@ -186,6 +186,26 @@ def test_curves_and_phase_render(tmp_path):
         parse_figure({**praw, "panels": [{"metric": "test.acc", "bogus": 1}]})
 
 
+def test_curves_label_reused_runs_as_this_profile(tmp_path, monkeypatch):
+    """A run trained by another spec (reuse) carries that spec's label in its record; its curves
+    are labelled as this profile's run, once per label it sits under."""
+    from types import SimpleNamespace
+
+    import ssmrepro.plots.outputs as outputs
+
+    rec = {**_history_records(layers=(2,), seeds=(0,))[0], "run_id": "r1", "label": ""}
+    store = SimpleNamespace(read=lambda i: rec if i == "r1" else None)
+    monkeypatch.setattr(outputs, "open_store", lambda spec, root: store)
+    runs = [SimpleNamespace(run_id="r1", label="(a) full symmetry"),
+            SimpleNamespace(run_id="r1", label="(a) full symmetry"),
+            SimpleNamespace(run_id="r1", label="other"),
+            SimpleNamespace(run_id="missing", label="x")]
+    table = outputs._curves(None, tmp_path / "a" / "b", runs, ["label", "model.repeat"],
+                            tmp_path / "curves.csv")
+    assert sorted(set(table["label"])) == ["(a) full symmetry", "other"]
+    assert len(table) == 2 * 3 and rec["label"] == ""  # the record itself is not changed
+
+
 def test_curves_need_history_metrics_of_the_runs(tmp_path):
     bad = _broken(tmp_path, "huang2025-tab1", lambda raw: raw.update(
         figures=[{"kind": "curves", "name": "c", "series": ["ood.acc", "val.acc"]}]))

@@ -152,8 +152,11 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path) -> 
     written to ``path`` (``curves.csv``), or read from ``path`` when there are no records (a
     fresh clone: the committed table)."""
     store = open_store(spec, root.parents[1])
-    ids = dict.fromkeys(x.run_id for x in runs)
-    recs = [r for r in (store.read(i) for i in ids) if r is not None]
+    recs = []
+    for x in {(x.run_id, x.label): x for x in runs}.values():
+        rec = store.read(x.run_id)
+        if rec is not None:  # labelled as in this profile (a reused run carries its own spec's)
+            recs.append({**rec, LABEL: x.label})
     table = curve_table(recs, keys)
     if table.empty and path.exists():
         return pd.read_csv(path)
