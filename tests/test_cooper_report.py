@@ -135,7 +135,11 @@ def test_bands_and_length_curves_render(tmp_path):
                        "reference": ["SSM-SSM"], "facet": "model.d_model"}, tmp_path / "b.png")
     assert _draw(ctx, {"kind": "length_curves", "lengths": [20, 40], "train_range": [10, 30]},
                  tmp_path / "c.png")
-    for f in ("a", "b", "c"):
+    # one panel: only the cells matching `where`; none left draws nothing
+    assert _draw(ctx, {"kind": "bands", "x": "model.window", "where": {"label": "TF-TF"}},
+                 tmp_path / "d.png")
+    assert not _draw(ctx, {"kind": "bands", "where": {"label": "nope"}}, tmp_path / "e.png")
+    for f in ("a", "b", "c", "d"):
         assert (tmp_path / f"{f}.png").stat().st_size > 10_000
     with pytest.raises(ValueError):
         from ssmrepro.plots import parse_figure
