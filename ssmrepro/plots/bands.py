@@ -15,6 +15,7 @@ each set's metric, and the training length range shaded (cooper2026 Fig. 8).
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 from typing import Any, Literal
 
@@ -38,6 +39,11 @@ COLORS = {"TF-TF": "tab:blue", "SSM-SSM": "tab:red", "TF-SSM": "tab:orange",
 
 def _color(hue: str, i: int) -> str:
     return COLORS.get(hue, f"C{i % 10}")
+
+
+def _wrap(title: str, width: int) -> str:
+    """A long title (ours plus the '[id, profile]' tag) on several lines, never cut at the edge."""
+    return "\n".join(textwrap.wrap(title, width)) or title
 
 
 def _band_label(lo: str | None, hi: str | None) -> str:
@@ -116,7 +122,7 @@ def bands(ctx: FigureContext, cfg: BandsConfig, path: Path) -> bool:
             ax.set_title(f"{name} = {facet}" if name else facet, fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="best")
-    fig.suptitle(ctx.title(cfg), fontsize=10)
+    fig.suptitle(_wrap(ctx.title(cfg), 60 * len(facets)), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)
@@ -182,7 +188,7 @@ def length_curves(ctx: FigureContext, cfg: LengthCurvesConfig, path: Path) -> bo
     ax.set_ylabel(f"{metric} ({ctx.aggregation()}{'; ' + band if band else ''})", fontsize=8)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    ax.set_title(ctx.title(cfg), fontsize=9)
+    ax.set_title(_wrap(ctx.title(cfg), 80), fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)
