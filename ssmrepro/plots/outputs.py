@@ -123,7 +123,9 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             errors.append(f"{path}: {key}.metric: {err}")
             continue
         if not needs <= metrics:
-            errors.append(f"{path}: {key}.metric: {sorted(needs - metrics)} not aggregated "
+            what = (repr(cfg.metric) if needs == {cfg.metric}
+                    else f"{cfg.metric!r} needs {sorted(needs - metrics)}, which")
+            errors.append(f"{path}: {key}.metric: {what} is not aggregated "
                           f"(aggregate.metrics and analysis metrics: {sorted(metrics)})")
     sel = spec.aggregate.select
     if sel is not None and sel.over not in report.cell_keys(runs):
