@@ -64,8 +64,9 @@ def supervised_logits(model, x: torch.Tensor, y: torch.Tensor, mask: torch.Tenso
     - per-position regression, y (E, B, L, C) float: every position, (E, B, L, C).
     - per-position classification, y (E, B, L) int64: (E, B, K, C) and targets (E, B, K), K = the
       largest number of supervised positions of any sequence (sequences with fewer get ignored
-      padding). Exact (the loss never reads other positions) and much cheaper when few positions
-      are supervised (MQAR: κ of L); falls back to all positions otherwise.
+      padding; a batch with no supervised position at all reads every position). Exact (the
+      loss never reads other positions) and much cheaper when few positions are supervised
+      (MQAR: κ of L); falls back to all positions otherwise.
     """
     if y.dim() == (3 if y.is_floating_point() else 2):  # one target per sequence
         if x2 is None:
@@ -82,7 +83,7 @@ def supervised_logits(model, x: torch.Tensor, y: torch.Tensor, mask: torch.Tenso
         return model.readout(h), y
     sup = y != IGNORE
     K = int(sup.sum(-1).max())
-    if K * 2 > y.shape[-1]:
+    if K == 0 or K * 2 > y.shape[-1]:  # K = 0: a (micro-)batch with no target (short sequences)
         return model.readout(h), y
     pos = torch.argsort(sup.to(torch.int8), dim=-1, descending=True, stable=True)[..., :K]
     hs = h.gather(2, pos.unsqueeze(-1).expand(*pos.shape, h.shape[-1]))  # (E, B, K, d)

@@ -223,6 +223,34 @@ def test_ordering_with_explicit_match_and_case_refs():
     assert judge(claim, runs, [0.9, 0.5])[0].verdict == "PASS"
 
 
+def test_metric_expression_per_cell():
+    """A check's metric may be an expression of aggregated metrics, evaluated per cell (the drop
+    from a short to a long evaluation length: who degrades slowest)."""
+    runs = [Run("hybrid", {"model.d": 8}), Run("tf", {"model.d": 8})]
+    rows = pd.DataFrame([
+        {"run_id": "r0", "label": "hybrid", "seed": 0, "status": "ok", "model.d": 8,
+         "short.acc": 0.9, "long.acc": 0.7},
+        {"run_id": "r1", "label": "tf", "seed": 0, "status": "ok", "model.d": 8,
+         "short.acc": 0.92, "long.acc": 0.6}])
+    cells = aggregate(rows, runs, "mean", ["short.acc", "long.acc"])
+    drop = "short.acc - long.acc"
+    claims = [
+        {"check": "ordering", "text": "tf drops more", "metric": drop,
+         "a": {"label": "tf"}, "b": {"label": "hybrid"}},
+        {"check": "ordering", "text": "tf drops more by 0.2", "metric": drop, "margin": 0.2,
+         "a": {"label": "tf"}, "b": {"label": "hybrid"}},
+        {"text": "hybrid drops <= 0.25", "metric": drop, "where": {"label": "hybrid"},
+         "op": "<=", "value": 0.25},
+        {"text": "absent metric", "metric": "short.acc - nope.acc", "op": "<=", "value": 1.0},
+    ]
+    spec = SimpleNamespace(claims=claims, paper_values=[], claim="c")
+    v = [x for x in verify(spec, cells, cell_keys(runs)) if x.kind == "claim"]
+    assert v[0].verdict == "PASS" and v[0].ours == pytest.approx(0.12)
+    assert v[1].verdict == "FAIL"
+    assert v[2].verdict == "PASS" and v[2].ours == pytest.approx(0.2)
+    assert v[3].verdict == "FAIL" and (v[3].ours is None or math.isnan(v[3].ours))
+
+
 # ---------------------------------------------------------------------------------- monotone
 
 MONO = [{"check": "monotone", "text": "grows with d", "along": "model.d"}]

@@ -135,7 +135,11 @@ def test_bands_and_length_curves_render(tmp_path):
                        "reference": ["SSM-SSM"], "facet": "model.d_model"}, tmp_path / "b.png")
     assert _draw(ctx, {"kind": "length_curves", "lengths": [20, 40], "train_range": [10, 30]},
                  tmp_path / "c.png")
-    for f in ("a", "b", "c"):
+    # one panel: only the cells matching `where`; none left draws nothing
+    assert _draw(ctx, {"kind": "bands", "x": "model.window", "where": {"label": "TF-TF"}},
+                 tmp_path / "d.png")
+    assert not _draw(ctx, {"kind": "bands", "where": {"label": "nope"}}, tmp_path / "e.png")
+    for f in ("a", "b", "c", "d"):
         assert (tmp_path / f"{f}.png").stat().st_size > 10_000
     with pytest.raises(ValueError):
         from ssmrepro.plots import parse_figure
@@ -199,3 +203,23 @@ def test_rope_margin_needs_enough_rotary_channels():
     emb = w["embed"]
     assert torch.allclose(emb.sum(1), torch.ones(34, dtype=emb.dtype))  # equal sums ...
     assert torch.allclose((emb ** 2).sum(1), torch.full((34,), 17.0, dtype=emb.dtype))  # norms
+
+
+def test_a_batch_without_targets_trains_as_zero_loss():
+    """Short AR-with-decoding sequences can leave a (micro-)batch with no supervised position:
+    the loss is 0 with a zero gradient, not a crash (found by cooper2026-fig8's quick run)."""
+    from ssmrepro.tasks.base import Batch
+    from ssmrepro.train import forward_backward, member_losses, supervised_logits
+
+    task = build_task({"name": "decode_recall", "L": 20})
+    model = build_model(CooperHybridConfig(layers="SSM-TF", d_model=8), task.info, 2, [0, 1])
+    x = torch.randint(0, 32, (2, 3, 20))
+    y = torch.full_like(x, IGNORE)
+    out, yy = supervised_logits(model, x, y)
+    loss, _, count = member_losses(out, yy)
+    assert loss.tolist() == [0.0, 0.0] and count.tolist() == [0.0, 0.0]
+    active = torch.tensor([True, True])
+    y2 = y.clone()
+    y2[:, 2, 5] = 3  # one target in the last sequence only: micro-batches of 1 see none twice
+    got = forward_backward(model, Batch(x=x, y=y2), torch.float32, None, active, micro_batch=1)
+    assert torch.isfinite(got).all() and (got > 0).all()

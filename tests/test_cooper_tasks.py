@@ -244,3 +244,87 @@ def test_streams_splits_seeds_and_packs(make):
     assert torch.equal(alone.x[0], packed.x[1]) and torch.equal(alone.y[0], packed.y[1])
     again = t.sample(torch.tensor([11]), TRAIN, idx)
     assert torch.equal(alone.x, again.x)
+
+
+# ---------------------------------------------------------------------------------------------
+# multi-key associative recall and needle in a haystack (cooper2026 part 2)
+
+
+def mkar_ref(x, k):
+    """The fork's loop: at t, look up the k-gram ending at t among stored k-grams, after storing
+    the k-gram ending at t - 1 with value x[t] (stores start at t = k + 1)."""
+    store, y = {}, []
+    for t in range(len(x)):
+        if t >= k + 1:
+            store[tuple(x[t - k:t])] = x[t]
+        y.append(store.get(tuple(x[t - k + 1:t + 1]), IGNORE) if t >= k - 1 else IGNORE)
+    return y
+
+
+def test_multikey_recall_docstring_example_and_info():
+    t = build_task({"name": "multikey_recall", "words": 3, "key_len": 2, "L": 12})
+    b = draw(t, 1)
+    I = IGNORE  # noqa: E741
+    assert b.x[0, 0].tolist() == [1, 0, 2, 2, 0, 0, 1, 2, 2, 1, 0, 2]
+    assert b.y[0, 0].tolist() == [I, I, I, I, I, I, I, I, 0, I, I, 2]
+    info = build_task({"name": "multikey_recall"}).info
+    assert (info.vocab_size, info.n_classes, info.seq_len) == (11, 11, 100)  # 8 + 3
+
+
+@pytest.mark.parametrize("kw", [{}, {"key_len": 1, "words": 5}, {"key_len": 3, "words": 3, "L": 40}])
+def test_multikey_recall_brute_force(kw):
+    t = build_task({"name": "multikey_recall", **kw})
+    b = draw(t, 32, seeds=(0, 3))
+    for e, i in itertools.product(range(2), range(32)):
+        assert b.y[e, i].tolist() == mkar_ref(b.x[e, i].tolist(), t.config.key_len)
+    assert int(b.x.max()) < t.config.words  # words only
+    sup = b.y != IGNORE
+    assert 0.1 < float(sup.double().mean()) < 1.0
+
+
+def test_multikey_recall_lengths_and_knobs():
+    t = build_task({"name": "multikey_recall", "L": 50, "L_min": 20})
+    b = draw(t, 200)
+    null = t.info.vocab_size - 1
+    n = (b.x != null).sum(-1)
+    assert int(n.min()) == 20 and int(n.max()) == 50
+    assert bool((b.y[b.x == null] == IGNORE).all())
+    for i in range(5):
+        x = b.x[0, i, : n[0, i]].tolist()
+        assert b.y[0, i, : n[0, i]].tolist() == mkar_ref(x, 2)
+    base = {"name": "multikey_recall"}
+    b0 = draw(build_task(base), 8)
+    for kw in ({"words": 6}, {"key_len": 3}, {"L": 60}, {"L_min": 30}):
+        b1 = draw(build_task({**base, **kw}), 8)
+        assert b1.x.shape != b0.x.shape or not (torch.equal(b1.x, b0.x) and torch.equal(b1.y, b0.y)), kw
+    assert not torch.equal(draw(build_task(base), 8, split=VAL).x, b0.x)
+    with pytest.raises(ValidationError):
+        build_task({"name": "multikey_recall", "L": 10, "L_min": 20})
+
+
+def test_needle_rules():
+    t = build_task({"name": "needle", "words": 5, "L": 10})
+    b = draw(t, 1)
+    I = IGNORE  # noqa: E741
+    assert b.x[0, 0].tolist() == [3, 1, 3, 5, 4, 4, 0, 0, 2, 6]
+    assert b.y[0, 0].tolist() == [I, I, I, 4, 4, 4, 4, 4, 4, 4]
+    t = build_task({"name": "needle"})
+    assert t.info.vocab_size == 105  # 100 + 2 markers + 3
+    b = draw(t, 400, seeds=(0, 1))
+    W = 100
+    assert bool((b.x[..., -1] == W + 1).all())
+    marker = b.x == W
+    assert bool((marker.sum(-1) == 1).all())
+    q = marker.long().argmax(-1)
+    assert int(q.max()) < 50 and int(q.min()) == 0
+    needle = b.x.gather(-1, (q + 1)[..., None])
+    pos = torch.arange(100)
+    sup = b.y != IGNORE
+    assert torch.equal(sup, pos >= q[..., None])
+    assert bool((b.y[sup] == needle.expand_as(b.y)[sup]).all())
+    assert int(b.x[..., :-1][~marker[..., :-1]].max()) < W  # the haystack is words
+    b0 = draw(t, 8)
+    for kw in ({"words": 50}, {"L": 60}):
+        b1 = draw(build_task({"name": "needle", **kw}), 8)
+        assert b1.x.shape != b0.x.shape or not torch.equal(b1.x, b0.x), kw
+    assert not torch.equal(draw(t, 8, split=TEST).x, b0.x)

@@ -15,8 +15,9 @@ each set's metric, and the training length range shaded (cooper2026 Fig. 8).
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import matplotlib
 
@@ -26,16 +27,23 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from pydantic import Field, model_validator  # noqa: E402
 
-from ..report.cells import column  # noqa: E402
+from ..report.cells import column, select  # noqa: E402
 from ..report.columns import N_PARAMS  # noqa: E402
 from .registry import FigureConfig, FigureContext, figure_kind  # noqa: E402
 
 COLORS = {"TF-TF": "tab:blue", "SSM-SSM": "tab:red", "TF-SSM": "tab:orange",
-          "SSM-TF": "tab:green"}
+          "SSM-TF": "tab:green",
+          # Fig. 8's legend (mini/): hybrid green, T_rope blue, mamba red
+          "hybrid": "tab:green", "T_rope": "tab:blue", "mamba": "tab:red"}
 
 
 def _color(hue: str, i: int) -> str:
     return COLORS.get(hue, f"C{i % 10}")
+
+
+def _wrap(title: str, width: int) -> str:
+    """A long title (ours plus the '[id, profile]' tag) on several lines, never cut at the edge."""
+    return "\n".join(textwrap.wrap(title, width)) or title
 
 
 def _band_label(lo: str | None, hi: str | None) -> str:
@@ -56,15 +64,17 @@ class BandsConfig(FigureConfig):
     reference: list[str] = Field([], description="hues drawn as a dashed horizontal line")
     ylim: tuple[float, float] | None = (-0.02, 1.02)
     xlabel: str | None = None
+    where: dict[str, Any] = Field({}, description="draw only the cells matching these conditions "
+                                  "(e.g. one panel of a figure whose panels have different x)")
 
     def column_refs(self) -> list[str]:
-        return [c for c in (self.x, self.hue, self.facet) if c and c != N_PARAMS]
+        return [c for c in (self.x, self.hue, self.facet, *self.where) if c and c != N_PARAMS]
 
 
 @figure_kind("bands", BandsConfig)
 def bands(ctx: FigureContext, cfg: BandsConfig, path: Path) -> bool:
     """Metric vs x, a line per hue with a percentile band, paper values as hollow markers."""
-    agg = ctx.table
+    agg = select(ctx.table, cfg.where) if cfg.where else ctx.table
     if agg.empty or cfg.x not in agg:
         return False
     m = cfg.metric
@@ -112,7 +122,7 @@ def bands(ctx: FigureContext, cfg: BandsConfig, path: Path) -> bool:
             ax.set_title(f"{name} = {facet}" if name else facet, fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="best")
-    fig.suptitle(ctx.title(cfg), fontsize=10)
+    fig.suptitle(_wrap(ctx.title(cfg), 60 * len(facets)), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)
@@ -178,7 +188,7 @@ def length_curves(ctx: FigureContext, cfg: LengthCurvesConfig, path: Path) -> bo
     ax.set_ylabel(f"{metric} ({ctx.aggregation()}{'; ' + band if band else ''})", fontsize=8)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    ax.set_title(ctx.title(cfg), fontsize=9)
+    ax.set_title(_wrap(ctx.title(cfg), 80), fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from .. import report
 from ..engine import open_store, output_name
+from ..expr import ExprError
 from ..report.analysis import (
     DECAY,
     DECAY_METRICS,
@@ -116,8 +117,15 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             errors += format_errors(path, err, prefix=f"{key}.")
             continue
         refs(key, cfg)
-        if cfg.metric not in metrics:
-            errors.append(f"{path}: {key}.metric: {cfg.metric!r} is not aggregated "
+        try:
+            needs = report.metric_names(cfg.metric)
+        except ExprError as err:
+            errors.append(f"{path}: {key}.metric: {err}")
+            continue
+        if not needs <= metrics:
+            what = (repr(cfg.metric) if needs == {cfg.metric}
+                    else f"{cfg.metric!r} needs {sorted(needs - metrics)}, which")
+            errors.append(f"{path}: {key}.metric: {what} is not aggregated "
                           f"(aggregate.metrics and analysis metrics: {sorted(metrics)})")
     sel = spec.aggregate.select
     if sel is not None and sel.over not in report.cell_keys(runs):

@@ -21,6 +21,7 @@ from .checks import (
     CheckKind,
     Verdict,
     check_kind,
+    metric_names,
     parse_claim,
     run_check,
 )
@@ -32,7 +33,7 @@ CLAIM_VERDICTS = ("PASS", "FAIL", "MISSING", "UNTESTED")
 
 __all__ = ["CHECKS", "CLAIM_VERDICTS", "DEFAULT_CHECK", "CheckContext", "CheckKind", "Verdict",
            "aggregate", "cell_keys", "check_kind", "expected", "finished", "markdown",
-           "paper_value_tally", "parse_claim", "select", "values_equal", "verdict_counts",
+           "metric_names", "paper_value_tally", "parse_claim", "select", "values_equal", "verdict_counts",
            "verify"]
 
 

@@ -26,6 +26,9 @@ every cell the profile expects, finished or not. The verdict rules are the same 
 
 ``where`` conditions select cells: ``{key: value}`` (numbers compare by value), ``{key: [v1, v2]}``
 (any of), and ``label`` matches the whole label or one of its case labels.
+
+A check's ``metric`` is an aggregated metric or an expression of them, evaluated per cell (e.g.
+``"L50.acc - L190.acc"``: the drop from the training length to the longest; cooper2026 Fig. 8).
 """
 
 from __future__ import annotations
@@ -198,10 +201,30 @@ def _fmt_where(where: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in where.items()) or "all cells"
 
 
+def metric_names(metric: str) -> set[str]:
+    """The aggregated metrics a check's ``metric`` needs: itself, or the names of an expression
+    (``expr.check`` raises ExprError for a malformed one)."""
+    names = expr.check(metric)
+    return {metric} if names == {metric} else names
+
+
 def _metric(cells: pd.DataFrame, metric: str) -> np.ndarray:
-    if metric not in cells:
+    """Per cell: the metric column, or the metric expression evaluated on the cell's columns
+    (NaN where a name is absent or NaN: a diverged cell stays a miss)."""
+    if metric in cells:
+        return cells[metric].astype(float).to_numpy()
+    try:
+        names = metric_names(metric)
+    except expr.ExprError:
         return np.full(len(cells), np.nan)
-    return cells[metric].astype(float).to_numpy()
+    if not names or not names <= set(cells.columns):
+        return np.full(len(cells), np.nan)
+    out = []
+    for _, row in cells.iterrows():
+        env = {k: float(row[k]) for k in names}
+        out.append(math.nan if any(math.isnan(v) for v in env.values())
+                   else float(expr.evaluate(metric, env)))
+    return np.array(out, dtype=float)
 
 
 def _group_rows(cells: pd.DataFrame, by: list[str]) -> list[pd.DataFrame]:
@@ -346,8 +369,8 @@ def ordering(ctx: CheckContext, cfg: OrderingConfig) -> list[Verdict]:
         done = [(i, j) for i, j in pairs if i in cells.index and j in cells.index]
         if not done:
             return Outcome(None, "no pair with both cells finished")
-        diffs = np.array([float(cells.at[i, cfg.metric]) - float(cells.at[j, cfg.metric])
-                          if cfg.metric in cells else math.nan for i, j in done])
+        vals = pd.Series(_metric(cells, cfg.metric), index=cells.index)
+        diffs = np.array([float(vals[i]) - float(vals[j]) for i, j in done])
         miss = int(sum(math.isnan(d) or d < cfg.margin for d in diffs))
         worst = float(np.min(diffs)) if not np.isnan(diffs).any() else math.nan
         return Outcome(miss == 0, f"{miss} of {len(done)} finished pairs out of order"

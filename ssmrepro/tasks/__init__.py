@@ -1,9 +1,9 @@
 """Library (tasks): the task registry, name -> Task class (each with its pydantic ``Config``).
 
 Synthetic generators (``keep_nth``, ``mqar``, ``mqar_huang``, ``induction_heads``, chen2025's
-``composite`` and ``inverse_matching``, cooper2026's ``selective_copy`` and ``decode_recall``) and
-the six LRA datasets (``lra_listops``, ``lra_text``, ``lra_retrieval``, ``lra_image``,
-``lra_pathfinder``, ``lra_pathx``) share one interface (``tasks.base``).
+``composite`` and ``inverse_matching``, cooper2026's ``selective_copy``, ``decode_recall``,
+``multikey_recall`` and ``needle``) and the six LRA datasets (``lra_listops``, ``lra_text``,
+``lra_retrieval``, ``lra_image``, ``lra_pathfinder``, ``lra_pathx``) share one interface (``tasks.base``).
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from .keep_nth import KeepNth
 from .lra import LRA_TASKS
 from .mqar import MQAR
 from .mqar_huang import MQARHuang
+from .multikey_recall import MultiKeyRecall
+from .needle import Needle
 from .selective_copy import SelectiveCopy
 
 TASKS: dict[str, type[Task]] = {
@@ -29,6 +31,8 @@ TASKS: dict[str, type[Task]] = {
     InverseMatching.name: InverseMatching,
     SelectiveCopy.name: SelectiveCopy,
     DecodeRecall.name: DecodeRecall,
+    MultiKeyRecall.name: MultiKeyRecall,
+    Needle.name: Needle,
     **{cls.name: cls for cls in LRA_TASKS},
 }
 
