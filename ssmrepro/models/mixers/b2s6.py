@@ -70,10 +70,14 @@ class B2S6Config(MixerConfig):
         return self
 
     def activation_floats(self, d_model: int, L: int) -> int:
-        """u, Δ, y: 3d; B, C per block; direct scan: log-decays, inputs, states (complex): 3·c·d·N."""
+        """u, Δ, y: 3d; B, C per block; direct scan: log-decays, inputs, states (complex): 3·c·d·N
+        per step; fused (default): the states entering each time block (T >= 2): c·d·N per 2 steps."""
         c = 2 if self.complex_A or self.complex_B else 1
         N = self.d_state
-        return L * (3 * d_model + 3 * self.heads * N * c + 3 * c * d_model * N)
+        own = L * (3 * d_model + 3 * self.heads * N * c)
+        if self.impl in (None, "fused"):
+            return own + c * d_model * N * (L // 2 + 1)
+        return own + L * 3 * c * d_model * N
 
 
 @register(B2S6Config)
