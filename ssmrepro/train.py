@@ -25,6 +25,8 @@ auto-LR criterion, the fork's final epoch-average loss with 1000-batch epochs) a
 evaluation set of ``train.evals`` (the test split of the run's task with some fields overridden,
 e.g. longer sequences). The evaluation history has one dict per evaluation:
 ``{"step", "val.loss", "val.acc", "train.loss", "train.acc"}`` (``.mse`` for regression).
+``val.max_rise`` (yu2025 Fig. 6, loss spikes) is the largest ratio of a validation loss in the
+history (and the final one) to the best validation loss before it.
 """
 
 from __future__ import annotations
@@ -241,6 +243,20 @@ def _compare(v: float, op: str, thr: float) -> bool:
 ProgressFn = Callable[[int, int, int], None]
 
 
+def max_rise(losses: list[float]) -> float:
+    """Largest spike of a loss history: max over evaluations t of loss_t / min(loss_<t) (NaN with
+    fewer than two finite values; <= 1 when the loss never rises above its best so far)."""
+    best, out = math.inf, math.nan
+    for v in losses:
+        if not math.isfinite(v):
+            continue
+        if math.isfinite(best):
+            r = v / best if best > 0 else math.inf
+            out = r if not math.isfinite(out) else max(out, r)
+        best = min(best, v)
+    return out
+
+
 def train_pack(
     runs: list,
     device: str = "cpu",
@@ -437,6 +453,7 @@ def train_pack(
             "train.avg_loss": float(recent[e].nanmean()) if ok else math.nan,
             f"train.{score}": val(fs),
         }
+        metrics["val.max_rise"] = max_rise([h["val.loss"] for h in history[e]] + [val(vl)])
         for name, (nl, ns) in named.items():
             metrics[f"{name}.loss"] = val(nl)
             metrics[f"{name}.{score}"] = val(ns)

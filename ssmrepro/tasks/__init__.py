@@ -1,9 +1,10 @@
 """Library (tasks): the task registry, name -> Task class (each with its pydantic ``Config``).
 
 Synthetic generators (``keep_nth``, ``mqar``, ``mqar_huang``, ``induction_heads``, chen2025's
-``composite`` and ``inverse_matching``, cooper2026's ``selective_copy`` and ``decode_recall``) and
-the six LRA datasets (``lra_listops``, ``lra_text``, ``lra_retrieval``, ``lra_image``,
-``lra_pathfinder``, ``lra_pathx``) share one interface (``tasks.base``).
+``composite`` and ``inverse_matching``, cooper2026's ``selective_copy`` and ``decode_recall``,
+yu2025's ``cosine_operator``, ``first_abs`` and ``linear_functional``) and the six LRA
+datasets (``lra_listops``, ``lra_text``, ``lra_retrieval``, ``lra_image``, ``lra_pathfinder``,
+``lra_pathx``) share one interface (``tasks.base``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from .lra import LRA_TASKS
 from .mqar import MQAR
 from .mqar_huang import MQARHuang
 from .selective_copy import SelectiveCopy
+from .yu_synthetic import CosineOperator, FirstAbs, LinearFunctional
 
 TASKS: dict[str, type[Task]] = {
     KeepNth.name: KeepNth,
@@ -29,6 +31,9 @@ TASKS: dict[str, type[Task]] = {
     InverseMatching.name: InverseMatching,
     SelectiveCopy.name: SelectiveCopy,
     DecodeRecall.name: DecodeRecall,
+    CosineOperator.name: CosineOperator,
+    FirstAbs.name: FirstAbs,
+    LinearFunctional.name: LinearFunctional,
     **{cls.name: cls for cls in LRA_TASKS},
 }
 
