@@ -87,3 +87,14 @@ def test_max_rise():
     assert max_rise([4.0, 1.0, 3.0, 0.5]) == 3.0
     assert max_rise([1.0, float("nan"), 2.0]) == 2.0
     assert math.isnan(max_rise([1.0]))
+
+
+def test_thm3_gradient_ratio_scaling():
+    from ssmrepro.theory import TABLES
+    from ssmrepro.theory.yu import gradient_ratios
+
+    lo, hi = gradient_ratios(0.001, 50, trials=8), gradient_ratios(0.01, 50, trials=8)
+    # small inputs: the w-ratio scales like c^3 and the b-ratio like c^2 (same draw of systems)
+    assert math.log10(hi["ratio_w"] / lo["ratio_w"]) == pytest.approx(3.0, abs=0.1)
+    assert math.log10(hi["ratio_b"] / lo["ratio_b"]) == pytest.approx(2.0, abs=0.1)
+    assert set(TABLES["yu_thm3"].fn(c=0.1, L=20, trials=2)) == set(TABLES["yu_thm3"].metrics)
