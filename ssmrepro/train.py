@@ -25,8 +25,8 @@ auto-LR criterion, the fork's final epoch-average loss with 1000-batch epochs) a
 evaluation set of ``train.evals`` (the test split of the run's task with some fields overridden,
 e.g. longer sequences). The evaluation history has one dict per evaluation:
 ``{"step", "val.loss", "val.acc", "train.loss", "train.acc"}`` (``.mse`` for regression).
-``val.max_rise`` (yu2025 Fig. 6, loss spikes) is the largest ratio of a validation loss in the
-history (and the final one) to the best validation loss before it.
+``val.max_rise`` (yu2025 Fig. 6, loss spikes) is the largest rise of a validation loss in the
+history (and the final one) above the best validation loss before it, as a fraction of the first.
 """
 
 from __future__ import annotations
@@ -244,17 +244,18 @@ ProgressFn = Callable[[int, int, int], None]
 
 
 def max_rise(losses: list[float]) -> float:
-    """Largest spike of a loss history: max over evaluations t of loss_t / min(loss_<t) (NaN with
-    fewer than two finite values; <= 1 when the loss never rises above its best so far)."""
-    best, out = math.inf, math.nan
-    for v in losses:
-        if not math.isfinite(v):
-            continue
-        if math.isfinite(best):
-            r = v / best if best > 0 else math.inf
-            out = r if not math.isfinite(out) else max(out, r)
+    """Largest loss spike of a history, as a fraction of the first loss: max over evaluations t of
+    (loss_t − min(loss_<t)) / loss_first (0 when the loss never rises above its best so far; NaN
+    with fewer than two finite values). Relative to the first loss, not to the best one, so a run
+    that reaches float precision (loss ~1e-14) and moves by 1e-6 is not a spike."""
+    vals = [v for v in losses if math.isfinite(v)]
+    if len(vals) < 2 or vals[0] <= 0:
+        return math.nan
+    best, out = vals[0], 0.0
+    for v in vals[1:]:
+        out = max(out, v - best)
         best = min(best, v)
-    return out
+    return out / vals[0]
 
 
 def train_pack(
