@@ -25,6 +25,8 @@ auto-LR criterion, the fork's final epoch-average loss with 1000-batch epochs) a
 evaluation set of ``train.evals`` (the test split of the run's task with some fields overridden,
 e.g. longer sequences). The evaluation history has one dict per evaluation:
 ``{"step", "val.loss", "val.acc", "train.loss", "train.acc"}`` (``.mse`` for regression).
+``val.max_rise`` (yu2025 Fig. 6, loss spikes) is the largest rise of a validation loss in the
+history (and the final one) above the best validation loss before it, as a fraction of the first.
 """
 
 from __future__ import annotations
@@ -242,6 +244,21 @@ def _compare(v: float, op: str, thr: float) -> bool:
 ProgressFn = Callable[[int, int, int], None]
 
 
+def max_rise(losses: list[float]) -> float:
+    """Largest loss spike of a history, as a fraction of the first loss: max over evaluations t of
+    (loss_t − min(loss_<t)) / loss_first (0 when the loss never rises above its best so far; NaN
+    with fewer than two finite values). Relative to the first loss, not to the best one, so a run
+    that reaches float precision (loss ~1e-14) and moves by 1e-6 is not a spike."""
+    vals = [v for v in losses if math.isfinite(v)]
+    if len(vals) < 2 or vals[0] <= 0:
+        return math.nan
+    best, out = vals[0], 0.0
+    for v in vals[1:]:
+        out = max(out, v - best)
+        best = min(best, v)
+    return out / vals[0]
+
+
 def train_pack(
     runs: list,
     device: str = "cpu",
@@ -438,6 +455,7 @@ def train_pack(
             "train.avg_loss": float(recent[e].nanmean()) if ok else math.nan,
             f"train.{score}": val(fs),
         }
+        metrics["val.max_rise"] = max_rise([h["val.loss"] for h in history[e]] + [val(vl)])
         for name, (nl, ns) in named.items():
             metrics[f"{name}.loss"] = val(nl)
             metrics[f"{name}.{score}"] = val(ns)

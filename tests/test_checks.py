@@ -214,6 +214,15 @@ def test_ordering_matches_cells_on_the_other_keys():
     assert v.verdict == "MISSING" and "no pair" in v.detail
 
 
+def test_ordering_factor_is_a_ratio():
+    runs = grid(["full", "linear"], [8, 16])
+    twice = [{**ORD[0], "factor": 2.0}]
+    # full >= 2 x linear in both pairs
+    assert judge(twice, runs, [1.0, 0.9, 0.4, 0.45])[0].verdict == "PASS"
+    v = judge(twice, runs, [1.0, 0.9, 0.4, 0.5])[0]
+    assert v.verdict == "FAIL" and v.ours == pytest.approx(-0.1)
+    assert "2 × (label=linear)" in v.text
+
 def test_ordering_with_explicit_match_and_case_refs():
     runs = [Run("full / s1", {"model.d": 8, "train.bs": 32}),
             Run("linear / s1", {"model.d": 8, "train.bs": 64})]

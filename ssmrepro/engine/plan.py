@@ -43,12 +43,19 @@ def _budget(device: str) -> int:
 
 def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None) -> int:
     """Largest pack of these (same-shape) runs that fits the memory budget (CPU: 2 GiB, GPU:
-    half its free memory); at most 32 on CPU, 256 on GPU."""
+    half its free memory); at most 32 on CPU, 256 on GPU; 1 when the task's data is absent here
+    (the size needs the sequence length, which a dataset knows once loaded)."""
     if not runs:
         return 1
+    from ..tasks import DataUnavailable
+
     budget = budget_bytes if budget_bytes is not None else _budget(device)
     cap = 256 if device.startswith("cuda") else 32
-    return max(1, min(cap, budget // max(1, member_bytes(runs[0]))))
+    try:
+        per_member = member_bytes(runs[0])
+    except DataUnavailable:  # a dataset not present here (a dry run of a paper profile): the
+        return 1  # real run loads the data and sizes its packs then
+    return max(1, min(cap, budget // max(1, per_member)))
 
 
 def plan(runs: list, pack_size: int | None = None, device: str = "cpu",

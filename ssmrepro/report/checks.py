@@ -345,6 +345,8 @@ class OrderingConfig(CheckConfig):
         None, description="keys on which an a-cell and a b-cell must agree (default: every cell "
         "key not named in a or b)")
     margin: float = 0.0
+    factor: float = Field(1.0, gt=0, description="a >= factor · b + margin (e.g. factor 2: the "
+                          "a-cells are at least twice their b-cells; yu2025 Fig. 3's loss ratios)")
 
     def column_refs(self) -> list[str]:
         return [*self.a, *self.b, *(self.match or [])]
@@ -352,13 +354,15 @@ class OrderingConfig(CheckConfig):
 
 @check_kind("ordering", OrderingConfig)
 def ordering(ctx: CheckContext, cfg: OrderingConfig) -> list[Verdict]:
-    """Each a-cell's metric >= its matched b-cell's metric + margin (NaN on either side = a miss)."""
+    """Each a-cell's metric >= factor × its matched b-cell's metric + margin (NaN = a miss)."""
     match = cfg.match if cfg.match is not None else [
         k for k in ctx.keys if k not in cfg.a and k not in cfg.b]
     A, B = ctx.needed(cfg.a), ctx.needed(cfg.b)
     pairs = [(i, j) for i, ra in A.iterrows() for j, rb in B.iterrows()
              if i != j and _same(ra, rb, match)]
-    text = (f"{cfg.text} [{cfg.metric}: ({_fmt_where(cfg.a)}) >= ({_fmt_where(cfg.b)})"
+    scaled = (f"{cfg.factor:g} × ({_fmt_where(cfg.b)})" if cfg.factor != 1.0
+              else f"({_fmt_where(cfg.b)})")
+    text = (f"{cfg.text} [{cfg.metric}: ({_fmt_where(cfg.a)}) >= {scaled}"
             f"{f' + {cfg.margin}' if cfg.margin else ''}, matched on {', '.join(match) or '-'}]")
     if not pairs:
         return [Verdict("claim", text, "MISSING", None,
@@ -370,7 +374,7 @@ def ordering(ctx: CheckContext, cfg: OrderingConfig) -> list[Verdict]:
         if not done:
             return Outcome(None, "no pair with both cells finished")
         vals = pd.Series(_metric(cells, cfg.metric), index=cells.index)
-        diffs = np.array([float(vals[i]) - float(vals[j]) for i, j in done])
+        diffs = np.array([float(vals[i]) - cfg.factor * float(vals[j]) for i, j in done])
         miss = int(sum(math.isnan(d) or d < cfg.margin for d in diffs))
         worst = float(np.min(diffs)) if not np.isnan(diffs).any() else math.nan
         return Outcome(miss == 0, f"{miss} of {len(done)} finished pairs out of order"

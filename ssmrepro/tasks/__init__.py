@@ -2,8 +2,10 @@
 
 Synthetic generators (``keep_nth``, ``mqar``, ``mqar_huang``, ``induction_heads``, chen2025's
 ``composite`` and ``inverse_matching``, cooper2026's ``selective_copy``, ``decode_recall``,
-``multikey_recall`` and ``needle``) and the six LRA datasets (``lra_listops``, ``lra_text``,
-``lra_retrieval``, ``lra_image``, ``lra_pathfinder``, ``lra_pathx``) share one interface (``tasks.base``).
+``multikey_recall`` and ``needle``, yu2025's ``cosine_operator``, ``first_abs`` and
+``linear_functional``) and the six LRA datasets (``lra_listops``, ``lra_text``,
+``lra_retrieval``, ``lra_image``, ``lra_pathfinder``, ``lra_pathx``) share one interface
+(``tasks.base``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from .mqar_huang import MQARHuang
 from .multikey_recall import MultiKeyRecall
 from .needle import Needle
 from .selective_copy import SelectiveCopy
+from .yu_synthetic import CosineOperator, FirstAbs, LinearFunctional
 
 TASKS: dict[str, type[Task]] = {
     KeepNth.name: KeepNth,
@@ -33,6 +36,9 @@ TASKS: dict[str, type[Task]] = {
     DecodeRecall.name: DecodeRecall,
     MultiKeyRecall.name: MultiKeyRecall,
     Needle.name: Needle,
+    CosineOperator.name: CosineOperator,
+    FirstAbs.name: FirstAbs,
+    LinearFunctional.name: LinearFunctional,
     **{cls.name: cls for cls in LRA_TASKS},
 }
 

@@ -1,0 +1,125 @@
+"""Library (tasks): yu2025's synthetic regression tasks (B2S6 paper, Figs. 3, 4 and 6 of arXiv v1).
+
+All three have one continuous input channel (x is (E, B, L, 1)) and a regression target read at
+the LAST position only (y is (E, B, L, C), NaN elsewhere), the paper's model class
+``G̃(u) = Nᵀσ(Γ(Mu)_L + θ)`` (eq. 5: the output of the last step).
+
+* ``cosine_operator`` (Fig. 3, width): ``u(t) = Σ_{i=1}^{10} g_i cos(p_i t)`` with p_i the ten
+  smallest primes, sampled at t_k = 2πk/L (k = 0..L-1); target g ∈ R^10, g_i ~ N(0, 1)
+  [INFERRED: the paper gives neither the grid nor the law of g].
+* ``first_abs`` (Fig. 4, inductive bias): u_1 ~ N(0, σ1²), u_2..u_L ~ N(0, σ2²); target |u_1|/σ1
+  (so the root mean squared error IS the paper's relative error |G − G̃|/σ1, as an RMS)
+  [INFERRED distribution: the paper names only σ1, σ2].
+* ``linear_functional`` (Fig. 6, stability): u_j ~ N(0, 1); target Σ_j θ_j u_j with a fixed θ
+  (θ_j ~ N(0, 1/L), drawn once from ``theta_seed``, the same for every run and split).
+
+Example (``first_abs``, L 4, σ1 2, σ2 1; '.' = NaN target):
+
+    x: -3.0  0.4 -1.1  0.2
+    y:    .    .    .  1.5      (|−3.0| / 2)
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from pydantic import Field
+
+from . import rng
+from .base import Batch, Task, TaskConfig, TaskInfo
+
+PRIMES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29)
+
+
+def _normal(k: torch.Tensor, n: int) -> torch.Tensor:
+    """n standard normals per key (Box-Muller on two counter-based uniforms): (...,) -> (..., n)."""
+    u = rng.uniform(k, 2 * n)
+    u1, u2 = u[..., :n], u[..., n:]
+    return torch.sqrt(-2.0 * torch.log1p(-u1)) * torch.cos(2.0 * math.pi * u2)
+
+
+def _last_only(target: torch.Tensor, L: int) -> torch.Tensor:
+    """(E, B, C) -> (E, B, L, C), NaN at every position but the last."""
+    E, B, C = target.shape
+    y = torch.full((E, B, L, C), math.nan, dtype=torch.float32)
+    y[:, :, -1] = target.float()
+    return y
+
+
+class CosineOperatorConfig(TaskConfig):
+    name: str = "cosine_operator"
+    L: int = Field(64, ge=2, description="samples of u on [0, 2π)")
+    n_terms: int = Field(10, ge=1, le=10, description="number of cosines (primes 2, 3, 5, ...)")
+
+
+class CosineOperator(Task):
+    Config = CosineOperatorConfig
+    name = "cosine_operator"
+
+    @property
+    def info(self) -> TaskInfo:
+        c = self.config
+        return TaskInfo(vocab_size=1, n_classes=c.n_terms, seq_len=c.L, input_dim=1, loss="mse")
+
+    def sample(self, seeds: torch.Tensor, split: int, index: torch.Tensor) -> Batch:
+        c = self.config
+        g = _normal(rng.key(seeds[:, None], split, index), c.n_terms)  # (E, B, n)
+        t = 2.0 * math.pi * torch.arange(c.L, dtype=torch.float64) / c.L
+        p = torch.tensor(PRIMES[: c.n_terms], dtype=torch.float64)
+        basis = torch.cos(t[:, None] * p[None, :])  # (L, n)
+        u = g @ basis.T  # (E, B, L)
+        return Batch(x=u.unsqueeze(-1).float(), y=_last_only(g, c.L))
+
+
+class FirstAbsConfig(TaskConfig):
+    name: str = "first_abs"
+    L: int = Field(32, ge=2)
+    sigma1: float = Field(1.0, gt=0, description="std of u_1")
+    sigma2: float = Field(1.0, gt=0, description="std of u_2..u_L")
+
+
+class FirstAbs(Task):
+    Config = FirstAbsConfig
+    name = "first_abs"
+
+    @property
+    def info(self) -> TaskInfo:
+        return TaskInfo(vocab_size=1, n_classes=1, seq_len=self.config.L, input_dim=1, loss="mse")
+
+    def sample(self, seeds: torch.Tensor, split: int, index: torch.Tensor) -> Batch:
+        c = self.config
+        z = _normal(rng.key(seeds[:, None], split, index), c.L)  # (E, B, L)
+        scale = torch.full((c.L,), c.sigma2, dtype=torch.float64)
+        scale[0] = c.sigma1
+        u = z * scale
+        return Batch(x=u.unsqueeze(-1).float(), y=_last_only(z[..., :1].abs(), c.L))
+
+
+class LinearFunctionalConfig(TaskConfig):
+    name: str = "linear_functional"
+    L: int = Field(64, ge=1)
+    theta_seed: int = Field(0, ge=0, description="seed of the fixed θ (shared by all runs)")
+
+
+class LinearFunctional(Task):
+    Config = LinearFunctionalConfig
+    name = "linear_functional"
+
+    @property
+    def info(self) -> TaskInfo:
+        return TaskInfo(vocab_size=1, n_classes=1, seq_len=self.config.L, input_dim=1, loss="mse")
+
+    def theta(self) -> torch.Tensor:
+        c = self.config
+        k = rng.key(torch.tensor([c.theta_seed]), 7919)  # a stream no split uses
+        return _normal(k, c.L)[0] / math.sqrt(c.L)  # (L,)
+
+    def sample(self, seeds: torch.Tensor, split: int, index: torch.Tensor) -> Batch:
+        c = self.config
+        u = _normal(rng.key(seeds[:, None], split, index), c.L)  # (E, B, L)
+        target = (u * self.theta()).sum(-1, keepdim=True)
+        return Batch(x=u.unsqueeze(-1).float(), y=_last_only(target, c.L))
+
+
+__all__ = ["CosineOperator", "FirstAbs", "LinearFunctional", "PRIMES"]
