@@ -431,9 +431,18 @@ def normalize_table(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+TEXT_COLUMNS = ("run_id", "profile", "label", "status", "stop_reason")
+
+
 def read_results(path: Path) -> pd.DataFrame:
-    """Read a results*.csv (current or older layout) as ``normalize_table`` gives it."""
-    return normalize_table(pd.read_csv(path))
+    """Read a results*.csv (current or older layout) as ``normalize_table`` gives it. Text
+    columns stay text: an empty label stays '' (not NaN, which matches no cell) and a run id of
+    digits keeps its leading zeros."""
+    df = pd.read_csv(path, dtype={c: str for c in TEXT_COLUMNS})
+    for c in TEXT_COLUMNS:
+        if c in df:
+            df[c] = df[c].fillna("")
+    return normalize_table(df)
 
 
 # ------------------------------------------------------------------------------ where a spec lives
