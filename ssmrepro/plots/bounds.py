@@ -79,6 +79,13 @@ def _pos(vals: list[float], v: float, log: bool) -> float:
     return i + (t - xs[i]) / (xs[i + 1] - xs[i])
 
 
+def _fmt(v: float) -> str:
+    """Two decimals; three in [0.95, 0.9995) (0.988 must not read as 0.99, 0.997 not as 1.00)."""
+    if math.isnan(v):
+        return "—"
+    return f"{v:.3f}" if 0.95 <= v < 0.9995 else f"{v:.2f}"
+
+
 def _edge_values(vals: list[float], log: bool) -> tuple[float, float]:
     """Values at the outer cell edges (half a grid step beyond the first and last value)."""
     if len(vals) == 1:
@@ -107,7 +114,7 @@ def bound_grid(ctx: FigureContext, cfg: BoundGridConfig, path: Path) -> bool:
                  _row=column(t, cfg.row).astype(str) if cfg.row else "")
     if cfg.halves:  # panels by the label without the two half labels
         def strip(s: str) -> str:
-            return " / ".join(p for p in str(s).split(" / ") if p not in cfg.halves) or "all"
+            return " / ".join(p for p in str(s).split(" / ") if p not in cfg.halves)
         t = t.assign(_col=t[LABEL].map(strip))
     cols = list(dict.fromkeys(t["_col"]))
     rows = list(dict.fromkeys(t["_row"]))
@@ -136,7 +143,7 @@ def bound_grid(ctx: FigureContext, cfg: BoundGridConfig, path: Path) -> bool:
                     if frame:
                         ax.add_patch(Rectangle((xi - 0.46, yi - 0.46), 0.92, 0.92, fill=False,
                                                ec="w", lw=1.4))
-                    ax.text(xi, yi, "—" if math.isnan(v) else f"{v:.2f}", ha="center",
+                    ax.text(xi, yi, _fmt(v), ha="center",
                             va="center", fontsize=6.5, color="k" if v > 0.6 else "w")
                 else:
                     tri = ([(xi - 0.5, yi - 0.5), (xi - 0.5, yi + 0.5), (xi + 0.5, yi + 0.5)]
@@ -146,7 +153,7 @@ def bound_grid(ctx: FigureContext, cfg: BoundGridConfig, path: Path) -> bool:
                     if not math.isnan(v) and v >= cfg.solved:
                         ax.add_patch(Polygon(tri, closed=True, fill=False, ec="w", lw=1.2))
                     dx, dy = (-0.22, 0.2) if half == 0 else (0.22, -0.2)
-                    ax.text(xi + dx, yi + dy, "—" if math.isnan(v) else f"{v:.2f}",
+                    ax.text(xi + dx, yi + dy, _fmt(v),
                             ha="center", va="center", fontsize=5.5,
                             color="k" if v > 0.6 else "w")
             ref = sub.iloc[0] if len(sub) else t.iloc[0]
@@ -176,7 +183,8 @@ def bound_grid(ctx: FigureContext, cfg: BoundGridConfig, path: Path) -> bool:
             ax.set_yticks(range(len(ys)), [f"{v:g}" for v in ys], fontsize=7)
             title = cv if not cfg.row else f"{cv}\n{cfg.row.split('.')[-1]} = {rv}"
             if cfg.halves:
-                title = f"{title}\nupper left: {cfg.halves[0]}, lower right: {cfg.halves[1]}"
+                halves = f"upper left: {cfg.halves[0]}, lower right: {cfg.halves[1]}"
+                title = f"{title}\n{halves}" if title else halves
             ax.set_title(title, fontsize=8)
             if i == nr - 1:
                 ax.set_xlabel(cfg.x_name or cfg.x, fontsize=8)
