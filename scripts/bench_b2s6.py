@@ -5,7 +5,7 @@ One intra-op thread, CPU clock (time.process_time), contenders interleaved in ro
 member. Shapes: ``bench`` (the mqar-b2s6 bench layer: d=64, N=16, h=8, L=64, batch 32) and ``lra``
 (yu2025 LRA-like: d=128, N=64, h=8, L=1024, batch 2). Writes JSON to ``--out``.
 
-    /work/bin/slot env PYTHONPATH=$PWD python scripts/bench_b2s6.py --shape bench --packs 1 4
+    python scripts/bench_b2s6.py --shape bench --packs 1 4
 """
 
 from __future__ import annotations
