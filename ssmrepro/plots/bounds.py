@@ -121,8 +121,11 @@ def bound_grid(ctx: FigureContext, cfg: BoundGridConfig, path: Path) -> bool:
     xs = sorted(float(v) for v in t[cfg.x].unique())
     ys = sorted(float(v) for v in t[cfg.y].unique())
     nc, nr = len(cols), len(rows)
+    n_lines = len({b.text for lines in cfg.bounds.values() for b in lines})
+    # panels at least 1.6 in tall (a single d row must stay visible); room for the legend lines
     fig, axes = plt.subplots(nr, nc, figsize=(max(6.5, 3.3 + 0.42 * len(xs) * nc + 0.5 * nc),
-                                              1.2 + 0.38 * len(ys) * nr + 0.6 * nr),
+                                              1.2 + max(1.6, 0.38 * len(ys)) * nr + 0.6 * nr
+                                              + 0.17 * n_lines),
                              squeeze=False, constrained_layout=True)
     cmap = plt.get_cmap("viridis")
     for i, rv in enumerate(rows):
@@ -182,9 +185,8 @@ def bound_grid(ctx: FigureContext, cfg: BoundGridConfig, path: Path) -> bool:
             ax.set_xticks(range(len(xs)), [f"{v:g}" for v in xs], fontsize=7)
             ax.set_yticks(range(len(ys)), [f"{v:g}" for v in ys], fontsize=7)
             title = cv if not cfg.row else f"{cv}\n{cfg.row.split('.')[-1]} = {rv}"
-            if cfg.halves:
-                halves = f"upper left: {cfg.halves[0]}, lower right: {cfg.halves[1]}"
-                title = f"{title}\n{halves}" if title else halves
+            if cfg.halves and not title:
+                title = f"upper left: {cfg.halves[0]}, lower right: {cfg.halves[1]}"
             ax.set_title(title, fontsize=8)
             if i == nr - 1:
                 ax.set_xlabel(cfg.x_name or cfg.x, fontsize=8)
@@ -200,7 +202,10 @@ def bound_grid(ctx: FigureContext, cfg: BoundGridConfig, path: Path) -> bool:
     sm = plt.cm.ScalarMappable(cmap=cmap, norm=plt.Normalize(0, 1))
     fig.colorbar(sm, ax=axes.ravel().tolist(), shrink=0.8,
                  label=f"{metric}, {ctx.aggregation()}\nwhite frame: ≥ {cfg.solved:g}")
-    fig.suptitle(ctx.title(cfg), fontsize=9)
+    head = ctx.title(cfg)
+    if cfg.halves and any(c for c in cols):  # panel titles carry the rest; the halves once here
+        head = f"{head}\nupper left: {cfg.halves[0]}, lower right: {cfg.halves[1]}"
+    fig.suptitle(head, fontsize=9)
     fig.savefig(path, dpi=130)
     plt.close(fig)
     return True
