@@ -325,7 +325,8 @@ def train_pack(
         [r.train.schedule.min_lr for r in runs],
     )
     clip = vec([r.train.grad_clip or math.inf for r in runs])
-    smoothing = vec([r.train.label_smoothing for r in runs]) if info.loss != "mse" else None
+    smoothing = (vec([r.train.label_smoothing for r in runs])  # None: no smoothing term at all
+                 if info.loss != "mse" and any(r.train.label_smoothing for r in runs) else None)
     totals_t = torch.tensor(totals, device=dev)
     limits = [r.train.time_limit_s for r in runs if r.train.time_limit_s]
     time_limit = min(limits) if limits else None
