@@ -35,14 +35,17 @@ def cli_env(tmp_path):
 @pytest.fixture(scope="session")
 def smoke_data_root(tmp_path_factory) -> Path:
     """A data root for the specs' smoke profiles (built once per session, a few seconds): the
-    ListOps fixture as the LRA release's listops-1000, and 300 generated 32x32 Pathfinder images
-    (data/generated/pathfinder32/curv_contour_length_14)."""
+    ListOps fixture as the LRA release's listops-1000, 300 generated 32x32 Pathfinder images
+    (data/generated/pathfinder32/curv_contour_length_14), and the 3 kB text of tests/assets/text
+    as text/tiny.txt (text_corpus)."""
     from ssmrepro.data.pathfinder import write_pathfinder
 
     root = tmp_path_factory.mktemp("smoke-data")
     shutil.copytree(ROOT / "tests" / "assets" / "lra" / "lra" / "listops-1000",
                     root / "lra" / "listops-1000")
     write_pathfinder(root / "generated" / "pathfinder32" / "curv_contour_length_14", 300, 32, 0)
+    (root / "text").mkdir()
+    shutil.copy(ROOT / "tests" / "assets" / "text" / "tiny.txt", root / "text" / "tiny.txt")
     return root
 
 

@@ -49,6 +49,8 @@ class CurvesConfig(FigureConfig):
     x: Literal["step", "samples"] = STEP
     ylim: tuple[float, float] | None = (-0.02, 1.02)
     logy: bool = False
+    transform: Literal["none", "exp"] = Field(
+        "none", description="exp: draw exp(value), e.g. per-byte perplexity from a loss in nats")
     ylabel: str | None = None
     panel: tuple[float, float] = (3.3, 2.5)
     paper_as: dict[str, str] = Field(
@@ -104,7 +106,7 @@ def _paper_lines(ctx: FigureContext, cfg: CurvesConfig, sub: pd.DataFrame) -> li
         conds = {k: v for k, v in pv.where.items() if k in sub.columns}
         if len(conds) != len(pv.where) or select(sub, conds).empty:
             continue
-        out.append((metric, pv.value))
+        out.append((metric, math.exp(pv.value) if cfg.transform == "exp" else pv.value))
     return out
 
 
@@ -142,6 +144,8 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
                     style = _STYLES[s % len(_STYLES)] if cfg.hue else "-"
                     name = cfg.labels.get(m, m) + (f", {hv}" if cfg.hue else "")
                     by_seed = part.pivot_table(index=cfg.x, columns=SEED, values=m, aggfunc="mean")
+                    if cfg.transform == "exp":
+                        by_seed = np.exp(by_seed)
                     if cfg.logx:
                         by_seed = by_seed[by_seed.index > 0]
                     xs = by_seed.index.to_numpy(float)
@@ -194,10 +198,14 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
     # wrapped to the figure's width (a one-column grid is narrow): ~0.55 em per character at 9 pt
     head = textwrap.fill(f"{ctx.title(cfg)} — {how}", width=max(30, int(fig_w * 72 / (9 * 0.55))))
     fig.suptitle(head, fontsize=9)
+    # as many legend columns as the figure's width holds (~0.5 em per character at 7 pt)
+    entry = max((len(k) for k in handles), default=1) * 7 * 0.5 / 72 + 0.45  # inches per entry
+    ncol = max(1, min(6, len(handles), int(fig_w // entry)))
+    n_rows = math.ceil(len(handles) / ncol) if handles else 0
     fig.legend(list(handles.values()), list(handles.keys()), loc="lower center",
-               ncol=min(6, max(1, len(handles))), fontsize=7, frameon=False)
+               ncol=ncol, fontsize=7, frameon=False)
     top = 1 - (0.1 + 0.17 * (head.count("\n") + 1)) / fig_h
-    fig.tight_layout(rect=(0, 0.04 + 0.02 * math.ceil(len(handles) / 6), 1, min(0.97, top)))
+    fig.tight_layout(rect=(0, (0.05 + 0.14 * n_rows) / fig_h, 1, min(0.97, top)))
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return True

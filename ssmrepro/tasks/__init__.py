@@ -3,7 +3,8 @@
 Synthetic generators (``keep_nth``, ``mqar``, ``mqar_huang``, ``induction_heads``, chen2025's
 ``composite`` and ``inverse_matching``, cooper2026's ``selective_copy``, ``decode_recall``,
 ``multikey_recall`` and ``needle``, yu2025's ``cosine_operator``, ``first_abs`` and
-``linear_functional``) and the six LRA datasets (``lra_listops``, ``lra_text``,
+``linear_functional``), next-byte language modelling on a user's text file (``text_corpus``,
+yu2025 App. G) and the six LRA datasets (``lra_listops``, ``lra_text``,
 ``lra_retrieval``, ``lra_image``, ``lra_pathfinder``, ``lra_pathx``) share one interface
 (``tasks.base``).
 """
@@ -23,6 +24,7 @@ from .mqar_huang import MQARHuang
 from .multikey_recall import MultiKeyRecall
 from .needle import Needle
 from .selective_copy import SelectiveCopy
+from .text_corpus import TextCorpus
 from .yu_synthetic import CosineOperator, FirstAbs, LinearFunctional
 
 TASKS: dict[str, type[Task]] = {
@@ -39,6 +41,7 @@ TASKS: dict[str, type[Task]] = {
     CosineOperator.name: CosineOperator,
     FirstAbs.name: FirstAbs,
     LinearFunctional.name: LinearFunctional,
+    TextCorpus.name: TextCorpus,
     **{cls.name: cls for cls in LRA_TASKS},
 }
 

@@ -1,0 +1,145 @@
+"""Library (tasks): ``text_corpus``, next-byte language modelling on a user's text file (yu2025 App. G).
+
+The corpus is one file of bytes (UTF-8 text or anything else), read through a memory map, so a
+corpus of gigabytes costs no memory up front. Its bytes are split in order: the first
+``1 - val_fraction - test_fraction`` for training, then validation, then test, so no window of one
+split overlaps another. Sample ``i`` of split ``s`` for seed ``r`` is the window of L + 1 bytes that
+starts at a position drawn uniformly within that split by the counter-based RNG (``tasks.rng``)
+from (r, s, i); x = its first L bytes, y = its last L (every position supervised). The vocabulary
+is the 256 byte values, so the loss is in nats per byte: per-byte perplexity = exp(loss), bits per
+byte = loss / ln 2. (yu2025 trains on SlimPajama-6B with a subword tokenizer; its per-token
+perplexities are not comparable with per-byte ones.)
+
+``path`` is relative to the data root (``$SSMREPRO_DATA``, default ``./data``) or absolute. The
+path is part of the run identity, the file's size and a fingerprint of its first and last MiB
+go into every run record (``data_info``): replacing the file at the same path is detected
+(``CorpusChanged``) when a run of the old file is resumed in the same process, and visible in
+the records otherwise.
+
+Example (corpus ``b"abcdefghij"``, L 4): the window starting at byte 3 gives
+
+    x: d e f g     (byte ids 100 101 102 103)
+    y: e f g h     (byte ids 101 102 103 104)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+from pydantic import Field, model_validator
+
+from ..data import DataUnavailable
+from ..util import data_root
+from . import rng
+from .base import Batch, Task, TaskConfig, TaskInfo
+
+_MIB = 1 << 20
+
+
+class TextCorpusConfig(TaskConfig):
+    name: str = "text_corpus"
+    path: str = Field("text/corpus.txt", min_length=1, max_length=4096,
+                      description="the corpus file, relative to the data root or absolute")
+    L: int = Field(256, ge=1, le=1 << 20, description="context length (bytes per sample)")
+    val_fraction: float = Field(0.05, gt=0, lt=0.5, description="share of the bytes for validation")
+    test_fraction: float = Field(0.05, gt=0, lt=0.5, description="share of the bytes for test")
+
+    @model_validator(mode="after")
+    def _fractions(self) -> TextCorpusConfig:
+        if self.val_fraction + self.test_fraction >= 0.5:
+            raise ValueError("val_fraction + test_fraction must leave at least half the corpus "
+                             "for training")
+        if "\x00" in self.path:
+            raise ValueError("path contains a NUL character")
+        return self
+
+
+class CorpusChanged(RuntimeError):
+    """The corpus file changed while runs were reading it."""
+
+
+_CACHE: dict[str, tuple[tuple[int, int], np.memmap, str]] = {}
+
+
+def _fingerprint(mm: np.memmap) -> str:
+    """sha256 of the size, the first MiB and the last MiB (cheap for any size; 16 hex digits)."""
+    h = hashlib.sha256(str(mm.shape[0]).encode())
+    h.update(mm[:_MIB].tobytes())
+    h.update(mm[-_MIB:].tobytes())
+    return h.hexdigest()[:16]
+
+
+def _open(path: Path) -> tuple[np.memmap, str]:
+    """The corpus as a read-only uint8 memory map and its fingerprint, cached per process."""
+    st = path.stat()
+    key = str(path.resolve())
+    stamp = (st.st_size, st.st_mtime_ns)
+    hit = _CACHE.get(key)
+    if hit is not None:
+        if hit[0] != stamp:
+            raise CorpusChanged(f"the corpus {path} changed on disk while runs were reading it "
+                                "(size or modification time differ); re-run to start from the new "
+                                "file")
+        return hit[1], hit[2]
+    mm = np.memmap(path, dtype=np.uint8, mode="r")
+    fp = _fingerprint(mm)
+    _CACHE[key] = (stamp, mm, fp)
+    return mm, fp
+
+
+class TextCorpus(Task):
+    Config = TextCorpusConfig
+    name = "text_corpus"
+
+    def __init__(self, config: TextCorpusConfig):
+        super().__init__(config)
+        c = config
+        p = Path(c.path).expanduser()
+        self.path = p if p.is_absolute() else data_root() / p
+        if not self.path.is_file():
+            raise DataUnavailable(
+                f"task text_corpus: no corpus file at {self.path} (task.path {c.path!r}, relative "
+                "to the data root $SSMREPRO_DATA or ./data). Supply your own text file, e.g. "
+                "`ssmrepro run yu2025-appG --profile paper --set task.path=/abs/path/corpus.txt`; "
+                "nothing is downloaded.")
+        if os.path.getsize(self.path) == 0:
+            raise ValueError(f"task text_corpus: the corpus {self.path} is empty")
+        self._bytes, self._fp = _open(self.path)
+        n = self._bytes.shape[0]
+        n_val, n_test = int(n * c.val_fraction), int(n * c.test_fraction)
+        n_train = n - n_val - n_test
+        # split s covers bytes [start, stop): train, then validation, then test
+        self._bounds = [(0, n_train), (n_train, n_train + n_val), (n_train + n_val, n)]
+        short = [(s, b - a) for s, (a, b) in zip(("train", "val", "test"), self._bounds)
+                 if b - a < c.L + 1]
+        if short:
+            raise ValueError(
+                f"task text_corpus: the corpus {self.path} ({n} bytes) is too short for windows of "
+                f"L + 1 = {c.L + 1} bytes: " + ", ".join(f"{s} has {m}" for s, m in short)
+                + " (use a longer corpus or a smaller task.L)")
+
+    @property
+    def info(self) -> TaskInfo:
+        return TaskInfo(vocab_size=256, n_classes=256, seq_len=self.config.L)
+
+    def sample(self, seeds: torch.Tensor, split: int, index: torch.Tensor) -> Batch:
+        L = self.config.L
+        start, stop = self._bounds[split]
+        k = rng.key(seeds[:, None], split, index)  # (E, B)
+        pos = rng.randint(k, 1, start, stop - L)[..., 0]  # (E, B): window [pos, pos + L]
+        win = pos.cpu().numpy()[..., None] + np.arange(L + 1)  # (E, B, L + 1)
+        w = torch.from_numpy(np.asarray(self._bytes[win], dtype=np.int64)).to(index.device)
+        return Batch(x=w[..., :L], y=w[..., 1:])
+
+    def data_info(self) -> dict:
+        try:
+            where = self.path.resolve().relative_to(data_root().resolve()).as_posix()
+        except ValueError:  # outside the data root
+            where = str(self.path)
+        return {"dataset": "text_corpus", "path": where, "bytes": int(self._bytes.shape[0]),
+                "fingerprint": self._fp,
+                "sizes": {s: b - a for s, (a, b) in zip(("train", "val", "test"), self._bounds)}}
