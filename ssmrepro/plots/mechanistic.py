@@ -1,19 +1,29 @@
-"""Stage 6 (plots): koren2026's mechanistic figures (Figs. 2-5, 9), drawn from saved weights.
+"""Stage 6 (plots): koren2026's mechanistic figures (Figs. 2-5, 9), drawn from saved weights or,
+without them, from the arrays they left beside the figure.
 
 Each kind rebuilds the trained model of every selected cell (``where``; the first seed whose weights
-are saved, ``train.build_member``) and draws the paper's panels from ``analysis.mechanistic``:
+are saved, ``train.build_member``) and computes the paper's panels from ``analysis.mechanistic``:
 
     invariant_operators  Fig. 2 / 9: G_vv (V × 2V) and G_kq (2V × 2V), one row per cell
     hidden_state         Fig. 3: H_t (ideal), H'_t (D × N) and H''_t at t = 2N_f, value × key
     attention_maps       Fig. 4: the ideal α_{τt} = [x_{τ-1} = x_t] and the trained B_τᵀ C_t
     copy_shift           Fig. 5: x_tᵀ G_vv ξ_τ (copy) and ξ_tᵀ G_kq ξ_τ (shift) on the context
 
-Panel titles carry the numbers the claims test (the cell's ``mechanistic`` metrics). Without saved
-weights (a fresh checkout) nothing is drawn and the committed figure stays.
+Panel titles carry the numbers the claims test (the cell's ``mechanistic`` metrics, on the drawn
+sequence where the panel shows one). What is drawn — each panel's colour range and the colour level
+of each of its entries (uint8: the colormap has 256 levels, so the picture is the same as from the
+full-precision matrix), the row names and the title numbers, no more — is written beside the figure
+(``figure.png`` -> ``figure-arrays.npz``, compressed, atomically) and the figure is drawn from those
+stored arrays, so a fresh checkout, where the weights (``runs/``, not in git) are absent, draws the
+same figure from the committed arrays. Neither weights nor arrays: nothing is drawn, and a line on
+stderr says why.
 """
 
 from __future__ import annotations
 
+import io
+import json
+import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,9 +41,12 @@ from ..report.cells import values_equal  # noqa: E402
 from ..sweep import expand  # noqa: E402
 from ..tasks import build_task  # noqa: E402
 from ..train import _DATA_STREAM, build_member, derived_seed  # noqa: E402
+from ..util import atomic_write_bytes  # noqa: E402
 from .registry import FigureConfig, FigureContext, figure_kind  # noqa: E402
 
 CMAP = "inferno"  # the paper's colormap (notes §2.5)
+ARRAYS = "-arrays"  # figure.png -> figure-arrays.npz
+LEVELS = plt.get_cmap(CMAP).N  # the colormap's levels (256): what a stored panel entry keeps
 
 
 class MechFigureConfig(FigureConfig):
@@ -80,6 +93,17 @@ def _matches(run, where: dict[str, Any]) -> bool:
     return True
 
 
+def _matches(run, where: dict[str, Any]) -> bool:
+    flat = run.flat()
+    for k, v in where.items():
+        if k == "label":
+            if not (run.label == v or v in [p.strip() for p in run.label.split("/")]):
+                return False
+        elif k not in flat or not values_equal(flat[k], v):
+            return False
+    return True
+
+
 def _members(ctx: FigureContext, where: list[dict[str, Any]]) -> list[tuple[Any, Any, Any, int]]:
     """(run, trained model, task, data seed) of the first saved seed of every matching cell, in
     the order of the selections."""
@@ -104,10 +128,123 @@ def _name(run) -> str:
     return f"{run.label}: D = {run.model.d_model}, N = {run.model.d_state}"
 
 
-def _show(ax, m: np.ndarray, title: str, xlabel: str, ylabel: str, clip: bool = True):
-    hi = float(np.quantile(m, 0.999)) if clip else float(m.max())
-    im = ax.imshow(m, cmap=CMAP, vmin=0.0 if clip else float(m.min()), vmax=max(hi, 1e-12),
-                   aspect="auto", interpolation="nearest")
+# --- what a figure draws: rows of panels -------------------------------------------------------
+# a row is {"name": str, "panels": {key: (matrix, (vmin, vmax))}, "metrics": {name: value}}
+
+Panel = tuple[np.ndarray, tuple[float, float]]
+
+
+def _panel(m, clip: bool = True) -> Panel:
+    """One panel: its colour range ([0, 99.9 % quantile] when clipped, else [min, max]) and the
+    matrix clipped to it (a value outside the range takes the end colour either way)."""
+    m = np.asarray(m, dtype=np.float64)
+    lo, hi = (0.0, float(np.quantile(m, 0.999))) if clip else (float(m.min()), float(m.max()))
+    hi = max(hi, 1e-12)
+    return np.clip(m, lo, hi), (lo, hi)
+
+
+def _row(run, panels: dict[str, Panel], metrics: dict[str, float]) -> dict[str, Any]:
+    return {"name": _name(run), "panels": panels, "metrics": {k: float(v) for k, v in metrics.items()}}
+
+
+def arrays_path(figure: Path) -> Path:
+    """Where a mechanistic figure's arrays live: ``figure.png`` -> ``figure-arrays.npz``."""
+    return figure.with_name(f"{figure.stem}{ARRAYS}.npz")
+
+
+def _config_key(cfg: MechFigureConfig) -> str:
+    """What the arrays were drawn for (a changed selection makes them stale)."""
+    return json.dumps({"kind": cfg.kind, "where": cfg.where, "sample": cfg.sample},
+                      sort_keys=True, default=str)
+
+
+def _levels(panel: Panel) -> np.ndarray:
+    """The colour level (0..LEVELS-1) of each entry, as the colormap bins the normalised value."""
+    m, (lo, hi) = panel
+    x = (m - lo) / (hi - lo) * LEVELS
+    return np.clip(np.floor(x), 0, LEVELS - 1).astype(np.uint8)
+
+
+def _values(levels: np.ndarray, lim: tuple[float, float]) -> np.ndarray:
+    """A value in the middle of each level's bin (drawn in that level's colour)."""
+    lo, hi = lim
+    return lo + (levels.astype(np.float64) + 0.5) / LEVELS * (hi - lo)
+
+
+def pack(rows: list[dict[str, Any]], cfg: MechFigureConfig) -> bytes:
+    """The compressed .npz of a figure's rows: ``r<i>.<panel>`` (uint8: the colour level of each
+    entry), ``r<i>.<panel>.lim`` (the colour range vmin, vmax), ``r<i>.metrics`` with
+    ``r<i>.metric_names``, ``names`` (row titles) and ``config`` (the figure's selection)."""
+    data: dict[str, np.ndarray] = {"config": np.array(_config_key(cfg)),
+                                   "names": np.array([r["name"] for r in rows], dtype=str)}
+    for i, r in enumerate(rows):
+        for k, panel in r["panels"].items():
+            data[f"r{i}.{k}"] = _levels(panel)
+            data[f"r{i}.{k}.lim"] = np.array(panel[1], dtype=np.float64)
+        data[f"r{i}.metric_names"] = np.array(list(r["metrics"]), dtype=str)
+        data[f"r{i}.metrics"] = np.array(list(r["metrics"].values()), dtype=np.float64)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **data)
+    return buf.getvalue()
+
+
+def unpack(source, cfg: MechFigureConfig) -> list[dict[str, Any]]:
+    """The rows of a figure's .npz (a path or bytes), each panel's entries in the middle of their
+    colour level's bin; ValueError when they were drawn for another selection than ``cfg``'s."""
+    src = io.BytesIO(source) if isinstance(source, bytes) else source
+    with np.load(src, allow_pickle=False) as z:
+        if str(z["config"]) != _config_key(cfg):
+            raise ValueError(f"they were drawn for another selection ({z['config']})")
+        rows = []
+        for i, name in enumerate(z["names"].tolist()):
+            p = f"r{i}."
+            panels = {}
+            for k in z.files:
+                if k.startswith(p) and k.endswith(".lim"):
+                    lim = (float(z[k][0]), float(z[k][1]))
+                    panels[k[len(p):-4]] = (_values(z[k[:-4]], lim), lim)
+            metrics = dict(zip(z[f"{p}metric_names"].tolist(), z[f"{p}metrics"].tolist()))
+            rows.append({"name": name, "panels": panels, "metrics": metrics})
+    return rows
+
+
+def _tell(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
+def _figure(ctx: FigureContext, cfg: MechFigureConfig, path: Path, compute, draw) -> bool:
+    """Compute the rows from the saved weights (and store them), else read the stored arrays;
+    draw the figure from the stored arrays either way."""
+    arrays = arrays_path(path)
+    members = _members(ctx, cfg.where)
+    if members:
+        data = pack([compute(cfg, *m) for m in members], cfg)
+        atomic_write_bytes(arrays, data)
+        rows = unpack(data, cfg)
+    elif arrays.exists():
+        try:
+            rows = unpack(arrays, cfg)
+        except (OSError, ValueError, KeyError) as err:
+            _tell(f"{ctx.spec.id}: {path.name} not drawn: {arrays.name} is unusable ({err}); "
+                  f"re-run `ssmrepro run {ctx.spec.id} --profile {ctx.profile}` to rebuild it")
+            return False
+    else:
+        _tell(f"{ctx.spec.id}: {path.name} not drawn: no saved weights of its cells (runs/, not "
+              f"in git) and no {arrays.name}; `ssmrepro run {ctx.spec.id} --profile "
+              f"{ctx.profile}` trains them")
+        return False
+    if not rows:
+        return False
+    draw(ctx, cfg, path, rows)
+    return True
+
+
+# --- drawing ----------------------------------------------------------------------------------
+
+
+def _show(ax, panel: Panel, title: str, xlabel: str, ylabel: str):
+    m, (lo, hi) = panel
+    im = ax.imshow(m, cmap=CMAP, vmin=lo, vmax=hi, aspect="auto", interpolation="nearest")
     ax.set_title(title, fontsize=8)
     ax.set_xlabel(xlabel, fontsize=8)
     ax.set_ylabel(ylabel, fontsize=8)
@@ -123,11 +260,10 @@ def _halves(ax, V: int, rows: bool, cols: bool) -> None:
         ax.axhline(V - 0.5, **kw)
 
 
-def _save(fig, ctx: FigureContext, cfg: FigureConfig, path: Path, note: str) -> bool:
+def _save(fig, ctx: FigureContext, cfg: FigureConfig, path: Path, note: str) -> None:
     fig.suptitle(f"{ctx.title(cfg)}\n{note}", fontsize=9)
     fig.savefig(path, dpi=120)
     plt.close(fig)
-    return True
 
 
 def _grid(n_rows: int, n_cols: int, w: float = 3.4, h: float = 3.0):
@@ -135,101 +271,146 @@ def _grid(n_rows: int, n_cols: int, w: float = 3.4, h: float = 3.0):
                         squeeze=False, constrained_layout=True)
 
 
-@figure_kind("invariant_operators", OperatorsConfig)
-def invariant_operators(ctx: FigureContext, cfg: OperatorsConfig, path: Path) -> bool:
-    """koren2026 Fig. 2 / 9: G_vv and G_kq of the trained model of each selected cell."""
-    members = _members(ctx, cfg.where)
-    if not members:
-        return False
-    fig, axes = _grid(len(members), 2, w=4.2, h=3.4)
-    for i, (run, model, _, _) in enumerate(members):
-        ops = mech.operators(mech.circuit(model))
-        m = mech.operator_metrics(ops)
-        V = ops.G_vv.shape[0]
+def _probe(task, seed: int, sample: int):
+    ids, y = mech.probe_batch(task, seed, sample + 1)
+    return ids[sample:sample + 1], y[sample:sample + 1]
+
+
+# --- Fig. 2 / 9 ---------------------------------------------------------------------------------
+
+
+def _operators_row(cfg, run, model, task, seed) -> dict[str, Any]:
+    ops = mech.operators(mech.circuit(model))
+    m = mech.operator_metrics(ops)
+    keys = ("gvv.diag_hit", "gvv.dominance", "gkq.diag_hit", "gkq.dominance", "gkq.block_share")
+    return _row(run, {"G_vv": _panel(ops.G_vv.numpy()), "G_kq": _panel(ops.G_kq.numpy())},
+                {k: m[k] for k in keys})
+
+
+def _draw_operators(ctx, cfg, path, rows) -> None:
+    fig, axes = _grid(len(rows), 2, w=4.2, h=3.4)
+    for i, r in enumerate(rows):
+        m, P = r["metrics"], r["panels"]
+        V = P["G_vv"][0].shape[0]
         a = axes[i, 0]
-        im = _show(a, ops.G_vv.numpy(), f"{_name(run)}\nG_vv: value diag hit {m['gvv.diag_hit']:.2f},"
+        im = _show(a, P["G_vv"], f"{r['name']}\nG_vv: value diag hit {m['gvv.diag_hit']:.2f},"
                    f" dominance {m['gvv.dominance']:.1f}", "ξ_τ = [x_(τ-1) | x_τ]", "output y_t")
         _halves(a, V, rows=False, cols=True)
         fig.colorbar(im, ax=a, shrink=0.8)
         a = axes[i, 1]
-        im = _show(a, ops.G_kq.numpy(), f"G_kq: key diag hit {m['gkq.diag_hit']:.2f}, dominance "
+        im = _show(a, P["G_kq"], f"G_kq: key diag hit {m['gkq.diag_hit']:.2f}, dominance "
                    f"{m['gkq.dominance']:.1f}, block share {m['gkq.block_share']:.2f}",
                    "query pair ξ_t = [x_(t-1) | x_t]", "stored pair ξ_τ = [x_(τ-1) | x_τ]")
         _halves(a, V, rows=True, cols=True)
         fig.colorbar(im, ax=a, shrink=0.8)
-    return _save(fig, ctx, cfg, path, "Eq. 10 predicts G_vv ≈ (0 | I) and G_kq ≈ I on its "
-                 "(x_(τ-1), x_t) block (top right), ≈ 0 elsewhere; colour clipped to [0, 99.9 %]")
+    _save(fig, ctx, cfg, path, "Eq. 10 predicts G_vv ≈ (0 | I) and G_kq ≈ I on its "
+          "(x_(τ-1), x_t) block (top right), ≈ 0 elsewhere; colour clipped to [0, 99.9 %]")
+
+
+@figure_kind("invariant_operators", OperatorsConfig)
+def invariant_operators(ctx: FigureContext, cfg: OperatorsConfig, path: Path) -> bool:
+    """koren2026 Fig. 2 / 9: G_vv and G_kq of the trained model of each selected cell."""
+    return _figure(ctx, cfg, path, _operators_row, _draw_operators)
+
+
+# --- Fig. 3 -------------------------------------------------------------------------------------
+
+
+def _hidden_row(cfg, run, model, task, seed) -> dict[str, Any]:
+    kappa = task.config.kappa
+    c = mech.circuit(model)
+    ops = mech.operators(c)
+    ids, _ = _probe(task, seed, cfg.sample)
+    _, Hp, H2 = mech.hidden_states(c, ops, ids, 2 * kappa - 1)
+    H = mech.ideal_hidden(ids, kappa, c.V)
+    m = mech.hidden_metrics(c, ops, ids, kappa)
+    ki, vi = mech.key_ids(c.V), mech.value_ids(c.V)
+    quad = lambda X: X[0][vi][:, ki].numpy()  # noqa: E731
+    return _row(run, {"H_ideal": _panel(quad(H)), "H_prime": _panel(Hp[0].numpy(), clip=False),
+                      "H_dprime": _panel(quad(H2))},
+                {k: m[k] for k in ("hidden.hit", "hidden.snr")})
+
+
+def _draw_hidden(ctx, cfg, path, rows) -> None:
+    fig, axes = _grid(len(rows), 3)
+    for i, r in enumerate(rows):
+        m, P = r["metrics"], r["panels"]
+        _show(axes[i, 0], P["H_ideal"], f"{r['name']}\nH_t = Σ v_n k_nᵀ (ideal)", "key token",
+              "value token")
+        _show(axes[i, 1], P["H_prime"], "H'_t = P_out h_t (compressed)", "N", "D")
+        _show(axes[i, 2], P["H_dprime"], f"H''_t = Π_v,out h_t Π_q,in: hit {m['hidden.hit']:.2f},"
+              f" SNR {m['hidden.snr']:.1f}", "key token", "value token")
+    _save(fig, ctx, cfg, path, "t = 2N_f (end of the context), one test sequence; value × "
+          "key quadrant; the claim: H''_t ≈ H_t (the fact entries stand out)")
 
 
 @figure_kind("hidden_state", HiddenConfig)
 def hidden_state(ctx: FigureContext, cfg: HiddenConfig, path: Path) -> bool:
     """koren2026 Fig. 3: H_t (ideal), H'_t and H''_t = Π_v,out h_t Π_q,in at t = 2N_f."""
-    members = _members(ctx, cfg.where)
-    if not members:
-        return False
-    fig, axes = _grid(len(members), 3)
-    for i, (run, model, task, seed) in enumerate(members):
-        kappa = task.config.kappa
-        c = mech.circuit(model)
-        ops = mech.operators(c)
-        ids, _ = mech.probe_batch(task, seed, cfg.sample + 1)
-        ids = ids[cfg.sample:cfg.sample + 1]
-        _, Hp, H2 = mech.hidden_states(c, ops, ids, 2 * kappa - 1)
-        H = mech.ideal_hidden(ids, kappa, c.V)
-        m = mech.hidden_metrics(c, ops, ids, kappa)
-        ki, vi = mech.key_ids(c.V), mech.value_ids(c.V)
-        quad = lambda X, vi=vi, ki=ki: X[0][vi][:, ki].numpy()  # noqa: E731
-        _show(axes[i, 0], quad(H), f"{_name(run)}\nH_t = Σ v_n k_nᵀ (ideal)", "key token",
-              "value token")
-        _show(axes[i, 1], Hp[0].numpy(), "H'_t = P_out h_t (compressed)", "N", "D", clip=False)
-        _show(axes[i, 2], quad(H2), f"H''_t = Π_v,out h_t Π_q,in: hit {m['hidden.hit']:.2f},"
-              f" SNR {m['hidden.snr']:.1f}", "key token", "value token")
-    return _save(fig, ctx, cfg, path, "t = 2N_f (end of the context), one test sequence; value × "
-                 "key quadrant; the claim: H''_t ≈ H_t (the fact entries stand out)")
+    return _figure(ctx, cfg, path, _hidden_row, _draw_hidden)
+
+
+# --- Fig. 4 -------------------------------------------------------------------------------------
+
+
+def _attention_row(cfg, run, model, task, seed) -> dict[str, Any]:
+    c = mech.circuit(model)
+    ops = mech.operators(c)
+    ids, y = _probe(task, seed, cfg.sample)
+    trained, ideal = mech.attention_maps(c, ops, ids)
+    m = mech.attention_metrics(c, ops, ids, y, task.config.kappa)
+    return _row(run, {"ideal": _panel(ideal[0].numpy()), "trained": _panel(trained[0].numpy())},
+                {k: m[k] for k in ("attn.hit", "attn.corr")})
+
+
+def _draw_attention(ctx, cfg, path, rows) -> None:
+    fig, axes = _grid(len(rows), 2, w=3.6, h=3.3)
+    for i, r in enumerate(rows):
+        m, P = r["metrics"], r["panels"]
+        _show(axes[i, 0], P["ideal"], f"{r['name']}\nideal α_τt = [x_(τ-1) = x_t]",
+              "τ (attended)", "t (query)")
+        _show(axes[i, 1], P["trained"], f"model B_τᵀ C_t: hit {m['attn.hit']:.2f}, corr "
+              f"{m['attn.corr']:.2f}", "τ (attended)", "t (query)")
+    _save(fig, ctx, cfg, path, "one test sequence (causal part); the claim: the trained "
+          "map ≈ the ideal one on the query rows")
 
 
 @figure_kind("attention_maps", AttentionConfig)
 def attention_maps(ctx: FigureContext, cfg: AttentionConfig, path: Path) -> bool:
     """koren2026 Fig. 4: the ideal attention map [x_{τ-1} = x_t] and the trained B_τᵀ C_t."""
-    members = _members(ctx, cfg.where)
-    if not members:
-        return False
-    fig, axes = _grid(len(members), 2, w=3.6, h=3.3)
-    for i, (run, model, task, seed) in enumerate(members):
-        c = mech.circuit(model)
-        ops = mech.operators(c)
-        ids, y = mech.probe_batch(task, seed, cfg.sample + 1)
-        ids, y = ids[cfg.sample:cfg.sample + 1], y[cfg.sample:cfg.sample + 1]
-        trained, ideal = mech.attention_maps(c, ops, ids)
-        m = mech.attention_metrics(c, ops, ids, y, task.config.kappa)
-        _show(axes[i, 0], ideal[0].numpy(), f"{_name(run)}\nideal α_τt = [x_(τ-1) = x_t]",
-              "τ (attended)", "t (query)")
-        _show(axes[i, 1], trained[0].numpy(), f"model B_τᵀ C_t: hit {m['attn.hit']:.2f}, corr "
-              f"{m['attn.corr']:.2f}", "τ (attended)", "t (query)")
-    return _save(fig, ctx, cfg, path, "one test sequence (causal part); the claim: the trained "
-                 "map ≈ the ideal one on the query rows")
+    return _figure(ctx, cfg, path, _attention_row, _draw_attention)
+
+
+# --- Fig. 5 -------------------------------------------------------------------------------------
+
+
+def _copy_shift_row(cfg, run, model, task, seed) -> dict[str, Any]:
+    kappa = task.config.kappa
+    ops = mech.operators(mech.circuit(model))
+    ids, _ = _probe(task, seed, cfg.sample)
+    Mv, Mk = mech.copy_shift_maps(ops, ids, kappa)
+    m = mech.copy_shift_metrics(ops, ids, kappa)
+    return _row(run, {"copy": _panel(Mv[0].numpy()), "shift": _panel(Mk[0].numpy())},
+                {k: m[k] for k in ("conv.copy_hit", "conv.shift_hit")})
+
+
+def _draw_copy_shift(ctx, cfg, path, rows) -> None:
+    fig, axes = _grid(len(rows), 2, w=3.6, h=3.3)
+    for i, r in enumerate(rows):
+        m, P = r["metrics"], r["panels"]
+        _show(axes[i, 0], P["copy"], f"{r['name']}\ncopy x_tᵀ G_vv ξ_τ: hit "
+              f"{m['conv.copy_hit']:.2f}", "τ", "t")
+        _show(axes[i, 1], P["shift"], f"shift ξ_tᵀ G_kq ξ_τ: hit {m['conv.shift_hit']:.2f}",
+              "τ", "t")
+    _save(fig, ctx, cfg, path, "the context (2N_f tokens) of one test sequence; hits on "
+          "its value rows: copy on the main diagonal, shift on τ = t − 1")
 
 
 @figure_kind("copy_shift", CopyShiftConfig)
 def copy_shift(ctx: FigureContext, cfg: CopyShiftConfig, path: Path) -> bool:
     """koren2026 Fig. 5: Conv1D copy (x_tᵀ G_vv ξ_τ, main diagonal) and shift (ξ_tᵀ G_kq ξ_τ)."""
-    members = _members(ctx, cfg.where)
-    if not members:
-        return False
-    fig, axes = _grid(len(members), 2, w=3.6, h=3.3)
-    for i, (run, model, task, seed) in enumerate(members):
-        kappa = task.config.kappa
-        ops = mech.operators(mech.circuit(model))
-        ids, _ = mech.probe_batch(task, seed, cfg.sample + 1)
-        ids = ids[cfg.sample:cfg.sample + 1]
-        Mv, Mk = mech.copy_shift_maps(ops, ids, kappa)
-        m = mech.copy_shift_metrics(ops, ids, kappa)
-        _show(axes[i, 0], Mv[0].numpy(), f"{_name(run)}\ncopy x_tᵀ G_vv ξ_τ: hit "
-              f"{m['conv.copy_hit']:.2f}", "τ", "t")
-        _show(axes[i, 1], Mk[0].numpy(), f"shift ξ_tᵀ G_kq ξ_τ: hit {m['conv.shift_hit']:.2f}",
-              "τ", "t")
-    return _save(fig, ctx, cfg, path, "the context (2N_f tokens) of one test sequence; hits on "
-                 "its value rows: copy on the main diagonal, shift on τ = t − 1")
+    return _figure(ctx, cfg, path, _copy_shift_row, _draw_copy_shift)
 
 
-__all__ = ["attention_maps", "copy_shift", "hidden_state", "invariant_operators"]
+__all__ = ["arrays_path", "attention_maps", "copy_shift", "hidden_state", "invariant_operators",
+           "pack", "unpack"]

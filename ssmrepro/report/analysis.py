@@ -16,7 +16,9 @@ Plot-time analyses (:data:`WEIGHT_ANALYSES`) are computed from each run's saved 
 ``analysis.mechanistic``) and ``output_variance`` (koren2026 Figs. 14-15). :func:`weights_table`
 has one row per run with weights (label, cell keys, seed, the analysis's metrics);
 ``<analysis>.csv`` caches it when there are no weights (a fresh checkout), and its per-cell mean
-over seeds (:func:`cell_means`) feeds the claims.
+over seeds (:func:`cell_means`) feeds the claims. The mechanistic figures keep what they draw in
+``<figure>-arrays.npz`` (``plots.mechanistic``) for the same reason; ``output_variance`` has no
+figure kind of its own (its numbers reach figures and claims as cell columns only).
 """
 
 from __future__ import annotations
