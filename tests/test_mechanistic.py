@@ -87,18 +87,15 @@ def test_probes_refuse_models_they_cannot_read():
                                  [0, 1]))
 
 
-def test_mechanistic_metrics_and_figures_from_saved_weights(tmp_path):
-    """save_weights + analysis mechanistic: the report reads per-cell numbers computed at plot time
-    from the weights, caches them in mechanistic.csv (used when the weights are gone), and the
-    four figure kinds draw the trained cells."""
-    import pandas as pd
+KINDS = ["invariant_operators", "hidden_state", "attention_maps", "copy_shift"]
+
+
+def _mech_spec(tmp_path):
+    """A tiny trained / untrained linear Mamba pair with the four mechanistic figure kinds
+    (stems figure-smoke, hidden_state-smoke, ...)."""
     from helpers import write_spec
-    from typer.testing import CliRunner
 
-    from ssmrepro.cli import app
-
-    kinds = ["invariant_operators", "hidden_state", "attention_maps", "copy_shift"]
-    path = write_spec(
+    return write_spec(
         tmp_path, "t-mech", task=TASK,
         model={"name": "linear_mamba", "d_model": 16, "d_state": 8},
         train={"optimizer": "adamw", "lr": 0.01, "batch_size": 16, "max_steps": 30,
@@ -106,10 +103,22 @@ def test_mechanistic_metrics_and_figures_from_saved_weights(tmp_path):
         sweep=[{"cases": [{"label": "trained"},
                           {"label": "untrained", "set": {"train.max_steps": 0}}]}],
         seeds=[0], save_weights=True, analysis=["mechanistic"],
-        figure={"kind": kinds[0], "where": [{"label": "trained"}, {"label": "untrained"}]},
-        figures=[{"kind": k, "name": k, "where": [{"label": "trained"}]} for k in kinds[1:]],
+        figure={"kind": KINDS[0], "where": [{"label": "trained"}, {"label": "untrained"}]},
+        figures=[{"kind": k, "name": k, "where": [{"label": "trained"}]} for k in KINDS[1:]],
         claims=[{"text": "control", "metric": "gkq.diag_hit", "where": {"label": "untrained"},
                  "op": "<=", "value": 0.5}])
+
+
+def test_mechanistic_metrics_and_figures_from_saved_weights(tmp_path):
+    """save_weights + analysis mechanistic: the report reads per-cell numbers computed at plot time
+    from the weights, caches them in mechanistic.csv (used when the weights are gone), and the
+    four figure kinds draw the trained cells."""
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from ssmrepro.cli import app
+
+    path = _mech_spec(tmp_path)
     out = tmp_path / "res"
     res = CliRunner().invoke(app, ["run", str(path), "--profile", "smoke", "--out", str(out)])
     assert res.exit_code == 0, res.output
@@ -119,7 +128,7 @@ def test_mechanistic_metrics_and_figures_from_saved_weights(tmp_path):
     assert set(mech.MECH_METRICS) <= set(table.columns)
     summary = pd.read_csv(root / "summary-smoke.csv")
     assert summary["gkq.diag_hit"].notna().all()
-    for stem in ["figure", *kinds[1:]]:
+    for stem in ["figure", *KINDS[1:]]:
         assert (root / f"{stem}-smoke.png").stat().st_size > 1000
     assert "1 PASS" in (root / "report-smoke.md").read_text()
     # without the weights (a fresh checkout) the committed table still feeds the claims
@@ -128,6 +137,98 @@ def test_mechanistic_metrics_and_figures_from_saved_weights(tmp_path):
     res = CliRunner().invoke(app, ["plot", str(path), "--profile", "smoke", "--out", str(out)])
     assert res.exit_code == 0, res.output
     assert "1 PASS" in (root / "report-smoke.md").read_text()
+
+
+def test_mechanistic_figures_redraw_from_their_arrays_without_weights(tmp_path):
+    """Drawn from a tiny trained model's weights, each figure leaves its arrays beside it (the
+    operators to a colour level); with the weights gone the same arrays draw the same figure,
+    pixel for pixel, and the report keeps its verdicts; with neither, a line says why."""
+    import matplotlib.image as mpimg
+    import numpy as np
+    from typer.testing import CliRunner
+
+    from ssmrepro.cli import app
+    from ssmrepro.engine import open_store
+    from ssmrepro.plots import mechanistic as pm
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import build_member
+
+    path = _mech_spec(tmp_path)
+    out = tmp_path / "res"
+    plot = ["plot", str(path), "--profile", "smoke", "--out", str(out)]
+    res = CliRunner().invoke(app, ["run", str(path), "--profile", "smoke", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    root = out / "tests" / "t-mech"
+    pngs = [root / f"{stem}-smoke.png" for stem in ["figure", *KINDS[1:]]]
+    arrays = [pm.arrays_path(p) for p in pngs]
+    assert arrays[0].name == "figure-smoke-arrays.npz"
+    from_weights = [mpimg.imread(p) for p in pngs]
+    stored = [a.read_bytes() for a in arrays]
+    assert all(len(b) < 250_000 for b in stored), [len(b) for b in stored]
+    # the stored G_vv of the trained cell is the model's, clipped to its colour range, to a level
+    spec = load_spec(path)
+    run = next(r for r in expand(spec, "smoke") if r.label == "trained")
+    model = build_member(run, open_store(spec, out).read_weights(run.run_id))
+    G = mech.operators(mech.circuit(model)).G_vv.numpy()
+    with np.load(arrays[0]) as z:
+        assert z["names"].tolist() == ["trained: D = 16, N = 8", "untrained: D = 16, N = 8"]
+        lo, hi = z["r0.G_vv.lim"]
+        assert lo == 0.0 and hi == pytest.approx(np.quantile(G, 0.999))
+        assert z["r0.G_vv"].dtype == np.uint8 and z["r0.G_vv"].shape == G.shape
+        err = np.abs(pm._values(z["r0.G_vv"], (lo, hi)) - np.clip(G, lo, hi))
+        assert err.max() <= (hi - lo) / pm.LEVELS / 2 * (1 + 1e-9)
+        names = z["r0.metric_names"].tolist()
+        assert dict(zip(names, z["r0.metrics"])) == pytest.approx(
+            {k: v for k, v in mech.operator_metrics(mech.operators(mech.circuit(model))).items()
+             if k in names})
+    report = (root / "report-smoke.md").read_text().splitlines()[2]
+    # a fresh checkout: no weights, no figures; the arrays draw them again
+    for p in [*(root / "runs").glob("*.pt"), *pngs]:
+        p.unlink()
+    res = CliRunner().invoke(app, plot)
+    assert res.exit_code == 0, res.output
+    for p, a, before, data in zip(pngs, arrays, from_weights, stored):
+        assert a.read_bytes() == data  # read, not rewritten
+        np.testing.assert_array_equal(mpimg.imread(p), before)
+    assert (root / "report-smoke.md").read_text().splitlines()[2] == report
+    # neither weights nor arrays: no figure, a message, no traceback
+    for p in [*pngs, *arrays]:
+        p.unlink()
+    res = CliRunner().invoke(app, plot)
+    assert res.exit_code == 0, res.output
+    assert "figure-smoke.png not drawn: no saved weights" in res.output
+    assert not any(p.exists() for p in pngs)
+
+
+def test_stored_arrays_draw_the_full_precision_picture(tmp_path):
+    """A panel keeps the colour level of each entry (uint8), so the figure drawn from the stored
+    arrays equals the one drawn from the full-precision matrices, for all four kinds."""
+    from types import SimpleNamespace
+
+    import matplotlib.image as mpimg
+    import numpy as np
+
+    from ssmrepro.plots import mechanistic as pm
+
+    task = build_task(TASK)
+    ctx = SimpleNamespace(title=lambda cfg: "t")
+    run = SimpleNamespace(label="x", model=SimpleNamespace(d_model=32, d_state=16))
+    members = [(run, _model(init, D=32, N=16), task, 5) for init in ("designed", "default")]
+    kinds = {"invariant_operators": (pm.OperatorsConfig, pm._operators_row, pm._draw_operators),
+             "hidden_state": (pm.HiddenConfig, pm._hidden_row, pm._draw_hidden),
+             "attention_maps": (pm.AttentionConfig, pm._attention_row, pm._draw_attention),
+             "copy_shift": (pm.CopyShiftConfig, pm._copy_shift_row, pm._draw_copy_shift)}
+    for kind, (Config, row, draw) in kinds.items():
+        cfg = Config(kind=kind)
+        rows = [row(cfg, *m) for m in members]
+        draw(ctx, cfg, tmp_path / "full.png", rows)
+        draw(ctx, cfg, tmp_path / "stored.png", pm.unpack(pm.pack(rows, cfg), cfg))
+        np.testing.assert_array_equal(mpimg.imread(tmp_path / "full.png"),
+                                      mpimg.imread(tmp_path / "stored.png"), err_msg=kind)
+    # arrays drawn for another selection are refused
+    with pytest.raises(ValueError, match="another selection"):
+        pm.unpack(pm.pack(rows, cfg), pm.CopyShiftConfig(kind="copy_shift", sample=1))
 
 
 def test_output_variance_separates_a_recalling_model_from_noise():
