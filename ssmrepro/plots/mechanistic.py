@@ -93,17 +93,6 @@ def _matches(run, where: dict[str, Any]) -> bool:
     return True
 
 
-def _matches(run, where: dict[str, Any]) -> bool:
-    flat = run.flat()
-    for k, v in where.items():
-        if k == "label":
-            if not (run.label == v or v in [p.strip() for p in run.label.split("/")]):
-                return False
-        elif k not in flat or not values_equal(flat[k], v):
-            return False
-    return True
-
-
 def _members(ctx: FigureContext, where: list[dict[str, Any]]) -> list[tuple[Any, Any, Any, int]]:
     """(run, trained model, task, data seed) of the first saved seed of every matching cell, in
     the order of the selections."""
