@@ -294,6 +294,11 @@ def train_pack(
     n_val = _eval_size(task, "val", tc0.val_size)
     n_test = _eval_size(task, "test", tc0.test_size)
     n_fit = min(tc0.val_size, tc0.train_size or tc0.val_size)  # the fixed training slice
+    from .engine.plan import memory_problems  # local: the engine imports this module
+
+    too_big = memory_problems(runs[:1], device)  # the parent checks too; this covers Ray workers
+    if too_big:
+        raise MemoryError(too_big[0])
     model = build_model(r0.model, info, E, [derived_seed(r.seed, _INIT_STREAM) for r in runs],
                         members=[r.model for r in runs])
     model = model.to(device=dev, dtype=dtype)
