@@ -501,7 +501,7 @@ def read_results(path: Path) -> pd.DataFrame:
     """Read a results*.csv (current or older layout) as ``normalize_table`` gives it. Text
     columns stay text: an empty label stays '' (not NaN, which matches no cell) and a run id of
     digits keeps its leading zeros. ``TableError`` when the file is not such a table."""
-    df = read_table(path, ("run_id", "label", "status"), numeric=("seed", "n_params"),
+    df = read_table(path, ("label",), numeric=("seed", "n_params"),  # analytic tables: no run_id
                     dtype={c: str for c in TEXT_COLUMNS})
     for c in TEXT_COLUMNS:
         if c in df:

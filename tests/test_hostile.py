@@ -369,7 +369,7 @@ def test_records_with_metrics_that_are_not_numbers_are_quarantined(trained_store
 
 @pytest.mark.parametrize("name,content,needle", [
     ("results-smoke.csv", b"\x00\xff,,\n\"\n1,2,3", "not a readable CSV table"),
-    ("results-smoke.csv", b"a,b\n1,2\n", "no column run_id"),
+    ("results-smoke.csv", b"a,b\n1,2\n", "no column label"),
     ("results-smoke.csv", None, "holds text where numbers belong"),
     ("curves-smoke.csv", b"a,b\n1,2\n", "no column step"),
 ])
