@@ -321,8 +321,8 @@ def test_a_pack_checks_its_memory_where_it_trains(tmp_path, monkeypatch):
     from ssmrepro.sweep import expand
     from ssmrepro.train import train_pack
 
-    plan_mod = importlib.import_module("ssmrepro.engine.plan")  # the module, not engine.plan()
-    monkeypatch.setattr(plan_mod, "available_memory", lambda device: 1000)
+    train_mod = importlib.import_module("ssmrepro.train")
+    monkeypatch.setattr(train_mod, "available_memory", lambda device: 1000)
     run = expand(load_spec(_one_run_spec(tmp_path)), "smoke")[0]
     with pytest.raises(MemoryError, match="needs about"):
         train_pack([run])

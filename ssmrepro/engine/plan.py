@@ -6,10 +6,15 @@ calibrates, else from the memory estimate (E as large as memory allows, whole ba
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from pathlib import Path
 
+from ..train import (  # noqa: F401  (the memory estimate lives with training; re-exported)
+    MemoryNeed,
+    available_memory,
+    member_bytes,
+    memory_need,
+    memory_problems,
+)
 from .costs import Choice, CostModel
 
 
@@ -22,109 +27,6 @@ class Pack:
 
     def __len__(self) -> int:
         return len(self.runs)
-
-
-def member_bytes(run) -> int:
-    """Rough activation memory of one member per training step (float32 bytes, with autograd):
-    batch size × ``models.activation_floats`` (the blocks' mixer estimates + embeddings / logits)."""
-    from ..models import activation_floats
-    from ..tasks import build_task
-
-    info = build_task(run.task).info
-    return 4 * run.train.batch_size * activation_floats(run.model, info)
-
-
-@dataclass(frozen=True)
-class MemoryNeed:
-    """The planner's estimate of one run's memory at its largest (one member of a pack)."""
-
-    params: int  # parameters of one member
-    param_bytes: int  # weights, gradients and the two Adam moments
-    train_bytes: int  # activations kept for backward by one training step (whole batch)
-    eval_bytes: int  # what one evaluation batch surely holds (no autograd; a lower bound)
-
-    @property
-    def total(self) -> int:
-        return self.param_bytes + max(self.train_bytes, self.eval_bytes)
-
-
-def memory_need(run) -> MemoryNeed:
-    """Bounded estimate (no tensor is allocated; fast for any size): parameters x 4 copies x
-    bytes (``models.param_count``, counted on the meta device) + the larger of a training step's
-    activations (``member_bytes``: the mixers' own estimates) and what an evaluation batch surely
-    holds (``models.eval_floats``)."""
-    from ..models import eval_floats, param_count
-    from ..tasks import build_task
-
-    info = build_task(run.task).info
-    width = 8 if run.train.dtype == "float64" else 4
-    n = param_count(run.model, info)
-    train = member_bytes(run) * width // 4
-    ev = width * run.train.eval_batch_size * eval_floats(run.model, info)
-    return MemoryNeed(n, 4 * width * n, train, ev)
-
-
-def available_memory(device: str) -> int | None:
-    """Bytes this process could still allocate on ``device``: free GPU memory on CUDA, else the
-    kernel's MemAvailable (Linux) or free physical pages; None where unknown."""
-    if device.startswith("cuda"):
-        import torch
-
-        try:
-            return int(torch.cuda.mem_get_info(torch.device(device))[0])
-        except (RuntimeError, AssertionError):
-            return None
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def _gb(n: int) -> str:
-    return f"{n / 1e9:,.1f} GB" if n >= 1e8 else f"{n / 1e6:,.1f} MB"
-
-
-def memory_problems(runs: list, device: str, available: int | None = None) -> list[str]:
-    """'key: reason' for every shape of ``runs`` whose one run alone would not fit in the
-    memory available on ``device`` (``available``: bytes, default measured now). One estimate per
-    pack key; runs whose task data is absent here are left to the run (it loads the data)."""
-    from ..tasks import DataUnavailable
-
-    groups: dict[str, object] = {}
-    for r in runs:
-        groups.setdefault(r.pack_key(), r)
-    if not groups:
-        return []
-    avail = available_memory(device) if available is None else available
-    if avail is None:
-        return []
-    out = []
-    for r in groups.values():
-        try:
-            need = memory_need(r)
-        except DataUnavailable:
-            continue
-        if need.total <= avail:
-            continue
-        what = "model" if need.param_bytes >= max(need.train_bytes, need.eval_bytes) else (
-            "train.batch_size" if need.train_bytes >= need.eval_bytes else "train.eval_batch_size")
-        label = f" {r.label}" if r.label else ""
-        out.append(
-            f"{what}: run{label} needs about {_gb(need.total)} of memory on {device}: "
-            f"{need.params:,} parameters x 4 copies (weights, gradients, Adam moments) = "
-            f"{_gb(need.param_bytes)}, plus activations of a training step (batch "
-            f"{r.train.batch_size}) {_gb(need.train_bytes)} or of an evaluation batch "
-            f"({r.train.eval_batch_size}) {_gb(need.eval_bytes)}; only {_gb(avail)} is "
-            "available. Make the model or the sequences smaller (model.d_model, model.n_layers, "
-            "task length or vocabulary) or the batches (train.batch_size, "
-            "train.eval_batch_size)")
-    return out
 
 
 def _budget(device: str) -> int:
