@@ -116,41 +116,43 @@ def _gb(n: int) -> str:
     return f"{n / 1e9:,.1f} GB" if n >= 1e8 else f"{n / 1e6:,.1f} MB"
 
 
-def memory_problems(runs: list, device: str, available: int | None = None) -> list[str]:
-    """'key: reason' for every shape of ``runs`` whose one run alone would not fit in the
-    memory available on ``device`` (``available``: bytes, default measured now). One estimate per
-    pack key; runs whose task data is absent here are left to the run (it loads the data)."""
+def memory_problem(run, device: str, available: int) -> str | None:
+    """'key: reason' when ``run`` alone needs more than ``available`` bytes on ``device``, else
+    None (also for a model without an estimate, i.e. no ``to_backbone``, and for a task whose
+    data is absent here: the run loads the data and checks then)."""
     from .tasks import DataUnavailable
 
-    groups: dict[str, object] = {}
-    for r in runs:
-        groups.setdefault(r.pack_key(), r)
-    if not groups:
-        return []
-    avail = available_memory(device) if available is None else available
-    if avail is None:
-        return []
-    out = []
-    for r in groups.values():
-        try:
-            need = memory_need(r)
-        except DataUnavailable:
-            continue
-        if need.total <= avail:
-            continue
-        what = "model" if need.param_bytes >= max(need.train_bytes, need.eval_bytes) else (
-            "train.batch_size" if need.train_bytes >= need.eval_bytes else "train.eval_batch_size")
-        label = f" {r.label}" if r.label else ""
-        out.append(
-            f"{what}: run{label} needs about {_gb(need.total)} of memory on {device}: "
+    if not hasattr(run.model, "to_backbone"):
+        return None
+    try:
+        need = memory_need(run)
+    except DataUnavailable:
+        return None
+    if need.total <= available:
+        return None
+    what = "model" if need.param_bytes >= max(need.train_bytes, need.eval_bytes) else (
+        "train.batch_size" if need.train_bytes >= need.eval_bytes else "train.eval_batch_size")
+    label = f" {run.label}" if run.label else ""
+    return (f"{what}: run{label} needs about {_gb(need.total)} of memory on {device}: "
             f"{need.params:,} parameters x 4 copies (weights, gradients, Adam moments) = "
             f"{_gb(need.param_bytes)}, plus activations of a training step (batch "
-            f"{r.train.batch_size}) {_gb(need.train_bytes)} or of an evaluation batch "
-            f"({r.train.eval_batch_size}) {_gb(need.eval_bytes)}; only {_gb(avail)} is "
+            f"{run.train.batch_size}) {_gb(need.train_bytes)} or of an evaluation batch "
+            f"({run.train.eval_batch_size}) {_gb(need.eval_bytes)}; only {_gb(available)} is "
             "available. Make the model or the sequences smaller (model.d_model, model.n_layers, "
             "task length or vocabulary) or the batches (train.batch_size, "
             "train.eval_batch_size)")
-    return out
+
+
+def memory_problems(runs: list, device: str, available: int | None = None) -> list[str]:
+    """``memory_problem`` of one run per shape (pack key) of ``runs``, against ``available``
+    bytes (default: measured now on ``device``; nothing is checked where that is unknown)."""
+    groups: dict[str, object] = {}
+    for r in runs:
+        groups.setdefault(r.pack_key(), r)
+    avail = available_memory(device) if available is None and groups else available
+    if avail is None:
+        return []
+    return [m for r in groups.values() if (m := memory_problem(r, device, avail)) is not None]
 
 
 def derived_seed(seed: int, stream: int) -> int:
@@ -400,9 +402,10 @@ def train_pack(
     n_val = _eval_size(task, "val", tc0.val_size)
     n_test = _eval_size(task, "test", tc0.test_size)
     n_fit = min(tc0.val_size, tc0.train_size or tc0.val_size)  # the fixed training slice
-    too_big = memory_problems(runs[:1], device)  # the parent checks too; this covers Ray workers
+    avail = available_memory(device)  # the parent checks too; this covers Ray workers
+    too_big = memory_problem(r0, device, avail) if avail is not None else None
     if too_big:
-        raise MemoryError(too_big[0])
+        raise MemoryError(too_big)
     model = build_model(r0.model, info, E, [derived_seed(r.seed, _INIT_STREAM) for r in runs],
                         members=[r.model for r in runs])
     model = model.to(device=dev, dtype=dtype)
