@@ -47,6 +47,10 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
+# a seed is a 64-bit integer (the data and init streams are derived from it in int64)
+Seed = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+
+
 class Case(Strict):
     """One named variant of a ``cases`` axis: fixed overrides plus its own optional grid/zip."""
 
@@ -54,7 +58,7 @@ class Case(Strict):
     set: dict[str, Any] = {}
     grid: dict[str, list[Any]] = {}
     zip: dict[str, list[Any]] = {}
-    seeds: list[int] | None = Field(None, description="seeds of this case (default: the spec's)")
+    seeds: list[Seed] | None = Field(None, description="seeds of this case (default: the spec's)")
     constraints: list[str] = Field([], description="extra constraints for this case's points")
 
 
@@ -77,7 +81,7 @@ class Profile(Strict):
     description: str = ""
     set: dict[str, Any] = {}
     sweep: list[Axis] | None = None
-    seeds: list[int] | None = None
+    seeds: list[Seed] | None = None
 
 
 class Select(Strict):
@@ -138,7 +142,7 @@ class PaperValue(Strict):
     where: dict[str, Any]
     metric: str = "test.acc"
     value: float
-    tol: float = 0.05
+    tol: float = Field(0.05, ge=0)
 
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$"  # ids, aliases, paper slugs: safe as paths
@@ -157,14 +161,15 @@ class Spec(Strict):
     model: dict[str, Any] = {}
     train: dict[str, Any] = {}
     sweep: list[Axis] = []
-    seeds: list[int] = [0]
+    seeds: list[Seed] = [0]
     derived: dict[str, str] = {}
     constraints: list[str] = Field(
         [], description="expressions a sweep point must satisfy, e.g. 'model.d_state <= model.d_model'; "
         "points that fail are left out (the paper skips them)"
     )
-    default_profile: str = "quick"
-    profiles: dict[str, Profile]
+    default_profile: Name = "quick"
+    profiles: dict[Name, Profile] = Field(..., description="profile name (letters, digits, . _ -; "
+                                          "part of output file names) -> profile")
     aggregate: Aggregate = Aggregate()
     analysis: list[Literal["decay_histogram", "mechanistic", "output_variance"]] = Field(
         [], description="decay_histogram: recorded at the end of training; mechanistic (koren2026 "
@@ -243,11 +248,49 @@ def format_errors(path: Path | str, err: ValidationError, prefix: str = "") -> l
 _format_errors = format_errors  # the name the sweep stage imports
 
 
+MAX_SPEC_BYTES = 1 << 20  # a spec is a page of settings (the largest shipped one is ~40 kB)
+
+
+class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml when present
+    """yaml.SafeLoader that refuses a mapping with a key given twice (PyYAML keeps the last one
+    silently: ``lr: 0.1`` further down a file would quietly win over the first)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict[Any, Any] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node.start_mark)
+            except TypeError:  # an unhashable key: the base class reports it
+                continue
+            if first is not key_node.start_mark:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} is given twice (first on line {first.line + 1})",
+                    key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
+def parse_yaml(text: str) -> Any:
+    """A YAML document like ``yaml.safe_load``, but a key given twice in one mapping is an error."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
+
+
+def _read_spec_text(path: Path) -> str:
+    """The file's text; SpecError when it is larger than a spec can be (``MAX_SPEC_BYTES``)."""
+    with open(path, "rb") as f:
+        data = f.read(MAX_SPEC_BYTES + 1)
+    if len(data) > MAX_SPEC_BYTES:
+        raise SpecError([f"{path}: (file): larger than {MAX_SPEC_BYTES >> 20} MiB, not a spec"])
+    return data.decode("utf-8")
+
+
 def load_spec(path: Path | str) -> Spec:
     """Parse and validate one spec file (schema only; run configs are checked by ``sweep``)."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_bytes().decode("utf-8"))
+        raw = parse_yaml(_read_spec_text(path))
+    except RecursionError:
+        raise SpecError([f"{path}: (parse): malformed YAML: nested too deeply"]) from None
     except UnicodeDecodeError as err:
         raise SpecError([f"{path}: byte {err.start}: not UTF-8 text"]) from None
     except yaml.YAMLError as err:
@@ -258,6 +301,10 @@ def load_spec(path: Path | str) -> Spec:
         raise SpecError([f"{path}: cannot read: {err.strerror}"]) from None
     if not isinstance(raw, dict):
         raise SpecError([f"{path}: (top level): expected a mapping, got {type(raw).__name__}"])
+    odd = [k for k in raw if not isinstance(k, str)]
+    if odd:
+        raise SpecError([f"{path}: {k!r}: keys are names (text), got {type(k).__name__}"
+                         for k in odd])
     try:
         spec = Spec(**raw)
     except ValidationError as err:
@@ -281,8 +328,8 @@ def spec_paths() -> list[Path]:
 def _light_read(p: Path) -> tuple[str | None, str | None]:
     """(``id:``, ``alias:``) of a spec file without validating it (None where unreadable)."""
     try:
-        raw = yaml.safe_load(p.read_bytes().decode("utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError, OSError):
+        raw = parse_yaml(_read_spec_text(p))
+    except (yaml.YAMLError, UnicodeDecodeError, OSError, SpecError, RecursionError):
         return None, None
     raw = raw if isinstance(raw, dict) else {}
     return tuple(v if isinstance(v, str) else None for v in (raw.get("id"), raw.get("alias")))

@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import ast
+import errno
 import io
 import json
 import math
@@ -70,7 +71,19 @@ def record_problem(rec: Any, run_id: str) -> str | None:
     if rec["status"] in DONE_STATUSES and not (isinstance(rec.get("metrics"), dict)
                                                and rec["metrics"]):
         return "a finished run without metrics"
+    bad = [k for k, v in (rec.get("metrics") or {}).items() if not _is_number(v)]
+    if not isinstance(rec.get("metrics") or {}, dict) or bad:
+        return f"metrics that are not numbers ({', '.join(map(repr, bad[:3])) or 'metrics'})"
+    hist = rec.get("history")
+    if hist is not None and not (isinstance(hist, list) and all(
+            isinstance(h, dict) and all(_is_number(v) for v in h.values()) for h in hist)):
+        return "a history that is not a list of evaluations (step and metric numbers)"
     return None
+
+
+def _is_number(v: Any) -> bool:
+    """A metric value as records hold it: a number, or None (NaN / inf, see ``_clean``)."""
+    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
 
 
 def _json_default(o: Any) -> Any:
@@ -218,8 +231,14 @@ class Store:
         except (json.JSONDecodeError, UnicodeDecodeError, OSError):
             info = {}
         info = info if isinstance(info, dict) else {}
+        pid = info.get("pid")
+        if not (isinstance(info.get("host"), str) and isinstance(pid, int)
+                and not isinstance(pid, bool)):  # no holder can be checked: foreign or garbage
+            info = {"nonce": info.get("nonce")} if isinstance(info.get("nonce"), str) else {}
         if not info.get("nonce"):  # old or unreadable claim: identify it by inode and mtime
-            info = {**info, "nonce": f"{st.st_ino}-{st.st_mtime_ns}", "_unreadable": not info}
+            info = {**info, "nonce": f"{st.st_ino}-{st.st_mtime_ns}"}
+        if "host" not in info:
+            info["_unreadable"] = True
         return info
 
     def _is_stale(self, path: Path, info: dict | None = None) -> bool:
@@ -230,6 +249,8 @@ class Store:
             age = time.time() - path.stat().st_mtime
         except FileNotFoundError:
             return True
+        if age < -self.stale_after:  # touched far "in the future" (a wrong clock, a copied
+            return True  # file): it would never look stale, and runs would wait for it forever
         if info.get("_unreadable"):  # half-written by a killed process, or foreign
             return age > 5.0
         pid = info.get("pid")
@@ -303,6 +324,17 @@ class Store:
             if not marker.with_name(marker.name.split(".taken.")[0]).exists():
                 marker.unlink(missing_ok=True)  # its claim is gone: the marker is debris
         return n
+
+    def prepare(self) -> None:
+        """Create the store's folders now, before any training: a file where a folder belongs or
+        a folder that cannot be written fails here (OSError naming the path), not in a worker."""
+        for d in (self.root, self.runs, self.claims):
+            d.mkdir(parents=True, exist_ok=True)
+        if (self.root / "events.jsonl").exists() and not (self.root / "events.jsonl").is_file():
+            raise OSError(errno.EISDIR, "the event log is not a file", str(self.root / "events.jsonl"))
+        for path in self.claims.glob("*.claim"):
+            if not path.is_file():  # nothing could ever replace or remove it: runs would wait
+                raise OSError(errno.EISDIR, "a claim that is not a file (remove it)", str(path))
 
     def heartbeat(self, run_ids: Iterable[str]) -> None:
         for r in run_ids:
@@ -434,15 +466,56 @@ def normalize_table(df: pd.DataFrame) -> pd.DataFrame:
 TEXT_COLUMNS = ("run_id", "profile", "label", "status", "stop_reason")
 
 
+class TableError(ValueError):
+    """A committed table (results.csv, curves.csv ...) that is not what its name says: not CSV,
+    another tool's file, or text where numbers belong. The message names the file."""
+
+
+def read_table(path: Path, required: tuple[str, ...] = (), numeric=(), **kw) -> pd.DataFrame:
+    """``pd.read_csv`` of a table this project wrote, checked: it parses, has the ``required``
+    columns, and the columns ``numeric`` names (a list, or a predicate on the column name) hold
+    numbers; else ``TableError``."""
+    fix = "delete it to rebuild it from the run records (or re-run the runs)"
+    try:
+        df = pd.read_csv(path, **kw)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError,
+            ValueError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise TableError(f"{path}: not a readable CSV table ({first}); {fix}") from None
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        raise TableError(f"{path}: not a table of this project (no column {', '.join(missing)}); "
+                         f"{fix}")
+    cols = [c for c in df.columns if numeric(c)] if callable(numeric) else list(numeric)
+    for c in cols:
+        if c in df.columns and not pd.api.types.is_numeric_dtype(df[c]):
+            try:
+                df[c] = pd.to_numeric(df[c])
+            except (ValueError, TypeError):
+                raise TableError(f"{path}: column {c!r} holds text where numbers belong; "
+                                 f"{fix}") from None
+    return df
+
+
 def read_results(path: Path) -> pd.DataFrame:
     """Read a results*.csv (current or older layout) as ``normalize_table`` gives it. Text
     columns stay text: an empty label stays '' (not NaN, which matches no cell) and a run id of
-    digits keeps its leading zeros."""
-    df = pd.read_csv(path, dtype={c: str for c in TEXT_COLUMNS})
+    digits keeps its leading zeros. ``TableError`` when the file is not such a table."""
+    df = read_table(path, ("label",), numeric=("seed", "n_params"),  # analytic tables: no run_id
+                    dtype={c: str for c in TEXT_COLUMNS})
     for c in TEXT_COLUMNS:
         if c in df:
             df[c] = df[c].fillna("")
-    return normalize_table(df)
+    df = normalize_table(df)
+    for c in [c for c in df.columns if is_metric_column(c)]:
+        if not pd.api.types.is_numeric_dtype(df[c]):
+            try:
+                df[c] = pd.to_numeric(df[c])
+            except (ValueError, TypeError):
+                raise TableError(f"{path}: column {c!r} holds text where numbers belong; delete "
+                                 "it to rebuild it from the run records (or re-run the runs)"
+                                 ) from None
+    return df
 
 
 # ------------------------------------------------------------------------------ where a spec lives

@@ -32,8 +32,11 @@ history (and the final one) above the best validation loss before it, as a fract
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -45,6 +48,111 @@ from .tasks.base import IGNORE, TEST, TRAIN, VAL, Batch, Task, TaskInfo, fixed_s
 
 _INIT_STREAM, _DATA_STREAM, _PERM_STREAM = 1, 2, 3
 AVG_LOSS_WINDOW = 1000  # train.avg_loss: mean training-batch loss over the last 1000 steps
+
+
+# ----------------------------------------------------------------------------------------------
+# memory: what one run needs, checked before a pack is built (engine.plan, train_pack)
+
+
+def member_bytes(run) -> int:
+    """Rough activation memory of one member per training step (float32 bytes, with autograd):
+    batch size × ``models.activation_floats`` (the blocks' mixer estimates + embeddings / logits)."""
+    from .models import activation_floats
+
+    info = build_task(run.task).info
+    return 4 * run.train.batch_size * activation_floats(run.model, info)
+
+
+@dataclass(frozen=True)
+class MemoryNeed:
+    """The planner's estimate of one run's memory at its largest (one member of a pack)."""
+
+    params: int  # parameters of one member
+    param_bytes: int  # weights, gradients and the two Adam moments
+    train_bytes: int  # activations kept for backward by one training step (whole batch)
+    eval_bytes: int  # what one evaluation batch surely holds (no autograd; a lower bound)
+
+    @property
+    def total(self) -> int:
+        return self.param_bytes + max(self.train_bytes, self.eval_bytes)
+
+
+def memory_need(run) -> MemoryNeed:
+    """Bounded estimate (no tensor is allocated; fast for any size): parameters x 4 copies x
+    bytes (``models.param_count``, counted on the meta device) + the larger of a training step's
+    activations (``member_bytes``: the mixers' own estimates) and what an evaluation batch surely
+    holds (``models.eval_floats``)."""
+    from .models import eval_floats, param_count
+
+    info = build_task(run.task).info
+    width = 8 if run.train.dtype == "float64" else 4
+    n = param_count(run.model, info)
+    train = member_bytes(run) * width // 4
+    ev = width * run.train.eval_batch_size * eval_floats(run.model, info)
+    return MemoryNeed(n, 4 * width * n, train, ev)
+
+
+def available_memory(device: str) -> int | None:
+    """Bytes this process could still allocate on ``device``: free GPU memory on CUDA, else the
+    kernel's MemAvailable (Linux) or free physical pages; None where unknown."""
+    if device.startswith("cuda"):
+        try:
+            return int(torch.cuda.mem_get_info(torch.device(device))[0])
+        except (RuntimeError, AssertionError):
+            return None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _gb(n: int) -> str:
+    return f"{n / 1e9:,.1f} GB" if n >= 1e8 else f"{n / 1e6:,.1f} MB"
+
+
+def memory_problem(run, device: str, available: int) -> str | None:
+    """'key: reason' when ``run`` alone needs more than ``available`` bytes on ``device``, else
+    None (also for a model without an estimate, i.e. no ``to_backbone``, and for a task whose
+    data is absent here: the run loads the data and checks then)."""
+    from .tasks import DataUnavailable
+
+    if not hasattr(run.model, "to_backbone"):
+        return None
+    try:
+        need = memory_need(run)
+    except DataUnavailable:
+        return None
+    if need.total <= available:
+        return None
+    what = "model" if need.param_bytes >= max(need.train_bytes, need.eval_bytes) else (
+        "train.batch_size" if need.train_bytes >= need.eval_bytes else "train.eval_batch_size")
+    label = f" {run.label}" if run.label else ""
+    return (f"{what}: run{label} needs about {_gb(need.total)} of memory on {device}: "
+            f"{need.params:,} parameters x 4 copies (weights, gradients, Adam moments) = "
+            f"{_gb(need.param_bytes)}, plus activations of a training step (batch "
+            f"{run.train.batch_size}) {_gb(need.train_bytes)} or of an evaluation batch "
+            f"({run.train.eval_batch_size}) {_gb(need.eval_bytes)}; only {_gb(available)} is "
+            "available. Make the model or the sequences smaller (model.d_model, model.n_layers, "
+            "task length or vocabulary) or the batches (train.batch_size, "
+            "train.eval_batch_size)")
+
+
+def memory_problems(runs: list, device: str, available: int | None = None) -> list[str]:
+    """``memory_problem`` of one run per shape (pack key) of ``runs``, against ``available``
+    bytes (default: measured now on ``device``; nothing is checked where that is unknown)."""
+    groups: dict[str, object] = {}
+    for r in runs:
+        groups.setdefault(r.pack_key(), r)
+    avail = available_memory(device) if available is None and groups else available
+    if avail is None:
+        return []
+    return [m for r in groups.values() if (m := memory_problem(r, device, avail)) is not None]
 
 
 def derived_seed(seed: int, stream: int) -> int:
@@ -294,6 +402,10 @@ def train_pack(
     n_val = _eval_size(task, "val", tc0.val_size)
     n_test = _eval_size(task, "test", tc0.test_size)
     n_fit = min(tc0.val_size, tc0.train_size or tc0.val_size)  # the fixed training slice
+    avail = available_memory(device)  # the parent checks too; this covers Ray workers
+    too_big = memory_problem(r0, device, avail) if avail is not None else None
+    if too_big:
+        raise MemoryError(too_big)
     model = build_model(r0.model, info, E, [derived_seed(r.seed, _INIT_STREAM) for r in runs],
                         members=[r.model for r in runs])
     model = model.to(device=dev, dtype=dtype)

@@ -189,3 +189,281 @@ def test_a_list_valued_sweep_axis_reports(tmp_path):
                                                                              [0.8, 0.95]]}}])
     res = _invoke("run", spec, "--out", tmp_path / "o", "--pack-size", "2")
     assert res.exit_code == 0, res.output
+
+
+# ---------------------------------------------------------------------------------------------
+# second round of probes (issue 11): names that become paths, oversized input, memory, corrupt
+# store files and dataset caches, malformed claims, quiet nonsense
+
+
+def _one_run_spec(tmp_path, **kw):
+    kw.setdefault("seeds", [0])
+    kw.setdefault("sweep", [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]}])
+    return write_spec(tmp_path, **kw)
+
+
+def _leaked(tmp_path, out: Path) -> list[Path]:
+    """Files written under tmp_path's parent outside ``out`` (and the spec files of tmp_path)."""
+    return [p for p in tmp_path.parent.rglob("*escaped*")] + [
+        p for p in tmp_path.rglob("*") if p.suffix == ".png" and out not in p.parents]
+
+
+@pytest.mark.parametrize("override,args,key", [
+    ({"figures": [{"kind": "bars", "metric": "test.acc", "x": "label",
+                   "name": "../../../escaped"}]}, [], "figures.0.name"),
+    ({"figure": {"kind": "bars", "metric": "test.acc", "x": "label", "name": "/tmp/escaped"}},
+     [], "figure.name"),
+    ({"profiles": {"smoke": {}, "quick": {}, "paper": {}, "../../escaped": {}}},
+     ["--profile", "../../escaped"], "profiles."),
+    ({"profiles": {"smoke": {}, "quick": {}, "paper": {}, "../../escaped": {}},
+      "default_profile": "../../escaped"}, [], "default_profile"),
+])
+def test_names_that_become_file_names_cannot_leave_the_folder(tmp_path, override, args, key):
+    spec = _one_run_spec(tmp_path, **override)
+    out = tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--no-calibrate", *(args or ["--profile", "smoke"]))
+    _assert_refused(res, key)
+    assert not _leaked(tmp_path, out) and not out.exists()
+
+
+def test_a_key_given_twice_is_refused(tmp_path):
+    spec = _one_run_spec(tmp_path)
+    spec.write_text(spec.read_text() + "seeds: [5]\n")  # PyYAML alone keeps the last one
+    _assert_refused(_invoke("validate", spec), "'seeds' is given twice")
+
+
+def test_oversized_and_deeply_nested_spec_files_are_refused(tmp_path):
+    big = tmp_path / "big.yaml"
+    big.write_text(_one_run_spec(tmp_path).read_text() + "# padding\n" * 200_000)
+    _assert_refused(_invoke("validate", big), "larger than 1 MiB")
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("a: " + "[" * 20_000 + "]" * 20_000 + "\n")
+    _assert_refused(_invoke("validate", deep), "malformed YAML")
+
+
+@pytest.mark.parametrize("override,args,needle", [
+    ({}, ["--set", "task.name=[1]"], "task.name: expected the name of a task"),
+    ({}, ["--set", "model.name={a: 1}"], "model.name: expected the name of a model"),
+    ({}, ["--set", "train={1: 2}"], "field names are text"),
+    ({}, ["--set", "task..T=3"], "an empty part in the key"),
+    ({"figure": {"kind": ["bars"]}}, [], "figure.kind: unknown figure kind"),
+    ({"claims": [{"check": ["threshold"], "text": "t"}]}, [], "claims.0.check: unknown check"),
+    ({"claims": [{"text": "t", "op": ">", "value": float("nan")}]}, [], "claims.0.value"),
+    ({"paper_values": [{"where": {"label": "S6"}, "value": 0.5, "tol": -1}]}, [],
+     "paper_values.0.tol"),
+    ({"seeds": [2**70]}, [], "seeds.0"),
+])
+def test_malformed_values_are_messages(tmp_path, override, args, needle):
+    _assert_refused(_invoke("validate", _one_run_spec(tmp_path, **override), *args), needle)
+
+
+def test_a_top_level_key_that_is_not_text_is_a_message(tmp_path):
+    spec = _one_run_spec(tmp_path)
+    spec.write_text("1: x\n" + spec.read_text())
+    _assert_refused(_invoke("validate", spec), "keys are names (text)")
+
+
+def test_a_bad_thread_count_and_an_empty_project_are_messages(tmp_path):
+    res = _invoke("run", _one_run_spec(tmp_path), "--out", tmp_path / "o", "--profile", "smoke",
+                  env={"SSMREPRO_THREADS": "abc"})
+    _assert_refused(res, "SSMREPRO_THREADS")
+    assert not (tmp_path / "o").exists()
+    _assert_refused(_invoke("list", env={"SSMREPRO_ROOT": str(tmp_path / "nothing")}),
+                    "no experiment specs")
+
+
+@pytest.mark.parametrize("setting", ["model.d_model=1000000", "task.T=1000000000",
+                                     "task.vocab=1000000000"])
+def test_a_model_too_large_for_memory_is_refused_before_training(tmp_path, setting):
+    spec, out = _one_run_spec(tmp_path), tmp_path / "out"
+    for extra in (["--dry-run", "--no-estimate"], []):
+        res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate",
+                      "--set", setting, *extra)
+        _assert_refused(res, "needs about", "available")
+    assert not list(out.rglob("runs")) and not list(out.rglob("*.json"))  # nothing trained
+
+
+def test_the_model_depth_is_bounded(tmp_path):
+    res = _invoke("validate", _one_run_spec(tmp_path), "--set", "model.n_layers=1000000")
+    _assert_refused(res, "model.n_layers", "1024")
+    res = _invoke("validate", _one_run_spec(tmp_path, sweep=[], model={
+        "name": "seq_lm", "d_model": 8, "layers": "SSM-TF", "repeat": 1000}))
+    _assert_refused(res, "more than 1024")
+
+
+def test_the_memory_estimate_counts_parameters_exactly_and_can_refuse(tmp_path):
+    from ssmrepro.engine.plan import memory_need, memory_problems
+    from ssmrepro.models import build_model, count_params
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.tasks import build_task
+
+    seen = set()
+    for p in sorted((ROOT / "experiments").glob("*/*.yaml")):
+        for r in expand(load_spec(p), "smoke") if load_spec(p).analytic is None else []:
+            if r.model.name in seen or r.task.name.startswith(("lra_", "text_")):
+                continue
+            seen.add(r.model.name)
+            info = build_task(r.task).info
+            assert memory_need(r).params == count_params(build_model(r.model, info, 1), 1), p
+    assert len(seen) >= 4, seen
+    run = expand(load_spec(_one_run_spec(tmp_path)), "smoke")[0]
+    need = memory_need(run).total
+    assert memory_problems([run], "cpu", available=need) == []
+    (msg,) = memory_problems([run], "cpu", available=need - 1)
+    assert "needs about" in msg and "S6" in msg
+
+
+def test_a_pack_checks_its_memory_where_it_trains(tmp_path, monkeypatch):
+    import importlib
+
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import train_pack
+
+    train_mod = importlib.import_module("ssmrepro.train")
+    monkeypatch.setattr(train_mod, "available_memory", lambda device: 1000)
+    run = expand(load_spec(_one_run_spec(tmp_path)), "smoke")[0]
+    with pytest.raises(MemoryError, match="needs about"):
+        train_pack([run])
+
+
+@pytest.fixture(scope="module")
+def trained_store(tmp_path_factory) -> Path:
+    """One smoke run of a one-run spec, trained once: (folder holding spec.yaml and out/)."""
+    root = tmp_path_factory.mktemp("trained")
+    spec = _one_run_spec(root)
+    res = _invoke("run", spec, "--out", root / "out", "--profile", "smoke", "--no-calibrate",
+                  "--no-plot", "--workers", "1")
+    assert res.exit_code == 0, res.output
+    return root
+
+
+def _copy_trained(trained_store: Path, tmp_path: Path) -> tuple[Path, Path]:
+    shutil.copy(trained_store / "t-spec.yaml", tmp_path / "t-spec.yaml")
+    shutil.copytree(trained_store / "out", tmp_path / "out")
+    return tmp_path / "t-spec.yaml", tmp_path / "out" / "tests" / "t-spec"
+
+
+@pytest.mark.parametrize("edit", [
+    lambda r: r["metrics"].update({"test.acc": "high"}),
+    lambda r: r["metrics"].update({"test.acc": [1, 2]}),
+    lambda r: r.update(history="garbage"),
+    lambda r: r.update(history=[{"step": 0, "val.acc": "x"}]),
+])
+def test_records_with_metrics_that_are_not_numbers_are_quarantined(trained_store, tmp_path,
+                                                                    edit):
+    import json
+
+    spec, store = _copy_trained(trained_store, tmp_path)
+    (path,) = (store / "runs").glob("*.json")
+    rec = json.loads(path.read_text())
+    edit(rec)
+    path.write_text(json.dumps(rec))
+    res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--no-calibrate",
+                  "--workers", "1")
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "quarantined" in res.output and "trained 1 runs" in res.output, res.output
+    assert list((store / "runs" / "quarantine").iterdir())
+
+
+@pytest.mark.parametrize("name,content,needle", [
+    ("results-smoke.csv", b"\x00\xff,,\n\"\n1,2,3", "not a readable CSV table"),
+    ("results-smoke.csv", b"a,b\n1,2\n", "no column label"),
+    ("results-smoke.csv", None, "holds text where numbers belong"),
+    ("curves-smoke.csv", b"a,b\n1,2\n", "no column step"),
+])
+def test_committed_tables_that_are_not_tables_are_messages(trained_store, tmp_path, name,
+                                                           content, needle):
+    spec, store = _copy_trained(trained_store, tmp_path)
+    res = _invoke("plot", spec, "--out", tmp_path / "out", "--profile", "smoke")
+    assert res.exit_code == 0, res.output  # writes results-smoke.csv and curves-smoke.csv
+    shutil.rmtree(store / "runs")  # a fresh clone: the committed tables are all there is
+    table = store / name
+    if content is None:  # text in a metric column
+        lines = table.read_text().splitlines()
+        col = lines[0].split(",").index("metric.test.acc")
+        row = lines[1].split(",")
+        row[col] = "high"
+        table.write_text("\n".join([lines[0], ",".join(row)]) + "\n")
+    else:
+        table.write_bytes(content)
+    _assert_refused(_invoke("plot", spec, "--out", tmp_path / "out", "--profile", "smoke"),
+                    str(table), needle)
+
+
+@pytest.mark.parametrize("what", ["runs-is-a-file", "claims-is-a-file", "claim-is-a-folder",
+                                  "events-is-a-folder"])
+def test_store_paths_of_the_wrong_kind_are_messages_before_training(trained_store, tmp_path,
+                                                                    what):
+    spec, store = _copy_trained(trained_store, tmp_path)
+    shutil.rmtree(store / "runs")
+    shutil.rmtree(store / "claims", ignore_errors=True)
+    if what == "runs-is-a-file":
+        (store / "runs").write_text("x")
+    elif what == "claims-is-a-file":
+        (store / "claims").write_text("x")
+    elif what == "claim-is-a-folder":
+        (store / "claims" / "x.claim" / "inside").mkdir(parents=True)
+    else:
+        (store / "events.jsonl").unlink()
+        (store / "events.jsonl").mkdir()
+    res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--no-calibrate",
+                  "--no-plot", "--workers", "2")
+    _assert_refused(res, "cannot use")
+    assert "trained" not in res.output
+
+
+def test_claims_that_name_no_checkable_holder_do_not_block_forever(tmp_path):
+    import json
+    import time
+
+    from ssmrepro.store import Store
+
+    st = Store(tmp_path)
+    st.claims.mkdir(parents=True)
+    garbage = st.claims / "r1.claim"  # this host, but a pid that is no process id
+    garbage.write_text(json.dumps({"host": st.host, "pid": "abc", "nonce": "n1"}))
+    old = time.time() - 30
+    os.utime(garbage, (old, old))
+    assert st.holder("r1") is None and st.claim("r1")
+    future = st.claims / "r2.claim"  # another host's claim touched "next year"
+    future.write_text(json.dumps({"host": "elsewhere", "pid": 1, "nonce": "n2"}))
+    later = time.time() + 365 * 86400
+    os.utime(future, (later, later))
+    assert st.holder("r2") is None and st.claim("r2")
+    live = st.claims / "r3.claim"  # a fresh claim of another host is still respected
+    live.write_text(json.dumps({"host": "elsewhere", "pid": 1, "nonce": "n3"}))
+    assert st.holder("r3") is not None and not st.claim("r3")
+
+
+def _meta_edit(fn):
+    def edit(entry: Path) -> None:
+        import json
+
+        meta = json.loads((entry / "meta.json").read_text())
+        fn(meta)
+        (entry / "meta.json").write_text(json.dumps(meta))
+    return edit
+
+
+@pytest.mark.parametrize("corrupt", [
+    _meta_edit(lambda m: m.pop("kind")),
+    _meta_edit(lambda m: m["arrays"].remove("test.x")),
+    lambda e: __import__("numpy").save(e / "test.labels.npy",
+                                        __import__("numpy").zeros(1, dtype="int64")),
+    lambda e: __import__("numpy").save(e / "test.x.npy",
+                                        __import__("numpy").full((5, 5), float("nan"))),
+    lambda e: (shutil.rmtree(e), e.write_text("not a folder")),
+], ids=["meta-without-kind", "missing-array", "rows-disagree", "text-inputs", "entry-is-a-file"])
+def test_damaged_dataset_cache_entries_are_rebuilt(tmp_path, corrupt):
+    from ssmrepro.data.datasets import load_lra
+
+    root = tmp_path / "data"
+    shutil.copytree(ROOT / "tests/assets/lra/lra/listops-1000", root / "lra/listops-1000")
+    good = load_lra("listops", "test", root)
+    x, labels = good.x.copy(), good.labels.copy()
+    corrupt(good.cache_path)
+    with pytest.warns(UserWarning, match="damaged cache entry"):
+        again = load_lra("listops", "test", root)
+    assert (again.x == x).all() and (again.labels == labels).all()

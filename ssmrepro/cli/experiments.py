@@ -65,7 +65,13 @@ def list_cmd(
 
     t = Table("id", "alias", "tier", "title", "status")
     rows = []
-    for p in spec_paths():
+    paths = spec_paths()
+    if not paths:
+        from ..spec import experiments_dir
+
+        fail([f"{experiments_dir()}: no experiment specs here (<paper>/<id>.yaml); run from the "
+              "project folder or set SSMREPRO_ROOT to it"])
+    for p in paths:
         try:
             s = load_spec(p)
             runs = expand(s, s.default_profile)
@@ -233,9 +239,14 @@ def run(
     """Train an experiment's runs (resuming finished ones), then write CSV, figure and report."""
     from ..engine import ENGINES, run_experiment
     from ..engine import dry_run as plan_dry_run
+    from ..engine.local import thread_override
     from ..plots import validate_outputs
     from ..sweep import expand
 
+    try:
+        thread_override()  # $SSMREPRO_THREADS, read by every worker: refuse a bad value now
+    except ValueError as err:
+        fail([str(err)])
     spec = _spec(name)
     profile = profile or spec.default_profile
     overrides = _overrides(set_)

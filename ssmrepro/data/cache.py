@@ -114,6 +114,10 @@ def load_entry(path: Path, mmap: bool = True) -> tuple[dict[str, np.ndarray], di
     """Load a cache entry, or None when it does not exist. A damaged entry (unreadable
     ``meta.json``, a missing or truncated array) is removed, so the caller prepares it again."""
     meta_file = path / META_FILE
+    if path.exists() and not path.is_dir():  # a file where the entry's folder belongs
+        warnings.warn(f"damaged cache entry {path} (not a folder); rebuilding it", stacklevel=2)
+        path.unlink()
+        return None
     if not meta_file.exists():
         return None
     try:

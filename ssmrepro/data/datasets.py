@@ -31,6 +31,8 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import shutil
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -498,6 +500,11 @@ def load_lra(
     cdir = Path(cache_dir) if cache_dir is not None else cache_root(root_path)
     entry_path = entry_dir(cdir, name, key)
     loaded = load_entry(entry_path) if cache else None
+    why = entry_problem(*loaded) if loaded is not None else None
+    if why is not None:  # readable, but not what prepare() writes: rebuild it
+        warnings.warn(f"damaged cache entry {entry_path} ({why}); rebuilding it", stacklevel=2)
+        shutil.rmtree(entry_path, ignore_errors=True)
+        loaded = None
     if loaded is None:
         splits, meta = ddef.prepare(src, path, cfg)
         arrays = {f"{s}.{k}": v for s, d in splits.items() for k, v in d.items()}
@@ -509,6 +516,25 @@ def load_lra(
             loaded = (arrays, meta)
     arrays, meta = loaded
     return _build(name, split, src, path, cfg, arrays, meta, entry_path if cache else None)
+
+
+def entry_problem(arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> str | None:
+    """Why a loaded cache entry cannot be a prepared dataset, else None: every split has its
+    inputs (``<split>.x``, numbers) and integer labels, each split's arrays agree on the number of
+    examples, and the meta names the input kind."""
+    if not isinstance(meta.get("kind"), str):
+        return "meta.json names no input kind"
+    for split in SPLITS:
+        x, y = arrays.get(f"{split}.x"), arrays.get(f"{split}.labels")
+        if x is None or y is None:
+            return f"no {split}.x or {split}.labels array"
+        if not np.issubdtype(x.dtype, np.number) or not np.issubdtype(y.dtype, np.integer):
+            return f"{split}: inputs {x.dtype} / labels {y.dtype} are not numbers / integers"
+        rows = {k: a.shape[0] if a.ndim else -1 for k, a in arrays.items()
+                if k.startswith(f"{split}.")}
+        if len(set(rows.values())) != 1:
+            return f"{split}: arrays of different lengths {rows}"
+    return None
 
 
 def _build(dataset, split, src, path, cfg, arrays, meta, entry_path) -> LRADataset:

@@ -21,12 +21,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from ..spec import Spec
+from ..spec import Spec, SpecError
 from ..store import Store, open_store, output_name, results_dir
 from ..sweep import RunConfig, expand, overrides_tag, unique_runs
 from .costs import CostModel
 from .local import Event, WorkSettings, default_workers, git_commit, run_in_process, run_workers
-from .plan import Pack, estimate_seconds, plan
+from .plan import Pack, estimate_seconds, memory_problems, plan
 
 ENGINES = ("local", "ray")
 
@@ -83,6 +83,15 @@ def _pending(spec: Spec, profile: str, store: Store, max_runs: int | None,
     return runs, unique, pending
 
 
+def check_memory(spec: Spec, profile: str, runs: list, device: str,
+                 available: int | None = None) -> None:
+    """Refuse (SpecError, exit 2) before anything is built when one run of ``runs`` alone needs
+    more memory than ``device`` has available (``plan.memory_problems``)."""
+    bad = memory_problems(runs, device, available)
+    if bad:
+        raise SpecError([f"{spec.path or spec.id}: [profile {profile}] {m}" for m in bad])
+
+
 def cost_model(device: str, workers: int | None = None) -> CostModel:
     """The planner's cost model, timing with the thread count each worker will have."""
     cores = default_workers(device, 10**9)
@@ -96,6 +105,7 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
     ``estimate`` the planner calibrates (as a real run would) and the estimate uses its timings."""
     store = open_store(spec, out)
     _, unique, pending = _pending(spec, profile, store, max_runs, overrides)
+    check_memory(spec, profile, pending, device)
     costs = cost_model(device) if estimate else None
     packs = plan(pending, pack_size, device, costs)
     d = DryRun(len(unique), len(unique) - len([r for r in unique if not store.is_done(r.run_id)]),
@@ -185,8 +195,19 @@ def run_experiment(
         device = ray_engine.cluster_device(device)
         budget = ray_engine.device_budget(device) if pack_size is None else None
         n_workers = ray_engine.slots(device, cpus_per_pack)
+        if budget is not None:  # half the free memory of a worker's GPU (else: checked there)
+            try:
+                check_memory(spec, profile, pending, device, available=2 * budget)
+            except SpecError:
+                if ray_owned:
+                    ray_engine.shutdown()
+                raise
         console.print(f"[dim]Ray cluster ready in {time.time() - t0:.1f}s: {n_workers} pack "
                       f"slots[/]")
+    if engine == "local":
+        check_memory(spec, profile, pending, device)
+    if pending:
+        store.prepare()
     # the cost model times steps on this machine: it plans local runs, not a remote cluster's
     costs = cost_model(device, workers) if calibrate and engine == "local" else None
     packs = plan(pending, pack_size, device, costs, budget)
@@ -301,7 +322,7 @@ def _wait_for_others(tr: _Tracker, by_id: dict[str, RunConfig], store: Store,
         free = [r for r in waiting if store.holder(r) is None]
         if free:
             tr.skipped.difference_update(free)
-            packs = plan([by_id[r] for r in free], pack_size, device, budget)
+            packs = plan([by_id[r] for r in free], pack_size, device, budget_bytes=budget)
             return [(first_index + k, p) for k, p in enumerate(packs)]
         if not announced:
             holders = sorted({h for h in (store.holder(r) for r in waiting) if h})

@@ -229,7 +229,12 @@ def _worker_main(worker: int, tasks, events, store: Store, ws: WorkSettings, thr
         if item is None:
             break
         i, pack = item
-        work_pack(i, pack, store, ws, events.put, worker)
+        try:
+            work_pack(i, pack, store, ws, events.put, worker)
+        except OSError as err:  # the store cannot be written (disk full, a file in the way):
+            where = err.filename or store.root  # this pack fails with one line, no traceback
+            events.put(Event("pack_end", i, worker, failed=[r.run_id for r in pack.runs],
+                             message=f"cannot use {where}: {err.strerror or err}"))
     events.put(Event("worker_exit", -1, worker))
 
 

@@ -8,6 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..train import (  # noqa: F401  (the memory estimate lives with training; re-exported)
+    MemoryNeed,
+    available_memory,
+    member_bytes,
+    memory_need,
+    memory_problems,
+)
 from .costs import Choice, CostModel
 
 
@@ -20,16 +27,6 @@ class Pack:
 
     def __len__(self) -> int:
         return len(self.runs)
-
-
-def member_bytes(run) -> int:
-    """Rough activation memory of one member per training step (float32 bytes, with autograd):
-    batch size × ``models.activation_floats`` (the blocks' mixer estimates + embeddings / logits)."""
-    from ..models import activation_floats
-    from ..tasks import build_task
-
-    info = build_task(run.task).info
-    return 4 * run.train.batch_size * activation_floats(run.model, info)
 
 
 def _budget(device: str) -> int:

@@ -97,6 +97,33 @@ def activation_floats(config: ModelConfig, info) -> int:
     return int(floats)
 
 
+def eval_floats(config: ModelConfig, info) -> int:
+    """Floats per sample that an evaluation batch surely holds at once (no autograd; a lower
+    bound, so it never refuses a model that fits): the residual stream in and out of a block
+    (twice for two-input tasks) and the logits with their log-softmax."""
+    cfg = config.to_backbone()
+    d, L, C = cfg.d_model, info.seq_len, info.n_classes
+    n_inputs = 2 if info.dual else 1
+    return int(n_inputs * 2 * L * d + (2 * L * C if cfg.head == "per_position" else 2 * C))
+
+
+def param_count(config: ModelConfig, info) -> int:
+    """Parameters of one member, counted without allocating them: each distinct block is built
+    once on PyTorch's ``meta`` device (shapes only) and counted as often as the layer pattern
+    uses it, so this stays fast for any width or depth."""
+    import torch
+
+    cfg = config.to_backbone()
+    names = cfg.layer_names()
+    distinct = list(dict.fromkeys(names))
+    with torch.device("meta"):
+        model = SeqLM(cfg.model_copy(update={"layers": distinct, "repeat": 1}), info, 1)
+    per_block = {n: sum(p.numel() for p in blk.parameters())
+                 for n, blk in zip(distinct, model.blocks)}
+    rest = sum(p.numel() for p in model.parameters()) - sum(per_block.values())
+    return int(rest + sum(per_block[n] for n in names))
+
+
 def _type_name(t) -> str:
     """Readable type: int, str | list[str], Literal['a', 'b'], InitConfig, dict[str, A | B]."""
     origin, args = typing.get_origin(t), typing.get_args(t)
@@ -141,5 +168,5 @@ __all__ = [
     "MODELS", "CooperHybridConfig", "InitConfig", "LinearMambaConfig", "MambaLMConfig",
     "ModelConfig", "ModelEntry", "SSMLMConfig", "SeqLM", "SeqLMConfig", "SequenceModel",
     "TransformerLMConfig", "activation_floats", "build_model", "config_rows", "count_params",
-    "member_key",
+    "eval_floats", "member_key", "param_count",
 ]

@@ -51,6 +51,8 @@ from .layers import (
 
 NormKind = Literal["none", "layernorm", "rmsnorm", "batchnorm"]
 
+MAX_LAYERS = 1024  # blocks per model: far above any paper's, low enough to build and plan quickly
+
 _DEFAULT_BLOCKS = {"SSM": MixerBlockConfig(mixer={"name": "mamba1", "d_state": 16}),
                    "TF": NeoXBlockConfig()}
 
@@ -68,7 +70,7 @@ class SeqLMConfig(ModelConfig):
     d_model: int = Field(16, ge=2, description="model width")
     layers: str | list[str] = Field(
         "SSM-TF", description="layer pattern over the names in blocks: 'SSM-TF' or [SSM, TF]")
-    repeat: int = Field(1, ge=1, description="repeat the pattern this many times")
+    repeat: int = Field(1, ge=1, le=MAX_LAYERS, description="repeat the pattern this many times")
     blocks: dict[str, BlockConfig] = Field(
         _DEFAULT_BLOCKS,
         description="block name -> {kind: mixer, mixer: {name: ..}, norm, norm_position, "
@@ -96,6 +98,10 @@ class SeqLMConfig(ModelConfig):
 
     @model_validator(mode="after")
     def _check(self):
+        pattern = parse_layers(self.layers)
+        if len(pattern) * self.repeat > MAX_LAYERS:
+            raise ValueError(f"{len(pattern)} layers x repeat {self.repeat} = "
+                             f"{len(pattern) * self.repeat:,} blocks, more than {MAX_LAYERS}")
         names = self.layer_names()
         if not names:
             raise ValueError("layers is empty")
@@ -290,5 +296,5 @@ class SeqLM(nn.Module):
         return out
 
 
-__all__ = ["LearnedPositions", "SeqLM", "SeqLMConfig", "append_index", "masked_mean", "parse_layers",
-           "sinusoidal"]
+__all__ = ["MAX_LAYERS", "LearnedPositions", "SeqLM", "SeqLMConfig", "append_index", "masked_mean",
+           "parse_layers", "sinusoidal"]

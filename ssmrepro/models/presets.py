@@ -25,7 +25,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from .backbone import SeqLMConfig
+from .backbone import MAX_LAYERS, SeqLMConfig
 from .base import ModelConfig
 from .blocks import MixerBlockConfig, NeoXBlockConfig
 from .init import InitConfig
@@ -44,7 +44,7 @@ class SSMLMConfig(ModelConfig):
     mixer: Literal["s6", "s4d"] = "s6"
     d_model: int = Field(32, ge=2, description="model width (channels)")
     d_state: int = Field(8, ge=1, le=256, description="state size per channel (kernel limit 256)")
-    n_layers: int = Field(1, ge=1)
+    n_layers: int = Field(1, ge=1, le=MAX_LAYERS)
     pe: Literal["none", "index", "index_norm", "sinusoidal", "learned"] = Field(
         "none", description="index: raw t in the last embedding channel (huang2025); index_norm: "
         "t/T there; sinusoidal / learned: positions added to the full-width embedding")
@@ -76,7 +76,7 @@ class TransformerLMConfig(ModelConfig):
 
     name: Literal["transformer_lm"] = "transformer_lm"
     d_model: int = Field(16, ge=2)
-    n_layers: int = Field(1, ge=1)
+    n_layers: int = Field(1, ge=1, le=MAX_LAYERS)
     heads: int = Field(1, ge=1)
     mlp_ratio: int = Field(1, ge=0, description="MLP hidden = mlp_ratio * d_model (unless mlp_hidden)")
     mlp_hidden: int | None = Field(None, ge=0)
@@ -101,7 +101,7 @@ class LinearMambaConfig(ModelConfig):
     name: Literal["linear_mamba"] = "linear_mamba"
     d_model: int = Field(32, ge=2, description="model width D")
     d_state: int = Field(16, ge=1, description="state size N")
-    n_layers: int = Field(1, ge=1, description="Λ")
+    n_layers: int = Field(1, ge=1, le=MAX_LAYERS, description="Λ")
     d_conv: int = Field(2, ge=1, le=8)
     expand: int = Field(2, ge=1)
     residual: bool | None = Field(None, description="default: on for Λ > 1 (official configs)")
@@ -142,7 +142,7 @@ class MambaLMConfig(ModelConfig):
     name: Literal["mamba_lm"] = "mamba_lm"
     d_model: int = Field(64, ge=2, description="model width")
     d_state: int = Field(16, ge=1, le=256, description="state size N")
-    n_layers: int = Field(1, ge=1)
+    n_layers: int = Field(1, ge=1, le=MAX_LAYERS)
     d_conv: int = Field(4, ge=1, le=8)
     expand: int = Field(2, ge=1)
     mixer: Literal["mamba1", "mamba2_3conv"] = Field(
@@ -182,7 +182,7 @@ class CooperHybridConfig(ModelConfig):
     name: Literal["cooper_hybrid"] = "cooper_hybrid"
     d_model: int = Field(8, ge=2, description="hidden_size")
     layers: str | list[str] = Field("SSM-TF", description="'SSM-TF', 'TF-TF', [SSM, TF, ...]")
-    repeat: int = Field(1, ge=1)
+    repeat: int = Field(1, ge=1, le=MAX_LAYERS)
     d_state: int = Field(16, ge=1, le=256, description="Mamba state_size (audit: 16 in the runs)")
     expand: int = Field(2, ge=1, description="Mamba expand and NeoX MLP expand")
     d_conv: int = Field(4, ge=1, le=8)

@@ -30,9 +30,9 @@ from ..report.analysis import (
 from ..report.analytic import analytic_cells, analytic_columns, analytic_table
 from ..report.cells import is_case_ref
 from ..report.columns import LABEL, N_PARAMS
-from ..report.curves import HISTORY_SETS, curve_table, history_metric_sets
+from ..report.curves import HISTORY_SETS, SAMPLES, STEP, curve_table, history_metric_sets
 from ..spec import Spec, format_errors
-from ..store import read_results
+from ..store import read_results, read_table
 from ..sweep import expand, overrides_tag
 from .curves import CURVES
 from .registry import FIGURE_KINDS, FigureContext, parse_figure
@@ -167,7 +167,8 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path) -> 
             recs.append({**rec, LABEL: x.label})
     table = curve_table(recs, keys)
     if table.empty and path.exists():
-        return pd.read_csv(path)
+        return read_table(path, (STEP,), numeric=lambda c: c in (STEP, SAMPLES) or
+                          c.endswith((".acc", ".loss", ".mse")))
     if not table.empty:
         path.parent.mkdir(parents=True, exist_ok=True)
         table.to_csv(path, index=False)
@@ -203,7 +204,7 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         hist = histogram_table(recs, keys)
         hpath = out("histograms", "csv")
         if hist.empty and hpath.exists():  # no run records: the committed table
-            hist = pd.read_csv(hpath)
+            hist = read_table(hpath)
         elif not hist.empty:
             hist.to_csv(hpath, index=False)
         tables[DECAY] = hist
@@ -213,7 +214,7 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         table = weights_table(name, runs, open_store(spec, root.parents[1]), keys)
         tpath = out(name, "csv")
         if table.empty and tpath.exists():
-            table = pd.read_csv(tpath)
+            table = read_table(tpath)
         elif not table.empty:
             table.to_csv(tpath, index=False)
         tables[name] = table

@@ -20,19 +20,22 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pandas as pd
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, StringConstraints
 
 from ..report.cells import finished, values_equal
 from ..report.columns import DEFAULT_METRIC
+from ..spec import NAME_PATTERN
 
 
 class FigureConfig(BaseModel):
     """Fields every figure kind has."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     kind: str
-    name: str | None = None  # file stem (default: "figure" for the first figure, "figure<i>")
+    # file stem in the results folder (default: "figure" for the first figure, "figure<i>"):
+    # letters, digits, . _ - only, so a name cannot point outside the folder
+    name: Annotated[str, StringConstraints(pattern=NAME_PATTERN)] | None = None
     title: str | None = None
     metric: str = DEFAULT_METRIC
 
@@ -129,6 +132,6 @@ def figure_kind(name: str, Config: type[FigureConfig]):
 def parse_figure(raw: dict[str, Any]) -> FigureConfig:
     """The typed config of one figure entry (KeyError: unknown kind; ValidationError)."""
     kind = raw.get("kind")
-    if kind not in FIGURE_KINDS:
+    if not isinstance(kind, str) or kind not in FIGURE_KINDS:
         raise KeyError(f"unknown figure kind {kind!r} (known: {', '.join(FIGURE_KINDS)})")
     return FIGURE_KINDS[kind].Config(**raw)

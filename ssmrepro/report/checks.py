@@ -88,7 +88,7 @@ class CheckContext:
 class Given(BaseModel):
     """A precondition on a cell, e.g. ``{metric: train.acc, op: ">=", value: 0.9}``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     metric: str
     op: Literal[">=", "<=", ">", "<"]
     value: float
@@ -98,7 +98,7 @@ class Given(BaseModel):
 
 
 class CheckConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     check: str
     text: str = Field(..., description="the sentence of the paper's claim this checks")
@@ -140,7 +140,7 @@ def check_kind(name: str, Config: type[CheckConfig]):
 def parse_claim(raw: dict[str, Any]) -> CheckConfig:
     """The typed config of one ``claims:`` entry (KeyError: unknown check; ValidationError)."""
     name = raw.get("check", DEFAULT_CHECK)
-    if name not in CHECKS:
+    if not isinstance(name, str) or name not in CHECKS:
         raise KeyError(f"unknown check {name!r} (known: {', '.join(CHECKS)})")
     return CHECKS[name].Config(**{"check": name, **raw})
 

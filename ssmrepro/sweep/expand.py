@@ -120,6 +120,15 @@ def validate_sections(cfg: dict[str, Any]) -> tuple[TaskConfig, ModelConfig, Tra
     """Typed configs of one run; raises KeyError for unknown names, SectionError for invalid
     fields (``train.evals.<name>`` overrides included) and ValueError for a train section that
     does not fit its task (see ``check_task_data``)."""
+    for section in SECTIONS:  # field names are text (they become keyword arguments)
+        odd = [k for k in cfg[section] if not isinstance(k, str)]
+        if odd:
+            raise KeyError(f"{section}.{odd[0]!r}: field names are text, got "
+                           f"{type(odd[0]).__name__}")
+    for section in ("task", "model"):  # a name is text (a list or mapping cannot be looked up)
+        if not isinstance(cfg[section].get("name"), str):
+            raise KeyError(f"{section}.name: expected the name of a {section}, got "
+                           f"{type(cfg[section].get('name')).__name__}")
     task_cls = TASKS.get(cfg["task"].get("name"))
     if task_cls is None:
         raise KeyError(f"task.name: unknown task {cfg['task'].get('name')!r} (known: {sorted(TASKS)})")
@@ -180,6 +189,10 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
         key = key.strip()
         if not eq or not key:
             errors.append(f"--set {item!r}: expected key=value, e.g. --set model.d_model=32")
+            continue
+        if any(not part.strip() for part in key.split(".")):
+            errors.append(f"--set {key}: an empty part in the key (expected section.field, e.g. "
+                          "model.d_model)")
             continue
         if key.split(".")[0] not in SECTIONS:
             errors.append(f"--set {key}: keys start with one of {', '.join(SECTIONS)} "
