@@ -251,6 +251,9 @@ _format_errors = format_errors  # the name the sweep stage imports
 MAX_SPEC_BYTES = 1 << 20  # a spec is a page of settings (the largest shipped one is ~40 kB)
 
 
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml when present
     """yaml.SafeLoader that refuses a mapping with a key given twice (PyYAML keeps the last one
     silently: ``lr: 0.1`` further down a file would quietly win over the first)."""
@@ -258,6 +261,8 @@ class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyam
     def construct_mapping(self, node, deep=False):
         seen: dict[Any, Any] = {}
         for key_node, _ in node.value:
+            if key_node.tag == _MERGE_TAG:  # `<<: *anchor` merges a mapping; own keys override it
+                continue
             key = self.construct_object(key_node, deep=True)
             try:
                 first = seen.setdefault(key, key_node.start_mark)
@@ -267,6 +272,7 @@ class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyam
                 raise yaml.constructor.ConstructorError(
                     None, None, f"key {key!r} is given twice (first on line {first.line + 1})",
                     key_node.start_mark)
+        self.flatten_mapping(node)  # resolve `<<` merges (explicit keys win over merged ones)
         return super().construct_mapping(node, deep=deep)
 
 

@@ -232,6 +232,18 @@ def test_a_key_given_twice_is_refused(tmp_path):
     _assert_refused(_invoke("validate", spec), "'seeds' is given twice")
 
 
+def test_yaml_merge_keys_still_work_and_explicit_keys_override_them():
+    """`<<: *anchor` (koren2026-fig6 shares its column (d) settings this way) is not a key given
+    twice; a key given twice beside a merge still is."""
+    from ssmrepro.spec import SpecError, parse_yaml
+
+    doc = parse_yaml("a: &x {p: 1, q: 2}\nb: {<<: *x, q: 3, r: 4}\n")
+    assert doc["b"] == {"p": 1, "q": 3, "r": 4}
+    with pytest.raises(Exception, match="given twice") as err:
+        parse_yaml("b: {<<: {p: 1}, q: 3, q: 4}\n")
+    assert not isinstance(err.value, SpecError)  # the loader's own error; load_spec wraps it
+
+
 def test_oversized_and_deeply_nested_spec_files_are_refused(tmp_path):
     big = tmp_path / "big.yaml"
     big.write_text(_one_run_spec(tmp_path).read_text() + "# padding\n" * 200_000)
