@@ -151,9 +151,13 @@ def test_ctrl_c_with_two_workers_is_one_message(tmp_path, cli_env):
                           str(out), "--no-plot", "--no-calibrate", "--pack-size", "1", "--workers", "2"],
                          env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
-    while time.time() < deadline and len(list(store.claims.glob("*.claim"))
-                                          if store.claims.exists() else []) < 2:
+
+    def n_claims() -> int:
+        return len(list(store.claims.glob("*.claim"))) if store.claims.exists() else 0
+
+    while time.time() < deadline and n_claims() < 2:  # both workers are inside a pack
         time.sleep(0.05)
+    assert n_claims() >= 2, "the two workers never held two packs at once"
     p.send_signal(signal.SIGINT)
     stdout, stderr = p.communicate(timeout=120)
     assert p.returncode == 130, stdout + stderr
