@@ -149,7 +149,10 @@ def test_ctrl_c_with_two_workers_is_one_message(tmp_path, cli_env):
     store = Store(out / spec.paper / spec.id)
     p = subprocess.Popen([sys.executable, "-m", "ssmrepro.cli", "run", str(spec_path), "--out",
                           str(out), "--no-plot", "--no-calibrate", "--pack-size", "1", "--workers", "2"],
-                         env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         # as from a terminal: a shell's background job (CI started with `&`)
+                         # inherits SIGINT ignored, and Python then installs no Ctrl-C handler
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 120
 
     def n_claims() -> int:
