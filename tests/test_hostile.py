@@ -211,7 +211,7 @@ def _leaked(tmp_path, out: Path) -> list[Path]:
 @pytest.mark.parametrize("override,args,key", [
     ({"figures": [{"kind": "bars", "metric": "test.acc", "x": "label",
                    "name": "../../../escaped"}]}, [], "figures.0.name"),
-    ({"figure": {"kind": "bars", "metric": "test.acc", "x": "label", "name": "/tmp/escaped"}},
+    ({"figure": {"kind": "bars", "metric": "test.acc", "x": "label", "name": "/escaped"}},
      [], "figure.name"),
     ({"profiles": {"smoke": {}, "quick": {}, "paper": {}, "../../escaped": {}}},
      ["--profile", "../../escaped"], "profiles."),
