@@ -169,3 +169,20 @@ def test_ctrl_c_with_two_workers_is_one_message(tmp_path, cli_env):
     time.sleep(0.5)
     assert not [c for c in store.claims.glob("*.claim")
                 if pid_alive(json.loads(c.read_text() or "{}").get("pid", -1))]
+
+
+def test_threads_per_process_leave_busy_cores_alone(monkeypatch):
+    """The default intra-op thread count splits the cores other processes leave free between
+    the workers (never below 1); $SSMREPRO_THREADS overrides it; a GPU keeps torch's default."""
+    from ssmrepro.engine.local import THREADS_ENV, threads_per_process
+
+    monkeypatch.delenv(THREADS_ENV, raising=False)
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    assert threads_per_process(1, "cpu", 0.0) == 8  # an idle machine: all cores
+    assert threads_per_process(2, "cpu", 0.2) == 4
+    assert threads_per_process(1, "cpu", 2.0) == 6  # two busy processes elsewhere
+    assert threads_per_process(3, "cpu", 2.6) == 1  # 5 free cores over 3 workers
+    assert threads_per_process(1, "cpu", 50.0) == 1  # overloaded: still one thread
+    assert threads_per_process(1, "cuda", 0.0) is None
+    monkeypatch.setenv(THREADS_ENV, "3")
+    assert threads_per_process(1, "cpu", 50.0) == 3

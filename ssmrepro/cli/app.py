@@ -29,7 +29,8 @@ EXIT_CODES = ("Exit codes: 0 ok; 1 some runs failed or did not finish (re-run th
 
 ENV_HELP = ("Environment: SSMREPRO_OUT (default of --out), SSMREPRO_DEVICE (--device), "
             "SSMREPRO_WORKERS (--workers), SSMREPRO_DATA (dataset root), SSMREPRO_THREADS "
-            "(intra-op threads of an in-process run).")
+            "(intra-op threads per training process; default: the cores the load average leaves free, "
+            "split between the workers).")
 
 app = typer.Typer(
     add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)

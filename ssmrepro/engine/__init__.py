@@ -25,7 +25,8 @@ from ..spec import Spec, SpecError
 from ..store import Store, open_store, output_name, results_dir
 from ..sweep import RunConfig, expand, overrides_tag, unique_runs
 from .costs import CostModel
-from .local import Event, WorkSettings, default_workers, git_commit, run_in_process, run_workers
+from .local import (Event, WorkSettings, default_workers, git_commit, other_load, run_in_process,
+                    run_workers, threads_per_process)
 from .plan import Pack, estimate_seconds, memory_problems, plan
 
 ENGINES = ("local", "ray")
@@ -182,6 +183,7 @@ def run_experiment(
     t0 = time.time()
     store = open_store(spec, out)
     store.cleanup()
+    load = other_load()  # before our own calibration and training add to it
     runs, unique, pending = _pending(spec, profile, store, max_runs, overrides)
     done_before = len(unique) - len([r for r in unique if not store.is_done(r.run_id)])
     for w in store.warnings:
@@ -221,16 +223,18 @@ def run_experiment(
         n_workers = max(1, min(workers or cap, cap, len(packs) or 1))
     elif not pending:
         n_workers = 0
+    threads = threads_per_process(n_workers, device, load) if engine == "local" else None
     console.print(
         f"[bold]{spec.id}[/] profile [cyan]{profile}[/]: {len(unique)} runs, {done_before} already "
         f"done, {len(pending)} to train in {len(packs)} packs (largest "
         f"{max((len(p) for p in packs), default=0)}) on {device}, "
         + (f"Ray ({n_workers} slots)" if engine == "ray" else
-           f"{n_workers} worker{'s' if n_workers > 1 else ''}"))
+           f"{n_workers} worker{'s' if n_workers > 1 else ''}")
+        + (f" × {threads} thread{'s' if threads > 1 else ''}" if threads and pending else ""))
     from ..analysis import ANALYSES  # the training-time ones (others run at plot time)
 
     ws = WorkSettings(device, backend, tuple(a for a in spec.analysis if a in ANALYSES),
-                      spec.save_weights, commit=git_commit())
+                      spec.save_weights, commit=git_commit(), threads=threads)
     csv_name = output_name(spec, profile, "results", "csv", overrides_tag(overrides))
     tr = _Tracker(store, len(packs))
     by_id = {r.run_id: r for r in pending}

@@ -107,6 +107,7 @@ class WorkSettings:
     save_weights: bool = False  # keep each member's trained weights (runs/<run_id>.pt)
     commit: str | None = None  # the planner's git commit (None: look it up where the pack trains)
     code: int = CODE_VERSION  # the planner's code version (what its run ids hash)
+    threads: int | None = None  # intra-op threads per training process (None: torch's default)
 
 
 @dataclass
@@ -193,12 +194,36 @@ def thread_override() -> int | None:
     return int(v)
 
 
+def other_load() -> float:
+    """Runnable processes on this machine that are not ours yet: the 1-minute load average
+    (0 where the platform has none). Read before this sweep starts training."""
+    try:
+        return max(0.0, os.getloadavg()[0])
+    except (OSError, AttributeError):
+        return 0.0
+
+
+def threads_per_process(workers: int, device: str, load: float) -> int | None:
+    """Intra-op threads for each of ``workers`` CPU training processes: ``$SSMREPRO_THREADS``
+    if set, else the cores left free by ``load`` (other processes' 1-minute load average) split
+    between the workers, at least 1. Two sweeps started side by side thus take one thread each
+    instead of oversubscribing the cores (OpenMP threads spinning against each other made a
+    2-thread run ~10x slower beside a second one). None on a GPU (torch's default)."""
+    n = thread_override()
+    if n is not None:
+        return n
+    if device.startswith("cuda"):
+        return None
+    cores = os.cpu_count() or 1
+    free = cores - min(cores - 1, int(load + 0.5))
+    return max(1, free // max(1, workers))
+
+
 def run_in_process(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings,
                    emit: EventFn) -> None:
     tune_malloc()
-    n = thread_override()
-    if n is not None:
-        torch.set_num_threads(n)
+    if ws.threads is not None:
+        torch.set_num_threads(ws.threads)
     set_scan_backend(ws.backend)  # per process: the models' scans and convs dispatch on it
     for i, pack in packs:
         work_pack(i, pack, store, ws, emit)
@@ -258,7 +283,7 @@ def run_workers(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings, w
         tasks.put(item)
     for _ in range(workers):
         tasks.put(None)
-    threads = thread_override() or max(1, (os.cpu_count() or 1) // workers)
+    threads = ws.threads or thread_override() or max(1, (os.cpu_count() or 1) // workers)
     procs = []
     for w in range(workers):
         dev = ws.device
