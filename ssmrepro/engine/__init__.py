@@ -25,8 +25,16 @@ from ..spec import Spec, SpecError
 from ..store import Store, open_store, output_name, results_dir
 from ..sweep import RunConfig, expand, overrides_tag, unique_runs
 from .costs import CostModel
-from .local import (Event, WorkSettings, default_workers, git_commit, other_load, run_in_process,
-                    run_workers, threads_per_process)
+from .local import (
+    Event,
+    WorkSettings,
+    default_workers,
+    git_commit,
+    other_load,
+    run_in_process,
+    run_workers,
+    threads_per_process,
+)
 from .plan import Pack, estimate_seconds, memory_problems, plan
 
 ENGINES = ("local", "ray")
