@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -662,7 +663,13 @@ def packed_step(task, model, data_seeds: torch.Tensor, batch: int, lr: float = 1
 
 def time_steps(runs: list, device: str = "cpu", n_steps: int = 3,
                micro_batch: int | None = None) -> float:
-    """Seconds per training step of this pack (after one warm-up step); nothing is recorded."""
+    """Seconds per training step of this pack (after one warm-up step); nothing is recorded.
+
+    On a CPU with one intra-op thread the step is timed in process CPU time, the median of the
+    steps: on a shared machine other processes' load stretches wall time by any factor (a
+    planner calibrating beside a running sweep measured one model at a time 4x slower than
+    the pack it was compared with), while the CPU time a step needs stays what it is. With
+    several threads (their CPU times add up) or on a GPU, wall time."""
     from .models import build_model
 
     E, r0 = len(runs), runs[0]
@@ -677,9 +684,13 @@ def time_steps(runs: list, device: str = "cpu", n_steps: int = 3,
     step(0)
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
-    t0 = time.perf_counter()
+    clock = time.process_time if dev.type == "cpu" and torch.get_num_threads() == 1 \
+        else time.perf_counter
+    times = []
     for i in range(1, n_steps + 1):
+        t0 = clock()
         step(i)
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
-    return (time.perf_counter() - t0) / n_steps
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+        times.append(clock() - t0)
+    return statistics.median(times)

@@ -101,10 +101,12 @@ def check_memory(spec: Spec, profile: str, runs: list, device: str,
         raise SpecError([f"{spec.path or spec.id}: [profile {profile}] {m}" for m in bad])
 
 
-def cost_model(device: str, workers: int | None = None) -> CostModel:
-    """The planner's cost model, timing with the thread count each worker will have."""
+def cost_model(device: str, workers: int | None = None, threads: int | None = None) -> CostModel:
+    """The planner's cost model, timing with the thread count each worker will have (given, or
+    the cores split between the workers)."""
     cores = default_workers(device, 10**9)
-    return CostModel(device, threads=max(1, (os.cpu_count() or 1) // min(cores, workers or cores)))
+    return CostModel(device, threads=threads or max(1, (os.cpu_count() or 1)
+                                                    // min(cores, workers or cores)))
 
 
 def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cpu",
@@ -218,20 +220,24 @@ def run_experiment(
         check_memory(spec, profile, pending, device)
     if pending:
         store.prepare()
-    # the cost model times steps on this machine: it plans local runs, not a remote cluster's
-    costs = cost_model(device, workers) if calibrate and engine == "local" else None
-    packs = plan(pending, pack_size, device, costs, budget)
-    for line in costs.log if costs else []:
-        console.print(f"[dim]planner: {line}[/]", highlight=False)
+    threads = None
     if engine == "local":
         cap = default_workers(device, 10**9)  # one per core (CPU) or visible GPU
         if workers is not None and workers > cap:
             console.print(f"[yellow]warning:[/] --workers {workers} capped at {cap} (one per "
                           f"{'GPU' if device.startswith('cuda') else 'CPU core'})")
+        threads = threads_per_process(min(workers or cap, cap), device, load)
+    # the cost model times steps on this machine: it plans local runs, not a remote cluster's
+    costs = cost_model(device, workers, threads) if calibrate and engine == "local" else None
+    packs = plan(pending, pack_size, device, costs, budget)
+    for line in costs.log if costs else []:
+        console.print(f"[dim]planner: {line}[/]", highlight=False)
+    if engine == "local":
         n_workers = max(1, min(workers or cap, cap, len(packs) or 1))
+        if n_workers < min(workers or cap, cap):  # fewer packs than workers: more threads each
+            threads = threads_per_process(n_workers, device, load)
     elif not pending:
         n_workers = 0
-    threads = threads_per_process(n_workers, device, load) if engine == "local" else None
     console.print(
         f"[bold]{spec.id}[/] profile [cyan]{profile}[/]: {len(unique)} runs, {done_before} already "
         f"done, {len(pending)} to train in {len(packs)} packs (largest "

@@ -5,9 +5,11 @@ outgrow the cache can run slower per run-step than one model at a time, and spli
 batch into micro-batches of m sequences (exact gradient accumulation, ``train.forward_backward``)
 brings the working set back into the cache. The planner therefore does not guess: for each shape
 (pack key) it times a few steps of candidate (E, m) pairs with the thread count the workers will
-use, keeps the pair with the most run-steps per second, and caches the measurements on disk
-(``$SSMREPRO_CACHE`` or ``~/.cache/ssmrepro/costs.json``, keyed by shape, E, m, device, threads,
-torch version, CPU model and code version), so a shape is calibrated once per machine.
+use (in CPU time at one thread, so other processes' load does not skew the comparison;
+``train.time_steps``), keeps the pair with the most run-steps per second, and caches the
+measurements on disk (``$SSMREPRO_CACHE`` or ``~/.cache/ssmrepro/costs.json``, keyed by shape,
+E, m, device, threads, torch version, CPU model and code version), so a shape is calibrated once
+per machine.
 
 One model at a time (E = 1, whole batch) is always a candidate and is measured first, so the
 choice is never slower than it *as measured*. Calibration is skipped where it cannot pay for
@@ -28,7 +30,7 @@ import torch
 from ..sweep import CODE_VERSION
 from ..util import atomic_write_text, cpu_model, tune_malloc
 
-COST_VERSION = 1  # bump when the step being timed changes
+COST_VERSION = 2  # bump when the step being timed (or how) changes; 2: CPU time at 1 thread
 
 
 def cache_file() -> Path:
