@@ -49,6 +49,11 @@ def _blocks(task) -> dict[str, slice]:
     return cooper.layout(V, numbers) if numbers is not None else {}
 
 
+def _block_names(task) -> dict[str, str]:
+    """What the blocks hold, for the caption (the AR-with-decoding construction names them)."""
+    return dict(cooper_decode.BLOCK_NAMES) if task.config.name == "decode_recall" else {}
+
+
 def _stream(model, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(embedded input, stream before the final norm, predictions) for x (1, 1, L)."""
     with torch.no_grad():
@@ -100,8 +105,9 @@ def construction_heatmaps(ctx: FigureContext, cfg: ConstructionConfig, path: Pat
         "unsupervised" if not bool(sup[-1]) else "wrong")
     axes[2].set_title(f"(c) prediction = target at supervised positions (green): {n_ok} of "
                       f"{int(sup.sum())}; last position: {last}", fontsize=9)
+    legend = "; ".join(f"{k}: {v}" for k, v in _block_names(task).items())
     fig.suptitle(f"{ctx.title(cfg)} — {run.label or run.run_id}, test sample {cfg.sample}, "
-                 f"d = {d}", fontsize=9)
+                 f"d = {d}" + (f"\nblocks — {legend}" if legend else ""), fontsize=9)
     fig.savefig(path, dpi=130)
     plt.close(fig)
     return True

@@ -72,6 +72,11 @@ from .cooper import (
 EPS_E = 3e-3  # scale of the SSM's read-out in the stream (its norm moves the LayerNorms by ~ε²)
 
 
+BLOCK_NAMES = {"T": "token code", "P": "previous token's code", "K": "constant",
+               "E": "SSM bit read-out (×ε, faint)", "Q": "state ψ'(s)",
+               "R": "recalled token's code"}
+
+
 def layout(V: int, words: int) -> dict[str, slice]:
     """Stream blocks of the construction (see the module docstring)."""
     b, K = n_bits(V), state_bits(words)
