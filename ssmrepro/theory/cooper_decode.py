@@ -25,7 +25,7 @@ saturating switches Z, K_DT and the same RoPE offset look-up):
   λ_0..λ_j is ``u_j = β_j + Σ_{i>j} β_i h_{i-j}(λ_0..λ_j)`` (h = complete homogeneous symmetric
   polynomial, all ≥ 0), whose tail is at most ``R_j = Π_{m≤j} 1/(1 - λ_m) - 1`` (0.72 for j = 4)
   < 1: sign(u_j) = β_j, the j-th newest bit. out_proj writes ε·(2 DD_j[T]) (ε = EPS_E, small so
-  that the stream's norm, hence every LayerNorm scale, stays constant to ~1e-5).
+  that the stream's norm, hence every LayerNorm scale, stays constant to 2e-5 at K = 5).
 * first NeoX layer: its MLP (the proof's "MLP layer to combine the output with the input")
   takes the signs, Q_j = SiLU(P_j + 1) - SiLU(P_j - 1) - 1 ∈ ±1 with P_j ∝ u_j (u_j from E and
   the constant Π 1/(1 - λ_m) read off K): Q = [ψ'(s), -ψ'(s)]. Its attention is the proof's
