@@ -1,6 +1,6 @@
 """cooper2026's report pieces: percentiles over seeds, the per-cell choice of a swept key by a
 metric (automatic learning rate), the band / length-curve / construction figure kinds, and the
-constructed selective-copy hybrid (exact)."""
+constructed hybrids for selective copy and for AR with decoding (exact)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,23 @@ from test_checks import Run
 from test_outputs import _draw
 
 from ssmrepro.models import build_model
-from ssmrepro.models.init import InitConfig
+from ssmrepro.models.init import InitConfig, initialise
 from ssmrepro.models.presets import CooperHybridConfig
 from ssmrepro.plots import FigureContext
 from ssmrepro.report import aggregate, cell_keys, verify
 from ssmrepro.spec import Aggregate, PaperValue, Select
 from ssmrepro.tasks import build_task
 from ssmrepro.tasks.base import IGNORE, TEST
+from ssmrepro.tasks.cooper_tokens import last_position_before
+from ssmrepro.tasks.decode_recall import decode_state
 from ssmrepro.theory.cooper import selective_copy_margin, selective_copy_weights
+from ssmrepro.theory.cooper_decode import (
+    decode_recall_plan,
+    decode_recall_weights,
+    divided_difference_weights,
+    node_decays,
+    tail_bounds,
+)
 
 
 def table(runs, acc, loss, status=None):
@@ -171,8 +180,9 @@ def test_construction_is_exact(kw):
     assert torch.equal(pred[sup], b.y[sup])  # and (RoPE, relative) every supervised position
 
 
-def test_construction_members_identical_and_seed_free():
-    _, m = construct(E=2)
+@pytest.mark.parametrize("construction", ["selective_copy", "decode_recall"])
+def test_construction_members_identical_and_seed_free(construction):
+    _, m = (construct if construction == "selective_copy" else construct_decode)(E=2)
     for p in m.parameters():
         assert torch.equal(p[0], p[1])
 
@@ -223,3 +233,151 @@ def test_a_batch_without_targets_trains_as_zero_loss():
     y2[:, 2, 5] = 3  # one target in the last sequence only: micro-batches of 1 see none twice
     got = forward_backward(model, Batch(x=x, y=y2), torch.float32, None, active, micro_batch=1)
     assert torch.isfinite(got).all() and (got > 0).all()
+
+
+# ---------------------------------------------------------------------------------------------
+# the constructed hybrid for AR with decoding (Thm 4.6, theory.cooper_decode)
+
+DECODE_D = {8: 38, 16: 48, 32: 58, 64: 68, 128: 78}  # 6b + 4K + 2
+
+
+def construct_decode(words=32, d=None, window=100, E=2, dtype=torch.float32, exact=False,
+                     layers="SSM-TF-TF", tie_head=False, L=100):
+    """The constructed model; ``exact``: the weights written again at ``dtype`` (build_model
+    builds float32 and so rounds them)."""
+    task = build_task({"name": "decode_recall", "words": words, "L": L})
+    init = InitConfig(scheme="cooper_construction", construction="decode_recall")
+    cfg = CooperHybridConfig(d_model=d or DECODE_D[words], layers=layers, d_state=1,
+                             window=window, tie_head=tie_head, init=init)
+    model = build_model(cfg, task.info, E, list(range(E))).to(dtype).eval()
+    if exact:
+        initialise(model, list(range(E)), init)
+    return task, model
+
+
+def decode_batch(n=300, seeds=(0, 1), **kw):
+    task = build_task({"name": "decode_recall", **kw})
+    return task.sample(torch.tensor(list(seeds)), TEST, torch.arange(n).expand(len(seeds), n))
+
+
+def predict(model, x):
+    with torch.no_grad():
+        return model(x).argmax(-1)
+
+
+@pytest.mark.parametrize("kw", [{}, {"p": 0.05}, {"p": 0.5}, {"p": 0.9}])
+def test_decode_construction_is_exact_at_every_supervised_position(kw):
+    _, model = construct_decode()
+    b = decode_batch(**kw)
+    pred, sup = predict(model, b.x), b.y != IGNORE
+    assert int(sup.sum()) > 5000
+    assert torch.equal(pred[sup], b.y[sup])
+    last = sup[..., -1]
+    assert int(last.sum()) > 100 and torch.equal(pred[..., -1][last], b.y[..., -1][last])
+
+
+@pytest.mark.parametrize("words", [8, 16])
+def test_decode_construction_smaller_vocabularies(words):
+    _, model = construct_decode(words=words)
+    b = decode_batch(n=200, words=words)
+    pred, sup = predict(model, b.x), b.y != IGNORE
+    assert torch.equal(pred[sup], b.y[sup])
+
+
+@pytest.mark.parametrize("words", [32, 64, 128])
+def test_decode_construction_float64(words):
+    """float64 with the weights written in float64: exact for K = 5, 6, 7 state bits; float32
+    (or float32-rounded weights) is not enough for K >= 6 (the divided differences' weights
+    grow like (K(K-1))^(K-1)), which is why the spec stays at K <= 5 in float32."""
+    _, model = construct_decode(words=words, dtype=torch.float64, exact=True)
+    b = decode_batch(n=150, words=words)
+    pred, sup = predict(model, b.x), b.y != IGNORE
+    assert int(sup.sum()) > 1000 and torch.equal(pred[sup], b.y[sup])
+    if words == 64:
+        _, m32 = construct_decode(words=words)
+        pred32 = predict(m32, b.x)
+        assert not torch.equal(pred32[sup], b.y[sup])
+
+
+def test_decode_construction_fails_when_perturbed():
+    """The exactness check can fail: a wrong decay in the SSM (the state is decoded wrongly) and
+    no recency term in the recall layer (an older occurrence of V_s can win) both break it."""
+    b = decode_batch()
+    sup = b.y != IGNORE
+    _, model = construct_decode()
+    with torch.no_grad():
+        model.blocks[0].mixer.ssm.A_log[:, 4, 0] += 0.2  # node channel λ_2
+    acc = (predict(model, b.x) == b.y)[sup].double().mean()
+    assert acc < 0.95
+    _, model = construct_decode()
+    attn = model.blocks[2].attn
+    with torch.no_grad():
+        attn.qkv.bias[:, : attn.r] = 0.0  # the recency query
+    acc = (predict(model, b.x) == b.y)[sup].double().mean()
+    assert acc < 0.99
+
+
+def _recall_distance(x, words):
+    """t - (j + 1) for the recalled pair (x[j] = V_{s_t}, j <= t - 1 last), -1 if none."""
+    s = decode_state(x, words)
+    pos = torch.arange(x.shape[-1])
+    j = torch.full_like(x, -1)
+    for w in range(words):
+        last = last_position_before(x, x == w)
+        before = torch.cat([torch.full_like(last[..., :1], -1), last[..., :-1]], dim=-1)
+        j = torch.where(s == w, before, j)
+    return torch.where(j >= 0, pos - (j + 1), torch.full_like(j, -1))
+
+
+def test_decode_construction_is_exact_inside_the_window():
+    """L = 160 > window 100: exact wherever the recalled pair lies inside the window, and the
+    window really limits (some positions outside it are wrong)."""
+    _, model = construct_decode(window=100)
+    b = decode_batch(n=200, L=160)
+    dist = _recall_distance(b.x, 32)
+    sup = b.y != IGNORE
+    assert torch.equal(sup, dist >= 0)
+    inside, outside = sup & (dist < 100), sup & (dist >= 100)
+    pred = predict(model, b.x)
+    assert int(outside.sum()) > 100
+    assert torch.equal(pred[inside], b.y[inside])
+    assert not torch.equal(pred[outside], b.y[outside])
+
+
+def test_decode_construction_refuses_what_it_cannot_build():
+    with pytest.raises(ValueError):
+        construct_decode(d=56)  # the layout needs 58 dims for W = 32
+    with pytest.raises(ValueError):
+        construct_decode(words=4, d=40)  # W < 8: a non-word token can look like a word
+    with pytest.raises(ValueError):
+        construct_decode(window=None)
+    with pytest.raises(ValueError):
+        construct_decode(layers="SSM-TF")
+    with pytest.raises(ValueError):
+        construct_decode(layers="SSM-SSM-TF")
+    with pytest.raises(ValueError):
+        construct_decode(tie_head=True)
+    with pytest.raises(ValueError):
+        InitConfig(construction="decode_recall")  # only with scheme cooper_construction
+    with pytest.raises(ValueError):
+        InitConfig(scheme="cooper_construction", construction="decode_recall", numbers=2)
+
+
+def test_decode_plan_tails_and_stream():
+    for K in range(3, 9):
+        lam, _ = node_decays(K)
+        assert float(tail_bounds(lam).max()) < 0.75  # every bit's tail leaves a margin > 0.25
+    # the divided differences recover the j-th newest bit of Σ β_i λ^i up to the tail
+    lam, _ = node_decays(5)
+    w = divided_difference_weights(lam)
+    beta = torch.tensor([1.0, -1, -1, 1, 1] + [-1.0] * 30, dtype=torch.float64)
+    S = (beta[None] * lam[:, None] ** torch.arange(35)).sum(1)
+    assert torch.equal(torch.sign(w @ S), beta[:5])
+    plan = decode_recall_plan(words=32, d_model=58, rotary_pct=0.25, rope_base=1e4, window=100)
+    assert plan["norm_slack"] < 15 and plan["min_bit_margin"] > 0.25
+    w = decode_recall_weights(words=32, d_model=58, d_inner=116, d_state=1, d_conv=4, dt_rank=4,
+                              heads=1, rotary_pct=0.25, rope_base=1e4, window=100,
+                              mlp_hidden=116)
+    emb = w["embed"]
+    assert torch.equal(emb.sum(1), torch.zeros(37, dtype=emb.dtype))  # sum 0, equal norms
+    assert torch.allclose((emb ** 2).sum(1), torch.full((37,), 14.0, dtype=emb.dtype))

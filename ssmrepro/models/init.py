@@ -30,7 +30,10 @@ Schemes
               parameter of an SSM→TF ``cooper_hybrid`` (one Mamba-1 block, one NeoX block, an
               untied head) is overwritten with ``selective_copy_weights`` (no randomness; the
               task's number tokens from ``numbers`` / ``number_offset``, the words from the
-              vocabulary size). Evaluate with ``max_steps: 0``.
+              vocabulary size). Evaluate with ``max_steps: 0``. With ``construction:
+              decode_recall``: Thm 4.6's hybrid for AR with decoding (theory.cooper_decode,
+              ``decode_recall_weights``) in an SSM→TF→TF cooper_hybrid, the words from the
+              vocabulary size (V = W + 2 bits + 3 specials).
     designed  koren2026 Thm 2's constructed recall circuit (theory.designed) for a model with one
               single-head ``linear_mamba`` mixer (d_conv 2, expand 2) and a token embedding: the
               embedding and the mixer's in_proj, conv, S_B, S_C and out_proj are overwritten with
@@ -52,6 +55,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import nn
 
 from ..theory.cooper import selective_copy_weights
+from ..theory.cooper_decode import decode_recall_weights
 from ..theory.designed import designed_weights
 from .blocks import MixerBlock, NeoXBlock
 from .layers import PackedEmbedding, PackedLinear, PackedModule, _normal_
@@ -69,8 +73,9 @@ class InitConfig(BaseModel):
                     "cooper_construction"] = "default"
     gamma: float | None = Field(None, gt=0, description="gamma scheme: std = fan_in ** -gamma")
     std: float = Field(0.02, gt=0, description="mamba / hf schemes: normal std")
-    construction: Literal["selective_copy"] = Field(
-        "selective_copy", description="cooper_construction: which task's construction")
+    construction: Literal["selective_copy", "decode_recall"] = Field(
+        "selective_copy", description="cooper_construction: which task's construction "
+        "(selective_copy: Thm 4.3, SSM-TF; decode_recall: Thm 4.6, SSM-TF-TF)")
     numbers: int = Field(5, ge=1, description="cooper_construction: number tokens of the task")
     number_offset: int = Field(5, ge=1, description="cooper_construction: the first number's value")
 
@@ -78,8 +83,12 @@ class InitConfig(BaseModel):
     def _check(self):
         if (self.scheme == "gamma") != (self.gamma is not None):
             raise ValueError("gamma is required with scheme 'gamma' and only there")
-        if self.scheme != "cooper_construction" and (self.numbers, self.number_offset) != (5, 5):
-            raise ValueError("numbers / number_offset belong to scheme 'cooper_construction'")
+        if (self.scheme != "cooper_construction" or self.construction != "selective_copy") and (
+                self.numbers, self.number_offset) != (5, 5):
+            raise ValueError("numbers / number_offset belong to scheme 'cooper_construction' "
+                             "with construction 'selective_copy'")
+        if self.scheme != "cooper_construction" and self.construction != "selective_copy":
+            raise ValueError("construction belongs to scheme 'cooper_construction'")
         return self
 
 
@@ -159,51 +168,70 @@ def _designed(model: nn.Module, seeds: list[int], members: list[int]) -> None:
             getattr(lm, name).weight[e].copy_(w[name])
 
 
+def _neox_slots(tf: NeoXBlock) -> dict[str, torch.Tensor | None]:
+    attn = tf.attn
+    return {
+        "norm1.w": tf.norm1.weight, "norm1.b": tf.norm1.bias, "qkv.w": attn.qkv.weight,
+        "qkv.b": attn.qkv.bias, "dense.w": attn.dense.weight, "dense.b": attn.dense.bias,
+        "norm2.w": tf.norm2.weight, "norm2.b": tf.norm2.bias,
+        "fc1.w": tf.mlp.fc1.weight, "fc1.b": tf.mlp.fc1.bias,
+        "fc2.w": tf.mlp.fc2.weight, "fc2.b": tf.mlp.fc2.bias,
+    }
+
+
 @torch.no_grad()
 def _cooper(model: nn.Module, members: list[int], cfg: InitConfig) -> None:
-    """cooper2026 Thm 4.3's weights (theory.cooper) into members ``members`` of an SSM→TF
+    """cooper2026's constructed weights (theory.cooper: Thm 4.3, selective copy, SSM→TF;
+    theory.cooper_decode: Thm 4.6, AR with decoding, SSM→TF→TF) into members ``members`` of a
     cooper_hybrid."""
+    n_tf = 1 if cfg.construction == "selective_copy" else 2
+    layers = "SSM-TF" if n_tf == 1 else "SSM-TF-TF"
     blocks = list(getattr(model, "blocks", []))
-    ok = (len(blocks) == 2 and isinstance(blocks[0], MixerBlock)
+    ok = (len(blocks) == 1 + n_tf and isinstance(blocks[0], MixerBlock)
           and isinstance(blocks[0].mixer, Mamba1Mixer) and isinstance(blocks[0].mixer.ssm, S6Core)
-          and isinstance(blocks[1], NeoXBlock) and isinstance(blocks[1].attn, NeoXAttention)
+          and all(isinstance(t, NeoXBlock) and isinstance(t.attn, NeoXAttention)
+                  for t in blocks[1:])
           and isinstance(getattr(model, "embed", None), PackedEmbedding)
           and isinstance(getattr(model, "head", None), PackedLinear))
     if not ok:
-        raise ValueError("init 'cooper_construction' needs a cooper_hybrid with layers SSM-TF and "
-                         "an untied head (tie_head: false)")
-    ssm_block, tf = blocks
-    mx, attn = ssm_block.mixer, tf.attn
+        raise ValueError(f"init 'cooper_construction' ({cfg.construction}) needs a cooper_hybrid "
+                         f"with layers {layers} and an untied head (tie_head: false)")
+    ssm_block, tfs = blocks[0], blocks[1:]
+    mx, attn = ssm_block.mixer, tfs[0].attn
     core = mx.ssm
     if not (mx.gate and mx.conv is not None and mx.conv_act and core.D is not None
-            and core.discretize and not core.complex_A and tf.mlp is not None and tf.parallel):
+            and core.discretize and not core.complex_A
+            and all(t.mlp is not None and t.parallel for t in tfs)):
         raise ValueError("init 'cooper_construction' needs the cooper_hybrid's Mamba-1 block "
-                         "(conv, SiLU, gate, real S6 core with D) and its parallel NeoX layer")
+                         "(conv, SiLU, gate, real S6 core with D) and its parallel NeoX layers")
     if attn.window is None:
         raise ValueError("init 'cooper_construction' needs an attention window (model.window)")
     V, d = model.embed.weight.shape[1:]
-    words = V - cfg.numbers - 3
-    if words < 1:
-        raise ValueError(f"vocabulary {V} has no words besides {cfg.numbers} numbers + 3 specials")
     rotary_pct = attn.r / attn.s if attn.s else 0.0
-    w = selective_copy_weights(
-        words=words, numbers=cfg.numbers, offset=cfg.number_offset, d_model=d,
-        d_inner=mx.d_inner, d_state=core.N, d_conv=mx.conv.width, dt_rank=core.R,
-        heads=attn.H, rotary_pct=rotary_pct, rope_base=attn.rope_base, window=attn.window,
-        L=attn.window, mlp_hidden=tf.mlp.fc1.dout)
+    shape = dict(d_model=d, d_inner=mx.d_inner, d_state=core.N, d_conv=mx.conv.width,
+                 dt_rank=core.R, heads=attn.H, rotary_pct=rotary_pct, rope_base=attn.rope_base,
+                 window=attn.window, mlp_hidden=tfs[0].mlp.fc1.dout)
+    if cfg.construction == "selective_copy":
+        words = V - cfg.numbers - 3
+        if words < 1:
+            raise ValueError(f"vocabulary {V} has no words besides {cfg.numbers} numbers + 3 "
+                             "specials")
+        w = selective_copy_weights(words=words, numbers=cfg.numbers, offset=cfg.number_offset,
+                                   L=attn.window, **shape)
+        prefixes = ["tf."]
+    else:
+        w = decode_recall_weights(words=V - 2 - 3, **shape)
+        prefixes = ["tf1.", "tf2."]
     slots = {
         "embed": model.embed.weight, "ssm.norm": ssm_block.norm.weight,
         "ssm.in_proj": mx.in_proj.weight, "ssm.conv_w": mx.conv.weight, "ssm.conv_b": mx.conv.bias,
         "ssm.x_proj": core.x_proj.weight, "ssm.dt_weight": core.dt_weight,
         "ssm.dt_bias": core.dt_bias, "ssm.A_log": core.A_log, "ssm.D": core.D,
-        "ssm.out_proj": mx.out_proj.weight, "tf.norm1.w": tf.norm1.weight,
-        "tf.norm1.b": tf.norm1.bias, "tf.qkv.w": attn.qkv.weight, "tf.qkv.b": attn.qkv.bias,
-        "tf.dense.w": attn.dense.weight, "tf.dense.b": attn.dense.bias,
-        "tf.norm2.w": tf.norm2.weight, "tf.norm2.b": tf.norm2.bias,
-        "tf.fc1.w": tf.mlp.fc1.weight, "tf.fc1.b": tf.mlp.fc1.bias,
-        "tf.fc2.w": tf.mlp.fc2.weight, "tf.fc2.b": tf.mlp.fc2.bias,
+        "ssm.out_proj": mx.out_proj.weight,
         "norm_f.w": model.norm_f.weight, "norm_f.b": model.norm_f.bias, "head": model.head.weight,
     }
+    for pre, tf in zip(prefixes, tfs):
+        slots.update({pre + k: p for k, p in _neox_slots(tf).items()})
     missing = [k for k, p in slots.items() if p is None]
     if missing or model.head.bias is not None:
         raise ValueError(f"init 'cooper_construction': the model lacks {missing or 'an unbiased head'}")

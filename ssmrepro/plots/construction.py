@@ -7,7 +7,7 @@ panels show (a) the embedded input, (b) the residual stream that enters the fina
 "output": the copied token's code appears in the read-out block), clipped to [-1, 1] with the
 paper's colours (viridis: dark purple -1, cyan-green 0, yellow 1), and (c) per position whether
 the prediction equals the target (supervised positions only). The construction's stream blocks
-(``theory.cooper.layout``) label the y axis.
+(``theory.cooper.layout``, ``theory.cooper_decode.layout`` for AR with decoding) label the y axis.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pydantic import Field  # noqa: E402
 from ..sweep import expand  # noqa: E402
 from ..tasks import build_task  # noqa: E402
 from ..tasks.base import IGNORE, TEST  # noqa: E402
-from ..theory.cooper import layout  # noqa: E402
+from ..theory import cooper, cooper_decode  # noqa: E402
 from ..train import _DATA_STREAM, build_member, derived_seed  # noqa: E402
 from .registry import FigureConfig, FigureContext, figure_kind  # noqa: E402
 
@@ -38,6 +38,20 @@ class ConstructionConfig(FigureConfig):
 
     def metrics(self) -> list[str]:
         return []
+
+
+def _blocks(task) -> dict[str, slice]:
+    """The construction's stream blocks for the run's task (none if it has no construction)."""
+    c, V = task.config, task.info.vocab_size
+    if c.name == "decode_recall":
+        return cooper_decode.layout(V, c.words)
+    numbers = getattr(c, "numbers", None)
+    return cooper.layout(V, numbers) if numbers is not None else {}
+
+
+def _block_names(task) -> dict[str, str]:
+    """What the blocks hold, for the caption (the AR-with-decoding construction names them)."""
+    return dict(cooper_decode.BLOCK_NAMES) if task.config.name == "decode_recall" else {}
 
 
 def _stream(model, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -68,8 +82,7 @@ def construction_heatmaps(ctx: FigureContext, cfg: ConstructionConfig, path: Pat
     L, d = emb.shape
     fig, axes = plt.subplots(3, 1, figsize=(10, 8.6), height_ratios=[4, 4, 0.7],
                              constrained_layout=True)
-    c = getattr(task.config, "numbers", None)
-    blocks = layout(task.info.vocab_size, c) if c is not None else {}
+    blocks = _blocks(task)
     for ax, mat, name in ((axes[0], emb, "(a) input embedding"),
                           (axes[1], out, "(b) output: stream entering the final norm")):
         im = ax.imshow(mat.T.clamp(-1, 1).numpy(), aspect="auto", cmap="viridis", vmin=-1, vmax=1,
@@ -92,8 +105,9 @@ def construction_heatmaps(ctx: FigureContext, cfg: ConstructionConfig, path: Pat
         "unsupervised" if not bool(sup[-1]) else "wrong")
     axes[2].set_title(f"(c) prediction = target at supervised positions (green): {n_ok} of "
                       f"{int(sup.sum())}; last position: {last}", fontsize=9)
+    legend = "; ".join(f"{k}: {v}" for k, v in _block_names(task).items())
     fig.suptitle(f"{ctx.title(cfg)} — {run.label or run.run_id}, test sample {cfg.sample}, "
-                 f"d = {d}", fontsize=9)
+                 f"d = {d}" + (f"\nblocks — {legend}" if legend else ""), fontsize=9)
     fig.savefig(path, dpi=130)
     plt.close(fig)
     return True

@@ -64,20 +64,35 @@ def codes(V: int) -> torch.Tensor:
     return ((v >> torch.arange(b)[None]) & 1).double() * 2 - 1
 
 
-def layout(V: int, numbers: int) -> dict[str, slice]:
-    """Stream blocks of the construction (see the module docstring)."""
-    b = n_bits(V)
-    names = [("T", 2 * b), ("G", 2), ("K", 2), ("O", 1 + numbers), ("R", 2 * b)]
+def stream_layout(blocks: list[tuple[str, int]]) -> dict[str, slice]:
+    """Consecutive stream slices for (name, width) blocks."""
     out, i = {}, 0
-    for name, n in names:
+    for name, n in blocks:
         out[name] = slice(i, i + n)
         i += n
     return out
 
 
+def layout(V: int, numbers: int) -> dict[str, slice]:
+    """Stream blocks of the construction (see the module docstring)."""
+    b = n_bits(V)
+    return stream_layout([("T", 2 * b), ("G", 2), ("K", 2), ("O", 1 + numbers), ("R", 2 * b)])
+
+
 def rotary_width(d_model: int, rotary_pct: float) -> int:
     r = int(d_model * rotary_pct)
     return r - r % 2
+
+
+def neox_rotary_pairs(r: int, base: float) -> torch.Tensor:
+    """θ_k = base^(-2k/r) of the r/2 rotary pairs (k, k + r/2) (float64)."""
+    return base ** (-2.0 * torch.arange(r // 2, dtype=torch.float64) / r)
+
+
+def rope_query(M: float, n: int, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(cos part, sin part) of a query that scores M Σ_k cos((i - j - n) θ_k) against the key
+    (1, 0) in every pair: the relative look-up n positions back (n < 0: a phase for recency)."""
+    return M * torch.cos(n * theta), -M * torch.sin(n * theta)
 
 
 def selective_copy_margin(d_model: int, rotary_pct: float, base: float, offsets: list[int],
@@ -86,7 +101,7 @@ def selective_copy_margin(d_model: int, rotary_pct: float, base: float, offsets:
     r = rotary_width(d_model, rotary_pct)
     if r < 2:
         return 0.0
-    theta = base ** (-2.0 * torch.arange(r // 2, dtype=torch.float64) / r)
+    theta = neox_rotary_pairs(r, base)
     worst = math.inf
     for n in offsets:
         for m in range(0, max_offset + 1):
@@ -188,12 +203,12 @@ def selective_copy_weights(*, words: int, numbers: int, offset: int, d_model: in
     sigma = math.sqrt(sq / d - mu * mu + eps)
     s = d
     r = rotary_width(s, rotary_pct)
-    theta = rope_base ** (-2.0 * torch.arange(r // 2, dtype=f64) / r)
+    theta = neox_rotary_pairs(r, rope_base)
     M = GAP * math.sqrt(s) / margin
     qkv_w = torch.zeros(d, 3 * s, dtype=f64)
     qkv_b = torch.zeros(3 * s, dtype=f64)
     for j, n in enumerate(n_vals):
-        qc, qs = M * torch.cos(n * theta), -M * torch.sin(n * theta)
+        qc, qs = rope_query(M, n, theta)
         qkv_w[O.start + 1 + j, : r // 2] = sigma * qc
         qkv_w[O.start + 1 + j, r // 2 : r] = sigma * qs
         qkv_b[: r // 2] += mu * qc  # cancels the LayerNorm's mean shift
