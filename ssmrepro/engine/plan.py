@@ -83,15 +83,17 @@ def estimate_seconds(packs: list[Pack], device: str, samples: int = 3) -> tuple[
 
     The per-step cost of a pack is modelled as proportional to E × member_bytes (activation
     volume); the constant is measured on up to ``samples`` packs (smallest, largest, median).
-    Evaluation time is not modelled. Returns (seconds, one-line method description).
+    Evaluation counts as ``eval_steps`` more steps per pack (``TrainConfig.eval_samples``
+    forward passes at a third of a training step's cost per sample). Returns (seconds, one-line
+    method description).
     """
     from ..train import time_steps
 
     if not packs:
         return 0.0, "nothing to train"
     if all(p.step_s is not None for p in packs):  # calibrated: every pack's step was timed
-        total = sum(p.step_s * max(r.train.total_steps for r in p.runs) for p in packs)
-        return total, "the cost model's measured step times; evals not included"
+        total = sum(p.step_s * pack_steps(p) for p in packs)
+        return total, "the cost model's measured step times; evaluation as forward passes"
     cost = [len(p) * max(member_bytes(r) for r in p.runs) for p in packs]
     order = sorted(range(len(packs)), key=lambda i: cost[i])
     picks = sorted({order[0], order[len(order) // 2], order[-1]})[:samples]
@@ -100,6 +102,18 @@ def estimate_seconds(packs: list[Pack], device: str, samples: int = 3) -> tuple[
         sec = time_steps(packs[i].runs, device)
         rates.append(sec / cost[i])
     rate = sorted(rates)[len(rates) // 2]
-    total = sum(c * rate * max(r.train.total_steps for r in p.runs) for c, p in zip(cost, packs))
+    total = sum(c * rate * pack_steps(p) for c, p in zip(cost, packs))
     return total, (f"measured {len(picks)} packs ({', '.join(f'{r * 1e9:.2f}' for r in rates)} "
-                   f"s per GB-step), scaled by pack size × activation volume; evals not included")
+                   "s per GB-step), scaled by pack size × activation volume; evaluation as "
+                   "forward passes")
+
+
+def eval_steps(train) -> int:
+    """Training steps that cost about what one run's evaluation costs: its evaluation samples
+    (``TrainConfig.eval_samples``) at a third of a training sample each."""
+    return -(-train.eval_samples // (3 * train.batch_size))
+
+
+def pack_steps(p: Pack) -> int:
+    """Step-equivalents of a pack: its longest run's steps plus its evaluation."""
+    return max(r.train.total_steps + eval_steps(r.train) for r in p.runs)

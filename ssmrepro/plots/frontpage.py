@@ -23,7 +23,7 @@ import yaml
 
 from ..spec import SpecError, experiments_dir, load_spec, spec_paths
 from ..store import read_results, results_dir
-from ..util import repo_root
+from ..util import atomic_write_text, repo_root
 from .export import result_files
 from .outputs import Outputs, build
 
@@ -202,6 +202,5 @@ def front_page(out: Path | None = None, dest: Path | None = None) -> Path:
             what = f"<br>{_cell(t.what)}" if t.what and t.status == "not specified" else ""
             lines.append(f"| {t.id}{what} | {t.alias or ''} | {t.tier} | {t.status} | "
                          f"{t.verdicts or '—'} | {t.quick_time or '—'} | {links} |")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text("\n".join(lines) + "\n")
+    atomic_write_text(dest, "\n".join(lines) + "\n")  # replaces a link, never writes through
     return dest
