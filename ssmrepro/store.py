@@ -25,6 +25,7 @@ import io
 import json
 import math
 import os
+import pickle
 import socket
 import time
 import uuid
@@ -251,8 +252,10 @@ class Store:
             if path.exists():
                 try:
                     return torch.load(path, map_location="cpu", weights_only=True)
-                except (RuntimeError, OSError, ValueError) as err:
-                    self._warn(f"ignoring unreadable weights {path}: {err}")
+                except (RuntimeError, OSError, ValueError, EOFError,
+                        pickle.UnpicklingError) as err:  # truncated, foreign, not a pickle
+                    why = str(err).strip().splitlines()[0] if str(err).strip() else ""
+                    self._warn(f"ignoring unreadable weights {path}: {type(err).__name__} {why}")
         return None
 
     # ---------------------------------------------------------------- claims

@@ -55,6 +55,33 @@ def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None) -> 
     return max(1, min(cap, budget // max(1, per_member)))
 
 
+def pack_memory(p: Pack) -> int:
+    """Bytes a pack needs while it trains: its members x one run's estimate
+    (``train.memory_need``); 0 where there is no estimate (no backbone, data absent here)."""
+    from ..tasks import DataUnavailable
+
+    if not p.runs or not hasattr(p.runs[0].model, "to_backbone"):
+        return 0
+    try:
+        return len(p) * memory_need(p.runs[0]).total
+    except DataUnavailable:
+        return 0
+
+
+def workers_in_memory(packs: list[Pack], workers: int, available: int | None) -> int:
+    """How many of ``workers`` can train at once in ``available`` bytes when each holds one of
+    the largest packs (at least 1: a single pack too large was refused before planning)."""
+    if available is None or workers <= 1:
+        return workers
+    needs = sorted((pack_memory(p) for p in packs), reverse=True)[:workers]
+    n, used = 0, 0
+    for need in needs:
+        if used + need > available:
+            break
+        used, n = used + need, n + 1
+    return max(1, n if n < len(needs) else workers)
+
+
 def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
          costs: CostModel | None = None, budget_bytes: int | None = None) -> list[Pack]:
     """Packs in first-appearance order of their key. Each group of same-shape runs is cut into
