@@ -55,7 +55,7 @@ Seed = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
 class Case(Strict):
     """One named variant of a ``cases`` axis: fixed overrides plus its own optional grid/zip."""
 
-    label: str | None = None
+    label: str | None = Field(None, max_length=200)
     set: dict[str, Any] = {}
     grid: dict[str, list[Any]] = {}
     zip: dict[str, list[Any]] = {}
