@@ -16,6 +16,7 @@ from theory, ``theory.TABLES``) has no task, model or training; its rows are its
 from __future__ import annotations
 
 import difflib
+import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -54,7 +55,7 @@ Seed = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
 class Case(Strict):
     """One named variant of a ``cases`` axis: fixed overrides plus its own optional grid/zip."""
 
-    label: str | None = None
+    label: str | None = Field(None, max_length=200)
     set: dict[str, Any] = {}
     grid: dict[str, list[Any]] = {}
     zip: dict[str, list[Any]] = {}
@@ -98,7 +99,9 @@ class Aggregate(Strict):
     optional percentiles over seeds (``<metric>.p10`` ...) and an optional per-cell selection of
     one value of a swept key (``select``)."""
 
-    over: list[str] = ["seed"]
+    over: list[Literal["seed"]] = Field(
+        ["seed"], description="what a cell combines: its seeds (the only choice; the other "
+        "swept keys are cell keys)")
     reduce: Literal["mean", "max", "min", "median"] = "mean"
     metrics: list[str] = ["test.acc"]
     percentiles: list[Annotated[float, Field(ge=0, le=100)]] = Field(
@@ -276,13 +279,57 @@ class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyam
         return super().construct_mapping(node, deep=deep)
 
 
+MAX_YAML_NODES = 200_000  # values in a document with its aliases expanded (a spec has ~2,000)
+
+
+class YamlBoundError(ValueError):
+    """A YAML document that aliases expand beyond ``MAX_YAML_NODES`` values, or that contains
+    itself (a recursive alias): every later walk over it would be unbounded."""
+
+
+def _check_expanded_size(doc: Any) -> None:
+    """Walk ``doc`` as its readers will (every alias expanded); YamlBoundError past the bound."""
+    count, path_ids = 0, set()
+
+    def walk(o: Any) -> None:
+        nonlocal count
+        count += 1
+        if count > MAX_YAML_NODES:
+            raise YamlBoundError(f"more than {MAX_YAML_NODES:,} values once its aliases (*name) "
+                                 "are expanded")
+        if isinstance(o, (dict, list)):
+            if id(o) in path_ids:
+                raise YamlBoundError("an alias (*name) inside the value it names (recursive)")
+            path_ids.add(id(o))
+            for v in (list(o.keys()) + list(o.values())) if isinstance(o, dict) else o:
+                walk(v)
+            path_ids.discard(id(o))
+
+    walk(doc)
+
+
 def parse_yaml(text: str) -> Any:
-    """A YAML document like ``yaml.safe_load``, but a key given twice in one mapping is an error."""
-    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
+    """A YAML document like ``yaml.safe_load``, but a key given twice in one mapping is an error,
+    and so is a document whose aliases expand past ``MAX_YAML_NODES`` values or refer to
+    themselves (``YamlBoundError``). An integer of more digits than Python converts raises
+    ValueError."""
+    doc = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
+    _check_expanded_size(doc)
+    return doc
 
 
 def _read_spec_text(path: Path) -> str:
-    """The file's text; SpecError when it is larger than a spec can be (``MAX_SPEC_BYTES``)."""
+    """The file's text; SpecError when it is larger than a spec can be (``MAX_SPEC_BYTES``) or
+    not a regular file (a FIFO or device would block or never end)."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as err:
+        raise SpecError([f"{path}: cannot read: {err.strerror}"]) from None
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+        raise SpecError([f"{path}: (file): {kind}, not a spec"])
     with open(path, "rb") as f:
         data = f.read(MAX_SPEC_BYTES + 1)
     if len(data) > MAX_SPEC_BYTES:
@@ -299,6 +346,10 @@ def load_spec(path: Path | str) -> Spec:
         raise SpecError([f"{path}: (parse): malformed YAML: nested too deeply"]) from None
     except UnicodeDecodeError as err:
         raise SpecError([f"{path}: byte {err.start}: not UTF-8 text"]) from None
+    except YamlBoundError as err:
+        raise SpecError([f"{path}: (parse): {err}"]) from None
+    except ValueError as err:  # an integer of thousands of digits (int() refuses to convert it)
+        raise SpecError([f"{path}: (parse): malformed YAML: {err}"]) from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "(parse)"
@@ -335,7 +386,7 @@ def _light_read(p: Path) -> tuple[str | None, str | None]:
     """(``id:``, ``alias:``) of a spec file without validating it (None where unreadable)."""
     try:
         raw = parse_yaml(_read_spec_text(p))
-    except (yaml.YAMLError, UnicodeDecodeError, OSError, SpecError, RecursionError):
+    except (yaml.YAMLError, UnicodeDecodeError, OSError, SpecError, RecursionError, ValueError):
         return None, None
     raw = raw if isinstance(raw, dict) else {}
     return tuple(v if isinstance(v, str) else None for v in (raw.get("id"), raw.get("alias")))

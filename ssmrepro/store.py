@@ -25,6 +25,7 @@ import io
 import json
 import math
 import os
+import pickle
 import socket
 import time
 import uuid
@@ -74,6 +75,10 @@ def record_problem(rec: Any, run_id: str) -> str | None:
     bad = [k for k, v in (rec.get("metrics") or {}).items() if not _is_number(v)]
     if not isinstance(rec.get("metrics") or {}, dict) or bad:
         return f"metrics that are not numbers ({', '.join(map(repr, bad[:3])) or 'metrics'})"
+    for k, v in (rec.get("metrics") or {}).items():
+        why = metric_range_problem(k, [v])
+        if why:
+            return f"metric {k!r} holds {why}"
     hist = rec.get("history")
     if hist is not None and not (isinstance(hist, list) and all(
             isinstance(h, dict) and all(_is_number(v) for v in h.values()) for h in hist)):
@@ -82,8 +87,48 @@ def record_problem(rec: Any, run_id: str) -> str | None:
 
 
 def _is_number(v: Any) -> bool:
-    """A metric value as records hold it: a number, or None (NaN / inf, see ``_clean``)."""
-    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+    """A metric value as records hold it: a finite number, or None (NaN / inf, see ``_clean``;
+    Python's JSON reader would take ``Infinity`` too, which no record of ours holds)."""
+    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)
+                         and math.isfinite(v))
+
+
+def metric_range_problem(name: str, values: Iterable[Any]) -> str | None:
+    """Why values of metric ``name`` cannot be real, or None: an infinite value (a run that
+    diverged has NaN, never inf) or an accuracy (``*.acc``) outside [0, 1]."""
+    vals = [float(v) for v in values if v is not None and not isinstance(v, bool)
+            and isinstance(v, (int, float))]
+    if any(math.isinf(v) for v in vals):
+        return "an infinite value (a diverged run has none: NaN / empty)"
+    if name.endswith(".acc") and any(not 0.0 <= v <= 1.0 for v in vals if v == v):
+        return "an accuracy outside [0, 1]"
+    return None
+
+
+MAX_RECORD_BYTES = 64 << 20  # a record with its history is kilobytes; a long one a few MB
+
+
+class NotSmallFile(OSError):
+    """A store file that is not a regular file, or larger than its kind can be."""
+
+
+def read_small(path: Path, limit: int) -> bytes:
+    """The bytes of ``path``, a regular file of at most ``limit`` bytes, read without following
+    a symbolic link; NotSmallFile otherwise (a link to /dev/zero or a FIFO would never end)."""
+    import stat
+
+    st = os.lstat(path)  # FileNotFoundError passes through
+    if not stat.S_ISREG(st.st_mode):
+        what = ("a symbolic link" if stat.S_ISLNK(st.st_mode) else
+                "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file")
+        raise NotSmallFile(f"{what}, not a record")
+    if st.st_size > limit:
+        raise NotSmallFile(f"{st.st_size:,} bytes, larger than {limit:,}")
+    with open(path, "rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise NotSmallFile(f"larger than {limit:,} bytes")
+    return data
 
 
 def _json_default(o: Any) -> Any:
@@ -150,11 +195,11 @@ class Store:
         for k, root in enumerate([self.runs] + [r / "runs" for r in self.reuse]):
             path = root / f"{run_id}.json"
             try:
-                rec = json.loads(path.read_bytes())
+                rec = json.loads(read_small(path, MAX_RECORD_BYTES))
             except FileNotFoundError:
                 continue
-            except (ValueError, OSError) as err:  # JSON, UTF-8, permission, is a directory ...
-                why = f"unreadable ({type(err).__name__})"
+            except (ValueError, OSError, RecursionError) as err:  # JSON, UTF-8, permission, a
+                why = f"unreadable ({err if isinstance(err, NotSmallFile) else type(err).__name__})"
             else:
                 why = record_problem(rec, run_id)
                 if why is None:
@@ -207,8 +252,10 @@ class Store:
             if path.exists():
                 try:
                     return torch.load(path, map_location="cpu", weights_only=True)
-                except (RuntimeError, OSError, ValueError) as err:
-                    self._warn(f"ignoring unreadable weights {path}: {err}")
+                except (RuntimeError, OSError, ValueError, EOFError,
+                        pickle.UnpicklingError) as err:  # truncated, foreign, not a pickle
+                    why = str(err).strip().splitlines()[0] if str(err).strip() else ""
+                    self._warn(f"ignoring unreadable weights {path}: {type(err).__name__} {why}")
         return None
 
     # ---------------------------------------------------------------- claims
@@ -225,10 +272,10 @@ class Store:
         """The claim's content, or None if it vanished; {} if unreadable (half-written)."""
         try:
             st = path.stat()
-            info = json.loads(path.read_text())
+            info = json.loads(read_small(path, 1 << 16))
         except FileNotFoundError:
             return None
-        except (json.JSONDecodeError, UnicodeDecodeError, OSError):
+        except (ValueError, OSError, RecursionError):  # JSON, UTF-8, not a small file
             info = {}
         info = info if isinstance(info, dict) else {}
         pid = info.get("pid")
@@ -325,9 +372,39 @@ class Store:
                 marker.unlink(missing_ok=True)  # its claim is gone: the marker is debris
         return n
 
+    def check_links(self) -> None:
+        """``LinkOutside`` when a symbolic link in the store (``<paper>/``, ``<paper>/<id>/``, its
+        files, ``runs/``, ``claims/``) leads outside the results root ``<out>``: records, tables,
+        figures and reports written through it would land outside ``--out`` (a link that stays
+        inside is fine)."""
+        top = self.root.parents[1]
+        try:
+            bound = top.resolve()
+        except (OSError, RuntimeError):  # a link loop: nothing could be written there anyway
+            return
+        paths = [self.root.parent, self.root, self.runs, self.claims, self.runs / "quarantine"]
+        for folder in (self.root, self.runs):
+            try:
+                paths += [p for p in folder.iterdir() if p.is_symlink()]
+            except OSError:  # absent, or not a folder: prepare() names that
+                pass
+        for p in paths:
+            if not p.is_symlink():
+                continue
+            try:
+                target = p.resolve()
+            except (OSError, RuntimeError):
+                target = None
+            if target is None or not target.is_relative_to(bound):
+                raise LinkOutside(f"{p} is a symbolic link to {os.readlink(p)}, outside the "
+                                  f"results folder {top}: ssmrepro writes only inside --out; "
+                                  "remove the link (or point --out at the folder it leads to)")
+
     def prepare(self) -> None:
         """Create the store's folders now, before any training: a file where a folder belongs or
-        a folder that cannot be written fails here (OSError naming the path), not in a worker."""
+        a folder that cannot be written fails here (OSError naming the path), not in a worker;
+        so does a link leading outside ``--out`` (``check_links``)."""
+        self.check_links()
         for d in (self.root, self.runs, self.claims):
             d.mkdir(parents=True, exist_ok=True)
         if (self.root / "events.jsonl").exists() and not (self.root / "events.jsonl").is_file():
@@ -466,6 +543,10 @@ def normalize_table(df: pd.DataFrame) -> pd.DataFrame:
 TEXT_COLUMNS = ("run_id", "profile", "label", "status", "stop_reason")
 
 
+class LinkOutside(ValueError):
+    """A symbolic link inside a spec's results folder that leads outside the results root."""
+
+
 class TableError(ValueError):
     """A committed table (results.csv, curves.csv ...) that is not what its name says: not CSV,
     another tool's file, or text where numbers belong. The message names the file."""
@@ -515,6 +596,10 @@ def read_results(path: Path) -> pd.DataFrame:
                 raise TableError(f"{path}: column {c!r} holds text where numbers belong; delete "
                                  "it to rebuild it from the run records (or re-run the runs)"
                                  ) from None
+        why = metric_range_problem(metric_name(c), df[c].tolist())
+        if why:
+            raise TableError(f"{path}: column {c!r} holds {why}; delete it to rebuild it from "
+                             "the run records (or re-run the runs)")
     return df
 
 

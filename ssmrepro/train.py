@@ -82,14 +82,17 @@ def memory_need(run) -> MemoryNeed:
     """Bounded estimate (no tensor is allocated; fast for any size): parameters x 4 copies x
     bytes (``models.param_count``, counted on the meta device) + the larger of a training step's
     activations (``member_bytes``: the mixers' own estimates) and what an evaluation batch surely
-    holds (``models.eval_floats``)."""
+    holds (``models.eval_floats``) on the run's task or any of its named evaluation sets
+    (``train.evals``: a longer T there is a larger batch)."""
     from .models import eval_floats, param_count
 
     info = build_task(run.task).info
     width = 8 if run.train.dtype == "float64" else 4
     n = param_count(run.model, info)
     train = member_bytes(run) * width // 4
-    ev = width * run.train.eval_batch_size * eval_floats(run.model, info)
+    base = run.task.model_dump()
+    infos = [info] + [build_task({**base, **ov}).info for ov in run.train.evals.values()]
+    ev = max(width * run.train.eval_batch_size * eval_floats(run.model, i) for i in infos)
     return MemoryNeed(n, 4 * width * n, train, ev)
 
 
@@ -140,8 +143,8 @@ def memory_problem(run, device: str, available: int) -> str | None:
             f"{run.train.batch_size}) {_gb(need.train_bytes)} or of an evaluation batch "
             f"({run.train.eval_batch_size}) {_gb(need.eval_bytes)}; only {_gb(available)} is "
             "available. Make the model or the sequences smaller (model.d_model, model.n_layers, "
-            "task length or vocabulary) or the batches (train.batch_size, "
-            "train.eval_batch_size)")
+            "task length or vocabulary, the lengths of train.evals) or the batches "
+            "(train.batch_size, train.eval_batch_size)")
 
 
 def memory_problems(runs: list, device: str, available: int | None = None) -> list[str]:

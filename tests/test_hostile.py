@@ -479,3 +479,240 @@ def test_damaged_dataset_cache_entries_are_rebuilt(tmp_path, corrupt):
     with pytest.warns(UserWarning, match="damaged cache entry"):
         again = load_lra("listops", "test", root)
     assert (again.x == x).all() and (again.labels == labels).all()
+
+
+# ---------------------------------------------------------------------------------------------
+# third round of probes (issue 11): YAML that expands without bound, files that are not files,
+# links leading outside --out, numbers that cannot be real, deletions --force did not own,
+# evaluation without bound, settings that were quietly ignored
+
+
+def _bomb(levels: int = 9) -> str:
+    """A flow sequence whose aliases expand to 10**levels values (a billion laughs)."""
+    parts, prev = ["&a [1,1,1,1,1,1,1,1,1,1]"], "a"
+    for name in "bcdefghijk"[: levels - 1]:
+        parts.append(f"&{name} [" + ",".join([f"*{prev}"] * 10) + "]")
+        prev = name
+    return "[" + ", ".join(parts) + "]"
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--set", f"task.x={_bomb()}"], "aliases (*name) are expanded"),
+    (["--set", "task.x=&a [*a]"], "recursive"),
+    (["--set", "model.d_model=" + "9" * 5000], "--set model.d_model: cannot use"),
+    (["--set", "model.d_model=8", "--set", "model.d_model=16"], "given twice"),
+    (["--set", "train={lr: 0.1, lr: 0.2}"], "'lr' is given twice"),
+    (["--set", "train.val_size=100000000"], "evaluation would pass"),
+    (["--set", "train.test_size=100000000"], "evaluation would pass"),
+])
+def test_set_values_that_expand_repeat_or_evaluate_without_bound_are_refused(tmp_path, args,
+                                                                             needle):
+    import time
+
+    t0 = time.time()
+    _assert_refused(_invoke("validate", _one_run_spec(tmp_path), *args), needle)
+    assert time.time() - t0 < 20
+
+
+@pytest.mark.parametrize("edit,needle", [
+    (lambda t: t.replace("claims: []", f"claims: [{{text: t, where: {{label: {_bomb()}}}, "
+                                       "op: '>', value: 0}]"), "aliases (*name) are expanded"),
+    (lambda t: t.replace("claims: []", "claims: [{text: t, where: {label: &r [*r]}, op: '>', "
+                                       "value: 0}]"), "recursive"),
+    (lambda t: t.replace("seeds:\n- 0", "seeds:\n- " + "9" * 5000), "malformed YAML"),
+])
+def test_spec_files_that_expand_without_bound_are_refused(tmp_path, edit, needle):
+    """A billion-laughs `where` used to hang `run` while the report printed the claim."""
+    spec = _one_run_spec(tmp_path)
+    spec.write_text(edit(spec.read_text()))
+    _assert_refused(_invoke("validate", spec), needle)
+    res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--no-calibrate")
+    _assert_refused(res, needle)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_spec_path_that_is_not_a_regular_file_is_a_message(tmp_path):
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)  # opening it for reading blocked forever
+    _assert_refused(_invoke("validate", fifo), "not a regular file")
+    root = _project(tmp_path)
+    os.mkfifo(root / "experiments/huang2025/fifo.yaml")
+    env = {"SSMREPRO_ROOT": str(root)}
+    res = _invoke("list", env=env)
+    assert res.exit_code == 0 and "invalid spec" in res.output, res.output
+
+
+@pytest.mark.parametrize("kind", ["dev-zero", "nested", "infinite-acc", "acc-above-1"])
+def test_records_that_cannot_be_read_or_be_real_are_quarantined(trained_store, tmp_path, kind):
+    import json
+
+    spec, store = _copy_trained(trained_store, tmp_path)
+    (path,) = (store / "runs").glob("*.json")
+    rec = json.loads(path.read_text())
+    if kind == "dev-zero":  # read whole, it exhausted the memory
+        path.unlink()
+        path.symlink_to("/dev/zero")
+    elif kind == "nested":  # RecursionError in the JSON reader
+        path.write_text("[" * 100_000 + "]" * 100_000)
+    else:
+        rec["metrics"]["test.acc"] = float("inf") if kind == "infinite-acc" else 7.0
+        path.write_text(json.dumps(rec))  # json writes Infinity, and reads it back
+    res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--no-calibrate",
+                  "--workers", "1", "--no-plot")
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "quarantined" in res.output and "trained 1 runs" in res.output, res.output
+
+
+@pytest.mark.parametrize("value,needle", [("inf", "infinite value"), ("5", "outside [0, 1]")])
+def test_committed_tables_with_impossible_numbers_are_messages(trained_store, tmp_path, value,
+                                                               needle):
+    spec, store = _copy_trained(trained_store, tmp_path)
+    assert _invoke("plot", spec, "--out", tmp_path / "out", "--profile", "smoke").exit_code == 0
+    shutil.rmtree(store / "runs")
+    table = store / "results-smoke.csv"
+    lines = table.read_text().splitlines()
+    col = lines[0].split(",").index("metric.test.acc")
+    row = lines[1].split(",")
+    row[col] = value  # an accuracy of inf or 5 passed every claim
+    table.write_text("\n".join([lines[0], ",".join(row)]) + "\n")
+    _assert_refused(_invoke("verify", spec, "--out", tmp_path / "out", "--profile", "smoke"),
+                    str(table), needle)
+
+
+@pytest.mark.parametrize("name", ["report-smoke.md", "results-smoke.csv", "figure-smoke.png"])
+def test_links_leading_outside_out_are_refused_before_writing(trained_store, tmp_path, name):
+    spec, store = _copy_trained(trained_store, tmp_path)
+    out = tmp_path / "out"
+    assert _invoke("plot", spec, "--out", out, "--profile", "smoke").exit_code == 0
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (store / name).unlink()
+    (store / name).symlink_to(victim)  # plot wrote the report through such a link
+    _assert_refused(_invoke("plot", spec, "--out", out, "--profile", "smoke"),
+                    "symbolic link", "outside the results folder")
+    assert victim.read_text() == "precious\n"
+    (store / name).unlink()
+    inside = store / "elsewhere-inside.bin"
+    inside.write_text("x")
+    (store / name).symlink_to(inside)  # a link that stays inside --out is fine
+    assert _invoke("plot", spec, "--out", out, "--profile", "smoke").exit_code == 0
+
+
+def test_a_runs_folder_linked_outside_out_is_refused_before_training(trained_store, tmp_path):
+    spec, store = _copy_trained(trained_store, tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    shutil.move(store / "runs", elsewhere)
+    (store / "runs").symlink_to(elsewhere)
+    res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--no-calibrate",
+                  "--set", "train.lr=0.02", "--no-plot")
+    _assert_refused(res, "symbolic link", "outside the results folder")
+    assert len(list(elsewhere.glob("*.json"))) == 1  # nothing new written there
+
+
+def test_data_generate_force_replaces_only_a_generated_dataset(tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("keep")
+    res = _invoke("data", "generate", "listops", "--n", "30", "--min-length", "1",
+                  "--max-length", "50", "--out", mine, "--force")  # it deleted the folder
+    _assert_refused(res, "thesis.tex", "only replaces a generated dataset")
+    assert (mine / "thesis.tex").read_text() == "keep"
+    (tmp_path / "link").symlink_to(mine)
+    res = _invoke("data", "generate", "listops", "--n", "30", "--min-length", "1",
+                  "--max-length", "50", "--out", tmp_path / "link", "--force")
+    _assert_refused(res, "not a folder")
+    gen = tmp_path / "gen"
+    for _ in range(2):  # a generated folder is replaced with --force
+        res = _invoke("data", "generate", "listops", "--n", "30", "--min-length", "1",
+                      "--max-length", "50", "--out", gen, "--force")
+        assert res.exit_code == 0, res.output
+    res = _invoke("data", "generate", "pathfinder", "--n", "2", "--seed", "-1", "--out",
+                  tmp_path / "pf", "--workers", "1")  # numpy raised on a negative seed
+    assert res.exit_code == 2 and "Traceback" not in res.output and "--seed" in res.output
+
+
+@pytest.mark.parametrize("args,env,needle", [
+    (["run", "{spec}", "--profile", "smoke"], {"SSMREPRO_THREADS": "100000"}, "1 to 1024"),
+    (["run", "{spec}", "--profile", ""], None, "unknown profile ''"),
+    (["show", "{spec}", "--profile", ""], None, "unknown profile ''"),
+    (["plot", "{spec}", "--profile", ""], None, "unknown profile ''"),
+    (["bench", "keep-nth-d8", "--seconds", "nan"], None, "--seconds"),
+    (["bench", "keep-nth-d8", "--seconds", "-5"], None, "--seconds"),
+])
+def test_options_and_environment_that_crashed_or_were_misread(tmp_path, args, env, needle):
+    spec = _one_run_spec(tmp_path)
+    args = [str(spec) if a == "{spec}" else a for a in args]
+    _assert_refused(_invoke(*args, "--out", tmp_path / "out", env=env), needle)
+    assert not list((tmp_path / "out").rglob("*.png")) if (tmp_path / "out").exists() else True
+
+
+@pytest.mark.parametrize("override,args,needle", [
+    ({"aggregate": {"over": ["model.d_model"], "metrics": ["test.acc"]}}, [], "aggregate.over"),
+    ({"claims": [{"text": "t", "where": {"label": "S6x"}, "op": ">", "value": 0.5}]}, [],
+     "claims.0.where: matches no run"),
+    ({"paper_values": [{"where": {"label": "S6"}, "value": 0.5},
+                       {"where": {"label": "S6"}, "value": 0.9}]}, [], "paper_values.1: the same"),
+    ({"sweep": [{"cases": [{"label": "x" * 300, "set": {"model.mixer": "s6"}}]}]}, [],
+     "at most 200 characters"),
+])
+def test_settings_that_were_quietly_ignored_or_unmatchable_are_spec_errors(tmp_path, override,
+                                                                           args, needle):
+    _assert_refused(_invoke("validate", _one_run_spec(tmp_path, **override), *args), needle)
+
+
+def test_a_paper_value_may_name_a_cell_that_no_profile_trains(tmp_path):
+    spec = _one_run_spec(tmp_path, paper_values=[{"where": {"label": "Mamba-2"}, "value": 0.5}])
+    res = _invoke("validate", spec)
+    assert res.exit_code == 0, res.output
+
+
+def test_evaluation_counts_in_the_estimate_and_its_memory(tmp_path):
+    from ssmrepro.engine.plan import eval_steps
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    run = expand(load_spec(_one_run_spec(tmp_path)), "smoke")[0]
+    t = run.train  # 40 steps, eval every 20: evaluations at 0, 20, 40 (+1), then the final one
+    assert t.eval_samples == 4 * (32 + 32) + (32 + 32 + 64)
+    assert eval_steps(t) == -(-t.eval_samples // (3 * 8))
+    res = _invoke("run", _one_run_spec(tmp_path), "--out", tmp_path / "o", "--profile", "smoke",
+                  "--dry-run", "--no-estimate", "--set", "train.evals={long: {T: 1000000000}}")
+    _assert_refused(res, "needs about", "evaluation batch")  # passed: the eval set's T was unseen
+
+
+def test_workers_are_limited_to_what_memory_holds_at_once(tmp_path):
+    from ssmrepro.engine.plan import pack_memory, plan, workers_in_memory
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    packs = plan(expand(load_spec(_one_run_spec(tmp_path, seeds=[0, 1, 2, 3])), "smoke"), 1)
+    need = pack_memory(packs[0])
+    assert need > 0
+    assert workers_in_memory(packs, 4, None) == 4
+    assert workers_in_memory(packs, 4, 10 * need) == 4
+    assert workers_in_memory(packs, 4, 2 * need + 1) == 2
+    assert workers_in_memory(packs, 4, need - 1) == 1
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("papers: [unclosed\n", "malformed YAML"),
+    ("- a\n- b\n", "expected a mapping"),
+    ("papers: {x: y}\ntargets: [1, 2]\n", "targets.0"),
+    ("targets: [{id: x, paper: y, tier: '1'}]\n", "targets.0.tier"),
+])
+def test_a_malformed_catalogue_is_a_message(tmp_path, text, needle):
+    root = _project(tmp_path)
+    (root / "experiments/catalogue.yaml").write_text(text)
+    res = _invoke("figures", "--no-rebuild", "--out", tmp_path / "out",
+                  env={"SSMREPRO_ROOT": str(root)})
+    _assert_refused(res, "catalogue.yaml", needle)
+
+
+def test_unreadable_saved_weights_are_a_warning(tmp_path):
+    from ssmrepro.store import Store
+
+    st = Store(tmp_path)
+    st.runs.mkdir(parents=True)
+    (st.runs / "r1.pt").write_bytes(b"not a pickle")
+    assert st.read_weights("r1") is None
+    assert "ignoring unreadable weights" in st.warnings[0]

@@ -21,7 +21,7 @@ from rich.markup import escape
 from ..data.sources import DataUnavailable
 from ..kernels.backend import BackendError
 from ..spec import SpecError
-from ..store import TableError
+from ..store import LinkOutside, TableError
 
 EXIT_CODES = ("Exit codes: 0 ok; 1 some runs failed or did not finish (re-run the same command "
               "to resume); 2 bad input (spec, id, option, missing data, unwritable folder); "
@@ -118,7 +118,7 @@ def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise
         except SpecError as err:
             fail(err.messages)
-        except (BackendError, DataUnavailable, TableError) as err:
+        except (BackendError, DataUnavailable, TableError, LinkOutside) as err:
             fail([str(err)])
         except OSError as err:
             fail([os_message(err)])

@@ -90,11 +90,30 @@ def download(
         console.print(f"installed {p}", highlight=False)
 
 
+# what the generators write into their folder (and their temp files, ``.<name>.<host>...tmp``)
+GENERATED_NAMES = frozenset({"meta.json", "basic_train.tsv", "basic_val.tsv", "basic_test.tsv",
+                             "shards", "imgs", "metadata"})
+
+
+def _foreign_entries(target: Path) -> list[str]:
+    """Entries of ``target`` that no generator writes (``--force`` must not delete them)."""
+    return sorted(p.name for p in target.iterdir()
+                  if p.name not in GENERATED_NAMES and not (p.name.startswith(".")
+                                                            and p.name.endswith(".tmp")))
+
+
 def _prepare_out(out: Path | None, default: Path, force: bool) -> Path:
     target = out if out is not None else default
+    if target.is_symlink() or (target.exists() and not target.is_dir()):
+        _fail(f"--out {target}: not a folder (a file or a link); choose another folder")
     if target.exists() and any(target.iterdir()):
         if not force:
             _fail(f"{target} is not empty; pass --force to replace it or --out to choose another folder")
+        foreign = _foreign_entries(target)
+        if foreign:  # --force replaces a generated dataset, never a folder of other files
+            _fail(f"{target} holds {', '.join(foreign[:5])}{' ...' if len(foreign) > 5 else ''}, "
+                  "which no generator writes: --force only replaces a generated dataset; choose "
+                  "an empty or new --out")
         shutil.rmtree(target)
     return target
 
@@ -176,7 +195,8 @@ def generate_listops_cmd(
 @command(generate_app, "pathfinder")
 def generate_pathfinder_cmd(
     n: int = typer.Option(200_000, "--n", min=1, max=10**8, help="number of images"),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**63 - 1,
+                             help="non-negative (numpy's seed sequence)"),
     res: int = typer.Option(32, "--res", help="resolution: 32, 64, 128 (Path-X) or 256"),
     dir: Path | None = typer.Option(None, "--dir", help=DIR_HELP),
     out: Path | None = typer.Option(

@@ -137,7 +137,7 @@ def show(
     from ..sweep import expand, set_dotted
 
     spec = _spec(name)
-    profile = profile or spec.default_profile
+    profile = spec.default_profile if profile is None else profile  # "" is no profile
     overrides = _overrides(set_)
     runs = expand(spec, profile, overrides=overrides)
     base = {"task": dict(spec.task), "model": dict(spec.model), "train": dict(spec.train)}
@@ -181,7 +181,7 @@ def validate(
     set_: list[str] | None = _set_option(),
 ) -> None:
     """Check spec files (schema, every profile's runs, derived values, figures, claims)."""
-    from ..plots import validate_outputs
+    from ..plots import validate_outputs, where_problems
     from ..sweep import expand
 
     if not name and not all_:
@@ -194,7 +194,8 @@ def validate(
             spec = load_spec(p) if p else find_spec(name)  # type: ignore[arg-type]
             runs = {prof: expand(spec, prof, overrides=overrides) for prof in spec.profiles}
             counts = {prof: len(r) for prof, r in runs.items()}
-            bad = validate_outputs(spec, [r for rs in runs.values() for r in rs])
+            every = [r for rs in runs.values() for r in rs]
+            bad = validate_outputs(spec, every) or where_problems(spec, every)
             if bad:
                 raise SpecError(bad)
             console.print(f"[green]ok[/] {spec.id}: " + ", ".join(f"{k} {v} runs"
@@ -248,7 +249,7 @@ def run(
     except ValueError as err:
         fail([str(err)])
     spec = _spec(name)
-    profile = profile or spec.default_profile
+    profile = spec.default_profile if profile is None else profile  # "" is no profile
     overrides = _overrides(set_)
     if engine not in ENGINES:
         fail([f"--engine {engine!r}: expected {' or '.join(ENGINES)}"])
@@ -276,9 +277,9 @@ def run(
                         "run_steps": d.run_steps, "estimate_s": d.estimate_s,
                         "estimate_how": d.estimate_how, "device": dev})
             return
-        console.print(f"{spec.id} [{profile}]: {d.total} runs, {d.done} done, {d.pending} pending "
-                      f"in {len(d.packs)} packs (largest {d.largest}); {d.run_steps:,} run-steps "
-                      "to train")
+        console.print(f"{spec.id} {escape(f'[{profile}]')}: {d.total} runs, {d.done} done, "
+                      f"{d.pending} pending in {len(d.packs)} packs (largest {d.largest}); "
+                      f"{d.run_steps:,} run-steps to train")
         for line in d.planner:
             console.print(f"[dim]planner: {line}[/]", highlight=False)
         if d.estimate_s is not None:
@@ -385,7 +386,7 @@ def plot(
     """Rebuild results.csv and curves.csv (from run records, when present), the figures and the
     report."""
     spec = _spec(name)
-    _outputs(spec, profile or spec.default_profile, out, _overrides(set_))
+    _outputs(spec, spec.default_profile if profile is None else profile, out, _overrides(set_))
 
 
 @command()
@@ -399,7 +400,7 @@ def verify(
 ) -> None:
     """Our numbers beside the paper's: one verdict line per claim, report.md written."""
     spec = _spec(name)
-    profile = profile or spec.default_profile
+    profile = spec.default_profile if profile is None else profile  # "" is no profile
     res = _outputs(spec, profile, out, _overrides(set_), quiet=as_json)
     if as_json:
         print_json({"id": spec.id, "profile": profile, **_outputs_json(res)})
@@ -468,6 +469,8 @@ def bench(
 
     if workload not in WORKLOADS:
         fail([f"unknown workload {workload!r} (have {', '.join(WORKLOADS)})"])
+    if not 0.1 <= seconds <= 3600:  # also NaN
+        fail([f"--seconds {seconds}: expected a measuring time from 0.1 to 3600 seconds"])
     dev = select_device(device)
     try:
         sizes = ([int(x) for x in packs.split(",") if x.strip()] if packs is not None

@@ -35,7 +35,14 @@ from .local import (
     run_workers,
     threads_per_process,
 )
-from .plan import Pack, estimate_seconds, memory_problems, plan
+from .plan import (
+    Pack,
+    available_memory,
+    estimate_seconds,
+    memory_problems,
+    plan,
+    workers_in_memory,
+)
 
 ENGINES = ("local", "ray")
 
@@ -234,6 +241,13 @@ def run_experiment(
         console.print(f"[dim]planner: {line}[/]", highlight=False)
     if engine == "local":
         n_workers = max(1, min(workers or cap, cap, len(packs) or 1))
+        if n_workers > 1 and not device.startswith("cuda"):  # the workers share one memory
+            fit = workers_in_memory(packs, n_workers, available_memory(device))
+            if fit < n_workers:
+                console.print(f"[yellow]warning:[/] {fit} worker{'s' if fit > 1 else ''} instead "
+                              f"of {n_workers}: the largest packs of {n_workers} workers at once "
+                              "would not fit in the memory available")
+                n_workers = fit
         if n_workers < min(workers or cap, cap):  # fewer packs than workers: more threads each
             threads = threads_per_process(n_workers, device, load)
     elif not pending:

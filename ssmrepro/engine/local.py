@@ -183,14 +183,18 @@ def work_pack(i: int, pack: Pack, store: Store, ws: WorkSettings, emit: EventFn,
 THREADS_ENV = "SSMREPRO_THREADS"
 
 
+MAX_THREADS = 1024  # more OpenMP threads than any machine has cores (100,000 crash libgomp)
+
+
 def thread_override() -> int | None:
     """Intra-op threads per training process from ``$SSMREPRO_THREADS`` (None: unset). On a
     shared, oversubscribed CPU one thread per process is often several times faster."""
     v = os.environ.get(THREADS_ENV, "").strip()
     if not v:
         return None
-    if not v.isdigit() or int(v) < 1:
-        raise ValueError(f"{THREADS_ENV}={v!r}: expected a positive integer")
+    if not v.isdigit() or not 1 <= int(v) <= MAX_THREADS:
+        raise ValueError(f"{THREADS_ENV}={v[:40]!r}: expected a whole number from 1 to "
+                         f"{MAX_THREADS}")
     return int(v)
 
 

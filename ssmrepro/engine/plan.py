@@ -55,6 +55,33 @@ def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None) -> 
     return max(1, min(cap, budget // max(1, per_member)))
 
 
+def pack_memory(p: Pack) -> int:
+    """Bytes a pack needs while it trains: its members x one run's estimate
+    (``train.memory_need``); 0 where there is no estimate (no backbone, data absent here)."""
+    from ..tasks import DataUnavailable
+
+    if not p.runs or not hasattr(p.runs[0].model, "to_backbone"):
+        return 0
+    try:
+        return len(p) * memory_need(p.runs[0]).total
+    except DataUnavailable:
+        return 0
+
+
+def workers_in_memory(packs: list[Pack], workers: int, available: int | None) -> int:
+    """How many of ``workers`` can train at once in ``available`` bytes when each holds one of
+    the largest packs (at least 1: a single pack too large was refused before planning)."""
+    if available is None or workers <= 1:
+        return workers
+    needs = sorted((pack_memory(p) for p in packs), reverse=True)[:workers]
+    n, used = 0, 0
+    for need in needs:
+        if used + need > available:
+            break
+        used, n = used + need, n + 1
+    return max(1, n if n < len(needs) else workers)
+
+
 def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
          costs: CostModel | None = None, budget_bytes: int | None = None) -> list[Pack]:
     """Packs in first-appearance order of their key. Each group of same-shape runs is cut into
@@ -83,15 +110,17 @@ def estimate_seconds(packs: list[Pack], device: str, samples: int = 3) -> tuple[
 
     The per-step cost of a pack is modelled as proportional to E × member_bytes (activation
     volume); the constant is measured on up to ``samples`` packs (smallest, largest, median).
-    Evaluation time is not modelled. Returns (seconds, one-line method description).
+    Evaluation counts as ``eval_steps`` more steps per pack (``TrainConfig.eval_samples``
+    forward passes at a third of a training step's cost per sample). Returns (seconds, one-line
+    method description).
     """
     from ..train import time_steps
 
     if not packs:
         return 0.0, "nothing to train"
     if all(p.step_s is not None for p in packs):  # calibrated: every pack's step was timed
-        total = sum(p.step_s * max(r.train.total_steps for r in p.runs) for p in packs)
-        return total, "the cost model's measured step times; evals not included"
+        total = sum(p.step_s * pack_steps(p) for p in packs)
+        return total, "the cost model's measured step times; evaluation as forward passes"
     cost = [len(p) * max(member_bytes(r) for r in p.runs) for p in packs]
     order = sorted(range(len(packs)), key=lambda i: cost[i])
     picks = sorted({order[0], order[len(order) // 2], order[-1]})[:samples]
@@ -100,6 +129,18 @@ def estimate_seconds(packs: list[Pack], device: str, samples: int = 3) -> tuple[
         sec = time_steps(packs[i].runs, device)
         rates.append(sec / cost[i])
     rate = sorted(rates)[len(rates) // 2]
-    total = sum(c * rate * max(r.train.total_steps for r in p.runs) for c, p in zip(cost, packs))
+    total = sum(c * rate * pack_steps(p) for c, p in zip(cost, packs))
     return total, (f"measured {len(picks)} packs ({', '.join(f'{r * 1e9:.2f}' for r in rates)} "
-                   f"s per GB-step), scaled by pack size × activation volume; evals not included")
+                   "s per GB-step), scaled by pack size × activation volume; evaluation as "
+                   "forward passes")
+
+
+def eval_steps(train) -> int:
+    """Training steps that cost about what one run's evaluation costs: its evaluation samples
+    (``TrainConfig.eval_samples``) at a third of a training sample each."""
+    return -(-train.eval_samples // (3 * train.batch_size))
+
+
+def pack_steps(p: Pack) -> int:
+    """Step-equivalents of a pack: its longest run's steps plus its evaluation."""
+    return max(r.train.total_steps + eval_steps(r.train) for r in p.runs)

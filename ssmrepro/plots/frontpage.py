@@ -21,9 +21,9 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from ..spec import SpecError, experiments_dir, load_spec, spec_paths
+from ..spec import SpecError, _read_spec_text, experiments_dir, load_spec, parse_yaml, spec_paths
 from ..store import read_results, results_dir
-from ..util import repo_root
+from ..util import atomic_write_text, repo_root
 from .export import result_files
 from .outputs import Outputs, build
 
@@ -47,9 +47,35 @@ class Target:
 
 
 def catalogue(path: Path | None = None) -> tuple[dict[str, str], list[dict]]:
-    """(paper titles, target rows) of ``experiments/catalogue.yaml``."""
-    data = yaml.safe_load((path or experiments_dir() / CATALOGUE).read_text())
-    return data.get("papers", {}), list(data.get("targets", []))
+    """(paper titles, target rows) of ``experiments/catalogue.yaml``; SpecError naming the file,
+    the key and the reason when it is not such a file (read like a spec: size, duplicate keys,
+    aliases bounded)."""
+    path = path or experiments_dir() / CATALOGUE
+    try:
+        data = parse_yaml(_read_spec_text(path))
+    except (yaml.YAMLError, ValueError, RecursionError) as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else "(parse)"
+        what = getattr(err, "problem", None) or (str(err).splitlines() or [type(err).__name__])[0]
+        raise SpecError([f"{path}: {where}: malformed YAML: {what}"]) from None
+    if not isinstance(data, dict):
+        raise SpecError([f"{path}: (top level): expected a mapping with papers and targets"])
+    papers, rows = data.get("papers") or {}, data.get("targets") or []
+    errors = [] if isinstance(papers, dict) else [f"{path}: papers: expected a mapping"]
+    if not isinstance(rows, list):
+        errors.append(f"{path}: targets: expected a list")
+        rows = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            errors.append(f"{path}: targets.{i}: expected a mapping (id, paper, tier, ...)")
+            continue
+        errors += [f"{path}: targets.{i}.{k}: missing or not text" for k in ("id", "paper")
+                   if not isinstance(row.get(k), str)]
+        if not isinstance(row.get("tier"), int) or isinstance(row.get("tier"), bool):
+            errors.append(f"{path}: targets.{i}.tier: expected a whole number")
+    if errors:
+        raise SpecError(errors)
+    return papers, list(rows)
 
 
 def _specs() -> dict[str, object]:
@@ -202,6 +228,5 @@ def front_page(out: Path | None = None, dest: Path | None = None) -> Path:
             what = f"<br>{_cell(t.what)}" if t.what and t.status == "not specified" else ""
             lines.append(f"| {t.id}{what} | {t.alias or ''} | {t.tier} | {t.status} | "
                          f"{t.verdicts or '—'} | {t.quick_time or '—'} | {links} |")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text("\n".join(lines) + "\n")
+    atomic_write_text(dest, "\n".join(lines) + "\n")  # replaces a link, never writes through
     return dest

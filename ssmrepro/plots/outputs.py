@@ -34,6 +34,7 @@ from ..report.curves import HISTORY_SETS, SAMPLES, STEP, curve_table, history_me
 from ..spec import Spec, format_errors
 from ..store import read_results, read_table
 from ..sweep import expand, overrides_tag
+from ..util import atomic_write_text
 from .curves import CURVES
 from .registry import FIGURE_KINDS, FigureContext, parse_figure
 
@@ -140,6 +141,43 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
     return errors
 
 
+def where_problems(spec: Spec, runs: list) -> list[str]:
+    """'file: key: reason' for a claim's ``where`` (``a`` / ``b`` of a comparison) that matches
+    no run of ``runs`` (every profile's: a typo in a label or a value would otherwise only show
+    as MISSING, forever), and for two paper values of one cell and metric (the report would
+    compare the cell with either). A paper value may name a cell no profile trains (a number
+    the paper quotes for reference)."""
+    if spec.analytic is not None or not runs:
+        return []
+    path = spec.path or spec.id
+    cells = pd.DataFrame([{LABEL: r.label, **r.flat()} for r in runs])
+    errors = []
+
+    def check(key: str, where: Any) -> None:
+        if not isinstance(where, dict) or not where or any(k not in cells for k in where):
+            return  # no condition, or an unknown column / case:<i> (reported elsewhere)
+        if report.select(cells, where).empty:
+            shown = ", ".join(f"{k}={v}" for k, v in where.items())
+            errors.append(f"{path}: {key}: matches no run of any profile ({shown}); check the "
+                          "label and the values")
+
+    for i, raw in enumerate(spec.claims):
+        try:
+            cfg = report.parse_claim(raw)
+        except (KeyError, ValidationError):
+            continue  # reported by validate_outputs
+        for field in ("where", "a", "b"):
+            check(f"claims.{i}.{field}", getattr(cfg, field, None))
+    seen: dict[str, int] = {}
+    for i, pv in enumerate(spec.paper_values):
+        ident = repr((pv.metric, sorted((k, repr(v)) for k, v in pv.where.items())))
+        if ident in seen:
+            errors.append(f"{path}: paper_values.{i}: the same cell and metric as "
+                          f"paper_values.{seen[ident]} (one paper value per cell and metric)")
+        seen.setdefault(ident, i)
+    return errors
+
+
 def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "") -> pd.DataFrame:
     """The run table of ``profile``: rebuilt from records when present, else the committed CSV."""
     store = open_store(spec, root.parents[1])
@@ -184,6 +222,7 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         return root / output_name(spec, profile, stem, ext, tag)
 
     runs = expand(spec, profile, overrides=overrides)
+    open_store(spec, root.parents[1]).check_links()  # nothing is written through a link outside
     root.mkdir(parents=True, exist_ok=True)
     if spec.analytic is not None:  # a table computed from theory: its rows are the cells
         df = analytic_table(spec)
@@ -233,6 +272,6 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
     if not report.finished(cells).empty:
         cells.to_csv(out("summary", "csv"), index=False)
     rep = out("report", "md")
-    rep.write_text(report.markdown(spec, profile, cells, verdicts, len(df)))
+    atomic_write_text(rep, report.markdown(spec, profile, cells, verdicts, len(df)))
     return Outputs(out("results", "csv"), figures[0] if figures else None, figures, rep, verdicts,
                    curves if curves.exists() else None)

@@ -34,6 +34,12 @@ class _Strict(BaseModel):
 MAX_STEPS = 10**9
 MAX_BATCH = 1 << 16
 MAX_SAMPLES = 10**8
+# Evaluation is bounded relative to training: a run may pass at most EVAL_RATIO times as many
+# samples through its model in evaluation as training does (a training step ~ 3 forward passes
+# per sample), or EVAL_FLOOR samples whatever the training (max_steps 0 evaluates only). The
+# shipped specs stay below 0.5x (and 1e7 samples); val_size 1e8 on a 40-step run would not.
+EVAL_RATIO = 10
+EVAL_FLOOR = 10**7
 
 
 class Schedule(_Strict):
@@ -115,7 +121,33 @@ class TrainConfig(_Strict):
             raise ValueError(f"train_size={self.train_size} is smaller than batch_size")
         if self.total_steps > MAX_STEPS:
             raise ValueError(f"{self.total_steps:,} steps exceed the limit of {MAX_STEPS:,}")
+        ev, tr = self.eval_samples, self.train_samples
+        if ev > max(EVAL_FLOOR, EVAL_RATIO * tr):
+            raise ValueError(
+                f"evaluation would pass {ev:,} samples through each model (val_size "
+                f"{self.val_size:,} at {self.total_steps // self.eval_every + 2:,} evaluations, "
+                f"test_size {self.test_size:,}, {len(self.evals)} named sets), more than "
+                f"{EVAL_RATIO}x the {tr:,} of its training ({self.total_steps:,} steps of "
+                f"{self.batch_size}, about 3 passes a sample) and more than {EVAL_FLOOR:,}: "
+                "lower val_size / test_size or raise eval_every")
         return self
+
+    @property
+    def train_samples(self) -> int:
+        """Forward-pass equivalents of the training: steps x batch x 3 (forward + backward)."""
+        return 3 * self.total_steps * self.batch_size
+
+    @property
+    def eval_samples(self) -> int:
+        """Samples one run passes through its model in evaluation, an upper bound (a dataset
+        task caps each set at its split's size): every ``eval_every`` steps and at the stop step
+        the validation set, the fixed training slice and min(val_size, test_size) of each named
+        set; at the end also the test set and each named set's test_size."""
+        k = len(self.evals)
+        fit = min(self.val_size, self.train_size or self.val_size)
+        per_eval = self.val_size + fit + k * min(self.val_size, self.test_size)
+        final = self.val_size + fit + (1 + k) * self.test_size
+        return (self.total_steps // self.eval_every + 2) * per_eval + final
 
     @property
     def steps_per_epoch(self) -> int | None:

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from .. import expr
 from ..models import MODELS, ModelConfig
-from ..spec import Axis, Spec, SpecError, _format_errors, find_spec
+from ..spec import Axis, Spec, SpecError, _format_errors, find_spec, parse_yaml
 from ..tasks import TASKS, DataUnavailable, Task, TaskConfig, build_task, incompatibility
 from ..tasks.base import fixed_split_error
 from .config import RunConfig, TrainConfig, flatten, run_id_of
@@ -190,6 +190,9 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
         if not eq or not key:
             errors.append(f"--set {item!r}: expected key=value, e.g. --set model.d_model=32")
             continue
+        if key in out:  # the last one would quietly win
+            errors.append(f"--set {key}: given twice (once per key)")
+            continue
         if any(not part.strip() for part in key.split(".")):
             errors.append(f"--set {key}: an empty part in the key (expected section.field, e.g. "
                           "model.d_model)")
@@ -199,9 +202,12 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
                           "(e.g. model.d_model)")
             continue
         try:
-            out[key] = yaml.safe_load(raw) if raw.strip() else ""
+            out[key] = parse_yaml(raw) if raw.strip() else ""
         except yaml.YAMLError as err:
             errors.append(f"--set {key}: cannot parse {raw!r} ({str(err).splitlines()[0]})")
+        except (ValueError, RecursionError) as err:  # YamlBoundError, a 5,000-digit integer ...
+            what = "nested too deeply" if isinstance(err, RecursionError) else str(err)
+            errors.append(f"--set {key}: cannot use {raw[:60]!r}: {what}")
     if errors:
         raise SpecError(errors)
     return out
@@ -224,7 +230,7 @@ def expand(spec: Spec, profile: str | None = None,
     ``overrides`` ({dotted key: value}) applied after the profile's ``set``; validated like the
     YAML, and part of every run id (they change the config). None for an analytic spec (its
     table is computed by the report stage)."""
-    profile = profile or spec.default_profile
+    profile = spec.default_profile if profile is None else profile  # "" names no profile
     if profile not in spec.profiles:
         raise SpecError([f"{spec.path}: unknown profile {profile!r} (have {sorted(spec.profiles)})"])
     if spec.analytic is not None:
