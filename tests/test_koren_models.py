@@ -59,3 +59,67 @@ def test_mamba_lm_rescales_out_proj_like_mamba_ssm():
     # same generator stream up to the first mixer's out_proj: layer 0 is the 1-layer draw / √2
     torch.testing.assert_close(two.blocks[0].mixer.out_proj.weight,
                                one.blocks[0].mixer.out_proj.weight / 2**0.5, rtol=0, atol=1e-7)
+
+
+def _table10(**over):
+    """koren2026 Table 10's Base (mamba_lm without norms, D skip off, PyTorch init) + ``over``."""
+    base = dict(d_model=8, d_state=4, d_conv=4, expand=2, norm="none", skip=False, init="default")
+    return MODELS["mamba_lm"].Config(**{**base, **over})
+
+
+def test_mamba_lm_table10_variant_d_equals_a_plain_linear_circuit():
+    """C / D (A = I, no gate, no SiLU, no norms, no D skip): h + out(Σ_{s≤t} (C_t·B_s) conv(h W_in)_s),
+    tied read-out — written out by hand from the parameters."""
+    info = TaskInfo(vocab_size=16, n_classes=16, seq_len=7)
+    m = build_model(_table10(discretize=False, gate=False, conv_act=False, d_conv=2), info, 1, [5])
+    m = m.double()
+    p = {n: t.detach()[0] for n, t in m.named_parameters()}
+    x = torch.randint(0, 16, (1, 3, 7))
+    h = p["embed.weight"][x[0]]  # (B, L, d)
+    u = h @ p["blocks.0.mixer.in_proj.weight"]  # (B, L, 2d)
+    w, b = p["blocks.0.mixer.conv.weight"], p["blocks.0.mixer.conv.bias"]  # (2d, 2), (2d,)
+    prev = torch.nn.functional.pad(u, (0, 0, 1, 0))[:, :-1]
+    xc = prev * w[:, 0] + u * w[:, 1] + b  # causal width-2 conv, no activation
+    bc = xc @ p["blocks.0.mixer.ssm.x_proj.weight"]  # (B, L, 2N): [B | C], no Δ columns
+    Bt, Ct = bc[..., :4], bc[..., 4:]
+    scores = torch.tril(Ct @ Bt.transpose(1, 2))  # (B, t, s), s ≤ t, A = I
+    y = (scores @ xc) @ p["blocks.0.mixer.out_proj.weight"]
+    logits = (h + y) @ p["embed.weight"].T
+    torch.testing.assert_close(m(x)[0], logits, rtol=1e-10, atol=1e-10)
+    assert not any("norm" in n or n.endswith(".D") or "A_log" in n or "dt_" in n
+                   for n, _ in m.named_parameters())
+
+
+def test_mamba_lm_table10_variants_parameter_counts_and_init():
+    info = TaskInfo(vocab_size=128, n_classes=128, seq_len=64)
+    counts = {}
+    for name, over in {"Base": {}, "A": {"discretize": False},
+                       "B": {"discretize": False, "gate": False},
+                       "C": {"discretize": False, "gate": False, "conv_act": False},
+                       "D": {"discretize": False, "gate": False, "conv_act": False, "d_conv": 2},
+                       "E": {"discretize": False, "gate": False, "conv_act": False, "d_conv": 1}
+                       }.items():
+        counts[name] = count_params(build_model(_table10(d_model=64, d_state=16, **over), info, 1,
+                                                [0]), 1)
+    # embedding 128·64 (tied) + in_proj 64·(2·128) + conv 128·4 + 128 + x_proj 128·(4 + 2·16)
+    # + dt_proj 4·128 + 128 + A_log 128·16 + out_proj 128·64 (no norms, no D)
+    assert counts["Base"] == 8192 + 16384 + 640 + 4608 + 640 + 2048 + 8192
+    assert counts["A"] == counts["Base"] - (128 * 4 + 640 + 2048)  # no Δ, no A
+    assert counts["B"] == counts["A"] - 64 * 128  # no z branch
+    assert counts["C"] == counts["B"]  # the SiLU has no parameters
+    assert counts["D"] == counts["C"] - 2 * 128 and counts["E"] == counts["C"] - 3 * 128
+    # init default: PyTorch's embedding N(0, 1); the mamba_lm default keeps mamba-ssm's N(0, 0.02)
+    std = {s: float(build_model(MODELS["mamba_lm"].Config(d_model=64, d_state=16, init=s), info, 1,
+                                [0]).embed.weight.detach().std()) for s in ("default", "mamba")}
+    assert 0.9 < std["default"] < 1.1 and 0.015 < std["mamba"] < 0.025
+
+
+def test_mamba_lm_table10_options_apply_to_mamba1_only():
+    import pytest
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="mixer mamba1 only"):
+        MODELS["mamba_lm"].Config(mixer="mamba2_3conv", discretize=False)
+    cfg = MODELS["mamba_lm"].Config()
+    assert (cfg.norm, cfg.conv_act, cfg.discretize, cfg.skip, cfg.init) == (
+        "rmsnorm", True, True, True, "mamba")

@@ -14,7 +14,8 @@ same parameter count, same parameters from the same seeds, same outputs and grad
     mamba_lm        mamba-ssm's MambaLMHeadModel: RMSNorm pre-norm Mamba-1 blocks, final RMSNorm,
                     tied head, mamba-ssm's init (embedding N(0, 0.02), out_proj / √n_layer);
                     options for huang2025 §5: core s4d (Mamba-S4D) / delta_t (Mamba-Δᵀ), the
-                    single-head three-conv Mamba-2 mixer, gate off
+                    single-head three-conv Mamba-2 mixer, gate off; for koren2026 Table 10: no
+                    norms, no post-conv SiLU, A = I (no discretisation), no D skip, PyTorch init
     cooper_hybrid   cooper2026: Mamba-1 'SSM' and GPT-NeoX 'TF' layers in a pattern, tied head,
                     Hugging Face init
 """
@@ -151,11 +152,24 @@ class MambaLMConfig(ModelConfig):
     core: Literal["s6", "s4d", "delta_t"] = Field(
         "s6", description="mamba1's SSM core: s6 (Mamba), s4d (Mamba-S4D), delta_t (Mamba-Δᵀ)")
     gate: bool = Field(True, description="the gate branch (off: huang2025 MQAR / induction heads)")
+    # koren2026 Table 10's ablations of the Mamba-1 block (mixer mamba1 only)
+    norm: Literal["rmsnorm", "none"] = Field(
+        "rmsnorm", description="block pre-norms and final norm; none: koren2026 Table 10's Mamba "
+        "'w/o layer normalization'")
+    conv_act: bool = Field(True, description="SiLU after the conv (off: Table 10 variant C)")
+    discretize: bool = Field(
+        True, description="false: A = I and no Δ, h_t = h_{t-1} + x_t ⊗ B_t (Table 10 variant A)")
+    skip: bool = Field(True, description="the core's D ⊙ x skip (off: koren2026's D = 0 frozen)")
+    init: Literal["mamba", "default"] = Field(
+        "mamba", description="mamba: mamba-ssm's _init_weights; default: PyTorch defaults "
+        "(embedding N(0, 1)), as koren2026's mamba_tiny")
 
     @model_validator(mode="after")
     def _check(self) -> MambaLMConfig:
         if self.mixer == "mamba2_3conv" and self.core != "s6":
             raise ValueError("core applies to mixer mamba1 only (mamba2_3conv has its own SSM)")
+        if self.mixer == "mamba2_3conv" and not (self.conv_act and self.discretize and self.skip):
+            raise ValueError("conv_act, discretize and skip apply to mixer mamba1 only")
         return self
 
     def mixer_config(self):
@@ -164,16 +178,18 @@ class MambaLMConfig(ModelConfig):
                                          expand=self.expand, gate=self.gate,
                                          out_proj=self.expand > 1)
         return Mamba1Config(d_state=self.d_state, d_conv=self.d_conv, expand=self.expand,
-                            core=self.core, gate=self.gate)
+                            core=self.core, gate=self.gate, conv_act=self.conv_act,
+                            discretize=self.discretize, skip=self.skip)
 
     def to_backbone(self) -> SeqLMConfig:
         """h + Mixer(RMSNorm h) blocks (in/out_proj without bias, conv with bias), final RMSNorm,
-        tied head without bias; init scheme 'mamba' (embedding N(0, 0.02), out_proj / √n_layer)."""
+        tied head without bias; init scheme 'mamba' (embedding N(0, 0.02), out_proj / √n_layer).
+        norm none: h + Mixer(h) and no final norm; init default: PyTorch's defaults."""
         return SeqLMConfig(
             d_model=self.d_model, layers=["SSM"], repeat=self.n_layers,
-            blocks={"SSM": MixerBlockConfig(mixer=self.mixer_config(), norm="rmsnorm")},
-            pos="none", final_norm="rmsnorm", head="per_position", tie_head=True, head_bias=False,
-            init=InitConfig(scheme="mamba"))
+            blocks={"SSM": MixerBlockConfig(mixer=self.mixer_config(), norm=self.norm)},
+            pos="none", final_norm=self.norm, head="per_position", tie_head=True, head_bias=False,
+            init=InitConfig(scheme=self.init))
 
 
 class CooperHybridConfig(ModelConfig):
