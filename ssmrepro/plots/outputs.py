@@ -188,8 +188,32 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "") 
         df = read_results(csv)
         if "profile" in df:
             df = df[df["profile"] == profile]
+        df = _fill_config(df, runs)
     elif not df.empty:
         store.write_csv(runs, name)
+    return df
+
+
+def _fill_config(df: pd.DataFrame, runs: list) -> pd.DataFrame:
+    """A committed table written before a config field existed has no value for it (an empty
+    cell, or no column): a run that keeps the field at its default has the same run id, so its
+    cell keys are taken from the planned run of that id. Without this, a new field with a
+    default (e.g. ``model.init`` of ``mamba_lm``) made every committed row of such runs match no
+    cell of the profile on a fresh clone (claims MISSING)."""
+    if df.empty or "run_id" not in df:
+        return df
+    keys = report.cell_keys(runs)
+    by_id = {r.run_id: r.flat() for r in runs}
+    df = df.copy()
+    for k in keys:
+        if k == LABEL:  # the planned run's label, never a config field
+            continue
+        planned = df["run_id"].map(lambda i, k=k: by_id.get(i, {}).get(k))
+        if k not in df:
+            df[k] = planned
+        else:
+            empty = df[k].isna() | (df[k].astype(str) == "")
+            df[k] = df[k].where(~(empty & planned.notna()), planned)
     return df
 
 
