@@ -36,8 +36,9 @@ def cli_env(tmp_path):
 def smoke_data_root(tmp_path_factory) -> Path:
     """A data root for the specs' smoke profiles (built once per session, a few seconds): the
     ListOps fixture as the LRA release's listops-1000, 300 generated 32x32 Pathfinder images
-    (data/generated/pathfinder32/curv_contour_length_14), and the 3 kB text of tests/assets/text
-    as text/tiny.txt (text_corpus)."""
+    (data/generated/pathfinder32/curv_contour_length_14), the 3 kB text of tests/assets/text
+    as text/tiny.txt (text_corpus), and the 200-row digits fixture (proxy:digits, in
+    scikit-learn's file format) as digits/digits.csv.gz."""
     from ssmrepro.data.pathfinder import write_pathfinder
 
     root = tmp_path_factory.mktemp("smoke-data")
@@ -46,6 +47,7 @@ def smoke_data_root(tmp_path_factory) -> Path:
     write_pathfinder(root / "generated" / "pathfinder32" / "curv_contour_length_14", 300, 32, 0)
     (root / "text").mkdir()
     shutil.copy(ROOT / "tests" / "assets" / "text" / "tiny.txt", root / "text" / "tiny.txt")
+    shutil.copytree(ROOT / "tests" / "assets" / "lra" / "digits", root / "digits")
     return root
 
 

@@ -3,7 +3,8 @@
 - ``load_lra(dataset, split, root=None, accept_sources=None, **preprocessing) -> LRADataset``
   (datasets.py); ``DATASETS``: dataset name -> its data sources. Every loaded dataset names its
   source (``lra_release``, ``generated``, ``download:cifar10``, ``download:imdb``,
-  ``proxy:fashion_mnist32``). The training tasks built on them live in ``ssmrepro.tasks.lra``.
+  ``proxy:fashion_mnist32``, ``proxy:digits``). The training tasks built on them live in
+  ``ssmrepro.tasks.lra``.
 - Generators: ``generate_listops`` (listops.py), ``generate_pathfinder`` (pathfinder.py).
 - CLI: ``ssmrepro data download | generate | info`` (cli.py).
 
@@ -18,6 +19,7 @@ from .pathfinder import generate_pathfinder, lra_params, pathfinder_oracle
 from .sources import (
     ALL_SOURCES,
     CIFAR10,
+    DIGITS,
     FASHION_MNIST32,
     GENERATED,
     IMDB,
@@ -28,6 +30,7 @@ from .sources import (
 __all__ = [
     "ALL_SOURCES",
     "CIFAR10",
+    "DIGITS",
     "FASHION_MNIST32",
     "GENERATED",
     "IMDB",

@@ -15,8 +15,9 @@ pathfinder lra_release, generated  pixels in [0, 1], resolution 32    1024      
 pathx      lra_release, generated  pixels in [0, 1], resolution 128   16384      (256)  2
 =========  ======================  =================================  =========  =====  ======
 
-``image`` also accepts ``proxy:fashion_mnist32`` when asked for explicitly. Nothing is downloaded
-or generated implicitly: missing data raises ``DataUnavailable`` naming the command to run.
+``image`` also accepts ``proxy:fashion_mnist32`` and ``proxy:digits`` when asked for explicitly.
+Nothing is downloaded or generated implicitly: missing data raises ``DataUnavailable`` naming the
+command to run.
 
 Prepared arrays are cached under ``<root>/.cache`` (see ``cache.py``); the key covers the source
 files' identity and every field of the dataset's preprocessing config.
@@ -45,6 +46,8 @@ from . import image, listops, pathfinder, retrieval, text
 from .cache import cache_key, config_dict, entry_dir, file_identity, load_entry, save_entry
 from .sources import (
     CIFAR10,
+    DIGITS,
+    DIGITS_FILE,
     FASHION_MNIST32,
     GENERATED,
     IMDB,
@@ -54,6 +57,7 @@ from .sources import (
     cache_root,
     dir_flag,
     generated_dir,
+    installed_digits_dir,
     lra_dir,
 )
 
@@ -270,17 +274,33 @@ def _fashion_dir(root: Path) -> Path:
     return SYSTEM_FASHION_MNIST
 
 
+def _digits_file(root: Path) -> Path:
+    """``<root>/digits/digits.csv.gz`` when present (a copy, or a test fixture), else
+    scikit-learn's installed file (which may not exist)."""
+    local = root / "digits" / DIGITS_FILE
+    installed = installed_digits_dir()
+    if local.is_file() or installed is None or not (installed / DIGITS_FILE).is_file():
+        return local
+    return installed / DIGITS_FILE
+
+
 def _image_locate(src: str, root: Path, cfg) -> Path:
+    if src == DIGITS:
+        return _digits_file(root)
     return root / image.CIFAR_DIRNAME if src == CIFAR10 else _fashion_dir(root)
 
 
 def _image_present(src: str, path: Path) -> bool:
     if src == CIFAR10:
         return all(f.is_file() for f in image.cifar_files(path))
+    if src == DIGITS:
+        return path.is_file()
     return image.fashion_present(path)
 
 
 def _image_files(src: str, path: Path, cfg) -> list[Path]:
+    if src == DIGITS:
+        return [path]
     return image.cifar_files(path) if src == CIFAR10 else image.fashion_files(path)
 
 
@@ -288,14 +308,20 @@ def _image_prepare(src: str, path: Path, cfg) -> tuple[dict, dict]:
     if src == CIFAR10:
         return image.prepare_cifar(path, cfg), {"kind": "pixels"}
     if not cfg.grayscale:
-        raise ValueError("proxy:fashion_mnist32 is grayscale only")
-    splits, stats = image.prepare_fashion32(path, cfg)
+        raise ValueError(f"{src} is grayscale only")
+    if src == DIGITS:
+        splits, stats = image.prepare_digits(path, cfg)
+    else:
+        splits, stats = image.prepare_fashion32(path, cfg)
     return splits, {"kind": "pixels", "pixel_mean": [stats["mean"]], "pixel_std": [stats["std"]]}
 
 
 def _image_hint(src: str, root: Path, cfg) -> str:
     if src == CIFAR10:
         return f"ssmrepro data download cifar10{dir_flag(root)}"
+    if src == DIGITS:
+        return (f"pip install -e '.[standin]' (scikit-learn ships the digits; or copy its "
+                f"{DIGITS_FILE} to {root / 'digits'})")
     local = root / "fashion-mnist"
     return f"apt-get install dataset-fashion-mnist (or copy its IDX .gz files to {local})"
 
@@ -365,7 +391,7 @@ DATASETS: dict[str, DatasetDef] = {
     "image": DatasetDef(
         name="image",
         config_cls=image.ImageConfig,
-        sources=(CIFAR10, FASHION_MNIST32),
+        sources=(CIFAR10, FASHION_MNIST32, DIGITS),
         default_accept=(CIFAR10,),
         n_classes=image.N_CLASSES,
         locate=_image_locate,
@@ -547,7 +573,7 @@ def _build(dataset, split, src, path, cfg, arrays, meta, entry_path) -> LRADatas
         if getattr(cfg, "tokenize", False):
             kind, vocab = "tokens", tuple(f"<{v}>" for v in range(256))
         elif dataset == "image":
-            if "pixel_mean" in meta:  # the Fashion-MNIST proxy: its own statistics
+            if "pixel_mean" in meta:  # the Fashion-MNIST / digits proxies: their own statistics
                 mean, std = tuple(meta["pixel_mean"]), tuple(meta["pixel_std"])
             elif not cfg.normalize:
                 pass

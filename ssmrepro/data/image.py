@@ -1,4 +1,4 @@
-"""Library (data): LRA Image, sequential grayscale CIFAR-10 (sCIFAR), plus a Fashion-MNIST stand-in.
+"""Library (data): LRA Image, sequential grayscale CIFAR-10 (sCIFAR), plus two offline stand-ins.
 
 S4 conventions (``src/dataloaders/basic.py``): torchvision ``Grayscale()`` (PIL ``convert("L")``,
 ITU-R 601 luma 0.299 R + 0.587 G + 0.114 B, rounded to uint8), ``ToTensor()`` (/255), then
@@ -13,6 +13,14 @@ is read (``LRADataset.inputs``), which is exact because the normalisation is aff
 
 The Fashion-MNIST stand-in (``proxy:fashion_mnist32``) zero-pads 28x28 to 32x32 (L = 1024) and is
 normalised with its own training mean / std. It is never used unless explicitly accepted.
+
+The digits stand-in (``proxy:digits``) is the UCI handwritten digits as scikit-learn ships them
+(``sklearn/datasets/data/digits.csv.gz``: 1,797 rows of 64 gray levels 0..16 then the class 0..9;
+read straight from the file, scikit-learn is not imported). Each 8x8 image is read in raster order
+as a length-64 sequence (not upsampled: 16x shorter than sCIFAR's 1,024), normalised with its own
+training mean / std. Split: a permutation seeded with ``split_seed`` (42); the first 20%
+(``DIGITS_TEST_FRACTION``) of it is test, the next ``val_fraction`` (10%) validation, the rest
+training: 359 / 179 / 1,259 images. It is never used unless explicitly accepted.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ FASHION_FILES = {
 }
 N_CLASSES = 10
 PREPARE_VERSION = 1
+DIGITS_TEST_FRACTION = 0.2
 
 
 @dataclass(frozen=True)
@@ -160,4 +169,41 @@ def prepare_fashion32(directory: Path, cfg: ImageConfig) -> tuple[dict[str, dict
         ("test", test_x.reshape(len(test_x), -1), test_y),
     ):
         out[split] = {"x": x, "lengths": np.full(len(y), x.shape[1], np.int32), "labels": y}
+    return out, stats
+
+
+# ------------------------------------------------------------------------------- digits stand-in
+
+
+def read_digits_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's ``digits.csv.gz`` (or plain csv) -> (uint8 (N, 64) gray levels 0..16,
+    int64 labels (N,)). Each row: 64 pixel values in raster order, then the class."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as f:
+        data = np.loadtxt(f, delimiter=",", dtype=np.int64, ndmin=2)
+    if data.shape[1] != 65 or data.size == 0:
+        raise ValueError(f"{path}: not the digits table (rows of 64 pixels and a label), "
+                         f"shape {data.shape}")
+    x, y = data[:, :64], data[:, 64]
+    if x.min() < 0 or x.max() > 16 or y.min() < 0 or y.max() >= N_CLASSES:
+        raise ValueError(f"{path}: pixel values outside 0..16 or labels outside 0..9")
+    return x.astype(np.uint8), y
+
+
+def prepare_digits(path: Path, cfg: ImageConfig) -> tuple[dict[str, dict[str, np.ndarray]], dict]:
+    """The 8x8 digits as length-64 sequences: per split arrays (the seeded test / val / train
+    split of the module docstring), and {"mean", "std"} of the training pixels in the /255 units
+    ``LRADataset.to_float`` divides by (so the inputs are z-scored with training statistics)."""
+    x, y = read_digits_csv(path)
+    n = len(y)
+    perm = np.random.default_rng(cfg.split_seed).permutation(n)
+    n_test, n_val = int(DIGITS_TEST_FRACTION * n), int(cfg.val_fraction * n)
+    parts = {"test": np.sort(perm[:n_test]), "val": np.sort(perm[n_test : n_test + n_val]),
+             "train": np.sort(perm[n_test + n_val :])}
+    train = x[parts["train"]].astype(np.float64)
+    stats = {"mean": float(train.mean() / 255), "std": float(train.std() / 255)}
+    out = {}
+    for split in ("train", "val", "test"):
+        rows = parts[split]
+        out[split] = {"x": x[rows], "lengths": np.full(len(rows), 64, np.int32), "labels": y[rows]}
     return out, stats

@@ -12,6 +12,7 @@ Layout under the data root (everything the loaders read)::
     <root>/cifar-10-batches-py/{data_batch_1..5,test_batch}        download:cifar10
     <root>/imdb/aclImdb/{train,test}/{pos,neg}/*.txt               download:imdb
     <root>/fashion-mnist/*-ubyte.gz                                proxy:fashion_mnist32
+    <root>/digits/digits.csv.gz                                    proxy:digits (else scikit-learn's)
     <root>/generated/listops/basic_{train,val,test}.tsv            generated
     <root>/generated/pathfinder{res}/curv_contour_length_14/       generated
     <root>/downloads/                                              archives (+ .part files)
@@ -33,11 +34,26 @@ GENERATED = "generated"  # our own generators (ListOps, Pathfinder), `ssmrepro d
 CIFAR10 = "download:cifar10"  # the CIFAR-10 python batches from the Toronto site
 IMDB = "download:imdb"  # the aclImdb_v1 archive from Stanford
 FASHION_MNIST32 = "proxy:fashion_mnist32"  # stand-in for sCIFAR: Fashion-MNIST padded to 32x32
+DIGITS = "proxy:digits"  # stand-in for sCIFAR: UCI handwritten digits 8x8 as shipped by scikit-learn
 
-ALL_SOURCES = (LRA_RELEASE, GENERATED, CIFAR10, IMDB, FASHION_MNIST32)
+ALL_SOURCES = (LRA_RELEASE, GENERATED, CIFAR10, IMDB, FASHION_MNIST32, DIGITS)
 
 # Debian's `dataset-fashion-mnist` package installs the IDX files here.
 SYSTEM_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
+
+# scikit-learn (the optional extra `pip install -e '.[standin]'`) ships the digits as this file.
+DIGITS_FILE = "digits.csv.gz"
+
+
+def installed_digits_dir() -> Path | None:
+    """The folder of scikit-learn's ``digits.csv.gz`` when scikit-learn is installed (found
+    without importing it), else None. Nothing is ever downloaded."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("sklearn")
+    if spec is None or not spec.origin:
+        return None
+    return Path(spec.origin).parent / "datasets" / "data"
 
 
 class DataUnavailable(RuntimeError):

@@ -17,6 +17,7 @@ with one trained on the real data.
     lra_text        text        download:imdb                             tokens (chars or bytes)
     lra_retrieval   retrieval   lra_release                               two token documents
     lra_image       image       download:cifar10 | proxy:fashion_mnist32  pixels (1 or 3 channels)
+                                | proxy:digits                            (digits: 8x8, L = 64)
     lra_pathfinder  pathfinder  lra_release | generated                   pixels (1 channel)
     lra_pathx       pathx       lra_release | generated                   pixels (1 channel)
 

@@ -12,6 +12,7 @@ The folder is laid out like a data root (see ssmrepro/data/sources.py):
     cifar-10-batches-py/                               python pickles, 2 images per batch
     imdb/aclImdb/{train,test}/{pos,neg}/*.txt
     fashion-mnist/*-ubyte.gz                           IDX files (Debian dataset-fashion-mnist)
+    digits/digits.csv.gz                               scikit-learn's digits format, 200 random rows
 """
 
 from __future__ import annotations
@@ -152,6 +153,18 @@ def fashion() -> None:
     _idx(d / "t10k-labels-idx1-ubyte.gz", np.array([3, 7]))
 
 
+def digits() -> None:
+    """200 rows in scikit-learn's digits.csv.gz format (64 gray levels 0..16, then the class);
+    random pixels, classes 0..9 in turn: a format fixture, not the real data."""
+    d = HERE / "digits"
+    d.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(2)
+    rows = np.concatenate([rng.integers(0, 17, size=(200, 64)), (np.arange(200) % 10)[:, None]], 1)
+    text = "".join(",".join(str(v) for v in row) + "\n" for row in rows)
+    with gzip.GzipFile(d / "digits.csv.gz", "wb", mtime=0) as f:
+        f.write(text.encode())
+
+
 if __name__ == "__main__":
     listops()
     aan()
@@ -159,4 +172,5 @@ if __name__ == "__main__":
     cifar()
     imdb()
     fashion()
+    digits()
     print(f"fixtures written under {HERE}")
