@@ -14,6 +14,7 @@ configs are column names of the aggregated table (``label``, ``model.d_model``, 
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,6 +94,12 @@ class FigureContext:
 
     def title(self, cfg: FigureConfig) -> str:
         return f"{cfg.title or self.spec.title} [{self.spec.id}, profile {self.profile}]"
+
+    def fitted_title(self, cfg: FigureConfig, width_in: float, fontsize: float = 10) -> str:
+        """``title`` wrapped to a figure ``width_in`` inches wide at ``fontsize`` points (an
+        average glyph ~0.55 em), so a long title is never cut at the figure's edges."""
+        chars = max(30, int(width_in * 72 / (fontsize * 0.55)))
+        return "\n".join(textwrap.wrap(self.title(cfg), chars)) or self.title(cfg)
 
     def aggregation(self) -> str:
         """How a cell's value combines seeds, true for this profile: 'mean of 3 seeds', ..."""
