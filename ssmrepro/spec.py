@@ -16,7 +16,6 @@ from theory, ``theory.TABLES``) has no task, model or training; its rows are its
 from __future__ import annotations
 
 import difflib
-import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -30,7 +29,7 @@ from pydantic import (
     model_validator,
 )
 
-from .util import repo_root
+from .util import NotSmallFile, read_small, repo_root
 
 SPEC_VERSION = 1
 REQUIRED_PROFILES = ("smoke", "quick", "paper")
@@ -320,20 +319,14 @@ def parse_yaml(text: str) -> Any:
 
 def _read_spec_text(path: Path) -> str:
     """The file's text; SpecError when it is larger than a spec can be (``MAX_SPEC_BYTES``) or
-    not a regular file (a FIFO or device would block or never end)."""
-    import stat
-
+    not a regular file (a FIFO or device would block or never end; a link to a spec is fine)."""
     try:
-        mode = os.stat(path).st_mode
+        data = read_small(path, MAX_SPEC_BYTES, follow_links=True)
+    except NotSmallFile as err:
+        why = f"larger than {MAX_SPEC_BYTES >> 20} MiB" if "larger" in str(err) else str(err)
+        raise SpecError([f"{path}: (file): {why}, not a spec"]) from None
     except OSError as err:
         raise SpecError([f"{path}: cannot read: {err.strerror}"]) from None
-    if not stat.S_ISREG(mode):
-        kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
-        raise SpecError([f"{path}: (file): {kind}, not a spec"])
-    with open(path, "rb") as f:
-        data = f.read(MAX_SPEC_BYTES + 1)
-    if len(data) > MAX_SPEC_BYTES:
-        raise SpecError([f"{path}: (file): larger than {MAX_SPEC_BYTES >> 20} MiB, not a spec"])
     return data.decode("utf-8")
 
 

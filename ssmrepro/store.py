@@ -39,7 +39,7 @@ import torch
 from .spec import find_spec
 from .sweep import run_id_of
 from .util import HOST as _HOST
-from .util import atomic_write_bytes, atomic_write_text, repo_root
+from .util import NotSmallFile, atomic_write_bytes, atomic_write_text, read_small, repo_root
 
 DONE_STATUSES = ("ok", "diverged")  # "error" records are re-run
 RECORD_STATUSES = (*DONE_STATUSES, "error")
@@ -106,29 +106,6 @@ def metric_range_problem(name: str, values: Iterable[Any]) -> str | None:
 
 
 MAX_RECORD_BYTES = 64 << 20  # a record with its history is kilobytes; a long one a few MB
-
-
-class NotSmallFile(OSError):
-    """A store file that is not a regular file, or larger than its kind can be."""
-
-
-def read_small(path: Path, limit: int) -> bytes:
-    """The bytes of ``path``, a regular file of at most ``limit`` bytes, read without following
-    a symbolic link; NotSmallFile otherwise (a link to /dev/zero or a FIFO would never end)."""
-    import stat
-
-    st = os.lstat(path)  # FileNotFoundError passes through
-    if not stat.S_ISREG(st.st_mode):
-        what = ("a symbolic link" if stat.S_ISLNK(st.st_mode) else
-                "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file")
-        raise NotSmallFile(f"{what}, not a record")
-    if st.st_size > limit:
-        raise NotSmallFile(f"{st.st_size:,} bytes, larger than {limit:,}")
-    with open(path, "rb") as f:
-        data = f.read(limit + 1)
-    if len(data) > limit:
-        raise NotSmallFile(f"larger than {limit:,} bytes")
-    return data
 
 
 def _json_default(o: Any) -> Any:

@@ -117,3 +117,27 @@ def tune_malloc() -> bool:
     m_trim_threshold, m_mmap_threshold = -1, -3
     ok = libc.mallopt(m_mmap_threshold, 1 << 30) == 1
     return ok and libc.mallopt(m_trim_threshold, 1 << 31) == 1
+
+
+class NotSmallFile(OSError):
+    """A file that is not a regular file (a folder, FIFO, device or, unless followed, a symbolic
+    link) or is larger than its kind can be."""
+
+
+def read_small(path: Path, limit: int, follow_links: bool = False) -> bytes:
+    """The bytes of ``path``, a regular file of at most ``limit`` bytes; NotSmallFile otherwise
+    (a FIFO or a link to /dev/zero would never end). Without ``follow_links`` a symbolic link is
+    refused too. FileNotFoundError passes through."""
+    import stat
+
+    st = os.stat(path) if follow_links else os.lstat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise NotSmallFile("a symbolic link" if stat.S_ISLNK(st.st_mode) else
+                           "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file")
+    if st.st_size > limit:
+        raise NotSmallFile(f"{st.st_size:,} bytes, larger than {limit:,}")
+    with open(path, "rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise NotSmallFile(f"larger than {limit:,} bytes")
+    return data

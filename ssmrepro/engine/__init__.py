@@ -233,14 +233,15 @@ def run_experiment(
         if workers is not None and workers > cap:
             console.print(f"[yellow]warning:[/] --workers {workers} capped at {cap} (one per "
                           f"{'GPU' if device.startswith('cuda') else 'CPU core'})")
-        threads = threads_per_process(min(workers or cap, cap), device, load)
+        want = min(workers or cap, cap)
+        threads = threads_per_process(want, device, load)
     # the cost model times steps on this machine: it plans local runs, not a remote cluster's
     costs = cost_model(device, workers, threads) if calibrate and engine == "local" else None
     packs = plan(pending, pack_size, device, costs, budget)
     for line in costs.log if costs else []:
         console.print(f"[dim]planner: {line}[/]", highlight=False)
     if engine == "local":
-        n_workers = max(1, min(workers or cap, cap, len(packs) or 1))
+        n_workers = max(1, min(want, len(packs) or 1))
         if n_workers > 1 and not device.startswith("cuda"):  # the workers share one memory
             fit = workers_in_memory(packs, n_workers, available_memory(device))
             if fit < n_workers:
@@ -248,7 +249,7 @@ def run_experiment(
                               f"of {n_workers}: the largest packs of {n_workers} workers at once "
                               "would not fit in the memory available")
                 n_workers = fit
-        if n_workers < min(workers or cap, cap):  # fewer packs than workers: more threads each
+        if n_workers < want:  # fewer packs (or memory for fewer workers): more threads each
             threads = threads_per_process(n_workers, device, load)
     elif not pending:
         n_workers = 0
