@@ -111,6 +111,13 @@ PLANS = [
     # one-group tiles contracting by mul + sum (small N·K)
     (5, 23, 1, 6, 3, ip.ScanPlan(2, 1, 4, matmul=False)),
     (5, 23, 3, 4, 3, ip.ScanPlan(2, 1, 5, matmul=False)),
+    # narrow_scan (rows and groups innermost): group tiles not dividing G, one group per tile,
+    # all groups, one block longer than L, L = 1
+    (5, 23, 3, 4, 3, ip.ScanPlan(5, 2, 5, False, narrow=True)),
+    (4, 17, 5, 3, 4, ip.ScanPlan(4, 1, 4, False, narrow=True)),
+    (3, 9, 4, 5, 2, ip.ScanPlan(3, 4, 2, False, narrow=True)),
+    (2, 5, 2, 3, 2, ip.ScanPlan(2, 2, 64, False, narrow=True)),
+    (3, 1, 2, 3, 2, ip.ScanPlan(3, 1, 4, False, narrow=True)),
 ]
 
 
@@ -126,6 +133,12 @@ def test_tiled_scan_equals_reference(case, c_const):
     g_ref = torch.autograd.grad((y_ref * w).sum(), xs)
     for a, b, name in zip(torch.autograd.grad((y * w).sum(), xs), g_ref, "u delta A B C D".split()):
         _close(a, b, f"d{name} plan={plan}")
+
+
+def test_narrow_scan_gradcheck():
+    xs = _scan_inputs(2, 7, 3, 2, 2, seed=5)[:5]
+    plan = ip.ScanPlan(2, 2, 3, False, narrow=True)
+    assert torch.autograd.gradcheck(lambda *a: ip.selective_scan_fused(*a, plan=plan), xs)
 
 
 def test_tiled_scan_default_plan_matches_old_kernel_float32():
@@ -149,6 +162,9 @@ def test_scan_plan_rules():
     assert p.matmul and not ip.scan_plan(16, 1, 32, 8).matmul  # (1, 8) @ (8, 32) loses to mul + sum
     assert ip.scan_plan(16, 1, 32, 8).T == 32 and ip.scan_plan(16, 1, 32, 8, L=20).T == 20
     assert ip.scan_plan(16, 64, 8, 8).groups == 64  # narrow groups (KEEP n-TH packs) stay together
+    assert ip.scan_plan(16, 64, 8, 8).narrow and not ip.scan_plan(16, 1, 8, 8).narrow
+    n = ip.scan_plan(16, 200, 8, 8, L=50)  # tiles of groups, balanced: 200 -> 4 tiles of 50
+    assert n.narrow and n.groups == 50 and ip._NARROW_MIN_T <= n.T <= ip._NARROW_MAX_T
     assert ip.scan_plan(64, 4, 128, 16).groups == 1  # Mamba packs: one member per tile
     big = ip.scan_plan(3, 1, 4096, 64)  # one row exceeds the state budget: one row per tile
     assert big.rows == 1 and big.T == 2

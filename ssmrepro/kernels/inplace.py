@@ -37,6 +37,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .narrow_scan import _SelectiveScanNarrow
+
 _LOG2E = 1.0 / math.log(2.0)
 # Elements of one (Bt, T, *S) block buffer: a few such buffers stay in a 1-2 MiB L2 (float32).
 _BLOCK_ELEMS = 1 << 18
@@ -170,6 +172,8 @@ _TILE_BLOCK = 1 << 19  # elements of one tile's time block (T · state), at most
 _MIN_GROUP_K = 32  # channels per group from which every group gets tiles of its own (matmuls)
 _MAX_T = 32  # longest time block of the fused scan
 _MIN_MATMUL_NK = 512  # N·K from which the contractions of one-group tiles are batched matmuls
+_NARROW_STATE = 1 << 16  # elements of one narrow_scan tile's per-step state (N·K·Bt·groups)
+_NARROW_MIN_T, _NARROW_MAX_T = 4, 16  # its time blocks
 
 
 @dataclass(frozen=True)
@@ -180,6 +184,7 @@ class ScanPlan:
     groups: int  # groups per tile: 1 (one group at a time) or all G
     T: int  # time-block length
     matmul: bool = True  # one-group tiles contract over N and K by batched matmuls
+    narrow: bool = False  # the batch-and-groups-innermost kernel (narrow_scan), all rows per tile
 
 
 def scan_plan(Bt: int, G: int, K: int, N: int, state: int | None = None,
@@ -207,6 +212,12 @@ def scan_plan(Bt: int, G: int, K: int, N: int, state: int | None = None,
     kernel); narrow packed groups (Bt = 16, 64 groups of 8 channels, N = 8) stay at the old
     kernel's speed (8 rows, T = 16).
     """
+    if K < _MIN_GROUP_K and G > 1:  # narrow groups: narrow_scan's layout, tiles of groups
+        state = state or _NARROW_STATE
+        gt = max(1, min(G, state // (N * K * Bt)))
+        gt = -(-G // -(-G // gt))  # balanced over the tiles
+        T = max(_NARROW_MIN_T, min(_NARROW_MAX_T, (block or _TILE_BLOCK) // (N * K * Bt * gt)))
+        return ScanPlan(Bt, gt, T if L is None else max(1, min(T, L)), False, narrow=True)
     state = state or _TILE_STATE
     block = block or _TILE_BLOCK
     gt = 1 if K >= _MIN_GROUP_K else G
@@ -435,8 +446,10 @@ def selective_scan_fused(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tens
         raise ValueError(f"D_={D_} is not divisible by G={G}")
     K = D_ // G
     Cf = C.reshape(G, K, N) if C.dim() == 2 else C.contiguous()
-    y = _SelectiveScanFused.apply(
+    plan = plan or scan_plan(Bt, G, K, N, L=L)
+    fn = _SelectiveScanNarrow if plan.narrow else _SelectiveScanFused
+    y = fn.apply(
         u.reshape(Bt, L, G, K), delta.reshape(Bt, L, G, K), A.reshape(G, K, N),
-        B.contiguous(), Cf, plan or scan_plan(Bt, G, K, N, L=L),
+        B if plan.narrow else B.contiguous(), Cf, plan,
     ).reshape(Bt, L, D_)
     return y if D is None else torch.addcmul(y, u, D)

@@ -1,0 +1,180 @@
+"""Library (kernels): the fused selective scan for many narrow groups (packs of tiny S6 models),
+laid out with batch rows and groups innermost.
+
+Same recurrence, inputs and outputs as ``inplace._SelectiveScanFused`` (u, delta (Bt, L, G, K),
+A (G, K, N), B (Bt, L, G, N), C (Bt, L, G, N) or (G, K, N) -> y (Bt, L, G, K)):
+
+    h_t = exp(Δ_t A) ⊙ h_{t-1} + (Δ_t u_t) ⊗ B_t,   y_t = Σ_n C_t[., n] h_t[., n].
+
+Why another layout. A KEEP n-TH pack folds E members of d = 8 channels into E groups of K = 8
+channels, N = 8. The tiled kernel keeps its states as (rows, N, groups, K): the outer products
+(Δu) ⊗ B and gy ⊗ C and the contractions over K then run with B or C broadcast along the
+innermost dimension of 8 elements, and PyTorch's elementwise loops pay their per-row overhead
+every 8 elements (measured 1.6 ms for one 0.5 M-element product on the 2-core EPYC VM, ~6x a
+contiguous one). Here a state is (N, K, Bt, g) with the batch rows and the tile's groups
+innermost: every operand of every product — Δ, u (N-broadcast), B, C (K-broadcast), A (expanded
+once per tile to a state) — is contiguous over the Bt·g innermost elements (256 at Bt = 16 and
+16 groups), so every bulk op is a long vectorised loop. Inputs are copied once per tile of
+groups into that layout ((L, K, Bt, g) and (L, N, Bt, g): 1/N and 1/K of a state per step), and
+the results are copied back.
+
+As in the tiled kernel: time blocks of T steps with reused buffers, exp2 of log2(e)-scaled
+log-decays, only the states entering each block saved, the block's states recomputed in the
+backward pass, explicit adjoint (see ``inplace._SelectiveScanFused`` for the gradient formulas).
+Results equal the sequential reference up to summation order (tests/test_kernels_tiled.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+_LOG2E = 1.0 / math.log(2.0)
+
+
+def _group_tiles(G: int, gt: int) -> list[tuple[int, int]]:
+    return [(g0, min(G, g0 + gt)) for g0 in range(0, G, gt)]
+
+
+def _kl(x: Tensor, g0: int, g1: int) -> Tensor:
+    """(Bt, L, G, K) -> groups g0..g1 as (L, K, Bt, g), contiguous."""
+    return x[:, :, g0:g1].permute(1, 3, 0, 2).contiguous()
+
+
+def _per_state(x: Tensor, g0: int, g1: int, Bt: int) -> Tensor:
+    """(G, K, N) -> groups g0..g1 expanded to a state (N, K, Bt, g), contiguous."""
+    p = x[g0:g1].permute(2, 1, 0)  # (N, K, g)
+    return p[:, :, None, :].expand(p.shape[0], p.shape[1], Bt, p.shape[2]).contiguous()
+
+
+class _SelectiveScanNarrow(torch.autograd.Function):
+    """u, delta (Bt, L, G, K); A (G, K, N); B (Bt, L, G, N); C (Bt, L, G, N) or (G, K, N);
+    ``plan``: ``inplace.ScanPlan`` (``groups`` per tile, block length ``T``) -> y (Bt, L, G, K)."""
+
+    @staticmethod
+    def forward(ctx, u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, plan) -> Tensor:
+        Bt, L, G, K = u.shape
+        N = A.shape[-1]
+        c_const = C.dim() == 3
+        T = plan.T
+        nb = -(-L // T)
+        y = u.new_empty(Bt, L, G, K)
+        S = N * K * Bt * min(G, plan.groups)  # elements of the largest tile's state
+        hbuf, abuf, wbuf = u.new_empty((T + 1) * S), u.new_empty(T * S), u.new_empty(T * S)
+        dbuf = u.new_empty(T * S // N)
+        saved = []
+        for g0, g1 in _group_tiles(G, plan.groups):
+            gt = g1 - g0
+            st = (N, K, Bt, gt)
+            sz = N * K * Bt * gt
+            uk, dk = _kl(u, g0, g1), _kl(delta, g0, g1)  # (L, K, Bt, g)
+            Bk = _kl(B, g0, g1)[:, :, None]  # (L, N, 1, Bt, g)
+            Ck = _per_state(C, g0, g1, Bt) if c_const else _kl(C, g0, g1)[:, :, None]
+            A2 = _per_state(A, g0, g1, Bt).mul_(_LOG2E)  # (N, K, Bt, g)
+            Hb = hbuf[: (T + 1) * sz].view(T + 1, *st)
+            ab = abuf[: T * sz].view(T, *st)
+            Hl, Al = Hb.unbind(0), ab.unbind(0)
+            Hs = u.new_empty(nb, *st)  # the state entering each block
+            yk = u.new_empty(L, K, Bt, gt)
+            Hl[0].zero_()
+            for i in range(nb):
+                t0, t1 = i * T, min(L, (i + 1) * T)
+                n = t1 - t0
+                Hs[i].copy_(Hl[0])
+                dl = dk[t0:t1]
+                du = torch.mul(dl, uk[t0:t1], out=dbuf[: n * sz // N].view(n, K, Bt, gt))
+                torch.mul(dl[:, None], A2, out=ab[:n]).exp2_()  # (n, N, K, Bt, g)
+                torch.mul(du[:, None], Bk[t0:t1], out=Hb[1 : n + 1])  # input term
+                for s in range(n):
+                    Hl[s + 1].addcmul_(Al[s], Hl[s])  # h_t = a_t h_{t-1} + b_t
+                w = wbuf[: n * sz].view(n, *st)
+                torch.mul(Hb[1 : n + 1], Ck if c_const else Ck[t0:t1], out=w)
+                torch.sum(w, dim=1, out=yk[t0:t1])
+                if i + 1 < nb:
+                    Hl[0].copy_(Hl[n])
+            y[:, :, g0:g1].copy_(yk.permute(2, 0, 3, 1))
+            saved.append(Hs)
+        ctx.save_for_backward(u, delta, A, B, C, *saved)
+        ctx.plan = plan
+        return y
+
+    @staticmethod
+    def backward(ctx, gy: Tensor):
+        u, delta, A, B, C, *saved = ctx.saved_tensors
+        plan = ctx.plan
+        Bt, L, G, K = u.shape
+        N = A.shape[-1]
+        c_const = C.dim() == 3
+        T = plan.T
+        nb = -(-L // T)
+        gu, gdl = torch.empty_like(u), torch.empty_like(delta)
+        gA, gB, gC = torch.empty_like(A), torch.empty_like(B), torch.empty_like(C)
+        S = N * K * Bt * min(G, plan.groups)
+        hbuf, abuf = u.new_empty((T + 1) * S), u.new_empty(T * S)
+        gbuf, wbuf, cbuf = u.new_empty(T * S), u.new_empty(T * S), u.new_empty(S)
+        for (g0, g1), Hs in zip(_group_tiles(G, plan.groups), saved):
+            gt = g1 - g0
+            st = (N, K, Bt, gt)
+            sz = N * K * Bt * gt
+            uk, dk, gyk = _kl(u, g0, g1), _kl(delta, g0, g1), _kl(gy, g0, g1)  # (L, K, Bt, g)
+            gyb = gyk[:, None]  # (L, 1, K, Bt, g)
+            Bk = _kl(B, g0, g1)[:, :, None]  # (L, N, 1, Bt, g)
+            Ck = _per_state(C, g0, g1, Bt) if c_const else _kl(C, g0, g1)[:, :, None]
+            An = _per_state(A, g0, g1, Bt)  # (N, K, Bt, g)
+            A2 = An * _LOG2E
+            Hb = hbuf[: (T + 1) * sz].view(T + 1, *st)
+            ab = abuf[: T * sz].view(T, *st)
+            Gb = gbuf[: T * sz].view(T, *st)
+            carry = cbuf[:sz].view(st)  # a_{t1} g_{t1}: the adjoint entering from the next block
+            Hl, Al, Gl = Hb.unbind(0), ab.unbind(0), Gb.unbind(0)
+            guk, gdlk = torch.empty_like(uk), torch.empty_like(dk)  # (L, K, Bt, g)
+            gBk = u.new_empty(L, N, Bt, gt)
+            gCk = u.new_zeros(N, K, gt) if c_const else u.new_empty(L, N, Bt, gt)
+            gAk = u.new_zeros(N, K, gt)
+            for i in range(nb - 1, -1, -1):
+                t0, t1 = i * T, min(L, (i + 1) * T)
+                n = t1 - t0
+                # 1. redo the block's forward: decays and states h_{t0-1} ... h_{t1-1}
+                dl, ub = dk[t0:t1], uk[t0:t1]  # (n, K, Bt, g)
+                du = dl * ub
+                a = torch.mul(dl[:, None], A2, out=ab[:n]).exp2_()  # (n, N, K, Bt, g)
+                Hl[0].copy_(Hs[i])
+                torch.mul(du[:, None], Bk[t0:t1], out=Hb[1 : n + 1])
+                for s in range(n):
+                    Hl[s + 1].addcmul_(Al[s], Hl[s])
+                h, hprev = Hb[1 : n + 1], Hb[:n]
+                # 2. adjoint g_t = dL/dh_t = gy_t C_t + a_{t+1} g_{t+1}
+                g = Gb[:n]
+                torch.mul(gyb[t0:t1], Ck if c_const else Ck[t0:t1], out=g)
+                if i + 1 < nb:
+                    Gl[n - 1].add_(carry)
+                for s in range(n - 2, -1, -1):
+                    Gl[s].addcmul_(Al[s + 1], Gl[s + 1])
+                if i:
+                    torch.mul(Al[0], Gl[0], out=carry)
+                # 3. gradients of the block (the formulas of inplace._SelectiveScanFused)
+                w = wbuf[: n * sz].view(n, *st)
+                gdu = torch.sum(torch.mul(g, Bk[t0:t1], out=w), dim=1)  # dL/d(Δu): (n, K, Bt, g)
+                torch.sum(torch.mul(g, du[:, None], out=w), dim=2, out=gBk[t0:t1])
+                torch.mul(h, gyb[t0:t1], out=w)
+                if c_const:
+                    gCk += w.sum((0, 3))
+                else:
+                    torch.sum(w, dim=2, out=gCk[t0:t1])
+                torch.mul(gdu, dl, out=guk[t0:t1])
+                gla = torch.mul(g, hprev, out=w).mul_(a)  # dL/d(Δ_t A)
+                gdl_b = gdlk[t0:t1]
+                torch.sum(torch.mul(gla, An, out=g), dim=1, out=gdl_b)
+                gdl_b.addcmul_(gdu, ub)
+                gAk += gla.mul_(dl[:, None]).sum((0, 3))
+            gu[:, :, g0:g1].copy_(guk.permute(2, 0, 3, 1))
+            gdl[:, :, g0:g1].copy_(gdlk.permute(2, 0, 3, 1))
+            gB[:, :, g0:g1].copy_(gBk.permute(2, 0, 3, 1))
+            if c_const:
+                gC[g0:g1].copy_(gCk.permute(2, 1, 0))
+            else:
+                gC[:, :, g0:g1].copy_(gCk.permute(2, 0, 3, 1))
+            gA[g0:g1].copy_(gAk.permute(2, 1, 0))
+        return gu, gdl, gA, gB, gC, None
