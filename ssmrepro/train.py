@@ -43,6 +43,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from .kernels.xent import linear_xent
 from .optim import LRSchedule, PackedAdam, clip_per_member
 from .tasks import build_task, incompatibility, rng
 from .tasks.base import IGNORE, TEST, TRAIN, VAL, Batch, Task, TaskInfo, fixed_split_error
@@ -195,13 +196,41 @@ def supervised_logits(model, x: torch.Tensor, y: torch.Tensor, mask: torch.Tenso
     h = model.features(x)  # (E, B, L, d)
     if y.is_floating_point():
         return model.readout(h), y
+    hs, ys = supervised_positions(h, y)
+    return model.readout(hs), ys
+
+
+def supervised_positions(h: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Features (E, B, L, d) and int targets (E, B, L) -> those at the supervised positions,
+    (E, B, K, d) and (E, B, K) (see ``supervised_logits``), or both unchanged when more than
+    half the positions are supervised (or none is)."""
     sup = y != IGNORE
     K = int(sup.sum(-1).max())
     if K == 0 or K * 2 > y.shape[-1]:  # K = 0: a (micro-)batch with no target (short sequences)
-        return model.readout(h), y
+        return h, y
     pos = torch.argsort(sup.to(torch.int8), dim=-1, descending=True, stable=True)[..., :K]
     hs = h.gather(2, pos.unsqueeze(-1).expand(*pos.shape, h.shape[-1]))  # (E, B, K, d)
-    return model.readout(hs), y.gather(2, pos)
+    return hs, y.gather(2, pos)
+
+
+def training_loss(model, batch: Batch, dtype: torch.dtype | None,
+                  smoothing: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(per-member training loss (E,), supervised count (E,)) of a batch, with autograd.
+
+    Equals ``member_losses(*supervised_logits(...))``. Per-position classification by a model
+    whose read-out is one linear map (``model.linear_readout()``: the head's (E, d, C) weight and
+    bias, e.g. a plain or tied head) goes through ``kernels.xent.linear_xent`` instead, which
+    never materialises the (E, B, L, C) logits (tests/test_xent.py: same losses and gradients,
+    float64); everything else through the logits."""
+    x, y, mask, x2, mask2 = batch_fields(batch, dtype)
+    head = getattr(model, "linear_readout", None)
+    head = head() if head is not None and y.dim() == 3 and not y.is_floating_point() else None
+    if head is None:
+        loss, _, count = member_losses(*supervised_logits(model, x, y, mask, x2, mask2),
+                                       smoothing, score=False)
+        return loss, count
+    hs, ys = supervised_positions(model.features(x), y)
+    return linear_xent(hs, *head, ys, smoothing)
 
 
 def member_losses(out: torch.Tensor, y: torch.Tensor, smoothing: torch.Tensor | None = None,
@@ -263,16 +292,14 @@ def forward_backward(model, batch: Batch, dtype: torch.dtype, smoothing: torch.T
     """
     B = batch.y.shape[1]
     if micro_batch is None or micro_batch >= B:
-        loss, _, _ = member_losses(*supervised_logits(model, *batch_fields(batch, dtype)),
-                                   smoothing, score=False)
+        loss, _ = training_loss(model, batch, dtype, smoothing)
         torch.where(active, loss, torch.zeros_like(loss)).sum().backward()
         return loss.detach()
     total = supervised_count(batch.y).clamp(min=1).to(torch.float64)
     out = torch.zeros(batch.y.shape[0], dtype=torch.float64, device=batch.y.device)
     for c0 in range(0, B, micro_batch):
         sub = slice_batch(batch, c0, min(B, c0 + micro_batch))
-        loss, _, count = member_losses(*supervised_logits(model, *batch_fields(sub, dtype)),
-                                       smoothing, score=False)
+        loss, count = training_loss(model, sub, dtype, smoothing)
         part = loss * (count.to(loss.dtype) / total.to(loss.dtype))  # this chunk's share
         torch.where(active, part, torch.zeros_like(part)).sum().backward()
         out += part.detach().double()

@@ -3,7 +3,9 @@
 Run-steps per second of packed training against one model at a time.
 
 (a) plain: one model at a time — an E = 1 model, ``torch.optim.AdamW``, ``clip_grad_norm_``, a
-    fresh batch per step (what a hand-written loop does);
+    fresh batch per step (what a hand-written loop does), with the engine's loss
+    (``train.training_loss``: the same read-out + loss kernels as the packs, so the ratio
+    measures packing, not a kernel the plain loop lacks);
 (b) packed: the engine's step (PackedAdam, per-member clipping and LR) on packs of E members.
 run-steps/s = E / (seconds per step). All contenders are built first and then timed together by
 :func:`ssmrepro.bench.timing.interleaved` (one warm-up step each, then rounds in a rotated
@@ -31,7 +33,7 @@ from ..engine.local import git_commit
 from ..models import MODELS, build_model
 from ..tasks import build_task
 from ..tasks.base import TRAIN
-from ..train import member_losses, packed_step, supervised_logits
+from ..train import packed_step, training_loss
 from ..util import cpu_model
 from .counting import count
 
@@ -113,7 +115,7 @@ def plain_step(w: Workload, device: str):
     def step() -> None:
         n[0] += 1
         b = task.sample(seeds, TRAIN, idx + n[0] * w.batch)
-        loss = member_losses(*supervised_logits(model, b.x, b.y), score=False)[0].sum()
+        loss = training_loss(model, b, None, None)[0].sum()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -267,6 +267,16 @@ class SeqLM(nn.Module):
             y = y + self.tied_bias.bias.view(E, *([1] * (y.dim() - 2)), -1)
         return y
 
+    def linear_readout(self) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+        """(W (E, d, C), bias (E, C) | None) when the read-out is one linear map per position
+        (a plain or tied head): what ``readout`` computes is h W + bias. None otherwise."""
+        if self.head_kind != "per_position":
+            return None
+        if self.head is not None:
+            return self.head.weight, self.head.bias
+        bias = None if self.tied_bias is None else self.tied_bias.bias
+        return self.embed.weight.transpose(1, 2), bias
+
     def readout(self, h: torch.Tensor, mask: torch.Tensor | None = None,
                 h2: torch.Tensor | None = None, mask2: torch.Tensor | None = None) -> torch.Tensor:
         """Per position (E, ..., d) -> (E, ..., C); pooled heads (E, B, L, d) -> (E, B, C)."""
