@@ -171,6 +171,23 @@ def test_ctrl_c_with_two_workers_is_one_message(tmp_path, cli_env):
                 if pid_alive(json.loads(c.read_text() or "{}").get("pid", -1))]
 
 
+def test_flush_denormals_zeroes_denormal_results():
+    """What the workers set: a float32 product below 1.2e-38 becomes 0 (it is a denormal
+    without); normal numbers are untouched. Restored afterwards for the other tests."""
+    import torch
+
+    from ssmrepro.util import flush_denormals
+
+    tiny, half = torch.tensor([1e-30], dtype=torch.float32), torch.tensor([1e-10])
+    try:
+        if not flush_denormals():
+            return  # a CPU without FTZ/DAZ: nothing to check
+        assert float(tiny * half) == 0.0 and float(half * half) == pytest.approx(1e-20)
+    finally:
+        torch.set_flush_denormal(False)
+    assert float(tiny * half) > 0.0
+
+
 def test_threads_per_process_leave_busy_cores_alone(monkeypatch):
     """The default intra-op thread count splits the cores other processes leave free between
     the workers (never below 1); $SSMREPRO_THREADS overrides it; a GPU keeps torch's default."""

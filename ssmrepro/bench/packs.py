@@ -34,7 +34,7 @@ from ..models import MODELS, build_model
 from ..tasks import build_task
 from ..tasks.base import TRAIN
 from ..train import packed_step, training_loss
-from ..util import cpu_model
+from ..util import cpu_model, flush_denormals
 from .counting import count
 
 
@@ -147,6 +147,7 @@ def run_bench(name: str, device: str, packs: list[int], seconds: float, out: Pat
 
     if threads:
         torch.set_num_threads(threads)
+    ftz = flush_denormals()  # as the training workers (every contender alike)
     w = WORKLOADS[name]
     torch.manual_seed(0)
     fns = {"plain": plain_step(w, device)}
@@ -190,6 +191,7 @@ def run_bench(name: str, device: str, packs: list[int], seconds: float, out: Pat
         "device": device,
         "machine": torch.cuda.get_device_name() if device.startswith("cuda") else cpu_model(),
         "threads": torch.get_num_threads(),
+        "denormals_flushed": ftz,
         "torch": torch.__version__,
         "backend": "torch",
         "commit": git_commit(),

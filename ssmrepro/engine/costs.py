@@ -28,9 +28,10 @@ from pathlib import Path
 import torch
 
 from ..sweep import CODE_VERSION
-from ..util import atomic_write_text, cpu_model, tune_malloc
+from ..util import atomic_write_text, cpu_model, flush_denormals, tune_malloc
 
-COST_VERSION = 2  # bump when the step being timed (or how) changes; 2: CPU time at 1 thread
+COST_VERSION = 3  # bump when the step being timed (or how) changes; 2: CPU time at 1 thread;
+# 3: narrow_scan, the fused read-out + loss, denormals flushed
 
 
 def cache_file() -> Path:
@@ -95,6 +96,7 @@ class CostModel:
         cache = self._load()
         if key not in cache:
             tune_malloc()  # time the step as the workers will run it
+            flush_denormals()
             old = torch.get_num_threads()
             torch.set_num_threads(self.threads)
             try:

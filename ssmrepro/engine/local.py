@@ -32,7 +32,7 @@ from ..kernels.backend import kernel_usage, reset_kernel_usage, set_scan_backend
 from ..store import Store
 from ..sweep import CODE_VERSION
 from ..train import member_state, train_pack
-from ..util import tune_malloc
+from ..util import flush_denormals, tune_malloc
 from .plan import Pack
 
 _COMMIT: str | None = None
@@ -226,6 +226,7 @@ def threads_per_process(workers: int, device: str, load: float) -> int | None:
 def run_in_process(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings,
                    emit: EventFn) -> None:
     tune_malloc()
+    flush_denormals()
     if ws.threads is not None:
         torch.set_num_threads(ws.threads)
     set_scan_backend(ws.backend)  # per process: the models' scans and convs dispatch on it
@@ -251,6 +252,7 @@ def _worker_main(worker: int, tasks, events, store: Store, ws: WorkSettings, thr
     _die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
     tune_malloc()  # no page-fault storms on every step's fresh activations (see util)
+    flush_denormals()  # no slow denormal arithmetic (see util)
     torch.set_num_threads(threads)
     set_scan_backend(ws.backend)
     while True:

@@ -123,7 +123,9 @@ def _train_task(runs: list, ws: WorkSettings, threads: int,
     import torch
 
     from ..kernels.backend import select_backend, set_scan_backend
+    from ..util import flush_denormals
 
+    flush_denormals()
     torch.set_num_threads(max(1, threads))
     backend, _ = select_backend(ws.backend, ws.device)  # 'auto' resolves on the worker
     set_scan_backend(backend)
