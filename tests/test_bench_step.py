@@ -47,10 +47,15 @@ def test_micro_batched_step_is_exact_float64():
     model = st._our_model(w, 2).double()
     ids, tgt = st._data(w, 2)
     a, b = copy.deepcopy(model), copy.deepcopy(model)
+    c, d = copy.deepcopy(model), copy.deepcopy(model)
     st.make_step(a, ids, tgt, w.vocab)()
     st.make_step(b, ids, tgt, w.vocab, micro=4)()  # 4 + 2 sequences
-    for pa, pb in zip(a.parameters(), b.parameters()):
+    st.make_step(c, ids, tgt, w.vocab, fused=True)()  # the engine's fused read-out + loss
+    st.make_step(d, ids, tgt, w.vocab, micro=4, fused=True)()
+    for pa, pb, pc, pd in zip(a.parameters(), b.parameters(), c.parameters(), d.parameters()):
         torch.testing.assert_close(pa, pb, rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(pc, pa, rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(pd, pa, rtol=1e-10, atol=1e-12)
     assert any(not torch.equal(pa, p0) for pa, p0 in zip(a.parameters(), model.parameters()))
 
 

@@ -7,7 +7,10 @@ min/max, wall and CPU clocks), one training step = forward + backward + ``torch.
 
 * ``old``  — the kernels as of commit 7336cc2 (``bench/legacy.py``: pad + shifted-slices conv,
   fused scan without batch tiles), swapped in through ``kernels.backend.torch_kernels``;
-* ``new``  — the current kernels (``kernels/conv.py``, tiled ``inplace.selective_scan_fused``);
+* ``new``  — the current kernels (``kernels/conv.py``, tiled ``inplace.selective_scan_fused``)
+  and the engine's loss (``kernels.xent.linear_xent``: read-out and cross entropy fused, the
+  same loss and gradients without the (E, B, L, V) logits); ``old`` and ``mambapy`` take
+  ``F.cross_entropy`` of the logits;
 * ``mb=m`` — the new kernels with the batch split into micro-batches of m sequences and the
   gradients accumulated (what a cache-aware training loop would do; same gradients);
 * ``mambapy`` — ``mambapy.lm.LM`` 1.2.0 (the pure-PyTorch Mamba a CPU user would pick: pscan,
@@ -45,8 +48,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from ..kernels.xent import linear_xent
 from ..tasks.base import TaskInfo
-from ..util import cpu_model
+from ..util import cpu_model, flush_denormals
 from .timing import interleaved, matmul_peak, tune_malloc
 
 
@@ -132,11 +136,15 @@ def _data(w: StepWorkload, E: int, seed: int = 0):
     return ids, tgt
 
 
-def make_step(model, ids, tgt, vocab: int, micro: int | None = None, packed: bool = True):
+def make_step(model, ids, tgt, vocab: int, micro: int | None = None, packed: bool = True,
+              fused: bool = False):
     """step(): forward, loss (sum over members of the mean token loss), backward, AdamW.
 
     ``micro``: sequences per micro-batch (gradients accumulated; None = the whole batch).
     ``packed``: the model takes (E, B, L) ids (ours); else (B, L) (mambapy, E = 1).
+    ``fused``: the loss as the engine's training loop computes it (``kernels.xent.linear_xent``
+    on the features and the tied head: the same loss and gradients without the logits tensor);
+    else ``F.cross_entropy`` on the model's logits.
     """
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     Bsz = ids.shape[1]
@@ -146,6 +154,10 @@ def make_step(model, ids, tgt, vocab: int, micro: int | None = None, packed: boo
         opt.zero_grad(set_to_none=True)
         for b0 in range(0, Bsz, mb):
             x, y = ids[:, b0:b0 + mb], tgt[:, b0:b0 + mb]  # (E, m, L)
+            if fused:  # per-member mean over this chunk's tokens, weighted by its share
+                loss = linear_xent(model.features(x), *model.linear_readout(), y)[0].sum()
+                (loss * (x.shape[1] / Bsz)).backward()
+                continue
             logits = model(x if packed else x[0])  # (E, m, L, V) or (m, L, V)
             loss = F.cross_entropy(logits.reshape(-1, vocab), y.reshape(-1), reduction="sum")
             (loss / (Bsz * ids.shape[2])).backward()
@@ -171,10 +183,11 @@ def contenders(w: StepWorkload, packs: list[int], micro: list[int], old: bool, m
                     f()
 
             out[f"old E={E}"] = (run_old, E)
-        out[f"new E={E}"] = (make_step(model, ids, tgt, w.vocab), E)
+        out[f"new E={E}"] = (make_step(model, ids, tgt, w.vocab, fused=True), E)
         for m in micro:
             if m < w.batch:
-                out[f"new E={E} mb={m}"] = (make_step(model, ids, tgt, w.vocab, micro=m), E)
+                out[f"new E={E} mb={m}"] = (make_step(model, ids, tgt, w.vocab, micro=m,
+                                                      fused=True), E)
     if mambapy:
         lm = _mambapy_model(w)
         if lm is not None:
@@ -214,10 +227,11 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(args.threads)
     tuned = tune_malloc() if args.tune_malloc else False
+    ftz = flush_denormals()  # as the training workers (every contender alike, mambapy too)
     peak = matmul_peak()
     env = {"cpu": cpu_model(), "torch": torch.__version__, "threads": torch.get_num_threads(),
            "python": platform.python_version(), "commit": git_commit(), "malloc_tuned": tuned,
-           "matmul_peak_gflops": round(peak, 1), "dtype": "float32",
+           "denormals_flushed": ftz, "matmul_peak_gflops": round(peak, 1), "dtype": "float32",
            "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
     try:
         import mambapy  # noqa: F401
