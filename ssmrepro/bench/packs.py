@@ -10,8 +10,9 @@ Run-steps per second of packed training against one model at a time.
 run-steps/s = E / (seconds per step). All contenders are built first and then timed together by
 :func:`ssmrepro.bench.timing.interleaved` (one warm-up step each, then rounds in a rotated
 order), with the engine's thread setting (one intra-op thread per worker on the 2-core machine;
-``threads``); rates use the CPU-clock median on CPU (robust to other processes on the cores) and
-the wall-clock median on a GPU. Results go to results/bench/<workload>-<device>.json and .csv with
+``threads``) and the workers' process settings (``util.tune_malloc``, ``util.flush_denormals``;
+process-wide, so the plain loop gets them too); rates use the CPU-clock median on CPU (robust
+to other processes on the cores) and the wall-clock median on a GPU. Results go to results/bench/<workload>-<device>.json and .csv with
 the machine, torch version, backend, commit, thread count and the spread of every contender.
 
 Every contender's step is also counted op by op (:mod:`ssmrepro.bench.counting`: FLOPs, bytes
@@ -34,7 +35,7 @@ from ..models import MODELS, build_model
 from ..tasks import build_task
 from ..tasks.base import TRAIN
 from ..train import packed_step, training_loss
-from ..util import cpu_model, flush_denormals
+from ..util import cpu_model, flush_denormals, tune_malloc
 from .counting import count
 
 
@@ -52,7 +53,7 @@ WORKLOADS = {
     "keep-nth-d8": Workload(
         "keep-nth-d8", {"name": "keep_nth", "n": 5, "T": 50, "vocab": 128},
         {"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 8, "pe": "index"}, 16,
-        "huang2025 KEEP n-TH, S6 d=8 N=8, T=50, batch 16",
+        "huang2025 KEEP n-TH, S6 d=8 N=8, T=50, batch 16", (4, 16, 32, 64),
     ),
     "mqar-linear": Workload(
         "mqar-linear", {"name": "mqar", "vocab": 512, "L": 64, "kappa": 16},
@@ -142,12 +143,21 @@ def packed_step_fn(w: Workload, E: int, device: str):
 def run_bench(name: str, device: str, packs: list[int], seconds: float, out: Path | None,
               echo=print, threads: int | None = 1) -> dict:
     """Time plain and packed steps interleaved; ``seconds``: rough measuring time per contender
-    (sets the number of rounds, 3..20); ``threads``: intra-op threads (None: leave as is)."""
-    from .timing import interleaved
-
+    (sets the number of rounds, 3..20); ``threads``: intra-op threads (None: leave as is).
+    Denormals are flushed while it runs (as in the workers) and not afterwards."""
     if threads:
         torch.set_num_threads(threads)
-    ftz = flush_denormals()  # as the training workers (every contender alike)
+    tuned = tune_malloc()  # the training workers' process settings (every contender alike)
+    try:
+        return _run_bench(name, device, packs, seconds, out, echo, tuned, flush_denormals())
+    finally:
+        torch.set_flush_denormal(False)
+
+
+def _run_bench(name: str, device: str, packs: list[int], seconds: float, out: Path | None,
+               echo, tuned: bool, ftz: bool) -> dict:
+    from .timing import interleaved
+
     w = WORKLOADS[name]
     torch.manual_seed(0)
     fns = {"plain": plain_step(w, device)}
@@ -191,6 +201,7 @@ def run_bench(name: str, device: str, packs: list[int], seconds: float, out: Pat
         "device": device,
         "machine": torch.cuda.get_device_name() if device.startswith("cuda") else cpu_model(),
         "threads": torch.get_num_threads(),
+        "malloc_tuned": tuned,
         "denormals_flushed": ftz,
         "torch": torch.__version__,
         "backend": "torch",

@@ -32,7 +32,11 @@ Examples::
     ssmrepro bench step --json results/bench/step-cpu.json
 
 Run it with one intra-op thread (the default, as every training worker) on a quiet machine; on a
-shared one, read the CPU-clock columns.
+shared one, read the CPU-clock columns. ``--tune-malloc`` and ``--flush-denormals`` switch on, for
+the whole process (every contender, mambapy included), the two settings the training workers use
+(``util.tune_malloc``, ``util.flush_denormals``); without them every contender runs as a plain
+Python process would. mambapy gains much more from them than we do (its pscan allocates many
+large temporaries: 3.7 s -> 1.4 s per step measured with both), so its ratio is reported both ways.
 """
 
 from __future__ import annotations
@@ -222,12 +226,14 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=1, help="intra-op threads (workers use 1)")
     p.add_argument("--tune-malloc", action="store_true",
                    help="glibc mallopt: no mmap / no trim for big blocks (process-wide)")
+    p.add_argument("--flush-denormals", action="store_true",
+                   help="flush denormals to zero, as the training workers do (process-wide)")
     p.add_argument("--json", type=Path, default=None, help="write the record here")
     args = p.parse_args(argv)
 
     torch.set_num_threads(args.threads)
     tuned = tune_malloc() if args.tune_malloc else False
-    ftz = flush_denormals()  # as the training workers (every contender alike, mambapy too)
+    ftz = flush_denormals() if args.flush_denormals else False  # process-wide: mambapy too
     peak = matmul_peak()
     env = {"cpu": cpu_model(), "torch": torch.__version__, "threads": torch.get_num_threads(),
            "python": platform.python_version(), "commit": git_commit(), "malloc_tuned": tuned,
@@ -240,7 +246,8 @@ def main(argv=None) -> int:
     except ImportError:
         env["mambapy"] = None
     print(f"# {env['cpu']} | torch {env['torch']} | {env['threads']} thread(s) | commit "
-          f"{env['commit']} | malloc tuned: {tuned} | float32 GEMM peak {peak:.1f} GFLOP/s")
+          f"{env['commit']} | malloc tuned: {tuned} | denormals flushed: {ftz} | float32 GEMM "
+          f"peak {peak:.1f} GFLOP/s")
     rows, workloads = [], {}
     for name in args.workloads:
         w = STEP_WORKLOADS[name]
