@@ -12,8 +12,9 @@ run-steps/s = E / (seconds per step). All contenders are built first and then ti
 order), with the engine's thread setting (one intra-op thread per worker on the 2-core machine;
 ``threads``) and the workers' process settings (``util.tune_malloc``, ``util.flush_denormals``;
 process-wide, so the plain loop gets them too); rates use the CPU-clock median on CPU (robust
-to other processes on the cores) and the wall-clock median on a GPU. Results go to results/bench/<workload>-<device>.json and .csv with
-the machine, torch version, backend, commit, thread count and the spread of every contender.
+to other processes on the cores) and the wall-clock median on a GPU. Results go to
+results/bench/<workload>-<device>.json and .csv with the machine, torch version, backend,
+commit, thread count, process settings and the spread of every contender.
 
 Every contender's step is also counted op by op (:mod:`ssmrepro.bench.counting`: FLOPs, bytes
 moved if nothing stayed in cache), so the record has its achieved GFLOP/s, its fraction of the
