@@ -2,7 +2,8 @@
 
 Reads ``results/bench/<workload>-cpu.json`` (``ssmrepro bench <workload>``: plain vs packed
 run-steps/s, each contender's FLOPs and bytes per step counted op by op, the measured GEMM peak
-and copy bandwidth) and ``step-cpu.json`` (``ssmrepro bench step``: full-Mamba steps against
+and copy bandwidth) and ``step-cpu.json`` / ``step-cpu-engine-settings.json`` (``ssmrepro bench
+step`` without / with the workers' process settings: full-Mamba steps against
 mambapy). Writes ``roofline-cpu.png`` — achieved GFLOP/s against arithmetic intensity (FLOPs per
 byte, a lower bound: bytes count every op's operands as if nothing stayed in cache), under the
 roofs min(peak, bandwidth × intensity) — and ``performance.md``, the table the README shows:
@@ -50,12 +51,28 @@ def _choice(rec: dict) -> tuple[int, float, dict]:
     return 1, rec["plain_run_steps_per_s"], rec["plain"]
 
 
+STEP_RECORDS = ("step-cpu.json", "step-cpu-engine-settings.json")  # bench step, without/with
+# the workers' process settings (--tune-malloc --flush-denormals)
+
+
+def _settings(env: dict) -> str:
+    on = [k for k, v in (("malloc tuned", env.get("malloc_tuned")),
+                         ("denormals flushed", env.get("denormals_flushed"))) if v]
+    return ", ".join(on) if on else "plain process"
+
+
 def _step_rows(folder: Path) -> list[dict]:
-    """Full-Mamba step workloads: our best contender vs mambapy (one at a time)."""
-    p = folder / "step-cpu.json"
-    if not p.exists():
-        return []
-    rec = json.loads(p.read_text())
+    """Full-Mamba step workloads: our best contender vs mambapy (one at a time), one row per
+    workload and record of ``STEP_RECORDS``."""
+    rows = []
+    for name in STEP_RECORDS:
+        p = folder / name
+        if p.exists():
+            rows += _step_record_rows(json.loads(p.read_text()))
+    return rows
+
+
+def _step_record_rows(rec: dict) -> list[dict]:
     rows = []
     for name, w in rec.get("workloads", {}).items():
         res = [r for r in rec.get("results", []) if r.get("workload") == name]
@@ -68,7 +85,8 @@ def _step_rows(folder: Path) -> list[dict]:
         rows.append({"workload": name, "what": w.get("what", name), "mambapy": ref["run_steps_per_s"],
                      "single": single["run_steps_per_s"], "best": best["run_steps_per_s"],
                      "best_contender": best["contender"], "fraction": best["fraction_of_peak"],
-                     "time": rec.get("env", {}).get("time", "")})
+                     "time": rec.get("env", {}).get("time", ""),
+                     "settings": _settings(rec.get("env", {}))})
     return rows
 
 
@@ -88,12 +106,13 @@ def performance_table(folder: Path) -> str:
             f"{rec['time'][:10]} |")
     steps = _step_rows(folder)
     if steps:
-        lines += ["", "| full-Mamba step | mambapy (one model) | ours, one model | ours, best | "
-                  "best vs mambapy | % of peak |", "|---|---:|---:|---:|---:|---:|"]
+        lines += ["", "| full-Mamba step | process settings (all contenders) | mambapy (one model) | "
+                  "ours, one model | ours, best | best vs mambapy | % of peak | measured |",
+                  "|---|---|---:|---:|---:|---:|---:|---|"]
         for r in steps:
-            lines.append(f"| {r['what']} | {r['mambapy']:.2f} | {r['single']:.2f} | "
+            lines.append(f"| {r['what']} | {r['settings']} | {r['mambapy']:.2f} | {r['single']:.2f} | "
                          f"{r['best']:.2f} ({r['best_contender']}) | ×{r['best'] / r['mambapy']:.1f} | "
-                         f"{100 * r['fraction']:.1f}% |")
+                         f"{100 * r['fraction']:.1f}% | {r['time'][:10]} |")
     return "\n".join(lines)
 
 
