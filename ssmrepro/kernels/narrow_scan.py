@@ -19,9 +19,11 @@ groups into that layout ((L, K, Bt, g) and (L, N, Bt, g): 1/N and 1/K of a state
 the results are copied back.
 
 As in the tiled kernel: time blocks of T steps with reused buffers, exp2 of log2(e)-scaled
-log-decays, only the states entering each block saved, the block's states recomputed in the
-backward pass, explicit adjoint (see ``inplace._SelectiveScanFused`` for the gradient formulas).
-Results equal the sequential reference up to summation order (tests/test_kernels_tiled.py).
+log-decays, only the states entering each block saved (with the tiles' transposed inputs, 1/N
+of a state per step each, so the backward does not transpose them again), the block's states
+recomputed in the backward pass, explicit adjoint (see ``inplace._SelectiveScanFused`` for the
+gradient formulas). Results equal the sequential reference up to summation order
+(tests/test_kernels_tiled.py).
 """
 
 from __future__ import annotations
@@ -95,33 +97,33 @@ class _SelectiveScanNarrow(torch.autograd.Function):
                 if i + 1 < nb:
                     Hl[0].copy_(Hl[n])
             y[:, :, g0:g1].copy_(yk.permute(2, 0, 3, 1))
-            saved.append(Hs)
-        ctx.save_for_backward(u, delta, A, B, C, *saved)
+            saved += [Hs, uk, dk, Bk, Ck]  # the backward reuses the tile's transposed inputs
+        ctx.save_for_backward(A, C, *saved)
         ctx.plan = plan
         return y
 
     @staticmethod
     def backward(ctx, gy: Tensor):
-        u, delta, A, B, C, *saved = ctx.saved_tensors
+        A, C, *saved = ctx.saved_tensors
         plan = ctx.plan
-        Bt, L, G, K = u.shape
+        Bt, L, G, K = gy.shape
         N = A.shape[-1]
         c_const = C.dim() == 3
         T = plan.T
         nb = -(-L // T)
-        gu, gdl = torch.empty_like(u), torch.empty_like(delta)
-        gA, gB, gC = torch.empty_like(A), torch.empty_like(B), torch.empty_like(C)
+        gu, gdl = gy.new_empty(Bt, L, G, K), gy.new_empty(Bt, L, G, K)
+        gA, gB, gC = torch.empty_like(A), gy.new_empty(Bt, L, G, N), torch.empty_like(C)
         S = N * K * Bt * min(G, plan.groups)
-        hbuf, abuf = u.new_empty((T + 1) * S), u.new_empty(T * S)
-        gbuf, wbuf, cbuf = u.new_empty(T * S), u.new_empty(T * S), u.new_empty(S)
-        for (g0, g1), Hs in zip(_group_tiles(G, plan.groups), saved):
+        hbuf, abuf = gy.new_empty((T + 1) * S), gy.new_empty(T * S)
+        gbuf, wbuf, cbuf = gy.new_empty(T * S), gy.new_empty(T * S), gy.new_empty(S)
+        tiles = _group_tiles(G, plan.groups)
+        for k, (g0, g1) in enumerate(tiles):
+            Hs, uk, dk, Bk, Ck = saved[5 * k : 5 * k + 5]
             gt = g1 - g0
             st = (N, K, Bt, gt)
             sz = N * K * Bt * gt
-            uk, dk, gyk = _kl(u, g0, g1), _kl(delta, g0, g1), _kl(gy, g0, g1)  # (L, K, Bt, g)
+            gyk = _kl(gy, g0, g1)  # (L, K, Bt, g)
             gyb = gyk[:, None]  # (L, 1, K, Bt, g)
-            Bk = _kl(B, g0, g1)[:, :, None]  # (L, N, 1, Bt, g)
-            Ck = _per_state(C, g0, g1, Bt) if c_const else _kl(C, g0, g1)[:, :, None]
             An = _per_state(A, g0, g1, Bt)  # (N, K, Bt, g)
             A2 = An * _LOG2E
             Hb = hbuf[: (T + 1) * sz].view(T + 1, *st)
@@ -130,9 +132,9 @@ class _SelectiveScanNarrow(torch.autograd.Function):
             carry = cbuf[:sz].view(st)  # a_{t1} g_{t1}: the adjoint entering from the next block
             Hl, Al, Gl = Hb.unbind(0), ab.unbind(0), Gb.unbind(0)
             guk, gdlk = torch.empty_like(uk), torch.empty_like(dk)  # (L, K, Bt, g)
-            gBk = u.new_empty(L, N, Bt, gt)
-            gCk = u.new_zeros(N, K, gt) if c_const else u.new_empty(L, N, Bt, gt)
-            gAk = u.new_zeros(N, K, gt)
+            gBk = gy.new_empty(L, N, Bt, gt)
+            gCk = gy.new_zeros(N, K, gt) if c_const else gy.new_empty(L, N, Bt, gt)
+            gAk = gy.new_zeros(N, K, gt)
             for i in range(nb - 1, -1, -1):
                 t0, t1 = i * T, min(L, (i + 1) * T)
                 n = t1 - t0
