@@ -47,6 +47,7 @@ import torch
 from torch import Tensor
 
 from .inplace import ScanPlan, _tiles
+from .recurrence import adjoint_, states_
 
 _LOG2E = 1.0 / math.log(2.0)
 _TILE_STATE = 1 << 15  # real scalars (complex = 2) of one tile's per-step state, at most
@@ -161,8 +162,7 @@ class _B2S6Scan(torch.autograd.Function):
                     hb.mul_(coef).mul_(u_t[t0:t1])
                 else:  # b = Δ u Bf
                     hb.mul_(dl * u_t[t0:t1])
-                for s in range(n):
-                    Hl[s + 1].addcmul_(Al[s], Hl[s])  # h_t = a_t h_{t-1} + b_t
+                states_(Hl, Al, n)  # h_t = a_t h_{t-1} + b_t
                 hr = hb.real if hb.is_complex() else hb
                 torch.sum(torch.mul(hr, C_t[t0:t1], out=wr[: n * sz].view(n, *st)), dim=-1,
                           out=y_t[t0:t1])
@@ -244,8 +244,7 @@ class _B2S6Scan(torch.autograd.Function):
                 else:
                     du = dl * ub  # (n, m, gk, K, 1)
                     torch.mul(Bf, du, out=hb)
-                for s in range(n):
-                    Hl[s + 1].addcmul_(Al[s], Hl[s])
+                states_(Hl, Al, n)
                 # 2. dC_t = Σ_k Re(h_t) gy_t
                 w = wbuf[: n * sz].view(nst)
                 hr = hb.real if cplx_h else hb
@@ -256,12 +255,7 @@ class _B2S6Scan(torch.autograd.Function):
                 torch.mul(C_t[t0:t1], gyb, out=g)
                 if cplx_a:
                     a.conj_physical_()
-                if i + 1 < nb:
-                    Gl[n - 1].add_(cr)
-                for s in range(n - 2, -1, -1):
-                    Gl[s].addcmul_(Al[s + 1], Gl[s + 1])
-                if i:
-                    torch.mul(Al[0], Gl[0], out=cr)
+                adjoint_(Gl, Al, n, cr, first=i == 0, last=i + 1 == nb)
                 # 4. ḡ(la) = conj(a) [g conj(h_{t-1}) (+ ZOH: ḡ(coef) conj(1/A))]
                 hp = Hb[:n]
                 if cplx_h:

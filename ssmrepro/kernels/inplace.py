@@ -38,6 +38,7 @@ import torch
 from torch import Tensor
 
 from .narrow_scan import _SelectiveScanNarrow
+from .recurrence import adjoint_, states_
 
 _LOG2E = 1.0 / math.log(2.0)
 # Elements of one (Bt, T, *S) block buffer: a few such buffers stay in a 1-2 MiB L2 (float32).
@@ -311,8 +312,7 @@ class _SelectiveScanFused(torch.autograd.Function):
                 du = torch.mul(dl, u_t[t0:t1], out=dbuf[: n * m * gk * K].view(n, m, gk, K))
                 torch.mul(dl[:, :, None], A2t, out=ab[:n]).exp2_()  # (n, m, N, gk, K)
                 torch.mul(du[:, :, None], B_t[t0:t1], out=Hb[1 : n + 1])  # input term
-                for s in range(n):
-                    Hl[s + 1].addcmul_(Al[s], Hl[s])  # h_t = a_t h_{t-1} + b_t
+                states_(Hl, Al, n)  # h_t = a_t h_{t-1} + b_t
                 h = Hb[1 : n + 1]
                 if mm:  # y_t = C_t h_t: (n, m, 1, N) @ (n, m, N, K)
                     y_m[t0:t1].copy_(torch.matmul(C_m[t0:t1], h.view(n, m, N, K)).view(n, m, K))
@@ -386,18 +386,12 @@ class _SelectiveScanFused(torch.autograd.Function):
                 a = torch.mul(dl[:, :, None], A2t, out=ab[:n]).exp2_()  # (n, m, N, gk, K)
                 Hl[0].copy_(Hs_t[i])
                 torch.mul(du[:, :, None], B_t[t0:t1], out=Hb[1 : n + 1])
-                for s in range(n):
-                    Hl[s + 1].addcmul_(Al[s], Hl[s])
+                states_(Hl, Al, n)
                 h, hprev = Hb[1 : n + 1], Hb[:n]
                 # 2. adjoint g_t = dL/dh_t = gy_t C_t + a_{t+1} g_{t+1}
                 g = Gb[:n]
                 torch.mul(gy_t[t0:t1], Cb if c_const else Cb[t0:t1], out=g)
-                if i + 1 < nb:
-                    Gl[n - 1].add_(carry)
-                for s in range(n - 2, -1, -1):
-                    Gl[s].addcmul_(Al[s + 1], Gl[s + 1])
-                if i:
-                    torch.mul(Al[0], Gl[0], out=carry)
+                adjoint_(Gl, Al, n, carry, first=i == 0, last=i + 1 == nb)
                 # 3. gradients of the block
                 w = wbuf[: n * sz].view(n, *st)
                 gdu = ebuf[: n * m * gk * K].view(n, m, gk, K)  # dL/d(Δu)

@@ -33,6 +33,8 @@ import math
 import torch
 from torch import Tensor
 
+from .recurrence import adjoint_, states_
+
 _LOG2E = 1.0 / math.log(2.0)
 
 
@@ -89,8 +91,7 @@ class _SelectiveScanNarrow(torch.autograd.Function):
                 du = torch.mul(dl, uk[t0:t1], out=dbuf[: n * sz // N].view(n, K, Bt, gt))
                 torch.mul(dl[:, None], A2, out=ab[:n]).exp2_()  # (n, N, K, Bt, g)
                 torch.mul(du[:, None], Bk[t0:t1], out=Hb[1 : n + 1])  # input term
-                for s in range(n):
-                    Hl[s + 1].addcmul_(Al[s], Hl[s])  # h_t = a_t h_{t-1} + b_t
+                states_(Hl, Al, n)  # h_t = a_t h_{t-1} + b_t
                 w = wbuf[: n * sz].view(n, *st)
                 torch.mul(Hb[1 : n + 1], Ck if c_const else Ck[t0:t1], out=w)
                 torch.sum(w, dim=1, out=yk[t0:t1])
@@ -144,18 +145,12 @@ class _SelectiveScanNarrow(torch.autograd.Function):
                 a = torch.mul(dl[:, None], A2, out=ab[:n]).exp2_()  # (n, N, K, Bt, g)
                 Hl[0].copy_(Hs[i])
                 torch.mul(du[:, None], Bk[t0:t1], out=Hb[1 : n + 1])
-                for s in range(n):
-                    Hl[s + 1].addcmul_(Al[s], Hl[s])
+                states_(Hl, Al, n)
                 h, hprev = Hb[1 : n + 1], Hb[:n]
                 # 2. adjoint g_t = dL/dh_t = gy_t C_t + a_{t+1} g_{t+1}
                 g = Gb[:n]
                 torch.mul(gyb[t0:t1], Ck if c_const else Ck[t0:t1], out=g)
-                if i + 1 < nb:
-                    Gl[n - 1].add_(carry)
-                for s in range(n - 2, -1, -1):
-                    Gl[s].addcmul_(Al[s + 1], Gl[s + 1])
-                if i:
-                    torch.mul(Al[0], Gl[0], out=carry)
+                adjoint_(Gl, Al, n, carry, first=i == 0, last=i + 1 == nb)
                 # 3. gradients of the block (the formulas of inplace._SelectiveScanFused)
                 w = wbuf[: n * sz].view(n, *st)
                 gdu = torch.sum(torch.mul(g, Bk[t0:t1], out=w), dim=1)  # dL/d(Δu): (n, K, Bt, g)
