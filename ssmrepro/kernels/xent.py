@@ -185,6 +185,8 @@ def linear_xent(h: Tensor, W: Tensor, bias: Tensor | None, y: Tensor,
     count = mask.reshape(E, -1).sum(1).to(h.dtype)
     w = mask.to(h.dtype) / count.clamp(min=1).view(E, *([1] * (y.dim() - 1)))
     eps = None if smoothing is None else smoothing.to(h.dtype)
+    if h.is_cuda:  # chunks are for CPU caches; on a GPU one chunk = a few large kernels
+        chunk = max(int(chunk), y.numel() * W.shape[-1])
     loss = _LinearXent.apply(h.reshape(E, -1, d), W, bias, y.clamp(min=0).reshape(E, -1),
                              w.reshape(E, -1), eps, int(chunk), bool(keep))
     return loss, count
