@@ -8,9 +8,11 @@ min/max) the reference and every fast formulation of a kernel (one row each):
                  and ``blocked`` (diag_scan's CPU default: inplace.diag_scan_blocked), on
                  la, b: (Bt, L, D, N)
 * ``selective``: selective_scan_ref vs ``chunked`` (selective_scan on diag_scan), ``fused-v1``
-                 (the fused scan before batch tiles, bench/legacy.py) and ``fused`` (the tiled
-                 inplace.selective_scan_fused the models run); u: (Bt, L, G·D), B, C: (Bt, L, G, N)
-                 (``--groups G``: a pack of G members, as S6Core folds them)
+                 (the fused scan before batch tiles, bench/legacy.py), ``fused-tiled`` (the tiled
+                 kernel, never narrow_scan) and ``fused`` (inplace.selective_scan_fused as the
+                 models run it: narrow_scan for packs of narrow groups, D < 32 and G > 1, else
+                 the tiles); u: (Bt, L, G·D), B, C: (Bt, L, G, N) (``--groups G``: a pack of G
+                 members, as S6Core folds them)
 * ``ssd``:       ssd_ref vs ``chunked`` (ssd) on x: (Bt, L, H, P), B, C: (Bt, L, H, N)
 * ``conv``:      the old pad + shifted-slices causal conv (bench/legacy.py) vs ``tiled``
                  (kernels/conv.py, what the models run) and ``conv1d`` (one grouped F.conv1d over
@@ -62,7 +64,7 @@ from .legacy import causal_conv1d_slices, selective_scan_fused_v1
 from .timing import interleaved, tune_malloc
 
 KERNELS = ("diag", "selective", "ssd", "conv")
-VARIANTS = ("chunked", "blocked", "fused-v1", "fused", "tiled", "conv1d")
+VARIANTS = ("chunked", "blocked", "fused-v1", "fused-tiled", "fused", "tiled", "conv1d")
 
 
 
@@ -100,10 +102,13 @@ def make_case(kernel: str, L: int, args, dtype: torch.dtype):
         fast = {
             "chunked": lambda *t: selective_scan(*t, chunk=args.chunk),  # CPU default: blocked diag
             "fused-v1": selective_scan_fused_v1,  # before batch tiles (bench/legacy.py)
+            "fused-tiled": lambda *t: selective_scan_fused(  # the tiles without narrow_scan
+                *t, plan=scan_plan(Bt, G, D, N, L=L, narrow=False)),
             "fused": selective_scan_fused,  # what the models run
         }
-        p = scan_plan(Bt, G, D, N)
-        desc = f"Bt={Bt} G={G} D={D} N={N} tile={p.rows}x{p.groups} T={p.T}"
+        p = scan_plan(Bt, G, D, N, L=L)
+        desc = (f"Bt={Bt} G={G} D={D} N={N} tile={p.rows}x{p.groups} T={p.T}"
+                + (" (narrow_scan)" if p.narrow else ""))
         return [u, delta, A, B, C, Dskip], selective_scan_ref, fast, desc
     if kernel == "ssd":
         H, P = args.heads, D // args.heads

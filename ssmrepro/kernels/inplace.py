@@ -189,7 +189,7 @@ class ScanPlan:
 
 
 def scan_plan(Bt: int, G: int, K: int, N: int, state: int | None = None,
-              block: int | None = None, L: int | None = None) -> ScanPlan:
+              block: int | None = None, L: int | None = None, narrow: bool = True) -> ScanPlan:
     """Tile and block sizes for a selective scan of Bt rows, G groups of K channels, N states.
 
     Tiles are independent (batch rows never interact, nor do groups): every tile runs the whole
@@ -213,7 +213,7 @@ def scan_plan(Bt: int, G: int, K: int, N: int, state: int | None = None,
     kernel); narrow packed groups (Bt = 16, 64 groups of 8 channels, N = 8) stay at the old
     kernel's speed (8 rows, T = 16).
     """
-    if K < _MIN_GROUP_K and G > 1:  # narrow groups: narrow_scan's layout, tiles of groups
+    if narrow and K < _MIN_GROUP_K and G > 1:  # narrow groups: narrow_scan, tiles of groups
         state = state or _NARROW_STATE
         gt = max(1, min(G, state // (N * K * Bt)))
         gt = -(-G // -(-G // gt))  # balanced over the tiles
