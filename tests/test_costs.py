@@ -52,6 +52,18 @@ def test_one_at_a_time_wins_when_packs_only_lose(tmp_path):
     assert [len(p) for p in packs] == [1] * 8
 
 
+def test_a_pack_must_win_clearly(tmp_path):
+    """A pack measured within MIN_GAIN of one at a time (noise on a loaded machine) is not
+    chosen; one clearly faster is."""
+    runs = _runs(tmp_path)
+    cm = CostModel(min_train_s=0, budget=1.0)
+    _fake(cm, {(1, None): 1.0, (2, None): 1.95, (4, None): 3.9})  # x1.03 and x1.03
+    assert (cm.choose(runs, cap=32).size) == 1
+    cm = CostModel(min_train_s=0, budget=1.0)
+    _fake(cm, {(1, None): 1.0, (2, None): 1.95, (4, None): 3.2})  # x1.25 at E = 4
+    assert (cm.choose(runs, cap=32).size) == 4
+
+
 def test_small_shapes_and_given_sizes(tmp_path):
     runs = _runs(tmp_path, steps=10)  # 80 run-steps of 10 ms: not worth calibrating
     cm = CostModel()
