@@ -13,9 +13,10 @@ per machine.
 
 One model at a time (E = 1, whole batch) is always a candidate and is measured first, and a
 larger pack must measure ``MIN_GAIN`` (10%) more run-steps per second than the choice so far to
-replace it, so the choice is not slower than one at a time by more than the measuring noise. Calibration is skipped where it cannot pay for
-itself: when the shape's whole training would take less than ``min_train_s`` at the E = 1 rate, or
-when the calibration budget (``budget`` × that training time) is spent.
+replace it, so the choice is not slower than one at a time by more than the measuring noise.
+Calibration is skipped where it cannot pay for itself: when the shape's whole training would take
+less than ``min_train_s`` at the E = 1 rate, or when the calibration budget (``budget`` × that
+training time) is spent.
 """
 
 from __future__ import annotations
