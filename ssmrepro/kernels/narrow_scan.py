@@ -47,6 +47,17 @@ def _kl(x: Tensor, g0: int, g1: int) -> Tensor:
     return x[:, :, g0:g1].permute(1, 3, 0, 2).contiguous()
 
 
+def _dot(a: Tensor, b: Tensor, dim: int, out: Tensor) -> Tensor:
+    """out = Σ_dim a ⊙ b (b may have size 1 along ``dim``: broadcast) as one multiply and
+    len - 1 in-place multiply-adds over slices: reads a once and writes no temporary of a's
+    size (mul + sum wrote and re-read one; ~20% faster on (8, 8, 8, 16, 64) states)."""
+    bs = (lambda j: b.select(dim, j)) if b.shape[dim] > 1 else (lambda j: b.select(dim, 0))
+    torch.mul(a.select(dim, 0), bs(0), out=out)
+    for j in range(1, a.shape[dim]):
+        out.addcmul_(a.select(dim, j), bs(j))
+    return out
+
+
 def _per_state(x: Tensor, g0: int, g1: int, Bt: int) -> Tensor:
     """(G, K, N) -> groups g0..g1 expanded to a state (N, K, Bt, g), contiguous."""
     p = x[g0:g1].permute(2, 1, 0)  # (N, K, g)
@@ -66,7 +77,7 @@ class _SelectiveScanNarrow(torch.autograd.Function):
         nb = -(-L // T)
         y = u.new_empty(Bt, L, G, K)
         S = N * K * Bt * min(G, plan.groups)  # elements of the largest tile's state
-        hbuf, abuf, wbuf = u.new_empty((T + 1) * S), u.new_empty(T * S), u.new_empty(T * S)
+        hbuf, abuf = u.new_empty((T + 1) * S), u.new_empty(T * S)
         dbuf = u.new_empty(T * S // N)
         saved = []
         for g0, g1 in _group_tiles(G, plan.groups):
@@ -92,9 +103,7 @@ class _SelectiveScanNarrow(torch.autograd.Function):
                 torch.mul(dl[:, None], A2, out=ab[:n]).exp2_()  # (n, N, K, Bt, g)
                 torch.mul(du[:, None], Bk[t0:t1], out=Hb[1 : n + 1])  # input term
                 states_(Hl, Al, n)  # h_t = a_t h_{t-1} + b_t
-                w = wbuf[: n * sz].view(n, *st)
-                torch.mul(Hb[1 : n + 1], Ck if c_const else Ck[t0:t1], out=w)
-                torch.sum(w, dim=1, out=yk[t0:t1])
+                _dot(Hb[1 : n + 1], Ck[None] if c_const else Ck[t0:t1], 1, yk[t0:t1])  # Σ_n C h
                 if i + 1 < nb:
                     Hl[0].copy_(Hl[n])
             y[:, :, g0:g1].copy_(yk.permute(2, 0, 3, 1))
@@ -117,6 +126,7 @@ class _SelectiveScanNarrow(torch.autograd.Function):
         S = N * K * Bt * min(G, plan.groups)
         hbuf, abuf = gy.new_empty((T + 1) * S), gy.new_empty(T * S)
         gbuf, wbuf, cbuf = gy.new_empty(T * S), gy.new_empty(T * S), gy.new_empty(S)
+        ebuf = gy.new_empty(T * S // N)  # dL/d(Δu) of a block
         tiles = _group_tiles(G, plan.groups)
         for k, (g0, g1) in enumerate(tiles):
             Hs, uk, dk, Bk, Ck = saved[5 * k : 5 * k + 5]
@@ -153,17 +163,16 @@ class _SelectiveScanNarrow(torch.autograd.Function):
                 adjoint_(Gl, Al, n, carry, first=i == 0, last=i + 1 == nb)
                 # 3. gradients of the block (the formulas of inplace._SelectiveScanFused)
                 w = wbuf[: n * sz].view(n, *st)
-                gdu = torch.sum(torch.mul(g, Bk[t0:t1], out=w), dim=1)  # dL/d(Δu): (n, K, Bt, g)
-                torch.sum(torch.mul(g, du[:, None], out=w), dim=2, out=gBk[t0:t1])
-                torch.mul(h, gyb[t0:t1], out=w)
+                gdu = _dot(g, Bk[t0:t1], 1, ebuf[: n * sz // N].view(n, K, Bt, gt))  # dL/d(Δu)
+                _dot(g, du[:, None], 2, gBk[t0:t1])
                 if c_const:
-                    gCk += w.sum((0, 3))
+                    gCk += torch.mul(h, gyb[t0:t1], out=w).sum((0, 3))
                 else:
-                    torch.sum(w, dim=2, out=gCk[t0:t1])
+                    _dot(h, gyb[t0:t1], 2, gCk[t0:t1])
                 torch.mul(gdu, dl, out=guk[t0:t1])
                 gla = torch.mul(g, hprev, out=w).mul_(a)  # dL/d(Δ_t A)
                 gdl_b = gdlk[t0:t1]
-                torch.sum(torch.mul(gla, An, out=g), dim=1, out=gdl_b)
+                _dot(gla, An[None], 1, gdl_b)
                 gdl_b.addcmul_(gdu, ub)
                 gAk += gla.mul_(dl[:, None]).sum((0, 3))
             gu[:, :, g0:g1].copy_(guk.permute(2, 0, 3, 1))
