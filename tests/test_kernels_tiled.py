@@ -213,3 +213,37 @@ def test_model_gradients_unchanged_with_new_kernels():
         old = grads()
     for a, b in zip(new, old):
         _close(a, b)
+
+
+@pytest.mark.parametrize("how", ["tiled", "narrow", "backend", "backend-override"])
+def test_grouped_views_equal_the_flat_layout(how):
+    """u, Δ given as (Bt, L, G, K) views of a pack's (G, Bt, L, K) activations (as S6Core passes
+    them): the fused kernel reads them in place (tiled and narrow plans, and through the backend
+    dispatch), another kernel swapped in gets a flat copy; all equal the reference on the folded
+    (Bt, L, G·K) inputs (float64, values and all gradients)."""
+    g = torch.Generator().manual_seed(7)
+    G, Bt, L, K, N = 3, 4, 11, 5, 3
+    r = lambda *s: torch.randn(*s, generator=g, dtype=DT)  # noqa: E731
+    x, dl = r(G, Bt, L, K), torch.rand(G, Bt, L, K, generator=g, dtype=DT) * 0.7
+    A = -torch.rand(G * K, N, generator=g, dtype=DT) * 3
+    B, C, D = r(Bt, L, G, N), r(Bt, L, G, N), r(G * K)
+    leaves = [t.requires_grad_() for t in (x, dl, A, B, C, D)]
+    fold = lambda t: t.permute(1, 2, 0, 3).reshape(Bt, L, G * K)  # noqa: E731
+    y_ref = selective_scan_ref(fold(x), fold(dl), A, B, C, D)
+    args = (x.permute(1, 2, 0, 3), dl.permute(1, 2, 0, 3), A, B, C, D)
+    if how == "tiled":
+        y = ip.selective_scan_fused(*args, plan=ip.ScanPlan(3, 1, 4))
+    elif how == "narrow":
+        y = ip.selective_scan_fused(*args, plan=ip.ScanPlan(Bt, 2, 4, False, narrow=True))
+    elif how == "backend":  # the default plan (narrow_scan for K = 5)
+        y = backend.selective_scan(*args, backend="torch")
+    else:
+        with backend.torch_kernels(scan=selective_scan_fused_v1):
+            y = backend.selective_scan(*args, backend="torch")
+    assert y.shape == (Bt, L, G, K)
+    _close(y.reshape(Bt, L, G * K), y_ref, "y")
+    w = torch.randn(Bt, L, G * K, dtype=DT, generator=g)
+    g_ref = torch.autograd.grad((y_ref * w).sum(), leaves)
+    for a, b, name in zip(torch.autograd.grad((y.reshape(Bt, L, -1) * w).sum(), leaves), g_ref,
+                          "x delta A B C D".split()):
+        _close(a, b, f"d{name}")

@@ -178,7 +178,23 @@ def selective_scan(
 
     torch: ``inplace.selective_scan_fused`` for real inputs with its layouts, else the chunked
     ``scan.selective_scan`` (complex, shared B); cuda: :func:`ssmrepro.kernels.cuda.selective_scan`.
+    u and delta may also come as (Bt, L, G, K), the channels split into B's G groups (see
+    ``selective_scan_fused``; any strides, e.g. a pack's activations permuted): y then has that
+    shape too. Only the fused torch kernel reads them so; every other path gets a (Bt, L, D_) copy.
     """
+    if u.dim() == 4:
+        fused = (_TORCH_SCAN is selective_scan_fused and _resolve(backend, u) == "torch"
+                 and not (A.is_complex() or B.is_complex() or C.is_complex()) and z is None
+                 and delta_bias is None and not delta_softplus and B.dim() == 4
+                 and C.dim() in (2, 4))
+        if not fused:  # one (Bt, L, D_) copy for the paths that take that layout
+            shape = u.shape
+            flat = lambda t: t.reshape(*shape[:2], -1)  # noqa: E731
+            y = selective_scan(flat(u), flat(delta), A, B, C, D, backend=backend,
+                               z=None if z is None else flat(z), delta_bias=delta_bias,
+                               delta_softplus=delta_softplus,
+                               complex_output_scale=complex_output_scale, who=who)
+            return y.reshape(shape)
     if _resolve(backend, u) == "cuda":
         note_kernel(who, "cuda:selective_scan_fn")
         return _cuda.selective_scan(

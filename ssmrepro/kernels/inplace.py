@@ -429,21 +429,29 @@ def selective_scan_fused(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tens
     """Same result as ``scan.selective_scan`` for real inputs with grouped B and grouped or
     per-channel C, computed by :class:`_SelectiveScanFused`.
 
-    u, delta: (Bt, L, D_); A: (D_, N); B: (Bt, L, G, N); C: (Bt, L, G, N) or (D_, N);
-    D: (D_,) or None -> y: (Bt, L, D_). Channel d belongs to group d // (D_ / G).
+    u, delta: (Bt, L, D_), or (Bt, L, G, K) with the channels already split into the G groups
+    (any strides: a pack's (E, Bt, L, d) activations permuted, without the copy a (Bt, L, D_)
+    reshape makes); A: (D_, N); B: (Bt, L, G, N); C: (Bt, L, G, N) or (D_, N); D: (D_,) or
+    None -> y of u's shape. Channel d belongs to group d // (D_ / G).
     ``plan``: tiles and block length (default :func:`scan_plan`); the result does not depend on
     it beyond rounding.
     """
-    Bt, L, D_ = u.shape
-    G, N = B.shape[2], A.shape[1]
-    if D_ % G:
-        raise ValueError(f"D_={D_} is not divisible by G={G}")
-    K = D_ // G
-    Cf = C.reshape(G, K, N) if C.dim() == 2 else C.contiguous()
+    grouped = u.dim() == 4
+    if grouped:
+        Bt, L, G, K = u.shape
+    else:
+        Bt, L, D_ = u.shape
+        G = B.shape[2]
+        if D_ % G:
+            raise ValueError(f"D_={D_} is not divisible by G={G}")
+        K = D_ // G
+    N = A.shape[1]
     plan = plan or scan_plan(Bt, G, K, N, L=L)
+    Cf = C.reshape(G, K, N) if C.dim() == 2 else (C if plan.narrow else C.contiguous())
+    u4 = u if grouped else u.reshape(Bt, L, G, K)
     fn = _SelectiveScanNarrow if plan.narrow else _SelectiveScanFused
-    y = fn.apply(
-        u.reshape(Bt, L, G, K), delta.reshape(Bt, L, G, K), A.reshape(G, K, N),
-        B if plan.narrow else B.contiguous(), Cf, plan,
-    ).reshape(Bt, L, D_)
-    return y if D is None else torch.addcmul(y, u, D)
+    y = fn.apply(u4, delta if grouped else delta.reshape(Bt, L, G, K), A.reshape(G, K, N),
+                 B if plan.narrow else B.contiguous(), Cf, plan)  # (Bt, L, G, K)
+    if D is not None:
+        y = torch.addcmul(y, u4, D.view(G, K))
+    return y if grouped else y.reshape(Bt, L, G * K)

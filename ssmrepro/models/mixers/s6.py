@@ -140,18 +140,21 @@ class S6Core(PackedModule):
         """ref=True: the sequential reference scan (``scan.selective_scan_ref``), same folding."""
         E = x.shape[0]
         delta, A, Bt, Ct = self.params(x)
-        args = (
-            fold(x),  # (B, L, E*d)
-            fold(delta),
+        rest = (
             A.reshape(E * self.d, self.N),
             Bt.permute(1, 2, 0, 3),  # (B, L, G=E, N)
             Ct.permute(1, 2, 0, 3),
             None if self.D is None else self.D.reshape(-1),
         )
-        if ref:
-            return unfold(selective_scan_ref(*args, complex_output_scale=2.0), E)
-        # fused torch scan for real A, chunked for complex, or the CUDA kernel (kernels.backend)
-        return unfold(scan_dispatch(*args, complex_output_scale=2.0, who=type(self).__name__), E)
+        if ref:  # u, Δ folded: (B, L, E*d)
+            return unfold(selective_scan_ref(fold(x), fold(delta), *rest,
+                                             complex_output_scale=2.0), E)
+        # fused torch scan for real A, chunked for complex, or the CUDA kernel (kernels.backend);
+        # u and Δ as (B, L, E, d) views of the members' activations: the fused kernel reads them
+        # in place (fold's (B, L, E·d) copy, and its gradient's, only where a path needs it)
+        y = scan_dispatch(x.permute(1, 2, 0, 3), delta.permute(1, 2, 0, 3), *rest,
+                          complex_output_scale=2.0, who=type(self).__name__)
+        return y.permute(2, 0, 1, 3)  # (B, L, E, d) -> (E, B, L, d)
 
     def forward_ref(self, x: torch.Tensor) -> torch.Tensor:
         return self.forward(x, ref=True)
