@@ -131,8 +131,8 @@ class S6Core(PackedModule):
             Ct = torch.complex(*Ct.split(self.N, dim=-1))
         if not self.discretize:
             return (x.new_ones(E, Bsz, L, self.d), x.new_zeros(E, self.d, self.N), Bt, Ct)
-        dt = torch.bmm(dt.reshape(E, -1, self.R), self.dt_weight).reshape(E, Bsz, L, self.d)
-        delta = F.softplus(dt + self.dt_bias[:, None, None, :])  # (E, B, L, d)
+        dt = torch.baddbmm(self.dt_bias[:, None, :], dt.reshape(E, -1, self.R), self.dt_weight)
+        delta = F.softplus(dt.reshape(E, Bsz, L, self.d))  # (E, B, L, d): Δ↑ Δ↓ x + b_Δ
         A = make_A(self.A_log, self.A_im)  # (E, d, N)
         return delta, A, Bt, Ct
 
