@@ -54,7 +54,7 @@ WORKLOADS = {
     "keep-nth-d8": Workload(
         "keep-nth-d8", {"name": "keep_nth", "n": 5, "T": 50, "vocab": 128},
         {"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 8, "pe": "index"}, 16,
-        "huang2025 KEEP n-TH, S6 d=8 N=8, T=50, batch 16", (4, 16, 32, 64),
+        "huang2025 KEEP n-TH, S6 d=8 N=8, T=50, batch 16", (4, 16, 32, 64, 128),
     ),
     "mqar-linear": Workload(
         "mqar-linear", {"name": "mqar", "vocab": 512, "L": 64, "kappa": 16},
