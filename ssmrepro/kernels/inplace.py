@@ -38,7 +38,7 @@ import torch
 from torch import Tensor
 
 from .narrow_scan import _SelectiveScanNarrow
-from .recurrence import adjoint_, states_
+from .recurrence import block_adjoint_, block_states_
 
 _LOG2E = 1.0 / math.log(2.0)
 # Elements of one (Bt, T, *S) block buffer: a few such buffers stay in a 1-2 MiB L2 (float32).
@@ -310,9 +310,8 @@ class _SelectiveScanFused(torch.autograd.Function):
                     Hs_t[i].copy_(Hl[0])
                 dl = dl_t[t0:t1]  # (n, m, gk, K)
                 du = torch.mul(dl, u_t[t0:t1], out=dbuf[: n * m * gk * K].view(n, m, gk, K))
-                torch.mul(dl[:, :, None], A2t, out=ab[:n]).exp2_()  # (n, m, N, gk, K)
-                torch.mul(du[:, :, None], B_t[t0:t1], out=Hb[1 : n + 1])  # input term
-                states_(Hl, Al, n)  # h_t = a_t h_{t-1} + b_t
+                # decays (n, m, N, gk, K), input terms, h_t = a_t h_{t-1} + b_t
+                block_states_(Hb, Hl, ab, Al, n, (dl[:, :, None], A2t), (du[:, :, None], B_t[t0:t1]))
                 h = Hb[1 : n + 1]
                 if mm:  # y_t = C_t h_t: (n, m, 1, N) @ (n, m, N, K)
                     y_m[t0:t1].copy_(torch.matmul(C_m[t0:t1], h.view(n, m, N, K)).view(n, m, K))
@@ -383,15 +382,12 @@ class _SelectiveScanFused(torch.autograd.Function):
                 # 1. redo the block's forward: decays and states h_{t0-1} ... h_{t1-1}
                 dl, ub = dl_t[t0:t1], u_t[t0:t1]  # (n, m, gk, K)
                 du = torch.mul(dl, ub, out=dbuf[: n * m * gk * K].view(n, m, gk, K))
-                a = torch.mul(dl[:, :, None], A2t, out=ab[:n]).exp2_()  # (n, m, N, gk, K)
-                Hl[0].copy_(Hs_t[i])
-                torch.mul(du[:, :, None], B_t[t0:t1], out=Hb[1 : n + 1])
-                states_(Hl, Al, n)
+                a = block_states_(Hb, Hl, ab, Al, n, (dl[:, :, None], A2t),
+                                  (du[:, :, None], B_t[t0:t1]), Hs_t[i])  # (n, m, N, gk, K)
                 h, hprev = Hb[1 : n + 1], Hb[:n]
                 # 2. adjoint g_t = dL/dh_t = gy_t C_t + a_{t+1} g_{t+1}
-                g = Gb[:n]
-                torch.mul(gy_t[t0:t1], Cb if c_const else Cb[t0:t1], out=g)
-                adjoint_(Gl, Al, n, carry, first=i == 0, last=i + 1 == nb)
+                g = block_adjoint_(Gb, Gl, Al, n, (gy_t[t0:t1], Cb if c_const else Cb[t0:t1]),
+                                   carry, first=i == 0, last=i + 1 == nb)
                 # 3. gradients of the block
                 w = wbuf[: n * sz].view(n, *st)
                 gdu = ebuf[: n * m * gk * K].view(n, m, gk, K)  # dL/d(Δu)

@@ -33,7 +33,7 @@ import math
 import torch
 from torch import Tensor
 
-from .recurrence import adjoint_, states_
+from .recurrence import block_adjoint_, block_states_
 
 _LOG2E = 1.0 / math.log(2.0)
 
@@ -100,9 +100,8 @@ class _SelectiveScanNarrow(torch.autograd.Function):
                 Hs[i].copy_(Hl[0])
                 dl = dk[t0:t1]
                 du = torch.mul(dl, uk[t0:t1], out=dbuf[: n * sz // N].view(n, K, Bt, gt))
-                torch.mul(dl[:, None], A2, out=ab[:n]).exp2_()  # (n, N, K, Bt, g)
-                torch.mul(du[:, None], Bk[t0:t1], out=Hb[1 : n + 1])  # input term
-                states_(Hl, Al, n)  # h_t = a_t h_{t-1} + b_t
+                # decays (n, N, K, Bt, g), input terms, h_t = a_t h_{t-1} + b_t
+                block_states_(Hb, Hl, ab, Al, n, (dl[:, None], A2), (du[:, None], Bk[t0:t1]))
                 _dot(Hb[1 : n + 1], Ck[None] if c_const else Ck[t0:t1], 1, yk[t0:t1])  # Σ_n C h
                 if i + 1 < nb:
                     Hl[0].copy_(Hl[n])
@@ -152,15 +151,12 @@ class _SelectiveScanNarrow(torch.autograd.Function):
                 # 1. redo the block's forward: decays and states h_{t0-1} ... h_{t1-1}
                 dl, ub = dk[t0:t1], uk[t0:t1]  # (n, K, Bt, g)
                 du = dl * ub
-                a = torch.mul(dl[:, None], A2, out=ab[:n]).exp2_()  # (n, N, K, Bt, g)
-                Hl[0].copy_(Hs[i])
-                torch.mul(du[:, None], Bk[t0:t1], out=Hb[1 : n + 1])
-                states_(Hl, Al, n)
+                a = block_states_(Hb, Hl, ab, Al, n, (dl[:, None], A2),
+                                  (du[:, None], Bk[t0:t1]), Hs[i])  # (n, N, K, Bt, g)
                 h, hprev = Hb[1 : n + 1], Hb[:n]
                 # 2. adjoint g_t = dL/dh_t = gy_t C_t + a_{t+1} g_{t+1}
-                g = Gb[:n]
-                torch.mul(gyb[t0:t1], Ck if c_const else Ck[t0:t1], out=g)
-                adjoint_(Gl, Al, n, carry, first=i == 0, last=i + 1 == nb)
+                g = block_adjoint_(Gb, Gl, Al, n, (gyb[t0:t1], Ck if c_const else Ck[t0:t1]),
+                                   carry, first=i == 0, last=i + 1 == nb)
                 # 3. gradients of the block (the formulas of inplace._SelectiveScanFused)
                 w = wbuf[: n * sz].view(n, *st)
                 gdu = _dot(g, Bk[t0:t1], 1, ebuf[: n * sz // N].view(n, K, Bt, gt))  # dL/d(Δu)

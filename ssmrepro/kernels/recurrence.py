@@ -28,3 +28,24 @@ def adjoint_(Gl, Al, n: int, carry, first: bool, last: bool) -> None:
         Gl[s].addcmul_(Al[s + 1], Gl[s + 1])
     if not first:
         torch.mul(Al[0], Gl[0], out=carry)
+
+
+def block_states_(Hb, Hl, ab, Al, n: int, log2_decay, inputs, h_in=None):
+    """A block's decays and states, in place: ``ab[:n]`` = 2^(x ⊙ y) for ``log2_decay`` = (x, y)
+    (log2-scaled log-decays, broadcast), ``Hb[0]`` = ``h_in`` (unless None: already there),
+    ``Hb[1:n+1]`` = u ⊙ v for ``inputs`` = (u, v) (the input terms), then :func:`states_`.
+    Returns the decays ``ab[:n]``."""
+    a = torch.mul(*log2_decay, out=ab[:n]).exp2_()
+    if h_in is not None:
+        Hl[0].copy_(h_in)
+    torch.mul(*inputs, out=Hb[1 : n + 1])
+    states_(Hl, Al, n)
+    return a
+
+
+def block_adjoint_(Gb, Gl, Al, n: int, out_grad, carry, first: bool, last: bool):
+    """``Gb[:n]`` = x ⊙ y for ``out_grad`` = (x, y) (dL/dh_t from the outputs, e.g. gy_t C_t),
+    then :func:`adjoint_`. Returns ``Gb[:n]``, the block's dL/dh."""
+    g = torch.mul(*out_grad, out=Gb[:n])
+    adjoint_(Gl, Al, n, carry, first, last)
+    return g
