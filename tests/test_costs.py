@@ -20,15 +20,20 @@ def _runs(tmp_path, n=8, steps=3000, model=None):
     return expand(spec, "paper")
 
 
-def _fake(model: CostModel, table: dict):
-    """Step times from a table {(E, m): seconds} instead of measuring."""
+def _fake(model: CostModel, table: dict, fresh: dict | None = None):
+    """Step times from a table {(E, m): seconds} instead of measuring; ``fresh``: what the
+    confirmation's fresh measurements see (default: the same table)."""
     calls = []
 
     def step_seconds(runs, m):
         calls.append((len(runs), m))
         return table.get((len(runs), m), 10.0 * len(runs))
 
+    def fresh_seconds(runs, m):
+        return (fresh or table).get((len(runs), m), 10.0 * len(runs))
+
     model.step_seconds = step_seconds
+    model.fresh_seconds = fresh_seconds
     return calls
 
 
@@ -62,6 +67,16 @@ def test_a_pack_must_win_clearly(tmp_path):
     cm = CostModel(min_train_s=0, budget=1.0)
     _fake(cm, {(1, None): 1.0, (2, None): 1.95, (4, None): 3.2})  # x1.25 at E = 4
     assert (cm.choose(runs, cap=32).size) == 4
+
+
+def test_a_pack_that_loses_its_lead_when_retimed_is_dropped(tmp_path):
+    """Calibration saw E = 4 win by 25%; timed again back to back with one at a time it does
+    not win by the margin (the load changed in between): one at a time is kept."""
+    runs = _runs(tmp_path)
+    cm = CostModel(min_train_s=0, budget=1.0)
+    _fake(cm, {(1, None): 1.0, (2, None): 1.9, (4, None): 3.2}, fresh={(1, None): 0.9, (4, None): 3.5})
+    c = cm.choose(runs, cap=4)
+    assert (c.size, c.micro_batch) == (1, None) and c.step_s == pytest.approx(0.9)
 
 
 def test_small_shapes_and_given_sizes(tmp_path):
