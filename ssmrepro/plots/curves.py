@@ -56,6 +56,9 @@ class CurvesConfig(FigureConfig):
     paper_as: dict[str, str] = Field(
         {}, description="draw the paper values of a final metric on a series, e.g. {test.acc: "
         "val.acc} (the validation curve follows the test rule)")
+    paper_panels: dict[str, str] = Field(
+        {}, description="value of col -> the value whose paper values its panel shows, e.g. "
+        "another layout of the paper's model: {'S4D+PE (LN)': S4D+PE}")
 
     def column_refs(self) -> list[str]:
         return [c for c in (self.row, self.col, *self.hue) if c and c != SEED] + list(self.where)
@@ -99,6 +102,8 @@ def _paper_lines(ctx: FigureContext, cfg: CurvesConfig, sub: pd.DataFrame) -> li
     """(metric, value) of the paper values drawn in this panel: metric among the series and
     every ``where`` key that the curve table has matching the panel's runs."""
     out = []
+    if cfg.col in sub.columns and cfg.paper_panels:
+        sub = sub.assign(**{cfg.col: sub[cfg.col].map(lambda v: cfg.paper_panels.get(str(v), v))})
     for pv in ctx.spec.paper_values:
         metric = cfg.paper_as.get(pv.metric, pv.metric)
         if metric not in cfg.series:
