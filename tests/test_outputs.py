@@ -197,6 +197,8 @@ def test_curves_and_phase_render(tmp_path):
            "labels": {"val.acc": "test"}}
     assert _draw(ctx, raw, tmp_path / "c.png") and (tmp_path / "c.png").stat().st_size > 1000
     assert _draw(ctx, {**raw, "seeds": "each", "row": "seed"}, tmp_path / "c2.png")
+    assert _draw(ctx, {**raw, "wrap": 1}, tmp_path / "c4.png")  # two panels on two rows
+    assert _draw(ctx, {**raw, "wrap": 5}, tmp_path / "c5.png")  # fits: one row as without
     assert not _draw(_ctx(tmp_path, runs, [0.5] * 4), raw, tmp_path / "c3.png")  # no table
     assert parse_figure(raw).history_metrics() == ["train.acc", "val.acc", "ood.acc"]
     grid = [Run("M", {"model.repeat": L, "model.init.gamma": g}) for L in (2, 3, 4)
