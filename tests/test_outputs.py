@@ -231,6 +231,18 @@ def test_curves_panel_shows_another_panels_paper_values(tmp_path):
     assert _paper_lines(ctx, mapped, sub.assign(label="B")) == []
 
 
+def test_curve_names_leave_out_columns_that_do_not_apply():
+    """A hue column a run lacks (a Transformer's state size) is left out of its curve's name."""
+    import pandas as pd
+
+    from ssmrepro.plots.curves import _hue_text
+
+    df = pd.DataFrame({"task.T": [10, 10], "model.d_state": [8.0, float("nan")]})
+    cfg = parse_figure({"kind": "curves", "series": "val.acc", "hue": "task.T,model.d_state",
+                        "names": {"model.d_state": "N"}})
+    assert list(_hue_text(df, cfg)) == ["T=10, N=8", "T=10"]
+
+
 def test_curves_label_reused_runs_as_this_profile(tmp_path, monkeypatch):
     """A run trained by another spec (reuse) carries that spec's label in its record; its curves
     are labelled as this profile's run, once per label it sits under."""

@@ -93,11 +93,10 @@ def _hue_text(df: pd.DataFrame, cfg: CurvesConfig) -> pd.Series:
     """One text per curve: 'd=32, N=8' from the hue columns ('' without hue)."""
     if not cfg.hue:
         return pd.Series("", index=df.index)
-    parts = [column(df, h).map(lambda v, h=h: _fmt(h, v, cfg.names)) for h in cfg.hue]
-    out = parts[0]
-    for p in parts[1:]:
-        out = out + ", " + p
-    return out
+    parts = [column(df, h).map(lambda v, h=h: "" if isinstance(v, float) and math.isnan(v)
+                               else _fmt(h, v, cfg.names)) for h in cfg.hue]
+    # a column that does not apply to a run (a Transformer's state size) is left out, not 'N=nan'
+    return pd.concat(parts, axis=1).apply(lambda r: ", ".join(t for t in r if t), axis=1)
 
 
 def _paper_lines(ctx: FigureContext, cfg: CurvesConfig, sub: pd.DataFrame) -> list[tuple]:
