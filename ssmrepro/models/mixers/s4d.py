@@ -2,7 +2,8 @@
 
     h_t = exp(Λ) ⊙ h_{t-1} + x_t ⊗ B,   y_t = h_t C (+ D ⊙ x_t)      per channel, Λ, C ∈ R^{d×N}, B ∈ R^N
 
-Λ = -exp(A_log) (S4D-real init Λ[:, n] = -(n+1), times ``A_scale``), B = 1, C ~ N(0, 1/N), no skip D by default.
+Λ = -exp(A_log) (S4D-real init Λ[:, n] = -(n+1), times ``A_scale``), B = 1, C ~ N(0, 1/N), no skip D
+by default.
 huang2025's parameter counts (8.8k / 12.5k / 24.9k for d = 32/32/64, N = 8/64/64) fit Λ ∈ R^{d×N},
 C ∈ R^{d×N}, B ∈ R^N and no D (see experiments/huang2025/*.yaml notes). The scan is the selective
 scan with constant Δ, B, C (fast: ``kernels.backend.selective_scan``; reference:
