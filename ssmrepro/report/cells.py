@@ -199,7 +199,7 @@ def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str],
         if N_PARAMS in g and g[N_PARAMS].notna().any():
             row[N_PARAMS] = g[N_PARAMS].dropna().iloc[0]
         for m in metrics:
-            col = METRIC_PREFIX + m if METRIC_PREFIX + m in ok else m  # run tables: metric.<m>
+            col = _column(ok, m)
             vals = ok[col].astype(float) if col in ok else pd.Series(dtype=float)
             row[m] = _reduce(vals, row[N_DIVERGED], reduce)
             row[f"{m}.std"] = float(vals.std(ddof=0)) if len(vals) else math.nan
@@ -208,7 +208,8 @@ def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str],
                 row[f"{m}.p{q:g}"] = (float(np.percentile(v, q)) if len(v) and not row[N_DIVERGED]
                                       else math.nan)
         if select is not None:
-            v = ok[select.by].astype(float).dropna() if select.by in ok else pd.Series(dtype=float)
+            by = _column(ok, select.by)
+            v = ok[by].astype(float).dropna() if by in ok else pd.Series(dtype=float)
             row[_SCORE] = (math.nan if not len(v) else math.inf if row[N_DIVERGED]
                            else float(v.mean()) * (1.0 if select.op == "min" else -1.0))
         if STOP_STEP in done and len(done):
@@ -222,6 +223,12 @@ def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str],
 
 
 _SCORE = "_select_score"
+
+
+def _column(runs: pd.DataFrame, metric: str) -> str:
+    """The column of ``metric`` in a run table: ``metric.<m>`` as the store and results.csv
+    write it, or the bare name (tables built by hand)."""
+    return METRIC_PREFIX + metric if METRIC_PREFIX + metric in runs else metric
 
 
 def _select(rows: list[dict[str, Any]], keys: list[str], select: Any) -> list[dict[str, Any]]:
