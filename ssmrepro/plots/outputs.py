@@ -75,6 +75,9 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         reps = {(r.label, type(r.model).__name__, type(r.task).__name__): r for r in runs}
         known = {LABEL, N_PARAMS} | {k for r in reps.values() for k in r.flat()}
         metrics = set(spec.aggregate.metrics) | set(analysis_metrics(spec.analysis))
+        # the spread columns the aggregation writes beside each metric (report.cells.aggregate)
+        metrics |= {f"{m}.std" for m in spec.aggregate.metrics} | {
+            f"{m}.p{q:g}" for m in spec.aggregate.metrics for q in spec.aggregate.percentiles}
         sets = set(HISTORY_SETS) | {n for r in runs for n in r.train.evals}
 
     def refs(key: str, cfg: Any) -> None:
