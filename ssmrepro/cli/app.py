@@ -12,6 +12,7 @@ import functools
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -88,6 +89,17 @@ def _plain(o: Any) -> Any:
     if o is None or isinstance(o, (bool, int, str)):
         return o
     return str(o)
+
+
+def path_value(value: str) -> Path:
+    """The parser of every path option and argument (``typer.Option(..., parser=path_value)``):
+    an empty path (``--out ''``, or only spaces) is refused (exit 2) instead of read as the
+    current folder."""
+    text = str(value)
+    if not text.strip():
+        raise typer.BadParameter("an empty path; give a folder or file name ('.' for the "
+                                 "current folder)")
+    return Path(text)
 
 
 def fail(messages: list[str], code: int = 2) -> None:

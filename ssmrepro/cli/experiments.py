@@ -20,7 +20,7 @@ from rich.table import Table
 
 from ..kernels.backend import select_backend, select_device
 from ..spec import SpecError, find_spec, index_problems, load_spec, spec_paths
-from .app import command, console, err_console, fail, print_json
+from .app import command, console, err_console, fail, path_value, print_json
 
 OUT_HELP = "results root (default ./results; env SSMREPRO_OUT)"
 SET_HELP = ("override a config field for every run, typed like the YAML: --set model.d_model=32 "
@@ -30,7 +30,8 @@ JSON_HELP = "print one JSON document on stdout instead of tables"
 
 
 def _out_option():
-    return typer.Option(None, "--out", envvar="SSMREPRO_OUT", help=OUT_HELP)
+    return typer.Option(None, "--out", envvar="SSMREPRO_OUT", help=OUT_HELP, metavar="DIR",
+                        parser=path_value)
 
 
 def _set_option():
@@ -425,7 +426,8 @@ def bench(
     seconds: float = typer.Option(3.0, help="rough measuring time per contender (sets the "
                                   "number of interleaved rounds, 3..20)"),
     out: Path | None = typer.Option(None, help="folder for the JSON/CSV record "
-                                       "(default results/bench)"),
+                                       "(default results/bench)", metavar="DIR",
+                                    parser=path_value),
     help_: bool = typer.Option(False, "--help", "-h", help="show this message (with 'scans': "
                                "the scan benchmark's own options) and exit"),
 ) -> None:
@@ -486,7 +488,7 @@ def bench(
 
 @command()
 def export(
-    dest: Path | None = typer.Option(None, "--file", "-f",
+    dest: Path | None = typer.Option(None, "--file", "-f", metavar="FILE", parser=path_value,
                                      help="file to write (default: ssmrepro-results.<format>)"),
     fmt: str = typer.Option("csv", "--format", help="csv | parquet (pip install -e '.[parquet]')"),
     out: Path | None = _out_option(),
