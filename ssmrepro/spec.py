@@ -49,6 +49,8 @@ class Strict(BaseModel):
 
 # a seed is a 64-bit integer (the data and init streams are derived from it in int64)
 Seed = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+MAX_SEEDS = 1_000  # seeds of one list (the papers use at most 11; every run is one training)
+Seeds = Annotated[list[Seed], Field(max_length=MAX_SEEDS)]
 
 
 class Case(Strict):
@@ -58,7 +60,7 @@ class Case(Strict):
     set: dict[str, Any] = {}
     grid: dict[str, list[Any]] = {}
     zip: dict[str, list[Any]] = {}
-    seeds: list[Seed] | None = Field(None, description="seeds of this case (default: the spec's)")
+    seeds: Seeds | None = Field(None, description="seeds of this case (default: the spec's)")
     constraints: list[str] = Field([], description="extra constraints for this case's points")
 
 
@@ -81,7 +83,7 @@ class Profile(Strict):
     description: str = ""
     set: dict[str, Any] = {}
     sweep: list[Axis] | None = None
-    seeds: list[Seed] | None = None
+    seeds: Seeds | None = None
 
 
 class Select(Strict):
@@ -163,7 +165,7 @@ class Spec(Strict):
     model: dict[str, Any] = {}
     train: dict[str, Any] = {}
     sweep: list[Axis] = []
-    seeds: list[Seed] = [0]
+    seeds: Seeds = [0]
     derived: dict[str, str] = {}
     constraints: list[str] = Field(
         [], description="expressions a sweep point must satisfy, e.g. 'model.d_state <= model.d_model'; "

@@ -44,6 +44,7 @@ import torch
 import torch.nn.functional as F
 
 from .optim import LRSchedule, PackedAdam, clip_per_member
+from .sweep import RunConfig, per_point
 from .tasks import build_task, incompatibility, rng
 from .tasks.base import IGNORE, TEST, TRAIN, VAL, Batch, Task, TaskInfo, fixed_split_error
 
@@ -151,8 +152,8 @@ def memory_problems(runs: list, device: str, available: int | None = None) -> li
     """``memory_problem`` of one run per shape (pack key) of ``runs``, against ``available``
     bytes (default: measured now on ``device``; nothing is checked where that is unknown)."""
     groups: dict[str, object] = {}
-    for r in runs:
-        groups.setdefault(r.pack_key(), r)
+    for r, key in zip(runs, per_point(runs, RunConfig.pack_key)):
+        groups.setdefault(key, r)
     avail = available_memory(device) if available is None and groups else available
     if avail is None:
         return []

@@ -33,7 +33,7 @@ from ..report.columns import LABEL, N_PARAMS
 from ..report.curves import HISTORY_SETS, SAMPLES, STEP, curve_table, history_metric_sets
 from ..spec import Spec, format_errors
 from ..store import read_results, read_table
-from ..sweep import expand, overrides_tag
+from ..sweep import RunConfig, expand, overrides_tag, per_point
 from ..util import atomic_write_text
 from .curves import CURVES
 from .registry import FIGURE_KINDS, FigureContext, parse_figure
@@ -150,8 +150,11 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
     if spec.analytic is not None or not runs:
         return []
     path = spec.path or spec.id
-    cells = pd.DataFrame([{LABEL: r.label, **r.flat()} for r in runs])
-    errors = []
+    errors: list[str] = []
+    if spec.claims:
+        cells = _config_rows(runs)
+    else:
+        cells = pd.DataFrame()
 
     def check(key: str, where: Any) -> None:
         if not isinstance(where, dict) or not where or any(k not in cells for k in where):
@@ -176,6 +179,13 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
                           f"paper_values.{seen[ident]} (one paper value per cell and metric)")
         seen.setdefault(ident, i)
     return errors
+
+
+def _config_rows(runs: list) -> pd.DataFrame:
+    """One row per run: its label and flat config columns, each config flattened once per sweep
+    point (``sweep.per_point``), not once per seed."""
+    return pd.DataFrame([{LABEL: r.label, **flat, "seed": r.seed}
+                         for r, flat in zip(runs, per_point(runs, RunConfig.flat))])
 
 
 def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "") -> pd.DataFrame:
