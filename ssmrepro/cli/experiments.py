@@ -395,18 +395,27 @@ def verify(
     name: str = typer.Argument(..., help="experiment id or alias"),
     profile: str | None = typer.Option(None, help="profile to check (default: spec's)"),
     out: Path | None = _out_option(),
-    strict: bool = typer.Option(False, help="exit 1 when a claim fails"),
+    strict: bool = typer.Option(False, help="exit 1 unless every claim PASSes (a FAIL, "
+                                "MISSING or UNTESTED claim exits 1)"),
     set_: list[str] | None = _set_option(),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    """Our numbers beside the paper's: one verdict line per claim, report.md written."""
+    """Our numbers beside the paper's: one verdict line per claim, report.md written. With
+    --strict the exit code is 1 unless every claim PASSes."""
     spec = _spec(name)
     profile = spec.default_profile if profile is None else profile  # "" is no profile
     res = _outputs(spec, profile, out, _overrides(set_), quiet=as_json)
     if as_json:
         print_json({"id": spec.id, "profile": profile, **_outputs_json(res)})
-    if strict and any(v.verdict == "FAIL" for v in res.verdicts):
-        raise typer.Exit(1)
+    if strict:
+        short = [v for v in res.verdicts if v.kind == "claim" and v.verdict != "PASS"]
+        if short:
+            counts = {k: sum(v.verdict == k for v in short) for k in ("FAIL", "MISSING",
+                                                                       "UNTESTED")}
+            err_console.print("[red]--strict:[/] " + ", ".join(f"{n} {k}" for k, n in
+                                                               counts.items() if n)
+                              + " (every claim must PASS)", highlight=False)
+            raise typer.Exit(1)
 
 
 @command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
