@@ -98,12 +98,15 @@ def memory_need(run) -> MemoryNeed:
 
 
 def available_memory(device: str) -> int | None:
-    """Bytes this process could still allocate on ``device``: free GPU memory on CUDA, else the
-    kernel's MemAvailable (Linux) or free physical pages; None where unknown."""
+    """Bytes this process could still allocate on ``device``: free GPU memory on CUDA (for plain
+    'cuda', the least of every visible GPU: the local engine's workers take one GPU each), else
+    the kernel's MemAvailable (Linux) or free physical pages; None where unknown."""
     if device.startswith("cuda"):
         try:
-            return int(torch.cuda.mem_get_info(torch.device(device))[0])
-        except (RuntimeError, AssertionError):
+            gpus = ([torch.device("cuda", i) for i in range(torch.cuda.device_count())]
+                    if device == "cuda" else [torch.device(device)])
+            return min(int(torch.cuda.mem_get_info(g)[0]) for g in gpus) if gpus else None
+        except (RuntimeError, AssertionError, ValueError):
             return None
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():

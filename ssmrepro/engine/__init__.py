@@ -214,9 +214,13 @@ def run_experiment(
         device = ray_engine.cluster_device(device)
         budget = ray_engine.device_budget(device) if pack_size is None else None
         n_workers = ray_engine.slots(device, cpus_per_pack)
-        if budget is not None:  # half the free memory of a worker's GPU (else: checked there)
+        # a run must fit one worker's GPU (half its free memory is the pack budget) or, on CPU,
+        # the memory of the largest node (Ray reserves each pack's estimate on a node)
+        room = 2 * budget if budget is not None else (
+            None if device.startswith("cuda") else ray_engine.node_memory())
+        if room is not None:
             try:
-                check_memory(spec, profile, pending, device, available=2 * budget)
+                check_memory(spec, profile, pending, device, available=room)
             except SpecError:
                 if ray_owned:
                     ray_engine.shutdown()
@@ -242,7 +246,9 @@ def run_experiment(
         console.print(f"[dim]planner: {line}[/]", highlight=False)
     if engine == "local":
         n_workers = max(1, min(want, len(packs) or 1))
-        if n_workers > 1 and not device.startswith("cuda"):  # the workers share one memory
+        # CPU workers share one memory; CUDA workers take a GPU each (``local.run_workers``, at
+        # most one per GPU), where the pack budget (half the least free GPU memory) applies
+        if n_workers > 1 and not device.startswith("cuda"):
             fit = workers_in_memory(packs, n_workers, available_memory(device))
             if fit < n_workers:
                 console.print(f"[yellow]warning:[/] {fit} worker{'s' if fit > 1 else ''} instead "

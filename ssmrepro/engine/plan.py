@@ -31,10 +31,12 @@ class Pack:
 
 
 def _budget(device: str) -> int:
+    """A pack's memory budget: half the free memory of the GPU (the least free of the visible
+    GPUs for plain 'cuda', ``available_memory``), 2 GiB on CPU."""
     if device.startswith("cuda"):
-        import torch
-
-        free, _ = torch.cuda.mem_get_info(torch.device(device))
+        free = available_memory(device)
+        if free is None:
+            raise RuntimeError(f"{device}: cannot read the GPU's free memory")
         return free // 2
     return 2 << 30
 
