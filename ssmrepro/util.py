@@ -9,6 +9,7 @@ this host can be recognised and removed, see ``store.Store.cleanup``).
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import platform
 import socket
@@ -24,6 +25,7 @@ DATA_ENV = "SSMREPRO_DATA"  # data root (LRA datasets, generated data, caches)
 
 def _atomic(path: Path, write) -> None:
     path = Path(path)
+    _check_replaceable(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{HOST}.{os.getpid()}.",
                                suffix=".tmp")
@@ -34,10 +36,34 @@ def _atomic(path: Path, write) -> None:
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)  # mkstemp creates 0600; records live on shared disks
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(err, OSError) and err.filename in (None, tmp):  # name the file, never
+            err.filename, err.filename2 = str(path), None  # the temp file (or nothing)
         raise
+
+
+def _check_replaceable(path: Path) -> None:
+    """An atomic write replaces ``path``: refuse a folder and anything that is not a regular
+    file or a link (a device such as /dev/null, a FIFO, a socket), which the rename would replace
+    with a regular file."""
+    import stat
+
+    try:
+        mode = os.lstat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "a folder where a file belongs", str(path))
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+        raise OSError(errno.EINVAL, "not a regular file (a device, FIFO or socket); ssmrepro "
+                      "writes only regular files", str(path))
+
+
+def atomic_write_stream(path: Path, write) -> None:
+    """Write ``path`` atomically through ``write(binary_file)`` (e.g. a figure's ``savefig``)."""
+    _atomic(path, write)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -141,3 +167,4 @@ def read_small(path: Path, limit: int, follow_links: bool = False) -> bytes:
     if len(data) > limit:
         raise NotSmallFile(f"larger than {limit:,} bytes")
     return data
+

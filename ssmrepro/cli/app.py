@@ -114,7 +114,8 @@ def os_message(err: OSError) -> str:
     where = f" {err.filename}" if err.filename else ""
     what = {errno.ENOSPC: "no space left on device", errno.EROFS: "read-only file system",
             errno.EACCES: "permission denied", errno.ENOTDIR: "a path component is a file, "
-            "not a folder", errno.EEXIST: "exists and is not a folder"}.get(
+            "not a folder", errno.EEXIST: "exists and is not a folder",
+            errno.EISDIR: "a folder where a file belongs"}.get(
         err.errno or -1, err.strerror or type(err).__name__)
     return f"cannot use{where}: {what}"
 

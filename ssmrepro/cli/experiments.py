@@ -506,13 +506,21 @@ def export(
     results: paper, experiment, profile, run_id, label, seed, status, n_params, metric, value,
     config (JSON). Columns: docs/columns.md."""
     from ..plots.export import FORMATS, write_export
+    from ..util import repo_root
 
     if fmt not in FORMATS:
         fail([f"--format {fmt!r}: expected {' or '.join(FORMATS)}"])
+    root = out if out is not None else repo_root() / "results"
+    if not root.is_dir():  # a mistyped --out exported an empty table
+        fail([f"{root}: no such folder (the results root to export; --out)"])
+    skipped: list[str] = []
     try:
-        path, n = write_export(dest or Path(f"ssmrepro-results.{fmt}"), fmt, out)
+        path, n = write_export(dest or Path(f"ssmrepro-results.{fmt}"), fmt, out, skipped)
     except ImportError as err:
         fail([str(err)])
+    for m in skipped:
+        err_console.print(f"[yellow]warning:[/] left out (invalid spec): {escape(m)}",
+                          highlight=False, soft_wrap=True)
     console.print(f"{n} rows -> {path}")
 
 

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator  # noqa: E402
 from .. import expr  # noqa: E402
 from ..report.cells import cell_env, column  # noqa: E402
 from ..report.columns import LABEL  # noqa: E402
-from .registry import FigureConfig, FigureContext, figure_kind  # noqa: E402
+from .registry import FigureConfig, FigureContext, figure_kind, save_png  # noqa: E402
 
 
 class Bound(BaseModel):
@@ -206,8 +206,7 @@ def bound_grid(ctx: FigureContext, cfg: BoundGridConfig, path: Path) -> bool:
     if cfg.halves and any(c for c in cols):  # panel titles carry the rest; the halves once here
         head = f"{head}\nupper left: {cfg.halves[0]}, lower right: {cfg.halves[1]}"
     fig.suptitle(head, fontsize=9)
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+    save_png(fig, path, dpi=130)
     return True
 
 

@@ -242,8 +242,7 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path) -> 
         return read_table(path, (STEP,), numeric=lambda c: c in (STEP, SAMPLES) or
                           c.endswith((".acc", ".loss", ".mse")))
     if not table.empty:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        table.to_csv(path, index=False)
+        atomic_write_text(path, table.to_csv(index=False))
     return table
 
 
@@ -260,7 +259,7 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
     root.mkdir(parents=True, exist_ok=True)
     if spec.analytic is not None:  # a table computed from theory: its rows are the cells
         df = analytic_table(spec)
-        df.to_csv(out("results", "csv"), index=False)
+        atomic_write_text(out("results", "csv"), df.to_csv(index=False))
         keys = [LABEL, *spec.analytic.grid]
         cells = analytic_cells(df)
     else:
@@ -279,7 +278,7 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         if hist.empty and hpath.exists():  # no run records: the committed table
             hist = read_table(hpath)
         elif not hist.empty:
-            hist.to_csv(hpath, index=False)
+            atomic_write_text(hpath, hist.to_csv(index=False))
         tables[DECAY] = hist
         cells = add_metrics(cells, decay_metrics(hist), list(DECAY_METRICS))
     for name in (a for a in spec.analysis if a in WEIGHT_ANALYSES):
@@ -289,7 +288,7 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         if table.empty and tpath.exists():
             table = read_table(tpath)
         elif not table.empty:
-            table.to_csv(tpath, index=False)
+            atomic_write_text(tpath, table.to_csv(index=False))
         tables[name] = table
         metrics = WEIGHT_ANALYSES[name][1]
         cells = add_metrics(cells, cell_means(table, metrics), list(metrics))
@@ -304,7 +303,7 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         if FIGURE_KINDS[cfg.kind].fn(ctx, cfg, path):
             figures.append(path)
     if not report.finished(cells).empty:
-        cells.to_csv(out("summary", "csv"), index=False)
+        atomic_write_text(out("summary", "csv"), cells.to_csv(index=False))
     rep = out("report", "md")
     atomic_write_text(rep, report.markdown(spec, profile, cells, verdicts, len(df)))
     return Outputs(out("results", "csv"), figures[0] if figures else None, figures, rep, verdicts,

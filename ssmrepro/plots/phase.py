@@ -22,7 +22,7 @@ from matplotlib.patches import Rectangle  # noqa: E402
 from pydantic import BaseModel, ConfigDict  # noqa: E402
 
 from ..report.cells import fmt_num, select, values_equal  # noqa: E402
-from .registry import FigureConfig, FigureContext, figure_kind  # noqa: E402
+from .registry import FigureConfig, FigureContext, figure_kind, save_png  # noqa: E402
 
 
 class PhasePanel(BaseModel):
@@ -143,8 +143,7 @@ def phase(ctx: FigureContext, cfg: PhaseConfig, path: Path) -> bool:
         ax.axis("off")
     fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, label="accuracy")
     fig.suptitle(ctx.title(cfg), fontsize=9)
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+    save_png(fig, path, dpi=130)
     return True
 
 

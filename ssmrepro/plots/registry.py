@@ -124,6 +124,19 @@ class FigureKind:
 FIGURE_KINDS: dict[str, FigureKind] = {}
 
 
+def save_png(fig, path: Path, dpi: int) -> None:
+    """Write ``fig`` to ``path`` as PNG atomically (temp file + rename: a killed ``plot`` leaves
+    the old figure or the new one, never a torn file) and close it."""
+    import matplotlib.pyplot as plt
+
+    from ..util import atomic_write_stream
+
+    try:
+        atomic_write_stream(path, lambda f: fig.savefig(f, format="png", dpi=dpi))
+    finally:
+        plt.close(fig)
+
+
 def figure_kind(name: str, Config: type[FigureConfig]):
     """Register ``fn(ctx, cfg, path) -> bool`` as figure kind ``name`` with its config class."""
 
