@@ -15,8 +15,10 @@ import platform
 import socket
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, model_validator
 
 HOST = socket.gethostname().replace(".", "_")
 ROOT_ENV = "SSMREPRO_ROOT"  # folder holding experiments/ (and results/ by default)
@@ -168,3 +170,73 @@ def read_small(path: Path, limit: int, follow_links: bool = False) -> bytes:
         raise NotSmallFile(f"larger than {limit:,} bytes")
     return data
 
+
+class _NotANumber:
+    """Stands in for a boolean given where a field takes only numbers: the field's own validation
+    then reports it ('model.d_model: Input should be a valid integer')."""
+
+    def __repr__(self) -> str:
+        return "a boolean (true / false)"
+
+
+def _unbool(tp, value):
+    """``value`` with every boolean where ``tp`` takes only numbers replaced by a
+    ``_NotANumber`` (items of lists and tuples too); the same object when there is none."""
+    import types
+    import typing
+
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return _unbool(typing.get_args(tp)[0], value)
+    if origin in (typing.Union, types.UnionType):
+        arms = [a for a in typing.get_args(tp) if a is not type(None)]
+        if isinstance(value, bool):
+            numeric = any(_unbool(a, value) is not value for a in arms)
+            return _NotANumber() if numeric and not any(_takes_bool(a) for a in arms) else value
+        seqs = [a for a in arms if typing.get_origin(a) in (list, tuple)]
+        return _unbool(seqs[0], value) if len(seqs) == 1 else value
+    if isinstance(value, bool):
+        if origin is typing.Literal:
+            args = typing.get_args(tp)
+            numeric = not any(isinstance(a, bool) for a in args) and any(
+                isinstance(a, (int, float)) for a in args)
+            return _NotANumber() if numeric else value
+        return _NotANumber() if tp in (int, float) else value
+    if isinstance(value, (list, tuple)) and origin in (list, tuple):
+        items = [a for a in typing.get_args(tp) if a is not Ellipsis] or [object]
+        new = [_unbool(items[min(i, len(items) - 1)], v) for i, v in enumerate(value)]
+        return type(value)(new) if any(a is not b for a, b in zip(new, value)) else value
+    return value
+
+
+def _takes_bool(tp) -> bool:
+    import typing
+
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return _takes_bool(typing.get_args(tp)[0])
+    if origin is typing.Literal:
+        return any(isinstance(a, bool) for a in typing.get_args(tp))
+    return tp in (bool, typing.Any, object)
+
+
+class NoBoolNumbers(BaseModel):
+    """Base of the typed configurations: a boolean where a field takes only numbers (``d_model:
+    true``, ``seeds: [true]``, ``--set task.n=true``) fails that field's validation instead of
+    being read as 1 or 0, which pydantic does by itself."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        out = None
+        for key, value in data.items():
+            f = cls.model_fields.get(key) if isinstance(key, str) else None
+            if f is None or not isinstance(value, (bool, list, tuple)):
+                continue
+            new = _unbool(f.annotation, value)
+            if new is not value:
+                out = dict(data) if out is None else out
+                out[key] = new
+        return data if out is None else out

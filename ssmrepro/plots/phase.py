@@ -19,13 +19,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
-from pydantic import BaseModel, ConfigDict  # noqa: E402
+from pydantic import ConfigDict  # noqa: E402
 
 from ..report.cells import fmt_num, select, values_equal  # noqa: E402
+from ..util import NoBoolNumbers  # noqa: E402
 from .registry import FigureConfig, FigureContext, figure_kind, save_png  # noqa: E402
 
 
-class PhasePanel(BaseModel):
+class PhasePanel(NoBoolNumbers):
     model_config = ConfigDict(extra="forbid", frozen=True)
     metric: str
     title: str | None = None

@@ -21,14 +21,15 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pandas as pd
-from pydantic import BaseModel, BeforeValidator, ConfigDict, StringConstraints
+from pydantic import BeforeValidator, ConfigDict, StringConstraints
 
 from ..report.cells import finished, values_equal
 from ..report.columns import DEFAULT_METRIC
 from ..spec import NAME_PATTERN
+from ..util import NoBoolNumbers
 
 
-class FigureConfig(BaseModel):
+class FigureConfig(NoBoolNumbers):
     """Fields every figure kind has."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)

@@ -24,9 +24,10 @@ from pydantic_core import to_jsonable_python
 
 from ..models import ModelConfig, member_key
 from ..tasks import TaskConfig
+from ..util import NoBoolNumbers
 
 
-class _Strict(BaseModel):
+class _Strict(NoBoolNumbers):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 

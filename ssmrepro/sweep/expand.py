@@ -276,6 +276,12 @@ def expand(spec: Spec, profile: str | None = None,
             points = [(la + lb, {**oa, **ob}) for la, oa in points for lb, ob in axis_points(axis)]
     except ValueError as err:
         raise SpecError([f"{spec.path}: sweep: {err}"]) from None
+    unused = [k for k in prof.set if points and all(
+        any(k == s or k.startswith(s + ".") for s in ov) for _, ov in points)]
+    if unused:  # the profile's value is replaced at every point: it would be quietly ignored
+        raise SpecError([f"{spec.path}: profiles.{profile}.set.{k}: every sweep point of this "
+                         "profile sets this key, so this value is never used (remove it, or set "
+                         "it in the sweep)" for k in unused])
 
     runs: list[RunConfig] = []
     grouped: dict[str, list[str]] = {}  # message -> points where it occurs
