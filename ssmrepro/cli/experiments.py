@@ -256,6 +256,10 @@ def run(
         fail([f"--engine {engine!r}: expected {' or '.join(ENGINES)}"])
     if address is not None and engine != "ray":
         fail(["--address needs --engine ray"])
+    if cpus_per_pack != 1 and engine != "ray":  # settings that would be quietly ignored
+        fail(["--cpus-per-pack needs --engine ray (the local engine: --workers)"])
+    if no_estimate and not dry_run:
+        fail(["--no-estimate needs --dry-run"])
     out_console = err_console if as_json else console
     if engine == "ray" and not dry_run:  # the cluster's devices decide; the worker picks backend
         if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", device):
