@@ -487,10 +487,18 @@ def index() -> dict[str, Path]:
 
 
 def find_spec(name: str) -> Spec:
-    """Load a spec by id, alias or path; unknown names suggest close matches."""
+    """Load a spec by id, alias or path; unknown names suggest close matches. A spec file given
+    by its path may not take the id of a project spec (another file): it would share that spec's
+    results folder and overwrite its tables, figures and report."""
     p = Path(name)
     if p.suffix in (".yaml", ".yml") and p.exists():
-        return load_spec(p)
+        spec = load_spec(p)
+        other = index().get(spec.id)
+        if other is not None and other.resolve() != p.resolve():
+            raise SpecError([f"{p}: id: {spec.id!r} is the id of {other}; a spec given by its "
+                             "path needs an id of its own (the two would share one results "
+                             "folder)"])
+        return spec
     idx, problems = index_problems()
     clash = [m for m in problems if f"{name!r}" in m]
     if clash:

@@ -32,7 +32,7 @@ from ..report.cells import is_case_ref
 from ..report.columns import LABEL, N_PARAMS
 from ..report.curves import HISTORY_SETS, SAMPLES, STEP, curve_table, history_metric_sets
 from ..spec import Spec, format_errors
-from ..store import read_results, read_table
+from ..store import metric_range_problem, read_results, read_table
 from ..sweep import RunConfig, expand, overrides_tag, per_point
 from ..util import atomic_write_text
 from .curves import CURVES
@@ -128,6 +128,10 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                     else f"{cfg.metric!r} needs {sorted(needs - metrics)}, which")
             errors.append(f"{path}: {key}.metric: {what} is not aggregated "
                           f"(aggregate.metrics and analysis metrics: {sorted(metrics)})")
+        bounds = [(f"{key}.{f}", cfg.metric, getattr(cfg, f)) for f in ("value", "threshold")
+                  if needs == {cfg.metric} and isinstance(getattr(cfg, f, None), float)]
+        bounds += [(f"{key}.given.{j}.value", g.metric, g.value) for j, g in enumerate(cfg.given)]
+        errors += _unreachable(path, bounds)
     sel = spec.aggregate.select
     if sel is not None and sel.over not in report.cell_keys(runs):
         errors.append(f"{path}: aggregate.select.over: {sel.over!r} is not a swept key of this "
@@ -138,7 +142,16 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                 errors.append(f"{path}: paper_values.{i}.where.{k}: unknown column {k!r}")
         if pv.metric not in metrics | {N_PARAMS}:
             errors.append(f"{path}: paper_values.{i}.metric: {pv.metric!r} is not aggregated")
+        errors += _unreachable(path, [(f"paper_values.{i}.value", pv.metric, pv.value)])
     return errors
+
+
+def _unreachable(path: str, values: list[tuple[str, str, float]]) -> list[str]:
+    """'file: key: reason' for each (key, metric, value) where no value of the metric can be
+    (``store.metric_range_problem``: an accuracy outside [0, 1], e.g. a percentage): a claim on
+    it could never pass (or a precondition never hold), a paper value never match."""
+    return [f"{path}: {key}: {v:g} for {metric}, {why} (a percentage? accuracies are fractions)"
+            for key, metric, v in values if (why := metric_range_problem(metric, [v]))]
 
 
 def where_problems(spec: Spec, runs: list) -> list[str]:
