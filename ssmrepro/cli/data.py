@@ -71,9 +71,17 @@ def download(
 
     Example: ssmrepro data download lra --dir data --url file:///mnt/mirror/lra_release.gz
     """
+    import urllib.parse
+
     from ..data.download import DownloadError
     from ..data.download import download as do_download
 
+    if url is not None:
+        try:
+            parts = urllib.parse.urlsplit(url)
+            parts.port  # noqa: B018 (a port that is no number raises here)
+        except ValueError as err:  # urllib's own error was a traceback
+            _fail(f"--url {url!r}: not a URL ({err})")
     root = data_root(dir)
     try:
         installed = do_download(

@@ -23,7 +23,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 
 from ..spec import Spec, SpecError
 from ..store import Store, open_store, output_name, results_dir
-from ..sweep import RunConfig, expand, overrides_tag, unique_runs
+from ..sweep import RunConfig, expand, overrides_tag, per_point, unique_runs
 from .costs import CostModel
 from .local import (
     Event,
@@ -106,6 +106,22 @@ def check_memory(spec: Spec, profile: str, runs: list, device: str,
     bad = memory_problems(runs, device, available)
     if bad:
         raise SpecError([f"{spec.path or spec.id}: [profile {profile}] {m}" for m in bad])
+
+
+def check_data(runs: list) -> None:
+    """Raise ``DataUnavailable`` (the CLI: exit 2, with the command that provides the data) when a
+    run's task or one of its evaluation sets reads a dataset that is not on this machine. Without
+    it every pack failed on its own and the command exited 1, unless the planner's calibration
+    happened to load the data first. Tasks are built once per sweep point (their data is cached
+    per process; ``sweep.expand`` has built them already)."""
+    from ..tasks import build_task
+
+    def build(r: RunConfig) -> None:
+        build_task(r.task)
+        for ov in r.train.evals.values():
+            build_task({**r.task.model_dump(), **ov})
+
+    per_point(runs, build)
 
 
 def cost_model(device: str, workers: int | None = None, threads: int | None = None) -> CostModel:
@@ -227,7 +243,8 @@ def run_experiment(
                 raise
         console.print(f"[dim]Ray cluster ready in {time.time() - t0:.1f}s: {n_workers} pack "
                       f"slots[/]")
-    if engine == "local":
+    if engine == "local":  # (a Ray cluster's data lives on its workers, not necessarily here)
+        check_data(pending)
         check_memory(spec, profile, pending, device)
     if pending:
         store.prepare()
