@@ -481,24 +481,27 @@ def index_problems() -> tuple[dict[str, Path], list[str]]:
     return out, problems
 
 
+def id_taken(spec: Spec) -> str | None:
+    """'file: id: reason' when ``spec`` was loaded from a file other than the project spec of its
+    id (a copy given by its path): the two would share one results folder, and writing its
+    tables, figures and report would replace the project spec's. None otherwise."""
+    other = index().get(spec.id)
+    if spec.path is None or other is None or other.resolve() == Path(spec.path).resolve():
+        return None
+    return (f"{spec.path}: id: {spec.id!r} is the id of {other}; a spec given by its path needs "
+            "an id of its own (the two would share one results folder)")
+
+
 def index() -> dict[str, Path]:
     """id and alias -> file (ambiguous names left out; see :func:`index_problems`)."""
     return index_problems()[0]
 
 
 def find_spec(name: str) -> Spec:
-    """Load a spec by id, alias or path; unknown names suggest close matches. A spec file given
-    by its path may not take the id of a project spec (another file): it would share that spec's
-    results folder and overwrite its tables, figures and report."""
+    """Load a spec by id, alias or path; unknown names suggest close matches."""
     p = Path(name)
     if p.suffix in (".yaml", ".yml") and p.exists():
-        spec = load_spec(p)
-        other = index().get(spec.id)
-        if other is not None and other.resolve() != p.resolve():
-            raise SpecError([f"{p}: id: {spec.id!r} is the id of {other}; a spec given by its "
-                             "path needs an id of its own (the two would share one results "
-                             "folder)"])
-        return spec
+        return load_spec(p)
     idx, problems = index_problems()
     clash = [m for m in problems if f"{name!r}" in m]
     if clash:

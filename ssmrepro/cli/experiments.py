@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..kernels.backend import select_backend, select_device
-from ..spec import SpecError, find_spec, index_problems, load_spec, spec_paths
+from ..spec import SpecError, find_spec, id_taken, index_problems, load_spec, spec_paths
 from .app import command, console, err_console, fail, path_value, print_json
 
 OUT_HELP = "results root (default ./results; env SSMREPRO_OUT)"
@@ -197,8 +197,9 @@ def validate(
             counts = {prof: len(r) for prof, r in runs.items()}
             every = [r for rs in runs.values() for r in rs]
             bad = validate_outputs(spec, every) or where_problems(spec, every)
-            if bad:
-                raise SpecError(bad)
+            taken = id_taken(spec)
+            if bad or taken:
+                raise SpecError(bad + ([taken] if taken else []))
             console.print(f"[green]ok[/] {spec.id}: " + ", ".join(f"{k} {v} runs"
                                                                  for k, v in counts.items()))
         except SpecError as err:
@@ -272,6 +273,8 @@ def run(
     bad = validate_outputs(spec, expand(spec, profile, overrides=overrides))
     if bad:
         fail(bad)
+    if id_taken(spec) and not dry_run:  # it would write into the project spec's folder
+        fail([id_taken(spec)])
     out_console.print(f"[dim]{why}[/]")
     if dry_run:
         d = plan_dry_run(spec, profile, out, dev, max_runs, pack_size, estimate=not no_estimate,
@@ -347,6 +350,8 @@ def _outputs(spec, profile: str, out: Path | None, overrides: dict | None = None
         bad = err.messages
     if bad:
         fail(bad)
+    if id_taken(spec):  # writing would replace the project spec's tables, figures and report
+        fail([id_taken(spec)])
     res = build(spec, profile, _root(spec, out), overrides)
     if quiet:
         return res
