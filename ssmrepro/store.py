@@ -173,8 +173,8 @@ class Store:
             path = root / f"{run_id}.json"
             try:
                 rec = json.loads(read_small(path, MAX_RECORD_BYTES))
-            except FileNotFoundError:
-                continue
+            except (FileNotFoundError, NotADirectoryError):  # no record (a file where a folder
+                continue  # of the path belongs: `prepare` names it before anything is written
             except (ValueError, OSError, RecursionError) as err:  # JSON, UTF-8, permission, a
                 why = f"unreadable ({err if isinstance(err, NotSmallFile) else type(err).__name__})"
             else:

@@ -44,6 +44,7 @@ import torch
 import torch.nn.functional as F
 
 from .optim import LRSchedule, PackedAdam, clip_per_member
+from .sweep import RunConfig, per_point
 from .tasks import build_task, incompatibility, rng
 from .tasks.base import IGNORE, TEST, TRAIN, VAL, Batch, Task, TaskInfo, fixed_split_error
 
@@ -97,12 +98,15 @@ def memory_need(run) -> MemoryNeed:
 
 
 def available_memory(device: str) -> int | None:
-    """Bytes this process could still allocate on ``device``: free GPU memory on CUDA, else the
-    kernel's MemAvailable (Linux) or free physical pages; None where unknown."""
+    """Bytes this process could still allocate on ``device``: free GPU memory on CUDA (for plain
+    'cuda', the least of every visible GPU: the local engine's workers take one GPU each), else
+    the kernel's MemAvailable (Linux) or free physical pages; None where unknown."""
     if device.startswith("cuda"):
         try:
-            return int(torch.cuda.mem_get_info(torch.device(device))[0])
-        except (RuntimeError, AssertionError):
+            gpus = ([torch.device("cuda", i) for i in range(torch.cuda.device_count())]
+                    if device == "cuda" else [torch.device(device)])
+            return min(int(torch.cuda.mem_get_info(g)[0]) for g in gpus) if gpus else None
+        except (RuntimeError, AssertionError, ValueError):
             return None
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -151,8 +155,8 @@ def memory_problems(runs: list, device: str, available: int | None = None) -> li
     """``memory_problem`` of one run per shape (pack key) of ``runs``, against ``available``
     bytes (default: measured now on ``device``; nothing is checked where that is unknown)."""
     groups: dict[str, object] = {}
-    for r in runs:
-        groups.setdefault(r.pack_key(), r)
+    for r, key in zip(runs, per_point(runs, RunConfig.pack_key)):
+        groups.setdefault(key, r)
     avail = available_memory(device) if available is None and groups else available
     if avail is None:
         return []

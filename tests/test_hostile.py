@@ -716,3 +716,387 @@ def test_unreadable_saved_weights_are_a_warning(tmp_path):
     (st.runs / "r1.pt").write_bytes(b"not a pickle")
     assert st.read_weights("r1") is None
     assert "ignoring unreadable weights" in st.warnings[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# fourth round of probes (issue 11): empty paths, seed lists and sweeps bounded in size and time,
+# --strict on MISSING, memory of CUDA and Ray workers, YAML 1.1 surprises and booleans read as
+# numbers, labels that look alike, profile settings that never apply, outputs written in place,
+# dataset cache files that never end, options that were quietly ignored
+
+
+@pytest.mark.parametrize("args", [
+    ["run", "{spec}", "--out", ""], ["show", "{spec}", "--out", " "], ["plot", "{spec}", "--out", ""],
+    ["verify", "{spec}", "--out", ""], ["list", "--out", ""], ["export", "--file", ""],
+    ["bench", "roofline", "--out", ""], ["data", "info", "--dir", ""],
+    ["data", "generate", "listops", "--out", ""], ["figures", "--no-rebuild", "--out", ""],
+])
+def test_an_empty_path_is_refused_not_read_as_the_current_folder(tmp_path, monkeypatch, args):
+    spec = _one_run_spec(tmp_path)
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    res = _invoke(*[str(spec) if a == "{spec}" else a for a in args])
+    _assert_refused(res, "an empty path")
+    assert not list(work.iterdir())  # nothing written into the current folder
+    res = _invoke("list", env={"SSMREPRO_OUT": "  "})
+    _assert_refused(res, "an empty path")
+
+
+def test_seed_lists_and_sweeps_are_bounded_before_they_are_built(tmp_path, monkeypatch):
+    import importlib
+    import time
+
+    from ssmrepro.spec import MAX_SEEDS
+
+    expand_mod = importlib.import_module("ssmrepro.sweep.expand")
+    t0 = time.time()
+    _assert_refused(_invoke("validate", _one_run_spec(tmp_path, seeds=list(range(MAX_SEEDS + 1)))),
+                    "seeds", "at most 1000")
+    assert time.time() - t0 < 20  # 100,000 seeds took 84 s to validate
+    assert expand_mod.MAX_RUNS <= 100_000  # the largest paper grid has 20,304 runs
+    monkeypatch.setattr(expand_mod, "MAX_RUNS", 50)
+    case = {"label": "S6", "set": {"model.mixer": "s6"}, "seeds": list(range(10)),
+            "grid": {"train.lr": [0.01 * (i + 1) for i in range(6)]}}  # 60 runs: a case's own
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": [case]}])  # seeds were not counted
+    _assert_refused(_invoke("validate", spec), "more than 50 runs")
+
+
+def test_run_ids_are_computed_once_per_point_and_equal_the_identity_hash(tmp_path):
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand, per_point, run_id_of
+
+    spec = load_spec(_one_run_spec(tmp_path, seeds=[0, 1, 2], sweep=[{"grid": {
+        "train.lr": [0.01, 0.02]}}]))
+    runs = expand(spec, "smoke")
+    assert [r.run_id for r in runs] == [run_id_of(r.identity()) for r in runs]
+    assert len(set(per_point(runs, lambda r: id(r.train)))) == 2
+    assert per_point(runs, type(runs[0]).pack_key) == [r.pack_key() for r in runs]
+
+
+def test_verify_strict_fails_unless_every_claim_passes(trained_store, tmp_path):
+    _, store = _copy_trained(trained_store, tmp_path)
+    claim = {"text": "S6 above chance", "where": {"label": "S6"}, "op": ">=", "value": 0.0}
+    spec = _one_run_spec(tmp_path, claims=[claim])  # the same run as the trained store's
+    out = tmp_path / "out"
+    res = _invoke("verify", spec, "--out", out, "--profile", "smoke", "--strict")
+    assert res.exit_code == 0 and "1 PASS" in res.output, res.output
+    empty = tmp_path / "empty"  # no runs: the claim is MISSING
+    res = _invoke("verify", spec, "--out", empty, "--profile", "smoke")
+    assert res.exit_code == 0 and "1 MISSING" in res.output, res.output
+    res = _invoke("verify", spec, "--out", empty, "--profile", "smoke", "--strict")
+    assert res.exit_code == 1 and "--strict: 1 MISSING" in res.output, res.output
+    res = _invoke("verify", _one_run_spec(tmp_path), "--out", out, "--profile", "smoke",
+                  "--strict")  # no checkable claim: UNTESTED
+    assert res.exit_code == 1 and "--strict: 1 UNTESTED" in res.output, res.output
+    assert "unless every claim PASSes" in " ".join(_invoke("verify", "--help").output.split())
+
+
+def test_cuda_memory_is_the_least_free_of_the_gpus_the_workers_take(monkeypatch):
+    import torch
+
+    from ssmrepro.engine.plan import _budget
+    from ssmrepro.train import available_memory
+
+    free = {0: 5 * 10**9, 1: 3 * 10**9}
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda d: (free[d.index], 8 * 10**9))
+    assert available_memory("cuda") == 3 * 10**9  # one worker per GPU: each pack fits the least
+    assert available_memory("cuda:0") == 5 * 10**9
+    assert _budget("cuda") == 15 * 10**8
+
+
+class _FakeRay:
+    """The few calls ``ray_engine.run_ray`` makes, tasks run inline; records each task's options."""
+
+    class Ref:
+        def __init__(self, value):
+            self.value = value
+
+    def __init__(self, node_memory: int):
+        self.node_memory, self.options = node_memory, []
+
+    def nodes(self):
+        return [{"Alive": True, "Resources": {"CPU": 2.0, "memory": float(self.node_memory)}}]
+
+    def cluster_resources(self):
+        return {"CPU": 2.0, "memory": float(self.node_memory)}
+
+    def remote(self, fn):
+        fake = self
+
+        class Remote:
+            def options(self, **kw):
+                fake.options.append(kw)
+                return type("Task", (), {"remote": lambda _, *a: _FakeRay.Ref(fn(*a))})()
+
+        return Remote()
+
+    def wait(self, refs, num_returns=1, timeout=None):
+        return refs[:num_returns], refs[num_returns:]
+
+    def get(self, ref):
+        return ref.value
+
+    def cancel(self, ref, force=False):
+        pass
+
+
+@pytest.mark.parametrize("node_memory", [10**12, 1000])
+def test_ray_cpu_pack_tasks_reserve_their_memory(tmp_path, monkeypatch, node_memory):
+    """Several Ray tasks on one node shared its memory unchecked (the local engine limits its
+    workers to what memory holds): each CPU pack task now reserves its estimate, at most what the
+    largest node offers (a larger request would never be scheduled)."""
+    from ssmrepro.engine import local, ray_engine
+    from ssmrepro.engine.plan import pack_memory, plan
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import Store
+    from ssmrepro.sweep import expand
+
+    fake = _FakeRay(node_memory)
+    monkeypatch.setattr(ray_engine, "_ray", lambda: fake)
+    packs = plan(expand(load_spec(_one_run_spec(tmp_path, seeds=[0, 1])), "smoke"), 1)
+    store = Store(tmp_path / "store")
+    store.prepare()
+    ended = []
+    ray_engine.run_ray(list(enumerate(packs)), store, local.WorkSettings("cpu", "torch"),
+                       lambda ev: ended.append(ev) if ev.kind == "pack_end" else None)
+    want = [min(pack_memory(p), node_memory) for p in packs]
+    assert [o["memory"] for o in fake.options] == want and all(w > 0 for w in want)
+    assert all(o["num_cpus"] == 1 and "num_gpus" not in o for o in fake.options)
+    assert len(ended) == 2 and not any(ev.failed for ev in ended)
+    assert "memory" not in ray_engine.resources("cuda", 1, 123)  # a GPU is the task's own
+    assert ray_engine.pack_request(packs[0], "cuda", node_memory) == 0
+
+
+@pytest.mark.parametrize("where,text,needle", [
+    ("set", "model.d_model=8:00", "model.d_model"),  # YAML 1.1: base 60, 480
+    ("set", "task.n=yes", "task.n"),  # YAML 1.1: true, then 1
+    ("set", "task.n=true", "task.n: Input should be a valid integer"),
+    ("set", "train.lr=true", "train.lr: Input should be a valid number"),
+    ("set", "train.betas=[true, 0.99]", "train.betas.0"),
+    ("set", "train.betas=!!set {0.99: null, 0.9: null}", "unsupported YAML type !!set"),
+    ("set", "task.name=!!binary aGVsbG8=", "unsupported YAML type !!binary"),
+    ("spec", ("seeds:\n- 0", "seeds:\n- true"), "seeds.0"),
+    ("spec", ("seeds:\n- 0", "seeds: !!set {0: null, 1: null}"), "unsupported YAML type !!set"),
+    ("spec", ("version: 1", "version: true"), "version"),
+    ("spec", ("tier: 1", "tier: yes"), "tier"),
+    ("spec", ("  d_model: 8", "  d_model: !!timestamp 2024-01-01"), "!!timestamp"),
+])
+def test_yaml_surprises_and_booleans_read_as_numbers_are_refused(tmp_path, where, text, needle):
+    spec = _one_run_spec(tmp_path)
+    if where == "set":
+        res = _invoke("validate", spec, "--set", text)
+    else:
+        old, new = text
+        assert old in spec.read_text()
+        spec.write_text(spec.read_text().replace(old, new, 1))
+        res = _invoke("validate", spec)
+    _assert_refused(res, needle)
+
+
+def test_yaml_is_read_with_the_1_2_scalars():
+    from ssmrepro.spec import parse_yaml
+
+    doc = parse_yaml("a: yes\nb: 8:00\nc: 2024-01-01\nd: 1e-3\ne: 0x10\nf: 1_000\ng: .inf\n"
+                     "h: true\ni: null\nj: 010\n")
+    assert doc == {"a": "yes", "b": "8:00", "c": "2024-01-01", "d": 0.001, "e": 16, "f": 1000,
+                   "g": float("inf"), "h": True, "i": None, "j": 10}
+
+
+@pytest.mark.parametrize("label,needle", [
+    ("S6 ", "no spaces at its ends"), ("S\u200b6", "ZERO WIDTH SPACE"), ("a\nb", "U+000A"),
+    ("S\u202e6", "RIGHT-TO-LEFT OVERRIDE"), ("S\u00a06", "NO-BREAK SPACE"),
+])
+def test_labels_that_look_like_another_are_refused(tmp_path, label, needle):
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": [
+        {"label": label, "set": {"model.mixer": "s6"}},
+        {"label": "S6", "set": {"model.mixer": "s4d"}}]}])
+    _assert_refused(_invoke("validate", spec), "sweep.0.cases.0.label", needle)
+
+
+def test_a_profile_setting_that_every_sweep_point_replaces_is_refused(tmp_path):
+    spec = _one_run_spec(tmp_path, profiles={"smoke": {"set": {"model.mixer": "nope"}},
+                                             "quick": {}, "paper": {}})
+    _assert_refused(_invoke("validate", spec), "profiles.smoke.set.model.mixer", "never used")
+    spec = _one_run_spec(tmp_path, profiles={  # replaced at some points only: a default
+        "smoke": {"set": {"model.mixer": "s6"}}, "quick": {}, "paper": {}},
+        sweep=[{"cases": [{"label": "S6"}, {"label": "S4D", "set": {"model.mixer": "s4d"}}]}])
+    assert _invoke("validate", spec).exit_code == 0
+
+
+def test_outputs_are_written_whole_or_not_at_all(trained_store, tmp_path, monkeypatch):
+    """A figure or table was written in place: a `plot` killed mid-write left a torn file."""
+    from matplotlib.figure import Figure
+
+    spec, store = _copy_trained(trained_store, tmp_path)
+    out = tmp_path / "out"
+    assert _invoke("plot", spec, "--out", out, "--profile", "smoke").exit_code == 0
+    before = {p.name: p.read_bytes() for p in store.iterdir() if p.is_file()}
+    real = Figure.savefig
+
+    def torn(self, fname, *a, **kw):  # part of a PNG written, then the process is interrupted
+        real(self, fname, *a, **kw)
+        if hasattr(fname, "truncate"):
+            fname.truncate(100)
+        else:
+            os.truncate(fname, 100)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Figure, "savefig", torn)
+    res = _invoke("plot", spec, "--out", out, "--profile", "smoke")
+    assert res.exit_code == 130, res.output
+    assert (store / "figure-smoke.png").read_bytes() == before["figure-smoke.png"]
+    assert not list(store.glob(".*.tmp"))
+
+
+def test_writes_refuse_devices_and_folders_and_name_the_file(trained_store, tmp_path):
+    import stat
+
+    res = _invoke("export", "--file", "/dev/null", "--out", tmp_path)  # root replaced /dev/null
+    _assert_refused(res, "/dev/null", "not a regular file")
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    spec, store = _copy_trained(trained_store, tmp_path)
+    (store / "results-smoke.csv").unlink(missing_ok=True)
+    (store / "results-smoke.csv").mkdir()
+    res = _invoke("plot", spec, "--out", tmp_path / "out", "--profile", "smoke")
+    _assert_refused(res, f"{store / 'results-smoke.csv'}: a folder where a file belongs")
+    assert ".tmp" not in res.output  # the temp file was named instead
+
+
+def test_an_out_folder_below_a_file_warns_of_no_record(tmp_path):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    res = _invoke("run", _one_run_spec(tmp_path), "--out", a_file, "--profile", "smoke")
+    _assert_refused(res, "a path component is a file")
+    assert "quarantine" not in res.output and "ignoring run record" not in res.output
+
+
+@pytest.mark.parametrize("what", ["meta-fifo", "array-fifo", "meta-link", "meta-nested"])
+def test_dataset_cache_files_that_never_end_are_rebuilt(tmp_path, what):
+    import signal
+
+    from ssmrepro.data.datasets import load_lra
+
+    root = tmp_path / "data"
+    shutil.copytree(ROOT / "tests/assets/lra/lra/listops-1000", root / "lra/listops-1000")
+    good = load_lra("listops", "test", root)
+    entry = good.cache_path
+    victim = entry / ("test.x.npy" if what == "array-fifo" else "meta.json")
+    victim.unlink()
+    if what.endswith("fifo"):
+        os.mkfifo(victim)  # reading it blocked forever
+    elif what == "meta-link":  # (to /dev/zero it never ended; a link is not what prepare wrote)
+        victim.symlink_to(tmp_path / "elsewhere.json")
+        (tmp_path / "elsewhere.json").write_text("{}")
+    else:
+        victim.write_text("[" * 100_000 + "]" * 100_000)  # RecursionError
+    class Hung(Exception):  # not an OSError (the loader would take it for a damaged file)
+        pass
+
+    def hung(*_):
+        raise Hung("loading the cache entry did not end")
+
+    signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)
+    try:
+        with pytest.warns(UserWarning, match="damaged cache entry"):
+            again = load_lra("listops", "test", root)
+    finally:
+        signal.alarm(0)
+    assert (again.x == good.x).all()
+
+
+def test_export_refuses_a_missing_results_folder_and_names_specs_it_leaves_out(tmp_path):
+    res = _invoke("export", "--file", tmp_path / "x.csv", "--out", tmp_path / "no-such")
+    _assert_refused(res, "no such folder")  # exported an empty table, exit 0
+    assert not (tmp_path / "x.csv").exists()
+    root = _project(tmp_path)
+    (root / "experiments/huang2025/broken.yaml").write_text("id: [\n")
+    (root / "results").mkdir()
+    res = _invoke("export", "--file", tmp_path / "x.csv", env={"SSMREPRO_ROOT": str(root)})
+    assert res.exit_code == 0 and "left out (invalid spec)" in res.output, res.output
+    assert "broken.yaml" in res.output
+
+
+@pytest.mark.parametrize("opt,needle", [(["--no-estimate"], "--no-estimate needs --dry-run"),
+                                        (["--cpus-per-pack", "4"], "needs --engine ray")])
+def test_options_that_would_be_ignored_are_refused(tmp_path, opt, needle):
+    res = _invoke("run", _one_run_spec(tmp_path), "--out", tmp_path / "o", "--profile", "smoke",
+                  *opt)
+    _assert_refused(res, needle)
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_spec_file_may_not_take_the_id_of_a_project_spec(tmp_path):
+    """Run by its path, a copy with the id huang2025-tab1 wrote into the shipped spec's results
+    folder: its results.csv, figure and report replaced the committed ones."""
+    spec = write_spec(tmp_path, name="huang2025-tab1", paper="huang2025", seeds=[0])
+    for cmd in ("run", "plot", "verify", "validate"):
+        res = _invoke(cmd, spec, *(["--out", tmp_path / "out"] if cmd != "validate" else []))
+        _assert_refused(res, "id: 'huang2025-tab1' is the id of", "needs an id of its own")
+    assert not (tmp_path / "out").exists()
+    shipped = ROOT / "experiments/huang2025/huang2025-tab1.yaml"
+    assert _invoke("validate", shipped).exit_code == 0  # the project's own file by its path
+
+
+@pytest.mark.parametrize("override,needle", [
+    ({"claims": [{"text": "t", "where": {"label": "S6"}, "op": ">=", "value": 1.5}]},
+     "claims.0.value: 1.5 for test.acc"),
+    ({"claims": [{"text": "t", "where": {"label": "S6"}, "op": ">=", "value": 0.5,
+                  "given": [{"metric": "train.acc", "op": ">=", "value": 90}]}]},
+     "claims.0.given.0.value: 90 for train.acc"),
+    ({"paper_values": [{"where": {"label": "S6"}, "value": 95}]}, "paper_values.0.value: 95"),
+])
+def test_accuracies_a_claim_or_paper_value_can_never_meet_are_refused(tmp_path, override, needle):
+    _assert_refused(_invoke("validate", _one_run_spec(tmp_path, **override)), needle,
+                    "outside [0, 1]")
+
+
+def test_a_planner_cache_that_is_garbage_or_never_ends_is_measured_again(tmp_path):
+    import json
+    import signal
+
+    from ssmrepro.engine.costs import CostModel
+
+    path = tmp_path / "costs.json"
+    path.write_text(json.dumps({"a": "slow", "b": -1.0, "c": float("nan"), "d": True, "e": 0.5}))
+    assert CostModel("cpu", threads=1, path=path)._load() == {"e": 0.5}  # float('slow') raised
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    assert CostModel("cpu", threads=1, path=path)._load() == {}  # RecursionError
+    path.unlink()
+    os.mkfifo(path)  # blocked forever
+
+    class Hung(Exception):
+        pass
+
+    def hung(*_):
+        raise Hung
+
+    signal.signal(signal.SIGALRM, hung)
+    signal.alarm(30)
+    try:
+        assert CostModel("cpu", threads=1, path=path)._load() == {}
+    finally:
+        signal.alarm(0)
+
+
+@pytest.mark.parametrize("args,env", [
+    (["run", "lra", "--profile", "smoke", "--no-calibrate"], "empty"),
+    (["run", "yu2025-appG", "--profile", "smoke", "--no-calibrate", "--set", "task.path=/dev/zero"],
+     None),
+])
+def test_missing_data_is_refused_before_training_without_calibration(tmp_path, args, env):
+    """With calibration off, every pack failed on its own (exit 1); a character device was a
+    corpus 'not found' only inside each pack."""
+    res = _invoke(*args, "--out", tmp_path / "out",
+                  env={"SSMREPRO_DATA": str(tmp_path / env)} if env else None)
+    _assert_refused(res)
+    assert "pack 1 failed" not in res.output and not (tmp_path / "out").exists()
+    assert "ssmrepro data" in res.output or "no corpus file at /dev/zero" in res.output
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "http://host:port/x", "http://host:99999/x"])
+def test_a_download_url_that_is_not_a_url_is_a_message(tmp_path, url):
+    res = _invoke("data", "download", "lra", "--url", url, "--dir", tmp_path, "--no-progress")
+    _assert_refused(res, "not a URL")

@@ -22,6 +22,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from ..plots.registry import save_png  # noqa: E402
+
 
 def _records(folder: Path) -> list[dict]:
     """The packs records with counts (newest format), sorted by workload name."""
@@ -131,8 +133,7 @@ def roofline_figure(folder: Path, path: Path) -> Path | None:
     ax.grid(alpha=0.25, which="both")
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+    save_png(fig, path, dpi=130)
     return path
 
 

@@ -57,7 +57,7 @@ from ..kernels.scan import (
     selective_scan_ref,
 )
 from ..kernels.ssd import default_ssd_chunk, ssd, ssd_ref
-from ..util import cpu_model
+from ..util import atomic_write_text, cpu_model
 from .legacy import causal_conv1d_slices, selective_scan_fused_v1
 from .timing import interleaved, tune_malloc
 
@@ -219,7 +219,7 @@ def main(argv=None) -> int:
             "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
             "results": rows,
         }
-        args.json.write_text(json.dumps(payload, indent=2))
+        atomic_write_text(args.json, json.dumps(payload, indent=2))
         print(f"wrote {args.json}")
     return 0
 

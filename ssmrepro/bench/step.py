@@ -46,7 +46,7 @@ import torch
 import torch.nn.functional as F
 
 from ..tasks.base import TaskInfo
-from ..util import cpu_model
+from ..util import atomic_write_text, cpu_model
 from .timing import interleaved, matmul_peak, tune_malloc
 
 
@@ -267,7 +267,7 @@ def main(argv=None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         rec = {"env": env, "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
                "workloads": workloads, "results": rows}
-        args.json.write_text(json.dumps(rec, indent=1) + "\n")
+        atomic_write_text(args.json, json.dumps(rec, indent=1) + "\n")
         print(f"wrote {args.json}")
     return 0
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..sweep import RunConfig, per_point
 from ..train import (  # noqa: F401  (the memory estimate lives with training; re-exported)
     MemoryNeed,
     available_memory,
@@ -30,10 +31,12 @@ class Pack:
 
 
 def _budget(device: str) -> int:
+    """A pack's memory budget: half the free memory of the GPU (the least free of the visible
+    GPUs for plain 'cuda', ``available_memory``), 2 GiB on CPU."""
     if device.startswith("cuda"):
-        import torch
-
-        free, _ = torch.cuda.mem_get_info(torch.device(device))
+        free = available_memory(device)
+        if free is None:
+            raise RuntimeError(f"{device}: cannot read the GPU's free memory")
         return free // 2
     return 2 << 30
 
@@ -90,8 +93,8 @@ def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
     this machine's, see ``auto_pack_size``; the Ray engine passes the budget measured on a worker
     that owns the device)."""
     groups: dict[str, list] = {}
-    for r in runs:
-        groups.setdefault(r.pack_key(), []).append(r)
+    for r, key in zip(runs, per_point(runs, RunConfig.pack_key)):
+        groups.setdefault(key, []).append(r)
     packs = []
     for key, rs in groups.items():
         cap = auto_pack_size(rs, device, budget_bytes)

@@ -29,7 +29,7 @@ from pydantic import Field  # noqa: E402
 from ..report.cells import column, select  # noqa: E402
 from ..report.columns import SEED  # noqa: E402
 from ..report.curves import STEP  # noqa: E402
-from .registry import Columns, FigureConfig, FigureContext, figure_kind  # noqa: E402
+from .registry import Columns, FigureConfig, FigureContext, figure_kind, save_png  # noqa: E402
 
 CURVES = "curves"  # the table name in FigureContext.tables
 _STYLES = ["-", "--", ":", "-."]
@@ -206,8 +206,7 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
                ncol=ncol, fontsize=7, frameon=False)
     top = 1 - (0.1 + 0.17 * (head.count("\n") + 1)) / fig_h
     fig.tight_layout(rect=(0, (0.05 + 0.14 * n_rows) / fig_h, 1, min(0.97, top)))
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_png(fig, path, dpi=120)
     return True
 
 

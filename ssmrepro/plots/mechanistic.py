@@ -42,7 +42,7 @@ from ..sweep import expand  # noqa: E402
 from ..tasks import build_task  # noqa: E402
 from ..train import _DATA_STREAM, build_member, derived_seed  # noqa: E402
 from ..util import atomic_write_bytes  # noqa: E402
-from .registry import FigureConfig, FigureContext, figure_kind  # noqa: E402
+from .registry import FigureConfig, FigureContext, figure_kind, save_png  # noqa: E402
 
 CMAP = "inferno"  # the paper's colormap (notes §2.5)
 ARRAYS = "-arrays"  # figure.png -> figure-arrays.npz
@@ -251,8 +251,7 @@ def _halves(ax, V: int, rows: bool, cols: bool) -> None:
 
 def _save(fig, ctx: FigureContext, cfg: FigureConfig, path: Path, note: str) -> None:
     fig.suptitle(f"{ctx.title(cfg)}\n{note}", fontsize=9)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_png(fig, path, dpi=120)
 
 
 def _grid(n_rows: int, n_cols: int, w: float = 3.4, h: float = 3.0):

@@ -32,8 +32,8 @@ from ..report.cells import is_case_ref
 from ..report.columns import LABEL, N_PARAMS
 from ..report.curves import HISTORY_SETS, SAMPLES, STEP, curve_table, history_metric_sets
 from ..spec import Spec, format_errors
-from ..store import read_results, read_table
-from ..sweep import expand, overrides_tag
+from ..store import metric_range_problem, read_results, read_table
+from ..sweep import RunConfig, expand, overrides_tag, per_point
 from ..util import atomic_write_text
 from .curves import CURVES
 from .registry import FIGURE_KINDS, FigureContext, parse_figure
@@ -131,6 +131,10 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                     else f"{cfg.metric!r} needs {sorted(needs - metrics)}, which")
             errors.append(f"{path}: {key}.metric: {what} is not aggregated "
                           f"(aggregate.metrics and analysis metrics: {sorted(metrics)})")
+        bounds = [(f"{key}.{f}", cfg.metric, getattr(cfg, f)) for f in ("value", "threshold")
+                  if needs == {cfg.metric} and isinstance(getattr(cfg, f, None), float)]
+        bounds += [(f"{key}.given.{j}.value", g.metric, g.value) for j, g in enumerate(cfg.given)]
+        errors += _unreachable(path, bounds)
     sel = spec.aggregate.select
     if sel is not None and sel.over not in report.cell_keys(runs):
         errors.append(f"{path}: aggregate.select.over: {sel.over!r} is not a swept key of this "
@@ -141,7 +145,16 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                 errors.append(f"{path}: paper_values.{i}.where.{k}: unknown column {k!r}")
         if pv.metric not in metrics | {N_PARAMS}:
             errors.append(f"{path}: paper_values.{i}.metric: {pv.metric!r} is not aggregated")
+        errors += _unreachable(path, [(f"paper_values.{i}.value", pv.metric, pv.value)])
     return errors
+
+
+def _unreachable(path: str, values: list[tuple[str, str, float]]) -> list[str]:
+    """'file: key: reason' for each (key, metric, value) where no value of the metric can be
+    (``store.metric_range_problem``: an accuracy outside [0, 1], e.g. a percentage): a claim on
+    it could never pass (or a precondition never hold), a paper value never match."""
+    return [f"{path}: {key}: {v:g} for {metric}, {why} (a percentage? accuracies are fractions)"
+            for key, metric, v in values if (why := metric_range_problem(metric, [v]))]
 
 
 def where_problems(spec: Spec, runs: list) -> list[str]:
@@ -153,8 +166,11 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
     if spec.analytic is not None or not runs:
         return []
     path = spec.path or spec.id
-    cells = pd.DataFrame([{LABEL: r.label, **r.flat()} for r in runs])
-    errors = []
+    errors: list[str] = []
+    if spec.claims:
+        cells = _config_rows(runs)
+    else:
+        cells = pd.DataFrame()
 
     def check(key: str, where: Any) -> None:
         if not isinstance(where, dict) or not where or any(k not in cells for k in where):
@@ -179,6 +195,13 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
                           f"paper_values.{seen[ident]} (one paper value per cell and metric)")
         seen.setdefault(ident, i)
     return errors
+
+
+def _config_rows(runs: list) -> pd.DataFrame:
+    """One row per run: its label and flat config columns, each config flattened once per sweep
+    point (``sweep.per_point``), not once per seed."""
+    return pd.DataFrame([{LABEL: r.label, **flat, "seed": r.seed}
+                         for r, flat in zip(runs, per_point(runs, RunConfig.flat))])
 
 
 def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "") -> pd.DataFrame:
@@ -235,8 +258,7 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path) -> 
         return read_table(path, (STEP,), numeric=lambda c: c in (STEP, SAMPLES) or
                           c.endswith((".acc", ".loss", ".mse")))
     if not table.empty:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        table.to_csv(path, index=False)
+        atomic_write_text(path, table.to_csv(index=False))
     return table
 
 
@@ -253,7 +275,7 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
     root.mkdir(parents=True, exist_ok=True)
     if spec.analytic is not None:  # a table computed from theory: its rows are the cells
         df = analytic_table(spec)
-        df.to_csv(out("results", "csv"), index=False)
+        atomic_write_text(out("results", "csv"), df.to_csv(index=False))
         keys = [LABEL, *spec.analytic.grid]
         cells = analytic_cells(df)
     else:
@@ -272,7 +294,7 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         if hist.empty and hpath.exists():  # no run records: the committed table
             hist = read_table(hpath)
         elif not hist.empty:
-            hist.to_csv(hpath, index=False)
+            atomic_write_text(hpath, hist.to_csv(index=False))
         tables[DECAY] = hist
         cells = add_metrics(cells, decay_metrics(hist), list(DECAY_METRICS))
     for name in (a for a in spec.analysis if a in WEIGHT_ANALYSES):
@@ -282,7 +304,7 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         if table.empty and tpath.exists():
             table = read_table(tpath)
         elif not table.empty:
-            table.to_csv(tpath, index=False)
+            atomic_write_text(tpath, table.to_csv(index=False))
         tables[name] = table
         metrics = WEIGHT_ANALYSES[name][1]
         cells = add_metrics(cells, cell_means(table, metrics), list(metrics))
@@ -297,7 +319,7 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         if FIGURE_KINDS[cfg.kind].fn(ctx, cfg, path):
             figures.append(path)
     if not report.finished(cells).empty:
-        cells.to_csv(out("summary", "csv"), index=False)
+        atomic_write_text(out("summary", "csv"), cells.to_csv(index=False))
     rep = out("report", "md")
     atomic_write_text(rep, report.markdown(spec, profile, cells, verdicts, len(df)))
     return Outputs(out("results", "csv"), figures[0] if figures else None, figures, rep, verdicts,

@@ -21,14 +21,15 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pandas as pd
-from pydantic import BaseModel, BeforeValidator, ConfigDict, StringConstraints
+from pydantic import BeforeValidator, ConfigDict, StringConstraints
 
 from ..report.cells import finished, values_equal
 from ..report.columns import DEFAULT_METRIC
 from ..spec import NAME_PATTERN
+from ..util import NoBoolNumbers
 
 
-class FigureConfig(BaseModel):
+class FigureConfig(NoBoolNumbers):
     """Fields every figure kind has."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
@@ -122,6 +123,19 @@ class FigureKind:
 
 
 FIGURE_KINDS: dict[str, FigureKind] = {}
+
+
+def save_png(fig, path: Path, dpi: int) -> None:
+    """Write ``fig`` to ``path`` as PNG atomically (temp file + rename: a killed ``plot`` leaves
+    the old figure or the new one, never a torn file) and close it."""
+    import matplotlib.pyplot as plt
+
+    from ..util import atomic_write_stream
+
+    try:
+        atomic_write_stream(path, lambda f: fig.savefig(f, format="png", dpi=dpi))
+    finally:
+        plt.close(fig)
 
 
 def figure_kind(name: str, Config: type[FigureConfig]):

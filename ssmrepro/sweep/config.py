@@ -11,6 +11,7 @@ members of one pack (so may the seed and the model's init).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -23,9 +24,10 @@ from pydantic_core import to_jsonable_python
 
 from ..models import ModelConfig, member_key
 from ..tasks import TaskConfig
+from ..util import NoBoolNumbers
 
 
-class _Strict(BaseModel):
+class _Strict(NoBoolNumbers):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
@@ -213,6 +215,20 @@ class RunConfig:
         return _hash(cfg)
 
 
+def per_point(runs: list[RunConfig], fn: typing.Callable[[RunConfig], Any]) -> list[Any]:
+    """``[fn(r) for r in runs]``, computed once per sweep point: the seeds of one point share its
+    typed configs (``sweep.expand``), so ``fn`` must depend only on them (not on the seed or the
+    label), e.g. ``RunConfig.pack_key``. A sweep of 100,000 runs hashed every run's config twice."""
+    memo: dict[tuple[int, int, int], Any] = {}
+    out = []
+    for r in runs:
+        key = (id(r.task), id(r.model), id(r.train))  # alive while ``runs`` holds them
+        if key not in memo:
+            memo[key] = fn(r)
+        out.append(memo[key])
+    return out
+
+
 def _is_tag(annotation: Any) -> bool:
     """A single-valued Literal field (``name: Literal["s6"]``, ``kind: Literal["neox"]``) names a
     type: it is identity even at its default."""
@@ -234,13 +250,20 @@ def lean(m: BaseModel) -> dict[str, Any]:
         return to_jsonable_python(v)
 
     out: dict[str, Any] = {}
-    for fname, f in type(m).model_fields.items():
+    for fname, always, default in _lean_fields(type(m)):
         v = getattr(m, fname)
-        if fname == "name" or _is_tag(f.annotation):
-            out[fname] = enc(v)
-        elif f.is_required() or v != f.get_default(call_default_factory=True):
+        if always or v != default:
             out[fname] = enc(v)
     return out
+
+
+@functools.cache
+def _lean_fields(cls: type[BaseModel]) -> tuple[tuple[str, bool, Any], ...]:
+    """(field, always kept, default) of a config class, worked out once per class (``lean`` runs
+    for every run of a sweep): ``name``, type tags and required fields are always kept."""
+    return tuple((fname, fname == "name" or _is_tag(f.annotation) or f.is_required(),
+                  None if f.is_required() else f.get_default(call_default_factory=True))
+                 for fname, f in cls.model_fields.items())
 
 
 def run_id_of(identity: dict[str, Any], code: Any = CODE_VERSION) -> str:

@@ -20,7 +20,7 @@ from ..models import MODELS, ModelConfig
 from ..spec import Axis, Spec, SpecError, _format_errors, find_spec, parse_yaml
 from ..tasks import TASKS, DataUnavailable, Task, TaskConfig, build_task, incompatibility
 from ..tasks.base import fixed_split_error
-from .config import RunConfig, TrainConfig, flatten, run_id_of
+from .config import RunConfig, TrainConfig, flatten, lean, run_id_of
 
 SECTIONS = ("task", "model", "train")
 
@@ -59,7 +59,7 @@ SEEDS_KEY = "__seeds__"  # a case's own seed list and constraints travel with it
 CONSTRAINTS_KEY = "__constraints__"
 
 
-MAX_RUNS = 1_000_000  # runs one profile may expand to (koren2026's paper grid has ~20,000)
+MAX_RUNS = 100_000  # runs one profile may expand to (koren2026's paper grid has 20,304)
 
 
 def axis_size(axis: Axis) -> int:
@@ -276,6 +276,12 @@ def expand(spec: Spec, profile: str | None = None,
             points = [(la + lb, {**oa, **ob}) for la, oa in points for lb, ob in axis_points(axis)]
     except ValueError as err:
         raise SpecError([f"{spec.path}: sweep: {err}"]) from None
+    unused = [k for k in prof.set if points and all(
+        any(k == s or k.startswith(s + ".") for s in ov) for _, ov in points)]
+    if unused:  # the profile's value is replaced at every point: it would be quietly ignored
+        raise SpecError([f"{spec.path}: profiles.{profile}.set.{k}: every sweep point of this "
+                         "profile sets this key, so this value is never used (remove it, or set "
+                         "it in the sweep)" for k in unused])
 
     runs: list[RunConfig] = []
     grouped: dict[str, list[str]] = {}  # message -> points where it occurs
@@ -301,7 +307,13 @@ def expand(spec: Spec, profile: str | None = None,
         except (KeyError, ValueError, expr.ExprError) as err:
             grouped.setdefault(f"{spec.path}: {err.args[0] if err.args else err}", []).append(point)
             continue
-        for seed in point_seeds if point_seeds is not None else seeds:
+        point_seeds = point_seeds if point_seeds is not None else seeds
+        if len(runs) + len(point_seeds) > MAX_RUNS:  # a case's own seeds multiply its points
+            raise SpecError([f"{spec.path}: [profile {profile}] sweep: more than {MAX_RUNS:,} "
+                             f"runs (at sweep point {point} of {len(points):,}, with the seeds of "
+                             "each point); split the sweep into smaller specs or profiles"])
+        ident = {"task": lean(task), "model": lean(model), "train": lean(train)}  # per point
+        for seed in point_seeds:
             rc = RunConfig(
                 run_id="",
                 spec_id=spec.id,
@@ -314,7 +326,7 @@ def expand(spec: Spec, profile: str | None = None,
                 model=model,
                 train=train,
             )
-            rc.run_id = run_id_of(rc.identity())
+            rc.run_id = run_id_of({**ident, "seed": rc.seed})  # = run_id_of(rc.identity())
             runs.append(rc)
     for msg, pts in grouped.items():
         shown = ", ".join(pts[:3]) + (f" and {len(pts) - 3} more" if len(pts) > 3 else "")
