@@ -184,6 +184,7 @@ def validate(
     """Check spec files (schema, every profile's runs, derived values, figures, claims)."""
     from ..plots import validate_outputs, where_problems
     from ..sweep import expand
+    from ..train import model_problems
 
     if not name and not all_:
         fail(["give an experiment id or --all"])
@@ -197,6 +198,8 @@ def validate(
             counts = {prof: len(r) for prof, r in runs.items()}
             every = [r for rs in runs.values() for r in rs]
             bad = validate_outputs(spec, every) or where_problems(spec, every)
+            bad += [f"{spec.path or spec.id}: [profile {prof}] {m}" for prof, rs in runs.items()
+                    for m in model_problems(rs)]  # a shape the model's blocks refuse
             taken = id_taken(spec)
             if bad or taken:
                 raise SpecError(bad + ([taken] if taken else []))
