@@ -82,6 +82,15 @@ class Case(Strict):
     seeds: Seeds | None = Field(None, description="seeds of this case (default: the spec's)")
     constraints: list[str] = Field([], description="extra constraints for this case's points")
 
+    @model_validator(mode="after")
+    def _no_empty_lists(self) -> Case:
+        for kind in ("grid", "zip"):
+            empty = [k for k, v in getattr(self, kind).items() if not v]
+            if empty:  # the case ran once at its `set` values, as if the list were not there
+                raise ValueError(f"{kind}.{empty[0]}: an empty list (a case's {kind} needs at "
+                                 "least one value)")
+        return self
+
 
 class Axis(Strict):
     """A sweep axis: exactly one of ``grid`` (cartesian), ``zip`` (paired lists) or ``cases``."""

@@ -136,6 +136,9 @@ def memory_problem(run, device: str, available: int) -> str | None:
         need = memory_need(run)
     except DataUnavailable:
         return None
+    except ValueError as err:  # a shape its blocks refuse (heads that do not divide the width)
+        label = f" {run.label}" if run.label else ""
+        return f"model: run{label} cannot be built: {err}"
     if need.total <= available:
         return None
     what = "model" if need.param_bytes >= max(need.train_bytes, need.eval_bytes) else (
@@ -153,14 +156,22 @@ def memory_problem(run, device: str, available: int) -> str | None:
 
 def memory_problems(runs: list, device: str, available: int | None = None) -> list[str]:
     """``memory_problem`` of one run per shape (pack key) of ``runs``, against ``available``
-    bytes (default: measured now on ``device``; nothing is checked where that is unknown)."""
+    bytes (default: measured now on ``device``; only models that cannot be built are reported
+    where that is unknown)."""
     groups: dict[str, object] = {}
     for r, key in zip(runs, per_point(runs, RunConfig.pack_key)):
         groups.setdefault(key, r)
     avail = available_memory(device) if available is None and groups else available
-    if avail is None:
-        return []
-    return [m for r in groups.values() if (m := memory_problem(r, device, avail)) is not None]
+    unbounded = avail is None
+    return [m for r in groups.values()
+            if (m := memory_problem(r, device, 1 << 62 if unbounded else avail)) is not None]
+
+
+def model_problems(runs: list) -> list[str]:
+    """'model: run L cannot be built: reason' for the models of ``runs`` that their blocks
+    refuse (counted on the meta device, nothing allocated; one run per shape): what
+    ``ssmrepro validate`` reports, where ``run`` would fail before training."""
+    return memory_problems(runs, "cpu", available=1 << 62)
 
 
 def derived_seed(seed: int, stream: int) -> int:

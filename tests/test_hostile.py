@@ -5,6 +5,7 @@ recovered run with a warning, or a bounded refusal — never a traceback, a hang
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -1100,3 +1101,320 @@ def test_missing_data_is_refused_before_training_without_calibration(tmp_path, a
 def test_a_download_url_that_is_not_a_url_is_a_message(tmp_path, url):
     res = _invoke("data", "download", "lra", "--url", url, "--dir", tmp_path, "--no-progress")
     _assert_refused(res, "not a URL")
+
+
+# ---------------------------------------------------------------------------------------------
+# fifth round of probes (issue 11): settings quietly ignored or replaced (lr_scale groups,
+# derived values, empty case grids, preconditions on unknown metrics), paper values of several
+# cells, figure and claim columns the profile does not sweep, models their blocks refuse, figure
+# sizes, damaged figure arrays and analysis tables, tables that never end, benchmark records and
+# options
+
+
+@pytest.mark.parametrize("override,args,needle", [
+    ({}, ["--set", "train.lr_scale={Delta: 0.1}"], "unknown learning-rate group 'Delta'"),
+    ({}, ["--set", "train.early_stop={metric: val.acc, op: '>=', threshold: 95}"],
+     "an accuracy is in [0, 1]"),
+    ({"sweep": [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"},
+                            "grid": {"model.d_model": []}}]}]},
+     [], "sweep.0.cases.0: Value error, grid.model.d_model: an empty list"),
+    ({"claims": [{"text": "t", "where": {"label": "S6"}, "op": ">=", "value": 0.0,
+                  "given": [{"metric": "tset.acc", "op": ">=", "value": 0.9}]}]},
+     [], "claims.0.given.0.metric: 'tset.acc' is not aggregated"),
+    ({"sweep": [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                           {"label": "S6", "set": {"model.mixer": "s4d"}}]}],
+      "paper_values": [{"where": {"label": "S6"}, "value": 0.5}]},
+     [], "paper_values.0.where: matches 2 cells of profile smoke"),
+])
+def test_settings_quietly_ignored_or_averaged_are_spec_errors(tmp_path, override, args, needle):
+    """A typo'd lr_scale group trained every parameter at the plain lr; an early-stop accuracy
+    of 95 never stopped; a case's empty grid ran the case once at its set values; a precondition
+    on an unknown metric read NaN and held for every cell (a silent PASS); a paper value of two
+    cells was compared with their mean."""
+    _assert_refused(_invoke("validate", _one_run_spec(tmp_path, **override), *args), needle)
+
+
+def test_a_derived_value_cannot_also_be_set(tmp_path):
+    """`--set model.d_state=2` printed d_state 2 in `show` while every run had the derived
+    value (the same run ids as without it)."""
+    derived = {"model.d_state": "model.d_model // 2"}
+    spec = _one_run_spec(tmp_path, derived=derived)
+    assert _invoke("validate", spec).exit_code == 0
+    _assert_refused(_invoke("show", spec, "--set", "model.d_state=2"),
+                    "--set model.d_state: derived.model.d_state computes this value")
+    nested = _one_run_spec(tmp_path, derived={"train.schedule.warmup_steps": "train.max_steps // 10"})
+    _assert_refused(_invoke("validate", nested, "--set", "train.schedule={warmup_steps: 3}"),
+                    "--set train.schedule: derived.train.schedule.warmup_steps")
+    assert _invoke("validate", nested, "--set", "train.schedule={kind: cosine}").exit_code == 0
+    spec = _one_run_spec(tmp_path, derived=derived, profiles={
+        "smoke": {"set": {"model.d_state": 2}}, "quick": {}, "paper": {}})
+    _assert_refused(_invoke("validate", spec), "profiles.smoke.set.model.d_state: derived")
+    spec = _one_run_spec(tmp_path, derived=derived, sweep=[{"grid": {"model.d_state": [2, 4]}}])
+    _assert_refused(_invoke("validate", spec), "sweep key model.d_state: derived")
+
+
+_D = "model.d_model"  # constant in the trained store's profile (not swept)
+
+
+@pytest.mark.parametrize("figure", [
+    {"kind": "bars", "x": _D}, {"kind": "lines", "x": _D},
+    {"kind": "phase", "x": _D, "y": "task.T", "panels": [{"metric": "test.acc"}]},
+    {"kind": "curves", "series": "val.acc", "row": _D, "col": "task.T"},
+    {"kind": "bound_grid", "x": _D, "y": "task.T"}, {"kind": "bands", "x": _D},
+], ids=lambda f: f["kind"])
+def test_figures_claims_and_paper_values_may_name_a_key_not_swept(trained_store, tmp_path,
+                                                                  figure):
+    """A config key the profile holds constant is no cell key: figures raised KeyError (after
+    training, in `run`), bound_grid and bands drew nothing, and a claim or paper value on it was
+    MISSING / 'not run' forever although its cell had finished."""
+    spec, store = _copy_trained(trained_store, tmp_path)
+    claim = {"text": "t", "where": {_D: 8}, "op": ">=", "value": 0.0}
+    spec = _one_run_spec(tmp_path, figures=[{**figure, "name": "f"}], claims=[claim],
+                         paper_values=[{"where": {_D: 8}, "value": 0.5, "tol": 1.0}])
+    res = _invoke("verify", spec, "--out", tmp_path / "out", "--profile", "smoke")
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "1 PASS" in res.output and "1 of 1 compared" in res.output, res.output
+    assert (store / "f-smoke.png").is_file()
+    assert _D not in (store / "summary-smoke.csv").read_text().splitlines()[0]  # tables as before
+
+
+@pytest.mark.parametrize("blocks,needle", [
+    ("{SSM: {mixer: {name: b2s6, heads: 3}}}", "B2S6: d=8 is not divisible by heads=3"),
+    ("{SSM: {mixer: {name: mamba2, heads: 5}}}", "does not split into heads=5"),
+    ("{SSM: {kind: neox, heads: 3}}", "d=8 is not divisible by heads=3"),
+])
+def test_a_model_its_blocks_refuse_is_a_message(tmp_path, blocks, needle):
+    """`validate` said ok; `run` (and --dry-run) raised the block's ValueError (a traceback)."""
+    spec = _one_run_spec(tmp_path, sweep=[], model={"name": "seq_lm", "d_model": 8,
+                                                    "layers": "SSM"})
+    for args in (["validate", spec], ["run", spec, "--out", tmp_path / "o", "--profile", "smoke",
+                                      "--no-calibrate"],
+                 ["run", spec, "--out", tmp_path / "o", "--dry-run", "--no-estimate"]):
+        _assert_refused(_invoke(*args, "--set", f"model.blocks={blocks}"), "cannot be built",
+                        needle)
+    assert not (tmp_path / "o").exists()
+
+
+def test_figures_too_large_to_draw_are_refused(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from ssmrepro.plots.registry import FigureTooLarge, save_png
+
+    for panel, needle in (([1000, 1000], "less than or equal to 20"), ([-3, 2], "greater than")):
+        spec = _one_run_spec(tmp_path, figures=[{"kind": "curves", "series": "val.acc",
+                                                 "panel": panel}])
+        _assert_refused(_invoke("validate", spec), "figures.0.panel.0", needle)
+    fig = plt.figure(figsize=(300, 300))  # e.g. a bar per cell of 30,000 cells
+    with pytest.raises(FigureTooLarge, match="pixels"):
+        save_png(fig, tmp_path / "big.png", dpi=130)  # MemoryError / ValueError in matplotlib
+    assert not (tmp_path / "big.png").exists()
+
+
+def _committed(tmp_path, spec_id: str) -> Path:
+    """A copy of the committed results folder of ``spec_id`` (no run records) under tmp_path."""
+    paper = spec_id.split("-")[0]
+    dest = tmp_path / "out" / paper / spec_id
+    shutil.copytree(ROOT / "results" / paper / spec_id, dest)
+    return dest
+
+
+def _no_hang(seconds: int):
+    import signal
+
+    class Hung(Exception):
+        pass
+
+    def hung(*_):
+        raise Hung(f"did not end in {seconds} s")
+
+    signal.signal(signal.SIGALRM, hung)
+    signal.alarm(seconds)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "zip-garbage", "fifo", "wrong-dtype",
+                                    "wrong-shape"])
+def test_damaged_figure_arrays_are_a_warning(tmp_path, damage):
+    """A damaged <figure>-arrays.npz (a fresh clone has no weights to redraw from) raised
+    BadZipFile, TypeError or ValueError deep in matplotlib, or blocked forever on a FIFO."""
+    import numpy as np
+
+    folder = _committed(tmp_path, "koren2026-fig2")
+    arrays = folder / "figure-arrays.npz"
+    good = arrays.read_bytes()
+    if damage == "truncated":
+        arrays.write_bytes(good[:100])
+    elif damage == "zip-garbage":
+        arrays.write_bytes(b"PK\x03\x04garbage")
+    elif damage == "fifo":
+        arrays.unlink()
+        os.mkfifo(arrays)
+    else:
+        z = dict(np.load(arrays, allow_pickle=False))
+        if damage == "wrong-dtype":
+            z["r0.metrics"] = np.array(["x"])
+        else:
+            z["r0.G_vv"] = np.zeros(3)
+        np.savez(arrays, **z)
+    _no_hang(60)
+    try:
+        res = _invoke("plot", "koren2026-fig2", "--out", tmp_path / "out")
+    finally:
+        import signal
+
+        signal.alarm(0)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "figure.png not drawn: figure-arrays.npz is unusable" in res.output, res.output
+
+
+@pytest.mark.parametrize("spec_id,name,damage,needle", [
+    ("koren2026-fig2", "results.csv", "fifo", "not a regular file"),
+    ("koren2026-fig2", "curves.csv", "fifo", "not a regular file"),
+    ("koren2026-fig2", "mechanistic.csv", "text", "holds text where numbers belong"),
+    ("koren2026-fig2", "mechanistic.csv", "foreign", "not a table of this project"),
+    ("koren2026-fig2", "mechanistic.csv", "inf", "an infinite value"),
+    ("huang2025-fig1", "histograms.csv", "bins", "out of range"),
+])
+def test_committed_analysis_tables_and_tables_that_never_end(tmp_path, spec_id, name, damage,
+                                                             needle):
+    """A FIFO in place of a committed table blocked `plot` forever; a damaged mechanistic.csv
+    raised TypeError / KeyError; a histograms.csv with bins = 10**12 allocated without bound."""
+    folder = _committed(tmp_path, spec_id)
+    table = folder / name
+    lines = table.read_text().splitlines()
+    if damage == "fifo":
+        table.unlink()
+        os.mkfifo(table)
+    elif damage == "foreign":
+        table.write_text("a,b\n1,2\n")
+    elif damage == "bins":
+        col = lines[0].split(",").index("bins")
+        row = lines[1].split(",")
+        row[col] = str(10**12)
+        table.write_text("\n".join([lines[0], ",".join(row)] + lines[2:]) + "\n")
+    else:
+        row = lines[1].split(",")
+        row[-1] = "high" if damage == "text" else "inf"
+        table.write_text("\n".join([lines[0], ",".join(row)] + lines[2:]) + "\n")
+    _no_hang(60)
+    try:
+        res = _invoke("plot", spec_id, "--out", tmp_path / "out")
+    finally:
+        import signal
+
+        signal.alarm(0)
+    _assert_refused(res, str(table), needle)
+
+
+def test_roofline_records_that_are_damaged_foreign_or_absent(tmp_path):
+    """Records without a field raised KeyError, a garbage step-cpu.json JSONDecodeError, a FIFO
+    blocked forever; an empty or missing folder drew an empty roofline and table (exit 0)."""
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    for p in (ROOT / "results/bench").glob("*.json"):
+        shutil.copy(p, bench / p.name)
+    good = _invoke("bench", "roofline", "--out", bench)
+    assert good.exit_code == 0, good.output
+    table = (bench / "performance.md").read_text()
+    (bench / "zz-cpu.json").write_text('{"packed": [], "plain": {"gflops": 1}}')
+    (bench / "step-cpu.json").write_text("garbage{")
+    os.mkfifo(bench / "yy-cpu.json")
+    _no_hang(60)
+    try:
+        res = _invoke("bench", "roofline", "--out", bench)
+    finally:
+        import signal
+
+        signal.alarm(0)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    for name in ("zz-cpu.json", "step-cpu.json", "yy-cpu.json"):
+        assert f"left out: {bench / name}" in " ".join(res.output.split()), res.output
+    packs = table.split("\n\n")[0].strip()  # the packs rows stay; the step rows are left out
+    assert (bench / "performance.md").read_text().strip() == packs
+    _assert_refused(_invoke("bench", "roofline", "--out", tmp_path / "empty-but-there"),
+                    "no such folder")
+    (tmp_path / "empty").mkdir()
+    _assert_refused(_invoke("bench", "roofline", "--out", tmp_path / "empty"),
+                    "no usable packs benchmark record")
+    assert not list((tmp_path / "empty").iterdir())
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["scans", "--L", "0"], "--L: 0 is not in"),
+    (["scans", "--L", "-5"], "--L: -5 is not in"),
+    (["scans", "--L", "1000000000"], "--L: 1000000000 is not in"),
+    (["scans", "--L", "1048576"], "floats per tensor"),
+    (["scans", "--threads", "0"], "--threads: 0 is not in"),
+    (["scans", "--repeats", "0"], "--repeats: 0 is not in"),
+    (["scans", "--kernels", "ssd", "--heads", "5"], "--heads 5 does not divide --d 32"),
+    (["step", "--E", "0"], "--E: 0 is not in"),
+    (["step", "--L", "0"], "--L: 0 is not in"),  # was quietly the workload's own L
+    (["step", "--batch", "-1"], "--batch: -1 is not in"),
+    (["step", "--micro", "0"], "--micro: 0 is not in"),
+    (["step", "--E", "256", "--L", "100000"], "floats per activation"),
+])
+def test_benchmark_options_are_bounded(args, needle):
+    res = _invoke("bench", *args)
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert needle in res.output, res.output
+
+
+def test_a_sha256_that_is_no_sha256_is_refused_before_downloading(tmp_path):
+    src = tmp_path / "archive.tar.gz"
+    src.write_bytes(b"x")
+    res = _invoke("data", "download", "cifar10", "--url", f"file://{src}", "--sha256", "zz",
+                  "--dir", tmp_path / "data", "--no-progress")
+    _assert_refused(res, "not a SHA-256")
+    assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize("what", ["labels", "tokens"])
+def test_cache_entries_with_labels_or_tokens_out_of_range_are_rebuilt(tmp_path, what):
+    """A cache entry with labels outside [0, n_classes) (or -100, which the loss ignores) or
+    token ids outside its vocabulary was used as it was."""
+    import numpy as np
+
+    from ssmrepro.data.datasets import load_lra
+
+    root = tmp_path / "data"
+    shutil.copytree(ROOT / "tests/assets/lra/lra/listops-1000", root / "lra/listops-1000")
+    good = load_lra("listops", "train", root)
+    x, labels = good.x.copy(), good.labels.copy()
+    if what == "labels":
+        np.save(good.cache_path / "train.labels.npy", np.full(len(labels), -100, dtype=np.int64))
+    else:
+        np.save(good.cache_path / "train.x.npy", np.full(x.shape, 200, dtype=x.dtype))
+    with pytest.warns(UserWarning, match="damaged cache entry"):
+        again = load_lra("listops", "train", root)
+    assert (again.x == x).all() and (again.labels == labels).all()
+
+
+@pytest.mark.parametrize("damage", ["labels", "fifo"])
+def test_damaged_source_data_are_refused_not_trained_on(tmp_path, damage):
+    """Generated Pathfinder shards with a label 7 of 2 classes were prepared and cached (every
+    pack then failed, or the loss ignored them); a FIFO among them blocked the loader forever."""
+    import numpy as np
+
+    from ssmrepro.data.datasets import load_lra
+    from ssmrepro.data.sources import DataUnavailable
+
+    root = tmp_path / "data"
+    out = root / "generated/pathfinder32/curv_contour_length_14"
+    res = _invoke("data", "generate", "pathfinder", "--res", "32", "--n", "20", "--workers", "1",
+                  "--out", out)
+    assert res.exit_code == 0, res.output
+    (shard,) = (out / "shards").glob("labels_*.npy")
+    if damage == "labels":
+        np.save(shard, np.full(20, 7, dtype=np.int64))
+        needle = "labels outside [0, 2)"
+    else:
+        shard.unlink()
+        os.mkfifo(shard)
+        needle = "not a regular file"
+    _no_hang(60)
+    try:
+        with pytest.raises(DataUnavailable, match=re.escape(needle)):
+            load_lra("pathfinder32", "train", root, ["generated"])
+    finally:
+        import signal
+
+        signal.alarm(0)

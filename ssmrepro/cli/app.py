@@ -21,6 +21,7 @@ from rich.markup import escape
 
 from ..data.sources import DataUnavailable
 from ..kernels.backend import BackendError
+from ..plots.registry import FigureTooLarge
 from ..spec import SpecError
 from ..store import LinkOutside, TableError
 
@@ -131,7 +132,7 @@ def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise
         except SpecError as err:
             fail(err.messages)
-        except (BackendError, DataUnavailable, TableError, LinkOutside) as err:
+        except (BackendError, DataUnavailable, TableError, LinkOutside, FigureTooLarge) as err:
             fail([str(err)])
         except OSError as err:
             fail([os_message(err)])

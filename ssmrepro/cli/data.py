@@ -7,6 +7,7 @@ generation failed, 2 bad input.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from enum import Enum
@@ -82,6 +83,9 @@ def download(
             parts.port  # noqa: B018 (a port that is no number raises here)
         except ValueError as err:  # urllib's own error was a traceback
             _fail(f"--url {url!r}: not a URL ({err})")
+    if sha256 is not None and not re.fullmatch(r"[0-9a-fA-F]{64}", sha256):
+        _fail(f"--sha256 {sha256!r}: not a SHA-256 (64 hexadecimal digits); it could only "
+              "fail after the whole download")
     root = data_root(dir)
     try:
         installed = do_download(

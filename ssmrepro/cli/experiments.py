@@ -184,6 +184,7 @@ def validate(
     """Check spec files (schema, every profile's runs, derived values, figures, claims)."""
     from ..plots import validate_outputs, where_problems
     from ..sweep import expand
+    from ..train import model_problems
 
     if not name and not all_:
         fail(["give an experiment id or --all"])
@@ -197,6 +198,8 @@ def validate(
             counts = {prof: len(r) for prof, r in runs.items()}
             every = [r for rs in runs.values() for r in rs]
             bad = validate_outputs(spec, every) or where_problems(spec, every)
+            bad += [f"{spec.path or spec.id}: [profile {prof}] {m}" for prof, rs in runs.items()
+                    for m in model_problems(rs)]  # a shape the model's blocks refuse
             taken = id_taken(spec)
             if bad or taken:
                 raise SpecError(bad + ([taken] if taken else []))
@@ -476,10 +479,17 @@ def bench(
     from ..util import repo_root
 
     if workload == "roofline":
-        from ..bench.roofline import write_roofline
+        from ..bench.roofline import NoRecords, write_roofline
 
         folder = out or repo_root() / "results" / "bench"
-        fig, table = write_roofline(folder)
+        skipped: list[str] = []
+        try:
+            fig, table = write_roofline(folder, skipped)
+        except NoRecords as err:
+            fail([str(err)])
+        for m in skipped:
+            err_console.print(f"[yellow]warning:[/] left out: {escape(m)}", highlight=False,
+                              soft_wrap=True)
         typer.echo(table)
         console.print(f"roofline: {fig}; table: {fig.with_name('performance.md')}")
         return
@@ -499,8 +509,9 @@ def bench(
         fail([f"--packs {packs!r}: expected comma-separated pack sizes, e.g. 4,16"])
     if not sizes or not all(1 <= e <= 256 for e in sizes):
         fail([f"--packs {packs!r}: pack sizes between 1 and 256"])
-    rec = run_bench(workload, dev, sizes, seconds, out or repo_root() / "results" / "bench",
-                    echo=console.print)
+    folder = out or repo_root() / "results" / "bench"
+    folder.mkdir(parents=True, exist_ok=True)  # a file there failed after minutes of measuring
+    rec = run_bench(workload, dev, sizes, seconds, folder, echo=console.print)
     console.print(f"best: pack {rec['best_pack']} = x{rec['best_ratio']:.1f} the plain loop")
 
 

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..util import NotSmallFile, atomic_save_npy, atomic_write_text, fsync_dir, read_small
+from .sources import DataUnavailable
 
 META_FILE = "meta.json"
 MAX_META_BYTES = 1 << 20  # a meta.json names a few arrays and the preprocessing config
@@ -39,6 +40,10 @@ def file_identity(paths: Iterable[Path], base: Path) -> list[tuple[str, int, int
     out = []
     for p in paths:
         st = p.stat()
+        if not stat.S_ISREG(st.st_mode):  # a FIFO blocked the reader forever
+            raise DataUnavailable(f"{p}: not a regular file (a FIFO, device or folder) among the "
+                                  "files of a dataset; replace it (generate or download the data "
+                                  "again)")
         try:
             rel = p.relative_to(base).as_posix()
         except ValueError:

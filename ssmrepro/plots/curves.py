@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import textwrap
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import matplotlib
 
@@ -52,7 +52,8 @@ class CurvesConfig(FigureConfig):
     transform: Literal["none", "exp"] = Field(
         "none", description="exp: draw exp(value), e.g. per-byte perplexity from a loss in nats")
     ylabel: str | None = None
-    panel: tuple[float, float] = (3.3, 2.5)
+    panel: tuple[Annotated[float, Field(ge=0.5, le=20)], Annotated[float, Field(ge=0.5, le=20)]] = (
+        3.3, 2.5)  # inches (width, height) of one panel
     paper_as: dict[str, str] = Field(
         {}, description="draw the paper values of a final metric on a series, e.g. {test.acc: "
         "val.acc} (the validation curve follows the test rule)")

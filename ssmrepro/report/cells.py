@@ -140,6 +140,30 @@ def cell_keys(runs: list) -> list[str]:
     return [LABEL] + [k for k in swept if any(k in f for f in flat)]
 
 
+def with_config(cells: pd.DataFrame, runs: list, columns: list[str] | set[str]) -> pd.DataFrame:
+    """``cells`` with the config ``columns`` they lack (dotted keys, e.g. ``model.d_model``),
+    each cell's value taken from its runs. A cell's runs differ only in seed, so every config key
+    has one value per cell; a key the profile does not sweep is not a cell key (a cell column),
+    and a figure, claim or paper value naming it found no column (a KeyError in a figure, a
+    claim or paper value MISSING forever although its cells were run). Cells of an old table that
+    no run of the profile has get None."""
+    from ..sweep import RunConfig, per_point
+
+    if cells.empty or not runs:
+        return cells
+    keys = cell_keys(runs)
+    flats = per_point(runs, RunConfig.flat)
+    cols = sorted(c for c in set(columns) - set(cells.columns) if any(c in f for f in flats))
+    if not cols or any(k not in cells.columns for k in keys):
+        return cells
+    by_cell: dict[tuple, dict[str, Any]] = {}
+    for r, flat in zip(runs, flats):
+        by_cell.setdefault(_key([r.label if k == LABEL else flat.get(k) for k in keys]), flat)
+    found = [by_cell.get(_key([row[k] for k in keys]), {}) for row in
+             cells[keys].to_dict("records")]
+    return cells.assign(**{c: [f.get(c) for f in found] for c in cols})
+
+
 def _key(values: list[Any]) -> tuple:
     return tuple(norm(v) for v in values)
 

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import to_jsonable_python
 
 from ..models import ModelConfig, member_key
+from ..models.layers import LR_GROUPS
 from ..tasks import TaskConfig
 from ..util import NoBoolNumbers
 
@@ -60,6 +61,13 @@ class EarlyStop(_Strict):
     metric: Literal["val.loss", "val.acc"]
     op: Literal["<", "<=", ">", ">="]
     threshold: float
+
+    @model_validator(mode="after")
+    def _reachable(self) -> EarlyStop:
+        if self.metric.endswith(".acc") and not 0.0 <= self.threshold <= 1.0:
+            raise ValueError(f"threshold {self.threshold:g} for {self.metric}: an accuracy is in "
+                             "[0, 1] (a percentage? accuracies are fractions)")
+        return self
 
 
 _EVAL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
@@ -113,6 +121,10 @@ class TrainConfig(_Strict):
             if "name" in ov:
                 raise ValueError(f"evals.{name}: an evaluation set overrides fields of the run's "
                                  "task; it cannot change the task (name)")
+        unknown = sorted(set(self.lr_scale) - set(LR_GROUPS))
+        if unknown:  # a typo ('Delta') was quietly ignored: every parameter kept the plain lr
+            raise ValueError(f"lr_scale: unknown learning-rate group {unknown[0]!r} (groups: "
+                             f"{', '.join(LR_GROUPS)})")
         if any(v < 0 for v in self.lr_scale.values()):
             raise ValueError(f"lr_scale values must be >= 0, got {self.lr_scale}")
         if (self.max_steps is None) == (self.epochs is None):

@@ -95,6 +95,21 @@ def axis_points(axis: Axis) -> list[tuple[list[str], dict[str, Any]]]:
     return out
 
 
+def _replaces(derived_key: str, key: str, value: Any) -> bool:
+    """Whether the derived value of ``derived_key`` overwrites what ``key: value`` sets (the key
+    itself, a field inside it, or a field the mapping ``value`` names)."""
+    if key == derived_key or key.startswith(derived_key + "."):
+        return True
+    if not derived_key.startswith(key + "."):
+        return False
+    node = value
+    for part in derived_key[len(key) + 1:].split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
 def _apply_derived(cfg: dict[str, Any], derived: dict[str, str]) -> None:
     pending = dict(derived)
     while pending:
@@ -282,6 +297,16 @@ def expand(spec: Spec, profile: str | None = None,
         raise SpecError([f"{spec.path}: profiles.{profile}.set.{k}: every sweep point of this "
                          "profile sets this key, so this value is never used (remove it, or set "
                          "it in the sweep)" for k in unused])
+
+    replaced = [f"{where}: derived.{d} computes this value ({spec.derived[d]!r}), so the value "
+                "set here is never used (remove it, or change the derived expression)"
+                for where, k, v in [(f"--set {k}", k, v) for k, v in (overrides or {}).items()]
+                + [(f"{spec.path}: profiles.{profile}.set.{k}", k, v) for k, v in prof.set.items()]
+                + [(f"{spec.path}: sweep key {k}", k, v) for axis in axes
+                   for _, ov in axis_points(axis) for k, v in ov.items()
+                   if k not in (SEEDS_KEY, CONSTRAINTS_KEY)]
+                for d in spec.derived if _replaces(d, k, v)]
+    errors += list(dict.fromkeys(replaced))  # the derived expression overwrote these quietly
 
     runs: list[RunConfig] = []
     grouped: dict[str, list[str]] = {}  # message -> points where it occurs
