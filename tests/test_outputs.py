@@ -312,6 +312,9 @@ BAD = {
     "claim metric": ("huang2025-tab1", lambda r: _set_claim(
         r, {"text": "t", "metric": "val.nope", "op": ">=", "value": 1}),
         "claims.0.metric: 'val.nope' is not aggregated"),
+    "percentile not aggregated": ("cooper2026-fig14", lambda r: _set_claim(
+        r, {"text": "t", "metric": "test.acc.p50", "op": "<=", "value": 1}),
+        "claims.0.metric: 'test.acc.p50' is not aggregated"),
     "ordering needs b": ("huang2025-tab1", lambda r: _set_claim(
         r, {"check": "ordering", "text": "t", "a": {"label": "Mamba"}}),
         "claims.0.b: Field required"),
@@ -338,6 +341,19 @@ BAD = {
                        lambda r: r.update(derived={"model.d_state": "1" + "+1" * 50_000}),
                        "characters long"),
 }
+
+
+def test_a_claim_may_name_the_spread_columns_of_an_aggregated_metric(tmp_path):
+    """``<metric>.std`` and ``<metric>.p<q>`` (q in aggregate.percentiles) are columns of every
+    cell, so a claim may test them (cooper2026-fig14: the 10th-percentile run)."""
+    for metric in ("test.acc.p10", "test.acc.p90", "test.acc.std"):
+        def mutate(r, m=metric):
+            r["id"] = "spread-columns"  # a copy given by its path needs an id of its own
+            _set_claim(r, {"text": "t", "where": {"label": "SSM-TF"}, "metric": m, "op": "<=",
+                           "value": 1})
+        p = _broken(tmp_path, "cooper2026-fig14", mutate)
+        res = runner.invoke(app, ["validate", str(p)])
+        assert res.exit_code == 0, res.output
 
 
 @pytest.mark.parametrize("case", list(BAD))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import textwrap
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import matplotlib
 
@@ -29,7 +29,7 @@ from pydantic import Field  # noqa: E402
 from ..report.cells import column, select  # noqa: E402
 from ..report.columns import SEED  # noqa: E402
 from ..report.curves import STEP  # noqa: E402
-from .registry import Columns, FigureConfig, FigureContext, figure_kind  # noqa: E402
+from .registry import Columns, FigureConfig, FigureContext, figure_kind, save_png  # noqa: E402
 
 CURVES = "curves"  # the table name in FigureContext.tables
 _STYLES = ["-", "--", ":", "-."]
@@ -52,7 +52,8 @@ class CurvesConfig(FigureConfig):
     transform: Literal["none", "exp"] = Field(
         "none", description="exp: draw exp(value), e.g. per-byte perplexity from a loss in nats")
     ylabel: str | None = None
-    panel: tuple[float, float] = (3.3, 2.5)
+    panel: tuple[Annotated[float, Field(ge=0.5, le=20)], Annotated[float, Field(ge=0.5, le=20)]] = (
+        3.3, 2.5)  # inches (width, height) of one panel
     wrap: int | None = Field(None, ge=1, description="without row: at most this many panels a "
                              "row, the col values wrapped onto more rows")
     paper_as: dict[str, str] = Field(
@@ -222,8 +223,7 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
                ncol=ncol, fontsize=7, frameon=False)
     top = 1 - (0.1 + 0.17 * (head.count("\n") + 1)) / fig_h
     fig.tight_layout(rect=(0, (0.05 + 0.14 * n_rows) / fig_h, 1, min(0.97, top)))
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_png(fig, path, dpi=120)
     return True
 
 

@@ -23,7 +23,7 @@ from pydantic import Field  # noqa: E402
 from ..report.analysis import DECAY  # noqa: E402
 from ..report.cells import column  # noqa: E402
 from ..report.columns import DECAY_X, LABEL, N_PARAMS  # noqa: E402
-from .registry import Columns, FigureConfig, FigureContext, figure_kind  # noqa: E402
+from .registry import Columns, FigureConfig, FigureContext, figure_kind, save_png  # noqa: E402
 
 
 def _cell_name(row: pd.Series, cols: list[str]) -> str:
@@ -82,8 +82,7 @@ def bars(ctx: FigureContext, cfg: BarsConfig, path: Path) -> bool:
     ax.set_title(ctx.title(cfg), fontsize=9)
     ax.legend(loc="upper center", fontsize=8, ncol=2)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+    save_png(fig, path, dpi=130)
     return True
 
 
@@ -210,8 +209,7 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
     if n_not_run:
         title += f"\ngrey 'not run': {n_not_run} cells the paper prints that this profile does not train"
     fig.suptitle(title, fontsize=10)
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+    save_png(fig, path, dpi=130)
     return True
 
 
@@ -266,8 +264,7 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
         ax.legend(fontsize=8)
     fig.suptitle(ctx.fitted_title(cfg, fig.get_figwidth()), fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+    save_png(fig, path, dpi=130)
     return True
 
 
@@ -352,6 +349,5 @@ def histograms(ctx: FigureContext, cfg: HistogramsConfig, path: Path) -> bool:
     ax.legend(fontsize=7)
     fig.suptitle(ctx.fitted_title(cfg, fig.get_figwidth()), fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+    save_png(fig, path, dpi=130)
     return True
