@@ -22,6 +22,7 @@ training time) is spent.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -30,10 +31,11 @@ from pathlib import Path
 import torch
 
 from ..sweep import CODE_VERSION
-from ..util import atomic_write_text, cpu_model, flush_denormals, tune_malloc
+from ..util import atomic_write_text, cpu_model, flush_denormals, read_small, tune_malloc
 
 COST_VERSION = 3  # bump when the step being timed (or how) changes; 2: CPU time at 1 thread;
 # 3: narrow_scan, the fused read-out + loss, denormals flushed
+MAX_CACHE_BYTES = 16 << 20  # a few hundred bytes per measured shape
 # A larger pack replaces a smaller choice (one at a time first) only when it measures at least
 # this factor more run-steps per second: a calibration is the median of 3 steps, and a loaded
 # machine spreads single steps by 5-10%, so a pack measured 1% faster (full Mamba at E = 2) may
@@ -76,12 +78,17 @@ class CostModel:
         return self.path or cache_file()
 
     def _load(self) -> dict:
+        """The cached step times; a cache that cannot be read (garbage, a FIFO or a link to
+        /dev/zero, JSON nested too deeply) is empty, and an entry that is not a positive finite
+        number of seconds is dropped (it is measured again)."""
         if self._cache is None:
             try:
-                data = json.loads(self._file().read_text())
-                self._cache = data if isinstance(data, dict) else {}
-            except (OSError, ValueError):
-                self._cache = {}
+                data = json.loads(read_small(self._file(), MAX_CACHE_BYTES, follow_links=True))
+            except (OSError, ValueError, RecursionError):
+                data = {}
+            self._cache = {k: float(v) for k, v in data.items()
+                           if isinstance(v, (int, float)) and not isinstance(v, bool)
+                           and math.isfinite(v) and v > 0} if isinstance(data, dict) else {}
         return self._cache
 
     def _key(self, shape: str, E: int, m: int | None) -> str:
