@@ -229,7 +229,10 @@ def write_roofline(folder: Path, skipped: list[str] | None = None) -> tuple[Path
                         + (f" ({'; '.join(skipped)})" if skipped else ""))
     fig = folder / "roofline-cpu.png"
     roofline_figure(folder, fig)
-    table = performance_table(folder, [])
+    more: list[str] = []  # the step records' problems (the packs records' are named already)
+    table = performance_table(folder, more)
+    named = {m.split(": ")[0] for m in skipped}
+    skipped += [m for m in more if m.split(": ")[0] not in named]
     atomic_write_text(folder / "performance.md", table + "\n")
     return fig, table
 
