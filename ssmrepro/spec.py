@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
-    BaseModel,
+    AfterValidator,
     ConfigDict,
     Field,
     StringConstraints,
@@ -29,7 +29,7 @@ from pydantic import (
     model_validator,
 )
 
-from .util import NotSmallFile, read_small, repo_root
+from .util import NoBoolNumbers, NotSmallFile, read_small, repo_root
 
 SPEC_VERSION = 1
 REQUIRED_PROFILES = ("smoke", "quick", "paper")
@@ -43,23 +43,53 @@ class SpecError(Exception):
         self.messages = messages
 
 
-class Strict(BaseModel):
+class Strict(NoBoolNumbers):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 # a seed is a 64-bit integer (the data and init streams are derived from it in int64)
 Seed = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+MAX_SEEDS = 1_000  # seeds of one list (the papers use at most 11; every run is one training)
+Seeds = Annotated[list[Seed], Field(max_length=MAX_SEEDS)]
+
+
+def _plain_label(label: str) -> str:
+    """A case label is one line of visible text without spaces at its ends: it names a cell in
+    tables, figures and claims, where "S6 " and "S6", or a label with a zero-width or
+    direction-changing character, would look the same as another and mean something else."""
+    import unicodedata
+
+    odd = [c for c in label if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")
+           or (unicodedata.category(c) == "Zs" and c != " ")]
+    if odd:
+        shown = ", ".join(f"U+{ord(c):04X} {unicodedata.name(c, 'control')}" for c in odd[:3])
+        raise ValueError(f"a label is one line of visible text; it holds {shown}")
+    if label != label.strip():
+        raise ValueError(f"a label has no spaces at its ends: {label!r}")
+    return label
+
+
+Label = Annotated[str, Field(max_length=200), AfterValidator(_plain_label)]
 
 
 class Case(Strict):
     """One named variant of a ``cases`` axis: fixed overrides plus its own optional grid/zip."""
 
-    label: str | None = Field(None, max_length=200)
+    label: Label | None = None
     set: dict[str, Any] = {}
     grid: dict[str, list[Any]] = {}
     zip: dict[str, list[Any]] = {}
-    seeds: list[Seed] | None = Field(None, description="seeds of this case (default: the spec's)")
+    seeds: Seeds | None = Field(None, description="seeds of this case (default: the spec's)")
     constraints: list[str] = Field([], description="extra constraints for this case's points")
+
+    @model_validator(mode="after")
+    def _no_empty_lists(self) -> Case:
+        for kind in ("grid", "zip"):
+            empty = [k for k, v in getattr(self, kind).items() if not v]
+            if empty:  # the case ran once at its `set` values, as if the list were not there
+                raise ValueError(f"{kind}.{empty[0]}: an empty list (a case's {kind} needs at "
+                                 "least one value)")
+        return self
 
 
 class Axis(Strict):
@@ -81,7 +111,7 @@ class Profile(Strict):
     description: str = ""
     set: dict[str, Any] = {}
     sweep: list[Axis] | None = None
-    seeds: list[Seed] | None = None
+    seeds: Seeds | None = None
 
 
 class Select(Strict):
@@ -163,7 +193,7 @@ class Spec(Strict):
     model: dict[str, Any] = {}
     train: dict[str, Any] = {}
     sweep: list[Axis] = []
-    seeds: list[Seed] = [0]
+    seeds: Seeds = [0]
     derived: dict[str, str] = {}
     constraints: list[str] = Field(
         [], description="expressions a sweep point must satisfy, e.g. 'model.d_state <= model.d_model'; "
@@ -278,6 +308,44 @@ class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyam
         return super().construct_mapping(node, deep=deep)
 
 
+# Plain scalars are read as YAML 1.2's core schema reads them, not as YAML 1.1 (PyYAML's default):
+# only true / false are booleans (`yes`, `no`, `on`, `off` are text), integers are decimal (with
+# `_` separators), 0x or 0o, never base 60 (`8:00` was 480) or octal by a leading zero (`010` was
+# 8), and dates are text. Tags of other types (!!set, !!binary, !!timestamp, !!omap, !!pairs)
+# are refused: a spec holds mappings, lists, text, numbers, booleans and null.
+_YAML12 = [
+    ("tag:yaml.org,2002:bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+    ("tag:yaml.org,2002:int", r"^(?:[-+]?(?:0|[1-9][0-9_]*)|0o[0-7_]+|0x[0-9a-fA-F_]+)$",
+     "-+0123456789"),
+    ("tag:yaml.org,2002:float", r"^(?:[-+]?(?:\.[0-9][0-9_]*|[0-9][0-9_]*(?:\.[0-9_]*)?)"
+     r"(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$", "-+.0123456789"),
+]
+_YAML11_TYPES = {"tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float",
+                 "tag:yaml.org,2002:timestamp"}
+_REFUSED_TAGS = ("set", "binary", "timestamp", "omap", "pairs")
+
+
+def _refuse_tag(loader, node):
+    raise yaml.constructor.ConstructorError(
+        None, None, f"unsupported YAML type {node.tag.replace('tag:yaml.org,2002:', '!!')} (a "
+        "spec holds mappings, lists, text, numbers, booleans and null)", node.start_mark)
+
+
+def _yaml12_resolvers(loader_cls) -> None:
+    import re
+
+    loader_cls.yaml_implicit_resolvers = {
+        first: [(tag, rx) for tag, rx in resolvers if tag not in _YAML11_TYPES]
+        for first, resolvers in loader_cls.yaml_implicit_resolvers.items()}
+    for tag, rx, first in _YAML12:
+        loader_cls.add_implicit_resolver(tag, re.compile(rx), list(first))
+    for name in _REFUSED_TAGS:
+        loader_cls.add_constructor(f"tag:yaml.org,2002:{name}", _refuse_tag)
+
+
+_yaml12_resolvers(_UniqueKeyLoader)
+
+
 MAX_YAML_NODES = 200_000  # values in a document with its aliases expanded (a spec has ~2,000)
 
 
@@ -308,7 +376,9 @@ def _check_expanded_size(doc: Any) -> None:
 
 
 def parse_yaml(text: str) -> Any:
-    """A YAML document like ``yaml.safe_load``, but a key given twice in one mapping is an error,
+    """A YAML document like ``yaml.safe_load``, but plain scalars are read as YAML 1.2 reads them
+    (``_YAML12``: `yes` is text, `8:00` is not 480), tags of types other than mappings, lists,
+    text, numbers, booleans and null are refused, a key given twice in one mapping is an error,
     and so is a document whose aliases expand past ``MAX_YAML_NODES`` values or refer to
     themselves (``YamlBoundError``). An integer of more digits than Python converts raises
     ValueError."""
@@ -418,6 +488,17 @@ def index_problems() -> tuple[dict[str, Path], list[str]]:
         if name not in out:
             out.pop(name, None)
     return out, problems
+
+
+def id_taken(spec: Spec) -> str | None:
+    """'file: id: reason' when ``spec`` was loaded from a file other than the project spec of its
+    id (a copy given by its path): the two would share one results folder, and writing its
+    tables, figures and report would replace the project spec's. None otherwise."""
+    other = index().get(spec.id)
+    if spec.path is None or other is None or other.resolve() == Path(spec.path).resolve():
+        return None
+    return (f"{spec.path}: id: {spec.id!r} is the id of {other}; a spec given by its path needs "
+            "an id of its own (the two would share one results folder)")
 
 
 def index() -> dict[str, Path]:

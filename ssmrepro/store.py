@@ -173,8 +173,8 @@ class Store:
             path = root / f"{run_id}.json"
             try:
                 rec = json.loads(read_small(path, MAX_RECORD_BYTES))
-            except FileNotFoundError:
-                continue
+            except (FileNotFoundError, NotADirectoryError):  # no record (a file where a folder
+                continue  # of the path belongs: `prepare` names it before anything is written
             except (ValueError, OSError, RecursionError) as err:  # JSON, UTF-8, permission, a
                 why = f"unreadable ({err if isinstance(err, NotSmallFile) else type(err).__name__})"
             else:
@@ -529,13 +529,20 @@ class TableError(ValueError):
     another tool's file, or text where numbers belong. The message names the file."""
 
 
+MAX_TABLE_BYTES = 1 << 30  # the largest paper grid's results.csv is ~20 MB
+
+
 def read_table(path: Path, required: tuple[str, ...] = (), numeric=(), **kw) -> pd.DataFrame:
     """``pd.read_csv`` of a table this project wrote, checked: it parses, has the ``required``
     columns, and the columns ``numeric`` names (a list, or a predicate on the column name) hold
     numbers; else ``TableError``."""
     fix = "delete it to rebuild it from the run records (or re-run the runs)"
+    try:  # a FIFO or device in its place would block or never end: a regular file only
+        data = read_small(path, MAX_TABLE_BYTES, follow_links=True)
+    except NotSmallFile as err:
+        raise TableError(f"{path}: {err}, not a table; {fix}") from None
     try:
-        df = pd.read_csv(path, **kw)
+        df = pd.read_csv(io.BytesIO(data), **kw)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError,
             ValueError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__

@@ -44,6 +44,7 @@ import torch
 import torch.nn.functional as F
 
 from .optim import LRSchedule, PackedAdam, clip_per_member
+from .sweep import RunConfig, per_point
 from .tasks import build_task, incompatibility, rng
 from .tasks.base import IGNORE, TEST, TRAIN, VAL, Batch, Task, TaskInfo, fixed_split_error
 
@@ -97,12 +98,15 @@ def memory_need(run) -> MemoryNeed:
 
 
 def available_memory(device: str) -> int | None:
-    """Bytes this process could still allocate on ``device``: free GPU memory on CUDA, else the
-    kernel's MemAvailable (Linux) or free physical pages; None where unknown."""
+    """Bytes this process could still allocate on ``device``: free GPU memory on CUDA (for plain
+    'cuda', the least of every visible GPU: the local engine's workers take one GPU each), else
+    the kernel's MemAvailable (Linux) or free physical pages; None where unknown."""
     if device.startswith("cuda"):
         try:
-            return int(torch.cuda.mem_get_info(torch.device(device))[0])
-        except (RuntimeError, AssertionError):
+            gpus = ([torch.device("cuda", i) for i in range(torch.cuda.device_count())]
+                    if device == "cuda" else [torch.device(device)])
+            return min(int(torch.cuda.mem_get_info(g)[0]) for g in gpus) if gpus else None
+        except (RuntimeError, AssertionError, ValueError):
             return None
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -132,6 +136,9 @@ def memory_problem(run, device: str, available: int) -> str | None:
         need = memory_need(run)
     except DataUnavailable:
         return None
+    except ValueError as err:  # a shape its blocks refuse (heads that do not divide the width)
+        label = f" {run.label}" if run.label else ""
+        return f"model: run{label} cannot be built: {err}"
     if need.total <= available:
         return None
     what = "model" if need.param_bytes >= max(need.train_bytes, need.eval_bytes) else (
@@ -149,14 +156,22 @@ def memory_problem(run, device: str, available: int) -> str | None:
 
 def memory_problems(runs: list, device: str, available: int | None = None) -> list[str]:
     """``memory_problem`` of one run per shape (pack key) of ``runs``, against ``available``
-    bytes (default: measured now on ``device``; nothing is checked where that is unknown)."""
+    bytes (default: measured now on ``device``; only models that cannot be built are reported
+    where that is unknown)."""
     groups: dict[str, object] = {}
-    for r in runs:
-        groups.setdefault(r.pack_key(), r)
+    for r, key in zip(runs, per_point(runs, RunConfig.pack_key)):
+        groups.setdefault(key, r)
     avail = available_memory(device) if available is None and groups else available
-    if avail is None:
-        return []
-    return [m for r in groups.values() if (m := memory_problem(r, device, avail)) is not None]
+    unbounded = avail is None
+    return [m for r in groups.values()
+            if (m := memory_problem(r, device, 1 << 62 if unbounded else avail)) is not None]
+
+
+def model_problems(runs: list) -> list[str]:
+    """'model: run L cannot be built: reason' for the models of ``runs`` that their blocks
+    refuse (counted on the meta device, nothing allocated; one run per shape): what
+    ``ssmrepro validate`` reports, where ``run`` would fail before training."""
+    return memory_problems(runs, "cpu", available=1 << 62)
 
 
 def derived_seed(seed: int, stream: int) -> int:

@@ -9,13 +9,16 @@ this host can be recognised and removed, see ``store.Store.cleanup``).
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import platform
 import socket
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, model_validator
 
 HOST = socket.gethostname().replace(".", "_")
 ROOT_ENV = "SSMREPRO_ROOT"  # folder holding experiments/ (and results/ by default)
@@ -24,6 +27,7 @@ DATA_ENV = "SSMREPRO_DATA"  # data root (LRA datasets, generated data, caches)
 
 def _atomic(path: Path, write) -> None:
     path = Path(path)
+    _check_replaceable(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{HOST}.{os.getpid()}.",
                                suffix=".tmp")
@@ -34,10 +38,34 @@ def _atomic(path: Path, write) -> None:
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)  # mkstemp creates 0600; records live on shared disks
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(err, OSError) and err.filename in (None, tmp):  # name the file, never
+            err.filename, err.filename2 = str(path), None  # the temp file (or nothing)
         raise
+
+
+def _check_replaceable(path: Path) -> None:
+    """An atomic write replaces ``path``: refuse a folder and anything that is not a regular
+    file or a link (a device such as /dev/null, a FIFO, a socket), which the rename would replace
+    with a regular file."""
+    import stat
+
+    try:
+        mode = os.lstat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "a folder where a file belongs", str(path))
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+        raise OSError(errno.EINVAL, "not a regular file (a device, FIFO or socket); ssmrepro "
+                      "writes only regular files", str(path))
+
+
+def atomic_write_stream(path: Path, write) -> None:
+    """Write ``path`` atomically through ``write(binary_file)`` (e.g. a figure's ``savefig``)."""
+    _atomic(path, write)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -141,3 +169,74 @@ def read_small(path: Path, limit: int, follow_links: bool = False) -> bytes:
     if len(data) > limit:
         raise NotSmallFile(f"larger than {limit:,} bytes")
     return data
+
+
+class _NotANumber:
+    """Stands in for a boolean given where a field takes only numbers: the field's own validation
+    then reports it ('model.d_model: Input should be a valid integer')."""
+
+    def __repr__(self) -> str:
+        return "a boolean (true / false)"
+
+
+def _unbool(tp, value):
+    """``value`` with every boolean where ``tp`` takes only numbers replaced by a
+    ``_NotANumber`` (items of lists and tuples too); the same object when there is none."""
+    import types
+    import typing
+
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return _unbool(typing.get_args(tp)[0], value)
+    if origin in (typing.Union, types.UnionType):
+        arms = [a for a in typing.get_args(tp) if a is not type(None)]
+        if isinstance(value, bool):
+            numeric = any(_unbool(a, value) is not value for a in arms)
+            return _NotANumber() if numeric and not any(_takes_bool(a) for a in arms) else value
+        seqs = [a for a in arms if typing.get_origin(a) in (list, tuple)]
+        return _unbool(seqs[0], value) if len(seqs) == 1 else value
+    if isinstance(value, bool):
+        if origin is typing.Literal:
+            args = typing.get_args(tp)
+            numeric = not any(isinstance(a, bool) for a in args) and any(
+                isinstance(a, (int, float)) for a in args)
+            return _NotANumber() if numeric else value
+        return _NotANumber() if tp in (int, float) else value
+    if isinstance(value, (list, tuple)) and origin in (list, tuple):
+        items = [a for a in typing.get_args(tp) if a is not Ellipsis] or [object]
+        new = [_unbool(items[min(i, len(items) - 1)], v) for i, v in enumerate(value)]
+        return type(value)(new) if any(a is not b for a, b in zip(new, value)) else value
+    return value
+
+
+def _takes_bool(tp) -> bool:
+    import typing
+
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return _takes_bool(typing.get_args(tp)[0])
+    if origin is typing.Literal:
+        return any(isinstance(a, bool) for a in typing.get_args(tp))
+    return tp in (bool, typing.Any, object)
+
+
+class NoBoolNumbers(BaseModel):
+    """Base of the typed configurations: a boolean where a field takes only numbers (``d_model:
+    true``, ``seeds: [true]``, ``--set task.n=true``) fails that field's validation instead of
+    being read as 1 or 0, which pydantic does by itself."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        out = None
+        for key, value in data.items():
+            f = cls.model_fields.get(key) if isinstance(key, str) else None
+            if f is None or not isinstance(value, (bool, list, tuple)):
+                continue
+            new = _unbool(f.annotation, value)
+            if new is not value:
+                out = dict(data) if out is None else out
+                out[key] = new
+        return data if out is None else out

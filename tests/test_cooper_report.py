@@ -88,6 +88,19 @@ def test_select_keeps_the_lr_with_the_lowest_training_loss():
     assert cells[cells["label"] == "A"].iloc[0]["train.lr"] == 0.01
 
 
+def test_select_reads_the_metric_columns_of_a_results_table():
+    """results.csv and the store name metric columns ``metric.<m>``: the selection must read
+    them too (it read the bare name only, so every cell silently kept its first candidate)."""
+    runs = lr_runs()
+    loss = [0.1 if r.coords["train.lr"] == 0.1 else 0.5 for r in runs]
+    acc = [0.2 if r.coords["train.lr"] == 0.1 else 0.9 for r in runs]
+    df = table(runs, acc, loss).rename(columns={"test.acc": "metric.test.acc",
+                                                "train.avg_loss": "metric.train.avg_loss"})
+    cells = aggregate(df, runs, "mean", ["test.acc", "train.avg_loss"], (),
+                      Select(over="train.lr", by="train.avg_loss"))
+    assert cells.iloc[0]["train.lr"] == 0.1 and cells.iloc[0]["test.acc"] == pytest.approx(0.2)
+
+
 def test_select_never_prefers_a_candidate_with_a_diverged_run_and_waits_for_all():
     runs = lr_runs()
     loss = [0.1 if r.coords["train.lr"] == 0.1 else 0.5 for r in runs]

@@ -84,3 +84,24 @@ def test_measurements_are_cached_on_disk(tmp_path):
     again = CostModel(path=path)
     again_t = again.step_seconds(runs[:2], 8)
     assert again_t == t  # read back, not re-measured
+
+
+def test_estimate_prices_a_shapes_last_smaller_pack_at_its_measured_step(tmp_path, monkeypatch):
+    """7 runs of one shape in packs of 4 + 3: the cost model timed the pack of 4, and that time
+    prices both packs (an upper bound for the 3); nothing is re-timed. It used to fall back to
+    the activation-volume model for the whole sweep, whose per-pack rates differed 30x."""
+    from ssmrepro import train
+    from ssmrepro.engine.plan import Pack, estimate_seconds, pack_steps
+
+    runs = _runs(tmp_path, n=7)
+    monkeypatch.setattr(train, "time_steps", lambda *a, **k: pytest.fail("re-timed"))
+    packs = [Pack("k", runs[:4], None, 0.5), Pack("k", runs[4:], None, None)]
+    total, how = estimate_seconds(packs, "cpu")
+    assert total == pytest.approx(0.5 * (pack_steps(packs[0]) + pack_steps(packs[1])))
+    assert "measured step times" in how and "GB-step" not in how
+    # an untimed shape beside it: only its packs use the activation-volume model
+    monkeypatch.setattr(train, "time_steps", lambda rs, dev: 0.25)
+    other = [Pack("j", runs[:2], None, None)]
+    total2, how2 = estimate_seconds(packs + other, "cpu")
+    assert total2 == pytest.approx(total + 0.25 * pack_steps(other[0]))
+    assert "1 packs of untimed shapes" in how2

@@ -5,6 +5,7 @@ recovered run with a warning, or a bounded refusal — never a traceback, a hang
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -716,3 +717,704 @@ def test_unreadable_saved_weights_are_a_warning(tmp_path):
     (st.runs / "r1.pt").write_bytes(b"not a pickle")
     assert st.read_weights("r1") is None
     assert "ignoring unreadable weights" in st.warnings[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# fourth round of probes (issue 11): empty paths, seed lists and sweeps bounded in size and time,
+# --strict on MISSING, memory of CUDA and Ray workers, YAML 1.1 surprises and booleans read as
+# numbers, labels that look alike, profile settings that never apply, outputs written in place,
+# dataset cache files that never end, options that were quietly ignored
+
+
+@pytest.mark.parametrize("args", [
+    ["run", "{spec}", "--out", ""], ["show", "{spec}", "--out", " "], ["plot", "{spec}", "--out", ""],
+    ["verify", "{spec}", "--out", ""], ["list", "--out", ""], ["export", "--file", ""],
+    ["bench", "roofline", "--out", ""], ["data", "info", "--dir", ""],
+    ["data", "generate", "listops", "--out", ""], ["figures", "--no-rebuild", "--out", ""],
+])
+def test_an_empty_path_is_refused_not_read_as_the_current_folder(tmp_path, monkeypatch, args):
+    spec = _one_run_spec(tmp_path)
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    res = _invoke(*[str(spec) if a == "{spec}" else a for a in args])
+    _assert_refused(res, "an empty path")
+    assert not list(work.iterdir())  # nothing written into the current folder
+    res = _invoke("list", env={"SSMREPRO_OUT": "  "})
+    _assert_refused(res, "an empty path")
+
+
+def test_seed_lists_and_sweeps_are_bounded_before_they_are_built(tmp_path, monkeypatch):
+    import importlib
+    import time
+
+    from ssmrepro.spec import MAX_SEEDS
+
+    expand_mod = importlib.import_module("ssmrepro.sweep.expand")
+    t0 = time.time()
+    _assert_refused(_invoke("validate", _one_run_spec(tmp_path, seeds=list(range(MAX_SEEDS + 1)))),
+                    "seeds", "at most 1000")
+    assert time.time() - t0 < 20  # 100,000 seeds took 84 s to validate
+    assert expand_mod.MAX_RUNS <= 100_000  # the largest paper grid has 20,304 runs
+    monkeypatch.setattr(expand_mod, "MAX_RUNS", 50)
+    case = {"label": "S6", "set": {"model.mixer": "s6"}, "seeds": list(range(10)),
+            "grid": {"train.lr": [0.01 * (i + 1) for i in range(6)]}}  # 60 runs: a case's own
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": [case]}])  # seeds were not counted
+    _assert_refused(_invoke("validate", spec), "more than 50 runs")
+
+
+def test_run_ids_are_computed_once_per_point_and_equal_the_identity_hash(tmp_path):
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand, per_point, run_id_of
+
+    spec = load_spec(_one_run_spec(tmp_path, seeds=[0, 1, 2], sweep=[{"grid": {
+        "train.lr": [0.01, 0.02]}}]))
+    runs = expand(spec, "smoke")
+    assert [r.run_id for r in runs] == [run_id_of(r.identity()) for r in runs]
+    assert len(set(per_point(runs, lambda r: id(r.train)))) == 2
+    assert per_point(runs, type(runs[0]).pack_key) == [r.pack_key() for r in runs]
+
+
+def test_verify_strict_fails_unless_every_claim_passes(trained_store, tmp_path):
+    _, store = _copy_trained(trained_store, tmp_path)
+    claim = {"text": "S6 above chance", "where": {"label": "S6"}, "op": ">=", "value": 0.0}
+    spec = _one_run_spec(tmp_path, claims=[claim])  # the same run as the trained store's
+    out = tmp_path / "out"
+    res = _invoke("verify", spec, "--out", out, "--profile", "smoke", "--strict")
+    assert res.exit_code == 0 and "1 PASS" in res.output, res.output
+    empty = tmp_path / "empty"  # no runs: the claim is MISSING
+    res = _invoke("verify", spec, "--out", empty, "--profile", "smoke")
+    assert res.exit_code == 0 and "1 MISSING" in res.output, res.output
+    res = _invoke("verify", spec, "--out", empty, "--profile", "smoke", "--strict")
+    assert res.exit_code == 1 and "--strict: 1 MISSING" in res.output, res.output
+    res = _invoke("verify", _one_run_spec(tmp_path), "--out", out, "--profile", "smoke",
+                  "--strict")  # no checkable claim: UNTESTED
+    assert res.exit_code == 1 and "--strict: 1 UNTESTED" in res.output, res.output
+    assert "unless every claim PASSes" in " ".join(_invoke("verify", "--help").output.split())
+
+
+def test_cuda_memory_is_the_least_free_of_the_gpus_the_workers_take(monkeypatch):
+    import torch
+
+    from ssmrepro.engine.plan import _budget
+    from ssmrepro.train import available_memory
+
+    free = {0: 5 * 10**9, 1: 3 * 10**9}
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda d: (free[d.index], 8 * 10**9))
+    assert available_memory("cuda") == 3 * 10**9  # one worker per GPU: each pack fits the least
+    assert available_memory("cuda:0") == 5 * 10**9
+    assert _budget("cuda") == 15 * 10**8
+
+
+class _FakeRay:
+    """The few calls ``ray_engine.run_ray`` makes, tasks run inline; records each task's options."""
+
+    class Ref:
+        def __init__(self, value):
+            self.value = value
+
+    def __init__(self, node_memory: int):
+        self.node_memory, self.options = node_memory, []
+
+    def nodes(self):
+        return [{"Alive": True, "Resources": {"CPU": 2.0, "memory": float(self.node_memory)}}]
+
+    def cluster_resources(self):
+        return {"CPU": 2.0, "memory": float(self.node_memory)}
+
+    def remote(self, fn):
+        fake = self
+
+        class Remote:
+            def options(self, **kw):
+                fake.options.append(kw)
+                return type("Task", (), {"remote": lambda _, *a: _FakeRay.Ref(fn(*a))})()
+
+        return Remote()
+
+    def wait(self, refs, num_returns=1, timeout=None):
+        return refs[:num_returns], refs[num_returns:]
+
+    def get(self, ref):
+        return ref.value
+
+    def cancel(self, ref, force=False):
+        pass
+
+
+@pytest.mark.parametrize("node_memory", [10**12, 1000])
+def test_ray_cpu_pack_tasks_reserve_their_memory(tmp_path, monkeypatch, node_memory):
+    """Several Ray tasks on one node shared its memory unchecked (the local engine limits its
+    workers to what memory holds): each CPU pack task now reserves its estimate, at most what the
+    largest node offers (a larger request would never be scheduled)."""
+    from ssmrepro.engine import local, ray_engine
+    from ssmrepro.engine.plan import pack_memory, plan
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import Store
+    from ssmrepro.sweep import expand
+
+    fake = _FakeRay(node_memory)
+    monkeypatch.setattr(ray_engine, "_ray", lambda: fake)
+    packs = plan(expand(load_spec(_one_run_spec(tmp_path, seeds=[0, 1])), "smoke"), 1)
+    store = Store(tmp_path / "store")
+    store.prepare()
+    ended = []
+    ray_engine.run_ray(list(enumerate(packs)), store, local.WorkSettings("cpu", "torch"),
+                       lambda ev: ended.append(ev) if ev.kind == "pack_end" else None)
+    want = [min(pack_memory(p), node_memory) for p in packs]
+    assert [o["memory"] for o in fake.options] == want and all(w > 0 for w in want)
+    assert all(o["num_cpus"] == 1 and "num_gpus" not in o for o in fake.options)
+    assert len(ended) == 2 and not any(ev.failed for ev in ended)
+    assert "memory" not in ray_engine.resources("cuda", 1, 123)  # a GPU is the task's own
+    assert ray_engine.pack_request(packs[0], "cuda", node_memory) == 0
+
+
+@pytest.mark.parametrize("where,text,needle", [
+    ("set", "model.d_model=8:00", "model.d_model"),  # YAML 1.1: base 60, 480
+    ("set", "task.n=yes", "task.n"),  # YAML 1.1: true, then 1
+    ("set", "task.n=true", "task.n: Input should be a valid integer"),
+    ("set", "train.lr=true", "train.lr: Input should be a valid number"),
+    ("set", "train.betas=[true, 0.99]", "train.betas.0"),
+    ("set", "train.betas=!!set {0.99: null, 0.9: null}", "unsupported YAML type !!set"),
+    ("set", "task.name=!!binary aGVsbG8=", "unsupported YAML type !!binary"),
+    ("spec", ("seeds:\n- 0", "seeds:\n- true"), "seeds.0"),
+    ("spec", ("seeds:\n- 0", "seeds: !!set {0: null, 1: null}"), "unsupported YAML type !!set"),
+    ("spec", ("version: 1", "version: true"), "version"),
+    ("spec", ("tier: 1", "tier: yes"), "tier"),
+    ("spec", ("  d_model: 8", "  d_model: !!timestamp 2024-01-01"), "!!timestamp"),
+])
+def test_yaml_surprises_and_booleans_read_as_numbers_are_refused(tmp_path, where, text, needle):
+    spec = _one_run_spec(tmp_path)
+    if where == "set":
+        res = _invoke("validate", spec, "--set", text)
+    else:
+        old, new = text
+        assert old in spec.read_text()
+        spec.write_text(spec.read_text().replace(old, new, 1))
+        res = _invoke("validate", spec)
+    _assert_refused(res, needle)
+
+
+def test_yaml_is_read_with_the_1_2_scalars():
+    from ssmrepro.spec import parse_yaml
+
+    doc = parse_yaml("a: yes\nb: 8:00\nc: 2024-01-01\nd: 1e-3\ne: 0x10\nf: 1_000\ng: .inf\n"
+                     "h: true\ni: null\nj: 010\n")
+    assert doc == {"a": "yes", "b": "8:00", "c": "2024-01-01", "d": 0.001, "e": 16, "f": 1000,
+                   "g": float("inf"), "h": True, "i": None, "j": 10}
+
+
+@pytest.mark.parametrize("label,needle", [
+    ("S6 ", "no spaces at its ends"), ("S\u200b6", "ZERO WIDTH SPACE"), ("a\nb", "U+000A"),
+    ("S\u202e6", "RIGHT-TO-LEFT OVERRIDE"), ("S\u00a06", "NO-BREAK SPACE"),
+])
+def test_labels_that_look_like_another_are_refused(tmp_path, label, needle):
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": [
+        {"label": label, "set": {"model.mixer": "s6"}},
+        {"label": "S6", "set": {"model.mixer": "s4d"}}]}])
+    _assert_refused(_invoke("validate", spec), "sweep.0.cases.0.label", needle)
+
+
+def test_a_profile_setting_that_every_sweep_point_replaces_is_refused(tmp_path):
+    spec = _one_run_spec(tmp_path, profiles={"smoke": {"set": {"model.mixer": "nope"}},
+                                             "quick": {}, "paper": {}})
+    _assert_refused(_invoke("validate", spec), "profiles.smoke.set.model.mixer", "never used")
+    spec = _one_run_spec(tmp_path, profiles={  # replaced at some points only: a default
+        "smoke": {"set": {"model.mixer": "s6"}}, "quick": {}, "paper": {}},
+        sweep=[{"cases": [{"label": "S6"}, {"label": "S4D", "set": {"model.mixer": "s4d"}}]}])
+    assert _invoke("validate", spec).exit_code == 0
+
+
+def test_outputs_are_written_whole_or_not_at_all(trained_store, tmp_path, monkeypatch):
+    """A figure or table was written in place: a `plot` killed mid-write left a torn file."""
+    from matplotlib.figure import Figure
+
+    spec, store = _copy_trained(trained_store, tmp_path)
+    out = tmp_path / "out"
+    assert _invoke("plot", spec, "--out", out, "--profile", "smoke").exit_code == 0
+    before = {p.name: p.read_bytes() for p in store.iterdir() if p.is_file()}
+    real = Figure.savefig
+
+    def torn(self, fname, *a, **kw):  # part of a PNG written, then the process is interrupted
+        real(self, fname, *a, **kw)
+        if hasattr(fname, "truncate"):
+            fname.truncate(100)
+        else:
+            os.truncate(fname, 100)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Figure, "savefig", torn)
+    res = _invoke("plot", spec, "--out", out, "--profile", "smoke")
+    assert res.exit_code == 130, res.output
+    assert (store / "figure-smoke.png").read_bytes() == before["figure-smoke.png"]
+    assert not list(store.glob(".*.tmp"))
+
+
+def test_writes_refuse_devices_and_folders_and_name_the_file(trained_store, tmp_path):
+    import stat
+
+    res = _invoke("export", "--file", "/dev/null", "--out", tmp_path)  # root replaced /dev/null
+    _assert_refused(res, "/dev/null", "not a regular file")
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    spec, store = _copy_trained(trained_store, tmp_path)
+    (store / "results-smoke.csv").unlink(missing_ok=True)
+    (store / "results-smoke.csv").mkdir()
+    res = _invoke("plot", spec, "--out", tmp_path / "out", "--profile", "smoke")
+    _assert_refused(res, f"{store / 'results-smoke.csv'}: a folder where a file belongs")
+    assert ".tmp" not in res.output  # the temp file was named instead
+
+
+def test_an_out_folder_below_a_file_warns_of_no_record(tmp_path):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    res = _invoke("run", _one_run_spec(tmp_path), "--out", a_file, "--profile", "smoke")
+    _assert_refused(res, "a path component is a file")
+    assert "quarantine" not in res.output and "ignoring run record" not in res.output
+
+
+@pytest.mark.parametrize("what", ["meta-fifo", "array-fifo", "meta-link", "meta-nested"])
+def test_dataset_cache_files_that_never_end_are_rebuilt(tmp_path, what):
+    import signal
+
+    from ssmrepro.data.datasets import load_lra
+
+    root = tmp_path / "data"
+    shutil.copytree(ROOT / "tests/assets/lra/lra/listops-1000", root / "lra/listops-1000")
+    good = load_lra("listops", "test", root)
+    entry = good.cache_path
+    victim = entry / ("test.x.npy" if what == "array-fifo" else "meta.json")
+    victim.unlink()
+    if what.endswith("fifo"):
+        os.mkfifo(victim)  # reading it blocked forever
+    elif what == "meta-link":  # (to /dev/zero it never ended; a link is not what prepare wrote)
+        victim.symlink_to(tmp_path / "elsewhere.json")
+        (tmp_path / "elsewhere.json").write_text("{}")
+    else:
+        victim.write_text("[" * 100_000 + "]" * 100_000)  # RecursionError
+    class Hung(Exception):  # not an OSError (the loader would take it for a damaged file)
+        pass
+
+    def hung(*_):
+        raise Hung("loading the cache entry did not end")
+
+    signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)
+    try:
+        with pytest.warns(UserWarning, match="damaged cache entry"):
+            again = load_lra("listops", "test", root)
+    finally:
+        signal.alarm(0)
+    assert (again.x == good.x).all()
+
+
+def test_export_refuses_a_missing_results_folder_and_names_specs_it_leaves_out(tmp_path):
+    res = _invoke("export", "--file", tmp_path / "x.csv", "--out", tmp_path / "no-such")
+    _assert_refused(res, "no such folder")  # exported an empty table, exit 0
+    assert not (tmp_path / "x.csv").exists()
+    root = _project(tmp_path)
+    (root / "experiments/huang2025/broken.yaml").write_text("id: [\n")
+    (root / "results").mkdir()
+    res = _invoke("export", "--file", tmp_path / "x.csv", env={"SSMREPRO_ROOT": str(root)})
+    assert res.exit_code == 0 and "left out (invalid spec)" in res.output, res.output
+    assert "broken.yaml" in res.output
+
+
+@pytest.mark.parametrize("opt,needle", [(["--no-estimate"], "--no-estimate needs --dry-run"),
+                                        (["--cpus-per-pack", "4"], "needs --engine ray")])
+def test_options_that_would_be_ignored_are_refused(tmp_path, opt, needle):
+    res = _invoke("run", _one_run_spec(tmp_path), "--out", tmp_path / "o", "--profile", "smoke",
+                  *opt)
+    _assert_refused(res, needle)
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_spec_file_may_not_take_the_id_of_a_project_spec(tmp_path):
+    """Run by its path, a copy with the id huang2025-tab1 wrote into the shipped spec's results
+    folder: its results.csv, figure and report replaced the committed ones."""
+    spec = write_spec(tmp_path, name="huang2025-tab1", paper="huang2025", seeds=[0])
+    for cmd in ("run", "plot", "verify", "validate"):
+        res = _invoke(cmd, spec, *(["--out", tmp_path / "out"] if cmd != "validate" else []))
+        _assert_refused(res, "id: 'huang2025-tab1' is the id of", "needs an id of its own")
+    assert not (tmp_path / "out").exists()
+    shipped = ROOT / "experiments/huang2025/huang2025-tab1.yaml"
+    assert _invoke("validate", shipped).exit_code == 0  # the project's own file by its path
+
+
+@pytest.mark.parametrize("override,needle", [
+    ({"claims": [{"text": "t", "where": {"label": "S6"}, "op": ">=", "value": 1.5}]},
+     "claims.0.value: 1.5 for test.acc"),
+    ({"claims": [{"text": "t", "where": {"label": "S6"}, "op": ">=", "value": 0.5,
+                  "given": [{"metric": "train.acc", "op": ">=", "value": 90}]}]},
+     "claims.0.given.0.value: 90 for train.acc"),
+    ({"paper_values": [{"where": {"label": "S6"}, "value": 95}]}, "paper_values.0.value: 95"),
+])
+def test_accuracies_a_claim_or_paper_value_can_never_meet_are_refused(tmp_path, override, needle):
+    _assert_refused(_invoke("validate", _one_run_spec(tmp_path, **override)), needle,
+                    "outside [0, 1]")
+
+
+def test_a_planner_cache_that_is_garbage_or_never_ends_is_measured_again(tmp_path):
+    import json
+    import signal
+
+    from ssmrepro.engine.costs import CostModel
+
+    path = tmp_path / "costs.json"
+    path.write_text(json.dumps({"a": "slow", "b": -1.0, "c": float("nan"), "d": True, "e": 0.5}))
+    assert CostModel("cpu", threads=1, path=path)._load() == {"e": 0.5}  # float('slow') raised
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    assert CostModel("cpu", threads=1, path=path)._load() == {}  # RecursionError
+    path.unlink()
+    os.mkfifo(path)  # blocked forever
+
+    class Hung(Exception):
+        pass
+
+    def hung(*_):
+        raise Hung
+
+    signal.signal(signal.SIGALRM, hung)
+    signal.alarm(30)
+    try:
+        assert CostModel("cpu", threads=1, path=path)._load() == {}
+    finally:
+        signal.alarm(0)
+
+
+@pytest.mark.parametrize("args,env", [
+    (["run", "lra", "--profile", "smoke", "--no-calibrate"], "empty"),
+    (["run", "yu2025-appG", "--profile", "smoke", "--no-calibrate", "--set", "task.path=/dev/zero"],
+     None),
+])
+def test_missing_data_is_refused_before_training_without_calibration(tmp_path, args, env):
+    """With calibration off, every pack failed on its own (exit 1); a character device was a
+    corpus 'not found' only inside each pack."""
+    res = _invoke(*args, "--out", tmp_path / "out",
+                  env={"SSMREPRO_DATA": str(tmp_path / env)} if env else None)
+    _assert_refused(res)
+    assert "pack 1 failed" not in res.output and not (tmp_path / "out").exists()
+    assert "ssmrepro data" in res.output or "no corpus file at /dev/zero" in res.output
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "http://host:port/x", "http://host:99999/x"])
+def test_a_download_url_that_is_not_a_url_is_a_message(tmp_path, url):
+    res = _invoke("data", "download", "lra", "--url", url, "--dir", tmp_path, "--no-progress")
+    _assert_refused(res, "not a URL")
+
+
+# ---------------------------------------------------------------------------------------------
+# fifth round of probes (issue 11): settings quietly ignored or replaced (lr_scale groups,
+# derived values, empty case grids, preconditions on unknown metrics), paper values of several
+# cells, figure and claim columns the profile does not sweep, models their blocks refuse, figure
+# sizes, damaged figure arrays and analysis tables, tables that never end, benchmark records and
+# options
+
+
+@pytest.mark.parametrize("override,args,needle", [
+    ({}, ["--set", "train.lr_scale={Delta: 0.1}"], "unknown learning-rate group 'Delta'"),
+    ({}, ["--set", "train.early_stop={metric: val.acc, op: '>=', threshold: 95}"],
+     "an accuracy is in [0, 1]"),
+    ({"sweep": [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"},
+                            "grid": {"model.d_model": []}}]}]},
+     [], "sweep.0.cases.0: Value error, grid.model.d_model: an empty list"),
+    ({"claims": [{"text": "t", "where": {"label": "S6"}, "op": ">=", "value": 0.0,
+                  "given": [{"metric": "tset.acc", "op": ">=", "value": 0.9}]}]},
+     [], "claims.0.given.0.metric: 'tset.acc' is not aggregated"),
+    ({"sweep": [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                           {"label": "S6", "set": {"model.mixer": "s4d"}}]}],
+      "paper_values": [{"where": {"label": "S6"}, "value": 0.5}]},
+     [], "paper_values.0.where: matches 2 cells of profile smoke"),
+])
+def test_settings_quietly_ignored_or_averaged_are_spec_errors(tmp_path, override, args, needle):
+    """A typo'd lr_scale group trained every parameter at the plain lr; an early-stop accuracy
+    of 95 never stopped; a case's empty grid ran the case once at its set values; a precondition
+    on an unknown metric read NaN and held for every cell (a silent PASS); a paper value of two
+    cells was compared with their mean."""
+    _assert_refused(_invoke("validate", _one_run_spec(tmp_path, **override), *args), needle)
+
+
+def test_a_derived_value_cannot_also_be_set(tmp_path):
+    """`--set model.d_state=2` printed d_state 2 in `show` while every run had the derived
+    value (the same run ids as without it)."""
+    derived = {"model.d_state": "model.d_model // 2"}
+    spec = _one_run_spec(tmp_path, derived=derived)
+    assert _invoke("validate", spec).exit_code == 0
+    _assert_refused(_invoke("show", spec, "--set", "model.d_state=2"),
+                    "--set model.d_state: derived.model.d_state computes this value")
+    nested = _one_run_spec(tmp_path, derived={"train.schedule.warmup_steps": "train.max_steps // 10"})
+    _assert_refused(_invoke("validate", nested, "--set", "train.schedule={warmup_steps: 3}"),
+                    "--set train.schedule: derived.train.schedule.warmup_steps")
+    assert _invoke("validate", nested, "--set", "train.schedule={kind: cosine}").exit_code == 0
+    spec = _one_run_spec(tmp_path, derived=derived, profiles={
+        "smoke": {"set": {"model.d_state": 2}}, "quick": {}, "paper": {}})
+    _assert_refused(_invoke("validate", spec), "profiles.smoke.set.model.d_state: derived")
+    spec = _one_run_spec(tmp_path, derived=derived, sweep=[{"grid": {"model.d_state": [2, 4]}}])
+    _assert_refused(_invoke("validate", spec), "sweep key model.d_state: derived")
+
+
+_D = "model.d_model"  # constant in the trained store's profile (not swept)
+
+
+@pytest.mark.parametrize("figure", [
+    {"kind": "bars", "x": _D}, {"kind": "lines", "x": _D},
+    {"kind": "phase", "x": _D, "y": "task.T", "panels": [{"metric": "test.acc"}]},
+    {"kind": "curves", "series": "val.acc", "row": _D, "col": "task.T"},
+    {"kind": "bound_grid", "x": _D, "y": "task.T"}, {"kind": "bands", "x": _D},
+], ids=lambda f: f["kind"])
+def test_figures_claims_and_paper_values_may_name_a_key_not_swept(trained_store, tmp_path,
+                                                                  figure):
+    """A config key the profile holds constant is no cell key: figures raised KeyError (after
+    training, in `run`), bound_grid and bands drew nothing, and a claim or paper value on it was
+    MISSING / 'not run' forever although its cell had finished."""
+    spec, store = _copy_trained(trained_store, tmp_path)
+    claim = {"text": "t", "where": {_D: 8}, "op": ">=", "value": 0.0}
+    spec = _one_run_spec(tmp_path, figures=[{**figure, "name": "f"}], claims=[claim],
+                         paper_values=[{"where": {_D: 8}, "value": 0.5, "tol": 1.0}])
+    res = _invoke("verify", spec, "--out", tmp_path / "out", "--profile", "smoke")
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "1 PASS" in res.output and "1 of 1 compared" in res.output, res.output
+    assert (store / "f-smoke.png").is_file()
+    assert _D not in (store / "summary-smoke.csv").read_text().splitlines()[0]  # tables as before
+
+
+@pytest.mark.parametrize("blocks,needle", [
+    ("{SSM: {mixer: {name: b2s6, heads: 3}}}", "B2S6: d=8 is not divisible by heads=3"),
+    ("{SSM: {mixer: {name: mamba2, heads: 5}}}", "does not split into heads=5"),
+    ("{SSM: {kind: neox, heads: 3}}", "d=8 is not divisible by heads=3"),
+])
+def test_a_model_its_blocks_refuse_is_a_message(tmp_path, blocks, needle):
+    """`validate` said ok; `run` (and --dry-run) raised the block's ValueError (a traceback)."""
+    spec = _one_run_spec(tmp_path, sweep=[], model={"name": "seq_lm", "d_model": 8,
+                                                    "layers": "SSM"})
+    for args in (["validate", spec], ["run", spec, "--out", tmp_path / "o", "--profile", "smoke",
+                                      "--no-calibrate"],
+                 ["run", spec, "--out", tmp_path / "o", "--dry-run", "--no-estimate"]):
+        _assert_refused(_invoke(*args, "--set", f"model.blocks={blocks}"), "cannot be built",
+                        needle)
+    assert not (tmp_path / "o").exists()
+
+
+def test_figures_too_large_to_draw_are_refused(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from ssmrepro.plots.registry import FigureTooLarge, save_png
+
+    for panel, needle in (([1000, 1000], "less than or equal to 20"), ([-3, 2], "greater than")):
+        spec = _one_run_spec(tmp_path, figures=[{"kind": "curves", "series": "val.acc",
+                                                 "panel": panel}])
+        _assert_refused(_invoke("validate", spec), "figures.0.panel.0", needle)
+    fig = plt.figure(figsize=(300, 300))  # e.g. a bar per cell of 30,000 cells
+    with pytest.raises(FigureTooLarge, match="pixels"):
+        save_png(fig, tmp_path / "big.png", dpi=130)  # MemoryError / ValueError in matplotlib
+    assert not (tmp_path / "big.png").exists()
+
+
+def _committed(tmp_path, spec_id: str) -> Path:
+    """A copy of the committed results folder of ``spec_id`` (no run records) under tmp_path."""
+    paper = spec_id.split("-")[0]
+    dest = tmp_path / "out" / paper / spec_id
+    shutil.copytree(ROOT / "results" / paper / spec_id, dest)
+    return dest
+
+
+def _no_hang(seconds: int):
+    import signal
+
+    class Hung(Exception):
+        pass
+
+    def hung(*_):
+        raise Hung(f"did not end in {seconds} s")
+
+    signal.signal(signal.SIGALRM, hung)
+    signal.alarm(seconds)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "zip-garbage", "fifo", "wrong-dtype",
+                                    "wrong-shape"])
+def test_damaged_figure_arrays_are_a_warning(tmp_path, damage):
+    """A damaged <figure>-arrays.npz (a fresh clone has no weights to redraw from) raised
+    BadZipFile, TypeError or ValueError deep in matplotlib, or blocked forever on a FIFO."""
+    import numpy as np
+
+    folder = _committed(tmp_path, "koren2026-fig2")
+    arrays = folder / "figure-arrays.npz"
+    good = arrays.read_bytes()
+    if damage == "truncated":
+        arrays.write_bytes(good[:100])
+    elif damage == "zip-garbage":
+        arrays.write_bytes(b"PK\x03\x04garbage")
+    elif damage == "fifo":
+        arrays.unlink()
+        os.mkfifo(arrays)
+    else:
+        z = dict(np.load(arrays, allow_pickle=False))
+        if damage == "wrong-dtype":
+            z["r0.metrics"] = np.array(["x"])
+        else:
+            z["r0.G_vv"] = np.zeros(3)
+        np.savez(arrays, **z)
+    _no_hang(60)
+    try:
+        res = _invoke("plot", "koren2026-fig2", "--out", tmp_path / "out")
+    finally:
+        import signal
+
+        signal.alarm(0)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "figure.png not drawn: figure-arrays.npz is unusable" in res.output, res.output
+
+
+@pytest.mark.parametrize("spec_id,name,damage,needle", [
+    ("koren2026-fig2", "results.csv", "fifo", "not a regular file"),
+    ("koren2026-fig2", "curves.csv", "fifo", "not a regular file"),
+    ("koren2026-fig2", "mechanistic.csv", "text", "holds text where numbers belong"),
+    ("koren2026-fig2", "mechanistic.csv", "foreign", "not a table of this project"),
+    ("koren2026-fig2", "mechanistic.csv", "inf", "an infinite value"),
+    ("huang2025-fig1", "histograms.csv", "bins", "out of range"),
+])
+def test_committed_analysis_tables_and_tables_that_never_end(tmp_path, spec_id, name, damage,
+                                                             needle):
+    """A FIFO in place of a committed table blocked `plot` forever; a damaged mechanistic.csv
+    raised TypeError / KeyError; a histograms.csv with bins = 10**12 allocated without bound."""
+    folder = _committed(tmp_path, spec_id)
+    table = folder / name
+    lines = table.read_text().splitlines()
+    if damage == "fifo":
+        table.unlink()
+        os.mkfifo(table)
+    elif damage == "foreign":
+        table.write_text("a,b\n1,2\n")
+    elif damage == "bins":
+        col = lines[0].split(",").index("bins")
+        row = lines[1].split(",")
+        row[col] = str(10**12)
+        table.write_text("\n".join([lines[0], ",".join(row)] + lines[2:]) + "\n")
+    else:
+        row = lines[1].split(",")
+        row[-1] = "high" if damage == "text" else "inf"
+        table.write_text("\n".join([lines[0], ",".join(row)] + lines[2:]) + "\n")
+    _no_hang(60)
+    try:
+        res = _invoke("plot", spec_id, "--out", tmp_path / "out")
+    finally:
+        import signal
+
+        signal.alarm(0)
+    _assert_refused(res, str(table), needle)
+
+
+def test_roofline_records_that_are_damaged_foreign_or_absent(tmp_path):
+    """Records without a field raised KeyError, a garbage step-cpu.json JSONDecodeError, a FIFO
+    blocked forever; an empty or missing folder drew an empty roofline and table (exit 0)."""
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    for p in (ROOT / "results/bench").glob("*.json"):
+        shutil.copy(p, bench / p.name)
+    good = _invoke("bench", "roofline", "--out", bench)
+    assert good.exit_code == 0, good.output
+    table = (bench / "performance.md").read_text()
+    (bench / "zz-cpu.json").write_text('{"packed": [], "plain": {"gflops": 1}}')
+    (bench / "step-cpu.json").write_text("garbage{")
+    os.mkfifo(bench / "yy-cpu.json")
+    _no_hang(60)
+    try:
+        res = _invoke("bench", "roofline", "--out", bench)
+    finally:
+        import signal
+
+        signal.alarm(0)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    for name in ("zz-cpu.json", "step-cpu.json", "yy-cpu.json"):
+        assert f"left out: {bench / name}" in " ".join(res.output.split()), res.output
+    packs = table.split("\n\n")[0].strip()  # the packs rows stay; the step rows are left out
+    assert (bench / "performance.md").read_text().strip() == packs
+    _assert_refused(_invoke("bench", "roofline", "--out", tmp_path / "empty-but-there"),
+                    "no such folder")
+    (tmp_path / "empty").mkdir()
+    _assert_refused(_invoke("bench", "roofline", "--out", tmp_path / "empty"),
+                    "no usable packs benchmark record")
+    assert not list((tmp_path / "empty").iterdir())
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["scans", "--L", "0"], "--L: 0 is not in"),
+    (["scans", "--L", "-5"], "--L: -5 is not in"),
+    (["scans", "--L", "1000000000"], "--L: 1000000000 is not in"),
+    (["scans", "--L", "1048576"], "floats per tensor"),
+    (["scans", "--threads", "0"], "--threads: 0 is not in"),
+    (["scans", "--repeats", "0"], "--repeats: 0 is not in"),
+    (["scans", "--kernels", "ssd", "--heads", "5"], "--heads 5 does not divide --d 32"),
+    (["step", "--E", "0"], "--E: 0 is not in"),
+    (["step", "--L", "0"], "--L: 0 is not in"),  # was quietly the workload's own L
+    (["step", "--batch", "-1"], "--batch: -1 is not in"),
+    (["step", "--micro", "0"], "--micro: 0 is not in"),
+    (["step", "--E", "256", "--L", "100000"], "floats per activation"),
+])
+def test_benchmark_options_are_bounded(args, needle):
+    res = _invoke("bench", *args)
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert needle in res.output, res.output
+
+
+def test_a_sha256_that_is_no_sha256_is_refused_before_downloading(tmp_path):
+    src = tmp_path / "archive.tar.gz"
+    src.write_bytes(b"x")
+    res = _invoke("data", "download", "cifar10", "--url", f"file://{src}", "--sha256", "zz",
+                  "--dir", tmp_path / "data", "--no-progress")
+    _assert_refused(res, "not a SHA-256")
+    assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize("what", ["labels", "tokens"])
+def test_cache_entries_with_labels_or_tokens_out_of_range_are_rebuilt(tmp_path, what):
+    """A cache entry with labels outside [0, n_classes) (or -100, which the loss ignores) or
+    token ids outside its vocabulary was used as it was."""
+    import numpy as np
+
+    from ssmrepro.data.datasets import load_lra
+
+    root = tmp_path / "data"
+    shutil.copytree(ROOT / "tests/assets/lra/lra/listops-1000", root / "lra/listops-1000")
+    good = load_lra("listops", "train", root)
+    x, labels = good.x.copy(), good.labels.copy()
+    if what == "labels":
+        np.save(good.cache_path / "train.labels.npy", np.full(len(labels), -100, dtype=np.int64))
+    else:
+        np.save(good.cache_path / "train.x.npy", np.full(x.shape, 200, dtype=x.dtype))
+    with pytest.warns(UserWarning, match="damaged cache entry"):
+        again = load_lra("listops", "train", root)
+    assert (again.x == x).all() and (again.labels == labels).all()
+
+
+@pytest.mark.parametrize("damage", ["labels", "fifo"])
+def test_damaged_source_data_are_refused_not_trained_on(tmp_path, damage):
+    """Generated Pathfinder shards with a label 7 of 2 classes were prepared and cached (every
+    pack then failed, or the loss ignored them); a FIFO among them blocked the loader forever."""
+    import numpy as np
+
+    from ssmrepro.data.datasets import load_lra
+    from ssmrepro.data.sources import DataUnavailable
+
+    root = tmp_path / "data"
+    out = root / "generated/pathfinder32/curv_contour_length_14"
+    res = _invoke("data", "generate", "pathfinder", "--res", "32", "--n", "20", "--workers", "1",
+                  "--out", out)
+    assert res.exit_code == 0, res.output
+    (shard,) = (out / "shards").glob("labels_*.npy")
+    if damage == "labels":
+        np.save(shard, np.full(20, 7, dtype=np.int64))
+        needle = "labels outside [0, 2)"
+    else:
+        shard.unlink()
+        os.mkfifo(shard)
+        needle = "not a regular file"
+    _no_hang(60)
+    try:
+        with pytest.raises(DataUnavailable, match=re.escape(needle)):
+            load_lra("pathfinder32", "train", root, ["generated"])
+    finally:
+        import signal
+
+        signal.alarm(0)

@@ -32,7 +32,7 @@ from ..models import MODELS, build_model
 from ..tasks import build_task
 from ..tasks.base import TRAIN
 from ..train import member_losses, packed_step, supervised_logits
-from ..util import cpu_model
+from ..util import atomic_write_text, cpu_model
 from .counting import count
 
 
@@ -204,13 +204,13 @@ def run_bench(name: str, device: str, packs: list[int], seconds: float, out: Pat
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         stem = f"{name}-{'cuda' if device.startswith('cuda') else 'cpu'}"
-        (out / f"{stem}.json").write_text(json.dumps(rec, indent=1))
+        atomic_write_text(out / f"{stem}.json", json.dumps(rec, indent=1))
         lines = ["workload,device,machine,torch,commit,threads,mode,pack,run_steps_per_s,ratio"]
         base = (f"{name},{device},\"{rec['machine']}\",{rec['torch']},{rec['commit']},"
                 f"{rec['threads']}")
         lines.append(f"{base},plain,1,{plain:.2f},1.0")
         lines += [f"{base},packed,{r['pack']},{r['run_steps_per_s']:.2f},{r['ratio']:.2f}" for r in rows]
-        (out / f"{stem}.csv").write_text("\n".join(lines) + "\n")
+        atomic_write_text(out / f"{stem}.csv", "\n".join(lines) + "\n")
     return rec
 
 

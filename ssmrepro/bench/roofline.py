@@ -22,18 +22,55 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from ..plots.registry import save_png  # noqa: E402
 
-def _records(folder: Path) -> list[dict]:
-    """The packs records with counts (newest format), sorted by workload name."""
+MAX_RECORD_BYTES = 16 << 20  # a benchmark record is kilobytes
+_BAD_RECORD = (KeyError, TypeError, ValueError, IndexError, AttributeError, ZeroDivisionError)
+
+
+def _load(p: Path) -> object:
+    """A record file's JSON; OSError / ValueError when it is not a small regular file of JSON
+    (a FIFO blocked forever)."""
+    from ..util import read_small
+
+    return json.loads(read_small(p, MAX_RECORD_BYTES, follow_links=True))
+
+
+def _records(folder: Path, skipped: list[str] | None = None) -> list[dict]:
+    """The packs records with counts (newest format), sorted by workload name. Records of other
+    benchmarks (kernels, ray overhead) are not packs records and are passed over; a file that is
+    unreadable or lacks what the table and the figure read (a damaged or foreign record) is named
+    in ``skipped``."""
     out = []
     for p in sorted(folder.glob("*-cpu.json")):
         try:
-            rec = json.loads(p.read_text())
-        except (OSError, ValueError):
+            rec = _load(p)
+        except (OSError, ValueError, RecursionError) as err:
+            (skipped if skipped is not None else []).append(f"{p}: unreadable ({err})")
             continue
-        if isinstance(rec, dict) and "packed" in rec and "gflops" in (rec.get("plain") or {}):
-            out.append(rec)
+        if not (isinstance(rec, dict) and "packed" in rec):
+            continue  # another benchmark's record
+        try:
+            _table_row(rec)
+            _points(rec)
+        except _BAD_RECORD as err:
+            (skipped if skipped is not None else []).append(
+                f"{p}: not a packs benchmark record of this version ({type(err).__name__}: {err})")
+            continue
+        out.append(rec)
     return out
+
+
+def _points(rec: dict) -> tuple[float, float, float, float, float, float, int]:
+    """What the roofline draws of a record (finite numbers; a KeyError / TypeError / ValueError
+    for a record that lacks them)."""
+    b, p = _best(rec), rec["plain"]
+    vals = [float(v) for v in (p["intensity"], p["gflops"], b["intensity"], b["gflops"],
+                               rec["matmul_peak_gflops"], rec["copy_bandwidth_gbs"])]
+    if not all(v > 0 and np.isfinite(v) for v in vals):
+        raise ValueError("intensity, GFLOP/s, peak and bandwidth must be positive numbers")
+    str(rec["workload"]), int(rec["threads"]), str(rec["machine"]), float(b["ratio"])
+    return (*vals, int(b["pack"]))
 
 
 def _best(rec: dict) -> dict:
@@ -50,12 +87,24 @@ def _choice(rec: dict) -> tuple[int, float, dict]:
     return 1, rec["plain_run_steps_per_s"], rec["plain"]
 
 
-def _step_rows(folder: Path) -> list[dict]:
-    """Full-Mamba step workloads: our best contender vs mambapy (one at a time)."""
+def _step_rows(folder: Path, skipped: list[str] | None = None) -> list[dict]:
+    """Full-Mamba step workloads: our best contender vs mambapy (one at a time); none (the file
+    named in ``skipped``) when ``step-cpu.json`` is unreadable or not such a record."""
     p = folder / "step-cpu.json"
     if not p.exists():
         return []
-    rec = json.loads(p.read_text())
+    try:
+        rows = _step_rows_of(_load(p))
+        for r in rows:
+            _step_line(r)
+    except (OSError, RecursionError, *_BAD_RECORD) as err:
+        (skipped if skipped is not None else []).append(
+            f"{p}: not a step benchmark record of this version ({type(err).__name__}: {err})")
+        return []
+    return rows
+
+
+def _step_rows_of(rec: dict) -> list[dict]:
     rows = []
     for name, w in rec.get("workloads", {}).items():
         res = [r for r in rec.get("results", []) if r.get("workload") == name]
@@ -72,28 +121,33 @@ def _step_rows(folder: Path) -> list[dict]:
     return rows
 
 
-def performance_table(folder: Path) -> str:
+def _table_row(rec: dict) -> str:
+    b = _best(rec)
+    E, rate, row = _choice(rec)
+    plain = rec["plain_run_steps_per_s"]
+    return (f"| {rec['workload']} ({rec['description']}) | {plain:.1f} | "
+            f"E = {b['pack']}: ×{b['ratio']:.2f} | E = {E} | {rate:.1f} | ×{rate / plain:.2f} | "
+            f"{row['gflops']:.2f} ({100 * row['fraction_of_peak']:.1f}%) | {row['intensity']:.2f} | "
+            f"{rec['time'][:10]} |")
+
+
+def _step_line(r: dict) -> str:
+    return (f"| {r['what']} | {r['mambapy']:.2f} | {r['single']:.2f} | "
+            f"{r['best']:.2f} ({r['best_contender']}) | ×{r['best'] / r['mambapy']:.1f} | "
+            f"{100 * r['fraction']:.1f}% |")
+
+
+def performance_table(folder: Path, skipped: list[str] | None = None) -> str:
     """Markdown: one row per packs workload, then the full-Mamba step workloads vs mambapy."""
     lines = ["| workload | plain run-steps/s | best pack E > 1 | best choice | run-steps/s | ratio | "
              "GFLOP/s (% of peak) | FLOP/byte | measured |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
-    for rec in _records(folder):
-        b = _best(rec)
-        E, rate, row = _choice(rec)
-        plain = rec["plain_run_steps_per_s"]
-        lines.append(
-            f"| {rec['workload']} ({rec['description']}) | {plain:.1f} | "
-            f"E = {b['pack']}: ×{b['ratio']:.2f} | E = {E} | {rate:.1f} | ×{rate / plain:.2f} | "
-            f"{row['gflops']:.2f} ({100 * row['fraction_of_peak']:.1f}%) | {row['intensity']:.2f} | "
-            f"{rec['time'][:10]} |")
-    steps = _step_rows(folder)
+    lines += [_table_row(rec) for rec in _records(folder, skipped)]
+    steps = _step_rows(folder, skipped)
     if steps:
         lines += ["", "| full-Mamba step | mambapy (one model) | ours, one model | ours, best | "
                   "best vs mambapy | % of peak |", "|---|---:|---:|---:|---:|---:|"]
-        for r in steps:
-            lines.append(f"| {r['what']} | {r['mambapy']:.2f} | {r['single']:.2f} | "
-                         f"{r['best']:.2f} ({r['best_contender']}) | ×{r['best'] / r['mambapy']:.1f} | "
-                         f"{100 * r['fraction']:.1f}% |")
+        lines += [_step_line(r) for r in steps]
     return "\n".join(lines)
 
 
@@ -131,20 +185,33 @@ def roofline_figure(folder: Path, path: Path) -> Path | None:
     ax.grid(alpha=0.25, which="both")
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+    save_png(fig, path, dpi=130)
     return path
 
 
-def write_roofline(folder: Path) -> tuple[Path, str]:
-    """Write roofline-cpu.png and performance.md into ``folder``; return (figure, table)."""
+class NoRecords(ValueError):
+    """The folder holds no usable packs benchmark record: nothing to draw or tabulate."""
+
+
+def write_roofline(folder: Path, skipped: list[str] | None = None) -> tuple[Path, str]:
+    """Write roofline-cpu.png and performance.md into ``folder``; return (figure, table).
+    ``NoRecords`` when the folder does not exist or holds no usable packs record (an empty
+    figure and table were written before); damaged or foreign records are named in ``skipped``
+    and left out."""
     from ..util import atomic_write_text
 
+    skipped = [] if skipped is None else skipped
+    if not folder.is_dir():
+        raise NoRecords(f"{folder}: no such folder (the benchmark records; --out)")
+    if not _records(folder, skipped):
+        raise NoRecords(f"{folder}: no usable packs benchmark record (*-cpu.json); run "
+                        "`ssmrepro bench WORKLOAD --out` there first"
+                        + (f" ({'; '.join(skipped)})" if skipped else ""))
     fig = folder / "roofline-cpu.png"
     roofline_figure(folder, fig)
-    table = performance_table(folder)
+    table = performance_table(folder, [])
     atomic_write_text(folder / "performance.md", table + "\n")
     return fig, table
 
 
-__all__ = ["performance_table", "roofline_figure", "write_roofline"]
+__all__ = ["NoRecords", "performance_table", "roofline_figure", "write_roofline"]

@@ -57,9 +57,9 @@ from ..kernels.scan import (
     selective_scan_ref,
 )
 from ..kernels.ssd import default_ssd_chunk, ssd, ssd_ref
-from ..util import cpu_model
+from ..util import atomic_write_text, cpu_model
 from .legacy import causal_conv1d_slices, selective_scan_fused_v1
-from .timing import interleaved, tune_malloc
+from .timing import MAX_BENCH_ELEMENTS, bounded, interleaved, tune_malloc
 
 KERNELS = ("diag", "selective", "ssd", "conv")
 VARIANTS = ("chunked", "blocked", "fused-v1", "fused", "tiled", "conv1d")
@@ -143,28 +143,37 @@ def fwd_bwd(fn, inputs):
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="ssmrepro bench scans", description=__doc__,
                                 formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--L", type=int, nargs="+", default=[64, 1024, 4096])
+    p.add_argument("--L", type=bounded(1, 1 << 20), nargs="+", default=[64, 1024, 4096])
     p.add_argument("--kernels", nargs="+", default=["diag", "selective", "ssd"], choices=KERNELS)
     p.add_argument("--variants", nargs="+", default=None, choices=VARIANTS,
                    help="fast formulations to time (default: all of the kernel's)")
     p.add_argument("--no-ref", action="store_true",
                    help="skip the reference (long L); speed-ups are then over the first variant")
-    p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--d", type=int, default=32, help="channels D (ssd: H * P; conv: C)")
-    p.add_argument("--n", type=int, default=8, help="state size N")
-    p.add_argument("--groups", type=int, default=1, help="selective: groups G; conv: pack size E")
-    p.add_argument("--heads", type=int, default=4, help="ssd heads H (P = D / H)")
-    p.add_argument("--width", type=int, default=4, help="conv width W")
+    p.add_argument("--batch", type=bounded(1, 1 << 16), default=16)
+    p.add_argument("--d", type=bounded(1, 1 << 16), default=32, help="channels D (ssd: H * P; conv: C)")
+    p.add_argument("--n", type=bounded(1, 1 << 12), default=8, help="state size N")
+    p.add_argument("--groups", type=bounded(1, 1 << 12), default=1,
+                   help="selective: groups G; conv: pack size E")
+    p.add_argument("--heads", type=bounded(1, 1 << 12), default=4, help="ssd heads H (P = D / H)")
+    p.add_argument("--width", type=bounded(1, 1 << 12), default=4, help="conv width W")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
-    p.add_argument("--chunk", type=int, default=None, help="diag/selective chunk (default auto)")
-    p.add_argument("--ssd-chunk", type=int, default=None, help="ssd chunk (default auto)")
-    p.add_argument("--warmup", type=int, default=1)
-    p.add_argument("--repeats", type=int, default=7)
-    p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (workers use 1)")
+    p.add_argument("--chunk", type=bounded(1, 1 << 20), default=None,
+                   help="diag/selective chunk (default auto)")
+    p.add_argument("--ssd-chunk", type=bounded(1, 1 << 20), default=None, help="ssd chunk (default auto)")
+    p.add_argument("--warmup", type=bounded(0, 1000), default=1)
+    p.add_argument("--repeats", type=bounded(1, 1000), default=7)
+    p.add_argument("--threads", type=bounded(1, 1024), default=1,
+                   help="torch.set_num_threads (workers use 1)")
     p.add_argument("--tune-malloc", action="store_true",
                    help="glibc mallopt: no mmap / no trim for big blocks (process-wide)")
     p.add_argument("--json", type=Path, default=None, help="write results as JSON here")
     args = p.parse_args(argv)
+    if "ssd" in args.kernels and args.d % args.heads:  # P = D // H silently dropped channels
+        p.error(f"--heads {args.heads} does not divide --d {args.d} (ssd: D = H * P)")
+    size = args.batch * max(args.L) * args.d * max(args.n, args.width) * args.groups
+    if size > MAX_BENCH_ELEMENTS:
+        p.error(f"batch x L x d x max(n, width) x groups = {size:,} floats per tensor, more than "
+                f"{MAX_BENCH_ELEMENTS:,}; measure smaller shapes")
 
     torch.set_num_threads(args.threads)
     tuned = tune_malloc() if args.tune_malloc else False
@@ -219,7 +228,7 @@ def main(argv=None) -> int:
             "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
             "results": rows,
         }
-        args.json.write_text(json.dumps(payload, indent=2))
+        atomic_write_text(args.json, json.dumps(payload, indent=2))
         print(f"wrote {args.json}")
     return 0
 

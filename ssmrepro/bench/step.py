@@ -46,8 +46,8 @@ import torch
 import torch.nn.functional as F
 
 from ..tasks.base import TaskInfo
-from ..util import cpu_model
-from .timing import interleaved, matmul_peak, tune_malloc
+from ..util import atomic_write_text, cpu_model
+from .timing import MAX_BENCH_ELEMENTS, bounded, interleaved, matmul_peak, tune_malloc
 
 
 @dataclass(frozen=True)
@@ -197,20 +197,29 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="ssmrepro bench step", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--workloads", nargs="+", default=list(STEP_WORKLOADS), choices=list(STEP_WORKLOADS))
-    p.add_argument("--E", type=int, nargs="+", default=[1, 4], dest="packs",
+    p.add_argument("--E", type=bounded(1, 256), nargs="+", default=[1, 4], dest="packs",
                    help="pack sizes E (members per model)")
-    p.add_argument("--batch", type=int, default=None, help="override the workloads' batch size")
-    p.add_argument("--L", type=int, default=None, help="override the workloads' sequence length")
-    p.add_argument("--micro", type=int, nargs="*", default=[], help="micro-batch sizes (new kernels)")
+    p.add_argument("--batch", type=bounded(1, 1 << 16), default=None,
+                   help="override the workloads' batch size")
+    p.add_argument("--L", type=bounded(1, 1 << 20), default=None,
+                   help="override the workloads' sequence length")
+    p.add_argument("--micro", type=bounded(1, 1 << 16), nargs="*", default=[],
+                   help="micro-batch sizes (new kernels)")
     p.add_argument("--no-old", action="store_true", help="skip the old kernels")
     p.add_argument("--no-mambapy", action="store_true", help="skip mambapy even when importable")
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--warmup", type=int, default=1)
-    p.add_argument("--threads", type=int, default=1, help="intra-op threads (workers use 1)")
+    p.add_argument("--repeats", type=bounded(1, 1000), default=5)
+    p.add_argument("--warmup", type=bounded(0, 1000), default=1)
+    p.add_argument("--threads", type=bounded(1, 1024), default=1, help="intra-op threads (workers use 1)")
     p.add_argument("--tune-malloc", action="store_true",
                    help="glibc mallopt: no mmap / no trim for big blocks (process-wide)")
     p.add_argument("--json", type=Path, default=None, help="write the record here")
     args = p.parse_args(argv)
+    for name in args.workloads:
+        w = STEP_WORKLOADS[name]
+        size = max(args.packs) * (args.batch or w.batch) * (args.L or w.L) * w.d_model
+        if size > MAX_BENCH_ELEMENTS:
+            p.error(f"{name}: E x batch x L x d_model = {size:,} floats per activation, more "
+                    f"than {MAX_BENCH_ELEMENTS:,}; measure smaller packs, batches or lengths")
 
     torch.set_num_threads(args.threads)
     tuned = tune_malloc() if args.tune_malloc else False
@@ -267,7 +276,7 @@ def main(argv=None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         rec = {"env": env, "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
                "workloads": workloads, "results": rows}
-        args.json.write_text(json.dumps(rec, indent=1) + "\n")
+        atomic_write_text(args.json, json.dumps(rec, indent=1) + "\n")
         print(f"wrote {args.json}")
     return 0
 

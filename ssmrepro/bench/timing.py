@@ -96,6 +96,28 @@ def interleaved(fns: dict[str, Callable[[], object]], repeats: int = 5, warmup: 
     return {k: Stats.of(wall[k], cpu[k]) for k in names}
 
 
+def bounded(lo: int, hi: int):
+    """An argparse ``type``: a whole number from ``lo`` to ``hi`` (usage error otherwise; a
+    negative length or zero threads was a traceback, a length of 10**9 an allocation of
+    terabytes)."""
+    import argparse
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+        if not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"{v} is not in {lo}..{hi}")
+        return v
+
+    parse.__name__ = "int"
+    return parse
+
+
+MAX_BENCH_ELEMENTS = 1 << 28  # floats of a benchmark's largest tensor (1 GiB in float32)
+
+
 def one_thread() -> int:
     """Set one intra-op thread (as every training worker); returns the previous count."""
     old = torch.get_num_threads()

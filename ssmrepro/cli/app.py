@@ -12,6 +12,7 @@ import functools
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -20,6 +21,7 @@ from rich.markup import escape
 
 from ..data.sources import DataUnavailable
 from ..kernels.backend import BackendError
+from ..plots.registry import FigureTooLarge
 from ..spec import SpecError
 from ..store import LinkOutside, TableError
 
@@ -90,6 +92,17 @@ def _plain(o: Any) -> Any:
     return str(o)
 
 
+def path_value(value: str) -> Path:
+    """The parser of every path option and argument (``typer.Option(..., parser=path_value)``):
+    an empty path (``--out ''``, or only spaces) is refused (exit 2) instead of read as the
+    current folder."""
+    text = str(value)
+    if not text.strip():
+        raise typer.BadParameter("an empty path; give a folder or file name ('.' for the "
+                                 "current folder)")
+    return Path(text)
+
+
 def fail(messages: list[str], code: int = 2) -> None:
     """Print ``error: ...`` lines to stderr and exit with ``code``."""
     for m in messages:
@@ -102,7 +115,8 @@ def os_message(err: OSError) -> str:
     where = f" {err.filename}" if err.filename else ""
     what = {errno.ENOSPC: "no space left on device", errno.EROFS: "read-only file system",
             errno.EACCES: "permission denied", errno.ENOTDIR: "a path component is a file, "
-            "not a folder", errno.EEXIST: "exists and is not a folder"}.get(
+            "not a folder", errno.EEXIST: "exists and is not a folder",
+            errno.EISDIR: "a folder where a file belongs"}.get(
         err.errno or -1, err.strerror or type(err).__name__)
     return f"cannot use{where}: {what}"
 
@@ -118,7 +132,7 @@ def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise
         except SpecError as err:
             fail(err.messages)
-        except (BackendError, DataUnavailable, TableError, LinkOutside) as err:
+        except (BackendError, DataUnavailable, TableError, LinkOutside, FigureTooLarge) as err:
             fail([str(err)])
         except OSError as err:
             fail([os_message(err)])

@@ -7,6 +7,7 @@ generation failed, 2 bad input.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from enum import Enum
@@ -17,7 +18,7 @@ from rich.table import Table
 
 from ..data.sources import generated_dir
 from ..util import data_root
-from .app import command, console, err_console, fail
+from .app import command, console, err_console, fail, path_value
 
 app = typer.Typer(
     add_completion=False,
@@ -57,7 +58,8 @@ def _fail(message: str, code: int = 2) -> None:
 @command(app)
 def download(
     target: Target = typer.Argument(..., help="what to download: lra | cifar10 | imdb"),
-    dir: Path | None = typer.Option(None, "--dir", help=DIR_HELP),
+    dir: Path | None = typer.Option(None, "--dir", help=DIR_HELP, metavar="DIR",
+                                         parser=path_value),
     url: str | None = typer.Option(None, "--url", help="override the URL (http(s):// or file://)"),
     sha256: str | None = typer.Option(None, "--sha256", help="expected SHA-256 of the archive"),
     keep_archive: bool = typer.Option(
@@ -70,9 +72,20 @@ def download(
 
     Example: ssmrepro data download lra --dir data --url file:///mnt/mirror/lra_release.gz
     """
+    import urllib.parse
+
     from ..data.download import DownloadError
     from ..data.download import download as do_download
 
+    if url is not None:
+        try:
+            parts = urllib.parse.urlsplit(url)
+            parts.port  # noqa: B018 (a port that is no number raises here)
+        except ValueError as err:  # urllib's own error was a traceback
+            _fail(f"--url {url!r}: not a URL ({err})")
+    if sha256 is not None and not re.fullmatch(r"[0-9a-fA-F]{64}", sha256):
+        _fail(f"--sha256 {sha256!r}: not a SHA-256 (64 hexadecimal digits); it could only "
+              "fail after the whole download")
     root = data_root(dir)
     try:
         installed = do_download(
@@ -123,8 +136,10 @@ def generate_listops_cmd(
     n: int = typer.Option(100_000, "--n", min=3, max=10**8,
                           help="total examples (train + val + test)"),
     seed: int = typer.Option(0, "--seed"),
-    dir: Path | None = typer.Option(None, "--dir", help=DIR_HELP),
-    out: Path | None = typer.Option(None, "--out", help="output folder (default <root>/generated/listops)"),
+    dir: Path | None = typer.Option(None, "--dir", help=DIR_HELP, metavar="DIR",
+                                         parser=path_value),
+    out: Path | None = typer.Option(None, "--out", metavar="DIR", parser=path_value,
+                                    help="output folder (default <root>/generated/listops)"),
     workers: int = typer.Option(1, "--workers", min=1, max=max(1, os.cpu_count() or 1),
                                 help="worker processes"),
     n_val: int | None = typer.Option(None, "--n-val", min=1,
@@ -198,10 +213,13 @@ def generate_pathfinder_cmd(
     seed: int = typer.Option(0, "--seed", min=0, max=2**63 - 1,
                              help="non-negative (numpy's seed sequence)"),
     res: int = typer.Option(32, "--res", help="resolution: 32, 64, 128 (Path-X) or 256"),
-    dir: Path | None = typer.Option(None, "--dir", help=DIR_HELP),
+    dir: Path | None = typer.Option(None, "--dir", help=DIR_HELP, metavar="DIR",
+                                         parser=path_value),
     out: Path | None = typer.Option(
         None,
         "--out",
+        metavar="DIR",
+        parser=path_value,
         help="output folder (default <root>/generated/pathfinder<res>/curv_contour_length_14)",
     ),
     workers: int = typer.Option(max(1, os.cpu_count() or 1), "--workers", min=1,
@@ -259,7 +277,8 @@ def generate_pathfinder_cmd(
 
 
 @command(app)
-def info(dir: Path | None = typer.Option(None, "--dir", help=DIR_HELP)) -> None:
+def info(dir: Path | None = typer.Option(None, "--dir", help=DIR_HELP, metavar="DIR",
+                                         parser=path_value)) -> None:
     """Which data sources are present under the data root, and how to get the missing ones."""
     from ..data.datasets import available_sources
     from ..data.sources import cache_root

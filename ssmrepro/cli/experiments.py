@@ -19,8 +19,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..kernels.backend import select_backend, select_device
-from ..spec import SpecError, find_spec, index_problems, load_spec, spec_paths
-from .app import command, console, err_console, fail, print_json
+from ..spec import SpecError, find_spec, id_taken, index_problems, load_spec, spec_paths
+from .app import command, console, err_console, fail, path_value, print_json
 
 OUT_HELP = "results root (default ./results; env SSMREPRO_OUT)"
 SET_HELP = ("override a config field for every run, typed like the YAML: --set model.d_model=32 "
@@ -30,7 +30,8 @@ JSON_HELP = "print one JSON document on stdout instead of tables"
 
 
 def _out_option():
-    return typer.Option(None, "--out", envvar="SSMREPRO_OUT", help=OUT_HELP)
+    return typer.Option(None, "--out", envvar="SSMREPRO_OUT", help=OUT_HELP, metavar="DIR",
+                        parser=path_value)
 
 
 def _set_option():
@@ -183,6 +184,7 @@ def validate(
     """Check spec files (schema, every profile's runs, derived values, figures, claims)."""
     from ..plots import validate_outputs, where_problems
     from ..sweep import expand
+    from ..train import model_problems
 
     if not name and not all_:
         fail(["give an experiment id or --all"])
@@ -196,8 +198,11 @@ def validate(
             counts = {prof: len(r) for prof, r in runs.items()}
             every = [r for rs in runs.values() for r in rs]
             bad = validate_outputs(spec, every) or where_problems(spec, every)
-            if bad:
-                raise SpecError(bad)
+            bad += [f"{spec.path or spec.id}: [profile {prof}] {m}" for prof, rs in runs.items()
+                    for m in model_problems(rs)]  # a shape the model's blocks refuse
+            taken = id_taken(spec)
+            if bad or taken:
+                raise SpecError(bad + ([taken] if taken else []))
             console.print(f"[green]ok[/] {spec.id}: " + ", ".join(f"{k} {v} runs"
                                                                  for k, v in counts.items()))
         except SpecError as err:
@@ -255,6 +260,10 @@ def run(
         fail([f"--engine {engine!r}: expected {' or '.join(ENGINES)}"])
     if address is not None and engine != "ray":
         fail(["--address needs --engine ray"])
+    if cpus_per_pack != 1 and engine != "ray":  # settings that would be quietly ignored
+        fail(["--cpus-per-pack needs --engine ray (the local engine: --workers)"])
+    if no_estimate and not dry_run:
+        fail(["--no-estimate needs --dry-run"])
     out_console = err_console if as_json else console
     if engine == "ray" and not dry_run:  # the cluster's devices decide; the worker picks backend
         if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", device):
@@ -267,6 +276,8 @@ def run(
     bad = validate_outputs(spec, expand(spec, profile, overrides=overrides))
     if bad:
         fail(bad)
+    if id_taken(spec) and not dry_run:  # it would write into the project spec's folder
+        fail([id_taken(spec)])
     out_console.print(f"[dim]{why}[/]")
     if dry_run:
         d = plan_dry_run(spec, profile, out, dev, max_runs, pack_size, estimate=not no_estimate,
@@ -342,6 +353,8 @@ def _outputs(spec, profile: str, out: Path | None, overrides: dict | None = None
         bad = err.messages
     if bad:
         fail(bad)
+    if id_taken(spec):  # writing would replace the project spec's tables, figures and report
+        fail([id_taken(spec)])
     res = build(spec, profile, _root(spec, out), overrides)
     if quiet:
         return res
@@ -394,18 +407,27 @@ def verify(
     name: str = typer.Argument(..., help="experiment id or alias"),
     profile: str | None = typer.Option(None, help="profile to check (default: spec's)"),
     out: Path | None = _out_option(),
-    strict: bool = typer.Option(False, help="exit 1 when a claim fails"),
+    strict: bool = typer.Option(False, help="exit 1 unless every claim PASSes (a FAIL, "
+                                "MISSING or UNTESTED claim exits 1)"),
     set_: list[str] | None = _set_option(),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    """Our numbers beside the paper's: one verdict line per claim, report.md written."""
+    """Our numbers beside the paper's: one verdict line per claim, report.md written. With
+    --strict the exit code is 1 unless every claim PASSes."""
     spec = _spec(name)
     profile = spec.default_profile if profile is None else profile  # "" is no profile
     res = _outputs(spec, profile, out, _overrides(set_), quiet=as_json)
     if as_json:
         print_json({"id": spec.id, "profile": profile, **_outputs_json(res)})
-    if strict and any(v.verdict == "FAIL" for v in res.verdicts):
-        raise typer.Exit(1)
+    if strict:
+        short = [v for v in res.verdicts if v.kind == "claim" and v.verdict != "PASS"]
+        if short:
+            counts = {k: sum(v.verdict == k for v in short) for k in ("FAIL", "MISSING",
+                                                                       "UNTESTED")}
+            err_console.print("[red]--strict:[/] " + ", ".join(f"{n} {k}" for k, n in
+                                                               counts.items() if n)
+                              + " (every claim must PASS)", highlight=False)
+            raise typer.Exit(1)
 
 
 @command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
@@ -425,7 +447,8 @@ def bench(
     seconds: float = typer.Option(3.0, help="rough measuring time per contender (sets the "
                                   "number of interleaved rounds, 3..20)"),
     out: Path | None = typer.Option(None, help="folder for the JSON/CSV record "
-                                       "(default results/bench)"),
+                                       "(default results/bench)", metavar="DIR",
+                                    parser=path_value),
     help_: bool = typer.Option(False, "--help", "-h", help="show this message (with 'scans': "
                                "the scan benchmark's own options) and exit"),
 ) -> None:
@@ -456,10 +479,17 @@ def bench(
     from ..util import repo_root
 
     if workload == "roofline":
-        from ..bench.roofline import write_roofline
+        from ..bench.roofline import NoRecords, write_roofline
 
         folder = out or repo_root() / "results" / "bench"
-        fig, table = write_roofline(folder)
+        skipped: list[str] = []
+        try:
+            fig, table = write_roofline(folder, skipped)
+        except NoRecords as err:
+            fail([str(err)])
+        for m in skipped:
+            err_console.print(f"[yellow]warning:[/] left out: {escape(m)}", highlight=False,
+                              soft_wrap=True)
         typer.echo(table)
         console.print(f"roofline: {fig}; table: {fig.with_name('performance.md')}")
         return
@@ -479,14 +509,15 @@ def bench(
         fail([f"--packs {packs!r}: expected comma-separated pack sizes, e.g. 4,16"])
     if not sizes or not all(1 <= e <= 256 for e in sizes):
         fail([f"--packs {packs!r}: pack sizes between 1 and 256"])
-    rec = run_bench(workload, dev, sizes, seconds, out or repo_root() / "results" / "bench",
-                    echo=console.print)
+    folder = out or repo_root() / "results" / "bench"
+    folder.mkdir(parents=True, exist_ok=True)  # a file there failed after minutes of measuring
+    rec = run_bench(workload, dev, sizes, seconds, folder, echo=console.print)
     console.print(f"best: pack {rec['best_pack']} = x{rec['best_ratio']:.1f} the plain loop")
 
 
 @command()
 def export(
-    dest: Path | None = typer.Option(None, "--file", "-f",
+    dest: Path | None = typer.Option(None, "--file", "-f", metavar="FILE", parser=path_value,
                                      help="file to write (default: ssmrepro-results.<format>)"),
     fmt: str = typer.Option("csv", "--format", help="csv | parquet (pip install -e '.[parquet]')"),
     out: Path | None = _out_option(),
@@ -495,13 +526,21 @@ def export(
     results: paper, experiment, profile, run_id, label, seed, status, n_params, metric, value,
     config (JSON). Columns: docs/columns.md."""
     from ..plots.export import FORMATS, write_export
+    from ..util import repo_root
 
     if fmt not in FORMATS:
         fail([f"--format {fmt!r}: expected {' or '.join(FORMATS)}"])
+    root = out if out is not None else repo_root() / "results"
+    if not root.is_dir():  # a mistyped --out exported an empty table
+        fail([f"{root}: no such folder (the results root to export; --out)"])
+    skipped: list[str] = []
     try:
-        path, n = write_export(dest or Path(f"ssmrepro-results.{fmt}"), fmt, out)
+        path, n = write_export(dest or Path(f"ssmrepro-results.{fmt}"), fmt, out, skipped)
     except ImportError as err:
         fail([str(err)])
+    for m in skipped:
+        err_console.print(f"[yellow]warning:[/] left out (invalid spec): {escape(m)}",
+                          highlight=False, soft_wrap=True)
     console.print(f"{n} rows -> {path}")
 
 

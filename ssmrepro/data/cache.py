@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import uuid
 import warnings
 from collections.abc import Iterable, Mapping
@@ -27,9 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from ..util import atomic_save_npy, atomic_write_text, fsync_dir
+from ..util import NotSmallFile, atomic_save_npy, atomic_write_text, fsync_dir, read_small
+from .sources import DataUnavailable
 
 META_FILE = "meta.json"
+MAX_META_BYTES = 1 << 20  # a meta.json names a few arrays and the preprocessing config
 
 
 def file_identity(paths: Iterable[Path], base: Path) -> list[tuple[str, int, int]]:
@@ -37,6 +40,10 @@ def file_identity(paths: Iterable[Path], base: Path) -> list[tuple[str, int, int
     out = []
     for p in paths:
         st = p.stat()
+        if not stat.S_ISREG(st.st_mode):  # a FIFO blocked the reader forever
+            raise DataUnavailable(f"{p}: not a regular file (a FIFO, device or folder) among the "
+                                  "files of a dataset; replace it (generate or download the data "
+                                  "again)")
         try:
             rel = p.relative_to(base).as_posix()
         except ValueError:
@@ -120,15 +127,18 @@ def load_entry(path: Path, mmap: bool = True) -> tuple[dict[str, np.ndarray], di
         return None
     if not meta_file.exists():
         return None
-    try:
-        meta = json.loads(meta_file.read_text())
+    try:  # what prepare() wrote: regular files (a FIFO or a link to /dev/zero never ends)
+        meta = json.loads(read_small(meta_file, MAX_META_BYTES))
         if not isinstance(meta, dict) or not isinstance(meta.get("arrays"), list):
             raise ValueError("meta.json is not a cache entry's")
         arrays = {}
         for name in meta["arrays"]:
-            arrays[name] = np.load(path / f"{name}.npy", mmap_mode="r" if mmap else None,
-                                   allow_pickle=False)
-    except (OSError, ValueError, EOFError) as err:  # truncated .npy, garbage, missing file
+            file = path / f"{name}.npy"
+            if not stat.S_ISREG(os.lstat(file).st_mode):
+                raise NotSmallFile(f"{file.name} is not a regular file")
+            arrays[name] = np.load(file, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except (OSError, ValueError, EOFError, RecursionError) as err:  # truncated .npy, garbage,
+        # a missing file, JSON nested too deeply
         warnings.warn(f"damaged cache entry {path} ({type(err).__name__}: {err}); rebuilding it",
                       stacklevel=2)
         shutil.rmtree(path, ignore_errors=True)

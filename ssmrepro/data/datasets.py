@@ -526,7 +526,7 @@ def load_lra(
     cdir = Path(cache_dir) if cache_dir is not None else cache_root(root_path)
     entry_path = entry_dir(cdir, name, key)
     loaded = load_entry(entry_path) if cache else None
-    why = entry_problem(*loaded) if loaded is not None else None
+    why = entry_problem(*loaded, n_classes=ddef.n_classes) if loaded is not None else None
     if why is not None:  # readable, but not what prepare() writes: rebuild it
         warnings.warn(f"damaged cache entry {entry_path} ({why}); rebuilding it", stacklevel=2)
         shutil.rmtree(entry_path, ignore_errors=True)
@@ -535,6 +535,10 @@ def load_lra(
         splits, meta = ddef.prepare(src, path, cfg)
         arrays = {f"{s}.{k}": v for s, d in splits.items() for k, v in d.items()}
         meta = dict(meta, dataset=name, source=src, config=config_dict(cfg), files=len(identity))
+        why = entry_problem(arrays, meta, n_classes=ddef.n_classes)
+        if why is not None:  # the source files themselves are damaged (e.g. a label 7 of 2)
+            raise DataUnavailable(f"the {name} data at {path} ({src}) are damaged: {why}; "
+                                  "replace them (generate or download them again)")
         if cache:
             save_entry(entry_path, arrays, meta)
             loaded = load_entry(entry_path)  # memory-mapped when the entry is readable
@@ -544,10 +548,13 @@ def load_lra(
     return _build(name, split, src, path, cfg, arrays, meta, entry_path if cache else None)
 
 
-def entry_problem(arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> str | None:
+def entry_problem(arrays: dict[str, np.ndarray], meta: dict[str, Any],
+                  n_classes: int | None = None) -> str | None:
     """Why a loaded cache entry cannot be a prepared dataset, else None: every split has its
-    inputs (``<split>.x``, numbers) and integer labels, each split's arrays agree on the number of
-    examples, and the meta names the input kind."""
+    inputs (``<split>.x``, numbers) and integer labels (in [0, ``n_classes``) when given: a label
+    out of range failed every pack, or, at -100, was silently ignored by the loss), token inputs
+    are ids of the meta's vocabulary, each split's arrays agree on the number of examples, and
+    the meta names the input kind."""
     if not isinstance(meta.get("kind"), str):
         return "meta.json names no input kind"
     for split in SPLITS:
@@ -560,6 +567,14 @@ def entry_problem(arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> str | 
                 if k.startswith(f"{split}.")}
         if len(set(rows.values())) != 1:
             return f"{split}: arrays of different lengths {rows}"
+        if n_classes is not None and y.size and not (0 <= y.min() and y.max() < n_classes):
+            return f"{split}: labels outside [0, {n_classes})"
+        vocab = meta.get("vocab")
+        if meta["kind"] == "tokens" and isinstance(vocab, list) and vocab:
+            for k in (f"{split}.x", f"{split}.x2"):
+                a = arrays.get(k)
+                if a is not None and a.size and not (0 <= a.min() and a.max() < len(vocab)):
+                    return f"{k}: token ids outside the vocabulary of {len(vocab)}"
     return None
 
 

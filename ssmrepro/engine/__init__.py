@@ -23,7 +23,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 
 from ..spec import Spec, SpecError
 from ..store import Store, open_store, output_name, results_dir
-from ..sweep import RunConfig, expand, overrides_tag, unique_runs
+from ..sweep import RunConfig, expand, overrides_tag, per_point, unique_runs
 from .costs import CostModel
 from .local import (
     Event,
@@ -106,6 +106,22 @@ def check_memory(spec: Spec, profile: str, runs: list, device: str,
     bad = memory_problems(runs, device, available)
     if bad:
         raise SpecError([f"{spec.path or spec.id}: [profile {profile}] {m}" for m in bad])
+
+
+def check_data(runs: list) -> None:
+    """Raise ``DataUnavailable`` (the CLI: exit 2, with the command that provides the data) when a
+    run's task or one of its evaluation sets reads a dataset that is not on this machine. Without
+    it every pack failed on its own and the command exited 1, unless the planner's calibration
+    happened to load the data first. Tasks are built once per sweep point (their data is cached
+    per process; ``sweep.expand`` has built them already)."""
+    from ..tasks import build_task
+
+    def build(r: RunConfig) -> None:
+        build_task(r.task)
+        for ov in r.train.evals.values():
+            build_task({**r.task.model_dump(), **ov})
+
+    per_point(runs, build)
 
 
 def cost_model(device: str, workers: int | None = None, threads: int | None = None) -> CostModel:
@@ -214,16 +230,21 @@ def run_experiment(
         device = ray_engine.cluster_device(device)
         budget = ray_engine.device_budget(device) if pack_size is None else None
         n_workers = ray_engine.slots(device, cpus_per_pack)
-        if budget is not None:  # half the free memory of a worker's GPU (else: checked there)
+        # a run must fit one worker's GPU (half its free memory is the pack budget) or, on CPU,
+        # the memory of the largest node (Ray reserves each pack's estimate on a node)
+        room = 2 * budget if budget is not None else (
+            None if device.startswith("cuda") else ray_engine.node_memory())
+        if room is not None:
             try:
-                check_memory(spec, profile, pending, device, available=2 * budget)
+                check_memory(spec, profile, pending, device, available=room)
             except SpecError:
                 if ray_owned:
                     ray_engine.shutdown()
                 raise
         console.print(f"[dim]Ray cluster ready in {time.time() - t0:.1f}s: {n_workers} pack "
                       f"slots[/]")
-    if engine == "local":
+    if engine == "local":  # (a Ray cluster's data lives on its workers, not necessarily here)
+        check_data(pending)
         check_memory(spec, profile, pending, device)
     if pending:
         store.prepare()
@@ -242,7 +263,9 @@ def run_experiment(
         console.print(f"[dim]planner: {line}[/]", highlight=False)
     if engine == "local":
         n_workers = max(1, min(want, len(packs) or 1))
-        if n_workers > 1 and not device.startswith("cuda"):  # the workers share one memory
+        # CPU workers share one memory; CUDA workers take a GPU each (``local.run_workers``, at
+        # most one per GPU), where the pack budget (half the least free GPU memory) applies
+        if n_workers > 1 and not device.startswith("cuda"):
             fit = workers_in_memory(packs, n_workers, available_memory(device))
             if fit < n_workers:
                 console.print(f"[yellow]warning:[/] {fit} worker{'s' if fit > 1 else ''} instead "

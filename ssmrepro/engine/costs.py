@@ -20,6 +20,7 @@ when the calibration budget (``budget`` × that training time) is spent.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -28,9 +29,10 @@ from pathlib import Path
 import torch
 
 from ..sweep import CODE_VERSION
-from ..util import atomic_write_text, cpu_model, tune_malloc
+from ..util import atomic_write_text, cpu_model, read_small, tune_malloc
 
 COST_VERSION = 2  # bump when the step being timed (or how) changes; 2: CPU time at 1 thread
+MAX_CACHE_BYTES = 16 << 20  # a few hundred bytes per measured shape
 
 
 def cache_file() -> Path:
@@ -68,12 +70,17 @@ class CostModel:
         return self.path or cache_file()
 
     def _load(self) -> dict:
+        """The cached step times; a cache that cannot be read (garbage, a FIFO or a link to
+        /dev/zero, JSON nested too deeply) is empty, and an entry that is not a positive finite
+        number of seconds is dropped (it is measured again)."""
         if self._cache is None:
             try:
-                data = json.loads(self._file().read_text())
-                self._cache = data if isinstance(data, dict) else {}
-            except (OSError, ValueError):
-                self._cache = {}
+                data = json.loads(read_small(self._file(), MAX_CACHE_BYTES, follow_links=True))
+            except (OSError, ValueError, RecursionError):
+                data = {}
+            self._cache = {k: float(v) for k, v in data.items()
+                           if isinstance(v, (int, float)) and not isinstance(v, bool)
+                           and math.isfinite(v) and v > 0} if isinstance(data, dict) else {}
         return self._cache
 
     def _key(self, shape: str, E: int, m: int | None) -> str:

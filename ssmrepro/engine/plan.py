@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..sweep import RunConfig, per_point
 from ..train import (  # noqa: F401  (the memory estimate lives with training; re-exported)
     MemoryNeed,
     available_memory,
@@ -30,10 +31,12 @@ class Pack:
 
 
 def _budget(device: str) -> int:
+    """A pack's memory budget: half the free memory of the GPU (the least free of the visible
+    GPUs for plain 'cuda', ``available_memory``), 2 GiB on CPU."""
     if device.startswith("cuda"):
-        import torch
-
-        free, _ = torch.cuda.mem_get_info(torch.device(device))
+        free = available_memory(device)
+        if free is None:
+            raise RuntimeError(f"{device}: cannot read the GPU's free memory")
         return free // 2
     return 2 << 30
 
@@ -90,8 +93,8 @@ def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
     this machine's, see ``auto_pack_size``; the Ray engine passes the budget measured on a worker
     that owns the device)."""
     groups: dict[str, list] = {}
-    for r in runs:
-        groups.setdefault(r.pack_key(), []).append(r)
+    for r, key in zip(runs, per_point(runs, RunConfig.pack_key)):
+        groups.setdefault(key, []).append(r)
     packs = []
     for key, rs in groups.items():
         cap = auto_pack_size(rs, device, budget_bytes)
@@ -106,33 +109,37 @@ def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
 
 
 def estimate_seconds(packs: list[Pack], device: str, samples: int = 3) -> tuple[float, str]:
-    """Wall-clock estimate for ``packs``: time a few steps of sample packs, scale by cost.
+    """Wall-clock estimate for ``packs`` (one worker): measured step times, scaled by steps.
 
-    The per-step cost of a pack is modelled as proportional to E × member_bytes (activation
-    volume); the constant is measured on up to ``samples`` packs (smallest, largest, median).
-    Evaluation counts as ``eval_steps`` more steps per pack (``TrainConfig.eval_samples``
-    forward passes at a third of a training step's cost per sample). Returns (seconds, one-line
-    method description).
+    A calibrated shape (``Pack.step_s``: the cost model timed its chosen pack) prices every pack
+    of that shape at that step time, the last, smaller pack of a shape included (at most the
+    full pack's cost: an upper bound). Shapes the cost model did not time are modelled as
+    proportional to E × member_bytes (activation volume), with the constant measured on up to
+    ``samples`` of their packs (smallest, largest, median). Evaluation counts as ``eval_steps``
+    more steps per pack (``TrainConfig.eval_samples`` forward passes at a third of a training
+    step's cost per sample). Returns (seconds, one-line method description).
     """
     from ..train import time_steps
 
     if not packs:
         return 0.0, "nothing to train"
-    if all(p.step_s is not None for p in packs):  # calibrated: every pack's step was timed
-        total = sum(p.step_s * pack_steps(p) for p in packs)
-        return total, "the cost model's measured step times; evaluation as forward passes"
-    cost = [len(p) * max(member_bytes(r) for r in p.runs) for p in packs]
-    order = sorted(range(len(packs)), key=lambda i: cost[i])
-    picks = sorted({order[0], order[len(order) // 2], order[-1]})[:samples]
-    rates = []
-    for i in picks:
-        sec = time_steps(packs[i].runs, device)
-        rates.append(sec / cost[i])
-    rate = sorted(rates)[len(rates) // 2]
-    total = sum(c * rate * pack_steps(p) for c, p in zip(cost, packs))
-    return total, (f"measured {len(picks)} packs ({', '.join(f'{r * 1e9:.2f}' for r in rates)} "
-                   "s per GB-step), scaled by pack size × activation volume; evaluation as "
-                   "forward passes")
+    timed = {p.key: p.step_s for p in packs if p.step_s is not None}
+    total = sum(timed[p.key] * pack_steps(p) for p in packs if p.key in timed)
+    rest = [p for p in packs if p.key not in timed]
+    how = ("the cost model's measured step times (a shape's last, smaller pack at its full pack's)"
+           if timed else "")
+    if rest:
+        cost = [len(p) * max(member_bytes(r) for r in p.runs) for p in rest]
+        order = sorted(range(len(rest)), key=lambda i: cost[i])
+        picks = sorted({order[0], order[len(order) // 2], order[-1]})[:samples]
+        rates = [time_steps(rest[i].runs, device) / cost[i] for i in picks]
+        rate = sorted(rates)[len(rates) // 2]
+        total += sum(c * rate * pack_steps(p) for c, p in zip(cost, rest))
+        how = "; ".join(x for x in (how, (
+            f"{len(rest)} packs of untimed shapes: measured {len(picks)} packs "
+            f"({', '.join(f'{r * 1e9:.2f}' for r in rates)} s per GB-step), scaled by pack size "
+            "× activation volume")) if x)
+    return total, how + "; evaluation as forward passes"
 
 
 def eval_steps(train) -> int:

@@ -2,16 +2,16 @@
 
 The driver (the ``ssmrepro run`` process) keeps everything that touches the results folder: it
 claims a pack's runs (``Store.claim``), submits the pack as one Ray task with the resources it
-needs ({"GPU": 1} on CUDA, {"CPU": k} on CPU), heartbeats the claims while the task runs, and
-writes the records the task returns (``local.store_result``) before releasing the claims. The task
-only trains (``local.train_records``, the function every executor shares) and returns records and
-weights, so worker nodes need no shared disk and no git checkout: the package is shipped to them
-with the job (Ray ``runtime_env`` ``py_modules``) and the driver passes its commit and code
-version into the records. A task whose node or worker dies is retried by Ray
-(``max_retries``); the driver writes a pack's records once, from the one result it receives, so a
-lost node still yields exactly one record per run. Events are the local executors' (``pack_start``
-when a pack is submitted, exactly one ``pack_end`` per pack), so ``run_experiment`` tracks them
-the same way.
+needs ({"GPU": 1} on CUDA, {"CPU": k} and the pack's estimated memory on CPU), heartbeats the
+claims while the task runs, and writes the records the task returns (``local.store_result``)
+before releasing the claims. The task only trains (``local.train_records``, the function every
+executor shares) and returns records and weights, so worker nodes need no shared disk and no git
+checkout: the package is shipped to them with the job (Ray ``runtime_env`` ``py_modules``) and the
+driver passes its commit and code version into the records. A task whose node or worker dies is
+retried by Ray (``max_retries``); the driver writes a pack's records once, from the one result it
+receives, so a lost node still yields exactly one record per run. Events are the local executors'
+(``pack_start`` when a pack is submitted, exactly one ``pack_end`` per pack), so
+``run_experiment`` tracks them the same way.
 
 ``import ray`` happens only here and only when the Ray engine is used (``pip install -e
 '.[ray]'``).
@@ -27,7 +27,7 @@ from pathlib import Path
 from ..kernels.backend import BackendError
 from ..store import Store
 from .local import Event, EventFn, PackResult, WorkSettings, store_result, train_records
-from .plan import Pack
+from .plan import Pack, pack_memory
 
 TASK_NAME = "ssmrepro_pack"  # the Ray task's name (a worker executing it shows ray::<name>)
 HEARTBEAT_S = 30.0
@@ -86,11 +86,31 @@ def cluster_device(device: str) -> str:
     return device
 
 
-def resources(device: str, cpus_per_pack: int = 1) -> dict[str, float]:
-    """A pack task's Ray resources: one GPU on CUDA, else ``cpus_per_pack`` CPUs."""
+def resources(device: str, cpus_per_pack: int = 1, memory: int = 0) -> dict[str, float]:
+    """A pack task's Ray resources: one GPU on CUDA (so packs never share a GPU's memory), else
+    ``cpus_per_pack`` CPUs and ``memory`` bytes (the pack's estimate, ``plan.pack_memory``): Ray
+    starts a task only on a node whose unreserved memory holds it, so the packs running at once on
+    one node fit its memory together, as ``plan.workers_in_memory`` limits the local workers."""
     if device.startswith("cuda"):
         return {"num_gpus": 1, "num_cpus": 1}
-    return {"num_cpus": cpus_per_pack}
+    return {"num_cpus": cpus_per_pack, **({"memory": int(memory)} if memory > 0 else {})}
+
+
+def node_memory() -> int | None:
+    """The largest memory resource of one live node of the cluster (bytes Ray lets its tasks
+    reserve there), None when no node reports one. A task asking for more is never scheduled."""
+    sizes = [n.get("Resources", {}).get("memory", 0) for n in _ray().nodes() if n.get("Alive")]
+    return int(max(sizes)) if any(sizes) else None
+
+
+def pack_request(pack: Pack, device: str, largest: int | None) -> int:
+    """The memory a CPU pack task reserves: its estimate, at most what the largest node offers
+    (a request no node can meet would wait forever; such a pack runs alone on that node and
+    checks its memory there). 0 on CUDA (the GPU is the task's own)."""
+    if device.startswith("cuda"):
+        return 0
+    need = pack_memory(pack)
+    return min(need, largest) if largest else need
 
 
 def slots(device: str, cpus_per_pack: int = 1) -> int:
@@ -138,9 +158,14 @@ def run_ray(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings, emit:
     """Run ``packs`` as Ray tasks (Ray must be connected: ``connect``). At most twice as many packs
     as the cluster has slots are claimed and in flight at once; the rest wait here unclaimed."""
     ray = _ray()
-    task = ray.remote(_train_task).options(name=TASK_NAME, max_retries=max_retries,
-                                           retry_exceptions=False, **resources(ws.device,
-                                                                               cpus_per_pack))
+    remote = ray.remote(_train_task)
+    largest = None if ws.device.startswith("cuda") else node_memory()
+
+    def task(pack: Pack):
+        return remote.options(name=TASK_NAME, max_retries=max_retries, retry_exceptions=False,
+                              **resources(ws.device, cpus_per_pack,
+                                          pack_request(pack, ws.device, largest)))
+
     ws = dataclasses.replace(ws, device="cuda" if ws.device.startswith("cuda") else ws.device)
     todo = list(packs)
     in_flight: dict = {}  # ObjectRef -> (pack index, claimed run ids, skipped run ids)
@@ -156,7 +181,8 @@ def run_ray(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings, emit:
                 emit(Event("pack_end", i, skipped=skipped))
                 continue
             ids = [r.run_id for r in mine]
-            in_flight[task.remote(mine, ws, cpus_per_pack, pack.micro_batch)] = (i, ids, skipped)
+            in_flight[task(pack).remote(mine, ws, cpus_per_pack, pack.micro_batch)] = (
+                i, ids, skipped)
             emit(Event("pack_start", i, run_ids=ids))
             if on_submit is not None:
                 on_submit(i)
@@ -197,4 +223,5 @@ def run_ray(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings, emit:
 
 
 __all__ = ["HEARTBEAT_S", "MAX_RETRIES", "TASK_NAME", "RayUnavailable", "cluster_device",
-           "connect", "device_budget", "resources", "run_ray", "shutdown", "slots"]
+           "connect", "device_budget", "node_memory", "pack_request", "resources", "run_ray",
+           "shutdown", "slots"]

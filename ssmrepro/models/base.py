@@ -22,11 +22,13 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 import torch
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 from torch import nn
 
+from ..util import NoBoolNumbers
 
-class ModelConfig(BaseModel):
+
+class ModelConfig(NoBoolNumbers):
     """Base of every model config: ``name`` selects the registry entry."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -21,9 +21,10 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validator
+from pydantic import ConfigDict, Field, SerializeAsAny, field_validator
 from torch import nn
 
+from ..util import NoBoolNumbers
 from .layers import PackedLinear, PackedMLP, make_norm
 from .mixers import MixerConfig, build_mixer, parse_mixer
 from .mixers.neox_attn import NeoXAttnFields
@@ -31,7 +32,7 @@ from .mixers.neox_attn import NeoXAttnFields
 NormKind = Literal["none", "layernorm", "rmsnorm", "batchnorm"]
 
 
-class MixerBlockConfig(BaseModel):
+class MixerBlockConfig(NoBoolNumbers):
     """A registered mixer in a norm / residual wrapper."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

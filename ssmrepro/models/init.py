@@ -51,12 +51,13 @@ from __future__ import annotations
 from typing import Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 from torch import nn
 
 from ..theory.cooper import selective_copy_weights
 from ..theory.cooper_decode import decode_recall_weights
 from ..theory.designed import designed_weights
+from ..util import NoBoolNumbers
 from .blocks import MixerBlock, NeoXBlock
 from .layers import PackedEmbedding, PackedLinear, PackedModule, _normal_
 from .mixers.linear_mamba import LinearMambaMixer
@@ -65,7 +66,7 @@ from .mixers.neox_attn import NeoXAttention
 from .mixers.s6 import S6Core
 
 
-class InitConfig(BaseModel):
+class InitConfig(NoBoolNumbers):
     """Initialisation scheme: default | mamba | hf | gamma | designed (see ssmrepro.models.init)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -35,12 +35,18 @@ def no_weight_decay(p: nn.Parameter) -> nn.Parameter:
     return p
 
 
+LR_GROUPS = ("delta", "A")  # the learning-rate groups parameters are tagged with (lr_scale keys)
+
+
 def lr_group(p: nn.Parameter, name: str, cols: tuple[int, int] | None = None) -> nn.Parameter:
-    """Tag a parameter (or only its last-dim columns [cols[0], cols[1])) with a learning-rate group.
+    """Tag a parameter (or only its last-dim columns [cols[0], cols[1])) with a learning-rate group
+    (one of ``LR_GROUPS``).
 
     ssmrepro.optim.PackedAdam multiplies the learning rate of tagged entries by the member's
     ``TrainConfig.lr_scale[name]`` (1 when the group is not named there).
     """
+    if name not in LR_GROUPS:
+        raise ValueError(f"unknown learning-rate group {name!r} (add it to LR_GROUPS)")
     p._lr_group = name  # type: ignore[attr-defined]
     p._lr_group_cols = cols  # type: ignore[attr-defined]
     return p
@@ -302,6 +308,6 @@ def conv_ref(u: torch.Tensor, conv: PackedCausalConv) -> torch.Tensor:
 
 __all__ = [
     "PackedBatchNorm", "PackedCausalConv", "PackedEmbedding", "PackedLinear", "PackedMLP",
-    "PackedModule", "PackedNorm", "conv_ref", "conv_ref_step", "fold", "linear_ref", "lr_group",
+    "LR_GROUPS", "PackedModule", "PackedNorm", "conv_ref", "conv_ref_step", "fold", "linear_ref", "lr_group",
     "make_norm", "no_weight_decay", "reset_members", "unfold",
 ]

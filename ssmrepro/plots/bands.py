@@ -29,7 +29,7 @@ from pydantic import Field, model_validator  # noqa: E402
 
 from ..report.cells import column, select  # noqa: E402
 from ..report.columns import N_PARAMS  # noqa: E402
-from .registry import FigureConfig, FigureContext, figure_kind  # noqa: E402
+from .registry import FigureConfig, FigureContext, figure_kind, save_png  # noqa: E402
 
 COLORS = {"TF-TF": "tab:blue", "SSM-SSM": "tab:red", "TF-SSM": "tab:orange",
           "SSM-TF": "tab:green",
@@ -124,8 +124,7 @@ def bands(ctx: FigureContext, cfg: BandsConfig, path: Path) -> bool:
         ax.legend(fontsize=7, loc="best")
     fig.suptitle(_wrap(ctx.title(cfg), 60 * len(facets)), fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+    save_png(fig, path, dpi=130)
     return True
 
 
@@ -190,6 +189,5 @@ def length_curves(ctx: FigureContext, cfg: LengthCurvesConfig, path: Path) -> bo
     ax.legend(fontsize=8)
     ax.set_title(_wrap(ctx.title(cfg), 80), fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+    save_png(fig, path, dpi=130)
     return True

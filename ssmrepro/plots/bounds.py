@@ -24,15 +24,16 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.patches import Polygon, Rectangle  # noqa: E402
-from pydantic import BaseModel, ConfigDict, Field, model_validator  # noqa: E402
+from pydantic import ConfigDict, Field, model_validator  # noqa: E402
 
 from .. import expr  # noqa: E402
 from ..report.cells import cell_env, column  # noqa: E402
 from ..report.columns import LABEL  # noqa: E402
-from .registry import FigureConfig, FigureContext, figure_kind  # noqa: E402
+from ..util import NoBoolNumbers  # noqa: E402
+from .registry import FigureConfig, FigureContext, figure_kind, save_png  # noqa: E402
 
 
-class Bound(BaseModel):
+class Bound(NoBoolNumbers):
     model_config = ConfigDict(extra="forbid", frozen=True)
     expr: str = Field(..., description="value of the line, an expression over cell columns")
     axis: Literal["y", "x"] = Field("y", description="y: y = expr(x, ...); x: vertical x = expr")
@@ -206,8 +207,7 @@ def bound_grid(ctx: FigureContext, cfg: BoundGridConfig, path: Path) -> bool:
     if cfg.halves and any(c for c in cols):  # panel titles carry the rest; the halves once here
         head = f"{head}\nupper left: {cfg.halves[0]}, lower right: {cfg.halves[1]}"
     fig.suptitle(head, fontsize=9)
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+    save_png(fig, path, dpi=130)
     return True
 
 

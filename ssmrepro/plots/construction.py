@@ -28,7 +28,7 @@ from ..tasks import build_task  # noqa: E402
 from ..tasks.base import IGNORE, TEST  # noqa: E402
 from ..theory import cooper, cooper_decode  # noqa: E402
 from ..train import _DATA_STREAM, build_member, derived_seed  # noqa: E402
-from .registry import FigureConfig, FigureContext, figure_kind  # noqa: E402
+from .registry import FigureConfig, FigureContext, figure_kind, save_png  # noqa: E402
 
 
 class ConstructionConfig(FigureConfig):
@@ -108,6 +108,5 @@ def construction_heatmaps(ctx: FigureContext, cfg: ConstructionConfig, path: Pat
     legend = "; ".join(f"{k}: {v}" for k, v in _block_names(task).items())
     fig.suptitle(f"{ctx.title(cfg)} — {run.label or run.run_id}, test sample {cfg.sample}, "
                  f"d = {d}" + (f"\nblocks — {legend}" if legend else ""), fontsize=9)
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+    save_png(fig, path, dpi=130)
     return True

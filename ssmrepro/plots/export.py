@@ -29,6 +29,7 @@ from ..store import (
     read_results,
     results_dir,
 )
+from ..util import atomic_write_stream, atomic_write_text
 
 EXPORT_COLUMNS = ["paper", "experiment", "profile", "run_id", "label", "seed", "status",
                   "n_params", "metric", "value", "config"]
@@ -86,13 +87,16 @@ def long_rows(spec, profile: str, df: pd.DataFrame) -> list[dict[str, Any]]:
     return rows
 
 
-def export_table(out: Path | None = None) -> pd.DataFrame:
-    """The long table of every spec's committed results under ``out`` (default ./results)."""
+def export_table(out: Path | None = None, skipped: list[str] | None = None) -> pd.DataFrame:
+    """The long table of every spec's committed results under ``out`` (default ./results).
+    A spec that cannot be read is left out, with its first error appended to ``skipped``."""
     rows: list[dict[str, Any]] = []
     for p in spec_paths():
         try:
             spec = load_spec(p)
-        except SpecError:
+        except SpecError as err:
+            if skipped is not None:
+                skipped.append(err.messages[0])
             continue
         for prof, csv in result_files(spec, out):
             rows += long_rows(spec, prof, read_results(csv))
@@ -103,18 +107,19 @@ def export_table(out: Path | None = None) -> pd.DataFrame:
     return df
 
 
-def write_export(path: Path, fmt: str, out: Path | None = None) -> tuple[Path, int]:
-    """Write the table as ``fmt`` (csv | parquet); returns (path, rows)."""
+def write_export(path: Path, fmt: str, out: Path | None = None,
+                 skipped: list[str] | None = None) -> tuple[Path, int]:
+    """Write the table as ``fmt`` (csv | parquet); returns (path, rows). Specs that cannot be
+    read are listed in ``skipped`` (``export_table``)."""
     if fmt not in FORMATS:
         raise ValueError(f"--format {fmt!r}: expected csv or parquet")
-    df = export_table(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    df = export_table(out, skipped)
     if fmt == "parquet":
         try:
             import pyarrow  # noqa: F401
         except ImportError:
             raise ImportError("--format parquet needs pyarrow: pip install -e '.[parquet]'") from None
-        df.to_parquet(path, index=False)
+        atomic_write_stream(path, lambda f: df.to_parquet(f, index=False))
     else:
-        df.to_csv(path, index=False)
+        atomic_write_text(path, df.to_csv(index=False))
     return path, len(df)

@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 from pydantic import Field  # noqa: E402
 
 from ..theory import haar  # noqa: E402
-from .registry import FigureConfig, FigureContext, figure_kind  # noqa: E402
+from .registry import FigureConfig, FigureContext, figure_kind, save_png  # noqa: E402
 
 _ERROR_NAMES = {
     "l2": r"$L^2$ error $\|\psi - \hat\psi\|_2$",
@@ -102,6 +102,5 @@ def haar_wavelet(ctx: FigureContext, cfg: HaarWaveletConfig, path: Path) -> bool
         ax.legend(fontsize=7)
     fig.suptitle(ctx.title(cfg), fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_png(fig, path, dpi=120)
     return True

@@ -46,7 +46,7 @@ from ..sweep import expand  # noqa: E402
 from ..tasks import build_task  # noqa: E402
 from ..train import _DATA_STREAM, build_member, derived_seed  # noqa: E402
 from ..util import atomic_write_bytes  # noqa: E402
-from .registry import FigureConfig, FigureContext, figure_kind  # noqa: E402
+from .registry import FigureConfig, FigureContext, figure_kind, save_png  # noqa: E402
 
 CMAP = "inferno"  # the paper's colormap (notes §2.5)
 ARRAYS = "-arrays"  # figure.png -> figure-arrays.npz
@@ -206,24 +206,55 @@ def pack(rows: list[dict[str, Any]], cfg: MechFigureConfig) -> bytes:
     return buf.getvalue()
 
 
+MAX_ARRAYS_BYTES = 64 << 20  # a figure's .npz is kilobytes to a few MB (uint8 levels, compressed)
+
+
 def unpack(source, cfg: MechFigureConfig) -> list[dict[str, Any]]:
     """The rows of a figure's .npz (a path or bytes), each panel's entries in the middle of their
-    colour level's bin; ValueError when they were drawn for another selection than ``cfg``'s."""
-    src = io.BytesIO(source) if isinstance(source, bytes) else source
-    with np.load(src, allow_pickle=False) as z:
-        if str(z["config"]) != _config_key(cfg):
-            raise ValueError(f"they were drawn for another selection ({z['config']})")
-        rows = []
-        for i, name in enumerate(z["names"].tolist()):
-            p = f"r{i}."
-            panels = {}
-            for k in z.files:
-                if k.startswith(p) and k.endswith(".lim"):
-                    lim = (float(z[k][0]), float(z[k][1]))
-                    panels[k[len(p):-4]] = (_values(z[k[:-4]], lim), lim)
-            metrics = dict(zip(z[f"{p}metric_names"].tolist(), z[f"{p}metrics"].tolist()))
-            rows.append({"name": name, "panels": panels, "metrics": metrics})
-    return rows
+    colour level's bin; ValueError when they were drawn for another selection than ``cfg``'s or
+    are not what ``pack`` writes (a damaged or foreign archive: not a zip, entries of the wrong
+    type or shape, colour ranges that are not numbers), OSError when the path is not a regular
+    file of at most ``MAX_ARRAYS_BYTES`` (a FIFO blocked forever)."""
+    import zipfile
+
+    from ..util import read_small
+
+    data = (source if isinstance(source, bytes)
+            else read_small(source, MAX_ARRAYS_BYTES, follow_links=True))
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            if sum(i.file_size for i in z.zip.infolist()) > 16 * MAX_ARRAYS_BYTES:
+                raise ValueError("its entries unpack to more than "
+                                 f"{16 * MAX_ARRAYS_BYTES >> 20} MiB")
+            if str(z["config"]) != _config_key(cfg):
+                raise ValueError(f"they were drawn for another selection ({z['config']})")
+            return [_unpack_row(z, i, name) for i, name in enumerate(_texts(z["names"]))]
+    except (zipfile.BadZipFile, EOFError) as err:
+        raise ValueError(f"not an .npz archive ({err})") from None
+
+
+def _texts(a: np.ndarray) -> list[str]:
+    if a.ndim != 1 or a.dtype.kind != "U":
+        raise ValueError("names are not a list of text")
+    return a.tolist()
+
+
+def _unpack_row(z, i: int, name: str) -> dict[str, Any]:
+    p = f"r{i}."
+    panels = {}
+    for k in z.files:
+        if k.startswith(p) and k.endswith(".lim"):
+            lim, levels = z[k], z[k[:-4]]
+            if lim.shape != (2,) or lim.dtype.kind != "f" or not np.isfinite(lim).all():
+                raise ValueError(f"{k} is not a colour range (two numbers)")
+            if levels.ndim != 2 or levels.dtype != np.uint8:
+                raise ValueError(f"{k[:-4]} is not a matrix of colour levels")
+            panels[k[len(p):-4]] = (_values(levels, (float(lim[0]), float(lim[1]))),
+                                    (float(lim[0]), float(lim[1])))
+    names, values = _texts(z[f"{p}metric_names"]), z[f"{p}metrics"]
+    if values.shape != (len(names),) or values.dtype.kind != "f":
+        raise ValueError(f"{p}metrics do not match {p}metric_names")
+    return {"name": name, "panels": panels, "metrics": dict(zip(names, values.tolist()))}
 
 
 def _tell(msg: str) -> None:
@@ -280,8 +311,7 @@ def _halves(ax, V: int, rows: bool, cols: bool) -> None:
 
 def _save(fig, ctx: FigureContext, cfg: FigureConfig, path: Path, note: str) -> None:
     fig.suptitle(f"{ctx.title(cfg)}\n{note}", fontsize=9)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_png(fig, path, dpi=120)
 
 
 def _grid(n_rows: int, n_cols: int, w: float = 3.4, h: float = 3.0):

@@ -25,15 +25,17 @@ from ..report.analysis import (
     cell_means,
     decay_metrics,
     histogram_table,
+    read_histograms,
+    read_weights_table,
     weights_table,
 )
 from ..report.analytic import analytic_cells, analytic_columns, analytic_table
 from ..report.cells import is_case_ref
-from ..report.columns import LABEL, N_PARAMS
+from ..report.columns import LABEL, N_PARAMS, RUN_ID
 from ..report.curves import HISTORY_SETS, SAMPLES, STEP, curve_table, history_metric_sets
 from ..spec import Spec, format_errors
-from ..store import read_results, read_table
-from ..sweep import expand, overrides_tag
+from ..store import metric_range_problem, read_results, read_table
+from ..sweep import RunConfig, expand, overrides_tag, per_point
 from ..util import atomic_write_text
 from .curves import CURVES
 from .registry import FIGURE_KINDS, FigureContext, parse_figure
@@ -75,6 +77,9 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         reps = {(r.label, type(r.model).__name__, type(r.task).__name__): r for r in runs}
         known = {LABEL, N_PARAMS} | {k for r in reps.values() for k in r.flat()}
         metrics = set(spec.aggregate.metrics) | set(analysis_metrics(spec.analysis))
+        # the spread columns the aggregation writes beside each metric (report.cells.aggregate)
+        metrics |= {f"{m}.std" for m in spec.aggregate.metrics} | {
+            f"{m}.p{q:g}" for m in spec.aggregate.metrics for q in spec.aggregate.percentiles}
         sets = set(HISTORY_SETS) | {n for r in runs for n in r.train.evals}
 
     def refs(key: str, cfg: Any) -> None:
@@ -128,6 +133,19 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                     else f"{cfg.metric!r} needs {sorted(needs - metrics)}, which")
             errors.append(f"{path}: {key}.metric: {what} is not aggregated "
                           f"(aggregate.metrics and analysis metrics: {sorted(metrics)})")
+        for j, g in enumerate(cfg.given):  # an unknown metric read as NaN: the precondition
+            try:  # held for every cell, and the claim could PASS on an unfitted model
+                gneeds = report.metric_names(g.metric)
+            except ExprError as err:
+                errors.append(f"{path}: {key}.given.{j}.metric: {err}")
+                continue
+            if not gneeds <= metrics:
+                errors.append(f"{path}: {key}.given.{j}.metric: {g.metric!r} is not aggregated "
+                              f"(aggregate.metrics and analysis metrics: {sorted(metrics)})")
+        bounds = [(f"{key}.{f}", cfg.metric, getattr(cfg, f)) for f in ("value", "threshold")
+                  if needs == {cfg.metric} and isinstance(getattr(cfg, f, None), float)]
+        bounds += [(f"{key}.given.{j}.value", g.metric, g.value) for j, g in enumerate(cfg.given)]
+        errors += _unreachable(path, bounds)
     sel = spec.aggregate.select
     if sel is not None and sel.over not in report.cell_keys(runs):
         errors.append(f"{path}: aggregate.select.over: {sel.over!r} is not a swept key of this "
@@ -138,7 +156,16 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                 errors.append(f"{path}: paper_values.{i}.where.{k}: unknown column {k!r}")
         if pv.metric not in metrics | {N_PARAMS}:
             errors.append(f"{path}: paper_values.{i}.metric: {pv.metric!r} is not aggregated")
+        errors += _unreachable(path, [(f"paper_values.{i}.value", pv.metric, pv.value)])
     return errors
+
+
+def _unreachable(path: str, values: list[tuple[str, str, float]]) -> list[str]:
+    """'file: key: reason' for each (key, metric, value) where no value of the metric can be
+    (``store.metric_range_problem``: an accuracy outside [0, 1], e.g. a percentage): a claim on
+    it could never pass (or a precondition never hold), a paper value never match."""
+    return [f"{path}: {key}: {v:g} for {metric}, {why} (a percentage? accuracies are fractions)"
+            for key, metric, v in values if (why := metric_range_problem(metric, [v]))]
 
 
 def where_problems(spec: Spec, runs: list) -> list[str]:
@@ -150,8 +177,11 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
     if spec.analytic is not None or not runs:
         return []
     path = spec.path or spec.id
-    cells = pd.DataFrame([{LABEL: r.label, **r.flat()} for r in runs])
-    errors = []
+    errors: list[str] = []
+    if spec.claims:
+        cells = _config_rows(runs)
+    else:
+        cells = pd.DataFrame()
 
     def check(key: str, where: Any) -> None:
         if not isinstance(where, dict) or not where or any(k not in cells for k in where):
@@ -175,7 +205,44 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
             errors.append(f"{path}: paper_values.{i}: the same cell and metric as "
                           f"paper_values.{seen[ident]} (one paper value per cell and metric)")
         seen.setdefault(ident, i)
+    errors += _paper_values_of_several_cells(spec, runs)
     return errors
+
+
+def _paper_values_of_several_cells(spec: Spec, runs: list) -> list[str]:
+    """'file: key: reason' for a paper value whose ``where`` matches more than one cell of a
+    profile: the report compared the paper's one number with the mean of those cells (two
+    models under one label, or a key left out of ``where``)."""
+    if not spec.paper_values:
+        return []
+    errors = []
+    profiles: dict[str, list] = {}
+    for r in runs:
+        profiles.setdefault(r.profile, []).append(r)
+    over = spec.aggregate.select.over if spec.aggregate.select is not None else None
+    for profile, rs in profiles.items():
+        keys = [k for k in report.cell_keys(rs) if k != over]
+        rows = _config_rows(rs)
+        for i, pv in enumerate(spec.paper_values):
+            if any(k not in rows for k in pv.where):
+                continue  # an unknown column: reported by validate_outputs
+            sel = report.select(rows, pv.where)
+            cells = {tuple(repr(x) for x in row) for row in
+                     sel[[k for k in keys if k in sel]].itertuples(index=False)}
+            if len(cells) > 1:
+                shown = ", ".join(f"{k}={v}" for k, v in pv.where.items()) or "(every cell)"
+                errors.append(f"{spec.path or spec.id}: paper_values.{i}.where: matches "
+                              f"{len(cells)} cells of profile {profile} ({shown}); a paper value "
+                              f"is the number of one cell: add the keys that tell them apart "
+                              f"({', '.join(keys)})")
+    return list(dict.fromkeys(errors))
+
+
+def _config_rows(runs: list) -> pd.DataFrame:
+    """One row per run: its label and flat config columns, each config flattened once per sweep
+    point (``sweep.per_point``), not once per seed."""
+    return pd.DataFrame([{LABEL: r.label, **flat, "seed": r.seed}
+                         for r, flat in zip(runs, per_point(runs, RunConfig.flat))])
 
 
 def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "") -> pd.DataFrame:
@@ -232,9 +299,38 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path) -> 
         return read_table(path, (STEP,), numeric=lambda c: c in (STEP, SAMPLES) or
                           c.endswith((".acc", ".loss", ".mse")))
     if not table.empty:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        table.to_csv(path, index=False)
+        atomic_write_text(path, table.to_csv(index=False))
     return table
+
+
+def _named_columns(spec: Spec) -> set[str]:
+    """Columns the spec's figures, claims and paper values name (``case:<i>`` left out)."""
+    named: set[str] = set()
+    for _, raw in spec.figure_configs:
+        try:
+            named.update(parse_figure(raw).column_refs())
+        except (KeyError, ValidationError):  # reported by validate_outputs
+            pass
+    for raw in spec.claims:
+        try:
+            named.update(report.parse_claim(raw).column_refs())
+        except (KeyError, ValidationError):
+            pass
+    for pv in spec.paper_values:
+        named.update(pv.where)
+    return {c for c in named if not is_case_ref(c)}
+
+
+def _with_run_config(table: pd.DataFrame, runs: list, columns: set[str]) -> pd.DataFrame:
+    """A per-run table (``run_id`` column) with the config ``columns`` it lacks, from ``runs``
+    (a figure naming a key this profile does not sweep, see ``report.with_config``)."""
+    if table.empty or RUN_ID not in table:
+        return table
+    flats = {r.run_id: f for r, f in zip(runs, per_point(runs, RunConfig.flat))}
+    cols = sorted(c for c in columns - set(table.columns)
+                  if any(c in f for f in flats.values()))
+    ids = table[RUN_ID].astype(str)
+    return table.assign(**{c: ids.map(lambda i, c=c: flats.get(i, {}).get(c)) for c in cols})
 
 
 def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -> Outputs:
@@ -250,7 +346,7 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
     root.mkdir(parents=True, exist_ok=True)
     if spec.analytic is not None:  # a table computed from theory: its rows are the cells
         df = analytic_table(spec)
-        df.to_csv(out("results", "csv"), index=False)
+        atomic_write_text(out("results", "csv"), df.to_csv(index=False))
         keys = [LABEL, *spec.analytic.grid]
         cells = analytic_cells(df)
     else:
@@ -267,9 +363,9 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         hist = histogram_table(recs, keys)
         hpath = out("histograms", "csv")
         if hist.empty and hpath.exists():  # no run records: the committed table
-            hist = read_table(hpath)
+            hist = read_histograms(hpath)
         elif not hist.empty:
-            hist.to_csv(hpath, index=False)
+            atomic_write_text(hpath, hist.to_csv(index=False))
         tables[DECAY] = hist
         cells = add_metrics(cells, decay_metrics(hist), list(DECAY_METRICS))
     for name in (a for a in spec.analysis if a in WEIGHT_ANALYSES):
@@ -277,24 +373,27 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         table = weights_table(name, runs, open_store(spec, root.parents[1]), keys)
         tpath = out(name, "csv")
         if table.empty and tpath.exists():
-            table = read_table(tpath)
+            table = read_weights_table(tpath, name)
         elif not table.empty:
-            table.to_csv(tpath, index=False)
+            atomic_write_text(tpath, table.to_csv(index=False))
         tables[name] = table
         metrics = WEIGHT_ANALYSES[name][1]
         cells = add_metrics(cells, cell_means(table, metrics), list(metrics))
     curves = out("curves", "csv")
-    tables[CURVES] = _curves(spec, root, runs, keys, curves) if runs else pd.DataFrame()
+    named = _named_columns(spec)
+    tables[CURVES] = (_with_run_config(_curves(spec, root, runs, keys, curves), runs, named)
+                      if runs else pd.DataFrame())
     configs = [parse_figure(raw) for _, raw in spec.figure_configs]
-    verdicts = report.verify(spec, cells, keys)
-    ctx = FigureContext(spec, profile, cells, keys, out, tables)
+    view = report.with_config(cells, runs, named)  # + the config keys named but not swept here
+    verdicts = report.verify(spec, view, keys)
+    ctx = FigureContext(spec, profile, view, keys, out, tables)
     figures = []
     for i, cfg in enumerate(configs):
         path = out(figure_stem(cfg, i), "png")
         if FIGURE_KINDS[cfg.kind].fn(ctx, cfg, path):
             figures.append(path)
     if not report.finished(cells).empty:
-        cells.to_csv(out("summary", "csv"), index=False)
+        atomic_write_text(out("summary", "csv"), cells.to_csv(index=False))
     rep = out("report", "md")
     atomic_write_text(rep, report.markdown(spec, profile, cells, verdicts, len(df)))
     return Outputs(out("results", "csv"), figures[0] if figures else None, figures, rep, verdicts,

@@ -19,13 +19,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
-from pydantic import BaseModel, ConfigDict  # noqa: E402
+from pydantic import ConfigDict  # noqa: E402
 
 from ..report.cells import fmt_num, select, values_equal  # noqa: E402
-from .registry import FigureConfig, FigureContext, figure_kind  # noqa: E402
+from ..util import NoBoolNumbers  # noqa: E402
+from .registry import FigureConfig, FigureContext, figure_kind, save_png  # noqa: E402
 
 
-class PhasePanel(BaseModel):
+class PhasePanel(NoBoolNumbers):
     model_config = ConfigDict(extra="forbid", frozen=True)
     metric: str
     title: str | None = None
@@ -143,8 +144,7 @@ def phase(ctx: FigureContext, cfg: PhaseConfig, path: Path) -> bool:
         ax.axis("off")
     fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, label="accuracy")
     fig.suptitle(ctx.title(cfg), fontsize=9)
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+    save_png(fig, path, dpi=130)
     return True
 
 

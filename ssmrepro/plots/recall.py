@@ -21,7 +21,7 @@ from pydantic import Field, model_validator  # noqa: E402
 from ..report import expected, select  # noqa: E402
 from ..report.columns import FACTS, LABEL, REGIME, STATE, VOCAB, WIDTH  # noqa: E402
 from ..theory.recall import law_constant, refined_accuracy  # noqa: E402
-from .registry import FigureConfig, FigureContext, figure_kind  # noqa: E402
+from .registry import FigureConfig, FigureContext, figure_kind, save_png  # noqa: E402
 
 LawColumn = Literal["designed", "linear", "full"]
 
@@ -142,8 +142,7 @@ def recall_grid(ctx: FigureContext, cfg: RecallGridConfig, path: Path) -> bool:
                  label=f"{metric} ({ctx.aggregation()})")
     fig.suptitle(f"{ctx.title(cfg)}\ndashed: the law's {cfg.threshold} contour with the "
                  "column's constant; grey: not run (or N > D)", fontsize=9)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_png(fig, path, dpi=120)
     return True
 
 

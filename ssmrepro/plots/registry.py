@@ -21,14 +21,15 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pandas as pd
-from pydantic import BaseModel, BeforeValidator, ConfigDict, StringConstraints
+from pydantic import BeforeValidator, ConfigDict, StringConstraints
 
 from ..report.cells import finished, values_equal
 from ..report.columns import DEFAULT_METRIC
 from ..spec import NAME_PATTERN
+from ..util import NoBoolNumbers
 
 
-class FigureConfig(BaseModel):
+class FigureConfig(NoBoolNumbers):
     """Fields every figure kind has."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
@@ -122,6 +123,36 @@ class FigureKind:
 
 
 FIGURE_KINDS: dict[str, FigureKind] = {}
+
+
+MAX_PIXELS = 1 << 26  # 67 megapixels, e.g. 8,192 x 8,192: far above any paper figure
+MAX_SIDE = 1 << 15  # pixels of one side (the PNG writer itself stops at 2**16)
+
+
+class FigureTooLarge(ValueError):
+    """A figure whose image would be larger than ``MAX_PIXELS`` or ``MAX_SIDE``: drawing it
+    allocated gigabytes (or raised deep inside matplotlib)."""
+
+
+def save_png(fig, path: Path, dpi: int) -> None:
+    """Write ``fig`` to ``path`` as PNG atomically (temp file + rename: a killed ``plot`` leaves
+    the old figure or the new one, never a torn file) and close it. ``FigureTooLarge`` when its
+    image would be larger than ``MAX_PIXELS`` (so many panels or cells, or a panel size given in
+    the spec): nothing is allocated or written."""
+    import matplotlib.pyplot as plt
+
+    from ..util import atomic_write_stream
+
+    try:
+        w, h = (float(v) * dpi for v in fig.get_size_inches())
+        if w * h > MAX_PIXELS or max(w, h) > MAX_SIDE:
+            raise FigureTooLarge(
+                f"{path}: the figure would be {w:,.0f} x {h:,.0f} pixels, more than "
+                f"{MAX_PIXELS:,} ({MAX_SIDE:,} a side); draw fewer panels or cells per figure "
+                "(a `where`, more figures) or smaller panels")
+        atomic_write_stream(path, lambda f: fig.savefig(f, format="png", dpi=dpi))
+    finally:
+        plt.close(fig)
 
 
 def figure_kind(name: str, Config: type[FigureConfig]):

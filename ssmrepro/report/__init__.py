@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from .cells import aggregate, cell_keys, expected, finished, select, values_equal
+from .cells import aggregate, cell_keys, expected, finished, select, values_equal, with_config
 from .checks import (
     CHECKS,
     DEFAULT_CHECK,
@@ -34,7 +34,7 @@ CLAIM_VERDICTS = ("PASS", "FAIL", "MISSING", "UNTESTED")
 __all__ = ["CHECKS", "CLAIM_VERDICTS", "DEFAULT_CHECK", "CheckContext", "CheckKind", "Verdict",
            "aggregate", "cell_keys", "check_kind", "expected", "finished", "markdown",
            "metric_names", "paper_value_tally", "parse_claim", "select", "values_equal", "verdict_counts",
-           "verify"]
+           "verify", "with_config"]
 
 
 def _paper_value(pv, cells: pd.DataFrame) -> Verdict:

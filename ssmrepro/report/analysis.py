@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.mechanistic import MECH_METRICS, OUT_METRICS, mechanistic_metrics, output_metrics
+from ..store import TableError, metric_range_problem, read_table
 from ..sweep import flatten
 from ..tasks import build_task
 from ..train import _DATA_STREAM, build_member, derived_seed
@@ -110,6 +111,36 @@ def weights_table(name: str, runs: list, store, keys: list[str]) -> pd.DataFrame
         flat = r.flat()
         rows.append({LABEL: r.label, **{k: flat.get(k) for k in keys}, "seed": r.seed, **m})
     return pd.DataFrame(rows)
+
+
+MAX_BINS = 1 << 16  # a histogram's bins (the analysis records 50)
+
+
+def read_histograms(path) -> pd.DataFrame:
+    """A committed ``histograms.csv`` (:func:`histogram_table`), checked: its columns, numbers
+    where numbers belong, 1 <= bins <= ``MAX_BINS``, 0 <= bin < bins, counts >= 0; else
+    ``TableError`` (a foreign or damaged table: a traceback, or ``bins`` of 10**12 allocated
+    without bound)."""
+    df = read_table(path, (LABEL, *_HIST_COLS), numeric=_HIST_COLS[1:])
+    if len(df) and not ((df["bins"] >= 1) & (df["bins"] <= MAX_BINS) & (df["bin"] >= 0)
+                        & (df["bin"] < df["bins"]) & (df["count"] >= 0)).all():
+        raise TableError(f"{path}: bins, bin or count out of range (1 <= bins <= {MAX_BINS}, "
+                         "0 <= bin < bins, count >= 0); delete it to rebuild it from the run "
+                         "records (or re-run the runs)")
+    return df
+
+
+def read_weights_table(path, name: str) -> pd.DataFrame:
+    """A committed ``<analysis>.csv`` (:func:`weights_table`), checked: a label column and the
+    analysis's metrics as finite numbers; else ``TableError``."""
+    metrics = WEIGHT_ANALYSES[name][1]
+    df = read_table(path, (LABEL, *metrics), numeric=metrics)
+    for m in metrics:
+        why = metric_range_problem(m, df[m].tolist())
+        if why:
+            raise TableError(f"{path}: column {m!r} holds {why}; delete it to rebuild it from "
+                             "the saved weights (or re-run the runs)")
+    return df
 
 
 def cell_means(table: pd.DataFrame, metrics: tuple[str, ...] | list[str]) -> pd.DataFrame:

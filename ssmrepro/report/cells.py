@@ -140,6 +140,30 @@ def cell_keys(runs: list) -> list[str]:
     return [LABEL] + [k for k in swept if any(k in f for f in flat)]
 
 
+def with_config(cells: pd.DataFrame, runs: list, columns: list[str] | set[str]) -> pd.DataFrame:
+    """``cells`` with the config ``columns`` they lack (dotted keys, e.g. ``model.d_model``),
+    each cell's value taken from its runs. A cell's runs differ only in seed, so every config key
+    has one value per cell; a key the profile does not sweep is not a cell key (a cell column),
+    and a figure, claim or paper value naming it found no column (a KeyError in a figure, a
+    claim or paper value MISSING forever although its cells were run). Cells of an old table that
+    no run of the profile has get None."""
+    from ..sweep import RunConfig, per_point
+
+    if cells.empty or not runs:
+        return cells
+    keys = cell_keys(runs)
+    flats = per_point(runs, RunConfig.flat)
+    cols = sorted(c for c in set(columns) - set(cells.columns) if any(c in f for f in flats))
+    if not cols or any(k not in cells.columns for k in keys):
+        return cells
+    by_cell: dict[tuple, dict[str, Any]] = {}
+    for r, flat in zip(runs, flats):
+        by_cell.setdefault(_key([r.label if k == LABEL else flat.get(k) for k in keys]), flat)
+    found = [by_cell.get(_key([row[k] for k in keys]), {}) for row in
+             cells[keys].to_dict("records")]
+    return cells.assign(**{c: [f.get(c) for f in found] for c in cols})
+
+
 def _key(values: list[Any]) -> tuple:
     return tuple(norm(v) for v in values)
 
@@ -199,7 +223,7 @@ def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str],
         if N_PARAMS in g and g[N_PARAMS].notna().any():
             row[N_PARAMS] = g[N_PARAMS].dropna().iloc[0]
         for m in metrics:
-            col = METRIC_PREFIX + m if METRIC_PREFIX + m in ok else m  # run tables: metric.<m>
+            col = _column(ok, m)
             vals = ok[col].astype(float) if col in ok else pd.Series(dtype=float)
             row[m] = _reduce(vals, row[N_DIVERGED], reduce)
             row[f"{m}.std"] = float(vals.std(ddof=0)) if len(vals) else math.nan
@@ -208,7 +232,8 @@ def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str],
                 row[f"{m}.p{q:g}"] = (float(np.percentile(v, q)) if len(v) and not row[N_DIVERGED]
                                       else math.nan)
         if select is not None:
-            v = ok[select.by].astype(float).dropna() if select.by in ok else pd.Series(dtype=float)
+            by = _column(ok, select.by)
+            v = ok[by].astype(float).dropna() if by in ok else pd.Series(dtype=float)
             row[_SCORE] = (math.nan if not len(v) else math.inf if row[N_DIVERGED]
                            else float(v.mean()) * (1.0 if select.op == "min" else -1.0))
         if STOP_STEP in done and len(done):
@@ -222,6 +247,12 @@ def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str],
 
 
 _SCORE = "_select_score"
+
+
+def _column(runs: pd.DataFrame, metric: str) -> str:
+    """The column of ``metric`` in a run table: ``metric.<m>`` as the store and results.csv
+    write it, or the bare name (tables built by hand)."""
+    return METRIC_PREFIX + metric if METRIC_PREFIX + metric in runs else metric
 
 
 def _select(rows: list[dict[str, Any]], keys: list[str], select: Any) -> list[dict[str, Any]]:

@@ -40,10 +40,11 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from .. import expr
 from ..theory.recall import law_constant, refined_frontier_product
+from ..util import NoBoolNumbers
 from .cells import cell_env, column, expected, fmt_num, select, values_equal
 from .columns import COMPLETE, DEFAULT_METRIC, FACTS, LABEL, REGIME, STATE, VOCAB, WIDTH
 
@@ -85,7 +86,7 @@ class CheckContext:
         return select(expected(self.cells), where)
 
 
-class Given(BaseModel):
+class Given(NoBoolNumbers):
     """A precondition on a cell, e.g. ``{metric: train.acc, op: ">=", value: 0.9}``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
@@ -97,7 +98,7 @@ class Given(BaseModel):
         return f"{self.metric} {self.op} {self.value}"
 
 
-class CheckConfig(BaseModel):
+class CheckConfig(NoBoolNumbers):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     check: str

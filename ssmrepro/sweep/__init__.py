@@ -9,6 +9,7 @@ from .config import (
     TrainConfig,
     flatten,
     lean,
+    per_point,
     run_id_of,
 )
 from .expand import (
@@ -24,5 +25,5 @@ from .expand import (
 
 __all__ = ["CODE_VERSION", "MEMBER_FIELDS", "SECTIONS", "EarlyStop", "RunConfig", "Schedule",
            "TrainConfig", "axis_points", "expand", "flatten", "lean", "overrides_tag",
-           "parse_overrides", "run_id_of", "set_dotted",
+           "parse_overrides", "per_point", "run_id_of", "set_dotted",
            "unique_runs", "validate_sections"]

@@ -11,6 +11,7 @@ members of one pack (so may the seed and the model's init).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -22,10 +23,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import to_jsonable_python
 
 from ..models import ModelConfig, member_key
+from ..models.layers import LR_GROUPS
 from ..tasks import TaskConfig
+from ..util import NoBoolNumbers
 
 
-class _Strict(BaseModel):
+class _Strict(NoBoolNumbers):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
@@ -58,6 +61,13 @@ class EarlyStop(_Strict):
     metric: Literal["val.loss", "val.acc"]
     op: Literal["<", "<=", ">", ">="]
     threshold: float
+
+    @model_validator(mode="after")
+    def _reachable(self) -> EarlyStop:
+        if self.metric.endswith(".acc") and not 0.0 <= self.threshold <= 1.0:
+            raise ValueError(f"threshold {self.threshold:g} for {self.metric}: an accuracy is in "
+                             "[0, 1] (a percentage? accuracies are fractions)")
+        return self
 
 
 _EVAL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
@@ -111,6 +121,10 @@ class TrainConfig(_Strict):
             if "name" in ov:
                 raise ValueError(f"evals.{name}: an evaluation set overrides fields of the run's "
                                  "task; it cannot change the task (name)")
+        unknown = sorted(set(self.lr_scale) - set(LR_GROUPS))
+        if unknown:  # a typo ('Delta') was quietly ignored: every parameter kept the plain lr
+            raise ValueError(f"lr_scale: unknown learning-rate group {unknown[0]!r} (groups: "
+                             f"{', '.join(LR_GROUPS)})")
         if any(v < 0 for v in self.lr_scale.values()):
             raise ValueError(f"lr_scale values must be >= 0, got {self.lr_scale}")
         if (self.max_steps is None) == (self.epochs is None):
@@ -213,6 +227,20 @@ class RunConfig:
         return _hash(cfg)
 
 
+def per_point(runs: list[RunConfig], fn: typing.Callable[[RunConfig], Any]) -> list[Any]:
+    """``[fn(r) for r in runs]``, computed once per sweep point: the seeds of one point share its
+    typed configs (``sweep.expand``), so ``fn`` must depend only on them (not on the seed or the
+    label), e.g. ``RunConfig.pack_key``. A sweep of 100,000 runs hashed every run's config twice."""
+    memo: dict[tuple[int, int, int], Any] = {}
+    out = []
+    for r in runs:
+        key = (id(r.task), id(r.model), id(r.train))  # alive while ``runs`` holds them
+        if key not in memo:
+            memo[key] = fn(r)
+        out.append(memo[key])
+    return out
+
+
 def _is_tag(annotation: Any) -> bool:
     """A single-valued Literal field (``name: Literal["s6"]``, ``kind: Literal["neox"]``) names a
     type: it is identity even at its default."""
@@ -234,13 +262,20 @@ def lean(m: BaseModel) -> dict[str, Any]:
         return to_jsonable_python(v)
 
     out: dict[str, Any] = {}
-    for fname, f in type(m).model_fields.items():
+    for fname, always, default in _lean_fields(type(m)):
         v = getattr(m, fname)
-        if fname == "name" or _is_tag(f.annotation):
-            out[fname] = enc(v)
-        elif f.is_required() or v != f.get_default(call_default_factory=True):
+        if always or v != default:
             out[fname] = enc(v)
     return out
+
+
+@functools.cache
+def _lean_fields(cls: type[BaseModel]) -> tuple[tuple[str, bool, Any], ...]:
+    """(field, always kept, default) of a config class, worked out once per class (``lean`` runs
+    for every run of a sweep): ``name``, type tags and required fields are always kept."""
+    return tuple((fname, fname == "name" or _is_tag(f.annotation) or f.is_required(),
+                  None if f.is_required() else f.get_default(call_default_factory=True))
+                 for fname, f in cls.model_fields.items())
 
 
 def run_id_of(identity: dict[str, Any], code: Any = CODE_VERSION) -> str:

@@ -20,7 +20,7 @@ from ..models import MODELS, ModelConfig
 from ..spec import Axis, Spec, SpecError, _format_errors, find_spec, parse_yaml
 from ..tasks import TASKS, DataUnavailable, Task, TaskConfig, build_task, incompatibility
 from ..tasks.base import fixed_split_error
-from .config import RunConfig, TrainConfig, flatten, run_id_of
+from .config import RunConfig, TrainConfig, flatten, lean, run_id_of
 
 SECTIONS = ("task", "model", "train")
 
@@ -59,7 +59,7 @@ SEEDS_KEY = "__seeds__"  # a case's own seed list and constraints travel with it
 CONSTRAINTS_KEY = "__constraints__"
 
 
-MAX_RUNS = 1_000_000  # runs one profile may expand to (koren2026's paper grid has ~20,000)
+MAX_RUNS = 100_000  # runs one profile may expand to (koren2026's paper grid has 20,304)
 
 
 def axis_size(axis: Axis) -> int:
@@ -93,6 +93,21 @@ def axis_points(axis: Axis) -> list[tuple[list[str], dict[str, Any]]]:
         for sub in subs or [{}]:
             out.append(([case.label] if case.label else [], {**case.set, **sub, **extra}))
     return out
+
+
+def _replaces(derived_key: str, key: str, value: Any) -> bool:
+    """Whether the derived value of ``derived_key`` overwrites what ``key: value`` sets (the key
+    itself, a field inside it, or a field the mapping ``value`` names)."""
+    if key == derived_key or key.startswith(derived_key + "."):
+        return True
+    if not derived_key.startswith(key + "."):
+        return False
+    node = value
+    for part in derived_key[len(key) + 1:].split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
 
 
 def _apply_derived(cfg: dict[str, Any], derived: dict[str, str]) -> None:
@@ -276,6 +291,22 @@ def expand(spec: Spec, profile: str | None = None,
             points = [(la + lb, {**oa, **ob}) for la, oa in points for lb, ob in axis_points(axis)]
     except ValueError as err:
         raise SpecError([f"{spec.path}: sweep: {err}"]) from None
+    unused = [k for k in prof.set if points and all(
+        any(k == s or k.startswith(s + ".") for s in ov) for _, ov in points)]
+    if unused:  # the profile's value is replaced at every point: it would be quietly ignored
+        raise SpecError([f"{spec.path}: profiles.{profile}.set.{k}: every sweep point of this "
+                         "profile sets this key, so this value is never used (remove it, or set "
+                         "it in the sweep)" for k in unused])
+
+    replaced = [f"{where}: derived.{d} computes this value ({spec.derived[d]!r}), so the value "
+                "set here is never used (remove it, or change the derived expression)"
+                for where, k, v in [(f"--set {k}", k, v) for k, v in (overrides or {}).items()]
+                + [(f"{spec.path}: profiles.{profile}.set.{k}", k, v) for k, v in prof.set.items()]
+                + [(f"{spec.path}: sweep key {k}", k, v) for axis in axes
+                   for _, ov in axis_points(axis) for k, v in ov.items()
+                   if k not in (SEEDS_KEY, CONSTRAINTS_KEY)]
+                for d in spec.derived if _replaces(d, k, v)]
+    errors += list(dict.fromkeys(replaced))  # the derived expression overwrote these quietly
 
     runs: list[RunConfig] = []
     grouped: dict[str, list[str]] = {}  # message -> points where it occurs
@@ -301,7 +332,13 @@ def expand(spec: Spec, profile: str | None = None,
         except (KeyError, ValueError, expr.ExprError) as err:
             grouped.setdefault(f"{spec.path}: {err.args[0] if err.args else err}", []).append(point)
             continue
-        for seed in point_seeds if point_seeds is not None else seeds:
+        point_seeds = point_seeds if point_seeds is not None else seeds
+        if len(runs) + len(point_seeds) > MAX_RUNS:  # a case's own seeds multiply its points
+            raise SpecError([f"{spec.path}: [profile {profile}] sweep: more than {MAX_RUNS:,} "
+                             f"runs (at sweep point {point} of {len(points):,}, with the seeds of "
+                             "each point); split the sweep into smaller specs or profiles"])
+        ident = {"task": lean(task), "model": lean(model), "train": lean(train)}  # per point
+        for seed in point_seeds:
             rc = RunConfig(
                 run_id="",
                 spec_id=spec.id,
@@ -314,7 +351,7 @@ def expand(spec: Spec, profile: str | None = None,
                 model=model,
                 train=train,
             )
-            rc.run_id = run_id_of(rc.identity())
+            rc.run_id = run_id_of({**ident, "seed": rc.seed})  # = run_id_of(rc.identity())
             runs.append(rc)
     for msg, pts in grouped.items():
         shown = ", ".join(pts[:3]) + (f" and {len(pts) - 3} more" if len(pts) > 3 else "")

@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
+
+from ..util import NoBoolNumbers
 
 IGNORE = -100  # target value for unsupervised positions (as torch.nn.functional.cross_entropy)
 
@@ -29,7 +31,7 @@ TRAIN, VAL, TEST = 0, 1, 2
 SPLITS = {"train": TRAIN, "val": VAL, "test": TEST}
 
 
-class TaskConfig(BaseModel):
+class TaskConfig(NoBoolNumbers):
     """Base of every task config: unknown keys are rejected."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)

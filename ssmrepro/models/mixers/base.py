@@ -25,11 +25,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 from torch import nn
 
+from ...util import NoBoolNumbers
 
-class MixerConfig(BaseModel):
+
+class MixerConfig(NoBoolNumbers):
     """Base of every mixer config."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -35,10 +35,11 @@ from typing import Literal
 
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 from torch import nn
 
 from ...kernels.backend import note_kernel
+from ...util import NoBoolNumbers
 from ..layers import PackedCausalConv, PackedLinear
 from .base import MixerConfig, register
 
@@ -84,7 +85,7 @@ def window_mask(L: int, window: int | None, device=None) -> torch.Tensor:
     return allowed  # (L, L) bool
 
 
-class NeoXAttnFields(BaseModel):
+class NeoXAttnFields(NoBoolNumbers):
     """Fields of GPT-NeoX attention, shared by the ``neox_attn`` mixer and the ``neox`` block."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
