@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import io
 import json
-import textwrap
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any, Literal
 

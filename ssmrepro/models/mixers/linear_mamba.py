@@ -25,9 +25,9 @@ layers, koren2026 Thm 2's designed weights) are the ``linear_mamba`` preset (mod
 the ``designed`` init scheme (models.init).
 
 Fast path: :func:`chunked_linear_attention` (causal c × c scores within chunks of 64 positions, the
-states of earlier chunks by a cumulative sum; one L × L matrix when L ≤ 64); ``forward_ref``: the A = I recurrence
-S_t = S_{t-1} + x̂_t ⊗ B_t, y_t = S_t C_t, one step at a time, with einsum projections and the conv
-written out.
+states of earlier chunks by a cumulative sum; one L × L matrix when L ≤ 64); ``forward_ref``: the
+A = I recurrence S_t = S_{t-1} + x̂_t ⊗ B_t, y_t = S_t C_t, one step at a time, with einsum
+projections and the conv written out.
 """
 
 from __future__ import annotations
