@@ -151,16 +151,20 @@ def test_chunked_linear_attention_equals_one_causal_matrix():
 
 def test_linear_mamba_fast_path_equals_recurrence_past_one_chunk():
     """Sequences of several chunks (L = 150 > 64, not a multiple): the packed model's fast path
-    equals the A = I recurrence (forward_ref) in value and gradient, single head and patterns."""
+    equals the A = I recurrence (forward_ref) in value and gradient (input and every parameter),
+    single head and every head pattern."""
     info = TaskInfo(vocab_size=200, n_classes=200, seq_len=150)
     for kw in ({}, {"heads": 2, "head_pattern": "MHA"}, {"heads": 3, "head_pattern": "MQA"},
-               {"heads": 2, "head_pattern": "MKA"}, {"n_layers": 2}):
+               {"heads": 2, "head_pattern": "MKA"}, {"heads": 2, "head_pattern": "MVA"},
+               {"n_layers": 2}):
         cfg = MODELS["linear_mamba"].Config(d_model=6, d_state=3, **kw)
         m = build_model(cfg, info, 2, [1, 2]).double()
         mixer = m.blocks[0].mixer
         inp = torch.randn(2, 2, 150, 6, dtype=torch.float64, requires_grad=True)
         fast, ref = mixer(inp), mixer.forward_ref(inp)
         torch.testing.assert_close(fast, ref, rtol=1e-10, atol=1e-10, msg=str(kw))
-        gf, = torch.autograd.grad(fast.square().sum(), inp)
-        gr, = torch.autograd.grad(ref.square().sum(), inp)
-        torch.testing.assert_close(gf, gr, rtol=1e-9, atol=1e-9, msg=str(kw))
+        wrt = [inp, *mixer.parameters()]
+        gf = torch.autograd.grad(fast.square().sum(), wrt)
+        gr = torch.autograd.grad(ref.square().sum(), wrt)
+        for a, b in zip(gf, gr):
+            torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-9, msg=str(kw))
