@@ -123,3 +123,48 @@ def test_mamba_lm_table10_options_apply_to_mamba1_only():
     cfg = MODELS["mamba_lm"].Config()
     assert (cfg.norm, cfg.conv_act, cfg.discretize, cfg.skip, cfg.init) == (
         "rmsnorm", True, True, True, "mamba")
+
+
+def test_chunked_linear_attention_equals_one_causal_matrix():
+    """The fast path's chunks (c × c scores + the earlier chunks' states by a cumulative sum)
+    equal one causal L × L score matrix, for every chunk size (padding included) and every
+    broadcast of the head dim (Table 8's shared x̂ / B / C), in float64."""
+    import pytest
+
+    from ssmrepro.models.mixers.linear_mamba import chunked_linear_attention
+
+    g = torch.Generator().manual_seed(0)
+    L, P, N, M = 23, 5, 3, 4
+    for hx, hb, hc in ((1, 1, 1), (M, M, M), (1, 1, M), (1, M, 1), (M, 1, 1)):
+        xh = torch.randn(2, 3, hx, L, P, generator=g, dtype=torch.float64)
+        Bh = torch.randn(2, 3, hb, L, N, generator=g, dtype=torch.float64)
+        Ch = torch.randn(2, 3, hc, L, N, generator=g, dtype=torch.float64)
+        mask = torch.ones(L, L, dtype=torch.bool).tril()
+        want = torch.matmul(torch.matmul(Ch, Bh.transpose(-1, -2)).masked_fill(~mask, 0.0), xh)
+        for c in (1, 4, 7, 23, 64):
+            got = chunked_linear_attention(xh, Bh, Ch, c)
+            assert got.shape == want.shape
+            torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12, msg=f"{hx, hb, hc, c}")
+    with pytest.raises(RuntimeError):  # mismatched lengths are an error, not a silent broadcast
+        chunked_linear_attention(xh, Bh[..., :5, :], Ch, 4)
+
+
+def test_linear_mamba_fast_path_equals_recurrence_past_one_chunk():
+    """Sequences of several chunks (L = 150 > 64, not a multiple): the packed model's fast path
+    equals the A = I recurrence (forward_ref) in value and gradient (input and every parameter),
+    single head and every head pattern."""
+    info = TaskInfo(vocab_size=200, n_classes=200, seq_len=150)
+    for kw in ({}, {"heads": 2, "head_pattern": "MHA"}, {"heads": 3, "head_pattern": "MQA"},
+               {"heads": 2, "head_pattern": "MKA"}, {"heads": 2, "head_pattern": "MVA"},
+               {"n_layers": 2}):
+        cfg = MODELS["linear_mamba"].Config(d_model=6, d_state=3, **kw)
+        m = build_model(cfg, info, 2, [1, 2]).double()
+        mixer = m.blocks[0].mixer
+        inp = torch.randn(2, 2, 150, 6, dtype=torch.float64, requires_grad=True)
+        fast, ref = mixer(inp), mixer.forward_ref(inp)
+        torch.testing.assert_close(fast, ref, rtol=1e-10, atol=1e-10, msg=str(kw))
+        wrt = [inp, *mixer.parameters()]
+        gf = torch.autograd.grad(fast.square().sum(), wrt)
+        gr = torch.autograd.grad(ref.square().sum(), wrt)
+        for a, b in zip(gf, gr):
+            torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-9, msg=str(kw))

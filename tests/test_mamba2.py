@@ -346,3 +346,14 @@ def test_linear_mamba_single_head_default_unchanged():
     assert not hasattr(m.blocks[0].mixer, "W_heads")  # the single-head layer (Alg. 1)
     with pytest.raises(ValueError):
         MODELS["linear_mamba"].Config(d_model=8, d_state=4, heads=2)  # heads need a pattern
+
+
+def test_mva_heads_are_one_head_under_the_same_seed():
+    """Lemma 2: MVA (shared B and C) with M heads is a single-head model; its W_contract
+    (P, M, Di) and W_heads (Di, P, M) hold Di × Di numbers for every M, drawn in the same order,
+    so with one seed M = 1, 2, 3 are the same function (koren2026-fig8's MVA cells coincide)."""
+    x = torch.randint(0, 32, (1, 3, 10))
+    outs = [_lm("MVA", M, [5])(x) for M in (1, 2, 3)]
+    for o in outs[1:]:
+        torch.testing.assert_close(o, outs[0], rtol=1e-12, atol=1e-12)
+    assert not torch.allclose(_lm("MHA", 2, [5])(x), outs[0])  # per-head B and C: not one head

@@ -239,3 +239,52 @@ def test_output_variance_separates_a_recalling_model_from_noise():
     # a larger state = less compression noise (Lemma 5's variance), a higher signal-to-noise
     assert good["out.noise_var"] < small["out.noise_var"]
     assert good["out.snr"] > small["out.snr"] > 0
+
+
+def test_output_entries_are_normalised_and_split_as_eq132():
+    """Correct entries average exactly 1 and the others 0 (per query minus the others' mean, over
+    the mean margin); wrong = the other values of the query's own facts, empty = the rest."""
+    task = build_task(TASK)
+    e = mech.output_entries(_model("designed", D=64, N=32), task, seed=1, n_seq=64)
+    Q = e["correct"].numel()
+    assert Q == 64 * KAPPA
+    assert e["wrong"].numel() == Q * (KAPPA - 1)
+    assert e["empty"].numel() == Q * (V // 2 - KAPPA)
+    assert float(e["correct"].mean()) == pytest.approx(1.0, abs=1e-12)
+    others = torch.cat([e["wrong"], e["empty"]])
+    assert float(others.mean()) == pytest.approx(0.0, abs=1e-9)
+    # a smaller state = more SSM compression noise on the wrong entries (Lemma 5's σ̃ terms)
+    small = mech.output_metrics(_model("designed", D=64, N=4), task, seed=1)
+    big = mech.output_metrics(_model("designed", D=64, N=32), task, seed=1)
+    assert small["out.wrong_var"] > big["out.wrong_var"] > 0
+
+
+def test_output_distribution_figure_is_drawn_from_its_stored_arrays(tmp_path):
+    """The Fig. 14 histograms are drawn from the stored (uint8-level) arrays, and storing them
+    again changes nothing (a fresh clone draws the same picture); another binning is refused."""
+    from types import SimpleNamespace
+
+    import matplotlib.image as mpimg
+    import numpy as np
+
+    from ssmrepro.plots import mechanistic as pm
+
+    task = build_task(TASK)
+    cfg = pm.DistributionConfig(kind="output_distribution", bins=30)
+    ctx = SimpleNamespace(title=lambda c: "t", fitted_title=lambda c, w, f=10: "t")
+    rows = []
+    for M, pattern in ((1, None), (2, "MHA")):
+        mcfg = MODELS["linear_mamba"].Config(d_model=16, d_state=4, heads=M, head_pattern=pattern)
+        model = build_model(mcfg, INFO, 1, [0]).double().eval()
+        run = SimpleNamespace(label="MHA", model=mcfg)
+        rows.append(pm._distribution_row(cfg, run, model, task, 5))
+    once = pm.unpack(pm.pack(rows, cfg), cfg)
+    twice = pm.unpack(pm.pack(once, cfg), cfg)
+    pm._draw_distribution(ctx, cfg, tmp_path / "a.png", once)
+    pm._draw_distribution(ctx, cfg, tmp_path / "b.png", twice)
+    np.testing.assert_array_equal(mpimg.imread(tmp_path / "a.png"), mpimg.imread(tmp_path / "b.png"))
+    for r, s in zip(rows, once):  # each density within half a colour level of its value
+        for k, (dens, (_, hi)) in r["panels"].items():
+            assert np.abs(s["panels"][k][0] - dens).max() <= hi / pm.LEVELS / 2 + 1e-12
+    with pytest.raises(ValueError, match="another selection"):
+        pm.unpack(pm.pack(rows, cfg), pm.DistributionConfig(kind="output_distribution", bins=31))

@@ -105,6 +105,25 @@ def test_lines_with_a_list_valued_swept_key(tmp_path):
     assert _draw(ctx, {**raw, "x": None}, tmp_path / "l2.png")
 
 
+def test_lines_mark_paper_values_and_reference_curves(tmp_path):
+    """Opt-in overlays: the paper's values (black ×) and reference curves of the x key; a
+    reference naming another column is a config error."""
+    import pytest
+    from pydantic import ValidationError
+
+    runs = [Run(str(lam), {"model.n_layers": lam, "task.key_repeats": k})
+            for lam in (1, 2) for k in (1, 2, 3)]
+    ctx = _ctx(tmp_path, runs, [1.0, 0.5, 0.33, 1.0, 0.96, 0.96])
+    ctx.spec.paper_values = [PaperValue(where={"model.n_layers": 1, "task.key_repeats": 2},
+                                        value=0.5)]
+    raw = {"kind": "lines", "x": "task.key_repeats", "hue": "model.n_layers", "facet": None,
+           "paper": True, "reference": {"1/N_k": "1 / task.key_repeats"},
+           "names": {"task.key_repeats": "N_k", "model.n_layers": "Λ"}}
+    assert _draw(ctx, raw, tmp_path / "l.png") and (tmp_path / "l.png").stat().st_size > 1000
+    with pytest.raises(ValidationError, match="may only use the x column"):
+        parse_figure({**raw, "reference": {"bad": "1 / model.n_layers"}})
+
+
 def test_nothing_drawn_without_finished_runs(tmp_path):
     runs = [Run("A", {"model.d": 8})]
     ctx = _ctx(tmp_path, runs, [None])

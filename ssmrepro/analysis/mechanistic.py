@@ -46,7 +46,10 @@ Figs. 14-15 (any model, :func:`output_metrics`): the spread of the output entrie
 positions, over the value tokens. Per query, the signal is the correct value's logit minus the mean
 of the other values' logits; ``out.noise_var`` = mean within-query variance of the other values'
 logits / mean signal² (Lemma 5: the variance an MHA model's output shrinks with its heads);
-``out.snr`` = mean signal / RMS within-query spread.
+``out.snr`` = mean signal / RMS within-query spread; ``out.wrong_var`` / ``out.empty_var`` = the
+variance of the normalised entries (:func:`output_entries`: the correct entry averages 1, the
+others 0) of the other values of the query's facts (Eq. 132's y^j) / of the values not in them
+(y^l).
 """
 
 from __future__ import annotations
@@ -301,32 +304,57 @@ def copy_shift_metrics(ops: Operators, ids: torch.Tensor, kappa: int) -> dict[st
     return out
 
 
-OUT_METRICS = ("out.noise_var", "out.snr")
+OUT_METRICS = ("out.noise_var", "out.snr", "out.wrong_var", "out.empty_var")
 OUT_SEQUENCES = 256
 
 
 @torch.no_grad()
 def output_logits(model, task, seed: int, n_seq: int = OUT_SEQUENCES) -> tuple[torch.Tensor, ...]:
     """Value-token logits at the query positions of ``n_seq`` test sequences: (Q, V/2) float64,
-    and the index of the correct value in them (Q,)."""
+    the index of the correct value in them (Q,) and the values of each query's own sequence's
+    facts (Q, V/2) bool (every key is asked, so a sequence's targets are its facts' values)."""
     ids, y = probe_batch(task, seed, n_seq)
-    q = y != IGNORE
+    q = y != IGNORE  # (n, L)
     out = model(ids[None])[0].double()  # (n, L, V)
-    V = out.shape[-1]
-    return out[q][:, V // 2:], y[q] - V // 2
+    h = out.shape[-1] // 2
+    tgt = y[q] - h  # (Q,)
+    facts = torch.zeros(ids.shape[0], h, dtype=torch.bool)  # (n, V/2)
+    facts[torch.nonzero(q)[:, 0], tgt] = True
+    return out[q][:, h:], tgt, facts[torch.nonzero(q)[:, 0]]
+
+
+def _entries(z: torch.Tensor, tgt: torch.Tensor, facts: torch.Tensor) -> dict[str, torch.Tensor]:
+    """:func:`output_entries` of the logits of :func:`output_logits`."""
+    rows = torch.arange(len(tgt))
+    correct = z[rows, tgt]
+    others = torch.ones_like(z, dtype=torch.bool)
+    others[rows, tgt] = False
+    zo = z[others].view(len(tgt), -1)  # (Q, V/2 - 1)
+    base = zo.mean(1)  # (Q,)
+    signal = (correct - base).mean()
+    zn = (z - base[:, None]) / signal  # (Q, V/2)
+    return {"correct": zn[rows, tgt], "wrong": zn[facts & others], "empty": zn[~facts],
+            "signal": signal, "spread": zo.var(1).mean()}
+
+
+def output_entries(model, task, seed: int, n_seq: int = OUT_SEQUENCES) -> dict[str, torch.Tensor]:
+    """Lemma 5's output entries (Eq. 132), normalised: per query the value logits minus the mean
+    of the other values' logits, divided by the mean signal (correct logit − that mean) over all
+    queries, so the correct entries average exactly 1 and the others 0, whatever the model's logit
+    scale. ``correct`` (Q,); ``wrong`` the other values of the query's own facts (y^j); ``empty``
+    the values not in its facts (y^l); ``signal`` the mean signal and ``spread`` the mean
+    within-query variance of the other values' logits (0-d tensors, raw logit units)."""
+    return _entries(*output_logits(model, task, seed, n_seq))
 
 
 def output_metrics(model, task, seed: int, n_seq: int = OUT_SEQUENCES) -> dict[str, float]:
     """Figs. 14-15 numbers (module docstring) for one model (E = 1)."""
-    z, tgt = output_logits(model, task, seed, n_seq)
-    correct = z.gather(1, tgt[:, None])[:, 0]
-    others = torch.ones_like(z, dtype=torch.bool)
-    others[torch.arange(len(tgt)), tgt] = False
-    zo = z[others].view(len(tgt), -1)
-    signal = float((correct - zo.mean(1)).mean())
-    var = float(zo.var(1).mean())
+    e = output_entries(model, task, seed, n_seq)
+    signal, var = float(e["signal"]), float(e["spread"])
+    part = {k: float(e[k].var()) if e[k].numel() > 1 else float("nan") for k in ("wrong", "empty")}
     return {"out.noise_var": var / signal**2 if signal else float("inf"),
-            "out.snr": signal / var**0.5 if var > 0 else float("inf")}
+            "out.snr": signal / var**0.5 if var > 0 else float("inf"),
+            "out.wrong_var": part["wrong"], "out.empty_var": part["empty"]}
 
 
 MECH_METRICS = (

@@ -2,7 +2,8 @@
 
 ``bars``: one bar per cell, the paper's value as a black marker. ``heatmaps``: a panel per value
 of ``col``, cells annotated "ours (paper)". ``lines``: metric against a swept key, one line per
-``hue``, one panel per ``facet``. ``histograms``: huang2025 Fig. 1 decay histograms (from run
+``hue``, one panel per ``facet`` (optionally the paper's values as black × and reference curves of
+the x key). ``histograms``: huang2025 Fig. 1 decay histograms (from run
 records, cached in ``histograms.csv``). Every figure says which profile it shows.
 """
 
@@ -18,8 +19,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from pydantic import Field  # noqa: E402
+from pydantic import Field, model_validator  # noqa: E402
 
+from .. import expr  # noqa: E402
 from ..report.analysis import DECAY  # noqa: E402
 from ..report.cells import column  # noqa: E402
 from ..report.columns import DECAY_X, LABEL, N_PARAMS  # noqa: E402
@@ -224,9 +226,25 @@ class LinesConfig(FigureConfig):
     ylim: tuple[float, float] | None = (-0.02, 1.02)
     logx: bool = False
     logy: bool = False
+    paper: bool = Field(False, description="mark the paper's value of each drawn cell (black ×)")
+    reference: dict[str, str] = Field(
+        {}, description="curves drawn dashed grey at each panel's x values: legend text -> "
+        "expression of the x column, e.g. {'guess 1/N_k': '1 / task.key_repeats'}")
+    names: dict[str, str] = Field({}, description="short names of x / hue / facet columns in "
+                                  "the axis label, legend title and panel titles, e.g. "
+                                  "{model.n_layers: Λ}")
 
     def column_refs(self) -> list[str]:
         return [c for c in (self.x, self.hue, self.facet) if c]
+
+    @model_validator(mode="after")
+    def _references(self) -> LinesConfig:
+        for text, e in self.reference.items():
+            names = expr.check(e)
+            if self.x is None or names - {self.x}:
+                raise ValueError(f"reference {text!r}: {e!r} may only use the x column "
+                                 f"({self.x!r}; set x)")
+        return self
 
 
 @figure_kind("lines", LinesConfig)
@@ -242,6 +260,8 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
     fig, axes = plt.subplots(1, len(facets), figsize=(4.6 * len(facets), 3.6), squeeze=False)
     # list-valued keys (e.g. a case's model.layers) count by their text
     swept = [c for c in ctx.keys if c != LABEL and c in agg and agg[c].astype(str).nunique() > 1]
+    short = lambda c: cfg.names.get(c, c.split(".")[-1])  # noqa: E731
+    marked = False
     for ax, facet in zip(axes[0], facets):
         sub = agg[agg["_facet"] == facet]
         xkey = cfg.x or next((c for c in swept if sub[c].astype(str).nunique() > 1),
@@ -252,7 +272,20 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
             std = f"{metric}.std"
             if std in h and h[std].notna().any() and ctx.spec.aggregate.reduce == "mean":
                 ax.fill_between(h[xkey], h[metric] - h[std], h[metric] + h[std], alpha=0.2)
-        ax.set_xlabel(xkey.split(".")[-1])
+            if cfg.paper:
+                pv = [(r[xkey], ctx.paper_value(r.to_dict(), metric)) for _, r in h.iterrows()]
+                pv = [(xv, v) for xv, v in pv if v is not None]
+                if pv:
+                    ax.scatter(*zip(*pv), marker="x", s=60, color="k", zorder=5,
+                               label=None if marked else "paper")
+                    marked = True
+        xs = sorted({float(v) for v in sub[xkey]})
+        for text, e in cfg.reference.items():  # at the panel's x values
+            ax.plot(xs, [float(expr.evaluate(e, {xkey: v})) for v in xs], color="0.5", ls="--",
+                    lw=1, marker="*", label=text)
+        if len(xs) <= 12 and all(v.is_integer() for v in xs):
+            ax.set_xticks(xs, [f"{v:g}" for v in xs])
+        ax.set_xlabel(short(xkey))
         ax.set_ylabel(f"{metric} ({ctx.aggregation()})")
         if cfg.logx:
             ax.set_xscale("log")
@@ -260,8 +293,10 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
             ax.set_yscale("log")
         if cfg.ylim is not None and not cfg.logy:
             ax.set_ylim(*cfg.ylim)
-        ax.set_title(facet, fontsize=9)
-        ax.legend(fontsize=8)
+        ax.set_title(f"{short(cfg.facet)} = {facet}" if cfg.facet and cfg.facet in cfg.names
+                     else facet, fontsize=9)
+        ax.legend(fontsize=8, title=short(cfg.hue) if cfg.hue in cfg.names else None,
+                  title_fontsize=8)
     fig.suptitle(ctx.fitted_title(cfg, fig.get_figwidth()), fontsize=10)
     fig.tight_layout()
     save_png(fig, path, dpi=130)

@@ -24,9 +24,10 @@ linear maps use nn.Linear's init. The full models (tied embedding read-out, resi
 layers, koren2026 Thm 2's designed weights) are the ``linear_mamba`` preset (models.presets) and
 the ``designed`` init scheme (models.init).
 
-Fast path: the causal (L × L) score matrix (masked matmuls); ``forward_ref``: the A = I recurrence
-S_t = S_{t-1} + x̂_t ⊗ B_t, y_t = S_t C_t, one step at a time, with einsum projections and the conv
-written out.
+Fast path: :func:`chunked_linear_attention` (causal c × c scores within chunks of 64 positions, the
+states of earlier chunks by a cumulative sum; one L × L matrix when L ≤ 64); ``forward_ref``: the
+A = I recurrence S_t = S_{t-1} + x̂_t ⊗ B_t, y_t = S_t C_t, one step at a time, with einsum
+projections and the conv written out.
 """
 
 from __future__ import annotations
@@ -42,6 +43,38 @@ from ..layers import PackedCausalConv, PackedLinear, PackedModule, _normal_, con
 from .base import MixerConfig, register
 
 HEAD_PATTERNS = ("MHA", "MQA", "MKA", "MVA")
+CHUNK = 64  # positions per chunk of the fast path (L <= CHUNK: one causal L × L score matrix)
+
+
+def chunked_linear_attention(xh: torch.Tensor, Bh: torch.Tensor, Ch: torch.Tensor,
+                             chunk: int = CHUNK) -> torch.Tensor:
+    """y_t = Σ_{s≤t} (C_t · B_s) x̂_s per head (A = I), in chunks of ``chunk`` positions.
+
+    Shapes: x̂ (..., H|1, L, P), B and C (..., H|1, L, N); size-1 head dims broadcast.
+    Steps (the chunked form of linear attention; exact, no decay to underflow):
+      1. within a chunk: the causal (c × c) scores C_t · B_s times x̂ (masked matmuls);
+      2. each chunk's own state contribution Σ_s x̂_s ⊗ B_s (P × N), and the state before every
+         chunk by a cumulative sum over chunks (exclusive);
+      3. y_t += S_before(t) C_t for the earlier chunks.
+    Cost per head ~ L·(c·(N + P) + 2·N·P) instead of L²·(N + P) for one L × L matrix.
+    """
+    L = xh.shape[-2]
+    c = min(chunk, L)
+    nc = -(-L // c)
+    pad = nc * c - L
+    if pad:  # zero positions at the end change nothing before them (causal)
+        xh, Bh, Ch = (torch.nn.functional.pad(t, (0, 0, 0, pad)) for t in (xh, Bh, Ch))
+    xs = xh.unflatten(-2, (nc, c))  # (..., H|1, nc, c, P)
+    Bs, Cs = Bh.unflatten(-2, (nc, c)), Ch.unflatten(-2, (nc, c))  # (..., H|1, nc, c, N)
+    mask = torch.ones(c, c, dtype=torch.bool, device=xh.device).tril()
+    scores = torch.matmul(Cs, Bs.transpose(-1, -2)).masked_fill(~mask, 0.0)  # (..., nc, c, c)
+    y = torch.matmul(scores, xs)  # (1) (..., H, nc, c, P)
+    if nc > 1:
+        states = torch.matmul(Bs.transpose(-1, -2), xs)  # (2) (..., H, nc, N, P): Σ_s B_s x̂_sᵀ
+        before = torch.cumsum(states, dim=-3) - states  # exclusive: chunks strictly before
+        y = y + torch.matmul(Cs, before)  # (3) (..., H, nc, c, P)
+    y = y.flatten(-3, -2)  # (..., H, nc·c, P)
+    return y[..., :L, :] if pad else y
 
 
 class LinearMambaMixerConfig(MixerConfig):
@@ -64,14 +97,18 @@ class LinearMambaMixerConfig(MixerConfig):
 
     def activation_floats(self, d_model: int, L: int) -> int:
         """x, in_proj and conv out, B and C, per-head values, y, merged y: per position; the masked
-        (L × L) scores of every distinct key/query head twice (scores, masked)."""
+        (c × c) chunk scores of every distinct key/query head twice (scores, masked) and the chunk
+        states (N × P per head and chunk, twice: own and cumulative)."""
         Di, N, M = self.expand * d_model, self.d_state, self.heads
         multi = self.head_pattern is not None
         hb = M if self.head_pattern in ("MHA", "MKA") else 1
         hc = M if self.head_pattern in ("MHA", "MQA") else 1
         values = (Di // M if self.head_pattern in ("MQA", "MKA") else Di) if multi else 0
         per_pos = d_model + 2 * Di + (hb + hc) * N + values + Di * (2 if multi else 1)
-        return L * per_pos + 2 * max(hb, hc) * L * L
+        c = min(CHUNK, L)
+        P = Di // M if multi else Di
+        states = 0 if L <= c else 2 * M * (-(-L // c)) * N * P
+        return L * per_pos + 2 * max(hb, hc) * L * c + states
 
 
 @register(LinearMambaMixerConfig)
@@ -139,13 +176,8 @@ class LinearMambaMixer(PackedModule):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (E, B, L, d_model) -> (E, B, L, d_model)
         xh, Bh, Ch = self.head_inputs(x)
-        L = xh.shape[3]
-        # y^h_t = Σ_{s≤t} (C^h_t · B^h_s) x̂^h_s; size-1 (shared) head dims broadcast in matmul
         note_kernel(type(self).__name__, "torch:linear_attention")
-        scores = torch.matmul(Ch, Bh.transpose(-1, -2))  # (E, B, M|1, L, L)
-        mask = torch.ones(L, L, dtype=torch.bool, device=x.device).tril()
-        y = torch.matmul(scores.masked_fill(~mask, 0.0), xh)  # (E, B, M|1, L, P)
-        return self._merge(y)
+        return self._merge(chunked_linear_attention(xh, Bh, Ch, CHUNK))
 
     def forward_ref(self, x: torch.Tensor) -> torch.Tensor:
         """The A = I recurrence per head: S_t = S_{t-1} + x̂_t ⊗ B_t, y_t = S_t C_t."""
