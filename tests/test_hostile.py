@@ -1160,7 +1160,8 @@ _D = "model.d_model"  # constant in the trained store's profile (not swept)
     {"kind": "bars", "x": _D}, {"kind": "lines", "x": _D},
     {"kind": "phase", "x": _D, "y": "task.T", "panels": [{"metric": "test.acc"}]},
     {"kind": "curves", "series": "val.acc", "row": _D, "col": "task.T"},
-    {"kind": "bound_grid", "x": _D, "y": "task.T"}, {"kind": "bands", "x": _D},
+    {"kind": "bound_grid", "x": _D, "y": "task.T"},
+    {"kind": "bands", "x": _D, "lo": None, "hi": None},  # no percentiles aggregated: no band
 ], ids=lambda f: f["kind"])
 def test_figures_claims_and_paper_values_may_name_a_key_not_swept(trained_store, tmp_path,
                                                                   figure):
