@@ -69,6 +69,32 @@ def test_bars_heatmaps_lines_render(tmp_path):
         assert _draw(ctx, raw, path) and path.stat().st_size > 1000
 
 
+def test_heatmap_panel_shows_another_panels_paper_values(tmp_path, monkeypatch):
+    """paper_panels: a panel for another layout of the paper's model shows that model's paper
+    grid (cells_from_paper) and its paper value beside ours; other panels are unchanged."""
+    import matplotlib.axes
+
+    runs = [Run(lab, {"model.d": 8, "task.T": T}) for lab in ("A", "A (LN)") for T in (10, 20)]
+    ctx = _ctx(tmp_path, runs, [0.1, 0.2, 0.9, 0.8])
+    ctx.spec.paper_values = [PaperValue(where={"label": "A", "model.d": d, "task.T": 10}, value=v)
+                             for d, v in ((8, 0.5), (16, 0.7))]
+    texts, titles = [], []
+    monkeypatch.setattr(matplotlib.axes.Axes, "text",
+                        lambda self, x, y, s, **kw: texts.append(s))
+    real_title = matplotlib.axes.Axes.set_title
+    monkeypatch.setattr(matplotlib.axes.Axes, "set_title",
+                        lambda self, s, **kw: (titles.append(s), real_title(self, s, **kw))[1])
+    raw = {"kind": "heatmaps", "col": "label", "x": "task.T", "y": "model.d",
+           "cells_from_paper": True}
+    assert _draw(ctx, raw, tmp_path / "h0.png")
+    assert "0.90" in texts and "0.90 (0.50)" not in texts and "not run (0.70)" in texts
+    texts.clear()
+    assert _draw(ctx, {**raw, "paper_panels": {"A (LN)": "A"}}, tmp_path / "h1.png")
+    assert texts.count("not run (0.70)") == 2  # the paper's d = 16 row in both panels
+    assert "0.10 (0.50)" in texts and "0.90 (0.50)" in texts and "0.80" in texts
+    assert "A (LN) (paper: A)" in titles
+
+
 def test_lines_with_a_list_valued_swept_key(tmp_path):
     """A case that swaps a list-valued field (model.layers) is a cell key; lines still draw."""
     runs = [Run(m, {"model.layers": layers, "model.init.gamma": g})
@@ -171,6 +197,8 @@ def test_curves_and_phase_render(tmp_path):
            "labels": {"val.acc": "test"}}
     assert _draw(ctx, raw, tmp_path / "c.png") and (tmp_path / "c.png").stat().st_size > 1000
     assert _draw(ctx, {**raw, "seeds": "each", "row": "seed"}, tmp_path / "c2.png")
+    assert _draw(ctx, {**raw, "wrap": 1}, tmp_path / "c4.png")  # two panels on two rows
+    assert _draw(ctx, {**raw, "wrap": 5}, tmp_path / "c5.png")  # fits: one row as without
     assert not _draw(_ctx(tmp_path, runs, [0.5] * 4), raw, tmp_path / "c3.png")  # no table
     assert parse_figure(raw).history_metrics() == ["train.acc", "val.acc", "ood.acc"]
     grid = [Run("M", {"model.repeat": L, "model.init.gamma": g}) for L in (2, 3, 4)
@@ -184,6 +212,35 @@ def test_curves_and_phase_render(tmp_path):
     assert _draw(pctx, praw, tmp_path / "p.png") and (tmp_path / "p.png").stat().st_size > 1000
     with pytest.raises(ValidationError):
         parse_figure({**praw, "panels": [{"metric": "test.acc", "bogus": 1}]})
+
+
+def test_curves_panel_shows_another_panels_paper_values(tmp_path):
+    """paper_panels: the dotted paper lines of a panel come from the panel it names."""
+    import pandas as pd
+
+    from ssmrepro.plots.curves import _paper_lines
+
+    runs = [Run(lab, {"task.T": 10}) for lab in ("A", "A (LN)")]
+    ctx = _ctx(tmp_path, runs, [0.1, 0.9])
+    ctx.spec.paper_values = [PaperValue(where={"label": "A", "task.T": 10}, value=0.7)]
+    raw = {"kind": "curves", "series": "val.acc", "col": "label", "paper_as": {"test.acc": "val.acc"}}
+    sub = pd.DataFrame({"label": ["A (LN)"], "task.T": [10]})
+    assert _paper_lines(ctx, parse_figure(raw), sub) == []
+    mapped = parse_figure({**raw, "paper_panels": {"A (LN)": "A"}})
+    assert _paper_lines(ctx, mapped, sub) == [("val.acc", 0.7)]
+    assert _paper_lines(ctx, mapped, sub.assign(label="B")) == []
+
+
+def test_curve_names_leave_out_columns_that_do_not_apply():
+    """A hue column a run lacks (a Transformer's state size) is left out of its curve's name."""
+    import pandas as pd
+
+    from ssmrepro.plots.curves import _hue_text
+
+    df = pd.DataFrame({"task.T": [10, 10], "model.d_state": [8.0, float("nan")]})
+    cfg = parse_figure({"kind": "curves", "series": "val.acc", "hue": "task.T,model.d_state",
+                        "names": {"model.d_state": "N"}})
+    assert list(_hue_text(df, cfg)) == ["T=10, N=8", "T=10"]
 
 
 def test_curves_label_reused_runs_as_this_profile(tmp_path, monkeypatch):

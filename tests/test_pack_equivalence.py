@@ -28,7 +28,7 @@ def test_pack_equals_members_alone(tmp_path, model):
             train={"optimizer": "adamw", "lr": 0.01, "batch_size": 8, "max_steps": 30,
                    "val_size": 32, "test_size": 32, "eval_every": 10, "dtype": "float64",
                    "weight_decay": 0.01, "train_size": 64,
-                   "early_stop": {"metric": "val.acc", "op": ">=", "threshold": 2.0}},
+                   "early_stop": {"metric": "val.acc", "op": ">", "threshold": 1.0}},
             sweep=[{"zip": {"train.lr": [0.01, 0.003, 0.02], "train.grad_clip": [0.5, 1.0, None],
                             "train.max_steps": [30, 20, 25],
                             "train.label_smoothing": [0.0, 0.1, 0.0]}}],

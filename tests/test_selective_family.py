@@ -392,3 +392,21 @@ def test_registry_entries_build_and_validate():
             parse_mixer(spec)
     with pytest.raises(ValueError, match="divisible"):
         build_mixer({"name": "b2s6", "heads": 3}, 1, 16)
+
+
+def test_s4d_A_scale_scales_the_initial_decay_rates_only():
+    """A_scale multiplies Λ's init (Δ = 1 is fixed, so it sets the initial decay like S6's Δ);
+    1.0 is the S4D-real init unchanged, and the scaled core still matches its reference."""
+    from ssmrepro.models.mixers.common import make_A
+
+    base, slow = s4d(2), s4d(2, A_scale=0.01)
+    reset_members(base, seeds=[0, 1])
+    reset_members(slow, seeds=[0, 1])
+    A0, A1 = make_A(base.A_log, None), make_A(slow.A_log, None)
+    assert torch.allclose(A0[0, 0], -torch.arange(1.0, N + 1))
+    assert torch.allclose(A1, 0.01 * A0) and torch.equal(slow.C, base.C)
+    x = torch.randn(2, 3, 6, D, dtype=torch.float64)
+    slow = slow.double()
+    assert torch.allclose(slow(x), slow.forward_ref(x), atol=1e-10)
+    with pytest.raises(pydantic.ValidationError):
+        S4DConfig(d_state=N, A_scale=0.0)

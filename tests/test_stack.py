@@ -181,9 +181,9 @@ def test_mixer_block_norm_position_residual(norm, position, residual):
         z = n(x)
         torch.testing.assert_close(z.mean(-1), torch.zeros_like(z.mean(-1)))
     if norm == "rmsnorm":
-        z = n(x)
-        torch.testing.assert_close(z.pow(2).mean(-1), torch.ones_like(z[..., 0]), atol=1e-4,
-                                   rtol=0)
+        z = n(x)  # mean(z²) = ms / (ms + eps) exactly, ms = mean(x²) (unit weight)
+        ms = x.pow(2).mean(-1)
+        torch.testing.assert_close(z.pow(2).mean(-1), ms / (ms + n.eps))
 
 
 def test_packed_batchnorm_equals_torch_batchnorm_per_member():

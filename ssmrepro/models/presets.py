@@ -55,6 +55,8 @@ class SSMLMConfig(ModelConfig):
     dt_rank: int | Literal["auto"] = "auto"
     dt_min: float = Field(1e-3, gt=0)
     dt_max: float = Field(1e-1, gt=0)
+    s4d_A_scale: float = Field(1.0, gt=0, le=1, description="S4D core: Λ's init times this "
+                               "(S4DConfig.A_scale)")
 
     def to_backbone(self) -> SeqLMConfig:
         """[norm -> core (+ residual)] blocks; the final norm of the same kind; pe = the
@@ -64,7 +66,7 @@ class SSMLMConfig(ModelConfig):
             core = S6Config(d_state=self.d_state, dt_rank=self.dt_rank, dt_min=self.dt_min,
                             dt_max=self.dt_max)
         else:
-            core = S4DConfig(d_state=self.d_state)
+            core = S4DConfig(d_state=self.d_state, A_scale=self.s4d_A_scale)
         return SeqLMConfig(
             d_model=self.d_model, layers=["SSM"], repeat=self.n_layers,
             blocks={"SSM": MixerBlockConfig(mixer=core, norm=self.norm, residual=self.residual)},

@@ -64,9 +64,14 @@ class CurvesConfig(FigureConfig):
     ylabel: str | None = None
     panel: tuple[Annotated[float, Field(ge=0.5, le=20)], Annotated[float, Field(ge=0.5, le=20)]] = (
         3.3, 2.5)  # inches (width, height) of one panel
+    wrap: int | None = Field(None, ge=1, description="without row: at most this many panels a "
+                             "row, the col values wrapped onto more rows")
     paper_as: dict[str, str] = Field(
         {}, description="draw the paper values of a final metric on a series, e.g. {test.acc: "
         "val.acc} (the validation curve follows the test rule)")
+    paper_panels: dict[str, str] = Field(
+        {}, description="value of col -> the value whose paper values its panel shows, e.g. "
+        "another layout of the paper's model: {'S4D+PE (LN)': S4D+PE}")
 
     @model_validator(mode="after")
     def _named_series(self) -> CurvesConfig:
@@ -114,17 +119,18 @@ def _hue_text(df: pd.DataFrame, cfg: CurvesConfig) -> pd.Series:
     """One text per curve: 'd=32, N=8' from the hue columns ('' without hue)."""
     if not cfg.hue:
         return pd.Series("", index=df.index)
-    parts = [column(df, h).map(lambda v, h=h: _fmt(h, v, cfg.names)) for h in cfg.hue]
-    out = parts[0]
-    for p in parts[1:]:
-        out = out + ", " + p
-    return out
+    parts = [column(df, h).map(lambda v, h=h: "" if isinstance(v, float) and math.isnan(v)
+                               else _fmt(h, v, cfg.names)) for h in cfg.hue]
+    # a column that does not apply to a run (a Transformer's state size) is left out, not 'N=nan'
+    return pd.concat(parts, axis=1).apply(lambda r: ", ".join(t for t in r if t), axis=1)
 
 
 def _paper_lines(ctx: FigureContext, cfg: CurvesConfig, sub: pd.DataFrame) -> list[tuple]:
     """(metric, value) of the paper values drawn in this panel: metric among the series and
     every ``where`` key that the curve table has matching the panel's runs."""
     out = []
+    if cfg.col in sub.columns and cfg.paper_panels:
+        sub = sub.assign(**{cfg.col: sub[cfg.col].map(lambda v: cfg.paper_panels.get(str(v), v))})
     for pv in ctx.spec.paper_values:
         metric = cfg.paper_as.get(pv.metric, pv.metric)
         if metric not in cfg.series:
@@ -157,71 +163,81 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
     rows, cols = _order(df["_row"]), _order(df["_col"])
     hues = list(dict.fromkeys(df["_hue"]))
     w, h = cfg.panel
+    # panel (rv, cv) -> grid position; ``wrap`` (no row) folds the col values onto more rows
+    if cfg.wrap and not cfg.row and len(cols) > cfg.wrap:
+        n_r, n_c = math.ceil(len(cols) / cfg.wrap), cfg.wrap
+        place = {(rows[0], cv): divmod(k, n_c) for k, cv in enumerate(cols)}
+    else:
+        n_r, n_c = len(rows), len(cols)
+        place = {(rv, cv): (i, j) for i, rv in enumerate(rows) for j, cv in enumerate(cols)}
     drawn = df[series].to_numpy(float)
     ylim = resolve_ylim(cfg.ylim, np.exp(drawn) if cfg.transform == "exp" else drawn)
-    fig, axes = plt.subplots(len(rows), len(cols), figsize=(w * len(cols) + 1.0, h * len(rows) + 0.9),
+    fig, axes = plt.subplots(n_r, n_c, figsize=(w * n_c + 1.0, h * n_r + 0.9),
                              squeeze=False, sharex=True, sharey=ylim is not None)
-    cmap = plt.get_cmap("tab10")
+    for ax in list(axes.flat)[len(place):]:
+        ax.axis("off")
+    n_colors = 10 if len(hues) <= 10 else 20  # distinct colours for up to 20 curves
+    cmap = plt.get_cmap(f"tab{n_colors}")
     handles: dict[str, Any] = {}
-    for i, rv in enumerate(rows):
-        for j, cv in enumerate(cols):
-            ax = axes[i][j]
-            sub = df[(df["_row"].astype(str) == str(rv)) & (df["_col"].astype(str) == str(cv))]
-            for k, hv in enumerate(hues):
-                part = sub[sub["_hue"].astype(str) == str(hv)]
-                if part.empty:
-                    continue
-                for s, m in enumerate(series):
-                    color = cmap((k if cfg.hue else s) % 10)
-                    style = _STYLES[s % len(_STYLES)] if cfg.hue else "-"
-                    name = cfg.labels.get(m, m) + (f", {hv}" if cfg.hue else "")
-                    by_seed = part.pivot_table(index=cfg.x, columns=SEED, values=m, aggfunc="mean")
-                    if cfg.transform == "exp":
-                        by_seed = np.exp(by_seed)
-                    if cfg.logx:
-                        by_seed = by_seed[by_seed.index > 0]
-                    xs = by_seed.index.to_numpy(float)
-                    if cfg.seeds == "best":
-                        line, = ax.plot(xs, np.nanmax(by_seed.to_numpy(float), axis=1), style,
-                                        color=color, lw=1.4, marker="o", ms=2)
-                        handles.setdefault(name, line)
-                    elif cfg.seeds == "each":
-                        for seed in by_seed.columns:
-                            line, = ax.plot(xs, by_seed[seed].to_numpy(float), style, color=color,
-                                            lw=1.0, alpha=0.9)
-                        handles.setdefault(name, line)
-                    else:
-                        vals = by_seed.to_numpy(float)
-                        mean = np.nanmean(vals, axis=1)
-                        line, = ax.plot(xs, mean, style, color=color, lw=1.4)
-                        if vals.shape[1] > 1:
-                            ax.fill_between(xs, np.nanmin(vals, axis=1), np.nanmax(vals, axis=1),
-                                            color=color, alpha=0.18, lw=0)
-                        handles.setdefault(name, line)
-                if cfg.hue:  # the paper's value of this curve's cell, in the curve's colour
-                    for _m, v in dict.fromkeys(_paper_lines(ctx, cfg, part)):
-                        line = ax.axhline(v, color=cmap(k % 10), ls=(0, (1, 2)), lw=1.2)
-                        handles.setdefault("paper (dotted, the curve's colour)", line)
-            for m, v in ([] if cfg.hue else _paper_lines(ctx, cfg, sub)):
-                line = ax.axhline(v, color=cmap(series.index(m) % 10), ls=(0, (4, 3)), lw=1.0)
-                handles.setdefault(f"paper {cfg.labels.get(m, m)}", line)
-            title = ", ".join(t for t in (_fmt(cfg.row, rv, cfg.names),
-                                          _fmt(cfg.col, cv, cfg.names)) if t)
-            if title:
-                ax.set_title(title, fontsize=8)
-            if ylim is not None and not cfg.logy:
-                ax.set_ylim(*ylim)
-            if cfg.logy:
-                ax.set_yscale("log")
-            if cfg.logx:
-                ax.set_xscale("log")
-            ax.tick_params(labelsize=7)
-            ax.grid(alpha=0.25)
-            if i == len(rows) - 1:
-                ax.set_xlabel("training step" if cfg.x == STEP else "training samples", fontsize=8)
-            if j == 0:
-                ax.set_ylabel(cfg.ylabel or ", ".join(dict.fromkeys(
-                    m.rsplit(".", 1)[-1] for m in series)), fontsize=8)
+    for (rv, cv), (i, j) in place.items():
+        ax = axes[i][j]
+        sub = df[(df["_row"].astype(str) == str(rv)) & (df["_col"].astype(str) == str(cv))]
+        for k, hv in enumerate(hues):
+            part = sub[sub["_hue"].astype(str) == str(hv)]
+            if part.empty:
+                continue
+            for s, m in enumerate(series):
+                color = cmap((k if cfg.hue else s) % n_colors)
+                style = _STYLES[s % len(_STYLES)] if cfg.hue else "-"
+                name = cfg.labels.get(m, m) + (f", {hv}" if cfg.hue else "")
+                by_seed = part.pivot_table(index=cfg.x, columns=SEED, values=m, aggfunc="mean")
+                if cfg.transform == "exp":
+                    by_seed = np.exp(by_seed)
+                if cfg.logx:
+                    by_seed = by_seed[by_seed.index > 0]
+                xs = by_seed.index.to_numpy(float)
+                if cfg.seeds == "best":
+                    line, = ax.plot(xs, np.nanmax(by_seed.to_numpy(float), axis=1), style,
+                                    color=color, lw=1.4, marker="o", ms=2)
+                    handles.setdefault(name, line)
+                elif cfg.seeds == "each":
+                    for seed in by_seed.columns:
+                        line, = ax.plot(xs, by_seed[seed].to_numpy(float), style, color=color,
+                                        lw=1.0, alpha=0.9)
+                    handles.setdefault(name, line)
+                else:
+                    vals = by_seed.to_numpy(float)
+                    mean = np.nanmean(vals, axis=1)
+                    line, = ax.plot(xs, mean, style, color=color, lw=1.4)
+                    if vals.shape[1] > 1:
+                        ax.fill_between(xs, np.nanmin(vals, axis=1), np.nanmax(vals, axis=1),
+                                        color=color, alpha=0.18, lw=0)
+                    handles.setdefault(name, line)
+            if cfg.hue:  # the paper's value of this curve's cell, in the curve's colour
+                for _m, v in dict.fromkeys(_paper_lines(ctx, cfg, part)):
+                    line = ax.axhline(v, color=cmap(k % n_colors), ls=(0, (1, 2)), lw=1.2)
+                    handles.setdefault("paper (dotted, the curve's colour)", line)
+        for m, v in ([] if cfg.hue else _paper_lines(ctx, cfg, sub)):
+            line = ax.axhline(v, color=cmap(series.index(m) % n_colors), ls=(0, (4, 3)), lw=1.0)
+            handles.setdefault(f"paper {cfg.labels.get(m, m)}", line)
+        title = ", ".join(t for t in (_fmt(cfg.row, rv, cfg.names),
+                                      _fmt(cfg.col, cv, cfg.names)) if t)
+        if title:
+            ax.set_title(title, fontsize=8)
+        if ylim is not None and not cfg.logy:
+            ax.set_ylim(*ylim)
+        if cfg.logy:
+            ax.set_yscale("log")
+        if cfg.logx:
+            ax.set_xscale("log")
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.25)
+        if i == n_r - 1 or (i + 1) * n_c + j >= len(place):  # nothing drawn below it
+            ax.xaxis.set_tick_params(labelbottom=True)
+            ax.set_xlabel("training step" if cfg.x == STEP else "training samples", fontsize=8)
+        if j == 0:
+            ax.set_ylabel(cfg.ylabel or ", ".join(dict.fromkeys(
+                m.rsplit(".", 1)[-1] for m in series)), fontsize=8)
     n_seeds = df[SEED].nunique() if SEED in df else 1
     how = (f"mean of {n_seeds} seeds (band: min–max)" if cfg.seeds == "mean" and n_seeds > 1
            else f"best of {n_seeds} seeds" if cfg.seeds == "best" and n_seeds > 1

@@ -110,6 +110,9 @@ class HeatmapsConfig(FigureConfig):
         False, description="also lay out every cell the paper prints (paper_values) for a panel, "
         "not run ones grey with the paper's value only: the paper's grid in every profile")
     names: dict[str, str] = Field({}, description="short axis names, e.g. {model.d_model: d}")
+    paper_panels: dict[str, str] = Field(
+        {}, description="panel -> the panel (value of col) whose paper values it shows, e.g. "
+        "another layout of the paper's model: {'S4D+PE (LN)': S4D+PE}")
 
     @model_validator(mode="after")
     def _axes(self) -> HeatmapsConfig:
@@ -174,17 +177,18 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
             if cx is not None and cy is not None:
                 data[(cx, cy)] = r
         paper = {}
+        paper_panel = cfg.paper_panels.get(str(panel), panel)
         if cfg.cells_from_paper:
             for pv in ctx.spec.paper_values:
                 w = pv.where
-                if pv.metric != metric or str(w.get(cfg.col)) != str(panel):
+                if pv.metric != metric or str(w.get(cfg.col)) != str(paper_panel):
                     continue
                 cx, cy = _coord(w, cfg.x), _coord(w, cfg.y)
                 if cx is not None and cy is not None:
                     paper[(cx, cy)] = pv.value
         xs = sorted({c[0] for c in (*data, *paper)}, key=_coord_key)
         ys = sorted({c[1] for c in (*data, *paper)}, key=_coord_key)
-        layout[panel] = (data, paper, xs, ys)
+        layout[panel] = (data, paper, xs, ys, paper_panel)
     ncols = min(3, len(panels))
     nrows = math.ceil(len(panels) / ncols)
     nx = max(len(v[2]) for v in layout.values())
@@ -196,7 +200,7 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
     im = None
     n_not_run = 0
     for ax, panel in zip(axes.flat, panels):
-        data, paper, xs, ys = layout[panel]
+        data, paper, xs, ys, paper_panel = layout[panel]
         grid = np.full((len(ys), len(xs)), np.nan)
         for i, cy in enumerate(ys):
             for j, cx in enumerate(xs):
@@ -211,7 +215,7 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
                     grid[i, j] = r[metric]
                     ours = "—" if math.isnan(r[metric]) else f"{r[metric]:.2f}"
                     if pv is None:
-                        pv = ctx.paper_value(r.to_dict(), metric)
+                        pv = ctx.paper_value({**r.to_dict(), cfg.col: paper_panel}, metric)
                 text = ours + (f" ({pv:.2f})" if pv is not None else "")
                 v = grid[i, j]
                 ax.text(j, i, text, ha="center", va="center", fontsize=7,
@@ -219,7 +223,8 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
         im = ax.imshow(np.ma.masked_invalid(grid), vmin=0, vmax=1, cmap=cmap, aspect="auto")
         ax.set_xticks(range(len(xs)), [_coord_name(c, cfg.x, cfg.names) for c in xs], fontsize=7)
         ax.set_yticks(range(len(ys)), [_coord_name(c, cfg.y, cfg.names) for c in ys], fontsize=7)
-        ax.set_title(str(panel), fontsize=9)
+        ax.set_title(str(panel) if str(paper_panel) == str(panel)
+                     else f"{panel} (paper: {paper_panel})", fontsize=9)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
     fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8,

@@ -2,7 +2,8 @@
 
     h_t = exp(Λ) ⊙ h_{t-1} + x_t ⊗ B,   y_t = h_t C (+ D ⊙ x_t)      per channel, Λ, C ∈ R^{d×N}, B ∈ R^N
 
-Λ = -exp(A_log) (S4D-real init Λ[:, n] = -(n+1)), B = 1, C ~ N(0, 1/N), no skip D by default.
+Λ = -exp(A_log) (S4D-real init Λ[:, n] = -(n+1), times ``A_scale``), B = 1, C ~ N(0, 1/N), no skip D
+by default.
 huang2025's parameter counts (8.8k / 12.5k / 24.9k for d = 32/32/64, N = 8/64/64) fit Λ ∈ R^{d×N},
 C ∈ R^{d×N}, B ∈ R^N and no D (see experiments/huang2025/*.yaml notes). The scan is the selective
 scan with constant Δ, B, C (fast: ``kernels.backend.selective_scan``; reference:
@@ -12,6 +13,7 @@ in mixers.s6 (complex B, C stored as [re | im]; y = 2·Re(h_t C)). Analysis hook
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import torch
@@ -34,6 +36,8 @@ class S4DConfig(MixerConfig):
     complex_A: bool = Field(False, description="complex Λ, B, C; y = 2·Re(...)")
     A_init: Literal["s4d_real", "s4d_lin"] = A_INIT_FIELD
     discretize: bool = Field(True, description="false: A = I (no decay)")
+    A_scale: float = Field(1.0, gt=0, le=1, description="Λ's init times this: with Δ = 1 fixed it "
+                           "plays S6's Δ at init (0.01: exp(Λ_n) = e^{-0.01(n+1)}, slow decay)")
 
     @model_validator(mode="after")
     def _check(self) -> S4DConfig:
@@ -56,6 +60,7 @@ class S4DCore(PackedModule):
         d, N = d_model, cfg.d_state
         self.d, self.N = d, N
         self.complex_A, self.A_init, self.discretize = cfg.complex_A, cfg.A_init, cfg.discretize
+        self.A_scale = cfg.A_scale
         c = 2 if cfg.complex_A else 1  # complex B, C stored as [re | im] on the last dim
         self.A_log = (lr_group(no_weight_decay(nn.Parameter(torch.empty(E, d, N))), "A")
                       if cfg.discretize else None)
@@ -76,6 +81,7 @@ class S4DCore(PackedModule):
         with torch.no_grad():
             if self.A_log is not None:
                 init_A_(self.A_log[e], None if self.A_im is None else self.A_im[e], self.A_init)
+                self.A_log[e].add_(math.log(self.A_scale))  # Re Λ = -exp(A_log) times A_scale
             self.B[e].zero_()
             self.B[e, : self.N].fill_(1.0)  # B = 1 (+ 0i)
             if self.D is not None:
