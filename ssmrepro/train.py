@@ -462,7 +462,7 @@ def train_pack(
     for name, et in eval_tasks.items():
         require_targets(et, data_seeds, TEST, _eval_size(et, "test", min(tc0.val_size,
                                                                          tc0.test_size)),
-                        tc0.eval_batch_size, f"evaluation set {name!r}")
+                        tc0.eval_batch_size, f"{name!r} evaluation")
 
     vec = lambda xs: torch.tensor(xs, dtype=torch.float64, device=dev)  # noqa: E731
     opt = PackedAdam(

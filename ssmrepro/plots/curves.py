@@ -80,6 +80,8 @@ class CurvesConfig(FigureConfig):
             f"paper_as.{k}: {v}" for k, v in self.paper_as.items() if v not in self.series]
         if bad:
             raise ValueError(f"{', '.join(bad)}: not one of the series {self.series}")
+        if self.paper_panels and not self.col:
+            raise ValueError("paper_panels: its keys are values of col, and no col is given")
         return self
 
     def column_refs(self) -> list[str]:
@@ -90,6 +92,9 @@ class CurvesConfig(FigureConfig):
 
     def panel_refs(self) -> list[str]:
         return [c for c in (self.row, self.col) if c]
+
+    def value_refs(self) -> list[tuple[str, str, Any]]:  # a misspelt panel showed no paper value
+        return [(f"paper_panels.{k}", self.col, k) for k in self.paper_panels] if self.col else []
 
     def metrics(self) -> list[str]:
         return []

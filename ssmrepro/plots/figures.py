@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import matplotlib
 
@@ -128,6 +128,9 @@ class HeatmapsConfig(FigureConfig):
 
     def panel_refs(self) -> list[str]:
         return [self.col]
+
+    def value_refs(self) -> list[tuple[str, str, Any]]:  # a misspelt panel showed no paper value
+        return [(f"paper_panels.{k}", self.col, k) for k in self.paper_panels]
 
 
 def _coord(values: dict, keys: list[str]) -> tuple | None:
