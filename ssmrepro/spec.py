@@ -16,6 +16,8 @@ from theory, ``theory.TABLES``) has no task, model or training; its rows are its
 from __future__ import annotations
 
 import difflib
+import itertools
+import math
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -32,6 +34,7 @@ from pydantic import (
 from .util import NoBoolNumbers, NotSmallFile, read_small, repo_root
 
 SPEC_VERSION = 1
+MAX_ANALYTIC_ROWS = 10_000  # rows of an analytic table (the largest shipped grid has 42)
 REQUIRED_PROFILES = ("smoke", "quick", "paper")
 
 
@@ -165,6 +168,32 @@ class Analytic(Strict):
         if set(self.grid) & set(self.params):
             raise ValueError(f"analytic: {sorted(set(self.grid) & set(self.params))} are both "
                              "params and grid keys")
+        rows = math.prod(len(v) for v in self.grid.values())
+        if rows > MAX_ANALYTIC_ROWS:
+            raise ValueError(f"analytic.grid: {rows:,} rows, more than {MAX_ANALYTIC_ROWS:,}")
+        from .theory import TABLES  # the table's own parameter types and bounds
+
+        table = TABLES.get(self.table)
+        if table is None:  # reported with the known tables by the outputs stage
+            return self
+        problems: list[str] = []
+        for values in itertools.product(*self.grid.values()):
+            point = dict(zip(self.grid, values))
+            try:  # every row exactly as analytic_table will compute it
+                table.Params(**self.params, **point)
+            except ValidationError as err:
+                for e in err.errors():
+                    name = ".".join(str(x) for x in e["loc"])
+                    part = ("grid" if name in self.grid else "params") if name else "params"
+                    at = (f" (grid point {', '.join(f'{k}={v}' for k, v in point.items())})"
+                          if self.grid and name not in self.params else "")
+                    msg = ("unknown key" if e["type"] == "extra_forbidden"
+                           else e["msg"].removeprefix("Value error, "))
+                    problems.append(f"{part}{'.' + name if name else ''}: {msg}{at}")
+            if len(set(problems)) >= 4:
+                break
+        if problems:
+            raise ValueError("; ".join(dict.fromkeys(problems)))
         return self
 
 

@@ -331,6 +331,25 @@ def _float_dtype(model) -> torch.dtype:
     return next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
 
 
+class NoTargets(ValueError):
+    """A data set whose samples have no supervised position (every target IGNORE / NaN)."""
+
+
+@torch.no_grad()
+def require_targets(task, data_seeds, split: int, size: int, batch: int, what: str) -> None:
+    """``NoTargets`` unless every member's samples 0..size-1 of ``split`` hold a supervised
+    target (reads batches until each member has one; usually the first)."""
+    seen = torch.zeros(data_seeds.shape[0], dtype=torch.bool, device=data_seeds.device)
+    for start in range(0, size, batch):
+        idx = torch.arange(start, min(size, start + batch), device=data_seeds.device)
+        seen |= supervised_count(task.sample(data_seeds, split, idx.expand(len(seen), -1)).y) > 0
+        if bool(seen.all()):
+            return
+    raise NoTargets(f"the {what} set ({size:,} samples) has no supervised position: nothing to "
+                    "learn or measure (its accuracy and loss read 0); check the task's settings "
+                    "(a probability of 0 or 1, a length too short for its layout)")
+
+
 @torch.no_grad()
 def evaluate(model, task, data_seeds, split: int, size: int, batch: int) -> tuple[torch.Tensor, ...]:
     """Mean loss and score per member on samples 0..size-1 of ``split``: (E,), (E,).
@@ -462,6 +481,15 @@ def train_pack(
     data_seeds = torch.tensor([derived_seed(r.seed, _DATA_STREAM) for r in runs], device=dev)
     for et in eval_tasks.values():  # an evaluation set the model cannot read fails now, not at the end
         evaluate(model, et, data_seeds, TEST, 1, 1)
+    # a set with no supervised position measured accuracy 0 and loss 0 (0 / 0 read as 0): a result
+    # nobody measured; such a pack fails now, before training, with what to change
+    require_targets(task, data_seeds, TRAIN, n_fit, tc0.eval_batch_size, "training")
+    require_targets(task, data_seeds, VAL, n_val, tc0.eval_batch_size, "validation")
+    require_targets(task, data_seeds, TEST, n_test, tc0.eval_batch_size, "test")
+    for name, et in eval_tasks.items():
+        require_targets(et, data_seeds, TEST, _eval_size(et, "test", min(tc0.val_size,
+                                                                         tc0.test_size)),
+                        tc0.eval_batch_size, f"{name!r} evaluation")
 
     vec = lambda xs: torch.tensor(xs, dtype=torch.float64, device=dev)  # noqa: E731
     opt = PackedAdam(

@@ -1160,7 +1160,8 @@ _D = "model.d_model"  # constant in the trained store's profile (not swept)
     {"kind": "bars", "x": _D}, {"kind": "lines", "x": _D},
     {"kind": "phase", "x": _D, "y": "task.T", "panels": [{"metric": "test.acc"}]},
     {"kind": "curves", "series": "val.acc", "row": _D, "col": "task.T"},
-    {"kind": "bound_grid", "x": _D, "y": "task.T"}, {"kind": "bands", "x": _D},
+    {"kind": "bound_grid", "x": _D, "y": "task.T"},
+    {"kind": "bands", "x": _D, "lo": None, "hi": None},  # no percentiles aggregated: no band
 ], ids=lambda f: f["kind"])
 def test_figures_claims_and_paper_values_may_name_a_key_not_swept(trained_store, tmp_path,
                                                                   figure):
@@ -1420,3 +1421,196 @@ def test_damaged_source_data_are_refused_not_trained_on(tmp_path, damage):
         import signal
 
         signal.alarm(0)
+
+
+# sixth round of probes (issue 11): task value ranges and sets with nothing supervised, analytic
+# specs, figure and claim options that name columns, values or expressions their cells cannot
+# give
+
+
+def test_an_inverse_matching_value_range_is_bounded(tmp_path):
+    """high = 1000 hung building every three-value set (C(981, 3) rows); 10^4 asked for 10^11."""
+    spec = _one_run_spec(tmp_path, task={"name": "inverse_matching", "high": 1000})
+    _assert_refused(_invoke("validate", spec), "low/high: [20, 1000] has 981 values, more than 256")
+    spec = _one_run_spec(tmp_path, task={"name": "inverse_matching", "ood_high": 10_000})
+    _assert_refused(_invoke("validate", spec), "ood_low/ood_high", "more than 256")
+
+
+def test_a_set_with_no_supervised_position_fails_its_pack_before_training(tmp_path):
+    """Selective copy with p = 0 has no number to copy: every run recorded accuracy 0 and loss 0
+    (0 / 0 read as 0), exit 0, a result nothing measured."""
+    import json
+
+    spec = _one_run_spec(tmp_path, task={"name": "selective_copy", "words": 4, "numbers": 2,
+                                         "p": 0.0, "L": 8})
+    assert _invoke("validate", spec).exit_code == 0  # a runtime property of the samples
+    res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--no-calibrate",
+                  "--no-plot", "--workers", "1")
+    assert res.exit_code == 1, res.output
+    assert "the training set (32 samples) has no supervised position" in res.output, res.output
+    assert "trained 0 runs" in res.output and "Traceback" not in res.output, res.output
+    records = [json.loads(p.read_text()) for p in (tmp_path / "out").rglob("runs/*.json")]
+    assert records and all(r["status"] != "ok" for r in records), records  # never counted done
+
+
+def test_require_targets_names_the_set_that_has_none():
+    from ssmrepro.tasks import build_task
+    from ssmrepro.tasks.base import TEST
+    from ssmrepro.tasks.selective_copy import SelectiveCopyConfig
+    from ssmrepro.train import NoTargets, require_targets
+
+    seeds = __import__("torch").tensor([3, 4])
+    ok = build_task(SelectiveCopyConfig(words=4, numbers=2, p=0.5, L=8))
+    require_targets(ok, seeds, TEST, 16, 8, "test")  # has targets: no error
+    none = build_task(SelectiveCopyConfig(words=4, numbers=2, p=0.0, L=8))
+    with pytest.raises(NoTargets, match="the 'x' evaluation set .16 samples. has no supervised"):
+        require_targets(none, seeds, TEST, 16, 8, "'x' evaluation")
+
+
+def _analytic_spec(tmp_path, source: str, edit=None) -> Path:
+    """A copy of a shipped analytic spec under another id, ``edit`` applied to its analytic."""
+    raw = yaml.safe_load((ROOT / source).read_text())
+    raw.update(id="t-analytic", alias=None)
+    if edit is not None:
+        edit(raw["analytic"])
+    p = tmp_path / "t-analytic.yaml"
+    p.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True))
+    return p
+
+
+_HAAR = "experiments/huang2025/huang2025-figA1.yaml"
+_YU = "experiments/yu2025/yu2025-fig5.yaml"
+
+
+@pytest.mark.parametrize("source,edit,needle", [
+    (_HAAR, lambda a: a["params"].update(bogus=1), "params.bogus: unknown key"),
+    (_HAAR, lambda a: a["params"].update(n="many"), "params.n: Input should be a valid integer"),
+    (_HAAR, lambda a: a["grid"].update(abs_w=[0, 10]),
+     "grid.abs_w: Input should be greater than 0 (grid point abs_w=0)"),
+    (_HAAR, lambda a: a["params"].update(n=10**9 + 1), "params.n: Input should be less than"),
+    (_HAAR, lambda a: a["params"].update(delta=0.5), "delta: 0.5 leaves no point away"),
+    (_HAAR, lambda a: a["params"].update(n=200000), "is not a multiple of 2^(j+1)"),
+    (_HAAR, lambda a: a["grid"].update(abs_w=list(range(1, 10_002))),
+     "analytic.grid: 10,001 rows, more than 10,000"),
+    (_YU, lambda a: a["params"].update(trials=10**9), "params.trials: Input should be less than"),
+    (_YU, lambda a: a["params"].update(trials=100_000), "floats per tensor, more than"),
+], ids=["unknown", "text", "zero", "huge-n", "delta", "grid-misses-jumps", "rows", "yu-trials",
+        "yu-size"])
+def test_analytic_params_are_typed_and_bounded_per_table(tmp_path, source, edit, needle):
+    """`validate` said ok; `run` then raised TypeError (an unknown name, text), ZeroDivisionError
+    (0), MemoryError (n or trials of 10^9) or gave meaningless numbers (delta too wide)."""
+    assert _invoke("validate", _analytic_spec(tmp_path, source)).exit_code == 0
+    _assert_refused(_invoke("validate", _analytic_spec(tmp_path, source, edit)), "analytic",
+                    needle)
+
+
+@pytest.mark.parametrize("cmd", ["run", "plot"])
+def test_set_on_an_analytic_spec_is_refused(tmp_path, cmd):
+    """--set was ignored: tagged copies (-set-<hash>) of the plain table were written."""
+    spec = _analytic_spec(tmp_path, _HAAR)
+    out = tmp_path / "out"
+    res = _invoke(cmd, spec, "--out", out, "--profile", "smoke", "--set", "model.d_model=8")
+    _assert_refused(res, "--set model.d_model: an analytic spec trains nothing")
+    assert not out.exists()
+
+
+_T = "task.T"
+
+
+@pytest.mark.parametrize("override,needle", [
+    # a column read as a number that holds text (raised ValueError while drawing or judging)
+    ({"figures": [{"kind": "lines", "x": "label", "logx": True}]},
+     "figures.0: 'label' is read as a number, but holds 'S6'"),
+    ({"figures": [{"kind": "phase", "x": "label", "y": _T, "panels": [{"metric": "test.acc"}]}]},
+     "'label' is read as a number"),
+    # expressions that cannot be evaluated for a cell (raised in the check or the figure)
+    ({"claims": [{"check": "region", "text": "t", "region": f"1 / ({_D} - 8) > 0", "op": ">=",
+                  "value": 0.0}]}, "claims.0.region: cannot be evaluated for the cell"),
+    ({"claims": [{"check": "collapse", "text": "t", "by": "label", "tol": 0.1}]},
+     "claims.0.by: cannot be evaluated"),
+    ({"figures": [{"kind": "bound_grid", "x": _T, "y": _D,
+                   "bounds": {"*": [{"expr": f"1 / ({_T} - 8)", "text": "b"}]}}]},
+     "figures.0.bounds.*.0.expr: cannot be evaluated"),
+    # two cells on one spot: the last hid the first
+    ({"figures": [{"kind": "lines", "x": _T, "hue": _D, "facet": None}]}, "fall on one spot"),
+    # case:<i> beyond the labels: '' for every cell
+    ({"figures": [{"kind": "bars", "x": "case:2"}]}, "have at most 1 case label(s) (case:0)"),
+    # a label, reference or half that names no run: a silent PASS or an empty drawing
+    ({"claims": [{"check": "size_order", "text": "t", "labels": ["S6", "S5"], "group_by": [],
+                  "threshold": 0.9}]}, "claims.0.labels.1: 'S5' is no label of any run"),
+    ({"claims": [{"check": "size_order", "text": "t", "labels": ["S6", "S6"], "group_by": [],
+                  "threshold": 0.9}]}, "names a label twice"),
+    ({"figures": [{"kind": "bands", "x": _T, "lo": None, "hi": None, "reference": ["S5"]}]},
+     "figures.0.reference.0: 'S5' is no case:0 of any run"),
+    ({"figures": [{"kind": "bound_grid", "x": _T, "y": _D, "halves": ["S6", "S6"]}]},
+     "halves: two different labels"),
+    ({"figures": [{"kind": "curves", "series": "val.acc", "where": {"label": "S5"}}]},
+     "figures.0.where: matches no run of any profile"),
+    # empty or unusable options that drew nothing (exit 0) or blew up
+    ({"figures": [{"kind": "heatmaps", "x": [], "y": ["label"]}]}, "x and y: give the columns"),
+    ({"figures": [{"kind": "phase", "x": _T, "y": _D, "panels": []}]}, "figures.0.panels"),
+    ({"figures": [{"kind": "curves", "series": []}]}, "figures.0.series"),
+    ({"figures": [{"kind": "curves", "series": "val.acc", "labels": {"val.loss": "x"}}]},
+     "labels.val.loss: not one of the series"),
+    ({"figures": [{"kind": "length_curves", "pattern": "L{L}.{x}", "lengths": [8, 16]}]},
+     "must contain {L} and no other replacement field"),
+    ({"figures": [{"kind": "length_curves", "pattern": "L{L:>99999999}", "lengths": [8, 16]}]},
+     "no other replacement field or format"),
+    ({"figures": [{"kind": "bands", "x": _T}]}, "(a band's column: aggregate.percentiles"),
+    ({"figures": [{"kind": "construction_heatmaps"}]},
+     "would draw their untrained initialisation"),
+    ({"figures": [{"kind": "curves", "series": "val.acc", "col": "label",
+                   "paper_panels": {"S5": "S6"}}]}, "figures.0.paper_panels.S5: 'S5' is no label"),
+    ({"figure": {"kind": "heatmaps", "metric": "test.acc", "x": _T, "y": _D,
+                 "paper_panels": {"S5": "S6"}}}, "figure.paper_panels.S5: 'S5' is no label"),
+    ({"figures": [{"kind": "curves", "series": "val.acc", "paper_panels": {"S4D": "S6"}}]},
+     "paper_panels: its keys are values of col"),
+    ({"figures": [{"kind": "lines", "ylim": [1, 0]}]}, "the lower end first"),
+    ({"figures": [{"kind": "phase", "x": _T, "y": _D, "panels": [{"metric": "test.acc"}],
+                   "vmax": 0}]}, "figures.0.vmax"),
+], ids=["numeric-text", "phase-text", "region-div0", "collapse-text", "bound-div0", "one-spot",
+        "case-beyond", "size-order-typo", "size-order-twice", "bands-reference", "halves",
+        "figure-where", "heatmap-axes", "phase-panels", "curves-series", "curves-labels",
+        "pattern-field", "pattern-format", "band-columns", "construction",
+        "curves-paper-panels", "heatmap-paper-panels", "paper-panels-no-col", "ylim", "vmax"])
+def test_figure_and_claim_options_are_checked_against_the_cells(tmp_path, override, needle):
+    """Each passed `validate` and then raised after training, drew nothing or drew one cell over
+    another with exit 0, or judged a claim on no cell."""
+    _assert_refused(_invoke("validate", write_spec(tmp_path, **override)), needle)
+
+
+def test_a_figure_not_drawn_says_why_and_an_unevaluable_claim_is_a_miss(trained_store,
+                                                                         tmp_path):
+    """A figure whose `where` matched no cell of this profile was silently absent; a claim whose
+    metric expression divides by zero in a cell raised ExprError (a traceback) in `verify`."""
+    _copy_trained(trained_store, tmp_path)
+    spec = _one_run_spec(
+        tmp_path, profiles={"smoke": {}, "quick": {"set": {_D: 16}}, "paper": {}},
+        figures=[{"kind": "curves", "series": "val.acc", "where": {_D: 16}, "name": "f"}],
+        claims=[{"text": "ratio", "where": {"label": "S6"}, "op": ">=", "value": 0.0,
+                 "metric": "test.acc / (test.loss - test.loss)"}])
+    res = _invoke("verify", spec, "--out", tmp_path / "out", "--profile", "smoke")
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "f-smoke.png not drawn: no finished cell of profile smoke to draw where " \
+        "model.d_model=16" in res.output, res.output
+    assert "FAIL ratio" in res.output and "(1 diverged/NaN)" in res.output, res.output
+
+
+def test_figure_helpers_give_no_value_instead_of_raising():
+    """The y range follows the values drawn (a loss on the accuracy range left the panel empty);
+    a theory line with no value between grid points is left out; `where` may name case:<i>."""
+    import math
+
+    import pandas as pd
+
+    from ssmrepro.plots.bounds import _value
+    from ssmrepro.plots.registry import ACCURACY_YLIM, resolve_ylim
+    from ssmrepro.report.cells import select
+
+    assert resolve_ylim("auto", [0.0, 0.5, 1.0, math.nan]) == ACCURACY_YLIM
+    assert resolve_ylim("auto", [0.2, 3.5]) is None  # a loss: matplotlib's own range
+    assert resolve_ylim((0.0, 10.0), [50.0]) == (0.0, 10.0) and resolve_ylim(None, [0.5]) is None
+    assert math.isnan(_value("1 / (x - 2)", {"x": 2.0}))
+    assert math.isnan(_value("log(x)", {"x": 0.0})) and _value("x * 2", {"x": 2.0}) == 4.0
+    cells = pd.DataFrame({"label": ["S6 / a", "S4D / b"], "test.acc": [0.5, 0.6]})
+    assert list(select(cells, {"case:1": "b"})["test.acc"]) == [0.6]

@@ -15,6 +15,7 @@ each set's metric, and the training length range shaded (cooper2026 Fig. 8).
 from __future__ import annotations
 
 import math
+import string
 import textwrap
 from pathlib import Path
 from typing import Any, Literal
@@ -29,7 +30,14 @@ from pydantic import Field, model_validator  # noqa: E402
 
 from ..report.cells import column, select  # noqa: E402
 from ..report.columns import N_PARAMS  # noqa: E402
-from .registry import FigureConfig, FigureContext, figure_kind, save_png  # noqa: E402
+from .registry import (  # noqa: E402
+    FigureConfig,
+    FigureContext,
+    YLim,
+    figure_kind,
+    resolve_ylim,
+    save_png,
+)
 
 COLORS = {"TF-TF": "tab:blue", "SSM-SSM": "tab:red", "TF-SSM": "tab:orange",
           "SSM-TF": "tab:green",
@@ -62,13 +70,31 @@ class BandsConfig(FigureConfig):
     hi: str | None = Field("p90", description="suffix of the band's upper column")
     logx: bool = True
     reference: list[str] = Field([], description="hues drawn as a dashed horizontal line")
-    ylim: tuple[float, float] | None = (-0.02, 1.02)
+    ylim: YLim = "auto"
     xlabel: str | None = None
     where: dict[str, Any] = Field({}, description="draw only the cells matching these conditions "
                                   "(e.g. one panel of a figure whose panels have different x)")
 
     def column_refs(self) -> list[str]:
         return [c for c in (self.x, self.hue, self.facet, *self.where) if c and c != N_PARAMS]
+
+    def metrics(self) -> list[str]:  # the band's columns too: without them no band was drawn
+        return [self.metric] + [f"{self.metric}.{b}" for b in (self.lo, self.hi) if b]
+
+    def numeric_refs(self) -> list[str]:
+        return [self.x] if self.x != N_PARAMS else []
+
+    def positions(self) -> list[str] | None:
+        return [c for c in (self.facet, self.hue, self.x) if c] if self.x != N_PARAMS else None
+
+    def cell_filter(self) -> dict[str, Any]:
+        return self.where
+
+    def panel_refs(self) -> list[str]:
+        return [self.facet] if self.facet else []
+
+    def value_refs(self) -> list[tuple[str, str, Any]]:
+        return [(f"reference.{i}", self.hue, r) for i, r in enumerate(self.reference)]
 
 
 @figure_kind("bands", BandsConfig)
@@ -111,8 +137,10 @@ def bands(ctx: FigureContext, cfg: BandsConfig, path: Path) -> bool:
                     paper_drawn = True
         if cfg.logx:
             ax.set_xscale("log")
-        if cfg.ylim is not None:
-            ax.set_ylim(*cfg.ylim)
+        drawn = [agg[c] for c in (m, lo, hi) if c in agg]
+        ylim = resolve_ylim(cfg.ylim, pd.concat(drawn) if drawn else [])
+        if ylim is not None:
+            ax.set_ylim(*ylim)
         xlabel = cfg.xlabel or ("parameters" if cfg.x == N_PARAMS else cfg.x.split(".")[-1])
         ax.set_xlabel(xlabel)
         band = _band_label(cfg.lo, cfg.hi)
@@ -139,16 +167,27 @@ class LengthCurvesConfig(FigureConfig):
     lo: str | None = "p0"
     hi: str | None = "p100"
     train_range: tuple[float, float] | None = Field(None, description="training lengths, shaded")
-    ylim: tuple[float, float] | None = (-0.02, 1.02)
+    ylim: YLim = "auto"
 
     @model_validator(mode="after")
     def _pattern(self) -> LengthCurvesConfig:
-        if "{L}" not in self.pattern:
-            raise ValueError("pattern must contain {L}")
+        try:
+            fields = [(name, spec, conv) for _, name, spec, conv in
+                      string.Formatter().parse(self.pattern) if name is not None]
+        except ValueError as err:  # an unmatched brace
+            raise ValueError(f"pattern {self.pattern!r}: {err}") from None
+        if not fields or any(f != ("L", "", None) for f in fields):
+            # '{x}' or '{0}' raised KeyError / IndexError in validate; '{L:>99999999}' built a
+            # string of 100 MB per length
+            raise ValueError(f"pattern {self.pattern!r} must contain {{L}} and no other "
+                             "replacement field or format (e.g. 'L{L}.acc')")
+        if self.train_range is not None and not self.train_range[0] <= self.train_range[1]:
+            raise ValueError(f"train_range: the shorter length first, not {list(self.train_range)}")
         return self
 
     def metrics(self) -> list[str]:
-        return [self.pattern.format(L=L) for L in self.lengths]
+        names = [self.pattern.format(L=L) for L in self.lengths]
+        return names + [f"{n}.{b}" for n in names for b in (self.lo, self.hi) if b]
 
     def column_refs(self) -> list[str]:
         return [self.hue]
@@ -179,8 +218,10 @@ def length_curves(ctx: FigureContext, cfg: LengthCurvesConfig, path: Path) -> bo
         ax.plot(cfg.lengths, ys, marker="o", color=color, label=label)
         if not np.isnan(los).all():
             ax.fill_between(cfg.lengths, los, his, color=color, alpha=0.18, lw=0)
-    if cfg.ylim is not None:
-        ax.set_ylim(*cfg.ylim)
+    ylim = resolve_ylim(cfg.ylim, [v for L in cfg.lengths for c in (cfg.pattern.format(L=L),)
+                                   if c in agg for v in agg[c]])
+    if ylim is not None:
+        ax.set_ylim(*ylim)
     ax.set_xlabel("evaluation sequence length")
     band = _band_label(cfg.lo, cfg.hi)
     metric = cfg.pattern.replace("{L}", "<L>")

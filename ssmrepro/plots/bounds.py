@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import matplotlib
 
@@ -68,6 +68,31 @@ class BoundGridConfig(FigureConfig):
                 refs += sorted(expr.names(b.expr))
         return refs
 
+    @model_validator(mode="after")
+    def _two_halves(self) -> BoundGridConfig:
+        if self.halves and self.halves[0] == self.halves[1]:
+            raise ValueError(f"halves: two different labels, not {self.halves}")
+        return self
+
+    def numeric_refs(self) -> list[str]:
+        return [self.x, self.y]
+
+    def panel_refs(self) -> list[str]:
+        return [self.col] + ([self.row] if self.row else [])
+
+    def cell_exprs(self) -> list[tuple[str, str]]:
+        return [(f"bounds.{k}.{i}.expr", b.expr) for k, lines in self.bounds.items()
+                for i, b in enumerate(lines)]
+
+    def value_refs(self) -> list[tuple[str, str, Any]]:
+        return ([(f"halves.{i}", LABEL, h) for i, h in enumerate(self.halves or [])]
+                + [(f"bounds.{k}", LABEL, k) for k in self.bounds if k != "*"])
+
+    def positions(self) -> list[str] | None:
+        # halves: a cell's label minus its half label is the panel, the half its triangle
+        return ([LABEL] if self.halves else [self.col]) + ([self.row] if self.row else []) + [
+            self.x, self.y]
+
 
 def _pos(vals: list[float], v: float, log: bool) -> float:
     """Axis coordinate of value v on a grid drawn at equal spacing (index), interpolated
@@ -94,6 +119,16 @@ def _edge_values(vals: list[float], log: bool) -> tuple[float, float]:
     if log:
         return (vals[0] * math.sqrt(vals[0] / vals[1]), vals[-1] * math.sqrt(vals[-1] / vals[-2]))
     return vals[0] - (vals[1] - vals[0]) / 2, vals[-1] + (vals[-1] - vals[-2]) / 2
+
+
+def _value(text: str, env: dict) -> float:
+    """A theory line's value, NaN where it has none (a division by zero, a logarithm of 0
+    between grid values; every cell's own values were checked by validation)."""
+    try:
+        v = float(expr.evaluate(text, env))
+    except (expr.ExprError, TypeError, ValueError):
+        return math.nan
+    return v if math.isfinite(v) else math.nan
 
 
 def _lines_for(cfg: BoundGridConfig, panel: str) -> list[Bound]:
@@ -172,14 +207,15 @@ def bound_grid(ctx: FigureContext, cfg: BoundGridConfig, path: Path) -> bool:
                     fine = np.geomspace(lo, hi, 200) if cfg.log_x else np.linspace(lo, hi, 200)
                     px, py = [], []
                     for xv in fine:
-                        yv = float(expr.evaluate(b.expr, {**env, cfg.x: float(xv)}))
-                        if yv > 0 or not cfg.log_y:
+                        yv = _value(b.expr, {**env, cfg.x: float(xv)})
+                        if not math.isnan(yv) and (yv > 0 or not cfg.log_y):
                             px.append(_pos(xs, float(xv), cfg.log_x))
                             py.append(_pos(ys, yv, cfg.log_y))
                     ax.plot(px, py, color="k", ls=b.style, lw=1.6, label=b.text)
                 else:
-                    xv = float(expr.evaluate(b.expr, env))
-                    ax.axvline(_pos(xs, xv, cfg.log_x), color="k", ls=b.style, lw=1.6,
+                    xv = _value(b.expr, env)
+                    if not math.isnan(xv) and (xv > 0 or not cfg.log_x):
+                        ax.axvline(_pos(xs, xv, cfg.log_x), color="k", ls=b.style, lw=1.6,
                                    label=b.text)
             ax.set_xlim(-0.5, len(xs) - 0.5)
             ax.set_ylim(-0.5, len(ys) - 0.5)

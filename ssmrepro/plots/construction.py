@@ -13,7 +13,7 @@ the prediction equals the target (supervised positions only). The construction's
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import matplotlib
 
@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from pydantic import Field  # noqa: E402
 
-from ..sweep import expand  # noqa: E402
+from ..report.columns import LABEL  # noqa: E402
 from ..tasks import build_task  # noqa: E402
 from ..tasks.base import IGNORE, TEST  # noqa: E402
 from ..theory import cooper, cooper_decode  # noqa: E402
@@ -37,6 +37,17 @@ class ConstructionConfig(FigureConfig):
     sample: int = Field(0, ge=0, description="test sample index to draw")
 
     def metrics(self) -> list[str]:
+        return []
+
+    def value_refs(self) -> list[tuple[str, str, Any]]:
+        return [("label", LABEL, self.label)] if self.label is not None else []
+
+    def run_problems(self, runs: list) -> list[str]:
+        trained = sorted({r.train.total_steps for r in runs if r.train.total_steps})
+        if trained:  # the figure rebuilds the model from its config: an untrained init
+            return [f"kind: construction_heatmaps draws a constructed model from its config "
+                    f"alone (train.max_steps: 0); these runs train ({trained[-1]} steps), so it "
+                    "would draw their untrained initialisation"]
         return []
 
 
@@ -68,7 +79,7 @@ def _stream(model, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.T
 @figure_kind("construction_heatmaps", ConstructionConfig)
 def construction_heatmaps(ctx: FigureContext, cfg: ConstructionConfig, path: Path) -> bool:
     """Embedding and output heatmaps (dimension × position) of a constructed model on one example."""
-    runs = [r for r in expand(ctx.spec, ctx.profile) if cfg.label in (None, r.label)]
+    runs = [r for r in ctx.runs if cfg.label in (None, r.label)]  # with the --set overrides
     if not runs:
         return False
     run = runs[0]

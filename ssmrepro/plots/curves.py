@@ -24,12 +24,21 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from pydantic import Field  # noqa: E402
+from pydantic import Field, model_validator  # noqa: E402
 
 from ..report.cells import column, select  # noqa: E402
 from ..report.columns import SEED  # noqa: E402
 from ..report.curves import STEP  # noqa: E402
-from .registry import Columns, FigureConfig, FigureContext, figure_kind, save_png  # noqa: E402
+from .registry import (  # noqa: E402
+    Columns,
+    FigureConfig,
+    FigureContext,
+    NotDrawn,
+    YLim,
+    figure_kind,
+    resolve_ylim,
+    save_png,
+)
 
 CURVES = "curves"  # the table name in FigureContext.tables
 _STYLES = ["-", "--", ":", "-."]
@@ -37,7 +46,8 @@ _STYLES = ["-", "--", ":", "-."]
 
 class CurvesConfig(FigureConfig):
     kind: Literal["curves"]
-    series: Columns = Field(..., description="history metrics drawn, e.g. 'train.acc,val.acc'")
+    series: Columns = Field(..., min_length=1,
+                            description="history metrics drawn, e.g. 'train.acc,val.acc'")
     labels: dict[str, str] = Field({}, description="legend name per metric, e.g. {val.acc: test}")
     row: str | None = None
     col: str | None = None
@@ -47,7 +57,7 @@ class CurvesConfig(FigureConfig):
     seeds: Literal["mean", "best", "each"] = "mean"
     logx: bool = False
     x: Literal["step", "samples"] = STEP
-    ylim: tuple[float, float] | None = (-0.02, 1.02)
+    ylim: YLim = "auto"
     logy: bool = False
     transform: Literal["none", "exp"] = Field(
         "none", description="exp: draw exp(value), e.g. per-byte perplexity from a loss in nats")
@@ -63,8 +73,28 @@ class CurvesConfig(FigureConfig):
         {}, description="value of col -> the value whose paper values its panel shows, e.g. "
         "another layout of the paper's model: {'S4D+PE (LN)': S4D+PE}")
 
+    @model_validator(mode="after")
+    def _named_series(self) -> CurvesConfig:
+        # a legend name or a paper value drawn on a metric the figure does not draw was ignored
+        bad = [f"labels.{m}" for m in self.labels if m not in self.series] + [
+            f"paper_as.{k}: {v}" for k, v in self.paper_as.items() if v not in self.series]
+        if bad:
+            raise ValueError(f"{', '.join(bad)}: not one of the series {self.series}")
+        if self.paper_panels and not self.col:
+            raise ValueError("paper_panels: its keys are values of col, and no col is given")
+        return self
+
     def column_refs(self) -> list[str]:
         return [c for c in (self.row, self.col, *self.hue) if c and c != SEED] + list(self.where)
+
+    def cell_filter(self) -> dict[str, Any]:
+        return self.where
+
+    def panel_refs(self) -> list[str]:
+        return [c for c in (self.row, self.col) if c]
+
+    def value_refs(self) -> list[tuple[str, str, Any]]:  # a misspelt panel showed no paper value
+        return [(f"paper_panels.{k}", self.col, k) for k in self.paper_panels] if self.col else []
 
     def metrics(self) -> list[str]:
         return []
@@ -125,8 +155,12 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
         return False
     df = select(df, cfg.where) if cfg.where else df
     missing = [m for m in cfg.series if m not in df]
-    if df.empty or missing == list(cfg.series):
+    if df.empty:
         return False
+    if missing == list(cfg.series):  # e.g. val.mse of a classification task
+        have = [c for c in df.columns if c.rsplit(".", 1)[-1] in ("acc", "loss", "mse")]
+        raise NotDrawn(f"the runs' evaluation histories have none of {', '.join(cfg.series)} "
+                       f"(they have {', '.join(have) or 'none'})")
     series = [m for m in cfg.series if m in df]
     df = df.assign(_row=column(df, cfg.row) if cfg.row else "",
                    _col=column(df, cfg.col) if cfg.col else "",
@@ -141,8 +175,10 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
     else:
         n_r, n_c = len(rows), len(cols)
         place = {(rv, cv): (i, j) for i, rv in enumerate(rows) for j, cv in enumerate(cols)}
+    drawn = df[series].to_numpy(float)
+    ylim = resolve_ylim(cfg.ylim, np.exp(drawn) if cfg.transform == "exp" else drawn)
     fig, axes = plt.subplots(n_r, n_c, figsize=(w * n_c + 1.0, h * n_r + 0.9),
-                             squeeze=False, sharex=True, sharey=cfg.ylim is not None)
+                             squeeze=False, sharex=True, sharey=ylim is not None)
     for ax in list(axes.flat)[len(place):]:
         ax.axis("off")
     n_colors = 10 if len(hues) <= 10 else 20  # distinct colours for up to 20 curves
@@ -193,8 +229,8 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
                                       _fmt(cfg.col, cv, cfg.names)) if t)
         if title:
             ax.set_title(title, fontsize=8)
-        if cfg.ylim is not None and not cfg.logy:
-            ax.set_ylim(*cfg.ylim)
+        if ylim is not None and not cfg.logy:
+            ax.set_ylim(*ylim)
         if cfg.logy:
             ax.set_yscale("log")
         if cfg.logx:

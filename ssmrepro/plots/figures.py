@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import matplotlib
 
@@ -25,7 +25,15 @@ from .. import expr  # noqa: E402
 from ..report.analysis import DECAY  # noqa: E402
 from ..report.cells import column  # noqa: E402
 from ..report.columns import DECAY_X, LABEL, N_PARAMS  # noqa: E402
-from .registry import Columns, FigureConfig, FigureContext, figure_kind, save_png  # noqa: E402
+from .registry import (  # noqa: E402
+    Columns,
+    FigureConfig,
+    FigureContext,
+    YLim,
+    figure_kind,
+    resolve_ylim,
+    save_png,
+)
 
 
 def _cell_name(row: pd.Series, cols: list[str]) -> str:
@@ -79,7 +87,11 @@ def bars(ctx: FigureContext, cfg: BarsConfig, path: Path) -> bool:
             ax.text(i, -0.08, f"{int(row[N_PARAMS]):,} p", ha="center", va="top", fontsize=7,
                     transform=ax.get_xaxis_transform())
     ax.set_xticks(pos, names, rotation=0)
-    ax.set_ylim(0, 1.25)
+    if resolve_ylim("auto", vals) is not None:  # accuracies: room above 1 for the value texts
+        ax.set_ylim(0, 1.25)
+    else:  # a loss or a ratio: its own range (on the accuracy range the bars were cut off)
+        ax.set_ylim(min(0.0, float(np.nanmin(vals)) * 1.15) if np.isfinite(vals).any() else 0.0,
+                    max(1e-12, float(np.nanmax(vals)) * 1.15) if np.isfinite(vals).any() else 1.0)
     ax.set_ylabel(f"{metric} ({ctx.aggregation()})")
     ax.set_title(ctx.title(cfg), fontsize=9)
     ax.legend(loc="upper center", fontsize=8, ncol=2)
@@ -104,8 +116,23 @@ class HeatmapsConfig(FigureConfig):
         {}, description="panel -> the panel (value of col) whose paper values it shows, e.g. "
         "another layout of the paper's model: {'S4D+PE (LN)': S4D+PE}")
 
+    @model_validator(mode="after")
+    def _axes(self) -> HeatmapsConfig:
+        if not self.x or not self.y:  # every cell had no coordinate: empty panels, exit 0
+            raise ValueError("x and y: give the columns of both axes (e.g. x: task.T, y: label)")
+        return self
+
     def column_refs(self) -> list[str]:
         return [self.col, *self.x, *self.y]
+
+    def positions(self) -> list[str] | None:
+        return [self.col, *self.x, *self.y]
+
+    def panel_refs(self) -> list[str]:
+        return [self.col]
+
+    def value_refs(self) -> list[tuple[str, str, Any]]:  # a misspelt panel showed no paper value
+        return [(f"paper_panels.{k}", self.col, k) for k in self.paper_panels]
 
 
 def _coord(values: dict, keys: list[str]) -> tuple | None:
@@ -223,7 +250,7 @@ class LinesConfig(FigureConfig):
     x: str | None = None  # default: the swept key that varies within the panel
     hue: str = "case:0"
     facet: str | None = "case:1"
-    ylim: tuple[float, float] | None = (-0.02, 1.02)
+    ylim: YLim = "auto"
     logx: bool = False
     logy: bool = False
     paper: bool = Field(False, description="mark the paper's value of each drawn cell (black ×)")
@@ -245,6 +272,15 @@ class LinesConfig(FigureConfig):
                 raise ValueError(f"reference {text!r}: {e!r} may only use the x column "
                                  f"({self.x!r}; set x)")
         return self
+
+    def numeric_refs(self) -> list[str]:
+        return [self.x] if self.x and self.logx else []
+
+    def positions(self) -> list[str] | None:
+        return [c for c in (self.facet, self.hue, self.x) if c] if self.x else None
+
+    def panel_refs(self) -> list[str]:
+        return [self.facet] if self.facet else []
 
 
 @figure_kind("lines", LinesConfig)
@@ -291,8 +327,9 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
             ax.set_xscale("log")
         if cfg.logy:
             ax.set_yscale("log")
-        if cfg.ylim is not None and not cfg.logy:
-            ax.set_ylim(*cfg.ylim)
+        ylim = resolve_ylim(cfg.ylim, agg[metric])
+        if ylim is not None and not cfg.logy:
+            ax.set_ylim(*ylim)
         ax.set_title(f"{short(cfg.facet)} = {facet}" if cfg.facet and cfg.facet in cfg.names
                      else facet, fontsize=9)
         ax.legend(fontsize=8, title=short(cfg.hue) if cfg.hue in cfg.names else None,

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import io
 import json
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any, Literal
@@ -46,7 +45,7 @@ from ..sweep import expand  # noqa: E402
 from ..tasks import build_task  # noqa: E402
 from ..train import _DATA_STREAM, build_member, derived_seed  # noqa: E402
 from ..util import atomic_write_bytes  # noqa: E402
-from .registry import FigureConfig, FigureContext, figure_kind, save_png  # noqa: E402
+from .registry import FigureConfig, FigureContext, NotDrawn, figure_kind, save_png  # noqa: E402
 
 CMAP = "inferno"  # the paper's colormap (notes §2.5)
 ARRAYS = "-arrays"  # figure.png -> figure-arrays.npz
@@ -257,13 +256,9 @@ def _unpack_row(z, i: int, name: str) -> dict[str, Any]:
     return {"name": name, "panels": panels, "metrics": dict(zip(names, values.tolist()))}
 
 
-def _tell(msg: str) -> None:
-    print(msg, file=sys.stderr)
-
-
 def _figure(ctx: FigureContext, cfg: MechFigureConfig, path: Path, compute, draw) -> bool:
     """Compute the rows from the saved weights (and store them), else read the stored arrays;
-    draw the figure from the stored arrays either way."""
+    draw the figure from the stored arrays either way (``NotDrawn`` says why it cannot)."""
     arrays = arrays_path(path)
     members = _members(ctx, cfg.where)
     if members:
@@ -274,14 +269,11 @@ def _figure(ctx: FigureContext, cfg: MechFigureConfig, path: Path, compute, draw
         try:
             rows = unpack(arrays, cfg)
         except (OSError, ValueError, KeyError) as err:
-            _tell(f"{ctx.spec.id}: {path.name} not drawn: {arrays.name} is unusable ({err}); "
-                  f"re-run `ssmrepro run {ctx.spec.id} --profile {ctx.profile}` to rebuild it")
-            return False
+            raise NotDrawn(f"{arrays.name} is unusable ({err}); re-run `ssmrepro run "
+                           f"{ctx.spec.id} --profile {ctx.profile}` to rebuild it") from None
     else:
-        _tell(f"{ctx.spec.id}: {path.name} not drawn: no saved weights of its cells (runs/, not "
-              f"in git) and no {arrays.name}; `ssmrepro run {ctx.spec.id} --profile "
-              f"{ctx.profile}` trains them")
-        return False
+        raise NotDrawn(f"no saved weights of its cells (runs/, not in git) and no {arrays.name}; "
+                       f"`ssmrepro run {ctx.spec.id} --profile {ctx.profile}` trains them")
     if not rows:
         return False
     draw(ctx, cfg, path, rows)

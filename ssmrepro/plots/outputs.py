@@ -6,14 +6,17 @@ computed here.
 
 from __future__ import annotations
 
+import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from pydantic import ValidationError
 
-from .. import report
+from .. import expr, report
 from ..engine import open_store, output_name
 from ..expr import ExprError
 from ..report.analysis import (
@@ -30,15 +33,15 @@ from ..report.analysis import (
     weights_table,
 )
 from ..report.analytic import analytic_cells, analytic_columns, analytic_table
-from ..report.cells import is_case_ref
-from ..report.columns import LABEL, N_PARAMS, RUN_ID
+from ..report.cells import CASE_PREFIX, cell_env, column, has_column, is_case_ref, value_matches
+from ..report.columns import LABEL, LABEL_SEP, N_PARAMS, RUN_ID
 from ..report.curves import HISTORY_SETS, SAMPLES, STEP, curve_table, history_metric_sets
 from ..spec import Spec, format_errors
 from ..store import metric_range_problem, read_results, read_table
 from ..sweep import RunConfig, expand, overrides_tag, per_point
 from ..util import atomic_write_text
 from .curves import CURVES
-from .registry import FIGURE_KINDS, FigureContext, parse_figure
+from .registry import FIGURE_KINDS, FigureConfig, FigureContext, NotDrawn, parse_figure
 
 
 @dataclass
@@ -82,11 +85,22 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             f"{m}.p{q:g}" for m in spec.aggregate.metrics for q in spec.aggregate.percentiles}
         sets = set(HISTORY_SETS) | {n for r in runs for n in r.train.evals}
 
+    n_cases = max((len(str(r.label).split(LABEL_SEP)) for r in runs or []), default=0)
+    checked: list[tuple[str, Any]] = []  # (key, config) whose columns all exist
+
     def refs(key: str, cfg: Any) -> None:
+        n = len(errors)
         for c in cfg.column_refs():
             if c not in known and not is_case_ref(c):
                 errors.append(f"{path}: {key}: unknown column {c!r} (not a config key of this "
                               "spec's runs, nor label / case:<i>)")
+            elif (is_case_ref(c) and n_cases and int(c[len(CASE_PREFIX):]) >= n_cases
+                  and c not in getattr(cfg, "panel_refs", list)()):
+                # every label lacks it: '' for every cell (unnamed bars, one hue, MISSING)
+                errors.append(f"{path}: {key}: {c!r}: the runs' labels have at most {n_cases} "
+                              f"case label(s) (case:0{f' to case:{n_cases - 1}' if n_cases > 1 else ''})")
+        if len(errors) == n:
+            checked.append((key, cfg))
 
     stems = set()
     for i, (key, raw) in enumerate(spec.figure_configs):
@@ -100,7 +114,9 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             continue
         refs(key, cfg)
         errors += [f"{path}: {key}.metric: {m!r} is not aggregated (aggregate.metrics: "
-                   f"{sorted(metrics)})" for m in cfg.metrics() if m not in metrics]
+                   f"{sorted(metrics)})" + (" (a band's column: aggregate.percentiles, or lo / "
+                                            "hi: null)" if re.search(r"\.p[0-9.]+$", m) else "")
+                   for m in cfg.metrics() if m not in metrics]
         errors += [f"{path}: {key}.kind: {cfg.kind} needs `analysis: [{a}]`"
                    for a in cfg.analyses() if a not in spec.analysis]
         errors += [f"{path}: {key}: {m!r} is not in the runs' evaluation history (sets: "
@@ -146,6 +162,8 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                   if needs == {cfg.metric} and isinstance(getattr(cfg, f, None), float)]
         bounds += [(f"{key}.given.{j}.value", g.metric, g.value) for j, g in enumerate(cfg.given)]
         errors += _unreachable(path, bounds)
+    if runs and not errors:  # every column exists: check what the cells hold
+        errors += _cell_problems(spec, checked, runs)
     sel = spec.aggregate.select
     if sel is not None and sel.over not in report.cell_keys(runs):
         errors.append(f"{path}: aggregate.select.over: {sel.over!r} is not a swept key of this "
@@ -158,6 +176,83 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             errors.append(f"{path}: paper_values.{i}.metric: {pv.metric!r} is not aggregated")
         errors += _unreachable(path, [(f"paper_values.{i}.value", pv.metric, pv.value)])
     return errors
+
+
+def _shown(where: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in where.items()) or "(every cell)"
+
+
+def _is_number(v: Any) -> bool:
+    return v is None or (isinstance(v, (int, float, np.integer, np.floating))
+                         and not isinstance(v, (bool, np.bool_)))
+
+
+def _cell_problems(spec: Spec, items: list[tuple[str, Any]], runs: list) -> list[str]:
+    """'file: key: reason' for figures and claims whose columns exist but whose cells, per
+    profile, cannot be drawn or judged as written (each raised or misled after training):
+
+    * a column read as a number (a numeric or log axis, a size) that holds text (``label``);
+    * an expression (a theory line, a claim's ``region`` or ``by``) that cannot be evaluated
+      for some cell (a division by zero, a logarithm of 0, text compared with a number);
+    * two cells that a figure would draw on one spot (same panel, row, x and y): the last
+      hid the first with no sign of it;
+    * runs a kind cannot draw (``FigureConfig.run_problems``)."""
+    path = spec.path or spec.id
+    over = spec.aggregate.select.over if spec.aggregate.select is not None else None
+    errors: list[str] = []
+    profiles: dict[str, list] = {}
+    for r in runs:
+        profiles.setdefault(r.profile, []).append(r)
+    for profile, rs in profiles.items():
+        keys = [k for k in report.cell_keys(rs) if k != over]
+        rows = _config_rows(rs).drop(columns="seed")
+        rows = rows[~rows.astype(str).duplicated()].reset_index(drop=True)
+        for key, cfg in items:
+            for c in getattr(cfg, "numeric_refs", lambda: [])():
+                vals = column(rows, c) if has_column(rows, c) else []
+                text = next((v for v in vals if not _is_number(v)), None)
+                if text is not None:
+                    errors.append(f"{path}: {key}: {c!r} is read as a number, but holds "
+                                  f"{text!r} (a text column cannot be a numeric or log axis)")
+            for field, text in cfg.cell_exprs():
+                for _, row in rows.iterrows():
+                    try:
+                        value = expr.evaluate(text, cell_env(row))
+                        if isinstance(value, str):  # a line at height 'S6' was never drawn
+                            raise ValueError(f"it gives text ({value!r}), not a number")
+                    except (ExprError, TypeError, ValueError) as err:
+                        errors.append(f"{path}: {key}.{field}: cannot be evaluated for the cell "
+                                      f"{_cell_text(row, keys)} of profile {profile}: {err}")
+                        break
+            if isinstance(cfg, FigureConfig):
+                errors += [f"{path}: {key}.{m}" for m in cfg.run_problems(rs)]
+                errors += _collisions(f"{path}: {key}", cfg, rows, keys, profile)
+    return list(dict.fromkeys(errors))
+
+
+def _cell_text(row: pd.Series, keys: list[str]) -> str:
+    return ", ".join(f"{k}={row[k]}" for k in keys if k in row)
+
+
+def _collisions(where: str, cfg: FigureConfig, rows: pd.DataFrame, keys: list[str],
+                profile: str) -> list[str]:
+    """Two cells of ``rows`` that ``cfg`` draws on one spot (``FigureConfig.positions``)."""
+    pos = cfg.positions()
+    if not pos or not all(has_column(rows, c) for c in pos):
+        return []
+    sub = report.select(rows, cfg.cell_filter()) if cfg.cell_filter() else rows
+    spots: dict[tuple, pd.Series] = {}
+    for _, row in sub.iterrows():
+        one = sub.loc[[row.name]]
+        spot = tuple(str(column(one, c).iloc[0]) for c in pos)
+        cell = tuple(str(row[k]) for k in keys if k in row)
+        first = spots.setdefault(spot, row)
+        if tuple(str(first[k]) for k in keys if k in first) != cell:
+            shown = ", ".join(f"{c}={v}" for c, v in zip(pos, spot))
+            return [f"{where}: the cells {_cell_text(first, keys)} and {_cell_text(row, keys)} "
+                    f"of profile {profile} fall on one spot ({shown}): one would hide the "
+                    "other; tell them apart (a panel, hue or row column) or draw one (a `where`)"]
+    return []
 
 
 def _unreachable(path: str, values: list[tuple[str, str, float]]) -> list[str]:
@@ -178,19 +273,26 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
         return []
     path = spec.path or spec.id
     errors: list[str] = []
-    if spec.claims:
-        cells = _config_rows(runs)
-    else:
-        cells = pd.DataFrame()
+    cells = _config_rows(runs)
 
     def check(key: str, where: Any) -> None:
-        if not isinstance(where, dict) or not where or any(k not in cells for k in where):
+        if not isinstance(where, dict) or not where or any(not has_column(cells, k)
+                                                           for k in where):
             return  # no condition, or an unknown column / case:<i> (reported elsewhere)
         if report.select(cells, where).empty:
             shown = ", ".join(f"{k}={v}" for k, v in where.items())
             errors.append(f"{path}: {key}: matches no run of any profile ({shown}); check the "
                           "label and the values")
 
+    def values(key: str, cfg: Any) -> None:
+        for field, col, want in cfg.value_refs():
+            if not has_column(rows, col):
+                continue  # an unknown column: reported by validate_outputs
+            if not any(value_matches(col, have, want) for have in column(rows, col)):
+                errors.append(f"{path}: {key}.{field}: {want!r} is no {col} of any run of any "
+                              "profile; check the spelling")
+
+    rows = _config_rows(runs)
     for i, raw in enumerate(spec.claims):
         try:
             cfg = report.parse_claim(raw)
@@ -198,6 +300,14 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
             continue  # reported by validate_outputs
         for field in ("where", "a", "b"):
             check(f"claims.{i}.{field}", getattr(cfg, field, None))
+        values(f"claims.{i}", cfg)
+    for key, raw in spec.figure_configs:
+        try:
+            fig = parse_figure(raw)
+        except (KeyError, ValidationError):
+            continue  # reported by validate_outputs
+        check(f"{key}.where", fig.cell_filter())  # drew nothing, said nothing
+        values(key, fig)
     seen: dict[str, int] = {}
     for i, pv in enumerate(spec.paper_values):
         ident = repr((pv.metric, sorted((k, repr(v)) for k, v in pv.where.items())))
@@ -386,12 +496,20 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
     configs = [parse_figure(raw) for _, raw in spec.figure_configs]
     view = report.with_config(cells, runs, named)  # + the config keys named but not swept here
     verdicts = report.verify(spec, view, keys)
-    ctx = FigureContext(spec, profile, view, keys, out, tables)
+    ctx = FigureContext(spec, profile, view, keys, out, tables, runs)
     figures = []
     for i, cfg in enumerate(configs):
         path = out(figure_stem(cfg, i), "png")
-        if FIGURE_KINDS[cfg.kind].fn(ctx, cfg, path):
+        try:
+            drawn = FIGURE_KINDS[cfg.kind].fn(ctx, cfg, path)
+            why = f"no finished cell of profile {profile} to draw" + (
+                f" where {_shown(cfg.cell_filter())}" if cfg.cell_filter() else "")
+        except NotDrawn as err:
+            drawn, why = False, str(err)
+        if drawn:
             figures.append(path)
+        else:  # said, never silently absent (a where or a series that matched nothing)
+            print(f"{spec.id}: {path.name} not drawn: {why}", file=sys.stderr)
     if not report.finished(cells).empty:
         atomic_write_text(out("summary", "csv"), cells.to_csv(index=False))
     rep = out("report", "md")

@@ -19,7 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
-from pydantic import ConfigDict  # noqa: E402
+from pydantic import ConfigDict, Field  # noqa: E402
 
 from ..report.cells import fmt_num, select, values_equal  # noqa: E402
 from ..util import NoBoolNumbers  # noqa: E402
@@ -37,15 +37,24 @@ class PhaseConfig(FigureConfig):
     kind: Literal["phase"]
     x: str
     y: str
-    panels: list[PhasePanel]
+    panels: list[PhasePanel] = Field(..., min_length=1)
     where: dict[str, Any] = {}
     y_descending: bool = True  # largest y on top (the paper's layout)
     x_label: str | None = None
     y_label: str | None = None
-    vmax: float = 1.0
+    vmax: float = Field(1.0, gt=0, description="top of the colour scale (bottom: 0)")
 
     def column_refs(self) -> list[str]:
         return [self.x, self.y, *self.where]
+
+    def numeric_refs(self) -> list[str]:
+        return [self.x, self.y]
+
+    def positions(self) -> list[str] | None:  # one grid for every cell: no panel per label
+        return [self.x, self.y]
+
+    def cell_filter(self) -> dict[str, Any]:
+        return self.where
 
     def metrics(self) -> list[str]:
         return [p.metric for p in self.panels]

@@ -18,10 +18,11 @@ import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
+import numpy as np
 import pandas as pd
-from pydantic import BeforeValidator, ConfigDict, StringConstraints
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, StringConstraints
 
 from ..report.cells import finished, values_equal
 from ..report.columns import DEFAULT_METRIC
@@ -58,6 +59,40 @@ class FigureConfig(NoBoolNumbers):
         makes the outputs stage write ``curves.csv`` (report.curves)."""
         return []
 
+    def panel_refs(self) -> list[str]:
+        """Columns that split the figure into panels: ``case:<i>`` beyond the labels' case
+        labels is '' for every cell there, one panel (the lines kind's default facet)."""
+        return []
+
+    def numeric_refs(self) -> list[str]:
+        """Columns drawn on a numeric axis: validated to hold numbers in every run (``label``
+        or a text key raised ValueError while drawing)."""
+        return []
+
+    def cell_exprs(self) -> list[tuple[str, str]]:
+        """(field, expression over a cell's config columns) evaluated on every cell before any
+        training (a theory line that cannot be evaluated raised while drawing)."""
+        return []
+
+    def value_refs(self) -> list[tuple[str, str, Any]]:
+        """(field, column, value) the figure names as a value of a column (``label``: a run's
+        label or case label): a typo drew nothing, or drew the cell as if it were another."""
+        return []
+
+    def positions(self) -> list[str] | None:
+        """Columns that place a cell in the drawing (panel, row, x, y): two cells of a profile
+        with equal values would be drawn on one spot, the last over the first, so validation
+        refuses them. None: the kind draws every cell on its own (bars) or does not say."""
+        return None
+
+    def cell_filter(self) -> dict[str, Any]:
+        """The ``where`` selecting the cells drawn (validated to match a run, like a claim's)."""
+        return {}
+
+    def run_problems(self, runs: list) -> list[str]:
+        """Reasons the kind cannot draw these runs ('field: reason'), checked before training."""
+        return []
+
 
 def split_columns(v: Any) -> Any:
     """'a,b' -> ['a', 'b'] (the short form of a list of columns)."""
@@ -67,6 +102,30 @@ def split_columns(v: Any) -> Any:
 
 
 Columns = Annotated[list[str], BeforeValidator(split_columns)]  # ["a", "b"] or "a,b"
+
+ACCURACY_YLIM = (-0.02, 1.02)
+
+
+def _ordered(v: Any) -> Any:
+    if isinstance(v, tuple) and not v[0] < v[1]:
+        raise ValueError(f"the lower end first: {list(v)} is no range")
+    return v
+
+
+# a panel's y range: [low, high]; null: matplotlib's own; "auto" (the default): the accuracy range
+# when every value drawn is in [0, 1], else matplotlib's own (see ``resolve_ylim``)
+YLim = Annotated[tuple[float, float] | Literal["auto"] | None, AfterValidator(_ordered)]
+
+
+def resolve_ylim(ylim: Any, values: Any) -> tuple[float, float] | None:
+    """The y range to set: ``ylim`` as given, or for "auto" the accuracy range (-0.02, 1.02) when
+    every finite value drawn lies in [0, 1] and None (matplotlib's own) otherwise: a loss, an
+    MSE or a ratio drawn on the fixed accuracy range left the panel empty or its bars cut off."""
+    if not isinstance(ylim, str):
+        return ylim
+    v = np.asarray(values, dtype=float).ravel()
+    v = v[np.isfinite(v)]
+    return ACCURACY_YLIM if ((v >= 0) & (v <= 1)).all() else None
 
 
 @dataclass
@@ -79,6 +138,7 @@ class FigureContext:
     keys: list[str]  # the cell key columns
     out: Callable[[str, str], Path]  # (stem, ext) -> a file of this profile
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # analysis tables by name
+    runs: list = field(default_factory=list)  # the profile's runs, with the --set overrides
 
     @property
     def table(self) -> pd.DataFrame:
@@ -127,6 +187,11 @@ FIGURE_KINDS: dict[str, FigureKind] = {}
 
 MAX_PIXELS = 1 << 26  # 67 megapixels, e.g. 8,192 x 8,192: far above any paper figure
 MAX_SIDE = 1 << 15  # pixels of one side (the PNG writer itself stops at 2**16)
+
+
+class NotDrawn(Exception):
+    """A figure kind cannot draw this figure (its message says why and what rebuilds it): the
+    outputs stage prints '<spec>: <figure> not drawn: <why>' and goes on with the others."""
 
 
 class FigureTooLarge(ValueError):

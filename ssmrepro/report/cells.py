@@ -122,14 +122,15 @@ def value_matches(key: str, have: Any, want: Any) -> bool:
 
 
 def select(cells: pd.DataFrame, where: dict[str, Any]) -> pd.DataFrame:
-    """Rows of ``cells`` matching every condition of ``where`` (an unknown column matches none)."""
+    """Rows of ``cells`` matching every condition of ``where`` (an unknown column matches none;
+    ``case:<i>`` is the i-th case label, as in figures)."""
     if cells.empty:
         return cells
     mask = np.ones(len(cells), dtype=bool)
     for k, v in where.items():
-        if k not in cells.columns:
+        if not has_column(cells, k):
             return cells.iloc[0:0]
-        mask &= np.array([value_matches(k, x, v) for x in cells[k]], dtype=bool)
+        mask &= np.array([value_matches(k, x, v) for x in column(cells, k)], dtype=bool)
     return cells[mask]
 
 

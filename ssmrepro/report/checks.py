@@ -113,6 +113,22 @@ class CheckConfig(NoBoolNumbers):
         """Columns the check names (validated against the spec's run table)."""
         return []
 
+    def numeric_refs(self) -> list[str]:
+        """Columns the check reads as numbers (a log axis, a size): validated to hold numbers in
+        every run (``label`` or a text key raised ValueError in the check)."""
+        return []
+
+    def cell_exprs(self) -> list[tuple[str, str]]:
+        """(field, expression over a cell's config columns) evaluated on every cell of the
+        profile before any training (an expression that cannot be evaluated for a cell, e.g.
+        a division by zero or text compared with a number, raised in the check)."""
+        return []
+
+    def value_refs(self) -> list[tuple[str, str, Any]]:
+        """(field, column, value) the check names as a value of a column (``label``: a run's
+        label or case label): a typo matched no cell (a silent PASS or MISSING forever)."""
+        return []
+
 
 @dataclass(frozen=True)
 class CheckKind:
@@ -223,8 +239,11 @@ def _metric(cells: pd.DataFrame, metric: str) -> np.ndarray:
     out = []
     for _, row in cells.iterrows():
         env = {k: float(row[k]) for k in names}
-        out.append(math.nan if any(math.isnan(v) for v in env.values())
-                   else float(expr.evaluate(metric, env)))
+        try:
+            out.append(math.nan if any(math.isnan(v) for v in env.values())
+                       else float(expr.evaluate(metric, env)))
+        except expr.ExprError:  # e.g. a ratio whose denominator is 0 in this cell: no value,
+            out.append(math.nan)  # a miss like a diverged cell (it raised in the report before)
     return np.array(out, dtype=float)
 
 
@@ -463,6 +482,9 @@ class LogLogSlopeConfig(CheckConfig):
     def column_refs(self) -> list[str]:
         return [*self.where, self.x, *self.group_by]
 
+    def numeric_refs(self) -> list[str]:
+        return [self.x]
+
 
 @check_kind("loglog_slope", LogLogSlopeConfig)
 def loglog_slope(ctx: CheckContext, cfg: LogLogSlopeConfig) -> list[Verdict]:
@@ -519,6 +541,12 @@ class CollapseConfig(CheckConfig):
     def column_refs(self) -> list[str]:
         return [*self.where, *sorted(expr.names(self.by))]
 
+    def numeric_refs(self) -> list[str]:
+        return sorted(expr.names(self.by))
+
+    def cell_exprs(self) -> list[tuple[str, str]]:
+        return [("by", self.by)]
+
 
 @check_kind("collapse", CollapseConfig)
 def collapse(ctx: CheckContext, cfg: CollapseConfig) -> list[Verdict]:
@@ -533,8 +561,12 @@ def collapse(ctx: CheckContext, cfg: CollapseConfig) -> list[Verdict]:
                         detail="this profile has no cell the claim needs")]
 
     def key_of(cells: pd.DataFrame) -> pd.Series:
-        return cells.apply(lambda r: float(expr.evaluate(cfg.by, {k: float(r[k]) for k in refs})),
-                           axis=1)
+        def one(r: pd.Series) -> float:
+            try:
+                return float(expr.evaluate(cfg.by, {k: float(r[k]) for k in refs}))
+            except (expr.ExprError, TypeError, ValueError):  # validated per cell before: none
+                return math.nan  # (a cell without a group is left out, never a crash)
+        return cells.apply(one, axis=1)
 
     sizes = key_of(needed).value_counts()
     if int((sizes >= 2).sum()) < cfg.min_groups:
@@ -595,6 +627,12 @@ class RecallFrontierConfig(CheckConfig):
 
     def column_refs(self) -> list[str]:
         return [self.x, self.y, *self.regime]
+
+    def numeric_refs(self) -> list[str]:
+        return [self.x, self.y, self.vocab, self.facts]
+
+    def value_refs(self) -> list[tuple[str, str, Any]]:
+        return [(f"columns.{lab}", LABEL, lab) for lab in self.columns]
 
 
 def frontier(cells: pd.DataFrame, metric: str, x: str, y: str, thr: float) -> dict[float, float]:
@@ -690,6 +728,9 @@ class RegionConfig(CheckConfig):
     def column_refs(self) -> list[str]:
         return [*self.where, *sorted(expr.names(self.region))]
 
+    def cell_exprs(self) -> list[tuple[str, str]]:
+        return [("region", self.region)]
+
 
 @check_kind("region", RegionConfig)
 def region(ctx: CheckContext, cfg: RegionConfig) -> list[Verdict]:
@@ -748,8 +789,21 @@ class SizeOrderConfig(CheckConfig):
     allowed_violations: int = Field(0, ge=0)
     strict: bool = Field(True, description="each adjacent pair strictly ordered in some group")
 
+    @model_validator(mode="after")
+    def _distinct(self) -> SizeOrderConfig:
+        if len(set(self.labels)) < len(self.labels):
+            raise ValueError(f"labels: {self.labels} names a label twice (it cannot be strictly "
+                             "ordered against itself)")
+        return self
+
     def column_refs(self) -> list[str]:
         return [self.size, *self.group_by, *self.where]
+
+    def numeric_refs(self) -> list[str]:
+        return [self.size]
+
+    def value_refs(self) -> list[tuple[str, str, Any]]:
+        return [(f"labels.{i}", LABEL, lab) for i, lab in enumerate(self.labels)]
 
 
 def smallest_solving(cells: pd.DataFrame, metric: str, size: str, thr: float) -> float:
@@ -765,7 +819,12 @@ def size_order(ctx: CheckContext, cfg: SizeOrderConfig) -> list[Verdict]:
             f"{' <= '.join(cfg.labels)} in each group of {', '.join(cfg.group_by)}"
             f"{' (each pair strictly somewhere)' if cfg.strict else ''}, where "
             f"{_fmt_where(cfg.where)}]")
-    needed = pd.concat([ctx.needed({**cfg.where, LABEL: lab}) for lab in cfg.labels])
+    per_label = [ctx.needed({**cfg.where, LABEL: lab}) for lab in cfg.labels]
+    absent = [lab for lab, cells in zip(cfg.labels, per_label) if cells.empty]
+    if absent:  # such a label never "reaches the threshold" (inf): it could not fail the order
+        return [Verdict("claim", text, "MISSING", None, detail=(
+            f"this profile has no cell of {', '.join(absent)}"))]
+    needed = pd.concat(per_label)
     needed = needed[~needed.index.duplicated()]
 
     def evaluate(cells: pd.DataFrame) -> Outcome:

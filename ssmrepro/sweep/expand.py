@@ -249,6 +249,10 @@ def expand(spec: Spec, profile: str | None = None,
     if profile not in spec.profiles:
         raise SpecError([f"{spec.path}: unknown profile {profile!r} (have {sorted(spec.profiles)})"])
     if spec.analytic is not None:
+        if overrides:  # nothing reads them: the tagged outputs were the plain table again
+            raise SpecError([f"{spec.path}: --set {next(iter(overrides))}: an analytic spec "
+                             "trains nothing (no task, model or train to set); its table's "
+                             "settings are analytic.params and analytic.grid in the spec"])
         return []
     prof = spec.profiles[profile]
     for i, name in enumerate(spec.reuse):  # the specs whose records this one reuses must exist

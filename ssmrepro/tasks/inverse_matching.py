@@ -41,6 +41,7 @@ matches that query forward, which is the wrong answer.
 from __future__ import annotations
 
 import itertools
+import math
 from functools import lru_cache
 
 import torch
@@ -53,6 +54,9 @@ _S_SET, _S_DROP, _S_ORDER, _S_QUERY, _S_SEP, _S_FILL = 1, 2, 3, 4, 5, 6
 
 N_KEYS = 5  # key sequences shown (of the 3! = 6 permutations)
 PERMS = torch.tensor(list(itertools.permutations(range(3))), dtype=torch.int64)  # (6, 3)
+
+
+MAX_RANGE = 256  # values of one range: C(256, 3) = 2.7M sets, 66 MB (the paper's: 81 and 100)
 
 
 class InverseMatchingConfig(TaskConfig):
@@ -71,6 +75,10 @@ class InverseMatchingConfig(TaskConfig):
                              (self.ood_low, self.ood_high, "ood_low/ood_high")):
             if hi - lo + 1 < 3 + 1 + 9:  # a set, a separator, and room for both mod-3 rules
                 raise ValueError(f"{what}: [{lo}, {hi}] is too small")
+            if hi - lo + 1 > MAX_RANGE:  # every 3-subset is built (valid_sets): C(n, 3) rows
+                raise ValueError(f"{what}: [{lo}, {hi}] has {hi - lo + 1:,} values, more than "
+                                 f"{MAX_RANGE} (its {math.comb(hi - lo + 1, 3):,} three-value "
+                                 "sets are enumerated)")
         return self
 
 
