@@ -398,3 +398,12 @@ def test_every_shipped_spec_has_valid_outputs_and_a_checkable_claim(path):
     spec = load_spec(path)
     assert validate_outputs(spec) == []
     assert spec.claims, "every shipped spec tests its claim text"
+
+
+def test_bar_labels_wrap_parts_and_long_words():
+    from ssmrepro.plots.figures import _bar_name
+
+    assert _bar_name("ListOps (generated) / B2S6") == "ListOps\n(generated)\nB2S6"
+    assert _bar_name("Mamba+PE") == "Mamba+PE"
+    assert all(len(line) <= 16 for line in _bar_name("a b c d e f g h i j k l m n o p").split("\n"))
+    assert _bar_name(26) == "26"

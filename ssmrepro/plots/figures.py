@@ -10,6 +10,7 @@ records, cached in ``histograms.csv``). Every figure says which profile it shows
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 from typing import Any, Literal
 
@@ -59,6 +60,12 @@ class BarsConfig(FigureConfig):
         return [self.x]
 
 
+def _bar_name(v: object, width: int = 16) -> str:
+    """A bar's tick label: each ' / '-separated part of the cell label on its own lines."""
+    return "\n".join(line for part in str(v).split(" / ")
+                     for line in (textwrap.wrap(part, width) or [part]))
+
+
 @figure_kind("bars", BarsConfig)
 def bars(ctx: FigureContext, cfg: BarsConfig, path: Path) -> bool:
     """One bar per cell (± std over seeds), the paper's value as a black marker."""
@@ -67,7 +74,7 @@ def bars(ctx: FigureContext, cfg: BarsConfig, path: Path) -> bool:
         return False
     metric = cfg.metric
     fig, ax = plt.subplots(figsize=(max(5, 1.3 * len(agg)), 4))
-    names = [str(v) for v in column(agg, cfg.x)]
+    names = [_bar_name(v) for v in column(agg, cfg.x)]  # wrapped: neighbours' labels overlapped
     vals = agg[metric].to_numpy(dtype=float)
     err = agg.get(f"{metric}.std", pd.Series([0] * len(agg))).to_numpy(dtype=float)
     pos = np.arange(len(agg))
@@ -84,9 +91,8 @@ def bars(ctx: FigureContext, cfg: BarsConfig, path: Path) -> bool:
         else:
             ax.text(i, 0.02, "diverged", ha="center", va="bottom", fontsize=7, color="tab:red")
         if N_PARAMS in row and not pd.isna(row[N_PARAMS]):
-            ax.text(i, -0.08, f"{int(row[N_PARAMS]):,} p", ha="center", va="top", fontsize=7,
-                    transform=ax.get_xaxis_transform())
-    ax.set_xticks(pos, names, rotation=0)
+            names[i] += f"\n{int(row[N_PARAMS]):,} p"
+    ax.set_xticks(pos, names, rotation=0, fontsize=8)
     if resolve_ylim("auto", vals) is not None:  # accuracies: room above 1 for the value texts
         ax.set_ylim(0, 1.25)
     else:  # a loss or a ratio: its own range (on the accuracy range the bars were cut off)
