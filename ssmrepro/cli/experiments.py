@@ -286,13 +286,16 @@ def run(
             print_json({"id": spec.id, "profile": profile, "runs": d.total, "done": d.done,
                         "pending": d.pending, "packs": len(d.packs), "largest_pack": d.largest,
                         "run_steps": d.run_steps, "estimate_s": d.estimate_s,
-                        "estimate_how": d.estimate_how, "device": dev})
+                        "estimate_how": d.estimate_how, "device": dev, "nominal": d.nominal})
             return
         console.print(f"{spec.id} {escape(f'[{profile}]')}: {d.total} runs, {d.done} done, "
                       f"{d.pending} pending in {len(d.packs)} packs (largest {d.largest}); "
                       f"{d.run_steps:,} run-steps to train")
         for line in d.planner:
             console.print(f"[dim]planner: {line}[/]", highlight=False)
+        for line in d.nominal:  # an LRA dataset absent here: planned from its nominal shapes
+            console.print(f"[yellow]nominal shapes:[/] {escape(line)}", highlight=False,
+                          soft_wrap=True)
         if d.estimate_s is not None:
             console.print(f"estimated wall-clock on {dev}: {_human(d.estimate_s)} (one worker; "
                           f"{d.estimate_how})")

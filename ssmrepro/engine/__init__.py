@@ -62,6 +62,8 @@ class DryRun:
     estimate_s: float | None = None
     estimate_how: str = ""
     planner: list[str] = field(default_factory=list)  # the cost model's choices per shape
+    nominal: list[str] = field(default_factory=list)  # one line per absent dataset planned from
+    #                                                   its nominal shapes (tasks.lra.nominal_data)
 
     @property
     def largest(self) -> int:
@@ -136,17 +138,29 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
             max_runs: int | None = None, pack_size: int | None = None,
             estimate: bool = True, overrides: dict | None = None) -> DryRun:
     """Runs, packs and (optionally) a measured wall-clock estimate for one worker. With
-    ``estimate`` the planner calibrates (as a real run would) and the estimate uses its timings."""
+    ``estimate`` the planner calibrates (as a real run would) and the estimate uses its timings.
+    An LRA dataset absent here is planned from its nominal shapes and split sizes
+    (``tasks.lra.nominal_data``; ``DryRun.nominal`` says which, and how to get the data):
+    nothing is downloaded or generated, and training itself still refuses without the data."""
+    from ..tasks.lra import nominal_data
+
     store = open_store(spec, out)
     _, unique, pending = _pending(spec, profile, store, max_runs, overrides)
-    check_memory(spec, profile, pending, device)
-    costs = cost_model(device) if estimate else None
-    packs = plan(pending, pack_size, device, costs)
-    d = DryRun(len(unique), len(unique) - len([r for r in unique if not store.is_done(r.run_id)]),
-               len(pending), packs, sum(r.train.total_steps for r in pending))
-    if estimate and packs:
-        d.estimate_s, d.estimate_how = estimate_seconds(packs, device)
+    with nominal_data() as notes:
+        try:
+            check_memory(spec, profile, pending, device)
+        except SpecError as err:  # say which sizes came from nominal shapes
+            raise SpecError(err.messages + [f"(nominal shapes: {n.line()})"
+                                            for n in notes.values()]) from None
+        costs = cost_model(device) if estimate else None
+        packs = plan(pending, pack_size, device, costs)
+        d = DryRun(len(unique), len(unique) - len([r for r in unique
+                                                    if not store.is_done(r.run_id)]),
+                   len(pending), packs, sum(r.train.total_steps for r in pending))
+        if estimate and packs:
+            d.estimate_s, d.estimate_how = estimate_seconds(packs, device)
     d.planner = list(costs.log) if costs else []
+    d.nominal = [n.line() for n in notes.values()]
     return d
 
 

@@ -36,6 +36,13 @@ Every row is padded to one fixed length L, the longest row of any split (pixel t
 the longest row of its batch: a row's input then never depends on its batch-mates, so a pack
 member sees exactly what it sees alone (bidirectional models read the padding too).
 
+Planning without the data. Inside ``nominal_data()`` (the dry run: ``engine.dry_run``), a task
+whose dataset is absent is built from its nominal shapes (``data.nominal``: split sizes, padded
+length, vocabulary, classes) instead of raising ``DataUnavailable``; its batches are placeholders
+of the right shapes (zeros, every position real), good for building models and timing steps,
+never for training. The context collects one ``NominalNote`` per absent dataset, with the command
+that provides it. Outside it (training) missing data always raises.
+
 Example (a data root holding the ListOps fixture of the tests, ``tests/assets/lra/lra``)::
 
     task = build_task({"name": "lra_listops"})         # reads $SSMREPRO_DATA/lra/listops-1000
@@ -49,6 +56,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import typing
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -57,7 +67,8 @@ import numpy as np
 import torch
 from pydantic import Field, create_model
 
-from ..data import DATASETS, GENERATED, DataUnavailable, LRADataset, load_lra
+from ..data import DATASETS, GENERATED, DataUnavailable, LRADataset, dataset_config, load_lra
+from ..data.nominal import NominalShape, nominal_shape
 from ..util import data_root
 from .base import SPLITS, Batch, Task, TaskConfig, TaskInfo
 
@@ -98,10 +109,40 @@ class _Loaded:
     seq_len: int
 
 
+@dataclass(frozen=True)
+class NominalNote:
+    """One absent dataset a planning context used nominal shapes for."""
+
+    task: str
+    shape: NominalShape
+    root: Path
+    command: str  # the command that provides the data
+
+    def line(self) -> str:
+        s = self.shape
+        caveats = "".join(f"; {c}" for c in s.caveats)
+        return (f"{self.task} ({s.dataset}, source {s.source}): no data under {str(self.root)!r}, "
+                f"so the estimate uses its nominal shapes ({s.describe()}{caveats}); to get "
+                f"the data: `{self.command}`")
+
+
 _LOADED: dict[tuple[str, str, str], _Loaded] = {}  # per-process cache
+_NOMINAL: ContextVar[dict[tuple, NominalNote] | None] = ContextVar("lra_nominal", default=None)
 
 
-def _load(task: str, dataset: str, config: TaskConfig) -> _Loaded:
+@contextmanager
+def nominal_data() -> Iterator[dict[tuple, NominalNote]]:
+    """Within: LRA tasks whose data is absent use their nominal shapes (planning only, see the
+    module docstring). Yields the notes collected, one per (dataset, source, preprocessing)."""
+    notes: dict[tuple, NominalNote] = {}
+    token = _NOMINAL.set(notes)
+    try:
+        yield notes
+    finally:
+        _NOMINAL.reset(token)
+
+
+def _load(task: str, dataset: str, config: TaskConfig) -> _Loaded | NominalShape:
     root = data_root()
     source: str = getattr(config, "source")  # noqa: B009 - a field of the generated config
     prep = config.model_dump(exclude={"name", "source"})
@@ -111,6 +152,12 @@ def _load(task: str, dataset: str, config: TaskConfig) -> _Loaded:
             train, val, test = (load_lra(dataset, s, root=root, accept_sources=[source], **prep)
                                 for s in ("train", "val", "test"))
         except DataUnavailable as err:
+            notes = _NOMINAL.get()
+            if notes is not None:  # planning: the nominal shapes stand in (never cached)
+                shape = nominal_shape(dataset, source, **prep)
+                cmd = DATASETS[dataset].hint(source, root, dataset_config(dataset, **prep))
+                notes.setdefault(key, NominalNote(task, shape, root, cmd))
+                return shape
             alt = ""
             if source != GENERATED and GENERATED in DATASETS[dataset].sources:
                 alt = " (or set task.source: generated to train on generated data)"
@@ -133,10 +180,18 @@ class LRATask(Task):
 
     def __init__(self, config: TaskConfig):
         super().__init__(config)
-        self._data = _load(self.name, self.dataset, config)  # raises DataUnavailable
+        loaded = _load(self.name, self.dataset, config)  # raises DataUnavailable
+        self.nominal: NominalShape | None = loaded if isinstance(loaded, NominalShape) else None
+        if isinstance(loaded, _Loaded):
+            self._data = loaded
 
     @property
     def info(self) -> TaskInfo:
+        if self.nominal is not None:
+            s, tokens = self.nominal, self.nominal.kind == "tokens"
+            return TaskInfo(vocab_size=(s.vocab_size or 0) if tokens else 0, n_classes=s.n_classes,
+                            seq_len=s.seq_len, target="sequence",
+                            input_dim=None if tokens else s.d_input, dual=s.dual)
         tr = self._data.splits[0]
         tokens = tr.kind == "tokens"
         return TaskInfo(
@@ -149,9 +204,14 @@ class LRATask(Task):
         )
 
     def split_sizes(self) -> dict[str, int]:
+        if self.nominal is not None:
+            return dict(self.nominal.sizes)
         return {name: len(ds) for name, ds in zip(("train", "val", "test"), self._data.splits)}
 
     def data_info(self) -> dict:
+        if self.nominal is not None:
+            return {"dataset": self.dataset, "source": self.nominal.source, "path": None,
+                    "sizes": self.split_sizes(), "nominal": True}
         tr = self._data.splits[0]
         path = tr.path
         try:
@@ -172,6 +232,8 @@ class LRATask(Task):
         return out
 
     def sample(self, seeds: torch.Tensor, split: int, index: torch.Tensor) -> Batch:
+        if self.nominal is not None:
+            return self._placeholder(seeds.device, split, index)
         ds = self._data.splits[split]
         E, B = index.shape
         rows = index.reshape(-1).cpu().numpy()  # (E*B,)
@@ -188,6 +250,25 @@ class LRATask(Task):
             x2, mask2 = self._inputs(ds, ds.x2, ds.lengths2, rows, E, B)
         to = lambda t: None if t is None else t.to(dev)  # noqa: E731
         return Batch(x=to(x), y=y, mask=to(mask), x2=to(x2), mask2=to(mask2))
+
+    def _placeholder(self, dev: torch.device, split: int, index: torch.Tensor) -> Batch:
+        """A batch of the nominal shapes for planning (timing a step): zero inputs (token id 0
+        is a real position here: the mask is all True, the worst case for masked work), class 0."""
+        info, (E, B) = self.info, index.shape
+        n = self.split_sizes()[_SPLIT_NAMES[split]]
+        if index.numel() and (int(index.min()) < 0 or int(index.max()) >= n):
+            raise IndexError(f"{self.name}: sample index outside the nominal {_SPLIT_NAMES[split]} "
+                             f"split ({n} rows)")
+        L = info.seq_len
+        if info.input_dim is None:
+            x, mask = (torch.zeros(E, B, L, dtype=torch.int64, device=dev),
+                       torch.ones(E, B, L, dtype=torch.bool, device=dev))
+        else:
+            x, mask = torch.zeros(E, B, L, info.input_dim, device=dev), None
+        y = torch.zeros(E, B, dtype=torch.int64, device=dev)
+        if info.dual:
+            return Batch(x=x, y=y, mask=mask, x2=x.clone(), mask2=None if mask is None else mask.clone())
+        return Batch(x=x, y=y, mask=mask)
 
     def _inputs(self, ds: LRADataset, arr: np.ndarray, lengths, rows: np.ndarray, E: int, B: int):
         """Rows of one input table -> x (E, B, L) int64 + mask, or (E, B, L, k) float32 + None."""
