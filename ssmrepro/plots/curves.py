@@ -22,6 +22,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker as mticker  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from pydantic import Field, model_validator  # noqa: E402
@@ -235,7 +236,11 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
             ax.set_yscale("log")
         if cfg.logx:
             ax.set_xscale("log")
-        ax.tick_params(labelsize=7)
+            plain = mticker.FuncFormatter(lambda v, _: f"{v:g}")  # 200, 500, 1000, 2000, ...:
+            ax.xaxis.set_major_formatter(plain)  # matplotlib's 3×10², 4×10², ... minor labels
+            ax.xaxis.set_minor_locator(mticker.LogLocator(subs=(2.0, 5.0)))  # overlapped
+            ax.xaxis.set_minor_formatter(plain)
+        ax.tick_params(which="both", labelsize=7)
         ax.grid(alpha=0.25)
         if i == n_r - 1 or (i + 1) * n_c + j >= len(place):  # nothing drawn below it
             ax.xaxis.set_tick_params(labelbottom=True)
