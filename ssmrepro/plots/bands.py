@@ -35,6 +35,7 @@ from .registry import (  # noqa: E402
     FigureContext,
     YLim,
     figure_kind,
+    plain_log_x,
     resolve_ylim,
     save_png,
 )
@@ -137,6 +138,7 @@ def bands(ctx: FigureContext, cfg: BandsConfig, path: Path) -> bool:
                     paper_drawn = True
         if cfg.logx:
             ax.set_xscale("log")
+            plain_log_x(ax)
         drawn = [agg[c] for c in (m, lo, hi) if c in agg]
         ylim = resolve_ylim(cfg.ylim, pd.concat(drawn) if drawn else [])
         if ylim is not None:

@@ -22,7 +22,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import matplotlib.ticker as mticker  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from pydantic import Field, model_validator  # noqa: E402
@@ -37,6 +36,7 @@ from .registry import (  # noqa: E402
     NotDrawn,
     YLim,
     figure_kind,
+    plain_log_x,
     resolve_ylim,
     save_png,
 )
@@ -236,10 +236,7 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
             ax.set_yscale("log")
         if cfg.logx:
             ax.set_xscale("log")
-            plain = mticker.FuncFormatter(lambda v, _: f"{v:g}")  # 200, 500, 1000, 2000, ...:
-            ax.xaxis.set_major_formatter(plain)  # matplotlib's 3×10², 4×10², ... minor labels
-            ax.xaxis.set_minor_locator(mticker.LogLocator(subs=(2.0, 5.0)))  # overlapped
-            ax.xaxis.set_minor_formatter(plain)
+            plain_log_x(ax)
         ax.tick_params(which="both", labelsize=7)
         ax.grid(alpha=0.25)
         if i == n_r - 1 or (i + 1) * n_c + j >= len(place):  # nothing drawn below it

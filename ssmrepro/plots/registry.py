@@ -199,6 +199,22 @@ class FigureTooLarge(ValueError):
     allocated gigabytes (or raised deep inside matplotlib)."""
 
 
+def plain_log_x(ax) -> None:
+    """Label a log x axis with plain numbers (200, 500, 1,000, 12,000): matplotlib's default
+    minor labels (3×10², 1.35×10⁴, ...) overlap when the range spans less than a few decades. Call
+    after the data is drawn. Within one decade: about five evenly spaced round ticks."""
+    from matplotlib import ticker
+
+    lo, hi = ax.get_xlim()
+    plain = ticker.FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}")
+    ax.xaxis.set_major_formatter(plain)
+    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+    if lo > 0 and hi / lo < 10:
+        ax.xaxis.set_major_locator(ticker.MaxNLocator(5))
+    else:
+        ax.xaxis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+
+
 def save_png(fig, path: Path, dpi: int) -> None:
     """Write ``fig`` to ``path`` as PNG atomically (temp file + rename: a killed ``plot`` leaves
     the old figure or the new one, never a torn file) and close it. ``FigureTooLarge`` when its
