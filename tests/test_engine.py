@@ -203,3 +203,34 @@ def test_threads_per_process_leave_busy_cores_alone(monkeypatch):
     assert threads_per_process(1, "cuda", 0.0) is None
     monkeypatch.setenv(THREADS_ENV, "3")
     assert threads_per_process(1, "cpu", 50.0) == 3
+
+
+def test_a_worker_killed_before_it_reports_a_pack_is_not_success(tmp_path):
+    """SIGKILL right after a worker starts: its pack_start (if it sent one) never leaves the
+    process, so the engine cannot name a pack; it still says a worker died and is not ok."""
+    import multiprocessing as mp
+
+    spec = _spec(tmp_path, seeds=(0, 1), steps=20)
+    out = tmp_path / "o"
+    con, buf = _console()
+    killed: list[int] = []
+
+    def killer() -> None:
+        deadline = time.time() + 60
+        while not killed and time.time() < deadline:
+            for c in mp.active_children():
+                if c.pid:
+                    os.kill(c.pid, signal.SIGKILL)
+                    killed.append(c.pid)
+                    break
+            time.sleep(0.001)
+
+    t = threading.Thread(target=killer)
+    t.start()
+    s = run_experiment(spec, "quick", out, pack_size=1, workers=2, console=con, calibrate=False)
+    t.join()
+    assert killed, "no worker process seen"
+    assert not s.ok and s.failed + s.not_run + s.lost_workers >= 1, buf.getvalue()
+    assert any("died" in m for m in s.messages), (s.messages, buf.getvalue())
+    trained = len(list(Store(out / spec.paper / spec.id).runs.glob("*.json")))
+    assert trained + s.failed + s.not_run == 4  # every run accounted for

@@ -286,7 +286,8 @@ def run(
             print_json({"id": spec.id, "profile": profile, "runs": d.total, "done": d.done,
                         "pending": d.pending, "packs": len(d.packs), "largest_pack": d.largest,
                         "run_steps": d.run_steps, "estimate_s": d.estimate_s,
-                        "estimate_how": d.estimate_how, "device": dev, "nominal": d.nominal})
+                        "estimate_how": d.estimate_how, "device": dev, "nominal": d.nominal,
+                        "oversized": d.oversized})
             return
         console.print(f"{spec.id} {escape(f'[{profile}]')}: {d.total} runs, {d.done} done, "
                       f"{d.pending} pending in {len(d.packs)} packs (largest {d.largest}); "
@@ -295,6 +296,9 @@ def run(
             console.print(f"[dim]planner: {line}[/]", highlight=False)
         for line in d.nominal:  # an LRA dataset absent here: planned from its nominal shapes
             console.print(f"[yellow]nominal shapes:[/] {escape(line)}", highlight=False,
+                          soft_wrap=True)
+        for line in d.oversized:  # too large for this machine: priced, not trainable here
+            console.print(f"[yellow]does not fit here:[/] {escape(line)}", highlight=False,
                           soft_wrap=True)
         if d.estimate_s is not None:
             console.print(f"estimated wall-clock on {dev}: {_human(d.estimate_s)} (one worker; "
@@ -331,8 +335,12 @@ def run(
     if as_json:
         print_json(summary)
     if not s.ok:
-        err_console.print("[red]some runs did not finish[/]: re-run the same command to retry "
-                          "them (finished runs are kept)")
+        if s.failed or s.not_run:
+            err_console.print("[red]some runs did not finish[/]: re-run the same command to "
+                              "retry them (finished runs are kept)")
+        else:  # every run has its record, but a worker process was killed (memory?)
+            err_console.print("[red]a worker process died[/] (the other workers trained every "
+                              "run): look for what killed it, e.g. the kernel's OOM killer")
         raise typer.Exit(1)
 
 

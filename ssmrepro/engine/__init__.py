@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from ..spec import Spec, SpecError
@@ -39,8 +40,10 @@ from .plan import (
     Pack,
     available_memory,
     estimate_seconds,
+    extrapolate,
     memory_problems,
     plan,
+    split_by_memory,
     workers_in_memory,
 )
 
@@ -64,6 +67,8 @@ class DryRun:
     planner: list[str] = field(default_factory=list)  # the cost model's choices per shape
     nominal: list[str] = field(default_factory=list)  # one line per absent dataset planned from
     #                                                   its nominal shapes (tasks.lra.nominal_data)
+    oversized: list[str] = field(default_factory=list)  # one line per shape too large for this
+    #                                     machine's memory, its step time extrapolated (plan.Oversized)
 
     @property
     def largest(self) -> int:
@@ -83,12 +88,14 @@ class RunSummary:
     csv: Path | None
     messages: list[str] = field(default_factory=list)
     interrupted: bool = False
+    lost_workers: int = 0  # worker processes that died before reporting a pack (the command is
+    #                         not ok even when the other workers trained every run)
     cpu_s: float = 0.0  # CPU time of the training processes (about the wall time on an idle
     #                     machine with one single-threaded worker per core, divided by workers)
 
     @property
     def ok(self) -> bool:
-        return not (self.failed or self.not_run or self.interrupted)
+        return not (self.failed or self.not_run or self.interrupted or self.lost_workers)
 
 
 def _pending(spec: Spec, profile: str, store: Store, max_runs: int | None,
@@ -141,24 +148,39 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
     ``estimate`` the planner calibrates (as a real run would) and the estimate uses its timings.
     An LRA dataset absent here is planned from its nominal shapes and split sizes
     (``tasks.lra.nominal_data``; ``DryRun.nominal`` says which, and how to get the data):
-    nothing is downloaded or generated, and training itself still refuses without the data."""
+    nothing is downloaded or generated, and training itself still refuses without the data.
+    A run whose training batch alone does not fit this machine's memory (a paper profile's LRA
+    batch on a CPU) is priced by extrapolation from smaller batches that do (``plan.extrapolate``;
+    ``DryRun.oversized`` says which, from what), not refused; training it here still is. Without
+    ``estimate``, and for any other memory problem, the dry run refuses as training would."""
     from ..tasks.lra import nominal_data
 
     store = open_store(spec, out)
     _, unique, pending = _pending(spec, profile, store, max_runs, overrides)
     with nominal_data() as notes:
-        try:
-            check_memory(spec, profile, pending, device)
-        except SpecError as err:  # say which sizes came from nominal shapes
-            raise SpecError(err.messages + [f"(nominal shapes: {n.line()})"
-                                            for n in notes.values()]) from None
+        fit, over, refused = split_by_memory(pending, device, extrapolate_ok=estimate)
+        if refused:  # say which sizes came from nominal shapes
+            raise SpecError([f"{spec.path or spec.id}: [profile {profile}] {m}" for m in refused]
+                            + [f"(nominal shapes: {n.line()})" for n in notes.values()])
         costs = cost_model(device) if estimate else None
-        packs = plan(pending, pack_size, device, costs)
+        packs = plan(fit, pack_size, device, costs)
+        oversized = []
+        if over:
+            avail = available_memory(device)
+            for rs in over:
+                o = extrapolate(rs, device, avail, threads=costs.threads)
+                oversized.append(o)
+                packs += [Pack(o.key, [r], None, o.step_s) for r in rs]
         d = DryRun(len(unique), len(unique) - len([r for r in unique
                                                     if not store.is_done(r.run_id)]),
                    len(pending), packs, sum(r.train.total_steps for r in pending))
         if estimate and packs:
             d.estimate_s, d.estimate_how = estimate_seconds(packs, device)
+            if oversized:
+                n = sum(len(rs) for rs in over)
+                d.estimate_how += (f"; {n} run{'s' if n > 1 else ''} that do not fit this "
+                                   "machine's memory at their batch size priced by extrapolation")
+        d.oversized = [o.line() for o in oversized]
     d.planner = list(costs.log) if costs else []
     d.nominal = [n.line() for n in notes.values()]
     return d
@@ -177,6 +199,7 @@ class _Tracker:
         self.ended: set[int] = set()
         self.running = 0
         self.messages: list[str] = []
+        self.lost_workers = 0  # worker processes that died outside a pack they had reported
 
     def end(self, ev: Event) -> int:
         """Record a pack end; returns how many runs it settled (for the progress bar)."""
@@ -325,6 +348,10 @@ def run_experiment(
                                 description=f"pack {ev.pack + 1} ({len(ev.run_ids)} runs)")
                 elif ev.kind == "progress":
                     prog.update(step_bar, completed=ev.step, total=ev.total)
+                elif ev.kind == "worker_lost":  # its runs stay pending: counted as not trained
+                    tr.lost_workers += 1
+                    tr.messages.append(ev.message)
+                    console.print(f"[red]{escape(ev.message)}[/]")
                 elif ev.kind == "pack_end":
                     if ev.run_ids or ev.failed:
                         tr.running = max(0, tr.running - 1)
@@ -368,7 +395,7 @@ def run_experiment(
     not_run = [r.run_id for r in pending if r.run_id not in settled and not store.is_done(r.run_id)]
     summary = RunSummary(len(unique), done_before, len(tr.trained), len(tr.failed),
                          len(elsewhere), len(not_run), len(packs), time.time() - t0, csv,
-                         tr.messages, interrupted, cpu_s)
+                         tr.messages, interrupted, tr.lost_workers, cpu_s)
     return summary
 
 

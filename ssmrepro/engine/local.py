@@ -85,7 +85,7 @@ def make_record(run, result: dict, device: str, backend: str,
 class Event:
     """What an executor reports. ``pack_end`` closes every pack exactly once."""
 
-    kind: str  # pack_start | progress | pack_end | worker_exit
+    kind: str  # pack_start | progress | pack_end | worker_exit | worker_lost
     pack: int
     worker: int = 0
     run_ids: list[str] = field(default_factory=list)  # pack_start: claimed; pack_end: trained
@@ -337,6 +337,11 @@ def run_workers(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings, w
                     emit(Event("pack_end", pack, w, failed=ids,
                                message=f"worker {w} died (exit code {p.exitcode}) while "
                                "training this pack; its runs have no records"))
+                else:  # killed before its pack_start left the process (a queue's feeder
+                    #    thread sends later): the pack it took is unknown, its death is not
+                    emit(Event("worker_lost", -1, w, message=f"worker {w} died (exit code "
+                               f"{p.exitcode}) before it reported a pack; the runs it took, if any, "
+                               "have no records"))
     finally:
         for p in procs:
             if p.is_alive():

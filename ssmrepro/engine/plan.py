@@ -6,14 +6,17 @@ calibrates, else from the memory estimate (E as large as memory allows, whole ba
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from ..sweep import RunConfig, per_point
 from ..train import (  # noqa: F401  (the memory estimate lives with training; re-exported)
     MemoryNeed,
+    _gb,
     available_memory,
     member_bytes,
     memory_need,
+    memory_problem,
     memory_problems,
 )
 from .costs import Choice, CostModel
@@ -151,3 +154,111 @@ def eval_steps(train) -> int:
 def pack_steps(p: Pack) -> int:
     """Step-equivalents of a pack: its longest run's steps plus its evaluation."""
     return max(r.train.total_steps + eval_steps(r.train) for r in p.runs)
+
+
+TIMING_SHARE = 0.5  # of the available memory, what an extrapolation's timing step may use
+MAX_TIMED_BATCH = 4  # the largest batch an extrapolation times (its cost grows with the batch)
+
+
+def fitting_batch(run, available: int) -> int:
+    """Largest training batch below ``run``'s whose step fits in ``available`` bytes by the memory
+    estimate (``memory_need``: activations scale with the batch; parameters and the evaluation
+    batch do not); 0 when none does (the parameters or the evaluation batch alone exceed it, or one
+    sequence does)."""
+    need = memory_need(run)
+    room = available - need.param_bytes
+    per_seq = max(1, -(-need.train_bytes // run.train.batch_size))
+    if room <= 0 or need.eval_bytes > room:
+        return 0
+    return max(0, min(run.train.batch_size - 1, room // per_seq))
+
+
+@dataclass
+class Oversized:
+    """A shape whose training step does not fit this machine's memory at its batch size: its
+    step time extrapolated from two smaller batches that do (``extrapolate``). Only a dry run
+    prices such runs; training them here is refused (``check_memory``)."""
+
+    key: str
+    label: str
+    batch: int  # the run's batch size
+    need: int  # bytes the run needs at that batch
+    available: int  # bytes available here
+    batches: tuple[int, ...]  # the batches timed (one or two)
+    seconds: tuple[float, ...]  # their measured step times
+    step_s: float  # the extrapolated step time at ``batch``
+    how: str  # 'affine' (a + c*b through both points) or 'proportional' (one point, or c <= 0)
+
+    def line(self) -> str:
+        label = f" {self.label}" if self.label else ""
+        timed = ", ".join(f"{s:.3g} s at batch {b}" for b, s in zip(self.batches, self.seconds))
+        return (f"run{label} needs about {_gb(self.need)} at batch {self.batch} ({_gb(self.available)}"
+                f" available here; training here refuses): step time {self.step_s:.3g} s "
+                f"extrapolated to batch {self.batch} ({self.how}) from {timed}")
+
+
+def extrapolate(runs: list, device: str, available: int, n_steps: int = 1,
+                threads: int = 1) -> Oversized | None:
+    """Step time of ``runs``' shape at its batch size B when that batch does not fit in
+    ``available`` bytes: time one model at the largest batch b that fits in ``TIMING_SHARE`` of
+    it (at most ``MAX_TIMED_BATCH``) and at b // 2 (``train.time_steps``), fit t(b) = a + c*b
+    through the two points and read it at B. With one point (b = 1), or where noise gives
+    c <= 0, t(B) = t(b) * B / b. None when no batch fits (``fitting_batch``). A model of what
+    the step would cost with the memory it needs (compute grows with the batch; memory traffic
+    beyond this machine's is not measured).
+    Timed as the cost model times (``threads`` intra-op threads, the workers' process settings)."""
+    import torch
+
+    from ..train import time_steps
+    from ..util import flush_denormals, tune_malloc
+
+    r = runs[0]
+    B = r.train.batch_size
+    hi = min(MAX_TIMED_BATCH, fitting_batch(r, int(available * TIMING_SHARE)))
+    if hi < 1:
+        return None
+    batches = (hi // 2, hi) if hi >= 2 else (hi,)
+
+    def at(b: int) -> float:
+        return time_steps([dataclasses.replace(r, train=r.train.model_copy(
+            update={"batch_size": b}))], device, n_steps)
+
+    tune_malloc()
+    flush_denormals()
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        seconds = tuple(at(b) for b in batches)
+    finally:
+        torch.set_num_threads(old)
+    slope = (seconds[-1] - seconds[0]) / (batches[-1] - batches[0]) if len(batches) == 2 else 0.0
+    if slope > 0:
+        step, how = seconds[0] + slope * (B - batches[0]), "affine"
+    else:
+        step, how = seconds[-1] * B / batches[-1], "proportional"
+    return Oversized(r.pack_key(), r.label, B, memory_need(r).total, available, batches, seconds,
+                     step, how)
+
+
+def split_by_memory(runs: list, device: str, extrapolate_ok: bool,
+                    available: int | None = None) -> tuple[list, list[list], list[str]]:
+    """(runs that fit, groups of same-shape runs to extrapolate, refusals) against ``available``
+    bytes (default: measured now). A shape is extrapolated only where ``extrapolate_ok`` and its
+    training batch alone is what does not fit (``memory_problem`` names train.batch_size) and
+    some smaller batch fits; any other problem (parameters, an evaluation batch, a model its
+    blocks refuse) is a refusal."""
+    groups: dict[str, list] = {}
+    for r, key in zip(runs, per_point(runs, RunConfig.pack_key)):
+        groups.setdefault(key, []).append(r)
+    avail = available_memory(device) if available is None and groups else available
+    fit, over, refused = [], [], []
+    for rs in groups.values():
+        m = memory_problem(rs[0], device, 1 << 62 if avail is None else avail)
+        if m is None:
+            fit.extend(rs)
+        elif (extrapolate_ok and avail is not None and m.startswith("train.batch_size:")
+              and fitting_batch(rs[0], int(avail * TIMING_SHARE)) >= 1):
+            over.append(rs)
+        else:
+            refused.append(m)
+    return fit, over, refused

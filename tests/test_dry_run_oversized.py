@@ -1,0 +1,132 @@
+"""A dry run prices a run whose training batch does not fit this machine's memory (a paper
+profile's LRA batch on a CPU; issue 15) by extrapolating its step time from smaller batches that
+do fit, and says so; training it here still refuses, and every other memory problem (the
+parameters, an evaluation batch, one sequence too large) still refuses in the dry run too."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+from helpers import write_spec
+from typer.testing import CliRunner
+
+from ssmrepro.cli import app
+from ssmrepro.engine.plan import MAX_TIMED_BATCH, TIMING_SHARE, extrapolate, fitting_batch, split_by_memory
+from ssmrepro.spec import load_spec
+from ssmrepro.sweep import expand
+from ssmrepro.train import memory_need
+
+runner = CliRunner()
+train_mod = importlib.import_module("ssmrepro.train")
+engine_mod = importlib.import_module("ssmrepro.engine")
+plan_mod = importlib.import_module("ssmrepro.engine.plan")
+
+
+def _spec(tmp_path, batch: int = 32):
+    return write_spec(tmp_path, train={"optimizer": "adam", "lr": 0.01, "batch_size": batch,
+                                       "max_steps": 40, "val_size": 8, "test_size": 8,
+                                       "eval_every": 20, "eval_batch_size": 2},
+                      sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]}],
+                      seeds=[0, 1])
+
+
+def _runs(tmp_path, batch: int = 32):
+    return expand(load_spec(_spec(tmp_path, batch)), "smoke")
+
+
+def _squeeze(monkeypatch, available: int) -> None:
+    """This machine has ``available`` bytes, for every reader of the figure."""
+    for mod in (train_mod, plan_mod, engine_mod):
+        monkeypatch.setattr(mod, "available_memory", lambda device, a=available: a)
+
+
+def test_the_fitting_batch_is_the_largest_that_fits(tmp_path):
+    run = _runs(tmp_path)[0]
+    need = memory_need(run)
+    per_seq = need.train_bytes // 32
+    assert need.train_bytes == 32 * per_seq  # activations are linear in the batch
+    room = need.param_bytes + 10 * per_seq
+    assert fitting_batch(run, room) == 10
+    assert fitting_batch(run, room - 1) == 9
+    assert fitting_batch(run, need.total * 100) == 31  # never the run's own batch
+    assert fitting_batch(run, need.param_bytes) == 0  # the parameters alone fill it
+    assert fitting_batch(run, need.param_bytes + per_seq - 1) == 0  # not even one sequence
+
+
+@pytest.mark.parametrize("a,c,how", [(0.5, 0.25, "affine"), (0.0, 0.1, "affine"),
+                                     (2.0, 0.0, "proportional"), (3.0, -0.01, "proportional")])
+def test_the_step_time_is_read_off_the_line_through_two_timed_batches(tmp_path, monkeypatch,
+                                                                       a, c, how):
+    runs = _runs(tmp_path)
+    timed = []
+
+    def fake(rs, device, n_steps=3, micro_batch=None):
+        b = rs[0].train.batch_size
+        timed.append(b)
+        return a + c * b
+
+    monkeypatch.setattr(train_mod, "time_steps", fake)
+    need = memory_need(runs[0])
+    per_seq = need.train_bytes // 32
+    avail = int((need.param_bytes + 3 * per_seq) / TIMING_SHARE) + 1
+    o = extrapolate(runs, "cpu", avail)
+    assert timed == [1, 3] and o.batches == (1, 3) and o.how == how
+    want = a + c * 32 if how == "affine" else (a + c * 3) * 32 / 3
+    assert o.step_s == pytest.approx(want, rel=1e-12)
+    assert "extrapolated to batch 32" in o.line() and "training here refuses" in o.line()
+
+
+def test_the_timed_batch_is_capped(tmp_path, monkeypatch):
+    runs = _runs(tmp_path)
+    monkeypatch.setattr(train_mod, "time_steps",
+                        lambda rs, d, n=1, micro_batch=None: 0.1 * rs[0].train.batch_size)
+    need = memory_need(runs[0])
+    o = extrapolate(runs, "cpu", need.total * 10)  # a batch of 31 would fit
+    assert o.batches == (MAX_TIMED_BATCH // 2, MAX_TIMED_BATCH)
+    assert o.step_s == pytest.approx(3.2) and o.how == "affine"
+
+
+def test_one_timed_batch_scales_proportionally(tmp_path, monkeypatch):
+    runs = _runs(tmp_path)
+    monkeypatch.setattr(train_mod, "time_steps", lambda rs, d, n=3, micro_batch=None: 0.3)
+    need = memory_need(runs[0])
+    per_seq = need.train_bytes // 32
+    o = extrapolate(runs, "cpu", int((need.param_bytes + per_seq) / TIMING_SHARE) + 1)
+    assert o.batches == (1,) and o.how == "proportional" and o.step_s == pytest.approx(0.3 * 32)
+
+
+def test_only_a_training_batch_too_large_is_extrapolated(tmp_path):
+    runs = _runs(tmp_path)
+    need = memory_need(runs[0])
+    fit, over, refused = split_by_memory(runs, "cpu", True, available=need.total)
+    assert (len(fit), over, refused) == (2, [], [])
+    tight = need.total - 1  # the batch of 32 misses by a byte; half of it fits in the share
+    fit, over, refused = split_by_memory(runs, "cpu", True, available=tight)
+    assert fit == [] and [len(g) for g in over] == [2] and refused == []  # one shape, two seeds
+    fit, over, refused = split_by_memory(runs, "cpu", False, available=tight)  # no estimate
+    assert over == [] and len(refused) == 1 and "train.batch_size" in refused[0]
+    fit, over, refused = split_by_memory(runs, "cpu", True, available=need.param_bytes)
+    assert over == [] and len(refused) == 1  # nothing fits: refused
+
+
+def test_dry_run_prices_an_oversized_run_and_training_still_refuses(tmp_path, monkeypatch):
+    spec, out = _spec(tmp_path), tmp_path / "out"
+    monkeypatch.setenv("SSMREPRO_CACHE", str(tmp_path / "cost-cache"))
+    run = _runs(tmp_path)[0]
+    _squeeze(monkeypatch, memory_need(run).total - 1)
+    res = runner.invoke(app, ["run", str(spec), "--out", str(out), "--profile", "smoke",
+                              "--dry-run"])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert text.count("does not fit here:") == 1, text
+    assert "2 runs that do not fit this machine's memory" in text and "estimated wall-clock" in text
+    assert "extrapolated to batch 32" in text
+
+    res = runner.invoke(app, ["run", str(spec), "--out", str(out), "--profile", "smoke",
+                              "--dry-run", "--no-estimate"])
+    assert res.exit_code == 2 and "needs about" in res.output  # nothing priced: refused
+    res = runner.invoke(app, ["run", str(spec), "--out", str(out), "--profile", "smoke",
+                              "--no-calibrate", "--no-plot"])
+    assert res.exit_code == 2 and "needs about" in res.output  # training refuses as before
+    assert not list(out.rglob("*.json"))
