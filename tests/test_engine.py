@@ -234,3 +234,15 @@ def test_a_worker_killed_before_it_reports_a_pack_is_not_success(tmp_path):
     assert any("died" in m for m in s.messages), (s.messages, buf.getvalue())
     trained = len(list(Store(out / spec.paper / spec.id).runs.glob("*.json")))
     assert trained + s.failed + s.not_run == 4  # every run accounted for
+
+
+def test_the_pack_line_keeps_labels_that_look_like_markup(tmp_path):
+    from ssmrepro.engine import _pack_line
+    from ssmrepro.engine.local import Event
+
+    store = Store(tmp_path / "s")
+    labels = {"a": "hybrid", "b": "bold"}
+    store.read = lambda rid: {"run_id": rid, "label": labels[rid], "metrics": {"test.acc": 0.5}}
+    con, buf = _console()
+    con.print(_pack_line(store, Event("pack_end", 0, run_ids=["a", "b"]), 3, 5.0))
+    assert "[bold, hybrid]" in buf.getvalue(), buf.getvalue()

@@ -219,10 +219,11 @@ def _pack_line(store: Store, ev: Event, n_packs: int, elapsed: float) -> str:
     recs = [store.read(r) or {} for r in ev.run_ids]
     accs = [(rec.get("metrics") or {}).get("test.acc") for rec in recs]
     accs = [a for a in accs if a is not None]
-    labels = sorted({rec.get("label") or "-" for rec in recs})
-    acc = f", test.acc {min(accs):.3f}–{max(accs):.3f}" if accs else ""
-    return (f"  pack {ev.pack + 1}/{n_packs} done: {len(ev.run_ids)} runs [{', '.join(labels)}]"
-            f"{acc} ({elapsed:.0f}s elapsed)")
+    labels = escape(f"[{', '.join(sorted({rec.get('label') or '-' for rec in recs}))}]")
+    acc = f", test.acc {min(accs):.3f}–{max(accs):.3f}" if accs else ""  # (rich markup: a label
+    #                                       like [hybrid] read as a style tag vanished unescaped)
+    return (f"  pack {ev.pack + 1}/{n_packs} done: {len(ev.run_ids)} runs {labels}{acc} "
+            f"({elapsed:.0f}s elapsed)")
 
 
 def run_experiment(
