@@ -99,15 +99,20 @@ def test_one_timed_batch_scales_proportionally(tmp_path, monkeypatch):
 def test_only_a_training_batch_too_large_is_extrapolated(tmp_path):
     runs = _runs(tmp_path)
     need = memory_need(runs[0])
-    fit, over, refused = split_by_memory(runs, "cpu", True, available=need.total)
-    assert (len(fit), over, refused) == (2, [], [])
+    fit, over, untimed, refused = split_by_memory(runs, "cpu", True, available=need.total)
+    assert (len(fit), over, untimed, refused) == (2, [], [], [])
     tight = need.total - 1  # the batch of 32 misses by a byte; half of it fits in the share
-    fit, over, refused = split_by_memory(runs, "cpu", True, available=tight)
-    assert fit == [] and [len(g) for g in over] == [2] and refused == []  # one shape, two seeds
-    fit, over, refused = split_by_memory(runs, "cpu", False, available=tight)  # no estimate
-    assert over == [] and len(refused) == 1 and "train.batch_size" in refused[0]
-    fit, over, refused = split_by_memory(runs, "cpu", True, available=need.param_bytes)
-    assert over == [] and len(refused) == 1  # nothing fits: refused
+    fit, over, untimed, refused = split_by_memory(runs, "cpu", True, available=tight)
+    assert fit == [] and [len(g) for g in over] == [2] and untimed == refused == []  # one shape
+    fit, over, untimed, refused = split_by_memory(runs, "cpu", False, available=tight)
+    assert over == untimed == [] and len(refused) == 1 and "train.batch_size" in refused[0]
+    fit, over, untimed, refused = split_by_memory(runs, "cpu", True, available=need.param_bytes)
+    assert over == untimed == [] and len(refused) == 1  # the parameters fill it: refused
+    one = _runs(tmp_path, batch=1)  # batch 1 does not fit: nothing smaller to time
+    need1 = memory_need(one[0])
+    fit, over, untimed, refused = split_by_memory(one, "cpu", True, available=need1.total - 1)
+    assert fit == over == refused == [] and len(untimed) == 1
+    assert len(untimed[0][0]) == 2 and "not timed, left out of the estimate" in untimed[0][1]
 
 
 def test_dry_run_prices_an_oversized_run_and_training_still_refuses(tmp_path, monkeypatch):
@@ -130,3 +135,30 @@ def test_dry_run_prices_an_oversized_run_and_training_still_refuses(tmp_path, mo
                               "--no-calibrate", "--no-plot"])
     assert res.exit_code == 2 and "needs about" in res.output  # training refuses as before
     assert not list(out.rglob("*.json"))
+
+
+def test_a_dry_run_leaves_out_what_it_cannot_time_and_says_so(tmp_path, monkeypatch):
+    """Two shapes: T = 8 fits, T = 64 does not even at its batch of 1. The estimate covers the
+    first and says it is a lower bound; with only the second the dry run refuses."""
+    monkeypatch.setenv("SSMREPRO_CACHE", str(tmp_path / "cost-cache"))
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 1, "max_steps": 40, "val_size": 8,
+             "test_size": 8, "eval_every": 20, "eval_batch_size": 1}
+    cases = [{"label": "short", "set": {"task.T": 8}}, {"label": "long", "set": {"task.T": 64}}]
+    spec = write_spec(tmp_path, train=train, sweep=[{"cases": cases}], seeds=[0])
+    short, long_ = expand(load_spec(spec), "smoke")
+    assert memory_need(short).total < memory_need(long_).total
+    _squeeze(monkeypatch, memory_need(long_).total - 1)
+    res = runner.invoke(app, ["run", str(spec), "--out", str(tmp_path / "o"), "--profile",
+                              "smoke", "--dry-run"])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert text.count("not timed:") == 1 and "run long (1 run)" in text, text
+    assert "at least (the 1 of 2 pending runs that could be timed)" in text, text
+    res = runner.invoke(app, ["run", str(spec), "--out", str(tmp_path / "o"), "--profile",
+                              "smoke", "--dry-run", "--json"])
+    assert res.exit_code == 0 and '"untimed_runs": 1' in res.output, res.output
+    only = write_spec(tmp_path, name="t-only", train=train, sweep=[{"cases": cases[1:]}],
+                      seeds=[0])
+    res = runner.invoke(app, ["run", str(only), "--out", str(tmp_path / "o"), "--profile",
+                              "smoke", "--dry-run"])
+    assert res.exit_code == 2 and "needs about" in res.output  # nothing could be priced

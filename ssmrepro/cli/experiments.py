@@ -287,7 +287,8 @@ def run(
                         "pending": d.pending, "packs": len(d.packs), "largest_pack": d.largest,
                         "run_steps": d.run_steps, "estimate_s": d.estimate_s,
                         "estimate_how": d.estimate_how, "device": dev, "nominal": d.nominal,
-                        "oversized": d.oversized})
+                        "oversized": d.oversized, "untimed": d.untimed,
+                        "untimed_runs": d.untimed_runs})
             return
         console.print(f"{spec.id} {escape(f'[{profile}]')}: {d.total} runs, {d.done} done, "
                       f"{d.pending} pending in {len(d.packs)} packs (largest {d.largest}); "
@@ -300,9 +301,13 @@ def run(
         for line in d.oversized:  # too large for this machine: priced, not trainable here
             console.print(f"[yellow]does not fit here:[/] {escape(line)}", highlight=False,
                           soft_wrap=True)
+        for line in d.untimed:  # too large even to time one sequence: not in the estimate
+            console.print(f"[red]not timed:[/] {escape(line)}", highlight=False, soft_wrap=True)
         if d.estimate_s is not None:
-            console.print(f"estimated wall-clock on {dev}: {_human(d.estimate_s)} (one worker; "
-                          f"{d.estimate_how})")
+            part = (f"at least (the {d.pending - d.untimed_runs} of {d.pending} pending runs "
+                    "that could be timed) " if d.untimed_runs else "")
+            console.print(f"estimated wall-clock on {dev}: {part}{_human(d.estimate_s)} (one "
+                          f"worker; {d.estimate_how})")
         return
     s = run_experiment(spec, profile, out, dev, be, max_runs, pack_size, workers, out_console,
                        calibrate=calibrate, overrides=overrides, engine=engine, address=address,

@@ -69,6 +69,8 @@ class DryRun:
     #                                                   its nominal shapes (tasks.lra.nominal_data)
     oversized: list[str] = field(default_factory=list)  # one line per shape too large for this
     #                                     machine's memory, its step time extrapolated (plan.Oversized)
+    untimed: list[str] = field(default_factory=list)  # one line per shape that could not be timed
+    untimed_runs: int = 0  # here at all (one sequence too large): left out of ``estimate_s``
 
     @property
     def largest(self) -> int:
@@ -158,9 +160,11 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
     store = open_store(spec, out)
     _, unique, pending = _pending(spec, profile, store, max_runs, overrides)
     with nominal_data() as notes:
-        fit, over, refused = split_by_memory(pending, device, extrapolate_ok=estimate)
-        if refused:  # say which sizes came from nominal shapes
-            raise SpecError([f"{spec.path or spec.id}: [profile {profile}] {m}" for m in refused]
+        fit, over, untimed, refused = split_by_memory(pending, device, extrapolate_ok=estimate)
+        if refused or (untimed and not fit and not over):  # nothing could be priced: refuse,
+            # saying which sizes came from nominal shapes
+            raise SpecError([f"{spec.path or spec.id}: [profile {profile}] {m}"
+                             for m in refused or memory_problems(pending, device)]
                             + [f"(nominal shapes: {n.line()})" for n in notes.values()])
         costs = cost_model(device) if estimate else None
         packs = plan(fit, pack_size, device, costs)
@@ -169,6 +173,10 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
             avail = available_memory(device)
             for rs in over:
                 o = extrapolate(rs, device, avail, threads=costs.threads)
+                if o is None:  # the free memory shrank since the split
+                    untimed.append((rs, f"run {rs[0].label}: no batch fits the memory now "
+                                        "available: not timed, left out of the estimate"))
+                    continue
                 oversized.append(o)
                 packs += [Pack(o.key, [r], None, o.step_s) for r in rs]
         d = DryRun(len(unique), len(unique) - len([r for r in unique
@@ -181,6 +189,8 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
                 d.estimate_how += (f"; {n} run{'s' if n > 1 else ''} that do not fit this "
                                    "machine's memory at their batch size priced by extrapolation")
         d.oversized = [o.line() for o in oversized]
+        d.untimed = [why for _, why in untimed]
+        d.untimed_runs = sum(len(rs) for rs, _ in untimed)
     d.planner = list(costs.log) if costs else []
     d.nominal = [n.line() for n in notes.values()]
     return d

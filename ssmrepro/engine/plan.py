@@ -240,25 +240,37 @@ def extrapolate(runs: list, device: str, available: int, n_steps: int = 1,
                      step, how)
 
 
-def split_by_memory(runs: list, device: str, extrapolate_ok: bool,
-                    available: int | None = None) -> tuple[list, list[list], list[str]]:
-    """(runs that fit, groups of same-shape runs to extrapolate, refusals) against ``available``
-    bytes (default: measured now). A shape is extrapolated only where ``extrapolate_ok`` and its
-    training batch alone is what does not fit (``memory_problem`` names train.batch_size) and
-    some smaller batch fits; any other problem (parameters, an evaluation batch, a model its
-    blocks refuse) is a refusal."""
+def split_by_memory(runs: list, device: str, extrapolate_ok: bool, available: int | None = None
+                    ) -> tuple[list, list[list], list[tuple[list, str]], list[str]]:
+    """(runs that fit, groups of same-shape runs to extrapolate, groups that cannot be timed here
+    with their reason, refusals) against ``available`` bytes (default: measured now). Where
+    ``extrapolate_ok``, a shape whose training batch alone is what does not fit
+    (``memory_problem`` names train.batch_size) is extrapolated when some smaller batch fits in
+    ``TIMING_SHARE`` of the memory, else it cannot be timed here (one sequence is too large for
+    that share). Any other problem (parameters, an evaluation batch, a model its blocks refuse;
+    parameters and evaluation batch together filling the memory),
+    and every problem without ``extrapolate_ok``, is a refusal."""
     groups: dict[str, list] = {}
     for r, key in zip(runs, per_point(runs, RunConfig.pack_key)):
         groups.setdefault(key, []).append(r)
     avail = available_memory(device) if available is None and groups else available
-    fit, over, refused = [], [], []
+    fit, over, untimed, refused = [], [], [], []
     for rs in groups.values():
         m = memory_problem(rs[0], device, 1 << 62 if avail is None else avail)
         if m is None:
             fit.extend(rs)
-        elif (extrapolate_ok and avail is not None and m.startswith("train.batch_size:")
-              and fitting_batch(rs[0], int(avail * TIMING_SHARE)) >= 1):
-            over.append(rs)
-        else:
+        elif not (extrapolate_ok and avail is not None and m.startswith("train.batch_size:")):
             refused.append(m)
-    return fit, over, refused
+        elif fitting_batch(rs[0], int(avail * TIMING_SHARE)) >= 1:
+            over.append(rs)
+        elif (need := memory_need(rs[0])).param_bytes + need.eval_bytes >= avail:
+            refused.append(m)  # no batch at all could train here: the model itself is too large
+        else:
+            per_seq = -(-need.train_bytes // rs[0].train.batch_size)
+            label = f" {rs[0].label}" if rs[0].label else ""
+            untimed.append((rs, f"run{label} ({len(rs)} run{'s' if len(rs) > 1 else ''}): one "
+                                f"training sequence needs about {_gb(per_seq)}, more than the "
+                                f"{_gb(int(avail * TIMING_SHARE))} a timing step may use here "
+                                f"({TIMING_SHARE:.0%} of {_gb(avail)} available): not timed, "
+                                "left out of the estimate"))
+    return fit, over, untimed, refused
