@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 from helpers import write_spec
 
 from ssmrepro.engine.costs import CostModel
@@ -127,8 +128,35 @@ def test_estimate_prices_a_shapes_last_smaller_pack_at_its_measured_step(tmp_pat
     assert total == pytest.approx(0.5 * (pack_steps(packs[0]) + pack_steps(packs[1])))
     assert "measured step times" in how and "GB-step" not in how
     # an untimed shape beside it: only its packs use the activation-volume model
-    monkeypatch.setattr(train, "time_steps", lambda rs, dev: 0.25)
+    monkeypatch.setattr(train, "time_steps", lambda rs, dev, **k: 0.25)
     other = [Pack("j", runs[:2], None, None)]
     total2, how2 = estimate_seconds(packs + other, "cpu")
     assert total2 == pytest.approx(total + 0.25 * pack_steps(other[0]))
     assert "1 packs of untimed shapes" in how2
+
+
+def test_the_estimate_times_untimed_packs_as_the_cost_model_does(tmp_path, monkeypatch):
+    """With a cost model, an untimed pack is timed by it (the workers' one thread, its cache),
+    not by this process's default threads: on a loaded machine two threads made a step of
+    koren2026-fig7 read 1.5 s instead of 0.1 s of CPU (an estimate of 2.3 h for ~25 minutes)."""
+    from ssmrepro import train
+    from ssmrepro.engine.plan import Pack, estimate_seconds, pack_steps
+
+    runs = _runs(tmp_path, n=2)
+    monkeypatch.setattr(train, "time_steps", lambda *a, **k: pytest.fail("timed in process"))
+    seen = []
+
+    class Costs:
+        def step_seconds(self, rs, m):
+            seen.append((len(rs), m))
+            return 0.125
+
+    packs = [Pack("j", runs, 4, None)]
+    total, _ = estimate_seconds(packs, "cpu", costs=Costs())
+    assert seen == [(2, 4)] and total == pytest.approx(0.125 * pack_steps(packs[0]))
+    cm = CostModel(path=tmp_path / "c.json", threads=1)
+    threads = []
+    monkeypatch.setattr(train, "time_steps", lambda rs, dev, n, micro_batch=None: (
+        threads.append(torch.get_num_threads()) or 0.5))
+    assert estimate_seconds(packs, "cpu", costs=cm)[0] == pytest.approx(0.5 * pack_steps(packs[0]))
+    assert threads == [1]

@@ -183,7 +183,7 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
                                                     if not store.is_done(r.run_id)]),
                    len(pending), packs, sum(r.train.total_steps for r in pending))
         if estimate and packs:
-            d.estimate_s, d.estimate_how = estimate_seconds(packs, device)
+            d.estimate_s, d.estimate_how = estimate_seconds(packs, device, costs=costs)
             if oversized:
                 n = sum(len(rs) for rs in over)
                 d.estimate_how += (f"; {n} run{'s' if n > 1 else ''} that do not fit this "

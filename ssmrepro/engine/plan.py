@@ -111,7 +111,8 @@ def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
     return packs
 
 
-def estimate_seconds(packs: list[Pack], device: str, samples: int = 3) -> tuple[float, str]:
+def estimate_seconds(packs: list[Pack], device: str, samples: int = 3,
+                     costs: CostModel | None = None) -> tuple[float, str]:
     """Wall-clock estimate for ``packs`` (one worker): measured step times, scaled by steps.
 
     A calibrated shape (``Pack.step_s``: the cost model timed its chosen pack) prices every pack
@@ -120,7 +121,11 @@ def estimate_seconds(packs: list[Pack], device: str, samples: int = 3) -> tuple[
     proportional to E × member_bytes (activation volume), with the constant measured on up to
     ``samples`` of their packs (smallest, largest, median). Evaluation counts as ``eval_steps``
     more steps per pack (``TrainConfig.eval_samples`` forward passes at a third of a training
-    step's cost per sample). Returns (seconds, one-line method description).
+    step's cost per sample). Untimed packs are timed as ``costs`` times (its thread count, the
+    workers' process settings: ``CostModel.step_seconds``, cached) when given, else in this
+    process as it is: with this process's default threads on a loaded machine a step can take
+    15x the CPU time a one-thread worker needs (koren2026-fig7's quick estimate read 2.3 h for
+    ~25 minutes of work). Returns (seconds, one-line method description).
     """
     from ..train import time_steps
 
@@ -135,7 +140,9 @@ def estimate_seconds(packs: list[Pack], device: str, samples: int = 3) -> tuple[
         cost = [len(p) * max(member_bytes(r) for r in p.runs) for p in rest]
         order = sorted(range(len(rest)), key=lambda i: cost[i])
         picks = sorted({order[0], order[len(order) // 2], order[-1]})[:samples]
-        rates = [time_steps(rest[i].runs, device) / cost[i] for i in picks]
+        timer = ((lambda p: costs.step_seconds(p.runs, p.micro_batch)) if costs is not None
+                 else (lambda p: time_steps(p.runs, device, micro_batch=p.micro_batch)))
+        rates = [timer(rest[i]) / cost[i] for i in picks]
         rate = sorted(rates)[len(rates) // 2]
         total += sum(c * rate * pack_steps(p) for c, p in zip(cost, rest))
         how = "; ".join(x for x in (how, (
