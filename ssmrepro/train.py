@@ -59,11 +59,13 @@ AVG_LOSS_WINDOW = 1000  # train.avg_loss: mean training-batch loss over the last
 
 def member_bytes(run) -> int:
     """Rough activation memory of one member per training step (float32 bytes, with autograd):
-    batch size × ``models.activation_floats`` (the blocks' mixer estimates + embeddings / logits)."""
-    from .models import activation_floats
+    batch size × ``models.activation_floats`` (the blocks' mixer estimates + embeddings / logits)
+    + ``models.fixed_floats`` (kernels computed once per step whatever the batch)."""
+    from .models import activation_floats, fixed_floats
 
     info = build_task(run.task).info
-    return 4 * run.train.batch_size * activation_floats(run.model, info)
+    return 4 * (run.train.batch_size * activation_floats(run.model, info)
+                + fixed_floats(run.model, info))
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,7 @@ class MemoryNeed:
     param_bytes: int  # weights, gradients and the two Adam moments
     train_bytes: int  # activations kept for backward by one training step (whole batch)
     eval_bytes: int  # what one evaluation batch surely holds (no autograd; a lower bound)
+    fixed_bytes: int = 0  # the part of train_bytes that does not grow with the batch
 
     @property
     def total(self) -> int:
@@ -86,16 +89,17 @@ def memory_need(run) -> MemoryNeed:
     activations (``member_bytes``: the mixers' own estimates) and what an evaluation batch surely
     holds (``models.eval_floats``) on the run's task or any of its named evaluation sets
     (``train.evals``: a longer T there is a larger batch)."""
-    from .models import eval_floats, param_count
+    from .models import eval_floats, fixed_floats, param_count
 
     info = build_task(run.task).info
     width = 8 if run.train.dtype == "float64" else 4
     n = param_count(run.model, info)
     train = member_bytes(run) * width // 4
+    fixed = width * fixed_floats(run.model, info)
     base = run.task.model_dump()
     infos = [info] + [build_task({**base, **ov}).info for ov in run.train.evals.values()]
     ev = max(width * run.train.eval_batch_size * eval_floats(run.model, i) for i in infos)
-    return MemoryNeed(n, 4 * width * n, train, ev)
+    return MemoryNeed(n, 4 * width * n, train, ev, fixed)
 
 
 def available_memory(device: str) -> int | None:

@@ -163,6 +163,41 @@ def pack_steps(p: Pack) -> int:
     return max(r.train.total_steps + eval_steps(r.train) for r in p.runs)
 
 
+class PeakRSS:
+    """Context manager: ``bytes`` = how far this process's resident memory rose above its level
+    at entry, sampled every 5 ms by a thread (0 where /proc is not readable)."""
+
+    def __enter__(self) -> PeakRSS:
+        import threading
+
+        self.bytes, self._stop = 0, threading.Event()
+        self._base = self._rss()
+        if self._base:
+            self._thread = threading.Thread(target=self._sample, daemon=True)
+            self._thread.start()
+        return self
+
+    @staticmethod
+    def _rss() -> int:
+        import os
+
+        try:
+            with open("/proc/self/statm") as f:
+                return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError):
+            return 0
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.005):
+            self.bytes = max(self.bytes, self._rss() - self._base)
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._base:
+            self._thread.join()
+            self.bytes = max(self.bytes, self._rss() - self._base)
+
+
 TIMING_SHARE = 0.5  # of the available memory, what an extrapolation's timing step may use
 MAX_TIMED_BATCH = 4  # the largest batch an extrapolation times (its cost grows with the batch)
 
@@ -173,8 +208,8 @@ def fitting_batch(run, available: int) -> int:
     batch do not); 0 when none does (the parameters or the evaluation batch alone exceed it, or one
     sequence does)."""
     need = memory_need(run)
-    room = available - need.param_bytes
-    per_seq = max(1, -(-need.train_bytes // run.train.batch_size))
+    room = available - need.param_bytes - need.fixed_bytes
+    per_seq = max(1, -(-(need.train_bytes - need.fixed_bytes) // run.train.batch_size))
     if room <= 0 or need.eval_bytes > room:
         return 0
     return max(0, min(run.train.batch_size - 1, room // per_seq))
@@ -224,7 +259,7 @@ def extrapolate(runs: list, device: str, available: int, n_steps: int = 1,
     hi = min(MAX_TIMED_BATCH, fitting_batch(r, int(available * TIMING_SHARE)))
     if hi < 1:
         return None
-    batches = (hi // 2, hi) if hi >= 2 else (hi,)
+    lo = hi // 2 if hi >= 2 else hi
 
     def at(b: int) -> float:
         return time_steps([dataclasses.replace(r, train=r.train.model_copy(
@@ -235,7 +270,15 @@ def extrapolate(runs: list, device: str, available: int, n_steps: int = 1,
     old = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        seconds = tuple(at(b) for b in batches)
+        with PeakRSS() as peak:  # the smaller batch first, its memory measured (on CPU)
+            first = at(lo)
+        need = memory_need(r)
+        guess = need.param_bytes + need.fixed_bytes + lo * (
+            (need.train_bytes - need.fixed_bytes) // B)  # what the estimate says lo takes
+        if hi > lo and peak.bytes > guess:  # the estimate is rough: where the measured memory
+            #                                 of lo exceeds it, scale hi by the measurement
+            hi = max(lo, min(hi, int(lo * available * TIMING_SHARE / peak.bytes)))
+        batches, seconds = ((lo, hi), (first, at(hi))) if hi > lo else ((lo,), (first,))
     finally:
         torch.set_num_threads(old)
     slope = (seconds[-1] - seconds[0]) / (batches[-1] - batches[0]) if len(batches) == 2 else 0.0
@@ -273,7 +316,7 @@ def split_by_memory(runs: list, device: str, extrapolate_ok: bool, available: in
         elif (need := memory_need(rs[0])).param_bytes + need.eval_bytes >= avail:
             refused.append(m)  # no batch at all could train here: the model itself is too large
         else:
-            per_seq = -(-need.train_bytes // rs[0].train.batch_size)
+            per_seq = -(-(need.train_bytes - need.fixed_bytes) // rs[0].train.batch_size)
             label = f" {rs[0].label}" if rs[0].label else ""
             untimed.append((rs, f"run{label} ({len(rs)} run{'s' if len(rs) > 1 else ''}): one "
                                 f"training sequence needs about {_gb(per_seq)}, more than the "

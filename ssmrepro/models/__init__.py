@@ -97,6 +97,16 @@ def activation_floats(config: ModelConfig, info) -> int:
     return int(floats)
 
 
+def fixed_floats(config: ModelConfig, info) -> int:
+    """Floats one training step keeps for backward whatever its batch size (per member): the
+    blocks' batch-independent kernels (``fixed_floats`` of each block config; 0 for blocks
+    without one). Both inputs of a two-input task share them (one pass of 2B sequences)."""
+    cfg = config.to_backbone()
+    d, L = cfg.d_model, info.seq_len
+    return int(sum(getattr(cfg.blocks[n], "fixed_floats", lambda d, L: 0)(d, L)
+                   for n in cfg.layer_names()))
+
+
 def eval_floats(config: ModelConfig, info) -> int:
     """Floats per sample that an evaluation batch surely holds at once (no autograd; a lower
     bound, so it never refuses a model that fits): the residual stream in and out of a block
@@ -168,5 +178,5 @@ __all__ = [
     "MODELS", "CooperHybridConfig", "InitConfig", "LinearMambaConfig", "MambaLMConfig",
     "ModelConfig", "ModelEntry", "SSMLMConfig", "SeqLM", "SeqLMConfig", "SequenceModel",
     "TransformerLMConfig", "activation_floats", "build_model", "config_rows", "count_params",
-    "eval_floats", "member_key", "param_count",
+    "eval_floats", "fixed_floats", "member_key", "param_count",
 ]

@@ -57,6 +57,10 @@ class MixerBlockConfig(NoBoolNumbers):
     def hidden(self, d_model: int) -> int:
         return self.mlp_expand * d_model if self.mlp_hidden is None else self.mlp_hidden
 
+    def fixed_floats(self, d_model: int, L: int) -> int:
+        """The mixer's batch-independent floats (twice if bidirectional: two mixers)."""
+        return (1 if self.bidirectional == "none" else 2) * self.mixer.fixed_floats(d_model, L)
+
     def activation_floats(self, d_model: int, L: int) -> int:
         """The mixer's (twice if bidirectional) + norm and residual outputs + the MLP sub-block."""
         n_dir = 1 if self.bidirectional == "none" else 2

@@ -41,6 +41,11 @@ class MixerConfig(NoBoolNumbers):
         """Floats per sample one layer keeps for backward (projections, scan states, scores)."""
         raise NotImplementedError(f"{type(self).__name__} has no memory estimate")
 
+    def fixed_floats(self, d_model: int, L: int) -> int:
+        """Floats one layer keeps for backward whatever the batch size (a kernel computed from
+        the parameters once per step, e.g. S4D's Vandermonde kernel); 0 for most mixers."""
+        return 0
+
 
 @dataclass(frozen=True)
 class MixerEntry:

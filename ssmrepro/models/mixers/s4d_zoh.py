@@ -48,6 +48,13 @@ class S4DZOHConfig(MixerConfig):
             return L * (2 * d_model + 4 * d_model * self.d_state)
         return L * 10 * d_model
 
+    def fixed_floats(self, d_model: int, L: int) -> int:
+        """fft: the Vandermonde kernel's exp(k·ΔA) (d, N, L) complex, kept by exp and by the
+        contraction with C·B̄: 4·d·N·L floats per layer, independent of the batch (measured
+        1.6 GB at batch 1 for yu2025-tab2's ListOps S4D, which the per-sample estimate put at
+        0.2 GB); the scan builds no kernel."""
+        return 0 if self.impl == "scan" else 4 * d_model * self.d_state * L
+
 
 @register(S4DZOHConfig)
 class S4DZOH(PackedModule):
