@@ -1614,3 +1614,21 @@ def test_figure_helpers_give_no_value_instead_of_raising():
     assert math.isnan(_value("log(x)", {"x": 0.0})) and _value("x * 2", {"x": 2.0}) == 4.0
     cells = pd.DataFrame({"label": ["S6 / a", "S4D / b"], "test.acc": [0.5, 0.6]})
     assert list(select(cells, {"case:1": "b"})["test.acc"]) == [0.6]
+
+
+# ---------------------------------------------------------------------------------------------
+# seventh round of probes (issue 11): seeds that train one run twice, checks only `validate`
+# made, benchmark targets refused after the measuring, a mistyped results root
+
+
+@pytest.mark.parametrize("seeds,needle", [([0, 2**32], "seeds.1"), ([-1], "seeds.0"),
+                                          ([2**63 - 1], "seeds.0")])
+def test_seeds_beyond_32_bits_are_refused(tmp_path, seeds, needle):
+    """Runs are keyed by a seed's low 32 bits: seeds 0 and 2**32 (or -1 and 2**32 - 1) trained
+    the same run twice under two run ids, and the mean over "two seeds" was one run's number."""
+    from ssmrepro.train import derived_seed
+
+    assert derived_seed(0, 1) == derived_seed(2**32, 1)  # why: the key folds 32 bits
+    _assert_refused(_invoke("validate", write_spec(tmp_path, seeds=seeds)), needle,
+                    "2**32 - 1")
+    assert _invoke("validate", write_spec(tmp_path, seeds=[0, 2**32 - 1])).exit_code == 0
