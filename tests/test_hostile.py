@@ -1632,3 +1632,22 @@ def test_seeds_beyond_32_bits_are_refused(tmp_path, seeds, needle):
     _assert_refused(_invoke("validate", write_spec(tmp_path, seeds=seeds)), needle,
                     "2**32 - 1")
     assert _invoke("validate", write_spec(tmp_path, seeds=[0, 2**32 - 1])).exit_code == 0
+
+
+def test_run_plot_and_verify_refuse_what_validate_refuses_of_paper_values(tmp_path):
+    """A paper value whose `where` matches two cells (two models under one label) was refused by
+    `validate` only: `run` trained it and compared the paper's number with the two cells' mean,
+    exit 0."""
+    spec = write_spec(tmp_path, sweep=[{"cases": [{"label": "A", "set": {"model.mixer": "s6"}},
+                                                  {"label": "A", "set": {"model.mixer": "s4d"}}]}],
+                      paper_values=[{"where": {"label": "A"}, "value": 0.5}])
+    out = tmp_path / "out"
+    for cmd in ("run", "plot", "verify"):
+        _assert_refused(_invoke(cmd, spec, "--out", out, "--profile", "smoke"),
+                        "paper_values.0.where: matches 2 cells of profile smoke")
+    assert not out.exists()
+    twice = write_spec(tmp_path, paper_values=[{"where": {"label": "S6"}, "value": 0.5},
+                                               {"where": {"label": "S6"}, "value": 0.9}])
+    _assert_refused(_invoke("run", twice, "--out", out, "--profile", "smoke"),
+                    "the same cell and metric as paper_values.0")
+    assert not out.exists()

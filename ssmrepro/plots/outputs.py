@@ -175,7 +175,27 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         if pv.metric not in metrics | {N_PARAMS}:
             errors.append(f"{path}: paper_values.{i}.metric: {pv.metric!r} is not aggregated")
         errors += _unreachable(path, [(f"paper_values.{i}.value", pv.metric, pv.value)])
+    if not errors and spec.analytic is None and runs:
+        # `run`, `plot` and `verify` check these too (only `validate` did, and a spec it refused
+        # trained and compared the paper's one number with the mean of several cells)
+        errors += _paper_value_identities(spec, runs)
     return errors
+
+
+def _paper_value_identities(spec: Spec, runs: list) -> list[str]:
+    """'file: key: reason' for two paper values of one cell and metric (the report would compare
+    the cell with either) and for a paper value whose ``where`` matches several cells of a
+    profile of ``runs``."""
+    path = spec.path or spec.id
+    errors: list[str] = []
+    seen: dict[str, int] = {}
+    for i, pv in enumerate(spec.paper_values):
+        ident = repr((pv.metric, sorted((k, repr(v)) for k, v in pv.where.items())))
+        if ident in seen:
+            errors.append(f"{path}: paper_values.{i}: the same cell and metric as "
+                          f"paper_values.{seen[ident]} (one paper value per cell and metric)")
+        seen.setdefault(ident, i)
+    return errors + _paper_values_of_several_cells(spec, runs)
 
 
 def _shown(where: dict[str, Any]) -> str:
@@ -266,8 +286,8 @@ def _unreachable(path: str, values: list[tuple[str, str, float]]) -> list[str]:
 def where_problems(spec: Spec, runs: list) -> list[str]:
     """'file: key: reason' for a claim's ``where`` (``a`` / ``b`` of a comparison) that matches
     no run of ``runs`` (every profile's: a typo in a label or a value would otherwise only show
-    as MISSING, forever), and for two paper values of one cell and metric (the report would
-    compare the cell with either). A paper value may name a cell no profile trains (a number
+    as MISSING, forever); two paper values of one cell, or one of several cells, are
+    ``validate_outputs``'s to report. A paper value may name a cell no profile trains (a number
     the paper quotes for reference)."""
     if spec.analytic is not None or not runs:
         return []
@@ -308,14 +328,6 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
             continue  # reported by validate_outputs
         check(f"{key}.where", fig.cell_filter())  # drew nothing, said nothing
         values(key, fig)
-    seen: dict[str, int] = {}
-    for i, pv in enumerate(spec.paper_values):
-        ident = repr((pv.metric, sorted((k, repr(v)) for k, v in pv.where.items())))
-        if ident in seen:
-            errors.append(f"{path}: paper_values.{i}: the same cell and metric as "
-                          f"paper_values.{seen[ident]} (one paper value per cell and metric)")
-        seen.setdefault(ident, i)
-    errors += _paper_values_of_several_cells(spec, runs)
     return errors
 
 
