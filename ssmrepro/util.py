@@ -63,6 +63,17 @@ def _check_replaceable(path: Path) -> None:
                       "writes only regular files", str(path))
 
 
+def prepare_target(path: Path) -> None:
+    """Before long work whose result goes to ``path`` (a benchmark's ``--json``): create its
+    folder and refuse what the atomic write at the end would refuse (a folder or a device in
+    its place, a file where a folder of the path belongs, a folder that cannot be written), so
+    the message comes before the work, not after minutes of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _check_replaceable(path)
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, "permission denied", str(path.parent))
+
+
 def atomic_write_stream(path: Path, write) -> None:
     """Write ``path`` atomically through ``write(binary_file)`` (e.g. a figure's ``savefig``)."""
     _atomic(path, write)

@@ -1651,3 +1651,16 @@ def test_run_plot_and_verify_refuse_what_validate_refuses_of_paper_values(tmp_pa
     _assert_refused(_invoke("run", twice, "--out", out, "--profile", "smoke"),
                     "the same cell and metric as paper_values.0")
     assert not out.exists()
+
+
+@pytest.mark.parametrize("target", ["folder", "device", "below_a_file"])
+def test_benchmark_json_targets_are_refused_before_measuring(tmp_path, target):
+    """`bench scans --json` / `bench step --json` naming a folder, a device or a path below a
+    file measured for minutes and only then failed to write."""
+    (tmp_path / "f").write_text("x")
+    where = {"folder": tmp_path, "device": Path("/dev/null"),
+             "below_a_file": tmp_path / "f" / "x.json"}[target]
+    for argv in (["scans", "--L", "8", "--kernels", "diag", "--repeats", "1"], ["step"]):
+        res = _invoke("bench", *argv, "--json", where)
+        _assert_refused(res, "cannot use")
+        assert "| torch " not in res.output, res.output  # nothing was measured
