@@ -704,6 +704,7 @@ def test_workers_are_limited_to_what_memory_holds_at_once(tmp_path):
 def test_a_malformed_catalogue_is_a_message(tmp_path, text, needle):
     root = _project(tmp_path)
     (root / "experiments/catalogue.yaml").write_text(text)
+    (tmp_path / "out").mkdir()
     res = _invoke("figures", "--no-rebuild", "--out", tmp_path / "out",
                   env={"SSMREPRO_ROOT": str(root)})
     _assert_refused(res, "catalogue.yaml", needle)
@@ -1664,3 +1665,10 @@ def test_benchmark_json_targets_are_refused_before_measuring(tmp_path, target):
         res = _invoke("bench", *argv, "--json", where)
         _assert_refused(res, "cannot use")
         assert "| torch " not in res.output, res.output  # nothing was measured
+
+
+def test_figures_refuses_a_results_root_that_is_not_a_folder(tmp_path):
+    """`figures --out typo` created the folder and wrote a front page of no results, exit 0."""
+    _assert_refused(_invoke("figures", "--out", tmp_path / "typo"), "not a folder")
+    _assert_refused(_invoke("figures", "--no-rebuild", "--out", tmp_path / "typo"), "not a folder")
+    assert not (tmp_path / "typo").exists()

@@ -556,7 +556,11 @@ def figures(
     """Rebuild every figure, summary, curves table and report from the committed results (no
     training) and write the front page, results/README.md (what `make figures` runs)."""
     from ..plots.frontpage import front_page, rebuild_all
+    from ..util import repo_root
 
+    root = out if out is not None else repo_root() / "results"
+    if not root.is_dir():  # a mistyped --out got a new folder and a front page of no results
+        fail([f"{root}: not a folder (the results root to rebuild; --out)"])
     if not no_rebuild:
         rebuild_all(out, echo=lambda m: console.print(m, highlight=False))
     console.print(f"front page: {front_page(out)}")
