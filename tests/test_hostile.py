@@ -1672,3 +1672,14 @@ def test_figures_refuses_a_results_root_that_is_not_a_folder(tmp_path):
     _assert_refused(_invoke("figures", "--out", tmp_path / "typo"), "not a folder")
     _assert_refused(_invoke("figures", "--no-rebuild", "--out", tmp_path / "typo"), "not a folder")
     assert not (tmp_path / "typo").exists()
+
+
+@pytest.mark.parametrize("constraint,needle", [
+    ("model.d_model - 4", "not true or false"),  # kept every point but d_model = 4, silently
+    ("(model.d_model - 100) ** 0.5 == 0", "a negative number to a fractional power"),
+    ("(model.d_model - 100) ** 0.5", "a negative number to a fractional power"),  # complex: true
+])
+def test_a_constraint_is_a_condition_and_powers_stay_real(tmp_path, constraint, needle):
+    _assert_refused(_invoke("validate", write_spec(tmp_path, constraints=[constraint])), needle)
+    assert _invoke("validate", write_spec(tmp_path, constraints=["model.d_model >= 4"])
+                   ).exit_code == 0
