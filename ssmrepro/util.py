@@ -29,8 +29,12 @@ def _atomic(path: Path, write) -> None:
     path = Path(path)
     _check_replaceable(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{HOST}.{os.getpid()}.",
-                               suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{HOST}.{os.getpid()}.",
+                                   suffix=".tmp")
+    except OSError as err:  # a read-only folder: the message named a temp file, never made
+        err.filename, err.filename2 = str(path), None
+        raise
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)

@@ -1683,3 +1683,19 @@ def test_a_constraint_is_a_condition_and_powers_stay_real(tmp_path, constraint, 
     _assert_refused(_invoke("validate", write_spec(tmp_path, constraints=[constraint])), needle)
     assert _invoke("validate", write_spec(tmp_path, constraints=["model.d_model >= 4"])
                    ).exit_code == 0
+
+
+def test_a_folder_that_refuses_new_files_is_named_not_a_temp_file(tmp_path, monkeypatch):
+    """A read-only folder (or /proc) made the message name the temp file that could not be
+    created (`cannot use .../.x.csv.host.123.abc.tmp`), a file the user never asked for."""
+    import errno
+    import tempfile
+
+    def refuse(dir, prefix, suffix):  # what mkstemp raises in a folder without write access
+        raise PermissionError(errno.EACCES, "Permission denied", f"{dir}/{prefix}abc{suffix}")
+
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    (tmp_path / "results").mkdir()
+    res = _invoke("export", "--out", tmp_path / "results", "--file", tmp_path / "x.csv")
+    _assert_refused(res, f"cannot use {tmp_path / 'x.csv'}: permission denied")
+    assert ".tmp" not in res.output, res.output
