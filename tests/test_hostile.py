@@ -1699,3 +1699,15 @@ def test_a_folder_that_refuses_new_files_is_named_not_a_temp_file(tmp_path, monk
     res = _invoke("export", "--out", tmp_path / "results", "--file", tmp_path / "x.csv")
     _assert_refused(res, f"cannot use {tmp_path / 'x.csv'}: permission denied")
     assert ".tmp" not in res.output, res.output
+
+
+@pytest.mark.parametrize("sets", [["train.schedule.kind=cosine", "train.schedule={kind: linear}"],
+                                  ["train.schedule={kind: linear}", "train.schedule.kind=cosine"],
+                                  ["task.T=9", "task={name: keep_nth, n: 2, T: 8, vocab: 8}"]])
+def test_set_keys_that_overlap_are_refused(tmp_path, sets):
+    """`--set train.schedule.kind=cosine --set 'train.schedule={kind: linear}'`: the later one
+    replaced the other quietly (linear, or cosine with the order swapped); the same key twice
+    was already refused."""
+    args = [a for s in sets for a in ("--set", s)]
+    _assert_refused(_invoke("show", write_spec(tmp_path), "--profile", "smoke", *args),
+                    "overlaps --set")

@@ -226,6 +226,12 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
             errors.append(f"--set {key}: keys start with one of {', '.join(SECTIONS)} "
                           "(e.g. model.d_model)")
             continue
+        inside = next((k for k in out if k.startswith(key + ".") or key.startswith(k + ".")),
+                      None)
+        if inside is not None:  # `train.schedule={...}` replaced `train.schedule.kind`, or
+            errors.append(f"--set {key}: overlaps --set {inside} (the later one would quietly "
+                          "replace the other; give one of them)")  # was replaced by it
+            continue
         try:
             out[key] = parse_yaml(raw) if raw.strip() else ""
         except yaml.YAMLError as err:
