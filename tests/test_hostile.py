@@ -1711,3 +1711,33 @@ def test_set_keys_that_overlap_are_refused(tmp_path, sets):
     args = [a for s in sets for a in ("--set", s)]
     _assert_refused(_invoke("show", write_spec(tmp_path), "--profile", "smoke", *args),
                     "overlaps --set")
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["listops", "--n", "100000000"], "in memory at once"),  # 10^8 trees of > 500 tokens
+    (["pathfinder", "--n", "100000000", "--res", "256"], "on disk"),  # 6.5 TB of images
+    (["pathfinder", "--n", "10000000", "--res", "256", "--shard-size", "10000000"],
+     "in memory at once"),  # one shard buffered: 655 GB, twice
+])
+def test_generated_data_that_cannot_fit_is_refused_before_generating(tmp_path, monkeypatch,
+                                                                     argv, needle):
+    """`data generate` of a size the machine cannot hold generated for hours and then died of
+    memory (killed, no message) or stopped at a full disk."""
+    import shutil as sh
+    from collections import namedtuple
+
+    import ssmrepro.data.listops as lo
+    import ssmrepro.data.pathfinder as pf
+    import ssmrepro.train as tr
+
+    def generated(*a, **k):
+        raise AssertionError("generating started")
+
+    monkeypatch.setattr(lo, "generate_listops", generated)
+    monkeypatch.setattr(pf, "write_pathfinder", generated)
+    monkeypatch.setattr(tr, "available_memory", lambda device: 32 << 30)  # 32 GiB here
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(sh, "disk_usage", lambda p: usage(1 << 41, 0, 1 << 40))  # 1 TiB free
+    res = _invoke("data", "generate", *argv, "--dir", tmp_path / "data", "--workers", "1")
+    _assert_refused(res, needle, "ask for fewer")
+    assert not (tmp_path / "data" / "generated").exists()
