@@ -67,6 +67,9 @@ def _check_replaceable(path: Path) -> None:
                       "writes only regular files", str(path))
 
 
+check_replaceable = _check_replaceable  # before long work that ends in writing ``path``
+
+
 def prepare_target(path: Path) -> None:
     """Before long work whose result goes to ``path`` (a benchmark's ``--json``): create its
     folder and refuse what the atomic write at the end would refuse (a folder or a device in

@@ -1741,3 +1741,16 @@ def test_generated_data_that_cannot_fit_is_refused_before_generating(tmp_path, m
     res = _invoke("data", "generate", *argv, "--dir", tmp_path / "data", "--workers", "1")
     _assert_refused(res, needle, "ask for fewer")
     assert not (tmp_path / "data" / "generated").exists()
+
+
+@pytest.mark.parametrize("name", ["results-smoke.csv", "figure-smoke.png", "report-smoke.md",
+                                  "curves-smoke.csv", "summary-smoke.csv"])
+def test_an_output_of_the_wrong_kind_is_refused_before_training(tmp_path, name):
+    """A folder where `run` writes a table, figure or report failed after the whole sweep had
+    trained (the README said: before any training)."""
+    spec = write_spec(tmp_path, seeds=[0])
+    store = tmp_path / "out" / "tests" / "t-spec"
+    (store / name).mkdir(parents=True)
+    res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--workers", "1")
+    _assert_refused(res, f"{store / name}: a folder where a file belongs")
+    assert not list(store.glob("runs/*.json"))  # nothing trained

@@ -300,6 +300,11 @@ def run(
             console.print(f"estimated wall-clock on {dev}: {_human(d.estimate_s)} (one worker; "
                           f"{d.estimate_how})")
         return
+    from ..plots import output_paths
+    from ..util import check_replaceable
+
+    for path in output_paths(spec, profile, _root(spec, out), overrides, figures=not no_plot):
+        check_replaceable(path)  # a folder in its place failed after the whole sweep
     s = run_experiment(spec, profile, out, dev, be, max_runs, pack_size, workers, out_console,
                        calibrate=calibrate, overrides=overrides, engine=engine, address=address,
                        cpus_per_pack=cpus_per_pack)

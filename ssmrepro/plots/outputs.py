@@ -455,6 +455,25 @@ def _with_run_config(table: pd.DataFrame, runs: list, columns: set[str]) -> pd.D
     return table.assign(**{c: ids.map(lambda i, c=c: flats.get(i, {}).get(c)) for c in cols})
 
 
+def output_paths(spec: Spec, profile: str, root: Path, overrides: dict | None = None,
+                 figures: bool = True) -> list[Path]:
+    """The files ``build`` writes for ``profile`` (results.csv; with ``figures`` also the
+    analysis tables, curves, summary, report and figures): ``run`` checks them before any
+    training, so a folder in the place of one fails then, not after the sweep."""
+    tag = overrides_tag(overrides)
+    stems = [("results", "csv")]
+    if figures:
+        stems += [("histograms", "csv")] if DECAY in spec.analysis else []
+        stems += [(a, "csv") for a in spec.analysis if a in WEIGHT_ANALYSES]
+        stems += [("curves", "csv"), ("summary", "csv"), ("report", "md")]
+        for i, (_, raw) in enumerate(spec.figure_configs):
+            try:
+                stems.append((figure_stem(parse_figure(raw), i), "png"))
+            except (KeyError, ValidationError):
+                continue  # reported by validate_outputs
+    return [root / output_name(spec, profile, stem, ext, tag) for stem, ext in stems]
+
+
 def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -> Outputs:
     """results.csv (from records), summary.csv, curves.csv, every figure and report.md of
     ``profile`` (with ``overrides``: of those runs, in files tagged ``-set-<hash>``)."""
