@@ -1754,3 +1754,17 @@ def test_an_output_of_the_wrong_kind_is_refused_before_training(tmp_path, name):
     res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--workers", "1")
     _assert_refused(res, f"{store / name}: a folder where a file belongs")
     assert not list(store.glob("runs/*.json"))  # nothing trained
+
+
+def test_a_figure_name_may_not_take_another_profiles_figure_file(tmp_path):
+    """A figure named `figure-smoke` wrote figure-smoke.png in the default profile: the file of
+    the first figure of profile smoke, replaced by another plot without a word."""
+    figs = [{"kind": "bars", "metric": "test.acc", "x": "label"},
+            {"kind": "bars", "metric": "test.loss", "x": "label", "name": "figure-smoke"}]
+    spec = write_spec(tmp_path, figure=None, figures=figs)
+    _assert_refused(_invoke("validate", spec), "figures.1.name", "figure-smoke.png",
+                    "figures.0 in profile smoke")
+    _assert_refused(_invoke("run", spec, "--out", tmp_path / "o", "--profile", "quick"),
+                    "figures.1.name")
+    figs[1]["name"] = "loss"
+    assert _invoke("validate", write_spec(tmp_path, figure=None, figures=figs)).exit_code == 0

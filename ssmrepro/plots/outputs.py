@@ -103,6 +103,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             checked.append((key, cfg))
 
     stems = set()
+    files: dict[str, tuple[str, str]] = {}  # figure file -> (figure key, profile)
     for i, (key, raw) in enumerate(spec.figure_configs):
         try:
             cfg = parse_figure(raw)
@@ -127,6 +128,15 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         stem = figure_stem(cfg, i)
         if stem in stems:
             errors.append(f"{path}: {key}.name: two figures write {stem!r}")
+        else:  # and across profiles: a figure named figure-smoke in the default profile wrote
+            for prof in spec.profiles:  # over the first figure of profile smoke
+                file = output_name(spec, prof, stem, "png")
+                if file in files and files[file][0] != key:
+                    other, other_prof = files[file]
+                    errors.append(f"{path}: {key}.name: {stem!r} writes {file} in profile "
+                                  f"{prof}, the file of {other} in profile {other_prof}")
+                    break
+                files.setdefault(file, (key, prof))
         stems.add(stem)
     for i, raw in enumerate(spec.claims):
         key = f"claims.{i}"
