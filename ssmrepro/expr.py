@@ -161,6 +161,8 @@ def _power(a: Any, b: Any, expr: str) -> Any:
         raise ExprError(f"{expr!r}: {a} ** {b} exceeds {MAX_MAGNITUDE:.0e}")
     if a == 0 and b < 0:
         raise ExprError(f"cannot evaluate {expr!r}: 0 to a negative power")
+    if a < 0 and b != int(b):  # Python's answer is a complex number (truthy, never equal)
+        raise ExprError(f"cannot evaluate {expr!r}: a negative number to a fractional power")
     return a**b
 
 

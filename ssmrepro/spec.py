@@ -50,8 +50,20 @@ class Strict(NoBoolNumbers):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
-# a seed is a 64-bit integer (the data and init streams are derived from it in int64)
-Seed = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+# a seed is a 32-bit unsigned integer: the init and data streams are keyed by its low 32 bits
+# (tasks.rng.key), so seeds 0 and 2**32, or -1 and 2**32 - 1, trained the same run twice under
+# two run ids, and a mean over such "seeds" counted one run several times
+MAX_SEED = 2**32 - 1
+
+
+def _seed(seed: int) -> int:
+    if not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"{seed}: a seed is a whole number from 0 to {MAX_SEED:,} (2**32 - 1; "
+                         "runs are keyed by its 32 bits, so 2**32 would train seed 0 again)")
+    return seed
+
+
+Seed = Annotated[int, AfterValidator(_seed)]
 MAX_SEEDS = 1_000  # seeds of one list (the papers use at most 11; every run is one training)
 Seeds = Annotated[list[Seed], Field(max_length=MAX_SEEDS)]
 

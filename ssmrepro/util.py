@@ -29,8 +29,12 @@ def _atomic(path: Path, write) -> None:
     path = Path(path)
     _check_replaceable(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{HOST}.{os.getpid()}.",
-                               suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{HOST}.{os.getpid()}.",
+                                   suffix=".tmp")
+    except OSError as err:  # a read-only folder: the message named a temp file, never made
+        err.filename, err.filename2 = str(path), None
+        raise
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
@@ -61,6 +65,20 @@ def _check_replaceable(path: Path) -> None:
     if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
         raise OSError(errno.EINVAL, "not a regular file (a device, FIFO or socket); ssmrepro "
                       "writes only regular files", str(path))
+
+
+check_replaceable = _check_replaceable  # before long work that ends in writing ``path``
+
+
+def prepare_target(path: Path) -> None:
+    """Before long work whose result goes to ``path`` (a benchmark's ``--json``): create its
+    folder and refuse what the atomic write at the end would refuse (a folder or a device in
+    its place, a file where a folder of the path belongs, a folder that cannot be written), so
+    the message comes before the work, not after minutes of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _check_replaceable(path)
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, "permission denied", str(path.parent))
 
 
 def atomic_write_stream(path: Path, write) -> None:

@@ -704,6 +704,7 @@ def test_workers_are_limited_to_what_memory_holds_at_once(tmp_path):
 def test_a_malformed_catalogue_is_a_message(tmp_path, text, needle):
     root = _project(tmp_path)
     (root / "experiments/catalogue.yaml").write_text(text)
+    (tmp_path / "out").mkdir()
     res = _invoke("figures", "--no-rebuild", "--out", tmp_path / "out",
                   env={"SSMREPRO_ROOT": str(root)})
     _assert_refused(res, "catalogue.yaml", needle)
@@ -1614,3 +1615,156 @@ def test_figure_helpers_give_no_value_instead_of_raising():
     assert math.isnan(_value("log(x)", {"x": 0.0})) and _value("x * 2", {"x": 2.0}) == 4.0
     cells = pd.DataFrame({"label": ["S6 / a", "S4D / b"], "test.acc": [0.5, 0.6]})
     assert list(select(cells, {"case:1": "b"})["test.acc"]) == [0.6]
+
+
+# ---------------------------------------------------------------------------------------------
+# seventh round of probes (issue 11): seeds that train one run twice, checks only `validate`
+# made, benchmark targets refused after the measuring, a mistyped results root
+
+
+@pytest.mark.parametrize("seeds,needle", [([0, 2**32], "seeds.1"), ([-1], "seeds.0"),
+                                          ([2**63 - 1], "seeds.0")])
+def test_seeds_beyond_32_bits_are_refused(tmp_path, seeds, needle):
+    """Runs are keyed by a seed's low 32 bits: seeds 0 and 2**32 (or -1 and 2**32 - 1) trained
+    the same run twice under two run ids, and the mean over "two seeds" was one run's number."""
+    from ssmrepro.train import derived_seed
+
+    assert derived_seed(0, 1) == derived_seed(2**32, 1)  # why: the key folds 32 bits
+    _assert_refused(_invoke("validate", write_spec(tmp_path, seeds=seeds)), needle,
+                    "2**32 - 1")
+    assert _invoke("validate", write_spec(tmp_path, seeds=[0, 2**32 - 1])).exit_code == 0
+
+
+def test_run_plot_and_verify_refuse_what_validate_refuses_of_paper_values(tmp_path):
+    """A paper value whose `where` matches two cells (two models under one label) was refused by
+    `validate` only: `run` trained it and compared the paper's number with the two cells' mean,
+    exit 0."""
+    spec = write_spec(tmp_path, sweep=[{"cases": [{"label": "A", "set": {"model.mixer": "s6"}},
+                                                  {"label": "A", "set": {"model.mixer": "s4d"}}]}],
+                      paper_values=[{"where": {"label": "A"}, "value": 0.5}])
+    out = tmp_path / "out"
+    for cmd in ("run", "plot", "verify"):
+        _assert_refused(_invoke(cmd, spec, "--out", out, "--profile", "smoke"),
+                        "paper_values.0.where: matches 2 cells of profile smoke")
+    assert not out.exists()
+    twice = write_spec(tmp_path, paper_values=[{"where": {"label": "S6"}, "value": 0.5},
+                                               {"where": {"label": "S6"}, "value": 0.9}])
+    _assert_refused(_invoke("run", twice, "--out", out, "--profile", "smoke"),
+                    "the same cell and metric as paper_values.0")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("target", ["folder", "device", "below_a_file"])
+def test_benchmark_json_targets_are_refused_before_measuring(tmp_path, target):
+    """`bench scans --json` / `bench step --json` naming a folder, a device or a path below a
+    file measured for minutes and only then failed to write."""
+    (tmp_path / "f").write_text("x")
+    where = {"folder": tmp_path, "device": Path("/dev/null"),
+             "below_a_file": tmp_path / "f" / "x.json"}[target]
+    for argv in (["scans", "--L", "8", "--kernels", "diag", "--repeats", "1"], ["step"]):
+        res = _invoke("bench", *argv, "--json", where)
+        _assert_refused(res, "cannot use")
+        assert "| torch " not in res.output, res.output  # nothing was measured
+
+
+def test_figures_refuses_a_results_root_that_is_not_a_folder(tmp_path):
+    """`figures --out typo` created the folder and wrote a front page of no results, exit 0."""
+    _assert_refused(_invoke("figures", "--out", tmp_path / "typo"), "not a folder")
+    _assert_refused(_invoke("figures", "--no-rebuild", "--out", tmp_path / "typo"), "not a folder")
+    assert not (tmp_path / "typo").exists()
+
+
+@pytest.mark.parametrize("constraint,needle", [
+    ("model.d_model - 4", "not true or false"),  # kept every point but d_model = 4, silently
+    ("(model.d_model - 100) ** 0.5 == 0", "a negative number to a fractional power"),
+    ("(model.d_model - 100) ** 0.5", "a negative number to a fractional power"),  # complex: true
+])
+def test_a_constraint_is_a_condition_and_powers_stay_real(tmp_path, constraint, needle):
+    _assert_refused(_invoke("validate", write_spec(tmp_path, constraints=[constraint])), needle)
+    assert _invoke("validate", write_spec(tmp_path, constraints=["model.d_model >= 4"])
+                   ).exit_code == 0
+
+
+def test_a_folder_that_refuses_new_files_is_named_not_a_temp_file(tmp_path, monkeypatch):
+    """A read-only folder (or /proc) made the message name the temp file that could not be
+    created (`cannot use .../.x.csv.host.123.abc.tmp`), a file the user never asked for."""
+    import errno
+    import tempfile
+
+    def refuse(dir, prefix, suffix):  # what mkstemp raises in a folder without write access
+        raise PermissionError(errno.EACCES, "Permission denied", f"{dir}/{prefix}abc{suffix}")
+
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    (tmp_path / "results").mkdir()
+    res = _invoke("export", "--out", tmp_path / "results", "--file", tmp_path / "x.csv")
+    _assert_refused(res, f"cannot use {tmp_path / 'x.csv'}: permission denied")
+    assert ".tmp" not in res.output, res.output
+
+
+@pytest.mark.parametrize("sets", [["train.schedule.kind=cosine", "train.schedule={kind: linear}"],
+                                  ["train.schedule={kind: linear}", "train.schedule.kind=cosine"],
+                                  ["task.T=9", "task={name: keep_nth, n: 2, T: 8, vocab: 8}"]])
+def test_set_keys_that_overlap_are_refused(tmp_path, sets):
+    """`--set train.schedule.kind=cosine --set 'train.schedule={kind: linear}'`: the later one
+    replaced the other quietly (linear, or cosine with the order swapped); the same key twice
+    was already refused."""
+    args = [a for s in sets for a in ("--set", s)]
+    _assert_refused(_invoke("show", write_spec(tmp_path), "--profile", "smoke", *args),
+                    "overlaps --set")
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["listops", "--n", "100000000"], "in memory at once"),  # 10^8 trees of > 500 tokens
+    (["pathfinder", "--n", "100000000", "--res", "256"], "on disk"),  # 6.5 TB of images
+    (["pathfinder", "--n", "10000000", "--res", "256", "--shard-size", "10000000"],
+     "in memory at once"),  # one shard buffered: 655 GB, twice
+])
+def test_generated_data_that_cannot_fit_is_refused_before_generating(tmp_path, monkeypatch,
+                                                                     argv, needle):
+    """`data generate` of a size the machine cannot hold generated for hours and then died of
+    memory (killed, no message) or stopped at a full disk."""
+    import shutil as sh
+    from collections import namedtuple
+
+    import ssmrepro.data.listops as lo
+    import ssmrepro.data.pathfinder as pf
+    import ssmrepro.train as tr
+
+    def generated(*a, **k):
+        raise AssertionError("generating started")
+
+    monkeypatch.setattr(lo, "generate_listops", generated)
+    monkeypatch.setattr(pf, "write_pathfinder", generated)
+    monkeypatch.setattr(tr, "available_memory", lambda device: 32 << 30)  # 32 GiB here
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(sh, "disk_usage", lambda p: usage(1 << 41, 0, 1 << 40))  # 1 TiB free
+    res = _invoke("data", "generate", *argv, "--dir", tmp_path / "data", "--workers", "1")
+    _assert_refused(res, needle, "ask for fewer")
+    assert not (tmp_path / "data" / "generated").exists()
+
+
+@pytest.mark.parametrize("name", ["results-smoke.csv", "figure-smoke.png", "report-smoke.md",
+                                  "curves-smoke.csv", "summary-smoke.csv"])
+def test_an_output_of_the_wrong_kind_is_refused_before_training(tmp_path, name):
+    """A folder where `run` writes a table, figure or report failed after the whole sweep had
+    trained (the README said: before any training)."""
+    spec = write_spec(tmp_path, seeds=[0])
+    store = tmp_path / "out" / "tests" / "t-spec"
+    (store / name).mkdir(parents=True)
+    res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--workers", "1")
+    _assert_refused(res, f"{store / name}: a folder where a file belongs")
+    assert not list(store.glob("runs/*.json"))  # nothing trained
+
+
+def test_a_figure_name_may_not_take_another_profiles_figure_file(tmp_path):
+    """A figure named `figure-smoke` wrote figure-smoke.png in the default profile: the file of
+    the first figure of profile smoke, replaced by another plot without a word."""
+    figs = [{"kind": "bars", "metric": "test.acc", "x": "label"},
+            {"kind": "bars", "metric": "test.loss", "x": "label", "name": "figure-smoke"}]
+    spec = write_spec(tmp_path, figure=None, figures=figs)
+    _assert_refused(_invoke("validate", spec), "figures.1.name", "figure-smoke.png",
+                    "figures.0 in profile smoke")
+    _assert_refused(_invoke("run", spec, "--out", tmp_path / "o", "--profile", "quick"),
+                    "figures.1.name")
+    figs[1]["name"] = "loss"
+    assert _invoke("validate", write_spec(tmp_path, figure=None, figures=figs)).exit_code == 0

@@ -59,7 +59,7 @@ from ..kernels.scan import (
     selective_scan_ref,
 )
 from ..kernels.ssd import default_ssd_chunk, ssd, ssd_ref
-from ..util import atomic_write_text, cpu_model
+from ..util import atomic_write_text, cpu_model, prepare_target
 from .legacy import causal_conv1d_slices, selective_scan_fused_v1
 from .timing import MAX_BENCH_ELEMENTS, bounded, interleaved, tune_malloc
 
@@ -179,6 +179,8 @@ def main(argv=None) -> int:
     if size > MAX_BENCH_ELEMENTS:
         p.error(f"batch x L x d x max(n, width) x groups = {size:,} floats per tensor, more than "
                 f"{MAX_BENCH_ELEMENTS:,}; measure smaller shapes")
+    if args.json:  # a folder or device there failed only after the measuring
+        prepare_target(args.json)
 
     torch.set_num_threads(args.threads)
     tuned = tune_malloc() if args.tune_malloc else False

@@ -54,7 +54,7 @@ import torch.nn.functional as F
 
 from ..kernels.xent import linear_xent
 from ..tasks.base import TaskInfo
-from ..util import atomic_write_text, cpu_model, flush_denormals
+from ..util import atomic_write_text, cpu_model, flush_denormals, prepare_target
 from .timing import MAX_BENCH_ELEMENTS, bounded, interleaved, matmul_peak, tune_malloc
 
 
@@ -239,6 +239,8 @@ def main(argv=None) -> int:
         if size > MAX_BENCH_ELEMENTS:
             p.error(f"{name}: E x batch x L x d_model = {size:,} floats per activation, more "
                     f"than {MAX_BENCH_ELEMENTS:,}; measure smaller packs, batches or lengths")
+    if args.json:  # a folder or device there failed only after the measuring
+        prepare_target(args.json)
 
     torch.set_num_threads(args.threads)
     tuned = tune_malloc() if args.tune_malloc else False

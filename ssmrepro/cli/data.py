@@ -131,6 +131,35 @@ def _prepare_out(out: Path | None, default: Path, force: bool) -> Path:
     return target
 
 
+def _size(n: float) -> str:
+    return f"{n / 1e9:,.1f} GB" if n >= 1e8 else f"{n / 1e6:,.1f} MB"
+
+
+def _check_room(what: str, memory: int, disk: int, target: Path, force: bool) -> None:
+    """Refuse before generating what cannot fit: ``memory`` (bytes the generator surely holds at
+    once) against the memory available now, ``disk`` (bytes it surely writes) against the free
+    space where ``target`` goes (plus what --force would free). A size that could not fit ran
+    for hours, then died of memory (killed, no message) or stopped at a full disk."""
+    from ..train import available_memory
+
+    avail = available_memory("cpu")
+    if avail is not None and memory > avail:
+        _fail(f"{what} hold at least {_size(memory)} in memory at once; only {_size(avail)} is "
+              "available; ask for fewer")
+    here = target
+    while not here.exists() and here != here.parent:
+        here = here.parent
+    try:
+        free = shutil.disk_usage(here).free
+        if force and target.is_dir() and not target.is_symlink():
+            free += sum(f.stat().st_size for f in target.rglob("*") if f.is_file())
+    except OSError:
+        return
+    if disk > free:
+        _fail(f"{what} take at least {_size(disk)} on disk; only {_size(free)} is free under "
+              f"{here}; ask for fewer")
+
+
 @command(generate_app, "listops")
 def generate_listops_cmd(
     n: int = typer.Option(100_000, "--n", min=3, max=10**8,
@@ -169,6 +198,13 @@ def generate_listops_cmd(
     if n_train < 1:
         _fail(f"--n {n} leaves no training examples after {n_val} val + {n_test} test")
     root = data_root(dir)
+    # every kept tree has more than min_length tokens: one byte each in memory (plus ~100 bytes
+    # of bookkeeping per tree) and, while the training split's TSV is written, at least a
+    # character and a space each three times over (its lines, their text and its bytes)
+    length = min_length + 1
+    _check_room(f"--n {n} ListOps trees longer than {min_length} tokens",
+                n * (length + 100) + n_train * 6 * length, n * 2 * length,
+                out if out is not None else generated_dir(root) / "listops", force)
     target = _prepare_out(out, generated_dir(root) / "listops", force)
     t0 = time.perf_counter()
     with console.status(f"generating {n} ListOps trees ...") as status:
@@ -243,7 +279,12 @@ def generate_pathfinder_cmd(
         _fail(f"--res must be one of {sorted(LRA_PARAMS)}, got {res}")
     params = LRA_PARAMS[res]
     root = data_root(dir)
-    target = _prepare_out(out, generated_dir(root) / f"pathfinder{res}" / params.difficulty, force)
+    default = generated_dir(root) / f"pathfinder{res}" / params.difficulty
+    if format is PathfinderFormat.npy:  # uint8 images; a shard is buffered, then concatenated
+        _check_room(f"--n {n} images of {res}x{res} in shards of --shard-size {shard_size}",
+                    2 * min(n, shard_size) * res * res, n * res * res,
+                    out if out is not None else default, force)
+    target = _prepare_out(out, default, force)
     t0 = time.perf_counter()
     from rich.progress import (
         BarColumn,

@@ -309,6 +309,11 @@ def run(
             console.print(f"estimated wall-clock on {dev}: {part}{_human(d.estimate_s)} (one "
                           f"worker; {d.estimate_how})")
         return
+    from ..plots import output_paths
+    from ..util import check_replaceable
+
+    for path in output_paths(spec, profile, _root(spec, out), overrides, figures=not no_plot):
+        check_replaceable(path)  # a folder in its place failed after the whole sweep
     s = run_experiment(spec, profile, out, dev, be, max_runs, pack_size, workers, out_console,
                        calibrate=calibrate, overrides=overrides, engine=engine, address=address,
                        cpus_per_pack=cpus_per_pack)
@@ -569,7 +574,11 @@ def figures(
     """Rebuild every figure, summary, curves table and report from the committed results (no
     training) and write the front page, results/README.md (what `make figures` runs)."""
     from ..plots.frontpage import front_page, rebuild_all
+    from ..util import repo_root
 
+    root = out if out is not None else repo_root() / "results"
+    if not root.is_dir():  # a mistyped --out got a new folder and a front page of no results
+        fail([f"{root}: not a folder (the results root to rebuild; --out)"])
     if not no_rebuild:
         rebuild_all(out, echo=lambda m: console.print(m, highlight=False))
     console.print(f"front page: {front_page(out)}")

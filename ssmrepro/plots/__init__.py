@@ -21,8 +21,15 @@ from . import (  # noqa: F401  (registers the figure kinds)
     phase,
     recall,
 )
-from .outputs import Outputs, build, load_table, validate_outputs, where_problems
+from .outputs import (
+    Outputs,
+    build,
+    load_table,
+    output_paths,
+    validate_outputs,
+    where_problems,
+)
 from .registry import FIGURE_KINDS, FigureConfig, FigureContext, figure_kind, parse_figure
 
 __all__ = ["FIGURE_KINDS", "FigureConfig", "FigureContext", "Outputs", "build", "figure_kind",
-           "load_table", "parse_figure", "validate_outputs", "where_problems"]
+           "load_table", "output_paths", "parse_figure", "validate_outputs", "where_problems"]

@@ -103,6 +103,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             checked.append((key, cfg))
 
     stems = set()
+    files: dict[str, tuple[str, str]] = {}  # figure file -> (figure key, profile)
     for i, (key, raw) in enumerate(spec.figure_configs):
         try:
             cfg = parse_figure(raw)
@@ -127,6 +128,15 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         stem = figure_stem(cfg, i)
         if stem in stems:
             errors.append(f"{path}: {key}.name: two figures write {stem!r}")
+        else:  # and across profiles: a figure named figure-smoke in the default profile wrote
+            for prof in spec.profiles:  # over the first figure of profile smoke
+                file = output_name(spec, prof, stem, "png")
+                if file in files and files[file][0] != key:
+                    other, other_prof = files[file]
+                    errors.append(f"{path}: {key}.name: {stem!r} writes {file} in profile "
+                                  f"{prof}, the file of {other} in profile {other_prof}")
+                    break
+                files.setdefault(file, (key, prof))
         stems.add(stem)
     for i, raw in enumerate(spec.claims):
         key = f"claims.{i}"
@@ -175,7 +185,27 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         if pv.metric not in metrics | {N_PARAMS}:
             errors.append(f"{path}: paper_values.{i}.metric: {pv.metric!r} is not aggregated")
         errors += _unreachable(path, [(f"paper_values.{i}.value", pv.metric, pv.value)])
+    if not errors and spec.analytic is None and runs:
+        # `run`, `plot` and `verify` check these too (only `validate` did, and a spec it refused
+        # trained and compared the paper's one number with the mean of several cells)
+        errors += _paper_value_identities(spec, runs)
     return errors
+
+
+def _paper_value_identities(spec: Spec, runs: list) -> list[str]:
+    """'file: key: reason' for two paper values of one cell and metric (the report would compare
+    the cell with either) and for a paper value whose ``where`` matches several cells of a
+    profile of ``runs``."""
+    path = spec.path or spec.id
+    errors: list[str] = []
+    seen: dict[str, int] = {}
+    for i, pv in enumerate(spec.paper_values):
+        ident = repr((pv.metric, sorted((k, repr(v)) for k, v in pv.where.items())))
+        if ident in seen:
+            errors.append(f"{path}: paper_values.{i}: the same cell and metric as "
+                          f"paper_values.{seen[ident]} (one paper value per cell and metric)")
+        seen.setdefault(ident, i)
+    return errors + _paper_values_of_several_cells(spec, runs)
 
 
 def _shown(where: dict[str, Any]) -> str:
@@ -266,8 +296,8 @@ def _unreachable(path: str, values: list[tuple[str, str, float]]) -> list[str]:
 def where_problems(spec: Spec, runs: list) -> list[str]:
     """'file: key: reason' for a claim's ``where`` (``a`` / ``b`` of a comparison) that matches
     no run of ``runs`` (every profile's: a typo in a label or a value would otherwise only show
-    as MISSING, forever), and for two paper values of one cell and metric (the report would
-    compare the cell with either). A paper value may name a cell no profile trains (a number
+    as MISSING, forever); two paper values of one cell, or one of several cells, are
+    ``validate_outputs``'s to report. A paper value may name a cell no profile trains (a number
     the paper quotes for reference)."""
     if spec.analytic is not None or not runs:
         return []
@@ -308,14 +338,6 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
             continue  # reported by validate_outputs
         check(f"{key}.where", fig.cell_filter())  # drew nothing, said nothing
         values(key, fig)
-    seen: dict[str, int] = {}
-    for i, pv in enumerate(spec.paper_values):
-        ident = repr((pv.metric, sorted((k, repr(v)) for k, v in pv.where.items())))
-        if ident in seen:
-            errors.append(f"{path}: paper_values.{i}: the same cell and metric as "
-                          f"paper_values.{seen[ident]} (one paper value per cell and metric)")
-        seen.setdefault(ident, i)
-    errors += _paper_values_of_several_cells(spec, runs)
     return errors
 
 
@@ -441,6 +463,25 @@ def _with_run_config(table: pd.DataFrame, runs: list, columns: set[str]) -> pd.D
                   if any(c in f for f in flats.values()))
     ids = table[RUN_ID].astype(str)
     return table.assign(**{c: ids.map(lambda i, c=c: flats.get(i, {}).get(c)) for c in cols})
+
+
+def output_paths(spec: Spec, profile: str, root: Path, overrides: dict | None = None,
+                 figures: bool = True) -> list[Path]:
+    """The files ``build`` writes for ``profile`` (results.csv; with ``figures`` also the
+    analysis tables, curves, summary, report and figures): ``run`` checks them before any
+    training, so a folder in the place of one fails then, not after the sweep."""
+    tag = overrides_tag(overrides)
+    stems = [("results", "csv")]
+    if figures:
+        stems += [("histograms", "csv")] if DECAY in spec.analysis else []
+        stems += [(a, "csv") for a in spec.analysis if a in WEIGHT_ANALYSES]
+        stems += [("curves", "csv"), ("summary", "csv"), ("report", "md")]
+        for i, (_, raw) in enumerate(spec.figure_configs):
+            try:
+                stems.append((figure_stem(parse_figure(raw), i), "png"))
+            except (KeyError, ValidationError):
+                continue  # reported by validate_outputs
+    return [root / output_name(spec, profile, stem, ext, tag) for stem, ext in stems]
 
 
 def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -> Outputs:

@@ -62,6 +62,16 @@ CONSTRAINTS_KEY = "__constraints__"
 MAX_RUNS = 100_000  # runs one profile may expand to (koren2026's paper grid has 20,304)
 
 
+def _holds(constraint: str, env: dict[str, Any]) -> bool:
+    """Whether a point meets ``constraint``: a condition, true or false. A number (``model.d_model
+    - 8`` for ``>= 8``) was taken for its truth value and kept every point but one, silently."""
+    value = expr.evaluate(constraint, env)
+    if not isinstance(value, bool):
+        raise expr.ExprError(f"constraint {constraint!r} is {value!r}, not true or false (a "
+                             "constraint is a condition, e.g. model.d_state <= model.d_model)")
+    return value
+
+
 def axis_size(axis: Axis) -> int:
     """How many points ``axis_points`` would give, without building them."""
     def grid(g: dict[str, list[Any]]) -> int:
@@ -216,6 +226,12 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
             errors.append(f"--set {key}: keys start with one of {', '.join(SECTIONS)} "
                           "(e.g. model.d_model)")
             continue
+        inside = next((k for k in out if k.startswith(key + ".") or key.startswith(k + ".")),
+                      None)
+        if inside is not None:  # `train.schedule={...}` replaced `train.schedule.kind`, or
+            errors.append(f"--set {key}: overlaps --set {inside} (the later one would quietly "
+                          "replace the other; give one of them)")  # was replaced by it
+            continue
         try:
             out[key] = parse_yaml(raw) if raw.strip() else ""
         except yaml.YAMLError as err:
@@ -326,7 +342,7 @@ def expand(spec: Spec, profile: str | None = None,
                 set_dotted(cfg, k, v)
             _apply_derived(cfg, spec.derived)
             env = flatten(cfg)
-            if not all(expr.evaluate(c, env) for c in constraints):
+            if not all(_holds(c, env) for c in constraints):
                 continue
             task, model, train = validate_sections(cfg)
         except SectionError as err:
