@@ -149,6 +149,18 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
+def release_memory() -> bool:
+    """glibc only: hand the heap's free pages back to the kernel (``malloc_trim(0)``). After
+    ``tune_malloc`` a process keeps its peak resident for good: a dry run that timed a 15 GB step
+    held 17 GB it no longer used, and MemAvailable (what the next shape is sized by) fell with
+    it. Returns False where malloc_trim is unavailable."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(libc.malloc_trim(0))
+    except (OSError, AttributeError):
+        return False
+
+
 def tune_malloc() -> bool:
     """glibc only: serve big blocks from the heap and never trim it (avoids page-fault storms).
 

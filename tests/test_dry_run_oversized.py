@@ -262,3 +262,20 @@ def test_peak_rss_sees_an_allocation():
         x.add_(1)
         del x
     assert peak.bytes >= 32 << 20
+
+
+@pytest.mark.real_rss
+def test_released_memory_leaves_the_process():
+    """After tune_malloc the heap is never trimmed; release_memory gives free pages back."""
+    import torch
+
+    from ssmrepro.util import release_memory, tune_malloc
+
+    if not tune_malloc():
+        pytest.skip("not glibc")
+    x = torch.ones(256 << 20, dtype=torch.uint8)
+    x.add_(1)
+    before = plan_mod.PeakRSS._rss()
+    del x
+    assert release_memory()
+    assert plan_mod.PeakRSS._rss() < before - (128 << 20)

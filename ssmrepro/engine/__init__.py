@@ -170,9 +170,11 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
         packs = plan(fit, pack_size, device, costs)
         oversized = []
         if over:
-            avail = available_memory(device)
+            from ..util import release_memory
+
             for rs in over:
-                o = extrapolate(rs, device, avail, threads=costs.threads)
+                release_memory()  # what calibration or the last shape held, before measuring
+                o = extrapolate(rs, device, available_memory(device), threads=costs.threads)
                 if o is None:  # the free memory shrank since the split
                     untimed.append((rs, f"run {rs[0].label}: no batch fits the memory now "
                                         "available: not timed, left out of the estimate"))

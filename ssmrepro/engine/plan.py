@@ -252,7 +252,7 @@ def extrapolate(runs: list, device: str, available: int, n_steps: int = 1,
     import torch
 
     from ..train import time_steps
-    from ..util import flush_denormals, tune_malloc
+    from ..util import flush_denormals, release_memory, tune_malloc
 
     r = runs[0]
     B = r.train.batch_size
@@ -281,6 +281,7 @@ def extrapolate(runs: list, device: str, available: int, n_steps: int = 1,
         batches, seconds = ((lo, hi), (first, at(hi))) if hi > lo else ((lo,), (first,))
     finally:
         torch.set_num_threads(old)
+        release_memory()  # the heap is never trimmed (tune_malloc): give the pages back
     slope = (seconds[-1] - seconds[0]) / (batches[-1] - batches[0]) if len(batches) == 2 else 0.0
     if slope > 0:
         step, how = seconds[0] + slope * (B - batches[0]), "affine"
