@@ -93,6 +93,8 @@ def test_the_step_time_is_read_off_the_line_through_two_timed_batches(tmp_path, 
     want = a + c * 32 if how == "affine" else (a + c * 3) * 32 / 3
     assert o.step_s == pytest.approx(want, rel=1e-12)
     assert "extrapolated to batch 32" in o.line() and "training here refuses" in o.line()
+    o.available = o.need  # fits, only over the timing share
+    assert "timed small" in o.line() and "refuses" not in o.line()
 
 
 def test_the_timed_batch_is_capped(tmp_path, monkeypatch):
@@ -117,8 +119,12 @@ def test_one_timed_batch_scales_proportionally(tmp_path, monkeypatch):
 def test_only_a_training_batch_too_large_is_extrapolated(tmp_path):
     runs = _runs(tmp_path)
     need = memory_need(runs[0])
-    fit, over, untimed, refused = split_by_memory(runs, "cpu", True, available=need.total)
+    fit, over, untimed, refused = split_by_memory(runs, "cpu", True, available=4 * need.total)
     assert (len(fit), over, untimed, refused) == (2, [], [], [])
+    fit, over, untimed, refused = split_by_memory(runs, "cpu", True, available=need.total)
+    assert fit == [] and [len(g) for g in over] == [2]  # fits, but over the timing share
+    fit, over, untimed, refused = split_by_memory(runs, "cpu", False, available=need.total)
+    assert len(fit) == 2 and over == []  # no estimate: nothing is timed
     tight = need.total - 1  # the batch of 32 misses by a byte; half of it fits in the share
     fit, over, untimed, refused = split_by_memory(runs, "cpu", True, available=tight)
     assert fit == [] and [len(g) for g in over] == [2] and untimed == refused == []  # one shape
@@ -143,7 +149,7 @@ def test_dry_run_prices_an_oversized_run_and_training_still_refuses(tmp_path, mo
     assert res.exit_code == 0, res.output
     text = " ".join(res.output.split())
     assert text.count("does not fit here:") == 1, text
-    assert "2 runs that do not fit this machine's memory" in text and "estimated wall-clock" in text
+    assert "2 runs too large to time at their batch size" in text and "estimated wall-clock" in text
     assert "extrapolated to batch 32" in text
 
     res = runner.invoke(app, ["run", str(spec), "--out", str(out), "--profile", "smoke",

@@ -188,8 +188,8 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
             d.estimate_s, d.estimate_how = estimate_seconds(packs, device, costs=costs)
             if oversized:
                 n = sum(len(rs) for rs in over)
-                d.estimate_how += (f"; {n} run{'s' if n > 1 else ''} that do not fit this "
-                                   "machine's memory at their batch size priced by extrapolation")
+                d.estimate_how += (f"; {n} run{'s' if n > 1 else ''} too large to time at their "
+                                   "batch size here priced by extrapolation")
         d.oversized = [o.line() for o in oversized]
         d.untimed = [why for _, why in untimed]
         d.untimed_runs = sum(len(rs) for rs, _ in untimed)

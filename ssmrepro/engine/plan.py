@@ -198,6 +198,14 @@ class PeakRSS:
             self.bytes = max(self.bytes, self._rss() - self._base)
 
 
+def large_for_timing(run, available: int) -> bool:
+    """A run whose estimate exceeds ``LARGE_SHARE`` of ``available``: a dry run times it small
+    and extrapolates (``extrapolate``) rather than timing it at its batch (the estimate is rough:
+    yu2025-tab2's ListOps S4D at batch 32, estimated at ~9 GB, grew past 18 GB in calibration)."""
+    return memory_need(run).total > LARGE_SHARE * available
+
+
+LARGE_SHARE = 0.25  # of the available memory, above which a dry run times a run small
 TIMING_SHARE = 0.5  # of the available memory, what an extrapolation's timing step may use
 MAX_TIMED_BATCH = 4  # the largest batch an extrapolation times (its cost grows with the batch)
 
@@ -234,8 +242,10 @@ class Oversized:
     def line(self) -> str:
         label = f" {self.label}" if self.label else ""
         timed = ", ".join(f"{s:.3g} s at batch {b}" for b, s in zip(self.batches, self.seconds))
+        fate = ("within what is available, but over the share a dry run's timing may use; timed "
+                "small" if self.need <= self.available else "training here refuses")
         return (f"run{label} needs about {_gb(self.need)} at batch {self.batch} ({_gb(self.available)}"
-                f" available here; training here refuses): step time {self.step_s:.3g} s "
+                f" available here; {fate}): step time {self.step_s:.3g} s "
                 f"extrapolated to batch {self.batch} ({self.how}) from {timed}")
 
 
@@ -308,8 +318,10 @@ def split_by_memory(runs: list, device: str, extrapolate_ok: bool, available: in
     fit, over, untimed, refused = [], [], [], []
     for rs in groups.values():
         m = memory_problem(rs[0], device, 1 << 62 if avail is None else avail)
-        if m is None:
+        if m is None and not (extrapolate_ok and avail is not None and large_for_timing(rs[0], avail)):
             fit.extend(rs)
+        elif m is None:  # fits, but timing it at its batch would take much of the memory and
+            over.append(rs)  # the estimate may be low: measured small, then extrapolated
         elif not (extrapolate_ok and avail is not None and m.startswith("train.batch_size:")):
             refused.append(m)
         elif fitting_batch(rs[0], int(avail * TIMING_SHARE)) >= 1:
