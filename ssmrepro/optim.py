@@ -133,31 +133,44 @@ class PackedAdam:
         t = self.steps.clamp(min=1)
         bc1 = 1 - self.b1.to(torch.float64) ** t
         bc2 = 1 - self.b2.to(torch.float64) ** t
+        # Every member active (the usual step): moments and parameters updated in place, with
+        # the same operations in the same order as the masked update below (bit for bit,
+        # tests/test_optim.py), without three full-size torch.where selections and copies.
+        everyone = bool(active.all())
         for p, m, v, scale in zip(self.params, self.m, self.v, self.scales):
             if p.grad is None:
                 continue
+
             def V(x: torch.Tensor, p: torch.Tensor = p) -> torch.Tensor:  # (E,) -> like p
                 return self._view(x, p)
 
-            act = V(active)
             g = p.grad
             decay = 0.0 if getattr(p, "_no_weight_decay", False) else 1.0
             if not self.decoupled and decay:
                 g = g + V(self.wd) * p
-            m_new = V(self.b1) * m + (1 - V(self.b1)) * g
-            v_new = V(self.b2) * v + (1 - V(self.b2)) * g * g
-            denom = (v_new / V(bc2)).sqrt() + V(self.eps)
+            b1, b2 = V(self.b1), V(self.b2)
+            if everyone:
+                m_new = m.mul_(b1).add_((1 - b1) * g)
+                v_new = v.mul_(b2).add_((1 - b2) * g * g)
+            else:
+                m_new = b1 * m + (1 - b1) * g
+                v_new = b2 * v + (1 - b2) * g * g
+            denom = torch.div(v_new, V(bc2)).sqrt_().add_(V(self.eps))
             if scale is None:
-                upd = V(lr / bc1) * m_new / denom
+                upd = (V(lr / bc1) * m_new).div_(denom)
                 if self.decoupled and decay:
-                    upd = upd + V(lr * self.wd) * p
+                    upd = upd.add_(V(lr * self.wd) * p)
             else:  # a scaled learning-rate group: lr_p = lr * scale (same order of operations)
-                upd = (V(lr) * scale).to(p.dtype) / V(bc1) * m_new / denom
+                upd = ((V(lr) * scale).to(p.dtype) / V(bc1) * m_new).div_(denom)
                 if self.decoupled and decay:
-                    upd = upd + (V(lr * self.wd) * scale).to(p.dtype) * p
-            p.copy_(torch.where(act.bool(), p - upd, p))
-            m.copy_(torch.where(act.bool(), m_new, m))
-            v.copy_(torch.where(act.bool(), v_new, v))
+                    upd = upd.add_((V(lr * self.wd) * scale).to(p.dtype) * p)
+            if everyone:
+                p.sub_(upd)
+                continue
+            act = V(active).bool()
+            p.copy_(torch.where(act, p - upd, p))
+            m.copy_(torch.where(act, m_new, m))
+            v.copy_(torch.where(act, v_new, v))
 
 
 @torch.no_grad()

@@ -247,3 +247,38 @@ def test_grouped_views_equal_the_flat_layout(how):
     for a, b, name in zip(torch.autograd.grad((y.reshape(Bt, L, -1) * w).sum(), leaves), g_ref,
                           "x delta A B C D".split()):
         _close(a, b, f"d{name}")
+
+
+def test_narrow_scan_results_keep_the_members_layout():
+    """With a pack's member-major views (as S6Core passes u, Δ and the x_proj slices B, C) the
+    narrow scan returns y and dL/du, dL/dΔ, dL/dB, dL/dC in member-major memory (the layout of
+    the members' activations), with the values of contiguous inputs (float64); contiguous
+    inputs keep contiguous results."""
+    g = torch.Generator().manual_seed(11)
+    G, Bt, L, K, N = 5, 3, 9, 4, 3
+    r = lambda *s: torch.randn(*s, generator=g, dtype=DT)  # noqa: E731
+    x, dl = r(G, Bt, L, K), torch.rand(G, Bt, L, K, generator=g, dtype=DT) * 0.7
+    dbl = r(G, Bt, L, 1 + 2 * N)  # like x_proj's output: (Δ↓, B, C) columns
+    A, D = -torch.rand(G * K, N, generator=g, dtype=DT) * 3, r(G * K)
+    for t in (x, dl, dbl, A, D):
+        t.requires_grad_()
+    plan = ip.ScanPlan(Bt, 2, 4, False, narrow=True)
+    mm = lambda t: t.permute(1, 2, 0, 3)  # noqa: E731  (G, Bt, L, n) memory as (Bt, L, G, n)
+    views = (mm(x), mm(dl), A, mm(dbl[..., 1:1 + N]), mm(dbl[..., 1 + N:]), D)
+    y = ip.selective_scan_fused(*views, plan=plan)
+    assert y.permute(2, 0, 1, 3).is_contiguous()
+    flat = [v.detach().contiguous().requires_grad_() for v in views]
+    y0 = ip.selective_scan_fused(*flat, plan=plan)
+    assert y0.is_contiguous()
+    _close(y, y0, "y")
+    w = mm(r(G, Bt, L, K))  # an incoming gradient in the members' layout, as in a model
+    gv = torch.autograd.grad((y * w).sum(), views)  # grads w.r.t. the views themselves
+    for a, b, name in zip(gv, torch.autograd.grad((y0 * w).sum(), flat), "u delta A B C D".split()):
+        _close(a, b, f"d{name}")
+    raw = {}  # what the scan's backward hands to autograd for the views
+    views = (mm(x), mm(dl), A, mm(dbl[..., 1:1 + N]), mm(dbl[..., 1 + N:]), D)
+    for name, v in zip("u delta A B C".split(), views):
+        v.register_hook(lambda t, name=name: raw.__setitem__(name, t))
+    (ip.selective_scan_fused(*views, plan=plan) * w).sum().backward()
+    for name in ("u", "delta", "B", "C"):
+        assert raw[name].permute(2, 0, 1, 3).is_contiguous(), name

@@ -204,3 +204,38 @@ def test_lr_schedule_blocks_equal_the_table_and_need_no_full_table():
         torch.testing.assert_close(sched.at(step), tab[:, step])
     huge = LRSchedule([0.1], [s], [10**12], [None])  # a budget far beyond memory as a table
     assert float(huge.at(10**11)) == pytest.approx(0.0, abs=1e-9)
+
+
+@pytest.mark.parametrize("decoupled", [False, True])
+@pytest.mark.parametrize("scaled", [False, True])
+def test_all_active_in_place_update_equals_the_masked_update(decoupled, scaled):
+    """Every member active: PackedAdam updates moments and parameters in place; members 0, 1
+    of a pack stepped so equal, bit for bit (float64, several steps, weight decay, an lr group
+    scaled per member), the same members in a pack of 3 whose third member is inactive (the
+    masked torch.where update)."""
+    v = lambda *x: torch.tensor(x, dtype=torch.float64)  # noqa: E731
+    g = torch.Generator().manual_seed(5)
+    base = [torch.randn(3, 4, 3, generator=g, dtype=torch.float64),
+            torch.randn(3, 5, generator=g, dtype=torch.float64)]
+    grads = [[torch.randn(b.shape, generator=g, dtype=torch.float64) for b in base]
+             for _ in range(4)]
+
+    def run(E, active):
+        ps = [torch.nn.Parameter(b[:E].clone()) for b in base]
+        if scaled:
+            ps[0]._lr_group = "delta"
+        scale = {"delta": v(0.5, 2.0, 3.0)[:E]} if scaled else None
+        opt = PackedAdam(ps, v(0.9, 0.8, 0.9)[:E], v(0.99, 0.95, 0.9)[:E], v(1e-8, 1e-6, 1e-8)[:E],
+                         v(0.1, 0.0, 0.3)[:E], decoupled=decoupled, lr_scale=scale)
+        for gs in grads:
+            for p, gr in zip(ps, gs):
+                p.grad = gr[:E].clone()
+            opt.step(v(0.01, 0.03, 0.02)[:E], active)
+        return ps, opt
+
+    fast, ofast = run(2, torch.tensor([True, True]))
+    masked, omasked = run(3, torch.tensor([True, True, False]))
+    for a, b in zip(fast, masked):
+        assert torch.equal(a.detach(), b.detach()[:2])
+    for a, b in zip(ofast.m + ofast.v, omasked.m + omasked.v):
+        assert torch.equal(a, b[:2])

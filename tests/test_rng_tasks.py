@@ -85,3 +85,18 @@ def test_registry_configs_reject_unknown_keys():
     for cls in TASKS.values():
         with pytest.raises(pydantic.ValidationError):
             cls.Config(name=cls.name, not_a_knob=1)
+
+
+def test_hash32_in_place_equals_reference():
+    """The in-place hash equals the one-tensor-per-op reference bit for bit, over the whole
+    uint32 range's edges and random values, and leaves its input unchanged."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.cat([torch.tensor([0, 1, 0xFFFF, 0x10000, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF,
+                                 (1 << 40) + 5, -1]),
+                   torch.randint(0, 1 << 62, (10000,), generator=g)])
+    before = x.clone()
+    assert torch.equal(rng.hash32(x), rng.hash32_ref(x))
+    assert torch.equal(x, before)
+    k = rng.key(torch.arange(5), 1, torch.arange(7)[:, None])
+    mixed = rng.combine(k.unsqueeze(-1), torch.arange(9)) + 0x27D4EB2F
+    assert torch.equal(rng.bits(k, 9), rng.hash32_ref(mixed))

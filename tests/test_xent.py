@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from ssmrepro.kernels import xent
 from ssmrepro.kernels.xent import IGNORE, linear_xent, linear_xent_ref
 
 
@@ -30,9 +31,12 @@ def _inputs(E=3, B=4, L=7, d=5, C=11, bias=True, tied=False, seed=0):
 @pytest.mark.parametrize("smooth", [False, True])
 @pytest.mark.parametrize("bias,tied", [(True, False), (False, False), (False, True)])
 @pytest.mark.parametrize("keep", [False, True])
-def test_linear_xent_equals_reference(chunk, smooth, bias, tied, keep):
+@pytest.mark.parametrize("narrow_dh", [True, False])
+def test_linear_xent_equals_reference(chunk, smooth, bias, tied, keep, narrow_dh, monkeypatch):
     """Every chunking (one row, part of a member's rows, whole members, everything), with the
-    logits recomputed in the backward or their exponentials kept."""
+    logits recomputed in the backward or their exponentials kept; dh by W pᵀ (narrow features)
+    or by p Wᵀ."""
+    monkeypatch.setattr(xent, "NARROW_DH", 10**9 if narrow_dh else 0)
     h, W, b, y, leaves = _inputs(bias=bias, tied=tied)
     eps = torch.tensor([0.0, 0.1, 0.3], dtype=torch.float64) if smooth else None
     wl = torch.tensor([1.0, -0.7, 2.5], dtype=torch.float64)  # per-member loss weights

