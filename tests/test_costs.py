@@ -160,3 +160,13 @@ def test_the_estimate_times_untimed_packs_as_the_cost_model_does(tmp_path, monke
         threads.append(torch.get_num_threads()) or 0.5))
     assert estimate_seconds(packs, "cpu", costs=cm)[0] == pytest.approx(0.5 * pack_steps(packs[0]))
     assert threads == [1]
+
+
+def test_cpu_packs_may_hold_up_to_128_runs(tmp_path):
+    """KEEP n-TH d = 8 measured x6.52 at E = 64 and x6.75 at E = 128 against x5.86 at E = 32:
+    the memory cap on CPU packs must not stop the planner short of them."""
+    from ssmrepro.engine.plan import auto_pack_size
+
+    runs = _runs(tmp_path, n=200)
+    assert auto_pack_size(runs, "cpu", budget_bytes=1 << 40) == 128
+    assert auto_pack_size(runs, "cpu", budget_bytes=1) == 1
