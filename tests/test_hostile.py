@@ -1768,3 +1768,28 @@ def test_a_figure_name_may_not_take_another_profiles_figure_file(tmp_path):
                     "figures.1.name")
     figs[1]["name"] = "loss"
     assert _invoke("validate", write_spec(tmp_path, figure=None, figures=figs)).exit_code == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# eighth round of probes (issue 11)
+
+
+@pytest.mark.parametrize("args", [["plot"], ["verify"], ["verify", "--json"], ["show"],
+                                  ["show", "--json"], ["run", "--dry-run", "--no-estimate"]])
+def test_a_record_quarantined_outside_run_is_said(tmp_path, args):
+    """`plot`, `verify`, `show` and `run --dry-run` moved a damaged record to runs/quarantine/
+    without a word (only `run` printed the store's warnings): the table was a run short, the
+    command exited 0 and nothing said why."""
+    import json
+
+    spec = _one_run_spec(tmp_path)
+    out = tmp_path / "out"
+    shown = _invoke("show", spec, "--out", out, "--profile", "smoke", "--json")
+    run_id = json.loads(shown.stdout)["runs"][0]["run_id"]
+    record = out / "tests" / "t-spec" / "runs" / f"{run_id}.json"
+    record.parent.mkdir(parents=True)
+    record.write_text("garbage")
+    res = _invoke(args[0], spec, *args[1:], "--out", out, "--profile", "smoke")
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert f"run record {record.name} quarantined" in res.output, res.output
+    assert not record.exists() and list((record.parent / "quarantine").iterdir())

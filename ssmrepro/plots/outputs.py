@@ -377,9 +377,10 @@ def _config_rows(runs: list) -> pd.DataFrame:
                          for r, flat in zip(runs, per_point(runs, RunConfig.flat))])
 
 
-def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "") -> pd.DataFrame:
+def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
+               store=None) -> pd.DataFrame:
     """The run table of ``profile``: rebuilt from records when present, else the committed CSV."""
-    store = open_store(spec, root.parents[1])
+    store = store or open_store(spec, root.parents[1])
     df = store.table(runs)
     name = output_name(spec, profile, "results", "csv", tag)
     csv = root / name
@@ -416,11 +417,12 @@ def _fill_config(df: pd.DataFrame, runs: list) -> pd.DataFrame:
     return df
 
 
-def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path) -> pd.DataFrame:
+def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
+            store=None) -> pd.DataFrame:
     """The learning-curve table of ``runs`` (report.curves): rebuilt from the run records and
     written to ``path`` (``curves.csv``), or read from ``path`` when there are no records (a
     fresh clone: the committed table)."""
-    store = open_store(spec, root.parents[1])
+    store = store or open_store(spec, root.parents[1])
     recs = []
     for x in {(x.run_id, x.label): x for x in runs}.values():
         rec = store.read(x.run_id)
@@ -493,7 +495,10 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         return root / output_name(spec, profile, stem, ext, tag)
 
     runs = expand(spec, profile, overrides=overrides)
-    open_store(spec, root.parents[1]).check_links()  # nothing is written through a link outside
+    # one store for every read, whose warnings are said at the end: a record quarantined (or
+    # ignored) here left the tables a run short without a word (only `run` printed them)
+    store = open_store(spec, root.parents[1])
+    store.check_links()  # nothing is written through a link outside
     root.mkdir(parents=True, exist_ok=True)
     if spec.analytic is not None:  # a table computed from theory: its rows are the cells
         df = analytic_table(spec)
@@ -501,7 +506,7 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         keys = [LABEL, *spec.analytic.grid]
         cells = analytic_cells(df)
     else:
-        df = load_table(spec, profile, root, runs, tag)
+        df = load_table(spec, profile, root, runs, tag, store)
         keys = report.cell_keys(runs)
         agg = spec.aggregate
         cells = report.aggregate(df, runs, agg.reduce, agg.metrics, agg.percentiles, agg.select)
@@ -509,7 +514,6 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
             keys = [k for k in keys if k != agg.select.over]
     tables = {}
     if DECAY in spec.analysis:
-        store = open_store(spec, root.parents[1])
         recs = [r for r in (store.read(x.run_id) for x in runs) if r is not None]
         hist = histogram_table(recs, keys)
         hpath = out("histograms", "csv")
@@ -521,7 +525,7 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         cells = add_metrics(cells, decay_metrics(hist), list(DECAY_METRICS))
     for name in (a for a in spec.analysis if a in WEIGHT_ANALYSES):
         # from the saved weights; the committed table when there are none (a fresh checkout)
-        table = weights_table(name, runs, open_store(spec, root.parents[1]), keys)
+        table = weights_table(name, runs, store, keys)
         tpath = out(name, "csv")
         if table.empty and tpath.exists():
             table = read_weights_table(tpath, name)
@@ -532,7 +536,8 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         cells = add_metrics(cells, cell_means(table, metrics), list(metrics))
     curves = out("curves", "csv")
     named = _named_columns(spec)
-    tables[CURVES] = (_with_run_config(_curves(spec, root, runs, keys, curves), runs, named)
+    tables[CURVES] = (_with_run_config(_curves(spec, root, runs, keys, curves, store), runs,
+                                        named)
                       if runs else pd.DataFrame())
     configs = [parse_figure(raw) for _, raw in spec.figure_configs]
     view = report.with_config(cells, runs, named)  # + the config keys named but not swept here
@@ -551,6 +556,8 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
             figures.append(path)
         else:  # said, never silently absent (a where or a series that matched nothing)
             print(f"{spec.id}: {path.name} not drawn: {why}", file=sys.stderr)
+    for w in store.warnings:
+        print(f"warning: {w}", file=sys.stderr)
     if not report.finished(cells).empty:
         atomic_write_text(out("summary", "csv"), cells.to_csv(index=False))
     rep = out("report", "md")
