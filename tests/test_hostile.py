@@ -1793,3 +1793,17 @@ def test_a_record_quarantined_outside_run_is_said(tmp_path, args):
     assert res.exit_code == 0 and "Traceback" not in res.output, res.output
     assert f"run record {record.name} quarantined" in res.output, res.output
     assert not record.exists() and list((record.parent / "quarantine").iterdir())
+
+
+@pytest.mark.parametrize("name,fmt", [("x.parquet", None), ("x.PARQUET", "csv"),
+                                      ("x.csv", "parquet")])
+def test_export_refuses_a_file_whose_suffix_is_another_format(tmp_path, name, fmt):
+    """`export --file x.parquet` (the format left at csv) wrote CSV text into x.parquet, exit 0:
+    a file no parquet reader opens."""
+    (tmp_path / "results").mkdir()
+    argv = ["export", "--out", tmp_path / "results", "--file", tmp_path / name]
+    res = _invoke(*argv, *(["--format", fmt] if fmt else []))
+    _assert_refused(res, f"--file {tmp_path / name}: its suffix says")
+    assert not (tmp_path / name).exists()
+    res = _invoke("export", "--out", tmp_path / "results", "--file", tmp_path / "x.tsv")
+    assert res.exit_code == 0, res.output  # a suffix of no format is the user's choice

@@ -563,6 +563,10 @@ def export(
 
     if fmt not in FORMATS:
         fail([f"--format {fmt!r}: expected {' or '.join(FORMATS)}"])
+    named = dest.suffix.lower().lstrip(".") if dest is not None else ""
+    if named in FORMATS and named != fmt:  # `--file x.parquet` wrote CSV text into x.parquet
+        fail([f"--file {dest}: its suffix says {named}, but the format is {fmt} (--format "
+              f"{named}, or a .{fmt} file)"])
     root = out if out is not None else repo_root() / "results"
     if not root.is_dir():  # a mistyped --out exported an empty table
         fail([f"{root}: no such folder (the results root to export; --out)"])
