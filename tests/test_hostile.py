@@ -1172,7 +1172,7 @@ def test_figures_claims_and_paper_values_may_name_a_key_not_swept(trained_store,
     spec, store = _copy_trained(trained_store, tmp_path)
     claim = {"text": "t", "where": {_D: 8}, "op": ">=", "value": 0.0}
     spec = _one_run_spec(tmp_path, figures=[{**figure, "name": "f"}], claims=[claim],
-                         paper_values=[{"where": {_D: 8}, "value": 0.5, "tol": 1.0}])
+                         paper_values=[{"where": {_D: 8}, "value": 0.5, "tol": 0.5}])
     res = _invoke("verify", spec, "--out", tmp_path / "out", "--profile", "smoke")
     assert res.exit_code == 0 and "Traceback" not in res.output, res.output
     assert "1 PASS" in res.output and "1 of 1 compared" in res.output, res.output
@@ -1807,3 +1807,24 @@ def test_export_refuses_a_file_whose_suffix_is_another_format(tmp_path, name, fm
     assert not (tmp_path / name).exists()
     res = _invoke("export", "--out", tmp_path / "results", "--file", tmp_path / "x.tsv")
     assert res.exit_code == 0, res.output  # a suffix of no format is the user's choice
+
+
+@pytest.mark.parametrize("override,key", [
+    ({"paper_values": [{"where": {"label": "S6"}, "metric": "test.acc", "value": 0.9,
+                        "tol": 5}]}, "paper_values.0.tol"),
+    ({"claims": [{"text": "x", "check": "monotone", "metric": "test.acc",
+                  "along": "model.d_model", "tol": 10}]}, "claims.0.tol"),
+    ({"claims": [{"text": "x", "check": "spread", "metric": "val.acc", "group_by": ["label"],
+                  "tol": 1}]}, "claims.0.tol"),
+    ({"claims": [{"text": "x", "check": "collapse", "metric": "test.acc",
+                  "by": "model.d_model", "tol": 2}]}, "claims.0.tol"),
+])
+def test_a_tolerance_that_admits_any_accuracy_is_refused(tmp_path, override, key):
+    """A tolerance of 1 or more on an accuracy (5 percentage points written as 5) admits every
+    value: the paper value was 'compared within tolerance' and the claim PASSed whatever the
+    runs measured."""
+    spec = write_spec(tmp_path, **override)
+    _assert_refused(_invoke("validate", spec), key, "admits any accuracy")
+    res = _invoke("plot", spec, "--out", tmp_path / "o", "--profile", "smoke")
+    _assert_refused(res, key)
+    assert not (tmp_path / "o").exists()

@@ -172,6 +172,8 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                   if needs == {cfg.metric} and isinstance(getattr(cfg, f, None), float)]
         bounds += [(f"{key}.given.{j}.value", g.metric, g.value) for j, g in enumerate(cfg.given)]
         errors += _unreachable(path, bounds)
+        if needs == {cfg.metric} and cfg.check in ("monotone", "spread", "collapse"):
+            errors += _any_accuracy(path, f"{key}.tol", cfg.metric, cfg.tol)
     if runs and not errors:  # every column exists: check what the cells hold
         errors += _cell_problems(spec, checked, runs)
     sel = spec.aggregate.select
@@ -185,6 +187,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         if pv.metric not in metrics | {N_PARAMS}:
             errors.append(f"{path}: paper_values.{i}.metric: {pv.metric!r} is not aggregated")
         errors += _unreachable(path, [(f"paper_values.{i}.value", pv.metric, pv.value)])
+        errors += _any_accuracy(path, f"paper_values.{i}.tol", pv.metric, pv.tol)
     if not errors and spec.analytic is None and runs:
         # `run`, `plot` and `verify` check these too (only `validate` did, and a spec it refused
         # trained and compared the paper's one number with the mean of several cells)
@@ -282,6 +285,16 @@ def _collisions(where: str, cfg: FigureConfig, rows: pd.DataFrame, keys: list[st
             return [f"{where}: the cells {_cell_text(first, keys)} and {_cell_text(row, keys)} "
                     f"of profile {profile} fall on one spot ({shown}): one would hide the "
                     "other; tell them apart (a panel, hue or row column) or draw one (a `where`)"]
+    return []
+
+
+def _any_accuracy(path: str, key: str, metric: str, tol: float) -> list[str]:
+    """A tolerance of 1 or more on an accuracy, which lies in [0, 1], admits every value: a
+    paper value 'matched' and a monotone, spread or collapse claim PASSed whatever was measured (a
+    percentage point count, e.g. 5, read as a fraction)."""
+    if metric.endswith(".acc") and tol >= 1:
+        return [f"{path}: {key}: {tol:g} for {metric} admits any accuracy (accuracies lie in "
+                "[0, 1]; a percentage? accuracies are fractions)"]
     return []
 
 
