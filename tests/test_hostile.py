@@ -677,8 +677,11 @@ def test_evaluation_counts_in_the_estimate_and_its_memory(tmp_path):
     assert t.eval_samples == 4 * (32 + 32) + (32 + 32 + 64)
     assert eval_steps(t) == -(-t.eval_samples // (3 * 8))
     res = _invoke("run", _one_run_spec(tmp_path), "--out", tmp_path / "o", "--profile", "smoke",
-                  "--dry-run", "--no-estimate", "--set", "train.evals={long: {T: 1000000000}}")
+                  "--dry-run", "--no-estimate", "--set", "train.evals={long: {T: 8000000}}",
+                  "--set", "train.max_steps=1000000", "--set", "train.eval_every=1000000")
     _assert_refused(res, "needs about", "evaluation batch")  # passed: the eval set's T was unseen
+    # (a long training, evaluated rarely: the evaluation's work is within its bound; the set's
+    # length at the evaluation batch is what does not fit)
 
 
 def test_workers_are_limited_to_what_memory_holds_at_once(tmp_path):
@@ -1828,3 +1831,23 @@ def test_a_tolerance_that_admits_any_accuracy_is_refused(tmp_path, override, key
     res = _invoke("plot", spec, "--out", tmp_path / "o", "--profile", "smoke")
     _assert_refused(res, key)
     assert not (tmp_path / "o").exists()
+
+
+def test_a_long_evaluation_set_counts_by_its_length(tmp_path):
+    """A named evaluation set at 50,000x the training length was counted as samples of the
+    training length: `run --dry-run` said 0 s for runs that evaluated for minutes (hours with a
+    larger test_size), and the bound on evaluation work never refused it."""
+    from ssmrepro.engine.plan import eval_steps, run_eval_scale
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    spec = _one_run_spec(tmp_path)
+    run = expand(load_spec(spec), "smoke", overrides={"train.evals": {"long": {"T": 400000}}})[0]
+    assert run_eval_scale(run) == {"long": 50000.0}
+    assert eval_steps(run.train, run_eval_scale(run)) > 1000 * eval_steps(run.train)
+    res = _invoke("run", spec, "--out", tmp_path / "o", "--profile", "smoke", "--dry-run",
+                  "--no-estimate", "--set", "train.evals={long: {T: 400000}}",
+                  "--set", "train.test_size=10000")
+    _assert_refused(res, "evaluation would cost about", "long 50,000x")
+    res = _invoke("validate", spec, "--set", "train.evals={long: {T: 16}}")
+    assert res.exit_code == 0, res.output  # twice the length: well within the bound
