@@ -1851,3 +1851,37 @@ def test_a_long_evaluation_set_counts_by_its_length(tmp_path):
     _assert_refused(res, "evaluation would cost about", "long 50,000x")
     res = _invoke("validate", spec, "--set", "train.evals={long: {T: 16}}")
     assert res.exit_code == 0, res.output  # twice the length: well within the bound
+
+
+@pytest.mark.parametrize("damage", ["float_tokens", "vocab_not_a_list", "unknown_kind",
+                                    "inputs_1d", "labels_2d"])
+def test_cache_entries_of_the_wrong_kind_or_shape_are_rebuilt(tmp_path, damage):
+    """A cache entry whose token ids were floats (1.5 was cut to 1), whose meta named no
+    vocabulary list (ids out of range went unchecked) or an unknown input kind, or whose inputs
+    or labels had the wrong number of dimensions, was used as it was."""
+    import json
+
+    import numpy as np
+
+    from ssmrepro.data.datasets import load_lra
+
+    root = tmp_path / "data"
+    shutil.copytree(ROOT / "tests/assets/lra/lra/listops-1000", root / "lra/listops-1000")
+    good = load_lra("listops", "train", root)
+    x, labels = np.array(good.x), np.array(good.labels)
+    meta_file = good.cache_path / "meta.json"
+    meta = json.loads(meta_file.read_text())
+    if damage == "float_tokens":
+        np.save(good.cache_path / "train.x.npy", x.astype(np.float64) + 0.5)
+    elif damage == "vocab_not_a_list":
+        meta_file.write_text(json.dumps({**meta, "vocab": "abc"}))
+    elif damage == "unknown_kind":
+        meta_file.write_text(json.dumps({**meta, "kind": "foo"}))
+    elif damage == "inputs_1d":
+        np.save(good.cache_path / "train.x.npy", x.reshape(-1)[: len(labels)])
+    else:
+        np.save(good.cache_path / "train.labels.npy", np.stack([labels, labels], 1))
+    with pytest.warns(UserWarning, match="damaged cache entry"):
+        again = load_lra("listops", "train", root)
+    assert again.x.shape == x.shape and (np.asarray(again.x) == x).all()
+    assert (np.asarray(again.labels) == labels).all()
