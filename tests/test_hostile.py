@@ -677,8 +677,11 @@ def test_evaluation_counts_in_the_estimate_and_its_memory(tmp_path):
     assert t.eval_samples == 4 * (32 + 32) + (32 + 32 + 64)
     assert eval_steps(t) == -(-t.eval_samples // (3 * 8))
     res = _invoke("run", _one_run_spec(tmp_path), "--out", tmp_path / "o", "--profile", "smoke",
-                  "--dry-run", "--no-estimate", "--set", "train.evals={long: {T: 1000000000}}")
+                  "--dry-run", "--no-estimate", "--set", "train.evals={long: {T: 8000000}}",
+                  "--set", "train.max_steps=1000000", "--set", "train.eval_every=1000000")
     _assert_refused(res, "needs about", "evaluation batch")  # passed: the eval set's T was unseen
+    # (a long training, evaluated rarely: the evaluation's work is within its bound; the set's
+    # length at the evaluation batch is what does not fit)
 
 
 def test_workers_are_limited_to_what_memory_holds_at_once(tmp_path):
@@ -1172,7 +1175,7 @@ def test_figures_claims_and_paper_values_may_name_a_key_not_swept(trained_store,
     spec, store = _copy_trained(trained_store, tmp_path)
     claim = {"text": "t", "where": {_D: 8}, "op": ">=", "value": 0.0}
     spec = _one_run_spec(tmp_path, figures=[{**figure, "name": "f"}], claims=[claim],
-                         paper_values=[{"where": {_D: 8}, "value": 0.5, "tol": 1.0}])
+                         paper_values=[{"where": {_D: 8}, "value": 0.5, "tol": 0.5}])
     res = _invoke("verify", spec, "--out", tmp_path / "out", "--profile", "smoke")
     assert res.exit_code == 0 and "Traceback" not in res.output, res.output
     assert "1 PASS" in res.output and "1 of 1 compared" in res.output, res.output
@@ -1768,3 +1771,117 @@ def test_a_figure_name_may_not_take_another_profiles_figure_file(tmp_path):
                     "figures.1.name")
     figs[1]["name"] = "loss"
     assert _invoke("validate", write_spec(tmp_path, figure=None, figures=figs)).exit_code == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# eighth round of probes (issue 11)
+
+
+@pytest.mark.parametrize("args", [["plot"], ["verify"], ["verify", "--json"], ["show"],
+                                  ["show", "--json"], ["run", "--dry-run", "--no-estimate"]])
+def test_a_record_quarantined_outside_run_is_said(tmp_path, args):
+    """`plot`, `verify`, `show` and `run --dry-run` moved a damaged record to runs/quarantine/
+    without a word (only `run` printed the store's warnings): the table was a run short, the
+    command exited 0 and nothing said why."""
+    import json
+
+    spec = _one_run_spec(tmp_path)
+    out = tmp_path / "out"
+    shown = _invoke("show", spec, "--out", out, "--profile", "smoke", "--json")
+    run_id = json.loads(shown.stdout)["runs"][0]["run_id"]
+    record = out / "tests" / "t-spec" / "runs" / f"{run_id}.json"
+    record.parent.mkdir(parents=True)
+    record.write_text("garbage")
+    res = _invoke(args[0], spec, *args[1:], "--out", out, "--profile", "smoke")
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert f"run record {record.name} quarantined" in res.output, res.output
+    assert not record.exists() and list((record.parent / "quarantine").iterdir())
+
+
+@pytest.mark.parametrize("name,fmt", [("x.parquet", None), ("x.PARQUET", "csv"),
+                                      ("x.csv", "parquet")])
+def test_export_refuses_a_file_whose_suffix_is_another_format(tmp_path, name, fmt):
+    """`export --file x.parquet` (the format left at csv) wrote CSV text into x.parquet, exit 0:
+    a file no parquet reader opens."""
+    (tmp_path / "results").mkdir()
+    argv = ["export", "--out", tmp_path / "results", "--file", tmp_path / name]
+    res = _invoke(*argv, *(["--format", fmt] if fmt else []))
+    _assert_refused(res, f"--file {tmp_path / name}: its suffix says")
+    assert not (tmp_path / name).exists()
+    res = _invoke("export", "--out", tmp_path / "results", "--file", tmp_path / "x.tsv")
+    assert res.exit_code == 0, res.output  # a suffix of no format is the user's choice
+
+
+@pytest.mark.parametrize("override,key", [
+    ({"paper_values": [{"where": {"label": "S6"}, "metric": "test.acc", "value": 0.9,
+                        "tol": 5}]}, "paper_values.0.tol"),
+    ({"claims": [{"text": "x", "check": "monotone", "metric": "test.acc",
+                  "along": "model.d_model", "tol": 10}]}, "claims.0.tol"),
+    ({"claims": [{"text": "x", "check": "spread", "metric": "val.acc", "group_by": ["label"],
+                  "tol": 1}]}, "claims.0.tol"),
+    ({"claims": [{"text": "x", "check": "collapse", "metric": "test.acc",
+                  "by": "model.d_model", "tol": 2}]}, "claims.0.tol"),
+])
+def test_a_tolerance_that_admits_any_accuracy_is_refused(tmp_path, override, key):
+    """A tolerance of 1 or more on an accuracy (5 percentage points written as 5) admits every
+    value: the paper value was 'compared within tolerance' and the claim PASSed whatever the
+    runs measured."""
+    spec = write_spec(tmp_path, **override)
+    _assert_refused(_invoke("validate", spec), key, "admits any accuracy")
+    res = _invoke("plot", spec, "--out", tmp_path / "o", "--profile", "smoke")
+    _assert_refused(res, key)
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_long_evaluation_set_counts_by_its_length(tmp_path):
+    """A named evaluation set at 50,000x the training length was counted as samples of the
+    training length: `run --dry-run` said 0 s for runs that evaluated for minutes (hours with a
+    larger test_size), and the bound on evaluation work never refused it."""
+    from ssmrepro.engine.plan import eval_steps, run_eval_scale
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    spec = _one_run_spec(tmp_path)
+    run = expand(load_spec(spec), "smoke", overrides={"train.evals": {"long": {"T": 400000}}})[0]
+    assert run_eval_scale(run) == {"long": 50000.0}
+    assert eval_steps(run.train, run_eval_scale(run)) > 1000 * eval_steps(run.train)
+    res = _invoke("run", spec, "--out", tmp_path / "o", "--profile", "smoke", "--dry-run",
+                  "--no-estimate", "--set", "train.evals={long: {T: 400000}}",
+                  "--set", "train.test_size=10000")
+    _assert_refused(res, "evaluation would cost about", "long 50,000x")
+    res = _invoke("validate", spec, "--set", "train.evals={long: {T: 16}}")
+    assert res.exit_code == 0, res.output  # twice the length: well within the bound
+
+
+@pytest.mark.parametrize("damage", ["float_tokens", "vocab_not_a_list", "unknown_kind",
+                                    "inputs_1d", "labels_2d"])
+def test_cache_entries_of_the_wrong_kind_or_shape_are_rebuilt(tmp_path, damage):
+    """A cache entry whose token ids were floats (1.5 was cut to 1), whose meta named no
+    vocabulary list (ids out of range went unchecked) or an unknown input kind, or whose inputs
+    or labels had the wrong number of dimensions, was used as it was."""
+    import json
+
+    import numpy as np
+
+    from ssmrepro.data.datasets import load_lra
+
+    root = tmp_path / "data"
+    shutil.copytree(ROOT / "tests/assets/lra/lra/listops-1000", root / "lra/listops-1000")
+    good = load_lra("listops", "train", root)
+    x, labels = np.array(good.x), np.array(good.labels)
+    meta_file = good.cache_path / "meta.json"
+    meta = json.loads(meta_file.read_text())
+    if damage == "float_tokens":
+        np.save(good.cache_path / "train.x.npy", x.astype(np.float64) + 0.5)
+    elif damage == "vocab_not_a_list":
+        meta_file.write_text(json.dumps({**meta, "vocab": "abc"}))
+    elif damage == "unknown_kind":
+        meta_file.write_text(json.dumps({**meta, "kind": "foo"}))
+    elif damage == "inputs_1d":
+        np.save(good.cache_path / "train.x.npy", x.reshape(-1)[: len(labels)])
+    else:
+        np.save(good.cache_path / "train.labels.npy", np.stack([labels, labels], 1))
+    with pytest.warns(UserWarning, match="damaged cache entry"):
+        again = load_lra("listops", "train", root)
+    assert again.x.shape == x.shape and (np.asarray(again.x) == x).all()
+    assert (np.asarray(again.labels) == labels).all()

@@ -78,6 +78,7 @@ def list_cmd(
             runs = expand(s, s.default_profile)
             st = open_store(s, out)
             done = sum(st.is_done(r.run_id) for r in runs)
+            _store_warnings(st)
             committed = (st.root / "results.csv").exists()
             status = f"{s.default_profile}: {done}/{len(runs)} runs"
             if done == 0 and committed:
@@ -94,6 +95,13 @@ def list_cmd(
         print_json(rows)
     else:
         console.print(t)
+
+
+def _store_warnings(store) -> None:
+    """Say what reading the store did: a record it quarantined (or ignored) made the run count
+    as not done without a word (only `run` printed these)."""
+    for w in store.warnings:
+        err_console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
 
 
 @command(name="list-models")
@@ -154,6 +162,7 @@ def show(
             rows.append({"index": r.index, "run_id": r.run_id, "label": r.label,
                          "coords": r.coords, "seed": r.seed, "status": rec.get("status"),
                          "metrics": rec.get("metrics") or {}, "config": r.config()})
+        _store_warnings(store)
         print_json({"id": spec.id, "alias": spec.alias, "paper": spec.paper, "title": spec.title,
                     "claim": spec.claim, "profile": profile,
                     "description": spec.profiles[profile].description, "overrides": overrides or {},
@@ -171,6 +180,7 @@ def show(
         t.add_row(str(r.index), r.run_id, r.label, coords, str(r.seed), rec.get("status", "-"),
                   "-" if acc is None else f"{acc:.3f}")
     console.print(t)
+    _store_warnings(store)
     if len(runs) > 200:
         console.print(f"... {len(runs) - 200} more runs")
 
@@ -288,8 +298,10 @@ def run(
                         "run_steps": d.run_steps, "estimate_s": d.estimate_s,
                         "estimate_how": d.estimate_how, "device": dev, "nominal": d.nominal,
                         "oversized": d.oversized, "untimed": d.untimed,
-                        "untimed_runs": d.untimed_runs})
+                        "untimed_runs": d.untimed_runs, "warnings": d.warnings})
             return
+        for w in d.warnings:  # a record quarantined while counting the runs done
+            console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
         console.print(f"{spec.id} {escape(f'[{profile}]')}: {d.total} runs, {d.done} done, "
                       f"{d.pending} pending in {len(d.packs)} packs (largest {d.largest}); "
                       f"{d.run_steps:,} run-steps to train")
@@ -551,6 +563,10 @@ def export(
 
     if fmt not in FORMATS:
         fail([f"--format {fmt!r}: expected {' or '.join(FORMATS)}"])
+    named = dest.suffix.lower().lstrip(".") if dest is not None else ""
+    if named in FORMATS and named != fmt:  # `--file x.parquet` wrote CSV text into x.parquet
+        fail([f"--file {dest}: its suffix says {named}, but the format is {fmt} (--format "
+              f"{named}, or a .{fmt} file)"])
     root = out if out is not None else repo_root() / "results"
     if not root.is_dir():  # a mistyped --out exported an empty table
         fail([f"{root}: no such folder (the results root to export; --out)"])

@@ -548,6 +548,9 @@ def load_lra(
     return _build(name, split, src, path, cfg, arrays, meta, entry_path if cache else None)
 
 
+INPUT_KINDS = ("tokens", "pixels")  # what prepare() writes in meta.json
+
+
 def entry_problem(arrays: dict[str, np.ndarray], meta: dict[str, Any],
                   n_classes: int | None = None) -> str | None:
     """Why a loaded cache entry cannot be a prepared dataset, else None: every split has its
@@ -555,22 +558,30 @@ def entry_problem(arrays: dict[str, np.ndarray], meta: dict[str, Any],
     out of range failed every pack, or, at -100, was silently ignored by the loss), token inputs
     are ids of the meta's vocabulary, each split's arrays agree on the number of examples, and
     the meta names the input kind."""
-    if not isinstance(meta.get("kind"), str):
-        return "meta.json names no input kind"
+    kind, vocab = meta.get("kind"), meta.get("vocab")
+    if kind not in INPUT_KINDS:  # an unknown kind was built as a dataset of that kind
+        return f"meta.json names no input kind of {list(INPUT_KINDS)}"
+    if kind == "tokens" and not (isinstance(vocab, list) and vocab):  # the ids went unchecked
+        return "meta.json of token inputs has no vocabulary list"
     for split in SPLITS:
         x, y = arrays.get(f"{split}.x"), arrays.get(f"{split}.labels")
         if x is None or y is None:
             return f"no {split}.x or {split}.labels array"
         if not np.issubdtype(x.dtype, np.number) or not np.issubdtype(y.dtype, np.integer):
             return f"{split}: inputs {x.dtype} / labels {y.dtype} are not numbers / integers"
+        if kind == "tokens" and not all(np.issubdtype(a.dtype, np.integer) for a in
+                                        (x, arrays.get(f"{split}.x2", x))):
+            # token ids of 1.5 were cut to 1 without a word
+            return f"{split}: token inputs {x.dtype} are not integers"
+        if x.ndim < 2 or y.ndim != 1:  # one example per row, one label per example
+            return f"{split}: inputs of shape {x.shape} / labels of shape {y.shape}"
         rows = {k: a.shape[0] if a.ndim else -1 for k, a in arrays.items()
                 if k.startswith(f"{split}.")}
         if len(set(rows.values())) != 1:
             return f"{split}: arrays of different lengths {rows}"
         if n_classes is not None and y.size and not (0 <= y.min() and y.max() < n_classes):
             return f"{split}: labels outside [0, {n_classes})"
-        vocab = meta.get("vocab")
-        if meta["kind"] == "tokens" and isinstance(vocab, list) and vocab:
+        if kind == "tokens":
             for k in (f"{split}.x", f"{split}.x2"):
                 a = arrays.get(k)
                 if a is not None and a.size and not (0 <= a.min() and a.max() < len(vocab)):

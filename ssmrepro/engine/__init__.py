@@ -71,6 +71,7 @@ class DryRun:
     #                                     machine's memory, its step time extrapolated (plan.Oversized)
     untimed: list[str] = field(default_factory=list)  # one line per shape that could not be timed
     untimed_runs: int = 0  # here at all (one sequence too large): left out of ``estimate_s``
+    warnings: list[str] = field(default_factory=list)  # the store's (a record quarantined ...)
 
     @property
     def largest(self) -> int:
@@ -194,6 +195,7 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
         d.untimed = [why for _, why in untimed]
         d.untimed_runs = sum(len(rs) for rs, _ in untimed)
     d.planner = list(costs.log) if costs else []
+    d.warnings = list(store.warnings)
     d.nominal = [n.line() for n in notes.values()]
     return d
 

@@ -153,15 +153,33 @@ def estimate_seconds(packs: list[Pack], device: str, samples: int = 3,
     return total, how + "; evaluation as forward passes"
 
 
-def eval_steps(train) -> int:
+def eval_steps(train, scale: dict[str, float] | None = None) -> int:
     """Training steps that cost about what one run's evaluation costs: its evaluation samples
-    (``TrainConfig.eval_samples``) at a third of a training sample each."""
-    return -(-train.eval_samples // (3 * train.batch_size))
+    (``TrainConfig.eval_work``: a named set weighted by its length over the run's, ``scale``)
+    at a third of a training sample each."""
+    return -(-int(train.eval_work(scale)) // (3 * train.batch_size))
+
+
+def run_eval_scale(run: RunConfig) -> dict[str, float]:
+    """``sweep.eval_scale`` of the run's task and its named evaluation sets (a set at 50,000x
+    the training length counted as one training-length sample: the estimate said seconds for a
+    run that evaluated for hours)."""
+    if not run.train.evals:
+        return {}
+    from ..sweep.expand import eval_scale
+    from ..tasks import DataUnavailable, build_task
+
+    base = run.task.model_dump()
+    try:
+        return eval_scale(build_task(run.task),
+                          {n: build_task({**base, **ov}) for n, ov in run.train.evals.items()})
+    except DataUnavailable:  # no data here to size the sets: unweighted, as before
+        return {}
 
 
 def pack_steps(p: Pack) -> int:
     """Step-equivalents of a pack: its longest run's steps plus its evaluation."""
-    return max(r.train.total_steps + eval_steps(r.train) for r in p.runs)
+    return max(r.train.total_steps + eval_steps(r.train, run_eval_scale(r)) for r in p.runs)
 
 
 class PeakRSS:

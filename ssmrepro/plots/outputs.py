@@ -172,6 +172,8 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                   if needs == {cfg.metric} and isinstance(getattr(cfg, f, None), float)]
         bounds += [(f"{key}.given.{j}.value", g.metric, g.value) for j, g in enumerate(cfg.given)]
         errors += _unreachable(path, bounds)
+        if needs == {cfg.metric} and cfg.check in ("monotone", "spread", "collapse"):
+            errors += _any_accuracy(path, f"{key}.tol", cfg.metric, cfg.tol)
     if runs and not errors:  # every column exists: check what the cells hold
         errors += _cell_problems(spec, checked, runs)
     sel = spec.aggregate.select
@@ -185,6 +187,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         if pv.metric not in metrics | {N_PARAMS}:
             errors.append(f"{path}: paper_values.{i}.metric: {pv.metric!r} is not aggregated")
         errors += _unreachable(path, [(f"paper_values.{i}.value", pv.metric, pv.value)])
+        errors += _any_accuracy(path, f"paper_values.{i}.tol", pv.metric, pv.tol)
     if not errors and spec.analytic is None and runs:
         # `run`, `plot` and `verify` check these too (only `validate` did, and a spec it refused
         # trained and compared the paper's one number with the mean of several cells)
@@ -285,6 +288,16 @@ def _collisions(where: str, cfg: FigureConfig, rows: pd.DataFrame, keys: list[st
     return []
 
 
+def _any_accuracy(path: str, key: str, metric: str, tol: float) -> list[str]:
+    """A tolerance of 1 or more on an accuracy, which lies in [0, 1], admits every value: a
+    paper value 'matched' and a monotone, spread or collapse claim PASSed whatever was measured (a
+    percentage point count, e.g. 5, read as a fraction)."""
+    if metric.endswith(".acc") and tol >= 1:
+        return [f"{path}: {key}: {tol:g} for {metric} admits any accuracy (accuracies lie in "
+                "[0, 1]; a percentage? accuracies are fractions)"]
+    return []
+
+
 def _unreachable(path: str, values: list[tuple[str, str, float]]) -> list[str]:
     """'file: key: reason' for each (key, metric, value) where no value of the metric can be
     (``store.metric_range_problem``: an accuracy outside [0, 1], e.g. a percentage): a claim on
@@ -377,9 +390,10 @@ def _config_rows(runs: list) -> pd.DataFrame:
                          for r, flat in zip(runs, per_point(runs, RunConfig.flat))])
 
 
-def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "") -> pd.DataFrame:
+def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
+               store=None) -> pd.DataFrame:
     """The run table of ``profile``: rebuilt from records when present, else the committed CSV."""
-    store = open_store(spec, root.parents[1])
+    store = store or open_store(spec, root.parents[1])
     df = store.table(runs)
     name = output_name(spec, profile, "results", "csv", tag)
     csv = root / name
@@ -416,11 +430,12 @@ def _fill_config(df: pd.DataFrame, runs: list) -> pd.DataFrame:
     return df
 
 
-def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path) -> pd.DataFrame:
+def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
+            store=None) -> pd.DataFrame:
     """The learning-curve table of ``runs`` (report.curves): rebuilt from the run records and
     written to ``path`` (``curves.csv``), or read from ``path`` when there are no records (a
     fresh clone: the committed table)."""
-    store = open_store(spec, root.parents[1])
+    store = store or open_store(spec, root.parents[1])
     recs = []
     for x in {(x.run_id, x.label): x for x in runs}.values():
         rec = store.read(x.run_id)
@@ -493,7 +508,10 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         return root / output_name(spec, profile, stem, ext, tag)
 
     runs = expand(spec, profile, overrides=overrides)
-    open_store(spec, root.parents[1]).check_links()  # nothing is written through a link outside
+    # one store for every read, whose warnings are said at the end: a record quarantined (or
+    # ignored) here left the tables a run short without a word (only `run` printed them)
+    store = open_store(spec, root.parents[1])
+    store.check_links()  # nothing is written through a link outside
     root.mkdir(parents=True, exist_ok=True)
     if spec.analytic is not None:  # a table computed from theory: its rows are the cells
         df = analytic_table(spec)
@@ -501,7 +519,7 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         keys = [LABEL, *spec.analytic.grid]
         cells = analytic_cells(df)
     else:
-        df = load_table(spec, profile, root, runs, tag)
+        df = load_table(spec, profile, root, runs, tag, store)
         keys = report.cell_keys(runs)
         agg = spec.aggregate
         cells = report.aggregate(df, runs, agg.reduce, agg.metrics, agg.percentiles, agg.select)
@@ -509,7 +527,6 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
             keys = [k for k in keys if k != agg.select.over]
     tables = {}
     if DECAY in spec.analysis:
-        store = open_store(spec, root.parents[1])
         recs = [r for r in (store.read(x.run_id) for x in runs) if r is not None]
         hist = histogram_table(recs, keys)
         hpath = out("histograms", "csv")
@@ -521,7 +538,7 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         cells = add_metrics(cells, decay_metrics(hist), list(DECAY_METRICS))
     for name in (a for a in spec.analysis if a in WEIGHT_ANALYSES):
         # from the saved weights; the committed table when there are none (a fresh checkout)
-        table = weights_table(name, runs, open_store(spec, root.parents[1]), keys)
+        table = weights_table(name, runs, store, keys)
         tpath = out(name, "csv")
         if table.empty and tpath.exists():
             table = read_weights_table(tpath, name)
@@ -532,7 +549,8 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         cells = add_metrics(cells, cell_means(table, metrics), list(metrics))
     curves = out("curves", "csv")
     named = _named_columns(spec)
-    tables[CURVES] = (_with_run_config(_curves(spec, root, runs, keys, curves), runs, named)
+    tables[CURVES] = (_with_run_config(_curves(spec, root, runs, keys, curves, store), runs,
+                                        named)
                       if runs else pd.DataFrame())
     configs = [parse_figure(raw) for _, raw in spec.figure_configs]
     view = report.with_config(cells, runs, named)  # + the config keys named but not swept here
@@ -551,6 +569,8 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
             figures.append(path)
         else:  # said, never silently absent (a where or a series that matched nothing)
             print(f"{spec.id}: {path.name} not drawn: {why}", file=sys.stderr)
+    for w in store.warnings:
+        print(f"warning: {w}", file=sys.stderr)
     if not report.finished(cells).empty:
         atomic_write_text(out("summary", "csv"), cells.to_csv(index=False))
     rep = out("report", "md")

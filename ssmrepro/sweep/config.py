@@ -163,6 +163,30 @@ class TrainConfig(_Strict):
         final = self.val_size + fit + (1 + k) * self.test_size
         return (self.total_steps // self.eval_every + 2) * per_eval + final
 
+    def eval_work(self, scale: dict[str, float] | None = None) -> float:
+        """``eval_samples`` with each named set's samples weighted by ``scale[name]``, its
+        sequence length over the run's (an evaluation set at 50,000x the training length costs
+        50,000x per sample: counted as one sample, it ran for days while the dry run said
+        seconds)."""
+        scale = scale or {}
+        k = sum(scale.get(n, 1.0) for n in self.evals)
+        fit = min(self.val_size, self.train_size or self.val_size)
+        per_eval = self.val_size + fit + k * min(self.val_size, self.test_size)
+        final = self.val_size + fit + self.test_size + k * self.test_size
+        return (self.total_steps // self.eval_every + 2) * per_eval + final
+
+    def eval_work_problem(self, scale: dict[str, float]) -> str | None:
+        """Why the evaluation, its named sets weighted by their length (``eval_work``), is too
+        much work beside the training (the bound of ``_check`` on samples), or None."""
+        ev, tr = self.eval_work(scale), self.train_samples
+        if ev <= max(EVAL_FLOOR, EVAL_RATIO * tr):
+            return None
+        longer = ", ".join(f"{n} {x:,.0f}x" for n, x in scale.items() if x > 1)
+        return (f"evaluation would cost about {ev:,.0f} training-length samples per model (the "
+                f"named sets weighted by their sequence length over the run's: {longer}), more "
+                f"than {EVAL_RATIO}x the {tr:,} of its training and more than {EVAL_FLOOR:,}: "
+                "shorten the sets or lower test_size / val_size or raise eval_every")
+
     @property
     def steps_per_epoch(self) -> int | None:
         return None if self.train_size is None else self.train_size // self.batch_size

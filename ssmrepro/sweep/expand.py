@@ -200,6 +200,15 @@ def check_task_data(task_cls: type[Task], task: TaskConfig, train: TrainConfig,
         why = incompatibility(base.info, et.info)
         if why:
             raise ValueError(f"train.evals.{name}: {why}")
+    why = train.eval_work_problem(eval_scale(base, built))
+    if why:
+        raise ValueError(why)
+
+
+def eval_scale(base: Task, evals: dict[str, Task]) -> dict[str, float]:
+    """Each named evaluation set's sequence length over the run's task's (its cost per sample
+    relative to the run's own evaluation samples)."""
+    return {n: et.info.seq_len / max(1, base.info.seq_len) for n, et in evals.items()}
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
