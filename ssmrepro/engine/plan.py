@@ -89,6 +89,14 @@ def workers_in_memory(packs: list[Pack], workers: int, available: int | None) ->
     return max(1, n if n < len(needs) else workers)
 
 
+def by_shape(runs: list) -> dict[str, list]:
+    """Runs grouped by pack key (identical shapes), keys in first-appearance order."""
+    groups: dict[str, list] = {}
+    for r, key in zip(runs, per_point(runs, RunConfig.pack_key)):
+        groups.setdefault(key, []).append(r)
+    return groups
+
+
 def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
          costs: CostModel | None = None, budget_bytes: int | None = None) -> list[Pack]:
     """Packs in first-appearance order of their key. Each group of same-shape runs is cut into
@@ -96,9 +104,7 @@ def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
     estimate) chooses, with the chosen micro-batch. ``budget_bytes``: the memory budget (default:
     this machine's, see ``auto_pack_size``; the Ray engine passes the budget measured on a worker
     that owns the device)."""
-    groups: dict[str, list] = {}
-    for r, key in zip(runs, per_point(runs, RunConfig.pack_key)):
-        groups.setdefault(key, []).append(r)
+    groups = by_shape(runs)
     packs = []
     for key, rs in groups.items():
         cap = auto_pack_size(rs, device, budget_bytes)
@@ -285,6 +291,7 @@ def extrapolate(runs: list, device: str, available: int, n_steps: int = 1,
 
     r = runs[0]
     B = r.train.batch_size
+    need = memory_need(r)
     hi = min(MAX_TIMED_BATCH, fitting_batch(r, int(available * TIMING_SHARE)))
     if hi < 1:
         return None
@@ -301,7 +308,6 @@ def extrapolate(runs: list, device: str, available: int, n_steps: int = 1,
     try:
         with PeakRSS() as peak:  # the smaller batch first, its memory measured (on CPU)
             first = at(lo)
-        need = memory_need(r)
         guess = need.param_bytes + need.fixed_bytes + lo * (
             (need.train_bytes - need.fixed_bytes) // B)  # what the estimate says lo takes
         if hi > lo and peak.bytes > guess:  # the estimate is rough: where the measured memory
@@ -316,7 +322,7 @@ def extrapolate(runs: list, device: str, available: int, n_steps: int = 1,
         step, how = seconds[0] + slope * (B - batches[0]), "affine"
     else:
         step, how = seconds[-1] * B / batches[-1], "proportional"
-    return Oversized(r.pack_key(), r.label, B, memory_need(r).total, available, batches, seconds,
+    return Oversized(r.pack_key(), r.label, B, need.total, available, batches, seconds,
                      step, how)
 
 
@@ -330,9 +336,7 @@ def split_by_memory(runs: list, device: str, extrapolate_ok: bool, available: in
     that share). Any other problem (parameters, an evaluation batch, a model its blocks refuse;
     parameters and evaluation batch together filling the memory),
     and every problem without ``extrapolate_ok``, is a refusal."""
-    groups: dict[str, list] = {}
-    for r, key in zip(runs, per_point(runs, RunConfig.pack_key)):
-        groups.setdefault(key, []).append(r)
+    groups = by_shape(runs)
     avail = available_memory(device) if available is None and groups else available
     fit, over, untimed, refused = [], [], [], []
     for rs in groups.values():
