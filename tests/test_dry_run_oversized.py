@@ -241,8 +241,8 @@ def test_the_batch_independent_part_is_in_the_need_and_not_scaled(tmp_path):
 
 def test_a_measured_rise_above_the_estimate_shrinks_the_second_batch(tmp_path, monkeypatch):
     """The estimate allowed batch 4 (timed after 2), but batch 2 measured 3x what the estimate
-    said it takes: the second point is taken where the measurement says it fits (batch 2 only:
-    one point, proportional)."""
+    said it takes: batch 4 is not timed, the second point is batch 1 (a line through 1 and 2,
+    so a large fixed cost per step is not scaled with the batch)."""
     runs = _runs(tmp_path)
     need = memory_need(runs[0])
     per_seq = need.train_bytes // 32
@@ -252,9 +252,16 @@ def test_a_measured_rise_above_the_estimate_shrinks_the_second_batch(tmp_path, m
         bytes = 3 * (need.param_bytes + 2 * per_seq)
 
     monkeypatch.setattr(plan_mod, "PeakRSS", Rise)
-    monkeypatch.setattr(train_mod, "time_steps", lambda rs, d, n=1, micro_batch=None: 0.2)
+    timed = []
+
+    def fake(rs, d, n=1, micro_batch=None):  # 5 s fixed + 0.1 s per sequence (S4D-like)
+        timed.append(rs[0].train.batch_size)
+        return 5.0 + 0.1 * rs[0].train.batch_size
+
+    monkeypatch.setattr(train_mod, "time_steps", fake)
     o = extrapolate(runs, "cpu", avail)
-    assert o.batches == (2,) and o.how == "proportional" and o.step_s == pytest.approx(0.2 * 16)
+    assert timed == [2, 1] and o.batches == (1, 2) and o.how == "affine"
+    assert o.step_s == pytest.approx(5.0 + 0.1 * 32)  # not (5.2 / 2) * 32 = 83.2
     Rise.bytes = 0  # as estimated: both points
     assert extrapolate(runs, "cpu", avail).batches == (2, 4)
 
@@ -285,3 +292,24 @@ def test_released_memory_leaves_the_process():
     del x
     assert release_memory()
     assert plan_mod.PeakRSS._rss() < before - (128 << 20)
+
+
+def test_an_untimed_run_names_the_fixed_buffers_it_needs_besides_one_sequence(tmp_path):
+    """Path-X / S4D: one sequence needs less than the timing share, the kernels on top of it do
+    not fit; the line says both (it read '1.4 GB, more than the 12.1 GB' before)."""
+    spec = write_spec(tmp_path, model={"name": "seq_lm", "d_model": 8, "layers": "S", "repeat": 2,
+                                       "blocks": {"S": {"mixer": {"name": "s4d_zoh", "d_state": 4},
+                                                        "bidirectional": "sum"}}},
+                      train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4,
+                             "val_size": 2, "test_size": 2, "eval_every": 2,
+                             "eval_batch_size": 1},
+                      sweep=[], seeds=[0])
+    runs = expand(load_spec(spec), "smoke")
+    need = memory_need(runs[0])
+    per_seq = (need.train_bytes - need.fixed_bytes) // 8
+    # room for the parameters, the evaluation batch and one sequence, but not the kernels too
+    avail = int((need.param_bytes + per_seq + need.fixed_bytes // 2) / TIMING_SHARE)
+    assert need.param_bytes + need.eval_bytes < avail
+    fit, over, untimed, refused = split_by_memory(runs, "cpu", True, available=avail)
+    assert fit == over == refused == [] and len(untimed) == 1, (fit, over, refused)
+    assert "on top of" in untimed[0][1] and "per-step buffers" in untimed[0][1]

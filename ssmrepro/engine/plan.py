@@ -279,8 +279,9 @@ def extrapolate(runs: list, device: str, available: int, n_steps: int = 1,
     """Step time of ``runs``' shape at its batch size B when that batch does not fit in
     ``available`` bytes: time one model at the largest batch b that fits in ``TIMING_SHARE`` of
     it (at most ``MAX_TIMED_BATCH``) and at b // 2 (``train.time_steps``), fit t(b) = a + c*b
-    through the two points and read it at B. With one point (b = 1), or where noise gives
-    c <= 0, t(B) = t(b) * B / b. None when no batch fits (``fitting_batch``). A model of what
+    through the two points and read it at B (where the memory measured at b // 2 says b does
+    not fit after all, the points are b // 2 and b // 4). With one point (b = 1), or where noise
+    gives c <= 0, t(B) = t(b) * B / b. None when no batch fits (``fitting_batch``). A model of what
     the step would cost with the memory it needs (compute grows with the batch; memory traffic
     beyond this machine's is not measured).
     Timed as the cost model times (``threads`` intra-op threads, the workers' process settings)."""
@@ -313,7 +314,13 @@ def extrapolate(runs: list, device: str, available: int, n_steps: int = 1,
         if hi > lo and peak.bytes > guess:  # the estimate is rough: where the measured memory
             #                                 of lo exceeds it, scale hi by the measurement
             hi = max(lo, min(hi, int(lo * available * TIMING_SHARE / peak.bytes)))
-        batches, seconds = ((lo, hi), (first, at(hi))) if hi > lo else ((lo,), (first,))
+        if hi > lo:
+            batches, seconds = (lo, hi), (first, at(hi))
+        elif lo >= 2:  # no room above lo after all: the second point below it, so a step with a
+            #            large fixed cost (S4D's kernels) is still read off a line, not scaled
+            batches, seconds = (lo // 2, lo), (at(lo // 2), first)
+        else:
+            batches, seconds = (lo,), (first,)
     finally:
         torch.set_num_threads(old)
         release_memory()  # the heap is never trimmed (tune_malloc): give the pages back
@@ -354,9 +361,12 @@ def split_by_memory(runs: list, device: str, extrapolate_ok: bool, available: in
         else:
             per_seq = -(-(need.train_bytes - need.fixed_bytes) // rs[0].train.batch_size)
             label = f" {rs[0].label}" if rs[0].label else ""
+            fixed = (f" on top of {_gb(need.param_bytes + need.fixed_bytes)} for the parameters "
+                     "and the model's per-step buffers (e.g. S4D's convolution kernels)"
+                     if need.fixed_bytes else "")
             untimed.append((rs, f"run{label} ({len(rs)} run{'s' if len(rs) > 1 else ''}): one "
-                                f"training sequence needs about {_gb(per_seq)}, more than the "
-                                f"{_gb(int(avail * TIMING_SHARE))} a timing step may use here "
+                                f"training sequence needs about {_gb(per_seq)}{fixed}, more than "
+                                f"the {_gb(int(avail * TIMING_SHARE))} a timing step may use here "
                                 f"({TIMING_SHARE:.0%} of {_gb(avail)} available): not timed, "
                                 "left out of the estimate"))
     return fit, over, untimed, refused
