@@ -543,6 +543,11 @@ def read_table(path: Path, required: tuple[str, ...] = (), numeric=(), **kw) -> 
         raise TableError(f"{path}: {err}, not a table; {fix}") from None
     try:
         df = pd.read_csv(io.BytesIO(data), **kw)
+        text = [c for c in TEXT_COLUMNS if c in df.columns]
+        if text:  # as written: pandas reads a label 'None', 'NA', 'null' or 'nan' as NaN (the
+            # claims and paper values on such a cell went MISSING in a fresh clone); '' is ''
+            df[text] = pd.read_csv(io.BytesIO(data), usecols=text, dtype=str,
+                                   keep_default_na=False)[text].to_numpy()
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError,
             ValueError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__

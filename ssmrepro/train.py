@@ -102,6 +102,10 @@ def memory_need(run) -> MemoryNeed:
     return MemoryNeed(n, 4 * width * n, train, ev, fixed)
 
 
+UNBOUNDED = 1 << 62  # bytes: "no limit" for memory checks that only look for models that
+# cannot be built (or sizes no machine holds); 4.6 billion GB
+
+
 def available_memory(device: str) -> int | None:
     """Bytes this process could still allocate on ``device``: free GPU memory on CUDA (for plain
     'cuda', the least of every visible GPU: the local engine's workers take one GPU each), else
@@ -149,13 +153,15 @@ def memory_problem(run, device: str, available: int) -> str | None:
     what = "model" if need.param_bytes >= max(need.train_bytes, need.eval_bytes) else (
         "train.batch_size" if need.train_bytes >= need.eval_bytes else "train.eval_batch_size")
     label = f" {run.label}" if run.label else ""
+    have = (f"only {_gb(available)} is available" if available < UNBOUNDED else
+            "no machine has that much")  # the bound `validate` checks: not this machine's memory
     return (f"{what}: run{label} needs about {_gb(need.total)} of memory on {device}: "
             f"{need.params:,} parameters x 4 copies (weights, gradients, Adam moments) = "
             f"{_gb(need.param_bytes)}, plus activations of a training step (batch "
             f"{run.train.batch_size}) {_gb(need.train_bytes)} or of an evaluation batch "
-            f"({run.train.eval_batch_size}) {_gb(need.eval_bytes)}; only {_gb(available)} is "
-            "available. Make the model or the sequences smaller (model.d_model, model.n_layers, "
-            "task length or vocabulary, the lengths of train.evals) or the batches "
+            f"({run.train.eval_batch_size}) {_gb(need.eval_bytes)}; {have}. Make the model "
+            "or the sequences smaller (model.d_model, model.n_layers, task length or "
+            "vocabulary, the lengths of train.evals) or the batches "
             "(train.batch_size, train.eval_batch_size)")
 
 
@@ -169,14 +175,14 @@ def memory_problems(runs: list, device: str, available: int | None = None) -> li
     avail = available_memory(device) if available is None and groups else available
     unbounded = avail is None
     return [m for r in groups.values()
-            if (m := memory_problem(r, device, 1 << 62 if unbounded else avail)) is not None]
+            if (m := memory_problem(r, device, UNBOUNDED if unbounded else avail)) is not None]
 
 
 def model_problems(runs: list) -> list[str]:
     """'model: run L cannot be built: reason' for the models of ``runs`` that their blocks
     refuse (counted on the meta device, nothing allocated; one run per shape): what
     ``ssmrepro validate`` reports, where ``run`` would fail before training."""
-    return memory_problems(runs, "cpu", available=1 << 62)
+    return memory_problems(runs, "cpu", available=UNBOUNDED)
 
 
 def derived_seed(seed: int, stream: int) -> int:

@@ -1885,3 +1885,144 @@ def test_cache_entries_of_the_wrong_kind_or_shape_are_rebuilt(tmp_path, damage):
         again = load_lra("listops", "train", root)
     assert again.x.shape == x.shape and (np.asarray(again.x) == x).all()
     assert (np.asarray(again.labels) == labels).all()
+
+
+# ---------------------------------------------------------------------------------------------
+# ninth round of probes (issue 11): commands that did nothing with exit 0, options a workload
+# ignores, errors known before writing, labels a table read back as missing, paper values of
+# unfinished cells, conditions no accuracy meets
+
+
+@pytest.mark.parametrize("root", ["nothing", "a-file", "empty"])
+def test_validate_all_and_export_refuse_a_project_without_specs(tmp_path, root):
+    """`validate --all` (and `export`) with SSMREPRO_ROOT at a folder of no specs validated
+    nothing and exited 0 (`list` already refused it)."""
+    path = tmp_path / root
+    if root == "a-file":
+        path.write_text("x")
+    elif root == "empty":
+        (path / "experiments").mkdir(parents=True)
+    env = {"SSMREPRO_ROOT": str(path)}
+    _assert_refused(_invoke("validate", "--all", env=env), "no experiment specs here")
+    (tmp_path / "results").mkdir()
+    res = _invoke("export", "--out", tmp_path / "results", "--file", tmp_path / "x.csv", env=env)
+    _assert_refused(res, "no experiment specs here")
+    assert not (tmp_path / "x.csv").exists()
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["scans", "--out", "{tmp}"], "--out: not an option of `bench scans`"),
+    (["scans", "--device", "cpu", "--seconds", "9"], "--device, --seconds: not an option"),
+    (["step", "--packs", "4"], "--packs: not an option of `bench step`"),
+    (["roofline", "--out", "{tmp}", "--packs", "4"], "--packs: not an option of `bench roofline`"),
+    (["roofline", "--out", "{tmp}", "--device", "cpu"], "which measures nothing"),
+    (["roofline", "--out", "{tmp}", "extra"], "unexpected arguments 'extra'"),
+])
+def test_bench_options_the_workload_ignores_are_refused(tmp_path, monkeypatch, args, needle):
+    """`bench scans --out DIR` measured and wrote nothing to DIR (scans writes --json FILE);
+    `bench roofline --packs 4` drew the records as if no option had been given: exit 0 both."""
+    import ssmrepro.bench.roofline as roofline
+    import ssmrepro.bench.scans as scans
+    import ssmrepro.bench.step as step
+
+    def measured(*a, **k):
+        raise AssertionError("it ran")
+
+    for mod, fn in ((scans, "main"), (step, "main"), (roofline, "write_roofline")):
+        monkeypatch.setattr(mod, fn, measured)
+    _assert_refused(_invoke("bench", *[str(tmp_path) if a == "{tmp}" else a for a in args]),
+                    needle)
+
+
+@pytest.mark.parametrize("url", ["ftp://host/x.gz", "relative/x.gz", "", "http:///x.gz"])
+def test_a_download_url_this_command_cannot_fetch_is_refused_before_writing(tmp_path, url):
+    """An ftp:// (or scheme-less, or host-less) URL failed with exit 1 ('re-run') after making
+    <dir>/downloads."""
+    res = _invoke("data", "download", "lra", "--url", url, "--dir", tmp_path / "d",
+                  "--no-progress")
+    _assert_refused(res, "not a URL this command downloads")
+    assert not (tmp_path / "d").exists()
+
+
+def test_a_listops_window_no_tree_falls_in_is_bad_input(tmp_path):
+    """Options no tree can meet exited 1 (some runs failed: re-run the same command), which
+    could never help."""
+    res = _invoke("data", "generate", "listops", "--n", "30", "--min-length", "1",
+                  "--max-length", "3", "--out", tmp_path / "g", "--workers", "1")
+    _assert_refused(res, "almost no trees fall in 1 < length < 3")
+    assert not (tmp_path / "g").exists()
+
+
+@pytest.mark.parametrize("label", ["NA", "None", "null", "nan"])
+def test_labels_that_pandas_reads_as_missing_survive_the_committed_tables(tmp_path, label):
+    """A case label 'None' or 'NA' came back from results.csv (and curves.csv) as '' / NaN: in a
+    fresh clone (no run records) its claims were MISSING and its paper values 'not run'."""
+    from ssmrepro.store import read_results, read_table
+
+    table = tmp_path / "results.csv"
+    table.write_text(f"run_id,label,seed,metric.test.acc\nabc,{label},0,0.5\ndef,,1,0.25\n")
+    assert read_results(table)["label"].tolist() == [label, ""]
+    curves = tmp_path / "curves.csv"
+    curves.write_text(f"label,step,val.acc\n{label},0,0.5\n")
+    df = read_table(curves, ("step",), numeric=("step", "val.acc"))
+    assert df["label"].tolist() == [label] and df["val.acc"].tolist() == [0.5]
+
+
+def test_labels_that_pandas_reads_as_missing_keep_their_verdicts(trained_store, tmp_path):
+    spec, store = _copy_trained(trained_store, tmp_path)
+    na = [{"cases": [{"label": "NA", "set": {"model.mixer": "s6"}}]}]
+    spec = _one_run_spec(tmp_path, sweep=na, paper_values=[{"where": {"label": "NA"},
+                                                            "value": 0.5, "tol": 0.5}],
+                         claims=[{"text": "t", "where": {"label": "NA"}, "op": ">=",
+                                  "value": 0.0}])
+    out = tmp_path / "out"
+    assert _invoke("plot", spec, "--out", out, "--profile", "smoke").exit_code == 0
+    shutil.rmtree(store / "runs")  # a fresh clone: the committed table only
+    res = _invoke("verify", spec, "--out", out, "--profile", "smoke")
+    assert res.exit_code == 0, res.output
+    assert "1 PASS" in res.output and "1 of 1 compared" in res.output, res.output
+
+
+def test_a_paper_value_of_an_unfinished_cell_is_not_compared(trained_store, tmp_path):
+    """With 1 of 2 seeds finished the claim on a cell was MISSING, but its paper value was
+    'compared within tolerance' (a match on the mean of the seeds so far), the report silent
+    about it."""
+    _, store = _copy_trained(trained_store, tmp_path)
+    spec = _one_run_spec(tmp_path, seeds=[0, 1],
+                         paper_values=[{"where": {"label": "S6"}, "value": 0.5, "tol": 0.5}])
+    res = _invoke("verify", spec, "--out", tmp_path / "out", "--profile", "smoke")
+    assert res.exit_code == 0, res.output
+    said = " ".join(res.output.split())  # the console wraps long lines
+    assert "0 of 0 compared within tolerance; 1 cells not finished, not compared" in said, said
+    report = (store / "report-smoke.md").read_text()
+    assert "(1 of 2 runs finished) | unfinished |" in report, report
+    spec = _one_run_spec(tmp_path, paper_values=[{"where": {"label": "S6"}, "value": 0.5,
+                                                  "tol": 0.5}])
+    res = _invoke("verify", spec, "--out", tmp_path / "out", "--profile", "smoke")
+    assert "1 of 1 compared within tolerance" in res.output, res.output  # finished: compared
+
+
+@pytest.mark.parametrize("claim,key", [
+    ({"text": "t", "where": {"label": "S6"}, "op": ">", "value": 1.0}, "claims.0.value"),
+    ({"text": "t", "where": {"label": "S6"}, "op": "<", "value": 0.0}, "claims.0.value"),
+    ({"check": "any_threshold", "text": "t", "where": {"label": "S6"}, "op": ">", "value": 1},
+     "claims.0.value"),
+    ({"text": "t", "where": {"label": "S6"}, "op": ">=", "value": 0.5,
+      "given": [{"metric": "val.acc", "op": ">", "value": 1}]}, "claims.0.given.0.value"),
+])
+def test_a_condition_no_accuracy_meets_is_refused(tmp_path, claim, key):
+    """`test.acc > 1` (or `< 0`) is inside [0, 1] at its bound but never holds: the claim
+    FAILed (a precondition: stayed MISSING) whatever the runs measured."""
+    _assert_refused(_invoke("validate", _one_run_spec(tmp_path, claims=[claim])), key,
+                    "never holds")
+    strict = claim["given"][0] if "given" in claim else claim
+    strict["op"] += "="  # `>= 1` and `<= 0` can hold
+    assert _invoke("validate", _one_run_spec(tmp_path, claims=[claim])).exit_code == 0
+
+
+def test_a_size_no_machine_holds_does_not_name_a_memory_of_billions_of_gb(tmp_path):
+    """`validate --set task.T=9e18` said 'only 4,611,686,018.4 GB is available' (its no-limit
+    bound printed as this machine's memory)."""
+    res = _invoke("validate", _one_run_spec(tmp_path), "--set", "task.T=9000000000000000000")
+    _assert_refused(res, "no machine has that much")
+    assert "4,611,686,018" not in res.output

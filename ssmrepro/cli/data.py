@@ -83,6 +83,11 @@ def download(
             parts.port  # noqa: B018 (a port that is no number raises here)
         except ValueError as err:  # urllib's own error was a traceback
             _fail(f"--url {url!r}: not a URL ({err})")
+        if parts.scheme not in ("http", "https", "file") or (parts.scheme != "file"
+                                                            and not parts.hostname):
+            # known now: it failed (exit 1, "re-run") after <dir>/downloads was made
+            _fail(f"--url {url!r}: not a URL this command downloads (http://HOST/..., "
+                  "https://HOST/... or file:///PATH)")
     if sha256 is not None and not re.fullmatch(r"[0-9a-fA-F]{64}", sha256):
         _fail(f"--sha256 {sha256!r}: not a SHA-256 (64 hexadecimal digits); it could only "
               "fail after the whole download")

@@ -66,12 +66,7 @@ def list_cmd(
 
     t = Table("id", "alias", "tier", "title", "status")
     rows = []
-    paths = spec_paths()
-    if not paths:
-        from ..spec import experiments_dir
-
-        fail([f"{experiments_dir()}: no experiment specs here (<paper>/<id>.yaml); run from the "
-              "project folder or set SSMREPRO_ROOT to it"])
+    paths = _project_specs()
     for p in paths:
         try:
             s = load_spec(p)
@@ -95,6 +90,18 @@ def list_cmd(
         print_json(rows)
     else:
         console.print(t)
+
+
+def _project_specs() -> list[Path]:
+    """The project's spec files; none is a message (exit 2), not an empty table or a silent
+    'validate --all' that validated nothing."""
+    paths = spec_paths()
+    if not paths:
+        from ..spec import experiments_dir
+
+        fail([f"{experiments_dir()}: no experiment specs here (<paper>/<id>.yaml); run from the "
+              "project folder or set SSMREPRO_ROOT to it"])
+    return paths
 
 
 def _store_warnings(store) -> None:
@@ -198,7 +205,7 @@ def validate(
 
     if not name and not all_:
         fail(["give an experiment id or --all"])
-    paths = spec_paths() if all_ else [None]
+    paths = _project_specs() if all_ else [None]
     errors: list[str] = index_problems()[1] if all_ else []
     overrides = _overrides(set_)
     for p in paths:
@@ -489,6 +496,8 @@ def bench(
     ``scans``, the fast kernels' speed-up over their references (``ssmrepro bench scans --help``
     lists its options); or, with ``step``, one full-Mamba training step with the old and new
     kernels (and mambapy when installed)."""
+    _refuse_unused_bench_options(ctx, workload, device=(device, "auto"), packs=(packs, None),
+                                 seconds=(seconds, 3.0), out=(out, None))
     if workload == "scans":
         from ..bench.scans import main as scans_main
 
@@ -548,6 +557,24 @@ def bench(
     console.print(f"best: pack {rec['best_pack']} = x{rec['best_ratio']:.1f} the plain loop")
 
 
+def _refuse_unused_bench_options(ctx: typer.Context, workload: str, **options) -> None:
+    """``bench scans --out DIR`` (or ``--device``, ``--packs``, ``--seconds``) and ``bench
+    roofline --packs 4`` exited 0 with the option quietly ignored: those options belong to the
+    packs workloads (``scans`` and ``step`` take their own, ``--json FILE`` for a record;
+    ``roofline`` measures nothing). ``options``: name -> (value, default)."""
+    unused = {"scans": ("device", "packs", "seconds", "out"),
+              "step": ("device", "packs", "seconds", "out"),
+              "roofline": ("device", "packs", "seconds")}.get(workload, ())
+    given = [f"--{n}" for n in unused if options[n][0] != options[n][1]]
+    if given:
+        own = ("measures nothing (it draws the records in --out)" if workload == "roofline" else
+               f"takes its own options (ssmrepro bench {workload} --help; --json FILE writes "
+               "its record)")
+        fail([f"{', '.join(given)}: not an option of `bench {workload}`, which {own}"])
+    if workload == "roofline" and ctx.args:
+        fail([f"unexpected arguments {' '.join(ctx.args)!r} (`bench roofline` takes only --out)"])
+
+
 @command()
 def export(
     dest: Path | None = typer.Option(None, "--file", "-f", metavar="FILE", parser=path_value,
@@ -570,6 +597,7 @@ def export(
     root = out if out is not None else repo_root() / "results"
     if not root.is_dir():  # a mistyped --out exported an empty table
         fail([f"{root}: no such folder (the results root to export; --out)"])
+    _project_specs()  # no spec to export (a wrong SSMREPRO_ROOT): an empty table, exit 0
     skipped: list[str] = []
     try:
         path, n = write_export(dest or Path(f"ssmrepro-results.{fmt}"), fmt, out, skipped)

@@ -163,6 +163,11 @@ def to_lra_string(ids: Sequence[int] | bytes) -> str:
 # ------------------------------------------------------------------------------------- generator
 
 
+class WindowTooNarrow(ValueError):
+    """The length window (with max_depth / max_args) holds too few trees for the examples asked
+    for: the options cannot be met (``data generate`` exits 2; it said 'runs failed', exit 1)."""
+
+
 class _TooLong(Exception):
     pass
 
@@ -226,7 +231,7 @@ def _generate_chunk(
     while len(out) < n_accept:
         tries += 1
         if tries > 2000 * n_accept + 100_000:
-            raise RuntimeError(
+            raise WindowTooNarrow(
                 f"ListOps: almost no trees fall in {min_length} < length < {max_length}; "
                 "widen the length window or change max_depth / max_args"
             )
@@ -329,7 +334,7 @@ def generate_listops(
                 break
             stale = stale + 1 if len(pool) == before else 0
             if stale > 50:
-                raise RuntimeError(
+                raise WindowTooNarrow(
                     f"ListOps: only {len(pool)} unique trees exist in the length window "
                     f"{min_length} < length < {max_length}; ask for fewer examples"
                 )

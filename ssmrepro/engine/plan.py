@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ..sweep import RunConfig, per_point
 from ..train import (  # noqa: F401  (the memory estimate lives with training; re-exported)
+    UNBOUNDED,
     MemoryNeed,
     _gb,
     available_memory,
@@ -347,7 +348,7 @@ def split_by_memory(runs: list, device: str, extrapolate_ok: bool, available: in
     avail = available_memory(device) if available is None and groups else available
     fit, over, untimed, refused = [], [], [], []
     for rs in groups.values():
-        m = memory_problem(rs[0], device, 1 << 62 if avail is None else avail)
+        m = memory_problem(rs[0], device, UNBOUNDED if avail is None else avail)
         if m is None and not (extrapolate_ok and avail is not None and large_for_timing(rs[0], avail)):
             fit.extend(rs)
         elif m is None:  # fits, but timing it at its batch would take much of the memory and

@@ -172,6 +172,12 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                   if needs == {cfg.metric} and isinstance(getattr(cfg, f, None), float)]
         bounds += [(f"{key}.given.{j}.value", g.metric, g.value) for j, g in enumerate(cfg.given)]
         errors += _unreachable(path, bounds)
+        strict = [(f"{key}.value", cfg.metric, cfg.op, cfg.value)] if needs == {cfg.metric} and \
+            isinstance(getattr(cfg, "op", None), str) and isinstance(getattr(cfg, "value", None),
+                                                                     float) else []
+        strict += [(f"{key}.given.{j}.value", g.metric, g.op, g.value)
+                   for j, g in enumerate(cfg.given)]
+        errors += _never_holds(path, strict)
         if needs == {cfg.metric} and cfg.check in ("monotone", "spread", "collapse"):
             errors += _any_accuracy(path, f"{key}.tol", cfg.metric, cfg.tol)
     if runs and not errors:  # every column exists: check what the cells hold
@@ -304,6 +310,17 @@ def _unreachable(path: str, values: list[tuple[str, str, float]]) -> list[str]:
     it could never pass (or a precondition never hold), a paper value never match."""
     return [f"{path}: {key}: {v:g} for {metric}, {why} (a percentage? accuracies are fractions)"
             for key, metric, v in values if (why := metric_range_problem(metric, [v]))]
+
+
+def _never_holds(path: str, conditions: list[tuple[str, str, str, float]]) -> list[str]:
+    """'file: key: reason' for each (key, metric, op, value) that no accuracy can meet:
+    ``> 1`` or ``< 0`` (an accuracy lies in [0, 1]; ``>= 1`` and ``<= 0`` can hold): a claim
+    that FAILs (or a precondition that keeps it MISSING) whatever the runs measure."""
+    return [f"{path}: {key}: {metric} {op} {v:g} never holds (an accuracy lies in [0, 1]; "
+            f"{'>= 1' if op == '>' else '<= 0'}?)"
+            for key, metric, op, v in conditions if metric.endswith(".acc")
+            and ((op == ">" and v >= 1) or (op == "<" and v <= 0))
+            and not metric_range_problem(metric, [v])]  # outside [0, 1]: _unreachable's
 
 
 def where_problems(spec: Spec, runs: list) -> list[str]:

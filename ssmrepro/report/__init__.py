@@ -44,6 +44,13 @@ def _paper_value(pv, cells: pd.DataFrame) -> Verdict:
     done = sel[(sel[N_OK] + sel[N_DIVERGED]) > 0] if len(sel) else sel
     if done.empty or pv.metric not in done:
         return Verdict("paper_value", text, "missing", None, pv.value)
+    if COMPLETE in sel and not sel[COMPLETE].astype(bool).all():
+        # like a claim, not judged until every run of the cell finished: the mean of the seeds
+        # so far was reported as a 'match' while the claim on the same cell was MISSING
+        n_fin = int((sel[N_OK] + sel[N_DIVERGED]).sum())
+        return Verdict("paper_value", f"{text} (tol {pv.tol})", "unfinished",
+                       float(done[pv.metric].astype(float).mean()), pv.value,
+                       detail=f"{n_fin} of {int(sel[N_EXPECTED].sum())} runs finished")
     vals = done[pv.metric].astype(float)
     if vals.isna().any():  # a finished cell without a value (diverged) does not match
         return Verdict("paper_value", f"{text} (tol {pv.tol})", "differs", math.nan, pv.value,
@@ -84,7 +91,9 @@ def paper_value_tally(pvs) -> str:
     """'27 of 45 compared within tolerance; 228 cells not run in this profile'."""
     n_match = sum(v.verdict == "match" for v in pvs)
     n_missing = sum(v.verdict == "missing" for v in pvs)
-    out = f"{n_match} of {len(pvs) - n_missing} compared within tolerance"
+    n_open = sum(v.verdict == "unfinished" for v in pvs)
+    out = f"{n_match} of {len(pvs) - n_missing - n_open} compared within tolerance"
+    out += f"; {n_open} cells not finished, not compared" if n_open else ""
     return out + (f"; {n_missing} cells not run in this profile" if n_missing else "")
 
 
@@ -141,7 +150,8 @@ def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n
         lines += ["", f"## Paper values ({paper_value_tally(pvs)})", "",
                   "| cell | paper | ours | verdict |", "|---|---|---|---|"]
         for v in pvs:
-            ours = "diverged" if v.detail == "diverged" else _ours(v)
+            ours = ("diverged" if v.detail == "diverged" else f"{_ours(v)} ({v.detail})"
+                    if v.verdict == "unfinished" else _ours(v))
             lines.append(f"| {v.text} | {v.paper:.3f} | {ours} | {v.verdict} |")
     shown = cells.drop(columns=[COMPLETE]) if COMPLETE in cells else cells
     lines += ["", "## Our numbers", "",

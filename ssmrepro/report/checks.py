@@ -60,7 +60,8 @@ OPS: dict[str, Callable[[float, float], bool]] = {
 class Verdict:
     kind: str  # "claim" | "paper_value"
     text: str
-    verdict: str  # PASS | FAIL | MISSING | UNTESTED (claims); match | differs | missing (paper)
+    verdict: str  # PASS | FAIL | MISSING | UNTESTED (claims); match | differs | missing |
+    # unfinished (paper values)
     ours: float | None
     paper: float | None = None
     detail: str = ""
