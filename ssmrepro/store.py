@@ -83,6 +83,11 @@ def record_problem(rec: Any, run_id: str) -> str | None:
     if hist is not None and not (isinstance(hist, list) and all(
             isinstance(h, dict) and all(_is_number(v) for v in h.values()) for h in hist)):
         return "a history that is not a list of evaluations (step and metric numbers)"
+    for h in hist or []:  # the curves are drawn from it: a negative loss, an accuracy of 7
+        for k, v in h.items():
+            why = metric_range_problem(k, [v])
+            if why:
+                return f"history metric {k!r} holds {why}"
     return None
 
 
@@ -93,16 +98,28 @@ def _is_number(v: Any) -> bool:
                          and math.isfinite(v))
 
 
+def is_loss(name: str) -> bool:
+    """A metric that is a loss (cross-entropy or mean squared error): never negative."""
+    return name.endswith((".loss", "_loss", ".mse"))
+
+
 def metric_range_problem(name: str, values: Iterable[Any]) -> str | None:
     """Why values of metric ``name`` cannot be real, or None: an infinite value (a run that
-    diverged has NaN, never inf) or an accuracy (``*.acc``) outside [0, 1]."""
+    diverged has NaN, never inf), an accuracy (``*.acc``) outside [0, 1] or a negative loss
+    (``*.loss``, ``*_loss``, ``*.mse``: a cross-entropy or a squared error; ``LOSS_EPS`` below 0
+    is float rounding)."""
     vals = [float(v) for v in values if v is not None and not isinstance(v, bool)
             and isinstance(v, (int, float))]
     if any(math.isinf(v) for v in vals):
         return "an infinite value (a diverged run has none: NaN / empty)"
     if name.endswith(".acc") and any(not 0.0 <= v <= 1.0 for v in vals if v == v):
         return "an accuracy outside [0, 1]"
+    if is_loss(name) and any(v < -LOSS_EPS for v in vals if v == v):
+        return "a negative loss (a loss is a cross-entropy or a squared error, never below 0)"
     return None
+
+
+LOSS_EPS = 1e-6
 
 
 MAX_RECORD_BYTES = 64 << 20  # a record with its history is kilobytes; a long one a few MB

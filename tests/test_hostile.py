@@ -2026,3 +2026,93 @@ def test_a_size_no_machine_holds_does_not_name_a_memory_of_billions_of_gb(tmp_pa
     res = _invoke("validate", _one_run_spec(tmp_path), "--set", "task.T=9000000000000000000")
     _assert_refused(res, "no machine has that much")
     assert "4,611,686,018" not in res.output
+
+
+@pytest.mark.parametrize("where,key,value", [
+    ("metrics", "test.loss", -5.0), ("metrics", "train.avg_loss", -0.5),
+    ("metrics", "val.loss", float("inf")), ("history", "val.loss", -1.0),
+])
+def test_a_record_with_an_impossible_loss_is_quarantined(trained_store, tmp_path, where, key,
+                                                         value):
+    """A hand-edited record with a negative (or infinite) loss was accepted: losses are
+    cross-entropies or squared errors, never below 0, and are range-checked like accuracies."""
+    import json
+
+    spec, store = _copy_trained(trained_store, tmp_path)
+    (path,) = (store / "runs").glob("*.json")
+    rec = json.loads(path.read_text())
+    if where == "metrics":
+        rec["metrics"][key] = value
+    else:
+        rec["history"][0][key] = value
+    path.write_text(json.dumps(rec))
+    res = _invoke("show", spec, "--out", tmp_path / "out")
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "quarantined" in res.output and key in res.output, res.output
+    assert not path.exists()
+
+
+def test_a_claim_threshold_no_loss_meets_is_refused(tmp_path):
+    for op, value in (("<", 0.0), ("<=", -1.0)):
+        claim = {"text": "t", "metric": "test.loss", "where": {"label": "S6"}, "op": op,
+                 "value": value}
+        res = _invoke("validate", _one_run_spec(tmp_path, claims=[claim]))
+        _assert_refused(res, "claims.0.value")
+    claim["op"], claim["value"] = "<=", 0.0  # a perfect fit: can hold
+    assert _invoke("validate", _one_run_spec(tmp_path, claims=[claim])).exit_code == 0
+
+
+def _two_width_spec(tmp_path, claim, **kw):
+    """Two labels x two widths in the default profile, one width in smoke."""
+    sweep = [{"grid": {"model.d_model": [8, 16]}},
+             {"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                        {"label": "S4D", "set": {"model.mixer": "s4d"}}]}]
+    return write_spec(tmp_path, sweep=sweep, seeds=[0], claims=[claim],
+                      profiles={"smoke": {"set": {"model.d_model": 8}, "sweep": [sweep[1]]},
+                                "quick": {}, "paper": {}}, **kw)
+
+
+@pytest.mark.parametrize("claim,needle", [
+    ({"check": "ordering", "text": "t", "a": {"label": "S6"}, "b": {"label": "S6"}},
+     "claims.0.b: a and b select the same cells"),
+    ({"check": "ordering", "text": "t", "a": {"label": "S6"}, "b": {"label": "S4D"},
+      "match": ["model.d_model", "model.mixer"]}, "claims.0.match: no a-cell of profile smoke"),
+])
+def test_an_ordering_claim_without_a_pair_of_cells_is_refused(tmp_path, claim, needle):
+    """`a` and `b` selecting the same cells passed validate and stayed MISSING after every run
+    (a cell is never compared with itself)."""
+    _assert_refused(_invoke("validate", _two_width_spec(tmp_path, claim)), "claims.0.", needle)
+    claim = {**claim, "b": {"label": "S4D"}, "match": ["model.d_model"]}
+    assert _invoke("validate", _two_width_spec(tmp_path, claim)).exit_code == 0
+
+
+def test_any_threshold_needing_more_cells_than_a_profile_has_is_refused(tmp_path):
+    """min_cells 2 on a `where` that matches one cell of smoke FAILed there whatever was
+    measured; validate names the profile."""
+    claim = {"check": "any_threshold", "text": "t", "where": {"label": "S6"}, "op": ">=",
+             "value": 0.5, "min_cells": 2}
+    res = _invoke("validate", _two_width_spec(tmp_path, claim))
+    _assert_refused(res, "claims.0.min_cells", "matches 1 cell of profile smoke")
+    assert "profile quick" not in res.output  # 2 widths there: it can hold
+    res = _invoke("run", _two_width_spec(tmp_path, claim), "--profile", "smoke", "--out",
+                  tmp_path / "out", "--dry-run", "--no-estimate")
+    _assert_refused(res, "claims.0.min_cells")
+    claim["min_cells"] = 1
+    assert _invoke("validate", _two_width_spec(tmp_path, claim)).exit_code == 0
+
+
+def test_max_runs_that_leaves_runs_untrained_says_how_to_continue(tmp_path):
+    """`run --max-runs 1` of a two-run profile exited 0 saying only 'trained 1 runs': nothing
+    told that the profile was unfinished (its claims MISSING) or how to go on."""
+    spec = _one_run_spec(tmp_path, seeds=[0, 1])
+    out = tmp_path / "o ut"
+    args = ("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate", "--no-plot",
+            "--workers", "1")
+    res = _invoke(*args, "--max-runs", "1")
+    assert res.exit_code == 0, res.output
+    said = " ".join(res.output.split())
+    assert "1 of 2 runs not trained yet (--max-runs 1): continue with ssmrepro run" in said, said
+    assert f"--out '{out}'" in said and "--profile smoke" in said, said
+    res = _invoke(*args, "--max-runs", "5")  # the rest: nothing left, nothing said
+    assert res.exit_code == 0 and "not trained yet" not in res.output, res.output
+

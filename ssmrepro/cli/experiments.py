@@ -11,6 +11,7 @@ and ``--workers`` default to $SSMREPRO_OUT, $SSMREPRO_DEVICE and $SSMREPRO_WORKE
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 import typer
@@ -345,12 +346,20 @@ def run(
     if s.not_run:
         parts.append(f"[red]{s.not_run} not trained[/]")
     out_console.print("; ".join(parts) + f"; table: {s.csv}")
+    if s.left:  # cut by --max-runs: exit 0 (asked for), but the profile is not finished
+        again = shlex.join(["ssmrepro", "run", name, "--profile", profile,
+                            *(["--out", str(out)] if out is not None else []),
+                            *[a for kv in set_ or [] for a in ("--set", kv)]])
+        out_console.print(f"[yellow]{s.left} of {s.total} runs not trained yet[/] (--max-runs "
+                          f"{max_runs}): continue with {escape(again)} (add --max-runs N to "
+                          "train N more)", highlight=False, soft_wrap=True)
     for m in s.messages:
         err_console.print(f"[red]error:[/] {escape(m)}", highlight=False, soft_wrap=True)
     summary = {"id": spec.id, "profile": profile, "overrides": overrides or {}, "engine": engine,
                "runs": s.total, "already_done": s.already_done, "trained": s.trained,
                "failed": s.failed, "elsewhere": s.elsewhere, "not_run": s.not_run,
-               "packs": s.packs, "wall_s": round(s.wall_s, 3), "csv": s.csv, "ok": s.ok,
+               "left": s.left, "packs": s.packs, "wall_s": round(s.wall_s, 3), "csv": s.csv,
+               "ok": s.ok,
                "interrupted": s.interrupted, "messages": s.messages}
     if s.interrupted:
         if as_json:

@@ -95,6 +95,8 @@ class RunSummary:
     #                         not ok even when the other workers trained every run)
     cpu_s: float = 0.0  # CPU time of the training processes (about the wall time on an idle
     #                     machine with one single-threaded worker per core, divided by workers)
+    left: int = 0  # runs of the profile this command did not plan (cut by --max-runs) and
+    #                no one has finished: the next command trains them
 
     @property
     def ok(self) -> bool:
@@ -408,9 +410,11 @@ def run_experiment(
     elsewhere = tr.elsewhere - tr.trained
     settled = tr.trained | tr.failed | elsewhere
     not_run = [r.run_id for r in pending if r.run_id not in settled and not store.is_done(r.run_id)]
+    planned = {r.run_id for r in pending}
+    left = sum(1 for r in unique if r.run_id not in planned and not store.is_done(r.run_id))
     summary = RunSummary(len(unique), done_before, len(tr.trained), len(tr.failed),
                          len(elsewhere), len(not_run), len(packs), time.time() - t0, csv,
-                         tr.messages, interrupted, tr.lost_workers, cpu_s)
+                         tr.messages, interrupted, tr.lost_workers, cpu_s, left)
     return summary
 
 

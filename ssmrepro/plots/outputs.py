@@ -34,10 +34,11 @@ from ..report.analysis import (
 )
 from ..report.analytic import analytic_cells, analytic_columns, analytic_table
 from ..report.cells import CASE_PREFIX, cell_env, column, has_column, is_case_ref, value_matches
+from ..report.checks import CheckConfig
 from ..report.columns import LABEL, LABEL_SEP, N_PARAMS, RUN_ID
 from ..report.curves import HISTORY_SETS, SAMPLES, STEP, curve_table, history_metric_sets
 from ..spec import Spec, format_errors
-from ..store import metric_range_problem, read_results, read_table
+from ..store import is_loss, metric_range_problem, read_results, read_table
 from ..sweep import RunConfig, expand, overrides_tag, per_point
 from ..util import atomic_write_text
 from .curves import CURVES
@@ -263,6 +264,9 @@ def _cell_problems(spec: Spec, items: list[tuple[str, Any]], runs: list) -> list
                         errors.append(f"{path}: {key}.{field}: cannot be evaluated for the cell "
                                       f"{_cell_text(row, keys)} of profile {profile}: {err}")
                         break
+            if isinstance(cfg, CheckConfig):  # a claim that can never hold here
+                cells = rows[~rows[keys].astype(str).duplicated()] if keys else rows.iloc[:1]
+                errors += [f"{path}: {key}.{m}" for m in cfg.cell_problems(cells, keys, profile)]
             if isinstance(cfg, FigureConfig):
                 errors += [f"{path}: {key}.{m}" for m in cfg.run_problems(rs)]
                 errors += _collisions(f"{path}: {key}", cfg, rows, keys, profile)
@@ -308,7 +312,8 @@ def _unreachable(path: str, values: list[tuple[str, str, float]]) -> list[str]:
     """'file: key: reason' for each (key, metric, value) where no value of the metric can be
     (``store.metric_range_problem``: an accuracy outside [0, 1], e.g. a percentage): a claim on
     it could never pass (or a precondition never hold), a paper value never match."""
-    return [f"{path}: {key}: {v:g} for {metric}, {why} (a percentage? accuracies are fractions)"
+    return [f"{path}: {key}: {v:g} for {metric}, {why}"
+            + (" (a percentage? accuracies are fractions)" if metric.endswith(".acc") else "")
             for key, metric, v in values if (why := metric_range_problem(metric, [v]))]
 
 
@@ -317,10 +322,12 @@ def _never_holds(path: str, conditions: list[tuple[str, str, str, float]]) -> li
     ``> 1`` or ``< 0`` (an accuracy lies in [0, 1]; ``>= 1`` and ``<= 0`` can hold): a claim
     that FAILs (or a precondition that keeps it MISSING) whatever the runs measure."""
     return [f"{path}: {key}: {metric} {op} {v:g} never holds (an accuracy lies in [0, 1]; "
-            f"{'>= 1' if op == '>' else '<= 0'}?)"
-            for key, metric, op, v in conditions if metric.endswith(".acc")
-            and ((op == ">" and v >= 1) or (op == "<" and v <= 0))
-            and not metric_range_problem(metric, [v])]  # outside [0, 1]: _unreachable's
+            f"{'>= 1' if op == '>' else '<= 0'}?)" if metric.endswith(".acc") else
+            f"{path}: {key}: {metric} {op} {v:g} never holds (a loss is never below 0)"
+            for key, metric, op, v in conditions
+            if (metric.endswith(".acc") and ((op == ">" and v >= 1) or (op == "<" and v <= 0))
+                or is_loss(metric) and op == "<" and v <= 0)
+            and not metric_range_problem(metric, [v])]  # out of range: _unreachable's
 
 
 def where_problems(spec: Spec, runs: list) -> list[str]:

@@ -130,6 +130,12 @@ class CheckConfig(NoBoolNumbers):
         label or case label): a typo matched no cell (a silent PASS or MISSING forever)."""
         return []
 
+    def cell_problems(self, cells: pd.DataFrame, keys: list[str], profile: str) -> list[str]:
+        """'field: reason' for what makes the check unable ever to hold (or to be judged) on the
+        cells of one profile (one row per cell, its config columns; ``keys`` the cell keys),
+        though its ``where`` matches some: it FAILed or stayed MISSING whatever was trained."""
+        return []
+
 
 @dataclass(frozen=True)
 class CheckKind:
@@ -320,6 +326,13 @@ class AnyThresholdConfig(CheckConfig):
     def column_refs(self) -> list[str]:
         return list(self.where)
 
+    def cell_problems(self, cells: pd.DataFrame, keys: list[str], profile: str) -> list[str]:
+        n = len(select(cells, self.where))
+        if 0 < n < self.min_cells:  # it FAILed with every cell trained, whatever they measured
+            return [f"min_cells: {self.min_cells}, but `where` matches {n} cell"
+                    f"{'s' if n > 1 else ''} of profile {profile}"]
+        return []
+
 
 @check_kind("any_threshold", AnyThresholdConfig)
 def any_threshold(ctx: CheckContext, cfg: AnyThresholdConfig) -> list[Verdict]:
@@ -372,15 +385,33 @@ class OrderingConfig(CheckConfig):
     def column_refs(self) -> list[str]:
         return [*self.a, *self.b, *(self.match or [])]
 
+    def pairs(self, cells: pd.DataFrame, keys: list[str]) -> tuple[list[str], list[tuple]]:
+        """The keys an a-cell and a b-cell agree on, and the (a, b) index pairs of ``cells``
+        compared (a cell is never compared with itself)."""
+        match = self.match if self.match is not None else [
+            k for k in keys if k not in self.a and k not in self.b]
+        A, B = select(cells, self.a), select(cells, self.b)
+        return match, [(i, j) for i, ra in A.iterrows() for j, rb in B.iterrows()
+                       if i != j and _same(ra, rb, match)]
+
+    def cell_problems(self, cells: pd.DataFrame, keys: list[str], profile: str) -> list[str]:
+        A, B = select(cells, self.a), select(cells, self.b)
+        if A.empty or B.empty:
+            return []  # a profile without these cells: MISSING there (where_problems: anywhere)
+        match, pairs = self.pairs(cells, keys)
+        if pairs:
+            return []
+        if set(A.index) == set(B.index):
+            return [f"b: a and b select the same cells of profile {profile} (a cell is never "
+                    "compared with itself): it stays MISSING; tell them apart"]
+        return [f"match: no a-cell of profile {profile} has a b-cell with the same "
+                f"{', '.join(match)}: it stays MISSING (name the keys to match on)"]
+
 
 @check_kind("ordering", OrderingConfig)
 def ordering(ctx: CheckContext, cfg: OrderingConfig) -> list[Verdict]:
     """Each a-cell's metric >= factor × its matched b-cell's metric + margin (NaN = a miss)."""
-    match = cfg.match if cfg.match is not None else [
-        k for k in ctx.keys if k not in cfg.a and k not in cfg.b]
-    A, B = ctx.needed(cfg.a), ctx.needed(cfg.b)
-    pairs = [(i, j) for i, ra in A.iterrows() for j, rb in B.iterrows()
-             if i != j and _same(ra, rb, match)]
+    match, pairs = cfg.pairs(expected(ctx.cells), ctx.keys)
     scaled = (f"{cfg.factor:g} × ({_fmt_where(cfg.b)})" if cfg.factor != 1.0
               else f"({_fmt_where(cfg.b)})")
     text = (f"{cfg.text} [{cfg.metric}: ({_fmt_where(cfg.a)}) >= {scaled}"
