@@ -2116,3 +2116,18 @@ def test_max_runs_that_leaves_runs_untrained_says_how_to_continue(tmp_path):
     res = _invoke(*args, "--max-runs", "5")  # the rest: nothing left, nothing said
     assert res.exit_code == 0 and "not trained yet" not in res.output, res.output
 
+
+@pytest.mark.parametrize("target", ["tests/t-spec/results-smoke.csv", "README.md", "new.csv"])
+def test_export_refuses_a_file_inside_the_results_it_exports(trained_store, tmp_path, target):
+    """`export --out results -f results/<paper>/<id>/results.csv` replaced that committed table
+    with the export (the next `plot` refused it as a results table); `-f results/README.md`
+    replaced the front page."""
+    spec, store = _copy_trained(trained_store, tmp_path)
+    out = tmp_path / "out"
+    dest = out / target
+    before = dest.read_bytes() if dest.exists() else None
+    res = _invoke("export", "--out", out, "--file", dest,
+                  env={"SSMREPRO_ROOT": str(_project(tmp_path))})
+    _assert_refused(res, "inside the results root it exports")
+    assert (dest.read_bytes() if dest.exists() else None) == before
+

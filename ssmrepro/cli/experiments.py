@@ -607,9 +607,13 @@ def export(
     if not root.is_dir():  # a mistyped --out exported an empty table
         fail([f"{root}: no such folder (the results root to export; --out)"])
     _project_specs()  # no spec to export (a wrong SSMREPRO_ROOT): an empty table, exit 0
+    dest = dest or Path(f"ssmrepro-results.{fmt}")
+    if dest.resolve().is_relative_to(root.resolve()):  # `-f results/<paper>/<id>/results.csv`
+        fail([f"--file {dest}: inside the results root it exports ({root}); it would replace "
+              "or add to the committed results (a table, the front page): write it elsewhere"])
     skipped: list[str] = []
     try:
-        path, n = write_export(dest or Path(f"ssmrepro-results.{fmt}"), fmt, out, skipped)
+        path, n = write_export(dest, fmt, out, skipped)
     except ImportError as err:
         fail([str(err)])
     for m in skipped:
