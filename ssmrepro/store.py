@@ -91,6 +91,15 @@ def record_problem(rec: Any, run_id: str) -> str | None:
     return None
 
 
+def _loops(path: Path) -> bool:
+    """``path`` (or a folder above it) is a symbolic link loop."""
+    try:
+        os.stat(path)
+    except OSError as err:
+        return err.errno == errno.ELOOP
+    return False
+
+
 def _is_number(v: Any) -> bool:
     """A metric value as records hold it: a finite number, or None (NaN / inf, see ``_clean``;
     Python's JSON reader would take ``Infinity`` too, which no record of ours holds)."""
@@ -193,6 +202,10 @@ class Store:
             except (FileNotFoundError, NotADirectoryError):  # no record (a file where a folder
                 continue  # of the path belongs: `prepare` names it before anything is written
             except (ValueError, OSError, RecursionError) as err:  # JSON, UTF-8, permission, a
+                if isinstance(err, OSError) and err.errno == errno.ELOOP and _loops(root):
+                    # the folder, not this record (`--out` a link to itself): one message, not
+                    # a warning for every record of every spec and exit 0
+                    raise OSError(errno.ELOOP, "a symbolic link loop", str(root)) from None
                 why = f"unreadable ({err if isinstance(err, NotSmallFile) else type(err).__name__})"
             else:
                 why = record_problem(rec, run_id)

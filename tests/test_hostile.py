@@ -2131,3 +2131,16 @@ def test_export_refuses_a_file_inside_the_results_it_exports(trained_store, tmp_
     _assert_refused(res, "inside the results root it exports")
     assert (dest.read_bytes() if dest.exists() else None) == before
 
+
+@pytest.mark.parametrize("args", [["list"], ["show", "keep-nth"],
+                                  ["run", "keep-nth", "--profile", "smoke", "--dry-run",
+                                   "--no-estimate"]])
+def test_a_results_folder_that_is_a_link_loop_is_one_message(tmp_path, args):
+    """`list --out L` (L a link to itself) printed a warning for every record of every spec
+    ('unreadable (OSError) (cannot quarantine it: Too many levels of symbolic links)') and
+    exited 0; `plot` already refused it."""
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    res = _invoke(*args, "--out", loop)
+    _assert_refused(res, "a symbolic link loop")
+    assert "warning" not in res.output

@@ -116,7 +116,8 @@ def os_message(err: OSError) -> str:
     what = {errno.ENOSPC: "no space left on device", errno.EROFS: "read-only file system",
             errno.EACCES: "permission denied", errno.ENOTDIR: "a path component is a file, "
             "not a folder", errno.EEXIST: "exists and is not a folder",
-            errno.EISDIR: "a folder where a file belongs"}.get(
+            errno.EISDIR: "a folder where a file belongs",
+            errno.ELOOP: "a symbolic link loop (a link that leads back to itself)"}.get(
         err.errno or -1, err.strerror or type(err).__name__)
     return f"cannot use{where}: {what}"
 
