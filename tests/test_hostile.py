@@ -2144,3 +2144,22 @@ def test_a_results_folder_that_is_a_link_loop_is_one_message(tmp_path, args):
     res = _invoke(*args, "--out", loop)
     _assert_refused(res, "a symbolic link loop")
     assert "warning" not in res.output
+
+
+@pytest.mark.parametrize("override,key", [
+    ({"figure": {"kind": "lines", "metric": "test.acc", "x": "seed"}}, "figure:"),
+    ({"figure": {"kind": "lines", "metric": "test.acc", "x": "label", "hue": "seed"}},
+     "figure:"),
+    ({"claims": [{"text": "t", "where": {"seed": 1}, "op": ">=", "value": 0.0}]}, "claims.0:"),
+    ({"paper_values": [{"where": {"label": "S6", "seed": 1}, "value": 0.5, "tol": 0.1}]},
+     "paper_values.0.where.seed:"),
+])
+def test_seed_is_not_a_column_of_a_cell(tmp_path, override, key):
+    """A cell is the aggregate of its seeds and kept the first seed's value: `lines` with
+    x: seed drew the mean of 2 seeds at 'seed 0', and a claim on seed 1 stayed MISSING (a paper
+    value 'not run') though both seeds had run; validate accepted them."""
+    res = _invoke("validate", _one_run_spec(tmp_path, seeds=[0, 1], **override))
+    _assert_refused(res, key, "'seed' is not a column of a cell")
+    curves = {"kind": "curves", "series": ["val.acc"], "hue": ["seed"], "where": {"seed": 0}}
+    assert _invoke("validate", _one_run_spec(tmp_path, figure=curves)).exit_code == 0
+

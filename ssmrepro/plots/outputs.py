@@ -35,13 +35,13 @@ from ..report.analysis import (
 from ..report.analytic import analytic_cells, analytic_columns, analytic_table
 from ..report.cells import CASE_PREFIX, cell_env, column, has_column, is_case_ref, value_matches
 from ..report.checks import CheckConfig
-from ..report.columns import LABEL, LABEL_SEP, N_PARAMS, RUN_ID
+from ..report.columns import LABEL, LABEL_SEP, N_PARAMS, RUN_ID, SEED
 from ..report.curves import HISTORY_SETS, SAMPLES, STEP, curve_table, history_metric_sets
 from ..spec import Spec, format_errors
 from ..store import is_loss, metric_range_problem, read_results, read_table
 from ..sweep import RunConfig, expand, overrides_tag, per_point
 from ..util import atomic_write_text
-from .curves import CURVES
+from .curves import CURVES, CurvesConfig
 from .registry import FIGURE_KINDS, FigureConfig, FigureContext, NotDrawn, parse_figure
 
 
@@ -57,6 +57,11 @@ class Outputs:
 
 def figure_stem(cfg, index: int) -> str:
     return cfg.name or ("figure" if index == 0 else f"figure{index + 1}")
+
+
+_SEED_WHY = ("'seed' is not a column of a cell: a cell is its seeds' aggregate (its seed column "
+             "held the first seed: a figure drew the mean at seed 0, a claim or paper value on "
+             "another seed matched nothing); use `curves` with hue: [seed] for each seed's run")
 
 
 def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
@@ -92,7 +97,9 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
     def refs(key: str, cfg: Any) -> None:
         n = len(errors)
         for c in cfg.column_refs():
-            if c not in known and not is_case_ref(c):
+            if c == SEED and not isinstance(cfg, CurvesConfig):  # curves draw each run
+                errors.append(f"{path}: {key}: {_SEED_WHY}")
+            elif c not in known and not is_case_ref(c):
                 errors.append(f"{path}: {key}: unknown column {c!r} (not a config key of this "
                               "spec's runs, nor label / case:<i>)")
             elif (is_case_ref(c) and n_cases and int(c[len(CASE_PREFIX):]) >= n_cases
@@ -189,7 +196,9 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                       "profile's runs")
     for i, pv in enumerate(spec.paper_values):
         for k in pv.where:
-            if k not in known:
+            if k == SEED:
+                errors.append(f"{path}: paper_values.{i}.where.{k}: {_SEED_WHY}")
+            elif k not in known:
                 errors.append(f"{path}: paper_values.{i}.where.{k}: unknown column {k!r}")
         if pv.metric not in metrics | {N_PARAMS}:
             errors.append(f"{path}: paper_values.{i}.metric: {pv.metric!r} is not aggregated")
