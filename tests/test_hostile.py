@@ -2163,3 +2163,16 @@ def test_seed_is_not_a_column_of_a_cell(tmp_path, override, key):
     curves = {"kind": "curves", "series": ["val.acc"], "hue": ["seed"], "where": {"seed": 0}}
     assert _invoke("validate", _one_run_spec(tmp_path, figure=curves)).exit_code == 0
 
+
+def test_a_slope_no_profile_has_the_points_for_is_refused(tmp_path):
+    """loglog_slope with min_points above the values of x any profile sweeps stayed MISSING
+    forever ('this profile has 2 values ... (needs 5)'), validate accepted it; a profile that
+    cannot judge it (smoke) while another can is an honest MISSING there."""
+    claim = {"check": "loglog_slope", "text": "t", "x": "model.d_model", "expected": 1.0,
+             "tol": 0.1, "min_points": 5}
+    res = _invoke("validate", _two_width_spec(tmp_path, claim))
+    _assert_refused(res, "claims.0.min_points: 5, but a group has at most 1 values",
+                    "at most 2 values of model.d_model in profile quick",
+                    "it stays MISSING in every profile")
+    claim["min_points"] = 2  # quick and paper sweep 2 widths; smoke 1
+    assert _invoke("validate", _two_width_spec(tmp_path, claim)).exit_code == 0

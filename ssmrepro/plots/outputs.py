@@ -252,6 +252,7 @@ def _cell_problems(spec: Spec, items: list[tuple[str, Any]], runs: list) -> list
     profiles: dict[str, list] = {}
     for r in runs:
         profiles.setdefault(r.profile, []).append(r)
+    unjudged: dict[str, list[str]] = {}  # claim key -> why each profile cannot judge it
     for profile, rs in profiles.items():
         keys = [k for k in report.cell_keys(rs) if k != over]
         rows = _config_rows(rs).drop(columns="seed")
@@ -276,9 +277,17 @@ def _cell_problems(spec: Spec, items: list[tuple[str, Any]], runs: list) -> list
             if isinstance(cfg, CheckConfig):  # a claim that can never hold here
                 cells = rows[~rows[keys].astype(str).duplicated()] if keys else rows.iloc[:1]
                 errors += [f"{path}: {key}.{m}" for m in cfg.cell_problems(cells, keys, profile)]
+                why = cfg.unjudged(cells, keys)
+                if why is None:
+                    unjudged[key] = [""]  # judged here: fine
+                elif unjudged.get(key) != [""]:
+                    unjudged.setdefault(key, []).extend([f"{why} in profile {profile}"] if why
+                                                        else [])
             if isinstance(cfg, FigureConfig):
                 errors += [f"{path}: {key}.{m}" for m in cfg.run_problems(rs)]
                 errors += _collisions(f"{path}: {key}", cfg, rows, keys, profile)
+    errors += [f"{path}: {key}.{'; '.join(whys)}: it stays MISSING in every profile"
+               for key, whys in unjudged.items() if whys and whys != [""]]
     return list(dict.fromkeys(errors))
 
 

@@ -136,6 +136,13 @@ class CheckConfig(NoBoolNumbers):
         though its ``where`` matches some: it FAILed or stayed MISSING whatever was trained."""
         return []
 
+    def unjudged(self, cells: pd.DataFrame, keys: list[str]) -> str | None:
+        """Why the check stays MISSING on the cells of one profile whatever is trained (e.g. a
+        slope over fewer values of x than ``min_points``), '' when no cell of the profile is one
+        it needs, None when it can be judged. ``validate`` refuses a check that no profile can
+        judge (one profile that cannot, smoke, is an honest MISSING there)."""
+        return None
+
 
 @dataclass(frozen=True)
 class CheckKind:
@@ -513,6 +520,14 @@ class LogLogSlopeConfig(CheckConfig):
 
     def column_refs(self) -> list[str]:
         return [*self.where, self.x, *self.group_by]
+
+    def unjudged(self, cells: pd.DataFrame, keys: list[str]) -> str | None:
+        needed = select(cells, self.where)
+        if needed.empty or self.x not in needed:
+            return ""
+        n = max(g[self.x].nunique() for g in _group_rows(needed, self.group_by))
+        return (f"min_points: {self.min_points}, but a group has at most {n} values of {self.x}"
+                if n < self.min_points else None)
 
     def numeric_refs(self) -> list[str]:
         return [self.x]
