@@ -2176,3 +2176,33 @@ def test_a_slope_no_profile_has_the_points_for_is_refused(tmp_path):
                     "it stays MISSING in every profile")
     claim["min_points"] = 2  # quick and paper sweep 2 widths; smoke 1
     assert _invoke("validate", _two_width_spec(tmp_path, claim)).exit_code == 0
+
+
+def test_a_collapse_no_profile_has_the_groups_for_is_refused(tmp_path):
+    """collapse min_groups above the groups (of >= 2 cells with equal `by`) any profile has
+    stayed MISSING forever; validate accepted it. One profile short (smoke) is an honest
+    MISSING there."""
+    claim = {"check": "collapse", "text": "t", "by": "model.d_model", "tol": 0.1,
+             "min_groups": 3}
+    res = _invoke("validate", _two_width_spec(tmp_path, claim))
+    _assert_refused(res, "claims.0.min_groups: 3, but there are 1 groups",
+                    "2 groups of ≥ 2 cells with equal model.d_model in profile quick",
+                    "it stays MISSING in every profile")
+    claim["min_groups"] = 2  # quick and paper: 2 widths x 2 labels; smoke 1 width
+    assert _invoke("validate", _two_width_spec(tmp_path, claim)).exit_code == 0
+
+
+def test_a_recall_frontier_no_profile_has_the_points_for_is_refused(tmp_path):
+    """recall_frontier min_points above the widths any profile sweeps stayed MISSING forever."""
+    raw = yaml.safe_load((ROOT / "experiments/koren2026/koren2026-fig6.yaml").read_text())
+    claim = next(c for c in raw["claims"] if c.get("check") == "recall_frontier")
+    claim["min_points"] = 1000
+    p = tmp_path / "fr.yaml"
+    p.write_text(yaml.safe_dump({**raw, "id": "fr-spec", "alias": None, "paper": "tests"},
+                                sort_keys=False))
+    _assert_refused(_invoke("validate", p), "min_points: 1000, but a regime and column has at "
+                    "most", "it stays MISSING in every profile")
+    claim["min_points"] = 3
+    p.write_text(yaml.safe_dump({**raw, "id": "fr-spec", "alias": None, "paper": "tests"},
+                                sort_keys=False))
+    assert _invoke("validate", p).exit_code == 0, _invoke("validate", p).output

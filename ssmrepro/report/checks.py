@@ -594,6 +594,28 @@ class CollapseConfig(CheckConfig):
     def cell_exprs(self) -> list[tuple[str, str]]:
         return [("by", self.by)]
 
+    def unjudged(self, cells: pd.DataFrame, keys: list[str]) -> str | None:
+        needed = select(cells, self.where)
+        refs = sorted(expr.names(self.by))
+        if needed.empty or any(k not in needed for k in refs):
+            return ""
+        n = int((_by_values(needed, self.by).value_counts() >= 2).sum())
+        return (f"min_groups: {self.min_groups}, but there are {n} groups of ≥ 2 cells with "
+                f"equal {self.by}" if n < self.min_groups else None)
+
+
+def _by_values(cells: pd.DataFrame, by: str) -> pd.Series:
+    """Per cell, the value of the expression ``by`` of its keys (NaN where it has none: a cell
+    without a group is left out, never a crash; validated per cell before training)."""
+    refs = sorted(expr.names(by))
+
+    def one(r: pd.Series) -> float:
+        try:
+            return float(expr.evaluate(by, {k: float(r[k]) for k in refs}))
+        except (expr.ExprError, TypeError, ValueError):
+            return math.nan
+    return cells.apply(one, axis=1) if len(cells) else pd.Series(dtype=float)
+
 
 @check_kind("collapse", CollapseConfig)
 def collapse(ctx: CheckContext, cfg: CollapseConfig) -> list[Verdict]:
@@ -608,12 +630,7 @@ def collapse(ctx: CheckContext, cfg: CollapseConfig) -> list[Verdict]:
                         detail="this profile has no cell the claim needs")]
 
     def key_of(cells: pd.DataFrame) -> pd.Series:
-        def one(r: pd.Series) -> float:
-            try:
-                return float(expr.evaluate(cfg.by, {k: float(r[k]) for k in refs}))
-            except (expr.ExprError, TypeError, ValueError):  # validated per cell before: none
-                return math.nan  # (a cell without a group is left out, never a crash)
-        return cells.apply(one, axis=1)
+        return _by_values(cells, cfg.by)
 
     sizes = key_of(needed).value_counts()
     if int((sizes >= 2).sum()) < cfg.min_groups:
@@ -680,6 +697,19 @@ class RecallFrontierConfig(CheckConfig):
 
     def value_refs(self) -> list[tuple[str, str, Any]]:
         return [(f"columns.{lab}", LABEL, lab) for lab in self.columns]
+
+    def unjudged(self, cells: pd.DataFrame, keys: list[str]) -> str | None:
+        if cells.empty or any(k not in cells for k in (self.x, self.y, *self.regime)):
+            return ""
+        counts = [int(g[self.x].nunique())
+                  for _, reg in cells.groupby([cells[k].astype(str) for k in self.regime])
+                  for lab in self.columns
+                  for g in [select(reg, {LABEL: lab})] if len(g)]
+        if not counts:
+            return ""
+        n = max(counts)
+        return (f"min_points: {self.min_points}, but a regime and column has at most {n} values "
+                f"of {self.x}" if n < self.min_points else None)
 
 
 def frontier(cells: pd.DataFrame, metric: str, x: str, y: str, thr: float) -> dict[float, float]:
