@@ -1592,12 +1592,30 @@ def test_a_figure_not_drawn_says_why_and_an_unevaluable_claim_is_a_miss(trained_
         tmp_path, profiles={"smoke": {}, "quick": {"set": {_D: 16}}, "paper": {}},
         figures=[{"kind": "curves", "series": "val.acc", "where": {_D: 16}, "name": "f"}],
         claims=[{"text": "ratio", "where": {"label": "S6"}, "op": ">=", "value": 0.0,
-                 "metric": "test.acc / (test.loss - test.loss)"}])
+                 "metric": "test.acc / floor(test.acc / 2)"}])  # 0 for every accuracy
     res = _invoke("verify", spec, "--out", tmp_path / "out", "--profile", "smoke")
     assert res.exit_code == 0 and "Traceback" not in res.output, res.output
     assert "f-smoke.png not drawn: no finished cell of profile smoke to draw where " \
         "model.d_model=16" in res.output, res.output
-    assert "FAIL ratio" in res.output and "(1 diverged/NaN)" in res.output, res.output
+    assert "FAIL ratio" in res.output and "diverged" not in res.output, res.output
+    assert "(1 where test.acc / floor(test.acc / 2) has no value: " in res.output, res.output
+    assert "division by zero" in res.output, res.output
+
+
+@pytest.mark.parametrize("metric", ["test.loss / 0", "log(test.acc - test.acc)",
+                                    "test.acc / (test.loss - test.loss)"])
+def test_a_claim_metric_with_no_value_for_any_metrics_is_refused(tmp_path, metric):
+    """`test.loss / 0` passed validate and every run then FAILed the claim with the detail
+    '1 diverged/NaN', though no run diverged."""
+    claim = {"text": "t", "where": {"label": "S6"}, "op": ">=", "value": 0.0, "metric": metric}
+    _assert_refused(_invoke("validate", write_spec(tmp_path, claims=[claim])),
+                    f"claims.0.metric: {metric!r} has no value whatever the metrics are")
+    given = {"text": "t", "where": {"label": "S6"}, "op": ">=", "value": 0.0,
+             "given": [{"metric": metric, "op": ">=", "value": 0.0}]}
+    _assert_refused(_invoke("validate", write_spec(tmp_path, claims=[given])),
+                    "claims.0.given.0.metric:", "has no value whatever the metrics are")
+    claim["metric"] = "test.acc / floor(test.loss)"  # defined once the loss reaches 1
+    assert _invoke("validate", write_spec(tmp_path, claims=[claim])).exit_code == 0
 
 
 def test_figure_helpers_give_no_value_instead_of_raising():

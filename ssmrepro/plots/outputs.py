@@ -162,6 +162,10 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         except ExprError as err:
             errors.append(f"{path}: {key}.metric: {err}")
             continue
+        never = report.never_defined(cfg.metric)
+        if never:  # every cell read as a miss: FAIL 'diverged/NaN' though none diverged
+            errors.append(f"{path}: {key}.metric: {cfg.metric!r} has no value whatever the "
+                          f"metrics are ({never})")
         if not needs <= metrics:
             what = (repr(cfg.metric) if needs == {cfg.metric}
                     else f"{cfg.metric!r} needs {sorted(needs - metrics)}, which")
@@ -173,6 +177,10 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             except ExprError as err:
                 errors.append(f"{path}: {key}.given.{j}.metric: {err}")
                 continue
+            never = report.never_defined(g.metric)
+            if never:
+                errors.append(f"{path}: {key}.given.{j}.metric: {g.metric!r} has no value "
+                              f"whatever the metrics are ({never})")
             if not gneeds <= metrics:
                 errors.append(f"{path}: {key}.given.{j}.metric: {g.metric!r} is not aggregated "
                               f"(aggregate.metrics and analysis metrics: {sorted(metrics)})")

@@ -239,6 +239,55 @@ def metric_names(metric: str) -> set[str]:
     return {metric} if names == {metric} else names
 
 
+def never_defined(metric: str) -> str | None:
+    """Why the metric expression has no value whatever the metrics are (e.g. ``test.loss / 0``:
+    every cell read as a miss, reported as diverged although none was), None when it has one for
+    some metric values (probed at a few values, each name a different one)."""
+    names = sorted(metric_names(metric))
+    if names == [metric]:
+        return None
+    why = None
+    for base in (0.37, 0.83, 2.9, 117.0):
+        try:
+            value = expr.evaluate(metric, {k: base * (1 + 0.137 * i) for i, k in enumerate(names)})
+        except expr.ExprError as err:
+            why = str(err)
+            continue
+        return None if isinstance(value, (int, float)) else f"it gives {value!r}, not a number"
+    return why
+
+
+def undefined_cells(cells: pd.DataFrame, metric: str) -> list[str]:
+    """Per cell of ``cells`` where the metric expression has no value although none of its
+    metrics is NaN (no run diverged): why (e.g. a division by zero)."""
+    if metric in cells:
+        return []
+    try:
+        names = metric_names(metric)
+    except expr.ExprError as err:
+        return [str(err)] * len(cells)
+    out = []
+    for _, row in cells.iterrows():
+        env = {k: float(row[k]) for k in names if k in row}
+        if len(env) < len(names) or any(math.isnan(v) for v in env.values()):
+            continue
+        try:
+            expr.evaluate(metric, env)
+        except expr.ExprError as err:
+            out.append(str(err))
+    return out
+
+
+def _nan_text(cells: pd.DataFrame, metric: str, n_nan: int) -> str:
+    """'k diverged/NaN' for the NaN values of ``metric`` in ``cells``, naming those where an
+    expression has no value (a division by zero) apart from diverged runs."""
+    undefined = undefined_cells(cells, metric)
+    n_div = n_nan - len(undefined)
+    parts = ([f"{n_div} diverged/NaN"] if n_div > 0 else []) + (
+        [f"{len(undefined)} where {metric} has no value: {undefined[0]}"] if undefined else [])
+    return "; ".join(parts)
+
+
 def _metric(cells: pd.DataFrame, metric: str) -> np.ndarray:
     """Per cell: the metric column, or the metric expression evaluated on the cell's columns
     (NaN where a name is absent or NaN: a diverged cell stays a miss)."""
@@ -308,7 +357,7 @@ def threshold(ctx: CheckContext, cfg: ThresholdConfig) -> list[Verdict]:
         worst = (float("nan") if n_nan or not len(finite) else
                  float(finite.min() if cfg.op in (">=", ">") else finite.max()))
         detail = (f"{n_miss} of {len(cells)} finished cells miss"
-                  + (f" ({n_nan} diverged/NaN)" if n_nan else "") if n_miss
+                  + (f" ({_nan_text(cells, cfg.metric, n_nan)})" if n_nan else "") if n_miss
                   else "the finished cell holds" if len(cells) == 1
                   else f"all {len(cells)} finished cells hold")
         return Outcome(n_miss == 0, detail, worst)
