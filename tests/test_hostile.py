@@ -2224,3 +2224,24 @@ def test_a_recall_frontier_no_profile_has_the_points_for_is_refused(tmp_path):
     p.write_text(yaml.safe_dump({**raw, "id": "fr-spec", "alias": None, "paper": "tests"},
                                 sort_keys=False))
     assert _invoke("validate", p).exit_code == 0, _invoke("validate", p).output
+
+
+@pytest.mark.parametrize("override,key", [
+    ({"title": "red \x1b[31mALERT\x1b[0m"}, "title: text with a control character (U+001B"),
+    ({"claim": "a\rb"}, "claim: text with a control character (U+000D"),
+    ({"profiles": {"smoke": {"description": "x\u202eevil"}, "quick": {}, "paper": {}}},
+     "profiles.smoke.description: text with a control character (U+202E"),
+    ({"claims": [{"text": "bell\x07", "where": {"label": "S6"}, "op": ">=", "value": 0.5}]},
+     "claims.0.text: text with a control character (U+0007"),
+    ({"notes": ["ok", "clear \x1b[2J"]}, "notes.1: text with a control character"),
+])
+def test_control_characters_in_spec_text_are_refused(tmp_path, override, key):
+    """A title (claim, description, claim text, note) holding an ANSI escape was printed raw by
+    show/list/run: the terminal was recoloured or cleared by a spec file."""
+    spec = write_spec(tmp_path, **override)
+    for cmd in ("validate", "show"):
+        res = _invoke(cmd, spec)
+        _assert_refused(res, key)
+        assert "\x1b" not in res.output and "\u202e" not in res.output, repr(res.output)
+    ok = write_spec(tmp_path, title="two\tparts", claim="a folded\nclaim\n")
+    assert _invoke("validate", ok).exit_code == 0
