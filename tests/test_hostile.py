@@ -2245,3 +2245,33 @@ def test_control_characters_in_spec_text_are_refused(tmp_path, override, key):
         assert "\x1b" not in res.output and "\u202e" not in res.output, repr(res.output)
     ok = write_spec(tmp_path, title="two\tparts", claim="a folded\nclaim\n")
     assert _invoke("validate", ok).exit_code == 0
+
+
+def test_data_generation_workers_die_with_a_killed_parent(tmp_path):
+    """`data generate ... --workers 2` killed with -9 left its pool workers alive for ever
+    (blocked on the full result pipe, each holding a chunk of images) as orphans."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import multiprocessing as mp, os, signal, sys, time\n"
+        "from ssmrepro.data._workers import iter_chunks\n"
+        "it = iter_chunks(time.sleep, workers=2, ahead=4)\n"  # chunk c sleeps c seconds
+        "next(it)\n"
+        "print(' '.join(str(p.pid) for p in mp.active_children()), flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         env=env, timeout=60)
+    assert res.returncode == -signal.SIGKILL, res.stderr
+    kids = [int(p) for p in res.stdout.split()]
+    assert kids, res.stdout
+    deadline = time.monotonic() + 1.5  # the workers sleep up to 4 s; they must die at once
+    alive = kids
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = [p for p in kids if os.path.exists(f"/proc/{p}")
+                 and open(f"/proc/{p}/stat").read().split()[2] != "Z"]
+    assert not alive, f"workers {alive} outlived their killed parent"
