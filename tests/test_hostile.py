@@ -2275,3 +2275,24 @@ def test_data_generation_workers_die_with_a_killed_parent(tmp_path):
         alive = [p for p in kids if os.path.exists(f"/proc/{p}")
                  and open(f"/proc/{p}/stat").read().split()[2] != "Z"]
     assert not alive, f"workers {alive} outlived their killed parent"
+
+
+@pytest.mark.parametrize("sweep,needle", [
+    ([{"grid": {"model.d_model": [8]}}, {"grid": {"model.d_model": [16]}}],
+     "sweep.0: model.d_model is set again by every point of sweep axis 1"),
+    ([{"grid": {"model.d_model": [8]}},
+      {"cases": [{"label": "A", "set": {"model.d_model": 16}},
+                 {"label": "B", "set": {"model.d_model": 32, "model.mixer": "s4d"}}]}],
+     "sweep.0: model.d_model is set again by every point of sweep axis 1"),
+])
+def test_a_key_every_point_of_a_later_axis_sets_again_is_refused(tmp_path, sweep, needle):
+    """grid d_model [8] x grid d_model [16] quietly ran d_model 16 only (the later axis replaced
+    every value of the earlier); a case overriding the key for some points is fine."""
+    for cmd in ("validate", "show"):
+        _assert_refused(_invoke(cmd, write_spec(tmp_path, sweep=sweep)), needle,
+                        "never used")
+    ok = [{"grid": {"model.d_model": [8]}},  # B overrides the width, A keeps the grid's
+          {"cases": [{"label": "A", "set": {"model.mixer": "s6"}},
+                     {"label": "B", "set": {"model.mixer": "s4d", "model.d_model": 32}}]}]
+    res = _invoke("validate", write_spec(tmp_path, sweep=ok))
+    assert res.exit_code == 0, res.output
