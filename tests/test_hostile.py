@@ -2296,3 +2296,13 @@ def test_a_key_every_point_of_a_later_axis_sets_again_is_refused(tmp_path, sweep
                      {"label": "B", "set": {"model.mixer": "s4d", "model.d_model": 32}}]}]
     res = _invoke("validate", write_spec(tmp_path, sweep=ok))
     assert res.exit_code == 0, res.output
+
+
+def test_a_claim_given_twice_is_refused(tmp_path):
+    """Two identical claims printed one verdict twice and counted it twice ('2 PASS' for one
+    claim); paper values given twice were already refused."""
+    claim = {"text": "t", "where": {"label": "S6"}, "op": ">=", "value": 0.5}
+    res = _invoke("validate", write_spec(tmp_path, claims=[claim, {**claim, "check": "threshold"}]))
+    _assert_refused(res, "claims.1: the same claim as claims.0")
+    other = {**claim, "value": 0.6}
+    assert _invoke("validate", write_spec(tmp_path, claims=[claim, other])).exit_code == 0

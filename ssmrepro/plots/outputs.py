@@ -146,10 +146,15 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                     break
                 files.setdefault(file, (key, prof))
         stems.add(stem)
+    seen_claims: dict[str, int] = {}
     for i, raw in enumerate(spec.claims):
         key = f"claims.{i}"
         try:
             cfg = report.parse_claim(raw)
+            same = seen_claims.setdefault(cfg.model_dump_json(), i)
+            if same != i:  # its verdict twice in every report, counted twice in the tally
+                errors.append(f"{path}: {key}: the same claim as claims.{same} (each claim once)")
+                continue
         except KeyError as err:
             errors.append(f"{path}: {key}.check: {err.args[0]}")
             continue
