@@ -171,6 +171,15 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
+def _not_a_file(path: Path, what: str) -> OSError:
+    """The error for ``what`` (the event log, a claim) that is not a regular file: a folder
+    ('a folder where a file belongs') or a FIFO, device or socket (it was called a folder)."""
+    if path.is_dir():
+        return IsADirectoryError(errno.EISDIR, f"{what} is a folder", str(path))
+    return OSError(errno.EINVAL, f"not a regular file (a FIFO, device or socket) where {what} "
+                   "belongs; remove it", str(path))
+
+
 class Store:
     """``reuse``: read-only stores of other specs; a record there with the same run id (same
     config, seed and code version) counts as done here too."""
@@ -414,11 +423,12 @@ class Store:
         self.check_links()
         for d in (self.root, self.runs, self.claims):
             d.mkdir(parents=True, exist_ok=True)
-        if (self.root / "events.jsonl").exists() and not (self.root / "events.jsonl").is_file():
-            raise OSError(errno.EISDIR, "the event log is not a file", str(self.root / "events.jsonl"))
+        events = self.root / "events.jsonl"
+        if events.exists() and not events.is_file():
+            raise _not_a_file(events, "the event log")
         for path in self.claims.glob("*.claim"):
             if not path.is_file():  # nothing could ever replace or remove it: runs would wait
-                raise OSError(errno.EISDIR, "a claim that is not a file (remove it)", str(path))
+                raise _not_a_file(path, "a claim")
 
     def heartbeat(self, run_ids: Iterable[str]) -> None:
         for r in run_ids:

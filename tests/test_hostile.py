@@ -2306,3 +2306,20 @@ def test_a_claim_given_twice_is_refused(tmp_path):
     _assert_refused(res, "claims.1: the same claim as claims.0")
     other = {**claim, "value": 0.6}
     assert _invoke("validate", write_spec(tmp_path, claims=[claim, other])).exit_code == 0
+
+
+@pytest.mark.parametrize("where", ["events.jsonl", "claims/abc.claim"])
+def test_an_event_log_or_claim_that_is_a_fifo_is_not_called_a_folder(tmp_path, where):
+    """A FIFO in place of events.jsonl (or of a claim) was refused as 'a folder where a file
+    belongs'; a folder there still is."""
+    spec = write_spec(tmp_path)
+    path = tmp_path / "out" / "tests" / "t-spec" / where
+    path.parent.mkdir(parents=True)
+    os.mkfifo(path)
+    res = _invoke("run", spec, "--profile", "smoke", "--out", tmp_path / "out")
+    _assert_refused(res, "not a regular file (a FIFO, device or socket)")
+    assert "a folder where" not in res.output, res.output
+    path.unlink()
+    path.mkdir()
+    _assert_refused(_invoke("run", spec, "--profile", "smoke", "--out", tmp_path / "out"),
+                    "a folder where a file belongs")
