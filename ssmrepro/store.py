@@ -72,6 +72,13 @@ def record_problem(rec: Any, run_id: str) -> str | None:
     if rec["status"] in DONE_STATUSES and not (isinstance(rec.get("metrics"), dict)
                                                and rec["metrics"]):
         return "a finished run without metrics"
+    for k in ("n_params", "stop_step", "epochs"):  # drawn and averaged: 'many' raised in a
+        v = rec.get(k)  # figure (a traceback in plot), -5 steps was a mean stop step
+        whole = k != "epochs"
+        if v is not None and not (_is_number(v) and v >= 0 and (not whole or v == int(v))):
+            return (f"{k} {v!r} is not a {'whole ' if whole else ''}number of "
+                    f"{'parameters' if k == 'n_params' else 'steps' if whole else 'epochs'} "
+                    "(>= 0)")
     bad = [k for k, v in (rec.get("metrics") or {}).items() if not _is_number(v)]
     if not isinstance(rec.get("metrics") or {}, dict) or bad:
         return f"metrics that are not numbers ({', '.join(map(repr, bad[:3])) or 'metrics'})"

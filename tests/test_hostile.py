@@ -2323,3 +2323,23 @@ def test_an_event_log_or_claim_that_is_a_fifo_is_not_called_a_folder(tmp_path, w
     path.mkdir()
     _assert_refused(_invoke("run", spec, "--profile", "smoke", "--out", tmp_path / "out"),
                     "a folder where a file belongs")
+
+
+@pytest.mark.parametrize("key,value", [("n_params", "many"), ("n_params", 1.5),
+                                       ("n_params", True), ("stop_step", -5),
+                                       ("epochs", -1.0)])
+def test_a_record_with_a_nonsense_size_or_step_is_quarantined(trained_store, tmp_path, key,
+                                                              value):
+    """A record with n_params 'many' was accepted and `plot` then raised ValueError in the bars
+    figure (a traceback); stop_step -5 was averaged into the cell's mean stop step."""
+    import json
+
+    spec, store = _copy_trained(trained_store, tmp_path)
+    (path,) = (store / "runs").glob("*.json")
+    rec = json.loads(path.read_text())
+    rec[key] = value
+    path.write_text(json.dumps(rec))
+    res = _invoke("plot", spec, "--out", tmp_path / "out")
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "quarantined" in res.output and key in res.output, res.output
+    assert not path.exists()
