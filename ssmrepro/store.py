@@ -90,6 +90,10 @@ def record_problem(rec: Any, run_id: str) -> str | None:
     if hist is not None and not (isinstance(hist, list) and all(
             isinstance(h, dict) and all(_is_number(v) for v in h.values()) for h in hist)):
         return "a history that is not a list of evaluations (step and metric numbers)"
+    for h in hist or []:  # the curves' x: a step of None raised in `plot`, -20 was drawn
+        step = h.get("step")
+        if step is None or step < 0 or step != int(step):
+            return f"a history step {step!r} that is not a whole number >= 0"
     for h in hist or []:  # the curves are drawn from it: a negative loss, an accuracy of 7
         for k, v in h.items():
             why = metric_range_problem(k, [v])

@@ -2343,3 +2343,31 @@ def test_a_record_with_a_nonsense_size_or_step_is_quarantined(trained_store, tmp
     assert res.exit_code == 0 and "Traceback" not in res.output, res.output
     assert "quarantined" in res.output and key in res.output, res.output
     assert not path.exists()
+
+
+def test_a_history_evaluation_that_diverged_draws_and_a_bad_step_is_quarantined(trained_store,
+                                                                                tmp_path):
+    """A history value None (how a record stores a NaN evaluation: a run that diverged) raised
+    TypeError in curve_table (a traceback in `plot` with a curves figure); a step of None,
+    -20 or 0.5 was drawn or raised."""
+    import json
+
+    _, store = _copy_trained(trained_store, tmp_path)
+    spec = _one_run_spec(tmp_path, figures=[{"kind": "curves", "series": "val.acc",
+                                             "name": "cv"}])
+    (path,) = (store / "runs").glob("*.json")
+    good = json.loads(path.read_text())
+    rec = json.loads(json.dumps(good))
+    rec["history"][0]["val.acc"] = None
+    path.write_text(json.dumps(rec))
+    res = _invoke("plot", spec, "--out", tmp_path / "out", "--profile", "smoke")
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "cv-smoke.png" in res.output and path.exists(), res.output
+    for step in (None, -20, 0.5):
+        rec = json.loads(json.dumps(good))
+        rec["history"][0]["step"] = step
+        path.write_text(json.dumps(rec))
+        res = _invoke("plot", spec, "--out", tmp_path / "out", "--profile", "smoke")
+        assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+        assert "quarantined" in res.output and "a history step" in res.output, res.output
+        assert not path.exists()
