@@ -466,12 +466,53 @@ def load_spec(path: Path | str) -> Spec:
     if odd:
         raise SpecError([f"{path}: {k!r}: keys are names (text), got {type(k).__name__}"
                          for k in odd])
+    odd_text = _control_characters(raw)
+    if odd_text:
+        raise SpecError([f"{path}: {m}" for m in odd_text])
     try:
         spec = Spec(**raw)
     except ValidationError as err:
         raise SpecError(_format_errors(path, err)) from None
     spec.path = path
     return spec
+
+
+# terminal-control and direction-changing characters: a title, claim or label holding one was
+# printed raw by show/list/run (an ANSI escape recoloured or cleared the terminal, a bidi
+# override showed text other than what the file says); a line break or tab is fine
+_BIDI = {*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F, 0x061C}
+
+
+def _control_characters(doc: Any, key: str = "") -> list[str]:
+    """'key: reason' for every text (value or key) of ``doc`` that holds a control character
+    other than a line break or tab, or a direction-changing one (at most 10 lines)."""
+    import unicodedata
+
+    out: list[str] = []
+
+    def walk(o: Any, at: str) -> None:
+        if len(out) >= 10:
+            return
+        if isinstance(o, str):
+            odd = [c for c in o if (unicodedata.category(c) == "Cc" and c not in "\n\t")
+                   or ord(c) in _BIDI]
+            if odd:
+                shown = ", ".join(f"U+{ord(c):04X} {unicodedata.name(c, 'control character')}"
+                                  for c in dict.fromkeys(odd[:3]))
+                out.append(f"{at or '(top level)'}: text with a control character ({shown}); "
+                           "a spec's text is printed to the terminal as is")
+        elif isinstance(o, dict):
+            for k, v in o.items():
+                name = f"{at}.{k}" if at else str(k)
+                if isinstance(k, str):
+                    walk(k, f"{at + '.' if at else ''}(key {k!r})")
+                walk(v, name)
+        elif isinstance(o, list):
+            for i, v in enumerate(o):
+                walk(v, f"{at}.{i}" if at else str(i))
+
+    walk(doc, key)
+    return out
 
 
 # ----------------------------------------------------------------------------------------------

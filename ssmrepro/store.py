@@ -72,6 +72,13 @@ def record_problem(rec: Any, run_id: str) -> str | None:
     if rec["status"] in DONE_STATUSES and not (isinstance(rec.get("metrics"), dict)
                                                and rec["metrics"]):
         return "a finished run without metrics"
+    for k in ("n_params", "stop_step", "epochs"):  # drawn and averaged: 'many' raised in a
+        v = rec.get(k)  # figure (a traceback in plot), -5 steps was a mean stop step
+        whole = k != "epochs"
+        if v is not None and not (_is_number(v) and v >= 0 and (not whole or v == int(v))):
+            return (f"{k} {v!r} is not a {'whole ' if whole else ''}number of "
+                    f"{'parameters' if k == 'n_params' else 'steps' if whole else 'epochs'} "
+                    "(>= 0)")
     bad = [k for k, v in (rec.get("metrics") or {}).items() if not _is_number(v)]
     if not isinstance(rec.get("metrics") or {}, dict) or bad:
         return f"metrics that are not numbers ({', '.join(map(repr, bad[:3])) or 'metrics'})"
@@ -83,6 +90,10 @@ def record_problem(rec: Any, run_id: str) -> str | None:
     if hist is not None and not (isinstance(hist, list) and all(
             isinstance(h, dict) and all(_is_number(v) for v in h.values()) for h in hist)):
         return "a history that is not a list of evaluations (step and metric numbers)"
+    for h in hist or []:  # the curves' x: a step of None raised in `plot`, -20 was drawn
+        step = h.get("step")
+        if step is None or step < 0 or step != int(step):
+            return f"a history step {step!r} that is not a whole number >= 0"
     for h in hist or []:  # the curves are drawn from it: a negative loss, an accuracy of 7
         for k, v in h.items():
             why = metric_range_problem(k, [v])
@@ -169,6 +180,15 @@ def pid_alive(pid: int) -> bool:
         return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
     except (OSError, IndexError):
         return True
+
+
+def _not_a_file(path: Path, what: str) -> OSError:
+    """The error for ``what`` (the event log, a claim) that is not a regular file: a folder
+    ('a folder where a file belongs') or a FIFO, device or socket (it was called a folder)."""
+    if path.is_dir():
+        return IsADirectoryError(errno.EISDIR, f"{what} is a folder", str(path))
+    return OSError(errno.EINVAL, f"not a regular file (a FIFO, device or socket) where {what} "
+                   "belongs; remove it", str(path))
 
 
 class Store:
@@ -414,11 +434,12 @@ class Store:
         self.check_links()
         for d in (self.root, self.runs, self.claims):
             d.mkdir(parents=True, exist_ok=True)
-        if (self.root / "events.jsonl").exists() and not (self.root / "events.jsonl").is_file():
-            raise OSError(errno.EISDIR, "the event log is not a file", str(self.root / "events.jsonl"))
+        events = self.root / "events.jsonl"
+        if events.exists() and not events.is_file():
+            raise _not_a_file(events, "the event log")
         for path in self.claims.glob("*.claim"):
             if not path.is_file():  # nothing could ever replace or remove it: runs would wait
-                raise OSError(errno.EISDIR, "a claim that is not a file (remove it)", str(path))
+                raise _not_a_file(path, "a claim")
 
     def heartbeat(self, run_ids: Iterable[str]) -> None:
         for r in run_ids:

@@ -116,6 +116,20 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def die_with_parent(parent: int) -> None:
+    """Linux: ask the kernel to SIGKILL this worker process when its parent dies (a killed command
+    must not leave orphans working on, or blocked for ever on a full result pipe); exit at once
+    if the parent is already gone."""
+    import signal
+
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # died while this worker was starting
+        os._exit(1)
+
+
 def repo_root() -> Path:
     """Folder holding experiments/: $SSMREPRO_ROOT, else the cwd or a parent of it that holds
     experiments/ and ssmrepro/, else the source tree this package was installed from."""

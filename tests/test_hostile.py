@@ -1592,12 +1592,30 @@ def test_a_figure_not_drawn_says_why_and_an_unevaluable_claim_is_a_miss(trained_
         tmp_path, profiles={"smoke": {}, "quick": {"set": {_D: 16}}, "paper": {}},
         figures=[{"kind": "curves", "series": "val.acc", "where": {_D: 16}, "name": "f"}],
         claims=[{"text": "ratio", "where": {"label": "S6"}, "op": ">=", "value": 0.0,
-                 "metric": "test.acc / (test.loss - test.loss)"}])
+                 "metric": "test.acc / floor(test.acc / 2)"}])  # 0 for every accuracy
     res = _invoke("verify", spec, "--out", tmp_path / "out", "--profile", "smoke")
     assert res.exit_code == 0 and "Traceback" not in res.output, res.output
     assert "f-smoke.png not drawn: no finished cell of profile smoke to draw where " \
         "model.d_model=16" in res.output, res.output
-    assert "FAIL ratio" in res.output and "(1 diverged/NaN)" in res.output, res.output
+    assert "FAIL ratio" in res.output and "diverged" not in res.output, res.output
+    assert "(1 where test.acc / floor(test.acc / 2) has no value: " in res.output, res.output
+    assert "division by zero" in res.output, res.output
+
+
+@pytest.mark.parametrize("metric", ["test.loss / 0", "log(test.acc - test.acc)",
+                                    "test.acc / (test.loss - test.loss)"])
+def test_a_claim_metric_with_no_value_for_any_metrics_is_refused(tmp_path, metric):
+    """`test.loss / 0` passed validate and every run then FAILed the claim with the detail
+    '1 diverged/NaN', though no run diverged."""
+    claim = {"text": "t", "where": {"label": "S6"}, "op": ">=", "value": 0.0, "metric": metric}
+    _assert_refused(_invoke("validate", write_spec(tmp_path, claims=[claim])),
+                    f"claims.0.metric: {metric!r} has no value whatever the metrics are")
+    given = {"text": "t", "where": {"label": "S6"}, "op": ">=", "value": 0.0,
+             "given": [{"metric": metric, "op": ">=", "value": 0.0}]}
+    _assert_refused(_invoke("validate", write_spec(tmp_path, claims=[given])),
+                    "claims.0.given.0.metric:", "has no value whatever the metrics are")
+    claim["metric"] = "test.acc / floor(test.loss)"  # defined once the loss reaches 1
+    assert _invoke("validate", write_spec(tmp_path, claims=[claim])).exit_code == 0
 
 
 def test_figure_helpers_give_no_value_instead_of_raising():
@@ -2176,3 +2194,180 @@ def test_a_slope_no_profile_has_the_points_for_is_refused(tmp_path):
                     "it stays MISSING in every profile")
     claim["min_points"] = 2  # quick and paper sweep 2 widths; smoke 1
     assert _invoke("validate", _two_width_spec(tmp_path, claim)).exit_code == 0
+
+
+def test_a_collapse_no_profile_has_the_groups_for_is_refused(tmp_path):
+    """collapse min_groups above the groups (of >= 2 cells with equal `by`) any profile has
+    stayed MISSING forever; validate accepted it. One profile short (smoke) is an honest
+    MISSING there."""
+    claim = {"check": "collapse", "text": "t", "by": "model.d_model", "tol": 0.1,
+             "min_groups": 3}
+    res = _invoke("validate", _two_width_spec(tmp_path, claim))
+    _assert_refused(res, "claims.0.min_groups: 3, but there are 1 groups",
+                    "2 groups of ≥ 2 cells with equal model.d_model in profile quick",
+                    "it stays MISSING in every profile")
+    claim["min_groups"] = 2  # quick and paper: 2 widths x 2 labels; smoke 1 width
+    assert _invoke("validate", _two_width_spec(tmp_path, claim)).exit_code == 0
+
+
+def test_a_recall_frontier_no_profile_has_the_points_for_is_refused(tmp_path):
+    """recall_frontier min_points above the widths any profile sweeps stayed MISSING forever."""
+    raw = yaml.safe_load((ROOT / "experiments/koren2026/koren2026-fig6.yaml").read_text())
+    claim = next(c for c in raw["claims"] if c.get("check") == "recall_frontier")
+    claim["min_points"] = 1000
+    p = tmp_path / "fr.yaml"
+    p.write_text(yaml.safe_dump({**raw, "id": "fr-spec", "alias": None, "paper": "tests"},
+                                sort_keys=False))
+    _assert_refused(_invoke("validate", p), "min_points: 1000, but a regime and column has at "
+                    "most", "it stays MISSING in every profile")
+    claim["min_points"] = 3
+    p.write_text(yaml.safe_dump({**raw, "id": "fr-spec", "alias": None, "paper": "tests"},
+                                sort_keys=False))
+    assert _invoke("validate", p).exit_code == 0, _invoke("validate", p).output
+
+
+@pytest.mark.parametrize("override,key", [
+    ({"title": "red \x1b[31mALERT\x1b[0m"}, "title: text with a control character (U+001B"),
+    ({"claim": "a\rb"}, "claim: text with a control character (U+000D"),
+    ({"profiles": {"smoke": {"description": "x\u202eevil"}, "quick": {}, "paper": {}}},
+     "profiles.smoke.description: text with a control character (U+202E"),
+    ({"claims": [{"text": "bell\x07", "where": {"label": "S6"}, "op": ">=", "value": 0.5}]},
+     "claims.0.text: text with a control character (U+0007"),
+    ({"notes": ["ok", "clear \x1b[2J"]}, "notes.1: text with a control character"),
+])
+def test_control_characters_in_spec_text_are_refused(tmp_path, override, key):
+    """A title (claim, description, claim text, note) holding an ANSI escape was printed raw by
+    show/list/run: the terminal was recoloured or cleared by a spec file."""
+    spec = write_spec(tmp_path, **override)
+    for cmd in ("validate", "show"):
+        res = _invoke(cmd, spec)
+        _assert_refused(res, key)
+        assert "\x1b" not in res.output and "\u202e" not in res.output, repr(res.output)
+    ok = write_spec(tmp_path, title="two\tparts", claim="a folded\nclaim\n")
+    assert _invoke("validate", ok).exit_code == 0
+
+
+def test_data_generation_workers_die_with_a_killed_parent(tmp_path):
+    """`data generate ... --workers 2` killed with -9 left its pool workers alive for ever
+    (blocked on the full result pipe, each holding a chunk of images) as orphans."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import multiprocessing as mp, os, signal, sys, time\n"
+        "from ssmrepro.data._workers import iter_chunks\n"
+        "it = iter_chunks(time.sleep, workers=2, ahead=4)\n"  # chunk c sleeps c seconds
+        "next(it)\n"
+        "print(' '.join(str(p.pid) for p in mp.active_children()), flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         env=env, timeout=60)
+    assert res.returncode == -signal.SIGKILL, res.stderr
+    kids = [int(p) for p in res.stdout.split()]
+    assert kids, res.stdout
+    deadline = time.monotonic() + 1.5  # the workers sleep up to 4 s; they must die at once
+    alive = kids
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = [p for p in kids if os.path.exists(f"/proc/{p}")
+                 and open(f"/proc/{p}/stat").read().split()[2] != "Z"]
+    assert not alive, f"workers {alive} outlived their killed parent"
+
+
+@pytest.mark.parametrize("sweep,needle", [
+    ([{"grid": {"model.d_model": [8]}}, {"grid": {"model.d_model": [16]}}],
+     "sweep.0: model.d_model is set again by every point of sweep axis 1"),
+    ([{"grid": {"model.d_model": [8]}},
+      {"cases": [{"label": "A", "set": {"model.d_model": 16}},
+                 {"label": "B", "set": {"model.d_model": 32, "model.mixer": "s4d"}}]}],
+     "sweep.0: model.d_model is set again by every point of sweep axis 1"),
+])
+def test_a_key_every_point_of_a_later_axis_sets_again_is_refused(tmp_path, sweep, needle):
+    """grid d_model [8] x grid d_model [16] quietly ran d_model 16 only (the later axis replaced
+    every value of the earlier); a case overriding the key for some points is fine."""
+    for cmd in ("validate", "show"):
+        _assert_refused(_invoke(cmd, write_spec(tmp_path, sweep=sweep)), needle,
+                        "never used")
+    ok = [{"grid": {"model.d_model": [8]}},  # B overrides the width, A keeps the grid's
+          {"cases": [{"label": "A", "set": {"model.mixer": "s6"}},
+                     {"label": "B", "set": {"model.mixer": "s4d", "model.d_model": 32}}]}]
+    res = _invoke("validate", write_spec(tmp_path, sweep=ok))
+    assert res.exit_code == 0, res.output
+
+
+def test_a_claim_given_twice_is_refused(tmp_path):
+    """Two identical claims printed one verdict twice and counted it twice ('2 PASS' for one
+    claim); paper values given twice were already refused."""
+    claim = {"text": "t", "where": {"label": "S6"}, "op": ">=", "value": 0.5}
+    res = _invoke("validate", write_spec(tmp_path, claims=[claim, {**claim, "check": "threshold"}]))
+    _assert_refused(res, "claims.1: the same claim as claims.0")
+    other = {**claim, "value": 0.6}
+    assert _invoke("validate", write_spec(tmp_path, claims=[claim, other])).exit_code == 0
+
+
+@pytest.mark.parametrize("where", ["events.jsonl", "claims/abc.claim"])
+def test_an_event_log_or_claim_that_is_a_fifo_is_not_called_a_folder(tmp_path, where):
+    """A FIFO in place of events.jsonl (or of a claim) was refused as 'a folder where a file
+    belongs'; a folder there still is."""
+    spec = write_spec(tmp_path)
+    path = tmp_path / "out" / "tests" / "t-spec" / where
+    path.parent.mkdir(parents=True)
+    os.mkfifo(path)
+    res = _invoke("run", spec, "--profile", "smoke", "--out", tmp_path / "out")
+    _assert_refused(res, "not a regular file (a FIFO, device or socket)")
+    assert "a folder where" not in res.output, res.output
+    path.unlink()
+    path.mkdir()
+    _assert_refused(_invoke("run", spec, "--profile", "smoke", "--out", tmp_path / "out"),
+                    "a folder where a file belongs")
+
+
+@pytest.mark.parametrize("key,value", [("n_params", "many"), ("n_params", 1.5),
+                                       ("n_params", True), ("stop_step", -5),
+                                       ("epochs", -1.0)])
+def test_a_record_with_a_nonsense_size_or_step_is_quarantined(trained_store, tmp_path, key,
+                                                              value):
+    """A record with n_params 'many' was accepted and `plot` then raised ValueError in the bars
+    figure (a traceback); stop_step -5 was averaged into the cell's mean stop step."""
+    import json
+
+    spec, store = _copy_trained(trained_store, tmp_path)
+    (path,) = (store / "runs").glob("*.json")
+    rec = json.loads(path.read_text())
+    rec[key] = value
+    path.write_text(json.dumps(rec))
+    res = _invoke("plot", spec, "--out", tmp_path / "out")
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "quarantined" in res.output and key in res.output, res.output
+    assert not path.exists()
+
+
+def test_a_history_evaluation_that_diverged_draws_and_a_bad_step_is_quarantined(trained_store,
+                                                                                tmp_path):
+    """A history value None (how a record stores a NaN evaluation: a run that diverged) raised
+    TypeError in curve_table (a traceback in `plot` with a curves figure); a step of None,
+    -20 or 0.5 was drawn or raised."""
+    import json
+
+    _, store = _copy_trained(trained_store, tmp_path)
+    spec = _one_run_spec(tmp_path, figures=[{"kind": "curves", "series": "val.acc",
+                                             "name": "cv"}])
+    (path,) = (store / "runs").glob("*.json")
+    good = json.loads(path.read_text())
+    rec = json.loads(json.dumps(good))
+    rec["history"][0]["val.acc"] = None
+    path.write_text(json.dumps(rec))
+    res = _invoke("plot", spec, "--out", tmp_path / "out", "--profile", "smoke")
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "cv-smoke.png" in res.output and path.exists(), res.output
+    for step in (None, -20, 0.5):
+        rec = json.loads(json.dumps(good))
+        rec["history"][0]["step"] = step
+        path.write_text(json.dumps(rec))
+        res = _invoke("plot", spec, "--out", tmp_path / "out", "--profile", "smoke")
+        assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+        assert "quarantined" in res.output and "a history step" in res.output, res.output
+        assert not path.exists()

@@ -7,6 +7,7 @@ the output is the same for any number of workers: results are always consumed in
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -28,8 +29,12 @@ def iter_chunks(fn: Callable[[int], T], workers: int = 1, ahead: int | None = No
         while True:
             yield fn(c)
             c += 1
-    ctx = mp.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
+    from ..util import die_with_parent
+
+    ctx = mp.get_context("spawn")  # a worker dies with its parent: killed with -9, the parent
+    # left them blocked for ever on the full result pipe (orphans holding a chunk in memory)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=die_with_parent,
+                             initargs=(os.getpid(),)) as ex:
         pending: deque = deque()
         c = 0
         try:

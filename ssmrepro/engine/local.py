@@ -32,7 +32,7 @@ from ..kernels.backend import kernel_usage, reset_kernel_usage, set_scan_backend
 from ..store import Store
 from ..sweep import CODE_VERSION
 from ..train import member_state, train_pack
-from ..util import flush_denormals, tune_malloc
+from ..util import die_with_parent, flush_denormals, tune_malloc
 from .plan import Pack
 
 _COMMIT: str | None = None
@@ -235,16 +235,8 @@ def run_in_process(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings
 
 
 def _die_with_parent(parent: int) -> None:
-    """Linux: ask the kernel to SIGKILL this worker when its parent dies (a killed sweep must
-    not leave orphans training on); exit at once if the parent is already gone."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent:  # died while this worker was starting
-        os._exit(1)
+    """A killed sweep must not leave orphans training on (see ``util.die_with_parent``)."""
+    die_with_parent(parent)
 
 
 def _worker_main(worker: int, tasks, events, store: Store, ws: WorkSettings, threads: int,

@@ -146,10 +146,15 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                     break
                 files.setdefault(file, (key, prof))
         stems.add(stem)
+    seen_claims: dict[str, int] = {}
     for i, raw in enumerate(spec.claims):
         key = f"claims.{i}"
         try:
             cfg = report.parse_claim(raw)
+            same = seen_claims.setdefault(cfg.model_dump_json(), i)
+            if same != i:  # its verdict twice in every report, counted twice in the tally
+                errors.append(f"{path}: {key}: the same claim as claims.{same} (each claim once)")
+                continue
         except KeyError as err:
             errors.append(f"{path}: {key}.check: {err.args[0]}")
             continue
@@ -162,6 +167,10 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         except ExprError as err:
             errors.append(f"{path}: {key}.metric: {err}")
             continue
+        never = report.never_defined(cfg.metric)
+        if never:  # every cell read as a miss: FAIL 'diverged/NaN' though none diverged
+            errors.append(f"{path}: {key}.metric: {cfg.metric!r} has no value whatever the "
+                          f"metrics are ({never})")
         if not needs <= metrics:
             what = (repr(cfg.metric) if needs == {cfg.metric}
                     else f"{cfg.metric!r} needs {sorted(needs - metrics)}, which")
@@ -173,6 +182,10 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             except ExprError as err:
                 errors.append(f"{path}: {key}.given.{j}.metric: {err}")
                 continue
+            never = report.never_defined(g.metric)
+            if never:
+                errors.append(f"{path}: {key}.given.{j}.metric: {g.metric!r} has no value "
+                              f"whatever the metrics are ({never})")
             if not gneeds <= metrics:
                 errors.append(f"{path}: {key}.given.{j}.metric: {g.metric!r} is not aggregated "
                               f"(aggregate.metrics and analysis metrics: {sorted(metrics)})")

@@ -22,6 +22,7 @@ from .checks import (
     Verdict,
     check_kind,
     metric_names,
+    never_defined,
     parse_claim,
     run_check,
 )
@@ -33,8 +34,8 @@ CLAIM_VERDICTS = ("PASS", "FAIL", "MISSING", "UNTESTED")
 
 __all__ = ["CHECKS", "CLAIM_VERDICTS", "DEFAULT_CHECK", "CheckContext", "CheckKind", "Verdict",
            "aggregate", "cell_keys", "check_kind", "expected", "finished", "markdown",
-           "metric_names", "paper_value_tally", "parse_claim", "select", "values_equal", "verdict_counts",
-           "verify", "with_config"]
+           "metric_names", "never_defined", "paper_value_tally", "parse_claim", "select",
+           "values_equal", "verdict_counts", "verify", "with_config"]
 
 
 def _paper_value(pv, cells: pd.DataFrame) -> Verdict:

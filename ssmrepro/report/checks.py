@@ -239,6 +239,55 @@ def metric_names(metric: str) -> set[str]:
     return {metric} if names == {metric} else names
 
 
+def never_defined(metric: str) -> str | None:
+    """Why the metric expression has no value whatever the metrics are (e.g. ``test.loss / 0``:
+    every cell read as a miss, reported as diverged although none was), None when it has one for
+    some metric values (probed at a few values, each name a different one)."""
+    names = sorted(metric_names(metric))
+    if names == [metric]:
+        return None
+    why = None
+    for base in (0.37, 0.83, 2.9, 117.0):
+        try:
+            value = expr.evaluate(metric, {k: base * (1 + 0.137 * i) for i, k in enumerate(names)})
+        except expr.ExprError as err:
+            why = str(err)
+            continue
+        return None if isinstance(value, (int, float)) else f"it gives {value!r}, not a number"
+    return why
+
+
+def undefined_cells(cells: pd.DataFrame, metric: str) -> list[str]:
+    """Per cell of ``cells`` where the metric expression has no value although none of its
+    metrics is NaN (no run diverged): why (e.g. a division by zero)."""
+    if metric in cells:
+        return []
+    try:
+        names = metric_names(metric)
+    except expr.ExprError as err:
+        return [str(err)] * len(cells)
+    out = []
+    for _, row in cells.iterrows():
+        env = {k: float(row[k]) for k in names if k in row}
+        if len(env) < len(names) or any(math.isnan(v) for v in env.values()):
+            continue
+        try:
+            expr.evaluate(metric, env)
+        except expr.ExprError as err:
+            out.append(str(err))
+    return out
+
+
+def _nan_text(cells: pd.DataFrame, metric: str, n_nan: int) -> str:
+    """'k diverged/NaN' for the NaN values of ``metric`` in ``cells``, naming those where an
+    expression has no value (a division by zero) apart from diverged runs."""
+    undefined = undefined_cells(cells, metric)
+    n_div = n_nan - len(undefined)
+    parts = ([f"{n_div} diverged/NaN"] if n_div > 0 else []) + (
+        [f"{len(undefined)} where {metric} has no value: {undefined[0]}"] if undefined else [])
+    return "; ".join(parts)
+
+
 def _metric(cells: pd.DataFrame, metric: str) -> np.ndarray:
     """Per cell: the metric column, or the metric expression evaluated on the cell's columns
     (NaN where a name is absent or NaN: a diverged cell stays a miss)."""
@@ -308,7 +357,7 @@ def threshold(ctx: CheckContext, cfg: ThresholdConfig) -> list[Verdict]:
         worst = (float("nan") if n_nan or not len(finite) else
                  float(finite.min() if cfg.op in (">=", ">") else finite.max()))
         detail = (f"{n_miss} of {len(cells)} finished cells miss"
-                  + (f" ({n_nan} diverged/NaN)" if n_nan else "") if n_miss
+                  + (f" ({_nan_text(cells, cfg.metric, n_nan)})" if n_nan else "") if n_miss
                   else "the finished cell holds" if len(cells) == 1
                   else f"all {len(cells)} finished cells hold")
         return Outcome(n_miss == 0, detail, worst)
@@ -594,6 +643,28 @@ class CollapseConfig(CheckConfig):
     def cell_exprs(self) -> list[tuple[str, str]]:
         return [("by", self.by)]
 
+    def unjudged(self, cells: pd.DataFrame, keys: list[str]) -> str | None:
+        needed = select(cells, self.where)
+        refs = sorted(expr.names(self.by))
+        if needed.empty or any(k not in needed for k in refs):
+            return ""
+        n = int((_by_values(needed, self.by).value_counts() >= 2).sum())
+        return (f"min_groups: {self.min_groups}, but there are {n} groups of ≥ 2 cells with "
+                f"equal {self.by}" if n < self.min_groups else None)
+
+
+def _by_values(cells: pd.DataFrame, by: str) -> pd.Series:
+    """Per cell, the value of the expression ``by`` of its keys (NaN where it has none: a cell
+    without a group is left out, never a crash; validated per cell before training)."""
+    refs = sorted(expr.names(by))
+
+    def one(r: pd.Series) -> float:
+        try:
+            return float(expr.evaluate(by, {k: float(r[k]) for k in refs}))
+        except (expr.ExprError, TypeError, ValueError):
+            return math.nan
+    return cells.apply(one, axis=1) if len(cells) else pd.Series(dtype=float)
+
 
 @check_kind("collapse", CollapseConfig)
 def collapse(ctx: CheckContext, cfg: CollapseConfig) -> list[Verdict]:
@@ -608,12 +679,7 @@ def collapse(ctx: CheckContext, cfg: CollapseConfig) -> list[Verdict]:
                         detail="this profile has no cell the claim needs")]
 
     def key_of(cells: pd.DataFrame) -> pd.Series:
-        def one(r: pd.Series) -> float:
-            try:
-                return float(expr.evaluate(cfg.by, {k: float(r[k]) for k in refs}))
-            except (expr.ExprError, TypeError, ValueError):  # validated per cell before: none
-                return math.nan  # (a cell without a group is left out, never a crash)
-        return cells.apply(one, axis=1)
+        return _by_values(cells, cfg.by)
 
     sizes = key_of(needed).value_counts()
     if int((sizes >= 2).sum()) < cfg.min_groups:
@@ -680,6 +746,19 @@ class RecallFrontierConfig(CheckConfig):
 
     def value_refs(self) -> list[tuple[str, str, Any]]:
         return [(f"columns.{lab}", LABEL, lab) for lab in self.columns]
+
+    def unjudged(self, cells: pd.DataFrame, keys: list[str]) -> str | None:
+        if cells.empty or any(k not in cells for k in (self.x, self.y, *self.regime)):
+            return ""
+        counts = [int(g[self.x].nunique())
+                  for _, reg in cells.groupby([cells[k].astype(str) for k in self.regime])
+                  for lab in self.columns
+                  for g in [select(reg, {LABEL: lab})] if len(g)]
+        if not counts:
+            return ""
+        n = max(counts)
+        return (f"min_points: {self.min_points}, but a regime and column has at most {n} values "
+                f"of {self.x}" if n < self.min_points else None)
 
 
 def frontier(cells: pd.DataFrame, metric: str, x: str, y: str, thr: float) -> dict[float, float]:

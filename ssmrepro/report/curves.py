@@ -19,6 +19,8 @@ figure draws curves), so the figures rebuild without raw run records:
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from ..sweep import flatten
@@ -50,7 +52,8 @@ def curve_table(records: list[dict], keys: list[str], metrics: list[str] | None 
             vals = {k: v for k, v in h.items() if k != STEP and (metrics is None or k in metrics)}
             step = int(h.get(STEP, 0))
             rows.append({**cell, STEP: step, SAMPLES: step * int(batch),
-                         **{k: round(float(v), 5) for k, v in vals.items()}})
+                         **{k: math.nan if v is None else round(float(v), 5)  # None: a
+                            for k, v in vals.items()}})  # NaN/inf evaluation (diverged)
     return pd.DataFrame(rows)
 
 

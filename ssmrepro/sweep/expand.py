@@ -264,6 +264,25 @@ def overrides_tag(overrides: dict[str, Any] | None) -> str:
     return "set-" + hashlib.sha256(blob.encode()).hexdigest()[:6]
 
 
+def _replaced_axis_keys(spec: Spec, profile: str, axes: list, key: str) -> list[str]:
+    """'file: ...' for a key an axis sweeps that every point of a later axis sets again: the
+    earlier values were never used (grid d_model [8] x grid d_model [16] quietly ran d_model 16
+    only; a case that sets it for some points only is an override, and fine)."""
+    meta = (SEEDS_KEY, CONSTRAINTS_KEY)
+    sets = [[{k for k in ov if k not in meta} for _, ov in axis_points(axis)] for axis in axes]
+    out = []
+    for i, earlier in enumerate(sets):
+        for k in sorted(set().union(*earlier)) if earlier else []:
+            for j in range(i + 1, len(sets)):
+                later = sets[j]
+                if later and all(any(k == s or k.startswith(s + ".") for s in pt) for pt in later):
+                    out.append(f"{spec.path}: [profile {profile}] {key}.{i}: {k} is set again by "
+                               f"every point of sweep axis {j}, so the values of axis {i} are "
+                               "never used (sweep it in one axis)")
+                    break
+    return out
+
+
 def expand(spec: Spec, profile: str | None = None,
            overrides: dict[str, Any] | None = None) -> list[RunConfig]:
     """All runs of ``spec`` under ``profile`` (default: the spec's default profile), with
@@ -320,6 +339,8 @@ def expand(spec: Spec, profile: str | None = None,
             points = [(la + lb, {**oa, **ob}) for la, oa in points for lb, ob in axis_points(axis)]
     except ValueError as err:
         raise SpecError([f"{spec.path}: sweep: {err}"]) from None
+    errors += _replaced_axis_keys(spec, profile, axes, "sweep" if prof.sweep is None
+                                  else f"profiles.{profile}.sweep")
     unused = [k for k in prof.set if points and all(
         any(k == s or k.startswith(s + ".") for s in ov) for _, ov in points)]
     if unused:  # the profile's value is replaced at every point: it would be quietly ignored
