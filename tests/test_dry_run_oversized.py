@@ -221,7 +221,8 @@ def test_the_s4d_kernel_is_counted_once_per_member_not_per_sequence(d, N, L):
     assert parse_mixer({"name": "s4d_zoh", "d_state": N, "impl": "scan"}).fixed_floats(d, L) == 0
 
 
-def test_the_batch_independent_part_is_in_the_need_and_not_scaled(tmp_path):
+def _s4d_runs(tmp_path):
+    """Two bidirectional S4D (FFT-kernel) layers, d 8, N 4, batch 8: a step with fixed buffers."""
     spec = write_spec(tmp_path, model={"name": "seq_lm", "d_model": 8, "layers": "S", "repeat": 2,
                                        "blocks": {"S": {"mixer": {"name": "s4d_zoh", "d_state": 4},
                                                         "bidirectional": "sum"}}},
@@ -229,7 +230,11 @@ def test_the_batch_independent_part_is_in_the_need_and_not_scaled(tmp_path):
                              "val_size": 2, "test_size": 2, "eval_every": 2,
                              "eval_batch_size": 1},
                       sweep=[], seeds=[0])
-    run = expand(load_spec(spec), "smoke")[0]
+    return expand(load_spec(spec), "smoke")
+
+
+def test_the_batch_independent_part_is_in_the_need_and_not_scaled(tmp_path):
+    run = _s4d_runs(tmp_path)[0]
     need = memory_need(run)
     T = run.task.T
     assert need.fixed_bytes == 4 * 2 * 2 * 4 * 8 * 4 * T  # bytes x layers x directions x 4dNL
@@ -297,14 +302,7 @@ def test_released_memory_leaves_the_process():
 def test_an_untimed_run_names_the_fixed_buffers_it_needs_besides_one_sequence(tmp_path):
     """Path-X / S4D: one sequence needs less than the timing share, the kernels on top of it do
     not fit; the line says both (it read '1.4 GB, more than the 12.1 GB' before)."""
-    spec = write_spec(tmp_path, model={"name": "seq_lm", "d_model": 8, "layers": "S", "repeat": 2,
-                                       "blocks": {"S": {"mixer": {"name": "s4d_zoh", "d_state": 4},
-                                                        "bidirectional": "sum"}}},
-                      train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4,
-                             "val_size": 2, "test_size": 2, "eval_every": 2,
-                             "eval_batch_size": 1},
-                      sweep=[], seeds=[0])
-    runs = expand(load_spec(spec), "smoke")
+    runs = _s4d_runs(tmp_path)
     need = memory_need(runs[0])
     per_seq = (need.train_bytes - need.fixed_bytes) // 8
     # room for the parameters, the evaluation batch and one sequence, but not the kernels too
