@@ -2208,6 +2208,11 @@ def test_a_collapse_no_profile_has_the_groups_for_is_refused(tmp_path):
                     "it stays MISSING in every profile")
     claim["min_groups"] = 2  # quick and paper: 2 widths x 2 labels; smoke 1 width
     assert _invoke("validate", _two_width_spec(tmp_path, claim)).exit_code == 0
+    # a run of the one profile that cannot judge it (smoke) is not refused: MISSING there
+    # (run and plot validate one profile's runs; 'never' needs every profile's)
+    res = _invoke("run", _two_width_spec(tmp_path, claim), "--profile", "smoke", "--dry-run",
+                  "--no-estimate", "--out", str(tmp_path / "out"))
+    assert res.exit_code == 0, res.output
 
 
 def test_a_recall_frontier_no_profile_has_the_points_for_is_refused(tmp_path):
