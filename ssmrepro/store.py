@@ -90,11 +90,10 @@ def record_problem(rec: Any, run_id: str) -> str | None:
     if hist is not None and not (isinstance(hist, list) and all(
             isinstance(h, dict) and all(_is_number(v) for v in h.values()) for h in hist)):
         return "a history that is not a list of evaluations (step and metric numbers)"
-    for h in hist or []:  # the curves' x: a step of None raised in `plot`, -20 was drawn
-        step = h.get("step")
+    for h in hist or []:  # the curves are drawn from it: a step of None raised in `plot`, -20
+        step = h.get("step")  # was drawn; a negative loss, an accuracy of 7
         if step is None or step < 0 or step != int(step):
             return f"a history step {step!r} that is not a whole number >= 0"
-    for h in hist or []:  # the curves are drawn from it: a negative loss, an accuracy of 7
         for k, v in h.items():
             why = metric_range_problem(k, [v])
             if why:
@@ -118,6 +117,9 @@ def _is_number(v: Any) -> bool:
                          and math.isfinite(v))
 
 
+LOSS_EPS = 1e-6  # a loss this far below 0 is float rounding
+
+
 def is_loss(name: str) -> bool:
     """A metric that is a loss (cross-entropy or mean squared error): never negative."""
     return name.endswith((".loss", "_loss", ".mse"))
@@ -137,9 +139,6 @@ def metric_range_problem(name: str, values: Iterable[Any]) -> str | None:
     if is_loss(name) and any(v < -LOSS_EPS for v in vals if v == v):
         return "a negative loss (a loss is a cross-entropy or a squared error, never below 0)"
     return None
-
-
-LOSS_EPS = 1e-6
 
 
 MAX_RECORD_BYTES = 64 << 20  # a record with its history is kilobytes; a long one a few MB

@@ -234,14 +234,9 @@ def run_in_process(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings
         work_pack(i, pack, store, ws, emit)
 
 
-def _die_with_parent(parent: int) -> None:
-    """A killed sweep must not leave orphans training on (see ``util.die_with_parent``)."""
-    die_with_parent(parent)
-
-
 def _worker_main(worker: int, tasks, events, store: Store, ws: WorkSettings, threads: int,
                  parent: int) -> None:
-    _die_with_parent(parent)
+    die_with_parent(parent)  # a killed sweep leaves no orphans training on
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
     tune_malloc()  # no page-fault storms on every step's fresh activations (see util)
     flush_denormals()  # no slow denormal arithmetic (see util)

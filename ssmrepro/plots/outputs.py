@@ -265,6 +265,7 @@ def _cell_problems(spec: Spec, items: list[tuple[str, Any]], runs: list) -> list
     profiles: dict[str, list] = {}
     for r in runs:
         profiles.setdefault(r.profile, []).append(r)
+    judged: set[str] = set()  # claims some profile can judge
     unjudged: dict[str, list[str]] = {}  # claim key -> why each profile cannot judge it
     for profile, rs in profiles.items():
         keys = [k for k in report.cell_keys(rs) if k != over]
@@ -290,19 +291,18 @@ def _cell_problems(spec: Spec, items: list[tuple[str, Any]], runs: list) -> list
             if isinstance(cfg, CheckConfig):  # a claim that can never hold here
                 cells = rows[~rows[keys].astype(str).duplicated()] if keys else rows.iloc[:1]
                 errors += [f"{path}: {key}.{m}" for m in cfg.cell_problems(cells, keys, profile)]
-                why = cfg.unjudged(cells, keys)
+                why = cfg.unjudged(cells, keys)  # None: judged here; '': no cell it needs
                 if why is None:
-                    unjudged[key] = [""]  # judged here: fine
-                elif unjudged.get(key) != [""]:
-                    unjudged.setdefault(key, []).extend([f"{why} in profile {profile}"] if why
-                                                        else [])
+                    judged.add(key)
+                elif why:
+                    unjudged.setdefault(key, []).append(f"{why} in profile {profile}")
             if isinstance(cfg, FigureConfig):
                 errors += [f"{path}: {key}.{m}" for m in cfg.run_problems(rs)]
                 errors += _collisions(f"{path}: {key}", cfg, rows, keys, profile)
     if set(spec.profiles) <= set(profiles):  # only runs of every profile can tell 'never': a
         # run of one profile (smoke) short of the cells is an honest MISSING there, not refused
         errors += [f"{path}: {key}.{'; '.join(whys)}: it stays MISSING in every profile"
-                   for key, whys in unjudged.items() if whys and whys != [""]]
+                   for key, whys in unjudged.items() if key not in judged]
     return list(dict.fromkeys(errors))
 
 

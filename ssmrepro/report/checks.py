@@ -678,10 +678,7 @@ def collapse(ctx: CheckContext, cfg: CollapseConfig) -> list[Verdict]:
         return [Verdict("claim", text, "MISSING", None,
                         detail="this profile has no cell the claim needs")]
 
-    def key_of(cells: pd.DataFrame) -> pd.Series:
-        return _by_values(cells, cfg.by)
-
-    sizes = key_of(needed).value_counts()
+    sizes = _by_values(needed, cfg.by).value_counts()
     if int((sizes >= 2).sum()) < cfg.min_groups:
         return [Verdict("claim", text, "MISSING", None, detail=(
             f"this profile has {int((sizes >= 2).sum())} groups of ≥ 2 cells "
@@ -689,7 +686,7 @@ def collapse(ctx: CheckContext, cfg: CollapseConfig) -> list[Verdict]:
 
     def evaluate_cells(cells: pd.DataFrame) -> Outcome:
         vals = pd.Series(_metric(cells, cfg.metric), index=cells.index)
-        k = key_of(cells)
+        k = _by_values(cells, cfg.by)
         groups = {float(g): vals[k == g] for g in sorted(k.unique())}
         spreads = {g: float(v.max() - v.min()) for g, v in groups.items() if len(v) >= 2}
         if len(spreads) < cfg.min_groups:
