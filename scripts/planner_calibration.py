@@ -1,0 +1,49 @@
+"""The planner's own choice for one shape, measured now: the largest same-shape group of a spec
+profile's runs (optionally widened to N runs by seed and given sequence length T), planned with a
+fresh cost model (``engine.costs.CostModel``) in a cache file of its own.
+
+    python scripts/planner_calibration.py huang2025-tabA1-A4 long /tmp/costs.json \
+        --budget 1.0 --runs 128 --T 50      # the README's KEEP n-TH d = 8 calibration
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+from pathlib import Path
+
+from ssmrepro.engine.costs import CostModel
+from ssmrepro.engine.plan import auto_pack_size, by_shape, plan
+from ssmrepro.spec import find_spec
+from ssmrepro.sweep import expand
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("spec")
+    ap.add_argument("profile")
+    ap.add_argument("cache", type=Path, help="cost cache file (a fresh one re-measures)")
+    ap.add_argument("--budget", type=float, default=0.05,
+                    help="share of the shape's training time calibration may spend")
+    ap.add_argument("--runs", type=int, default=0, help="widen the group to this many seeds")
+    ap.add_argument("--T", type=int, default=None, help="override task.T (KEEP n-TH length)")
+    a = ap.parse_args()
+    runs = expand(find_spec(a.spec), a.profile)
+    rs = max(by_shape(runs).values(), key=len)
+    task = rs[0].task.model_copy(update={"T": a.T}) if a.T else rs[0].task
+    if a.runs:
+        rs = [dataclasses.replace(rs[0], seed=i, run_id=f"calib{i}", task=task)
+              for i in range(a.runs)]
+    print(f"{a.spec} {a.profile}: {len(rs)} runs of shape {rs[0].pack_key()}, memory cap "
+          f"{auto_pack_size(rs, 'cpu')}, {rs[0].train.total_steps} steps each")
+    cm = CostModel(path=a.cache, budget=a.budget)
+    t = time.process_time()
+    packs = plan(rs, costs=cm)
+    print("\n".join(cm.log))
+    print(f"packs {[len(p.runs) for p in packs]}, micro-batch {packs[0].micro_batch}; "
+          f"{time.process_time() - t:.1f} CPU-s")
+
+
+if __name__ == "__main__":
+    main()
