@@ -38,7 +38,7 @@ from ..report.checks import CheckConfig
 from ..report.columns import LABEL, LABEL_SEP, N_PARAMS, RUN_ID, SEED
 from ..report.curves import HISTORY_SETS, SAMPLES, STEP, curve_table, history_metric_sets
 from ..spec import Spec, format_errors
-from ..store import is_loss, metric_range_problem, read_results, read_table
+from ..store import csv_text, is_loss, metric_range_problem, read_results, read_table
 from ..sweep import RunConfig, expand, overrides_tag, per_point
 from ..util import atomic_write_text
 from .curves import CURVES, CurvesConfig
@@ -449,19 +449,76 @@ def _config_rows(runs: list) -> pd.DataFrame:
 
 def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
                store=None) -> pd.DataFrame:
-    """The run table of ``profile``: rebuilt from records when present, else the committed CSV."""
+    """The run table of ``profile``: a run's row from its record when the store has one, else
+    from the committed tables (``_committed_rows``). Written back when any record was read. With
+    no record at all, this profile's committed table is read as it is (rows of runs no longer
+    planned included: claims match cells by their keys) and completed from the other profiles'."""
     store = store or open_store(spec, root.parents[1])
     df = store.table(runs)
     name = output_name(spec, profile, "results", "csv", tag)
     csv = root / name
-    if df.empty and csv.exists():
-        df = read_results(csv)
-        if "profile" in df:
-            df = df[df["profile"] == profile]
-        df = _fill_config(df, runs)
-    elif not df.empty:
-        store.write_csv(runs, name)
-    return df
+    own = pd.DataFrame()
+    if csv.exists():
+        own = read_results(csv)
+        if "profile" in own:
+            own = own[own["profile"] == profile]
+        own = _fill_config(own, runs)
+    base = own if df.empty else df
+    have = set(base["run_id"].astype(str)) if "run_id" in base else set()
+    todo = [r for r in runs if r.run_id not in have]
+    sources = ([] if df.empty else [own]) + [t for _, t in _other_tables(spec, profile, root, tag)]
+    extra = _committed_rows(todo, sources, profile)
+    if not extra.empty:
+        base = pd.concat([base, _fill_config(extra, runs)], ignore_index=True) \
+            if not base.empty else _fill_config(extra, runs)
+    if not df.empty:
+        atomic_write_text(store.root / name, csv_text(base))
+    return base
+
+
+def _other_tables(spec: Spec, profile: str, root: Path, tag: str, stem: str = "results"):
+    """(profile, table) of the spec's other profiles' committed ``stem`` tables; one that cannot
+    be read is skipped with a warning (it is not this profile's table)."""
+    from ..store import TableError
+
+    for p in spec.profiles:
+        path = root / output_name(spec, p, stem, "csv", tag)
+        if p == profile or not path.is_file():
+            continue
+        try:
+            t = read_results(path) if stem == "results" else _read_curves(path)
+        except TableError as err:
+            print(f"warning: {err} (not used to complete profile {profile})", file=sys.stderr)
+            continue
+        if "profile" in t:
+            t = t[t["profile"].astype(str) == p]
+        yield p, t
+
+
+def _committed_rows(runs: list, tables: list[pd.DataFrame], profile: str | None
+                    ) -> pd.DataFrame:
+    """Rows for ``runs`` (planned runs without a record) from committed ``tables``, the first
+    table holding a run's id winning. A run id is a run's whole config, so the same id in another
+    profile's table is the same run: koren2026-fig6's long profile is quick's runs and twelve
+    more, and a store that has only the twelve (records are not in git) still gets quick's rows.
+    Each row takes the planned run's label (and, in a results table, profile); one planned run
+    per row, several rows for a run in a curves table (one per evaluation)."""
+    out = []
+    left = {}
+    for r in runs:
+        left.setdefault(r.run_id, []).append(r)
+    for t in tables:
+        if t.empty or "run_id" not in t or not left:
+            continue
+        ids = t["run_id"].astype(str)
+        for rid in [i for i in dict.fromkeys(ids) if i in left]:
+            rows = t[ids == rid]
+            if profile is not None:  # a results table: one row per run
+                rows = rows.iloc[:1]
+            for r in left.pop(rid):
+                out.append(rows.assign(**{LABEL: r.label},
+                                       **({"profile": profile} if profile is not None else {})))
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 
 
 def _fill_config(df: pd.DataFrame, runs: list) -> pd.DataFrame:
@@ -487,11 +544,17 @@ def _fill_config(df: pd.DataFrame, runs: list) -> pd.DataFrame:
     return df
 
 
+def _read_curves(path: Path) -> pd.DataFrame:
+    return read_table(path, (STEP,), numeric=lambda c: c in (STEP, SAMPLES) or
+                      c.endswith((".acc", ".loss", ".mse")))
+
+
 def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
-            store=None) -> pd.DataFrame:
-    """The learning-curve table of ``runs`` (report.curves): rebuilt from the run records and
-    written to ``path`` (``curves.csv``), or read from ``path`` when there are no records (a
-    fresh clone: the committed table)."""
+            store=None, profile: str | None = None, tag: str = "") -> pd.DataFrame:
+    """The learning-curve table of ``runs`` (report.curves): a run's rows from its record when
+    the store has one, else from the committed curves tables (this profile's, then the other
+    profiles', as ``load_table``); written to ``path`` when any record was read, else the
+    committed table of this profile read as it is (a fresh clone) and completed."""
     store = store or open_store(spec, root.parents[1])
     recs = []
     for x in {(x.run_id, x.label): x for x in runs}.values():
@@ -499,12 +562,22 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
         if rec is not None:  # labelled as in this profile (a reused run carries its own spec's)
             recs.append({**rec, LABEL: x.label})
     table = curve_table(recs, keys)
-    if table.empty and path.exists():
-        return read_table(path, (STEP,), numeric=lambda c: c in (STEP, SAMPLES) or
-                          c.endswith((".acc", ".loss", ".mse")))
+    own = _read_curves(path) if path.exists() else pd.DataFrame()
+    base = own if table.empty else table
+    have = set(base[RUN_ID].astype(str)) if RUN_ID in base else set()
+    todo = [r for r in {(x.run_id, x.label): x for x in runs}.values() if r.run_id not in have]
+    others = [t for _, t in _other_tables(spec, profile, root, tag, "curves")] \
+        if profile is not None else []
+    extra = _committed_rows(todo, ([] if table.empty else [own]) + others, None)
+    if not extra.empty:
+        flats = {r.run_id: f for r, f in zip(runs, per_point(runs, RunConfig.flat))}
+        for k in (k for k in keys if k != LABEL):  # a key the other profile did not sweep
+            planned = extra[RUN_ID].astype(str).map(lambda i, k=k: flats.get(i, {}).get(k))
+            extra[k] = planned if k not in extra else extra[k].where(extra[k].notna(), planned)
+        base = extra if base.empty else pd.concat([base, extra], ignore_index=True)
     if not table.empty:
-        atomic_write_text(path, table.to_csv(index=False))
-    return table
+        atomic_write_text(path, base.to_csv(index=False))
+    return base
 
 
 def _named_columns(spec: Spec) -> set[str]:
@@ -606,7 +679,8 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         cells = add_metrics(cells, cell_means(table, metrics), list(metrics))
     curves = out("curves", "csv")
     named = _named_columns(spec)
-    tables[CURVES] = (_with_run_config(_curves(spec, root, runs, keys, curves, store), runs,
+    tables[CURVES] = (_with_run_config(_curves(spec, root, runs, keys, curves, store,
+                                                        profile, tag), runs,
                                         named)
                       if runs else pd.DataFrame())
     configs = [parse_figure(raw) for _, raw in spec.figure_configs]

@@ -1,0 +1,64 @@
+"""A profile's tables take a run without a record from the committed tables of the spec's other
+profiles (a run id is the run's whole config): koren2026-fig6's long profile is quick's runs plus
+twelve column (d) cells, and a store holding only the twelve records still gets quick's rows."""
+
+from __future__ import annotations
+
+import shutil
+
+from helpers import write_spec
+from typer.testing import CliRunner
+
+from ssmrepro.cli import app
+from ssmrepro.store import read_results, read_table
+
+runner = CliRunner()
+
+
+def _invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def _spec(tmp_path):
+    cases = [{"label": "S6", "set": {"model.mixer": "s6"}},
+             {"label": "S4D", "set": {"model.mixer": "s4d"}}]
+    wide = {"set": {"model.mixer": "s6", "model.d_model": 12}}
+    return write_spec(
+        tmp_path, seeds=[0],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+               "test_size": 16, "eval_every": 2, "eval_batch_size": 16},
+        profiles={"smoke": {"sweep": [{"cases": cases}]},
+                  "quick": {"sweep": [{"cases": [*cases, {"label": "wide", **wide}]}]},
+                  "extra": {"sweep": [{"cases": [{"label": "wider", **wide}]}]}, "paper": {}})
+
+
+def test_a_profile_is_completed_from_the_other_profiles_committed_tables(tmp_path):
+    spec, out = _spec(tmp_path), tmp_path / "out"
+    opts = ("--out", out, "--workers", "1", "--no-calibrate")
+    res = _invoke("run", spec, "--profile", "smoke", *opts)
+    assert res.exit_code == 0, res.output
+    folder = out / "tests" / "t-spec"
+    shutil.rmtree(folder / "runs")  # smoke's records gone (not in git); its tables committed
+    res = _invoke("run", spec, "--profile", "extra", *opts)  # trains the one new run
+    assert res.exit_code == 0 and "1 to train" in res.output, res.output
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0, res.output
+    table = read_results(folder / "results.csv")
+    assert sorted(table["label"]) == ["S4D", "S6", "wide"]  # the planned labels ("wider" in extra)
+    assert set(table["profile"]) == {"quick"}
+    smoke = read_results(folder / "results-smoke.csv").set_index("run_id")
+    for _, row in table[table["label"] != "wide"].iterrows():  # the committed rows, unchanged
+        assert row["metric.test.acc"] == smoke.loc[row["run_id"], "metric.test.acc"]
+    curves = read_table(folder / "curves.csv", ("step",))
+    assert sorted(set(curves["label"])) == ["S4D", "S6", "wide"]
+    assert "3 runs expected, 3 finished" in (folder / "report.md").read_text()
+
+    # a damaged table of another profile is a warning, not the end of this profile's outputs
+    (folder / "results-smoke.csv").write_bytes(b"\x00\x01garbage")
+    shutil.copy(folder / "results.csv", tmp_path / "kept.csv")
+    res = _invoke("plot", spec, "--profile", "extra", "--out", out)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    # quick's own committed table still completes it (its rows of runs without records)
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0, res.output
+    assert sorted(read_results(folder / "results.csv")["label"]) == ["S4D", "S6", "wide"]
