@@ -781,7 +781,7 @@ def test_run_ids_are_computed_once_per_point_and_equal_the_identity_hash(tmp_pat
 
 def test_verify_strict_fails_unless_every_claim_passes(trained_store, tmp_path):
     _, store = _copy_trained(trained_store, tmp_path)
-    claim = {"text": "S6 above chance", "where": {"label": "S6"}, "op": ">=", "value": 0.0}
+    claim = {"text": "S6 above chance", "where": {"label": "S6"}, "op": ">", "value": 0.0}
     spec = _one_run_spec(tmp_path, claims=[claim])  # the same run as the trained store's
     out = tmp_path / "out"
     res = _invoke("verify", spec, "--out", out, "--profile", "smoke", "--strict")
@@ -1122,7 +1122,7 @@ def test_a_download_url_that_is_not_a_url_is_a_message(tmp_path, url):
     ({"sweep": [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"},
                             "grid": {"model.d_model": []}}]}]},
      [], "sweep.0.cases.0: Value error, grid.model.d_model: an empty list"),
-    ({"claims": [{"text": "t", "where": {"label": "S6"}, "op": ">=", "value": 0.0,
+    ({"claims": [{"text": "t", "where": {"label": "S6"}, "op": ">", "value": 0.0,
                   "given": [{"metric": "tset.acc", "op": ">=", "value": 0.9}]}]},
      [], "claims.0.given.0.metric: 'tset.acc' is not aggregated"),
     ({"sweep": [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
@@ -1173,7 +1173,7 @@ def test_figures_claims_and_paper_values_may_name_a_key_not_swept(trained_store,
     training, in `run`), bound_grid and bands drew nothing, and a claim or paper value on it was
     MISSING / 'not run' forever although its cell had finished."""
     spec, store = _copy_trained(trained_store, tmp_path)
-    claim = {"text": "t", "where": {_D: 8}, "op": ">=", "value": 0.0}
+    claim = {"text": "t", "where": {_D: 8}, "op": ">", "value": 0.0}
     spec = _one_run_spec(tmp_path, figures=[{**figure, "name": "f"}], claims=[claim],
                          paper_values=[{"where": {_D: 8}, "value": 0.5, "tol": 0.5}])
     res = _invoke("verify", spec, "--out", tmp_path / "out", "--profile", "smoke")
@@ -1528,7 +1528,7 @@ _T = "task.T"
     ({"figures": [{"kind": "phase", "x": "label", "y": _T, "panels": [{"metric": "test.acc"}]}]},
      "'label' is read as a number"),
     # expressions that cannot be evaluated for a cell (raised in the check or the figure)
-    ({"claims": [{"check": "region", "text": "t", "region": f"1 / ({_D} - 8) > 0", "op": ">=",
+    ({"claims": [{"check": "region", "text": "t", "region": f"1 / ({_D} - 8) > 0", "op": ">",
                   "value": 0.0}]}, "claims.0.region: cannot be evaluated for the cell"),
     ({"claims": [{"check": "collapse", "text": "t", "by": "label", "tol": 0.1}]},
      "claims.0.by: cannot be evaluated"),
@@ -1991,7 +1991,7 @@ def test_labels_that_pandas_reads_as_missing_keep_their_verdicts(trained_store, 
     na = [{"cases": [{"label": "NA", "set": {"model.mixer": "s6"}}]}]
     spec = _one_run_spec(tmp_path, sweep=na, paper_values=[{"where": {"label": "NA"},
                                                             "value": 0.5, "tol": 0.5}],
-                         claims=[{"text": "t", "where": {"label": "NA"}, "op": ">=",
+                         claims=[{"text": "t", "where": {"label": "NA"}, "op": ">",
                                   "value": 0.0}])
     out = tmp_path / "out"
     assert _invoke("plot", spec, "--out", out, "--profile", "smoke").exit_code == 0
@@ -2036,6 +2036,42 @@ def test_a_condition_no_accuracy_meets_is_refused(tmp_path, claim, key):
     strict = claim["given"][0] if "given" in claim else claim
     strict["op"] += "="  # `>= 1` and `<= 0` can hold
     assert _invoke("validate", _one_run_spec(tmp_path, claims=[claim])).exit_code == 0
+
+
+_TWO = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                   {"label": "S4D", "set": {"model.mixer": "s4d"}}]}]
+
+
+@pytest.mark.parametrize("claim,key,fails", [
+    ({"text": "t", "where": {"label": "S6"}, "op": ">=", "value": 0.0}, "claims.0.value",
+     {"op": ">"}),
+    ({"text": "t", "where": {"label": "S6"}, "op": "<=", "value": 1.0}, "claims.0.value",
+     {"op": "<"}),
+    ({"text": "t", "where": {"label": "S6"}, "metric": "test.loss", "op": ">=", "value": 0},
+     "claims.0.value", {"value": 0.5}),
+    ({"check": "any_threshold", "text": "t", "where": {"label": "S6"}, "op": ">=", "value": 0},
+     "claims.0.value", {"value": 0.2}),
+    ({"check": "region", "text": "t", "region": "model.d_model > 4", "op": "<=", "value": 1},
+     "claims.0.value", {"value": 0.9}),
+    ({"text": "t", "where": {"label": "S6"}, "op": ">=", "value": 0.5,
+      "given": [{"metric": "val.acc", "op": ">=", "value": 0}]}, "claims.0.given.0.value",
+     {"given": [{"metric": "val.acc", "op": ">=", "value": 0.1}]}),
+    ({"check": "ordering", "text": "t", "a": {"label": "S6"}, "b": {"label": "S4D"}, "match": [],
+      "margin": -1}, "claims.0.margin", {"margin": -0.5}),
+    ({"check": "ordering", "text": "t", "a": {"label": "S6"}, "b": {"label": "S4D"}, "match": [],
+      "factor": 0.5, "margin": -0.5}, "claims.0.margin", {"margin": -0.4}),
+])
+def test_a_claim_every_run_meets_is_refused(tmp_path, claim, key, fails):
+    """`test.acc >= 0` (or `<= 1`, `test.loss >= 0`, an ordering of accuracies with margin
+    <= -factor) was accepted: it PASSed whatever the runs measured (only a diverged run missed
+    it); a precondition of that kind filtered nothing."""
+    spec = _one_run_spec(tmp_path, sweep=_TWO, claims=[claim])
+    res = _invoke("validate", spec)
+    _assert_refused(res, key)
+    assert "cannot fail" in res.output or "excludes no cell" in res.output, res.output
+    ok = _one_run_spec(tmp_path, sweep=_TWO, claims=[{**claim, **fails}])
+    res = _invoke("validate", ok)
+    assert res.exit_code == 0, res.output
 
 
 def test_a_size_no_machine_holds_does_not_name_a_memory_of_billions_of_gb(tmp_path):
@@ -2168,7 +2204,7 @@ def test_a_results_folder_that_is_a_link_loop_is_one_message(tmp_path, args):
     ({"figure": {"kind": "lines", "metric": "test.acc", "x": "seed"}}, "figure:"),
     ({"figure": {"kind": "lines", "metric": "test.acc", "x": "label", "hue": "seed"}},
      "figure:"),
-    ({"claims": [{"text": "t", "where": {"seed": 1}, "op": ">=", "value": 0.0}]}, "claims.0:"),
+    ({"claims": [{"text": "t", "where": {"seed": 1}, "op": ">", "value": 0.0}]}, "claims.0:"),
     ({"paper_values": [{"where": {"label": "S6", "seed": 1}, "value": 0.5, "tol": 0.1}]},
      "paper_values.0.where.seed:"),
 ])

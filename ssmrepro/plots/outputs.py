@@ -34,7 +34,7 @@ from ..report.analysis import (
 )
 from ..report.analytic import analytic_cells, analytic_columns, analytic_table
 from ..report.cells import CASE_PREFIX, cell_env, column, has_column, is_case_ref, value_matches
-from ..report.checks import CheckConfig
+from ..report.checks import CheckConfig, OrderingConfig
 from ..report.columns import LABEL, LABEL_SEP, N_PARAMS, RUN_ID, SEED
 from ..report.curves import HISTORY_SETS, SAMPLES, STEP, curve_table, history_metric_sets
 from ..spec import Spec, format_errors
@@ -199,6 +199,9 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         strict += [(f"{key}.given.{j}.value", g.metric, g.op, g.value)
                    for j, g in enumerate(cfg.given)]
         errors += _never_holds(path, strict)
+        errors += _always_holds(path, strict)
+        if needs == {cfg.metric} and isinstance(cfg, OrderingConfig):
+            errors += _ordering_always_holds(path, key, cfg)
         if needs == {cfg.metric} and cfg.check in ("monotone", "spread", "collapse"):
             errors += _any_accuracy(path, f"{key}.tol", cfg.metric, cfg.tol)
     if runs and not errors:  # every column exists: check what the cells hold
@@ -361,6 +364,37 @@ def _never_holds(path: str, conditions: list[tuple[str, str, str, float]]) -> li
             if (metric.endswith(".acc") and ((op == ">" and v >= 1) or (op == "<" and v <= 0))
                 or is_loss(metric) and op == "<" and v <= 0)
             and not metric_range_problem(metric, [v])]  # out of range: _unreachable's
+
+
+def _always_holds(path: str, conditions: list[tuple[str, str, str, float]]) -> list[str]:
+    """'file: key: reason' for each (key, metric, op, value) that every accuracy or every loss
+    meets: ``acc >= 0``, ``acc <= 1``, ``loss >= 0`` (``> v`` / ``< v`` beyond the bound are
+    ``_unreachable``'s). A claim on it cannot fail (only a diverged run, NaN, missed it: the
+    claim said no more than 'the run finished'); a precondition on it excludes no cell."""
+    out = []
+    for key, metric, op, v in conditions:
+        acc, loss = metric.endswith(".acc"), is_loss(metric)
+        low = (op == ">=" and v <= 0) or (op == ">" and v < 0)
+        high = (op == "<=" and v >= 1) or (op == "<" and v > 1)
+        if not (acc and (low or high) or loss and low) or metric_range_problem(metric, [v]):
+            continue
+        what = ("an accuracy lies in [0, 1]" if acc else
+                "a loss is never below 0")
+        role = ("the precondition excludes no cell" if ".given." in key
+                else "the claim cannot fail (only a diverged run misses it)")
+        out.append(f"{path}: {key}: {metric} {op} {v:g} holds for every run ({what}): {role}; "
+                   "give a value some run can miss")
+    return out
+
+
+def _ordering_always_holds(path: str, key: str, cfg: Any) -> list[str]:
+    """An ordering of accuracies ``a >= factor·b + margin`` with ``margin <= -factor``: every
+    pair of accuracies (in [0, 1]) meets it, so the claim cannot fail."""
+    if cfg.metric.endswith(".acc") and cfg.margin <= -cfg.factor:
+        return [f"{path}: {key}.margin: {cfg.margin:g} with factor {cfg.factor:g} on "
+                f"{cfg.metric}: every pair of accuracies (in [0, 1]) is in order, the claim "
+                "cannot fail; give a margin above -factor"]
+    return []
 
 
 def where_problems(spec: Spec, runs: list) -> list[str]:
