@@ -37,7 +37,7 @@ import pandas as pd
 import torch
 
 from .spec import find_spec
-from .sweep import run_id_of
+from .sweep import config_identity, run_id_of
 from .util import HOST as _HOST
 from .util import NotSmallFile, atomic_write_bytes, atomic_write_text, read_small, repo_root
 
@@ -57,8 +57,9 @@ def record_problem(rec: Any, run_id: str) -> str | None:
     """Why a record must not be trusted as the result of ``run_id``, or None if it can be.
 
     A record names its run id, status, metrics and the identity (lean config + seed) and code
-    version its id was hashed from; a record copied from another run, edited, truncated, or
-    written by another tool fails here.
+    version its id was hashed from, and its full config, which must lean to that identity; a
+    record copied from another run, edited (its identity or its config), truncated, or written
+    by another tool fails here.
     """
     if not isinstance(rec, dict):
         return "not a JSON object"
@@ -69,6 +70,12 @@ def record_problem(rec: Any, run_id: str) -> str | None:
     ident = rec.get("identity")
     if not isinstance(ident, dict) or run_id_of(ident, rec.get("code")) != run_id:
         return "its configuration does not hash to its run id (copied or edited)"
+    try:  # the config the curves and analyses read their cell keys from: the identity's own
+        same = run_id_of(config_identity(rec.get("config")), rec.get("code")) == run_id
+    except ValueError as err:
+        return f"its config is not a run's configuration ({err})"
+    if not same:  # config.model.d_model 8 -> 16 with the identity left alone was trusted
+        return "its config is not the configuration its run id hashes (edited)"
     if rec["status"] in DONE_STATUSES and not (isinstance(rec.get("metrics"), dict)
                                                and rec["metrics"]):
         return "a finished run without metrics"

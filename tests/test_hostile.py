@@ -380,6 +380,39 @@ def test_records_with_metrics_that_are_not_numbers_are_quarantined(trained_store
     assert list((store / "runs" / "quarantine").iterdir())
 
 
+@pytest.mark.parametrize("edit,needle", [
+    (lambda c: c["model"].update(d_model=16), "is not the configuration its run id hashes"),
+    (lambda c: c["train"].update(eps=1e-6), "is not the configuration its run id hashes"),
+    (lambda c: c.update(seed=7), "is not the configuration its run id hashes"),
+    (lambda c: c["train"].update(lr="0.01"), "train.lr: '0.01' is not as the config reads it"),
+    (lambda c: c["model"].update(colour="red"), "model: not a valid model config"),
+    (lambda c: c.pop("train"), "not a run's config"),
+])
+def test_a_record_whose_config_was_edited_is_quarantined(trained_store, tmp_path, edit, needle):
+    """A record's `config` (what curves and analyses read a cell's keys from) edited with its
+    `identity` left alone was trusted: d_model 8 -> 16 drew the run's curve as a d_model 16
+    cell. A record as written (defaults left out of its identity: mixer s6) is not touched."""
+    import json
+
+    spec, store = _copy_trained(trained_store, tmp_path)
+    (path,) = (store / "runs").glob("*.json")
+    rec = json.loads(path.read_text())
+    assert "mixer" not in rec["identity"]["model"]  # a default, in the config only
+    res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--no-calibrate",
+                  "--workers", "1")
+    assert res.exit_code == 0 and "quarantined" not in res.output, res.output
+    edit(rec["config"])
+    path.write_text(json.dumps(rec))
+    res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--no-calibrate",
+                  "--workers", "1")
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    said = " ".join(res.output.split())  # the console wraps long lines
+    assert "quarantined" in said and needle in said, res.output
+    assert "trained 1 runs" in said, res.output
+    retrained = json.loads(path.read_text())  # the record written again, as it should be
+    assert retrained["config"]["model"]["d_model"] == 8 and retrained["config"]["seed"] == 0
+
+
 @pytest.mark.parametrize("name,content,needle", [
     ("results-smoke.csv", b"\x00\xff,,\n\"\n1,2,3", "not a readable CSV table"),
     ("results-smoke.csv", b"a,b\n1,2\n", "no column label"),
