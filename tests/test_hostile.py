@@ -1057,6 +1057,24 @@ def test_export_refuses_a_missing_results_folder_and_names_specs_it_leaves_out(t
     assert "broken.yaml" in res.output
 
 
+@pytest.mark.parametrize("cmd", [["export", "--file", "x.csv"], ["figures", "--no-rebuild"],
+                                 ["bench", "roofline"]])
+def test_a_results_root_that_is_not_a_folder_is_named_for_what_it_is(tmp_path, cmd):
+    """`export --out <a file>` said 'no such folder' (and `figures` 'not a folder' for a missing
+    one): the message gives the true reason."""
+    (tmp_path / "file").write_text("x")
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    cmd = [c if c != "x.csv" else tmp_path / c for c in cmd]
+    for out, needle in [("file", "a file, not a folder"), ("fifo", "a FIFO, device or socket"),
+                        ("loop", "a symbolic link loop"), ("file/sub", "a path component is a file"),
+                        ("missing", "no such folder")]:
+        res = _invoke(*cmd, "--out", tmp_path / out)
+        _assert_refused(res, needle)
+        assert "no such folder" not in res.output or out == "missing", res.output
+    assert not (tmp_path / "x.csv").exists()
+
+
 @pytest.mark.parametrize("opt,needle", [(["--no-estimate"], "--no-estimate needs --dry-run"),
                                         (["--cpus-per-pack", "4"], "needs --engine ray")])
 def test_options_that_would_be_ignored_are_refused(tmp_path, opt, needle):
