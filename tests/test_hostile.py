@@ -2125,6 +2125,28 @@ def test_a_claim_every_run_meets_is_refused(tmp_path, claim, key, fails):
     assert res.exit_code == 0, res.output
 
 
+@pytest.mark.parametrize("claim,needle", [
+    ({"metric": "test.acc.p50", "op": ">", "value": 1}, "never holds"),
+    ({"metric": "test.acc.p50", "op": ">=", "value": 95}, "an accuracy outside [0, 1]"),
+    ({"metric": "test.acc.p50", "op": ">=", "value": 0}, "cannot fail"),
+    ({"metric": "test.acc.std", "op": "<", "value": 0}, "a standard deviation is never below 0"),
+    ({"metric": "test.loss.p50", "op": ">=", "value": 0}, "cannot fail"),
+    ({"metric": "test.acc", "op": ">", "value": 0.1,
+      "given": [{"metric": "2 * test.acc", "op": ">=", "value": 1.5}]}, None),
+])
+def test_spread_columns_are_range_checked_and_expressions_are_not(tmp_path, claim, needle):
+    """`test.acc.p50 > 1` (a percentile of accuracies) was accepted: spread columns were not
+    range-checked; a precondition `2 * test.acc >= 1.5` was refused as 'an accuracy outside
+    [0, 1]' (an expression read as an accuracy by the name it ends with)."""
+    spec = _one_run_spec(tmp_path, claims=[{"text": "t", "where": {"label": "S6"}, **claim}],
+                         aggregate={"metrics": ["test.acc", "test.loss"], "percentiles": [50]})
+    res = _invoke("validate", spec)
+    if needle is None:
+        assert res.exit_code == 0, res.output
+    else:
+        _assert_refused(res, "claims.0.value:", needle)
+
+
 def test_a_size_no_machine_holds_does_not_name_a_memory_of_billions_of_gb(tmp_path):
     """`validate --set task.T=9e18` said 'only 4,611,686,018.4 GB is available' (its no-limit
     bound printed as this machine's memory)."""

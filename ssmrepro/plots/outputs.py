@@ -147,6 +147,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                 files.setdefault(file, (key, prof))
         stems.add(stem)
     seen_claims: dict[str, int] = {}
+    spread = _spread_columns(spec)
     for i, raw in enumerate(spec.claims):
         key = f"claims.{i}"
         try:
@@ -176,12 +177,16 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                     else f"{cfg.metric!r} needs {sorted(needs - metrics)}, which")
             errors.append(f"{path}: {key}.metric: {what} is not aggregated "
                           f"(aggregate.metrics and analysis metrics: {sorted(metrics)})")
+        plain_given = []  # (j, given) on one metric's name: range-checked ('2 * test.acc >=
+        # 1.5' is no accuracy above 1)
         for j, g in enumerate(cfg.given):  # an unknown metric read as NaN: the precondition
             try:  # held for every cell, and the claim could PASS on an unfitted model
                 gneeds = report.metric_names(g.metric)
             except ExprError as err:
                 errors.append(f"{path}: {key}.given.{j}.metric: {err}")
                 continue
+            if gneeds == {g.metric}:
+                plain_given.append((j, g))
             never = report.never_defined(g.metric)
             if never:
                 errors.append(f"{path}: {key}.given.{j}.metric: {g.metric!r} has no value "
@@ -191,19 +196,18 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                               f"(aggregate.metrics and analysis metrics: {sorted(metrics)})")
         bounds = [(f"{key}.{f}", cfg.metric, getattr(cfg, f)) for f in ("value", "threshold")
                   if needs == {cfg.metric} and isinstance(getattr(cfg, f, None), float)]
-        bounds += [(f"{key}.given.{j}.value", g.metric, g.value) for j, g in enumerate(cfg.given)]
-        errors += _unreachable(path, bounds)
+        bounds += [(f"{key}.given.{j}.value", g.metric, g.value) for j, g in plain_given]
+        errors += _unreachable(path, bounds, spread)
         strict = [(f"{key}.value", cfg.metric, cfg.op, cfg.value)] if needs == {cfg.metric} and \
             isinstance(getattr(cfg, "op", None), str) and isinstance(getattr(cfg, "value", None),
                                                                      float) else []
-        strict += [(f"{key}.given.{j}.value", g.metric, g.op, g.value)
-                   for j, g in enumerate(cfg.given)]
-        errors += _never_holds(path, strict)
-        errors += _always_holds(path, strict)
+        strict += [(f"{key}.given.{j}.value", g.metric, g.op, g.value) for j, g in plain_given]
+        errors += _never_holds(path, strict, spread)
+        errors += _always_holds(path, strict, spread)
         if needs == {cfg.metric} and isinstance(cfg, OrderingConfig):
             errors += _ordering_always_holds(path, key, cfg)
         if needs == {cfg.metric} and cfg.check in ("monotone", "spread", "collapse"):
-            errors += _any_accuracy(path, f"{key}.tol", cfg.metric, cfg.tol)
+            errors += _any_accuracy(path, f"{key}.tol", cfg.metric, cfg.tol, spread)
     if runs and not errors:  # every column exists: check what the cells hold
         errors += _cell_problems(spec, checked, runs)
     sel = spec.aggregate.select
@@ -218,8 +222,8 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                 errors.append(f"{path}: paper_values.{i}.where.{k}: unknown column {k!r}")
         if pv.metric not in metrics | {N_PARAMS}:
             errors.append(f"{path}: paper_values.{i}.metric: {pv.metric!r} is not aggregated")
-        errors += _unreachable(path, [(f"paper_values.{i}.value", pv.metric, pv.value)])
-        errors += _any_accuracy(path, f"paper_values.{i}.tol", pv.metric, pv.tol)
+        errors += _unreachable(path, [(f"paper_values.{i}.value", pv.metric, pv.value)], spread)
+        errors += _any_accuracy(path, f"paper_values.{i}.tol", pv.metric, pv.tol, spread)
     if not errors and spec.analytic is None and runs:
         # `run`, `plot` and `verify` check these too (only `validate` did, and a spec it refused
         # trained and compared the paper's one number with the mean of several cells)
@@ -334,52 +338,92 @@ def _collisions(where: str, cfg: FigureConfig, rows: pd.DataFrame, keys: list[st
     return []
 
 
-def _any_accuracy(path: str, key: str, metric: str, tol: float) -> list[str]:
-    """A tolerance of 1 or more on an accuracy, which lies in [0, 1], admits every value: a
-    paper value 'matched' and a monotone, spread or collapse claim PASSed whatever was measured (a
-    percentage point count, e.g. 5, read as a fraction)."""
-    if metric.endswith(".acc") and tol >= 1:
+def _any_accuracy(path: str, key: str, metric: str, tol: float,
+                  spread: dict[str, str] | None = None) -> list[str]:
+    """A tolerance of 1 or more on an accuracy (or a percentile column of one, ``spread``),
+    which lies in [0, 1], admits every value: a paper value 'matched' and a monotone, spread or
+    collapse claim PASSed whatever was measured (a percentage point count, e.g. 5, read as a
+    fraction)."""
+    if (spread or {}).get(metric, metric).endswith(".acc") and tol >= 1:
         return [f"{path}: {key}: {tol:g} for {metric} admits any accuracy (accuracies lie in "
                 "[0, 1]; a percentage? accuracies are fractions)"]
     return []
 
 
-def _unreachable(path: str, values: list[tuple[str, str, float]]) -> list[str]:
+_STD = "std"  # the range of a standard deviation column: never below 0
+
+
+def _spread_columns(spec: Spec) -> dict[str, str]:
+    """The spread columns the aggregation writes beside each metric, and whose range their
+    values share: ``<m>.p<q>`` -> m (a percentile of accuracies is an accuracy), ``<m>.std`` ->
+    ``_STD`` (never below 0). ``test.acc.p50 > 1`` was not range-checked at all."""
+    out = {f"{m}.p{q:g}": m for m in spec.aggregate.metrics for q in spec.aggregate.percentiles}
+    return {**out, **{f"{m}.std": _STD for m in spec.aggregate.metrics}}
+
+
+def _unreachable(path: str, values: list[tuple[str, str, float]],
+                 spread: dict[str, str] | None = None) -> list[str]:
     """'file: key: reason' for each (key, metric, value) where no value of the metric can be
     (``store.metric_range_problem``: an accuracy outside [0, 1], e.g. a percentage): a claim on
-    it could never pass (or a precondition never hold), a paper value never match."""
-    return [f"{path}: {key}: {v:g} for {metric}, {why}"
-            + (" (a percentage? accuracies are fractions)" if metric.endswith(".acc") else "")
-            for key, metric, v in values if (why := metric_range_problem(metric, [v]))]
+    it could never pass (or a precondition never hold), a paper value never match. ``spread``:
+    ``_spread_columns``."""
+    out = []
+    for key, metric, v in values:
+        base = (spread or {}).get(metric, metric)
+        why = metric_range_problem(base, [v])
+        if why:
+            out.append(f"{path}: {key}: {v:g} for {metric}, {why}"
+                       + (" (a percentage? accuracies are fractions)" if base.endswith(".acc")
+                          else ""))
+    return out
 
 
-def _never_holds(path: str, conditions: list[tuple[str, str, str, float]]) -> list[str]:
+def _bounded(metric: str, v: float, spread: dict[str, str] | None) -> tuple[bool, bool, str]:
+    """(an accuracy, never below 0, what bounds it) of the values of ``metric`` (a spread
+    column: its metric's); neither for a value out of range (``_unreachable``'s)."""
+    base = (spread or {}).get(metric, metric)
+    if metric_range_problem(base, [v]):
+        return False, False, ""
+    if base.endswith(".acc"):
+        return True, True, "an accuracy lies in [0, 1]"
+    if is_loss(base):
+        return False, True, "a loss is never below 0"
+    if base == _STD:
+        return False, True, "a standard deviation is never below 0"
+    return False, False, ""
+
+
+def _never_holds(path: str, conditions: list[tuple[str, str, str, float]],
+                 spread: dict[str, str] | None = None) -> list[str]:
     """'file: key: reason' for each (key, metric, op, value) that no accuracy can meet:
-    ``> 1`` or ``< 0`` (an accuracy lies in [0, 1]; ``>= 1`` and ``<= 0`` can hold): a claim
-    that FAILs (or a precondition that keeps it MISSING) whatever the runs measure."""
-    return [f"{path}: {key}: {metric} {op} {v:g} never holds (an accuracy lies in [0, 1]; "
-            f"{'>= 1' if op == '>' else '<= 0'}?)" if metric.endswith(".acc") else
-            f"{path}: {key}: {metric} {op} {v:g} never holds (a loss is never below 0)"
-            for key, metric, op, v in conditions
-            if (metric.endswith(".acc") and ((op == ">" and v >= 1) or (op == "<" and v <= 0))
-                or is_loss(metric) and op == "<" and v <= 0)
-            and not metric_range_problem(metric, [v])]  # out of range: _unreachable's
-
-
-def _always_holds(path: str, conditions: list[tuple[str, str, str, float]]) -> list[str]:
-    """'file: key: reason' for each (key, metric, op, value) that every accuracy or every loss
-    meets: ``acc >= 0``, ``acc <= 1``, ``loss >= 0`` (``> v`` / ``< v`` beyond the bound are
-    ``_unreachable``'s). A claim on it cannot fail (only a diverged run, NaN, missed it: the
-    claim said no more than 'the run finished'); a precondition on it excludes no cell."""
+    ``> 1`` or ``< 0`` (an accuracy lies in [0, 1]; ``>= 1`` and ``<= 0`` can hold), nor a loss
+    or a standard deviation (``< 0``): a claim that FAILs (or a precondition that keeps it
+    MISSING) whatever the runs measure."""
     out = []
     for key, metric, op, v in conditions:
-        acc, loss = metric.endswith(".acc"), is_loss(metric)
+        acc, nonneg, what = _bounded(metric, v, spread)
+        if acc and op == ">" and v >= 1:
+            out.append(f"{path}: {key}: {metric} {op} {v:g} never holds ({what}; >= 1?)")
+        elif nonneg and op == "<" and v <= 0:
+            out.append(f"{path}: {key}: {metric} {op} {v:g} never holds ({what}"
+                       + ("; <= 0?)" if acc else ")"))
+    return out
+
+
+def _always_holds(path: str, conditions: list[tuple[str, str, str, float]],
+                  spread: dict[str, str] | None = None) -> list[str]:
+    """'file: key: reason' for each (key, metric, op, value) that every accuracy, loss or
+    standard deviation meets: ``acc >= 0``, ``acc <= 1``, ``loss >= 0`` (``> v`` / ``< v``
+    beyond the bound are ``_unreachable``'s). A claim on it cannot fail (only a diverged run,
+    NaN, missed it: the claim said no more than 'the run finished'); a precondition on it
+    excludes no cell."""
+    out = []
+    for key, metric, op, v in conditions:
+        acc, nonneg, what = _bounded(metric, v, spread)
         low = (op == ">=" and v <= 0) or (op == ">" and v < 0)
         high = (op == "<=" and v >= 1) or (op == "<" and v > 1)
-        if not (acc and (low or high) or loss and low) or metric_range_problem(metric, [v]):
+        if not (nonneg and low or acc and high):
             continue
-        what = ("an accuracy lies in [0, 1]" if acc else
-                "a loss is never below 0")
         role = ("the precondition excludes no cell" if ".given." in key
                 else "the claim cannot fail (only a diverged run misses it)")
         out.append(f"{path}: {key}: {metric} {op} {v:g} holds for every run ({what}): {role}; "
