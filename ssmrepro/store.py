@@ -29,7 +29,7 @@ import pickle
 import socket
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -197,12 +197,20 @@ def _not_a_file(path: Path, what: str) -> OSError:
                    "belongs; remove it", str(path))
 
 
+class WeightsDoNotFit(ValueError):
+    """Saved weights that do not load into their run's model (another model's parameters)."""
+
+
 class Store:
     """``reuse``: read-only stores of other specs; a record there with the same run id (same
-    config, seed and code version) counts as done here too."""
+    config, seed and code version) counts as done here too. ``weights``: the spec keeps each
+    finished run's weights (``save_weights``, read by its analyses): a run whose record is there
+    but whose weights are not is not done (it is trained again)."""
 
-    def __init__(self, root: Path, stale_after: float = 600.0, reuse: list[Path] | None = None):
+    def __init__(self, root: Path, stale_after: float = 600.0, reuse: list[Path] | None = None,
+                 weights: bool = False):
         self.root = Path(root)
+        self.weights = weights
         self.reuse = [Path(r) for r in reuse or []]
         self.runs = self.root / "runs"
         self.claims = self.root / "claims"
@@ -260,7 +268,20 @@ class Store:
 
     def is_done(self, run_id: str) -> bool:
         rec = self.read(run_id)
-        return rec is not None and rec.get("status") in DONE_STATUSES
+        if rec is None or rec.get("status") not in DONE_STATUSES:
+            return False
+        if self.weights and rec["status"] == "ok" and not any(
+                (root / f"{run_id}.pt").is_file() for root in self._run_folders()):
+            # deleted, or quarantined as damaged: the analyses had no weights to read, and
+            # `plot` said `run` trained them, which found the run done
+            self._warn(f"run {run_id} has its record but not its saved weights (runs/"
+                       f"{run_id}.pt; the spec keeps them for its analyses): the run will be "
+                       "trained again")
+            return False
+        return True
+
+    def _run_folders(self) -> list[Path]:
+        return [self.runs] + [r / "runs" for r in self.reuse]
 
     def write(self, record: dict) -> None:
         atomic_write_text(
@@ -278,18 +299,54 @@ class Store:
         torch.save(state, buf)
         atomic_write_bytes(self.weights_path(run_id), buf.getvalue())
 
-    def read_weights(self, run_id: str) -> dict | None:
-        """The saved weights of a run (own store first, then the reused ones), else None."""
-        for root in [self.runs] + [r / "runs" for r in self.reuse]:
+    def read_weights(self, run_id: str, use: Callable[[dict], Any] | None = None) -> Any:
+        """The saved weights of a run (own store first, then the reused ones), else None; with
+        ``use`` (e.g. loading them into the run's model), ``use(state)``.
+
+        Weights that cannot be read, that are not a state dict (parameter name -> tensor), or
+        that ``use`` refuses with ``WeightsDoNotFit`` (another model's weights) are moved to
+        ``runs/quarantine/`` with a warning (ignored in a reused store), so that the run is
+        trained again (``is_done``): foreign weights raised a traceback in `plot`."""
+        for k, root in enumerate(self._run_folders()):
             path = root / f"{run_id}.pt"
-            if path.exists():
-                try:
-                    return torch.load(path, map_location="cpu", weights_only=True)
-                except (RuntimeError, OSError, ValueError, EOFError,
-                        pickle.UnpicklingError) as err:  # truncated, foreign, not a pickle
-                    why = str(err).strip().splitlines()[0] if str(err).strip() else ""
-                    self._warn(f"ignoring unreadable weights {path}: {type(err).__name__} {why}")
+            if not path.exists() and not path.is_symlink():
+                continue
+            try:
+                if not path.is_file():
+                    raise ValueError("not a regular file")
+                state = torch.load(path, map_location="cpu", weights_only=True)
+                if not (isinstance(state, dict) and all(
+                        isinstance(n, str) and isinstance(v, torch.Tensor)
+                        for n, v in state.items())):
+                    raise ValueError(f"not a state dict (parameter name -> tensor): "
+                                     f"{type(state).__name__}")
+            except (RuntimeError, OSError, ValueError, EOFError,
+                    pickle.UnpicklingError) as err:  # truncated, foreign, not a pickle
+                why = str(err).strip().splitlines()[0] if str(err).strip() else ""
+                self._distrust_weights(path, f"{type(err).__name__} {why}", quarantine=k == 0)
+                continue
+            if use is None:
+                return state
+            try:
+                return use(state)
+            except WeightsDoNotFit as err:  # another model's weights (a traceback in `plot`)
+                self._distrust_weights(path, str(err), quarantine=k == 0)
         return None
+
+    def _distrust_weights(self, path: Path, why: str, quarantine: bool) -> None:
+        if quarantine:
+            dest = self.runs / "quarantine" / f"{path.name}.{time.time_ns()}"
+            try:
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(path, dest)
+            except OSError as err:
+                why += f" (cannot quarantine them: {err.strerror})"
+            else:
+                self._warn(f"saved weights {path.name} quarantined to "
+                           f"{dest.relative_to(self.root)}: {why}; the run will be trained "
+                           "again")
+                return
+        self._warn(f"ignoring unreadable weights {path}: {why}")
 
     # ---------------------------------------------------------------- claims
     # A claim file holds {"host", "pid", "time", "nonce"}; the nonce is unique per claim. Taking
@@ -660,7 +717,7 @@ def results_dir(spec, out: Path | None = None) -> Path:
 def open_store(spec, out: Path | None = None) -> Store:
     """The spec's store, reading also the records of the specs it reuses."""
     reuse = [results_dir(find_spec(s), out) for s in spec.reuse]
-    return Store(results_dir(spec, out), reuse=reuse)
+    return Store(results_dir(spec, out), reuse=reuse, weights=bool(spec.save_weights))
 
 
 def output_name(spec, profile: str, stem: str, ext: str, tag: str = "") -> str:

@@ -696,7 +696,15 @@ def build_member(run, state: dict[str, torch.Tensor] | None = None):
     task = build_task(run.task)
     model = build_model(run.model, task.info, 1, [derived_seed(run.seed, _INIT_STREAM)])
     if state is not None:
-        model.load_state_dict(state)
+        try:
+            model.load_state_dict(state)
+        except RuntimeError as err:  # missing, unexpected or misshapen parameters
+            from .store import WeightsDoNotFit
+
+            why = " ".join(str(err).split())
+            raise WeightsDoNotFit("the weights do not fit the run's model ("
+                                  + (why if len(why) <= 160 else why[:157] + "...") + ")"
+                                  ) from None
     return model.eval()
 
 

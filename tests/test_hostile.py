@@ -413,6 +413,56 @@ def test_a_record_whose_config_was_edited_is_quarantined(trained_store, tmp_path
     assert retrained["config"]["model"]["d_model"] == 8 and retrained["config"]["seed"] == 0
 
 
+@pytest.mark.parametrize("damage,needle", [
+    ("foreign", "the weights do not fit the run's model"),
+    ("tensor", "not a state dict"),
+    ("garbage", "quarantined"),
+    ("deleted", None),
+])
+def test_saved_weights_that_are_gone_or_foreign_are_trained_again(tmp_path, damage, needle):
+    """Another model's weights in runs/<id>.pt raised a traceback in `plot` (load_state_dict);
+    weights deleted (or unreadable) left the analysis claims FAILing as 'diverged/NaN' while
+    `plot` said `run` trains them, and `run` found the run done and trained nothing."""
+    import json
+
+    import torch
+
+    spec = _one_run_spec(tmp_path, save_weights=True, analysis=["output_variance"],
+                         claims=[{"text": "t", "where": {"label": "S6"}, "op": ">",
+                                  "metric": "out.noise_var", "value": 0.0}])
+    out = tmp_path / "out"
+    args = ["--out", out, "--profile", "smoke"]
+    res = _invoke("run", spec, *args, "--no-calibrate", "--workers", "1")
+    assert res.exit_code == 0, res.output
+    (weights,) = (out / "tests" / "t-spec" / "runs").glob("*.pt")
+    record = json.loads(weights.with_suffix(".json").read_text())
+    if damage == "foreign":
+        torch.save({"x": torch.zeros(3)}, weights)
+    elif damage == "tensor":
+        torch.save(torch.zeros(3), weights)
+    elif damage == "garbage":
+        weights.write_bytes(b"\x00garbage")
+    else:
+        weights.unlink()  # and the table the analysis wrote from them
+        (weights.parents[1] / "output_variance-smoke.csv").unlink()
+        res = _invoke("verify", spec, *args)
+        said = " ".join(res.output.split())
+        assert res.exit_code == 0 and "diverged/NaN" not in said, res.output
+        assert "where no run diverged but out.noise_var was not measured" in said, res.output
+    if needle is not None:
+        res = _invoke("plot", spec, *args)
+        said = " ".join(res.output.split())
+        assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+        assert needle in said and "trained again" in said, res.output
+        assert not weights.exists() and list((weights.parent / "quarantine").glob("*.pt.*"))
+    res = _invoke("run", spec, *args, "--no-calibrate", "--workers", "1")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "trained 1 runs" in said, res.output
+    assert "has its record but not its saved weights" in said, res.output
+    assert set(torch.load(weights, weights_only=True)) > {"embed.weight"}
+    assert json.loads(weights.with_suffix(".json").read_text())["metrics"] == record["metrics"]
+
+
 @pytest.mark.parametrize("name,content,needle", [
     ("results-smoke.csv", b"\x00\xff,,\n\"\n1,2,3", "not a readable CSV table"),
     ("results-smoke.csv", b"a,b\n1,2\n", "no column label"),
@@ -752,8 +802,9 @@ def test_unreadable_saved_weights_are_a_warning(tmp_path):
     st = Store(tmp_path)
     st.runs.mkdir(parents=True)
     (st.runs / "r1.pt").write_bytes(b"not a pickle")
-    assert st.read_weights("r1") is None
-    assert "ignoring unreadable weights" in st.warnings[0]
+    assert st.read_weights("r1") is None  # quarantined, so that the run is trained again
+    assert "saved weights r1.pt quarantined" in st.warnings[0]
+    assert not (st.runs / "r1.pt").exists()
 
 
 # ---------------------------------------------------------------------------------------------

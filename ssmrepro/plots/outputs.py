@@ -690,7 +690,7 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
     configs = [parse_figure(raw) for _, raw in spec.figure_configs]
     view = report.with_config(cells, runs, named)  # + the config keys named but not swept here
     verdicts = report.verify(spec, view, keys)
-    ctx = FigureContext(spec, profile, view, keys, out, tables, runs)
+    ctx = FigureContext(spec, profile, view, keys, out, tables, runs, store)
     figures = []
     for i, cfg in enumerate(configs):
         path = out(figure_stem(cfg, i), "png")

@@ -46,7 +46,17 @@ from .. import expr
 from ..theory.recall import law_constant, refined_frontier_product
 from ..util import NoBoolNumbers
 from .cells import cell_env, column, expected, fmt_num, select, values_equal
-from .columns import COMPLETE, DEFAULT_METRIC, FACTS, LABEL, REGIME, STATE, VOCAB, WIDTH
+from .columns import (
+    COMPLETE,
+    DEFAULT_METRIC,
+    FACTS,
+    LABEL,
+    N_DIVERGED,
+    REGIME,
+    STATE,
+    VOCAB,
+    WIDTH,
+)
 
 OPS: dict[str, Callable[[float, float], bool]] = {
     ">=": lambda a, b: a >= b,
@@ -280,11 +290,21 @@ def undefined_cells(cells: pd.DataFrame, metric: str) -> list[str]:
 
 def _nan_text(cells: pd.DataFrame, metric: str, n_nan: int) -> str:
     """'k diverged/NaN' for the NaN values of ``metric`` in ``cells``, naming those where an
-    expression has no value (a division by zero) apart from diverged runs."""
+    expression has no value (a division by zero) and those of cells where no run diverged (a
+    metric never measured: an analysis whose run's saved weights are gone) apart from diverged
+    runs."""
     undefined = undefined_cells(cells, metric)
     n_div = n_nan - len(undefined)
+    n_unmeasured = 0
+    if N_DIVERGED in cells:  # a NaN in a cell with no diverged run: not 'diverged'
+        nan = np.isnan(_metric(cells, metric))
+        n_unmeasured = max(0, int((nan & (cells[N_DIVERGED].to_numpy(float) == 0)).sum())
+                           - len(undefined))
+        n_div -= n_unmeasured
     parts = ([f"{n_div} diverged/NaN"] if n_div > 0 else []) + (
-        [f"{len(undefined)} where {metric} has no value: {undefined[0]}"] if undefined else [])
+        [f"{len(undefined)} where {metric} has no value: {undefined[0]}"] if undefined else []
+    ) + ([f"{n_unmeasured} where no run diverged but {metric} was not measured (e.g. an "
+          "analysis of saved weights that are gone)"] if n_unmeasured else [])
     return "; ".join(parts)
 
 
