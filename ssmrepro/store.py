@@ -37,7 +37,7 @@ import pandas as pd
 import torch
 
 from .spec import find_spec
-from .sweep import config_identity, run_id_of
+from .sweep import TrainConfig, config_identity, run_id_of
 from .util import HOST as _HOST
 from .util import NotSmallFile, atomic_write_bytes, atomic_write_text, read_small, repo_root
 
@@ -86,6 +86,12 @@ def record_problem(rec: Any, run_id: str) -> str | None:
             return (f"{k} {v!r} is not a {'whole ' if whole else ''}number of "
                     f"{'parameters' if k == 'n_params' else 'steps' if whole else 'epochs'} "
                     "(>= 0)")
+    train = TrainConfig(**rec["config"]["train"])  # valid: config_identity parsed it
+    steps = rec.get("stop_step")  # 99999 steps of a 40-step run was a mean stop step
+    if steps is not None and steps > train.total_steps:
+        return f"stop_step {steps} beyond the run's {train.total_steps} steps"
+    if train.epochs is not None and (rec.get("epochs") or 0) > train.epochs:
+        return f"epochs {rec.get('epochs')} beyond the run's {train.epochs}"
     bad = [k for k, v in (rec.get("metrics") or {}).items() if not _is_number(v)]
     if not isinstance(rec.get("metrics") or {}, dict) or bad:
         return f"metrics that are not numbers ({', '.join(map(repr, bad[:3])) or 'metrics'})"
@@ -101,6 +107,8 @@ def record_problem(rec: Any, run_id: str) -> str | None:
         step = h.get("step")  # was drawn; a negative loss, an accuracy of 7
         if step is None or step < 0 or step != int(step):
             return f"a history step {step!r} that is not a whole number >= 0"
+        if step > train.total_steps:  # drawn far right of every other curve
+            return f"a history step {step} beyond the run's {train.total_steps} steps"
         for k, v in h.items():
             why = metric_range_problem(k, [v])
             if why:

@@ -2510,6 +2510,26 @@ def test_a_record_with_a_nonsense_size_or_step_is_quarantined(trained_store, tmp
     assert not path.exists()
 
 
+@pytest.mark.parametrize("key,value", [("stop_step", 99999), ("stop_step", 41),
+                                       ("history", [{"step": 999999, "val.acc": 0.5}])])
+def test_a_record_beyond_its_runs_steps_is_quarantined(trained_store, tmp_path, key, value):
+    """stop_step 99999 (or a history step of 999999) in the record of a 40-step run was
+    trusted: averaged into the cell's mean stop step, drawn far right of every curve."""
+    import json
+
+    spec, store = _copy_trained(trained_store, tmp_path)
+    (path,) = (store / "runs").glob("*.json")
+    rec = json.loads(path.read_text())
+    assert rec["stop_step"] == 40  # the record as written holds
+    rec[key] = value
+    path.write_text(json.dumps(rec))
+    res = _invoke("plot", spec, "--out", tmp_path / "out")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "quarantined" in said and "beyond the run's 40 steps" in said, res.output
+    assert not path.exists()
+
+
 def test_a_history_evaluation_that_diverged_draws_and_a_bad_step_is_quarantined(trained_store,
                                                                                 tmp_path):
     """A history value None (how a record stores a NaN evaluation: a run that diverged) raised
