@@ -2473,6 +2473,25 @@ def test_a_claim_given_twice_is_refused(tmp_path):
     assert _invoke("validate", write_spec(tmp_path, claims=[claim, other])).exit_code == 0
 
 
+@pytest.mark.parametrize("first,second", [
+    ({"where": {"label": "S6", _D: 8}}, {"where": {_D: 8, "label": "S6"}}),
+    ({"where": {"label": ["S6", "S4D"]}}, {"where": {"label": ["S4D", "S6"]}}),
+    ({"where": {"label": "S6"}, "text": "t"}, {"where": {"label": "S6"}, "text": "  t "}),
+    ({"where": {"label": "S6"}, "given": [{"metric": "val.acc", "op": ">", "value": 0.1},
+                                          {"metric": "val.loss", "op": "<", "value": 9}]},
+     {"where": {"label": "S6"}, "given": [{"metric": "val.loss", "op": "<", "value": 9},
+                                          {"metric": "val.acc", "op": ">", "value": 0.1}]}),
+])
+def test_a_claim_given_twice_in_another_order_is_refused(tmp_path, first, second):
+    """Two claims that differ only in the order of their `where` keys (or of an any-of list,
+    of their preconditions, or in the text's spacing) passed as two claims: one verdict
+    printed and counted twice."""
+    claim = {"text": "t", "op": ">=", "value": 0.5}
+    res = _invoke("validate", write_spec(tmp_path, claims=[{**claim, **first},
+                                                           {**claim, **second}]))
+    _assert_refused(res, "claims.1: the same claim as claims.0")
+
+
 @pytest.mark.parametrize("where", ["events.jsonl", "claims/abc.claim"])
 def test_an_event_log_or_claim_that_is_a_fifo_is_not_called_a_folder(tmp_path, where):
     """A FIFO in place of events.jsonl (or of a claim) was refused as 'a folder where a file

@@ -6,6 +6,7 @@ computed here.
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from dataclasses import dataclass
@@ -152,7 +153,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         key = f"claims.{i}"
         try:
             cfg = report.parse_claim(raw)
-            same = seen_claims.setdefault(cfg.model_dump_json(), i)
+            same = seen_claims.setdefault(_claim_identity(cfg), i)
             if same != i:  # its verdict twice in every report, counted twice in the tally
                 errors.append(f"{path}: {key}: the same claim as claims.{same} (each claim once)")
                 continue
@@ -229,6 +230,21 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         # trained and compared the paper's one number with the mean of several cells)
         errors += _paper_value_identities(spec, runs)
     return errors
+
+
+def _claim_identity(cfg: CheckConfig) -> str:
+    """What tells two claims apart: every field, with a ``where`` (``a``, ``b``) in any key
+    order, its any-of lists in any order, the preconditions in any order and the text's
+    spacing ignored (``{label: S6, model.d_model: 8}`` and ``{model.d_model: 8, label: S6}``
+    made two claims with one verdict, printed and counted twice)."""
+    d = cfg.model_dump(mode="json")
+    d["text"] = " ".join(str(d.get("text", "")).split())
+    for f in ("where", "a", "b"):
+        if isinstance(d.get(f), dict):
+            d[f] = {k: sorted(v, key=repr) if isinstance(v, list) else v for k, v in d[f].items()}
+    if isinstance(d.get("given"), list):
+        d["given"] = sorted(d["given"], key=lambda g: json.dumps(g, sort_keys=True))
+    return json.dumps(d, sort_keys=True)
 
 
 def _paper_value_identities(spec: Spec, runs: list) -> list[str]:
