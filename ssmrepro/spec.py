@@ -69,9 +69,10 @@ Seeds = Annotated[list[Seed], Field(max_length=MAX_SEEDS)]
 
 
 def _plain_label(label: str) -> str:
-    """A case label is one line of visible text without spaces at its ends: it names a cell in
-    tables, figures and claims, where "S6 " and "S6", or a label with a zero-width or
-    direction-changing character, would look the same as another and mean something else."""
+    """A case label is one line of visible text without spaces at its ends, in composed form
+    (NFC): it names a cell in tables, figures and claims, where "S6 " and "S6", a label with a
+    zero-width or direction-changing character, or "e" + a combining accent beside "é", would
+    look the same as another and mean something else."""
     import unicodedata
 
     odd = [c for c in label if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")
@@ -81,6 +82,12 @@ def _plain_label(label: str) -> str:
         raise ValueError(f"a label is one line of visible text; it holds {shown}")
     if label != label.strip():
         raise ValueError(f"a label has no spaces at its ends: {label!r}")
+    composed = unicodedata.normalize("NFC", label)
+    if composed != label:  # 'cafe' + U+0301 looks like 'café' (U+00E9): two cells, one name
+        raise ValueError(f"a label is written composed (Unicode NFC): {label!r} holds a "
+                         f"letter and a combining mark that look like {composed!r} but do not "
+                         f"match it (in a claim's where, or beside a label written so); write "
+                         f"{composed!r}")
     return label
 
 

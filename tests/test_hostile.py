@@ -2492,6 +2492,17 @@ def test_a_claim_given_twice_in_another_order_is_refused(tmp_path, first, second
     _assert_refused(res, "claims.1: the same claim as claims.0")
 
 
+def test_a_label_that_looks_like_another_but_is_decomposed_is_refused(tmp_path):
+    """Case labels 'café' (é, U+00E9) and 'cafe' + U+0301 (a combining accent) were two cells
+    that print the same; a claim on 'café' matched one of them."""
+    cases = [{"label": "caf\u00e9", "set": {"model.mixer": "s6"}},
+             {"label": "cafe\u0301", "set": {"model.mixer": "s4d"}}]
+    res = _invoke("validate", write_spec(tmp_path, sweep=[{"cases": cases}]))
+    _assert_refused(res, "sweep.0.cases.1.label", "composed (Unicode NFC)")
+    cases[1]["label"] = "caf\u00e9 2"
+    assert _invoke("validate", write_spec(tmp_path, sweep=[{"cases": cases}])).exit_code == 0
+
+
 @pytest.mark.parametrize("where", ["events.jsonl", "claims/abc.claim"])
 def test_an_event_log_or_claim_that_is_a_fifo_is_not_called_a_folder(tmp_path, where):
     """A FIFO in place of events.jsonl (or of a claim) was refused as 'a folder where a file
