@@ -2503,6 +2503,27 @@ def test_a_label_that_looks_like_another_but_is_decomposed_is_refused(tmp_path):
     assert _invoke("validate", write_spec(tmp_path, sweep=[{"cases": cases}])).exit_code == 0
 
 
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+def test_output_the_terminal_cannot_encode_is_escaped_not_a_traceback(tmp_path, cli_env,
+                                                                      encoding):
+    """With an ASCII (or Latin-1) output encoding, `show` of a spec whose label or title is not
+    ASCII (and every `show`: its header holds an em dash) raised UnicodeEncodeError."""
+    import subprocess
+    import sys
+
+    spec = write_spec(tmp_path, title="Keep-n \u2014 \u0394 \u2713",
+                      sweep=[{"cases": [{"label": "caf\u00e9 \u2713",
+                                         "set": {"model.mixer": "s6"}}]}])
+    for args in (["show", spec], ["validate", spec], ["list"]):
+        res = subprocess.run([sys.executable, "-m", "ssmrepro.cli", *map(str, args)],
+                             capture_output=True, encoding=encoding, errors="replace",
+                             timeout=300, env={**cli_env, "PYTHONIOENCODING": encoding})
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert "Traceback" not in res.stderr and "UnicodeEncodeError" not in res.stderr
+        if args[0] == "show":  # what the encoding lacks, escaped
+            assert "\\u2713" in res.stdout and "\\u2014" in res.stdout, res.stdout
+
+
 @pytest.mark.parametrize("where", ["events.jsonl", "claims/abc.claim"])
 def test_an_event_log_or_claim_that_is_a_fifo_is_not_called_a_folder(tmp_path, where):
     """A FIFO in place of events.jsonl (or of a claim) was refused as 'a folder where a file
