@@ -165,6 +165,12 @@ class Aggregate(Strict):
     def _select(self) -> Aggregate:
         if self.select is not None and self.select.by not in self.metrics:
             raise ValueError(f"select.by {self.select.by!r} must be one of metrics {self.metrics}")
+        names: dict[str, float] = {}
+        for q in self.percentiles:  # one column <metric>.p<q:g> each: the last one was kept
+            first = names.setdefault(f"p{q:g}", q)
+            if first != q:
+                raise ValueError(f"percentiles: {first:g} and {q!r} both write the column "
+                                 f"<metric>.p{q:g} (one would replace the other)")
         return self
 
 

@@ -2524,6 +2524,15 @@ def test_output_the_terminal_cannot_encode_is_escaped_not_a_traceback(tmp_path, 
             assert "\\u2713" in res.stdout and "\\u2014" in res.stdout, res.stdout
 
 
+def test_two_percentiles_that_write_one_column_are_refused(tmp_path):
+    """aggregate.percentiles [50, 50.0000001] both wrote test.acc.p50: the second replaced the
+    first without a word."""
+    spec = write_spec(tmp_path, aggregate={"metrics": ["test.acc"], "percentiles": [50, 50.0000001]})
+    _assert_refused(_invoke("validate", spec), "aggregate", "both write the column")
+    spec = write_spec(tmp_path, aggregate={"metrics": ["test.acc"], "percentiles": [50, 50.5]})
+    assert _invoke("validate", spec).exit_code == 0
+
+
 @pytest.mark.parametrize("where", ["events.jsonl", "claims/abc.claim"])
 def test_an_event_log_or_claim_that_is_a_fifo_is_not_called_a_folder(tmp_path, where):
     """A FIFO in place of events.jsonl (or of a claim) was refused as 'a folder where a file
