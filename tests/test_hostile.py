@@ -2533,6 +2533,20 @@ def test_two_percentiles_that_write_one_column_are_refused(tmp_path):
     assert _invoke("validate", spec).exit_code == 0
 
 
+@pytest.mark.parametrize("stop", ["{metric: val.acc, op: '>=', threshold: 0}",
+                                  "{metric: val.acc, op: '<=', threshold: 1}",
+                                  "{metric: val.loss, op: '>=', threshold: 0}",
+                                  "{metric: val.loss, op: '>', threshold: -1}"])
+def test_an_early_stop_every_evaluation_meets_is_refused(tmp_path, stop):
+    """train.early_stop val.acc >= 0 stopped every run at its first evaluation (stop_step 0):
+    the runs never trained, and their claims were judged on the initial models."""
+    res = _invoke("validate", _one_run_spec(tmp_path), "--set", f"train.early_stop={stop}")
+    _assert_refused(res, "train.early_stop", "holds at every evaluation")
+    never = "{metric: val.acc, op: '>', threshold: 1.0}"  # never stops: the koren2026 specs' base
+    res = _invoke("validate", _one_run_spec(tmp_path), "--set", f"train.early_stop={never}")
+    assert res.exit_code == 0, res.output
+
+
 @pytest.mark.parametrize("where", ["events.jsonl", "claims/abc.claim"])
 def test_an_event_log_or_claim_that_is_a_fifo_is_not_called_a_folder(tmp_path, where):
     """A FIFO in place of events.jsonl (or of a claim) was refused as 'a folder where a file
