@@ -2198,6 +2198,35 @@ def test_spread_columns_are_range_checked_and_expressions_are_not(tmp_path, clai
         _assert_refused(res, "claims.0.value:", needle)
 
 
+@pytest.mark.parametrize("claim,needle", [
+    ({"check": "monotone", "text": "t", "along": "label", "group_by": [],
+      "allowed_violations": 1}, "allowed_violations 1 >= the 1 steps along label"),
+    ({"check": "spread", "text": "t", "group_by": [], "tol": 0.1, "allowed_violations": 3},
+     "allowed_violations 3 >= the 1 groups"),
+    ({"check": "region", "text": "t", "region": "model.d_model > 4", "op": ">", "value": 0.5,
+      "allowed_violations": 2}, "allowed_violations 2 >= the 2 cells inside the region"),
+    ({"check": "size_order", "text": "t", "labels": ["S6", "S4D"], "group_by": ["task.T"],
+      "threshold": 0.0}, "claims.0.threshold: test.acc >= 0 holds for every run"),
+])
+def test_a_claim_whose_allowance_covers_every_comparison_is_refused(tmp_path, claim, needle):
+    """A monotone, spread or region claim allowed as many violations as it makes comparisons in
+    every profile PASSed whatever was measured; a size_order threshold of 0 is reached by every
+    cell (the order then decided by nothing the runs learned)."""
+    res = _invoke("validate", _one_run_spec(tmp_path, sweep=_TWO, claims=[claim]))
+    _assert_refused(res, needle)
+    fails = {**claim, "allowed_violations": 0} if "allowed_violations" in claim else {
+        **claim, "threshold": 0.5}
+    res = _invoke("validate", _one_run_spec(tmp_path, sweep=_TWO, claims=[fails]))
+    assert res.exit_code == 0, res.output
+    if claim["check"] == "monotone":  # a profile whose cells can fail it: judged there
+        profiles = {"smoke": {}, "quick": {}, "paper": {"set": {}, "sweep": [
+            {"cases": [{"label": lab, "set": {"model.mixer": "s6", "model.d_model": d}}
+                       for lab, d in (("A", 8), ("B", 16), ("C", 32))]}]}}
+        res = _invoke("validate", _one_run_spec(tmp_path, sweep=_TWO, claims=[claim],
+                                                profiles=profiles))
+        assert res.exit_code == 0, res.output
+
+
 def test_a_size_no_machine_holds_does_not_name_a_memory_of_billions_of_gb(tmp_path):
     """`validate --set task.T=9e18` said 'only 4,611,686,018.4 GB is available' (its no-limit
     bound printed as this machine's memory)."""

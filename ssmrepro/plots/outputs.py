@@ -203,6 +203,8 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             isinstance(getattr(cfg, "op", None), str) and isinstance(getattr(cfg, "value", None),
                                                                      float) else []
         strict += [(f"{key}.given.{j}.value", g.metric, g.op, g.value) for j, g in plain_given]
+        if needs == {cfg.metric} and cfg.check == "size_order":  # every cell 'solves' it
+            strict.append((f"{key}.threshold", cfg.metric, ">=", cfg.threshold))
         errors += _never_holds(path, strict, spread)
         errors += _always_holds(path, strict, spread)
         if needs == {cfg.metric} and isinstance(cfg, OrderingConfig):
@@ -289,6 +291,8 @@ def _cell_problems(spec: Spec, items: list[tuple[str, Any]], runs: list) -> list
     for r in runs:
         profiles.setdefault(r.profile, []).append(r)
     judged: set[str] = set()  # claims some profile can judge
+    can_fail: set[str] = set()  # claims some profile's cells can fail
+    unfailing: dict[str, dict[str, list[str]]] = {}  # claim key -> why -> profiles
     unjudged: dict[str, list[str]] = {}  # claim key -> why each profile cannot judge it
     for profile, rs in profiles.items():
         keys = [k for k in report.cell_keys(rs) if k != over]
@@ -319,6 +323,11 @@ def _cell_problems(spec: Spec, items: list[tuple[str, Any]], runs: list) -> list
                     judged.add(key)
                 elif why:
                     unjudged.setdefault(key, []).append(f"{why} in profile {profile}")
+                vacuous = cfg.unfailing(cells, keys)
+                if vacuous is None:
+                    can_fail.add(key)
+                else:
+                    unfailing.setdefault(key, {}).setdefault(vacuous, []).append(profile)
             if isinstance(cfg, FigureConfig):
                 errors += [f"{path}: {key}.{m}" for m in cfg.run_problems(rs)]
                 errors += _collisions(f"{path}: {key}", cfg, rows, keys, profile)
@@ -326,6 +335,10 @@ def _cell_problems(spec: Spec, items: list[tuple[str, Any]], runs: list) -> list
         # run of one profile (smoke) short of the cells is an honest MISSING there, not refused
         errors += [f"{path}: {key}.{'; '.join(whys)}: it stays MISSING in every profile"
                    for key, whys in unjudged.items() if key not in judged]
+        errors += [f"{path}: {key}."
+                   + "; ".join(f"{why} (profile {', '.join(profs)})" for why, profs in whys.items())
+                   + ": the claim cannot fail in any profile"
+                   for key, whys in unfailing.items() if key not in can_fail]
     return list(dict.fromkeys(errors))
 
 

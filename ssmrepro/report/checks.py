@@ -146,6 +146,12 @@ class CheckConfig(NoBoolNumbers):
         though its ``where`` matches some: it FAILed or stayed MISSING whatever was trained."""
         return []
 
+    def unfailing(self, cells: pd.DataFrame, keys: list[str]) -> str | None:
+        """Why the check cannot fail on the cells of one profile whatever is trained (its
+        ``allowed_violations`` at least the comparisons it makes there), else None.
+        ``validate`` refuses a check that cannot fail in any profile."""
+        return None
+
     def unjudged(self, cells: pd.DataFrame, keys: list[str]) -> str | None:
         """Why the check stays MISSING on the cells of one profile whatever is trained (e.g. a
         slope over fewer values of x than ``min_points``), '' when no cell of the profile is one
@@ -336,6 +342,13 @@ def _group_rows(cells: pd.DataFrame, by: list[str]) -> list[pd.DataFrame]:
         return [cells] if not cells.empty else []
     key = pd.concat([column(cells, k).astype(str) for k in by], axis=1).agg("|".join, axis=1)
     return [g for _, g in cells.groupby(key, sort=False)]
+
+
+def _all_allowed(allowed: int, n: int, what: str) -> str | None:
+    """'allowed_violations: ...' when ``allowed`` violations cover all ``n`` comparisons."""
+    if n and allowed >= n:
+        return f"allowed_violations {allowed} >= the {n} {what}"
+    return None
 
 
 def _same(ra: pd.Series, rb: pd.Series, keys: list[str]) -> bool:
@@ -530,6 +543,13 @@ class MonotoneConfig(CheckConfig):
 
     def column_refs(self) -> list[str]:
         return [*self.where, self.along, *(self.group_by or [])]
+
+    def unfailing(self, cells: pd.DataFrame, keys: list[str]) -> str | None:
+        by = self.group_by if self.group_by is not None else [k for k in keys if k != self.along]
+        steps = sum(g[self.along].astype(str).nunique() - 1
+                    for g in _group_rows(select(cells, self.where), by)) \
+            if self.along in cells else 0
+        return _all_allowed(self.allowed_violations, steps, "steps along " + self.along)
 
 
 @check_kind("monotone", MonotoneConfig)
@@ -874,6 +894,16 @@ class RegionConfig(CheckConfig):
     def cell_exprs(self) -> list[tuple[str, str]]:
         return [("region", self.region)]
 
+    def unfailing(self, cells: pd.DataFrame, keys: list[str]) -> str | None:
+        if self.mode != "all":
+            return None
+        inside = select(cells, self.where)
+        try:
+            n = int(in_region(inside, self.region).sum()) if len(inside) else 0
+        except (expr.ExprError, TypeError, ValueError):
+            return None  # an expression that cannot be evaluated: reported as such
+        return _all_allowed(self.allowed_violations, n, "cells inside the region")
+
 
 @check_kind("region", RegionConfig)
 def region(ctx: CheckContext, cfg: RegionConfig) -> list[Verdict]:
@@ -1014,6 +1044,10 @@ class SpreadConfig(CheckConfig):
 
     def column_refs(self) -> list[str]:
         return [*self.where, *self.group_by]
+
+    def unfailing(self, cells: pd.DataFrame, keys: list[str]) -> str | None:
+        groups = [g for g in _group_rows(select(cells, self.where), self.group_by) if len(g) >= 2]
+        return _all_allowed(self.allowed_violations, len(groups), "groups")
 
 
 @check_kind("spread", SpreadConfig)
