@@ -2227,6 +2227,22 @@ def test_a_claim_whose_allowance_covers_every_comparison_is_refused(tmp_path, cl
         assert res.exit_code == 0, res.output
 
 
+@pytest.mark.parametrize("claim,needle", [
+    ({"check": "monotone", "text": "t", "along": "label"}, "claims.0.along: no group of cells"),
+    ({"check": "spread", "text": "t", "group_by": ["label"], "tol": 0.1},
+     "claims.0.group_by: no group of cells equal on label has two cells"),
+])
+def test_a_monotone_or_spread_claim_no_group_can_judge_is_refused(tmp_path, claim, needle):
+    """`monotone` along label with the default grouping (every other cell key: the mixer, which
+    each label sets) or `spread` grouped by label had no group of two cells in any profile:
+    MISSING after every run."""
+    res = _invoke("validate", _one_run_spec(tmp_path, sweep=_TWO, claims=[claim]))
+    _assert_refused(res, needle, "it stays MISSING in every profile")
+    fixed = {**claim, "group_by": []}
+    res = _invoke("validate", _one_run_spec(tmp_path, sweep=_TWO, claims=[fixed]))
+    assert res.exit_code == 0, res.output
+
+
 def test_a_size_no_machine_holds_does_not_name_a_memory_of_billions_of_gb(tmp_path):
     """`validate --set task.T=9e18` said 'only 4,611,686,018.4 GB is available' (its no-limit
     bound printed as this machine's memory)."""

@@ -544,6 +544,17 @@ class MonotoneConfig(CheckConfig):
     def column_refs(self) -> list[str]:
         return [*self.where, self.along, *(self.group_by or [])]
 
+    def unjudged(self, cells: pd.DataFrame, keys: list[str]) -> str | None:
+        needed = select(cells, self.where)
+        if needed.empty or self.along not in needed:
+            return ""
+        by = self.group_by if self.group_by is not None else [k for k in keys if k != self.along]
+        if any(g[self.along].astype(str).nunique() >= 2 for g in _group_rows(needed, by)):
+            return None
+        return (f"along: no group of cells (equal on {', '.join(by) or '-'}) has two values of "
+                f"{self.along}" + ("; name group_by (by default every other cell key)"
+                                   if self.group_by is None else ""))
+
     def unfailing(self, cells: pd.DataFrame, keys: list[str]) -> str | None:
         by = self.group_by if self.group_by is not None else [k for k in keys if k != self.along]
         steps = sum(g[self.along].astype(str).nunique() - 1
@@ -1044,6 +1055,15 @@ class SpreadConfig(CheckConfig):
 
     def column_refs(self) -> list[str]:
         return [*self.where, *self.group_by]
+
+    def unjudged(self, cells: pd.DataFrame, keys: list[str]) -> str | None:
+        needed = select(cells, self.where)
+        if needed.empty:
+            return ""
+        if any(len(g) >= 2 for g in _group_rows(needed, self.group_by)):
+            return None
+        return (f"group_by: no group of cells equal on {', '.join(self.group_by) or '-'} has "
+                "two cells")
 
     def unfailing(self, cells: pd.DataFrame, keys: list[str]) -> str | None:
         groups = [g for g in _group_rows(select(cells, self.where), self.group_by) if len(g) >= 2]
