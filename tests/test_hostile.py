@@ -1973,6 +1973,27 @@ def test_a_long_evaluation_set_counts_by_its_length(tmp_path):
     assert res.exit_code == 0, res.output  # twice the length: well within the bound
 
 
+def test_a_cache_entry_of_another_preprocessing_under_this_key_is_rebuilt(tmp_path):
+    """The entry of ListOps max_len 8 copied under the key of max_len 64 (another entry's
+    arrays, a restored backup) was loaded as it was: runs of max_len 64 trained on sequences cut
+    to 8 without a word."""
+    import numpy as np
+
+    from ssmrepro.data.datasets import load_lra
+
+    root = tmp_path / "data"
+    shutil.copytree(ROOT / "tests/assets/lra/lra/listops-1000", root / "lra/listops-1000")
+    short = load_lra("listops", "train", root, max_len=8)
+    full = load_lra("listops", "train", root, max_len=64)
+    x = np.array(full.x)
+    assert x.shape[1] > 8 and short.cache_path != full.cache_path
+    shutil.rmtree(full.cache_path)
+    shutil.copytree(short.cache_path, full.cache_path)
+    with pytest.warns(UserWarning, match="damaged cache entry .*max_len"):
+        again = load_lra("listops", "train", root, max_len=64)
+    assert again.x.shape == x.shape and (np.asarray(again.x) == x).all()
+
+
 @pytest.mark.parametrize("damage", ["float_tokens", "vocab_not_a_list", "unknown_kind",
                                     "inputs_1d", "labels_2d"])
 def test_cache_entries_of_the_wrong_kind_or_shape_are_rebuilt(tmp_path, damage):
