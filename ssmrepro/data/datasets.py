@@ -594,6 +594,14 @@ def entry_problem(arrays: dict[str, np.ndarray], meta: dict[str, Any],
                 a = arrays.get(k)
                 if a is not None and a.size and not (0 <= a.min() and a.max() < len(vocab)):
                     return f"{k}: token ids outside the vocabulary of {len(vocab)}"
+        for k, inputs in ((f"{split}.lengths", x), (f"{split}.lengths2", arrays.get(f"{split}.x2"))):
+            a = arrays.get(k)  # -5 cut a batch to all but its last 5 tokens and masked every one
+            if a is None or inputs is None:
+                continue
+            if not np.issubdtype(a.dtype, np.integer) or a.ndim != 1 or (a.size and not (
+                    0 <= a.min() and a.max() <= inputs.shape[1])):
+                return (f"{k}: lengths that are not whole numbers from 0 to the inputs' "
+                        f"{inputs.shape[1]} positions")
     return None
 
 
