@@ -2270,6 +2270,23 @@ def test_a_monotone_or_spread_claim_no_group_can_judge_is_refused(tmp_path, clai
     assert res.exit_code == 0, res.output
 
 
+def test_each_run_of_a_pack_keeps_its_own_time_limit(tmp_path):
+    """time_limit_s may differ within a pack (a member field), but the pack stopped every member
+    at the shortest: a run with 1,000 s packed with one of 0.0001 s was recorded as stopped by
+    its 'time_limit' at step 0 of 40 (a partial run under its own config)."""
+    import json
+
+    spec = _one_run_spec(tmp_path, sweep=[{"grid": {"train.time_limit_s": [0.0001, 1000]}}])
+    out = tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate",
+                  "--workers", "1")
+    assert res.exit_code == 0 and "in 1 packs" in " ".join(res.output.split()), res.output
+    recs = {r["config"]["train"]["time_limit_s"]: r for r in (
+        json.loads(p.read_text()) for p in (out / "tests" / "t-spec" / "runs").glob("*.json"))}
+    assert recs[1000]["stop_reason"] == "max_steps" and recs[1000]["stop_step"] == 40
+    assert recs[0.0001]["stop_reason"] == "time_limit"
+
+
 def test_a_size_no_machine_holds_does_not_name_a_memory_of_billions_of_gb(tmp_path):
     """`validate --set task.T=9e18` said 'only 4,611,686,018.4 GB is available' (its no-limit
     bound printed as this machine's memory)."""
