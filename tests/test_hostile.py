@@ -1277,7 +1277,7 @@ def test_figures_claims_and_paper_values_may_name_a_key_not_swept(trained_store,
     spec, store = _copy_trained(trained_store, tmp_path)
     claim = {"text": "t", "where": {_D: 8}, "op": ">", "value": 0.0}
     spec = _one_run_spec(tmp_path, figures=[{**figure, "name": "f"}], claims=[claim],
-                         paper_values=[{"where": {_D: 8}, "value": 0.5, "tol": 0.5}])
+                         paper_values=[{"where": {_D: 8}, "value": 0.2, "tol": 0.15}])
     res = _invoke("verify", spec, "--out", tmp_path / "out", "--profile", "smoke")
     assert res.exit_code == 0 and "Traceback" not in res.output, res.output
     assert "1 PASS" in res.output and "1 of 1 compared" in res.output, res.output
@@ -2119,7 +2119,7 @@ def test_labels_that_pandas_reads_as_missing_keep_their_verdicts(trained_store, 
     spec, store = _copy_trained(trained_store, tmp_path)
     na = [{"cases": [{"label": "NA", "set": {"model.mixer": "s6"}}]}]
     spec = _one_run_spec(tmp_path, sweep=na, paper_values=[{"where": {"label": "NA"},
-                                                            "value": 0.5, "tol": 0.5}],
+                                                            "value": 0.2, "tol": 0.15}],
                          claims=[{"text": "t", "where": {"label": "NA"}, "op": ">",
                                   "value": 0.0}])
     out = tmp_path / "out"
@@ -2136,15 +2136,15 @@ def test_a_paper_value_of_an_unfinished_cell_is_not_compared(trained_store, tmp_
     about it."""
     _, store = _copy_trained(trained_store, tmp_path)
     spec = _one_run_spec(tmp_path, seeds=[0, 1],
-                         paper_values=[{"where": {"label": "S6"}, "value": 0.5, "tol": 0.5}])
+                         paper_values=[{"where": {"label": "S6"}, "value": 0.2, "tol": 0.15}])
     res = _invoke("verify", spec, "--out", tmp_path / "out", "--profile", "smoke")
     assert res.exit_code == 0, res.output
     said = " ".join(res.output.split())  # the console wraps long lines
     assert "0 of 0 compared within tolerance; 1 cells not finished, not compared" in said, said
     report = (store / "report-smoke.md").read_text()
     assert "(1 of 2 runs finished) | unfinished |" in report, report
-    spec = _one_run_spec(tmp_path, paper_values=[{"where": {"label": "S6"}, "value": 0.5,
-                                                  "tol": 0.5}])
+    spec = _one_run_spec(tmp_path, paper_values=[{"where": {"label": "S6"}, "value": 0.2,
+                                                  "tol": 0.15}])
     res = _invoke("verify", spec, "--out", tmp_path / "out", "--profile", "smoke")
     assert "1 of 1 compared within tolerance" in res.output, res.output  # finished: compared
 
@@ -2285,6 +2285,21 @@ def test_each_run_of_a_pack_keeps_its_own_time_limit(tmp_path):
         json.loads(p.read_text()) for p in (out / "tests" / "t-spec" / "runs").glob("*.json"))}
     assert recs[1000]["stop_reason"] == "max_steps" and recs[1000]["stop_step"] == 40
     assert recs[0.0001]["stop_reason"] == "time_limit"
+
+
+@pytest.mark.parametrize("value,tol,ok", [(0.5, 0.5, False), (0.9, 0.95, False),
+                                          (0.5, 0.45, True), (0.2, 0.15, True)])
+def test_a_paper_value_whose_tolerance_covers_every_accuracy_is_refused(tmp_path, value, tol,
+                                                                         ok):
+    """A paper value 0.5 ± 0.5 (a tolerance below 1, so not refused as 'admits any accuracy')
+    matched whatever accuracy the runs measured."""
+    spec = _one_run_spec(tmp_path, paper_values=[{"where": {"label": "S6"}, "value": value,
+                                                  "tol": tol}])
+    res = _invoke("validate", spec)
+    if ok:
+        assert res.exit_code == 0, res.output
+    else:
+        _assert_refused(res, "paper_values.0.tol", "covers every accuracy")
 
 
 def test_a_size_no_machine_holds_does_not_name_a_memory_of_billions_of_gb(tmp_path):
