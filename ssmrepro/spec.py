@@ -69,9 +69,10 @@ Seeds = Annotated[list[Seed], Field(max_length=MAX_SEEDS)]
 
 
 def _plain_label(label: str) -> str:
-    """A case label is one line of visible text without spaces at its ends: it names a cell in
-    tables, figures and claims, where "S6 " and "S6", or a label with a zero-width or
-    direction-changing character, would look the same as another and mean something else."""
+    """A case label is one line of visible text without spaces at its ends, in composed form
+    (NFC): it names a cell in tables, figures and claims, where "S6 " and "S6", a label with a
+    zero-width or direction-changing character, or "e" + a combining accent beside "é", would
+    look the same as another and mean something else."""
     import unicodedata
 
     odd = [c for c in label if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")
@@ -81,6 +82,12 @@ def _plain_label(label: str) -> str:
         raise ValueError(f"a label is one line of visible text; it holds {shown}")
     if label != label.strip():
         raise ValueError(f"a label has no spaces at its ends: {label!r}")
+    composed = unicodedata.normalize("NFC", label)
+    if composed != label:  # 'cafe' + U+0301 looks like 'café' (U+00E9): two cells, one name
+        raise ValueError(f"a label is written composed (Unicode NFC): {label!r} holds a "
+                         f"letter and a combining mark that look like {composed!r} but do not "
+                         f"match it (in a claim's where, or beside a label written so); write "
+                         f"{composed!r}")
     return label
 
 
@@ -158,6 +165,12 @@ class Aggregate(Strict):
     def _select(self) -> Aggregate:
         if self.select is not None and self.select.by not in self.metrics:
             raise ValueError(f"select.by {self.select.by!r} must be one of metrics {self.metrics}")
+        names: dict[str, float] = {}
+        for q in self.percentiles:  # one column <metric>.p<q:g> each: the last one was kept
+            first = names.setdefault(f"p{q:g}", q)
+            if first != q:
+                raise ValueError(f"percentiles: {first:g} and {q!r} both write the column "
+                                 f"<metric>.p{q:g} (one would replace the other)")
         return self
 
 

@@ -29,7 +29,7 @@ import pickle
 import socket
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ import pandas as pd
 import torch
 
 from .spec import find_spec
-from .sweep import run_id_of
+from .sweep import TrainConfig, config_identity, run_id_of
 from .util import HOST as _HOST
 from .util import NotSmallFile, atomic_write_bytes, atomic_write_text, read_small, repo_root
 
@@ -57,8 +57,9 @@ def record_problem(rec: Any, run_id: str) -> str | None:
     """Why a record must not be trusted as the result of ``run_id``, or None if it can be.
 
     A record names its run id, status, metrics and the identity (lean config + seed) and code
-    version its id was hashed from; a record copied from another run, edited, truncated, or
-    written by another tool fails here.
+    version its id was hashed from, and its full config, which must lean to that identity; a
+    record copied from another run, edited (its identity or its config), truncated, or written
+    by another tool fails here.
     """
     if not isinstance(rec, dict):
         return "not a JSON object"
@@ -69,6 +70,12 @@ def record_problem(rec: Any, run_id: str) -> str | None:
     ident = rec.get("identity")
     if not isinstance(ident, dict) or run_id_of(ident, rec.get("code")) != run_id:
         return "its configuration does not hash to its run id (copied or edited)"
+    try:  # the config the curves and analyses read their cell keys from: the identity's own
+        same = run_id_of(config_identity(rec.get("config")), rec.get("code")) == run_id
+    except ValueError as err:
+        return f"its config is not a run's configuration ({err})"
+    if not same:  # config.model.d_model 8 -> 16 with the identity left alone was trusted
+        return "its config is not the configuration its run id hashes (edited)"
     if rec["status"] in DONE_STATUSES and not (isinstance(rec.get("metrics"), dict)
                                                and rec["metrics"]):
         return "a finished run without metrics"
@@ -79,6 +86,12 @@ def record_problem(rec: Any, run_id: str) -> str | None:
             return (f"{k} {v!r} is not a {'whole ' if whole else ''}number of "
                     f"{'parameters' if k == 'n_params' else 'steps' if whole else 'epochs'} "
                     "(>= 0)")
+    train = TrainConfig(**rec["config"]["train"])  # valid: config_identity parsed it
+    steps = rec.get("stop_step")  # 99999 steps of a 40-step run was a mean stop step
+    if steps is not None and steps > train.total_steps:
+        return f"stop_step {steps} beyond the run's {train.total_steps} steps"
+    if train.epochs is not None and (rec.get("epochs") or 0) > train.epochs:
+        return f"epochs {rec.get('epochs')} beyond the run's {train.epochs}"
     bad = [k for k, v in (rec.get("metrics") or {}).items() if not _is_number(v)]
     if not isinstance(rec.get("metrics") or {}, dict) or bad:
         return f"metrics that are not numbers ({', '.join(map(repr, bad[:3])) or 'metrics'})"
@@ -94,6 +107,8 @@ def record_problem(rec: Any, run_id: str) -> str | None:
         step = h.get("step")  # was drawn; a negative loss, an accuracy of 7
         if step is None or step < 0 or step != int(step):
             return f"a history step {step!r} that is not a whole number >= 0"
+        if step > train.total_steps:  # drawn far right of every other curve
+            return f"a history step {step} beyond the run's {train.total_steps} steps"
         for k, v in h.items():
             why = metric_range_problem(k, [v])
             if why:
@@ -190,12 +205,20 @@ def _not_a_file(path: Path, what: str) -> OSError:
                    "belongs; remove it", str(path))
 
 
+class WeightsDoNotFit(ValueError):
+    """Saved weights that do not load into their run's model (another model's parameters)."""
+
+
 class Store:
     """``reuse``: read-only stores of other specs; a record there with the same run id (same
-    config, seed and code version) counts as done here too."""
+    config, seed and code version) counts as done here too. ``weights``: the spec keeps each
+    finished run's weights (``save_weights``, read by its analyses): a run whose record is there
+    but whose weights are not is not done (it is trained again)."""
 
-    def __init__(self, root: Path, stale_after: float = 600.0, reuse: list[Path] | None = None):
+    def __init__(self, root: Path, stale_after: float = 600.0, reuse: list[Path] | None = None,
+                 weights: bool = False):
         self.root = Path(root)
+        self.weights = weights
         self.reuse = [Path(r) for r in reuse or []]
         self.runs = self.root / "runs"
         self.claims = self.root / "claims"
@@ -253,7 +276,20 @@ class Store:
 
     def is_done(self, run_id: str) -> bool:
         rec = self.read(run_id)
-        return rec is not None and rec.get("status") in DONE_STATUSES
+        if rec is None or rec.get("status") not in DONE_STATUSES:
+            return False
+        if self.weights and rec["status"] == "ok" and not any(
+                (root / f"{run_id}.pt").is_file() for root in self._run_folders()):
+            # deleted, or quarantined as damaged: the analyses had no weights to read, and
+            # `plot` said `run` trained them, which found the run done
+            self._warn(f"run {run_id} has its record but not its saved weights (runs/"
+                       f"{run_id}.pt; the spec keeps them for its analyses): the run will be "
+                       "trained again")
+            return False
+        return True
+
+    def _run_folders(self) -> list[Path]:
+        return [self.runs] + [r / "runs" for r in self.reuse]
 
     def write(self, record: dict) -> None:
         atomic_write_text(
@@ -271,18 +307,54 @@ class Store:
         torch.save(state, buf)
         atomic_write_bytes(self.weights_path(run_id), buf.getvalue())
 
-    def read_weights(self, run_id: str) -> dict | None:
-        """The saved weights of a run (own store first, then the reused ones), else None."""
-        for root in [self.runs] + [r / "runs" for r in self.reuse]:
+    def read_weights(self, run_id: str, use: Callable[[dict], Any] | None = None) -> Any:
+        """The saved weights of a run (own store first, then the reused ones), else None; with
+        ``use`` (e.g. loading them into the run's model), ``use(state)``.
+
+        Weights that cannot be read, that are not a state dict (parameter name -> tensor), or
+        that ``use`` refuses with ``WeightsDoNotFit`` (another model's weights) are moved to
+        ``runs/quarantine/`` with a warning (ignored in a reused store), so that the run is
+        trained again (``is_done``): foreign weights raised a traceback in `plot`."""
+        for k, root in enumerate(self._run_folders()):
             path = root / f"{run_id}.pt"
-            if path.exists():
-                try:
-                    return torch.load(path, map_location="cpu", weights_only=True)
-                except (RuntimeError, OSError, ValueError, EOFError,
-                        pickle.UnpicklingError) as err:  # truncated, foreign, not a pickle
-                    why = str(err).strip().splitlines()[0] if str(err).strip() else ""
-                    self._warn(f"ignoring unreadable weights {path}: {type(err).__name__} {why}")
+            if not path.exists() and not path.is_symlink():
+                continue
+            try:
+                if not path.is_file():
+                    raise ValueError("not a regular file")
+                state = torch.load(path, map_location="cpu", weights_only=True)
+                if not (isinstance(state, dict) and all(
+                        isinstance(n, str) and isinstance(v, torch.Tensor)
+                        for n, v in state.items())):
+                    raise ValueError(f"not a state dict (parameter name -> tensor): "
+                                     f"{type(state).__name__}")
+            except (RuntimeError, OSError, ValueError, EOFError,
+                    pickle.UnpicklingError) as err:  # truncated, foreign, not a pickle
+                why = str(err).strip().splitlines()[0] if str(err).strip() else ""
+                self._distrust_weights(path, f"{type(err).__name__} {why}", quarantine=k == 0)
+                continue
+            if use is None:
+                return state
+            try:
+                return use(state)
+            except WeightsDoNotFit as err:  # another model's weights (a traceback in `plot`)
+                self._distrust_weights(path, str(err), quarantine=k == 0)
         return None
+
+    def _distrust_weights(self, path: Path, why: str, quarantine: bool) -> None:
+        if quarantine:
+            dest = self.runs / "quarantine" / f"{path.name}.{time.time_ns()}"
+            try:
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(path, dest)
+            except OSError as err:
+                why += f" (cannot quarantine them: {err.strerror})"
+            else:
+                self._warn(f"saved weights {path.name} quarantined to "
+                           f"{dest.relative_to(self.root)}: {why}; the run will be trained "
+                           "again")
+                return
+        self._warn(f"ignoring unreadable weights {path}: {why}")
 
     # ---------------------------------------------------------------- claims
     # A claim file holds {"host", "pid", "time", "nonce"}; the nonce is unique per claim. Taking
@@ -653,7 +725,7 @@ def results_dir(spec, out: Path | None = None) -> Path:
 def open_store(spec, out: Path | None = None) -> Store:
     """The spec's store, reading also the records of the specs it reuses."""
     reuse = [results_dir(find_spec(s), out) for s in spec.reuse]
-    return Store(results_dir(spec, out), reuse=reuse)
+    return Store(results_dir(spec, out), reuse=reuse, weights=bool(spec.save_weights))
 
 
 def output_name(spec, profile: str, stem: str, ext: str, tag: str = "") -> str:

@@ -524,8 +524,10 @@ def train_pack(
     smoothing = (vec([r.train.label_smoothing for r in runs])  # None: no smoothing term at all
                  if info.loss != "mse" and any(r.train.label_smoothing for r in runs) else None)
     totals_t = torch.tensor(totals, device=dev)
-    limits = [r.train.time_limit_s for r in runs if r.train.time_limit_s]
-    time_limit = min(limits) if limits else None
+    # each member's own time limit (a member field: a pack may mix them; the shortest cut every
+    # member, and a 6-hour run packed with a 1-minute one stopped at 1 minute as 'time_limit')
+    limits = [r.train.time_limit_s if r.train.time_limit_s else math.inf for r in runs]
+    time_limit = min(limits) if any(t < math.inf for t in limits) else None
 
     active = torch.ones(E, dtype=torch.bool, device=dev)
     status = ["ok"] * E
@@ -582,9 +584,14 @@ def train_pack(
             if not bool(active.any()):
                 break
         if time_limit is not None and time.time() - t_start > time_limit:
+            elapsed = time.time() - t_start
             for e in torch.nonzero(active).flatten().tolist():
-                stop(e, "time_limit", step)
-            break
+                if elapsed > limits[e]:
+                    stop(e, "time_limit", step)
+            if not bool(active.any()):
+                break
+            time_limit = min(t for e, t in enumerate(limits) if bool(active[e]))
+            time_limit = None if math.isinf(time_limit) else time_limit
         # 1. batch: fresh samples per step, or one epoch-permuted view of the fixed training set
         if spe is None:
             idx = (step * B + torch.arange(B, device=dev)).expand(E, -1)
@@ -696,7 +703,15 @@ def build_member(run, state: dict[str, torch.Tensor] | None = None):
     task = build_task(run.task)
     model = build_model(run.model, task.info, 1, [derived_seed(run.seed, _INIT_STREAM)])
     if state is not None:
-        model.load_state_dict(state)
+        try:
+            model.load_state_dict(state)
+        except RuntimeError as err:  # missing, unexpected or misshapen parameters
+            from .store import WeightsDoNotFit
+
+            why = " ".join(str(err).split())
+            raise WeightsDoNotFit("the weights do not fit the run's model ("
+                                  + (why if len(why) <= 160 else why[:157] + "...") + ")"
+                                  ) from None
     return model.eval()
 
 

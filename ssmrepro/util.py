@@ -116,6 +116,28 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def folder_problem(path: Path) -> str | None:
+    """Why ``path`` is not a folder to read from, or None: 'no such folder', 'a file, not a
+    folder', a FIFO or device, a symbolic link loop, a path component that is a file (each was
+    'no such folder' or 'not a folder', whatever it was)."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "no such folder"
+    except NotADirectoryError:
+        return "a path component is a file, not a folder"
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return "a symbolic link loop (a link that leads back to itself)"
+        return f"cannot be read ({err.strerror or type(err).__name__})"
+    if stat.S_ISDIR(mode):
+        return None
+    return ("a file, not a folder" if stat.S_ISREG(mode)
+            else "a FIFO, device or socket, not a folder")
+
+
 def die_with_parent(parent: int) -> None:
     """Linux: ask the kernel to SIGKILL this worker process when its parent dies (a killed command
     must not leave orphans working on, or blocked for ever on a full result pipe); exit at once

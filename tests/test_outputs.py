@@ -369,7 +369,7 @@ def test_a_claim_may_name_the_spread_columns_of_an_aggregated_metric(tmp_path):
         def mutate(r, m=metric):
             r["id"] = "spread-columns"  # a copy given by its path needs an id of its own
             _set_claim(r, {"text": "t", "where": {"label": "SSM-TF"}, "metric": m, "op": "<=",
-                           "value": 1})
+                           "value": 0.5})
         p = _broken(tmp_path, "cooper2026-fig14", mutate)
         res = runner.invoke(app, ["validate", str(p)])
         assert res.exit_code == 0, res.output

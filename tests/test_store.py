@@ -3,17 +3,25 @@ import os
 import subprocess
 import sys
 
+from ssmrepro.models import MODELS
 from ssmrepro.store import Store
-from ssmrepro.sweep import CODE_VERSION, run_id_of
+from ssmrepro.sweep import CODE_VERSION, TrainConfig, lean, run_id_of
+from ssmrepro.tasks.keep_nth import KeepNth
 from ssmrepro.util import atomic_write_text
 
 
 def record(status="ok", tag="a", **kw):
-    """A valid record: its run id is the hash of its identity, as the engine writes them."""
-    ident = {"task": {"name": "t"}, "model": {"name": tag}, "train": {}, "seed": 0}
+    """A valid record: its run id is the hash of its identity, which its config leans to, as
+    the engine writes them (``tag`` picks one of two configs)."""
+    task = KeepNth.Config(n=2, T=8, vocab=8)
+    model = MODELS["ssm_lm"].Config(d_model=8 if tag == "a" else 16, d_state=4)
+    train = TrainConfig(max_steps=10)
+    ident = {"task": lean(task), "model": lean(model), "train": lean(train), "seed": 0}
+    config = {"task": task.model_dump(mode="json"), "model": model.model_dump(mode="json"),
+              "train": train.model_dump(mode="json"), "seed": 0}
     rid = run_id_of(ident)
-    return {"run_id": rid, "status": status, "identity": ident, "code": CODE_VERSION,
-            "metrics": {"test.acc": 0.5}, **kw}
+    return {"run_id": rid, "status": status, "identity": ident, "config": config,
+            "code": CODE_VERSION, "metrics": {"test.acc": 0.5}, **kw}
 
 
 def test_atomic_write_leaves_no_temp(tmp_path):

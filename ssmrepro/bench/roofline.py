@@ -218,11 +218,12 @@ def write_roofline(folder: Path, skipped: list[str] | None = None) -> tuple[Path
     ``NoRecords`` when the folder does not exist or holds no usable packs record (an empty
     figure and table were written before); damaged or foreign records are named in ``skipped``
     and left out."""
-    from ..util import atomic_write_text
+    from ..util import atomic_write_text, folder_problem
 
     skipped = [] if skipped is None else skipped
-    if not folder.is_dir():
-        raise NoRecords(f"{folder}: no such folder (the benchmark records; --out)")
+    why = folder_problem(folder)
+    if why:
+        raise NoRecords(f"{folder}: {why} (the benchmark records; --out)")
     if not _records(folder, skipped):
         raise NoRecords(f"{folder}: no usable packs benchmark record (*-cpu.json); run "
                         "`ssmrepro bench WORKLOAD --out` there first"

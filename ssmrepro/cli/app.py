@@ -64,12 +64,25 @@ def _version_callback(value: bool) -> None:
         raise typer.Exit()
 
 
+def tolerant_output() -> None:
+    """Characters the output's encoding lacks (``PYTHONIOENCODING=ascii``, a Latin-1 locale) are
+    written as escapes (``\\u2014``), not a UnicodeEncodeError traceback: every command prints
+    labels, titles and dashes that are not ASCII."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", "strict") == "strict":
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # closed, or a stream that cannot change
+                pass
+
+
 @app.callback()
 def _main(
     _version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True,
                                   help="print the version and exit"),
 ) -> None:
-    pass
+    tolerant_output()
 
 
 def print_json(obj: Any) -> None:

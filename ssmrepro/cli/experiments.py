@@ -595,7 +595,7 @@ def export(
     results: paper, experiment, profile, run_id, label, seed, status, n_params, metric, value,
     config (JSON). Columns: docs/columns.md."""
     from ..plots.export import FORMATS, write_export
-    from ..util import repo_root
+    from ..util import folder_problem, repo_root
 
     if fmt not in FORMATS:
         fail([f"--format {fmt!r}: expected {' or '.join(FORMATS)}"])
@@ -604,8 +604,9 @@ def export(
         fail([f"--file {dest}: its suffix says {named}, but the format is {fmt} (--format "
               f"{named}, or a .{fmt} file)"])
     root = out if out is not None else repo_root() / "results"
-    if not root.is_dir():  # a mistyped --out exported an empty table
-        fail([f"{root}: no such folder (the results root to export; --out)"])
+    why = folder_problem(root)
+    if why:  # a mistyped --out exported an empty table
+        fail([f"{root}: {why} (the results root to export; --out)"])
     _project_specs()  # no spec to export (a wrong SSMREPRO_ROOT): an empty table, exit 0
     dest = dest or Path(f"ssmrepro-results.{fmt}")
     if dest.resolve().is_relative_to(root.resolve()):  # `-f results/<paper>/<id>/results.csv`
@@ -631,11 +632,12 @@ def figures(
     """Rebuild every figure, summary, curves table and report from the committed results (no
     training) and write the front page, results/README.md (what `make figures` runs)."""
     from ..plots.frontpage import front_page, rebuild_all
-    from ..util import repo_root
+    from ..util import folder_problem, repo_root
 
     root = out if out is not None else repo_root() / "results"
-    if not root.is_dir():  # a mistyped --out got a new folder and a front page of no results
-        fail([f"{root}: not a folder (the results root to rebuild; --out)"])
+    why = folder_problem(root)
+    if why:  # a mistyped --out got a new folder and a front page of no results
+        fail([f"{root}: {why} (the results root to rebuild; --out)"])
     if not no_rebuild:
         rebuild_all(out, echo=lambda m: console.print(m, highlight=False))
     console.print(f"front page: {front_page(out)}")

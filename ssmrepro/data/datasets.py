@@ -526,7 +526,9 @@ def load_lra(
     cdir = Path(cache_dir) if cache_dir is not None else cache_root(root_path)
     entry_path = entry_dir(cdir, name, key)
     loaded = load_entry(entry_path) if cache else None
-    why = entry_problem(*loaded, n_classes=ddef.n_classes) if loaded is not None else None
+    made_of = dict(dataset=name, source=src, config=config_dict(cfg), files=len(identity))
+    why = (entry_problem(*loaded, n_classes=ddef.n_classes, made_of=made_of)
+           if loaded is not None else None)
     if why is not None:  # readable, but not what prepare() writes: rebuild it
         warnings.warn(f"damaged cache entry {entry_path} ({why}); rebuilding it", stacklevel=2)
         shutil.rmtree(entry_path, ignore_errors=True)
@@ -534,7 +536,7 @@ def load_lra(
     if loaded is None:
         splits, meta = ddef.prepare(src, path, cfg)
         arrays = {f"{s}.{k}": v for s, d in splits.items() for k, v in d.items()}
-        meta = dict(meta, dataset=name, source=src, config=config_dict(cfg), files=len(identity))
+        meta = dict(meta, **made_of)
         why = entry_problem(arrays, meta, n_classes=ddef.n_classes)
         if why is not None:  # the source files themselves are damaged (e.g. a label 7 of 2)
             raise DataUnavailable(f"the {name} data at {path} ({src}) are damaged: {why}; "
@@ -552,12 +554,18 @@ INPUT_KINDS = ("tokens", "pixels")  # what prepare() writes in meta.json
 
 
 def entry_problem(arrays: dict[str, np.ndarray], meta: dict[str, Any],
-                  n_classes: int | None = None) -> str | None:
+                  n_classes: int | None = None,
+                  made_of: dict[str, Any] | None = None) -> str | None:
     """Why a loaded cache entry cannot be a prepared dataset, else None: every split has its
     inputs (``<split>.x``, numbers) and integer labels (in [0, ``n_classes``) when given: a label
     out of range failed every pack, or, at -100, was silently ignored by the loss), token inputs
     are ids of the meta's vocabulary, each split's arrays agree on the number of examples, and
-    the meta names the input kind."""
+    the meta names the input kind; with ``made_of`` (dataset, source, preprocessing config and
+    number of source files of the entry's key), the meta names those (another entry's arrays
+    copied under this key, max_len 32 for 64, were trained on without a word)."""
+    for k, want in (made_of or {}).items():
+        if meta.get(k) != want:
+            return f"meta.json says {k} {meta.get(k)!r}, not this entry's {want!r}"
     kind, vocab = meta.get("kind"), meta.get("vocab")
     if kind not in INPUT_KINDS:  # an unknown kind was built as a dataset of that kind
         return f"meta.json names no input kind of {list(INPUT_KINDS)}"
@@ -586,6 +594,14 @@ def entry_problem(arrays: dict[str, np.ndarray], meta: dict[str, Any],
                 a = arrays.get(k)
                 if a is not None and a.size and not (0 <= a.min() and a.max() < len(vocab)):
                     return f"{k}: token ids outside the vocabulary of {len(vocab)}"
+        for k, inputs in ((f"{split}.lengths", x), (f"{split}.lengths2", arrays.get(f"{split}.x2"))):
+            a = arrays.get(k)  # -5 cut a batch to all but its last 5 tokens and masked every one
+            if a is None or inputs is None:
+                continue
+            if not np.issubdtype(a.dtype, np.integer) or a.ndim != 1 or (a.size and not (
+                    0 <= a.min() and a.max() <= inputs.shape[1])):
+                return (f"{k}: lengths that are not whole numbers from 0 to the inputs' "
+                        f"{inputs.shape[1]} positions")
     return None
 
 

@@ -124,7 +124,7 @@ def _matches(run, where: dict[str, Any]) -> bool:
 def _members(ctx: FigureContext, where: list[dict[str, Any]]) -> list[tuple[Any, Any, Any, int]]:
     """(run, trained model, task, data seed) of the first saved seed of every matching cell, in
     the order of the selections."""
-    store = open_store(ctx.spec, ctx.out("figure", "png").parent.parents[1])
+    store = ctx.store or open_store(ctx.spec, ctx.out("figure", "png").parent.parents[1])
     runs = expand(ctx.spec, ctx.profile)
     out, seen = [], set()
     for sel in where:
@@ -132,12 +132,11 @@ def _members(ctx: FigureContext, where: list[dict[str, Any]]) -> list[tuple[Any,
             cell = (r.label, tuple(sorted((k, str(v)) for k, v in r.flat().items() if k != "seed")))
             if cell in seen or not _matches(r, sel):
                 continue
-            state = store.read_weights(r.run_id)
-            if state is None:
+            model = store.read_weights(r.run_id, use=lambda st, r=r: build_member(r, st))
+            if model is None:
                 continue
             seen.add(cell)
-            out.append((r, build_member(r, state), build_task(r.task),
-                        derived_seed(r.seed, _DATA_STREAM)))
+            out.append((r, model, build_task(r.task), derived_seed(r.seed, _DATA_STREAM)))
     return out
 
 

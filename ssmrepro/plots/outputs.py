@@ -6,6 +6,7 @@ computed here.
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from ..report.analysis import (
 )
 from ..report.analytic import analytic_cells, analytic_columns, analytic_table
 from ..report.cells import CASE_PREFIX, cell_env, column, has_column, is_case_ref, value_matches
-from ..report.checks import CheckConfig
+from ..report.checks import CheckConfig, OrderingConfig
 from ..report.columns import LABEL, LABEL_SEP, N_PARAMS, RUN_ID, SEED
 from ..report.curves import HISTORY_SETS, SAMPLES, STEP, curve_table, history_metric_sets
 from ..spec import Spec, format_errors
@@ -147,11 +148,12 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                 files.setdefault(file, (key, prof))
         stems.add(stem)
     seen_claims: dict[str, int] = {}
+    spread = _spread_columns(spec)
     for i, raw in enumerate(spec.claims):
         key = f"claims.{i}"
         try:
             cfg = report.parse_claim(raw)
-            same = seen_claims.setdefault(cfg.model_dump_json(), i)
+            same = seen_claims.setdefault(_claim_identity(cfg), i)
             if same != i:  # its verdict twice in every report, counted twice in the tally
                 errors.append(f"{path}: {key}: the same claim as claims.{same} (each claim once)")
                 continue
@@ -176,12 +178,16 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                     else f"{cfg.metric!r} needs {sorted(needs - metrics)}, which")
             errors.append(f"{path}: {key}.metric: {what} is not aggregated "
                           f"(aggregate.metrics and analysis metrics: {sorted(metrics)})")
+        plain_given = []  # (j, given) on one metric's name: range-checked ('2 * test.acc >=
+        # 1.5' is no accuracy above 1)
         for j, g in enumerate(cfg.given):  # an unknown metric read as NaN: the precondition
             try:  # held for every cell, and the claim could PASS on an unfitted model
                 gneeds = report.metric_names(g.metric)
             except ExprError as err:
                 errors.append(f"{path}: {key}.given.{j}.metric: {err}")
                 continue
+            if gneeds == {g.metric}:
+                plain_given.append((j, g))
             never = report.never_defined(g.metric)
             if never:
                 errors.append(f"{path}: {key}.given.{j}.metric: {g.metric!r} has no value "
@@ -191,16 +197,20 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                               f"(aggregate.metrics and analysis metrics: {sorted(metrics)})")
         bounds = [(f"{key}.{f}", cfg.metric, getattr(cfg, f)) for f in ("value", "threshold")
                   if needs == {cfg.metric} and isinstance(getattr(cfg, f, None), float)]
-        bounds += [(f"{key}.given.{j}.value", g.metric, g.value) for j, g in enumerate(cfg.given)]
-        errors += _unreachable(path, bounds)
+        bounds += [(f"{key}.given.{j}.value", g.metric, g.value) for j, g in plain_given]
+        errors += _unreachable(path, bounds, spread)
         strict = [(f"{key}.value", cfg.metric, cfg.op, cfg.value)] if needs == {cfg.metric} and \
             isinstance(getattr(cfg, "op", None), str) and isinstance(getattr(cfg, "value", None),
                                                                      float) else []
-        strict += [(f"{key}.given.{j}.value", g.metric, g.op, g.value)
-                   for j, g in enumerate(cfg.given)]
-        errors += _never_holds(path, strict)
+        strict += [(f"{key}.given.{j}.value", g.metric, g.op, g.value) for j, g in plain_given]
+        if needs == {cfg.metric} and cfg.check == "size_order":  # every cell 'solves' it
+            strict.append((f"{key}.threshold", cfg.metric, ">=", cfg.threshold))
+        errors += _never_holds(path, strict, spread)
+        errors += _always_holds(path, strict, spread)
+        if needs == {cfg.metric} and isinstance(cfg, OrderingConfig):
+            errors += _ordering_always_holds(path, key, cfg)
         if needs == {cfg.metric} and cfg.check in ("monotone", "spread", "collapse"):
-            errors += _any_accuracy(path, f"{key}.tol", cfg.metric, cfg.tol)
+            errors += _any_accuracy(path, f"{key}.tol", cfg.metric, cfg.tol, spread)
     if runs and not errors:  # every column exists: check what the cells hold
         errors += _cell_problems(spec, checked, runs)
     sel = spec.aggregate.select
@@ -215,13 +225,32 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                 errors.append(f"{path}: paper_values.{i}.where.{k}: unknown column {k!r}")
         if pv.metric not in metrics | {N_PARAMS}:
             errors.append(f"{path}: paper_values.{i}.metric: {pv.metric!r} is not aggregated")
-        errors += _unreachable(path, [(f"paper_values.{i}.value", pv.metric, pv.value)])
-        errors += _any_accuracy(path, f"paper_values.{i}.tol", pv.metric, pv.tol)
+        errors += _unreachable(path, [(f"paper_values.{i}.value", pv.metric, pv.value)], spread)
+        errors += _any_accuracy(path, f"paper_values.{i}.tol", pv.metric, pv.tol, spread)
+        if spread.get(pv.metric, pv.metric).endswith(".acc") and pv.tol < 1 and \
+                pv.value - pv.tol <= 0 and pv.value + pv.tol >= 1:  # 0.5 ± 0.5
+            errors.append(f"{path}: paper_values.{i}.tol: {pv.value:g} ± {pv.tol:g} covers every "
+                          f"accuracy [0, 1]: any {pv.metric} would match")
     if not errors and spec.analytic is None and runs:
         # `run`, `plot` and `verify` check these too (only `validate` did, and a spec it refused
         # trained and compared the paper's one number with the mean of several cells)
         errors += _paper_value_identities(spec, runs)
     return errors
+
+
+def _claim_identity(cfg: CheckConfig) -> str:
+    """What tells two claims apart: every field, with a ``where`` (``a``, ``b``) in any key
+    order, its any-of lists in any order, the preconditions in any order and the text's
+    spacing ignored (``{label: S6, model.d_model: 8}`` and ``{model.d_model: 8, label: S6}``
+    made two claims with one verdict, printed and counted twice)."""
+    d = cfg.model_dump(mode="json")
+    d["text"] = " ".join(str(d.get("text", "")).split())
+    for f in ("where", "a", "b"):
+        if isinstance(d.get(f), dict):
+            d[f] = {k: sorted(v, key=repr) if isinstance(v, list) else v for k, v in d[f].items()}
+    if isinstance(d.get("given"), list):
+        d["given"] = sorted(d["given"], key=lambda g: json.dumps(g, sort_keys=True))
+    return json.dumps(d, sort_keys=True)
 
 
 def _paper_value_identities(spec: Spec, runs: list) -> list[str]:
@@ -266,6 +295,8 @@ def _cell_problems(spec: Spec, items: list[tuple[str, Any]], runs: list) -> list
     for r in runs:
         profiles.setdefault(r.profile, []).append(r)
     judged: set[str] = set()  # claims some profile can judge
+    can_fail: set[str] = set()  # claims some profile's cells can fail
+    unfailing: dict[str, dict[str, list[str]]] = {}  # claim key -> why -> profiles
     unjudged: dict[str, list[str]] = {}  # claim key -> why each profile cannot judge it
     for profile, rs in profiles.items():
         keys = [k for k in report.cell_keys(rs) if k != over]
@@ -296,6 +327,11 @@ def _cell_problems(spec: Spec, items: list[tuple[str, Any]], runs: list) -> list
                     judged.add(key)
                 elif why:
                     unjudged.setdefault(key, []).append(f"{why} in profile {profile}")
+                vacuous = cfg.unfailing(cells, keys)
+                if vacuous is None:
+                    can_fail.add(key)
+                else:
+                    unfailing.setdefault(key, {}).setdefault(vacuous, []).append(profile)
             if isinstance(cfg, FigureConfig):
                 errors += [f"{path}: {key}.{m}" for m in cfg.run_problems(rs)]
                 errors += _collisions(f"{path}: {key}", cfg, rows, keys, profile)
@@ -303,6 +339,10 @@ def _cell_problems(spec: Spec, items: list[tuple[str, Any]], runs: list) -> list
         # run of one profile (smoke) short of the cells is an honest MISSING there, not refused
         errors += [f"{path}: {key}.{'; '.join(whys)}: it stays MISSING in every profile"
                    for key, whys in unjudged.items() if key not in judged]
+        errors += [f"{path}: {key}."
+                   + "; ".join(f"{why} (profile {', '.join(profs)})" for why, profs in whys.items())
+                   + ": the claim cannot fail in any profile"
+                   for key, whys in unfailing.items() if key not in can_fail]
     return list(dict.fromkeys(errors))
 
 
@@ -331,36 +371,107 @@ def _collisions(where: str, cfg: FigureConfig, rows: pd.DataFrame, keys: list[st
     return []
 
 
-def _any_accuracy(path: str, key: str, metric: str, tol: float) -> list[str]:
-    """A tolerance of 1 or more on an accuracy, which lies in [0, 1], admits every value: a
-    paper value 'matched' and a monotone, spread or collapse claim PASSed whatever was measured (a
-    percentage point count, e.g. 5, read as a fraction)."""
-    if metric.endswith(".acc") and tol >= 1:
+def _any_accuracy(path: str, key: str, metric: str, tol: float,
+                  spread: dict[str, str] | None = None) -> list[str]:
+    """A tolerance of 1 or more on an accuracy (or a percentile column of one, ``spread``),
+    which lies in [0, 1], admits every value: a paper value 'matched' and a monotone, spread or
+    collapse claim PASSed whatever was measured (a percentage point count, e.g. 5, read as a
+    fraction)."""
+    if (spread or {}).get(metric, metric).endswith(".acc") and tol >= 1:
         return [f"{path}: {key}: {tol:g} for {metric} admits any accuracy (accuracies lie in "
                 "[0, 1]; a percentage? accuracies are fractions)"]
     return []
 
 
-def _unreachable(path: str, values: list[tuple[str, str, float]]) -> list[str]:
+_STD = "std"  # the range of a standard deviation column: never below 0
+
+
+def _spread_columns(spec: Spec) -> dict[str, str]:
+    """The spread columns the aggregation writes beside each metric, and whose range their
+    values share: ``<m>.p<q>`` -> m (a percentile of accuracies is an accuracy), ``<m>.std`` ->
+    ``_STD`` (never below 0). ``test.acc.p50 > 1`` was not range-checked at all."""
+    out = {f"{m}.p{q:g}": m for m in spec.aggregate.metrics for q in spec.aggregate.percentiles}
+    return {**out, **{f"{m}.std": _STD for m in spec.aggregate.metrics}}
+
+
+def _unreachable(path: str, values: list[tuple[str, str, float]],
+                 spread: dict[str, str] | None = None) -> list[str]:
     """'file: key: reason' for each (key, metric, value) where no value of the metric can be
     (``store.metric_range_problem``: an accuracy outside [0, 1], e.g. a percentage): a claim on
-    it could never pass (or a precondition never hold), a paper value never match."""
-    return [f"{path}: {key}: {v:g} for {metric}, {why}"
-            + (" (a percentage? accuracies are fractions)" if metric.endswith(".acc") else "")
-            for key, metric, v in values if (why := metric_range_problem(metric, [v]))]
+    it could never pass (or a precondition never hold), a paper value never match. ``spread``:
+    ``_spread_columns``."""
+    out = []
+    for key, metric, v in values:
+        base = (spread or {}).get(metric, metric)
+        why = metric_range_problem(base, [v])
+        if why:
+            out.append(f"{path}: {key}: {v:g} for {metric}, {why}"
+                       + (" (a percentage? accuracies are fractions)" if base.endswith(".acc")
+                          else ""))
+    return out
 
 
-def _never_holds(path: str, conditions: list[tuple[str, str, str, float]]) -> list[str]:
+def _bounded(metric: str, v: float, spread: dict[str, str] | None) -> tuple[bool, bool, str]:
+    """(an accuracy, never below 0, what bounds it) of the values of ``metric`` (a spread
+    column: its metric's); neither for a value out of range (``_unreachable``'s)."""
+    base = (spread or {}).get(metric, metric)
+    if metric_range_problem(base, [v]):
+        return False, False, ""
+    if base.endswith(".acc"):
+        return True, True, "an accuracy lies in [0, 1]"
+    if is_loss(base):
+        return False, True, "a loss is never below 0"
+    if base == _STD:
+        return False, True, "a standard deviation is never below 0"
+    return False, False, ""
+
+
+def _never_holds(path: str, conditions: list[tuple[str, str, str, float]],
+                 spread: dict[str, str] | None = None) -> list[str]:
     """'file: key: reason' for each (key, metric, op, value) that no accuracy can meet:
-    ``> 1`` or ``< 0`` (an accuracy lies in [0, 1]; ``>= 1`` and ``<= 0`` can hold): a claim
-    that FAILs (or a precondition that keeps it MISSING) whatever the runs measure."""
-    return [f"{path}: {key}: {metric} {op} {v:g} never holds (an accuracy lies in [0, 1]; "
-            f"{'>= 1' if op == '>' else '<= 0'}?)" if metric.endswith(".acc") else
-            f"{path}: {key}: {metric} {op} {v:g} never holds (a loss is never below 0)"
-            for key, metric, op, v in conditions
-            if (metric.endswith(".acc") and ((op == ">" and v >= 1) or (op == "<" and v <= 0))
-                or is_loss(metric) and op == "<" and v <= 0)
-            and not metric_range_problem(metric, [v])]  # out of range: _unreachable's
+    ``> 1`` or ``< 0`` (an accuracy lies in [0, 1]; ``>= 1`` and ``<= 0`` can hold), nor a loss
+    or a standard deviation (``< 0``): a claim that FAILs (or a precondition that keeps it
+    MISSING) whatever the runs measure."""
+    out = []
+    for key, metric, op, v in conditions:
+        acc, nonneg, what = _bounded(metric, v, spread)
+        if acc and op == ">" and v >= 1:
+            out.append(f"{path}: {key}: {metric} {op} {v:g} never holds ({what}; >= 1?)")
+        elif nonneg and op == "<" and v <= 0:
+            out.append(f"{path}: {key}: {metric} {op} {v:g} never holds ({what}"
+                       + ("; <= 0?)" if acc else ")"))
+    return out
+
+
+def _always_holds(path: str, conditions: list[tuple[str, str, str, float]],
+                  spread: dict[str, str] | None = None) -> list[str]:
+    """'file: key: reason' for each (key, metric, op, value) that every accuracy, loss or
+    standard deviation meets: ``acc >= 0``, ``acc <= 1``, ``loss >= 0`` (``> v`` / ``< v``
+    beyond the bound are ``_unreachable``'s). A claim on it cannot fail (only a diverged run,
+    NaN, missed it: the claim said no more than 'the run finished'); a precondition on it
+    excludes no cell."""
+    out = []
+    for key, metric, op, v in conditions:
+        acc, nonneg, what = _bounded(metric, v, spread)
+        low = (op == ">=" and v <= 0) or (op == ">" and v < 0)
+        high = (op == "<=" and v >= 1) or (op == "<" and v > 1)
+        if not (nonneg and low or acc and high):
+            continue
+        role = ("the precondition excludes no cell" if ".given." in key
+                else "the claim cannot fail (only a diverged run misses it)")
+        out.append(f"{path}: {key}: {metric} {op} {v:g} holds for every run ({what}): {role}; "
+                   "give a value some run can miss")
+    return out
+
+
+def _ordering_always_holds(path: str, key: str, cfg: Any) -> list[str]:
+    """An ordering of accuracies ``a >= factor·b + margin`` with ``margin <= -factor``: every
+    pair of accuracies (in [0, 1]) meets it, so the claim cannot fail."""
+    if cfg.metric.endswith(".acc") and cfg.margin <= -cfg.factor:
+        return [f"{path}: {key}.margin: {cfg.margin:g} with factor {cfg.factor:g} on "
+                f"{cfg.metric}: every pair of accuracies (in [0, 1]) is in order, the claim "
+                "cannot fail; give a margin above -factor"]
+    return []
 
 
 def where_problems(spec: Spec, runs: list) -> list[str]:
@@ -686,7 +797,7 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
     configs = [parse_figure(raw) for _, raw in spec.figure_configs]
     view = report.with_config(cells, runs, named)  # + the config keys named but not swept here
     verdicts = report.verify(spec, view, keys)
-    ctx = FigureContext(spec, profile, view, keys, out, tables, runs)
+    ctx = FigureContext(spec, profile, view, keys, out, tables, runs, store)
     figures = []
     for i, cfg in enumerate(configs):
         path = out(figure_stem(cfg, i), "png")

@@ -139,6 +139,7 @@ class FigureContext:
     out: Callable[[str, str], Path]  # (stem, ext) -> a file of this profile
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # analysis tables by name
     runs: list = field(default_factory=list)  # the profile's runs, with the --set overrides
+    store: Any = None  # the spec's store (its warnings are said once drawn), None: open one
 
     @property
     def table(self) -> pd.DataFrame:

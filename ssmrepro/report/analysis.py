@@ -103,10 +103,9 @@ def weights_table(name: str, runs: list, store, keys: list[str]) -> pd.DataFrame
     rows = []
     keys = [k for k in keys if k != LABEL]
     for r in runs:
-        state = store.read_weights(r.run_id)
-        if state is None:
+        model = store.read_weights(r.run_id, use=lambda st, r=r: build_member(r, st))
+        if model is None:
             continue
-        model = build_member(r, state)
         m = fn(model, build_task(r.task), derived_seed(r.seed, _DATA_STREAM))
         flat = r.flat()
         rows.append({LABEL: r.label, **{k: flat.get(k) for k in keys}, "seed": r.seed, **m})

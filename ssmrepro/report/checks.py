@@ -46,7 +46,17 @@ from .. import expr
 from ..theory.recall import law_constant, refined_frontier_product
 from ..util import NoBoolNumbers
 from .cells import cell_env, column, expected, fmt_num, select, values_equal
-from .columns import COMPLETE, DEFAULT_METRIC, FACTS, LABEL, REGIME, STATE, VOCAB, WIDTH
+from .columns import (
+    COMPLETE,
+    DEFAULT_METRIC,
+    FACTS,
+    LABEL,
+    N_DIVERGED,
+    REGIME,
+    STATE,
+    VOCAB,
+    WIDTH,
+)
 
 OPS: dict[str, Callable[[float, float], bool]] = {
     ">=": lambda a, b: a >= b,
@@ -135,6 +145,12 @@ class CheckConfig(NoBoolNumbers):
         cells of one profile (one row per cell, its config columns; ``keys`` the cell keys),
         though its ``where`` matches some: it FAILed or stayed MISSING whatever was trained."""
         return []
+
+    def unfailing(self, cells: pd.DataFrame, keys: list[str]) -> str | None:
+        """Why the check cannot fail on the cells of one profile whatever is trained (its
+        ``allowed_violations`` at least the comparisons it makes there), else None.
+        ``validate`` refuses a check that cannot fail in any profile."""
+        return None
 
     def unjudged(self, cells: pd.DataFrame, keys: list[str]) -> str | None:
         """Why the check stays MISSING on the cells of one profile whatever is trained (e.g. a
@@ -280,11 +296,21 @@ def undefined_cells(cells: pd.DataFrame, metric: str) -> list[str]:
 
 def _nan_text(cells: pd.DataFrame, metric: str, n_nan: int) -> str:
     """'k diverged/NaN' for the NaN values of ``metric`` in ``cells``, naming those where an
-    expression has no value (a division by zero) apart from diverged runs."""
+    expression has no value (a division by zero) and those of cells where no run diverged (a
+    metric never measured: an analysis whose run's saved weights are gone) apart from diverged
+    runs."""
     undefined = undefined_cells(cells, metric)
     n_div = n_nan - len(undefined)
+    n_unmeasured = 0
+    if N_DIVERGED in cells:  # a NaN in a cell with no diverged run: not 'diverged'
+        nan = np.isnan(_metric(cells, metric))
+        n_unmeasured = max(0, int((nan & (cells[N_DIVERGED].to_numpy(float) == 0)).sum())
+                           - len(undefined))
+        n_div -= n_unmeasured
     parts = ([f"{n_div} diverged/NaN"] if n_div > 0 else []) + (
-        [f"{len(undefined)} where {metric} has no value: {undefined[0]}"] if undefined else [])
+        [f"{len(undefined)} where {metric} has no value: {undefined[0]}"] if undefined else []
+    ) + ([f"{n_unmeasured} where no run diverged but {metric} was not measured (e.g. an "
+          "analysis of saved weights that are gone)"] if n_unmeasured else [])
     return "; ".join(parts)
 
 
@@ -316,6 +342,13 @@ def _group_rows(cells: pd.DataFrame, by: list[str]) -> list[pd.DataFrame]:
         return [cells] if not cells.empty else []
     key = pd.concat([column(cells, k).astype(str) for k in by], axis=1).agg("|".join, axis=1)
     return [g for _, g in cells.groupby(key, sort=False)]
+
+
+def _all_allowed(allowed: int, n: int, what: str) -> str | None:
+    """'allowed_violations: ...' when ``allowed`` violations cover all ``n`` comparisons."""
+    if n and allowed >= n:
+        return f"allowed_violations {allowed} >= the {n} {what}"
+    return None
 
 
 def _same(ra: pd.Series, rb: pd.Series, keys: list[str]) -> bool:
@@ -510,6 +543,24 @@ class MonotoneConfig(CheckConfig):
 
     def column_refs(self) -> list[str]:
         return [*self.where, self.along, *(self.group_by or [])]
+
+    def unjudged(self, cells: pd.DataFrame, keys: list[str]) -> str | None:
+        needed = select(cells, self.where)
+        if needed.empty or self.along not in needed:
+            return ""
+        by = self.group_by if self.group_by is not None else [k for k in keys if k != self.along]
+        if any(g[self.along].astype(str).nunique() >= 2 for g in _group_rows(needed, by)):
+            return None
+        return (f"along: no group of cells (equal on {', '.join(by) or '-'}) has two values of "
+                f"{self.along}" + ("; name group_by (by default every other cell key)"
+                                   if self.group_by is None else ""))
+
+    def unfailing(self, cells: pd.DataFrame, keys: list[str]) -> str | None:
+        by = self.group_by if self.group_by is not None else [k for k in keys if k != self.along]
+        steps = sum(g[self.along].astype(str).nunique() - 1
+                    for g in _group_rows(select(cells, self.where), by)) \
+            if self.along in cells else 0
+        return _all_allowed(self.allowed_violations, steps, "steps along " + self.along)
 
 
 @check_kind("monotone", MonotoneConfig)
@@ -854,6 +905,16 @@ class RegionConfig(CheckConfig):
     def cell_exprs(self) -> list[tuple[str, str]]:
         return [("region", self.region)]
 
+    def unfailing(self, cells: pd.DataFrame, keys: list[str]) -> str | None:
+        if self.mode != "all":
+            return None
+        inside = select(cells, self.where)
+        try:
+            n = int(in_region(inside, self.region).sum()) if len(inside) else 0
+        except (expr.ExprError, TypeError, ValueError):
+            return None  # an expression that cannot be evaluated: reported as such
+        return _all_allowed(self.allowed_violations, n, "cells inside the region")
+
 
 @check_kind("region", RegionConfig)
 def region(ctx: CheckContext, cfg: RegionConfig) -> list[Verdict]:
@@ -994,6 +1055,19 @@ class SpreadConfig(CheckConfig):
 
     def column_refs(self) -> list[str]:
         return [*self.where, *self.group_by]
+
+    def unjudged(self, cells: pd.DataFrame, keys: list[str]) -> str | None:
+        needed = select(cells, self.where)
+        if needed.empty:
+            return ""
+        if any(len(g) >= 2 for g in _group_rows(needed, self.group_by)):
+            return None
+        return (f"group_by: no group of cells equal on {', '.join(self.group_by) or '-'} has "
+                "two cells")
+
+    def unfailing(self, cells: pd.DataFrame, keys: list[str]) -> str | None:
+        groups = [g for g in _group_rows(select(cells, self.where), self.group_by) if len(g) >= 2]
+        return _all_allowed(self.allowed_violations, len(groups), "groups")
 
 
 @check_kind("spread", SpreadConfig)

@@ -15,6 +15,7 @@ from .config import (
 from .expand import (
     SECTIONS,
     axis_points,
+    config_identity,
     expand,
     overrides_tag,
     parse_overrides,
@@ -24,6 +25,6 @@ from .expand import (
 )
 
 __all__ = ["CODE_VERSION", "MEMBER_FIELDS", "SECTIONS", "EarlyStop", "RunConfig", "Schedule",
-           "TrainConfig", "axis_points", "expand", "flatten", "lean", "overrides_tag",
+           "TrainConfig", "axis_points", "config_identity", "expand", "flatten", "lean", "overrides_tag",
            "parse_overrides", "per_point", "run_id_of", "set_dotted",
            "unique_runs", "validate_sections"]

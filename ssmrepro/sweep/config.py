@@ -64,9 +64,18 @@ class EarlyStop(_Strict):
 
     @model_validator(mode="after")
     def _reachable(self) -> EarlyStop:
-        if self.metric.endswith(".acc") and not 0.0 <= self.threshold <= 1.0:
-            raise ValueError(f"threshold {self.threshold:g} for {self.metric}: an accuracy is in "
+        acc, t, op = self.metric.endswith(".acc"), self.threshold, self.op
+        if acc and not 0.0 <= t <= 1.0:
+            raise ValueError(f"threshold {t:g} for {self.metric}: an accuracy is in "
                              "[0, 1] (a percentage? accuracies are fractions)")
+        low = (op == ">=" and t <= 0) or (op == ">" and t < 0)  # every accuracy or loss
+        high = acc and ((op == "<=" and t >= 1) or (op == "<" and t > 1))
+        what = "an accuracy lies in [0, 1]" if acc else "a loss is never below 0"
+        if low or high:  # stopped every run at its first evaluation, step 0: never trained
+            raise ValueError(f"{self.metric} {op} {t:g} holds at every evaluation ({what}): "
+                             "every run would stop at its first one, untrained")
+        # one that never holds (val.acc > 1) only never stops: the koren2026 specs' base
+        # setting, as in the paper's repository, which some profiles replace by 0.999
         return self
 
 

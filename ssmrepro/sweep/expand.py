@@ -179,6 +179,54 @@ def validate_sections(cfg: dict[str, Any]) -> tuple[TaskConfig, ModelConfig, Tra
     return task, model, train
 
 
+def config_identity(config: Any) -> dict[str, Any]:
+    """The identity (``RunConfig.identity``: what a run id hashes) of a run's full config as a
+    record stores it (``RunConfig.config``): each section parsed as its task's, its model's and
+    the train config and leaned. Raises ValueError for anything that is not such a config (an
+    unknown name, an invalid field, a missing section)."""
+    if not isinstance(config, dict) or set(config) != {*SECTIONS, "seed"}:
+        raise ValueError("not a run's config (task, model, train and seed)")
+    for section in SECTIONS:
+        if not isinstance(config[section], dict) or any(not isinstance(k, str)
+                                                        for k in config[section]):
+            raise ValueError(f"{section}: not a mapping of field names")
+    name = {s: config[s].get("name") for s in ("task", "model")}
+    task_cls = TASKS.get(name["task"]) if isinstance(name["task"], str) else None
+    model_entry = MODELS.get(name["model"]) if isinstance(name["model"], str) else None
+    if task_cls is None or model_entry is None:
+        raise ValueError(f"an unknown task or model ({name['task']!r}, {name['model']!r})")
+    out: dict[str, Any] = {}
+    for section, cls in (("task", task_cls.Config), ("model", model_entry.Config),
+                         ("train", TrainConfig)):
+        try:
+            typed = cls(**config[section])
+        except (ValidationError, TypeError, RecursionError) as err:
+            raise ValueError(f"{section}: not a valid {section} config ({type(err).__name__})"
+                             ) from None
+        odd = _unlike(config[section], typed.model_dump(mode="json"))
+        if odd:  # lr '0.01' (text) parsed as 0.01, but curves read the stored value
+            raise ValueError(f"{section}.{odd[0]}: {odd[1]!r} is not as the config reads it "
+                             f"({odd[2]!r})")
+        out[section] = lean(typed)
+    return {**out, "seed": config["seed"]}
+
+
+def _unlike(given: dict[str, Any], parsed: dict[str, Any]) -> tuple[str, Any, Any] | None:
+    """The first (dotted key, stored value, parsed value) where a stored config section differs
+    from its parsed dump; a key the stored section lacks (a field added since) is fine."""
+    for k, v in given.items():
+        w = parsed.get(k)
+        if isinstance(v, dict) and isinstance(w, dict):
+            odd = _unlike(v, w)
+            if odd:
+                return (f"{k}.{odd[0]}", odd[1], odd[2])
+        elif type(v) is not type(w) and not (isinstance(v, (int, float)) and isinstance(
+                w, (int, float)) and not isinstance(v, bool) and not isinstance(w, bool)) \
+                or v != w:
+            return (k, v, w)
+    return None
+
+
 def check_task_data(task_cls: type[Task], task: TaskConfig, train: TrainConfig,
                     evals: dict[str, TaskConfig]) -> None:
     """A dataset task needs ``train.train_size`` within its training split, and an evaluation set
