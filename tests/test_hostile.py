@@ -2734,3 +2734,54 @@ def test_a_history_evaluation_that_diverged_draws_and_a_bad_step_is_quarantined(
         assert res.exit_code == 0 and "Traceback" not in res.output, res.output
         assert "quarantined" in res.output and "a history step" in res.output, res.output
         assert not path.exists()
+
+
+def _two_profile_store(tmp_path):
+    """smoke trained, its records deleted (its tables committed); extra trains quick's third run.
+    Returns (spec, out, folder)."""
+    cases = [{"label": "S6", "set": {"model.mixer": "s6"}},
+             {"label": "S4D", "set": {"model.mixer": "s4d"}}]
+    wide = {"set": {"model.mixer": "s6", "model.d_model": 12}}
+    spec = write_spec(
+        tmp_path, seeds=[0],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+               "test_size": 16, "eval_every": 2, "eval_batch_size": 16},
+        profiles={"smoke": {"sweep": [{"cases": cases}]},
+                  "quick": {"sweep": [{"cases": [*cases, {"label": "wide", **wide}]}]},
+                  "extra": {"sweep": [{"cases": [{"label": "wider", **wide}]}]}, "paper": {}})
+    out = tmp_path / "out"
+    for profile in ("smoke", "extra"):
+        res = _invoke("run", spec, "--profile", profile, "--out", out, "--workers", "1",
+                      "--no-calibrate")
+        assert res.exit_code == 0, res.output
+        if profile == "smoke":
+            shutil.rmtree(out / "tests" / "t-spec" / "runs")
+    return spec, out, out / "tests" / "t-spec"
+
+
+def test_another_profiles_row_that_contradicts_its_run_id_is_not_used(tmp_path):
+    """A committed row of another profile is taken by its run id: a hand-edited or foreign row
+    whose config (model.d_model 64, mixer s4d) is not that run id's was put in quick's table with
+    those values, so a claim on d_model=8 lost the run and one on d_model=64 found a cell that
+    was never run. Its curves rows of one run under two labels were drawn twice (each step
+    doubled)."""
+    import pandas as pd
+
+    from ssmrepro.store import read_results, read_table
+
+    spec, out, folder = _two_profile_store(tmp_path)
+    table = pd.read_csv(folder / "results-smoke.csv", dtype=str)
+    table.loc[table["label"] == "S6", "model.d_model"] = "64"
+    table.to_csv(folder / "results-smoke.csv", index=False)
+    curves = pd.read_csv(folder / "curves-smoke.csv", dtype=str)
+    pd.concat([curves, curves.assign(label="again")]).to_csv(folder / "curves-smoke.csv",
+                                                             index=False)
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "model.d_model=64" in res.output and "not used" in res.output, res.output
+    got = read_results(folder / "results.csv")
+    assert sorted(got["label"]) == ["S4D", "wide"]
+    assert "3 runs expected, 2 finished" in (folder / "report.md").read_text()
+    cv = read_table(folder / "curves.csv", ("step",))
+    assert not cv.duplicated(subset=["run_id", "step"]).any()
+    assert sorted(set(cv["label"])) == ["S4D", "S6", "wide"]

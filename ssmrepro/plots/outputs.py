@@ -34,7 +34,16 @@ from ..report.analysis import (
     weights_table,
 )
 from ..report.analytic import analytic_cells, analytic_columns, analytic_table
-from ..report.cells import CASE_PREFIX, cell_env, column, has_column, is_case_ref, value_matches
+from ..report.cells import (
+    CASE_PREFIX,
+    cell_env,
+    column,
+    has_column,
+    is_case_ref,
+    norm,
+    value_matches,
+    values_equal,
+)
 from ..report.checks import CheckConfig, OrderingConfig
 from ..report.columns import LABEL, LABEL_SEP, N_PARAMS, RUN_ID, SEED
 from ..report.curves import HISTORY_SETS, SAMPLES, STEP, curve_table, history_metric_sets
@@ -624,12 +633,38 @@ def _committed_rows(runs: list, tables: list[pd.DataFrame], profile: str | None
         ids = t["run_id"].astype(str)
         for rid in [i for i in dict.fromkeys(ids) if i in left]:
             rows = t[ids == rid]
+            wrong = _contradiction(rows, left[rid][0])
+            if wrong:  # a hand-edited or foreign row: its cell keys would put it in another cell
+                print(f"warning: a committed table's row of run {rid} has {wrong}, not the "
+                      f"config of that run id; the row is not used", file=sys.stderr)
+                continue
             if profile is not None:  # a results table: one row per run
                 rows = rows.iloc[:1]
+            elif STEP in rows:  # a run under several labels: its curve once
+                rows = rows.drop_duplicates(subset=[STEP])
             for r in left.pop(rid):
                 out.append(rows.assign(**{LABEL: r.label},
                                        **({"profile": profile} if profile is not None else {})))
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
+def _contradiction(rows: pd.DataFrame, run) -> str:
+    """'key=value' of a config column of ``rows`` that contradicts ``run``, the planned run of
+    their run id, on a field its run id hashes (``RunConfig.identity``: the seed and every field
+    off its default); '' when none does. An empty cell is a field the table predates (filled by
+    ``_fill_config``); a field at its default is not compared (a default may have changed)."""
+    from ..sweep.config import flatten
+
+    ident = flatten(run.identity())
+    for k, want in ident.items():
+        if k not in rows or isinstance(want, (list, tuple, dict)) or want is None:
+            continue
+        for have in rows[k]:
+            if norm(have) is None or (isinstance(have, str) and have == ""):
+                continue
+            if not values_equal(have, want):
+                return f"{k}={have!r} (the run's is {want!r})"
+    return ""
 
 
 def _fill_config(df: pd.DataFrame, runs: list) -> pd.DataFrame:
