@@ -2785,3 +2785,28 @@ def test_another_profiles_row_that_contradicts_its_run_id_is_not_used(tmp_path):
     cv = read_table(folder / "curves.csv", ("step",))
     assert not cv.duplicated(subset=["run_id", "step"]).any()
     assert sorted(set(cv["label"])) == ["S4D", "S6", "wide"]
+
+
+def test_another_profiles_run_twice_with_different_results_is_not_used(tmp_path):
+    """A committed table holding one run id twice with different metrics (a damaged or merged
+    table) gave this profile the first row, 0.99 where the run measured 0.08, with no word. The
+    same run under two labels (same metrics) is still used."""
+    import pandas as pd
+
+    from ssmrepro.store import read_results
+
+    spec, out, folder = _two_profile_store(tmp_path)
+    table = pd.read_csv(folder / "results-smoke.csv", dtype=str)
+    pd.concat([table.assign(**{"metric.test.acc": "0.99"}), table]).to_csv(
+        folder / "results-smoke.csv", index=False)
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "2 times with different results" in res.output, res.output
+    got = read_results(folder / "results.csv")
+    assert sorted(got["label"]) == ["wide"] and 0.99 not in set(got["metric.test.acc"])
+    pd.concat([table.assign(label="again"), table]).to_csv(folder / "results-smoke.csv",
+                                                           index=False)
+    (folder / "results.csv").unlink()
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0 and "different results" not in res.output, res.output
+    assert sorted(read_results(folder / "results.csv")["label"]) == ["S4D", "S6", "wide"]

@@ -48,7 +48,14 @@ from ..report.checks import CheckConfig, OrderingConfig
 from ..report.columns import LABEL, LABEL_SEP, N_PARAMS, RUN_ID, SEED
 from ..report.curves import HISTORY_SETS, SAMPLES, STEP, curve_table, history_metric_sets
 from ..spec import Spec, format_errors
-from ..store import csv_text, is_loss, metric_range_problem, read_results, read_table
+from ..store import (
+    csv_text,
+    is_loss,
+    is_metric_column,
+    metric_range_problem,
+    read_results,
+    read_table,
+)
 from ..sweep import RunConfig, expand, overrides_tag, per_point
 from ..util import atomic_write_text
 from .curves import CURVES, CurvesConfig
@@ -639,6 +646,10 @@ def _committed_rows(runs: list, tables: list[pd.DataFrame], profile: str | None
                       f"config of that run id; the row is not used", file=sys.stderr)
                 continue
             if profile is not None:  # a results table: one row per run
+                if _disagree(rows):  # the same run twice with other results: neither is trusted
+                    print(f"warning: a committed table has run {rid} {len(rows)} times with "
+                          f"different results; its rows are not used", file=sys.stderr)
+                    continue
                 rows = rows.iloc[:1]
             elif STEP in rows:  # a run under several labels: its curve once
                 rows = rows.drop_duplicates(subset=[STEP])
@@ -665,6 +676,12 @@ def _contradiction(rows: pd.DataFrame, run) -> str:
             if not values_equal(have, want):
                 return f"{k}={have!r} (the run's is {want!r})"
     return ""
+
+
+def _disagree(rows: pd.DataFrame) -> bool:
+    """Rows of one run id (a run under several labels) whose metric columns differ."""
+    cols = [c for c in rows.columns if is_metric_column(c)]
+    return len(rows) > 1 and bool((rows[cols].astype(str).nunique(dropna=False) > 1).any())
 
 
 def _fill_config(df: pd.DataFrame, runs: list) -> pd.DataFrame:
