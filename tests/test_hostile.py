@@ -2810,3 +2810,23 @@ def test_another_profiles_run_twice_with_different_results_is_not_used(tmp_path)
     res = _invoke("plot", spec, "--profile", "quick", "--out", out)
     assert res.exit_code == 0 and "different results" not in res.output, res.output
     assert sorted(read_results(folder / "results.csv")["label"]) == ["S4D", "S6", "wide"]
+
+
+def test_a_committed_curves_table_with_an_accuracy_out_of_range(tmp_path):
+    """A committed curves table with val.acc 7 was drawn and copied into the profile's curves
+    (results tables were checked, curves tables not): the profile's own is refused (exit 2),
+    another profile's skipped with a warning."""
+    import pandas as pd
+
+    from ssmrepro.store import read_table
+
+    spec, out, folder = _two_profile_store(tmp_path)
+    curves = pd.read_csv(folder / "curves-smoke.csv", dtype=str)
+    curves.assign(**{"val.acc": "7"}).to_csv(folder / "curves-smoke.csv", index=False)
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "curves-smoke.csv" in res.output and "accuracy outside [0, 1]" in res.output
+    assert set(read_table(folder / "curves.csv", ("step",))["label"]) == {"wide"}
+    curves.assign(**{"val.acc": "7"}).to_csv(folder / "curves.csv", index=False)
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    _assert_refused(res, "curves.csv", "accuracy outside [0, 1]")

@@ -708,8 +708,19 @@ def _fill_config(df: pd.DataFrame, runs: list) -> pd.DataFrame:
 
 
 def _read_curves(path: Path) -> pd.DataFrame:
-    return read_table(path, (STEP,), numeric=lambda c: c in (STEP, SAMPLES) or
-                      c.endswith((".acc", ".loss", ".mse")))
+    """A committed curves table, its metric columns in range (``metric_range_problem``: an
+    accuracy of 7 was drawn and kept); ``TableError`` else."""
+    from ..store import TableError
+
+    df = read_table(path, (STEP,), numeric=lambda c: c in (STEP, SAMPLES) or
+                    c.endswith((".acc", ".loss", ".mse")))
+    for c in df.columns:
+        why = metric_range_problem(c, df[c].tolist()) if c.endswith((".acc", ".loss", ".mse")) \
+            else None
+        if why:
+            raise TableError(f"{path}: column {c!r} holds {why}; delete it to rebuild it from the "
+                             "run records (or re-run the runs)")
+    return df
 
 
 def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
