@@ -2830,3 +2830,29 @@ def test_a_committed_curves_table_with_an_accuracy_out_of_range(tmp_path):
     curves.assign(**{"val.acc": "7"}).to_csv(folder / "curves.csv", index=False)
     res = _invoke("plot", spec, "--profile", "quick", "--out", out)
     _assert_refused(res, "curves.csv", "accuracy outside [0, 1]")
+
+
+def test_the_profiles_own_committed_row_that_contradicts_its_run_id(tmp_path):
+    """A fresh clone (no records) reads the profile's committed table as it is: a row of a
+    planned run hand-edited to model.d_model 64 made a cell 'S6, 64' (n_expected 0, n_ok 1) that
+    a claim on d_model=64 would find, and left S6 at 8 not run. The row is dropped with a
+    warning; the run's row comes from another profile's table when one has it."""
+    import pandas as pd
+
+
+    spec, out, folder = _two_profile_store(tmp_path)
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0, res.output
+    shutil.rmtree(folder / "runs")
+    table = pd.read_csv(folder / "results.csv", dtype=str)
+    table.loc[table["label"] == "S6", "model.d_model"] = "64"
+    table.to_csv(folder / "results.csv", index=False)
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "model.d_model=64" in res.output and "not used" in res.output, res.output
+    report = (folder / "report.md").read_text()
+    assert "| S6 | 64 |" not in report and "3 runs expected, 3 finished" in report, report
+    (folder / "results-smoke.csv").unlink()
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0 and "3 runs expected, 2 finished" in (folder / "report.md"
+                                                                      ).read_text()

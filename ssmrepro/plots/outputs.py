@@ -589,7 +589,7 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
         own = read_results(csv)
         if "profile" in own:
             own = own[own["profile"] == profile]
-        own = _fill_config(own, runs)
+        own = _fill_config(_consistent(own, runs), runs)
     base = own if df.empty else df
     have = set(base["run_id"].astype(str)) if "run_id" in base else set()
     todo = [r for r in runs if r.run_id not in have]
@@ -676,6 +676,24 @@ def _contradiction(rows: pd.DataFrame, run) -> str:
             if not values_equal(have, want):
                 return f"{k}={have!r} (the run's is {want!r})"
     return ""
+
+
+def _consistent(table: pd.DataFrame, runs: list) -> pd.DataFrame:
+    """``table`` without the rows of a planned run whose config contradicts its run id
+    (``_contradiction``), each dropped with a warning: a hand-edited row made a cell of its own
+    (S6 at d_model 64, a cell never run) and left the real one without its run."""
+    if table.empty or RUN_ID not in table:
+        return table
+    by_id = {r.run_id: r for r in runs}
+    ids = table[RUN_ID].astype(str)
+    keep = pd.Series(True, index=table.index)
+    for rid in [i for i in dict.fromkeys(ids) if i in by_id]:
+        wrong = _contradiction(table[ids == rid], by_id[rid])
+        if wrong:
+            print(f"warning: a committed table's row of run {rid} has {wrong}, not the config "
+                  f"of that run id; the row is not used", file=sys.stderr)
+            keep &= ids != rid
+    return table[keep]
 
 
 def _disagree(rows: pd.DataFrame) -> bool:
