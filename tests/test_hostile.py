@@ -2856,3 +2856,14 @@ def test_the_profiles_own_committed_row_that_contradicts_its_run_id(tmp_path):
     res = _invoke("plot", spec, "--profile", "quick", "--out", out)
     assert res.exit_code == 0 and "3 runs expected, 2 finished" in (folder / "report.md"
                                                                       ).read_text()
+
+
+def test_another_profiles_table_that_is_a_fifo_is_a_warning(tmp_path):
+    """A FIFO in place of another profile's committed table was skipped without a word (its
+    runs then counted as not finished, with no reason given); now a warning names it."""
+    spec, out, folder = _two_profile_store(tmp_path)
+    (folder / "results-smoke.csv").unlink()
+    os.mkfifo(folder / "results-smoke.csv")
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "results-smoke.csv: not a regular file" in res.output, res.output

@@ -610,7 +610,7 @@ def _other_tables(spec: Spec, profile: str, root: Path, tag: str, stem: str = "r
 
     for p in spec.profiles:
         path = root / output_name(spec, p, stem, "csv", tag)
-        if p == profile or not path.is_file():
+        if p == profile or not (path.exists() or path.is_symlink()):  # a FIFO: a warning
             continue
         try:
             t = read_results(path) if stem == "results" else _read_curves(path)
