@@ -2867,3 +2867,19 @@ def test_another_profiles_table_that_is_a_fifo_is_a_warning(tmp_path):
     res = _invoke("plot", spec, "--profile", "quick", "--out", out)
     assert res.exit_code == 0 and "Traceback" not in res.output, res.output
     assert "results-smoke.csv: not a regular file" in res.output, res.output
+
+
+def test_the_profiles_own_committed_curves_row_that_contradicts_its_run_id(tmp_path):
+    """As for results: a fresh clone read the profile's own curves table as it is, so a row
+    hand-edited to model.d_model 64 drew S6's curve as a cell 'S6, 64' never run."""
+    import pandas as pd
+
+    spec, out, folder = _two_profile_store(tmp_path)
+    assert _invoke("plot", spec, "--profile", "quick", "--out", out).exit_code == 0
+    shutil.rmtree(folder / "runs")
+    curves = pd.read_csv(folder / "curves.csv", dtype=str)
+    curves.loc[curves["label"] == "S6", "model.d_model"] = "64"
+    curves.to_csv(folder / "curves.csv", index=False)
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "model.d_model=64" in res.output and "not used" in res.output, res.output

@@ -754,7 +754,7 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
         if rec is not None:  # labelled as in this profile (a reused run carries its own spec's)
             recs.append({**rec, LABEL: x.label})
     table = curve_table(recs, keys)
-    own = _read_curves(path) if path.exists() else pd.DataFrame()
+    own = _consistent(_read_curves(path), runs) if path.exists() else pd.DataFrame()
     base = own if table.empty else table
     have = set(base[RUN_ID].astype(str)) if RUN_ID in base else set()
     todo = [r for r in {(x.run_id, x.label): x for x in runs}.values() if r.run_id not in have]
