@@ -2883,3 +2883,22 @@ def test_the_profiles_own_committed_curves_row_that_contradicts_its_run_id(tmp_p
     res = _invoke("plot", spec, "--profile", "quick", "--out", out)
     assert res.exit_code == 0 and "Traceback" not in res.output, res.output
     assert "model.d_model=64" in res.output and "not used" in res.output, res.output
+
+
+@pytest.mark.parametrize("step", ["-20", "0.5"])
+def test_a_committed_curves_table_with_a_step_that_is_not_a_count(tmp_path, step):
+    """A committed curves table with a step of -20 or 0.5 was drawn and copied on (a record with
+    such a history step is quarantined): another profile's is skipped with a warning, the
+    profile's own refused (exit 2)."""
+    import pandas as pd
+
+    spec, out, folder = _two_profile_store(tmp_path)
+    curves = pd.read_csv(folder / "curves-smoke.csv", dtype=str)
+    curves.loc[curves.index[1], "step"] = step
+    curves.to_csv(folder / "curves-smoke.csv", index=False)
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "curves-smoke.csv" in res.output and "not a count" in res.output, res.output
+    curves.to_csv(folder / "curves.csv", index=False)
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    _assert_refused(res, "curves.csv", "not a count")

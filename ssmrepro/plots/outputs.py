@@ -735,6 +735,10 @@ def _read_curves(path: Path) -> pd.DataFrame:
     for c in df.columns:
         why = metric_range_problem(c, df[c].tolist()) if c.endswith((".acc", ".loss", ".mse")) \
             else None
+        if c in (STEP, SAMPLES):  # a count: -20 or 0.5 was drawn (a record's is quarantined)
+            v = df[c].dropna()
+            if not (np.isfinite(v) & (v >= 0) & (v == np.floor(v))).all():
+                why = "a value that is not a count (0, 1, 2 ...)"
         if why:
             raise TableError(f"{path}: column {c!r} holds {why}; delete it to rebuild it from the "
                              "run records (or re-run the runs)")
