@@ -2902,3 +2902,23 @@ def test_a_committed_curves_table_with_a_step_that_is_not_a_count(tmp_path, step
     curves.to_csv(folder / "curves.csv", index=False)
     res = _invoke("plot", spec, "--profile", "quick", "--out", out)
     _assert_refused(res, "curves.csv", "not a count")
+
+
+def test_the_profiles_own_committed_table_with_a_run_twice_with_different_results(tmp_path):
+    """A fresh clone's own committed table holding a planned run twice with different metrics
+    gave the cell the first row (0.99 where the run measured 0.08) with no word; the rows are
+    dropped with a warning and the run taken from another profile's table."""
+    import pandas as pd
+
+    spec, out, folder = _two_profile_store(tmp_path)
+    assert _invoke("plot", spec, "--profile", "quick", "--out", out).exit_code == 0
+    shutil.rmtree(folder / "runs")
+    table = pd.read_csv(folder / "results.csv", dtype=str)
+    s6 = table[table["label"] == "S6"]
+    pd.concat([s6.assign(**{"metric.test.acc": "0.99"}), table]).to_csv(
+        folder / "results.csv", index=False)
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "2 times with different results" in res.output, res.output
+    report = (folder / "report.md").read_text()
+    assert "0.990" not in report and "3 runs expected, 3 finished" in report, report

@@ -680,8 +680,9 @@ def _contradiction(rows: pd.DataFrame, run) -> str:
 
 def _consistent(table: pd.DataFrame, runs: list) -> pd.DataFrame:
     """``table`` without the rows of a planned run whose config contradicts its run id
-    (``_contradiction``), each dropped with a warning: a hand-edited row made a cell of its own
-    (S6 at d_model 64, a cell never run) and left the real one without its run."""
+    (``_contradiction``) or that holds it twice with different results (``_disagree``), each
+    dropped with a warning: a hand-edited row made a cell of its own (S6 at d_model 64, a cell
+    never run) and left the real one without its run; of two rows the first was taken."""
     if table.empty or RUN_ID not in table:
         return table
     by_id = {r.run_id: r for r in runs}
@@ -692,6 +693,10 @@ def _consistent(table: pd.DataFrame, runs: list) -> pd.DataFrame:
         if wrong:
             print(f"warning: a committed table's row of run {rid} has {wrong}, not the config "
                   f"of that run id; the row is not used", file=sys.stderr)
+            keep &= ids != rid
+        elif _disagree(table[ids == rid]):
+            print(f"warning: a committed table has run {rid} {int((ids == rid).sum())} times "
+                  f"with different results; its rows are not used", file=sys.stderr)
             keep &= ids != rid
     return table[keep]
 
