@@ -2922,3 +2922,22 @@ def test_the_profiles_own_committed_table_with_a_run_twice_with_different_result
     assert "2 times with different results" in res.output, res.output
     report = (folder / "report.md").read_text()
     assert "0.990" not in report and "3 runs expected, 3 finished" in report, report
+
+
+def test_a_committed_row_beyond_its_runs_step_budget_is_not_used(tmp_path):
+    """A committed curves row at step 999999 (or a results row with stop_step 99999) of a 4-step
+    run was copied on and drawn far right (a record with such a step is quarantined)."""
+    import pandas as pd
+
+    spec, out, folder = _two_profile_store(tmp_path)
+    curves = pd.read_csv(folder / "curves-smoke.csv", dtype=str)
+    curves.loc[curves.index[2], "step"] = "999999"
+    curves.to_csv(folder / "curves-smoke.csv", index=False)
+    table = pd.read_csv(folder / "results-smoke.csv", dtype=str)
+    table.loc[table["label"] == "S4D", "stop_step"] = "99999"
+    table.to_csv(folder / "results-smoke.csv", index=False)
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "step=999999 (beyond the run's 4 steps)" in res.output, res.output
+    assert "stop_step=99999 (beyond the run's 4 steps)" in res.output, res.output
+    assert "3 runs expected, 2 finished" in (folder / "report.md").read_text()

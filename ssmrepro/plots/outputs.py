@@ -642,8 +642,8 @@ def _committed_rows(runs: list, tables: list[pd.DataFrame], profile: str | None
             rows = t[ids == rid]
             wrong = _contradiction(rows, left[rid][0])
             if wrong:  # a hand-edited or foreign row: its cell keys would put it in another cell
-                print(f"warning: a committed table's row of run {rid} has {wrong}, not the "
-                      f"config of that run id; the row is not used", file=sys.stderr)
+                print(f"warning: a committed table's row of run {rid} has {wrong}, which that "
+                      f"run id's config cannot have; the row is not used", file=sys.stderr)
                 continue
             if profile is not None:  # a results table: one row per run
                 if _disagree(rows):  # the same run twice with other results: neither is trusted
@@ -675,6 +675,12 @@ def _contradiction(rows: pd.DataFrame, run) -> str:
                 continue
             if not values_equal(have, want):
                 return f"{k}={have!r} (the run's is {want!r})"
+    total = run.train.total_steps  # a record beyond it is quarantined (``store``)
+    for k in (STEP, "stop_step"):
+        if k in rows:
+            far = pd.to_numeric(rows[k], errors="coerce")
+            if (far > total).any():
+                return f"{k}={far.max():g} (beyond the run's {total} steps)"
     return ""
 
 
@@ -691,8 +697,8 @@ def _consistent(table: pd.DataFrame, runs: list) -> pd.DataFrame:
     for rid in [i for i in dict.fromkeys(ids) if i in by_id]:
         wrong = _contradiction(table[ids == rid], by_id[rid])
         if wrong:
-            print(f"warning: a committed table's row of run {rid} has {wrong}, not the config "
-                  f"of that run id; the row is not used", file=sys.stderr)
+            print(f"warning: a committed table's row of run {rid} has {wrong}, which that run "
+                  f"id's config cannot have; the row is not used", file=sys.stderr)
             keep &= ids != rid
         elif _disagree(table[ids == rid]):
             print(f"warning: a committed table has run {rid} {int((ids == rid).sum())} times "
