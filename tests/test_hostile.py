@@ -2734,3 +2734,210 @@ def test_a_history_evaluation_that_diverged_draws_and_a_bad_step_is_quarantined(
         assert res.exit_code == 0 and "Traceback" not in res.output, res.output
         assert "quarantined" in res.output and "a history step" in res.output, res.output
         assert not path.exists()
+
+
+def _two_profile_store(tmp_path):
+    """smoke trained, its records deleted (its tables committed); extra trains quick's third run.
+    Returns (spec, out, folder)."""
+    cases = [{"label": "S6", "set": {"model.mixer": "s6"}},
+             {"label": "S4D", "set": {"model.mixer": "s4d"}}]
+    wide = {"set": {"model.mixer": "s6", "model.d_model": 12}}
+    spec = write_spec(
+        tmp_path, seeds=[0],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+               "test_size": 16, "eval_every": 2, "eval_batch_size": 16},
+        profiles={"smoke": {"sweep": [{"cases": cases}]},
+                  "quick": {"sweep": [{"cases": [*cases, {"label": "wide", **wide}]}]},
+                  "extra": {"sweep": [{"cases": [{"label": "wider", **wide}]}]}, "paper": {}})
+    out = tmp_path / "out"
+    for profile in ("smoke", "extra"):
+        res = _invoke("run", spec, "--profile", profile, "--out", out, "--workers", "1",
+                      "--no-calibrate")
+        assert res.exit_code == 0, res.output
+        if profile == "smoke":
+            shutil.rmtree(out / "tests" / "t-spec" / "runs")
+    return spec, out, out / "tests" / "t-spec"
+
+
+def test_another_profiles_row_that_contradicts_its_run_id_is_not_used(tmp_path):
+    """A committed row of another profile is taken by its run id: a hand-edited or foreign row
+    whose config (model.d_model 64, mixer s4d) is not that run id's was put in quick's table with
+    those values, so a claim on d_model=8 lost the run and one on d_model=64 found a cell that
+    was never run. Its curves rows of one run under two labels were drawn twice (each step
+    doubled)."""
+    import pandas as pd
+
+    from ssmrepro.store import read_results, read_table
+
+    spec, out, folder = _two_profile_store(tmp_path)
+    table = pd.read_csv(folder / "results-smoke.csv", dtype=str)
+    table.loc[table["label"] == "S6", "model.d_model"] = "64"
+    table.to_csv(folder / "results-smoke.csv", index=False)
+    curves = pd.read_csv(folder / "curves-smoke.csv", dtype=str)
+    pd.concat([curves, curves.assign(label="again")]).to_csv(folder / "curves-smoke.csv",
+                                                             index=False)
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "model.d_model=64" in res.output and "not used" in res.output, res.output
+    got = read_results(folder / "results.csv")
+    assert sorted(got["label"]) == ["S4D", "wide"]
+    assert "3 runs expected, 2 finished" in (folder / "report.md").read_text()
+    cv = read_table(folder / "curves.csv", ("step",))
+    assert not cv.duplicated(subset=["run_id", "step"]).any()
+    assert sorted(set(cv["label"])) == ["S4D", "S6", "wide"]
+
+
+def test_another_profiles_run_twice_with_different_results_is_not_used(tmp_path):
+    """A committed table holding one run id twice with different metrics (a damaged or merged
+    table) gave this profile the first row, 0.99 where the run measured 0.08, with no word. The
+    same run under two labels (same metrics) is still used."""
+    import pandas as pd
+
+    from ssmrepro.store import read_results
+
+    spec, out, folder = _two_profile_store(tmp_path)
+    table = pd.read_csv(folder / "results-smoke.csv", dtype=str)
+    pd.concat([table.assign(**{"metric.test.acc": "0.99"}), table]).to_csv(
+        folder / "results-smoke.csv", index=False)
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "2 times with different results" in res.output, res.output
+    got = read_results(folder / "results.csv")
+    assert sorted(got["label"]) == ["wide"] and 0.99 not in set(got["metric.test.acc"])
+    pd.concat([table.assign(label="again"), table]).to_csv(folder / "results-smoke.csv",
+                                                           index=False)
+    (folder / "results.csv").unlink()
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0 and "different results" not in res.output, res.output
+    assert sorted(read_results(folder / "results.csv")["label"]) == ["S4D", "S6", "wide"]
+
+
+def test_a_committed_curves_table_with_an_accuracy_out_of_range(tmp_path):
+    """A committed curves table with val.acc 7 was drawn and copied into the profile's curves
+    (results tables were checked, curves tables not): the profile's own is refused (exit 2),
+    another profile's skipped with a warning."""
+    import pandas as pd
+
+    from ssmrepro.store import read_table
+
+    spec, out, folder = _two_profile_store(tmp_path)
+    curves = pd.read_csv(folder / "curves-smoke.csv", dtype=str)
+    curves.assign(**{"val.acc": "7"}).to_csv(folder / "curves-smoke.csv", index=False)
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "curves-smoke.csv" in res.output and "accuracy outside [0, 1]" in res.output
+    assert set(read_table(folder / "curves.csv", ("step",))["label"]) == {"wide"}
+    curves.assign(**{"val.acc": "7"}).to_csv(folder / "curves.csv", index=False)
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    _assert_refused(res, "curves.csv", "accuracy outside [0, 1]")
+
+
+def test_the_profiles_own_committed_row_that_contradicts_its_run_id(tmp_path):
+    """A fresh clone (no records) reads the profile's committed table as it is: a row of a
+    planned run hand-edited to model.d_model 64 made a cell 'S6, 64' (n_expected 0, n_ok 1) that
+    a claim on d_model=64 would find, and left S6 at 8 not run. The row is dropped with a
+    warning; the run's row comes from another profile's table when one has it."""
+    import pandas as pd
+
+
+    spec, out, folder = _two_profile_store(tmp_path)
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0, res.output
+    shutil.rmtree(folder / "runs")
+    table = pd.read_csv(folder / "results.csv", dtype=str)
+    table.loc[table["label"] == "S6", "model.d_model"] = "64"
+    table.to_csv(folder / "results.csv", index=False)
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "model.d_model=64" in res.output and "not used" in res.output, res.output
+    report = (folder / "report.md").read_text()
+    assert "| S6 | 64 |" not in report and "3 runs expected, 3 finished" in report, report
+    (folder / "results-smoke.csv").unlink()
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0 and "3 runs expected, 2 finished" in (folder / "report.md"
+                                                                      ).read_text()
+
+
+def test_another_profiles_table_that_is_a_fifo_is_a_warning(tmp_path):
+    """A FIFO in place of another profile's committed table was skipped without a word (its
+    runs then counted as not finished, with no reason given); now a warning names it."""
+    spec, out, folder = _two_profile_store(tmp_path)
+    (folder / "results-smoke.csv").unlink()
+    os.mkfifo(folder / "results-smoke.csv")
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "results-smoke.csv: not a regular file" in res.output, res.output
+
+
+def test_the_profiles_own_committed_curves_row_that_contradicts_its_run_id(tmp_path):
+    """As for results: a fresh clone read the profile's own curves table as it is, so a row
+    hand-edited to model.d_model 64 drew S6's curve as a cell 'S6, 64' never run."""
+    import pandas as pd
+
+    spec, out, folder = _two_profile_store(tmp_path)
+    assert _invoke("plot", spec, "--profile", "quick", "--out", out).exit_code == 0
+    shutil.rmtree(folder / "runs")
+    curves = pd.read_csv(folder / "curves.csv", dtype=str)
+    curves.loc[curves["label"] == "S6", "model.d_model"] = "64"
+    curves.to_csv(folder / "curves.csv", index=False)
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "model.d_model=64" in res.output and "not used" in res.output, res.output
+
+
+@pytest.mark.parametrize("step", ["-20", "0.5"])
+def test_a_committed_curves_table_with_a_step_that_is_not_a_count(tmp_path, step):
+    """A committed curves table with a step of -20 or 0.5 was drawn and copied on (a record with
+    such a history step is quarantined): another profile's is skipped with a warning, the
+    profile's own refused (exit 2)."""
+    import pandas as pd
+
+    spec, out, folder = _two_profile_store(tmp_path)
+    curves = pd.read_csv(folder / "curves-smoke.csv", dtype=str)
+    curves.loc[curves.index[1], "step"] = step
+    curves.to_csv(folder / "curves-smoke.csv", index=False)
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "curves-smoke.csv" in res.output and "not a count" in res.output, res.output
+    curves.to_csv(folder / "curves.csv", index=False)
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    _assert_refused(res, "curves.csv", "not a count")
+
+
+def test_the_profiles_own_committed_table_with_a_run_twice_with_different_results(tmp_path):
+    """A fresh clone's own committed table holding a planned run twice with different metrics
+    gave the cell the first row (0.99 where the run measured 0.08) with no word; the rows are
+    dropped with a warning and the run taken from another profile's table."""
+    import pandas as pd
+
+    spec, out, folder = _two_profile_store(tmp_path)
+    assert _invoke("plot", spec, "--profile", "quick", "--out", out).exit_code == 0
+    shutil.rmtree(folder / "runs")
+    table = pd.read_csv(folder / "results.csv", dtype=str)
+    s6 = table[table["label"] == "S6"]
+    pd.concat([s6.assign(**{"metric.test.acc": "0.99"}), table]).to_csv(
+        folder / "results.csv", index=False)
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "2 times with different results" in res.output, res.output
+    report = (folder / "report.md").read_text()
+    assert "0.990" not in report and "3 runs expected, 3 finished" in report, report
+
+
+def test_a_committed_row_beyond_its_runs_step_budget_is_not_used(tmp_path):
+    """A committed curves row at step 999999 (or a results row with stop_step 99999) of a 4-step
+    run was copied on and drawn far right (a record with such a step is quarantined)."""
+    import pandas as pd
+
+    spec, out, folder = _two_profile_store(tmp_path)
+    curves = pd.read_csv(folder / "curves-smoke.csv", dtype=str)
+    curves.loc[curves.index[2], "step"] = "999999"
+    curves.to_csv(folder / "curves-smoke.csv", index=False)
+    table = pd.read_csv(folder / "results-smoke.csv", dtype=str)
+    table.loc[table["label"] == "S4D", "stop_step"] = "99999"
+    table.to_csv(folder / "results-smoke.csv", index=False)
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "step=999999 (beyond the run's 4 steps)" in res.output, res.output
+    assert "stop_step=99999 (beyond the run's 4 steps)" in res.output, res.output
+    assert "3 runs expected, 2 finished" in (folder / "report.md").read_text()

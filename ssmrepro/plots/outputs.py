@@ -34,12 +34,28 @@ from ..report.analysis import (
     weights_table,
 )
 from ..report.analytic import analytic_cells, analytic_columns, analytic_table
-from ..report.cells import CASE_PREFIX, cell_env, column, has_column, is_case_ref, value_matches
+from ..report.cells import (
+    CASE_PREFIX,
+    cell_env,
+    column,
+    has_column,
+    is_case_ref,
+    norm,
+    value_matches,
+    values_equal,
+)
 from ..report.checks import CheckConfig, OrderingConfig
 from ..report.columns import LABEL, LABEL_SEP, N_PARAMS, RUN_ID, SEED
 from ..report.curves import HISTORY_SETS, SAMPLES, STEP, curve_table, history_metric_sets
 from ..spec import Spec, format_errors
-from ..store import csv_text, is_loss, metric_range_problem, read_results, read_table
+from ..store import (
+    csv_text,
+    is_loss,
+    is_metric_column,
+    metric_range_problem,
+    read_results,
+    read_table,
+)
 from ..sweep import RunConfig, expand, overrides_tag, per_point
 from ..util import atomic_write_text
 from .curves import CURVES, CurvesConfig
@@ -573,7 +589,7 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
         own = read_results(csv)
         if "profile" in own:
             own = own[own["profile"] == profile]
-        own = _fill_config(own, runs)
+        own = _fill_config(_consistent(own, runs), runs)
     base = own if df.empty else df
     have = set(base["run_id"].astype(str)) if "run_id" in base else set()
     todo = [r for r in runs if r.run_id not in have]
@@ -594,7 +610,7 @@ def _other_tables(spec: Spec, profile: str, root: Path, tag: str, stem: str = "r
 
     for p in spec.profiles:
         path = root / output_name(spec, p, stem, "csv", tag)
-        if p == profile or not path.is_file():
+        if p == profile or not (path.exists() or path.is_symlink()):  # a FIFO: a warning
             continue
         try:
             t = read_results(path) if stem == "results" else _read_curves(path)
@@ -624,12 +640,77 @@ def _committed_rows(runs: list, tables: list[pd.DataFrame], profile: str | None
         ids = t["run_id"].astype(str)
         for rid in [i for i in dict.fromkeys(ids) if i in left]:
             rows = t[ids == rid]
+            wrong = _contradiction(rows, left[rid][0])
+            if wrong:  # a hand-edited or foreign row: its cell keys would put it in another cell
+                print(f"warning: a committed table's row of run {rid} has {wrong}, which that "
+                      f"run id's config cannot have; the row is not used", file=sys.stderr)
+                continue
             if profile is not None:  # a results table: one row per run
+                if _disagree(rows):  # the same run twice with other results: neither is trusted
+                    print(f"warning: a committed table has run {rid} {len(rows)} times with "
+                          f"different results; its rows are not used", file=sys.stderr)
+                    continue
                 rows = rows.iloc[:1]
+            elif STEP in rows:  # a run under several labels: its curve once
+                rows = rows.drop_duplicates(subset=[STEP])
             for r in left.pop(rid):
                 out.append(rows.assign(**{LABEL: r.label},
                                        **({"profile": profile} if profile is not None else {})))
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
+def _contradiction(rows: pd.DataFrame, run) -> str:
+    """'key=value' of a config column of ``rows`` that contradicts ``run``, the planned run of
+    their run id, on a field its run id hashes (``RunConfig.identity``: the seed and every field
+    off its default); '' when none does. An empty cell is a field the table predates (filled by
+    ``_fill_config``); a field at its default is not compared (a default may have changed)."""
+    from ..sweep.config import flatten
+
+    ident = flatten(run.identity())
+    for k, want in ident.items():
+        if k not in rows or isinstance(want, (list, tuple, dict)) or want is None:
+            continue
+        for have in rows[k]:
+            if norm(have) is None or (isinstance(have, str) and have == ""):
+                continue
+            if not values_equal(have, want):
+                return f"{k}={have!r} (the run's is {want!r})"
+    total = run.train.total_steps  # a record beyond it is quarantined (``store``)
+    for k in (STEP, "stop_step"):
+        if k in rows:
+            far = pd.to_numeric(rows[k], errors="coerce")
+            if (far > total).any():
+                return f"{k}={far.max():g} (beyond the run's {total} steps)"
+    return ""
+
+
+def _consistent(table: pd.DataFrame, runs: list) -> pd.DataFrame:
+    """``table`` without the rows of a planned run whose config contradicts its run id
+    (``_contradiction``) or that holds it twice with different results (``_disagree``), each
+    dropped with a warning: a hand-edited row made a cell of its own (S6 at d_model 64, a cell
+    never run) and left the real one without its run; of two rows the first was taken."""
+    if table.empty or RUN_ID not in table:
+        return table
+    by_id = {r.run_id: r for r in runs}
+    ids = table[RUN_ID].astype(str)
+    keep = pd.Series(True, index=table.index)
+    for rid in [i for i in dict.fromkeys(ids) if i in by_id]:
+        wrong = _contradiction(table[ids == rid], by_id[rid])
+        if wrong:
+            print(f"warning: a committed table's row of run {rid} has {wrong}, which that run "
+                  f"id's config cannot have; the row is not used", file=sys.stderr)
+            keep &= ids != rid
+        elif _disagree(table[ids == rid]):
+            print(f"warning: a committed table has run {rid} {int((ids == rid).sum())} times "
+                  f"with different results; its rows are not used", file=sys.stderr)
+            keep &= ids != rid
+    return table[keep]
+
+
+def _disagree(rows: pd.DataFrame) -> bool:
+    """Rows of one run id (a run under several labels) whose metric columns differ."""
+    cols = [c for c in rows.columns if is_metric_column(c)]
+    return len(rows) > 1 and bool((rows[cols].astype(str).nunique(dropna=False) > 1).any())
 
 
 def _fill_config(df: pd.DataFrame, runs: list) -> pd.DataFrame:
@@ -656,8 +737,23 @@ def _fill_config(df: pd.DataFrame, runs: list) -> pd.DataFrame:
 
 
 def _read_curves(path: Path) -> pd.DataFrame:
-    return read_table(path, (STEP,), numeric=lambda c: c in (STEP, SAMPLES) or
-                      c.endswith((".acc", ".loss", ".mse")))
+    """A committed curves table, its metric columns in range (``metric_range_problem``: an
+    accuracy of 7 was drawn and kept); ``TableError`` else."""
+    from ..store import TableError
+
+    df = read_table(path, (STEP,), numeric=lambda c: c in (STEP, SAMPLES) or
+                    c.endswith((".acc", ".loss", ".mse")))
+    for c in df.columns:
+        why = metric_range_problem(c, df[c].tolist()) if c.endswith((".acc", ".loss", ".mse")) \
+            else None
+        if c in (STEP, SAMPLES):  # a count: -20 or 0.5 was drawn (a record's is quarantined)
+            v = df[c].dropna()
+            if not (np.isfinite(v) & (v >= 0) & (v == np.floor(v))).all():
+                why = "a value that is not a count (0, 1, 2 ...)"
+        if why:
+            raise TableError(f"{path}: column {c!r} holds {why}; delete it to rebuild it from the "
+                             "run records (or re-run the runs)")
+    return df
 
 
 def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
@@ -673,7 +769,7 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
         if rec is not None:  # labelled as in this profile (a reused run carries its own spec's)
             recs.append({**rec, LABEL: x.label})
     table = curve_table(recs, keys)
-    own = _read_curves(path) if path.exists() else pd.DataFrame()
+    own = _consistent(_read_curves(path), runs) if path.exists() else pd.DataFrame()
     base = own if table.empty else table
     have = set(base[RUN_ID].astype(str)) if RUN_ID in base else set()
     todo = [r for r in {(x.run_id, x.label): x for x in runs}.values() if r.run_id not in have]
