@@ -37,3 +37,18 @@ def write_spec(tmp_path: Path, name: str = "t-spec", **overrides) -> Path:
     p = tmp_path / f"{name}.yaml"
     p.write_text(yaml.safe_dump(raw, sort_keys=False))
     return p
+
+
+def two_profile_spec(tmp_path: Path) -> Path:
+    """A spec whose profiles share runs: smoke (S6, S4D), quick (S6, S4D and 'wide') and extra
+    (quick's 'wide' run under the label 'wider'): for tables completed from other profiles'."""
+    cases = [{"label": "S6", "set": {"model.mixer": "s6"}},
+             {"label": "S4D", "set": {"model.mixer": "s4d"}}]
+    wide = {"set": {"model.mixer": "s6", "model.d_model": 12}}
+    return write_spec(
+        tmp_path, seeds=[0],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+               "test_size": 16, "eval_every": 2, "eval_batch_size": 16},
+        profiles={"smoke": {"sweep": [{"cases": cases}]},
+                  "quick": {"sweep": [{"cases": [*cases, {"label": "wide", **wide}]}]},
+                  "extra": {"sweep": [{"cases": [{"label": "wider", **wide}]}]}, "paper": {}})

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shutil
 
-from helpers import write_spec
+from helpers import two_profile_spec
 from typer.testing import CliRunner
 
 from ssmrepro.cli import app
@@ -19,21 +19,8 @@ def _invoke(*args):
     return runner.invoke(app, [str(a) for a in args])
 
 
-def _spec(tmp_path):
-    cases = [{"label": "S6", "set": {"model.mixer": "s6"}},
-             {"label": "S4D", "set": {"model.mixer": "s4d"}}]
-    wide = {"set": {"model.mixer": "s6", "model.d_model": 12}}
-    return write_spec(
-        tmp_path, seeds=[0],
-        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
-               "test_size": 16, "eval_every": 2, "eval_batch_size": 16},
-        profiles={"smoke": {"sweep": [{"cases": cases}]},
-                  "quick": {"sweep": [{"cases": [*cases, {"label": "wide", **wide}]}]},
-                  "extra": {"sweep": [{"cases": [{"label": "wider", **wide}]}]}, "paper": {}})
-
-
 def test_a_profile_is_completed_from_the_other_profiles_committed_tables(tmp_path):
-    spec, out = _spec(tmp_path), tmp_path / "out"
+    spec, out = two_profile_spec(tmp_path), tmp_path / "out"
     opts = ("--out", out, "--workers", "1", "--no-calibrate")
     res = _invoke("run", spec, "--profile", "smoke", *opts)
     assert res.exit_code == 0, res.output

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import ROOT, write_spec
+from helpers import ROOT, two_profile_spec, write_spec
 from typer.testing import CliRunner
 
 from ssmrepro.cli import app
@@ -2739,16 +2739,7 @@ def test_a_history_evaluation_that_diverged_draws_and_a_bad_step_is_quarantined(
 def _two_profile_store(tmp_path):
     """smoke trained, its records deleted (its tables committed); extra trains quick's third run.
     Returns (spec, out, folder)."""
-    cases = [{"label": "S6", "set": {"model.mixer": "s6"}},
-             {"label": "S4D", "set": {"model.mixer": "s4d"}}]
-    wide = {"set": {"model.mixer": "s6", "model.d_model": 12}}
-    spec = write_spec(
-        tmp_path, seeds=[0],
-        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
-               "test_size": 16, "eval_every": 2, "eval_batch_size": 16},
-        profiles={"smoke": {"sweep": [{"cases": cases}]},
-                  "quick": {"sweep": [{"cases": [*cases, {"label": "wide", **wide}]}]},
-                  "extra": {"sweep": [{"cases": [{"label": "wider", **wide}]}]}, "paper": {}})
+    spec = two_profile_spec(tmp_path)
     out = tmp_path / "out"
     for profile in ("smoke", "extra"):
         res = _invoke("run", spec, "--profile", profile, "--out", out, "--workers", "1",
