@@ -2932,3 +2932,26 @@ def test_a_committed_row_beyond_its_runs_step_budget_is_not_used(tmp_path):
     assert "step=999999 (beyond the run's 4 steps)" in res.output, res.output
     assert "stop_step=99999 (beyond the run's 4 steps)" in res.output, res.output
     assert "3 runs expected, 2 finished" in (folder / "report.md").read_text()
+
+
+def test_export_leaves_out_a_committed_row_that_contradicts_its_run_id(tmp_path):
+    """`export` read the committed tables as they stood: a row hand-edited to lr 0.5 was
+    exported under its run id, though no run of that id has it (plot already left it out)."""
+    import pandas as pd
+
+    root = _project(tmp_path)
+    out = tmp_path / "results"
+    shutil.copytree(ROOT / "results/huang2025/huang2025-tab1", out / "huang2025/huang2025-tab1")
+    env = {"SSMREPRO_ROOT": str(root)}
+    table = out / "huang2025/huang2025-tab1/results.csv"
+    df = pd.read_csv(table, dtype=str, keep_default_na=False)
+    rid = df["run_id"].iloc[0]
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    assert res.exit_code == 0 and "not used" not in res.output, res.output
+    assert rid in set(pd.read_csv(tmp_path / "x.csv", dtype=str)["run_id"])
+    df.loc[0, "train.lr"] = "0.5"
+    df.to_csv(table, index=False)
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    assert res.exit_code == 0 and "train.lr=" in res.output and "not used" in res.output
+    exported = pd.read_csv(tmp_path / "x.csv", dtype=str)
+    assert rid not in set(exported["run_id"]) and len(exported)

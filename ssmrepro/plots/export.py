@@ -30,6 +30,7 @@ from ..store import (
     results_dir,
 )
 from ..util import atomic_write_stream, atomic_write_text
+from .outputs import consistent_rows
 
 EXPORT_COLUMNS = ["paper", "experiment", "profile", "run_id", "label", "seed", "status",
                   "n_params", "metric", "value", "config"]
@@ -87,6 +88,17 @@ def long_rows(spec, profile: str, df: pd.DataFrame) -> list[dict[str, Any]]:
     return rows
 
 
+def _planned(spec, profile: str) -> list:
+    """The runs ``profile`` plans ([] when the spec no longer expands: nothing to check
+    against)."""
+    from ..sweep import expand
+
+    try:
+        return expand(spec, profile)
+    except SpecError:
+        return []
+
+
 def export_table(out: Path | None = None, skipped: list[str] | None = None) -> pd.DataFrame:
     """The long table of every spec's committed results under ``out`` (default ./results).
     A spec that cannot be read is left out, with its first error appended to ``skipped``."""
@@ -99,7 +111,11 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None) -> p
                 skipped.append(err.messages[0])
             continue
         for prof, csv in result_files(spec, out):
-            rows += long_rows(spec, prof, read_results(csv))
+            table = read_results(csv)
+            if "profile" in table:  # as plot reads it: a row of a planned run checked against
+                # its run id (a hand-edited config was exported as it stood)
+                table = consistent_rows(table, _planned(spec, prof))
+            rows += long_rows(spec, prof, table)
     df = pd.DataFrame(rows, columns=EXPORT_COLUMNS)
     if not df.empty:
         df["seed"] = df["seed"].astype("Int64")

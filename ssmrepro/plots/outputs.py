@@ -589,7 +589,7 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
         own = read_results(csv)
         if "profile" in own:
             own = own[own["profile"] == profile]
-        own = _fill_config(_consistent(own, runs), runs)
+        own = _fill_config(consistent_rows(own, runs), runs)
     base = own if df.empty else df
     have = set(base["run_id"].astype(str)) if "run_id" in base else set()
     todo = [r for r in runs if r.run_id not in have]
@@ -684,7 +684,7 @@ def _contradiction(rows: pd.DataFrame, run) -> str:
     return ""
 
 
-def _consistent(table: pd.DataFrame, runs: list) -> pd.DataFrame:
+def consistent_rows(table: pd.DataFrame, runs: list) -> pd.DataFrame:
     """``table`` without the rows of a planned run whose config contradicts its run id
     (``_contradiction``) or that holds it twice with different results (``_disagree``), each
     dropped with a warning: a hand-edited row made a cell of its own (S6 at d_model 64, a cell
@@ -769,7 +769,7 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
         if rec is not None:  # labelled as in this profile (a reused run carries its own spec's)
             recs.append({**rec, LABEL: x.label})
     table = curve_table(recs, keys)
-    own = _consistent(_read_curves(path), runs) if path.exists() else pd.DataFrame()
+    own = consistent_rows(_read_curves(path), runs) if path.exists() else pd.DataFrame()
     base = own if table.empty else table
     have = set(base[RUN_ID].astype(str)) if RUN_ID in base else set()
     todo = [r for r in {(x.run_id, x.label): x for x in runs}.values() if r.run_id not in have]
