@@ -1792,8 +1792,8 @@ def test_benchmark_json_targets_are_refused_before_measuring(tmp_path, target):
 
 def test_figures_refuses_a_results_root_that_is_not_a_folder(tmp_path):
     """`figures --out typo` created the folder and wrote a front page of no results, exit 0."""
-    _assert_refused(_invoke("figures", "--out", tmp_path / "typo"), "not a folder")
-    _assert_refused(_invoke("figures", "--no-rebuild", "--out", tmp_path / "typo"), "not a folder")
+    _assert_refused(_invoke("figures", "--out", tmp_path / "typo"), "no such folder")
+    _assert_refused(_invoke("figures", "--no-rebuild", "--out", tmp_path / "typo"), "no such folder")
     assert not (tmp_path / "typo").exists()
 
 
@@ -2819,6 +2819,12 @@ def test_a_committed_curves_table_with_an_accuracy_out_of_range(tmp_path):
     assert "curves-smoke.csv" in res.output and "accuracy outside [0, 1]" in res.output
     assert set(read_table(folder / "curves.csv", ("step",))["label"]) == {"wide"}
     curves.assign(**{"val.acc": "7"}).to_csv(folder / "curves.csv", index=False)
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)  # records: rewritten from them
+    assert res.exit_code == 0 and "accuracy outside [0, 1]" in res.output, res.output
+    assert "rewritten from the run records" in res.output, res.output
+    assert set(read_table(folder / "curves.csv", ("step",))["label"]) == {"wide"}
+    curves.assign(**{"val.acc": "7"}).to_csv(folder / "curves.csv", index=False)
+    shutil.rmtree(folder / "runs")  # a fresh clone: the table is all there is
     res = _invoke("plot", spec, "--profile", "quick", "--out", out)
     _assert_refused(res, "curves.csv", "accuracy outside [0, 1]")
 
@@ -2891,6 +2897,7 @@ def test_a_committed_curves_table_with_a_step_that_is_not_a_count(tmp_path, step
     assert res.exit_code == 0 and "Traceback" not in res.output, res.output
     assert "curves-smoke.csv" in res.output and "not a count" in res.output, res.output
     curves.to_csv(folder / "curves.csv", index=False)
+    shutil.rmtree(folder / "runs")  # a fresh clone: the profile's own table is all there is
     res = _invoke("plot", spec, "--profile", "quick", "--out", out)
     _assert_refused(res, "curves.csv", "not a count")
 

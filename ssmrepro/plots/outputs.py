@@ -584,9 +584,8 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
     df = store.table(runs)
     name = output_name(spec, profile, "results", "csv", tag)
     csv = root / name
-    own = pd.DataFrame()
-    if csv.exists():
-        own = read_results(csv)
+    own = _own_table(csv, read_results, records=not df.empty)
+    if not own.empty:
         if "profile" in own:
             own = own[own["profile"] == profile]
         own = _fill_config(consistent_rows(own, runs), runs)
@@ -601,6 +600,24 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
     if not df.empty:
         atomic_write_text(store.root / name, csv_text(base))
     return base
+
+
+def _own_table(path: Path, read, records: bool) -> pd.DataFrame:
+    """This profile's committed table at ``path`` (``read`` it), empty when absent. Without run
+    records it is all there is, so one that is not a table is an error (``TableError``); with
+    records it only completes them and is rewritten from them, so such a file is passed over with
+    a warning (and a folder in its place left for the write to name)."""
+    from ..store import TableError
+
+    if not path.exists() or (records and not path.is_file()):
+        return pd.DataFrame()
+    try:
+        return read(path)
+    except TableError as err:
+        if not records:
+            raise
+        print(f"warning: {err} (not used: rewritten from the run records)", file=sys.stderr)
+        return pd.DataFrame()
 
 
 def _other_tables(spec: Spec, profile: str, root: Path, tag: str, stem: str = "results"):
@@ -769,7 +786,7 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
         if rec is not None:  # labelled as in this profile (a reused run carries its own spec's)
             recs.append({**rec, LABEL: x.label})
     table = curve_table(recs, keys)
-    own = consistent_rows(_read_curves(path), runs) if path.exists() else pd.DataFrame()
+    own = consistent_rows(_own_table(path, _read_curves, records=not table.empty), runs)
     base = own if table.empty else table
     have = set(base[RUN_ID].astype(str)) if RUN_ID in base else set()
     todo = [r for r in {(x.run_id, x.label): x for x in runs}.values() if r.run_id not in have]
