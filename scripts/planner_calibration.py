@@ -2,7 +2,7 @@
 profile's runs (optionally widened to N runs by seed and given sequence length T), planned with a
 fresh cost model (``engine.costs.CostModel``) in a cache file of its own.
 
-    python scripts/planner_calibration.py huang2025-tabA1-A4 long /tmp/costs.json \
+    python scripts/planner_calibration.py huang2025-tabA1-A4 long costs-fresh.json \
         --budget 1.0 --runs 128 --T 50      # the README's KEEP n-TH d = 8 calibration
 """
 
