@@ -49,6 +49,7 @@ from ..report.columns import LABEL, LABEL_SEP, N_PARAMS, RUN_ID, SEED
 from ..report.curves import HISTORY_SETS, SAMPLES, STEP, curve_table, history_metric_sets
 from ..spec import Spec, format_errors
 from ..store import (
+    TableError,
     csv_text,
     is_loss,
     is_metric_column,
@@ -595,8 +596,8 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
     sources = ([] if df.empty else [own]) + [t for _, t in _other_tables(spec, profile, root, tag)]
     extra = _committed_rows(todo, sources, profile)
     if not extra.empty:
-        base = pd.concat([base, _fill_config(extra, runs)], ignore_index=True) \
-            if not base.empty else _fill_config(extra, runs)
+        extra = _fill_config(extra, runs)
+        base = extra if base.empty else pd.concat([base, extra], ignore_index=True)
     if not df.empty:
         atomic_write_text(store.root / name, csv_text(base))
     return base
@@ -607,8 +608,6 @@ def _own_table(path: Path, read, records: bool) -> pd.DataFrame:
     records it is all there is, so one that is not a table is an error (``TableError``); with
     records it only completes them and is rewritten from them, so such a file is passed over with
     a warning (and a folder in its place left for the write to name)."""
-    from ..store import TableError
-
     if not path.exists() or (records and not path.is_file()):
         return pd.DataFrame()
     try:
@@ -623,8 +622,6 @@ def _own_table(path: Path, read, records: bool) -> pd.DataFrame:
 def _other_tables(spec: Spec, profile: str, root: Path, tag: str, stem: str = "results"):
     """(profile, table) of the spec's other profiles' committed ``stem`` tables; one that cannot
     be read is skipped with a warning (it is not this profile's table)."""
-    from ..store import TableError
-
     for p in spec.profiles:
         path = root / output_name(spec, p, stem, "csv", tag)
         if p == profile or not (path.exists() or path.is_symlink()):  # a FIFO: a warning
@@ -646,27 +643,20 @@ def _committed_rows(runs: list, tables: list[pd.DataFrame], profile: str | None
     profile's table is the same run: koren2026-fig6's long profile is quick's runs and twelve
     more, and a store that has only the twelve (records are not in git) still gets quick's rows.
     Each row takes the planned run's label (and, in a results table, profile); one planned run
-    per row, several rows for a run in a curves table (one per evaluation)."""
+    per row, several rows for a run in a curves table (one per evaluation). Rows that contradict
+    their run id or disagree with each other are left out with a warning (``consistent_rows``)."""
     out = []
     left = {}
     for r in runs:
         left.setdefault(r.run_id, []).append(r)
     for t in tables:
-        if t.empty or "run_id" not in t or not left:
+        if t.empty or RUN_ID not in t or not left:
             continue
-        ids = t["run_id"].astype(str)
+        t = consistent_rows(t, runs)
+        ids = t[RUN_ID].astype(str)
         for rid in [i for i in dict.fromkeys(ids) if i in left]:
             rows = t[ids == rid]
-            wrong = _contradiction(rows, left[rid][0])
-            if wrong:  # a hand-edited or foreign row: its cell keys would put it in another cell
-                print(f"warning: a committed table's row of run {rid} has {wrong}, which that "
-                      f"run id's config cannot have; the row is not used", file=sys.stderr)
-                continue
             if profile is not None:  # a results table: one row per run
-                if _disagree(rows):  # the same run twice with other results: neither is trusted
-                    print(f"warning: a committed table has run {rid} {len(rows)} times with "
-                          f"different results; its rows are not used", file=sys.stderr)
-                    continue
                 rows = rows.iloc[:1]
             elif STEP in rows:  # a run under several labels: its curve once
                 rows = rows.drop_duplicates(subset=[STEP])
@@ -756,8 +746,6 @@ def _fill_config(df: pd.DataFrame, runs: list) -> pd.DataFrame:
 def _read_curves(path: Path) -> pd.DataFrame:
     """A committed curves table, its metric columns in range (``metric_range_problem``: an
     accuracy of 7 was drawn and kept); ``TableError`` else."""
-    from ..store import TableError
-
     df = read_table(path, (STEP,), numeric=lambda c: c in (STEP, SAMPLES) or
                     c.endswith((".acc", ".loss", ".mse")))
     for c in df.columns:
@@ -793,11 +781,8 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
     others = [t for _, t in _other_tables(spec, profile, root, tag, "curves")] \
         if profile is not None else []
     extra = _committed_rows(todo, ([] if table.empty else [own]) + others, None)
-    if not extra.empty:
-        flats = {r.run_id: f for r, f in zip(runs, per_point(runs, RunConfig.flat))}
-        for k in (k for k in keys if k != LABEL):  # a key the other profile did not sweep
-            planned = extra[RUN_ID].astype(str).map(lambda i, k=k: flats.get(i, {}).get(k))
-            extra[k] = planned if k not in extra else extra[k].where(extra[k].notna(), planned)
+    if not extra.empty:  # a cell key the other profile did not sweep: the planned run's
+        extra = _fill_config(extra, runs)
         base = extra if base.empty else pd.concat([base, extra], ignore_index=True)
     if not table.empty:
         atomic_write_text(path, base.to_csv(index=False))
