@@ -66,3 +66,22 @@ def test_bench_rejects_bad_pack_sizes():
     for bad in ("0", "x", "1000"):
         res = runner.invoke(app, ["bench", "keep-nth-d8", "--packs", bad])
         assert res.exit_code == 2, (bad, res.output)
+
+
+def test_step_table_keeps_the_gemm_floor_out_of_ours_and_shows_the_ceiling():
+    from ssmrepro.bench.roofline import _step_line, _step_rows_of
+    from ssmrepro.bench.step import FLOOR
+
+    def row(contender, E, rate):
+        return {"workload": "w", "contender": contender, "E": E, "run_steps_per_s": rate,
+                "fraction_of_peak": 0.3}
+
+    rec = {"env": {"time": "2026-11-27T14:29:00", "malloc_tuned": True, "denormals_flushed": True},
+           "workloads": {"w": {"what": "a workload"}},
+           "results": [row("new E=1", 1, 3.0), row("mambapy E=1", 1, 0.75), row(FLOOR, 1, 8.4)]}
+    (r,) = _step_rows_of(rec)
+    assert r["best_contender"] == "new E=1" and r["best"] == 3.0  # the floor is not a contender
+    assert r["ceiling"] == 8.4 / 0.75
+    assert "| ×4.0 | 30.0% | ×11.2 | 2026-11-27 |" in _step_line(r)
+    rec["results"].pop()  # a record without the floor: no ceiling
+    assert "| 30.0% | — | 2026-11-27 |" in _step_line(_step_rows_of(rec)[0])

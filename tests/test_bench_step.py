@@ -98,3 +98,35 @@ def test_cpu_clock_brackets_only_the_timed_calls():
 
     s = interleaved({"a": burn}, repeats=2, warmup=0, inner=1)["a"]
     assert 0.009 < s.cpu_median < 0.02  # one 10 ms call, not three (2 warm-ups + 1)
+
+
+def test_gemm_floor_covers_every_linear_map_of_our_model():
+    """The floor's GEMMs are the model's projections and tied read-out, one each, and its FLOPs the
+    matmul part of step_flops (no conv, no scan)."""
+    from collections import Counter
+
+    w = st.STEP_WORKLOADS["mamba-L256"]
+    model = st._our_model(w, 1)
+    M = w.batch * w.L
+    maps = Counter()
+    for name, p in model.named_parameters():
+        if name.endswith(("in_proj.weight", "x_proj.weight", "out_proj.weight", "dt_weight")):
+            maps[(M, p.shape[1], p.shape[2])] += 1  # (1, in, out)
+        elif name == "embed.weight":
+            maps[(M, p.shape[2], p.shape[1])] += 1  # tied read-out: d -> V
+    assert maps == Counter(st.step_gemms(w))
+    N, Di = w.d_state, w.expand * w.d_model
+    rest = 3 * w.n_layers * (2 * M * Di * w.d_conv + 7 * M * Di * N)
+    assert st.gemm_flops(w) == st.step_flops(w) - rest
+
+
+def test_bench_step_gemm_floor_row(tmp_path):
+    out = tmp_path / "step.json"
+    r = CliRunner().invoke(app, ["bench", "step", "--workloads", "koren-d-L64", "--batch", "4",
+                                 "--L", "8", "--E", "1", "--repeats", "1", "--warmup", "0",
+                                 "--no-old", "--no-mambapy", "--gemm-floor", "--json", str(out)])
+    assert r.exit_code == 0, r.output
+    rows = {x["contender"]: x for x in json.loads(out.read_text())["results"]}
+    assert set(rows) == {"new E=1", st.FLOOR}
+    w = st.replace(st.STEP_WORKLOADS["koren-d-L64"], batch=4, L=8)
+    assert rows[st.FLOOR]["flops_per_step"] == st.gemm_flops(w)

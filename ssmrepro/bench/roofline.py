@@ -24,6 +24,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from ..plots.registry import save_png  # noqa: E402
+from .step import FLOOR  # noqa: E402
 
 MAX_RECORD_BYTES = 16 << 20  # a benchmark record is kilobytes
 _BAD_RECORD = (KeyError, TypeError, ValueError, IndexError, AttributeError, ZeroDivisionError)
@@ -127,7 +128,9 @@ def _step_rows_of(rec: dict) -> list[dict]:
     for name, w in rec.get("workloads", {}).items():
         res = [r for r in rec.get("results", []) if r.get("workload") == name]
         ref = next((r for r in res if r["contender"].startswith("mambapy")), None)
-        ours = [r for r in res if not r["contender"].startswith(("mambapy", "old"))]
+        floor = next((r for r in res if r["contender"] == FLOOR), None)
+        ours = [r for r in res if not r["contender"].startswith(("mambapy", "old"))
+                and r["contender"] != FLOOR]
         if ref is None or not ours:
             continue
         best = max(ours, key=lambda r: r["run_steps_per_s"])
@@ -135,6 +138,7 @@ def _step_rows_of(rec: dict) -> list[dict]:
         rows.append({"workload": name, "what": w.get("what", name), "mambapy": ref["run_steps_per_s"],
                      "single": single["run_steps_per_s"], "best": best["run_steps_per_s"],
                      "best_contender": best["contender"], "fraction": best["fraction_of_peak"],
+                     "ceiling": floor["run_steps_per_s"] / ref["run_steps_per_s"] if floor else None,
                      "time": rec.get("env", {}).get("time", ""),
                      "settings": _settings(rec.get("env", {}))})
     return rows
@@ -153,7 +157,11 @@ def _table_row(rec: dict) -> str:
 def _step_line(r: dict) -> str:
     return (f"| {r['what']} | {r['settings']} | {r['mambapy']:.2f} | {r['single']:.2f} | "
             f"{r['best']:.2f} ({r['best_contender']}) | ×{r['best'] / r['mambapy']:.1f} | "
-            f"{100 * r['fraction']:.1f}% | {r['time'][:10]} |")
+            f"{100 * r['fraction']:.1f}% | {_ceiling(r.get('ceiling'))} | {r['time'][:10]} |")
+
+
+def _ceiling(x: float | None) -> str:
+    return "—" if x is None else f"×{x:.1f}"
 
 
 def performance_table(folder: Path, skipped: list[str] | None = None) -> str:
@@ -165,8 +173,9 @@ def performance_table(folder: Path, skipped: list[str] | None = None) -> str:
     steps = _step_rows(folder, skipped)
     if steps:
         lines += ["", "| full-Mamba step | process settings (all contenders) | mambapy (one model) | "
-                  "ours, one model | ours, best | best vs mambapy | % of peak | measured |",
-                  "|---|---|---:|---:|---:|---:|---:|---|"]
+                  "ours, one model | ours, best | best vs mambapy | % of peak | "
+                  "GEMMs alone vs mambapy (ceiling) | measured |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---|"]
         lines += [_step_line(r) for r in steps]
     return "\n".join(lines)
 

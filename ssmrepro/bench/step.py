@@ -15,7 +15,10 @@ min/max, wall and CPU clocks), one training step = forward + backward + ``torch.
   gradients accumulated (what a cache-aware training loop would do; same gradients);
 * ``mambapy`` — ``mambapy.lm.LM`` 1.2.0 (the pure-PyTorch Mamba a CPU user would pick: pscan,
   ``nn.Conv1d``), same sizes, head tied to the embedding so the parameter counts match; only for
-  E = 1 and only when ``mambapy`` is importable (``pip install ssmrepro[bench]``).
+  E = 1 and only when ``mambapy`` is importable (``pip install ssmrepro[bench]``);
+* ``GEMMs only`` (``--gemm-floor``) — the step's GEMMs alone (:func:`gemm_floor`): no
+  implementation that computes the model's linear maps as GEMMs steps faster, so its ratio to
+  mambapy is the ceiling of any "× mambapy" on this machine.
 
 The step's loss is next-token cross entropy at every position (random tokens), so every variant
 does the same work; the engine's MQAR step reads out only the κ supervised positions and is
@@ -97,6 +100,43 @@ def step_flops(w: StepWorkload, E: int = 1) -> float:
     return 3.0 * forward * E
 
 
+def step_gemms(w: StepWorkload) -> list[tuple[int, int, int]]:
+    """The (tokens, in, out) shapes of every linear map of one member's forward pass: per layer
+    the in-, x-, dt- and out-projections, then the tied read-out. Each costs three GEMMs per
+    step: y = x Wᵀ (forward), dx = dy W and dW = dyᵀ x (backward)."""
+    M = w.batch * w.L
+    d, Di = w.d_model, w.expand * w.d_model
+    R = math.ceil(d / 16)
+    layer = [(M, d, 2 * Di), (M, Di, R + 2 * w.d_state), (M, R, Di), (M, Di, d)]
+    return layer * w.n_layers + [(M, d, w.vocab)]
+
+
+def gemm_flops(w: StepWorkload) -> float:
+    """FLOPs of :func:`gemm_floor`: 3 GEMMs of 2·M·in·out per linear map."""
+    return float(sum(6 * M * k * n for M, k, n in step_gemms(w)))
+
+
+def gemm_floor(w: StepWorkload):
+    """step(): only the GEMMs of one member's training step (:func:`step_gemms`, three each, on
+    preallocated operands and outputs, the layouts ``F.linear`` and its backward use). Its time is
+    a floor for any implementation of the step that computes these linear maps as GEMMs — the
+    scan, conv, gates, norms, loss and optimiser come on top."""
+    g = torch.Generator().manual_seed(0)
+    ops = []
+    for M, k, n in step_gemms(w):
+        x, W, dy = (torch.randn(M, k, generator=g), torch.randn(n, k, generator=g),
+                    torch.randn(M, n, generator=g))  # (M, in), (out, in), (M, out)
+        ops.append((x, W, dy, torch.empty(M, n), torch.empty(M, k), torch.empty(n, k)))
+
+    def step() -> None:
+        for x, W, dy, y, dx, dW in ops:
+            torch.mm(x, W.t(), out=y)  # forward      (M, out)
+            torch.mm(dy, W, out=dx)  # input grad     (M, in)
+            torch.mm(dy.t(), x, out=dW)  # weight grad (out, in)
+
+    return step
+
+
 def _our_model(w: StepWorkload, E: int):
     from ..models import MODELS, build_model
 
@@ -170,8 +210,10 @@ def make_step(model, ids, tgt, vocab: int, micro: int | None = None, packed: boo
     return step
 
 
-def contenders(w: StepWorkload, packs: list[int], micro: list[int], old: bool, mambapy: bool):
-    """{name: (step callable, E)} for one workload."""
+def contenders(w: StepWorkload, packs: list[int], micro: list[int], old: bool, mambapy: bool,
+                floor: bool = False):
+    """{name: (step callable, E)} for one workload (``floor``: add :func:`gemm_floor` as
+    "GEMMs only E=1", the fastest any implementation built on these GEMMs could step)."""
     from ..kernels.backend import torch_kernels
     from .legacy import causal_conv1d_slices, selective_scan_fused_v1
 
@@ -197,7 +239,12 @@ def contenders(w: StepWorkload, packs: list[int], micro: list[int], old: bool, m
         if lm is not None:
             ids, tgt = _data(w, 1)
             out["mambapy E=1"] = (make_step(lm, ids, tgt, w.vocab, packed=False), 1)
+    if floor:
+        out[FLOOR] = (gemm_floor(w), 1)
     return out
+
+
+FLOOR = "GEMMs only E=1"
 
 
 def git_commit() -> str:
@@ -224,6 +271,8 @@ def main(argv=None) -> int:
                    help="micro-batch sizes (new kernels)")
     p.add_argument("--no-old", action="store_true", help="skip the old kernels")
     p.add_argument("--no-mambapy", action="store_true", help="skip mambapy even when importable")
+    p.add_argument("--gemm-floor", action="store_true",
+                   help="also time the step's GEMMs alone (a floor for any implementation)")
     p.add_argument("--repeats", type=bounded(1, 1000), default=5)
     p.add_argument("--warmup", type=bounded(0, 1000), default=1)
     p.add_argument("--threads", type=bounded(1, 1024), default=1, help="intra-op threads (workers use 1)")
@@ -267,7 +316,8 @@ def main(argv=None) -> int:
                         what=f"{w.what} [overridden: batch {args.batch or w.batch}, L {args.L or w.L}]")
         print(f"\n{w.name}: {w.what}")
         workloads[name] = {**asdict(w), "flops_per_step_E1": step_flops(w)}
-        cs = contenders(w, args.packs, args.micro, not args.no_old, not args.no_mambapy)
+        cs = contenders(w, args.packs, args.micro, not args.no_old, not args.no_mambapy,
+                        args.gemm_floor)
         stats = interleaved({k: f for k, (f, _) in cs.items()}, args.repeats, args.warmup,
                             threads=args.threads)
         base = {E: stats[f"old E={E}"].cpu_median for E in args.packs if f"old E={E}" in stats}
@@ -277,12 +327,12 @@ def main(argv=None) -> int:
               f"{'run-steps/s':>11} {'GFLOP/s':>8} {'peak':>6} {'vs old':>7} {'vs mambapy':>10}")
         for k, s in stats.items():
             E = cs[k][1]
-            flops = step_flops(w, E)
+            flops = gemm_flops(w) if k == FLOOR else step_flops(w, E)
             row = {"workload": name, "contender": k, "E": E, **s.ms(),
                    "run_steps_per_s": E / s.cpu_median, "gflops": flops / s.cpu_median / 1e9,
                    "flops_per_step": flops}
             row["fraction_of_peak"] = row["gflops"] / peak
-            if E in base and k != "mambapy E=1":
+            if E in base and k not in ("mambapy E=1", FLOOR):
                 row["speedup_vs_old"] = base[E] / s.cpu_median
             if ref is not None:
                 row["run_steps_vs_mambapy"] = (E / s.cpu_median) / (1 / ref)
@@ -295,6 +345,11 @@ def main(argv=None) -> int:
             print(f"  {k:<18} {cpu:<34} {1e3 * s.wall_median:14.1f} {row['run_steps_per_s']:11.2f} "
                   f"{row['gflops']:8.2f} {100 * row['fraction_of_peak']:5.1f}% {vs_old:>7} {vs_ref:>10}",
                   flush=True)
+        if ref is not None and FLOOR in stats:
+            floor = stats[FLOOR].cpu_median
+            print(f"  x12 mambapy needs <= {1e3 * ref / 12:.1f} ms per step; the GEMMs alone take "
+                  f"{1e3 * floor:.1f} ms: no implementation built on them exceeds "
+                  f"x{ref / floor:.2f} mambapy here")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         rec = {"env": env, "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
