@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -593,7 +595,8 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
     base = own if df.empty else df
     have = set(base["run_id"].astype(str)) if "run_id" in base else set()
     todo = [r for r in runs if r.run_id not in have]
-    sources = ([] if df.empty else [own]) + [t for _, t in _other_tables(spec, profile, root, tag)]
+    sources = chain([] if df.empty else [own],
+                    (t for _, t in _other_tables(spec, profile, root, tag)))
     extra = _committed_rows(todo, sources, profile)
     if not extra.empty:
         extra = _fill_config(extra, runs)
@@ -620,8 +623,10 @@ def _own_table(path: Path, read, records: bool) -> pd.DataFrame:
 
 
 def _other_tables(spec: Spec, profile: str, root: Path, tag: str, stem: str = "results"):
-    """(profile, table) of the spec's other profiles' committed ``stem`` tables; one that cannot
-    be read is skipped with a warning (it is not this profile's table)."""
+    """(profile, table) of the spec's other profiles' committed ``stem`` tables, each read when
+    asked for; one that cannot be read is skipped with a warning (it is not this profile's
+    table). ``_committed_rows`` asks only while runs are left to find: a damaged table whose rows
+    no run needed was warned about all the same."""
     for p in spec.profiles:
         path = root / output_name(spec, p, stem, "csv", tag)
         if p == profile or not (path.exists() or path.is_symlink()):  # a FIFO: a warning
@@ -636,7 +641,7 @@ def _other_tables(spec: Spec, profile: str, root: Path, tag: str, stem: str = "r
         yield p, t
 
 
-def _committed_rows(runs: list, tables: list[pd.DataFrame], profile: str | None
+def _committed_rows(runs: list, tables: Iterable[pd.DataFrame], profile: str | None
                     ) -> pd.DataFrame:
     """Rows for ``runs`` (planned runs without a record) from committed ``tables``, the first
     table holding a run's id winning. A run id is a run's whole config, so the same id in another
@@ -644,13 +649,18 @@ def _committed_rows(runs: list, tables: list[pd.DataFrame], profile: str | None
     more, and a store that has only the twelve (records are not in git) still gets quick's rows.
     Each row takes the planned run's label (and, in a results table, profile); one planned run
     per row, several rows for a run in a curves table (one per evaluation). Rows that contradict
-    their run id or disagree with each other are left out with a warning (``consistent_rows``)."""
+    their run id or disagree with each other are left out with a warning (``consistent_rows``).
+    ``tables`` is read no further once every run has its rows (it may read files lazily)."""
     out = []
     left = {}
     for r in runs:
         left.setdefault(r.run_id, []).append(r)
-    for t in tables:
-        if t.empty or RUN_ID not in t or not left:
+    tables = iter(tables)
+    while left:
+        t = next(tables, None)
+        if t is None:
+            break
+        if t.empty or RUN_ID not in t:
             continue
         t = consistent_rows(t, runs)
         ids = t[RUN_ID].astype(str)
@@ -778,9 +788,9 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
     base = own if table.empty else table
     have = set(base[RUN_ID].astype(str)) if RUN_ID in base else set()
     todo = [r for r in {(x.run_id, x.label): x for x in runs}.values() if r.run_id not in have]
-    others = [t for _, t in _other_tables(spec, profile, root, tag, "curves")] \
-        if profile is not None else []
-    extra = _committed_rows(todo, ([] if table.empty else [own]) + others, None)
+    others = (t for _, t in _other_tables(spec, profile, root, tag, "curves")) \
+        if profile is not None else ()
+    extra = _committed_rows(todo, chain([] if table.empty else [own], others), None)
     if not extra.empty:  # a cell key the other profile did not sweep: the planned run's
         extra = _fill_config(extra, runs)
         base = extra if base.empty else pd.concat([base, extra], ignore_index=True)
