@@ -2962,3 +2962,18 @@ def test_export_leaves_out_a_committed_row_that_contradicts_its_run_id(tmp_path)
     assert res.exit_code == 0 and "train.lr=" in res.output and "not used" in res.output
     exported = pd.read_csv(tmp_path / "x.csv", dtype=str)
     assert rid not in set(exported["run_id"]) and len(exported)
+
+
+def test_a_committed_row_with_a_status_no_record_has_is_named(tmp_path):
+    """A committed row with status 'weird' (no record has it: ok, diverged or error) counted its
+    run as not finished without a word why; now it is not used, with a warning naming it."""
+    import pandas as pd
+
+    spec, out, folder = _two_profile_store(tmp_path)
+    table = pd.read_csv(folder / "results-smoke.csv", dtype=str, keep_default_na=False)
+    table.loc[table["label"] == "S6", "status"] = "weird"
+    table.to_csv(folder / "results-smoke.csv", index=False)
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "status='weird'" in res.output and "not used" in res.output, res.output
+    assert "3 runs expected, 2 finished" in (folder / "report.md").read_text()

@@ -47,10 +47,11 @@ from ..report.cells import (
     values_equal,
 )
 from ..report.checks import CheckConfig, OrderingConfig
-from ..report.columns import LABEL, LABEL_SEP, N_PARAMS, RUN_ID, SEED
+from ..report.columns import LABEL, LABEL_SEP, N_PARAMS, RUN_ID, SEED, STATUS
 from ..report.curves import HISTORY_SETS, SAMPLES, STEP, curve_table, history_metric_sets
 from ..spec import Spec, format_errors
 from ..store import (
+    RECORD_STATUSES,
     TableError,
     csv_text,
     is_loss,
@@ -679,7 +680,8 @@ def _committed_rows(runs: list, tables: Iterable[pd.DataFrame], profile: str | N
 def _contradiction(rows: pd.DataFrame, run) -> str:
     """'key=value' of a config column of ``rows`` that contradicts ``run``, the planned run of
     their run id, on a field its run id hashes (``RunConfig.identity``: the seed and every field
-    off its default); '' when none does. An empty cell is a field the table predates (filled by
+    off its default), or that a run of it cannot have written (a status no record has, a step
+    beyond its budget); '' when none does. An empty cell is a field the table predates (filled by
     ``_fill_config``); a field at its default is not compared (a default may have changed)."""
     from ..sweep.config import flatten
 
@@ -692,6 +694,10 @@ def _contradiction(rows: pd.DataFrame, run) -> str:
                 continue
             if not values_equal(have, want):
                 return f"{k}={have!r} (the run's is {want!r})"
+    if STATUS in rows:  # 'weird' counted the run as not finished without a word why (a record
+        odd = [v for v in rows[STATUS] if v not in RECORD_STATUSES]  # with one is quarantined)
+        if odd:
+            return f"status={odd[0]!r} (not {', '.join(RECORD_STATUSES)})"
     total = run.train.total_steps  # a record beyond it is quarantined (``store``)
     for k in (STEP, "stop_step"):
         if k in rows:
@@ -714,8 +720,8 @@ def consistent_rows(table: pd.DataFrame, runs: list) -> pd.DataFrame:
     for rid in [i for i in dict.fromkeys(ids) if i in by_id]:
         wrong = _contradiction(table[ids == rid], by_id[rid])
         if wrong:
-            print(f"warning: a committed table's row of run {rid} has {wrong}, which that run "
-                  f"id's config cannot have; the row is not used", file=sys.stderr)
+            print(f"warning: a committed table's row of run {rid} has {wrong}, which a run of that "
+                  f"id cannot have written; the row is not used", file=sys.stderr)
             keep &= ids != rid
         elif _disagree(table[ids == rid]):
             print(f"warning: a committed table has run {rid} {int((ids == rid).sum())} times "
