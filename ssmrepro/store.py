@@ -43,6 +43,9 @@ from .util import NotSmallFile, atomic_write_bytes, atomic_write_text, read_smal
 
 DONE_STATUSES = ("ok", "diverged")  # "error" records are re-run
 RECORD_STATUSES = (*DONE_STATUSES, "error")
+# the final evaluation of a run: NaN for every diverged run (train.py evaluates a run's final
+# metrics only when it is ok), so a 'diverged' record or row with a finite one contradicts itself
+DIVERGED_NAN = "test.loss"
 
 # results.csv column namespaces (docs/columns.md)
 METRIC_PREFIX = "metric."  # metric.test.acc, metric.val.loss, metric.<eval set>.acc
@@ -99,6 +102,9 @@ def record_problem(rec: Any, run_id: str) -> str | None:
         why = metric_range_problem(k, [v])
         if why:
             return f"metric {k!r} holds {why}"
+    if rec["status"] == "diverged" and (rec.get("metrics") or {}).get(DIVERGED_NAN) is not None:
+        return (f"status 'diverged' with a finite {DIVERGED_NAN} (a diverged run's final "
+                "evaluation is NaN; edited?)")
     hist = rec.get("history")
     if hist is not None and not (isinstance(hist, list) and all(
             isinstance(h, dict) and all(_is_number(v) for v in h.values()) for h in hist)):

@@ -2977,3 +2977,33 @@ def test_a_committed_row_with_a_status_no_record_has_is_named(tmp_path):
     assert res.exit_code == 0 and "Traceback" not in res.output, res.output
     assert "status='weird'" in res.output and "not used" in res.output, res.output
     assert "3 runs expected, 2 finished" in (folder / "report.md").read_text()
+
+
+def test_a_diverged_status_with_a_finite_final_evaluation_is_not_used(trained_store, tmp_path):
+    """A run that diverges has no final evaluation (test.loss NaN). A record or a committed row
+    edited to 'diverged' with its finite metrics was counted diverged (its claims FAILed); the
+    record is now quarantined (and trained again), the row not used, each with a reason."""
+    import json
+
+    import pandas as pd
+
+    spec, store = _copy_trained(trained_store, tmp_path)
+    (path,) = (store / "runs").glob("*.json")
+    rec = json.loads(path.read_text())
+    path.write_text(json.dumps({**rec, "status": "diverged"}))
+    res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--no-calibrate",
+                  "--workers", "1")
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    said = " ".join(res.output.split())  # wrapped to the terminal's width
+    assert "status 'diverged' with a finite test.loss" in said, res.output
+    assert "trained 1 runs" in said, res.output
+
+    (tmp_path / "two").mkdir()
+    spec, out, folder = _two_profile_store(tmp_path / "two")
+    table = pd.read_csv(folder / "results-smoke.csv", dtype=str, keep_default_na=False)
+    table.loc[table["label"] == "S6", "status"] = "diverged"
+    table.to_csv(folder / "results-smoke.csv", index=False)
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "status='diverged' with a finite metric.test.loss" in " ".join(res.output.split())
+    assert "3 runs expected, 2 finished (0 diverged)" in (folder / "report.md").read_text()

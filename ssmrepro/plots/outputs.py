@@ -51,6 +51,8 @@ from ..report.columns import LABEL, LABEL_SEP, N_PARAMS, RUN_ID, SEED, STATUS
 from ..report.curves import HISTORY_SETS, SAMPLES, STEP, curve_table, history_metric_sets
 from ..spec import Spec, format_errors
 from ..store import (
+    DIVERGED_NAN,
+    METRIC_PREFIX,
     RECORD_STATUSES,
     TableError,
     csv_text,
@@ -698,6 +700,12 @@ def _contradiction(rows: pd.DataFrame, run) -> str:
         odd = [v for v in rows[STATUS] if v not in RECORD_STATUSES]  # with one is quarantined)
         if odd:
             return f"status={odd[0]!r} (not {', '.join(RECORD_STATUSES)})"
+        col = METRIC_PREFIX + DIVERGED_NAN  # 'diverged' and a finite final evaluation: one lies
+        if col in rows:
+            final = pd.to_numeric(rows[col], errors="coerce")
+            if (rows[STATUS].eq("diverged") & np.isfinite(final)).any():
+                return (f"status='diverged' with a finite {col} (a diverged run's final "
+                        "evaluation is NaN)")
     total = run.train.total_steps  # a record beyond it is quarantined (``store``)
     for k in (STEP, "stop_step"):
         if k in rows:
