@@ -3007,3 +3007,20 @@ def test_a_diverged_status_with_a_finite_final_evaluation_is_not_used(trained_st
     assert res.exit_code == 0 and "Traceback" not in res.output, res.output
     assert "status='diverged' with a finite metric.test.loss" in " ".join(res.output.split())
     assert "3 runs expected, 2 finished (0 diverged)" in (folder / "report.md").read_text()
+
+
+def test_a_committed_curves_row_whose_samples_are_not_step_times_batch_is_not_used(tmp_path):
+    """A committed curves row with samples 1e300 (a whole number, so no 'not a count') was copied
+    into the profile's curves and drawn on the samples axis; samples is step x batch size."""
+    import pandas as pd
+
+    from ssmrepro.store import read_table
+
+    spec, out, folder = _two_profile_store(tmp_path)
+    curves = pd.read_csv(folder / "curves-smoke.csv", dtype=str)
+    curves.loc[curves.index[1], "samples"] = "1e300"
+    curves.to_csv(folder / "curves-smoke.csv", index=False)
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "samples=1e+300" in res.output and "not used" in res.output, res.output
+    assert read_table(folder / "curves.csv", ("step",))["samples"].max() < 1e6

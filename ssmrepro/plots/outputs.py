@@ -712,6 +712,13 @@ def _contradiction(rows: pd.DataFrame, run) -> str:
             far = pd.to_numeric(rows[k], errors="coerce")
             if (far > total).any():
                 return f"{k}={far.max():g} (beyond the run's {total} steps)"
+    if STEP in rows and SAMPLES in rows:  # the curves' x: step x batch size (1e300 was drawn)
+        seen = pd.to_numeric(rows[SAMPLES], errors="coerce")
+        want = pd.to_numeric(rows[STEP], errors="coerce") * run.train.batch_size
+        off = seen.notna() & (seen != want)
+        if off.any():
+            return (f"{SAMPLES}={seen[off].iloc[0]:g} at step {rows[STEP][off].iloc[0]} (the "
+                    f"run's step x batch size is {want[off].iloc[0]:g})")
     return ""
 
 
