@@ -3024,3 +3024,21 @@ def test_a_committed_curves_row_whose_samples_are_not_step_times_batch_is_not_us
     assert res.exit_code == 0 and "Traceback" not in res.output, res.output
     assert "samples=1e+300" in res.output and "not used" in res.output, res.output
     assert read_table(folder / "curves.csv", ("step",))["samples"].max() < 1e6
+
+
+def test_a_cache_entry_whose_split_was_cut_short_is_rebuilt(tmp_path):
+    """A cache entry whose test split was cut from 3 examples to 1 in all its arrays alike (so
+    they still agreed) was used: the run measured test.acc on one example without a word."""
+    import numpy as np
+
+    from ssmrepro.data.datasets import load_lra
+
+    root = tmp_path / "data"
+    shutil.copytree(ROOT / "tests/assets/lra/lra/listops-1000", root / "lra/listops-1000")
+    good = load_lra("listops", "test", root)
+    x = np.array(good.x)
+    for f in good.cache_path.glob("test.*.npy"):
+        np.save(f, np.load(f)[:1])
+    with pytest.warns(UserWarning, match="damaged cache entry .*has shape"):
+        again = load_lra("listops", "test", root)
+    assert again.x.shape == x.shape and (np.asarray(again.x) == x).all()
