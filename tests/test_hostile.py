@@ -2585,6 +2585,8 @@ def test_a_claim_given_twice_is_refused(tmp_path):
                                           {"metric": "val.loss", "op": "<", "value": 9}]},
      {"where": {"label": "S6"}, "given": [{"metric": "val.loss", "op": "<", "value": 9},
                                           {"metric": "val.acc", "op": ">", "value": 0.1}]}),
+    ({"where": {"label": "S6"}}, {"where": {"label": ["S6"]}}),  # an any-of list of one
+    ({"where": {"label": "S6", _D: 8}}, {"where": {"label": "S6", _D: 8.0}}),  # 8 is 8.0
 ])
 def test_a_claim_given_twice_in_another_order_is_refused(tmp_path, first, second):
     """Two claims that differ only in the order of their `where` keys (or of an any-of list,
@@ -3042,3 +3044,16 @@ def test_a_cache_entry_whose_split_was_cut_short_is_rebuilt(tmp_path):
     with pytest.warns(UserWarning, match="damaged cache entry .*has shape"):
         again = load_lra("listops", "test", root)
     assert again.x.shape == x.shape and (np.asarray(again.x) == x).all()
+
+
+def test_a_paper_value_given_twice_with_a_where_spelled_otherwise_is_refused(tmp_path):
+    """Two paper values of one cell and metric, one `where: {label: [S6]}` (an any-of list of
+    one) or `model.d_model: 8.0`, the other `label: S6` / `8`, passed validate: the report
+    compared the cell with either value."""
+    pv = {"where": {"label": "S6", _D: 8}, "value": 0.5, "tol": 0.1}
+    for other in ({"label": ["S6"], _D: 8}, {"label": "S6", _D: 8.0}):
+        res = _invoke("validate", write_spec(tmp_path, paper_values=[
+            pv, {**pv, "where": other, "value": 0.6}]))
+        _assert_refused(res, "paper_values.1: the same cell and metric as paper_values.0")
+    ok = write_spec(tmp_path, paper_values=[pv, {**pv, "where": {"label": "S4D", _D: 8}}])
+    assert _invoke("validate", ok).exit_code == 0

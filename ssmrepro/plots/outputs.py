@@ -269,10 +269,21 @@ def _claim_identity(cfg: CheckConfig) -> str:
     d["text"] = " ".join(str(d.get("text", "")).split())
     for f in ("where", "a", "b"):
         if isinstance(d.get(f), dict):
-            d[f] = {k: sorted(v, key=repr) if isinstance(v, list) else v for k, v in d[f].items()}
+            d[f] = _where_identity(d[f])
     if isinstance(d.get("given"), list):
         d["given"] = sorted(d["given"], key=lambda g: json.dumps(g, sort_keys=True))
     return json.dumps(d, sort_keys=True)
+
+
+def _where_identity(where: dict[str, Any]) -> dict[str, Any]:
+    """A ``where`` as it selects cells: each value a sorted list of the values it admits, numbers
+    by value (``label: [S6]`` is ``label: S6``, ``model.d_model: 8.0`` is ``8``: they made two
+    claims, or two paper values, of one cell)."""
+    out = {}
+    for k, v in where.items():
+        vals = v if isinstance(v, list) else [v]
+        out[k] = sorted({repr(str(x) if k == LABEL else norm(x)) for x in vals})
+    return out
 
 
 def _paper_value_identities(spec: Spec, runs: list) -> list[str]:
@@ -283,7 +294,7 @@ def _paper_value_identities(spec: Spec, runs: list) -> list[str]:
     errors: list[str] = []
     seen: dict[str, int] = {}
     for i, pv in enumerate(spec.paper_values):
-        ident = repr((pv.metric, sorted((k, repr(v)) for k, v in pv.where.items())))
+        ident = repr((pv.metric, sorted(_where_identity(pv.where).items())))
         if ident in seen:
             errors.append(f"{path}: paper_values.{i}: the same cell and metric as "
                           f"paper_values.{seen[ident]} (one paper value per cell and metric)")
