@@ -3057,3 +3057,12 @@ def test_a_paper_value_given_twice_with_a_where_spelled_otherwise_is_refused(tmp
         _assert_refused(res, "paper_values.1: the same cell and metric as paper_values.0")
     ok = write_spec(tmp_path, paper_values=[pv, {**pv, "where": {"label": "S4D", _D: 8}}])
     assert _invoke("validate", ok).exit_code == 0
+
+
+def test_validate_all_with_a_spec_named_too_is_refused(tmp_path):
+    """`validate --all my.yaml` validated the project's specs and exited 0 without reading
+    my.yaml (a broken spec passed as validated)."""
+    bad = write_spec(tmp_path, figures=[{"kind": "bars", "x": "label", "name": "figure2"},
+                                        {"kind": "bars", "x": "label"}], figure=None)
+    _assert_refused(_invoke("validate", bad), "two figures write 'figure2'")
+    _assert_refused(_invoke("validate", "--all", bad), "or --all, not both")
