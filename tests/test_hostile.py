@@ -3066,3 +3066,13 @@ def test_validate_all_with_a_spec_named_too_is_refused(tmp_path):
                                         {"kind": "bars", "x": "label"}], figure=None)
     _assert_refused(_invoke("validate", bad), "two figures write 'figure2'")
     _assert_refused(_invoke("validate", "--all", bad), "or --all, not both")
+
+
+def test_a_paper_value_of_a_negative_parameter_count_is_refused(tmp_path):
+    """A paper value n_params -5 (tol 1) passed validate and could never match (accuracies
+    and losses out of range were already refused)."""
+    pv = {"where": {"label": "S6"}, "metric": "n_params", "value": -5, "tol": 1}
+    res = _invoke("validate", write_spec(tmp_path, paper_values=[pv]))
+    _assert_refused(res, "paper_values.0.value: -5 for n_params, a parameter count below 0")
+    ok = write_spec(tmp_path, paper_values=[{**pv, "value": 9200, "tol": 50}])
+    assert _invoke("validate", ok).exit_code == 0

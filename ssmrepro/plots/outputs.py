@@ -431,12 +431,14 @@ def _unreachable(path: str, values: list[tuple[str, str, float]],
                  spread: dict[str, str] | None = None) -> list[str]:
     """'file: key: reason' for each (key, metric, value) where no value of the metric can be
     (``store.metric_range_problem``: an accuracy outside [0, 1], e.g. a percentage): a claim on
-    it could never pass (or a precondition never hold), a paper value never match. ``spread``:
+    it could never pass (or a precondition never hold), a paper value never match (a negative
+    ``n_params`` too). ``spread``:
     ``_spread_columns``."""
     out = []
     for key, metric, v in values:
         base = (spread or {}).get(metric, metric)
-        why = metric_range_problem(base, [v])
+        why = metric_range_problem(base, [v]) or (  # a paper value n_params -5 never matched
+            "a parameter count below 0" if base == N_PARAMS and v < 0 else None)
         if why:
             out.append(f"{path}: {key}: {v:g} for {metric}, {why}"
                        + (" (a percentage? accuracies are fractions)" if base.endswith(".acc")
