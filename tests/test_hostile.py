@@ -1995,11 +1995,13 @@ def test_a_cache_entry_of_another_preprocessing_under_this_key_is_rebuilt(tmp_pa
 
 
 @pytest.mark.parametrize("damage", ["float_tokens", "vocab_not_a_list", "unknown_kind",
+                                    "the_other_kind",
                                     "inputs_1d", "labels_2d", "negative_lengths",
                                     "lengths_beyond_the_inputs"])
 def test_cache_entries_of_the_wrong_kind_or_shape_are_rebuilt(tmp_path, damage):
     """A cache entry whose token ids were floats (1.5 was cut to 1), whose meta named no
-    vocabulary list (ids out of range went unchecked) or an unknown input kind, whose inputs
+    vocabulary list (ids out of range went unchecked), an unknown input kind or the other kind
+    (ListOps token ids read as pixels), whose inputs
     or labels had the wrong number of dimensions, or whose lengths were negative or beyond the
     inputs' positions, was used as it was."""
     import json
@@ -2020,6 +2022,8 @@ def test_cache_entries_of_the_wrong_kind_or_shape_are_rebuilt(tmp_path, damage):
         meta_file.write_text(json.dumps({**meta, "vocab": "abc"}))
     elif damage == "unknown_kind":
         meta_file.write_text(json.dumps({**meta, "kind": "foo"}))
+    elif damage == "the_other_kind":  # ListOps token ids read as pixel values
+        meta_file.write_text(json.dumps({**meta, "kind": "pixels"}))
     elif damage == "inputs_1d":
         np.save(good.cache_path / "train.x.npy", x.reshape(-1)[: len(labels)])
     elif damage == "negative_lengths":  # a batch cut to all but its last 5 tokens, all masked
