@@ -3080,3 +3080,18 @@ def test_a_paper_value_of_a_negative_parameter_count_is_refused(tmp_path):
     _assert_refused(res, "paper_values.0.value: -5 for n_params, a parameter count below 0")
     ok = write_spec(tmp_path, paper_values=[{**pv, "value": 9200, "tol": 50}])
     assert _invoke("validate", ok).exit_code == 0
+
+
+@pytest.mark.parametrize("metric,given", [
+    ("test.acc - test.acc", None), ("test.acc * 0 + 0.7", None), ("test.acc", "val.acc * 0"),
+])
+def test_a_claim_on_an_expression_that_reads_no_metric_is_refused(tmp_path, metric, given):
+    """A claim (or precondition) on `test.acc - test.acc` or `test.acc * 0 + 0.7` has one value
+    whatever was measured: every cell PASSed (or FAILed) alike, without reading a run."""
+    claim = {"text": "t", "where": {"label": "S6"}, "metric": metric, "op": ">=", "value": 0.5}
+    if given:
+        claim["given"] = [{"metric": given, "op": "<=", "value": 0.5}]
+    res = _invoke("validate", write_spec(tmp_path, claims=[claim]))
+    _assert_refused(res, "whatever the metrics are", "reads no run")
+    ok = {**claim, "metric": "test.acc - test.loss", "given": []}
+    assert _invoke("validate", write_spec(tmp_path, claims=[ok])).exit_code == 0

@@ -195,6 +195,10 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         if never:  # every cell read as a miss: FAIL 'diverged/NaN' though none diverged
             errors.append(f"{path}: {key}.metric: {cfg.metric!r} has no value whatever the "
                           f"metrics are ({never})")
+        same = report.constant_value(cfg.metric)
+        if same is not None:  # every cell judged alike, whatever was measured
+            errors.append(f"{path}: {key}.metric: {cfg.metric!r} is {same:g} whatever the "
+                          "metrics are (the claim reads no run)")
         if not needs <= metrics:
             what = (repr(cfg.metric) if needs == {cfg.metric}
                     else f"{cfg.metric!r} needs {sorted(needs - metrics)}, which")
@@ -214,6 +218,10 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             if never:
                 errors.append(f"{path}: {key}.given.{j}.metric: {g.metric!r} has no value "
                               f"whatever the metrics are ({never})")
+            same = report.constant_value(g.metric)
+            if same is not None:
+                errors.append(f"{path}: {key}.given.{j}.metric: {g.metric!r} is {same:g} "
+                              "whatever the metrics are (the precondition reads no run)")
             if not gneeds <= metrics:
                 errors.append(f"{path}: {key}.given.{j}.metric: {g.metric!r} is not aggregated "
                               f"(aggregate.metrics and analysis metrics: {sorted(metrics)})")
