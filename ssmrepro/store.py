@@ -37,12 +37,15 @@ import pandas as pd
 import torch
 
 from .spec import find_spec
-from .sweep import TrainConfig, config_identity, run_id_of
+from .sweep import parse_config, parsed_identity, run_id_of
 from .util import HOST as _HOST
 from .util import NotSmallFile, atomic_write_bytes, atomic_write_text, read_small, repo_root
 
 DONE_STATUSES = ("ok", "diverged")  # "error" records are re-run
 RECORD_STATUSES = (*DONE_STATUSES, "error")
+# the final evaluation of a run: NaN for every diverged run (train.py evaluates a run's final
+# metrics only when it is ok), so a 'diverged' record or row with a finite one contradicts itself
+DIVERGED_NAN = "test.loss"
 
 # results.csv column namespaces (docs/columns.md)
 METRIC_PREFIX = "metric."  # metric.test.acc, metric.val.loss, metric.<eval set>.acc
@@ -71,7 +74,8 @@ def record_problem(rec: Any, run_id: str) -> str | None:
     if not isinstance(ident, dict) or run_id_of(ident, rec.get("code")) != run_id:
         return "its configuration does not hash to its run id (copied or edited)"
     try:  # the config the curves and analyses read their cell keys from: the identity's own
-        same = run_id_of(config_identity(rec.get("config")), rec.get("code")) == run_id
+        config = parse_config(rec.get("config"))
+        same = run_id_of(parsed_identity(config), rec.get("code")) == run_id
     except ValueError as err:
         return f"its config is not a run's configuration ({err})"
     if not same:  # config.model.d_model 8 -> 16 with the identity left alone was trusted
@@ -86,7 +90,7 @@ def record_problem(rec: Any, run_id: str) -> str | None:
             return (f"{k} {v!r} is not a {'whole ' if whole else ''}number of "
                     f"{'parameters' if k == 'n_params' else 'steps' if whole else 'epochs'} "
                     "(>= 0)")
-    train = TrainConfig(**rec["config"]["train"])  # valid: config_identity parsed it
+    train = config["train"]
     steps = rec.get("stop_step")  # 99999 steps of a 40-step run was a mean stop step
     if steps is not None and steps > train.total_steps:
         return f"stop_step {steps} beyond the run's {train.total_steps} steps"
@@ -99,6 +103,9 @@ def record_problem(rec: Any, run_id: str) -> str | None:
         why = metric_range_problem(k, [v])
         if why:
             return f"metric {k!r} holds {why}"
+    if rec["status"] == "diverged" and (rec.get("metrics") or {}).get(DIVERGED_NAN) is not None:
+        return (f"status 'diverged' with a finite {DIVERGED_NAN} (a diverged run's final "
+                "evaluation is NaN; edited?)")
     hist = rec.get("history")
     if hist is not None and not (isinstance(hist, list) and all(
             isinstance(h, dict) and all(_is_number(v) for v in h.values()) for h in hist)):

@@ -49,3 +49,21 @@ def test_a_profile_is_completed_from_the_other_profiles_committed_tables(tmp_pat
     res = _invoke("plot", spec, "--profile", "quick", "--out", out)
     assert res.exit_code == 0, res.output
     assert sorted(read_results(folder / "results.csv")["label"]) == ["S4D", "S6", "wide"]
+
+
+def test_a_damaged_table_of_another_profile_is_named_only_when_its_rows_are_needed(tmp_path):
+    spec, out = two_profile_spec(tmp_path), tmp_path / "out"
+    opts = ("--out", out, "--workers", "1", "--no-calibrate")
+    assert _invoke("run", spec, "--profile", "smoke", *opts).exit_code == 0
+    folder = out / "tests" / "t-spec"
+    shutil.rmtree(folder / "runs")  # smoke's tables committed, its records gone
+    assert _invoke("run", spec, "--profile", "extra", *opts).exit_code == 0
+    for name in ("results-extra.csv", "curves-extra.csv"):  # extra's run has its record
+        (folder / name).write_bytes(b"\x00\x01garbage")
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0 and "warning" not in res.output, res.output  # it warned twice
+    assert "3 runs expected, 3 finished" in (folder / "report.md").read_text()
+    (folder / "curves.csv").unlink()  # quick's own curves held smoke's runs' rows
+    (folder / "curves-smoke.csv").write_bytes(b"\x00\x01garbage")  # needed: named
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0 and "curves-smoke.csv" in res.output, res.output

@@ -2002,11 +2002,13 @@ def test_a_cache_entry_of_another_preprocessing_under_this_key_is_rebuilt(tmp_pa
 
 
 @pytest.mark.parametrize("damage", ["float_tokens", "vocab_not_a_list", "unknown_kind",
+                                    "the_other_kind",
                                     "inputs_1d", "labels_2d", "negative_lengths",
                                     "lengths_beyond_the_inputs"])
 def test_cache_entries_of_the_wrong_kind_or_shape_are_rebuilt(tmp_path, damage):
     """A cache entry whose token ids were floats (1.5 was cut to 1), whose meta named no
-    vocabulary list (ids out of range went unchecked) or an unknown input kind, whose inputs
+    vocabulary list (ids out of range went unchecked), an unknown input kind or the other kind
+    (ListOps token ids read as pixels), whose inputs
     or labels had the wrong number of dimensions, or whose lengths were negative or beyond the
     inputs' positions, was used as it was."""
     import json
@@ -2027,6 +2029,8 @@ def test_cache_entries_of_the_wrong_kind_or_shape_are_rebuilt(tmp_path, damage):
         meta_file.write_text(json.dumps({**meta, "vocab": "abc"}))
     elif damage == "unknown_kind":
         meta_file.write_text(json.dumps({**meta, "kind": "foo"}))
+    elif damage == "the_other_kind":  # ListOps token ids read as pixel values
+        meta_file.write_text(json.dumps({**meta, "kind": "pixels"}))
     elif damage == "inputs_1d":
         np.save(good.cache_path / "train.x.npy", x.reshape(-1)[: len(labels)])
     elif damage == "negative_lengths":  # a batch cut to all but its last 5 tokens, all masked
@@ -2592,6 +2596,8 @@ def test_a_claim_given_twice_is_refused(tmp_path):
                                           {"metric": "val.loss", "op": "<", "value": 9}]},
      {"where": {"label": "S6"}, "given": [{"metric": "val.loss", "op": "<", "value": 9},
                                           {"metric": "val.acc", "op": ">", "value": 0.1}]}),
+    ({"where": {"label": "S6"}}, {"where": {"label": ["S6"]}}),  # an any-of list of one
+    ({"where": {"label": "S6", _D: 8}}, {"where": {"label": "S6", _D: 8.0}}),  # 8 is 8.0
 ])
 def test_a_claim_given_twice_in_another_order_is_refused(tmp_path, first, second):
     """Two claims that differ only in the order of their `where` keys (or of an any-of list,
@@ -2969,3 +2975,130 @@ def test_export_leaves_out_a_committed_row_that_contradicts_its_run_id(tmp_path)
     assert res.exit_code == 0 and "train.lr=" in res.output and "not used" in res.output
     exported = pd.read_csv(tmp_path / "x.csv", dtype=str)
     assert rid not in set(exported["run_id"]) and len(exported)
+
+
+def test_a_committed_row_with_a_status_no_record_has_is_named(tmp_path):
+    """A committed row with status 'weird' (no record has it: ok, diverged or error) counted its
+    run as not finished without a word why; now it is not used, with a warning naming it."""
+    import pandas as pd
+
+    spec, out, folder = _two_profile_store(tmp_path)
+    table = pd.read_csv(folder / "results-smoke.csv", dtype=str, keep_default_na=False)
+    table.loc[table["label"] == "S6", "status"] = "weird"
+    table.to_csv(folder / "results-smoke.csv", index=False)
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "status='weird'" in res.output and "not used" in res.output, res.output
+    assert "3 runs expected, 2 finished" in (folder / "report.md").read_text()
+
+
+def test_a_diverged_status_with_a_finite_final_evaluation_is_not_used(trained_store, tmp_path):
+    """A run that diverges has no final evaluation (test.loss NaN). A record or a committed row
+    edited to 'diverged' with its finite metrics was counted diverged (its claims FAILed); the
+    record is now quarantined (and trained again), the row not used, each with a reason."""
+    import json
+
+    import pandas as pd
+
+    spec, store = _copy_trained(trained_store, tmp_path)
+    (path,) = (store / "runs").glob("*.json")
+    rec = json.loads(path.read_text())
+    path.write_text(json.dumps({**rec, "status": "diverged"}))
+    res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--no-calibrate",
+                  "--workers", "1")
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    said = " ".join(res.output.split())  # wrapped to the terminal's width
+    assert "status 'diverged' with a finite test.loss" in said, res.output
+    assert "trained 1 runs" in said, res.output
+
+    (tmp_path / "two").mkdir()
+    spec, out, folder = _two_profile_store(tmp_path / "two")
+    table = pd.read_csv(folder / "results-smoke.csv", dtype=str, keep_default_na=False)
+    table.loc[table["label"] == "S6", "status"] = "diverged"
+    table.to_csv(folder / "results-smoke.csv", index=False)
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "status='diverged' with a finite metric.test.loss" in " ".join(res.output.split())
+    assert "3 runs expected, 2 finished (0 diverged)" in (folder / "report.md").read_text()
+
+
+def test_a_committed_curves_row_whose_samples_are_not_step_times_batch_is_not_used(tmp_path):
+    """A committed curves row with samples 1e300 (a whole number, so no 'not a count') was copied
+    into the profile's curves and drawn on the samples axis; samples is step x batch size."""
+    import pandas as pd
+
+    from ssmrepro.store import read_table
+
+    spec, out, folder = _two_profile_store(tmp_path)
+    curves = pd.read_csv(folder / "curves-smoke.csv", dtype=str)
+    curves.loc[curves.index[1], "samples"] = "1e300"
+    curves.to_csv(folder / "curves-smoke.csv", index=False)
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "samples=1e+300" in res.output and "not used" in res.output, res.output
+    assert read_table(folder / "curves.csv", ("step",))["samples"].max() < 1e6
+
+
+def test_a_cache_entry_whose_split_was_cut_short_is_rebuilt(tmp_path):
+    """A cache entry whose test split was cut from 3 examples to 1 in all its arrays alike (so
+    they still agreed) was used: the run measured test.acc on one example without a word."""
+    import numpy as np
+
+    from ssmrepro.data.datasets import load_lra
+
+    root = tmp_path / "data"
+    shutil.copytree(ROOT / "tests/assets/lra/lra/listops-1000", root / "lra/listops-1000")
+    good = load_lra("listops", "test", root)
+    x = np.array(good.x)
+    for f in good.cache_path.glob("test.*.npy"):
+        np.save(f, np.load(f)[:1])
+    with pytest.warns(UserWarning, match="damaged cache entry .*has shape"):
+        again = load_lra("listops", "test", root)
+    assert again.x.shape == x.shape and (np.asarray(again.x) == x).all()
+
+
+def test_a_paper_value_given_twice_with_a_where_spelled_otherwise_is_refused(tmp_path):
+    """Two paper values of one cell and metric, one `where: {label: [S6]}` (an any-of list of
+    one) or `model.d_model: 8.0`, the other `label: S6` / `8`, passed validate: the report
+    compared the cell with either value."""
+    pv = {"where": {"label": "S6", _D: 8}, "value": 0.5, "tol": 0.1}
+    for other in ({"label": ["S6"], _D: 8}, {"label": "S6", _D: 8.0}):
+        res = _invoke("validate", write_spec(tmp_path, paper_values=[
+            pv, {**pv, "where": other, "value": 0.6}]))
+        _assert_refused(res, "paper_values.1: the same cell and metric as paper_values.0")
+    ok = write_spec(tmp_path, paper_values=[pv, {**pv, "where": {"label": "S4D", _D: 8}}])
+    assert _invoke("validate", ok).exit_code == 0
+
+
+def test_validate_all_with_a_spec_named_too_is_refused(tmp_path):
+    """`validate --all my.yaml` validated the project's specs and exited 0 without reading
+    my.yaml (a broken spec passed as validated)."""
+    bad = write_spec(tmp_path, figures=[{"kind": "bars", "x": "label", "name": "figure2"},
+                                        {"kind": "bars", "x": "label"}], figure=None)
+    _assert_refused(_invoke("validate", bad), "two figures write 'figure2'")
+    _assert_refused(_invoke("validate", "--all", bad), "or --all, not both")
+
+
+def test_a_paper_value_of_a_negative_parameter_count_is_refused(tmp_path):
+    """A paper value n_params -5 (tol 1) passed validate and could never match (accuracies
+    and losses out of range were already refused)."""
+    pv = {"where": {"label": "S6"}, "metric": "n_params", "value": -5, "tol": 1}
+    res = _invoke("validate", write_spec(tmp_path, paper_values=[pv]))
+    _assert_refused(res, "paper_values.0.value: -5 for n_params, a parameter count below 0")
+    ok = write_spec(tmp_path, paper_values=[{**pv, "value": 9200, "tol": 50}])
+    assert _invoke("validate", ok).exit_code == 0
+
+
+@pytest.mark.parametrize("metric,given", [
+    ("test.acc - test.acc", None), ("test.acc * 0 + 0.7", None), ("test.acc", "val.acc * 0"),
+])
+def test_a_claim_on_an_expression_that_reads_no_metric_is_refused(tmp_path, metric, given):
+    """A claim (or precondition) on `test.acc - test.acc` or `test.acc * 0 + 0.7` has one value
+    whatever was measured: every cell PASSed (or FAILed) alike, without reading a run."""
+    claim = {"text": "t", "where": {"label": "S6"}, "metric": metric, "op": ">=", "value": 0.5}
+    if given:
+        claim["given"] = [{"metric": given, "op": "<=", "value": 0.5}]
+    res = _invoke("validate", write_spec(tmp_path, claims=[claim]))
+    _assert_refused(res, "whatever the metrics are", "reads no run")
+    ok = {**claim, "metric": "test.acc - test.loss", "given": []}
+    assert _invoke("validate", write_spec(tmp_path, claims=[ok])).exit_code == 0

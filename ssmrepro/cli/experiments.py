@@ -206,6 +206,8 @@ def validate(
 
     if not name and not all_:
         fail(["give an experiment id or --all"])
+    if name and all_:  # `validate --all my.yaml` validated the project's specs, never my.yaml
+        fail([f"give an experiment id ({name}) or --all, not both"])
     paths = _project_specs() if all_ else [None]
     errors: list[str] = index_problems()[1] if all_ else []
     overrides = _overrides(set_)

@@ -101,7 +101,10 @@ def save_entry(path: Path, arrays: Mapping[str, np.ndarray], meta: Mapping[str, 
     try:
         for name, arr in arrays.items():
             atomic_save_npy(tmp / f"{name}.npy", arr)
-        meta = dict(meta, arrays=sorted(arrays))
+        # each array's shape, checked on load: a split cut short in all its arrays alike (test
+        # 3 -> 1 example) was evaluated on what was left without a word
+        meta = dict(meta, arrays=sorted(arrays),
+                    shapes={name: list(arr.shape) for name, arr in arrays.items()})
         atomic_write_text(tmp / META_FILE, json.dumps(meta, indent=1, sort_keys=True, default=str))
         fsync_dir(tmp)
         try:
@@ -119,7 +122,8 @@ def save_entry(path: Path, arrays: Mapping[str, np.ndarray], meta: Mapping[str, 
 
 def load_entry(path: Path, mmap: bool = True) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
     """Load a cache entry, or None when it does not exist. A damaged entry (unreadable
-    ``meta.json``, a missing or truncated array) is removed, so the caller prepares it again."""
+    ``meta.json``, a missing or truncated array, an array whose shape is not the one written) is
+    removed, so the caller prepares it again."""
     meta_file = path / META_FILE
     if path.exists() and not path.is_dir():  # a file where the entry's folder belongs
         warnings.warn(f"damaged cache entry {path} (not a folder); rebuilding it", stacklevel=2)
@@ -137,6 +141,14 @@ def load_entry(path: Path, mmap: bool = True) -> tuple[dict[str, np.ndarray], di
             if not stat.S_ISREG(os.lstat(file).st_mode):
                 raise NotSmallFile(f"{file.name} is not a regular file")
             arrays[name] = np.load(file, mmap_mode="r" if mmap else None, allow_pickle=False)
+        shapes = meta.get("shapes")  # absent in an entry written before they were recorded
+        if shapes is not None:
+            if not isinstance(shapes, dict):
+                raise ValueError("meta.json's shapes are not a mapping")
+            for name, arr in arrays.items():
+                if list(arr.shape) != shapes.get(str(name)):
+                    raise ValueError(f"{name}.npy has shape {list(arr.shape)}, written as "
+                                     f"{shapes.get(str(name))}")
     except (OSError, ValueError, EOFError, RecursionError) as err:  # truncated .npy, garbage,
         # a missing file, JSON nested too deeply
         warnings.warn(f"damaged cache entry {path} ({type(err).__name__}: {err}); rebuilding it",

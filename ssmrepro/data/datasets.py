@@ -179,6 +179,7 @@ class DatasetDef:
     sources: tuple[str, ...]  # preference order
     default_accept: tuple[str, ...]
     n_classes: int
+    kind: str  # its inputs (INPUT_KINDS): token ids or pixel values, what prepare() writes
     locate: Callable[[str, Path, Any], Path]  # where the source would live (may not exist)
     present: Callable[[str, Path], bool]
     files: Callable[[str, Path, Any], list[Path]]
@@ -355,6 +356,7 @@ DATASETS: dict[str, DatasetDef] = {
         sources=(LRA_RELEASE, GENERATED),
         default_accept=(LRA_RELEASE, GENERATED),
         n_classes=listops.N_CLASSES,
+        kind="tokens",
         locate=_listops_locate,
         present=_listops_present,
         files=lambda s, p, c: [p / f for f in listops.SPLIT_FILES.values()],
@@ -368,6 +370,7 @@ DATASETS: dict[str, DatasetDef] = {
         sources=(IMDB,),
         default_accept=(IMDB,),
         n_classes=text.N_CLASSES,
+        kind="tokens",
         locate=_text_locate,
         present=lambda s, p: text.imdb_present(p),
         files=_text_files,
@@ -381,6 +384,7 @@ DATASETS: dict[str, DatasetDef] = {
         sources=(LRA_RELEASE,),
         default_accept=(LRA_RELEASE,),
         n_classes=retrieval.N_CLASSES,
+        kind="tokens",
         locate=_aan_locate,
         present=lambda s, p: all(f.is_file() for f in retrieval.aan_files(p)),
         files=lambda s, p, c: retrieval.aan_files(p),
@@ -394,6 +398,7 @@ DATASETS: dict[str, DatasetDef] = {
         sources=(CIFAR10, FASHION_MNIST32, DIGITS),
         default_accept=(CIFAR10,),
         n_classes=image.N_CLASSES,
+        kind="pixels",
         locate=_image_locate,
         present=_image_present,
         files=_image_files,
@@ -407,6 +412,7 @@ DATASETS: dict[str, DatasetDef] = {
         sources=(LRA_RELEASE, GENERATED),
         default_accept=(LRA_RELEASE, GENERATED),
         n_classes=2,
+        kind="pixels",
         locate=_pf_locate,
         present=_pf_present,
         files=_pf_files,
@@ -419,6 +425,7 @@ DATASETS: dict[str, DatasetDef] = {
         sources=(LRA_RELEASE, GENERATED),
         default_accept=(LRA_RELEASE, GENERATED),
         n_classes=2,
+        kind="pixels",
         locate=_pf_locate,
         present=_pf_present,
         files=_pf_files,
@@ -526,7 +533,8 @@ def load_lra(
     cdir = Path(cache_dir) if cache_dir is not None else cache_root(root_path)
     entry_path = entry_dir(cdir, name, key)
     loaded = load_entry(entry_path) if cache else None
-    made_of = dict(dataset=name, source=src, config=config_dict(cfg), files=len(identity))
+    made_of = dict(dataset=name, source=src, config=config_dict(cfg), files=len(identity),
+                   kind=ddef.kind)  # a listops entry whose meta said pixels was read as images
     why = (entry_problem(*loaded, n_classes=ddef.n_classes, made_of=made_of)
            if loaded is not None else None)
     if why is not None:  # readable, but not what prepare() writes: rebuild it
@@ -561,8 +569,9 @@ def entry_problem(arrays: dict[str, np.ndarray], meta: dict[str, Any],
     out of range failed every pack, or, at -100, was silently ignored by the loss), token inputs
     are ids of the meta's vocabulary, each split's arrays agree on the number of examples, and
     the meta names the input kind; with ``made_of`` (dataset, source, preprocessing config and
-    number of source files of the entry's key), the meta names those (another entry's arrays
-    copied under this key, max_len 32 for 64, were trained on without a word)."""
+    number of source files of the entry's key, and the dataset's input kind), the meta names
+    those (another entry's arrays copied under this key, max_len 32 for 64, were trained on
+    without a word; a ListOps entry whose meta said pixels was read as images)."""
     for k, want in (made_of or {}).items():
         if meta.get(k) != want:
             return f"meta.json says {k} {meta.get(k)!r}, not this entry's {want!r}"

@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +47,13 @@ from ..report.cells import (
     values_equal,
 )
 from ..report.checks import CheckConfig, OrderingConfig
-from ..report.columns import LABEL, LABEL_SEP, N_PARAMS, RUN_ID, SEED
+from ..report.columns import LABEL, LABEL_SEP, N_PARAMS, RUN_ID, SEED, STATUS
 from ..report.curves import HISTORY_SETS, SAMPLES, STEP, curve_table, history_metric_sets
 from ..spec import Spec, format_errors
 from ..store import (
+    DIVERGED_NAN,
+    METRIC_PREFIX,
+    RECORD_STATUSES,
     TableError,
     csv_text,
     is_loss,
@@ -190,6 +195,10 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         if never:  # every cell read as a miss: FAIL 'diverged/NaN' though none diverged
             errors.append(f"{path}: {key}.metric: {cfg.metric!r} has no value whatever the "
                           f"metrics are ({never})")
+        same = report.constant_value(cfg.metric)
+        if same is not None:  # every cell judged alike, whatever was measured
+            errors.append(f"{path}: {key}.metric: {cfg.metric!r} is {same:g} whatever the "
+                          "metrics are (the claim reads no run)")
         if not needs <= metrics:
             what = (repr(cfg.metric) if needs == {cfg.metric}
                     else f"{cfg.metric!r} needs {sorted(needs - metrics)}, which")
@@ -209,6 +218,10 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             if never:
                 errors.append(f"{path}: {key}.given.{j}.metric: {g.metric!r} has no value "
                               f"whatever the metrics are ({never})")
+            same = report.constant_value(g.metric)
+            if same is not None:
+                errors.append(f"{path}: {key}.given.{j}.metric: {g.metric!r} is {same:g} "
+                              "whatever the metrics are (the precondition reads no run)")
             if not gneeds <= metrics:
                 errors.append(f"{path}: {key}.given.{j}.metric: {g.metric!r} is not aggregated "
                               f"(aggregate.metrics and analysis metrics: {sorted(metrics)})")
@@ -264,10 +277,21 @@ def _claim_identity(cfg: CheckConfig) -> str:
     d["text"] = " ".join(str(d.get("text", "")).split())
     for f in ("where", "a", "b"):
         if isinstance(d.get(f), dict):
-            d[f] = {k: sorted(v, key=repr) if isinstance(v, list) else v for k, v in d[f].items()}
+            d[f] = _where_identity(d[f])
     if isinstance(d.get("given"), list):
         d["given"] = sorted(d["given"], key=lambda g: json.dumps(g, sort_keys=True))
     return json.dumps(d, sort_keys=True)
+
+
+def _where_identity(where: dict[str, Any]) -> dict[str, Any]:
+    """A ``where`` as it selects cells: each value a sorted list of the values it admits, numbers
+    by value (``label: [S6]`` is ``label: S6``, ``model.d_model: 8.0`` is ``8``: they made two
+    claims, or two paper values, of one cell)."""
+    out = {}
+    for k, v in where.items():
+        vals = v if isinstance(v, list) else [v]
+        out[k] = sorted({repr(str(x) if k == LABEL else norm(x)) for x in vals})
+    return out
 
 
 def _paper_value_identities(spec: Spec, runs: list) -> list[str]:
@@ -278,7 +302,7 @@ def _paper_value_identities(spec: Spec, runs: list) -> list[str]:
     errors: list[str] = []
     seen: dict[str, int] = {}
     for i, pv in enumerate(spec.paper_values):
-        ident = repr((pv.metric, sorted((k, repr(v)) for k, v in pv.where.items())))
+        ident = repr((pv.metric, sorted(_where_identity(pv.where).items())))
         if ident in seen:
             errors.append(f"{path}: paper_values.{i}: the same cell and metric as "
                           f"paper_values.{seen[ident]} (one paper value per cell and metric)")
@@ -415,12 +439,14 @@ def _unreachable(path: str, values: list[tuple[str, str, float]],
                  spread: dict[str, str] | None = None) -> list[str]:
     """'file: key: reason' for each (key, metric, value) where no value of the metric can be
     (``store.metric_range_problem``: an accuracy outside [0, 1], e.g. a percentage): a claim on
-    it could never pass (or a precondition never hold), a paper value never match. ``spread``:
+    it could never pass (or a precondition never hold), a paper value never match (a negative
+    ``n_params`` too). ``spread``:
     ``_spread_columns``."""
     out = []
     for key, metric, v in values:
         base = (spread or {}).get(metric, metric)
-        why = metric_range_problem(base, [v])
+        why = metric_range_problem(base, [v]) or (  # a paper value n_params -5 never matched
+            "a parameter count below 0" if base == N_PARAMS and v < 0 else None)
         if why:
             out.append(f"{path}: {key}: {v:g} for {metric}, {why}"
                        + (" (a percentage? accuracies are fractions)" if base.endswith(".acc")
@@ -593,7 +619,8 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
     base = own if df.empty else df
     have = set(base["run_id"].astype(str)) if "run_id" in base else set()
     todo = [r for r in runs if r.run_id not in have]
-    sources = ([] if df.empty else [own]) + [t for _, t in _other_tables(spec, profile, root, tag)]
+    sources = chain([] if df.empty else [own],
+                    (t for _, t in _other_tables(spec, profile, root, tag)))
     extra = _committed_rows(todo, sources, profile)
     if not extra.empty:
         extra = _fill_config(extra, runs)
@@ -620,8 +647,10 @@ def _own_table(path: Path, read, records: bool) -> pd.DataFrame:
 
 
 def _other_tables(spec: Spec, profile: str, root: Path, tag: str, stem: str = "results"):
-    """(profile, table) of the spec's other profiles' committed ``stem`` tables; one that cannot
-    be read is skipped with a warning (it is not this profile's table)."""
+    """(profile, table) of the spec's other profiles' committed ``stem`` tables, each read when
+    asked for; one that cannot be read is skipped with a warning (it is not this profile's
+    table). ``_committed_rows`` asks only while runs are left to find: a damaged table whose rows
+    no run needed was warned about all the same."""
     for p in spec.profiles:
         path = root / output_name(spec, p, stem, "csv", tag)
         if p == profile or not (path.exists() or path.is_symlink()):  # a FIFO: a warning
@@ -636,7 +665,7 @@ def _other_tables(spec: Spec, profile: str, root: Path, tag: str, stem: str = "r
         yield p, t
 
 
-def _committed_rows(runs: list, tables: list[pd.DataFrame], profile: str | None
+def _committed_rows(runs: list, tables: Iterable[pd.DataFrame], profile: str | None
                     ) -> pd.DataFrame:
     """Rows for ``runs`` (planned runs without a record) from committed ``tables``, the first
     table holding a run's id winning. A run id is a run's whole config, so the same id in another
@@ -644,13 +673,18 @@ def _committed_rows(runs: list, tables: list[pd.DataFrame], profile: str | None
     more, and a store that has only the twelve (records are not in git) still gets quick's rows.
     Each row takes the planned run's label (and, in a results table, profile); one planned run
     per row, several rows for a run in a curves table (one per evaluation). Rows that contradict
-    their run id or disagree with each other are left out with a warning (``consistent_rows``)."""
+    their run id or disagree with each other are left out with a warning (``consistent_rows``).
+    ``tables`` is read no further once every run has its rows (it may read files lazily)."""
     out = []
     left = {}
     for r in runs:
         left.setdefault(r.run_id, []).append(r)
-    for t in tables:
-        if t.empty or RUN_ID not in t or not left:
+    tables = iter(tables)
+    while left:
+        t = next(tables, None)
+        if t is None:
+            break
+        if t.empty or RUN_ID not in t:
             continue
         t = consistent_rows(t, runs)
         ids = t[RUN_ID].astype(str)
@@ -669,7 +703,8 @@ def _committed_rows(runs: list, tables: list[pd.DataFrame], profile: str | None
 def _contradiction(rows: pd.DataFrame, run) -> str:
     """'key=value' of a config column of ``rows`` that contradicts ``run``, the planned run of
     their run id, on a field its run id hashes (``RunConfig.identity``: the seed and every field
-    off its default); '' when none does. An empty cell is a field the table predates (filled by
+    off its default), or that a run of it cannot have written (a status no record has, a step
+    beyond its budget); '' when none does. An empty cell is a field the table predates (filled by
     ``_fill_config``); a field at its default is not compared (a default may have changed)."""
     from ..sweep.config import flatten
 
@@ -682,12 +717,29 @@ def _contradiction(rows: pd.DataFrame, run) -> str:
                 continue
             if not values_equal(have, want):
                 return f"{k}={have!r} (the run's is {want!r})"
+    if STATUS in rows:  # 'weird' counted the run as not finished without a word why (a record
+        odd = [v for v in rows[STATUS] if v not in RECORD_STATUSES]  # with one is quarantined)
+        if odd:
+            return f"status={odd[0]!r} (not {', '.join(RECORD_STATUSES)})"
+        col = METRIC_PREFIX + DIVERGED_NAN  # 'diverged' and a finite final evaluation: one lies
+        if col in rows:
+            final = pd.to_numeric(rows[col], errors="coerce")
+            if (rows[STATUS].eq("diverged") & np.isfinite(final)).any():
+                return (f"status='diverged' with a finite {col} (a diverged run's final "
+                        "evaluation is NaN)")
     total = run.train.total_steps  # a record beyond it is quarantined (``store``)
     for k in (STEP, "stop_step"):
         if k in rows:
             far = pd.to_numeric(rows[k], errors="coerce")
             if (far > total).any():
                 return f"{k}={far.max():g} (beyond the run's {total} steps)"
+    if STEP in rows and SAMPLES in rows:  # the curves' x: step x batch size (1e300 was drawn)
+        seen = pd.to_numeric(rows[SAMPLES], errors="coerce")
+        want = pd.to_numeric(rows[STEP], errors="coerce") * run.train.batch_size
+        off = seen.notna() & (seen != want)
+        if off.any():
+            return (f"{SAMPLES}={seen[off].iloc[0]:g} at step {rows[STEP][off].iloc[0]} (the "
+                    f"run's step x batch size is {want[off].iloc[0]:g})")
     return ""
 
 
@@ -704,8 +756,8 @@ def consistent_rows(table: pd.DataFrame, runs: list) -> pd.DataFrame:
     for rid in [i for i in dict.fromkeys(ids) if i in by_id]:
         wrong = _contradiction(table[ids == rid], by_id[rid])
         if wrong:
-            print(f"warning: a committed table's row of run {rid} has {wrong}, which that run "
-                  f"id's config cannot have; the row is not used", file=sys.stderr)
+            print(f"warning: a committed table's row of run {rid} has {wrong}, which a run of that "
+                  f"id cannot have written; the row is not used", file=sys.stderr)
             keep &= ids != rid
         elif _disagree(table[ids == rid]):
             print(f"warning: a committed table has run {rid} {int((ids == rid).sum())} times "
@@ -778,9 +830,9 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
     base = own if table.empty else table
     have = set(base[RUN_ID].astype(str)) if RUN_ID in base else set()
     todo = [r for r in {(x.run_id, x.label): x for x in runs}.values() if r.run_id not in have]
-    others = [t for _, t in _other_tables(spec, profile, root, tag, "curves")] \
-        if profile is not None else []
-    extra = _committed_rows(todo, ([] if table.empty else [own]) + others, None)
+    others = (t for _, t in _other_tables(spec, profile, root, tag, "curves")) \
+        if profile is not None else ()
+    extra = _committed_rows(todo, chain([] if table.empty else [own], others), None)
     if not extra.empty:  # a cell key the other profile did not sweep: the planned run's
         extra = _fill_config(extra, runs)
         base = extra if base.empty else pd.concat([base, extra], ignore_index=True)

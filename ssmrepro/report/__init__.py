@@ -21,6 +21,7 @@ from .checks import (
     CheckKind,
     Verdict,
     check_kind,
+    constant_value,
     metric_names,
     never_defined,
     parse_claim,
@@ -34,7 +35,7 @@ CLAIM_VERDICTS = ("PASS", "FAIL", "MISSING", "UNTESTED")
 
 __all__ = ["CHECKS", "CLAIM_VERDICTS", "DEFAULT_CHECK", "CheckContext", "CheckKind", "Verdict",
            "aggregate", "cell_keys", "check_kind", "expected", "finished", "markdown",
-           "metric_names", "never_defined", "paper_value_tally", "parse_claim", "select",
+           "metric_names", "never_defined", "constant_value", "paper_value_tally", "parse_claim", "select",
            "values_equal", "verdict_counts", "verify", "with_config"]
 
 

@@ -273,6 +273,26 @@ def never_defined(metric: str) -> str | None:
     return why
 
 
+def constant_value(metric: str) -> float | None:
+    """The value of a metric expression that is the same whatever the metrics are
+    (``test.acc - test.acc``, ``test.acc * 0``: a claim on it PASSed or FAILed every cell alike,
+    without reading a run), else None (probed as ``never_defined``: at a few values, each name a
+    different one; an expression undefined at some of them is not constant)."""
+    names = sorted(metric_names(metric))
+    if names == [metric]:
+        return None
+    seen = set()
+    for base in (0.37, 0.83, 2.9, 117.0):
+        try:
+            value = expr.evaluate(metric, {k: base * (1 + 0.137 * i) for i, k in enumerate(names)})
+        except expr.ExprError:
+            return None
+        if not isinstance(value, (int, float)) or math.isnan(value):
+            return None
+        seen.add(float(value))
+    return seen.pop() if len(seen) == 1 else None
+
+
 def undefined_cells(cells: pd.DataFrame, metric: str) -> list[str]:
     """Per cell of ``cells`` where the metric expression has no value although none of its
     metrics is NaN (no run diverged): why (e.g. a division by zero)."""

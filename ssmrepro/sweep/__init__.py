@@ -18,7 +18,9 @@ from .expand import (
     config_identity,
     expand,
     overrides_tag,
+    parse_config,
     parse_overrides,
+    parsed_identity,
     set_dotted,
     unique_runs,
     validate_sections,
@@ -26,5 +28,5 @@ from .expand import (
 
 __all__ = ["CODE_VERSION", "MEMBER_FIELDS", "SECTIONS", "EarlyStop", "RunConfig", "Schedule",
            "TrainConfig", "axis_points", "config_identity", "expand", "flatten", "lean", "overrides_tag",
-           "parse_overrides", "per_point", "run_id_of", "set_dotted",
+           "parse_config", "parse_overrides", "parsed_identity", "per_point", "run_id_of", "set_dotted",
            "unique_runs", "validate_sections"]

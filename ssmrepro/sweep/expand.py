@@ -181,9 +181,21 @@ def validate_sections(cfg: dict[str, Any]) -> tuple[TaskConfig, ModelConfig, Tra
 
 def config_identity(config: Any) -> dict[str, Any]:
     """The identity (``RunConfig.identity``: what a run id hashes) of a run's full config as a
-    record stores it (``RunConfig.config``): each section parsed as its task's, its model's and
-    the train config and leaned. Raises ValueError for anything that is not such a config (an
-    unknown name, an invalid field, a missing section)."""
+    record stores it (``RunConfig.config``): each section parsed (``parse_config``) and leaned.
+    Raises ValueError for anything that is not such a config."""
+    return parsed_identity(parse_config(config))
+
+
+def parsed_identity(parsed: dict[str, Any]) -> dict[str, Any]:
+    """The identity of a ``parse_config`` result: each section leaned, and the seed."""
+    return {**{s: lean(parsed[s]) for s in SECTIONS}, "seed": parsed["seed"]}
+
+
+def parse_config(config: Any) -> dict[str, Any]:
+    """A run's full config as a record stores it (``RunConfig.config``), each section parsed as
+    its task's, its model's and the train config (typed), with its seed. Raises ValueError for
+    anything that is not such a config (an unknown name, an invalid field, a missing section, a
+    value stored otherwise than the config reads it)."""
     if not isinstance(config, dict) or set(config) != {*SECTIONS, "seed"}:
         raise ValueError("not a run's config (task, model, train and seed)")
     for section in SECTIONS:
@@ -207,7 +219,7 @@ def config_identity(config: Any) -> dict[str, Any]:
         if odd:  # lr '0.01' (text) parsed as 0.01, but curves read the stored value
             raise ValueError(f"{section}.{odd[0]}: {odd[1]!r} is not as the config reads it "
                              f"({odd[2]!r})")
-        out[section] = lean(typed)
+        out[section] = typed
     return {**out, "seed": config["seed"]}
 
 
