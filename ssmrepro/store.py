@@ -260,15 +260,31 @@ class Store:
         if not quarantine:
             self._warn(f"ignoring run record {path}: {why}")
             return
-        dest = self.runs / "quarantine" / f"{path.name}.{time.time_ns()}"
         try:
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(path, dest)
+            dest = self._quarantine(path)
         except OSError as err:
             self._warn(f"ignoring run record {path}: {why} (cannot quarantine it: {err.strerror})")
             return
         self._warn(f"run record {path.name} quarantined to {dest.relative_to(self.root)}: {why}; "
                    "the run will be trained again")
+
+    def _quarantine(self, path: Path) -> Path:
+        """Move a distrusted file of this store (a record, saved weights) to ``runs/quarantine/``;
+        the destination. OSError when it cannot be moved, or when the quarantine folder (or
+        ``runs/``, the store) is a link leading outside the results root ``<out>``: ``show`` and
+        ``run --dry-run``, which do not ``prepare`` the store, moved records out of ``--out``."""
+        folder = self.runs / "quarantine"
+        try:
+            inside = folder.resolve().is_relative_to(self.root.parents[1].resolve())
+        except (OSError, RuntimeError):  # a link loop
+            inside = False
+        if not inside:
+            raise OSError(errno.EXDEV, f"{folder} leads outside the results folder "
+                                       f"{self.root.parents[1]} (a symbolic link)")
+        dest = folder / f"{path.name}.{time.time_ns()}"
+        folder.mkdir(parents=True, exist_ok=True)
+        os.replace(path, dest)
+        return dest
 
     def _warn(self, msg: str) -> None:
         if msg not in self.warnings:
@@ -343,10 +359,8 @@ class Store:
 
     def _distrust_weights(self, path: Path, why: str, quarantine: bool) -> None:
         if quarantine:
-            dest = self.runs / "quarantine" / f"{path.name}.{time.time_ns()}"
             try:
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(path, dest)
+                dest = self._quarantine(path)
             except OSError as err:
                 why += f" (cannot quarantine them: {err.strerror})"
             else:

@@ -2962,3 +2962,18 @@ def test_export_leaves_out_a_committed_row_that_contradicts_its_run_id(tmp_path)
     assert res.exit_code == 0 and "train.lr=" in res.output and "not used" in res.output
     exported = pd.read_csv(tmp_path / "x.csv", dtype=str)
     assert rid not in set(exported["run_id"]) and len(exported)
+
+
+@pytest.mark.parametrize("args", [["show"], ["run", "--dry-run", "--no-estimate"]])
+def test_a_quarantine_folder_linked_outside_out_is_not_written_through(trained_store, tmp_path,
+                                                                         args):
+    spec, store = _copy_trained(trained_store, tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (store / "runs" / "quarantine").symlink_to(elsewhere)
+    record = next((store / "runs").glob("*.json"))
+    record.write_text("garbage")  # show and run --dry-run moved it out of --out
+    res = _invoke(args[0], spec, *args[1:], "--out", tmp_path / "out", "--profile", "smoke")
+    assert res.exit_code == 0 and "cannot quarantine it" in res.output, res.output
+    assert "Traceback" not in res.output
+    assert not list(elsewhere.iterdir()) and record.read_text() == "garbage"
