@@ -464,7 +464,10 @@ class Store:
     def cleanup(self) -> int:
         """Remove claims of finished runs and stale claims (e.g. left by a killed worker between
         writing a record and releasing its claim), and temp files of writers that died on this
-        host. Returns how many files were removed."""
+        host. Returns how many files were removed. ``LinkOutside`` first when a link of the
+        store leads outside ``--out``: `run` removed the claims of a folder outside that a
+        ``claims`` link led to, before it refused the link."""
+        self.check_links()
         n = 0
         for tmp in list(self.root.glob(".*.tmp")) + list(self.runs.glob(".*.tmp")):
             parts = tmp.name.split(".")  # ['', name..., host, pid, random, 'tmp']

@@ -2977,3 +2977,17 @@ def test_a_quarantine_folder_linked_outside_out_is_not_written_through(trained_s
     assert res.exit_code == 0 and "cannot quarantine it" in res.output, res.output
     assert "Traceback" not in res.output
     assert not list(elsewhere.iterdir()) and record.read_text() == "garbage"
+
+
+def test_run_removes_no_claim_of_a_claims_folder_linked_outside_out(trained_store, tmp_path):
+    spec, store = _copy_trained(trained_store, tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    precious = elsewhere / "precious.claim"
+    precious.write_text("junk")
+    os.utime(precious, (0, 0))  # stale: `run` cleaned it up before refusing the link
+    shutil.rmtree(store / "claims", ignore_errors=True)
+    (store / "claims").symlink_to(elsewhere)
+    res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--no-calibrate")
+    _assert_refused(res, "symbolic link", "outside the results folder")
+    assert precious.read_text() == "junk"
