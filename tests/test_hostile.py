@@ -2991,3 +2991,21 @@ def test_run_removes_no_claim_of_a_claims_folder_linked_outside_out(trained_stor
     res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--no-calibrate")
     _assert_refused(res, "symbolic link", "outside the results folder")
     assert precious.read_text() == "junk"
+
+
+def test_an_ordering_claim_over_a_large_grid_is_judged_in_bounded_time(tmp_path):
+    import time
+
+    grid = {"train.lr": [round(0.001 * (i + 1), 6) for i in range(100)],
+            "model.d_model": list(range(8, 33))}
+    small, large = list(range(8, 20)), list(range(20, 33))
+    spec = write_spec(tmp_path, seeds=[0], sweep=[{"grid": grid}], claims=[
+        {"text": "wide beats narrow", "check": "ordering", "a": {"model.d_model": large},
+         "b": {"model.d_model": small}}])
+    t0 = time.time()  # every a-cell was compared with every b-cell, 0.5 ms a pair: minutes
+    res = _invoke("validate", spec)
+    assert res.exit_code == 0, res.output
+    assert time.time() - t0 < 30
+    _edit(spec, claims=[{"text": "wide beats narrow", "check": "ordering", "match": [],
+                         "a": {"model.d_model": large}, "b": {"model.d_model": small}}])
+    _assert_refused(_invoke("validate", spec), "1,560,000 pairs", "name the keys to match on")
