@@ -3009,3 +3009,22 @@ def test_an_ordering_claim_over_a_large_grid_is_judged_in_bounded_time(tmp_path)
     _edit(spec, claims=[{"text": "wide beats narrow", "check": "ordering", "match": [],
                          "a": {"model.d_model": large}, "b": {"model.d_model": small}}])
     _assert_refused(_invoke("validate", spec), "1,560,000 pairs", "name the keys to match on")
+
+
+def test_the_front_page_says_when_a_profile_is_not_fully_trained(tmp_path):
+    root = tmp_path / "proj"
+    (root / "experiments" / "tests").mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    (root / "experiments" / "catalogue.yaml").write_text(
+        "papers: {tests: Tests}\ntargets:\n  - {id: t-spec, paper: tests, tier: 1, what: tiny}\n")
+    write_spec(root / "experiments" / "tests", seeds=[0], train={
+        "optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+        "test_size": 16, "eval_every": 2, "eval_batch_size": 16})
+    env, out = {"SSMREPRO_ROOT": str(root)}, tmp_path / "R"
+    res = _invoke("run", "t-spec", "--profile", "smoke", "--out", out, "--max-runs", "1",
+                  "--no-calibrate", "--workers", "1", env=env)
+    assert res.exit_code == 0, res.output
+    res = _invoke("figures", "--out", out, env=env)
+    assert res.exit_code == 0, res.output
+    row = next(ln for ln in (out / "README.md").read_text().splitlines() if "| t-spec " in ln)
+    assert "smoke (smoke: 1 of 2 runs finished)" in row, row  # it said 'smoke', no word

@@ -30,6 +30,7 @@ from .outputs import Outputs, build
 CATALOGUE = "catalogue.yaml"
 STATUSES = ("not specified", "spec only", "smoke", "quick results", "long results")
 _VERDICTS = re.compile(r"\*\*Verdicts: ([^*]+)\*\*")
+_FINISHED = re.compile(r"(\d+) runs expected, (\d+) finished")
 
 
 @dataclass
@@ -43,6 +44,7 @@ class Target:
     status: str = "not specified"
     verdicts: str = ""
     quick_time: str = ""
+    unfinished: list[str] = field(default_factory=list)  # 'quick: 3 of 30 runs finished'
     links: list[tuple[str, str]] = field(default_factory=list)  # (text, relative path)
 
 
@@ -130,6 +132,17 @@ def _verdicts(report: Path) -> str:
     return m.group(1).strip() if m else ""
 
 
+def _unfinished(report: Path) -> str:
+    """'K of N runs finished' when the report counts fewer finished runs than expected, else ''
+    (the front page called a profile trained 1 of 30 runs 'quick results', with no word)."""
+    if not report.exists():
+        return ""
+    m = _FINISHED.search(report.read_text())
+    if m is None or int(m.group(2)) >= int(m.group(1)):
+        return ""
+    return f"{m.group(2)} of {m.group(1)} runs finished"
+
+
 def _describe(t: Target, spec, out: Path | None, base: Path) -> None:
     files = dict((p, f) for p, f in result_files(spec, out))
     root = results_dir(spec, out)
@@ -166,6 +179,8 @@ def _describe(t: Target, spec, out: Path | None, base: Path) -> None:
         rep = root / f"report{suffix}.md"
         if rep.exists():
             t.links.append((rep.stem, rel(rep)))
+        if _unfinished(rep):
+            t.unfinished.append(f"{prof}: {_unfinished(rep)}")
         if prof == "long" and rep.exists():
             t.verdicts += f"; long: {_verdicts(rep)}"
 
@@ -226,7 +241,8 @@ def front_page(out: Path | None = None, dest: Path | None = None) -> Path:
         for t in (t for t in ts if t.paper == paper):
             links = ", ".join(f"[{text}]({path})" for text, path in t.links) or "—"
             what = f"<br>{_cell(t.what)}" if t.what and t.status == "not specified" else ""
-            lines.append(f"| {t.id}{what} | {t.alias or ''} | {t.tier} | {t.status} | "
+            status = t.status + (f" ({'; '.join(t.unfinished)})" if t.unfinished else "")
+            lines.append(f"| {t.id}{what} | {t.alias or ''} | {t.tier} | {status} | "
                          f"{t.verdicts or '—'} | {t.quick_time or '—'} | {links} |")
     atomic_write_text(dest, "\n".join(lines) + "\n")  # replaces a link, never writes through
     return dest
