@@ -528,6 +528,10 @@ class Store:
         for path in self.claims.glob("*.claim"):
             if not path.is_file():  # nothing could ever replace or remove it: runs would wait
                 raise _not_a_file(path, "a claim")
+        for path in self.runs.glob("*.pt") if self.weights else []:
+            if path.is_dir():  # nothing could replace it: `run` trained the run, then failed to
+                # save its weights (exit 2, the training lost)
+                self._distrust_weights(path, "a folder, not saved weights", quarantine=True)
 
     def heartbeat(self, run_ids: Iterable[str]) -> None:
         for r in run_ids:

@@ -3041,3 +3041,23 @@ def test_constraints_and_derived_values_evaluated_at_every_point_are_bounded(tmp
     every point; a 1 MiB spec holds 50,000)."""
     _assert_refused(_invoke("validate", write_spec(tmp_path, **override)),
                     "should have at most 100 items")
+
+
+@pytest.mark.parametrize("record", [True, False])
+def test_a_folder_where_saved_weights_belong_is_quarantined_before_training(tmp_path, record):
+    spec = write_spec(tmp_path, seeds=[0], save_weights=True, train={
+        "optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+        "test_size": 16, "eval_every": 2, "eval_batch_size": 16})
+    out = tmp_path / "out"
+    args = ("run", spec, "--profile", "smoke", "--out", out, "--no-calibrate", "--no-plot")
+    assert _invoke(*args).exit_code == 0
+    runs = out / "tests" / "t-spec" / "runs"
+    weights = next(runs.glob("*.pt"))
+    weights.unlink()
+    if not record:
+        weights.with_suffix(".json").unlink()
+    (weights / "x").mkdir(parents=True)  # `run` trained the run, then could not save it: exit 2
+    res = _invoke(*args)
+    assert res.exit_code == 0 and "quarantined" in res.output, res.output
+    assert weights.is_file() and weights.with_suffix(".json").is_file()
+    assert list((runs / "quarantine").glob(f"{weights.name}.*"))
