@@ -180,9 +180,16 @@ def _safe(s: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in s)[:80]
 
 
+MAX_PID = 1 << 22  # Linux's PID_MAX_LIMIT
+
+
 def pid_alive(pid: int) -> bool:
     """Whether a process of this host is running (zombies — killed but not yet reaped, common in
-    containers whose PID 1 does not reap — count as dead)."""
+    containers whose PID 1 does not reap — count as dead). A number no process can have is dead:
+    0 and -1 signal a process group or every process (a claim naming them looked held for ever),
+    and 2**70 raised OverflowError (a traceback in `run`)."""
+    if not 0 < pid <= MAX_PID:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

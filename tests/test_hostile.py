@@ -3061,3 +3061,22 @@ def test_a_folder_where_saved_weights_belong_is_quarantined_before_training(tmp_
     assert res.exit_code == 0 and "quarantined" in res.output, res.output
     assert weights.is_file() and weights.with_suffix(".json").is_file()
     assert list((runs / "quarantine").glob(f"{weights.name}.*"))
+
+
+@pytest.mark.parametrize("pid", [2**70, 0, -1])
+def test_a_claim_naming_a_pid_no_process_can_have_is_stale(trained_store, tmp_path, pid):
+    """2**70 raised OverflowError (a traceback in `run`); 0 and -1 signal a process group or
+    every process, so the claim looked held until its heartbeat went stale (10 minutes)."""
+    import json
+    import socket
+
+    spec, store = _copy_trained(trained_store, tmp_path)
+    record = next((store / "runs").glob("*.json"))
+    record.unlink()
+    (store / "claims").mkdir(exist_ok=True)
+    (store / "claims" / f"{record.stem}.claim").write_text(json.dumps(
+        {"host": socket.gethostname(), "pid": pid, "time": 0, "nonce": "x"}))
+    res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--no-calibrate",
+                  "--no-plot")
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert record.is_file()
