@@ -3011,7 +3011,7 @@ def test_an_ordering_claim_over_a_large_grid_is_judged_in_bounded_time(tmp_path)
     _assert_refused(_invoke("validate", spec), "1,560,000 pairs", "name the keys to match on")
 
 
-def test_the_front_page_says_when_a_profile_is_not_fully_trained(tmp_path):
+def test_the_front_page_says_when_a_profile_is_not_fully_trained_and_reads_no_fifo(tmp_path):
     root = tmp_path / "proj"
     (root / "experiments" / "tests").mkdir(parents=True)
     (root / "ssmrepro").mkdir()
@@ -3028,6 +3028,11 @@ def test_the_front_page_says_when_a_profile_is_not_fully_trained(tmp_path):
     assert res.exit_code == 0, res.output
     row = next(ln for ln in (out / "README.md").read_text().splitlines() if "| t-spec " in ln)
     assert "smoke (smoke: 1 of 2 runs finished)" in row, row  # it said 'smoke', no word
+    report = out / "tests" / "t-spec" / "report-smoke.md"
+    report.unlink()
+    os.mkfifo(report)  # `figures --no-rebuild` read it for ever
+    res = _invoke("figures", "--no-rebuild", "--out", out, env=env)
+    assert res.exit_code == 0, res.output
 
 
 @pytest.mark.parametrize("override", [

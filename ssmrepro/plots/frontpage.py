@@ -23,7 +23,7 @@ import yaml
 
 from ..spec import SpecError, _read_spec_text, experiments_dir, load_spec, parse_yaml, spec_paths
 from ..store import read_results, results_dir
-from ..util import atomic_write_text, repo_root
+from ..util import atomic_write_text, read_small, repo_root
 from .export import result_files
 from .outputs import Outputs, build
 
@@ -125,19 +125,27 @@ def training_time(csv: Path) -> str:
     return "" if math.isnan(total) else _human(total)
 
 
-def _verdicts(report: Path) -> str:
-    if not report.exists():
+MAX_REPORT_BYTES = 16 << 20  # a report is a page of markdown
+
+
+def _report_text(report: Path) -> str:
+    """A report's text; '' when there is none or it is not a regular file of at most
+    ``MAX_REPORT_BYTES`` (a FIFO in its place blocked `figures --no-rebuild` for ever)."""
+    try:
+        return read_small(report, MAX_REPORT_BYTES, follow_links=True).decode("utf-8", "replace")
+    except OSError:
         return ""
-    m = _VERDICTS.search(report.read_text())
+
+
+def _verdicts(report: Path) -> str:
+    m = _VERDICTS.search(_report_text(report))
     return m.group(1).strip() if m else ""
 
 
 def _unfinished(report: Path) -> str:
     """'K of N runs finished' when the report counts fewer finished runs than expected, else ''
     (the front page called a profile trained 1 of 30 runs 'quick results', with no word)."""
-    if not report.exists():
-        return ""
-    m = _FINISHED.search(report.read_text())
+    m = _FINISHED.search(_report_text(report))
     if m is None or int(m.group(2)) >= int(m.group(1)):
         return ""
     return f"{m.group(2)} of {m.group(1)} runs finished"
