@@ -3085,3 +3085,25 @@ def test_a_claim_naming_a_pid_no_process_can_have_is_stale(trained_store, tmp_pa
                   "--no-plot")
     assert res.exit_code == 0 and "Traceback" not in res.output, res.output
     assert record.is_file()
+
+
+@pytest.mark.parametrize("meta", ["garbage", '"generator"'])
+def test_a_damaged_generated_meta_json_is_a_warning_not_a_failed_pack(tmp_path, monkeypatch,
+                                                                     meta):
+    """The generator's meta.json is read for the record's provenance after training: garbage
+    failed every pack with a bare JSONDecodeError (exit 1, the training lost)."""
+    from ssmrepro.data.pathfinder import write_pathfinder
+    from ssmrepro.tasks import build_task
+    from ssmrepro.tasks.lra import clear_cache
+
+    folder = tmp_path / "data" / "generated" / "pathfinder32" / "curv_contour_length_14"
+    write_pathfinder(folder, 20, 32, 5)
+    monkeypatch.setenv("SSMREPRO_DATA", str(tmp_path / "data"))
+    clear_cache()
+    (folder / "meta.json").write_text(meta)
+    try:
+        with pytest.warns(UserWarning, match="meta.json"):
+            info = build_task({"name": "lra_pathfinder", "source": "generated"}).data_info()
+    finally:
+        clear_cache()
+    assert info["generator"]["generator"].startswith("unknown: ")
