@@ -473,8 +473,9 @@ class Store:
         writing a record and releasing its claim), and temp files of writers that died on this
         host. Returns how many files were removed. ``LinkOutside`` first when a link of the
         store leads outside ``--out``: `run` removed the claims of a folder outside that a
-        ``claims`` link led to, before it refused the link."""
-        self.check_links()
+        ``claims`` link led to, before it refused the link. (A file that is a link is only
+        unlinked, and a record linked outside is quarantined when read, as before.)"""
+        self.check_links(files=False)
         n = 0
         for tmp in list(self.root.glob(".*.tmp")) + list(self.runs.glob(".*.tmp")):
             parts = tmp.name.split(".")  # ['', name..., host, pid, random, 'tmp']
@@ -494,18 +495,18 @@ class Store:
                 marker.unlink(missing_ok=True)  # its claim is gone: the marker is debris
         return n
 
-    def check_links(self) -> None:
+    def check_links(self, files: bool = True) -> None:
         """``LinkOutside`` when a symbolic link in the store (``<paper>/``, ``<paper>/<id>/``, its
         files, ``runs/``, ``claims/``) leads outside the results root ``<out>``: records, tables,
         figures and reports written through it would land outside ``--out`` (a link that stays
-        inside is fine)."""
+        inside is fine). ``files=False``: the folders only."""
         top = self.root.parents[1]
         try:
             bound = top.resolve()
         except (OSError, RuntimeError):  # a link loop: nothing could be written there anyway
             return
         paths = [self.root.parent, self.root, self.runs, self.claims, self.runs / "quarantine"]
-        for folder in (self.root, self.runs):
+        for folder in (self.root, self.runs) if files else ():
             try:
                 paths += [p for p in folder.iterdir() if p.is_symlink()]
             except OSError:  # absent, or not a folder: prepare() names that
