@@ -17,6 +17,7 @@ functions take at most :data:`MAX_ARGS` arguments.
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import operator
 from numbers import Real
@@ -118,6 +119,13 @@ def _parse(expr: str) -> ast.Expression:
     """Parse ``expr`` and check its size and nesting (iteratively: no recursion on its depth)."""
     if not isinstance(expr, str):
         raise ExprError(f"an expression must be a string, got {type(expr).__name__}")
+    return _parsed(expr)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(expr: str) -> ast.Expression:
+    """``_parse`` of one text, once (a constraint is evaluated at every sweep point: the parse
+    was most of its cost). The tree is only read, never changed."""
     if len(expr) > MAX_CHARS:
         raise ExprError(f"expression is {len(expr)} characters long (at most {MAX_CHARS})")
     try:

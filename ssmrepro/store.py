@@ -187,9 +187,16 @@ def _safe(s: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in s)[:80]
 
 
+MAX_PID = 1 << 22  # Linux's PID_MAX_LIMIT
+
+
 def pid_alive(pid: int) -> bool:
     """Whether a process of this host is running (zombies — killed but not yet reaped, common in
-    containers whose PID 1 does not reap — count as dead)."""
+    containers whose PID 1 does not reap — count as dead). A number no process can have is dead:
+    0 and -1 signal a process group or every process (a claim naming them looked held for ever),
+    and 2**70 raised OverflowError (a traceback in `run`)."""
+    if not 0 < pid <= MAX_PID:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -267,15 +274,31 @@ class Store:
         if not quarantine:
             self._warn(f"ignoring run record {path}: {why}")
             return
-        dest = self.runs / "quarantine" / f"{path.name}.{time.time_ns()}"
         try:
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(path, dest)
+            dest = self._quarantine(path)
         except OSError as err:
             self._warn(f"ignoring run record {path}: {why} (cannot quarantine it: {err.strerror})")
             return
         self._warn(f"run record {path.name} quarantined to {dest.relative_to(self.root)}: {why}; "
                    "the run will be trained again")
+
+    def _quarantine(self, path: Path) -> Path:
+        """Move a distrusted file of this store (a record, saved weights) to ``runs/quarantine/``;
+        the destination. OSError when it cannot be moved, or when the quarantine folder (or
+        ``runs/``, the store) is a link leading outside the results root ``<out>``: ``show`` and
+        ``run --dry-run``, which do not ``prepare`` the store, moved records out of ``--out``."""
+        folder = self.runs / "quarantine"
+        try:
+            inside = folder.resolve().is_relative_to(self.root.parents[1].resolve())
+        except (OSError, RuntimeError):  # a link loop
+            inside = False
+        if not inside:
+            raise OSError(errno.EXDEV, f"{folder} leads outside the results folder "
+                                       f"{self.root.parents[1]} (a symbolic link)")
+        dest = folder / f"{path.name}.{time.time_ns()}"
+        folder.mkdir(parents=True, exist_ok=True)
+        os.replace(path, dest)
+        return dest
 
     def _warn(self, msg: str) -> None:
         if msg not in self.warnings:
@@ -350,10 +373,8 @@ class Store:
 
     def _distrust_weights(self, path: Path, why: str, quarantine: bool) -> None:
         if quarantine:
-            dest = self.runs / "quarantine" / f"{path.name}.{time.time_ns()}"
             try:
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(path, dest)
+                dest = self._quarantine(path)
             except OSError as err:
                 why += f" (cannot quarantine them: {err.strerror})"
             else:
@@ -457,7 +478,11 @@ class Store:
     def cleanup(self) -> int:
         """Remove claims of finished runs and stale claims (e.g. left by a killed worker between
         writing a record and releasing its claim), and temp files of writers that died on this
-        host. Returns how many files were removed."""
+        host. Returns how many files were removed. ``LinkOutside`` first when a link of the
+        store leads outside ``--out``: `run` removed the claims of a folder outside that a
+        ``claims`` link led to, before it refused the link. (A file that is a link is only
+        unlinked, and a record linked outside is quarantined when read, as before.)"""
+        self.check_links(files=False)
         n = 0
         for tmp in list(self.root.glob(".*.tmp")) + list(self.runs.glob(".*.tmp")):
             parts = tmp.name.split(".")  # ['', name..., host, pid, random, 'tmp']
@@ -477,18 +502,18 @@ class Store:
                 marker.unlink(missing_ok=True)  # its claim is gone: the marker is debris
         return n
 
-    def check_links(self) -> None:
+    def check_links(self, files: bool = True) -> None:
         """``LinkOutside`` when a symbolic link in the store (``<paper>/``, ``<paper>/<id>/``, its
         files, ``runs/``, ``claims/``) leads outside the results root ``<out>``: records, tables,
         figures and reports written through it would land outside ``--out`` (a link that stays
-        inside is fine)."""
+        inside is fine). ``files=False``: the folders only."""
         top = self.root.parents[1]
         try:
             bound = top.resolve()
         except (OSError, RuntimeError):  # a link loop: nothing could be written there anyway
             return
         paths = [self.root.parent, self.root, self.runs, self.claims, self.runs / "quarantine"]
-        for folder in (self.root, self.runs):
+        for folder in (self.root, self.runs) if files else ():
             try:
                 paths += [p for p in folder.iterdir() if p.is_symlink()]
             except OSError:  # absent, or not a folder: prepare() names that
@@ -518,6 +543,10 @@ class Store:
         for path in self.claims.glob("*.claim"):
             if not path.is_file():  # nothing could ever replace or remove it: runs would wait
                 raise _not_a_file(path, "a claim")
+        for path in self.runs.glob("*.pt") if self.weights else []:
+            if path.is_dir():  # nothing could replace it: `run` trained the run, then failed to
+                # save its weights (exit 2, the training lost)
+                self._distrust_weights(path, "a folder, not saved weights", quarantine=True)
 
     def heartbeat(self, run_ids: Iterable[str]) -> None:
         for r in run_ids:

@@ -3102,3 +3102,148 @@ def test_a_claim_on_an_expression_that_reads_no_metric_is_refused(tmp_path, metr
     _assert_refused(res, "whatever the metrics are", "reads no run")
     ok = {**claim, "metric": "test.acc - test.loss", "given": []}
     assert _invoke("validate", write_spec(tmp_path, claims=[ok])).exit_code == 0
+
+
+@pytest.mark.parametrize("args", [["show"], ["run", "--dry-run", "--no-estimate"]])
+def test_a_quarantine_folder_linked_outside_out_is_not_written_through(trained_store, tmp_path,
+                                                                         args):
+    spec, store = _copy_trained(trained_store, tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (store / "runs" / "quarantine").symlink_to(elsewhere)
+    record = next((store / "runs").glob("*.json"))
+    record.write_text("garbage")  # show and run --dry-run moved it out of --out
+    res = _invoke(args[0], spec, *args[1:], "--out", tmp_path / "out", "--profile", "smoke")
+    assert res.exit_code == 0 and "cannot quarantine it" in res.output, res.output
+    assert "Traceback" not in res.output
+    assert not list(elsewhere.iterdir()) and record.read_text() == "garbage"
+
+
+def test_run_removes_no_claim_of_a_claims_folder_linked_outside_out(trained_store, tmp_path):
+    spec, store = _copy_trained(trained_store, tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    precious = elsewhere / "precious.claim"
+    precious.write_text("junk")
+    os.utime(precious, (0, 0))  # stale: `run` cleaned it up before refusing the link
+    shutil.rmtree(store / "claims", ignore_errors=True)
+    (store / "claims").symlink_to(elsewhere)
+    res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--no-calibrate")
+    _assert_refused(res, "symbolic link", "outside the results folder")
+    assert precious.read_text() == "junk"
+
+
+def test_an_ordering_claim_over_a_large_grid_is_judged_in_bounded_time(tmp_path):
+    import time
+
+    grid = {"train.lr": [round(0.001 * (i + 1), 6) for i in range(100)],
+            "model.d_model": list(range(8, 33))}
+    small, large = list(range(8, 20)), list(range(20, 33))
+    spec = write_spec(tmp_path, seeds=[0], sweep=[{"grid": grid}], claims=[
+        {"text": "wide beats narrow", "check": "ordering", "a": {"model.d_model": large},
+         "b": {"model.d_model": small}}])
+    t0 = time.time()  # every a-cell was compared with every b-cell, 0.5 ms a pair: minutes
+    res = _invoke("validate", spec)
+    assert res.exit_code == 0, res.output
+    assert time.time() - t0 < 30
+    _edit(spec, claims=[{"text": "wide beats narrow", "check": "ordering", "match": [],
+                         "a": {"model.d_model": large}, "b": {"model.d_model": small}}])
+    _assert_refused(_invoke("validate", spec), "1,560,000 pairs", "name the keys to match on")
+
+
+def test_the_front_page_says_when_a_profile_is_not_fully_trained_and_reads_no_fifo(tmp_path):
+    root = tmp_path / "proj"
+    (root / "experiments" / "tests").mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    (root / "experiments" / "catalogue.yaml").write_text(
+        "papers: {tests: Tests}\ntargets:\n  - {id: t-spec, paper: tests, tier: 1, what: tiny}\n")
+    write_spec(root / "experiments" / "tests", seeds=[0], train={
+        "optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+        "test_size": 16, "eval_every": 2, "eval_batch_size": 16})
+    env, out = {"SSMREPRO_ROOT": str(root)}, tmp_path / "R"
+    res = _invoke("run", "t-spec", "--profile", "smoke", "--out", out, "--max-runs", "1",
+                  "--no-calibrate", "--workers", "1", env=env)
+    assert res.exit_code == 0, res.output
+    res = _invoke("figures", "--out", out, env=env)
+    assert res.exit_code == 0, res.output
+    row = next(ln for ln in (out / "README.md").read_text().splitlines() if "| t-spec " in ln)
+    assert "smoke (smoke: 1 of 2 runs finished)" in row, row  # it said 'smoke', no word
+    report = out / "tests" / "t-spec" / "report-smoke.md"
+    report.unlink()
+    os.mkfifo(report)  # `figures --no-rebuild` read it for ever
+    res = _invoke("figures", "--no-rebuild", "--out", out, env=env)
+    assert res.exit_code == 0, res.output
+
+
+@pytest.mark.parametrize("override", [
+    {"constraints": [f"model.d_model >= {i}" for i in range(101)]},
+    {"sweep": [{"cases": [{"label": "S6", "constraints": [f"model.d_model >= {i}"
+                                                           for i in range(101)]}]}]},
+    {"derived": {f"train.x{i}": "1" for i in range(101)}},
+])
+def test_constraints_and_derived_values_evaluated_at_every_point_are_bounded(tmp_path, override):
+    """2,000 constraints over 2,500 sweep points took 5 minutes of `validate` (each evaluated at
+    every point; a 1 MiB spec holds 50,000)."""
+    _assert_refused(_invoke("validate", write_spec(tmp_path, **override)),
+                    "should have at most 100 items")
+
+
+@pytest.mark.parametrize("record", [True, False])
+def test_a_folder_where_saved_weights_belong_is_quarantined_before_training(tmp_path, record):
+    spec = write_spec(tmp_path, seeds=[0], save_weights=True, train={
+        "optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+        "test_size": 16, "eval_every": 2, "eval_batch_size": 16})
+    out = tmp_path / "out"
+    args = ("run", spec, "--profile", "smoke", "--out", out, "--no-calibrate", "--no-plot")
+    assert _invoke(*args).exit_code == 0
+    runs = out / "tests" / "t-spec" / "runs"
+    weights = next(runs.glob("*.pt"))
+    weights.unlink()
+    if not record:
+        weights.with_suffix(".json").unlink()
+    (weights / "x").mkdir(parents=True)  # `run` trained the run, then could not save it: exit 2
+    res = _invoke(*args)
+    assert res.exit_code == 0 and "quarantined" in res.output, res.output
+    assert weights.is_file() and weights.with_suffix(".json").is_file()
+    assert list((runs / "quarantine").glob(f"{weights.name}.*"))
+
+
+@pytest.mark.parametrize("pid", [2**70, 0, -1])
+def test_a_claim_naming_a_pid_no_process_can_have_is_stale(trained_store, tmp_path, pid):
+    """2**70 raised OverflowError (a traceback in `run`); 0 and -1 signal a process group or
+    every process, so the claim looked held until its heartbeat went stale (10 minutes)."""
+    import json
+    import socket
+
+    spec, store = _copy_trained(trained_store, tmp_path)
+    record = next((store / "runs").glob("*.json"))
+    record.unlink()
+    (store / "claims").mkdir(exist_ok=True)
+    (store / "claims" / f"{record.stem}.claim").write_text(json.dumps(
+        {"host": socket.gethostname(), "pid": pid, "time": 0, "nonce": "x"}))
+    res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--no-calibrate",
+                  "--no-plot")
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert record.is_file()
+
+
+@pytest.mark.parametrize("meta", ["garbage", '"generator"'])
+def test_a_damaged_generated_meta_json_is_a_warning_not_a_failed_pack(tmp_path, monkeypatch,
+                                                                     meta):
+    """The generator's meta.json is read for the record's provenance after training: garbage
+    failed every pack with a bare JSONDecodeError (exit 1, the training lost)."""
+    from ssmrepro.data.pathfinder import write_pathfinder
+    from ssmrepro.tasks import build_task
+    from ssmrepro.tasks.lra import clear_cache
+
+    folder = tmp_path / "data" / "generated" / "pathfinder32" / "curv_contour_length_14"
+    write_pathfinder(folder, 20, 32, 5)
+    monkeypatch.setenv("SSMREPRO_DATA", str(tmp_path / "data"))
+    clear_cache()
+    (folder / "meta.json").write_text(meta)
+    try:
+        with pytest.warns(UserWarning, match="meta.json"):
+            info = build_task({"name": "lra_pathfinder", "source": "generated"}).data_info()
+    finally:
+        clear_cache()
+    assert info["generator"]["generator"].startswith("unknown: ")

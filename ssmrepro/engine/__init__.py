@@ -301,7 +301,10 @@ def run_experiment(
         check_data(pending)
         check_memory(spec, profile, pending, device)
     if pending:
+        seen = len(store.warnings)
         store.prepare()
+        for w in store.warnings[seen:]:  # saved weights it had to quarantine
+            console.print(f"[yellow]warning:[/] {w}", highlight=False)
     threads = None
     if engine == "local":
         cap = default_workers(device, 10**9)  # one per core (CPU) or visible GPU

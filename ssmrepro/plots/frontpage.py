@@ -23,13 +23,14 @@ import yaml
 
 from ..spec import SpecError, _read_spec_text, experiments_dir, load_spec, parse_yaml, spec_paths
 from ..store import read_results, results_dir
-from ..util import atomic_write_text, repo_root
+from ..util import atomic_write_text, read_small, repo_root
 from .export import result_files
 from .outputs import Outputs, build
 
 CATALOGUE = "catalogue.yaml"
 STATUSES = ("not specified", "spec only", "smoke", "quick results", "long results")
 _VERDICTS = re.compile(r"\*\*Verdicts: ([^*]+)\*\*")
+_FINISHED = re.compile(r"(\d+) runs expected, (\d+) finished")
 
 
 @dataclass
@@ -43,6 +44,7 @@ class Target:
     status: str = "not specified"
     verdicts: str = ""
     quick_time: str = ""
+    unfinished: list[str] = field(default_factory=list)  # 'quick: 3 of 30 runs finished'
     links: list[tuple[str, str]] = field(default_factory=list)  # (text, relative path)
 
 
@@ -123,11 +125,30 @@ def training_time(csv: Path) -> str:
     return "" if math.isnan(total) else _human(total)
 
 
-def _verdicts(report: Path) -> str:
-    if not report.exists():
+MAX_REPORT_BYTES = 16 << 20  # a report is a page of markdown
+
+
+def _report_text(report: Path) -> str:
+    """A report's text; '' when there is none or it is not a regular file of at most
+    ``MAX_REPORT_BYTES`` (a FIFO in its place blocked `figures --no-rebuild` for ever)."""
+    try:
+        return read_small(report, MAX_REPORT_BYTES, follow_links=True).decode("utf-8", "replace")
+    except OSError:
         return ""
-    m = _VERDICTS.search(report.read_text())
+
+
+def _verdicts(report: Path) -> str:
+    m = _VERDICTS.search(_report_text(report))
     return m.group(1).strip() if m else ""
+
+
+def _unfinished(report: Path) -> str:
+    """'K of N runs finished' when the report counts fewer finished runs than expected, else ''
+    (the front page called a profile trained 1 of 30 runs 'quick results', with no word)."""
+    m = _FINISHED.search(_report_text(report))
+    if m is None or int(m.group(2)) >= int(m.group(1)):
+        return ""
+    return f"{m.group(2)} of {m.group(1)} runs finished"
 
 
 def _describe(t: Target, spec, out: Path | None, base: Path) -> None:
@@ -166,6 +187,8 @@ def _describe(t: Target, spec, out: Path | None, base: Path) -> None:
         rep = root / f"report{suffix}.md"
         if rep.exists():
             t.links.append((rep.stem, rel(rep)))
+        if _unfinished(rep):
+            t.unfinished.append(f"{prof}: {_unfinished(rep)}")
         if prof == "long" and rep.exists():
             t.verdicts += f"; long: {_verdicts(rep)}"
 
@@ -226,7 +249,8 @@ def front_page(out: Path | None = None, dest: Path | None = None) -> Path:
         for t in (t for t in ts if t.paper == paper):
             links = ", ".join(f"[{text}]({path})" for text, path in t.links) or "—"
             what = f"<br>{_cell(t.what)}" if t.what and t.status == "not specified" else ""
-            lines.append(f"| {t.id}{what} | {t.alias or ''} | {t.tier} | {t.status} | "
+            status = t.status + (f" ({'; '.join(t.unfinished)})" if t.unfinished else "")
+            lines.append(f"| {t.id}{what} | {t.alias or ''} | {t.tier} | {status} | "
                          f"{t.verdicts or '—'} | {t.quick_time or '—'} | {links} |")
     atomic_write_text(dest, "\n".join(lines) + "\n")  # replaces a link, never writes through
     return dest

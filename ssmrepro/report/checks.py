@@ -45,7 +45,7 @@ from pydantic import ConfigDict, Field, model_validator
 from .. import expr
 from ..theory.recall import law_constant, refined_frontier_product
 from ..util import NoBoolNumbers
-from .cells import cell_env, column, expected, fmt_num, select, values_equal
+from .cells import cell_env, column, expected, fmt_num, norm, select
 from .columns import (
     COMPLETE,
     DEFAULT_METRIC,
@@ -371,14 +371,14 @@ def _all_allowed(allowed: int, n: int, what: str) -> str | None:
     return None
 
 
-def _same(ra: pd.Series, rb: pd.Series, keys: list[str]) -> bool:
-    """Two cells (rows) agree on ``keys`` (columns or ``case:<i>``)."""
-    both = pd.DataFrame([ra, rb])
-    for k in keys:
-        a, b = column(both, k).tolist()
-        if not (values_equal(a, b) or (pd.isna(a) and pd.isna(b))):
-            return False
-    return True
+MAX_PAIRS = 1_000_000  # (a, b) cell pairs an ordering compares in a profile
+
+
+def _keys(cells: pd.DataFrame, keys: list[str]) -> list[tuple]:
+    """Each cell's values of ``keys`` in the hashable, type-insensitive form ``norm`` gives
+    (8 and 8.0 and '8' alike; NaN as None), in the order of ``cells``."""
+    cols = [[norm(v) for v in column(cells, k).tolist()] for k in keys]
+    return list(zip(*cols)) if cols else [()] * len(cells)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -497,16 +497,34 @@ class OrderingConfig(CheckConfig):
     def pairs(self, cells: pd.DataFrame, keys: list[str]) -> tuple[list[str], list[tuple]]:
         """The keys an a-cell and a b-cell agree on, and the (a, b) index pairs of ``cells``
         compared (a cell is never compared with itself)."""
+        match, A, by_key = self._matched(cells, keys)
+        return match, [(i, j) for i, k in zip(A.index, _keys(A, match))
+                       for j in by_key.get(k, ()) if i != j]
+
+    def _matched(self, cells: pd.DataFrame, keys: list[str]
+                 ) -> tuple[list[str], pd.DataFrame, dict[tuple, list]]:
+        """The match keys, the a-cells, and the b-cells' indices by their match values: a-cells
+        are paired through it (comparing every a-cell with every b-cell took hours of `validate`
+        for a large grid)."""
         match = self.match if self.match is not None else [
             k for k in keys if k not in self.a and k not in self.b]
         A, B = select(cells, self.a), select(cells, self.b)
-        return match, [(i, j) for i, ra in A.iterrows() for j, rb in B.iterrows()
-                       if i != j and _same(ra, rb, match)]
+        by_key: dict[tuple, list] = {}
+        if not A.empty:
+            for j, k in zip(B.index, _keys(B, match)):
+                by_key.setdefault(k, []).append(j)
+        return match, A, by_key
 
     def cell_problems(self, cells: pd.DataFrame, keys: list[str], profile: str) -> list[str]:
         A, B = select(cells, self.a), select(cells, self.b)
         if A.empty or B.empty:
             return []  # a profile without these cells: MISSING there (where_problems: anywhere)
+        match, A, by_key = self._matched(cells, keys)
+        n = sum(len(by_key.get(k, ())) for k in _keys(A, match))
+        if n > MAX_PAIRS:
+            return [f"match: a and b form {n:,} pairs of cells in profile {profile} (more than "
+                    f"{MAX_PAIRS:,}; every a-cell is compared with each b-cell that has the same "
+                    f"{', '.join(match) or '(no key)'}): name the keys to match on"]
         match, pairs = self.pairs(cells, keys)
         if pairs:
             return []

@@ -56,6 +56,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import typing
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -69,7 +70,7 @@ from pydantic import Field, create_model
 
 from ..data import DATASETS, GENERATED, DataUnavailable, LRADataset, dataset_config, load_lra
 from ..data.nominal import NominalShape, nominal_shape
-from ..util import data_root
+from ..util import data_root, read_small
 from .base import SPLITS, Batch, Task, TaskConfig, TaskInfo
 
 _SPLIT_NAMES = {v: k for k, v in SPLITS.items()}  # 0 -> "train", ...
@@ -227,7 +228,16 @@ class LRATask(Task):
         }
         meta = path / "meta.json" if path is not None else None
         if meta is not None and meta.is_file():  # our generators' provenance: version and seed
-            gen = json.loads(meta.read_text())
+            try:  # damaged, it failed every pack after training (a bare JSONDecodeError)
+                gen = json.loads(read_small(meta, 1 << 20, follow_links=True))
+            except (OSError, ValueError, RecursionError) as err:
+                gen = {"generator": f"unknown: {meta} is not a readable meta.json "
+                                    f"({type(err).__name__})"}
+            if not isinstance(gen, dict):
+                gen = {"generator": f"unknown: {meta} is not a generator's meta.json"}
+            if str(gen.get("generator", "")).startswith("unknown: "):
+                warnings.warn(f"{gen['generator'][len('unknown: '):]}: the run's record names "
+                              "no generator (generate the data again to restore it)", stacklevel=2)
             out["generator"] = {k: gen[k] for k in ("generator", "version", "seed") if k in gen}
         return out
 
