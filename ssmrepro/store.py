@@ -39,7 +39,14 @@ import torch
 from .spec import find_spec
 from .sweep import parse_config, parsed_identity, run_id_of
 from .util import HOST as _HOST
-from .util import NotSmallFile, atomic_write_bytes, atomic_write_text, read_small, repo_root
+from .util import (
+    NotSmallFile,
+    atomic_write_bytes,
+    atomic_write_text,
+    folder_problem,
+    read_small,
+    repo_root,
+)
 
 DONE_STATUSES = ("ok", "diverged")  # "error" records are re-run
 RECORD_STATUSES = (*DONE_STATUSES, "error")
@@ -296,7 +303,12 @@ class Store:
             raise OSError(errno.EXDEV, f"{folder} leads outside the results folder "
                                        f"{self.root.parents[1]} (a symbolic link)")
         dest = folder / f"{path.name}.{time.time_ns()}"
-        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:  # "File exists" did not say what was wrong, or what to do
+            what = folder_problem(folder) or "not a folder"
+            raise OSError(errno.ENOTDIR, f"{folder.relative_to(self.root)} is {what} "
+                                         "(remove it)") from None
         os.replace(path, dest)
         return dest
 

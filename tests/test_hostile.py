@@ -3247,3 +3247,17 @@ def test_a_damaged_generated_meta_json_is_a_warning_not_a_failed_pack(tmp_path, 
     finally:
         clear_cache()
     assert info["generator"]["generator"].startswith("unknown: ")
+
+
+def test_a_quarantine_that_is_a_file_is_named_as_such(trained_store, tmp_path):
+    """`runs/quarantine` a regular file: the warning said 'cannot quarantine it: File exists'."""
+    spec, store = _copy_trained(trained_store, tmp_path)
+    (path,) = (store / "runs").glob("*.json")
+    path.write_text("garbage")
+    (store / "runs" / "quarantine").write_text("not a folder")
+    res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--no-calibrate",
+                  "--workers", "1", "--no-plot")
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    said = " ".join(res.output.split())
+    assert "runs/quarantine is a file, not a folder (remove it)" in said, res.output
+    assert "File exists" not in said and "trained 1 runs" in said, res.output
