@@ -3261,3 +3261,17 @@ def test_a_quarantine_that_is_a_file_is_named_as_such(trained_store, tmp_path):
     said = " ".join(res.output.split())
     assert "runs/quarantine is a file, not a folder (remove it)" in said, res.output
     assert "File exists" not in said and "trained 1 runs" in said, res.output
+
+
+@pytest.mark.parametrize("args", [["list"], ["list", "--json"], ["show", "keep-nth"],
+                                  ["run", "keep-nth", "--profile", "smoke", "--dry-run",
+                                   "--no-estimate"]])
+def test_a_results_root_that_is_a_file_is_refused_where_it_is_read(tmp_path, args):
+    """`list --out <a file>` showed 0 of N runs for every spec, exit 0 (so did `show` and
+    `run --dry-run`); a missing root is true (nothing trained) and `list` says it is missing."""
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    _assert_refused(_invoke(*args, "--out", afile), f"cannot use {afile}: a file, not a folder")
+    res = _invoke(*args, "--out", tmp_path / "missing")
+    assert res.exit_code == 0 and not (tmp_path / "missing").exists(), res.output
+    assert ("does not exist yet" in res.output) == (args[0] == "list"), res.output

@@ -55,6 +55,23 @@ def _root(spec, out: Path | None) -> Path:
     return results_dir(spec, out)
 
 
+def _read_root(out: Path | None, say_missing: bool = False) -> None:
+    """Check the results root that ``list``, ``show`` and ``run --dry-run`` read from: a file,
+    FIFO or link loop there is ``cannot use <root>: a file, not a folder`` (exit 2; it read as
+    a folder of 0 runs done, exit 0). A missing one is no error (nothing was trained there yet:
+    0 runs done is true); ``say_missing``: one line says so."""
+    from ..util import folder_problem, repo_root
+
+    root = out if out is not None else repo_root() / "results"
+    why = folder_problem(root)
+    if why == "no such folder":
+        if say_missing:
+            err_console.print(f"note: {escape(str(root))} does not exist yet (no run was "
+                              "trained there)", highlight=False, soft_wrap=True)
+    elif why:
+        fail([f"cannot use {root}: {why} (the results root; --out)"])
+
+
 @command(name="list")
 def list_cmd(
     out: Path | None = _out_option(),
@@ -68,6 +85,7 @@ def list_cmd(
     t = Table("id", "alias", "tier", "title", "status")
     rows = []
     paths = _project_specs()
+    _read_root(out, say_missing=True)
     for p in paths:
         try:
             s = load_spec(p)
@@ -157,6 +175,7 @@ def show(
     profile = spec.default_profile if profile is None else profile  # "" is no profile
     overrides = _overrides(set_)
     runs = expand(spec, profile, overrides=overrides)
+    _read_root(out)
     base = {"task": dict(spec.task), "model": dict(spec.model), "train": dict(spec.train)}
     for k, v in spec.profiles[profile].set.items():
         set_dotted(base, k, v)
@@ -300,6 +319,7 @@ def run(
         fail([id_taken(spec)])
     out_console.print(f"[dim]{why}[/]")
     if dry_run:
+        _read_root(out)
         d = plan_dry_run(spec, profile, out, dev, max_runs, pack_size, estimate=not no_estimate,
                          overrides=overrides)
         if as_json:
