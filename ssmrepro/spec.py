@@ -480,10 +480,9 @@ def load_spec(path: Path | str) -> Spec:
         raise SpecError([f"{path}: cannot read: {err.strerror}"]) from None
     if not isinstance(raw, dict):
         raise SpecError([f"{path}: (top level): expected a mapping, got {type(raw).__name__}"])
-    odd = [k for k in raw if not isinstance(k, str)]
+    odd = _odd_keys(raw)
     if odd:
-        raise SpecError([f"{path}: {k!r}: keys are names (text), got {type(k).__name__}"
-                         for k in odd])
+        raise SpecError([f"{path}: {m}" for m in odd])
     odd_text = _control_characters(raw)
     if odd_text:
         raise SpecError([f"{path}: {m}" for m in odd_text])
@@ -499,6 +498,41 @@ def load_spec(path: Path | str) -> Spec:
 # printed raw by show/list/run (an ANSI escape recoloured or cleared the terminal, a bidi
 # override showed text other than what the file says); a line break or tab is fine
 _BIDI = {*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F, 0x061C}
+
+
+def _yaml_key(key: Any) -> str:
+    """A key as YAML spells it: `true` (not `True`, nor `1` as pydantic named it), `null`,
+    `''` (an empty key was not shown at all)."""
+    return yaml.safe_dump(key, default_flow_style=True, width=1 << 30).strip().removesuffix(
+        "...").strip()
+
+
+def _odd_keys(doc: Any) -> list[str]:
+    """'key: reason' for every mapping key of ``doc`` that is not a name: not text (`true`,
+    `null`, `1`) or empty (at most 10 lines). Every key of a spec is a name."""
+    out: list[str] = []
+
+    def walk(o: Any, at: str) -> None:
+        if len(out) >= 10:
+            return
+        if isinstance(o, dict):
+            for k, v in o.items():
+                shown = k if isinstance(k, str) and k.strip() else _yaml_key(k)
+                name = f"{at}.{shown}" if at else shown
+                if not isinstance(k, str):
+                    kind = {bool: "a boolean", type(None): "null", int: "a number",
+                            float: "a number"}.get(type(k), type(k).__name__)
+                    out.append(f"{name}: keys are names (text), got {kind}")
+                elif not k.strip():
+                    out.append(f"{name}: an empty key; keys are names")
+                else:
+                    walk(v, name)
+        elif isinstance(o, list):
+            for i, v in enumerate(o):
+                walk(v, f"{at}.{i}" if at else str(i))
+
+    walk(doc, "")
+    return out
 
 
 def _control_characters(doc: Any, key: str = "") -> list[str]:

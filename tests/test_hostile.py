@@ -3275,3 +3275,33 @@ def test_a_results_root_that_is_a_file_is_refused_where_it_is_read(tmp_path, arg
     res = _invoke(*args, "--out", tmp_path / "missing")
     assert res.exit_code == 0 and not (tmp_path / "missing").exists(), res.output
     assert ("does not exist yet" in res.output) == (args[0] == "list"), res.output
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("true: x\n", "t-spec.yaml: true: keys are names (text), got a boolean"),
+    ("'': x\n", "t-spec.yaml: '': an empty key"),
+    ("model: {true: 1}\n", "model.true: keys are names (text), got a boolean"),
+    ("task: {'': 2}\n", "task.'': an empty key"),
+    ("train: {null: 1}\n", "train.null: keys are names (text), got null"),
+])
+def test_keys_that_are_not_names_are_named_as_written(tmp_path, text, needle):
+    """A key `true` was shown as `1` (`model.1.[key]: Input should be a valid string`) and an
+    empty key not at all ('(top level): unknown key')."""
+    spec = _one_run_spec(tmp_path)
+    lines = spec.read_text().splitlines(keepends=True)
+    first = text.split(":")[0]
+    if first in ("model", "task", "train"):  # replace the whole mapping
+        keep, skip = [], False
+        for line in lines:
+            if line.startswith(f"{first}:"):
+                skip = True
+                continue
+            if skip and line.startswith(" "):
+                continue
+            skip = False
+            keep.append(line)
+        lines = keep
+    spec.write_text(text + "".join(lines))
+    res = _invoke("validate", spec)
+    _assert_refused(res, needle)
+    assert "[key]" not in res.output and "unknown key" not in res.output, res.output
