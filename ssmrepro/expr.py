@@ -115,6 +115,16 @@ def check(expr: str) -> set[str]:
     return names(expr)
 
 
+def normal_form(expr: str) -> str:
+    """The expression as parsed, so that texts differing only in spacing and redundant
+    parentheses (``test.acc``, ``( test.acc )``) have one form; ``test.acc + 0`` keeps its own.
+    A text that does not parse is its own form (the check that uses it reports it)."""
+    try:
+        return ast.dump(_parse(expr))
+    except ExprError:
+        return str(expr)
+
+
 def _parse(expr: str) -> ast.Expression:
     """Parse ``expr`` and check its size and nesting (iteratively: no recursion on its depth)."""
     if not isinstance(expr, str):

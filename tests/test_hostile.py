@@ -2586,6 +2586,9 @@ def test_a_claim_given_twice_is_refused(tmp_path):
     _assert_refused(res, "claims.1: the same claim as claims.0")
     other = {**claim, "value": 0.6}
     assert _invoke("validate", write_spec(tmp_path, claims=[claim, other])).exit_code == 0
+    other = {**claim, "metric": "test.acc + 0"}  # another expression, though of one value
+    res = _invoke("validate", write_spec(tmp_path, claims=[claim, other]))
+    assert "the same claim" not in res.output, res.output
 
 
 @pytest.mark.parametrize("first,second", [
@@ -2598,6 +2601,14 @@ def test_a_claim_given_twice_is_refused(tmp_path):
                                           {"metric": "val.acc", "op": ">", "value": 0.1}]}),
     ({"where": {"label": "S6"}}, {"where": {"label": ["S6"]}}),  # an any-of list of one
     ({"where": {"label": "S6", _D: 8}}, {"where": {"label": "S6", _D: 8.0}}),  # 8 is 8.0
+    ({"where": {"label": "S6"}, "metric": "test.acc"},  # one expression, spelled otherwise
+     {"where": {"label": "S6"}, "metric": "( test.acc )"}),
+    ({"where": {"label": "S6"}, "metric": "1 - test.acc"},
+     {"where": {"label": "S6"}, "metric": "1-(test.acc)"}),
+    ({"where": {"label": "S6"}, "given": [{"metric": "val.acc", "op": ">", "value": 0.1},
+                                          {"metric": "val.loss", "op": "<", "value": 9}]},
+     {"where": {"label": "S6"}, "given": [{"metric": "(val.loss)", "op": "<", "value": 9},
+                                          {"metric": "val.acc", "op": ">", "value": 0.1}]}),
 ])
 def test_a_claim_given_twice_in_another_order_is_refused(tmp_path, first, second):
     """Two claims that differ only in the order of their `where` keys (or of an any-of list,

@@ -268,6 +268,9 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
     return errors
 
 
+_EXPRESSION_FIELDS = ("metric", "by", "region")  # the claim fields that hold an expression
+
+
 def _claim_identity(cfg: CheckConfig) -> str:
     """What tells two claims apart: every field, with a ``where`` (``a``, ``b``) in any key
     order, its any-of lists in any order, the preconditions in any order and the text's
@@ -275,10 +278,16 @@ def _claim_identity(cfg: CheckConfig) -> str:
     made two claims with one verdict, printed and counted twice)."""
     d = cfg.model_dump(mode="json")
     d["text"] = " ".join(str(d.get("text", "")).split())
+    for f in _EXPRESSION_FIELDS:  # `test.acc` and `(test.acc)` made two claims
+        if isinstance(d.get(f), str):
+            d[f] = expr.normal_form(d[f])
     for f in ("where", "a", "b"):
         if isinstance(d.get(f), dict):
             d[f] = _where_identity(d[f])
     if isinstance(d.get("given"), list):
+        for g in d["given"]:
+            if isinstance(g, dict) and isinstance(g.get("metric"), str):
+                g["metric"] = expr.normal_form(g["metric"])
         d["given"] = sorted(d["given"], key=lambda g: json.dumps(g, sort_keys=True))
     return json.dumps(d, sort_keys=True)
 
@@ -302,7 +311,7 @@ def _paper_value_identities(spec: Spec, runs: list) -> list[str]:
     errors: list[str] = []
     seen: dict[str, int] = {}
     for i, pv in enumerate(spec.paper_values):
-        ident = repr((pv.metric, sorted(_where_identity(pv.where).items())))
+        ident = repr((expr.normal_form(pv.metric), sorted(_where_identity(pv.where).items())))
         if ident in seen:
             errors.append(f"{path}: paper_values.{i}: the same cell and metric as "
                           f"paper_values.{seen[ident]} (one paper value per cell and metric)")
