@@ -32,7 +32,7 @@ from pydantic import (
     model_validator,
 )
 
-from .util import NoBoolNumbers, NotSmallFile, read_small, repo_root
+from .util import DrawnText, NoBoolNumbers, NotSmallFile, read_small, repo_root
 
 SPEC_VERSION = 1
 MAX_ANALYTIC_ROWS = 10_000  # rows of an analytic table (the largest shipped grid has 42)
@@ -245,7 +245,7 @@ class Spec(Strict):
     id: Name = Field(..., description="the results folder name: letters, digits, . _ -")
     alias: Name | None = None
     paper: Name = Field(..., description="paper slug (results/<paper>/<id>/)")
-    title: str
+    title: DrawnText
     tier: int = Field(..., ge=1, le=3)
     claim: str
     task: dict[str, Any] = {}

@@ -15,10 +15,10 @@ import platform
 import socket
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
-from pydantic import BaseModel, model_validator
+from pydantic import BaseModel, StringConstraints, model_validator
 
 HOST = socket.gethostname().replace(".", "_")
 ROOT_ENV = "SSMREPRO_ROOT"  # folder holding experiments/ (and results/ by default)
@@ -300,6 +300,12 @@ def _takes_bool(tp) -> bool:
     if origin is typing.Literal:
         return any(isinstance(a, bool) for a in typing.get_args(tp))
     return tp in (bool, typing.Any, object)
+
+
+MAX_DRAWN_TEXT = 300  # characters of a title or axis / legend text drawn on a figure
+# (the longest shipped title is 118): a 200,000-character title took 30 s to draw, its lines
+# wrapped to the figure's width
+DrawnText = Annotated[str, StringConstraints(max_length=MAX_DRAWN_TEXT)]
 
 
 class NoBoolNumbers(BaseModel):

@@ -3316,3 +3316,26 @@ def test_keys_that_are_not_names_are_named_as_written(tmp_path, text, needle):
     res = _invoke("validate", spec)
     _assert_refused(res, needle)
     assert "[key]" not in res.output and "unknown key" not in res.output, res.output
+
+
+@pytest.mark.parametrize("override,key", [
+    ({"title": "x" * 200_000}, "title:"),
+    ({"figure": {"kind": "bars", "metric": "test.acc", "x": "label", "title": "t" * 301}},
+     "figure.title:"),
+    ({"figure": {"kind": "lines", "metric": "test.acc", "x": "model.d_model", "hue": "label",
+                 "facet": None, "names": {"label": "n" * 1000}}}, "figure.names.label:"),
+])
+def test_text_drawn_on_a_figure_is_bounded(tmp_path, override, key):
+    """A 200,000-character title took 30 s to draw (wrapped to thousands of lines); a title,
+    axis or legend text is at most 300 characters (the longest shipped title has 118)."""
+    import time
+
+    t0 = time.time()
+    res = _invoke("validate", _one_run_spec(tmp_path, **override))
+    _assert_refused(res, key, "at most 300 characters")
+    assert time.time() - t0 < 20
+    ok = {k: (v[:300] if isinstance(v, str) else v) for k, v in override.items()}
+    if "figure" in ok:
+        ok["figure"] = {k: (v[:300] if isinstance(v, str) else v)
+                        for k, v in ok["figure"].items() if k != "names"}
+    assert _invoke("validate", _one_run_spec(tmp_path, **ok)).exit_code == 0

@@ -30,6 +30,7 @@ from pydantic import Field, model_validator  # noqa: E402
 
 from ..report.cells import column, select  # noqa: E402
 from ..report.columns import N_PARAMS  # noqa: E402
+from ..util import DrawnText  # noqa: E402
 from .registry import (  # noqa: E402
     FigureConfig,
     FigureContext,
@@ -72,7 +73,7 @@ class BandsConfig(FigureConfig):
     logx: bool = True
     reference: list[str] = Field([], description="hues drawn as a dashed horizontal line")
     ylim: YLim = "auto"
-    xlabel: str | None = None
+    xlabel: DrawnText | None = None
     where: dict[str, Any] = Field({}, description="draw only the cells matching these conditions "
                                   "(e.g. one panel of a figure whose panels have different x)")
 

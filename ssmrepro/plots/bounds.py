@@ -29,7 +29,7 @@ from pydantic import ConfigDict, Field, model_validator  # noqa: E402
 from .. import expr  # noqa: E402
 from ..report.cells import cell_env, column  # noqa: E402
 from ..report.columns import LABEL  # noqa: E402
-from ..util import NoBoolNumbers  # noqa: E402
+from ..util import DrawnText, NoBoolNumbers  # noqa: E402
 from .registry import FigureConfig, FigureContext, figure_kind, save_png  # noqa: E402
 
 
@@ -37,7 +37,7 @@ class Bound(NoBoolNumbers):
     model_config = ConfigDict(extra="forbid", frozen=True)
     expr: str = Field(..., description="value of the line, an expression over cell columns")
     axis: Literal["y", "x"] = Field("y", description="y: y = expr(x, ...); x: vertical x = expr")
-    text: str = Field(..., description="legend text, e.g. 'Thm 2 (constant 1): d = κ + log₂|V|'")
+    text: DrawnText = Field(..., description="legend text, e.g. 'Thm 2 (constant 1): d = κ + log₂|V|'")
     style: str = "-"
 
     @model_validator(mode="after")
@@ -58,8 +58,8 @@ class BoundGridConfig(FigureConfig):
     solved: float = Field(0.99, description="cells at or above get a frame")
     log_x: bool = False
     log_y: bool = True
-    x_name: str | None = None
-    y_name: str | None = None
+    x_name: DrawnText | None = None
+    y_name: DrawnText | None = None
 
     def column_refs(self) -> list[str]:
         refs = [self.x, self.y, self.col] + ([self.row] if self.row else [])

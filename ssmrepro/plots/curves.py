@@ -29,6 +29,7 @@ from pydantic import Field, model_validator  # noqa: E402
 from ..report.cells import column, select  # noqa: E402
 from ..report.columns import SEED  # noqa: E402
 from ..report.curves import STEP  # noqa: E402
+from ..util import DrawnText  # noqa: E402
 from .registry import (  # noqa: E402
     Columns,
     FigureConfig,
@@ -53,7 +54,7 @@ class CurvesConfig(FigureConfig):
     row: str | None = None
     col: str | None = None
     hue: Columns = Field([], description="columns naming a curve within a panel")
-    names: dict[str, str] = Field({}, description="display name per column, e.g. {model.d_model: d}")
+    names: dict[str, DrawnText] = Field({}, description="display name per column, e.g. {model.d_model: d}")
     where: dict[str, Any] = Field({}, description="only runs of the cells matching this")
     seeds: Literal["mean", "best", "each"] = "mean"
     logx: bool = False
@@ -62,7 +63,7 @@ class CurvesConfig(FigureConfig):
     logy: bool = False
     transform: Literal["none", "exp"] = Field(
         "none", description="exp: draw exp(value), e.g. per-byte perplexity from a loss in nats")
-    ylabel: str | None = None
+    ylabel: DrawnText | None = None
     panel: tuple[Annotated[float, Field(ge=0.5, le=20)], Annotated[float, Field(ge=0.5, le=20)]] = (
         3.3, 2.5)  # inches (width, height) of one panel
     wrap: int | None = Field(None, ge=1, description="without row: at most this many panels a "

@@ -26,6 +26,7 @@ from .. import expr  # noqa: E402
 from ..report.analysis import DECAY  # noqa: E402
 from ..report.cells import column  # noqa: E402
 from ..report.columns import DECAY_X, LABEL, N_PARAMS  # noqa: E402
+from ..util import DrawnText  # noqa: E402
 from .registry import (  # noqa: E402
     Columns,
     FigureConfig,
@@ -117,7 +118,7 @@ class HeatmapsConfig(FigureConfig):
     cells_from_paper: bool = Field(
         False, description="also lay out every cell the paper prints (paper_values) for a panel, "
         "not run ones grey with the paper's value only: the paper's grid in every profile")
-    names: dict[str, str] = Field({}, description="short axis names, e.g. {model.d_model: d}")
+    names: dict[str, DrawnText] = Field({}, description="short axis names, e.g. {model.d_model: d}")
     paper_panels: dict[str, str] = Field(
         {}, description="panel -> the panel (value of col) whose paper values it shows, e.g. "
         "another layout of the paper's model: {'S4D+PE (LN)': S4D+PE}")
@@ -263,7 +264,7 @@ class LinesConfig(FigureConfig):
     reference: dict[str, str] = Field(
         {}, description="curves drawn dashed grey at each panel's x values: legend text -> "
         "expression of the x column, e.g. {'guess 1/N_k': '1 / task.key_repeats'}")
-    names: dict[str, str] = Field({}, description="short names of x / hue / facet columns in "
+    names: dict[str, DrawnText] = Field({}, description="short names of x / hue / facet columns in "
                                   "the axis label, legend title and panel titles, e.g. "
                                   "{model.n_layers: Λ}")
 

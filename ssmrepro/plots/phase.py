@@ -22,14 +22,14 @@ from matplotlib.patches import Rectangle  # noqa: E402
 from pydantic import ConfigDict, Field  # noqa: E402
 
 from ..report.cells import fmt_num, select, values_equal  # noqa: E402
-from ..util import NoBoolNumbers  # noqa: E402
+from ..util import DrawnText, NoBoolNumbers  # noqa: E402
 from .registry import FigureConfig, FigureContext, figure_kind, save_png  # noqa: E402
 
 
 class PhasePanel(NoBoolNumbers):
     model_config = ConfigDict(extra="forbid", frozen=True)
     metric: str
-    title: str | None = None
+    title: DrawnText | None = None
     paper_default: str | None = None  # text of cells without a paper value in the paper panel
 
 

@@ -27,7 +27,7 @@ from pydantic import AfterValidator, BeforeValidator, ConfigDict, StringConstrai
 from ..report.cells import finished, values_equal
 from ..report.columns import DEFAULT_METRIC
 from ..spec import NAME_PATTERN
-from ..util import NoBoolNumbers
+from ..util import DrawnText, NoBoolNumbers
 
 
 class FigureConfig(NoBoolNumbers):
@@ -39,7 +39,7 @@ class FigureConfig(NoBoolNumbers):
     # file stem in the results folder (default: "figure" for the first figure, "figure<i>"):
     # letters, digits, . _ - only, so a name cannot point outside the folder
     name: Annotated[str, StringConstraints(pattern=NAME_PATTERN)] | None = None
-    title: str | None = None
+    title: DrawnText | None = None
     metric: str = DEFAULT_METRIC
 
     def column_refs(self) -> list[str]:
