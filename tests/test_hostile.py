@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -3339,3 +3340,77 @@ def test_text_drawn_on_a_figure_is_bounded(tmp_path, override, key):
         ok["figure"] = {k: (v[:300] if isinstance(v, str) else v)
                         for k, v in ok["figure"].items() if k != "names"}
     assert _invoke("validate", _one_run_spec(tmp_path, **ok)).exit_code == 0
+
+
+def _hold(store, run_id: str) -> Path:
+    """A live claim on ``run_id``, as another process holding it (this one) leaves it."""
+    import json
+
+    store.claims.mkdir(parents=True, exist_ok=True)
+    held = store.claims / f"{run_id}.claim"
+    held.write_text(json.dumps({"host": store.host, "pid": os.getpid(), "time": 0, "nonce": "x"}))
+    return held
+
+
+def _run_in_thread(**kw):
+    import io
+    import threading
+
+    from rich.console import Console
+
+    from ssmrepro.engine import run_experiment
+
+    buf = io.StringIO()
+    result: dict = {}
+    t = threading.Thread(target=lambda: result.update(s=run_experiment(
+        console=Console(file=buf, width=200, force_terminal=False), wait_poll_s=0.1, **kw)))
+    t.start()
+    return t, buf, result
+
+
+def test_max_runs_trains_free_runs_not_one_another_process_holds(tmp_path):
+    """`run --max-runs 1` took the first pending run though another live process held it, and
+    waited for it (up to the 10-minute heartbeat) instead of training a free run."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import Store
+    from ssmrepro.sweep import expand
+
+    spec = load_spec(write_spec(tmp_path, seeds=[0]))  # 2 runs
+    out = tmp_path / "o"
+    runs = expand(spec, "smoke")
+    store = Store(out / spec.paper / spec.id)
+    held = _hold(store, runs[0].run_id)
+    t, buf, result = _run_in_thread(spec=spec, profile="smoke", out=out, max_runs=1,
+                                    workers=1, calibrate=False)
+    t.join(30)
+    stuck = t.is_alive()
+    held.unlink()  # let a stuck run go (it then trains the run it waited for)
+    t.join(60)
+    assert not stuck, buf.getvalue()
+    s = result["s"]
+    assert s.ok and s.trained == 1 and "waiting for" not in buf.getvalue(), buf.getvalue()
+    assert store.is_done(runs[1].run_id) and not store.is_done(runs[0].run_id)
+
+
+def test_packs_taken_over_from_a_dead_holder_are_counted_in_the_progress(tmp_path):
+    """A held run whose holder went away was trained in a pack numbered beyond the plan:
+    'pack 2/1 done'."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import Store
+    from ssmrepro.sweep import expand
+
+    spec = load_spec(write_spec(tmp_path, seeds=[0]))
+    out = tmp_path / "o"
+    runs = expand(spec, "smoke")
+    store = Store(out / spec.paper / spec.id)
+    held = _hold(store, runs[0].run_id)
+    t, buf, result = _run_in_thread(spec=spec, profile="smoke", out=out, max_runs=2,
+                                    pack_size=2, workers=1, calibrate=False)
+    deadline = time.time() + 60
+    while "waiting for 1 runs" not in buf.getvalue() and time.time() < deadline:
+        time.sleep(0.05)
+    held.unlink()
+    t.join(60)
+    assert not t.is_alive() and result["s"].trained == 2, buf.getvalue()
+    shown = [tuple(map(int, m)) for m in re.findall(r"pack (\d+)/(\d+) done", buf.getvalue())]
+    assert shown and all(k <= n for k, n in shown), buf.getvalue()

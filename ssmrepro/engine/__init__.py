@@ -108,8 +108,13 @@ def _pending(spec: Spec, profile: str, store: Store, max_runs: int | None,
     runs = expand(spec, profile, overrides=overrides)
     unique = unique_runs(runs)
     pending = [r for r in unique if not store.is_done(r.run_id)]
-    if max_runs is not None:
-        pending = pending[:max_runs]
+    if max_runs is not None and len(pending) > max_runs:
+        # free runs first: `--max-runs 1` took a run another live process held, and waited for
+        # it (up to its 10-minute heartbeat) instead of training a free one; held runs count
+        # towards N (and are waited for) only where there are fewer than N free ones
+        held = {r.run_id for r in pending if store.holder(r.run_id) is not None}
+        pending = ([r for r in pending if r.run_id not in held]
+                   + [r for r in pending if r.run_id in held])[:max_runs]
     return runs, unique, pending
 
 
@@ -379,7 +384,7 @@ def run_experiment(
                     if ev.failed:
                         console.print(f"[red]pack {ev.pack + 1} failed:[/] {ev.message}")
                     elif ev.run_ids:
-                        console.print(_pack_line(store, ev, len(packs), time.time() - t0))
+                        console.print(_pack_line(store, ev, tr.n_packs, time.time() - t0))
                     if ev.run_ids or ev.failed:
                         store.write_csv(runs, csv_name)
                 prog.update(bar, status=status())
