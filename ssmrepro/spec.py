@@ -70,6 +70,11 @@ Seeds = Annotated[list[Seed], Field(max_length=MAX_SEEDS)]
 # conditions and derived values are evaluated at every sweep point: 2,000 constraints over 2,500
 # points took 5 minutes of `validate` (the shipped specs have at most 2 of each)
 MAX_EXPRESSIONS = 100
+# paper values are matched to cells through an index (report.cells.CellIndex), but each claim is
+# still judged over its profile's cells (and each curves panel tries each paper value): the
+# shipped specs have at most 12 claims and 273 paper values
+MAX_CLAIMS = 1_000
+MAX_PAPER_VALUES = 10_000
 
 
 def _plain_label(label: str) -> str:
@@ -275,10 +280,10 @@ class Spec(Strict):
         None, description="the figure: {kind: <registered figure kind>, ...that kind's fields}")
     figures: list[dict[str, Any]] = Field(
         [], description="more figures of the same runs (each with a distinct `name`)")
-    paper_values: list[PaperValue] = []
+    paper_values: list[PaperValue] = Field([], max_length=MAX_PAPER_VALUES)
     claims: list[dict[str, Any]] = Field(
-        [], description="checkable claims: {check: <registered check, default threshold>, text, "
-        "...that check's fields}; none at all makes the claim UNTESTED")
+        [], max_length=MAX_CLAIMS, description="checkable claims: {check: <registered check, "
+        "default threshold>, text, ...that check's fields}; none at all makes the claim UNTESTED")
     reuse: list[str] = Field(
         [], description="ids of specs whose run records this spec reuses (same run id = same "
         "config, seed and code version), e.g. a figure drawn from another figure's runs"

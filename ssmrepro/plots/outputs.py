@@ -38,12 +38,12 @@ from ..report.analysis import (
 from ..report.analytic import analytic_cells, analytic_columns, analytic_table
 from ..report.cells import (
     CASE_PREFIX,
+    CellIndex,
     cell_env,
     column,
     has_column,
     is_case_ref,
     norm,
-    value_matches,
     values_equal,
 )
 from ..report.checks import CheckConfig, OrderingConfig
@@ -537,12 +537,13 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
     path = spec.path or spec.id
     errors: list[str] = []
     cells = _config_rows(runs)
+    index = CellIndex(cells)  # each claim's runs through one index (not a pass over them all)
 
     def check(key: str, where: Any) -> None:
         if not isinstance(where, dict) or not where or any(not has_column(cells, k)
                                                            for k in where):
             return  # no condition, or an unknown column / case:<i> (reported elsewhere)
-        if report.select(cells, where).empty:
+        if not index.positions(where):
             shown = ", ".join(f"{k}={v}" for k, v in where.items())
             errors.append(f"{path}: {key}: matches no run of any profile ({shown}); check the "
                           "label and the values")
@@ -551,11 +552,11 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
         for field, col, want in cfg.value_refs():
             if not has_column(rows, col):
                 continue  # an unknown column: reported by validate_outputs
-            if not any(value_matches(col, have, want) for have in column(rows, col)):
+            if not index.positions({col: want}):
                 errors.append(f"{path}: {key}.{field}: {want!r} is no {col} of any run of any "
                               "profile; check the spelling")
 
-    rows = _config_rows(runs)
+    rows = cells
     for i, raw in enumerate(spec.claims):
         try:
             cfg = report.parse_claim(raw)
@@ -588,12 +589,12 @@ def _paper_values_of_several_cells(spec: Spec, runs: list) -> list[str]:
     for profile, rs in profiles.items():
         keys = [k for k in report.cell_keys(rs) if k != over]
         rows = _config_rows(rs)
+        index = CellIndex(rows)  # one look-up per paper value, not a pass over every run
         for i, pv in enumerate(spec.paper_values):
             if any(k not in rows for k in pv.where):
                 continue  # an unknown column: reported by validate_outputs
-            sel = report.select(rows, pv.where)
-            cells = {tuple(repr(x) for x in row) for row in
-                     sel[[k for k in keys if k in sel]].itertuples(index=False)}
+            cols = [index.values(k) for k in keys if k in rows]
+            cells = {tuple(repr(c[p]) for c in cols) for p in index.positions(pv.where)}
             if len(cells) > 1:
                 shown = ", ".join(f"{k}={v}" for k, v in pv.where.items()) or "(every cell)"
                 errors.append(f"{spec.path or spec.id}: paper_values.{i}.where: matches "

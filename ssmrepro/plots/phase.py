@@ -61,11 +61,8 @@ class PhaseConfig(FigureConfig):
 
 
 def _paper_for(ctx: FigureContext, metric: str, row: dict) -> tuple[float, float] | None:
-    for pv in ctx.spec.paper_values:
-        if pv.metric == metric and all(k in row and values_equal(row[k], v)
-                                       for k, v in pv.where.items()):
-            return pv.value, pv.tol
-    return None
+    pv = ctx.paper_value_of(row, metric)
+    return None if pv is None else (pv.value, pv.tol)
 
 
 def _draw(ax, grid: np.ndarray, text: list[list[str]], xs: list, ys: list, vmax: float,

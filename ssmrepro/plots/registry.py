@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from pydantic import AfterValidator, BeforeValidator, ConfigDict, StringConstraints
 
-from ..report.cells import finished, values_equal
+from ..report.cells import PaperValueLookup, finished
 from ..report.columns import DEFAULT_METRIC
 from ..spec import NAME_PATTERN
 from ..util import DrawnText, NoBoolNumbers
@@ -140,6 +140,7 @@ class FigureContext:
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # analysis tables by name
     runs: list = field(default_factory=list)  # the profile's runs, with the --set overrides
     store: Any = None  # the spec's store (its warnings are said once drawn), None: open one
+    _paper_lookup: Any = field(default=None, repr=False, compare=False)
 
     @property
     def table(self) -> pd.DataFrame:
@@ -148,11 +149,15 @@ class FigureContext:
 
     def paper_value(self, row: dict[str, Any], metric: str) -> float | None:
         """The paper's value for this cell (every key of the paper value's ``where`` matches)."""
-        for pv in self.spec.paper_values:
-            if pv.metric == metric and all(
-                    k in row and values_equal(row[k], v) for k, v in pv.where.items()):
-                return pv.value
-        return None
+        pv = self.paper_value_of(row, metric)
+        return None if pv is None else pv.value
+
+    def paper_value_of(self, row: dict[str, Any], metric: str) -> Any:
+        """The spec's first paper value of ``metric`` for this cell, or None (looked up through
+        an index: trying each paper value for each cell drawn was quadratic)."""
+        if self._paper_lookup is None:
+            self._paper_lookup = PaperValueLookup(self.spec.paper_values)
+        return self._paper_lookup.find(row, metric)
 
     def title(self, cfg: FigureConfig) -> str:
         return f"{cfg.title or self.spec.title} [{self.spec.id}, profile {self.profile}]"

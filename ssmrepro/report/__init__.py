@@ -13,7 +13,16 @@ from typing import Any
 
 import pandas as pd
 
-from .cells import aggregate, cell_keys, expected, finished, select, values_equal, with_config
+from .cells import (
+    CellIndex,
+    aggregate,
+    cell_keys,
+    expected,
+    finished,
+    select,
+    values_equal,
+    with_config,
+)
 from .checks import (
     CHECKS,
     DEFAULT_CHECK,
@@ -39,8 +48,9 @@ __all__ = ["CHECKS", "CLAIM_VERDICTS", "DEFAULT_CHECK", "CheckContext", "CheckKi
            "values_equal", "verdict_counts", "verify", "with_config"]
 
 
-def _paper_value(pv, cells: pd.DataFrame) -> Verdict:
-    sel = expected(select(cells, pv.where)) if not cells.empty else cells
+def _paper_value(pv, cells: pd.DataFrame, index: CellIndex | None = None) -> Verdict:
+    index = index or CellIndex(cells)
+    sel = expected(index.select(pv.where)) if not cells.empty else cells
     where = ", ".join(f"{k}={v}" for k, v in pv.where.items())
     text = f"{where}: {pv.metric}"
     done = sel[(sel[N_OK] + sel[N_DIVERGED]) > 0] if len(sel) else sel
@@ -67,7 +77,8 @@ def verify(spec, cells: pd.DataFrame, keys: list[str] | None = None) -> list[Ver
 
     A spec whose ``claims:`` list is empty gets one UNTESTED verdict for its ``claim:`` text.
     """
-    out = [_paper_value(pv, cells) for pv in spec.paper_values]
+    index = CellIndex(cells)  # each paper value's cell through one index of the cells
+    out = [_paper_value(pv, cells, index) for pv in spec.paper_values]
     ctx = CheckContext(spec, cells, keys if keys is not None else _keys_of(cells))
     for raw in spec.claims:
         out += run_check(ctx, parse_claim(raw))

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -45,7 +45,7 @@ from pydantic import ConfigDict, Field, model_validator
 from .. import expr
 from ..theory.recall import law_constant, refined_frontier_product
 from ..util import NoBoolNumbers
-from .cells import cell_env, column, expected, fmt_num, norm, select
+from .cells import CellIndex, cell_env, column, expected, fmt_num, norm, select
 from .columns import (
     COMPLETE,
     DEFAULT_METRIC,
@@ -91,10 +91,15 @@ class CheckContext:
     spec: Any
     cells: pd.DataFrame  # ``cells.aggregate`` of the profile
     keys: list[str]  # the cell key columns
+    _index: tuple[pd.DataFrame, CellIndex] | None = field(default=None, repr=False,
+                                                          compare=False)
 
     def needed(self, where: dict[str, Any]) -> pd.DataFrame:
-        """Cells of the profile matching ``where`` (complete or not)."""
-        return select(expected(self.cells), where)
+        """Cells of the profile matching ``where`` (complete or not), through one index of the
+        expected cells (each claim's cells were found by trying every cell)."""
+        if self._index is None or self._index[0] is not self.cells:
+            self._index = (self.cells, CellIndex(expected(self.cells)))
+        return self._index[1].select(where)
 
 
 class Given(NoBoolNumbers):
