@@ -67,3 +67,41 @@ def test_a_damaged_table_of_another_profile_is_named_only_when_its_rows_are_need
     (folder / "curves-smoke.csv").write_bytes(b"\x00\x01garbage")  # needed: named
     res = _invoke("plot", spec, "--profile", "quick", "--out", out)
     assert res.exit_code == 0 and "curves-smoke.csv" in res.output, res.output
+
+
+def test_rows_under_an_older_run_id_are_not_doubled_by_another_profiles_rows(tmp_path, monkeypatch):
+    """A run id also hashes the code version, so a profile's committed tables can hold its runs
+    under older ids while another profile, trained later, holds the same configs under the
+    current ones (chen2025-fig7: quick's (a) / (c) runs, re-trained in long). Both were taken:
+    quick's curves figure drew 6 runs for 3-seed cells, its mean and band mixing two trainings."""
+    import pandas as pd
+
+    from ssmrepro.plots import outputs
+
+    spec, out = two_profile_spec(tmp_path), tmp_path / "out"
+    opts = ("--out", out, "--workers", "1", "--no-calibrate")
+    assert _invoke("run", spec, "--profile", "quick", *opts).exit_code == 0
+    assert _invoke("run", spec, "--profile", "smoke", *opts).exit_code == 0
+    folder = out / "tests" / "t-spec"
+    shutil.rmtree(folder / "runs")  # records are not in git
+    for name in ("results.csv", "curves.csv"):  # quick's tables, written by an older version
+        t = pd.read_csv(folder / name, dtype={"run_id": str})
+        t["run_id"] = "0ld" + t["run_id"].str[3:]
+        t.to_csv(folder / name, index=False)
+    seen = {}
+    for name in ("load_table", "_curves"):
+        def spy(*a, _f=getattr(outputs, name), _n=name, **k):
+            seen[_n] = _f(*a, **k)
+            return seen[_n]
+        monkeypatch.setattr(outputs, name, spy)
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0, res.output
+    for name, table in seen.items():  # this profile's own rows stand for its runs, once each
+        assert set(table["run_id"].str[:3]) == {"0ld"}, (name, table[["run_id", "label"]])
+        assert table["run_id"].nunique() == 3 and set(table["label"]) == {"S6", "S4D", "wide"}
+    # a run the own table does not have (another cell or seed) is still completed
+    t = pd.read_csv(folder / "results.csv", dtype={"run_id": str})
+    t[t["label"] != "S6"].to_csv(folder / "results.csv", index=False)
+    assert _invoke("plot", spec, "--profile", "quick", "--out", out).exit_code == 0
+    got = seen["load_table"].set_index("label")["run_id"]
+    assert not got["S6"].startswith("0ld") and got["S4D"].startswith("0ld")

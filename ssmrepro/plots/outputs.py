@@ -629,6 +629,8 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
     base = own if df.empty else df
     have = set(base["run_id"].astype(str)) if "run_id" in base else set()
     todo = [r for r in runs if r.run_id not in have]
+    if df.empty:  # the own table as it is: its rows under older run ids stand for their runs
+        todo = _not_covered(own, todo)
     sources = chain([] if df.empty else [own],
                     (t for _, t in _other_tables(spec, profile, root, tag)))
     extra = _committed_rows(todo, sources, profile)
@@ -638,6 +640,24 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
     if not df.empty:
         atomic_write_text(store.root / name, csv_text(base))
     return base
+
+
+def _not_covered(own: pd.DataFrame, todo: list) -> list:
+    """The runs of ``todo`` (planned, no row under their id) for which this profile's committed
+    table ``own`` has no row of the same label and seed under another id that contradicts none of
+    the run's config columns (``_contradiction``). A run id also hashes the code version, so a
+    table committed before a version change holds its runs under older ids; completing them from
+    another profile's table (the same configs trained later, under the current ids) drew both
+    trainings of one cell (chen2025-fig7: 6 runs in 3-seed cells)."""
+    if own.empty or not todo or not {RUN_ID, LABEL, SEED} <= set(own.columns):
+        return todo
+    groups: dict[tuple, dict[str, list[int]]] = {}  # (label, seed) -> run id -> row positions
+    for i, key in enumerate(zip(own[LABEL].astype(str), own[SEED].map(norm),
+                                own[RUN_ID].astype(str))):
+        groups.setdefault(key[:2], {}).setdefault(key[2], []).append(i)
+    return [r for r in todo
+            if not any(not _contradiction(own.iloc[at], r)
+                       for at in groups.get((str(r.label), norm(r.seed)), {}).values())]
 
 
 def _own_table(path: Path, read, records: bool) -> pd.DataFrame:
@@ -840,6 +860,8 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
     base = own if table.empty else table
     have = set(base[RUN_ID].astype(str)) if RUN_ID in base else set()
     todo = [r for r in {(x.run_id, x.label): x for x in runs}.values() if r.run_id not in have]
+    if table.empty:
+        todo = _not_covered(own, todo)
     others = (t for _, t in _other_tables(spec, profile, root, tag, "curves")) \
         if profile is not None else ()
     extra = _committed_rows(todo, chain([] if table.empty else [own], others), None)
