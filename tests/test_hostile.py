@@ -3104,6 +3104,18 @@ def test_a_claim_on_an_expression_that_reads_no_metric_is_refused(tmp_path, metr
     assert _invoke("validate", write_spec(tmp_path, claims=[ok])).exit_code == 0
 
 
+@pytest.mark.parametrize("metric", [
+    "test.acc >= 0.3", "test.loss < 0.2", "min(test.acc, 0.3)", "test.acc > val.acc",
+])
+def test_a_claim_on_a_threshold_or_clamp_of_a_metric_is_not_called_constant(tmp_path, metric):
+    """The constant check probed metrics at 0.37 and up only, each name above the one before:
+    `test.acc >= 0.3`, `min(test.acc, 0.3)` and `test.acc > val.acc` were refused as 'one value
+    whatever the metrics are', though each depends on them."""
+    claim = {"text": "t", "where": {"label": "S6"}, "metric": metric, "op": ">=", "value": 0.5}
+    res = _invoke("validate", write_spec(tmp_path, claims=[claim]))
+    assert res.exit_code == 0, res.output
+
+
 @pytest.mark.parametrize("args", [["show"], ["run", "--dry-run", "--no-estimate"]])
 def test_a_quarantine_folder_linked_outside_out_is_not_written_through(trained_store, tmp_path,
                                                                          args):
