@@ -2092,6 +2092,20 @@ def test_bench_options_the_workload_ignores_are_refused(tmp_path, monkeypatch, a
                     needle)
 
 
+def test_bench_packs_given_twice_are_refused(tmp_path, monkeypatch):
+    """`bench keep-nth-d8 --packs 1,1,1` measured pack 1 and wrote it as three identical rows of
+    the CSV and JSON records (exit 0)."""
+    import ssmrepro.bench.packs as packs
+
+    def measured(*a, **k):
+        raise AssertionError("it ran")
+
+    monkeypatch.setattr(packs, "run_bench", measured)
+    res = _invoke("bench", "keep-nth-d8", "--packs", "1,2,1", "--out", tmp_path / "b")
+    _assert_refused(res, "--packs '1,2,1': pack size 1 given twice")
+    assert not (tmp_path / "b").exists()
+
+
 @pytest.mark.parametrize("url", ["ftp://host/x.gz", "relative/x.gz", "", "http:///x.gz"])
 def test_a_download_url_this_command_cannot_fetch_is_refused_before_writing(tmp_path, url):
     """An ftp:// (or scheme-less, or host-less) URL failed with exit 1 ('re-run') after making

@@ -562,6 +562,9 @@ def bench(
         fail([f"--packs {packs!r}: expected comma-separated pack sizes, e.g. 4,16"])
     if not sizes or not all(1 <= e <= 256 for e in sizes):
         fail([f"--packs {packs!r}: pack sizes between 1 and 256"])
+    twice = sorted({e for e in sizes if sizes.count(e) > 1})
+    if twice:  # 1,1,1 measured once and wrote three identical rows to the CSV and JSON records
+        fail([f"--packs {packs!r}: pack size {twice[0]} given twice (each size is measured once)"])
     folder = out or repo_root() / "results" / "bench"
     folder.mkdir(parents=True, exist_ok=True)  # a file there failed after minutes of measuring
     rec = run_bench(workload, dev, sizes, seconds, folder, echo=console.print)
