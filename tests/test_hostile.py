@@ -2106,6 +2106,28 @@ def test_bench_packs_given_twice_are_refused(tmp_path, monkeypatch):
     assert not (tmp_path / "b").exists()
 
 
+@pytest.mark.parametrize("args,needle", [
+    (["scans", "--L", "2", "2"], "--L: 2 given twice"),
+    (["scans", "--kernels", "diag", "diag"], "--kernels: diag given twice"),
+    (["scans", "--variants", "blocked", "chunked", "blocked"], "--variants: blocked given twice"),
+    (["step", "--E", "1", "1"], "--E: 1 given twice"),
+    (["step", "--micro", "8", "8"], "--micro: 8 given twice"),
+    (["step", "--workloads", "mamba-L256", "mamba-L256"], "--workloads: mamba-L256 given twice"),
+])
+def test_bench_scans_and_step_values_given_twice_are_refused(tmp_path, capsys, args, needle):
+    """`bench scans --L 2 2` timed the case twice and wrote two rows of one identity to its
+    table and --json record (exit 0); likewise `bench step --E 1 1`."""
+    import ssmrepro.bench.scans as scans
+    import ssmrepro.bench.step as step
+
+    main = {"scans": scans.main, "step": step.main}[args[0]]
+    with pytest.raises(SystemExit) as err:
+        main([*args[1:], "--json", str(tmp_path / "r.json"), "--repeats", "1", "--warmup", "0"])
+    assert err.value.code == 2
+    assert needle in capsys.readouterr().err
+    assert not (tmp_path / "r.json").exists()
+
+
 @pytest.mark.parametrize("url", ["ftp://host/x.gz", "relative/x.gz", "", "http:///x.gz"])
 def test_a_download_url_this_command_cannot_fetch_is_refused_before_writing(tmp_path, url):
     """An ftp:// (or scheme-less, or host-less) URL failed with exit 1 ('re-run') after making
