@@ -4,6 +4,7 @@ recovered run with a warning, or a bounded refusal — never a traceback, a hang
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -1417,6 +1418,29 @@ def test_committed_analysis_tables_and_tables_that_never_end(tmp_path, spec_id, 
 
         signal.alarm(0)
     _assert_refused(res, str(table), needle)
+
+
+@pytest.mark.parametrize("edit", ["huge", "negative", "twice", "plain-nan"])
+def test_roofline_records_with_impossible_rates_are_left_out(tmp_path, edit):
+    """A packs record whose run-steps/s was edited to 1e308 was printed as a 309-digit number
+    with a ratio of x3e305 (its ratio column still x2.58); a negative one, a pack measured twice
+    or a NaN plain rate were taken without a word."""
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    rec = json.loads((ROOT / "results/bench/keep-nth-d8-cpu.json").read_text())
+    row = rec["packed"][0]
+    if edit == "huge":
+        row["run_steps_per_s"] = 1e308
+    elif edit == "negative":
+        row["run_steps_per_s"] = -3.0
+    elif edit == "twice":
+        rec["packed"].append(dict(row))
+    else:
+        rec["plain_run_steps_per_s"] = float("nan")
+    (bench / "keep-nth-d8-cpu.json").write_text(json.dumps(rec))
+    res = _invoke("bench", "roofline", "--out", bench)
+    _assert_refused(res, "no usable packs benchmark record")
+    assert not (bench / "performance.md").exists()
 
 
 def test_roofline_records_that_are_damaged_foreign_or_absent(tmp_path):
