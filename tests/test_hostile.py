@@ -1949,6 +1949,26 @@ def test_a_record_quarantined_outside_run_is_said(tmp_path, args):
     assert not record.exists() and list((record.parent / "quarantine").iterdir())
 
 
+@pytest.mark.parametrize("target", ["/proc/self/fd/1", "kept.csv"])
+@pytest.mark.parametrize("cmd", ["export", "scans"])
+def test_an_output_file_that_is_a_link_is_refused_not_replaced(tmp_path, target, cmd):
+    """`export --file /dev/stdout` replaced the system's /dev/stdout link (-> /proc/self/fd/1)
+    with a regular file holding the table (every later `> /dev/stdout` of the machine wrote to
+    that file); a --file (or `bench scans --json`) that is a link to a file replaced the link,
+    not the file. Probed here with a link of our own, never /dev/stdout."""
+    (tmp_path / "kept.csv").write_text("kept")
+    link = tmp_path / "out.csv"
+    link.symlink_to(target if target.startswith("/") else tmp_path / target)
+    (tmp_path / "results").mkdir()
+    if cmd == "export":
+        res = _invoke("export", "--out", tmp_path / "results", "--file", link)
+    else:
+        res = _invoke("bench", "scans", "--json", link, "--L", "2", "--kernels", "diag",
+                      "--batch", "1", "--d", "1", "--n", "1", "--repeats", "1", "--warmup", "0")
+    _assert_refused(res, str(link), "a symbolic link")
+    assert link.is_symlink() and (tmp_path / "kept.csv").read_text() == "kept"
+
+
 @pytest.mark.parametrize("name,fmt", [("x.parquet", None), ("x.PARQUET", "csv"),
                                       ("x.csv", "parquet")])
 def test_export_refuses_a_file_whose_suffix_is_another_format(tmp_path, name, fmt):

@@ -600,7 +600,7 @@ def export(
     results: paper, experiment, profile, run_id, label, seed, status, n_params, metric, value,
     config (JSON). Columns: docs/columns.md."""
     from ..plots.export import FORMATS, write_export
-    from ..util import folder_problem, repo_root
+    from ..util import folder_problem, refuse_linked_output, repo_root
 
     if fmt not in FORMATS:
         fail([f"--format {fmt!r}: expected {' or '.join(FORMATS)}"])
@@ -614,6 +614,7 @@ def export(
         fail([f"{root}: {why} (the results root to export; --out)"])
     _project_specs()  # no spec to export (a wrong SSMREPRO_ROOT): an empty table, exit 0
     dest = dest or Path(f"ssmrepro-results.{fmt}")
+    refuse_linked_output(dest)  # --file /dev/stdout replaced the system's /dev/stdout link
     if dest.resolve().is_relative_to(root.resolve()):  # `-f results/<paper>/<id>/results.csv`
         fail([f"--file {dest}: inside the results root it exports ({root}); it would replace "
               "or add to the committed results (a table, the front page): write it elsewhere"])
