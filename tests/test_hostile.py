@@ -840,6 +840,23 @@ def test_an_empty_path_is_refused_not_read_as_the_current_folder(tmp_path, monke
     _assert_refused(res, "an empty path")
 
 
+@pytest.mark.parametrize("args", [
+    ["export", "--file", "-"], ["run", "{spec}", "--out", "-"], ["plot", "{spec}", "--out", " - "],
+    ["data", "generate", "listops", "--out", "-"], ["figures", "--no-rebuild", "--out", "-"],
+])
+def test_a_dash_path_is_refused_not_written_as_a_file_named_dash(tmp_path, monkeypatch, args):
+    """`export --file -` (stdout, in many tools) wrote a file named '-' into the current folder
+    and printed '9 rows -> -'; `--out -` made a folder '-'."""
+    spec = _one_run_spec(tmp_path)
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    res = _invoke(*[str(spec) if a == "{spec}" else a for a in args])
+    _assert_refused(res)
+    assert "'-'(standardinputoroutput)" in "".join(res.output.replace("│", "").split())
+    assert not list(work.iterdir())
+
+
 def test_seed_lists_and_sweeps_are_bounded_before_they_are_built(tmp_path, monkeypatch):
     import importlib
     import time
