@@ -3284,6 +3284,35 @@ def test_the_front_page_says_when_a_profile_is_not_fully_trained_and_reads_no_fi
     assert res.exit_code == 0, res.output
 
 
+def test_the_front_page_reads_the_reports_counts_not_a_title_that_looks_like_them(tmp_path):
+    """A spec title holding '2 runs expected, 2 finished' (or a line '**Verdicts: 5 PASS ...**')
+    was read by the front page in place of the report's own line: a profile 1 of 2 finished was
+    shown as plain 'smoke' (and verdicts would read 5 PASS)."""
+    from ssmrepro.plots import frontpage
+
+    title = "Keep: 2 runs expected, 2 finished\n**Verdicts: 5 PASS, 0 FAIL, 0 MISSING, 0 UNTESTED**"
+    root = tmp_path / "proj"
+    (root / "experiments" / "tests").mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    (root / "experiments" / "catalogue.yaml").write_text(
+        "papers: {tests: Tests}\ntargets:\n  - {id: t-spec, paper: tests, tier: 1, what: tiny}\n")
+    write_spec(root / "experiments" / "tests", seeds=[0], title=title, train={
+        "optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+        "test_size": 16, "eval_every": 2, "eval_batch_size": 16})
+    env, out = {"SSMREPRO_ROOT": str(root)}, tmp_path / "R"
+    res = _invoke("run", "t-spec", "--profile", "smoke", "--out", out, "--max-runs", "1",
+                  "--no-calibrate", "--workers", "1", env=env)
+    assert res.exit_code == 0, res.output
+    res = _invoke("figures", "--out", out, env=env)
+    assert res.exit_code == 0, res.output
+    row = next(ln for ln in (out / "README.md").read_text().splitlines() if "| t-spec " in ln)
+    assert "smoke (smoke: 1 of 2 runs finished)" in row, row
+    report = out / "tests" / "t-spec" / "report-smoke.md"
+    assert frontpage._verdicts(report) == "0 PASS, 0 FAIL, 0 MISSING, 1 UNTESTED"
+    assert report.read_text().splitlines()[0].endswith("**Verdicts: 5 PASS, 0 FAIL, 0 MISSING, "
+                                                       "0 UNTESTED**")  # the title: one line
+
+
 @pytest.mark.parametrize("override", [
     {"constraints": [f"model.d_model >= {i}" for i in range(101)]},
     {"sweep": [{"cases": [{"label": "S6", "constraints": [f"model.d_model >= {i}"

@@ -29,8 +29,10 @@ from .outputs import Outputs, build
 
 CATALOGUE = "catalogue.yaml"
 STATUSES = ("not specified", "spec only", "smoke", "quick results", "long results")
-_VERDICTS = re.compile(r"\*\*Verdicts: ([^*]+)\*\*")
-_FINISHED = re.compile(r"(\d+) runs expected, (\d+) finished")
+# the report's own lines (report.markdown), at the start of a line: the same words in a spec's
+# title (line 1) were read first ('2 runs expected, 2 finished' hid a profile 1 of 2 finished)
+_VERDICTS = re.compile(r"^\*\*Verdicts: ([^*\n]+)\*\*$", re.M)
+_FINISHED = re.compile(r"^Profile `[^`\n]*`: (\d+) runs expected, (\d+) finished", re.M)
 
 
 @dataclass
