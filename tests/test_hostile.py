@@ -1460,6 +1460,20 @@ def test_roofline_records_with_impossible_rates_are_left_out(tmp_path, edit):
     assert not (bench / "performance.md").exists()
 
 
+def test_roofline_table_keeps_a_description_with_a_bar_or_line_break_in_its_cell(tmp_path):
+    """A packs record whose description held '|' and a line break split its row of
+    performance.md into extra columns and a stray line ('# heading')."""
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    rec = json.loads((ROOT / "results/bench/keep-nth-d8-cpu.json").read_text())
+    rec["description"] = "a | b\n# heading"
+    (bench / "keep-nth-d8-cpu.json").write_text(json.dumps(rec))
+    res = _invoke("bench", "roofline", "--out", bench)
+    assert res.exit_code == 0, res.output
+    rows = [ln for ln in (bench / "performance.md").read_text().splitlines() if "keep-nth" in ln]
+    assert rows == [rows[0]] and "(a \\| b # heading)" in rows[0], rows
+
+
 def test_roofline_records_that_are_damaged_foreign_or_absent(tmp_path):
     """Records without a field raised KeyError, a garbage step-cpu.json JSONDecodeError, a FIFO
     blocked forever; an empty or missing folder drew an empty roofline and table (exit 0)."""

@@ -170,7 +170,8 @@ def _table_row(rec: dict) -> str:
     b = _best(rec)
     E, rate, row = _choice(rec)
     plain = rec["plain_run_steps_per_s"]
-    return (f"| {rec['workload']} ({rec['description']}) | {plain:.1f} | "
+    what = f"{rec['workload']} ({rec['description']})".replace("|", "\\|").replace("\n", " ")
+    return (f"| {what} | {plain:.1f} | "
             f"E = {b['pack']}: ×{b['ratio']:.2f} | E = {E} | {rate:.1f} | ×{rate / plain:.2f} | "
             f"{row['gflops']:.2f} ({100 * row['fraction_of_peak']:.1f}%) | {row['intensity']:.2f} | "
             f"{rec['time'][:10]} |")
