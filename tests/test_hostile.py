@@ -3215,6 +3215,26 @@ def test_a_claim_on_an_expression_that_reads_no_metric_is_refused(tmp_path, metr
     assert _invoke("validate", write_spec(tmp_path, claims=[ok])).exit_code == 0
 
 
+@pytest.mark.parametrize("metric,needle", [
+    ("tets.acc", "'tets' is not val, test, train nor a named evaluation set"),
+    ("test.accc", "a set records loss, acc"),
+    ("lng.acc", "named evaluation set of train.evals: ['long']"),
+])
+def test_an_aggregate_metric_no_run_records_is_refused(tmp_path, metric, needle):
+    """`aggregate.metrics: [test.acc, tets.acc]` passed validate; every summary and report got an
+    empty tets.acc column, without a word."""
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16, "evals": {"long": {"T": 12}}}
+    agg = {"metrics": ["test.acc", metric], "reduce": "mean"}
+    res = _invoke("validate", write_spec(tmp_path, train=train, aggregate=agg))
+    _assert_refused(res, f"aggregate.metrics.1: {metric!r}: no run records it")
+    assert needle in " ".join(res.output.split()), res.output
+    ok = {"metrics": ["test.acc", "long.acc", "val.best_acc", "train.avg_loss", "val.max_rise"],
+          "reduce": "mean"}
+    res = _invoke("validate", write_spec(tmp_path, train=train, aggregate=ok))
+    assert res.exit_code == 0, res.output
+
+
 @pytest.mark.parametrize("metric", [
     "test.acc >= 0.3", "test.loss < 0.2", "min(test.acc, 0.3)", "test.acc > val.acc",
 ])

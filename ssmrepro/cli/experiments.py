@@ -200,7 +200,7 @@ def validate(
     set_: list[str] | None = _set_option(),
 ) -> None:
     """Check spec files (schema, every profile's runs, derived values, figures, claims)."""
-    from ..plots import validate_outputs, where_problems
+    from ..plots import aggregate_metric_problems, validate_outputs, where_problems
     from ..sweep import expand
     from ..train import model_problems
 
@@ -218,6 +218,7 @@ def validate(
             counts = {prof: len(r) for prof, r in runs.items()}
             every = [r for rs in runs.values() for r in rs]
             bad = validate_outputs(spec, every) or where_problems(spec, every)
+            bad += aggregate_metric_problems(spec, every)  # tets.acc: an empty column
             bad += [f"{spec.path or spec.id}: [profile {prof}] {m}" for prof, rs in runs.items()
                     for m in model_problems(rs)]  # a shape the model's blocks refuse
             taken = id_taken(spec)
