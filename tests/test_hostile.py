@@ -794,6 +794,9 @@ def test_workers_are_limited_to_what_memory_holds_at_once(tmp_path):
     ("- a\n- b\n", "expected a mapping"),
     ("papers: {x: y}\ntargets: [1, 2]\n", "targets.0"),
     ("targets: [{id: x, paper: y, tier: '1'}]\n", "targets.0.tier"),
+    # the front page showed the first row and dropped the second without a word
+    ("targets: [{id: x, paper: y, tier: 1}, {id: x, paper: y, tier: 2}]\n",
+     "targets.1.id: 'x' is listed twice (first at targets.0)"),
 ])
 def test_a_malformed_catalogue_is_a_message(tmp_path, text, needle):
     root = _project(tmp_path)
