@@ -1014,10 +1014,10 @@ def _check_shards(directory: Path, imgs: list[np.ndarray], labels: list[np.ndarr
     half their size; float images (x1000) were trained on without a word."""
     import json
 
-    try:
+    try:  # an unreadable meta.json is the provenance's warning (lra.data_info), not fatal
         meta = json.loads((directory / "meta.json").read_text())
-    except (OSError, ValueError) as err:
-        raise ValueError(f"{directory}/meta.json: unreadable ({err})") from None
+    except (OSError, ValueError, RecursionError):
+        meta = {}
     meta = meta if isinstance(meta, dict) else {}
     what = f"{directory}: damaged generated Pathfinder shards"
     if len(imgs) != len(labels):
