@@ -70,11 +70,24 @@ def _check_replaceable(path: Path) -> None:
 check_replaceable = _check_replaceable  # before long work that ends in writing ``path``
 
 
+def refuse_linked_output(path: Path) -> None:
+    """An output file the user names (``export --file``, a benchmark's ``--json``) must not be a
+    symbolic link: the atomic write replaces the link itself, not what it leads to, so
+    ``export --file /dev/stdout`` replaced the system's /dev/stdout link (-> /proc/self/fd/1)
+    with a regular file of the table. OSError (EINVAL) naming the link and its target."""
+    if os.path.islink(path):
+        raise OSError(errno.EINVAL, f"a symbolic link (to {os.readlink(path)}); writing would "
+                      "replace the link itself, not what it leads to: name a regular file",
+                      str(path))
+
+
 def prepare_target(path: Path) -> None:
     """Before long work whose result goes to ``path`` (a benchmark's ``--json``): create its
     folder and refuse what the atomic write at the end would refuse (a folder or a device in
     its place, a file where a folder of the path belongs, a folder that cannot be written), so
-    the message comes before the work, not after minutes of it."""
+    the message comes before the work, not after minutes of it; and a symbolic link
+    (``refuse_linked_output``)."""
+    refuse_linked_output(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     _check_replaceable(path)
     if not os.access(path.parent, os.W_OK | os.X_OK):

@@ -4,6 +4,7 @@ recovered run with a warning, or a bounded refusal — never a traceback, a hang
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -794,6 +795,9 @@ def test_workers_are_limited_to_what_memory_holds_at_once(tmp_path):
     ("- a\n- b\n", "expected a mapping"),
     ("papers: {x: y}\ntargets: [1, 2]\n", "targets.0"),
     ("targets: [{id: x, paper: y, tier: '1'}]\n", "targets.0.tier"),
+    # the front page showed the first row and dropped the second without a word
+    ("targets: [{id: x, paper: y, tier: 1}, {id: x, paper: y, tier: 2}]\n",
+     "targets.1.id: 'x' is listed twice (first at targets.0)"),
 ])
 def test_a_malformed_catalogue_is_a_message(tmp_path, text, needle):
     root = _project(tmp_path)
@@ -838,6 +842,23 @@ def test_an_empty_path_is_refused_not_read_as_the_current_folder(tmp_path, monke
     assert not list(work.iterdir())  # nothing written into the current folder
     res = _invoke("list", env={"SSMREPRO_OUT": "  "})
     _assert_refused(res, "an empty path")
+
+
+@pytest.mark.parametrize("args", [
+    ["export", "--file", "-"], ["run", "{spec}", "--out", "-"], ["plot", "{spec}", "--out", " - "],
+    ["data", "generate", "listops", "--out", "-"], ["figures", "--no-rebuild", "--out", "-"],
+])
+def test_a_dash_path_is_refused_not_written_as_a_file_named_dash(tmp_path, monkeypatch, args):
+    """`export --file -` (stdout, in many tools) wrote a file named '-' into the current folder
+    and printed '9 rows -> -'; `--out -` made a folder '-'."""
+    spec = _one_run_spec(tmp_path)
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    res = _invoke(*[str(spec) if a == "{spec}" else a for a in args])
+    _assert_refused(res)
+    assert "'-'(standardinputoroutput)" in "".join(res.output.replace("│", "").split())
+    assert not list(work.iterdir())
 
 
 def test_seed_lists_and_sweeps_are_bounded_before_they_are_built(tmp_path, monkeypatch):
@@ -1420,6 +1441,43 @@ def test_committed_analysis_tables_and_tables_that_never_end(tmp_path, spec_id, 
     _assert_refused(res, str(table), needle)
 
 
+@pytest.mark.parametrize("edit", ["huge", "negative", "twice", "plain-nan"])
+def test_roofline_records_with_impossible_rates_are_left_out(tmp_path, edit):
+    """A packs record whose run-steps/s was edited to 1e308 was printed as a 309-digit number
+    with a ratio of x3e305 (its ratio column still x2.58); a negative one, a pack measured twice
+    or a NaN plain rate were taken without a word."""
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    rec = json.loads((ROOT / "results/bench/keep-nth-d8-cpu.json").read_text())
+    row = rec["packed"][0]
+    if edit == "huge":
+        row["run_steps_per_s"] = 1e308
+    elif edit == "negative":
+        row["run_steps_per_s"] = -3.0
+    elif edit == "twice":
+        rec["packed"].append(dict(row))
+    else:
+        rec["plain_run_steps_per_s"] = float("nan")
+    (bench / "keep-nth-d8-cpu.json").write_text(json.dumps(rec))
+    res = _invoke("bench", "roofline", "--out", bench)
+    _assert_refused(res, "no usable packs benchmark record")
+    assert not (bench / "performance.md").exists()
+
+
+def test_roofline_table_keeps_a_description_with_a_bar_or_line_break_in_its_cell(tmp_path):
+    """A packs record whose description held '|' and a line break split its row of
+    performance.md into extra columns and a stray line ('# heading')."""
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    rec = json.loads((ROOT / "results/bench/keep-nth-d8-cpu.json").read_text())
+    rec["description"] = "a | b\n# heading"
+    (bench / "keep-nth-d8-cpu.json").write_text(json.dumps(rec))
+    res = _invoke("bench", "roofline", "--out", bench)
+    assert res.exit_code == 0, res.output
+    rows = [ln for ln in (bench / "performance.md").read_text().splitlines() if "keep-nth" in ln]
+    assert rows == [rows[0]] and "(a \\| b # heading)" in rows[0], rows
+
+
 def test_roofline_records_that_are_damaged_foreign_or_absent(tmp_path):
     """Records without a field raised KeyError, a garbage step-cpu.json JSONDecodeError, a FIFO
     blocked forever; an empty or missing folder drew an empty roofline and table (exit 0)."""
@@ -1926,6 +1984,26 @@ def test_a_record_quarantined_outside_run_is_said(tmp_path, args):
     assert not record.exists() and list((record.parent / "quarantine").iterdir())
 
 
+@pytest.mark.parametrize("target", ["/proc/self/fd/1", "kept.csv"])
+@pytest.mark.parametrize("cmd", ["export", "scans"])
+def test_an_output_file_that_is_a_link_is_refused_not_replaced(tmp_path, target, cmd):
+    """`export --file /dev/stdout` replaced the system's /dev/stdout link (-> /proc/self/fd/1)
+    with a regular file holding the table (every later `> /dev/stdout` of the machine wrote to
+    that file); a --file (or `bench scans --json`) that is a link to a file replaced the link,
+    not the file. Probed here with a link of our own, never /dev/stdout."""
+    (tmp_path / "kept.csv").write_text("kept")
+    link = tmp_path / "out.csv"
+    link.symlink_to(target if target.startswith("/") else tmp_path / target)
+    (tmp_path / "results").mkdir()
+    if cmd == "export":
+        res = _invoke("export", "--out", tmp_path / "results", "--file", link)
+    else:
+        res = _invoke("bench", "scans", "--json", link, "--L", "2", "--kernels", "diag",
+                      "--batch", "1", "--d", "1", "--n", "1", "--repeats", "1", "--warmup", "0")
+    _assert_refused(res, str(link), "a symbolic link")
+    assert link.is_symlink() and (tmp_path / "kept.csv").read_text() == "kept"
+
+
 @pytest.mark.parametrize("name,fmt", [("x.parquet", None), ("x.PARQUET", "csv"),
                                       ("x.csv", "parquet")])
 def test_export_refuses_a_file_whose_suffix_is_another_format(tmp_path, name, fmt):
@@ -2091,6 +2169,42 @@ def test_bench_options_the_workload_ignores_are_refused(tmp_path, monkeypatch, a
         monkeypatch.setattr(mod, fn, measured)
     _assert_refused(_invoke("bench", *[str(tmp_path) if a == "{tmp}" else a for a in args]),
                     needle)
+
+
+def test_bench_packs_given_twice_are_refused(tmp_path, monkeypatch):
+    """`bench keep-nth-d8 --packs 1,1,1` measured pack 1 and wrote it as three identical rows of
+    the CSV and JSON records (exit 0)."""
+    import ssmrepro.bench.packs as packs
+
+    def measured(*a, **k):
+        raise AssertionError("it ran")
+
+    monkeypatch.setattr(packs, "run_bench", measured)
+    res = _invoke("bench", "keep-nth-d8", "--packs", "1,2,1", "--out", tmp_path / "b")
+    _assert_refused(res, "--packs '1,2,1': pack size 1 given twice")
+    assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["scans", "--L", "2", "2"], "--L: 2 given twice"),
+    (["scans", "--kernels", "diag", "diag"], "--kernels: diag given twice"),
+    (["scans", "--variants", "blocked", "chunked", "blocked"], "--variants: blocked given twice"),
+    (["step", "--E", "1", "1"], "--E: 1 given twice"),
+    (["step", "--micro", "8", "8"], "--micro: 8 given twice"),
+    (["step", "--workloads", "mamba-L256", "mamba-L256"], "--workloads: mamba-L256 given twice"),
+])
+def test_bench_scans_and_step_values_given_twice_are_refused(tmp_path, capsys, args, needle):
+    """`bench scans --L 2 2` timed the case twice and wrote two rows of one identity to its
+    table and --json record (exit 0); likewise `bench step --E 1 1`."""
+    import ssmrepro.bench.scans as scans
+    import ssmrepro.bench.step as step
+
+    main = {"scans": scans.main, "step": step.main}[args[0]]
+    with pytest.raises(SystemExit) as err:
+        main([*args[1:], "--json", str(tmp_path / "r.json"), "--repeats", "1", "--warmup", "0"])
+    assert err.value.code == 2
+    assert needle in capsys.readouterr().err
+    assert not (tmp_path / "r.json").exists()
 
 
 @pytest.mark.parametrize("url", ["ftp://host/x.gz", "relative/x.gz", "", "http:///x.gz"])
@@ -3116,6 +3230,38 @@ def test_a_claim_on_an_expression_that_reads_no_metric_is_refused(tmp_path, metr
     assert _invoke("validate", write_spec(tmp_path, claims=[ok])).exit_code == 0
 
 
+@pytest.mark.parametrize("metric,needle", [
+    ("tets.acc", "'tets' is not val, test, train nor a named evaluation set"),
+    ("test.accc", "a set records loss, acc"),
+    ("lng.acc", "named evaluation set of train.evals: ['long']"),
+])
+def test_an_aggregate_metric_no_run_records_is_refused(tmp_path, metric, needle):
+    """`aggregate.metrics: [test.acc, tets.acc]` passed validate; every summary and report got an
+    empty tets.acc column, without a word."""
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16, "evals": {"long": {"T": 12}}}
+    agg = {"metrics": ["test.acc", metric], "reduce": "mean"}
+    res = _invoke("validate", write_spec(tmp_path, train=train, aggregate=agg))
+    _assert_refused(res, f"aggregate.metrics.1: {metric!r}: no run records it")
+    assert needle in " ".join(res.output.split()), res.output
+    ok = {"metrics": ["test.acc", "long.acc", "val.best_acc", "train.avg_loss", "val.max_rise"],
+          "reduce": "mean"}
+    res = _invoke("validate", write_spec(tmp_path, train=train, aggregate=ok))
+    assert res.exit_code == 0, res.output
+
+
+@pytest.mark.parametrize("metric", [
+    "test.acc >= 0.3", "test.loss < 0.2", "min(test.acc, 0.3)", "test.acc > val.acc",
+])
+def test_a_claim_on_a_threshold_or_clamp_of_a_metric_is_not_called_constant(tmp_path, metric):
+    """The constant check probed metrics at 0.37 and up only, each name above the one before:
+    `test.acc >= 0.3`, `min(test.acc, 0.3)` and `test.acc > val.acc` were refused as 'one value
+    whatever the metrics are', though each depends on them."""
+    claim = {"text": "t", "where": {"label": "S6"}, "metric": metric, "op": ">=", "value": 0.5}
+    res = _invoke("validate", write_spec(tmp_path, claims=[claim]))
+    assert res.exit_code == 0, res.output
+
+
 @pytest.mark.parametrize("args", [["show"], ["run", "--dry-run", "--no-estimate"]])
 def test_a_quarantine_folder_linked_outside_out_is_not_written_through(trained_store, tmp_path,
                                                                          args):
@@ -3185,6 +3331,35 @@ def test_the_front_page_says_when_a_profile_is_not_fully_trained_and_reads_no_fi
     os.mkfifo(report)  # `figures --no-rebuild` read it for ever
     res = _invoke("figures", "--no-rebuild", "--out", out, env=env)
     assert res.exit_code == 0, res.output
+
+
+def test_the_front_page_reads_the_reports_counts_not_a_title_that_looks_like_them(tmp_path):
+    """A spec title holding '2 runs expected, 2 finished' (or a line '**Verdicts: 5 PASS ...**')
+    was read by the front page in place of the report's own line: a profile 1 of 2 finished was
+    shown as plain 'smoke' (and verdicts would read 5 PASS)."""
+    from ssmrepro.plots import frontpage
+
+    title = "Keep: 2 runs expected, 2 finished\n**Verdicts: 5 PASS, 0 FAIL, 0 MISSING, 0 UNTESTED**"
+    root = tmp_path / "proj"
+    (root / "experiments" / "tests").mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    (root / "experiments" / "catalogue.yaml").write_text(
+        "papers: {tests: Tests}\ntargets:\n  - {id: t-spec, paper: tests, tier: 1, what: tiny}\n")
+    write_spec(root / "experiments" / "tests", seeds=[0], title=title, train={
+        "optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+        "test_size": 16, "eval_every": 2, "eval_batch_size": 16})
+    env, out = {"SSMREPRO_ROOT": str(root)}, tmp_path / "R"
+    res = _invoke("run", "t-spec", "--profile", "smoke", "--out", out, "--max-runs", "1",
+                  "--no-calibrate", "--workers", "1", env=env)
+    assert res.exit_code == 0, res.output
+    res = _invoke("figures", "--out", out, env=env)
+    assert res.exit_code == 0, res.output
+    row = next(ln for ln in (out / "README.md").read_text().splitlines() if "| t-spec " in ln)
+    assert "smoke (smoke: 1 of 2 runs finished)" in row, row
+    report = out / "tests" / "t-spec" / "report-smoke.md"
+    assert frontpage._verdicts(report) == "0 PASS, 0 FAIL, 0 MISSING, 1 UNTESTED"
+    assert report.read_text().splitlines()[0].endswith("**Verdicts: 5 PASS, 0 FAIL, 0 MISSING, "
+                                                       "0 UNTESTED**")  # the title: one line
 
 
 @pytest.mark.parametrize("override", [

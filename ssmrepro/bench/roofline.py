@@ -71,8 +71,30 @@ def _points(rec: dict) -> tuple[float, float, float, float, float, float, int]:
                                rec["matmul_peak_gflops"], rec["copy_bandwidth_gbs"])]
     if not all(v > 0 and np.isfinite(v) for v in vals):
         raise ValueError("intensity, GFLOP/s, peak and bandwidth must be positive numbers")
+    _check_rates(rec)
     str(rec["workload"]), int(rec["threads"]), str(rec["machine"]), float(b["ratio"])
     return (*vals, int(b["pack"]))
+
+
+def _check_rates(rec: dict) -> None:
+    """ValueError unless the plain and every pack's run-steps/s are positive finite numbers, each
+    pack size is measured once and each pack's ratio is its run-steps/s over the plain loop's
+    (as ``bench.packs`` writes them): a hand-edited rate of 1e308 was printed as a 309-digit
+    number and a ratio of x3e305 beside a ratio column of x1.01; a negative one was taken."""
+    plain = float(rec["plain_run_steps_per_s"])
+    if not (plain > 0 and np.isfinite(plain)):
+        raise ValueError(f"plain_run_steps_per_s {plain!r} is not a positive number")
+    seen = set()
+    for row in rec["packed"]:
+        rate, ratio, pack = float(row["run_steps_per_s"]), float(row["ratio"]), int(row["pack"])
+        if not (rate > 0 and np.isfinite(rate)):
+            raise ValueError(f"pack {pack}: run_steps_per_s {rate!r} is not a positive number")
+        if pack < 1 or pack in seen:
+            raise ValueError(f"pack {pack}: not a pack size, or measured twice")
+        seen.add(pack)
+        if not abs(ratio - rate / plain) <= 1e-6 * max(abs(ratio), rate / plain):
+            raise ValueError(f"pack {pack}: ratio {ratio:g} is not its run-steps/s over the "
+                             f"plain loop's ({rate / plain:g})")
 
 
 def _best(rec: dict) -> dict:
@@ -148,7 +170,8 @@ def _table_row(rec: dict) -> str:
     b = _best(rec)
     E, rate, row = _choice(rec)
     plain = rec["plain_run_steps_per_s"]
-    return (f"| {rec['workload']} ({rec['description']}) | {plain:.1f} | "
+    what = f"{rec['workload']} ({rec['description']})".replace("|", "\\|").replace("\n", " ")
+    return (f"| {what} | {plain:.1f} | "
             f"E = {b['pack']}: ×{b['ratio']:.2f} | E = {E} | {rate:.1f} | ×{rate / plain:.2f} | "
             f"{row['gflops']:.2f} ({100 * row['fraction_of_peak']:.1f}%) | {row['intensity']:.2f} | "
             f"{rec['time'][:10]} |")

@@ -61,7 +61,7 @@ from ..kernels.scan import (
 from ..kernels.ssd import default_ssd_chunk, ssd, ssd_ref
 from ..util import atomic_write_text, cpu_model, prepare_target
 from .legacy import causal_conv1d_slices, selective_scan_fused_v1
-from .timing import MAX_BENCH_ELEMENTS, bounded, interleaved, tune_malloc
+from .timing import MAX_BENCH_ELEMENTS, bounded, interleaved, refuse_repeats, tune_malloc
 
 KERNELS = ("diag", "selective", "ssd", "conv")
 VARIANTS = ("chunked", "blocked", "fused-v1", "fused-tiled", "fused", "tiled", "conv1d")
@@ -173,6 +173,7 @@ def main(argv=None) -> int:
                    help="glibc mallopt: no mmap / no trim for big blocks (process-wide)")
     p.add_argument("--json", type=Path, default=None, help="write results as JSON here")
     args = p.parse_args(argv)
+    refuse_repeats(p, L=args.L, kernels=args.kernels, variants=args.variants)
     if "ssd" in args.kernels and args.d % args.heads:  # P = D // H silently dropped channels
         p.error(f"--heads {args.heads} does not divide --d {args.d} (ssd: D = H * P)")
     size = args.batch * max(args.L) * args.d * max(args.n, args.width) * args.groups

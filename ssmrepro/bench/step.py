@@ -58,7 +58,7 @@ import torch.nn.functional as F
 from ..kernels.xent import linear_xent
 from ..tasks.base import TaskInfo
 from ..util import atomic_write_text, cpu_model, flush_denormals, prepare_target
-from .timing import MAX_BENCH_ELEMENTS, bounded, interleaved, matmul_peak, tune_malloc
+from .timing import MAX_BENCH_ELEMENTS, bounded, interleaved, matmul_peak, refuse_repeats, tune_malloc
 
 
 @dataclass(frozen=True)
@@ -282,6 +282,7 @@ def main(argv=None) -> int:
                    help="flush denormals to zero, as the training workers do (process-wide)")
     p.add_argument("--json", type=Path, default=None, help="write the record here")
     args = p.parse_args(argv)
+    refuse_repeats(p, workloads=args.workloads, E=args.packs, micro=args.micro)
     for name in args.workloads:
         w = STEP_WORKLOADS[name]
         size = max(args.packs) * (args.batch or w.batch) * (args.L or w.L) * w.d_model

@@ -96,6 +96,17 @@ def interleaved(fns: dict[str, Callable[[], object]], repeats: int = 5, warmup: 
     return {k: Stats.of(wall[k], cpu[k]) for k in names}
 
 
+def refuse_repeats(parser, **given) -> None:
+    """A usage error (exit 2) for a value given twice in a list option (``--L 64 64`` timed the
+    case twice and wrote two rows of one identity to the table and the JSON record); ``given``
+    maps an option's name (``E`` for ``--E``) to its parsed list (or None)."""
+    for opt, values in given.items():
+        values = list(values or [])
+        twice = [v for i, v in enumerate(values) if v in values[:i]]
+        if twice:
+            parser.error(f"argument --{opt}: {twice[0]} given twice (each is measured once)")
+
+
 def bounded(lo: int, hi: int):
     """An argparse ``type``: a whole number from ``lo`` to ``hi`` (usage error otherwise; a
     negative length or zero threads was a traceback, a length of 10**9 an allocation of

@@ -108,11 +108,14 @@ def _plain(o: Any) -> Any:
 def path_value(value: str) -> Path:
     """The parser of every path option and argument (``typer.Option(..., parser=path_value)``):
     an empty path (``--out ''``, or only spaces) is refused (exit 2) instead of read as the
-    current folder."""
+    current folder, and ``-`` (not standard output: a file or folder named '-' was written)."""
     text = str(value)
     if not text.strip():
         raise typer.BadParameter("an empty path; give a folder or file name ('.' for the "
                                  "current folder)")
+    if text.strip() == "-":  # `export --file -` wrote a file named '-' into the current folder
+        raise typer.BadParameter("'-' (standard input or output) is not read or written here; "
+                                 "give a folder or file name (./- for one named '-')")
     return Path(text)
 
 

@@ -219,7 +219,7 @@ def validate(
     set_: list[str] | None = _set_option(),
 ) -> None:
     """Check spec files (schema, every profile's runs, derived values, figures, claims)."""
-    from ..plots import validate_outputs, where_problems
+    from ..plots import aggregate_metric_problems, validate_outputs, where_problems
     from ..sweep import expand
     from ..train import model_problems
 
@@ -237,6 +237,7 @@ def validate(
             counts = {prof: len(r) for prof, r in runs.items()}
             every = [r for rs in runs.values() for r in rs]
             bad = validate_outputs(spec, every) or where_problems(spec, every)
+            bad += aggregate_metric_problems(spec, every)  # tets.acc: an empty column
             bad += [f"{spec.path or spec.id}: [profile {prof}] {m}" for prof, rs in runs.items()
                     for m in model_problems(rs)]  # a shape the model's blocks refuse
             taken = id_taken(spec)
@@ -582,6 +583,9 @@ def bench(
         fail([f"--packs {packs!r}: expected comma-separated pack sizes, e.g. 4,16"])
     if not sizes or not all(1 <= e <= 256 for e in sizes):
         fail([f"--packs {packs!r}: pack sizes between 1 and 256"])
+    twice = sorted({e for e in sizes if sizes.count(e) > 1})
+    if twice:  # 1,1,1 measured once and wrote three identical rows to the CSV and JSON records
+        fail([f"--packs {packs!r}: pack size {twice[0]} given twice (each size is measured once)"])
     folder = out or repo_root() / "results" / "bench"
     folder.mkdir(parents=True, exist_ok=True)  # a file there failed after minutes of measuring
     rec = run_bench(workload, dev, sizes, seconds, folder, echo=console.print)
@@ -617,7 +621,7 @@ def export(
     results: paper, experiment, profile, run_id, label, seed, status, n_params, metric, value,
     config (JSON). Columns: docs/columns.md."""
     from ..plots.export import FORMATS, write_export
-    from ..util import folder_problem, repo_root
+    from ..util import folder_problem, refuse_linked_output, repo_root
 
     if fmt not in FORMATS:
         fail([f"--format {fmt!r}: expected {' or '.join(FORMATS)}"])
@@ -631,6 +635,7 @@ def export(
         fail([f"{root}: {why} (the results root to export; --out)"])
     _project_specs()  # no spec to export (a wrong SSMREPRO_ROOT): an empty table, exit 0
     dest = dest or Path(f"ssmrepro-results.{fmt}")
+    refuse_linked_output(dest)  # --file /dev/stdout replaced the system's /dev/stdout link
     if dest.resolve().is_relative_to(root.resolve()):  # `-f results/<paper>/<id>/results.csv`
         fail([f"--file {dest}: inside the results root it exports ({root}); it would replace "
               "or add to the committed results (a table, the front page): write it elsewhere"])

@@ -1006,6 +1006,37 @@ def _read_png(path: Path) -> np.ndarray | None:
         return np.asarray(im.convert("L"), dtype=np.uint8)
 
 
+def _check_shards(directory: Path, imgs: list[np.ndarray], labels: list[np.ndarray]) -> None:
+    """ValueError naming ``directory`` unless its shards are what the generator writes: pairs
+    of uint8 images (k, R, R) and integer labels (k,), as many images and labels as meta.json's
+    ``n`` and ``shards`` say. A labels shard cut short failed with numpy's 'cannot reshape array
+    of size 12288 into shape (5,newaxis)', and a stray labels shard made the images be read at
+    half their size; float images (x1000) were trained on without a word."""
+    import json
+
+    try:  # an unreadable meta.json is the provenance's warning (lra.data_info), not fatal
+        meta = json.loads((directory / "meta.json").read_text())
+    except (OSError, ValueError, RecursionError):
+        meta = {}
+    meta = meta if isinstance(meta, dict) else {}
+    what = f"{directory}: damaged generated Pathfinder shards"
+    if len(imgs) != len(labels):
+        raise ValueError(f"{what}: {len(imgs)} image shards but {len(labels)} label shards")
+    for i, (x, y) in enumerate(zip(imgs, labels)):
+        if x.dtype != np.uint8 or x.ndim != 3 or x.shape[1] != x.shape[2]:
+            raise ValueError(f"{what}: imgs_{i:05d}.npy is {x.dtype} {list(x.shape)}, not uint8 "
+                             "(k, R, R) images")
+        if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer) or len(y) != len(x):
+            raise ValueError(f"{what}: labels_{i:05d}.npy is {y.dtype} {list(y.shape)}, not "
+                             f"{len(x)} integer labels (one per image of imgs_{i:05d}.npy)")
+    n, shards = meta.get("n"), meta.get("shards")
+    total = sum(len(x) for x in imgs)
+    if isinstance(shards, int) and shards != len(imgs):
+        raise ValueError(f"{what}: {len(imgs)} shards, meta.json says {shards}")
+    if isinstance(n, int) and n != total:
+        raise ValueError(f"{what}: {total} images, meta.json says {n}")
+
+
 def read_pathfinder_dir(directory: Path, threads: int = 4) -> tuple[np.ndarray, np.ndarray]:
     """Read a Pathfinder difficulty folder in either layout.
 
@@ -1021,6 +1052,7 @@ def read_pathfinder_dir(directory: Path, threads: int = 4) -> tuple[np.ndarray, 
         labels = [np.load(f) for f in sorted((directory / "shards").glob("labels_*.npy"))]
         if not imgs:
             raise FileNotFoundError(f"no shards in {directory / 'shards'}")
+        _check_shards(directory, imgs, labels)
         return np.concatenate(imgs), np.concatenate(labels).astype(np.int64)
     if not (directory / "metadata").is_dir():
         raise FileNotFoundError(f"{directory} has neither metadata/ (LRA layout) nor shards/ (ours)")

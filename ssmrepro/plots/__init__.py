@@ -23,6 +23,7 @@ from . import (  # noqa: F401  (registers the figure kinds)
 )
 from .outputs import (
     Outputs,
+    aggregate_metric_problems,
     build,
     load_table,
     output_paths,
@@ -31,5 +32,6 @@ from .outputs import (
 )
 from .registry import FIGURE_KINDS, FigureConfig, FigureContext, figure_kind, parse_figure
 
-__all__ = ["FIGURE_KINDS", "FigureConfig", "FigureContext", "Outputs", "build", "figure_kind",
+__all__ = ["FIGURE_KINDS", "FigureConfig", "FigureContext", "Outputs", "aggregate_metric_problems",
+           "build", "figure_kind",
            "load_table", "output_paths", "parse_figure", "validate_outputs", "where_problems"]

@@ -29,8 +29,10 @@ from .outputs import Outputs, build
 
 CATALOGUE = "catalogue.yaml"
 STATUSES = ("not specified", "spec only", "smoke", "quick results", "long results")
-_VERDICTS = re.compile(r"\*\*Verdicts: ([^*]+)\*\*")
-_FINISHED = re.compile(r"(\d+) runs expected, (\d+) finished")
+# the report's own lines (report.markdown), at the start of a line: the same words in a spec's
+# title (line 1) were read first ('2 runs expected, 2 finished' hid a profile 1 of 2 finished)
+_VERDICTS = re.compile(r"^\*\*Verdicts: ([^*\n]+)\*\*$", re.M)
+_FINISHED = re.compile(r"^Profile `[^`\n]*`: (\d+) runs expected, (\d+) finished", re.M)
 
 
 @dataclass
@@ -67,10 +69,15 @@ def catalogue(path: Path | None = None) -> tuple[dict[str, str], list[dict]]:
     if not isinstance(rows, list):
         errors.append(f"{path}: targets: expected a list")
         rows = []
+    first: dict[str, int] = {}
     for i, row in enumerate(rows):
         if not isinstance(row, dict):
             errors.append(f"{path}: targets.{i}: expected a mapping (id, paper, tier, ...)")
             continue
+        if isinstance(row.get("id"), str) and first.setdefault(row["id"], i) != i:
+            # the front page showed the first and dropped the second without a word
+            errors.append(f"{path}: targets.{i}.id: {row['id']!r} is listed twice (first at "
+                          f"targets.{first[row['id']]}); one row per target")
         errors += [f"{path}: targets.{i}.{k}: missing or not text" for k in ("id", "paper")
                    if not isinstance(row.get(k), str)]
         if not isinstance(row.get("tier"), int) or isinstance(row.get("tier"), bool):

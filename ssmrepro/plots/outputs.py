@@ -526,6 +526,38 @@ def _ordering_always_holds(path: str, key: str, cfg: Any) -> list[str]:
     return []
 
 
+# what a trained run records of each set (train.py): val / test / train and each named
+# evaluation set (train.evals) its loss and score (acc, or mse for a regression task), val its
+# best score and largest rise, train its recent average loss
+_SET_METRICS = ("loss", "acc", "mse", "best_acc", "best_mse", "avg_loss", "max_rise")
+
+
+def aggregate_metric_problems(spec: Spec, runs: list) -> list[str]:
+    """'file: aggregate.metrics.<i>: reason' for a dotted metric no run of ``runs`` (every
+    profile's) can record: its set is not val, test, train nor a named evaluation set of some run,
+    or its name is not one a set records (``tets.acc`` or ``test.accc`` gave an empty column in
+    every summary and report, without a word). Undotted names (analysis metrics) are not judged."""
+    if spec.analytic is not None or not runs:
+        return []
+    path = spec.path or spec.id
+    analysis = set(analysis_metrics(spec.analysis))
+    evals = {n for r in runs for n in r.train.evals}
+    sets = {*HISTORY_SETS, "test", *evals}
+    out = []
+    for i, m in enumerate(spec.aggregate.metrics):
+        if m in analysis or "." not in m:
+            continue
+        head, tail = m.split(".", 1)
+        if head not in sets:
+            out.append(f"{path}: aggregate.metrics.{i}: {m!r}: no run records it ({head!r} is "
+                       f"not val, test, train nor a named evaluation set of train.evals: "
+                       f"{sorted(evals) or 'none'})")
+        elif tail not in _SET_METRICS:
+            out.append(f"{path}: aggregate.metrics.{i}: {m!r}: no run records it (a set records "
+                       f"{', '.join(_SET_METRICS)})")
+    return out
+
+
 def where_problems(spec: Spec, runs: list) -> list[str]:
     """'file: key: reason' for a claim's ``where`` (``a`` / ``b`` of a comparison) that matches
     no run of ``runs`` (every profile's: a typo in a label or a value would otherwise only show

@@ -145,7 +145,8 @@ def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n
         how = (f"Profile `{profile}`: {n_exp} runs expected, {n_ok + n_div} finished "
                f"({n_div} diverged); seeds aggregated with `{spec.aggregate.reduce}`.")
     lines = [
-        f"# {spec.id}{f' ({spec.alias})' if spec.alias else ''} — {spec.title}",
+        # one line (a line break in the title could make a line that reads like the counts)
+        f"# {spec.id}{f' ({spec.alias})' if spec.alias else ''} — {' '.join(spec.title.split())}",
         "",
         verdict_counts(verdicts),
         "",

@@ -268,9 +268,9 @@ def never_defined(metric: str) -> str | None:
     if names == [metric]:
         return None
     why = None
-    for base in (0.37, 0.83, 2.9, 117.0):
+    for env in _probe_envs(names):
         try:
-            value = expr.evaluate(metric, {k: base * (1 + 0.137 * i) for i, k in enumerate(names)})
+            value = expr.evaluate(metric, env)
         except expr.ExprError as err:
             why = str(err)
             continue
@@ -282,20 +282,36 @@ def constant_value(metric: str) -> float | None:
     """The value of a metric expression that is the same whatever the metrics are
     (``test.acc - test.acc``, ``test.acc * 0``: a claim on it PASSed or FAILed every cell alike,
     without reading a run), else None (probed as ``never_defined``: at a few values, each name a
-    different one; an expression undefined at some of them is not constant)."""
+    different one; points where it is undefined are skipped)."""
     names = sorted(metric_names(metric))
     if names == [metric]:
         return None
     seen = set()
-    for base in (0.37, 0.83, 2.9, 117.0):
+    for env in _probe_envs(names):
         try:
-            value = expr.evaluate(metric, {k: base * (1 + 0.137 * i) for i, k in enumerate(names)})
+            value = expr.evaluate(metric, env)
         except expr.ExprError:
-            return None
+            continue
         if not isinstance(value, (int, float)) or math.isnan(value):
             return None
         seen.add(float(value))
     return seen.pop() if len(seen) == 1 else None
+
+
+# metric values an expression is probed at (``never_defined``, ``constant_value``): from below
+# zero to far above one, so a threshold or clamp (test.acc >= 0.3, min(test.acc, 0.3)) is seen
+# on both sides (probed at 0.37 and up only, both were refused as 'constant')
+_PROBE_VALUES = (-1.0, 0.0, 0.001, 0.05, 0.2, 0.37, 0.5, 0.83, 0.99, 1.0, 2.9, 117.0, 1e6)
+
+
+def _probe_envs(names: list[str]) -> list[dict[str, float]]:
+    """Value assignments of ``names`` to probe an expression at: each name a different value,
+    the names in either order (test.acc > val.acc was probed with test.acc always below)."""
+    n = len(_PROBE_VALUES)
+    grown = [{k: base * (1 + 0.137 * i) for i, k in enumerate(names)}
+             for base in (0.37, 0.83, 2.9, 117.0)]
+    shifted = [{k: _PROBE_VALUES[(j + 5 * i) % n] for i, k in enumerate(names)} for j in range(n)]
+    return grown + shifted
 
 
 def undefined_cells(cells: pd.DataFrame, metric: str) -> list[str]:

@@ -82,6 +82,38 @@ def test_lra_parameters():
     assert p32.difficulty == "curv_contour_length_14"
 
 
+@pytest.mark.parametrize("damage,needle", [
+    ("labels_short", "labels_00000.npy is uint8 [2], not 3 integer labels"),
+    ("stray_labels", "3 image shards but 4 label shards"),
+    ("float_images", "imgs_00000.npy is float64 [3, 32, 32], not uint8"),
+    ("meta_n", "7 images, meta.json says 70"),
+    ("meta_shards", "3 shards, meta.json says 9"),
+])
+def test_damaged_generated_shards_are_named_not_read_misaligned(tmp_path, damage, needle):
+    """A labels shard cut short failed with numpy's bare 'cannot reshape array of size ...'; a
+    stray labels shard (4 label shards for 3 image shards: 14 labels for 7 images) had the images
+    read at half their size, misaligned with their labels; float images x1000 were trained on."""
+    images, labels = generate_pathfinder(7, 32, seed=2, chunk_size=256)
+    d = tmp_path / "d"
+    w = PathfinderWriter(d, lra_params(32), fmt="npy", shard_size=3)
+    w.add(images, labels)
+    w.close({"seed": 2})
+    shards = d / "shards"
+    if damage == "labels_short":
+        np.save(shards / "labels_00000.npy", np.load(shards / "labels_00000.npy")[:2])
+    elif damage == "stray_labels":
+        np.save(shards / "labels_00003.npy", np.concatenate([labels, labels]))
+    elif damage == "float_images":
+        np.save(shards / "imgs_00000.npy", np.load(shards / "imgs_00000.npy") * 1000.0)
+    else:
+        meta = json.loads((d / "meta.json").read_text())
+        meta.update(n=70) if damage == "meta_n" else meta.update(shards=9)
+        (d / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match="damaged generated Pathfinder shards") as err:
+        read_pathfinder_dir(d)
+    assert needle in str(err.value) and str(d) in str(err.value)
+
+
 @pytest.mark.parametrize("fmt", ["npy", "lra"])
 def test_writer_reader_round_trip(tmp_path, fmt):
     images, labels = generate_pathfinder(7, 32, seed=2, chunk_size=256)
