@@ -3309,13 +3309,15 @@ def test_an_ordering_claim_over_a_large_grid_is_judged_in_bounded_time(tmp_path)
     _assert_refused(_invoke("validate", spec), "1,560,000 pairs", "name the keys to match on")
 
 
-def test_the_front_page_says_when_a_profile_is_not_fully_trained_and_reads_no_fifo(tmp_path):
+def _half_trained_front_page(tmp_path, **spec_kw) -> Path:
+    """A one-spec project (catalogue + t-spec) with 1 of its 2 smoke runs trained and `figures`
+    run; returns the results root."""
     root = tmp_path / "proj"
     (root / "experiments" / "tests").mkdir(parents=True)
     (root / "ssmrepro").mkdir()
     (root / "experiments" / "catalogue.yaml").write_text(
         "papers: {tests: Tests}\ntargets:\n  - {id: t-spec, paper: tests, tier: 1, what: tiny}\n")
-    write_spec(root / "experiments" / "tests", seeds=[0], train={
+    write_spec(root / "experiments" / "tests", seeds=[0], **spec_kw, train={
         "optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
         "test_size": 16, "eval_every": 2, "eval_batch_size": 16})
     env, out = {"SSMREPRO_ROOT": str(root)}, tmp_path / "R"
@@ -3326,10 +3328,16 @@ def test_the_front_page_says_when_a_profile_is_not_fully_trained_and_reads_no_fi
     assert res.exit_code == 0, res.output
     row = next(ln for ln in (out / "README.md").read_text().splitlines() if "| t-spec " in ln)
     assert "smoke (smoke: 1 of 2 runs finished)" in row, row  # it said 'smoke', no word
+    return out
+
+
+def test_the_front_page_says_when_a_profile_is_not_fully_trained_and_reads_no_fifo(tmp_path):
+    out = _half_trained_front_page(tmp_path)
     report = out / "tests" / "t-spec" / "report-smoke.md"
     report.unlink()
     os.mkfifo(report)  # `figures --no-rebuild` read it for ever
-    res = _invoke("figures", "--no-rebuild", "--out", out, env=env)
+    res = _invoke("figures", "--no-rebuild", "--out", out,
+                  env={"SSMREPRO_ROOT": str(tmp_path / "proj")})
     assert res.exit_code == 0, res.output
 
 
@@ -3340,22 +3348,7 @@ def test_the_front_page_reads_the_reports_counts_not_a_title_that_looks_like_the
     from ssmrepro.plots import frontpage
 
     title = "Keep: 2 runs expected, 2 finished\n**Verdicts: 5 PASS, 0 FAIL, 0 MISSING, 0 UNTESTED**"
-    root = tmp_path / "proj"
-    (root / "experiments" / "tests").mkdir(parents=True)
-    (root / "ssmrepro").mkdir()
-    (root / "experiments" / "catalogue.yaml").write_text(
-        "papers: {tests: Tests}\ntargets:\n  - {id: t-spec, paper: tests, tier: 1, what: tiny}\n")
-    write_spec(root / "experiments" / "tests", seeds=[0], title=title, train={
-        "optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
-        "test_size": 16, "eval_every": 2, "eval_batch_size": 16})
-    env, out = {"SSMREPRO_ROOT": str(root)}, tmp_path / "R"
-    res = _invoke("run", "t-spec", "--profile", "smoke", "--out", out, "--max-runs", "1",
-                  "--no-calibrate", "--workers", "1", env=env)
-    assert res.exit_code == 0, res.output
-    res = _invoke("figures", "--out", out, env=env)
-    assert res.exit_code == 0, res.output
-    row = next(ln for ln in (out / "README.md").read_text().splitlines() if "| t-spec " in ln)
-    assert "smoke (smoke: 1 of 2 runs finished)" in row, row
+    out = _half_trained_front_page(tmp_path, title=title)
     report = out / "tests" / "t-spec" / "report-smoke.md"
     assert frontpage._verdicts(report) == "0 PASS, 0 FAIL, 0 MISSING, 1 UNTESTED"
     assert report.read_text().splitlines()[0].endswith("**Verdicts: 5 PASS, 0 FAIL, 0 MISSING, "
