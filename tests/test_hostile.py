@@ -3649,3 +3649,18 @@ def test_claims_and_paper_values_are_bounded(tmp_path):
               for i in range(1001)]
     _assert_refused(_invoke("validate", _one_run_spec(tmp_path, claims=claims)),
                     "claims: List should have at most 1000 items")
+
+
+def test_a_where_value_too_large_for_a_float_is_not_a_traceback(tmp_path):
+    """An integer beyond any float (10**400) in a claim's or paper value's ``where``: float()
+    raised OverflowError in ``cells.norm`` (a traceback in `validate`); now it is a value no
+    run has."""
+    huge = 10 ** 400
+    claims = [{"text": "t", "where": {"label": "S6", "train.lr": huge}, "op": ">=",
+               "value": 0.2}]
+    _assert_refused(_invoke("validate", write_spec(tmp_path, claims=claims)),
+                    "claims.0.where: matches no run")
+    pvs = [{"where": {"label": "S6", "train.lr": huge}, "metric": "test.acc", "value": 0.5}]
+    res = _invoke("validate", write_spec(tmp_path, name="t-pv", paper_values=pvs))
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+

@@ -35,10 +35,12 @@ from .columns import (
 
 
 def values_equal(a: Any, b: Any) -> bool:
-    """Numbers compare by value (8 == 8.0), everything else as text."""
+    """Numbers compare by value (8 == 8.0), everything else as text (an integer too large for a
+    float, e.g. 10**400 in a ``where``, as its digits: float() raised OverflowError, a traceback
+    in `validate`)."""
     try:
         return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return str(a) == str(b)
 
 
@@ -49,7 +51,11 @@ def norm(v: Any) -> Any:
     if isinstance(v, (bool, np.bool_)):
         return float(v)
     if isinstance(v, (int, float, np.integer, np.floating)):
-        return None if math.isnan(float(v)) else float(v)
+        try:
+            f = float(v)
+        except OverflowError:  # an integer beyond any float: itself (equal to its own digits)
+            return str(v)
+        return None if math.isnan(f) else f
     if isinstance(v, str):
         if v in ("True", "False"):
             return float(v == "True")
@@ -70,7 +76,7 @@ def fmt_num(v: Any) -> str:
     """A cell value for a label or a verdict: 64.0 -> '64', 0.25 -> '0.25', 'x' -> 'x'."""
     try:
         f = float(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return str(v)
     return str(int(f)) if f.is_integer() else f"{f:g}"
 
@@ -81,7 +87,7 @@ def cell_env(row: pd.Series) -> dict[str, Any]:
     for k, v in row.items():
         try:
             env[str(k)] = float(v)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             env[str(k)] = v
     return env
 
