@@ -3664,3 +3664,14 @@ def test_a_where_value_too_large_for_a_float_is_not_a_traceback(tmp_path):
     res = _invoke("validate", write_spec(tmp_path, name="t-pv", paper_values=pvs))
     assert res.exit_code == 0 and "Traceback" not in res.output, res.output
 
+
+def test_the_cell_index_opens_lists_of_lists_as_select_does():
+    """``label: [[S6]]`` (a list inside the any-of list) matched S6 in ``select`` and no row
+    in ``CellIndex``: `validate` called such a claim's where one that matches no run."""
+    import pandas as pd
+
+    from ssmrepro.report.cells import CellIndex, select
+
+    df = pd.DataFrame({"label": ["S6", "S4D", "x"], "a": [1, 2, 3]})
+    for where in ({"label": [["S6"]]}, {"a": [[1, 2]]}, {"a": [3, [2]]}, {"label": [[["x"]]]}):
+        assert list(CellIndex(df).select(where).index) == list(select(df, where).index), where

@@ -190,6 +190,15 @@ class ValueIndex:
         return self.text.get(str(want), []) + self._pos[lo:hi]
 
 
+def _flat(want: Any) -> list[Any]:
+    """The values a ``where`` value admits, as ``value_matches`` reads it: a list (of lists, at
+    any depth) means any of its values. Only the top list was opened, so ``label: [[S6]]``
+    matched S6 in ``select`` and nothing in ``CellIndex``."""
+    if not isinstance(want, (list, tuple)):
+        return [want]
+    return [x for w in want for x in _flat(w)]
+
+
 class CellIndex:
     """``select`` of many ``where``s over one table, each in the time of the cells it may match
     (not of every cell): the positions a condition may match come from an index of each column's
@@ -223,7 +232,7 @@ class CellIndex:
 
     def _candidates(self, key: str, want: Any) -> tuple[int, Any]:
         """(at most how many, a function listing them) of the positions that may match."""
-        wants = want if isinstance(want, (list, tuple)) else [want]
+        wants = _flat(want)
         if key == LABEL:
             labels = self._label_index()
             return (sum(len(labels.get(str(w), ())) for w in wants),
