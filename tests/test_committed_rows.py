@@ -105,3 +105,32 @@ def test_rows_under_an_older_run_id_are_not_doubled_by_another_profiles_rows(tmp
     assert _invoke("plot", spec, "--profile", "quick", "--out", out).exit_code == 0
     got = seen["load_table"].set_index("label")["run_id"]
     assert not got["S6"].startswith("0ld") and got["S4D"].startswith("0ld")
+
+
+def test_a_row_under_an_older_run_id_stands_only_for_the_cell_it_was_trained_in(tmp_path):
+    """Two cells under one label that differ in a swept key (``train.lr`` 0.001 and 0.01): the
+    committed row of the 0.01 cell under an older run id also stood for the planned 0.001 run
+    (0.001 is the code's default, which ``_contradiction`` passes over), so that run was not
+    completed from the smoke profile's table and read as not finished."""
+    import pandas as pd
+    from helpers import write_spec
+
+    sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]},
+             {"grid": {"train.lr": [0.001, 0.01]}}]
+    spec = write_spec(tmp_path, seeds=[0], sweep=sweep,
+                      train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4,
+                             "val_size": 16, "test_size": 16, "eval_every": 2,
+                             "eval_batch_size": 16},
+                      profiles={"smoke": {"sweep": sweep}, "quick": {"sweep": sweep}, "paper": {}})
+    out = tmp_path / "out"
+    opts = ("--out", out, "--workers", "1", "--no-calibrate", "--no-plot")
+    for profile in ("quick", "smoke"):
+        assert _invoke("run", spec, "--profile", profile, *opts).exit_code == 0
+    folder = out / "tests" / "t-spec"
+    shutil.rmtree(folder / "runs")  # a fresh clone
+    t = pd.read_csv(folder / "results.csv", dtype={"run_id": str})
+    t = t[t["train.lr"] == 0.01].assign(run_id="0ld000000000")  # an older version's row
+    t.to_csv(folder / "results.csv", index=False)
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0, res.output
+    assert "2 runs expected, 2 finished" in (folder / "report.md").read_text()

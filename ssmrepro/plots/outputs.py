@@ -688,8 +688,29 @@ def _not_covered(own: pd.DataFrame, todo: list) -> list:
                                 own[RUN_ID].astype(str))):
         groups.setdefault(key[:2], {}).setdefault(key[2], []).append(i)
     return [r for r in todo
-            if not any(not _contradiction(own.iloc[at], r)
+            if not any(not _contradiction(own.iloc[at], r) and not _other_cell(own.iloc[at], r)
                        for at in groups.get((str(r.label), norm(r.seed)), {}).values())]
+
+
+def _other_cell(rows: pd.DataFrame, run) -> bool:
+    """Whether ``rows`` (one run id's) hold another value than ``run`` of a key its sweep sets
+    (``run.coords``). ``_contradiction`` passes over fields at their defaults (a default may have
+    changed), but a swept value is the spec's own: under one label, the committed row of the
+    cell ``train.lr=0.01`` stood for the planned run of ``train.lr=0.001`` (the code's default),
+    which then was not completed from another profile's table and read as not finished."""
+    from ..sweep.config import flatten
+
+    flat = flatten(run.config())
+    for k in run.coords:
+        want = flat.get(k)
+        if k == SEED or k not in rows or want is None or isinstance(want, (list, tuple, dict)):
+            continue
+        for have in rows[k]:
+            if norm(have) is None or (isinstance(have, str) and have == ""):
+                continue
+            if not values_equal(have, want):
+                return True
+    return False
 
 
 def _own_table(path: Path, read, records: bool) -> pd.DataFrame:
