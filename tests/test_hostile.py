@@ -3252,11 +3252,13 @@ def test_an_aggregate_metric_no_run_records_is_refused(tmp_path, metric, needle)
 
 @pytest.mark.parametrize("metric", [
     "test.acc >= 0.3", "test.loss < 0.2", "min(test.acc, 0.3)", "test.acc > val.acc",
+    "test.loss > 1e7", "test.loss <= 5e8",
 ])
 def test_a_claim_on_a_threshold_or_clamp_of_a_metric_is_not_called_constant(tmp_path, metric):
     """The constant check probed metrics at 0.37 and up only, each name above the one before:
     `test.acc >= 0.3`, `min(test.acc, 0.3)` and `test.acc > val.acc` were refused as 'one value
-    whatever the metrics are', though each depends on them."""
+    whatever the metrics are', though each depends on them; and up to 10^6 only, so a threshold
+    above it (`test.loss > 1e7`, `n_params > 2e6` where n_params is aggregated) was too."""
     claim = {"text": "t", "where": {"label": "S6"}, "metric": metric, "op": ">=", "value": 0.5}
     res = _invoke("validate", write_spec(tmp_path, claims=[claim]))
     assert res.exit_code == 0, res.output

@@ -300,8 +300,11 @@ def constant_value(metric: str) -> float | None:
 
 # metric values an expression is probed at (``never_defined``, ``constant_value``): from below
 # zero to far above one, so a threshold or clamp (test.acc >= 0.3, min(test.acc, 0.3)) is seen
-# on both sides (probed at 0.37 and up only, both were refused as 'constant')
-_PROBE_VALUES = (-1.0, 0.0, 0.001, 0.05, 0.2, 0.37, 0.5, 0.83, 0.99, 1.0, 2.9, 117.0, 1e6)
+# on both sides (probed at 0.37 and up only, both were refused as 'constant'), and up to 10^12,
+# so a threshold on a parameter count or a large loss (n_params > 1e7, test.loss > 1e7) is seen
+# on both sides too (probed up to 10^6 only, both were refused as 'constant')
+_PROBE_VALUES = (-1.0, 0.0, 0.001, 0.05, 0.2, 0.37, 0.5, 0.83, 0.99, 1.0, 2.9, 117.0, 3e4, 1e6,
+                 1e9, 1e12)
 
 
 def _probe_envs(names: list[str]) -> list[dict[str, float]]:
