@@ -1037,6 +1037,20 @@ def _check_shards(directory: Path, imgs: list[np.ndarray], labels: list[np.ndarr
         raise ValueError(f"{what}: {total} images, meta.json says {n}")
 
 
+def _load_shard(directory: Path, path: Path) -> np.ndarray:
+    """One generated shard, or a ValueError naming it: numpy's own words named no file (a text
+    file: 'This file contains pickled (object) data ...', a shard cut short: 'Failed to read all
+    data for array ... (file seems not fully written?)', an object array: 'Object arrays cannot
+    be loaded when allow_pickle=False')."""
+    import pickle
+
+    try:
+        return np.load(path)
+    except (ValueError, OSError, EOFError, pickle.UnpicklingError) as err:
+        raise ValueError(f"{directory}: damaged generated Pathfinder shards: {path.name} is not "
+                         f"a numpy array file the generator wrote ({err})") from None
+
+
 def read_pathfinder_dir(directory: Path, threads: int = 4) -> tuple[np.ndarray, np.ndarray]:
     """Read a Pathfinder difficulty folder in either layout.
 
@@ -1048,8 +1062,9 @@ def read_pathfinder_dir(directory: Path, threads: int = 4) -> tuple[np.ndarray, 
     """
     directory = Path(directory)
     if (directory / "shards").is_dir() and (directory / "meta.json").exists():
-        imgs = [np.load(f) for f in sorted((directory / "shards").glob("imgs_*.npy"))]
-        labels = [np.load(f) for f in sorted((directory / "shards").glob("labels_*.npy"))]
+        imgs = [_load_shard(directory, f) for f in sorted((directory / "shards").glob("imgs_*.npy"))]
+        labels = [_load_shard(directory, f)
+                  for f in sorted((directory / "shards").glob("labels_*.npy"))]
         if not imgs:
             raise FileNotFoundError(f"no shards in {directory / 'shards'}")
         _check_shards(directory, imgs, labels)

@@ -114,6 +114,34 @@ def test_damaged_generated_shards_are_named_not_read_misaligned(tmp_path, damage
     assert needle in str(err.value) and str(d) in str(err.value)
 
 
+@pytest.mark.parametrize("damage,needle", [
+    ("text", "imgs_00000.npy is not a numpy array file"),
+    ("cut", "imgs_00000.npy is not a numpy array file"),
+    ("objects", "labels_00001.npy is not a numpy array file"),
+])
+def test_a_generated_shard_numpy_cannot_read_is_named(tmp_path, damage, needle):
+    """A shard that is not a .npy file, or one cut short, or an object array failed with numpy's
+    own words, naming no file ('This file contains pickled (object) data ...', 'Failed to read
+    all data for array ...')."""
+    images, labels = generate_pathfinder(7, 32, seed=2, chunk_size=256)
+    d = tmp_path / "d"
+    w = PathfinderWriter(d, lra_params(32), fmt="npy", shard_size=3)
+    w.add(images, labels)
+    w.close({"seed": 2})
+    shards = d / "shards"
+    if damage == "text":
+        (shards / "imgs_00000.npy").write_text("garbage")
+    elif damage == "cut":
+        data = (shards / "imgs_00000.npy").read_bytes()
+        (shards / "imgs_00000.npy").write_bytes(data[:200])
+    else:
+        np.save(shards / "labels_00001.npy", np.array([object()] * 3, dtype=object),
+                allow_pickle=True)
+    with pytest.raises(ValueError, match="damaged generated Pathfinder shards") as err:
+        read_pathfinder_dir(d)
+    assert needle in str(err.value) and str(d) in str(err.value)
+
+
 @pytest.mark.parametrize("fmt", ["npy", "lra"])
 def test_writer_reader_round_trip(tmp_path, fmt):
     images, labels = generate_pathfinder(7, 32, seed=2, chunk_size=256)
