@@ -3234,6 +3234,9 @@ def test_a_claim_on_an_expression_that_reads_no_metric_is_refused(tmp_path, metr
     ("tets.acc", "'tets' is not val, test, train nor a named evaluation set"),
     ("test.accc", "a set records loss, acc"),
     ("lng.acc", "named evaluation set of train.evals: ['long']"),
+    ("long.best_acc", "a named evaluation set records loss, acc, mse only"),
+    ("test.max_rise", "test records loss, acc, mse only"),
+    ("val.avg_loss", "val records loss, acc, mse, best_acc, best_mse, max_rise only"),
 ])
 def test_an_aggregate_metric_no_run_records_is_refused(tmp_path, metric, needle):
     """`aggregate.metrics: [test.acc, tets.acc]` passed validate; every summary and report got an

@@ -530,6 +530,11 @@ def _ordering_always_holds(path: str, key: str, cfg: Any) -> list[str]:
 # evaluation set (train.evals) its loss and score (acc, or mse for a regression task), val its
 # best score and largest rise, train its recent average loss
 _SET_METRICS = ("loss", "acc", "mse", "best_acc", "best_mse", "avg_loss", "max_rise")
+# which of them each set records (train.py): a named evaluation set and test only their loss
+# and score; `p34.best_acc` or `test.max_rise` passed as names some set records, and gave an
+# empty column like `tets.acc`
+_METRICS_OF = {"val": ("loss", "acc", "mse", "best_acc", "best_mse", "max_rise"),
+               "train": ("loss", "acc", "mse", "avg_loss"), "test": ("loss", "acc", "mse")}
 
 
 def aggregate_metric_problems(spec: Spec, runs: list) -> list[str]:
@@ -555,6 +560,10 @@ def aggregate_metric_problems(spec: Spec, runs: list) -> list[str]:
         elif tail not in _SET_METRICS:
             out.append(f"{path}: aggregate.metrics.{i}: {m!r}: no run records it (a set records "
                        f"{', '.join(_SET_METRICS)})")
+        elif tail not in _METRICS_OF.get(head, ("loss", "acc", "mse")):
+            what = "a named evaluation set" if head not in _METRICS_OF else head
+            out.append(f"{path}: aggregate.metrics.{i}: {m!r}: no run records it ({what} records "
+                       f"{', '.join(_METRICS_OF.get(head, ('loss', 'acc', 'mse')))} only)")
     return out
 
 
