@@ -1441,11 +1441,13 @@ def test_committed_analysis_tables_and_tables_that_never_end(tmp_path, spec_id, 
     _assert_refused(res, str(table), needle)
 
 
-@pytest.mark.parametrize("edit", ["huge", "negative", "twice", "plain-nan"])
+@pytest.mark.parametrize("edit", ["huge", "negative", "twice", "plain-nan", "pack-2.5",
+                                  "pack-true", "ratio-text"])
 def test_roofline_records_with_impossible_rates_are_left_out(tmp_path, edit):
     """A packs record whose run-steps/s was edited to 1e308 was printed as a 309-digit number
     with a ratio of x3e305 (its ratio column still x2.58); a negative one, a pack measured twice
-    or a NaN plain rate were taken without a word."""
+    or a NaN plain rate were taken without a word; so were a pack of 2.5 (read as 2) or `true`
+    (1) and a ratio written as text."""
     bench = tmp_path / "bench"
     bench.mkdir()
     rec = json.loads((ROOT / "results/bench/keep-nth-d8-cpu.json").read_text())
@@ -1456,6 +1458,12 @@ def test_roofline_records_with_impossible_rates_are_left_out(tmp_path, edit):
         row["run_steps_per_s"] = -3.0
     elif edit == "twice":
         rec["packed"].append(dict(row))
+    elif edit == "pack-2.5":
+        row["pack"] = 2.5
+    elif edit == "pack-true":
+        row["pack"] = True
+    elif edit == "ratio-text":
+        row["ratio"] = str(row["ratio"])
     else:
         rec["plain_run_steps_per_s"] = float("nan")
     (bench / "keep-nth-d8-cpu.json").write_text(json.dumps(rec))

@@ -80,7 +80,16 @@ def _check_rates(rec: dict) -> None:
     """ValueError unless the plain and every pack's run-steps/s are positive finite numbers, each
     pack size is measured once and each pack's ratio is its run-steps/s over the plain loop's
     (as ``bench.packs`` writes them): a hand-edited rate of 1e308 was printed as a 309-digit
-    number and a ratio of x3e305 beside a ratio column of x1.01; a negative one was taken."""
+    number and a ratio of x3e305 beside a ratio column of x1.01; a negative one was taken. Rates
+    and ratios are JSON numbers and a pack size an integer, as written: a pack of 2.5 was read
+    as 2, `true` as a pack of 1 or a rate of 1, a text rate was parsed."""
+    for key, value in [("plain_run_steps_per_s", rec["plain_run_steps_per_s"])] + [
+            (f"packed.{i}.{k}", row[k]) for i, row in enumerate(rec["packed"])
+            for k in ("run_steps_per_s", "ratio", "pack")]:
+        kinds = (int,) if key.endswith(".pack") else (int, float)
+        if isinstance(value, bool) or not isinstance(value, kinds):
+            raise ValueError(f"{key} is {value!r}, not "
+                             f"{'an integer' if kinds == (int,) else 'a number'}")
     plain = float(rec["plain_run_steps_per_s"])
     if not (plain > 0 and np.isfinite(plain)):
         raise ValueError(f"plain_run_steps_per_s {plain!r} is not a positive number")
