@@ -1442,7 +1442,7 @@ def test_committed_analysis_tables_and_tables_that_never_end(tmp_path, spec_id, 
 
 
 @pytest.mark.parametrize("edit", ["huge", "negative", "twice", "plain-nan", "pack-2.5",
-                                  "pack-true", "ratio-text"])
+                                  "pack-true", "ratio-text", "pack-huge"])
 def test_roofline_records_with_impossible_rates_are_left_out(tmp_path, edit):
     """A packs record whose run-steps/s was edited to 1e308 was printed as a 309-digit number
     with a ratio of x3e305 (its ratio column still x2.58); a negative one, a pack measured twice
@@ -1464,6 +1464,9 @@ def test_roofline_records_with_impossible_rates_are_left_out(tmp_path, edit):
         row["pack"] = True
     elif edit == "ratio-text":
         row["ratio"] = str(row["ratio"])
+    elif edit == "pack-huge":  # printed as 'E = 10000000000000000000000000000000000000000'
+        for r in rec["packed"]:
+            r["pack"] *= 10 ** 38
     else:
         rec["plain_run_steps_per_s"] = float("nan")
     (bench / "keep-nth-d8-cpu.json").write_text(json.dumps(rec))

@@ -76,6 +76,9 @@ def _points(rec: dict) -> tuple[float, float, float, float, float, float, int]:
     return (*vals, int(b["pack"]))
 
 
+MAX_PACK = 256  # the largest pack size `bench <workload> --packs` measures
+
+
 def _check_rates(rec: dict) -> None:
     """ValueError unless the plain and every pack's run-steps/s are positive finite numbers, each
     pack size is measured once and each pack's ratio is its run-steps/s over the plain loop's
@@ -98,8 +101,8 @@ def _check_rates(rec: dict) -> None:
         rate, ratio, pack = float(row["run_steps_per_s"]), float(row["ratio"]), int(row["pack"])
         if not (rate > 0 and np.isfinite(rate)):
             raise ValueError(f"pack {pack}: run_steps_per_s {rate!r} is not a positive number")
-        if pack < 1 or pack in seen:
-            raise ValueError(f"pack {pack}: not a pack size, or measured twice")
+        if not 1 <= pack <= MAX_PACK or pack in seen:  # a pack of 10**40 was printed as such
+            raise ValueError(f"pack {pack}: not a pack size (1..{MAX_PACK}), or measured twice")
         seen.add(pack)
         if not abs(ratio - rate / plain) <= 1e-6 * max(abs(ratio), rate / plain):
             raise ValueError(f"pack {pack}: ratio {ratio:g} is not its run-steps/s over the "
