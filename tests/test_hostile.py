@@ -3691,3 +3691,22 @@ def test_the_cell_index_opens_lists_of_lists_as_select_does():
     df = pd.DataFrame({"label": ["S6", "S4D", "x"], "a": [1, 2, 3]})
     for where in ({"label": [["S6"]]}, {"a": [[1, 2]]}, {"a": [3, [2]]}, {"label": [[["x"]]]}):
         assert list(CellIndex(df).select(where).index) == list(select(df, where).index), where
+
+
+def test_a_figure_finds_the_paper_value_the_report_compares():
+    """A paper value whose ``where`` is an any-of list (``label: [S6, Mamba]``) or a case label
+    was compared with its cell in the report (``select``: ``value_matches``) but not drawn on the
+    figure, whose lookup compared each key with ``values_equal``."""
+    from types import SimpleNamespace as PV
+
+    from ssmrepro.report.cells import PaperValueLookup
+    from ssmrepro.report.columns import LABEL_SEP
+
+    pvs = [PV(metric="test.acc", value=0.5, where={"label": ["S6", "Mamba"]}),
+           PV(metric="test.acc", value=0.7, where={"label": "(a)", "lr": [0.1, 0.2]}),
+           PV(metric="test.acc", value=0.9, where={"lr": [[0.3]]})]
+    find = PaperValueLookup(pvs).find
+    assert find({"label": "S6"}, "test.acc") is pvs[0]
+    assert find({"label": f"(a){LABEL_SEP}x", "lr": 0.2}, "test.acc") is pvs[1]
+    assert find({"label": f"(a){LABEL_SEP}x", "lr": 0.3}, "test.acc") is pvs[2]
+    assert find({"label": "S4D", "lr": 0.4}, "test.acc") is None

@@ -268,9 +268,11 @@ class CellIndex:
 
 
 class PaperValueLookup:
-    """The first of ``paper_values`` of a metric whose ``where`` a row matches (``values_equal``
-    on each of its keys), found through an index of their first ``where`` values rather than by
-    trying each paper value for every cell a figure draws."""
+    """The first of ``paper_values`` of a metric whose ``where`` a row matches (``value_matches``
+    on each of its keys, as the report's ``select``: an any-of list, a case label), found through
+    an index of their first ``where`` values rather than by trying each paper value for every
+    cell a figure draws. (Each key was compared with ``values_equal``: a paper value of
+    ``label: [S6, Mamba]`` or of a case label was compared in the report and not drawn.)"""
 
     def __init__(self, paper_values: list):
         self._groups: dict[tuple[str, str | None], tuple[list[int], ValueIndex | None]] = {}
@@ -279,21 +281,34 @@ class PaperValueLookup:
             first = next(iter(pv.where), None)
             lists.setdefault((pv.metric, first), []).append(i)
         for (metric, first), idx in lists.items():
-            values = ValueIndex([paper_values[i].where[first] for i in idx]) if first else None
-            self._groups[(metric, first)] = (idx, values)
+            owners: list[int] = []  # the paper value (position in idx) of each indexed value
+            values: list[Any] = []
+            for c, i in enumerate(idx if first else []):
+                for w in _flat(paper_values[i].where[first]):
+                    owners.append(c)
+                    values.append(w)
+            self._groups[(metric, first)] = (
+                idx, (ValueIndex(values), owners) if first else None)
         self._pvs = paper_values
 
     def find(self, row: dict[str, Any], metric: str) -> Any:
         best: int | None = None
-        for (m, first), (idx, values) in self._groups.items():
+        for (m, first), (idx, index) in self._groups.items():
             if m != metric or (first is not None and first not in row):
                 continue
-            cands = range(len(idx)) if values is None else values.candidates(row[first])
-            for c in sorted(set(cands)):
+            if index is None:
+                cands = set(range(len(idx)))
+            else:
+                values, owners = index
+                have = row[first]
+                wants = [have] + (str(have).split(LABEL_SEP) if first == LABEL else [])
+                cands = {owners[k] for w in wants
+                         for k in (values.none if norm(w) is None else values.candidates(w))}
+            for c in sorted(cands):
                 i = idx[c]
                 if best is not None and i > best:
                     break
-                if all(k in row and values_equal(row[k], v)
+                if all(k in row and value_matches(k, row[k], v)
                        for k, v in self._pvs[i].where.items()):
                     best = i
                     break
