@@ -82,6 +82,16 @@ def test_lra_parameters():
     assert p32.difficulty == "curv_contour_length_14"
 
 
+def _seven_in_shards_of_three(tmp_path):
+    """7 generated 32x32 images written as npy shards of 3 (3 shards); (folder, labels)."""
+    images, labels = generate_pathfinder(7, 32, seed=2, chunk_size=256)
+    d = tmp_path / "d"
+    w = PathfinderWriter(d, lra_params(32), fmt="npy", shard_size=3)
+    w.add(images, labels)
+    w.close({"seed": 2})
+    return d, labels
+
+
 @pytest.mark.parametrize("damage,needle", [
     ("labels_short", "labels_00000.npy is uint8 [2], not 3 integer labels"),
     ("stray_labels", "3 image shards but 4 label shards"),
@@ -93,11 +103,7 @@ def test_damaged_generated_shards_are_named_not_read_misaligned(tmp_path, damage
     """A labels shard cut short failed with numpy's bare 'cannot reshape array of size ...'; a
     stray labels shard (4 label shards for 3 image shards: 14 labels for 7 images) had the images
     read at half their size, misaligned with their labels; float images x1000 were trained on."""
-    images, labels = generate_pathfinder(7, 32, seed=2, chunk_size=256)
-    d = tmp_path / "d"
-    w = PathfinderWriter(d, lra_params(32), fmt="npy", shard_size=3)
-    w.add(images, labels)
-    w.close({"seed": 2})
+    d, labels = _seven_in_shards_of_three(tmp_path)
     shards = d / "shards"
     if damage == "labels_short":
         np.save(shards / "labels_00000.npy", np.load(shards / "labels_00000.npy")[:2])
@@ -123,11 +129,7 @@ def test_a_generated_shard_numpy_cannot_read_is_named(tmp_path, damage, needle):
     """A shard that is not a .npy file, or one cut short, or an object array failed with numpy's
     own words, naming no file ('This file contains pickled (object) data ...', 'Failed to read
     all data for array ...')."""
-    images, labels = generate_pathfinder(7, 32, seed=2, chunk_size=256)
-    d = tmp_path / "d"
-    w = PathfinderWriter(d, lra_params(32), fmt="npy", shard_size=3)
-    w.add(images, labels)
-    w.close({"seed": 2})
+    d, labels = _seven_in_shards_of_three(tmp_path)
     shards = d / "shards"
     if damage == "text":
         (shards / "imgs_00000.npy").write_text("garbage")
