@@ -3710,3 +3710,23 @@ def test_a_figure_finds_the_paper_value_the_report_compares():
     assert find({"label": f"(a){LABEL_SEP}x", "lr": 0.2}, "test.acc") is pvs[1]
     assert find({"label": f"(a){LABEL_SEP}x", "lr": 0.3}, "test.acc") is pvs[2]
     assert find({"label": "S4D", "lr": 0.4}, "test.acc") is None
+
+
+def test_plot_and_verify_of_a_partly_trained_profile_say_how_many_runs_finished(trained_store,
+                                                                                 tmp_path):
+    """A `run` interrupted (Ctrl-C) or cut leaves a profile partly trained: plot / verify exited 0
+    and their console said only 'Verdicts: 0 PASS, 0 FAIL, 0 MISSING, 1 UNTESTED' (a spec without
+    checkable claims); only report.md counted the runs."""
+    spec, _ = _copy_trained(trained_store, tmp_path)
+    res = _invoke("plot", spec, "--out", tmp_path / "out", "--profile", "smoke")
+    assert res.exit_code == 0 and "runs finished" not in res.output, res.output  # all trained
+    raw = yaml.safe_load(spec.read_text())
+    raw["seeds"] = [0, 1]  # one more run per cell: seed 1 not trained
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    for cmd in ("plot", "verify"):
+        res = _invoke(cmd, spec, "--out", tmp_path / "out", "--profile", "smoke")
+        assert res.exit_code == 0, res.output
+        assert "1 of 2 runs finished" in " ".join(res.output.split()), res.output
+        assert "ssmrepro run" in res.output, res.output
+    res = _invoke("verify", spec, "--out", tmp_path / "out", "--profile", "smoke", "--json")
+    assert '"expected": 2' in res.output and '"finished": 1' in res.output, res.output

@@ -445,6 +445,21 @@ def _outputs(spec, profile: str, out: Path | None, overrides: dict | None = None
     return res
 
 
+def _say_unfinished(name: str, profile: str, out: Path | None, set_: list[str] | None,
+                    res) -> None:
+    """plot / verify of a profile not fully trained (a `run` interrupted or cut): the console
+    says so (only report.md did; the verdict line of a spec without checkable claims read as
+    a complete profile)."""
+    if res.expected is None or res.finished is None or res.finished >= res.expected:
+        return
+    again = shlex.join(["ssmrepro", "run", name, "--profile", profile,
+                        *(["--out", str(out)] if out is not None else []),
+                        *[a for kv in set_ or [] for a in ("--set", kv)]])
+    err_console.print(f"[yellow]profile {escape(profile)}: {res.finished} of {res.expected} runs "
+                      f"finished[/] (the tables, figures and verdicts hold only those): train "
+                      f"the rest with {escape(again)}", highlight=False, soft_wrap=True)
+
+
 def _outputs_json(res) -> dict:
     from ..report import CLAIM_VERDICTS
 
@@ -458,6 +473,7 @@ def _outputs_json(res) -> dict:
                           "verdict": v.verdict} for v in pvs],
         "csv": res.csv, "figures": res.figures, "report": res.report,
         "curves": getattr(res, "curves", None),
+        "runs": {"expected": res.expected, "finished": res.finished},
     }
 
 
@@ -471,7 +487,8 @@ def plot(
     """Rebuild results.csv and curves.csv (from run records, when present), the figures and the
     report."""
     spec = _spec(name)
-    _outputs(spec, spec.default_profile if profile is None else profile, out, _overrides(set_))
+    profile = spec.default_profile if profile is None else profile
+    _say_unfinished(name, profile, out, set_, _outputs(spec, profile, out, _overrides(set_)))
 
 
 @command()
@@ -491,6 +508,7 @@ def verify(
     res = _outputs(spec, profile, out, _overrides(set_), quiet=as_json)
     if as_json:
         print_json({"id": spec.id, "profile": profile, **_outputs_json(res)})
+    _say_unfinished(name, profile, out, set_, res)
     if strict:
         short = [v for v in res.verdicts if v.kind == "claim" and v.verdict != "PASS"]
         if short:

@@ -76,6 +76,8 @@ class Outputs:
     report: Path
     verdicts: list
     curves: Path | None = None  # curves.csv (learning curves), when records or a committed copy exist
+    expected: int | None = None  # runs of the profile (None: an analytic table, no runs)
+    finished: int | None = None  # of them, finished (diverged included)
 
 
 def figure_stem(cfg, index: int) -> str:
@@ -1061,5 +1063,8 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         atomic_write_text(out("summary", "csv"), cells.to_csv(index=False))
     rep = out("report", "md")
     atomic_write_text(rep, report.markdown(spec, profile, cells, verdicts, len(df)))
+    n_exp, n_done, _ = report.run_counts(cells, len(df))
+    analytic = spec.analytic is not None
     return Outputs(out("results", "csv"), figures[0] if figures else None, figures, rep, verdicts,
-                   curves if curves.exists() else None)
+                   curves if curves.exists() else None, None if analytic else n_exp,
+                   None if analytic else n_done)

@@ -132,11 +132,19 @@ def _ours(v: Verdict) -> str:
         else f"{v.ours:.3f}"
 
 
-def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n_runs: int) -> str:
-    """report.md: verdict counts first, then claims, paper values beside ours, our numbers."""
+def run_counts(cells: pd.DataFrame, n_runs: int) -> tuple[int, int, int]:
+    """(runs expected, finished, diverged) of a profile's cells; ``n_runs`` (the rows of its
+    table) where the cells do not count them."""
     n_exp = int(cells[N_EXPECTED].sum()) if N_EXPECTED in cells else n_runs
     n_ok = int(cells[N_OK].sum()) if N_OK in cells else n_runs
     n_div = int(cells[N_DIVERGED].sum()) if N_DIVERGED in cells else 0
+    return n_exp, n_ok + n_div, n_div
+
+
+def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n_runs: int) -> str:
+    """report.md: verdict counts first, then claims, paper values beside ours, our numbers."""
+    n_exp, n_done, n_div = run_counts(cells, n_runs)
+    n_ok = n_done - n_div
     if spec.analytic is not None:
         a = spec.analytic
         how = (f"Profile `{profile}`: analytic — table `{a.table}` computed from theory "
