@@ -3730,3 +3730,33 @@ def test_plot_and_verify_of_a_partly_trained_profile_say_how_many_runs_finished(
         assert "ssmrepro run" in res.output, res.output
     res = _invoke("verify", spec, "--out", tmp_path / "out", "--profile", "smoke", "--json")
     assert '"expected": 2' in res.output and '"finished": 1' in res.output, res.output
+
+
+@pytest.mark.parametrize("key,value,why", [("lr", 0.02, "train.lr=0.01"),
+                                           ("max_steps", 40000, "train.max_steps=")])
+def test_a_spec_edited_after_its_runs_does_not_report_the_old_runs_as_its_own(trained_store,
+                                                                               tmp_path, key,
+                                                                               value, why):
+    """train.lr changed in the spec after `run` (the records' ids no longer planned): plot read
+    the profile's table as it is and reported the lr-0.01 runs as the new spec's, '1 runs
+    expected, 1 finished'. The rows are now dropped with a warning; a table whose rows differ
+    only in run id (a code version change) still stands for its runs."""
+    spec, folder = _copy_trained(trained_store, tmp_path)
+    res = _invoke("plot", spec, "--out", tmp_path / "out", "--profile", "smoke")
+    assert res.exit_code == 0 and "not used" not in res.output, res.output
+    shutil.rmtree(folder / "runs")  # a fresh clone: the committed table only
+    table = folder / "results-smoke.csv"
+    text = table.read_text()
+    rid = text.splitlines()[1].split(",")[0]
+    table.write_text(text.replace(rid, "0123456789ab"))  # an older run id, same config
+    res = _invoke("plot", spec, "--out", tmp_path / "out", "--profile", "smoke")
+    assert res.exit_code == 0 and "not used" not in res.output, res.output
+    assert "1 runs expected, 1 finished" in (folder / "report-smoke.md").read_text()
+    raw = yaml.safe_load(spec.read_text())
+    raw["train"][key] = value
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    res = _invoke("plot", spec, "--out", tmp_path / "out", "--profile", "smoke")
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())
+    assert why in out and "the row is not used" in out, res.output
+    assert "1 runs expected, 0 finished" in (folder / "report-smoke.md").read_text()

@@ -669,6 +669,8 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
         if "profile" in own:
             own = own[own["profile"] == profile]
         own = _fill_config(consistent_rows(own, runs), runs)
+        if df.empty:
+            own = _without_stale(own, runs, csv.name)
     base = own if df.empty else df
     have = set(base["run_id"].astype(str)) if "run_id" in base else set()
     todo = [r for r in runs if r.run_id not in have]
@@ -701,6 +703,34 @@ def _not_covered(own: pd.DataFrame, todo: list) -> list:
     return [r for r in todo
             if not any(not _contradiction(own.iloc[at], r) and not _other_cell(own.iloc[at], r)
                        for at in groups.get((str(r.label), norm(r.seed)), {}).values())]
+
+
+def _without_stale(own: pd.DataFrame, runs: list, name: str) -> pd.DataFrame:
+    """``own`` (a committed table read as it is, no record) without the rows of a run id not
+    planned whose every planned run of the same label and seed it contradicts on a setting the
+    sweep does not set (``_contradiction``): the spec was edited after its runs (train.lr 0.01 ->
+    0.02, max_steps 4 -> 5), and those rows were reported as the new runs, '2 runs expected, 2
+    finished'. Each is dropped with a warning. Rows of a label and seed no longer planned, and
+    rows under older ids that contradict nothing (a code version change), stay."""
+    if own.empty or not runs or not {RUN_ID, LABEL, SEED} <= set(own.columns):
+        return own
+    planned = {r.run_id for r in runs}
+    cell: dict[tuple, list] = {}
+    for r in runs:
+        cell.setdefault((str(r.label), norm(r.seed)), []).append(r)
+    ids = own[RUN_ID].astype(str)
+    keep = pd.Series(True, index=own.index)
+    for rid in [i for i in dict.fromkeys(ids) if i not in planned]:
+        rows = own[ids == rid]
+        cands = cell.get((str(rows[LABEL].iloc[0]), norm(rows[SEED].iloc[0])), [])
+        whys = [_contradiction(rows.drop(columns=[c for c in r.coords if c in rows]), r)
+                for r in cands]
+        if whys and all(whys):
+            print(f"warning: {name}: the row of run {rid} ({rows[LABEL].iloc[0]}, seed "
+                  f"{rows[SEED].iloc[0]}) has {whys[0]}: the spec changed since it was trained; "
+                  "the row is not used (run the profile again)", file=sys.stderr)
+            keep &= ids != rid
+    return own[keep]
 
 
 def _other_cell(rows: pd.DataFrame, run) -> bool:
