@@ -742,16 +742,21 @@ def _other_cell(rows: pd.DataFrame, run) -> bool:
     from ..sweep.config import flatten
 
     flat = flatten(run.config())
-    for k in run.coords:
-        want = flat.get(k)
-        if k == SEED or k not in rows or want is None or isinstance(want, (list, tuple, dict)):
+    return any(_differing(rows, k, flat.get(k)) is not None for k in run.coords if k != SEED)
+
+
+def _differing(rows: pd.DataFrame, k: str, want: Any) -> Any:
+    """The first value of column ``k`` of ``rows`` that is not ``want``, or None (also when
+    ``rows`` has no such column, ``want`` is None or a list / mapping, or the cell is empty: a
+    field the table predates, filled by ``_fill_config``)."""
+    if k not in rows or want is None or isinstance(want, (list, tuple, dict)):
+        return None
+    for have in rows[k]:
+        if norm(have) is None or (isinstance(have, str) and have == ""):
             continue
-        for have in rows[k]:
-            if norm(have) is None or (isinstance(have, str) and have == ""):
-                continue
-            if not values_equal(have, want):
-                return True
-    return False
+        if not values_equal(have, want):
+            return have
+    return None
 
 
 def _own_table(path: Path, read, records: bool) -> pd.DataFrame:
@@ -834,13 +839,9 @@ def _contradiction(rows: pd.DataFrame, run) -> str:
 
     ident = flatten(run.identity())
     for k, want in ident.items():
-        if k not in rows or isinstance(want, (list, tuple, dict)) or want is None:
-            continue
-        for have in rows[k]:
-            if norm(have) is None or (isinstance(have, str) and have == ""):
-                continue
-            if not values_equal(have, want):
-                return f"{k}={have!r} (the run's is {want!r})"
+        have = _differing(rows, k, want)
+        if have is not None:
+            return f"{k}={have!r} (the run's is {want!r})"
     if STATUS in rows:  # 'weird' counted the run as not finished without a word why (a record
         odd = [v for v in rows[STATUS] if v not in RECORD_STATUSES]  # with one is quarantined)
         if odd:
