@@ -2984,25 +2984,31 @@ def test_the_profiles_own_committed_row_that_contradicts_its_run_id(tmp_path):
     planned run hand-edited to model.d_model 64 made a cell 'S6, 64' (n_expected 0, n_ok 1) that
     a claim on d_model=64 would find, and left S6 at 8 not run. The row is dropped with a
     warning; the run's row comes from another profile's table when one has it."""
-    import pandas as pd
-
-
-    spec, out, folder = _two_profile_store(tmp_path)
-    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
-    assert res.exit_code == 0, res.output
-    shutil.rmtree(folder / "runs")
-    table = pd.read_csv(folder / "results.csv", dtype=str)
-    table.loc[table["label"] == "S6", "model.d_model"] = "64"
-    table.to_csv(folder / "results.csv", index=False)
-    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
-    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
-    assert "model.d_model=64" in res.output and "not used" in res.output, res.output
+    spec, out, folder = _own_s6_row_edited_to_d64(tmp_path, "results.csv")
     report = (folder / "report.md").read_text()
     assert "| S6 | 64 |" not in report and "3 runs expected, 3 finished" in report, report
     (folder / "results-smoke.csv").unlink()
     res = _invoke("plot", spec, "--profile", "quick", "--out", out)
     assert res.exit_code == 0 and "3 runs expected, 2 finished" in (folder / "report.md"
                                                                       ).read_text()
+
+
+def _own_s6_row_edited_to_d64(tmp_path, name: str):
+    """quick plotted, its records removed (a fresh clone), S6's rows of its own committed
+    ``name`` table hand-edited to model.d_model 64; plot again must leave them out with a
+    warning. Returns (spec, out, folder)."""
+    import pandas as pd
+
+    spec, out, folder = _two_profile_store(tmp_path)
+    assert _invoke("plot", spec, "--profile", "quick", "--out", out).exit_code == 0
+    shutil.rmtree(folder / "runs")
+    table = pd.read_csv(folder / name, dtype=str)
+    table.loc[table["label"] == "S6", "model.d_model"] = "64"
+    table.to_csv(folder / name, index=False)
+    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "model.d_model=64" in res.output and "not used" in res.output, res.output
+    return spec, out, folder
 
 
 def test_another_profiles_table_that_is_a_fifo_is_a_warning(tmp_path):
@@ -3019,17 +3025,7 @@ def test_another_profiles_table_that_is_a_fifo_is_a_warning(tmp_path):
 def test_the_profiles_own_committed_curves_row_that_contradicts_its_run_id(tmp_path):
     """As for results: a fresh clone read the profile's own curves table as it is, so a row
     hand-edited to model.d_model 64 drew S6's curve as a cell 'S6, 64' never run."""
-    import pandas as pd
-
-    spec, out, folder = _two_profile_store(tmp_path)
-    assert _invoke("plot", spec, "--profile", "quick", "--out", out).exit_code == 0
-    shutil.rmtree(folder / "runs")
-    curves = pd.read_csv(folder / "curves.csv", dtype=str)
-    curves.loc[curves["label"] == "S6", "model.d_model"] = "64"
-    curves.to_csv(folder / "curves.csv", index=False)
-    res = _invoke("plot", spec, "--profile", "quick", "--out", out)
-    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
-    assert "model.d_model=64" in res.output and "not used" in res.output, res.output
+    _own_s6_row_edited_to_d64(tmp_path, "curves.csv")
 
 
 @pytest.mark.parametrize("step", ["-20", "0.5"])
