@@ -3736,10 +3736,16 @@ def test_a_spec_edited_after_its_runs_does_not_report_the_old_runs_as_its_own(tr
     """train.lr changed in the spec after `run` (the records' ids no longer planned): plot read
     the profile's table as it is and reported the lr-0.01 runs as the new spec's, '1 runs
     expected, 1 finished'. The rows are now dropped with a warning; a table whose rows differ
-    only in run id (a code version change) still stands for its runs."""
+    only in run id (a code version change) still stands for its runs. Its learning curves
+    (curves.csv, which has no train.lr column to contradict) were drawn all the same."""
     spec, folder = _copy_trained(trained_store, tmp_path)
+    raw = yaml.safe_load(spec.read_text())
+    raw["figures"] = [raw.pop("figure"), {"kind": "curves", "series": ["val.acc"],
+                                          "name": "lc"}]
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
     res = _invoke("plot", spec, "--out", tmp_path / "out", "--profile", "smoke")
     assert res.exit_code == 0 and "not used" not in res.output, res.output
+    assert (folder / "lc-smoke.png").exists() and "not drawn" not in res.output, res.output
     shutil.rmtree(folder / "runs")  # a fresh clone: the committed table only
     table = folder / "results-smoke.csv"
     text = table.read_text()
@@ -3747,6 +3753,7 @@ def test_a_spec_edited_after_its_runs_does_not_report_the_old_runs_as_its_own(tr
     table.write_text(text.replace(rid, "0123456789ab"))  # an older run id, same config
     res = _invoke("plot", spec, "--out", tmp_path / "out", "--profile", "smoke")
     assert res.exit_code == 0 and "not used" not in res.output, res.output
+    assert "not drawn" not in res.output, res.output  # the curves of the older id too
     assert "1 runs expected, 1 finished" in (folder / "report-smoke.md").read_text()
     raw = yaml.safe_load(spec.read_text())
     raw["train"][key] = value
@@ -3756,3 +3763,4 @@ def test_a_spec_edited_after_its_runs_does_not_report_the_old_runs_as_its_own(tr
     out = " ".join(res.output.split())
     assert why in out and "the row is not used" in out, res.output
     assert "1 runs expected, 0 finished" in (folder / "report-smoke.md").read_text()
+    assert "lc-smoke.png not drawn" in out, res.output  # no curve of the old run either

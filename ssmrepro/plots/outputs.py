@@ -939,11 +939,16 @@ def _read_curves(path: Path) -> pd.DataFrame:
 
 
 def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
-            store=None, profile: str | None = None, tag: str = "") -> pd.DataFrame:
+            store=None, profile: str | None = None, tag: str = "",
+            reported: set[str] | None = None) -> pd.DataFrame:
     """The learning-curve table of ``runs`` (report.curves): a run's rows from its record when
     the store has one, else from the committed curves tables (this profile's, then the other
     profiles', as ``load_table``); written to ``path`` when any record was read, else the
-    committed table of this profile read as it is (a fresh clone) and completed."""
+    committed table of this profile read as it is (a fresh clone) and completed. Read as it is,
+    it keeps only the planned run ids and those of ``reported`` (the results table's, when
+    given): curves.csv has no column of a setting the sweep does not set, so the rows of a run
+    trained before the spec was edited (train.lr) contradicted nothing there and were drawn
+    beside a report of '0 of 1 finished' (``_without_stale`` drops that run's results row)."""
     store = store or open_store(spec, root.parents[1])
     recs = []
     for x in {(x.run_id, x.label): x for x in runs}.values():
@@ -952,6 +957,8 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
             recs.append({**rec, LABEL: x.label})
     table = curve_table(recs, keys)
     own = consistent_rows(_own_table(path, _read_curves, records=not table.empty), runs)
+    if table.empty and reported is not None and RUN_ID in own:  # planned, or reported
+        own = own[own[RUN_ID].astype(str).isin(reported | {r.run_id for r in runs})]
     base = own if table.empty else table
     have = set(base[RUN_ID].astype(str)) if RUN_ID in base else set()
     todo = [r for r in {(x.run_id, x.label): x for x in runs}.values() if r.run_id not in have]
@@ -1067,9 +1074,9 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         cells = add_metrics(cells, cell_means(table, metrics), list(metrics))
     curves = out("curves", "csv")
     named = _named_columns(spec)
+    reported = set(df[RUN_ID].astype(str)) if RUN_ID in df else None
     tables[CURVES] = (_with_run_config(_curves(spec, root, runs, keys, curves, store,
-                                                        profile, tag), runs,
-                                        named)
+                                               profile, tag, reported), runs, named)
                       if runs else pd.DataFrame())
     configs = [parse_figure(raw) for _, raw in spec.figure_configs]
     view = report.with_config(cells, runs, named)  # + the config keys named but not swept here
