@@ -1066,6 +1066,8 @@ def test_outputs_are_written_whole_or_not_at_all(trained_store, tmp_path, monkey
     assert res.exit_code == 130, res.output
     assert (store / "figure-smoke.png").read_bytes() == before["figure-smoke.png"]
     assert not list(store.glob(".*.tmp"))
+    # said in plot's words: "finished runs are saved ... resume" was run's line
+    assert "every file written is whole" in res.output and "runs" not in res.output, res.output
 
 
 def test_writes_refuse_devices_and_folders_and_name_the_file(trained_store, tmp_path):
@@ -3764,3 +3766,29 @@ def test_a_spec_edited_after_its_runs_does_not_report_the_old_runs_as_its_own(tr
     assert why in out and "the row is not used" in out, res.output
     assert "1 runs expected, 0 finished" in (folder / "report-smoke.md").read_text()
     assert "lc-smoke.png not drawn" in out, res.output  # no curve of the old run either
+
+
+def test_ctrl_c_while_the_command_line_is_still_importing_is_one_line(monkeypatch, capsys):
+    """Ctrl-C in the first seconds of `ssmrepro ...` (torch, pandas and matplotlib loading, before
+    the commands' error boundary exists) printed a KeyboardInterrupt traceback from whatever
+    module was loading. The entry point turns it into one line and exit 130."""
+    import importlib.abc
+    import sys
+
+    from ssmrepro.__main__ import main
+
+    class Interrupted(importlib.abc.MetaPathFinder):  # Ctrl-C while ssmrepro.cli loads
+        def find_spec(self, name, path=None, target=None):
+            if name == "ssmrepro.cli":
+                raise KeyboardInterrupt
+            return None
+
+    for name in [m for m in sys.modules if m == "ssmrepro.cli" or m.startswith("ssmrepro.cli.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(sys, "meta_path", [Interrupted(), *sys.meta_path])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    assert exit_.value.code == 130
+    err = capsys.readouterr().err
+    assert err.startswith("interrupted") and "Traceback" not in err, err
+    assert len(err.splitlines()) == 1

@@ -138,8 +138,15 @@ def os_message(err: OSError) -> str:
     return f"cannot use{where}: {what}"
 
 
-def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Run a command inside the error boundary (see the module docstring)."""
+RESUME = "interrupted — finished runs are saved; re-run the same command to resume"
+REDO = ("interrupted — every file written is whole (the old one or the new one); re-run the "
+        "same command to finish")
+
+
+def guard(fn: Callable[..., Any], interrupted: str = REDO) -> Callable[..., Any]:
+    """Run a command inside the error boundary (see the module docstring); Ctrl-C prints
+    ``interrupted`` (what is left and how to go on, worded for the command: `plot` said
+    "finished runs are saved ... resume", `run`'s words) and exits 130."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -154,19 +161,19 @@ def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
         except OSError as err:
             fail([os_message(err)])
         except KeyboardInterrupt:
-            err_console.print("interrupted — finished runs are saved; re-run the same command "
-                              "to resume")
+            err_console.print(interrupted, highlight=False, soft_wrap=True)
             raise typer.Exit(130) from None
 
     return wrapper
 
 
-def command(typer_app: typer.Typer = app, *args: Any, **kwargs: Any):
-    """``@command()``: register a guarded command on ``typer_app`` (default: the main app)."""
+def command(typer_app: typer.Typer = app, *args: Any, interrupted: str = REDO, **kwargs: Any):
+    """``@command()``: register a guarded command on ``typer_app`` (default: the main app);
+    ``interrupted``: its Ctrl-C line (``guard``)."""
 
     kwargs.setdefault("epilog", EXIT_CODES)  # every command's --help states the exit codes
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-        return typer_app.command(*args, **kwargs)(guard(fn))
+        return typer_app.command(*args, **kwargs)(guard(fn, interrupted))
 
     return register

@@ -55,7 +55,8 @@ def _fail(message: str, code: int = 2) -> None:
     fail([message], code)
 
 
-@command(app)
+@command(app, interrupted="interrupted — the download resumes where it stopped: re-run "
+                             "the same command")
 def download(
     target: Target = typer.Argument(..., help="what to download: lra | cifar10 | imdb"),
     dir: Path | None = typer.Option(None, "--dir", help=DIR_HELP, metavar="DIR",
@@ -113,6 +114,11 @@ GENERATED_NAMES = frozenset({"meta.json", "basic_train.tsv", "basic_val.tsv", "b
                              "shards", "imgs", "metadata"})
 
 
+# Ctrl-C of a generator: its folder has no meta.json yet, so no loader reads it
+GENERATE_INTERRUPTED = ("interrupted — the dataset folder is incomplete (no meta.json, so "
+                        "nothing reads it); re-run the same command with --force to replace it")
+
+
 def _foreign_entries(target: Path) -> list[str]:
     """Entries of ``target`` that no generator writes (``--force`` must not delete them)."""
     return sorted(p.name for p in target.iterdir()
@@ -165,7 +171,7 @@ def _check_room(what: str, memory: int, disk: int, target: Path, force: bool) ->
               f"{here}; ask for fewer")
 
 
-@command(generate_app, "listops")
+@command(generate_app, "listops", interrupted=GENERATE_INTERRUPTED)
 def generate_listops_cmd(
     n: int = typer.Option(100_000, "--n", min=3, max=10**8,
                           help="total examples (train + val + test)"),
@@ -248,7 +254,7 @@ def generate_listops_cmd(
     )
 
 
-@command(generate_app, "pathfinder")
+@command(generate_app, "pathfinder", interrupted=GENERATE_INTERRUPTED)
 def generate_pathfinder_cmd(
     n: int = typer.Option(200_000, "--n", min=1, max=10**8, help="number of images"),
     seed: int = typer.Option(0, "--seed", min=0, max=2**63 - 1,

@@ -21,7 +21,7 @@ from rich.table import Table
 
 from ..kernels.backend import select_backend, select_device
 from ..spec import SpecError, find_spec, id_taken, index_problems, load_spec, spec_paths
-from .app import command, console, err_console, fail, path_value, print_json
+from .app import RESUME, command, console, err_console, fail, path_value, print_json
 
 OUT_HELP = "results root (default ./results; env SSMREPRO_OUT)"
 SET_HELP = ("override a config field for every run, typed like the YAML: --set model.d_model=32 "
@@ -251,7 +251,7 @@ def validate(
         fail(errors)
 
 
-@command()
+@command(interrupted=RESUME)
 def run(
     name: str = typer.Argument(..., help="experiment id or alias, e.g. keep-nth"),
     profile: str | None = typer.Option(None, help="smoke | quick | paper (default: spec's)"),
