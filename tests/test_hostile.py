@@ -3764,3 +3764,28 @@ def test_a_spec_edited_after_its_runs_does_not_report_the_old_runs_as_its_own(tr
     assert why in out and "the row is not used" in out, res.output
     assert "1 runs expected, 0 finished" in (folder / "report-smoke.md").read_text()
     assert "lc-smoke.png not drawn" in out, res.output  # no curve of the old run either
+
+
+@pytest.mark.parametrize("leftover", ["arrays", "other"])
+def test_a_cache_entry_folder_without_its_meta_json_is_rebuilt(tmp_path, leftover):
+    """A cache entry folder holding files but no meta.json (a partial copy of a cache, or a file
+    put there) was never rebuilt: the rename of the new entry onto it failed, and every run
+    stopped with 'cannot use .../.tmp-listops-...: Directory not empty' (a temporary folder
+    that no longer existed)."""
+    import numpy as np
+
+    from ssmrepro.data.datasets import load_lra
+
+    root = tmp_path / "data"
+    shutil.copytree(ROOT / "tests/assets/lra/lra/listops-1000", root / "lra/listops-1000")
+    good = load_lra("listops", "test", root)
+    entry, x = good.cache_path, np.array(good.x)
+    if leftover == "arrays":
+        (entry / "meta.json").unlink()
+    else:
+        shutil.rmtree(entry)
+        entry.mkdir()
+        (entry / "notes.txt").write_text("mine")
+    with pytest.warns(UserWarning, match="damaged cache entry .*without a meta.json"):
+        again = load_lra("listops", "test", root)
+    assert (entry / "meta.json").is_file() and (np.asarray(again.x) == x).all()
