@@ -3789,3 +3789,23 @@ def test_a_cache_entry_folder_without_its_meta_json_is_rebuilt(tmp_path, leftove
     with pytest.warns(UserWarning, match="damaged cache entry .*without a meta.json"):
         again = load_lra("listops", "test", root)
     assert (entry / "meta.json").is_file() and (np.asarray(again.x) == x).all()
+
+
+@pytest.mark.parametrize("train,why", [
+    ({"eps": 1e-45}, "eps 1e-45 is below the smallest normal float32"),
+    ({"grad_clip": 1e-300}, "grad_clip 1e-300 is not above eps"),
+    ({"grad_clip": 1e-30}, "grad_clip 1e-30 is not above eps"),
+    ({"schedule": {"kind": "cosine", "min_lr": 5.0}}, "schedule.min_lr 5 is above lr 0.01"),
+])
+def test_optimiser_settings_that_cannot_train_as_asked_are_refused(tmp_path, train, why):
+    """Accepted and trained without a word: an Adam eps below float32's smallest normal number
+    (flushed to 0: 0 / 0 for a parameter without a gradient, every run 'diverged' at step 1), a
+    grad_clip far below eps (each update about grad_clip / eps of the lr: the runs ended 'ok'
+    with the untrained model's numbers) and a min_lr above the lr (the cosine 'decay' raised the
+    learning rate 500x). eps 1e-37 and a grad_clip above eps still train."""
+    base = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+            "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    _assert_refused(_invoke("validate", write_spec(tmp_path, train={**base, **train})), why)
+    ok = write_spec(tmp_path, train={**base, "eps": 1e-37, "grad_clip": 1e-6,
+                                     "schedule": {"kind": "cosine", "min_lr": 0.01}})
+    assert _invoke("validate", ok).exit_code == 0
