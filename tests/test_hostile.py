@@ -3809,3 +3809,40 @@ def test_optimiser_settings_that_cannot_train_as_asked_are_refused(tmp_path, tra
     ok = write_spec(tmp_path, train={**base, "eps": 1e-37, "grad_clip": 1e-6,
                                      "schedule": {"kind": "cosine", "min_lr": 0.01}})
     assert _invoke("validate", ok).exit_code == 0
+
+
+def test_ids_that_differ_only_in_case_are_rejected(tmp_path):
+    """Specs T-spec and t-spec passed `validate --all`: on a case-insensitive disk (macOS,
+    Windows) their results folders are one, and each run replaced the other's tables."""
+    root = _project(tmp_path, small=True)
+    env = {"SSMREPRO_ROOT": str(root)}
+    (root / "experiments/other").mkdir()
+    twin = root / "experiments/other/Huang2025-tab1.yaml"
+    shutil.copy(root / "experiments/huang2025/huang2025-tab1.yaml", twin)
+    _edit(twin, id="Huang2025-tab1", alias=None)
+    _assert_refused(_invoke("validate", "--all", env=env), "differs only in case")
+    _assert_refused(_invoke("show", "huang2025-tab1", env=env), "differs only in case")
+
+
+@pytest.mark.parametrize("override,why", [
+    ({"profiles": {"smoke": {}, "quick": {}, "paper": {}, "smoke-set-fcd9b6": {}}},
+     "profile 'smoke-set-fcd9b6': a name ending in set-<6 hex digits>"),
+    ({"profiles": {"smoke": {}, "quick": {}, "paper": {}, "set-fcd9b6": {}}},
+     "profile 'set-fcd9b6': a name ending in set-<6 hex digits>"),
+    ({"profiles": {"smoke": {}, "quick": {}, "paper": {}, "Smoke": {}}},
+     "profiles 'Smoke' and 'smoke' differ only in case"),
+    ({"figure": None, "figures": [{"kind": "bars", "x": "label", "name": "figure-set-fcd9b6"}]},
+     "'figure-set-fcd9b6' ends in set-<6 hex digits>"),
+    ({"figure": None, "figures": [{"kind": "bars", "x": "label", "name": "Fig"},
+                                  {"kind": "bars", "x": "label", "name": "fig"}]},
+     "(Fig-smoke.png on a case-insensitive disk)"),
+])
+def test_profile_and_figure_names_that_write_another_ones_files_are_refused(tmp_path, override,
+                                                                            why):
+    """A profile named smoke-set-fcd9b6 wrote results-smoke-set-fcd9b6.csv (and its figure and
+    report), the files of profile smoke run with --set train.lr=0.02, replacing them; profiles
+    Smoke and smoke, or figures Fig and fig, write one file on a case-insensitive disk."""
+    _assert_refused(_invoke("validate", write_spec(tmp_path, **override)), why)
+    ok = write_spec(tmp_path, profiles={"smoke": {}, "quick": {}, "paper": {}, "set-up": {},
+                                        "reset-abc": {}})
+    assert _invoke("validate", ok).exit_code == 0

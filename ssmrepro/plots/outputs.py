@@ -49,7 +49,7 @@ from ..report.cells import (
 from ..report.checks import CheckConfig, OrderingConfig
 from ..report.columns import LABEL, LABEL_SEP, N_PARAMS, RUN_ID, SEED, STATUS
 from ..report.curves import HISTORY_SETS, SAMPLES, STEP, curve_table, history_metric_sets
-from ..spec import Spec, format_errors
+from ..spec import SET_TAG, Spec, format_errors
 from ..store import (
     DIVERGED_NAN,
     METRIC_PREFIX,
@@ -136,7 +136,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             checked.append((key, cfg))
 
     stems = set()
-    files: dict[str, tuple[str, str]] = {}  # figure file -> (figure key, profile)
+    files: dict[str, tuple[str, str, str]] = {}  # folded file -> (key, profile, file)
     for i, (key, raw) in enumerate(spec.figure_configs):
         try:
             cfg = parse_figure(raw)
@@ -159,17 +159,23 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                    if history_metric_sets(m) not in sets or m.rsplit(".", 1)[-1] not in
                    ("acc", "loss", "mse")]
         stem = figure_stem(cfg, i)
-        if stem in stems:
+        if SET_TAG.search(stem):  # figure-set-fcd9b6.png: the first figure run with --set
+            errors.append(f"{path}: {key}.name: {stem!r} ends in set-<6 hex digits>, the file "
+                          "tag of a run with --set (it would replace such a figure)")
+        elif stem in stems:
             errors.append(f"{path}: {key}.name: two figures write {stem!r}")
         else:  # and across profiles: a figure named figure-smoke in the default profile wrote
             for prof in spec.profiles:  # over the first figure of profile smoke
                 file = output_name(spec, prof, stem, "png")
-                if file in files and files[file][0] != key:
-                    other, other_prof = files[file]
+                folded = file.casefold()  # Fig.png and fig.png: one file on macOS or Windows
+                if folded in files and files[folded][0] != key:
+                    other, other_prof, other_file = files[folded]
                     errors.append(f"{path}: {key}.name: {stem!r} writes {file} in profile "
-                                  f"{prof}, the file of {other} in profile {other_prof}")
+                                  f"{prof}, the file of {other} in profile {other_prof}"
+                                  + ("" if other_file == file else
+                                     f" ({other_file} on a case-insensitive disk)"))
                     break
-                files.setdefault(file, (key, prof))
+                files.setdefault(folded, (key, prof, file))
         stems.add(stem)
     seen_claims: dict[str, int] = {}
     spread = _spread_columns(spec)
