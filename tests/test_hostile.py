@@ -3846,3 +3846,35 @@ def test_profile_and_figure_names_that_write_another_ones_files_are_refused(tmp_
     ok = write_spec(tmp_path, profiles={"smoke": {}, "quick": {}, "paper": {}, "set-up": {},
                                         "reset-abc": {}})
     assert _invoke("validate", ok).exit_code == 0
+
+
+@pytest.mark.parametrize("fig", [{"kind": "lines", "metric": "test.acc"},
+                                 {"kind": "lines", "metric": "test.acc", "x": "label"}])
+def test_a_lines_figure_over_text_values_is_drawn(trained_store, tmp_path, fig):
+    """A lines figure whose x is the labels (given, or the default where no swept key varies)
+    raised 'ValueError: could not convert string to float: S6' while drawing: a traceback
+    after training. It is drawn with the labels as categories."""
+    spec, folder = _copy_trained(trained_store, tmp_path)
+    raw = yaml.safe_load(spec.read_text())
+    raw["figures"] = [{**fig, "name": "lc"}]
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    res = _invoke("plot", spec, "--out", tmp_path / "out", "--profile", "smoke")
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert (folder / "lc-smoke.png").is_file()
+
+
+@pytest.mark.parametrize("fig,why", [
+    ({"kind": "curves", "series": ["val.acc"], "ylim": [-1e308, 1.7e308]},
+     "is wider than a float holds"),
+    ({"kind": "lines", "metric": "test.acc", "x": "label", "reference": {"r": "1"}},
+     "'label' is read as a number, but holds 'S6'"),
+    ({"kind": "recall_grid", "columns": {"S6": "linear"}, "x": "label", "y": "model.d_model",
+      "regime": ["task.vocab", "task.T"], "vocab": "task.vocab", "facts": "task.T"},
+     "'label' is read as a number, but holds 'S6'"),
+])
+def test_figure_settings_that_cannot_be_drawn_are_refused(tmp_path, fig, why):
+    """A y range wider than a float holds raised matplotlib's 'arange: cannot compute length'
+    (a traceback after training); a reference line is drawn at the x values, and a recall grid
+    on its D and N axes, which must be numbers (recall_grid with x: label raised 'could not
+    convert string to float' after training)."""
+    _assert_refused(_invoke("validate", _one_run_spec(tmp_path, figures=[fig])), why)
