@@ -122,6 +122,9 @@ class Case(Strict):
             if empty:  # the case ran once at its `set` values, as if the list were not there
                 raise ValueError(f"{kind}.{empty[0]}: an empty list (a case's {kind} needs at "
                                  "least one value)")
+        if self.seeds == []:  # the case had no runs: it left the profile without a word
+            raise ValueError("seeds: an empty list (the case would have no runs; leave seeds "
+                             "out to use the spec's)")
         return self
 
 

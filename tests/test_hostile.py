@@ -3878,3 +3878,12 @@ def test_figure_settings_that_cannot_be_drawn_are_refused(tmp_path, fig, why):
     on its D and N axes, which must be numbers (recall_grid with x: label raised 'could not
     convert string to float' after training)."""
     _assert_refused(_invoke("validate", _one_run_spec(tmp_path, figures=[fig])), why)
+
+
+def test_a_case_with_an_empty_seed_list_is_refused(tmp_path):
+    """A case's `seeds: []` gave it no runs: the case left the profile without a word
+    ('smoke 1 runs' of two cases), where an empty spec or profile seed list is refused."""
+    cases = [{"label": "S6", "set": {"model.mixer": "s6"}},
+             {"label": "S4D", "set": {"model.mixer": "s4d"}, "seeds": []}]
+    res = _invoke("validate", write_spec(tmp_path, sweep=[{"cases": cases}]))
+    _assert_refused(res, "cases.1", "seeds: an empty list")
