@@ -3887,3 +3887,26 @@ def test_a_case_with_an_empty_seed_list_is_refused(tmp_path):
              {"label": "S4D", "set": {"model.mixer": "s4d"}, "seeds": []}]
     res = _invoke("validate", write_spec(tmp_path, sweep=[{"cases": cases}]))
     _assert_refused(res, "cases.1", "seeds: an empty list")
+
+
+def test_an_archive_that_failed_to_install_is_not_reused_for_another_url(tmp_path):
+    """`data download lra --url file://A/lra_release.gz` of a file that is no archive kept it in
+    downloads/, and every later download of that file name installed it again, a corrected
+    `--url` and `--force` included: 'not a tar or zip archive' for ever, naming no way out.
+    An archive kept from a `--url` without a checksum is downloaded again."""
+    import tarfile
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a/lra_release.gz").write_text("not an archive")
+    src = tmp_path / "src/lra_release"
+    shutil.copytree(ROOT / "tests/assets/lra/lra/listops-1000", src / "listops-1000")
+    (tmp_path / "b").mkdir()
+    with tarfile.open(tmp_path / "b/lra_release.gz", "w:gz") as tar:
+        tar.add(src, arcname="lra_release")
+    root = tmp_path / "data"
+    args = ("data", "download", "lra", "--dir", root, "--no-progress", "--url")
+    res = _invoke(*args, f"file://{tmp_path}/a/lra_release.gz")
+    assert res.exit_code != 0 and "not a tar or zip archive" in res.output, res.output
+    res = _invoke(*args, f"file://{tmp_path}/b/lra_release.gz")
+    assert res.exit_code == 0, res.output
+    assert (root / "lra/listops-1000/basic_train.tsv").is_file()

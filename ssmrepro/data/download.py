@@ -439,6 +439,12 @@ def download(
     src = res.url if url is None else url
     name = res.filename if official else (Path(urllib.parse.urlparse(src).path).name or res.filename)
     dest = downloads_dir(root) / name
+    if not official and not sha256 and dest.exists():
+        # nothing tells an archive kept from an earlier download (another --url of the same
+        # file name) from this URL's: it was installed again, so an archive that failed to
+        # install ('not a tar or zip archive') failed every later command, --force and a
+        # corrected --url included
+        dest.unlink()
     download_file(
         src,
         dest,
