@@ -3910,3 +3910,16 @@ def test_an_archive_that_failed_to_install_is_not_reused_for_another_url(tmp_pat
     res = _invoke(*args, f"file://{tmp_path}/b/lra_release.gz")
     assert res.exit_code == 0, res.output
     assert (root / "lra/listops-1000/basic_train.tsv").is_file()
+
+
+def test_a_kept_archive_that_cannot_be_installed_names_the_way_out(tmp_path):
+    """A kept downloads/lra_release.gz that is no archive (the official LRA archive has no
+    checksum to check it by) was installed again by every `data download lra`: 'not a tar or zip
+    archive' for ever, with no word that deleting it lets the download run again. No network:
+    the kept file is used before any download."""
+    root = tmp_path / "data"
+    (root / "downloads").mkdir(parents=True)
+    (root / "downloads/lra_release.gz").write_text("not an archive")
+    res = _invoke("data", "download", "lra", "--dir", root, "--no-progress")
+    assert res.exit_code != 0 and "Traceback" not in res.output, res.output
+    assert "and re-run to download it again" in " ".join(res.output.split()), res.output
