@@ -3923,3 +3923,24 @@ def test_a_kept_archive_that_cannot_be_installed_names_the_way_out(tmp_path):
     res = _invoke("data", "download", "lra", "--dir", root, "--no-progress")
     assert res.exit_code != 0 and "Traceback" not in res.output, res.output
     assert "and re-run to download it again" in " ".join(res.output.split()), res.output
+
+
+def test_records_reused_through_a_chain_of_reuse_are_read(tmp_path):
+    """rb reuses ra and rc reuses rb: rb showed ra's runs done, but rc read only rb's own
+    records (none) and trained the same runs again; a loop of reuse (ra reusing rc) ends."""
+    root = tmp_path / "proj"
+    folder = root / "experiments/tests"
+    folder.mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    for name, reuse in (("ra", []), ("rb", ["ra"]), ("rc", ["rb"])):
+        _one_run_spec(folder, name=name, reuse=reuse,
+                      train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2,
+                             "val_size": 16, "test_size": 16, "eval_every": 2,
+                             "eval_batch_size": 16})
+    env, out = {"SSMREPRO_ROOT": str(root)}, tmp_path / "out"
+    res = _invoke("run", "ra", "--profile", "smoke", "--out", out, "--no-plot", env=env)
+    assert res.exit_code == 0, res.output
+    _edit(folder / "ra.yaml", reuse=["rc"])  # a loop
+    for name in ("rb", "rc"):
+        res = _invoke("run", name, "--profile", "smoke", "--out", out, "--dry-run", env=env)
+        assert res.exit_code == 0 and "1 done, 0 pending" in res.output, res.output
