@@ -3944,3 +3944,20 @@ def test_records_reused_through_a_chain_of_reuse_are_read(tmp_path):
     for name in ("rb", "rc"):
         res = _invoke("run", name, "--profile", "smoke", "--out", out, "--dry-run", env=env)
         assert res.exit_code == 0 and "1 done, 0 pending" in res.output, res.output
+
+
+@pytest.mark.parametrize("where", ["huang2025/my-spec.yml", "my-spec.yaml", "huang2025/sub/my-spec.yaml"])
+def test_a_spec_no_command_reads_is_named_by_validate_all(tmp_path, where):
+    """A spec saved as .yml, at the top of experiments/ or in a folder below a paper's was passed
+    over in silence: `validate --all` said ok for the others and exited 0, and `run my-spec` said
+    only 'unknown experiment'."""
+    root = _project(tmp_path, small=True)
+    env = {"SSMREPRO_ROOT": str(root)}
+    spec = root / "experiments" / where
+    spec.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(root / "experiments/huang2025/huang2025-fig1.yaml", spec)
+    _edit(spec, id="my-spec", alias=None)
+    _assert_refused(_invoke("validate", "--all", env=env), "the spec 'my-spec' is not read")
+    _assert_refused(_invoke("show", "my-spec", env=env), "experiments/<paper>/<id>.yaml")
+    spec.rename(spec.with_name("_my-spec.yaml"))  # kept out on purpose
+    assert _invoke("show", "huang2025-fig1", env=env).exit_code == 0
