@@ -3961,3 +3961,25 @@ def test_a_spec_no_command_reads_is_named_by_validate_all(tmp_path, where):
     _assert_refused(_invoke("show", "my-spec", env=env), "experiments/<paper>/<id>.yaml")
     spec.rename(spec.with_name("_my-spec.yaml"))  # kept out on purpose
     assert _invoke("show", "huang2025-fig1", env=env).exit_code == 0
+
+
+@pytest.mark.parametrize("bad", [float("nan"), 1e30, -3.0])
+def test_a_cache_entry_with_pixels_outside_0_to_255_is_rebuilt(tmp_path, bad):
+    """A pixel cache entry whose inputs held NaN (a float array of the same shape) was trained
+    on: the run was recorded 'diverged' at step 0, a fault of the data read as the model's; a
+    pixel of 1e30 trained 'ok' on noise. prepare() writes uint8 pixels."""
+    import numpy as np
+
+    from ssmrepro.data import DIGITS
+    from ssmrepro.data.datasets import load_lra
+
+    root = tmp_path / "data"
+    shutil.copytree(ROOT / "tests/assets/lra/digits", root / "digits")
+    good = load_lra("image", "train", root=root, accept_sources=[DIGITS])
+    x = np.array(good.x)
+    damaged = x.astype(np.float32)
+    damaged[0, :4] = bad
+    np.save(good.cache_path / "train.x.npy", damaged)
+    with pytest.warns(UserWarning, match="damaged cache entry .*pixel values"):
+        again = load_lra("image", "train", root=root, accept_sources=[DIGITS])
+    assert again.x.dtype == np.uint8 and (np.asarray(again.x) == x).all()
