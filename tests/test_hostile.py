@@ -3983,3 +3983,20 @@ def test_a_cache_entry_with_pixels_outside_0_to_255_is_rebuilt(tmp_path, bad):
     with pytest.warns(UserWarning, match="damaged cache entry .*pixel values"):
         again = load_lra("image", "train", root=root, accept_sources=[DIGITS])
     assert again.x.dtype == np.uint8 and (np.asarray(again.x) == x).all()
+
+
+@pytest.mark.parametrize("copy", ["keep-nth-d8-old-cpu.json", "a-keep-nth-d8-cpu.json"])
+def test_roofline_takes_each_workload_once(tmp_path, copy):
+    """A copy of a packs record under another name (a backup, keep-nth-d8-old-cpu.json) was a
+    second, indistinguishable row of performance.md and point of the figure; the record that
+    `bench keep-nth-d8` writes is kept and the copy left out with a warning."""
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    src = ROOT / "results/bench/keep-nth-d8-cpu.json"
+    shutil.copy(src, bench / src.name)
+    shutil.copy(src, bench / copy)
+    res = _invoke("bench", "roofline", "--out", bench)
+    assert res.exit_code == 0, res.output
+    assert f"{copy}: a second record of workload 'keep-nth-d8'" in " ".join(res.output.split())
+    table = (bench / "performance.md").read_text()
+    assert table.count("| keep-nth-d8 (") == 1, table
