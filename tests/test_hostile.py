@@ -4000,3 +4000,14 @@ def test_roofline_takes_each_workload_once(tmp_path, copy):
     assert f"{copy}: a second record of workload 'keep-nth-d8'" in " ".join(res.output.split())
     table = (bench / "performance.md").read_text()
     assert table.count("| keep-nth-d8 (") == 1, table
+
+
+def test_two_paper_values_of_one_cell_named_by_different_keys_are_refused(tmp_path):
+    """Paper values `where: {label: S6}` (0.5) and `where: {model.mixer: s6, model.d_model: 8}`
+    (0.9) name one cell: both passed validate and the report compared the cell with each."""
+    pvs = [{"where": {"label": "S6"}, "metric": "test.acc", "value": 0.5, "tol": 0.1},
+           {"where": {"model.mixer": "s6", _D: 8}, "metric": "test.acc", "value": 0.9}]
+    res = _invoke("validate", write_spec(tmp_path, paper_values=pvs))
+    _assert_refused(res, "paper_values.1.where: names the cell of paper_values.0")
+    pvs[1]["where"] = {"model.mixer": "s4d"}
+    assert _invoke("validate", write_spec(tmp_path, paper_values=pvs)).exit_code == 0

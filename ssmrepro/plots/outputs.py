@@ -635,15 +635,24 @@ def _paper_values_of_several_cells(spec: Spec, runs: list) -> list[str]:
     for r in runs:
         profiles.setdefault(r.profile, []).append(r)
     over = spec.aggregate.select.over if spec.aggregate.select is not None else None
+    twice: set[int] = set()  # paper values already named as a second value of a cell
     for profile, rs in profiles.items():
         keys = [k for k in report.cell_keys(rs) if k != over]
         rows = _config_rows(rs)
         index = CellIndex(rows)  # one look-up per paper value, not a pass over every run
+        named: dict[tuple, int] = {}  # (metric, cell) -> the paper value that names it
         for i, pv in enumerate(spec.paper_values):
             if any(k not in rows for k in pv.where):
                 continue  # an unknown column: reported by validate_outputs
             cols = [index.values(k) for k in keys if k in rows]
             cells = {tuple(repr(c[p]) for c in cols) for p in index.positions(pv.where)}
+            if len(cells) == 1:  # `label: S6` and `model.mixer: s6` of one cell: both compared
+                first = named.setdefault((expr.normal_form(pv.metric), *cells), i)
+                if first != i and i not in twice:
+                    twice.add(i)
+                    errors.append(f"{spec.path or spec.id}: paper_values.{i}.where: names the "
+                                  f"cell of paper_values.{first} in profile {profile} (one paper "
+                                  "value per cell and metric)")
             if len(cells) > 1:
                 shown = ", ".join(f"{k}={v}" for k, v in pv.where.items()) or "(every cell)"
                 errors.append(f"{spec.path or spec.id}: paper_values.{i}.where: matches "
