@@ -4011,3 +4011,15 @@ def test_two_paper_values_of_one_cell_named_by_different_keys_are_refused(tmp_pa
     _assert_refused(res, "paper_values.1.where: names the cell of paper_values.0")
     pvs[1]["where"] = {"model.mixer": "s4d"}
     assert _invoke("validate", write_spec(tmp_path, paper_values=pvs)).exit_code == 0
+
+
+def test_two_claims_whose_where_name_the_same_runs_by_different_keys_are_refused(tmp_path):
+    """Claims alike but for `where: {label: S6}` and `where: {model.mixer: s6, model.d_model:
+    8}`, which select the same runs, passed validate: one verdict printed and counted twice."""
+    c = {"check": "threshold", "text": "t", "metric": "test.acc", "op": ">=", "value": 0.5}
+    claims = [{**c, "where": {"label": "S6"}}, {**c, "where": {"model.mixer": "s6", _D: 8}}]
+    res = _invoke("validate", write_spec(tmp_path, claims=claims))
+    _assert_refused(res, "claims.1: the same claim as claims.0")
+    claims[1]["where"] = {"model.mixer": "s4d"}
+    assert _invoke("validate", write_spec(tmp_path, claims=claims)).exit_code == 0
+

@@ -178,12 +178,16 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                 files.setdefault(folded, (key, prof, file))
         stems.add(stem)
     seen_claims: dict[str, int] = {}
+    run_index = CellIndex(_config_rows(runs)) if runs else None
     spread = _spread_columns(spec)
     for i, raw in enumerate(spec.claims):
         key = f"claims.{i}"
         try:
             cfg = report.parse_claim(raw)
             same = seen_claims.setdefault(_claim_identity(cfg), i)
+            if same == i and run_index is not None:  # or its `where` names the same runs by
+                # other keys (label: S6 and model.mixer: s6): one verdict, printed twice
+                same = seen_claims.setdefault(_claim_identity(cfg, run_index), i)
             if same != i:  # its verdict twice in every report, counted twice in the tally
                 errors.append(f"{path}: {key}: the same claim as claims.{same} (each claim once)")
                 continue
@@ -279,18 +283,26 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
 _EXPRESSION_FIELDS = ("metric", "by", "region")  # the claim fields that hold an expression
 
 
-def _claim_identity(cfg: CheckConfig) -> str:
+def _claim_identity(cfg: CheckConfig, runs: CellIndex | None = None) -> str:
     """What tells two claims apart: every field, with a ``where`` (``a``, ``b``) in any key
     order, its any-of lists in any order, the preconditions in any order and the text's
     spacing ignored (``{label: S6, model.d_model: 8}`` and ``{model.d_model: 8, label: S6}``
-    made two claims with one verdict, printed and counted twice)."""
+    made two claims with one verdict, printed and counted twice). With ``runs`` (an index of
+    every profile's runs) a ``where`` is the runs it selects, whatever keys name them."""
     d = cfg.model_dump(mode="json")
+    if runs is not None:
+        for f in ("where", "a", "b"):
+            where = getattr(cfg, f, None)
+            if isinstance(where, dict) and where and all(has_column(runs.cells, k)
+                                                         for k in where):
+                found = runs.positions(where)  # none: 'matches no run', reported elsewhere
+                d[f] = {"(runs)": found} if found else d[f]
     d["text"] = " ".join(str(d.get("text", "")).split())
     for f in _EXPRESSION_FIELDS:  # `test.acc` and `(test.acc)` made two claims
         if isinstance(d.get(f), str):
             d[f] = expr.normal_form(d[f])
     for f in ("where", "a", "b"):
-        if isinstance(d.get(f), dict):
+        if isinstance(d.get(f), dict) and "(runs)" not in d[f]:
             d[f] = _where_identity(d[f])
     if isinstance(d.get("given"), list):
         for g in d["given"]:
