@@ -4023,3 +4023,24 @@ def test_two_claims_whose_where_name_the_same_runs_by_different_keys_are_refused
     claims[1]["where"] = {"model.mixer": "s4d"}
     assert _invoke("validate", write_spec(tmp_path, claims=claims)).exit_code == 0
 
+
+def test_generated_pathfinder_shards_removed_beside_their_meta_json_are_named(tmp_path):
+    """A generated Pathfinder folder whose meta.json is there but whose shards are not (a partial
+    copy) stopped `run` with 'error: cannot use: FileNotFoundError', naming no folder."""
+    from ssmrepro.data.pathfinder import (
+        PathfinderWriter,
+        generate_pathfinder,
+        lra_params,
+        read_pathfinder_dir,
+    )
+
+    images, labels = generate_pathfinder(3, 32, seed=2, chunk_size=256)
+    d = tmp_path / "d"
+    w = PathfinderWriter(d, lra_params(32), fmt="npy", shard_size=3)
+    w.add(images, labels)
+    w.close({"seed": 2})
+    for f in (d / "shards").iterdir():
+        f.unlink()
+    with pytest.raises(ValueError, match="damaged generated Pathfinder shards: no imgs_") as err:
+        read_pathfinder_dir(d)
+    assert str(d) in str(err.value)
