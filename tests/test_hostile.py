@@ -4044,3 +4044,18 @@ def test_generated_pathfinder_shards_removed_beside_their_meta_json_are_named(tm
     with pytest.raises(ValueError, match="damaged generated Pathfinder shards: no imgs_") as err:
         read_pathfinder_dir(d)
     assert str(d) in str(err.value)
+
+
+@pytest.mark.parametrize("betas", [[0.9, 0.99999999], [0.99999999, 0.999]])
+def test_adam_betas_that_are_1_in_float32_are_refused(tmp_path, betas):
+    """betas below 1 but 1.0 in float32, the dtype the moments are kept in, were accepted:
+    beta2 0.99999999 left v at 0 (every run 'diverged' at step 1), beta1 so left m at 0 (the
+    runs ended 'ok' with the untrained model's numbers). 0.9999 still trains."""
+    base = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+            "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    res = _invoke("validate", write_spec(tmp_path, train={**base, "betas": betas}))
+    _assert_refused(res, "0.99999999 is 1.0 in float32")
+    ok = write_spec(tmp_path, train={**base, "betas": [0.9, 0.9999]})
+    assert _invoke("validate", ok).exit_code == 0
+    ok = write_spec(tmp_path, train={**base, "betas": betas, "dtype": "float64"})
+    assert _invoke("validate", ok).exit_code == 0

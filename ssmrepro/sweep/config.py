@@ -152,6 +152,14 @@ class TrainConfig(_Strict):
             raise ValueError(f"grad_clip {self.grad_clip:g} is not above eps {self.eps:g}: every "
                              "update would be about grad_clip / eps of the lr (the run would "
                              "end 'ok' where it started)")
+        if self.dtype == "float32":  # the moments are updated in the training dtype
+            import struct
+
+            held = [struct.unpack("f", struct.pack("f", b))[0] for b in self.betas]
+            if max(held) >= 1.0:  # beta2 0.99999999: v stayed 0, every run 'diverged' at step
+                # 1; beta1 so: m stayed 0, the runs ended 'ok' untrained
+                raise ValueError(f"betas {list(self.betas)}: {max(self.betas)!r} is 1.0 in "
+                                 "float32 (the moments would never change); at most 0.9999999")
         min_lr = self.schedule.min_lr
         if min_lr is not None and min_lr > self.lr:  # the 'decay' rose 500x: lr 0.01 -> 5
             raise ValueError(f"schedule.min_lr {min_lr:g} is above lr {self.lr:g}: the schedule "
