@@ -19,6 +19,7 @@ import difflib
 import functools
 import itertools
 import math
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -121,6 +122,9 @@ class Case(Strict):
             if empty:  # the case ran once at its `set` values, as if the list were not there
                 raise ValueError(f"{kind}.{empty[0]}: an empty list (a case's {kind} needs at "
                                  "least one value)")
+        if self.seeds == []:  # the case had no runs: it left the profile without a word
+            raise ValueError("seeds: an empty list (the case would have no runs; leave seeds "
+                             "out to use the spec's)")
         return self
 
 
@@ -242,6 +246,8 @@ class PaperValue(Strict):
 
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$"  # ids, aliases, paper slugs: safe as paths
+# the tag of outputs written with --set (sweep.expand.overrides_tag) at the end of a name
+SET_TAG = re.compile(r"(^|-)set-[0-9a-f]{6}$")
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 
 
@@ -301,6 +307,15 @@ class Spec(Strict):
             raise ValueError(f"profiles {missing} are missing (every spec has smoke, quick, paper)")
         if self.default_profile not in self.profiles:
             raise ValueError(f"default_profile {self.default_profile!r} is not a profile")
+        for name in self.profiles:
+            if SET_TAG.search(name):  # results-smoke-set-fcd9b6.csv of smoke run with --set
+                raise ValueError(f"profile {name!r}: a name ending in set-<6 hex digits> is the "
+                                 "file tag of a run with --set (its tables, figures and report "
+                                 "would replace those of another profile run with --set)")
+            same = [o for o in self.profiles if o != name and o.casefold() == name.casefold()]
+            if same:  # results-Smoke.csv and results-smoke.csv: one file on macOS or Windows
+                raise ValueError(f"profiles {same[0]!r} and {name!r} differ only in case (their "
+                                 "files are one file on a case-insensitive disk)")
         if self.figure is None and not self.figures:
             raise ValueError("a spec needs a `figure` (or a `figures` list)")
         for a in ("mechanistic", "output_variance"):
@@ -623,10 +638,18 @@ def index_problems() -> tuple[dict[str, Path], list[str]]:
             problems.append(f"{p}: id: {i!r} must equal the file name {p.stem!r}")
         if a is not None and a != p.stem:
             aliases.setdefault(a, []).append(p)
+    folded: dict[str, list[str]] = {}
+    for name in ids:
+        folded.setdefault(name.casefold(), []).append(name)
     for name, ps in ids.items():
+        cased = sorted(n for n in folded[name.casefold()] if n != name)
         if len(ps) > 1:
             problems.append(f"{', '.join(map(str, ps))}: id: {name!r} is the id of "
                             f"{len(ps)} specs (ids must be unique)")
+        elif cased:  # results/<paper>/T-spec and .../t-spec: one folder on macOS or Windows
+            problems.append(f"{ps[0]}: id: {name!r} differs only in case from the id of "
+                            f"{ids[cased[0]][0]} (ids must be unique ignoring case: on a "
+                            "case-insensitive disk the two share one results folder)")
         else:
             out[name] = ps[0]
     for name, ps in aliases.items():
@@ -640,6 +663,16 @@ def index_problems() -> tuple[dict[str, Path], list[str]]:
     for name in set(ids) | set(aliases):
         if name not in out:
             out.pop(name, None)
+    known = set(spec_paths())
+    for p in sorted(experiments_dir().rglob("*.y*ml")):
+        if p in known or p.suffix not in (".yaml", ".yml") or p.name.startswith("_"):
+            continue
+        i = _light_read(p)[0]
+        if i is not None:  # a spec `validate --all` passed over in silence ('ok' for the rest)
+            problems.append(f"{p}: the spec {i!r} is not read by any command: a spec is "
+                            "experiments/<paper>/<id>.yaml (a .yml suffix, a file at the top "
+                            "or in a deeper folder is not); move or rename it, or start its "
+                            "name with _ to keep it out")
     return out, problems
 
 

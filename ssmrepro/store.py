@@ -770,9 +770,23 @@ def results_dir(spec, out: Path | None = None) -> Path:
     return Path(out or repo_root() / "results") / spec.paper / spec.id
 
 
+def reused_specs(spec) -> list:
+    """The specs whose run records ``spec`` reads: its ``reuse`` list and, in turn, theirs (rc
+    reusing rb, which reuses ra, read none of ra's records: rb showed its runs done, and rc
+    trained them again), each once, the spec itself never."""
+    seen, out, todo = {spec.id}, [], list(spec.reuse)
+    while todo:
+        other = find_spec(todo.pop(0))
+        if other.id not in seen:
+            seen.add(other.id)
+            out.append(other)
+            todo += other.reuse
+    return out
+
+
 def open_store(spec, out: Path | None = None) -> Store:
-    """The spec's store, reading also the records of the specs it reuses."""
-    reuse = [results_dir(find_spec(s), out) for s in spec.reuse]
+    """The spec's store, reading also the records of the specs it reuses (and they reuse)."""
+    reuse = [results_dir(s, out) for s in reused_specs(spec)]
     return Store(results_dir(spec, out), reuse=reuse, weights=bool(spec.save_weights))
 
 

@@ -3792,3 +3792,298 @@ def test_ctrl_c_while_the_command_line_is_still_importing_is_one_line(monkeypatc
     err = capsys.readouterr().err
     assert err.startswith("interrupted") and "Traceback" not in err, err
     assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("leftover", ["arrays", "other"])
+def test_a_cache_entry_folder_without_its_meta_json_is_rebuilt(tmp_path, leftover):
+    """A cache entry folder holding files but no meta.json (a partial copy of a cache, or a file
+    put there) was never rebuilt: the rename of the new entry onto it failed, and every run
+    stopped with 'cannot use .../.tmp-listops-...: Directory not empty' (a temporary folder
+    that no longer existed)."""
+    import numpy as np
+
+    from ssmrepro.data.datasets import load_lra
+
+    root = tmp_path / "data"
+    shutil.copytree(ROOT / "tests/assets/lra/lra/listops-1000", root / "lra/listops-1000")
+    good = load_lra("listops", "test", root)
+    entry, x = good.cache_path, np.array(good.x)
+    if leftover == "arrays":
+        (entry / "meta.json").unlink()
+    else:
+        shutil.rmtree(entry)
+        entry.mkdir()
+        (entry / "notes.txt").write_text("mine")
+    with pytest.warns(UserWarning, match="damaged cache entry .*without a meta.json"):
+        again = load_lra("listops", "test", root)
+    assert (entry / "meta.json").is_file() and (np.asarray(again.x) == x).all()
+
+
+@pytest.mark.parametrize("train,why", [
+    ({"eps": 1e-45}, "eps 1e-45 is below the smallest normal float32"),
+    ({"grad_clip": 1e-300}, "grad_clip 1e-300 is not above eps"),
+    ({"grad_clip": 1e-30}, "grad_clip 1e-30 is not above eps"),
+    ({"schedule": {"kind": "cosine", "min_lr": 5.0}}, "schedule.min_lr 5 is above lr 0.01"),
+])
+def test_optimiser_settings_that_cannot_train_as_asked_are_refused(tmp_path, train, why):
+    """Accepted and trained without a word: an Adam eps below float32's smallest normal number
+    (flushed to 0: 0 / 0 for a parameter without a gradient, every run 'diverged' at step 1), a
+    grad_clip far below eps (each update about grad_clip / eps of the lr: the runs ended 'ok'
+    with the untrained model's numbers) and a min_lr above the lr (the cosine 'decay' raised the
+    learning rate 500x). eps 1e-37 and a grad_clip above eps still train."""
+    base = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+            "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    _assert_refused(_invoke("validate", write_spec(tmp_path, train={**base, **train})), why)
+    ok = write_spec(tmp_path, train={**base, "eps": 1e-37, "grad_clip": 1e-6,
+                                     "schedule": {"kind": "cosine", "min_lr": 0.01}})
+    assert _invoke("validate", ok).exit_code == 0
+
+
+def test_ids_that_differ_only_in_case_are_rejected(tmp_path):
+    """Specs T-spec and t-spec passed `validate --all`: on a case-insensitive disk (macOS,
+    Windows) their results folders are one, and each run replaced the other's tables."""
+    root = _project(tmp_path, small=True)
+    env = {"SSMREPRO_ROOT": str(root)}
+    (root / "experiments/other").mkdir()
+    twin = root / "experiments/other/Huang2025-tab1.yaml"
+    shutil.copy(root / "experiments/huang2025/huang2025-tab1.yaml", twin)
+    _edit(twin, id="Huang2025-tab1", alias=None)
+    _assert_refused(_invoke("validate", "--all", env=env), "differs only in case")
+    _assert_refused(_invoke("show", "huang2025-tab1", env=env), "differs only in case")
+
+
+@pytest.mark.parametrize("override,why", [
+    ({"profiles": {"smoke": {}, "quick": {}, "paper": {}, "smoke-set-fcd9b6": {}}},
+     "profile 'smoke-set-fcd9b6': a name ending in set-<6 hex digits>"),
+    ({"profiles": {"smoke": {}, "quick": {}, "paper": {}, "set-fcd9b6": {}}},
+     "profile 'set-fcd9b6': a name ending in set-<6 hex digits>"),
+    ({"profiles": {"smoke": {}, "quick": {}, "paper": {}, "Smoke": {}}},
+     "profiles 'Smoke' and 'smoke' differ only in case"),
+    ({"figure": None, "figures": [{"kind": "bars", "x": "label", "name": "figure-set-fcd9b6"}]},
+     "'figure-set-fcd9b6' ends in set-<6 hex digits>"),
+    ({"figure": None, "figures": [{"kind": "bars", "x": "label", "name": "Fig"},
+                                  {"kind": "bars", "x": "label", "name": "fig"}]},
+     "(Fig-smoke.png on a case-insensitive disk)"),
+])
+def test_profile_and_figure_names_that_write_another_ones_files_are_refused(tmp_path, override,
+                                                                            why):
+    """A profile named smoke-set-fcd9b6 wrote results-smoke-set-fcd9b6.csv (and its figure and
+    report), the files of profile smoke run with --set train.lr=0.02, replacing them; profiles
+    Smoke and smoke, or figures Fig and fig, write one file on a case-insensitive disk."""
+    _assert_refused(_invoke("validate", write_spec(tmp_path, **override)), why)
+    ok = write_spec(tmp_path, profiles={"smoke": {}, "quick": {}, "paper": {}, "set-up": {},
+                                        "reset-abc": {}})
+    assert _invoke("validate", ok).exit_code == 0
+
+
+@pytest.mark.parametrize("fig", [{"kind": "lines", "metric": "test.acc"},
+                                 {"kind": "lines", "metric": "test.acc", "x": "label"}])
+def test_a_lines_figure_over_text_values_is_drawn(trained_store, tmp_path, fig):
+    """A lines figure whose x is the labels (given, or the default where no swept key varies)
+    raised 'ValueError: could not convert string to float: S6' while drawing: a traceback
+    after training. It is drawn with the labels as categories."""
+    spec, folder = _copy_trained(trained_store, tmp_path)
+    raw = yaml.safe_load(spec.read_text())
+    raw["figures"] = [{**fig, "name": "lc"}]
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    res = _invoke("plot", spec, "--out", tmp_path / "out", "--profile", "smoke")
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert (folder / "lc-smoke.png").is_file()
+
+
+@pytest.mark.parametrize("fig,why", [
+    ({"kind": "curves", "series": ["val.acc"], "ylim": [-1e308, 1.7e308]},
+     "is wider than a float holds"),
+    ({"kind": "lines", "metric": "test.acc", "x": "label", "reference": {"r": "1"}},
+     "'label' is read as a number, but holds 'S6'"),
+    ({"kind": "recall_grid", "columns": {"S6": "linear"}, "x": "label", "y": "model.d_model",
+      "regime": ["task.vocab", "task.T"], "vocab": "task.vocab", "facts": "task.T"},
+     "'label' is read as a number, but holds 'S6'"),
+])
+def test_figure_settings_that_cannot_be_drawn_are_refused(tmp_path, fig, why):
+    """A y range wider than a float holds raised matplotlib's 'arange: cannot compute length'
+    (a traceback after training); a reference line is drawn at the x values, and a recall grid
+    on its D and N axes, which must be numbers (recall_grid with x: label raised 'could not
+    convert string to float' after training)."""
+    _assert_refused(_invoke("validate", _one_run_spec(tmp_path, figures=[fig])), why)
+
+
+def test_a_case_with_an_empty_seed_list_is_refused(tmp_path):
+    """A case's `seeds: []` gave it no runs: the case left the profile without a word
+    ('smoke 1 runs' of two cases), where an empty spec or profile seed list is refused."""
+    cases = [{"label": "S6", "set": {"model.mixer": "s6"}},
+             {"label": "S4D", "set": {"model.mixer": "s4d"}, "seeds": []}]
+    res = _invoke("validate", write_spec(tmp_path, sweep=[{"cases": cases}]))
+    _assert_refused(res, "cases.1", "seeds: an empty list")
+
+
+def test_an_archive_that_failed_to_install_is_not_reused_for_another_url(tmp_path):
+    """`data download lra --url file://A/lra_release.gz` of a file that is no archive kept it in
+    downloads/, and every later download of that file name installed it again, a corrected
+    `--url` and `--force` included: 'not a tar or zip archive' for ever, naming no way out.
+    An archive kept from a `--url` without a checksum is downloaded again."""
+    import tarfile
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a/lra_release.gz").write_text("not an archive")
+    src = tmp_path / "src/lra_release"
+    shutil.copytree(ROOT / "tests/assets/lra/lra/listops-1000", src / "listops-1000")
+    (tmp_path / "b").mkdir()
+    with tarfile.open(tmp_path / "b/lra_release.gz", "w:gz") as tar:
+        tar.add(src, arcname="lra_release")
+    root = tmp_path / "data"
+    args = ("data", "download", "lra", "--dir", root, "--no-progress", "--url")
+    res = _invoke(*args, f"file://{tmp_path}/a/lra_release.gz")
+    assert res.exit_code != 0 and "not a tar or zip archive" in res.output, res.output
+    res = _invoke(*args, f"file://{tmp_path}/b/lra_release.gz")
+    assert res.exit_code == 0, res.output
+    assert (root / "lra/listops-1000/basic_train.tsv").is_file()
+
+
+def test_a_kept_archive_that_cannot_be_installed_names_the_way_out(tmp_path):
+    """A kept downloads/lra_release.gz that is no archive (the official LRA archive has no
+    checksum to check it by) was installed again by every `data download lra`: 'not a tar or zip
+    archive' for ever, with no word that deleting it lets the download run again. No network:
+    the kept file is used before any download."""
+    root = tmp_path / "data"
+    (root / "downloads").mkdir(parents=True)
+    (root / "downloads/lra_release.gz").write_text("not an archive")
+    res = _invoke("data", "download", "lra", "--dir", root, "--no-progress")
+    assert res.exit_code != 0 and "Traceback" not in res.output, res.output
+    assert "and re-run to download it again" in " ".join(res.output.split()), res.output
+
+
+def test_records_reused_through_a_chain_of_reuse_are_read(tmp_path):
+    """rb reuses ra and rc reuses rb: rb showed ra's runs done, but rc read only rb's own
+    records (none) and trained the same runs again; a loop of reuse (ra reusing rc) ends."""
+    root = tmp_path / "proj"
+    folder = root / "experiments/tests"
+    folder.mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    for name, reuse in (("ra", []), ("rb", ["ra"]), ("rc", ["rb"])):
+        _one_run_spec(folder, name=name, reuse=reuse,
+                      train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2,
+                             "val_size": 16, "test_size": 16, "eval_every": 2,
+                             "eval_batch_size": 16})
+    env, out = {"SSMREPRO_ROOT": str(root)}, tmp_path / "out"
+    res = _invoke("run", "ra", "--profile", "smoke", "--out", out, "--no-plot", env=env)
+    assert res.exit_code == 0, res.output
+    _edit(folder / "ra.yaml", reuse=["rc"])  # a loop
+    for name in ("rb", "rc"):
+        res = _invoke("run", name, "--profile", "smoke", "--out", out, "--dry-run", env=env)
+        assert res.exit_code == 0 and "1 done, 0 pending" in res.output, res.output
+
+
+@pytest.mark.parametrize("where", ["huang2025/my-spec.yml", "my-spec.yaml", "huang2025/sub/my-spec.yaml"])
+def test_a_spec_no_command_reads_is_named_by_validate_all(tmp_path, where):
+    """A spec saved as .yml, at the top of experiments/ or in a folder below a paper's was passed
+    over in silence: `validate --all` said ok for the others and exited 0, and `run my-spec` said
+    only 'unknown experiment'."""
+    root = _project(tmp_path, small=True)
+    env = {"SSMREPRO_ROOT": str(root)}
+    spec = root / "experiments" / where
+    spec.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(root / "experiments/huang2025/huang2025-fig1.yaml", spec)
+    _edit(spec, id="my-spec", alias=None)
+    _assert_refused(_invoke("validate", "--all", env=env), "the spec 'my-spec' is not read")
+    _assert_refused(_invoke("show", "my-spec", env=env), "experiments/<paper>/<id>.yaml")
+    spec.rename(spec.with_name("_my-spec.yaml"))  # kept out on purpose
+    assert _invoke("show", "huang2025-fig1", env=env).exit_code == 0
+
+
+@pytest.mark.parametrize("bad", [float("nan"), 1e30, -3.0])
+def test_a_cache_entry_with_pixels_outside_0_to_255_is_rebuilt(tmp_path, bad):
+    """A pixel cache entry whose inputs held NaN (a float array of the same shape) was trained
+    on: the run was recorded 'diverged' at step 0, a fault of the data read as the model's; a
+    pixel of 1e30 trained 'ok' on noise. prepare() writes uint8 pixels."""
+    import numpy as np
+
+    from ssmrepro.data import DIGITS
+    from ssmrepro.data.datasets import load_lra
+
+    root = tmp_path / "data"
+    shutil.copytree(ROOT / "tests/assets/lra/digits", root / "digits")
+    good = load_lra("image", "train", root=root, accept_sources=[DIGITS])
+    x = np.array(good.x)
+    damaged = x.astype(np.float32)
+    damaged[0, :4] = bad
+    np.save(good.cache_path / "train.x.npy", damaged)
+    with pytest.warns(UserWarning, match="damaged cache entry .*pixel values"):
+        again = load_lra("image", "train", root=root, accept_sources=[DIGITS])
+    assert again.x.dtype == np.uint8 and (np.asarray(again.x) == x).all()
+
+
+@pytest.mark.parametrize("copy", ["keep-nth-d8-old-cpu.json", "a-keep-nth-d8-cpu.json"])
+def test_roofline_takes_each_workload_once(tmp_path, copy):
+    """A copy of a packs record under another name (a backup, keep-nth-d8-old-cpu.json) was a
+    second, indistinguishable row of performance.md and point of the figure; the record that
+    `bench keep-nth-d8` writes is kept and the copy left out with a warning."""
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    src = ROOT / "results/bench/keep-nth-d8-cpu.json"
+    shutil.copy(src, bench / src.name)
+    shutil.copy(src, bench / copy)
+    res = _invoke("bench", "roofline", "--out", bench)
+    assert res.exit_code == 0, res.output
+    assert f"{copy}: a second record of workload 'keep-nth-d8'" in " ".join(res.output.split())
+    table = (bench / "performance.md").read_text()
+    assert table.count("| keep-nth-d8 (") == 1, table
+
+
+def test_two_paper_values_of_one_cell_named_by_different_keys_are_refused(tmp_path):
+    """Paper values `where: {label: S6}` (0.5) and `where: {model.mixer: s6, model.d_model: 8}`
+    (0.9) name one cell: both passed validate and the report compared the cell with each."""
+    pvs = [{"where": {"label": "S6"}, "metric": "test.acc", "value": 0.5, "tol": 0.1},
+           {"where": {"model.mixer": "s6", _D: 8}, "metric": "test.acc", "value": 0.9}]
+    res = _invoke("validate", write_spec(tmp_path, paper_values=pvs))
+    _assert_refused(res, "paper_values.1.where: names the cell of paper_values.0")
+    pvs[1]["where"] = {"model.mixer": "s4d"}
+    assert _invoke("validate", write_spec(tmp_path, paper_values=pvs)).exit_code == 0
+
+
+def test_two_claims_whose_where_name_the_same_runs_by_different_keys_are_refused(tmp_path):
+    """Claims alike but for `where: {label: S6}` and `where: {model.mixer: s6, model.d_model:
+    8}`, which select the same runs, passed validate: one verdict printed and counted twice."""
+    c = {"check": "threshold", "text": "t", "metric": "test.acc", "op": ">=", "value": 0.5}
+    claims = [{**c, "where": {"label": "S6"}}, {**c, "where": {"model.mixer": "s6", _D: 8}}]
+    res = _invoke("validate", write_spec(tmp_path, claims=claims))
+    _assert_refused(res, "claims.1: the same claim as claims.0")
+    claims[1]["where"] = {"model.mixer": "s4d"}
+    assert _invoke("validate", write_spec(tmp_path, claims=claims)).exit_code == 0
+
+
+def test_generated_pathfinder_shards_removed_beside_their_meta_json_are_named(tmp_path):
+    """A generated Pathfinder folder whose meta.json is there but whose shards are not (a partial
+    copy) stopped `run` with 'error: cannot use: FileNotFoundError', naming no folder."""
+    from ssmrepro.data.pathfinder import (
+        PathfinderWriter,
+        generate_pathfinder,
+        lra_params,
+        read_pathfinder_dir,
+    )
+
+    images, labels = generate_pathfinder(3, 32, seed=2, chunk_size=256)
+    d = tmp_path / "d"
+    w = PathfinderWriter(d, lra_params(32), fmt="npy", shard_size=3)
+    w.add(images, labels)
+    w.close({"seed": 2})
+    for f in (d / "shards").iterdir():
+        f.unlink()
+    with pytest.raises(ValueError, match="damaged generated Pathfinder shards: no imgs_") as err:
+        read_pathfinder_dir(d)
+    assert str(d) in str(err.value)
+
+
+@pytest.mark.parametrize("betas", [[0.9, 0.99999999], [0.99999999, 0.999]])
+def test_adam_betas_that_are_1_in_float32_are_refused(tmp_path, betas):
+    """betas below 1 but 1.0 in float32, the dtype the moments are kept in, were accepted:
+    beta2 0.99999999 left v at 0 (every run 'diverged' at step 1), beta1 so left m at 0 (the
+    runs ended 'ok' with the untrained model's numbers). 0.9999 still trains."""
+    base = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+            "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    res = _invoke("validate", write_spec(tmp_path, train={**base, "betas": betas}))
+    _assert_refused(res, "0.99999999 is 1.0 in float32")
+    ok = write_spec(tmp_path, train={**base, "betas": [0.9, 0.9999]})
+    assert _invoke("validate", ok).exit_code == 0
+    ok = write_spec(tmp_path, train={**base, "betas": betas, "dtype": "float64"})
+    assert _invoke("validate", ok).exit_code == 0

@@ -59,8 +59,22 @@ def _records(folder: Path, skipped: list[str] | None = None) -> list[dict]:
             (skipped if skipped is not None else []).append(
                 f"{p}: not a packs benchmark record of this version ({type(err).__name__}: {err})")
             continue
-        out.append(rec)
-    return out
+        out.append((p, rec))
+    # one row per workload: a copy of a record under another name (keep-nth-d8-old-cpu.json)
+    # was a second, indistinguishable row of the table and point of the figure; the record
+    # `bench WORKLOAD` writes (<workload>-cpu.json) is kept, else the first by name
+    own = {str(rec.get("workload")) for p, rec in out if p.name == f"{rec.get('workload')}-cpu.json"}
+    kept: dict[str, Path] = {}
+    for p, rec in out:
+        w = str(rec.get("workload"))
+        if w in kept or (w in own and p.name != f"{w}-cpu.json"):
+            first = kept.get(w, folder / f"{w}-cpu.json")
+            (skipped if skipped is not None else []).append(
+                f"{p}: a second record of workload {w!r} ({first.name} holds it; each "
+                "workload once)")
+            continue
+        kept[w] = p
+    return [rec for p, rec in out if kept.get(str(rec.get("workload"))) == p]
 
 
 def _points(rec: dict) -> tuple[float, float, float, float, float, float, int]:

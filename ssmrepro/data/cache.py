@@ -109,10 +109,10 @@ def save_entry(path: Path, arrays: Mapping[str, np.ndarray], meta: Mapping[str, 
         fsync_dir(tmp)
         try:
             os.replace(tmp, path)
-        except OSError:
+        except OSError as err:
             # the target exists (another writer won the race) and is non-empty: keep theirs
-            if not (path / META_FILE).exists():
-                raise
+            if not (path / META_FILE).exists():  # named by the entry, not the temporary folder
+                raise OSError(err.errno, err.strerror, str(path)) from None
         fsync_dir(path.parent)
     finally:
         if tmp.exists():
@@ -130,6 +130,13 @@ def load_entry(path: Path, mmap: bool = True) -> tuple[dict[str, np.ndarray], di
         path.unlink()
         return None
     if not meta_file.exists():
+        if path.is_dir() and any(path.iterdir()):
+            # save_entry renames a complete folder into place, meta.json included, so files here
+            # without it are a partial copy or leftovers: the rename onto them failed with
+            # 'cannot use .tmp-...: Directory not empty' on every run, naming no way out
+            warnings.warn(f"damaged cache entry {path} (files without a meta.json: a partial "
+                          "copy?); rebuilding it", stacklevel=2)
+            shutil.rmtree(path, ignore_errors=True)
         return None
     try:  # what prepare() wrote: regular files (a FIFO or a link to /dev/zero never ends)
         meta = json.loads(read_small(meta_file, MAX_META_BYTES))

@@ -598,6 +598,11 @@ def entry_problem(arrays: dict[str, np.ndarray], meta: dict[str, Any],
             return f"{split}: arrays of different lengths {rows}"
         if n_classes is not None and y.size and not (0 <= y.min() and y.max() < n_classes):
             return f"{split}: labels outside [0, {n_classes})"
+        if kind == "pixels" and x.dtype != np.uint8 and x.size and not (
+                np.isfinite(x).all() and 0 <= x.min() and x.max() <= 255):
+            # (prepare() writes uint8) NaN pixels were trained on, the run recorded 'diverged'
+            # at step 0; pixels of 1e30 trained 'ok' on noise
+            return f"{split}.x: pixel values that are not numbers from 0 to 255"
         if kind == "tokens":
             for k in (f"{split}.x", f"{split}.x2"):
                 a = arrays.get(k)

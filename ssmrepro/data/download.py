@@ -38,6 +38,11 @@ class DownloadError(RuntimeError):
     """A download or an extraction failed; the message says what to do next."""
 
 
+class BadArchive(DownloadError):
+    """The archive is not one the installer can use (no tar or zip, cut short, without the
+    folders it should hold): the kept copy must go before a download can replace it."""
+
+
 @dataclass(frozen=True)
 class Resource:
     name: str
@@ -319,7 +324,7 @@ def extract_archive(
         raw = open(archive, "rb")  # noqa: SIM115 - closed below
         tar = tarfile.open(fileobj=raw, mode="r|*")
     except tarfile.TarError as err:
-        raise DownloadError(f"{archive}: not a tar or zip archive ({err})") from None
+        raise BadArchive(f"{archive}: not a tar or zip archive ({err})") from None
     use_filter = hasattr(tarfile, "data_filter")
     try:
         with _Progress(progress, f"extract {archive.name}", total) as bar:
@@ -332,7 +337,7 @@ def extract_archive(
                             tar.extract(member, dest)
                 bar.update(completed=raw.tell())
     except (tarfile.TarError, EOFError, OSError) as err:
-        raise DownloadError(f"{archive}: extraction failed ({err}); the archive may be truncated") from None
+        raise BadArchive(f"{archive}: extraction failed ({err}); the archive may be truncated") from None
     finally:
         tar.close()
         raw.close()
@@ -373,7 +378,7 @@ def install_lra(archive: Path, root: Path, *, force: bool = False, progress: boo
         extract_archive(archive, tmp, progress=progress)
         found = _find_dirs(tmp, LRA_FOLDERS)
         if not found:
-            raise DownloadError(
+            raise BadArchive(
                 f"{archive}: none of {list(LRA_FOLDERS)} found inside; is this the LRA release?"
             )
         out = []
@@ -395,7 +400,7 @@ def _install_folder(archive: Path, base: Path, folder: str, scratch: str, *, for
         extract_archive(archive, tmp, keep=keep, progress=progress)
         found = _find_dirs(tmp, (folder,))
         if not found:
-            raise DownloadError(f"{archive}: no {folder} folder inside")
+            raise BadArchive(f"{archive}: no {folder} folder inside")
         _move_into_place(found[folder], base / folder, force)
         return [base / folder]
     finally:
@@ -439,6 +444,12 @@ def download(
     src = res.url if url is None else url
     name = res.filename if official else (Path(urllib.parse.urlparse(src).path).name or res.filename)
     dest = downloads_dir(root) / name
+    if not official and not sha256 and dest.exists():
+        # nothing tells an archive kept from an earlier download (another --url of the same
+        # file name) from this URL's: it was installed again, so an archive that failed to
+        # install ('not a tar or zip archive') failed every later command, --force and a
+        # corrected --url included
+        dest.unlink()
     download_file(
         src,
         dest,
@@ -447,7 +458,11 @@ def download(
         md5=res.md5 if official and not sha256 else None,
         progress=progress,
     )
-    installed = INSTALLERS[what](dest, root, force=force, progress=progress)
+    try:
+        installed = INSTALLERS[what](dest, root, force=force, progress=progress)
+    except BadArchive as err:  # the kept archive is installed again by the next download
+        # (the official one, which has no checksum for LRA): 'not a tar or zip archive' for ever
+        raise BadArchive(f"{err}; delete {dest} and re-run to download it again") from None
     if not keep_archive:
         dest.unlink()
     return installed

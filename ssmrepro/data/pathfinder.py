@@ -1065,8 +1065,9 @@ def read_pathfinder_dir(directory: Path, threads: int = 4) -> tuple[np.ndarray, 
         imgs = [_load_shard(directory, f) for f in sorted((directory / "shards").glob("imgs_*.npy"))]
         labels = [_load_shard(directory, f)
                   for f in sorted((directory / "shards").glob("labels_*.npy"))]
-        if not imgs:
-            raise FileNotFoundError(f"no shards in {directory / 'shards'}")
+        if not imgs:  # a FileNotFoundError here was 'cannot use: FileNotFoundError', no file named
+            raise ValueError(f"{directory}: damaged generated Pathfinder shards: no imgs_*.npy "
+                             "in shards/ beside its meta.json (a partial copy?)")
         _check_shards(directory, imgs, labels)
         return np.concatenate(imgs), np.concatenate(labels).astype(np.int64)
     if not (directory / "metadata").is_dir():

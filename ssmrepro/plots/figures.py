@@ -281,7 +281,7 @@ class LinesConfig(FigureConfig):
         return self
 
     def numeric_refs(self) -> list[str]:
-        return [self.x] if self.x and self.logx else []
+        return [self.x] if self.x and (self.logx or self.reference) else []
 
     def positions(self) -> list[str] | None:
         return [c for c in (self.facet, self.hue, self.x) if c] if self.x else None
@@ -322,11 +322,15 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
                     ax.scatter(*zip(*pv), marker="x", s=60, color="k", zorder=5,
                                label=None if marked else "paper")
                     marked = True
-        xs = sorted({float(v) for v in sub[xkey]})
+        try:  # a text x (the labels, where no swept key varies; a mixer's name) is drawn as
+            # categories: float('S6') raised ValueError after training
+            xs = sorted({float(v) for v in sub[xkey]})
+        except (TypeError, ValueError):
+            xs = []  # (references need numbers: numeric_refs)
         for text, e in cfg.reference.items():  # at the panel's x values
             ax.plot(xs, [float(expr.evaluate(e, {xkey: v})) for v in xs], color="0.5", ls="--",
                     lw=1, marker="*", label=text)
-        if len(xs) <= 12 and all(v.is_integer() for v in xs):
+        if xs and len(xs) <= 12 and all(v.is_integer() for v in xs):
             ax.set_xticks(xs, [f"{v:g}" for v in xs])
         ax.set_xlabel(short(xkey))
         ax.set_ylabel(f"{metric} ({ctx.aggregation()})")

@@ -49,7 +49,7 @@ from ..report.cells import (
 from ..report.checks import CheckConfig, OrderingConfig
 from ..report.columns import LABEL, LABEL_SEP, N_PARAMS, RUN_ID, SEED, STATUS
 from ..report.curves import HISTORY_SETS, SAMPLES, STEP, curve_table, history_metric_sets
-from ..spec import Spec, format_errors
+from ..spec import SET_TAG, Spec, format_errors
 from ..store import (
     DIVERGED_NAN,
     METRIC_PREFIX,
@@ -136,7 +136,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             checked.append((key, cfg))
 
     stems = set()
-    files: dict[str, tuple[str, str]] = {}  # figure file -> (figure key, profile)
+    files: dict[str, tuple[str, str, str]] = {}  # folded file -> (key, profile, file)
     for i, (key, raw) in enumerate(spec.figure_configs):
         try:
             cfg = parse_figure(raw)
@@ -159,25 +159,35 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                    if history_metric_sets(m) not in sets or m.rsplit(".", 1)[-1] not in
                    ("acc", "loss", "mse")]
         stem = figure_stem(cfg, i)
-        if stem in stems:
+        if SET_TAG.search(stem):  # figure-set-fcd9b6.png: the first figure run with --set
+            errors.append(f"{path}: {key}.name: {stem!r} ends in set-<6 hex digits>, the file "
+                          "tag of a run with --set (it would replace such a figure)")
+        elif stem in stems:
             errors.append(f"{path}: {key}.name: two figures write {stem!r}")
         else:  # and across profiles: a figure named figure-smoke in the default profile wrote
             for prof in spec.profiles:  # over the first figure of profile smoke
                 file = output_name(spec, prof, stem, "png")
-                if file in files and files[file][0] != key:
-                    other, other_prof = files[file]
+                folded = file.casefold()  # Fig.png and fig.png: one file on macOS or Windows
+                if folded in files and files[folded][0] != key:
+                    other, other_prof, other_file = files[folded]
                     errors.append(f"{path}: {key}.name: {stem!r} writes {file} in profile "
-                                  f"{prof}, the file of {other} in profile {other_prof}")
+                                  f"{prof}, the file of {other} in profile {other_prof}"
+                                  + ("" if other_file == file else
+                                     f" ({other_file} on a case-insensitive disk)"))
                     break
-                files.setdefault(file, (key, prof))
+                files.setdefault(folded, (key, prof, file))
         stems.add(stem)
     seen_claims: dict[str, int] = {}
+    run_index = CellIndex(_config_rows(runs)) if runs else None
     spread = _spread_columns(spec)
     for i, raw in enumerate(spec.claims):
         key = f"claims.{i}"
         try:
             cfg = report.parse_claim(raw)
             same = seen_claims.setdefault(_claim_identity(cfg), i)
+            if same == i and run_index is not None:  # or its `where` names the same runs by
+                # other keys (label: S6 and model.mixer: s6): one verdict, printed twice
+                same = seen_claims.setdefault(_claim_identity(cfg, run_index), i)
             if same != i:  # its verdict twice in every report, counted twice in the tally
                 errors.append(f"{path}: {key}: the same claim as claims.{same} (each claim once)")
                 continue
@@ -273,18 +283,26 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
 _EXPRESSION_FIELDS = ("metric", "by", "region")  # the claim fields that hold an expression
 
 
-def _claim_identity(cfg: CheckConfig) -> str:
+def _claim_identity(cfg: CheckConfig, runs: CellIndex | None = None) -> str:
     """What tells two claims apart: every field, with a ``where`` (``a``, ``b``) in any key
     order, its any-of lists in any order, the preconditions in any order and the text's
     spacing ignored (``{label: S6, model.d_model: 8}`` and ``{model.d_model: 8, label: S6}``
-    made two claims with one verdict, printed and counted twice)."""
+    made two claims with one verdict, printed and counted twice). With ``runs`` (an index of
+    every profile's runs) a ``where`` is the runs it selects, whatever keys name them."""
     d = cfg.model_dump(mode="json")
+    if runs is not None:
+        for f in ("where", "a", "b"):
+            where = getattr(cfg, f, None)
+            if isinstance(where, dict) and where and all(has_column(runs.cells, k)
+                                                         for k in where):
+                found = runs.positions(where)  # none: 'matches no run', reported elsewhere
+                d[f] = {"(runs)": found} if found else d[f]
     d["text"] = " ".join(str(d.get("text", "")).split())
     for f in _EXPRESSION_FIELDS:  # `test.acc` and `(test.acc)` made two claims
         if isinstance(d.get(f), str):
             d[f] = expr.normal_form(d[f])
     for f in ("where", "a", "b"):
-        if isinstance(d.get(f), dict):
+        if isinstance(d.get(f), dict) and "(runs)" not in d[f]:
             d[f] = _where_identity(d[f])
     if isinstance(d.get("given"), list):
         for g in d["given"]:
@@ -629,15 +647,24 @@ def _paper_values_of_several_cells(spec: Spec, runs: list) -> list[str]:
     for r in runs:
         profiles.setdefault(r.profile, []).append(r)
     over = spec.aggregate.select.over if spec.aggregate.select is not None else None
+    twice: set[int] = set()  # paper values already named as a second value of a cell
     for profile, rs in profiles.items():
         keys = [k for k in report.cell_keys(rs) if k != over]
         rows = _config_rows(rs)
         index = CellIndex(rows)  # one look-up per paper value, not a pass over every run
+        named: dict[tuple, int] = {}  # (metric, cell) -> the paper value that names it
         for i, pv in enumerate(spec.paper_values):
             if any(k not in rows for k in pv.where):
                 continue  # an unknown column: reported by validate_outputs
             cols = [index.values(k) for k in keys if k in rows]
             cells = {tuple(repr(c[p]) for c in cols) for p in index.positions(pv.where)}
+            if len(cells) == 1:  # `label: S6` and `model.mixer: s6` of one cell: both compared
+                first = named.setdefault((expr.normal_form(pv.metric), *cells), i)
+                if first != i and i not in twice:
+                    twice.add(i)
+                    errors.append(f"{spec.path or spec.id}: paper_values.{i}.where: names the "
+                                  f"cell of paper_values.{first} in profile {profile} (one paper "
+                                  "value per cell and metric)")
             if len(cells) > 1:
                 shown = ", ".join(f"{k}={v}" for k, v in pv.where.items()) or "(every cell)"
                 errors.append(f"{spec.path or spec.id}: paper_values.{i}.where: matches "

@@ -53,6 +53,9 @@ class RecallGridConfig(FigureConfig):
     def column_refs(self) -> list[str]:
         return [self.x, self.y, *self.regime]
 
+    def numeric_refs(self) -> list[str]:  # x: label raised 'could not convert string to float'
+        return [self.x, self.y, self.vocab, self.facts]
+
 
 def _edges(vals: np.ndarray, log: bool) -> np.ndarray:
     """Cell edges halfway between grid values (geometrically on log axes)."""

@@ -14,6 +14,7 @@ configs are column names of the aggregated table (``label``, ``model.d_model``, 
 
 from __future__ import annotations
 
+import math
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -109,6 +110,8 @@ ACCURACY_YLIM = (-0.02, 1.02)
 def _ordered(v: Any) -> Any:
     if isinstance(v, tuple) and not v[0] < v[1]:
         raise ValueError(f"the lower end first: {list(v)} is no range")
+    if isinstance(v, tuple) and not math.isfinite(v[1] - v[0]):  # matplotlib's ticks raised
+        raise ValueError(f"{list(v)} is wider than a float holds")  # after training
     return v
 
 

@@ -43,6 +43,10 @@ MAX_SAMPLES = 10**8
 # shipped specs stay below 0.5x (and 1e7 samples); val_size 1e8 on a 40-step run would not.
 EVAL_RATIO = 10
 EVAL_FLOOR = 10**7
+# the smallest normal numbers of the training dtypes: below them a value is flushed to zero
+# (util.flush_denormals), so an Adam eps of 1e-45 was eps = 0
+FLOAT32_TINY = 1.1754943508222875e-38
+FLOAT64_TINY = 2.2250738585072014e-308
 
 
 class Schedule(_Strict):
@@ -136,6 +140,30 @@ class TrainConfig(_Strict):
                              f"{', '.join(LR_GROUPS)})")
         if any(v < 0 for v in self.lr_scale.values()):
             raise ValueError(f"lr_scale values must be >= 0, got {self.lr_scale}")
+        tiny = FLOAT32_TINY if self.dtype == "float32" else FLOAT64_TINY
+        if self.eps < tiny:  # flushed to 0 in the update: 0 / 0 for a parameter without a
+            # gradient, so every run was recorded 'diverged' at step 1
+            raise ValueError(f"eps {self.eps:g} is below the smallest normal {self.dtype} "
+                             f"number ({tiny:.3g}): training would use eps = 0 (0 / 0 for a "
+                             "parameter whose gradient is 0: every run 'diverges' at step 1)")
+        if self.grad_clip is not None and self.grad_clip <= self.eps:
+            # Adam divides by sqrt(v) + eps: gradients clipped to a norm below eps make each
+            # update about grad_clip / eps of the lr (1e-300: no parameter moved, status ok)
+            raise ValueError(f"grad_clip {self.grad_clip:g} is not above eps {self.eps:g}: every "
+                             "update would be about grad_clip / eps of the lr (the run would "
+                             "end 'ok' where it started)")
+        if self.dtype == "float32":  # the moments are updated in the training dtype
+            import struct
+
+            held = [struct.unpack("f", struct.pack("f", b))[0] for b in self.betas]
+            if max(held) >= 1.0:  # beta2 0.99999999: v stayed 0, every run 'diverged' at step
+                # 1; beta1 so: m stayed 0, the runs ended 'ok' untrained
+                raise ValueError(f"betas {list(self.betas)}: {max(self.betas)!r} is 1.0 in "
+                                 "float32 (the moments would never change); at most 0.9999999")
+        min_lr = self.schedule.min_lr
+        if min_lr is not None and min_lr > self.lr:  # the 'decay' rose 500x: lr 0.01 -> 5
+            raise ValueError(f"schedule.min_lr {min_lr:g} is above lr {self.lr:g}: the schedule "
+                             "would raise the learning rate to it (min_lr <= lr)")
         if (self.max_steps is None) == (self.epochs is None):
             raise ValueError("give exactly one of max_steps or epochs")
         if self.epochs is not None and self.train_size is None:
