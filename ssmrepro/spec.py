@@ -702,7 +702,11 @@ def find_spec(name: str) -> Spec:
     if clash:
         raise SpecError(clash)
     if name not in idx:
-        close = difflib.get_close_matches(name, list(idx), n=4, cutoff=0.5)
+        lower: dict[str, str] = {}  # matched ignoring case: `show T-SPEC` suggested nothing
+        for k in idx:
+            lower.setdefault(k.lower(), k)
+        close = [lower[c] for c in difflib.get_close_matches(name.lower(), list(lower), n=4,
+                                                             cutoff=0.5)]
         hint = f" Did you mean: {', '.join(close)}?" if close else " Try `ssmrepro list`."
         raise SpecError([f"unknown experiment {name!r}.{hint}"])
     return load_spec(idx[name])

@@ -4087,3 +4087,25 @@ def test_adam_betas_that_are_1_in_float32_are_refused(tmp_path, betas):
     assert _invoke("validate", ok).exit_code == 0
     ok = write_spec(tmp_path, train={**base, "betas": betas, "dtype": "float64"})
     assert _invoke("validate", ok).exit_code == 0
+
+
+@pytest.mark.parametrize("lr,wd,scale", [(0.5, 2.0, {}), (1.0, 1.0, {}),
+                                         (0.1, 5.0, {"delta": 3.0})])
+def test_adamw_decay_that_zeroes_the_weights_each_step_is_refused(tmp_path, lr, wd, scale):
+    """AdamW multiplies each decayed weight by 1 - lr x weight_decay every step: at 1 or more
+    (lr 0.5, weight_decay 2) every step zeroed or flipped them, and the runs ended 'ok' with an
+    untrained model's numbers. Adam's coupled decay (an L2 term in the gradient) is not that."""
+    base = {"optimizer": "adamw", "lr": lr, "weight_decay": wd, "lr_scale": scale,
+            "batch_size": 8, "max_steps": 4}
+    _assert_refused(_invoke("validate", write_spec(tmp_path, train=base)), "weight_decay",
+                    "< 1")
+    ok = write_spec(tmp_path, train={**base, "optimizer": "adam"})
+    assert _invoke("validate", ok).exit_code == 0
+    ok = write_spec(tmp_path, train={**base, "weight_decay": 0.9 / lr / 3})
+    assert _invoke("validate", ok).exit_code == 0
+
+
+def test_an_unknown_spec_name_in_other_case_suggests_the_spec():
+    """`show HUANG2025-TAB1` suggested nothing: the close matches were case-sensitive."""
+    res = _invoke("show", "HUANG2025-TAB1")
+    _assert_refused(res, "unknown experiment", "Did you mean: huang2025-tab1")

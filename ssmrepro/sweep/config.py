@@ -160,6 +160,14 @@ class TrainConfig(_Strict):
                 # 1; beta1 so: m stayed 0, the runs ended 'ok' untrained
                 raise ValueError(f"betas {list(self.betas)}: {max(self.betas)!r} is 1.0 in "
                                  "float32 (the moments would never change); at most 0.9999999")
+        shrink = self.lr * self.weight_decay * max([1.0, *self.lr_scale.values()])
+        if self.optimizer == "adamw" and shrink >= 1:  # p -= lr * wd * p: each step zeroed
+            # (or flipped the sign of) every decayed weight, and the runs ended 'ok' untrained
+            scaled = " x the largest lr_scale" if shrink > self.lr * self.weight_decay else ""
+            raise ValueError(f"lr x weight_decay{scaled} is {shrink:g} (lr {self.lr:g}, "
+                             f"weight_decay {self.weight_decay:g}): AdamW multiplies each decayed "
+                             "weight by 1 - lr x weight_decay every step, which must stay above 0 "
+                             "(lr x weight_decay < 1)")
         min_lr = self.schedule.min_lr
         if min_lr is not None and min_lr > self.lr:  # the 'decay' rose 500x: lr 0.01 -> 5
             raise ValueError(f"schedule.min_lr {min_lr:g} is above lr {self.lr:g}: the schedule "
