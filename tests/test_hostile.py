@@ -4109,3 +4109,16 @@ def test_an_unknown_spec_name_in_other_case_suggests_the_spec():
     """`show HUANG2025-TAB1` suggested nothing: the close matches were case-sensitive."""
     res = _invoke("show", "HUANG2025-TAB1")
     _assert_refused(res, "unknown experiment", "Did you mean: huang2025-tab1")
+
+
+@pytest.mark.parametrize("what", ["folder", "missing"])
+def test_a_file_url_that_names_no_archive_file_is_refused(tmp_path, what):
+    """`data download --url file://<a folder>` said 'no such file' and exited 1 ('re-run'):
+    a folder is named as one, and either is bad input (exit 2) before anything is made."""
+    src = tmp_path / "mirror"
+    if what == "folder":
+        src.mkdir()
+    res = _invoke("data", "download", "lra", "--url", f"file://{src}", "--dir", tmp_path / "d",
+                  "--no-progress")
+    _assert_refused(res, "a folder, not an archive file" if what == "folder" else "no file at")
+    assert not (tmp_path / "d").exists()

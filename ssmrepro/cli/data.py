@@ -89,6 +89,16 @@ def download(
             # known now: it failed (exit 1, "re-run") after <dir>/downloads was made
             _fail(f"--url {url!r}: not a URL this command downloads (http://HOST/..., "
                   "https://HOST/... or file:///PATH)")
+        if parts.scheme == "file":  # known now: it failed with exit 1 ('re-run'), and a
+            # folder was 'no such file'
+            import urllib.request
+
+            local = Path(urllib.request.url2pathname(parts.path))
+            if local.is_dir():
+                _fail(f"--url {url!r}: {local} is a folder, not an archive file (give the "
+                      "archive's own path, e.g. file:///mnt/mirror/lra_release.gz)")
+            if not local.is_file():
+                _fail(f"--url {url!r}: no file at {local}")
     if sha256 is not None and not re.fullmatch(r"[0-9a-fA-F]{64}", sha256):
         _fail(f"--sha256 {sha256!r}: not a SHA-256 (64 hexadecimal digits); it could only "
               "fail after the whole download")
