@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -109,6 +111,31 @@ def test_save_entry_is_atomic_and_first_writer_wins(tmp_path):
     arrays, meta = load_entry(p)
     assert meta["m"] == 1 and arrays["a"].tolist() == [0, 1, 2]
     assert [q.name for q in tmp_path.iterdir()] == ["task-abc"]
+
+
+def test_save_entry_removes_the_temporaries_of_killed_builds_only(tmp_path):
+    """A build killed mid-write left its `.tmp-<entry>-<pid>-<hex>` folder (as large as the
+    entry) for ever. The next build of the entry removes those of dead processes untouched for
+    an hour; a live writer's, a recent one and another entry's stay."""
+    import numpy as np
+
+    p = tmp_path / "task-abc"
+    old = time.time() - 2 * 3600
+
+    def leftover(name: str, age: float) -> Path:
+        d = tmp_path / name
+        d.mkdir()
+        (d / "a.npy").write_bytes(b"x" * 100)
+        os.utime(d, (age, age))
+        return d
+
+    dead = leftover(".tmp-task-abc-999999999-deadbeef", old)  # no such pid
+    live = leftover(f".tmp-task-abc-{os.getpid()}-cafecafe", old)
+    recent = leftover(".tmp-task-abc-999999998-deadbeef", time.time())
+    other = leftover(".tmp-task-abcd-999999999-deadbeef", old)
+    save_entry(p, {"a": np.arange(3)}, {"m": 1})
+    assert not dead.exists() and live.exists() and recent.exists() and other.exists()
+    assert load_entry(p)[1]["m"] == 1
 
 
 def test_save_entry_fsyncs_files_and_folders_before_it_is_visible(tmp_path, monkeypatch):
