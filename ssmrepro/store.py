@@ -334,10 +334,16 @@ class Store:
         return [self.runs] + [r / "runs" for r in self.reuse]
 
     def write(self, record: dict) -> None:
-        atomic_write_text(
-            self.record_path(record["run_id"]),
-            json.dumps(_clean(record), indent=1, sort_keys=True, default=_json_default),
-        )
+        """Write a run's record; OSError (EFBIG) for one larger than ``read`` takes back, which
+        would be quarantined as damaged on the next read and its run trained again, for ever
+        (``TrainConfig`` bounds the history before training; this names any that slips by)."""
+        path = self.record_path(record["run_id"])
+        text = json.dumps(_clean(record), indent=1, sort_keys=True, default=_json_default)
+        if len(text) > MAX_RECORD_BYTES:
+            raise OSError(errno.EFBIG, f"the run record would be {len(text):,} bytes, more than "
+                                       f"the {MAX_RECORD_BYTES:,} a record may hold (raise "
+                                       "train.eval_every)", str(path))
+        atomic_write_text(path, text)
         self.log("done", record["run_id"], status=record.get("status"))
 
     def weights_path(self, run_id: str) -> Path:

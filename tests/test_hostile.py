@@ -3764,3 +3764,37 @@ def test_a_spec_edited_after_its_runs_does_not_report_the_old_runs_as_its_own(tr
     assert why in out and "the row is not used" in out, res.output
     assert "1 runs expected, 0 finished" in (folder / "report-smoke.md").read_text()
     assert "lc-smoke.png not drawn" in out, res.output  # no curve of the old run either
+
+
+@pytest.mark.parametrize("train", [
+    # 1,000 evaluations of two named sets with 20,000-character names: an 80 MB record
+    {"max_steps": 1000, "eval_every": 1, "val_size": 1, "test_size": 1,
+     "evals": {"A" * 20000: {"T": 8}, "B" * 20000: {"T": 8}}},
+    # a million plain evaluations (one per step), within the evaluation budget
+    {"max_steps": 10**6, "eval_every": 1, "val_size": 1, "test_size": 1, "batch_size": 1},
+])
+def test_a_run_whose_record_would_be_too_large_to_read_back_is_refused(tmp_path, train):
+    """A run's record holds its evaluation history, and the store reads back at most 64 MiB: the
+    first case trained (7 s), its 80 MB record was quarantined as unreadable on the spot, the
+    results table was left empty ('not a readable CSV table') and every `run` trained it again.
+    `validate` now refuses such a history before training, and the store never writes a record
+    it would not read back."""
+    base = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "eval_batch_size": 16}
+    spec = write_spec(tmp_path, seeds=[0], train={**base, **train})
+    res = _invoke("validate", spec)
+    _assert_refused(res, "the evaluation history would take up to", "raise eval_every")
+
+    import ssmrepro.store as store_mod
+
+    st = store_mod.Store(tmp_path / "out" / "tests" / "t")
+    st.runs.mkdir(parents=True)
+    rec = {"run_id": "r1", "history": [{"step": i, "val.loss": 1.0} for i in range(3000)]}
+    small = len(json.dumps(rec)) // 2
+    orig = store_mod.MAX_RECORD_BYTES
+    store_mod.MAX_RECORD_BYTES = small
+    try:
+        with pytest.raises(OSError, match="more than the"):
+            st.write(rec)
+    finally:
+        store_mod.MAX_RECORD_BYTES = orig
+    assert not st.record_path("r1").exists()
