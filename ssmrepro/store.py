@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import errno
+import hashlib
 import io
 import json
 import math
@@ -194,6 +195,18 @@ def _safe(s: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in s)[:80]
 
 
+# the record's field holding the SHA-256 of the run's saved weights (runs/<run_id>.pt)
+WEIGHTS_DIGEST = "weights_sha256"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 MAX_PID = 1 << 22  # Linux's PID_MAX_LIMIT
 
 
@@ -349,18 +362,33 @@ class Store:
     def weights_path(self, run_id: str) -> Path:
         return self.runs / f"{run_id}.pt"
 
-    def write_weights(self, run_id: str, state: dict) -> None:
-        """Save one run's trained weights (a state dict of CPU tensors), atomically."""
+    def write_weights(self, run_id: str, state: dict) -> str:
+        """Save one run's trained weights (a state dict of CPU tensors), atomically; their
+        SHA-256, which the run's record keeps (``WEIGHTS_DIGEST``) so that ``read_weights`` knows
+        them for this run's."""
         buf = io.BytesIO()
         torch.save(state, buf)
         atomic_write_bytes(self.weights_path(run_id), buf.getvalue())
+        return hashlib.sha256(buf.getvalue()).hexdigest()
+
+    def _weights_digest(self, folder: Path, run_id: str) -> str | None:
+        """The SHA-256 that the run's record in ``folder`` gives its weights; None where there
+        is none to compare with (a record written before records named it, or no readable
+        record: ``read`` says why, and the run is trained again)."""
+        try:
+            rec = json.loads(read_small(folder / f"{run_id}.json", MAX_RECORD_BYTES))
+        except (OSError, ValueError, RecursionError):
+            return None
+        digest = rec.get(WEIGHTS_DIGEST) if isinstance(rec, dict) else None
+        return digest if isinstance(digest, str) else None
 
     def read_weights(self, run_id: str, use: Callable[[dict], Any] | None = None) -> Any:
         """The saved weights of a run (own store first, then the reused ones), else None; with
         ``use`` (e.g. loading them into the run's model), ``use(state)``.
 
         Weights that cannot be read, that are not a state dict (parameter name -> tensor), or
-        that ``use`` refuses with ``WeightsDoNotFit`` (another model's weights) are moved to
+        that ``use`` refuses with ``WeightsDoNotFit`` (another model's weights), or whose SHA-256
+        is not the one the run's record names (another run's of the same shapes) are moved to
         ``runs/quarantine/`` with a warning (ignored in a reused store), so that the run is
         trained again (``is_done``): foreign weights raised a traceback in `plot`."""
         for k, root in enumerate(self._run_folders()):
@@ -381,12 +409,18 @@ class Store:
                 why = str(err).strip().splitlines()[0] if str(err).strip() else ""
                 self._distrust_weights(path, f"{type(err).__name__} {why}", quarantine=k == 0)
                 continue
-            if use is None:
-                return state
             try:
-                return use(state)
+                used = state if use is None else use(state)
             except WeightsDoNotFit as err:  # another model's weights (a traceback in `plot`)
                 self._distrust_weights(path, str(err), quarantine=k == 0)
+                continue
+            digest = self._weights_digest(root, run_id)
+            if digest is not None and _sha256(path) != digest:  # the same shapes: another
+                # seed's weights copied in were loaded as this run's without a word
+                self._distrust_weights(path, "not the weights its record names (another run's, "
+                                       "copied or edited?)", quarantine=k == 0)
+                continue
+            return used
         return None
 
     def _distrust_weights(self, path: Path, why: str, quarantine: bool) -> None:

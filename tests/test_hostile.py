@@ -3798,3 +3798,35 @@ def test_a_run_whose_record_would_be_too_large_to_read_back_is_refused(tmp_path,
     finally:
         store_mod.MAX_RECORD_BYTES = orig
     assert not st.record_path("r1").exists()
+
+
+def test_saved_weights_of_another_run_of_the_same_shapes_are_not_loaded_as_this_runs(tmp_path):
+    """save_weights: seed 1's weights copied over seed 0's (the same model, so the same shapes)
+    were loaded as seed 0's, and its plot-time analysis (output_variance) computed from them
+    without a word. The record now names its weights' SHA-256; other weights are quarantined
+    with a warning and the run trained again."""
+    raw = yaml.safe_load((ROOT / "experiments/koren2026/koren2026-fig14.yaml").read_text())
+    raw.update(id="kv", paper="tests", claims=[], paper_values=[])
+    raw.pop("reuse", None)
+    smoke = raw["profiles"]["smoke"]
+    smoke["sweep"] = [{"cases": [{"label": "MHA", "set": {"model.head_pattern": "MHA"}}]},
+                      {"grid": {"model.heads": [2], "model.d_state": [2]}}]
+    smoke["seeds"] = [0, 1]
+    spec = tmp_path / "kv.yaml"
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    args = ("--out", tmp_path / "out", "--profile", "smoke")
+    res = _invoke("run", spec, *args, "--no-calibrate", "--workers", "1", "--no-plot")
+    assert res.exit_code == 0, res.output
+    runs = tmp_path / "out/tests/kv/runs"
+    by_seed = {json.loads(p.read_text())["seed"]: p.with_suffix(".pt")
+               for p in runs.glob("*.json")}
+    shutil.copy(by_seed[1], by_seed[0])
+    res = _invoke("plot", spec, *args)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert f"saved weights {by_seed[0].name} quarantined" in said, res.output
+    assert "not the weights its record names" in said and "trained again" in said, res.output
+    table = (tmp_path / "out/tests/kv/output_variance-smoke.csv").read_text().splitlines()
+    assert len(table) == 2 and table[1].split(",")[4] == "1", table  # seed 1's row only
+    res = _invoke("run", spec, *args, "--no-calibrate", "--workers", "1", "--no-plot")
+    assert res.exit_code == 0 and "trained 1 runs" in " ".join(res.output.split()), res.output
