@@ -118,10 +118,15 @@ def record_problem(rec: Any, run_id: str) -> str | None:
     if hist is not None and not (isinstance(hist, list) and all(
             isinstance(h, dict) and all(_is_number(v) for v in h.values()) for h in hist)):
         return "a history that is not a list of evaluations (step and metric numbers)"
+    last = -1
     for h in hist or []:  # the curves are drawn from it: a step of None raised in `plot`, -20
         step = h.get("step")  # was drawn; a negative loss, an accuracy of 7
         if step is None or step < 0 or step != int(step):
             return f"a history step {step!r} that is not a whole number >= 0"
+        if step <= last:  # a run evaluates at increasing steps: 4,000 rows of a 4-step run (its
+            # rows repeated, reordered) were taken, and the curve drew their mean at each step
+            return f"history steps that do not increase ({last} then {step})"
+        last = step
         if step > train.total_steps:  # drawn far right of every other curve
             return f"a history step {step} beyond the run's {train.total_steps} steps"
         for k, v in h.items():

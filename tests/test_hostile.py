@@ -3830,3 +3830,28 @@ def test_saved_weights_of_another_run_of_the_same_shapes_are_not_loaded_as_this_
     assert len(table) == 2 and table[1].split(",")[4] == "1", table  # seed 1's row only
     res = _invoke("run", spec, *args, "--no-calibrate", "--workers", "1", "--no-plot")
     assert res.exit_code == 0 and "trained 1 runs" in " ".join(res.output.split()), res.output
+
+
+@pytest.mark.parametrize("edit", [
+    lambda h: h * 1000,  # every evaluation given 1,000 times
+    lambda h: h[::-1],  # reordered
+    lambda h: [h[0], dict(h[-1], step=h[0]["step"])],  # one step twice, other values
+])
+def test_a_record_whose_history_does_not_increase_is_quarantined(trained_store, tmp_path, edit):
+    """A run evaluates at increasing steps; a record whose history repeated its rows 1,000 times
+    (4,000 evaluations of a 4-step run) or reordered them was trusted, and the learning curve
+    drew the mean of the rows given for a step. It is quarantined now, and the run trained
+    again."""
+    spec, store = _copy_trained(trained_store, tmp_path)
+    (path,) = (store / "runs").glob("*.json")
+    rec = json.loads(path.read_text())
+    assert len(rec["history"]) >= 2
+    rec["history"] = edit(rec["history"])
+    path.write_text(json.dumps(rec))
+    res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--no-calibrate",
+                  "--workers", "1")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "history steps that do not increase" in said and "trained 1 runs" in said, res.output
+    steps = [h["step"] for h in json.loads(path.read_text())["history"]]
+    assert steps == sorted(set(steps))
