@@ -64,6 +64,32 @@ INFO_COLUMNS = ("backend", "device", "pack_size", "wall_s", "torch", "commit")
 KERNELS_PREFIX = "kernels."
 
 
+# what a trained run records of each set (train.py): val / test / train and each named
+# evaluation set (train.evals) its loss and score (acc, or mse for a regression task), val also
+# its best score and largest rise, train its recent average loss; a history row holds the loss
+# and score of val, train and each named set
+SET_METRICS = {"val": ("loss", "acc", "mse", "best_acc", "best_mse", "max_rise"),
+               "train": ("loss", "acc", "mse", "avg_loss"), "test": ("loss", "acc", "mse")}
+NAMED_SET_METRICS = ("loss", "acc", "mse")
+
+
+def _not_recorded(names: Iterable[str], evals: Iterable[str], history: bool) -> list[str]:
+    """The names of ``names`` that no run whose named evaluation sets are ``evals`` records, in
+    its metrics (or, with ``history``, in a history row besides its step)."""
+    evals = set(evals)
+    out = []
+    for name in names:
+        head, _, tail = str(name).partition(".")
+        if history:
+            known = (name == "step" or (head in ("val", "train") or head in evals)
+                     and tail in NAMED_SET_METRICS)
+        else:
+            known = tail in SET_METRICS.get(head, NAMED_SET_METRICS if head in evals else ())
+        if not known:
+            out.append(name)
+    return out
+
+
 def record_problem(rec: Any, run_id: str) -> str | None:
     """Why a record must not be trusted as the result of ``run_id``, or None if it can be.
 
@@ -111,6 +137,10 @@ def record_problem(rec: Any, run_id: str) -> str | None:
         why = metric_range_problem(k, [v])
         if why:
             return f"metric {k!r} holds {why}"
+    foreign = _not_recorded(rec.get("metrics") or {}, train.evals, history=False)
+    if foreign:  # 100,000 names of another tool's were taken as columns of every table
+        return (f"metrics no run of its config records ({', '.join(map(repr, foreign[:3]))}"
+                f"{f' and {len(foreign) - 3:,} more' if len(foreign) > 3 else ''})")
     if rec["status"] == "diverged" and (rec.get("metrics") or {}).get(DIVERGED_NAN) is not None:
         return (f"status 'diverged' with a finite {DIVERGED_NAN} (a diverged run's final "
                 "evaluation is NaN; edited?)")
@@ -127,6 +157,9 @@ def record_problem(rec: Any, run_id: str) -> str | None:
             # rows repeated, reordered) were taken, and the curve drew their mean at each step
             return f"history steps that do not increase ({last} then {step})"
         last = step
+        foreign = _not_recorded(h, train.evals, history=True)
+        if foreign:
+            return f"a history row with a value no run records ({foreign[0]!r})"
         if step > train.total_steps:  # drawn far right of every other curve
             return f"a history step {step} beyond the run's {train.total_steps} steps"
         for k, v in h.items():

@@ -3855,3 +3855,26 @@ def test_a_record_whose_history_does_not_increase_is_quarantined(trained_store, 
     assert "history steps that do not increase" in said and "trained 1 runs" in said, res.output
     steps = [h["step"] for h in json.loads(path.read_text())["history"]]
     assert steps == sorted(set(steps))
+
+
+@pytest.mark.parametrize("edit,needle", [
+    (lambda r: r["metrics"].update({f"m{i}.acc": 0.5 for i in range(10000)}),
+     "metrics no run of its config records ('m0.acc', 'm1.acc', 'm2.acc' and 9,997 more)"),
+    (lambda r: r["metrics"].update({"test.best_acc": 0.5}), "('test.best_acc')"),
+    (lambda r: r["history"][0].update({"colour": 0.5}), "a history row with a value no run"),
+])
+def test_a_record_with_metrics_no_run_records_is_quarantined(trained_store, tmp_path, edit,
+                                                             needle):
+    """A record's metrics and history rows are what train.py records for the run's sets (val,
+    test, train and its named evaluation sets); one holding 10,000 names of another tool's was
+    trusted, and every name became a column of results.csv (and of the export)."""
+    spec, store = _copy_trained(trained_store, tmp_path)
+    (path,) = (store / "runs").glob("*.json")
+    rec = json.loads(path.read_text())
+    edit(rec)
+    path.write_text(json.dumps(rec))
+    res = _invoke("plot", spec, "--out", tmp_path / "out", "--profile", "smoke")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "quarantined" in said and needle in said, res.output
+    assert "m0.acc" not in (store / "results-smoke.csv").read_text()

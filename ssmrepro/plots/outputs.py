@@ -54,6 +54,7 @@ from ..store import (
     DIVERGED_NAN,
     METRIC_PREFIX,
     RECORD_STATUSES,
+    SET_METRICS,
     TableError,
     csv_text,
     is_loss,
@@ -532,11 +533,10 @@ def _ordering_always_holds(path: str, key: str, cfg: Any) -> list[str]:
 # evaluation set (train.evals) its loss and score (acc, or mse for a regression task), val its
 # best score and largest rise, train its recent average loss
 _SET_METRICS = ("loss", "acc", "mse", "best_acc", "best_mse", "avg_loss", "max_rise")
-# which of them each set records (train.py): a named evaluation set and test only their loss
-# and score; `p34.best_acc` or `test.max_rise` passed as names some set records, and gave an
+# which of them each set records (store.SET_METRICS): a named evaluation set and test only their
+# loss and score; `p34.best_acc` or `test.max_rise` passed as names some set records, and gave an
 # empty column like `tets.acc`
-_METRICS_OF = {"val": ("loss", "acc", "mse", "best_acc", "best_mse", "max_rise"),
-               "train": ("loss", "acc", "mse", "avg_loss"), "test": ("loss", "acc", "mse")}
+_METRICS_OF = SET_METRICS
 
 
 def aggregate_metric_problems(spec: Spec, runs: list) -> list[str]:
