@@ -3878,3 +3878,35 @@ def test_a_record_with_metrics_no_run_records_is_quarantined(trained_store, tmp_
     assert res.exit_code == 0 and "Traceback" not in res.output, res.output
     assert "quarantined" in said and needle in said, res.output
     assert "m0.acc" not in (store / "results-smoke.csv").read_text()
+
+
+def test_a_committed_curves_table_giving_a_step_twice_is_not_drawn(trained_store, tmp_path):
+    """A fresh clone (no run records): the profile's curves table with each evaluation of the
+    run given three times, at accuracies 0, 1 and its own, was drawn as their mean without a
+    word (only results tables were checked for a run held twice). Its rows are now left out
+    with a warning; the same run's rows under several labels still agree."""
+    spec, folder = _copy_trained(trained_store, tmp_path)
+    raw = yaml.safe_load(spec.read_text())
+    raw["figures"] = [raw.pop("figure"), {"kind": "curves", "series": ["val.acc"],
+                                          "name": "lc"}]
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    args = ("--out", tmp_path / "out", "--profile", "smoke")
+    assert _invoke("plot", spec, *args).exit_code == 0
+    shutil.rmtree(folder / "runs")
+    table = folder / "curves-smoke.csv"
+    head, *rows = table.read_text().splitlines()
+    col = head.split(",").index("val.acc")
+    out = [head]
+    for row in rows:
+        cells = row.split(",")
+        out += [",".join(cells[:col] + [v] + cells[col + 1:]) for v in ("0.0", "1.0", cells[col])]
+    table.write_text("\n".join(out) + "\n")
+    res = _invoke("plot", spec, *args)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert "with different results; its rows are not used" in said, res.output
+    assert "lc-smoke.png not drawn" in said, res.output
+    table.write_text("\n".join([head, *rows, *rows]) + "\n")  # the same rows twice: they agree
+    res = _invoke("plot", spec, *args)
+    assert res.exit_code == 0 and "not used" not in res.output, res.output
+    assert "not drawn" not in res.output, res.output

@@ -892,9 +892,17 @@ def consistent_rows(table: pd.DataFrame, runs: list) -> pd.DataFrame:
 
 
 def _disagree(rows: pd.DataFrame) -> bool:
-    """Rows of one run id (a run under several labels) whose metric columns differ."""
+    """Rows of one run id (a run under several labels) whose metric columns differ; in a curves
+    table (a row per evaluation), rows of one step that differ in anything but their label (a
+    run's rows given three times with other accuracies were drawn as their mean)."""
+    if len(rows) <= 1:
+        return False
+    if STEP in rows:
+        distinct = rows.drop(columns=[c for c in (LABEL, "profile") if c in rows])
+        distinct = distinct.astype(str).drop_duplicates()
+        return bool(distinct[STEP].duplicated().any())
     cols = [c for c in rows.columns if is_metric_column(c)]
-    return len(rows) > 1 and bool((rows[cols].astype(str).nunique(dropna=False) > 1).any())
+    return bool((rows[cols].astype(str).nunique(dropna=False) > 1).any())
 
 
 def _fill_config(df: pd.DataFrame, runs: list) -> pd.DataFrame:
