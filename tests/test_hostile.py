@@ -3910,3 +3910,23 @@ def test_a_committed_curves_table_giving_a_step_twice_is_not_drawn(trained_store
     res = _invoke("plot", spec, *args)
     assert res.exit_code == 0 and "not used" not in res.output, res.output
     assert "not drawn" not in res.output, res.output
+
+
+def test_a_data_generate_worker_that_dies_is_a_message_not_a_traceback(tmp_path, monkeypatch):
+    """`kill -9` of one `data generate pathfinder --workers 2` process: concurrent.futures'
+    BrokenProcessPool reached the console as an 80-line traceback (exit 1). Now one line that
+    says a worker died and how to resume; the half-written folder has no meta.json."""
+    import ssmrepro.data.pathfinder as pf
+    from ssmrepro.data._workers import WorkerDied, iter_chunks
+
+    with pytest.raises(WorkerDied, match="a worker process died"):
+        next(iter_chunks(os._exit, workers=2))  # each worker process ends at its first chunk
+    monkeypatch.setattr(pf, "iter_chunks", lambda fn, workers, ahead=None:
+                        iter_chunks(os._exit, workers, ahead))
+    out = tmp_path / "pf"
+    res = _invoke("data", "generate", "pathfinder", "--n", "40", "--workers", "2",
+                  "--shard-size", "10", "--out", out)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    assert "a worker process died" in said and "re-run the same command" in said, res.output
+    assert not (out / "meta.json").exists()

@@ -16,6 +16,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from ..data._workers import WorkerDied
 from ..data.sources import generated_dir
 from ..util import data_root
 from .app import command, console, err_console, fail, path_value
@@ -53,6 +54,16 @@ class PathfinderFormat(str, Enum):
 
 def _fail(message: str, code: int = 2) -> None:
     fail([message], code)
+
+
+def _died(err: WorkerDied, target: Path) -> str:
+    """The line for a generator whose worker process died: a half-written ``target`` has no
+    meta.json (nothing reads it), and the same command needs --force to replace it; ListOps
+    writes nothing before every tree is generated."""
+    if not target.is_dir() or not any(target.iterdir()):
+        return f"{err}; nothing was written: re-run the same command"
+    return (f"{err}; {target} is incomplete (no meta.json): re-run the same command with --force "
+            "to replace it")
 
 
 @command(app)
@@ -226,6 +237,8 @@ def generate_listops_cmd(
                 workers=workers,
                 progress=lambda k: status.update(f"generating ListOps trees: {k}/{n}"),
             )
+        except WorkerDied as err:
+            _fail(_died(err, target), code=1)
         except (RuntimeError, ValueError) as err:
             _fail(str(err), code=1 if isinstance(err, RuntimeError) else 2)
     for split, fname in SPLIT_FILES.items():
@@ -307,17 +320,21 @@ def generate_pathfinder_cmd(
         console=err_console,
     ) as prog:
         task = prog.add_task("gen", total=n, res=res)
-        write_pathfinder(
-            target,
-            n,
-            res,
-            seed,
-            params=params,
-            workers=workers,
-            fmt=format.value,
-            shard_size=shard_size,
-            progress=lambda k: prog.update(task, completed=k),
-        )
+        try:
+            write_pathfinder(
+                target,
+                n,
+                res,
+                seed,
+                params=params,
+                workers=workers,
+                fmt=format.value,
+                shard_size=shard_size,
+                progress=lambda k: prog.update(task, completed=k),
+            )
+        except WorkerDied as err:
+            prog.stop()
+            _fail(_died(err, target), code=1)
     dt = time.perf_counter() - t0
     console.print(f"wrote {n} images to {target} in {dt:.1f} s ({n / dt:.0f} images/s)", highlight=False)
 
