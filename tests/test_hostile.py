@@ -3930,3 +3930,31 @@ def test_a_data_generate_worker_that_dies_is_a_message_not_a_traceback(tmp_path,
     assert res.exit_code == 1 and "Traceback" not in res.output, res.output
     assert "a worker process died" in said and "re-run the same command" in said, res.output
     assert not (out / "meta.json").exists()
+
+
+def test_a_mechanistic_figure_sample_far_out_is_refused_and_one_sequence_drawn(tmp_path):
+    """koren2026-fig3's hidden_state figure with `sample: 10**8`: validate accepted it, and after
+    training the plot drew 10**8 + 1 probe sequences to keep the last (a failed 800 MB
+    allocation under a 6 GB limit, a traceback). The index is bounded like a test set, and only
+    the one sequence is drawn: the same as row `sample` of the full probe batch."""
+    import torch
+
+    from ssmrepro.analysis import mechanistic as mech
+    from ssmrepro.plots.mechanistic import _probe
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.tasks import build_task
+
+    raw = yaml.safe_load((ROOT / "experiments/koren2026/koren2026-fig3.yaml").read_text())
+    raw.update(id="k3", paper="tests")
+    raw["figure"]["sample"] = 10**8
+    spec = tmp_path / "k3.yaml"
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    _assert_refused(_invoke("validate", spec), "figure.sample", "less than 100000000")
+    raw["figure"]["sample"] = 0
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    task = build_task(expand(load_spec(spec), "smoke")[0].task)
+    ids, y = mech.probe_batch(task, 7, 6)
+    for s in (0, 3, 5):
+        one_ids, one_y = _probe(task, 7, s)
+        assert torch.equal(one_ids, ids[s:s + 1]) and torch.equal(one_y, y[s:s + 1])
