@@ -3958,3 +3958,15 @@ def test_a_mechanistic_figure_sample_far_out_is_refused_and_one_sequence_drawn(t
     for s in (0, 3, 5):
         one_ids, one_y = _probe(task, 7, s)
         assert torch.equal(one_ids, ids[s:s + 1]) and torch.equal(one_y, y[s:s + 1])
+
+
+def test_more_percentiles_than_whole_ones_are_refused(tmp_path):
+    """aggregate.percentiles of 20,000 values (a 200 kB list): a column per metric each, a
+    2.3 MB report and 13 s of `plot` on a two-run store (five times that within the 1 MiB spec
+    cap). At most 101, every whole percentile, which is accepted."""
+    agg = {"reduce": "mean", "metrics": ["test.acc"]}
+    spec = write_spec(tmp_path, aggregate={**agg, "percentiles": [i * 0.005 for i in range(20000)]})
+    _assert_refused(_invoke("validate", spec), "aggregate.percentiles", "at most 101")
+    spec = write_spec(tmp_path, aggregate={**agg, "percentiles": list(range(101))})
+    res = _invoke("validate", spec)
+    assert res.exit_code == 0, res.output
