@@ -45,6 +45,7 @@ from .util import (
     atomic_write_bytes,
     atomic_write_text,
     folder_problem,
+    pid_alive,
     read_small,
     repo_root,
 )
@@ -243,29 +244,6 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
-
-
-MAX_PID = 1 << 22  # Linux's PID_MAX_LIMIT
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process of this host is running (zombies — killed but not yet reaped, common in
-    containers whose PID 1 does not reap — count as dead). A number no process can have is dead:
-    0 and -1 signal a process group or every process (a claim naming them looked held for ever),
-    and 2**70 raised OverflowError (a traceback in `run`)."""
-    if not 0 < pid <= MAX_PID:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return True
 
 
 def _not_a_file(path: Path, what: str) -> OSError:

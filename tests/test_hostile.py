@@ -3970,3 +3970,38 @@ def test_more_percentiles_than_whole_ones_are_refused(tmp_path):
     spec = write_spec(tmp_path, aggregate={**agg, "percentiles": list(range(101))})
     res = _invoke("validate", spec)
     assert res.exit_code == 0, res.output
+
+
+def test_a_killed_download_leaves_no_scratch_copy_behind_once_run_again(tmp_path):
+    """`kill -9` of `data download lra` while it extracted left `<root>/lra/.extract-...` (168 MB
+    of a 200 MB archive here; the LRA release is gigabytes) for ever: the same command, run
+    again, installed the data and kept the partial copy. A scratch folder of this host's dead
+    process is now removed; a running process's and another host's are left alone."""
+    import subprocess
+    import sys
+    import tarfile
+
+    from ssmrepro.data.download import _scratch
+    from ssmrepro.util import HOST
+
+    src = tmp_path / "src" / "lra_release" / "listops-1000"
+    src.mkdir(parents=True)
+    (src / "basic_train.tsv").write_text("Source\tTarget\n")
+    archive = tmp_path / "lra.tar"
+    with tarfile.open(archive, "w") as tar:
+        tar.add(tmp_path / "src" / "lra_release", arcname="lra_release")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    lra = tmp_path / "root" / "lra"
+    lra.mkdir(parents=True)
+    mine = _scratch(lra, "lra")  # a running process's (this one's)
+    mine.mkdir()
+    left = lra / f".extract-lra-{HOST}-{dead.pid}-abc123"  # a killed extraction's
+    (left / "lra_release").mkdir(parents=True)
+    other = lra / f".extract-lra-elsewhere-{dead.pid}-abc123"  # another host's, on a shared disk
+    other.mkdir()
+    res = _invoke("data", "download", "lra", "--dir", tmp_path / "root", "--url",
+                  archive.as_uri(), "--no-progress")
+    assert res.exit_code == 0 and "installed" in res.output, res.output
+    assert (lra / "listops-1000" / "basic_train.tsv").exists()
+    assert not left.exists() and mine.exists() and other.exists()
