@@ -4005,3 +4005,46 @@ def test_a_killed_download_leaves_no_scratch_copy_behind_once_run_again(tmp_path
     assert res.exit_code == 0 and "installed" in res.output, res.output
     assert (lra / "listops-1000" / "basic_train.tsv").exists()
     assert not left.exists() and mine.exists() and other.exists()
+
+
+def test_a_committed_analysis_table_row_of_no_planned_run_is_not_averaged_in(tmp_path):
+    """A fresh clone's output_variance.csv (no saved weights) has no run ids: rows of a seed the
+    profile does not have (seed 9 of koren2026-fig14's one-seed quick profile) were averaged into
+    their cells and turned two FAIL verdicts into PASS; a run given twice with other values was
+    averaged too. Such rows are left out with a warning."""
+    raw = yaml.safe_load((ROOT / "experiments/koren2026/koren2026-fig14.yaml").read_text())
+    raw.update(id="kv", paper="tests", claims=[], paper_values=[])
+    raw.pop("reuse", None)
+    raw["profiles"]["smoke"]["sweep"][1]["grid"] = {"model.heads": [1], "model.d_state": [2]}
+    spec = tmp_path / "kv.yaml"
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    args = ("--out", tmp_path / "out", "--profile", "smoke")
+    res = _invoke("run", spec, *args, "--no-calibrate", "--workers", "1")
+    assert res.exit_code == 0, res.output
+    folder = tmp_path / "out/tests/kv"
+    shutil.rmtree(folder / "runs")  # a fresh clone: the committed table only
+    table = folder / "output_variance-smoke.csv"
+    head, *rows = table.read_text().splitlines()
+    assert len(rows) == 4 and head.split(",")[4] == "seed"
+
+    def summary_noise():
+        text = (folder / "summary-smoke.csv").read_text().splitlines()
+        col = text[0].split(",").index("out.noise_var")
+        return [line.split(",")[col] for line in text[1:]]
+
+    assert _invoke("plot", spec, *args).exit_code == 0
+    before = summary_noise()
+    cells = rows[0].split(",")
+    seed9 = ",".join(cells[:4] + ["9", "1e-09"] + cells[6:])
+    twice = ",".join(cells[:5] + ["1e-09"] + cells[6:])
+    for extra, needle in ((seed9, "seed=9; the row is not used"),
+                          (twice, "is given 2 times with different values")):
+        table.write_text("\n".join([head, *rows, extra]) + "\n")
+        res = _invoke("plot", spec, *args)
+        said = " ".join(res.output.split())
+        assert res.exit_code == 0 and needle in said, res.output
+        after = summary_noise()
+        if "seed=9" in needle:
+            assert after == before
+        else:  # the run given twice is left out: its cell has no value
+            assert after[0] != before[0] and after[1:] == before[1:]

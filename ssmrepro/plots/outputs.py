@@ -31,6 +31,7 @@ from ..report.analysis import (
     cell_means,
     decay_metrics,
     histogram_table,
+    planned_rows,
     read_histograms,
     read_weights_table,
     weights_table,
@@ -1074,7 +1075,9 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         table = weights_table(name, runs, store, keys)
         tpath = out(name, "csv")
         if table.empty and tpath.exists():
-            table = read_weights_table(tpath, name)
+            table, dropped = planned_rows(read_weights_table(tpath, name), runs, keys)
+            for why in dropped:
+                print(f"warning: {tpath.name}: {why}; the row is not used", file=sys.stderr)
         elif not table.empty:
             atomic_write_text(tpath, table.to_csv(index=False))
         tables[name] = table

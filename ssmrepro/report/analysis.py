@@ -142,6 +142,38 @@ def read_weights_table(path, name: str) -> pd.DataFrame:
     return df
 
 
+def planned_rows(table: pd.DataFrame, runs: list, keys: list[str]
+                 ) -> tuple[pd.DataFrame, list[str]]:
+    """The rows of a committed ``<analysis>.csv`` (:func:`weights_table`, read in a fresh clone)
+    that stand for planned runs, and why the others are left out: a row whose label, cell keys
+    and seed (those the table has columns for) are no planned run's, or a run given by rows that
+    differ. The table has no run ids; an unplanned seed's row (seed 9 of a one-seed profile) was
+    averaged into its cell, and turned two FAIL verdicts of koren2026-fig14 into PASS."""
+    if table.empty or LABEL not in table:
+        return table, []
+    cols = [LABEL, *[k for k in keys if k != LABEL and k in table], *(["seed"] if "seed" in table
+                                                                      else [])]
+    planned = set()
+    for r in runs:
+        flat = {**r.flat(), LABEL: r.label, "seed": r.seed}
+        planned.add(tuple(norm(flat.get(c)) for c in cols))
+    ident = [tuple(norm(v) for v in row) for row in table[cols].itertuples(index=False)]
+    values = table[[c for c in table.columns if c not in cols]].astype(str)
+    seen: dict[tuple, set] = {}
+    for i, key in enumerate(ident):
+        seen.setdefault(key, set()).add(tuple(values.iloc[i]))
+    shown = [_named(cols, row) for row in table[cols].itertuples(index=False)]
+    why = [f"no planned run has {text}" if key not in planned else
+           f"{text} is given {len(seen[key])} times with different values"
+           if len(seen[key]) > 1 else "" for key, text in zip(ident, shown)]
+    out = table[[not w for w in why]].drop_duplicates()
+    return out.reset_index(drop=True), list(dict.fromkeys(w for w in why if w))
+
+
+def _named(cols: list[str], key: tuple) -> str:
+    return ", ".join(f"{c}={v!r}" for c, v in zip(cols, key))
+
+
 def cell_means(table: pd.DataFrame, metrics: tuple[str, ...] | list[str]) -> pd.DataFrame:
     """Per-run metrics averaged over the seeds of each cell."""
     if table.empty:
