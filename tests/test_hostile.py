@@ -4048,3 +4048,16 @@ def test_a_committed_analysis_table_row_of_no_planned_run_is_not_averaged_in(tmp
             assert after == before
         else:  # the run given twice is left out: its cell has no value
             assert after[0] != before[0] and after[1:] == before[1:]
+
+
+def test_a_committed_histogram_table_giving_a_bin_twice_is_a_message(tmp_path):
+    """huang2025-fig1 in a fresh clone (its committed histograms.csv, no run records): a bin of
+    a cell given twice was a traceback in verify and plot ('cannot reindex on an axis with
+    duplicate labels'); it is a damaged table now, named with the one fix."""
+    folder = tmp_path / "out" / "huang2025" / "huang2025-fig1"
+    shutil.copytree(ROOT / "results" / "huang2025" / "huang2025-fig1", folder)
+    table = folder / "histograms.csv"
+    head, *rows = table.read_text().splitlines()
+    table.write_text("\n".join([head, *rows, rows[0].rsplit(",", 1)[0] + ",1"]) + "\n")
+    res = _invoke("verify", "huang2025-fig1", "--out", tmp_path / "out")
+    _assert_refused(res, "histograms.csv", "is given more than once", "delete it to rebuild it")

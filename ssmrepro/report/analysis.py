@@ -126,6 +126,13 @@ def read_histograms(path) -> pd.DataFrame:
         raise TableError(f"{path}: bins, bin or count out of range (1 <= bins <= {MAX_BINS}, "
                          "0 <= bin < bins, count >= 0); delete it to rebuild it from the run "
                          "records (or re-run the runs)")
+    twice = df.drop(columns="count").astype(str).duplicated()
+    if twice.any():  # histogram_table sums a cell's seeds into one row per bin: a bin given twice
+        # raised 'cannot reindex on an axis with duplicate labels' (a traceback in plot / verify)
+        row = df[twice].iloc[0]
+        raise TableError(f"{path}: bin {row['bin']} of part {row['part']!r} of cell "
+                         f"{row[LABEL]!r} is given more than once; delete it to rebuild it from "
+                         "the run records (or re-run the runs)")
     return df
 
 
