@@ -4061,3 +4061,22 @@ def test_a_committed_histogram_table_giving_a_bin_twice_is_a_message(tmp_path):
     table.write_text("\n".join([head, *rows, rows[0].rsplit(",", 1)[0] + ",1"]) + "\n")
     res = _invoke("verify", "huang2025-fig1", "--out", tmp_path / "out")
     _assert_refused(res, "histograms.csv", "is given more than once", "delete it to rebuild it")
+
+
+def test_data_generate_pathfinder_lra_format_checks_the_files_it_makes(tmp_path, monkeypatch):
+    """`data generate pathfinder --format lra --n 100000000 --res 256` writes a PNG file per
+    image: only --format npy was checked for room, so it started writing 10^8 files (100 a
+    second) into a file system of 16 million inodes. The file count (and a least size) is now
+    checked against the file system before generating."""
+    import types
+
+    real = os.statvfs
+    monkeypatch.setattr(os, "statvfs", lambda p: types.SimpleNamespace(
+        **{k: getattr(real(p), k) for k in ("f_bsize", "f_frsize", "f_blocks", "f_bfree",
+                                            "f_bavail")}, f_files=10_000, f_ffree=500,
+        f_favail=500))
+    out = tmp_path / "pf"
+    res = _invoke("data", "generate", "pathfinder", "--format", "lra", "--n", "600",
+                  "--res", "32", "--workers", "1", "--out", out)
+    _assert_refused(res, "make 602 files", "room for only 500 more")
+    assert not out.exists()

@@ -151,11 +151,13 @@ def _size(n: float) -> str:
     return f"{n / 1e9:,.1f} GB" if n >= 1e8 else f"{n / 1e6:,.1f} MB"
 
 
-def _check_room(what: str, memory: int, disk: int, target: Path, force: bool) -> None:
+def _check_room(what: str, memory: int, disk: int, target: Path, force: bool,
+                files: int = 0) -> None:
     """Refuse before generating what cannot fit: ``memory`` (bytes the generator surely holds at
     once) against the memory available now, ``disk`` (bytes it surely writes) against the free
-    space where ``target`` goes (plus what --force would free). A size that could not fit ran
-    for hours, then died of memory (killed, no message) or stopped at a full disk."""
+    space where ``target`` goes (plus what --force would free), and ``files`` (how many it
+    makes) against the file system's free inodes. A size that could not fit ran for hours, then
+    died of memory (killed, no message) or stopped at a full disk (or inode table)."""
     from ..train import available_memory
 
     avail = available_memory("cpu")
@@ -167,13 +169,20 @@ def _check_room(what: str, memory: int, disk: int, target: Path, force: bool) ->
         here = here.parent
     try:
         free = shutil.disk_usage(here).free
+        st = os.statvfs(here)
+        inodes = st.f_favail if st.f_files else None  # 0 files: no inode limit (e.g. btrfs)
         if force and target.is_dir() and not target.is_symlink():
-            free += sum(f.stat().st_size for f in target.rglob("*") if f.is_file())
+            old = list(target.rglob("*"))
+            free += sum(f.stat().st_size for f in old if f.is_file())
+            inodes = None if inodes is None else inodes + len(old)
     except OSError:
         return
     if disk > free:
         _fail(f"{what} take at least {_size(disk)} on disk; only {_size(free)} is free under "
               f"{here}; ask for fewer")
+    if inodes is not None and files > inodes:
+        _fail(f"{what} make {files:,} files; the file system of {here} has room for only "
+              f"{inodes:,} more (free inodes); ask for fewer")
 
 
 @command(generate_app, "listops")
@@ -302,6 +311,10 @@ def generate_pathfinder_cmd(
         _check_room(f"--n {n} images of {res}x{res} in shards of --shard-size {shard_size}",
                     2 * min(n, shard_size) * res * res, n * res * res,
                     out if out is not None else default, force)
+    else:  # a PNG file per image (75 bytes at the least) and a metadata line (30 or more), a
+        # metadata file per 1,000 images: --n 10**8 wrote files until the inodes ran out
+        _check_room(f"--n {n} PNG images of {res}x{res} (--format lra)", 0, 105 * n,
+                    out if out is not None else default, force, files=n + -(-n // 1000) + 1)
     target = _prepare_out(out, default, force)
     t0 = time.perf_counter()
     from rich.progress import (
