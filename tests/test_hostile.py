@@ -4079,4 +4079,7 @@ def test_data_generate_pathfinder_lra_format_checks_the_files_it_makes(tmp_path,
     res = _invoke("data", "generate", "pathfinder", "--format", "lra", "--n", "600",
                   "--res", "32", "--workers", "1", "--out", out)
     _assert_refused(res, "make 602 files", "room for only 500 more")
+    res = _invoke("data", "generate", "pathfinder", "--n", "600", "--shard-size", "1",
+                  "--res", "32", "--workers", "1", "--out", out)  # two .npy files a shard
+    _assert_refused(res, "make 1,201 files", "room for only 500 more")
     assert not out.exists()

@@ -310,7 +310,8 @@ def generate_pathfinder_cmd(
     if format is PathfinderFormat.npy:  # uint8 images; a shard is buffered, then concatenated
         _check_room(f"--n {n} images of {res}x{res} in shards of --shard-size {shard_size}",
                     2 * min(n, shard_size) * res * res, n * res * res,
-                    out if out is not None else default, force)
+                    out if out is not None else default, force,
+                    files=2 * -(-n // shard_size) + 1)  # an images and a labels file a shard
     else:  # a PNG file per image (75 bytes at the least) and a metadata line (30 or more), a
         # metadata file per 1,000 images: --n 10**8 wrote files until the inodes ran out
         _check_room(f"--n {n} PNG images of {res}x{res} (--format lra)", 0, 105 * n,
