@@ -4083,3 +4083,26 @@ def test_data_generate_pathfinder_lra_format_checks_the_files_it_makes(tmp_path,
                   "--res", "32", "--workers", "1", "--out", out)  # two .npy files a shard
     _assert_refused(res, "make 1,201 files", "room for only 500 more")
     assert not out.exists()
+
+
+def test_a_fresh_clone_table_whose_labels_were_swapped_is_not_counted_finished(tmp_path):
+    """A fresh clone's results table with the labels of its two rows swapped (S6's run under
+    'S4D' and the other way): both cells were left empty and the figure undrawn, while the
+    report said '2 runs expected, 2 finished' and the console said nothing. A row of the
+    profile's own table whose label its run does not have in the profile is left out with a
+    warning, and the runs count as not finished."""
+    spec = two_profile_spec(tmp_path)
+    args = ("--out", tmp_path / "out", "--profile", "smoke")
+    res = _invoke("run", spec, *args, "--no-calibrate", "--workers", "1")
+    assert res.exit_code == 0, res.output
+    folder = tmp_path / "out" / "tests" / "t-spec"
+    shutil.rmtree(folder / "runs")
+    table = folder / "results-smoke.csv"
+    text = table.read_text()
+    table.write_text(text.replace(",S6,", ",@@,").replace(",S4D,", ",S6,").replace(",@@,", ",S4D,"))
+    res = _invoke("plot", spec, *args)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert "has label='S4D' (the run's is 'S6')" in said, res.output
+    assert "0 of 2 runs finished" in said, res.output
+    assert "2 runs expected, 0 finished" in (folder / "report-smoke.md").read_text()

@@ -669,7 +669,7 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
     if not own.empty:
         if "profile" in own:
             own = own[own["profile"] == profile]
-        own = _fill_config(consistent_rows(own, runs), runs)
+        own = _fill_config(consistent_rows(own, runs, own=True), runs)
         if df.empty:
             own = _without_stale(own, runs, csv.name)
     base = own if df.empty else df
@@ -869,18 +869,30 @@ def _contradiction(rows: pd.DataFrame, run) -> str:
     return ""
 
 
-def consistent_rows(table: pd.DataFrame, runs: list) -> pd.DataFrame:
+def consistent_rows(table: pd.DataFrame, runs: list, own: bool = False) -> pd.DataFrame:
     """``table`` without the rows of a planned run whose config contradicts its run id
     (``_contradiction``) or that holds it twice with different results (``_disagree``), each
     dropped with a warning: a hand-edited row made a cell of its own (S6 at d_model 64, a cell
-    never run) and left the real one without its run; of two rows the first was taken."""
+    never run) and left the real one without its run; of two rows the first was taken. In the
+    profile's ``own`` results table a row's label must also be one its run has in the profile
+    (another profile's table names the run as that profile does, and its rows take this
+    profile's labels; committed curves tables may name a run by its first case label alone):
+    the labels of two rows swapped left both cells empty while the report counted '2 runs
+    expected, 2 finished'."""
     if table.empty or RUN_ID not in table:
         return table
     by_id = {r.run_id: r for r in runs}
+    labels: dict[str, set[str]] = {}
+    for r in runs:
+        labels.setdefault(r.run_id, set()).add(str(r.label))
     ids = table[RUN_ID].astype(str)
     keep = pd.Series(True, index=table.index)
     for rid in [i for i in dict.fromkeys(ids) if i in by_id]:
         wrong = _contradiction(table[ids == rid], by_id[rid])
+        if not wrong and own and LABEL in table:
+            odd = [v for v in table.loc[ids == rid, LABEL].astype(str) if v not in labels[rid]]
+            if odd:
+                wrong = f"label={odd[0]!r} (the run's is {' or '.join(map(repr, sorted(labels[rid])))})"
         if wrong:
             print(f"warning: a committed table's row of run {rid} has {wrong}, which a run of that "
                   f"id cannot have written; the row is not used", file=sys.stderr)
