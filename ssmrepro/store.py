@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import errno
+import hashlib
 import io
 import json
 import math
@@ -44,6 +45,7 @@ from .util import (
     atomic_write_bytes,
     atomic_write_text,
     folder_problem,
+    pid_alive,
     read_small,
     repo_root,
 )
@@ -61,6 +63,32 @@ RUN_COLUMNS = ("run_id", "profile", "label", "seed", "status", "stop_reason", "s
 CONFIG_PREFIXES = ("task.", "model.", "train.")
 INFO_COLUMNS = ("backend", "device", "pack_size", "wall_s", "torch", "commit")
 KERNELS_PREFIX = "kernels."
+
+
+# what a trained run records of each set (train.py): val / test / train and each named
+# evaluation set (train.evals) its loss and score (acc, or mse for a regression task), val also
+# its best score and largest rise, train its recent average loss; a history row holds the loss
+# and score of val, train and each named set
+SET_METRICS = {"val": ("loss", "acc", "mse", "best_acc", "best_mse", "max_rise"),
+               "train": ("loss", "acc", "mse", "avg_loss"), "test": ("loss", "acc", "mse")}
+NAMED_SET_METRICS = ("loss", "acc", "mse")
+
+
+def _not_recorded(names: Iterable[str], evals: Iterable[str], history: bool) -> list[str]:
+    """The names of ``names`` that no run whose named evaluation sets are ``evals`` records, in
+    its metrics (or, with ``history``, in a history row besides its step)."""
+    evals = set(evals)
+    out = []
+    for name in names:
+        head, _, tail = str(name).partition(".")
+        if history:
+            known = (name == "step" or (head in ("val", "train") or head in evals)
+                     and tail in NAMED_SET_METRICS)
+        else:
+            known = tail in SET_METRICS.get(head, NAMED_SET_METRICS if head in evals else ())
+        if not known:
+            out.append(name)
+    return out
 
 
 def record_problem(rec: Any, run_id: str) -> str | None:
@@ -110,6 +138,10 @@ def record_problem(rec: Any, run_id: str) -> str | None:
         why = metric_range_problem(k, [v])
         if why:
             return f"metric {k!r} holds {why}"
+    foreign = _not_recorded(rec.get("metrics") or {}, train.evals, history=False)
+    if foreign:  # 100,000 names of another tool's were taken as columns of every table
+        return (f"metrics no run of its config records ({', '.join(map(repr, foreign[:3]))}"
+                f"{f' and {len(foreign) - 3:,} more' if len(foreign) > 3 else ''})")
     if rec["status"] == "diverged" and (rec.get("metrics") or {}).get(DIVERGED_NAN) is not None:
         return (f"status 'diverged' with a finite {DIVERGED_NAN} (a diverged run's final "
                 "evaluation is NaN; edited?)")
@@ -117,10 +149,18 @@ def record_problem(rec: Any, run_id: str) -> str | None:
     if hist is not None and not (isinstance(hist, list) and all(
             isinstance(h, dict) and all(_is_number(v) for v in h.values()) for h in hist)):
         return "a history that is not a list of evaluations (step and metric numbers)"
+    last = -1
     for h in hist or []:  # the curves are drawn from it: a step of None raised in `plot`, -20
         step = h.get("step")  # was drawn; a negative loss, an accuracy of 7
         if step is None or step < 0 or step != int(step):
             return f"a history step {step!r} that is not a whole number >= 0"
+        if step <= last:  # a run evaluates at increasing steps: 4,000 rows of a 4-step run (its
+            # rows repeated, reordered) were taken, and the curve drew their mean at each step
+            return f"history steps that do not increase ({last} then {step})"
+        last = step
+        foreign = _not_recorded(h, train.evals, history=True)
+        if foreign:
+            return f"a history row with a value no run records ({foreign[0]!r})"
         if step > train.total_steps:  # drawn far right of every other curve
             return f"a history step {step} beyond the run's {train.total_steps} steps"
         for k, v in h.items():
@@ -194,27 +234,16 @@ def _safe(s: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in s)[:80]
 
 
-MAX_PID = 1 << 22  # Linux's PID_MAX_LIMIT
+# the record's field holding the SHA-256 of the run's saved weights (runs/<run_id>.pt)
+WEIGHTS_DIGEST = "weights_sha256"
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether a process of this host is running (zombies — killed but not yet reaped, common in
-    containers whose PID 1 does not reap — count as dead). A number no process can have is dead:
-    0 and -1 signal a process group or every process (a claim naming them looked held for ever),
-    and 2**70 raised OverflowError (a traceback in `run`)."""
-    if not 0 < pid <= MAX_PID:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return True
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def _not_a_file(path: Path, what: str) -> OSError:
@@ -334,27 +363,48 @@ class Store:
         return [self.runs] + [r / "runs" for r in self.reuse]
 
     def write(self, record: dict) -> None:
-        atomic_write_text(
-            self.record_path(record["run_id"]),
-            json.dumps(_clean(record), indent=1, sort_keys=True, default=_json_default),
-        )
+        """Write a run's record; OSError (EFBIG) for one larger than ``read`` takes back, which
+        would be quarantined as damaged on the next read and its run trained again, for ever
+        (``TrainConfig`` bounds the history before training; this names any that slips by)."""
+        path = self.record_path(record["run_id"])
+        text = json.dumps(_clean(record), indent=1, sort_keys=True, default=_json_default)
+        if len(text) > MAX_RECORD_BYTES:
+            raise OSError(errno.EFBIG, f"the run record would be {len(text):,} bytes, more than "
+                                       f"the {MAX_RECORD_BYTES:,} a record may hold (raise "
+                                       "train.eval_every)", str(path))
+        atomic_write_text(path, text)
         self.log("done", record["run_id"], status=record.get("status"))
 
     def weights_path(self, run_id: str) -> Path:
         return self.runs / f"{run_id}.pt"
 
-    def write_weights(self, run_id: str, state: dict) -> None:
-        """Save one run's trained weights (a state dict of CPU tensors), atomically."""
+    def write_weights(self, run_id: str, state: dict) -> str:
+        """Save one run's trained weights (a state dict of CPU tensors), atomically; their
+        SHA-256, which the run's record keeps (``WEIGHTS_DIGEST``) so that ``read_weights`` knows
+        them for this run's."""
         buf = io.BytesIO()
         torch.save(state, buf)
         atomic_write_bytes(self.weights_path(run_id), buf.getvalue())
+        return hashlib.sha256(buf.getvalue()).hexdigest()
+
+    def _weights_digest(self, folder: Path, run_id: str) -> str | None:
+        """The SHA-256 that the run's record in ``folder`` gives its weights; None where there
+        is none to compare with (a record written before records named it, or no readable
+        record: ``read`` says why, and the run is trained again)."""
+        try:
+            rec = json.loads(read_small(folder / f"{run_id}.json", MAX_RECORD_BYTES))
+        except (OSError, ValueError, RecursionError):
+            return None
+        digest = rec.get(WEIGHTS_DIGEST) if isinstance(rec, dict) else None
+        return digest if isinstance(digest, str) else None
 
     def read_weights(self, run_id: str, use: Callable[[dict], Any] | None = None) -> Any:
         """The saved weights of a run (own store first, then the reused ones), else None; with
         ``use`` (e.g. loading them into the run's model), ``use(state)``.
 
         Weights that cannot be read, that are not a state dict (parameter name -> tensor), or
-        that ``use`` refuses with ``WeightsDoNotFit`` (another model's weights) are moved to
+        that ``use`` refuses with ``WeightsDoNotFit`` (another model's weights), or whose SHA-256
+        is not the one the run's record names (another run's of the same shapes) are moved to
         ``runs/quarantine/`` with a warning (ignored in a reused store), so that the run is
         trained again (``is_done``): foreign weights raised a traceback in `plot`."""
         for k, root in enumerate(self._run_folders()):
@@ -375,12 +425,18 @@ class Store:
                 why = str(err).strip().splitlines()[0] if str(err).strip() else ""
                 self._distrust_weights(path, f"{type(err).__name__} {why}", quarantine=k == 0)
                 continue
-            if use is None:
-                return state
             try:
-                return use(state)
+                used = state if use is None else use(state)
             except WeightsDoNotFit as err:  # another model's weights (a traceback in `plot`)
                 self._distrust_weights(path, str(err), quarantine=k == 0)
+                continue
+            digest = self._weights_digest(root, run_id)
+            if digest is not None and _sha256(path) != digest:  # the same shapes: another
+                # seed's weights copied in were loaded as this run's without a word
+                self._distrust_weights(path, "not the weights its record names (another run's, "
+                                       "copied or edited?)", quarantine=k == 0)
+                continue
+            return used
         return None
 
     def _distrust_weights(self, path: Path, why: str, quarantine: bool) -> None:

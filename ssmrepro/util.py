@@ -23,6 +23,27 @@ from pydantic import BaseModel, StringConstraints, model_validator
 HOST = socket.gethostname().replace(".", "_")
 ROOT_ENV = "SSMREPRO_ROOT"  # folder holding experiments/ (and results/ by default)
 DATA_ENV = "SSMREPRO_DATA"  # data root (LRA datasets, generated data, caches)
+MAX_PID = 1 << 22  # Linux's PID_MAX_LIMIT
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process of this host is running (zombies — killed but not yet reaped, common in
+    containers whose PID 1 does not reap — count as dead). A number no process can have is dead:
+    0 and -1 signal a process group or every process (a claim naming them looked held for ever),
+    and 2**70 raised OverflowError (a traceback in `run`)."""
+    if not 0 < pid <= MAX_PID:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return True
 
 
 def _atomic(path: Path, write) -> None:

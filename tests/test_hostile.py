@@ -4122,3 +4122,370 @@ def test_a_file_url_that_names_no_archive_file_is_refused(tmp_path, what):
                   "--no-progress")
     _assert_refused(res, "a folder, not an archive file" if what == "folder" else "no file at")
     assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.parametrize("train", [
+    # 1,000 evaluations of two named sets with 20,000-character names: an 80 MB record
+    {"max_steps": 1000, "eval_every": 1, "val_size": 1, "test_size": 1,
+     "evals": {"A" * 20000: {"T": 8}, "B" * 20000: {"T": 8}}},
+    # a million plain evaluations (one per step), within the evaluation budget
+    {"max_steps": 10**6, "eval_every": 1, "val_size": 1, "test_size": 1, "batch_size": 1},
+])
+def test_a_run_whose_record_would_be_too_large_to_read_back_is_refused(tmp_path, train):
+    """A run's record holds its evaluation history, and the store reads back at most 64 MiB: the
+    first case trained (7 s), its 80 MB record was quarantined as unreadable on the spot, the
+    results table was left empty ('not a readable CSV table') and every `run` trained it again.
+    `validate` now refuses such a history before training, and the store never writes a record
+    it would not read back."""
+    base = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "eval_batch_size": 16}
+    spec = write_spec(tmp_path, seeds=[0], train={**base, **train})
+    res = _invoke("validate", spec)
+    _assert_refused(res, "the evaluation history would take up to", "raise eval_every")
+
+    import ssmrepro.store as store_mod
+
+    st = store_mod.Store(tmp_path / "out" / "tests" / "t")
+    st.runs.mkdir(parents=True)
+    rec = {"run_id": "r1", "history": [{"step": i, "val.loss": 1.0} for i in range(3000)]}
+    small = len(json.dumps(rec)) // 2
+    orig = store_mod.MAX_RECORD_BYTES
+    store_mod.MAX_RECORD_BYTES = small
+    try:
+        with pytest.raises(OSError, match="more than the"):
+            st.write(rec)
+    finally:
+        store_mod.MAX_RECORD_BYTES = orig
+    assert not st.record_path("r1").exists()
+
+
+def test_saved_weights_of_another_run_of_the_same_shapes_are_not_loaded_as_this_runs(tmp_path):
+    """save_weights: seed 1's weights copied over seed 0's (the same model, so the same shapes)
+    were loaded as seed 0's, and its plot-time analysis (output_variance) computed from them
+    without a word. The record now names its weights' SHA-256; other weights are quarantined
+    with a warning and the run trained again."""
+    raw = yaml.safe_load((ROOT / "experiments/koren2026/koren2026-fig14.yaml").read_text())
+    raw.update(id="kv", paper="tests", claims=[], paper_values=[])
+    raw.pop("reuse", None)
+    smoke = raw["profiles"]["smoke"]
+    smoke["sweep"] = [{"cases": [{"label": "MHA", "set": {"model.head_pattern": "MHA"}}]},
+                      {"grid": {"model.heads": [2], "model.d_state": [2]}}]
+    smoke["seeds"] = [0, 1]
+    spec = tmp_path / "kv.yaml"
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    args = ("--out", tmp_path / "out", "--profile", "smoke")
+    res = _invoke("run", spec, *args, "--no-calibrate", "--workers", "1", "--no-plot")
+    assert res.exit_code == 0, res.output
+    runs = tmp_path / "out/tests/kv/runs"
+    by_seed = {json.loads(p.read_text())["seed"]: p.with_suffix(".pt")
+               for p in runs.glob("*.json")}
+    shutil.copy(by_seed[1], by_seed[0])
+    res = _invoke("plot", spec, *args)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert f"saved weights {by_seed[0].name} quarantined" in said, res.output
+    assert "not the weights its record names" in said and "trained again" in said, res.output
+    table = (tmp_path / "out/tests/kv/output_variance-smoke.csv").read_text().splitlines()
+    assert len(table) == 2 and table[1].split(",")[4] == "1", table  # seed 1's row only
+    res = _invoke("run", spec, *args, "--no-calibrate", "--workers", "1", "--no-plot")
+    assert res.exit_code == 0 and "trained 1 runs" in " ".join(res.output.split()), res.output
+
+
+@pytest.mark.parametrize("edit", [
+    lambda h: h * 1000,  # every evaluation given 1,000 times
+    lambda h: h[::-1],  # reordered
+    lambda h: [h[0], dict(h[-1], step=h[0]["step"])],  # one step twice, other values
+])
+def test_a_record_whose_history_does_not_increase_is_quarantined(trained_store, tmp_path, edit):
+    """A run evaluates at increasing steps; a record whose history repeated its rows 1,000 times
+    (4,000 evaluations of a 4-step run) or reordered them was trusted, and the learning curve
+    drew the mean of the rows given for a step. It is quarantined now, and the run trained
+    again."""
+    spec, store = _copy_trained(trained_store, tmp_path)
+    (path,) = (store / "runs").glob("*.json")
+    rec = json.loads(path.read_text())
+    assert len(rec["history"]) >= 2
+    rec["history"] = edit(rec["history"])
+    path.write_text(json.dumps(rec))
+    res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--no-calibrate",
+                  "--workers", "1")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "history steps that do not increase" in said and "trained 1 runs" in said, res.output
+    steps = [h["step"] for h in json.loads(path.read_text())["history"]]
+    assert steps == sorted(set(steps))
+
+
+@pytest.mark.parametrize("edit,needle", [
+    (lambda r: r["metrics"].update({f"m{i}.acc": 0.5 for i in range(10000)}),
+     "metrics no run of its config records ('m0.acc', 'm1.acc', 'm2.acc' and 9,997 more)"),
+    (lambda r: r["metrics"].update({"test.best_acc": 0.5}), "('test.best_acc')"),
+    (lambda r: r["history"][0].update({"colour": 0.5}), "a history row with a value no run"),
+])
+def test_a_record_with_metrics_no_run_records_is_quarantined(trained_store, tmp_path, edit,
+                                                             needle):
+    """A record's metrics and history rows are what train.py records for the run's sets (val,
+    test, train and its named evaluation sets); one holding 10,000 names of another tool's was
+    trusted, and every name became a column of results.csv (and of the export)."""
+    spec, store = _copy_trained(trained_store, tmp_path)
+    (path,) = (store / "runs").glob("*.json")
+    rec = json.loads(path.read_text())
+    edit(rec)
+    path.write_text(json.dumps(rec))
+    res = _invoke("plot", spec, "--out", tmp_path / "out", "--profile", "smoke")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "quarantined" in said and needle in said, res.output
+    assert "m0.acc" not in (store / "results-smoke.csv").read_text()
+
+
+def test_a_committed_curves_table_giving_a_step_twice_is_not_drawn(trained_store, tmp_path):
+    """A fresh clone (no run records): the profile's curves table with each evaluation of the
+    run given three times, at accuracies 0, 1 and its own, was drawn as their mean without a
+    word (only results tables were checked for a run held twice). Its rows are now left out
+    with a warning; the same run's rows under several labels still agree."""
+    spec, folder = _copy_trained(trained_store, tmp_path)
+    raw = yaml.safe_load(spec.read_text())
+    raw["figures"] = [raw.pop("figure"), {"kind": "curves", "series": ["val.acc"],
+                                          "name": "lc"}]
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    args = ("--out", tmp_path / "out", "--profile", "smoke")
+    assert _invoke("plot", spec, *args).exit_code == 0
+    shutil.rmtree(folder / "runs")
+    table = folder / "curves-smoke.csv"
+    head, *rows = table.read_text().splitlines()
+    col = head.split(",").index("val.acc")
+    out = [head]
+    for row in rows:
+        cells = row.split(",")
+        out += [",".join(cells[:col] + [v] + cells[col + 1:]) for v in ("0.0", "1.0", cells[col])]
+    table.write_text("\n".join(out) + "\n")
+    res = _invoke("plot", spec, *args)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert "with different results; its rows are not used" in said, res.output
+    assert "lc-smoke.png not drawn" in said, res.output
+    table.write_text("\n".join([head, *rows, *rows]) + "\n")  # the same rows twice: they agree
+    res = _invoke("plot", spec, *args)
+    assert res.exit_code == 0 and "not used" not in res.output, res.output
+    assert "not drawn" not in res.output, res.output
+
+
+def test_a_data_generate_worker_that_dies_is_a_message_not_a_traceback(tmp_path, monkeypatch):
+    """`kill -9` of one `data generate pathfinder --workers 2` process: concurrent.futures'
+    BrokenProcessPool reached the console as an 80-line traceback (exit 1). Now one line that
+    says a worker died and how to resume; the half-written folder has no meta.json."""
+    import ssmrepro.data.pathfinder as pf
+    from ssmrepro.data._workers import WorkerDied, iter_chunks
+
+    with pytest.raises(WorkerDied, match="a worker process died"):
+        next(iter_chunks(os._exit, workers=2))  # each worker process ends at its first chunk
+    monkeypatch.setattr(pf, "iter_chunks", lambda fn, workers, ahead=None:
+                        iter_chunks(os._exit, workers, ahead))
+    out = tmp_path / "pf"
+    res = _invoke("data", "generate", "pathfinder", "--n", "40", "--workers", "2",
+                  "--shard-size", "10", "--out", out)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    assert "a worker process died" in said and "re-run the same command" in said, res.output
+    assert not (out / "meta.json").exists()
+
+
+def test_a_mechanistic_figure_sample_far_out_is_refused_and_one_sequence_drawn(tmp_path):
+    """koren2026-fig3's hidden_state figure with `sample: 10**8`: validate accepted it, and after
+    training the plot drew 10**8 + 1 probe sequences to keep the last (a failed 800 MB
+    allocation under a 6 GB limit, a traceback). The index is bounded like a test set, and only
+    the one sequence is drawn: the same as row `sample` of the full probe batch."""
+    import torch
+
+    from ssmrepro.analysis import mechanistic as mech
+    from ssmrepro.plots.mechanistic import _probe
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.tasks import build_task
+
+    raw = yaml.safe_load((ROOT / "experiments/koren2026/koren2026-fig3.yaml").read_text())
+    raw.update(id="k3", paper="tests")
+    raw["figure"]["sample"] = 10**8
+    spec = tmp_path / "k3.yaml"
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    _assert_refused(_invoke("validate", spec), "figure.sample", "less than 100000000")
+    raw["figure"]["sample"] = 0
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    task = build_task(expand(load_spec(spec), "smoke")[0].task)
+    ids, y = mech.probe_batch(task, 7, 6)
+    for s in (0, 3, 5):
+        one_ids, one_y = _probe(task, 7, s)
+        assert torch.equal(one_ids, ids[s:s + 1]) and torch.equal(one_y, y[s:s + 1])
+
+
+def test_more_percentiles_than_whole_ones_are_refused(tmp_path):
+    """aggregate.percentiles of 20,000 values (a 200 kB list): a column per metric each, a
+    2.3 MB report and 13 s of `plot` on a two-run store (five times that within the 1 MiB spec
+    cap). At most 101, every whole percentile, which is accepted."""
+    agg = {"reduce": "mean", "metrics": ["test.acc"]}
+    spec = write_spec(tmp_path, aggregate={**agg, "percentiles": [i * 0.005 for i in range(20000)]})
+    _assert_refused(_invoke("validate", spec), "aggregate.percentiles", "at most 101")
+    spec = write_spec(tmp_path, aggregate={**agg, "percentiles": list(range(101))})
+    res = _invoke("validate", spec)
+    assert res.exit_code == 0, res.output
+
+
+def test_a_killed_download_leaves_no_scratch_copy_behind_once_run_again(tmp_path):
+    """`kill -9` of `data download lra` while it extracted left `<root>/lra/.extract-...` (168 MB
+    of a 200 MB archive here; the LRA release is gigabytes) for ever: the same command, run
+    again, installed the data and kept the partial copy. A scratch folder of this host's dead
+    process is now removed; a running process's and another host's are left alone."""
+    import subprocess
+    import sys
+    import tarfile
+
+    from ssmrepro.data.download import _scratch
+    from ssmrepro.util import HOST
+
+    src = tmp_path / "src" / "lra_release" / "listops-1000"
+    src.mkdir(parents=True)
+    (src / "basic_train.tsv").write_text("Source\tTarget\n")
+    archive = tmp_path / "lra.tar"
+    with tarfile.open(archive, "w") as tar:
+        tar.add(tmp_path / "src" / "lra_release", arcname="lra_release")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    lra = tmp_path / "root" / "lra"
+    lra.mkdir(parents=True)
+    mine = _scratch(lra, "lra")  # a running process's (this one's)
+    mine.mkdir()
+    left = lra / f".extract-lra-{HOST}-{dead.pid}-abc123"  # a killed extraction's
+    (left / "lra_release").mkdir(parents=True)
+    other = lra / f".extract-lra-elsewhere-{dead.pid}-abc123"  # another host's, on a shared disk
+    other.mkdir()
+    res = _invoke("data", "download", "lra", "--dir", tmp_path / "root", "--url",
+                  archive.as_uri(), "--no-progress")
+    assert res.exit_code == 0 and "installed" in res.output, res.output
+    assert (lra / "listops-1000" / "basic_train.tsv").exists()
+    assert not left.exists() and mine.exists() and other.exists()
+
+
+def test_a_committed_analysis_table_row_of_no_planned_run_is_not_averaged_in(tmp_path):
+    """A fresh clone's output_variance.csv (no saved weights) has no run ids: rows of a seed the
+    profile does not have (seed 9 of koren2026-fig14's one-seed quick profile) were averaged into
+    their cells and turned two FAIL verdicts into PASS; a run given twice with other values was
+    averaged too. Such rows are left out with a warning."""
+    raw = yaml.safe_load((ROOT / "experiments/koren2026/koren2026-fig14.yaml").read_text())
+    raw.update(id="kv", paper="tests", claims=[], paper_values=[])
+    raw.pop("reuse", None)
+    raw["profiles"]["smoke"]["sweep"][1]["grid"] = {"model.heads": [1], "model.d_state": [2]}
+    spec = tmp_path / "kv.yaml"
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    args = ("--out", tmp_path / "out", "--profile", "smoke")
+    res = _invoke("run", spec, *args, "--no-calibrate", "--workers", "1")
+    assert res.exit_code == 0, res.output
+    folder = tmp_path / "out/tests/kv"
+    shutil.rmtree(folder / "runs")  # a fresh clone: the committed table only
+    table = folder / "output_variance-smoke.csv"
+    head, *rows = table.read_text().splitlines()
+    assert len(rows) == 4 and head.split(",")[4] == "seed"
+
+    def summary_noise():
+        text = (folder / "summary-smoke.csv").read_text().splitlines()
+        col = text[0].split(",").index("out.noise_var")
+        return [line.split(",")[col] for line in text[1:]]
+
+    assert _invoke("plot", spec, *args).exit_code == 0
+    before = summary_noise()
+    cells = rows[0].split(",")
+    seed9 = ",".join(cells[:4] + ["9", "1e-09"] + cells[6:])
+    twice = ",".join(cells[:5] + ["1e-09"] + cells[6:])
+    for extra, needle in ((seed9, "seed=9; the row is not used"),
+                          (twice, "is given 2 times with different values")):
+        table.write_text("\n".join([head, *rows, extra]) + "\n")
+        res = _invoke("plot", spec, *args)
+        said = " ".join(res.output.split())
+        assert res.exit_code == 0 and needle in said, res.output
+        after = summary_noise()
+        if "seed=9" in needle:
+            assert after == before
+        else:  # the run given twice is left out: its cell has no value
+            assert after[0] != before[0] and after[1:] == before[1:]
+
+
+def test_a_committed_histogram_table_giving_a_bin_twice_is_a_message(tmp_path):
+    """huang2025-fig1 in a fresh clone (its committed histograms.csv, no run records): a bin of
+    a cell given twice was a traceback in verify and plot ('cannot reindex on an axis with
+    duplicate labels'); it is a damaged table now, named with the one fix."""
+    folder = tmp_path / "out" / "huang2025" / "huang2025-fig1"
+    shutil.copytree(ROOT / "results" / "huang2025" / "huang2025-fig1", folder)
+    table = folder / "histograms.csv"
+    head, *rows = table.read_text().splitlines()
+    table.write_text("\n".join([head, *rows, rows[0].rsplit(",", 1)[0] + ",1"]) + "\n")
+    res = _invoke("verify", "huang2025-fig1", "--out", tmp_path / "out")
+    _assert_refused(res, "histograms.csv", "is given more than once", "delete it to rebuild it")
+
+
+def test_data_generate_pathfinder_lra_format_checks_the_files_it_makes(tmp_path, monkeypatch):
+    """`data generate pathfinder --format lra --n 100000000 --res 256` writes a PNG file per
+    image: only --format npy was checked for room, so it started writing 10^8 files (100 a
+    second) into a file system of 16 million inodes. The file count (and a least size) is now
+    checked against the file system before generating."""
+    import types
+
+    real = os.statvfs
+    monkeypatch.setattr(os, "statvfs", lambda p: types.SimpleNamespace(
+        **{k: getattr(real(p), k) for k in ("f_bsize", "f_frsize", "f_blocks", "f_bfree",
+                                            "f_bavail")}, f_files=10_000, f_ffree=500,
+        f_favail=500))
+    out = tmp_path / "pf"
+    res = _invoke("data", "generate", "pathfinder", "--format", "lra", "--n", "600",
+                  "--res", "32", "--workers", "1", "--out", out)
+    _assert_refused(res, "make 602 files", "room for only 500 more")
+    res = _invoke("data", "generate", "pathfinder", "--n", "600", "--shard-size", "1",
+                  "--res", "32", "--workers", "1", "--out", out)  # two .npy files a shard
+    _assert_refused(res, "make 1,201 files", "room for only 500 more")
+    assert not out.exists()
+
+
+def test_a_fresh_clone_table_whose_labels_were_swapped_is_not_counted_finished(tmp_path):
+    """A fresh clone's results table with the labels of its two rows swapped (S6's run under
+    'S4D' and the other way): both cells were left empty and the figure undrawn, while the
+    report said '2 runs expected, 2 finished' and the console said nothing. A row of the
+    profile's own table whose label its run does not have in the profile is left out with a
+    warning, and the runs count as not finished."""
+    spec = two_profile_spec(tmp_path)
+    args = ("--out", tmp_path / "out", "--profile", "smoke")
+    res = _invoke("run", spec, *args, "--no-calibrate", "--workers", "1")
+    assert res.exit_code == 0, res.output
+    folder = tmp_path / "out" / "tests" / "t-spec"
+    shutil.rmtree(folder / "runs")
+    table = folder / "results-smoke.csv"
+    text = table.read_text()
+    table.write_text(text.replace(",S6,", ",@@,").replace(",S4D,", ",S6,").replace(",@@,", ",S4D,"))
+    res = _invoke("plot", spec, *args)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert "has label='S4D' (the run's is 'S6')" in said, res.output
+    assert "0 of 2 runs finished" in said, res.output
+    assert "2 runs expected, 0 finished" in (folder / "report-smoke.md").read_text()
+
+
+@pytest.mark.parametrize("written", [False, True])
+def test_ctrl_c_of_data_generate_says_what_it_left(tmp_path, monkeypatch, written):
+    """Ctrl-C of `data generate` printed `run`'s line, 'finished runs are saved'. It now says
+    what is left: nothing (re-run the same command), or a folder without meta.json (re-run with
+    --force to replace it), exit 130."""
+    import ssmrepro.data.pathfinder as pf
+
+    def interrupted(target, *a, **kw):
+        if written:  # a shard written, then Ctrl-C
+            Path(target).mkdir(parents=True, exist_ok=True)
+            (Path(target) / "shards").mkdir()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pf, "write_pathfinder", interrupted)
+    out = tmp_path / "pf"
+    res = _invoke("data", "generate", "pathfinder", "--n", "20", "--out", out)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 130 and "Traceback" not in res.output, res.output
+    assert "runs" not in said, res.output
+    if written:
+        assert f"{out} is incomplete (no meta.json)" in said and "--force" in said, res.output
+    else:
+        assert "nothing was written: re-run the same command" in said, res.output

@@ -10,12 +10,15 @@ import os
 import re
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
 
 import typer
 from rich.table import Table
 
+from ..data._workers import WorkerDied
 from ..data.sources import generated_dir
 from ..util import data_root
 from .app import command, console, err_console, fail, path_value
@@ -53,6 +56,31 @@ class PathfinderFormat(str, Enum):
 
 def _fail(message: str, code: int = 2) -> None:
     fail([message], code)
+
+
+def _left(target: Path) -> str:
+    """What a generator stopped midway (a worker died, Ctrl-C) left in ``target`` and how to go
+    on: a half-written folder has no meta.json (nothing reads it), and the same command needs
+    --force to replace it; ListOps writes nothing before every tree is generated."""
+    if not target.is_dir() or not any(target.iterdir()):
+        return "nothing was written: re-run the same command"
+    return f"{target} is incomplete (no meta.json): re-run the same command with --force to replace it"
+
+
+def _died(err: WorkerDied, target: Path) -> str:
+    """The line for a generator whose worker process died (``_left``)."""
+    return f"{err}; {_left(target)}"
+
+
+@contextmanager
+def _interrupted_says_what_is_left(target: Path) -> Iterator[None]:
+    """Ctrl-C of a generator writing ``target``: one line saying what it left (``_left``), exit
+    130 (the line of `run`, 'finished runs are saved', was printed)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        err_console.print(f"interrupted — {_left(target)}", highlight=False, soft_wrap=True)
+        raise typer.Exit(130) from None
 
 
 @command(app, interrupted="interrupted — the download resumes where it stopped: re-run "
@@ -124,11 +152,6 @@ GENERATED_NAMES = frozenset({"meta.json", "basic_train.tsv", "basic_val.tsv", "b
                              "shards", "imgs", "metadata"})
 
 
-# Ctrl-C of a generator: its folder has no meta.json yet, so no loader reads it
-GENERATE_INTERRUPTED = ("interrupted — the dataset folder is incomplete (no meta.json, so "
-                        "nothing reads it); re-run the same command with --force to replace it")
-
-
 def _foreign_entries(target: Path) -> list[str]:
     """Entries of ``target`` that no generator writes (``--force`` must not delete them)."""
     return sorted(p.name for p in target.iterdir()
@@ -156,11 +179,13 @@ def _size(n: float) -> str:
     return f"{n / 1e9:,.1f} GB" if n >= 1e8 else f"{n / 1e6:,.1f} MB"
 
 
-def _check_room(what: str, memory: int, disk: int, target: Path, force: bool) -> None:
+def _check_room(what: str, memory: int, disk: int, target: Path, force: bool,
+                files: int = 0) -> None:
     """Refuse before generating what cannot fit: ``memory`` (bytes the generator surely holds at
     once) against the memory available now, ``disk`` (bytes it surely writes) against the free
-    space where ``target`` goes (plus what --force would free). A size that could not fit ran
-    for hours, then died of memory (killed, no message) or stopped at a full disk."""
+    space where ``target`` goes (plus what --force would free), and ``files`` (how many it
+    makes) against the file system's free inodes. A size that could not fit ran for hours, then
+    died of memory (killed, no message) or stopped at a full disk (or inode table)."""
     from ..train import available_memory
 
     avail = available_memory("cpu")
@@ -172,16 +197,23 @@ def _check_room(what: str, memory: int, disk: int, target: Path, force: bool) ->
         here = here.parent
     try:
         free = shutil.disk_usage(here).free
+        st = os.statvfs(here)
+        inodes = st.f_favail if st.f_files else None  # 0 files: no inode limit (e.g. btrfs)
         if force and target.is_dir() and not target.is_symlink():
-            free += sum(f.stat().st_size for f in target.rglob("*") if f.is_file())
+            old = list(target.rglob("*"))
+            free += sum(f.stat().st_size for f in old if f.is_file())
+            inodes = None if inodes is None else inodes + len(old)
     except OSError:
         return
     if disk > free:
         _fail(f"{what} take at least {_size(disk)} on disk; only {_size(free)} is free under "
               f"{here}; ask for fewer")
+    if inodes is not None and files > inodes:
+        _fail(f"{what} make {files:,} files; the file system of {here} has room for only "
+              f"{inodes:,} more (free inodes); ask for fewer")
 
 
-@command(generate_app, "listops", interrupted=GENERATE_INTERRUPTED)
+@command(generate_app, "listops")
 def generate_listops_cmd(
     n: int = typer.Option(100_000, "--n", min=3, max=10**8,
                           help="total examples (train + val + test)"),
@@ -227,44 +259,47 @@ def generate_listops_cmd(
                 n * (length + 100) + n_train * 6 * length, n * 2 * length,
                 out if out is not None else generated_dir(root) / "listops", force)
     target = _prepare_out(out, generated_dir(root) / "listops", force)
-    t0 = time.perf_counter()
-    with console.status(f"generating {n} ListOps trees ...") as status:
-        try:
-            splits = generate_listops(
-                n_train,
-                n_val,
-                n_test,
-                seed,
-                min_length=min_length,
-                max_length=max_length,
-                max_depth=max_depth,
-                max_args=max_args,
-                workers=workers,
-                progress=lambda k: status.update(f"generating ListOps trees: {k}/{n}"),
-            )
-        except (RuntimeError, ValueError) as err:
-            _fail(str(err), code=1 if isinstance(err, RuntimeError) else 2)
-    for split, fname in SPLIT_FILES.items():
-        write_listops_tsv(target / fname, splits[split])
-    meta = {
-        "generator": "ssmrepro.data.listops",
-        "version": GENERATOR_VERSION,
-        "seed": seed,
-        "sizes": {s: len(v) for s, v in splits.items()},
-        "min_length": min_length,
-        "max_length": max_length,
-        "max_depth": max_depth,
-        "max_args": max_args,
-    }
-    atomic_write_text(target / "meta.json", json.dumps(meta, indent=1, sort_keys=True))
-    console.print(
-        f"wrote {n} ListOps examples ({n_train}/{n_val}/{n_test}) to {target} "
-        f"in {time.perf_counter() - t0:.1f} s",
-        highlight=False,
-    )
+    with _interrupted_says_what_is_left(target):
+        t0 = time.perf_counter()
+        with console.status(f"generating {n} ListOps trees ...") as status:
+            try:
+                splits = generate_listops(
+                    n_train,
+                    n_val,
+                    n_test,
+                    seed,
+                    min_length=min_length,
+                    max_length=max_length,
+                    max_depth=max_depth,
+                    max_args=max_args,
+                    workers=workers,
+                    progress=lambda k: status.update(f"generating ListOps trees: {k}/{n}"),
+                )
+            except WorkerDied as err:
+                _fail(_died(err, target), code=1)
+            except (RuntimeError, ValueError) as err:
+                _fail(str(err), code=1 if isinstance(err, RuntimeError) else 2)
+        for split, fname in SPLIT_FILES.items():
+            write_listops_tsv(target / fname, splits[split])
+        meta = {
+            "generator": "ssmrepro.data.listops",
+            "version": GENERATOR_VERSION,
+            "seed": seed,
+            "sizes": {s: len(v) for s, v in splits.items()},
+            "min_length": min_length,
+            "max_length": max_length,
+            "max_depth": max_depth,
+            "max_args": max_args,
+        }
+        atomic_write_text(target / "meta.json", json.dumps(meta, indent=1, sort_keys=True))
+        console.print(
+            f"wrote {n} ListOps examples ({n_train}/{n_val}/{n_test}) to {target} "
+            f"in {time.perf_counter() - t0:.1f} s",
+            highlight=False,
+        )
 
 
-@command(generate_app, "pathfinder", interrupted=GENERATE_INTERRUPTED)
+@command(generate_app, "pathfinder")
 def generate_pathfinder_cmd(
     n: int = typer.Option(200_000, "--n", min=1, max=10**8, help="number of images"),
     seed: int = typer.Option(0, "--seed", min=0, max=2**63 - 1,
@@ -304,38 +339,48 @@ def generate_pathfinder_cmd(
     if format is PathfinderFormat.npy:  # uint8 images; a shard is buffered, then concatenated
         _check_room(f"--n {n} images of {res}x{res} in shards of --shard-size {shard_size}",
                     2 * min(n, shard_size) * res * res, n * res * res,
-                    out if out is not None else default, force)
+                    out if out is not None else default, force,
+                    files=2 * -(-n // shard_size) + 1)  # an images and a labels file a shard
+    else:  # a PNG file per image (75 bytes at the least) and a metadata line (30 or more), a
+        # metadata file per 1,000 images: --n 10**8 wrote files until the inodes ran out
+        _check_room(f"--n {n} PNG images of {res}x{res} (--format lra)", 0, 105 * n,
+                    out if out is not None else default, force, files=n + -(-n // 1000) + 1)
     target = _prepare_out(out, default, force)
-    t0 = time.perf_counter()
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-    )
-
-    with Progress(
-        TextColumn("pathfinder{task.fields[res]}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=err_console,
-    ) as prog:
-        task = prog.add_task("gen", total=n, res=res)
-        write_pathfinder(
-            target,
-            n,
-            res,
-            seed,
-            params=params,
-            workers=workers,
-            fmt=format.value,
-            shard_size=shard_size,
-            progress=lambda k: prog.update(task, completed=k),
+    with _interrupted_says_what_is_left(target):
+        t0 = time.perf_counter()
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
         )
-    dt = time.perf_counter() - t0
-    console.print(f"wrote {n} images to {target} in {dt:.1f} s ({n / dt:.0f} images/s)", highlight=False)
+
+        with Progress(
+            TextColumn("pathfinder{task.fields[res]}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=err_console,
+        ) as prog:
+            task = prog.add_task("gen", total=n, res=res)
+            try:
+                write_pathfinder(
+                    target,
+                    n,
+                    res,
+                    seed,
+                    params=params,
+                    workers=workers,
+                    fmt=format.value,
+                    shard_size=shard_size,
+                    progress=lambda k: prog.update(task, completed=k),
+                )
+            except WorkerDied as err:
+                prog.stop()
+                _fail(_died(err, target), code=1)
+        dt = time.perf_counter() - t0
+        console.print(f"wrote {n} images to {target} in {dt:.1f} s ({n / dt:.0f} images/s)", highlight=False)
 
 
 @command(app)

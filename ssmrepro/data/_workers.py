@@ -11,9 +11,16 @@ import os
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import TypeVar
 
 T = TypeVar("T")
+
+
+class WorkerDied(RuntimeError):
+    """A worker process of ``iter_chunks`` ended without returning its chunk (``kill -9``, the
+    OOM killer): concurrent.futures' BrokenProcessPool reached the user as an 80-line
+    traceback."""
 
 
 def iter_chunks(fn: Callable[[int], T], workers: int = 1, ahead: int | None = None) -> Iterator[T]:
@@ -42,7 +49,12 @@ def iter_chunks(fn: Callable[[int], T], workers: int = 1, ahead: int | None = No
                 while len(pending) < max(ahead or 2 * workers, workers):
                     pending.append(ex.submit(fn, c))
                     c += 1
-                yield pending.popleft().result()
+                try:
+                    chunk = pending.popleft().result()
+                except BrokenProcessPool:
+                    raise WorkerDied(f"a worker process died (killed, or out of memory) before "
+                                     f"returning chunk {c - len(pending) - 1}") from None
+                yield chunk
         finally:
             for f in pending:
                 f.cancel()

@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 from ..kernels.backend import kernel_usage, reset_kernel_usage, set_scan_backend
-from ..store import Store
+from ..store import WEIGHTS_DIGEST, Store
 from ..sweep import CODE_VERSION
 from ..train import member_state, train_pack
 from ..util import die_with_parent, flush_denormals, tune_malloc
@@ -148,8 +148,9 @@ def train_records(runs: list, ws: WorkSettings, progress=None, heartbeat=None,
 def store_result(store: Store, result: PackResult) -> None:
     """Write a pack's records (and kept weights) through the store."""
     for rec, w in zip(result.records, result.weights):
-        if w is not None:
-            store.write_weights(rec["run_id"], w)
+        if w is not None:  # the record names its weights: another run's of the same shapes,
+            # copied in their place, were loaded as this run's without a word
+            rec[WEIGHTS_DIGEST] = store.write_weights(rec["run_id"], w)
         store.write(rec)
 
 

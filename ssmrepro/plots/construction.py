@@ -24,6 +24,7 @@ import torch  # noqa: E402
 from pydantic import Field  # noqa: E402
 
 from ..report.columns import LABEL  # noqa: E402
+from ..sweep.config import MAX_SAMPLES  # noqa: E402
 from ..tasks import build_task  # noqa: E402
 from ..tasks.base import IGNORE, TEST  # noqa: E402
 from ..theory import cooper, cooper_decode  # noqa: E402
@@ -34,7 +35,7 @@ from .registry import FigureConfig, FigureContext, figure_kind, save_png  # noqa
 class ConstructionConfig(FigureConfig):
     kind: Literal["construction_heatmaps"]
     label: str | None = Field(None, description="the run's label (default: the first run)")
-    sample: int = Field(0, ge=0, description="test sample index to draw")
+    sample: int = Field(0, ge=0, lt=MAX_SAMPLES, description="test sample index to draw")
 
     def metrics(self) -> list[str]:
         return []

@@ -114,7 +114,7 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None) -> p
             table = read_results(csv)
             if "profile" in table:  # as plot reads it: a row of a planned run checked against
                 # its run id (a hand-edited config was exported as it stood)
-                table = consistent_rows(table, _planned(spec, prof))
+                table = consistent_rows(table, _planned(spec, prof), own=True)
             rows += long_rows(spec, prof, table)
     df = pd.DataFrame(rows, columns=EXPORT_COLUMNS)
     if not df.empty:

@@ -42,6 +42,7 @@ from ..engine import open_store  # noqa: E402
 from ..report.analysis import MECH, OUTVAR  # noqa: E402
 from ..report.cells import values_equal  # noqa: E402
 from ..sweep import expand  # noqa: E402
+from ..sweep.config import MAX_SAMPLES  # noqa: E402
 from ..tasks import build_task  # noqa: E402
 from ..train import _DATA_STREAM, build_member, derived_seed  # noqa: E402
 from ..util import atomic_write_bytes  # noqa: E402
@@ -56,7 +57,8 @@ class MechFigureConfig(FigureConfig):
     where: list[dict[str, Any]] = Field(
         [{}], description="cell selections, in row order: each {config key or label: value} "
         "draws every matching cell (one row each)")
-    sample: int = Field(0, ge=0, description="which probe sequence (hidden state, maps)")
+    sample: int = Field(0, ge=0, lt=MAX_SAMPLES,
+                        description="which probe sequence (hidden state, maps)")
     metric: str = "val.best_acc"
 
     def column_refs(self) -> list[str]:
@@ -311,8 +313,16 @@ def _grid(n_rows: int, n_cols: int, w: float = 3.4, h: float = 3.0):
 
 
 def _probe(task, seed: int, sample: int):
-    ids, y = mech.probe_batch(task, seed, sample + 1)
-    return ids[sample:sample + 1], y[sample:sample + 1]
+    """Test sequence number ``sample`` of the run's task alone (ids (1, L), targets (1, L)): the
+    test stream is addressed by index, so this is row ``sample`` of ``mech.probe_batch``, which
+    drew every sequence before it too (a figure's ``sample: 10**8`` allocated gigabytes after
+    training, and failed)."""
+    import torch
+
+    from ..tasks.base import TEST
+
+    b = task.sample(torch.tensor([int(seed)]), TEST, torch.tensor([[sample]]))
+    return b.x[0], b.y[0]
 
 
 # --- Fig. 2 / 9 ---------------------------------------------------------------------------------

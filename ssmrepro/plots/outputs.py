@@ -31,6 +31,7 @@ from ..report.analysis import (
     cell_means,
     decay_metrics,
     histogram_table,
+    planned_rows,
     read_histograms,
     read_weights_table,
     weights_table,
@@ -54,6 +55,7 @@ from ..store import (
     DIVERGED_NAN,
     METRIC_PREFIX,
     RECORD_STATUSES,
+    SET_METRICS,
     TableError,
     csv_text,
     is_loss,
@@ -550,11 +552,10 @@ def _ordering_always_holds(path: str, key: str, cfg: Any) -> list[str]:
 # evaluation set (train.evals) its loss and score (acc, or mse for a regression task), val its
 # best score and largest rise, train its recent average loss
 _SET_METRICS = ("loss", "acc", "mse", "best_acc", "best_mse", "avg_loss", "max_rise")
-# which of them each set records (train.py): a named evaluation set and test only their loss
-# and score; `p34.best_acc` or `test.max_rise` passed as names some set records, and gave an
+# which of them each set records (store.SET_METRICS): a named evaluation set and test only their
+# loss and score; `p34.best_acc` or `test.max_rise` passed as names some set records, and gave an
 # empty column like `tets.acc`
-_METRICS_OF = {"val": ("loss", "acc", "mse", "best_acc", "best_mse", "max_rise"),
-               "train": ("loss", "acc", "mse", "avg_loss"), "test": ("loss", "acc", "mse")}
+_METRICS_OF = SET_METRICS
 
 
 def aggregate_metric_problems(spec: Spec, runs: list) -> list[str]:
@@ -695,7 +696,7 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
     if not own.empty:
         if "profile" in own:
             own = own[own["profile"] == profile]
-        own = _fill_config(consistent_rows(own, runs), runs)
+        own = _fill_config(consistent_rows(own, runs, own=True), runs)
         if df.empty:
             own = _without_stale(own, runs, csv.name)
     base = own if df.empty else df
@@ -895,18 +896,30 @@ def _contradiction(rows: pd.DataFrame, run) -> str:
     return ""
 
 
-def consistent_rows(table: pd.DataFrame, runs: list) -> pd.DataFrame:
+def consistent_rows(table: pd.DataFrame, runs: list, own: bool = False) -> pd.DataFrame:
     """``table`` without the rows of a planned run whose config contradicts its run id
     (``_contradiction``) or that holds it twice with different results (``_disagree``), each
     dropped with a warning: a hand-edited row made a cell of its own (S6 at d_model 64, a cell
-    never run) and left the real one without its run; of two rows the first was taken."""
+    never run) and left the real one without its run; of two rows the first was taken. In the
+    profile's ``own`` results table a row's label must also be one its run has in the profile
+    (another profile's table names the run as that profile does, and its rows take this
+    profile's labels; committed curves tables may name a run by its first case label alone):
+    the labels of two rows swapped left both cells empty while the report counted '2 runs
+    expected, 2 finished'."""
     if table.empty or RUN_ID not in table:
         return table
     by_id = {r.run_id: r for r in runs}
+    labels: dict[str, set[str]] = {}
+    for r in runs:
+        labels.setdefault(r.run_id, set()).add(str(r.label))
     ids = table[RUN_ID].astype(str)
     keep = pd.Series(True, index=table.index)
     for rid in [i for i in dict.fromkeys(ids) if i in by_id]:
         wrong = _contradiction(table[ids == rid], by_id[rid])
+        if not wrong and own and LABEL in table:
+            odd = [v for v in table.loc[ids == rid, LABEL].astype(str) if v not in labels[rid]]
+            if odd:
+                wrong = f"label={odd[0]!r} (the run's is {' or '.join(map(repr, sorted(labels[rid])))})"
         if wrong:
             print(f"warning: a committed table's row of run {rid} has {wrong}, which a run of that "
                   f"id cannot have written; the row is not used", file=sys.stderr)
@@ -919,9 +932,17 @@ def consistent_rows(table: pd.DataFrame, runs: list) -> pd.DataFrame:
 
 
 def _disagree(rows: pd.DataFrame) -> bool:
-    """Rows of one run id (a run under several labels) whose metric columns differ."""
+    """Rows of one run id (a run under several labels) whose metric columns differ; in a curves
+    table (a row per evaluation), rows of one step that differ in anything but their label (a
+    run's rows given three times with other accuracies were drawn as their mean)."""
+    if len(rows) <= 1:
+        return False
+    if STEP in rows:
+        distinct = rows.drop(columns=[c for c in (LABEL, "profile") if c in rows])
+        distinct = distinct.astype(str).drop_duplicates()
+        return bool(distinct[STEP].duplicated().any())
     cols = [c for c in rows.columns if is_metric_column(c)]
-    return len(rows) > 1 and bool((rows[cols].astype(str).nunique(dropna=False) > 1).any())
+    return bool((rows[cols].astype(str).nunique(dropna=False) > 1).any())
 
 
 def _fill_config(df: pd.DataFrame, runs: list) -> pd.DataFrame:
@@ -1093,7 +1114,9 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         table = weights_table(name, runs, store, keys)
         tpath = out(name, "csv")
         if table.empty and tpath.exists():
-            table = read_weights_table(tpath, name)
+            table, dropped = planned_rows(read_weights_table(tpath, name), runs, keys)
+            for why in dropped:
+                print(f"warning: {tpath.name}: {why}; the row is not used", file=sys.stderr)
         elif not table.empty:
             atomic_write_text(tpath, table.to_csv(index=False))
         tables[name] = table

@@ -126,6 +126,13 @@ def read_histograms(path) -> pd.DataFrame:
         raise TableError(f"{path}: bins, bin or count out of range (1 <= bins <= {MAX_BINS}, "
                          "0 <= bin < bins, count >= 0); delete it to rebuild it from the run "
                          "records (or re-run the runs)")
+    twice = df.drop(columns="count").astype(str).duplicated()
+    if twice.any():  # histogram_table sums a cell's seeds into one row per bin: a bin given twice
+        # raised 'cannot reindex on an axis with duplicate labels' (a traceback in plot / verify)
+        row = df[twice].iloc[0]
+        raise TableError(f"{path}: bin {row['bin']} of part {row['part']!r} of cell "
+                         f"{row[LABEL]!r} is given more than once; delete it to rebuild it from "
+                         "the run records (or re-run the runs)")
     return df
 
 
@@ -140,6 +147,38 @@ def read_weights_table(path, name: str) -> pd.DataFrame:
             raise TableError(f"{path}: column {m!r} holds {why}; delete it to rebuild it from "
                              "the saved weights (or re-run the runs)")
     return df
+
+
+def planned_rows(table: pd.DataFrame, runs: list, keys: list[str]
+                 ) -> tuple[pd.DataFrame, list[str]]:
+    """The rows of a committed ``<analysis>.csv`` (:func:`weights_table`, read in a fresh clone)
+    that stand for planned runs, and why the others are left out: a row whose label, cell keys
+    and seed (those the table has columns for) are no planned run's, or a run given by rows that
+    differ. The table has no run ids; an unplanned seed's row (seed 9 of a one-seed profile) was
+    averaged into its cell, and turned two FAIL verdicts of koren2026-fig14 into PASS."""
+    if table.empty or LABEL not in table:
+        return table, []
+    cols = [LABEL, *[k for k in keys if k != LABEL and k in table], *(["seed"] if "seed" in table
+                                                                      else [])]
+    planned = set()
+    for r in runs:
+        flat = {**r.flat(), LABEL: r.label, "seed": r.seed}
+        planned.add(tuple(norm(flat.get(c)) for c in cols))
+    ident = [tuple(norm(v) for v in row) for row in table[cols].itertuples(index=False)]
+    values = table[[c for c in table.columns if c not in cols]].astype(str)
+    seen: dict[tuple, set] = {}
+    for i, key in enumerate(ident):
+        seen.setdefault(key, set()).add(tuple(values.iloc[i]))
+    shown = [_named(cols, row) for row in table[cols].itertuples(index=False)]
+    why = [f"no planned run has {text}" if key not in planned else
+           f"{text} is given {len(seen[key])} times with different values"
+           if len(seen[key]) > 1 else "" for key, text in zip(ident, shown)]
+    out = table[[not w for w in why]].drop_duplicates()
+    return out.reset_index(drop=True), list(dict.fromkeys(w for w in why if w))
+
+
+def _named(cols: list[str], key: tuple) -> str:
+    return ", ".join(f"{c}={v!r}" for c, v in zip(cols, key))
 
 
 def cell_means(table: pd.DataFrame, metrics: tuple[str, ...] | list[str]) -> pd.DataFrame:

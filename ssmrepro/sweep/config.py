@@ -48,6 +48,13 @@ EVAL_FLOOR = 10**7
 FLOAT32_TINY = 1.1754943508222875e-38
 FLOAT64_TINY = 2.2250738585072014e-308
 
+# A run's record holds its evaluation history, one row per evaluation, and the store reads back
+# records of at most 64 MiB (store.MAX_RECORD_BYTES): a history that may take more than half of
+# that is refused before training. Such a run trained to the end, then its record was read back
+# as damaged, quarantined, and the run trained again by every `run` (1,000 evaluations of two
+# named sets with 20,000-character names made an 80 MB record; so would ~400,000 plain ones).
+MAX_HISTORY_BYTES = 32 << 20
+
 
 class Schedule(_Strict):
     """warmup (linear from warmup_start·lr) -> hold -> decay (cosine/linear) -> flat."""
@@ -189,7 +196,30 @@ class TrainConfig(_Strict):
                 f"{EVAL_RATIO}x the {tr:,} of its training ({self.total_steps:,} steps of "
                 f"{self.batch_size}, about 3 passes a sample) and more than {EVAL_FLOOR:,}: "
                 "lower val_size / test_size or raise eval_every")
+        if self.history_bytes > MAX_HISTORY_BYTES:
+            n = self.total_steps // self.eval_every + 2
+            raise ValueError(
+                f"the evaluation history would take up to {self.history_bytes / 2**20:,.0f} MiB "
+                f"of the run's record ({n:,} evaluations, every {self.eval_every:,} of "
+                f"{self.total_steps:,} steps, of {len(self._history_keys)} values each), more "
+                f"than the {MAX_HISTORY_BYTES >> 20} MiB a record keeps for it: raise eval_every"
+                + (" or name fewer or shorter evaluation sets" if self.evals else ""))
         return self
+
+    @property
+    def _history_keys(self) -> list[str]:
+        """The names of one history row (train.py's ``eval_rows``; ``mse`` is as long as
+        ``acc``)."""
+        sets = ["val", "train", *self.evals]
+        return ["step"] + [f"{s}.{m}" for s in sets for m in ("loss", "acc")]
+
+    @property
+    def history_bytes(self) -> int:
+        """An upper bound on the bytes of a run's evaluation history in its record (JSON with
+        indent 1): a row every ``eval_every`` steps and at the stop step, each value a line of
+        its indented key and a float of at most 24 characters."""
+        row = 10 + sum(len(k) + 40 for k in self._history_keys)
+        return (self.total_steps // self.eval_every + 2) * row
 
     @property
     def train_samples(self) -> int:
