@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import glob
 import os
 import platform
+import re
+import shutil
 import socket
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -44,6 +48,27 @@ def pid_alive(pid: int) -> bool:
         return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
     except (OSError, IndexError):
         return True
+
+
+def scratch_folder(parent: Path, prefix: str) -> Path:
+    """A new folder name under ``parent`` to build something in before it is renamed into place:
+    ``<prefix>-<host>-<pid>-<hex>``, so that ``remove_dead_scratch`` can tell one left by a
+    process that is gone. ``parent`` is cleaned of those of ``prefix`` first."""
+    remove_dead_scratch(parent, prefix)
+    return parent / f"{prefix}-{HOST}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+def remove_dead_scratch(parent: Path, prefix: str) -> None:
+    """Remove the ``scratch_folder``s of ``prefix`` under ``parent`` whose process of this host is
+    gone: a build killed (``kill -9``, a crashed machine) left its partial copy for ever (168 MB
+    of a 200 MB archive; a cache entry's arrays). Another host's (a shared disk) and a running
+    process's are left alone."""
+    name = re.compile(re.escape(prefix) + r"-(?P<host>.+)-(?P<pid>[0-9]+)-[0-9a-f]{6}")
+    for path in parent.glob(glob.escape(prefix) + "-*") if parent.is_dir() else ():
+        m = name.fullmatch(path.name)
+        if (m and m["host"] == HOST and not pid_alive(int(m["pid"])) and path.is_dir()
+                and not path.is_symlink()):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def _atomic(path: Path, write) -> None:

@@ -4339,8 +4339,7 @@ def test_a_killed_download_leaves_no_scratch_copy_behind_once_run_again(tmp_path
     import sys
     import tarfile
 
-    from ssmrepro.data.download import _scratch
-    from ssmrepro.util import HOST
+    from ssmrepro.util import HOST, scratch_folder
 
     src = tmp_path / "src" / "lra_release" / "listops-1000"
     src.mkdir(parents=True)
@@ -4352,7 +4351,7 @@ def test_a_killed_download_leaves_no_scratch_copy_behind_once_run_again(tmp_path
     dead.wait()
     lra = tmp_path / "root" / "lra"
     lra.mkdir(parents=True)
-    mine = _scratch(lra, "lra")  # a running process's (this one's)
+    mine = scratch_folder(lra, ".extract-lra")  # a running process's (this one's)
     mine.mkdir()
     left = lra / f".extract-lra-{HOST}-{dead.pid}-abc123"  # a killed extraction's
     (left / "lra_release").mkdir(parents=True)

@@ -15,14 +15,11 @@ a half-written entry behind and two processes preparing the same data do not cor
 from __future__ import annotations
 
 import dataclasses
-import glob
 import hashlib
 import json
 import os
 import shutil
 import stat
-import time
-import uuid
 import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -30,7 +27,14 @@ from typing import Any
 
 import numpy as np
 
-from ..util import NotSmallFile, atomic_save_npy, atomic_write_text, fsync_dir, read_small
+from ..util import (
+    NotSmallFile,
+    atomic_save_npy,
+    atomic_write_text,
+    fsync_dir,
+    read_small,
+    scratch_folder,
+)
 from .sources import DataUnavailable
 
 META_FILE = "meta.json"
@@ -89,28 +93,6 @@ def entry_dir(cache_dir: Path, dataset: str, key: str) -> Path:
     return cache_dir / f"{dataset}-{key}"
 
 
-LEFTOVER_AGE_S = 3600  # a temporary folder untouched this long whose writer is gone is removed
-
-
-def _remove_dead_temporaries(path: Path) -> None:
-    """Remove the temporary folders of ``path`` (``.tmp-<entry>-<pid>-<hex>``) left by a killed
-    build: its process is gone from this host and the folder is untouched for an hour (a live
-    writer of another host sharing the disk could have the same pid). They were never removed,
-    each as large as the entry."""
-    now = time.time()
-    for tmp in path.parent.glob(f".tmp-{glob.escape(path.name)}-*"):
-        pid = tmp.name.rsplit("-", 2)[-2]
-        try:
-            if not pid.isdigit() or now - tmp.lstat().st_mtime < LEFTOVER_AGE_S:
-                continue
-            os.kill(int(pid), 0)
-            continue  # alive (or another user's): kept
-        except (ProcessLookupError, OverflowError):
-            shutil.rmtree(tmp, ignore_errors=True)
-        except OSError:  # permission denied: a live process; the folder gone meanwhile
-            continue
-
-
 def save_entry(path: Path, arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> Path:
     """Atomically create cache entry ``path`` (a directory) from arrays + meta.
 
@@ -120,8 +102,7 @@ def save_entry(path: Path, arrays: Mapping[str, np.ndarray], meta: Mapping[str, 
     theirs kept.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    _remove_dead_temporaries(path)
-    tmp = path.parent / f".tmp-{path.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp = scratch_folder(path.parent, f".tmp-{path.name}")  # (a killed build's removed)
     tmp.mkdir()
     try:
         for name, arr in arrays.items():

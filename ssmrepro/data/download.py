@@ -16,20 +16,18 @@ from __future__ import annotations
 import hashlib
 import http.client
 import os
-import re
 import shutil
 import tarfile
 import urllib.error
 import urllib.parse
 import urllib.request
-import uuid
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from ..util import HOST, fsync_dir, pid_alive
+from ..util import fsync_dir, scratch_folder
 from .sources import downloads_dir, lra_dir
 
 USER_AGENT = "ssmrepro-data/1.0 (+https://github.com)"
@@ -366,34 +364,11 @@ def _move_into_place(src: Path, target: Path, force: bool) -> None:
     fsync_dir(target.parent)
 
 
-def _scratch(parent: Path, tag: str) -> Path:
-    """A new folder under ``parent`` to extract an archive in, named by host and pid so that
-    ``_clean_scratch`` can tell one left by a process that is gone; ``parent`` is cleaned of
-    those first."""
-    _clean_scratch(parent)
-    return parent / f".extract-{tag}-{HOST}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-
-
-_SCRATCH = re.compile(r"\.extract-[a-z0-9]+-(?P<host>.+)-(?P<pid>[0-9]+)-[0-9a-f]{6}")
-
-
-def _clean_scratch(parent: Path) -> None:
-    """Remove the scratch folders under ``parent`` of processes of this host that are gone: an
-    extraction killed (``kill -9``, a crashed machine) left its partial copy for ever, 168 MB of
-    a 200 MB archive here, up to the whole LRA release at each try. Another host's (a shared
-    disk) and a running process's are left alone."""
-    for path in parent.glob(".extract-*") if parent.is_dir() else ():
-        m = _SCRATCH.fullmatch(path.name)
-        if (m and m["host"] == HOST and not pid_alive(int(m["pid"])) and path.is_dir()
-                and not path.is_symlink()):
-            shutil.rmtree(path, ignore_errors=True)
-
-
 def install_lra(archive: Path, root: Path, *, force: bool = False, progress: bool = True) -> list[Path]:
     """Extract ``lra_release.gz`` and move its task folders to ``<root>/lra/<name>``."""
     base = lra_dir(root)
     base.mkdir(parents=True, exist_ok=True)
-    tmp = _scratch(base, "lra")
+    tmp = scratch_folder(base, ".extract-lra")
     try:
         extract_archive(archive, tmp, progress=progress)
         found = _find_dirs(tmp, LRA_FOLDERS)
@@ -415,7 +390,7 @@ def _install_folder(archive: Path, base: Path, folder: str, scratch: str, *, for
     """Extract ``archive`` in a scratch folder under ``base`` and move its ``folder`` to
     ``base / folder`` (atomic from the loaders' point of view)."""
     base.mkdir(parents=True, exist_ok=True)
-    tmp = _scratch(base, scratch)
+    tmp = scratch_folder(base, f".extract-{scratch}")
     try:
         extract_archive(archive, tmp, keep=keep, progress=progress)
         found = _find_dirs(tmp, (folder,))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import time
 from pathlib import Path
 
 import numpy as np
@@ -114,27 +113,32 @@ def test_save_entry_is_atomic_and_first_writer_wins(tmp_path):
 
 
 def test_save_entry_removes_the_temporaries_of_killed_builds_only(tmp_path):
-    """A build killed mid-write left its `.tmp-<entry>-<pid>-<hex>` folder (as large as the
-    entry) for ever. The next build of the entry removes those of dead processes untouched for
-    an hour; a live writer's, a recent one and another entry's stay."""
+    """A build killed mid-write left its temporary folder (as large as the entry) for ever. The
+    next build of the entry removes those of this host's dead processes; a live writer's,
+    another host's (a shared disk) and another entry's stay."""
+    import subprocess
+    import sys
+
     import numpy as np
 
-    p = tmp_path / "task-abc"
-    old = time.time() - 2 * 3600
+    from ssmrepro.util import HOST
 
-    def leftover(name: str, age: float) -> Path:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    p = tmp_path / "task-abc"
+
+    def leftover(name: str) -> Path:
         d = tmp_path / name
         d.mkdir()
         (d / "a.npy").write_bytes(b"x" * 100)
-        os.utime(d, (age, age))
         return d
 
-    dead = leftover(".tmp-task-abc-999999999-deadbeef", old)  # no such pid
-    live = leftover(f".tmp-task-abc-{os.getpid()}-cafecafe", old)
-    recent = leftover(".tmp-task-abc-999999998-deadbeef", time.time())
-    other = leftover(".tmp-task-abcd-999999999-deadbeef", old)
+    killed = leftover(f".tmp-task-abc-{HOST}-{dead.pid}-dead00")
+    live = leftover(f".tmp-task-abc-{HOST}-{os.getpid()}-cafe00")
+    elsewhere = leftover(f".tmp-task-abc-elsewhere-{dead.pid}-dead00")
+    other = leftover(f".tmp-task-abcd-{HOST}-{dead.pid}-dead00")
     save_entry(p, {"a": np.arange(3)}, {"m": 1})
-    assert not dead.exists() and live.exists() and recent.exists() and other.exists()
+    assert not killed.exists() and live.exists() and elsewhere.exists() and other.exists()
     assert load_entry(p)[1]["m"] == 1
 
 
