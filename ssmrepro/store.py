@@ -44,6 +44,7 @@ from .util import (
     NotSmallFile,
     atomic_write_bytes,
     atomic_write_text,
+    file_digest,
     folder_problem,
     pid_alive,
     read_small,
@@ -238,14 +239,6 @@ def _safe(s: str) -> str:
 WEIGHTS_DIGEST = "weights_sha256"
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _not_a_file(path: Path, what: str) -> OSError:
     """The error for ``what`` (the event log, a claim) that is not a regular file: a folder
     ('a folder where a file belongs') or a FIFO, device or socket (it was called a folder)."""
@@ -431,7 +424,7 @@ class Store:
                 self._distrust_weights(path, str(err), quarantine=k == 0)
                 continue
             digest = self._weights_digest(root, run_id)
-            if digest is not None and _sha256(path) != digest:  # the same shapes: another
+            if digest is not None and file_digest(path) != digest:  # the same shapes: another
                 # seed's weights copied in were loaded as this run's without a word
                 self._distrust_weights(path, "not the weights its record names (another run's, "
                                        "copied or edited?)", quarantine=k == 0)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import glob
+import hashlib
 import os
 import platform
 import re
@@ -48,6 +49,16 @@ def pid_alive(pid: int) -> bool:
         return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
     except (OSError, IndexError):
         return True
+
+
+def file_digest(path: Path, algo: str = "sha256") -> str:
+    """The hex digest (``hashlib`` algorithm ``algo``) of the file at ``path``, read in 1 MiB
+    blocks."""
+    h = hashlib.new(algo)
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def scratch_folder(parent: Path, prefix: str) -> Path:

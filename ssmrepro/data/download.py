@@ -13,7 +13,6 @@ Nothing here runs implicitly: only ``ssmrepro data download ...`` calls it.
 
 from __future__ import annotations
 
-import hashlib
 import http.client
 import os
 import shutil
@@ -27,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from ..util import fsync_dir, scratch_folder
+from ..util import file_digest, fsync_dir, scratch_folder
 from .sources import downloads_dir, lra_dir
 
 USER_AGENT = "ssmrepro-data/1.0 (+https://github.com)"
@@ -136,14 +135,6 @@ class _Progress:
 
 
 # ------------------------------------------------------------------------------------- download
-
-
-def _hash_file(path: Path, algo: str) -> str:
-    h = hashlib.new(algo)
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _open_url(url: str, offset: int, timeout: float) -> tuple[BinaryIO, int | None, bool]:
@@ -275,7 +266,7 @@ def _verify(
     for algo, want in (("sha256", sha256), ("md5", md5)):
         if not want:
             continue
-        got = _hash_file(path, algo)
+        got = file_digest(path, algo)
         if got.lower() != want.lower():
             if delete:
                 path.unlink()
