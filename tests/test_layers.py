@@ -8,6 +8,7 @@ layer would only hide a cycle). Layers, bottom to top (README "Layout"):
     tasks -> models -> analysis             libraries
     spec -> sweep -> store -> train -> engine -> report -> plots   the pipeline stages
     bench, cli                              tools on top
+    __main__                                the `ssmrepro` entry point (imports cli)
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ LAYERS = [
     ["plots"],
     ["bench"],
     ["cli"],
+    ["__main__"],
 ]
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
 
