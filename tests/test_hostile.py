@@ -4488,3 +4488,25 @@ def test_ctrl_c_of_data_generate_says_what_it_left(tmp_path, monkeypatch, writte
         assert f"{out} is incomplete (no meta.json)" in said and "--force" in said, res.output
     else:
         assert "nothing was written: re-run the same command" in said, res.output
+
+
+@pytest.mark.parametrize("figure,needle", [
+    ({"k": 5}, "translation k = 5 is not from 0 to 2^j - 1 = 3"),
+    ({"examples": [[0, 3]]}, "examples.0: translation k = 3"),
+    ({"examples": [[10**23, 0]]}, "examples.0: scale j = 100000000000000000000000 is not"),
+    ({"show_w": [5]}, "figure.show_w.0: Input should be less than 0"),
+    ({"show_w": [-30] * 3000}, "List should have at most 20 items"),
+])
+def test_a_haar_figure_draws_only_wavelets_that_exist(tmp_path, figure, needle):
+    """huang2025-figA1's figure options were drawn unchecked after the analytic table was
+    computed: a translation k of 2^j or more and a positive show_w raised ValueError tracebacks,
+    an example of scale 10^23 hung in ``2**j``, and 3,000 show_w curves took 40 s to draw.
+    `validate` refuses them."""
+    raw = yaml.safe_load((ROOT / "experiments/huang2025/huang2025-figA1.yaml").read_text())
+    raw.update(id="haar-copy", alias=None)
+    raw["figure"] = {**raw["figure"], **figure}
+    spec = tmp_path / "haar-copy.yaml"
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    start = time.monotonic()
+    _assert_refused(_invoke("validate", spec), needle)
+    assert time.monotonic() - start < 30
