@@ -4510,3 +4510,21 @@ def test_a_haar_figure_draws_only_wavelets_that_exist(tmp_path, figure, needle):
     start = time.monotonic()
     _assert_refused(_invoke("validate", spec), needle)
     assert time.monotonic() - start < 30
+
+
+@pytest.mark.parametrize("blank", ["", " ", "\t "])
+def test_blank_path_variables_are_unset_not_a_folder_named_blank(tmp_path, monkeypatch, blank):
+    """``SSMREPRO_ROOT=' '`` made `run` (no --out) write its results into a folder named ' ' of
+    the current folder, printed as ' /results/...'; ``SSMREPRO_CACHE=' '`` put the planner's
+    cache there. A blank variable is unset, as ``SSMREPRO_DATA`` was."""
+    from ssmrepro.engine.costs import cache_file
+    from ssmrepro.util import data_root, repo_root
+
+    monkeypatch.chdir(tmp_path)
+    for name in ("SSMREPRO_ROOT", "SSMREPRO_CACHE", "SSMREPRO_DATA"):
+        monkeypatch.setenv(name, blank)
+    assert repo_root() == ROOT
+    assert cache_file() == Path.home() / ".cache" / "ssmrepro" / "costs.json"
+    assert data_root() == Path("data")
+    monkeypatch.setenv("SSMREPRO_CACHE", str(tmp_path / "c"))
+    assert cache_file() == tmp_path / "c" / "costs.json"
