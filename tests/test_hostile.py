@@ -4528,3 +4528,32 @@ def test_blank_path_variables_are_unset_not_a_folder_named_blank(tmp_path, monke
     assert data_root() == Path("data")
     monkeypatch.setenv("SSMREPRO_CACHE", str(tmp_path / "c"))
     assert cache_file() == tmp_path / "c" / "costs.json"
+
+
+def test_export_reads_each_profiles_own_table_not_one_left_from_another_default(tmp_path):
+    """smoke trained (results-smoke.csv), then the spec's default profile made smoke, and
+    plotted (results.csv, smoke's table now): `export` read both as smoke's and exported every
+    row twice. Each profile's table is the file `plot` names for it; a file no profile writes
+    any more is not exported."""
+    import pandas as pd
+
+    spec = two_profile_spec(tmp_path)
+    out = tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate",
+                  "--workers", "1")
+    assert res.exit_code == 0, res.output
+    project = tmp_path / "proj"
+    (project / "experiments" / "tests").mkdir(parents=True)
+    raw = yaml.safe_load(spec.read_text())
+    raw["default_profile"] = "smoke"
+    (project / "experiments" / "tests" / "t-spec.yaml").write_text(yaml.safe_dump(raw))
+    env = {"SSMREPRO_ROOT": str(project)}
+    res = _invoke("plot", "t-spec", "--out", out, env=env)
+    assert res.exit_code == 0, res.output
+    folder = out / "tests" / "t-spec"
+    assert (folder / "results.csv").exists() and (folder / "results-smoke.csv").exists()
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    assert res.exit_code == 0, res.output
+    df = pd.read_csv(tmp_path / "x.csv")
+    assert len(df) and not df.duplicated(["run_id", "metric"]).any(), df
+    assert set(df["profile"]) == {"smoke"}
