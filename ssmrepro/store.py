@@ -75,7 +75,7 @@ SET_METRICS = {"val": ("loss", "acc", "mse", "best_acc", "best_mse", "max_rise")
 NAMED_SET_METRICS = ("loss", "acc", "mse")
 
 
-def _not_recorded(names: Iterable[str], evals: Iterable[str], history: bool) -> list[str]:
+def not_recorded(names: Iterable[str], evals: Iterable[str], history: bool) -> list[str]:
     """The names of ``names`` that no run whose named evaluation sets are ``evals`` records, in
     its metrics (or, with ``history``, in a history row besides its step)."""
     evals = set(evals)
@@ -139,7 +139,7 @@ def record_problem(rec: Any, run_id: str) -> str | None:
         why = metric_range_problem(k, [v])
         if why:
             return f"metric {k!r} holds {why}"
-    foreign = _not_recorded(rec.get("metrics") or {}, train.evals, history=False)
+    foreign = not_recorded(rec.get("metrics") or {}, train.evals, history=False)
     if foreign:  # 100,000 names of another tool's were taken as columns of every table
         return (f"metrics no run of its config records ({', '.join(map(repr, foreign[:3]))}"
                 f"{f' and {len(foreign) - 3:,} more' if len(foreign) > 3 else ''})")
@@ -159,7 +159,7 @@ def record_problem(rec: Any, run_id: str) -> str | None:
             # rows repeated, reordered) were taken, and the curve drew their mean at each step
             return f"history steps that do not increase ({last} then {step})"
         last = step
-        foreign = _not_recorded(h, train.evals, history=True)
+        foreign = not_recorded(h, train.evals, history=True)
         if foreign:
             return f"a history row with a value no run records ({foreign[0]!r})"
         if step > train.total_steps:  # drawn far right of every other curve
@@ -771,6 +771,12 @@ def read_table(path: Path, required: tuple[str, ...] = (), numeric=(), **kw) -> 
             ValueError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise TableError(f"{path}: not a readable CSV table ({first}); {fix}") from None
+    header = pd.read_csv(io.BytesIO(data), header=None, nrows=1, dtype=str,
+                         keep_default_na=False).iloc[0].tolist() if len(df.columns) else []
+    twice = [c for c in dict.fromkeys(header) if header.count(c) > 1]
+    if twice:  # pandas renames the second 'metric.test.acc' to 'metric.test.acc.1': which one
+        # the run wrote cannot be told, and the first was taken without a word
+        raise TableError(f"{path}: column {twice[0]!r} given twice; {fix}")
     missing = [c for c in required if c not in df.columns]
     if missing:
         raise TableError(f"{path}: not a table of this project (no column {', '.join(missing)}); "

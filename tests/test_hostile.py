@@ -4557,3 +4557,51 @@ def test_export_reads_each_profiles_own_table_not_one_left_from_another_default(
     df = pd.read_csv(tmp_path / "x.csv")
     assert len(df) and not df.duplicated(["run_id", "metric"]).any(), df
     assert set(df["profile"]) == {"smoke"}
+
+
+def test_a_fresh_clone_table_with_metrics_no_run_records_is_not_trusted(tmp_path):
+    """A record holding metrics no run of its config records is quarantined, but a fresh
+    clone's committed table with 20,000 such columns (another tool's, pasted in) was plotted as
+    the runs' results and exported, 40,000 rows of them. Such a row is not used, with a
+    warning, in `plot` and in `export`."""
+    spec = two_profile_spec(tmp_path)
+    out = tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate",
+                  "--workers", "1")
+    assert res.exit_code == 0, res.output
+    folder = out / "tests" / "t-spec"
+    shutil.rmtree(folder / "runs")
+    table = folder / "results-smoke.csv"
+    head, *rows = table.read_text().splitlines()
+    extra = [f"metric.m{i}.acc" for i in range(3)]
+    table.write_text("\n".join([",".join([head, *extra])]
+                               + [",".join([r, "0.5", "", ""]) for r in rows]) + "\n")
+    res = _invoke("plot", spec, "--out", out, "--profile", "smoke")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert "has metric.m0.acc=0.5 (no run of its config records m0.acc)" in said, res.output
+    assert "0 of 2 runs finished" in said, res.output
+    project = tmp_path / "proj"
+    (project / "experiments" / "tests").mkdir(parents=True)
+    shutil.copy(spec, project / "experiments" / "tests" / spec.name)
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv",
+                  env={"SSMREPRO_ROOT": str(project)})
+    assert res.exit_code == 0 and "0 rows" in res.output, res.output
+
+
+def test_a_committed_table_giving_a_column_twice_is_a_damaged_table(tmp_path):
+    """A fresh clone's results table with a second 'metric.test.acc' column (0.99 beside the
+    run's 0.08): pandas read it as 'metric.test.acc.1' and the first was taken without a word.
+    Which of the two the run wrote cannot be told: the table is damaged (exit 2, rebuild it)."""
+    spec = two_profile_spec(tmp_path)
+    out = tmp_path / "out"
+    args = ("--out", out, "--profile", "smoke")
+    res = _invoke("run", spec, *args, "--no-calibrate", "--workers", "1")
+    assert res.exit_code == 0, res.output
+    folder = out / "tests" / "t-spec"
+    shutil.rmtree(folder / "runs")
+    table = folder / "results-smoke.csv"
+    head, *rows = table.read_text().splitlines()
+    table.write_text("\n".join([head + ",metric.test.acc"] + [r + ",0.99" for r in rows]) + "\n")
+    _assert_refused(_invoke("plot", spec, *args), "column 'metric.test.acc' given twice")
+

@@ -60,7 +60,9 @@ from ..store import (
     csv_text,
     is_loss,
     is_metric_column,
+    metric_name,
     metric_range_problem,
+    not_recorded,
     read_results,
     read_table,
 )
@@ -880,6 +882,16 @@ def _contradiction(rows: pd.DataFrame, run) -> str:
             if (rows[STATUS].eq("diverged") & np.isfinite(final)).any():
                 return (f"status='diverged' with a finite {col} (a diverged run's final "
                         "evaluation is NaN)")
+    held = [c for c in rows.columns if is_metric_column(c)]
+    foreign = not_recorded([metric_name(c) for c in held], run.train.evals, history=False)
+    if foreign:  # as in a record (quarantined): 20,000 columns of another tool's in a fresh
+        # clone's table were kept, plotted and exported as the run's metrics
+        cols = [METRIC_PREFIX + n for n in foreign]
+        filled = [c for c in cols if rows[c].notna().any()]
+        if filled:
+            more = f", nor {len(filled) - 1:,} more such columns" if len(filled) > 1 else ""
+            return (f"{filled[0]}={rows[filled[0]].dropna().tolist()[0]!r} (no run of its config "
+                    f"records {metric_name(filled[0])}{more})")
     total = run.train.total_steps  # a record beyond it is quarantined (``store``)
     for k in (STEP, "stop_step"):
         if k in rows:
