@@ -4605,3 +4605,39 @@ def test_a_committed_table_giving_a_column_twice_is_a_damaged_table(tmp_path):
     table.write_text("\n".join([head + ",metric.test.acc"] + [r + ",0.99" for r in rows]) + "\n")
     _assert_refused(_invoke("plot", spec, *args), "column 'metric.test.acc' given twice")
 
+
+def test_a_partial_download_is_not_resumed_from_another_url(tmp_path, monkeypatch):
+    """`data download lra --url file://A/big.tar` cut short (a full disk, Ctrl-C) left
+    downloads/big.tar.part; the same command with a corrected `--url file://B/big.tar` resumed
+    it, and installed A's first 20 MB with B's tail without a word (no checksum is known for a
+    --url). A partial file is resumed only from the URL it was started from."""
+    import ssmrepro.data.download as dl
+
+    a, b = tmp_path / "a" / "big.bin", tmp_path / "b" / "big.bin"
+    for path, fill in ((a, b"A"), (b, b"B")):
+        path.parent.mkdir()
+        path.write_bytes(fill * 20_000)
+    real = dl._open_url
+
+    class Cut:  # the transfer breaks after its first 5,000 bytes
+        def __init__(self, stream):
+            self.stream, self.sent = stream, False
+
+        def read(self, n=-1):
+            if self.sent:
+                raise OSError(28, "No space left on device")
+            self.sent = True
+            return self.stream.read(5000)
+
+        def close(self):
+            self.stream.close()
+
+    with monkeypatch.context() as m:
+        m.setattr(dl, "_open_url", lambda url, offset, timeout: (
+            Cut(real(url, offset, timeout)[0]), None, False))
+        with pytest.raises(dl.DownloadError, match="re-run the same command to resume"):
+            dl.download_file(a.as_uri(), tmp_path / "dl" / "big.bin", progress=False)
+    assert (tmp_path / "dl" / "big.bin.part").stat().st_size == 5000
+    got = dl.download_file(b.as_uri(), tmp_path / "dl" / "big.bin", progress=False)
+    assert got.read_bytes() == b.read_bytes()
+    assert not (tmp_path / "dl" / "big.bin.part.url").exists()
