@@ -4641,3 +4641,27 @@ def test_a_partial_download_is_not_resumed_from_another_url(tmp_path, monkeypatc
     got = dl.download_file(b.as_uri(), tmp_path / "dl" / "big.bin", progress=False)
     assert got.read_bytes() == b.read_bytes()
     assert not (tmp_path / "dl" / "big.bin.part.url").exists()
+
+
+def test_a_figure_too_large_is_refused_before_its_panels_are_made(tmp_path, monkeypatch):
+    """A phase figure's `panels` list (2,000 entries) made and filled 2,000 panels, 21 s and
+    840 MB, before the image was refused as too large; ten times as many took the machine's
+    memory. The size is checked before any panel is made."""
+    import matplotlib.pyplot as plt
+
+    spec = two_profile_spec(tmp_path)
+    out = tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate",
+                  "--workers", "1")
+    assert res.exit_code == 0, res.output
+    raw = yaml.safe_load(spec.read_text())
+    raw["figures"] = [{"kind": "phase", "name": "ph", "where": {"label": "S6"},
+                       "x": "model.d_model", "y": "model.d_state",
+                       "panels": [{"metric": "test.acc"}] * 400}]
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    made, real = [], plt.subplots
+    monkeypatch.setattr(plt, "subplots", lambda *a, **kw: made.append(kw["figsize"]) or real(*a, **kw))
+    _assert_refused(_invoke("plot", spec, "--out", out, "--profile", "smoke"),
+                    "ph-smoke.png: the figure would be")
+    assert all(h * 130 <= 1 << 15 for _, h in made), made
+
