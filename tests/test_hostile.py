@@ -4665,3 +4665,21 @@ def test_a_figure_too_large_is_refused_before_its_panels_are_made(tmp_path, monk
                     "ph-smoke.png: the figure would be")
     assert all(h * 130 <= 1 << 15 for _, h in made), made
 
+
+def test_a_committed_histogram_table_whose_cell_gives_two_bin_counts_is_a_message(tmp_path):
+    """huang2025-fig1 in a fresh clone with the first row of its histograms.csv saying 1 bin
+    (the cell's other rows say 50): the cell's decay metrics were read off that 1 bin, and its
+    'Mamba splits its decay at n' claim went from PASS to FAIL without a word. It is a damaged
+    table now."""
+    folder = tmp_path / "out" / "huang2025" / "huang2025-fig1"
+    shutil.copytree(ROOT / "results" / "huang2025" / "huang2025-fig1", folder)
+    table = folder / "histograms.csv"
+    head, first, *rows = table.read_text().splitlines()
+    cols = head.split(",")
+    first = first.split(",")
+    assert first[cols.index("bin")] == "0" and first[cols.index("bins")] == "50"
+    first[cols.index("bins")] = "1"
+    table.write_text("\n".join([head, ",".join(first), *rows]) + "\n")
+    res = _invoke("verify", "huang2025-fig1", "--out", tmp_path / "out")
+    _assert_refused(res, "histograms.csv: the rows of cell label=Mamba+PE",
+                    "give different bin counts", "delete it to rebuild it")
