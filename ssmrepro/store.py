@@ -119,19 +119,11 @@ def record_problem(rec: Any, run_id: str) -> str | None:
     if rec["status"] in DONE_STATUSES and not (isinstance(rec.get("metrics"), dict)
                                                and rec["metrics"]):
         return "a finished run without metrics"
-    for k in ("n_params", "stop_step", "epochs"):  # drawn and averaged: 'many' raised in a
-        v = rec.get(k)  # figure (a traceback in plot), -5 steps was a mean stop step
-        whole = k != "epochs"
-        if v is not None and not (_is_number(v) and v >= 0 and (not whole or v == int(v))):
-            return (f"{k} {v!r} is not a {'whole ' if whole else ''}number of "
-                    f"{'parameters' if k == 'n_params' else 'steps' if whole else 'epochs'} "
-                    "(>= 0)")
     train = config["train"]
-    steps = rec.get("stop_step")  # 99999 steps of a 40-step run was a mean stop step
-    if steps is not None and steps > train.total_steps:
-        return f"stop_step {steps} beyond the run's {train.total_steps} steps"
-    if train.epochs is not None and (rec.get("epochs") or 0) > train.epochs:
-        return f"epochs {rec.get('epochs')} beyond the run's {train.epochs}"
+    for k in COUNTS:
+        why = count_problem(k, rec.get(k), train)
+        if why:
+            return f"{k} {rec.get(k)!r} {why}"
     bad = [k for k, v in (rec.get("metrics") or {}).items() if not _is_number(v)]
     if not isinstance(rec.get("metrics") or {}, dict) or bad:
         return f"metrics that are not numbers ({', '.join(map(repr, bad[:3])) or 'metrics'})"
@@ -168,6 +160,28 @@ def record_problem(rec: Any, run_id: str) -> str | None:
             why = metric_range_problem(k, [v])
             if why:
                 return f"history metric {k!r} holds {why}"
+    return None
+
+
+COUNTS = ("n_params", "stop_step", "epochs")  # a run's counts besides its metrics
+
+
+def count_problem(k: str, v: Any, train) -> str | None:
+    """Why ``v`` cannot be the ``k`` (one of ``COUNTS``) of a run trained as ``train``, worded to
+    follow '<k> <v> ', or None: not a whole number >= 0 (epochs: a number >= 0; 'many' raised in
+    a figure, -5 steps was a mean stop step), or beyond the run's budget (99999 steps of a
+    40-step run). Checked in a record and in a committed table's row alike (a table's n_params
+    of -5 was drawn and summarised)."""
+    if v is None:
+        return None
+    whole = k != "epochs"
+    if not (_is_number(v) and v >= 0 and (not whole or v == int(v))):
+        return (f"is not a {'whole ' if whole else ''}number of "
+                f"{'parameters' if k == 'n_params' else 'steps' if whole else 'epochs'} (>= 0)")
+    if k == "stop_step" and v > train.total_steps:
+        return f"beyond the run's {train.total_steps} steps"
+    if k == "epochs" and train.epochs is not None and v > train.epochs:
+        return f"beyond the run's {train.epochs}"
     return None
 
 

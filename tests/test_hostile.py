@@ -4683,3 +4683,30 @@ def test_a_committed_histogram_table_whose_cell_gives_two_bin_counts_is_a_messag
     res = _invoke("verify", "huang2025-fig1", "--out", tmp_path / "out")
     _assert_refused(res, "histograms.csv: the rows of cell label=Mamba+PE",
                     "give different bin counts", "delete it to rebuild it")
+
+
+@pytest.mark.parametrize("column,value,said", [
+    ("n_params", "-5", "n_params=-5 (not a whole number of parameters (>= 0))"),
+    ("n_params", "2.5", "n_params=2.5 (not a whole number of parameters (>= 0))"),
+    ("stop_step", "-3", "stop_step=-3 (not a whole number of steps (>= 0))"),
+])
+def test_a_committed_table_row_with_counts_no_run_has_is_not_used(tmp_path, column, value, said):
+    """A record whose n_params or stop_step is not a whole number >= 0 is quarantined, but a
+    fresh clone's table row with n_params -5 was summarised and drawn as the cell's size
+    ('2 runs expected, 2 finished'). Such a row is not used, with a warning."""
+    spec = two_profile_spec(tmp_path)
+    out = tmp_path / "out"
+    args = ("--out", out, "--profile", "smoke")
+    res = _invoke("run", spec, *args, "--no-calibrate", "--workers", "1")
+    assert res.exit_code == 0, res.output
+    folder = out / "tests" / "t-spec"
+    shutil.rmtree(folder / "runs")
+    table = folder / "results-smoke.csv"
+    head, first, *rows = table.read_text().splitlines()
+    cells = first.split(",")
+    cells[head.split(",").index(column)] = value
+    table.write_text("\n".join([head, ",".join(cells), *rows]) + "\n")
+    res = _invoke("plot", spec, *args)
+    assert res.exit_code == 0, res.output
+    assert said in " ".join(res.output.split()), res.output
+    assert "2 runs expected, 1 finished" in (folder / "report-smoke.md").read_text()
