@@ -75,7 +75,7 @@ SET_METRICS = {"val": ("loss", "acc", "mse", "best_acc", "best_mse", "max_rise")
 NAMED_SET_METRICS = ("loss", "acc", "mse")
 
 
-def _not_recorded(names: Iterable[str], evals: Iterable[str], history: bool) -> list[str]:
+def not_recorded(names: Iterable[str], evals: Iterable[str], history: bool) -> list[str]:
     """The names of ``names`` that no run whose named evaluation sets are ``evals`` records, in
     its metrics (or, with ``history``, in a history row besides its step)."""
     evals = set(evals)
@@ -119,19 +119,11 @@ def record_problem(rec: Any, run_id: str) -> str | None:
     if rec["status"] in DONE_STATUSES and not (isinstance(rec.get("metrics"), dict)
                                                and rec["metrics"]):
         return "a finished run without metrics"
-    for k in ("n_params", "stop_step", "epochs"):  # drawn and averaged: 'many' raised in a
-        v = rec.get(k)  # figure (a traceback in plot), -5 steps was a mean stop step
-        whole = k != "epochs"
-        if v is not None and not (_is_number(v) and v >= 0 and (not whole or v == int(v))):
-            return (f"{k} {v!r} is not a {'whole ' if whole else ''}number of "
-                    f"{'parameters' if k == 'n_params' else 'steps' if whole else 'epochs'} "
-                    "(>= 0)")
     train = config["train"]
-    steps = rec.get("stop_step")  # 99999 steps of a 40-step run was a mean stop step
-    if steps is not None and steps > train.total_steps:
-        return f"stop_step {steps} beyond the run's {train.total_steps} steps"
-    if train.epochs is not None and (rec.get("epochs") or 0) > train.epochs:
-        return f"epochs {rec.get('epochs')} beyond the run's {train.epochs}"
+    for k in COUNTS:
+        why = count_problem(k, rec.get(k), train)
+        if why:
+            return f"{k} {rec.get(k)!r} {why}"
     bad = [k for k, v in (rec.get("metrics") or {}).items() if not _is_number(v)]
     if not isinstance(rec.get("metrics") or {}, dict) or bad:
         return f"metrics that are not numbers ({', '.join(map(repr, bad[:3])) or 'metrics'})"
@@ -139,7 +131,7 @@ def record_problem(rec: Any, run_id: str) -> str | None:
         why = metric_range_problem(k, [v])
         if why:
             return f"metric {k!r} holds {why}"
-    foreign = _not_recorded(rec.get("metrics") or {}, train.evals, history=False)
+    foreign = not_recorded(rec.get("metrics") or {}, train.evals, history=False)
     if foreign:  # 100,000 names of another tool's were taken as columns of every table
         return (f"metrics no run of its config records ({', '.join(map(repr, foreign[:3]))}"
                 f"{f' and {len(foreign) - 3:,} more' if len(foreign) > 3 else ''})")
@@ -159,7 +151,7 @@ def record_problem(rec: Any, run_id: str) -> str | None:
             # rows repeated, reordered) were taken, and the curve drew their mean at each step
             return f"history steps that do not increase ({last} then {step})"
         last = step
-        foreign = _not_recorded(h, train.evals, history=True)
+        foreign = not_recorded(h, train.evals, history=True)
         if foreign:
             return f"a history row with a value no run records ({foreign[0]!r})"
         if step > train.total_steps:  # drawn far right of every other curve
@@ -168,6 +160,28 @@ def record_problem(rec: Any, run_id: str) -> str | None:
             why = metric_range_problem(k, [v])
             if why:
                 return f"history metric {k!r} holds {why}"
+    return None
+
+
+COUNTS = ("n_params", "stop_step", "epochs")  # a run's counts besides its metrics
+
+
+def count_problem(k: str, v: Any, train) -> str | None:
+    """Why ``v`` cannot be the ``k`` (one of ``COUNTS``) of a run trained as ``train``, worded to
+    follow '<k> <v> ', or None: not a whole number >= 0 (epochs: a number >= 0; 'many' raised in
+    a figure, -5 steps was a mean stop step), or beyond the run's budget (99999 steps of a
+    40-step run). Checked in a record and in a committed table's row alike (a table's n_params
+    of -5 was drawn and summarised)."""
+    if v is None:
+        return None
+    whole = k != "epochs"
+    if not (_is_number(v) and v >= 0 and (not whole or v == int(v))):
+        return (f"is not a {'whole ' if whole else ''}number of "
+                f"{'parameters' if k == 'n_params' else 'steps' if whole else 'epochs'} (>= 0)")
+    if k == "stop_step" and v > train.total_steps:
+        return f"beyond the run's {train.total_steps} steps"
+    if k == "epochs" and train.epochs is not None and v > train.epochs:
+        return f"beyond the run's {train.epochs}"
     return None
 
 
@@ -771,6 +785,12 @@ def read_table(path: Path, required: tuple[str, ...] = (), numeric=(), **kw) -> 
             ValueError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise TableError(f"{path}: not a readable CSV table ({first}); {fix}") from None
+    header = pd.read_csv(io.BytesIO(data), header=None, nrows=1, dtype=str,
+                         keep_default_na=False).iloc[0].tolist() if len(df.columns) else []
+    twice = [c for c in dict.fromkeys(header) if header.count(c) > 1]
+    if twice:  # pandas renames the second 'metric.test.acc' to 'metric.test.acc.1': which one
+        # the run wrote cannot be told, and the first was taken without a word
+        raise TableError(f"{path}: column {twice[0]!r} given twice; {fix}")
     missing = [c for c in required if c not in df.columns]
     if missing:
         raise TableError(f"{path}: not a table of this project (no column {', '.join(missing)}); "

@@ -222,12 +222,21 @@ def die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
+def env_path(name: str) -> Path | None:
+    """The path an environment variable names, None when it is unset or blank. A blank one is
+    unset, as an empty ``--out`` is refused: ``SSMREPRO_ROOT=' '`` wrote the results into a
+    folder named ' ' in the current folder (printed as ' /results/...', which reads as
+    /results), and ``SSMREPRO_CACHE=' '`` the planner's cache likewise."""
+    value = os.environ.get(name, "")
+    return Path(value).expanduser() if value.strip() else None
+
+
 def repo_root() -> Path:
     """Folder holding experiments/: $SSMREPRO_ROOT, else the cwd or a parent of it that holds
     experiments/ and ssmrepro/, else the source tree this package was installed from."""
-    env = os.environ.get(ROOT_ENV)
-    if env:
-        return Path(env)
+    env = env_path(ROOT_ENV)
+    if env is not None:
+        return env
     here = Path.cwd().resolve()
     for p in (here, *here.parents):
         if (p / "experiments").is_dir() and (p / "ssmrepro").is_dir():
@@ -240,8 +249,7 @@ def data_root(root: str | os.PathLike[str] | None = None) -> Path:
     exist (loaders raise DataUnavailable naming the command that provides the data)."""
     if root is not None and str(root) != "":
         return Path(root).expanduser()
-    env = os.environ.get(DATA_ENV, "").strip()
-    return Path(env).expanduser() if env else Path("data")
+    return env_path(DATA_ENV) or Path("data")
 
 
 def cpu_model() -> str:

@@ -4488,3 +4488,225 @@ def test_ctrl_c_of_data_generate_says_what_it_left(tmp_path, monkeypatch, writte
         assert f"{out} is incomplete (no meta.json)" in said and "--force" in said, res.output
     else:
         assert "nothing was written: re-run the same command" in said, res.output
+
+
+@pytest.mark.parametrize("figure,needle", [
+    ({"k": 5}, "translation k = 5 is not from 0 to 2^j - 1 = 3"),
+    ({"examples": [[0, 3]]}, "examples.0: translation k = 3"),
+    ({"examples": [[10**23, 0]]}, "examples.0: scale j = 100000000000000000000000 is not"),
+    ({"show_w": [5]}, "figure.show_w.0: Input should be less than 0"),
+    ({"show_w": [-30] * 3000}, "List should have at most 20 items"),
+])
+def test_a_haar_figure_draws_only_wavelets_that_exist(tmp_path, figure, needle):
+    """huang2025-figA1's figure options were drawn unchecked after the analytic table was
+    computed: a translation k of 2^j or more and a positive show_w raised ValueError tracebacks,
+    an example of scale 10^23 hung in ``2**j``, and 3,000 show_w curves took 40 s to draw.
+    `validate` refuses them."""
+    raw = yaml.safe_load((ROOT / "experiments/huang2025/huang2025-figA1.yaml").read_text())
+    raw.update(id="haar-copy", alias=None)
+    raw["figure"] = {**raw["figure"], **figure}
+    spec = tmp_path / "haar-copy.yaml"
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    start = time.monotonic()
+    _assert_refused(_invoke("validate", spec), needle)
+    assert time.monotonic() - start < 30
+
+
+@pytest.mark.parametrize("blank", ["", " ", "\t "])
+def test_blank_path_variables_are_unset_not_a_folder_named_blank(tmp_path, monkeypatch, blank):
+    """``SSMREPRO_ROOT=' '`` made `run` (no --out) write its results into a folder named ' ' of
+    the current folder, printed as ' /results/...'; ``SSMREPRO_CACHE=' '`` put the planner's
+    cache there. A blank variable is unset, as ``SSMREPRO_DATA`` was."""
+    from ssmrepro.engine.costs import cache_file
+    from ssmrepro.util import data_root, repo_root
+
+    monkeypatch.chdir(tmp_path)
+    for name in ("SSMREPRO_ROOT", "SSMREPRO_CACHE", "SSMREPRO_DATA"):
+        monkeypatch.setenv(name, blank)
+    assert repo_root() == ROOT
+    assert cache_file() == Path.home() / ".cache" / "ssmrepro" / "costs.json"
+    assert data_root() == Path("data")
+    monkeypatch.setenv("SSMREPRO_CACHE", str(tmp_path / "c"))
+    assert cache_file() == tmp_path / "c" / "costs.json"
+
+
+def test_export_reads_each_profiles_own_table_not_one_left_from_another_default(tmp_path):
+    """smoke trained (results-smoke.csv), then the spec's default profile made smoke, and
+    plotted (results.csv, smoke's table now): `export` read both as smoke's and exported every
+    row twice. Each profile's table is the file `plot` names for it; a file no profile writes
+    any more is not exported."""
+    import pandas as pd
+
+    spec = two_profile_spec(tmp_path)
+    out = tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate",
+                  "--workers", "1")
+    assert res.exit_code == 0, res.output
+    project = tmp_path / "proj"
+    (project / "experiments" / "tests").mkdir(parents=True)
+    raw = yaml.safe_load(spec.read_text())
+    raw["default_profile"] = "smoke"
+    (project / "experiments" / "tests" / "t-spec.yaml").write_text(yaml.safe_dump(raw))
+    env = {"SSMREPRO_ROOT": str(project)}
+    res = _invoke("plot", "t-spec", "--out", out, env=env)
+    assert res.exit_code == 0, res.output
+    folder = out / "tests" / "t-spec"
+    assert (folder / "results.csv").exists() and (folder / "results-smoke.csv").exists()
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    assert res.exit_code == 0, res.output
+    df = pd.read_csv(tmp_path / "x.csv")
+    assert len(df) and not df.duplicated(["run_id", "metric"]).any(), df
+    assert set(df["profile"]) == {"smoke"}
+
+
+def test_a_fresh_clone_table_with_metrics_no_run_records_is_not_trusted(tmp_path):
+    """A record holding metrics no run of its config records is quarantined, but a fresh
+    clone's committed table with 20,000 such columns (another tool's, pasted in) was plotted as
+    the runs' results and exported, 40,000 rows of them. Such a row is not used, with a
+    warning, in `plot` and in `export`."""
+    spec = two_profile_spec(tmp_path)
+    out = tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate",
+                  "--workers", "1")
+    assert res.exit_code == 0, res.output
+    folder = out / "tests" / "t-spec"
+    shutil.rmtree(folder / "runs")
+    table = folder / "results-smoke.csv"
+    head, *rows = table.read_text().splitlines()
+    extra = [f"metric.m{i}.acc" for i in range(3)]
+    table.write_text("\n".join([",".join([head, *extra])]
+                               + [",".join([r, "0.5", "", ""]) for r in rows]) + "\n")
+    res = _invoke("plot", spec, "--out", out, "--profile", "smoke")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert "has metric.m0.acc=0.5 (no run of its config records m0.acc)" in said, res.output
+    assert "0 of 2 runs finished" in said, res.output
+    project = tmp_path / "proj"
+    (project / "experiments" / "tests").mkdir(parents=True)
+    shutil.copy(spec, project / "experiments" / "tests" / spec.name)
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv",
+                  env={"SSMREPRO_ROOT": str(project)})
+    assert res.exit_code == 0 and "0 rows" in res.output, res.output
+
+
+def test_a_committed_table_giving_a_column_twice_is_a_damaged_table(tmp_path):
+    """A fresh clone's results table with a second 'metric.test.acc' column (0.99 beside the
+    run's 0.08): pandas read it as 'metric.test.acc.1' and the first was taken without a word.
+    Which of the two the run wrote cannot be told: the table is damaged (exit 2, rebuild it)."""
+    spec = two_profile_spec(tmp_path)
+    out = tmp_path / "out"
+    args = ("--out", out, "--profile", "smoke")
+    res = _invoke("run", spec, *args, "--no-calibrate", "--workers", "1")
+    assert res.exit_code == 0, res.output
+    folder = out / "tests" / "t-spec"
+    shutil.rmtree(folder / "runs")
+    table = folder / "results-smoke.csv"
+    head, *rows = table.read_text().splitlines()
+    table.write_text("\n".join([head + ",metric.test.acc"] + [r + ",0.99" for r in rows]) + "\n")
+    _assert_refused(_invoke("plot", spec, *args), "column 'metric.test.acc' given twice")
+
+
+def test_a_partial_download_is_not_resumed_from_another_url(tmp_path, monkeypatch):
+    """`data download lra --url file://A/big.tar` cut short (a full disk, Ctrl-C) left
+    downloads/big.tar.part; the same command with a corrected `--url file://B/big.tar` resumed
+    it, and installed A's first 20 MB with B's tail without a word (no checksum is known for a
+    --url). A partial file is resumed only from the URL it was started from."""
+    import ssmrepro.data.download as dl
+
+    a, b = tmp_path / "a" / "big.bin", tmp_path / "b" / "big.bin"
+    for path, fill in ((a, b"A"), (b, b"B")):
+        path.parent.mkdir()
+        path.write_bytes(fill * 20_000)
+    real = dl._open_url
+
+    class Cut:  # the transfer breaks after its first 5,000 bytes
+        def __init__(self, stream):
+            self.stream, self.sent = stream, False
+
+        def read(self, n=-1):
+            if self.sent:
+                raise OSError(28, "No space left on device")
+            self.sent = True
+            return self.stream.read(5000)
+
+        def close(self):
+            self.stream.close()
+
+    with monkeypatch.context() as m:
+        m.setattr(dl, "_open_url", lambda url, offset, timeout: (
+            Cut(real(url, offset, timeout)[0]), None, False))
+        with pytest.raises(dl.DownloadError, match="re-run the same command to resume"):
+            dl.download_file(a.as_uri(), tmp_path / "dl" / "big.bin", progress=False)
+    assert (tmp_path / "dl" / "big.bin.part").stat().st_size == 5000
+    got = dl.download_file(b.as_uri(), tmp_path / "dl" / "big.bin", progress=False)
+    assert got.read_bytes() == b.read_bytes()
+    assert not (tmp_path / "dl" / "big.bin.part.url").exists()
+
+
+def test_a_figure_too_large_is_refused_before_its_panels_are_made(tmp_path, monkeypatch):
+    """A phase figure's `panels` list (2,000 entries) made and filled 2,000 panels, 21 s and
+    840 MB, before the image was refused as too large; ten times as many took the machine's
+    memory. The size is checked before any panel is made."""
+    import matplotlib.pyplot as plt
+
+    spec = two_profile_spec(tmp_path)
+    out = tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate",
+                  "--workers", "1")
+    assert res.exit_code == 0, res.output
+    raw = yaml.safe_load(spec.read_text())
+    raw["figures"] = [{"kind": "phase", "name": "ph", "where": {"label": "S6"},
+                       "x": "model.d_model", "y": "model.d_state",
+                       "panels": [{"metric": "test.acc"}] * 400}]
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    made, real = [], plt.subplots
+    monkeypatch.setattr(plt, "subplots", lambda *a, **kw: made.append(kw["figsize"]) or real(*a, **kw))
+    _assert_refused(_invoke("plot", spec, "--out", out, "--profile", "smoke"),
+                    "ph-smoke.png: the figure would be")
+    assert all(h * 130 <= 1 << 15 for _, h in made), made
+
+
+def test_a_committed_histogram_table_whose_cell_gives_two_bin_counts_is_a_message(tmp_path):
+    """huang2025-fig1 in a fresh clone with the first row of its histograms.csv saying 1 bin
+    (the cell's other rows say 50): the cell's decay metrics were read off that 1 bin, and its
+    'Mamba splits its decay at n' claim went from PASS to FAIL without a word. It is a damaged
+    table now."""
+    folder = tmp_path / "out" / "huang2025" / "huang2025-fig1"
+    shutil.copytree(ROOT / "results" / "huang2025" / "huang2025-fig1", folder)
+    table = folder / "histograms.csv"
+    head, first, *rows = table.read_text().splitlines()
+    cols = head.split(",")
+    first = first.split(",")
+    assert first[cols.index("bin")] == "0" and first[cols.index("bins")] == "50"
+    first[cols.index("bins")] = "1"
+    table.write_text("\n".join([head, ",".join(first), *rows]) + "\n")
+    res = _invoke("verify", "huang2025-fig1", "--out", tmp_path / "out")
+    _assert_refused(res, "histograms.csv: the rows of cell label=Mamba+PE",
+                    "give different bin counts", "delete it to rebuild it")
+
+
+@pytest.mark.parametrize("column,value,said", [
+    ("n_params", "-5", "n_params=-5 (not a whole number of parameters (>= 0))"),
+    ("n_params", "2.5", "n_params=2.5 (not a whole number of parameters (>= 0))"),
+    ("stop_step", "-3", "stop_step=-3 (not a whole number of steps (>= 0))"),
+])
+def test_a_committed_table_row_with_counts_no_run_has_is_not_used(tmp_path, column, value, said):
+    """A record whose n_params or stop_step is not a whole number >= 0 is quarantined, but a
+    fresh clone's table row with n_params -5 was summarised and drawn as the cell's size
+    ('2 runs expected, 2 finished'). Such a row is not used, with a warning."""
+    spec = two_profile_spec(tmp_path)
+    out = tmp_path / "out"
+    args = ("--out", out, "--profile", "smoke")
+    res = _invoke("run", spec, *args, "--no-calibrate", "--workers", "1")
+    assert res.exit_code == 0, res.output
+    folder = out / "tests" / "t-spec"
+    shutil.rmtree(folder / "runs")
+    table = folder / "results-smoke.csv"
+    head, first, *rows = table.read_text().splitlines()
+    cells = first.split(",")
+    cells[head.split(",").index(column)] = value
+    table.write_text("\n".join([head, ",".join(cells), *rows]) + "\n")
+    res = _invoke("plot", spec, *args)
+    assert res.exit_code == 0, res.output
+    assert said in " ".join(res.output.split()), res.output
+    assert "2 runs expected, 1 finished" in (folder / "report-smoke.md").read_text()

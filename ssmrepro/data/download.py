@@ -3,7 +3,8 @@
 Nothing here runs implicitly: only ``ssmrepro data download ...`` calls it.
 
 - ``download_file`` streams ``http(s)://`` or ``file://`` URLs into ``<dest>.part``; a later call
-  resumes from the partial file (HTTP ``Range``; servers that ignore it restart from zero), then
+  for the same URL (``<dest>.part.url``; or any, when a checksum is known) resumes from the
+  partial file (HTTP ``Range``; servers that ignore it restart from zero), then
   checks the size and the SHA-256 / MD5 when known and renames the file into place. A checksum
   mismatch deletes the partial file (it is corrupt) and raises ``DownloadError``.
 - ``install_*`` extract an archive safely (no absolute paths, no ``..``, no links) and move the
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from ..util import file_digest, fsync_dir, scratch_folder
+from ..util import atomic_write_text, file_digest, fsync_dir, read_small, scratch_folder
 from .sources import downloads_dir, lra_dir
 
 USER_AGENT = "ssmrepro-data/1.0 (+https://github.com)"
@@ -213,7 +214,14 @@ def download_file(
         _verify(dest, size, sha256, md5, url, delete=False)
         return dest
     part = dest.with_name(dest.name + ".part")
+    source = dest.with_name(dest.name + ".part.url")  # the URL the partial file's bytes are from
     offset = part.stat().st_size if part.exists() else 0
+    began = _part_source(source) if offset else url
+    if began != url and (began is not None or not (sha256 or md5)):  # another URL's first
+        # bytes: an interrupted --url A resumed with --url B of the same file name installed A's
+        # head with B's tail. A partial file of no known URL is resumed only where a checksum
+        # will tell (a mismatch deletes it)
+        offset = 0
     if size is not None and offset > size:
         part.unlink()
         offset = 0
@@ -221,6 +229,8 @@ def download_file(
         stream, total, resumed = _open_url(url, offset, timeout)
         if not resumed:
             offset = 0  # server ignored the Range header (or nothing to resume): start over
+        if not offset:
+            atomic_write_text(source, url)
         if size is not None and total is not None and total != size:
             stream.close()
             raise DownloadError(f"{url}: server reports {total} bytes, expected {size}")
@@ -253,8 +263,18 @@ def download_file(
             )
     _verify(part, size, sha256, md5, url, delete=True)
     os.replace(part, dest)
+    source.unlink(missing_ok=True)
     fsync_dir(dest.parent)
     return dest
+
+
+def _part_source(path: Path) -> str | None:
+    """The URL a partial download was started from (``<name>.part.url``), None when unknown
+    (none written, unreadable): its bytes are then not resumed."""
+    try:
+        return read_small(path, 1 << 16).decode()
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _verify(

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +30,14 @@ from pathlib import Path
 import torch
 
 from ..sweep import CODE_VERSION
-from ..util import atomic_write_text, cpu_model, flush_denormals, read_small, tune_malloc
+from ..util import (
+    atomic_write_text,
+    cpu_model,
+    env_path,
+    flush_denormals,
+    read_small,
+    tune_malloc,
+)
 
 COST_VERSION = 3  # bump when the step being timed (or how) changes; 2: CPU time at 1 thread;
 # 3: narrow_scan, the fused read-out + loss, denormals flushed
@@ -44,8 +50,7 @@ MIN_GAIN = 1.10
 
 
 def cache_file() -> Path:
-    root = os.environ.get("SSMREPRO_CACHE") or Path.home() / ".cache" / "ssmrepro"
-    return Path(root) / "costs.json"
+    return (env_path("SSMREPRO_CACHE") or Path.home() / ".cache" / "ssmrepro") / "costs.json"
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from .registry import (  # noqa: E402
     plain_log_x,
     resolve_ylim,
     save_png,
+    subplots,
 )
 
 COLORS = {"TF-TF": "tab:blue", "SSM-SSM": "tab:red", "TF-SSM": "tab:orange",
@@ -109,7 +110,7 @@ def bands(ctx: FigureContext, cfg: BandsConfig, path: Path) -> bool:
     agg = agg.assign(_hue=column(agg, cfg.hue).astype(str),
                      _facet=column(agg, cfg.facet).astype(str) if cfg.facet else "")
     facets = list(dict.fromkeys(agg["_facet"]))
-    fig, axes = plt.subplots(1, len(facets), figsize=(5.4 * len(facets), 4.0), squeeze=False)
+    fig, axes = subplots(path, 130, 1, len(facets), figsize=(5.4 * len(facets), 4.0), squeeze=False)
     hues = list(dict.fromkeys(agg["_hue"]))
     lo, hi = (f"{m}.{cfg.lo}" if cfg.lo else None), (f"{m}.{cfg.hi}" if cfg.hi else None)
     for ax, facet in zip(axes[0], facets):

@@ -30,7 +30,7 @@ from .. import expr  # noqa: E402
 from ..report.cells import cell_env, column  # noqa: E402
 from ..report.columns import LABEL  # noqa: E402
 from ..util import DrawnText, NoBoolNumbers  # noqa: E402
-from .registry import FigureConfig, FigureContext, figure_kind, save_png  # noqa: E402
+from .registry import FigureConfig, FigureContext, figure_kind, save_png, subplots  # noqa: E402
 
 
 class Bound(NoBoolNumbers):
@@ -159,10 +159,10 @@ def bound_grid(ctx: FigureContext, cfg: BoundGridConfig, path: Path) -> bool:
     nc, nr = len(cols), len(rows)
     n_lines = len({b.text for lines in cfg.bounds.values() for b in lines})
     # panels at least 1.6 in tall (a single d row must stay visible); room for the legend lines
-    fig, axes = plt.subplots(nr, nc, figsize=(max(6.5, 3.3 + 0.42 * len(xs) * nc + 0.5 * nc),
-                                              1.2 + max(1.6, 0.38 * len(ys)) * nr + 0.6 * nr
-                                              + 0.17 * n_lines),
-                             squeeze=False, constrained_layout=True)
+    fig, axes = subplots(path, 130, nr, nc, figsize=(max(6.5, 3.3 + 0.42 * len(xs) * nc + 0.5 * nc),
+                                                  1.2 + max(1.6, 0.38 * len(ys)) * nr + 0.6 * nr
+                                                  + 0.17 * n_lines),
+                         squeeze=False, constrained_layout=True)
     cmap = plt.get_cmap("viridis")
     for i, rv in enumerate(rows):
         for j, cv in enumerate(cols):

@@ -40,6 +40,7 @@ from .registry import (  # noqa: E402
     plain_log_x,
     resolve_ylim,
     save_png,
+    subplots,
 )
 
 CURVES = "curves"  # the table name in FigureContext.tables
@@ -179,8 +180,8 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
         place = {(rv, cv): (i, j) for i, rv in enumerate(rows) for j, cv in enumerate(cols)}
     drawn = df[series].to_numpy(float)
     ylim = resolve_ylim(cfg.ylim, np.exp(drawn) if cfg.transform == "exp" else drawn)
-    fig, axes = plt.subplots(n_r, n_c, figsize=(w * n_c + 1.0, h * n_r + 0.9),
-                             squeeze=False, sharex=True, sharey=ylim is not None)
+    fig, axes = subplots(path, 120, n_r, n_c, figsize=(w * n_c + 1.0, h * n_r + 0.9),
+                         squeeze=False, sharex=True, sharey=ylim is not None)
     for ax in list(axes.flat)[len(place):]:
         ax.axis("off")
     n_colors = 10 if len(hues) <= 10 else 20  # distinct colours for up to 20 curves

@@ -26,6 +26,7 @@ from ..store import (
     CONFIG_PREFIXES,
     is_metric_column,
     metric_name,
+    output_name,
     read_results,
     results_dir,
 )
@@ -37,23 +38,18 @@ EXPORT_COLUMNS = ["paper", "experiment", "profile", "run_id", "label", "seed", "
 FORMATS = ("csv", "parquet")
 
 
-def _profile_of(spec, csv: Path) -> str | None:
-    """'results.csv' -> the default profile; 'results-<p>.csv' -> p if the spec has it."""
-    if csv.name == "results.csv":
-        return spec.default_profile
-    p = csv.stem[len("results-"):]
-    return p if p in spec.profiles else None
-
-
 def result_files(spec, out: Path | None = None) -> list[tuple[str, Path]]:
-    """(profile, path) of every committed results table of ``spec``."""
+    """(profile, path) of every committed results table of ``spec``: each profile's own file,
+    named as `plot` names it (``output_name``). A table no profile writes any more is not one:
+    ``results-smoke.csv`` left from before smoke became the default profile (whose table is
+    ``results.csv``) was exported beside it as smoke's, every row twice."""
     root = results_dir(spec, out)
     files = []
-    for csv in sorted(root.glob("results*.csv")) if root.exists() else []:
-        prof = _profile_of(spec, csv)
-        if prof is not None:
+    for prof in spec.profiles:
+        csv = root / output_name(spec, prof, "results", "csv")
+        if csv.exists() or csv.is_symlink():  # a FIFO or a dangling link: read_results says so
             files.append((prof, csv))
-    return files
+    return sorted(files, key=lambda pc: pc[1].name)
 
 
 def _plain(v: Any) -> Any:

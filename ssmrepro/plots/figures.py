@@ -35,6 +35,7 @@ from .registry import (  # noqa: E402
     figure_kind,
     resolve_ylim,
     save_png,
+    subplots,
 )
 
 
@@ -74,7 +75,7 @@ def bars(ctx: FigureContext, cfg: BarsConfig, path: Path) -> bool:
     if agg.empty:
         return False
     metric = cfg.metric
-    fig, ax = plt.subplots(figsize=(max(5, 1.3 * len(agg)), 4))
+    fig, ax = subplots(path, 130, figsize=(max(5, 1.3 * len(agg)), 4))
     names = [_bar_name(v) for v in column(agg, cfg.x)]  # wrapped: neighbours' labels overlapped
     vals = agg[metric].to_numpy(dtype=float)
     err = agg.get(f"{metric}.std", pd.Series([0] * len(agg))).to_numpy(dtype=float)
@@ -205,9 +206,9 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
     nrows = math.ceil(len(panels) / ncols)
     nx = max(len(v[2]) for v in layout.values())
     ny = max(len(v[3]) for v in layout.values())
-    fig, axes = plt.subplots(nrows, ncols, figsize=(ncols * (1.0 * nx + 1.6) + 1.4,
-                                                    nrows * (0.5 * ny + 1.0) + 0.9),
-                             squeeze=False, constrained_layout=True)
+    fig, axes = subplots(path, 130, nrows, ncols, figsize=(ncols * (1.0 * nx + 1.6) + 1.4,
+                                                        nrows * (0.5 * ny + 1.0) + 0.9),
+                         squeeze=False, constrained_layout=True)
     cmap = plt.get_cmap("viridis").with_extremes(bad="0.85")
     im = None
     n_not_run = 0
@@ -300,7 +301,7 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
     agg = agg.assign(_hue=column(agg, cfg.hue).astype(str),
                      _facet=column(agg, cfg.facet).astype(str) if cfg.facet else "")
     facets = list(dict.fromkeys(agg["_facet"]))
-    fig, axes = plt.subplots(1, len(facets), figsize=(4.6 * len(facets), 3.6), squeeze=False)
+    fig, axes = subplots(path, 130, 1, len(facets), figsize=(4.6 * len(facets), 3.6), squeeze=False)
     # list-valued keys (e.g. a case's model.layers) count by their text
     swept = [c for c in ctx.keys if c != LABEL and c in agg and agg[c].astype(str).nunique() > 1]
     short = lambda c: cfg.names.get(c, c.split(".")[-1])  # noqa: E731
@@ -381,7 +382,7 @@ def histograms(ctx: FigureContext, cfg: HistogramsConfig, path: Path) -> bool:
         return False
     x = cfg.x
     labels = list(dict.fromkeys(hist[LABEL]))
-    fig, axes = plt.subplots(1, len(labels) + 1, figsize=(4.6 * (len(labels) + 1), 3.9))
+    fig, axes = subplots(path, 130, 1, len(labels) + 1, figsize=(4.6 * (len(labels) + 1), 3.9))
     bins = int(hist["bins"].iloc[0])
     edges = np.linspace(0.0, 1.0, bins + 1)
     xs = sorted(hist[x].unique())

@@ -9,14 +9,14 @@ table (its cells) against |w| on log-log axes.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from pydantic import Field  # noqa: E402
+from pydantic import Field, model_validator  # noqa: E402
 
 from ..theory import haar  # noqa: E402
 from .registry import FigureConfig, FigureContext, figure_kind, save_png  # noqa: E402
@@ -28,16 +28,37 @@ _ERROR_NAMES = {
 }
 
 
+MAX_SCALE = 6  # the wavelets drawn on a 4001-point grid: 2^-6 of [0, 1] is 62 points wide
+MAX_CURVES = 20  # curves of one panel, each in its legend (the figure shows 3 and 4)
+
+
 class HaarWaveletConfig(FigureConfig):
     kind: Literal["haar_wavelet"]
-    j: int = Field(0, ge=0, le=6, description="scale of the approximated wavelet")
-    k: int = Field(0, ge=0, description="translation of the approximated wavelet")
+    j: int = Field(0, ge=0, le=MAX_SCALE, description="scale of the approximated wavelet")
+    k: int = Field(0, ge=0, description="translation of the approximated wavelet, below 2^j")
     x: str = Field("w", description="the parameter column of the analytic table")
     errors: list[str] = Field(["l2", "sup_away", "sup"], description="error columns to draw")
-    show_w: list[float] = Field([-30.0, -1000.0, -1.0e5], description="w of the curves in (c)")
+    show_w: list[Annotated[float, Field(lt=0)]] = Field(
+        [-30.0, -1000.0, -1.0e5], max_length=MAX_CURVES, description="w of the curves in (c)")
     basis_w: float = Field(-1000.0, lt=0, description="w of the basis functions in (b)")
     examples: list[tuple[int, int]] = Field([(0, 0), (1, 0), (1, 1), (2, 2)],
+                                            max_length=MAX_CURVES,
                                             description="(j, k) of the wavelets in (a)")
+
+    @model_validator(mode="after")
+    def _wavelets(self) -> HaarWaveletConfig:
+        """Each wavelet drawn must exist, checked before `run` computes the table: a `k` of
+        2^j or more raised ValueError while drawing, a `j` of 10^23 in `examples` hung in
+        ``2**j``, and a positive `show_w` raised in the basis function (the limit is w -> -inf);
+        thousands of `show_w` curves took minutes to draw."""
+        for where, (j, k) in [("", (self.j, self.k)),
+                              *((f"examples.{i}: ", jk) for i, jk in enumerate(self.examples))]:
+            if not 0 <= j <= MAX_SCALE:
+                raise ValueError(f"{where}scale j = {j} is not from 0 to {MAX_SCALE}")
+            if not 0 <= k < 2**j:
+                raise ValueError(f"{where}translation k = {k} is not from 0 to 2^j - 1 = "
+                                 f"{2**j - 1} (j = {j})")
+        return self
 
     def column_refs(self) -> list[str]:
         return [self.x]

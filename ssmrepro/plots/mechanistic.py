@@ -46,7 +46,14 @@ from ..sweep.config import MAX_SAMPLES  # noqa: E402
 from ..tasks import build_task  # noqa: E402
 from ..train import _DATA_STREAM, build_member, derived_seed  # noqa: E402
 from ..util import atomic_write_bytes  # noqa: E402
-from .registry import FigureConfig, FigureContext, NotDrawn, figure_kind, save_png  # noqa: E402
+from .registry import (  # noqa: E402
+    FigureConfig,
+    FigureContext,
+    NotDrawn,
+    figure_kind,
+    save_png,
+    subplots,
+)
 
 CMAP = "inferno"  # the paper's colormap (notes §2.5)
 ARRAYS = "-arrays"  # figure.png -> figure-arrays.npz
@@ -307,9 +314,9 @@ def _save(fig, ctx: FigureContext, cfg: FigureConfig, path: Path, note: str) -> 
     save_png(fig, path, dpi=120)
 
 
-def _grid(n_rows: int, n_cols: int, w: float = 3.4, h: float = 3.0):
-    return plt.subplots(n_rows, n_cols, figsize=(w * n_cols + 0.6, h * n_rows + 1.0),
-                        squeeze=False, constrained_layout=True)
+def _grid(path: Path, n_rows: int, n_cols: int, w: float = 3.4, h: float = 3.0):
+    return subplots(path, 120, n_rows, n_cols, figsize=(w * n_cols + 0.6, h * n_rows + 1.0),
+                    squeeze=False, constrained_layout=True)
 
 
 def _probe(task, seed: int, sample: int):
@@ -337,7 +344,7 @@ def _operators_row(cfg, run, model, task, seed) -> dict[str, Any]:
 
 
 def _draw_operators(ctx, cfg, path, rows) -> None:
-    fig, axes = _grid(len(rows), 2, w=4.2, h=3.4)
+    fig, axes = _grid(path, len(rows), 2, w=4.2, h=3.4)
     for i, r in enumerate(rows):
         m, P = r["metrics"], r["panels"]
         V = P["G_vv"][0].shape[0]
@@ -381,7 +388,7 @@ def _hidden_row(cfg, run, model, task, seed) -> dict[str, Any]:
 
 
 def _draw_hidden(ctx, cfg, path, rows) -> None:
-    fig, axes = _grid(len(rows), 3)
+    fig, axes = _grid(path, len(rows), 3)
     for i, r in enumerate(rows):
         m, P = r["metrics"], r["panels"]
         _show(axes[i, 0], P["H_ideal"], f"{r['name']}\nH_t = Σ v_n k_nᵀ (ideal)", "key token",
@@ -413,7 +420,7 @@ def _attention_row(cfg, run, model, task, seed) -> dict[str, Any]:
 
 
 def _draw_attention(ctx, cfg, path, rows) -> None:
-    fig, axes = _grid(len(rows), 2, w=3.6, h=3.3)
+    fig, axes = _grid(path, len(rows), 2, w=3.6, h=3.3)
     for i, r in enumerate(rows):
         m, P = r["metrics"], r["panels"]
         _show(axes[i, 0], P["ideal"], f"{r['name']}\nideal α_τt = [x_(τ-1) = x_t]",
@@ -444,7 +451,7 @@ def _copy_shift_row(cfg, run, model, task, seed) -> dict[str, Any]:
 
 
 def _draw_copy_shift(ctx, cfg, path, rows) -> None:
-    fig, axes = _grid(len(rows), 2, w=3.6, h=3.3)
+    fig, axes = _grid(path, len(rows), 2, w=3.6, h=3.3)
     for i, r in enumerate(rows):
         m, P = r["metrics"], r["panels"]
         _show(axes[i, 0], P["copy"], f"{r['name']}\ncopy x_tᵀ G_vv ξ_τ: hit "
@@ -488,9 +495,9 @@ def _distribution_row(cfg, run, model, task, seed) -> dict[str, Any]:
 def _draw_distribution(ctx, cfg, path, rows) -> None:
     labels = list(dict.fromkeys(r["name"] for r in rows))
     heads = sorted({r["metrics"]["M"] for r in rows})
-    fig, axes = plt.subplots(len(labels), len(heads), figsize=(3.0 * len(heads) + 0.6,
-                                                               2.2 * len(labels) + 1.4),
-                             squeeze=False, sharex=True, constrained_layout=True)
+    fig, axes = subplots(path, 120, len(labels), len(heads), figsize=(3.0 * len(heads) + 0.6,
+                                                                   2.2 * len(labels) + 1.4),
+                         squeeze=False, sharex=True, constrained_layout=True)
     lo, hi = cfg.range
     x = np.linspace(lo, hi, cfg.bins + 1)
     for ax in axes.flat:

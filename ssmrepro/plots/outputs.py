@@ -52,15 +52,19 @@ from ..report.columns import LABEL, LABEL_SEP, N_PARAMS, RUN_ID, SEED, STATUS
 from ..report.curves import HISTORY_SETS, SAMPLES, STEP, curve_table, history_metric_sets
 from ..spec import SET_TAG, Spec, format_errors
 from ..store import (
+    COUNTS,
     DIVERGED_NAN,
     METRIC_PREFIX,
     RECORD_STATUSES,
     SET_METRICS,
     TableError,
+    count_problem,
     csv_text,
     is_loss,
     is_metric_column,
+    metric_name,
     metric_range_problem,
+    not_recorded,
     read_results,
     read_table,
 )
@@ -880,6 +884,21 @@ def _contradiction(rows: pd.DataFrame, run) -> str:
             if (rows[STATUS].eq("diverged") & np.isfinite(final)).any():
                 return (f"status='diverged' with a finite {col} (a diverged run's final "
                         "evaluation is NaN)")
+    held = [c for c in rows.columns if is_metric_column(c)]
+    foreign = not_recorded([metric_name(c) for c in held], run.train.evals, history=False)
+    if foreign:  # as in a record (quarantined): 20,000 columns of another tool's in a fresh
+        # clone's table were kept, plotted and exported as the run's metrics
+        cols = [METRIC_PREFIX + n for n in foreign]
+        filled = [c for c in cols if rows[c].notna().any()]
+        if filled:
+            more = f", nor {len(filled) - 1:,} more such columns" if len(filled) > 1 else ""
+            return (f"{filled[0]}={rows[filled[0]].dropna().tolist()[0]!r} (no run of its config "
+                    f"records {metric_name(filled[0])}{more})")
+    for k in [k for k in COUNTS if k in rows]:  # as in a record: n_params -5 or 1.5 was drawn
+        for v in pd.to_numeric(rows[k], errors="coerce").dropna().tolist():
+            why = count_problem(k, v, run.train)
+            if why:
+                return f"{k}={v:g} ({why.removeprefix('is ')})"
     total = run.train.total_steps  # a record beyond it is quarantined (``store``)
     for k in (STEP, "stop_step"):
         if k in rows:

@@ -16,14 +16,13 @@ from typing import Any, Literal
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 from pydantic import ConfigDict, Field  # noqa: E402
 
 from ..report.cells import fmt_num, select, values_equal  # noqa: E402
 from ..util import DrawnText, NoBoolNumbers  # noqa: E402
-from .registry import FigureConfig, FigureContext, figure_kind, save_png  # noqa: E402
+from .registry import FigureConfig, FigureContext, figure_kind, save_png, subplots  # noqa: E402
 
 
 class PhasePanel(NoBoolNumbers):
@@ -103,8 +102,8 @@ def phase(ctx: FigureContext, cfg: PhaseConfig, path: Path) -> bool:
     ncols = min(2, len(layout)) if len(layout) != 3 else 3
     nrows = math.ceil(len(layout) / ncols)
     pw, ph = max(4.8, 0.55 * len(xs) + 1.0), max(2.6, 0.42 * len(ys) + 1.2)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(pw * ncols + 1.0, ph * nrows + 0.6),
-                             squeeze=False, constrained_layout=True)
+    fig, axes = subplots(path, 130, nrows, ncols, figsize=(pw * ncols + 1.0, ph * nrows + 0.6),
+                         squeeze=False, constrained_layout=True)
     im = None
     for ax, (p, paper) in zip(axes.flat, layout):
         grid = np.full((len(ys), len(xs)), np.nan)

@@ -21,7 +21,7 @@ from pydantic import Field, model_validator  # noqa: E402
 from ..report import expected, select  # noqa: E402
 from ..report.columns import FACTS, LABEL, REGIME, STATE, VOCAB, WIDTH  # noqa: E402
 from ..theory.recall import law_constant, refined_accuracy  # noqa: E402
-from .registry import FigureConfig, FigureContext, figure_kind, save_png  # noqa: E402
+from .registry import FigureConfig, FigureContext, figure_kind, save_png, subplots  # noqa: E402
 
 LawColumn = Literal["designed", "linear", "full"]
 
@@ -94,8 +94,8 @@ def recall_grid(ctx: FigureContext, cfg: RecallGridConfig, path: Path) -> bool:
     panels: list[tuple[str, str | None]] = ([("theory", cfg.theory)] if cfg.theory else []) + \
         [(lab, cfg.columns[lab]) for lab in labels]
     ncol, nrow = len(panels), len(regimes)
-    fig, axes = plt.subplots(nrow, ncol, figsize=(2.9 * ncol + 1.4, 2.6 * nrow + 1.3),
-                             squeeze=False, constrained_layout=True)
+    fig, axes = subplots(path, 120, nrow, ncol, figsize=(2.9 * ncol + 1.4, 2.6 * nrow + 1.3),
+                         squeeze=False, constrained_layout=True)
     cmap = plt.get_cmap("viridis").with_extremes(bad="0.88")
     im = None
     for i, reg in enumerate(regimes):

@@ -126,6 +126,14 @@ def read_histograms(path) -> pd.DataFrame:
         raise TableError(f"{path}: bins, bin or count out of range (1 <= bins <= {MAX_BINS}, "
                          "0 <= bin < bins, count >= 0); delete it to rebuild it from the run "
                          "records (or re-run the runs)")
+    keys = [c for c in df.columns if c not in _HIST_COLS]
+    mixed = df.groupby(keys, sort=False, dropna=False)["bins"].nunique() > 1 if keys else []
+    if len(df) and any(mixed):  # ``decay_metrics`` reads a cell's bin count off its first row:
+        # a first row edited to 1 bin dropped the other 49 and turned a PASS into a FAIL
+        cell = mixed[mixed].index[0]
+        cell = ", ".join(f"{k}={v}" for k, v in zip(keys, cell if len(keys) > 1 else (cell,)))
+        raise TableError(f"{path}: the rows of cell {cell} give different bin counts (bins); "
+                         "delete it to rebuild it from the run records (or re-run the runs)")
     twice = df.drop(columns="count").astype(str).duplicated()
     if twice.any():  # histogram_table sums a cell's seeds into one row per bin: a bin given twice
         # raised 'cannot reindex on an axis with duplicate labels' (a traceback in plot / verify)
