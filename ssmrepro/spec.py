@@ -181,6 +181,9 @@ class Aggregate(Strict):
     def _select(self) -> Aggregate:
         if self.select is not None and self.select.by not in self.metrics:
             raise ValueError(f"select.by {self.select.by!r} must be one of metrics {self.metrics}")
+        twice = sorted({m for m in self.metrics if self.metrics.count(m) > 1})
+        if twice:  # one column each all the same: 50,000 copies of one name took 19 s of plot
+            raise ValueError(f"metrics: {', '.join(map(repr, twice))} given more than once")
         names: dict[str, float] = {}
         for q in self.percentiles:  # one column <metric>.p<q:g> each: the last one was kept
             first = names.setdefault(f"p{q:g}", q)

@@ -4710,3 +4710,10 @@ def test_a_committed_table_row_with_counts_no_run_has_is_not_used(tmp_path, colu
     assert res.exit_code == 0, res.output
     assert said in " ".join(res.output.split()), res.output
     assert "2 runs expected, 1 finished" in (folder / "report-smoke.md").read_text()
+
+
+def test_an_aggregate_metric_given_twice_is_refused(tmp_path):
+    """`aggregate.metrics` listing test.acc 50,000 times was accepted: one column, aggregated
+    50,000 times (19 s of plot instead of 4)."""
+    spec = _one_run_spec(tmp_path, aggregate={"metrics": ["test.acc", "test.loss", "test.acc"]})
+    _assert_refused(_invoke("validate", spec), "aggregate", "'test.acc' given more than once")
