@@ -683,9 +683,13 @@ def id_taken(spec: Spec) -> str | None:
     id (a copy given by its path): the two would share one results folder, and writing its
     tables, figures and report would replace the project spec's. None otherwise."""
     other = index().get(spec.id)
+    cased = other is None  # T-spec.yaml given by its path beside the project's t-spec: one
+    if cased:  # results folder on a case-insensitive disk (index_problems checks a project's)
+        other = next((p for p in spec_paths() if p.stem.casefold() == spec.id.casefold()), None)
     if spec.path is None or other is None or other.resolve() == Path(spec.path).resolve():
         return None
-    return (f"{spec.path}: id: {spec.id!r} is the id of {other}; a spec given by its path needs "
+    relation = "differs only in case from the id" if cased else "is the id"
+    return (f"{spec.path}: id: {spec.id!r} {relation} of {other}; a spec given by its path needs "
             "an id of its own (the two would share one results folder)")
 
 

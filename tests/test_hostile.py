@@ -4488,3 +4488,21 @@ def test_ctrl_c_of_data_generate_says_what_it_left(tmp_path, monkeypatch, writte
         assert f"{out} is incomplete (no meta.json)" in said and "--force" in said, res.output
     else:
         assert "nothing was written: re-run the same command" in said, res.output
+
+
+def test_a_spec_given_by_path_whose_id_differs_only_in_case_from_a_project_id_is_refused(tmp_path):
+    """`run my/Huang2025-tab1.yaml` (a copy whose id differs from the project spec's only in
+    case) was accepted: on a case-insensitive disk the two share one results folder, and the
+    copy's tables, figures and report replaced the project spec's."""
+    root = _project(tmp_path, small=True)
+    env = {"SSMREPRO_ROOT": str(root)}
+    twin = tmp_path / "mine" / "Huang2025-tab1.yaml"
+    twin.parent.mkdir()
+    shutil.copy(root / "experiments/huang2025/huang2025-tab1.yaml", twin)
+    _edit(twin, id="Huang2025-tab1", alias=None)
+    out = tmp_path / "out"
+    for cmd in ("run", "plot", "verify"):
+        _assert_refused(_invoke(cmd, twin, "--out", out, "--profile", "smoke", env=env),
+                        "differs only in case from the id of")
+    _assert_refused(_invoke("validate", twin, env=env), "differs only in case from the id of")
+    assert not out.exists()
