@@ -4506,3 +4506,15 @@ def test_a_spec_given_by_path_whose_id_differs_only_in_case_from_a_project_id_is
                         "differs only in case from the id of")
     _assert_refused(_invoke("validate", twin, env=env), "differs only in case from the id of")
     assert not out.exists()
+
+
+@pytest.mark.parametrize("lr", [1e-300, 1e-40])
+def test_a_learning_rate_flushed_to_zero_is_refused(tmp_path, lr):
+    """train.lr below float32's smallest normal number is used as 0: both runs ended 'ok' with
+    exactly the untrained model's numbers (those of max_steps 0). Float64 training keeps it."""
+    base = {"optimizer": "adam", "batch_size": 8, "max_steps": 4, "val_size": 16,
+            "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    _assert_refused(_invoke("validate", write_spec(tmp_path, train={**base, "lr": lr})),
+                    "train: Value error, lr", "smallest normal float32 number")
+    ok = write_spec(tmp_path, train={**base, "lr": lr, "dtype": "float64"})
+    assert _invoke("validate", ok).exit_code == 0
