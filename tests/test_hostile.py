@@ -4518,3 +4518,38 @@ def test_a_learning_rate_flushed_to_zero_is_refused(tmp_path, lr):
                     "train: Value error, lr", "smallest normal float32 number")
     ok = write_spec(tmp_path, train={**base, "lr": lr, "dtype": "float64"})
     assert _invoke("validate", ok).exit_code == 0
+
+
+def test_data_download_force_over_a_linked_task_folder_names_the_link(tmp_path):
+    """`data download lra --force` where `<root>/lra/listops-1000` is a symbolic link to a folder
+    elsewhere printed `error: cannot use: OSError` (shutil refuses to remove a link's tree; no
+    path, no reason). The link is named now, and the folder it leads to is left alone."""
+    import tarfile
+
+    src = tmp_path / "src" / "lra_release" / "listops-1000"
+    src.mkdir(parents=True)
+    (src / "basic_train.tsv").write_text("Source\tTarget\n")
+    archive = tmp_path / "lra.tar"
+    with tarfile.open(archive, "w") as tar:
+        tar.add(tmp_path / "src" / "lra_release", arcname="lra_release")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "kept.txt").write_text("mine")
+    (tmp_path / "root" / "lra").mkdir(parents=True)
+    link = tmp_path / "root" / "lra" / "listops-1000"
+    link.symlink_to(elsewhere)
+    res = _invoke("data", "download", "lra", "--dir", tmp_path / "root", "--url",
+                  archive.as_uri(), "--no-progress", "--force")
+    said = " ".join(res.output.split())
+    assert res.exit_code != 0 and "Traceback" not in res.output, res.output
+    assert f"{link} is a symbolic link" in said and "OSError" not in said, res.output
+    assert link.is_symlink() and (elsewhere / "kept.txt").read_text() == "mine"
+
+
+def test_an_os_error_of_a_message_alone_prints_the_message():
+    """An OSError without errno or file (shutil's 'Cannot call rmtree on a symbolic link') was
+    printed as `cannot use: OSError`."""
+    from ssmrepro.cli.app import os_message
+
+    assert os_message(OSError("Cannot call rmtree on a symbolic link")) == (
+        "cannot use: Cannot call rmtree on a symbolic link")
