@@ -4553,3 +4553,12 @@ def test_an_os_error_of_a_message_alone_prints_the_message():
 
     assert os_message(OSError("Cannot call rmtree on a symbolic link")) == (
         "cannot use: Cannot call rmtree on a symbolic link")
+
+
+def test_data_info_of_a_data_root_that_is_a_file_says_so(tmp_path):
+    """`data info --dir <a file>` listed every source as absent and suggested commands with that
+    --dir (each of which then failed on it), without saying the data root is a file."""
+    afile = tmp_path / "notes.txt"
+    afile.write_text("x")
+    _assert_refused(_invoke("data", "info", "--dir", afile), f"cannot use {afile}: not a folder")
+    assert _invoke("data", "info", "--dir", tmp_path / "missing").exit_code == 0
