@@ -534,6 +534,8 @@ class Store:
         info = self._read_claim(path)
         if info is None or self._is_stale(path, info):
             return None
+        if info.get("_unreadable"):  # garbage or half-written: 'pid None on None' was printed
+            return f"a holder {path.name} does not name (unreadable; stale after 5 s)"
         return f"pid {info.get('pid')} on {info.get('host')}"
 
     def cleanup(self) -> int:

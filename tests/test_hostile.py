@@ -4562,3 +4562,15 @@ def test_data_info_of_a_data_root_that_is_a_file_says_so(tmp_path):
     afile.write_text("x")
     _assert_refused(_invoke("data", "info", "--dir", afile), f"cannot use {afile}: not a folder")
     assert _invoke("data", "info", "--dir", tmp_path / "missing").exit_code == 0
+
+
+def test_a_fresh_garbage_claim_is_not_reported_as_pid_none_on_none(tmp_path):
+    """A claim naming no holder is respected for its first 5 seconds; meanwhile `run` reported
+    'waiting for 1 runs claimed by another process (pid None on None)'."""
+    from ssmrepro.store import Store
+
+    st = Store(tmp_path)
+    st.claims.mkdir(parents=True)
+    (st.claims / "r1.claim").write_text("[1, 2, 3]")
+    said = st.holder("r1")
+    assert said is not None and "None" not in said and "r1.claim" in said, said
