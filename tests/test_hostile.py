@@ -4574,3 +4574,24 @@ def test_a_fresh_garbage_claim_is_not_reported_as_pid_none_on_none(tmp_path):
     (st.claims / "r1.claim").write_text("[1, 2, 3]")
     said = st.holder("r1")
     assert said is not None and "None" not in said and "r1.claim" in said, said
+
+
+def test_a_failed_event_log_write_names_the_event_log(tmp_path, monkeypatch):
+    """An append to events.jsonl that failed (a file size limit, a full disk) failed the pack
+    with 'cannot use <run folder>: File too large': os.write names no file."""
+    import errno
+
+    import ssmrepro.store as store_mod
+    from ssmrepro.cli.app import os_message
+
+    st = store_mod.Store(tmp_path)
+
+    def full(fd, data):
+        raise OSError(errno.EFBIG, "File too large")
+
+    monkeypatch.setattr(store_mod.os, "write", full)
+    with pytest.raises(OSError) as caught:
+        st.log("claim", "r1")
+    monkeypatch.undo()
+    assert caught.value.filename == str(tmp_path / "events.jsonl")
+    assert os_message(caught.value) == f"cannot use {tmp_path / 'events.jsonl'}: File too large"
