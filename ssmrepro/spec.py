@@ -246,6 +246,18 @@ class PaperValue(Strict):
     value: float
     tol: float = Field(0.05, ge=0)
 
+    @model_validator(mode="after")
+    def _labels_a_case_can_have(self) -> PaperValue:
+        """A `where` label no case label can be ('Se' + U+0301 beside the case 'Sé', 'S6 '):
+        the value matched no cell and was reported 'not run' beside the cell it names (a paper
+        value may name cells no profile runs, so matching nothing is not refused)."""
+        for key, want in self.where.items():
+            if key == "label" or key.startswith("case:"):
+                for label in want if isinstance(want, list) else [want]:
+                    if isinstance(label, str):
+                        _plain_label(label)
+        return self
+
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$"  # ids, aliases, paper slugs: safe as paths
 # the tag of outputs written with --set (sweep.expand.overrides_tag) at the end of a name

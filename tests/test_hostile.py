@@ -4595,3 +4595,19 @@ def test_a_failed_event_log_write_names_the_event_log(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert caught.value.filename == str(tmp_path / "events.jsonl")
     assert os_message(caught.value) == f"cannot use {tmp_path / 'events.jsonl'}: File too large"
+
+
+@pytest.mark.parametrize("label,why", [("Se\u0301", "written composed"),
+                                       ("S6 ", "no spaces at its ends")])
+def test_a_paper_value_naming_a_label_no_case_can_have_is_refused(tmp_path, label, why):
+    """A paper value's `where` label that no case label can be ('Se' + a combining accent
+    beside the case 'Sé'; 'S6 ') matched no cell and was reported 'not run' beside the very
+    cell it looks like (paper values may name cells no profile runs, so it passed)."""
+    cases = [{"label": "S\u00e9", "set": {"model.mixer": "s6"}},
+             {"label": "S6", "set": {"model.mixer": "s4d"}}]
+    spec = write_spec(tmp_path, sweep=[{"cases": cases}], paper_values=[
+        {"where": {"label": label}, "metric": "test.acc", "value": 0.5, "tol": 0.1}])
+    _assert_refused(_invoke("validate", spec), "paper_values.0", why)
+    ok = write_spec(tmp_path, sweep=[{"cases": cases}], paper_values=[
+        {"where": {"label": ["S\u00e9", "Mamba"]}, "metric": "test.acc", "value": 0.5}])
+    assert _invoke("validate", ok).exit_code == 0
