@@ -4611,3 +4611,21 @@ def test_a_paper_value_naming_a_label_no_case_can_have_is_refused(tmp_path, labe
     ok = write_spec(tmp_path, sweep=[{"cases": cases}], paper_values=[
         {"where": {"label": ["S\u00e9", "Mamba"]}, "metric": "test.acc", "value": 0.5}])
     assert _invoke("validate", ok).exit_code == 0
+
+
+def test_a_collapse_claim_whose_accuracy_range_cannot_be_reached_is_refused(tmp_path):
+    """A collapse claim on an accuracy with min_range 2 (a percentage read as a fraction) was
+    accepted and FAILed whatever was trained: group means of accuracies span at most 1."""
+    cases = [{"label": "S6", "set": {"model.mixer": "s6"}},
+             {"label": "S4D", "set": {"model.mixer": "s4d"}}]
+    sweep = [{"cases": cases}, {"grid": {"model.d_model": [8, 12, 16]}}]
+    figure = {"kind": "lines", "x": "model.d_model", "hue": "label"}
+
+    def claim(min_range):
+        return [{"check": "collapse", "text": "x", "by": "model.d_model", "tol": 0.1,
+                 "min_range": min_range}]
+
+    bad = write_spec(tmp_path, sweep=sweep, figure=figure, claims=claim(2))
+    _assert_refused(_invoke("validate", bad), "claims.0.min_range: 2 for test.acc")
+    ok = write_spec(tmp_path, sweep=sweep, figure=figure, claims=claim(0.5))
+    assert _invoke("validate", ok).exit_code == 0

@@ -47,7 +47,7 @@ from ..report.cells import (
     norm,
     values_equal,
 )
-from ..report.checks import CheckConfig, OrderingConfig
+from ..report.checks import CheckConfig, CollapseConfig, OrderingConfig
 from ..report.columns import LABEL, LABEL_SEP, N_PARAMS, RUN_ID, SEED, STATUS
 from ..report.curves import HISTORY_SETS, SAMPLES, STEP, curve_table, history_metric_sets
 from ..spec import SET_TAG, Spec, format_errors
@@ -255,6 +255,12 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             errors += _ordering_always_holds(path, key, cfg)
         if needs == {cfg.metric} and cfg.check in ("monotone", "spread", "collapse"):
             errors += _any_accuracy(path, f"{key}.tol", cfg.metric, cfg.tol, spread)
+        if needs == {cfg.metric} and isinstance(cfg, CollapseConfig) and cfg.min_range > 1 and \
+                (spread or {}).get(cfg.metric, cfg.metric).endswith(".acc"):  # it FAILed always
+            errors.append(f"{path}: {key}.min_range: {cfg.min_range:g} for {cfg.metric}: "
+                          "accuracies lie in [0, 1], so their group means never span more than "
+                          "1 and the claim could never PASS (a percentage? accuracies are "
+                          "fractions)")
     if runs and not errors:  # every column exists: check what the cells hold
         errors += _cell_problems(spec, checked, runs)
     sel = spec.aggregate.select
