@@ -4629,3 +4629,21 @@ def test_a_collapse_claim_whose_accuracy_range_cannot_be_reached_is_refused(tmp_
     _assert_refused(_invoke("validate", bad), "claims.0.min_range: 2 for test.acc")
     ok = write_spec(tmp_path, sweep=sweep, figure=figure, claims=claim(0.5))
     assert _invoke("validate", ok).exit_code == 0
+
+
+@pytest.mark.parametrize("rows,needle", [
+    ("[{id: x, paper: y, tier: 1}, {id: X, paper: y, tier: 2}]",
+     "targets.1.id: 'X' differs only in case from 'x' (first at targets.0)"),
+    ("[{id: Huang2025-tab1, paper: huang2025, tier: 1}]",
+     "targets.0.id: 'Huang2025-tab1' differs only in case from the spec id 'huang2025-tab1'"),
+])
+def test_a_catalogue_row_that_differs_only_in_case_is_refused(tmp_path, rows, needle):
+    """A catalogue row 'T-spec' beside the spec t-spec (or beside a row 't-spec') was a second
+    front-page row, a target 'not specified', without a word; on a case-insensitive disk the
+    two are one results folder."""
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text(f"papers: {{}}\ntargets: {rows}\n")
+    (tmp_path / "out").mkdir()
+    res = _invoke("figures", "--no-rebuild", "--out", tmp_path / "out",
+                  env={"SSMREPRO_ROOT": str(root)})
+    _assert_refused(res, "catalogue.yaml", needle)
