@@ -4647,3 +4647,23 @@ def test_a_catalogue_row_that_differs_only_in_case_is_refused(tmp_path, rows, ne
     res = _invoke("figures", "--no-rebuild", "--out", tmp_path / "out",
                   env={"SSMREPRO_ROOT": str(root)})
     _assert_refused(res, "catalogue.yaml", needle)
+
+
+@pytest.mark.parametrize("rank", [0, -2])
+def test_a_delta_projection_of_rank_below_one_is_refused(tmp_path, rank):
+    """model.dt_rank 0 passed `validate`; the S6 run then failed its pack at the first step with
+    'ZeroDivisionError: 0.0 cannot be raised to a negative power' (the projection's init),
+    naming no key. The same field of the S6 core, Mamba-1 and Mamba-Δᵀ mixers is checked."""
+    from pydantic import ValidationError
+
+    from ssmrepro.models.mixers.delta_t import DeltaTConfig
+    from ssmrepro.models.mixers.mamba1 import Mamba1Config
+    from ssmrepro.models.mixers.s6 import S6Config
+
+    model = {"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4, "dt_rank": rank}
+    _assert_refused(_invoke("validate", write_spec(tmp_path, model=model)),
+                    "model.dt_rank", "greater than or equal to 1")
+    for cfg in (S6Config, Mamba1Config, DeltaTConfig):
+        with pytest.raises(ValidationError):
+            cfg(dt_rank=rank)
+    assert _invoke("validate", write_spec(tmp_path, model={**model, "dt_rank": 2})).exit_code == 0
