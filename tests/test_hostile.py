@@ -4667,3 +4667,17 @@ def test_a_delta_projection_of_rank_below_one_is_refused(tmp_path, rank):
         with pytest.raises(ValidationError):
             cfg(dt_rank=rank)
     assert _invoke("validate", write_spec(tmp_path, model={**model, "dt_rank": 2})).exit_code == 0
+
+
+def test_a_dataset_whose_validation_or_test_split_is_empty_is_refused_before_training(tmp_path):
+    """A generated Pathfinder set of 2 images splits 2 / 0 / 0: `validate` passed, and every run
+    failed its pack at the first evaluation with 'the validation set (0 samples) has no
+    supervised position ... (a probability of 0 or 1, a length too short ...)'."""
+    from ssmrepro.tasks import TASKS
+    from ssmrepro.tasks.base import fixed_split_error
+
+    task = TASKS["lra_pathfinder"]
+    why = fixed_split_error(task, {"train": 2, "val": 0, "test": 0}, 2)
+    assert why is not None and "empty val and test splits" in why, why
+    assert "empty test split" in fixed_split_error(task, {"train": 8, "val": 1, "test": 0}, 2)
+    assert fixed_split_error(task, {"train": 8, "val": 1, "test": 1}, 2) is None
