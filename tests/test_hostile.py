@@ -4681,3 +4681,15 @@ def test_a_dataset_whose_validation_or_test_split_is_empty_is_refused_before_tra
     assert why is not None and "empty val and test splits" in why, why
     assert "empty test split" in fixed_split_error(task, {"train": 8, "val": 1, "test": 0}, 2)
     assert fixed_split_error(task, {"train": 8, "val": 1, "test": 1}, 2) is None
+
+
+def test_a_length_curve_of_one_length_given_twice_is_refused(tmp_path):
+    """length_curves `lengths: [8, 8]` passed the two-length minimum, and the figure drew one
+    point for the curve of each cell."""
+    figure = {"kind": "length_curves", "lengths": [8, 8], "pattern": "L{L}.acc", "lo": None,
+              "hi": None}
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16, "evals": {"L8": {"T": 8}}}
+    aggregate = {"reduce": "mean", "metrics": ["test.acc", "L8.acc"]}
+    spec = write_spec(tmp_path, figure=figure, train=train, aggregate=aggregate)
+    _assert_refused(_invoke("validate", spec), "lengths: 8 is given twice")
