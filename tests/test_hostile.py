@@ -4693,3 +4693,20 @@ def test_a_length_curve_of_one_length_given_twice_is_refused(tmp_path):
     aggregate = {"reduce": "mean", "metrics": ["test.acc", "L8.acc"]}
     spec = write_spec(tmp_path, figure=figure, train=train, aggregate=aggregate)
     _assert_refused(_invoke("validate", spec), "lengths: 8 is given twice")
+
+
+def test_a_decay_histogram_of_a_model_without_a_decay_hook_is_refused_before_training(tmp_path):
+    """`analysis: [decay_histogram]` on a Transformer passed `validate`; every pack trained to
+    the end, then failed with 'ValueError: decay_histogram needs a mixer with a decay hook'."""
+    cases = [{"label": "A", "set": {"model.n_layers": 1}},
+             {"label": "B", "set": {"model.n_layers": 2}}]
+    spec = write_spec(tmp_path, analysis=["decay_histogram"], sweep=[{"cases": cases}],
+                      model={"name": "transformer_lm", "d_model": 8})
+    out = tmp_path / "out"
+    for cmd in ("validate", "run"):
+        args = (spec,) if cmd == "validate" else (spec, "--out", out, "--profile", "smoke")
+        _assert_refused(_invoke(cmd, *args), "analysis: decay_histogram needs a mixer with a "
+                        "decay hook", "run A (transformer_lm)")
+    assert not (out / "tests" / "t-spec" / "runs").exists()
+    ok = write_spec(tmp_path, analysis=["decay_histogram"])  # S6 and S4D cores have one
+    assert _invoke("validate", ok).exit_code == 0

@@ -117,6 +117,8 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         metrics |= {f"{m}.std" for m in spec.aggregate.metrics} | {
             f"{m}.p{q:g}" for m in spec.aggregate.metrics for q in spec.aggregate.percentiles}
         sets = set(HISTORY_SETS) | {n for r in runs for n in r.train.evals}
+        if "decay_histogram" in spec.analysis:
+            errors += _no_decay_hook(path, reps.values())
 
     n_cases = max((len(str(r.label).split(LABEL_SEP)) for r in runs or []), default=0)
     checked: list[tuple[str, Any]] = []  # (key, config) whose columns all exist
@@ -421,6 +423,28 @@ def _cell_problems(spec: Spec, items: list[tuple[str, Any]], runs: list) -> list
                    + "; ".join(f"{why} (profile {', '.join(profs)})" for why, profs in whys.items())
                    + ": the claim cannot fail in any profile"
                    for key, whys in unfailing.items() if key not in can_fail]
+    return list(dict.fromkeys(errors))
+
+
+def _no_decay_hook(path: str, runs) -> list[str]:
+    """'analysis: ...' for runs whose model has no mixer decay_histogram can probe (one line per
+    model kind; a dataset task whose data is absent here is checked when its run starts)."""
+    from ..analysis import has_decay_hook
+    from ..tasks import DataUnavailable, build_task
+
+    errors = []
+    for r in runs:
+        if not hasattr(r.model, "to_backbone"):
+            continue
+        try:
+            info = build_task(r.task).info
+        except DataUnavailable:
+            continue
+        if not has_decay_hook(r.model, info):
+            label = f" {r.label}" if r.label else ""
+            errors.append(f"{path}: analysis: decay_histogram needs a mixer with a decay hook "
+                          f"(s6, s4d, delta_t, mamba1); the model of run{label} "
+                          f"({r.model.name}) has none (its packs would train, then fail)")
     return list(dict.fromkeys(errors))
 
 
