@@ -437,6 +437,7 @@ def test_saved_weights_that_are_gone_or_foreign_are_trained_again(tmp_path, dama
     import torch
 
     spec = _one_run_spec(tmp_path, save_weights=True, analysis=["output_variance"],
+                         task={"name": "mqar", "vocab": 16, "L": 8, "kappa": 2},  # its layout
                          claims=[{"text": "t", "where": {"label": "S6"}, "op": ">",
                                   "metric": "out.noise_var", "value": 0.0}])
     out = tmp_path / "out"
@@ -4710,3 +4711,19 @@ def test_a_decay_histogram_of_a_model_without_a_decay_hook_is_refused_before_tra
     assert not (out / "tests" / "t-spec" / "runs").exists()
     ok = write_spec(tmp_path, analysis=["decay_histogram"])  # S6 and S4D cores have one
     assert _invoke("validate", ok).exit_code == 0
+
+
+@pytest.mark.parametrize("analysis,needle", [
+    ("mechanistic", "mechanistic probes need a one-layer, single-head linear_mamba model"),
+    ("output_variance", "output_variance reads the MQAR layout of task mqar"),
+])
+def test_a_weight_analysis_a_run_cannot_give_is_refused_before_training(tmp_path, analysis,
+                                                                        needle):
+    """`analysis: [mechanistic]` on KEEP n-TH / ssm_lm passed `validate`, trained, then `plot`
+    raised an AttributeError traceback ('KeepNthConfig' object has no attribute 'kappa');
+    `output_variance` there reported noise / SNR numbers of tokens that are no MQAR values."""
+    spec = write_spec(tmp_path, analysis=[analysis], save_weights=True)
+    out = tmp_path / "out"
+    _assert_refused(_invoke("validate", spec), f"analysis: {analysis}", needle)
+    _assert_refused(_invoke("run", spec, "--out", out, "--profile", "smoke"), needle)
+    assert not (out / "tests" / "t-spec" / "runs").exists()

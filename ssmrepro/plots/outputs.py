@@ -119,6 +119,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         sets = set(HISTORY_SETS) | {n for r in runs for n in r.train.evals}
         if "decay_histogram" in spec.analysis:
             errors += _no_decay_hook(path, reps.values())
+        errors += _weight_analysis_problems(path, spec.analysis, reps.values())
 
     n_cases = max((len(str(r.label).split(LABEL_SEP)) for r in runs or []), default=0)
     checked: list[tuple[str, Any]] = []  # (key, config) whose columns all exist
@@ -445,6 +446,37 @@ def _no_decay_hook(path: str, runs) -> list[str]:
             errors.append(f"{path}: analysis: decay_histogram needs a mixer with a decay hook "
                           f"(s6, s4d, delta_t, mamba1); the model of run{label} "
                           f"({r.model.name}) has none (its packs would train, then fail)")
+    return list(dict.fromkeys(errors))
+
+
+def _weight_analysis_problems(path: str, analyses: list[str], runs) -> list[str]:
+    """'analysis: ...' for plot-time analyses a run cannot give: both read koren2026's MQAR
+    layout (keys [1, V/2), values [V/2, V)), and ``mechanistic`` the circuit of a one-layer,
+    single-head linear_mamba with d_conv 2 (its model built on the meta device). `mechanistic`
+    on KEEP n-TH raised an AttributeError traceback in `plot` after training; `output_variance`
+    there read other tokens as 'values' and reported numbers of nothing."""
+    import torch
+
+    from ..analysis.mechanistic import circuit
+    from ..models import build_model
+    from ..tasks import DataUnavailable, build_task
+
+    wanted = [a for a in ("mechanistic", "output_variance") if a in analyses]
+    errors = []
+    for r in runs if wanted else []:
+        label = f" {r.label}" if r.label else ""
+        if r.task.name != "mqar":
+            errors += [f"{path}: analysis: {a} reads the MQAR layout of task mqar (keys "
+                       f"[1, V/2), values [V/2, V)); run{label} trains {r.task.name}"
+                       for a in wanted]
+        if "mechanistic" in wanted and hasattr(r.model, "to_backbone"):
+            try:
+                with torch.device("meta"):
+                    circuit(build_model(r.model, build_task(r.task).info, 1))
+            except DataUnavailable:
+                pass
+            except ValueError as err:
+                errors.append(f"{path}: analysis: {err} (run{label}: {r.model.name})")
     return list(dict.fromkeys(errors))
 
 
