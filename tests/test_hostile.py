@@ -4727,3 +4727,19 @@ def test_a_weight_analysis_a_run_cannot_give_is_refused_before_training(tmp_path
     _assert_refused(_invoke("validate", spec), f"analysis: {analysis}", needle)
     _assert_refused(_invoke("run", spec, "--out", out, "--profile", "smoke"), needle)
     assert not (out / "tests" / "t-spec" / "runs").exists()
+
+
+@pytest.mark.parametrize("over", ["label", "model.mixer"])
+def test_an_aggregate_select_over_a_key_no_two_cells_differ_in_alone_is_refused(tmp_path, over):
+    """`aggregate.select.over: label` (or model.mixer, set with each label) was accepted: every
+    group of cells equal but for it held one cell, so the 'selection of the best value per cell'
+    kept every cell without a word."""
+    agg = {"reduce": "mean", "metrics": ["test.acc", "test.loss"],
+           "select": {"over": over, "by": "test.loss"}}
+    _assert_refused(_invoke("validate", write_spec(tmp_path, aggregate=agg)),
+                    f"aggregate.select.over: no two cells differ in {over!r} alone")
+    sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]},
+             {"grid": {"train.lr": [0.01, 0.02]}}]
+    ok = write_spec(tmp_path, sweep=sweep, aggregate={**agg, "select": {"over": "train.lr",
+                                                                        "by": "test.loss"}})
+    assert _invoke("validate", ok).exit_code == 0

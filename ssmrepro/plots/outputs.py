@@ -270,6 +270,22 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
     if sel is not None and sel.over not in report.cell_keys(runs):
         errors.append(f"{path}: aggregate.select.over: {sel.over!r} is not a swept key of this "
                       "profile's runs")
+    elif sel is not None and runs and {r.profile for r in runs} >= set(spec.profiles):
+        # `over: label` (or a key set with the label): each group of cells equal but for it held
+        # one cell, and the 'selection' kept every cell (in every profile: a smoke profile of
+        # one lr is a fine pipeline check, so one profile's runs alone are not judged)
+        keys = report.cell_keys(runs)
+        values: dict[tuple, set[str]] = {}
+        for r in runs:
+            flat = r.flat()
+            cell = {k: str(r.label if k == LABEL else flat.get(k)) for k in keys}
+            rest = (r.profile, *(v for k, v in cell.items() if k != sel.over))
+            values.setdefault(rest, set()).add(cell[sel.over])
+        if max(len(v) for v in values.values()) < 2:
+            errors.append(f"{path}: aggregate.select.over: no two cells differ in {sel.over!r} "
+                          "alone (it varies only together with other cell keys), so the "
+                          "selection would choose nothing: name the swept key to choose over "
+                          "(e.g. train.lr)")
     for i, pv in enumerate(spec.paper_values):
         for k in pv.where:
             if k == SEED:
