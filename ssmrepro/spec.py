@@ -249,6 +249,18 @@ class PaperValue(Strict):
     value: float
     tol: float = Field(0.05, ge=0)
 
+    @model_validator(mode="after")
+    def _labels_a_case_can_have(self) -> PaperValue:
+        """A `where` label no case label can be ('Se' + U+0301 beside the case 'Sé', 'S6 '):
+        the value matched no cell and was reported 'not run' beside the cell it names (a paper
+        value may name cells no profile runs, so matching nothing is not refused)."""
+        for key, want in self.where.items():
+            if key == "label" or key.startswith("case:"):
+                for label in want if isinstance(want, list) else [want]:
+                    if isinstance(label, str):
+                        _plain_label(label)
+        return self
+
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$"  # ids, aliases, paper slugs: safe as paths
 # the tag of outputs written with --set (sweep.expand.overrides_tag) at the end of a name
@@ -686,9 +698,13 @@ def id_taken(spec: Spec) -> str | None:
     id (a copy given by its path): the two would share one results folder, and writing its
     tables, figures and report would replace the project spec's. None otherwise."""
     other = index().get(spec.id)
+    cased = other is None  # T-spec.yaml given by its path beside the project's t-spec: one
+    if cased:  # results folder on a case-insensitive disk (index_problems checks a project's)
+        other = next((p for p in spec_paths() if p.stem.casefold() == spec.id.casefold()), None)
     if spec.path is None or other is None or other.resolve() == Path(spec.path).resolve():
         return None
-    return (f"{spec.path}: id: {spec.id!r} is the id of {other}; a spec given by its path needs "
+    relation = "differs only in case from the id" if cased else "is the id"
+    return (f"{spec.path}: id: {spec.id!r} {relation} of {other}; a spec given by its path needs "
             "an id of its own (the two would share one results folder)")
 
 

@@ -548,6 +548,8 @@ class Store:
         info = self._read_claim(path)
         if info is None or self._is_stale(path, info):
             return None
+        if info.get("_unreadable"):  # garbage or half-written: 'pid None on None' was printed
+            return f"a holder {path.name} does not name (unreadable; stale after 5 s)"
         return f"pid {info.get('pid')} on {info.get('host')}"
 
     def cleanup(self) -> int:
@@ -641,9 +643,12 @@ class Store:
         self.root.mkdir(parents=True, exist_ok=True)
         line = json.dumps({"t": time.time(), "event": event, "run_id": run_id, "host": self.host,
                            "pid": os.getpid(), **kw})
-        fd = os.open(self.root / "events.jsonl", os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o644)
+        path = self.root / "events.jsonl"
+        fd = os.open(path, os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o644)
         try:
             os.write(fd, (line + "\n").encode())
+        except OSError as err:  # a write names no file: the pack's line named the run folder
+            raise OSError(err.errno, err.strerror, str(path)) from err
         finally:
             os.close(fd)
 

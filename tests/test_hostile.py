@@ -437,6 +437,7 @@ def test_saved_weights_that_are_gone_or_foreign_are_trained_again(tmp_path, dama
     import torch
 
     spec = _one_run_spec(tmp_path, save_weights=True, analysis=["output_variance"],
+                         task={"name": "mqar", "vocab": 16, "L": 8, "kappa": 2},  # its layout
                          claims=[{"text": "t", "where": {"label": "S6"}, "op": ">",
                                   "metric": "out.noise_var", "value": 0.0}])
     out = tmp_path / "out"
@@ -4717,3 +4718,257 @@ def test_an_aggregate_metric_given_twice_is_refused(tmp_path):
     50,000 times (19 s of plot instead of 4)."""
     spec = _one_run_spec(tmp_path, aggregate={"metrics": ["test.acc", "test.loss", "test.acc"]})
     _assert_refused(_invoke("validate", spec), "aggregate", "'test.acc' given more than once")
+
+
+def test_a_spec_given_by_path_whose_id_differs_only_in_case_from_a_project_id_is_refused(tmp_path):
+    """`run my/Huang2025-tab1.yaml` (a copy whose id differs from the project spec's only in
+    case) was accepted: on a case-insensitive disk the two share one results folder, and the
+    copy's tables, figures and report replaced the project spec's."""
+    root = _project(tmp_path, small=True)
+    env = {"SSMREPRO_ROOT": str(root)}
+    twin = tmp_path / "mine" / "Huang2025-tab1.yaml"
+    twin.parent.mkdir()
+    shutil.copy(root / "experiments/huang2025/huang2025-tab1.yaml", twin)
+    _edit(twin, id="Huang2025-tab1", alias=None)
+    out = tmp_path / "out"
+    for cmd in ("run", "plot", "verify"):
+        _assert_refused(_invoke(cmd, twin, "--out", out, "--profile", "smoke", env=env),
+                        "differs only in case from the id of")
+    _assert_refused(_invoke("validate", twin, env=env), "differs only in case from the id of")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("lr", [1e-300, 1e-40])
+def test_a_learning_rate_flushed_to_zero_is_refused(tmp_path, lr):
+    """train.lr below float32's smallest normal number is used as 0: both runs ended 'ok' with
+    exactly the untrained model's numbers (those of max_steps 0). Float64 training keeps it."""
+    base = {"optimizer": "adam", "batch_size": 8, "max_steps": 4, "val_size": 16,
+            "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    _assert_refused(_invoke("validate", write_spec(tmp_path, train={**base, "lr": lr})),
+                    "train: Value error, lr", "smallest normal float32 number")
+    ok = write_spec(tmp_path, train={**base, "lr": lr, "dtype": "float64"})
+    assert _invoke("validate", ok).exit_code == 0
+
+
+def test_data_download_force_over_a_linked_task_folder_names_the_link(tmp_path):
+    """`data download lra --force` where `<root>/lra/listops-1000` is a symbolic link to a folder
+    elsewhere printed `error: cannot use: OSError` (shutil refuses to remove a link's tree; no
+    path, no reason). The link is named now, and the folder it leads to is left alone."""
+    import tarfile
+
+    src = tmp_path / "src" / "lra_release" / "listops-1000"
+    src.mkdir(parents=True)
+    (src / "basic_train.tsv").write_text("Source\tTarget\n")
+    archive = tmp_path / "lra.tar"
+    with tarfile.open(archive, "w") as tar:
+        tar.add(tmp_path / "src" / "lra_release", arcname="lra_release")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "kept.txt").write_text("mine")
+    (tmp_path / "root" / "lra").mkdir(parents=True)
+    link = tmp_path / "root" / "lra" / "listops-1000"
+    link.symlink_to(elsewhere)
+    res = _invoke("data", "download", "lra", "--dir", tmp_path / "root", "--url",
+                  archive.as_uri(), "--no-progress", "--force")
+    said = " ".join(res.output.split())
+    assert res.exit_code != 0 and "Traceback" not in res.output, res.output
+    assert f"{link} is a symbolic link" in said and "OSError" not in said, res.output
+    assert link.is_symlink() and (elsewhere / "kept.txt").read_text() == "mine"
+
+
+def test_an_os_error_of_a_message_alone_prints_the_message():
+    """An OSError without errno or file (shutil's 'Cannot call rmtree on a symbolic link') was
+    printed as `cannot use: OSError`."""
+    from ssmrepro.cli.app import os_message
+
+    assert os_message(OSError("Cannot call rmtree on a symbolic link")) == (
+        "cannot use: Cannot call rmtree on a symbolic link")
+
+
+def test_data_info_of_a_data_root_that_is_a_file_says_so(tmp_path):
+    """`data info --dir <a file>` listed every source as absent and suggested commands with that
+    --dir (each of which then failed on it), without saying the data root is a file."""
+    afile = tmp_path / "notes.txt"
+    afile.write_text("x")
+    _assert_refused(_invoke("data", "info", "--dir", afile), f"cannot use {afile}: not a folder")
+    assert _invoke("data", "info", "--dir", tmp_path / "missing").exit_code == 0
+
+
+def test_a_fresh_garbage_claim_is_not_reported_as_pid_none_on_none(tmp_path):
+    """A claim naming no holder is respected for its first 5 seconds; meanwhile `run` reported
+    'waiting for 1 runs claimed by another process (pid None on None)'."""
+    from ssmrepro.store import Store
+
+    st = Store(tmp_path)
+    st.claims.mkdir(parents=True)
+    (st.claims / "r1.claim").write_text("[1, 2, 3]")
+    said = st.holder("r1")
+    assert said is not None and "None" not in said and "r1.claim" in said, said
+
+
+def test_a_failed_event_log_write_names_the_event_log(tmp_path, monkeypatch):
+    """An append to events.jsonl that failed (a file size limit, a full disk) failed the pack
+    with 'cannot use <run folder>: File too large': os.write names no file."""
+    import errno
+
+    import ssmrepro.store as store_mod
+    from ssmrepro.cli.app import os_message
+
+    st = store_mod.Store(tmp_path)
+
+    def full(fd, data):
+        raise OSError(errno.EFBIG, "File too large")
+
+    monkeypatch.setattr(store_mod.os, "write", full)
+    with pytest.raises(OSError) as caught:
+        st.log("claim", "r1")
+    monkeypatch.undo()
+    assert caught.value.filename == str(tmp_path / "events.jsonl")
+    assert os_message(caught.value) == f"cannot use {tmp_path / 'events.jsonl'}: File too large"
+
+
+@pytest.mark.parametrize("label,why", [("Se\u0301", "written composed"),
+                                       ("S6 ", "no spaces at its ends")])
+def test_a_paper_value_naming_a_label_no_case_can_have_is_refused(tmp_path, label, why):
+    """A paper value's `where` label that no case label can be ('Se' + a combining accent
+    beside the case 'Sé'; 'S6 ') matched no cell and was reported 'not run' beside the very
+    cell it looks like (paper values may name cells no profile runs, so it passed)."""
+    cases = [{"label": "S\u00e9", "set": {"model.mixer": "s6"}},
+             {"label": "S6", "set": {"model.mixer": "s4d"}}]
+    spec = write_spec(tmp_path, sweep=[{"cases": cases}], paper_values=[
+        {"where": {"label": label}, "metric": "test.acc", "value": 0.5, "tol": 0.1}])
+    _assert_refused(_invoke("validate", spec), "paper_values.0", why)
+    ok = write_spec(tmp_path, sweep=[{"cases": cases}], paper_values=[
+        {"where": {"label": ["S\u00e9", "Mamba"]}, "metric": "test.acc", "value": 0.5}])
+    assert _invoke("validate", ok).exit_code == 0
+
+
+def test_a_collapse_claim_whose_accuracy_range_cannot_be_reached_is_refused(tmp_path):
+    """A collapse claim on an accuracy with min_range 2 (a percentage read as a fraction) was
+    accepted and FAILed whatever was trained: group means of accuracies span at most 1."""
+    cases = [{"label": "S6", "set": {"model.mixer": "s6"}},
+             {"label": "S4D", "set": {"model.mixer": "s4d"}}]
+    sweep = [{"cases": cases}, {"grid": {"model.d_model": [8, 12, 16]}}]
+    figure = {"kind": "lines", "x": "model.d_model", "hue": "label"}
+
+    def claim(min_range):
+        return [{"check": "collapse", "text": "x", "by": "model.d_model", "tol": 0.1,
+                 "min_range": min_range}]
+
+    bad = write_spec(tmp_path, sweep=sweep, figure=figure, claims=claim(2))
+    _assert_refused(_invoke("validate", bad), "claims.0.min_range: 2 for test.acc")
+    ok = write_spec(tmp_path, sweep=sweep, figure=figure, claims=claim(0.5))
+    assert _invoke("validate", ok).exit_code == 0
+
+
+@pytest.mark.parametrize("rows,needle", [
+    ("[{id: x, paper: y, tier: 1}, {id: X, paper: y, tier: 2}]",
+     "targets.1.id: 'X' differs only in case from 'x' (first at targets.0)"),
+    ("[{id: Huang2025-tab1, paper: huang2025, tier: 1}]",
+     "targets.0.id: 'Huang2025-tab1' differs only in case from the spec id 'huang2025-tab1'"),
+])
+def test_a_catalogue_row_that_differs_only_in_case_is_refused(tmp_path, rows, needle):
+    """A catalogue row 'T-spec' beside the spec t-spec (or beside a row 't-spec') was a second
+    front-page row, a target 'not specified', without a word; on a case-insensitive disk the
+    two are one results folder."""
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text(f"papers: {{}}\ntargets: {rows}\n")
+    (tmp_path / "out").mkdir()
+    res = _invoke("figures", "--no-rebuild", "--out", tmp_path / "out",
+                  env={"SSMREPRO_ROOT": str(root)})
+    _assert_refused(res, "catalogue.yaml", needle)
+
+
+@pytest.mark.parametrize("rank", [0, -2])
+def test_a_delta_projection_of_rank_below_one_is_refused(tmp_path, rank):
+    """model.dt_rank 0 passed `validate`; the S6 run then failed its pack at the first step with
+    'ZeroDivisionError: 0.0 cannot be raised to a negative power' (the projection's init),
+    naming no key. The same field of the S6 core, Mamba-1 and Mamba-Δᵀ mixers is checked."""
+    from pydantic import ValidationError
+
+    from ssmrepro.models.mixers.delta_t import DeltaTConfig
+    from ssmrepro.models.mixers.mamba1 import Mamba1Config
+    from ssmrepro.models.mixers.s6 import S6Config
+
+    model = {"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4, "dt_rank": rank}
+    _assert_refused(_invoke("validate", write_spec(tmp_path, model=model)),
+                    "model.dt_rank", "greater than or equal to 1")
+    for cfg in (S6Config, Mamba1Config, DeltaTConfig):
+        with pytest.raises(ValidationError):
+            cfg(dt_rank=rank)
+    assert _invoke("validate", write_spec(tmp_path, model={**model, "dt_rank": 2})).exit_code == 0
+
+
+def test_a_dataset_whose_validation_or_test_split_is_empty_is_refused_before_training(tmp_path):
+    """A generated Pathfinder set of 2 images splits 2 / 0 / 0: `validate` passed, and every run
+    failed its pack at the first evaluation with 'the validation set (0 samples) has no
+    supervised position ... (a probability of 0 or 1, a length too short ...)'."""
+    from ssmrepro.tasks import TASKS
+    from ssmrepro.tasks.base import fixed_split_error
+
+    task = TASKS["lra_pathfinder"]
+    why = fixed_split_error(task, {"train": 2, "val": 0, "test": 0}, 2)
+    assert why is not None and "empty val and test splits" in why, why
+    assert "empty test split" in fixed_split_error(task, {"train": 8, "val": 1, "test": 0}, 2)
+    assert fixed_split_error(task, {"train": 8, "val": 1, "test": 1}, 2) is None
+
+
+def test_a_length_curve_of_one_length_given_twice_is_refused(tmp_path):
+    """length_curves `lengths: [8, 8]` passed the two-length minimum, and the figure drew one
+    point for the curve of each cell."""
+    figure = {"kind": "length_curves", "lengths": [8, 8], "pattern": "L{L}.acc", "lo": None,
+              "hi": None}
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16, "evals": {"L8": {"T": 8}}}
+    aggregate = {"reduce": "mean", "metrics": ["test.acc", "L8.acc"]}
+    spec = write_spec(tmp_path, figure=figure, train=train, aggregate=aggregate)
+    _assert_refused(_invoke("validate", spec), "lengths: 8 is given twice")
+
+
+def test_a_decay_histogram_of_a_model_without_a_decay_hook_is_refused_before_training(tmp_path):
+    """`analysis: [decay_histogram]` on a Transformer passed `validate`; every pack trained to
+    the end, then failed with 'ValueError: decay_histogram needs a mixer with a decay hook'."""
+    cases = [{"label": "A", "set": {"model.n_layers": 1}},
+             {"label": "B", "set": {"model.n_layers": 2}}]
+    spec = write_spec(tmp_path, analysis=["decay_histogram"], sweep=[{"cases": cases}],
+                      model={"name": "transformer_lm", "d_model": 8})
+    out = tmp_path / "out"
+    for cmd in ("validate", "run"):
+        args = (spec,) if cmd == "validate" else (spec, "--out", out, "--profile", "smoke")
+        _assert_refused(_invoke(cmd, *args), "analysis: decay_histogram needs a mixer with a "
+                        "decay hook", "run A (transformer_lm)")
+    assert not (out / "tests" / "t-spec" / "runs").exists()
+    ok = write_spec(tmp_path, analysis=["decay_histogram"])  # S6 and S4D cores have one
+    assert _invoke("validate", ok).exit_code == 0
+
+
+@pytest.mark.parametrize("analysis,needle", [
+    ("mechanistic", "mechanistic probes need a one-layer, single-head linear_mamba model"),
+    ("output_variance", "output_variance reads the MQAR layout of task mqar"),
+])
+def test_a_weight_analysis_a_run_cannot_give_is_refused_before_training(tmp_path, analysis,
+                                                                        needle):
+    """`analysis: [mechanistic]` on KEEP n-TH / ssm_lm passed `validate`, trained, then `plot`
+    raised an AttributeError traceback ('KeepNthConfig' object has no attribute 'kappa');
+    `output_variance` there reported noise / SNR numbers of tokens that are no MQAR values."""
+    spec = write_spec(tmp_path, analysis=[analysis], save_weights=True)
+    out = tmp_path / "out"
+    _assert_refused(_invoke("validate", spec), f"analysis: {analysis}", needle)
+    _assert_refused(_invoke("run", spec, "--out", out, "--profile", "smoke"), needle)
+    assert not (out / "tests" / "t-spec" / "runs").exists()
+
+
+@pytest.mark.parametrize("over", ["label", "model.mixer"])
+def test_an_aggregate_select_over_a_key_no_two_cells_differ_in_alone_is_refused(tmp_path, over):
+    """`aggregate.select.over: label` (or model.mixer, set with each label) was accepted: every
+    group of cells equal but for it held one cell, so the 'selection of the best value per cell'
+    kept every cell without a word."""
+    agg = {"reduce": "mean", "metrics": ["test.acc", "test.loss"],
+           "select": {"over": over, "by": "test.loss"}}
+    _assert_refused(_invoke("validate", write_spec(tmp_path, aggregate=agg)),
+                    f"aggregate.select.over: no two cells differ in {over!r} alone")
+    sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]},
+             {"grid": {"train.lr": [0.01, 0.02]}}]
+    ok = write_spec(tmp_path, sweep=sweep, aggregate={**agg, "select": {"over": "train.lr",
+                                                                        "by": "test.loss"}})
+    assert _invoke("validate", ok).exit_code == 0

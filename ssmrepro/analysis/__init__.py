@@ -24,6 +24,21 @@ def layer_decay(model, x: torch.Tensor) -> torch.Tensor:
     raise ValueError("decay_histogram needs a mixer with a decay hook (s6, s4d, delta_t, mamba1)")
 
 
+def has_decay_hook(config, info) -> bool:
+    """Whether a block of the model ``config`` builds (for a task of ``info``) has a mixer with a
+    ``decay`` hook, as :func:`layer_decay` looks for it; checked on PyTorch's ``meta`` device
+    (shapes only, nothing allocated) so ``validate`` refuses `analysis: [decay_histogram]` on a
+    Transformer: every pack trained, then failed with this function's ValueError."""
+    from ..models.backbone import SeqLM
+
+    cfg = config.to_backbone()
+    distinct = list(dict.fromkeys(cfg.layer_names()))
+    with torch.device("meta"):
+        model = SeqLM(cfg.model_copy(update={"layers": distinct, "repeat": 1}), info, 1)
+        h = torch.empty(1, 1, 1, cfg.d_model)
+        return any(hasattr(blk.mixer_input(h)[0], "decay") for blk in model.blocks)
+
+
 @torch.no_grad()
 def decay_histogram(model, task, data_seeds) -> list[dict]:
     """huang2025 Fig. 1: histogram of e^{-λΔ_t} (= exp(Δ_t Λ)) on test inputs, per member.

@@ -134,7 +134,8 @@ def os_message(err: OSError) -> str:
             "not a folder", errno.EEXIST: "exists and is not a folder",
             errno.EISDIR: "a folder where a file belongs",
             errno.ELOOP: "a symbolic link loop (a link that leads back to itself)"}.get(
-        err.errno or -1, err.strerror or type(err).__name__)
+        err.errno or -1, err.strerror or str(err) or type(err).__name__)  # an OSError of a
+    # message alone (shutil's 'Cannot call rmtree on a symbolic link') printed 'OSError'
     return f"cannot use{where}: {what}"
 
 

@@ -391,6 +391,9 @@ def info(dir: Path | None = typer.Option(None, "--dir", help=DIR_HELP, metavar="
     from ..data.sources import cache_root
 
     root = data_root(dir)
+    if root.exists() and not root.is_dir():  # every source 'no', and each hint's command
+        # (`data download ... --dir <that file>`) failing on it, without a word why
+        fail([f"cannot use {root}: not a folder (the data root; --dir or $SSMREPRO_DATA)"])
     table = Table("dataset", "source", "present", "path / how to get it", title=f"data root: {root}")
     for row in available_sources(root):
         mark = "[green]yes[/]" if row["present"] else "[red]no[/]"

@@ -366,6 +366,11 @@ def _find_dirs(top: Path, names: tuple[str, ...]) -> dict[str, Path]:
 
 
 def _move_into_place(src: Path, target: Path, force: bool) -> None:
+    if target.is_symlink():  # rmtree refuses a link ('cannot use: OSError', nothing named);
+        # --force replaces a folder of the data root, not a folder elsewhere a link leads to
+        raise DownloadError(f"{target} is a symbolic link (to {os.readlink(target)}); --force "
+                            "replaces only a real folder, not one a link leads to: remove the "
+                            "link and run this again")
     if target.exists():
         if not force:
             raise DownloadError(f"{target} already exists; remove it or pass --force to replace it")

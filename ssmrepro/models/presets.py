@@ -31,6 +31,7 @@ from .base import ModelConfig
 from .blocks import MixerBlockConfig, NeoXBlockConfig
 from .init import InitConfig
 from .mixers.attention import AttentionConfig
+from .mixers.common import DtRank
 from .mixers.linear_mamba import LinearMambaMixerConfig
 from .mixers.mamba1 import Mamba1Config
 from .mixers.mamba2_3conv import Mamba2ThreeConvConfig
@@ -52,7 +53,7 @@ class SSMLMConfig(ModelConfig):
     norm: Literal["none", "layernorm", "rmsnorm"] = "none"
     residual: bool = True
     head_bias: bool = True
-    dt_rank: int | Literal["auto"] = "auto"
+    dt_rank: DtRank | Literal["auto"] = "auto"
     dt_min: float = Field(1e-3, gt=0)
     dt_max: float = Field(1e-1, gt=0)
     s4d_A_scale: float = Field(1.0, gt=0, le=1, description="S4D core: Λ's init times this "

@@ -187,6 +187,9 @@ class LengthCurvesConfig(FigureConfig):
                              "replacement field or format (e.g. 'L{L}.acc')")
         if self.train_range is not None and not self.train_range[0] <= self.train_range[1]:
             raise ValueError(f"train_range: the shorter length first, not {list(self.train_range)}")
+        twice = sorted({L for L in self.lengths if self.lengths.count(L) > 1})
+        if twice:  # [8, 8] passed the two-length minimum and drew one point, not a curve
+            raise ValueError(f"lengths: {twice[0]} is given twice (each evaluation length once)")
         return self
 
     def metrics(self) -> list[str]:

@@ -74,10 +74,14 @@ def catalogue(path: Path | None = None) -> tuple[dict[str, str], list[dict]]:
         if not isinstance(row, dict):
             errors.append(f"{path}: targets.{i}: expected a mapping (id, paper, tier, ...)")
             continue
-        if isinstance(row.get("id"), str) and first.setdefault(row["id"], i) != i:
-            # the front page showed the first and dropped the second without a word
-            errors.append(f"{path}: targets.{i}.id: {row['id']!r} is listed twice (first at "
-                          f"targets.{first[row['id']]}); one row per target")
+        if isinstance(row.get("id"), str) and first.setdefault(row["id"].casefold(), i) != i:
+            # the front page showed the first and dropped the second without a word (or, for
+            # T-spec beside t-spec, showed both: one results folder on a case-insensitive disk)
+            j = first[row["id"].casefold()]
+            twice = "is listed twice" if rows[j].get("id") == row["id"] else \
+                f"differs only in case from {rows[j].get('id')!r}"
+            errors.append(f"{path}: targets.{i}.id: {row['id']!r} {twice} (first at "
+                          f"targets.{j}); one row per target")
         errors += [f"{path}: targets.{i}.{k}: missing or not text" for k in ("id", "paper")
                    if not isinstance(row.get(k), str)]
         if not isinstance(row.get("tier"), int) or isinstance(row.get("tier"), bool):
@@ -205,6 +209,13 @@ def targets(out: Path | None = None, base: Path | None = None) -> list[Target]:
     base = base or Path(out or repo_root() / "results")
     _, rows = catalogue()
     specs = _specs()
+    folded = {sid.casefold(): sid for sid in specs}
+    slips = [f"{experiments_dir() / CATALOGUE}: targets.{i}.id: {row['id']!r} differs only in "
+             f"case from the spec id {folded[row['id'].casefold()]!r} (the front page listed it "
+             "as a target without a spec, beside the spec)" for i, row in enumerate(rows)
+             if row["id"] not in specs and row["id"].casefold() in folded]
+    if slips:
+        raise SpecError(slips)
     ts = []
     for row in rows:
         t = Target(row["id"], row.get("alias"), row["paper"], int(row["tier"]), row.get("what", ""))

@@ -47,7 +47,7 @@ from ..report.cells import (
     norm,
     values_equal,
 )
-from ..report.checks import CheckConfig, OrderingConfig
+from ..report.checks import CheckConfig, CollapseConfig, OrderingConfig
 from ..report.columns import LABEL, LABEL_SEP, N_PARAMS, RUN_ID, SEED, STATUS
 from ..report.curves import HISTORY_SETS, SAMPLES, STEP, curve_table, history_metric_sets
 from ..spec import SET_TAG, Spec, format_errors
@@ -121,6 +121,9 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         metrics |= {f"{m}.std" for m in spec.aggregate.metrics} | {
             f"{m}.p{q:g}" for m in spec.aggregate.metrics for q in spec.aggregate.percentiles}
         sets = set(HISTORY_SETS) | {n for r in runs for n in r.train.evals}
+        if "decay_histogram" in spec.analysis:
+            errors += _no_decay_hook(path, reps.values())
+        errors += _weight_analysis_problems(path, spec.analysis, reps.values())
 
     n_cases = max((len(str(r.label).split(LABEL_SEP)) for r in runs or []), default=0)
     checked: list[tuple[str, Any]] = []  # (key, config) whose columns all exist
@@ -259,12 +262,34 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             errors += _ordering_always_holds(path, key, cfg)
         if needs == {cfg.metric} and cfg.check in ("monotone", "spread", "collapse"):
             errors += _any_accuracy(path, f"{key}.tol", cfg.metric, cfg.tol, spread)
+        if needs == {cfg.metric} and isinstance(cfg, CollapseConfig) and cfg.min_range > 1 and \
+                (spread or {}).get(cfg.metric, cfg.metric).endswith(".acc"):  # it FAILed always
+            errors.append(f"{path}: {key}.min_range: {cfg.min_range:g} for {cfg.metric}: "
+                          "accuracies lie in [0, 1], so their group means never span more than "
+                          "1 and the claim could never PASS (a percentage? accuracies are "
+                          "fractions)")
     if runs and not errors:  # every column exists: check what the cells hold
         errors += _cell_problems(spec, checked, runs)
     sel = spec.aggregate.select
     if sel is not None and sel.over not in report.cell_keys(runs):
         errors.append(f"{path}: aggregate.select.over: {sel.over!r} is not a swept key of this "
                       "profile's runs")
+    elif sel is not None and runs and {r.profile for r in runs} >= set(spec.profiles):
+        # `over: label` (or a key set with the label): each group of cells equal but for it held
+        # one cell, and the 'selection' kept every cell (in every profile: a smoke profile of
+        # one lr is a fine pipeline check, so one profile's runs alone are not judged)
+        keys = report.cell_keys(runs)
+        values: dict[tuple, set[str]] = {}
+        for r in runs:
+            flat = r.flat()
+            cell = {k: str(r.label if k == LABEL else flat.get(k)) for k in keys}
+            rest = (r.profile, *(v for k, v in cell.items() if k != sel.over))
+            values.setdefault(rest, set()).add(cell[sel.over])
+        if max(len(v) for v in values.values()) < 2:
+            errors.append(f"{path}: aggregate.select.over: no two cells differ in {sel.over!r} "
+                          "alone (it varies only together with other cell keys), so the "
+                          "selection would choose nothing: name the swept key to choose over "
+                          "(e.g. train.lr)")
     for i, pv in enumerate(spec.paper_values):
         for k in pv.where:
             if k == SEED:
@@ -419,6 +444,59 @@ def _cell_problems(spec: Spec, items: list[tuple[str, Any]], runs: list) -> list
                    + "; ".join(f"{why} (profile {', '.join(profs)})" for why, profs in whys.items())
                    + ": the claim cannot fail in any profile"
                    for key, whys in unfailing.items() if key not in can_fail]
+    return list(dict.fromkeys(errors))
+
+
+def _no_decay_hook(path: str, runs) -> list[str]:
+    """'analysis: ...' for runs whose model has no mixer decay_histogram can probe (one line per
+    model kind; a dataset task whose data is absent here is checked when its run starts)."""
+    from ..analysis import has_decay_hook
+    from ..tasks import DataUnavailable, build_task
+
+    errors = []
+    for r in runs:
+        if not hasattr(r.model, "to_backbone"):
+            continue
+        try:
+            info = build_task(r.task).info
+        except DataUnavailable:
+            continue
+        if not has_decay_hook(r.model, info):
+            label = f" {r.label}" if r.label else ""
+            errors.append(f"{path}: analysis: decay_histogram needs a mixer with a decay hook "
+                          f"(s6, s4d, delta_t, mamba1); the model of run{label} "
+                          f"({r.model.name}) has none (its packs would train, then fail)")
+    return list(dict.fromkeys(errors))
+
+
+def _weight_analysis_problems(path: str, analyses: list[str], runs) -> list[str]:
+    """'analysis: ...' for plot-time analyses a run cannot give: both read koren2026's MQAR
+    layout (keys [1, V/2), values [V/2, V)), and ``mechanistic`` the circuit of a one-layer,
+    single-head linear_mamba with d_conv 2 (its model built on the meta device). `mechanistic`
+    on KEEP n-TH raised an AttributeError traceback in `plot` after training; `output_variance`
+    there read other tokens as 'values' and reported numbers of nothing."""
+    import torch
+
+    from ..analysis.mechanistic import circuit
+    from ..models import build_model
+    from ..tasks import DataUnavailable, build_task
+
+    wanted = [a for a in ("mechanistic", "output_variance") if a in analyses]
+    errors = []
+    for r in runs if wanted else []:
+        label = f" {r.label}" if r.label else ""
+        if r.task.name != "mqar":
+            errors += [f"{path}: analysis: {a} reads the MQAR layout of task mqar (keys "
+                       f"[1, V/2), values [V/2, V)); run{label} trains {r.task.name}"
+                       for a in wanted]
+        if "mechanistic" in wanted and hasattr(r.model, "to_backbone"):
+            try:
+                with torch.device("meta"):
+                    circuit(build_model(r.model, build_task(r.task).info, 1))
+            except DataUnavailable:
+                pass
+            except ValueError as err:
+                errors.append(f"{path}: analysis: {err} (run{label}: {r.model.name})")
     return list(dict.fromkeys(errors))
 
 

@@ -153,6 +153,11 @@ class TrainConfig(_Strict):
             raise ValueError(f"eps {self.eps:g} is below the smallest normal {self.dtype} "
                              f"number ({tiny:.3g}): training would use eps = 0 (0 / 0 for a "
                              "parameter whose gradient is 0: every run 'diverges' at step 1)")
+        if self.lr < tiny:  # flushed to 0 as well: no parameter moved, and the runs ended 'ok'
+            # with exactly the untrained model's numbers (lr 1e-300, 1e-40)
+            raise ValueError(f"lr {self.lr:g} is below the smallest normal {self.dtype} number "
+                             f"({tiny:.3g}): training would use lr = 0 (no parameter would move; "
+                             "the runs would end 'ok', untrained)")
         if self.grad_clip is not None and self.grad_clip <= self.eps:
             # Adam divides by sqrt(v) + eps: gradients clipped to a norm below eps make each
             # update about grad_clip / eps of the lr (1e-300: no parameter moved, status ok)

@@ -100,7 +100,8 @@ def incompatibility(base: TaskInfo, other: TaskInfo) -> str | None:
 
 def fixed_split_error(task: type[Task] | Task, sizes: dict[str, int] | None,
                       train_size: int | None) -> str | None:
-    """Why ``train.train_size`` does not fit a dataset task's training split (None: it fits).
+    """Why ``train.train_size`` does not fit a dataset task's training split, or its validation or
+    test split is empty (None: they fit).
 
     A dataset task (``finite``) always needs a fixed training set of ``train_size`` rows, at most
     its training split; ``sizes`` None = the split sizes are not known here (data not loaded).
@@ -114,6 +115,12 @@ def fixed_split_error(task: type[Task] | Task, sizes: dict[str, int] | None,
     if sizes is not None and train_size > sizes["train"]:
         return (f"train.train_size {train_size} exceeds the training split of task {task.name} "
                 f"({n}; splits {sizes})")
+    empty = [s for s in ("val", "test") if sizes is not None and sizes.get(s) == 0]
+    if empty:  # every run failed its pack at the first evaluation ('no supervised position ...
+        # a probability of 0 or 1'): a generated set of 2 images splits into 2 / 0 / 0
+        return (f"task {task.name} has an empty {' and '.join(empty)} split"
+                f"{'s' if len(empty) > 1 else ''} (splits {sizes}): "
+                "nothing to evaluate on; use a larger dataset (e.g. generate more rows)")
     return None
 
 

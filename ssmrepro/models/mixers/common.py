@@ -8,6 +8,7 @@ dt init); Mamba-2's A_log = log U(A_min, A_max).
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import torch
 from pydantic import Field
@@ -18,6 +19,9 @@ from ..layers import lr_group, no_weight_decay
 A_INITS = ("s4d_real", "s4d_lin")
 A_INIT_FIELD = Field("s4d_real", description="s4d_real: Λ_n = -(n+1); s4d_lin: Λ_n = -1/2 + iπn")
 DT_INIT_FLOOR = 1e-4  # Δ init clamp (mamba-ssm's dt_init_floor)
+# an explicit rank of the Δ projection: 0 passed validation and failed the pack at its first
+# step (ZeroDivisionError from the projection's init), a negative one likewise
+DtRank = Annotated[int, Field(ge=1)]
 
 
 def init_A_(A_log: torch.Tensor, A_im: torch.Tensor | None, kind: str) -> None:

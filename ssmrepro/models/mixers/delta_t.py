@@ -26,7 +26,7 @@ from ...kernels.backend import note_kernel
 from ...kernels.scan import diag_scan
 from ..layers import PackedLinear, PackedModule, _uniform_, lr_group, no_weight_decay
 from .base import MixerConfig, register
-from .common import A_INIT_FIELD, DT_INIT_FLOOR, A_params, cplx, dt_bias_init, init_A_, make_A
+from .common import A_INIT_FIELD, DT_INIT_FLOOR, A_params, DtRank, cplx, dt_bias_init, init_A_, make_A
 
 
 class DeltaTConfig(MixerConfig):
@@ -34,7 +34,7 @@ class DeltaTConfig(MixerConfig):
 
     name: Literal["delta_t"] = "delta_t"
     d_state: int = Field(16, ge=1, le=256, description="state size per channel")
-    dt_rank: int | Literal["full"] = Field("full", description="full: Δ = softplus(W x̂ + b), W d×N")
+    dt_rank: DtRank | Literal["full"] = Field("full", description="full: Δ = softplus(W x̂ + b), W d×N")
     dt_min: float = Field(1e-3, gt=0)
     dt_max: float = Field(1e-1, gt=0)
     skip: bool = Field(True, description="D ⊙ x skip term")

@@ -30,7 +30,7 @@ from torch import nn
 from ..layers import PackedCausalConv, PackedLinear, conv_ref, linear_ref
 from .b2s6 import B2S6Config, B2S6Core
 from .base import MixerConfig, register
-from .common import A_INIT_FIELD
+from .common import A_INIT_FIELD, DtRank
 from .delta_t import DeltaTConfig, DeltaTCore
 from .s4d import S4DConfig, S4DCore
 from .s6 import S6Config, S6Core
@@ -57,7 +57,7 @@ class Mamba1Config(MixerConfig):
     A_init: Literal["s4d_real", "s4d_lin"] = A_INIT_FIELD
     discretize: bool = Field(
         True, description="false: A = I and no Δ, h_t = h_{t-1} + x_t ⊗ B_t (koren2026 simplified)")
-    dt_rank: int | Literal["auto", "full"] = Field(
+    dt_rank: DtRank | Literal["auto", "full"] = Field(
         "auto", description="rank of the Δ projection; auto: ceil(d_model/16) for s6, full for delta_t")
     dt_min: float = Field(1e-3, gt=0)
     dt_max: float = Field(1e-1, gt=0)

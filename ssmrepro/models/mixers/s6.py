@@ -40,7 +40,7 @@ from ...kernels.backend import selective_scan as scan_dispatch
 from ...kernels.scan import selective_scan_ref
 from ..layers import PackedLinear, PackedModule, _uniform_, fold, lr_group, no_weight_decay, unfold
 from .base import MixerConfig, register
-from .common import A_INIT_FIELD, DT_INIT_FLOOR, dt_bias_init, init_A_, make_A
+from .common import A_INIT_FIELD, DT_INIT_FLOOR, DtRank, dt_bias_init, init_A_, make_A
 
 
 class S6Config(MixerConfig):
@@ -48,7 +48,7 @@ class S6Config(MixerConfig):
 
     name: Literal["s6"] = "s6"
     d_state: int = Field(16, ge=1, le=256, description="state size per channel (kernel limit 256)")
-    dt_rank: int | Literal["auto"] = Field("auto", description="auto = ceil(d / 16)")
+    dt_rank: DtRank | Literal["auto"] = Field("auto", description="auto = ceil(d / 16)")
     dt_min: float = Field(1e-3, gt=0)
     dt_max: float = Field(1e-1, gt=0)
     skip: bool = Field(True, description="D ⊙ x skip term")
