@@ -351,6 +351,26 @@ def test_a_pack_checks_its_memory_where_it_trains(tmp_path, monkeypatch):
 
 
 @pytest.fixture(scope="module")
+def two_profile_smoke(tmp_path_factory) -> Path:
+    """helpers.two_profile_spec's smoke profile (S6, S4D), trained once: (folder holding
+    t-spec.yaml and out/)."""
+    root = tmp_path_factory.mktemp("two-profile")
+    spec = two_profile_spec(root)
+    res = _invoke("run", spec, "--out", root / "out", "--profile", "smoke", "--no-calibrate",
+                  "--workers", "1")
+    assert res.exit_code == 0, res.output
+    return root
+
+
+def _fresh_clone(two_profile_smoke: Path, tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A copy of ``two_profile_smoke`` without its run records, as a fresh clone has it:
+    (spec, out, the smoke profile's committed results table)."""
+    spec, folder = _copy_trained(two_profile_smoke, tmp_path)
+    shutil.rmtree(folder / "runs")
+    return spec, tmp_path / "out", folder / "results-smoke.csv"
+
+
+@pytest.fixture(scope="module")
 def trained_store(tmp_path_factory) -> Path:
     """One smoke run of a one-run spec, trained once: (folder holding spec.yaml and out/)."""
     root = tmp_path_factory.mktemp("trained")
@@ -4443,19 +4463,14 @@ def test_data_generate_pathfinder_lra_format_checks_the_files_it_makes(tmp_path,
     assert not out.exists()
 
 
-def test_a_fresh_clone_table_whose_labels_were_swapped_is_not_counted_finished(tmp_path):
+def test_a_fresh_clone_table_whose_labels_were_swapped_is_not_counted_finished(tmp_path, two_profile_smoke):
     """A fresh clone's results table with the labels of its two rows swapped (S6's run under
     'S4D' and the other way): both cells were left empty and the figure undrawn, while the
     report said '2 runs expected, 2 finished' and the console said nothing. A row of the
     profile's own table whose label its run does not have in the profile is left out with a
     warning, and the runs count as not finished."""
-    spec = two_profile_spec(tmp_path)
-    args = ("--out", tmp_path / "out", "--profile", "smoke")
-    res = _invoke("run", spec, *args, "--no-calibrate", "--workers", "1")
-    assert res.exit_code == 0, res.output
-    folder = tmp_path / "out" / "tests" / "t-spec"
-    shutil.rmtree(folder / "runs")
-    table = folder / "results-smoke.csv"
+    spec, out, table = _fresh_clone(two_profile_smoke, tmp_path)
+    args, folder = ("--out", out, "--profile", "smoke"), table.parent
     text = table.read_text()
     table.write_text(text.replace(",S6,", ",@@,").replace(",S4D,", ",S6,").replace(",@@,", ",S4D,"))
     res = _invoke("plot", spec, *args)
@@ -4560,19 +4575,12 @@ def test_export_reads_each_profiles_own_table_not_one_left_from_another_default(
     assert set(df["profile"]) == {"smoke"}
 
 
-def test_a_fresh_clone_table_with_metrics_no_run_records_is_not_trusted(tmp_path):
+def test_a_fresh_clone_table_with_metrics_no_run_records_is_not_trusted(tmp_path, two_profile_smoke):
     """A record holding metrics no run of its config records is quarantined, but a fresh
     clone's committed table with 20,000 such columns (another tool's, pasted in) was plotted as
     the runs' results and exported, 40,000 rows of them. Such a row is not used, with a
     warning, in `plot` and in `export`."""
-    spec = two_profile_spec(tmp_path)
-    out = tmp_path / "out"
-    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate",
-                  "--workers", "1")
-    assert res.exit_code == 0, res.output
-    folder = out / "tests" / "t-spec"
-    shutil.rmtree(folder / "runs")
-    table = folder / "results-smoke.csv"
+    spec, out, table = _fresh_clone(two_profile_smoke, tmp_path)
     head, *rows = table.read_text().splitlines()
     extra = [f"metric.m{i}.acc" for i in range(3)]
     table.write_text("\n".join([",".join([head, *extra])]
@@ -4590,18 +4598,12 @@ def test_a_fresh_clone_table_with_metrics_no_run_records_is_not_trusted(tmp_path
     assert res.exit_code == 0 and "0 rows" in res.output, res.output
 
 
-def test_a_committed_table_giving_a_column_twice_is_a_damaged_table(tmp_path):
+def test_a_committed_table_giving_a_column_twice_is_a_damaged_table(tmp_path, two_profile_smoke):
     """A fresh clone's results table with a second 'metric.test.acc' column (0.99 beside the
     run's 0.08): pandas read it as 'metric.test.acc.1' and the first was taken without a word.
     Which of the two the run wrote cannot be told: the table is damaged (exit 2, rebuild it)."""
-    spec = two_profile_spec(tmp_path)
-    out = tmp_path / "out"
+    spec, out, table = _fresh_clone(two_profile_smoke, tmp_path)
     args = ("--out", out, "--profile", "smoke")
-    res = _invoke("run", spec, *args, "--no-calibrate", "--workers", "1")
-    assert res.exit_code == 0, res.output
-    folder = out / "tests" / "t-spec"
-    shutil.rmtree(folder / "runs")
-    table = folder / "results-smoke.csv"
     head, *rows = table.read_text().splitlines()
     table.write_text("\n".join([head + ",metric.test.acc"] + [r + ",0.99" for r in rows]) + "\n")
     _assert_refused(_invoke("plot", spec, *args), "column 'metric.test.acc' given twice")
@@ -4691,18 +4693,13 @@ def test_a_committed_histogram_table_whose_cell_gives_two_bin_counts_is_a_messag
     ("n_params", "2.5", "n_params=2.5 (not a whole number of parameters (>= 0))"),
     ("stop_step", "-3", "stop_step=-3 (not a whole number of steps (>= 0))"),
 ])
-def test_a_committed_table_row_with_counts_no_run_has_is_not_used(tmp_path, column, value, said):
+def test_a_committed_table_row_with_counts_no_run_has_is_not_used(tmp_path, two_profile_smoke,
+                                                                  column, value, said):
     """A record whose n_params or stop_step is not a whole number >= 0 is quarantined, but a
     fresh clone's table row with n_params -5 was summarised and drawn as the cell's size
     ('2 runs expected, 2 finished'). Such a row is not used, with a warning."""
-    spec = two_profile_spec(tmp_path)
-    out = tmp_path / "out"
+    spec, out, table = _fresh_clone(two_profile_smoke, tmp_path)
     args = ("--out", out, "--profile", "smoke")
-    res = _invoke("run", spec, *args, "--no-calibrate", "--workers", "1")
-    assert res.exit_code == 0, res.output
-    folder = out / "tests" / "t-spec"
-    shutil.rmtree(folder / "runs")
-    table = folder / "results-smoke.csv"
     head, first, *rows = table.read_text().splitlines()
     cells = first.split(",")
     cells[head.split(",").index(column)] = value
@@ -4710,7 +4707,7 @@ def test_a_committed_table_row_with_counts_no_run_has_is_not_used(tmp_path, colu
     res = _invoke("plot", spec, *args)
     assert res.exit_code == 0, res.output
     assert said in " ".join(res.output.split()), res.output
-    assert "2 runs expected, 1 finished" in (folder / "report-smoke.md").read_text()
+    assert "2 runs expected, 1 finished" in (table.parent / "report-smoke.md").read_text()
 
 
 def test_an_aggregate_metric_given_twice_is_refused(tmp_path):
