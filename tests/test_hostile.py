@@ -4351,16 +4351,9 @@ def test_more_percentiles_than_whole_ones_are_refused(tmp_path):
     assert res.exit_code == 0, res.output
 
 
-def test_a_killed_download_leaves_no_scratch_copy_behind_once_run_again(tmp_path):
-    """`kill -9` of `data download lra` while it extracted left `<root>/lra/.extract-...` (168 MB
-    of a 200 MB archive here; the LRA release is gigabytes) for ever: the same command, run
-    again, installed the data and kept the partial copy. A scratch folder of this host's dead
-    process is now removed; a running process's and another host's are left alone."""
-    import subprocess
-    import sys
+def _lra_archive(tmp_path: Path) -> Path:
+    """A tiny LRA release tar (lra_release/listops-1000/basic_train.tsv, a header only)."""
     import tarfile
-
-    from ssmrepro.util import HOST, scratch_folder
 
     src = tmp_path / "src" / "lra_release" / "listops-1000"
     src.mkdir(parents=True)
@@ -4368,6 +4361,20 @@ def test_a_killed_download_leaves_no_scratch_copy_behind_once_run_again(tmp_path
     archive = tmp_path / "lra.tar"
     with tarfile.open(archive, "w") as tar:
         tar.add(tmp_path / "src" / "lra_release", arcname="lra_release")
+    return archive
+
+
+def test_a_killed_download_leaves_no_scratch_copy_behind_once_run_again(tmp_path):
+    """`kill -9` of `data download lra` while it extracted left `<root>/lra/.extract-...` (168 MB
+    of a 200 MB archive here; the LRA release is gigabytes) for ever: the same command, run
+    again, installed the data and kept the partial copy. A scratch folder of this host's dead
+    process is now removed; a running process's and another host's are left alone."""
+    import subprocess
+    import sys
+
+    from ssmrepro.util import HOST, scratch_folder
+
+    archive = _lra_archive(tmp_path)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     lra = tmp_path / "root" / "lra"
@@ -4751,14 +4758,8 @@ def test_data_download_force_over_a_linked_task_folder_names_the_link(tmp_path):
     """`data download lra --force` where `<root>/lra/listops-1000` is a symbolic link to a folder
     elsewhere printed `error: cannot use: OSError` (shutil refuses to remove a link's tree; no
     path, no reason). The link is named now, and the folder it leads to is left alone."""
-    import tarfile
 
-    src = tmp_path / "src" / "lra_release" / "listops-1000"
-    src.mkdir(parents=True)
-    (src / "basic_train.tsv").write_text("Source\tTarget\n")
-    archive = tmp_path / "lra.tar"
-    with tarfile.open(archive, "w") as tar:
-        tar.add(tmp_path / "src" / "lra_release", arcname="lra_release")
+    archive = _lra_archive(tmp_path)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "kept.txt").write_text("mine")
