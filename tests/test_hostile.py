@@ -4970,3 +4970,28 @@ def test_an_aggregate_select_over_a_key_no_two_cells_differ_in_alone_is_refused(
     ok = write_spec(tmp_path, sweep=sweep, aggregate={**agg, "select": {"over": "train.lr",
                                                                         "by": "test.loss"}})
     assert _invoke("validate", ok).exit_code == 0
+
+
+def test_an_analysis_keeps_the_committed_rows_of_runs_whose_weights_are_gone(tmp_path):
+    """One run's saved weights gone (deleted, or a fresh clone with one run trained since):
+    `plot` replaced the whole committed output_variance table by the rows of the runs with
+    weights, so the other cells had no analysis metrics and their claims FAILed ('out of
+    order') without a word. The committed rows of runs without weights stand for them."""
+    import pandas as pd
+
+    spec = _one_run_spec(tmp_path, seeds=[0, 1], save_weights=True,
+                         analysis=["output_variance"],
+                         task={"name": "mqar", "vocab": 16, "L": 8, "kappa": 2})
+    out = tmp_path / "out"
+    args = ["--out", out, "--profile", "smoke"]
+    assert _invoke("run", spec, *args, "--no-calibrate", "--workers", "1").exit_code == 0
+    root = out / "tests" / "t-spec"
+    table = root / "output_variance-smoke.csv"
+    before = pd.read_csv(table)
+    assert len(before) == 2
+    sorted(root.glob("runs/*.pt"))[0].unlink()
+    res = _invoke("plot", spec, *args)
+    assert res.exit_code == 0, res.output
+    after = pd.read_csv(table)
+    assert len(after) == 2 and set(after["seed"]) == {0, 1}, after
+    assert pd.read_csv(root / "summary-smoke.csv")["out.noise_var"].notna().all()

@@ -35,6 +35,7 @@ from ..report.analysis import (
     read_histograms,
     read_weights_table,
     weights_table,
+    with_committed,
 )
 from ..report.analytic import analytic_cells, analytic_columns, analytic_table
 from ..report.cells import (
@@ -1210,11 +1211,14 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         # from the saved weights; the committed table when there are none (a fresh checkout)
         table = weights_table(name, runs, store, keys)
         tpath = out(name, "csv")
-        if table.empty and tpath.exists():
-            table, dropped = planned_rows(read_weights_table(tpath, name), runs, keys)
+        if len(table) < len(runs) and tpath.exists():  # runs without weights: committed rows
+            committed, dropped = planned_rows(read_weights_table(tpath, name), runs, keys)
             for why in dropped:
                 print(f"warning: {tpath.name}: {why}; the row is not used", file=sys.stderr)
-        elif not table.empty:
+            computed, table = not table.empty, with_committed(table, committed, keys)
+        else:
+            computed = not table.empty
+        if computed:
             atomic_write_text(tpath, table.to_csv(index=False))
         tables[name] = table
         metrics = WEIGHT_ANALYSES[name][1]

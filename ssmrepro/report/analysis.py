@@ -166,13 +166,11 @@ def planned_rows(table: pd.DataFrame, runs: list, keys: list[str]
     averaged into its cell, and turned two FAIL verdicts of koren2026-fig14 into PASS."""
     if table.empty or LABEL not in table:
         return table, []
-    cols = [LABEL, *[k for k in keys if k != LABEL and k in table], *(["seed"] if "seed" in table
-                                                                      else [])]
+    cols, ident = _identities(table, keys)
     planned = set()
     for r in runs:
         flat = {**r.flat(), LABEL: r.label, "seed": r.seed}
         planned.add(tuple(norm(flat.get(c)) for c in cols))
-    ident = [tuple(norm(v) for v in row) for row in table[cols].itertuples(index=False)]
     values = table[[c for c in table.columns if c not in cols]].astype(str)
     seen: dict[tuple, set] = {}
     for i, key in enumerate(ident):
@@ -183,6 +181,29 @@ def planned_rows(table: pd.DataFrame, runs: list, keys: list[str]
            if len(seen[key]) > 1 else "" for key, text in zip(ident, shown)]
     out = table[[not w for w in why]].drop_duplicates()
     return out.reset_index(drop=True), list(dict.fromkeys(w for w in why if w))
+
+
+def _identities(table: pd.DataFrame, keys: list[str]) -> tuple[list[str], list[tuple]]:
+    """The columns that name a run in an ``<analysis>.csv`` (label, the cell keys it has, seed)
+    and each row's values of them, normalised (``norm``)."""
+    cols = [LABEL, *[k for k in keys if k != LABEL and k in table], *(["seed"] if "seed" in table
+                                                                      else [])]
+    return cols, [tuple(norm(v) for v in row) for row in table[cols].itertuples(index=False)]
+
+
+def with_committed(table: pd.DataFrame, committed: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """``table`` (the runs whose weights are saved) plus the rows of ``committed`` (the checked
+    table from before, :func:`planned_rows`) of the runs it lacks: one run trained into a fresh
+    clone, or one run's weights deleted, replaced the whole committed table by that run's rows
+    and left every other cell unmeasured (a claim over them FAILed, 'out of order')."""
+    if committed.empty or LABEL not in committed:
+        return table
+    if table.empty:
+        return committed
+    have = set(_identities(table, keys)[1])
+    lacking = committed[[key not in have for key in _identities(committed, keys)[1]]]
+    return pd.concat([table, lacking[[c for c in table.columns if c in lacking]]],
+                     ignore_index=True) if not lacking.empty else table
 
 
 def _named(cols: list[str], key: tuple) -> str:
