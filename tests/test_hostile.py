@@ -4995,3 +4995,25 @@ def test_an_analysis_keeps_the_committed_rows_of_runs_whose_weights_are_gone(tmp
     after = pd.read_csv(table)
     assert len(after) == 2 and set(after["seed"]) == {0, 1}, after
     assert pd.read_csv(root / "summary-smoke.csv")["out.noise_var"].notna().all()
+
+
+def test_a_decay_histogram_table_keeps_the_committed_cells_of_runs_without_records(tmp_path):
+    """A run's record gone (a fresh clone with one run trained since, or a record deleted) while
+    its committed results row still stands for it: `plot` replaced histograms.csv by the cells
+    of the records there were, and S4D's decay claim went from PASS to FAIL ('not measured')."""
+    import pandas as pd
+
+    sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                        {"label": "S4D", "set": {"model.mixer": "s4d"}}]}]
+    spec = _one_run_spec(tmp_path, sweep=sweep, analysis=["decay_histogram"])
+    out = tmp_path / "out"
+    args = ["--out", out, "--profile", "smoke"]
+    assert _invoke("run", spec, *args, "--no-calibrate", "--workers", "1").exit_code == 0
+    root = out / "tests" / "t-spec"
+    before = sorted((root / "histograms-smoke.csv").read_text().splitlines())
+    s4d = next(p for p in root.glob("runs/*.json") if '"S4D"' in p.read_text())
+    s4d.unlink()
+    res = _invoke("plot", spec, *args)
+    assert res.exit_code == 0, res.output
+    assert sorted((root / "histograms-smoke.csv").read_text().splitlines()) == before
+    assert pd.read_csv(root / "summary-smoke.csv")["decay.split"].notna().all()

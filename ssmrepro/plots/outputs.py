@@ -1201,9 +1201,10 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         recs = [r for r in (store.read(x.run_id) for x in runs) if r is not None]
         hist = histogram_table(recs, keys)
         hpath = out("histograms", "csv")
-        if hist.empty and hpath.exists():  # no run records: the committed table
-            hist = read_histograms(hpath)
-        elif not hist.empty:
+        computed = not hist.empty
+        if hpath.exists() and (hist.empty or len(recs) < len(runs)):  # the committed cells
+            hist = with_committed(hist, read_histograms(hpath), keys)
+        if computed:
             atomic_write_text(hpath, hist.to_csv(index=False))
         tables[DECAY] = hist
         cells = add_metrics(cells, decay_metrics(hist), list(DECAY_METRICS))

@@ -192,10 +192,11 @@ def _identities(table: pd.DataFrame, keys: list[str]) -> tuple[list[str], list[t
 
 
 def with_committed(table: pd.DataFrame, committed: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """``table`` (the runs whose weights are saved) plus the rows of ``committed`` (the checked
-    table from before, :func:`planned_rows`) of the runs it lacks: one run trained into a fresh
-    clone, or one run's weights deleted, replaced the whole committed table by that run's rows
-    and left every other cell unmeasured (a claim over them FAILed, 'out of order')."""
+    """``table`` (computed from the runs whose weights or records are here) plus the rows of
+    ``committed`` (the checked table from before) of the runs (a seed column) or cells (none:
+    ``histograms.csv``) it lacks: one run trained into a fresh clone, or one run's weights or
+    record deleted, replaced the whole committed table by that run's rows and left every other
+    cell unmeasured (a claim over them FAILed: 'out of order', a split PASS turned FAIL)."""
     if committed.empty or LABEL not in committed:
         return table
     if table.empty:
