@@ -5017,3 +5017,21 @@ def test_a_decay_histogram_table_keeps_the_committed_cells_of_runs_without_recor
     assert res.exit_code == 0, res.output
     assert sorted((root / "histograms-smoke.csv").read_text().splitlines()) == before
     assert pd.read_csv(root / "summary-smoke.csv")["decay.split"].notna().all()
+
+
+def test_a_weights_figure_whose_where_selects_no_cell_of_the_profile_says_so(tmp_path):
+    """koren2026-fig14's N = 4 figure in its smoke profile (N = 2 only) was 'not drawn: no
+    saved weights of its cells ...; `ssmrepro run ...` trains them', though every run was
+    trained and `run` trains nothing more: the profile has no cell the figure selects."""
+    spec = _one_run_spec(tmp_path, save_weights=True, analysis=["output_variance"],
+                         task={"name": "mqar", "vocab": 16, "L": 8, "kappa": 2},
+                         profiles={"smoke": {}, "quick": {"set": {"model.d_state": 2}},
+                                   "paper": {}},
+                         figures=[{"kind": "output_distribution", "name": "fig-n2",
+                                   "where": [{"model.d_state": 2}]}])
+    args = ["--out", tmp_path / "out", "--profile", "smoke"]
+    res = _invoke("run", spec, *args, "--no-calibrate", "--workers", "1")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert "profile smoke has no cell its `where` selects" in said, res.output
+    assert "trains them" not in said, res.output

@@ -279,6 +279,9 @@ def _figure(ctx: FigureContext, cfg: MechFigureConfig, path: Path, compute, draw
         except (OSError, ValueError, KeyError) as err:
             raise NotDrawn(f"{arrays.name} is unusable ({err}); re-run `ssmrepro run "
                            f"{ctx.spec.id} --profile {ctx.profile}` to rebuild it") from None
+    elif not any(_matches(r, sel) for sel in cfg.where for r in expand(ctx.spec, ctx.profile)):
+        # koren2026-fig14's N = 4 figure in smoke (N 2 only) said `run` trains its cells
+        raise NotDrawn(f"profile {ctx.profile} has no cell its `where` selects")
     else:
         raise NotDrawn(f"no saved weights of its cells (runs/, not in git) and no {arrays.name}; "
                        f"`ssmrepro run {ctx.spec.id} --profile {ctx.profile}` trains them")
