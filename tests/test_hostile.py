@@ -5035,3 +5035,25 @@ def test_a_weights_figure_whose_where_selects_no_cell_of_the_profile_says_so(tmp
     assert res.exit_code == 0, res.output
     assert "profile smoke has no cell its `where` selects" in said, res.output
     assert "trains them" not in said, res.output
+
+
+def test_a_log_scaled_lines_panel_with_no_measured_value_is_drawn(tmp_path):
+    """A `lines` figure with `logy` whose panel holds no positive value (koren2026-fig14's
+    figure15 in a fresh clone with one run trained: the other cells' analysis metrics not
+    measured, NaN) raised matplotlib's 'Data cannot be log-scaled' traceback in `plot`."""
+    sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                        {"label": "S4D", "set": {"model.mixer": "s4d"}}]}]
+    spec = _one_run_spec(tmp_path, sweep=sweep, save_weights=True,
+                         analysis=["output_variance"],
+                         task={"name": "mqar", "vocab": 16, "L": 8, "kappa": 2},
+                         figures=[{"kind": "lines", "metric": "out.noise_var",
+                                   "x": "model.d_model", "facet": "label", "logy": True}])
+    args = ["--out", tmp_path / "out", "--profile", "smoke"]
+    assert _invoke("run", spec, *args, "--no-calibrate", "--workers", "1").exit_code == 0
+    root = tmp_path / "out" / "tests" / "t-spec"
+    next(p for p in root.glob("runs/*.json") if '"S4D"' in p.read_text()).with_suffix(
+        ".pt").unlink()
+    (root / "output_variance-smoke.csv").unlink()
+    res = _invoke("plot", spec, *args)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert (root / "figure-smoke.png").is_file()

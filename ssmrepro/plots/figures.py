@@ -337,7 +337,8 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
         ax.set_ylabel(f"{metric} ({ctx.aggregation()})")
         if cfg.logx:
             ax.set_xscale("log")
-        if cfg.logy:
+        if cfg.logy and (sub[metric] > 0).any():  # a panel of no positive value (an analysis
+            # metric not measured: NaN) raised matplotlib's 'cannot be log-scaled' traceback
             ax.set_yscale("log")
         ylim = resolve_ylim(cfg.ylim, agg[metric])
         if ylim is not None and not cfg.logy:
