@@ -5057,3 +5057,26 @@ def test_a_log_scaled_lines_panel_with_no_measured_value_is_drawn(tmp_path):
     res = _invoke("plot", spec, *args)
     assert res.exit_code == 0 and "Traceback" not in res.output, res.output
     assert (root / "figure-smoke.png").is_file()
+
+
+def test_an_ordering_claim_says_a_cell_whose_analysis_metric_was_not_measured(tmp_path):
+    """An ordering (or monotone) claim counted a pair with a cell whose analysis metric was
+    never measured (saved weights gone, no committed table) as 'out of order' without a word;
+    a threshold claim says 'not measured'."""
+    sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                        {"label": "S4D", "set": {"model.mixer": "s4d"}}]}]
+    claims = [{"check": "ordering", "text": "S6 >= S4D", "metric": "out.noise_var",
+               "a": {"label": "S6"}, "b": {"label": "S4D"}, "match": []}]
+    spec = _one_run_spec(tmp_path, sweep=sweep, save_weights=True, claims=claims,
+                         analysis=["output_variance"],
+                         task={"name": "mqar", "vocab": 16, "L": 8, "kappa": 2})
+    args = ["--out", tmp_path / "out", "--profile", "smoke"]
+    assert _invoke("run", spec, *args, "--no-calibrate", "--workers", "1").exit_code == 0
+    root = tmp_path / "out" / "tests" / "t-spec"
+    next(p for p in root.glob("runs/*.json") if '"S4D"' in p.read_text()).with_suffix(
+        ".pt").unlink()
+    (root / "output_variance-smoke.csv").unlink()
+    res = _invoke("verify", spec, *args)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "1 of 1 finished pairs out of order" in said, res.output
+    assert "1 where no run diverged but out.noise_var was not measured" in said, res.output

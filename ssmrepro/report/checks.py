@@ -358,6 +358,14 @@ def _nan_text(cells: pd.DataFrame, metric: str, n_nan: int) -> str:
     return "; ".join(parts)
 
 
+def _nan_note(cells: pd.DataFrame, metric: str, vals) -> str:
+    """' (k diverged/NaN; ...)' for the cells of ``cells`` whose ``vals`` (the metric, in their
+    order) are NaN, else '': an ordering or monotone claim counted a cell whose analysis metric
+    was never measured as out of order without a word (the threshold claims said so)."""
+    nan = cells[np.isnan(np.asarray(vals, dtype=float))]
+    return f" ({_nan_text(nan, metric, len(nan))})" if len(nan) else ""
+
+
 def _metric(cells: pd.DataFrame, metric: str) -> np.ndarray:
     """Per cell: the metric column, or the metric expression evaluated on the cell's columns
     (NaN where a name is absent or NaN: a diverged cell stays a miss)."""
@@ -580,7 +588,9 @@ def ordering(ctx: CheckContext, cfg: OrderingConfig) -> list[Verdict]:
         diffs = np.array([float(vals[i]) - cfg.factor * float(vals[j]) for i, j in done])
         miss = int(sum(math.isnan(d) or d < cfg.margin for d in diffs))
         worst = float(np.min(diffs)) if not np.isnan(diffs).any() else math.nan
+        used = cells.loc[sorted({k for p in done for k in p})]
         return Outcome(miss == 0, f"{miss} of {len(done)} finished pairs out of order"
+                       + _nan_note(used, cfg.metric, vals[used.index])
                        if miss else f"all {len(done)} finished pairs in order", worst)
 
     return [judge(text, needed, evaluate, cfg.given)]
@@ -660,7 +670,9 @@ def monotone(ctx: CheckContext, cfg: MonotoneConfig) -> list[Verdict]:
             return Outcome(None, "no group has two finished cells")
         shown = ", ".join(where_viol[:4]) + (" ..." if len(where_viol) > 4 else "")
         return Outcome(viol <= cfg.allowed_violations,
-                       f"{viol} violations in {steps} steps" + (f" ({shown})" if viol else ""))
+                       f"{viol} violations in {steps} steps" + (f" ({shown})" if viol else "")
+                       + (_nan_note(cells, cfg.metric, _metric(cells, cfg.metric)) if viol
+                          else ""))
 
     return [judge(text, needed, evaluate, cfg.given)]
 
