@@ -5080,3 +5080,27 @@ def test_an_ordering_claim_says_a_cell_whose_analysis_metric_was_not_measured(tm
     said = " ".join(res.output.split())
     assert res.exit_code == 0 and "1 of 1 finished pairs out of order" in said, res.output
     assert "1 where no run diverged but out.noise_var was not measured" in said, res.output
+
+
+def test_committed_analysis_rows_stand_only_for_runs_finished_under_the_spec_as_it_is(tmp_path):
+    """The committed output_variance rows stand for runs whose weights are gone only when those
+    runs are finished under the spec as it is now: after an edit (train.max_steps) with one run
+    trained again, the other cell kept the old spec's number beside '0 finished'."""
+    import pandas as pd
+    import yaml
+
+    sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                        {"label": "S4D", "set": {"model.mixer": "s4d"}}]}]
+    spec = _one_run_spec(tmp_path, sweep=sweep, save_weights=True,
+                         analysis=["output_variance"],
+                         task={"name": "mqar", "vocab": 16, "L": 8, "kappa": 2})
+    args = ["--out", tmp_path / "out", "--profile", "smoke"]
+    assert _invoke("run", spec, *args, "--no-calibrate", "--workers", "1").exit_code == 0
+    raw = yaml.safe_load(spec.read_text())
+    raw["train"]["max_steps"] += 1
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    res = _invoke("run", spec, *args, "--no-calibrate", "--workers", "1", "--max-runs", "1")
+    assert res.exit_code == 0, res.output
+    cells = pd.read_csv(tmp_path / "out" / "tests" / "t-spec" / "summary-smoke.csv")
+    assert sorted(cells["n_ok"]) == [0, 1], cells
+    assert cells["out.noise_var"].notna().tolist() == (cells["n_ok"] == 1).tolist(), cells

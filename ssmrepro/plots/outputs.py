@@ -49,7 +49,7 @@ from ..report.cells import (
     values_equal,
 )
 from ..report.checks import CheckConfig, CollapseConfig, OrderingConfig
-from ..report.columns import LABEL, LABEL_SEP, N_PARAMS, RUN_ID, SEED, STATUS
+from ..report.columns import LABEL, LABEL_SEP, N_PARAMS, OK, RUN_ID, SEED, STATUS
 from ..report.curves import HISTORY_SETS, SAMPLES, STEP, curve_table, history_metric_sets
 from ..spec import SET_TAG, Spec, format_errors
 from ..store import (
@@ -1197,13 +1197,17 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         if agg.select is not None:  # one cell per group of candidates: `over` is no cell key
             keys = [k for k in keys if k != agg.select.over]
     tables = {}
+    # the runs a committed analysis table's rows may stand for: finished under the spec as it is
+    done = set(df.loc[df[STATUS] == OK, RUN_ID].astype(str)) if STATUS in df and RUN_ID in df \
+        else set()
+    finished = [r for r in runs if r.run_id in done]
     if DECAY in spec.analysis:
         recs = [r for r in (store.read(x.run_id) for x in runs) if r is not None]
         hist = histogram_table(recs, keys)
         hpath = out("histograms", "csv")
         computed = not hist.empty
         if hpath.exists() and (hist.empty or len(recs) < len(runs)):  # the committed cells
-            hist = with_committed(hist, read_histograms(hpath), keys)
+            hist = with_committed(hist, read_histograms(hpath), keys, finished)
         if computed:
             atomic_write_text(hpath, hist.to_csv(index=False))
         tables[DECAY] = hist
@@ -1216,7 +1220,8 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
             committed, dropped = planned_rows(read_weights_table(tpath, name), runs, keys)
             for why in dropped:
                 print(f"warning: {tpath.name}: {why}; the row is not used", file=sys.stderr)
-            computed, table = not table.empty, with_committed(table, committed, keys)
+            computed, table = not table.empty, with_committed(table, committed, keys,
+                                                              finished)
         else:
             computed = not table.empty
         if computed:

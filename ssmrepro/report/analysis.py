@@ -191,18 +191,24 @@ def _identities(table: pd.DataFrame, keys: list[str]) -> tuple[list[str], list[t
     return cols, [tuple(norm(v) for v in row) for row in table[cols].itertuples(index=False)]
 
 
-def with_committed(table: pd.DataFrame, committed: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+def with_committed(table: pd.DataFrame, committed: pd.DataFrame, keys: list[str],
+                   finished: list) -> pd.DataFrame:
     """``table`` (computed from the runs whose weights or records are here) plus the rows of
     ``committed`` (the checked table from before) of the runs (a seed column) or cells (none:
     ``histograms.csv``) it lacks: one run trained into a fresh clone, or one run's weights or
     record deleted, replaced the whole committed table by that run's rows and left every other
-    cell unmeasured (a claim over them FAILed: 'out of order', a split PASS turned FAIL)."""
+    cell unmeasured (a claim over them FAILed: 'out of order', a split PASS turned FAIL).
+    Only rows of ``finished`` runs are taken: a row of a run not finished under the spec as it
+    is now (edited since) would show a number of the old spec beside a cell not run."""
     if committed.empty or LABEL not in committed:
         return table
+    cols, ident = _identities(committed, keys)
+    done = {tuple(norm({**r.flat(), LABEL: r.label, "seed": r.seed}.get(c)) for c in cols)
+            for r in finished}
+    have = set(_identities(table, keys)[1]) if not table.empty else set()
+    lacking = committed[[key in done and key not in have for key in ident]]
     if table.empty:
-        return committed
-    have = set(_identities(table, keys)[1])
-    lacking = committed[[key not in have for key in _identities(committed, keys)[1]]]
+        return lacking.reset_index(drop=True)
     return pd.concat([table, lacking[[c for c in table.columns if c in lacking]]],
                      ignore_index=True) if not lacking.empty else table
 
