@@ -5037,23 +5037,31 @@ def test_a_weights_figure_whose_where_selects_no_cell_of_the_profile_says_so(tmp
     assert "trains them" not in said, res.output
 
 
-def test_a_log_scaled_lines_panel_with_no_measured_value_is_drawn(tmp_path):
-    """A `lines` figure with `logy` whose panel holds no positive value (koren2026-fig14's
-    figure15 in a fresh clone with one run trained: the other cells' analysis metrics not
-    measured, NaN) raised matplotlib's 'Data cannot be log-scaled' traceback in `plot`."""
+def _s4d_weights_lost(tmp_path: Path, **spec_fields) -> tuple[Path, list, Path]:
+    """An MQAR spec of an S6 and an S4D run with output_variance (plus ``spec_fields``), trained,
+    then the S4D run's saved weights and the committed analysis table deleted: that cell's
+    analysis metrics cannot be measured. (spec, the smoke profile's args, its results folder)."""
     sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
                         {"label": "S4D", "set": {"model.mixer": "s4d"}}]}]
     spec = _one_run_spec(tmp_path, sweep=sweep, save_weights=True,
                          analysis=["output_variance"],
-                         task={"name": "mqar", "vocab": 16, "L": 8, "kappa": 2},
-                         figures=[{"kind": "lines", "metric": "out.noise_var",
-                                   "x": "model.d_model", "facet": "label", "logy": True}])
+                         task={"name": "mqar", "vocab": 16, "L": 8, "kappa": 2}, **spec_fields)
     args = ["--out", tmp_path / "out", "--profile", "smoke"]
     assert _invoke("run", spec, *args, "--no-calibrate", "--workers", "1").exit_code == 0
     root = tmp_path / "out" / "tests" / "t-spec"
     next(p for p in root.glob("runs/*.json") if '"S4D"' in p.read_text()).with_suffix(
         ".pt").unlink()
     (root / "output_variance-smoke.csv").unlink()
+    return spec, args, root
+
+
+def test_a_log_scaled_lines_panel_with_no_measured_value_is_drawn(tmp_path):
+    """A `lines` figure with `logy` whose panel holds no positive value (koren2026-fig14's
+    figure15 in a fresh clone with one run trained: the other cells' analysis metrics not
+    measured, NaN) raised matplotlib's 'Data cannot be log-scaled' traceback in `plot`."""
+    spec, args, root = _s4d_weights_lost(tmp_path, figures=[
+        {"kind": "lines", "metric": "out.noise_var", "x": "model.d_model", "facet": "label",
+         "logy": True}])
     res = _invoke("plot", spec, *args)
     assert res.exit_code == 0 and "Traceback" not in res.output, res.output
     assert (root / "figure-smoke.png").is_file()
@@ -5063,19 +5071,9 @@ def test_an_ordering_claim_says_a_cell_whose_analysis_metric_was_not_measured(tm
     """An ordering (or monotone) claim counted a pair with a cell whose analysis metric was
     never measured (saved weights gone, no committed table) as 'out of order' without a word;
     a threshold claim says 'not measured'."""
-    sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
-                        {"label": "S4D", "set": {"model.mixer": "s4d"}}]}]
-    claims = [{"check": "ordering", "text": "S6 >= S4D", "metric": "out.noise_var",
-               "a": {"label": "S6"}, "b": {"label": "S4D"}, "match": []}]
-    spec = _one_run_spec(tmp_path, sweep=sweep, save_weights=True, claims=claims,
-                         analysis=["output_variance"],
-                         task={"name": "mqar", "vocab": 16, "L": 8, "kappa": 2})
-    args = ["--out", tmp_path / "out", "--profile", "smoke"]
-    assert _invoke("run", spec, *args, "--no-calibrate", "--workers", "1").exit_code == 0
-    root = tmp_path / "out" / "tests" / "t-spec"
-    next(p for p in root.glob("runs/*.json") if '"S4D"' in p.read_text()).with_suffix(
-        ".pt").unlink()
-    (root / "output_variance-smoke.csv").unlink()
+    spec, args, _ = _s4d_weights_lost(tmp_path, claims=[
+        {"check": "ordering", "text": "S6 >= S4D", "metric": "out.noise_var",
+         "a": {"label": "S6"}, "b": {"label": "S4D"}, "match": []}])
     res = _invoke("verify", spec, *args)
     said = " ".join(res.output.split())
     assert res.exit_code == 0 and "1 of 1 finished pairs out of order" in said, res.output
