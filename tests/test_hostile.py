@@ -5102,3 +5102,13 @@ def test_committed_analysis_rows_stand_only_for_runs_finished_under_the_spec_as_
     cells = pd.read_csv(tmp_path / "out" / "tests" / "t-spec" / "summary-smoke.csv")
     assert sorted(cells["n_ok"]) == [0, 1], cells
     assert cells["out.noise_var"].notna().tolist() == (cells["n_ok"] == 1).tolist(), cells
+
+
+def test_a_data_root_that_is_a_file_is_named_as_one(tmp_path):
+    """`run lra` with $SSMREPRO_DATA naming a file said the data were missing and suggested
+    `ssmrepro data ...` commands that then failed on that file."""
+    (tmp_path / "root").write_text("not a folder")
+    res = _invoke("run", "lra", "--profile", "smoke", "--no-calibrate", "--out", tmp_path / "out",
+                  env={"SSMREPRO_DATA": str(tmp_path / "root")})
+    _assert_refused(res, "is a file, not a folder")
+    assert not (tmp_path / "out").exists()

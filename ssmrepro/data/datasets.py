@@ -469,6 +469,9 @@ def find_source(dataset: str, root: Path, accept: Sequence[str], cfg) -> tuple[s
 
 
 def unavailable_message(dataset: str, split: str, root: Path, accept: Sequence[str], cfg) -> str:
+    if root.exists() and not root.is_dir():  # each suggested command would fail on it too
+        return (f"LRA dataset {dataset!r} (split {split!r}): the data root {str(root)!r} is a file, "
+                "not a folder; point $SSMREPRO_DATA (or --dir of `ssmrepro data ...`) at a folder")
     ddef = DATASETS[dataset]
     looked = "; ".join(f"{s}: {ddef.locate(s, root, cfg)}" for s in accept)
     cmds = " | ".join(f"`{ddef.hint(s, root, cfg)}`" for s in accept)
