@@ -429,8 +429,14 @@ class Store:
                                      f"{type(state).__name__}")
             except (RuntimeError, OSError, ValueError, EOFError,
                     pickle.UnpicklingError) as err:  # truncated, foreign, not a pickle
-                why = str(err).strip().splitlines()[0] if str(err).strip() else ""
-                self._distrust_weights(path, f"{type(err).__name__} {why}", quarantine=k == 0)
+                said = str(err).strip().splitlines()[0] if str(err).strip() else ""
+                if isinstance(err, ValueError):  # ours: not a regular file, not a state dict
+                    why = said
+                elif isinstance(err, OSError):
+                    why = f"cannot be read ({type(err).__name__}: {said})"
+                else:  # torch's words alone ("... legacy .tar format") named no cause
+                    why = f"not a readable PyTorch weights file (torch.load: {said})"
+                self._distrust_weights(path, why, quarantine=k == 0)
                 continue
             try:
                 used = state if use is None else use(state)

@@ -837,6 +837,7 @@ def test_unreadable_saved_weights_are_a_warning(tmp_path):
     (st.runs / "r1.pt").write_bytes(b"not a pickle")
     assert st.read_weights("r1") is None  # quarantined, so that the run is trained again
     assert "saved weights r1.pt quarantined" in st.warnings[0]
+    assert "not a readable PyTorch weights file" in st.warnings[0]  # torch's words only before
     assert not (st.runs / "r1.pt").exists()
 
 
