@@ -5113,3 +5113,26 @@ def test_a_data_root_that_is_a_file_is_named_as_one(tmp_path):
                   env={"SSMREPRO_DATA": str(tmp_path / "root")})
     _assert_refused(res, "is a file, not a folder")
     assert not (tmp_path / "out").exists()
+
+
+def test_plot_of_a_profile_another_process_is_training_says_so(tmp_path):
+    """`plot` while another live process trained the profile's last run said only "train the
+    rest with ssmrepro run ...": that `run` would have waited for the other process."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import Store
+    from ssmrepro.sweep import expand
+
+    path = _one_run_spec(tmp_path, seeds=[0, 1])
+    spec, out = load_spec(path), tmp_path / "o"
+    res = _invoke("run", path, "--out", out, "--profile", "smoke", "--no-calibrate", "--no-plot",
+                  "--workers", "1", "--max-runs", "1")
+    assert res.exit_code == 0, res.output
+    store = Store(out / spec.paper / spec.id)
+    left = [r.run_id for r in expand(spec, "smoke") if not store.is_done(r.run_id)]
+    assert len(left) == 1
+    said = " ".join(_invoke("plot", path, "--out", out, "--profile", "smoke").output.split())
+    assert "1 of 2 runs finished" in said and "another process" not in said, said
+    _hold(store, left[0])
+    said = " ".join(_invoke("plot", path, "--out", out, "--profile", "smoke").output.split())
+    assert (f"1 of them being trained now by another process (pid {os.getpid()} on "
+            f"{store.host}): wait for it, or train the rest with ssmrepro run") in said, said

@@ -445,18 +445,23 @@ def _outputs(spec, profile: str, out: Path | None, overrides: dict | None = None
     return res
 
 
-def _say_unfinished(name: str, profile: str, out: Path | None, set_: list[str] | None,
+def _say_unfinished(spec, name: str, profile: str, out: Path | None, set_: list[str] | None,
                     res) -> None:
     """plot / verify of a profile not fully trained (a `run` interrupted or cut): the console
     says so (only report.md did; the verdict line of a spec without checkable claims read as
     a complete profile)."""
     if res.expected is None or res.finished is None or res.finished >= res.expected:
         return
+    from ..engine import held_runs
+
     again = shlex.join(["ssmrepro", "run", name, "--profile", profile,
                         *(["--out", str(out)] if out is not None else []),
                         *[a for kv in set_ or [] for a in ("--set", kv)]])
+    held = held_runs(spec, profile, out, _overrides(set_))
+    busy = (f"; {len(held)} of them being trained now by another process ({held[0]}"
+            f"{', ...' if len(held) > 1 else ''}): wait for it, or" if held else ":")
     err_console.print(f"[yellow]profile {escape(profile)}: {res.finished} of {res.expected} runs "
-                      f"finished[/] (the tables, figures and verdicts hold only those): train "
+                      f"finished[/] (the tables, figures and verdicts hold only those){busy} train "
                       f"the rest with {escape(again)}", highlight=False, soft_wrap=True)
 
 
@@ -488,7 +493,7 @@ def plot(
     report."""
     spec = _spec(name)
     profile = spec.default_profile if profile is None else profile
-    _say_unfinished(name, profile, out, set_, _outputs(spec, profile, out, _overrides(set_)))
+    _say_unfinished(spec, name, profile, out, set_, _outputs(spec, profile, out, _overrides(set_)))
 
 
 @command()
@@ -508,7 +513,7 @@ def verify(
     res = _outputs(spec, profile, out, _overrides(set_), quiet=as_json)
     if as_json:
         print_json({"id": spec.id, "profile": profile, **_outputs_json(res)})
-    _say_unfinished(name, profile, out, set_, res)
+    _say_unfinished(spec, name, profile, out, set_, res)
     if strict:
         short = [v for v in res.verdicts if v.kind == "claim" and v.verdict != "PASS"]
         if short:

@@ -118,6 +118,16 @@ def _pending(spec: Spec, profile: str, store: Store, max_runs: int | None,
     return runs, unique, pending
 
 
+def held_runs(spec: Spec, profile: str, out: Path | None = None,
+              overrides: dict | None = None) -> list[str]:
+    """'pid P on host H' of each unfinished run of the profile another live process holds
+    (`plot` / `verify` said "train the rest" of runs being trained at that moment)."""
+    store = open_store(spec, out)
+    held = (store.holder(r.run_id) for r in unique_runs(expand(spec, profile, overrides=overrides))
+            if not store.is_done(r.run_id))
+    return [h for h in held if h is not None]
+
+
 def check_memory(spec: Spec, profile: str, runs: list, device: str,
                  available: int | None = None) -> None:
     """Refuse (SpecError, exit 2) before anything is built when one run of ``runs`` alone needs
