@@ -5136,3 +5136,27 @@ def test_plot_of_a_profile_another_process_is_training_says_so(tmp_path):
     said = " ".join(_invoke("plot", path, "--out", out, "--profile", "smoke").output.split())
     assert (f"1 of them being trained now by another process (pid {os.getpid()} on "
             f"{store.host}): wait for it, or train the rest with ssmrepro run") in said, said
+
+
+def test_list_shows_the_status_of_the_profile_asked_for(tmp_path):
+    """`list` (and `list --json`) told only each spec's default profile: whether a spec's smoke
+    or long profile was trained could not be seen there."""
+    import json
+
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    root = _project(tmp_path, small=True)
+    env = {"SSMREPRO_ROOT": str(root)}
+    out = tmp_path / "o"
+    res = _invoke("list", "--json", "--profile", "long", "--out", out, env=env)
+    assert res.exit_code == 0, res.output
+    rows = {r["id"]: r for r in json.loads(res.output[res.output.index("["):])}
+    fig1 = load_spec(root / "experiments/huang2025/huang2025-fig1.yaml")
+    assert rows["huang2025-fig1"]["profile"] == "long"
+    assert rows["huang2025-fig1"]["runs"] == len(expand(fig1, "long")) != len(expand(fig1, "quick"))
+    assert rows["huang2025-tab1"]["runs"] is None  # tab1 has no long profile
+    said = " ".join(_invoke("list", "--profile", "long", "--out", out, env=env).output.split())
+    assert "no profile long" in said and f"long: 0/{len(expand(fig1, 'long'))} runs" in said, said
+    _assert_refused(_invoke("list", "--profile", "lnog", "--out", out, env=env),
+                    "--profile lnog: no spec has this profile")

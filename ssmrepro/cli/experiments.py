@@ -76,10 +76,13 @@ def _read_root(out: Path | None, say_missing: bool = False) -> None:
 def list_cmd(
     out: Path | None = _out_option(),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+    profile: str | None = typer.Option(None, help="status of this profile (default: each "
+                                       "spec's default profile)"),
 ) -> None:
-    """All experiment specs with alias, tier and status of their default profile (models and
-    mixers: ``ssmrepro list-models``)."""
+    """All experiment specs with alias, tier and status of their default profile, or of
+    ``--profile`` (models and mixers: ``ssmrepro list-models``)."""
     from ..engine import open_store
+    from ..store import output_name
     from ..sweep import expand
 
     t = Table("id", "alias", "tier", "title", "status")
@@ -89,22 +92,33 @@ def list_cmd(
     for p in paths:
         try:
             s = load_spec(p)
-            runs = expand(s, s.default_profile)
+            shown = s.default_profile if profile is None else profile
+            row = {"id": s.id, "alias": s.alias, "paper": s.paper, "tier": s.tier,
+                   "title": s.title, "profile": shown, "profiles": list(s.profiles)}
+            if shown not in s.profiles:  # --profile quick of a spec without one
+                t.add_row(s.id, s.alias or "", str(s.tier), s.title,
+                          f"[dim]no profile {escape(shown)}[/]")
+                rows.append({**row, "runs": None, "done": None, "results_csv": None,
+                             "valid": True})
+                continue
+            runs = expand(s, shown)
             st = open_store(s, out)
             done = sum(st.is_done(r.run_id) for r in runs)
             _store_warnings(st)
-            committed = (st.root / "results.csv").exists()
-            status = f"{s.default_profile}: {done}/{len(runs)} runs"
+            table = output_name(s, shown, "results", "csv")
+            committed = (st.root / table).exists()
+            status = f"{escape(shown)}: {done}/{len(runs)} runs"
             if done == 0 and committed:
-                status += " (committed results.csv)"
+                status += f" (committed {table})"
             t.add_row(s.id, s.alias or "", str(s.tier), s.title, status)
-            rows.append({"id": s.id, "alias": s.alias, "paper": s.paper, "tier": s.tier,
-                         "title": s.title, "profile": s.default_profile,
-                         "profiles": list(s.profiles), "runs": len(runs), "done": done,
-                         "results_csv": committed, "valid": True})
+            rows.append({**row, "runs": len(runs), "done": done, "results_csv": committed,
+                         "valid": True})
         except SpecError as err:
             t.add_row(p.stem, "", "", "[red]invalid spec[/]", err.messages[0][:60])
             rows.append({"id": p.stem, "valid": False, "errors": err.messages})
+    if profile is not None and not any(r.get("runs") is not None for r in rows):
+        known = sorted({p for r in rows for p in r.get("profiles", [])})
+        fail([f"--profile {profile}: no spec has this profile (profiles: {', '.join(known)})"])
     if as_json:
         print_json(rows)
     else:
