@@ -5160,3 +5160,27 @@ def test_list_shows_the_status_of_the_profile_asked_for(tmp_path):
     assert "no profile long" in said and f"long: 0/{len(expand(fig1, 'long'))} runs" in said, said
     _assert_refused(_invoke("list", "--profile", "lnog", "--out", out, env=env),
                     "--profile lnog: no spec has this profile")
+
+
+def test_a_decay_histogram_cell_short_of_a_seeds_record_keeps_its_committed_bins(tmp_path):
+    """A cell of two seeds with one seed's record gone (a fresh clone with one run trained
+    since): `plot` measured its histogram from the other seed alone, while its results row
+    counted both seeds and nothing said so. The committed cell now stands whole; with no
+    committed cell, a warning says it is measured from only some of its runs."""
+    spec = _one_run_spec(tmp_path, seeds=[0, 1], analysis=["decay_histogram"])
+    out = tmp_path / "out"
+    args = ["--out", out, "--profile", "smoke"]
+    assert _invoke("run", spec, *args, "--no-calibrate", "--workers", "1").exit_code == 0
+    root = out / "tests" / "t-spec"
+    table = root / "histograms-smoke.csv"
+    before = table.read_text()
+    sorted(root.glob("runs/*.json"))[0].unlink()
+    res = _invoke("plot", spec, *args)
+    assert res.exit_code == 0 and "warning" not in res.output, res.output
+    assert table.read_text() == before
+    table.unlink()  # no committed cell to stand for it: measured from one seed, said
+    res = _invoke("plot", spec, *args)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "is measured from the records of only some of its finished " \
+        "runs" in said, said
+    assert table.exists() and table.read_text() != before

@@ -28,12 +28,14 @@ from ..report.analysis import (
     WEIGHT_ANALYSES,
     add_metrics,
     analysis_metrics,
+    cell_identities,
     cell_means,
     decay_metrics,
     histogram_table,
     planned_rows,
     read_histograms,
     read_weights_table,
+    short_cells,
     weights_table,
     with_committed,
 )
@@ -1202,12 +1204,24 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         else set()
     finished = [r for r in runs if r.run_id in done]
     if DECAY in spec.analysis:
-        recs = [r for r in (store.read(x.run_id) for x in runs) if r is not None]
-        hist = histogram_table(recs, keys)
+        recs = {x.run_id: r for x in runs if (r := store.read(x.run_id)) is not None}
+        hist = histogram_table(list(recs.values()), keys)
         hpath = out("histograms", "csv")
         computed = not hist.empty
+        cols, short = short_cells(hist, keys, finished, set(recs))  # cells short of a record
         if hpath.exists() and (hist.empty or len(recs) < len(runs)):  # the committed cells
-            hist = with_committed(hist, read_histograms(hpath), keys, finished)
+            committed = read_histograms(hpath)
+            # a committed cell stands whole for one short of a seed's record (measured from the
+            # seeds present, it disagreed with its results row, which counts them all)
+            stand = short & set(cell_identities(committed, keys))
+            if stand:
+                hist = hist[[k not in stand for k in cell_identities(hist, keys)]]
+            hist = with_committed(hist, committed, keys, finished)
+            short -= stand
+        for key in sorted(short, key=str):
+            print(f"warning: {hpath.name}: the cell {', '.join(f'{c}={v}' for c, v in zip(cols, key))}"
+                  " is measured from the records of only some of its finished runs (the others' "
+                  "records are not here)", file=sys.stderr)
         if computed:
             atomic_write_text(hpath, hist.to_csv(index=False))
         tables[DECAY] = hist

@@ -191,6 +191,24 @@ def _identities(table: pd.DataFrame, keys: list[str]) -> tuple[list[str], list[t
     return cols, [tuple(norm(v) for v in row) for row in table[cols].itertuples(index=False)]
 
 
+def short_cells(table: pd.DataFrame, keys: list[str], finished: list,
+                recorded: set[str]) -> tuple[list[str], set[tuple]]:
+    """The cells of ``table`` (``histograms.csv``: a cell's bins summed over its seeds) that a
+    finished run with no record here belongs to (their bins hold only the other seeds'): the
+    identity columns and the cells' values of them."""
+    if table.empty:
+        return [], set()
+    cols, ident = _identities(table, keys)
+    short = {tuple(norm({**r.flat(), LABEL: r.label}.get(c)) for c in cols)
+             for r in finished if r.run_id not in recorded}
+    return cols, short & set(ident)
+
+
+def cell_identities(table: pd.DataFrame, keys: list[str]) -> list[tuple]:
+    """Each row's cell (or run, with a seed column) identity, as ``short_cells`` gives it."""
+    return _identities(table, keys)[1] if LABEL in table else []
+
+
 def with_committed(table: pd.DataFrame, committed: pd.DataFrame, keys: list[str],
                    finished: list) -> pd.DataFrame:
     """``table`` (computed from the runs whose weights or records are here) plus the rows of
