@@ -291,6 +291,26 @@ def tune_malloc() -> bool:
     return ok and libc.mallopt(m_trim_threshold, 1 << 31) == 1
 
 
+def plain_warnings() -> None:
+    """Print the project's own warnings (``warnings.warn`` in ssmrepro: a damaged data cache entry
+    rebuilt, data without a generator's provenance) as its other warnings are printed,
+    ``warning: <message>``; they came in Python's default form (``/path/datasets.py:544:
+    UserWarning: ...`` and the source line ``loaded = load_entry(...)``). Other packages'
+    warnings keep theirs. Set by the command line and its worker processes."""
+    import warnings
+
+    own = str(Path(__file__).resolve().parent)
+    default = getattr(warnings.formatwarning, "default", warnings.formatwarning)
+
+    def formatwarning(message, category, filename, lineno, line=None) -> str:
+        if str(filename).startswith(own):
+            return f"warning: {message}\n"
+        return default(message, category, filename, lineno, line)
+
+    formatwarning.default = default  # type: ignore[attr-defined]  (set twice: one wrapper)
+    warnings.formatwarning = formatwarning
+
+
 def flush_denormals() -> bool:
     """Flush denormal floats to zero (the CPU's FTZ/DAZ modes) on this thread; False where the
     CPU has no such mode. Training processes, the planner's calibration and the benchmarks set

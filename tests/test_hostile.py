@@ -5184,3 +5184,23 @@ def test_a_decay_histogram_cell_short_of_a_seeds_record_keeps_its_committed_bins
     assert res.exit_code == 0 and "is measured from the records of only some of its finished " \
         "runs" in said, said
     assert table.exists() and table.read_text() != before
+
+
+def test_the_projects_own_warnings_print_as_warning_lines(monkeypatch):
+    """A damaged data cache entry rebuilt (and other `warnings.warn` of ours) printed in Python's
+    default form, '/.../datasets.py:544: UserWarning: ...' plus a source line, unlike every
+    other 'warning: ...' line of the tool; other packages' warnings keep their form."""
+    import warnings
+
+    import ssmrepro.data.datasets as datasets
+    from ssmrepro.util import plain_warnings
+
+    monkeypatch.setattr(warnings, "formatwarning", warnings.formatwarning)
+    plain_warnings()
+    plain_warnings()  # set twice (every command sets it): still one wrapper
+    ours = warnings.formatwarning("damaged cache entry x (y); rebuilding it", UserWarning,
+                                  datasets.__file__, 544, "loaded = load_entry(...)")
+    assert ours == "warning: damaged cache entry x (y); rebuilding it\n"
+    theirs = warnings.formatwarning("m", DeprecationWarning, "/elsewhere/pkg/mod.py", 3, "x = 1")
+    assert theirs.startswith("/elsewhere/pkg/mod.py:3: DeprecationWarning: m")
+    assert not hasattr(warnings.formatwarning.default, "default")

@@ -24,6 +24,7 @@ from ..kernels.backend import BackendError
 from ..plots.registry import FigureTooLarge
 from ..spec import SpecError
 from ..store import LinkOutside, TableError
+from ..util import plain_warnings
 
 EXIT_CODES = ("Exit codes: 0 ok; 1 some runs failed or did not finish (re-run the same command "
               "to resume); 2 bad input (spec, id, option, missing data, unwritable folder); "
@@ -151,6 +152,7 @@ def guard(fn: Callable[..., Any], interrupted: str = REDO) -> Callable[..., Any]
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        plain_warnings()  # our own warnings as 'warning: ...' lines
         try:
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort):

@@ -32,7 +32,7 @@ from ..kernels.backend import kernel_usage, reset_kernel_usage, set_scan_backend
 from ..store import WEIGHTS_DIGEST, Store
 from ..sweep import CODE_VERSION
 from ..train import member_state, train_pack
-from ..util import die_with_parent, flush_denormals, tune_malloc
+from ..util import die_with_parent, flush_denormals, plain_warnings, tune_malloc
 from .plan import Pack
 
 _COMMIT: str | None = None
@@ -241,6 +241,7 @@ def _worker_main(worker: int, tasks, events, store: Store, ws: WorkSettings, thr
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
     tune_malloc()  # no page-fault storms on every step's fresh activations (see util)
     flush_denormals()  # no slow denormal arithmetic (see util)
+    plain_warnings()  # 'warning: ...' as the parent prints them
     torch.set_num_threads(threads)
     set_scan_backend(ws.backend)
     while True:
