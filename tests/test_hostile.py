@@ -1775,11 +1775,14 @@ _T = "task.T"
     ({"figures": [{"kind": "lines", "ylim": [1, 0]}]}, "the lower end first"),
     ({"figures": [{"kind": "phase", "x": _T, "y": _D, "panels": [{"metric": "test.acc"}],
                    "vmax": 0}]}, "figures.0.vmax"),
+    ({"figures": [{"kind": "bound_grid", "x": _T, "y": _D, "solved": 5}]},
+     "figures.0.solved: 5 for test.acc, an accuracy"),
 ], ids=["numeric-text", "phase-text", "region-div0", "collapse-text", "bound-div0", "one-spot",
         "case-beyond", "size-order-typo", "size-order-twice", "bands-reference", "halves",
         "figure-where", "heatmap-axes", "phase-panels", "curves-series", "curves-labels",
         "pattern-field", "pattern-format", "band-columns", "construction",
-        "curves-paper-panels", "heatmap-paper-panels", "paper-panels-no-col", "ylim", "vmax"])
+        "curves-paper-panels", "heatmap-paper-panels", "paper-panels-no-col", "ylim", "vmax",
+        "solved-level"])
 def test_figure_and_claim_options_are_checked_against_the_cells(tmp_path, override, needle):
     """Each passed `validate` and then raised after training, drew nothing or drew one cell over
     another with exit 0, or judged a claim on no cell."""

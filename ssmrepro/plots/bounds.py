@@ -61,6 +61,9 @@ class BoundGridConfig(FigureConfig):
     x_name: DrawnText | None = None
     y_name: DrawnText | None = None
 
+    def levels(self) -> list[tuple[str, str, float]]:
+        return [("solved", self.metric, self.solved)]
+
     def column_refs(self) -> list[str]:
         refs = [self.x, self.y, self.col] + ([self.row] if self.row else [])
         for lines in self.bounds.values():

@@ -165,6 +165,8 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                    for m in cfg.metrics() if m not in metrics]
         errors += [f"{path}: {key}.kind: {cfg.kind} needs `analysis: [{a}]`"
                    for a in cfg.analyses() if a not in spec.analysis]
+        errors += _unreachable(path, [(f"{key}.{o}", m, v) for o, m, v in cfg.levels()],
+                               _spread_columns(spec))
         errors += [f"{path}: {key}: {m!r} is not in the runs' evaluation history (sets: "
                    f"{sorted(sets)}; metrics <set>.acc, <set>.loss or <set>.mse)"
                    for m in cfg.history_metrics()

@@ -60,6 +60,12 @@ class FigureConfig(NoBoolNumbers):
         makes the outputs stage write ``curves.csv`` (report.curves)."""
         return []
 
+    def levels(self) -> list[tuple[str, str, float]]:
+        """(option, metric, value) of each option compared with a metric's values (a frame
+        drawn at or above it): validated to be a value the metric can take (``solved: 5`` on
+        an accuracy framed no cell, without a word)."""
+        return []
+
     def panel_refs(self) -> list[str]:
         """Columns that split the figure into panels: ``case:<i>`` beyond the labels' case
         labels is '' for every cell there, one panel (the lines kind's default facet)."""
