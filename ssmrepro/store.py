@@ -282,6 +282,8 @@ class Store:
         self.stale_after = stale_after
         self.host = socket.gethostname()
         self.warnings: list[str] = []  # problems met while reading (quarantined records ...)
+        self._checked: dict[tuple, bool] = {}  # weights file (path, inode, size, mtime) -> its
+        # digest is its record's (hashed once per process, not at every is_done)
 
     # ---------------------------------------------------------------- records
     def record_path(self, run_id: str) -> Path:
@@ -356,15 +358,41 @@ class Store:
         rec = self.read(run_id)
         if rec is None or rec.get("status") not in DONE_STATUSES:
             return False
-        if self.weights and rec["status"] == "ok" and not any(
-                (root / f"{run_id}.pt").is_file() for root in self._run_folders()):
-            # deleted, or quarantined as damaged: the analyses had no weights to read, and
-            # `plot` said `run` trained them, which found the run done
+        if self.weights and rec["status"] == "ok" and not self._has_weights(run_id):
+            # deleted, quarantined as damaged, or another run's: the analyses had no weights to
+            # read, and `plot` said `run` trained them, which found the run done
             self._warn(f"run {run_id} has its record but not its saved weights (runs/"
                        f"{run_id}.pt; the spec keeps them for its analyses): the run will be "
                        "trained again")
             return False
         return True
+
+    def _has_weights(self, run_id: str) -> bool:
+        """Whether the run's saved weights are here and are the ones its record names; weights
+        of another run copied in (the same shapes) are quarantined as ``read_weights`` does: a
+        `run` counted the run done, and only its `plot` step found them foreign."""
+        for k, root in enumerate(self._run_folders()):
+            path = root / f"{run_id}.pt"
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            if not path.is_file():
+                continue
+            digest = self._weights_digest(root, run_id)
+            if digest is None:  # nothing to compare with (a record from before digests)
+                return True
+            key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+            if key not in self._checked:
+                try:
+                    self._checked[key] = file_digest(path) == digest
+                except OSError:  # unreadable: read_weights says why when it is read
+                    return True
+            if self._checked[key]:
+                return True
+            self._distrust_weights(path, "not the weights its record names (another run's, "
+                                   "copied or edited?)", quarantine=k == 0)
+        return False
 
     def _run_folders(self) -> list[Path]:
         return [self.runs] + [r / "runs" for r in self.reuse]

@@ -4183,11 +4183,10 @@ def test_a_run_whose_record_would_be_too_large_to_read_back_is_refused(tmp_path,
     assert not st.record_path("r1").exists()
 
 
-def test_saved_weights_of_another_run_of_the_same_shapes_are_not_loaded_as_this_runs(tmp_path):
-    """save_weights: seed 1's weights copied over seed 0's (the same model, so the same shapes)
-    were loaded as seed 0's, and its plot-time analysis (output_variance) computed from them
-    without a word. The record now names its weights' SHA-256; other weights are quarantined
-    with a warning and the run trained again."""
+def _seed_weights_swapped(tmp_path):
+    """koren2026-fig14 cut to one cell of two seeds, trained with its weights saved, then seed
+    1's weights copied over seed 0's (the same model, so the same shapes): (spec, args, {seed:
+    weights path})."""
     raw = yaml.safe_load((ROOT / "experiments/koren2026/koren2026-fig14.yaml").read_text())
     raw.update(id="kv", paper="tests", claims=[], paper_values=[])
     raw.pop("reuse", None)
@@ -4204,6 +4203,15 @@ def test_saved_weights_of_another_run_of_the_same_shapes_are_not_loaded_as_this_
     by_seed = {json.loads(p.read_text())["seed"]: p.with_suffix(".pt")
                for p in runs.glob("*.json")}
     shutil.copy(by_seed[1], by_seed[0])
+    return spec, args, by_seed
+
+
+def test_saved_weights_of_another_run_of_the_same_shapes_are_not_loaded_as_this_runs(tmp_path):
+    """save_weights: seed 1's weights copied over seed 0's were loaded as seed 0's, and its
+    plot-time analysis (output_variance) computed from them without a word. The record now
+    names its weights' SHA-256; other weights are quarantined with a warning and the run
+    trained again."""
+    spec, args, by_seed = _seed_weights_swapped(tmp_path)
     res = _invoke("plot", spec, *args)
     said = " ".join(res.output.split())
     assert res.exit_code == 0, res.output
@@ -5207,3 +5215,18 @@ def test_the_projects_own_warnings_print_as_warning_lines(monkeypatch):
     theirs = warnings.formatwarning("m", DeprecationWarning, "/elsewhere/pkg/mod.py", 3, "x = 1")
     assert theirs.startswith("/elsewhere/pkg/mod.py:3: DeprecationWarning: m")
     assert not hasattr(warnings.formatwarning.default, "default")
+
+
+def test_run_does_not_count_a_run_done_whose_weights_are_another_runs(tmp_path):
+    """Seed 1's weights copied over seed 0's: `run` (and `run --dry-run`) counted seed 0 done
+    and trained nothing; only its plot step found the weights foreign, and the next `run`
+    trained the run. The weights are now checked against the record's digest when `run` asks
+    whether the run is done."""
+    spec, args, by_seed = _seed_weights_swapped(tmp_path)
+    res = _invoke("run", spec, *args, "--dry-run", "--no-estimate")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "1 done, 1 pending" in said, res.output
+    assert f"saved weights {by_seed[0].name} quarantined" in said, res.output
+    shutil.copy(by_seed[1], by_seed[0])  # again (the dry run quarantined them)
+    res = _invoke("run", spec, *args, "--no-calibrate", "--workers", "1", "--no-plot")
+    assert res.exit_code == 0 and "trained 1 runs" in " ".join(res.output.split()), res.output
