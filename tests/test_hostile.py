@@ -5230,3 +5230,47 @@ def test_run_does_not_count_a_run_done_whose_weights_are_another_runs(tmp_path):
     shutil.copy(by_seed[1], by_seed[0])  # again (the dry run quarantined them)
     res = _invoke("run", spec, *args, "--no-calibrate", "--workers", "1", "--no-plot")
     assert res.exit_code == 0 and "trained 1 runs" in " ".join(res.output.split()), res.output
+
+
+def test_show_names_the_profiles_and_prints_text_as_written(tmp_path):
+    """`show` printed no list of the spec's profiles (its --profile help named smoke | quick |
+    paper only, though specs have long and their own), and read a title, claim or profile
+    description holding [brackets] as console markup ('[red]x[/]' printed red 'x'; a stray
+    '[/]' is a markup error)."""
+    import json
+
+    spec = _one_run_spec(tmp_path, title="T [red]x[/] [/]", claim="C [b]y[/b]")
+    res = _invoke("show", spec, "--profile", "smoke")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert "T [red]x[/] [/]" in said and "C [b]y[/b]" in said, said
+    assert "profiles: smoke, quick, paper (--profile NAME)" in said, said
+    res = _invoke("show", spec, "--profile", "smoke", "--json")
+    assert json.loads(res.output[res.output.index("{"):])["profiles"] == ["smoke", "quick",
+                                                                         "paper"]
+
+
+def test_text_that_looks_like_console_markup_is_printed_as_written(tmp_path):
+    """Paths, labels and titles were read as Rich console markup: `run --out 'a[/]b'` ended in
+    a MarkupError traceback after training, `plot --out 'a[red]b'` printed its figures and
+    report under '/.../ab', a spec title holding '[/]' broke `list`, a label '[x]' vanished
+    from `show`'s run table."""
+    sweep = [{"cases": [{"label": "[x] S6", "set": {"model.mixer": "s6"}}]}]
+    spec = _one_run_spec(tmp_path, title="T [/] [red]x[/red]", sweep=sweep)
+    out = tmp_path / "a[/]b[red]c"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate",
+                  "--workers", "1")
+    said = "".join(res.output.split())  # (long paths wrap)
+    assert res.exit_code == 0, res.output
+    assert f"report:{out}/tests/t-spec/report-smoke.md" in said, said
+    assert f"table:{out}/tests/t-spec/results-smoke.csv" in said, said
+    res = _invoke("show", spec, "--profile", "smoke", "--out", out)
+    assert res.exit_code == 0 and "[x] S6" in res.output, res.output
+    root = _project(tmp_path, small=True)
+    raw = yaml.safe_load((root / "experiments/huang2025/huang2025-fig2.yaml").read_text())
+    raw["title"] = "T [/] [red]x[/red]"
+    (root / "experiments/huang2025/huang2025-fig2.yaml").write_text(yaml.safe_dump(raw))
+    res = _invoke("list", "--out", out, env={"SSMREPRO_ROOT": str(root), "COLUMNS": "300"})
+    assert res.exit_code == 0 and "T [/] [red]x[/red]" in res.output, res.output
+    res = _invoke("data", "info", "--dir", tmp_path / "d[/]x")
+    assert res.exit_code == 0 and "d[/]x" in res.output, res.output

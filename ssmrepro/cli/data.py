@@ -16,6 +16,7 @@ from enum import Enum
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ..data._workers import WorkerDied
@@ -79,7 +80,8 @@ def _interrupted_says_what_is_left(target: Path) -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt:
-        err_console.print(f"interrupted — {_left(target)}", highlight=False, soft_wrap=True)
+        err_console.print(f"interrupted — {_left(target)}", highlight=False, soft_wrap=True,
+                          markup=False)
         raise typer.Exit(130) from None
 
 
@@ -144,7 +146,7 @@ def download(
     except DownloadError as err:
         _fail(str(err), code=1)
     for p in installed:
-        console.print(f"installed {p}", highlight=False)
+        console.print(f"installed {p}", highlight=False, markup=False)
 
 
 # what the generators write into their folder (and their temp files, ``.<name>.<host>...tmp``)
@@ -295,7 +297,7 @@ def generate_listops_cmd(
         console.print(
             f"wrote {n} ListOps examples ({n_train}/{n_val}/{n_test}) to {target} "
             f"in {time.perf_counter() - t0:.1f} s",
-            highlight=False,
+            highlight=False, markup=False,
         )
 
 
@@ -380,7 +382,8 @@ def generate_pathfinder_cmd(
                 prog.stop()
                 _fail(_died(err, target), code=1)
         dt = time.perf_counter() - t0
-        console.print(f"wrote {n} images to {target} in {dt:.1f} s ({n / dt:.0f} images/s)", highlight=False)
+        console.print(f"wrote {n} images to {target} in {dt:.1f} s ({n / dt:.0f} images/s)",
+                      highlight=False, markup=False)
 
 
 @command(app)
@@ -394,14 +397,15 @@ def info(dir: Path | None = typer.Option(None, "--dir", help=DIR_HELP, metavar="
     if root.exists() and not root.is_dir():  # every source 'no', and each hint's command
         # (`data download ... --dir <that file>`) failing on it, without a word why
         fail([f"cannot use {root}: not a folder (the data root; --dir or $SSMREPRO_DATA)"])
-    table = Table("dataset", "source", "present", "path / how to get it", title=f"data root: {root}")
+    table = Table("dataset", "source", "present", "path / how to get it",
+                  title=f"data root: {escape(str(root))}")
     for row in available_sources(root):
         mark = "[green]yes[/]" if row["present"] else "[red]no[/]"
         where = str(row["path"]) if row["present"] else row["hint"]
         src = row["source"] + ("" if row["default"] else " (opt-in)")
-        table.add_row(row["dataset"], src, mark, where)
+        table.add_row(escape(row["dataset"]), escape(src), mark, escape(where))
     console.print(table)
     cache = cache_root(root)
     if cache.is_dir():
         size = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file())
-        console.print(f"cache: {cache} ({size / 1e6:.1f} MB)", highlight=False)
+        console.print(f"cache: {cache} ({size / 1e6:.1f} MB)", highlight=False, markup=False)

@@ -23,6 +23,9 @@ from ..kernels.backend import select_backend, select_device
 from ..spec import SpecError, find_spec, id_taken, index_problems, load_spec, spec_paths
 from .app import RESUME, command, console, err_console, fail, path_value, print_json
 
+PROFILE_HELP = ("a profile of the spec: smoke | quick | long | paper, or one of its own (`show` "
+                "lists them; default: the spec's)")
+
 OUT_HELP = "results root (default ./results; env SSMREPRO_OUT)"
 SET_HELP = ("override a config field for every run, typed like the YAML: --set model.d_model=32 "
             "--set 'train.betas=[0.9, 0.98]' (repeatable; part of the run ids; outputs are "
@@ -96,7 +99,7 @@ def list_cmd(
             row = {"id": s.id, "alias": s.alias, "paper": s.paper, "tier": s.tier,
                    "title": s.title, "profile": shown, "profiles": list(s.profiles)}
             if shown not in s.profiles:  # --profile quick of a spec without one
-                t.add_row(s.id, s.alias or "", str(s.tier), s.title,
+                t.add_row(s.id, escape(s.alias or ""), str(s.tier), escape(s.title),
                           f"[dim]no profile {escape(shown)}[/]")
                 rows.append({**row, "runs": None, "done": None, "results_csv": None,
                              "valid": True})
@@ -110,11 +113,11 @@ def list_cmd(
             status = f"{escape(shown)}: {done}/{len(runs)} runs"
             if done == 0 and committed:
                 status += f" (committed {table})"
-            t.add_row(s.id, s.alias or "", str(s.tier), s.title, status)
+            t.add_row(s.id, escape(s.alias or ""), str(s.tier), escape(s.title), status)
             rows.append({**row, "runs": len(runs), "done": done, "results_csv": committed,
                          "valid": True})
         except SpecError as err:
-            t.add_row(p.stem, "", "", "[red]invalid spec[/]", err.messages[0][:60])
+            t.add_row(escape(p.stem), "", "", "[red]invalid spec[/]", escape(err.messages[0][:60]))
             rows.append({"id": p.stem, "valid": False, "errors": err.messages})
     if profile is not None and not any(r.get("runs") is not None for r in rows):
         known = sorted({p for r in rows for p in r.get("profiles", [])})
@@ -176,7 +179,7 @@ def list_models() -> None:
 @command()
 def show(
     name: str = typer.Argument(..., help="experiment id or alias"),
-    profile: str | None = typer.Option(None, help="smoke | quick | paper (default: spec's)"),
+    profile: str | None = typer.Option(None, help=PROFILE_HELP),
     out: Path | None = _out_option(),
     set_: list[str] | None = _set_option(),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
@@ -205,20 +208,24 @@ def show(
                          "metrics": rec.get("metrics") or {}, "config": r.config()})
         _store_warnings(store)
         print_json({"id": spec.id, "alias": spec.alias, "paper": spec.paper, "title": spec.title,
-                    "claim": spec.claim, "profile": profile,
+                    "claim": spec.claim, "profile": profile, "profiles": list(spec.profiles),
                     "description": spec.profiles[profile].description, "overrides": overrides or {},
                     "config": base, "runs": rows})
         return
-    console.print(f"[bold]{spec.id}[/] ({spec.alias or '-'}) — {spec.title}\nclaim: {spec.claim}")
-    console.print(f"profile [cyan]{profile}[/]: {spec.profiles[profile].description}")
-    console.print(yaml.safe_dump(base, sort_keys=False).rstrip())
+    console.print(f"[bold]{spec.id}[/] ({spec.alias or '-'}) — {escape(spec.title)}\nclaim: "
+                  f"{escape(spec.claim)}")
+    console.print(f"profile [cyan]{escape(profile)}[/]: "
+                  f"{escape(spec.profiles[profile].description)}")
+    console.print(f"[dim]profiles: {escape(', '.join(spec.profiles))} (--profile NAME)[/]")
+    console.print(yaml.safe_dump(base, sort_keys=False).rstrip(), markup=False)
     store = open_store(spec, out)
     t = Table("#", "run_id", "label", "coords", "seed", "status", "test.acc")
     for r in runs[:200]:
         rec = store.read(r.run_id) or {}
         acc = (rec.get("metrics") or {}).get("test.acc")
         coords = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in r.coords.items())
-        t.add_row(str(r.index), r.run_id, r.label, coords, str(r.seed), rec.get("status", "-"),
+        t.add_row(str(r.index), r.run_id, escape(r.label), escape(coords), str(r.seed),
+                  escape(str(rec.get("status", "-"))),
                   "-" if acc is None else f"{acc:.3f}")
     console.print(t)
     _store_warnings(store)
@@ -268,7 +275,7 @@ def validate(
 @command(interrupted=RESUME)
 def run(
     name: str = typer.Argument(..., help="experiment id or alias, e.g. keep-nth"),
-    profile: str | None = typer.Option(None, help="smoke | quick | paper (default: spec's)"),
+    profile: str | None = typer.Option(None, help=PROFILE_HELP),
     backend: str = typer.Option("auto", help="auto | torch | cuda"),
     device: str = typer.Option("auto", envvar="SSMREPRO_DEVICE",
                                help="auto | cpu | cuda | cuda:N (env SSMREPRO_DEVICE)"),
@@ -332,7 +339,7 @@ def run(
         fail(bad)
     if id_taken(spec) and not dry_run:  # it would write into the project spec's folder
         fail([id_taken(spec)])
-    out_console.print(f"[dim]{why}[/]")
+    out_console.print(f"[dim]{escape(why)}[/]")
     if dry_run:
         _read_root(out)
         d = plan_dry_run(spec, profile, out, dev, max_runs, pack_size, estimate=not no_estimate,
@@ -363,7 +370,7 @@ def run(
         if d.estimate_s is not None:
             part = (f"at least (the {d.pending - d.untimed_runs} of {d.pending} pending runs "
                     "that could be timed) " if d.untimed_runs else "")
-            console.print(f"estimated wall-clock on {dev}: {part}{_human(d.estimate_s)} (one "
+            console.print(f"estimated wall-clock on {escape(dev)}: {part}{_human(d.estimate_s)} (one "
                           f"worker; {d.estimate_how})")
         return
     from ..plots import output_paths
@@ -382,7 +389,7 @@ def run(
         parts.append(f"[red]{s.failed} failed[/]")
     if s.not_run:
         parts.append(f"[red]{s.not_run} not trained[/]")
-    out_console.print("; ".join(parts) + f"; table: {s.csv}")
+    out_console.print("; ".join(parts) + f"; table: {escape(str(s.csv))}")
     if s.left:  # cut by --max-runs: exit 0 (asked for), but the profile is not finished
         again = shlex.join(["ssmrepro", "run", name, "--profile", profile,
                             *(["--out", str(out)] if out is not None else []),
@@ -455,7 +462,8 @@ def _outputs(spec, profile: str, out: Path | None, overrides: dict | None = None
     pvs = [v for v in res.verdicts if v.kind == "paper_value"]
     if pvs:
         console.print(f"paper values: {paper_value_tally(pvs)}")
-    console.print(f"figures: {', '.join(map(str, res.figures)) or '-'}\nreport: {res.report}")
+    console.print(f"figures: {', '.join(map(str, res.figures)) or '-'}\nreport: {res.report}",
+                  markup=False)
     return res
 
 
@@ -602,7 +610,7 @@ def bench(
             err_console.print(f"[yellow]warning:[/] left out: {escape(m)}", highlight=False,
                               soft_wrap=True)
         typer.echo(table)
-        console.print(f"roofline: {fig}; table: {fig.with_name('performance.md')}")
+        console.print(f"roofline: {fig}; table: {fig.with_name('performance.md')}", markup=False)
         return
     if ctx.args:
         fail([f"unexpected arguments {' '.join(ctx.args)!r} (only 'scans' and 'step' take extra "
@@ -625,7 +633,8 @@ def bench(
         fail([f"--packs {packs!r}: pack size {twice[0]} given twice (each size is measured once)"])
     folder = out or repo_root() / "results" / "bench"
     folder.mkdir(parents=True, exist_ok=True)  # a file there failed after minutes of measuring
-    rec = run_bench(workload, dev, sizes, seconds, folder, echo=console.print)
+    rec = run_bench(workload, dev, sizes, seconds, folder,
+                    echo=lambda m: console.print(m, markup=False))
     console.print(f"best: pack {rec['best_pack']} = x{rec['best_ratio']:.1f} the plain loop")
 
 
@@ -684,7 +693,7 @@ def export(
     for m in skipped:
         err_console.print(f"[yellow]warning:[/] left out (invalid spec): {escape(m)}",
                           highlight=False, soft_wrap=True)
-    console.print(f"{n} rows -> {path}")
+    console.print(f"{n} rows -> {path}", markup=False)
 
 
 @command()
@@ -703,5 +712,5 @@ def figures(
     if why:  # a mistyped --out got a new folder and a front page of no results
         fail([f"{root}: {why} (the results root to rebuild; --out)"])
     if not no_rebuild:
-        rebuild_all(out, echo=lambda m: console.print(m, highlight=False))
-    console.print(f"front page: {front_page(out)}")
+        rebuild_all(out, echo=lambda m: console.print(m, highlight=False, markup=False))
+    console.print(f"front page: {front_page(out)}", markup=False)

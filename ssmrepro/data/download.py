@@ -112,7 +112,7 @@ class _Progress:
                 TransferSpeedColumn,
             )
 
-            cols = [TextColumn("{task.description}"), BarColumn()]
+            cols = [TextColumn("{task.description}", markup=False), BarColumn()]  # a file name
             cols += [DownloadColumn(), TransferSpeedColumn()] if unit_bytes else [MofNCompleteColumn()]
             cols += [TimeRemainingColumn()]
             self._p = Progress(*cols, console=Console(stderr=True), transient=False)

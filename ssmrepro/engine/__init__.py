@@ -289,7 +289,7 @@ def run_experiment(
     runs, unique, pending = _pending(spec, profile, store, max_runs, overrides)
     done_before = len(unique) - len([r for r in unique if not store.is_done(r.run_id)])
     for w in store.warnings:
-        console.print(f"[yellow]warning:[/] {w}", highlight=False)
+        console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
     budget = None
     ray_owned = False
     if engine == "ray" and pending:
@@ -319,7 +319,7 @@ def run_experiment(
         seen = len(store.warnings)
         store.prepare()
         for w in store.warnings[seen:]:  # saved weights it had to quarantine
-            console.print(f"[yellow]warning:[/] {w}", highlight=False)
+            console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
     threads = None
     if engine == "local":
         cap = default_workers(device, 10**9)  # one per core (CPU) or visible GPU
@@ -332,7 +332,7 @@ def run_experiment(
     costs = cost_model(device, workers, threads) if calibrate and engine == "local" else None
     packs = plan(pending, pack_size, device, costs, budget)
     for line in costs.log if costs else []:
-        console.print(f"[dim]planner: {line}[/]", highlight=False)
+        console.print(f"[dim]planner: {escape(line)}[/]", highlight=False)
     if engine == "local":
         n_workers = max(1, min(want, len(packs) or 1))
         # CPU workers share one memory; CUDA workers take a GPU each (``local.run_workers``, at
@@ -349,8 +349,8 @@ def run_experiment(
     elif not pending:
         n_workers = 0
     console.print(
-        f"[bold]{spec.id}[/] profile [cyan]{profile}[/]: {len(unique)} runs, {done_before} already "
-        f"done, {len(pending)} to train in {len(packs)} packs (largest "
+        f"[bold]{spec.id}[/] profile [cyan]{escape(profile)}[/]: {len(unique)} runs, "
+        f"{done_before} already done, {len(pending)} to train in {len(packs)} packs (largest "
         f"{max((len(p) for p in packs), default=0)}) on {device}, "
         + (f"Ray ({n_workers} slots)" if engine == "ray" else
            f"{n_workers} worker{'s' if n_workers > 1 else ''}")
@@ -392,7 +392,7 @@ def run_experiment(
                         tr.running = max(0, tr.running - 1)
                     prog.advance(bar, tr.end(ev))
                     if ev.failed:
-                        console.print(f"[red]pack {ev.pack + 1} failed:[/] {ev.message}")
+                        console.print(f"[red]pack {ev.pack + 1} failed:[/] {escape(ev.message)}")
                     elif ev.run_ids:
                         console.print(_pack_line(store, ev, tr.n_packs, time.time() - t0))
                     if ev.run_ids or ev.failed:
@@ -461,7 +461,7 @@ def _wait_for_others(tr: _Tracker, by_id: dict[str, RunConfig], store: Store,
         if not announced:
             holders = sorted({h for h in (store.holder(r) for r in waiting) if h})
             console.print(f"waiting for {len(waiting)} runs claimed by another process "
-                          f"({'; '.join(holders[:3])}); Ctrl-C stops waiting, re-run to resume")
+                          f"({escape('; '.join(holders[:3]))}); Ctrl-C stops waiting, re-run to resume")
             announced = True
         time.sleep(poll_s)
 
