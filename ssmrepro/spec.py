@@ -33,7 +33,7 @@ from pydantic import (
     model_validator,
 )
 
-from .util import DrawnText, NoBoolNumbers, NotSmallFile, read_small, repo_root
+from .util import DrawnText, NoBoolNumbers, NotSmallFile, drawable, read_small, repo_root
 
 SPEC_VERSION = 1
 MAX_ANALYTIC_ROWS = 10_000  # rows of an analytic table (the largest shipped grid has 42)
@@ -101,7 +101,8 @@ def _plain_label(label: str) -> str:
     return label
 
 
-Label = Annotated[str, Field(max_length=200), AfterValidator(_plain_label)]
+Label = Annotated[str, Field(max_length=200), AfterValidator(_plain_label),
+                  AfterValidator(drawable)]  # drawn on the figures' axes and legends
 
 
 class Case(Strict):

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
-from pydantic import BaseModel, StringConstraints, model_validator
+from pydantic import AfterValidator, BaseModel, StringConstraints, model_validator
 
 HOST = socket.gethostname().replace(".", "_")
 ROOT_ENV = "SSMREPRO_ROOT"  # folder holding experiments/ (and results/ by default)
@@ -403,7 +403,31 @@ def _takes_bool(tp) -> bool:
 MAX_DRAWN_TEXT = 300  # characters of a title or axis / legend text drawn on a figure
 # (the longest shipped title is 118): a 200,000-character title took 30 s to draw, its lines
 # wrapped to the figure's width
-DrawnText = Annotated[str, StringConstraints(max_length=MAX_DRAWN_TEXT)]
+
+
+def drawable(text: str) -> str:
+    """``text`` if matplotlib can draw it: between a pair of ``$`` it reads TeX math (the
+    shipped titles' ``$e^{-\\lambda\\Delta_t}$``), and math it cannot parse (``$\\foo{$``)
+    raised ValueError while the figure was drawn, after training. ValueError naming the
+    problem otherwise."""
+    if "$" not in text:
+        return text
+    from matplotlib import cbook, mathtext
+
+    if not cbook.is_math_text(text):  # one $ (or escaped ones): drawn as written
+        return text
+    try:
+        mathtext.MathTextParser("path").parse(text)
+    except ValueError as err:
+        why = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+        raise ValueError(f"{text!r} cannot be drawn: matplotlib reads what lies between its $ "
+                         f"signs as TeX math, and {why[-1] if why else 'cannot parse it'} "
+                         "(write \\$ for a dollar sign)") from None
+    return text
+
+
+DrawnText = Annotated[str, StringConstraints(max_length=MAX_DRAWN_TEXT),
+                      AfterValidator(drawable)]
 
 
 class NoBoolNumbers(BaseModel):

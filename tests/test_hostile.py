@@ -1777,12 +1777,17 @@ _T = "task.T"
                    "vmax": 0}]}, "figures.0.vmax"),
     ({"figures": [{"kind": "bound_grid", "x": _T, "y": _D, "solved": 5}]},
      "figures.0.solved: 5 for test.acc, an accuracy"),
+    # TeX math matplotlib cannot parse (a ValueError while drawing, after training)
+    ({"figures": [{"kind": "bars", "title": "a $\\foo{$ b"}]},
+     "figures.0.title: Value error, 'a $\\\\foo{$ b' cannot be drawn: matplotlib reads"),
+    ({"sweep": [{"cases": [{"label": "x $\\bar{$", "set": {"model.mixer": "s6"}}]}]},
+     "sweep.0.cases.0.label: Value error, 'x $\\\\bar{$' cannot be drawn"),
 ], ids=["numeric-text", "phase-text", "region-div0", "collapse-text", "bound-div0", "one-spot",
         "case-beyond", "size-order-typo", "size-order-twice", "bands-reference", "halves",
         "figure-where", "heatmap-axes", "phase-panels", "curves-series", "curves-labels",
         "pattern-field", "pattern-format", "band-columns", "construction",
         "curves-paper-panels", "heatmap-paper-panels", "paper-panels-no-col", "ylim", "vmax",
-        "solved-level"])
+        "solved-level", "tex-title", "tex-label"])
 def test_figure_and_claim_options_are_checked_against_the_cells(tmp_path, override, needle):
     """Each passed `validate` and then raised after training, drew nothing or drew one cell over
     another with exit 0, or judged a claim on no cell."""
