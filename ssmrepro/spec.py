@@ -92,6 +92,9 @@ def _plain_label(label: str) -> str:
         raise ValueError(f"a label is one line of visible text; it holds {shown}")
     if label != label.strip():
         raise ValueError(f"a label has no spaces at its ends: {label!r}")
+    if label.startswith("_"):  # matplotlib's mark of an artist kept out of the legend
+        raise ValueError(f"a label does not start with '_': {label!r} (matplotlib leaves a "
+                         "name starting with '_' out of a figure's legend)")
     composed = unicodedata.normalize("NFC", label)
     if composed != label:  # 'cafe' + U+0301 looks like 'café' (U+00E9): two cells, one name
         raise ValueError(f"a label is written composed (Unicode NFC): {label!r} holds a "

@@ -96,6 +96,10 @@ class CurvesConfig(FigureConfig):
     def panel_refs(self) -> list[str]:
         return [c for c in (self.row, self.col) if c]
 
+    def positions(self) -> list[str] | None:  # a curve per (row, col, hue): two cells there
+        # were averaged into one curve, step by step, as if they were seeds of one cell
+        return [c for c in (self.row, self.col, *self.hue) if c]
+
     def value_refs(self) -> list[tuple[str, str, Any]]:  # a misspelt panel showed no paper value
         return [(f"paper_panels.{k}", self.col, k) for k in self.paper_panels] if self.col else []
 

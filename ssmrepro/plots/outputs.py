@@ -512,8 +512,8 @@ def _cell_text(row: pd.Series, keys: list[str]) -> str:
 def _collisions(where: str, cfg: FigureConfig, rows: pd.DataFrame, keys: list[str],
                 profile: str) -> list[str]:
     """Two cells of ``rows`` that ``cfg`` draws on one spot (``FigureConfig.positions``)."""
-    pos = cfg.positions()
-    if not pos or not all(has_column(rows, c) for c in pos):
+    pos = cfg.positions()  # [] (one curve for every cell): any two cells collide
+    if pos is None or not all(has_column(rows, c) for c in pos):
         return []
     sub = report.select(rows, cfg.cell_filter()) if cfg.cell_filter() else rows
     spots: dict[tuple, pd.Series] = {}
@@ -523,10 +523,14 @@ def _collisions(where: str, cfg: FigureConfig, rows: pd.DataFrame, keys: list[st
         cell = tuple(str(row[k]) for k in keys if k in row)
         first = spots.setdefault(spot, row)
         if tuple(str(first[k]) for k in keys if k in first) != cell:
-            shown = ", ".join(f"{c}={v}" for c, v in zip(pos, spot))
+            shown = ", ".join(f"{c}={v}" for c, v in zip(pos, spot)) or "no column of the " \
+                "figure tells them apart"
+            spot_name, harm = ("one curve", "their curves would be averaged step by step as if "
+                               "they were seeds of one cell") if isinstance(cfg, CurvesConfig) \
+                else ("one spot", "one would hide the other")
             return [f"{where}: the cells {_cell_text(first, keys)} and {_cell_text(row, keys)} "
-                    f"of profile {profile} fall on one spot ({shown}): one would hide the "
-                    "other; tell them apart (a panel, hue or row column) or draw one (a `where`)"]
+                    f"of profile {profile} fall on {spot_name} ({shown}): {harm}; tell them "
+                    "apart (a panel, hue or row column) or draw one (a `where`)"]
     return []
 
 
