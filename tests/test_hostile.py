@@ -1782,12 +1782,19 @@ _T = "task.T"
      "figures.0.title: Value error, 'a $\\\\foo{$ b' cannot be drawn: matplotlib reads"),
     ({"sweep": [{"cases": [{"label": "x $\\bar{$", "set": {"model.mixer": "s6"}}]}]},
      "sweep.0.cases.0.label: Value error, 'x $\\\\bar{$' cannot be drawn"),
+    # two cells on one learning curve: averaged step by step as if seeds of one cell
+    ({"figures": [{"kind": "curves", "series": "val.acc"}]},
+     "fall on one curve (no column of the figure tells them apart): their curves would be "
+     "averaged"),
+    # a label matplotlib leaves out of the legend
+    ({"sweep": [{"cases": [{"label": "_S6", "set": {"model.mixer": "s6"}}]}]},
+     "a label does not start with '_'"),
 ], ids=["numeric-text", "phase-text", "region-div0", "collapse-text", "bound-div0", "one-spot",
         "case-beyond", "size-order-typo", "size-order-twice", "bands-reference", "halves",
         "figure-where", "heatmap-axes", "phase-panels", "curves-series", "curves-labels",
         "pattern-field", "pattern-format", "band-columns", "construction",
         "curves-paper-panels", "heatmap-paper-panels", "paper-panels-no-col", "ylim", "vmax",
-        "solved-level", "tex-title", "tex-label"])
+        "solved-level", "tex-title", "tex-label", "curves-one-curve", "underscore-label"])
 def test_figure_and_claim_options_are_checked_against_the_cells(tmp_path, override, needle):
     """Each passed `validate` and then raised after training, drew nothing or drew one cell over
     another with exit 0, or judged a claim on no cell."""
@@ -5279,3 +5286,24 @@ def test_text_that_looks_like_console_markup_is_printed_as_written(tmp_path):
     assert res.exit_code == 0 and "T [/] [red]x[/red]" in res.output, res.output
     res = _invoke("data", "info", "--dir", tmp_path / "d[/]x")
     assert res.exit_code == 0 and "d[/]x" in res.output, res.output
+
+
+def test_a_label_holding_a_bar_keeps_the_reports_tables_in_their_columns(tmp_path):
+    """A label 'a|b' split its row of report.md's tables into one cell more than the header:
+    every number after it stood in the wrong column."""
+    sweep = [{"cases": [{"label": "a|b", "set": {"model.mixer": "s6"}}]}]
+    spec = _one_run_spec(tmp_path, sweep=sweep, paper_values=[
+        {"where": {"label": "a|b"}, "metric": "test.acc", "value": 0.5, "tol": 0.1}])
+    out = tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate",
+                  "--workers", "1")
+    assert res.exit_code == 0, res.output
+    report = (out / "tests/t-spec/report-smoke.md").read_text().splitlines()
+    rows = [ln for ln in report if ln.startswith("|") and "a\\|b" in ln]
+    assert len(rows) == 2, report  # the paper value's row and the cell's row
+    for row in rows:
+        header = report[report.index(row) - 1]
+        while not header.startswith("|---"):
+            header = report[report.index(header) - 1]
+        n = header.count("|")
+        assert row.count("|") - row.count("\\|") == n, (row, header)

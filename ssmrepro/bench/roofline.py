@@ -24,6 +24,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from ..plots.registry import save_png  # noqa: E402
+from ..report import md_cell  # noqa: E402
 from .step import FLOOR  # noqa: E402
 
 MAX_RECORD_BYTES = 16 << 20  # a benchmark record is kilobytes
@@ -196,7 +197,7 @@ def _table_row(rec: dict) -> str:
     b = _best(rec)
     E, rate, row = _choice(rec)
     plain = rec["plain_run_steps_per_s"]
-    what = f"{rec['workload']} ({rec['description']})".replace("|", "\\|").replace("\n", " ")
+    what = md_cell(f"{rec['workload']} ({rec['description']})")
     return (f"| {what} | {plain:.1f} | "
             f"E = {b['pack']}: ×{b['ratio']:.2f} | E = {E} | {rate:.1f} | ×{rate / plain:.2f} | "
             f"{row['gflops']:.2f} ({100 * row['fraction_of_peak']:.1f}%) | {row['intensity']:.2f} | "

@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from ..report import md_cell
 from ..spec import SpecError, _read_spec_text, experiments_dir, load_spec, parse_yaml, spec_paths
 from ..store import read_results, results_dir
 from ..util import atomic_write_text, read_small, repo_root
@@ -180,7 +181,7 @@ def _describe(t: Target, spec, out: Path | None, base: Path) -> None:
     desc = spec.profiles["quick"].description if "quick" in spec.profiles else ""
     if not t.quick_time and desc:
         short = desc if len(desc) <= 60 else desc[:57].rsplit(" ", 1)[0] + " ..."
-        t.quick_time = f"({_cell(short)})"
+        t.quick_time = f"({md_cell(short)})"
 
     def rel(p: Path) -> str:
         try:
@@ -232,11 +233,6 @@ def targets(out: Path | None = None, base: Path | None = None) -> list[Target]:
     return ts
 
 
-def _cell(text: str) -> str:
-    """Text safe inside a markdown table cell."""
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def front_page(out: Path | None = None, dest: Path | None = None) -> Path:
     """Write ``<results root>/README.md`` (or ``dest``): the table of every target."""
     root = Path(out) if out else repo_root() / "results"
@@ -266,7 +262,7 @@ def front_page(out: Path | None = None, dest: Path | None = None) -> Path:
                   "|---|---|---|---|---|---|---|"]
         for t in (t for t in ts if t.paper == paper):
             links = ", ".join(f"[{text}]({path})" for text, path in t.links) or "—"
-            what = f"<br>{_cell(t.what)}" if t.what and t.status == "not specified" else ""
+            what = f"<br>{md_cell(t.what)}" if t.what and t.status == "not specified" else ""
             status = t.status + (f" ({'; '.join(t.unfinished)})" if t.unfinished else "")
             lines.append(f"| {t.id}{what} | {t.alias or ''} | {t.tier} | {status} | "
                          f"{t.verdicts or '—'} | {t.quick_time or '—'} | {links} |")

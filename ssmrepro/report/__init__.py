@@ -118,12 +118,18 @@ def _fmt(x: Any) -> str:
     return str(x)
 
 
+def md_cell(text: str) -> str:
+    """Text safe inside a markdown table cell: a label 'a|b' split its row into one cell more
+    than the header, shifting every number after it into the wrong column."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
 def md_table(df: pd.DataFrame) -> str:
     """A GitHub markdown table (floats with 3 decimals)."""
     cols = list(df.columns)
-    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    out = ["| " + " | ".join(md_cell(c) for c in cols) + " |", "|" + "---|" * len(cols)]
     for row in df.itertuples(index=False):
-        out.append("| " + " | ".join(_fmt(x) for x in row) + " |")
+        out.append("| " + " | ".join(md_cell(_fmt(x)) for x in row) + " |")
     return "\n".join(out)
 
 
@@ -174,7 +180,7 @@ def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n
         for v in pvs:
             ours = ("diverged" if v.detail == "diverged" else f"{_ours(v)} ({v.detail})"
                     if v.verdict == "unfinished" else _ours(v))
-            lines.append(f"| {v.text} | {v.paper:.3f} | {ours} | {v.verdict} |")
+            lines.append(f"| {md_cell(v.text)} | {v.paper:.3f} | {ours} | {v.verdict} |")
     shown = cells.drop(columns=[COMPLETE]) if COMPLETE in cells else cells
     lines += ["", "## Our numbers", "",
               md_table(shown) if not finished(cells).empty else "(no finished runs)"]
