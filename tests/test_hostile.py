@@ -5307,3 +5307,36 @@ def test_a_label_holding_a_bar_keeps_the_reports_tables_in_their_columns(tmp_pat
             header = report[report.index(header) - 1]
         n = header.count("|")
         assert row.count("|") - row.count("\\|") == n, (row, header)
+
+
+@pytest.mark.parametrize("figure,module", [
+    ({"kind": "bars"}, "figures"),
+    ({"kind": "heatmaps", "x": ["model.mixer"], "y": ["task.T"]}, "figures"),
+    ({"kind": "lines", "x": "task.T"}, "figures"),
+])
+def test_a_long_figure_title_is_wrapped_inside_the_image(tmp_path, monkeypatch, figure, module):
+    """A title of 150 characters (allowed: up to 300) ran off both edges of a bars figure and
+    was cut; the kinds that set their title as given now wrap it to the figure's width."""
+    import importlib
+
+    title = " ".join(["word"] * 30)
+    spec = _one_run_spec(tmp_path, figure={**figure, "title": title})
+    out = tmp_path / "out"
+    assert _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate",
+                   "--workers", "1", "--no-plot").exit_code == 0
+    mod = importlib.import_module(f"ssmrepro.plots.{module}")
+    seen = []
+    real = mod.save_png
+
+    def check(fig, path, **kw):
+        fig.canvas.draw()
+        box = fig.bbox
+        for text in fig.findobj(lambda a: hasattr(a, "get_text") and "word" in str(a.get_text())):
+            ext = text.get_window_extent()
+            seen.append((ext.x0 >= box.x0 - 1 and ext.x1 <= box.x1 + 1, text.get_text()))
+        return real(fig, path, **kw)
+
+    monkeypatch.setattr(mod, "save_png", check)
+    res = _invoke("plot", spec, "--out", out, "--profile", "smoke")
+    assert res.exit_code == 0, res.output
+    assert seen and all(inside for inside, _ in seen), seen

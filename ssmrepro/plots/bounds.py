@@ -242,7 +242,7 @@ def bound_grid(ctx: FigureContext, cfg: BoundGridConfig, path: Path) -> bool:
     sm = plt.cm.ScalarMappable(cmap=cmap, norm=plt.Normalize(0, 1))
     fig.colorbar(sm, ax=axes.ravel().tolist(), shrink=0.8,
                  label=f"{metric}, {ctx.aggregation()}\nwhite frame: ≥ {cfg.solved:g}")
-    head = ctx.title(cfg)
+    head = ctx.fitted_title(cfg, fig.get_figwidth(), 9)
     if cfg.halves and any(c for c in cols):  # panel titles carry the rest; the halves once here
         head = f"{head}\nupper left: {cfg.halves[0]}, lower right: {cfg.halves[1]}"
     fig.suptitle(head, fontsize=9)

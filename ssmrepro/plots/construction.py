@@ -118,7 +118,8 @@ def construction_heatmaps(ctx: FigureContext, cfg: ConstructionConfig, path: Pat
     axes[2].set_title(f"(c) prediction = target at supervised positions (green): {n_ok} of "
                       f"{int(sup.sum())}; last position: {last}", fontsize=9)
     legend = "; ".join(f"{k}: {v}" for k, v in _block_names(task).items())
-    fig.suptitle(f"{ctx.title(cfg)} — {run.label or run.run_id}, test sample {cfg.sample}, "
+    head = ctx.fitted_title(cfg, fig.get_figwidth(), 9)
+    fig.suptitle(f"{head} — {run.label or run.run_id}, test sample {cfg.sample}, "
                  f"d = {d}" + (f"\nblocks — {legend}" if legend else ""), fontsize=9)
     save_png(fig, path, dpi=130)
     return True

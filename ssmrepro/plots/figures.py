@@ -101,7 +101,8 @@ def bars(ctx: FigureContext, cfg: BarsConfig, path: Path) -> bool:
         ax.set_ylim(min(0.0, float(np.nanmin(vals)) * 1.15) if np.isfinite(vals).any() else 0.0,
                     max(1e-12, float(np.nanmax(vals)) * 1.15) if np.isfinite(vals).any() else 1.0)
     ax.set_ylabel(f"{metric} ({ctx.aggregation()})")
-    ax.set_title(ctx.title(cfg), fontsize=9)
+    ax.set_title(ctx.fitted_title(cfg, 0.88 * fig.get_figwidth(), 9),  # centred over the axes,
+                 fontsize=9)  # right of the figure's centre (the y label's room)
     ax.legend(loc="upper center", fontsize=8, ncol=2)
     fig.tight_layout()
     save_png(fig, path, dpi=130)
@@ -242,7 +243,7 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
         ax.axis("off")
     fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8,
                  label=f"{metric}, {ctx.aggregation()}: ours (paper)")
-    title = ctx.title(cfg)
+    title = ctx.fitted_title(cfg, fig.get_figwidth())
     if n_not_run:
         title += f"\ngrey 'not run': {n_not_run} cells the paper prints that this profile does not train"
     fig.suptitle(title, fontsize=10)

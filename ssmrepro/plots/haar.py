@@ -121,7 +121,7 @@ def haar_wavelet(ctx: FigureContext, cfg: HaarWaveletConfig, path: Path) -> bool
     ax.set_title("(d) approximation error vs the parameter", fontsize=9)
     if drawn:
         ax.legend(fontsize=7)
-    fig.suptitle(ctx.title(cfg), fontsize=10)
+    fig.suptitle(ctx.fitted_title(cfg, fig.get_figwidth()), fontsize=10)
     fig.tight_layout()
     save_png(fig, path, dpi=120)
     return True

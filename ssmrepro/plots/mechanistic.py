@@ -313,7 +313,7 @@ def _halves(ax, V: int, rows: bool, cols: bool) -> None:
 
 
 def _save(fig, ctx: FigureContext, cfg: FigureConfig, path: Path, note: str) -> None:
-    fig.suptitle(f"{ctx.title(cfg)}\n{note}", fontsize=9)
+    fig.suptitle(f"{ctx.fitted_title(cfg, fig.get_figwidth(), 9)}\n{note}", fontsize=9)
     save_png(fig, path, dpi=120)
 
 

@@ -148,7 +148,7 @@ def phase(ctx: FigureContext, cfg: PhaseConfig, path: Path) -> bool:
     for ax in list(axes.flat)[len(layout):]:
         ax.axis("off")
     fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, label="accuracy")
-    fig.suptitle(ctx.title(cfg), fontsize=9)
+    fig.suptitle(ctx.fitted_title(cfg, fig.get_figwidth(), 9), fontsize=9)
     save_png(fig, path, dpi=130)
     return True
 

@@ -143,7 +143,8 @@ def recall_grid(ctx: FigureContext, cfg: RecallGridConfig, path: Path) -> bool:
                 ax.set_ylabel(f"{reg_name}\nN ({cfg.y})", fontsize=8)
     fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8,
                  label=f"{metric} ({ctx.aggregation()})")
-    fig.suptitle(f"{ctx.title(cfg)}\ndashed: the law's {cfg.threshold} contour with the "
+    head = ctx.fitted_title(cfg, fig.get_figwidth(), 9)
+    fig.suptitle(f"{head}\ndashed: the law's {cfg.threshold} contour with the "
                  "column's constant; grey: not run (or N > D)", fontsize=9)
     save_png(fig, path, dpi=120)
     return True

@@ -15,7 +15,6 @@ configs are column names of the aggregated table (``label``, ``model.d_model``, 
 from __future__ import annotations
 
 import math
-import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -172,10 +171,9 @@ class FigureContext:
         return f"{cfg.title or self.spec.title} [{self.spec.id}, profile {self.profile}]"
 
     def fitted_title(self, cfg: FigureConfig, width_in: float, fontsize: float = 10) -> str:
-        """``title`` wrapped to a figure ``width_in`` inches wide at ``fontsize`` points (an
-        average glyph ~0.55 em), so a long title is never cut at the figure's edges."""
-        chars = max(30, int(width_in * 72 / (fontsize * 0.55)))
-        return "\n".join(textwrap.wrap(self.title(cfg), chars)) or self.title(cfg)
+        """``title`` wrapped to ``width_in`` inches at ``fontsize`` points (``wrap_text``), so
+        a long title is never cut at the figure's edges."""
+        return wrap_text(self.title(cfg), width_in, fontsize)
 
     def aggregation(self) -> str:
         """How a cell's value combines seeds, true for this profile: 'mean of 3 seeds', ..."""
@@ -187,6 +185,45 @@ class FigureContext:
         word = {"max": "best", "min": "worst"}.get(self.spec.aggregate.reduce,
                                                    self.spec.aggregate.reduce)
         return f"{word} of {hi} seeds" if lo == hi else f"{word} of {lo}–{hi} seeds"
+
+
+def wrap_text(text: str, width_in: float, fontsize: float) -> str:
+    """``text`` broken at spaces (never inside ``$...$`` math) so that no line is wider than
+    ``width_in`` inches at ``fontsize`` points, measured with matplotlib's font metrics (a
+    count of characters at an average glyph width let titles of wide letters, or centred over
+    an axes narrower than the figure, run off the image)."""
+    from matplotlib import cbook
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import text_to_path
+
+    prop, limit = FontProperties(size=fontsize), 0.95 * width_in * 72  # points
+
+    def width(line: str) -> float:
+        try:
+            return text_to_path.get_text_width_height_descent(
+                line, prop, ismath=cbook.is_math_text(line))[0]
+        except (ValueError, RuntimeError):  # (validated drawable; never wider than unknown)
+            return len(line) * fontsize * 0.6
+
+    if "\n" in text:  # each given line on its own
+        return "\n".join(wrap_text(part, width_in, fontsize) for part in text.split("\n"))
+    words, word, math_mode = [], "", False  # split at spaces outside $...$
+    for ch in text:
+        if ch == "$" and not word.endswith("\\"):
+            math_mode = not math_mode
+        if ch == " " and not math_mode:
+            words.append(word)
+            word = ""
+        else:
+            word += ch
+    words.append(word)
+    lines: list[str] = []
+    for w in words:
+        if lines and lines[-1] and width(f"{lines[-1]} {w}") <= limit:
+            lines[-1] = f"{lines[-1]} {w}"
+        else:
+            lines.append(w)
+    return "\n".join(lines) if lines else text
 
 
 @dataclass(frozen=True)
