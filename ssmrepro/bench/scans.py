@@ -131,6 +131,17 @@ def make_case(kernel: str, L: int, args, dtype: torch.dtype):
     raise ValueError(kernel)
 
 
+def ssd_floats(L: int, args) -> tuple[int, str]:
+    """The largest tensor of ``ssd`` at length ``L`` (floats) and its shape in words: the
+    in-chunk decay and score matrices (Bt, H, nc, Q, Q) or the chunk-level decay matrix (Bt, H,
+    nc, nc), where L is padded to nc chunks of Q; the ``--d``-sized inputs are checked already."""
+    Bt, H = args.batch, args.heads
+    Q = args.ssd_chunk or default_ssd_chunk(L)
+    nc = -(-L // Q)
+    return max((Bt * H * nc * Q * Q, f"batch x heads x chunks x chunk^2 ({Bt} x {H} x {nc} x {Q}^2)"),
+               (Bt * H * nc * nc, f"batch x heads x chunks^2 ({Bt} x {H} x {nc}^2)"))
+
+
 def fwd_bwd(fn, inputs):
     """A callable running fn forward + backward on fresh leaves (same inputs, same grad_out)."""
     leaves = [t.detach().requires_grad_() for t in inputs]
@@ -180,6 +191,13 @@ def main(argv=None) -> int:
     if size > MAX_BENCH_ELEMENTS:
         p.error(f"batch x L x d x max(n, width) x groups = {size:,} floats per tensor, more than "
                 f"{MAX_BENCH_ELEMENTS:,}; measure smaller shapes")
+    if "ssd" in args.kernels:  # its chunk matrices: --ssd-chunk 2^20 at L 4096 asked for 1 TB
+        for L in args.L:
+            size, what = ssd_floats(L, args)
+            if size > MAX_BENCH_ELEMENTS:
+                p.error(f"ssd at L={L}: {what} = {size:,} floats per tensor, more than "
+                        f"{MAX_BENCH_ELEMENTS:,}; measure a smaller --L, --batch, --heads or "
+                        "--ssd-chunk")
     if args.json:  # a folder or device there failed only after the measuring
         prepare_target(args.json)
 
