@@ -1561,6 +1561,12 @@ def test_roofline_records_that_are_damaged_foreign_or_absent(tmp_path):
     (["step", "--batch", "-1"], "--batch: -1 is not in"),
     (["step", "--micro", "0"], "--micro: 0 is not in"),
     (["step", "--E", "256", "--L", "100000"], "floats per activation"),
+    # the ssd chunk matrices (1 TB asked for) and the logits (8 x the bound) raised the
+    # allocator's traceback; a micro-batch not below the batch was left out without a word
+    (["scans", "--kernels", "ssd", "--L", "4096", "--ssd-chunk", "1048576"], "ssd at L=4096"),
+    (["step", "--workloads", "mamba-L256", "--E", "1", "--batch", "64", "--L", "65536"],
+     "logits 512"),
+    (["step", "--batch", "1", "--micro", "2"], "--micro 2: not below"),
 ])
 def test_benchmark_options_are_bounded(args, needle):
     res = _invoke("bench", *args)
