@@ -5119,3 +5119,20 @@ def test_a_data_root_that_is_a_file_is_named_as_one(tmp_path):
                   env={"SSMREPRO_DATA": str(tmp_path / "root")})
     _assert_refused(res, "is a file, not a folder")
     assert not (tmp_path / "out").exists()
+
+
+def test_bench_packs_that_do_not_fit_in_memory_are_refused_before_measuring(tmp_path, monkeypatch):
+    """`bench mqar-full-L256 --packs 256` (about 30 GB) failed with an allocator traceback (or
+    woke the OOM killer)."""
+    import ssmrepro.bench.packs as packs
+    import ssmrepro.train as train
+
+    def measured(*a, **k):
+        raise AssertionError("it ran")
+
+    monkeypatch.setattr(packs, "run_bench", measured)
+    monkeypatch.setattr(train, "available_memory", lambda device: 100 * 10**6)
+    res = _invoke("bench", "mqar-full-L256", "--packs", "2", "--out", tmp_path / "b",
+                  "--device", "cpu")
+    _assert_refused(res, "workload mqar-full-L256 needs about", "only 0.1 GB is available")
+

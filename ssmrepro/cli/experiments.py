@@ -604,6 +604,11 @@ def bench(
     twice = sorted({e for e in sizes if sizes.count(e) > 1})
     if twice:  # 1,1,1 measured once and wrote three identical rows to the CSV and JSON records
         fail([f"--packs {packs!r}: pack size {twice[0]} given twice (each size is measured once)"])
+    from ..bench.packs import memory_problem
+
+    why = memory_problem(workload, sizes, dev)
+    if why:
+        fail([why])
     folder = out or repo_root() / "results" / "bench"
     folder.mkdir(parents=True, exist_ok=True)  # a file there failed after minutes of measuring
     rec = run_bench(workload, dev, sizes, seconds, folder, echo=console.print)
