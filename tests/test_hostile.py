@@ -5136,3 +5136,17 @@ def test_bench_packs_that_do_not_fit_in_memory_are_refused_before_measuring(tmp_
                   "--device", "cpu")
     _assert_refused(res, "workload mqar-full-L256 needs about", "only 0.1 GB is available")
 
+
+def test_a_bench_packs_record_that_is_a_folder_is_refused_before_measuring(tmp_path, monkeypatch):
+    """A folder in the place of `<out>/<workload>-cpu.csv` (or .json) was refused only after
+    the measuring (minutes of it at the default --seconds)."""
+    import ssmrepro.bench.packs as packs
+
+    def measured(*a, **k):
+        raise AssertionError("it ran")
+
+    monkeypatch.setattr(packs, "run_bench", measured)
+    (tmp_path / "b" / "keep-nth-d8-cpu.csv").mkdir(parents=True)
+    res = _invoke("bench", "keep-nth-d8", "--packs", "1", "--out", tmp_path / "b",
+                  "--device", "cpu")
+    _assert_refused(res, "keep-nth-d8-cpu.csv: a folder where a file belongs")
