@@ -5150,3 +5150,35 @@ def test_a_bench_packs_record_that_is_a_folder_is_refused_before_measuring(tmp_p
     res = _invoke("bench", "keep-nth-d8", "--packs", "1", "--out", tmp_path / "b",
                   "--device", "cpu")
     _assert_refused(res, "keep-nth-d8-cpu.csv: a folder where a file belongs")
+
+
+@pytest.mark.parametrize("edit,needle", [
+    ({"run_steps_per_s": 1e308}, "mambapy 1e+308 is not a rate"),
+    ({"run_steps_per_s": -3}, "mambapy -3 is not a rate"),
+    ({"run_steps_per_s": "fast"}, "step-cpu.json: not a step benchmark record"),
+    ({"fraction_of_peak": float("nan")}, "fraction_of_peak nan is not a rate"),
+    ({}, None),
+])
+def test_roofline_checks_the_step_records_rates_and_keeps_their_text_in_its_cells(
+        tmp_path, edit, needle):
+    """`bench roofline` took a step record's (`step-cpu.json`) numbers as they stood: a mambapy
+    rate edited to 1e308 was printed as a 309-digit number, -3 as '×-1.0', a NaN share of the
+    peak as 'nan%'; a `|` or line break in a workload's description split its table row."""
+    folder = tmp_path / "bench"
+    shutil.copytree(ROOT / "results/bench", folder)
+    rec = json.loads((folder / "step-cpu.json").read_text())
+    for w in rec["workloads"].values():
+        w["what"] = "a | b\nc"
+    for r in rec["results"]:
+        if r["contender"].startswith("mambapy") or "fraction_of_peak" in edit:
+            r.update(edit)
+    (folder / "step-cpu.json").write_text(json.dumps(rec))
+    res = _invoke("bench", "roofline", "--out", folder)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    table = (folder / "performance.md").read_text()
+    if needle:
+        assert needle in " ".join(res.output.split()), res.output
+        assert "a \\| b c" not in table and "nan%" not in table and "×-" not in table
+    else:
+        assert "| a \\| b c |" in table and "\nc |" not in table, table
+    assert max(len(w) for w in table.split()) < 100, table

@@ -203,10 +203,32 @@ def _table_row(rec: dict) -> str:
             f"{rec['time'][:10]} |")
 
 
+def _check_step_row(r: dict) -> None:
+    """ValueError unless the rates of a step row are positive finite JSON numbers and its share
+    of the peak a finite number >= 0 (a hand-edited mambapy rate of 1e308 was printed as a
+    309-digit number, -3 as '×-1.0', a NaN share as 'nan%'), as ``_check_rates`` for packs."""
+    values = [("mambapy", r["mambapy"], True), ("single", r["single"], True),
+              ("best", r["best"], True), ("fraction_of_peak", r["fraction"], False)]
+    if r.get("ceiling") is not None:
+        values.append(("GEMMs alone vs mambapy", r["ceiling"], True))
+    for key, value, positive in values:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{r['workload']}: {key} is {value!r}, not a number")
+        if not (np.isfinite(value) and (value > 0 if positive else value >= 0)) or value > 1e12:
+            raise ValueError(f"{r['workload']}: {key} {value!r} is not a rate "
+                             f"(a {'positive' if positive else 'non-negative'} number up to 1e12)")
+
+
+def _cell(text: object) -> str:
+    """A table cell's text: a `|` escaped, line breaks as spaces (they split the row)."""
+    return str(text).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
 def _step_line(r: dict) -> str:
-    return (f"| {r['what']} | {r['settings']} | {r['mambapy']:.2f} | {r['single']:.2f} | "
-            f"{r['best']:.2f} ({r['best_contender']}) | ×{r['best'] / r['mambapy']:.1f} | "
-            f"{100 * r['fraction']:.1f}% | {_ceiling(r.get('ceiling'))} | {r['time'][:10]} |")
+    _check_step_row(r)
+    return (f"| {_cell(r['what'])} | {r['settings']} | {r['mambapy']:.2f} | {r['single']:.2f} | "
+            f"{r['best']:.2f} ({_cell(r['best_contender'])}) | ×{r['best'] / r['mambapy']:.1f} | "
+            f"{100 * r['fraction']:.1f}% | {_ceiling(r.get('ceiling'))} | {_cell(r['time'])[:10]} |")
 
 
 def _ceiling(x: float | None) -> str:
