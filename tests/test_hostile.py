@@ -5182,3 +5182,24 @@ def test_roofline_checks_the_step_records_rates_and_keeps_their_text_in_its_cell
     else:
         assert "| a \\| b c |" in table and "\nc |" not in table, table
     assert max(len(w) for w in table.split()) < 100, table
+
+
+@pytest.mark.parametrize("kind", ["loop", "below a file"])
+def test_a_data_root_that_is_a_link_loop_or_below_a_file_is_named(tmp_path, kind):
+    """$SSMREPRO_DATA naming a symbolic link loop (or a path below a file): `data info` listed
+    every source as absent with commands that then failed on it, and `run lra` raised a
+    RuntimeError traceback ('Symlink loop') or said the data were missing."""
+    if kind == "loop":
+        root = tmp_path / "loop"
+        root.symlink_to("loop")
+        needle = "a symbolic link loop"
+    else:
+        (tmp_path / "f").write_text("a file")
+        root = tmp_path / "f" / "data"
+        needle = "a path component is a file"
+    env = {"SSMREPRO_DATA": str(root), "SSMREPRO_CACHE": str(tmp_path / "cache")}
+    _assert_refused(_invoke("data", "info", env=env), needle)
+    res = _invoke("run", "lra", "--profile", "smoke", "--no-calibrate", "--out", tmp_path / "out",
+                  env=env)
+    _assert_refused(res, needle)
+    assert not (tmp_path / "out").exists()

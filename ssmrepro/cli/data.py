@@ -20,7 +20,7 @@ from rich.table import Table
 
 from ..data._workers import WorkerDied
 from ..data.sources import generated_dir
-from ..util import data_root
+from ..util import data_root, folder_problem
 from .app import command, console, err_console, fail, path_value
 
 app = typer.Typer(
@@ -391,9 +391,11 @@ def info(dir: Path | None = typer.Option(None, "--dir", help=DIR_HELP, metavar="
     from ..data.sources import cache_root
 
     root = data_root(dir)
-    if root.exists() and not root.is_dir():  # every source 'no', and each hint's command
-        # (`data download ... --dir <that file>`) failing on it, without a word why
-        fail([f"cannot use {root}: not a folder (the data root; --dir or $SSMREPRO_DATA)"])
+    why = folder_problem(root)
+    if why not in (None, "no such folder"):  # every source 'no', and each hint's command
+        # (`data download ... --dir <that file>`) failing on it, without a word why; a link
+        # loop or a path below a file too
+        fail([f"cannot use {root}: not a folder: {why} (the data root; --dir or $SSMREPRO_DATA)"])
     table = Table("dataset", "source", "present", "path / how to get it", title=f"data root: {root}")
     for row in available_sources(root):
         mark = "[green]yes[/]" if row["present"] else "[red]no[/]"

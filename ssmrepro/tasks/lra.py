@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import typing
 import warnings
 from collections.abc import Iterator
@@ -147,7 +148,9 @@ def _load(task: str, dataset: str, config: TaskConfig) -> _Loaded | NominalShape
     root = data_root()
     source: str = getattr(config, "source")  # noqa: B009 - a field of the generated config
     prep = config.model_dump(exclude={"name", "source"})
-    key = (dataset, str(root.resolve()), json.dumps([source, prep], sort_keys=True))
+    # realpath, not resolve(): a data root that is a link loop raised RuntimeError (a traceback)
+    # here; load_lra names it
+    key = (dataset, os.path.realpath(root), json.dumps([source, prep], sort_keys=True))
     if key not in _LOADED:
         try:
             train, val, test = (load_lra(dataset, s, root=root, accept_sources=[source], **prep)
