@@ -5203,3 +5203,36 @@ def test_a_data_root_that_is_a_link_loop_or_below_a_file_is_named(tmp_path, kind
                   env=env)
     _assert_refused(res, needle)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("damage", ["crc", "cut", "method"])
+def test_a_damaged_zip_archive_is_named_not_a_traceback(tmp_path, damage):
+    """`data download --url file://x.zip` of a zip with a bad CRC, cut short or of an unknown
+    compression raised zipfile's traceback (BadZipFile, NotImplementedError); it is a bad
+    archive now, with the command that replaces it, and no partial copy is left."""
+    import struct
+    import zipfile
+
+    src = tmp_path / "x.zip"
+    with zipfile.ZipFile(src, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("lra_release/listops-1000/basic_train.tsv", "Source\tTarget\n" * 200)
+        z.writestr("lra_release/listops-1000/basic_val.tsv", "Source\tTarget\n" * 200)
+    data = bytearray(src.read_bytes())
+    if damage == "crc":
+        start = 30 + len("lra_release/listops-1000/basic_train.tsv")
+        data[start + 3] ^= 0xFF  # in the first member's compressed bytes
+    elif damage == "cut":
+        data = data[:len(data) // 2] + data[-60:]
+    else:
+        for sig, at in ((b"PK\x03\x04", 8), (b"PK\x01\x02", 10)):
+            i = data.find(sig)
+            while i >= 0:
+                data[i + at:i + at + 2] = struct.pack("<H", 99)
+                i = data.find(sig, i + 4)
+    src.write_bytes(bytes(data))
+    res = _invoke("data", "download", "lra", "--url", f"file://{src}", "--dir", tmp_path / "d",
+                  "--no-progress")
+    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    assert "not a zip archive this command can extract" in res.output, res.output
+    assert "delete" in res.output and "re-run" in res.output, res.output
+    assert not list((tmp_path / "d" / "lra").glob(".extract-*"))

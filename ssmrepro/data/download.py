@@ -22,6 +22,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -321,14 +322,21 @@ def extract_archive(
     dest.mkdir(parents=True, exist_ok=True)
     total = archive.stat().st_size
     if zipfile.is_zipfile(archive):
-        with (
-            zipfile.ZipFile(archive) as zf,
-            _Progress(progress, f"extract {archive.name}", len(zf.infolist()), unit_bytes=False) as bar,
-        ):
-            for info in zf.infolist():
-                if _safe_member(info.filename) and (keep is None or keep(info.filename)):
-                    zf.extract(info, dest)
-                bar.update(1)
+        try:
+            with (
+                zipfile.ZipFile(archive) as zf,
+                _Progress(progress, f"extract {archive.name}", len(zf.infolist()),
+                          unit_bytes=False) as bar,
+            ):
+                for info in zf.infolist():
+                    if _safe_member(info.filename) and (keep is None or keep(info.filename)):
+                        zf.extract(info, dest)
+                    bar.update(1)
+        # a damaged zip (a bad CRC, cut short, an unknown compression, encrypted) raised
+        # zipfile's own traceback; a full disk stays an OSError (named by the command)
+        except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError) as err:
+            raise BadArchive(f"{archive}: not a zip archive this command can extract "
+                             f"({type(err).__name__}: {err})") from None
         return dest
     try:
         raw = open(archive, "rb")  # noqa: SIM115 - closed below
