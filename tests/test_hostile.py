@@ -5236,3 +5236,36 @@ def test_a_damaged_zip_archive_is_named_not_a_traceback(tmp_path, damage):
     assert "not a zip archive this command can extract" in res.output, res.output
     assert "delete" in res.output and "re-run" in res.output, res.output
     assert not list((tmp_path / "d" / "lra").glob(".extract-*"))
+
+
+def test_a_listops_meta_json_whose_split_sizes_are_not_the_datas_names_no_generator(tmp_path):
+    """A generated ListOps folder whose meta.json says other split sizes than its files hold
+    (edited, or left from another generation: train 400 beside 40 rows) was taken as these
+    data's provenance: the run's record named its seed without a word."""
+    import warnings
+
+    from ssmrepro.tasks import build_task
+    from ssmrepro.tasks.lra import clear_cache
+
+    root = tmp_path / "data"
+    res = _invoke("data", "generate", "listops", "--n", "60", "--n-val", "10", "--n-test", "10",
+                  "--min-length", "10", "--max-length", "200", "--dir", root)
+    assert res.exit_code == 0, res.output
+    meta = root / "generated" / "listops" / "meta.json"
+    raw = json.loads(meta.read_text())
+    raw["sizes"]["train"] = 400
+    raw["seed"] = 5
+    meta.write_text(json.dumps(raw))
+    os.environ["SSMREPRO_DATA"] = str(root)
+    clear_cache()
+    try:
+        task = build_task({"name": "lra_listops", "source": "generated"})
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            info = task.data_info()
+    finally:
+        del os.environ["SSMREPRO_DATA"]
+        clear_cache()
+    assert "seed" not in info["generator"], info
+    assert "says split sizes" in info["generator"]["generator"], info
+    assert any("names no generator" in str(w.message) for w in caught)

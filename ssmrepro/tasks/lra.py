@@ -238,6 +238,11 @@ class LRATask(Task):
                                     f"({type(err).__name__})"}
             if not isinstance(gen, dict):
                 gen = {"generator": f"unknown: {meta} is not a generator's meta.json"}
+            elif isinstance(gen.get("sizes"), dict) and gen["sizes"] != out["sizes"]:
+                # a meta.json edited or left from another generation (ListOps: train 400 beside
+                # 40 rows) named its seed as these data's without a word
+                gen = {"generator": f"unknown: {meta} says split sizes {gen['sizes']}, the data "
+                                    f"hold {out['sizes']}: it is not these data's meta.json"}
             if str(gen.get("generator", "")).startswith("unknown: "):
                 warnings.warn(f"{gen['generator'][len('unknown: '):]}: the run's record names "
                               "no generator (generate the data again to restore it)", stacklevel=2)
