@@ -5269,3 +5269,19 @@ def test_a_listops_meta_json_whose_split_sizes_are_not_the_datas_names_no_genera
     assert "seed" not in info["generator"], info
     assert "says split sizes" in info["generator"]["generator"], info
     assert any("names no generator" in str(w.message) for w in caught)
+
+
+def test_swapped_generated_pathfinder_shards_are_damaged_data(tmp_path):
+    """Two image shards of a generated Pathfinder swapped (same shapes) were read beside the
+    other shard's labels: half the labels wrong, trained on without a word. meta.json holds each
+    shard's SHA-256 now, and the reader checks it."""
+    from ssmrepro.data.pathfinder import read_pathfinder_dir, write_pathfinder
+
+    d = write_pathfinder(tmp_path / "pf", n=8, resolution=32, seed=0, shard_size=4)
+    read_pathfinder_dir(d)  # as written: read
+    shards = d / "shards"
+    (shards / "imgs_00000.npy").rename(shards / "tmp.npy")
+    (shards / "imgs_00001.npy").rename(shards / "imgs_00000.npy")
+    (shards / "tmp.npy").rename(shards / "imgs_00001.npy")
+    with pytest.raises(ValueError, match="imgs_00000.npy is not the shard the generator wrote"):
+        read_pathfinder_dir(d)
