@@ -5285,3 +5285,29 @@ def test_swapped_generated_pathfinder_shards_are_damaged_data(tmp_path):
     (shards / "tmp.npy").rename(shards / "imgs_00001.npy")
     with pytest.raises(ValueError, match="imgs_00000.npy is not the shard the generator wrote"):
         read_pathfinder_dir(d)
+
+
+@pytest.mark.parametrize("kind", ["part link", "part fifo", "kept fifo"])
+def test_a_download_kept_file_that_is_a_link_or_fifo_is_refused(tmp_path, kind):
+    """`<root>/downloads/<name>.part` that is a symbolic link: the download was written through
+    it into the file it led to (outside the data root, its content replaced); a FIFO there, or
+    in the place of the kept archive, blocked `data download` for ever."""
+    src = tmp_path / "x.tar.gz"
+    src.write_bytes(b"not read")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    downloads = tmp_path / "d" / "downloads"
+    downloads.mkdir(parents=True)
+    args = ["--url", f"file://{src}"]
+    if kind == "part link":
+        (downloads / "x.tar.gz.part").symlink_to(victim)
+        needle = "a symbolic link (to"
+    elif kind == "part fifo":
+        os.mkfifo(downloads / "x.tar.gz.part")
+        needle = "x.tar.gz.part: not a regular file"
+    else:
+        os.mkfifo(downloads / "lra_release.gz")  # the official archive's name: no --url
+        args, needle = [], "lra_release.gz: not a regular file"
+    res = _invoke("data", "download", "lra", *args, "--dir", tmp_path / "d", "--no-progress")
+    _assert_refused(res, needle)
+    assert victim.read_text() == "precious"

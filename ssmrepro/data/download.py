@@ -14,9 +14,11 @@ Nothing here runs implicitly: only ``ssmrepro data download ...`` calls it.
 
 from __future__ import annotations
 
+import errno
 import http.client
 import os
 import shutil
+import stat
 import tarfile
 import urllib.error
 import urllib.parse
@@ -211,11 +213,12 @@ def download_file(
     """
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(dest.name + ".part")
+    source = dest.with_name(dest.name + ".part.url")  # the URL the partial file's bytes are from
+    _refuse_odd_files(dest, part)
     if dest.exists():
         _verify(dest, size, sha256, md5, url, delete=False)
         return dest
-    part = dest.with_name(dest.name + ".part")
-    source = dest.with_name(dest.name + ".part.url")  # the URL the partial file's bytes are from
     offset = part.stat().st_size if part.exists() else 0
     began = _part_source(source) if offset else url
     if began != url and (began is not None or not (sha256 or md5)):  # another URL's first
@@ -267,6 +270,27 @@ def download_file(
     source.unlink(missing_ok=True)
     fsync_dir(dest.parent)
     return dest
+
+
+def _refuse_odd_files(dest: Path, part: Path) -> None:
+    """OSError (a message naming the file, exit 2) for a kept archive that is no regular file
+    (a FIFO blocked `data download` for ever; a link to an archive elsewhere is read) and for a
+    partial download that is a link or no regular file: the download was appended to the file
+    a `.part` link led to, outside the data root, and a FIFO there blocked for ever."""
+    try:
+        if dest.exists() and not stat.S_ISREG(os.stat(dest).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a folder, device, FIFO or socket) "
+                          "where the downloaded archive is kept: remove it", str(dest))
+        mode = os.lstat(part).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(mode):
+        raise OSError(errno.EINVAL, f"a symbolic link (to {os.readlink(part)}) where the partial "
+                      "download is kept: it would be written through to what it leads to; "
+                      "remove it", str(part))
+    if not stat.S_ISREG(mode):
+        raise OSError(errno.EINVAL, "not a regular file (a folder, device, FIFO or socket) where "
+                      "the partial download is kept: remove it", str(part))
 
 
 def _part_source(path: Path) -> str | None:
