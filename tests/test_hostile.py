@@ -5311,3 +5311,18 @@ def test_a_download_kept_file_that_is_a_link_or_fifo_is_refused(tmp_path, kind):
     res = _invoke("data", "download", "lra", *args, "--dir", tmp_path / "d", "--no-progress")
     _assert_refused(res, needle)
     assert victim.read_text() == "precious"
+
+
+@pytest.mark.parametrize("path", ["../../outside imgs.png", "/tmp abs.png"])
+def test_a_pathfinder_metadata_line_leading_outside_its_folder_is_damaged_data(tmp_path, path):
+    """A Pathfinder metadata line (LRA layout) naming `../..` or an absolute path had the image
+    read from outside the dataset's folder (any PNG there, under the line's label)."""
+    from ssmrepro.data.pathfinder import read_pathfinder_dir, write_pathfinder
+
+    d = write_pathfinder(tmp_path / "pf", n=4, resolution=32, seed=0, fmt="lra")
+    meta = sorted((d / "metadata").iterdir())[0]
+    lines = meta.read_text().splitlines()
+    lines[0] = path + " " + " ".join(lines[0].split()[2:])
+    meta.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match="leaves the folder"):
+        read_pathfinder_dir(d)

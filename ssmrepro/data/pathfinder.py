@@ -986,6 +986,10 @@ def _lra_entries(directory: Path) -> list[tuple[Path, int]]:
             if len(fields) < 4:
                 raise ValueError(f"{mf}:{lineno}: expected >= 4 fields, got {fields!r}")
             rel = f"{fields[0]}/{fields[1]}"
+            if Path(rel).is_absolute() or ".." in Path(rel).parts:  # an image read from
+                # outside the dataset's folder (any PNG there, under this line's label)
+                raise ValueError(f"{mf}:{lineno}: image path {rel!r} leaves the folder "
+                                 f"{directory}")
             if (res_name, diff_name, rel) in BLACKLIST:
                 continue
             out.append((directory / fields[0] / fields[1], int(float(fields[3]))))
