@@ -1567,6 +1567,11 @@ def test_roofline_records_that_are_damaged_foreign_or_absent(tmp_path):
     (["step", "--workloads", "mamba-L256", "--E", "1", "--batch", "64", "--L", "65536"],
      "logits 512"),
     (["step", "--batch", "1", "--micro", "2"], "--micro 2: not below"),
+    # a kernel with none of the variants asked for was left out without a word (an empty table
+    # and --json record, exit 0), a variant no kernel asked for has likewise
+    (["scans", "--kernels", "diag", "--variants", "fused"], "none is a variant of kernel diag"),
+    (["scans", "--kernels", "selective", "--variants", "fused", "blocked"],
+     "--variants blocked: not a variant of --kernels selective"),
 ])
 def test_benchmark_options_are_bounded(args, needle):
     res = _invoke("bench", *args)
@@ -5326,3 +5331,19 @@ def test_a_pathfinder_metadata_line_leading_outside_its_folder_is_damaged_data(t
     meta.write_text("\n".join(lines) + "\n")
     with pytest.raises(ValueError, match="leaves the folder"):
         read_pathfinder_dir(d)
+
+
+def test_bench_scans_knows_the_variants_each_kernel_times():
+    """`bench scans --variants` is checked against KERNEL_VARIANTS: it must name what make_case
+    times for each kernel."""
+    import argparse
+
+    import torch
+
+    from ssmrepro.bench import scans
+
+    a = argparse.Namespace(batch=1, d=4, n=2, groups=1, chunk=None, ssd_chunk=None, heads=1,
+                           width=2)
+    for k in scans.KERNELS:
+        fast = scans.make_case(k, 8, a, torch.float32)[2]
+        assert tuple(fast) == scans.KERNEL_VARIANTS[k], k

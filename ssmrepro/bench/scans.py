@@ -65,6 +65,9 @@ from .timing import MAX_BENCH_ELEMENTS, bounded, interleaved, refuse_repeats, tu
 
 KERNELS = ("diag", "selective", "ssd", "conv")
 VARIANTS = ("chunked", "blocked", "fused-v1", "fused-tiled", "fused", "tiled", "conv1d")
+KERNEL_VARIANTS = {"diag": ("chunked", "blocked"),  # the fast formulations make_case times
+                   "selective": ("chunked", "fused-v1", "fused-tiled", "fused"),
+                   "ssd": ("chunked",), "conv": ("tiled", "conv1d")}
 
 
 
@@ -185,6 +188,15 @@ def main(argv=None) -> int:
     p.add_argument("--json", type=Path, default=None, help="write results as JSON here")
     args = p.parse_args(argv)
     refuse_repeats(p, L=args.L, kernels=args.kernels, variants=args.variants)
+    if args.variants is not None:  # a kernel without any of them was left out without a word
+        # (`--kernels diag --variants fused`: an empty table and record, exit 0)
+        for k in args.kernels:
+            if not set(args.variants) & set(KERNEL_VARIANTS[k]):
+                p.error(f"--variants {' '.join(args.variants)}: none is a variant of kernel {k} "
+                        f"(its variants: {', '.join(KERNEL_VARIANTS[k])})")
+        for v in args.variants:
+            if not any(v in KERNEL_VARIANTS[k] for k in args.kernels):
+                p.error(f"--variants {v}: not a variant of --kernels {' '.join(args.kernels)}")
     if "ssd" in args.kernels and args.d % args.heads:  # P = D // H silently dropped channels
         p.error(f"--heads {args.heads} does not divide --d {args.d} (ssd: D = H * P)")
     size = args.batch * max(args.L) * args.d * max(args.n, args.width) * args.groups
