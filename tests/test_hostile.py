@@ -5347,3 +5347,28 @@ def test_bench_scans_knows_the_variants_each_kernel_times():
     for k in scans.KERNELS:
         fast = scans.make_case(k, 8, a, torch.float32)[2]
         assert tuple(fast) == scans.KERNEL_VARIANTS[k], k
+
+
+def test_archive_members_left_out_of_a_download_are_named(tmp_path):
+    """A symbolic link (or a `..` member) in a downloaded archive was left out without a word:
+    `installed`, exit 0, and the file it stood for then missing from the data."""
+    import io
+    import tarfile
+
+    src = tmp_path / "x.tar"
+    with tarfile.open(src, "w") as t:
+        for name, data in (("lra_release/listops-1000/basic_val.tsv", b"Source\tTarget\n"),
+                           ("../evil.txt", b"x")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+        link = tarfile.TarInfo("lra_release/listops-1000/basic_train.tsv")
+        link.type, link.linkname = tarfile.SYMTYPE, "basic_val.tsv"
+        t.addfile(link)
+    res = _invoke("data", "download", "lra", "--url", f"file://{src}", "--dir", tmp_path / "d",
+                  "--no-progress")
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    said = " ".join(res.output.split())
+    assert "left out 2 archive member(s)" in said, res.output
+    assert "'../evil.txt'" in said and "basic_train.tsv'" in said, res.output
+    assert not (tmp_path / "evil.txt").exists()

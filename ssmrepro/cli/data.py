@@ -16,6 +16,7 @@ from enum import Enum
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ..data._workers import WorkerDied
@@ -131,6 +132,7 @@ def download(
         _fail(f"--sha256 {sha256!r}: not a SHA-256 (64 hexadecimal digits); it could only "
               "fail after the whole download")
     root = data_root(dir)
+    skipped: list[str] = []
     try:
         installed = do_download(
             target.value,
@@ -140,9 +142,16 @@ def download(
             keep_archive=keep_archive,
             force=force,
             progress=progress,
+            skipped=skipped,
         )
     except DownloadError as err:
         _fail(str(err), code=1)
+    if skipped:  # a link among the data files was left out without a word: 'installed', and
+        # the data then missing
+        shown = ", ".join(repr(n) for n in skipped[:3]) + (", ..." if len(skipped) > 3 else "")
+        err_console.print(f"[yellow]warning:[/] left out {len(skipped)} archive member(s) that "
+                          "are not plain files or folders inside it (links, devices, `..` or "
+                          f"absolute paths): {escape(shown)}", highlight=False, soft_wrap=True)
     for p in installed:
         console.print(f"installed {p}", highlight=False)
 
