@@ -5372,3 +5372,21 @@ def test_archive_members_left_out_of_a_download_are_named(tmp_path):
     assert "left out 2 archive member(s)" in said, res.output
     assert "'../evil.txt'" in said and "basic_train.tsv'" in said, res.output
     assert not (tmp_path / "evil.txt").exists()
+
+
+@pytest.mark.parametrize("where", ["profile", "case", "grid"])
+@pytest.mark.parametrize("key", ["model..d_model", "model.d_model."])
+def test_a_spec_key_with_an_empty_name_between_dots_is_named(tmp_path, where, key):
+    """A profile `set` (or a case's, or a sweep axis) key `model..d_model` was refused as
+    'model: unknown key', and `model.d_model.` as 'model.d_model: Input should be a valid
+    integer' (it became a mapping of an empty name); `--set` said what was wrong."""
+    spec = two_profile_spec(tmp_path)
+    raw = yaml.safe_load(spec.read_text())
+    if where == "profile":
+        raw["profiles"]["smoke"]["set"] = {key: 16}
+    elif where == "case":
+        raw["sweep"][0]["cases"][0]["set"][key] = 16
+    else:
+        raw["sweep"].append({"grid": {key: [8, 16]}})
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    _assert_refused(_invoke("validate", spec), f"{key}: an empty name between its dots")
