@@ -5390,3 +5390,22 @@ def test_a_spec_key_with_an_empty_name_between_dots_is_named(tmp_path, where, ke
         raw["sweep"].append({"grid": {key: [8, 16]}})
     spec.write_text(yaml.safe_dump(raw, sort_keys=False))
     _assert_refused(_invoke("validate", spec), f"{key}: an empty name between its dots")
+
+
+@pytest.mark.parametrize("edit,needle", [
+    ({"matmul_peak_gflops": 1e308}, "must be numbers from 1e-9 to 1e12, not 1e+308"),
+    ({"copy_bandwidth_gbs": 1e308}, "not 1e+308"),
+    ({"matmul_peak_gflops": 1e-300}, "not 1e-300"),
+    ({"threads": 10**30}, "is not a thread count"),
+])
+def test_roofline_refuses_a_packs_record_of_absurd_peak_bandwidth_or_threads(tmp_path, edit,
+                                                                             needle):
+    """A packs record's GEMM peak of 1e308 made the figure's axis limit infinite (matplotlib's
+    'Axis limits cannot be NaN or Inf' traceback, exit 1); a bandwidth of 1e308 overflowed, a
+    peak of 1e-300 turned the axis upside down, 10**30 threads went into the title."""
+    folder = tmp_path / "bench"
+    folder.mkdir()
+    rec = json.loads((ROOT / "results/bench/keep-nth-d8-cpu.json").read_text())
+    rec.update(edit)
+    (folder / "keep-nth-d8-cpu.json").write_text(json.dumps(rec))
+    _assert_refused(_invoke("bench", "roofline", "--out", folder), needle)

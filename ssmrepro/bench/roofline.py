@@ -83,10 +83,15 @@ def _points(rec: dict) -> tuple[float, float, float, float, float, float, int]:
     b, p = _best(rec), rec["plain"]
     vals = [float(v) for v in (p["intensity"], p["gflops"], b["intensity"], b["gflops"],
                                rec["matmul_peak_gflops"], rec["copy_bandwidth_gbs"])]
-    if not all(v > 0 and np.isfinite(v) for v in vals):
-        raise ValueError("intensity, GFLOP/s, peak and bandwidth must be positive numbers")
+    if not all(1e-9 <= v <= 1e12 for v in vals):  # also NaN; a peak of 1e308 made the axis
+        # limit infinite (matplotlib's ValueError traceback), a bandwidth of 1e308 overflowed
+        raise ValueError("intensity, GFLOP/s, peak and bandwidth must be numbers from 1e-9 to "
+                         f"1e12, not {[v for v in vals if not 1e-9 <= v <= 1e12][0]!r}")
     _check_rates(rec)
-    str(rec["workload"]), int(rec["threads"]), str(rec["machine"]), float(b["ratio"])
+    str(rec["workload"]), str(rec["machine"]), float(b["ratio"])
+    threads = rec["threads"]  # 10**30 was printed in the figure's title
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 1024:
+        raise ValueError(f"threads {threads!r} is not a thread count (1..1024)")
     return (*vals, int(b["pack"]))
 
 
