@@ -1561,6 +1561,17 @@ def test_roofline_records_that_are_damaged_foreign_or_absent(tmp_path):
     (["step", "--batch", "-1"], "--batch: -1 is not in"),
     (["step", "--micro", "0"], "--micro: 0 is not in"),
     (["step", "--E", "256", "--L", "100000"], "floats per activation"),
+    # the ssd chunk matrices (1 TB asked for) and the logits (8 x the bound) raised the
+    # allocator's traceback; a micro-batch not below the batch was left out without a word
+    (["scans", "--kernels", "ssd", "--L", "4096", "--ssd-chunk", "1048576"], "ssd at L=4096"),
+    (["step", "--workloads", "mamba-L256", "--E", "1", "--batch", "64", "--L", "65536"],
+     "logits 512"),
+    (["step", "--batch", "1", "--micro", "2"], "--micro 2: not below"),
+    # a kernel with none of the variants asked for was left out without a word (an empty table
+    # and --json record, exit 0), a variant no kernel asked for has likewise
+    (["scans", "--kernels", "diag", "--variants", "fused"], "none is a variant of kernel diag"),
+    (["scans", "--kernels", "selective", "--variants", "fused", "blocked"],
+     "--variants blocked: not a variant of --kernels selective"),
 ])
 def test_benchmark_options_are_bounded(args, needle):
     res = _invoke("bench", *args)
@@ -5340,3 +5351,288 @@ def test_a_long_figure_title_is_wrapped_inside_the_image(tmp_path, monkeypatch, 
     res = _invoke("plot", spec, "--out", out, "--profile", "smoke")
     assert res.exit_code == 0, res.output
     assert seen and all(inside for inside, _ in seen), seen
+
+
+def test_bench_packs_that_do_not_fit_in_memory_are_refused_before_measuring(tmp_path, monkeypatch):
+    """`bench mqar-full-L256 --packs 256` (about 30 GB) failed with an allocator traceback (or
+    woke the OOM killer)."""
+    import ssmrepro.bench.packs as packs
+    import ssmrepro.train as train
+
+    def measured(*a, **k):
+        raise AssertionError("it ran")
+
+    monkeypatch.setattr(packs, "run_bench", measured)
+    monkeypatch.setattr(train, "available_memory", lambda device: 100 * 10**6)
+    res = _invoke("bench", "mqar-full-L256", "--packs", "2", "--out", tmp_path / "b",
+                  "--device", "cpu")
+    _assert_refused(res, "workload mqar-full-L256 needs about", "only 0.1 GB is available")
+
+
+def test_a_bench_packs_record_that_is_a_folder_is_refused_before_measuring(tmp_path, monkeypatch):
+    """A folder in the place of `<out>/<workload>-cpu.csv` (or .json) was refused only after
+    the measuring (minutes of it at the default --seconds)."""
+    import ssmrepro.bench.packs as packs
+
+    def measured(*a, **k):
+        raise AssertionError("it ran")
+
+    monkeypatch.setattr(packs, "run_bench", measured)
+    (tmp_path / "b" / "keep-nth-d8-cpu.csv").mkdir(parents=True)
+    res = _invoke("bench", "keep-nth-d8", "--packs", "1", "--out", tmp_path / "b",
+                  "--device", "cpu")
+    _assert_refused(res, "keep-nth-d8-cpu.csv: a folder where a file belongs")
+
+
+@pytest.mark.parametrize("edit,needle", [
+    ({"run_steps_per_s": 1e308}, "mambapy 1e+308 is not a rate"),
+    ({"run_steps_per_s": -3}, "mambapy -3 is not a rate"),
+    ({"run_steps_per_s": "fast"}, "step-cpu.json: not a step benchmark record"),
+    ({"fraction_of_peak": float("nan")}, "fraction_of_peak nan is not a rate"),
+    ({}, None),
+])
+def test_roofline_checks_the_step_records_rates_and_keeps_their_text_in_its_cells(
+        tmp_path, edit, needle):
+    """`bench roofline` took a step record's (`step-cpu.json`) numbers as they stood: a mambapy
+    rate edited to 1e308 was printed as a 309-digit number, -3 as '×-1.0', a NaN share of the
+    peak as 'nan%'; a `|` or line break in a workload's description split its table row."""
+    folder = tmp_path / "bench"
+    shutil.copytree(ROOT / "results/bench", folder)
+    rec = json.loads((folder / "step-cpu.json").read_text())
+    for w in rec["workloads"].values():
+        w["what"] = "a | b\nc"
+    for r in rec["results"]:
+        if r["contender"].startswith("mambapy") or "fraction_of_peak" in edit:
+            r.update(edit)
+    (folder / "step-cpu.json").write_text(json.dumps(rec))
+    res = _invoke("bench", "roofline", "--out", folder)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    table = (folder / "performance.md").read_text()
+    if needle:
+        assert needle in " ".join(res.output.split()), res.output
+        assert "a \\| b c" not in table and "nan%" not in table and "×-" not in table
+    else:
+        assert "| a \\| b c |" in table and "\nc |" not in table, table
+    assert max(len(w) for w in table.split()) < 100, table
+
+
+@pytest.mark.parametrize("kind", ["loop", "below a file"])
+def test_a_data_root_that_is_a_link_loop_or_below_a_file_is_named(tmp_path, kind):
+    """$SSMREPRO_DATA naming a symbolic link loop (or a path below a file): `data info` listed
+    every source as absent with commands that then failed on it, and `run lra` raised a
+    RuntimeError traceback ('Symlink loop') or said the data were missing."""
+    if kind == "loop":
+        root = tmp_path / "loop"
+        root.symlink_to("loop")
+        needle = "a symbolic link loop"
+    else:
+        (tmp_path / "f").write_text("a file")
+        root = tmp_path / "f" / "data"
+        needle = "a path component is a file"
+    env = {"SSMREPRO_DATA": str(root), "SSMREPRO_CACHE": str(tmp_path / "cache")}
+    _assert_refused(_invoke("data", "info", env=env), needle)
+    res = _invoke("run", "lra", "--profile", "smoke", "--no-calibrate", "--out", tmp_path / "out",
+                  env=env)
+    _assert_refused(res, needle)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("damage", ["crc", "cut", "method"])
+def test_a_damaged_zip_archive_is_named_not_a_traceback(tmp_path, damage):
+    """`data download --url file://x.zip` of a zip with a bad CRC, cut short or of an unknown
+    compression raised zipfile's traceback (BadZipFile, NotImplementedError); it is a bad
+    archive now, with the command that replaces it, and no partial copy is left."""
+    import struct
+    import zipfile
+
+    src = tmp_path / "x.zip"
+    with zipfile.ZipFile(src, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("lra_release/listops-1000/basic_train.tsv", "Source\tTarget\n" * 200)
+        z.writestr("lra_release/listops-1000/basic_val.tsv", "Source\tTarget\n" * 200)
+    data = bytearray(src.read_bytes())
+    if damage == "crc":
+        start = 30 + len("lra_release/listops-1000/basic_train.tsv")
+        data[start + 3] ^= 0xFF  # in the first member's compressed bytes
+    elif damage == "cut":
+        data = data[:len(data) // 2] + data[-60:]
+    else:
+        for sig, at in ((b"PK\x03\x04", 8), (b"PK\x01\x02", 10)):
+            i = data.find(sig)
+            while i >= 0:
+                data[i + at:i + at + 2] = struct.pack("<H", 99)
+                i = data.find(sig, i + 4)
+    src.write_bytes(bytes(data))
+    res = _invoke("data", "download", "lra", "--url", f"file://{src}", "--dir", tmp_path / "d",
+                  "--no-progress")
+    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    assert "not a zip archive this command can extract" in res.output, res.output
+    assert "delete" in res.output and "re-run" in res.output, res.output
+    assert not list((tmp_path / "d" / "lra").glob(".extract-*"))
+
+
+def test_a_listops_meta_json_whose_split_sizes_are_not_the_datas_names_no_generator(tmp_path):
+    """A generated ListOps folder whose meta.json says other split sizes than its files hold
+    (edited, or left from another generation: train 400 beside 40 rows) was taken as these
+    data's provenance: the run's record named its seed without a word."""
+    import warnings
+
+    from ssmrepro.tasks import build_task
+    from ssmrepro.tasks.lra import clear_cache
+
+    root = tmp_path / "data"
+    res = _invoke("data", "generate", "listops", "--n", "60", "--n-val", "10", "--n-test", "10",
+                  "--min-length", "10", "--max-length", "200", "--dir", root)
+    assert res.exit_code == 0, res.output
+    meta = root / "generated" / "listops" / "meta.json"
+    raw = json.loads(meta.read_text())
+    raw["sizes"]["train"] = 400
+    raw["seed"] = 5
+    meta.write_text(json.dumps(raw))
+    os.environ["SSMREPRO_DATA"] = str(root)
+    clear_cache()
+    try:
+        task = build_task({"name": "lra_listops", "source": "generated"})
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            info = task.data_info()
+    finally:
+        del os.environ["SSMREPRO_DATA"]
+        clear_cache()
+    assert "seed" not in info["generator"], info
+    assert "says split sizes" in info["generator"]["generator"], info
+    assert any("names no generator" in str(w.message) for w in caught)
+
+
+def test_swapped_generated_pathfinder_shards_are_damaged_data(tmp_path):
+    """Two image shards of a generated Pathfinder swapped (same shapes) were read beside the
+    other shard's labels: half the labels wrong, trained on without a word. meta.json holds each
+    shard's SHA-256 now, and the reader checks it."""
+    from ssmrepro.data.pathfinder import read_pathfinder_dir, write_pathfinder
+
+    d = write_pathfinder(tmp_path / "pf", n=8, resolution=32, seed=0, shard_size=4)
+    read_pathfinder_dir(d)  # as written: read
+    shards = d / "shards"
+    (shards / "imgs_00000.npy").rename(shards / "tmp.npy")
+    (shards / "imgs_00001.npy").rename(shards / "imgs_00000.npy")
+    (shards / "tmp.npy").rename(shards / "imgs_00001.npy")
+    with pytest.raises(ValueError, match="imgs_00000.npy is not the shard the generator wrote"):
+        read_pathfinder_dir(d)
+
+
+@pytest.mark.parametrize("kind", ["part link", "part fifo", "kept fifo"])
+def test_a_download_kept_file_that_is_a_link_or_fifo_is_refused(tmp_path, kind):
+    """`<root>/downloads/<name>.part` that is a symbolic link: the download was written through
+    it into the file it led to (outside the data root, its content replaced); a FIFO there, or
+    in the place of the kept archive, blocked `data download` for ever."""
+    src = tmp_path / "x.tar.gz"
+    src.write_bytes(b"not read")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    downloads = tmp_path / "d" / "downloads"
+    downloads.mkdir(parents=True)
+    args = ["--url", f"file://{src}"]
+    if kind == "part link":
+        (downloads / "x.tar.gz.part").symlink_to(victim)
+        needle = "a symbolic link (to"
+    elif kind == "part fifo":
+        os.mkfifo(downloads / "x.tar.gz.part")
+        needle = "x.tar.gz.part: not a regular file"
+    else:
+        os.mkfifo(downloads / "lra_release.gz")  # the official archive's name: no --url
+        args, needle = [], "lra_release.gz: not a regular file"
+    res = _invoke("data", "download", "lra", *args, "--dir", tmp_path / "d", "--no-progress")
+    _assert_refused(res, needle)
+    assert victim.read_text() == "precious"
+
+
+@pytest.mark.parametrize("path", ["../../outside imgs.png", "/tmp abs.png"])
+def test_a_pathfinder_metadata_line_leading_outside_its_folder_is_damaged_data(tmp_path, path):
+    """A Pathfinder metadata line (LRA layout) naming `../..` or an absolute path had the image
+    read from outside the dataset's folder (any PNG there, under the line's label)."""
+    from ssmrepro.data.pathfinder import read_pathfinder_dir, write_pathfinder
+
+    d = write_pathfinder(tmp_path / "pf", n=4, resolution=32, seed=0, fmt="lra")
+    meta = sorted((d / "metadata").iterdir())[0]
+    lines = meta.read_text().splitlines()
+    lines[0] = path + " " + " ".join(lines[0].split()[2:])
+    meta.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match="leaves the folder"):
+        read_pathfinder_dir(d)
+
+
+def test_bench_scans_knows_the_variants_each_kernel_times():
+    """`bench scans --variants` is checked against KERNEL_VARIANTS: it must name what make_case
+    times for each kernel."""
+    import argparse
+
+    import torch
+
+    from ssmrepro.bench import scans
+
+    a = argparse.Namespace(batch=1, d=4, n=2, groups=1, chunk=None, ssd_chunk=None, heads=1,
+                           width=2)
+    for k in scans.KERNELS:
+        fast = scans.make_case(k, 8, a, torch.float32)[2]
+        assert tuple(fast) == scans.KERNEL_VARIANTS[k], k
+
+
+def test_archive_members_left_out_of_a_download_are_named(tmp_path):
+    """A symbolic link (or a `..` member) in a downloaded archive was left out without a word:
+    `installed`, exit 0, and the file it stood for then missing from the data."""
+    import io
+    import tarfile
+
+    src = tmp_path / "x.tar"
+    with tarfile.open(src, "w") as t:
+        for name, data in (("lra_release/listops-1000/basic_val.tsv", b"Source\tTarget\n"),
+                           ("../evil.txt", b"x")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+        link = tarfile.TarInfo("lra_release/listops-1000/basic_train.tsv")
+        link.type, link.linkname = tarfile.SYMTYPE, "basic_val.tsv"
+        t.addfile(link)
+    res = _invoke("data", "download", "lra", "--url", f"file://{src}", "--dir", tmp_path / "d",
+                  "--no-progress")
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    said = " ".join(res.output.split())
+    assert "left out 2 archive member(s)" in said, res.output
+    assert "'../evil.txt'" in said and "basic_train.tsv'" in said, res.output
+    assert not (tmp_path / "evil.txt").exists()
+
+
+@pytest.mark.parametrize("where", ["profile", "case", "grid"])
+@pytest.mark.parametrize("key", ["model..d_model", "model.d_model."])
+def test_a_spec_key_with_an_empty_name_between_dots_is_named(tmp_path, where, key):
+    """A profile `set` (or a case's, or a sweep axis) key `model..d_model` was refused as
+    'model: unknown key', and `model.d_model.` as 'model.d_model: Input should be a valid
+    integer' (it became a mapping of an empty name); `--set` said what was wrong."""
+    spec = two_profile_spec(tmp_path)
+    raw = yaml.safe_load(spec.read_text())
+    if where == "profile":
+        raw["profiles"]["smoke"]["set"] = {key: 16}
+    elif where == "case":
+        raw["sweep"][0]["cases"][0]["set"][key] = 16
+    else:
+        raw["sweep"].append({"grid": {key: [8, 16]}})
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    _assert_refused(_invoke("validate", spec), f"{key}: an empty name between its dots")
+
+
+@pytest.mark.parametrize("edit,needle", [
+    ({"matmul_peak_gflops": 1e308}, "must be numbers from 1e-9 to 1e12, not 1e+308"),
+    ({"copy_bandwidth_gbs": 1e308}, "not 1e+308"),
+    ({"matmul_peak_gflops": 1e-300}, "not 1e-300"),
+    ({"threads": 10**30}, "is not a thread count"),
+])
+def test_roofline_refuses_a_packs_record_of_absurd_peak_bandwidth_or_threads(tmp_path, edit,
+                                                                             needle):
+    """A packs record's GEMM peak of 1e308 made the figure's axis limit infinite (matplotlib's
+    'Axis limits cannot be NaN or Inf' traceback, exit 1); a bandwidth of 1e308 overflowed, a
+    peak of 1e-300 turned the axis upside down, 10**30 threads went into the title."""
+    folder = tmp_path / "bench"
+    folder.mkdir()
+    rec = json.loads((ROOT / "results/bench/keep-nth-d8-cpu.json").read_text())
+    rec.update(edit)
+    (folder / "keep-nth-d8-cpu.json").write_text(json.dumps(rec))
+    _assert_refused(_invoke("bench", "roofline", "--out", folder), needle)

@@ -94,6 +94,31 @@ WORKLOADS = {
 }
 
 
+def memory_problem(name: str, packs: list[int], device: str, available: int | None = None
+                   ) -> str | None:
+    """Why measuring ``packs`` of workload ``name`` would not fit in memory (None when it
+    fits or the memory is unknown): every contender's model is built at once (weights,
+    gradients and Adam moments of 1 + sum(packs) members) and the largest pack's training step
+    holds its activations (the planner's estimates, ``models.activation_floats``). Without it
+    `bench mqar-full-L256 --packs 256` (about 30 GB) failed with an allocator traceback, or
+    woke the OOM killer."""
+    from ..models import activation_floats, fixed_floats, param_count
+    from ..train import _gb, available_memory
+
+    w = WORKLOADS[name]
+    info = build_task(w.task).info
+    cfg = MODELS[w.model["name"]].Config(**w.model)
+    params = 4 * 4 * param_count(cfg, info) * (1 + sum(packs))
+    acts = 4 * max(packs) * (w.batch * activation_floats(cfg, info) + fixed_floats(cfg, info))
+    have = available_memory(device) if available is None else available
+    if have is None or params + acts <= have:
+        return None
+    return (f"--packs {','.join(map(str, packs))}: workload {name} needs about "
+            f"{_gb(params + acts)} of memory on {device} (the models of every pack size with "
+            f"their gradients and Adam moments {_gb(params)}, a step of the pack of "
+            f"{max(packs)} {_gb(acts)}); only {_gb(have)} is available: measure smaller packs")
+
+
 def _setup(w: Workload, E: int, device: str):
     task = build_task(w.task)
     cfg = MODELS[w.model["name"]].Config(**w.model)

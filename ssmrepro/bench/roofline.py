@@ -84,10 +84,15 @@ def _points(rec: dict) -> tuple[float, float, float, float, float, float, int]:
     b, p = _best(rec), rec["plain"]
     vals = [float(v) for v in (p["intensity"], p["gflops"], b["intensity"], b["gflops"],
                                rec["matmul_peak_gflops"], rec["copy_bandwidth_gbs"])]
-    if not all(v > 0 and np.isfinite(v) for v in vals):
-        raise ValueError("intensity, GFLOP/s, peak and bandwidth must be positive numbers")
+    if not all(1e-9 <= v <= 1e12 for v in vals):  # also NaN; a peak of 1e308 made the axis
+        # limit infinite (matplotlib's ValueError traceback), a bandwidth of 1e308 overflowed
+        raise ValueError("intensity, GFLOP/s, peak and bandwidth must be numbers from 1e-9 to "
+                         f"1e12, not {[v for v in vals if not 1e-9 <= v <= 1e12][0]!r}")
     _check_rates(rec)
-    str(rec["workload"]), int(rec["threads"]), str(rec["machine"]), float(b["ratio"])
+    str(rec["workload"]), str(rec["machine"]), float(b["ratio"])
+    threads = rec["threads"]  # 10**30 was printed in the figure's title
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 1024:
+        raise ValueError(f"threads {threads!r} is not a thread count (1..1024)")
     return (*vals, int(b["pack"]))
 
 
@@ -204,10 +209,27 @@ def _table_row(rec: dict) -> str:
             f"{rec['time'][:10]} |")
 
 
+def _check_step_row(r: dict) -> None:
+    """ValueError unless the rates of a step row are positive finite JSON numbers and its share
+    of the peak a finite number >= 0 (a hand-edited mambapy rate of 1e308 was printed as a
+    309-digit number, -3 as '×-1.0', a NaN share as 'nan%'), as ``_check_rates`` for packs."""
+    values = [("mambapy", r["mambapy"], True), ("single", r["single"], True),
+              ("best", r["best"], True), ("fraction_of_peak", r["fraction"], False)]
+    if r.get("ceiling") is not None:
+        values.append(("GEMMs alone vs mambapy", r["ceiling"], True))
+    for key, value, positive in values:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{r['workload']}: {key} is {value!r}, not a number")
+        if not (np.isfinite(value) and (value > 0 if positive else value >= 0)) or value > 1e12:
+            raise ValueError(f"{r['workload']}: {key} {value!r} is not a rate "
+                             f"(a {'positive' if positive else 'non-negative'} number up to 1e12)")
+
+
 def _step_line(r: dict) -> str:
-    return (f"| {r['what']} | {r['settings']} | {r['mambapy']:.2f} | {r['single']:.2f} | "
-            f"{r['best']:.2f} ({r['best_contender']}) | ×{r['best'] / r['mambapy']:.1f} | "
-            f"{100 * r['fraction']:.1f}% | {_ceiling(r.get('ceiling'))} | {r['time'][:10]} |")
+    _check_step_row(r)
+    return (f"| {md_cell(r['what'])} | {r['settings']} | {r['mambapy']:.2f} | {r['single']:.2f} | "
+            f"{r['best']:.2f} ({md_cell(r['best_contender'])}) | ×{r['best'] / r['mambapy']:.1f} | "
+            f"{100 * r['fraction']:.1f}% | {_ceiling(r.get('ceiling'))} | {md_cell(r['time'])[:10]} |")
 
 
 def _ceiling(x: float | None) -> str:

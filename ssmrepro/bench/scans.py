@@ -65,6 +65,9 @@ from .timing import MAX_BENCH_ELEMENTS, bounded, interleaved, refuse_repeats, tu
 
 KERNELS = ("diag", "selective", "ssd", "conv")
 VARIANTS = ("chunked", "blocked", "fused-v1", "fused-tiled", "fused", "tiled", "conv1d")
+KERNEL_VARIANTS = {"diag": ("chunked", "blocked"),  # the fast formulations make_case times
+                   "selective": ("chunked", "fused-v1", "fused-tiled", "fused"),
+                   "ssd": ("chunked",), "conv": ("tiled", "conv1d")}
 
 
 
@@ -131,6 +134,17 @@ def make_case(kernel: str, L: int, args, dtype: torch.dtype):
     raise ValueError(kernel)
 
 
+def ssd_floats(L: int, args) -> tuple[int, str]:
+    """The largest tensor of ``ssd`` at length ``L`` (floats) and its shape in words: the
+    in-chunk decay and score matrices (Bt, H, nc, Q, Q) or the chunk-level decay matrix (Bt, H,
+    nc, nc), where L is padded to nc chunks of Q; the ``--d``-sized inputs are checked already."""
+    Bt, H = args.batch, args.heads
+    Q = args.ssd_chunk or default_ssd_chunk(L)
+    nc = -(-L // Q)
+    return max((Bt * H * nc * Q * Q, f"batch x heads x chunks x chunk^2 ({Bt} x {H} x {nc} x {Q}^2)"),
+               (Bt * H * nc * nc, f"batch x heads x chunks^2 ({Bt} x {H} x {nc}^2)"))
+
+
 def fwd_bwd(fn, inputs):
     """A callable running fn forward + backward on fresh leaves (same inputs, same grad_out)."""
     leaves = [t.detach().requires_grad_() for t in inputs]
@@ -174,12 +188,28 @@ def main(argv=None) -> int:
     p.add_argument("--json", type=Path, default=None, help="write results as JSON here")
     args = p.parse_args(argv)
     refuse_repeats(p, L=args.L, kernels=args.kernels, variants=args.variants)
+    if args.variants is not None:  # a kernel without any of them was left out without a word
+        # (`--kernels diag --variants fused`: an empty table and record, exit 0)
+        for k in args.kernels:
+            if not set(args.variants) & set(KERNEL_VARIANTS[k]):
+                p.error(f"--variants {' '.join(args.variants)}: none is a variant of kernel {k} "
+                        f"(its variants: {', '.join(KERNEL_VARIANTS[k])})")
+        for v in args.variants:
+            if not any(v in KERNEL_VARIANTS[k] for k in args.kernels):
+                p.error(f"--variants {v}: not a variant of --kernels {' '.join(args.kernels)}")
     if "ssd" in args.kernels and args.d % args.heads:  # P = D // H silently dropped channels
         p.error(f"--heads {args.heads} does not divide --d {args.d} (ssd: D = H * P)")
     size = args.batch * max(args.L) * args.d * max(args.n, args.width) * args.groups
     if size > MAX_BENCH_ELEMENTS:
         p.error(f"batch x L x d x max(n, width) x groups = {size:,} floats per tensor, more than "
                 f"{MAX_BENCH_ELEMENTS:,}; measure smaller shapes")
+    if "ssd" in args.kernels:  # its chunk matrices: --ssd-chunk 2^20 at L 4096 asked for 1 TB
+        for L in args.L:
+            size, what = ssd_floats(L, args)
+            if size > MAX_BENCH_ELEMENTS:
+                p.error(f"ssd at L={L}: {what} = {size:,} floats per tensor, more than "
+                        f"{MAX_BENCH_ELEMENTS:,}; measure a smaller --L, --batch, --heads or "
+                        "--ssd-chunk")
     if args.json:  # a folder or device there failed only after the measuring
         prepare_target(args.json)
 

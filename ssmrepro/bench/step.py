@@ -285,10 +285,20 @@ def main(argv=None) -> int:
     refuse_repeats(p, workloads=args.workloads, E=args.packs, micro=args.micro)
     for name in args.workloads:
         w = STEP_WORKLOADS[name]
-        size = max(args.packs) * (args.batch or w.batch) * (args.L or w.L) * w.d_model
+        # the widest activation per token: the logits (vocab), the in_proj output (x and z,
+        # 2 x expand x d_model), not d_model alone (batch 64 x L 65536 passed, and the logits
+        # asked for 8 times the limit: an allocator traceback)
+        width = max(w.d_model, 2 * w.expand * w.d_model, w.vocab)
+        size = max(args.packs) * (args.batch or w.batch) * (args.L or w.L) * width
         if size > MAX_BENCH_ELEMENTS:
-            p.error(f"{name}: E x batch x L x d_model = {size:,} floats per activation, more "
-                    f"than {MAX_BENCH_ELEMENTS:,}; measure smaller packs, batches or lengths")
+            p.error(f"{name}: E x batch x L x {width} (the widest activation per token: "
+                    f"d_model {w.d_model}, in_proj {2 * w.expand * w.d_model}, logits "
+                    f"{w.vocab}) = {size:,} floats per activation, more than "
+                    f"{MAX_BENCH_ELEMENTS:,}; measure smaller packs, batches or lengths")
+        big = [m for m in args.micro if m >= (args.batch or w.batch)]
+        if big:  # a micro-batch of the whole batch was left out of the table without a word
+            p.error(f"--micro {big[0]}: not below {name}'s batch size {args.batch or w.batch} "
+                    "(a micro-batch splits the batch; give sizes below it)")
     if args.json:  # a folder or device there failed only after the measuring
         prepare_target(args.json)
 

@@ -21,7 +21,7 @@ from rich.table import Table
 
 from ..data._workers import WorkerDied
 from ..data.sources import generated_dir
-from ..util import data_root
+from ..util import data_root, folder_problem
 from .app import command, console, err_console, fail, path_value
 
 app = typer.Typer(
@@ -133,6 +133,7 @@ def download(
         _fail(f"--sha256 {sha256!r}: not a SHA-256 (64 hexadecimal digits); it could only "
               "fail after the whole download")
     root = data_root(dir)
+    skipped: list[str] = []
     try:
         installed = do_download(
             target.value,
@@ -142,9 +143,16 @@ def download(
             keep_archive=keep_archive,
             force=force,
             progress=progress,
+            skipped=skipped,
         )
     except DownloadError as err:
         _fail(str(err), code=1)
+    if skipped:  # a link among the data files was left out without a word: 'installed', and
+        # the data then missing
+        shown = ", ".join(repr(n) for n in skipped[:3]) + (", ..." if len(skipped) > 3 else "")
+        err_console.print(f"[yellow]warning:[/] left out {len(skipped)} archive member(s) that "
+                          "are not plain files or folders inside it (links, devices, `..` or "
+                          f"absolute paths): {escape(shown)}", highlight=False, soft_wrap=True)
     for p in installed:
         console.print(f"installed {p}", highlight=False, markup=False)
 
@@ -394,9 +402,11 @@ def info(dir: Path | None = typer.Option(None, "--dir", help=DIR_HELP, metavar="
     from ..data.sources import cache_root
 
     root = data_root(dir)
-    if root.exists() and not root.is_dir():  # every source 'no', and each hint's command
-        # (`data download ... --dir <that file>`) failing on it, without a word why
-        fail([f"cannot use {root}: not a folder (the data root; --dir or $SSMREPRO_DATA)"])
+    why = folder_problem(root)
+    if why not in (None, "no such folder"):  # every source 'no', and each hint's command
+        # (`data download ... --dir <that file>`) failing on it, without a word why; a link
+        # loop or a path below a file too
+        fail([f"cannot use {root}: not a folder: {why} (the data root; --dir or $SSMREPRO_DATA)"])
     table = Table("dataset", "source", "present", "path / how to get it",
                   title=f"data root: {escape(str(root))}")
     for row in available_sources(root):

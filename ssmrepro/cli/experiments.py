@@ -631,8 +631,17 @@ def bench(
     twice = sorted({e for e in sizes if sizes.count(e) > 1})
     if twice:  # 1,1,1 measured once and wrote three identical rows to the CSV and JSON records
         fail([f"--packs {packs!r}: pack size {twice[0]} given twice (each size is measured once)"])
+    from ..bench.packs import memory_problem
+    from ..util import prepare_target
+
+    why = memory_problem(workload, sizes, dev)
+    if why:
+        fail([why])
     folder = out or repo_root() / "results" / "bench"
     folder.mkdir(parents=True, exist_ok=True)  # a file there failed after minutes of measuring
+    stem = f"{workload}-{'cuda' if dev.startswith('cuda') else 'cpu'}"
+    for ext in ("json", "csv"):  # a folder in a record's place failed after the measuring
+        prepare_target(folder / f"{stem}.{ext}")
     rec = run_bench(workload, dev, sizes, seconds, folder,
                     echo=lambda m: console.print(m, markup=False))
     console.print(f"best: pack {rec['best_pack']} = x{rec['best_ratio']:.1f} the plain loop")

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from ..util import data_root
+from ..util import data_root, folder_problem
 from . import image, listops, pathfinder, retrieval, text
 from .cache import cache_key, config_dict, entry_dir, file_identity, load_entry, save_entry
 from .sources import (
@@ -469,9 +469,12 @@ def find_source(dataset: str, root: Path, accept: Sequence[str], cfg) -> tuple[s
 
 
 def unavailable_message(dataset: str, split: str, root: Path, accept: Sequence[str], cfg) -> str:
-    if root.exists() and not root.is_dir():  # each suggested command would fail on it too
-        return (f"LRA dataset {dataset!r} (split {split!r}): the data root {str(root)!r} is a file, "
-                "not a folder; point $SSMREPRO_DATA (or --dir of `ssmrepro data ...`) at a folder")
+    why = folder_problem(root)
+    if why not in (None, "no such folder"):  # each suggested command would fail on it too
+        # (a file, a symbolic link loop, a path below a file)
+        what = "is a file, not a folder" if why == "a file, not a folder" else f"is not a folder: {why}"
+        return (f"LRA dataset {dataset!r} (split {split!r}): the data root {str(root)!r} {what}; "
+                "point $SSMREPRO_DATA (or --dir of `ssmrepro data ...`) at a folder")
     ddef = DATASETS[dataset]
     looked = "; ".join(f"{s}: {ddef.locate(s, root, cfg)}" for s in accept)
     cmds = " | ".join(f"`{ddef.hint(s, root, cfg)}`" for s in accept)

@@ -14,14 +14,17 @@ Nothing here runs implicitly: only ``ssmrepro data download ...`` calls it.
 
 from __future__ import annotations
 
+import errno
 import http.client
 import os
 import shutil
+import stat
 import tarfile
 import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -210,11 +213,12 @@ def download_file(
     """
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(dest.name + ".part")
+    source = dest.with_name(dest.name + ".part.url")  # the URL the partial file's bytes are from
+    _refuse_odd_files(dest, part)
     if dest.exists():
         _verify(dest, size, sha256, md5, url, delete=False)
         return dest
-    part = dest.with_name(dest.name + ".part")
-    source = dest.with_name(dest.name + ".part.url")  # the URL the partial file's bytes are from
     offset = part.stat().st_size if part.exists() else 0
     began = _part_source(source) if offset else url
     if began != url and (began is not None or not (sha256 or md5)):  # another URL's first
@@ -268,6 +272,27 @@ def download_file(
     return dest
 
 
+def _refuse_odd_files(dest: Path, part: Path) -> None:
+    """OSError (a message naming the file, exit 2) for a kept archive that is no regular file
+    (a FIFO blocked `data download` for ever; a link to an archive elsewhere is read) and for a
+    partial download that is a link or no regular file: the download was appended to the file
+    a `.part` link led to, outside the data root, and a FIFO there blocked for ever."""
+    try:
+        if dest.exists() and not stat.S_ISREG(os.stat(dest).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a folder, device, FIFO or socket) "
+                          "where the downloaded archive is kept: remove it", str(dest))
+        mode = os.lstat(part).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(mode):
+        raise OSError(errno.EINVAL, f"a symbolic link (to {os.readlink(part)}) where the partial "
+                      "download is kept: it would be written through to what it leads to; "
+                      "remove it", str(part))
+    if not stat.S_ISREG(mode):
+        raise OSError(errno.EINVAL, "not a regular file (a folder, device, FIFO or socket) where "
+                      "the partial download is kept: remove it", str(part))
+
+
 def _part_source(path: Path) -> str | None:
     """The URL a partial download was started from (``<name>.part.url``), None when unknown
     (none written, unreadable): its bytes are then not resumed."""
@@ -314,21 +339,34 @@ def extract_archive(
     *,
     keep: Callable[[str], bool] | None = None,
     progress: bool = True,
+    skipped: list[str] | None = None,
 ) -> Path:
     """Extract a tar (any compression) or zip archive into ``dest``, skipping unsafe members,
-    links and devices, and members for which ``keep(name)`` is False."""
+    links and devices, and members for which ``keep(name)`` is False; the names of the unsafe
+    members, links and devices left out are appended to ``skipped`` (a symbolic link among the
+    LRA files was left out without a word: `installed`, and the data then missing)."""
+    skipped = [] if skipped is None else skipped
     archive, dest = Path(archive), Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     total = archive.stat().st_size
     if zipfile.is_zipfile(archive):
-        with (
-            zipfile.ZipFile(archive) as zf,
-            _Progress(progress, f"extract {archive.name}", len(zf.infolist()), unit_bytes=False) as bar,
-        ):
-            for info in zf.infolist():
-                if _safe_member(info.filename) and (keep is None or keep(info.filename)):
-                    zf.extract(info, dest)
-                bar.update(1)
+        try:
+            with (
+                zipfile.ZipFile(archive) as zf,
+                _Progress(progress, f"extract {archive.name}", len(zf.infolist()),
+                          unit_bytes=False) as bar,
+            ):
+                for info in zf.infolist():
+                    if not _safe_member(info.filename):
+                        skipped.append(info.filename)
+                    elif keep is None or keep(info.filename):
+                        zf.extract(info, dest)
+                    bar.update(1)
+        # a damaged zip (a bad CRC, cut short, an unknown compression, encrypted) raised
+        # zipfile's own traceback; a full disk stays an OSError (named by the command)
+        except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError) as err:
+            raise BadArchive(f"{archive}: not a zip archive this command can extract "
+                             f"({type(err).__name__}: {err})") from None
         return dest
     try:
         raw = open(archive, "rb")  # noqa: SIM115 - closed below
@@ -339,12 +377,13 @@ def extract_archive(
     try:
         with _Progress(progress, f"extract {archive.name}", total) as bar:
             for member in tar:
-                if (member.isfile() or member.isdir()) and _safe_member(member.name):
-                    if keep is None or keep(member.name):
-                        if use_filter:
-                            tar.extract(member, dest, filter="data")
-                        else:  # pragma: no cover - Python < 3.11.4
-                            tar.extract(member, dest)
+                if not ((member.isfile() or member.isdir()) and _safe_member(member.name)):
+                    skipped.append(member.name)
+                elif keep is None or keep(member.name):
+                    if use_filter:
+                        tar.extract(member, dest, filter="data")
+                    else:  # pragma: no cover - Python < 3.11.4
+                        tar.extract(member, dest)
                 bar.update(completed=raw.tell())
     except (tarfile.TarError, EOFError, OSError) as err:
         raise BadArchive(f"{archive}: extraction failed ({err}); the archive may be truncated") from None
@@ -380,13 +419,14 @@ def _move_into_place(src: Path, target: Path, force: bool) -> None:
     fsync_dir(target.parent)
 
 
-def install_lra(archive: Path, root: Path, *, force: bool = False, progress: bool = True) -> list[Path]:
+def install_lra(archive: Path, root: Path, *, force: bool = False, progress: bool = True,
+                skipped: list[str] | None = None) -> list[Path]:
     """Extract ``lra_release.gz`` and move its task folders to ``<root>/lra/<name>``."""
     base = lra_dir(root)
     base.mkdir(parents=True, exist_ok=True)
     tmp = scratch_folder(base, ".extract-lra")
     try:
-        extract_archive(archive, tmp, progress=progress)
+        extract_archive(archive, tmp, progress=progress, skipped=skipped)
         found = _find_dirs(tmp, LRA_FOLDERS)
         if not found:
             raise BadArchive(
@@ -402,13 +442,13 @@ def install_lra(archive: Path, root: Path, *, force: bool = False, progress: boo
 
 
 def _install_folder(archive: Path, base: Path, folder: str, scratch: str, *, force: bool,
-                    progress: bool, keep=None) -> list[Path]:
+                    progress: bool, keep=None, skipped: list[str] | None = None) -> list[Path]:
     """Extract ``archive`` in a scratch folder under ``base`` and move its ``folder`` to
     ``base / folder`` (atomic from the loaders' point of view)."""
     base.mkdir(parents=True, exist_ok=True)
     tmp = scratch_folder(base, f".extract-{scratch}")
     try:
-        extract_archive(archive, tmp, keep=keep, progress=progress)
+        extract_archive(archive, tmp, keep=keep, progress=progress, skipped=skipped)
         found = _find_dirs(tmp, (folder,))
         if not found:
             raise BadArchive(f"{archive}: no {folder} folder inside")
@@ -418,16 +458,19 @@ def _install_folder(archive: Path, base: Path, folder: str, scratch: str, *, for
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def install_cifar10(archive: Path, root: Path, *, force: bool = False, progress: bool = True) -> list[Path]:
+def install_cifar10(archive: Path, root: Path, *, force: bool = False, progress: bool = True,
+                    skipped: list[str] | None = None) -> list[Path]:
     """Extract ``cifar-10-python.tar.gz`` to ``<root>/cifar-10-batches-py``."""
     return _install_folder(archive, root, "cifar-10-batches-py", "cifar10", force=force,
-                           progress=progress)
+                           progress=progress, skipped=skipped)
 
 
-def install_imdb(archive: Path, root: Path, *, force: bool = False, progress: bool = True) -> list[Path]:
+def install_imdb(archive: Path, root: Path, *, force: bool = False, progress: bool = True,
+                 skipped: list[str] | None = None) -> list[Path]:
     """Extract ``aclImdb_v1.tar.gz`` (without the unlabelled reviews) to ``<root>/imdb/aclImdb``."""
     return _install_folder(archive, root / "imdb", "aclImdb", "imdb", force=force,
-                           progress=progress, keep=lambda name: "/unsup/" not in name)
+                           progress=progress, keep=lambda name: "/unsup/" not in name,
+                           skipped=skipped)
 
 
 INSTALLERS = {"lra": install_lra, "cifar10": install_cifar10, "imdb": install_imdb}
@@ -442,6 +485,7 @@ def download(
     keep_archive: bool = True,
     force: bool = False,
     progress: bool = True,
+    skipped: list[str] | None = None,
 ) -> list[Path]:
     """Download ``what`` (lra | cifar10 | imdb) into ``root`` and lay it out for the loaders.
 
@@ -470,7 +514,7 @@ def download(
         progress=progress,
     )
     try:
-        installed = INSTALLERS[what](dest, root, force=force, progress=progress)
+        installed = INSTALLERS[what](dest, root, force=force, progress=progress, skipped=skipped)
     except BadArchive as err:  # the kept archive is installed again by the next download
         # (the official one, which has no checksum for LRA): 'not a tar or zip archive' for ever
         raise BadArchive(f"{err}; delete {dest} and re-run to download it again") from None

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import json
 import math
 import os
@@ -871,6 +872,7 @@ class PathfinderWriter:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.n = 0
         self.n_shards = 0
+        self._sha256: list[list[str]] = []  # [imgs, labels] of each shard, for meta.json
         self._imgs: list[np.ndarray] = []
         self._labels: list[np.ndarray] = []
         self._buffered = 0
@@ -905,6 +907,7 @@ class PathfinderWriter:
         labels = np.concatenate(self._labels) if self._labels else np.zeros((0,), np.uint8)
         atomic_save_npy(self.dir / "shards" / f"imgs_{self.n_shards:05d}.npy", imgs[:count])
         atomic_save_npy(self.dir / "shards" / f"labels_{self.n_shards:05d}.npy", labels[:count])
+        self._sha256.append([array_sha256(imgs[:count]), array_sha256(labels[:count])])
         self.n_shards += 1
         self._imgs, self._labels = [imgs[count:]], [labels[count:]]
         self._buffered = len(labels) - count
@@ -927,6 +930,7 @@ class PathfinderWriter:
             "format": self.fmt,
             "n": self.n,
             "shards": self.n_shards,
+            **({"shard_sha256": self._sha256} if self.fmt == "npy" else {}),
             "params": dataclasses.asdict(self.params),
             **info,
         }
@@ -982,6 +986,10 @@ def _lra_entries(directory: Path) -> list[tuple[Path, int]]:
             if len(fields) < 4:
                 raise ValueError(f"{mf}:{lineno}: expected >= 4 fields, got {fields!r}")
             rel = f"{fields[0]}/{fields[1]}"
+            if Path(rel).is_absolute() or ".." in Path(rel).parts:  # an image read from
+                # outside the dataset's folder (any PNG there, under this line's label)
+                raise ValueError(f"{mf}:{lineno}: image path {rel!r} leaves the folder "
+                                 f"{directory}")
             if (res_name, diff_name, rel) in BLACKLIST:
                 continue
             out.append((directory / fields[0] / fields[1], int(float(fields[3]))))
@@ -1004,6 +1012,11 @@ def _read_png(path: Path) -> np.ndarray | None:
         return None
     with Image.open(path) as im:
         return np.asarray(im.convert("L"), dtype=np.uint8)
+
+
+def array_sha256(a: np.ndarray) -> str:
+    """SHA-256 of an array's values (C order), as the generator wrote them."""
+    return hashlib.sha256(np.ascontiguousarray(a).data).hexdigest()
 
 
 def _check_shards(directory: Path, imgs: list[np.ndarray], labels: list[np.ndarray]) -> None:
@@ -1035,6 +1048,16 @@ def _check_shards(directory: Path, imgs: list[np.ndarray], labels: list[np.ndarr
         raise ValueError(f"{what}: {len(imgs)} shards, meta.json says {shards}")
     if isinstance(n, int) and n != total:
         raise ValueError(f"{what}: {total} images, meta.json says {n}")
+    sums = meta.get("shard_sha256")  # what the generator wrote (folders before it have none):
+    # two image shards swapped (or one from another generation) were read beside the other
+    # shard's labels, half the labels wrong, without a word
+    if isinstance(sums, list) and len(sums) == len(imgs):
+        for i, (x, y, want) in enumerate(zip(imgs, labels, sums)):
+            for name, arr, digest in (("imgs", x, want[0]), ("labels", y, want[1])):
+                if array_sha256(arr) != digest:
+                    raise ValueError(f"{what}: {name}_{i:05d}.npy is not the shard the generator "
+                                     "wrote there (its SHA-256 is not meta.json's: swapped, "
+                                     "edited or from another generation)")
 
 
 def _load_shard(directory: Path, path: Path) -> np.ndarray:

@@ -118,10 +118,10 @@ def _fmt(x: Any) -> str:
     return str(x)
 
 
-def md_cell(text: str) -> str:
+def md_cell(text: object) -> str:
     """Text safe inside a markdown table cell: a label 'a|b' split its row into one cell more
     than the header, shifting every number after it into the wrong column."""
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    return str(text).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
 
 def md_table(df: pd.DataFrame) -> str:

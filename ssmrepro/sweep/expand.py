@@ -29,6 +29,10 @@ def set_dotted(cfg: dict[str, Any], key: str, value: Any) -> None:
     parts = key.split(".")
     if parts[0] not in SECTIONS:
         raise KeyError(f"{key}: keys must start with one of {', '.join(SECTIONS)} (e.g. model.d_model)")
+    if "" in parts:  # 'model..d_model' said 'model: unknown key', 'model.d_model.' that
+        # d_model should be an integer (it became a mapping of an empty name)
+        raise KeyError(f"{key}: an empty name between its dots (a key is a dotted name, e.g. "
+                       "model.d_model)")
     if len(parts) == 1:  # a whole section, e.g. a case that swaps the model family
         if not isinstance(value, dict):
             raise KeyError(f"{key}: a whole section must be a mapping")

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import typing
 import warnings
 from collections.abc import Iterator
@@ -147,7 +148,9 @@ def _load(task: str, dataset: str, config: TaskConfig) -> _Loaded | NominalShape
     root = data_root()
     source: str = getattr(config, "source")  # noqa: B009 - a field of the generated config
     prep = config.model_dump(exclude={"name", "source"})
-    key = (dataset, str(root.resolve()), json.dumps([source, prep], sort_keys=True))
+    # realpath, not resolve(): a data root that is a link loop raised RuntimeError (a traceback)
+    # here; load_lra names it
+    key = (dataset, os.path.realpath(root), json.dumps([source, prep], sort_keys=True))
     if key not in _LOADED:
         try:
             train, val, test = (load_lra(dataset, s, root=root, accept_sources=[source], **prep)
@@ -235,6 +238,11 @@ class LRATask(Task):
                                     f"({type(err).__name__})"}
             if not isinstance(gen, dict):
                 gen = {"generator": f"unknown: {meta} is not a generator's meta.json"}
+            elif isinstance(gen.get("sizes"), dict) and gen["sizes"] != out["sizes"]:
+                # a meta.json edited or left from another generation (ListOps: train 400 beside
+                # 40 rows) named its seed as these data's without a word
+                gen = {"generator": f"unknown: {meta} says split sizes {gen['sizes']}, the data "
+                                    f"hold {out['sizes']}: it is not these data's meta.json"}
             if str(gen.get("generator", "")).startswith("unknown: "):
                 warnings.warn(f"{gen['generator'][len('unknown: '):]}: the run's record names "
                               "no generator (generate the data again to restore it)", stacklevel=2)
