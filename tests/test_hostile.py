@@ -5636,3 +5636,35 @@ def test_roofline_refuses_a_packs_record_of_absurd_peak_bandwidth_or_threads(tmp
     rec.update(edit)
     (folder / "keep-nth-d8-cpu.json").write_text(json.dumps(rec))
     _assert_refused(_invoke("bench", "roofline", "--out", folder), needle)
+
+
+@pytest.mark.parametrize("entry", [["-m", "ssmrepro"], ["-m", "ssmrepro.cli"]])
+def test_a_terminated_sweep_ends_as_an_interrupted_one(tmp_path, cli_env, entry):
+    """`kill PID` (SIGTERM, what a batch scheduler sends at its time limit) ended `run` at once:
+    exit 143, no line saying what was left, and Python's 'leaked semaphore' warning. It now
+    ends as Ctrl-C does: the worker stopped, one 'interrupted — ... resume' line, exit 130."""
+    import signal
+    import subprocess
+    import sys
+
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import Store
+
+    path = write_spec(tmp_path, seeds=[0, 1], train={
+        "optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 3000, "val_size": 16,
+        "test_size": 16, "eval_every": 1000, "eval_batch_size": 16})
+    spec, out = load_spec(path), tmp_path / "o"
+    store = Store(out / spec.paper / spec.id)
+    p = subprocess.Popen([sys.executable, *entry, "run", str(path), "--out", str(out),
+                          "--no-plot", "--no-calibrate", "--pack-size", "1", "--workers", "1"],
+                         env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not (store.claims.exists()
+                                          and list(store.claims.glob("*.claim"))):
+        time.sleep(0.05)  # the worker is inside a pack
+    p.send_signal(signal.SIGTERM)
+    stdout, stderr = p.communicate(timeout=120)
+    said = stdout + stderr
+    assert p.returncode == 130, said
+    assert "Traceback" not in said and "leaked" not in said, said
+    assert said.count("interrupted") == 1 and "re-run the same command to resume" in said, said

@@ -10,7 +10,9 @@ from __future__ import annotations
 import errno
 import functools
 import json
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -145,6 +147,20 @@ REDO = ("interrupted — every file written is whole (the old one or the new one
         "same command to finish")
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _terminate_as_interrupt() -> Any:
+    """A SIGTERM (`kill PID`, a batch scheduler's time limit) ends the command as Ctrl-C does:
+    its workers stopped, one 'interrupted — ...' line, exit 130 (it died at once with exit 143,
+    no line, and Python's 'leaked semaphore' warning). Returns the handler it replaced (None
+    outside the main thread, where no handler can be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _interrupt)
+
+
 def guard(fn: Callable[..., Any], interrupted: str = REDO) -> Callable[..., Any]:
     """Run a command inside the error boundary (see the module docstring); Ctrl-C prints
     ``interrupted`` (what is left and how to go on, worded for the command: `plot` said
@@ -153,6 +169,7 @@ def guard(fn: Callable[..., Any], interrupted: str = REDO) -> Callable[..., Any]
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         plain_warnings()  # our own warnings as 'warning: ...' lines
+        previous = _terminate_as_interrupt()
         try:
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort):
@@ -166,6 +183,9 @@ def guard(fn: Callable[..., Any], interrupted: str = REDO) -> Callable[..., Any]
         except KeyboardInterrupt:
             err_console.print(interrupted, highlight=False, soft_wrap=True)
             raise typer.Exit(130) from None
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
 
     return wrapper
 
