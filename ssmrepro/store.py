@@ -39,7 +39,6 @@ import torch
 
 from .spec import find_spec
 from .sweep import parse_config, parsed_identity, run_id_of
-from .util import HOST as _HOST
 from .util import (
     NotSmallFile,
     atomic_write_bytes,
@@ -48,6 +47,7 @@ from .util import (
     folder_problem,
     pid_alive,
     read_small,
+    remove_dead_temps,
     repo_root,
 )
 
@@ -594,16 +594,7 @@ class Store:
         ``claims`` link led to, before it refused the link. (A file that is a link is only
         unlinked, and a record linked outside is quarantined when read, as before.)"""
         self.check_links(files=False)
-        n = 0
-        for tmp in list(self.root.glob(".*.tmp")) + list(self.runs.glob(".*.tmp")):
-            parts = tmp.name.split(".")  # ['', name..., host, pid, random, 'tmp']
-            try:
-                host, pid = parts[-4], int(parts[-3])
-            except (IndexError, ValueError):
-                continue
-            if host == _HOST and not pid_alive(pid):
-                tmp.unlink(missing_ok=True)
-                n += 1
+        n = remove_dead_temps(self.root) + remove_dead_temps(self.runs)
         for path in self.claims.glob("*.claim") if self.claims.exists() else []:
             if self.is_done(path.stem) or self._is_stale(path):
                 path.unlink(missing_ok=True)

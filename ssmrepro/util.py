@@ -3,7 +3,7 @@
 Atomic writes go through a temp file in the target's folder, flushed and fsync'ed, then
 ``os.replace``: a reader sees the old file or the new one, never a torn one, and a crash leaves at
 most a temp file named ``.<name>.<host>.<pid>.<random>.tmp`` (so the debris of a dead writer on
-this host can be recognised and removed, see ``store.Store.cleanup``).
+this host can be recognised and removed: ``remove_dead_temps``).
 """
 
 from __future__ import annotations
@@ -138,6 +138,24 @@ def refuse_linked_output(path: Path) -> None:
                       str(path))
 
 
+def remove_dead_temps(folder: Path, name: str | None = None) -> int:
+    """Remove the atomic writes' temp files (``.<name>.<host>.<pid>.<random>.tmp``) in ``folder``
+    (of the file ``name`` only, if given) whose writer of this host is gone; how many. A killed
+    writer left them for ever (a benchmark killed while saving its record)."""
+    n = 0
+    pattern = f".{glob.escape(name)}.*.tmp" if name else ".*.tmp"
+    for tmp in folder.glob(pattern) if folder.is_dir() else ():
+        parts = tmp.name.split(".")  # ['', name..., host, pid, random, 'tmp']
+        try:
+            host, pid = parts[-4], int(parts[-3])
+        except (IndexError, ValueError):
+            continue
+        if host == HOST and not pid_alive(pid) and not tmp.is_dir():
+            tmp.unlink(missing_ok=True)
+            n += 1
+    return n
+
+
 def prepare_target(path: Path) -> None:
     """Before long work whose result goes to ``path`` (a benchmark's ``--json``): create its
     folder and refuse what the atomic write at the end would refuse (a folder or a device in
@@ -147,6 +165,7 @@ def prepare_target(path: Path) -> None:
     refuse_linked_output(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     _check_replaceable(path)
+    remove_dead_temps(path.parent, path.name)  # a killed earlier run's half-written record
     if not os.access(path.parent, os.W_OK | os.X_OK):
         raise PermissionError(errno.EACCES, "permission denied", str(path.parent))
 

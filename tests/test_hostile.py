@@ -5668,3 +5668,26 @@ def test_a_terminated_sweep_ends_as_an_interrupted_one(tmp_path, cli_env, entry)
     assert p.returncode == 130, said
     assert "Traceback" not in said and "leaked" not in said, said
     assert said.count("interrupted") == 1 and "re-run the same command to resume" in said, said
+
+
+def test_a_killed_writers_temp_file_is_removed_before_the_next_write(tmp_path):
+    """A benchmark killed while saving its record left `.<record>.<host>.<pid>.<x>.tmp` in
+    --out for ever (the store cleaned its own folders only): the next run of the command now
+    removes those of this host's dead writers, and only those."""
+    import subprocess
+    import sys
+
+    from ssmrepro.util import HOST, prepare_target
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    target = tmp_path / "b" / "keep-nth-d8-cpu.json"
+    target.parent.mkdir()
+    stale = target.parent / f".{target.name}.{HOST}.{dead}.ab_12.tmp"
+    live = target.parent / f".{target.name}.{HOST}.{os.getpid()}.cd_34.tmp"
+    other = target.parent / f".{target.name}.elsewhere.{dead}.ef_56.tmp"
+    unrelated = target.parent / f".other.json.{HOST}.{dead}.gh_78.tmp"
+    for p in (stale, live, other, unrelated):
+        p.write_text("half")
+    prepare_target(target)
+    assert not stale.exists() and live.exists() and other.exists() and unrelated.exists()

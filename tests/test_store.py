@@ -82,7 +82,7 @@ def test_cleanup_removes_claims_of_finished_runs_and_dead_owners(tmp_path):
 
 
 def test_cleanup_removes_temp_files_of_dead_writers_only(tmp_path):
-    from ssmrepro.store import _HOST
+    from ssmrepro.util import HOST as _HOST
 
     p = subprocess.Popen([sys.executable, "-c", "pass"])
     p.wait()
