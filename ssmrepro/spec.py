@@ -313,7 +313,8 @@ class Spec(Strict):
         "default threshold>, text, ...that check's fields}; none at all makes the claim UNTESTED")
     reuse: list[str] = Field(
         [], description="ids of specs whose run records this spec reuses (same run id = same "
-        "config, seed and code version), e.g. a figure drawn from another figure's runs"
+        "config, seed and code version), e.g. a figure drawn from another figure's runs; or "
+        "spec files by path, relative to this spec's folder"
     )
     notes: list[str] = Field(..., min_length=1)
     # set by the loader
@@ -715,6 +716,16 @@ def id_taken(spec: Spec) -> str | None:
 def index() -> dict[str, Path]:
     """id and alias -> file (ambiguous names left out; see :func:`index_problems`)."""
     return index_problems()[0]
+
+
+def find_reused(spec: Spec, name: str) -> Spec:
+    """The spec that ``spec``'s ``reuse`` entry ``name`` names: an id or alias, or a spec file
+    by path, relative to ``spec``'s own folder (it was read from the current folder: a spec by
+    path reusing ``other.yaml`` worked from one folder only)."""
+    p = Path(name)
+    if p.suffix in (".yaml", ".yml") and not p.is_absolute() and spec.path is not None:
+        name = str(Path(spec.path).parent / p)
+    return find_spec(name)
 
 
 def find_spec(name: str) -> Spec:

@@ -37,7 +37,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from .spec import find_spec
+from .spec import find_reused
 from .sweep import parse_config, parsed_identity, run_id_of
 from .util import (
     NotSmallFile,
@@ -873,13 +873,13 @@ def reused_specs(spec) -> list:
     """The specs whose run records ``spec`` reads: its ``reuse`` list and, in turn, theirs (rc
     reusing rb, which reuses ra, read none of ra's records: rb showed its runs done, and rc
     trained them again), each once, the spec itself never."""
-    seen, out, todo = {spec.id}, [], list(spec.reuse)
+    seen, out, todo = {spec.id}, [], [(spec, name) for name in spec.reuse]
     while todo:
-        other = find_spec(todo.pop(0))
+        other = find_reused(*todo.pop(0))
         if other.id not in seen:
             seen.add(other.id)
             out.append(other)
-            todo += other.reuse
+            todo += [(other, name) for name in other.reuse]
     return out
 
 

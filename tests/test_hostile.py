@@ -5691,3 +5691,23 @@ def test_a_killed_writers_temp_file_is_removed_before_the_next_write(tmp_path):
         p.write_text("half")
     prepare_target(target)
     assert not stale.exists() and live.exists() and other.exists() and unrelated.exists()
+
+
+def test_a_reuse_entry_by_path_is_read_from_the_specs_own_folder(tmp_path, monkeypatch):
+    """`reuse: [sa.yaml]` in a spec by path was looked up from the current folder: from any
+    other folder `run` refused it ('unknown experiment'), from one folder only it worked."""
+    folder = tmp_path / "specs"
+    folder.mkdir()
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    sa = _one_run_spec(folder, name="sa", train=train)
+    sb = _one_run_spec(folder, name="sb", train=train, reuse=["sa.yaml"])
+    out = tmp_path / "out"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    res = _invoke("run", sa, "--profile", "smoke", "--out", out, "--no-plot",
+                  "--no-calibrate", "--workers", "1")
+    assert res.exit_code == 0, res.output
+    res = _invoke("run", sb, "--profile", "smoke", "--out", out, "--dry-run", "--no-estimate")
+    assert res.exit_code == 0 and "1 done, 0 pending" in res.output, res.output

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from .. import expr
 from ..models import MODELS, ModelConfig
-from ..spec import Axis, Spec, SpecError, _format_errors, find_spec, parse_yaml
+from ..spec import Axis, Spec, SpecError, _format_errors, find_reused, parse_yaml
 from ..tasks import TASKS, DataUnavailable, Task, TaskConfig, build_task, incompatibility
 from ..tasks.base import fixed_split_error
 from .config import RunConfig, TrainConfig, flatten, lean, run_id_of
@@ -365,7 +365,7 @@ def expand(spec: Spec, profile: str | None = None,
     prof = spec.profiles[profile]
     for i, name in enumerate(spec.reuse):  # the specs whose records this one reuses must exist
         try:
-            find_spec(name)
+            find_reused(spec, name)
         except SpecError as err:
             raise SpecError([f"{spec.path}: reuse.{i}: {m}" for m in err.messages]) from None
     base = {"task": dict(spec.task), "model": dict(spec.model), "train": dict(spec.train)}
