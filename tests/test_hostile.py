@@ -5711,3 +5711,24 @@ def test_a_reuse_entry_by_path_is_read_from_the_specs_own_folder(tmp_path, monke
     assert res.exit_code == 0, res.output
     res = _invoke("run", sb, "--profile", "smoke", "--out", out, "--dry-run", "--no-estimate")
     assert res.exit_code == 0 and "1 done, 0 pending" in res.output, res.output
+
+
+def test_a_zip_whose_members_would_not_fit_is_refused_before_extracting(tmp_path, monkeypatch):
+    """A small zip of a huge member (a zip bomb: 200 MB of zeros in 240 KB) was extracted
+    until the disk was full. Its members' declared sizes are now checked against the free
+    space first: refused, exit 2, nothing extracted."""
+    import collections
+    import zipfile
+
+    import ssmrepro.data.download as download
+
+    src = tmp_path / "x.zip"
+    with zipfile.ZipFile(src, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("lra_release/listops-1000/basic_train.tsv", "0" * 100_000)
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(download.shutil, "disk_usage", lambda p: usage(10**6, 10**6 - 50_000,
+                                                                       50_000))
+    res = _invoke("data", "download", "lra", "--url", f"file://{src}", "--dir", tmp_path / "d",
+                  "--no-progress")
+    _assert_refused(res, "its members would take 0.1 MB unpacked", "has 50,000 bytes free")
+    assert not list((tmp_path / "d").rglob("basic_train.tsv"))

@@ -105,7 +105,7 @@ def download(
     """
     import urllib.parse
 
-    from ..data.download import DownloadError
+    from ..data.download import DownloadError, NoRoom
     from ..data.download import download as do_download
 
     if url is not None:
@@ -145,6 +145,8 @@ def download(
             progress=progress,
             skipped=skipped,
         )
+    except NoRoom as err:  # unpacked, it would not fit: no re-run helps
+        _fail(str(err))
     except DownloadError as err:
         _fail(str(err), code=1)
     if skipped:  # a link among the data files was left out without a word: 'installed', and

@@ -40,6 +40,11 @@ class DownloadError(RuntimeError):
     """A download or an extraction failed; the message says what to do next."""
 
 
+class NoRoom(DownloadError):
+    """An archive whose unpacked members would not fit in the free space of the data root
+    (no re-run helps: exit 2)."""
+
+
 class BadArchive(DownloadError):
     """The archive is not one the installer can use (no tar or zip, cut short, without the
     folders it should hold): the kept copy must go before a download can replace it."""
@@ -328,6 +333,10 @@ def _verify(
 # ------------------------------------------------------------------------------------ extraction
 
 
+def _bytes(n: int) -> str:
+    return f"{n / 1e9:.1f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n:,} bytes"
+
+
 def _safe_member(name: str) -> bool:
     p = Path(name)
     return not p.is_absolute() and ".." not in p.parts and name.strip() != ""
@@ -356,12 +365,21 @@ def extract_archive(
                 _Progress(progress, f"extract {archive.name}", len(zf.infolist()),
                           unit_bytes=False) as bar,
             ):
+                wanted = sum(i.file_size for i in zf.infolist()
+                             if _safe_member(i.filename) and (keep is None or keep(i.filename)))
+                free = shutil.disk_usage(dest).free
+                if wanted > free:  # a small archive of a huge member (a zip bomb) filled the
+                    # disk before the full-disk error ended it
+                    raise NoRoom(f"{archive}: its members would take {_bytes(wanted)} unpacked; "
+                                 f"{dest.parent} has {_bytes(free)} free")
                 for info in zf.infolist():
                     if not _safe_member(info.filename):
                         skipped.append(info.filename)
                     elif keep is None or keep(info.filename):
                         zf.extract(info, dest)
                     bar.update(1)
+        except NoRoom:
+            raise
         # a damaged zip (a bad CRC, cut short, an unknown compression, encrypted) raised
         # zipfile's own traceback; a full disk stays an OSError (named by the command)
         except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError) as err:
