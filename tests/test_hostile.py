@@ -5113,3 +5113,31 @@ def test_a_data_root_that_is_a_file_is_named_as_one(tmp_path):
                   env={"SSMREPRO_DATA": str(tmp_path / "root")})
     _assert_refused(res, "is a file, not a folder")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("edit,said", [
+    ("drop", "gives 40 of the 50 bins of part 'before'"),
+    ("inf", "has a count that is not a whole number of samples (count inf)"),
+    ("part", "part 'middle' is not 'before' or 'after'"),
+])
+def test_a_committed_histogram_table_with_bins_missing_or_odd_counts_is_a_message(tmp_path, edit,
+                                                                                   said):
+    """huang2025-fig1 in a fresh clone: the rows of the 10 highest 'before' bins of one cell
+    deleted from its histograms.csv (every cell has all 50 bins of both parts) turned the 'Mamba
+    splits its decay at n' claim from FAIL into PASS without a word; a count of inf or a part
+    no histogram has was taken too. It is a damaged table now."""
+    folder = tmp_path / "out" / "huang2025" / "huang2025-fig1"
+    shutil.copytree(ROOT / "results" / "huang2025" / "huang2025-fig1", folder)
+    table = folder / "histograms.csv"
+    head, *rows = table.read_text().splitlines()
+    first = rows[0].split(",")  # label, model.mixer, task.T, part, bin, bins, count
+    if edit == "drop":
+        cell = ",".join(first[:3]) + ",before,"
+        rows = [r for r in rows if not (r.startswith(cell) and int(r.split(",")[4]) >= 40)]
+    elif edit == "inf":
+        rows[0] = ",".join([*first[:-1], "inf"])
+    else:
+        rows[0] = ",".join([*first[:3], "middle", *first[4:]])
+    table.write_text("\n".join([head, *rows]) + "\n")
+    res = _invoke("verify", "huang2025-fig1", "--out", tmp_path / "out")
+    _assert_refused(res, "histograms.csv", said, "delete it to rebuild it")

@@ -141,7 +141,39 @@ def read_histograms(path) -> pd.DataFrame:
         raise TableError(f"{path}: bin {row['bin']} of part {row['part']!r} of cell "
                          f"{row[LABEL]!r} is given more than once; delete it to rebuild it from "
                          "the run records (or re-run the runs)")
+    why = _histogram_rows_problem(df, keys) if len(df) else None
+    if why:  # histogram_table writes every bin of both parts of a cell: rows deleted (the high
+        # 'before' bins of one cell) turned huang2025-fig1's split FAIL into a PASS without a word
+        raise TableError(f"{path}: {why}; delete it to rebuild it from the run records (or "
+                         "re-run the runs)")
     return df
+
+
+def _histogram_rows_problem(df: pd.DataFrame, keys: list[str]) -> str | None:
+    """What is wrong with the rows of a checked histogram table (bins, bin and count in range,
+    no bin twice), or None: counts that are not whole numbers of samples (inf, 0.5, 1e300), a
+    part other than ``before`` / ``after``, or a cell without every bin of both parts."""
+    counts, bin_ = df["count"].to_numpy(float), df["bin"].to_numpy(float)
+    for bad, what in ((bin_ != np.floor(bin_), "is not a whole number"),
+                      (~(np.isfinite(counts) & (counts == np.floor(counts))
+                         & (counts < 2.0 ** 53)), "has a count that is not a whole number of "
+                                                  "samples")):
+        if bad.any():
+            row = df[bad].iloc[0]
+            return (f"bin {row['bin']} of part {row['part']!r} of cell {row[LABEL]!r} {what} "
+                    f"(count {row['count']})")
+    parts = set(df["part"].astype(str))
+    if parts - {"before", "after"}:
+        return f"part {sorted(parts - {'before', 'after'})[0]!r} is not 'before' or 'after'"
+    for cell, g in df.groupby(keys, sort=False, dropna=False):
+        cell = cell if isinstance(cell, tuple) else (cell,)
+        bins = int(g["bins"].iloc[0])
+        for part in ("before", "after"):
+            n = int((g["part"].astype(str) == part).sum())
+            if n != bins:
+                shown = ", ".join(f"{k}={v}" for k, v in zip(keys, cell))
+                return f"cell {shown} gives {n} of the {bins} bins of part {part!r}"
+    return None
 
 
 def read_weights_table(path, name: str) -> pd.DataFrame:
