@@ -5141,3 +5141,24 @@ def test_a_committed_histogram_table_with_bins_missing_or_odd_counts_is_a_messag
     table.write_text("\n".join([head, *rows]) + "\n")
     res = _invoke("verify", "huang2025-fig1", "--out", tmp_path / "out")
     _assert_refused(res, "histograms.csv", said, "delete it to rebuild it")
+
+
+def test_a_weights_figure_keeps_the_stored_rows_of_cells_whose_weights_are_gone(tmp_path):
+    """One cell's saved weights gone (deleted, or a fresh clone with one run trained since):
+    `plot` computed a saved-weights figure (koren2026-fig14's output_distribution) from the
+    cells with weights, rewrote its committed arrays without the others and drew it without
+    them, without a word. The stored rows of those cells stand; without them it is said."""
+    spec, args, root = _s4d_weights_lost(
+        tmp_path, figures=[{"kind": "output_distribution", "name": "dist",
+                            "where": [{"label": "S6"}, {"label": "S4D"}]}])
+    arrays, figure = root / "dist-smoke-arrays.npz", root / "dist-smoke.png"
+    before = arrays.read_bytes(), figure.read_bytes()
+    res = _invoke("plot", spec, *args)
+    assert res.exit_code == 0, res.output
+    assert (arrays.read_bytes(), figure.read_bytes()) == before
+    assert "drawn without" not in res.output
+    arrays.unlink()
+    res = _invoke("plot", spec, *args)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert "dist-smoke.png drawn without 1 of its 2 cells" in said, res.output

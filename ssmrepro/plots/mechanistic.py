@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any, Literal
@@ -130,23 +131,23 @@ def _matches(run, where: dict[str, Any]) -> bool:
     return True
 
 
-def _members(ctx: FigureContext, where: list[dict[str, Any]]) -> list[tuple[Any, Any, Any, int]]:
+def _members(ctx: FigureContext, where: list[dict[str, Any]]
+             ) -> list[tuple[Any, Any, Any, int] | None]:
     """(run, trained model, task, data seed) of the first saved seed of every matching cell, in
-    the order of the selections."""
+    the order of the selections; None for a cell none of whose seeds has saved weights."""
     store = ctx.store or open_store(ctx.spec, ctx.out("figure", "png").parent.parents[1])
     runs = expand(ctx.spec, ctx.profile)
-    out, seen = [], set()
+    cells: dict[tuple, Any] = {}
     for sel in where:
         for r in runs:
             cell = (r.label, tuple(sorted((k, str(v)) for k, v in r.flat().items() if k != "seed")))
-            if cell in seen or not _matches(r, sel):
+            if cells.get(cell) is not None or not _matches(r, sel):
                 continue
+            cells.setdefault(cell, None)
             model = store.read_weights(r.run_id, use=lambda st, r=r: build_member(r, st))
-            if model is None:
-                continue
-            seen.add(cell)
-            out.append((r, model, build_task(r.task), derived_seed(r.seed, _DATA_STREAM)))
-    return out
+            if model is not None:
+                cells[cell] = (r, model, build_task(r.task), derived_seed(r.seed, _DATA_STREAM))
+    return list(cells.values())
 
 
 def _name(run) -> str:
@@ -268,9 +269,15 @@ def _figure(ctx: FigureContext, cfg: MechFigureConfig, path: Path, compute, draw
     """Compute the rows from the saved weights (and store them), else read the stored arrays;
     draw the figure from the stored arrays either way (``NotDrawn`` says why it cannot)."""
     arrays = arrays_path(path)
-    members = _members(ctx, cfg.where)
+    selected = _members(ctx, cfg.where)
+    members = [m for m in selected if m is not None]
     if members:
-        data = pack([compute(cfg, *m) for m in members], cfg)
+        computed = [compute(cfg, *m) for m in members]
+        if len(members) < len(selected):  # some cells' weights are gone: their stored rows
+            # stand (one run's weights deleted, or one run trained into a fresh clone, rewrote
+            # the arrays with the other cells left out, and drew the figure without them)
+            computed = _with_stored(arrays, cfg, selected, computed, ctx, path)
+        data = pack(computed, cfg)
         atomic_write_bytes(arrays, data)
         rows = unpack(data, cfg)
     elif arrays.exists():
@@ -289,6 +296,30 @@ def _figure(ctx: FigureContext, cfg: MechFigureConfig, path: Path, compute, draw
         return False
     draw(ctx, cfg, path, rows)
     return True
+
+
+def _with_stored(arrays: Path, cfg: MechFigureConfig, selected: list, computed: list,
+                 ctx: FigureContext, path: Path) -> list[dict[str, Any]]:
+    """The rows of every ``selected`` cell: ``computed`` for those with saved weights, the stored
+    arrays' row for the others when the arrays hold one row per selected cell (and agree with the
+    computed rows' names); else ``computed`` alone, with a warning naming the cells left out."""
+    stored = None
+    if arrays.exists():
+        try:
+            stored = unpack(arrays, cfg)
+        except (OSError, ValueError, KeyError):
+            stored = None
+    new = iter(computed)
+    rows = [next(new) if m is not None else None for m in selected]
+    if stored is not None and len(stored) == len(selected) and all(
+            r is None or r["name"] == s["name"] for r, s in zip(rows, stored)):
+        return [s if r is None else r for r, s in zip(rows, stored)]
+    gone = len(selected) - len(computed)
+    print(f"warning: {path.name} drawn without {gone} of its {len(selected)} cells: their saved "
+          f"weights (runs/, not in git) are gone and {arrays.name} does not hold them; "
+          f"`ssmrepro run {ctx.spec.id} --profile {ctx.profile}` trains them again",
+          file=sys.stderr)
+    return computed
 
 
 # --- drawing ----------------------------------------------------------------------------------
