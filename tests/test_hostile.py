@@ -5162,3 +5162,23 @@ def test_a_weights_figure_keeps_the_stored_rows_of_cells_whose_weights_are_gone(
     said = " ".join(res.output.split())
     assert res.exit_code == 0, res.output
     assert "dist-smoke.png drawn without 1 of its 2 cells" in said, res.output
+
+
+def test_a_weights_figure_with_set_is_drawn_from_the_set_runs_only(tmp_path):
+    """`plot koren2026-fig14 --set train.lr=0.02` with only the runs without it trained drew
+    figure-smoke-set-<tag>.png (and its arrays) from those runs' weights, byte for byte their
+    figure, while the report said 0 runs finished: a saved-weights figure looked its cells up
+    without the --set overrides."""
+    spec = _one_run_spec(tmp_path, save_weights=True, analysis=["output_variance"],
+                         task={"name": "mqar", "vocab": 16, "L": 8, "kappa": 2},
+                         figures=[{"kind": "output_distribution", "name": "dist",
+                                   "where": [{"label": "S6"}]}])
+    out = tmp_path / "out"
+    args = ["--out", out, "--profile", "smoke"]
+    assert _invoke("run", spec, *args, "--no-calibrate", "--workers", "1").exit_code == 0
+    res = _invoke("plot", spec, *args, "--set", "train.lr=0.02")
+    assert res.exit_code == 0, res.output
+    root = out / "tests" / "t-spec"
+    assert (root / "dist-smoke-arrays.npz").exists()
+    assert not list(root.glob("dist-smoke-set-*")), sorted(p.name for p in root.iterdir())
+    assert "not drawn: no saved weights of its cells" in " ".join(res.output.split())

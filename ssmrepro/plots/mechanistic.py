@@ -131,12 +131,18 @@ def _matches(run, where: dict[str, Any]) -> bool:
     return True
 
 
+def _runs(ctx: FigureContext) -> list:
+    """The profile's runs with the ``--set`` overrides (the spec's own runs drew the figure of
+    `plot --set train.lr=0.02` from the weights of the runs without it)."""
+    return ctx.runs or expand(ctx.spec, ctx.profile)
+
+
 def _members(ctx: FigureContext, where: list[dict[str, Any]]
              ) -> list[tuple[Any, Any, Any, int] | None]:
     """(run, trained model, task, data seed) of the first saved seed of every matching cell, in
     the order of the selections; None for a cell none of whose seeds has saved weights."""
     store = ctx.store or open_store(ctx.spec, ctx.out("figure", "png").parent.parents[1])
-    runs = expand(ctx.spec, ctx.profile)
+    runs = _runs(ctx)
     cells: dict[tuple, Any] = {}
     for sel in where:
         for r in runs:
@@ -286,7 +292,7 @@ def _figure(ctx: FigureContext, cfg: MechFigureConfig, path: Path, compute, draw
         except (OSError, ValueError, KeyError) as err:
             raise NotDrawn(f"{arrays.name} is unusable ({err}); re-run `ssmrepro run "
                            f"{ctx.spec.id} --profile {ctx.profile}` to rebuild it") from None
-    elif not any(_matches(r, sel) for sel in cfg.where for r in expand(ctx.spec, ctx.profile)):
+    elif not any(_matches(r, sel) for sel in cfg.where for r in _runs(ctx)):
         # koren2026-fig14's N = 4 figure in smoke (N 2 only) said `run` trains its cells
         raise NotDrawn(f"profile {ctx.profile} has no cell its `where` selects")
     else:
