@@ -5181,4 +5181,37 @@ def test_a_weights_figure_with_set_is_drawn_from_the_set_runs_only(tmp_path):
     root = out / "tests" / "t-spec"
     assert (root / "dist-smoke-arrays.npz").exists()
     assert not list(root.glob("dist-smoke-set-*")), sorted(p.name for p in root.iterdir())
-    assert "not drawn: no saved weights of its cells" in " ".join(res.output.split())
+    assert "dist-smoke-set-" in res.output and "not drawn" in res.output, res.output
+
+
+def test_a_weights_figure_of_cells_not_finished_under_the_edited_spec_is_not_drawn(tmp_path):
+    """A fresh clone (no runs/) of a spec with a saved-weights figure: its stored arrays draw it
+    as committed. After a spec edit (train.max_steps), with no run of the new spec trained, the
+    old arrays were drawn all the same beside a report of '0 of 2 runs finished (the tables,
+    figures and verdicts hold only those)'; the figure is not drawn now, with the reason."""
+    import shutil as sh
+
+    kw = dict(save_weights=True, analysis=["output_variance"],
+              sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                                {"label": "S4D", "set": {"model.mixer": "s4d"}}]}],
+              task={"name": "mqar", "vocab": 16, "L": 8, "kappa": 2},
+              figures=[{"kind": "output_distribution", "name": "dist",
+                        "where": [{"label": "S6"}, {"label": "S4D"}]}])
+    spec = _one_run_spec(tmp_path, **kw)
+    args = ["--out", tmp_path / "out", "--profile", "smoke"]
+    assert _invoke("run", spec, *args, "--no-calibrate", "--workers", "1").exit_code == 0
+    root = tmp_path / "out" / "tests" / "t-spec"
+    sh.rmtree(root / "runs")
+    figure = root / "dist-smoke.png"
+    before = figure.read_bytes()
+    res = _invoke("plot", spec, *args)
+    assert res.exit_code == 0 and figure.read_bytes() == before, res.output
+    spec = _one_run_spec(tmp_path, **kw, profiles={"smoke": {"set": {"train.max_steps": 41}},
+                                                   "quick": {}, "paper": {}})
+    figure.unlink()
+    res = _invoke("plot", spec, *args)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert "0 of 2 runs finished" in said, res.output
+    assert "dist-smoke.png not drawn: no finished cell of profile smoke to draw" in said, said
+    assert not figure.exists()

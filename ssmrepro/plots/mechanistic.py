@@ -41,7 +41,8 @@ from pydantic import Field, model_validator  # noqa: E402
 from ..analysis import mechanistic as mech  # noqa: E402
 from ..engine import open_store  # noqa: E402
 from ..report.analysis import MECH, OUTVAR  # noqa: E402
-from ..report.cells import values_equal  # noqa: E402
+from ..report.cells import norm, values_equal  # noqa: E402
+from ..report.columns import LABEL  # noqa: E402
 from ..sweep import expand  # noqa: E402
 from ..sweep.config import MAX_SAMPLES  # noqa: E402
 from ..tasks import build_task  # noqa: E402
@@ -137,23 +138,36 @@ def _runs(ctx: FigureContext) -> list:
     return ctx.runs or expand(ctx.spec, ctx.profile)
 
 
-def _members(ctx: FigureContext, where: list[dict[str, Any]]
-             ) -> list[tuple[Any, Any, Any, int] | None]:
-    """(run, trained model, task, data seed) of the first saved seed of every matching cell, in
-    the order of the selections; None for a cell none of whose seeds has saved weights."""
+def _members(ctx: FigureContext, where: list[dict[str, Any]]) -> list[tuple[Any, Any]]:
+    """(a run of the cell, (run, trained model, task, data seed) of its first saved seed, or None
+    when none of its seeds has saved weights) of every matching cell, in the order of the
+    selections."""
     store = ctx.store or open_store(ctx.spec, ctx.out("figure", "png").parent.parents[1])
-    runs = _runs(ctx)
-    cells: dict[tuple, Any] = {}
+    cells: dict[tuple, list] = {}
     for sel in where:
-        for r in runs:
+        for r in _runs(ctx):
             cell = (r.label, tuple(sorted((k, str(v)) for k, v in r.flat().items() if k != "seed")))
-            if cells.get(cell) is not None or not _matches(r, sel):
+            if (cell in cells and cells[cell][1] is not None) or not _matches(r, sel):
                 continue
-            cells.setdefault(cell, None)
+            cells.setdefault(cell, [r, None])
             model = store.read_weights(r.run_id, use=lambda st, r=r: build_member(r, st))
             if model is not None:
-                cells[cell] = (r, model, build_task(r.task), derived_seed(r.seed, _DATA_STREAM))
-    return list(cells.values())
+                cells[cell][1] = (r, model, build_task(r.task), derived_seed(r.seed, _DATA_STREAM))
+    return [tuple(c) for c in cells.values()]
+
+
+def _finished(ctx: FigureContext, runs: list) -> list[bool]:
+    """Whether each run's cell has a finished run under the spec as it is (stored arrays of a
+    cell that is not were drawn beside a report of 0 runs finished, after a spec edit)."""
+    def cell(values) -> tuple:
+        return tuple(norm(v) for v in values)
+
+    table = ctx.table
+    if table.empty or not all(k in table for k in ctx.keys):
+        return [False] * len(runs)
+    done = {cell(row) for row in table[ctx.keys].itertuples(index=False)}
+    return [cell(r.label if k == LABEL else r.flat().get(k) for k in ctx.keys) in done
+            for r in runs]
 
 
 def _name(run) -> str:
@@ -273,59 +287,53 @@ def _unpack_row(z, i: int, name: str) -> dict[str, Any]:
 
 def _figure(ctx: FigureContext, cfg: MechFigureConfig, path: Path, compute, draw) -> bool:
     """Compute the rows from the saved weights (and store them), else read the stored arrays;
-    draw the figure from the stored arrays either way (``NotDrawn`` says why it cannot)."""
+    draw the figure from the stored arrays either way (``NotDrawn`` says why it cannot). A
+    cell whose weights are gone keeps its stored row (one run's weights deleted, or one run
+    trained into a fresh clone, rewrote the arrays without the other cells and drew the figure
+    without them) while it is finished under the spec as it is (after a spec edit the old
+    arrays were drawn beside a report of 0 runs finished)."""
     arrays = arrays_path(path)
     selected = _members(ctx, cfg.where)
-    members = [m for m in selected if m is not None]
-    if members:
-        computed = [compute(cfg, *m) for m in members]
-        if len(members) < len(selected):  # some cells' weights are gone: their stored rows
-            # stand (one run's weights deleted, or one run trained into a fresh clone, rewrote
-            # the arrays with the other cells left out, and drew the figure without them)
-            computed = _with_stored(arrays, cfg, selected, computed, ctx, path)
-        data = pack(computed, cfg)
-        atomic_write_bytes(arrays, data)
-        rows = unpack(data, cfg)
-    elif arrays.exists():
-        try:
-            rows = unpack(arrays, cfg)
-        except (OSError, ValueError, KeyError) as err:
-            raise NotDrawn(f"{arrays.name} is unusable ({err}); re-run `ssmrepro run "
-                           f"{ctx.spec.id} --profile {ctx.profile}` to rebuild it") from None
-    elif not any(_matches(r, sel) for sel in cfg.where for r in _runs(ctx)):
-        # koren2026-fig14's N = 4 figure in smoke (N 2 only) said `run` trains its cells
+    if not selected:  # koren2026-fig14's N = 4 figure in smoke (N 2 only) said `run` trains them
         raise NotDrawn(f"profile {ctx.profile} has no cell its `where` selects")
-    else:
-        raise NotDrawn(f"no saved weights of its cells (runs/, not in git) and no {arrays.name}; "
-                       f"`ssmrepro run {ctx.spec.id} --profile {ctx.profile}` trains them")
-    if not rows:
-        return False
-    draw(ctx, cfg, path, rows)
-    return True
-
-
-def _with_stored(arrays: Path, cfg: MechFigureConfig, selected: list, computed: list,
-                 ctx: FigureContext, path: Path) -> list[dict[str, Any]]:
-    """The rows of every ``selected`` cell: ``computed`` for those with saved weights, the stored
-    arrays' row for the others when the arrays hold one row per selected cell (and agree with the
-    computed rows' names); else ``computed`` alone, with a warning naming the cells left out."""
-    stored = None
-    if arrays.exists():
+    fin = _finished(ctx, [r for r, _ in selected])
+    computed = {i: compute(cfg, *m) for i, (_, m) in enumerate(selected) if m is not None}
+    stored, err = None, None
+    if len(computed) < len(selected) and arrays.exists():
         try:
             stored = unpack(arrays, cfg)
-        except (OSError, ValueError, KeyError):
-            stored = None
-    new = iter(computed)
-    rows = [next(new) if m is not None else None for m in selected]
-    if stored is not None and len(stored) == len(selected) and all(
-            r is None or r["name"] == s["name"] for r, s in zip(rows, stored)):
-        return [s if r is None else r for r, s in zip(rows, stored)]
-    gone = len(selected) - len(computed)
-    print(f"warning: {path.name} drawn without {gone} of its {len(selected)} cells: their saved "
-          f"weights (runs/, not in git) are gone and {arrays.name} does not hold them; "
-          f"`ssmrepro run {ctx.spec.id} --profile {ctx.profile}` trains them again",
-          file=sys.stderr)
-    return computed
+        except (OSError, ValueError, KeyError) as e:
+            err = e
+    aligned = stored is not None and len(stored) == len(selected) and all(
+        row["name"] == stored[i]["name"] for i, row in computed.items())
+    if stored is not None and not aligned and not computed and all(fin):
+        have = set(range(len(selected)))  # arrays of another count of cells: drawn as they are
+        rows = stored
+    else:
+        have = set(computed) | {i for i in range(len(selected)) if aligned and fin[i]}
+        rows = [computed[i] if i in computed else stored[i] for i in sorted(have)]
+    run = f"`ssmrepro run {ctx.spec.id} --profile {ctx.profile}`"
+    if computed:
+        data = pack(rows, cfg)
+        atomic_write_bytes(arrays, data)
+        rows = unpack(data, cfg)
+    elif not have:
+        if err is not None:
+            raise NotDrawn(f"{arrays.name} is unusable ({err}); re-run {run} to rebuild it")
+        if not any(fin):
+            raise NotDrawn(f"no finished cell of profile {ctx.profile} to draw; {run} trains "
+                           "them")
+        raise NotDrawn(f"no saved weights of its cells (runs/, not in git) and no {arrays.name}; "
+                       f"{run} trains them")
+    if not rows:
+        return False
+    left = sum(1 for i, f in enumerate(fin) if f and i not in have)
+    if left:
+        print(f"warning: {path.name} drawn without {left} of its {len(selected)} cells: their "
+              f"saved weights (runs/, not in git) are gone and {arrays.name} does not hold "
+              f"them; {run} trains them again", file=sys.stderr)
+    draw(ctx, cfg, path, rows)
+    return True
 
 
 # --- drawing ----------------------------------------------------------------------------------
