@@ -5215,3 +5215,25 @@ def test_a_weights_figure_of_cells_not_finished_under_the_edited_spec_is_not_dra
     assert "0 of 2 runs finished" in said, res.output
     assert "dist-smoke.png not drawn: no finished cell of profile smoke to draw" in said, said
     assert not figure.exists()
+
+
+@pytest.mark.parametrize("spec_id,table,column,value,said", [
+    ("koren2026-fig14", "output_variance.csv", "out.noise_var", "-5",
+     "holds -5, not a variance (>= 0)"),
+    ("koren2026-fig2", "mechanistic.csv", "gkq.diag_hit", "1.5",
+     "holds 1.5, not a fraction (in [0, 1])"),
+])
+def test_a_committed_analysis_table_with_a_value_outside_its_metric_is_a_message(
+        tmp_path, spec_id, table, column, value, said):
+    """koren2026-fig14 in a fresh clone with one committed out.noise_var (a variance) edited to
+    -5: its '4 heads have at most 2/3 of the 1-head output variance' claim went FAIL -> PASS
+    without a word. An analysis metric outside its range is a damaged table now."""
+    folder = tmp_path / "out" / "koren2026" / spec_id
+    shutil.copytree(ROOT / "results" / "koren2026" / spec_id, folder)
+    path = folder / table
+    head, *rows = path.read_text().splitlines()
+    cells = rows[0].split(",")
+    cells[head.split(",").index(column)] = value
+    path.write_text("\n".join([head, ",".join(cells), *rows[1:]]) + "\n")
+    res = _invoke("verify", spec_id, "--out", tmp_path / "out")
+    _assert_refused(res, table, column, said, "delete it to rebuild it")

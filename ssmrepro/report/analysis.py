@@ -182,11 +182,37 @@ def read_weights_table(path, name: str) -> pd.DataFrame:
     metrics = WEIGHT_ANALYSES[name][1]
     df = read_table(path, (LABEL, *metrics), numeric=metrics)
     for m in metrics:
-        why = metric_range_problem(m, df[m].tolist())
+        why = metric_range_problem(m, df[m].tolist()) or _analysis_range_problem(m, df[m])
         if why:
             raise TableError(f"{path}: column {m!r} holds {why}; delete it to rebuild it from "
                              "the saved weights (or re-run the runs)")
     return df
+
+
+# what each analysis metric can be (ssmrepro.analysis.mechanistic's definitions): a variance
+# of -5 in a committed output_variance.csv turned an ordering claim of koren2026-fig14 into PASS
+_FRACTION, _VARIANCE, _CORR = ((0.0, 1.0, "a fraction"), (0.0, np.inf, "a variance"),
+                               (-1.0, 1.0, "a correlation"))
+_ANALYSIS_RANGES = {
+    **{m: _FRACTION for m in ("gkq.diag_hit", "gkq.block_share", "gvv.diag_hit",
+                              "gvv.block_share", "hidden.hit", "attn.hit", "conv.copy_hit",
+                              "conv.shift_hit")},
+    **{m: _VARIANCE for m in ("out.noise_var", "out.wrong_var", "out.empty_var")},
+    "hidden.rel_err": (0.0, np.inf, "a relative error"),
+    "hidden.corr": _CORR, "attn.corr": _CORR}
+_RANGE_EPS = 1e-9  # float rounding of a share or a correlation
+
+
+def _analysis_range_problem(name: str, values: pd.Series) -> str | None:
+    """Why values of analysis metric ``name`` cannot be its own (outside its range), or None."""
+    if name not in _ANALYSIS_RANGES:
+        return None
+    lo, hi, what = _ANALYSIS_RANGES[name]
+    v = values.to_numpy(float)
+    bad = v[(v < lo - _RANGE_EPS) | (v > hi + _RANGE_EPS)]
+    if not len(bad):
+        return None
+    return f"{bad[0]:g}, not {what} ({'>= 0' if hi == np.inf else f'in [{lo:g}, {hi:g}]'})"
 
 
 def planned_rows(table: pd.DataFrame, runs: list, keys: list[str]
