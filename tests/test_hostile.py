@@ -5237,3 +5237,27 @@ def test_a_committed_analysis_table_with_a_value_outside_its_metric_is_a_message
     path.write_text("\n".join([head, ",".join(cells), *rows[1:]]) + "\n")
     res = _invoke("verify", spec_id, "--out", tmp_path / "out")
     _assert_refused(res, table, column, said, "delete it to rebuild it")
+
+
+@pytest.mark.parametrize("rows,needle", [
+    ("[{id: huang2025-fig1, paper: koren2026, tier: 2}]",
+     "targets.0.paper: 'koren2026', but the spec huang2025-fig1 says 'huang2025'"),
+    ("[{id: huang2025-fig1, alias: keep-nth, paper: huang2025, tier: 2}]",
+     "targets.0.alias: 'keep-nth', but the spec huang2025-fig1 says None"),
+])
+def test_a_catalogue_row_that_contradicts_its_spec_is_refused_before_rebuilding(tmp_path, rows,
+                                                                                 needle):
+    """A catalogue row whose paper or alias is not its spec's: the front page listed
+    huang2025-fig1 under koren2026, or with the alias keep-nth (huang2025-tab1's: `ssmrepro run
+    keep-nth` runs that spec). Refused, and by `figures` before it rebuilds anything (the
+    catalogue's other refusals came after a minute of rebuilding)."""
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text(f"papers: {{}}\ntargets: {rows}\n")
+    out = tmp_path / "out"
+    (out / "huang2025").mkdir(parents=True)
+    shutil.copytree(ROOT / "results/huang2025/huang2025-fig1", out / "huang2025/huang2025-fig1")
+    report = out / "huang2025/huang2025-fig1/report.md"
+    report.unlink()
+    res = _invoke("figures", "--out", out, env={"SSMREPRO_ROOT": str(root)})
+    _assert_refused(res, "catalogue.yaml", needle)
+    assert not report.exists()  # nothing rebuilt

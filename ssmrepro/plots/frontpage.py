@@ -204,9 +204,10 @@ def _describe(t: Target, spec, out: Path | None, base: Path) -> None:
             t.verdicts += f"; long: {_verdicts(rep)}"
 
 
-def targets(out: Path | None = None, base: Path | None = None) -> list[Target]:
-    """Every catalogue target (plus any spec not in the catalogue), described."""
-    base = base or Path(out or repo_root() / "results")
+def checked_catalogue() -> tuple[list[dict], dict[str, object]]:
+    """(the catalogue's target rows, the specs by id); SpecError when a row's id differs only in
+    case from a spec's, or its paper or alias contradicts its spec's (`figures` checks this
+    before rebuilding anything)."""
     _, rows = catalogue()
     specs = _specs()
     folded = {sid.casefold(): sid for sid in specs}
@@ -214,8 +215,24 @@ def targets(out: Path | None = None, base: Path | None = None) -> list[Target]:
              f"case from the spec id {folded[row['id'].casefold()]!r} (the front page listed it "
              "as a target without a spec, beside the spec)" for i, row in enumerate(rows)
              if row["id"] not in specs and row["id"].casefold() in folded]
+    for i, row in enumerate(rows):  # the spec is what runs: a row that contradicts it listed
+        # huang2025-fig1 under koren2026, or with huang2025-tab1's alias (which runs that spec)
+        spec = specs.get(row["id"])
+        for key in ("paper", "alias") if spec is not None else ():
+            if key in row and row[key] != getattr(spec, key) and not (
+                    key == "alias" and row[key] is None):
+                slips.append(f"{experiments_dir() / CATALOGUE}: targets.{i}.{key}: "
+                             f"{row[key]!r}, but the spec {spec.id} says "
+                             f"{getattr(spec, key)!r} (the front page listed it so)")
     if slips:
         raise SpecError(slips)
+    return rows, specs
+
+
+def targets(out: Path | None = None, base: Path | None = None) -> list[Target]:
+    """Every catalogue target (plus any spec not in the catalogue), described."""
+    base = base or Path(out or repo_root() / "results")
+    rows, specs = checked_catalogue()
     ts = []
     for row in rows:
         t = Target(row["id"], row.get("alias"), row["paper"], int(row["tier"]), row.get("what", ""))
