@@ -5261,3 +5261,22 @@ def test_a_catalogue_row_that_contradicts_its_spec_is_refused_before_rebuilding(
     res = _invoke("figures", "--out", out, env={"SSMREPRO_ROOT": str(root)})
     _assert_refused(res, "catalogue.yaml", needle)
     assert not report.exists()  # nothing rebuilt
+
+
+def test_figures_says_a_report_whose_results_table_is_gone(tmp_path):
+    """huang2025-fig1's results.csv deleted (its long profile's table kept): `figures` left its
+    report.md (6 PASS) as it was without a word, and the front page's verdicts began with
+    '; long: ...'. The report left is named; the front page says 'long: ...'."""
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    out = tmp_path / "out"
+    (out / "huang2025").mkdir(parents=True)
+    shutil.copytree(ROOT / "results/huang2025/huang2025-fig1", out / "huang2025/huang2025-fig1")
+    (out / "huang2025/huang2025-fig1/results.csv").unlink()
+    res = _invoke("figures", "--out", out, env={"SSMREPRO_ROOT": str(root)})
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert "huang2025-fig1 (quick): report.md is not rebuilt: there is no results.csv" in said
+    row = next(line for line in (out / "README.md").read_text().splitlines()
+               if line.startswith("| huang2025-fig1 "))
+    assert "| long: 5 PASS" in row, row

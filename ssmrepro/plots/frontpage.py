@@ -22,7 +22,7 @@ import pandas as pd
 import yaml
 
 from ..spec import SpecError, _read_spec_text, experiments_dir, load_spec, parse_yaml, spec_paths
-from ..store import read_results, results_dir
+from ..store import output_name, read_results, results_dir
 from ..util import atomic_write_text, read_small, repo_root
 from .export import result_files
 from .outputs import Outputs, build
@@ -106,10 +106,18 @@ def rebuild_all(out: Path | None = None, echo=print) -> list[tuple[str, str, Out
     """Rebuild figures, summaries and reports of every spec and profile with a committed table."""
     done = []
     for sid, spec in _specs().items():
-        for prof, _ in result_files(spec, out):
+        tables = dict(result_files(spec, out))
+        for prof, _ in tables.items():
             res = build(spec, prof, results_dir(spec, out))
             done.append((sid, prof, res))
             echo(f"{sid} ({prof}): {len(res.figures)} figure(s), report {res.report.name}")
+        for prof in (p for p in spec.profiles if p not in tables):
+            # results.csv deleted: its report (6 PASS) was left as it was, without a word
+            rep = results_dir(spec, out) / output_name(spec, prof, "report", "md")
+            if rep.exists():
+                echo(f"warning: {sid} ({prof}): {rep.name} is not rebuilt: there is no "
+                     f"{output_name(spec, prof, 'results', 'csv')} to rebuild it from (delete "
+                     f"it, or `ssmrepro run {sid} --profile {prof}`)")
     return done
 
 
@@ -200,8 +208,8 @@ def _describe(t: Target, spec, out: Path | None, base: Path) -> None:
             t.links.append((rep.stem, rel(rep)))
         if _unfinished(rep):
             t.unfinished.append(f"{prof}: {_unfinished(rep)}")
-        if prof == "long" and rep.exists():
-            t.verdicts += f"; long: {_verdicts(rep)}"
+        if prof == "long" and rep.exists():  # '; long: ...' where the default has none
+            t.verdicts = "; ".join(v for v in (t.verdicts, f"long: {_verdicts(rep)}") if v)
 
 
 def checked_catalogue() -> tuple[list[dict], dict[str, object]]:
