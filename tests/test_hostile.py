@@ -5280,3 +5280,22 @@ def test_figures_says_a_report_whose_results_table_is_gone(tmp_path):
     row = next(line for line in (out / "README.md").read_text().splitlines()
                if line.startswith("| huang2025-fig1 "))
     assert "| long: 5 PASS" in row, row
+
+
+def test_export_gives_an_analytic_tables_settings_as_its_rows_config(tmp_path):
+    """`export` of an analytic spec (yu2025-fig5: no runs, a table over c x L) gave its grid and
+    params (c, L, n, ...) as metrics beside an empty config and no run id: the exported ratio_w
+    values could not be told apart. They are each row's config now; its metrics are the rest."""
+    import pandas as pd
+
+    out = tmp_path / "out"
+    shutil.copytree(ROOT / "results/yu2025/yu2025-fig5", out / "yu2025/yu2025-fig5")
+    dest = tmp_path / "x.csv"
+    res = _invoke("export", "--out", out, "--file", dest)
+    assert res.exit_code == 0, res.output
+    df = pd.read_csv(dest)
+    df = df[df["experiment"] == "yu2025-fig5"]
+    assert set(df["metric"]) == {"ratio_w", "ratio_b", "s4d_grad_b"}, set(df["metric"])
+    configs = df["config"].map(json.loads)
+    assert configs.map(lambda c: (c["c"], c["L"])).nunique() == 42
+    assert len(df) == 3 * 42
