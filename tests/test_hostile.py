@@ -5299,3 +5299,20 @@ def test_export_gives_an_analytic_tables_settings_as_its_rows_config(tmp_path):
     configs = df["config"].map(json.loads)
     assert configs.map(lambda c: (c["c"], c["L"])).nunique() == 42
     assert len(df) == 3 * 42
+
+
+def test_a_haar_figure_of_another_wavelet_than_its_table_is_refused(tmp_path):
+    """huang2025-figA1 with analytic.params j: 3, k: 5 (the figure left at j: 2, k: 1) passed
+    `validate`: the figure drew ψ_{2,1} and labelled the table's errors, against ψ_{3,5},
+    'error against ψ_{2,1}'."""
+    root = _project(tmp_path, small=True)
+    path = root / "experiments/huang2025/huang2025-figA1.yaml"
+    shutil.copy(ROOT / "experiments/huang2025/huang2025-figA1.yaml", path)
+    raw = yaml.safe_load(path.read_text())
+    env = {"SSMREPRO_ROOT": str(root)}
+    assert _invoke("validate", "huang2025-figA1", env=env).exit_code == 0
+    _edit(path, analytic={**raw["analytic"], "params": {**raw["analytic"]["params"], "j": 3,
+                                                         "k": 5}})
+    res = _invoke("validate", "huang2025-figA1", env=env)
+    _assert_refused(res, "figure.j: 2, but the table's wavelet has j = 3 (analytic.params.j)",
+                    "figure.k: 1, but the table's wavelet has k = 5")

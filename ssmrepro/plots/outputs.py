@@ -157,6 +157,8 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             errors += format_errors(path, err, prefix=f"{key}.")
             continue
         refs(key, cfg)
+        errors += [f"{path}: {key}.{why}"
+                   for why in getattr(cfg, "analytic_problems", lambda _: [])(spec)]
         errors += [f"{path}: {key}.metric: {m!r} is not aggregated (aggregate.metrics: "
                    f"{sorted(metrics)})" + (" (a band's column: aggregate.percentiles, or lo / "
                                             "hi: null)" if re.search(r"\.p[0-9.]+$", m) else "")
