@@ -5316,3 +5316,27 @@ def test_a_haar_figure_of_another_wavelet_than_its_table_is_refused(tmp_path):
     res = _invoke("validate", "huang2025-figA1", env=env)
     _assert_refused(res, "figure.j: 2, but the table's wavelet has j = 3 (analytic.params.j)",
                     "figure.k: 1, but the table's wavelet has k = 5")
+
+
+def test_a_decay_histogram_of_a_relabelled_case_is_under_its_new_label(tmp_path):
+    """huang2025-fig1 smoke trained, then its case label S4D+PE renamed (S4D-PE, the claims
+    too): results.csv took the runs under the new label, but histograms.csv kept the records'
+    old one, so the S4D-PE cell had no decay metrics and its split claim went PASS -> FAIL
+    ('not measured'). A run's histogram is under the label it has in the spec as it is."""
+    import pandas as pd
+
+    def spec(label):
+        return _one_run_spec(tmp_path, analysis=["decay_histogram"], sweep=[
+            {"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                       {"label": label, "set": {"model.mixer": "s4d"}}]}])
+
+    out = tmp_path / "out"
+    args = ["--out", out, "--profile", "smoke"]
+    assert _invoke("run", spec("S4D"), *args, "--no-calibrate", "--workers", "1").exit_code == 0
+    res = _invoke("plot", spec("S4D-x"), *args)
+    assert res.exit_code == 0, res.output
+    root = out / "tests" / "t-spec"
+    assert set(pd.read_csv(root / "histograms-smoke.csv")["label"]) == {"S6", "S4D-x"}
+    summary = pd.read_csv(root / "summary-smoke.csv")
+    assert set(summary["label"]) == {"S6", "S4D-x"}
+    assert summary["decay.split"].notna().all(), summary

@@ -1204,7 +1204,10 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         else set()
     finished = [r for r in runs if r.run_id in done]
     if DECAY in spec.analysis:
-        recs = [r for r in (store.read(x.run_id) for x in runs) if r is not None]
+        # under the label each run has in the spec as it is (the label is no part of the run
+        # id): a case relabelled since (S4D+PE -> S4D-PE) left its cell without decay metrics
+        recs = [{**rec, LABEL: x.label} for x, rec in ((x, store.read(x.run_id)) for x in runs)
+                if rec is not None]
         hist = histogram_table(recs, keys)
         hpath = out("histograms", "csv")
         computed = not hist.empty
