@@ -5340,3 +5340,20 @@ def test_a_decay_histogram_of_a_relabelled_case_is_under_its_new_label(tmp_path)
     summary = pd.read_csv(root / "summary-smoke.csv")
     assert set(summary["label"]) == {"S6", "S4D-x"}
     assert summary["decay.split"].notna().all(), summary
+
+
+def test_figures_names_a_spec_it_cannot_read(tmp_path):
+    """A spec edited into one that does not validate (an unknown key) was left out by
+    `figures` without a word, exit 0: its outputs were not rebuilt and the front page called
+    it 'not specified' (no spec yet). Refused now, naming the spec's error."""
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text(
+        "papers: {}\ntargets: [{id: huang2025-fig1, paper: huang2025, tier: 2}]\n")
+    spec = root / "experiments/huang2025/huang2025-fig1.yaml"
+    spec.write_text(spec.read_text() + "bogus_key: 1\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    for args in ([], ["--no-rebuild"]):
+        res = _invoke("figures", *args, "--out", out, env={"SSMREPRO_ROOT": str(root)})
+        _assert_refused(res, "huang2025-fig1.yaml: bogus_key: unknown key")
+    assert not (out / "README.md").exists()

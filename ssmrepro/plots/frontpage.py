@@ -91,12 +91,16 @@ def catalogue(path: Path | None = None) -> tuple[dict[str, str], list[dict]]:
     return papers, list(rows)
 
 
-def _specs() -> dict[str, object]:
+def _specs(errors: list[str] | None = None) -> dict[str, object]:
+    """The project's specs by id; those that cannot be read are left out, their errors added to
+    ``errors``."""
     out = {}
     for p in spec_paths():
         try:
             s = load_spec(p)
-        except SpecError:
+        except SpecError as err:
+            if errors is not None:
+                errors += err.messages
             continue
         out[s.id] = s
     return out
@@ -217,7 +221,10 @@ def checked_catalogue() -> tuple[list[dict], dict[str, object]]:
     case from a spec's, or its paper or alias contradicts its spec's (`figures` checks this
     before rebuilding anything)."""
     _, rows = catalogue()
-    specs = _specs()
+    broken: list[str] = []
+    specs = _specs(broken)
+    if broken:  # it was left out without a word: not rebuilt, 'not specified' on the front page
+        raise SpecError(broken)
     folded = {sid.casefold(): sid for sid in specs}
     slips = [f"{experiments_dir() / CATALOGUE}: targets.{i}.id: {row['id']!r} differs only in "
              f"case from the spec id {folded[row['id'].casefold()]!r} (the front page listed it "
