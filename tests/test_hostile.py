@@ -5357,3 +5357,24 @@ def test_figures_names_a_spec_it_cannot_read(tmp_path):
         res = _invoke("figures", *args, "--out", out, env={"SSMREPRO_ROOT": str(root)})
         _assert_refused(res, "huang2025-fig1.yaml: bogus_key: unknown key")
     assert not (out / "README.md").exists()
+
+
+def test_figures_after_a_profile_is_renamed(tmp_path):
+    """huang2025-fig1's profile `long` renamed `longer`: the front page listed the old
+    figure-long.png among the default profile's figures, and its report-long.md was left as it
+    was without a word. Only the figures the spec's profiles write are listed; the report of no
+    profile is named."""
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    spec = root / "experiments/huang2025/huang2025-fig1.yaml"
+    spec.write_text(spec.read_text().replace("\n  long:\n", "\n  longer:\n"))
+    out = tmp_path / "out"
+    (out / "huang2025").mkdir(parents=True)
+    shutil.copytree(ROOT / "results/huang2025/huang2025-fig1", out / "huang2025/huang2025-fig1")
+    res = _invoke("figures", "--out", out, env={"SSMREPRO_ROOT": str(root)})
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert "huang2025-fig1: report-long.md is of no profile of the spec" in said, said
+    row = next(line for line in (out / "README.md").read_text().splitlines()
+               if line.startswith("| huang2025-fig1 "))
+    assert "figure-long" not in row and "[figure](" in row, row

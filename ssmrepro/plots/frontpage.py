@@ -21,11 +21,20 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from ..spec import SpecError, _read_spec_text, experiments_dir, load_spec, parse_yaml, spec_paths
+from ..spec import (
+    SET_TAG,
+    SpecError,
+    _read_spec_text,
+    experiments_dir,
+    load_spec,
+    parse_yaml,
+    spec_paths,
+)
 from ..store import output_name, read_results, results_dir
 from ..util import atomic_write_text, read_small, repo_root
 from .export import result_files
-from .outputs import Outputs, build
+from .outputs import Outputs, build, figure_stem
+from .registry import parse_figure
 
 CATALOGUE = "catalogue.yaml"
 STATUSES = ("not specified", "spec only", "smoke", "quick results", "long results")
@@ -122,6 +131,12 @@ def rebuild_all(out: Path | None = None, echo=print) -> list[tuple[str, str, Out
                 echo(f"warning: {sid} ({prof}): {rep.name} is not rebuilt: there is no "
                      f"{output_name(spec, prof, 'results', 'csv')} to rebuild it from (delete "
                      f"it, or `ssmrepro run {sid} --profile {prof}`)")
+        reports = {output_name(spec, p, "report", "md") for p in spec.profiles}
+        for rep in sorted(results_dir(spec, out).glob("report*.md")):
+            if rep.name not in reports and not SET_TAG.search(rep.stem):  # a profile renamed
+                echo(f"warning: {sid}: {rep.name} is of no profile of the spec (have "
+                     f"{', '.join(spec.profiles)}): not rebuilt (delete it if the profile is "
+                     "gone)")
     return done
 
 
@@ -200,13 +215,15 @@ def _describe(t: Target, spec, out: Path | None, base: Path) -> None:
         except ValueError:
             return p.as_posix()
 
+    # the figures the spec's profiles write (a profile renamed since, long -> longer, left its
+    # figure-long.png listed among the default profile's figures)
+    stems = [figure_stem(parse_figure(raw), i) for i, (_, raw) in enumerate(spec.figure_configs)]
     for prof in files:
         suffix = "" if prof == default else f"-{prof}"
+        made = {output_name(spec, prof, stem, "png") for stem in stems}
         for fig in sorted(root.glob(f"figure*{suffix}.png")):
-            stem = fig.stem
-            if prof == default and any(stem.endswith(f"-{p}") for p in files if p != default):
-                continue  # another profile's figure
-            t.links.append((stem, rel(fig)))
+            if fig.name in made:
+                t.links.append((fig.stem, rel(fig)))
         rep = root / f"report{suffix}.md"
         if rep.exists():
             t.links.append((rep.stem, rel(rep)))
