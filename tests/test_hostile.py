@@ -5378,3 +5378,27 @@ def test_figures_after_a_profile_is_renamed(tmp_path):
     row = next(line for line in (out / "README.md").read_text().splitlines()
                if line.startswith("| huang2025-fig1 "))
     assert "figure-long" not in row and "[figure](" in row, row
+
+
+def test_a_partial_run_in_a_fresh_clone_keeps_the_committed_rows_of_the_other_runs(tmp_path):
+    """A fresh clone (the committed results.csv, no runs/): `run huang2025-fig1 --max-runs 1`
+    replaced the committed 6-row results.csv by its one trained run's row (the engine wrote the
+    table from the records alone), and 6 PASS became 6 MISSING. The committed rows of the runs
+    without a record are kept."""
+    import pandas as pd
+
+    sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                        {"label": "S4D", "set": {"model.mixer": "s4d"}}]}]
+    spec = _one_run_spec(tmp_path, sweep=sweep)
+    out = tmp_path / "out"
+    args = ["--out", out, "--profile", "smoke", "--no-calibrate", "--workers", "1"]
+    assert _invoke("run", spec, *args).exit_code == 0
+    root = out / "tests" / "t-spec"
+    table = root / "results-smoke.csv"
+    before = pd.read_csv(table)
+    shutil.rmtree(root / "runs")
+    res = _invoke("run", spec, *args, "--max-runs", "1")
+    assert res.exit_code == 0, res.output
+    after = pd.read_csv(table)
+    assert sorted(after["run_id"]) == sorted(before["run_id"]), after
+    assert "2 runs expected, 2 finished" in (root / "report-smoke.md").read_text()
