@@ -5732,3 +5732,292 @@ def test_a_zip_whose_members_would_not_fit_is_refused_before_extracting(tmp_path
                   "--no-progress")
     _assert_refused(res, "its members would take 0.1 MB unpacked", "has 50,000 bytes free")
     assert not list((tmp_path / "d").rglob("basic_train.tsv"))
+
+
+@pytest.mark.parametrize("edit,said", [
+    ("drop", "gives 40 of the 50 bins of part 'before'"),
+    ("inf", "has a count that is not a whole number of samples (count inf)"),
+    ("part", "part 'middle' is not 'before' or 'after'"),
+])
+def test_a_committed_histogram_table_with_bins_missing_or_odd_counts_is_a_message(tmp_path, edit,
+                                                                                   said):
+    """huang2025-fig1 in a fresh clone: the rows of the 10 highest 'before' bins of one cell
+    deleted from its histograms.csv (every cell has all 50 bins of both parts) turned the 'Mamba
+    splits its decay at n' claim from FAIL into PASS without a word; a count of inf or a part
+    no histogram has was taken too. It is a damaged table now."""
+    folder = tmp_path / "out" / "huang2025" / "huang2025-fig1"
+    shutil.copytree(ROOT / "results" / "huang2025" / "huang2025-fig1", folder)
+    table = folder / "histograms.csv"
+    head, *rows = table.read_text().splitlines()
+    first = rows[0].split(",")  # label, model.mixer, task.T, part, bin, bins, count
+    if edit == "drop":
+        cell = ",".join(first[:3]) + ",before,"
+        rows = [r for r in rows if not (r.startswith(cell) and int(r.split(",")[4]) >= 40)]
+    elif edit == "inf":
+        rows[0] = ",".join([*first[:-1], "inf"])
+    else:
+        rows[0] = ",".join([*first[:3], "middle", *first[4:]])
+    table.write_text("\n".join([head, *rows]) + "\n")
+    res = _invoke("verify", "huang2025-fig1", "--out", tmp_path / "out")
+    _assert_refused(res, "histograms.csv", said, "delete it to rebuild it")
+
+
+def test_a_weights_figure_keeps_the_stored_rows_of_cells_whose_weights_are_gone(tmp_path):
+    """One cell's saved weights gone (deleted, or a fresh clone with one run trained since):
+    `plot` computed a saved-weights figure (koren2026-fig14's output_distribution) from the
+    cells with weights, rewrote its committed arrays without the others and drew it without
+    them, without a word. The stored rows of those cells stand; without them it is said."""
+    spec, args, root = _s4d_weights_lost(
+        tmp_path, figures=[{"kind": "output_distribution", "name": "dist",
+                            "where": [{"label": "S6"}, {"label": "S4D"}]}])
+    arrays, figure = root / "dist-smoke-arrays.npz", root / "dist-smoke.png"
+    before = arrays.read_bytes(), figure.read_bytes()
+    res = _invoke("plot", spec, *args)
+    assert res.exit_code == 0, res.output
+    assert (arrays.read_bytes(), figure.read_bytes()) == before
+    assert "drawn without" not in res.output
+    arrays.unlink()
+    res = _invoke("plot", spec, *args)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert "dist-smoke.png drawn without 1 of its 2 cells" in said, res.output
+
+
+def test_a_weights_figure_with_set_is_drawn_from_the_set_runs_only(tmp_path):
+    """`plot koren2026-fig14 --set train.lr=0.02` with only the runs without it trained drew
+    figure-smoke-set-<tag>.png (and its arrays) from those runs' weights, byte for byte their
+    figure, while the report said 0 runs finished: a saved-weights figure looked its cells up
+    without the --set overrides."""
+    spec = _one_run_spec(tmp_path, save_weights=True, analysis=["output_variance"],
+                         task={"name": "mqar", "vocab": 16, "L": 8, "kappa": 2},
+                         figures=[{"kind": "output_distribution", "name": "dist",
+                                   "where": [{"label": "S6"}]}])
+    out = tmp_path / "out"
+    args = ["--out", out, "--profile", "smoke"]
+    assert _invoke("run", spec, *args, "--no-calibrate", "--workers", "1").exit_code == 0
+    res = _invoke("plot", spec, *args, "--set", "train.lr=0.02")
+    assert res.exit_code == 0, res.output
+    root = out / "tests" / "t-spec"
+    assert (root / "dist-smoke-arrays.npz").exists()
+    assert not list(root.glob("dist-smoke-set-*")), sorted(p.name for p in root.iterdir())
+    assert "dist-smoke-set-" in res.output and "not drawn" in res.output, res.output
+
+
+def test_a_weights_figure_of_cells_not_finished_under_the_edited_spec_is_not_drawn(tmp_path):
+    """A fresh clone (no runs/) of a spec with a saved-weights figure: its stored arrays draw it
+    as committed. After a spec edit (train.max_steps), with no run of the new spec trained, the
+    old arrays were drawn all the same beside a report of '0 of 2 runs finished (the tables,
+    figures and verdicts hold only those)'; the figure is not drawn now, with the reason."""
+    import shutil as sh
+
+    kw = dict(save_weights=True, analysis=["output_variance"],
+              sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                                {"label": "S4D", "set": {"model.mixer": "s4d"}}]}],
+              task={"name": "mqar", "vocab": 16, "L": 8, "kappa": 2},
+              figures=[{"kind": "output_distribution", "name": "dist",
+                        "where": [{"label": "S6"}, {"label": "S4D"}]}])
+    spec = _one_run_spec(tmp_path, **kw)
+    args = ["--out", tmp_path / "out", "--profile", "smoke"]
+    assert _invoke("run", spec, *args, "--no-calibrate", "--workers", "1").exit_code == 0
+    root = tmp_path / "out" / "tests" / "t-spec"
+    sh.rmtree(root / "runs")
+    figure = root / "dist-smoke.png"
+    before = figure.read_bytes()
+    res = _invoke("plot", spec, *args)
+    assert res.exit_code == 0 and figure.read_bytes() == before, res.output
+    spec = _one_run_spec(tmp_path, **kw, profiles={"smoke": {"set": {"train.max_steps": 41}},
+                                                   "quick": {}, "paper": {}})
+    figure.unlink()
+    res = _invoke("plot", spec, *args)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert "0 of 2 runs finished" in said, res.output
+    assert "dist-smoke.png not drawn: no finished cell of profile smoke to draw" in said, said
+    assert not figure.exists()
+
+
+@pytest.mark.parametrize("spec_id,table,column,value,said", [
+    ("koren2026-fig14", "output_variance.csv", "out.noise_var", "-5",
+     "holds -5, not a variance (>= 0)"),
+    ("koren2026-fig2", "mechanistic.csv", "gkq.diag_hit", "1.5",
+     "holds 1.5, not a fraction (in [0, 1])"),
+])
+def test_a_committed_analysis_table_with_a_value_outside_its_metric_is_a_message(
+        tmp_path, spec_id, table, column, value, said):
+    """koren2026-fig14 in a fresh clone with one committed out.noise_var (a variance) edited to
+    -5: its '4 heads have at most 2/3 of the 1-head output variance' claim went FAIL -> PASS
+    without a word. An analysis metric outside its range is a damaged table now."""
+    folder = tmp_path / "out" / "koren2026" / spec_id
+    shutil.copytree(ROOT / "results" / "koren2026" / spec_id, folder)
+    path = folder / table
+    head, *rows = path.read_text().splitlines()
+    cells = rows[0].split(",")
+    cells[head.split(",").index(column)] = value
+    path.write_text("\n".join([head, ",".join(cells), *rows[1:]]) + "\n")
+    res = _invoke("verify", spec_id, "--out", tmp_path / "out")
+    _assert_refused(res, table, column, said, "delete it to rebuild it")
+
+
+@pytest.mark.parametrize("rows,needle", [
+    ("[{id: huang2025-fig1, paper: koren2026, tier: 2}]",
+     "targets.0.paper: 'koren2026', but the spec huang2025-fig1 says 'huang2025'"),
+    ("[{id: huang2025-fig1, alias: keep-nth, paper: huang2025, tier: 2}]",
+     "targets.0.alias: 'keep-nth', but the spec huang2025-fig1 says None"),
+])
+def test_a_catalogue_row_that_contradicts_its_spec_is_refused_before_rebuilding(tmp_path, rows,
+                                                                                 needle):
+    """A catalogue row whose paper or alias is not its spec's: the front page listed
+    huang2025-fig1 under koren2026, or with the alias keep-nth (huang2025-tab1's: `ssmrepro run
+    keep-nth` runs that spec). Refused, and by `figures` before it rebuilds anything (the
+    catalogue's other refusals came after a minute of rebuilding)."""
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text(f"papers: {{}}\ntargets: {rows}\n")
+    out = tmp_path / "out"
+    (out / "huang2025").mkdir(parents=True)
+    shutil.copytree(ROOT / "results/huang2025/huang2025-fig1", out / "huang2025/huang2025-fig1")
+    report = out / "huang2025/huang2025-fig1/report.md"
+    report.unlink()
+    res = _invoke("figures", "--out", out, env={"SSMREPRO_ROOT": str(root)})
+    _assert_refused(res, "catalogue.yaml", needle)
+    assert not report.exists()  # nothing rebuilt
+
+
+def test_figures_says_a_report_whose_results_table_is_gone(tmp_path):
+    """huang2025-fig1's results.csv deleted (its long profile's table kept): `figures` left its
+    report.md (6 PASS) as it was without a word, and the front page's verdicts began with
+    '; long: ...'. The report left is named; the front page says 'long: ...'."""
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    out = tmp_path / "out"
+    (out / "huang2025").mkdir(parents=True)
+    shutil.copytree(ROOT / "results/huang2025/huang2025-fig1", out / "huang2025/huang2025-fig1")
+    (out / "huang2025/huang2025-fig1/results.csv").unlink()
+    res = _invoke("figures", "--out", out, env={"SSMREPRO_ROOT": str(root)})
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert "huang2025-fig1 (quick): report.md is not rebuilt: there is no results.csv" in said
+    row = next(line for line in (out / "README.md").read_text().splitlines()
+               if line.startswith("| huang2025-fig1 "))
+    assert "| long: 5 PASS" in row, row
+
+
+def test_export_gives_an_analytic_tables_settings_as_its_rows_config(tmp_path):
+    """`export` of an analytic spec (yu2025-fig5: no runs, a table over c x L) gave its grid and
+    params (c, L, n, ...) as metrics beside an empty config and no run id: the exported ratio_w
+    values could not be told apart. They are each row's config now; its metrics are the rest."""
+    import pandas as pd
+
+    out = tmp_path / "out"
+    shutil.copytree(ROOT / "results/yu2025/yu2025-fig5", out / "yu2025/yu2025-fig5")
+    dest = tmp_path / "x.csv"
+    res = _invoke("export", "--out", out, "--file", dest)
+    assert res.exit_code == 0, res.output
+    df = pd.read_csv(dest)
+    df = df[df["experiment"] == "yu2025-fig5"]
+    assert set(df["metric"]) == {"ratio_w", "ratio_b", "s4d_grad_b"}, set(df["metric"])
+    configs = df["config"].map(json.loads)
+    assert configs.map(lambda c: (c["c"], c["L"])).nunique() == 42
+    assert len(df) == 3 * 42
+
+
+def test_a_haar_figure_of_another_wavelet_than_its_table_is_refused(tmp_path):
+    """huang2025-figA1 with analytic.params j: 3, k: 5 (the figure left at j: 2, k: 1) passed
+    `validate`: the figure drew ψ_{2,1} and labelled the table's errors, against ψ_{3,5},
+    'error against ψ_{2,1}'."""
+    root = _project(tmp_path, small=True)
+    path = root / "experiments/huang2025/huang2025-figA1.yaml"
+    shutil.copy(ROOT / "experiments/huang2025/huang2025-figA1.yaml", path)
+    raw = yaml.safe_load(path.read_text())
+    env = {"SSMREPRO_ROOT": str(root)}
+    assert _invoke("validate", "huang2025-figA1", env=env).exit_code == 0
+    _edit(path, analytic={**raw["analytic"], "params": {**raw["analytic"]["params"], "j": 3,
+                                                         "k": 5}})
+    res = _invoke("validate", "huang2025-figA1", env=env)
+    _assert_refused(res, "figure.j: 2, but the table's wavelet has j = 3 (analytic.params.j)",
+                    "figure.k: 1, but the table's wavelet has k = 5")
+
+
+def test_a_decay_histogram_of_a_relabelled_case_is_under_its_new_label(tmp_path):
+    """huang2025-fig1 smoke trained, then its case label S4D+PE renamed (S4D-PE, the claims
+    too): results.csv took the runs under the new label, but histograms.csv kept the records'
+    old one, so the S4D-PE cell had no decay metrics and its split claim went PASS -> FAIL
+    ('not measured'). A run's histogram is under the label it has in the spec as it is."""
+    import pandas as pd
+
+    def spec(label):
+        return _one_run_spec(tmp_path, analysis=["decay_histogram"], sweep=[
+            {"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                       {"label": label, "set": {"model.mixer": "s4d"}}]}])
+
+    out = tmp_path / "out"
+    args = ["--out", out, "--profile", "smoke"]
+    assert _invoke("run", spec("S4D"), *args, "--no-calibrate", "--workers", "1").exit_code == 0
+    res = _invoke("plot", spec("S4D-x"), *args)
+    assert res.exit_code == 0, res.output
+    root = out / "tests" / "t-spec"
+    assert set(pd.read_csv(root / "histograms-smoke.csv")["label"]) == {"S6", "S4D-x"}
+    summary = pd.read_csv(root / "summary-smoke.csv")
+    assert set(summary["label"]) == {"S6", "S4D-x"}
+    assert summary["decay.split"].notna().all(), summary
+
+
+def test_figures_names_a_spec_it_cannot_read(tmp_path):
+    """A spec edited into one that does not validate (an unknown key) was left out by
+    `figures` without a word, exit 0: its outputs were not rebuilt and the front page called
+    it 'not specified' (no spec yet). Refused now, naming the spec's error."""
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text(
+        "papers: {}\ntargets: [{id: huang2025-fig1, paper: huang2025, tier: 2}]\n")
+    spec = root / "experiments/huang2025/huang2025-fig1.yaml"
+    spec.write_text(spec.read_text() + "bogus_key: 1\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    for args in ([], ["--no-rebuild"]):
+        res = _invoke("figures", *args, "--out", out, env={"SSMREPRO_ROOT": str(root)})
+        _assert_refused(res, "huang2025-fig1.yaml: bogus_key: unknown key")
+    assert not (out / "README.md").exists()
+
+
+def test_figures_after_a_profile_is_renamed(tmp_path):
+    """huang2025-fig1's profile `long` renamed `longer`: the front page listed the old
+    figure-long.png among the default profile's figures, and its report-long.md was left as it
+    was without a word. Only the figures the spec's profiles write are listed; the report of no
+    profile is named."""
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    spec = root / "experiments/huang2025/huang2025-fig1.yaml"
+    spec.write_text(spec.read_text().replace("\n  long:\n", "\n  longer:\n"))
+    out = tmp_path / "out"
+    (out / "huang2025").mkdir(parents=True)
+    shutil.copytree(ROOT / "results/huang2025/huang2025-fig1", out / "huang2025/huang2025-fig1")
+    res = _invoke("figures", "--out", out, env={"SSMREPRO_ROOT": str(root)})
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert "huang2025-fig1: report-long.md is of no profile of the spec" in said, said
+    row = next(line for line in (out / "README.md").read_text().splitlines()
+               if line.startswith("| huang2025-fig1 "))
+    assert "figure-long" not in row and "[figure](" in row, row
+
+
+def test_a_partial_run_in_a_fresh_clone_keeps_the_committed_rows_of_the_other_runs(tmp_path):
+    """A fresh clone (the committed results.csv, no runs/): `run huang2025-fig1 --max-runs 1`
+    replaced the committed 6-row results.csv by its one trained run's row (the engine wrote the
+    table from the records alone), and 6 PASS became 6 MISSING. The committed rows of the runs
+    without a record are kept."""
+    import pandas as pd
+
+    sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                        {"label": "S4D", "set": {"model.mixer": "s4d"}}]}]
+    spec = _one_run_spec(tmp_path, sweep=sweep)
+    out = tmp_path / "out"
+    args = ["--out", out, "--profile", "smoke", "--no-calibrate", "--workers", "1"]
+    assert _invoke("run", spec, *args).exit_code == 0
+    root = out / "tests" / "t-spec"
+    table = root / "results-smoke.csv"
+    before = pd.read_csv(table)
+    shutil.rmtree(root / "runs")
+    res = _invoke("run", spec, *args, "--max-runs", "1")
+    assert res.exit_code == 0, res.output
+    after = pd.read_csv(table)
+    assert sorted(after["run_id"]) == sorted(before["run_id"]), after
+    assert "2 runs expected, 2 finished" in (root / "report-smoke.md").read_text()

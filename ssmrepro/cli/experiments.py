@@ -713,13 +713,14 @@ def figures(
 ) -> None:
     """Rebuild every figure, summary, curves table and report from the committed results (no
     training) and write the front page, results/README.md (what `make figures` runs)."""
-    from ..plots.frontpage import front_page, rebuild_all
+    from ..plots.frontpage import checked_catalogue, front_page, rebuild_all
     from ..util import folder_problem, repo_root
 
     root = out if out is not None else repo_root() / "results"
     why = folder_problem(root)
     if why:  # a mistyped --out got a new folder and a front page of no results
         fail([f"{root}: {why} (the results root to rebuild; --out)"])
+    checked_catalogue()  # a catalogue the front page refuses is said before the minute rebuilding
     if not no_rebuild:
         rebuild_all(out, echo=lambda m: console.print(m, highlight=False, markup=False))
     console.print(f"front page: {front_page(out)}", markup=False)

@@ -61,11 +61,15 @@ def _plain(v: Any) -> Any:
 
 
 def long_rows(spec, profile: str, df: pd.DataFrame) -> list[dict[str, Any]]:
-    metrics = [c for c in df.columns if is_metric_column(c)]
-    config_cols = [c for c in df.columns if c.startswith(CONFIG_PREFIXES)]
+    # an analytic table's grid and params are its rows' settings, not metrics: they were
+    # exported as metrics beside an empty config, so no value could be told from another's row
+    settings = set(spec.analytic.grid) | set(spec.analytic.params) if spec.analytic else set()
+    metrics = [c for c in df.columns if is_metric_column(c) and metric_name(c) not in settings]
+    config_cols = [c for c in df.columns if c.startswith(CONFIG_PREFIXES)
+                   or (c not in metrics and metric_name(c) in settings)]
     rows = []
     for rec in df.to_dict("records"):
-        config = {c: _plain(rec[c]) for c in config_cols
+        config = {metric_name(c): _plain(rec[c]) for c in config_cols
                   if not (isinstance(rec[c], float) and math.isnan(rec[c]))}
         base = {"paper": spec.paper, "experiment": spec.id, "profile": profile,
                 "run_id": rec.get("run_id"), "label": rec.get("label"),

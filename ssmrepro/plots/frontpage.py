@@ -22,11 +22,20 @@ import pandas as pd
 import yaml
 
 from ..report import md_cell
-from ..spec import SpecError, _read_spec_text, experiments_dir, load_spec, parse_yaml, spec_paths
-from ..store import read_results, results_dir
+from ..spec import (
+    SET_TAG,
+    SpecError,
+    _read_spec_text,
+    experiments_dir,
+    load_spec,
+    parse_yaml,
+    spec_paths,
+)
+from ..store import output_name, read_results, results_dir
 from ..util import atomic_write_text, read_small, repo_root
 from .export import result_files
-from .outputs import Outputs, build
+from .outputs import Outputs, build, figure_stem
+from .registry import parse_figure
 
 CATALOGUE = "catalogue.yaml"
 STATUSES = ("not specified", "spec only", "smoke", "quick results", "long results")
@@ -92,12 +101,16 @@ def catalogue(path: Path | None = None) -> tuple[dict[str, str], list[dict]]:
     return papers, list(rows)
 
 
-def _specs() -> dict[str, object]:
+def _specs(errors: list[str] | None = None) -> dict[str, object]:
+    """The project's specs by id; those that cannot be read are left out, their errors added to
+    ``errors``."""
     out = {}
     for p in spec_paths():
         try:
             s = load_spec(p)
-        except SpecError:
+        except SpecError as err:
+            if errors is not None:
+                errors += err.messages
             continue
         out[s.id] = s
     return out
@@ -107,10 +120,24 @@ def rebuild_all(out: Path | None = None, echo=print) -> list[tuple[str, str, Out
     """Rebuild figures, summaries and reports of every spec and profile with a committed table."""
     done = []
     for sid, spec in _specs().items():
-        for prof, _ in result_files(spec, out):
+        tables = dict(result_files(spec, out))
+        for prof, _ in tables.items():
             res = build(spec, prof, results_dir(spec, out))
             done.append((sid, prof, res))
             echo(f"{sid} ({prof}): {len(res.figures)} figure(s), report {res.report.name}")
+        for prof in (p for p in spec.profiles if p not in tables):
+            # results.csv deleted: its report (6 PASS) was left as it was, without a word
+            rep = results_dir(spec, out) / output_name(spec, prof, "report", "md")
+            if rep.exists():
+                echo(f"warning: {sid} ({prof}): {rep.name} is not rebuilt: there is no "
+                     f"{output_name(spec, prof, 'results', 'csv')} to rebuild it from (delete "
+                     f"it, or `ssmrepro run {sid} --profile {prof}`)")
+        reports = {output_name(spec, p, "report", "md") for p in spec.profiles}
+        for rep in sorted(results_dir(spec, out).glob("report*.md")):
+            if rep.name not in reports and not SET_TAG.search(rep.stem):  # a profile renamed
+                echo(f"warning: {sid}: {rep.name} is of no profile of the spec (have "
+                     f"{', '.join(spec.profiles)}): not rebuilt (delete it if the profile is "
+                     "gone)")
     return done
 
 
@@ -189,34 +216,56 @@ def _describe(t: Target, spec, out: Path | None, base: Path) -> None:
         except ValueError:
             return p.as_posix()
 
+    # the figures the spec's profiles write (a profile renamed since, long -> longer, left its
+    # figure-long.png listed among the default profile's figures)
+    stems = [figure_stem(parse_figure(raw), i) for i, (_, raw) in enumerate(spec.figure_configs)]
     for prof in files:
         suffix = "" if prof == default else f"-{prof}"
+        made = {output_name(spec, prof, stem, "png") for stem in stems}
         for fig in sorted(root.glob(f"figure*{suffix}.png")):
-            stem = fig.stem
-            if prof == default and any(stem.endswith(f"-{p}") for p in files if p != default):
-                continue  # another profile's figure
-            t.links.append((stem, rel(fig)))
+            if fig.name in made:
+                t.links.append((fig.stem, rel(fig)))
         rep = root / f"report{suffix}.md"
         if rep.exists():
             t.links.append((rep.stem, rel(rep)))
         if _unfinished(rep):
             t.unfinished.append(f"{prof}: {_unfinished(rep)}")
-        if prof == "long" and rep.exists():
-            t.verdicts += f"; long: {_verdicts(rep)}"
+        if prof == "long" and rep.exists():  # '; long: ...' where the default has none
+            t.verdicts = "; ".join(v for v in (t.verdicts, f"long: {_verdicts(rep)}") if v)
 
 
-def targets(out: Path | None = None, base: Path | None = None) -> list[Target]:
-    """Every catalogue target (plus any spec not in the catalogue), described."""
-    base = base or Path(out or repo_root() / "results")
+def checked_catalogue() -> tuple[list[dict], dict[str, object]]:
+    """(the catalogue's target rows, the specs by id); SpecError when a row's id differs only in
+    case from a spec's, or its paper or alias contradicts its spec's (`figures` checks this
+    before rebuilding anything)."""
     _, rows = catalogue()
-    specs = _specs()
+    broken: list[str] = []
+    specs = _specs(broken)
+    if broken:  # it was left out without a word: not rebuilt, 'not specified' on the front page
+        raise SpecError(broken)
     folded = {sid.casefold(): sid for sid in specs}
     slips = [f"{experiments_dir() / CATALOGUE}: targets.{i}.id: {row['id']!r} differs only in "
              f"case from the spec id {folded[row['id'].casefold()]!r} (the front page listed it "
              "as a target without a spec, beside the spec)" for i, row in enumerate(rows)
              if row["id"] not in specs and row["id"].casefold() in folded]
+    for i, row in enumerate(rows):  # the spec is what runs: a row that contradicts it listed
+        # huang2025-fig1 under koren2026, or with huang2025-tab1's alias (which runs that spec)
+        spec = specs.get(row["id"])
+        for key in ("paper", "alias") if spec is not None else ():
+            if key in row and row[key] != getattr(spec, key) and not (
+                    key == "alias" and row[key] is None):
+                slips.append(f"{experiments_dir() / CATALOGUE}: targets.{i}.{key}: "
+                             f"{row[key]!r}, but the spec {spec.id} says "
+                             f"{getattr(spec, key)!r} (the front page listed it so)")
     if slips:
         raise SpecError(slips)
+    return rows, specs
+
+
+def targets(out: Path | None = None, base: Path | None = None) -> list[Target]:
+    """Every catalogue target (plus any spec not in the catalogue), described."""
+    base = base or Path(out or repo_root() / "results")
+    rows, specs = checked_catalogue()
     ts = []
     for row in rows:
         t = Target(row["id"], row.get("alias"), row["paper"], int(row["tier"]), row.get("what", ""))

@@ -60,6 +60,17 @@ class HaarWaveletConfig(FigureConfig):
                                  f"{2**j - 1} (j = {j})")
         return self
 
+    def analytic_problems(self, spec) -> list[str]:
+        """'key: reason' where the wavelet drawn is not the one the spec's ``haar_thm1`` table
+        measures (analytic.params j: 3 beside the figure's j: 2 drew ψ_{2,1} and labelled the
+        table's errors against ψ_{3,5} 'error against ψ_{2,1}')."""
+        a = getattr(spec, "analytic", None)
+        if a is None or a.table != "haar_thm1":
+            return []
+        return [f"{key}: {getattr(self, key)}, but the table's wavelet has {key} = "
+                f"{a.params.get(key, 0)} (analytic.params.{key})"
+                for key in ("j", "k") if getattr(self, key) != a.params.get(key, 0)]
+
     def column_refs(self) -> list[str]:
         return [self.x]
 

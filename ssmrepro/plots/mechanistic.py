@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any, Literal
@@ -40,7 +41,8 @@ from pydantic import Field, model_validator  # noqa: E402
 from ..analysis import mechanistic as mech  # noqa: E402
 from ..engine import open_store  # noqa: E402
 from ..report.analysis import MECH, OUTVAR  # noqa: E402
-from ..report.cells import values_equal  # noqa: E402
+from ..report.cells import norm, values_equal  # noqa: E402
+from ..report.columns import LABEL  # noqa: E402
 from ..sweep import expand  # noqa: E402
 from ..sweep.config import MAX_SAMPLES  # noqa: E402
 from ..tasks import build_task  # noqa: E402
@@ -130,23 +132,42 @@ def _matches(run, where: dict[str, Any]) -> bool:
     return True
 
 
-def _members(ctx: FigureContext, where: list[dict[str, Any]]) -> list[tuple[Any, Any, Any, int]]:
-    """(run, trained model, task, data seed) of the first saved seed of every matching cell, in
-    the order of the selections."""
+def _runs(ctx: FigureContext) -> list:
+    """The profile's runs with the ``--set`` overrides (the spec's own runs drew the figure of
+    `plot --set train.lr=0.02` from the weights of the runs without it)."""
+    return ctx.runs or expand(ctx.spec, ctx.profile)
+
+
+def _members(ctx: FigureContext, where: list[dict[str, Any]]) -> list[tuple[Any, Any]]:
+    """(a run of the cell, (run, trained model, task, data seed) of its first saved seed, or None
+    when none of its seeds has saved weights) of every matching cell, in the order of the
+    selections."""
     store = ctx.store or open_store(ctx.spec, ctx.out("figure", "png").parent.parents[1])
-    runs = expand(ctx.spec, ctx.profile)
-    out, seen = [], set()
+    cells: dict[tuple, list] = {}
     for sel in where:
-        for r in runs:
+        for r in _runs(ctx):
             cell = (r.label, tuple(sorted((k, str(v)) for k, v in r.flat().items() if k != "seed")))
-            if cell in seen or not _matches(r, sel):
+            if (cell in cells and cells[cell][1] is not None) or not _matches(r, sel):
                 continue
+            cells.setdefault(cell, [r, None])
             model = store.read_weights(r.run_id, use=lambda st, r=r: build_member(r, st))
-            if model is None:
-                continue
-            seen.add(cell)
-            out.append((r, model, build_task(r.task), derived_seed(r.seed, _DATA_STREAM)))
-    return out
+            if model is not None:
+                cells[cell][1] = (r, model, build_task(r.task), derived_seed(r.seed, _DATA_STREAM))
+    return [tuple(c) for c in cells.values()]
+
+
+def _finished(ctx: FigureContext, runs: list) -> list[bool]:
+    """Whether each run's cell has a finished run under the spec as it is (stored arrays of a
+    cell that is not were drawn beside a report of 0 runs finished, after a spec edit)."""
+    def cell(values) -> tuple:
+        return tuple(norm(v) for v in values)
+
+    table = ctx.table
+    if table.empty or not all(k in table for k in ctx.keys):
+        return [False] * len(runs)
+    done = {cell(row) for row in table[ctx.keys].itertuples(index=False)}
+    return [cell(r.label if k == LABEL else r.flat().get(k) for k in ctx.keys) in done
+            for r in runs]
 
 
 def _name(run) -> str:
@@ -266,27 +287,51 @@ def _unpack_row(z, i: int, name: str) -> dict[str, Any]:
 
 def _figure(ctx: FigureContext, cfg: MechFigureConfig, path: Path, compute, draw) -> bool:
     """Compute the rows from the saved weights (and store them), else read the stored arrays;
-    draw the figure from the stored arrays either way (``NotDrawn`` says why it cannot)."""
+    draw the figure from the stored arrays either way (``NotDrawn`` says why it cannot). A
+    cell whose weights are gone keeps its stored row (one run's weights deleted, or one run
+    trained into a fresh clone, rewrote the arrays without the other cells and drew the figure
+    without them) while it is finished under the spec as it is (after a spec edit the old
+    arrays were drawn beside a report of 0 runs finished)."""
     arrays = arrays_path(path)
-    members = _members(ctx, cfg.where)
-    if members:
-        data = pack([compute(cfg, *m) for m in members], cfg)
+    selected = _members(ctx, cfg.where)
+    if not selected:  # koren2026-fig14's N = 4 figure in smoke (N 2 only) said `run` trains them
+        raise NotDrawn(f"profile {ctx.profile} has no cell its `where` selects")
+    fin = _finished(ctx, [r for r, _ in selected])
+    computed = {i: compute(cfg, *m) for i, (_, m) in enumerate(selected) if m is not None}
+    stored, err = None, None
+    if len(computed) < len(selected) and arrays.exists():
+        try:
+            stored = unpack(arrays, cfg)
+        except (OSError, ValueError, KeyError) as e:
+            err = e
+    aligned = stored is not None and len(stored) == len(selected) and all(
+        row["name"] == stored[i]["name"] for i, row in computed.items())
+    if stored is not None and not aligned and not computed and all(fin):
+        have = set(range(len(selected)))  # arrays of another count of cells: drawn as they are
+        rows = stored
+    else:
+        have = set(computed) | {i for i in range(len(selected)) if aligned and fin[i]}
+        rows = [computed[i] if i in computed else stored[i] for i in sorted(have)]
+    run = f"`ssmrepro run {ctx.spec.id} --profile {ctx.profile}`"
+    if computed:
+        data = pack(rows, cfg)
         atomic_write_bytes(arrays, data)
         rows = unpack(data, cfg)
-    elif arrays.exists():
-        try:
-            rows = unpack(arrays, cfg)
-        except (OSError, ValueError, KeyError) as err:
-            raise NotDrawn(f"{arrays.name} is unusable ({err}); re-run `ssmrepro run "
-                           f"{ctx.spec.id} --profile {ctx.profile}` to rebuild it") from None
-    elif not any(_matches(r, sel) for sel in cfg.where for r in expand(ctx.spec, ctx.profile)):
-        # koren2026-fig14's N = 4 figure in smoke (N 2 only) said `run` trains its cells
-        raise NotDrawn(f"profile {ctx.profile} has no cell its `where` selects")
-    else:
+    elif not have:
+        if err is not None:
+            raise NotDrawn(f"{arrays.name} is unusable ({err}); re-run {run} to rebuild it")
+        if not any(fin):
+            raise NotDrawn(f"no finished cell of profile {ctx.profile} to draw; {run} trains "
+                           "them")
         raise NotDrawn(f"no saved weights of its cells (runs/, not in git) and no {arrays.name}; "
-                       f"`ssmrepro run {ctx.spec.id} --profile {ctx.profile}` trains them")
+                       f"{run} trains them")
     if not rows:
         return False
+    left = sum(1 for i, f in enumerate(fin) if f and i not in have)
+    if left:
+        print(f"warning: {path.name} drawn without {left} of its {len(selected)} cells: their "
+              f"saved weights (runs/, not in git) are gone and {arrays.name} does not hold "
+              f"them; {run} trains them again", file=sys.stderr)
     draw(ctx, cfg, path, rows)
     return True
 

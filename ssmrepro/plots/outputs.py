@@ -159,6 +159,8 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             errors += format_errors(path, err, prefix=f"{key}.")
             continue
         refs(key, cfg)
+        errors += [f"{path}: {key}.{why}"
+                   for why in getattr(cfg, "analytic_problems", lambda _: [])(spec)]
         errors += [f"{path}: {key}.metric: {m!r} is not aggregated (aggregate.metrics: "
                    f"{sorted(metrics)})" + (" (a band's column: aggregate.percentiles, or lo / "
                                             "hi: null)" if re.search(r"\.p[0-9.]+$", m) else "")
@@ -1210,7 +1212,10 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         else set()
     finished = [r for r in runs if r.run_id in done]
     if DECAY in spec.analysis:
-        recs = {x.run_id: r for x in runs if (r := store.read(x.run_id)) is not None}
+        # under the label each run has in the spec as it is (the label is no part of the run
+        # id): a case relabelled since (S4D+PE -> S4D-PE) left its cell without decay metrics
+        recs = {x.run_id: {**rec, LABEL: x.label} for x in runs
+                if (rec := store.read(x.run_id)) is not None}
         hist = histogram_table(list(recs.values()), keys)
         hpath = out("histograms", "csv")
         computed = not hist.empty

@@ -141,7 +141,39 @@ def read_histograms(path) -> pd.DataFrame:
         raise TableError(f"{path}: bin {row['bin']} of part {row['part']!r} of cell "
                          f"{row[LABEL]!r} is given more than once; delete it to rebuild it from "
                          "the run records (or re-run the runs)")
+    why = _histogram_rows_problem(df, keys) if len(df) else None
+    if why:  # histogram_table writes every bin of both parts of a cell: rows deleted (the high
+        # 'before' bins of one cell) turned huang2025-fig1's split FAIL into a PASS without a word
+        raise TableError(f"{path}: {why}; delete it to rebuild it from the run records (or "
+                         "re-run the runs)")
     return df
+
+
+def _histogram_rows_problem(df: pd.DataFrame, keys: list[str]) -> str | None:
+    """What is wrong with the rows of a checked histogram table (bins, bin and count in range,
+    no bin twice), or None: counts that are not whole numbers of samples (inf, 0.5, 1e300), a
+    part other than ``before`` / ``after``, or a cell without every bin of both parts."""
+    counts, bin_ = df["count"].to_numpy(float), df["bin"].to_numpy(float)
+    for bad, what in ((bin_ != np.floor(bin_), "is not a whole number"),
+                      (~(np.isfinite(counts) & (counts == np.floor(counts))
+                         & (counts < 2.0 ** 53)), "has a count that is not a whole number of "
+                                                  "samples")):
+        if bad.any():
+            row = df[bad].iloc[0]
+            return (f"bin {row['bin']} of part {row['part']!r} of cell {row[LABEL]!r} {what} "
+                    f"(count {row['count']})")
+    parts = set(df["part"].astype(str))
+    if parts - {"before", "after"}:
+        return f"part {sorted(parts - {'before', 'after'})[0]!r} is not 'before' or 'after'"
+    for cell, g in df.groupby(keys, sort=False, dropna=False):
+        cell = cell if isinstance(cell, tuple) else (cell,)
+        bins = int(g["bins"].iloc[0])
+        for part in ("before", "after"):
+            n = int((g["part"].astype(str) == part).sum())
+            if n != bins:
+                shown = ", ".join(f"{k}={v}" for k, v in zip(keys, cell))
+                return f"cell {shown} gives {n} of the {bins} bins of part {part!r}"
+    return None
 
 
 def read_weights_table(path, name: str) -> pd.DataFrame:
@@ -150,11 +182,37 @@ def read_weights_table(path, name: str) -> pd.DataFrame:
     metrics = WEIGHT_ANALYSES[name][1]
     df = read_table(path, (LABEL, *metrics), numeric=metrics)
     for m in metrics:
-        why = metric_range_problem(m, df[m].tolist())
+        why = metric_range_problem(m, df[m].tolist()) or _analysis_range_problem(m, df[m])
         if why:
             raise TableError(f"{path}: column {m!r} holds {why}; delete it to rebuild it from "
                              "the saved weights (or re-run the runs)")
     return df
+
+
+# what each analysis metric can be (ssmrepro.analysis.mechanistic's definitions): a variance
+# of -5 in a committed output_variance.csv turned an ordering claim of koren2026-fig14 into PASS
+_FRACTION, _VARIANCE, _CORR = ((0.0, 1.0, "a fraction"), (0.0, np.inf, "a variance"),
+                               (-1.0, 1.0, "a correlation"))
+_ANALYSIS_RANGES = {
+    **{m: _FRACTION for m in ("gkq.diag_hit", "gkq.block_share", "gvv.diag_hit",
+                              "gvv.block_share", "hidden.hit", "attn.hit", "conv.copy_hit",
+                              "conv.shift_hit")},
+    **{m: _VARIANCE for m in ("out.noise_var", "out.wrong_var", "out.empty_var")},
+    "hidden.rel_err": (0.0, np.inf, "a relative error"),
+    "hidden.corr": _CORR, "attn.corr": _CORR}
+_RANGE_EPS = 1e-9  # float rounding of a share or a correlation
+
+
+def _analysis_range_problem(name: str, values: pd.Series) -> str | None:
+    """Why values of analysis metric ``name`` cannot be its own (outside its range), or None."""
+    if name not in _ANALYSIS_RANGES:
+        return None
+    lo, hi, what = _ANALYSIS_RANGES[name]
+    v = values.to_numpy(float)
+    bad = v[(v < lo - _RANGE_EPS) | (v > hi + _RANGE_EPS)]
+    if not len(bad):
+        return None
+    return f"{bad[0]:g}, not {what} ({'>= 0' if hi == np.inf else f'in [{lo:g}, {hi:g}]'})"
 
 
 def planned_rows(table: pd.DataFrame, runs: list, keys: list[str]
