@@ -1624,8 +1624,12 @@ def test_damaged_source_data_are_refused_not_trained_on(tmp_path, damage):
                   "--out", out)
     assert res.exit_code == 0, res.output
     (shard,) = (out / "shards").glob("labels_*.npy")
-    if damage == "labels":
+    if damage == "labels":  # (in a folder generated before meta.json named each shard's
+        # SHA-256, which would refuse the edit first)
         np.save(shard, np.full(20, 7, dtype=np.int64))
+        meta = json.loads((out / "meta.json").read_text())
+        del meta["shard_sha256"]
+        (out / "meta.json").write_text(json.dumps(meta))
         needle = "labels outside [0, 2)"
     else:
         shard.unlink()

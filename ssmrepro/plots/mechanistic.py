@@ -55,6 +55,7 @@ from .registry import (  # noqa: E402
     figure_kind,
     save_png,
     subplots,
+    wrap_text,
 )
 
 CMAP = "inferno"  # the paper's colormap (notes §2.5)
@@ -358,7 +359,7 @@ def _halves(ax, V: int, rows: bool, cols: bool) -> None:
 
 
 def _save(fig, ctx: FigureContext, cfg: FigureConfig, path: Path, note: str) -> None:
-    fig.suptitle(f"{ctx.fitted_title(cfg, fig.get_figwidth(), 9)}\n{note}", fontsize=9)
+    fig.suptitle(f"{wrap_text(ctx.title(cfg), fig.get_figwidth(), 9)}\n{note}", fontsize=9)
     save_png(fig, path, dpi=120)
 
 
