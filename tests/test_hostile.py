@@ -6025,3 +6025,19 @@ def test_a_partial_run_in_a_fresh_clone_keeps_the_committed_rows_of_the_other_ru
     after = pd.read_csv(table)
     assert sorted(after["run_id"]) == sorted(before["run_id"]), after
     assert "2 runs expected, 2 finished" in (root / "report-smoke.md").read_text()
+
+
+def test_export_names_the_tables_of_runs_with_set_overrides_it_leaves_out(tmp_path):
+    """`export` left out the tables `run --set` writes (`results-smoke-set-<hash>.csv`) without
+    a word, though docs/columns.md said it reads every results*.csv."""
+    root = _project(tmp_path, small=True)
+    out = tmp_path / "out"
+    folder = out / "huang2025" / "huang2025-tab1"
+    folder.mkdir(parents=True)
+    (folder / "results-smoke-set-0a1b2c.csv").write_text("run_id,label\n")
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv",
+                  env={"SSMREPRO_ROOT": str(root)})
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert ("note: left out 1 table(s) of runs with --set overrides (not a profile of their "
+            "spec): huang2025/huang2025-tab1/results-smoke-set-0a1b2c.csv") in said, said

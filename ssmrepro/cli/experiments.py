@@ -695,13 +695,19 @@ def export(
         fail([f"--file {dest}: inside the results root it exports ({root}); it would replace "
               "or add to the committed results (a table, the front page): write it elsewhere"])
     skipped: list[str] = []
+    tagged: list[str] = []
     try:
-        path, n = write_export(dest, fmt, out, skipped)
+        path, n = write_export(dest, fmt, out, skipped, tagged)
     except ImportError as err:
         fail([str(err)])
     for m in skipped:
         err_console.print(f"[yellow]warning:[/] left out (invalid spec): {escape(m)}",
                           highlight=False, soft_wrap=True)
+    if tagged:
+        shown = ", ".join(tagged[:3]) + (", ..." if len(tagged) > 3 else "")
+        err_console.print(f"note: left out {len(tagged)} table(s) of runs with --set overrides "
+                          f"(not a profile of their spec): {escape(shown)}", highlight=False,
+                          soft_wrap=True)
     console.print(f"{n} rows -> {path}", markup=False)
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..spec import SpecError, load_spec, spec_paths
+from ..spec import SET_TAG, SpecError, load_spec, spec_paths
 from ..store import (
     CONFIG_PREFIXES,
     is_metric_column,
@@ -99,9 +99,13 @@ def _planned(spec, profile: str) -> list:
         return []
 
 
-def export_table(out: Path | None = None, skipped: list[str] | None = None) -> pd.DataFrame:
+def export_table(out: Path | None = None, skipped: list[str] | None = None,
+                 tagged: list[str] | None = None) -> pd.DataFrame:
     """The long table of every spec's committed results under ``out`` (default ./results).
-    A spec that cannot be read is left out, with its first error appended to ``skipped``."""
+    A spec that cannot be read is left out, with its first error appended to ``skipped``; the
+    tables of runs with ``--set`` overrides (``results[-<profile>]-set-<hash>.csv``: no profile
+    of the spec, their rows would mix with the profile's) are left out and named in
+    ``tagged`` (they were left out without a word)."""
     rows: list[dict[str, Any]] = []
     for p in spec_paths():
         try:
@@ -110,6 +114,10 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None) -> p
             if skipped is not None:
                 skipped.append(err.messages[0])
             continue
+        root = results_dir(spec, out)
+        if tagged is not None and root.is_dir():
+            tagged += sorted(f"{spec.paper}/{spec.id}/{f.name}" for f in root.glob("results*.csv")
+                             if SET_TAG.search(f.stem))
         for prof, csv in result_files(spec, out):
             table = read_results(csv)
             if "profile" in table:  # as plot reads it: a row of a planned run checked against
@@ -124,12 +132,13 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None) -> p
 
 
 def write_export(path: Path, fmt: str, out: Path | None = None,
-                 skipped: list[str] | None = None) -> tuple[Path, int]:
+                 skipped: list[str] | None = None,
+                 tagged: list[str] | None = None) -> tuple[Path, int]:
     """Write the table as ``fmt`` (csv | parquet); returns (path, rows). Specs that cannot be
-    read are listed in ``skipped`` (``export_table``)."""
+    read are listed in ``skipped``, ``--set`` tables left out in ``tagged`` (``export_table``)."""
     if fmt not in FORMATS:
         raise ValueError(f"--format {fmt!r}: expected csv or parquet")
-    df = export_table(out, skipped)
+    df = export_table(out, skipped, tagged)
     if fmt == "parquet":
         try:
             import pyarrow  # noqa: F401
