@@ -5867,6 +5867,8 @@ def test_a_committed_analysis_table_with_a_value_outside_its_metric_is_a_message
      "targets.0.paper: 'koren2026', but the spec huang2025-fig1 says 'huang2025'"),
     ("[{id: huang2025-fig1, alias: keep-nth, paper: huang2025, tier: 2}]",
      "targets.0.alias: 'keep-nth', but the spec huang2025-fig1 says None"),
+    ("[{id: huang2025-fig1, paper: huang2025, tier: 1}]",  # (yu2025-tab1 / tab2 were so)
+     "targets.0.tier: 1, but the spec huang2025-fig1 says 2"),
 ])
 def test_a_catalogue_row_that_contradicts_its_spec_is_refused_before_rebuilding(tmp_path, rows,
                                                                                  needle):

@@ -236,7 +236,7 @@ def _describe(t: Target, spec, out: Path | None, base: Path) -> None:
 
 def checked_catalogue() -> tuple[list[dict], dict[str, object]]:
     """(the catalogue's target rows, the specs by id); SpecError when a row's id differs only in
-    case from a spec's, or its paper or alias contradicts its spec's (`figures` checks this
+    case from a spec's, or its paper, alias or tier contradicts its spec's (`figures` checks this
     before rebuilding anything)."""
     _, rows = catalogue()
     broken: list[str] = []
@@ -251,7 +251,7 @@ def checked_catalogue() -> tuple[list[dict], dict[str, object]]:
     for i, row in enumerate(rows):  # the spec is what runs: a row that contradicts it listed
         # huang2025-fig1 under koren2026, or with huang2025-tab1's alias (which runs that spec)
         spec = specs.get(row["id"])
-        for key in ("paper", "alias") if spec is not None else ():
+        for key in ("paper", "alias", "tier") if spec is not None else ():
             if key in row and row[key] != getattr(spec, key) and not (
                     key == "alias" and row[key] is None):
                 slips.append(f"{experiments_dir() / CATALOGUE}: targets.{i}.{key}: "
