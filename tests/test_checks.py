@@ -378,3 +378,23 @@ def test_cells_match_runs_by_values_not_ids():
     df["model.d"] = df["model.d"].astype(float)
     cells = aggregate(df, runs, "mean", ["test.acc"])
     assert cells["complete"].all() and np.allclose(cells["test.acc"], [0.9, 0.8])
+
+
+@pytest.mark.parametrize("claim", [
+    {"check": "spread", "text": "flat", "group_by": [], "tol": 0.05},
+    {"check": "collapse", "text": "one", "by": "model.d * 0", "tol": 0.05, "min_groups": 1},
+    {"check": "region", "text": "inside", "region": "model.d > 0", "op": ">=", "value": 0.5},
+    {"check": "region", "text": "some", "region": "model.d > 0", "op": ">=", "value": 0.5,
+     "mode": "any"},
+    {"check": "size_order", "text": "A first", "labels": ["A", "B"], "size": "model.d",
+     "group_by": [], "threshold": 0.5, "strict": False},
+])
+def test_every_check_honours_its_precondition(claim):
+    """A `given` no cell meets leaves a claim MISSING (untestable); spread, collapse, region and
+    size_order ignored it and judged the untrained cells (FAIL, or a PASS on them)."""
+    runs = grid(["A", "B"], [8, 16])
+    given = [{"metric": "test.acc", "op": ">=", "value": 0.95}]
+    vals = [0.9, 0.6, 0.3, 0.1] if claim["check"] != "size_order" else [0.9, 0.6, 0.6, 0.1]
+    assert judge([claim], runs, vals)[0].verdict in ("PASS", "FAIL")
+    v = judge([{**claim, "given": given}], runs, vals)[0]
+    assert v.verdict == "MISSING" and "given test.acc >= 0.95" in v.text, v

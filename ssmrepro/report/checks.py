@@ -825,7 +825,7 @@ def collapse(ctx: CheckContext, cfg: CollapseConfig) -> list[Verdict]:
         return Outcome(ok, f"spread per {cfg.by} = {shown}; group means span {span:.3f}"
                        + ("; a diverged cell" if nan else ""), worst)
 
-    return [judge(text, needed, evaluate_cells)]
+    return [judge(text, needed, evaluate_cells, cfg.given)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1019,11 +1019,13 @@ def region(ctx: CheckContext, cfg: RegionConfig) -> list[Verdict]:
 
     if cfg.mode == "any":  # one finished cell that holds decides; absent cells cannot undo it
         complete = needed[needed[COMPLETE].astype(bool)] if len(needed) else needed
+        complete = testable(complete, cfg.given)
         if len(complete):
             out = evaluate(complete)
             if out.ok:
-                return [Verdict("claim", text, "PASS", out.ours, detail=out.detail)]
-    return [judge(text, needed, evaluate)]
+                return [Verdict("claim", text + given_text(cfg.given), "PASS", out.ours,
+                                detail=out.detail)]
+    return [judge(text, needed, evaluate, cfg.given)]
 
 
 def _cell_name(row: pd.Series, keys: list[str]) -> str:
@@ -1111,7 +1113,7 @@ def size_order(ctx: CheckContext, cfg: SizeOrderConfig) -> list[Verdict]:
                                               if cfg.strict and lax else "")
         return Outcome(ok, detail)
 
-    return [judge(text, needed, evaluate)]
+    return [judge(text, needed, evaluate, cfg.given)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1171,4 +1173,4 @@ def spread(ctx: CheckContext, cfg: SpreadConfig) -> list[Verdict]:
                        f"{viol} of {len(spreads)} groups spread more than {cfg.tol} (largest "
                        f"{worst:.3f})", worst)
 
-    return [judge(text, pd.concat(groups), evaluate)]
+    return [judge(text, pd.concat(groups), evaluate, cfg.given)]
