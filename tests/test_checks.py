@@ -398,3 +398,31 @@ def test_every_check_honours_its_precondition(claim):
     assert judge([claim], runs, vals)[0].verdict in ("PASS", "FAIL")
     v = judge([{**claim, "given": given}], runs, vals)[0]
     assert v.verdict == "MISSING" and "given test.acc >= 0.95" in v.text, v
+
+
+def test_a_value_on_its_bound_but_for_rounding_is_on_it():
+    """|ours - paper| = tol matches, a - b = margin is in order, a spread = tol holds, whichever
+    side the float rounding of a mean or a difference falls (0.9 - 0.85 = 0.050000000000000044:
+    a paper value 0.85 ± 0.05 'differed' from our 0.9 while 0.95 ± 0.05 matched it)."""
+    runs = grid(["A", "B"], [8, 16])
+    vals = [0.9, 0.6, 0.3, 0.1]  # A8, A16, B8, B16
+    df = rows_for(runs, vals)
+    cells = aggregate(df, runs, "mean", ["test.acc"])
+    pv = [SimpleNamespace(where={"label": "A", "model.d": 8}, metric="test.acc", value=p, tol=0.05)
+          for p in (0.85, 0.95)] + [
+         SimpleNamespace(where={"label": "A", "model.d": 16}, metric="test.acc", value=0.65,
+                         tol=0.05)]
+    spec = SimpleNamespace(claims=[], paper_values=pv, claim="c")
+    got = [v.verdict for v in verify(spec, cells, cell_keys(runs)) if v.kind == "paper_value"]
+    assert got == ["match", "match", "match"]
+    claims = [
+        {"check": "ordering", "text": "B8 ahead", "a": {"label": "B", "model.d": 8},
+         "b": {"label": "B", "model.d": 16}, "match": [], "margin": 0.2},
+        {"check": "spread", "text": "A flat", "where": {"label": "A"}, "group_by": [],
+         "tol": 0.3},
+        {"check": "monotone", "text": "B falls", "where": {"label": "B"}, "along": "model.d",
+         "direction": "decreasing", "tol": 0.2},
+        {"text": "not above", "where": {"label": "B", "model.d": 8}, "op": ">", "value": 0.3},
+    ]
+    got = [v.verdict for v in judge(claims, runs, vals)]
+    assert got == ["PASS", "PASS", "PASS", "FAIL"]

@@ -58,11 +58,21 @@ from .columns import (
     WIDTH,
 )
 
+
+def close(a: float, b: float) -> bool:
+    """Equal but for floating-point rounding (rel 1e-9, abs 1e-12): a mean of seeds, a
+    difference or a sum is rounded, so 0.9 - 0.85 is 0.050000000000000044 and a value on its
+    bound (|ours - paper| = tol, a − b = margin) fell on the wrong side of it."""
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+# comparisons with a bound; a value on the bound but for rounding is on it (>= and <= hold,
+# > and < do not); NaN compares false
 OPS: dict[str, Callable[[float, float], bool]] = {
-    ">=": lambda a, b: a >= b,
-    "<=": lambda a, b: a <= b,
-    ">": lambda a, b: a > b,
-    "<": lambda a, b: a < b,
+    ">=": lambda a, b: a >= b or close(a, b),
+    "<=": lambda a, b: a <= b or close(a, b),
+    ">": lambda a, b: a > b and not close(a, b),
+    "<": lambda a, b: a < b and not close(a, b),
 }
 
 
@@ -586,7 +596,8 @@ def ordering(ctx: CheckContext, cfg: OrderingConfig) -> list[Verdict]:
             return Outcome(None, "no pair with both cells finished")
         vals = pd.Series(_metric(cells, cfg.metric), index=cells.index)
         diffs = np.array([float(vals[i]) - cfg.factor * float(vals[j]) for i, j in done])
-        miss = int(sum(math.isnan(d) or d < cfg.margin for d in diffs))
+        miss = int(sum(not OPS[">="](float(vals[i]), cfg.factor * float(vals[j]) + cfg.margin)
+                       for i, j in done))
         worst = float(np.min(diffs)) if not np.isnan(diffs).any() else math.nan
         used = cells.loc[sorted({k for p in done for k in p})]
         return Outcome(miss == 0, f"{miss} of {len(done)} finished pairs out of order"
@@ -663,7 +674,7 @@ def monotone(ctx: CheckContext, cfg: MonotoneConfig) -> list[Verdict]:
             for k in range(len(vals) - 1):
                 steps += 1
                 d = sign * (vals[k + 1] - vals[k])
-                if math.isnan(d) or d < -cfg.tol:
+                if not OPS[">="](d, -cfg.tol):
                     viol += 1
                     where_viol.append(f"{xs[k]}→{xs[k + 1]}")
         if not steps:
@@ -736,7 +747,7 @@ def loglog_slope(ctx: CheckContext, cfg: LogLogSlopeConfig) -> list[Verdict]:
                 return Outcome(None, f"{len(np.unique(x))} finished values of {cfg.x} "
                                f"(needs {cfg.min_points})")
             slope = float(np.polyfit(np.log(x), np.log(y), 1)[0])
-            ok = abs(slope - cfg.expected) <= cfg.tol
+            ok = OPS["<="](abs(slope - cfg.expected), cfg.tol)
             return Outcome(ok, f"fitted slope {slope:.3f} over {len(x)} cells", slope)
 
         out.append(judge(text, g, evaluate, cfg.given))
@@ -820,7 +831,7 @@ def collapse(ctx: CheckContext, cfg: CollapseConfig) -> list[Verdict]:
         means = [float(v.mean()) for v in groups.values()]
         span = max(means) - min(means)
         worst = max(spreads.values())
-        ok = not nan and worst <= cfg.tol and span >= cfg.min_range
+        ok = not nan and OPS["<="](worst, cfg.tol) and OPS[">="](span, cfg.min_range)
         shown = ", ".join(f"{fmt_num(g)}: {spreads[g]:.3f}" for g in spreads)
         return Outcome(ok, f"spread per {cfg.by} = {shown}; group means span {span:.3f}"
                        + ("; a diverged cell" if nan else ""), worst)
@@ -887,7 +898,7 @@ def frontier(cells: pd.DataFrame, metric: str, x: str, y: str, thr: float) -> di
     """For each x (width): the smallest y (state size) whose metric is >= thr (NaN = a miss)."""
     out: dict[float, float] = {}
     for xv, g in cells.groupby(x):
-        ok = g[g[metric].astype(float) >= thr]
+        ok = g[np.array([OPS[">="](v, thr) for v in g[metric].astype(float)], dtype=bool)]
         if len(ok):
             out[float(xv)] = float(ok[y].astype(float).min())
     return out
@@ -1068,7 +1079,9 @@ class SizeOrderConfig(CheckConfig):
 
 def smallest_solving(cells: pd.DataFrame, metric: str, size: str, thr: float) -> float:
     """The smallest size whose metric >= thr (inf when none)."""
-    ok = cells[cells[metric].astype(float) >= thr] if metric in cells else cells.iloc[0:0]
+    ok = (cells[np.array([OPS[">="](v, thr) for v in cells[metric].astype(float)], dtype=bool)]
+          if metric in cells
+          else cells.iloc[0:0])
     return float(ok[size].astype(float).min()) if len(ok) else math.inf
 
 
@@ -1165,7 +1178,7 @@ def spread(ctx: CheckContext, cfg: SpreadConfig) -> list[Verdict]:
             vals = _metric(g, cfg.metric)
             sp = math.nan if np.isnan(vals).any() else float(vals.max() - vals.min())
             spreads.append(sp)
-            viol += math.isnan(sp) or sp > cfg.tol
+            viol += math.isnan(sp) or OPS[">"](sp, cfg.tol)
         if not spreads:
             return Outcome(None, "no group has two finished cells")
         worst = max((s for s in spreads if not math.isnan(s)), default=math.nan)
