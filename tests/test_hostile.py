@@ -6021,3 +6021,22 @@ def test_a_partial_run_in_a_fresh_clone_keeps_the_committed_rows_of_the_other_ru
     after = pd.read_csv(table)
     assert sorted(after["run_id"]) == sorted(before["run_id"]), after
     assert "2 runs expected, 2 finished" in (root / "report-smoke.md").read_text()
+
+
+def test_a_selection_counts_every_candidates_runs(tmp_path):
+    """With `aggregate.select` (one value of a swept key kept per cell) the report, `verify
+    --json` and the console counted the kept candidate's runs only: 2 runs planned, 1 trained,
+    said '1 runs expected, 1 finished' and nothing about the run not trained."""
+    spec = _one_run_spec(tmp_path, sweep=[
+        {"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]},
+        {"grid": {"model.d_model": [8, 12]}}],
+        aggregate={"reduce": "mean", "metrics": ["test.acc"],
+                   "select": {"over": "model.d_model", "by": "test.acc", "op": "max"}})
+    out = tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate",
+                  "--no-plot", "--workers", "1", "--max-runs", "1")
+    assert res.exit_code == 0, res.output
+    res = _invoke("verify", spec, "--out", out, "--profile", "smoke", "--json")
+    assert '"expected": 2' in res.output and '"finished": 1' in res.output, res.output
+    report = (out / "tests" / "t-spec" / "report-smoke.md").read_text()
+    assert "2 runs expected, 1 finished" in report, report

@@ -148,9 +148,12 @@ def run_counts(cells: pd.DataFrame, n_runs: int) -> tuple[int, int, int]:
     return n_exp, n_ok + n_div, n_div
 
 
-def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n_runs: int) -> str:
-    """report.md: verdict counts first, then claims, paper values beside ours, our numbers."""
-    n_exp, n_done, n_div = run_counts(cells, n_runs)
+def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n_runs: int,
+             counted: pd.DataFrame | None = None) -> str:
+    """report.md: verdict counts first, then claims, paper values beside ours, our numbers.
+    ``counted``: the cells whose runs are counted, where ``cells`` keeps one candidate of each
+    group (``aggregate.select``)."""
+    n_exp, n_done, n_div = run_counts(cells if counted is None else counted, n_runs)
     n_ok = n_done - n_div
     if spec.analytic is not None:
         a = spec.analytic
