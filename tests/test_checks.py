@@ -426,3 +426,19 @@ def test_a_value_on_its_bound_but_for_rounding_is_on_it():
     ]
     got = [v.verdict for v in judge(claims, runs, vals)]
     assert got == ["PASS", "PASS", "PASS", "FAIL"]
+
+
+def test_size_order_and_recall_frontier_take_a_metric_expression():
+    """A `metric` expression (`test.acc * 1`) was looked up as a column: size_order found no
+    label reaching the threshold (MISSING whatever was measured), recall_frontier raised
+    KeyError."""
+    runs = grid(["A", "B"], [8, 16])
+    so = {"check": "size_order", "text": "A first", "labels": ["A", "B"], "size": "model.d",
+          "group_by": [], "threshold": 0.5, "strict": False}
+    vals = [0.9, 0.9, 0.1, 0.6]
+    assert judge([so], runs, vals)[0].verdict == "PASS"
+    assert judge([{**so, "metric": "test.acc * 1"}], runs, vals)[0].verdict == "PASS"
+    Ds, Ns = list(range(20, 66, 4)), list(range(4, 33, 2))
+    runs = _recall_runs(["lin"], Ds, Ns)
+    assert judge([{**FR, "metric": "test.acc * 1"}], runs,
+                 _law_values(runs))[0].verdict == "PASS"

@@ -898,7 +898,7 @@ def frontier(cells: pd.DataFrame, metric: str, x: str, y: str, thr: float) -> di
     """For each x (width): the smallest y (state size) whose metric is >= thr (NaN = a miss)."""
     out: dict[float, float] = {}
     for xv, g in cells.groupby(x):
-        ok = g[np.array([OPS[">="](v, thr) for v in g[metric].astype(float)], dtype=bool)]
+        ok = g[np.array([OPS[">="](v, thr) for v in _metric(g, metric)], dtype=bool)]
         if len(ok):
             out[float(xv)] = float(ok[y].astype(float).min())
     return out
@@ -1079,9 +1079,7 @@ class SizeOrderConfig(CheckConfig):
 
 def smallest_solving(cells: pd.DataFrame, metric: str, size: str, thr: float) -> float:
     """The smallest size whose metric >= thr (inf when none)."""
-    ok = (cells[np.array([OPS[">="](v, thr) for v in cells[metric].astype(float)], dtype=bool)]
-          if metric in cells
-          else cells.iloc[0:0])
+    ok = cells[np.array([OPS[">="](v, thr) for v in _metric(cells, metric)], dtype=bool)]
     return float(ok[size].astype(float).min()) if len(ok) else math.inf
 
 
