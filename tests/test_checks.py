@@ -442,3 +442,12 @@ def test_size_order_and_recall_frontier_take_a_metric_expression():
     runs = _recall_runs(["lin"], Ds, Ns)
     assert judge([{**FR, "metric": "test.acc * 1"}], runs,
                  _law_values(runs))[0].verdict == "PASS"
+
+
+def test_collapse_groups_cells_equal_but_for_rounding():
+    """0.1 × 3 (0.30000000000000004) and 0.3 × 1 lie on one diagonal: one group, whose spread
+    0.7 fails the claim (each was a group of its own, and the claim PASSed on the others)."""
+    runs = [Run("A", {"x.a": a, "x.b": b}) for a, b in [(0.1, 3), (0.3, 1), (0.1, 1), (0.05, 2)]]
+    co = {"check": "collapse", "text": "c", "by": "x.a * x.b", "tol": 0.05, "min_groups": 1}
+    v = judge([co], runs, [0.9, 0.2, 0.5, 0.5])[0]
+    assert v.verdict == "FAIL" and "0.3: 0.700" in v.detail, v.detail

@@ -791,14 +791,17 @@ class CollapseConfig(CheckConfig):
 
 def _by_values(cells: pd.DataFrame, by: str) -> pd.Series:
     """Per cell, the value of the expression ``by`` of its keys (NaN where it has none: a cell
-    without a group is left out, never a crash; validated per cell before training)."""
+    without a group is left out, never a crash; validated per cell before training), to 12
+    significant digits: cells on one diagonal but for rounding are one group (0.1 × 3 is
+    0.30000000000000004, not 0.3 × 1: each was a group of its own, and their spread unseen)."""
     refs = sorted(expr.names(by))
 
     def one(r: pd.Series) -> float:
         try:
-            return float(expr.evaluate(by, {k: float(r[k]) for k in refs}))
-        except (expr.ExprError, TypeError, ValueError):
+            v = float(expr.evaluate(by, {k: float(r[k]) for k in refs}))
+        except (expr.ExprError, TypeError, ValueError, OverflowError):
             return math.nan
+        return float(f"{v:.12g}") if math.isfinite(v) else v
     return cells.apply(one, axis=1) if len(cells) else pd.Series(dtype=float)
 
 
