@@ -451,3 +451,16 @@ def test_collapse_groups_cells_equal_but_for_rounding():
     co = {"check": "collapse", "text": "c", "by": "x.a * x.b", "tol": 0.05, "min_groups": 1}
     v = judge([co], runs, [0.9, 0.2, 0.5, 0.5])[0]
     assert v.verdict == "FAIL" and "0.3: 0.700" in v.detail, v.detail
+
+
+def test_region_any_is_missing_while_a_cell_that_may_hold_is_not_finished():
+    """`mode: any` FAILed when the finished cells missed and a needed cell was not finished
+    (or missed its precondition): that cell may still hold it (any_threshold said MISSING)."""
+    runs = grid(["A", "B"], [8])
+    rg = {"check": "region", "text": "some low", "region": "model.d > 0", "op": "<=",
+          "value": 0.5, "mode": "any"}
+    assert judge([rg], runs, [0.9, None])[0].verdict == "MISSING"
+    assert judge([rg], runs, [0.9, 0.6])[0].verdict == "FAIL"
+    assert judge([rg], runs, [0.9, 0.2])[0].verdict == "PASS"
+    given = [{"metric": "test.acc", "op": ">=", "value": 0.5}]
+    assert judge([{**rg, "given": given}], runs, [0.9, 0.2])[0].verdict == "MISSING"

@@ -1039,6 +1039,10 @@ def region(ctx: CheckContext, cfg: RegionConfig) -> list[Verdict]:
             if out.ok:
                 return [Verdict("claim", text + given_text(cfg.given), "PASS", out.ours,
                                 detail=out.detail)]
+        v = judge(text, needed, evaluate, cfg.given)
+        if v.verdict == "FAIL" and len(complete) < len(needed):  # a cell not finished (or
+            v.verdict = "MISSING"  # untestable) may still hold: it FAILed, as if none could
+        return [v]
     return [judge(text, needed, evaluate, cfg.given)]
 
 
