@@ -464,3 +464,16 @@ def test_region_any_is_missing_while_a_cell_that_may_hold_is_not_finished():
     assert judge([rg], runs, [0.9, 0.2])[0].verdict == "PASS"
     given = [{"metric": "test.acc", "op": ">=", "value": 0.5}]
     assert judge([{**rg, "given": given}], runs, [0.9, 0.2])[0].verdict == "MISSING"
+
+
+def test_values_near_zero_that_differ_are_not_on_their_bound():
+    """Only rounding is forgiven: losses of 5.0e-14 and 5.7e-14 differ (yu2025-fig3's S4D rose
+    so from width 32 to 128; an absolute slack of 1e-12 called that step level, FAIL -> PASS)."""
+    runs = grid(["A"], [32, 128])
+    mo = {"check": "monotone", "text": "falls", "where": {"label": "A"}, "along": "model.d",
+          "direction": "decreasing"}
+    assert judge([mo], runs, [4.977e-14, 5.726e-14])[0].verdict == "FAIL"
+    assert judge([mo], runs, [5.726e-14, 4.977e-14])[0].verdict == "PASS"
+    od = {"check": "ordering", "text": "a >= b", "a": {"model.d": 32}, "b": {"model.d": 128},
+          "match": []}
+    assert judge([od], runs, [4.977e-14, 5.726e-14])[0].verdict == "FAIL"

@@ -26,7 +26,6 @@ from .cells import (
 from .checks import (
     CHECKS,
     DEFAULT_CHECK,
-    OPS,
     CheckContext,
     CheckKind,
     Verdict,
@@ -36,6 +35,7 @@ from .checks import (
     never_defined,
     parse_claim,
     run_check,
+    within,
 )
 from .columns import COMPLETE, N_DIVERGED, N_EXPECTED, N_OK
 
@@ -69,7 +69,7 @@ def _paper_value(pv, cells: pd.DataFrame, index: CellIndex | None = None) -> Ver
         return Verdict("paper_value", f"{text} (tol {pv.tol})", "differs", math.nan, pv.value,
                        detail="diverged")
     ours = float(vals.mean())
-    verdict = "match" if OPS["<="](abs(ours - pv.value), pv.tol) else "differs"
+    verdict = "match" if within(ours, pv.value, pv.tol) else "differs"
     return Verdict("paper_value", f"{text} (tol {pv.tol})", verdict, ours, pv.value)
 
 

@@ -60,10 +60,12 @@ from .columns import (
 
 
 def close(a: float, b: float) -> bool:
-    """Equal but for floating-point rounding (rel 1e-9, abs 1e-12): a mean of seeds, a
-    difference or a sum is rounded, so 0.9 - 0.85 is 0.050000000000000044 and a value on its
-    bound (|ours - paper| = tol, a − b = margin) fell on the wrong side of it."""
-    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    """Equal but for floating-point rounding (relative 1e-9; no absolute slack, so losses of
+    5e-14 and 6e-14 still differ): a mean of seeds, a difference or a sum is rounded, so
+    0.9 - 0.85 is 0.050000000000000044 and a value on its bound (|ours - paper| = tol,
+    a − b = margin) fell on the wrong side of it. Bounds are compared with the values
+    themselves (a >= b + margin), not with their differences, whose rounding is not relative."""
+    return math.isclose(a, b, rel_tol=1e-9)
 
 
 # comparisons with a bound; a value on the bound but for rounding is on it (>= and <= hold,
@@ -74,6 +76,11 @@ OPS: dict[str, Callable[[float, float], bool]] = {
     ">": lambda a, b: a > b and not close(a, b),
     "<": lambda a, b: a < b and not close(a, b),
 }
+
+
+def within(x: float, value: float, tol: float) -> bool:
+    """|x - value| <= tol, with x compared to value ± tol (see ``close``)."""
+    return OPS[">="](x, value - tol) and OPS["<="](x, value + tol)
 
 
 @dataclass
@@ -673,8 +680,7 @@ def monotone(ctx: CheckContext, cfg: MonotoneConfig) -> list[Verdict]:
             xs = g[cfg.along].tolist()
             for k in range(len(vals) - 1):
                 steps += 1
-                d = sign * (vals[k + 1] - vals[k])
-                if not OPS[">="](d, -cfg.tol):
+                if not OPS[">="](sign * vals[k + 1], sign * vals[k] - cfg.tol):
                     viol += 1
                     where_viol.append(f"{xs[k]}→{xs[k + 1]}")
         if not steps:
@@ -747,7 +753,7 @@ def loglog_slope(ctx: CheckContext, cfg: LogLogSlopeConfig) -> list[Verdict]:
                 return Outcome(None, f"{len(np.unique(x))} finished values of {cfg.x} "
                                f"(needs {cfg.min_points})")
             slope = float(np.polyfit(np.log(x), np.log(y), 1)[0])
-            ok = OPS["<="](abs(slope - cfg.expected), cfg.tol)
+            ok = within(slope, cfg.expected, cfg.tol)
             return Outcome(ok, f"fitted slope {slope:.3f} over {len(x)} cells", slope)
 
         out.append(judge(text, g, evaluate, cfg.given))
@@ -828,13 +834,15 @@ def collapse(ctx: CheckContext, cfg: CollapseConfig) -> list[Verdict]:
         k = _by_values(cells, cfg.by)
         groups = {float(g): vals[k == g] for g in sorted(k.unique())}
         spreads = {g: float(v.max() - v.min()) for g, v in groups.items() if len(v) >= 2}
+        wide = any(not OPS["<="](float(v.max()), float(v.min()) + cfg.tol)
+                   for v in groups.values() if len(v) >= 2)
         if len(spreads) < cfg.min_groups:
             return Outcome(None, f"{len(spreads)} groups with ≥ 2 finished cells")
         nan = any(v.isna().any() for v in groups.values())
         means = [float(v.mean()) for v in groups.values()]
         span = max(means) - min(means)
         worst = max(spreads.values())
-        ok = not nan and OPS["<="](worst, cfg.tol) and OPS[">="](span, cfg.min_range)
+        ok = not nan and not wide and OPS[">="](max(means), min(means) + cfg.min_range)
         shown = ", ".join(f"{fmt_num(g)}: {spreads[g]:.3f}" for g in spreads)
         return Outcome(ok, f"spread per {cfg.by} = {shown}; group means span {span:.3f}"
                        + ("; a diverged cell" if nan else ""), worst)
@@ -1183,7 +1191,7 @@ def spread(ctx: CheckContext, cfg: SpreadConfig) -> list[Verdict]:
             vals = _metric(g, cfg.metric)
             sp = math.nan if np.isnan(vals).any() else float(vals.max() - vals.min())
             spreads.append(sp)
-            viol += math.isnan(sp) or OPS[">"](sp, cfg.tol)
+            viol += math.isnan(sp) or not OPS["<="](float(vals.max()), float(vals.min()) + cfg.tol)
         if not spreads:
             return Outcome(None, "no group has two finished cells")
         worst = max((s for s in spreads if not math.isnan(s)), default=math.nan)
