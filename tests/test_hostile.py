@@ -6040,3 +6040,24 @@ def test_a_selection_counts_every_candidates_runs(tmp_path):
     assert '"expected": 2' in res.output and '"finished": 1' in res.output, res.output
     report = (out / "tests" / "t-spec" / "report-smoke.md").read_text()
     assert "2 runs expected, 1 finished" in report, report
+
+
+def test_a_where_naming_the_selected_key_is_refused(tmp_path):
+    """With `aggregate.select.over: model.d_model` a cell holds the chosen width only: a claim
+    or paper value `where: {model.d_model: 12}` matched nothing when 8 was kept (MISSING 'no
+    cell the claim needs', paper value 'not run', every run finished)."""
+    select = {"reduce": "mean", "metrics": ["test.acc"],
+              "select": {"over": "model.d_model", "by": "test.acc", "op": "max"}}
+    sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]},
+             {"grid": {"model.d_model": [8, 12]}}]
+    where = {"label": "S6", "model.d_model": 12}
+    spec = _one_run_spec(tmp_path, sweep=sweep, aggregate=select,
+                         claims=[{"text": "t", "where": where, "op": ">=", "value": 0.5}],
+                         paper_values=[{"where": where, "metric": "test.acc", "value": 0.5,
+                                        "tol": 0.1}])
+    _assert_refused(_invoke("validate", spec), "claims.0.where.model.d_model: aggregate.select",
+                    "paper_values.0.where.model.d_model: aggregate.select")
+    spec = _one_run_spec(tmp_path, sweep=sweep, aggregate=select,
+                         claims=[{"text": "t", "where": {"label": "S6"}, "op": ">=",
+                                  "value": 0.5}])
+    assert _invoke("validate", spec).exit_code == 0

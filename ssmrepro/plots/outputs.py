@@ -297,6 +297,16 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                           "alone (it varies only together with other cell keys), so the "
                           "selection would choose nothing: name the swept key to choose over "
                           "(e.g. train.lr)")
+    if sel is not None:  # the kept row of a group holds its chosen value of `over`: a where
+        # naming a value matched only while that value was the one kept (a claim MISSING 'no
+        # cell the claim needs', a paper value 'not run', every run finished)
+        named = [(f"paper_values.{i}.where", pv.where) for i, pv in enumerate(spec.paper_values)]
+        named += [(f"{key}.{f}", getattr(cfg, f)) for key, cfg in checked
+                  if key.startswith("claims.") for f in ("where", "a", "b")
+                  if isinstance(getattr(cfg, f, None), dict)]
+        errors += [f"{path}: {key}.{sel.over}: aggregate.select.over keeps one value of "
+                   f"{sel.over} per cell (the best by {sel.by}), so no cell is chosen by it"
+                   for key, where in named if sel.over in where]
     for i, pv in enumerate(spec.paper_values):
         for k in pv.where:
             if k == SEED:
