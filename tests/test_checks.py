@@ -477,3 +477,21 @@ def test_values_near_zero_that_differ_are_not_on_their_bound():
     od = {"check": "ordering", "text": "a >= b", "a": {"model.d": 32}, "b": {"model.d": 128},
           "match": []}
     assert judge([od], runs, [4.977e-14, 5.726e-14])[0].verdict == "FAIL"
+
+
+def test_a_paper_value_of_a_cell_with_no_run_finished_is_unfinished_not_not_run():
+    """A cell of the profile none of whose runs finished yet was counted among the 'cells not
+    run in this profile'."""
+    from ssmrepro.report import paper_value_tally
+
+    runs = grid(["A", "B"], [8])
+    df = rows_for(runs, [0.9, None])
+    cells = aggregate(df, runs, "mean", ["test.acc"])
+    pv = [SimpleNamespace(where={"label": lab}, metric="test.acc", value=0.9, tol=0.05)
+          for lab in ("A", "B", "C")]
+    got = [v for v in verify(SimpleNamespace(claims=[], paper_values=pv, claim="c"), cells,
+                             cell_keys(runs)) if v.kind == "paper_value"]
+    assert [v.verdict for v in got] == ["match", "unfinished", "missing"]
+    assert got[1].detail == "0 of 1 runs finished"
+    assert paper_value_tally(got) == ("1 of 1 compared within tolerance; 1 cells not finished, "
+                                      "not compared; 1 cells not run in this profile")
