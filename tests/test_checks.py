@@ -378,3 +378,120 @@ def test_cells_match_runs_by_values_not_ids():
     df["model.d"] = df["model.d"].astype(float)
     cells = aggregate(df, runs, "mean", ["test.acc"])
     assert cells["complete"].all() and np.allclose(cells["test.acc"], [0.9, 0.8])
+
+
+@pytest.mark.parametrize("claim", [
+    {"check": "spread", "text": "flat", "group_by": [], "tol": 0.05},
+    {"check": "collapse", "text": "one", "by": "model.d * 0", "tol": 0.05, "min_groups": 1},
+    {"check": "region", "text": "inside", "region": "model.d > 0", "op": ">=", "value": 0.5},
+    {"check": "region", "text": "some", "region": "model.d > 0", "op": ">=", "value": 0.5,
+     "mode": "any"},
+    {"check": "size_order", "text": "A first", "labels": ["A", "B"], "size": "model.d",
+     "group_by": [], "threshold": 0.5, "strict": False},
+])
+def test_every_check_honours_its_precondition(claim):
+    """A `given` no cell meets leaves a claim MISSING (untestable); spread, collapse, region and
+    size_order ignored it and judged the untrained cells (FAIL, or a PASS on them)."""
+    runs = grid(["A", "B"], [8, 16])
+    given = [{"metric": "test.acc", "op": ">=", "value": 0.95}]
+    vals = [0.9, 0.6, 0.3, 0.1] if claim["check"] != "size_order" else [0.9, 0.6, 0.6, 0.1]
+    assert judge([claim], runs, vals)[0].verdict in ("PASS", "FAIL")
+    v = judge([{**claim, "given": given}], runs, vals)[0]
+    assert v.verdict == "MISSING" and "given test.acc >= 0.95" in v.text, v
+
+
+def test_a_value_on_its_bound_but_for_rounding_is_on_it():
+    """|ours - paper| = tol matches, a - b = margin is in order, a spread = tol holds, whichever
+    side the float rounding of a mean or a difference falls (0.9 - 0.85 = 0.050000000000000044:
+    a paper value 0.85 ± 0.05 'differed' from our 0.9 while 0.95 ± 0.05 matched it)."""
+    runs = grid(["A", "B"], [8, 16])
+    vals = [0.9, 0.6, 0.3, 0.1]  # A8, A16, B8, B16
+    df = rows_for(runs, vals)
+    cells = aggregate(df, runs, "mean", ["test.acc"])
+    pv = [SimpleNamespace(where={"label": "A", "model.d": 8}, metric="test.acc", value=p, tol=0.05)
+          for p in (0.85, 0.95)] + [
+         SimpleNamespace(where={"label": "A", "model.d": 16}, metric="test.acc", value=0.65,
+                         tol=0.05)]
+    spec = SimpleNamespace(claims=[], paper_values=pv, claim="c")
+    got = [v.verdict for v in verify(spec, cells, cell_keys(runs)) if v.kind == "paper_value"]
+    assert got == ["match", "match", "match"]
+    claims = [
+        {"check": "ordering", "text": "B8 ahead", "a": {"label": "B", "model.d": 8},
+         "b": {"label": "B", "model.d": 16}, "match": [], "margin": 0.2},
+        {"check": "spread", "text": "A flat", "where": {"label": "A"}, "group_by": [],
+         "tol": 0.3},
+        {"check": "monotone", "text": "B falls", "where": {"label": "B"}, "along": "model.d",
+         "direction": "decreasing", "tol": 0.2},
+        {"text": "not above", "where": {"label": "B", "model.d": 8}, "op": ">", "value": 0.3},
+    ]
+    got = [v.verdict for v in judge(claims, runs, vals)]
+    assert got == ["PASS", "PASS", "PASS", "FAIL"]
+
+
+def test_size_order_and_recall_frontier_take_a_metric_expression():
+    """A `metric` expression (`test.acc * 1`) was looked up as a column: size_order found no
+    label reaching the threshold (MISSING whatever was measured), recall_frontier raised
+    KeyError."""
+    runs = grid(["A", "B"], [8, 16])
+    so = {"check": "size_order", "text": "A first", "labels": ["A", "B"], "size": "model.d",
+          "group_by": [], "threshold": 0.5, "strict": False}
+    vals = [0.9, 0.9, 0.1, 0.6]
+    assert judge([so], runs, vals)[0].verdict == "PASS"
+    assert judge([{**so, "metric": "test.acc * 1"}], runs, vals)[0].verdict == "PASS"
+    Ds, Ns = list(range(20, 66, 4)), list(range(4, 33, 2))
+    runs = _recall_runs(["lin"], Ds, Ns)
+    assert judge([{**FR, "metric": "test.acc * 1"}], runs,
+                 _law_values(runs))[0].verdict == "PASS"
+
+
+def test_collapse_groups_cells_equal_but_for_rounding():
+    """0.1 × 3 (0.30000000000000004) and 0.3 × 1 lie on one diagonal: one group, whose spread
+    0.7 fails the claim (each was a group of its own, and the claim PASSed on the others)."""
+    runs = [Run("A", {"x.a": a, "x.b": b}) for a, b in [(0.1, 3), (0.3, 1), (0.1, 1), (0.05, 2)]]
+    co = {"check": "collapse", "text": "c", "by": "x.a * x.b", "tol": 0.05, "min_groups": 1}
+    v = judge([co], runs, [0.9, 0.2, 0.5, 0.5])[0]
+    assert v.verdict == "FAIL" and "0.3: 0.700" in v.detail, v.detail
+
+
+def test_region_any_is_missing_while_a_cell_that_may_hold_is_not_finished():
+    """`mode: any` FAILed when the finished cells missed and a needed cell was not finished
+    (or missed its precondition): that cell may still hold it (any_threshold said MISSING)."""
+    runs = grid(["A", "B"], [8])
+    rg = {"check": "region", "text": "some low", "region": "model.d > 0", "op": "<=",
+          "value": 0.5, "mode": "any"}
+    assert judge([rg], runs, [0.9, None])[0].verdict == "MISSING"
+    assert judge([rg], runs, [0.9, 0.6])[0].verdict == "FAIL"
+    assert judge([rg], runs, [0.9, 0.2])[0].verdict == "PASS"
+    given = [{"metric": "test.acc", "op": ">=", "value": 0.5}]
+    assert judge([{**rg, "given": given}], runs, [0.9, 0.2])[0].verdict == "MISSING"
+
+
+def test_values_near_zero_that_differ_are_not_on_their_bound():
+    """Only rounding is forgiven: losses of 5.0e-14 and 5.7e-14 differ (yu2025-fig3's S4D rose
+    so from width 32 to 128; an absolute slack of 1e-12 called that step level, FAIL -> PASS)."""
+    runs = grid(["A"], [32, 128])
+    mo = {"check": "monotone", "text": "falls", "where": {"label": "A"}, "along": "model.d",
+          "direction": "decreasing"}
+    assert judge([mo], runs, [4.977e-14, 5.726e-14])[0].verdict == "FAIL"
+    assert judge([mo], runs, [5.726e-14, 4.977e-14])[0].verdict == "PASS"
+    od = {"check": "ordering", "text": "a >= b", "a": {"model.d": 32}, "b": {"model.d": 128},
+          "match": []}
+    assert judge([od], runs, [4.977e-14, 5.726e-14])[0].verdict == "FAIL"
+
+
+def test_a_paper_value_of_a_cell_with_no_run_finished_is_unfinished_not_not_run():
+    """A cell of the profile none of whose runs finished yet was counted among the 'cells not
+    run in this profile'."""
+    from ssmrepro.report import paper_value_tally
+
+    runs = grid(["A", "B"], [8])
+    df = rows_for(runs, [0.9, None])
+    cells = aggregate(df, runs, "mean", ["test.acc"])
+    pv = [SimpleNamespace(where={"label": lab}, metric="test.acc", value=0.9, tol=0.05)
+          for lab in ("A", "B", "C")]
+    got = [v for v in verify(SimpleNamespace(claims=[], paper_values=pv, claim="c"), cells,
+                             cell_keys(runs)) if v.kind == "paper_value"]
+    assert [v.verdict for v in got] == ["match", "unfinished", "missing"]
+    assert got[1].detail == "0 of 1 runs finished"
+    assert paper_value_tally(got) == ("1 of 1 compared within tolerance; 1 cells not finished, "
+                                      "not compared; 1 cells not run in this profile")

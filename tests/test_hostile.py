@@ -6043,3 +6043,43 @@ def test_export_names_the_tables_of_runs_with_set_overrides_it_leaves_out(tmp_pa
     assert res.exit_code == 0, res.output
     assert ("note: left out 1 table(s) of runs with --set overrides (not a profile of their "
             "spec): huang2025/huang2025-tab1/results-smoke-set-0a1b2c.csv") in said, said
+
+
+def test_a_selection_counts_every_candidates_runs(tmp_path):
+    """With `aggregate.select` (one value of a swept key kept per cell) the report, `verify
+    --json` and the console counted the kept candidate's runs only: 2 runs planned, 1 trained,
+    said '1 runs expected, 1 finished' and nothing about the run not trained."""
+    spec = _one_run_spec(tmp_path, sweep=[
+        {"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]},
+        {"grid": {"model.d_model": [8, 12]}}],
+        aggregate={"reduce": "mean", "metrics": ["test.acc"],
+                   "select": {"over": "model.d_model", "by": "test.acc", "op": "max"}})
+    out = tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate",
+                  "--no-plot", "--workers", "1", "--max-runs", "1")
+    assert res.exit_code == 0, res.output
+    res = _invoke("verify", spec, "--out", out, "--profile", "smoke", "--json")
+    assert '"expected": 2' in res.output and '"finished": 1' in res.output, res.output
+    report = (out / "tests" / "t-spec" / "report-smoke.md").read_text()
+    assert "2 runs expected, 1 finished" in report, report
+
+
+def test_a_where_naming_the_selected_key_is_refused(tmp_path):
+    """With `aggregate.select.over: model.d_model` a cell holds the chosen width only: a claim
+    or paper value `where: {model.d_model: 12}` matched nothing when 8 was kept (MISSING 'no
+    cell the claim needs', paper value 'not run', every run finished)."""
+    select = {"reduce": "mean", "metrics": ["test.acc"],
+              "select": {"over": "model.d_model", "by": "test.acc", "op": "max"}}
+    sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]},
+             {"grid": {"model.d_model": [8, 12]}}]
+    where = {"label": "S6", "model.d_model": 12}
+    spec = _one_run_spec(tmp_path, sweep=sweep, aggregate=select,
+                         claims=[{"text": "t", "where": where, "op": ">=", "value": 0.5}],
+                         paper_values=[{"where": where, "metric": "test.acc", "value": 0.5,
+                                        "tol": 0.1}])
+    _assert_refused(_invoke("validate", spec), "claims.0.where.model.d_model: aggregate.select",
+                    "paper_values.0.where.model.d_model: aggregate.select")
+    spec = _one_run_spec(tmp_path, sweep=sweep, aggregate=select,
+                         claims=[{"text": "t", "where": {"label": "S6"}, "op": ">=",
+                                  "value": 0.5}])
+    assert _invoke("validate", spec).exit_code == 0

@@ -297,6 +297,16 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                           "alone (it varies only together with other cell keys), so the "
                           "selection would choose nothing: name the swept key to choose over "
                           "(e.g. train.lr)")
+    if sel is not None:  # the kept row of a group holds its chosen value of `over`: a where
+        # naming a value matched only while that value was the one kept (a claim MISSING 'no
+        # cell the claim needs', a paper value 'not run', every run finished)
+        named = [(f"paper_values.{i}.where", pv.where) for i, pv in enumerate(spec.paper_values)]
+        named += [(f"{key}.{f}", getattr(cfg, f)) for key, cfg in checked
+                  if key.startswith("claims.") for f in ("where", "a", "b")
+                  if isinstance(getattr(cfg, f, None), dict)]
+        errors += [f"{path}: {key}.{sel.over}: aggregate.select.over keeps one value of "
+                   f"{sel.over} per cell (the best by {sel.by}), so no cell is chosen by it"
+                   for key, where in named if sel.over in where]
     for i, pv in enumerate(spec.paper_values):
         for k in pv.where:
             if k == SEED:
@@ -1194,6 +1204,7 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
     store = open_store(spec, root.parents[1])
     store.check_links()  # nothing is written through a link outside
     root.mkdir(parents=True, exist_ok=True)
+    counted = None  # the cells the runs are counted over (``cells`` unless a selection)
     if spec.analytic is not None:  # a table computed from theory: its rows are the cells
         df = analytic_table(spec)
         atomic_write_text(out("results", "csv"), df.to_csv(index=False))
@@ -1206,6 +1217,9 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
         cells = report.aggregate(df, runs, agg.reduce, agg.metrics, agg.percentiles, agg.select)
         if agg.select is not None:  # one cell per group of candidates: `over` is no cell key
             keys = [k for k in keys if k != agg.select.over]
+            # the runs are counted over every candidate, not the kept one's alone (the report
+            # said '6 runs expected, 6 finished' of 12 planned, one of them not trained)
+            counted = report.aggregate(df, runs, agg.reduce, [])
     tables = {}
     # the runs a committed analysis table's rows may stand for: finished under the spec as it is
     done = set(df.loc[df[STATUS] == OK, RUN_ID].astype(str)) if STATUS in df and RUN_ID in df \
@@ -1282,8 +1296,9 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
     if not report.finished(cells).empty:
         atomic_write_text(out("summary", "csv"), cells.to_csv(index=False))
     rep = out("report", "md")
-    atomic_write_text(rep, report.markdown(spec, profile, cells, verdicts, len(df)))
-    n_exp, n_done, _ = report.run_counts(cells, len(df))
+    counted = cells if counted is None else counted
+    atomic_write_text(rep, report.markdown(spec, profile, cells, verdicts, len(df), counted))
+    n_exp, n_done, _ = report.run_counts(counted, len(df))
     analytic = spec.analytic is not None
     return Outputs(out("results", "csv"), figures[0] if figures else None, figures, rep, verdicts,
                    curves if curves.exists() else None, None if analytic else n_exp,

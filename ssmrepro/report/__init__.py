@@ -35,6 +35,7 @@ from .checks import (
     never_defined,
     parse_claim,
     run_check,
+    within,
 )
 from .columns import COMPLETE, N_DIVERGED, N_EXPECTED, N_OK
 
@@ -54,6 +55,10 @@ def _paper_value(pv, cells: pd.DataFrame, index: CellIndex | None = None) -> Ver
     where = ", ".join(f"{k}={v}" for k, v in pv.where.items())
     text = f"{where}: {pv.metric}"
     done = sel[(sel[N_OK] + sel[N_DIVERGED]) > 0] if len(sel) else sel
+    if len(sel) and done.empty and pv.metric in sel:  # a cell of the profile, none of its runs
+        # finished yet: not finished (it was counted among the 'cells not run in this profile')
+        return Verdict("paper_value", f"{text} (tol {pv.tol})", "unfinished", math.nan,
+                       pv.value, detail=f"0 of {int(sel[N_EXPECTED].sum())} runs finished")
     if done.empty or pv.metric not in done:
         return Verdict("paper_value", text, "missing", None, pv.value)
     if COMPLETE in sel and not sel[COMPLETE].astype(bool).all():
@@ -68,7 +73,7 @@ def _paper_value(pv, cells: pd.DataFrame, index: CellIndex | None = None) -> Ver
         return Verdict("paper_value", f"{text} (tol {pv.tol})", "differs", math.nan, pv.value,
                        detail="diverged")
     ours = float(vals.mean())
-    verdict = "match" if abs(ours - pv.value) <= pv.tol else "differs"
+    verdict = "match" if within(ours, pv.value, pv.tol) else "differs"
     return Verdict("paper_value", f"{text} (tol {pv.tol})", verdict, ours, pv.value)
 
 
@@ -147,9 +152,12 @@ def run_counts(cells: pd.DataFrame, n_runs: int) -> tuple[int, int, int]:
     return n_exp, n_ok + n_div, n_div
 
 
-def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n_runs: int) -> str:
-    """report.md: verdict counts first, then claims, paper values beside ours, our numbers."""
-    n_exp, n_done, n_div = run_counts(cells, n_runs)
+def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n_runs: int,
+             counted: pd.DataFrame | None = None) -> str:
+    """report.md: verdict counts first, then claims, paper values beside ours, our numbers.
+    ``counted``: the cells whose runs are counted, where ``cells`` keeps one candidate of each
+    group (``aggregate.select``)."""
+    n_exp, n_done, n_div = run_counts(cells if counted is None else counted, n_runs)
     n_ok = n_done - n_div
     if spec.analytic is not None:
         a = spec.analytic

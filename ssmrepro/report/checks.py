@@ -58,12 +58,29 @@ from .columns import (
     WIDTH,
 )
 
+
+def close(a: float, b: float) -> bool:
+    """Equal but for floating-point rounding (relative 1e-9; no absolute slack, so losses of
+    5e-14 and 6e-14 still differ): a mean of seeds, a difference or a sum is rounded, so
+    0.9 - 0.85 is 0.050000000000000044 and a value on its bound (|ours - paper| = tol,
+    a − b = margin) fell on the wrong side of it. Bounds are compared with the values
+    themselves (a >= b + margin), not with their differences, whose rounding is not relative."""
+    return math.isclose(a, b, rel_tol=1e-9)
+
+
+# comparisons with a bound; a value on the bound but for rounding is on it (>= and <= hold,
+# > and < do not); NaN compares false
 OPS: dict[str, Callable[[float, float], bool]] = {
-    ">=": lambda a, b: a >= b,
-    "<=": lambda a, b: a <= b,
-    ">": lambda a, b: a > b,
-    "<": lambda a, b: a < b,
+    ">=": lambda a, b: a >= b or close(a, b),
+    "<=": lambda a, b: a <= b or close(a, b),
+    ">": lambda a, b: a > b and not close(a, b),
+    "<": lambda a, b: a < b and not close(a, b),
 }
+
+
+def within(x: float, value: float, tol: float) -> bool:
+    """|x - value| <= tol, with x compared to value ± tol (see ``close``)."""
+    return OPS[">="](x, value - tol) and OPS["<="](x, value + tol)
 
 
 @dataclass
@@ -586,7 +603,8 @@ def ordering(ctx: CheckContext, cfg: OrderingConfig) -> list[Verdict]:
             return Outcome(None, "no pair with both cells finished")
         vals = pd.Series(_metric(cells, cfg.metric), index=cells.index)
         diffs = np.array([float(vals[i]) - cfg.factor * float(vals[j]) for i, j in done])
-        miss = int(sum(math.isnan(d) or d < cfg.margin for d in diffs))
+        miss = int(sum(not OPS[">="](float(vals[i]), cfg.factor * float(vals[j]) + cfg.margin)
+                       for i, j in done))
         worst = float(np.min(diffs)) if not np.isnan(diffs).any() else math.nan
         used = cells.loc[sorted({k for p in done for k in p})]
         return Outcome(miss == 0, f"{miss} of {len(done)} finished pairs out of order"
@@ -662,8 +680,7 @@ def monotone(ctx: CheckContext, cfg: MonotoneConfig) -> list[Verdict]:
             xs = g[cfg.along].tolist()
             for k in range(len(vals) - 1):
                 steps += 1
-                d = sign * (vals[k + 1] - vals[k])
-                if math.isnan(d) or d < -cfg.tol:
+                if not OPS[">="](sign * vals[k + 1], sign * vals[k] - cfg.tol):
                     viol += 1
                     where_viol.append(f"{xs[k]}→{xs[k + 1]}")
         if not steps:
@@ -736,7 +753,7 @@ def loglog_slope(ctx: CheckContext, cfg: LogLogSlopeConfig) -> list[Verdict]:
                 return Outcome(None, f"{len(np.unique(x))} finished values of {cfg.x} "
                                f"(needs {cfg.min_points})")
             slope = float(np.polyfit(np.log(x), np.log(y), 1)[0])
-            ok = abs(slope - cfg.expected) <= cfg.tol
+            ok = within(slope, cfg.expected, cfg.tol)
             return Outcome(ok, f"fitted slope {slope:.3f} over {len(x)} cells", slope)
 
         out.append(judge(text, g, evaluate, cfg.given))
@@ -780,14 +797,17 @@ class CollapseConfig(CheckConfig):
 
 def _by_values(cells: pd.DataFrame, by: str) -> pd.Series:
     """Per cell, the value of the expression ``by`` of its keys (NaN where it has none: a cell
-    without a group is left out, never a crash; validated per cell before training)."""
+    without a group is left out, never a crash; validated per cell before training), to 12
+    significant digits: cells on one diagonal but for rounding are one group (0.1 × 3 is
+    0.30000000000000004, not 0.3 × 1: each was a group of its own, and their spread unseen)."""
     refs = sorted(expr.names(by))
 
     def one(r: pd.Series) -> float:
         try:
-            return float(expr.evaluate(by, {k: float(r[k]) for k in refs}))
-        except (expr.ExprError, TypeError, ValueError):
+            v = float(expr.evaluate(by, {k: float(r[k]) for k in refs}))
+        except (expr.ExprError, TypeError, ValueError, OverflowError):
             return math.nan
+        return float(f"{v:.12g}") if math.isfinite(v) else v
     return cells.apply(one, axis=1) if len(cells) else pd.Series(dtype=float)
 
 
@@ -814,18 +834,20 @@ def collapse(ctx: CheckContext, cfg: CollapseConfig) -> list[Verdict]:
         k = _by_values(cells, cfg.by)
         groups = {float(g): vals[k == g] for g in sorted(k.unique())}
         spreads = {g: float(v.max() - v.min()) for g, v in groups.items() if len(v) >= 2}
+        wide = any(not OPS["<="](float(v.max()), float(v.min()) + cfg.tol)
+                   for v in groups.values() if len(v) >= 2)
         if len(spreads) < cfg.min_groups:
             return Outcome(None, f"{len(spreads)} groups with ≥ 2 finished cells")
         nan = any(v.isna().any() for v in groups.values())
         means = [float(v.mean()) for v in groups.values()]
         span = max(means) - min(means)
         worst = max(spreads.values())
-        ok = not nan and worst <= cfg.tol and span >= cfg.min_range
+        ok = not nan and not wide and OPS[">="](max(means), min(means) + cfg.min_range)
         shown = ", ".join(f"{fmt_num(g)}: {spreads[g]:.3f}" for g in spreads)
         return Outcome(ok, f"spread per {cfg.by} = {shown}; group means span {span:.3f}"
                        + ("; a diverged cell" if nan else ""), worst)
 
-    return [judge(text, needed, evaluate_cells)]
+    return [judge(text, needed, evaluate_cells, cfg.given)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -887,7 +909,7 @@ def frontier(cells: pd.DataFrame, metric: str, x: str, y: str, thr: float) -> di
     """For each x (width): the smallest y (state size) whose metric is >= thr (NaN = a miss)."""
     out: dict[float, float] = {}
     for xv, g in cells.groupby(x):
-        ok = g[g[metric].astype(float) >= thr]
+        ok = g[np.array([OPS[">="](v, thr) for v in _metric(g, metric)], dtype=bool)]
         if len(ok):
             out[float(xv)] = float(ok[y].astype(float).min())
     return out
@@ -1019,11 +1041,17 @@ def region(ctx: CheckContext, cfg: RegionConfig) -> list[Verdict]:
 
     if cfg.mode == "any":  # one finished cell that holds decides; absent cells cannot undo it
         complete = needed[needed[COMPLETE].astype(bool)] if len(needed) else needed
+        complete = testable(complete, cfg.given)
         if len(complete):
             out = evaluate(complete)
             if out.ok:
-                return [Verdict("claim", text, "PASS", out.ours, detail=out.detail)]
-    return [judge(text, needed, evaluate)]
+                return [Verdict("claim", text + given_text(cfg.given), "PASS", out.ours,
+                                detail=out.detail)]
+        v = judge(text, needed, evaluate, cfg.given)
+        if v.verdict == "FAIL" and len(complete) < len(needed):  # a cell not finished (or
+            v.verdict = "MISSING"  # untestable) may still hold: it FAILed, as if none could
+        return [v]
+    return [judge(text, needed, evaluate, cfg.given)]
 
 
 def _cell_name(row: pd.Series, keys: list[str]) -> str:
@@ -1066,7 +1094,7 @@ class SizeOrderConfig(CheckConfig):
 
 def smallest_solving(cells: pd.DataFrame, metric: str, size: str, thr: float) -> float:
     """The smallest size whose metric >= thr (inf when none)."""
-    ok = cells[cells[metric].astype(float) >= thr] if metric in cells else cells.iloc[0:0]
+    ok = cells[np.array([OPS[">="](v, thr) for v in _metric(cells, metric)], dtype=bool)]
     return float(ok[size].astype(float).min()) if len(ok) else math.inf
 
 
@@ -1111,7 +1139,7 @@ def size_order(ctx: CheckContext, cfg: SizeOrderConfig) -> list[Verdict]:
                                               if cfg.strict and lax else "")
         return Outcome(ok, detail)
 
-    return [judge(text, needed, evaluate)]
+    return [judge(text, needed, evaluate, cfg.given)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1163,7 +1191,7 @@ def spread(ctx: CheckContext, cfg: SpreadConfig) -> list[Verdict]:
             vals = _metric(g, cfg.metric)
             sp = math.nan if np.isnan(vals).any() else float(vals.max() - vals.min())
             spreads.append(sp)
-            viol += math.isnan(sp) or sp > cfg.tol
+            viol += math.isnan(sp) or not OPS["<="](float(vals.max()), float(vals.min()) + cfg.tol)
         if not spreads:
             return Outcome(None, "no group has two finished cells")
         worst = max((s for s in spreads if not math.isnan(s)), default=math.nan)
@@ -1171,4 +1199,4 @@ def spread(ctx: CheckContext, cfg: SpreadConfig) -> list[Verdict]:
                        f"{viol} of {len(spreads)} groups spread more than {cfg.tol} (largest "
                        f"{worst:.3f})", worst)
 
-    return [judge(text, pd.concat(groups), evaluate)]
+    return [judge(text, pd.concat(groups), evaluate, cfg.given)]
