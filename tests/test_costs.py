@@ -170,3 +170,21 @@ def test_cpu_packs_may_hold_up_to_128_runs(tmp_path):
     runs = _runs(tmp_path, n=200)
     assert auto_pack_size(runs, "cpu", budget_bytes=1 << 40) == 128
     assert auto_pack_size(runs, "cpu", budget_bytes=1) == 1
+
+
+def test_a_calibration_deadline_leaves_later_shapes_at_the_memory_estimate(tmp_path):
+    """A dry run of koren2026-fig6's paper profile (20,304 runs, thousands of shapes) calibrated
+    for over 45 minutes (5% of each shape's training time); past its deadline the cost model
+    measures nothing more: the shape gets the memory estimate's pack, unmeasured (priced by
+    scaling), and is counted."""
+    import time
+
+    runs = _runs(tmp_path)
+    cm = CostModel(min_train_s=0, budget=1.0)
+    calls = _fake(cm, {(1, None): 1.0})
+    cm.deadline = time.perf_counter() - 1.0
+    c = cm.choose(runs, cap=4)
+    assert (c.size, c.step_s, c.how) == (4, None, "memory estimate") and not calls
+    assert cm.uncalibrated == 1
+    cm.deadline = time.perf_counter() + 3600.0  # before it: calibrated as always
+    assert cm.choose(runs, cap=4).how == "measured" and calls and cm.uncalibrated == 1

@@ -53,6 +53,8 @@ __all__ = ["ENGINES", "DryRun", "RunSummary", "dry_run", "open_store", "output_n
            "run_experiment"]
 
 WAIT_POLL_S = 5.0  # how often to look at runs held by other processes
+DRY_RUN_CALIBRATION_S = 60.0  # a dry run's calibration time (koren2026-fig6's paper profile,
+# 20,304 runs of many shapes, calibrated for over 45 minutes at 5% of its training time)
 
 
 @dataclass
@@ -185,6 +187,8 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
                              for m in refused or memory_problems(pending, device)]
                             + [f"(nominal shapes: {n.line()})" for n in notes.values()])
         costs = cost_model(device) if estimate else None
+        if costs is not None:  # measuring every shape of a paper profile took hours
+            costs.deadline = time.perf_counter() + DRY_RUN_CALIBRATION_S
         packs = plan(fit, pack_size, device, costs)
         oversized = []
         if over:
@@ -204,6 +208,10 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
                    len(pending), packs, sum(r.train.total_steps for r in pending))
         if estimate and packs:
             d.estimate_s, d.estimate_how = estimate_seconds(packs, device, costs=costs)
+            if costs.uncalibrated:
+                d.estimate_how += (f"; {costs.uncalibrated} shapes not calibrated (the dry run "
+                                   f"measures for at most {DRY_RUN_CALIBRATION_S:.0f} s): packed "
+                                   "as the memory estimate allows, priced by scaling")
             if oversized:
                 n = sum(len(rs) for rs in over)
                 d.estimate_how += (f"; {n} run{'s' if n > 1 else ''} too large to time at their "

@@ -76,6 +76,9 @@ class CostModel:
     n_steps: int = 2
     path: Path | None = None
     log: list[str] = field(default_factory=list)
+    deadline: float | None = None  # time.perf_counter() after which no shape is calibrated
+    # (a dry run's bound: 5% of a paper profile's training time is hours of measuring)
+    uncalibrated: int = 0  # shapes left at the memory estimate because the deadline passed
     _cache: dict | None = None
 
     # ------------------------------------------------------------------ cache
@@ -159,10 +162,15 @@ class CostModel:
         if steps < 50:
             return fallback
         t0 = time.perf_counter()
+        if self.deadline is not None and t0 > self.deadline:
+            self.uncalibrated += 1
+            return fallback
         base = self.step_seconds(runs[:1], None)  # one model at a time, whole batch
         if steps * base < self.min_train_s:
             return fallback  # the whole shape trains in a couple of minutes: not worth it
         allowed = self.budget * steps * base
+        if self.deadline is not None:
+            allowed = min(allowed, max(0.0, self.deadline - t0))
         best = None if size else Choice(1, None, base, "measured")
         for E in sizes:
             group = (runs * E)[:E]  # repeats stand in where a shape has fewer runs than E
