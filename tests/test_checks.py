@@ -284,6 +284,20 @@ def test_monotone_with_tolerance_and_allowed_violations():
     assert v.verdict == "MISSING" and "two values" in v.detail
 
 
+def test_monotone_along_a_text_key_follows_the_sweeps_order():
+    """Along labels 'small', 'medium', 'large' (the sweep's order) the steps were judged in
+    alphabetical order (large -> medium -> small): a metric rising with the size FAILed
+    'increasing' and PASSed 'decreasing'."""
+    runs = [Run(lab, {"model.d": 8}) for lab in ("small", "medium", "large")]
+    claim = {"check": "monotone", "text": "grows", "along": "label", "group_by": []}
+    assert judge([claim], runs, [0.2, 0.5, 0.9])[0].verdict == "PASS"
+    v = judge([{**claim, "direction": "decreasing"}], runs, [0.2, 0.5, 0.9])[0]
+    assert v.verdict == "FAIL" and "small→medium" in v.detail, v.detail
+    # numbers keep their numeric order whatever the sweep's (10 after 9, not before)
+    runs = [Run("A", {"model.d": d}) for d in (10, 9, 100)]
+    assert judge(MONO, runs, [0.5, 0.4, 0.9])[0].verdict == "PASS"
+
+
 # ---------------------------------------------------------------------------------- loglog slope
 
 SLOPE = [{"check": "loglog_slope", "text": "acc ~ L^-1/2", "x": "task.L", "expected": -0.5,

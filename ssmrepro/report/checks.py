@@ -619,7 +619,8 @@ def ordering(ctx: CheckContext, cfg: OrderingConfig) -> list[Verdict]:
 
 
 class MonotoneConfig(CheckConfig):
-    """``metric`` non-decreasing (or non-increasing) along ``along`` within each group."""
+    """``metric`` non-decreasing (or non-increasing) along ``along`` within each group; along a
+    text key (labels) in the order the spec's sweep gives its values."""
 
     check: Literal["monotone"]
     where: dict[str, Any] = {}
@@ -670,12 +671,17 @@ def monotone(ctx: CheckContext, cfg: MonotoneConfig) -> list[Verdict]:
         return [Verdict("claim", text, "MISSING", None,
                         detail=f"this profile has no group with two values of {cfg.along}")]
     needed = pd.concat(groups)
+    # a text key (labels) in the order the spec's sweep gives its values, not alphabetical
+    # ('small', 'medium', 'large' were judged as large -> medium -> small)
+    numeric = pd.api.types.is_numeric_dtype(needed[cfg.along])
+    rank = {v: i for i, v in enumerate(dict.fromkeys(needed[cfg.along].astype(str)))}
 
     def evaluate(cells: pd.DataFrame) -> Outcome:
         steps = viol = 0
         where_viol = []
         for g in _group_rows(cells, by):
-            g = g.sort_values(cfg.along)
+            g = g.sort_values(cfg.along) if numeric else g.sort_values(
+                cfg.along, key=lambda c: c.astype(str).map(rank), kind="stable")
             vals = _metric(g, cfg.metric)
             xs = g[cfg.along].tolist()
             for k in range(len(vals) - 1):
