@@ -95,6 +95,13 @@ def _plain_label(label: str) -> str:
     if label.startswith("_"):  # matplotlib's mark of an artist kept out of the legend
         raise ValueError(f"a label does not start with '_': {label!r} (matplotlib leaves a "
                          "name starting with '_' out of a figure's legend)")
+    from .report.cells import norm
+
+    if norm(label) != label:  # cells are keyed by values read back from CSV as numbers: '7'
+        # and '7.0' (or 'True' and '1', '７' and '7', 'nan' and 'NaN') were one cell, one label's
+        # runs summarised under the other's and its row gone from every table
+        raise ValueError(f"a label is text, not a number or a truth value: {label!r} reads as "
+                         f"{norm(label)!r} in the tables (write e.g. 'n={label}')")
     composed = unicodedata.normalize("NFC", label)
     if composed != label:  # 'cafe' + U+0301 looks like 'café' (U+00E9): two cells, one name
         raise ValueError(f"a label is written composed (Unicode NFC): {label!r} holds a "

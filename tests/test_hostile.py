@@ -6021,3 +6021,14 @@ def test_a_partial_run_in_a_fresh_clone_keeps_the_committed_rows_of_the_other_ru
     after = pd.read_csv(table)
     assert sorted(after["run_id"]) == sorted(before["run_id"]), after
     assert "2 runs expected, 2 finished" in (root / "report-smoke.md").read_text()
+
+
+@pytest.mark.parametrize("labels", [["7", "7.0"], ["True", "1"], ["７", "x"], ["nan", "y"]])
+def test_a_label_that_reads_as_a_number_is_refused(tmp_path, labels):
+    """Cells are keyed by values read back from CSV, numbers as numbers: the labels '7' and
+    '7.0' (or 'True' and '1', a full-width '７' and '7') were one cell, 19 of 20 cells were
+    summarised and the other label's row was gone from summary.csv, report.md and the figure
+    without a word. Such a label is refused before training."""
+    cases = [{"label": lab, "set": {"model.mixer": m}} for lab, m in zip(labels, ["s6", "s4d"])]
+    res = _invoke("validate", _one_run_spec(tmp_path, sweep=[{"cases": cases}]))
+    _assert_refused(res, "sweep.0.cases.0.label", "a label is text, not a number")
