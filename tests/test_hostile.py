@@ -6032,3 +6032,15 @@ def test_a_label_that_reads_as_a_number_is_refused(tmp_path, labels):
     cases = [{"label": lab, "set": {"model.mixer": m}} for lab, m in zip(labels, ["s6", "s4d"])]
     res = _invoke("validate", _one_run_spec(tmp_path, sweep=[{"cases": cases}]))
     _assert_refused(res, "sweep.0.cases.0.label", "a label is text, not a number")
+
+
+def test_a_suggested_data_command_quotes_its_data_root(tmp_path):
+    """`data info --dir 'my data; x'` suggested `ssmrepro data download lra --dir .../my data; x`:
+    pasted into a shell it downloaded into '.../my' and ran `x`. The root is shell-quoted."""
+    import shlex
+
+    root = tmp_path / "my data; x"
+    root.mkdir()
+    res = _invoke("data", "info", "--dir", root, env={"COLUMNS": "400"})
+    assert res.exit_code == 0, res.output
+    assert f"download lra --dir {shlex.quote(str(root))}" in res.output, res.output
