@@ -6044,3 +6044,19 @@ def test_a_suggested_data_command_quotes_its_data_root(tmp_path):
     res = _invoke("data", "info", "--dir", root, env={"COLUMNS": "400"})
     assert res.exit_code == 0, res.output
     assert f"download lra --dir {shlex.quote(str(root))}" in res.output, res.output
+
+
+@pytest.mark.parametrize("raw", ["my #2 corpus.txt", "#fff"])
+def test_a_set_value_holding_a_yaml_comment_is_refused(tmp_path, raw):
+    """`--set 'task.path=my #2 corpus.txt'` is parsed as YAML, which reads ' #2 corpus.txt' as a
+    comment: the value quietly became 'my' (and '#fff' became null). Refused, naming the value
+    read; a quoted value keeps its '#'."""
+    from ssmrepro.spec import SpecError
+    from ssmrepro.sweep.expand import parse_overrides
+
+    with pytest.raises(SpecError, match="holds a YAML comment"):
+        parse_overrides([f"task.path={raw}"])
+    assert parse_overrides([f'task.path="{raw}"']) == {"task.path": raw}
+    assert parse_overrides(["task.path=a#b"]) == {"task.path": "a#b"}
+    res = _invoke("show", _one_run_spec(tmp_path), "--set", f"train.lr=0.02 {raw}")
+    _assert_refused(res, "--set train.lr", "holds a YAML comment")
