@@ -30,6 +30,7 @@ from pydantic import (
     Field,
     StringConstraints,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
@@ -125,6 +126,18 @@ class Case(Strict):
     seeds: Seeds | None = Field(None, description="seeds of this case (default: the spec's)")
     constraints: list[str] = Field([], max_length=MAX_EXPRESSIONS,
                                    description="extra constraints for this case's points")
+
+    @field_validator("label")
+    @classmethod
+    def _not_joined(cls, label: str | None) -> str | None:
+        from .report.columns import LABEL_SEP
+
+        if label is not None and LABEL_SEP in label:  # the join of case labels of several axes:
+            # a claim on `label: S6` was judged on the cell 'S4D / S6' too (a case label there)
+            raise ValueError(f"{label!r}: a case label does not hold {LABEL_SEP!r}, which joins "
+                             "the case labels of several sweep axes (a `where` on "
+                             f"{label.split(LABEL_SEP)[-1]!r} would match this case too)")
+        return label
 
     @model_validator(mode="after")
     def _no_empty_lists(self) -> Case:

@@ -6060,3 +6060,13 @@ def test_a_set_value_holding_a_yaml_comment_is_refused(tmp_path, raw):
     assert parse_overrides(["task.path=a#b"]) == {"task.path": "a#b"}
     res = _invoke("show", _one_run_spec(tmp_path), "--set", f"train.lr=0.02 {raw}")
     _assert_refused(res, "--set train.lr", "holds a YAML comment")
+
+
+def test_a_case_label_holding_the_label_separator_is_refused(tmp_path):
+    """' / ' joins the case labels of several sweep axes, and a `where` label matches any part:
+    a case labelled 'S4D / S6' (an S4D run) was judged by a claim on `label: S6` beside the S6
+    cell ('1 of 2 finished cells miss'). Such a case label is refused."""
+    cases = [{"label": "S6", "set": {"model.mixer": "s6"}},
+             {"label": "S4D / S6", "set": {"model.mixer": "s4d"}}]
+    res = _invoke("validate", _one_run_spec(tmp_path, sweep=[{"cases": cases}]))
+    _assert_refused(res, "sweep.0.cases.1.label", "does not hold ' / '")
