@@ -6070,3 +6070,20 @@ def test_a_case_label_holding_the_label_separator_is_refused(tmp_path):
              {"label": "S4D / S6", "set": {"model.mixer": "s4d"}}]
     res = _invoke("validate", _one_run_spec(tmp_path, sweep=[{"cases": cases}]))
     _assert_refused(res, "sweep.0.cases.1.label", "does not hold ' / '")
+
+
+def test_a_title_word_wider_than_the_figure_is_broken(tmp_path):
+    """Titles are wrapped at spaces: a 290-letter word without one (a pasted identifier, a URL)
+    was one line running off both edges of a bars figure and cut. It is broken between letters;
+    math stays whole."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import text_to_path
+
+    from ssmrepro.plots.registry import wrap_text
+
+    lines = wrap_text("W" * 290 + " [t-w, profile smoke]", 6.4, 10).split("\n")
+    assert "".join(lines).replace(" ", "").startswith("W" * 290) and len(lines) > 3, lines
+    prop = FontProperties(size=10)
+    assert all(text_to_path.get_text_width_height_descent(line, prop, ismath=False)[0]
+               <= 0.95 * 6.4 * 72 for line in lines), lines
+    assert wrap_text("$" + r"\alpha" * 5 + "$", 0.5, 10) == "$" + r"\alpha" * 5 + "$"

@@ -217,8 +217,20 @@ def wrap_text(text: str, width_in: float, fontsize: float) -> str:
         else:
             word += ch
     words.append(word)
+
+    def pieces(w: str) -> list[str]:  # a word wider than a line (a 290-letter word with no
+        # space ran off both edges of the image) is broken between letters; math stays whole
+        if "$" in w or width(w) <= limit:
+            return [w]
+        out = [""]
+        for ch in w:
+            if out[-1] and width(out[-1] + ch) > limit:
+                out.append("")
+            out[-1] += ch
+        return out
+
     lines: list[str] = []
-    for w in words:
+    for w in [p for word in words for p in pieces(word)]:
         if lines and lines[-1] and width(f"{lines[-1]} {w}") <= limit:
             lines[-1] = f"{lines[-1]} {w}"
         else:
