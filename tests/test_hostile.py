@@ -6087,3 +6087,17 @@ def test_a_title_word_wider_than_the_figure_is_broken(tmp_path):
     assert all(text_to_path.get_text_width_height_descent(line, prop, ismath=False)[0]
                <= 0.95 * 6.4 * 72 for line in lines), lines
     assert wrap_text("$" + r"\alpha" * 5 + "$", 0.5, 10) == "$" + r"\alpha" * 5 + "$"
+
+
+def test_a_figure_name_for_no_drawn_column_is_refused(tmp_path):
+    """`names: {model.dmodel: width d}` (a misspelt key) was ignored without a word: the axis
+    kept its default name 'd_model'. A `names` key must be a column the figure draws."""
+    sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                        {"label": "S4D", "set": {"model.mixer": "s4d"}}]},
+             {"grid": {"model.d_model": [8, 12]}}]
+    fig = {"kind": "lines", "metric": "test.acc", "x": "model.d_model", "hue": "label",
+           "names": {"model.dmodel": "width d", "label": "model"}}
+    res = _invoke("validate", _one_run_spec(tmp_path, sweep=sweep, figure=fig))
+    _assert_refused(res, "figure.names.model.dmodel: names no column this figure draws")
+    fig["names"] = {"model.d_model": "width d", "label": "model"}
+    assert _invoke("validate", _one_run_spec(tmp_path, sweep=sweep, figure=fig)).exit_code == 0
