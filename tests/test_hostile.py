@@ -6101,3 +6101,14 @@ def test_a_figure_name_for_no_drawn_column_is_refused(tmp_path):
     _assert_refused(res, "figure.names.model.dmodel: names no column this figure draws")
     fig["names"] = {"model.d_model": "width d", "label": "model"}
     assert _invoke("validate", _one_run_spec(tmp_path, sweep=sweep, figure=fig)).exit_code == 0
+
+
+def test_emoji_codes_in_spec_text_are_printed_as_written(tmp_path):
+    """Rich's console replaced emoji codes: a title 'Ratio :warning: test' was shown as
+    'Ratio ⚠ test' and a label 'S6:x:' as 'S6❌' by `show`, `run` and `verify`."""
+    cases = [{"label": "S6:x:", "set": {"model.mixer": "s6"}}]
+    spec = _one_run_spec(tmp_path, title="Ratio :warning: test", sweep=[{"cases": cases}])
+    res = _invoke("show", spec, "--profile", "smoke", env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "Ratio :warning: test" in res.output and "S6:x:" in res.output, res.output
+    assert "⚠" not in res.output and "❌" not in res.output, res.output

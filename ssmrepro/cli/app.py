@@ -43,8 +43,9 @@ app = typer.Typer(
     help="Reproduce figures and tables of Mamba / SSM papers from real training runs.\n\n"
     "Example: ssmrepro run keep-nth --profile quick\n\n" + EXIT_CODES + "\n\n" + ENV_HELP,
 )
-console = Console()
-err_console = Console(stderr=True)
+# emoji=False: ':x:' in a label or title was printed as an emoji ('S6:x:' as 'S6❌')
+console = Console(emoji=False)
+err_console = Console(stderr=True, emoji=False)
 
 
 def version() -> str:
