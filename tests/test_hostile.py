@@ -6112,3 +6112,21 @@ def test_emoji_codes_in_spec_text_are_printed_as_written(tmp_path):
     assert res.exit_code == 0, res.output
     assert "Ratio :warning: test" in res.output and "S6:x:" in res.output, res.output
     assert "⚠" not in res.output and "❌" not in res.output, res.output
+
+
+def test_a_tilde_out_from_the_environment_is_the_home_folder(tmp_path, monkeypatch):
+    """`SSMREPRO_OUT='~/res'` (an env file, which no shell expands) wrote into a folder named '~'
+    of the current folder, while `SSMREPRO_ROOT='~/...'`, `SSMREPRO_DATA` and `--dir` read the
+    home folder. Every path option expands '~' alike."""
+    home, cwd = tmp_path / "home", tmp_path / "cwd"
+    home.mkdir()
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    spec = _one_run_spec(tmp_path)
+    res = _invoke("export", "--file", "x.csv", env={"SSMREPRO_OUT": "~/res", "HOME": str(home)})
+    assert "~" not in os.listdir(cwd), res.output
+    assert str(home / "res") in " ".join(res.output.split()), res.output
+    res = _invoke("run", spec, "--profile", "smoke", "--no-calibrate", "--no-plot", "--workers",
+                  "1", env={"SSMREPRO_OUT": "~/res", "HOME": str(home)})
+    assert res.exit_code == 0, res.output
+    assert not (cwd / "~").exists() and (home / "res/tests/t-spec/results-smoke.csv").is_file()

@@ -120,7 +120,9 @@ def path_value(value: str) -> Path:
     if text.strip() == "-":  # `export --file -` wrote a file named '-' into the current folder
         raise typer.BadParameter("'-' (standard input or output) is not read or written here; "
                                  "give a folder or file name (./- for one named '-')")
-    return Path(text)
+    # '~/r' is the home folder's r, as in $SSMREPRO_ROOT, $SSMREPRO_DATA and --dir (an
+    # SSMREPRO_OUT='~/r' from an env file, which no shell expands, wrote into a folder named '~')
+    return Path(text).expanduser()
 
 
 def fail(messages: list[str], code: int = 2) -> None:
