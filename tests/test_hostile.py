@@ -6130,3 +6130,19 @@ def test_a_tilde_out_from_the_environment_is_the_home_folder(tmp_path, monkeypat
                   "1", env={"SSMREPRO_OUT": "~/res", "HOME": str(home)})
     assert res.exit_code == 0, res.output
     assert not (cwd / "~").exists() and (home / "res/tests/t-spec/results-smoke.csv").is_file()
+
+
+@pytest.mark.parametrize("label", ["a\\|b", "*x*", "`x`", "<x>", "[x](y)", "~~x~~", "a\\b"])
+def test_a_label_with_markdown_syntax_is_shown_as_written_in_report_tables(label):
+    """report.md's tables escaped only '|': a label 'a\\|b' was shown 'a|b' (its backslash read
+    as the pipe's escape; on GitHub it split the row), '*x*' in italics, '`x`' as code, '<x>' not
+    at all (an HTML tag), '[x](y)' as a link. Every table cell renders as its text."""
+    import html
+
+    from markdown_it import MarkdownIt
+
+    from ssmrepro.report import md_cell
+
+    md = MarkdownIt("commonmark").enable("table").enable("strikethrough")
+    out = md.render(f"| l | v |\n|---|---|\n| {md_cell(label)} | 0.5 |\n").replace("\n", "")
+    assert f"<td>{html.escape(label, quote=False)}</td><td>0.5</td>" in out, out
