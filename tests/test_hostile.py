@@ -6146,3 +6146,26 @@ def test_a_label_with_markdown_syntax_is_shown_as_written_in_report_tables(label
     md = MarkdownIt("commonmark").enable("table").enable("strikethrough")
     out = md.render(f"| l | v |\n|---|---|\n| {md_cell(label)} | 0.5 |\n").replace("\n", "")
     assert f"<td>{html.escape(label, quote=False)}</td><td>0.5</td>" in out, out
+
+
+def test_a_legend_entry_wider_than_its_panel_is_wrapped(tmp_path):
+    """A 200-letter case label (labels may have 200 characters) in a `lines` legend ran off the
+    image, taking the other entries and the markers with it. Legend entries are wrapped to their
+    panel when the figure is saved."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from ssmrepro.plots.registry import save_png, subplots
+
+    fig, ax = subplots(tmp_path / "f.png", 100, figsize=(4.6, 3.6))
+    ax.plot([8, 12], [0.1, 0.2], marker="o", label="S6")
+    ax.plot([8, 12], [0.1, 0.15], marker="o", label="M" * 200)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    legend = ax.get_legend()
+    save_png(fig, tmp_path / "f.png", 100)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    box = legend.get_window_extent(FigureCanvasAgg(fig).get_renderer())
+    assert box.x0 >= 0 and box.x1 <= fig.bbox.width, (box, fig.bbox)
+    assert (tmp_path / "f.png").is_file()

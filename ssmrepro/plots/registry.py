@@ -301,6 +301,32 @@ def subplots(path: Path, dpi: int, *args, **kw):
     return plt.subplots(*args, **kw)
 
 
+def _fit_legends(fig) -> None:
+    """Legend entries wider than their panel (a figure's legend: the figure) are wrapped to it
+    (``wrap_text``): a 200-letter case label ran off the image with the legend's other entries."""
+    fig_w = fig.get_figwidth()
+    legends = [(leg, fig_w) for leg in fig.legends]
+    legends += [(ax.get_legend(), ax.get_position().width * fig_w) for ax in fig.axes
+                if ax.get_legend() is not None]
+    changed = False
+    for leg, width in legends:
+        for t in leg.get_texts():
+            text = t.get_text()
+            wrapped = wrap_text(text, max(0.5, width - 0.6), t.get_fontsize())  # less the handle
+            if wrapped != text:
+                t.set_text(wrapped)
+                changed = True
+    from matplotlib.layout_engine import PlaceHolderLayoutEngine
+
+    engine = fig.get_layout_engine()  # tight_layout() once leaves a place holder
+    if changed and (engine is None or isinstance(engine, PlaceHolderLayoutEngine)):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fig.tight_layout()
+
+
 def save_png(fig, path: Path, dpi: int) -> None:
     """Write ``fig`` to ``path`` as PNG atomically (temp file + rename: a killed ``plot`` leaves
     the old figure or the new one, never a torn file) and close it. ``FigureTooLarge`` when its
@@ -313,6 +339,7 @@ def save_png(fig, path: Path, dpi: int) -> None:
 
     try:
         _check_size(path, fig.get_size_inches(), dpi)
+        _fit_legends(fig)
         atomic_write_stream(path, lambda f: fig.savefig(f, format="png", dpi=dpi))
     finally:
         plt.close(fig)
