@@ -302,17 +302,26 @@ def subplots(path: Path, dpi: int, *args, **kw):
 
 
 def _fit_legends(fig) -> None:
-    """Legend entries wider than their panel (a figure's legend: the figure) are wrapped to it
-    (``wrap_text``): a 200-letter case label ran off the image with the legend's other entries."""
-    fig_w = fig.get_figwidth()
-    legends = [(leg, fig_w) for leg in fig.legends]
-    legends += [(ax.get_legend(), ax.get_position().width * fig_w) for ax in fig.axes
+    """Legends wider than their panel (a figure's legend: the figure) have their entries wrapped
+    to it (``wrap_text``): a 200-letter case label ran off the image with the legend's other
+    entries. A legend that fits is left as it is."""
+    renderer = getattr(fig.canvas, "get_renderer", None)
+    if renderer is None:
+        return
+    renderer = renderer()
+    legends = [(leg, fig.bbox) for leg in fig.legends]
+    legends += [(ax.get_legend(), ax.get_window_extent(renderer)) for ax in fig.axes
                 if ax.get_legend() is not None]
     changed = False
-    for leg, width in legends:
-        for t in leg.get_texts():
+    for leg, room in legends:
+        box, texts = leg.get_window_extent(renderer), leg.get_texts()
+        if box.width <= room.width or not texts:
+            continue
+        widest = max(t.get_window_extent(renderer).width for t in texts)
+        width_in = max(0.5, (room.width - (box.width - widest)) / fig.dpi)  # less the handles
+        for t in texts:
             text = t.get_text()
-            wrapped = wrap_text(text, max(0.5, width - 0.6), t.get_fontsize())  # less the handle
+            wrapped = wrap_text(text, width_in, t.get_fontsize())
             if wrapped != text:
                 t.set_text(wrapped)
                 changed = True
