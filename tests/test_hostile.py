@@ -6169,3 +6169,15 @@ def test_a_legend_entry_wider_than_its_panel_is_wrapped(tmp_path):
     box = legend.get_window_extent(FigureCanvasAgg(fig).get_renderer())
     assert box.x0 >= 0 and box.x1 <= fig.bbox.width, (box, fig.bbox)
     assert (tmp_path / "f.png").is_file()
+
+
+def test_a_long_output_path_is_printed_on_one_line_when_piped(tmp_path):
+    """Piped or logged (no terminal), the console wrapped its lines at 80 columns and folded a
+    path longer than that: `figures: \\n/tmp/...dd\\ndd/tests/t-spec/figure-smoke.png`, so a script
+    reading the line got a broken path. Off a terminal, lines are not wrapped."""
+    out = tmp_path / ("d" * 90)
+    res = _invoke("run", _one_run_spec(tmp_path), "--out", out, "--profile", "smoke",
+                  "--no-calibrate", "--workers", "1")
+    assert res.exit_code == 0, res.output
+    fig = out / "tests" / "t-spec" / "figure-smoke.png"
+    assert f"figures: {fig}\n" in res.output, res.output

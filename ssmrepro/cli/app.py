@@ -43,9 +43,11 @@ app = typer.Typer(
     help="Reproduce figures and tables of Mamba / SSM papers from real training runs.\n\n"
     "Example: ssmrepro run keep-nth --profile quick\n\n" + EXIT_CODES + "\n\n" + ENV_HELP,
 )
-# emoji=False: ':x:' in a label or title was printed as an emoji ('S6:x:' as 'S6❌')
-console = Console(emoji=False)
-err_console = Console(stderr=True, emoji=False)
+# emoji=False: ':x:' in a label or title was printed as an emoji ('S6:x:' as 'S6❌'); lines are
+# wrapped only on a terminal: piped or logged, a path longer than 80 characters was folded
+# ('figures: \n/tmp/...dd\ndd/figure.png'), and a script reading the line got a broken path
+console = Console(emoji=False, soft_wrap=not sys.stdout.isatty())
+err_console = Console(stderr=True, emoji=False, soft_wrap=not sys.stderr.isatty())
 
 
 def version() -> str:
