@@ -30,6 +30,7 @@ from pydantic import (
     Field,
     StringConstraints,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
@@ -95,6 +96,13 @@ def _plain_label(label: str) -> str:
     if label.startswith("_"):  # matplotlib's mark of an artist kept out of the legend
         raise ValueError(f"a label does not start with '_': {label!r} (matplotlib leaves a "
                          "name starting with '_' out of a figure's legend)")
+    from .report.cells import norm
+
+    if norm(label) != label:  # cells are keyed by values read back from CSV as numbers: '7'
+        # and '7.0' (or 'True' and '1', '７' and '7', 'nan' and 'NaN') were one cell, one label's
+        # runs summarised under the other's and its row gone from every table
+        raise ValueError(f"a label is text, not a number or a truth value: {label!r} reads as "
+                         f"{norm(label)!r} in the tables (write e.g. 'n={label}')")
     composed = unicodedata.normalize("NFC", label)
     if composed != label:  # 'cafe' + U+0301 looks like 'café' (U+00E9): two cells, one name
         raise ValueError(f"a label is written composed (Unicode NFC): {label!r} holds a "
@@ -118,6 +126,18 @@ class Case(Strict):
     seeds: Seeds | None = Field(None, description="seeds of this case (default: the spec's)")
     constraints: list[str] = Field([], max_length=MAX_EXPRESSIONS,
                                    description="extra constraints for this case's points")
+
+    @field_validator("label")
+    @classmethod
+    def _not_joined(cls, label: str | None) -> str | None:
+        from .report.columns import LABEL_SEP
+
+        if label is not None and LABEL_SEP in label:  # the join of case labels of several axes:
+            # a claim on `label: S6` was judged on the cell 'S4D / S6' too (a case label there)
+            raise ValueError(f"{label!r}: a case label does not hold {LABEL_SEP!r}, which joins "
+                             "the case labels of several sweep axes (a `where` on "
+                             f"{label.split(LABEL_SEP)[-1]!r} would match this case too)")
+        return label
 
     @model_validator(mode="after")
     def _no_empty_lists(self) -> Case:

@@ -6083,3 +6083,163 @@ def test_a_where_naming_the_selected_key_is_refused(tmp_path):
                          claims=[{"text": "t", "where": {"label": "S6"}, "op": ">=",
                                   "value": 0.5}])
     assert _invoke("validate", spec).exit_code == 0
+
+
+@pytest.mark.parametrize("labels", [["7", "7.0"], ["True", "1"], ["７", "x"], ["nan", "y"]])
+def test_a_label_that_reads_as_a_number_is_refused(tmp_path, labels):
+    """Cells are keyed by values read back from CSV, numbers as numbers: the labels '7' and
+    '7.0' (or 'True' and '1', a full-width '７' and '7') were one cell, 19 of 20 cells were
+    summarised and the other label's row was gone from summary.csv, report.md and the figure
+    without a word. Such a label is refused before training."""
+    cases = [{"label": lab, "set": {"model.mixer": m}} for lab, m in zip(labels, ["s6", "s4d"])]
+    res = _invoke("validate", _one_run_spec(tmp_path, sweep=[{"cases": cases}]))
+    _assert_refused(res, "sweep.0.cases.0.label", "a label is text, not a number")
+
+
+def test_a_suggested_data_command_quotes_its_data_root(tmp_path):
+    """`data info --dir 'my data; x'` suggested `ssmrepro data download lra --dir .../my data; x`:
+    pasted into a shell it downloaded into '.../my' and ran `x`. The root is shell-quoted."""
+    import shlex
+
+    root = tmp_path / "my data; x"
+    root.mkdir()
+    res = _invoke("data", "info", "--dir", root, env={"COLUMNS": "400"})
+    assert res.exit_code == 0, res.output
+    assert f"download lra --dir {shlex.quote(str(root))}" in res.output, res.output
+
+
+@pytest.mark.parametrize("raw", ["my #2 corpus.txt", "#fff"])
+def test_a_set_value_holding_a_yaml_comment_is_refused(tmp_path, raw):
+    """`--set 'task.path=my #2 corpus.txt'` is parsed as YAML, which reads ' #2 corpus.txt' as a
+    comment: the value quietly became 'my' (and '#fff' became null). Refused, naming the value
+    read; a quoted value keeps its '#'."""
+    from ssmrepro.spec import SpecError
+    from ssmrepro.sweep.expand import parse_overrides
+
+    with pytest.raises(SpecError, match="holds a YAML comment"):
+        parse_overrides([f"task.path={raw}"])
+    assert parse_overrides([f'task.path="{raw}"']) == {"task.path": raw}
+    assert parse_overrides(["task.path=a#b"]) == {"task.path": "a#b"}
+    res = _invoke("show", _one_run_spec(tmp_path), "--set", f"train.lr=0.02 {raw}")
+    _assert_refused(res, "--set train.lr", "holds a YAML comment")
+
+
+def test_a_case_label_holding_the_label_separator_is_refused(tmp_path):
+    """' / ' joins the case labels of several sweep axes, and a `where` label matches any part:
+    a case labelled 'S4D / S6' (an S4D run) was judged by a claim on `label: S6` beside the S6
+    cell ('1 of 2 finished cells miss'). Such a case label is refused."""
+    cases = [{"label": "S6", "set": {"model.mixer": "s6"}},
+             {"label": "S4D / S6", "set": {"model.mixer": "s4d"}}]
+    res = _invoke("validate", _one_run_spec(tmp_path, sweep=[{"cases": cases}]))
+    _assert_refused(res, "sweep.0.cases.1.label", "does not hold ' / '")
+
+
+def test_a_title_word_wider_than_the_figure_is_broken(tmp_path):
+    """Titles are wrapped at spaces: a 290-letter word without one (a pasted identifier, a URL)
+    was one line running off both edges of a bars figure and cut. It is broken between letters;
+    math stays whole."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import text_to_path
+
+    from ssmrepro.plots.registry import wrap_text
+
+    lines = wrap_text("W" * 290 + " [t-w, profile smoke]", 6.4, 10).split("\n")
+    assert "".join(lines).replace(" ", "").startswith("W" * 290) and len(lines) > 3, lines
+    prop = FontProperties(size=10)
+    assert all(text_to_path.get_text_width_height_descent(line, prop, ismath=False)[0]
+               <= 0.95 * 6.4 * 72 for line in lines), lines
+    assert wrap_text("$" + r"\alpha" * 5 + "$", 0.5, 10) == "$" + r"\alpha" * 5 + "$"
+
+
+def test_a_figure_name_for_no_drawn_column_is_refused(tmp_path):
+    """`names: {model.dmodel: width d}` (a misspelt key) was ignored without a word: the axis
+    kept its default name 'd_model'. A `names` key must be a column the figure draws."""
+    sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                        {"label": "S4D", "set": {"model.mixer": "s4d"}}]},
+             {"grid": {"model.d_model": [8, 12]}}]
+    fig = {"kind": "lines", "metric": "test.acc", "x": "model.d_model", "hue": "label",
+           "names": {"model.dmodel": "width d", "label": "model"}}
+    res = _invoke("validate", _one_run_spec(tmp_path, sweep=sweep, figure=fig))
+    _assert_refused(res, "figure.names.model.dmodel: names no column this figure draws")
+    fig["names"] = {"model.d_model": "width d", "label": "model"}
+    assert _invoke("validate", _one_run_spec(tmp_path, sweep=sweep, figure=fig)).exit_code == 0
+
+
+def test_emoji_codes_in_spec_text_are_printed_as_written(tmp_path):
+    """Rich's console replaced emoji codes: a title 'Ratio :warning: test' was shown as
+    'Ratio ⚠ test' and a label 'S6:x:' as 'S6❌' by `show`, `run` and `verify`."""
+    cases = [{"label": "S6:x:", "set": {"model.mixer": "s6"}}]
+    spec = _one_run_spec(tmp_path, title="Ratio :warning: test", sweep=[{"cases": cases}])
+    res = _invoke("show", spec, "--profile", "smoke", env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "Ratio :warning: test" in res.output and "S6:x:" in res.output, res.output
+    assert "⚠" not in res.output and "❌" not in res.output, res.output
+
+
+def test_a_tilde_out_from_the_environment_is_the_home_folder(tmp_path, monkeypatch):
+    """`SSMREPRO_OUT='~/res'` (an env file, which no shell expands) wrote into a folder named '~'
+    of the current folder, while `SSMREPRO_ROOT='~/...'`, `SSMREPRO_DATA` and `--dir` read the
+    home folder. Every path option expands '~' alike."""
+    home, cwd = tmp_path / "home", tmp_path / "cwd"
+    home.mkdir()
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    spec = _one_run_spec(tmp_path)
+    res = _invoke("export", "--file", "x.csv", env={"SSMREPRO_OUT": "~/res", "HOME": str(home)})
+    assert "~" not in os.listdir(cwd), res.output
+    assert str(home / "res") in " ".join(res.output.split()), res.output
+    res = _invoke("run", spec, "--profile", "smoke", "--no-calibrate", "--no-plot", "--workers",
+                  "1", env={"SSMREPRO_OUT": "~/res", "HOME": str(home)})
+    assert res.exit_code == 0, res.output
+    assert not (cwd / "~").exists() and (home / "res/tests/t-spec/results-smoke.csv").is_file()
+
+
+@pytest.mark.parametrize("label", ["a\\|b", "*x*", "`x`", "<x>", "[x](y)", "~~x~~", "a\\b"])
+def test_a_label_with_markdown_syntax_is_shown_as_written_in_report_tables(label):
+    """report.md's tables escaped only '|': a label 'a\\|b' was shown 'a|b' (its backslash read
+    as the pipe's escape; on GitHub it split the row), '*x*' in italics, '`x`' as code, '<x>' not
+    at all (an HTML tag), '[x](y)' as a link. Every table cell renders as its text."""
+    import html
+
+    from markdown_it import MarkdownIt
+
+    from ssmrepro.report import md_cell
+
+    md = MarkdownIt("commonmark").enable("table").enable("strikethrough")
+    out = md.render(f"| l | v |\n|---|---|\n| {md_cell(label)} | 0.5 |\n").replace("\n", "")
+    assert f"<td>{html.escape(label, quote=False)}</td><td>0.5</td>" in out, out
+
+
+def test_a_legend_entry_wider_than_its_panel_is_wrapped(tmp_path):
+    """A 200-letter case label (labels may have 200 characters) in a `lines` legend ran off the
+    image, taking the other entries and the markers with it. Legend entries are wrapped to their
+    panel when the figure is saved."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from ssmrepro.plots.registry import save_png, subplots
+
+    fig, ax = subplots(tmp_path / "f.png", 100, figsize=(4.6, 3.6))
+    ax.plot([8, 12], [0.1, 0.2], marker="o", label="S6")
+    ax.plot([8, 12], [0.1, 0.15], marker="o", label="M" * 200)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    legend = ax.get_legend()
+    save_png(fig, tmp_path / "f.png", 100)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    box = legend.get_window_extent(FigureCanvasAgg(fig).get_renderer())
+    assert box.x0 >= 0 and box.x1 <= fig.bbox.width, (box, fig.bbox)
+    assert (tmp_path / "f.png").is_file()
+
+
+def test_a_long_output_path_is_printed_on_one_line_when_piped(tmp_path):
+    """Piped or logged (no terminal), the console wrapped its lines at 80 columns and folded a
+    path longer than that: `figures: \\n/tmp/...dd\\ndd/tests/t-spec/figure-smoke.png`, so a script
+    reading the line got a broken path. Off a terminal, lines are not wrapped."""
+    out = tmp_path / ("d" * 90)
+    res = _invoke("run", _one_run_spec(tmp_path), "--out", out, "--profile", "smoke",
+                  "--no-calibrate", "--workers", "1")
+    assert res.exit_code == 0, res.output
+    fig = out / "tests" / "t-spec" / "figure-smoke.png"
+    assert f"figures: {fig}\n" in res.output, res.output

@@ -43,8 +43,11 @@ app = typer.Typer(
     help="Reproduce figures and tables of Mamba / SSM papers from real training runs.\n\n"
     "Example: ssmrepro run keep-nth --profile quick\n\n" + EXIT_CODES + "\n\n" + ENV_HELP,
 )
-console = Console()
-err_console = Console(stderr=True)
+# emoji=False: ':x:' in a label or title was printed as an emoji ('S6:x:' as 'S6❌'); lines are
+# wrapped only on a terminal: piped or logged, a path longer than 80 characters was folded
+# ('figures: \n/tmp/...dd\ndd/figure.png'), and a script reading the line got a broken path
+console = Console(emoji=False, soft_wrap=not sys.stdout.isatty())
+err_console = Console(stderr=True, emoji=False, soft_wrap=not sys.stderr.isatty())
 
 
 def version() -> str:
@@ -119,7 +122,9 @@ def path_value(value: str) -> Path:
     if text.strip() == "-":  # `export --file -` wrote a file named '-' into the current folder
         raise typer.BadParameter("'-' (standard input or output) is not read or written here; "
                                  "give a folder or file name (./- for one named '-')")
-    return Path(text)
+    # '~/r' is the home folder's r, as in $SSMREPRO_ROOT, $SSMREPRO_DATA and --dir (an
+    # SSMREPRO_OUT='~/r' from an env file, which no shell expands, wrote into a folder named '~')
+    return Path(text).expanduser()
 
 
 def fail(messages: list[str], code: int = 2) -> None:

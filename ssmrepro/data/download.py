@@ -123,7 +123,7 @@ class _Progress:
             cols = [TextColumn("{task.description}", markup=False), BarColumn()]  # a file name
             cols += [DownloadColumn(), TransferSpeedColumn()] if unit_bytes else [MofNCompleteColumn()]
             cols += [TimeRemainingColumn()]
-            self._p = Progress(*cols, console=Console(stderr=True), transient=False)
+            self._p = Progress(*cols, console=Console(stderr=True, emoji=False), transient=False)
             self._task = self._p.add_task(description, total=total, completed=completed)
 
     def __enter__(self) -> _Progress:

@@ -68,7 +68,9 @@ def dir_flag(root: Path) -> str:
     """The ``--dir`` part of a suggested command (empty when the default root applies)."""
     if root == data_root(None):
         return ""
-    return f" --dir {root}"
+    import shlex  # a root 'my data; x' ran `x` and downloaded into 'my' when the line was pasted
+
+    return f" --dir {shlex.quote(str(root))}"
 
 
 def lra_dir(root: Path) -> Path:

@@ -287,7 +287,7 @@ def run_experiment(
     None starts a local Ray instance, 'auto' joins the one ``ray start`` runs here); with Ray,
     ``device`` 'auto' means the cluster's GPUs if it has any, and ``backend`` is resolved on the
     worker that trains the pack."""
-    console = console or Console()
+    console = console or Console(emoji=False)
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r} ({' | '.join(ENGINES)})")
     t0 = time.time()

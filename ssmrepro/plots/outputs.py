@@ -144,6 +144,11 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                 # every label lacks it: '' for every cell (unnamed bars, one hue, MISSING)
                 errors.append(f"{path}: {key}: {c!r}: the runs' labels have at most {n_cases} "
                               f"case label(s) (case:0{f' to case:{n_cases - 1}' if n_cases > 1 else ''})")
+        drawn = set(cfg.column_refs())
+        for k in getattr(cfg, "names", None) or {}:  # a misspelt key ('model.dmodel') was
+            if k not in drawn:  # ignored without a word: the axis kept its default name
+                errors.append(f"{path}: {key}.names.{k}: names no column this figure draws "
+                              f"({', '.join(sorted(drawn)) or 'none'})")
         if len(errors) == n:
             checked.append((key, cfg))
 

@@ -217,8 +217,20 @@ def wrap_text(text: str, width_in: float, fontsize: float) -> str:
         else:
             word += ch
     words.append(word)
+
+    def pieces(w: str) -> list[str]:  # a word wider than a line (a 290-letter word with no
+        # space ran off both edges of the image) is broken between letters; math stays whole
+        if "$" in w or width(w) <= limit:
+            return [w]
+        out = [""]
+        for ch in w:
+            if out[-1] and width(out[-1] + ch) > limit:
+                out.append("")
+            out[-1] += ch
+        return out
+
     lines: list[str] = []
-    for w in words:
+    for w in [p for word in words for p in pieces(word)]:
         if lines and lines[-1] and width(f"{lines[-1]} {w}") <= limit:
             lines[-1] = f"{lines[-1]} {w}"
         else:
@@ -289,6 +301,41 @@ def subplots(path: Path, dpi: int, *args, **kw):
     return plt.subplots(*args, **kw)
 
 
+def _fit_legends(fig) -> None:
+    """Legends wider than their panel (a figure's legend: the figure) have their entries wrapped
+    to it (``wrap_text``): a 200-letter case label ran off the image with the legend's other
+    entries. A legend that fits is left as it is."""
+    renderer = getattr(fig.canvas, "get_renderer", None)
+    if renderer is None:
+        return
+    renderer = renderer()
+    legends = [(leg, fig.bbox) for leg in fig.legends]
+    legends += [(ax.get_legend(), ax.get_window_extent(renderer)) for ax in fig.axes
+                if ax.get_legend() is not None]
+    changed = False
+    for leg, room in legends:
+        box, texts = leg.get_window_extent(renderer), leg.get_texts()
+        if box.width <= room.width or not texts:
+            continue
+        widest = max(t.get_window_extent(renderer).width for t in texts)
+        width_in = max(0.5, (room.width - (box.width - widest)) / fig.dpi)  # less the handles
+        for t in texts:
+            text = t.get_text()
+            wrapped = wrap_text(text, width_in, t.get_fontsize())
+            if wrapped != text:
+                t.set_text(wrapped)
+                changed = True
+    from matplotlib.layout_engine import PlaceHolderLayoutEngine
+
+    engine = fig.get_layout_engine()  # tight_layout() once leaves a place holder
+    if changed and (engine is None or isinstance(engine, PlaceHolderLayoutEngine)):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fig.tight_layout()
+
+
 def save_png(fig, path: Path, dpi: int) -> None:
     """Write ``fig`` to ``path`` as PNG atomically (temp file + rename: a killed ``plot`` leaves
     the old figure or the new one, never a torn file) and close it. ``FigureTooLarge`` when its
@@ -301,6 +348,7 @@ def save_png(fig, path: Path, dpi: int) -> None:
 
     try:
         _check_size(path, fig.get_size_inches(), dpi)
+        _fit_legends(fig)
         atomic_write_stream(path, lambda f: fig.savefig(f, format="png", dpi=dpi))
     finally:
         plt.close(fig)

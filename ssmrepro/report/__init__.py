@@ -125,8 +125,14 @@ def _fmt(x: Any) -> str:
 
 def md_cell(text: object) -> str:
     """Text safe inside a markdown table cell: a label 'a|b' split its row into one cell more
-    than the header, shifting every number after it into the wrong column."""
-    return str(text).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    than the header, shifting every number after it into the wrong column. A backslash, ``*``,
+    a backquote, ``<`` and ``~`` are escaped too, and the ``](`` of a link: a label 'a\\|b' was
+    shown 'a|b' (its backslash read as the pipe's escape), '*x*' in italics, '`x`' as code,
+    '<x>' not at all (an HTML tag), '[x](y)' as a link."""
+    text = str(text).replace("\\", "\\\\")
+    for ch in "|*`<~":
+        text = text.replace(ch, "\\" + ch)
+    return text.replace("](", "]\\(").replace("\r", " ").replace("\n", " ")
 
 
 def md_table(df: pd.DataFrame) -> str:

@@ -307,6 +307,13 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
             continue
         try:
             out[key] = parse_yaml(raw) if raw.strip() else ""
+            import json
+
+            if raw.count("#") > json.dumps(out[key], ensure_ascii=False, default=str).count("#"):
+                # YAML read ' #...' as a comment: `task.path=my #2 corpus.txt` quietly became 'my'
+                errors.append(f"--set {key}: {raw!r} holds a YAML comment (' #' onwards is "
+                              f"dropped: the value read is {out[key]!r}); quote the value, "
+                              f"e.g. --set '{key}=\"{raw.strip()}\"'")
         except yaml.YAMLError as err:
             errors.append(f"--set {key}: cannot parse {raw!r} ({str(err).splitlines()[0]})")
         except (ValueError, RecursionError) as err:  # YamlBoundError, a 5,000-digit integer ...
