@@ -34,7 +34,7 @@ from pydantic import (
     model_validator,
 )
 
-from .util import DrawnText, NoBoolNumbers, NotSmallFile, drawable, read_small, repo_root
+from .util import DrawnText, NoBoolNumbers, NotSmallFile, drawable, norm, read_small, repo_root
 
 SPEC_VERSION = 1
 MAX_ANALYTIC_ROWS = 10_000  # rows of an analytic table (the largest shipped grid has 42)
@@ -79,6 +79,9 @@ MAX_CLAIMS = 1_000
 MAX_PAPER_VALUES = 10_000
 
 
+LABEL_SEP = " / "  # joins the case labels of several sweep axes into a run's label
+
+
 def _plain_label(label: str) -> str:
     """A case label is one line of visible text without spaces at its ends, in composed form
     (NFC): it names a cell in tables, figures and claims, where "S6 " and "S6", a label with a
@@ -96,8 +99,6 @@ def _plain_label(label: str) -> str:
     if label.startswith("_"):  # matplotlib's mark of an artist kept out of the legend
         raise ValueError(f"a label does not start with '_': {label!r} (matplotlib leaves a "
                          "name starting with '_' out of a figure's legend)")
-    from .report.cells import norm
-
     if norm(label) != label:  # cells are keyed by values read back from CSV as numbers: '7'
         # and '7.0' (or 'True' and '1', '７' and '7', 'nan' and 'NaN') were one cell, one label's
         # runs summarised under the other's and its row gone from every table
@@ -130,8 +131,6 @@ class Case(Strict):
     @field_validator("label")
     @classmethod
     def _not_joined(cls, label: str | None) -> str | None:
-        from .report.columns import LABEL_SEP
-
         if label is not None and LABEL_SEP in label:  # the join of case labels of several axes:
             # a claim on `label: S6` was judged on the cell 'S4D / S6' too (a case label there)
             raise ValueError(f"{label!r}: a case label does not hold {LABEL_SEP!r}, which joins "

@@ -12,6 +12,7 @@ import ctypes
 import errno
 import glob
 import hashlib
+import math
 import os
 import platform
 import re
@@ -469,3 +470,28 @@ class NoBoolNumbers(BaseModel):
                 out = dict(data) if out is None else out
                 out[key] = new
         return data if out is None else out
+
+
+def norm(v: Any) -> Any:
+    """A hashable, type-insensitive form of a cell value (CSV round trips change types)."""
+    if v is None:
+        return None
+    if isinstance(v, (bool, np.bool_)):
+        return float(v)
+    if isinstance(v, (int, float, np.integer, np.floating)):
+        try:
+            f = float(v)
+        except OverflowError:  # an integer beyond any float: itself (equal to its own digits)
+            return str(v)
+        return None if math.isnan(f) else f
+    if isinstance(v, str):
+        if v in ("True", "False"):
+            return float(v == "True")
+        try:
+            f = float(v)
+        except ValueError:
+            return v
+        return None if math.isnan(f) else f
+    if isinstance(v, (list, tuple)):
+        return tuple(norm(x) for x in v)
+    return str(v)

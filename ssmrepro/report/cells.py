@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..util import norm  # noqa: F401  (re-exported: the tables' cell keys)
 from .columns import (
     COMPLETE,
     DIVERGED,
@@ -42,31 +43,6 @@ def values_equal(a: Any, b: Any) -> bool:
         return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
     except (TypeError, ValueError, OverflowError):
         return str(a) == str(b)
-
-
-def norm(v: Any) -> Any:
-    """A hashable, type-insensitive form of a cell value (CSV round trips change types)."""
-    if v is None:
-        return None
-    if isinstance(v, (bool, np.bool_)):
-        return float(v)
-    if isinstance(v, (int, float, np.integer, np.floating)):
-        try:
-            f = float(v)
-        except OverflowError:  # an integer beyond any float: itself (equal to its own digits)
-            return str(v)
-        return None if math.isnan(f) else f
-    if isinstance(v, str):
-        if v in ("True", "False"):
-            return float(v == "True")
-        try:
-            f = float(v)
-        except ValueError:
-            return v
-        return None if math.isnan(f) else f
-    if isinstance(v, (list, tuple)):
-        return tuple(norm(x) for x in v)
-    return str(v)
 
 
 CASE_PREFIX = "case:"

@@ -9,10 +9,10 @@ are the only column names written in the code.
 
 from __future__ import annotations
 
+from ..spec import LABEL_SEP  # noqa: F401  (re-exported)
 from ..store import DONE_STATUSES, METRIC_PREFIX  # noqa: F401  (METRIC_PREFIX: re-exported)
 
 LABEL = "label"  # the run's case labels joined by LABEL_SEP, e.g. "(c) trained linear / vs D"
-LABEL_SEP = " / "
 SEED = "seed"
 RUN_ID = "run_id"
 STATUS = "status"

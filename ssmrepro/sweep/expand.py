@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from .. import expr
 from ..models import MODELS, ModelConfig
-from ..spec import Axis, Spec, SpecError, _format_errors, find_reused, parse_yaml
+from ..spec import LABEL_SEP, Axis, Spec, SpecError, _format_errors, find_reused, parse_yaml
 from ..tasks import TASKS, DataUnavailable, Task, TaskConfig, build_task, incompatibility
 from ..tasks.base import fixed_split_error
 from .config import RunConfig, TrainConfig, flatten, lean, run_id_of
@@ -432,7 +432,7 @@ def expand(spec: Spec, profile: str | None = None,
     runs: list[RunConfig] = []
     grouped: dict[str, list[str]] = {}  # message -> points where it occurs
     for i, (labels, overrides) in enumerate(points):
-        label = " / ".join(labels)
+        label = LABEL_SEP.join(labels)
         point = f"{i}{' ' + label if label else ''}"
         cfg = copy.deepcopy(base)
         overrides = dict(overrides)
