@@ -1660,11 +1660,12 @@ def test_an_inverse_matching_value_range_is_bounded(tmp_path):
 
 def test_a_set_with_no_supervised_position_fails_its_pack_before_training(tmp_path):
     """Selective copy with p = 0 has no number to copy: every run recorded accuracy 0 and loss 0
-    (0 / 0 read as 0), exit 0, a result nothing measured."""
+    (0 / 0 read as 0), exit 0, a result nothing measured. (`validate` now refuses p = 0; p = 1e-9
+    draws no number in these samples: a property of the samples, not of the settings.)"""
     import json
 
     spec = _one_run_spec(tmp_path, task={"name": "selective_copy", "words": 4, "numbers": 2,
-                                         "p": 0.0, "L": 8})
+                                         "p": 1e-9, "L": 8})
     assert _invoke("validate", spec).exit_code == 0  # a runtime property of the samples
     res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--no-calibrate",
                   "--no-plot", "--workers", "1")
@@ -1684,7 +1685,7 @@ def test_require_targets_names_the_set_that_has_none():
     seeds = __import__("torch").tensor([3, 4])
     ok = build_task(SelectiveCopyConfig(words=4, numbers=2, p=0.5, L=8))
     require_targets(ok, seeds, TEST, 16, 8, "test")  # has targets: no error
-    none = build_task(SelectiveCopyConfig(words=4, numbers=2, p=0.0, L=8))
+    none = build_task(SelectiveCopyConfig(words=4, numbers=2, p=1e-9, L=8))
     with pytest.raises(NoTargets, match="the 'x' evaluation set .16 samples. has no supervised"):
         require_targets(none, seeds, TEST, 16, 8, "'x' evaluation")
 
@@ -6243,3 +6244,19 @@ def test_a_long_output_path_is_printed_on_one_line_when_piped(tmp_path):
     assert res.exit_code == 0, res.output
     fig = out / "tests" / "t-spec" / "figure-smoke.png"
     assert f"figures: {fig}\n" in res.output, res.output
+
+
+@pytest.mark.parametrize("task, key", [
+    ({"name": "selective_copy", "L": 16, "number_offset": 16}, "number_offset=16"),
+    ({"name": "selective_copy", "L": 16, "p": 0}, "p=0"),
+    ({"name": "decode_recall", "L": 16, "p": 1}, "p=1"),
+    ({"name": "multikey_recall", "L": 3, "key_len": 2}, "L=3"),
+])
+def test_a_task_with_no_supervised_position_is_refused_by_validate(tmp_path, task, key):
+    """A selective copy whose smallest number reaches before every sequence start (offset >= L)
+    or has no number (p = 0), a decode recall of bits only (p = 1), a multi-key recall too short
+    to store and recall a key: `validate` said ok and `run` failed the pack after starting
+    (NoTargets, exit 1, naming no key). `validate` refuses them, naming the key, exit 2."""
+    res = _invoke("validate", write_spec(tmp_path, task=task))
+    assert res.exit_code == 2, res.output
+    assert key in res.output and "no position has a target" in res.output, res.output

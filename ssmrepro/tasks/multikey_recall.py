@@ -53,6 +53,9 @@ class MultiKeyRecallConfig(TaskConfig):
             raise ValueError(f"L_min={self.L_min} exceeds L={self.L}")
         if self.words ** self.key_len >= 2 ** 62:
             raise ValueError("words ** key_len must fit in 62 bits")
+        if self.L < self.key_len + 2:  # a stored key ends at j >= k, recalled at t > j
+            raise ValueError(f"L={self.L} is below key_len + 2 = {self.key_len + 2}: no key can be "
+                             "stored and then recalled, so no position has a target")
         return self
 
 
