@@ -6260,3 +6260,43 @@ def test_a_task_with_no_supervised_position_is_refused_by_validate(tmp_path, tas
     res = _invoke("validate", write_spec(tmp_path, task=task))
     assert res.exit_code == 2, res.output
     assert key in res.output and "no position has a target" in res.output, res.output
+
+
+def test_multikey_recall_targets_do_not_hold_an_l_by_l_comparison():
+    """Multi-key recall compared every position with every other at once, (E, B, L, L): L =
+    20,000 at batch 8 allocated over 50 GB while sampling, which the memory estimate does not
+    count (`validate` and `run --dry-run` said ok). The comparison is made in blocks of
+    positions: the same targets, in bounded memory (here: under 1 GB of address space more than
+    the interpreter holds, where the old way needed about 4 GB)."""
+    import subprocess
+    import sys
+
+    code = """if True:
+        import resource, torch
+        from ssmrepro.tasks.multikey_recall import multikey_targets
+        x = torch.randint(0, 8, (1, 8, 6000))
+        size = int(open('/proc/self/statm').read().split()[0]) * resource.getpagesize()
+        resource.setrlimit(resource.RLIMIT_AS, (size + (1 << 30), resource.RLIM_INFINITY))
+        y = multikey_targets(x, 8, 2)
+        print('ok', int((y >= 0).sum()))
+    """
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    assert res.returncode == 0 and res.stdout.startswith("ok"), res.stderr[-2000:]
+
+
+def test_multikey_recall_blocked_targets_match_the_whole_comparison():
+    import torch
+
+    from ssmrepro.tasks import multikey_recall as mk
+
+    x = torch.randint(0, 3, (2, 3, 2000))  # blocks of 349 positions
+    whole = mk.multikey_targets(x, 3, 2)
+    L = x.shape[-1]
+    kid = torch.roll(x, 1, dims=-1) * 3 + x
+    pos = torch.arange(L)
+    t, j = pos[:, None], pos[None, :]
+    match = (kid[..., :, None] == kid[..., None, :]) & (j < t) & (j >= 2) & (t >= 1)
+    last = torch.where(match, j, torch.full_like(j, -1)).amax(-1)
+    ref = torch.where(last >= 0, x.gather(-1, (last + 1).clamp(max=L - 1)), torch.full_like(x, -100))
+    assert torch.equal(whole, ref)
