@@ -6322,3 +6322,16 @@ def test_induction_heads_targets_do_not_hold_a_position_by_vocabulary_table():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
     assert res.returncode == 0 and res.stdout.startswith("ok"), res.stderr[-2000:]
+
+
+def test_an_inverse_matching_ood_range_that_overlaps_the_training_values_is_refused(tmp_path):
+    """`ood_low: 50` beside training values [20, 100]: the 'OOD' evaluation set drew values seen
+    in training, so an out-of-distribution accuracy measured partly in-distribution ones, without
+    a word. `validate` refuses it, naming the keys, exit 2."""
+    task = {"name": "inverse_matching", "n_fill": 2, "ood_low": 50, "ood_high": 150}
+    res = _invoke("validate", write_spec(tmp_path, task=task))
+    assert res.exit_code == 2, res.output
+    assert "ood_low/ood_high: [50, 150] overlaps the training values [20, 100]" in res.output, \
+        res.output
+    ok = {"name": "inverse_matching", "n_fill": 2, "ood_low": 101, "ood_high": 150}
+    assert _invoke("validate", write_spec(tmp_path, task=ok)).exit_code == 0
