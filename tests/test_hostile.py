@@ -6335,3 +6335,16 @@ def test_an_inverse_matching_ood_range_that_overlaps_the_training_values_is_refu
         res.output
     ok = {"name": "inverse_matching", "n_fill": 2, "ood_low": 101, "ood_high": 150}
     assert _invoke("validate", write_spec(tmp_path, task=ok)).exit_code == 0
+
+
+@pytest.mark.parametrize("key, value", [("sigma1", 1e-50), ("sigma2", 1e39)])
+def test_a_first_abs_std_that_float32_inputs_cannot_hold_is_refused(tmp_path, key, value):
+    """first_abs feeds u in float32: `sigma1: 1e-50` made every u_1 0 (the target |z_1| could not
+    be read: an impossible task trained without a word), `sigma2: 1e39` made the inputs
+    infinite. `validate` refuses a std outside [1e-30, 1e30], naming the key, exit 2."""
+    task = {"name": "first_abs", "L": 8, key: value}
+    res = _invoke("validate", write_spec(tmp_path, task=task,
+                                         model={"name": "ssm_lm", "mixer": "s6", "d_model": 8,
+                                                "d_state": 4}))
+    assert res.exit_code == 2, res.output
+    assert f"{key}={value:g} is outside [1e-30, 1e30]" in res.output, res.output
