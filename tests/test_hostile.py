@@ -1660,11 +1660,12 @@ def test_an_inverse_matching_value_range_is_bounded(tmp_path):
 
 def test_a_set_with_no_supervised_position_fails_its_pack_before_training(tmp_path):
     """Selective copy with p = 0 has no number to copy: every run recorded accuracy 0 and loss 0
-    (0 / 0 read as 0), exit 0, a result nothing measured."""
+    (0 / 0 read as 0), exit 0, a result nothing measured. (`validate` now refuses p = 0; p = 1e-9
+    draws no number in these samples: a property of the samples, not of the settings.)"""
     import json
 
     spec = _one_run_spec(tmp_path, task={"name": "selective_copy", "words": 4, "numbers": 2,
-                                         "p": 0.0, "L": 8})
+                                         "p": 1e-9, "L": 8})
     assert _invoke("validate", spec).exit_code == 0  # a runtime property of the samples
     res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--no-calibrate",
                   "--no-plot", "--workers", "1")
@@ -1684,7 +1685,7 @@ def test_require_targets_names_the_set_that_has_none():
     seeds = __import__("torch").tensor([3, 4])
     ok = build_task(SelectiveCopyConfig(words=4, numbers=2, p=0.5, L=8))
     require_targets(ok, seeds, TEST, 16, 8, "test")  # has targets: no error
-    none = build_task(SelectiveCopyConfig(words=4, numbers=2, p=0.0, L=8))
+    none = build_task(SelectiveCopyConfig(words=4, numbers=2, p=1e-9, L=8))
     with pytest.raises(NoTargets, match="the 'x' evaluation set .16 samples. has no supervised"):
         require_targets(none, seeds, TEST, 16, 8, "'x' evaluation")
 
@@ -6243,3 +6244,107 @@ def test_a_long_output_path_is_printed_on_one_line_when_piped(tmp_path):
     assert res.exit_code == 0, res.output
     fig = out / "tests" / "t-spec" / "figure-smoke.png"
     assert f"figures: {fig}\n" in res.output, res.output
+
+
+@pytest.mark.parametrize("task, key", [
+    ({"name": "selective_copy", "L": 16, "number_offset": 16}, "number_offset=16"),
+    ({"name": "selective_copy", "L": 16, "p": 0}, "p=0"),
+    ({"name": "decode_recall", "L": 16, "p": 1}, "p=1"),
+    ({"name": "multikey_recall", "L": 3, "key_len": 2}, "L=3"),
+])
+def test_a_task_with_no_supervised_position_is_refused_by_validate(tmp_path, task, key):
+    """A selective copy whose smallest number reaches before every sequence start (offset >= L)
+    or has no number (p = 0), a decode recall of bits only (p = 1), a multi-key recall too short
+    to store and recall a key: `validate` said ok and `run` failed the pack after starting
+    (NoTargets, exit 1, naming no key). `validate` refuses them, naming the key, exit 2."""
+    res = _invoke("validate", write_spec(tmp_path, task=task))
+    assert res.exit_code == 2, res.output
+    assert key in res.output and "no position has a target" in res.output, res.output
+
+
+def test_multikey_recall_targets_do_not_hold_an_l_by_l_comparison():
+    """Multi-key recall compared every position with every other at once, (E, B, L, L): L =
+    20,000 at batch 8 allocated over 50 GB while sampling, which the memory estimate does not
+    count (`validate` and `run --dry-run` said ok). The comparison is made in blocks of
+    positions: the same targets, in bounded memory (here: under 1 GB of address space more than
+    the interpreter holds, where the old way needed about 4 GB)."""
+    import subprocess
+    import sys
+
+    code = """if True:
+        import resource, torch
+        from ssmrepro.tasks.multikey_recall import multikey_targets
+        x = torch.randint(0, 8, (1, 8, 6000))
+        size = int(open('/proc/self/statm').read().split()[0]) * resource.getpagesize()
+        resource.setrlimit(resource.RLIMIT_AS, (size + (1 << 30), resource.RLIM_INFINITY))
+        y = multikey_targets(x, 8, 2)
+        print('ok', int((y >= 0).sum()))
+    """
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    assert res.returncode == 0 and res.stdout.startswith("ok"), res.stderr[-2000:]
+
+
+def test_multikey_recall_blocked_targets_match_the_whole_comparison():
+    import torch
+
+    from ssmrepro.tasks import multikey_recall as mk
+
+    x = torch.randint(0, 3, (2, 3, 2000))  # blocks of 349 positions
+    whole = mk.multikey_targets(x, 3, 2)
+    L = x.shape[-1]
+    kid = torch.roll(x, 1, dims=-1) * 3 + x
+    pos = torch.arange(L)
+    t, j = pos[:, None], pos[None, :]
+    match = (kid[..., :, None] == kid[..., None, :]) & (j < t) & (j >= 2) & (t >= 1)
+    last = torch.where(match, j, torch.full_like(j, -1)).amax(-1)
+    ref = torch.where(last >= 0, x.gather(-1, (last + 1).clamp(max=L - 1)), torch.full_like(x, -100))
+    assert torch.equal(whole, ref)
+
+
+def test_induction_heads_targets_do_not_hold_a_position_by_vocabulary_table():
+    """Induction-heads targets were found through a (E, B, T, V) one-hot table and its running
+    maximum, 32 bytes per position per vocabulary id: `vocab: 4000, T: 4000` at batch 8 needed
+    about 4 GB while sampling (several times the logits the memory estimate counts). A stable
+    sort finds each previous occurrence in O(T) memory: the same targets, under 1 GB."""
+    import subprocess
+    import sys
+
+    code = """if True:
+        import resource, torch
+        from ssmrepro.tasks.induction_heads import induction_targets
+        x = torch.randint(0, 4000, (1, 8, 4000))
+        size = int(open('/proc/self/statm').read().split()[0]) * resource.getpagesize()
+        resource.setrlimit(resource.RLIMIT_AS, (size + (1 << 30), resource.RLIM_INFINITY))
+        y = induction_targets(x, 4000)
+        print('ok', int((y >= 0).sum()))
+    """
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    assert res.returncode == 0 and res.stdout.startswith("ok"), res.stderr[-2000:]
+
+
+def test_an_inverse_matching_ood_range_that_overlaps_the_training_values_is_refused(tmp_path):
+    """`ood_low: 50` beside training values [20, 100]: the 'OOD' evaluation set drew values seen
+    in training, so an out-of-distribution accuracy measured partly in-distribution ones, without
+    a word. `validate` refuses it, naming the keys, exit 2."""
+    task = {"name": "inverse_matching", "n_fill": 2, "ood_low": 50, "ood_high": 150}
+    res = _invoke("validate", write_spec(tmp_path, task=task))
+    assert res.exit_code == 2, res.output
+    assert "ood_low/ood_high: [50, 150] overlaps the training values [20, 100]" in res.output, \
+        res.output
+    ok = {"name": "inverse_matching", "n_fill": 2, "ood_low": 101, "ood_high": 150}
+    assert _invoke("validate", write_spec(tmp_path, task=ok)).exit_code == 0
+
+
+@pytest.mark.parametrize("key, value", [("sigma1", 1e-50), ("sigma2", 1e39)])
+def test_a_first_abs_std_that_float32_inputs_cannot_hold_is_refused(tmp_path, key, value):
+    """first_abs feeds u in float32: `sigma1: 1e-50` made every u_1 0 (the target |z_1| could not
+    be read: an impossible task trained without a word), `sigma2: 1e39` made the inputs
+    infinite. `validate` refuses a std outside [1e-30, 1e30], naming the key, exit 2."""
+    task = {"name": "first_abs", "L": 8, key: value}
+    res = _invoke("validate", write_spec(tmp_path, task=task,
+                                         model={"name": "ssm_lm", "mixer": "s6", "d_model": 8,
+                                                "d_state": 4}))
+    assert res.exit_code == 2, res.output
+    assert f"{key}={value:g} is outside [1e-30, 1e30]" in res.output, res.output

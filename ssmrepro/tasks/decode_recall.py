@@ -76,6 +76,9 @@ class DecodeRecallConfig(TaskConfig):
                              "log2(words) bits; the fork rounds down, we do not change fields)")
         if self.L_min is not None and self.L_min > self.L:
             raise ValueError(f"L_min={self.L_min} exceeds L={self.L}")
+        if self.p == 1:
+            raise ValueError("p=1 makes every position a bit, so no word occurs to recall and no "
+                             "position has a target")
         return self
 
     @property

@@ -79,6 +79,10 @@ class InverseMatchingConfig(TaskConfig):
                 raise ValueError(f"{what}: [{lo}, {hi}] has {hi - lo + 1:,} values, more than "
                                  f"{MAX_RANGE} (its {math.comb(hi - lo + 1, 3):,} three-value "
                                  "sets are enumerated)")
+        if self.ood_low <= self.high and self.low <= self.ood_high:
+            raise ValueError(f"ood_low/ood_high: [{self.ood_low}, {self.ood_high}] overlaps the "
+                             f"training values [{self.low}, {self.high}]: the OOD set would hold "
+                             "values seen in training")
         return self
 
 

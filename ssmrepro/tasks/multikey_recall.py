@@ -53,6 +53,9 @@ class MultiKeyRecallConfig(TaskConfig):
             raise ValueError(f"L_min={self.L_min} exceeds L={self.L}")
         if self.words ** self.key_len >= 2 ** 62:
             raise ValueError("words ** key_len must fit in 62 bits")
+        if self.L < self.key_len + 2:  # a stored key ends at j >= k, recalled at t > j
+            raise ValueError(f"L={self.L} is below key_len + 2 = {self.key_len + 2}: no key can be "
+                             "stored and then recalled, so no position has a target")
         return self
 
 
@@ -83,9 +86,16 @@ def multikey_targets(x: torch.Tensor, words: int, key_len: int) -> torch.Tensor:
     for m in range(key_len):  # k-gram ending at t as a base-W number (junk for t < k - 1)
         kid = kid * words + torch.roll(x, key_len - 1 - m, dims=-1)
     pos = torch.arange(L, device=x.device)
-    t, j = pos[:, None], pos[None, :]
-    allowed = (j < t) & (j >= key_len) & (t >= key_len - 1)  # (L, L)
-    match = (kid[..., :, None] == kid[..., None, :]) & allowed  # (E, B, t, j)
-    last = torch.where(match, j, torch.full_like(j, -1)).amax(-1)  # (E, B, L)
+    j = pos[None, :]
+    # blocks of positions t, so no (E, B, L, L) comparison is held at once (L = 20,000 at batch 8
+    # took over 50 GB, which the memory estimate does not count): at most ~2^22 pairs per block
+    rows = max(1, (1 << 22) // max(1, kid[..., :1].numel() * L))
+    parts = []
+    for t0 in range(0, L, rows):
+        t = pos[t0 : t0 + rows, None]
+        allowed = (j < t) & (j >= key_len) & (t >= key_len - 1)  # (rows, L)
+        match = (kid[..., t0 : t0 + rows, None] == kid[..., None, :]) & allowed  # (E, B, t, j)
+        parts.append(torch.where(match, j, torch.full_like(j, -1)).amax(-1))
+    last = torch.cat(parts, dim=-1)  # (E, B, L)
     return torch.where(last >= 0, x.gather(-1, (last + 1).clamp(max=L - 1)),
                        torch.full_like(x, IGNORE))

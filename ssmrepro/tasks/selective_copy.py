@@ -74,6 +74,13 @@ class SelectiveCopyConfig(TaskConfig):
     def _check(self) -> SelectiveCopyConfig:
         if self.L_min is not None and self.L_min > self.L:
             raise ValueError(f"L_min={self.L_min} exceeds L={self.L}")
+        if self.number_offset >= self.L:  # t - n >= 0 needs n <= t <= L - 1
+            raise ValueError(f"number_offset={self.number_offset} is not below L={self.L}: every "
+                             "number reaches before the sequence start, so no position has a "
+                             "target")
+        if self.distribution == "uniform" and self.p == 0:
+            raise ValueError("p=0 puts no number token in any sequence, so no position has a "
+                             "target")
         return self
 
 

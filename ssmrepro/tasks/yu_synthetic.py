@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 
 import torch
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from . import rng
 from .base import Batch, Task, TaskConfig, TaskInfo
@@ -77,6 +77,14 @@ class FirstAbsConfig(TaskConfig):
     L: int = Field(32, ge=2)
     sigma1: float = Field(1.0, gt=0, description="std of u_1")
     sigma2: float = Field(1.0, gt=0, description="std of u_2..u_L")
+
+    @model_validator(mode="after")
+    def _float32(self) -> FirstAbsConfig:
+        for key in ("sigma1", "sigma2"):  # u is fed in float32: 1e39 read inf, 1e-50 read 0
+            if not 1e-30 <= getattr(self, key) <= 1e30:
+                raise ValueError(f"{key}={getattr(self, key):g} is outside [1e-30, 1e30]: the "
+                                 "inputs are float32, where it makes them infinite or 0")
+        return self
 
 
 class FirstAbs(Task):
