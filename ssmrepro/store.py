@@ -163,6 +163,7 @@ def record_problem(rec: Any, run_id: str) -> str | None:
     return None
 
 
+FOREIGN_WEIGHTS = "not the weights its record names (another run's, copied or edited?)"
 COUNTS = ("n_params", "stop_step", "epochs")  # a run's counts besides its metrics
 
 
@@ -379,20 +380,28 @@ class Store:
                 continue
             if not path.is_file():
                 continue
-            digest = self._weights_digest(root, run_id)
-            if digest is None:  # nothing to compare with (a record from before digests)
-                return True
-            key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
-            if key not in self._checked:
-                try:
-                    self._checked[key] = file_digest(path) == digest
-                except OSError:  # unreadable: read_weights says why when it is read
+            try:
+                if not self._foreign_weights(root, run_id, path, st):
                     return True
-            if self._checked[key]:
+            except OSError:  # unreadable: read_weights says why when it is read
                 return True
-            self._distrust_weights(path, "not the weights its record names (another run's, "
-                                   "copied or edited?)", quarantine=k == 0)
+            self._distrust_weights(path, FOREIGN_WEIGHTS, quarantine=k == 0)
         return False
+
+    def _foreign_weights(self, root: Path, run_id: str, path: Path,
+                         st: os.stat_result | None = None) -> bool:
+        """Whether the weights file ``path`` is not the one the run's record in ``root`` names
+        (its SHA-256 differs; False where the record names none, as before digests). Hashed
+        once per state of the file (path, inode, size, mtime) and process: `run` checks it in
+        ``is_done`` and `plot` when it loads the weights."""
+        digest = self._weights_digest(root, run_id)
+        if digest is None:
+            return False
+        st = path.stat() if st is None else st
+        key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+        if key not in self._checked:
+            self._checked[key] = file_digest(path) == digest
+        return not self._checked[key]
 
     def _run_folders(self) -> list[Path]:
         return [self.runs] + [r / "runs" for r in self.reuse]
@@ -471,11 +480,9 @@ class Store:
             except WeightsDoNotFit as err:  # another model's weights (a traceback in `plot`)
                 self._distrust_weights(path, str(err), quarantine=k == 0)
                 continue
-            digest = self._weights_digest(root, run_id)
-            if digest is not None and file_digest(path) != digest:  # the same shapes: another
-                # seed's weights copied in were loaded as this run's without a word
-                self._distrust_weights(path, "not the weights its record names (another run's, "
-                                       "copied or edited?)", quarantine=k == 0)
+            if self._foreign_weights(root, run_id, path):  # the same shapes: another seed's
+                # weights copied in were loaded as this run's without a word
+                self._distrust_weights(path, FOREIGN_WEIGHTS, quarantine=k == 0)
                 continue
             return used
         return None
