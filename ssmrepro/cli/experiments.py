@@ -391,9 +391,7 @@ def run(
         parts.append(f"[red]{s.not_run} not trained[/]")
     out_console.print("; ".join(parts) + f"; table: {escape(str(s.csv))}")
     if s.left:  # cut by --max-runs: exit 0 (asked for), but the profile is not finished
-        again = shlex.join(["ssmrepro", "run", name, "--profile", profile,
-                            *(["--out", str(out)] if out is not None else []),
-                            *[a for kv in set_ or [] for a in ("--set", kv)]])
+        again = _run_command(name, profile, out, set_)
         out_console.print(f"[yellow]{s.left} of {s.total} runs not trained yet[/] (--max-runs "
                           f"{max_runs}): continue with {escape(again)} (add --max-runs N to "
                           "train N more)", highlight=False, soft_wrap=True)
@@ -467,6 +465,13 @@ def _outputs(spec, profile: str, out: Path | None, overrides: dict | None = None
     return res
 
 
+def _run_command(name: str, profile: str, out: Path | None, set_: list[str] | None) -> str:
+    """The `ssmrepro run` command (shell-quoted) that trains the rest of this profile."""
+    return shlex.join(["ssmrepro", "run", name, "--profile", profile,
+                       *(["--out", str(out)] if out is not None else []),
+                       *[a for kv in set_ or [] for a in ("--set", kv)]])
+
+
 def _say_unfinished(spec, name: str, profile: str, out: Path | None, set_: list[str] | None,
                     res) -> None:
     """plot / verify of a profile not fully trained (a `run` interrupted or cut): the console
@@ -476,9 +481,7 @@ def _say_unfinished(spec, name: str, profile: str, out: Path | None, set_: list[
         return
     from ..engine import held_runs
 
-    again = shlex.join(["ssmrepro", "run", name, "--profile", profile,
-                        *(["--out", str(out)] if out is not None else []),
-                        *[a for kv in set_ or [] for a in ("--set", kv)]])
+    again = _run_command(name, profile, out, set_)
     held = held_runs(spec, profile, out, _overrides(set_))
     busy = (f"; {len(held)} of them being trained now by another process ({held[0]}"
             f"{', ...' if len(held) > 1 else ''}): wait for it, or" if held else ":")
