@@ -6348,3 +6348,24 @@ def test_a_first_abs_std_that_float32_inputs_cannot_hold_is_refused(tmp_path, ke
                                                 "d_state": 4}))
     assert res.exit_code == 2, res.output
     assert f"{key}={value:g} is outside [1e-30, 1e30]" in res.output, res.output
+
+
+@pytest.mark.parametrize("first", [0, 1, 3])
+def test_previous_occurrence_equals_the_double_loop(first):
+    """tasks.base.previous_occurrence (the induction-heads and multikey-recall targets, by a
+    stable sort) against the obvious reference: the latest j in [first, t) with x_j == x_t."""
+    import torch
+
+    from ssmrepro.tasks.base import previous_occurrence
+
+    g = torch.Generator().manual_seed(first)
+    x = torch.randint(0, 4, (3, 2, 40), generator=g)
+    got = previous_occurrence(x, first)
+    want = torch.full_like(x, -1)
+    for idx in __import__("numpy").ndindex(*x.shape[:-1]):
+        row = x[idx].tolist()
+        for t in range(len(row)):
+            for j in range(first, t):
+                if row[j] == row[t]:
+                    want[idx + (t,)] = j
+    assert torch.equal(got, want)

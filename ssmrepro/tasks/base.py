@@ -31,6 +31,22 @@ TRAIN, VAL, TEST = 0, 1, 2
 SPLITS = {"train": TRAIN, "val": VAL, "test": TEST}
 
 
+def previous_occurrence(x: torch.Tensor, first: int = 0) -> torch.Tensor:
+    """(..., T) int64: for each t, the latest j in [first, t) with x_j == x_t, else -1; x: (..., T)
+    integers. A stable sort by value keeps each value's positions in order, so the entry
+    before t's in sorted order is its previous occurrence when it holds the same value and
+    lies at or after ``first`` (those before come first in each value's run): O(T) memory
+    (a (..., T, V) one-hot table, or an (..., T, T) comparison, took gigabytes at T in the
+    thousands). Slow reference: ``tests`` compare it with the obvious double loop."""
+    order = torch.argsort(x, dim=-1, stable=True)
+    xs = x.gather(-1, order)
+    same = torch.cat([torch.zeros_like(xs[..., :1], dtype=torch.bool),
+                      (xs[..., 1:] == xs[..., :-1]) & (order[..., :-1] >= first)], dim=-1)
+    before = torch.cat([torch.full_like(order[..., :1], -1), order[..., :-1]], dim=-1)
+    return torch.empty_like(order).scatter_(-1, order,
+                                            torch.where(same, before, torch.full_like(order, -1)))
+
+
 class TaskConfig(NoBoolNumbers):
     """Base of every task config: unknown keys are rejected."""
 

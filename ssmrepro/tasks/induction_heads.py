@@ -39,7 +39,7 @@ import torch
 from pydantic import Field, model_validator
 
 from . import rng
-from .base import IGNORE, Batch, Task, TaskConfig, TaskInfo
+from .base import IGNORE, Batch, Task, TaskConfig, TaskInfo, previous_occurrence
 
 _S_CASE, _S_TOKENS, _S_SPECIAL, _S_R = 1, 2, 3, 4
 
@@ -66,15 +66,7 @@ def induction_targets(x: torch.Tensor, vocab: int) -> torch.Tensor:
     """y (same shape as x, int64): x at the position after the latest previous occurrence of x_t,
     IGNORE where x_t occurs for the first time. x: (..., T) token ids in [0, vocab)."""
     T = x.shape[-1]
-    # a stable sort by token keeps each token's positions in order, so the entry before t's in
-    # sorted order is x_t's previous occurrence when it holds the same token: O(T) memory (a
-    # (..., T, V) one-hot table took 32 bytes per sequence position per vocabulary id)
-    order = torch.argsort(x, dim=-1, stable=True)
-    xs = x.gather(-1, order)
-    same = torch.cat([torch.zeros_like(xs[..., :1], dtype=torch.bool), xs[..., 1:] == xs[..., :-1]],
-                     dim=-1)
-    before = torch.cat([torch.full_like(order[..., :1], -1), order[..., :-1]], dim=-1)
-    j = torch.empty_like(x).scatter_(-1, order, torch.where(same, before, torch.full_like(x, -1)))
+    j = previous_occurrence(x)  # (..., T): latest j < t with x_j = x_t, else -1
     nxt = x.gather(-1, (j + 1).clamp(max=T - 1))
     return torch.where(j >= 0, nxt, torch.full_like(x, IGNORE))
 

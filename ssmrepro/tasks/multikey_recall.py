@@ -35,7 +35,7 @@ import torch
 from pydantic import Field, model_validator
 
 from . import rng
-from .base import IGNORE, Batch, Task, TaskConfig, TaskInfo
+from .base import IGNORE, Batch, Task, TaskConfig, TaskInfo, previous_occurrence
 from .cooper_tokens import lengths, pad_to_lengths, random_tokens, special_ids, vocab_size
 
 
@@ -85,17 +85,7 @@ def multikey_targets(x: torch.Tensor, words: int, key_len: int) -> torch.Tensor:
     kid = torch.zeros_like(x)
     for m in range(key_len):  # k-gram ending at t as a base-W number (junk for t < k - 1)
         kid = kid * words + torch.roll(x, key_len - 1 - m, dims=-1)
-    pos = torch.arange(L, device=x.device)
-    j = pos[None, :]
-    # blocks of positions t, so no (E, B, L, L) comparison is held at once (L = 20,000 at batch 8
-    # took over 50 GB, which the memory estimate does not count): at most ~2^22 pairs per block
-    rows = max(1, (1 << 22) // max(1, kid[..., :1].numel() * L))
-    parts = []
-    for t0 in range(0, L, rows):
-        t = pos[t0 : t0 + rows, None]
-        allowed = (j < t) & (j >= key_len) & (t >= key_len - 1)  # (rows, L)
-        match = (kid[..., t0 : t0 + rows, None] == kid[..., None, :]) & allowed  # (E, B, t, j)
-        parts.append(torch.where(match, j, torch.full_like(j, -1)).amax(-1))
-    last = torch.cat(parts, dim=-1)  # (E, B, L)
+    last = previous_occurrence(kid, first=key_len)  # (E, B, L): j in [k, t) with t's k-gram
+    # (O(L) memory: an (E, B, L, L) comparison took over 50 GB at L = 20,000, batch 8)
     return torch.where(last >= 0, x.gather(-1, (last + 1).clamp(max=L - 1)),
                        torch.full_like(x, IGNORE))
