@@ -6369,3 +6369,24 @@ def test_previous_occurrence_equals_the_double_loop(first):
                 if row[j] == row[t]:
                     want[idx + (t,)] = j
     assert torch.equal(got, want)
+
+
+def test_a_weights_figure_not_drawn_under_set_names_the_command_with_its_set_and_out(tmp_path):
+    """A saved-weights figure not drawn under `--set` said '`ssmrepro run ID --profile P` trains
+    them': that command trains the runs without the override, into the project's results, and
+    the figure stayed not drawn. It now names the command with the same --out and --set."""
+    spec = _one_run_spec(tmp_path, save_weights=True, analysis=["output_variance"],
+                         task={"name": "mqar", "vocab": 16, "L": 8, "kappa": 2},
+                         figures=[{"kind": "output_distribution", "name": "fig-out"}])
+    out = tmp_path / "out"
+    args = ["--out", out, "--profile", "smoke", "--set", "train.lr=0.002"]
+    res = _invoke("run", spec, *args, "--no-calibrate", "--workers", "1")
+    assert res.exit_code == 0, res.output
+    root = out / "tests" / "t-spec"
+    for p in [*root.glob("runs/*.pt"), *root.glob("*.npz")]:
+        p.unlink()
+    res = _invoke("plot", spec, *args)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert "not drawn" in said and "--set train.lr=0.002" in said, res.output
+    assert f"--out {out}" in said, res.output

@@ -410,7 +410,8 @@ def run(
                           "resume")
         raise typer.Exit(130)
     if not no_plot:
-        res = _outputs(spec, profile, out, overrides, quiet=as_json)
+        res = _outputs(spec, profile, out, overrides, quiet=as_json,
+                       rerun=_run_command(name, profile, out, set_))
         summary["outputs"] = _outputs_json(res)
     if as_json:
         print_json(summary)
@@ -433,7 +434,7 @@ def _human(sec: float) -> str:
 
 
 def _outputs(spec, profile: str, out: Path | None, overrides: dict | None = None,
-             quiet: bool = False):
+             quiet: bool = False, rerun: str | None = None):
     from ..plots import build, validate_outputs
     from ..report import paper_value_tally, verdict_counts
     from ..sweep import expand
@@ -446,7 +447,7 @@ def _outputs(spec, profile: str, out: Path | None, overrides: dict | None = None
         fail(bad)
     if id_taken(spec):  # writing would replace the project spec's tables, figures and report
         fail([id_taken(spec)])
-    res = build(spec, profile, _root(spec, out), overrides)
+    res = build(spec, profile, _root(spec, out), overrides, rerun=rerun)
     if quiet:
         return res
     for v in res.verdicts:
@@ -518,7 +519,8 @@ def plot(
     report."""
     spec = _spec(name)
     profile = spec.default_profile if profile is None else profile
-    _say_unfinished(spec, name, profile, out, set_, _outputs(spec, profile, out, _overrides(set_)))
+    _say_unfinished(spec, name, profile, out, set_, _outputs(
+        spec, profile, out, _overrides(set_), rerun=_run_command(name, profile, out, set_)))
 
 
 @command()
@@ -535,7 +537,8 @@ def verify(
     --strict the exit code is 1 unless every claim PASSes."""
     spec = _spec(name)
     profile = spec.default_profile if profile is None else profile  # "" is no profile
-    res = _outputs(spec, profile, out, _overrides(set_), quiet=as_json)
+    res = _outputs(spec, profile, out, _overrides(set_), quiet=as_json,
+                   rerun=_run_command(name, profile, out, set_))
     if as_json:
         print_json({"id": spec.id, "profile": profile, **_outputs_json(res)})
     _say_unfinished(spec, name, profile, out, set_, res)

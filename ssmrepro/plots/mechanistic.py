@@ -313,7 +313,7 @@ def _figure(ctx: FigureContext, cfg: MechFigureConfig, path: Path, compute, draw
     else:
         have = set(computed) | {i for i in range(len(selected)) if aligned and fin[i]}
         rows = [computed[i] if i in computed else stored[i] for i in sorted(have)]
-    run = f"`ssmrepro run {ctx.spec.id} --profile {ctx.profile}`"
+    run = f"`{ctx.run_command}`"
     if computed:
         data = pack(rows, cfg)
         atomic_write_bytes(arrays, data)

@@ -1195,9 +1195,12 @@ def output_paths(spec: Spec, profile: str, root: Path, overrides: dict | None = 
     return [root / output_name(spec, profile, stem, ext, tag) for stem, ext in stems]
 
 
-def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -> Outputs:
+def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None,
+          rerun: str | None = None) -> Outputs:
     """results.csv (from records), summary.csv, curves.csv, every figure and report.md of
-    ``profile`` (with ``overrides``: of those runs, in files tagged ``-set-<hash>``)."""
+    ``profile`` (with ``overrides``: of those runs, in files tagged ``-set-<hash>``).
+    ``rerun``: the shell command that trains this profile's runs, as a figure not drawn for
+    want of them names it (default ``ssmrepro run ID --profile P``)."""
     tag = overrides_tag(overrides)
 
     def out(stem: str, ext: str) -> Path:
@@ -1282,7 +1285,7 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None) -
     configs = [parse_figure(raw) for _, raw in spec.figure_configs]
     view = report.with_config(cells, runs, named)  # + the config keys named but not swept here
     verdicts = report.verify(spec, view, keys)
-    ctx = FigureContext(spec, profile, view, keys, out, tables, runs, store)
+    ctx = FigureContext(spec, profile, view, keys, out, tables, runs, store, rerun=rerun or "")
     figures = []
     for i, cfg in enumerate(configs):
         path = out(figure_stem(cfg, i), "png")

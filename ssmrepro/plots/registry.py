@@ -15,6 +15,7 @@ configs are column names of the aggregated table (``label``, ``model.d_model``, 
 from __future__ import annotations
 
 import math
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,7 +149,15 @@ class FigureContext:
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # analysis tables by name
     runs: list = field(default_factory=list)  # the profile's runs, with the --set overrides
     store: Any = None  # the spec's store (its warnings are said once drawn), None: open one
+    rerun: str = ""  # the shell command that trains the profile's runs (with --out and --set)
     _paper_lookup: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def run_command(self) -> str:
+        """The shell command that trains this profile's runs: the caller's (with its --out and
+        --set: a figure not drawn under --set named a command that trains other runs), else
+        ``ssmrepro run ID --profile P``."""
+        return self.rerun or shlex.join(["ssmrepro", "run", self.spec.id, "--profile", self.profile])
 
     @property
     def table(self) -> pd.DataFrame:
