@@ -6390,3 +6390,37 @@ def test_a_weights_figure_not_drawn_under_set_names_the_command_with_its_set_and
     assert res.exit_code == 0, res.output
     assert "not drawn" in said and "--set train.lr=0.002" in said, res.output
     assert f"--out {out}" in said, res.output
+
+
+def test_saved_weights_arrays_copied_from_another_profile_are_not_drawn_as_this_ones(tmp_path):
+    """A saved-weights figure's arrays file did not say which runs its rows came from: the smoke
+    profile's arrays copied over the quick profile's (weights gone, as in a fresh clone) were
+    drawn as the quick profile's figure, without a word. Each row now names its run, and rows of
+    runs not of the profile's cells make the file unusable."""
+    import shutil
+
+    spec = _one_run_spec(tmp_path, save_weights=True, analysis=["output_variance"],
+                         task={"name": "mqar", "vocab": 16, "L": 8, "kappa": 2},
+                         profiles={"smoke": {}, "quick": {"set": {"model.d_state": 2}},
+                                   "paper": {}},
+                         figures=[{"kind": "output_distribution", "name": "fig-out"}])
+    out = tmp_path / "out"
+    root = out / "tests" / "t-spec"
+    arrays = {}
+    for prof in ("smoke", "quick"):
+        before = set(root.glob("*.npz"))
+        res = _invoke("run", spec, "--out", out, "--profile", prof, "--no-calibrate",
+                      "--workers", "1")
+        assert res.exit_code == 0, res.output
+        (arrays[prof],) = set(root.glob("*.npz")) - before
+    quick = [p for p in root.glob("runs/*.json") if '"d_state": 2' in p.read_text()]
+    assert quick
+    for p in quick:
+        p.with_suffix(".pt").unlink()
+    res = _invoke("plot", spec, "--out", out, "--profile", "quick")
+    assert res.exit_code == 0 and "not drawn" not in res.output, res.output  # its own arrays
+    shutil.copyfile(arrays["smoke"], arrays["quick"])
+    res = _invoke("plot", spec, "--out", out, "--profile", "quick")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert "is unusable" in said and "not of this profile's cells" in said, res.output

@@ -213,7 +213,7 @@ def test_stored_arrays_draw_the_full_precision_picture(tmp_path):
 
     task = build_task(TASK)
     ctx = SimpleNamespace(title=lambda cfg: "t")
-    run = SimpleNamespace(label="x", model=SimpleNamespace(d_model=32, d_state=16))
+    run = SimpleNamespace(label="x", run_id="r0", model=SimpleNamespace(d_model=32, d_state=16))
     members = [(run, _model(init, D=32, N=16), task, 5) for init in ("designed", "default")]
     kinds = {"invariant_operators": (pm.OperatorsConfig, pm._operators_row, pm._draw_operators),
              "hidden_state": (pm.HiddenConfig, pm._hidden_row, pm._draw_hidden),
@@ -276,7 +276,7 @@ def test_output_distribution_figure_is_drawn_from_its_stored_arrays(tmp_path):
     for M, pattern in ((1, None), (2, "MHA")):
         mcfg = MODELS["linear_mamba"].Config(d_model=16, d_state=4, heads=M, head_pattern=pattern)
         model = build_model(mcfg, INFO, 1, [0]).double().eval()
-        run = SimpleNamespace(label="MHA", model=mcfg)
+        run = SimpleNamespace(label="MHA", run_id=f"r{M}", model=mcfg)
         rows.append(pm._distribution_row(cfg, run, model, task, 5))
     once = pm.unpack(pm.pack(rows, cfg), cfg)
     twice = pm.unpack(pm.pack(once, cfg), cfg)

@@ -147,7 +147,7 @@ def _members(ctx: FigureContext, where: list[dict[str, Any]]) -> list[tuple[Any,
     cells: dict[tuple, list] = {}
     for sel in where:
         for r in _runs(ctx):
-            cell = (r.label, tuple(sorted((k, str(v)) for k, v in r.flat().items() if k != "seed")))
+            cell = _cell(r)
             if (cell in cells and cells[cell][1] is not None) or not _matches(r, sel):
                 continue
             cells.setdefault(cell, [r, None])
@@ -155,6 +155,19 @@ def _members(ctx: FigureContext, where: list[dict[str, Any]]) -> list[tuple[Any,
             if model is not None:
                 cells[cell][1] = (r, model, build_task(r.task), derived_seed(r.seed, _DATA_STREAM))
     return [tuple(c) for c in cells.values()]
+
+
+def _cell(run) -> tuple:
+    """A run's cell: its label and every setting but the seed."""
+    return run.label, tuple(sorted((k, str(v)) for k, v in run.flat().items() if k != "seed"))
+
+
+def _cell_runs(ctx: FigureContext, runs: list) -> list[set[str]]:
+    """The run ids (every seed) of each run's cell."""
+    ids: dict[tuple, set[str]] = {}
+    for r in _runs(ctx):
+        ids.setdefault(_cell(r), set()).add(r.run_id)
+    return [ids.get(_cell(r), {r.run_id}) for r in runs]
 
 
 def _finished(ctx: FigureContext, runs: list) -> list[bool]:
@@ -176,7 +189,8 @@ def _name(run) -> str:
 
 
 # --- what a figure draws: rows of panels -------------------------------------------------------
-# a row is {"name": str, "panels": {key: (matrix, (vmin, vmax))}, "metrics": {name: value}}
+# a row is {"name": str, "run": run id | None (arrays written before run ids were stored),
+#           "panels": {key: (matrix, (vmin, vmax))}, "metrics": {name: value}}
 
 Panel = tuple[np.ndarray, tuple[float, float]]
 
@@ -191,7 +205,8 @@ def _panel(m, clip: bool = True) -> Panel:
 
 
 def _row(run, panels: dict[str, Panel], metrics: dict[str, float]) -> dict[str, Any]:
-    return {"name": _name(run), "panels": panels, "metrics": {k: float(v) for k, v in metrics.items()}}
+    return {"name": _name(run), "run": run.run_id, "panels": panels,
+            "metrics": {k: float(v) for k, v in metrics.items()}}
 
 
 def arrays_path(figure: Path) -> Path:
@@ -221,9 +236,11 @@ def _values(levels: np.ndarray, lim: tuple[float, float]) -> np.ndarray:
 def pack(rows: list[dict[str, Any]], cfg: MechFigureConfig) -> bytes:
     """The compressed .npz of a figure's rows: ``r<i>.<panel>`` (uint8: the colour level of each
     entry), ``r<i>.<panel>.lim`` (the colour range vmin, vmax), ``r<i>.metrics`` with
-    ``r<i>.metric_names``, ``names`` (row titles) and ``config`` (the figure's selection)."""
+    ``r<i>.metric_names``, ``names`` (row titles), ``runs`` (the run id each row was computed
+    from) and ``config`` (the figure's selection)."""
     data: dict[str, np.ndarray] = {"config": np.array(_config_key(cfg)),
-                                   "names": np.array([r["name"] for r in rows], dtype=str)}
+                                   "names": np.array([r["name"] for r in rows], dtype=str),
+                                   "runs": np.array([r["run"] for r in rows], dtype=str)}
     for i, r in enumerate(rows):
         for k, panel in r["panels"].items():
             data[f"r{i}.{k}"] = _levels(panel)
@@ -257,18 +274,23 @@ def unpack(source, cfg: MechFigureConfig) -> list[dict[str, Any]]:
                                  f"{16 * MAX_ARRAYS_BYTES >> 20} MiB")
             if str(z["config"]) != _config_key(cfg):
                 raise ValueError(f"they were drawn for another selection ({z['config']})")
-            return [_unpack_row(z, i, name) for i, name in enumerate(_texts(z["names"]))]
+            names = _texts(z["names"])
+            # arrays written before the run ids were stored: rows of unknown runs (None)
+            runs = _texts(z["runs"]) if "runs" in z.files else [None] * len(names)
+            if len(runs) != len(names):
+                raise ValueError("runs do not match names")
+            return [_unpack_row(z, i, name, run) for i, (name, run) in enumerate(zip(names, runs))]
     except (zipfile.BadZipFile, EOFError) as err:
         raise ValueError(f"not an .npz archive ({err})") from None
 
 
 def _texts(a: np.ndarray) -> list[str]:
     if a.ndim != 1 or a.dtype.kind != "U":
-        raise ValueError("names are not a list of text")
+        raise ValueError("names (or runs) are not a list of text")
     return a.tolist()
 
 
-def _unpack_row(z, i: int, name: str) -> dict[str, Any]:
+def _unpack_row(z, i: int, name: str, run: str | None) -> dict[str, Any]:
     p = f"r{i}."
     panels = {}
     for k in z.files:
@@ -283,7 +305,7 @@ def _unpack_row(z, i: int, name: str) -> dict[str, Any]:
     names, values = _texts(z[f"{p}metric_names"]), z[f"{p}metrics"]
     if values.shape != (len(names),) or values.dtype.kind != "f":
         raise ValueError(f"{p}metrics do not match {p}metric_names")
-    return {"name": name, "panels": panels, "metrics": dict(zip(names, values.tolist()))}
+    return {"name": name, "run": run, "panels": panels, "metrics": dict(zip(names, values.tolist()))}
 
 
 def _figure(ctx: FigureContext, cfg: MechFigureConfig, path: Path, compute, draw) -> bool:
@@ -292,12 +314,15 @@ def _figure(ctx: FigureContext, cfg: MechFigureConfig, path: Path, compute, draw
     cell whose weights are gone keeps its stored row (one run's weights deleted, or one run
     trained into a fresh clone, rewrote the arrays without the other cells and drew the figure
     without them) while it is finished under the spec as it is (after a spec edit the old
-    arrays were drawn beside a report of 0 runs finished)."""
+    arrays were drawn beside a report of 0 runs finished). A stored row is of the cell whose
+    runs it names: arrays copied from another profile (or another --set) are unusable, and were
+    drawn as this profile's."""
     arrays = arrays_path(path)
     selected = _members(ctx, cfg.where)
     if not selected:  # koren2026-fig14's N = 4 figure in smoke (N 2 only) said `run` trains them
         raise NotDrawn(f"profile {ctx.profile} has no cell its `where` selects")
     fin = _finished(ctx, [r for r, _ in selected])
+    ids = _cell_runs(ctx, [r for r, _ in selected])
     computed = {i: compute(cfg, *m) for i, (_, m) in enumerate(selected) if m is not None}
     stored, err = None, None
     if len(computed) < len(selected) and arrays.exists():
@@ -305,8 +330,14 @@ def _figure(ctx: FigureContext, cfg: MechFigureConfig, path: Path, compute, draw
             stored = unpack(arrays, cfg)
         except (OSError, ValueError, KeyError) as e:
             err = e
+        foreign = [row["run"] for row in stored or [] if row["run"] not in {None, *set().union(*ids)}]
+        if foreign:
+            err = ValueError(f"its rows were computed from runs that are not of this profile's "
+                             f"cells ({foreign[0]}{', ...' if len(foreign) > 1 else ''})")
+            stored = None
     aligned = stored is not None and len(stored) == len(selected) and all(
-        row["name"] == stored[i]["name"] for i, row in computed.items())
+        row["name"] == stored[i]["name"] for i, row in computed.items()) and all(
+        row["run"] is None or row["run"] in ids[i] for i, row in enumerate(stored))
     if stored is not None and not aligned and not computed and all(fin):
         have = set(range(len(selected)))  # arrays of another count of cells: drawn as they are
         rows = stored
@@ -319,11 +350,11 @@ def _figure(ctx: FigureContext, cfg: MechFigureConfig, path: Path, compute, draw
         atomic_write_bytes(arrays, data)
         rows = unpack(data, cfg)
     elif not have:
-        if err is not None:
-            raise NotDrawn(f"{arrays.name} is unusable ({err}); re-run {run} to rebuild it")
         if not any(fin):
             raise NotDrawn(f"no finished cell of profile {ctx.profile} to draw; {run} trains "
                            "them")
+        if err is not None:
+            raise NotDrawn(f"{arrays.name} is unusable ({err}); re-run {run} to rebuild it")
         raise NotDrawn(f"no saved weights of its cells (runs/, not in git) and no {arrays.name}; "
                        f"{run} trains them")
     if not rows:
@@ -535,7 +566,7 @@ def _distribution_row(cfg, run, model, task, seed) -> dict[str, Any]:
         dens = counts / max(len(v), 1) / (edges[1] - edges[0])  # a density: area 1
         panels[k] = (dens[None, :], (0.0, max(float(dens.max()), 1e-12)))
     m = mech.output_metrics(model, task, seed)
-    return {"name": run.label, "panels": panels,
+    return {"name": run.label, "run": run.run_id, "panels": panels,
             "metrics": {"M": float(getattr(run.model, "heads", 1)),
                         "N": float(getattr(run.model, "d_state", float("nan"))),
                         **{k: m[k] for k in ("out.noise_var", "out.wrong_var", "out.empty_var")}}}
