@@ -6424,3 +6424,43 @@ def test_saved_weights_arrays_copied_from_another_profile_are_not_drawn_as_this_
     said = " ".join(res.output.split())
     assert res.exit_code == 0, res.output
     assert "is unusable" in said and "not of this profile's cells" in said, res.output
+
+
+def test_a_tar_member_that_would_not_fit_or_a_full_disk_is_no_room_not_a_bad_archive(
+        tmp_path, monkeypatch):
+    """A tar streams, so only zips were size-checked before extracting: a tar member larger than
+    the free space was written until the disk was full, and the full disk was reported as 'the
+    archive may be truncated; delete <archive> and re-run to download it again' (exit 1), a
+    7 GB download thrown away for nothing. A member that would not fit is now refused before it
+    is written, and a full disk is said as such (exit 2), the archive kept."""
+    import collections
+    import errno
+    import io
+    import tarfile
+
+    import ssmrepro.data.download as download
+
+    src = tmp_path / "x.tar.gz"
+    with tarfile.open(src, "w:gz") as tar:
+        data = b"0" * 100_000
+        info = tarfile.TarInfo("lra_release/listops-1000/basic_train.tsv")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    usage = collections.namedtuple("usage", "total used free")
+    real = download.shutil.disk_usage
+    monkeypatch.setattr(download.shutil, "disk_usage", lambda p: usage(10**6, 10**6 - 50_000,
+                                                                       50_000))
+    args = ["data", "download", "lra", "--url", f"file://{src}", "--no-progress"]
+    res = _invoke(*args, "--dir", tmp_path / "d")
+    _assert_refused(res, "basic_train.tsv takes 0.1 MB unpacked", "has 50,000 bytes free")
+    assert not list((tmp_path / "d").rglob("basic_train.tsv"))
+    monkeypatch.setattr(download.shutil, "disk_usage", real)
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(tarfile.TarFile, "extract", full)
+    res = _invoke(*args, "--dir", tmp_path / "e")
+    _assert_refused(res, "is full (No space left on device)", "free some space and re-run")
+    assert "truncated" not in res.output and "download it again" not in res.output, res.output
+    assert list((tmp_path / "e").rglob("x.tar.gz"))  # the archive is kept

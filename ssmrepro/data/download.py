@@ -398,12 +398,25 @@ def extract_archive(
                 if not ((member.isfile() or member.isdir()) and _safe_member(member.name)):
                     skipped.append(member.name)
                 elif keep is None or keep(member.name):
+                    # a tar streams (its members' sizes are known one at a time): each member
+                    # that would not fit is refused before it is written, as a zip's members are
+                    free = shutil.disk_usage(dest).free
+                    if member.size > free:
+                        raise NoRoom(f"{archive}: its member {member.name} takes "
+                                     f"{_bytes(member.size)} unpacked; {dest.parent} has "
+                                     f"{_bytes(free)} free")
                     if use_filter:
                         tar.extract(member, dest, filter="data")
                     else:  # pragma: no cover - Python < 3.11.4
                         tar.extract(member, dest)
                 bar.update(completed=raw.tell())
-    except (tarfile.TarError, EOFError, OSError) as err:
+    except OSError as err:
+        if err.errno in (errno.ENOSPC, errno.EDQUOT):  # the disk filled: the archive is fine (it
+            # said 'the archive may be truncated; delete it and download it again')
+            raise NoRoom(f"{archive}: extraction stopped, {dest.parent} is full ({err.strerror}); "
+                         "free some space and re-run") from None
+        raise BadArchive(f"{archive}: extraction failed ({err}); the archive may be truncated") from None
+    except (tarfile.TarError, EOFError) as err:
         raise BadArchive(f"{archive}: extraction failed ({err}); the archive may be truncated") from None
     finally:
         tar.close()
