@@ -6464,3 +6464,51 @@ def test_a_tar_member_that_would_not_fit_or_a_full_disk_is_no_room_not_a_bad_arc
     _assert_refused(res, "is full (No space left on device)", "free some space and re-run")
     assert "truncated" not in res.output and "download it again" not in res.output, res.output
     assert list((tmp_path / "e").rglob("x.tar.gz"))  # the archive is kept
+
+
+@pytest.mark.parametrize("payload,said", [
+    ("code", "it names posix.system"),
+    ("int64", "its data are not uint8 rows of 3 x 32 x 32 pixels"),
+    ("labels", "not one whole-number label per image"),
+    ("cut", "not a CIFAR-10 python batch"),
+])
+def test_a_cifar_batch_that_runs_code_or_is_not_a_batch_is_damaged_data(tmp_path, payload, said):
+    """The CIFAR-10 batches are pickles, read with pickle.load: a batch from a `data download
+    cifar10 --url` mirror (no checksum) or copied in by hand ran any code it named when the
+    first run read it (os.system here). Pixels of another type were cast to uint8 (300 read
+    as 44), and a cut file was a bare ValueError or UnpicklingError in every pack. The batches
+    are now read by an unpickler that builds containers and numpy arrays only, and checked:
+    DataUnavailable naming the damaged file, nothing run."""
+    import os
+    import pickle
+
+    import numpy as np
+
+    from ssmrepro.data import DataUnavailable, load_lra
+
+    marker = tmp_path / "ran"
+
+    class Code:
+        def __reduce__(self):
+            return os.system, (f"touch {marker}",)
+
+    d = tmp_path / "data" / "cifar-10-batches-py"
+    d.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        batch = {b"data": rng.integers(0, 256, (20, 3072), dtype=np.uint8),
+                 b"labels": [i % 10 for i in range(20)]}
+        if name == "test_batch":
+            if payload == "code":
+                batch[b"x"] = Code()
+            elif payload == "int64":
+                batch[b"data"] = batch[b"data"].astype(np.int64) + 200
+            elif payload == "labels":
+                batch[b"labels"] = [0.5] * 20
+        blob = pickle.dumps(batch, protocol=2)
+        (d / name).write_bytes(blob[: len(blob) // 2] if payload == "cut" and name == "test_batch"
+                               else blob)
+    with pytest.raises(DataUnavailable, match="are damaged") as err:
+        load_lra("image", "test", root=tmp_path / "data")
+    assert said in str(err.value) and "test_batch" in str(err.value)
+    assert not marker.exists()

@@ -548,7 +548,12 @@ def load_lra(
         shutil.rmtree(entry_path, ignore_errors=True)
         loaded = None
     if loaded is None:
-        splits, meta = ddef.prepare(src, path, cfg)
+        try:
+            splits, meta = ddef.prepare(src, path, cfg)
+        except image.DamagedSource as err:  # a source file that is not what it should be (a
+            # CIFAR batch naming other code, a cut pickle): a bare ValueError failed every pack
+            raise DataUnavailable(f"the {name} data at {path} ({src}) are damaged: {err}; "
+                                  "replace them (generate or download them again)") from None
         arrays = {f"{s}.{k}": v for s, d in splits.items() for k, v in d.items()}
         meta = dict(meta, **made_of)
         why = entry_problem(arrays, meta, n_classes=ddef.n_classes)

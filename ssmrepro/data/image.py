@@ -66,20 +66,63 @@ def rgb_to_gray(rgb: np.ndarray) -> np.ndarray:
     return ((r * 19595 + g * 38470 + b * 7471 + 0x8000) >> 16).astype(np.uint8)
 
 
+# what a CIFAR-10 python batch's pickle may build: numpy arrays and dtypes (numpy 1 and 2 module
+# names; protocol 5 rebuilds from a buffer) and bytes written by Python 3 (_codecs.encode)
+_CIFAR_GLOBALS = frozenset({
+    ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),
+    ("numpy", "ndarray"), ("numpy", "dtype"), ("_codecs", "encode"),
+})
+
+
+class DamagedSource(ValueError):
+    """A source file that is not what its dataset reads (cut short, foreign, or a pickle naming
+    other code): the loader says the data are damaged and how to replace them."""
+
+
+class _BatchUnpickler(pickle.Unpickler):
+    """An unpickler that builds plain containers, numbers, text, bytes and numpy arrays only: a
+    pickle can call any function it names (``os.system``), and a batch comes from wherever
+    `data download cifar10 --url` fetched it, or was copied into the data root by hand."""
+
+    def find_class(self, module: str, name: str):
+        if (module, name) not in _CIFAR_GLOBALS:
+            raise pickle.UnpicklingError(f"it names {module}.{name}, which a CIFAR-10 batch "
+                                         "does not (refused: a pickle can run any code it names)")
+        return super().find_class(module, name)
+
+
 def read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """One CIFAR-10 python batch -> (uint8 (N, 3, 32, 32), int64 labels (N,)).
 
     The official batches are pickles (of a dict with ``b"data"`` (N, 3072) channel-major and
-    ``b"labels"``); only load files you downloaded from the official source.
+    ``b"labels"``), read with an unpickler that builds nothing but containers and numpy arrays;
+    DamagedSource when the file is not such a batch (damaged, foreign, or naming other code).
     """
-    with open(path, "rb") as f:
-        d = pickle.load(f, encoding="bytes")
+    try:
+        with open(path, "rb") as f:
+            d = _BatchUnpickler(f, encoding="bytes").load()
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError,
+            IndexError, KeyError, MemoryError, RecursionError, UnicodeDecodeError) as err:
+        raise DamagedSource(f"{path}: not a CIFAR-10 python batch ({type(err).__name__}: {err})"
+                         ) from None
+    if not isinstance(d, dict):
+        raise DamagedSource(f"{path}: not a CIFAR-10 python batch (a {type(d).__name__}, not a dict)")
     data = d.get(b"data", d.get("data"))
     labels = d.get(b"labels", d.get("labels"))
     if data is None or labels is None:
-        raise ValueError(f"{path}: not a CIFAR-10 python batch (no data / labels)")
-    data = np.asarray(data, dtype=np.uint8).reshape(-1, 3, 32, 32)
-    return data, np.asarray(labels, dtype=np.int64)
+        raise DamagedSource(f"{path}: not a CIFAR-10 python batch (no data / labels)")
+    # pixels of another type were cast to uint8 without a word (300 read as 44)
+    if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 2 or (
+            data.shape[1] != 3 * 32 * 32):
+        raise DamagedSource(f"{path}: its data are not uint8 rows of 3 x 32 x 32 pixels "
+                         f"({getattr(data, 'dtype', type(data).__name__)} "
+                         f"{getattr(data, 'shape', '')})")
+    labels = np.asarray(labels)
+    if labels.shape != (len(data),) or labels.dtype.kind not in "iu":
+        raise DamagedSource(f"{path}: not one whole-number label per image ({labels.dtype} "
+                         f"{labels.shape} for {len(data)} images)")
+    return data.reshape(-1, 3, 32, 32), labels.astype(np.int64)
 
 
 def cifar_files(directory: Path) -> list[Path]:
