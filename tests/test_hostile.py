@@ -6369,3 +6369,42 @@ def test_previous_occurrence_equals_the_double_loop(first):
                 if row[j] == row[t]:
                     want[idx + (t,)] = j
     assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("claim", [
+    {"text": "seeds agree", "metric": "test.acc.std", "op": "<=", "value": 0.05},
+    {"check": "any_threshold", "text": "some cell's seeds agree", "metric": "test.acc.std",
+     "op": "<=", "value": 0.05},
+    {"check": "ordering", "text": "a spreads more", "metric": "test.acc.std + 0",
+     "a": {"label": "a"}, "b": {"label": "b"}, "match": []},
+])
+def test_a_seed_spread_claim_is_not_judged_on_one_seed_or_past_a_diverged_one(claim):
+    """`test.acc.std` is 0.0 for one seed (by design) and the spread of the seeds that finished
+    ok: a claim that the seeds agree PASSed on a one-seed profile, and on two agreeing seeds
+    beside a diverged one. A cell with fewer than 2 finished seeds is untestable (MISSING,
+    saying why); a cell with a diverged seed has no spread (NaN, a miss), as it has no mean."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.report import aggregate, cell_keys, verify
+
+    def verdicts(seeds, status):
+        runs = [SimpleNamespace(label=lab, seed=s, coords={}, flat=dict) for lab in "ab"
+                for s in seeds]
+        df = pd.DataFrame([{"run_id": f"r{i}", "label": r.label, "seed": r.seed,
+                            "status": status.get(i, "ok"),
+                            "test.acc": 0.5 if status.get(i, "ok") == "ok" else float("nan")}
+                           for i, r in enumerate(runs)])
+        cells = aggregate(df, runs, "mean", ["test.acc"])
+        spec = SimpleNamespace(claims=[claim], paper_values=[], claim="c")
+        return [v for v in verify(spec, cells, cell_keys(runs)) if v.kind == "claim"]
+
+    [v] = verdicts([0], {})
+    assert v.verdict == "MISSING", v
+    assert "fewer than 2 finished seeds for test.acc.std" in v.detail, v.detail
+    [v] = verdicts([0, 1, 2], {0: "diverged", 3: "diverged"})
+    assert v.verdict == "FAIL", v
+    assert "diverged" in v.detail or claim.get("check") == "any_threshold", v.detail
+    [v] = verdicts([0, 1], {})  # two seeds that agree: judged
+    assert v.verdict == "PASS", v
