@@ -6408,3 +6408,26 @@ def test_a_seed_spread_claim_is_not_judged_on_one_seed_or_past_a_diverged_one(cl
     assert "diverged" in v.detail or claim.get("check") == "any_threshold", v.detail
     [v] = verdicts([0, 1], {})  # two seeds that agree: judged
     assert v.verdict == "PASS", v
+
+
+def test_a_log_scale_over_zero_or_negative_values_is_refused(tmp_path):
+    """A loglog_slope claim (or a lines figure with logx, bands, bound_grid's log axes) over a
+    key that is 0 in some run (`train.weight_decay: [0, 0.01, 0.1]`): the claim FAILed after
+    training whatever was trained ('1 finished cells have no positive test.loss (diverged or
+    zero)': the loss was fine, x was 0) and the figure clipped the point to the axis edge.
+    `validate` refuses it naming the column and profile, exit 2; a `where` that leaves the 0
+    out is accepted."""
+    sweep = [{"grid": {"train.weight_decay": [0.0, 0.01, 0.1]}}]
+    slope = {"check": "loglog_slope", "text": "power law", "metric": "test.loss",
+             "x": "train.weight_decay", "expected": 0.0, "tol": 1.0, "group_by": [],
+             "min_points": 2}
+    lines = {"kind": "lines", "metric": "test.acc", "x": "train.weight_decay", "logx": True}
+    for field, kw in (("claims.0", {"claims": [slope]}), ("figure", {"figure": lines})):
+        res = _invoke("validate", write_spec(tmp_path, sweep=sweep, **kw))
+        assert res.exit_code == 2, res.output
+        assert (f"{field}: 'train.weight_decay' is on a log scale (its logarithm is taken), but "
+                "is 0.0 in a run of profile smoke") in res.output, res.output
+    ok = {**slope, "where": {"train.weight_decay": [0.01, 0.1]}}
+    res = _invoke("validate", write_spec(tmp_path, sweep=sweep, claims=[ok],
+                                         figure={**lines, "logx": False}))
+    assert res.exit_code == 0, res.output

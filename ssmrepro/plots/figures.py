@@ -285,6 +285,9 @@ class LinesConfig(FigureConfig):
     def numeric_refs(self) -> list[str]:
         return [self.x] if self.x and (self.logx or self.reference) else []
 
+    def log_refs(self) -> list[str]:
+        return [self.x] if self.x and self.logx else []
+
     def positions(self) -> list[str] | None:
         return [c for c in (self.facet, self.hue, self.x) if c] if self.x else None
 

@@ -432,6 +432,18 @@ def _cell_problems(spec: Spec, items: list[tuple[str, Any]], runs: list) -> list
                 if text is not None:
                     errors.append(f"{path}: {key}: {c!r} is read as a number, but holds "
                                   f"{text!r} (a text column cannot be a numeric or log axis)")
+            logs = getattr(cfg, "log_refs", lambda: [])()
+            where = (cfg.cell_filter() if isinstance(cfg, FigureConfig)
+                     else getattr(cfg, "where", {})) if logs else {}
+            used = report.select(rows, where) if where else rows  # the cells it reads
+            for c in logs:
+                vals = column(used, c) if has_column(used, c) else []
+                low = next((v for v in vals if v is not None and _is_number(v)
+                            and not float(v) > 0), None)
+                if low is not None:  # clipped to the axis edge, or a slope that always FAILed
+                    errors.append(f"{path}: {key}: {c!r} is on a log scale (its logarithm is "
+                                  f"taken), but is {low!r} in a run of profile {profile}: leave "
+                                  "such runs out or use a linear scale")
             for field, text in cfg.cell_exprs():
                 for _, row in rows.iterrows():
                     try:

@@ -152,6 +152,11 @@ class CheckConfig(NoBoolNumbers):
         every run (``label`` or a text key raised ValueError in the check)."""
         return []
 
+    def log_refs(self) -> list[str]:
+        """Columns the check takes the logarithm of (a subset of ``numeric_refs``): validated to
+        hold positive numbers in every cell (a slope over x = 0 FAILed whatever was trained)."""
+        return []
+
     def cell_exprs(self) -> list[tuple[str, str]]:
         """(field, expression over a cell's config columns) evaluated on every cell of the
         profile before any training (an expression that cannot be evaluated for a cell, e.g.
@@ -758,6 +763,9 @@ class LogLogSlopeConfig(CheckConfig):
                 if n < self.min_points else None)
 
     def numeric_refs(self) -> list[str]:
+        return [self.x]
+
+    def log_refs(self) -> list[str]:
         return [self.x]
 
 
