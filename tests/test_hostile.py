@@ -6431,3 +6431,30 @@ def test_a_log_scale_over_zero_or_negative_values_is_refused(tmp_path):
     res = _invoke("validate", write_spec(tmp_path, sweep=sweep, claims=[ok],
                                          figure={**lines, "logx": False}))
     assert res.exit_code == 0, res.output
+
+
+@pytest.mark.parametrize("train", [{"max_steps": 0}, {"max_steps": 2, "eval_every": 50}])
+def test_a_learning_curve_of_one_evaluation_is_drawn_as_a_point(tmp_path, monkeypatch, train):
+    """`max_steps: 0`, or `eval_every` past `max_steps` with a logx axis (step 0 left out):
+    each curve has one point, and a line through one point draws nothing: the curves figure
+    was saved with empty panels and a legend, as if fine. A lone point is drawn as a marker."""
+    import ssmrepro.plots.curves as curves_mod
+
+    drawn = []
+    real = curves_mod.save_png
+
+    def keep(fig, path, **kw):
+        drawn.extend(line for ax in fig.axes for line in ax.get_lines())
+        return real(fig, path, **kw)
+
+    monkeypatch.setattr(curves_mod, "save_png", keep)
+    spec = _one_run_spec(
+        tmp_path, train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "val_size": 16,
+                         "test_size": 16, "eval_every": 1, "eval_batch_size": 16, **train},
+        figure={"kind": "curves", "series": ["val.acc", "train.loss"],
+                "logx": "eval_every" in train})
+    res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke")
+    assert res.exit_code == 0, res.output
+    assert len(drawn) == 2, drawn
+    for line in drawn:
+        assert len(line.get_xdata()) == 1 and line.get_marker() not in (None, "None", ""), line

@@ -110,6 +110,18 @@ class CurvesConfig(FigureConfig):
         return list(self.series)
 
 
+def _lone_points(ys: np.ndarray) -> dict[str, Any]:
+    """Marker arguments for ``ax.plot`` that show the points of a line with no finite neighbour
+    (a curve of one evaluation, max_steps 0 or eval_every past max_steps; a value between NaNs):
+    a line through one point draws nothing, and such a panel was saved empty but for its
+    legend."""
+    ok = np.isfinite(np.asarray(ys, dtype=float))
+    prev = np.concatenate([[False], ok[:-1]])
+    nxt = np.concatenate([ok[1:], [False]])
+    lone = np.flatnonzero(ok & ~prev & ~nxt).tolist()
+    return {"marker": "o", "ms": 4, "markevery": lone} if lone else {}
+
+
 def _order(values: pd.Series) -> list:
     vals = list(dict.fromkeys(values.tolist()))
     try:
@@ -214,13 +226,14 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
                     handles.setdefault(name, line)
                 elif cfg.seeds == "each":
                     for seed in by_seed.columns:
-                        line, = ax.plot(xs, by_seed[seed].to_numpy(float), style, color=color,
-                                        lw=1.0, alpha=0.9)
+                        ys = by_seed[seed].to_numpy(float)
+                        line, = ax.plot(xs, ys, style, color=color, lw=1.0, alpha=0.9,
+                                        **_lone_points(ys))
                     handles.setdefault(name, line)
                 else:
                     vals = by_seed.to_numpy(float)
                     mean = np.nanmean(vals, axis=1)
-                    line, = ax.plot(xs, mean, style, color=color, lw=1.4)
+                    line, = ax.plot(xs, mean, style, color=color, lw=1.4, **_lone_points(mean))
                     if vals.shape[1] > 1:
                         ax.fill_between(xs, np.nanmin(vals, axis=1), np.nanmax(vals, axis=1),
                                         color=color, alpha=0.18, lw=0)
