@@ -6458,3 +6458,22 @@ def test_a_learning_curve_of_one_evaluation_is_drawn_as_a_point(tmp_path, monkey
     assert len(drawn) == 2, drawn
     for line in drawn:
         assert len(line.get_xdata()) == 1 and line.get_marker() not in (None, "None", ""), line
+
+
+def test_a_monotone_group_with_two_cells_at_one_step_is_refused(tmp_path):
+    """`monotone` with a `group_by` that leaves out a key that varies (`group_by: []` over two
+    labels): each group held two cells per value of `along`, compared in table order as steps
+    (`3 violations in 5 steps (1→1, 2→2, 3→3)`): two rising lines FAILed. `validate` refuses
+    it, naming the key to add, exit 2; naming it is accepted."""
+    sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                        {"label": "S4D", "set": {"model.mixer": "s4d"}}]},
+             {"grid": {"model.d_model": [8, 12]}}]
+    claim = {"check": "monotone", "text": "wider is better", "along": "model.d_model",
+             "group_by": []}
+    res = _invoke("validate", write_spec(tmp_path, sweep=sweep, claims=[claim]))
+    assert res.exit_code == 2, res.output
+    assert "claims.0.group_by: 2 cells of one group of profile smoke have model.d_model = 8" \
+        in res.output and "name it in group_by" in res.output, res.output
+    res = _invoke("validate", write_spec(tmp_path, sweep=sweep,
+                                         claims=[{**claim, "group_by": ["label"]}]))
+    assert res.exit_code == 0, res.output

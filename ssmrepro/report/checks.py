@@ -682,6 +682,21 @@ class MonotoneConfig(CheckConfig):
                 f"{self.along}" + ("; name group_by (by default every other cell key)"
                                    if self.group_by is None else ""))
 
+    def cell_problems(self, cells: pd.DataFrame, keys: list[str], profile: str) -> list[str]:
+        by = self.group_by if self.group_by is not None else [k for k in keys if k != self.along]
+        if self.along not in cells:
+            return []
+        for g in _group_rows(select(cells, self.where), by):
+            seen = g[self.along].astype(str)
+            if seen.duplicated().any():  # two cells at one step, compared in table order: two
+                # rising lines of a group_by that leaves out the label FAILed ('1→1, 2→2')
+                v = seen[seen.duplicated()].iloc[0]
+                return [f"group_by: {len(g[seen == v])} cells of one group of profile {profile} "
+                        f"have {self.along} = {v} (they differ in a key that group_by leaves out: "
+                        f"{', '.join(k for k in keys if k not in by and k != self.along)}): "
+                        "name it in group_by"]
+        return []
+
     def unfailing(self, cells: pd.DataFrame, keys: list[str]) -> str | None:
         by = self.group_by if self.group_by is not None else [k for k in keys if k != self.along]
         steps = sum(g[self.along].astype(str).nunique() - 1
