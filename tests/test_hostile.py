@@ -6477,3 +6477,29 @@ def test_a_monotone_group_with_two_cells_at_one_step_is_refused(tmp_path):
     res = _invoke("validate", write_spec(tmp_path, sweep=sweep,
                                          claims=[{**claim, "group_by": ["label"]}]))
     assert res.exit_code == 0, res.output
+
+
+def test_a_seed_whose_final_evaluation_was_not_finite_is_not_left_out_of_the_mean(tmp_path):
+    """A run that finished ok whose final evaluation overflowed (its record keeps `test.acc:
+    null`, as it keeps no inf) beside a seed with a value: the cell's mean was the other seed's
+    value, its spread 0.0, reported as the mean of 2 seeds (`test.acc <= 0.99` PASSed). The seed
+    counts as diverged for that metric: the cell's value is NaN, a miss, said so."""
+    spec = _one_run_spec(
+        tmp_path, seeds=[0, 1],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+               "test_size": 16, "eval_every": 2, "eval_batch_size": 16},
+        claims=[{"text": "some accuracy", "op": "<=", "value": 0.99}])
+    out = tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate", "--no-plot",
+                  "--workers", "1")
+    assert res.exit_code == 0, res.output
+    rec_path = sorted((out / "tests/t-spec/runs").glob("*.json"))[0]
+    rec = json.loads(rec_path.read_text())
+    rec["metrics"]["test.acc"] = None
+    rec_path.write_text(json.dumps(rec))
+    res = _invoke("verify", spec, "--out", out, "--profile", "smoke")
+    assert "FAIL some accuracy" in res.output, res.output
+    assert "a final evaluation that was not finite" in res.output, res.output
+    summary = (out / "tests/t-spec/summary-smoke.csv").read_text().splitlines()
+    row = dict(zip(summary[0].split(","), summary[1].split(",")))
+    assert row["test.acc"] == "" and row["test.acc.std"] == "" and row["n_ok"] == "2", row

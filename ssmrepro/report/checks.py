@@ -402,7 +402,8 @@ def _nan_text(cells: pd.DataFrame, metric: str, n_nan: int) -> str:
     parts = ([f"{n_div} diverged/NaN"] if n_div > 0 else []) + (
         [f"{len(undefined)} where {metric} has no value: {undefined[0]}"] if undefined else []
     ) + ([f"{n_unmeasured} where no run diverged but {metric} was not measured (e.g. an "
-          "analysis of saved weights that are gone)"] if n_unmeasured else [])
+          "analysis of saved weights that are gone, or a final evaluation that was not "
+          "finite)"] if n_unmeasured else [])
     return "; ".join(parts)
 
 
