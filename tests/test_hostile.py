@@ -6503,3 +6503,28 @@ def test_a_seed_whose_final_evaluation_was_not_finite_is_not_left_out_of_the_mea
     summary = (out / "tests/t-spec/summary-smoke.csv").read_text().splitlines()
     row = dict(zip(summary[0].split(","), summary[1].split(",")))
     assert row["test.acc"] == "" and row["test.acc.std"] == "" and row["n_ok"] == "2", row
+
+
+def test_a_decay_histogram_with_all_mass_in_one_bin_is_drawn_on_the_whole_range(tmp_path,
+                                                                                 monkeypatch):
+    """The histograms kind autoscaled each panel's x axis to the bins drawn: all values of a
+    model in one bin ([0, 0.02)) filled the panel as a flat distribution over 0.000-0.020, beside
+    panels over [0, 1]. Every panel spans the whole [0, 1] the bins cover."""
+    import pandas as pd
+
+    import ssmrepro.plots.figures as figs
+    from ssmrepro.plots.registry import FigureContext
+    from ssmrepro.report.analysis import DECAY
+
+    spans = []
+    monkeypatch.setattr(figs, "save_png", lambda fig, path, **kw: spans.extend(
+        ax.get_xlim() for ax in fig.axes))
+    rows = [{"label": lab, "task.T": 10, "part": part, "bin": b, "bins": 50,
+             "count": (100 if b == 0 else 0) if lab == "S4D" else 1 + b}
+            for lab in ("S6", "S4D") for part in ("before", "after") for b in range(50)]
+    ctx = FigureContext(spec=None, profile="smoke", cells=pd.DataFrame(), keys=["label"],
+                        out=lambda stem, ext: tmp_path / f"{stem}.{ext}",
+                        tables={DECAY: pd.DataFrame(rows)})
+    ctx.fitted_title = lambda cfg, width, size=10: "t"
+    assert figs.histograms(ctx, figs.HistogramsConfig(kind="histograms"), tmp_path / "f.png")
+    assert len(spans) == 3 and all(lo <= 0 and hi >= 1 for lo, hi in spans), spans

@@ -408,6 +408,9 @@ def histograms(ctx: FigureContext, cfg: HistogramsConfig, path: Path) -> bool:
                 step(ax, c, color=cmap(k / max(1, len(xs) - 1)), lw=1.4,
                      label=f"${name} = {xv:g}$" if isinstance(xv, (int, float)) else str(xv))
         ax.set_yscale("log")
+        # the whole [0, 1], with a margin (a bin at an end shows): autoscaled to the bins drawn,
+        # all mass in one bin read as a flat distribution over the axis, and panels had their own x
+        ax.set_xlim(-0.02, 1.02)
         ax.set_xlabel(decay)
         ax.set_ylabel(ylabel)
         ax.set_title(f"{lab}: {decay} over all timesteps", fontsize=9)
@@ -432,6 +435,7 @@ def histograms(ctx: FigureContext, cfg: HistogramsConfig, path: Path) -> bool:
             step(ax, c, color=color, label=f"{lab}, ${rel}$" + (" (same as t < n)" if same and j
                                                                   else ""), **style)
     ax.set_yscale("log")
+    ax.set_xlim(-0.02, 1.02)
     ax.set_xlabel(decay)
     ax.set_ylabel(ylabel)
     ax.set_title(f"before vs from timestep n (${name} = {xmax:g}$)", fontsize=9)
