@@ -6528,3 +6528,25 @@ def test_a_decay_histogram_with_all_mass_in_one_bin_is_drawn_on_the_whole_range(
     ctx.fitted_title = lambda cfg, width, size=10: "t"
     assert figs.histograms(ctx, figs.HistogramsConfig(kind="histograms"), tmp_path / "f.png")
     assert len(spans) == 3 and all(lo <= 0 and hi >= 1 for lo, hi in spans), spans
+
+
+def test_a_precondition_on_a_seed_spread_is_not_met_by_one_seed():
+    """`given: [{metric: test.acc.std, op: "<=", value: 0.05}]` (the seeds agree) held on one
+    seed (its spread is 0.0 by design), so the claim was judged as if its precondition were
+    met: a one-seed cell is untestable there too (MISSING, saying why)."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.report import aggregate, cell_keys, verify
+
+    runs = [SimpleNamespace(label="a", seed=0, coords={}, flat=dict)]
+    df = pd.DataFrame([{"run_id": "r0", "label": "a", "seed": 0, "status": "ok",
+                        "test.acc": 0.95}])
+    cells = aggregate(df, runs, "mean", ["test.acc"])
+    claim = {"text": "solved", "op": ">=", "value": 0.9,
+             "given": [{"metric": "test.acc.std", "op": "<=", "value": 0.05}]}
+    spec = SimpleNamespace(claims=[claim], paper_values=[], claim="c")
+    [v] = [v for v in verify(spec, cells, cell_keys(runs)) if v.kind == "claim"]
+    assert v.verdict == "MISSING", v
+    assert "fewer than 2 finished seeds for test.acc.std" in v.detail, v.detail

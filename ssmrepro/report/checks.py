@@ -228,24 +228,27 @@ def run_check(ctx: CheckContext, cfg: CheckConfig) -> list[Verdict]:
 # the verdict rule shared by every check
 
 
-def seed_spreads(metric: str) -> list[str]:
-    """The seed-spread columns (``<m>.std``) the metric (or expression) reads."""
-    try:
-        names = metric_names(metric)
-    except expr.ExprError:
-        return []
+def seed_spreads(metric: str, given: list[Given] | tuple = ()) -> list[str]:
+    """The seed-spread columns (``<m>.std``) the metric (or expression) and the preconditions
+    read."""
+    names: set[str] = set()
+    for m in (metric, *(g.metric for g in given)):
+        try:
+            names |= metric_names(m) if m else set()
+        except expr.ExprError:
+            pass
     return sorted(n for n in names if n.endswith(".std"))
 
 
 def testable(complete: pd.DataFrame, given: list[Given], metric: str = "") -> pd.DataFrame:
     """The complete cells that meet every precondition (NaN = diverged counts as meeting it)
-    and, for a metric that reads a seed spread (``test.acc.std``), have two seeds that finished
-    ok or a diverged one (one seed's spread is 0 by construction: a claim that seeds agree
-    PASSed on one seed)."""
+    and, for a metric or precondition that reads a seed spread (``test.acc.std``), have two
+    seeds that finished ok or a diverged one (one seed's spread is 0 by construction: a claim
+    that seeds agree PASSed on one seed)."""
     if complete.empty:
         return complete
     ok = np.ones(len(complete), dtype=bool)
-    if seed_spreads(metric) and N_OK in complete:
+    if seed_spreads(metric, given) and N_OK in complete:
         ok &= ((complete[N_OK].to_numpy(float) >= 2)
                | (complete[N_DIVERGED].to_numpy(float) > 0 if N_DIVERGED in complete else False))
     for g in given:
@@ -257,8 +260,9 @@ def testable(complete: pd.DataFrame, given: list[Given], metric: str = "") -> pd
 def _untestable(cfg: CheckConfig | None) -> str:
     """What the finished cells ``testable`` leaves out do ('miss the precondition', ...)."""
     why = ["miss the precondition"] if cfg is None or cfg.given else []
-    if cfg is not None and seed_spreads(cfg.metric):
-        why.append(f"have fewer than 2 finished seeds for {', '.join(seed_spreads(cfg.metric))}")
+    spreads = seed_spreads(cfg.metric, cfg.given) if cfg is not None else []
+    if spreads:
+        why.append(f"have fewer than 2 finished seeds for {', '.join(spreads)}")
     return " or ".join(why)
 
 
