@@ -6550,3 +6550,36 @@ def test_a_precondition_on_a_seed_spread_is_not_met_by_one_seed():
     [v] = [v for v in verify(spec, cells, cell_keys(runs)) if v.kind == "claim"]
     assert v.verdict == "MISSING", v
     assert "fewer than 2 finished seeds for test.acc.std" in v.detail, v.detail
+
+
+def test_a_heatmap_of_a_metric_outside_zero_one_says_its_colours_are_clipped(tmp_path,
+                                                                          monkeypatch):
+    """The heatmaps kind colours on [0, 1]: a loss of 2.33 and one of 3.90 were both the top
+    colour beside a colour bar that stopped at 1.0, as if both were 1 (and its label ran off the
+    image of one row of panels). The colour bar has a pointed end where values lie beyond it;
+    accuracies keep a plain bar."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    import ssmrepro.plots.figures as figs
+    from ssmrepro.plots.registry import FigureContext
+
+    bars = []
+    monkeypatch.setattr(figs, "save_png", lambda fig, path, **kw: bars.extend(
+        im.colorbar.extend for ax in fig.axes for im in ax.get_images()
+        if im.colorbar is not None))
+    for metric, vals, want in (("test.loss", [3.9, 2.33], "max"),
+                               ("test.acc", [0.4, 0.6], "neither")):
+        bars.clear()
+        cells = pd.DataFrame({"label": ["S6", "S4D"], "model.mixer": ["s6", "s4d"],
+                              "task.T": [8, 8], "n_ok": [2, 2], "n_diverged": [0, 0],
+                              metric: vals})
+        ctx = FigureContext(spec=SimpleNamespace(paper_values=[]), profile="smoke",
+                            cells=cells, keys=["label"], out=lambda s, e: tmp_path / f"{s}.{e}")
+        ctx.fitted_title = lambda cfg, width, size=10: "t"
+        ctx.aggregation = lambda: "mean of 2 seeds"
+        cfg = figs.HeatmapsConfig(kind="heatmaps", metric=metric, x=["model.mixer"],
+                                  y=["task.T"])
+        assert figs.heatmaps(ctx, cfg, tmp_path / "f.png")
+        assert bars == [want], bars

@@ -36,6 +36,7 @@ from .registry import (  # noqa: E402
     resolve_ylim,
     save_png,
     subplots,
+    wrap_text,
 )
 
 
@@ -211,6 +212,13 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
                                                         nrows * (0.5 * ny + 1.0) + 0.9),
                          squeeze=False, constrained_layout=True)
     cmap = plt.get_cmap("viridis").with_extremes(bad="0.85")
+    # colours on [0, 1] (accuracies); values beyond it (a loss of 2.3 and one of 3.9) take the
+    # end colour, and the colour bar says so with a pointed end (they read as 1.0 on a bar
+    # that stopped at 1)
+    vals = agg[metric].to_numpy(dtype=float)
+    vmin, vmax = 0.0, 1.0
+    extend = {(False, False): "neither", (True, False): "min", (False, True): "max",
+              (True, True): "both"}[(bool((vals < vmin).any()), bool((vals > vmax).any()))]
     im = None
     n_not_run = 0
     for ax, panel in zip(axes.flat, panels):
@@ -234,15 +242,18 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
                 v = grid[i, j]
                 ax.text(j, i, text, ha="center", va="center", fontsize=7,
                         color="k" if (np.isnan(v) or v > 0.6) else "w")
-        im = ax.imshow(np.ma.masked_invalid(grid), vmin=0, vmax=1, cmap=cmap, aspect="auto")
+        im = ax.imshow(np.ma.masked_invalid(grid), vmin=vmin, vmax=vmax, cmap=cmap,
+                       aspect="auto")
         ax.set_xticks(range(len(xs)), [_coord_name(c, cfg.x, cfg.names) for c in xs], fontsize=7)
         ax.set_yticks(range(len(ys)), [_coord_name(c, cfg.y, cfg.names) for c in ys], fontsize=7)
         ax.set_title(str(panel) if str(paper_panel) == str(panel)
                      else f"{panel} (paper: {paper_panel})", fontsize=9)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
-    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8,
-                 label=f"{metric}, {ctx.aggregation()}: ours (paper)")
+    # wrapped to the colour bar's height (one row of panels: it ran off the image)
+    label = f"{metric}, {ctx.aggregation()}: ours (paper)"
+    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, extend=extend,
+                 label=wrap_text(label, max(1.0, 0.8 * fig.get_figheight() - 0.9), 10))
     title = ctx.fitted_title(cfg, fig.get_figwidth())
     if n_not_run:
         title += f"\ngrey 'not run': {n_not_run} cells the paper prints that this profile does not train"
