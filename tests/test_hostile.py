@@ -6583,3 +6583,17 @@ def test_a_heatmap_of_a_metric_outside_zero_one_says_its_colours_are_clipped(tmp
                                   y=["task.T"])
         assert figs.heatmaps(ctx, cfg, tmp_path / "f.png")
         assert bars == [want], bars
+
+
+def test_a_seed_spread_claim_in_one_seed_profiles_only_is_refused(tmp_path):
+    """A claim on `test.acc.std` in a spec whose every profile trains one seed per cell stays
+    MISSING whatever is trained (one seed has no spread): `validate` refuses it, exit 2, as
+    any claim no profile can judge; with two seeds it is accepted."""
+    claim = {"text": "seeds agree", "metric": "test.acc.std", "op": "<=", "value": 0.05}
+    res = _invoke("validate", _one_run_spec(tmp_path, claims=[claim]))
+    assert res.exit_code == 2, res.output
+    assert ("claims.0.metric: test.acc.std is a spread over seeds, but each cell has one seed "
+            "in profile smoke") in res.output and "stays MISSING in every profile" in res.output, \
+        res.output
+    res = _invoke("validate", _one_run_spec(tmp_path, claims=[claim], seeds=[0, 1]))
+    assert res.exit_code == 0, res.output
