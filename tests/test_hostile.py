@@ -6597,3 +6597,32 @@ def test_a_seed_spread_claim_in_one_seed_profiles_only_is_refused(tmp_path):
         res.output
     res = _invoke("validate", _one_run_spec(tmp_path, claims=[claim], seeds=[0, 1]))
     assert res.exit_code == 0, res.output
+
+
+def test_a_log_scale_learning_curve_of_zeros_is_drawn_on_a_linear_axis(tmp_path, monkeypatch):
+    """The curves kind with `logy` over values that are all 0 (an accuracy that never left 0):
+    the log axis could not show them, and the figure was saved with an empty panel and a
+    legend, as if fine. Such a panel (or figure, when its panels share y) is drawn linear, as
+    the lines kind draws one."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    import ssmrepro.plots.curves as curves_mod
+    from ssmrepro.plots.registry import FigureContext
+
+    scales = []
+    monkeypatch.setattr(curves_mod, "save_png", lambda fig, path, **kw: scales.extend(
+        ax.get_yscale() for ax in fig.axes))
+    for vals, want in (([0.0, 0.0, 0.0], "linear"), ([0.1, 0.2, 0.0], "log")):
+        scales.clear()
+        df = pd.DataFrame({"run_id": "r0", "label": "S6", "seed": 0, "status": "ok",
+                           "step": [0, 1, 2], "samples": [0, 8, 16], "val.acc": vals})
+        ctx = FigureContext(spec=SimpleNamespace(paper_values=[]), profile="smoke",
+                            cells=pd.DataFrame(), keys=["label"],
+                            out=lambda s, e: tmp_path / f"{s}.{e}",
+                            tables={curves_mod.CURVES: df})
+        ctx.title = lambda cfg: "t"
+        cfg = curves_mod.CurvesConfig(kind="curves", series=["val.acc"], logy=True)
+        assert curves_mod.curves(ctx, cfg, tmp_path / "f.png")
+        assert scales == [want], scales

@@ -195,7 +195,8 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
         n_r, n_c = len(rows), len(cols)
         place = {(rv, cv): (i, j) for i, rv in enumerate(rows) for j, cv in enumerate(cols)}
     drawn = df[series].to_numpy(float)
-    ylim = resolve_ylim(cfg.ylim, np.exp(drawn) if cfg.transform == "exp" else drawn)
+    drawn = np.exp(drawn) if cfg.transform == "exp" else drawn
+    ylim = resolve_ylim(cfg.ylim, drawn)
     fig, axes = subplots(path, 120, n_r, n_c, figsize=(w * n_c + 1.0, h * n_r + 0.9),
                          squeeze=False, sharex=True, sharey=ylim is not None)
     for ax in list(axes.flat)[len(place):]:
@@ -249,9 +250,14 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
                                       _fmt(cfg.col, cv, cfg.names)) if t)
         if title:
             ax.set_title(title, fontsize=8)
-        if ylim is not None and not cfg.logy:
+        # a log axis only over positive values (a panel of accuracies 0 was drawn empty on a
+        # log axis); panels sharing y (a ylim) decide together
+        shown = drawn if ylim is not None else sub[series].to_numpy(float)
+        shown = np.exp(shown) if cfg.transform == "exp" and ylim is None else shown
+        log_y = cfg.logy and bool((shown > 0).any())
+        if ylim is not None and not log_y:
             ax.set_ylim(*ylim)
-        if cfg.logy:
+        if log_y:
             ax.set_yscale("log")
         if cfg.logx:
             ax.set_xscale("log")
