@@ -6626,3 +6626,17 @@ def test_a_log_scale_learning_curve_of_zeros_is_drawn_on_a_linear_axis(tmp_path,
         cfg = curves_mod.CurvesConfig(kind="curves", series=["val.acc"], logy=True)
         assert curves_mod.curves(ctx, cfg, tmp_path / "f.png")
         assert scales == [want], scales
+
+
+def test_a_lines_figure_with_logx_must_name_its_x(tmp_path):
+    """`lines` with `logx: true` and no `x`: x is whichever swept key varies in a panel, here
+    a mixer's name, drawn as categories 0 and 1 on a log axis, where 0 has no place: the first
+    label's line was left out of the figure, without a word. `validate` refuses it, exit 2."""
+    fig = {"kind": "lines", "metric": "test.acc", "logx": True, "facet": None}
+    res = _invoke("validate", write_spec(tmp_path, figure=fig))
+    assert res.exit_code == 2, res.output
+    assert "logx: name x, the numeric column on the log axis" in res.output, res.output
+    res = _invoke("validate", write_spec(
+        tmp_path, figure={**fig, "x": "model.d_model"},
+        sweep=[{"grid": {"model.d_model": [8, 12]}}]))
+    assert res.exit_code == 0, res.output

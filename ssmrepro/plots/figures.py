@@ -286,6 +286,11 @@ class LinesConfig(FigureConfig):
 
     @model_validator(mode="after")
     def _references(self) -> LinesConfig:
+        if self.logx and not self.x:  # the default x, a swept key chosen per panel, was drawn on
+            # a log axis as it came: text (a mixer's name) as categories 0, 1, ..., the first
+            # left out of the axis with its line, without a word
+            raise ValueError("logx: name x, the numeric column on the log axis (by default x is "
+                             "whichever swept key varies in a panel, which may be text)")
         for text, e in self.reference.items():
             names = expr.check(e)
             if self.x is None or names - {self.x}:
