@@ -6640,3 +6640,28 @@ def test_a_lines_figure_with_logx_must_name_its_x(tmp_path):
         tmp_path, figure={**fig, "x": "model.d_model"},
         sweep=[{"grid": {"model.d_model": [8, 12]}}]))
     assert res.exit_code == 0, res.output
+
+
+def test_a_log_step_axis_over_step_zero_alone_is_drawn_linear(tmp_path, monkeypatch):
+    """The curves kind with `logx` over histories of step 0 alone (`max_steps: 0`): matplotlib
+    raised 'Data cannot be log-scaled because all values are <= 0', a traceback in `run` and
+    `plot`. With no step above 0 the axis is linear, the lone point drawn."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    import ssmrepro.plots.curves as curves_mod
+    from ssmrepro.plots.registry import FigureContext
+
+    drawn = []
+    monkeypatch.setattr(curves_mod, "save_png", lambda fig, path, **kw: drawn.extend(
+        (ax.get_xscale(), len(line.get_xdata())) for ax in fig.axes for line in ax.get_lines()))
+    df = pd.DataFrame({"run_id": "r0", "label": "S6", "seed": 0, "status": "ok", "step": [0],
+                       "samples": [0], "val.acc": [0.2]})
+    ctx = FigureContext(spec=SimpleNamespace(paper_values=[]), profile="smoke",
+                        cells=pd.DataFrame(), keys=["label"],
+                        out=lambda s, e: tmp_path / f"{s}.{e}", tables={curves_mod.CURVES: df})
+    ctx.title = lambda cfg: "t"
+    cfg = curves_mod.CurvesConfig(kind="curves", series=["val.acc"], logx=True)
+    assert curves_mod.curves(ctx, cfg, tmp_path / "f.png")
+    assert drawn == [("linear", 1)], drawn

@@ -196,6 +196,9 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
         place = {(rv, cv): (i, j) for i, rv in enumerate(rows) for j, cv in enumerate(cols)}
     drawn = df[series].to_numpy(float)
     drawn = np.exp(drawn) if cfg.transform == "exp" else drawn
+    # a log x axis (panels share x) only with a step (sample count) above 0: histories of step 0
+    # alone (max_steps 0) raised matplotlib's 'cannot be log-scaled' traceback
+    log_x = cfg.logx and bool((df[cfg.x].astype(float) > 0).any())
     ylim = resolve_ylim(cfg.ylim, drawn)
     fig, axes = subplots(path, 120, n_r, n_c, figsize=(w * n_c + 1.0, h * n_r + 0.9),
                          squeeze=False, sharex=True, sharey=ylim is not None)
@@ -218,7 +221,7 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
                 by_seed = part.pivot_table(index=cfg.x, columns=SEED, values=m, aggfunc="mean")
                 if cfg.transform == "exp":
                     by_seed = np.exp(by_seed)
-                if cfg.logx:
+                if log_x:
                     by_seed = by_seed[by_seed.index > 0]
                 xs = by_seed.index.to_numpy(float)
                 if cfg.seeds == "best":
@@ -259,7 +262,7 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
             ax.set_ylim(*ylim)
         if log_y:
             ax.set_yscale("log")
-        if cfg.logx:
+        if log_x:
             ax.set_xscale("log")
             plain_log_x(ax)
         ax.tick_params(which="both", labelsize=7)
