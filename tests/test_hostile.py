@@ -6512,3 +6512,299 @@ def test_a_cifar_batch_that_runs_code_or_is_not_a_batch_is_damaged_data(tmp_path
         load_lra("image", "test", root=tmp_path / "data")
     assert said in str(err.value) and "test_batch" in str(err.value)
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("claim", [
+    {"text": "seeds agree", "metric": "test.acc.std", "op": "<=", "value": 0.05},
+    {"check": "any_threshold", "text": "some cell's seeds agree", "metric": "test.acc.std",
+     "op": "<=", "value": 0.05},
+    {"check": "ordering", "text": "a spreads more", "metric": "test.acc.std + 0",
+     "a": {"label": "a"}, "b": {"label": "b"}, "match": []},
+])
+def test_a_seed_spread_claim_is_not_judged_on_one_seed_or_past_a_diverged_one(claim):
+    """`test.acc.std` is 0.0 for one seed (by design) and the spread of the seeds that finished
+    ok: a claim that the seeds agree PASSed on a one-seed profile, and on two agreeing seeds
+    beside a diverged one. A cell with fewer than 2 finished seeds is untestable (MISSING,
+    saying why); a cell with a diverged seed has no spread (NaN, a miss), as it has no mean."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.report import aggregate, cell_keys, verify
+
+    def verdicts(seeds, status):
+        runs = [SimpleNamespace(label=lab, seed=s, coords={}, flat=dict) for lab in "ab"
+                for s in seeds]
+        df = pd.DataFrame([{"run_id": f"r{i}", "label": r.label, "seed": r.seed,
+                            "status": status.get(i, "ok"),
+                            "test.acc": 0.5 if status.get(i, "ok") == "ok" else float("nan")}
+                           for i, r in enumerate(runs)])
+        cells = aggregate(df, runs, "mean", ["test.acc"])
+        spec = SimpleNamespace(claims=[claim], paper_values=[], claim="c")
+        return [v for v in verify(spec, cells, cell_keys(runs)) if v.kind == "claim"]
+
+    [v] = verdicts([0], {})
+    assert v.verdict == "MISSING", v
+    assert "fewer than 2 finished seeds for test.acc.std" in v.detail, v.detail
+    [v] = verdicts([0, 1, 2], {0: "diverged", 3: "diverged"})
+    assert v.verdict == "FAIL", v
+    assert "diverged" in v.detail or claim.get("check") == "any_threshold", v.detail
+    [v] = verdicts([0, 1], {})  # two seeds that agree: judged
+    assert v.verdict == "PASS", v
+
+
+def test_a_log_scale_over_zero_or_negative_values_is_refused(tmp_path):
+    """A loglog_slope claim (or a lines figure with logx, bands, bound_grid's log axes) over a
+    key that is 0 in some run (`train.weight_decay: [0, 0.01, 0.1]`): the claim FAILed after
+    training whatever was trained ('1 finished cells have no positive test.loss (diverged or
+    zero)': the loss was fine, x was 0) and the figure clipped the point to the axis edge.
+    `validate` refuses it naming the column and profile, exit 2; a `where` that leaves the 0
+    out is accepted."""
+    sweep = [{"grid": {"train.weight_decay": [0.0, 0.01, 0.1]}}]
+    slope = {"check": "loglog_slope", "text": "power law", "metric": "test.loss",
+             "x": "train.weight_decay", "expected": 0.0, "tol": 1.0, "group_by": [],
+             "min_points": 2}
+    lines = {"kind": "lines", "metric": "test.acc", "x": "train.weight_decay", "logx": True}
+    for field, kw in (("claims.0", {"claims": [slope]}), ("figure", {"figure": lines})):
+        res = _invoke("validate", write_spec(tmp_path, sweep=sweep, **kw))
+        assert res.exit_code == 2, res.output
+        assert (f"{field}: 'train.weight_decay' is on a log scale (its logarithm is taken), but "
+                "is 0.0 in a run of profile smoke") in res.output, res.output
+    ok = {**slope, "where": {"train.weight_decay": [0.01, 0.1]}}
+    res = _invoke("validate", write_spec(tmp_path, sweep=sweep, claims=[ok],
+                                         figure={**lines, "logx": False}))
+    assert res.exit_code == 0, res.output
+
+
+@pytest.mark.parametrize("train", [{"max_steps": 0}, {"max_steps": 2, "eval_every": 50}])
+def test_a_learning_curve_of_one_evaluation_is_drawn_as_a_point(tmp_path, monkeypatch, train):
+    """`max_steps: 0`, or `eval_every` past `max_steps` with a logx axis (step 0 left out):
+    each curve has one point, and a line through one point draws nothing: the curves figure
+    was saved with empty panels and a legend, as if fine. A lone point is drawn as a marker."""
+    import ssmrepro.plots.curves as curves_mod
+
+    drawn = []
+    real = curves_mod.save_png
+
+    def keep(fig, path, **kw):
+        drawn.extend(line for ax in fig.axes for line in ax.get_lines())
+        return real(fig, path, **kw)
+
+    monkeypatch.setattr(curves_mod, "save_png", keep)
+    spec = _one_run_spec(
+        tmp_path, train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "val_size": 16,
+                         "test_size": 16, "eval_every": 1, "eval_batch_size": 16, **train},
+        figure={"kind": "curves", "series": ["val.acc", "train.loss"],
+                "logx": "eval_every" in train})
+    res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke")
+    assert res.exit_code == 0, res.output
+    assert len(drawn) == 2, drawn
+    for line in drawn:
+        assert len(line.get_xdata()) == 1 and line.get_marker() not in (None, "None", ""), line
+
+
+def test_a_monotone_group_with_two_cells_at_one_step_is_refused(tmp_path):
+    """`monotone` with a `group_by` that leaves out a key that varies (`group_by: []` over two
+    labels): each group held two cells per value of `along`, compared in table order as steps
+    (`3 violations in 5 steps (1→1, 2→2, 3→3)`): two rising lines FAILed. `validate` refuses
+    it, naming the key to add, exit 2; naming it is accepted."""
+    sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                        {"label": "S4D", "set": {"model.mixer": "s4d"}}]},
+             {"grid": {"model.d_model": [8, 12]}}]
+    claim = {"check": "monotone", "text": "wider is better", "along": "model.d_model",
+             "group_by": []}
+    res = _invoke("validate", write_spec(tmp_path, sweep=sweep, claims=[claim]))
+    assert res.exit_code == 2, res.output
+    assert "claims.0.group_by: 2 cells of one group of profile smoke have model.d_model = 8" \
+        in res.output and "name it in group_by" in res.output, res.output
+    res = _invoke("validate", write_spec(tmp_path, sweep=sweep,
+                                         claims=[{**claim, "group_by": ["label"]}]))
+    assert res.exit_code == 0, res.output
+
+
+def test_a_seed_whose_final_evaluation_was_not_finite_is_not_left_out_of_the_mean(tmp_path):
+    """A run that finished ok whose final evaluation overflowed (its record keeps `test.acc:
+    null`, as it keeps no inf) beside a seed with a value: the cell's mean was the other seed's
+    value, its spread 0.0, reported as the mean of 2 seeds (`test.acc <= 0.99` PASSed). The seed
+    counts as diverged for that metric: the cell's value is NaN, a miss, said so."""
+    spec = _one_run_spec(
+        tmp_path, seeds=[0, 1],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+               "test_size": 16, "eval_every": 2, "eval_batch_size": 16},
+        claims=[{"text": "some accuracy", "op": "<=", "value": 0.99}])
+    out = tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate", "--no-plot",
+                  "--workers", "1")
+    assert res.exit_code == 0, res.output
+    rec_path = sorted((out / "tests/t-spec/runs").glob("*.json"))[0]
+    rec = json.loads(rec_path.read_text())
+    rec["metrics"]["test.acc"] = None
+    rec_path.write_text(json.dumps(rec))
+    res = _invoke("verify", spec, "--out", out, "--profile", "smoke")
+    assert "FAIL some accuracy" in res.output, res.output
+    assert "a final evaluation that was not finite" in res.output, res.output
+    summary = (out / "tests/t-spec/summary-smoke.csv").read_text().splitlines()
+    row = dict(zip(summary[0].split(","), summary[1].split(",")))
+    assert row["test.acc"] == "" and row["test.acc.std"] == "" and row["n_ok"] == "2", row
+
+
+def test_a_decay_histogram_with_all_mass_in_one_bin_is_drawn_on_the_whole_range(tmp_path,
+                                                                                 monkeypatch):
+    """The histograms kind autoscaled each panel's x axis to the bins drawn: all values of a
+    model in one bin ([0, 0.02)) filled the panel as a flat distribution over 0.000-0.020, beside
+    panels over [0, 1]. Every panel spans the whole [0, 1] the bins cover."""
+    import pandas as pd
+
+    import ssmrepro.plots.figures as figs
+    from ssmrepro.plots.registry import FigureContext
+    from ssmrepro.report.analysis import DECAY
+
+    spans = []
+    monkeypatch.setattr(figs, "save_png", lambda fig, path, **kw: spans.extend(
+        ax.get_xlim() for ax in fig.axes))
+    rows = [{"label": lab, "task.T": 10, "part": part, "bin": b, "bins": 50,
+             "count": (100 if b == 0 else 0) if lab == "S4D" else 1 + b}
+            for lab in ("S6", "S4D") for part in ("before", "after") for b in range(50)]
+    ctx = FigureContext(spec=None, profile="smoke", cells=pd.DataFrame(), keys=["label"],
+                        out=lambda stem, ext: tmp_path / f"{stem}.{ext}",
+                        tables={DECAY: pd.DataFrame(rows)})
+    ctx.fitted_title = lambda cfg, width, size=10: "t"
+    assert figs.histograms(ctx, figs.HistogramsConfig(kind="histograms"), tmp_path / "f.png")
+    assert len(spans) == 3 and all(lo <= 0 and hi >= 1 for lo, hi in spans), spans
+
+
+def test_a_precondition_on_a_seed_spread_is_not_met_by_one_seed():
+    """`given: [{metric: test.acc.std, op: "<=", value: 0.05}]` (the seeds agree) held on one
+    seed (its spread is 0.0 by design), so the claim was judged as if its precondition were
+    met: a one-seed cell is untestable there too (MISSING, saying why)."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.report import aggregate, cell_keys, verify
+
+    runs = [SimpleNamespace(label="a", seed=0, coords={}, flat=dict)]
+    df = pd.DataFrame([{"run_id": "r0", "label": "a", "seed": 0, "status": "ok",
+                        "test.acc": 0.95}])
+    cells = aggregate(df, runs, "mean", ["test.acc"])
+    claim = {"text": "solved", "op": ">=", "value": 0.9,
+             "given": [{"metric": "test.acc.std", "op": "<=", "value": 0.05}]}
+    spec = SimpleNamespace(claims=[claim], paper_values=[], claim="c")
+    [v] = [v for v in verify(spec, cells, cell_keys(runs)) if v.kind == "claim"]
+    assert v.verdict == "MISSING", v
+    assert "fewer than 2 finished seeds for test.acc.std" in v.detail, v.detail
+
+
+def test_a_heatmap_of_a_metric_outside_zero_one_says_its_colours_are_clipped(tmp_path,
+                                                                          monkeypatch):
+    """The heatmaps kind colours on [0, 1]: a loss of 2.33 and one of 3.90 were both the top
+    colour beside a colour bar that stopped at 1.0, as if both were 1 (and its label ran off the
+    image of one row of panels). The colour bar has a pointed end where values lie beyond it;
+    accuracies keep a plain bar."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    import ssmrepro.plots.figures as figs
+    from ssmrepro.plots.registry import FigureContext
+
+    bars = []
+    monkeypatch.setattr(figs, "save_png", lambda fig, path, **kw: bars.extend(
+        im.colorbar.extend for ax in fig.axes for im in ax.get_images()
+        if im.colorbar is not None))
+    for metric, vals, want in (("test.loss", [3.9, 2.33], "max"),
+                               ("test.acc", [0.4, 0.6], "neither")):
+        bars.clear()
+        cells = pd.DataFrame({"label": ["S6", "S4D"], "model.mixer": ["s6", "s4d"],
+                              "task.T": [8, 8], "n_ok": [2, 2], "n_diverged": [0, 0],
+                              metric: vals})
+        ctx = FigureContext(spec=SimpleNamespace(paper_values=[]), profile="smoke",
+                            cells=cells, keys=["label"], out=lambda s, e: tmp_path / f"{s}.{e}")
+        ctx.fitted_title = lambda cfg, width, size=10: "t"
+        ctx.aggregation = lambda: "mean of 2 seeds"
+        cfg = figs.HeatmapsConfig(kind="heatmaps", metric=metric, x=["model.mixer"],
+                                  y=["task.T"])
+        assert figs.heatmaps(ctx, cfg, tmp_path / "f.png")
+        assert bars == [want], bars
+
+
+def test_a_seed_spread_claim_in_one_seed_profiles_only_is_refused(tmp_path):
+    """A claim on `test.acc.std` in a spec whose every profile trains one seed per cell stays
+    MISSING whatever is trained (one seed has no spread): `validate` refuses it, exit 2, as
+    any claim no profile can judge; with two seeds it is accepted."""
+    claim = {"text": "seeds agree", "metric": "test.acc.std", "op": "<=", "value": 0.05}
+    res = _invoke("validate", _one_run_spec(tmp_path, claims=[claim]))
+    assert res.exit_code == 2, res.output
+    assert ("claims.0.metric: test.acc.std is a spread over seeds, but each cell has one seed "
+            "in profile smoke") in res.output and "stays MISSING in every profile" in res.output, \
+        res.output
+    res = _invoke("validate", _one_run_spec(tmp_path, claims=[claim], seeds=[0, 1]))
+    assert res.exit_code == 0, res.output
+
+
+def test_a_log_scale_learning_curve_of_zeros_is_drawn_on_a_linear_axis(tmp_path, monkeypatch):
+    """The curves kind with `logy` over values that are all 0 (an accuracy that never left 0):
+    the log axis could not show them, and the figure was saved with an empty panel and a
+    legend, as if fine. Such a panel (or figure, when its panels share y) is drawn linear, as
+    the lines kind draws one."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    import ssmrepro.plots.curves as curves_mod
+    from ssmrepro.plots.registry import FigureContext
+
+    scales = []
+    monkeypatch.setattr(curves_mod, "save_png", lambda fig, path, **kw: scales.extend(
+        ax.get_yscale() for ax in fig.axes))
+    for vals, want in (([0.0, 0.0, 0.0], "linear"), ([0.1, 0.2, 0.0], "log")):
+        scales.clear()
+        df = pd.DataFrame({"run_id": "r0", "label": "S6", "seed": 0, "status": "ok",
+                           "step": [0, 1, 2], "samples": [0, 8, 16], "val.acc": vals})
+        ctx = FigureContext(spec=SimpleNamespace(paper_values=[]), profile="smoke",
+                            cells=pd.DataFrame(), keys=["label"],
+                            out=lambda s, e: tmp_path / f"{s}.{e}",
+                            tables={curves_mod.CURVES: df})
+        ctx.title = lambda cfg: "t"
+        cfg = curves_mod.CurvesConfig(kind="curves", series=["val.acc"], logy=True)
+        assert curves_mod.curves(ctx, cfg, tmp_path / "f.png")
+        assert scales == [want], scales
+
+
+def test_a_lines_figure_with_logx_must_name_its_x(tmp_path):
+    """`lines` with `logx: true` and no `x`: x is whichever swept key varies in a panel, here
+    a mixer's name, drawn as categories 0 and 1 on a log axis, where 0 has no place: the first
+    label's line was left out of the figure, without a word. `validate` refuses it, exit 2."""
+    fig = {"kind": "lines", "metric": "test.acc", "logx": True, "facet": None}
+    res = _invoke("validate", write_spec(tmp_path, figure=fig))
+    assert res.exit_code == 2, res.output
+    assert "logx: name x, the numeric column on the log axis" in res.output, res.output
+    res = _invoke("validate", write_spec(
+        tmp_path, figure={**fig, "x": "model.d_model"},
+        sweep=[{"grid": {"model.d_model": [8, 12]}}]))
+    assert res.exit_code == 0, res.output
+
+
+def test_a_log_step_axis_over_step_zero_alone_is_drawn_linear(tmp_path, monkeypatch):
+    """The curves kind with `logx` over histories of step 0 alone (`max_steps: 0`): matplotlib
+    raised 'Data cannot be log-scaled because all values are <= 0', a traceback in `run` and
+    `plot`. With no step above 0 the axis is linear, the lone point drawn."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    import ssmrepro.plots.curves as curves_mod
+    from ssmrepro.plots.registry import FigureContext
+
+    drawn = []
+    monkeypatch.setattr(curves_mod, "save_png", lambda fig, path, **kw: drawn.extend(
+        (ax.get_xscale(), len(line.get_xdata())) for ax in fig.axes for line in ax.get_lines()))
+    df = pd.DataFrame({"run_id": "r0", "label": "S6", "seed": 0, "status": "ok", "step": [0],
+                       "samples": [0], "val.acc": [0.2]})
+    ctx = FigureContext(spec=SimpleNamespace(paper_values=[]), profile="smoke",
+                        cells=pd.DataFrame(), keys=["label"],
+                        out=lambda s, e: tmp_path / f"{s}.{e}", tables={curves_mod.CURVES: df})
+    ctx.title = lambda cfg: "t"
+    cfg = curves_mod.CurvesConfig(kind="curves", series=["val.acc"], logx=True)
+    assert curves_mod.curves(ctx, cfg, tmp_path / "f.png")
+    assert drawn == [("linear", 1)], drawn

@@ -87,6 +87,9 @@ class BandsConfig(FigureConfig):
     def numeric_refs(self) -> list[str]:
         return [self.x] if self.x != N_PARAMS else []
 
+    def log_refs(self) -> list[str]:
+        return [self.x] if self.x != N_PARAMS and self.logx else []
+
     def positions(self) -> list[str] | None:
         return [c for c in (self.facet, self.hue, self.x) if c] if self.x != N_PARAMS else None
 

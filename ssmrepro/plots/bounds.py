@@ -80,6 +80,9 @@ class BoundGridConfig(FigureConfig):
     def numeric_refs(self) -> list[str]:
         return [self.x, self.y]
 
+    def log_refs(self) -> list[str]:
+        return [c for c, log in ((self.x, self.log_x), (self.y, self.log_y)) if log]
+
     def panel_refs(self) -> list[str]:
         return [self.col] + ([self.row] if self.row else [])
 

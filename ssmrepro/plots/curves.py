@@ -110,6 +110,18 @@ class CurvesConfig(FigureConfig):
         return list(self.series)
 
 
+def _lone_points(ys: np.ndarray) -> dict[str, Any]:
+    """Marker arguments for ``ax.plot`` that show the points of a line with no finite neighbour
+    (a curve of one evaluation, max_steps 0 or eval_every past max_steps; a value between NaNs):
+    a line through one point draws nothing, and such a panel was saved empty but for its
+    legend."""
+    ok = np.isfinite(np.asarray(ys, dtype=float))
+    prev = np.concatenate([[False], ok[:-1]])
+    nxt = np.concatenate([ok[1:], [False]])
+    lone = np.flatnonzero(ok & ~prev & ~nxt).tolist()
+    return {"marker": "o", "ms": 4, "markevery": lone} if lone else {}
+
+
 def _order(values: pd.Series) -> list:
     vals = list(dict.fromkeys(values.tolist()))
     try:
@@ -183,7 +195,11 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
         n_r, n_c = len(rows), len(cols)
         place = {(rv, cv): (i, j) for i, rv in enumerate(rows) for j, cv in enumerate(cols)}
     drawn = df[series].to_numpy(float)
-    ylim = resolve_ylim(cfg.ylim, np.exp(drawn) if cfg.transform == "exp" else drawn)
+    drawn = np.exp(drawn) if cfg.transform == "exp" else drawn
+    # a log x axis (panels share x) only with a step (sample count) above 0: histories of step 0
+    # alone (max_steps 0) raised matplotlib's 'cannot be log-scaled' traceback
+    log_x = cfg.logx and bool((df[cfg.x].astype(float) > 0).any())
+    ylim = resolve_ylim(cfg.ylim, drawn)
     fig, axes = subplots(path, 120, n_r, n_c, figsize=(w * n_c + 1.0, h * n_r + 0.9),
                          squeeze=False, sharex=True, sharey=ylim is not None)
     for ax in list(axes.flat)[len(place):]:
@@ -205,7 +221,7 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
                 by_seed = part.pivot_table(index=cfg.x, columns=SEED, values=m, aggfunc="mean")
                 if cfg.transform == "exp":
                     by_seed = np.exp(by_seed)
-                if cfg.logx:
+                if log_x:
                     by_seed = by_seed[by_seed.index > 0]
                 xs = by_seed.index.to_numpy(float)
                 if cfg.seeds == "best":
@@ -214,13 +230,14 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
                     handles.setdefault(name, line)
                 elif cfg.seeds == "each":
                     for seed in by_seed.columns:
-                        line, = ax.plot(xs, by_seed[seed].to_numpy(float), style, color=color,
-                                        lw=1.0, alpha=0.9)
+                        ys = by_seed[seed].to_numpy(float)
+                        line, = ax.plot(xs, ys, style, color=color, lw=1.0, alpha=0.9,
+                                        **_lone_points(ys))
                     handles.setdefault(name, line)
                 else:
                     vals = by_seed.to_numpy(float)
                     mean = np.nanmean(vals, axis=1)
-                    line, = ax.plot(xs, mean, style, color=color, lw=1.4)
+                    line, = ax.plot(xs, mean, style, color=color, lw=1.4, **_lone_points(mean))
                     if vals.shape[1] > 1:
                         ax.fill_between(xs, np.nanmin(vals, axis=1), np.nanmax(vals, axis=1),
                                         color=color, alpha=0.18, lw=0)
@@ -236,11 +253,16 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
                                       _fmt(cfg.col, cv, cfg.names)) if t)
         if title:
             ax.set_title(title, fontsize=8)
-        if ylim is not None and not cfg.logy:
+        # a log axis only over positive values (a panel of accuracies 0 was drawn empty on a
+        # log axis); panels sharing y (a ylim) decide together
+        shown = drawn if ylim is not None else sub[series].to_numpy(float)
+        shown = np.exp(shown) if cfg.transform == "exp" and ylim is None else shown
+        log_y = cfg.logy and bool((shown > 0).any())
+        if ylim is not None and not log_y:
             ax.set_ylim(*ylim)
-        if cfg.logy:
+        if log_y:
             ax.set_yscale("log")
-        if cfg.logx:
+        if log_x:
             ax.set_xscale("log")
             plain_log_x(ax)
         ax.tick_params(which="both", labelsize=7)

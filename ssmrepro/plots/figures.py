@@ -36,6 +36,7 @@ from .registry import (  # noqa: E402
     resolve_ylim,
     save_png,
     subplots,
+    wrap_text,
 )
 
 
@@ -211,6 +212,13 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
                                                         nrows * (0.5 * ny + 1.0) + 0.9),
                          squeeze=False, constrained_layout=True)
     cmap = plt.get_cmap("viridis").with_extremes(bad="0.85")
+    # colours on [0, 1] (accuracies); values beyond it (a loss of 2.3 and one of 3.9) take the
+    # end colour, and the colour bar says so with a pointed end (they read as 1.0 on a bar
+    # that stopped at 1)
+    vals = agg[metric].to_numpy(dtype=float)
+    vmin, vmax = 0.0, 1.0
+    extend = {(False, False): "neither", (True, False): "min", (False, True): "max",
+              (True, True): "both"}[(bool((vals < vmin).any()), bool((vals > vmax).any()))]
     im = None
     n_not_run = 0
     for ax, panel in zip(axes.flat, panels):
@@ -234,15 +242,18 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
                 v = grid[i, j]
                 ax.text(j, i, text, ha="center", va="center", fontsize=7,
                         color="k" if (np.isnan(v) or v > 0.6) else "w")
-        im = ax.imshow(np.ma.masked_invalid(grid), vmin=0, vmax=1, cmap=cmap, aspect="auto")
+        im = ax.imshow(np.ma.masked_invalid(grid), vmin=vmin, vmax=vmax, cmap=cmap,
+                       aspect="auto")
         ax.set_xticks(range(len(xs)), [_coord_name(c, cfg.x, cfg.names) for c in xs], fontsize=7)
         ax.set_yticks(range(len(ys)), [_coord_name(c, cfg.y, cfg.names) for c in ys], fontsize=7)
         ax.set_title(str(panel) if str(paper_panel) == str(panel)
                      else f"{panel} (paper: {paper_panel})", fontsize=9)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
-    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8,
-                 label=f"{metric}, {ctx.aggregation()}: ours (paper)")
+    # wrapped to the colour bar's height (one row of panels: it ran off the image)
+    label = f"{metric}, {ctx.aggregation()}: ours (paper)"
+    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, extend=extend,
+                 label=wrap_text(label, max(1.0, 0.8 * fig.get_figheight() - 0.9), 10))
     title = ctx.fitted_title(cfg, fig.get_figwidth())
     if n_not_run:
         title += f"\ngrey 'not run': {n_not_run} cells the paper prints that this profile does not train"
@@ -275,6 +286,11 @@ class LinesConfig(FigureConfig):
 
     @model_validator(mode="after")
     def _references(self) -> LinesConfig:
+        if self.logx and not self.x:  # the default x, a swept key chosen per panel, was drawn on
+            # a log axis as it came: text (a mixer's name) as categories 0, 1, ..., the first
+            # left out of the axis with its line, without a word
+            raise ValueError("logx: name x, the numeric column on the log axis (by default x is "
+                             "whichever swept key varies in a panel, which may be text)")
         for text, e in self.reference.items():
             names = expr.check(e)
             if self.x is None or names - {self.x}:
@@ -284,6 +300,9 @@ class LinesConfig(FigureConfig):
 
     def numeric_refs(self) -> list[str]:
         return [self.x] if self.x and (self.logx or self.reference) else []
+
+    def log_refs(self) -> list[str]:
+        return [self.x] if self.x and self.logx else []
 
     def positions(self) -> list[str] | None:
         return [c for c in (self.facet, self.hue, self.x) if c] if self.x else None
@@ -405,6 +424,9 @@ def histograms(ctx: FigureContext, cfg: HistogramsConfig, path: Path) -> bool:
                 step(ax, c, color=cmap(k / max(1, len(xs) - 1)), lw=1.4,
                      label=f"${name} = {xv:g}$" if isinstance(xv, (int, float)) else str(xv))
         ax.set_yscale("log")
+        # the whole [0, 1], with a margin (a bin at an end shows): autoscaled to the bins drawn,
+        # all mass in one bin read as a flat distribution over the axis, and panels had their own x
+        ax.set_xlim(-0.02, 1.02)
         ax.set_xlabel(decay)
         ax.set_ylabel(ylabel)
         ax.set_title(f"{lab}: {decay} over all timesteps", fontsize=9)
@@ -429,6 +451,7 @@ def histograms(ctx: FigureContext, cfg: HistogramsConfig, path: Path) -> bool:
             step(ax, c, color=color, label=f"{lab}, ${rel}$" + (" (same as t < n)" if same and j
                                                                   else ""), **style)
     ax.set_yscale("log")
+    ax.set_xlim(-0.02, 1.02)
     ax.set_xlabel(decay)
     ax.set_ylabel(ylabel)
     ax.set_title(f"before vs from timestep n (${name} = {xmax:g}$)", fontsize=9)

@@ -50,7 +50,7 @@ from ..report.cells import (
     norm,
     values_equal,
 )
-from ..report.checks import CheckConfig, CollapseConfig, OrderingConfig
+from ..report.checks import CheckConfig, CollapseConfig, OrderingConfig, seed_spreads
 from ..report.columns import LABEL, LABEL_SEP, N_PARAMS, OK, RUN_ID, SEED, STATUS
 from ..report.curves import HISTORY_SETS, SAMPLES, STEP, curve_table, history_metric_sets
 from ..spec import SET_TAG, Spec, format_errors
@@ -432,6 +432,18 @@ def _cell_problems(spec: Spec, items: list[tuple[str, Any]], runs: list) -> list
                 if text is not None:
                     errors.append(f"{path}: {key}: {c!r} is read as a number, but holds "
                                   f"{text!r} (a text column cannot be a numeric or log axis)")
+            logs = getattr(cfg, "log_refs", lambda: [])()
+            where = (cfg.cell_filter() if isinstance(cfg, FigureConfig)
+                     else getattr(cfg, "where", {})) if logs else {}
+            used = report.select(rows, where) if where else rows  # the cells it reads
+            for c in logs:
+                vals = column(used, c) if has_column(used, c) else []
+                low = next((v for v in vals if v is not None and _is_number(v)
+                            and not float(v) > 0), None)
+                if low is not None:  # clipped to the axis edge, or a slope that always FAILed
+                    errors.append(f"{path}: {key}: {c!r} is on a log scale (its logarithm is "
+                                  f"taken), but is {low!r} in a run of profile {profile}: leave "
+                                  "such runs out or use a linear scale")
             for field, text in cfg.cell_exprs():
                 for _, row in rows.iterrows():
                     try:
@@ -446,6 +458,10 @@ def _cell_problems(spec: Spec, items: list[tuple[str, Any]], runs: list) -> list
                 cells = rows[~rows[keys].astype(str).duplicated()] if keys else rows.iloc[:1]
                 errors += [f"{path}: {key}.{m}" for m in cfg.cell_problems(cells, keys, profile)]
                 why = cfg.unjudged(cells, keys)  # None: judged here; '': no cell it needs
+                spreads = seed_spreads(cfg.metric, cfg.given)
+                if why is None and spreads and _most_seeds(rs, keys) < 2:  # MISSING whatever
+                    why = (f"metric: {', '.join(spreads)} is a spread over seeds, but each cell "
+                           "has one seed")
                 if why is None:
                     judged.add(key)
                 elif why:
@@ -467,6 +483,15 @@ def _cell_problems(spec: Spec, items: list[tuple[str, Any]], runs: list) -> list
                    + ": the claim cannot fail in any profile"
                    for key, whys in unfailing.items() if key not in can_fail]
     return list(dict.fromkeys(errors))
+
+
+def _most_seeds(runs: list, keys: list[str]) -> int:
+    """The most seeds any cell of ``runs`` (one profile's) has."""
+    seeds: dict[tuple, set] = {}
+    for r in runs:
+        flat = {LABEL: r.label, **r.flat()}
+        seeds.setdefault(tuple(norm(flat.get(k)) for k in keys), set()).add(r.seed)
+    return max((len(v) for v in seeds.values()), default=0)
 
 
 def _no_decay_hook(path: str, runs) -> list[str]:

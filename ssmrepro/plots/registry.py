@@ -76,6 +76,12 @@ class FigureConfig(NoBoolNumbers):
         or a text key raised ValueError while drawing)."""
         return []
 
+    def log_refs(self) -> list[str]:
+        """Columns drawn on a log axis (a subset of ``numeric_refs``): validated to hold positive
+        numbers in every cell (a 0 or a negative value was clipped to the axis edge, or left
+        out, with no sign of it)."""
+        return []
+
     def cell_exprs(self) -> list[tuple[str, str]]:
         """(field, expression over a cell's config columns) evaluated on every cell before any
         training (a theory line that cannot be evaluated raised while drawing)."""

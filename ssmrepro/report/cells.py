@@ -383,11 +383,19 @@ def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str],
         for m in metrics:
             col = _column(ok, m)
             vals = ok[col].astype(float) if col in ok else pd.Series(dtype=float)
-            row[m] = _reduce(vals, row[N_DIVERGED], reduce)
-            row[f"{m}.std"] = float(vals.std(ddof=0)) if len(vals) else math.nan
+            # a record's metric (``metric.<m>``; analysis metrics are added per cell later)
+            # with no value in a run that finished ok, beside seeds that have one: its final
+            # evaluation was not finite (the record keeps no inf); it counts as a diverged seed
+            # for this metric (the mean of the other seeds, and their spread, stood for the
+            # cell's mean of all)
+            n_bad = row[N_DIVERGED] + (int(vals.isna().sum()) if col.startswith(METRIC_PREFIX)
+                                        and vals.notna().any() else 0)
+            row[m] = _reduce(vals, n_bad, reduce)
+            row[f"{m}.std"] = (float(vals.std(ddof=0)) if len(vals) and n_bad == row[N_DIVERGED]
+                               else math.nan)
             for q in percentiles:
                 v = vals.dropna()
-                row[f"{m}.p{q:g}"] = (float(np.percentile(v, q)) if len(v) and not row[N_DIVERGED]
+                row[f"{m}.p{q:g}"] = (float(np.percentile(v, q)) if len(v) and not n_bad
                                       else math.nan)
         if select is not None:
             by = _column(ok, select.by)

@@ -52,6 +52,7 @@ from .columns import (
     FACTS,
     LABEL,
     N_DIVERGED,
+    N_OK,
     REGIME,
     STATE,
     VOCAB,
@@ -151,6 +152,11 @@ class CheckConfig(NoBoolNumbers):
         every run (``label`` or a text key raised ValueError in the check)."""
         return []
 
+    def log_refs(self) -> list[str]:
+        """Columns the check takes the logarithm of (a subset of ``numeric_refs``): validated to
+        hold positive numbers in every cell (a slope over x = 0 FAILed whatever was trained)."""
+        return []
+
     def cell_exprs(self) -> list[tuple[str, str]]:
         """(field, expression over a cell's config columns) evaluated on every cell of the
         profile before any training (an expression that cannot be evaluated for a cell, e.g.
@@ -222,15 +228,42 @@ def run_check(ctx: CheckContext, cfg: CheckConfig) -> list[Verdict]:
 # the verdict rule shared by every check
 
 
-def testable(complete: pd.DataFrame, given: list[Given]) -> pd.DataFrame:
-    """The complete cells that meet every precondition (NaN = diverged counts as meeting it)."""
-    if not given or complete.empty:
+def seed_spreads(metric: str, given: list[Given] | tuple = ()) -> list[str]:
+    """The seed-spread columns (``<m>.std``) the metric (or expression) and the preconditions
+    read."""
+    names: set[str] = set()
+    for m in (metric, *(g.metric for g in given)):
+        try:
+            names |= metric_names(m) if m else set()
+        except expr.ExprError:
+            pass
+    return sorted(n for n in names if n.endswith(".std"))
+
+
+def testable(complete: pd.DataFrame, given: list[Given], metric: str = "") -> pd.DataFrame:
+    """The complete cells that meet every precondition (NaN = diverged counts as meeting it)
+    and, for a metric or precondition that reads a seed spread (``test.acc.std``), have two
+    seeds that finished ok or a diverged one (one seed's spread is 0 by construction: a claim
+    that seeds agree PASSed on one seed)."""
+    if complete.empty:
         return complete
     ok = np.ones(len(complete), dtype=bool)
+    if seed_spreads(metric, given) and N_OK in complete:
+        ok &= ((complete[N_OK].to_numpy(float) >= 2)
+               | (complete[N_DIVERGED].to_numpy(float) > 0 if N_DIVERGED in complete else False))
     for g in given:
         vals = _metric(complete, g.metric)
         ok &= np.array([math.isnan(v) or OPS[g.op](v, g.value) for v in vals], dtype=bool)
     return complete[ok]
+
+
+def _untestable(cfg: CheckConfig | None) -> str:
+    """What the finished cells ``testable`` leaves out do ('miss the precondition', ...)."""
+    why = ["miss the precondition"] if cfg is None or cfg.given else []
+    spreads = seed_spreads(cfg.metric, cfg.given) if cfg is not None else []
+    if spreads:
+        why.append(f"have fewer than 2 finished seeds for {', '.join(spreads)}")
+    return " or ".join(why)
 
 
 def given_text(given: list[Given]) -> str:
@@ -238,21 +271,23 @@ def given_text(given: list[Given]) -> str:
 
 
 def judge(text: str, needed: pd.DataFrame, evaluate: Callable[[pd.DataFrame], Outcome],
-          given: list[Given] | None = None) -> Verdict:
-    """PASS / FAIL / MISSING for one claim from the cells it needs (see the module doc); with
-    ``given``, finished cells that miss a precondition count as not finished."""
-    text += given_text(given or [])
+          cfg: CheckConfig | None = None) -> Verdict:
+    """PASS / FAIL / MISSING for one claim from the cells it needs (see the module doc); finished
+    cells that ``testable`` leaves out (a precondition in ``cfg.given`` missed, one seed for a
+    seed spread) count as not finished."""
+    given = cfg.given if cfg is not None else []
+    text += given_text(given)
     if needed.empty:
         return Verdict("claim", text, "MISSING", None,
                        detail="this profile has no cell the claim needs")
     complete = needed[needed[COMPLETE].astype(bool)]
     n_absent = len(needed) - len(complete)
     absent = (f"{n_absent} of {len(needed)} needed cells not finished" if n_absent else "")
-    ok = testable(complete, given or [])
+    ok = testable(complete, given, cfg.metric if cfg is not None else "")
     if len(ok) < len(complete):
         n_off = len(complete) - len(ok)
-        absent = "; ".join(x for x in (absent, f"{n_off} of {len(needed)} finished cells miss the "
-                                       "precondition (untestable)") if x)
+        absent = "; ".join(x for x in (absent, f"{n_off} of {len(needed)} finished cells "
+                                       f"{_untestable(cfg)} (untestable)") if x)
         n_absent += n_off
         complete = ok
     if complete.empty:
@@ -371,7 +406,8 @@ def _nan_text(cells: pd.DataFrame, metric: str, n_nan: int) -> str:
     parts = ([f"{n_div} diverged/NaN"] if n_div > 0 else []) + (
         [f"{len(undefined)} where {metric} has no value: {undefined[0]}"] if undefined else []
     ) + ([f"{n_unmeasured} where no run diverged but {metric} was not measured (e.g. an "
-          "analysis of saved weights that are gone)"] if n_unmeasured else [])
+          "analysis of saved weights that are gone, or a final evaluation that was not "
+          "finite)"] if n_unmeasured else [])
     return "; ".join(parts)
 
 
@@ -385,9 +421,14 @@ def _nan_note(cells: pd.DataFrame, metric: str, vals) -> str:
 
 def _metric(cells: pd.DataFrame, metric: str) -> np.ndarray:
     """Per cell: the metric column, or the metric expression evaluated on the cell's columns
-    (NaN where a name is absent or NaN: a diverged cell stays a miss)."""
+    (NaN where a name is absent or NaN: a diverged cell stays a miss). A seed spread
+    (``test.acc.std``) is NaN in a cell with a diverged seed, as its mean is: it is the spread of
+    the seeds that finished ok, so two seeds that agree beside one that diverged PASSed a claim
+    that the seeds agree."""
+    diverged = (cells[N_DIVERGED].to_numpy(float) > 0 if N_DIVERGED in cells and
+                seed_spreads(metric) else np.zeros(len(cells), dtype=bool))
     if metric in cells:
-        return cells[metric].astype(float).to_numpy()
+        return np.where(diverged, math.nan, cells[metric].astype(float).to_numpy())
     try:
         names = metric_names(metric)
     except expr.ExprError:
@@ -402,7 +443,7 @@ def _metric(cells: pd.DataFrame, metric: str) -> np.ndarray:
                        else float(expr.evaluate(metric, env)))
         except expr.ExprError:  # e.g. a ratio whose denominator is 0 in this cell: no value,
             out.append(math.nan)  # a miss like a diverged cell (it raised in the report before)
-    return np.array(out, dtype=float)
+    return np.where(diverged, math.nan, np.array(out, dtype=float))
 
 
 def _group_rows(cells: pd.DataFrame, by: list[str]) -> list[pd.DataFrame]:
@@ -465,7 +506,7 @@ def threshold(ctx: CheckContext, cfg: ThresholdConfig) -> list[Verdict]:
         return Outcome(n_miss == 0, detail, worst)
 
     text = f"{cfg.text} [{cfg.metric} {cfg.op} {cfg.value} where {_fmt_where(cfg.where)}]"
-    return [judge(text, ctx.needed(cfg.where), evaluate, cfg.given)]
+    return [judge(text, ctx.needed(cfg.where), evaluate, cfg)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -504,7 +545,7 @@ def any_threshold(ctx: CheckContext, cfg: AnyThresholdConfig) -> list[Verdict]:
     if needed.empty:
         return [Verdict("claim", text, "MISSING", None,
                         detail="this profile has no cell the claim needs")]
-    complete = testable(needed[needed[COMPLETE].astype(bool)], cfg.given)
+    complete = testable(needed[needed[COMPLETE].astype(bool)], cfg.given, cfg.metric)
     vals = _metric(complete, cfg.metric)
     hits = int(sum(not math.isnan(v) and OPS[cfg.op](v, cfg.value) for v in vals))
     finite = vals[~np.isnan(vals)]
@@ -513,8 +554,8 @@ def any_threshold(ctx: CheckContext, cfg: AnyThresholdConfig) -> list[Verdict]:
     n_absent = len(needed) - len(complete)
     detail = f"{hits} of {len(complete)} testable finished cells hold (need {cfg.min_cells})"
     if n_absent:
-        detail += (f"; {n_absent} of {len(needed)} needed cells not finished or missing the "
-                   "precondition" if cfg.given else
+        detail += (f"; {n_absent} of {len(needed)} needed cells not finished or that "
+                   f"{_untestable(cfg)}" if cfg.given or seed_spreads(cfg.metric) else
                    f"; {n_absent} of {len(needed)} needed cells not finished")
     if hits >= cfg.min_cells:
         return [Verdict("claim", text, "PASS", best, detail=detail)]
@@ -611,7 +652,7 @@ def ordering(ctx: CheckContext, cfg: OrderingConfig) -> list[Verdict]:
                        + _nan_note(used, cfg.metric, vals[used.index])
                        if miss else f"all {len(done)} finished pairs in order", worst)
 
-    return [judge(text, needed, evaluate, cfg.given)]
+    return [judge(text, needed, evaluate, cfg)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -645,6 +686,21 @@ class MonotoneConfig(CheckConfig):
         return (f"along: no group of cells (equal on {', '.join(by) or '-'}) has two values of "
                 f"{self.along}" + ("; name group_by (by default every other cell key)"
                                    if self.group_by is None else ""))
+
+    def cell_problems(self, cells: pd.DataFrame, keys: list[str], profile: str) -> list[str]:
+        by = self.group_by if self.group_by is not None else [k for k in keys if k != self.along]
+        if self.along not in cells:
+            return []
+        for g in _group_rows(select(cells, self.where), by):
+            seen = g[self.along].astype(str)
+            if seen.duplicated().any():  # two cells at one step, compared in table order: two
+                # rising lines of a group_by that leaves out the label FAILed ('1→1, 2→2')
+                v = seen[seen.duplicated()].iloc[0]
+                return [f"group_by: {len(g[seen == v])} cells of one group of profile {profile} "
+                        f"have {self.along} = {v} (they differ in a key that group_by leaves out: "
+                        f"{', '.join(k for k in keys if k not in by and k != self.along)}): "
+                        "name it in group_by"]
+        return []
 
     def unfailing(self, cells: pd.DataFrame, keys: list[str]) -> str | None:
         by = self.group_by if self.group_by is not None else [k for k in keys if k != self.along]
@@ -697,7 +753,7 @@ def monotone(ctx: CheckContext, cfg: MonotoneConfig) -> list[Verdict]:
                        + (_nan_note(cells, cfg.metric, _metric(cells, cfg.metric)) if viol
                           else ""))
 
-    return [judge(text, needed, evaluate, cfg.given)]
+    return [judge(text, needed, evaluate, cfg)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -727,6 +783,9 @@ class LogLogSlopeConfig(CheckConfig):
                 if n < self.min_points else None)
 
     def numeric_refs(self) -> list[str]:
+        return [self.x]
+
+    def log_refs(self) -> list[str]:
         return [self.x]
 
 
@@ -762,7 +821,7 @@ def loglog_slope(ctx: CheckContext, cfg: LogLogSlopeConfig) -> list[Verdict]:
             ok = within(slope, cfg.expected, cfg.tol)
             return Outcome(ok, f"fitted slope {slope:.3f} over {len(x)} cells", slope)
 
-        out.append(judge(text, g, evaluate, cfg.given))
+        out.append(judge(text, g, evaluate, cfg))
     return out
 
 
@@ -853,7 +912,7 @@ def collapse(ctx: CheckContext, cfg: CollapseConfig) -> list[Verdict]:
         return Outcome(ok, f"spread per {cfg.by} = {shown}; group means span {span:.3f}"
                        + ("; a diverged cell" if nan else ""), worst)
 
-    return [judge(text, needed, evaluate_cells, cfg.given)]
+    return [judge(text, needed, evaluate_cells, cfg)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -969,7 +1028,7 @@ def recall_frontier(ctx: CheckContext, cfg: RecallFrontierConfig) -> list[Verdic
                           f"max/min {prods.max() / prods.min():.1f})")
                 return Outcome(ok, detail, fitted)
 
-            out.append(judge(text, needed, evaluate, cfg.given))
+            out.append(judge(text, needed, evaluate, cfg))
     return out
 
 
@@ -1047,17 +1106,17 @@ def region(ctx: CheckContext, cfg: RegionConfig) -> list[Verdict]:
 
     if cfg.mode == "any":  # one finished cell that holds decides; absent cells cannot undo it
         complete = needed[needed[COMPLETE].astype(bool)] if len(needed) else needed
-        complete = testable(complete, cfg.given)
+        complete = testable(complete, cfg.given, cfg.metric)
         if len(complete):
             out = evaluate(complete)
             if out.ok:
                 return [Verdict("claim", text + given_text(cfg.given), "PASS", out.ours,
                                 detail=out.detail)]
-        v = judge(text, needed, evaluate, cfg.given)
+        v = judge(text, needed, evaluate, cfg)
         if v.verdict == "FAIL" and len(complete) < len(needed):  # a cell not finished (or
             v.verdict = "MISSING"  # untestable) may still hold: it FAILed, as if none could
         return [v]
-    return [judge(text, needed, evaluate, cfg.given)]
+    return [judge(text, needed, evaluate, cfg)]
 
 
 def _cell_name(row: pd.Series, keys: list[str]) -> str:
@@ -1145,7 +1204,7 @@ def size_order(ctx: CheckContext, cfg: SizeOrderConfig) -> list[Verdict]:
                                               if cfg.strict and lax else "")
         return Outcome(ok, detail)
 
-    return [judge(text, needed, evaluate, cfg.given)]
+    return [judge(text, needed, evaluate, cfg)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1205,4 +1264,4 @@ def spread(ctx: CheckContext, cfg: SpreadConfig) -> list[Verdict]:
                        f"{viol} of {len(spreads)} groups spread more than {cfg.tol} (largest "
                        f"{worst:.3f})", worst)
 
-    return [judge(text, pd.concat(groups), evaluate, cfg.given)]
+    return [judge(text, pd.concat(groups), evaluate, cfg)]
