@@ -97,7 +97,13 @@ def memory_need(run) -> MemoryNeed:
     train = member_bytes(run) * width // 4
     fixed = width * fixed_floats(run.model, info)
     base = run.task.model_dump()
-    infos = [info] + [build_task({**base, **ov}).info for ov in run.train.evals.values()]
+    evals = {name: build_task({**base, **ov}).info for name, ov in run.train.evals.items()}
+    for name, other in evals.items():
+        try:
+            run.model.to_backbone().check_eval(info, other)
+        except ValueError as err:
+            raise ValueError(f"train.evals.{name}: {err}") from None
+    infos = [info, *evals.values()]
     ev = max(width * run.train.eval_batch_size * eval_floats(run.model, i) for i in infos)
     return MemoryNeed(n, 4 * width * n, train, ev, fixed)
 

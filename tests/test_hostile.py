@@ -6369,3 +6369,33 @@ def test_previous_occurrence_equals_the_double_loop(first):
                 if row[j] == row[t]:
                     want[idx + (t,)] = j
     assert torch.equal(got, want)
+
+
+def test_a_named_eval_set_longer_than_learned_positions_is_refused(tmp_path):
+    """`model.pos: learned` holds one position per step of the training task; `train.evals: {long:
+    {T: 16}}` beside T 8 passed `validate` and every pack then failed at its first evaluation
+    ('The size of tensor a (16) must match the size of tensor b (8)'). `validate` refuses it,
+    naming the set and the reason, exit 2; a set of the training length stays fine."""
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    model = {"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4, "pe": "learned"}
+    res = _invoke("validate", write_spec(tmp_path, model=model,
+                                         train={**train, "evals": {"long": {"T": 16}}}))
+    assert res.exit_code == 2, res.output
+    assert "train.evals.long: its sequences of length 16 are longer than the 8 positions" \
+        in res.output, res.output
+    ok = write_spec(tmp_path, model=model, train={**train, "evals": {"same": {"n": 3}}})
+    assert _invoke("validate", ok).exit_code == 0
+
+
+@pytest.mark.parametrize("theta_seed", [2**32, 2**64])
+def test_a_linear_functional_theta_seed_beyond_32_bits_is_refused(tmp_path, theta_seed):
+    """θ is drawn from a stream keyed by the low 32 bits of `theta_seed`: 2**32 quietly trained
+    seed 0's functional under another name, 2**64 failed every pack mid-run ('Overflow when
+    unpacking long long'). `validate` refuses both, naming the key, exit 2."""
+    task = {"name": "linear_functional", "L": 8, "theta_seed": theta_seed}
+    res = _invoke("validate", write_spec(tmp_path, task=task,
+                                         model={"name": "ssm_lm", "mixer": "s6", "d_model": 8,
+                                                "d_state": 4}))
+    assert res.exit_code == 2, res.output
+    assert "theta_seed" in res.output and "4294967295" in res.output, res.output

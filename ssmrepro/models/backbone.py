@@ -143,6 +143,18 @@ class SeqLMConfig(ModelConfig):
             raise ValueError(f"tie_head needs n_classes == vocab_size, got "
                              f"{info.n_classes} != {info.vocab_size}")
 
+    def check_eval(self, trained, other) -> None:
+        """Raise ValueError when a model built for the task ``trained`` cannot read the batches of
+        an evaluation set described by ``other`` (``train.evals``; the two tasks already agree on
+        inputs and targets, ``tasks.incompatibility``): learned positions exist for the trained
+        length only (a longer set failed every pack at its first evaluation, after validate
+        said ok)."""
+        if self.pos == "learned" and other.seq_len > trained.seq_len:
+            raise ValueError(f"its sequences of length {other.seq_len:,} are longer than the "
+                             f"{trained.seq_len:,} positions that model.pos 'learned' has (one per "
+                             "position of the training task): evaluate at most that length, or "
+                             "use pos 'sinusoidal' or 'none'")
+
 
 # --------------------------------------------------------------------------------------------
 # modules

@@ -107,7 +107,9 @@ class FirstAbs(Task):
 class LinearFunctionalConfig(TaskConfig):
     name: str = "linear_functional"
     L: int = Field(64, ge=1)
-    theta_seed: int = Field(0, ge=0, description="seed of the fixed θ (shared by all runs)")
+    theta_seed: int = Field(0, ge=0, le=rng.MASK32, description="seed of the fixed θ (shared by "
+                            "all runs; 32 bits: the stream is keyed by them, so 2**32 drew seed "
+                            "0's θ again and 2**64 failed mid-run)")
 
 
 class LinearFunctional(Task):
