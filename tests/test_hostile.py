@@ -6399,3 +6399,32 @@ def test_a_linear_functional_theta_seed_beyond_32_bits_is_refused(tmp_path, thet
                                                 "d_state": 4}))
     assert res.exit_code == 2, res.output
     assert "theta_seed" in res.output and "4294967295" in res.output, res.output
+
+
+@pytest.mark.parametrize("task, needle", [
+    ({"name": "lra_pathfinder", "resolution": 0}, "task.resolution: Input should be greater"),
+    ({"name": "lra_pathfinder", "val_fraction": -0.1}, "task.val_fraction: Input should be greater"),
+    ({"name": "lra_pathfinder", "test_fraction": 0.95},
+     "val_fraction + test_fraction must leave rows for training"),
+    ({"name": "lra_image", "source": "download:cifar10", "std": 0.0},
+     "task.std: Input should be greater than 0"),
+    ({"name": "lra_image", "source": "proxy:digits", "mean": 0.3},
+     "mean 0.3 is not read with source proxy:digits"),
+    ({"name": "lra_image", "source": "proxy:digits", "normalize": False},
+     "normalize False is not read with source proxy:digits"),
+    ({"name": "lra_image", "source": "download:cifar10", "color_std": [0.1, 0.1, 0.1]},
+     "color_std (0.1, 0.1, 0.1) is not read with grayscale True"),
+    ({"name": "lra_pathfinder", "tokenize": True, "center": True},
+     "center True is not read with tokenize true"),
+    ({"name": "lra_text", "level": "byte", "min_freq": 3}, "min_freq 3 is not read at level byte"),
+])
+def test_an_lra_preprocessing_field_out_of_range_or_never_read_is_refused(tmp_path, task, needle):
+    """The LRA task configs copied the data dataclasses' bare types: `resolution: 0` planned
+    'L 0', `val_fraction: -0.1` split 10 rows 10 / 9 / 0 (refused as 'an empty test split'), a
+    std of 0 made every pixel infinite; and fields the loaders never read for that source or
+    those options (the digits proxy normalises with its own statistics; tokens are not
+    normalised) trained the default's data under another run id, without a word. `validate`
+    refuses each, naming the key, exit 2."""
+    res = _invoke("validate", write_spec(tmp_path, task=task))
+    assert res.exit_code == 2, res.output
+    assert needle in res.output, res.output
