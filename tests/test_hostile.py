@@ -6428,3 +6428,21 @@ def test_an_lra_preprocessing_field_out_of_range_or_never_read_is_refused(tmp_pa
     res = _invoke("validate", write_spec(tmp_path, task=task))
     assert res.exit_code == 2, res.output
     assert needle in res.output, res.output
+
+
+def test_a_named_eval_set_too_long_for_the_corpus_is_refused_naming_the_set(tmp_path):
+    """`train.evals: {long: {L: 1000}}` on a 5,000-byte corpus (task.L 16): validate refused it
+    with the corpus's 'too short ... use a smaller task.L', naming neither the set nor its L (the
+    run's task.L was fine). The refusal now names `train.evals.long`, exit 2."""
+    data = tmp_path / "data"
+    (data / "text").mkdir(parents=True)
+    (data / "text" / "c.txt").write_text("abcdefgh " * 600)
+    task = {"name": "text_corpus", "path": "text/c.txt", "L": 16}
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16,
+             "evals": {"long": {"L": 1000}}}
+    spec = write_spec(tmp_path, task=task, train=train,
+                      model={"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4})
+    res = _invoke("validate", spec, env={"SSMREPRO_DATA": str(data)})
+    assert res.exit_code == 2, res.output
+    assert "train.evals.long: task text_corpus: the corpus" in res.output, res.output

@@ -254,7 +254,13 @@ def check_task_data(task_cls: type[Task], task: TaskConfig, train: TrainConfig,
         raise ValueError(err)
     try:  # synthetic tasks build instantly; dataset tasks load (or reuse) their data
         base = build_task(task)
-        built = {n: build_task(c) for n, c in evals.items()}
+        built = {}
+        for n, c in evals.items():
+            try:
+                built[n] = build_task(c)
+            except ValueError as err:  # a set's own length or data (text_corpus: windows
+                # longer than a split) read as the run's task's ('use a smaller task.L')
+                raise ValueError(f"train.evals.{n}: {err}") from None
     except DataUnavailable:
         return
     err = fixed_split_error(base, base.split_sizes(), train.train_size)
