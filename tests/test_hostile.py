@@ -6446,3 +6446,20 @@ def test_a_named_eval_set_too_long_for_the_corpus_is_refused_naming_the_set(tmp_
     res = _invoke("validate", spec, env={"SSMREPRO_DATA": str(data)})
     assert res.exit_code == 2, res.output
     assert "train.evals.long: task text_corpus: the corpus" in res.output, res.output
+
+
+def test_randint_over_a_span_beyond_32_bits_reaches_every_offset():
+    """text_corpus draws a window start uniformly in its split with tasks.rng.randint; a span of
+    2**31 or more was one 32-bit draw scaled up, so only 2**32 evenly spaced starts were ever
+    drawn (span 2**40: every start a multiple of 256; a 24 GB corpus left about 5 of every 6
+    byte offsets unreachable). The draw now uses 62 bits: low bits are uniform too."""
+    import torch
+
+    from ssmrepro.tasks import rng
+
+    k = rng.key(torch.tensor([0]), 0, torch.arange(20000))
+    v = rng.randint(k, 1, 7, 7 + (1 << 40))[..., 0] - 7
+    assert int(v.min()) >= 0 and int(v.max()) < 1 << 40
+    residues = torch.bincount(v % 256, minlength=256)
+    assert int((residues > 0).sum()) == 256, residues[:8]
+    assert int(residues.max()) < 3 * 20000 / 256
