@@ -415,7 +415,7 @@ def check_pack(runs: list, task: Task, eval_tasks: dict[str, Task]) -> None:
             raise ValueError(f"task {task.name} is a regression task (no accuracy): early-stop on "
                              "val.loss")
     for name, et in eval_tasks.items():
-        why = incompatibility(info, et.info)
+        why = incompatibility(info, et.info) or task.eval_problem(et)
         if why:
             raise ValueError(f"train.evals.{name}: {why}")
 

@@ -6463,3 +6463,22 @@ def test_randint_over_a_span_beyond_32_bits_reaches_every_offset():
     residues = torch.bincount(v % 256, minlength=256)
     assert int((residues > 0).sum()) == 256, residues[:8]
     assert int(residues.max()) < 3 * 20000 / 256
+
+
+@pytest.mark.parametrize("evals, key", [({"long": {"L": 16}}, "L differs"),
+                                        ({"other": {"theta_seed": 1}}, "theta_seed differs")])
+def test_a_linear_functional_eval_set_with_another_theta_is_refused(tmp_path, evals, key):
+    """linear_functional draws its fixed θ from (L, theta_seed): `train.evals: {long: {L: 16}}`
+    beside L 8 scored the model on a fresh θ (another functional, every weight redrawn) and
+    reported it as a longer-sequence error, without a word. `validate` refuses it, exit 2; a set
+    that keeps L and theta_seed stays fine."""
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    model = {"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4}
+    task = {"name": "linear_functional", "L": 8}
+    res = _invoke("validate", write_spec(tmp_path, task=task, model=model,
+                                         train={**train, "evals": evals}))
+    assert res.exit_code == 2, res.output
+    assert f"train.evals.{next(iter(evals))}: {key} from the run's task" in res.output, res.output
+    ok = write_spec(tmp_path, task=task, model=model, train={**train, "evals": {"s": {"L": 8}}})
+    assert _invoke("validate", ok).exit_code == 0

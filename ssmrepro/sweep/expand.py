@@ -267,7 +267,7 @@ def check_task_data(task_cls: type[Task], task: TaskConfig, train: TrainConfig,
     if err:
         raise ValueError(err)
     for name, et in built.items():
-        why = incompatibility(base.info, et.info)
+        why = incompatibility(base.info, et.info) or base.eval_problem(et)
         if why:
             raise ValueError(f"train.evals.{name}: {why}")
     why = train.eval_work_problem(eval_scale(base, built))

@@ -161,6 +161,13 @@ class Task:
         """seeds: (E,) int64; index: (E, B) int64 sample indices -> Batch of shape (E, B, L)."""
         raise NotImplementedError  # pragma: no cover
 
+    def eval_problem(self, other: Task) -> str | None:
+        """Why ``other`` (a named evaluation set: this task with some fields overridden) asks a
+        different question than the one the run learns, though its inputs and outputs fit
+        (``incompatibility``); None: it is a fair evaluation set. Tasks with a hidden target
+        drawn from their fields override this."""
+        return None
+
     def split_sizes(self) -> dict[str, int] | None:
         """Rows per split ({"train", "val", "test"}) of a dataset; None for endless streams."""
         return None

@@ -120,6 +120,15 @@ class LinearFunctional(Task):
     def info(self) -> TaskInfo:
         return TaskInfo(vocab_size=1, n_classes=1, seq_len=self.config.L, input_dim=1, loss="mse")
 
+    def eval_problem(self, other: Task) -> str | None:
+        changed = [k for k in ("L", "theta_seed")
+                   if getattr(other.config, k) != getattr(self.config, k)]
+        if changed:  # θ is drawn for (L, theta_seed): another L or seed is another functional
+            verb = "differ" if len(changed) > 1 else "differs"
+            return (f"{' and '.join(changed)} {verb} from the run's task: θ is drawn for (L, "
+                    "theta_seed), so this set would score the model on a functional it never saw")
+        return None
+
     def theta(self) -> torch.Tensor:
         c = self.config
         k = rng.key(torch.tensor([c.theta_seed]), 7919)  # a stream no split uses
