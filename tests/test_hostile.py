@@ -6482,3 +6482,37 @@ def test_a_linear_functional_eval_set_with_another_theta_is_refused(tmp_path, ev
     assert f"train.evals.{next(iter(evals))}: {key} from the run's task" in res.output, res.output
     ok = write_spec(tmp_path, task=task, model=model, train={**train, "evals": {"s": {"L": 8}}})
     assert _invoke("validate", ok).exit_code == 0
+
+
+def test_a_named_eval_set_whose_test_rows_are_training_rows_is_refused(tmp_path):
+    """An evaluation set of the same data split another way: the digits proxy with `split_seed:
+    7` drew its 'test' rows by another permutation (about 70% of them rows the run trained on),
+    a text corpus with `test_fraction: 0.2` beside 0.05 scored windows of the run's training
+    bytes. Both read as held-out accuracy, without a word; `validate` refuses them, exit 2; a set
+    that keeps the split (`val_fraction` of the digits: its test rows come first) stays fine."""
+    data = tmp_path / "data"
+    shutil.copytree(ROOT / "tests" / "assets" / "lra" / "digits", data / "digits")
+    (data / "text").mkdir()
+    (data / "text" / "c.txt").write_text("abcdefgh " * 600)
+    env = {"SSMREPRO_DATA": str(data)}
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    digits = {"name": "lra_image", "source": "proxy:digits"}
+    pooled = {"name": "seq_lm", "d_model": 8, "layers": ["SSM"], "head": "mean_pool",
+              "blocks": {"SSM": {"mixer": {"name": "s4d_zoh", "d_state": 4}}}}
+    for evals, needle in (({"x": {"split_seed": 7}}, "train.evals.x: split_seed differs"),
+                          ({"x": {"val_fraction": 0.2}}, None)):
+        spec = write_spec(tmp_path, task=digits, model=pooled, sweep=[],
+                          train={**train, "train_size": 64, "max_steps": None, "epochs": 1,
+                                 "evals": evals})
+        res = _invoke("validate", spec, env=env)
+        if needle is None:
+            assert res.exit_code == 0, res.output
+        else:
+            assert res.exit_code == 2 and needle in res.output, res.output
+    text = {"name": "text_corpus", "path": "text/c.txt", "L": 16}
+    res = _invoke("validate", write_spec(tmp_path, task=text, train={
+        **train, "evals": {"y": {"test_fraction": 0.2}}},
+        model={"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4}), env=env)
+    assert res.exit_code == 2, res.output
+    assert "train.evals.y: its test split starts at byte 4,320" in res.output, res.output

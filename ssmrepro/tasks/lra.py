@@ -251,6 +251,26 @@ class LRATask(Task):
         if isinstance(loaded, _Loaded):
             self._data = loaded
 
+    def eval_problem(self, other: Task) -> str | None:
+        """A named evaluation set of the same data whose test rows another seeded split draws
+        (Pathfinder's split_seed / fractions, the digits proxy's split_seed) would hold rows the
+        run trains on: its 'test' accuracy then partly measured training rows."""
+        a, b = self.config, other.config
+        same = ("source", "resolution", "difficulty")  # the same folder of images
+        if any(getattr(a, k, None) != getattr(b, k, None) for k in same):
+            return None
+        keys: tuple[str, ...] = ()
+        if self.dataset in ("pathfinder", "pathx"):
+            keys = ("split_seed", "val_fraction", "test_fraction")
+        elif self.dataset == "image" and a.source == "proxy:digits":
+            keys = ("split_seed",)
+        changed = [k for k in keys if getattr(a, k) != getattr(b, k)]
+        if changed:
+            return (f"{' and '.join(changed)} {'differ' if len(changed) > 1 else 'differs'} from "
+                    f"the run's task: the set's test rows would come from another split of the "
+                    f"same {self.dataset} data, partly rows the run trains on")
+        return None
+
     @property
     def info(self) -> TaskInfo:
         if self.nominal is not None:
