@@ -6516,3 +6516,30 @@ def test_a_named_eval_set_whose_test_rows_are_training_rows_is_refused(tmp_path)
         model={"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4}), env=env)
     assert res.exit_code == 2, res.output
     assert "train.evals.y: its test split starts at byte 4,320" in res.output, res.output
+
+
+def test_a_named_eval_set_with_another_token_vocabulary_is_refused(tmp_path):
+    """lra_text trained at `level: byte` (258 ids) with `train.evals: {c: {level: char}}` (39
+    ids, within 258): the set fed character ids to a byte-trained embedding (id 1 was <eos> in
+    training, <unk> there), a number of nothing, without a word. `validate` refuses it naming
+    the first id that differs, exit 2; a set whose vocabulary is a prefix (a larger min_freq)
+    stays fine."""
+    data = tmp_path / "data"
+    shutil.copytree(ROOT / "tests" / "assets" / "lra" / "imdb", data / "imdb")
+    env = {"SSMREPRO_DATA": str(data)}
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 4, "train_size": 4, "epochs": 1,
+             "val_size": 2, "test_size": 2, "eval_every": 2, "eval_batch_size": 4}
+    pooled = {"name": "seq_lm", "d_model": 8, "layers": ["SSM"], "head": "mean_pool",
+              "blocks": {"SSM": {"mixer": {"name": "s4d_zoh", "d_state": 4}}}}
+    for task, evals, needle in (
+            ({"name": "lra_text", "level": "byte"}, {"c": {"level": "char", "min_freq": 1}},
+             "train.evals.c: its token ids mean other tokens than the run's task's (id 1 is "
+             "'<unk>' there, '<eos>' in training)"),
+            ({"name": "lra_text", "level": "char", "min_freq": 1}, {"c": {"min_freq": 3}}, None)):
+        spec = write_spec(tmp_path, task=task, model=pooled, sweep=[],
+                          train={**train, "evals": evals})
+        res = _invoke("validate", spec, env=env)
+        if needle is None:
+            assert res.exit_code == 0, res.output
+        else:
+            assert res.exit_code == 2 and needle in res.output, res.output

@@ -256,6 +256,14 @@ class LRATask(Task):
         (Pathfinder's split_seed / fractions, the digits proxy's split_seed) would hold rows the
         run trains on: its 'test' accuracy then partly measured training rows."""
         a, b = self.config, other.config
+        mine, theirs = self._vocab(), other._vocab() if isinstance(other, LRATask) else None
+        if mine is not None and theirs is not None and theirs != mine[: len(theirs)]:
+            # lra_text at level char beside byte (39 ids within 258): id 1 was <eos> in
+            # training and <unk> in the set, every character read as some byte
+            diff = next(i for i, (u, v) in enumerate(zip(theirs, mine)) if u != v)
+            return (f"its token ids mean other tokens than the run's task's (id {diff} is "
+                    f"{theirs[diff]!r} there, {mine[diff]!r} in training): an evaluation set "
+                    "keeps the vocabulary (at most a prefix of it)")
         same = ("source", "resolution", "difficulty")  # the same folder of images
         if any(getattr(a, k, None) != getattr(b, k, None) for k in same):
             return None
@@ -270,6 +278,10 @@ class LRATask(Task):
                     f"the run's task: the set's test rows would come from another split of the "
                     f"same {self.dataset} data, partly rows the run trains on")
         return None
+
+    def _vocab(self) -> tuple[str, ...] | None:
+        """The token vocabulary of the loaded training split (None: pixels, or not loaded)."""
+        return None if self.nominal is not None else self._data.splits[0].vocab
 
     @property
     def info(self) -> TaskInfo:
