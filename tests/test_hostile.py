@@ -6543,3 +6543,19 @@ def test_a_named_eval_set_with_another_token_vocabulary_is_refused(tmp_path):
             assert res.exit_code == 0, res.output
         else:
             assert res.exit_code == 2 and needle in res.output, res.output
+
+
+def test_a_mqar_huang_eval_set_with_another_kappa_is_refused(tmp_path):
+    """mqar_huang's keys are ids 0..kappa-1 and its values the next |V|: `train.evals: {x:
+    {kappa: 3, vocab: 7}}` beside kappa 2, vocab 8 kept the outputs (10 classes) and so passed,
+    but id 2, a value in training, was a key in the set: another task, scored without a word.
+    `validate` refuses it, exit 2; a longer T stays fine."""
+    task = {"name": "mqar_huang", "kappa": 2, "vocab": 8, "T": 12}
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    res = _invoke("validate", write_spec(tmp_path, task=task, train={
+        **train, "evals": {"x": {"kappa": 3, "vocab": 7}}}))
+    assert res.exit_code == 2, res.output
+    assert "train.evals.x: kappa 3 differs from the run's task (2)" in res.output, res.output
+    ok = write_spec(tmp_path, task=task, train={**train, "evals": {"x": {"T": 24}}})
+    assert _invoke("validate", ok).exit_code == 0
