@@ -6559,3 +6559,18 @@ def test_a_mqar_huang_eval_set_with_another_kappa_is_refused(tmp_path):
     assert "train.evals.x: kappa 3 differs from the run's task (2)" in res.output, res.output
     ok = write_spec(tmp_path, task=task, train={**train, "evals": {"x": {"T": 24}}})
     assert _invoke("validate", ok).exit_code == 0
+
+
+def test_a_selective_copy_eval_set_with_another_word_count_is_refused(tmp_path):
+    """selective_copy's ids are W words then N number tokens: `train.evals: {x: {words: 5,
+    numbers: 3}}` beside 4 + 4 kept the vocabulary (11 ids) and passed, but id 4, a number token
+    in training, was a word in the set. `validate` refuses it, exit 2."""
+    task = {"name": "selective_copy", "words": 4, "numbers": 4, "number_offset": 1, "L": 12}
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    res = _invoke("validate", write_spec(tmp_path, task=task, train={
+        **train, "evals": {"x": {"words": 5, "numbers": 3}}}))
+    assert res.exit_code == 2, res.output
+    assert "train.evals.x: words 5 differs from the run's task (4)" in res.output, res.output
+    ok = write_spec(tmp_path, task=task, train={**train, "evals": {"x": {"L": 20}}})
+    assert _invoke("validate", ok).exit_code == 0
