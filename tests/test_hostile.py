@@ -6574,3 +6574,27 @@ def test_a_selective_copy_eval_set_with_another_word_count_is_refused(tmp_path):
     assert "train.evals.x: words 5 differs from the run's task (4)" in res.output, res.output
     ok = write_spec(tmp_path, task=task, train={**train, "evals": {"x": {"L": 20}}})
     assert _invoke("validate", ok).exit_code == 0
+
+
+def test_a_bidirectional_model_on_next_byte_prediction_is_refused(tmp_path):
+    """text_corpus's target at t is the byte at t + 1; a block with `bidirectional: sum` reads
+    it: the run ended 'ok' with next-byte accuracy 0.94 on random text of 9 letters (chance
+    0.11), a perplexity of nothing, without a word. `validate` refuses the model, naming the
+    block, exit 2; the causal model stays fine."""
+    data = tmp_path / "data"
+    (data / "text").mkdir(parents=True)
+    (data / "text" / "c.txt").write_text("abcdefgh " * 600)
+    env = {"SSMREPRO_DATA": str(data)}
+    task = {"name": "text_corpus", "path": "text/c.txt", "L": 16}
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    for bidir, code in (("sum", 2), ("none", 0)):
+        model = {"name": "seq_lm", "d_model": 8, "layers": ["SSM"], "blocks": {
+            "SSM": {"mixer": {"name": "s4d_zoh", "d_state": 4}, "bidirectional": bidir}}}
+        res = _invoke("validate", write_spec(tmp_path, task=task, model=model, train=train,
+                                             sweep=[]), env=env)
+        assert res.exit_code == code, res.output
+    assert "which the bidirectional block SSM would read" in _invoke(
+        "validate", write_spec(tmp_path, task=task, train=train, sweep=[], model={
+            **model, "blocks": {"SSM": {"mixer": {"name": "s4d_zoh", "d_state": 4},
+                                        "bidirectional": "concat"}}}), env=env).output

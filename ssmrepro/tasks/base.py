@@ -89,6 +89,8 @@ class TaskInfo:
     loss        "cross_entropy": integer class targets (accuracy is reported);
                 "mse": float regression targets with n_classes outputs, y is (E, B, L, C) or
                 (E, B, C) (no accuracy; loss = mean squared error over the outputs)
+    next_token  True: the target at t is the input at t + 1 (language modelling), so a model
+                must not read ahead (no bidirectional block)
     """
 
     vocab_size: int
@@ -98,6 +100,7 @@ class TaskInfo:
     input_dim: int | None = None
     dual: bool = False
     loss: Literal["cross_entropy", "mse"] = "cross_entropy"
+    next_token: bool = False
 
 
 def incompatibility(base: TaskInfo, other: TaskInfo) -> str | None:

@@ -136,7 +136,7 @@ class TextCorpus(Task):
 
     @property
     def info(self) -> TaskInfo:
-        return TaskInfo(vocab_size=256, n_classes=256, seq_len=self.config.L)
+        return TaskInfo(vocab_size=256, n_classes=256, seq_len=self.config.L, next_token=True)
 
     def sample(self, seeds: torch.Tensor, split: int, index: torch.Tensor) -> Batch:
         L = self.config.L
