@@ -46,7 +46,7 @@ import torch.nn.functional as F
 from .kernels.xent import linear_xent
 from .optim import LRSchedule, PackedAdam, clip_per_member
 from .sweep import RunConfig, per_point
-from .tasks import build_task, incompatibility, rng
+from .tasks import build_task, eval_set_problem, rng
 from .tasks.base import IGNORE, TEST, TRAIN, VAL, Batch, Task, TaskInfo, fixed_split_error
 
 _INIT_STREAM, _DATA_STREAM, _PERM_STREAM = 1, 2, 3
@@ -415,7 +415,7 @@ def check_pack(runs: list, task: Task, eval_tasks: dict[str, Task]) -> None:
             raise ValueError(f"task {task.name} is a regression task (no accuracy): early-stop on "
                              "val.loss")
     for name, et in eval_tasks.items():
-        why = incompatibility(info, et.info) or task.eval_problem(et)
+        why = eval_set_problem(task, et)
         if why:
             raise ValueError(f"train.evals.{name}: {why}")
 

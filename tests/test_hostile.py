@@ -6598,3 +6598,22 @@ def test_a_bidirectional_model_on_next_byte_prediction_is_refused(tmp_path):
         "validate", write_spec(tmp_path, task=task, train=train, sweep=[], model={
             **model, "blocks": {"SSM": {"mixer": {"name": "s4d_zoh", "d_state": 4},
                                         "bidirectional": "concat"}}}), env=env).output
+
+
+def test_a_named_eval_set_with_an_empty_test_split_is_refused(tmp_path):
+    """`train.evals: {big: {resolution: 128, test_fraction: 0.05}}` on 10-image Pathfinder
+    folders: the set's test split held 0 rows; `validate` said ok and every pack failed after
+    training with 'IndexError: sample index 0 is outside the test split ... use
+    train.train_size'. `validate` refuses it naming the set, exit 2."""
+    data = tmp_path / "data"
+    shutil.copytree(ROOT / "tests" / "assets" / "lra" / "lra", data / "lra")
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 4, "train_size": 8, "epochs": 1,
+             "val_size": 2, "test_size": 2, "eval_every": 2, "eval_batch_size": 4,
+             "evals": {"big": {"resolution": 128, "test_fraction": 0.05}}}
+    pooled = {"name": "seq_lm", "d_model": 8, "layers": ["SSM"], "head": "mean_pool",
+              "blocks": {"SSM": {"mixer": {"name": "s4d_zoh", "d_state": 4}}}}
+    spec = write_spec(tmp_path, task={"name": "lra_pathfinder"}, model=pooled, sweep=[],
+                      train=train)
+    res = _invoke("validate", spec, env={"SSMREPRO_DATA": str(data)})
+    assert res.exit_code == 2, res.output
+    assert "train.evals.big: its test split is empty" in res.output, res.output

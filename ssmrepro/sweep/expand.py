@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from .. import expr
 from ..models import MODELS, ModelConfig
 from ..spec import LABEL_SEP, Axis, Spec, SpecError, _format_errors, find_reused, parse_yaml
-from ..tasks import TASKS, DataUnavailable, Task, TaskConfig, build_task, incompatibility
+from ..tasks import TASKS, DataUnavailable, Task, TaskConfig, build_task, eval_set_problem
 from ..tasks.base import fixed_split_error
 from .config import RunConfig, TrainConfig, flatten, lean, run_id_of
 
@@ -246,9 +246,10 @@ def _unlike(given: dict[str, Any], parsed: dict[str, Any]) -> tuple[str, Any, An
 def check_task_data(task_cls: type[Task], task: TaskConfig, train: TrainConfig,
                     evals: dict[str, TaskConfig]) -> None:
     """A dataset task needs ``train.train_size`` within its training split, and an evaluation set
-    must keep the run's inputs and outputs (``tasks.incompatibility``). What needs the data is
-    checked here when the data is present (it is loaded once per process and cached); otherwise
-    the run checks it before training (``train.check_pack``) and fails with ``DataUnavailable``."""
+    must keep the run's inputs and outputs and have test rows (``tasks.eval_set_problem``). What
+    needs the data is checked here when the data is present (it is loaded once per process and
+    cached); otherwise the run checks it before training (``train.check_pack``) and fails with
+    ``DataUnavailable``."""
     err = fixed_split_error(task_cls, None, train.train_size)
     if err:
         raise ValueError(err)
@@ -267,7 +268,7 @@ def check_task_data(task_cls: type[Task], task: TaskConfig, train: TrainConfig,
     if err:
         raise ValueError(err)
     for name, et in built.items():
-        why = incompatibility(base.info, et.info) or base.eval_problem(et)
+        why = eval_set_problem(base, et)
         if why:
             raise ValueError(f"train.evals.{name}: {why}")
     why = train.eval_work_problem(eval_scale(base, built))

@@ -117,6 +117,20 @@ def incompatibility(base: TaskInfo, other: TaskInfo) -> str | None:
     return None
 
 
+def eval_set_problem(base: Task, other: Task) -> str | None:
+    """Why ``other`` (built from a named evaluation set, ``train.evals``) cannot evaluate runs of
+    ``base`` (None: it can): its inputs or outputs do not fit (``incompatibility``), it has no
+    test rows to evaluate (a dataset whose test split is empty: every pack failed with an
+    IndexError after training), or it asks another question (``Task.eval_problem``)."""
+    why = incompatibility(base.info, other.info)
+    if why:
+        return why
+    sizes = other.split_sizes()
+    if sizes is not None and sizes.get("test") == 0:
+        return f"its test split is empty (splits {sizes}): nothing to evaluate on"
+    return base.eval_problem(other)
+
+
 def fixed_split_error(task: type[Task] | Task, sizes: dict[str, int] | None,
                       train_size: int | None) -> str | None:
     """Why ``train.train_size`` does not fit a dataset task's training split, or its validation or
