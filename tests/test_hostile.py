@@ -6617,3 +6617,20 @@ def test_a_named_eval_set_with_an_empty_test_split_is_refused(tmp_path):
     res = _invoke("validate", spec, env={"SSMREPRO_DATA": str(data)})
     assert res.exit_code == 2, res.output
     assert "train.evals.big: its test split is empty" in res.output, res.output
+
+
+@pytest.mark.parametrize("L", [16, 32])
+def test_a_cosine_operator_grid_that_aliases_two_primes_is_refused(tmp_path, L):
+    """cosine_operator samples u = sum g_i cos(p_i t) at t = 2πk/L: at L 16, cos(5t) and
+    cos(11t) are the same samples (11 ≡ -5 mod 16), so g_5 and g_11 cannot be told apart and no
+    model can reach the target g; the runs trained on to an error floor without a word (the
+    committed smoke profile of yu2025-fig3 did). `validate` refuses it naming task.L, exit 2."""
+    task = {"name": "cosine_operator", "L": L, "n_terms": 10}
+    res = _invoke("validate", write_spec(tmp_path, task=task,
+                                         model={"name": "ssm_lm", "mixer": "s6", "d_model": 8,
+                                                "d_state": 4}))
+    assert res.exit_code == 2, res.output
+    assert f"L={L} samples cos(" in res.output and "identically" in res.output, res.output
+    ok = write_spec(tmp_path, task={**task, "L": 64},
+                    model={"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4})
+    assert _invoke("validate", ok).exit_code == 0
