@@ -6634,3 +6634,18 @@ def test_a_cosine_operator_grid_that_aliases_two_primes_is_refused(tmp_path, L):
     ok = write_spec(tmp_path, task={**task, "L": 64},
                     model={"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4})
     assert _invoke("validate", ok).exit_code == 0
+
+
+@pytest.mark.parametrize("task, needle", [
+    ({"name": "lra_text", "level": "BYTE"}, "task.level: Input should be 'char' or 'byte'"),
+    ({"name": "lra_text", "val_split": "foo"}, "task.val_split: Input should be 'test' or 'train'"),
+    ({"name": "lra_pathfinder", "difficulty": "../../x"}, "task.difficulty: String should match"),
+])
+def test_an_lra_choice_field_is_checked_without_the_data(tmp_path, task, needle):
+    """`level: BYTE` was refused only once the IMDB data was read: without it `validate` and the
+    dry run planned a char-level vocabulary and said ok; `difficulty: ../../x` named a folder
+    outside the data root. Both are refused from the config alone, exit 2."""
+    res = _invoke("validate", write_spec(tmp_path, task=task),
+                  env={"SSMREPRO_DATA": str(tmp_path / "nodata")})
+    assert res.exit_code == 2, res.output
+    assert needle in res.output, res.output

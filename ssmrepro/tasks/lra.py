@@ -85,7 +85,12 @@ _BOUNDS: dict[str, dict[str, Any]] = {
     "max_len": {"ge": 2}, "resolution": {"ge": 1}, "min_freq": {"ge": 1},
     "val_fraction": {"gt": 0, "lt": 1}, "test_fraction": {"gt": 0, "lt": 1},
     "split_seed": {"ge": 0, "le": 2**32 - 1}, "std": {"gt": 0},
+    # a folder name below pathfinder<res>/ ('../../x' read a folder outside the data root)
+    "difficulty": {"pattern": r"^(curv_baseline|curv_contour_length_[0-9]+)$"},
 }
+# text fields the loaders check only once the data is read: without it (validate, the dry run)
+# 'BYTE' planned a char-level vocabulary and passed
+_CHOICES: dict[str, Any] = {"level": Literal["char", "byte"], "val_split": Literal["test", "train"]}
 
 
 class _LRAConfig(TaskConfig):
@@ -143,7 +148,7 @@ def _config_class(task: str, dataset: str) -> type[TaskConfig]:
     ddef = DATASETS[dataset]
     hints = typing.get_type_hints(ddef.config_cls)
     fields: dict[str, Any] = {
-        f.name: (hints[f.name], Field(f.default, **_BOUNDS.get(f.name, {})))
+        f.name: (_CHOICES.get(f.name, hints[f.name]), Field(f.default, **_BOUNDS.get(f.name, {})))
         for f in dataclasses.fields(ddef.config_cls)
     }
     _TASK_DATASETS[task] = dataset
