@@ -75,7 +75,7 @@ from ..util import data_root, read_small
 from .base import SPLITS, Batch, Task, TaskConfig, TaskInfo
 
 _SPLIT_NAMES = {v: k for k, v in SPLITS.items()}  # 0 -> "train", ...
-_TASK_DATASETS: dict[str, str] = {}  # task name -> dataset (filled by _config_class)
+_TASK_DATASETS: dict[type, str] = {}  # config class -> dataset (filled by _config_class)
 
 
 # Bounds of the preprocessing fields (the dataclasses hold bare types): a resolution of 0 or -3
@@ -99,7 +99,7 @@ class _LRAConfig(TaskConfig):
 
     @model_validator(mode="after")
     def _applies(self) -> _LRAConfig:
-        dataset = _TASK_DATASETS[self.name]
+        dataset = _TASK_DATASETS[type(self)]
         defaults = {f.name: f.default for f in dataclasses.fields(DATASETS[dataset].config_cls)}
         if sum(getattr(self, k, 0) for k in ("val_fraction", "test_fraction")) >= 1:
             raise ValueError("val_fraction + test_fraction must leave rows for training (< 1)")
@@ -151,7 +151,6 @@ def _config_class(task: str, dataset: str) -> type[TaskConfig]:
         f.name: (_CHOICES.get(f.name, hints[f.name]), Field(f.default, **_BOUNDS.get(f.name, {})))
         for f in dataclasses.fields(ddef.config_cls)
     }
-    _TASK_DATASETS[task] = dataset
     sources = tuple(ddef.sources)
     source_t = Literal[sources]  # type: ignore[valid-type]
     cls = create_model(
@@ -166,6 +165,7 @@ def _config_class(task: str, dataset: str) -> type[TaskConfig]:
     cls.__doc__ = (f"{task}: the LRA {dataset} dataset; fields = its preprocessing options "
                    f"(data.{ddef.config_cls.__name__}) + source.")
     globals()[cls.__name__] = cls  # importable by name, so configs pickle (packs go to workers)
+    _TASK_DATASETS[cls] = dataset
     return cls
 
 
