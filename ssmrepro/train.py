@@ -46,7 +46,7 @@ import torch.nn.functional as F
 from .kernels.xent import linear_xent
 from .optim import LRSchedule, PackedAdam, clip_per_member
 from .sweep import RunConfig, per_point
-from .tasks import build_task, incompatibility, rng
+from .tasks import build_task, eval_set_problem, rng
 from .tasks.base import IGNORE, TEST, TRAIN, VAL, Batch, Task, TaskInfo, fixed_split_error
 
 _INIT_STREAM, _DATA_STREAM, _PERM_STREAM = 1, 2, 3
@@ -97,7 +97,13 @@ def memory_need(run) -> MemoryNeed:
     train = member_bytes(run) * width // 4
     fixed = width * fixed_floats(run.model, info)
     base = run.task.model_dump()
-    infos = [info] + [build_task({**base, **ov}).info for ov in run.train.evals.values()]
+    evals = {name: build_task({**base, **ov}).info for name, ov in run.train.evals.items()}
+    for name, other in evals.items():
+        try:
+            run.model.to_backbone().check_eval(info, other)
+        except ValueError as err:
+            raise ValueError(f"train.evals.{name}: {err}") from None
+    infos = [info, *evals.values()]
     ev = max(width * run.train.eval_batch_size * eval_floats(run.model, i) for i in infos)
     return MemoryNeed(n, 4 * width * n, train, ev, fixed)
 
@@ -409,7 +415,7 @@ def check_pack(runs: list, task: Task, eval_tasks: dict[str, Task]) -> None:
             raise ValueError(f"task {task.name} is a regression task (no accuracy): early-stop on "
                              "val.loss")
     for name, et in eval_tasks.items():
-        why = incompatibility(info, et.info)
+        why = eval_set_problem(task, et)
         if why:
             raise ValueError(f"train.evals.{name}: {why}")
 

@@ -6808,3 +6808,283 @@ def test_a_log_step_axis_over_step_zero_alone_is_drawn_linear(tmp_path, monkeypa
     cfg = curves_mod.CurvesConfig(kind="curves", series=["val.acc"], logx=True)
     assert curves_mod.curves(ctx, cfg, tmp_path / "f.png")
     assert drawn == [("linear", 1)], drawn
+
+
+def test_a_named_eval_set_longer_than_learned_positions_is_refused(tmp_path):
+    """`model.pos: learned` holds one position per step of the training task; `train.evals: {long:
+    {T: 16}}` beside T 8 passed `validate` and every pack then failed at its first evaluation
+    ('The size of tensor a (16) must match the size of tensor b (8)'). `validate` refuses it,
+    naming the set and the reason, exit 2; a set of the training length stays fine."""
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    model = {"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4, "pe": "learned"}
+    res = _invoke("validate", write_spec(tmp_path, model=model,
+                                         train={**train, "evals": {"long": {"T": 16}}}))
+    assert res.exit_code == 2, res.output
+    assert "train.evals.long: its sequences of length 16 are longer than the 8 positions" \
+        in res.output, res.output
+    ok = write_spec(tmp_path, model=model, train={**train, "evals": {"same": {"n": 3}}})
+    assert _invoke("validate", ok).exit_code == 0
+
+
+@pytest.mark.parametrize("theta_seed", [2**32, 2**64])
+def test_a_linear_functional_theta_seed_beyond_32_bits_is_refused(tmp_path, theta_seed):
+    """θ is drawn from a stream keyed by the low 32 bits of `theta_seed`: 2**32 quietly trained
+    seed 0's functional under another name, 2**64 failed every pack mid-run ('Overflow when
+    unpacking long long'). `validate` refuses both, naming the key, exit 2."""
+    task = {"name": "linear_functional", "L": 8, "theta_seed": theta_seed}
+    res = _invoke("validate", write_spec(tmp_path, task=task,
+                                         model={"name": "ssm_lm", "mixer": "s6", "d_model": 8,
+                                                "d_state": 4}))
+    assert res.exit_code == 2, res.output
+    assert "theta_seed" in res.output and "4294967295" in res.output, res.output
+
+
+@pytest.mark.parametrize("task, needle", [
+    ({"name": "lra_pathfinder", "resolution": 0}, "task.resolution: Input should be greater"),
+    ({"name": "lra_pathfinder", "val_fraction": -0.1}, "task.val_fraction: Input should be greater"),
+    ({"name": "lra_pathfinder", "test_fraction": 0.95},
+     "val_fraction + test_fraction must leave rows for training"),
+    ({"name": "lra_image", "source": "download:cifar10", "std": 0.0},
+     "task.std: Input should be greater than 0"),
+    ({"name": "lra_image", "source": "proxy:digits", "mean": 0.3},
+     "mean 0.3 is not read with source proxy:digits"),
+    ({"name": "lra_image", "source": "proxy:digits", "normalize": False},
+     "normalize False is not read with source proxy:digits"),
+    ({"name": "lra_image", "source": "download:cifar10", "color_std": [0.1, 0.1, 0.1]},
+     "color_std (0.1, 0.1, 0.1) is not read with grayscale True"),
+    ({"name": "lra_pathfinder", "tokenize": True, "center": True},
+     "center True is not read with tokenize true"),
+    ({"name": "lra_text", "level": "byte", "min_freq": 3}, "min_freq 3 is not read at level byte"),
+])
+def test_an_lra_preprocessing_field_out_of_range_or_never_read_is_refused(tmp_path, task, needle):
+    """The LRA task configs copied the data dataclasses' bare types: `resolution: 0` planned
+    'L 0', `val_fraction: -0.1` split 10 rows 10 / 9 / 0 (refused as 'an empty test split'), a
+    std of 0 made every pixel infinite; and fields the loaders never read for that source or
+    those options (the digits proxy normalises with its own statistics; tokens are not
+    normalised) trained the default's data under another run id, without a word. `validate`
+    refuses each, naming the key, exit 2."""
+    res = _invoke("validate", write_spec(tmp_path, task=task))
+    assert res.exit_code == 2, res.output
+    assert needle in res.output, res.output
+
+
+def test_a_named_eval_set_too_long_for_the_corpus_is_refused_naming_the_set(tmp_path):
+    """`train.evals: {long: {L: 1000}}` on a 5,000-byte corpus (task.L 16): validate refused it
+    with the corpus's 'too short ... use a smaller task.L', naming neither the set nor its L (the
+    run's task.L was fine). The refusal now names `train.evals.long`, exit 2."""
+    data = tmp_path / "data"
+    (data / "text").mkdir(parents=True)
+    (data / "text" / "c.txt").write_text("abcdefgh " * 600)
+    task = {"name": "text_corpus", "path": "text/c.txt", "L": 16}
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16,
+             "evals": {"long": {"L": 1000}}}
+    spec = write_spec(tmp_path, task=task, train=train,
+                      model={"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4})
+    res = _invoke("validate", spec, env={"SSMREPRO_DATA": str(data)})
+    assert res.exit_code == 2, res.output
+    assert "train.evals.long: task text_corpus: the corpus" in res.output, res.output
+
+
+def test_randint_over_a_span_beyond_32_bits_reaches_every_offset():
+    """text_corpus draws a window start uniformly in its split with tasks.rng.randint; a span of
+    2**31 or more was one 32-bit draw scaled up, so only 2**32 evenly spaced starts were ever
+    drawn (span 2**40: every start a multiple of 256; a 24 GB corpus left about 5 of every 6
+    byte offsets unreachable). The draw now uses 62 bits: low bits are uniform too."""
+    import torch
+
+    from ssmrepro.tasks import rng
+
+    k = rng.key(torch.tensor([0]), 0, torch.arange(20000))
+    v = rng.randint(k, 1, 7, 7 + (1 << 40))[..., 0] - 7
+    assert int(v.min()) >= 0 and int(v.max()) < 1 << 40
+    residues = torch.bincount(v % 256, minlength=256)
+    assert int((residues > 0).sum()) == 256, residues[:8]
+    assert int(residues.max()) < 3 * 20000 / 256
+
+
+@pytest.mark.parametrize("evals, key", [({"long": {"L": 16}}, "L differs"),
+                                        ({"other": {"theta_seed": 1}}, "theta_seed differs")])
+def test_a_linear_functional_eval_set_with_another_theta_is_refused(tmp_path, evals, key):
+    """linear_functional draws its fixed θ from (L, theta_seed): `train.evals: {long: {L: 16}}`
+    beside L 8 scored the model on a fresh θ (another functional, every weight redrawn) and
+    reported it as a longer-sequence error, without a word. `validate` refuses it, exit 2; a set
+    that keeps L and theta_seed stays fine."""
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    model = {"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4}
+    task = {"name": "linear_functional", "L": 8}
+    res = _invoke("validate", write_spec(tmp_path, task=task, model=model,
+                                         train={**train, "evals": evals}))
+    assert res.exit_code == 2, res.output
+    assert f"train.evals.{next(iter(evals))}: {key} from the run's task" in res.output, res.output
+    ok = write_spec(tmp_path, task=task, model=model, train={**train, "evals": {"s": {"L": 8}}})
+    assert _invoke("validate", ok).exit_code == 0
+
+
+def test_a_named_eval_set_whose_test_rows_are_training_rows_is_refused(tmp_path):
+    """An evaluation set of the same data split another way: the digits proxy with `split_seed:
+    7` drew its 'test' rows by another permutation (about 70% of them rows the run trained on),
+    a text corpus with `test_fraction: 0.2` beside 0.05 scored windows of the run's training
+    bytes. Both read as held-out accuracy, without a word; `validate` refuses them, exit 2; a set
+    that keeps the split (`val_fraction` of the digits: its test rows come first) stays fine."""
+    data = tmp_path / "data"
+    shutil.copytree(ROOT / "tests" / "assets" / "lra" / "digits", data / "digits")
+    (data / "text").mkdir()
+    (data / "text" / "c.txt").write_text("abcdefgh " * 600)
+    env = {"SSMREPRO_DATA": str(data)}
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    digits = {"name": "lra_image", "source": "proxy:digits"}
+    pooled = {"name": "seq_lm", "d_model": 8, "layers": ["SSM"], "head": "mean_pool",
+              "blocks": {"SSM": {"mixer": {"name": "s4d_zoh", "d_state": 4}}}}
+    for evals, needle in (({"x": {"split_seed": 7}}, "train.evals.x: split_seed differs"),
+                          ({"x": {"val_fraction": 0.2}}, None)):
+        spec = write_spec(tmp_path, task=digits, model=pooled, sweep=[],
+                          train={**train, "train_size": 64, "max_steps": None, "epochs": 1,
+                                 "evals": evals})
+        res = _invoke("validate", spec, env=env)
+        if needle is None:
+            assert res.exit_code == 0, res.output
+        else:
+            assert res.exit_code == 2 and needle in res.output, res.output
+    text = {"name": "text_corpus", "path": "text/c.txt", "L": 16}
+    res = _invoke("validate", write_spec(tmp_path, task=text, train={
+        **train, "evals": {"y": {"test_fraction": 0.2}}},
+        model={"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4}), env=env)
+    assert res.exit_code == 2, res.output
+    assert "train.evals.y: its test split starts at byte 4,320" in res.output, res.output
+
+
+def test_a_named_eval_set_with_another_token_vocabulary_is_refused(tmp_path):
+    """lra_text trained at `level: byte` (258 ids) with `train.evals: {c: {level: char}}` (39
+    ids, within 258): the set fed character ids to a byte-trained embedding (id 1 was <eos> in
+    training, <unk> there), a number of nothing, without a word. `validate` refuses it naming
+    the first id that differs, exit 2; a set whose vocabulary is a prefix (a larger min_freq)
+    stays fine."""
+    data = tmp_path / "data"
+    shutil.copytree(ROOT / "tests" / "assets" / "lra" / "imdb", data / "imdb")
+    env = {"SSMREPRO_DATA": str(data)}
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 4, "train_size": 4, "epochs": 1,
+             "val_size": 2, "test_size": 2, "eval_every": 2, "eval_batch_size": 4}
+    pooled = {"name": "seq_lm", "d_model": 8, "layers": ["SSM"], "head": "mean_pool",
+              "blocks": {"SSM": {"mixer": {"name": "s4d_zoh", "d_state": 4}}}}
+    for task, evals, needle in (
+            ({"name": "lra_text", "level": "byte"}, {"c": {"level": "char", "min_freq": 1}},
+             "train.evals.c: its token ids mean other tokens than the run's task's (id 1 is "
+             "'<unk>' there, '<eos>' in training)"),
+            ({"name": "lra_text", "level": "char", "min_freq": 1}, {"c": {"min_freq": 3}}, None)):
+        spec = write_spec(tmp_path, task=task, model=pooled, sweep=[],
+                          train={**train, "evals": evals})
+        res = _invoke("validate", spec, env=env)
+        if needle is None:
+            assert res.exit_code == 0, res.output
+        else:
+            assert res.exit_code == 2 and needle in res.output, res.output
+
+
+def test_a_mqar_huang_eval_set_with_another_kappa_is_refused(tmp_path):
+    """mqar_huang's keys are ids 0..kappa-1 and its values the next |V|: `train.evals: {x:
+    {kappa: 3, vocab: 7}}` beside kappa 2, vocab 8 kept the outputs (10 classes) and so passed,
+    but id 2, a value in training, was a key in the set: another task, scored without a word.
+    `validate` refuses it, exit 2; a longer T stays fine."""
+    task = {"name": "mqar_huang", "kappa": 2, "vocab": 8, "T": 12}
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    res = _invoke("validate", write_spec(tmp_path, task=task, train={
+        **train, "evals": {"x": {"kappa": 3, "vocab": 7}}}))
+    assert res.exit_code == 2, res.output
+    assert "train.evals.x: kappa 3 differs from the run's task (2)" in res.output, res.output
+    ok = write_spec(tmp_path, task=task, train={**train, "evals": {"x": {"T": 24}}})
+    assert _invoke("validate", ok).exit_code == 0
+
+
+def test_a_selective_copy_eval_set_with_another_word_count_is_refused(tmp_path):
+    """selective_copy's ids are W words then N number tokens: `train.evals: {x: {words: 5,
+    numbers: 3}}` beside 4 + 4 kept the vocabulary (11 ids) and passed, but id 4, a number token
+    in training, was a word in the set. `validate` refuses it, exit 2."""
+    task = {"name": "selective_copy", "words": 4, "numbers": 4, "number_offset": 1, "L": 12}
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    res = _invoke("validate", write_spec(tmp_path, task=task, train={
+        **train, "evals": {"x": {"words": 5, "numbers": 3}}}))
+    assert res.exit_code == 2, res.output
+    assert "train.evals.x: words 5 differs from the run's task (4)" in res.output, res.output
+    ok = write_spec(tmp_path, task=task, train={**train, "evals": {"x": {"L": 20}}})
+    assert _invoke("validate", ok).exit_code == 0
+
+
+def test_a_bidirectional_model_on_next_byte_prediction_is_refused(tmp_path):
+    """text_corpus's target at t is the byte at t + 1; a block with `bidirectional: sum` reads
+    it: the run ended 'ok' with next-byte accuracy 0.94 on random text of 9 letters (chance
+    0.11), a perplexity of nothing, without a word. `validate` refuses the model, naming the
+    block, exit 2; the causal model stays fine."""
+    data = tmp_path / "data"
+    (data / "text").mkdir(parents=True)
+    (data / "text" / "c.txt").write_text("abcdefgh " * 600)
+    env = {"SSMREPRO_DATA": str(data)}
+    task = {"name": "text_corpus", "path": "text/c.txt", "L": 16}
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    for bidir, code in (("sum", 2), ("none", 0)):
+        model = {"name": "seq_lm", "d_model": 8, "layers": ["SSM"], "blocks": {
+            "SSM": {"mixer": {"name": "s4d_zoh", "d_state": 4}, "bidirectional": bidir}}}
+        res = _invoke("validate", write_spec(tmp_path, task=task, model=model, train=train,
+                                             sweep=[]), env=env)
+        assert res.exit_code == code, res.output
+    assert "which the bidirectional block SSM would read" in _invoke(
+        "validate", write_spec(tmp_path, task=task, train=train, sweep=[], model={
+            **model, "blocks": {"SSM": {"mixer": {"name": "s4d_zoh", "d_state": 4},
+                                        "bidirectional": "concat"}}}), env=env).output
+
+
+def test_a_named_eval_set_with_an_empty_test_split_is_refused(tmp_path):
+    """`train.evals: {big: {resolution: 128, test_fraction: 0.05}}` on 10-image Pathfinder
+    folders: the set's test split held 0 rows; `validate` said ok and every pack failed after
+    training with 'IndexError: sample index 0 is outside the test split ... use
+    train.train_size'. `validate` refuses it naming the set, exit 2."""
+    data = tmp_path / "data"
+    shutil.copytree(ROOT / "tests" / "assets" / "lra" / "lra", data / "lra")
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 4, "train_size": 8, "epochs": 1,
+             "val_size": 2, "test_size": 2, "eval_every": 2, "eval_batch_size": 4,
+             "evals": {"big": {"resolution": 128, "test_fraction": 0.05}}}
+    pooled = {"name": "seq_lm", "d_model": 8, "layers": ["SSM"], "head": "mean_pool",
+              "blocks": {"SSM": {"mixer": {"name": "s4d_zoh", "d_state": 4}}}}
+    spec = write_spec(tmp_path, task={"name": "lra_pathfinder"}, model=pooled, sweep=[],
+                      train=train)
+    res = _invoke("validate", spec, env={"SSMREPRO_DATA": str(data)})
+    assert res.exit_code == 2, res.output
+    assert "train.evals.big: its test split is empty" in res.output, res.output
+
+
+@pytest.mark.parametrize("L", [16, 32])
+def test_a_cosine_operator_grid_that_aliases_two_primes_is_refused(tmp_path, L):
+    """cosine_operator samples u = sum g_i cos(p_i t) at t = 2πk/L: at L 16, cos(5t) and
+    cos(11t) are the same samples (11 ≡ -5 mod 16), so g_5 and g_11 cannot be told apart and no
+    model can reach the target g; the runs trained on to an error floor without a word (the
+    committed smoke profile of yu2025-fig3 did). `validate` refuses it naming task.L, exit 2."""
+    task = {"name": "cosine_operator", "L": L, "n_terms": 10}
+    res = _invoke("validate", write_spec(tmp_path, task=task,
+                                         model={"name": "ssm_lm", "mixer": "s6", "d_model": 8,
+                                                "d_state": 4}))
+    assert res.exit_code == 2, res.output
+    assert f"L={L} samples cos(" in res.output and "identically" in res.output, res.output
+    ok = write_spec(tmp_path, task={**task, "L": 64},
+                    model={"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4})
+    assert _invoke("validate", ok).exit_code == 0
+
+
+@pytest.mark.parametrize("task, needle", [
+    ({"name": "lra_text", "level": "BYTE"}, "task.level: Input should be 'char' or 'byte'"),
+    ({"name": "lra_text", "val_split": "foo"}, "task.val_split: Input should be 'test' or 'train'"),
+    ({"name": "lra_pathfinder", "difficulty": "../../x"}, "task.difficulty: String should match"),
+])
+def test_an_lra_choice_field_is_checked_without_the_data(tmp_path, task, needle):
+    """`level: BYTE` was refused only once the IMDB data was read: without it `validate` and the
+    dry run planned a char-level vocabulary and said ok; `difficulty: ../../x` named a folder
+    outside the data root. Both are refused from the config alone, exit 2."""
+    res = _invoke("validate", write_spec(tmp_path, task=task),
+                  env={"SSMREPRO_DATA": str(tmp_path / "nodata")})
+    assert res.exit_code == 2, res.output
+    assert needle in res.output, res.output

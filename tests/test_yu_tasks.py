@@ -47,10 +47,10 @@ def test_pure_function_and_splits_differ(name):
 
 
 def test_cosine_operator_input_is_the_cosine_sum():
-    task = build_task({"name": "cosine_operator", "L": 32, "n_terms": 10})
+    task = build_task({"name": "cosine_operator", "L": 64, "n_terms": 10})
     b = draw(task, n=4)
     g = b.y[0, :, -1]  # (4, 10)
-    t = 2 * math.pi * torch.arange(32) / 32
+    t = 2 * math.pi * torch.arange(64) / 64
     for i in range(4):
         u = sum(g[i, j] * torch.cos(PRIMES[j] * t) for j in range(10))
         assert torch.allclose(b.x[0, i, :, 0], u, atol=1e-4)
@@ -58,7 +58,7 @@ def test_cosine_operator_input_is_the_cosine_sum():
                           g.new_tensor(1.0), atol=0.05)
     fewer = build_task({"name": "cosine_operator", "L": 32, "n_terms": 3})
     assert fewer.info.n_classes == 3 and draw(fewer).y.shape[-1] == 3
-    assert draw(build_task({"name": "cosine_operator", "L": 16})).x.shape[2] == 16
+    assert draw(build_task({"name": "cosine_operator", "L": 16, "n_terms": 3})).x.shape[2] == 16
 
 
 def test_first_abs_scales_and_target():

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from .. import expr
 from ..models import MODELS, ModelConfig
 from ..spec import LABEL_SEP, Axis, Spec, SpecError, _format_errors, find_reused, parse_yaml
-from ..tasks import TASKS, DataUnavailable, Task, TaskConfig, build_task, incompatibility
+from ..tasks import TASKS, DataUnavailable, Task, TaskConfig, build_task, eval_set_problem
 from ..tasks.base import fixed_split_error
 from .config import RunConfig, TrainConfig, flatten, lean, run_id_of
 
@@ -246,22 +246,29 @@ def _unlike(given: dict[str, Any], parsed: dict[str, Any]) -> tuple[str, Any, An
 def check_task_data(task_cls: type[Task], task: TaskConfig, train: TrainConfig,
                     evals: dict[str, TaskConfig]) -> None:
     """A dataset task needs ``train.train_size`` within its training split, and an evaluation set
-    must keep the run's inputs and outputs (``tasks.incompatibility``). What needs the data is
-    checked here when the data is present (it is loaded once per process and cached); otherwise
-    the run checks it before training (``train.check_pack``) and fails with ``DataUnavailable``."""
+    must keep the run's inputs and outputs and have test rows (``tasks.eval_set_problem``). What
+    needs the data is checked here when the data is present (it is loaded once per process and
+    cached); otherwise the run checks it before training (``train.check_pack``) and fails with
+    ``DataUnavailable``."""
     err = fixed_split_error(task_cls, None, train.train_size)
     if err:
         raise ValueError(err)
     try:  # synthetic tasks build instantly; dataset tasks load (or reuse) their data
         base = build_task(task)
-        built = {n: build_task(c) for n, c in evals.items()}
+        built = {}
+        for n, c in evals.items():
+            try:
+                built[n] = build_task(c)
+            except ValueError as err:  # a set's own length or data (text_corpus: windows
+                # longer than a split) read as the run's task's ('use a smaller task.L')
+                raise ValueError(f"train.evals.{n}: {err}") from None
     except DataUnavailable:
         return
     err = fixed_split_error(base, base.split_sizes(), train.train_size)
     if err:
         raise ValueError(err)
     for name, et in built.items():
-        why = incompatibility(base.info, et.info)
+        why = eval_set_problem(base, et)
         if why:
             raise ValueError(f"train.evals.{name}: {why}")
     why = train.eval_work_problem(eval_scale(base, built))

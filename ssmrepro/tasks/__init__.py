@@ -12,7 +12,7 @@ yu2025 App. G) and the six LRA datasets (``lra_listops``, ``lra_text``,
 from __future__ import annotations
 
 from ..data import DataUnavailable
-from .base import Batch, Task, TaskConfig, TaskInfo, incompatibility
+from .base import Batch, Task, TaskConfig, TaskInfo, eval_set_problem, incompatibility
 from .composite import Composite
 from .decode_recall import DecodeRecall
 from .induction_heads import InductionHeads
@@ -56,4 +56,4 @@ def build_task(config: dict | TaskConfig) -> Task:
 
 
 __all__ = ["TASKS", "Batch", "DataUnavailable", "Task", "TaskConfig", "TaskInfo", "build_task",
-           "incompatibility"]
+           "eval_set_problem", "incompatibility"]

@@ -89,6 +89,8 @@ class TaskInfo:
     loss        "cross_entropy": integer class targets (accuracy is reported);
                 "mse": float regression targets with n_classes outputs, y is (E, B, L, C) or
                 (E, B, C) (no accuracy; loss = mean squared error over the outputs)
+    next_token  True: the target at t is the input at t + 1 (language modelling), so a model
+                must not read ahead (no bidirectional block)
     """
 
     vocab_size: int
@@ -98,6 +100,7 @@ class TaskInfo:
     input_dim: int | None = None
     dual: bool = False
     loss: Literal["cross_entropy", "mse"] = "cross_entropy"
+    next_token: bool = False
 
 
 def incompatibility(base: TaskInfo, other: TaskInfo) -> str | None:
@@ -112,6 +115,20 @@ def incompatibility(base: TaskInfo, other: TaskInfo) -> str | None:
     if base.input_dim is None and other.vocab_size > base.vocab_size:
         return f"vocab_size {other.vocab_size} exceeds the run's task ({base.vocab_size})"
     return None
+
+
+def eval_set_problem(base: Task, other: Task) -> str | None:
+    """Why ``other`` (built from a named evaluation set, ``train.evals``) cannot evaluate runs of
+    ``base`` (None: it can): its inputs or outputs do not fit (``incompatibility``), it has no
+    test rows to evaluate (a dataset whose test split is empty: every pack failed with an
+    IndexError after training), or it asks another question (``Task.eval_problem``)."""
+    why = incompatibility(base.info, other.info)
+    if why:
+        return why
+    sizes = other.split_sizes()
+    if sizes is not None and sizes.get("test") == 0:
+        return f"its test split is empty (splits {sizes}): nothing to evaluate on"
+    return base.eval_problem(other)
 
 
 def fixed_split_error(task: type[Task] | Task, sizes: dict[str, int] | None,
@@ -160,6 +177,13 @@ class Task:
     def sample(self, seeds: torch.Tensor, split: int, index: torch.Tensor) -> Batch:
         """seeds: (E,) int64; index: (E, B) int64 sample indices -> Batch of shape (E, B, L)."""
         raise NotImplementedError  # pragma: no cover
+
+    def eval_problem(self, other: Task) -> str | None:
+        """Why ``other`` (a named evaluation set: this task with some fields overridden) asks a
+        different question than the one the run learns, though its inputs and outputs fit
+        (``incompatibility``); None: it is a fair evaluation set. Tasks with a hidden target
+        drawn from their fields override this."""
+        return None
 
     def split_sizes(self) -> dict[str, int] | None:
         """Rows per split ({"train", "val", "test"}) of a dataset; None for endless streams."""

@@ -67,7 +67,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
-from pydantic import Field, create_model
+from pydantic import Field, create_model, model_validator
 
 from ..data import DATASETS, GENERATED, DataUnavailable, LRADataset, dataset_config, load_lra
 from ..data.nominal import NominalShape, nominal_shape
@@ -75,6 +75,71 @@ from ..util import data_root, read_small
 from .base import SPLITS, Batch, Task, TaskConfig, TaskInfo
 
 _SPLIT_NAMES = {v: k for k, v in SPLITS.items()}  # 0 -> "train", ...
+_TASK_DATASETS: dict[type, str] = {}  # config class -> dataset (filled by _config_class)
+
+
+# Bounds of the preprocessing fields (the dataclasses hold bare types): a resolution of 0 or -3
+# planned 'L 0' / 'L 9', a negative fraction split a folder of 10 rows 10 / 9 / 0, a std of 0
+# made every pixel infinite.
+_BOUNDS: dict[str, dict[str, Any]] = {
+    "max_len": {"ge": 2}, "resolution": {"ge": 1}, "min_freq": {"ge": 1},
+    "val_fraction": {"gt": 0, "lt": 1}, "test_fraction": {"gt": 0, "lt": 1},
+    "split_seed": {"ge": 0, "le": 2**32 - 1}, "std": {"gt": 0},
+    # a folder name below pathfinder<res>/ ('../../x' read a folder outside the data root)
+    "difficulty": {"pattern": r"^(curv_baseline|curv_contour_length_[0-9]+)$"},
+}
+# text fields the loaders check only once the data is read: without it (validate, the dry run)
+# 'BYTE' planned a char-level vocabulary and passed
+_CHOICES: dict[str, Any] = {"level": Literal["char", "byte"], "val_split": Literal["test", "train"]}
+
+
+class _LRAConfig(TaskConfig):
+    """Base of the LRA task configs: refuses preprocessing fields set away from their default
+    where this source or these options never read them (``ignored``)."""
+
+    @model_validator(mode="after")
+    def _applies(self) -> _LRAConfig:
+        dataset = _TASK_DATASETS[type(self)]
+        defaults = {f.name: f.default for f in dataclasses.fields(DATASETS[dataset].config_cls)}
+        if sum(getattr(self, k, 0) for k in ("val_fraction", "test_fraction")) >= 1:
+            raise ValueError("val_fraction + test_fraction must leave rows for training (< 1)")
+        if any(v <= 0 for v in getattr(self, "color_std", ())):
+            raise ValueError(f"color_std {list(self.color_std)}: every std must be > 0")
+        for key, why in ignored(dataset, self):
+            if getattr(self, key) != defaults[key]:
+                raise ValueError(f"{key} {getattr(self, key)!r} is not read {why}: the run would "
+                                 "train on the same data as the default under another run id; "
+                                 f"leave {key} out")
+        return self
+
+
+def ignored(dataset: str, c: Any) -> list[tuple[str, str]]:
+    """(field, why) for the preprocessing fields the loaders never read for config ``c`` (the
+    proxies normalise with their own training-split statistics and have one channel; tokens are
+    not normalised; the text vocabulary's ``min_freq`` is char-level only; ...)."""
+    out: list[tuple[str, str]] = []
+    norm = ("normalize", "mean", "std", "color_mean", "color_std")
+    if dataset == "image":
+        if str(c.source).startswith("proxy:"):
+            why = (f"with source {c.source} (it has one channel and normalises with its own "
+                   "training-split statistics)")
+            out += [(k, why) for k in (*norm, "grayscale")]
+        elif c.tokenize:
+            out += [(k, "with tokenize true (gray levels are tokens)") for k in norm]
+        elif not c.normalize:
+            out += [(k, "with normalize false") for k in norm[1:]]
+        else:
+            out += [(k, f"with grayscale {c.grayscale}")
+                    for k in (("color_mean", "color_std") if c.grayscale else ("mean", "std"))]
+    elif dataset in ("pathfinder", "pathx") and c.tokenize:
+        out.append(("center", "with tokenize true (gray levels are tokens)"))
+    elif dataset == "text":
+        if c.level == "byte":
+            out.append(("min_freq", "at level byte (the vocabulary is the 256 bytes)"))
+        if c.val_split != "train":
+            out += [(k, f"with val_split {c.val_split!r} (validation is the test set)")
+                    for k in ("val_fraction", "split_seed")]
+    return out
 
 
 def _config_class(task: str, dataset: str) -> type[TaskConfig]:
@@ -83,13 +148,14 @@ def _config_class(task: str, dataset: str) -> type[TaskConfig]:
     ddef = DATASETS[dataset]
     hints = typing.get_type_hints(ddef.config_cls)
     fields: dict[str, Any] = {
-        f.name: (hints[f.name], f.default) for f in dataclasses.fields(ddef.config_cls)
+        f.name: (_CHOICES.get(f.name, hints[f.name]), Field(f.default, **_BOUNDS.get(f.name, {})))
+        for f in dataclasses.fields(ddef.config_cls)
     }
     sources = tuple(ddef.sources)
     source_t = Literal[sources]  # type: ignore[valid-type]
     cls = create_model(
         "".join(p.capitalize() for p in task.split("_")) + "Config",
-        __base__=TaskConfig,
+        __base__=_LRAConfig,
         __module__=__name__,
         name=(str, task),
         source=(source_t, Field(sources[0], description=f"data source, one of {list(sources)}; "
@@ -99,6 +165,7 @@ def _config_class(task: str, dataset: str) -> type[TaskConfig]:
     cls.__doc__ = (f"{task}: the LRA {dataset} dataset; fields = its preprocessing options "
                    f"(data.{ddef.config_cls.__name__}) + source.")
     globals()[cls.__name__] = cls  # importable by name, so configs pickle (packs go to workers)
+    _TASK_DATASETS[cls] = dataset
     return cls
 
 
@@ -188,6 +255,38 @@ class LRATask(Task):
         self.nominal: NominalShape | None = loaded if isinstance(loaded, NominalShape) else None
         if isinstance(loaded, _Loaded):
             self._data = loaded
+
+    def eval_problem(self, other: Task) -> str | None:
+        """A named evaluation set of the same data whose test rows another seeded split draws
+        (Pathfinder's split_seed / fractions, the digits proxy's split_seed) would hold rows the
+        run trains on: its 'test' accuracy then partly measured training rows."""
+        a, b = self.config, other.config
+        mine, theirs = self._vocab(), other._vocab() if isinstance(other, LRATask) else None
+        if mine is not None and theirs is not None and theirs != mine[: len(theirs)]:
+            # lra_text at level char beside byte (39 ids within 258): id 1 was <eos> in
+            # training and <unk> in the set, every character read as some byte
+            diff = next(i for i, (u, v) in enumerate(zip(theirs, mine)) if u != v)
+            return (f"its token ids mean other tokens than the run's task's (id {diff} is "
+                    f"{theirs[diff]!r} there, {mine[diff]!r} in training): an evaluation set "
+                    "keeps the vocabulary (at most a prefix of it)")
+        same = ("source", "resolution", "difficulty")  # the same folder of images
+        if any(getattr(a, k, None) != getattr(b, k, None) for k in same):
+            return None
+        keys: tuple[str, ...] = ()
+        if self.dataset in ("pathfinder", "pathx"):
+            keys = ("split_seed", "val_fraction", "test_fraction")
+        elif self.dataset == "image" and a.source == "proxy:digits":
+            keys = ("split_seed",)
+        changed = [k for k in keys if getattr(a, k) != getattr(b, k)]
+        if changed:
+            return (f"{' and '.join(changed)} {'differ' if len(changed) > 1 else 'differs'} from "
+                    f"the run's task: the set's test rows would come from another split of the "
+                    f"same {self.dataset} data, partly rows the run trains on")
+        return None
+
+    def _vocab(self) -> tuple[str, ...] | None:
+        """The token vocabulary of the loaded training split (None: pixels, or not loaded)."""
+        return None if self.nominal is not None else self._data.splits[0].vocab
 
     @property
     def info(self) -> TaskInfo:

@@ -69,6 +69,15 @@ class MQARHuang(Task):
         c = self.config
         return TaskInfo(vocab_size=c.kappa + c.vocab, n_classes=c.kappa + c.vocab, seq_len=c.T)
 
+    def eval_problem(self, other: Task) -> str | None:
+        a, b = self.config.kappa, other.config.kappa
+        if a != b:  # kappa + vocab kept (the outputs fit): ids between the two are keys in one
+            # task and values in the other
+            return (f"kappa {b} differs from the run's task ({a}): ids {min(a, b)}..{max(a, b) - 1} "
+                    f"would be {'keys' if b > a else 'values'} in the set but "
+                    f"{'values' if b > a else 'keys'} in training (keys are ids 0..kappa-1)")
+        return None
+
     def sample(self, seeds: torch.Tensor, split: int, index: torch.Tensor) -> Batch:
         c = self.config
         kappa, V, T = c.kappa, c.vocab, c.T

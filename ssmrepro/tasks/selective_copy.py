@@ -94,6 +94,15 @@ class SelectiveCopy(Task):
         V = vocab_size(c.words, c.numbers)
         return TaskInfo(vocab_size=V, n_classes=V, seq_len=c.L)
 
+    def eval_problem(self, other: Task) -> str | None:
+        a, b = self.config.words, other.config.words
+        if a != b:  # words + numbers kept (the outputs fit): ids between the two word counts
+            # are words in one task and number tokens in the other
+            return (f"words {b} differs from the run's task ({a}): ids {min(a, b)}..{max(a, b) - 1} "
+                    f"would be {'words' if b > a else 'number tokens'} in the set but "
+                    f"{'number tokens' if b > a else 'words'} in training")
+        return None
+
     def sample(self, seeds: torch.Tensor, split: int, index: torch.Tensor) -> Batch:
         c = self.config
         W, N, L = c.words, c.numbers, c.L

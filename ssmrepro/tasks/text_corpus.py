@@ -122,9 +122,21 @@ class TextCorpus(Task):
                 f"L + 1 = {c.L + 1} bytes: " + ", ".join(f"{s} has {m}" for s, m in short)
                 + " (use a longer corpus or a smaller task.L)")
 
+    def eval_problem(self, other: Task) -> str | None:
+        """A named evaluation set on the same file whose test bytes begin before the run's
+        training bytes end (other fractions) would score windows the run trained on."""
+        if not isinstance(other, TextCorpus) or other.path.resolve() != self.path.resolve():
+            return None
+        train_end, test_start = self._bounds[0][1], other._bounds[2][0]
+        if test_start < train_end:
+            return (f"its test split starts at byte {test_start:,} of {self.path}, inside the "
+                    f"run's training bytes [0, {train_end:,}) (val_fraction / test_fraction "
+                    "differ): it would score windows the run trains on")
+        return None
+
     @property
     def info(self) -> TaskInfo:
-        return TaskInfo(vocab_size=256, n_classes=256, seq_len=self.config.L)
+        return TaskInfo(vocab_size=256, n_classes=256, seq_len=self.config.L, next_token=True)
 
     def sample(self, seeds: torch.Tensor, split: int, index: torch.Tensor) -> Batch:
         L = self.config.L

@@ -52,6 +52,23 @@ class CosineOperatorConfig(TaskConfig):
     L: int = Field(64, ge=2, description="samples of u on [0, 2π)")
     n_terms: int = Field(10, ge=1, le=10, description="number of cosines (primes 2, 3, 5, ...)")
 
+    @model_validator(mode="after")
+    def _resolved(self) -> CosineOperatorConfig:
+        # on the grid t_k = 2πk/L, cos(p t) and cos(q t) are the same samples when p ≡ ±q
+        # (mod L): their coefficients g_p, g_q cannot be told apart from u, and the target g
+        # could not be reached by any model (L 16 folds 11 onto 5, 13 and 19 onto 3)
+        seen: dict[int, int] = {}
+        for p in PRIMES[: self.n_terms]:
+            r = min(p % self.L, -p % self.L)
+            if r in seen:
+                top = PRIMES[self.n_terms - 1]
+                raise ValueError(f"L={self.L} samples cos({seen[r]}t) and cos({p}t) identically "
+                                 f"(t = 2πk/L): their coefficients cannot be told apart from u, "
+                                 f"so no model can reach the target; use L >= {2 * top + 1} "
+                                 f"(2 x the largest prime {top} + 1) or fewer n_terms")
+            seen[r] = p
+        return self
+
 
 class CosineOperator(Task):
     Config = CosineOperatorConfig
@@ -107,7 +124,9 @@ class FirstAbs(Task):
 class LinearFunctionalConfig(TaskConfig):
     name: str = "linear_functional"
     L: int = Field(64, ge=1)
-    theta_seed: int = Field(0, ge=0, description="seed of the fixed θ (shared by all runs)")
+    theta_seed: int = Field(0, ge=0, le=rng.MASK32, description="seed of the fixed θ (shared by "
+                            "all runs; 32 bits: the stream is keyed by them, so 2**32 drew seed "
+                            "0's θ again and 2**64 failed mid-run)")
 
 
 class LinearFunctional(Task):
@@ -117,6 +136,15 @@ class LinearFunctional(Task):
     @property
     def info(self) -> TaskInfo:
         return TaskInfo(vocab_size=1, n_classes=1, seq_len=self.config.L, input_dim=1, loss="mse")
+
+    def eval_problem(self, other: Task) -> str | None:
+        changed = [k for k in ("L", "theta_seed")
+                   if getattr(other.config, k) != getattr(self.config, k)]
+        if changed:  # θ is drawn for (L, theta_seed): another L or seed is another functional
+            verb = "differ" if len(changed) > 1 else "differs"
+            return (f"{' and '.join(changed)} {verb} from the run's task: θ is drawn for (L, "
+                    "theta_seed), so this set would score the model on a functional it never saw")
+        return None
 
     def theta(self) -> torch.Tensor:
         c = self.config
