@@ -187,3 +187,25 @@ def test_designed_model_recall_on_regime0():
     assert hi > 0.9 and lo < 0.3
     assert hi > designed_accuracy(32, 32) > designed_accuracy(16, 16) > designed_accuracy(8, 8) > lo
     assert designed_accuracy(64, 64, swap_out=True) < 0.05  # the value lives in the current half
+
+
+@pytest.mark.parametrize("sid", ["yu2025-fig5", "huang2025-figA1"])
+def test_committed_analytic_tables_are_what_the_code_computes(sid):
+    """An analytic table is computed, not trained: the committed results.csv must be exactly
+    what the code computes now. Its values are kept to 12 significant digits, so a numpy /
+    torch build that changes a float's last digits (a fresh install rewrote yu2025-fig5's
+    table in its 16th digit) leaves it as committed."""
+    import pandas as pd
+
+    from ssmrepro.report.analytic import ANALYTIC_DIGITS, analytic_table
+    from ssmrepro.spec import find_spec
+    from ssmrepro.util import repo_root
+
+    spec = find_spec(sid)
+    table = analytic_table(spec)
+    for col in table.select_dtypes("float").columns:
+        for v in table[col].dropna():
+            assert float(f"{v:.{ANALYTIC_DIGITS}g}") == v, (col, v)
+    committed = pd.read_csv(repo_root() / "results" / spec.paper / sid / "results.csv")
+    fresh = pd.read_csv(__import__("io").StringIO(table.to_csv(index=False)))
+    pd.testing.assert_frame_equal(committed, fresh, check_exact=True)

@@ -8,6 +8,7 @@ complete by construction, so every registered check judges them as it judges tra
 from __future__ import annotations
 
 import itertools
+import math
 
 import pandas as pd
 
@@ -25,15 +26,29 @@ def analytic_columns(spec) -> tuple[set[str], set[str]]:
     return {LABEL, *a.grid, *a.params}, set(TABLES[a.table].metrics)
 
 
+ANALYTIC_DIGITS = 12  # significant digits of an analytic table's computed values
+
+
+def _stable(v):
+    """A computed value to ``ANALYTIC_DIGITS`` significant digits: the last digits of a float
+    computation change with the numpy / torch build (a fresh install rewrote yu2025-fig5's
+    committed table in its 16th digit), a committed table must not."""
+    if isinstance(v, float) and math.isfinite(v):
+        return float(f"{v:.{ANALYTIC_DIGITS}g}")
+    return v
+
+
 def analytic_table(spec) -> pd.DataFrame:
-    """One row per grid point: label, grid values, params, metrics."""
+    """One row per grid point: label, grid values, params, metrics (floats to
+    ``ANALYTIC_DIGITS`` significant digits)."""
     a = spec.analytic
     table = TABLES[a.table]
     keys = list(a.grid)
     rows = []
     for vals in itertools.product(*(a.grid[k] for k in keys)):
         point = dict(zip(keys, vals))
-        rows.append({LABEL: THEORY_LABEL, **point, **a.params, **table.fn(**a.params, **point)})
+        got = {k: _stable(v) for k, v in table.fn(**a.params, **point).items()}
+        rows.append({LABEL: THEORY_LABEL, **point, **a.params, **got})
     return pd.DataFrame(rows)
 
 
