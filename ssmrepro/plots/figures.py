@@ -250,10 +250,10 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
                      else f"{panel} (paper: {paper_panel})", fontsize=9)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
-    # wrapped to the colour bar's height (one row of panels: it ran off the image)
+    # wrapped to the figure's height (one row of panels: it ran off the image)
     label = f"{metric}, {ctx.aggregation()}: ours (paper)"
     fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, extend=extend,
-                 label=wrap_text(label, max(1.0, 0.8 * fig.get_figheight() - 0.9), 10))
+                 label=wrap_text(label, max(1.0, fig.get_figheight() - 0.3), 10))
     title = ctx.fitted_title(cfg, fig.get_figwidth())
     if n_not_run:
         title += f"\ngrey 'not run': {n_not_run} cells the paper prints that this profile does not train"
