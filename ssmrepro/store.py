@@ -285,6 +285,7 @@ class Store:
         self.warnings: list[str] = []  # problems met while reading (quarantined records ...)
         self._checked: dict[tuple, bool] = {}  # weights file (path, inode, size, mtime) -> its
         # digest is its record's (hashed once per process, not at every is_done)
+        self._held: dict[str, str] = {}  # run id -> nonce of the claim this process wrote
 
     # ---------------------------------------------------------------- records
     def record_path(self, run_id: str) -> Path:
@@ -547,9 +548,25 @@ class Store:
             return True
         return age > self.stale_after
 
-    def _new_claim(self) -> str:
+    def _new_claim(self, run_id: str) -> str:
+        nonce = uuid.uuid4().hex
+        self._held[run_id] = nonce
         return json.dumps({"host": self.host, "pid": os.getpid(), "time": time.time(),
-                           "nonce": uuid.uuid4().hex})
+                           "nonce": nonce})
+
+    def holds(self, run_id: str) -> bool:
+        """Whether the run's claim is still the one this process wrote. A holder stopped (^Z,
+        SIGSTOP, a suspended machine) past ``stale_after`` has had its claim taken over: on
+        waking it overwrote the new holder's record and weights (the run trained twice, both
+        logged 'done'), and its release removed the new holder's live claim."""
+        nonce = self._held.get(run_id)
+        if nonce is None:
+            return False
+        try:
+            info = json.loads(read_small(self._claim_path(run_id), 1 << 16))
+        except (OSError, ValueError, RecursionError):  # gone, or not ours to read
+            return False
+        return isinstance(info, dict) and info.get("nonce") == nonce
 
     def take_over(self, run_id: str, seen: dict) -> bool:
         """Replace the stale claim whose content was ``seen``; True for exactly one caller."""
@@ -559,7 +576,7 @@ class Store:
             os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
         except FileExistsError:
             return False  # someone else took this stale claim over
-        atomic_write_text(path, self._new_claim())
+        atomic_write_text(path, self._new_claim(run_id))
         return True
 
     def claim(self, run_id: str) -> bool:
@@ -576,7 +593,7 @@ class Store:
                 return False
         else:
             with os.fdopen(fd, "w") as f:
-                f.write(self._new_claim())
+                f.write(self._new_claim(run_id))
         if self.is_done(run_id):  # finished between our check and the claim
             self.release(run_id)
             return False
@@ -658,13 +675,22 @@ class Store:
                 self._distrust_weights(path, "a folder, not saved weights", quarantine=True)
 
     def heartbeat(self, run_ids: Iterable[str]) -> None:
+        """Refresh the claims this process still holds (not one taken over from it)."""
         for r in run_ids:
+            if r in self._held and not self.holds(r):
+                continue
             try:
                 os.utime(self._claim_path(r))
             except FileNotFoundError:
                 pass
 
     def release(self, run_id: str) -> None:
+        """Remove this process's claim on the run; one taken over by another process (this one
+        was stopped past ``stale_after``) is that process's and stays."""
+        if run_id in self._held and not self.holds(run_id):
+            del self._held[run_id]
+            return
+        self._held.pop(run_id, None)
         path = self._claim_path(run_id)
         for marker in self.claims.glob(f"{path.name}.taken.*"):
             marker.unlink(missing_ok=True)

@@ -6369,3 +6369,32 @@ def test_previous_occurrence_equals_the_double_loop(first):
                 if row[j] == row[t]:
                     want[idx + (t,)] = j
     assert torch.equal(got, want)
+
+
+def test_a_stopped_worker_whose_claim_was_taken_over_writes_nothing(tmp_path):
+    """A worker stopped (SIGSTOP, ^Z, a suspended machine) past the claims' ``stale_after`` had
+    its claim taken over by a second `run`; on SIGCONT it finished and overwrote the taker's
+    record and weights (the run trained twice, two 'done' events), and its release removed
+    the taker's live claim. Its records are now dropped (the runs count as finished by another
+    process) and the taker's claim stays."""
+    from ssmrepro.engine.local import PackResult, store_result
+    from ssmrepro.store import Store
+
+    a, b = Store(tmp_path / "s"), Store(tmp_path / "s")
+    assert a.claim("r1") and a.claim("r2")
+    path = a.claims / "r1.claim"
+    old = time.time() - 2 * a.stale_after
+    os.utime(path, (old, old))  # a's heartbeat stopped for longer than stale_after
+    assert b.claim("r1")  # taken over
+    taker = path.read_text()
+    a.heartbeat(["r1", "r2"])
+    assert path.read_text() == taker and b.holds("r1") and not a.holds("r1")
+    lost = store_result(a, PackResult([{"run_id": "r1", "status": "ok"},
+                                       {"run_id": "r2", "status": "ok"}], [None, None]))
+    assert lost == ["r1"]
+    assert not a.record_path("r1").exists() and a.record_path("r2").exists()
+    a.release("r1")
+    a.release("r2")
+    assert path.read_text() == taker and b.holds("r1")  # the taker's claim stands
+    assert not (a.claims / "r2.claim").exists()
+    assert [e["run_id"] for e in a.events() if e["event"] == "done"] == ["r2"]

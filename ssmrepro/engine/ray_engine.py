@@ -205,12 +205,14 @@ def run_ray(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings, emit:
                           f"{str(err).strip().splitlines()[-1] if str(err).strip() else ''}"
                     emit(Event("pack_end", i, failed=ids, skipped=skipped, message=msg))
                 else:
-                    store_result(store, res)
+                    lost = store_result(store, res)
+                    kept = [r for r in ids if r not in lost]
+                    skipped = skipped + lost
                     if res.failed:
-                        emit(Event("pack_end", i, failed=ids, skipped=skipped,
+                        emit(Event("pack_end", i, failed=kept, skipped=skipped,
                                    message=res.message))
                     else:
-                        emit(Event("pack_end", i, run_ids=ids, skipped=skipped))
+                        emit(Event("pack_end", i, run_ids=kept, skipped=skipped))
                 for r in ids:  # after the records are written (a crash before leaves stale claims)
                     store.release(r)
             submit()
