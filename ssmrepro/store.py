@@ -764,6 +764,12 @@ class Store:
             if "run_id" in old:
                 keep = old[old["run_id"].astype(str).isin(wanted)]
                 df = keep if df.empty else pd.concat([df, keep], ignore_index=True)
+        if df.empty:  # no run has a row: no table. A 1-byte file without columns (every pack
+            # lost, e.g. its workers killed, or the disk full) made the same command's plot
+            # step, and `plot`, refuse it as damaged ('delete it'), exit 2 instead of 1
+            if path.is_file() or path.is_symlink():
+                path.unlink()
+            return path
         atomic_write_text(path, csv_text(df))
         return path
 

@@ -6398,3 +6398,45 @@ def test_a_stopped_worker_whose_claim_was_taken_over_writes_nothing(tmp_path):
     assert path.read_text() == taker and b.holds("r1")  # the taker's claim stands
     assert not (a.claims / "r2.claim").exists()
     assert [e["run_id"] for e in a.events() if e["event"] == "done"] == ["r2"]
+
+
+def test_a_sweep_whose_every_pack_was_lost_leaves_no_unreadable_table(tmp_path, cli_env):
+    """Every worker killed (the OOM killer) before any run had a record: `run` wrote a 1-byte
+    results.csv without columns, and its own plot step (and every later `plot`) refused it as
+    damaged ('not a readable CSV table ... delete it'), exit 2, instead of exit 1 and
+    're-run the same command'. No run with a record: no table."""
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import Store
+
+    path = write_spec(tmp_path, seeds=[0], train={
+        "optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 3000, "val_size": 16,
+        "test_size": 16, "eval_every": 1000, "eval_batch_size": 16})
+    spec, out = load_spec(path), tmp_path / "o"
+    store = Store(out / spec.paper / spec.id)
+    p = subprocess.Popen([sys.executable, "-m", "ssmrepro.cli", "run", str(path), "--out",
+                          str(out), "--no-calibrate", "--pack-size", "1", "--workers", "2"],
+                         env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pids: set[int] = set()
+    deadline = time.time() + 120
+    while len(pids) < 2 and time.time() < deadline:  # both workers inside their pack
+        for c in store.claims.glob("*.claim") if store.claims.exists() else []:
+            try:
+                pids.add(json.loads(c.read_text())["pid"])
+            except (ValueError, KeyError, FileNotFoundError):
+                pass
+        time.sleep(0.02)
+    assert len(pids) == 2 and p.pid not in pids
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    stdout, stderr = p.communicate(timeout=120)
+    said = stdout + stderr
+    assert p.returncode == 1 and "re-run the same command" in said, said
+    assert "not a readable CSV" not in said and "Traceback" not in said, said
+    assert not (store.root / "results.csv").exists()
+    res = _invoke("plot", path, "--out", out)
+    assert res.exit_code == 0 and "0 of 2 runs finished" in res.output, res.output
