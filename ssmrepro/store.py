@@ -46,6 +46,7 @@ from .util import (
     file_digest,
     folder_problem,
     pid_alive,
+    process_started,
     read_small,
     remove_dead_temps,
     repo_root,
@@ -193,6 +194,18 @@ def _loops(path: Path) -> bool:
     except OSError as err:
         return err.errno == errno.ELOOP
     return False
+
+
+def _reused(pid: int, claimed: Any) -> bool:
+    """Whether the live process ``pid`` started after the claim naming it was written at
+    ``claimed`` (its ``time``): the claimant died and its pid went to another program (after a
+    restart of the machine or container), which held the run for 10 minutes. A minute's margin:
+    the start time is read against the wall clock, which NTP or a resumed VM may step."""
+    if not (isinstance(claimed, (int, float)) and not isinstance(claimed, bool)
+            and math.isfinite(claimed)) or claimed > time.time():
+        return False  # no time, or a wrong clock: the heartbeat decides
+    started = process_started(pid)
+    return started is not None and started > claimed + 60.0
 
 
 def _is_number(v: Any) -> bool:
@@ -544,7 +557,8 @@ class Store:
         if info.get("_unreadable"):  # half-written by a killed process, or foreign
             return age > 5.0
         pid = info.get("pid")
-        if info.get("host") == self.host and isinstance(pid, int) and not pid_alive(pid):
+        if info.get("host") == self.host and isinstance(pid, int) and (
+                not pid_alive(pid) or _reused(pid, info.get("time"))):
             return True
         return age > self.stale_after
 

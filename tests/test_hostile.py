@@ -3583,7 +3583,7 @@ def _hold(store, run_id: str) -> Path:
 
     store.claims.mkdir(parents=True, exist_ok=True)
     held = store.claims / f"{run_id}.claim"
-    held.write_text(json.dumps({"host": store.host, "pid": os.getpid(), "time": 0, "nonce": "x"}))
+    held.write_text(json.dumps({"host": store.host, "pid": os.getpid(), "time": time.time(), "nonce": "x"}))
     return held
 
 
@@ -6440,3 +6440,32 @@ def test_a_sweep_whose_every_pack_was_lost_leaves_no_unreadable_table(tmp_path, 
     assert not (store.root / "results.csv").exists()
     res = _invoke("plot", path, "--out", out)
     assert res.exit_code == 0 and "0 of 2 runs finished" in res.output, res.output
+
+
+def test_a_claim_whose_pid_went_to_a_later_process_is_stale(tmp_path):
+    """A claim of this host naming a pid that is alive but started after the claim was written
+    (the claimant died and its pid was reused, as after a container restart) held the run for
+    10 minutes ('waiting for 1 runs claimed by another process (pid 1 on ...)'). The process
+    that wrote a claim started before it."""
+    import json
+    import subprocess
+    import sys
+
+    from ssmrepro.store import Store
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        s = Store(tmp_path / "s")
+        s.claims.mkdir(parents=True)
+        c = s.claims / "r1.claim"
+        time.sleep(1.0)
+        for ago, held in ((300.0, False), (0.0, True)):  # before it started; after
+            when = time.time() - ago
+            c.write_text(json.dumps({"host": s.host, "pid": child.pid, "time": when,
+                                     "nonce": f"n{when}"}))
+            assert s.claim("r1") is not held, when
+            if not held:
+                s.release("r1")
+    finally:
+        child.kill()
+        child.wait()
