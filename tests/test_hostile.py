@@ -6469,3 +6469,51 @@ def test_a_claim_whose_pid_went_to_a_later_process_is_stale(tmp_path):
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_sigkilled_sweep_with_workers_resumes_each_run_once(tmp_path, cli_env):
+    """`kill -9` of `run --workers 2` (save_weights) mid-pack: its workers die with it, their
+    claims are taken over by the next `run`, which trains each unfinished run exactly once
+    (one 'done' event each) and leaves no claim or temp file behind, exit 0."""
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import Store
+    from ssmrepro.sweep import expand
+    from ssmrepro.util import pid_alive
+
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 400,
+             "val_size": 16, "test_size": 16, "eval_every": 1000, "eval_batch_size": 16}
+    path = write_spec(tmp_path, seeds=[0], save_weights=True, train=train)
+    spec, out = load_spec(path), tmp_path / "o"
+    store = Store(out / spec.paper / spec.id)
+    cmd = [sys.executable, "-m", "ssmrepro.cli", "run", str(path), "--out", str(out),
+           "--no-plot", "--no-calibrate", "--pack-size", "1", "--workers", "2"]
+    p = subprocess.Popen(cmd, env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    pids: set[int] = set()
+    deadline = time.time() + 120
+    while len(pids) < 2 and time.time() < deadline:
+        for c in store.claims.glob("*.claim") if store.claims.exists() else []:
+            try:
+                pids.add(json.loads(c.read_text())["pid"])
+            except (ValueError, KeyError, FileNotFoundError):
+                pass
+        time.sleep(0.02)
+    assert len(pids) == 2
+    p.send_signal(signal.SIGKILL)
+    p.communicate(timeout=60)
+    deadline = time.time() + 20
+    while any(pid_alive(w) for w in pids) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not any(pid_alive(w) for w in pids)  # no orphan trains on
+    res = subprocess.run(cmd, env=cli_env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    store = Store(out / spec.paper / spec.id, weights=True)
+    runs = [r.run_id for r in expand(spec, "quick")]
+    done = [e["run_id"] for e in store.events() if e["event"] == "done"]
+    assert sorted(done) == sorted(runs) and all(store.is_done(r) for r in runs)
+    assert not list(store.claims.iterdir())
+    assert not [f for f in store.root.rglob(".*")]  # no temp file
