@@ -6517,3 +6517,25 @@ def test_a_sigkilled_sweep_with_workers_resumes_each_run_once(tmp_path, cli_env)
     assert sorted(done) == sorted(runs) and all(store.is_done(r) for r in runs)
     assert not list(store.claims.iterdir())
     assert not [f for f in store.root.rglob(".*")]  # no temp file
+
+
+def test_ray_cpus_per_pack_beyond_every_node_is_refused(monkeypatch):
+    """`run --engine ray --cpus-per-pack 64` on a cluster of 2-CPU nodes planned '1 pack slots'
+    and then waited for ever: Ray never schedules a task no node can hold."""
+    from ssmrepro.engine import ray_engine
+
+    class FakeRay:
+        @staticmethod
+        def cluster_resources():
+            return {"CPU": 4.0}
+
+        @staticmethod
+        def nodes():
+            return [{"Alive": True, "Resources": {"CPU": 2.0}},
+                    {"Alive": True, "Resources": {"CPU": 2.0}},
+                    {"Alive": False, "Resources": {"CPU": 64.0}}]
+
+    monkeypatch.setattr(ray_engine, "_ray", lambda: FakeRay)
+    assert ray_engine.slots("cpu", 2) == 2
+    with pytest.raises(ray_engine.RayUnavailable, match="--cpus-per-pack 3: .*largest has 2"):
+        ray_engine.slots("cpu", 3)

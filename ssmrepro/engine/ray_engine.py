@@ -114,10 +114,19 @@ def pack_request(pack: Pack, device: str, largest: int | None) -> int:
 
 
 def slots(device: str, cpus_per_pack: int = 1) -> int:
-    """How many pack tasks the cluster can run at once."""
-    res = _ray().cluster_resources()
+    """How many pack tasks the cluster can run at once. ``RayUnavailable`` when no node has
+    ``cpus_per_pack`` CPUs: Ray never schedules such a task, and `run --cpus-per-pack 64` on a
+    smaller cluster waited for ever ('1 pack slots', then nothing)."""
+    ray = _ray()
+    res = ray.cluster_resources()
     if device.startswith("cuda"):
         return max(1, int(res.get("GPU", 0)))
+    largest = max((n.get("Resources", {}).get("CPU", 0) for n in ray.nodes() if n.get("Alive")),
+                  default=0)
+    if largest and cpus_per_pack > largest:
+        raise RayUnavailable(f"--cpus-per-pack {cpus_per_pack}: no node of the Ray cluster has "
+                             f"that many CPUs (the largest has {largest:g}), so no pack could "
+                             "ever start; ask for at most that many")
     return max(1, int(res.get("CPU", 0) // max(1, cpus_per_pack)))
 
 
