@@ -6539,3 +6539,32 @@ def test_ray_cpus_per_pack_beyond_every_node_is_refused(monkeypatch):
     assert ray_engine.slots("cpu", 2) == 2
     with pytest.raises(ray_engine.RayUnavailable, match="--cpus-per-pack 3: .*largest has 2"):
         ray_engine.slots("cpu", 3)
+
+
+def test_ray_init_does_not_take_over_sigterm(tmp_path):
+    """`ray.init` replaces the SIGTERM handler (``sys.exit(15)``; its C core a stack-dumping
+    one): `kill PID` of a `run --engine ray` ended with exit 1 and no line (or a dump, exit
+    134) instead of as an interrupted sweep (exit 130). A fake Ray's init does both here."""
+    import subprocess
+    import sys
+
+    script = (
+        "import ctypes, os, signal, time\n"
+        "from ssmrepro.engine import ray_engine\n"
+        "got = []\n"
+        "signal.signal(signal.SIGTERM, lambda *a: got.append(1))\n"
+        "class FakeRay:\n"
+        "    @staticmethod\n"
+        "    def is_initialized(): return False\n"
+        "    @staticmethod\n"
+        "    def init(**kw):\n"
+        "        signal.signal(signal.SIGTERM, lambda s, f: os._exit(1))  # as ray.init does\n"
+        "        ctypes.CDLL(None).signal(signal.SIGTERM, 0)  # its C core: SIG_DFL here\n"
+        "ray_engine._ray = lambda: FakeRay\n"
+        "ray_engine.connect(None)\n"
+        "os.kill(os.getpid(), signal.SIGTERM)\n"
+        "time.sleep(0.2)\n"
+        "print('handled' if got else 'not handled')\n")
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=60, cwd=ROOT)
+    assert res.returncode == 0 and res.stdout.strip() == "handled", (res.returncode, res.stderr)

@@ -60,12 +60,37 @@ def connect(address: str | None) -> bool:
         return False
     env = {"py_modules": [_package_dir()], "excludes": ["__pycache__", "*.pyc"]}
     local = {"include_dashboard": False} if address is None else {}
+    handlers = _signal_handlers()
     try:
         ray.init(address=address, runtime_env=env, log_to_driver=False, logging_level="WARNING",
                  **local)
     except (ConnectionError, ValueError, RuntimeError) as err:
         raise RayUnavailable(f"--address {address}: cannot connect to Ray ({err})") from None
+    finally:
+        _restore(handlers)
     return True
+
+
+def _signal_handlers() -> dict:
+    """This process's Python handlers of SIGTERM and SIGINT ({} outside the main thread)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}  # handlers belong to the main thread (a command runs there)
+    return {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+
+def _restore(handlers: dict) -> None:
+    """Put back the handlers ``ray.init`` replaced: it sets SIGTERM to ``sys.exit(15)`` (and its
+    C core a stack-dumping failure handler), so `kill PID` of a `run --engine ray` ended with
+    exit 1 and no line, or a '*** SIGTERM received ...' dump and exit 134, instead of ending as
+    an interrupted sweep (one 'interrupted' line, exit 130) as the local engine does."""
+    import signal
+
+    for sig, handler in handlers.items():
+        if handler is not None:  # None: installed outside Python, nothing to put back
+            signal.signal(sig, handler)
 
 
 def shutdown() -> None:
