@@ -46,6 +46,7 @@ from .util import (
     file_digest,
     folder_problem,
     pid_alive,
+    process_started,
     read_small,
     remove_dead_temps,
     repo_root,
@@ -195,6 +196,18 @@ def _loops(path: Path) -> bool:
     return False
 
 
+def _reused(pid: int, claimed: Any) -> bool:
+    """Whether the live process ``pid`` started after the claim naming it was written at
+    ``claimed`` (its ``time``): the claimant died and its pid went to another program (after a
+    restart of the machine or container), which held the run for 10 minutes. A minute's margin:
+    the start time is read against the wall clock, which NTP or a resumed VM may step."""
+    if not (isinstance(claimed, (int, float)) and not isinstance(claimed, bool)
+            and math.isfinite(claimed)) or claimed > time.time():
+        return False  # no time, or a wrong clock: the heartbeat decides
+    started = process_started(pid)
+    return started is not None and started > claimed + 60.0
+
+
 def _is_number(v: Any) -> bool:
     """A metric value as records hold it: a finite number, or None (NaN / inf, see ``_clean``;
     Python's JSON reader would take ``Infinity`` too, which no record of ours holds)."""
@@ -285,6 +298,7 @@ class Store:
         self.warnings: list[str] = []  # problems met while reading (quarantined records ...)
         self._checked: dict[tuple, bool] = {}  # weights file (path, inode, size, mtime) -> its
         # digest is its record's (hashed once per process, not at every is_done)
+        self._held: dict[str, str] = {}  # run id -> nonce of the claim this process wrote
 
     # ---------------------------------------------------------------- records
     def record_path(self, run_id: str) -> Path:
@@ -543,13 +557,30 @@ class Store:
         if info.get("_unreadable"):  # half-written by a killed process, or foreign
             return age > 5.0
         pid = info.get("pid")
-        if info.get("host") == self.host and isinstance(pid, int) and not pid_alive(pid):
+        if info.get("host") == self.host and isinstance(pid, int) and (
+                not pid_alive(pid) or _reused(pid, info.get("time"))):
             return True
         return age > self.stale_after
 
-    def _new_claim(self) -> str:
+    def _new_claim(self, run_id: str) -> str:
+        nonce = uuid.uuid4().hex
+        self._held[run_id] = nonce
         return json.dumps({"host": self.host, "pid": os.getpid(), "time": time.time(),
-                           "nonce": uuid.uuid4().hex})
+                           "nonce": nonce})
+
+    def holds(self, run_id: str) -> bool:
+        """Whether the run's claim is still the one this process wrote. A holder stopped (^Z,
+        SIGSTOP, a suspended machine) past ``stale_after`` has had its claim taken over: on
+        waking it overwrote the new holder's record and weights (the run trained twice, both
+        logged 'done'), and its release removed the new holder's live claim."""
+        nonce = self._held.get(run_id)
+        if nonce is None:
+            return False
+        try:
+            info = json.loads(read_small(self._claim_path(run_id), 1 << 16))
+        except (OSError, ValueError, RecursionError):  # gone, or not ours to read
+            return False
+        return isinstance(info, dict) and info.get("nonce") == nonce
 
     def take_over(self, run_id: str, seen: dict) -> bool:
         """Replace the stale claim whose content was ``seen``; True for exactly one caller."""
@@ -559,7 +590,7 @@ class Store:
             os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
         except FileExistsError:
             return False  # someone else took this stale claim over
-        atomic_write_text(path, self._new_claim())
+        atomic_write_text(path, self._new_claim(run_id))
         return True
 
     def claim(self, run_id: str) -> bool:
@@ -576,7 +607,7 @@ class Store:
                 return False
         else:
             with os.fdopen(fd, "w") as f:
-                f.write(self._new_claim())
+                f.write(self._new_claim(run_id))
         if self.is_done(run_id):  # finished between our check and the claim
             self.release(run_id)
             return False
@@ -658,13 +689,22 @@ class Store:
                 self._distrust_weights(path, "a folder, not saved weights", quarantine=True)
 
     def heartbeat(self, run_ids: Iterable[str]) -> None:
+        """Refresh the claims this process still holds (not one taken over from it)."""
         for r in run_ids:
+            if r in self._held and not self.holds(r):
+                continue
             try:
                 os.utime(self._claim_path(r))
             except FileNotFoundError:
                 pass
 
     def release(self, run_id: str) -> None:
+        """Remove this process's claim on the run; one taken over by another process (this one
+        was stopped past ``stale_after``) is that process's and stays."""
+        if run_id in self._held and not self.holds(run_id):
+            del self._held[run_id]
+            return
+        self._held.pop(run_id, None)
         path = self._claim_path(run_id)
         for marker in self.claims.glob(f"{path.name}.taken.*"):
             marker.unlink(missing_ok=True)
@@ -738,6 +778,12 @@ class Store:
             if "run_id" in old:
                 keep = old[old["run_id"].astype(str).isin(wanted)]
                 df = keep if df.empty else pd.concat([df, keep], ignore_index=True)
+        if df.empty:  # no run has a row: no table. A 1-byte file without columns (every pack
+            # lost, e.g. its workers killed, or the disk full) made the same command's plot
+            # step, and `plot`, refuse it as damaged ('delete it'), exit 2 instead of 1
+            if path.is_file() or path.is_symlink():
+                path.unlink()
+            return path
         atomic_write_text(path, csv_text(df))
         return path
 

@@ -52,6 +52,19 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
+def process_started(pid: int) -> float | None:
+    """When the process ``pid`` of this host started (seconds since the epoch, to about a
+    second), None where the platform does not say (no /proc) or it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        ticks = int(stat.rsplit(")", 1)[1].split()[19])  # field 22, starttime, in clock ticks
+        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime "))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
 def file_digest(path: Path, algo: str = "sha256") -> str:
     """The hex digest (``hashlib`` algorithm ``algo``) of the file at ``path``, read in 1 MiB
     blocks."""

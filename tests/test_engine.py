@@ -64,7 +64,7 @@ def test_runs_held_by_a_live_process_are_waited_for_then_taken_over(tmp_path):
     store = Store(out / spec.paper / spec.id)
     store.claims.mkdir(parents=True)
     held = store.claims / f"{runs[0].run_id}.claim"  # "another process" (this one) holds run 0
-    held.write_text(json.dumps({"host": store.host, "pid": os.getpid(), "time": 0, "nonce": "x"}))
+    held.write_text(json.dumps({"host": store.host, "pid": os.getpid(), "time": time.time(), "nonce": "x"}))
     con, buf = _console()
     result = {}
     t = threading.Thread(target=lambda: result.update(s=run_experiment(

@@ -3583,7 +3583,7 @@ def _hold(store, run_id: str) -> Path:
 
     store.claims.mkdir(parents=True, exist_ok=True)
     held = store.claims / f"{run_id}.claim"
-    held.write_text(json.dumps({"host": store.host, "pid": os.getpid(), "time": 0, "nonce": "x"}))
+    held.write_text(json.dumps({"host": store.host, "pid": os.getpid(), "time": time.time(), "nonce": "x"}))
     return held
 
 
@@ -7088,3 +7088,202 @@ def test_an_lra_choice_field_is_checked_without_the_data(tmp_path, task, needle)
                   env={"SSMREPRO_DATA": str(tmp_path / "nodata")})
     assert res.exit_code == 2, res.output
     assert needle in res.output, res.output
+
+
+def test_a_stopped_worker_whose_claim_was_taken_over_writes_nothing(tmp_path):
+    """A worker stopped (SIGSTOP, ^Z, a suspended machine) past the claims' ``stale_after`` had
+    its claim taken over by a second `run`; on SIGCONT it finished and overwrote the taker's
+    record and weights (the run trained twice, two 'done' events), and its release removed
+    the taker's live claim. Its records are now dropped (the runs count as finished by another
+    process) and the taker's claim stays."""
+    from ssmrepro.engine.local import PackResult, store_result
+    from ssmrepro.store import Store
+
+    a, b = Store(tmp_path / "s"), Store(tmp_path / "s")
+    assert a.claim("r1") and a.claim("r2")
+    path = a.claims / "r1.claim"
+    old = time.time() - 2 * a.stale_after
+    os.utime(path, (old, old))  # a's heartbeat stopped for longer than stale_after
+    assert b.claim("r1")  # taken over
+    taker = path.read_text()
+    a.heartbeat(["r1", "r2"])
+    assert path.read_text() == taker and b.holds("r1") and not a.holds("r1")
+    lost = store_result(a, PackResult([{"run_id": "r1", "status": "ok"},
+                                       {"run_id": "r2", "status": "ok"}], [None, None]))
+    assert lost == ["r1"]
+    assert not a.record_path("r1").exists() and a.record_path("r2").exists()
+    a.release("r1")
+    a.release("r2")
+    assert path.read_text() == taker and b.holds("r1")  # the taker's claim stands
+    assert not (a.claims / "r2.claim").exists()
+    assert [e["run_id"] for e in a.events() if e["event"] == "done"] == ["r2"]
+
+
+def test_a_sweep_whose_every_pack_was_lost_leaves_no_unreadable_table(tmp_path, cli_env):
+    """Every worker killed (the OOM killer) before any run had a record: `run` wrote a 1-byte
+    results.csv without columns, and its own plot step (and every later `plot`) refused it as
+    damaged ('not a readable CSV table ... delete it'), exit 2, instead of exit 1 and
+    're-run the same command'. No run with a record: no table."""
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import Store
+
+    path = write_spec(tmp_path, seeds=[0], train={
+        "optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 3000, "val_size": 16,
+        "test_size": 16, "eval_every": 1000, "eval_batch_size": 16})
+    spec, out = load_spec(path), tmp_path / "o"
+    store = Store(out / spec.paper / spec.id)
+    p = subprocess.Popen([sys.executable, "-m", "ssmrepro.cli", "run", str(path), "--out",
+                          str(out), "--no-calibrate", "--pack-size", "1", "--workers", "2"],
+                         env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pids: set[int] = set()
+    deadline = time.time() + 120
+    while len(pids) < 2 and time.time() < deadline:  # both workers inside their pack
+        for c in store.claims.glob("*.claim") if store.claims.exists() else []:
+            try:
+                pids.add(json.loads(c.read_text())["pid"])
+            except (ValueError, KeyError, FileNotFoundError):
+                pass
+        time.sleep(0.02)
+    assert len(pids) == 2 and p.pid not in pids
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    stdout, stderr = p.communicate(timeout=120)
+    said = stdout + stderr
+    assert p.returncode == 1 and "re-run the same command" in said, said
+    assert "not a readable CSV" not in said and "Traceback" not in said, said
+    assert not (store.root / "results.csv").exists()
+    res = _invoke("plot", path, "--out", out)
+    assert res.exit_code == 0 and "0 of 2 runs finished" in res.output, res.output
+
+
+def test_a_claim_whose_pid_went_to_a_later_process_is_stale(tmp_path):
+    """A claim of this host naming a pid that is alive but started after the claim was written
+    (the claimant died and its pid was reused, as after a container restart) held the run for
+    10 minutes ('waiting for 1 runs claimed by another process (pid 1 on ...)'). The process
+    that wrote a claim started before it."""
+    import json
+    import subprocess
+    import sys
+
+    from ssmrepro.store import Store
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        s = Store(tmp_path / "s")
+        s.claims.mkdir(parents=True)
+        c = s.claims / "r1.claim"
+        time.sleep(1.0)
+        for ago, held in ((300.0, False), (0.0, True)):  # before it started; after
+            when = time.time() - ago
+            c.write_text(json.dumps({"host": s.host, "pid": child.pid, "time": when,
+                                     "nonce": f"n{when}"}))
+            assert s.claim("r1") is not held, when
+            if not held:
+                s.release("r1")
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_sigkilled_sweep_with_workers_resumes_each_run_once(tmp_path, cli_env):
+    """`kill -9` of `run --workers 2` (save_weights) mid-pack: its workers die with it, their
+    claims are taken over by the next `run`, which trains each unfinished run exactly once
+    (one 'done' event each) and leaves no claim or temp file behind, exit 0."""
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import Store
+    from ssmrepro.sweep import expand
+    from ssmrepro.util import pid_alive
+
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 400,
+             "val_size": 16, "test_size": 16, "eval_every": 1000, "eval_batch_size": 16}
+    path = write_spec(tmp_path, seeds=[0], save_weights=True, train=train)
+    spec, out = load_spec(path), tmp_path / "o"
+    store = Store(out / spec.paper / spec.id)
+    cmd = [sys.executable, "-m", "ssmrepro.cli", "run", str(path), "--out", str(out),
+           "--no-plot", "--no-calibrate", "--pack-size", "1", "--workers", "2"]
+    p = subprocess.Popen(cmd, env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    pids: set[int] = set()
+    deadline = time.time() + 120
+    while len(pids) < 2 and time.time() < deadline:
+        for c in store.claims.glob("*.claim") if store.claims.exists() else []:
+            try:
+                pids.add(json.loads(c.read_text())["pid"])
+            except (ValueError, KeyError, FileNotFoundError):
+                pass
+        time.sleep(0.02)
+    assert len(pids) == 2
+    p.send_signal(signal.SIGKILL)
+    p.communicate(timeout=60)
+    deadline = time.time() + 20
+    while any(pid_alive(w) for w in pids) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not any(pid_alive(w) for w in pids)  # no orphan trains on
+    res = subprocess.run(cmd, env=cli_env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    store = Store(out / spec.paper / spec.id, weights=True)
+    runs = [r.run_id for r in expand(spec, "quick")]
+    done = [e["run_id"] for e in store.events() if e["event"] == "done"]
+    assert sorted(done) == sorted(runs) and all(store.is_done(r) for r in runs)
+    assert not list(store.claims.iterdir())
+    assert not [f for f in store.root.rglob(".*")]  # no temp file
+
+
+def test_ray_cpus_per_pack_beyond_every_node_is_refused(monkeypatch):
+    """`run --engine ray --cpus-per-pack 64` on a cluster of 2-CPU nodes planned '1 pack slots'
+    and then waited for ever: Ray never schedules a task no node can hold."""
+    from ssmrepro.engine import ray_engine
+
+    class FakeRay:
+        @staticmethod
+        def cluster_resources():
+            return {"CPU": 4.0}
+
+        @staticmethod
+        def nodes():
+            return [{"Alive": True, "Resources": {"CPU": 2.0}},
+                    {"Alive": True, "Resources": {"CPU": 2.0}},
+                    {"Alive": False, "Resources": {"CPU": 64.0}}]
+
+    monkeypatch.setattr(ray_engine, "_ray", lambda: FakeRay)
+    assert ray_engine.slots("cpu", 2) == 2
+    with pytest.raises(ray_engine.RayUnavailable, match="--cpus-per-pack 3: .*largest has 2"):
+        ray_engine.slots("cpu", 3)
+
+
+def test_ray_init_does_not_take_over_sigterm(tmp_path):
+    """`ray.init` replaces the SIGTERM handler (``sys.exit(15)``; its C core a stack-dumping
+    one): `kill PID` of a `run --engine ray` ended with exit 1 and no line (or a dump, exit
+    134) instead of as an interrupted sweep (exit 130). A fake Ray's init does both here."""
+    import subprocess
+    import sys
+
+    script = (
+        "import ctypes, os, signal, time\n"
+        "from ssmrepro.engine import ray_engine\n"
+        "got = []\n"
+        "signal.signal(signal.SIGTERM, lambda *a: got.append(1))\n"
+        "class FakeRay:\n"
+        "    @staticmethod\n"
+        "    def is_initialized(): return False\n"
+        "    @staticmethod\n"
+        "    def init(**kw):\n"
+        "        signal.signal(signal.SIGTERM, lambda s, f: os._exit(1))  # as ray.init does\n"
+        "        ctypes.CDLL(None).signal(signal.SIGTERM, 0)  # its C core: SIG_DFL here\n"
+        "ray_engine._ray = lambda: FakeRay\n"
+        "ray_engine.connect(None)\n"
+        "os.kill(os.getpid(), signal.SIGTERM)\n"
+        "time.sleep(0.2)\n"
+        "print('handled' if got else 'not handled')\n")
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=60, cwd=ROOT)
+    assert res.returncode == 0 and res.stdout.strip() == "handled", (res.returncode, res.stderr)

@@ -389,7 +389,8 @@ def run(
         parts.append(f"[red]{s.failed} failed[/]")
     if s.not_run:
         parts.append(f"[red]{s.not_run} not trained[/]")
-    out_console.print("; ".join(parts) + f"; table: {escape(str(s.csv))}")
+    table = escape(str(s.csv)) if s.csv.is_file() else "- (no run has a record)"
+    out_console.print("; ".join(parts) + f"; table: {table}")
     if s.left:  # cut by --max-runs: exit 0 (asked for), but the profile is not finished
         again = _run_command(name, profile, out, set_)
         out_console.print(f"[yellow]{s.left} of {s.total} runs not trained yet[/] (--max-runs "

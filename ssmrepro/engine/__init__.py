@@ -384,8 +384,11 @@ def run_experiment(
                 return (f"packs {len(tr.ended)}/{tr.n_packs} ended, {tr.running} running, "
                         f"{len(tr.failed)} runs failed")
 
+            started: set[int] = set()  # packs that reported their start and have not ended
+
             def on_event(ev: Event) -> None:
                 if ev.kind == "pack_start":
+                    started.add(ev.pack)
                     tr.running += 1
                     prog.update(step_bar, completed=0, total=1,
                                 description=f"pack {ev.pack + 1} ({len(ev.run_ids)} runs)")
@@ -396,7 +399,8 @@ def run_experiment(
                     tr.messages.append(ev.message)
                     console.print(f"[red]{escape(ev.message)}[/]")
                 elif ev.kind == "pack_end":
-                    if ev.run_ids or ev.failed:
+                    if ev.pack in started:  # (all its runs may have been taken over)
+                        started.discard(ev.pack)
                         tr.running = max(0, tr.running - 1)
                     prog.advance(bar, tr.end(ev))
                     if ev.failed:

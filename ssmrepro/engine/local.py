@@ -145,13 +145,20 @@ def train_records(runs: list, ws: WorkSettings, progress=None, heartbeat=None,
         return PackResult(records, [None] * len(runs), failed=True, message=msg)
 
 
-def store_result(store: Store, result: PackResult) -> None:
-    """Write a pack's records (and kept weights) through the store."""
+def store_result(store: Store, result: PackResult) -> list[str]:
+    """Write a pack's records (and kept weights) through the store; the run ids not written
+    because their claim was taken over while they trained (this process stopped past the
+    claims' ``stale_after``: the taker trains them and writes their records, not both)."""
+    lost = []
     for rec, w in zip(result.records, result.weights):
+        if not store.holds(rec["run_id"]):
+            lost.append(rec["run_id"])
+            continue
         if w is not None:  # the record names its weights: another run's of the same shapes,
             # copied in their place, were loaded as this run's without a word
             rec[WEIGHTS_DIGEST] = store.write_weights(rec["run_id"], w)
         store.write(rec)
+    return lost
 
 
 def work_pack(i: int, pack: Pack, store: Store, ws: WorkSettings, emit: EventFn,
@@ -171,7 +178,8 @@ def work_pack(i: int, pack: Pack, store: Store, ws: WorkSettings, emit: EventFn,
             heartbeat=lambda: store.heartbeat(ids),
             micro_batch=pack.micro_batch,
         )
-        store_result(store, res)
+        lost = store_result(store, res)
+        ids, skipped = [r for r in ids if r not in lost], skipped + lost
         if res.failed:
             emit(Event("pack_end", i, worker, failed=ids, skipped=skipped, message=res.message))
         else:

@@ -60,12 +60,37 @@ def connect(address: str | None) -> bool:
         return False
     env = {"py_modules": [_package_dir()], "excludes": ["__pycache__", "*.pyc"]}
     local = {"include_dashboard": False} if address is None else {}
+    handlers = _signal_handlers()
     try:
         ray.init(address=address, runtime_env=env, log_to_driver=False, logging_level="WARNING",
                  **local)
     except (ConnectionError, ValueError, RuntimeError) as err:
         raise RayUnavailable(f"--address {address}: cannot connect to Ray ({err})") from None
+    finally:
+        _restore(handlers)
     return True
+
+
+def _signal_handlers() -> dict:
+    """This process's Python handlers of SIGTERM and SIGINT ({} outside the main thread)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}  # handlers belong to the main thread (a command runs there)
+    return {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+
+def _restore(handlers: dict) -> None:
+    """Put back the handlers ``ray.init`` replaced: it sets SIGTERM to ``sys.exit(15)`` (and its
+    C core a stack-dumping failure handler), so `kill PID` of a `run --engine ray` ended with
+    exit 1 and no line, or a '*** SIGTERM received ...' dump and exit 134, instead of ending as
+    an interrupted sweep (one 'interrupted' line, exit 130) as the local engine does."""
+    import signal
+
+    for sig, handler in handlers.items():
+        if handler is not None:  # None: installed outside Python, nothing to put back
+            signal.signal(sig, handler)
 
 
 def shutdown() -> None:
@@ -114,10 +139,19 @@ def pack_request(pack: Pack, device: str, largest: int | None) -> int:
 
 
 def slots(device: str, cpus_per_pack: int = 1) -> int:
-    """How many pack tasks the cluster can run at once."""
-    res = _ray().cluster_resources()
+    """How many pack tasks the cluster can run at once. ``RayUnavailable`` when no node has
+    ``cpus_per_pack`` CPUs: Ray never schedules such a task, and `run --cpus-per-pack 64` on a
+    smaller cluster waited for ever ('1 pack slots', then nothing)."""
+    ray = _ray()
+    res = ray.cluster_resources()
     if device.startswith("cuda"):
         return max(1, int(res.get("GPU", 0)))
+    largest = max((n.get("Resources", {}).get("CPU", 0) for n in ray.nodes() if n.get("Alive")),
+                  default=0)
+    if largest and cpus_per_pack > largest:
+        raise RayUnavailable(f"--cpus-per-pack {cpus_per_pack}: no node of the Ray cluster has "
+                             f"that many CPUs (the largest has {largest:g}), so no pack could "
+                             "ever start; ask for at most that many")
     return max(1, int(res.get("CPU", 0) // max(1, cpus_per_pack)))
 
 
@@ -205,12 +239,14 @@ def run_ray(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings, emit:
                           f"{str(err).strip().splitlines()[-1] if str(err).strip() else ''}"
                     emit(Event("pack_end", i, failed=ids, skipped=skipped, message=msg))
                 else:
-                    store_result(store, res)
+                    lost = store_result(store, res)
+                    kept = [r for r in ids if r not in lost]
+                    skipped = skipped + lost
                     if res.failed:
-                        emit(Event("pack_end", i, failed=ids, skipped=skipped,
+                        emit(Event("pack_end", i, failed=kept, skipped=skipped,
                                    message=res.message))
                     else:
-                        emit(Event("pack_end", i, run_ids=ids, skipped=skipped))
+                        emit(Event("pack_end", i, run_ids=kept, skipped=skipped))
                 for r in ids:  # after the records are written (a crash before leaves stale claims)
                     store.release(r)
             submit()
