@@ -7287,3 +7287,25 @@ def test_ray_init_does_not_take_over_sigterm(tmp_path):
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=60, cwd=ROOT)
     assert res.returncode == 0 and res.stdout.strip() == "handled", (res.returncode, res.stderr)
+
+
+def test_a_weights_figure_drawn_without_one_of_its_selections_says_so(tmp_path):
+    """koren2026-fig2's smoke profile has no trained cell of d_model 64: its figure drew the
+    untrained row alone under the title 'trained (top) vs untrained control (bottom)', without
+    a word. A selection that matches no cell of the profile is now named in a warning."""
+    spec = _one_run_spec(tmp_path, save_weights=True, analysis=["output_variance"],
+                         task={"name": "mqar", "vocab": 16, "L": 8, "kappa": 2},
+                         profiles={"smoke": {}, "quick": {"set": {"model.d_state": 2}},
+                                   "paper": {}},
+                         figures=[{"kind": "output_distribution", "name": "fig-out",
+                                   "where": [{"label": "S6", "model.d_state": 2},
+                                             {"label": "S6"}]}])
+    res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--no-calibrate",
+                  "--workers", "1")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert ("fig-out-smoke.png drawn without 1 of its 2 selections: profile smoke has no cell "
+            "of {label: S6, model.d_state: 2}") in said, res.output
+    res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "quick", "--no-calibrate",
+                  "--workers", "1")
+    assert res.exit_code == 0 and "selections" not in res.output, res.output

@@ -321,6 +321,13 @@ def _figure(ctx: FigureContext, cfg: MechFigureConfig, path: Path, compute, draw
     selected = _members(ctx, cfg.where)
     if not selected:  # koren2026-fig14's N = 4 figure in smoke (N 2 only) said `run` trains them
         raise NotDrawn(f"profile {ctx.profile} has no cell its `where` selects")
+    unmatched = [sel for sel in cfg.where if not any(_matches(r, sel) for r in _runs(ctx))]
+    if unmatched:  # koren2026-fig2 in smoke drew its untrained row alone under the title
+        # 'trained (top) vs untrained control (bottom)', without a word
+        shown = ", ".join("{" + ", ".join(f"{k}: {v}" for k, v in sel.items()) + "}"
+                          for sel in unmatched)
+        print(f"warning: {path.name} drawn without {len(unmatched)} of its {len(cfg.where)} "
+              f"selections: profile {ctx.profile} has no cell of {shown}", file=sys.stderr)
     fin = _finished(ctx, [r for r, _ in selected])
     ids = _cell_runs(ctx, [r for r, _ in selected])
     computed = {i: compute(cfg, *m) for i, (_, m) in enumerate(selected) if m is not None}
