@@ -7287,3 +7287,59 @@ def test_ray_init_does_not_take_over_sigterm(tmp_path):
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=60, cwd=ROOT)
     assert res.returncode == 0 and res.stdout.strip() == "handled", (res.returncode, res.stderr)
+
+
+# round 25 F: model keys that the model built never reads, and init ranges given upside down
+
+_MAMBA1 = {"name": "mamba1", "d_state": 4}
+
+
+@pytest.mark.parametrize("model,needle", [
+    ({"name": "seq_lm", "d_model": 8, "layers": "SSM",
+      "blocks": {"SSM": {"mixer": {**_MAMBA1, "blocks": 4}}}}, "blocks 4 is not read by core 's6'"),
+    ({"name": "seq_lm", "d_model": 8, "layers": "SSM",
+      "blocks": {"SSM": {"mixer": {**_MAMBA1, "conv": False, "d_conv": 2}}}},
+     "d_conv 2 is not read with conv false"),
+    ({"name": "seq_lm", "d_model": 8, "layers": "SSM",
+      "blocks": {"SSM": {"mixer": {**_MAMBA1, "core": "s4d", "dt_min": 0.01}}}},
+     "dt_min 0.01 is not read by core 's4d'"),
+    ({"name": "seq_lm", "d_model": 8, "layers": "SSM",
+      "blocks": {"SSM": {"mixer": {"name": "s6", "d_state": 4, "discretize": False,
+                                   "A_init": "s4d_lin"}}}},
+     "A_init 's4d_lin' is not read with discretize false"),
+    ({"name": "seq_lm", "d_model": 8, "layers": "SSM",
+      "blocks": {"SSM": {"mixer": {"name": "s4d", "d_state": 4, "discretize": False,
+                                   "A_scale": 0.5}}}},
+     "A_scale 0.5 is not read with discretize false"),
+    ({"name": "seq_lm", "d_model": 8, "layers": "SSM",
+      "blocks": {"SSM": {"mixer": {"name": "neox_attn", "conv_on": "input"}}}},
+     "conv_on 'input' is not read with conv 0"),
+    ({"name": "seq_lm", "d_model": 8, "layers": "SSM",
+      "blocks": {"SSM": {"mixer": {"name": "s6", "d_state": 4}, "mlp_act": "relu"}}},
+     "mlp_act 'relu' is not read without an MLP"),
+    ({"name": "seq_lm", "d_model": 8, "layers": "TF",
+      "blocks": {"TF": {"kind": "neox", "expand": 0, "parallel": False}}},
+     "parallel False is not read with expand 0"),
+    ({"name": "seq_lm", "d_model": 8, "head_hidden": 5}, "head_hidden 5 is not read by head"),
+    ({"name": "seq_lm", "d_model": 8, "init": {"std": 0.5}},
+     "std 0.5 is not read by scheme 'default'"),
+    ({"name": "ssm_lm", "mixer": "s4d", "d_model": 8, "d_state": 4, "dt_rank": 2},
+     "dt_rank 2 is not read by mixer 's4d'"),
+    ({"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4, "s4d_A_scale": 0.5},
+     "s4d_A_scale 0.5 is not read by mixer 's6'"),
+    ({"name": "transformer_lm", "d_model": 8, "mlp_hidden": 8, "mlp_ratio": 2},
+     "mlp_ratio 2 is not read with mlp_hidden 8"),
+    ({"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4, "dt_min": 0.5, "dt_max": 0.01},
+     "dt_min 0.5 is above dt_max 0.01"),
+    ({"name": "seq_lm", "d_model": 8, "layers": "SSM",
+      "blocks": {"SSM": {"mixer": {"name": "b2s6", "d_state": 4, "heads": 2, "dt_max": 1e-4}}}},
+     "dt_min 0.001 is above dt_max 0.0001"),
+])
+def test_model_keys_the_built_model_never_reads_are_refused(tmp_path, model, needle):
+    """A model key that the model built never reads (mamba1's b2s6 ``blocks`` with core s6, an
+    init ``std`` with scheme default, ssm_lm's Δ range with mixer s4d, ...) trained exactly the
+    default's model under another run id and a label that said otherwise; a Δ range given upside
+    down drew from [dt_max, dt_min] without a word. Both are refused by validate, naming the key."""
+    spec = write_spec(tmp_path, model=model, sweep=[{"cases": [{"label": "A", "set": {}}]}],
+                      seeds=[0])
+    _assert_refused(_invoke("validate", spec), needle)

@@ -58,6 +58,7 @@ from ..theory.cooper import selective_copy_weights
 from ..theory.cooper_decode import decode_recall_weights
 from ..theory.designed import designed_weights
 from ..util import NoBoolNumbers
+from .base import refuse_unread
 from .blocks import MixerBlock, NeoXBlock
 from .layers import PackedEmbedding, PackedLinear, PackedModule, _normal_
 from .mixers.linear_mamba import LinearMambaMixer
@@ -90,6 +91,9 @@ class InitConfig(NoBoolNumbers):
                              "with construction 'selective_copy'")
         if self.scheme != "cooper_construction" and self.construction != "selective_copy":
             raise ValueError("construction belongs to scheme 'cooper_construction'")
+        if self.scheme not in ("mamba", "hf"):
+            refuse_unread(self, [("std", f"by scheme {self.scheme!r} (std is the mamba and hf "
+                                  "schemes' normal std)")])
         return self
 
 
