@@ -7343,3 +7343,29 @@ def test_model_keys_the_built_model_never_reads_are_refused(tmp_path, model, nee
     spec = write_spec(tmp_path, model=model, sweep=[{"cases": [{"label": "A", "set": {}}]}],
                       seeds=[0])
     _assert_refused(_invoke("validate", spec), needle)
+
+
+@pytest.mark.parametrize("model", [
+    {"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4, "dt_min": 1e-6, "dt_max": 1e-5},
+    {"name": "seq_lm", "d_model": 8, "layers": "SSM",
+     "blocks": {"SSM": {"mixer": {"name": "mamba1", "d_state": 4, "core": "delta_t",
+                                  "dt_min": 1e-6, "dt_max": 1e-5}}}},
+])
+def test_a_delta_range_below_the_init_floor_is_refused(tmp_path, model):
+    """softplus(b_Δ) is drawn in [dt_min, dt_max] and clamped at 1e-4 (mamba-ssm's
+    dt_init_floor): a range wholly below it made every initial Δ 1e-4, so dt_max 1e-5 and 1e-6
+    trained one model under two run ids. validate refuses it, naming dt_max and the floor."""
+    import torch
+
+    from ssmrepro.models import MODELS
+    from ssmrepro.models.mixers.common import DT_INIT_FLOOR, dt_bias_init
+
+    g = torch.Generator().manual_seed(0)
+    assert float(torch.nn.functional.softplus(dt_bias_init(4, 1e-6, 1e-5, DT_INIT_FLOOR, g)).max()) \
+        == pytest.approx(DT_INIT_FLOOR)  # what such a range drew: the floor everywhere
+    spec = write_spec(tmp_path, model=model, sweep=[{"cases": [{"label": "A", "set": {}}]}],
+                      seeds=[0])
+    _assert_refused(_invoke("validate", spec), "dt_max 1e-05 is below the Δ init floor 0.0001")
+    ok = {**model, "dt_max": 1e-4} if model["name"] == "ssm_lm" else None
+    if ok:  # a range reaching the floor is the floor's constant Δ, as mamba-ssm's
+        MODELS["ssm_lm"].Config.model_validate(ok)

@@ -31,7 +31,7 @@ from .base import ModelConfig, refuse_reversed_range, refuse_unread
 from .blocks import MixerBlockConfig, NeoXBlockConfig
 from .init import InitConfig
 from .mixers.attention import AttentionConfig
-from .mixers.common import DtRank
+from .mixers.common import DtRank, refuse_dt_below_floor
 from .mixers.linear_mamba import LinearMambaMixerConfig
 from .mixers.mamba1 import Mamba1Config
 from .mixers.mamba2_3conv import Mamba2ThreeConvConfig
@@ -68,6 +68,8 @@ class SSMLMConfig(ModelConfig):
             refuse_unread(self, [("s4d_A_scale", f"by mixer {self.mixer!r} (it scales the S4D "
                                   "core's Λ)")])
         refuse_reversed_range(self)
+        if self.mixer == "s6":
+            refuse_dt_below_floor(self)
         return self
 
     def to_backbone(self) -> SeqLMConfig:

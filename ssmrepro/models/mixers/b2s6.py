@@ -41,7 +41,7 @@ from ...kernels.scan import diag_scan
 from ..base import refuse_reversed_range
 from ..layers import PackedModule, _uniform_, fold, lr_group, no_weight_decay, unfold
 from .base import MixerConfig, register
-from .common import DT_INIT_FLOOR, A_params, cplx, dt_bias_init, init_A_, make_A
+from .common import DT_INIT_FLOOR, A_params, cplx, dt_bias_init, init_A_, make_A, refuse_dt_below_floor
 
 
 class B2S6Config(MixerConfig):
@@ -69,6 +69,7 @@ class B2S6Config(MixerConfig):
         if self.impl == "split" and self.discretization == "zoh":
             raise ValueError("impl 'split' needs discretization 'euler'")
         refuse_reversed_range(self)
+        refuse_dt_below_floor(self)
         return self
 
     def activation_floats(self, d_model: int, L: int) -> int:

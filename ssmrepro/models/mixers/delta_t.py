@@ -27,7 +27,17 @@ from ...kernels.scan import diag_scan
 from ..base import refuse_reversed_range
 from ..layers import PackedLinear, PackedModule, _uniform_, lr_group, no_weight_decay
 from .base import MixerConfig, register
-from .common import A_INIT_FIELD, DT_INIT_FLOOR, A_params, DtRank, cplx, dt_bias_init, init_A_, make_A
+from .common import (
+    A_INIT_FIELD,
+    DT_INIT_FLOOR,
+    A_params,
+    DtRank,
+    cplx,
+    dt_bias_init,
+    init_A_,
+    make_A,
+    refuse_dt_below_floor,
+)
 
 
 class DeltaTConfig(MixerConfig):
@@ -45,6 +55,7 @@ class DeltaTConfig(MixerConfig):
     @model_validator(mode="after")
     def _check(self) -> DeltaTConfig:
         refuse_reversed_range(self)
+        refuse_dt_below_floor(self)
         return self
 
     def activation_floats(self, d_model: int, L: int) -> int:

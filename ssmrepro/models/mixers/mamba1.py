@@ -31,7 +31,7 @@ from ..base import refuse_reversed_range, refuse_unread
 from ..layers import PackedCausalConv, PackedLinear, conv_ref, linear_ref
 from .b2s6 import B2S6Config, B2S6Core
 from .base import MixerConfig, register
-from .common import A_INIT_FIELD, DtRank
+from .common import A_INIT_FIELD, DtRank, refuse_dt_below_floor
 from .delta_t import DeltaTConfig, DeltaTCore
 from .s4d import S4DConfig, S4DCore
 from .s6 import S6Config, S6Core
@@ -87,6 +87,7 @@ class Mamba1Config(MixerConfig):
             unread.append(("A_init", "with discretize false (A = I: no Λ)"))
         refuse_unread(self, unread)
         refuse_reversed_range(self)
+        refuse_dt_below_floor(self)
         return self
 
     def core_config(self, d_model: int) -> MixerConfig:
