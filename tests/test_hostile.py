@@ -7369,3 +7369,21 @@ def test_a_delta_range_below_the_init_floor_is_refused(tmp_path, model):
     ok = {**model, "dt_max": 1e-4} if model["name"] == "ssm_lm" else None
     if ok:  # a range reaching the floor is the floor's constant Δ, as mamba-ssm's
         MODELS["ssm_lm"].Config.model_validate(ok)
+
+
+@pytest.mark.parametrize("init,needle", [
+    ({"scheme": "designed"}, "init 'designed' needs a token-embedding model with exactly one "
+                             "linear_mamba mixer, found 0"),
+    ({"scheme": "cooper_construction"}, "init 'cooper_construction' (selective_copy) needs a "
+                                        "cooper_hybrid with layers SSM-TF"),
+])
+def test_a_constructed_init_the_model_cannot_take_is_refused_by_validate(tmp_path, init, needle):
+    """`model.init: {scheme: designed}` (or cooper_construction) on a model the construction does
+    not fit passed `validate`, and `run` trained nothing: the pack failed at its first step with
+    the construction's ValueError. validate refuses it now ('run A cannot be built: ...'), exit 2,
+    also when the run shares its shape with a run of another init (one run per shape was checked)."""
+    model = {"name": "seq_lm", "d_model": 8, "layers": "SSM",
+             "blocks": {"SSM": {"mixer": {"name": "s6", "d_state": 4}}}}
+    spec = write_spec(tmp_path, model=model, seeds=[0], sweep=[{"cases": [
+        {"label": "plain", "set": {}}, {"label": "A", "set": {"model.init": init}}]}])
+    _assert_refused(_invoke("validate", spec), "run A cannot be built", needle)
