@@ -45,7 +45,7 @@ import torch.nn.functional as F
 
 from .kernels.xent import linear_xent
 from .optim import LRSchedule, PackedAdam, clip_per_member
-from .sweep import RunConfig, per_point
+from .sweep import per_point
 from .tasks import build_task, eval_set_problem, rng
 from .tasks.base import IGNORE, TEST, TRAIN, VAL, Batch, Task, TaskInfo, fixed_split_error
 
@@ -89,11 +89,12 @@ def memory_need(run) -> MemoryNeed:
     activations (``member_bytes``: the mixers' own estimates) and what an evaluation batch surely
     holds (``models.eval_floats``) on the run's task or any of its named evaluation sets
     (``train.evals``: a longer T there is a larger batch)."""
-    from .models import eval_floats, fixed_floats, param_count
+    from .models import check_init_applies, eval_floats, fixed_floats, param_count
 
     info = build_task(run.task).info
     width = 8 if run.train.dtype == "float64" else 4
     n = param_count(run.model, info)
+    check_init_applies(run.model, info)  # a constructed init the model cannot take
     train = member_bytes(run) * width // 4
     fixed = width * fixed_floats(run.model, info)
     base = run.task.model_dump()
@@ -171,12 +172,22 @@ def memory_problem(run, device: str, available: int) -> str | None:
             "(train.batch_size, train.eval_batch_size)")
 
 
+def _problem_key(run) -> tuple[str, str]:
+    """One run per shape is checked, and per constructed init (models.init.CONSTRUCTED) within a
+    shape: the init is a member-level setting, but a construction fits one model only."""
+    from .models import CONSTRUCTED
+
+    init = run.model.to_backbone().init if hasattr(run.model, "to_backbone") else None
+    constructed = init is not None and init.scheme in CONSTRUCTED
+    return run.pack_key(), init.model_dump_json() if constructed else ""
+
+
 def memory_problems(runs: list, device: str, available: int | None = None) -> list[str]:
     """``memory_problem`` of one run per shape (pack key) of ``runs``, against ``available``
     bytes (default: measured now on ``device``; only models that cannot be built are reported
     where that is unknown)."""
-    groups: dict[str, object] = {}
-    for r, key in zip(runs, per_point(runs, RunConfig.pack_key)):
+    groups: dict[object, object] = {}
+    for r, key in zip(runs, per_point(runs, _problem_key)):
         groups.setdefault(key, r)
     avail = available_memory(device) if available is None and groups else available
     unbounded = avail is None

@@ -7309,3 +7309,103 @@ def test_a_weights_figure_drawn_without_one_of_its_selections_says_so(tmp_path):
     res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "quick", "--no-calibrate",
                   "--workers", "1")
     assert res.exit_code == 0 and "selections" not in res.output, res.output
+
+
+# round 25 F: model keys that the model built never reads, and init ranges given upside down
+
+_MAMBA1 = {"name": "mamba1", "d_state": 4}
+
+
+@pytest.mark.parametrize("model,needle", [
+    ({"name": "seq_lm", "d_model": 8, "layers": "SSM",
+      "blocks": {"SSM": {"mixer": {**_MAMBA1, "blocks": 4}}}}, "blocks 4 is not read by core 's6'"),
+    ({"name": "seq_lm", "d_model": 8, "layers": "SSM",
+      "blocks": {"SSM": {"mixer": {**_MAMBA1, "conv": False, "d_conv": 2}}}},
+     "d_conv 2 is not read with conv false"),
+    ({"name": "seq_lm", "d_model": 8, "layers": "SSM",
+      "blocks": {"SSM": {"mixer": {**_MAMBA1, "core": "s4d", "dt_min": 0.01}}}},
+     "dt_min 0.01 is not read by core 's4d'"),
+    ({"name": "seq_lm", "d_model": 8, "layers": "SSM",
+      "blocks": {"SSM": {"mixer": {"name": "s6", "d_state": 4, "discretize": False,
+                                   "A_init": "s4d_lin"}}}},
+     "A_init 's4d_lin' is not read with discretize false"),
+    ({"name": "seq_lm", "d_model": 8, "layers": "SSM",
+      "blocks": {"SSM": {"mixer": {"name": "s4d", "d_state": 4, "discretize": False,
+                                   "A_scale": 0.5}}}},
+     "A_scale 0.5 is not read with discretize false"),
+    ({"name": "seq_lm", "d_model": 8, "layers": "SSM",
+      "blocks": {"SSM": {"mixer": {"name": "neox_attn", "conv_on": "input"}}}},
+     "conv_on 'input' is not read with conv 0"),
+    ({"name": "seq_lm", "d_model": 8, "layers": "SSM",
+      "blocks": {"SSM": {"mixer": {"name": "s6", "d_state": 4}, "mlp_act": "relu"}}},
+     "mlp_act 'relu' is not read without an MLP"),
+    ({"name": "seq_lm", "d_model": 8, "layers": "TF",
+      "blocks": {"TF": {"kind": "neox", "expand": 0, "parallel": False}}},
+     "parallel False is not read with expand 0"),
+    ({"name": "seq_lm", "d_model": 8, "head_hidden": 5}, "head_hidden 5 is not read by head"),
+    ({"name": "seq_lm", "d_model": 8, "init": {"std": 0.5}},
+     "std 0.5 is not read by scheme 'default'"),
+    ({"name": "ssm_lm", "mixer": "s4d", "d_model": 8, "d_state": 4, "dt_rank": 2},
+     "dt_rank 2 is not read by mixer 's4d'"),
+    ({"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4, "s4d_A_scale": 0.5},
+     "s4d_A_scale 0.5 is not read by mixer 's6'"),
+    ({"name": "transformer_lm", "d_model": 8, "mlp_hidden": 8, "mlp_ratio": 2},
+     "mlp_ratio 2 is not read with mlp_hidden 8"),
+    ({"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4, "dt_min": 0.5, "dt_max": 0.01},
+     "dt_min 0.5 is above dt_max 0.01"),
+    ({"name": "seq_lm", "d_model": 8, "layers": "SSM",
+      "blocks": {"SSM": {"mixer": {"name": "b2s6", "d_state": 4, "heads": 2, "dt_max": 1e-4}}}},
+     "dt_min 0.001 is above dt_max 0.0001"),
+])
+def test_model_keys_the_built_model_never_reads_are_refused(tmp_path, model, needle):
+    """A model key that the model built never reads (mamba1's b2s6 ``blocks`` with core s6, an
+    init ``std`` with scheme default, ssm_lm's Δ range with mixer s4d, ...) trained exactly the
+    default's model under another run id and a label that said otherwise; a Δ range given upside
+    down drew from [dt_max, dt_min] without a word. Both are refused by validate, naming the key."""
+    spec = write_spec(tmp_path, model=model, sweep=[{"cases": [{"label": "A", "set": {}}]}],
+                      seeds=[0])
+    _assert_refused(_invoke("validate", spec), needle)
+
+
+@pytest.mark.parametrize("model", [
+    {"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4, "dt_min": 1e-6, "dt_max": 1e-5},
+    {"name": "seq_lm", "d_model": 8, "layers": "SSM",
+     "blocks": {"SSM": {"mixer": {"name": "mamba1", "d_state": 4, "core": "delta_t",
+                                  "dt_min": 1e-6, "dt_max": 1e-5}}}},
+])
+def test_a_delta_range_below_the_init_floor_is_refused(tmp_path, model):
+    """softplus(b_Δ) is drawn in [dt_min, dt_max] and clamped at 1e-4 (mamba-ssm's
+    dt_init_floor): a range wholly below it made every initial Δ 1e-4, so dt_max 1e-5 and 1e-6
+    trained one model under two run ids. validate refuses it, naming dt_max and the floor."""
+    import torch
+
+    from ssmrepro.models import MODELS
+    from ssmrepro.models.mixers.common import DT_INIT_FLOOR, dt_bias_init
+
+    g = torch.Generator().manual_seed(0)
+    assert float(torch.nn.functional.softplus(dt_bias_init(4, 1e-6, 1e-5, DT_INIT_FLOOR, g)).max()) \
+        == pytest.approx(DT_INIT_FLOOR)  # what such a range drew: the floor everywhere
+    spec = write_spec(tmp_path, model=model, sweep=[{"cases": [{"label": "A", "set": {}}]}],
+                      seeds=[0])
+    _assert_refused(_invoke("validate", spec), "dt_max 1e-05 is below the Δ init floor 0.0001")
+    ok = {**model, "dt_max": 1e-4} if model["name"] == "ssm_lm" else None
+    if ok:  # a range reaching the floor is the floor's constant Δ, as mamba-ssm's
+        MODELS["ssm_lm"].Config.model_validate(ok)
+
+
+@pytest.mark.parametrize("init,needle", [
+    ({"scheme": "designed"}, "init 'designed' needs a token-embedding model with exactly one "
+                             "linear_mamba mixer, found 0"),
+    ({"scheme": "cooper_construction"}, "init 'cooper_construction' (selective_copy) needs a "
+                                        "cooper_hybrid with layers SSM-TF"),
+])
+def test_a_constructed_init_the_model_cannot_take_is_refused_by_validate(tmp_path, init, needle):
+    """`model.init: {scheme: designed}` (or cooper_construction) on a model the construction does
+    not fit passed `validate`, and `run` trained nothing: the pack failed at its first step with
+    the construction's ValueError. validate refuses it now ('run A cannot be built: ...'), exit 2,
+    also when the run shares its shape with a run of another init (one run per shape was checked)."""
+    model = {"name": "seq_lm", "d_model": 8, "layers": "SSM",
+             "blocks": {"SSM": {"mixer": {"name": "s6", "d_state": 4}}}}
+    spec = write_spec(tmp_path, model=model, seeds=[0], sweep=[{"cases": [
+        {"label": "plain", "set": {}}, {"label": "A", "set": {"model.init": init}}]}])
+    _assert_refused(_invoke("validate", spec), "run A cannot be built", needle)

@@ -195,7 +195,8 @@ def mamba1_count(d, N, expand=2, d_conv=4, conv=True, conv_bias=True, gate=True,
 @pytest.mark.parametrize("kw", [{}, {"skip": False}, {"complex_A": True}, {"discretize": False}])
 def test_core_parameter_counts(kw):
     d, n, R = 12, 5, 3
-    assert _n(S6Core(1, d, S6Config(d_state=n, dt_rank=R, **kw))) == s6_count(d, n, R, **kw)
+    rank = {"dt_rank": R} if kw.get("discretize", True) else {}  # no Δ without discretisation
+    assert _n(S6Core(1, d, S6Config(d_state=n, **rank, **kw))) == s6_count(d, n, R, **kw)
     assert _n(S4DCore(2, d, S4DConfig(d_state=n, **kw))) == s4d_count(d, n, **kw)
     if kw.get("discretize", True):
         assert _n(DeltaTCore(1, d, DeltaTConfig(d_state=n, **kw))) == delta_t_count(d, n, **kw)

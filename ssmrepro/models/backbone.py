@@ -36,7 +36,7 @@ import torch
 from pydantic import Field, field_validator, model_validator
 from torch import nn
 
-from .base import ModelConfig
+from .base import ModelConfig, refuse_unread
 from .blocks import BlockConfig, MixerBlockConfig, NeoXBlockConfig, build_block
 from .init import InitConfig
 from .layers import (
@@ -113,6 +113,9 @@ class SeqLMConfig(ModelConfig):
                              "d_model-1)")
         if self.tie_head and self.head == "dual_pool":
             raise ValueError("dual_pool ends in its own MLP: tie_head does not apply")
+        if self.head != "dual_pool":
+            refuse_unread(self, [("head_hidden", f"by head {self.head!r} (it is the dual_pool "
+                                  "MLP's width)")])
         return self
 
     def layer_names(self) -> list[str]:

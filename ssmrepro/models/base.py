@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 import torch
-from pydantic import ConfigDict
+from pydantic import BaseModel, ConfigDict
 from torch import nn
 
 from ..util import NoBoolNumbers
@@ -37,6 +37,25 @@ class ModelConfig(NoBoolNumbers):
     def to_backbone(self):  # pragma: no cover - abstract
         """The SeqLMConfig this config stands for."""
         raise NotImplementedError
+
+
+def refuse_unread(cfg: BaseModel, unread: list[tuple[str, str]]) -> None:
+    """Raise ValueError for the first field of ``unread`` ((field, why) pairs: the fields that
+    ``cfg``'s other settings never let the built module read) set away from its default: such a
+    key trained the default's model under another run id, and its label said otherwise."""
+    for key, why in unread:
+        value = getattr(cfg, key)
+        if value != type(cfg).model_fields[key].get_default(call_default_factory=True):
+            raise ValueError(f"{key} {value!r} is not read {why}: the run would train the same "
+                             f"model as without it under another run id; leave {key} out")
+
+
+def refuse_reversed_range(cfg: BaseModel, low: str = "dt_min", high: str = "dt_max") -> None:
+    """Raise ValueError when ``cfg.low > cfg.high`` (an init range given upside down drew from
+    [high, low] without a word)."""
+    if getattr(cfg, low) > getattr(cfg, high):
+        raise ValueError(f"{low} {getattr(cfg, low)!r} is above {high} {getattr(cfg, high)!r}: "
+                         f"the init range [{low}, {high}] is empty")
 
 
 @runtime_checkable

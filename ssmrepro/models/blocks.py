@@ -21,10 +21,11 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import torch
-from pydantic import ConfigDict, Field, SerializeAsAny, field_validator
+from pydantic import ConfigDict, Field, SerializeAsAny, field_validator, model_validator
 from torch import nn
 
 from ..util import NoBoolNumbers
+from .base import refuse_unread
 from .layers import PackedLinear, PackedMLP, make_norm
 from .mixers import MixerConfig, build_mixer, parse_mixer
 from .mixers.neox_attn import NeoXAttnFields
@@ -54,6 +55,16 @@ class MixerBlockConfig(NoBoolNumbers):
     def _mixer(cls, v):
         return parse_mixer(v)
 
+    @model_validator(mode="after")
+    def _block_unread(self) -> MixerBlockConfig:
+        if self.mlp_hidden == 0 or (self.mlp_hidden is None and self.mlp_expand == 0):
+            refuse_unread(self, [("mlp_act", "without an MLP sub-block (mlp_expand / mlp_hidden "
+                                  "0)")])
+        if self.mlp_hidden is not None:
+            refuse_unread(self, [("mlp_expand", f"with mlp_hidden {self.mlp_hidden} (it "
+                                  "overrides mlp_expand)")])
+        return self
+
     def hidden(self, d_model: int) -> int:
         return self.mlp_expand * d_model if self.mlp_hidden is None else self.mlp_hidden
 
@@ -80,6 +91,12 @@ class NeoXBlockConfig(NeoXAttnFields):
     act: Literal["gelu", "relu", "silu"] = "silu"
     norm: Literal["none", "layernorm", "rmsnorm"] = "layernorm"
     parallel: bool = Field(True, description="False: sequential pre-norm attention then MLP")
+
+    @model_validator(mode="after")
+    def _neox_unread(self) -> NeoXBlockConfig:
+        if self.expand == 0:
+            refuse_unread(self, [(k, "with expand 0 (no MLP)") for k in ("act", "parallel")])
+        return self
 
     def activation_floats(self, d_model: int, L: int) -> int:
         """Attention (NeoXAttnFields) + two norms + residual + the MLP (d -> expand·d -> d)."""

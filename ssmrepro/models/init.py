@@ -56,8 +56,9 @@ from torch import nn
 
 from ..theory.cooper import selective_copy_weights
 from ..theory.cooper_decode import decode_recall_weights
-from ..theory.designed import designed_weights
+from ..theory.designed import check_designed_shape, designed_weights
 from ..util import NoBoolNumbers
+from .base import refuse_unread
 from .blocks import MixerBlock, NeoXBlock
 from .layers import PackedEmbedding, PackedLinear, PackedModule, _normal_
 from .mixers.linear_mamba import LinearMambaMixer
@@ -90,6 +91,9 @@ class InitConfig(NoBoolNumbers):
                              "with construction 'selective_copy'")
         if self.scheme != "cooper_construction" and self.construction != "selective_copy":
             raise ValueError("construction belongs to scheme 'cooper_construction'")
+        if self.scheme not in ("mamba", "hf"):
+            refuse_unread(self, [("std", f"by scheme {self.scheme!r} (std is the mamba and hf "
+                                  "schemes' normal std)")])
         return self
 
 
@@ -162,6 +166,8 @@ def _designed(model: nn.Module, seeds: list[int], members: list[int]) -> None:
     if lm.d_conv != 2 or lm.expand != 2:
         raise ValueError("designed weights exist for 1 layer, d_conv = 2, expand = 2")
     V, D = embed.weight.shape[1], embed.weight.shape[2]
+    if not members:  # check only (``check_init``): the construction's own requirements
+        check_designed_shape(V, D, lm.N)
     for e in members:
         w = designed_weights(V, D, lm.N, int(seeds[e]))
         embed.weight[e].copy_(w["embedding"])
@@ -241,6 +247,20 @@ def _cooper(model: nn.Module, members: list[int], cfg: InitConfig) -> None:
             p[e].copy_(w[name].to(p.dtype))
 
 
+CONSTRUCTED = ("designed", "cooper_construction")  # schemes that need a model of one shape
+
+
+def check_init(model: nn.Module, cfg: InitConfig) -> None:
+    """Raise ValueError when scheme ``cfg`` cannot initialise ``model`` (built on the meta
+    device is enough: only shapes are read): the constructed schemes need one model layout and
+    their construction's sizes. Without this check such a run passed ``validate`` and its pack
+    failed at its first step."""
+    if cfg.scheme == "designed":
+        _designed(model, [], [])
+    elif cfg.scheme == "cooper_construction":
+        _cooper(model, [], cfg)
+
+
 def initialise(model: nn.Module, seeds: list[int],
                cfg: InitConfig | list[InitConfig] | None = None) -> None:
     """Initialise member e of every packed submodule from torch.Generator(seeds[e]).
@@ -277,4 +297,4 @@ def initialise(model: nn.Module, seeds: list[int],
             _cooper(model, [e], cfgs[e])
 
 
-__all__ = ["InitConfig", "initialise", "weight_matrices"]
+__all__ = ["CONSTRUCTED", "InitConfig", "check_init", "initialise", "weight_matrices"]

@@ -27,11 +27,11 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from .backbone import MAX_LAYERS, SeqLMConfig
-from .base import ModelConfig
+from .base import ModelConfig, refuse_reversed_range, refuse_unread
 from .blocks import MixerBlockConfig, NeoXBlockConfig
 from .init import InitConfig
 from .mixers.attention import AttentionConfig
-from .mixers.common import DtRank
+from .mixers.common import DtRank, refuse_dt_below_floor
 from .mixers.linear_mamba import LinearMambaMixerConfig
 from .mixers.mamba1 import Mamba1Config
 from .mixers.mamba2_3conv import Mamba2ThreeConvConfig
@@ -58,6 +58,19 @@ class SSMLMConfig(ModelConfig):
     dt_max: float = Field(1e-1, gt=0)
     s4d_A_scale: float = Field(1.0, gt=0, le=1, description="S4D core: Λ's init times this "
                                "(S4DConfig.A_scale)")
+
+    @model_validator(mode="after")
+    def _check(self) -> SSMLMConfig:
+        if self.mixer == "s4d":
+            refuse_unread(self, [(k, "by mixer 's4d' (Δ = 1, no Δ projection)")
+                                 for k in ("dt_rank", "dt_min", "dt_max")])
+        else:
+            refuse_unread(self, [("s4d_A_scale", f"by mixer {self.mixer!r} (it scales the S4D "
+                                  "core's Λ)")])
+        refuse_reversed_range(self)
+        if self.mixer == "s6":
+            refuse_dt_below_floor(self)
+        return self
 
     def to_backbone(self) -> SeqLMConfig:
         """[norm -> core (+ residual)] blocks; the final norm of the same kind; pe = the
@@ -87,6 +100,13 @@ class TransformerLMConfig(ModelConfig):
     pos: Literal["learned", "none"] = "learned"
     norm: Literal["none", "layernorm", "rmsnorm"] = "layernorm"
     head_bias: bool = True
+
+    @model_validator(mode="after")
+    def _check(self) -> TransformerLMConfig:
+        if self.mlp_hidden is not None:
+            refuse_unread(self, [("mlp_ratio", f"with mlp_hidden {self.mlp_hidden} (it overrides "
+                                  "mlp_ratio)")])
+        return self
 
     def to_backbone(self) -> SeqLMConfig:
         """Block = h + Attn(Norm h) (causal MHA, biases), then h + MLP(Norm h) (GELU; none if the

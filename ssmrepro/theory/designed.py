@@ -39,6 +39,12 @@ import math
 import torch
 
 
+def check_designed_shape(V: int, D: int, N: int) -> None:
+    """Raise ValueError unless Thm 2's construction exists for these sizes (``V >= D >= N >= 2``)."""
+    if not (V >= D >= N >= 2):
+        raise ValueError(f"designed weights need V >= D >= N >= 2, got V={V}, D={D}, N={N}")
+
+
 def designed_weights(
     V: int, D: int, N: int, seed: int, dtype: torch.dtype = torch.float32
 ) -> dict[str, torch.Tensor]:
@@ -47,8 +53,7 @@ def designed_weights(
     Randomness (E and the orthogonal matrix behind F) comes from a CPU ``torch.Generator`` seeded
     with ``seed``; computed in float64, returned in ``dtype``.
     """
-    if not (V >= D >= N >= 2):
-        raise ValueError(f"designed weights need V >= D >= N >= 2, got V={V}, D={D}, N={N}")
+    check_designed_shape(V, D, N)
     g = torch.Generator().manual_seed(int(seed))
     f64 = torch.float64
     E = torch.randn(D, V, generator=g, dtype=f64)

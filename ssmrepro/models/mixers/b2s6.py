@@ -38,9 +38,10 @@ from ...kernels.b2s6_scan import b2s6_scan
 from ...kernels.backend import note_kernel
 from ...kernels.backend import selective_scan as scan_dispatch
 from ...kernels.scan import diag_scan
+from ..base import refuse_reversed_range
 from ..layers import PackedModule, _uniform_, fold, lr_group, no_weight_decay, unfold
 from .base import MixerConfig, register
-from .common import DT_INIT_FLOOR, A_params, cplx, dt_bias_init, init_A_, make_A
+from .common import DT_INIT_FLOOR, A_params, cplx, dt_bias_init, init_A_, make_A, refuse_dt_below_floor
 
 
 class B2S6Config(MixerConfig):
@@ -67,6 +68,8 @@ class B2S6Config(MixerConfig):
     def _check(self) -> B2S6Config:
         if self.impl == "split" and self.discretization == "zoh":
             raise ValueError("impl 'split' needs discretization 'euler'")
+        refuse_reversed_range(self)
+        refuse_dt_below_floor(self)
         return self
 
     def activation_floats(self, d_model: int, L: int) -> int:

@@ -24,6 +24,16 @@ DT_INIT_FLOOR = 1e-4  # Δ init clamp (mamba-ssm's dt_init_floor)
 DtRank = Annotated[int, Field(ge=1)]
 
 
+def refuse_dt_below_floor(cfg) -> None:
+    """Raise ValueError when ``cfg.dt_max`` is below ``DT_INIT_FLOOR``: every initial Δ is then
+    clamped to the floor, whatever dt_min and dt_max (two such ranges trained one model under two
+    run ids). A range reaching above the floor is clamped below it only, as mamba-ssm's."""
+    if cfg.dt_max < DT_INIT_FLOOR:
+        raise ValueError(f"dt_max {cfg.dt_max!r} is below the Δ init floor {DT_INIT_FLOOR} "
+                         "(mamba-ssm's dt_init_floor): every initial Δ would be the floor "
+                         f"whatever dt_min and dt_max; use dt_max >= {DT_INIT_FLOOR}")
+
+
 def init_A_(A_log: torch.Tensor, A_im: torch.Tensor | None, kind: str) -> None:
     """Fill one member's Λ = -exp(A_log) + i·A_im, both (..., N), with S4D-real or S4D-lin values."""
     N = A_log.shape[-1]

@@ -19,14 +19,25 @@ from typing import Literal
 
 import torch
 import torch.nn.functional as F
-from pydantic import Field
+from pydantic import Field, model_validator
 from torch import nn
 
 from ...kernels.backend import note_kernel
 from ...kernels.scan import diag_scan
+from ..base import refuse_reversed_range
 from ..layers import PackedLinear, PackedModule, _uniform_, lr_group, no_weight_decay
 from .base import MixerConfig, register
-from .common import A_INIT_FIELD, DT_INIT_FLOOR, A_params, DtRank, cplx, dt_bias_init, init_A_, make_A
+from .common import (
+    A_INIT_FIELD,
+    DT_INIT_FLOOR,
+    A_params,
+    DtRank,
+    cplx,
+    dt_bias_init,
+    init_A_,
+    make_A,
+    refuse_dt_below_floor,
+)
 
 
 class DeltaTConfig(MixerConfig):
@@ -40,6 +51,12 @@ class DeltaTConfig(MixerConfig):
     skip: bool = Field(True, description="D ⊙ x skip term")
     complex_A: bool = Field(False, description="complex Λ, B_t, C_t; y = 2·Re(...)")
     A_init: Literal["s4d_real", "s4d_lin"] = A_INIT_FIELD
+
+    @model_validator(mode="after")
+    def _check(self) -> DeltaTConfig:
+        refuse_reversed_range(self)
+        refuse_dt_below_floor(self)
+        return self
 
     def activation_floats(self, d_model: int, L: int) -> int:
         """x, y: 2d; x_proj out, Δ: R + 4N; scan log-decays, inputs and states: 3·c·d·N."""

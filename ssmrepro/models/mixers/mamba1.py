@@ -27,10 +27,11 @@ import torch.nn.functional as F
 from pydantic import Field, model_validator
 from torch import nn
 
+from ..base import refuse_reversed_range, refuse_unread
 from ..layers import PackedCausalConv, PackedLinear, conv_ref, linear_ref
 from .b2s6 import B2S6Config, B2S6Core
 from .base import MixerConfig, register
-from .common import A_INIT_FIELD, DtRank
+from .common import A_INIT_FIELD, DtRank, refuse_dt_below_floor
 from .delta_t import DeltaTConfig, DeltaTCore
 from .s4d import S4DConfig, S4DCore
 from .s6 import S6Config, S6Core
@@ -71,15 +72,32 @@ class Mamba1Config(MixerConfig):
             raise ValueError("dt_rank 'full' exists for core delta_t only")
         if self.core == "b2s6" and (not self.discretize or self.dt_rank != "auto"):
             raise ValueError("core b2s6 has its own per-block Δ (no dt_rank) and needs discretize")
+        unread = []
+        if not self.conv:
+            unread += [(k, "with conv false (no convolution)") for k in ("d_conv", "conv_bias")]
+        if self.core != "b2s6":
+            unread.append(("blocks", f"by core {self.core!r} (blocks are core b2s6's)"))
+        if self.core == "s4d":
+            unread += [(k, "by core 's4d' (Δ = 1, no Δ projection)")
+                       for k in ("dt_rank", "dt_min", "dt_max")]
+        elif not self.discretize:
+            unread += [(k, "with discretize false (A = I: no Δ)")
+                       for k in ("dt_rank", "dt_min", "dt_max")]
+        if not self.discretize:
+            unread.append(("A_init", "with discretize false (A = I: no Λ)"))
+        refuse_unread(self, unread)
+        refuse_reversed_range(self)
+        refuse_dt_below_floor(self)
         return self
 
     def core_config(self, d_model: int) -> MixerConfig:
         """The core's own config (it runs on d_inner = expand·d_model channels)."""
         if self.core == "s6":
+            if not self.discretize:  # A = I: no Δ or Λ to configure
+                return S6Config(d_state=self.d_state, skip=self.skip, discretize=False)
             R = math.ceil(d_model / 16) if self.dt_rank == "auto" else self.dt_rank
             return S6Config(d_state=self.d_state, dt_rank=R, dt_min=self.dt_min, dt_max=self.dt_max,
-                            skip=self.skip, complex_A=self.complex_A, A_init=self.A_init,
-                            discretize=self.discretize)
+                            skip=self.skip, complex_A=self.complex_A, A_init=self.A_init)
         if self.core == "s4d":
             return S4DConfig(d_state=self.d_state, skip=self.skip, complex_A=self.complex_A,
                              A_init=self.A_init, discretize=self.discretize)

@@ -35,11 +35,12 @@ from typing import Literal
 
 import torch
 import torch.nn.functional as F
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 from torch import nn
 
 from ...kernels.backend import note_kernel
 from ...util import NoBoolNumbers
+from ..base import refuse_unread
 from ..layers import PackedCausalConv, PackedLinear
 from .base import MixerConfig, register
 
@@ -99,6 +100,14 @@ class NeoXAttnFields(NoBoolNumbers):
     conv: int = Field(0, ge=0, le=8, description="depthwise causal conv width on Q,K,V (0 = off)")
     conv_on: Literal["qkv", "input"] = Field(
         "qkv", description="conv on the q,k,v projections or on the layer input")
+
+    @model_validator(mode="after")
+    def _attn_unread(self):
+        unread = [("conv_on", "with conv 0 (no convolution)")] if not self.conv else []
+        if self.rotary_pct == 0:
+            unread.append(("rope_base", "with rotary_pct 0 (no RoPE)"))
+        refuse_unread(self, unread)
+        return self
 
     def build_attention(self, E: int, d_model: int) -> nn.Module:
         return NeoXAttention(E, d_model, self)

@@ -22,6 +22,7 @@ from torch import nn
 
 from ...kernels.backend import selective_scan as scan_dispatch
 from ...kernels.scan import selective_scan_ref
+from ..base import refuse_unread
 from ..layers import PackedModule, _normal_, fold, lr_group, no_weight_decay, unfold
 from .base import MixerConfig, register
 from .common import A_INIT_FIELD, init_A_, make_A
@@ -43,6 +44,9 @@ class S4DConfig(MixerConfig):
     def _check(self) -> S4DConfig:
         if self.complex_A and not self.discretize:
             raise ValueError("discretize=false means A = I: complex_A does not apply")
+        if not self.discretize:
+            why = "with discretize false (A = I: no Λ)"
+            refuse_unread(self, [(k, why) for k in ("A_init", "A_scale")])
         return self
 
     def activation_floats(self, d_model: int, L: int) -> int:

@@ -19,11 +19,12 @@ import math
 from typing import Literal
 
 import torch
-from pydantic import Field
+from pydantic import Field, model_validator
 from torch import nn
 
 from ...kernels.backend import note_kernel
 from ...kernels.backend import selective_scan as scan_dispatch
+from ..base import refuse_reversed_range
 from ..layers import PackedModule, _normal_, fold, lr_group, no_weight_decay, unfold
 from .base import MixerConfig, register
 from .common import A_params, cplx, init_A_, make_A
@@ -41,6 +42,11 @@ class S4DZOHConfig(MixerConfig):
     skip: bool = Field(True, description="D ⊙ u skip term")
     A_init: Literal["s4d_real", "s4d_lin"] = Field("s4d_lin")
     impl: Literal["fft", "scan"] = Field("fft", description="FFT convolution or the selective scan")
+
+    @model_validator(mode="after")
+    def _check(self) -> S4DZOHConfig:
+        refuse_reversed_range(self)
+        return self
 
     def activation_floats(self, d_model: int, L: int) -> int:
         """fft: u, y, the zero-padded spectra (complex, 2L): ~10d per position; scan: 2·2·d·N."""

@@ -38,9 +38,18 @@ from torch import nn
 
 from ...kernels.backend import selective_scan as scan_dispatch
 from ...kernels.scan import selective_scan_ref
+from ..base import refuse_reversed_range, refuse_unread
 from ..layers import PackedLinear, PackedModule, _uniform_, fold, lr_group, no_weight_decay, unfold
 from .base import MixerConfig, register
-from .common import A_INIT_FIELD, DT_INIT_FLOOR, DtRank, dt_bias_init, init_A_, make_A
+from .common import (
+    A_INIT_FIELD,
+    DT_INIT_FLOOR,
+    DtRank,
+    dt_bias_init,
+    init_A_,
+    make_A,
+    refuse_dt_below_floor,
+)
 
 
 class S6Config(MixerConfig):
@@ -60,6 +69,11 @@ class S6Config(MixerConfig):
     def _check(self) -> S6Config:
         if self.complex_A and not self.discretize:
             raise ValueError("discretize=false means A = I: complex_A does not apply")
+        if not self.discretize:
+            why = "with discretize false (A = I: no Δ, no Λ)"
+            refuse_unread(self, [(k, why) for k in ("dt_rank", "dt_min", "dt_max", "A_init")])
+        refuse_reversed_range(self)
+        refuse_dt_below_floor(self)
         return self
 
     def rank(self, d: int) -> int:
