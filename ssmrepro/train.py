@@ -320,7 +320,46 @@ def forward_backward(model, batch: Batch, dtype: torch.dtype, smoothing: torch.T
     and gradients equal the full batch's up to rounding (tests/test_train_targets.py, float64).
     The working set of one chunk is m/B of the batch's: the planner picks m to keep it in cache.
     Models whose training forward mixes sequences (BatchNorm batch statistics) need m = None.
+
+    The forward runs over every member; the buffers it updates (BatchNorm's running statistics)
+    keep the values they had for inactive members (``keep_frozen``): a member stopped at step s
+    evaluates with the statistics of step s, as it would trained alone.
     """
+    with keep_frozen(model, active):
+        return _forward_backward(model, batch, dtype, smoothing, active, micro_batch)
+
+
+class keep_frozen:  # noqa: N801  (a context manager used like a function)
+    """Within the block, the per-member buffers of ``model`` (leading dim E: BatchNorm's running
+    statistics) may change; on exit the slices of members not in ``active`` get back their values
+    from entry. A training forward of the pack updated a stopped member's running statistics at
+    every later step of the others (its final metrics then depended on how long its pack-mates
+    trained, differing from the member trained alone). Nothing is copied when every member is
+    active or the model has no such buffer."""
+
+    def __init__(self, model, active: torch.Tensor):
+        from .models.layers import PackedModule
+
+        self.active, self.saved = active, []
+        if bool(active.all()):
+            return
+        E = active.shape[0]
+        self.saved = [(b, b.detach().clone()) for m in model.modules()
+                      if isinstance(m, PackedModule) for b in m.buffers(recurse=False)
+                      if b.dim() and b.shape[0] == E]
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc) -> None:
+        with torch.no_grad():
+            for b, old in self.saved:
+                act = self.active.view(-1, *([1] * (b.dim() - 1)))
+                b.copy_(torch.where(act, b, old))
+
+
+def _forward_backward(model, batch: Batch, dtype: torch.dtype, smoothing: torch.Tensor | None,
+                      active: torch.Tensor, micro_batch: int | None) -> torch.Tensor:
     B = batch.y.shape[1]
     if micro_batch is None or micro_batch >= B:
         loss, _ = training_loss(model, batch, dtype, smoothing)

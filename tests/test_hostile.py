@@ -7088,3 +7088,26 @@ def test_an_lra_choice_field_is_checked_without_the_data(tmp_path, task, needle)
                   env={"SSMREPRO_DATA": str(tmp_path / "nodata")})
     assert res.exit_code == 2, res.output
     assert needle in res.output, res.output
+
+
+def test_a_stopped_members_batchnorm_statistics_stay_frozen_in_its_pack(tmp_path):
+    """A BatchNorm model packed with `max_steps: [3, 12]`: the forward of the pack's later steps
+    kept updating the stopped member's running statistics, so its val/test metrics (eval mode
+    reads them) depended on its pack-mates and differed from the member trained alone
+    (`--pack-size 1`). Its statistics now stay those of its stop step (float64: equal)."""
+    import math
+
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import train_pack
+
+    model = {"name": "seq_lm", "d_model": 8, "layers": "S",
+             "blocks": {"S": {"mixer": {"name": "s4d", "d_state": 4}, "norm": "batchnorm"}}}
+    runs = expand(load_spec(write_spec(
+        tmp_path, model=model, seeds=[0], sweep=[{"zip": {"train.max_steps": [3, 12]}}],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 12,
+               "val_size": 16, "test_size": 16, "eval_every": 3, "dtype": "float64"})), "paper")
+    packed = train_pack(runs)[0]
+    alone = train_pack(runs[:1])[0]
+    for key, v in alone["metrics"].items():
+        assert math.isclose(v, packed["metrics"][key], rel_tol=1e-9, abs_tol=1e-12), key
