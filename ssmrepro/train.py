@@ -680,7 +680,10 @@ def train_pack(
     _, fs = evaluate(model, task, data_seeds, TRAIN, n_fit, eb)
     named = {name: evaluate(model, et, data_seeds, TEST, _eval_size(et, "test", tc0.test_size), eb)
              for name, et in eval_tasks.items()}
+    model.eval()  # probes read the trained model as evaluation does: in train mode BatchNorm
+    #               used the probe batch's statistics and overwrote the running ones (saved weights)
     extra = {name: ANALYSES[name](model, task, data_seeds) for name in analyses}
+    model.train()
     data = task.data_info()
     eval_data = {n: d for n, et in eval_tasks.items() if (d := et.data_info()) is not None}
     if eval_data:

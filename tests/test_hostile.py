@@ -7111,3 +7111,33 @@ def test_a_stopped_members_batchnorm_statistics_stay_frozen_in_its_pack(tmp_path
     alone = train_pack(runs[:1])[0]
     for key, v in alone["metrics"].items():
         assert math.isclose(v, packed["metrics"][key], rel_tol=1e-9, abs_tol=1e-12), key
+
+
+def test_a_training_time_analysis_reads_the_model_in_eval_mode(tmp_path):
+    """`analysis: [decay_histogram]` on a BatchNorm model ran its probe in train mode: the
+    histogram used the probe batch's statistics (not what the trained model computes, nor what
+    the same probe gives on the saved weights) and overwrote the running statistics that the
+    run's saved weights then held. The probe now runs in eval mode and leaves the state as is."""
+    import torch
+
+    from ssmrepro.analysis import decay_histogram
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.tasks import build_task
+    from ssmrepro.train import _DATA_STREAM, derived_seed, train_pack
+
+    model = {"name": "seq_lm", "d_model": 8, "layers": "S",
+             "blocks": {"S": {"mixer": {"name": "s6", "d_state": 4}, "norm": "batchnorm"}}}
+    runs = expand(load_spec(write_spec(
+        tmp_path, model=model, seeds=[0], sweep=[],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4,
+               "val_size": 16, "test_size": 16, "eval_every": 2, "dtype": "float64"})), "paper")
+    probed, plain = {}, {}
+    res = train_pack(runs, analyses=("decay_histogram",), keep=probed)[0]
+    train_pack(runs, keep=plain)
+    for (name, a), b in zip(probed["model"].state_dict().items(),
+                            plain["model"].state_dict().values()):
+        assert torch.equal(a, b), name
+    seeds = torch.tensor([derived_seed(runs[0].seed, _DATA_STREAM)])
+    want = decay_histogram(plain["model"].eval(), build_task(runs[0].task), seeds)[0]
+    assert res["analysis"]["decay_histogram"] == want
