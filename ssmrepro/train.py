@@ -387,7 +387,13 @@ def _float_dtype(model) -> torch.dtype:
 
 
 class NoTargets(ValueError):
-    """A data set whose samples have no supervised position (every target IGNORE / NaN)."""
+    """A data set whose samples have no supervised position (every target IGNORE / NaN).
+    ``members``: the pack's members (indices) whose own samples have none; the others' have
+    some (their data are their own: ``engine.local.train_records`` trains them without these)."""
+
+    def __init__(self, message: str, members: tuple[int, ...] = ()):
+        super().__init__(message)
+        self.members = tuple(members)
 
 
 @torch.no_grad()
@@ -402,7 +408,8 @@ def require_targets(task, data_seeds, split: int, size: int, batch: int, what: s
             return
     raise NoTargets(f"the {what} set ({size:,} samples) has no supervised position: nothing to "
                     "learn or measure (its accuracy and loss read 0); check the task's settings "
-                    "(a probability of 0 or 1, a length too short for its layout)")
+                    "(a probability of 0 or 1, a length too short for its layout)",
+                    tuple(torch.nonzero(~seen).flatten().tolist()))
 
 
 @torch.no_grad()

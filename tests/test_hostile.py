@@ -7141,3 +7141,27 @@ def test_a_training_time_analysis_reads_the_model_in_eval_mode(tmp_path):
     seeds = torch.tensor([derived_seed(runs[0].seed, _DATA_STREAM)])
     want = decay_histogram(plain["model"].eval(), build_task(runs[0].task), seeds)[0]
     assert res["analysis"]["decay_histogram"] == want
+
+
+def test_a_member_without_targets_fails_alone_not_its_pack(tmp_path):
+    """Selective copy with `p: 0.07`, `L: 10` and one-sample sets: some seeds' own samples hold
+    no number token (NoTargets), others' do. The whole pack failed, so seed 3, which trains
+    alone (`--pack-size 1`), failed for its pack-mates' data. Now the members without targets
+    fail with the message, the others train as they would alone."""
+    from ssmrepro.engine.local import WorkSettings, train_records
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    runs = expand(load_spec(write_spec(
+        tmp_path, task={"name": "selective_copy", "L": 10, "p": 0.07}, seeds=[0, 1, 2, 3],
+        model={"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4}, sweep=[],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 1,
+               "test_size": 1, "eval_every": 1, "eval_batch_size": 1})), "paper")
+    ws = WorkSettings("cpu", "torch")
+    packed = train_records(runs, ws)
+    alone = [train_records([r], ws).records[0] for r in runs]
+    assert [r["status"] for r in alone] == ["error", "error", "error", "ok"]
+    assert [r["status"] for r in packed.records] == [r["status"] for r in alone]
+    assert not packed.failed and packed.failed_ids() == [r.run_id for r in runs[:3]]
+    assert "seed 0, seed 2" in packed.message and "NoTargets" in packed.message
+    assert packed.records[3]["metrics"] == alone[3]["metrics"]

@@ -31,7 +31,7 @@ import torch
 from ..kernels.backend import kernel_usage, reset_kernel_usage, set_scan_backend
 from ..store import WEIGHTS_DIGEST, Store
 from ..sweep import CODE_VERSION
-from ..train import member_state, train_pack
+from ..train import NoTargets, member_state, train_pack
 from ..util import die_with_parent, flush_denormals, plain_warnings, tune_malloc
 from .plan import Pack
 
@@ -119,6 +119,11 @@ class PackResult:
     failed: bool = False  # the pack raised: every record has status "error"
     message: str = ""
 
+    def failed_ids(self) -> list[str]:
+        """Run ids whose record is an error: every run where ``failed``, else the members that
+        failed on their own (``_without``) while the others trained."""
+        return [r["run_id"] for r in self.records if r.get("status") == "error"]
+
 
 def train_records(runs: list, ws: WorkSettings, progress=None, heartbeat=None,
                   micro_batch: int | None = None) -> PackResult:
@@ -128,8 +133,13 @@ def train_records(runs: list, ws: WorkSettings, progress=None, heartbeat=None,
     reset_kernel_usage()
     keep: dict = {}
     try:
-        results = train_pack(runs, device=ws.device, progress=progress, heartbeat=heartbeat,
-                             analyses=ws.analyses, keep=keep, micro_batch=micro_batch)
+        try:
+            results = train_pack(runs, device=ws.device, progress=progress, heartbeat=heartbeat,
+                                 analyses=ws.analyses, keep=keep, micro_batch=micro_batch)
+        except NoTargets as err:
+            if not 0 < len(err.members) < len(runs):
+                raise
+            return _without(runs, err, ws, progress, heartbeat, micro_batch)
         kernels = kernel_usage()
         records, weights = [], []
         for e, (r, res) in enumerate(zip(runs, results)):
@@ -143,6 +153,35 @@ def train_records(runs: list, ws: WorkSettings, progress=None, heartbeat=None,
         records = [make_record(r, {"status": "error", "error": msg, "traceback": tb}, ws.device,
                                ws.backend, commit=ws.commit, code=ws.code) for r in runs]
         return PackResult(records, [None] * len(runs), failed=True, message=msg)
+
+
+def _without(runs: list, err: NoTargets, ws: WorkSettings, progress, heartbeat,
+             micro_batch: int | None) -> PackResult:
+    """``runs``' records when the members ``err.members`` have a set without a supervised
+    target (their own data): those fail as each would alone; the others train as a pack of
+    their own (a member's training never depends on its pack-mates). The whole pack failed,
+    and a run that trains alone (`--pack-size 1`) failed for its pack-mates' data."""
+    bad = set(err.members)
+    msg = "".join(traceback.format_exception_only(type(err), err)).strip()
+    tb = traceback.format_exc()
+    rest = train_records([r for e, r in enumerate(runs) if e not in bad], ws, progress,
+                         heartbeat, micro_batch)
+    done = iter(zip(rest.records, rest.weights))
+    records, weights = [], []
+    for e, r in enumerate(runs):
+        if e in bad:
+            records.append(make_record(r, {"status": "error", "error": msg, "traceback": tb},
+                                       ws.device, ws.backend, commit=ws.commit, code=ws.code))
+            weights.append(None)
+        else:
+            rec, w = next(done)
+            records.append(rec)
+            weights.append(w)
+    who = ", ".join(f"{r.label + ' ' if r.label else ''}seed {r.seed}"
+                    for e, r in enumerate(runs) if e in bad)
+    line = f"{len(bad)} of its {len(runs)} runs ({who}): {msg}"
+    return PackResult(records, weights, failed=rest.failed,
+                      message="; ".join(x for x in (line, rest.message) if x))
 
 
 def store_result(store: Store, result: PackResult) -> None:
@@ -172,10 +211,9 @@ def work_pack(i: int, pack: Pack, store: Store, ws: WorkSettings, emit: EventFn,
             micro_batch=pack.micro_batch,
         )
         store_result(store, res)
-        if res.failed:
-            emit(Event("pack_end", i, worker, failed=ids, skipped=skipped, message=res.message))
-        else:
-            emit(Event("pack_end", i, worker, run_ids=ids, skipped=skipped))
+        bad = res.failed_ids()
+        emit(Event("pack_end", i, worker, run_ids=[x for x in ids if x not in bad], failed=bad,
+                   skipped=skipped, message=res.message if bad else ""))
     finally:
         for r in mine:
             store.release(r.run_id)

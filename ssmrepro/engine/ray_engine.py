@@ -206,11 +206,9 @@ def run_ray(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings, emit:
                     emit(Event("pack_end", i, failed=ids, skipped=skipped, message=msg))
                 else:
                     store_result(store, res)
-                    if res.failed:
-                        emit(Event("pack_end", i, failed=ids, skipped=skipped,
-                                   message=res.message))
-                    else:
-                        emit(Event("pack_end", i, run_ids=ids, skipped=skipped))
+                    bad = res.failed_ids()
+                    emit(Event("pack_end", i, run_ids=[x for x in ids if x not in bad],
+                               failed=bad, skipped=skipped, message=res.message if bad else ""))
                 for r in ids:  # after the records are written (a crash before leaves stale claims)
                     store.release(r)
             submit()
