@@ -47,7 +47,7 @@ from .kernels.xent import linear_xent
 from .optim import LRSchedule, PackedAdam, clip_per_member
 from .sweep import RunConfig, per_point
 from .tasks import build_task, eval_set_problem, rng
-from .tasks.base import IGNORE, TEST, TRAIN, VAL, Batch, Task, TaskInfo, fixed_split_error
+from .tasks.base import IGNORE, TEST, TRAIN, VAL, Batch, Task, TaskInfo, fixed_split_error, loss_problem
 
 _INIT_STREAM, _DATA_STREAM, _PERM_STREAM = 1, 2, 3
 AVG_LOSS_WINDOW = 1000  # train.avg_loss: mean training-batch loss over the last 1000 steps
@@ -449,17 +449,15 @@ def _check_batch(task: Task, info: TaskInfo, b: Batch) -> None:
 def check_pack(runs: list, task: Task, eval_tasks: dict[str, Task]) -> None:
     """Everything about a pack that needs its tasks (built, data loaded) and would otherwise fail
     mid-run or after training: raises ValueError before any training."""
-    info, tc0 = task.info, runs[0].train
+    tc0 = runs[0].train
     err = fixed_split_error(task, task.split_sizes(), tc0.train_size)
     if err:
         raise ValueError(err)
-    if info.loss == "mse":
-        if any(r.train.label_smoothing for r in runs):
-            raise ValueError(f"task {task.name} is a regression task: label_smoothing applies to "
-                             "classification only")
-        if tc0.early_stop and tc0.early_stop.metric == "val.acc":
-            raise ValueError(f"task {task.name} is a regression task (no accuracy): early-stop on "
-                             "val.loss")
+    for r in runs:  # label smoothing is member-level
+        why = loss_problem(task, r.train.label_smoothing,
+                           r.train.early_stop.metric if r.train.early_stop else None)
+        if why:
+            raise ValueError(why)
     for name, et in eval_tasks.items():
         why = eval_set_problem(task, et)
         if why:

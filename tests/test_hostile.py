@@ -7165,3 +7165,26 @@ def test_a_member_without_targets_fails_alone_not_its_pack(tmp_path):
     assert not packed.failed and packed.failed_ids() == [r.run_id for r in runs[:3]]
     assert "seed 0, seed 2" in packed.message and "NoTargets" in packed.message
     assert packed.records[3]["metrics"] == alone[3]["metrics"]
+
+
+@pytest.mark.parametrize("train, needle", [
+    ({"label_smoothing": 0.1}, "label_smoothing applies to classification only"),
+    ({"early_stop": {"metric": "val.acc", "op": ">", "threshold": 0.5}}, "early-stop on val.loss"),
+])
+def test_a_regression_task_refuses_smoothing_and_accuracy_at_validate(tmp_path, train, needle):
+    """`label_smoothing: [0, 0.1]` swept on cosine_operator (a regression task): `validate` said
+    ok and the run failed its whole pack, the member without smoothing included (alone, with
+    `--pack-size 1`, that one trained). Early stop on val.acc likewise passed `validate`. Both
+    are refused by `validate` naming the task, exit 2."""
+    base = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 8,
+            "test_size": 8, "eval_every": 1, "eval_batch_size": 8}
+    spec = write_spec(tmp_path, task={"name": "cosine_operator", "L": 64, "n_terms": 10},
+                      model={"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4},
+                      train={**base, **train}, seeds=[0], sweep=[])
+    res = _invoke("validate", spec)
+    assert res.exit_code == 2, res.output
+    assert "cosine_operator is a regression task" in res.output and needle in res.output
+    assert _invoke("validate", write_spec(
+        tmp_path, name="t-ok", task={"name": "cosine_operator", "L": 64, "n_terms": 10},
+        model={"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4}, train=base,
+        seeds=[0], sweep=[])).exit_code == 0
