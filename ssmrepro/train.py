@@ -48,6 +48,7 @@ from .optim import LRSchedule, PackedAdam, clip_per_member
 from .sweep import RunConfig, per_point
 from .tasks import build_task, eval_set_problem, rng
 from .tasks.base import IGNORE, TEST, TRAIN, VAL, Batch, Task, TaskInfo, fixed_split_error, loss_problem
+from .util import MemberError
 
 _INIT_STREAM, _DATA_STREAM, _PERM_STREAM = 1, 2, 3
 AVG_LOSS_WINDOW = 1000  # train.avg_loss: mean training-batch loss over the last 1000 steps
@@ -386,14 +387,10 @@ def _float_dtype(model) -> torch.dtype:
     return next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
 
 
-class NoTargets(ValueError):
+class NoTargets(MemberError):
     """A data set whose samples have no supervised position (every target IGNORE / NaN).
     ``members``: the pack's members (indices) whose own samples have none; the others' have
     some (their data are their own: ``engine.local.train_records`` trains them without these)."""
-
-    def __init__(self, message: str, members: tuple[int, ...] = ()):
-        super().__init__(message)
-        self.members = tuple(members)
 
 
 @torch.no_grad()

@@ -7163,7 +7163,8 @@ def test_a_member_without_targets_fails_alone_not_its_pack(tmp_path):
     assert [r["status"] for r in alone] == ["error", "error", "error", "ok"]
     assert [r["status"] for r in packed.records] == [r["status"] for r in alone]
     assert not packed.failed and packed.failed_ids() == [r.run_id for r in runs[:3]]
-    assert "seed 0, seed 2" in packed.message and "NoTargets" in packed.message
+    assert "seed 0: ssmrepro.train.NoTargets: the training set" in packed.message
+    assert "seed 1: ssmrepro.train.NoTargets: the validation set" in packed.message
     assert packed.records[3]["metrics"] == alone[3]["metrics"]
 
 
@@ -7188,3 +7189,32 @@ def test_a_regression_task_refuses_smoothing_and_accuracy_at_validate(tmp_path, 
         tmp_path, name="t-ok", task={"name": "cosine_operator", "L": 64, "n_terms": 10},
         model={"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4}, train=base,
         seeds=[0], sweep=[])).exit_code == 0
+
+
+def test_a_member_whose_init_does_not_fit_fails_alone_not_its_pack(tmp_path):
+    """`model.init.scheme: [default, designed, cooper_construction]` swept on an S6 model: the
+    two constructions do not fit it, and the whole pack failed with the first one's message,
+    the default-init run included (it trains alone, `--pack-size 1`). Now each of the two fails
+    with its own message and the default one trains as it would alone."""
+    from ssmrepro.engine.local import WorkSettings, train_records
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    runs = expand(load_spec(write_spec(
+        tmp_path, seeds=[0],
+        model={"name": "seq_lm", "d_model": 8, "layers": ["S"],
+               "blocks": {"S": {"mixer": {"name": "s6", "d_state": 4}}}},
+        sweep=[{"grid": {"model.init.scheme": ["default", "designed", "cooper_construction"]}}],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 8,
+               "test_size": 8, "eval_every": 1, "eval_batch_size": 8})), "paper")
+    ws = WorkSettings("cpu", "torch")
+    packed = train_records(runs, ws)
+    alone = [train_records([r], ws).records[0] for r in runs]
+    assert [r["status"] for r in packed.records] == [r["status"] for r in alone] == [
+        "ok", "error", "error"]
+    for p, a in zip(packed.records[1:], alone[1:]):
+        assert p["error"] == a["error"]
+    assert "init 'designed' needs" in packed.records[1]["error"]
+    assert "init 'cooper_construction' (selective_copy) needs" in packed.records[2]["error"]
+    assert packed.records[0]["metrics"] == alone[0]["metrics"]
+    assert packed.failed_ids() == [r.run_id for r in runs[1:]]

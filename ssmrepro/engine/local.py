@@ -31,8 +31,8 @@ import torch
 from ..kernels.backend import kernel_usage, reset_kernel_usage, set_scan_backend
 from ..store import WEIGHTS_DIGEST, Store
 from ..sweep import CODE_VERSION
-from ..train import NoTargets, member_state, train_pack
-from ..util import die_with_parent, flush_denormals, plain_warnings, tune_malloc
+from ..train import member_state, train_pack
+from ..util import MemberError, die_with_parent, flush_denormals, plain_warnings, tune_malloc
 from .plan import Pack
 
 _COMMIT: str | None = None
@@ -136,7 +136,7 @@ def train_records(runs: list, ws: WorkSettings, progress=None, heartbeat=None,
         try:
             results = train_pack(runs, device=ws.device, progress=progress, heartbeat=heartbeat,
                                  analyses=ws.analyses, keep=keep, micro_batch=micro_batch)
-        except NoTargets as err:
+        except MemberError as err:
             if not 0 < len(err.members) < len(runs):
                 raise
             return _without(runs, err, ws, progress, heartbeat, micro_batch)
@@ -155,14 +155,16 @@ def train_records(runs: list, ws: WorkSettings, progress=None, heartbeat=None,
         return PackResult(records, [None] * len(runs), failed=True, message=msg)
 
 
-def _without(runs: list, err: NoTargets, ws: WorkSettings, progress, heartbeat,
+def _without(runs: list, err: MemberError, ws: WorkSettings, progress, heartbeat,
              micro_batch: int | None) -> PackResult:
-    """``runs``' records when the members ``err.members`` have a set without a supervised
-    target (their own data): those fail as each would alone; the others train as a pack of
-    their own (a member's training never depends on its pack-mates). The whole pack failed,
-    and a run that trains alone (`--pack-size 1`) failed for its pack-mates' data."""
+    """``runs``' records when the members ``err.members`` fail on their own (``MemberError``: a
+    set without a supervised target in their own data, an init their model does not fit): those
+    fail as each would alone; the others train as a pack of their own (a member's training never
+    depends on its pack-mates). The whole pack failed, and a run that trains alone
+    (`--pack-size 1`) failed for its pack-mates' data or init."""
     bad = set(err.members)
     msg = "".join(traceback.format_exception_only(type(err), err)).strip()
+    kind = msg[: len(msg) - len(str(err))]  # 'module.Class: '
     tb = traceback.format_exc()
     rest = train_records([r for e, r in enumerate(runs) if e not in bad], ws, progress,
                          heartbeat, micro_batch)
@@ -170,16 +172,20 @@ def _without(runs: list, err: NoTargets, ws: WorkSettings, progress, heartbeat,
     records, weights = [], []
     for e, r in enumerate(runs):
         if e in bad:
-            records.append(make_record(r, {"status": "error", "error": msg, "traceback": tb},
+            records.append(make_record(r, {"status": "error", "error": kind + err.reason(e),
+                                           "traceback": tb},
                                        ws.device, ws.backend, commit=ws.commit, code=ws.code))
             weights.append(None)
         else:
             rec, w = next(done)
             records.append(rec)
             weights.append(w)
-    who = ", ".join(f"{r.label + ' ' if r.label else ''}seed {r.seed}"
-                    for e, r in enumerate(runs) if e in bad)
-    line = f"{len(bad)} of its {len(runs)} runs ({who}): {msg}"
+    def name(r) -> str:
+        where = r.label or " ".join(f"{k}={v}" for k, v in r.coords.items())
+        return f"{where + ' ' if where else ''}seed {r.seed}"
+
+    line = "; ".join(f"{name(r)}: {kind}{err.reason(e)}" for e, r in enumerate(runs) if e in bad)
+    line = f"{len(bad)} of its {len(runs)} runs failed on their own ({line})"
     return PackResult(records, weights, failed=rest.failed,
                       message="; ".join(x for x in (line, rest.message) if x))
 

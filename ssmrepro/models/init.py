@@ -57,7 +57,7 @@ from torch import nn
 from ..theory.cooper import selective_copy_weights
 from ..theory.cooper_decode import decode_recall_weights
 from ..theory.designed import designed_weights
-from ..util import NoBoolNumbers
+from ..util import MemberError, NoBoolNumbers
 from .blocks import MixerBlock, NeoXBlock
 from .layers import PackedEmbedding, PackedLinear, PackedModule, _normal_
 from .mixers.linear_mamba import LinearMambaMixer
@@ -270,11 +270,20 @@ def initialise(model: nn.Module, seeds: list[int],
         for m, std in zip(embeds, stds):
             m.init_std = std
     designed = [e for e, sc in enumerate(schemes) if sc == "designed"]
+    failed: dict[int, str] = {}  # member -> why its scheme does not fit the model
     if designed:
-        _designed(model, seeds, designed)
+        try:
+            _designed(model, seeds, designed)
+        except ValueError as err:
+            failed.update({e: str(err) for e in designed})
     for e, sc in enumerate(schemes):
         if sc == "cooper_construction":
-            _cooper(model, [e], cfgs[e])
+            try:
+                _cooper(model, [e], cfgs[e])
+            except ValueError as err:
+                failed[e] = str(err)
+    if failed:  # the members with another scheme are fine: a pack trains them without these
+        raise MemberError(next(iter(failed.values())), sorted(failed), failed)
 
 
 __all__ = ["InitConfig", "initialise", "weight_matrices"]
