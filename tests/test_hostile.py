@@ -7218,3 +7218,5 @@ def test_a_member_whose_init_does_not_fit_fails_alone_not_its_pack(tmp_path):
     assert "init 'cooper_construction' (selective_copy) needs" in packed.records[2]["error"]
     assert packed.records[0]["metrics"] == alone[0]["metrics"]
     assert packed.failed_ids() == [r.run_id for r in runs[1:]]
+    both = train_records(runs[1:], ws)  # the re-run: a pack of the two that fail
+    assert both.failed and [r["error"] for r in both.records] == [a["error"] for a in alone[1:]]

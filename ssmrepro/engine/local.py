@@ -137,7 +137,7 @@ def train_records(runs: list, ws: WorkSettings, progress=None, heartbeat=None,
             results = train_pack(runs, device=ws.device, progress=progress, heartbeat=heartbeat,
                                  analyses=ws.analyses, keep=keep, micro_batch=micro_batch)
         except MemberError as err:
-            if not 0 < len(err.members) < len(runs):
+            if not err.members:
                 raise
             return _without(runs, err, ws, progress, heartbeat, micro_batch)
         kernels = kernel_usage()
@@ -161,13 +161,15 @@ def _without(runs: list, err: MemberError, ws: WorkSettings, progress, heartbeat
     set without a supervised target in their own data, an init their model does not fit): those
     fail as each would alone; the others train as a pack of their own (a member's training never
     depends on its pack-mates). The whole pack failed, and a run that trains alone
-    (`--pack-size 1`) failed for its pack-mates' data or init."""
+    (`--pack-size 1`) failed for its pack-mates' data or init. Every member failing, each
+    record still names its own reason (they all read the first one's)."""
     bad = set(err.members)
     msg = "".join(traceback.format_exception_only(type(err), err)).strip()
     kind = msg[: len(msg) - len(str(err))]  # 'module.Class: '
     tb = traceback.format_exc()
-    rest = train_records([r for e, r in enumerate(runs) if e not in bad], ws, progress,
-                         heartbeat, micro_batch)
+    others = [r for e, r in enumerate(runs) if e not in bad]
+    rest = (train_records(others, ws, progress, heartbeat, micro_batch) if others
+            else PackResult([], [], failed=True))
     done = iter(zip(rest.records, rest.weights))
     records, weights = [], []
     for e, r in enumerate(runs):
@@ -180,10 +182,13 @@ def _without(runs: list, err: MemberError, ws: WorkSettings, progress, heartbeat
             rec, w = next(done)
             records.append(rec)
             weights.append(w)
+
     def name(r) -> str:
         where = r.label or " ".join(f"{k}={v}" for k, v in r.coords.items())
         return f"{where + ' ' if where else ''}seed {r.seed}"
 
+    if not others and len({err.reason(e) for e in bad}) == 1:  # one reason for the whole pack
+        return PackResult(records, weights, failed=True, message=kind + err.reason(min(bad)))
     line = "; ".join(f"{name(r)}: {kind}{err.reason(e)}" for e, r in enumerate(runs) if e in bad)
     line = f"{len(bad)} of its {len(runs)} runs failed on their own ({line})"
     return PackResult(records, weights, failed=rest.failed,
