@@ -187,9 +187,53 @@ def memory_problems(runs: list, device: str, available: int | None = None) -> li
 
 def model_problems(runs: list) -> list[str]:
     """'model: run L cannot be built: reason' for the models of ``runs`` that their blocks
-    refuse (counted on the meta device, nothing allocated; one run per shape): what
+    refuse (counted on the meta device, nothing allocated; one run per shape), and
+    'model.init: ...' for an init scheme its model does not fit (``init_problems``): what
     ``ssmrepro validate`` reports, where ``run`` would fail before training."""
-    return memory_problems(runs, "cpu", available=UNBOUNDED)
+    return memory_problems(runs, "cpu", available=UNBOUNDED) + init_problems(runs)
+
+
+def init_problems(runs: list) -> list[str]:
+    """'model.init: run L cannot be initialised: reason' for the runs whose init scheme fits only
+    some models (``models.init.STRUCTURAL``: designed weights, cooper constructions) and not
+    theirs, checked on the meta device once per shape and scheme (the init is member-level: a
+    pack mixes schemes, so one run per shape is not enough)."""
+    from .models import build_model
+    from .models.init import STRUCTURAL, init_problem
+    from .tasks import DataUnavailable
+
+    def init_of(r):
+        b = r.model.to_backbone() if hasattr(r.model, "to_backbone") else None
+        return b.init if b is not None and b.init.scheme in STRUCTURAL else None
+
+    import json
+
+    from .sweep.config import lean
+
+    def key_of(r):  # what the check reads: the model config (its init included) and task info
+        if init_of(r) is None:
+            return None
+        try:
+            info = build_task(r.task).info
+        except DataUnavailable:  # no data here: the run checks when it builds its pack
+            return None
+        return json.dumps(lean(r.model), sort_keys=True), repr(info)
+
+    seen: set = set()
+    out = []
+    for r, key in zip(runs, per_point(runs, key_of)):
+        if key is None or key in seen:
+            continue
+        seen.add(key)
+        try:
+            with torch.device("meta"):
+                why = init_problem(build_model(r.model, build_task(r.task).info, 1), init_of(r))
+        except ValueError:  # a model its blocks refuse (``memory_problems`` reports it)
+            continue
+        if why:
+            label = f" {r.label}" if r.label else ""
+            out.append(f"model.init: run{label} cannot be initialised: {why}")
+    return out
 
 
 def derived_seed(seed: int, stream: int) -> int:

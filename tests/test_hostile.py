@@ -7220,3 +7220,21 @@ def test_a_member_whose_init_does_not_fit_fails_alone_not_its_pack(tmp_path):
     assert packed.failed_ids() == [r.run_id for r in runs[1:]]
     both = train_records(runs[1:], ws)  # the re-run: a pack of the two that fail
     assert both.failed and [r["error"] for r in both.records] == [a["error"] for a in alone[1:]]
+
+
+@pytest.mark.parametrize("scheme, needle", [
+    ("designed", "init 'designed' needs a token-embedding model with exactly one linear_mamba"),
+    ("cooper_construction", "init 'cooper_construction' (selective_copy) needs a cooper_hybrid"),
+])
+def test_validate_refuses_an_init_scheme_its_model_does_not_fit(tmp_path, scheme, needle):
+    """`model.init.scheme: designed` (or `cooper_construction`) on an S6 model: `validate` said ok
+    and every pack holding such a run failed when it built its model (with a `default` run
+    swept beside it, that one too). `validate` refuses it, naming the scheme's requirement,
+    exit 2 (checked on the meta device once per shape and scheme)."""
+    model = {"name": "seq_lm", "d_model": 8, "layers": ["S"],
+             "blocks": {"S": {"mixer": {"name": "s6", "d_state": 4}}}}
+    res = _invoke("validate", write_spec(
+        tmp_path, seeds=[0], model=model,
+        sweep=[{"grid": {"model.init.scheme": ["default", scheme]}}]))
+    assert res.exit_code == 2, res.output
+    assert "model.init: run cannot be initialised: " + needle in " ".join(res.output.split())

@@ -212,17 +212,11 @@ def _cooper(model: nn.Module, members: list[int], cfg: InitConfig) -> None:
     shape = dict(d_model=d, d_inner=mx.d_inner, d_state=core.N, d_conv=mx.conv.width,
                  dt_rank=core.R, heads=attn.H, rotary_pct=rotary_pct, rope_base=attn.rope_base,
                  window=attn.window, mlp_hidden=tfs[0].mlp.fc1.dout)
-    if cfg.construction == "selective_copy":
-        words = V - cfg.numbers - 3
-        if words < 1:
-            raise ValueError(f"vocabulary {V} has no words besides {cfg.numbers} numbers + 3 "
-                             "specials")
-        w = selective_copy_weights(words=words, numbers=cfg.numbers, offset=cfg.number_offset,
-                                   L=attn.window, **shape)
-        prefixes = ["tf."]
-    else:
-        w = decode_recall_weights(words=V - 2 - 3, **shape)
-        prefixes = ["tf1.", "tf2."]
+    words = V - cfg.numbers - 3 if cfg.construction == "selective_copy" else V - 2 - 3
+    if cfg.construction == "selective_copy" and words < 1:
+        raise ValueError(f"vocabulary {V} has no words besides {cfg.numbers} numbers + 3 "
+                         "specials")
+    prefixes = ["tf."] if cfg.construction == "selective_copy" else ["tf1.", "tf2."]
     slots = {
         "embed": model.embed.weight, "ssm.norm": ssm_block.norm.weight,
         "ssm.in_proj": mx.in_proj.weight, "ssm.conv_w": mx.conv.weight, "ssm.conv_b": mx.conv.bias,
@@ -236,9 +230,34 @@ def _cooper(model: nn.Module, members: list[int], cfg: InitConfig) -> None:
     missing = [k for k, p in slots.items() if p is None]
     if missing or model.head.bias is not None:
         raise ValueError(f"init 'cooper_construction': the model lacks {missing or 'an unbiased head'}")
+    if not members:  # a structural check (``init_problem``): no weights computed
+        return
+    if cfg.construction == "selective_copy":
+        w = selective_copy_weights(words=words, numbers=cfg.numbers, offset=cfg.number_offset,
+                                   L=attn.window, **shape)
+    else:
+        w = decode_recall_weights(words=words, **shape)
     for name, p in slots.items():
         for e in members:
             p[e].copy_(w[name].to(p.dtype))
+
+
+STRUCTURAL = ("designed", "cooper_construction")  # schemes that fit only some models
+
+
+def init_problem(model: nn.Module, cfg: InitConfig) -> str | None:
+    """Why the scheme ``cfg`` does not fit ``model`` (None: it fits, or the scheme fits any
+    model): the checks ``initialise`` makes before writing a construction's weights, with no
+    weight computed or written (the model may be on the meta device). ``validate`` reports it
+    (``train.model_problems``): it said ok and every pack holding such a run failed."""
+    try:
+        if cfg.scheme == "designed":
+            _designed(model, [], [])
+        elif cfg.scheme == "cooper_construction":
+            _cooper(model, [], cfg)
+    except ValueError as err:
+        return str(err)
+    return None
 
 
 def initialise(model: nn.Module, seeds: list[int],
@@ -286,4 +305,4 @@ def initialise(model: nn.Module, seeds: list[int],
         raise MemberError(next(iter(failed.values())), sorted(failed), failed)
 
 
-__all__ = ["InitConfig", "initialise", "weight_matrices"]
+__all__ = ["STRUCTURAL", "InitConfig", "init_problem", "initialise", "weight_matrices"]
