@@ -45,9 +45,10 @@ import torch.nn.functional as F
 
 from .kernels.xent import linear_xent
 from .optim import LRSchedule, PackedAdam, clip_per_member
-from .sweep import per_point
+from .sweep import RunConfig, per_point
 from .tasks import build_task, eval_set_problem, rng
-from .tasks.base import IGNORE, TEST, TRAIN, VAL, Batch, Task, TaskInfo, fixed_split_error
+from .tasks.base import IGNORE, TEST, TRAIN, VAL, Batch, Task, TaskInfo, fixed_split_error, loss_problem
+from .util import MemberError
 
 _INIT_STREAM, _DATA_STREAM, _PERM_STREAM = 1, 2, 3
 AVG_LOSS_WINDOW = 1000  # train.avg_loss: mean training-batch loss over the last 1000 steps
@@ -89,12 +90,11 @@ def memory_need(run) -> MemoryNeed:
     activations (``member_bytes``: the mixers' own estimates) and what an evaluation batch surely
     holds (``models.eval_floats``) on the run's task or any of its named evaluation sets
     (``train.evals``: a longer T there is a larger batch)."""
-    from .models import check_init_applies, eval_floats, fixed_floats, param_count
+    from .models import eval_floats, fixed_floats, param_count
 
     info = build_task(run.task).info
     width = 8 if run.train.dtype == "float64" else 4
     n = param_count(run.model, info)
-    check_init_applies(run.model, info)  # a constructed init the model cannot take
     train = member_bytes(run) * width // 4
     fixed = width * fixed_floats(run.model, info)
     base = run.task.model_dump()
@@ -172,22 +172,12 @@ def memory_problem(run, device: str, available: int) -> str | None:
             "(train.batch_size, train.eval_batch_size)")
 
 
-def _problem_key(run) -> tuple[str, str]:
-    """One run per shape is checked, and per constructed init (models.init.CONSTRUCTED) within a
-    shape: the init is a member-level setting, but a construction fits one model only."""
-    from .models import CONSTRUCTED
-
-    init = run.model.to_backbone().init if hasattr(run.model, "to_backbone") else None
-    constructed = init is not None and init.scheme in CONSTRUCTED
-    return run.pack_key(), init.model_dump_json() if constructed else ""
-
-
 def memory_problems(runs: list, device: str, available: int | None = None) -> list[str]:
     """``memory_problem`` of one run per shape (pack key) of ``runs``, against ``available``
     bytes (default: measured now on ``device``; only models that cannot be built are reported
     where that is unknown)."""
-    groups: dict[object, object] = {}
-    for r, key in zip(runs, per_point(runs, _problem_key)):
+    groups: dict[str, object] = {}
+    for r, key in zip(runs, per_point(runs, RunConfig.pack_key)):
         groups.setdefault(key, r)
     avail = available_memory(device) if available is None and groups else available
     unbounded = avail is None
@@ -197,9 +187,53 @@ def memory_problems(runs: list, device: str, available: int | None = None) -> li
 
 def model_problems(runs: list) -> list[str]:
     """'model: run L cannot be built: reason' for the models of ``runs`` that their blocks
-    refuse (counted on the meta device, nothing allocated; one run per shape): what
+    refuse (counted on the meta device, nothing allocated; one run per shape), and
+    'model.init: ...' for an init scheme its model does not fit (``init_problems``): what
     ``ssmrepro validate`` reports, where ``run`` would fail before training."""
-    return memory_problems(runs, "cpu", available=UNBOUNDED)
+    return memory_problems(runs, "cpu", available=UNBOUNDED) + init_problems(runs)
+
+
+def init_problems(runs: list) -> list[str]:
+    """'model.init: run L cannot be initialised: reason' for the runs whose init scheme fits only
+    some models (``models.init.STRUCTURAL``: designed weights, cooper constructions) and not
+    theirs, checked on the meta device once per shape and scheme (the init is member-level: a
+    pack mixes schemes, so one run per shape is not enough)."""
+    from .models import build_model
+    from .models.init import STRUCTURAL, init_problem
+    from .tasks import DataUnavailable
+
+    def init_of(r):
+        b = r.model.to_backbone() if hasattr(r.model, "to_backbone") else None
+        return b.init if b is not None and b.init.scheme in STRUCTURAL else None
+
+    import json
+
+    from .sweep.config import lean
+
+    def key_of(r):  # what the check reads: the model config (its init included) and task info
+        if init_of(r) is None:
+            return None
+        try:
+            info = build_task(r.task).info
+        except DataUnavailable:  # no data here: the run checks when it builds its pack
+            return None
+        return json.dumps(lean(r.model), sort_keys=True), repr(info)
+
+    seen: set = set()
+    out = []
+    for r, key in zip(runs, per_point(runs, key_of)):
+        if key is None or key in seen:
+            continue
+        seen.add(key)
+        try:
+            with torch.device("meta"):
+                why = init_problem(build_model(r.model, build_task(r.task).info, 1), init_of(r))
+        except ValueError:  # a model its blocks refuse (``memory_problems`` reports it)
+            continue
+        if why:
+            label = f" {r.label}" if r.label else ""
+            out.append(f"model.init: run{label} cannot be initialised: {why}")
+    return out
 
 
 def derived_seed(seed: int, stream: int) -> int:
@@ -331,7 +365,46 @@ def forward_backward(model, batch: Batch, dtype: torch.dtype, smoothing: torch.T
     and gradients equal the full batch's up to rounding (tests/test_train_targets.py, float64).
     The working set of one chunk is m/B of the batch's: the planner picks m to keep it in cache.
     Models whose training forward mixes sequences (BatchNorm batch statistics) need m = None.
+
+    The forward runs over every member; the buffers it updates (BatchNorm's running statistics)
+    keep the values they had for inactive members (``keep_frozen``): a member stopped at step s
+    evaluates with the statistics of step s, as it would trained alone.
     """
+    with keep_frozen(model, active):
+        return _forward_backward(model, batch, dtype, smoothing, active, micro_batch)
+
+
+class keep_frozen:  # noqa: N801  (a context manager used like a function)
+    """Within the block, the per-member buffers of ``model`` (leading dim E: BatchNorm's running
+    statistics) may change; on exit the slices of members not in ``active`` get back their values
+    from entry. A training forward of the pack updated a stopped member's running statistics at
+    every later step of the others (its final metrics then depended on how long its pack-mates
+    trained, differing from the member trained alone). Nothing is copied when every member is
+    active or the model has no such buffer."""
+
+    def __init__(self, model, active: torch.Tensor):
+        from .models.layers import PackedModule
+
+        self.active, self.saved = active, []
+        if bool(active.all()):
+            return
+        E = active.shape[0]
+        self.saved = [(b, b.detach().clone()) for m in model.modules()
+                      if isinstance(m, PackedModule) for b in m.buffers(recurse=False)
+                      if b.dim() and b.shape[0] == E]
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc) -> None:
+        with torch.no_grad():
+            for b, old in self.saved:
+                act = self.active.view(-1, *([1] * (b.dim() - 1)))
+                b.copy_(torch.where(act, b, old))
+
+
+def _forward_backward(model, batch: Batch, dtype: torch.dtype, smoothing: torch.Tensor | None,
+                      active: torch.Tensor, micro_batch: int | None) -> torch.Tensor:
     B = batch.y.shape[1]
     if micro_batch is None or micro_batch >= B:
         loss, _ = training_loss(model, batch, dtype, smoothing)
@@ -358,8 +431,10 @@ def _float_dtype(model) -> torch.dtype:
     return next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
 
 
-class NoTargets(ValueError):
-    """A data set whose samples have no supervised position (every target IGNORE / NaN)."""
+class NoTargets(MemberError):
+    """A data set whose samples have no supervised position (every target IGNORE / NaN).
+    ``members``: the pack's members (indices) whose own samples have none; the others' have
+    some (their data are their own: ``engine.local.train_records`` trains them without these)."""
 
 
 @torch.no_grad()
@@ -374,7 +449,8 @@ def require_targets(task, data_seeds, split: int, size: int, batch: int, what: s
             return
     raise NoTargets(f"the {what} set ({size:,} samples) has no supervised position: nothing to "
                     "learn or measure (its accuracy and loss read 0); check the task's settings "
-                    "(a probability of 0 or 1, a length too short for its layout)")
+                    "(a probability of 0 or 1, a length too short for its layout)",
+                    tuple(torch.nonzero(~seen).flatten().tolist()))
 
 
 @torch.no_grad()
@@ -414,17 +490,15 @@ def _check_batch(task: Task, info: TaskInfo, b: Batch) -> None:
 def check_pack(runs: list, task: Task, eval_tasks: dict[str, Task]) -> None:
     """Everything about a pack that needs its tasks (built, data loaded) and would otherwise fail
     mid-run or after training: raises ValueError before any training."""
-    info, tc0 = task.info, runs[0].train
+    tc0 = runs[0].train
     err = fixed_split_error(task, task.split_sizes(), tc0.train_size)
     if err:
         raise ValueError(err)
-    if info.loss == "mse":
-        if any(r.train.label_smoothing for r in runs):
-            raise ValueError(f"task {task.name} is a regression task: label_smoothing applies to "
-                             "classification only")
-        if tc0.early_stop and tc0.early_stop.metric == "val.acc":
-            raise ValueError(f"task {task.name} is a regression task (no accuracy): early-stop on "
-                             "val.loss")
+    for r in runs:  # label smoothing is member-level
+        why = loss_problem(task, r.train.label_smoothing,
+                           r.train.early_stop.metric if r.train.early_stop else None)
+        if why:
+            raise ValueError(why)
     for name, et in eval_tasks.items():
         why = eval_set_problem(task, et)
         if why:
@@ -652,7 +726,10 @@ def train_pack(
     _, fs = evaluate(model, task, data_seeds, TRAIN, n_fit, eb)
     named = {name: evaluate(model, et, data_seeds, TEST, _eval_size(et, "test", tc0.test_size), eb)
              for name, et in eval_tasks.items()}
+    model.eval()  # probes read the trained model as evaluation does: in train mode BatchNorm
+    #               used the probe batch's statistics and overwrote the running ones (saved weights)
     extra = {name: ANALYSES[name](model, task, data_seeds) for name in analyses}
+    model.train()
     data = task.data_info()
     eval_data = {n: d for n, et in eval_tasks.items() if (d := et.data_info()) is not None}
     if eval_data:

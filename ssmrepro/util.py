@@ -32,6 +32,24 @@ DATA_ENV = "SSMREPRO_DATA"  # data root (LRA datasets, generated data, caches)
 MAX_PID = 1 << 22  # Linux's PID_MAX_LIMIT
 
 
+class MemberError(ValueError):
+    """A failure of some members of a pack (indices ``members``) that each of them would meet
+    alone, and the pack's other members would not: a member-level init its model does not fit
+    (``models.init``), a member's own data without a target (``train.NoTargets``). The engine
+    (``engine.local.train_records``) records those runs as failed and trains the others, whose
+    results never depend on their pack-mates."""
+
+    def __init__(self, message: str, members: tuple[int, ...] | list[int] = (),
+                 reasons: dict[int, str] | None = None):
+        super().__init__(message)
+        self.members = tuple(members)
+        self.reasons = dict(reasons or {})  # member -> its own message, where they differ
+
+    def reason(self, e: int) -> str:
+        """Member e's message (the error's own where it has none of its own)."""
+        return self.reasons.get(e, str(self))
+
+
 def pid_alive(pid: int) -> bool:
     """Whether a process of this host is running (zombies — killed but not yet reaped, common in
     containers whose PID 1 does not reap — count as dead). A number no process can have is dead:

@@ -7393,19 +7393,151 @@ def test_a_delta_range_below_the_init_floor_is_refused(tmp_path, model):
         MODELS["ssm_lm"].Config.model_validate(ok)
 
 
-@pytest.mark.parametrize("init,needle", [
-    ({"scheme": "designed"}, "init 'designed' needs a token-embedding model with exactly one "
-                             "linear_mamba mixer, found 0"),
-    ({"scheme": "cooper_construction"}, "init 'cooper_construction' (selective_copy) needs a "
-                                        "cooper_hybrid with layers SSM-TF"),
+def test_a_stopped_members_batchnorm_statistics_stay_frozen_in_its_pack(tmp_path):
+    """A BatchNorm model packed with `max_steps: [3, 12]`: the forward of the pack's later steps
+    kept updating the stopped member's running statistics, so its val/test metrics (eval mode
+    reads them) depended on its pack-mates and differed from the member trained alone
+    (`--pack-size 1`). Its statistics now stay those of its stop step (float64: equal)."""
+    import math
+
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import train_pack
+
+    model = {"name": "seq_lm", "d_model": 8, "layers": "S",
+             "blocks": {"S": {"mixer": {"name": "s4d", "d_state": 4}, "norm": "batchnorm"}}}
+    runs = expand(load_spec(write_spec(
+        tmp_path, model=model, seeds=[0], sweep=[{"zip": {"train.max_steps": [3, 12]}}],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 12,
+               "val_size": 16, "test_size": 16, "eval_every": 3, "dtype": "float64"})), "paper")
+    packed = train_pack(runs)[0]
+    alone = train_pack(runs[:1])[0]
+    for key, v in alone["metrics"].items():
+        assert math.isclose(v, packed["metrics"][key], rel_tol=1e-9, abs_tol=1e-12), key
+
+
+def test_a_training_time_analysis_reads_the_model_in_eval_mode(tmp_path):
+    """`analysis: [decay_histogram]` on a BatchNorm model ran its probe in train mode: the
+    histogram used the probe batch's statistics (not what the trained model computes, nor what
+    the same probe gives on the saved weights) and overwrote the running statistics that the
+    run's saved weights then held. The probe now runs in eval mode and leaves the state as is."""
+    import torch
+
+    from ssmrepro.analysis import decay_histogram
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.tasks import build_task
+    from ssmrepro.train import _DATA_STREAM, derived_seed, train_pack
+
+    model = {"name": "seq_lm", "d_model": 8, "layers": "S",
+             "blocks": {"S": {"mixer": {"name": "s6", "d_state": 4}, "norm": "batchnorm"}}}
+    runs = expand(load_spec(write_spec(
+        tmp_path, model=model, seeds=[0], sweep=[],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4,
+               "val_size": 16, "test_size": 16, "eval_every": 2, "dtype": "float64"})), "paper")
+    probed, plain = {}, {}
+    res = train_pack(runs, analyses=("decay_histogram",), keep=probed)[0]
+    train_pack(runs, keep=plain)
+    for (name, a), b in zip(probed["model"].state_dict().items(),
+                            plain["model"].state_dict().values()):
+        assert torch.equal(a, b), name
+    seeds = torch.tensor([derived_seed(runs[0].seed, _DATA_STREAM)])
+    want = decay_histogram(plain["model"].eval(), build_task(runs[0].task), seeds)[0]
+    assert res["analysis"]["decay_histogram"] == want
+
+
+def test_a_member_without_targets_fails_alone_not_its_pack(tmp_path):
+    """Selective copy with `p: 0.07`, `L: 10` and one-sample sets: some seeds' own samples hold
+    no number token (NoTargets), others' do. The whole pack failed, so seed 3, which trains
+    alone (`--pack-size 1`), failed for its pack-mates' data. Now the members without targets
+    fail with the message, the others train as they would alone."""
+    from ssmrepro.engine.local import WorkSettings, train_records
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    runs = expand(load_spec(write_spec(
+        tmp_path, task={"name": "selective_copy", "L": 10, "p": 0.07}, seeds=[0, 1, 2, 3],
+        model={"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4}, sweep=[],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 1,
+               "test_size": 1, "eval_every": 1, "eval_batch_size": 1})), "paper")
+    ws = WorkSettings("cpu", "torch")
+    packed = train_records(runs, ws)
+    alone = [train_records([r], ws).records[0] for r in runs]
+    assert [r["status"] for r in alone] == ["error", "error", "error", "ok"]
+    assert [r["status"] for r in packed.records] == [r["status"] for r in alone]
+    assert not packed.failed and packed.failed_ids() == [r.run_id for r in runs[:3]]
+    assert "seed 0: ssmrepro.train.NoTargets: the training set" in packed.message
+    assert "seed 1: ssmrepro.train.NoTargets: the validation set" in packed.message
+    assert packed.records[3]["metrics"] == alone[3]["metrics"]
+
+
+@pytest.mark.parametrize("train, needle", [
+    ({"label_smoothing": 0.1}, "label_smoothing applies to classification only"),
+    ({"early_stop": {"metric": "val.acc", "op": ">", "threshold": 0.5}}, "early-stop on val.loss"),
 ])
-def test_a_constructed_init_the_model_cannot_take_is_refused_by_validate(tmp_path, init, needle):
-    """`model.init: {scheme: designed}` (or cooper_construction) on a model the construction does
-    not fit passed `validate`, and `run` trained nothing: the pack failed at its first step with
-    the construction's ValueError. validate refuses it now ('run A cannot be built: ...'), exit 2,
-    also when the run shares its shape with a run of another init (one run per shape was checked)."""
-    model = {"name": "seq_lm", "d_model": 8, "layers": "SSM",
-             "blocks": {"SSM": {"mixer": {"name": "s6", "d_state": 4}}}}
-    spec = write_spec(tmp_path, model=model, seeds=[0], sweep=[{"cases": [
-        {"label": "plain", "set": {}}, {"label": "A", "set": {"model.init": init}}]}])
-    _assert_refused(_invoke("validate", spec), "run A cannot be built", needle)
+def test_a_regression_task_refuses_smoothing_and_accuracy_at_validate(tmp_path, train, needle):
+    """`label_smoothing: [0, 0.1]` swept on cosine_operator (a regression task): `validate` said
+    ok and the run failed its whole pack, the member without smoothing included (alone, with
+    `--pack-size 1`, that one trained). Early stop on val.acc likewise passed `validate`. Both
+    are refused by `validate` naming the task, exit 2."""
+    base = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 8,
+            "test_size": 8, "eval_every": 1, "eval_batch_size": 8}
+    spec = write_spec(tmp_path, task={"name": "cosine_operator", "L": 64, "n_terms": 10},
+                      model={"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4},
+                      train={**base, **train}, seeds=[0], sweep=[])
+    res = _invoke("validate", spec)
+    assert res.exit_code == 2, res.output
+    assert "cosine_operator is a regression task" in res.output and needle in res.output
+    assert _invoke("validate", write_spec(
+        tmp_path, name="t-ok", task={"name": "cosine_operator", "L": 64, "n_terms": 10},
+        model={"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4}, train=base,
+        seeds=[0], sweep=[])).exit_code == 0
+
+
+def test_a_member_whose_init_does_not_fit_fails_alone_not_its_pack(tmp_path):
+    """`model.init.scheme: [default, designed, cooper_construction]` swept on an S6 model: the
+    two constructions do not fit it, and the whole pack failed with the first one's message,
+    the default-init run included (it trains alone, `--pack-size 1`). Now each of the two fails
+    with its own message and the default one trains as it would alone."""
+    from ssmrepro.engine.local import WorkSettings, train_records
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    runs = expand(load_spec(write_spec(
+        tmp_path, seeds=[0],
+        model={"name": "seq_lm", "d_model": 8, "layers": ["S"],
+               "blocks": {"S": {"mixer": {"name": "s6", "d_state": 4}}}},
+        sweep=[{"grid": {"model.init.scheme": ["default", "designed", "cooper_construction"]}}],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 8,
+               "test_size": 8, "eval_every": 1, "eval_batch_size": 8})), "paper")
+    ws = WorkSettings("cpu", "torch")
+    packed = train_records(runs, ws)
+    alone = [train_records([r], ws).records[0] for r in runs]
+    assert [r["status"] for r in packed.records] == [r["status"] for r in alone] == [
+        "ok", "error", "error"]
+    for p, a in zip(packed.records[1:], alone[1:]):
+        assert p["error"] == a["error"]
+    assert "init 'designed' needs" in packed.records[1]["error"]
+    assert "init 'cooper_construction' (selective_copy) needs" in packed.records[2]["error"]
+    assert packed.records[0]["metrics"] == alone[0]["metrics"]
+    assert packed.failed_ids() == [r.run_id for r in runs[1:]]
+    both = train_records(runs[1:], ws)  # the re-run: a pack of the two that fail
+    assert both.failed and [r["error"] for r in both.records] == [a["error"] for a in alone[1:]]
+
+
+@pytest.mark.parametrize("scheme, needle", [
+    ("designed", "init 'designed' needs a token-embedding model with exactly one linear_mamba"),
+    ("cooper_construction", "init 'cooper_construction' (selective_copy) needs a cooper_hybrid"),
+])
+def test_validate_refuses_an_init_scheme_its_model_does_not_fit(tmp_path, scheme, needle):
+    """`model.init.scheme: designed` (or `cooper_construction`) on an S6 model: `validate` said ok
+    and every pack holding such a run failed when it built its model (with a `default` run
+    swept beside it, that one too). `validate` refuses it, naming the scheme's requirement,
+    exit 2 (checked on the meta device once per shape and scheme)."""
+    model = {"name": "seq_lm", "d_model": 8, "layers": ["S"],
+             "blocks": {"S": {"mixer": {"name": "s6", "d_state": 4}}}}
+    res = _invoke("validate", write_spec(
+        tmp_path, seeds=[0], model=model,
+        sweep=[{"grid": {"model.init.scheme": ["default", scheme]}}]))
+    assert res.exit_code == 2, res.output
+    assert "model.init: run cannot be initialised: " + needle in " ".join(res.output.split())

@@ -405,7 +405,7 @@ def run_experiment(
                     prog.advance(bar, tr.end(ev))
                     if ev.failed:
                         console.print(f"[red]pack {ev.pack + 1} failed:[/] {escape(ev.message)}")
-                    elif ev.run_ids:
+                    if ev.run_ids:  # a pack whose other members failed alone still trained these
                         console.print(_pack_line(store, ev, tr.n_packs, time.time() - t0))
                     if ev.run_ids or ev.failed:
                         store.write_csv(runs, csv_name)

@@ -32,7 +32,7 @@ from ..kernels.backend import kernel_usage, reset_kernel_usage, set_scan_backend
 from ..store import WEIGHTS_DIGEST, Store
 from ..sweep import CODE_VERSION
 from ..train import member_state, train_pack
-from ..util import die_with_parent, flush_denormals, plain_warnings, tune_malloc
+from ..util import MemberError, die_with_parent, flush_denormals, plain_warnings, tune_malloc
 from .plan import Pack
 
 _COMMIT: str | None = None
@@ -119,6 +119,11 @@ class PackResult:
     failed: bool = False  # the pack raised: every record has status "error"
     message: str = ""
 
+    def failed_ids(self) -> list[str]:
+        """Run ids whose record is an error: every run where ``failed``, else the members that
+        failed on their own (``_without``) while the others trained."""
+        return [r["run_id"] for r in self.records if r.get("status") == "error"]
+
 
 def train_records(runs: list, ws: WorkSettings, progress=None, heartbeat=None,
                   micro_batch: int | None = None) -> PackResult:
@@ -128,8 +133,13 @@ def train_records(runs: list, ws: WorkSettings, progress=None, heartbeat=None,
     reset_kernel_usage()
     keep: dict = {}
     try:
-        results = train_pack(runs, device=ws.device, progress=progress, heartbeat=heartbeat,
-                             analyses=ws.analyses, keep=keep, micro_batch=micro_batch)
+        try:
+            results = train_pack(runs, device=ws.device, progress=progress, heartbeat=heartbeat,
+                                 analyses=ws.analyses, keep=keep, micro_batch=micro_batch)
+        except MemberError as err:
+            if not err.members:
+                raise
+            return _without(runs, err, ws, progress, heartbeat, micro_batch)
         kernels = kernel_usage()
         records, weights = [], []
         for e, (r, res) in enumerate(zip(runs, results)):
@@ -143,6 +153,46 @@ def train_records(runs: list, ws: WorkSettings, progress=None, heartbeat=None,
         records = [make_record(r, {"status": "error", "error": msg, "traceback": tb}, ws.device,
                                ws.backend, commit=ws.commit, code=ws.code) for r in runs]
         return PackResult(records, [None] * len(runs), failed=True, message=msg)
+
+
+def _without(runs: list, err: MemberError, ws: WorkSettings, progress, heartbeat,
+             micro_batch: int | None) -> PackResult:
+    """``runs``' records when the members ``err.members`` fail on their own (``MemberError``: a
+    set without a supervised target in their own data, an init their model does not fit): those
+    fail as each would alone; the others train as a pack of their own (a member's training never
+    depends on its pack-mates). The whole pack failed, and a run that trains alone
+    (`--pack-size 1`) failed for its pack-mates' data or init. Every member failing, each
+    record still names its own reason (they all read the first one's)."""
+    bad = set(err.members)
+    msg = "".join(traceback.format_exception_only(type(err), err)).strip()
+    kind = msg[: len(msg) - len(str(err))]  # 'module.Class: '
+    tb = traceback.format_exc()
+    others = [r for e, r in enumerate(runs) if e not in bad]
+    rest = (train_records(others, ws, progress, heartbeat, micro_batch) if others
+            else PackResult([], [], failed=True))
+    done = iter(zip(rest.records, rest.weights))
+    records, weights = [], []
+    for e, r in enumerate(runs):
+        if e in bad:
+            records.append(make_record(r, {"status": "error", "error": kind + err.reason(e),
+                                           "traceback": tb},
+                                       ws.device, ws.backend, commit=ws.commit, code=ws.code))
+            weights.append(None)
+        else:
+            rec, w = next(done)
+            records.append(rec)
+            weights.append(w)
+
+    def name(r) -> str:
+        where = r.label or " ".join(f"{k}={v}" for k, v in r.coords.items())
+        return f"{where + ' ' if where else ''}seed {r.seed}"
+
+    if not others and len({err.reason(e) for e in bad}) == 1:  # one reason for the whole pack
+        return PackResult(records, weights, failed=True, message=kind + err.reason(min(bad)))
+    line = "; ".join(f"{name(r)}: {kind}{err.reason(e)}" for e, r in enumerate(runs) if e in bad)
+    line = f"{len(bad)} of its {len(runs)} runs failed on their own ({line})"
+    return PackResult(records, weights, failed=rest.failed,
+                      message="; ".join(x for x in (line, rest.message) if x))
 
 
 def store_result(store: Store, result: PackResult) -> list[str]:
@@ -180,10 +230,9 @@ def work_pack(i: int, pack: Pack, store: Store, ws: WorkSettings, emit: EventFn,
         )
         lost = store_result(store, res)
         ids, skipped = [r for r in ids if r not in lost], skipped + lost
-        if res.failed:
-            emit(Event("pack_end", i, worker, failed=ids, skipped=skipped, message=res.message))
-        else:
-            emit(Event("pack_end", i, worker, run_ids=ids, skipped=skipped))
+        bad = [x for x in res.failed_ids() if x not in lost]
+        emit(Event("pack_end", i, worker, run_ids=[x for x in ids if x not in bad], failed=bad,
+                   skipped=skipped, message=res.message if bad else ""))
     finally:
         for r in mine:
             store.release(r.run_id)

@@ -242,11 +242,9 @@ def run_ray(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings, emit:
                     lost = store_result(store, res)
                     kept = [r for r in ids if r not in lost]
                     skipped = skipped + lost
-                    if res.failed:
-                        emit(Event("pack_end", i, failed=kept, skipped=skipped,
-                                   message=res.message))
-                    else:
-                        emit(Event("pack_end", i, run_ids=kept, skipped=skipped))
+                    bad = [x for x in res.failed_ids() if x not in lost]
+                    emit(Event("pack_end", i, run_ids=[x for x in kept if x not in bad],
+                               failed=bad, skipped=skipped, message=res.message if bad else ""))
                 for r in ids:  # after the records are written (a crash before leaves stale claims)
                     store.release(r)
             submit()

@@ -19,7 +19,7 @@ from torch import nn
 
 from .backbone import SeqLM, SeqLMConfig
 from .base import ModelConfig, SequenceModel
-from .init import CONSTRUCTED, InitConfig, check_init, initialise
+from .init import InitConfig, initialise
 from .presets import (
     PRESETS,
     CooperHybridConfig,
@@ -67,20 +67,6 @@ def build_model(config: ModelConfig, info, E: int, seeds: list[int] | None = Non
             inits = [m.to_backbone().init for m in members]
         initialise(model, seeds, inits)
     return model
-
-
-def check_init_applies(config: ModelConfig, info) -> None:
-    """Raise ValueError when the config's init scheme cannot initialise the model it builds
-    (models.init.check_init; only the constructed schemes can fail): the model is built on
-    PyTorch's ``meta`` device, so nothing is allocated."""
-    import torch
-
-    cfg = config.to_backbone()
-    if cfg.init.scheme not in CONSTRUCTED:
-        return
-    with torch.device("meta"):
-        model = SeqLM(cfg, info, 1)
-    check_init(model, cfg.init)
 
 
 def member_key(config: ModelConfig) -> dict:
@@ -189,9 +175,8 @@ def count_params(model: nn.Module, E: int) -> int:
 
 
 __all__ = [
-    "CONSTRUCTED", "MODELS", "CooperHybridConfig", "InitConfig", "LinearMambaConfig", "MambaLMConfig",
+    "MODELS", "CooperHybridConfig", "InitConfig", "LinearMambaConfig", "MambaLMConfig",
     "ModelConfig", "ModelEntry", "SSMLMConfig", "SeqLM", "SeqLMConfig", "SequenceModel",
-    "TransformerLMConfig", "activation_floats", "build_model", "check_init_applies", "config_rows",
-    "count_params",
+    "TransformerLMConfig", "activation_floats", "build_model", "config_rows", "count_params",
     "eval_floats", "fixed_floats", "member_key", "param_count",
 ]

@@ -57,7 +57,7 @@ from torch import nn
 from ..theory.cooper import selective_copy_weights
 from ..theory.cooper_decode import decode_recall_weights
 from ..theory.designed import check_designed_shape, designed_weights
-from ..util import NoBoolNumbers
+from ..util import MemberError, NoBoolNumbers
 from .base import refuse_unread
 from .blocks import MixerBlock, NeoXBlock
 from .layers import PackedEmbedding, PackedLinear, PackedModule, _normal_
@@ -166,7 +166,7 @@ def _designed(model: nn.Module, seeds: list[int], members: list[int]) -> None:
     if lm.d_conv != 2 or lm.expand != 2:
         raise ValueError("designed weights exist for 1 layer, d_conv = 2, expand = 2")
     V, D = embed.weight.shape[1], embed.weight.shape[2]
-    if not members:  # check only (``check_init``): the construction's own requirements
+    if not members:  # a structural check (``init_problem``): the construction's own sizes
         check_designed_shape(V, D, lm.N)
     for e in members:
         w = designed_weights(V, D, lm.N, int(seeds[e]))
@@ -218,17 +218,11 @@ def _cooper(model: nn.Module, members: list[int], cfg: InitConfig) -> None:
     shape = dict(d_model=d, d_inner=mx.d_inner, d_state=core.N, d_conv=mx.conv.width,
                  dt_rank=core.R, heads=attn.H, rotary_pct=rotary_pct, rope_base=attn.rope_base,
                  window=attn.window, mlp_hidden=tfs[0].mlp.fc1.dout)
-    if cfg.construction == "selective_copy":
-        words = V - cfg.numbers - 3
-        if words < 1:
-            raise ValueError(f"vocabulary {V} has no words besides {cfg.numbers} numbers + 3 "
-                             "specials")
-        w = selective_copy_weights(words=words, numbers=cfg.numbers, offset=cfg.number_offset,
-                                   L=attn.window, **shape)
-        prefixes = ["tf."]
-    else:
-        w = decode_recall_weights(words=V - 2 - 3, **shape)
-        prefixes = ["tf1.", "tf2."]
+    words = V - cfg.numbers - 3 if cfg.construction == "selective_copy" else V - 2 - 3
+    if cfg.construction == "selective_copy" and words < 1:
+        raise ValueError(f"vocabulary {V} has no words besides {cfg.numbers} numbers + 3 "
+                         "specials")
+    prefixes = ["tf."] if cfg.construction == "selective_copy" else ["tf1.", "tf2."]
     slots = {
         "embed": model.embed.weight, "ssm.norm": ssm_block.norm.weight,
         "ssm.in_proj": mx.in_proj.weight, "ssm.conv_w": mx.conv.weight, "ssm.conv_b": mx.conv.bias,
@@ -242,23 +236,34 @@ def _cooper(model: nn.Module, members: list[int], cfg: InitConfig) -> None:
     missing = [k for k, p in slots.items() if p is None]
     if missing or model.head.bias is not None:
         raise ValueError(f"init 'cooper_construction': the model lacks {missing or 'an unbiased head'}")
+    if not members:  # a structural check (``init_problem``): no weights computed
+        return
+    if cfg.construction == "selective_copy":
+        w = selective_copy_weights(words=words, numbers=cfg.numbers, offset=cfg.number_offset,
+                                   L=attn.window, **shape)
+    else:
+        w = decode_recall_weights(words=words, **shape)
     for name, p in slots.items():
         for e in members:
             p[e].copy_(w[name].to(p.dtype))
 
 
-CONSTRUCTED = ("designed", "cooper_construction")  # schemes that need a model of one shape
+STRUCTURAL = ("designed", "cooper_construction")  # schemes that fit only some models
 
 
-def check_init(model: nn.Module, cfg: InitConfig) -> None:
-    """Raise ValueError when scheme ``cfg`` cannot initialise ``model`` (built on the meta
-    device is enough: only shapes are read): the constructed schemes need one model layout and
-    their construction's sizes. Without this check such a run passed ``validate`` and its pack
-    failed at its first step."""
-    if cfg.scheme == "designed":
-        _designed(model, [], [])
-    elif cfg.scheme == "cooper_construction":
-        _cooper(model, [], cfg)
+def init_problem(model: nn.Module, cfg: InitConfig) -> str | None:
+    """Why the scheme ``cfg`` does not fit ``model`` (None: it fits, or the scheme fits any
+    model): the checks ``initialise`` makes before writing a construction's weights, with no
+    weight computed or written (the model may be on the meta device). ``validate`` reports it
+    (``train.model_problems``): it said ok and every pack holding such a run failed."""
+    try:
+        if cfg.scheme == "designed":
+            _designed(model, [], [])
+        elif cfg.scheme == "cooper_construction":
+            _cooper(model, [], cfg)
+    except ValueError as err:
+        return str(err)
+    return None
 
 
 def initialise(model: nn.Module, seeds: list[int],
@@ -290,11 +295,20 @@ def initialise(model: nn.Module, seeds: list[int],
         for m, std in zip(embeds, stds):
             m.init_std = std
     designed = [e for e, sc in enumerate(schemes) if sc == "designed"]
+    failed: dict[int, str] = {}  # member -> why its scheme does not fit the model
     if designed:
-        _designed(model, seeds, designed)
+        try:
+            _designed(model, seeds, designed)
+        except ValueError as err:
+            failed.update({e: str(err) for e in designed})
     for e, sc in enumerate(schemes):
         if sc == "cooper_construction":
-            _cooper(model, [e], cfgs[e])
+            try:
+                _cooper(model, [e], cfgs[e])
+            except ValueError as err:
+                failed[e] = str(err)
+    if failed:  # the members with another scheme are fine: a pack trains them without these
+        raise MemberError(next(iter(failed.values())), sorted(failed), failed)
 
 
-__all__ = ["CONSTRUCTED", "InitConfig", "check_init", "initialise", "weight_matrices"]
+__all__ = ["STRUCTURAL", "InitConfig", "init_problem", "initialise", "weight_matrices"]

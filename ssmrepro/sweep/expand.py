@@ -19,7 +19,7 @@ from .. import expr
 from ..models import MODELS, ModelConfig
 from ..spec import LABEL_SEP, Axis, Spec, SpecError, _format_errors, find_reused, parse_yaml
 from ..tasks import TASKS, DataUnavailable, Task, TaskConfig, build_task, eval_set_problem
-from ..tasks.base import fixed_split_error
+from ..tasks.base import fixed_split_error, loss_problem
 from .config import RunConfig, TrainConfig, flatten, lean, run_id_of
 
 SECTIONS = ("task", "model", "train")
@@ -264,7 +264,8 @@ def check_task_data(task_cls: type[Task], task: TaskConfig, train: TrainConfig,
                 raise ValueError(f"train.evals.{n}: {err}") from None
     except DataUnavailable:
         return
-    err = fixed_split_error(base, base.split_sizes(), train.train_size)
+    err = fixed_split_error(base, base.split_sizes(), train.train_size) or loss_problem(
+        base, train.label_smoothing, train.early_stop.metric if train.early_stop else None)
     if err:
         raise ValueError(err)
     for name, et in built.items():

@@ -157,6 +157,22 @@ def fixed_split_error(task: type[Task] | Task, sizes: dict[str, int] | None,
     return None
 
 
+def loss_problem(task: Task, label_smoothing: float, early_stop_metric: str | None) -> str | None:
+    """Why a run's training settings do not fit its task's loss (None: they fit): a regression
+    task (``info.loss`` 'mse') has no label smoothing and no accuracy to early-stop on. Checked
+    by ``validate`` (``sweep.check_task_data``) and before a pack trains (``train.check_pack``):
+    only the pack checked it, so a sweep of ``label_smoothing: [0, 0.1]`` said ok and failed the
+    whole pack, the member without smoothing included."""
+    if task.info.loss != "mse":
+        return None
+    if label_smoothing:
+        return (f"task {task.name} is a regression task: label_smoothing applies to "
+                "classification only")
+    if early_stop_metric == "val.acc":
+        return (f"task {task.name} is a regression task (no accuracy): early-stop on val.loss")
+    return None
+
+
 class Task:
     """Base class: subclasses set ``Config`` and implement ``info`` and ``sample``.
 
