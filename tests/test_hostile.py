@@ -6808,3 +6808,43 @@ def test_a_log_step_axis_over_step_zero_alone_is_drawn_linear(tmp_path, monkeypa
     cfg = curves_mod.CurvesConfig(kind="curves", series=["val.acc"], logx=True)
     assert curves_mod.curves(ctx, cfg, tmp_path / "f.png")
     assert drawn == [("linear", 1)], drawn
+
+
+def test_a_length_curve_shows_the_gap_of_a_diverged_cell_among_its_hue(tmp_path, monkeypatch):
+    """length_curves averages the cells of a hue; the mean skipped NaN, so a diverged cell
+    (one of two learning rates) left the other cell's values standing for the hue with no
+    sign of it, and the legend named the first cell's parameter count for cells of two."""
+    import math
+    from types import SimpleNamespace
+
+    import pandas as pd
+    from test_checks import Run
+
+    from ssmrepro.plots import FigureContext, bands, parse_figure
+    from ssmrepro.report import aggregate, cell_keys
+
+    runs = [Run(a, {"train.lr": lr, "model.d_model": d}, s) for a, d in (("S6", 8), ("S4D", 4))
+            for lr in (0.01, 0.02) for s in (0, 1)]
+    rows = []
+    for i, r in enumerate(runs):
+        bad = r.label == "S6" and r.coords["train.lr"] == 0.02 and r.seed == 0
+        rows.append({"run_id": f"r{i}", "label": r.label, "seed": r.seed,
+                     "status": "diverged" if bad else "ok",
+                     "n_params": 100 * r.coords["model.d_model"] + (r.coords["train.lr"] == 0.02),
+                     "L8.acc": math.nan if bad else 0.9, "L16.acc": math.nan if bad else 0.5,
+                     **r.flat()})
+    cells = aggregate(pd.DataFrame(rows), runs, "mean", ["L8.acc", "L16.acc"], [0, 100])
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, cell_keys(runs),
+                        lambda stem, ext: tmp_path / f"{stem}.{ext}")
+    drawn = {}
+    monkeypatch.setattr(bands, "save_png", lambda fig, path, dpi: drawn.update(
+        {ln.get_label(): list(ln.get_ydata()) for ln in fig.axes[0].get_lines()}))
+    cfg = parse_figure({"kind": "length_curves", "lengths": [8, 16]})
+    assert bands.length_curves(ctx, cfg, tmp_path / "f.png")
+    s6 = next(k for k in drawn if k.startswith("S6"))
+    assert all(math.isnan(v) for v in drawn[s6]), drawn  # 0.9 / 0.5 of the lr 0.01 cell before
+    assert "1 diverged" in s6 and "mean of 2 cells" in s6 and "800–801 params" in s6, s6
+    s4d = next(k for k in drawn if k.startswith("S4D"))
+    assert drawn[s4d] == [0.9, 0.5] and "diverged" not in s4d, s4d
