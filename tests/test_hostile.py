@@ -6848,3 +6848,27 @@ def test_a_length_curve_shows_the_gap_of_a_diverged_cell_among_its_hue(tmp_path,
     assert "1 diverged" in s6 and "mean of 2 cells" in s6 and "800–801 params" in s6, s6
     s4d = next(k for k in drawn if k.startswith("S4D"))
     assert drawn[s4d] == [0.9, 0.5] and "diverged" not in s4d, s4d
+
+
+def test_a_report_prints_small_learning_rates_and_values_as_they_are():
+    """report.md printed every float with 3 decimals: the learning rates 0.0001 and 0.000316 of
+    two cells both read 0.000 (0.00316 read 0.003), and an MSE of 1.7e-09 or a paper value of
+    0.0002 read 0.000, as a cell that is exactly 0."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.report import Verdict, markdown
+
+    cells = pd.DataFrame({"label": ["S6", "S6", "S6"], "train.lr": [0.0001, 0.000316, 0.00316],
+                          "n_expected": 1, "n_ok": 1, "n_diverged": 0, "complete": True,
+                          "test.mse": [1.7e-09, 0.0, 0.25]})
+    spec = SimpleNamespace(id="t", alias=None, title="t", claim="c", notes=[], analytic=None,
+                           aggregate=SimpleNamespace(reduce="mean"))
+    pv = Verdict("paper_value", "label=S6: test.mse (tol 0.0001)", "match", ours=0.00025,
+                 paper=0.0002)
+    text = markdown(spec, "smoke", cells, [pv], 3)
+    rows = [line for line in text.splitlines() if line.startswith("| S6 |")]
+    assert [r.split(" | ")[1] for r in rows] == ["0.0001", "0.000316", "0.00316"], rows
+    assert [r.split(" | ")[5] for r in rows] == ["1.7e-09 |", "0.000 |", "0.250 |"], rows
+    assert "| 0.0002 | 0.00025 | match |" in text, text
