@@ -6872,3 +6872,31 @@ def test_a_report_prints_small_learning_rates_and_values_as_they_are():
     assert [r.split(" | ")[1] for r in rows] == ["0.0001", "0.000316", "0.00316"], rows
     assert [r.split(" | ")[5] for r in rows] == ["1.7e-09 |", "0.000 |", "0.250 |"], rows
     assert "| 0.0002 | 0.00025 | match |" in text, text
+
+
+def test_a_figure_says_how_many_seeds_its_values_hold_when_one_is_not_trained(tmp_path):
+    """The figures' 'mean of 3 seeds' counted the seeds each cell expects: a cell whose third
+    seed was not trained (a row deleted, an interrupted run) was drawn as the mean of 2 under
+    the label 'mean of 3 seeds'."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+    from test_checks import Run
+
+    from ssmrepro.plots import FigureContext
+    from ssmrepro.report import aggregate, cell_keys
+
+    runs = [Run(a, {}, s) for a in ("S6", "S4D") for s in (0, 1, 2)]
+    rows = [{"run_id": f"r{i}", "label": r.label, "seed": r.seed, "status": "ok",
+             "test.acc": 0.5} for i, r in enumerate(runs) if (r.label, r.seed) != ("S4D", 2)]
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+
+    def ctx(df):
+        cells = aggregate(df, runs, "mean", ["test.acc"])
+        return FigureContext(spec, "smoke", cells, cell_keys(runs),
+                             lambda stem, ext: tmp_path / f"{stem}.{ext}")
+
+    assert ctx(pd.DataFrame(rows)).aggregation() == "mean of 2–3 seeds"
+    rows.append({"run_id": "r9", "label": "S4D", "seed": 2, "status": "ok", "test.acc": 0.5})
+    assert ctx(pd.DataFrame(rows)).aggregation() == "mean of 3 seeds"
