@@ -6900,3 +6900,33 @@ def test_a_figure_says_how_many_seeds_its_values_hold_when_one_is_not_trained(tm
     assert ctx(pd.DataFrame(rows)).aggregation() == "mean of 2–3 seeds"
     rows.append({"run_id": "r9", "label": "S4D", "seed": 2, "status": "ok", "test.acc": 0.5})
     assert ctx(pd.DataFrame(rows)).aggregation() == "mean of 3 seeds"
+
+
+def test_a_second_row_of_a_run_under_another_id_is_not_counted_or_exported(tmp_path):
+    """A committed results table holding a run's row twice, under its id and under another (a
+    copy, an older training) with another value: the report took whichever came first as the
+    cell's seed and counted it once, while `export` exported both rows ('2 runs' of a one-seed
+    cell), with no word."""
+    import pandas as pd
+
+    from ssmrepro.plots.outputs import consistent_rows
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    spec, out = two_profile_spec(tmp_path), tmp_path / "out"
+    assert _invoke("run", spec, "--profile", "smoke", "--out", out, "--workers", "1",
+                   "--no-calibrate").exit_code == 0
+    folder = out / "tests" / "t-spec"
+    shutil.rmtree(folder / "runs")  # records are not in git
+    t = pd.read_csv(folder / "results-smoke.csv", dtype={"run_id": str})
+    s6 = t[t["label"] == "S6"]
+    copy = s6.assign(run_id="c0ffee000000", **{"metric.test.acc": 0.999})
+    pd.concat([copy, t]).to_csv(folder / "results-smoke.csv", index=False)
+    res = _invoke("plot", spec, "--profile", "smoke", "--out", out)
+    assert res.exit_code == 0, res.output
+    assert "under its id and under c0ffee000000; the row of c0ffee000000 is not used" in res.output
+    cells = pd.read_csv(folder / "summary-smoke.csv").set_index("label")
+    assert cells.loc["S6", "test.acc"] == s6["metric.test.acc"].iloc[0]
+    kept = consistent_rows(pd.read_csv(folder / "results-smoke.csv", dtype={"run_id": str}),
+                           expand(load_spec(spec), "smoke"), own=True)  # what export reads
+    assert sorted(kept["run_id"]) == sorted(t["run_id"])

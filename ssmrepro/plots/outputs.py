@@ -1076,7 +1076,34 @@ def consistent_rows(table: pd.DataFrame, runs: list, own: bool = False) -> pd.Da
             print(f"warning: a committed table has run {rid} {int((ids == rid).sum())} times "
                   f"with different results; its rows are not used", file=sys.stderr)
             keep &= ids != rid
+    if own and {LABEL, SEED} <= set(table.columns):
+        keep &= ~_second_rows(table[keep], by_id)
     return table[keep]
+
+
+def _second_rows(table: pd.DataFrame, by_id: dict) -> pd.Series:
+    """Rows (of ``table``, a profile's own results table) under a run id not planned that hold
+    the label, seed and swept values of a planned run whose own row is in the table too: a
+    second row of one run (a copy, an older training); each id's rows are flagged with a
+    warning. The report counted the seed once (the first row, whichever it was) while
+    ``export`` exported both, '4 runs' of a 3-seed cell."""
+    ids = table[RUN_ID].astype(str)
+    held: dict[tuple, list] = {}  # (label, seed) -> planned runs with a row here
+    for rid in dict.fromkeys(ids):
+        r = by_id.get(rid)
+        if r is not None:
+            held.setdefault((str(r.label), norm(r.seed)), []).append(r)
+    out = pd.Series(False, index=table.index)
+    for rid in [i for i in dict.fromkeys(ids) if i not in by_id]:
+        rows = table[ids == rid]
+        key = (str(rows[LABEL].iloc[0]), norm(rows[SEED].iloc[0]))
+        twin = next((r for r in held.get(key, []) if not _other_cell(rows, r)), None)
+        if twin is not None:
+            print(f"warning: a committed table has the run {twin.run_id} ({key[0]}, seed "
+                  f"{twin.seed}) twice, under its id and under {rid}; the row of {rid} is not used",
+                  file=sys.stderr)
+            out |= ids == rid
+    return out
 
 
 def _disagree(rows: pd.DataFrame) -> bool:
