@@ -6930,3 +6930,32 @@ def test_a_second_row_of_a_run_under_another_id_is_not_counted_or_exported(tmp_p
     kept = consistent_rows(pd.read_csv(folder / "results-smoke.csv", dtype={"run_id": str}),
                            expand(load_spec(spec), "smoke"), own=True)  # what export reads
     assert sorted(kept["run_id"]) == sorted(t["run_id"])
+
+
+def test_a_paper_value_of_a_metric_not_measured_is_not_called_diverged():
+    """A paper value on a metric the finished runs have no value of, although none diverged (a
+    column missing from a committed table), read 'diverged' in the report's paper-value table,
+    and `verify --json` gave no reason beside 'ours: null'."""
+    import math
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.report import markdown, verify
+    from ssmrepro.spec import PaperValue
+
+    cells = pd.DataFrame({"label": ["S6", "S4D"], "n_expected": 2, "n_ok": [2, 1],
+                          "n_diverged": [0, 1], "complete": True,
+                          "val.acc": [math.nan, math.nan]})
+    spec = SimpleNamespace(id="t", alias=None, title="t", claim="c", notes=[], analytic=None,
+                           claims=[], aggregate=SimpleNamespace(reduce="mean"),
+                           paper_values=[PaperValue(where={"label": "S6"}, metric="val.acc",
+                                                    value=0.2),
+                                         PaperValue(where={"label": "S4D"}, metric="val.acc",
+                                                    value=0.2)])
+    vs = verify(spec, cells, ["label"])
+    assert [(v.verdict, v.detail) for v in vs if v.kind == "paper_value"] == [
+        ("differs", "not measured"), ("differs", "diverged")]
+    text = markdown(spec, "smoke", cells, vs, 4)
+    assert "| label=S6: val.acc (tol 0.05) | 0.200 | not measured | differs |" in text, text
+    assert "| label=S4D: val.acc (tol 0.05) | 0.200 | diverged | differs |" in text, text

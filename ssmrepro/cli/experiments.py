@@ -501,7 +501,7 @@ def _outputs_json(res) -> dict:
         "claims": [{"verdict": v.verdict, "text": v.text, "detail": v.detail, "ours": v.ours}
                    for v in claims],
         "paper_values": [{"cell": v.text, "paper": v.paper, "ours": v.ours,
-                          "verdict": v.verdict} for v in pvs],
+                          "verdict": v.verdict, "detail": v.detail} for v in pvs],
         "csv": res.csv, "figures": res.figures, "report": res.report,
         "curves": getattr(res, "curves", None),
         "runs": {"expected": res.expected, "finished": res.finished},

@@ -72,8 +72,12 @@ def _paper_value(pv, cells: pd.DataFrame, index: CellIndex | None = None) -> Ver
                        detail=f"{n_fin} of {int(sel[N_EXPECTED].sum())} runs finished")
     vals = done[pv.metric].astype(float)
     if vals.isna().any():  # a finished cell without a value (diverged) does not match
+        # nor does one where no run diverged (the metric was not measured: a column missing
+        # from a committed table, an analysis of weights that are gone): it read 'diverged'
+        nan = done[vals.isna()]
+        div = N_DIVERGED not in nan or bool((nan[N_DIVERGED].astype(float) > 0).any())
         return Verdict("paper_value", f"{text} (tol {pv.tol})", "differs", math.nan, pv.value,
-                       detail="diverged")
+                       detail="diverged" if div else "not measured")
     ours = float(vals.mean())
     verdict = "match" if within(ours, pv.value, pv.tol) else "differs"
     return Verdict("paper_value", f"{text} (tol {pv.tol})", verdict, ours, pv.value)
@@ -207,8 +211,8 @@ def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n
         lines += ["", f"## Paper values ({paper_value_tally(pvs)})", "",
                   "| cell | paper | ours | verdict |", "|---|---|---|---|"]
         for v in pvs:
-            ours = ("diverged" if v.detail == "diverged" else f"{_ours(v)} ({v.detail})"
-                    if v.verdict == "unfinished" else _ours(v))
+            ours = (v.detail if v.detail in ("diverged", "not measured")
+                    else f"{_ours(v)} ({v.detail})" if v.verdict == "unfinished" else _ours(v))
             lines.append(f"| {md_cell(v.text)} | {fmt_value(v.paper)} | {ours} | {v.verdict} |")
     shown = cells.drop(columns=[COMPLETE]) if COMPLETE in cells else cells
     if spec.analytic is not None:  # its grid and parameters, beside computed metrics
