@@ -6959,3 +6959,32 @@ def test_a_paper_value_of_a_metric_not_measured_is_not_called_diverged():
     text = markdown(spec, "smoke", cells, vs, 4)
     assert "| label=S6: val.acc (tol 0.05) | 0.200 | not measured | differs |" in text, text
     assert "| label=S4D: val.acc (tol 0.05) | 0.200 | diverged | differs |" in text, text
+
+
+def test_a_learning_curve_figure_says_how_many_seeds_each_curve_holds(tmp_path, monkeypatch):
+    """The curves kind's title counted the distinct seeds of the whole history table: a curve
+    of 2 seeds (its third not trained) beside curves of 3 was drawn under 'mean of 3 seeds'."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import curves as kind
+
+    hist = pd.DataFrame([{"run_id": f"{a}{s}", "label": a, "seed": s, "step": t,
+                          "val.acc": 0.1 * t} for a, n in (("S6", 3), ("S4D", 2))
+                         for s in range(n) for t in (1, 2)])
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", pd.DataFrame(), ["label"],
+                        lambda stem, ext: tmp_path / f"{stem}.{ext}",
+                        tables={kind.CURVES: hist})
+    seen = []
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.append(
+        fig._suptitle.get_text().replace("\n", " ")))
+    cfg = parse_figure({"kind": "curves", "series": "val.acc", "hue": "label"})
+    assert kind.curves(ctx, cfg, tmp_path / "f.png")
+    assert "mean of 2–3 seeds" in seen[0], seen
+    ctx.tables[kind.CURVES] = hist[hist["label"] == "S6"]
+    assert kind.curves(ctx, cfg, tmp_path / "g.png")
+    assert "mean of 3 seeds" in seen[-1], seen
