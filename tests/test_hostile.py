@@ -6988,3 +6988,27 @@ def test_a_learning_curve_figure_says_how_many_seeds_each_curve_holds(tmp_path, 
     ctx.tables[kind.CURVES] = hist[hist["label"] == "S6"]
     assert kind.curves(ctx, cfg, tmp_path / "g.png")
     assert "mean of 3 seeds" in seen[-1], seen
+
+
+def test_a_bar_without_a_value_says_diverged_only_where_a_run_diverged(tmp_path, monkeypatch):
+    """The bars kind wrote 'diverged' under every bar without a value, also where no run
+    diverged (the metric was not measured: a column missing from a committed table)."""
+    import math
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import figures as kind
+
+    cells = pd.DataFrame({"label": ["S6", "S4D", "T"], "n_expected": 1, "n_ok": [1, 0, 1],
+                          "n_diverged": [0, 1, 0], "complete": True,
+                          "test.acc": [math.nan, math.nan, 0.5]})
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label"], lambda stem, ext: tmp_path / ext)
+    seen = []
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.extend(
+        t.get_text() for t in fig.axes[0].texts))
+    assert kind.bars(ctx, parse_figure({"kind": "bars"}), tmp_path / "f.png")
+    assert seen == ["not measured", "diverged", "0.50"], seen
