@@ -7012,3 +7012,32 @@ def test_a_bar_without_a_value_says_diverged_only_where_a_run_diverged(tmp_path,
         t.get_text() for t in fig.axes[0].texts))
     assert kind.bars(ctx, parse_figure({"kind": "bars"}), tmp_path / "f.png")
     assert seen == ["not measured", "diverged", "0.50"], seen
+
+
+def test_a_reference_line_is_not_the_mean_of_the_cells_that_did_not_diverge(tmp_path,
+                                                                           monkeypatch):
+    """A `bands` reference hue is drawn at the mean of its cells; the mean skipped NaN, so a
+    diverged cell (one of two widths) left the other's value as the reference, with no sign."""
+    import math
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, bands, parse_figure
+
+    cells = pd.DataFrame({"label": ["A", "A", "R", "R"], "model.d_model": [4, 8, 4, 8],
+                          "n_expected": 1, "n_ok": [1, 1, 1, 0], "n_diverged": [0, 0, 0, 1],
+                          "complete": True, "n_params": [10, 20, 11, 21],
+                          "test.acc": [0.5, 0.6, 0.9, math.nan]})
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "model.d_model"],
+                        lambda stem, ext: tmp_path / ext)
+    seen = {}
+    monkeypatch.setattr(bands, "save_png", lambda fig, path, dpi: seen.update(
+        {ln.get_label(): list(ln.get_ydata()) for ln in fig.axes[0].get_lines()}))
+    cfg = parse_figure({"kind": "bands", "reference": ["R"], "lo": None, "hi": None})
+    assert bands.bands(ctx, cfg, tmp_path / "f.png")
+    ref = next(k for k in seen if k.startswith("R"))
+    assert "1 of 2 cells without a value" in ref, seen
+    assert all(math.isnan(v) for v in seen[ref]), seen  # 0.9, the other cell's, before

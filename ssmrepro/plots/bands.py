@@ -124,11 +124,14 @@ def bands(ctx: FigureContext, cfg: BandsConfig, path: Path) -> bool:
             if h.empty:
                 continue
             color = _color(hue, i)
-            if hue in cfg.reference:
-                y = float(h[m].astype(float).mean())
-                ax.axhline(y, ls="--", color=color, label=f"{hue} (reference)")
-                if lo in h and hi in h:
-                    ax.axhspan(float(h[lo].mean()), float(h[hi].mean()), color=color, alpha=0.08)
+            if hue in cfg.reference:  # the mean of its cells; none where one has no value
+                # (a diverged cell: the others' mean was drawn as the hue's, with no sign of it)
+                y = _cells_mean(h, m)
+                gap = int(h[m].astype(float).isna().sum())
+                note = f"; {gap} of {len(h)} cells without a value: not drawn" if gap else ""
+                ax.axhline(y, ls="--", color=color, label=f"{hue} (reference{note})")
+                if lo in h and hi in h and not gap:
+                    ax.axhspan(_cells_mean(h, lo), _cells_mean(h, hi), color=color, alpha=0.08)
                 continue
             xs = h[cfg.x].astype(float).to_numpy()
             ax.plot(xs, h[m].astype(float), marker="o", color=color, label=hue)
