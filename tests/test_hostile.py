@@ -7041,3 +7041,37 @@ def test_a_reference_line_is_not_the_mean_of_the_cells_that_did_not_diverge(tmp_
     ref = next(k for k in seen if k.startswith("R"))
     assert "1 of 2 cells without a value" in ref, seen
     assert all(math.isnan(v) for v in seen[ref]), seen  # 0.9, the other cell's, before
+
+
+def test_a_phase_figure_counts_a_value_on_its_tolerance_bound_as_the_report_does(tmp_path,
+                                                                                 monkeypatch):
+    """The phase kind compared |ours - paper| <= tol in floats: 0.85 against the paper's 0.9 ±
+    0.05 (|diff| 0.05000000000000004) was framed red and not counted 'within tolerance', while
+    the report (``within``, rounding-aware) called the same paper value a match."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import phase as kind
+    from ssmrepro.report import verify
+    from ssmrepro.spec import PaperValue
+
+    cells = pd.DataFrame({"label": ["A"], "task.g": [0.5], "model.n_layers": [2],
+                          "n_expected": 1, "n_ok": 1, "n_diverged": 0, "complete": True,
+                          "test.acc": [0.85]})
+    pv = PaperValue(where={"task.g": 0.5, "model.n_layers": 2}, metric="test.acc", value=0.9,
+                    tol=0.05)
+    spec = SimpleNamespace(id="t", title="t", paper_values=[pv], claims=[], claim="c",
+                           aggregate=SimpleNamespace(reduce="mean"))
+    assert [v.verdict for v in verify(spec, cells, ["label"]) if v.kind == "paper_value"] == \
+        ["match"]
+    ctx = FigureContext(spec, "smoke", cells, ["label", "task.g", "model.n_layers"],
+                        lambda stem, ext: tmp_path / ext)
+    seen = []
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.extend(
+        ax.get_title() for ax in fig.axes))
+    cfg = parse_figure({"kind": "phase", "x": "task.g", "y": "model.n_layers",
+                        "panels": [{"metric": "test.acc"}]})
+    assert kind.phase(ctx, cfg, tmp_path / "f.png")
+    assert any("1 of 1 within tolerance" in t for t in seen), seen
