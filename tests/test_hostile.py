@@ -7075,3 +7075,30 @@ def test_a_phase_figure_counts_a_value_on_its_tolerance_bound_as_the_report_does
                         "panels": [{"metric": "test.acc"}]})
     assert kind.phase(ctx, cfg, tmp_path / "f.png")
     assert any("1 of 1 within tolerance" in t for t in seen), seen
+
+
+def test_seeds_of_one_cell_that_disagree_on_its_parameter_count_leave_it_unknown(tmp_path):
+    """The seeds of a cell share its config, so its parameter count; a committed table whose
+    rows of one cell disagree (a hand-edited n_params) gave the cell the first row's count in
+    the report, the figures and a paper value on n_params, with no word."""
+    import pandas as pd
+
+    spec = write_spec(tmp_path, train={"optimizer": "adam", "lr": 0.01, "batch_size": 8,
+                                       "max_steps": 2, "val_size": 16, "test_size": 16,
+                                       "eval_every": 2, "eval_batch_size": 16})
+    out = tmp_path / "out"
+    assert _invoke("run", spec, "--profile", "smoke", "--out", out, "--workers", "1",
+                   "--no-calibrate").exit_code == 0
+    folder = out / "tests" / "t-spec"
+    shutil.rmtree(folder / "runs")  # records are not in git
+    t = pd.read_csv(folder / "results-smoke.csv", dtype={"run_id": str})
+    s6 = t.index[t["label"] == "S6"][0]
+    real = int(t.loc[s6, "n_params"])
+    t.loc[s6, "n_params"] = 12345
+    t.to_csv(folder / "results-smoke.csv", index=False)
+    res = _invoke("plot", spec, "--profile", "smoke", "--out", out)
+    assert res.exit_code == 0, res.output
+    assert f"2 parameter counts ({', '.join(map(str, sorted([real, 12345])))}) to the seeds " \
+        "of the cell S6" in res.output, res.output
+    cells = pd.read_csv(folder / "summary-smoke.csv").set_index("label")
+    assert pd.isna(cells.loc["S6", "n_params"]) and not pd.isna(cells.loc["S4D", "n_params"])

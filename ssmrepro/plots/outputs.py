@@ -1078,7 +1078,28 @@ def consistent_rows(table: pd.DataFrame, runs: list, own: bool = False) -> pd.Da
             keep &= ids != rid
     if own and {LABEL, SEED} <= set(table.columns):
         keep &= ~_second_rows(table[keep], by_id)
+    if N_PARAMS in table:
+        _params_disagree(table[keep], by_id)
     return table[keep]
+
+
+def _params_disagree(table: pd.DataFrame, by_id: dict) -> None:
+    """A warning per cell whose planned runs' rows give different parameter counts (the seeds
+    of a cell share its config): the cell's count is left unknown (``report.aggregate``)."""
+    counts: dict[tuple, set] = {}
+    names: dict[tuple, str] = {}
+    for rid, n in zip(table[RUN_ID].astype(str), pd.to_numeric(table[N_PARAMS], errors="coerce")):
+        r = by_id.get(rid)
+        if r is not None and not pd.isna(n):
+            coords = {k: v for k, v in r.coords.items() if k != SEED}
+            key = (str(r.label), *sorted((k, repr(norm(v))) for k, v in coords.items()))
+            names[key] = ", ".join([str(r.label)] + [f"{k}={v}" for k, v in coords.items()])
+            counts.setdefault(key, set()).add(int(n))
+    for key, ns in counts.items():
+        if len(ns) > 1:
+            print(f"warning: a committed table gives {len(ns)} parameter counts "
+                  f"({', '.join(map(str, sorted(ns)))}) to the seeds of the cell {names[key]}, "
+                  "which share one config; its count is not shown", file=sys.stderr)
 
 
 def _second_rows(table: pd.DataFrame, by_id: dict) -> pd.Series:
