@@ -7541,3 +7541,297 @@ def test_validate_refuses_an_init_scheme_its_model_does_not_fit(tmp_path, scheme
         sweep=[{"grid": {"model.init.scheme": ["default", scheme]}}]))
     assert res.exit_code == 2, res.output
     assert "model.init: run cannot be initialised: " + needle in " ".join(res.output.split())
+
+
+def test_a_length_curve_shows_the_gap_of_a_diverged_cell_among_its_hue(tmp_path, monkeypatch):
+    """length_curves averages the cells of a hue; the mean skipped NaN, so a diverged cell
+    (one of two learning rates) left the other cell's values standing for the hue with no
+    sign of it, and the legend named the first cell's parameter count for cells of two."""
+    import math
+    from types import SimpleNamespace
+
+    import pandas as pd
+    from test_checks import Run
+
+    from ssmrepro.plots import FigureContext, bands, parse_figure
+    from ssmrepro.report import aggregate, cell_keys
+
+    runs = [Run(a, {"train.lr": lr, "model.d_model": d}, s) for a, d in (("S6", 8), ("S4D", 4))
+            for lr in (0.01, 0.02) for s in (0, 1)]
+    rows = []
+    for i, r in enumerate(runs):
+        bad = r.label == "S6" and r.coords["train.lr"] == 0.02 and r.seed == 0
+        rows.append({"run_id": f"r{i}", "label": r.label, "seed": r.seed,
+                     "status": "diverged" if bad else "ok",
+                     "n_params": 100 * r.coords["model.d_model"] + (r.coords["train.lr"] == 0.02),
+                     "L8.acc": math.nan if bad else 0.9, "L16.acc": math.nan if bad else 0.5,
+                     **r.flat()})
+    cells = aggregate(pd.DataFrame(rows), runs, "mean", ["L8.acc", "L16.acc"], [0, 100])
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, cell_keys(runs),
+                        lambda stem, ext: tmp_path / f"{stem}.{ext}")
+    drawn = {}
+    monkeypatch.setattr(bands, "save_png", lambda fig, path, dpi: drawn.update(
+        {ln.get_label(): list(ln.get_ydata()) for ln in fig.axes[0].get_lines()}))
+    cfg = parse_figure({"kind": "length_curves", "lengths": [8, 16]})
+    assert bands.length_curves(ctx, cfg, tmp_path / "f.png")
+    s6 = next(k for k in drawn if k.startswith("S6"))
+    assert all(math.isnan(v) for v in drawn[s6]), drawn  # 0.9 / 0.5 of the lr 0.01 cell before
+    assert "1 diverged" in s6 and "mean of 2 cells" in s6 and "800–801 params" in s6, s6
+    s4d = next(k for k in drawn if k.startswith("S4D"))
+    assert drawn[s4d] == [0.9, 0.5] and "diverged" not in s4d, s4d
+
+
+def test_a_report_prints_small_learning_rates_and_values_as_they_are():
+    """report.md printed every float with 3 decimals: the learning rates 0.0001 and 0.000316 of
+    two cells both read 0.000 (0.00316 read 0.003), and an MSE of 1.7e-09 or a paper value of
+    0.0002 read 0.000, as a cell that is exactly 0."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.report import Verdict, markdown
+
+    cells = pd.DataFrame({"label": ["S6", "S6", "S6"], "train.lr": [0.0001, 0.000316, 0.00316],
+                          "n_expected": 1, "n_ok": 1, "n_diverged": 0, "complete": True,
+                          "test.mse": [1.7e-09, 0.0, 0.25]})
+    spec = SimpleNamespace(id="t", alias=None, title="t", claim="c", notes=[], analytic=None,
+                           aggregate=SimpleNamespace(reduce="mean"))
+    pv = Verdict("paper_value", "label=S6: test.mse (tol 0.0001)", "match", ours=0.00025,
+                 paper=0.0002)
+    text = markdown(spec, "smoke", cells, [pv], 3)
+    rows = [line for line in text.splitlines() if line.startswith("| S6 |")]
+    assert [r.split(" | ")[1] for r in rows] == ["0.0001", "0.000316", "0.00316"], rows
+    assert [r.split(" | ")[5] for r in rows] == ["1.7e-09 |", "0.000 |", "0.250 |"], rows
+    assert "| 0.0002 | 0.00025 | match |" in text, text
+
+
+def test_a_figure_says_how_many_seeds_its_values_hold_when_one_is_not_trained(tmp_path):
+    """The figures' 'mean of 3 seeds' counted the seeds each cell expects: a cell whose third
+    seed was not trained (a row deleted, an interrupted run) was drawn as the mean of 2 under
+    the label 'mean of 3 seeds'."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+    from test_checks import Run
+
+    from ssmrepro.plots import FigureContext
+    from ssmrepro.report import aggregate, cell_keys
+
+    runs = [Run(a, {}, s) for a in ("S6", "S4D") for s in (0, 1, 2)]
+    rows = [{"run_id": f"r{i}", "label": r.label, "seed": r.seed, "status": "ok",
+             "test.acc": 0.5} for i, r in enumerate(runs) if (r.label, r.seed) != ("S4D", 2)]
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+
+    def ctx(df):
+        cells = aggregate(df, runs, "mean", ["test.acc"])
+        return FigureContext(spec, "smoke", cells, cell_keys(runs),
+                             lambda stem, ext: tmp_path / f"{stem}.{ext}")
+
+    assert ctx(pd.DataFrame(rows)).aggregation() == "mean of 2–3 seeds"
+    rows.append({"run_id": "r9", "label": "S4D", "seed": 2, "status": "ok", "test.acc": 0.5})
+    assert ctx(pd.DataFrame(rows)).aggregation() == "mean of 3 seeds"
+
+
+def test_a_second_row_of_a_run_under_another_id_is_not_counted_or_exported(tmp_path):
+    """A committed results table holding a run's row twice, under its id and under another (a
+    copy, an older training) with another value: the report took whichever came first as the
+    cell's seed and counted it once, while `export` exported both rows ('2 runs' of a one-seed
+    cell), with no word."""
+    import pandas as pd
+
+    from ssmrepro.plots.outputs import consistent_rows
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    spec, out = two_profile_spec(tmp_path), tmp_path / "out"
+    assert _invoke("run", spec, "--profile", "smoke", "--out", out, "--workers", "1",
+                   "--no-calibrate").exit_code == 0
+    folder = out / "tests" / "t-spec"
+    shutil.rmtree(folder / "runs")  # records are not in git
+    t = pd.read_csv(folder / "results-smoke.csv", dtype={"run_id": str})
+    s6 = t[t["label"] == "S6"]
+    copy = s6.assign(run_id="c0ffee000000", **{"metric.test.acc": 0.999})
+    pd.concat([copy, t]).to_csv(folder / "results-smoke.csv", index=False)
+    res = _invoke("plot", spec, "--profile", "smoke", "--out", out)
+    assert res.exit_code == 0, res.output
+    assert "under its id and under c0ffee000000; the row of c0ffee000000 is not used" in res.output
+    cells = pd.read_csv(folder / "summary-smoke.csv").set_index("label")
+    assert cells.loc["S6", "test.acc"] == s6["metric.test.acc"].iloc[0]
+    kept = consistent_rows(pd.read_csv(folder / "results-smoke.csv", dtype={"run_id": str}),
+                           expand(load_spec(spec), "smoke"), own=True)  # what export reads
+    assert sorted(kept["run_id"]) == sorted(t["run_id"])
+
+
+def test_a_paper_value_of_a_metric_not_measured_is_not_called_diverged():
+    """A paper value on a metric the finished runs have no value of, although none diverged (a
+    column missing from a committed table), read 'diverged' in the report's paper-value table,
+    and `verify --json` gave no reason beside 'ours: null'."""
+    import math
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.report import markdown, verify
+    from ssmrepro.spec import PaperValue
+
+    cells = pd.DataFrame({"label": ["S6", "S4D"], "n_expected": 2, "n_ok": [2, 1],
+                          "n_diverged": [0, 1], "complete": True,
+                          "val.acc": [math.nan, math.nan]})
+    spec = SimpleNamespace(id="t", alias=None, title="t", claim="c", notes=[], analytic=None,
+                           claims=[], aggregate=SimpleNamespace(reduce="mean"),
+                           paper_values=[PaperValue(where={"label": "S6"}, metric="val.acc",
+                                                    value=0.2),
+                                         PaperValue(where={"label": "S4D"}, metric="val.acc",
+                                                    value=0.2)])
+    vs = verify(spec, cells, ["label"])
+    assert [(v.verdict, v.detail) for v in vs if v.kind == "paper_value"] == [
+        ("differs", "not measured"), ("differs", "diverged")]
+    text = markdown(spec, "smoke", cells, vs, 4)
+    assert "| label=S6: val.acc (tol 0.05) | 0.200 | not measured | differs |" in text, text
+    assert "| label=S4D: val.acc (tol 0.05) | 0.200 | diverged | differs |" in text, text
+
+
+def test_a_learning_curve_figure_says_how_many_seeds_each_curve_holds(tmp_path, monkeypatch):
+    """The curves kind's title counted the distinct seeds of the whole history table: a curve
+    of 2 seeds (its third not trained) beside curves of 3 was drawn under 'mean of 3 seeds'."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import curves as kind
+
+    hist = pd.DataFrame([{"run_id": f"{a}{s}", "label": a, "seed": s, "step": t,
+                          "val.acc": 0.1 * t} for a, n in (("S6", 3), ("S4D", 2))
+                         for s in range(n) for t in (1, 2)])
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", pd.DataFrame(), ["label"],
+                        lambda stem, ext: tmp_path / f"{stem}.{ext}",
+                        tables={kind.CURVES: hist})
+    seen = []
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.append(
+        fig._suptitle.get_text().replace("\n", " ")))
+    cfg = parse_figure({"kind": "curves", "series": "val.acc", "hue": "label"})
+    assert kind.curves(ctx, cfg, tmp_path / "f.png")
+    assert "mean of 2–3 seeds" in seen[0], seen
+    ctx.tables[kind.CURVES] = hist[hist["label"] == "S6"]
+    assert kind.curves(ctx, cfg, tmp_path / "g.png")
+    assert "mean of 3 seeds" in seen[-1], seen
+
+
+def test_a_bar_without_a_value_says_diverged_only_where_a_run_diverged(tmp_path, monkeypatch):
+    """The bars kind wrote 'diverged' under every bar without a value, also where no run
+    diverged (the metric was not measured: a column missing from a committed table)."""
+    import math
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import figures as kind
+
+    cells = pd.DataFrame({"label": ["S6", "S4D", "T"], "n_expected": 1, "n_ok": [1, 0, 1],
+                          "n_diverged": [0, 1, 0], "complete": True,
+                          "test.acc": [math.nan, math.nan, 0.5]})
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label"], lambda stem, ext: tmp_path / ext)
+    seen = []
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.extend(
+        t.get_text() for t in fig.axes[0].texts))
+    assert kind.bars(ctx, parse_figure({"kind": "bars"}), tmp_path / "f.png")
+    assert seen == ["not measured", "diverged", "0.50"], seen
+
+
+def test_a_reference_line_is_not_the_mean_of_the_cells_that_did_not_diverge(tmp_path,
+                                                                           monkeypatch):
+    """A `bands` reference hue is drawn at the mean of its cells; the mean skipped NaN, so a
+    diverged cell (one of two widths) left the other's value as the reference, with no sign."""
+    import math
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, bands, parse_figure
+
+    cells = pd.DataFrame({"label": ["A", "A", "R", "R"], "model.d_model": [4, 8, 4, 8],
+                          "n_expected": 1, "n_ok": [1, 1, 1, 0], "n_diverged": [0, 0, 0, 1],
+                          "complete": True, "n_params": [10, 20, 11, 21],
+                          "test.acc": [0.5, 0.6, 0.9, math.nan]})
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "model.d_model"],
+                        lambda stem, ext: tmp_path / ext)
+    seen = {}
+    monkeypatch.setattr(bands, "save_png", lambda fig, path, dpi: seen.update(
+        {ln.get_label(): list(ln.get_ydata()) for ln in fig.axes[0].get_lines()}))
+    cfg = parse_figure({"kind": "bands", "reference": ["R"], "lo": None, "hi": None})
+    assert bands.bands(ctx, cfg, tmp_path / "f.png")
+    ref = next(k for k in seen if k.startswith("R"))
+    assert "1 of 2 cells without a value" in ref, seen
+    assert all(math.isnan(v) for v in seen[ref]), seen  # 0.9, the other cell's, before
+
+
+def test_a_phase_figure_counts_a_value_on_its_tolerance_bound_as_the_report_does(tmp_path,
+                                                                                 monkeypatch):
+    """The phase kind compared |ours - paper| <= tol in floats: 0.85 against the paper's 0.9 ±
+    0.05 (|diff| 0.05000000000000004) was framed red and not counted 'within tolerance', while
+    the report (``within``, rounding-aware) called the same paper value a match."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import phase as kind
+    from ssmrepro.report import verify
+    from ssmrepro.spec import PaperValue
+
+    cells = pd.DataFrame({"label": ["A"], "task.g": [0.5], "model.n_layers": [2],
+                          "n_expected": 1, "n_ok": 1, "n_diverged": 0, "complete": True,
+                          "test.acc": [0.85]})
+    pv = PaperValue(where={"task.g": 0.5, "model.n_layers": 2}, metric="test.acc", value=0.9,
+                    tol=0.05)
+    spec = SimpleNamespace(id="t", title="t", paper_values=[pv], claims=[], claim="c",
+                           aggregate=SimpleNamespace(reduce="mean"))
+    assert [v.verdict for v in verify(spec, cells, ["label"]) if v.kind == "paper_value"] == \
+        ["match"]
+    ctx = FigureContext(spec, "smoke", cells, ["label", "task.g", "model.n_layers"],
+                        lambda stem, ext: tmp_path / ext)
+    seen = []
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.extend(
+        ax.get_title() for ax in fig.axes))
+    cfg = parse_figure({"kind": "phase", "x": "task.g", "y": "model.n_layers",
+                        "panels": [{"metric": "test.acc"}]})
+    assert kind.phase(ctx, cfg, tmp_path / "f.png")
+    assert any("1 of 1 within tolerance" in t for t in seen), seen
+
+
+def test_seeds_of_one_cell_that_disagree_on_its_parameter_count_leave_it_unknown(tmp_path):
+    """The seeds of a cell share its config, so its parameter count; a committed table whose
+    rows of one cell disagree (a hand-edited n_params) gave the cell the first row's count in
+    the report, the figures and a paper value on n_params, with no word."""
+    import pandas as pd
+
+    spec = write_spec(tmp_path, train={"optimizer": "adam", "lr": 0.01, "batch_size": 8,
+                                       "max_steps": 2, "val_size": 16, "test_size": 16,
+                                       "eval_every": 2, "eval_batch_size": 16})
+    out = tmp_path / "out"
+    assert _invoke("run", spec, "--profile", "smoke", "--out", out, "--workers", "1",
+                   "--no-calibrate").exit_code == 0
+    folder = out / "tests" / "t-spec"
+    shutil.rmtree(folder / "runs")  # records are not in git
+    t = pd.read_csv(folder / "results-smoke.csv", dtype={"run_id": str})
+    s6 = t.index[t["label"] == "S6"][0]
+    real = int(t.loc[s6, "n_params"])
+    t.loc[s6, "n_params"] = 12345
+    t.to_csv(folder / "results-smoke.csv", index=False)
+    res = _invoke("plot", spec, "--profile", "smoke", "--out", out)
+    assert res.exit_code == 0, res.output
+    assert f"2 parameter counts ({', '.join(map(str, sorted([real, 12345])))}) to the seeds " \
+        "of the cell S6" in res.output, res.output
+    cells = pd.read_csv(folder / "summary-smoke.csv").set_index("label")
+    assert pd.isna(cells.loc["S6", "n_params"]) and not pd.isna(cells.loc["S4D", "n_params"])

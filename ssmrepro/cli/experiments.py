@@ -437,7 +437,7 @@ def _human(sec: float) -> str:
 def _outputs(spec, profile: str, out: Path | None, overrides: dict | None = None,
              quiet: bool = False, rerun: str | None = None):
     from ..plots import build, validate_outputs
-    from ..report import paper_value_tally, verdict_counts
+    from ..report import fmt_value, paper_value_tally, verdict_counts
     from ..sweep import expand
 
     try:
@@ -454,7 +454,7 @@ def _outputs(spec, profile: str, out: Path | None, overrides: dict | None = None
     for v in res.verdicts:
         if v.kind == "claim":
             color = {"PASS": "green", "FAIL": "red"}.get(v.verdict, "yellow")
-            ours = "—" if v.ours is None or v.ours != v.ours else f"{v.ours:.3f}"
+            ours = "—" if v.ours is None else fmt_value(v.ours)
             detail = f" — {v.detail}" if v.detail else ""
             console.print(f"[{color}]{v.verdict}[/] {escape(v.text)}{escape(detail)} (ours: {ours})",
                           highlight=False)
@@ -502,7 +502,7 @@ def _outputs_json(res) -> dict:
         "claims": [{"verdict": v.verdict, "text": v.text, "detail": v.detail, "ours": v.ours}
                    for v in claims],
         "paper_values": [{"cell": v.text, "paper": v.paper, "ours": v.ours,
-                          "verdict": v.verdict} for v in pvs],
+                          "verdict": v.verdict, "detail": v.detail} for v in pvs],
         "csv": res.csv, "figures": res.figures, "report": res.report,
         "curves": getattr(res, "curves", None),
         "runs": {"expected": res.expected, "finished": res.finished},

@@ -29,7 +29,7 @@ import pandas as pd  # noqa: E402
 from pydantic import Field, model_validator  # noqa: E402
 
 from ..report.cells import column, select  # noqa: E402
-from ..report.columns import N_PARAMS  # noqa: E402
+from ..report.columns import N_DIVERGED, N_PARAMS  # noqa: E402
 from ..util import DrawnText  # noqa: E402
 from .registry import (  # noqa: E402
     FigureConfig,
@@ -124,11 +124,14 @@ def bands(ctx: FigureContext, cfg: BandsConfig, path: Path) -> bool:
             if h.empty:
                 continue
             color = _color(hue, i)
-            if hue in cfg.reference:
-                y = float(h[m].astype(float).mean())
-                ax.axhline(y, ls="--", color=color, label=f"{hue} (reference)")
-                if lo in h and hi in h:
-                    ax.axhspan(float(h[lo].mean()), float(h[hi].mean()), color=color, alpha=0.08)
+            if hue in cfg.reference:  # the mean of its cells; none where one has no value
+                # (a diverged cell: the others' mean was drawn as the hue's, with no sign of it)
+                y = _cells_mean(h, m)
+                gap = int(h[m].astype(float).isna().sum())
+                note = f"; {gap} of {len(h)} cells without a value: not drawn" if gap else ""
+                ax.axhline(y, ls="--", color=color, label=f"{hue} (reference{note})")
+                if lo in h and hi in h and not gap:
+                    ax.axhspan(_cells_mean(h, lo), _cells_mean(h, hi), color=color, alpha=0.08)
                 continue
             xs = h[cfg.x].astype(float).to_numpy()
             ax.plot(xs, h[m].astype(float), marker="o", color=color, label=hue)
@@ -203,6 +206,37 @@ class LengthCurvesConfig(FigureConfig):
         return [self.hue]
 
 
+def _cells_mean(h: pd.DataFrame, name: str) -> float:
+    """The mean of column ``name`` over the cells ``h``; NaN when a cell has no value (or the
+    column is absent)."""
+    return float(h[name].astype(float).mean(skipna=False)) if name in h else math.nan
+
+
+def _length_label(hue: str, h: pd.DataFrame, cfg: LengthCurvesConfig) -> str:
+    """The legend entry of a hue's curve: its parameter count (the range when its cells
+    differ: the first cell's stood for all), how many cells it averages and how many of them
+    diverged or have no value at some length (the gaps in its curve)."""
+    parts = []
+    n = h[N_PARAMS].dropna().astype(float) if N_PARAMS in h else pd.Series(dtype=float)
+    if len(n):
+        lo, hi = int(n.min()), int(n.max())
+        parts.append(f"{lo:,} params" if lo == hi else f"{lo:,}–{hi:,} params")
+    if len(h) > 1:
+        parts.append(f"mean of {len(h)} cells")
+    names = [cfg.pattern.format(L=L) for L in cfg.lengths]
+    cols = [c for c in names if c in h]
+    gap = (h[cols].astype(float).isna().any(axis=1) if cols
+           else pd.Series(True, index=h.index)) | (len(cols) < len(names))
+    if gap.any():
+        div = gap & (h[N_DIVERGED].astype(float) > 0) if N_DIVERGED in h else gap & False
+        n_div, n_other = int(div.sum()), int((gap & ~div).sum())
+        whole = len(h) == 1
+        parts += ([("diverged" if whole else f"{n_div} diverged") + ": gaps"] if n_div else []) \
+            + ([("no value" if whole else f"{n_other} without a value") + " at some length"]
+               if n_other else [])
+    return f"{hue} ({'; '.join(parts)})" if parts else hue
+
+
 @figure_kind("length_curves", LengthCurvesConfig)
 def length_curves(ctx: FigureContext, cfg: LengthCurvesConfig, path: Path) -> bool:
     """Accuracy vs evaluation length, a line per hue with its band, the training range shaded."""
@@ -218,14 +252,14 @@ def length_curves(ctx: FigureContext, cfg: LengthCurvesConfig, path: Path) -> bo
         h = agg[agg["_hue"] == hue]
         color = _color(hue, i)
         ys, los, his = [], [], []
+        # the mean of the hue's cells, NaN where one has none (a diverged cell): a gap, as lines
+        # draws a diverged cell (the other cells' mean stood for the hue with no sign of it)
         for L in cfg.lengths:
             name = cfg.pattern.format(L=L)
-            ys.append(float(h[name].astype(float).mean()) if name in h else math.nan)
-            los.append(float(h[f"{name}.{cfg.lo}"].mean()) if f"{name}.{cfg.lo}" in h else math.nan)
-            his.append(float(h[f"{name}.{cfg.hi}"].mean()) if f"{name}.{cfg.hi}" in h else math.nan)
-        n = int(h["n_params"].iloc[0]) if N_PARAMS in h and pd.notna(h[N_PARAMS].iloc[0]) else None
-        label = f"{hue} ({n:,} params)" if n else hue
-        ax.plot(cfg.lengths, ys, marker="o", color=color, label=label)
+            ys.append(_cells_mean(h, name))
+            los.append(_cells_mean(h, f"{name}.{cfg.lo}"))
+            his.append(_cells_mean(h, f"{name}.{cfg.hi}"))
+        ax.plot(cfg.lengths, ys, marker="o", color=color, label=_length_label(hue, h, cfg))
         if not np.isnan(los).all():
             ax.fill_between(cfg.lengths, los, his, color=color, alpha=0.18, lw=0)
     ylim = resolve_ylim(cfg.ylim, [v for L in cfg.lengths for c in (cfg.pattern.format(L=L),)

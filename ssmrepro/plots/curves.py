@@ -273,10 +273,14 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
         if j == 0:
             ax.set_ylabel(cfg.ylabel or ", ".join(dict.fromkeys(
                 m.rsplit(".", 1)[-1] for m in series)), fontsize=8)
-    n_seeds = df[SEED].nunique() if SEED in df else 1
-    how = (f"mean of {n_seeds} seeds (band: min–max)" if cfg.seeds == "mean" and n_seeds > 1
-           else f"best of {n_seeds} seeds" if cfg.seeds == "best" and n_seeds > 1
-           else f"{n_seeds} seeds, one line each" if n_seeds > 1 else "one seed")
+    # the seeds of each curve (the distinct seeds of the whole table called a curve of 2 seeds,
+    # beside curves of 3, 'mean of 3 seeds')
+    per = df.groupby(["_row", "_col", "_hue"])[SEED].nunique() if SEED in df else pd.Series([1])
+    lo, hi = int(per.min()), int(per.max())
+    n_seeds = f"{hi}" if lo == hi else f"{lo}–{hi}"
+    how = (f"mean of {n_seeds} seeds (band: min–max)" if cfg.seeds == "mean" and hi > 1
+           else f"best of {n_seeds} seeds" if cfg.seeds == "best" and hi > 1
+           else f"{n_seeds} seeds, one line each" if hi > 1 else "one seed")
     fig_w, fig_h = fig.get_size_inches()
     # wrapped to the figure's width (a one-column grid is narrow): ~0.55 em per character at 9 pt
     head = textwrap.fill(f"{ctx.title(cfg)} — {how}", width=max(30, int(fig_w * 72 / (9 * 0.55))))

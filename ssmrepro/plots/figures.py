@@ -25,7 +25,7 @@ from pydantic import Field, model_validator  # noqa: E402
 from .. import expr  # noqa: E402
 from ..report.analysis import DECAY  # noqa: E402
 from ..report.cells import column  # noqa: E402
-from ..report.columns import DECAY_X, LABEL, N_PARAMS  # noqa: E402
+from ..report.columns import DECAY_X, LABEL, N_DIVERGED, N_PARAMS  # noqa: E402
 from ..util import DrawnText  # noqa: E402
 from .registry import (  # noqa: E402
     Columns,
@@ -91,8 +91,10 @@ def bars(ctx: FigureContext, cfg: BarsConfig, path: Path) -> bool:
             labelled = True
         if not math.isnan(vals[i]):
             ax.text(i, vals[i] + 0.02, f"{vals[i]:.2f}", ha="center", va="bottom", fontsize=8)
-        else:
-            ax.text(i, 0.02, "diverged", ha="center", va="bottom", fontsize=7, color="tab:red")
+        else:  # 'diverged' only where a run did (a metric not measured read 'diverged')
+            div = N_DIVERGED not in row or not float(row[N_DIVERGED]) == 0
+            ax.text(i, 0.02, "diverged" if div else "not measured", ha="center", va="bottom",
+                    fontsize=7, color="tab:red")
         if N_PARAMS in row and not pd.isna(row[N_PARAMS]):
             names[i] += f"\n{int(row[N_PARAMS]):,} p"
     ax.set_xticks(pos, names, rotation=0, fontsize=8)

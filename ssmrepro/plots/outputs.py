@@ -1076,7 +1076,55 @@ def consistent_rows(table: pd.DataFrame, runs: list, own: bool = False) -> pd.Da
             print(f"warning: a committed table has run {rid} {int((ids == rid).sum())} times "
                   f"with different results; its rows are not used", file=sys.stderr)
             keep &= ids != rid
+    if own and {LABEL, SEED} <= set(table.columns):
+        keep &= ~_second_rows(table[keep], by_id)
+    if N_PARAMS in table:
+        _params_disagree(table[keep], by_id)
     return table[keep]
+
+
+def _params_disagree(table: pd.DataFrame, by_id: dict) -> None:
+    """A warning per cell whose planned runs' rows give different parameter counts (the seeds
+    of a cell share its config): the cell's count is left unknown (``report.aggregate``)."""
+    counts: dict[tuple, set] = {}
+    names: dict[tuple, str] = {}
+    for rid, n in zip(table[RUN_ID].astype(str), pd.to_numeric(table[N_PARAMS], errors="coerce")):
+        r = by_id.get(rid)
+        if r is not None and not pd.isna(n):
+            coords = {k: v for k, v in r.coords.items() if k != SEED}
+            key = (str(r.label), *sorted((k, repr(norm(v))) for k, v in coords.items()))
+            names[key] = ", ".join([str(r.label)] + [f"{k}={v}" for k, v in coords.items()])
+            counts.setdefault(key, set()).add(int(n))
+    for key, ns in counts.items():
+        if len(ns) > 1:
+            print(f"warning: a committed table gives {len(ns)} parameter counts "
+                  f"({', '.join(map(str, sorted(ns)))}) to the seeds of the cell {names[key]}, "
+                  "which share one config; its count is not shown", file=sys.stderr)
+
+
+def _second_rows(table: pd.DataFrame, by_id: dict) -> pd.Series:
+    """Rows (of ``table``, a profile's own results table) under a run id not planned that hold
+    the label, seed and swept values of a planned run whose own row is in the table too: a
+    second row of one run (a copy, an older training); each id's rows are flagged with a
+    warning. The report counted the seed once (the first row, whichever it was) while
+    ``export`` exported both, '4 runs' of a 3-seed cell."""
+    ids = table[RUN_ID].astype(str)
+    held: dict[tuple, list] = {}  # (label, seed) -> planned runs with a row here
+    for rid in dict.fromkeys(ids):
+        r = by_id.get(rid)
+        if r is not None:
+            held.setdefault((str(r.label), norm(r.seed)), []).append(r)
+    out = pd.Series(False, index=table.index)
+    for rid in [i for i in dict.fromkeys(ids) if i not in by_id]:
+        rows = table[ids == rid]
+        key = (str(rows[LABEL].iloc[0]), norm(rows[SEED].iloc[0]))
+        twin = next((r for r in held.get(key, []) if not _other_cell(rows, r)), None)
+        if twin is not None:
+            print(f"warning: a committed table has the run {twin.run_id} ({key[0]}, seed "
+                  f"{twin.seed}) twice, under its id and under {rid}; the row of {rid} is not used",
+                  file=sys.stderr)
+            out |= ids == rid
+    return out
 
 
 def _disagree(rows: pd.DataFrame) -> bool:

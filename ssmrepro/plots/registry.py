@@ -26,7 +26,7 @@ import pandas as pd
 from pydantic import AfterValidator, BeforeValidator, ConfigDict, StringConstraints
 
 from ..report.cells import PaperValueLookup, finished
-from ..report.columns import DEFAULT_METRIC
+from ..report.columns import DEFAULT_METRIC, N_DIVERGED, N_OK
 from ..spec import NAME_PATTERN
 from ..util import DrawnText, NoBoolNumbers
 
@@ -191,8 +191,15 @@ class FigureContext:
         return wrap_text(self.title(cfg), width_in, fontsize)
 
     def aggregation(self) -> str:
-        """How a cell's value combines seeds, true for this profile: 'mean of 3 seeds', ..."""
-        n = self.cells["n_expected"] if "n_expected" in self.cells else pd.Series([1])
+        """How a cell's value combines seeds, true for this profile: 'mean of 3 seeds', ...;
+        the seeds that finished in the cells drawn ('mean of 2–3 seeds' where one seed of a
+        cell is not trained yet: 'mean of 3 seeds' labelled a line of 2 of its 3 seeds)."""
+        cells = self.cells
+        if {"n_expected", N_OK, N_DIVERGED} <= set(cells.columns):
+            cells = cells[cells["n_expected"] > 0]
+            n = cells[N_OK] + cells[N_DIVERGED]
+        else:
+            n = cells["n_expected"] if "n_expected" in cells else pd.Series([1])
         n = n[n > 0]
         lo, hi = (int(n.min()), int(n.max())) if len(n) else (1, 1)
         if hi <= 1:

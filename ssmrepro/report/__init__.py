@@ -19,6 +19,7 @@ from .cells import (
     cell_keys,
     expected,
     finished,
+    fmt_num,
     select,
     values_equal,
     with_config,
@@ -37,7 +38,7 @@ from .checks import (
     run_check,
     within,
 )
-from .columns import COMPLETE, N_DIVERGED, N_EXPECTED, N_OK
+from .columns import COMPLETE, LABEL, N_DIVERGED, N_EXPECTED, N_OK
 
 _eq = values_equal  # older name, kept for callers outside this package
 
@@ -45,7 +46,8 @@ CLAIM_VERDICTS = ("PASS", "FAIL", "MISSING", "UNTESTED")
 
 __all__ = ["CHECKS", "CLAIM_VERDICTS", "DEFAULT_CHECK", "CheckContext", "CheckKind", "Verdict",
            "aggregate", "cell_keys", "check_kind", "expected", "finished", "markdown",
-           "metric_names", "never_defined", "constant_value", "paper_value_tally", "parse_claim", "select",
+           "metric_names", "never_defined", "constant_value", "fmt_value", "paper_value_tally",
+           "parse_claim", "select",
            "values_equal", "verdict_counts", "verify", "with_config"]
 
 
@@ -70,8 +72,12 @@ def _paper_value(pv, cells: pd.DataFrame, index: CellIndex | None = None) -> Ver
                        detail=f"{n_fin} of {int(sel[N_EXPECTED].sum())} runs finished")
     vals = done[pv.metric].astype(float)
     if vals.isna().any():  # a finished cell without a value (diverged) does not match
+        # nor does one where no run diverged (the metric was not measured: a column missing
+        # from a committed table, an analysis of weights that are gone): it read 'diverged'
+        nan = done[vals.isna()]
+        div = N_DIVERGED not in nan or bool((nan[N_DIVERGED].astype(float) > 0).any())
         return Verdict("paper_value", f"{text} (tol {pv.tol})", "differs", math.nan, pv.value,
-                       detail="diverged")
+                       detail="diverged" if div else "not measured")
     ours = float(vals.mean())
     verdict = "match" if within(ours, pv.value, pv.tol) else "differs"
     return Verdict("paper_value", f"{text} (tol {pv.tol})", verdict, ours, pv.value)
@@ -115,11 +121,22 @@ def paper_value_tally(pvs) -> str:
     return out + (f"; {n_missing} cells not run in this profile" if n_missing else "")
 
 
-def _fmt(x: Any) -> str:
+def fmt_value(x: float) -> str:
+    """A measured number as the report prints it: 3 decimals, but 3 significant digits where
+    3 decimals would read as zero (|x| below 0.0005, not 0: 1.7e-09 and 0.0004 were printed
+    '0.000', an MSE or a gradient ratio of the same value as a cell that is exactly 0)."""
+    if math.isnan(x):
+        return "—"
+    return f"{x:.3g}" if 0 < abs(x) < 0.0005 else f"{x:.3f}"
+
+
+def _fmt(x: Any, key: bool = False) -> str:
     if isinstance(x, (bool,)):
         return "yes" if x else "no"
+    if key and isinstance(x, (int, float)) and not (isinstance(x, float) and math.isnan(x)):
+        return fmt_num(x)  # a cell's coordinate is its name: a learning rate 0.00316 read 0.003
     if isinstance(x, float):
-        return "—" if math.isnan(x) else f"{x:.3f}"
+        return fmt_value(x)
     return str(x)
 
 
@@ -135,18 +152,20 @@ def md_cell(text: object) -> str:
     return text.replace("](", "]\\(").replace("\r", " ").replace("\n", " ")
 
 
-def md_table(df: pd.DataFrame) -> str:
-    """A GitHub markdown table (floats with 3 decimals)."""
+def md_table(df: pd.DataFrame, keys: tuple[str, ...] | list[str] = ()) -> str:
+    """A GitHub markdown table (floats with 3 decimals, ``fmt_value``); the columns ``keys``
+    (a cell's coordinates) as given (``fmt_num``): 0.00316 and 0.0001 are not 0.003 and 0.000."""
     cols = list(df.columns)
+    exact = [c in keys for c in cols]
     out = ["| " + " | ".join(md_cell(c) for c in cols) + " |", "|" + "---|" * len(cols)]
     for row in df.itertuples(index=False):
-        out.append("| " + " | ".join(md_cell(_fmt(x)) for x in row) + " |")
+        out.append("| " + " | ".join(md_cell(_fmt(x, k)) for x, k in zip(row, exact)) + " |")
     return "\n".join(out)
 
 
 def _ours(v: Verdict) -> str:
     return "—" if v.ours is None or (isinstance(v.ours, float) and math.isnan(v.ours)) \
-        else f"{v.ours:.3f}"
+        else fmt_value(v.ours)
 
 
 def run_counts(cells: pd.DataFrame, n_runs: int) -> tuple[int, int, int]:
@@ -192,11 +211,16 @@ def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n
         lines += ["", f"## Paper values ({paper_value_tally(pvs)})", "",
                   "| cell | paper | ours | verdict |", "|---|---|---|---|"]
         for v in pvs:
-            ours = ("diverged" if v.detail == "diverged" else f"{_ours(v)} ({v.detail})"
-                    if v.verdict == "unfinished" else _ours(v))
-            lines.append(f"| {md_cell(v.text)} | {v.paper:.3f} | {ours} | {v.verdict} |")
+            ours = (v.detail if v.detail in ("diverged", "not measured")
+                    else f"{_ours(v)} ({v.detail})" if v.verdict == "unfinished" else _ours(v))
+            lines.append(f"| {md_cell(v.text)} | {fmt_value(v.paper)} | {ours} | {v.verdict} |")
     shown = cells.drop(columns=[COMPLETE]) if COMPLETE in cells else cells
+    if spec.analytic is not None:  # its grid and parameters, beside computed metrics
+        keys = [LABEL, *spec.analytic.grid, *spec.analytic.params]
+    else:  # the cell keys come first (cells.aggregate)
+        keys = list(shown.columns[:list(shown.columns).index(N_EXPECTED)]) \
+            if N_EXPECTED in shown else []
     lines += ["", "## Our numbers", "",
-              md_table(shown) if not finished(cells).empty else "(no finished runs)"]
+              md_table(shown, keys) if not finished(cells).empty else "(no finished runs)"]
     lines += ["", "## Decisions (spec notes)", ""] + [f"- {n}" for n in spec.notes]
     return "\n".join(lines) + "\n"

@@ -379,7 +379,12 @@ def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str],
         row[N_DIVERGED] = int((done[STATUS] == DIVERGED).sum()) if len(done) else 0
         row[COMPLETE] = bool(expected) and len(done) >= len(expected)
         if N_PARAMS in g and g[N_PARAMS].notna().any():
-            row[N_PARAMS] = g[N_PARAMS].dropna().iloc[0]
+            counts = g[N_PARAMS].dropna()
+            # the seeds of a cell share its config, so its parameter count: rows that disagree
+            # (a hand-edited table) leave it unknown (the first row's stood for the cell, in
+            # the report, the figure legends and a paper value on n_params)
+            row[N_PARAMS] = counts.iloc[0] if pd.to_numeric(counts, errors="coerce").nunique(
+                dropna=False) == 1 else math.nan
         for m in metrics:
             col = _column(ok, m)
             vals = ok[col].astype(float) if col in ok else pd.Series(dtype=float)
