@@ -7287,3 +7287,31 @@ def test_ray_init_does_not_take_over_sigterm(tmp_path):
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=60, cwd=ROOT)
     assert res.returncode == 0 and res.stdout.strip() == "handled", (res.returncode, res.stderr)
+
+
+# ---------------------------------------------------------------------------------------------
+# round 25 G: the machine-readable contract (--json, exit codes, stdout vs stderr)
+
+
+def test_json_names_no_results_table_that_was_not_written(tmp_path, monkeypatch):
+    """`verify --json` of a profile with no run record, and `run --json` interrupted before any
+    record, gave `"csv": "<out>/.../results-smoke.csv"`, a file never written (the console said
+    `table: - (no run has a record)`): null now."""
+    import ssmrepro.engine as engine
+    from ssmrepro.engine import RunSummary
+
+    spec, out = _one_run_spec(tmp_path), tmp_path / "out"
+    res = runner.invoke(app, ["verify", str(spec), "--out", str(out), "--profile", "smoke",
+                              "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["csv"] is None and doc["runs"] == {"expected": 1, "finished": 0}, doc
+    assert not list(out.rglob("results*.csv"))
+    absent = out / "tests" / "t-spec" / "results-smoke.csv"
+    monkeypatch.setattr(engine, "run_experiment", lambda *a, **kw: RunSummary(
+        1, 0, 0, 0, 0, 1, 1, 0.5, absent, interrupted=True))
+    res = runner.invoke(app, ["run", str(spec), "--out", str(out), "--profile", "smoke",
+                              "--json", "--no-calibrate"])
+    assert res.exit_code == 130, res.output
+    doc = json.loads(res.stdout)
+    assert doc["interrupted"] is True and doc["csv"] is None, doc

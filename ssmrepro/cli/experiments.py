@@ -389,7 +389,8 @@ def run(
         parts.append(f"[red]{s.failed} failed[/]")
     if s.not_run:
         parts.append(f"[red]{s.not_run} not trained[/]")
-    table = escape(str(s.csv)) if s.csv.is_file() else "- (no run has a record)"
+    table = (escape(str(s.csv)) if s.csv is not None and s.csv.is_file()
+             else "- (no run has a record)")
     out_console.print("; ".join(parts) + f"; table: {table}")
     if s.left:  # cut by --max-runs: exit 0 (asked for), but the profile is not finished
         again = _run_command(name, profile, out, set_)
@@ -401,7 +402,8 @@ def run(
     summary = {"id": spec.id, "profile": profile, "overrides": overrides or {}, "engine": engine,
                "runs": s.total, "already_done": s.already_done, "trained": s.trained,
                "failed": s.failed, "elsewhere": s.elsewhere, "not_run": s.not_run,
-               "left": s.left, "packs": s.packs, "wall_s": round(s.wall_s, 3), "csv": s.csv,
+               "left": s.left, "packs": s.packs, "wall_s": round(s.wall_s, 3),
+               "csv": s.csv if s.csv is not None and s.csv.is_file() else None,  # as the line's '-'
                "ok": s.ok,
                "interrupted": s.interrupted, "messages": s.messages}
     if s.interrupted:
