@@ -7315,3 +7315,33 @@ def test_json_names_no_results_table_that_was_not_written(tmp_path, monkeypatch)
     assert res.exit_code == 130, res.output
     doc = json.loads(res.stdout)
     assert doc["interrupted"] is True and doc["csv"] is None, doc
+
+
+def test_warnings_of_dry_run_and_figures_go_to_stderr(tmp_path):
+    """`run --dry-run` printed a record's quarantine warning, and `figures` its 'report ... not
+    rebuilt' / 'of no profile' warnings, on stdout among the lines a script reads (every other
+    command's warnings are on stderr)."""
+    spec, out = _one_run_spec(tmp_path), tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate",
+                  "--no-plot")
+    assert res.exit_code == 0, res.output
+    (record,) = (out / "tests" / "t-spec" / "runs").glob("*.json")
+    record.write_text('{"broken')
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--dry-run", "--no-estimate")
+    assert res.exit_code == 0, res.output
+    assert "quarantined" in res.stderr and "warning:" not in res.stdout, res.stdout
+    assert "1 runs, 0 done, 1 pending" in res.stdout, res.stdout
+
+    root = tmp_path / "proj"
+    (root / "experiments" / "tests").mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    (root / "experiments" / "catalogue.yaml").write_text(
+        "papers: {tests: Tests}\ntargets:\n  - {id: t-spec, paper: tests, tier: 1, what: tiny}\n")
+    shutil.copy(spec, root / "experiments" / "tests")
+    results = tmp_path / "R"
+    (results / "tests" / "t-spec").mkdir(parents=True)
+    (results / "tests" / "t-spec" / "report-gone.md").write_text("# a renamed profile's\n")
+    res = _invoke("figures", "--out", results, env={"SSMREPRO_ROOT": str(root)})
+    assert res.exit_code == 0, res.output
+    assert "report-gone.md is of no profile" in res.stderr, res.output
+    assert "warning:" not in res.stdout and "front page:" in res.stdout, res.stdout

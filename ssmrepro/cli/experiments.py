@@ -352,8 +352,9 @@ def run(
                         "oversized": d.oversized, "untimed": d.untimed,
                         "untimed_runs": d.untimed_runs, "warnings": d.warnings})
             return
-        for w in d.warnings:  # a record quarantined while counting the runs done
-            console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
+        for w in d.warnings:  # a record quarantined while counting the runs done: on stderr,
+            # as every command's (it was among the plan's lines on stdout)
+            err_console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
         console.print(f"{spec.id} {escape(f'[{profile}]')}: {d.total} runs, {d.done} done, "
                       f"{d.pending} pending in {len(d.packs)} packs (largest {d.largest}); "
                       f"{d.run_steps:,} run-steps to train")
@@ -737,5 +738,7 @@ def figures(
         fail([f"{root}: {why} (the results root to rebuild; --out)"])
     checked_catalogue()  # a catalogue the front page refuses is said before the minute rebuilding
     if not no_rebuild:
-        rebuild_all(out, echo=lambda m: console.print(m, highlight=False, markup=False))
+        rebuild_all(out, echo=lambda m: console.print(m, highlight=False, markup=False),
+                    warn=lambda m: err_console.print(m, highlight=False, markup=False,
+                                                     soft_wrap=True))
     console.print(f"front page: {front_page(out)}", markup=False)
