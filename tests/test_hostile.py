@@ -7345,3 +7345,23 @@ def test_warnings_of_dry_run_and_figures_go_to_stderr(tmp_path):
     assert res.exit_code == 0, res.output
     assert "report-gone.md is of no profile" in res.stderr, res.output
     assert "warning:" not in res.stdout and "front page:" in res.stdout, res.stdout
+
+
+@pytest.mark.parametrize("args", [["list", "--json"], ["list"]])
+def test_a_reader_that_closes_the_output_ends_the_command_with_141(cli_env, args):
+    """`ssmrepro list --json | true` (a reader that stops reading: `| head -1`, a script that
+    reads a line) printed `error: cannot use: Broken pipe`, exit 2 ("bad input"); the tables
+    (rich) exited 1, "some runs failed", a `verify --strict` of all-PASS read as a failure.
+    Now: no word, exit 141 (128 + SIGPIPE, as a shell reports a tool its closed pipe ended)."""
+    import subprocess
+    import sys
+
+    r, w = os.pipe()
+    os.close(r)  # the reader is gone before the command writes
+    try:
+        p = subprocess.run([sys.executable, "-m", "ssmrepro", *args], env=cli_env, stdout=w,
+                           stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(w)
+    assert p.returncode == 141, p.stderr
+    assert p.stderr == "", p.stderr  # no traceback, no 'Exception ignored ... BrokenPipeError'
