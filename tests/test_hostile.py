@@ -7365,3 +7365,23 @@ def test_a_reader_that_closes_the_output_ends_the_command_with_141(cli_env, args
         os.close(w)
     assert p.returncode == 141, p.stderr
     assert p.stderr == "", p.stderr  # no traceback, no 'Exception ignored ... BrokenPipeError'
+
+
+def test_an_out_that_is_the_project_folder_or_inside_its_sources_is_refused(tmp_path):
+    """`ssmrepro figures --out .` run in the project folder replaced the project's README.md
+    with the front page (exit 0); `--out experiments` wrote result folders and a README.md
+    among the specs. Refused now (exit 2) by every command that writes, before writing."""
+    root = _project(tmp_path, small=True)
+    (root / "README.md").write_text("# the project's own README\n")
+    env = {"SSMREPRO_ROOT": str(root)}
+    _assert_refused(_invoke("figures", "--no-rebuild", "--out", root, env=env),
+                    "is the project folder")
+    assert (root / "README.md").read_text() == "# the project's own README\n"
+    for args in (["figures", "--no-rebuild"], ["plot", "keep-nth", "--profile", "smoke"],
+                 ["verify", "keep-nth", "--profile", "smoke"],
+                 ["run", "keep-nth", "--profile", "smoke", "--max-runs", "1"]):
+        res = _invoke(*args, "--out", root / "experiments", env=env)
+        _assert_refused(res, "inside the project's experiments/ folder")
+    assert sorted(p.name for p in (root / "experiments").iterdir()) == ["huang2025"]
+    assert sorted(p.name for p in (root / "experiments" / "huang2025").iterdir()) == [
+        "huang2025-fig1.yaml", "huang2025-fig2.yaml", "huang2025-tab1.yaml"]

@@ -58,6 +58,16 @@ def _root(spec, out: Path | None) -> Path:
     return results_dir(spec, out)
 
 
+def _write_root(out: Path | None) -> None:
+    """Refuse a ``--out`` that is the project folder or inside its experiments/ or package
+    (``util.source_tree_problem``), exit 2, before anything is written there."""
+    from ..util import source_tree_problem
+
+    why = source_tree_problem(out) if out is not None else None
+    if why:
+        fail([f"--out {out}: {why}"])
+
+
 def _read_root(out: Path | None, say_missing: bool = False) -> None:
     """Check the results root that ``list``, ``show`` and ``run --dry-run`` read from: a file,
     FIFO or link loop there is ``cannot use <root>: a file, not a folder`` (exit 2; it read as
@@ -377,6 +387,7 @@ def run(
     from ..plots import output_paths
     from ..util import check_replaceable
 
+    _write_root(out)
     for path in output_paths(spec, profile, _root(spec, out), overrides, figures=not no_plot):
         check_replaceable(path)  # a folder in its place failed after the whole sweep
     s = run_experiment(spec, profile, out, dev, be, max_runs, pack_size, workers, out_console,
@@ -451,6 +462,7 @@ def _outputs(spec, profile: str, out: Path | None, overrides: dict | None = None
         fail(bad)
     if id_taken(spec):  # writing would replace the project spec's tables, figures and report
         fail([id_taken(spec)])
+    _write_root(out)
     res = build(spec, profile, _root(spec, out), overrides, rerun=rerun)
     if quiet:
         return res
@@ -736,6 +748,7 @@ def figures(
     why = folder_problem(root)
     if why:  # a mistyped --out got a new folder and a front page of no results
         fail([f"{root}: {why} (the results root to rebuild; --out)"])
+    _write_root(out)  # `--out .` in the project folder replaced its README.md
     checked_catalogue()  # a catalogue the front page refuses is said before the minute rebuilding
     if not no_rebuild:
         rebuild_all(out, echo=lambda m: console.print(m, highlight=False, markup=False),
