@@ -7385,3 +7385,17 @@ def test_an_out_that_is_the_project_folder_or_inside_its_sources_is_refused(tmp_
     assert sorted(p.name for p in (root / "experiments").iterdir()) == ["huang2025"]
     assert sorted(p.name for p in (root / "experiments" / "huang2025").iterdir()) == [
         "huang2025-fig1.yaml", "huang2025-fig2.yaml", "huang2025-tab1.yaml"]
+
+
+def test_workers_with_the_ray_engine_is_refused_not_ignored(tmp_path, monkeypatch):
+    """`run --engine ray --workers 2` ran as many packs at once as the Ray cluster has slots,
+    the option quietly ignored (as `--cpus-per-pack` without Ray is refused); $SSMREPRO_WORKERS,
+    the local engine's default, is not an option given and is left alone."""
+    spec = _one_run_spec(tmp_path)
+    res = _invoke("run", spec, "--out", tmp_path / "o", "--engine", "ray", "--workers", "2")
+    _assert_refused(res, "--workers is an option of the local engine")
+    monkeypatch.setitem(__import__("sys").modules, "ray", None)  # Ray not installed
+    res = _invoke("run", spec, "--out", tmp_path / "o", "--engine", "ray",
+                  env={"SSMREPRO_WORKERS": "2"})
+    assert res.exit_code == 2 and "--workers" not in res.output, res.output
+    assert not (tmp_path / "o").exists()

@@ -284,6 +284,7 @@ def validate(
 
 @command(interrupted=RESUME)
 def run(
+    ctx: typer.Context,
     name: str = typer.Argument(..., help="experiment id or alias, e.g. keep-nth"),
     profile: str | None = typer.Option(None, help=PROFILE_HELP),
     backend: str = typer.Option("auto", help="auto | torch | cuda"),
@@ -333,6 +334,12 @@ def run(
         fail(["--address needs --engine ray"])
     if cpus_per_pack != 1 and engine != "ray":  # settings that would be quietly ignored
         fail(["--cpus-per-pack needs --engine ray (the local engine: --workers)"])
+    if (engine == "ray" and workers is not None
+            and getattr(ctx.get_parameter_source("workers"), "name", "") == "COMMANDLINE"):
+        # Ray runs as many packs at once as its cluster has slots: --workers 2 was ignored
+        # ($SSMREPRO_WORKERS, a default for the local engine, is left alone)
+        fail(["--workers is an option of the local engine (--engine ray runs one task per "
+              "pack on as many slots as the cluster has: --cpus-per-pack sets a task's CPUs)"])
     if no_estimate and not dry_run:
         fail(["--no-estimate needs --dry-run"])
     out_console = err_console if as_json else console
