@@ -7399,3 +7399,14 @@ def test_workers_with_the_ray_engine_is_refused_not_ignored(tmp_path, monkeypatc
                   env={"SSMREPRO_WORKERS": "2"})
     assert res.exit_code == 2 and "--workers" not in res.output, res.output
     assert not (tmp_path / "o").exists()
+
+
+def test_run_prints_its_warnings_on_stderr(tmp_path):
+    """`run` printed its warnings (--workers capped, a record quarantined) on stdout among its
+    progress and summary lines (`list`, `show` and `plot` print theirs on stderr)."""
+    spec, out = _one_run_spec(tmp_path), tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate", "--no-plot",
+                  "--workers", "100000")
+    assert res.exit_code == 0, res.output
+    assert "capped at" in res.stderr and "warning:" not in res.stdout, res.stdout
+    assert "trained 1 runs" in res.stdout, res.stdout

@@ -399,7 +399,7 @@ def run(
         check_replaceable(path)  # a folder in its place failed after the whole sweep
     s = run_experiment(spec, profile, out, dev, be, max_runs, pack_size, workers, out_console,
                        calibrate=calibrate, overrides=overrides, engine=engine, address=address,
-                       cpus_per_pack=cpus_per_pack)
+                       cpus_per_pack=cpus_per_pack, warn_console=err_console)
     parts = [f"trained {s.trained} runs in {s.packs} packs, {s.wall_s:.0f}s wall, "
              f"{s.cpu_s:.0f}s CPU"]
     if s.elsewhere:
