@@ -7410,3 +7410,20 @@ def test_run_prints_its_warnings_on_stderr(tmp_path):
     assert res.exit_code == 0, res.output
     assert "capped at" in res.stderr and "warning:" not in res.stdout, res.stdout
     assert "trained 1 runs" in res.stdout, res.stdout
+
+
+@pytest.mark.parametrize("kv", ["model.dt_max=.inf", "model.dt_min=.nan"])
+def test_a_model_field_of_inf_or_nan_is_refused(tmp_path, kv):
+    """`--set model.dt_max=.inf` (or `dt_max: .inf` in a spec) passed validation (the model
+    configs, unlike the task's and train's, took inf and NaN): `show --json` printed it as
+    null, the human `show` as .inf, and training drew Δ from an infinite range."""
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": [{"label": "S6", "set": {}}]}])
+    res = _invoke("show", spec, "--profile", "smoke", "--json", "--set", kv)
+    _assert_refused(res, "finite number")
+    assert res.stdout == "", res.stdout
+    from pydantic import ValidationError
+
+    from ssmrepro.models.mixers import MIXERS
+
+    with pytest.raises(ValidationError, match="finite number"):  # the mixers' fields too
+        MIXERS["mamba2"].Config(A_max=float("inf"))
