@@ -282,6 +282,23 @@ def env_path(name: str) -> Path | None:
     return Path(value).expanduser() if value.strip() else None
 
 
+def source_tree_problem(root: Path) -> str | None:
+    """Why ``root`` cannot be a results root that commands write into: the project folder itself
+    (`figures --out .` replaced the project's README.md with the front page) or a folder inside
+    its experiments/ or package (result folders among the specs and the code); None if it can."""
+    project = repo_root().resolve()
+    where = Path(root).resolve()
+    if where == project:
+        return (f"it is the project folder {project} (the front page, README.md, and result "
+                "folders would be written among its files); the results root is "
+                f"{project / 'results'}, or a folder of your own")
+    for sub in ("experiments", "ssmrepro"):
+        if where.is_relative_to(project / sub):
+            return (f"it is inside the project's {sub}/ folder ({project / sub}); give a results "
+                    f"folder outside it, e.g. {project / 'results'}")
+    return None
+
+
 def repo_root() -> Path:
     """Folder holding experiments/: $SSMREPRO_ROOT, else the cwd or a parent of it that holds
     experiments/ and ssmrepro/, else the source tree this package was installed from."""

@@ -7837,3 +7837,143 @@ def test_seeds_of_one_cell_that_disagree_on_its_parameter_count_leave_it_unknown
         "of the cell S6" in res.output, res.output
     cells = pd.read_csv(folder / "summary-smoke.csv").set_index("label")
     assert pd.isna(cells.loc["S6", "n_params"]) and not pd.isna(cells.loc["S4D", "n_params"])
+
+
+# ---------------------------------------------------------------------------------------------
+# round 25 G: the machine-readable contract (--json, exit codes, stdout vs stderr)
+
+
+def test_json_names_no_results_table_that_was_not_written(tmp_path, monkeypatch):
+    """`verify --json` of a profile with no run record, and `run --json` interrupted before any
+    record, gave `"csv": "<out>/.../results-smoke.csv"`, a file never written (the console said
+    `table: - (no run has a record)`): null now."""
+    import ssmrepro.engine as engine
+    from ssmrepro.engine import RunSummary
+
+    spec, out = _one_run_spec(tmp_path), tmp_path / "out"
+    res = runner.invoke(app, ["verify", str(spec), "--out", str(out), "--profile", "smoke",
+                              "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["csv"] is None and doc["runs"] == {"expected": 1, "finished": 0}, doc
+    assert not list(out.rglob("results*.csv"))
+    absent = out / "tests" / "t-spec" / "results-smoke.csv"
+    monkeypatch.setattr(engine, "run_experiment", lambda *a, **kw: RunSummary(
+        1, 0, 0, 0, 0, 1, 1, 0.5, absent, interrupted=True))
+    res = runner.invoke(app, ["run", str(spec), "--out", str(out), "--profile", "smoke",
+                              "--json", "--no-calibrate"])
+    assert res.exit_code == 130, res.output
+    doc = json.loads(res.stdout)
+    assert doc["interrupted"] is True and doc["csv"] is None, doc
+
+
+def test_warnings_of_dry_run_and_figures_go_to_stderr(tmp_path):
+    """`run --dry-run` printed a record's quarantine warning, and `figures` its 'report ... not
+    rebuilt' / 'of no profile' warnings, on stdout among the lines a script reads (every other
+    command's warnings are on stderr)."""
+    spec, out = _one_run_spec(tmp_path), tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate",
+                  "--no-plot")
+    assert res.exit_code == 0, res.output
+    (record,) = (out / "tests" / "t-spec" / "runs").glob("*.json")
+    record.write_text('{"broken')
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--dry-run", "--no-estimate")
+    assert res.exit_code == 0, res.output
+    assert "quarantined" in res.stderr and "warning:" not in res.stdout, res.stdout
+    assert "1 runs, 0 done, 1 pending" in res.stdout, res.stdout
+
+    root = tmp_path / "proj"
+    (root / "experiments" / "tests").mkdir(parents=True)
+    (root / "ssmrepro").mkdir()
+    (root / "experiments" / "catalogue.yaml").write_text(
+        "papers: {tests: Tests}\ntargets:\n  - {id: t-spec, paper: tests, tier: 1, what: tiny}\n")
+    shutil.copy(spec, root / "experiments" / "tests")
+    results = tmp_path / "R"
+    (results / "tests" / "t-spec").mkdir(parents=True)
+    (results / "tests" / "t-spec" / "report-gone.md").write_text("# a renamed profile's\n")
+    res = _invoke("figures", "--out", results, env={"SSMREPRO_ROOT": str(root)})
+    assert res.exit_code == 0, res.output
+    assert "report-gone.md is of no profile" in res.stderr, res.output
+    assert "warning:" not in res.stdout and "front page:" in res.stdout, res.stdout
+
+
+@pytest.mark.parametrize("args", [["list", "--json"], ["list"]])
+def test_a_reader_that_closes_the_output_ends_the_command_with_141(cli_env, args):
+    """`ssmrepro list --json | true` (a reader that stops reading: `| head -1`, a script that
+    reads a line) printed `error: cannot use: Broken pipe`, exit 2 ("bad input"); the tables
+    (rich) exited 1, "some runs failed", a `verify --strict` of all-PASS read as a failure.
+    Now: no word, exit 141 (128 + SIGPIPE, as a shell reports a tool its closed pipe ended)."""
+    import subprocess
+    import sys
+
+    r, w = os.pipe()
+    os.close(r)  # the reader is gone before the command writes
+    try:
+        p = subprocess.run([sys.executable, "-m", "ssmrepro", *args], env=cli_env, stdout=w,
+                           stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(w)
+    assert p.returncode == 141, p.stderr
+    assert p.stderr == "", p.stderr  # no traceback, no 'Exception ignored ... BrokenPipeError'
+
+
+def test_an_out_that_is_the_project_folder_or_inside_its_sources_is_refused(tmp_path):
+    """`ssmrepro figures --out .` run in the project folder replaced the project's README.md
+    with the front page (exit 0); `--out experiments` wrote result folders and a README.md
+    among the specs. Refused now (exit 2) by every command that writes, before writing."""
+    root = _project(tmp_path, small=True)
+    (root / "README.md").write_text("# the project's own README\n")
+    env = {"SSMREPRO_ROOT": str(root)}
+    _assert_refused(_invoke("figures", "--no-rebuild", "--out", root, env=env),
+                    "is the project folder")
+    assert (root / "README.md").read_text() == "# the project's own README\n"
+    for args in (["figures", "--no-rebuild"], ["plot", "keep-nth", "--profile", "smoke"],
+                 ["verify", "keep-nth", "--profile", "smoke"],
+                 ["run", "keep-nth", "--profile", "smoke", "--max-runs", "1"]):
+        res = _invoke(*args, "--out", root / "experiments", env=env)
+        _assert_refused(res, "inside the project's experiments/ folder")
+    assert sorted(p.name for p in (root / "experiments").iterdir()) == ["huang2025"]
+    assert sorted(p.name for p in (root / "experiments" / "huang2025").iterdir()) == [
+        "huang2025-fig1.yaml", "huang2025-fig2.yaml", "huang2025-tab1.yaml"]
+
+
+def test_workers_with_the_ray_engine_is_refused_not_ignored(tmp_path, monkeypatch):
+    """`run --engine ray --workers 2` ran as many packs at once as the Ray cluster has slots,
+    the option quietly ignored (as `--cpus-per-pack` without Ray is refused); $SSMREPRO_WORKERS,
+    the local engine's default, is not an option given and is left alone."""
+    spec = _one_run_spec(tmp_path)
+    res = _invoke("run", spec, "--out", tmp_path / "o", "--engine", "ray", "--workers", "2")
+    _assert_refused(res, "--workers is an option of the local engine")
+    monkeypatch.setitem(__import__("sys").modules, "ray", None)  # Ray not installed
+    res = _invoke("run", spec, "--out", tmp_path / "o", "--engine", "ray",
+                  env={"SSMREPRO_WORKERS": "2"})
+    assert res.exit_code == 2 and "--workers" not in res.output, res.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_run_prints_its_warnings_on_stderr(tmp_path):
+    """`run` printed its warnings (--workers capped, a record quarantined) on stdout among its
+    progress and summary lines (`list`, `show` and `plot` print theirs on stderr)."""
+    spec, out = _one_run_spec(tmp_path), tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate", "--no-plot",
+                  "--workers", "100000")
+    assert res.exit_code == 0, res.output
+    assert "capped at" in res.stderr and "warning:" not in res.stdout, res.stdout
+    assert "trained 1 runs" in res.stdout, res.stdout
+
+
+@pytest.mark.parametrize("kv", ["model.dt_max=.inf", "model.dt_min=.nan"])
+def test_a_model_field_of_inf_or_nan_is_refused(tmp_path, kv):
+    """`--set model.dt_max=.inf` (or `dt_max: .inf` in a spec) passed validation (the model
+    configs, unlike the task's and train's, took inf and NaN): `show --json` printed it as
+    null, the human `show` as .inf, and training drew Δ from an infinite range."""
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": [{"label": "S6", "set": {}}]}])
+    res = _invoke("show", spec, "--profile", "smoke", "--json", "--set", kv)
+    _assert_refused(res, "finite number")
+    assert res.stdout == "", res.stdout
+    from pydantic import ValidationError
+
+    from ssmrepro.models.mixers import MIXERS
+
+    with pytest.raises(ValidationError, match="finite number"):  # the mixers' fields too
+        MIXERS["mamba2"].Config(A_max=float("inf"))

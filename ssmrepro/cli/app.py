@@ -1,8 +1,9 @@
 """Tool (cli): the one Typer app, its consoles and the error boundary every command runs inside.
 
 Exit codes: 0 ok; 1 runs failed or did not finish (re-run to resume); 2 bad input (spec, id,
-option, missing data, a folder that cannot be written); 130 interrupted. Expected failures become
-one-line messages; a traceback means a bug.
+option, missing data, a folder that cannot be written); 130 interrupted; 141 the reader of the
+output closed it (``ssmrepro list | head -1``). Expected failures become one-line messages; a
+traceback means a bug.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import errno
 import functools
 import json
+import os
+import select
 import signal
 import sys
 import threading
@@ -30,7 +33,7 @@ from ..util import plain_warnings
 
 EXIT_CODES = ("Exit codes: 0 ok; 1 some runs failed or did not finish (re-run the same command "
               "to resume); 2 bad input (spec, id, option, missing data, unwritable folder); "
-              "130 interrupted.")
+              "130 interrupted; 141 the output's reader closed it (| head).")
 
 ENV_HELP = ("Environment: SSMREPRO_OUT (default of --out), SSMREPRO_DEVICE (--device), "
             "SSMREPRO_WORKERS (--workers), SSMREPRO_DATA (dataset root), SSMREPRO_THREADS "
@@ -43,11 +46,52 @@ app = typer.Typer(
     help="Reproduce figures and tables of Mamba / SSM papers from real training runs.\n\n"
     "Example: ssmrepro run keep-nth --profile quick\n\n" + EXIT_CODES + "\n\n" + ENV_HELP,
 )
+EXIT_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool its closed pipe ended
+
+
+class OutputClosed(KeyboardInterrupt):
+    """The reader of standard output (or error) closed it: ``ssmrepro list | head -1``. Raised
+    where a write meets the closed pipe; an interrupt (a KeyboardInterrupt), so a sweep stops as
+    on Ctrl-C (its workers stopped, finished runs kept). The error boundary ends the command with
+    exit 141 and no word (rich exited 1, "some runs failed", and a ``--json`` document printed
+    ``error: cannot use: Broken pipe``, exit 2, "bad input")."""
+
+
+def _reader_gone(fd: int) -> bool:
+    """Whether ``fd`` is a pipe whose reading end is closed (poll says POLLERR)."""
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(ev & select.POLLERR for _, ev in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _mute_closed_outputs() -> bool:
+    """Point standard output and error, where their reader is gone, at /dev/null (what is left
+    in Python's buffers is flushed there at exit, not a 'BrokenPipeError ignored' line); returns
+    whether any was."""
+    gone = [fd for fd in (1, 2) if _reader_gone(fd)]
+    if gone:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for fd in gone:
+            os.dup2(devnull, fd)
+        os.close(devnull)
+    return bool(gone)
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:  # rich's: quiet, then SystemExit(1)
+        self.quiet = True
+        _mute_closed_outputs()
+        raise OutputClosed
+
+
 # emoji=False: ':x:' in a label or title was printed as an emoji ('S6:x:' as 'S6❌'); lines are
 # wrapped only on a terminal: piped or logged, a path longer than 80 characters was folded
 # ('figures: \n/tmp/...dd\ndd/figure.png'), and a script reading the line got a broken path
-console = Console(emoji=False, soft_wrap=not sys.stdout.isatty())
-err_console = Console(stderr=True, emoji=False, soft_wrap=not sys.stderr.isatty())
+console = _Console(emoji=False, soft_wrap=not sys.stdout.isatty())
+err_console = _Console(stderr=True, emoji=False, soft_wrap=not sys.stderr.isatty())
 
 
 def version() -> str:
@@ -93,7 +137,13 @@ def _main(
 
 def print_json(obj: Any) -> None:
     """Machine-readable output (``--json``): one JSON document on stdout, nothing else."""
-    typer.echo(json.dumps(_plain(obj), indent=1, allow_nan=False))
+    text = json.dumps(_plain(obj), indent=1, allow_nan=False)
+    try:
+        typer.echo(text)
+    except BrokenPipeError:
+        if _mute_closed_outputs():
+            raise OutputClosed from None
+        raise
 
 
 def _plain(o: Any) -> Any:
@@ -179,11 +229,15 @@ def guard(fn: Callable[..., Any], interrupted: str = REDO) -> Callable[..., Any]
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort):
             raise
+        except OutputClosed:
+            raise typer.Exit(EXIT_PIPE) from None
         except SpecError as err:
             fail(err.messages)
         except (BackendError, DataUnavailable, TableError, LinkOutside, FigureTooLarge) as err:
             fail([str(err)])
         except OSError as err:
+            if isinstance(err, BrokenPipeError) and _mute_closed_outputs():  # print(), echo
+                raise typer.Exit(EXIT_PIPE) from None
             fail([os_message(err)])
         except KeyboardInterrupt:
             err_console.print(interrupted, highlight=False, soft_wrap=True)

@@ -58,6 +58,16 @@ def _root(spec, out: Path | None) -> Path:
     return results_dir(spec, out)
 
 
+def _write_root(out: Path | None) -> None:
+    """Refuse a ``--out`` that is the project folder or inside its experiments/ or package
+    (``util.source_tree_problem``), exit 2, before anything is written there."""
+    from ..util import source_tree_problem
+
+    why = source_tree_problem(out) if out is not None else None
+    if why:
+        fail([f"--out {out}: {why}"])
+
+
 def _read_root(out: Path | None, say_missing: bool = False) -> None:
     """Check the results root that ``list``, ``show`` and ``run --dry-run`` read from: a file,
     FIFO or link loop there is ``cannot use <root>: a file, not a folder`` (exit 2; it read as
@@ -274,6 +284,7 @@ def validate(
 
 @command(interrupted=RESUME)
 def run(
+    ctx: typer.Context,
     name: str = typer.Argument(..., help="experiment id or alias, e.g. keep-nth"),
     profile: str | None = typer.Option(None, help=PROFILE_HELP),
     backend: str = typer.Option("auto", help="auto | torch | cuda"),
@@ -323,6 +334,12 @@ def run(
         fail(["--address needs --engine ray"])
     if cpus_per_pack != 1 and engine != "ray":  # settings that would be quietly ignored
         fail(["--cpus-per-pack needs --engine ray (the local engine: --workers)"])
+    if (engine == "ray" and workers is not None
+            and getattr(ctx.get_parameter_source("workers"), "name", "") == "COMMANDLINE"):
+        # Ray runs as many packs at once as its cluster has slots: --workers 2 was ignored
+        # ($SSMREPRO_WORKERS, a default for the local engine, is left alone)
+        fail(["--workers is an option of the local engine (--engine ray runs one task per "
+              "pack on as many slots as the cluster has: --cpus-per-pack sets a task's CPUs)"])
     if no_estimate and not dry_run:
         fail(["--no-estimate needs --dry-run"])
     out_console = err_console if as_json else console
@@ -352,8 +369,9 @@ def run(
                         "oversized": d.oversized, "untimed": d.untimed,
                         "untimed_runs": d.untimed_runs, "warnings": d.warnings})
             return
-        for w in d.warnings:  # a record quarantined while counting the runs done
-            console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
+        for w in d.warnings:  # a record quarantined while counting the runs done: on stderr,
+            # as every command's (it was among the plan's lines on stdout)
+            err_console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
         console.print(f"{spec.id} {escape(f'[{profile}]')}: {d.total} runs, {d.done} done, "
                       f"{d.pending} pending in {len(d.packs)} packs (largest {d.largest}); "
                       f"{d.run_steps:,} run-steps to train")
@@ -376,11 +394,12 @@ def run(
     from ..plots import output_paths
     from ..util import check_replaceable
 
+    _write_root(out)
     for path in output_paths(spec, profile, _root(spec, out), overrides, figures=not no_plot):
         check_replaceable(path)  # a folder in its place failed after the whole sweep
     s = run_experiment(spec, profile, out, dev, be, max_runs, pack_size, workers, out_console,
                        calibrate=calibrate, overrides=overrides, engine=engine, address=address,
-                       cpus_per_pack=cpus_per_pack)
+                       cpus_per_pack=cpus_per_pack, warn_console=err_console)
     parts = [f"trained {s.trained} runs in {s.packs} packs, {s.wall_s:.0f}s wall, "
              f"{s.cpu_s:.0f}s CPU"]
     if s.elsewhere:
@@ -389,7 +408,8 @@ def run(
         parts.append(f"[red]{s.failed} failed[/]")
     if s.not_run:
         parts.append(f"[red]{s.not_run} not trained[/]")
-    table = escape(str(s.csv)) if s.csv.is_file() else "- (no run has a record)"
+    table = (escape(str(s.csv)) if s.csv is not None and s.csv.is_file()
+             else "- (no run has a record)")
     out_console.print("; ".join(parts) + f"; table: {table}")
     if s.left:  # cut by --max-runs: exit 0 (asked for), but the profile is not finished
         again = _run_command(name, profile, out, set_)
@@ -401,7 +421,8 @@ def run(
     summary = {"id": spec.id, "profile": profile, "overrides": overrides or {}, "engine": engine,
                "runs": s.total, "already_done": s.already_done, "trained": s.trained,
                "failed": s.failed, "elsewhere": s.elsewhere, "not_run": s.not_run,
-               "left": s.left, "packs": s.packs, "wall_s": round(s.wall_s, 3), "csv": s.csv,
+               "left": s.left, "packs": s.packs, "wall_s": round(s.wall_s, 3),
+               "csv": s.csv if s.csv is not None and s.csv.is_file() else None,  # as the line's '-'
                "ok": s.ok,
                "interrupted": s.interrupted, "messages": s.messages}
     if s.interrupted:
@@ -448,6 +469,7 @@ def _outputs(spec, profile: str, out: Path | None, overrides: dict | None = None
         fail(bad)
     if id_taken(spec):  # writing would replace the project spec's tables, figures and report
         fail([id_taken(spec)])
+    _write_root(out)
     res = build(spec, profile, _root(spec, out), overrides, rerun=rerun)
     if quiet:
         return res
@@ -733,7 +755,10 @@ def figures(
     why = folder_problem(root)
     if why:  # a mistyped --out got a new folder and a front page of no results
         fail([f"{root}: {why} (the results root to rebuild; --out)"])
+    _write_root(out)  # `--out .` in the project folder replaced its README.md
     checked_catalogue()  # a catalogue the front page refuses is said before the minute rebuilding
     if not no_rebuild:
-        rebuild_all(out, echo=lambda m: console.print(m, highlight=False, markup=False))
+        rebuild_all(out, echo=lambda m: console.print(m, highlight=False, markup=False),
+                    warn=lambda m: err_console.print(m, highlight=False, markup=False,
+                                                     soft_wrap=True))
     console.print(f"front page: {front_page(out)}", markup=False)

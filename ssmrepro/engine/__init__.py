@@ -281,13 +281,17 @@ def run_experiment(
     engine: str = "local",
     address: str | None = None,
     cpus_per_pack: int = 1,
+    warn_console: Console | None = None,
 ) -> RunSummary:
-    """Train the profile's pending runs. ``engine``: 'local' (this process or ``workers``
+    """Train the profile's pending runs. ``console``: progress lines; ``warn_console``: the
+    'warning: ...' lines (default: standard error, as every command's; they were among `run`'s
+    progress on standard output). ``engine``: 'local' (this process or ``workers``
     processes on this machine) or 'ray' (one Ray task per pack on the cluster at ``address``:
     None starts a local Ray instance, 'auto' joins the one ``ray start`` runs here); with Ray,
     ``device`` 'auto' means the cluster's GPUs if it has any, and ``backend`` is resolved on the
     worker that trains the pack."""
     console = console or Console(emoji=False)
+    warn_console = warn_console or Console(stderr=True, emoji=False)
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r} ({' | '.join(ENGINES)})")
     t0 = time.time()
@@ -297,7 +301,7 @@ def run_experiment(
     runs, unique, pending = _pending(spec, profile, store, max_runs, overrides)
     done_before = len(unique) - len([r for r in unique if not store.is_done(r.run_id)])
     for w in store.warnings:
-        console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
+        warn_console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
     budget = None
     ray_owned = False
     if engine == "ray" and pending:
@@ -327,13 +331,13 @@ def run_experiment(
         seen = len(store.warnings)
         store.prepare()
         for w in store.warnings[seen:]:  # saved weights it had to quarantine
-            console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
+            warn_console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
     threads = None
     if engine == "local":
         cap = default_workers(device, 10**9)  # one per core (CPU) or visible GPU
         if workers is not None and workers > cap:
-            console.print(f"[yellow]warning:[/] --workers {workers} capped at {cap} (one per "
-                          f"{'GPU' if device.startswith('cuda') else 'CPU core'})")
+            warn_console.print(f"[yellow]warning:[/] --workers {workers} capped at {cap} (one "
+                               f"per {'GPU' if device.startswith('cuda') else 'CPU core'})")
         want = min(workers or cap, cap)
         threads = threads_per_process(want, device, load)
     # the cost model times steps on this machine: it plans local runs, not a remote cluster's
@@ -348,9 +352,9 @@ def run_experiment(
         if n_workers > 1 and not device.startswith("cuda"):
             fit = workers_in_memory(packs, n_workers, available_memory(device))
             if fit < n_workers:
-                console.print(f"[yellow]warning:[/] {fit} worker{'s' if fit > 1 else ''} instead "
-                              f"of {n_workers}: the largest packs of {n_workers} workers at once "
-                              "would not fit in the memory available")
+                warn_console.print(f"[yellow]warning:[/] {fit} worker{'s' if fit > 1 else ''} "
+                                   f"instead of {n_workers}: the largest packs of {n_workers} "
+                                   "workers at once would not fit in the memory available")
                 n_workers = fit
         if n_workers < want:  # fewer packs (or memory for fewer workers): more threads each
             threads = threads_per_process(n_workers, device, load)

@@ -31,7 +31,7 @@ from ..util import NoBoolNumbers
 class ModelConfig(NoBoolNumbers):
     """Base of every model config: ``name`` selects the registry entry."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     name: str
 
     def to_backbone(self):  # pragma: no cover - abstract

@@ -36,7 +36,7 @@ NormKind = Literal["none", "layernorm", "rmsnorm", "batchnorm"]
 class MixerBlockConfig(NoBoolNumbers):
     """A registered mixer in a norm / residual wrapper."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     kind: Literal["mixer"] = "mixer"
     mixer: SerializeAsAny[MixerConfig] = Field(
         description="mixer spec, e.g. {name: mamba1, d_state: 16}; any name in MIXERS")

@@ -70,7 +70,7 @@ from .mixers.s6 import S6Core
 class InitConfig(NoBoolNumbers):
     """Initialisation scheme: default | mamba | hf | gamma | designed (see ssmrepro.models.init)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     scheme: Literal["default", "mamba", "hf", "gamma", "designed",
                     "cooper_construction"] = "default"
     gamma: float | None = Field(None, gt=0, description="gamma scheme: std = fan_in ** -gamma")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -116,8 +117,13 @@ def _specs(errors: list[str] | None = None) -> dict[str, object]:
     return out
 
 
-def rebuild_all(out: Path | None = None, echo=print) -> list[tuple[str, str, Outputs]]:
-    """Rebuild figures, summaries and reports of every spec and profile with a committed table."""
+def rebuild_all(out: Path | None = None, echo=print, warn=None) -> list[tuple[str, str, Outputs]]:
+    """Rebuild figures, summaries and reports of every spec and profile with a committed table.
+    ``echo``: a line per table rebuilt; ``warn``: a 'warning: ...' line (default: standard error;
+    `figures` printed them on standard output, among the lines a script reads)."""
+    if warn is None:
+        def warn(m: str) -> None:
+            print(m, file=sys.stderr)
     done = []
     for sid, spec in _specs().items():
         tables = dict(result_files(spec, out))
@@ -129,13 +135,13 @@ def rebuild_all(out: Path | None = None, echo=print) -> list[tuple[str, str, Out
             # results.csv deleted: its report (6 PASS) was left as it was, without a word
             rep = results_dir(spec, out) / output_name(spec, prof, "report", "md")
             if rep.exists():
-                echo(f"warning: {sid} ({prof}): {rep.name} is not rebuilt: there is no "
+                warn(f"warning: {sid} ({prof}): {rep.name} is not rebuilt: there is no "
                      f"{output_name(spec, prof, 'results', 'csv')} to rebuild it from (delete "
                      f"it, or `ssmrepro run {sid} --profile {prof}`)")
         reports = {output_name(spec, p, "report", "md") for p in spec.profiles}
         for rep in sorted(results_dir(spec, out).glob("report*.md")):
             if rep.name not in reports and not SET_TAG.search(rep.stem):  # a profile renamed
-                echo(f"warning: {sid}: {rep.name} is of no profile of the spec (have "
+                warn(f"warning: {sid}: {rep.name} is of no profile of the spec (have "
                      f"{', '.join(spec.profiles)}): not rebuilt (delete it if the profile is "
                      "gone)")
     return done

@@ -79,7 +79,7 @@ from .registry import FIGURE_KINDS, FigureConfig, FigureContext, NotDrawn, parse
 
 @dataclass
 class Outputs:
-    csv: Path
+    csv: Path | None  # results.csv; None when none was written (no run has a record yet)
     figure: Path | None  # the first figure drawn
     figures: list[Path]
     report: Path
@@ -1381,6 +1381,8 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None,
     atomic_write_text(rep, report.markdown(spec, profile, cells, verdicts, len(df), counted))
     n_exp, n_done, _ = report.run_counts(counted, len(df))
     analytic = spec.analytic is not None
-    return Outputs(out("results", "csv"), figures[0] if figures else None, figures, rep, verdicts,
+    table = out("results", "csv")  # `verify --json` named a table that was never written
+    return Outputs(table if table.is_file() else None, figures[0] if figures else None, figures,
+                   rep, verdicts,
                    curves if curves.exists() else None, None if analytic else n_exp,
                    None if analytic else n_done)

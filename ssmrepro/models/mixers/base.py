@@ -34,7 +34,7 @@ from ...util import NoBoolNumbers
 class MixerConfig(NoBoolNumbers):
     """Base of every mixer config."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     name: str
 
     def activation_floats(self, d_model: int, L: int) -> int:  # pragma: no cover - abstract

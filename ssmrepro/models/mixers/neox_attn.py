@@ -89,7 +89,7 @@ def window_mask(L: int, window: int | None, device=None) -> torch.Tensor:
 class NeoXAttnFields(NoBoolNumbers):
     """Fields of GPT-NeoX attention, shared by the ``neox_attn`` mixer and the ``neox`` block."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     heads: int = Field(1, ge=1)
     window: int | None = Field(
         None, ge=1, description="sliding window: query i sees j iff 0 <= i-j < window; None = all")
