@@ -6986,34 +6986,27 @@ def test_a_named_eval_set_with_another_token_vocabulary_is_refused(tmp_path):
             assert res.exit_code == 2 and needle in res.output, res.output
 
 
-def test_a_mqar_huang_eval_set_with_another_kappa_is_refused(tmp_path):
+@pytest.mark.parametrize("task,other,said,longer", [
+    ({"name": "mqar_huang", "kappa": 2, "vocab": 8, "T": 12}, {"kappa": 3, "vocab": 7},
+     "train.evals.x: kappa 3 differs from the run's task (2)", {"T": 24}),
+    ({"name": "selective_copy", "words": 4, "numbers": 4, "number_offset": 1, "L": 12},
+     {"words": 5, "numbers": 3}, "train.evals.x: words 5 differs from the run's task (4)",
+     {"L": 20}),
+])
+def test_an_eval_set_that_swaps_the_roles_of_ids_is_refused(tmp_path, task, other, said, longer):
     """mqar_huang's keys are ids 0..kappa-1 and its values the next |V|: `train.evals: {x:
     {kappa: 3, vocab: 7}}` beside kappa 2, vocab 8 kept the outputs (10 classes) and so passed,
     but id 2, a value in training, was a key in the set: another task, scored without a word.
-    `validate` refuses it, exit 2; a longer T stays fine."""
-    task = {"name": "mqar_huang", "kappa": 2, "vocab": 8, "T": 12}
+    Likewise selective_copy's W words then N number tokens: 5 + 3 beside 4 + 4 kept the
+    vocabulary (11 ids), but id 4, a number token in training, was a word in the set.
+    `validate` refuses both, exit 2; a longer sequence stays fine."""
     train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
              "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
-    res = _invoke("validate", write_spec(tmp_path, task=task, train={
-        **train, "evals": {"x": {"kappa": 3, "vocab": 7}}}))
+    res = _invoke("validate", write_spec(tmp_path, task=task, train={**train,
+                                                                     "evals": {"x": other}}))
     assert res.exit_code == 2, res.output
-    assert "train.evals.x: kappa 3 differs from the run's task (2)" in res.output, res.output
-    ok = write_spec(tmp_path, task=task, train={**train, "evals": {"x": {"T": 24}}})
-    assert _invoke("validate", ok).exit_code == 0
-
-
-def test_a_selective_copy_eval_set_with_another_word_count_is_refused(tmp_path):
-    """selective_copy's ids are W words then N number tokens: `train.evals: {x: {words: 5,
-    numbers: 3}}` beside 4 + 4 kept the vocabulary (11 ids) and passed, but id 4, a number token
-    in training, was a word in the set. `validate` refuses it, exit 2."""
-    task = {"name": "selective_copy", "words": 4, "numbers": 4, "number_offset": 1, "L": 12}
-    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
-             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
-    res = _invoke("validate", write_spec(tmp_path, task=task, train={
-        **train, "evals": {"x": {"words": 5, "numbers": 3}}}))
-    assert res.exit_code == 2, res.output
-    assert "train.evals.x: words 5 differs from the run's task (4)" in res.output, res.output
-    ok = write_spec(tmp_path, task=task, train={**train, "evals": {"x": {"L": 20}}})
+    assert said in res.output, res.output
+    ok = write_spec(tmp_path, task=task, train={**train, "evals": {"x": longer}})
     assert _invoke("validate", ok).exit_code == 0
 
 
