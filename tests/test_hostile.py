@@ -212,6 +212,24 @@ def _one_run_spec(tmp_path, **kw):
     return write_spec(tmp_path, **kw)
 
 
+def _claiming_pids(store, n: int, timeout: float = 120.0) -> set[int]:
+    """The process ids named by the store's claims, once ``n`` processes hold one (or at the
+    timeout)."""
+    import json
+    import time
+
+    pids: set[int] = set()
+    deadline = time.time() + timeout
+    while len(pids) < n and time.time() < deadline:
+        for c in store.claims.glob("*.claim") if store.claims.exists() else []:
+            try:
+                pids.add(json.loads(c.read_text())["pid"])
+            except (ValueError, KeyError, FileNotFoundError):
+                pass
+        time.sleep(0.02)
+    return pids
+
+
 def _leaked(tmp_path, out: Path) -> list[Path]:
     """Files written under tmp_path's parent outside ``out`` (and the spec files of tmp_path)."""
     return [p for p in tmp_path.parent.rglob("*escaped*")] + [
@@ -7119,7 +7137,6 @@ def test_a_sweep_whose_every_pack_was_lost_leaves_no_unreadable_table(tmp_path, 
     results.csv without columns, and its own plot step (and every later `plot`) refused it as
     damaged ('not a readable CSV table ... delete it'), exit 2, instead of exit 1 and
     're-run the same command'. No run with a record: no table."""
-    import json
     import signal
     import subprocess
     import sys
@@ -7135,15 +7152,7 @@ def test_a_sweep_whose_every_pack_was_lost_leaves_no_unreadable_table(tmp_path, 
     p = subprocess.Popen([sys.executable, "-m", "ssmrepro.cli", "run", str(path), "--out",
                           str(out), "--no-calibrate", "--pack-size", "1", "--workers", "2"],
                          env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    pids: set[int] = set()
-    deadline = time.time() + 120
-    while len(pids) < 2 and time.time() < deadline:  # both workers inside their pack
-        for c in store.claims.glob("*.claim") if store.claims.exists() else []:
-            try:
-                pids.add(json.loads(c.read_text())["pid"])
-            except (ValueError, KeyError, FileNotFoundError):
-                pass
-        time.sleep(0.02)
+    pids = _claiming_pids(store, 2)  # both workers inside their pack
     assert len(pids) == 2 and p.pid not in pids
     for pid in pids:
         os.kill(pid, signal.SIGKILL)
@@ -7189,7 +7198,6 @@ def test_a_sigkilled_sweep_with_workers_resumes_each_run_once(tmp_path, cli_env)
     """`kill -9` of `run --workers 2` (save_weights) mid-pack: its workers die with it, their
     claims are taken over by the next `run`, which trains each unfinished run exactly once
     (one 'done' event each) and leaves no claim or temp file behind, exit 0."""
-    import json
     import signal
     import subprocess
     import sys
@@ -7207,15 +7215,7 @@ def test_a_sigkilled_sweep_with_workers_resumes_each_run_once(tmp_path, cli_env)
     cmd = [sys.executable, "-m", "ssmrepro.cli", "run", str(path), "--out", str(out),
            "--no-plot", "--no-calibrate", "--pack-size", "1", "--workers", "2"]
     p = subprocess.Popen(cmd, env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    pids: set[int] = set()
-    deadline = time.time() + 120
-    while len(pids) < 2 and time.time() < deadline:
-        for c in store.claims.glob("*.claim") if store.claims.exists() else []:
-            try:
-                pids.add(json.loads(c.read_text())["pid"])
-            except (ValueError, KeyError, FileNotFoundError):
-                pass
-        time.sleep(0.02)
+    pids = _claiming_pids(store, 2)
     assert len(pids) == 2
     p.send_signal(signal.SIGKILL)
     p.communicate(timeout=60)
