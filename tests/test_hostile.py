@@ -7970,3 +7970,17 @@ def test_a_model_field_of_inf_or_nan_is_refused(tmp_path, kv):
 
     with pytest.raises(ValidationError, match="finite number"):  # the mixers' fields too
         MIXERS["mamba2"].Config(A_max=float("inf"))
+
+
+def test_the_front_pages_training_time_counts_a_run_under_two_labels_once(tmp_path):
+    """A run shared by two labels has a row under each in results.csv, each with its pack's wall
+    time: the front page summed both (four committed rows were too long, koren2026-fig12's 1.6 h
+    of training read 2.1 h)."""
+    import pandas as pd
+
+    from ssmrepro.plots.frontpage import training_time
+
+    csv = tmp_path / "results.csv"
+    pd.DataFrame({"run_id": ["a", "a", "b"], "label": ["x", "y", "x"], "seed": [0, 0, 1],
+                  "wall_s": [60.0, 60.0, 60.0], "pack_size": [1, 1, 1]}).to_csv(csv, index=False)
+    assert training_time(csv) == "2 min"

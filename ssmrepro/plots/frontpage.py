@@ -157,13 +157,16 @@ def _human(sec: float) -> str:
 
 def training_time(csv: Path) -> str:
     """Sum of the pack wall times of a results table (each row carries its pack's wall_s and
-    pack_size), e.g. '4 min'; '' when the table has no timings."""
+    pack_size; a run's time once, whatever labels it has rows under), e.g. '4 min'; '' when the
+    table has no timings."""
     try:
         df = read_results(csv)
     except (OSError, ValueError, pd.errors.EmptyDataError):
         return ""
     if df.empty or "wall_s" not in df or "pack_size" not in df:
         return ""
+    if "run_id" in df:  # a run under two labels has a row for each: its time counted twice
+        df = df.drop_duplicates("run_id")
     w = pd.to_numeric(df["wall_s"], errors="coerce")
     n = pd.to_numeric(df["pack_size"], errors="coerce").where(lambda x: x > 0)
     total = float((w / n).sum(min_count=1))
