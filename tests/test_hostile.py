@@ -7970,3 +7970,25 @@ def test_a_model_field_of_inf_or_nan_is_refused(tmp_path, kv):
 
     with pytest.raises(ValidationError, match="finite number"):  # the mixers' fields too
         MIXERS["mamba2"].Config(A_max=float("inf"))
+
+
+def test_schedule_min_lr_with_a_final_factor_is_refused(tmp_path):
+    """`schedule: {min_lr: 1e-4, final_factor: 0.5, warmup_steps: 3}` (lr 1e-3) trained its
+    warm-up at a NEGATIVE learning rate (-8e-4 at step 0: gradient ascent; final_factor 1 gave
+    about -1e9 x lr) and quietly ignored final_factor after it: min_lr rescales the factors
+    between final_factor and 1, so the two together are refused; either alone stays >= 0."""
+    from pydantic import ValidationError
+
+    from ssmrepro.optim import lr_table
+    from ssmrepro.sweep.config import Schedule
+
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": [{"label": "S6", "set": {}}]}])
+    res = _invoke("show", spec, "--profile", "smoke", "--set",
+                  "train.schedule={kind: cosine, warmup_steps: 3, final_factor: 0.5, min_lr: 1e-4}")
+    _assert_refused(res, "min_lr", "final_factor")
+    with pytest.raises(ValidationError, match="not both"):
+        Schedule(kind="cosine", warmup_steps=3, final_factor=1.0, min_lr=1e-4)
+    for s in (Schedule(kind="cosine", warmup_steps=3, min_lr=1e-4),
+              Schedule(kind="linear", warmup_steps=3, final_factor=0.5)):
+        lrs = lr_table([1e-3], [s], [10], [s.min_lr])
+        assert float(lrs.min()) >= 0.0 and float(lrs.max()) <= 1e-3 + 1e-15, lrs

@@ -67,6 +67,18 @@ class Schedule(_Strict):
     final_factor: float = Field(0.0, ge=0.0, le=1.0)
     min_lr: float | None = Field(None, ge=0.0)
 
+    @model_validator(mode="after")
+    def _one_floor(self) -> Schedule:
+        if self.min_lr is not None and self.final_factor > 0:
+            # min_lr replaces final_factor (optim.LRSchedule rescales the factors between
+            # final_factor and 1 onto min_lr..lr): a warm-up factor below final_factor became a
+            # NEGATIVE learning rate (gradient ascent; final_factor 1: about -1e9 x lr), and past
+            # the warm-up final_factor was quietly ignored
+            raise ValueError(f"schedule: give min_lr ({self.min_lr:g}, absolute) or final_factor "
+                             f"({self.final_factor:g}, of the lr), not both: min_lr replaces "
+                             "final_factor as the end of the decay")
+        return self
+
 
 class EarlyStop(_Strict):
     metric: Literal["val.loss", "val.acc"]
