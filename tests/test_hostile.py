@@ -7992,3 +7992,22 @@ def test_schedule_min_lr_with_a_final_factor_is_refused(tmp_path):
               Schedule(kind="linear", warmup_steps=3, final_factor=0.5)):
         lrs = lr_table([1e-3], [s], [10], [s.min_lr])
         assert float(lrs.min()) >= 0.0 and float(lrs.max()) <= 1e-3 + 1e-15, lrs
+
+
+def test_the_report_says_when_runs_stopped_at_their_time_limit(tmp_path):
+    """`--set train.time_limit_s=1e-6`: every run stopped at step 0, untrained ('ok',
+    stop_reason time_limit), and the report read '1 runs expected, 1 finished (0 diverged)'
+    with the untrained numbers as the cell's, no word of the cut. It now counts them."""
+    spec, out = _one_run_spec(tmp_path), tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate",
+                  "--set", "train.time_limit_s=1e-6")
+    assert res.exit_code == 0, res.output
+    (report,) = (out / "tests" / "t-spec").glob("report-smoke*.md")
+    text = report.read_text()
+    assert "1 of the finished runs stopped at their time limit" in text, text
+    assert "| n_time_limit |" in text, text
+    plain = tmp_path / "plain"  # a run that ends at its step budget: no such words
+    res = _invoke("run", spec, "--out", plain, "--profile", "smoke", "--no-calibrate")
+    assert res.exit_code == 0, res.output
+    (report,) = (plain / "tests" / "t-spec").glob("report-smoke*.md")
+    assert "time limit" not in report.read_text() and "n_time_limit" not in report.read_text()
