@@ -8011,3 +8011,18 @@ def test_the_report_says_when_runs_stopped_at_their_time_limit(tmp_path):
     assert res.exit_code == 0, res.output
     (report,) = (plain / "tests" / "t-spec").glob("report-smoke*.md")
     assert "time limit" not in report.read_text() and "n_time_limit" not in report.read_text()
+
+
+@pytest.mark.parametrize("kv", ["train.schedule={final_factor: 0.1}",
+                                "train.schedule={min_lr: 1.0e-5}",
+                                "train.schedule={kind: constant, decay_steps: 3}"])
+def test_a_constant_schedule_with_decay_settings_is_refused(tmp_path, kv):
+    """`schedule: {final_factor: 0.1}` (the kind defaults to constant), a `min_lr` or a
+    `decay_steps` with kind constant trained at the constant lr: nothing decayed, no word.
+    Refused, naming the ignored settings; warm-up and hold with constant stay accepted."""
+    from ssmrepro.sweep.config import Schedule
+
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": [{"label": "S6", "set": {}}]}])
+    res = _invoke("show", spec, "--profile", "smoke", "--set", kv)
+    _assert_refused(res, "kind 'constant' has no decay")
+    Schedule(kind="constant", warmup_steps=3, hold_steps=2)

@@ -68,7 +68,7 @@ class Schedule(_Strict):
     min_lr: float | None = Field(None, ge=0.0)
 
     @model_validator(mode="after")
-    def _one_floor(self) -> Schedule:
+    def _decay(self) -> Schedule:
         if self.min_lr is not None and self.final_factor > 0:
             # min_lr replaces final_factor (optim.LRSchedule rescales the factors between
             # final_factor and 1 onto min_lr..lr): a warm-up factor below final_factor became a
@@ -77,6 +77,14 @@ class Schedule(_Strict):
             raise ValueError(f"schedule: give min_lr ({self.min_lr:g}, absolute) or final_factor "
                              f"({self.final_factor:g}, of the lr), not both: min_lr replaces "
                              "final_factor as the end of the decay")
+        unused = [f"{k} {v:g}" for k, v in (("final_factor", self.final_factor),
+                                            ("decay_steps", self.decay_steps),
+                                            ("min_lr", self.min_lr))
+                  if v is not None and (v > 0 or k == "min_lr")]
+        if self.kind == "constant" and unused:  # the default kind: `{final_factor: 0.1}` or
+            # `--set train.schedule.min_lr=1e-5` trained at the constant lr, nothing decayed
+            raise ValueError(f"schedule: kind 'constant' has no decay, so {', '.join(unused)} "
+                             "would be ignored: give kind cosine or linear, or leave them out")
         return self
 
 
