@@ -129,7 +129,11 @@ class TrainConfig(_Strict):
     )
     max_steps: int | None = Field(None, ge=0, le=MAX_STEPS,
                                   description="0: evaluate the initial model only")
-    epochs: int | None = Field(None, ge=1, le=10**6)
+    epochs: int | None = Field(
+        None, ge=1, le=10**6,
+        description="passes over the fixed training set, each train_size // batch_size steps of "
+        "whole batches: the remainder (train_size mod batch_size samples of that epoch's "
+        "shuffle) is left out of the epoch; the record's epochs = stop_step / those steps")
     grad_clip: float | None = Field(None, gt=0)
     label_smoothing: float = Field(0.0, ge=0.0, lt=1.0)
     eval_every: int = Field(500, ge=1, description="steps between validation evaluations")
