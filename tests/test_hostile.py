@@ -8026,3 +8026,34 @@ def test_a_constant_schedule_with_decay_settings_is_refused(tmp_path, kv):
     res = _invoke("show", spec, "--profile", "smoke", "--set", kv)
     _assert_refused(res, "kind 'constant' has no decay")
     Schedule(kind="constant", warmup_steps=3, hold_steps=2)
+
+
+def test_a_run_cut_by_its_time_limit_has_a_history_row_at_its_stop_step(tmp_path, monkeypatch):
+    """A run stopped by `train.time_limit_s` between evaluations: its history ended at the last
+    multiple of eval_every (step 0 here), before the model its final metrics are of, while a run
+    that ran its budget gets a row at its stop step. Now both do."""
+    import importlib
+    import types
+
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    train_mod = importlib.import_module("ssmrepro.train")
+    steps = [0]
+    clock = types.SimpleNamespace(time=lambda: 1000.0 + 10.0 * steps[0],
+                                  process_time=time.process_time)
+    real = train_mod.forward_backward
+
+    def counted(*a, **kw):
+        steps[0] += 1
+        return real(*a, **kw)
+
+    monkeypatch.setattr(train_mod, "time", clock)
+    monkeypatch.setattr(train_mod, "forward_backward", counted)
+    runs = expand(load_spec(_one_run_spec(tmp_path, train={
+        "optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 50, "val_size": 16,
+        "test_size": 16, "eval_every": 20, "eval_batch_size": 64, "time_limit_s": 25})), "smoke")
+    (res,) = train_mod.train_pack(runs)
+    assert res["stop_reason"] == "time_limit" and res["stop_step"] == 3, res["stop_step"]
+    assert [h["step"] for h in res["history"]] == [0, 3], res["history"]
+    assert res["history"][-1]["val.loss"] == pytest.approx(res["metrics"]["val.loss"])
