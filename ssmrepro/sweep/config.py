@@ -57,7 +57,11 @@ MAX_HISTORY_BYTES = 32 << 20
 
 
 class Schedule(_Strict):
-    """warmup (linear from warmup_start·lr) -> hold -> decay (cosine/linear) -> flat."""
+    """warmup (linear from warmup_start·lr) -> hold -> decay (cosine/linear) -> flat.
+
+    ``min_lr`` (absolute; instead of ``final_factor``) maps the whole schedule's factors from
+    [0, 1] onto [min_lr, lr]: the decay ends at min_lr, and the warm-up starts at
+    min_lr + warmup_start·(lr - min_lr), not at warmup_start·lr."""
 
     kind: Literal["constant", "cosine", "linear"] = "constant"
     warmup_steps: int = Field(0, ge=0, le=MAX_STEPS)
