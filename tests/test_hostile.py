@@ -8057,3 +8057,12 @@ def test_a_run_cut_by_its_time_limit_has_a_history_row_at_its_stop_step(tmp_path
     assert res["stop_reason"] == "time_limit" and res["stop_step"] == 3, res["stop_step"]
     assert [h["step"] for h in res["history"]] == [0, 3], res["history"]
     assert res["history"][-1]["val.loss"] == pytest.approx(res["metrics"]["val.loss"])
+
+
+def test_max_steps_and_epochs_both_given_say_which_to_drop(tmp_path):
+    """`--set train.epochs=3` over a spec's max_steps: the refusal said only 'give exactly one of
+    max_steps or epochs', not that both were set nor how to unset one."""
+    spec = _one_run_spec(tmp_path)
+    res = _invoke("show", spec, "--profile", "smoke", "--set", "train.epochs=3",
+                  "--set", "train.train_size=64")
+    _assert_refused(res, "both are given (max_steps 40, epochs 3)", "train.max_steps=null")

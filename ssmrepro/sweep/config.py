@@ -213,7 +213,12 @@ class TrainConfig(_Strict):
             raise ValueError(f"schedule.min_lr {min_lr:g} is above lr {self.lr:g}: the schedule "
                              "would raise the learning rate to it (min_lr <= lr)")
         if (self.max_steps is None) == (self.epochs is None):
-            raise ValueError("give exactly one of max_steps or epochs")
+            if self.max_steps is None:
+                raise ValueError("give exactly one of max_steps or epochs (neither is given)")
+            # a profile's `--set train.epochs=3` over a spec's max_steps: say which to drop
+            raise ValueError(f"give exactly one of max_steps or epochs: both are given (max_steps "
+                             f"{self.max_steps}, epochs {self.epochs}); set the other to null "
+                             "(e.g. --set train.max_steps=null)")
         if self.epochs is not None and self.train_size is None:
             raise ValueError("epochs needs a fixed training set (train_size)")
         if self.train_size is not None and self.train_size < self.batch_size:
