@@ -676,9 +676,14 @@ def train_pack(
                 break
         if time_limit is not None and time.time() - t_start > time_limit:
             elapsed = time.time() - t_start
-            for e in torch.nonzero(active).flatten().tolist():
-                if elapsed > limits[e]:
-                    stop(e, "time_limit", step)
+            cut = [e for e in torch.nonzero(active).flatten().tolist() if elapsed > limits[e]]
+            # the history ends at the stop step, as a member's that ran its budget does (its
+            # curve ended at the last multiple of eval_every, before its final model)
+            rows = eval_rows(step) if cut and step % tc0.eval_every else None
+            for e in cut:
+                if rows is not None:
+                    history[e].append(rows[e])
+                stop(e, "time_limit", step)
             if not bool(active.any()):
                 break
             time_limit = min(t for e, t in enumerate(limits) if bool(active[e]))

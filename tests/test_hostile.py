@@ -7984,3 +7984,99 @@ def test_the_front_pages_training_time_counts_a_run_under_two_labels_once(tmp_pa
     pd.DataFrame({"run_id": ["a", "a", "b"], "label": ["x", "y", "x"], "seed": [0, 0, 1],
                   "wall_s": [60.0, 60.0, 60.0], "pack_size": [1, 1, 1]}).to_csv(csv, index=False)
     assert training_time(csv) == "2 min"
+
+
+def test_schedule_min_lr_with_a_final_factor_is_refused(tmp_path):
+    """`schedule: {min_lr: 1e-4, final_factor: 0.5, warmup_steps: 3}` (lr 1e-3) trained its
+    warm-up at a NEGATIVE learning rate (-8e-4 at step 0: gradient ascent; final_factor 1 gave
+    about -1e9 x lr) and quietly ignored final_factor after it: min_lr rescales the factors
+    between final_factor and 1, so the two together are refused; either alone stays >= 0."""
+    from pydantic import ValidationError
+
+    from ssmrepro.optim import lr_table
+    from ssmrepro.sweep.config import Schedule
+
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": [{"label": "S6", "set": {}}]}])
+    res = _invoke("show", spec, "--profile", "smoke", "--set",
+                  "train.schedule={kind: cosine, warmup_steps: 3, final_factor: 0.5, min_lr: 1e-4}")
+    _assert_refused(res, "min_lr", "final_factor")
+    with pytest.raises(ValidationError, match="not both"):
+        Schedule(kind="cosine", warmup_steps=3, final_factor=1.0, min_lr=1e-4)
+    for s in (Schedule(kind="cosine", warmup_steps=3, min_lr=1e-4),
+              Schedule(kind="linear", warmup_steps=3, final_factor=0.5)):
+        lrs = lr_table([1e-3], [s], [10], [s.min_lr])
+        assert float(lrs.min()) >= 0.0 and float(lrs.max()) <= 1e-3 + 1e-15, lrs
+
+
+def test_the_report_says_when_runs_stopped_at_their_time_limit(tmp_path):
+    """`--set train.time_limit_s=1e-6`: every run stopped at step 0, untrained ('ok',
+    stop_reason time_limit), and the report read '1 runs expected, 1 finished (0 diverged)'
+    with the untrained numbers as the cell's, no word of the cut. It now counts them."""
+    spec, out = _one_run_spec(tmp_path), tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate",
+                  "--set", "train.time_limit_s=1e-6")
+    assert res.exit_code == 0, res.output
+    (report,) = (out / "tests" / "t-spec").glob("report-smoke*.md")
+    text = report.read_text()
+    assert "1 of the finished runs stopped at their time limit" in text, text
+    assert "| n_time_limit |" in text, text
+    plain = tmp_path / "plain"  # a run that ends at its step budget: no such words
+    res = _invoke("run", spec, "--out", plain, "--profile", "smoke", "--no-calibrate")
+    assert res.exit_code == 0, res.output
+    (report,) = (plain / "tests" / "t-spec").glob("report-smoke*.md")
+    assert "time limit" not in report.read_text() and "n_time_limit" not in report.read_text()
+
+
+@pytest.mark.parametrize("kv", ["train.schedule={final_factor: 0.1}",
+                                "train.schedule={min_lr: 1.0e-5}",
+                                "train.schedule={kind: constant, decay_steps: 3}"])
+def test_a_constant_schedule_with_decay_settings_is_refused(tmp_path, kv):
+    """`schedule: {final_factor: 0.1}` (the kind defaults to constant), a `min_lr` or a
+    `decay_steps` with kind constant trained at the constant lr: nothing decayed, no word.
+    Refused, naming the ignored settings; warm-up and hold with constant stay accepted."""
+    from ssmrepro.sweep.config import Schedule
+
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": [{"label": "S6", "set": {}}]}])
+    res = _invoke("show", spec, "--profile", "smoke", "--set", kv)
+    _assert_refused(res, "kind 'constant' has no decay")
+    Schedule(kind="constant", warmup_steps=3, hold_steps=2)
+
+
+def test_a_run_cut_by_its_time_limit_has_a_history_row_at_its_stop_step(tmp_path, monkeypatch):
+    """A run stopped by `train.time_limit_s` between evaluations: its history ended at the last
+    multiple of eval_every (step 0 here), before the model its final metrics are of, while a run
+    that ran its budget gets a row at its stop step. Now both do."""
+    import importlib
+    import types
+
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    train_mod = importlib.import_module("ssmrepro.train")
+    steps = [0]
+    clock = types.SimpleNamespace(time=lambda: 1000.0 + 10.0 * steps[0],
+                                  process_time=time.process_time)
+    real = train_mod.forward_backward
+
+    def counted(*a, **kw):
+        steps[0] += 1
+        return real(*a, **kw)
+
+    monkeypatch.setattr(train_mod, "time", clock)
+    monkeypatch.setattr(train_mod, "forward_backward", counted)
+    runs = expand(load_spec(_one_run_spec(tmp_path, train={
+        "optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 50, "val_size": 16,
+        "test_size": 16, "eval_every": 20, "eval_batch_size": 64, "time_limit_s": 25})), "smoke")
+    (res,) = train_mod.train_pack(runs)
+    assert res["stop_reason"] == "time_limit" and res["stop_step"] == 3, res["stop_step"]
+    assert [h["step"] for h in res["history"]] == [0, 3], res["history"]
+    assert res["history"][-1]["val.loss"] == pytest.approx(res["metrics"]["val.loss"])
+
+
+def test_max_steps_and_epochs_both_given_say_which_to_drop(tmp_path):
+    """`--set train.epochs=3` over a spec's max_steps: the refusal said only 'give exactly one of
+    max_steps or epochs', not that both were set nor how to unset one."""
+    spec = _one_run_spec(tmp_path)
+    res = _invoke("show", spec, "--profile", "smoke", "--set", "train.epochs=3",
+                  "--set", "train.train_size=64")
+    _assert_refused(res, "both are given (max_steps 40, epochs 3)", "train.max_steps=null")

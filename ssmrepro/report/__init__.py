@@ -38,7 +38,7 @@ from .checks import (
     run_check,
     within,
 )
-from .columns import COMPLETE, LABEL, N_DIVERGED, N_EXPECTED, N_OK
+from .columns import COMPLETE, LABEL, N_DIVERGED, N_EXPECTED, N_OK, N_TIME_LIMIT
 
 _eq = values_equal  # older name, kept for callers outside this package
 
@@ -191,6 +191,13 @@ def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n
     else:
         how = (f"Profile `{profile}`: {n_exp} runs expected, {n_ok + n_div} finished "
                f"({n_div} diverged); seeds aggregated with `{spec.aggregate.reduce}`.")
+        src = cells if counted is None else counted
+        n_cut = (int(pd.to_numeric(src[N_TIME_LIMIT], errors="coerce").fillna(0).sum())
+                 if N_TIME_LIMIT in src else 0)
+        if n_cut:  # they read as finished: numbers of models trained less than asked, silently
+            how += (f" {n_cut} of the finished runs stopped at their time limit "
+                    "(`train.time_limit_s`) before their step budget: their numbers are of "
+                    "models trained less than the spec asks (column n_time_limit).")
     lines = [
         # one line (a line break in the title could make a line that reads like the counts)
         f"# {spec.id}{f' ({spec.alias})' if spec.alias else ''} — {' '.join(spec.title.split())}",

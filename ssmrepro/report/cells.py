@@ -28,10 +28,13 @@ from .columns import (
     N_EXPECTED,
     N_OK,
     N_PARAMS,
+    N_TIME_LIMIT,
     OK,
     SEED,
     STATUS,
+    STOP_REASON,
     STOP_STEP,
+    TIME_LIMIT,
 )
 
 
@@ -378,6 +381,9 @@ def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str],
         row[N_OK] = len(ok)
         row[N_DIVERGED] = int((done[STATUS] == DIVERGED).sum()) if len(done) else 0
         row[COMPLETE] = bool(expected) and len(done) >= len(expected)
+        cut = int((ok[STOP_REASON] == TIME_LIMIT).sum()) if STOP_REASON in ok and len(ok) else 0
+        if cut:  # trained less than asked (step 0 with a tiny limit): the report says so
+            row[N_TIME_LIMIT] = cut
         if N_PARAMS in g and g[N_PARAMS].notna().any():
             counts = g[N_PARAMS].dropna()
             # the seeds of a cell share its config, so its parameter count: rows that disagree

@@ -39,4 +39,9 @@ DECAY_X = "task.T"
 N_EXPECTED = "n_expected"  # runs (seeds) of the cell in the profile
 N_OK = "n_ok"
 N_DIVERGED = "n_diverged"
+# runs that finished ok but stopped at their train.time_limit_s before their step budget (the
+# column is there only when some cell has one)
+N_TIME_LIMIT = "n_time_limit"
+STOP_REASON = "stop_reason"
+TIME_LIMIT = "time_limit"
 COMPLETE = "complete"  # every expected run of the cell has finished

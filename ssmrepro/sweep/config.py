@@ -57,7 +57,11 @@ MAX_HISTORY_BYTES = 32 << 20
 
 
 class Schedule(_Strict):
-    """warmup (linear from warmup_start·lr) -> hold -> decay (cosine/linear) -> flat."""
+    """warmup (linear from warmup_start·lr) -> hold -> decay (cosine/linear) -> flat.
+
+    ``min_lr`` (absolute; instead of ``final_factor``) maps the whole schedule's factors from
+    [0, 1] onto [min_lr, lr]: the decay ends at min_lr, and the warm-up starts at
+    min_lr + warmup_start·(lr - min_lr), not at warmup_start·lr."""
 
     kind: Literal["constant", "cosine", "linear"] = "constant"
     warmup_steps: int = Field(0, ge=0, le=MAX_STEPS)
@@ -66,6 +70,26 @@ class Schedule(_Strict):
     decay_steps: int | None = Field(None, ge=1, le=MAX_STEPS)
     final_factor: float = Field(0.0, ge=0.0, le=1.0)
     min_lr: float | None = Field(None, ge=0.0)
+
+    @model_validator(mode="after")
+    def _decay(self) -> Schedule:
+        if self.min_lr is not None and self.final_factor > 0:
+            # min_lr replaces final_factor (optim.LRSchedule rescales the factors between
+            # final_factor and 1 onto min_lr..lr): a warm-up factor below final_factor became a
+            # NEGATIVE learning rate (gradient ascent; final_factor 1: about -1e9 x lr), and past
+            # the warm-up final_factor was quietly ignored
+            raise ValueError(f"schedule: give min_lr ({self.min_lr:g}, absolute) or final_factor "
+                             f"({self.final_factor:g}, of the lr), not both: min_lr replaces "
+                             "final_factor as the end of the decay")
+        unused = [f"{k} {v:g}" for k, v in (("final_factor", self.final_factor),
+                                            ("decay_steps", self.decay_steps),
+                                            ("min_lr", self.min_lr))
+                  if v is not None and (v > 0 or k == "min_lr")]
+        if self.kind == "constant" and unused:  # the default kind: `{final_factor: 0.1}` or
+            # `--set train.schedule.min_lr=1e-5` trained at the constant lr, nothing decayed
+            raise ValueError(f"schedule: kind 'constant' has no decay, so {', '.join(unused)} "
+                             "would be ignored: give kind cosine or linear, or leave them out")
+        return self
 
 
 class EarlyStop(_Strict):
@@ -109,7 +133,11 @@ class TrainConfig(_Strict):
     )
     max_steps: int | None = Field(None, ge=0, le=MAX_STEPS,
                                   description="0: evaluate the initial model only")
-    epochs: int | None = Field(None, ge=1, le=10**6)
+    epochs: int | None = Field(
+        None, ge=1, le=10**6,
+        description="passes over the fixed training set, each train_size // batch_size steps of "
+        "whole batches: the remainder (train_size mod batch_size samples of that epoch's "
+        "shuffle) is left out of the epoch; the record's epochs = stop_step / those steps")
     grad_clip: float | None = Field(None, gt=0)
     label_smoothing: float = Field(0.0, ge=0.0, lt=1.0)
     eval_every: int = Field(500, ge=1, description="steps between validation evaluations")
@@ -185,7 +213,12 @@ class TrainConfig(_Strict):
             raise ValueError(f"schedule.min_lr {min_lr:g} is above lr {self.lr:g}: the schedule "
                              "would raise the learning rate to it (min_lr <= lr)")
         if (self.max_steps is None) == (self.epochs is None):
-            raise ValueError("give exactly one of max_steps or epochs")
+            if self.max_steps is None:
+                raise ValueError("give exactly one of max_steps or epochs (neither is given)")
+            # a profile's `--set train.epochs=3` over a spec's max_steps: say which to drop
+            raise ValueError(f"give exactly one of max_steps or epochs: both are given (max_steps "
+                             f"{self.max_steps}, epochs {self.epochs}); set the other to null "
+                             "(e.g. --set train.max_steps=null)")
         if self.epochs is not None and self.train_size is None:
             raise ValueError("epochs needs a fixed training set (train_size)")
         if self.train_size is not None and self.train_size < self.batch_size:
