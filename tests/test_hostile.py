@@ -7970,3 +7970,57 @@ def test_a_model_field_of_inf_or_nan_is_refused(tmp_path, kv):
 
     with pytest.raises(ValidationError, match="finite number"):  # the mixers' fields too
         MIXERS["mamba2"].Config(A_max=float("inf"))
+
+
+def _lra_copy(tmp_path):
+    data = tmp_path / "data"
+    for sub in ("imdb", "lra"):
+        shutil.copytree(ROOT / "tests" / "assets" / "lra" / sub, data / sub)
+    return data
+
+
+@pytest.mark.parametrize("dataset,file,append,said", [
+    ("text", "imdb/aclImdb/train/pos/0_9.txt", b"good \xff bad",
+     "0_9.txt: not UTF-8 text (byte 0xff at offset"),
+    ("text", "imdb/aclImdb/train/pos/0_9.txt", b"a" * ((1 << 20) + 1),
+     "0_9.txt: not a review file (1,048,577 bytes, larger than 1,048,576)"),
+    ("retrieval", "lra/tsv_data/new_aan_pairs.eval.tsv", b"1\tid0\tid1\ta \xff b\tc\n",
+     "new_aan_pairs.eval.tsv:3: not UTF-8 text (byte 0xff at column 13)"),
+    ("retrieval", "lra/tsv_data/new_aan_pairs.test.tsv", b"inf\tid0\tid1\ta\tb\n",
+     "new_aan_pairs.test.tsv:3: label 'inf' is not a whole number"),
+    ("retrieval", "lra/tsv_data/new_aan_pairs.test.tsv", b"0.5\tid0\tid1\ta\tb\n",
+     "new_aan_pairs.test.tsv:3: label '0.5' is not a whole number"),
+    ("listops", "lra/listops-1000/basic_train.tsv", b"( [MAX 2 \xff ) ]\t2\n",
+     "basic_train.tsv:9: not UTF-8 text (byte 0xff at column 10)"),
+])
+def test_a_text_source_file_that_is_not_utf8_or_too_large_is_named(tmp_path, dataset, file,
+                                                                   append, said):
+    """Text sources read as UTF-8: a byte 0xff in an IMDB review or a ListOps / AAN TSV line failed
+    with the bare message 'utf-8' (no file, no line); an AAN label 'inf' raised OverflowError (a
+    traceback) and '0.5' was cut to class 0 without a word; a review of 50 MB took 300 MB and 7 s
+    (hundreds of MB took gigabytes). Each now raises ValueError naming the file (and line)."""
+    from ssmrepro.data import load_lra
+
+    data = _lra_copy(tmp_path)
+    if "imdb" in file:
+        (data / file).write_bytes(append)
+    else:
+        with open(data / file, "ab") as f:
+            f.write(append)
+    with pytest.raises(ValueError, match=re.escape(said)):
+        load_lra(dataset, "train", root=data, cache=False, **(
+            {"min_freq": 1} if dataset != "listops" else {}))
+
+
+def test_a_byte_order_mark_keeps_the_first_aan_pair(tmp_path):
+    """An AAN TSV opening with a UTF-8 byte order mark: its first label read '\\ufeff1.0', not a
+    number, so the first pair was taken for a header and dropped without a word (3 of 4 pairs)."""
+    from ssmrepro.data import load_lra
+
+    data = _lra_copy(tmp_path)
+    f = data / "lra/tsv_data/new_aan_pairs.train.tsv"
+    plain = load_lra("retrieval", "train", root=data, cache=False, min_freq=1)
+    f.write_bytes(b"\xef\xbb\xbf" + f.read_bytes())
+    marked = load_lra("retrieval", "train", root=data, cache=False, min_freq=1)
+    assert marked.labels.tolist() == plain.labels.tolist() and len(plain.labels) == 4
+    assert marked.x.tolist() == plain.x.tolist()

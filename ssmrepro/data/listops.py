@@ -410,21 +410,22 @@ def encode_listops(source: str) -> np.ndarray:
 
 def read_listops_tsv(path: Path) -> tuple[list[str], np.ndarray]:
     """Sources and labels of one LRA ListOps TSV (header ``Source\\tTarget``)."""
+    from .text import utf8_lines
+
     sources, labels = [], []
-    with open(path, encoding="utf-8") as f:
-        header = f.readline().rstrip("\n").split("\t")
-        if header[:2] != ["Source", "Target"]:
-            raise ValueError(f"{path}: expected header 'Source<TAB>Target', got {header!r}")
-        for lineno, line in enumerate(f, start=2):
-            line = line.rstrip("\r\n")
-            if not line:
-                continue
-            try:
-                src, tgt = line.rsplit("\t", 1)
-                labels.append(int(tgt))
-            except ValueError:
-                raise ValueError(f"{path}:{lineno}: malformed line {line[:80]!r}") from None
-            sources.append(src)
+    lines = utf8_lines(path)
+    header = next(lines, (1, ""))[1].split("\t")
+    if header[:2] != ["Source", "Target"]:
+        raise ValueError(f"{path}: expected header 'Source<TAB>Target', got {header[:2]!r}")
+    for lineno, line in lines:
+        if not line:
+            continue
+        try:
+            src, tgt = line.rsplit("\t", 1)
+            labels.append(int(tgt))
+        except ValueError:
+            raise ValueError(f"{path}:{lineno}: malformed line {line[:80]!r}") from None
+        sources.append(src)
     return sources, np.array(labels, dtype=np.int64)
 
 
