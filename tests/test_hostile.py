@@ -8024,3 +8024,33 @@ def test_a_byte_order_mark_keeps_the_first_aan_pair(tmp_path):
     marked = load_lra("retrieval", "train", root=data, cache=False, min_freq=1)
     assert marked.labels.tolist() == plain.labels.tolist() and len(plain.labels) == 4
     assert marked.x.tolist() == plain.x.tolist()
+
+
+def test_a_source_rewritten_with_its_mtime_put_back_does_not_serve_the_old_cache(tmp_path):
+    """The cache key holds each source file's size and mtime: an IMDB review rewritten in place
+    (same size) with its mtime put back (`touch -r`, `cp -p`, an archive extracted again), or a
+    second data root copied with its times (`cp -a`) sharing one cache folder, was served the
+    arrays of the old bytes without a word. The entry keeps a digest of the files' change times
+    (which cannot be set back): a mismatch rebuilds it with a warning."""
+    from ssmrepro.data import load_lra
+
+    data = _lra_copy(tmp_path)
+    review = data / "imdb/aclImdb/train/pos/0_9.txt"
+    st = review.stat()
+    first = load_lra("text", "train", root=data, min_freq=1).x.tolist()
+    review.write_bytes(b"Q" + review.read_bytes()[1:])
+    os.utime(review, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with pytest.warns(UserWarning, match="built from source files changed since"):
+        edited = load_lra("text", "train", root=data, min_freq=1).x.tolist()
+    fresh = load_lra("text", "train", root=data, min_freq=1, cache=False).x.tolist()
+    assert edited == fresh != first
+    # a second root, a time-keeping copy with the review's first byte put back, sharing the
+    # first root's cache (which holds the edited review's arrays)
+    other = tmp_path / "other"
+    shutil.copytree(data, other, copy_function=shutil.copy2)
+    review = other / "imdb/aclImdb/train/pos/0_9.txt"
+    review.write_bytes(b"A" + review.read_bytes()[1:])
+    os.utime(review, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with pytest.warns(UserWarning, match="built from source files changed since"):
+        got = load_lra("text", "train", root=other, cache_dir=data / ".cache", min_freq=1)
+    assert got.x.tolist() == first
