@@ -8054,3 +8054,28 @@ def test_a_source_rewritten_with_its_mtime_put_back_does_not_serve_the_old_cache
     with pytest.warns(UserWarning, match="built from source files changed since"):
         got = load_lra("text", "train", root=other, cache_dir=data / ".cache", min_freq=1)
     assert got.x.tolist() == first
+
+
+def test_a_corpus_cut_in_place_while_a_run_reads_it_is_named_not_a_bus_error(tmp_path):
+    """text_corpus reads its file through a memory map: the file cut in place while runs read it
+    (`> corpus.txt`, a log rotated by truncation) killed the process on the next batch with SIGBUS
+    ('Bus error', exit 135, the whole sweep gone without a word). sample() now checks the opened
+    file and raises CorpusChanged (a failed pack, recorded), naming the file."""
+    import subprocess
+    import sys
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_bytes(bytes(range(256)) * 64)
+    code = ("import sys, torch\n"
+            "from ssmrepro.tasks.text_corpus import TextCorpus, TextCorpusConfig, CorpusChanged\n"
+            "t = TextCorpus(TextCorpusConfig(path=sys.argv[1], L=16))\n"
+            "open(sys.argv[1], 'wb').write(b'short')\n"
+            "try:\n"
+            "    t.sample(torch.tensor([0, 1]), 2, torch.arange(4))\n"
+            "except CorpusChanged as err:\n"
+            "    print(err)\n")
+    res = subprocess.run([sys.executable, "-c", code, str(corpus)], capture_output=True,
+                         text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert res.returncode == 0, (res.returncode, res.stderr)
+    assert f"the corpus {corpus} was cut or rewritten in place" in res.stdout
+    assert "(16,384 bytes when opened, 5 now)" in res.stdout
