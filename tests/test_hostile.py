@@ -8079,3 +8079,17 @@ def test_a_corpus_cut_in_place_while_a_run_reads_it_is_named_not_a_bus_error(tmp
     assert res.returncode == 0, (res.returncode, res.stderr)
     assert f"the corpus {corpus} was cut or rewritten in place" in res.stdout
     assert "(16,384 bytes when opened, 5 now)" in res.stdout
+
+
+def test_a_listops_row_with_three_columns_is_refused_not_read_as_a_longer_source(tmp_path):
+    """A ListOps TSV row '( [MAX 2 3 ) ]<TAB>3<TAB>4' (a stray column) was split at its last tab:
+    the source '( [MAX 2 3 ) ]<TAB>3' tokenised as [MAX 2 3 3 ] (a tab is whitespace) with label
+    4, a wrong example trained on without a word. Rows must have exactly two fields."""
+    from ssmrepro.data import load_lra
+
+    data = _lra_copy(tmp_path)
+    with open(data / "lra/listops-1000/basic_test.tsv", "ab") as f:
+        f.write(b"( [MAX 2 3 ) ]\t3\t4\n")
+    with pytest.raises(ValueError, match=re.escape(
+            "basic_test.tsv:5: expected 2 tab-separated fields (source, target), got 3")):
+        load_lra("listops", "test", root=data, cache=False)

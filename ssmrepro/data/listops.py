@@ -371,7 +371,7 @@ class ListOpsConfig:
     append_eos: bool = True
 
 
-PREPARE_VERSION = 1
+PREPARE_VERSION = 2  # 2: a row of three or more tab-separated fields is refused (it was read as one source)
 
 # Fast path: map the 15 ListOps symbols to single characters, then look them up with numpy.
 _COMPACT = (("[MIN", "a"), ("[MAX", "b"), ("[MED", "c"), ("[SM", "d"))
@@ -420,8 +420,13 @@ def read_listops_tsv(path: Path) -> tuple[list[str], np.ndarray]:
     for lineno, line in lines:
         if not line:
             continue
+        fields = line.split("\t")
+        if len(fields) != 2:  # a row '( [MAX 2 3 ) ]<TAB>3<TAB>4' was read as the source
+            # '[MAX 2 3 3 ]' labelled 4 without a word (the tab is whitespace to the tokenizer)
+            raise ValueError(f"{path}:{lineno}: expected 2 tab-separated fields (source, "
+                             f"target), got {len(fields)}")
+        src, tgt = fields
         try:
-            src, tgt = line.rsplit("\t", 1)
             labels.append(int(tgt))
         except ValueError:
             raise ValueError(f"{path}:{lineno}: malformed line {line[:80]!r}") from None
