@@ -8093,3 +8093,28 @@ def test_a_listops_row_with_three_columns_is_refused_not_read_as_a_longer_source
     with pytest.raises(ValueError, match=re.escape(
             "basic_test.tsv:5: expected 2 tab-separated fields (source, target), got 3")):
         load_lra("listops", "test", root=data, cache=False)
+
+
+@pytest.mark.parametrize("dataset,file,row", [
+    ("retrieval", "lra/tsv_data/new_aan_pairs.train.tsv", b"1\tid0\tid1\t" + b"a" * 5000 + b"\tb\n"),
+    ("listops", "lra/listops-1000/basic_val.tsv", b"( [MAX 2" + b" 3" * 3000 + b" ) ]\t3\n"),
+])
+def test_an_enormous_tsv_line_is_refused_before_it_is_read_whole(tmp_path, monkeypatch, dataset,
+                                                                 file, row):
+    """One AAN line of 150 MB took 786 MB and 10 s to prepare (read whole, split, counted,
+    encoded to UTF-32 in full before truncation to max_len): memory grew with the line. A line
+    over ``MAX_LINE_BYTES`` (16 MiB; lowered here) is refused naming the file and line, read no
+    further than the limit; a line just at the limit passes."""
+    from ssmrepro.data import load_lra, text
+
+    data = _lra_copy(tmp_path)
+    with open(data / file, "ab") as f:
+        f.write(row)
+    n = sum(1 for _ in open(data / file, "rb"))
+    monkeypatch.setattr(text, "MAX_LINE_BYTES", len(row) - 2)  # (the line without its \n)
+    kw = {"min_freq": 1} if dataset == "retrieval" else {}
+    with pytest.raises(ValueError, match=re.escape(
+            f"{file.rsplit('/', 1)[1]}:{n}: a line longer than {len(row) - 2:,} bytes")):
+        load_lra(dataset, "train", root=data, cache=False, **kw)
+    monkeypatch.setattr(text, "MAX_LINE_BYTES", len(row) - 1)
+    load_lra(dataset, "train", root=data, cache=False, **kw)

@@ -25,6 +25,7 @@ import numpy as np
 
 IMDB_DIRNAME = "aclImdb"
 MAX_REVIEW_BYTES = 1 << 20  # the longest aclImdb review has about 14 kB
+MAX_LINE_BYTES = 1 << 24  # a TSV line (ListOps: one expression; AAN: two papers' text)
 N_CLASSES = 2
 PREPARE_VERSION = 1
 PAD, UNK, EOS = 0, 1, 2  # char level
@@ -71,17 +72,18 @@ def char_lut(vocab: Sequence[str]) -> np.ndarray:
 
 def encode_chars(text: str, lut: np.ndarray, max_len: int, append_eos: bool) -> np.ndarray:
     """Token ids (int32) of ``text``, truncated so the total (with <eos>) is <= max_len."""
-    cps = np.frombuffer(text.encode("utf-32-le"), dtype="<u4")
     keep = max_len - 1 if append_eos else max_len
-    ids = lut[cps[:keep]]
+    cps = np.frombuffer(text[:keep].encode("utf-32-le"), dtype="<u4")  # (not all of a long text)
+    ids = lut[cps]
     return np.append(ids, np.int32(EOS)) if append_eos else ids
 
 
 def encode_bytes(text: str, max_len: int, append_eos: bool) -> np.ndarray:
     """Byte-level ids: <pad>=0, <eos>=1, byte b -> b + 2."""
-    raw = np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int32) + 2
     keep = max_len - 1 if append_eos else max_len
-    ids = raw[:keep]
+    # (the first `keep` characters hold at least `keep` bytes: not all of a long text)
+    raw = np.frombuffer(text[:keep].encode("utf-8")[:keep], dtype=np.uint8).astype(np.int32) + 2
+    ids = raw
     return np.append(ids, np.int32(1)) if append_eos else ids
 
 
@@ -139,10 +141,15 @@ def read_review(path: Path) -> str:
 def utf8_lines(path: Path) -> Iterator[tuple[int, str]]:
     """``(line number, line without its line ending)`` of a UTF-8 text file (lines end at
     ``\\n``; a ``\\r`` before it and a byte order mark opening the file are dropped). A line
-    that is not UTF-8 raises ValueError naming the file and line (the TSV readers said only
-    'utf-8'; a BOM made the first AAN pair look like a header, skipped without a word)."""
+    that is not UTF-8 or longer than ``MAX_LINE_BYTES`` raises ValueError naming the file and
+    line (the TSV readers said only 'utf-8'; a BOM made the first AAN pair look like a header,
+    skipped without a word)."""
     with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, start=1):
+        for lineno, raw in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), start=1):
+            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):  # one line of 500 MB
+                # took gigabytes and minutes
+                raise ValueError(f"{path}:{lineno}: a line longer than {MAX_LINE_BYTES:,} bytes "
+                                 "(not a text file of this dataset?)")
             if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
                 raw = raw[3:]
             try:
