@@ -8118,3 +8118,24 @@ def test_an_enormous_tsv_line_is_refused_before_it_is_read_whole(tmp_path, monke
         load_lra(dataset, "train", root=data, cache=False, **kw)
     monkeypatch.setattr(text, "MAX_LINE_BYTES", len(row) - 1)
     load_lra(dataset, "train", root=data, cache=False, **kw)
+
+
+@pytest.mark.parametrize("label,said", [
+    (b"inf", "0.npy:1: label 'inf' is not a whole number"),
+    (b"0.5", "0.npy:1: label '0.5' is not a whole number"),
+    (b"\xff", "0.npy:1: not UTF-8 text (byte 0xff)"),
+])
+def test_a_pathfinder_metadata_label_that_is_not_a_class_is_named(tmp_path, label, said):
+    """The LRA Pathfinder metadata (text lines, field 3 the label): a label 'inf' raised
+    OverflowError (a traceback from `run`), '0.5' was cut to class 0 without a word, and a byte
+    0xff failed with the bare message 'utf-8'. Each now names the metadata file and line."""
+    from ssmrepro.data import load_lra
+
+    data = _lra_copy(tmp_path)
+    meta = data / "lra/pathfinder32/curv_contour_length_14/metadata/0.npy"
+    lines = meta.read_bytes().split(b"\n")
+    fields = lines[0].split(b" ")
+    lines[0] = b" ".join([*fields[:3], label, *fields[4:]])
+    meta.write_bytes(b"\n".join(lines))
+    with pytest.raises(ValueError, match=re.escape(said)):
+        load_lra("pathfinder", "train", root=data, resolution=32, cache=False)

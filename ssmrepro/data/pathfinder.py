@@ -965,7 +965,12 @@ def _read_metadata_file(path: Path) -> list[list[str]]:
     if raw.startswith(b"\x93NUMPY"):
         arr = np.load(path, allow_pickle=False)
         return [[str(v) for v in row] for row in np.atleast_2d(arr)]
-    return [line.split() for line in raw.decode("utf-8").splitlines() if line.strip()]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:  # it failed with the bare message 'utf-8'
+        line = raw.count(b"\n", 0, err.start) + 1
+        raise ValueError(f"{path}:{line}: not UTF-8 text (byte {raw[err.start]:#04x})") from None
+    return [line.split() for line in text.splitlines() if line.strip()]
 
 
 def _metadata_files(directory: Path) -> list[Path]:
@@ -992,7 +997,14 @@ def _lra_entries(directory: Path) -> list[tuple[Path, int]]:
                                  f"{directory}")
             if (res_name, diff_name, rel) in BLACKLIST:
                 continue
-            out.append((directory / fields[0] / fields[1], int(float(fields[3]))))
+            try:
+                label = float(fields[3])
+            except ValueError:
+                raise ValueError(f"{mf}:{lineno}: label {fields[3]!r} is not a number") from None
+            if not (math.isfinite(label) and label == int(label)):  # 'inf' raised OverflowError
+                # (a traceback), 0.5 was cut to class 0 without a word
+                raise ValueError(f"{mf}:{lineno}: label {fields[3]!r} is not a whole number")
+            out.append((directory / fields[0] / fields[1], int(label)))
     return out
 
 
