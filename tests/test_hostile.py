@@ -8139,3 +8139,18 @@ def test_a_pathfinder_metadata_label_that_is_not_a_class_is_named(tmp_path, labe
     meta.write_bytes(b"\n".join(lines))
     with pytest.raises(ValueError, match=re.escape(said)):
         load_lra("pathfinder", "train", root=data, resolution=32, cache=False)
+
+
+def test_a_pathfinder_metadata_error_after_a_blank_line_names_its_own_line(tmp_path):
+    """Metadata lines were numbered after the blank ones were dropped: a bad label on line 3
+    after a blank line 2 was reported at line 2 (an empty line, nothing to fix there)."""
+    from ssmrepro.data import load_lra
+
+    data = _lra_copy(tmp_path)
+    meta = data / "lra/pathfinder32/curv_contour_length_14/metadata/0.npy"
+    lines = meta.read_bytes().split(b"\n")
+    fields = lines[1].split(b" ")
+    lines[1] = b" ".join([*fields[:3], b"0.5", *fields[4:]])
+    meta.write_bytes(b"\n".join([lines[0], b"", *lines[1:]]))
+    with pytest.raises(ValueError, match=re.escape("0.npy:3: label '0.5' is not a whole number")):
+        load_lra("pathfinder", "train", root=data, resolution=32, cache=False)

@@ -960,17 +960,19 @@ def write_pathfinder(
     return w.close({"seed": seed, "resolution": params.resolution})
 
 
-def _read_metadata_file(path: Path) -> list[list[str]]:
+def _read_metadata_file(path: Path) -> list[tuple[int, list[str]]]:
+    """``(line number, fields)`` of each non-blank line (row of a numpy array) of a metadata
+    file; the numbers count blank lines too (an error after one named the line above it)."""
     raw = path.read_bytes()
     if raw.startswith(b"\x93NUMPY"):
         arr = np.load(path, allow_pickle=False)
-        return [[str(v) for v in row] for row in np.atleast_2d(arr)]
+        return [(i, [str(v) for v in row]) for i, row in enumerate(np.atleast_2d(arr), start=1)]
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:  # it failed with the bare message 'utf-8'
         line = raw.count(b"\n", 0, err.start) + 1
         raise ValueError(f"{path}:{line}: not UTF-8 text (byte {raw[err.start]:#04x})") from None
-    return [line.split() for line in text.splitlines() if line.strip()]
+    return [(i, line.split()) for i, line in enumerate(text.splitlines(), start=1) if line.strip()]
 
 
 def _metadata_files(directory: Path) -> list[Path]:
@@ -987,7 +989,7 @@ def _lra_entries(directory: Path) -> list[tuple[Path, int]]:
     res_name, diff_name = directory.parent.name, directory.name
     out = []
     for mf in _metadata_files(directory):
-        for lineno, fields in enumerate(_read_metadata_file(mf), start=1):
+        for lineno, fields in _read_metadata_file(mf):
             if len(fields) < 4:
                 raise ValueError(f"{mf}:{lineno}: expected >= 4 fields, got {fields!r}")
             rel = f"{fields[0]}/{fields[1]}"
