@@ -8154,3 +8154,20 @@ def test_a_pathfinder_metadata_error_after_a_blank_line_names_its_own_line(tmp_p
     meta.write_bytes(b"\n".join([lines[0], b"", *lines[1:]]))
     with pytest.raises(ValueError, match=re.escape("0.npy:3: label '0.5' is not a whole number")):
         load_lra("pathfinder", "train", root=data, resolution=32, cache=False)
+
+
+def test_an_enormous_pathfinder_metadata_file_is_refused_unread(tmp_path, monkeypatch):
+    """A Pathfinder metadata file (LRA layout) was read whole and split into Python strings:
+    300 MB of lines took gigabytes. One over ``MAX_METADATA_BYTES`` (64 MiB; lowered here) is
+    refused naming it; one at the limit is read."""
+    from ssmrepro.data import load_lra, pathfinder
+
+    data = _lra_copy(tmp_path)
+    meta = data / "lra/pathfinder32/curv_contour_length_14/metadata/0.npy"
+    size = meta.stat().st_size
+    monkeypatch.setattr(pathfinder, "MAX_METADATA_BYTES", size - 1)
+    with pytest.raises(ValueError, match=re.escape(
+            f"0.npy: not a Pathfinder metadata file ({size:,} bytes, larger than {size - 1:,})")):
+        load_lra("pathfinder", "train", root=data, resolution=32, cache=False)
+    monkeypatch.setattr(pathfinder, "MAX_METADATA_BYTES", size)
+    assert len(load_lra("pathfinder", "train", root=data, resolution=32, cache=False)) > 0

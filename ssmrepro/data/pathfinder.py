@@ -960,12 +960,24 @@ def write_pathfinder(
     return w.close({"seed": seed, "resolution": params.resolution})
 
 
+MAX_METADATA_BYTES = 1 << 26
+
+
 def _read_metadata_file(path: Path) -> list[tuple[int, list[str]]]:
     """``(line number, fields)`` of each non-blank line (row of a numpy array) of a metadata
-    file; the numbers count blank lines too (an error after one named the line above it)."""
-    raw = path.read_bytes()
+    file; the numbers count blank lines too (an error after one named the line above it). A file
+    over ``MAX_METADATA_BYTES`` is refused (one of 300 MB was read whole and split into
+    gigabytes of Python strings; the LRA's hold about 60 kB)."""
+    import io
+
+    from ..util import NotSmallFile, read_small
+
+    try:
+        raw = read_small(path, MAX_METADATA_BYTES, follow_links=True)
+    except NotSmallFile as err:
+        raise ValueError(f"{path}: not a Pathfinder metadata file ({err})") from None
     if raw.startswith(b"\x93NUMPY"):
-        arr = np.load(path, allow_pickle=False)
+        arr = np.load(io.BytesIO(raw), allow_pickle=False)
         return [(i, [str(v) for v in row]) for i, row in enumerate(np.atleast_2d(arr), start=1)]
     try:
         text = raw.decode("utf-8")
