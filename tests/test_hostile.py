@@ -8158,7 +8158,7 @@ def test_a_pathfinder_metadata_error_after_a_blank_line_names_its_own_line(tmp_p
 
 def test_an_enormous_pathfinder_metadata_file_is_refused_unread(tmp_path, monkeypatch):
     """A Pathfinder metadata file (LRA layout) was read whole and split into Python strings:
-    300 MB of lines took gigabytes. One over ``MAX_METADATA_BYTES`` (64 MiB; lowered here) is
+    300 MB of lines took gigabytes. One over ``MAX_METADATA_BYTES`` (16 MiB; lowered here) is
     refused naming it; one at the limit is read."""
     from ssmrepro.data import load_lra, pathfinder
 
