@@ -8080,3 +8080,204 @@ def test_max_steps_and_epochs_both_given_say_which_to_drop(tmp_path):
     res = _invoke("show", spec, "--profile", "smoke", "--set", "train.epochs=3",
                   "--set", "train.train_size=64")
     _assert_refused(res, "both are given (max_steps 40, epochs 3)", "train.max_steps=null")
+
+
+def _lra_copy(tmp_path):
+    data = tmp_path / "data"
+    for sub in ("imdb", "lra"):
+        shutil.copytree(ROOT / "tests" / "assets" / "lra" / sub, data / sub)
+    return data
+
+
+@pytest.mark.parametrize("dataset,file,append,said", [
+    ("text", "imdb/aclImdb/train/pos/0_9.txt", b"good \xff bad",
+     "0_9.txt: not UTF-8 text (byte 0xff at offset"),
+    ("text", "imdb/aclImdb/train/pos/0_9.txt", b"a" * ((1 << 20) + 1),
+     "0_9.txt: not a review file (1,048,577 bytes, larger than 1,048,576)"),
+    ("retrieval", "lra/tsv_data/new_aan_pairs.eval.tsv", b"1\tid0\tid1\ta \xff b\tc\n",
+     "new_aan_pairs.eval.tsv:3: not UTF-8 text (byte 0xff at column 13)"),
+    ("retrieval", "lra/tsv_data/new_aan_pairs.test.tsv", b"inf\tid0\tid1\ta\tb\n",
+     "new_aan_pairs.test.tsv:3: label 'inf' is not a whole number"),
+    ("retrieval", "lra/tsv_data/new_aan_pairs.test.tsv", b"0.5\tid0\tid1\ta\tb\n",
+     "new_aan_pairs.test.tsv:3: label '0.5' is not a whole number"),
+    ("listops", "lra/listops-1000/basic_train.tsv", b"( [MAX 2 \xff ) ]\t2\n",
+     "basic_train.tsv:9: not UTF-8 text (byte 0xff at column 10)"),
+])
+def test_a_text_source_file_that_is_not_utf8_or_too_large_is_named(tmp_path, dataset, file,
+                                                                   append, said):
+    """Text sources read as UTF-8: a byte 0xff in an IMDB review or a ListOps / AAN TSV line failed
+    with the bare message 'utf-8' (no file, no line); an AAN label 'inf' raised OverflowError (a
+    traceback) and '0.5' was cut to class 0 without a word; a review of 50 MB took 300 MB and 7 s
+    (hundreds of MB took gigabytes). Each now raises ValueError naming the file (and line)."""
+    from ssmrepro.data import load_lra
+
+    data = _lra_copy(tmp_path)
+    if "imdb" in file:
+        (data / file).write_bytes(append)
+    else:
+        with open(data / file, "ab") as f:
+            f.write(append)
+    with pytest.raises(ValueError, match=re.escape(said)):
+        load_lra(dataset, "train", root=data, cache=False, **(
+            {"min_freq": 1} if dataset != "listops" else {}))
+
+
+def test_a_byte_order_mark_keeps_the_first_aan_pair(tmp_path):
+    """An AAN TSV opening with a UTF-8 byte order mark: its first label read '\\ufeff1.0', not a
+    number, so the first pair was taken for a header and dropped without a word (3 of 4 pairs)."""
+    from ssmrepro.data import load_lra
+
+    data = _lra_copy(tmp_path)
+    f = data / "lra/tsv_data/new_aan_pairs.train.tsv"
+    plain = load_lra("retrieval", "train", root=data, cache=False, min_freq=1)
+    f.write_bytes(b"\xef\xbb\xbf" + f.read_bytes())
+    marked = load_lra("retrieval", "train", root=data, cache=False, min_freq=1)
+    assert marked.labels.tolist() == plain.labels.tolist() and len(plain.labels) == 4
+    assert marked.x.tolist() == plain.x.tolist()
+
+
+def test_a_source_rewritten_with_its_mtime_put_back_does_not_serve_the_old_cache(tmp_path):
+    """The cache key holds each source file's size and mtime: an IMDB review rewritten in place
+    (same size) with its mtime put back (`touch -r`, `cp -p`, an archive extracted again), or a
+    second data root copied with its times (`cp -a`) sharing one cache folder, was served the
+    arrays of the old bytes without a word. The entry keeps a digest of the files' change times
+    (which cannot be set back): a mismatch rebuilds it with a warning."""
+    from ssmrepro.data import load_lra
+
+    data = _lra_copy(tmp_path)
+    review = data / "imdb/aclImdb/train/pos/0_9.txt"
+    st = review.stat()
+    first = load_lra("text", "train", root=data, min_freq=1).x.tolist()
+    review.write_bytes(b"Q" + review.read_bytes()[1:])
+    os.utime(review, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with pytest.warns(UserWarning, match="built from source files changed since"):
+        edited = load_lra("text", "train", root=data, min_freq=1).x.tolist()
+    fresh = load_lra("text", "train", root=data, min_freq=1, cache=False).x.tolist()
+    assert edited == fresh != first
+    # a second root, a time-keeping copy with the review's first byte put back, sharing the
+    # first root's cache (which holds the edited review's arrays)
+    other = tmp_path / "other"
+    shutil.copytree(data, other, copy_function=shutil.copy2)
+    review = other / "imdb/aclImdb/train/pos/0_9.txt"
+    review.write_bytes(b"A" + review.read_bytes()[1:])
+    os.utime(review, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with pytest.warns(UserWarning, match="built from source files changed since"):
+        got = load_lra("text", "train", root=other, cache_dir=data / ".cache", min_freq=1)
+    assert got.x.tolist() == first
+
+
+def test_a_corpus_cut_in_place_while_a_run_reads_it_is_named_not_a_bus_error(tmp_path):
+    """text_corpus reads its file through a memory map: the file cut in place while runs read it
+    (`> corpus.txt`, a log rotated by truncation) killed the process on the next batch with SIGBUS
+    ('Bus error', exit 135, the whole sweep gone without a word). sample() now checks the opened
+    file and raises CorpusChanged (a failed pack, recorded), naming the file."""
+    import subprocess
+    import sys
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_bytes(bytes(range(256)) * 64)
+    code = ("import sys, torch\n"
+            "from ssmrepro.tasks.text_corpus import TextCorpus, TextCorpusConfig, CorpusChanged\n"
+            "t = TextCorpus(TextCorpusConfig(path=sys.argv[1], L=16))\n"
+            "open(sys.argv[1], 'wb').write(b'short')\n"
+            "try:\n"
+            "    t.sample(torch.tensor([0, 1]), 2, torch.arange(4))\n"
+            "except CorpusChanged as err:\n"
+            "    print(err)\n")
+    res = subprocess.run([sys.executable, "-c", code, str(corpus)], capture_output=True,
+                         text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert res.returncode == 0, (res.returncode, res.stderr)
+    assert f"the corpus {corpus} was cut or rewritten in place" in res.stdout
+    assert "(16,384 bytes when opened, 5 now)" in res.stdout
+
+
+def test_a_listops_row_with_three_columns_is_refused_not_read_as_a_longer_source(tmp_path):
+    """A ListOps TSV row '( [MAX 2 3 ) ]<TAB>3<TAB>4' (a stray column) was split at its last tab:
+    the source '( [MAX 2 3 ) ]<TAB>3' tokenised as [MAX 2 3 3 ] (a tab is whitespace) with label
+    4, a wrong example trained on without a word. Rows must have exactly two fields."""
+    from ssmrepro.data import load_lra
+
+    data = _lra_copy(tmp_path)
+    with open(data / "lra/listops-1000/basic_test.tsv", "ab") as f:
+        f.write(b"( [MAX 2 3 ) ]\t3\t4\n")
+    with pytest.raises(ValueError, match=re.escape(
+            "basic_test.tsv:5: expected 2 tab-separated fields (source, target), got 3")):
+        load_lra("listops", "test", root=data, cache=False)
+
+
+@pytest.mark.parametrize("dataset,file,row", [
+    ("retrieval", "lra/tsv_data/new_aan_pairs.train.tsv", b"1\tid0\tid1\t" + b"a" * 5000 + b"\tb\n"),
+    ("listops", "lra/listops-1000/basic_val.tsv", b"( [MAX 2" + b" 3" * 3000 + b" ) ]\t3\n"),
+])
+def test_an_enormous_tsv_line_is_refused_before_it_is_read_whole(tmp_path, monkeypatch, dataset,
+                                                                 file, row):
+    """One AAN line of 150 MB took 786 MB and 10 s to prepare (read whole, split, counted,
+    encoded to UTF-32 in full before truncation to max_len): memory grew with the line. A line
+    over ``MAX_LINE_BYTES`` (16 MiB; lowered here) is refused naming the file and line, read no
+    further than the limit; a line just at the limit passes."""
+    from ssmrepro.data import load_lra, text
+
+    data = _lra_copy(tmp_path)
+    with open(data / file, "ab") as f:
+        f.write(row)
+    n = sum(1 for _ in open(data / file, "rb"))
+    monkeypatch.setattr(text, "MAX_LINE_BYTES", len(row) - 2)  # (the line without its \n)
+    kw = {"min_freq": 1} if dataset == "retrieval" else {}
+    with pytest.raises(ValueError, match=re.escape(
+            f"{file.rsplit('/', 1)[1]}:{n}: a line longer than {len(row) - 2:,} bytes")):
+        load_lra(dataset, "train", root=data, cache=False, **kw)
+    monkeypatch.setattr(text, "MAX_LINE_BYTES", len(row) - 1)
+    load_lra(dataset, "train", root=data, cache=False, **kw)
+
+
+@pytest.mark.parametrize("label,said", [
+    (b"inf", "0.npy:1: label 'inf' is not a whole number"),
+    (b"0.5", "0.npy:1: label '0.5' is not a whole number"),
+    (b"\xff", "0.npy:1: not UTF-8 text (byte 0xff)"),
+])
+def test_a_pathfinder_metadata_label_that_is_not_a_class_is_named(tmp_path, label, said):
+    """The LRA Pathfinder metadata (text lines, field 3 the label): a label 'inf' raised
+    OverflowError (a traceback from `run`), '0.5' was cut to class 0 without a word, and a byte
+    0xff failed with the bare message 'utf-8'. Each now names the metadata file and line."""
+    from ssmrepro.data import load_lra
+
+    data = _lra_copy(tmp_path)
+    meta = data / "lra/pathfinder32/curv_contour_length_14/metadata/0.npy"
+    lines = meta.read_bytes().split(b"\n")
+    fields = lines[0].split(b" ")
+    lines[0] = b" ".join([*fields[:3], label, *fields[4:]])
+    meta.write_bytes(b"\n".join(lines))
+    with pytest.raises(ValueError, match=re.escape(said)):
+        load_lra("pathfinder", "train", root=data, resolution=32, cache=False)
+
+
+def test_a_pathfinder_metadata_error_after_a_blank_line_names_its_own_line(tmp_path):
+    """Metadata lines were numbered after the blank ones were dropped: a bad label on line 3
+    after a blank line 2 was reported at line 2 (an empty line, nothing to fix there)."""
+    from ssmrepro.data import load_lra
+
+    data = _lra_copy(tmp_path)
+    meta = data / "lra/pathfinder32/curv_contour_length_14/metadata/0.npy"
+    lines = meta.read_bytes().split(b"\n")
+    fields = lines[1].split(b" ")
+    lines[1] = b" ".join([*fields[:3], b"0.5", *fields[4:]])
+    meta.write_bytes(b"\n".join([lines[0], b"", *lines[1:]]))
+    with pytest.raises(ValueError, match=re.escape("0.npy:3: label '0.5' is not a whole number")):
+        load_lra("pathfinder", "train", root=data, resolution=32, cache=False)
+
+
+def test_an_enormous_pathfinder_metadata_file_is_refused_unread(tmp_path, monkeypatch):
+    """A Pathfinder metadata file (LRA layout) was read whole and split into Python strings:
+    300 MB of lines took gigabytes. One over ``MAX_METADATA_BYTES`` (16 MiB; lowered here) is
+    refused naming it; one at the limit is read."""
+    from ssmrepro.data import load_lra, pathfinder
+
+    data = _lra_copy(tmp_path)
+    meta = data / "lra/pathfinder32/curv_contour_length_14/metadata/0.npy"
+    size = meta.stat().st_size
+    monkeypatch.setattr(pathfinder, "MAX_METADATA_BYTES", size - 1)
+    with pytest.raises(ValueError, match=re.escape(
+            f"0.npy: not a Pathfinder metadata file ({size:,} bytes, larger than {size - 1:,})")):
+        load_lra("pathfinder", "train", root=data, resolution=32, cache=False)
+    monkeypatch.setattr(pathfinder, "MAX_METADATA_BYTES", size)
+    assert len(load_lra("pathfinder", "train", root=data, resolution=32, cache=False)) > 0

@@ -8,6 +8,10 @@ A cache entry is a directory ``<root>/.cache/<dataset>-<key>/`` holding one ``.n
 - every field of the dataset's preprocessing config (the whole dataclass, not a hand-picked subset),
 - the preparation code's version number (bumped when the preparation logic changes).
 
+The entry's ``meta.json`` also keeps a digest of the source files' change times (ctime), checked
+on load: a file rewritten with its size and mtime put back, or another data root's copy sharing
+the cache, rebuilds the entry with a warning instead of serving the old arrays (``change_stamp``).
+
 Entries are written to a temporary directory first and renamed into place, so a crash never leaves
 a half-written entry behind and two processes preparing the same data do not corrupt each other.
 """
@@ -41,8 +45,10 @@ META_FILE = "meta.json"
 MAX_META_BYTES = 1 << 20  # a meta.json names a few arrays and the preprocessing config
 
 
-def file_identity(paths: Iterable[Path], base: Path) -> list[tuple[str, int, int]]:
-    """``(path relative to base, size, mtime_ns)`` for each file, sorted by path."""
+def file_identity(paths: Iterable[Path], base: Path,
+                  changed: list[tuple[str, int]] | None = None) -> list[tuple[str, int, int]]:
+    """``(path relative to base, size, mtime_ns)`` for each file, sorted by path; with
+    ``changed``, each file's ``(path, ctime_ns)`` is appended to it (see ``change_stamp``)."""
     out = []
     for p in paths:
         st = p.stat()
@@ -55,8 +61,23 @@ def file_identity(paths: Iterable[Path], base: Path) -> list[tuple[str, int, int
         except ValueError:
             rel = p.as_posix()
         out.append((rel, int(st.st_size), int(st.st_mtime_ns)))
+        if changed is not None:
+            changed.append((rel, int(st.st_ctime_ns)))
     out.sort()
     return out
+
+
+def change_stamp(changed: list[tuple[str, int]]) -> str:
+    """A digest of the source files' change times (``file_identity(..., changed=...)``), kept in
+    an entry's meta.json (``sources_changed``) and checked on load, not part of the key.
+
+    Size and mtime miss a file rewritten in place with its modification time put back (``touch
+    -r``, ``cp -p``, an archive extracted again) and a second data root whose copies keep the
+    first one's times sharing one cache: the entry of the old bytes was used without a word. The
+    change time cannot be set back, and every copy gets its own. (Not in the key, so entries
+    written before it stay valid; a changed stamp rebuilds the entry with a warning.)"""
+    blob = json.dumps(sorted(changed), separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()[:20]
 
 
 def config_dict(config: Any) -> dict[str, Any]:

@@ -43,7 +43,15 @@ import numpy as np
 
 from ..util import data_root, folder_problem
 from . import image, listops, pathfinder, retrieval, text
-from .cache import cache_key, config_dict, entry_dir, file_identity, load_entry, save_entry
+from .cache import (
+    cache_key,
+    change_stamp,
+    config_dict,
+    entry_dir,
+    file_identity,
+    load_entry,
+    save_entry,
+)
 from .sources import (
     CIFAR10,
     DIGITS,
@@ -534,7 +542,9 @@ def load_lra(
         raise DataUnavailable(unavailable_message(name, split, root_path, accept, cfg))
     src, path = found
 
-    identity = file_identity(ddef.files(src, path, cfg), root_path)
+    changed: list[tuple[str, int]] = []
+    identity = file_identity(ddef.files(src, path, cfg), root_path, changed)
+    stamp = change_stamp(changed)
     key = cache_key(name, src, identity, cfg, ddef.version)
     cdir = Path(cache_dir) if cache_dir is not None else cache_root(root_path)
     entry_path = entry_dir(cdir, name, key)
@@ -547,6 +557,14 @@ def load_lra(
         warnings.warn(f"damaged cache entry {entry_path} ({why}); rebuilding it", stacklevel=2)
         shutil.rmtree(entry_path, ignore_errors=True)
         loaded = None
+    elif loaded is not None and loaded[1].get("sources_changed", stamp) != stamp:
+        # same sizes and mtimes, other change times: rewritten in place with the mtime put back,
+        # or another data root's copies sharing this cache; the old arrays were served silently
+        warnings.warn(f"cache entry {entry_path} was built from source files changed since (their "
+                      "change times differ: rewritten in place, copied, or another data root "
+                      "sharing this cache); rebuilding it", stacklevel=2)
+        shutil.rmtree(entry_path, ignore_errors=True)
+        loaded = None
     if loaded is None:
         try:
             splits, meta = ddef.prepare(src, path, cfg)
@@ -555,7 +573,7 @@ def load_lra(
             raise DataUnavailable(f"the {name} data at {path} ({src}) are damaged: {err}; "
                                   "replace them (generate or download them again)") from None
         arrays = {f"{s}.{k}": v for s, d in splits.items() for k, v in d.items()}
-        meta = dict(meta, **made_of)
+        meta = dict(meta, **made_of, sources_changed=stamp)
         why = entry_problem(arrays, meta, n_classes=ddef.n_classes)
         if why is not None:  # the source files themselves are damaged (e.g. a label 7 of 2)
             raise DataUnavailable(f"the {name} data at {path} ({src}) are damaged: {why}; "

@@ -371,7 +371,7 @@ class ListOpsConfig:
     append_eos: bool = True
 
 
-PREPARE_VERSION = 1
+PREPARE_VERSION = 2  # 2: a row of three or more tab-separated fields is refused (it was read as one source)
 
 # Fast path: map the 15 ListOps symbols to single characters, then look them up with numpy.
 _COMPACT = (("[MIN", "a"), ("[MAX", "b"), ("[MED", "c"), ("[SM", "d"))
@@ -410,21 +410,27 @@ def encode_listops(source: str) -> np.ndarray:
 
 def read_listops_tsv(path: Path) -> tuple[list[str], np.ndarray]:
     """Sources and labels of one LRA ListOps TSV (header ``Source\\tTarget``)."""
+    from .text import utf8_lines
+
     sources, labels = [], []
-    with open(path, encoding="utf-8") as f:
-        header = f.readline().rstrip("\n").split("\t")
-        if header[:2] != ["Source", "Target"]:
-            raise ValueError(f"{path}: expected header 'Source<TAB>Target', got {header!r}")
-        for lineno, line in enumerate(f, start=2):
-            line = line.rstrip("\r\n")
-            if not line:
-                continue
-            try:
-                src, tgt = line.rsplit("\t", 1)
-                labels.append(int(tgt))
-            except ValueError:
-                raise ValueError(f"{path}:{lineno}: malformed line {line[:80]!r}") from None
-            sources.append(src)
+    lines = utf8_lines(path)
+    header = next(lines, (1, ""))[1].split("\t")
+    if header[:2] != ["Source", "Target"]:
+        raise ValueError(f"{path}: expected header 'Source<TAB>Target', got {header[:2]!r}")
+    for lineno, line in lines:
+        if not line:
+            continue
+        fields = line.split("\t")
+        if len(fields) != 2:  # a row '( [MAX 2 3 ) ]<TAB>3<TAB>4' was read as the source
+            # '[MAX 2 3 3 ]' labelled 4 without a word (the tab is whitespace to the tokenizer)
+            raise ValueError(f"{path}:{lineno}: expected 2 tab-separated fields (source, "
+                             f"target), got {len(fields)}")
+        src, tgt = fields
+        try:
+            labels.append(int(tgt))
+        except ValueError:
+            raise ValueError(f"{path}:{lineno}: malformed line {line[:80]!r}") from None
+        sources.append(src)
     return sources, np.array(labels, dtype=np.int64)
 
 

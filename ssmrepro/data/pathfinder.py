@@ -960,12 +960,31 @@ def write_pathfinder(
     return w.close({"seed": seed, "resolution": params.resolution})
 
 
-def _read_metadata_file(path: Path) -> list[list[str]]:
-    raw = path.read_bytes()
+MAX_METADATA_BYTES = 1 << 24  # (parsed, 60 MB of lines took 1.1 GB)
+
+
+def _read_metadata_file(path: Path) -> list[tuple[int, list[str]]]:
+    """``(line number, fields)`` of each non-blank line (row of a numpy array) of a metadata
+    file; the numbers count blank lines too (an error after one named the line above it). A file
+    over ``MAX_METADATA_BYTES`` is refused (one of 300 MB was read whole and split into
+    gigabytes of Python strings; the LRA's hold about 60 kB)."""
+    import io
+
+    from ..util import NotSmallFile, read_small
+
+    try:
+        raw = read_small(path, MAX_METADATA_BYTES, follow_links=True)
+    except NotSmallFile as err:
+        raise ValueError(f"{path}: not a Pathfinder metadata file ({err})") from None
     if raw.startswith(b"\x93NUMPY"):
-        arr = np.load(path, allow_pickle=False)
-        return [[str(v) for v in row] for row in np.atleast_2d(arr)]
-    return [line.split() for line in raw.decode("utf-8").splitlines() if line.strip()]
+        arr = np.load(io.BytesIO(raw), allow_pickle=False)
+        return [(i, [str(v) for v in row]) for i, row in enumerate(np.atleast_2d(arr), start=1)]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:  # it failed with the bare message 'utf-8'
+        line = raw.count(b"\n", 0, err.start) + 1
+        raise ValueError(f"{path}:{line}: not UTF-8 text (byte {raw[err.start]:#04x})") from None
+    return [(i, line.split()) for i, line in enumerate(text.splitlines(), start=1) if line.strip()]
 
 
 def _metadata_files(directory: Path) -> list[Path]:
@@ -982,7 +1001,7 @@ def _lra_entries(directory: Path) -> list[tuple[Path, int]]:
     res_name, diff_name = directory.parent.name, directory.name
     out = []
     for mf in _metadata_files(directory):
-        for lineno, fields in enumerate(_read_metadata_file(mf), start=1):
+        for lineno, fields in _read_metadata_file(mf):
             if len(fields) < 4:
                 raise ValueError(f"{mf}:{lineno}: expected >= 4 fields, got {fields!r}")
             rel = f"{fields[0]}/{fields[1]}"
@@ -992,7 +1011,14 @@ def _lra_entries(directory: Path) -> list[tuple[Path, int]]:
                                  f"{directory}")
             if (res_name, diff_name, rel) in BLACKLIST:
                 continue
-            out.append((directory / fields[0] / fields[1], int(float(fields[3]))))
+            try:
+                label = float(fields[3])
+            except ValueError:
+                raise ValueError(f"{mf}:{lineno}: label {fields[3]!r} is not a number") from None
+            if not (math.isfinite(label) and label == int(label)):  # 'inf' raised OverflowError
+                # (a traceback), 0.5 was cut to class 0 without a word
+                raise ValueError(f"{mf}:{lineno}: label {fields[3]!r} is not a whole number")
+            out.append((directory / fields[0] / fields[1], int(label)))
     return out
 
 

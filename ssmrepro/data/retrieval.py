@@ -13,12 +13,13 @@ A model typically encodes both with shared weights and classifies ``[u, v, u - v
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .text import build_char_vocab, char_lut, encode_chars, pad_ragged, token_dtype
+from .text import build_char_vocab, char_lut, encode_chars, pad_ragged, token_dtype, utf8_lines
 
 TSV_DIRNAME = "tsv_data"
 SPLIT_FILES = {
@@ -27,7 +28,7 @@ SPLIT_FILES = {
     "test": "new_aan_pairs.test.tsv",
 }
 N_CLASSES = 2
-PREPARE_VERSION = 1
+PREPARE_VERSION = 2  # 2: a byte order mark no longer drops the first pair
 
 
 @dataclass(frozen=True)
@@ -42,23 +43,24 @@ class RetrievalConfig:
 def read_aan_tsv(path: Path) -> tuple[np.ndarray, list[str], list[str]]:
     """(labels (N,), texts1, texts2) of one AAN TSV. A non-numeric first line is taken as header."""
     labels, t1, t2 = [], [], []
-    with open(path, encoding="utf-8", newline="\n") as f:
-        for lineno, line in enumerate(f, start=1):
-            line = line.rstrip("\r\n")
-            if not line:
-                continue
-            fields = line.split("\t")
-            if len(fields) != 5:
-                raise ValueError(f"{path}:{lineno}: expected 5 tab-separated fields, got {len(fields)}")
-            try:
-                y = int(float(fields[0]))
-            except ValueError:
-                if lineno == 1:
-                    continue  # header
-                raise ValueError(f"{path}:{lineno}: label {fields[0]!r} is not a number") from None
-            labels.append(y)
-            t1.append(fields[3])
-            t2.append(fields[4])
+    for lineno, line in utf8_lines(path):
+        if not line:
+            continue
+        fields = line.split("\t")
+        if len(fields) != 5:
+            raise ValueError(f"{path}:{lineno}: expected 5 tab-separated fields, got {len(fields)}")
+        try:
+            y = float(fields[0])
+        except ValueError:
+            if lineno == 1:
+                continue  # header
+            raise ValueError(f"{path}:{lineno}: label {fields[0]!r} is not a number") from None
+        if not (math.isfinite(y) and y == int(y)):  # 'inf' raised OverflowError (a traceback),
+            # 0.5 was cut to class 0 without a word
+            raise ValueError(f"{path}:{lineno}: label {fields[0]!r} is not a whole number")
+        labels.append(int(y))
+        t1.append(fields[3])
+        t2.append(fields[4])
     return np.array(labels, dtype=np.int64), t1, t2
 
 

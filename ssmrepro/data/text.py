@@ -17,13 +17,15 @@ tokens. As in LRA and S4, the validation split is the test set unless ``val_spli
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 IMDB_DIRNAME = "aclImdb"
+MAX_REVIEW_BYTES = 1 << 20  # the longest aclImdb review has about 14 kB
+MAX_LINE_BYTES = 1 << 24  # a TSV line (ListOps: one expression; AAN: two papers' text)
 N_CLASSES = 2
 PREPARE_VERSION = 1
 PAD, UNK, EOS = 0, 1, 2  # char level
@@ -70,17 +72,18 @@ def char_lut(vocab: Sequence[str]) -> np.ndarray:
 
 def encode_chars(text: str, lut: np.ndarray, max_len: int, append_eos: bool) -> np.ndarray:
     """Token ids (int32) of ``text``, truncated so the total (with <eos>) is <= max_len."""
-    cps = np.frombuffer(text.encode("utf-32-le"), dtype="<u4")
     keep = max_len - 1 if append_eos else max_len
-    ids = lut[cps[:keep]]
+    cps = np.frombuffer(text[:keep].encode("utf-32-le"), dtype="<u4")  # (not all of a long text)
+    ids = lut[cps]
     return np.append(ids, np.int32(EOS)) if append_eos else ids
 
 
 def encode_bytes(text: str, max_len: int, append_eos: bool) -> np.ndarray:
     """Byte-level ids: <pad>=0, <eos>=1, byte b -> b + 2."""
-    raw = np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int32) + 2
     keep = max_len - 1 if append_eos else max_len
-    ids = raw[:keep]
+    # (the first `keep` characters hold at least `keep` bytes: not all of a long text)
+    raw = np.frombuffer(text[:keep].encode("utf-8")[:keep], dtype=np.uint8).astype(np.int32) + 2
+    ids = raw
     return np.append(ids, np.int32(1)) if append_eos else ids
 
 
@@ -117,6 +120,46 @@ def imdb_files(directory: Path) -> dict[str, list[tuple[Path, int]]]:
     return out
 
 
+def read_review(path: Path) -> str:
+    """The UTF-8 text of one review file (universal newlines, as ``Path.read_text``). A file that
+    is not UTF-8 or larger than ``MAX_REVIEW_BYTES`` raises ValueError naming it (a byte 0xff
+    failed with the bare message 'utf-8'; a review of 500 MB took gigabytes and minutes)."""
+    from ..util import NotSmallFile, read_small
+
+    try:
+        raw = read_small(path, MAX_REVIEW_BYTES, follow_links=True)
+    except NotSmallFile as err:
+        raise ValueError(f"{path}: not a review file ({err})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not UTF-8 text (byte {raw[err.start]:#04x} at offset "
+                         f"{err.start:,})") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def utf8_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """``(line number, line without its line ending)`` of a UTF-8 text file (lines end at
+    ``\\n``; a ``\\r`` before it and a byte order mark opening the file are dropped). A line
+    that is not UTF-8 or longer than ``MAX_LINE_BYTES`` raises ValueError naming the file and
+    line (the TSV readers said only 'utf-8'; a BOM made the first AAN pair look like a header,
+    skipped without a word)."""
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), start=1):
+            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):  # one line of 500 MB
+                # took gigabytes and minutes
+                raise ValueError(f"{path}:{lineno}: a line longer than {MAX_LINE_BYTES:,} bytes "
+                                 "(not a text file of this dataset?)")
+            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise ValueError(f"{path}:{lineno}: not UTF-8 text (byte {raw[err.start]:#04x} "
+                                 f"at column {err.start + 1:,})") from None
+            yield lineno, line.rstrip("\r\n") if line.endswith("\n") else line
+
+
 def imdb_present(directory: Path) -> bool:
     return all((directory / s / c).is_dir() for s in ("train", "test") for c in ("neg", "pos"))
 
@@ -130,7 +173,7 @@ def prepare_imdb(
     if cfg.val_split not in ("test", "train"):
         raise ValueError(f"val_split must be 'test' or 'train', got {cfg.val_split!r}")
     files = imdb_files(directory)
-    texts = {s: [f.read_text(encoding="utf-8") for f, _ in items] for s, items in files.items()}
+    texts = {s: [read_review(f) for f, _ in items] for s, items in files.items()}
     labels = {s: np.array([y for _, y in items], dtype=np.int64) for s, items in files.items()}
     split_idx: dict[str, tuple[str, np.ndarray]] = {
         "train": ("train", np.arange(len(texts["train"]))),

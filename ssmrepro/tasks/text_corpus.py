@@ -62,7 +62,7 @@ class CorpusChanged(RuntimeError):
     """The corpus file changed while runs were reading it."""
 
 
-_CACHE: dict[str, tuple[tuple[int, int], np.memmap, str]] = {}
+_CACHE: dict[str, tuple[tuple[int, int], np.memmap, str, object]] = {}
 
 
 def _fingerprint(mm: np.memmap) -> str:
@@ -85,10 +85,26 @@ def _open(path: Path) -> tuple[np.memmap, str]:
                                 "(size or modification time differ); re-run to start from the new "
                                 "file")
         return hit[1], hit[2]
-    mm = np.memmap(path, dtype=np.uint8, mode="r")
+    f = open(path, "rb")  # noqa: SIM115 - kept open: sample() checks the mapped file through it
+    mm = np.memmap(f, dtype=np.uint8, mode="r")
     fp = _fingerprint(mm)
-    _CACHE[key] = (stamp, mm, fp)
+    _CACHE[key] = (stamp, mm, fp, f)
     return mm, fp
+
+
+def _check_unchanged(key: str, path: Path) -> None:
+    """Raise CorpusChanged when the mapped file was cut or rewritten in place since it was
+    opened: reading a page past its new end killed the process with SIGBUS ('Bus error', exit
+    135, no word on what happened), and bytes rewritten in place mixed two corpora. (A file
+    replaced by another at the same path leaves the mapped one intact.)"""
+    hit = _CACHE.get(key)
+    if hit is None:
+        return
+    st = os.fstat(hit[3].fileno())  # type: ignore[attr-defined]
+    if (st.st_size, st.st_mtime_ns) != hit[0]:
+        raise CorpusChanged(f"the corpus {path} was cut or rewritten in place while runs were "
+                            f"reading it ({hit[0][0]:,} bytes when opened, {st.st_size:,} now); "
+                            "re-run to start from the new file")
 
 
 class TextCorpus(Task):
@@ -109,6 +125,7 @@ class TextCorpus(Task):
         if os.path.getsize(self.path) == 0:
             raise ValueError(f"task text_corpus: the corpus {self.path} is empty")
         self._bytes, self._fp = _open(self.path)
+        self._key = str(self.path.resolve())  # (_open's)
         n = self._bytes.shape[0]
         n_val, n_test = int(n * c.val_fraction), int(n * c.test_fraction)
         n_train = n - n_val - n_test
@@ -144,6 +161,7 @@ class TextCorpus(Task):
         k = rng.key(seeds[:, None], split, index)  # (E, B)
         pos = rng.randint(k, 1, start, stop - L)[..., 0]  # (E, B): window [pos, pos + L]
         win = pos.cpu().numpy()[..., None] + np.arange(L + 1)  # (E, B, L + 1)
+        _check_unchanged(self._key, self.path)
         w = torch.from_numpy(np.asarray(self._bytes[win], dtype=np.int64)).to(index.device)
         return Batch(x=w[..., :L], y=w[..., 1:])
 
