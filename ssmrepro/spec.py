@@ -117,6 +117,42 @@ Label = Annotated[str, Field(max_length=200), AfterValidator(_plain_label),
                   AfterValidator(drawable)]  # drawn on the figures' axes and legends
 
 
+def replaces(later: str, key: str, value: Any) -> bool:
+    """Whether setting the dotted key ``later`` overwrites what ``key: value`` set before it (the
+    key itself, a field inside it, or a field the mapping ``value`` names)."""
+    if key == later or key.startswith(later + "."):
+        return True
+    if not later.startswith(key + "."):
+        return False
+    node = value
+    for part in later[len(key) + 1:].split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def _overlap(entries: list[tuple[str, str, list[Any]]]) -> str | None:
+    """Why a later one of ``entries`` ((where, dotted key, its possible values), in the order
+    they are applied) replaces what an earlier one sets, or None: the same key twice, a whole
+    section after a key inside it, or a key inside a mapping given before that names it (a
+    case's ``set`` d_model 8 under its own ``grid`` d_model [16, 32]; ``train.lr`` then
+    ``train: {lr: ...}``) replaced the earlier value without a word. A key inside a mapping
+    that does not name it (``set: {model: {name: transformer_lm}}``, ``grid: {model.d_model:
+    [...]}``) refines the mapping, and is fine."""
+    for i, (where, key, _) in enumerate(entries):
+        for w, k, values in entries[:i]:
+            if any(replaces(key, k, v) for v in values):
+                return (f"{where}.{key} replaces what {w}.{k} sets (the earlier value would "
+                        "never be used); give each setting once")
+    return None
+
+def _zip_lengths(z: dict[str, list[Any]]) -> None:
+    lens = {k: len(v) for k, v in z.items()}
+    if len(set(lens.values())) > 1:
+        raise ValueError(f"zip lists have different lengths: {lens} (zip pairs the i-th values)")
+
+
 class Case(Strict):
     """One named variant of a ``cases`` axis: fixed overrides plus its own optional grid/zip."""
 
@@ -148,6 +184,12 @@ class Case(Strict):
         if self.seeds == []:  # the case had no runs: it left the profile without a word
             raise ValueError("seeds: an empty list (the case would have no runs; leave seeds "
                              "out to use the spec's)")
+        _zip_lengths(self.zip)
+        why = _overlap([("set", k, [v]) for k, v in self.set.items()]  # applied in this order
+                       + [(kind, k, vs) for kind in ("grid", "zip")
+                          for k, vs in getattr(self, kind).items()])
+        if why:  # set d_model 8 under grid d_model [16, 32]: 8 was never run
+            raise ValueError(why)
         return self
 
 
@@ -163,6 +205,12 @@ class Axis(Strict):
         kinds = [k for k in ("grid", "zip", "cases") if getattr(self, k) is not None]
         if len(kinds) != 1:
             raise ValueError(f"a sweep axis needs exactly one of grid/zip/cases, got {kinds or 'none'}")
+        if self.zip is not None:
+            _zip_lengths(self.zip)
+        for kind in ("grid", "zip"):
+            why = _overlap([(kind, k, vs) for k, vs in (getattr(self, kind) or {}).items()])
+            if why:
+                raise ValueError(why)
         return self
 
 
@@ -171,6 +219,13 @@ class Profile(Strict):
     set: dict[str, Any] = {}
     sweep: list[Axis] | None = None
     seeds: Seeds | None = None
+
+    @model_validator(mode="after")
+    def _set_once(self) -> Profile:
+        why = _overlap([("set", k, [v]) for k, v in self.set.items()])  # train.lr, train: {lr}
+        if why:
+            raise ValueError(why)
+        return self
 
 
 class Select(Strict):

@@ -7970,3 +7970,44 @@ def test_a_model_field_of_inf_or_nan_is_refused(tmp_path, kv):
 
     with pytest.raises(ValidationError, match="finite number"):  # the mixers' fields too
         MIXERS["mamba2"].Config(A_max=float("inf"))
+
+
+@pytest.mark.parametrize("sweep,profile_set,needle", [
+    ([{"cases": [{"label": "A", "set": {"model.d_model": 8}, "grid": {"model.d_model": [16]}}]}],
+     {}, "grid.model.d_model replaces what set.model.d_model sets"),
+    ([{"cases": [{"label": "A", "set": {"model.d_model": 8}, "zip": {"model.d_model": [16]}}]}],
+     {}, "zip.model.d_model replaces what set.model.d_model sets"),
+    ([{"cases": [{"label": "A", "set": {"model.d_model": 8, "model": {
+        "name": "ssm_lm", "mixer": "s6", "d_model": 16, "d_state": 4}}}]}],
+     {}, "set.model replaces what set.model.d_model sets"),
+    ([{"grid": {"train.schedule": [{"kind": "cosine"}], "train.schedule.kind": ["linear"]}}],
+     {}, "grid.train.schedule.kind replaces what grid.train.schedule sets"),
+    ([{"cases": [{"label": "S6"}]}], {"train.lr": 0.02, "train": {"lr": 0.03}},
+     "set.train replaces what set.train.lr sets"),
+])
+def test_a_setting_given_twice_in_one_case_set_or_axis_is_refused(tmp_path, sweep, profile_set,
+                                                                   needle):
+    """A case's `set` value under its own grid or zip, a dotted key under a whole section given
+    after it, or a section's field given again by a dotted key: the later one replaced the
+    earlier without a word (d_model 8 never ran; `show` listed d_model 16 only). A key inside a
+    section that does not name it refines the section (huang2025-tabA1-A4's Transformer case)."""
+    spec = _one_run_spec(tmp_path, sweep=sweep, profiles={
+        "smoke": {"set": profile_set}, "quick": {}, "paper": {}})
+    _assert_refused(_invoke("show", spec, "--profile", "smoke"), needle)
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": [{"label": "T", "set": {"model": {
+        "name": "transformer_lm", "n_layers": 1, "heads": 1}}, "grid": {"model.d_model": [8, 16]}}]}])
+    res = _invoke("show", spec, "--profile", "smoke", "--json")
+    assert res.exit_code == 0, res.output
+    assert sorted(r["config"]["model"]["d_model"] for r in json.loads(res.stdout)["runs"]) == [8, 16]
+
+
+@pytest.mark.parametrize("where", ["axis", "case"])
+def test_zip_lists_of_different_lengths_are_refused_with_set_too(tmp_path, where):
+    """`show --set train.lr=0.02` of a spec whose zip lists differ in length was a ValueError
+    traceback (the overrides' check expanded the axes before the zip was checked)."""
+    z = {"model.d_model": [8, 16], "model.d_state": [4]}
+    sweep = [{"zip": z}] if where == "axis" else [{"cases": [{"label": "A", "zip": z}]}]
+    spec = _one_run_spec(tmp_path, sweep=sweep)
+    for extra in ([], ["--set", "train.lr=0.02"]):
+        _assert_refused(_invoke("show", spec, "--profile", "smoke", *extra),
+                        "zip lists have different lengths")

@@ -17,7 +17,17 @@ from pydantic import ValidationError
 
 from .. import expr
 from ..models import MODELS, ModelConfig
-from ..spec import LABEL_SEP, Axis, Spec, SpecError, _format_errors, find_reused, parse_yaml
+from ..spec import (
+    LABEL_SEP,
+    Axis,
+    Spec,
+    SpecError,
+    _format_errors,
+    _zip_lengths,
+    find_reused,
+    parse_yaml,
+    replaces,
+)
 from ..tasks import TASKS, DataUnavailable, Task, TaskConfig, build_task, eval_set_problem
 from ..tasks.base import fixed_split_error, loss_problem
 from .config import RunConfig, TrainConfig, flatten, lean, run_id_of
@@ -47,10 +57,8 @@ def set_dotted(cfg: dict[str, Any], key: str, value: Any) -> None:
 
 
 def _zip_points(z: dict[str, list[Any]]) -> list[dict[str, Any]]:
-    lens = {k: len(v) for k, v in z.items()}
-    if len(set(lens.values())) > 1:
-        raise ValueError(f"zip lists have different lengths: {lens}")
-    n = next(iter(lens.values()), 0)
+    _zip_lengths(z)  # refused when the spec is read (an Axis or Case), checked again here
+    n = len(next(iter(z.values()), []))
     return [{k: v[i] for k, v in z.items()} for i in range(n)]
 
 
@@ -107,21 +115,6 @@ def axis_points(axis: Axis) -> list[tuple[list[str], dict[str, Any]]]:
         for sub in subs or [{}]:
             out.append(([case.label] if case.label else [], {**case.set, **sub, **extra}))
     return out
-
-
-def _replaces(derived_key: str, key: str, value: Any) -> bool:
-    """Whether the derived value of ``derived_key`` overwrites what ``key: value`` sets (the key
-    itself, a field inside it, or a field the mapping ``value`` names)."""
-    if key == derived_key or key.startswith(derived_key + "."):
-        return True
-    if not derived_key.startswith(key + "."):
-        return False
-    node = value
-    for part in derived_key[len(key) + 1:].split("."):
-        if not isinstance(node, dict) or part not in node:
-            return False
-        node = node[part]
-    return True
 
 
 def _apply_derived(cfg: dict[str, Any], derived: dict[str, str]) -> None:
@@ -434,7 +427,7 @@ def expand(spec: Spec, profile: str | None = None,
                 + [(f"{spec.path}: sweep key {k}", k, v) for axis in axes
                    for _, ov in axis_points(axis) for k, v in ov.items()
                    if k not in (SEEDS_KEY, CONSTRAINTS_KEY)]
-                for d in spec.derived if _replaces(d, k, v)]
+                for d in spec.derived if replaces(d, k, v)]
     errors += list(dict.fromkeys(replaced))  # the derived expression overwrote these quietly
 
     runs: list[RunConfig] = []
