@@ -8011,3 +8011,23 @@ def test_zip_lists_of_different_lengths_are_refused_with_set_too(tmp_path, where
     for extra in ([], ["--set", "train.lr=0.02"]):
         _assert_refused(_invoke("show", spec, "--profile", "smoke", *extra),
                         "zip lists have different lengths")
+
+
+def test_constraints_that_exclude_every_point_of_a_labelled_case_are_refused(tmp_path):
+    """`constraints: [model.d_model >= 12]` beside a case `A` of d_model 8: the case had no runs,
+    and `show` listed B's alone (its line and rows were missing from the figure and tables
+    without a word). An unlabelled case may be excluded (a branch of the sweep)."""
+    cases = [{"label": "A", "set": {"model.d_model": 8}},
+             {"label": "B", "set": {"model.d_model": 16}}]
+    spec = _one_run_spec(tmp_path, constraints=["model.d_model >= 12"], sweep=[{"cases": cases}])
+    _assert_refused(_invoke("show", spec, "--profile", "smoke"),
+                    "sweep.0.cases.0 (A): the constraints exclude every point of this case")
+    cases[0] = {"label": "A", "set": {"model.d_model": 8}, "constraints": ["model.d_state > 4"]}
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": cases}])
+    _assert_refused(_invoke("show", spec, "--profile", "smoke"), "sweep.0.cases.0 (A)")
+    cases = [{"set": {"model.d_model": 8}, "constraints": ["model.d_state > 4"]},
+             {"label": "B", "set": {"model.d_model": 16}}]
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": cases}])
+    res = _invoke("show", spec, "--profile", "smoke", "--json")
+    assert res.exit_code == 0, res.output
+    assert [r["label"] for r in json.loads(res.stdout)["runs"]] == ["B"]

@@ -102,18 +102,23 @@ def axis_size(axis: Axis) -> int:
 
 def axis_points(axis: Axis) -> list[tuple[list[str], dict[str, Any]]]:
     """(labels, overrides) for every point of one axis."""
+    return [(labels, ov) for labels, ov, _ in _case_points(axis)]
+
+
+def _case_points(axis: Axis) -> list[tuple[list[str], dict[str, Any], int | None]]:
+    """(labels, overrides, the index of its case or None) for every point of one axis."""
     if axis.grid is not None:
-        return [([], p) for p in _grid_points(axis.grid)]
+        return [([], p, None) for p in _grid_points(axis.grid)]
     if axis.zip is not None:
-        return [([], p) for p in _zip_points(axis.zip)]
+        return [([], p, None) for p in _zip_points(axis.zip)]
     out = []
-    for case in axis.cases or []:
+    for c, case in enumerate(axis.cases or []):
         subs = [dict(a, **b) for a in _grid_points(case.grid) for b in _zip_points(case.zip) or [{}]]
         extra = {SEEDS_KEY: case.seeds} if case.seeds is not None else {}
         if case.constraints:
             extra[CONSTRAINTS_KEY] = case.constraints
         for sub in subs or [{}]:
-            out.append(([case.label] if case.label else [], {**case.set, **sub, **extra}))
+            out.append(([case.label] if case.label else [], {**case.set, **sub, **extra}, c))
     return out
 
 
@@ -406,11 +411,16 @@ def expand(spec: Spec, profile: str | None = None,
                              f"(the axes multiply to {n_points:,} points x {len(seeds)} seeds); "
                              "split the sweep into smaller specs or profiles"])
     points: list[tuple[list[str], dict[str, Any]]] = [([], {})]
+    cases: list[tuple[tuple[int, int], ...]] = [()]  # per point: (axis, case) of its labelled cases
     try:
-        for axis in axes:
-            points = [(la + lb, {**oa, **ob}) for la, oa in points for lb, ob in axis_points(axis)]
+        for a, axis in enumerate(axes):
+            these = _case_points(axis)
+            points = [(la + lb, {**oa, **ob}) for la, oa in points for lb, ob, _ in these]
+            cases = [ca + (((a, c),) if c is not None and axis.cases[c].label else ())
+                     for ca in cases for _, _, c in these]
     except ValueError as err:
         raise SpecError([f"{spec.path}: sweep: {err}"]) from None
+    kept: set[tuple[int, int]] = set()  # labelled cases with a point the constraints keep
     errors += _replaced_axis_keys(spec, profile, axes, "sweep" if prof.sweep is None
                                   else f"profiles.{profile}.sweep")
     unused = [k for k in prof.set if points and all(
@@ -446,6 +456,7 @@ def expand(spec: Spec, profile: str | None = None,
             env = flatten(cfg)
             if not all(_holds(c, env) for c in constraints):
                 continue
+            kept.update(cases[i])
             task, model, train = validate_sections(cfg)
         except SectionError as err:
             for m in _format_errors(spec.path or spec.id, err.err, prefix=f"{err.section}."):
@@ -475,6 +486,15 @@ def expand(spec: Spec, profile: str | None = None,
             )
             rc.run_id = run_id_of({**ident, "seed": rc.seed})  # = run_id_of(rc.identity())
             runs.append(rc)
+    where = "sweep" if prof.sweep is None else f"profiles.{profile}.sweep"
+    for a, axis in enumerate(axes):  # a labelled case the constraints exclude entirely had no
+        # runs: its line, bars and table rows were missing without a word
+        for c, case in enumerate(axis.cases or []):
+            if case.label and (a, c) not in kept and not grouped:
+                errors.append(f"{spec.path}: [profile {profile}] {where}.{a}.cases.{c} "
+                              f"({case.label}): the constraints exclude every point of this case, "
+                              "so it has no runs (remove the case from this profile's sweep, or "
+                              "change its settings or the constraints)")
     for msg, pts in grouped.items():
         shown = ", ".join(pts[:3]) + (f" and {len(pts) - 3} more" if len(pts) > 3 else "")
         path, _, rest = msg.partition(": ")
