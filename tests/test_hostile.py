@@ -8031,3 +8031,29 @@ def test_constraints_that_exclude_every_point_of_a_labelled_case_are_refused(tmp
     res = _invoke("show", spec, "--profile", "smoke", "--json")
     assert res.exit_code == 0, res.output
     assert [r["label"] for r in json.loads(res.stdout)["runs"]] == ["B"]
+
+
+def test_cases_of_two_axes_keep_both_constraints_and_seeds_are_not_replaced(tmp_path):
+    """The second axis's case constraints replaced the first's at their joint points: case A's
+    own `model.d_model > 100` was dropped and A ran at d_model 8; a second axis's case seeds
+    replaced the first's without a word, and so did every case's own seeds a profile's seeds."""
+    a = [{"label": "A", "set": {"model.d_model": 8}, "constraints": ["model.d_model > 100"]},
+         {"label": "A2", "set": {"model.d_model": 16}}]
+    b = [{"label": "B", "constraints": ["model.d_state >= 1"]}]
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": a}, {"cases": b}])
+    _assert_refused(_invoke("show", spec, "--profile", "smoke"),
+                    "sweep.0.cases.0 (A): the constraints exclude every point")
+    a[0]["constraints"] = ["model.d_model < 10"]
+    b = [{"label": "B", "constraints": ["model.d_model > 8"]}, {"label": "C"}]
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": a}, {"cases": b}])
+    res = _invoke("show", spec, "--profile", "smoke", "--json")
+    assert res.exit_code == 0, res.output
+    assert {r["label"] for r in json.loads(res.stdout)["runs"]} == {"A / C", "A2 / B", "A2 / C"}
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": [{"label": "A", "seeds": [0]}]},
+                                          {"cases": [{"label": "B", "seeds": [1, 2]}]}])
+    _assert_refused(_invoke("show", spec, "--profile", "smoke"),
+                    "'A' and 'B' of two axes give different seeds")
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": [{"label": "A", "seeds": [0]}]}],
+                         profiles={"smoke": {"seeds": [5, 6]}, "quick": {}, "paper": {}})
+    _assert_refused(_invoke("show", spec, "--profile", "smoke"),
+                    "profiles.smoke.seeds: every sweep point")

@@ -122,6 +122,23 @@ def _case_points(axis: Axis) -> list[tuple[list[str], dict[str, Any], int | None
     return out
 
 
+def _join(la: list[str], oa: dict[str, Any], lb: list[str], ob: dict[str, Any]) -> dict[str, Any]:
+    """The overrides of a point of earlier axes (labels ``la``) and a point of the next axis: the
+    next one's keys win (``_replaced_axis_keys`` refuses an axis whose values are never used),
+    the constraints of both cases hold (the next case's list replaced the earlier's: a case
+    excluded by its own constraint ran), and two cases' seed lists must agree (one replaced the
+    other)."""
+    out = {**oa, **ob}
+    if CONSTRAINTS_KEY in oa and CONSTRAINTS_KEY in ob:
+        out[CONSTRAINTS_KEY] = oa[CONSTRAINTS_KEY] + ob[CONSTRAINTS_KEY]
+    if SEEDS_KEY in oa and SEEDS_KEY in ob and list(oa[SEEDS_KEY]) != list(ob[SEEDS_KEY]):
+        raise ValueError(f"the cases {LABEL_SEP.join(la) or '(unlabelled)'!r} and "
+                         f"{LABEL_SEP.join(lb) or '(unlabelled)'!r} of two axes give different "
+                         f"seeds ({oa[SEEDS_KEY]} and {ob[SEEDS_KEY]}): one list would quietly "
+                         "replace the other (give a case's seeds in one axis)")
+    return out
+
+
 def _apply_derived(cfg: dict[str, Any], derived: dict[str, str]) -> None:
     pending = dict(derived)
     while pending:
@@ -415,11 +432,11 @@ def expand(spec: Spec, profile: str | None = None,
     try:
         for a, axis in enumerate(axes):
             these = _case_points(axis)
-            points = [(la + lb, {**oa, **ob}) for la, oa in points for lb, ob, _ in these]
+            points = [(la + lb, _join(la, oa, lb, ob)) for la, oa in points for lb, ob, _ in these]
             cases = [ca + (((a, c),) if c is not None and axis.cases[c].label else ())
                      for ca in cases for _, _, c in these]
     except ValueError as err:
-        raise SpecError([f"{spec.path}: sweep: {err}"]) from None
+        raise SpecError([f"{spec.path}: [profile {profile}] sweep: {err}"]) from None
     kept: set[tuple[int, int]] = set()  # labelled cases with a point the constraints keep
     errors += _replaced_axis_keys(spec, profile, axes, "sweep" if prof.sweep is None
                                   else f"profiles.{profile}.sweep")
@@ -429,6 +446,10 @@ def expand(spec: Spec, profile: str | None = None,
         raise SpecError([f"{spec.path}: profiles.{profile}.set.{k}: every sweep point of this "
                          "profile sets this key, so this value is never used (remove it, or set "
                          "it in the sweep)" for k in unused])
+    if prof.seeds is not None and points and all(SEEDS_KEY in ov for _, ov in points):
+        raise SpecError([f"{spec.path}: profiles.{profile}.seeds: every sweep point of this "
+                         "profile has its case's own seeds, so this list is never used (remove "
+                         "it, or the cases' seeds)"])
 
     replaced = [f"{where}: derived.{d} computes this value ({spec.derived[d]!r}), so the value "
                 "set here is never used (remove it, or change the derived expression)"
