@@ -8057,3 +8057,24 @@ def test_cases_of_two_axes_keep_both_constraints_and_seeds_are_not_replaced(tmp_
                          profiles={"smoke": {"seeds": [5, 6]}, "quick": {}, "paper": {}})
     _assert_refused(_invoke("show", spec, "--profile", "smoke"),
                     "profiles.smoke.seeds: every sweep point")
+
+
+def test_a_mapping_field_that_every_sweep_point_sets_again_is_refused(tmp_path):
+    """A profile `set` of `train.schedule: {kind: cosine, warmup_steps: 2}` (or an earlier axis
+    sweeping such a mapping) beside a grid of `train.schedule.warmup_steps`: warmup 2 never ran,
+    without a word (a key every point sets again was refused; a field its mapping names was not)."""
+    sched = {"kind": "cosine", "warmup_steps": 2}
+    grid = {"grid": {"train.schedule.warmup_steps": [1, 3]}}
+    spec = _one_run_spec(tmp_path, sweep=[grid], profiles={
+        "smoke": {"set": {"train.schedule": sched}}, "quick": {}, "paper": {}})
+    _assert_refused(_invoke("show", spec, "--profile", "smoke"), "profiles.smoke.set.train."
+                    "schedule: every sweep point of this profile sets train.schedule.warmup_steps")
+    spec = _one_run_spec(tmp_path, sweep=[{"grid": {"train.schedule": [sched]}}, grid])
+    _assert_refused(_invoke("show", spec, "--profile", "smoke"),
+                    "sweep.0: train.schedule is set again (its train.schedule.warmup_steps)")
+    spec = _one_run_spec(tmp_path, sweep=[{"grid": {"train.schedule": [{"kind": "cosine"}]}},
+                                          grid])  # refines the mapping: every value is used
+    res = _invoke("show", spec, "--profile", "smoke", "--json")
+    assert res.exit_code == 0, res.output
+    assert [r["config"]["train"]["schedule"]["warmup_steps"]
+            for r in json.loads(res.stdout)["runs"]] == [1, 3]

@@ -359,20 +359,33 @@ def overrides_tag(overrides: dict[str, Any] | None) -> str:
 
 
 def _replaced_axis_keys(spec: Spec, profile: str, axes: list, key: str) -> list[str]:
-    """'file: ...' for a key an axis sweeps that every point of a later axis sets again: the
-    earlier values were never used (grid d_model [8] x grid d_model [16] quietly ran d_model 16
-    only; a case that sets it for some points only is an override, and fine)."""
+    """'file: ...' for a key an axis sweeps that every point of a later axis sets again (the key,
+    or a field that each of its mapping values names): the earlier values were never used (grid
+    d_model [8] x grid d_model [16] quietly ran d_model 16 only; grid schedule [{kind: cosine,
+    warmup_steps: 2}] x grid schedule.warmup_steps [1, 3] never ran warmup 2); a case that sets
+    it for some points only is an override, and fine."""
     meta = (SEEDS_KEY, CONSTRAINTS_KEY)
-    sets = [[{k for k in ov if k not in meta} for _, ov in axis_points(axis)] for axis in axes]
+    sets = [[{k: v for k, v in ov.items() if k not in meta} for _, ov in axis_points(axis)]
+            for axis in axes]
     out = []
     for i, earlier in enumerate(sets):
-        for k in sorted(set().union(*earlier)) if earlier else []:
+        values: dict[str, list[Any]] = {}
+        for pt in earlier:
+            for k, v in pt.items():
+                values.setdefault(k, []).append(v)
+        for k in sorted(values):
             for j in range(i + 1, len(sets)):
                 later = sets[j]
-                if later and all(any(k == s or k.startswith(s + ".") for s in pt) for pt in later):
-                    out.append(f"{spec.path}: [profile {profile}] {key}.{i}: {k} is set again by "
-                               f"every point of sweep axis {j}, so the values of axis {i} are "
-                               "never used (sweep it in one axis)")
+                hits = {s: all(replaces(s, k, v) for v in values[k])
+                        for s in set().union(*later)} if later else {}
+                if later and all(any(hits[s] for s in pt) for pt in later):
+                    what = next(s for s in later[0] if hits[s])
+                    inside = what.startswith(k + ".")  # a field the values of k name
+                    part = f" (its {what})" if inside else "" if what == k else f" (in {what})"
+                    out.append(f"{spec.path}: [profile {profile}] {key}.{i}: {k} is set again"
+                               f"{part} by every point of sweep axis {j}, so the values of axis "
+                               f"{i}{' for it' if inside else ''} are never used (sweep it in one "
+                               "axis)")
                     break
     return out
 
@@ -440,12 +453,17 @@ def expand(spec: Spec, profile: str | None = None,
     kept: set[tuple[int, int]] = set()  # labelled cases with a point the constraints keep
     errors += _replaced_axis_keys(spec, profile, axes, "sweep" if prof.sweep is None
                                   else f"profiles.{profile}.sweep")
-    unused = [k for k in prof.set if points and all(
-        any(k == s or k.startswith(s + ".") for s in ov) for _, ov in points)]
+    swept_keys = {s for _, ov in points for s in ov}
+    unused = []
+    for k, v in prof.set.items():  # the key, or a field its mapping names (schedule.warmup_steps)
+        hits = {s for s in swept_keys if replaces(s, k, v)}
+        if points and hits and all(any(s in hits for s in ov) for _, ov in points):
+            unused.append((k, min(hits)))
     if unused:  # the profile's value is replaced at every point: it would be quietly ignored
         raise SpecError([f"{spec.path}: profiles.{profile}.set.{k}: every sweep point of this "
-                         "profile sets this key, so this value is never used (remove it, or set "
-                         "it in the sweep)" for k in unused])
+                         f"profile sets {'this key' if s == k else s}, so "
+                         f"{'this value' if s == k else 'what this value gives for it'} is never "
+                         "used (remove it, or set it in the sweep)" for k, s in unused])
     if prof.seeds is not None and points and all(SEEDS_KEY in ov for _, ov in points):
         raise SpecError([f"{spec.path}: profiles.{profile}.seeds: every sweep point of this "
                          "profile has its case's own seeds, so this list is never used (remove "
