@@ -140,11 +140,24 @@ def _overlap(entries: list[tuple[str, str, list[Any]]]) -> str | None:
     ``train: {lr: ...}``) replaced the earlier value without a word. A key inside a mapping
     that does not name it (``set: {model: {name: transformer_lm}}``, ``grid: {model.d_model:
     [...]}``) refines the mapping, and is fine."""
-    for i, (where, key, _) in enumerate(entries):
-        for w, k, values in entries[:i]:
-            if any(replaces(key, k, v) for v in values):
-                return (f"{where}.{key} replaces what {w}.{k} sets (the earlier value would "
-                        "never be used); give each setting once")
+    seen: dict[str, tuple[str, list[Any]]] = {}  # an earlier key -> (where, its values)
+    under: dict[str, tuple[str, str]] = {}  # a section an earlier key lies in -> (where, key)
+    for where, key, values in entries:  # each key against its own sections only: n log n
+        parts = key.split(".")
+        for n in range(1, len(parts) + 1):
+            k = ".".join(parts[:n])
+            if k in seen and any(replaces(key, k, v) for v in seen[k][1]):
+                w = seen[k][0]
+                break
+        else:
+            if key not in under:
+                seen.setdefault(key, (where, values))
+                for n in range(1, len(parts)):
+                    under.setdefault(".".join(parts[:n]), (where, key))
+                continue
+            w, k = under[key]
+        return (f"{where}.{key} replaces what {w}.{k} sets (the earlier value would never be "
+                "used); give each setting once")
     return None
 
 def _zip_lengths(z: dict[str, list[Any]]) -> None:
