@@ -77,6 +77,10 @@ MAX_EXPRESSIONS = 100
 # shipped specs have at most 12 claims and 273 paper values
 MAX_CLAIMS = 1_000
 MAX_PAPER_VALUES = 10_000
+# sweep axes of one sweep (the shipped specs have at most 3): each later axis is checked against
+# each earlier one (an axis whose values a later one replaces), and 10,000 axes of one value each
+# (a 400 kB spec) took two minutes of `validate`; 32 axes of two points are already 2**32 runs
+MAX_AXES = 32
 
 
 LABEL_SEP = " / "  # joins the case labels of several sweep axes into a run's label
@@ -230,7 +234,7 @@ class Axis(Strict):
 class Profile(Strict):
     description: str = ""
     set: dict[str, Any] = {}
-    sweep: list[Axis] | None = None
+    sweep: list[Axis] | None = Field(None, max_length=MAX_AXES)
     seeds: Seeds | None = None
 
     @model_validator(mode="after")
@@ -370,7 +374,7 @@ class Spec(Strict):
     task: dict[str, Any] = {}
     model: dict[str, Any] = {}
     train: dict[str, Any] = {}
-    sweep: list[Axis] = []
+    sweep: list[Axis] = Field([], max_length=MAX_AXES)
     seeds: Seeds = [0]
     derived: dict[str, str] = Field({}, max_length=MAX_EXPRESSIONS)
     constraints: list[str] = Field(
