@@ -431,6 +431,15 @@ class Spec(Strict):
                                  "files are one file on a case-insensitive disk)")
         if self.figure is None and not self.figures:
             raise ValueError("a spec needs a `figure` (or a `figures` list)")
+        for where, sweep in [("sweep", self.sweep)] + [(f"profiles.{n}.sweep", p.sweep)
+                                                       for n, p in self.profiles.items()]:
+            held = len(self.constraints) + sum(max((len(c.constraints) for c in a.cases or []),
+                                                   default=0) for a in sweep or [])
+            if held > MAX_EXPRESSIONS:  # the constraints of one case per axis all hold at a
+                # point: 32 axes of 100 each were 3,200 evaluations at each of 100,000 points
+                raise ValueError(f"{where}: a sweep point may have to meet {held} constraints "
+                                 f"(the spec's and its cases' on every axis), more than "
+                                 f"{MAX_EXPRESSIONS}")
         for a in ("mechanistic", "output_variance"):
             if a in self.analysis and not self.save_weights:
                 raise ValueError(f"analysis {a!r} reads the saved weights: set save_weights")
