@@ -77,6 +77,10 @@ MAX_EXPRESSIONS = 100
 # shipped specs have at most 12 claims and 273 paper values
 MAX_CLAIMS = 1_000
 MAX_PAPER_VALUES = 10_000
+# sweep axes of one sweep (the shipped specs have at most 3): each later axis is checked against
+# each earlier one (an axis whose values a later one replaces), and 10,000 axes of one value each
+# (a 400 kB spec) took two minutes of `validate`; 32 axes of two points are already 2**32 runs
+MAX_AXES = 32
 
 
 LABEL_SEP = " / "  # joins the case labels of several sweep axes into a run's label
@@ -117,6 +121,55 @@ Label = Annotated[str, Field(max_length=200), AfterValidator(_plain_label),
                   AfterValidator(drawable)]  # drawn on the figures' axes and legends
 
 
+def replaces(later: str, key: str, value: Any) -> bool:
+    """Whether setting the dotted key ``later`` overwrites what ``key: value`` set before it (the
+    key itself, a field inside it, or a field the mapping ``value`` names)."""
+    if key == later or key.startswith(later + "."):
+        return True
+    if not later.startswith(key + "."):
+        return False
+    node = value
+    for part in later[len(key) + 1:].split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def _overlap(entries: list[tuple[str, str, list[Any]]]) -> str | None:
+    """Why a later one of ``entries`` ((where, dotted key, its possible values), in the order
+    they are applied) replaces what an earlier one sets, or None: the same key twice, a whole
+    section after a key inside it, or a key inside a mapping given before that names it (a
+    case's ``set`` d_model 8 under its own ``grid`` d_model [16, 32]; ``train.lr`` then
+    ``train: {lr: ...}``) replaced the earlier value without a word. A key inside a mapping
+    that does not name it (``set: {model: {name: transformer_lm}}``, ``grid: {model.d_model:
+    [...]}``) refines the mapping, and is fine."""
+    seen: dict[str, tuple[str, list[Any]]] = {}  # an earlier key -> (where, its values)
+    under: dict[str, tuple[str, str]] = {}  # a section an earlier key lies in -> (where, key)
+    for where, key, values in entries:  # each key against its own sections only: n log n
+        parts = key.split(".")
+        for n in range(1, len(parts) + 1):
+            k = ".".join(parts[:n])
+            if k in seen and any(replaces(key, k, v) for v in seen[k][1]):
+                w = seen[k][0]
+                break
+        else:
+            if key not in under:
+                seen.setdefault(key, (where, values))
+                for n in range(1, len(parts)):
+                    under.setdefault(".".join(parts[:n]), (where, key))
+                continue
+            w, k = under[key]
+        return (f"{where}.{key} replaces what {w}.{k} sets (the earlier value would never be "
+                "used); give each setting once")
+    return None
+
+def _zip_lengths(z: dict[str, list[Any]]) -> None:
+    lens = {k: len(v) for k, v in z.items()}
+    if len(set(lens.values())) > 1:
+        raise ValueError(f"zip lists have different lengths: {lens} (zip pairs the i-th values)")
+
+
 class Case(Strict):
     """One named variant of a ``cases`` axis: fixed overrides plus its own optional grid/zip."""
 
@@ -148,6 +201,12 @@ class Case(Strict):
         if self.seeds == []:  # the case had no runs: it left the profile without a word
             raise ValueError("seeds: an empty list (the case would have no runs; leave seeds "
                              "out to use the spec's)")
+        _zip_lengths(self.zip)
+        why = _overlap([("set", k, [v]) for k, v in self.set.items()]  # applied in this order
+                       + [(kind, k, vs) for kind in ("grid", "zip")
+                          for k, vs in getattr(self, kind).items()])
+        if why:  # set d_model 8 under grid d_model [16, 32]: 8 was never run
+            raise ValueError(why)
         return self
 
 
@@ -163,14 +222,27 @@ class Axis(Strict):
         kinds = [k for k in ("grid", "zip", "cases") if getattr(self, k) is not None]
         if len(kinds) != 1:
             raise ValueError(f"a sweep axis needs exactly one of grid/zip/cases, got {kinds or 'none'}")
+        if self.zip is not None:
+            _zip_lengths(self.zip)
+        for kind in ("grid", "zip"):
+            why = _overlap([(kind, k, vs) for k, vs in (getattr(self, kind) or {}).items()])
+            if why:
+                raise ValueError(why)
         return self
 
 
 class Profile(Strict):
     description: str = ""
     set: dict[str, Any] = {}
-    sweep: list[Axis] | None = None
+    sweep: list[Axis] | None = Field(None, max_length=MAX_AXES)
     seeds: Seeds | None = None
+
+    @model_validator(mode="after")
+    def _set_once(self) -> Profile:
+        why = _overlap([("set", k, [v]) for k, v in self.set.items()])  # train.lr, train: {lr}
+        if why:
+            raise ValueError(why)
+        return self
 
 
 class Select(Strict):
@@ -302,7 +374,7 @@ class Spec(Strict):
     task: dict[str, Any] = {}
     model: dict[str, Any] = {}
     train: dict[str, Any] = {}
-    sweep: list[Axis] = []
+    sweep: list[Axis] = Field([], max_length=MAX_AXES)
     seeds: Seeds = [0]
     derived: dict[str, str] = Field({}, max_length=MAX_EXPRESSIONS)
     constraints: list[str] = Field(
@@ -359,6 +431,15 @@ class Spec(Strict):
                                  "files are one file on a case-insensitive disk)")
         if self.figure is None and not self.figures:
             raise ValueError("a spec needs a `figure` (or a `figures` list)")
+        for where, sweep in [("sweep", self.sweep)] + [(f"profiles.{n}.sweep", p.sweep)
+                                                       for n, p in self.profiles.items()]:
+            held = len(self.constraints) + sum(max((len(c.constraints) for c in a.cases or []),
+                                                   default=0) for a in sweep or [])
+            if held > MAX_EXPRESSIONS:  # the constraints of one case per axis all hold at a
+                # point: 32 axes of 100 each were 3,200 evaluations at each of 100,000 points
+                raise ValueError(f"{where}: a sweep point may have to meet {held} constraints "
+                                 f"(the spec's and its cases' on every axis), more than "
+                                 f"{MAX_EXPRESSIONS}")
         for a in ("mechanistic", "output_variance"):
             if a in self.analysis and not self.save_weights:
                 raise ValueError(f"analysis {a!r} reads the saved weights: set save_weights")

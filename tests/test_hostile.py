@@ -8281,3 +8281,147 @@ def test_an_enormous_pathfinder_metadata_file_is_refused_unread(tmp_path, monkey
         load_lra("pathfinder", "train", root=data, resolution=32, cache=False)
     monkeypatch.setattr(pathfinder, "MAX_METADATA_BYTES", size)
     assert len(load_lra("pathfinder", "train", root=data, resolution=32, cache=False)) > 0
+
+
+@pytest.mark.parametrize("sweep,profile_set,needle", [
+    ([{"cases": [{"label": "A", "set": {"model.d_model": 8}, "grid": {"model.d_model": [16]}}]}],
+     {}, "grid.model.d_model replaces what set.model.d_model sets"),
+    ([{"cases": [{"label": "A", "set": {"model.d_model": 8}, "zip": {"model.d_model": [16]}}]}],
+     {}, "zip.model.d_model replaces what set.model.d_model sets"),
+    ([{"cases": [{"label": "A", "set": {"model.d_model": 8, "model": {
+        "name": "ssm_lm", "mixer": "s6", "d_model": 16, "d_state": 4}}}]}],
+     {}, "set.model replaces what set.model.d_model sets"),
+    ([{"grid": {"train.schedule": [{"kind": "cosine"}], "train.schedule.kind": ["linear"]}}],
+     {}, "grid.train.schedule.kind replaces what grid.train.schedule sets"),
+    ([{"cases": [{"label": "S6"}]}], {"train.lr": 0.02, "train": {"lr": 0.03}},
+     "set.train replaces what set.train.lr sets"),
+])
+def test_a_setting_given_twice_in_one_case_set_or_axis_is_refused(tmp_path, sweep, profile_set,
+                                                                   needle):
+    """A case's `set` value under its own grid or zip, a dotted key under a whole section given
+    after it, or a section's field given again by a dotted key: the later one replaced the
+    earlier without a word (d_model 8 never ran; `show` listed d_model 16 only). A key inside a
+    section that does not name it refines the section (huang2025-tabA1-A4's Transformer case)."""
+    spec = _one_run_spec(tmp_path, sweep=sweep, profiles={
+        "smoke": {"set": profile_set}, "quick": {}, "paper": {}})
+    _assert_refused(_invoke("show", spec, "--profile", "smoke"), needle)
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": [{"label": "T", "set": {"model": {
+        "name": "transformer_lm", "n_layers": 1, "heads": 1}}, "grid": {"model.d_model": [8, 16]}}]}])
+    res = _invoke("show", spec, "--profile", "smoke", "--json")
+    assert res.exit_code == 0, res.output
+    assert sorted(r["config"]["model"]["d_model"] for r in json.loads(res.stdout)["runs"]) == [8, 16]
+
+
+@pytest.mark.parametrize("where", ["axis", "case"])
+def test_zip_lists_of_different_lengths_are_refused_with_set_too(tmp_path, where):
+    """`show --set train.lr=0.02` of a spec whose zip lists differ in length was a ValueError
+    traceback (the overrides' check expanded the axes before the zip was checked)."""
+    z = {"model.d_model": [8, 16], "model.d_state": [4]}
+    sweep = [{"zip": z}] if where == "axis" else [{"cases": [{"label": "A", "zip": z}]}]
+    spec = _one_run_spec(tmp_path, sweep=sweep)
+    for extra in ([], ["--set", "train.lr=0.02"]):
+        _assert_refused(_invoke("show", spec, "--profile", "smoke", *extra),
+                        "zip lists have different lengths")
+
+
+def test_constraints_that_exclude_every_point_of_a_labelled_case_are_refused(tmp_path):
+    """`constraints: [model.d_model >= 12]` beside a case `A` of d_model 8: the case had no runs,
+    and `show` listed B's alone (its line and rows were missing from the figure and tables
+    without a word). An unlabelled case may be excluded (a branch of the sweep)."""
+    cases = [{"label": "A", "set": {"model.d_model": 8}},
+             {"label": "B", "set": {"model.d_model": 16}}]
+    spec = _one_run_spec(tmp_path, constraints=["model.d_model >= 12"], sweep=[{"cases": cases}])
+    _assert_refused(_invoke("show", spec, "--profile", "smoke"),
+                    "sweep.0.cases.0 (A): the constraints exclude every point of this case")
+    cases[0] = {"label": "A", "set": {"model.d_model": 8}, "constraints": ["model.d_state > 4"]}
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": cases}])
+    _assert_refused(_invoke("show", spec, "--profile", "smoke"), "sweep.0.cases.0 (A)")
+    cases = [{"set": {"model.d_model": 8}, "constraints": ["model.d_state > 4"]},
+             {"label": "B", "set": {"model.d_model": 16}}]
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": cases}])
+    res = _invoke("show", spec, "--profile", "smoke", "--json")
+    assert res.exit_code == 0, res.output
+    assert [r["label"] for r in json.loads(res.stdout)["runs"]] == ["B"]
+
+
+def test_cases_of_two_axes_keep_both_constraints_and_seeds_are_not_replaced(tmp_path):
+    """The second axis's case constraints replaced the first's at their joint points: case A's
+    own `model.d_model > 100` was dropped and A ran at d_model 8; a second axis's case seeds
+    replaced the first's without a word, and so did every case's own seeds a profile's seeds."""
+    a = [{"label": "A", "set": {"model.d_model": 8}, "constraints": ["model.d_model > 100"]},
+         {"label": "A2", "set": {"model.d_model": 16}}]
+    b = [{"label": "B", "constraints": ["model.d_state >= 1"]}]
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": a}, {"cases": b}])
+    _assert_refused(_invoke("show", spec, "--profile", "smoke"),
+                    "sweep.0.cases.0 (A): the constraints exclude every point")
+    a[0]["constraints"] = ["model.d_model < 10"]
+    b = [{"label": "B", "constraints": ["model.d_model > 8"]}, {"label": "C"}]
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": a}, {"cases": b}])
+    res = _invoke("show", spec, "--profile", "smoke", "--json")
+    assert res.exit_code == 0, res.output
+    assert {r["label"] for r in json.loads(res.stdout)["runs"]} == {"A / C", "A2 / B", "A2 / C"}
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": [{"label": "A", "seeds": [0]}]},
+                                          {"cases": [{"label": "B", "seeds": [1, 2]}]}])
+    _assert_refused(_invoke("show", spec, "--profile", "smoke"),
+                    "'A' and 'B' of two axes give different seeds")
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": [{"label": "A", "seeds": [0]}]}],
+                         profiles={"smoke": {"seeds": [5, 6]}, "quick": {}, "paper": {}})
+    _assert_refused(_invoke("show", spec, "--profile", "smoke"),
+                    "profiles.smoke.seeds: every sweep point")
+
+
+def test_a_mapping_field_that_every_sweep_point_sets_again_is_refused(tmp_path):
+    """A profile `set` of `train.schedule: {kind: cosine, warmup_steps: 2}` (or an earlier axis
+    sweeping such a mapping) beside a grid of `train.schedule.warmup_steps`: warmup 2 never ran,
+    without a word (a key every point sets again was refused; a field its mapping names was not)."""
+    sched = {"kind": "cosine", "warmup_steps": 2}
+    grid = {"grid": {"train.schedule.warmup_steps": [1, 3]}}
+    spec = _one_run_spec(tmp_path, sweep=[grid], profiles={
+        "smoke": {"set": {"train.schedule": sched}}, "quick": {}, "paper": {}})
+    _assert_refused(_invoke("show", spec, "--profile", "smoke"), "profiles.smoke.set.train."
+                    "schedule: every sweep point of this profile sets train.schedule.warmup_steps")
+    spec = _one_run_spec(tmp_path, sweep=[{"grid": {"train.schedule": [sched]}}, grid])
+    _assert_refused(_invoke("show", spec, "--profile", "smoke"),
+                    "sweep.0: train.schedule is set again (its train.schedule.warmup_steps)")
+    spec = _one_run_spec(tmp_path, sweep=[{"grid": {"train.schedule": [{"kind": "cosine"}]}},
+                                          grid])  # refines the mapping: every value is used
+    res = _invoke("show", spec, "--profile", "smoke", "--json")
+    assert res.exit_code == 0, res.output
+    assert [r["config"]["train"]["schedule"]["warmup_steps"]
+            for r in json.loads(res.stdout)["runs"]] == [1, 3]
+
+
+def test_the_check_of_settings_given_twice_is_not_quadratic(tmp_path):
+    """The check that a case, profile `set` or axis gives no setting twice compared every key
+    with every other: a case `set` of 20,000 keys (a 400 kB spec) took 150 s to load."""
+    from ssmrepro.spec import SpecError, load_spec
+
+    keys = {f"model.x{i}": 1 for i in range(20000)}
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": [{"label": "A", "set": keys}]}],
+                         profiles={"smoke": {"set": keys}, "quick": {}, "paper": {}})
+    start = time.monotonic()
+    load_spec(spec)
+    assert time.monotonic() - start < 20
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": [{"label": "A", "set": {
+        **keys, "model": {"x19999": 2}}}]}])
+    with pytest.raises(SpecError, match="set.model replaces what set.model.x0 sets"):
+        load_spec(spec)
+
+
+def test_the_number_of_sweep_axes_is_bounded(tmp_path):
+    """10,000 sweep axes of one value each (a 400 kB spec) took two minutes of `show` (each axis
+    is checked against every later one); in the spec and in a profile."""
+    axes = [{"grid": {f"model.x{i}": [1]}} for i in range(10000)]
+    for kw in ({"sweep": axes}, {"profiles": {"smoke": {"sweep": axes}, "quick": {}, "paper": {}}}):
+        spec = _one_run_spec(tmp_path, **kw)
+        start = time.monotonic()
+        _assert_refused(_invoke("show", spec, "--profile", "smoke"), "at most 32 items")
+        assert time.monotonic() - start < 30
+
+
+def test_the_constraints_a_point_meets_over_all_axes_are_bounded(tmp_path):
+    """The constraints of one case per axis all hold at a sweep point (since the later axis's no
+    longer replace the earlier's): 32 axes of 100 each made 3,200 evaluations at every point."""
+    case = {"cases": [{"constraints": [f"model.d_model >= {i}" for i in range(60)]}]}
+    spec = _one_run_spec(tmp_path, sweep=[case, case])
+    _assert_refused(_invoke("validate", spec), "sweep: a sweep point may have to meet 120")

@@ -17,7 +17,17 @@ from pydantic import ValidationError
 
 from .. import expr
 from ..models import MODELS, ModelConfig
-from ..spec import LABEL_SEP, Axis, Spec, SpecError, _format_errors, find_reused, parse_yaml
+from ..spec import (
+    LABEL_SEP,
+    Axis,
+    Spec,
+    SpecError,
+    _format_errors,
+    _zip_lengths,
+    find_reused,
+    parse_yaml,
+    replaces,
+)
 from ..tasks import TASKS, DataUnavailable, Task, TaskConfig, build_task, eval_set_problem
 from ..tasks.base import fixed_split_error, loss_problem
 from .config import RunConfig, TrainConfig, flatten, lean, run_id_of
@@ -47,10 +57,8 @@ def set_dotted(cfg: dict[str, Any], key: str, value: Any) -> None:
 
 
 def _zip_points(z: dict[str, list[Any]]) -> list[dict[str, Any]]:
-    lens = {k: len(v) for k, v in z.items()}
-    if len(set(lens.values())) > 1:
-        raise ValueError(f"zip lists have different lengths: {lens}")
-    n = next(iter(lens.values()), 0)
+    _zip_lengths(z)  # refused when the spec is read (an Axis or Case), checked again here
+    n = len(next(iter(z.values()), []))
     return [{k: v[i] for k, v in z.items()} for i in range(n)]
 
 
@@ -94,34 +102,41 @@ def axis_size(axis: Axis) -> int:
 
 def axis_points(axis: Axis) -> list[tuple[list[str], dict[str, Any]]]:
     """(labels, overrides) for every point of one axis."""
+    return [(labels, ov) for labels, ov, _ in _case_points(axis)]
+
+
+def _case_points(axis: Axis) -> list[tuple[list[str], dict[str, Any], int | None]]:
+    """(labels, overrides, the index of its case or None) for every point of one axis."""
     if axis.grid is not None:
-        return [([], p) for p in _grid_points(axis.grid)]
+        return [([], p, None) for p in _grid_points(axis.grid)]
     if axis.zip is not None:
-        return [([], p) for p in _zip_points(axis.zip)]
+        return [([], p, None) for p in _zip_points(axis.zip)]
     out = []
-    for case in axis.cases or []:
+    for c, case in enumerate(axis.cases or []):
         subs = [dict(a, **b) for a in _grid_points(case.grid) for b in _zip_points(case.zip) or [{}]]
         extra = {SEEDS_KEY: case.seeds} if case.seeds is not None else {}
         if case.constraints:
             extra[CONSTRAINTS_KEY] = case.constraints
         for sub in subs or [{}]:
-            out.append(([case.label] if case.label else [], {**case.set, **sub, **extra}))
+            out.append(([case.label] if case.label else [], {**case.set, **sub, **extra}, c))
     return out
 
 
-def _replaces(derived_key: str, key: str, value: Any) -> bool:
-    """Whether the derived value of ``derived_key`` overwrites what ``key: value`` sets (the key
-    itself, a field inside it, or a field the mapping ``value`` names)."""
-    if key == derived_key or key.startswith(derived_key + "."):
-        return True
-    if not derived_key.startswith(key + "."):
-        return False
-    node = value
-    for part in derived_key[len(key) + 1:].split("."):
-        if not isinstance(node, dict) or part not in node:
-            return False
-        node = node[part]
-    return True
+def _join(la: list[str], oa: dict[str, Any], lb: list[str], ob: dict[str, Any]) -> dict[str, Any]:
+    """The overrides of a point of earlier axes (labels ``la``) and a point of the next axis: the
+    next one's keys win (``_replaced_axis_keys`` refuses an axis whose values are never used),
+    the constraints of both cases hold (the next case's list replaced the earlier's: a case
+    excluded by its own constraint ran), and two cases' seed lists must agree (one replaced the
+    other)."""
+    out = {**oa, **ob}
+    if CONSTRAINTS_KEY in oa and CONSTRAINTS_KEY in ob:
+        out[CONSTRAINTS_KEY] = oa[CONSTRAINTS_KEY] + ob[CONSTRAINTS_KEY]
+    if SEEDS_KEY in oa and SEEDS_KEY in ob and list(oa[SEEDS_KEY]) != list(ob[SEEDS_KEY]):
+        raise ValueError(f"the cases {LABEL_SEP.join(la) or '(unlabelled)'!r} and "
+                         f"{LABEL_SEP.join(lb) or '(unlabelled)'!r} of two axes give different "
+                         f"seeds ({oa[SEEDS_KEY]} and {ob[SEEDS_KEY]}): one list would quietly "
+                         "replace the other (give a case's seeds in one axis)")
+    return out
 
 
 def _apply_derived(cfg: dict[str, Any], derived: dict[str, str]) -> None:
@@ -344,20 +359,33 @@ def overrides_tag(overrides: dict[str, Any] | None) -> str:
 
 
 def _replaced_axis_keys(spec: Spec, profile: str, axes: list, key: str) -> list[str]:
-    """'file: ...' for a key an axis sweeps that every point of a later axis sets again: the
-    earlier values were never used (grid d_model [8] x grid d_model [16] quietly ran d_model 16
-    only; a case that sets it for some points only is an override, and fine)."""
+    """'file: ...' for a key an axis sweeps that every point of a later axis sets again (the key,
+    or a field that each of its mapping values names): the earlier values were never used (grid
+    d_model [8] x grid d_model [16] quietly ran d_model 16 only; grid schedule [{kind: cosine,
+    warmup_steps: 2}] x grid schedule.warmup_steps [1, 3] never ran warmup 2); a case that sets
+    it for some points only is an override, and fine."""
     meta = (SEEDS_KEY, CONSTRAINTS_KEY)
-    sets = [[{k for k in ov if k not in meta} for _, ov in axis_points(axis)] for axis in axes]
+    sets = [[{k: v for k, v in ov.items() if k not in meta} for _, ov in axis_points(axis)]
+            for axis in axes]
     out = []
     for i, earlier in enumerate(sets):
-        for k in sorted(set().union(*earlier)) if earlier else []:
+        values: dict[str, list[Any]] = {}
+        for pt in earlier:
+            for k, v in pt.items():
+                values.setdefault(k, []).append(v)
+        for k in sorted(values):
             for j in range(i + 1, len(sets)):
                 later = sets[j]
-                if later and all(any(k == s or k.startswith(s + ".") for s in pt) for pt in later):
-                    out.append(f"{spec.path}: [profile {profile}] {key}.{i}: {k} is set again by "
-                               f"every point of sweep axis {j}, so the values of axis {i} are "
-                               "never used (sweep it in one axis)")
+                hits = {s: all(replaces(s, k, v) for v in values[k])
+                        for s in set().union(*later)} if later else {}
+                if later and all(any(hits[s] for s in pt) for pt in later):
+                    what = next(s for s in later[0] if hits[s])
+                    inside = what.startswith(k + ".")  # a field the values of k name
+                    part = f" (its {what})" if inside else "" if what == k else f" (in {what})"
+                    out.append(f"{spec.path}: [profile {profile}] {key}.{i}: {k} is set again"
+                               f"{part} by every point of sweep axis {j}, so the values of axis "
+                               f"{i}{' for it' if inside else ''} are never used (sweep it in one "
+                               "axis)")
                     break
     return out
 
@@ -413,19 +441,33 @@ def expand(spec: Spec, profile: str | None = None,
                              f"(the axes multiply to {n_points:,} points x {len(seeds)} seeds); "
                              "split the sweep into smaller specs or profiles"])
     points: list[tuple[list[str], dict[str, Any]]] = [([], {})]
+    cases: list[tuple[tuple[int, int], ...]] = [()]  # per point: (axis, case) of its labelled cases
     try:
-        for axis in axes:
-            points = [(la + lb, {**oa, **ob}) for la, oa in points for lb, ob in axis_points(axis)]
+        for a, axis in enumerate(axes):
+            these = _case_points(axis)
+            points = [(la + lb, _join(la, oa, lb, ob)) for la, oa in points for lb, ob, _ in these]
+            cases = [ca + (((a, c),) if c is not None and axis.cases[c].label else ())
+                     for ca in cases for _, _, c in these]
     except ValueError as err:
-        raise SpecError([f"{spec.path}: sweep: {err}"]) from None
+        raise SpecError([f"{spec.path}: [profile {profile}] sweep: {err}"]) from None
+    kept: set[tuple[int, int]] = set()  # labelled cases with a point the constraints keep
     errors += _replaced_axis_keys(spec, profile, axes, "sweep" if prof.sweep is None
                                   else f"profiles.{profile}.sweep")
-    unused = [k for k in prof.set if points and all(
-        any(k == s or k.startswith(s + ".") for s in ov) for _, ov in points)]
+    swept_keys = {s for _, ov in points for s in ov}
+    unused = []
+    for k, v in prof.set.items():  # the key, or a field its mapping names (schedule.warmup_steps)
+        hits = {s for s in swept_keys if replaces(s, k, v)}
+        if points and hits and all(any(s in hits for s in ov) for _, ov in points):
+            unused.append((k, min(hits)))
     if unused:  # the profile's value is replaced at every point: it would be quietly ignored
         raise SpecError([f"{spec.path}: profiles.{profile}.set.{k}: every sweep point of this "
-                         "profile sets this key, so this value is never used (remove it, or set "
-                         "it in the sweep)" for k in unused])
+                         f"profile sets {'this key' if s == k else s}, so "
+                         f"{'this value' if s == k else 'what this value gives for it'} is never "
+                         "used (remove it, or set it in the sweep)" for k, s in unused])
+    if prof.seeds is not None and points and all(SEEDS_KEY in ov for _, ov in points):
+        raise SpecError([f"{spec.path}: profiles.{profile}.seeds: every sweep point of this "
+                         "profile has its case's own seeds, so this list is never used (remove "
+                         "it, or the cases' seeds)"])
 
     replaced = [f"{where}: derived.{d} computes this value ({spec.derived[d]!r}), so the value "
                 "set here is never used (remove it, or change the derived expression)"
@@ -434,7 +476,7 @@ def expand(spec: Spec, profile: str | None = None,
                 + [(f"{spec.path}: sweep key {k}", k, v) for axis in axes
                    for _, ov in axis_points(axis) for k, v in ov.items()
                    if k not in (SEEDS_KEY, CONSTRAINTS_KEY)]
-                for d in spec.derived if _replaces(d, k, v)]
+                for d in spec.derived if replaces(d, k, v)]
     errors += list(dict.fromkeys(replaced))  # the derived expression overwrote these quietly
 
     runs: list[RunConfig] = []
@@ -453,6 +495,7 @@ def expand(spec: Spec, profile: str | None = None,
             env = flatten(cfg)
             if not all(_holds(c, env) for c in constraints):
                 continue
+            kept.update(cases[i])
             task, model, train = validate_sections(cfg)
         except SectionError as err:
             for m in _format_errors(spec.path or spec.id, err.err, prefix=f"{err.section}."):
@@ -482,6 +525,15 @@ def expand(spec: Spec, profile: str | None = None,
             )
             rc.run_id = run_id_of({**ident, "seed": rc.seed})  # = run_id_of(rc.identity())
             runs.append(rc)
+    where = "sweep" if prof.sweep is None else f"profiles.{profile}.sweep"
+    for a, axis in enumerate(axes):  # a labelled case the constraints exclude entirely had no
+        # runs: its line, bars and table rows were missing without a word
+        for c, case in enumerate(axis.cases or []):
+            if case.label and (a, c) not in kept and not grouped:
+                errors.append(f"{spec.path}: [profile {profile}] {where}.{a}.cases.{c} "
+                              f"({case.label}): the constraints exclude every point of this case, "
+                              "so it has no runs (remove the case from this profile's sweep, or "
+                              "change its settings or the constraints)")
     for msg, pts in grouped.items():
         shown = ", ".join(pts[:3]) + (f" and {len(pts) - 3} more" if len(pts) > 3 else "")
         path, _, rest = msg.partition(": ")
