@@ -440,6 +440,11 @@ class Spec(Strict):
                 raise ValueError(f"{where}: a sweep point may have to meet {held} constraints "
                                  f"(the spec's and its cases' on every axis), more than "
                                  f"{MAX_EXPRESSIONS}")
+        if ("seeds" in self.model_fields_set and self.profiles
+                and all(p.seeds is not None for p in self.profiles.values())):
+            # yu2025-fig3's `seeds: [0, 1]` read as its seeds; every profile trained its own
+            raise ValueError(f"seeds {self.seeds}: no profile uses them (each of "
+                             f"{', '.join(self.profiles)} gives its own seeds); remove them")
         for a in ("mechanistic", "output_variance"):
             if a in self.analysis and not self.save_weights:
                 raise ValueError(f"analysis {a!r} reads the saved weights: set save_weights")

@@ -8425,3 +8425,14 @@ def test_the_constraints_a_point_meets_over_all_axes_are_bounded(tmp_path):
     case = {"cases": [{"constraints": [f"model.d_model >= {i}" for i in range(60)]}]}
     spec = _one_run_spec(tmp_path, sweep=[case, case])
     _assert_refused(_invoke("validate", spec), "sweep: a sweep point may have to meet 120")
+
+
+def test_spec_seeds_that_no_profile_uses_are_refused(tmp_path):
+    """yu2025-fig3 said `seeds: [0, 1]` while each of its profiles gave its own seeds: the list
+    read as the spec's seeds and was never used. It is refused, exit 2; a profile without its
+    own seeds uses them, and the spec is fine."""
+    profiles = {"smoke": {"seeds": [0]}, "quick": {"seeds": [0]}, "paper": {"seeds": [0, 1]}}
+    spec = _one_run_spec(tmp_path, seeds=[0, 1], profiles=profiles)
+    _assert_refused(_invoke("validate", spec), "seeds [0, 1]: no profile uses them")
+    ok = _one_run_spec(tmp_path, seeds=[0, 1], profiles={**profiles, "paper": {}})
+    assert _invoke("validate", ok).exit_code == 0
