@@ -25,7 +25,7 @@ import torch
 from pydantic import BaseModel, ConfigDict
 from torch import nn
 
-from ..util import NoBoolNumbers
+from ..util import NoBoolNumbers, refuse_unread  # noqa: F401 (re-exported: the configs use it from here)
 
 
 class ModelConfig(NoBoolNumbers):
@@ -37,17 +37,6 @@ class ModelConfig(NoBoolNumbers):
     def to_backbone(self):  # pragma: no cover - abstract
         """The SeqLMConfig this config stands for."""
         raise NotImplementedError
-
-
-def refuse_unread(cfg: BaseModel, unread: list[tuple[str, str]]) -> None:
-    """Raise ValueError for the first field of ``unread`` ((field, why) pairs: the fields that
-    ``cfg``'s other settings never let the built module read) set away from its default: such a
-    key trained the default's model under another run id, and its label said otherwise."""
-    for key, why in unread:
-        value = getattr(cfg, key)
-        if value != type(cfg).model_fields[key].get_default(call_default_factory=True):
-            raise ValueError(f"{key} {value!r} is not read {why}: the run would train the same "
-                             f"model as without it under another run id; leave {key} out")
 
 
 def refuse_reversed_range(cfg: BaseModel, low: str = "dt_min", high: str = "dt_max") -> None:

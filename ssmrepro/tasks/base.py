@@ -31,6 +31,18 @@ TRAIN, VAL, TEST = 0, 1, 2
 SPLITS = {"train": TRAIN, "val": VAL, "test": TEST}
 
 
+def role_split_problem(key: str, ours: int, theirs: int, low: str, high: str) -> str | None:
+    """Why an eval set whose ``key`` (a count of ids in the ``low`` role, the rest ``high``:
+    mqar_huang's keys then values, selective_copy's words then number tokens) differs from the
+    run's cannot score it: the ids between the two counts change role; None when equal."""
+    if ours == theirs:
+        return None
+    a, b = ours, theirs
+    return (f"{key} {b} differs from the run's task ({a}): ids {min(a, b)}..{max(a, b) - 1} "
+            f"would be {low if b > a else high} in the set but {high if b > a else low} in "
+            "training")
+
+
 def previous_occurrence(x: torch.Tensor, first: int = 0) -> torch.Tensor:
     """(..., T) int64: for each t, the latest j in [first, t) with x_j == x_t, else -1; x: (..., T)
     integers. A stable sort by value keeps each value's positions in order, so the entry

@@ -71,7 +71,7 @@ from pydantic import Field, create_model, model_validator
 
 from ..data import DATASETS, GENERATED, DataUnavailable, LRADataset, dataset_config, load_lra
 from ..data.nominal import NominalShape, nominal_shape
-from ..util import data_root, read_small
+from ..util import data_root, read_small, refuse_unread
 from .base import SPLITS, Batch, Task, TaskConfig, TaskInfo
 
 _SPLIT_NAMES = {v: k for k, v in SPLITS.items()}  # 0 -> "train", ...
@@ -105,11 +105,7 @@ class _LRAConfig(TaskConfig):
             raise ValueError("val_fraction + test_fraction must leave rows for training (< 1)")
         if any(v <= 0 for v in getattr(self, "color_std", ())):
             raise ValueError(f"color_std {list(self.color_std)}: every std must be > 0")
-        for key, why in ignored(dataset, self):
-            if getattr(self, key) != defaults[key]:
-                raise ValueError(f"{key} {getattr(self, key)!r} is not read {why}: the run would "
-                                 "train on the same data as the default under another run id; "
-                                 f"leave {key} out")
+        refuse_unread(self, ignored(dataset, self), defaults, what="data")
         return self
 
 

@@ -41,7 +41,7 @@ import torch
 from pydantic import Field, model_validator
 
 from . import rng
-from .base import IGNORE, Batch, Task, TaskConfig, TaskInfo
+from .base import IGNORE, Batch, Task, TaskConfig, TaskInfo, role_split_problem
 
 _S_ORDER, _S_VALUES, _S_QPOS, _S_NOISE = 1, 2, 3, 4
 
@@ -70,13 +70,9 @@ class MQARHuang(Task):
         return TaskInfo(vocab_size=c.kappa + c.vocab, n_classes=c.kappa + c.vocab, seq_len=c.T)
 
     def eval_problem(self, other: Task) -> str | None:
-        a, b = self.config.kappa, other.config.kappa
-        if a != b:  # kappa + vocab kept (the outputs fit): ids between the two are keys in one
-            # task and values in the other
-            return (f"kappa {b} differs from the run's task ({a}): ids {min(a, b)}..{max(a, b) - 1} "
-                    f"would be {'keys' if b > a else 'values'} in the set but "
-                    f"{'values' if b > a else 'keys'} in training (keys are ids 0..kappa-1)")
-        return None
+        # kappa + vocab kept (the outputs fit): keys are ids 0..kappa-1, values the next |V|
+        why = role_split_problem("kappa", self.config.kappa, other.config.kappa, "keys", "values")
+        return None if why is None else why + " (keys are ids 0..kappa-1)"
 
     def sample(self, seeds: torch.Tensor, split: int, index: torch.Tensor) -> Batch:
         c = self.config

@@ -42,7 +42,7 @@ import torch
 from pydantic import Field, model_validator
 
 from . import rng
-from .base import IGNORE, Batch, Task, TaskConfig, TaskInfo
+from .base import IGNORE, Batch, Task, TaskConfig, TaskInfo, role_split_problem
 from .cooper_tokens import (
     S_LAST,
     S_MIX,
@@ -95,13 +95,9 @@ class SelectiveCopy(Task):
         return TaskInfo(vocab_size=V, n_classes=V, seq_len=c.L)
 
     def eval_problem(self, other: Task) -> str | None:
-        a, b = self.config.words, other.config.words
-        if a != b:  # words + numbers kept (the outputs fit): ids between the two word counts
-            # are words in one task and number tokens in the other
-            return (f"words {b} differs from the run's task ({a}): ids {min(a, b)}..{max(a, b) - 1} "
-                    f"would be {'words' if b > a else 'number tokens'} in the set but "
-                    f"{'number tokens' if b > a else 'words'} in training")
-        return None
+        # words + numbers kept (the outputs fit): ids are W words, then number tokens
+        return role_split_problem("words", self.config.words, other.config.words, "words",
+                                  "number tokens")
 
     def sample(self, seeds: torch.Tensor, split: int, index: torch.Tensor) -> Batch:
         c = self.config
