@@ -499,18 +499,18 @@ DrawnText = Annotated[str, StringConstraints(max_length=MAX_DRAWN_TEXT),
 
 
 def refuse_unread(cfg: Any, unread: list[tuple[str, str]], defaults: dict[str, Any] | None = None,
-                  what: str = "model") -> None:
+                  what: str = "the same model") -> None:
     """Raise ValueError for the first field of ``unread`` ((field, why) pairs: the fields that
     ``cfg``'s other settings never let the built model or loader read) set away from its default
-    (``defaults``, else the pydantic field's): such a key trained the default's ``what`` under
+    (``defaults``, else the pydantic field's): such a key trained ``what`` as the default under
     another run id, and its label said otherwise. Model, mixer and LRA task configs share it."""
     for key, why in unread:
         value = getattr(cfg, key)
         default = (defaults[key] if defaults is not None
                    else type(cfg).model_fields[key].get_default(call_default_factory=True))
         if value != default:
-            raise ValueError(f"{key} {value!r} is not read {why}: the run would train the same "
-                             f"{what} as without it under another run id; leave {key} out")
+            raise ValueError(f"{key} {value!r} is not read {why}: the run would train {what} "
+                             f"as without it under another run id; leave {key} out")
 
 
 class NoBoolNumbers(BaseModel):

@@ -105,7 +105,7 @@ class _LRAConfig(TaskConfig):
             raise ValueError("val_fraction + test_fraction must leave rows for training (< 1)")
         if any(v <= 0 for v in getattr(self, "color_std", ())):
             raise ValueError(f"color_std {list(self.color_std)}: every std must be > 0")
-        refuse_unread(self, ignored(dataset, self), defaults, what="data")
+        refuse_unread(self, ignored(dataset, self), defaults, what="on the same data")
         return self
 
 
