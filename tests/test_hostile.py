@@ -8436,3 +8436,42 @@ def test_spec_seeds_that_no_profile_uses_are_refused(tmp_path):
     _assert_refused(_invoke("validate", spec), "seeds [0, 1]: no profile uses them")
     ok = _one_run_spec(tmp_path, seeds=[0, 1], profiles={**profiles, "paper": {}})
     assert _invoke("validate", ok).exit_code == 0
+
+
+@pytest.mark.parametrize("task,needle", [
+    ({"name": "selective_copy", "words": 4, "numbers": 2, "number_offset": 2, "p": 0.3, "L": 8,
+      "p_sparse": 0.5}, "p_sparse 0.5 is not read with distribution 'uniform'"),
+    ({"name": "composite", "set2_shift4": 7}, "set2_shift4 7 is not read by variant 'standard'"),
+    ({"name": "mqar", "vocab": 64, "L": 16, "kappa": 4, "reduce_to_ar": True,
+      "random_non_queries": False}, "random_non_queries False is not read with reduce_to_ar"),
+    ({"name": "induction_heads", "vocab": 8, "T": 8, "p": 0.0, "gamma": 0.3},
+     "gamma 0.3 is not read with p 0"),
+])
+def test_task_keys_the_task_never_reads_are_refused(tmp_path, task, needle):
+    """Task settings that the task's other settings never let it read (selective copy's
+    `p_sparse` with distribution uniform, composite's `set2_shift4` in the standard variant, MQAR's
+    `random_non_queries` with `reduce_to_ar`, induction heads' `gamma` with `p: 0`) trained the
+    same data as without them under a new run id, its label saying otherwise: refused, exit 2."""
+    spec = _one_run_spec(tmp_path, task=task, sweep=[{"cases": [{"label": "S6"}]}])
+    _assert_refused(_invoke("validate", spec), "task: " + needle, "leave")
+
+
+def test_an_eval_set_override_its_set_never_reads_is_refused(tmp_path):
+    """An evaluation set overriding a field its set does not read (`sp: {p_sparse: 0.1}` on a
+    uniform selective copy) was the run's test split under another name: refused. A run's field
+    that only an evaluation set reads (`p_sparse` beside `mx: {distribution: mixed}`), and a set
+    leaving the run's mixed distribution, are fine."""
+    task = {"name": "selective_copy", "words": 4, "numbers": 2, "number_offset": 2, "p": 0.3,
+            "L": 8}
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    kw = {"sweep": [{"cases": [{"label": "S6"}]}]}
+    spec = _one_run_spec(tmp_path, task=task, train={**train, "evals": {"sp": {"p_sparse": 0.1}}},
+                         **kw)
+    _assert_refused(_invoke("validate", spec), "train.evals.sp: p_sparse 0.1 is not read")
+    for t, evals in (({**task, "p_sparse": 0.1}, {"mx": {"distribution": "mixed"}}),
+                     ({**task, "p_sparse": 0.1, "distribution": "mixed"},
+                      {"un": {"distribution": "uniform"}})):
+        spec = _one_run_spec(tmp_path, task=t, train={**train, "evals": evals}, **kw)
+        res = _invoke("validate", spec)
+        assert res.exit_code == 0, res.output

@@ -29,7 +29,7 @@ from ..spec import (
     replaces,
 )
 from ..tasks import TASKS, DataUnavailable, Task, TaskConfig, build_task, eval_set_problem
-from ..tasks.base import fixed_split_error, loss_problem
+from ..tasks.base import fixed_split_error, loss_problem, refuse_unread_task
 from .config import RunConfig, TrainConfig, flatten, lean, run_id_of
 
 SECTIONS = ("task", "model", "train")
@@ -194,6 +194,7 @@ def validate_sections(cfg: dict[str, Any]) -> tuple[TaskConfig, ModelConfig, Tra
             evals[name] = task_cls.Config(**{**task.model_dump(), **overrides})
         except ValidationError as err:
             raise SectionError(f"train.evals.{name}", err) from None
+    refuse_unread_task(task, train.evals, evals)
     check_task_data(task_cls, task, train, evals)
     return task, model, train
 

@@ -23,7 +23,7 @@ from typing import ClassVar, Literal
 import torch
 from pydantic import ConfigDict
 
-from ..util import NoBoolNumbers
+from ..util import NoBoolNumbers, refuse_unread
 
 IGNORE = -100  # target value for unsupervised positions (as torch.nn.functional.cross_entropy)
 
@@ -64,6 +64,35 @@ class TaskConfig(NoBoolNumbers):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     name: str
+
+    def unread(self) -> list[tuple[str, str]]:
+        """(field, why) of the fields this config's other settings never let its task read (the
+        data is the same whatever they hold); checked by ``refuse_unread_task``."""
+        return []
+
+
+def refuse_unread_task(task: TaskConfig, overrides: dict[str, dict], evals: dict[str, TaskConfig]
+                       ) -> None:
+    """Raise ValueError for a task field set away from its default that neither the run's task
+    nor any evaluation set reads (``TaskConfig.unread``: selective copy's ``p_sparse`` with
+    distribution uniform trained the same data under another run id, its label saying otherwise),
+    and for an evaluation set's override (``overrides``: ``train.evals``; ``evals`` the sets'
+    configs) of a field that set does not read (the set was the run's test split under another
+    name)."""
+    for name, ov in overrides.items():
+        for key, why in evals[name].unread():
+            if key in ov:
+                raise ValueError(f"train.evals.{name}: {key} {ov[key]!r} is not read {why}: the "
+                                 "set would be the run's test split as without it; leave "
+                                 f"{key} out")
+    read = {k for n, c in evals.items()  # the base's value of a field an eval set reads
+            for k in type(task).model_fields if k not in overrides[n]
+            and k not in dict(c.unread())}
+    try:
+        refuse_unread(task, [(k, why) for k, why in task.unread() if k not in read],
+                      what="on the same data")
+    except ValueError as err:
+        raise ValueError(f"task: {err}") from None
 
 
 @dataclass

@@ -94,6 +94,10 @@ class CompositeConfig(TaskConfig):
                              f"{self.vocab}) (targets are not wrapped)")
         return self
 
+    def unread(self) -> list[tuple[str, str]]:
+        return ([("set2_shift4", "by variant 'standard' (it is the full_symmetry variant's "
+                  "set-2 function of anchor 4)")] if self.variant == "standard" else [])
+
 
 def pair_shifts(c: CompositeConfig) -> dict[str, int]:
     """Every anchor pair of the variant -> its shift, pair 43 with ``target43``'s answer."""

@@ -61,6 +61,10 @@ class InductionHeadsConfig(TaskConfig):
             raise ValueError(f"positions r and T - r overlap (floor(gamma*T) = {R}, T = {self.T})")
         return self
 
+    def unread(self) -> list[tuple[str, str]]:
+        return ([("gamma", "with p 0 (no sequence is of the hard case, whose special positions "
+                  "gamma bounds)")] if self.p == 0 else [])
+
 
 def induction_targets(x: torch.Tensor, vocab: int) -> torch.Tensor:
     """y (same shape as x, int64): x at the position after the latest previous occurrence of x_t,

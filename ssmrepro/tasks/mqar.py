@@ -121,6 +121,12 @@ class MQARConfig(TaskConfig):
             )
         return self
 
+    def unread(self) -> list[tuple[str, str]]:
+        # the kept 2*kappa+1 tokens are the facts and the first query slot, which the kappa gaps
+        # over kappa slots always fill: no empty position is left to fill
+        return ([("random_non_queries", "with reduce_to_ar (its 2*kappa+1 tokens are the facts "
+                  "and one query: no empty position)")] if self.reduce_to_ar else [])
+
 
 def _interleave(keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
     """(..., n) keys, (..., n) values -> (..., 2n) as k1 v1 k2 v2 ..."""

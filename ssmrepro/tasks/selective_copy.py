@@ -83,6 +83,10 @@ class SelectiveCopyConfig(TaskConfig):
                              "target")
         return self
 
+    def unread(self) -> list[tuple[str, str]]:
+        return ([("p_sparse", "with distribution 'uniform' (it is the sparse half's p of "
+                  "distribution 'mixed')")] if self.distribution == "uniform" else [])
+
 
 class SelectiveCopy(Task):
     Config = SelectiveCopyConfig
