@@ -8475,3 +8475,17 @@ def test_an_eval_set_override_its_set_never_reads_is_refused(tmp_path):
         spec = _one_run_spec(tmp_path, task=t, train={**train, "evals": evals}, **kw)
         res = _invoke("validate", spec)
         assert res.exit_code == 0, res.output
+
+
+def test_bars_of_cells_that_share_their_x_value_are_named_apart():
+    """Two cases labelled alike (`label: A` with mixer s6 and with s4d; huang2025-tabA1-A4's long
+    profile gives one label several cases) were two bars both named `A` in a bars figure over
+    `label`: the bars of a shared name carry the cell keys that tell them apart."""
+    import pandas as pd
+
+    from ssmrepro.plots.figures import _bar_names
+
+    agg = pd.DataFrame({"label": ["A", "A", "B"], "model.mixer": ["s6", "s4d", "s6"],
+                        "model.d_model": [8, 8, 8]})
+    names = _bar_names(agg, "label", ["label", "model.mixer", "model.d_model"])
+    assert names == ["A\nmixer=s6", "A\nmixer=s4d", "B"]

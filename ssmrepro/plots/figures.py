@@ -26,7 +26,7 @@ from .. import expr  # noqa: E402
 from ..report.analysis import DECAY  # noqa: E402
 from ..report.cells import column  # noqa: E402
 from ..report.columns import DECAY_X, LABEL, N_DIVERGED, N_PARAMS  # noqa: E402
-from ..util import DrawnText  # noqa: E402
+from ..util import DrawnText, norm  # noqa: E402
 from .registry import (  # noqa: E402
     Columns,
     FigureConfig,
@@ -69,6 +69,26 @@ def _bar_name(v: object, width: int = 16) -> str:
                      for line in (textwrap.wrap(part, width) or [part]))
 
 
+def _bar_names(agg: pd.DataFrame, x: str, keys: list[str]) -> list[str]:
+    """Each bar's tick label (wrapped: neighbours' labels overlapped): its value of ``x``, and
+    where several cells share that value the cell keys that tell them apart (two cases labelled
+    alike, or an ``x`` the cells share, were bars of one name)."""
+    xs = list(column(agg, x))
+    names = [_bar_name(v) for v in xs]
+    same: dict[Any, list[int]] = {}
+    for i, v in enumerate(xs):
+        same.setdefault(norm(v), []).append(i)
+    for rows in same.values():
+        if len(rows) < 2:
+            continue
+        sub = agg.iloc[rows]
+        differ = [k for k in keys if k != x and k in sub
+                  and len({norm(v) for v in sub[k]}) > 1]
+        for i in rows:
+            names[i] += "\n" + _bar_name(_cell_name(agg.iloc[i], differ))
+    return names
+
+
 @figure_kind("bars", BarsConfig)
 def bars(ctx: FigureContext, cfg: BarsConfig, path: Path) -> bool:
     """One bar per cell (± std over seeds), the paper's value as a black marker."""
@@ -77,7 +97,7 @@ def bars(ctx: FigureContext, cfg: BarsConfig, path: Path) -> bool:
         return False
     metric = cfg.metric
     fig, ax = subplots(path, 130, figsize=(max(5, 1.3 * len(agg)), 4))
-    names = [_bar_name(v) for v in column(agg, cfg.x)]  # wrapped: neighbours' labels overlapped
+    names = _bar_names(agg, cfg.x, ctx.keys)
     vals = agg[metric].to_numpy(dtype=float)
     err = agg.get(f"{metric}.std", pd.Series([0] * len(agg))).to_numpy(dtype=float)
     pos = np.arange(len(agg))
