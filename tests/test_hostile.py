@@ -8489,3 +8489,5 @@ def test_bars_of_cells_that_share_their_x_value_are_named_apart():
                         "model.d_model": [8, 8, 8]})
     names = _bar_names(agg, "label", ["label", "model.mixer", "model.d_model"])
     assert names == ["A\nmixer=s6", "A\nmixer=s4d", "B"]
+    names = _bar_names(agg, "model.d_model", ["label", "model.mixer", "model.d_model"])
+    assert names == ["8\nlabel=A\nmixer=s6", "8\nlabel=A\nmixer=s4d", "8\nlabel=B\nmixer=s6"]

@@ -84,8 +84,9 @@ def _bar_names(agg: pd.DataFrame, x: str, keys: list[str]) -> list[str]:
         sub = agg.iloc[rows]
         differ = [k for k in keys if k != x and k in sub
                   and len({norm(v) for v in sub[k]}) > 1]
-        for i in rows:
-            names[i] += "\n" + _bar_name(_cell_name(agg.iloc[i], differ))
+        for i in rows:  # one line per key (a comma-joined pair was wrapped mid-value)
+            names[i] += "".join("\n" + _bar_name(_cell_name(agg.iloc[i], [k])) for k in differ
+                                if _cell_name(agg.iloc[i], [k]))
     return names
 
 
