@@ -8491,3 +8491,23 @@ def test_bars_of_cells_that_share_their_x_value_are_named_apart():
     assert names == ["A\nmixer=s6", "A\nmixer=s4d", "B"]
     names = _bar_names(agg, "model.d_model", ["label", "model.mixer", "model.d_model"])
     assert names == ["8\nlabel=A\nmixer=s6", "8\nlabel=A\nmixer=s4d", "8\nlabel=B\nmixer=s6"]
+
+
+def test_a_loglog_slope_group_holding_two_cells_of_one_x_is_refused(tmp_path):
+    """A `loglog_slope` claim whose group (`group_by: [label]`, its default) holds several cells
+    at one `x` (widths 8, 16, 32 each at d_state 2 and 4) fitted one slope over the pooled
+    lines without a word, its verdict read 'per group'; refused as a `monotone` claim's is,
+    naming the key the cells differ in (the monotone message named every key left out)."""
+    sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]},
+             {"grid": {"model.d_model": [8, 16, 32], "model.d_state": [2, 4]}}]
+    claim = {"check": "loglog_slope", "text": "slope", "metric": "test.loss",
+             "x": "model.d_model", "expected": -1.0, "tol": 0.5}
+    spec = _one_run_spec(tmp_path, sweep=sweep, claims=[claim])
+    res = _invoke("validate", spec)
+    _assert_refused(res, "claims.0.group_by: 2 cells of one group of profile smoke have "
+                    "model.d_model = 8 (they differ in a key that group_by leaves out: "
+                    "model.d_state)")
+    spec = _one_run_spec(tmp_path, sweep=sweep, claims=[{**claim, "group_by": [
+        "label", "model.d_state"]}])
+    res = _invoke("validate", spec)
+    assert res.exit_code == 0, res.output

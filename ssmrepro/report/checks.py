@@ -454,6 +454,27 @@ def _group_rows(cells: pd.DataFrame, by: list[str]) -> list[pd.DataFrame]:
     return [g for _, g in cells.groupby(key, sort=False)]
 
 
+def _one_step_twice(cells: pd.DataFrame, by: list[str], along: str, keys: list[str],
+                    profile: str) -> list[str]:
+    """['group_by: ...'] when two cells of one group (``by``) have one value of ``along`` (they
+    differ in a key ``by`` leaves out, so a claim per group mixed them), else []."""
+    if along not in cells:
+        return []
+    for g in _group_rows(cells, by):
+        seen = g[along].astype(str)
+        if seen.duplicated().any():
+            v = seen[seen.duplicated()].iloc[0]
+            same = g[seen == v]  # the keys they differ in (the monotone check named every key
+            # group_by leaves out, those all its cells share too)
+            differ = [k for k in keys if k not in by and k != along and k in same
+                      and same[k].astype(str).nunique() > 1]
+            return [f"group_by: {len(same)} cells of one group of profile {profile} "
+                    f"have {along} = {v} (they differ in a key that group_by leaves out: "
+                    f"{', '.join(differ or [k for k in keys if k not in by and k != along])}): "
+                    "name it in group_by"]
+    return []
+
+
 def _all_allowed(allowed: int, n: int, what: str) -> str | None:
     """'allowed_violations: ...' when ``allowed`` violations cover all ``n`` comparisons."""
     if n and allowed >= n:
@@ -689,18 +710,9 @@ class MonotoneConfig(CheckConfig):
 
     def cell_problems(self, cells: pd.DataFrame, keys: list[str], profile: str) -> list[str]:
         by = self.group_by if self.group_by is not None else [k for k in keys if k != self.along]
-        if self.along not in cells:
-            return []
-        for g in _group_rows(select(cells, self.where), by):
-            seen = g[self.along].astype(str)
-            if seen.duplicated().any():  # two cells at one step, compared in table order: two
-                # rising lines of a group_by that leaves out the label FAILed ('1→1, 2→2')
-                v = seen[seen.duplicated()].iloc[0]
-                return [f"group_by: {len(g[seen == v])} cells of one group of profile {profile} "
-                        f"have {self.along} = {v} (they differ in a key that group_by leaves out: "
-                        f"{', '.join(k for k in keys if k not in by and k != self.along)}): "
-                        "name it in group_by"]
-        return []
+        # two cells at one step, compared in table order: two rising lines of a group_by that
+        # leaves out the label FAILed ('1→1, 2→2')
+        return _one_step_twice(select(cells, self.where), by, self.along, keys, profile)
 
     def unfailing(self, cells: pd.DataFrame, keys: list[str]) -> str | None:
         by = self.group_by if self.group_by is not None else [k for k in keys if k != self.along]
@@ -787,6 +799,11 @@ class LogLogSlopeConfig(CheckConfig):
 
     def log_refs(self) -> list[str]:
         return [self.x]
+
+    def cell_problems(self, cells: pd.DataFrame, keys: list[str], profile: str) -> list[str]:
+        # one fit over the cells of several lines (d_state 2 and 4 at each width, group_by
+        # [label]) without a word: the slope 'per group' was one of the pooled points
+        return _one_step_twice(select(cells, self.where), self.group_by, self.x, keys, profile)
 
 
 @check_kind("loglog_slope", LogLogSlopeConfig)
