@@ -8511,3 +8511,21 @@ def test_a_loglog_slope_group_holding_two_cells_of_one_x_is_refused(tmp_path):
         "label", "model.d_state"]}])
     res = _invoke("validate", spec)
     assert res.exit_code == 0, res.output
+
+
+def test_an_aggregated_score_the_task_kind_never_records_is_refused(tmp_path):
+    """`test.acc` aggregated for a regression task (its runs record `test.mse`), or `test.mse` /
+    `val.best_mse` for a classification task, was an empty column of every summary and report,
+    its figure 'not measured' and its claims MISSING for ever: refused by `validate`, exit 2."""
+    spec = _one_run_spec(tmp_path, aggregate={"reduce": "mean", "metrics": [
+        "test.acc", "val.best_mse", "test.mse"]})
+    _assert_refused(_invoke("validate", spec),
+                    "aggregate.metrics.1: 'val.best_mse': no run records it (every run's task is "
+                    "a classification task, scored by acc)", "aggregate.metrics.2: 'test.mse'")
+    raw = yaml.safe_load((ROOT / "experiments/yu2025/yu2025-fig4.yaml").read_text())
+    raw.update(id="t-reg", alias=None, aggregate={"reduce": "mean", "metrics": [
+        "test.loss", "test.acc"]})
+    path = tmp_path / "t-reg.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True))
+    _assert_refused(_invoke("validate", path), "aggregate.metrics.1: 'test.acc': no run records "
+                    "it (every run's task is a regression task, scored by mse)")

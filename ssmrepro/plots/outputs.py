@@ -703,6 +703,7 @@ def aggregate_metric_problems(spec: Spec, runs: list) -> list[str]:
     evals = {n for r in runs for n in r.train.evals}
     sets = {*HISTORY_SETS, "test", *evals}
     out = []
+    losses: set[str] | None = None
     for i, m in enumerate(spec.aggregate.metrics):
         if m in analysis or "." not in m:
             continue
@@ -718,7 +719,34 @@ def aggregate_metric_problems(spec: Spec, runs: list) -> list[str]:
             what = "a named evaluation set" if head not in _METRICS_OF else head
             out.append(f"{path}: aggregate.metrics.{i}: {m!r}: no run records it ({what} records "
                        f"{', '.join(_METRICS_OF.get(head, ('loss', 'acc', 'mse')))} only)")
+        elif tail in _SCORE_OF and _SCORE_OF[tail] not in (losses := losses or _task_losses(runs)
+                                                             or {*_SCORE_OF.values()}):
+            kind = "regression" if "mse" in losses else "classification"
+            out.append(f"{path}: aggregate.metrics.{i}: {m!r}: no run records it (every run's task "
+                       f"is a {kind} task, scored by {'mse' if kind == 'regression' else 'acc'})")
     return out
+
+
+# the loss of the tasks whose runs record a score (train.py: acc for a cross-entropy task, mse
+# for a regression task; test.acc of a regression task was an empty column of every summary,
+# its figure 'not measured' and its claims MISSING for ever)
+_SCORE_OF = {"acc": "cross_entropy", "best_acc": "cross_entropy", "mse": "mse", "best_mse": "mse"}
+
+
+def _task_losses(runs: list) -> set[str] | None:
+    """The losses (``TaskInfo.loss``) of the runs' tasks, each distinct task config built once;
+    None when one cannot be built here (a dataset not downloaded: not judged)."""
+    from ..tasks import build_task
+
+    seen: dict[str, str] = {}
+    for r in runs:
+        key = r.task.model_dump_json()
+        if key not in seen:
+            try:
+                seen[key] = build_task(r.task).info.loss
+            except Exception:  # noqa: BLE001 (missing data, any load error: judged elsewhere)
+                return None
+    return set(seen.values())
 
 
 def where_problems(spec: Spec, runs: list) -> list[str]:
