@@ -8529,3 +8529,19 @@ def test_an_aggregated_score_the_task_kind_never_records_is_refused(tmp_path):
     path.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True))
     _assert_refused(_invoke("validate", path), "aggregate.metrics.1: 'test.acc': no run records "
                     "it (every run's task is a regression task, scored by mse)")
+
+
+def test_a_learning_curve_of_the_score_the_task_kind_never_records_is_refused(tmp_path):
+    """A `curves` figure of `val.acc` for a regression task (its history records `val.mse`) drew
+    no curve: refused by `validate` and by `run`, exit 2."""
+    raw = yaml.safe_load((ROOT / "experiments/yu2025/yu2025-fig4.yaml").read_text())
+    raw.update(id="t-reg", alias=None, figures=[{
+        "kind": "curves", "name": "cv", "series": ["val.acc"], "hue": ["label"],
+        "row": "task.sigma1", "col": "task.sigma2", "title": "x"}])
+    path = tmp_path / "t-reg.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True))
+    needle = ("figures.0: 'val.acc' is not in the runs' evaluation history (every run's task is "
+              "a regression task, scored by mse)")
+    _assert_refused(_invoke("validate", path), needle)
+    _assert_refused(_invoke("run", path, "--profile", "smoke", "--dry-run", "--no-estimate",
+                            "--out", tmp_path / "out"), needle)

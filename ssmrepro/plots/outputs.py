@@ -154,6 +154,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
 
     stems = set()
     files: dict[str, tuple[str, str, str]] = {}  # folded file -> (key, profile, file)
+    losses: set[str] | None = None  # the runs' task losses (_task_losses), once needed
     for i, (key, raw) in enumerate(spec.figure_configs):
         try:
             cfg = parse_figure(raw)
@@ -179,6 +180,12 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                    for m in cfg.history_metrics()
                    if history_metric_sets(m) not in sets or m.rsplit(".", 1)[-1] not in
                    ("acc", "loss", "mse")]
+        scores = [m for m in cfg.history_metrics() if m.rsplit(".", 1)[-1] in _SCORE_OF]
+        if scores and runs:  # val.acc of a regression task: a figure without a curve
+            losses = losses or _task_losses(runs) or {*_SCORE_OF.values()}
+            errors += [f"{path}: {key}: {m!r} is not in the runs' evaluation history "
+                       f"({_score_kind(losses)})" for m in scores
+                       if _SCORE_OF[m.rsplit(".", 1)[-1]] not in losses]
         stem = figure_stem(cfg, i)
         if SET_TAG.search(stem):  # figure-set-fcd9b6.png: the first figure run with --set
             errors.append(f"{path}: {key}.name: {stem!r} ends in set-<6 hex digits>, the file "
@@ -721,9 +728,8 @@ def aggregate_metric_problems(spec: Spec, runs: list) -> list[str]:
                        f"{', '.join(_METRICS_OF.get(head, ('loss', 'acc', 'mse')))} only)")
         elif tail in _SCORE_OF and _SCORE_OF[tail] not in (losses := losses or _task_losses(runs)
                                                              or {*_SCORE_OF.values()}):
-            kind = "regression" if "mse" in losses else "classification"
-            out.append(f"{path}: aggregate.metrics.{i}: {m!r}: no run records it (every run's task "
-                       f"is a {kind} task, scored by {'mse' if kind == 'regression' else 'acc'})")
+            out.append(f"{path}: aggregate.metrics.{i}: {m!r}: no run records it "
+                       f"({_score_kind(losses)})")
     return out
 
 
@@ -731,6 +737,13 @@ def aggregate_metric_problems(spec: Spec, runs: list) -> list[str]:
 # for a regression task; test.acc of a regression task was an empty column of every summary,
 # its figure 'not measured' and its claims MISSING for ever)
 _SCORE_OF = {"acc": "cross_entropy", "best_acc": "cross_entropy", "mse": "mse", "best_mse": "mse"}
+
+
+def _score_kind(losses: set[str]) -> str:
+    """'every run's task is a regression task, scored by mse' (or classification, acc) for the
+    one loss of ``losses``."""
+    return ("every run's task is a regression task, scored by mse" if "mse" in losses else
+            "every run's task is a classification task, scored by acc")
 
 
 def _task_losses(runs: list) -> set[str] | None:
