@@ -8545,3 +8545,22 @@ def test_a_learning_curve_of_the_score_the_task_kind_never_records_is_refused(tm
     _assert_refused(_invoke("validate", path), needle)
     _assert_refused(_invoke("run", path, "--profile", "smoke", "--dry-run", "--no-estimate",
                             "--out", tmp_path / "out"), needle)
+
+
+def test_a_precondition_on_a_metric_a_cell_never_measured_is_not_met():
+    """A precondition on an evaluation set that a profile's runs do not have (`given: long.acc
+    >= 0.0001`, the set `long` only in another profile's `train.evals`) read NaN and held, so the
+    claim PASSed on cells it was meant to exclude; it is not met there (the claim is MISSING,
+    untestable). In a cell where a run diverged NaN still meets it (the claim judges the
+    divergence: FAIL)."""
+    import math
+
+    import pandas as pd
+
+    from ssmrepro.report.checks import Given, testable
+
+    cells = pd.DataFrame({"label": ["A", "B", "C"], "test.acc": [0.1, 0.1, math.nan],
+                          "long.acc": [math.nan, 0.5, math.nan], "n_ok": [1, 1, 0],
+                          "n_diverged": [0, 0, 1], "complete": [True, True, True]})
+    kept = testable(cells, [Given(metric="long.acc", op=">=", value=0.0001)], "test.acc")
+    assert kept["label"].tolist() == ["B", "C"]

@@ -241,19 +241,25 @@ def seed_spreads(metric: str, given: list[Given] | tuple = ()) -> list[str]:
 
 
 def testable(complete: pd.DataFrame, given: list[Given], metric: str = "") -> pd.DataFrame:
-    """The complete cells that meet every precondition (NaN = diverged counts as meeting it)
-    and, for a metric or precondition that reads a seed spread (``test.acc.std``), have two
-    seeds that finished ok or a diverged one (one seed's spread is 0 by construction: a claim
-    that seeds agree PASSed on one seed)."""
+    """The complete cells that meet every precondition (NaN in a cell where a run diverged counts
+    as meeting it: the claim judges the divergence) and, for a metric or precondition that reads
+    a seed spread (``test.acc.std``), have two seeds that finished ok or a diverged one (one
+    seed's spread is 0 by construction: a claim that seeds agree PASSed on one seed). A
+    precondition with no value in a cell where no run diverged (its metric not measured: an
+    evaluation set the cell's runs do not have) is not met: it held, and the claim PASSed on
+    cells it was meant to exclude."""
     if complete.empty:
         return complete
     ok = np.ones(len(complete), dtype=bool)
+    diverged = (complete[N_DIVERGED].to_numpy(float) > 0 if N_DIVERGED in complete
+                else np.ones(len(complete), dtype=bool))
     if seed_spreads(metric, given) and N_OK in complete:
         ok &= ((complete[N_OK].to_numpy(float) >= 2)
                | (complete[N_DIVERGED].to_numpy(float) > 0 if N_DIVERGED in complete else False))
     for g in given:
         vals = _metric(complete, g.metric)
-        ok &= np.array([math.isnan(v) or OPS[g.op](v, g.value) for v in vals], dtype=bool)
+        ok &= np.array([d if math.isnan(v) else OPS[g.op](v, g.value)
+                        for v, d in zip(vals, diverged)], dtype=bool)
     return complete[ok]
 
 
