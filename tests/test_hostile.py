@@ -8446,6 +8446,9 @@ def test_spec_seeds_that_no_profile_uses_are_refused(tmp_path):
       "random_non_queries": False}, "random_non_queries False is not read with reduce_to_ar"),
     ({"name": "induction_heads", "vocab": 8, "T": 8, "p": 0.0, "gamma": 0.3},
      "gamma 0.3 is not read with p 0"),
+    ({"name": "composite", "test_pair": "12", "target43": "symmetric"},
+     "target43 'symmetric' is not read with test_pair '12'"),
+    ({"name": "inverse_matching", "ood_low": 150}, "ood_low 150 is not read with ood false"),
 ])
 def test_task_keys_the_task_never_reads_are_refused(tmp_path, task, needle):
     """Task settings that the task's other settings never let it read (selective copy's
@@ -8471,7 +8474,9 @@ def test_an_eval_set_override_its_set_never_reads_is_refused(tmp_path):
     _assert_refused(_invoke("validate", spec), "train.evals.sp: p_sparse 0.1 is not read")
     for t, evals in (({**task, "p_sparse": 0.1}, {"mx": {"distribution": "mixed"}}),
                      ({**task, "p_sparse": 0.1, "distribution": "mixed"},
-                      {"un": {"distribution": "uniform"}})):
+                      {"un": {"distribution": "uniform"}}),
+                     ({"name": "composite", "test_pair": "12", "target43": "symmetric"},
+                      {"s43": {"test_pair": "43"}})):
         spec = _one_run_spec(tmp_path, task=t, train={**train, "evals": evals}, **kw)
         res = _invoke("validate", spec)
         assert res.exit_code == 0, res.output

@@ -95,8 +95,16 @@ class CompositeConfig(TaskConfig):
         return self
 
     def unread(self) -> list[tuple[str, str]]:
-        return ([("set2_shift4", "by variant 'standard' (it is the full_symmetry variant's "
-                  "set-2 function of anchor 4)")] if self.variant == "standard" else [])
+        # target43 in full_symmetry is not named here: both answers are key - 10 there, and
+        # chen2025-figS1-S2 measures the two labels as the paper does (s43 = c43 by design)
+        if self.variant != "standard":
+            return []
+        out = [("set2_shift4", "by variant 'standard' (it is the full_symmetry variant's set-2 "
+                "function of anchor 4)")]
+        if self.test_pair not in (None, HELD_OUT):  # pair 43 is never trained
+            out.append(("target43", f"with test_pair {self.test_pair!r} (it is the answer of "
+                        "pair 43, which only the val and test splits hold)"))
+        return out
 
 
 def pair_shifts(c: CompositeConfig) -> dict[str, int]:

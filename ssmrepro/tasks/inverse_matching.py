@@ -85,6 +85,11 @@ class InverseMatchingConfig(TaskConfig):
                              "values seen in training")
         return self
 
+    def unread(self) -> list[tuple[str, str]]:
+        # ood_high is read (it bounds the vocabulary); ood_low only by the OOD splits
+        return [] if self.ood else [("ood_low", "with ood false (it bounds the OOD values of "
+                                     "the ood: true splits, e.g. an evaluation set's)")]
+
 
 @lru_cache(maxsize=8)
 def valid_sets(lo: int, hi: int, rule: str) -> torch.Tensor:
