@@ -8569,3 +8569,25 @@ def test_a_precondition_on_a_metric_a_cell_never_measured_is_not_met():
                           "n_diverged": [0, 0, 1], "complete": [True, True, True]})
     kept = testable(cells, [Given(metric="long.acc", op=">=", value=0.0001)], "test.acc")
     assert kept["label"].tolist() == ["B", "C"]
+
+
+def test_a_bands_figure_over_parameters_with_two_cells_at_one_size_is_refused(tmp_path):
+    """A `bands` figure over the parameter count (its default x) drew two cells of one hue that
+    differ in a key that leaves the size alone (`task.T` 8 and 12) at one x, one point hiding
+    the other, their line a vertical zigzag: refused before training, as other kinds' cells on
+    one spot are (the sizes are counted on the meta device)."""
+    sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                        {"label": "S4D", "set": {"model.mixer": "s4d"}}]},
+             {"grid": {"task.T": [8, 12]}}]
+    kw = {"aggregate": {"reduce": "mean", "metrics": ["test.acc"], "percentiles": [10, 90]},
+          "figure": {"kind": "bands", "metric": "test.acc", "title": "x"}}
+    spec = _one_run_spec(tmp_path, sweep=sweep, **kw)
+    needle = ("the cells label=S6, model.mixer=s6, task.T=8 and label=S6, model.mixer=s6, "
+              "task.T=12 of profile smoke fall on one spot (case:0=S6, n_params=")
+    _assert_refused(_invoke("validate", spec), needle)
+    _assert_refused(_invoke("run", spec, "--profile", "smoke", "--dry-run", "--no-estimate",
+                            "--out", tmp_path / "out"), needle)
+    spec = _one_run_spec(tmp_path, sweep=sweep, **{**kw, "figure": {
+        "kind": "bands", "metric": "test.acc", "title": "x", "facet": "task.T"}})
+    res = _invoke("validate", spec)
+    assert res.exit_code == 0, res.output

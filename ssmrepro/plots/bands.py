@@ -90,8 +90,9 @@ class BandsConfig(FigureConfig):
     def log_refs(self) -> list[str]:
         return [self.x] if self.x != N_PARAMS and self.logx else []
 
-    def positions(self) -> list[str] | None:
-        return [c for c in (self.facet, self.hue, self.x) if c] if self.x != N_PARAMS else None
+    def positions(self) -> list[str] | None:  # n_params too (counted before training): two
+        # cells of one hue at one size (widths alike, another key swept) were one point's place
+        return [c for c in (self.facet, self.hue, self.x) if c]
 
     def cell_filter(self) -> dict[str, Any]:
         return self.where

@@ -430,7 +430,13 @@ def _cell_problems(spec: Spec, items: list[tuple[str, Any]], runs: list) -> list
     unjudged: dict[str, list[str]] = {}  # claim key -> why each profile cannot judge it
     for profile, rs in profiles.items():
         keys = [k for k in report.cell_keys(rs) if k != over]
-        rows = _config_rows(rs).drop(columns="seed")
+        rows = _config_rows(rs)
+        if any(N_PARAMS in (getattr(cfg, "positions", lambda: None)() or [])
+               for _, cfg in items):  # a bands figure over the parameter count
+            counts = _param_counts(rs)
+            if counts is not None:
+                rows[N_PARAMS] = counts
+        rows = rows.drop(columns="seed")
         rows = rows[~rows.astype(str).duplicated()].reset_index(drop=True)
         for key, cfg in items:
             for c in getattr(cfg, "numeric_refs", lambda: [])():
@@ -552,6 +558,26 @@ def _weight_analysis_problems(path: str, analyses: list[str], runs) -> list[str]
             except ValueError as err:
                 errors.append(f"{path}: analysis: {err} (run{label}: {r.model.name})")
     return list(dict.fromkeys(errors))
+
+
+def _param_counts(runs: list) -> list[int] | None:
+    """Each run's parameter count (``models.param_count``, on the meta device: nothing
+    allocated), each distinct model and task config counted once; None when a task cannot be
+    built here (a dataset not downloaded) or a model cannot be counted (reported elsewhere)."""
+    from ..models import param_count
+    from ..tasks import build_task
+
+    seen: dict[tuple[str, str], int] = {}
+    out = []
+    for r in runs:
+        key = (r.model.model_dump_json(), r.task.model_dump_json())
+        if key not in seen:
+            try:
+                seen[key] = param_count(r.model, build_task(r.task).info)
+            except Exception:  # noqa: BLE001 (missing data, a model its blocks refuse: elsewhere)
+                return None
+        out.append(seen[key])
+    return out
 
 
 def _cell_text(row: pd.Series, keys: list[str]) -> str:
