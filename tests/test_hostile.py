@@ -8591,3 +8591,15 @@ def test_a_bands_figure_over_parameters_with_two_cells_at_one_size_is_refused(tm
         "kind": "bands", "metric": "test.acc", "title": "x", "facet": "task.T"}})
     res = _invoke("validate", spec)
     assert res.exit_code == 0, res.output
+
+
+@pytest.mark.parametrize("schedule,needle", [
+    ({"kind": "cosine", "warmup_start": 0.04}, "warmup_start 0.04 is not read with warmup_steps 0"),
+    ({"kind": "constant", "hold_steps": 3}, "so hold_steps 3 would be ignored"),
+])
+def test_schedule_keys_the_schedule_never_reads_are_refused(tmp_path, schedule, needle):
+    """A warm-up's `warmup_start` with `warmup_steps: 0`, and `hold_steps` before the no decay
+    of kind `constant`, left every learning rate as without them under another run id."""
+    spec = _one_run_spec(tmp_path)
+    _assert_refused(_invoke("validate", spec, "--set", f"train.schedule={json.dumps(schedule)}"),
+                    needle)

@@ -25,7 +25,7 @@ from pydantic_core import to_jsonable_python
 from ..models import ModelConfig, member_key
 from ..models.layers import LR_GROUPS
 from ..tasks import TaskConfig
-from ..util import NoBoolNumbers
+from ..util import NoBoolNumbers, refuse_unread
 
 
 class _Strict(NoBoolNumbers):
@@ -83,12 +83,17 @@ class Schedule(_Strict):
                              "final_factor as the end of the decay")
         unused = [f"{k} {v:g}" for k, v in (("final_factor", self.final_factor),
                                             ("decay_steps", self.decay_steps),
-                                            ("min_lr", self.min_lr))
+                                            ("min_lr", self.min_lr),
+                                            ("hold_steps", self.hold_steps))
                   if v is not None and (v > 0 or k == "min_lr")]
         if self.kind == "constant" and unused:  # the default kind: `{final_factor: 0.1}` or
-            # `--set train.schedule.min_lr=1e-5` trained at the constant lr, nothing decayed
+            # `--set train.schedule.min_lr=1e-5` trained at the constant lr, nothing decayed (a
+            # hold before no decay holds the same lr)
             raise ValueError(f"schedule: kind 'constant' has no decay, so {', '.join(unused)} "
                              "would be ignored: give kind cosine or linear, or leave them out")
+        if not self.warmup_steps:  # the first factor of a warm-up of no steps
+            refuse_unread(self, [("warmup_start", "with warmup_steps 0 (it is the warm-up's "
+                                  "first lr factor)")], what="with the same learning rates")
         return self
 
 
