@@ -8603,3 +8603,29 @@ def test_schedule_keys_the_schedule_never_reads_are_refused(tmp_path, schedule, 
     spec = _one_run_spec(tmp_path)
     _assert_refused(_invoke("validate", spec, "--set", f"train.schedule={json.dumps(schedule)}"),
                     needle)
+
+
+def test_the_best_seed_of_a_loss_is_its_lowest():
+    """`seeds: best` of a curves figure took the highest value at each step, also of a loss
+    series (`val.loss`: the worst seed drawn as 'best of 3 seeds'); and a figure of a loss
+    aggregated with `reduce: max` (the highest loss over seeds) was labelled 'best of 3
+    seeds'. The best of a loss is its lowest; a loss's max is labelled 'worst', its min
+    'best'."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    import pandas as pd
+
+    from ssmrepro.plots.curves import best_of_seeds
+    from ssmrepro.plots.registry import FigureContext
+
+    v = np.array([[1.0, 3.0], [2.0, 0.5]])
+    assert best_of_seeds(v, "val.loss").tolist() == [1.0, 0.5]
+    assert best_of_seeds(v, "train.mse").tolist() == [1.0, 0.5]
+    assert best_of_seeds(v, "val.acc").tolist() == [3.0, 2.0]
+    cells = pd.DataFrame({"n_expected": [3], "n_ok": [3], "n_diverged": [0]})
+    for reduce, acc, loss in (("max", "best", "worst"), ("min", "worst", "best")):
+        spec = SimpleNamespace(aggregate=SimpleNamespace(reduce=reduce))
+        ctx = FigureContext(spec=spec, profile="p", cells=cells, keys=[], out=lambda s, e: None)
+        assert ctx.aggregation("test.acc") == f"{acc} of 3 seeds"
+        assert ctx.aggregation("test.loss") == f"{loss} of 3 seeds"

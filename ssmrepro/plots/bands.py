@@ -155,7 +155,7 @@ def bands(ctx: FigureContext, cfg: BandsConfig, path: Path) -> bool:
         xlabel = cfg.xlabel or ("parameters" if cfg.x == N_PARAMS else cfg.x.split(".")[-1])
         ax.set_xlabel(xlabel)
         band = _band_label(cfg.lo, cfg.hi)
-        ax.set_ylabel(f"{m} ({ctx.aggregation()}{'; ' + band if band else ''})", fontsize=8)
+        ax.set_ylabel(f"{m} ({ctx.aggregation(m)}{'; ' + band if band else ''})", fontsize=8)
         if facet:
             name = cfg.facet.split(".")[-1] if not cfg.facet.startswith("case:") else ""
             ax.set_title(f"{name} = {facet}" if name else facet, fontsize=9)
@@ -270,7 +270,7 @@ def length_curves(ctx: FigureContext, cfg: LengthCurvesConfig, path: Path) -> bo
     ax.set_xlabel("evaluation sequence length")
     band = _band_label(cfg.lo, cfg.hi)
     metric = cfg.pattern.replace("{L}", "<L>")
-    ax.set_ylabel(f"{metric} ({ctx.aggregation()}{'; ' + band if band else ''})", fontsize=8)
+    ax.set_ylabel(f"{metric} ({ctx.aggregation(metric)}{'; ' + band if band else ''})", fontsize=8)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     ax.set_title(_wrap(ctx.title(cfg), 80), fontsize=9)

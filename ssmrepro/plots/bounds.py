@@ -244,7 +244,7 @@ def bound_grid(ctx: FigureContext, cfg: BoundGridConfig, path: Path) -> bool:
                    fontsize=7, ncol=1, frameon=False)
     sm = plt.cm.ScalarMappable(cmap=cmap, norm=plt.Normalize(0, 1))
     fig.colorbar(sm, ax=axes.ravel().tolist(), shrink=0.8,
-                 label=f"{metric}, {ctx.aggregation()}\nwhite frame: ≥ {cfg.solved:g}")
+                 label=f"{metric}, {ctx.aggregation(metric)}\nwhite frame: ≥ {cfg.solved:g}")
     head = ctx.fitted_title(cfg, fig.get_figwidth(), 9)
     if cfg.halves and any(c for c in cols):  # panel titles carry the rest; the halves once here
         head = f"{head}\nupper left: {cfg.halves[0]}, lower right: {cfg.halves[1]}"

@@ -29,6 +29,7 @@ from pydantic import Field, model_validator  # noqa: E402
 from ..report.cells import column, select  # noqa: E402
 from ..report.columns import SEED  # noqa: E402
 from ..report.curves import STEP  # noqa: E402
+from ..store import is_loss  # noqa: E402
 from ..util import DrawnText  # noqa: E402
 from .registry import (  # noqa: E402
     Columns,
@@ -166,6 +167,13 @@ def _paper_lines(ctx: FigureContext, cfg: CurvesConfig, sub: pd.DataFrame) -> li
     return out
 
 
+def best_of_seeds(values: np.ndarray, metric: str) -> np.ndarray:
+    """Per step (row of ``values``, one column per seed): the best seed's value, the lowest of
+    a loss (``store.is_loss``) and the highest of a score (a loss curve 'best of 3 seeds' was
+    the highest loss, the worst seed)."""
+    return (np.nanmin if is_loss(metric) else np.nanmax)(values, axis=1)
+
+
 @figure_kind("curves", CurvesConfig)
 def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
     """Learning curves: a panel per (row, col), a line per series metric (and hue value)."""
@@ -225,7 +233,7 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
                     by_seed = by_seed[by_seed.index > 0]
                 xs = by_seed.index.to_numpy(float)
                 if cfg.seeds == "best":
-                    line, = ax.plot(xs, np.nanmax(by_seed.to_numpy(float), axis=1), style,
+                    line, = ax.plot(xs, best_of_seeds(by_seed.to_numpy(float), m), style,
                                     color=color, lw=1.4, marker="o", ms=2)
                     handles.setdefault(name, line)
                 elif cfg.seeds == "each":

@@ -124,7 +124,7 @@ def bars(ctx: FigureContext, cfg: BarsConfig, path: Path) -> bool:
     else:  # a loss or a ratio: its own range (on the accuracy range the bars were cut off)
         ax.set_ylim(min(0.0, float(np.nanmin(vals)) * 1.15) if np.isfinite(vals).any() else 0.0,
                     max(1e-12, float(np.nanmax(vals)) * 1.15) if np.isfinite(vals).any() else 1.0)
-    ax.set_ylabel(f"{metric} ({ctx.aggregation()})")
+    ax.set_ylabel(f"{metric} ({ctx.aggregation(metric)})")
     ax.set_title(ctx.fitted_title(cfg, 0.88 * fig.get_figwidth(), 9),  # centred over the axes,
                  fontsize=9)  # right of the figure's centre (the y label's room)
     ax.legend(loc="upper center", fontsize=8, ncol=2)
@@ -274,7 +274,7 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
     # wrapped to the figure's height (one row of panels: it ran off the image)
-    label = f"{metric}, {ctx.aggregation()}: ours (paper)"
+    label = f"{metric}, {ctx.aggregation(metric)}: ours (paper)"
     fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, extend=extend,
                  label=wrap_text(label, max(1.0, fig.get_figheight() - 0.3), 10))
     title = ctx.fitted_title(cfg, fig.get_figwidth())
@@ -377,7 +377,7 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
         if xs and len(xs) <= 12 and all(v.is_integer() for v in xs):
             ax.set_xticks(xs, [f"{v:g}" for v in xs])
         ax.set_xlabel(short(xkey))
-        ax.set_ylabel(f"{metric} ({ctx.aggregation()})")
+        ax.set_ylabel(f"{metric} ({ctx.aggregation(metric)})")
         if cfg.logx:
             ax.set_xscale("log")
         if cfg.logy and (sub[metric] > 0).any():  # a panel of no positive value (an analysis

@@ -141,7 +141,7 @@ def phase(ctx: FigureContext, cfg: PhaseConfig, path: Path) -> bool:
         if paper:
             title = f"{name}: paper"
         else:
-            title = f"{name}: ours ({ctx.aggregation()})"
+            title = f"{name}: ours ({ctx.aggregation(p.metric)})"
             if n_cmp:
                 title += f"\n{n_ok} of {n_cmp} within tolerance (red: outside)"
         ax.set_title(title, fontsize=8)

@@ -142,7 +142,7 @@ def recall_grid(ctx: FigureContext, cfg: RecallGridConfig, path: Path) -> bool:
                                      else f"{k.split('.')[-1]}={v}" for k, v in where.items())
                 ax.set_ylabel(f"{reg_name}\nN ({cfg.y})", fontsize=8)
     fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8,
-                 label=f"{metric} ({ctx.aggregation()})")
+                 label=f"{metric} ({ctx.aggregation(metric)})")
     head = ctx.fitted_title(cfg, fig.get_figwidth(), 9)
     fig.suptitle(f"{head}\ndashed: the law's {cfg.threshold} contour with the "
                  "column's constant; grey: not run (or N > D)", fontsize=9)

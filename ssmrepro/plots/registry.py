@@ -28,6 +28,7 @@ from pydantic import AfterValidator, BeforeValidator, ConfigDict, StringConstrai
 from ..report.cells import PaperValueLookup, finished
 from ..report.columns import DEFAULT_METRIC, N_DIVERGED, N_OK
 from ..spec import NAME_PATTERN
+from ..store import is_loss
 from ..util import DrawnText, NoBoolNumbers
 
 
@@ -190,10 +191,12 @@ class FigureContext:
         a long title is never cut at the figure's edges."""
         return wrap_text(self.title(cfg), width_in, fontsize)
 
-    def aggregation(self) -> str:
+    def aggregation(self, metric: str = "") -> str:
         """How a cell's value combines seeds, true for this profile: 'mean of 3 seeds', ...;
         the seeds that finished in the cells drawn ('mean of 2–3 seeds' where one seed of a
-        cell is not trained yet: 'mean of 3 seeds' labelled a line of 2 of its 3 seeds)."""
+        cell is not trained yet: 'mean of 3 seeds' labelled a line of 2 of its 3 seeds).
+        ``metric`` a loss: ``max`` is its worst seed and ``min`` its best (a `reduce: max` loss
+        was labelled 'best of 3 seeds', the highest loss)."""
         cells = self.cells
         if {"n_expected", N_OK, N_DIVERGED} <= set(cells.columns):
             cells = cells[cells["n_expected"] > 0]
@@ -204,8 +207,9 @@ class FigureContext:
         lo, hi = (int(n.min()), int(n.max())) if len(n) else (1, 1)
         if hi <= 1:
             return "one seed"
-        word = {"max": "best", "min": "worst"}.get(self.spec.aggregate.reduce,
-                                                   self.spec.aggregate.reduce)
+        best, worst = ("worst", "best") if is_loss(metric) else ("best", "worst")
+        word = {"max": best, "min": worst}.get(self.spec.aggregate.reduce,
+                                               self.spec.aggregate.reduce)
         return f"{word} of {hi} seeds" if lo == hi else f"{word} of {lo}–{hi} seeds"
 
 
