@@ -8629,3 +8629,22 @@ def test_the_best_seed_of_a_loss_is_its_lowest():
         ctx = FigureContext(spec=spec, profile="p", cells=cells, keys=[], out=lambda s, e: None)
         assert ctx.aggregation("test.acc") == f"{acc} of 3 seeds"
         assert ctx.aggregation("test.loss") == f"{loss} of 3 seeds"
+
+
+def test_a_size_order_group_holding_two_cells_of_one_label_and_size_is_refused(tmp_path):
+    """A `size_order` claim whose group holds two cells of one label at one size (widths 8, 16
+    each at d_state 2 and 4, `group_by: [task.T]`) took the smallest size at which either
+    solved as the label's, without a word: refused as a `monotone` group's is."""
+    sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                        {"label": "S4D", "set": {"model.mixer": "s4d"}}]},
+             {"grid": {"model.d_model": [8, 16], "model.d_state": [2, 4]}}]
+    claim = {"check": "size_order", "text": "so", "labels": ["S6", "S4D"],
+             "size": "model.d_model", "group_by": ["task.T"], "threshold": 0.5}
+    spec = _one_run_spec(tmp_path, sweep=sweep, claims=[claim])
+    _assert_refused(_invoke("validate", spec), "claims.0.group_by: 2 cells of one group of "
+                    "profile smoke have model.d_model = 8 (they differ in a key that group_by "
+                    "leaves out: model.d_state)")
+    spec = _one_run_spec(tmp_path, sweep=sweep, claims=[{**claim, "group_by": [
+        "task.T", "model.d_state"]}])
+    res = _invoke("validate", spec)
+    assert res.exit_code == 0, res.output

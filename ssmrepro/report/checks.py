@@ -1179,6 +1179,16 @@ class SizeOrderConfig(CheckConfig):
     def value_refs(self) -> list[tuple[str, str, Any]]:
         return [(f"labels.{i}", LABEL, lab) for i, lab in enumerate(self.labels)]
 
+    def cell_problems(self, cells: pd.DataFrame, keys: list[str], profile: str) -> list[str]:
+        # two cells of one label at one size in a group (d_state 2 and 4 at each width): the
+        # smallest size 'of the label' was that of whichever solved, without a word
+        for lab in self.labels:
+            out = _one_step_twice(select(cells, {**self.where, LABEL: lab}),
+                                  [LABEL, *self.group_by], self.size, keys, profile)
+            if out:
+                return out
+        return []
+
 
 def smallest_solving(cells: pd.DataFrame, metric: str, size: str, thr: float) -> float:
     """The smallest size whose metric >= thr (inf when none)."""
