@@ -8648,3 +8648,20 @@ def test_a_size_order_group_holding_two_cells_of_one_label_and_size_is_refused(t
         "task.T", "model.d_state"]}])
     res = _invoke("validate", spec)
     assert res.exit_code == 0, res.output
+
+
+def test_a_recall_frontier_point_holding_two_cells_of_one_column_is_refused(tmp_path):
+    """A `recall_frontier` claim whose column holds two cells at one (width, state) point of a
+    regime (`train.lr` 0.01 and 0.02 swept, not selected) took whichever reached the threshold
+    as the point's: refused as a `monotone` group's two cells at one step are."""
+    task = {"name": "mqar", "vocab": 64, "L": 16, "kappa": 2}
+    model = {"name": "linear_mamba", "d_model": 8, "d_state": 4}
+    sweep = [{"cases": [{"label": "lin"}]},
+             {"grid": {"model.d_model": [8, 16, 32], "model.d_state": [2, 4],
+                       "train.lr": [0.01, 0.02]}}]
+    claim = {"check": "recall_frontier", "text": "frontier", "metric": "test.acc",
+             "threshold": 0.9, "min_points": 3, "factor": 2.0, "columns": {"lin": "linear"}}
+    spec = _one_run_spec(tmp_path, task=task, model=model, sweep=sweep, claims=[claim])
+    _assert_refused(_invoke("validate", spec), "claims.0.regime: 2 cells of one group of "
+                    "profile smoke have model.d_state = 2 (they differ in a key that regime "
+                    "leaves out: train.lr): give that key one value per column")

@@ -461,8 +461,9 @@ def _group_rows(cells: pd.DataFrame, by: list[str]) -> list[pd.DataFrame]:
 
 
 def _one_step_twice(cells: pd.DataFrame, by: list[str], along: str, keys: list[str],
-                    profile: str) -> list[str]:
-    """['group_by: ...'] when two cells of one group (``by``) have one value of ``along`` (they
+                    profile: str, field: str = "group_by",
+                    fix: str = "name it in group_by") -> list[str]:
+    """['<field>: ...'] when two cells of one group (``by``) have one value of ``along`` (they
     differ in a key ``by`` leaves out, so a claim per group mixed them), else []."""
     if along not in cells:
         return []
@@ -474,10 +475,10 @@ def _one_step_twice(cells: pd.DataFrame, by: list[str], along: str, keys: list[s
             # group_by leaves out, those all its cells share too)
             differ = [k for k in keys if k not in by and k != along and k in same
                       and same[k].astype(str).nunique() > 1]
-            return [f"group_by: {len(same)} cells of one group of profile {profile} "
-                    f"have {along} = {v} (they differ in a key that group_by leaves out: "
+            return [f"{field}: {len(same)} cells of one group of profile {profile} "
+                    f"have {along} = {v} (they differ in a key that {field} leaves out: "
                     f"{', '.join(differ or [k for k in keys if k not in by and k != along])}): "
-                    "name it in group_by"]
+                    f"{fix}"]
     return []
 
 
@@ -978,6 +979,19 @@ class RecallFrontierConfig(CheckConfig):
 
     def value_refs(self) -> list[tuple[str, str, Any]]:
         return [(f"columns.{lab}", LABEL, lab) for lab in self.columns]
+
+    def cell_problems(self, cells: pd.DataFrame, keys: list[str], profile: str) -> list[str]:
+        # two cells of one column and regime at one (x, y) point: the frontier took whichever
+        # reached the threshold
+        if any(k not in cells for k in (self.x, *self.regime)):
+            return []
+        for lab in self.columns:  # the cells the frontier of that column reads (select)
+            out = _one_step_twice(select(cells, {LABEL: lab}), [*self.regime, self.x], self.y,
+                                  keys, profile, "regime", "give that key one value per "
+                                  "column (aggregate.select over it), or add it to regime")
+            if out:
+                return out
+        return []
 
     def unjudged(self, cells: pd.DataFrame, keys: list[str]) -> str | None:
         if cells.empty or any(k not in cells for k in (self.x, self.y, *self.regime)):
