@@ -8436,3 +8436,26 @@ def test_spec_seeds_that_no_profile_uses_are_refused(tmp_path):
     _assert_refused(_invoke("validate", spec), "seeds [0, 1]: no profile uses them")
     ok = _one_run_spec(tmp_path, seeds=[0, 1], profiles={**profiles, "paper": {}})
     assert _invoke("validate", ok).exit_code == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# round 27 P: numbers and text in output files
+
+
+def test_learning_curves_keep_small_losses(tmp_path):
+    """curves.csv rounded every metric to 5 decimals: a validation MSE below 5e-6 was written 0.0
+    (746 of yu2025-fig6's losses), so its log-scale loss curves fell off the axis. Values keep 5
+    significant digits; 0.1 and above keep 5 decimals as before."""
+    from ssmrepro.report.curves import curve_table
+
+    rec = {"run_id": "r0", "label": "S4D", "seed": 0, "status": "ok",
+           "config": {"train": {"batch_size": 2}},
+           "history": [{"step": 0, "val.loss": 0.926381234}, {"step": 5, "val.loss": 3.21234e-8},
+                       {"step": 10, "val.loss": 0.0123456789}, {"step": 15, "val.loss": 1e-300}]}
+    table = curve_table([rec], ["label"])
+    path = tmp_path / "curves.csv"
+    path.write_text(table.to_csv(index=False))
+    import pandas as pd
+
+    back = pd.read_csv(path)["val.loss"].tolist()
+    assert back == [0.92638, 3.2123e-8, 0.012346, 1e-300], back
