@@ -8459,3 +8459,31 @@ def test_learning_curves_keep_small_losses(tmp_path):
 
     back = pd.read_csv(path)["val.loss"].tolist()
     assert back == [0.92638, 3.2123e-8, 0.012346, 1e-300], back
+
+
+def test_texts_written_over_lines_are_one_line_of_the_report(tmp_path):
+    """A claim text, the spec's claim or a note written over lines (`text: |`) kept its line
+    breaks in report.md: a line of the text read as a verdict of its own ('- **PASS** fake'),
+    the counts ('**Verdicts: 9 PASS, ...**') or a section ('## Claims'). Each is one line."""
+    fake = "**Verdicts: 9 PASS, 0 FAIL, 0 MISSING, 0 UNTESTED**"
+    spec = _one_run_spec(
+        tmp_path, claim=f"the claim\n\n{fake}\n",
+        notes=["a note\n\n## Claims\n\n- **PASS** injected note", "second"],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+               "test_size": 16, "eval_every": 2, "eval_batch_size": 16},
+        claims=[{"text": "real\n- **PASS** fake claim\n# Heading", "where": {"label": "S6"},
+                 "op": ">=", "value": 0.99}])
+    out = tmp_path / "o"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke")
+    assert res.exit_code == 0, res.output
+    report = (out / "tests/t-spec/report-smoke.md").read_text()
+    lines = report.splitlines()
+    assert [ln for ln in lines if ln.startswith("- **")] == [
+        next(ln for ln in lines if ln.startswith("- **FAIL** real - **PASS** fake claim # Heading"))]
+    assert [ln for ln in lines if "Verdicts:" in ln] == [
+        "**Verdicts: 0 PASS, 1 FAIL, 0 MISSING, 0 UNTESTED**", f"Claim: the claim {fake}"]
+    assert [ln for ln in lines if ln.startswith("#")] == [
+        lines[0], "## Claims", "## Our numbers", "## Decisions (spec notes)"]
+    assert "- a note ## Claims - **PASS** injected note" in lines
+    res = _invoke("verify", spec, "--out", out, "--profile", "smoke", "--json")
+    assert json.loads(res.stdout)["claims"][0]["text"].startswith("real - **PASS** fake claim")

@@ -94,7 +94,7 @@ def verify(spec, cells: pd.DataFrame, keys: list[str] | None = None) -> list[Ver
     for raw in spec.claims:
         out += run_check(ctx, parse_claim(raw))
     if not spec.claims:
-        out.append(Verdict("claim", spec.claim.strip(), "UNTESTED", None,
+        out.append(Verdict("claim", one_line(spec.claim), "UNTESTED", None,
                            detail="the spec has no checkable claim"))
     return out
 
@@ -138,6 +138,13 @@ def _fmt(x: Any, key: bool = False) -> str:
     if isinstance(x, float):
         return fmt_value(x)
     return str(x)
+
+
+def one_line(text: object) -> str:
+    """``text`` with its line breaks and runs of spaces as one space: a title, claim, claim
+    text or note is one line of report.md, where a line of its own reads as a heading, a
+    verdict ('- **PASS** ...') or the counts ('**Verdicts: 9 PASS, ...**')."""
+    return " ".join(str(text).split())
 
 
 def md_cell(text: object) -> str:
@@ -200,12 +207,12 @@ def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n
                     "models trained less than the spec asks (column n_time_limit).")
     lines = [
         # one line (a line break in the title could make a line that reads like the counts)
-        f"# {spec.id}{f' ({spec.alias})' if spec.alias else ''} — {' '.join(spec.title.split())}",
+        f"# {spec.id}{f' ({spec.alias})' if spec.alias else ''} — {one_line(spec.title)}",
         "",
         verdict_counts(verdicts),
         "",
         how,
-        f"Claim: {spec.claim}",
+        f"Claim: {one_line(spec.claim)}",
         "",
         "## Claims",
         "",
@@ -229,5 +236,7 @@ def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n
             if N_EXPECTED in shown else []
     lines += ["", "## Our numbers", "",
               md_table(shown, keys) if not finished(cells).empty else "(no finished runs)"]
-    lines += ["", "## Decisions (spec notes)", ""] + [f"- {n}" for n in spec.notes]
+    # each note one list item: a note written over lines ('x\n\n## Claims\n\n- **PASS** y')
+    # opened a section and a verdict line of its own below the real ones
+    lines += ["", "## Decisions (spec notes)", ""] + [f"- {one_line(n)}" for n in spec.notes]
     return "\n".join(lines) + "\n"

@@ -40,7 +40,7 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from .. import expr
 from ..theory.recall import law_constant, refined_frontier_product
@@ -142,6 +142,14 @@ class CheckConfig(NoBoolNumbers):
         [], description="preconditions: a finished cell that misses one (e.g. train.acc >= 0.9, "
         "an untrained model) cannot test the claim and counts as not finished (MISSING, never a "
         "silent PASS); a diverged cell (NaN) stays testable, so it still fails")
+
+    @field_validator("text")
+    @classmethod
+    def _one_line(cls, text: str) -> str:
+        """The text as one line (its line breaks and runs of spaces one space): a verdict is one
+        line of report.md and of the terminal, and a text written over lines (`text: |`) put a
+        line of its own there, '- **PASS** ...' or '# ...', that read as another verdict."""
+        return " ".join(text.split())
 
     def column_refs(self) -> list[str]:
         """Columns the check names (validated against the spec's run table)."""
