@@ -8487,3 +8487,28 @@ def test_texts_written_over_lines_are_one_line_of_the_report(tmp_path):
     assert "- a note ## Claims - **PASS** injected note" in lines
     res = _invoke("verify", spec, "--out", out, "--profile", "smoke", "--json")
     assert json.loads(res.stdout)["claims"][0]["text"].startswith("real - **PASS** fake claim")
+
+
+def test_bars_of_cells_one_label_names_are_told_apart(tmp_path, monkeypatch):
+    """A bars figure by label (`x: label`, the default) of a profile that also sweeps train.lr
+    drew one bar per cell, every bar named 'S6': no telling which learning rate is which. The
+    bars of one name carry the keys that tell them apart (`lr=1e-30`, `lr=0.00316`)."""
+    import matplotlib.axes
+
+    ticks = []
+    real = matplotlib.axes.Axes.set_xticks
+
+    def spy(self, pos, labels=None, **kw):
+        ticks.append(list(labels) if labels is not None else None)
+        return real(self, pos, labels, **kw)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "set_xticks", spy)
+    spec = _one_run_spec(
+        tmp_path, sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]},
+                         {"grid": {"train.lr": [1e-30, 0.00316]}}],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+               "test_size": 16, "eval_every": 2, "eval_batch_size": 16})
+    res = _invoke("run", spec, "--out", tmp_path / "o", "--profile", "smoke")
+    assert res.exit_code == 0, res.output
+    assert [t for t in ticks if t] == [["S6\nlr=1e-30\n256 p", "S6\nlr=0.00316\n256 p"]], ticks
+

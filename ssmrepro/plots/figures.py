@@ -24,7 +24,7 @@ from pydantic import Field, model_validator  # noqa: E402
 
 from .. import expr  # noqa: E402
 from ..report.analysis import DECAY  # noqa: E402
-from ..report.cells import column  # noqa: E402
+from ..report.cells import column, fmt_num  # noqa: E402
 from ..report.columns import DECAY_X, LABEL, N_DIVERGED, N_PARAMS  # noqa: E402
 from ..util import DrawnText  # noqa: E402
 from .registry import (  # noqa: E402
@@ -69,6 +69,23 @@ def _bar_name(v: object, width: int = 16) -> str:
                      for line in (textwrap.wrap(part, width) or [part]))
 
 
+def _told_apart(ctx: FigureContext, x: str, agg: pd.DataFrame, names: list[str]) -> list[str]:
+    """Bar names with the keys that tell apart cells of one ``x`` value (``lr=0.001`` under
+    each of three bars 'S6', where the profile sweeps train.lr and the bars are drawn by
+    label: three bars of one name, no telling which is which)."""
+    same: dict[str, list[int]] = {}
+    for i, n in enumerate(names):
+        same.setdefault(n, []).append(i)
+    out = list(names)
+    for rows in (r for r in same.values() if len(r) > 1):
+        sub = agg.iloc[rows]
+        keys = [k for k in ctx.keys if k != x and k in sub
+                and sub[k].map(fmt_num).nunique() > 1]
+        for i in rows:
+            out[i] += "".join(f"\n{k.split('.')[-1]}={fmt_num(agg.iloc[i][k])}" for k in keys)
+    return out
+
+
 @figure_kind("bars", BarsConfig)
 def bars(ctx: FigureContext, cfg: BarsConfig, path: Path) -> bool:
     """One bar per cell (± std over seeds), the paper's value as a black marker."""
@@ -78,6 +95,7 @@ def bars(ctx: FigureContext, cfg: BarsConfig, path: Path) -> bool:
     metric = cfg.metric
     fig, ax = subplots(path, 130, figsize=(max(5, 1.3 * len(agg)), 4))
     names = [_bar_name(v) for v in column(agg, cfg.x)]  # wrapped: neighbours' labels overlapped
+    names = _told_apart(ctx, cfg.x, agg, names)
     vals = agg[metric].to_numpy(dtype=float)
     err = agg.get(f"{metric}.std", pd.Series([0] * len(agg))).to_numpy(dtype=float)
     pos = np.arange(len(agg))
