@@ -8512,3 +8512,21 @@ def test_bars_of_cells_one_label_names_are_told_apart(tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     assert [t for t in ticks if t] == [["S6\nlr=1e-30\n256 p", "S6\nlr=0.00316\n256 p"]], ticks
 
+
+def test_huge_numbers_in_the_report_are_not_printed_digit_by_digit(tmp_path):
+    """A paper value of 1e300 was printed with 3 decimals, a 301-digit number whose digits past
+    the 17th are the float's binary expansion ('1000000000000000052504760255...000.000'), and a
+    swept key of 1e20 as '100000000000000000000': from 1e15 on, 3 significant digits."""
+    spec = _one_run_spec(
+        tmp_path, sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]},
+                         {"grid": {"train.grad_clip": [1e20]}}],
+        paper_values=[{"where": {"label": "S6"}, "metric": "test.loss", "value": 1e300,
+                       "tol": 1e300}],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+               "test_size": 16, "eval_every": 2, "eval_batch_size": 16})
+    out = tmp_path / "o"
+    assert _invoke("run", spec, "--out", out, "--profile", "smoke").exit_code == 0
+    report = (out / "tests/t-spec/report-smoke.md").read_text()
+    assert "| label=S6: test.loss (tol 1e+300) | 1e+300 |" in report, report
+    assert "| S6 | s6 | 1e+20 |" in report, report
+    assert "0000000000" not in report, report

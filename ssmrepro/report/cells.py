@@ -52,12 +52,14 @@ CASE_PREFIX = "case:"
 
 
 def fmt_num(v: Any) -> str:
-    """A cell value for a label or a verdict: 64.0 -> '64', 0.25 -> '0.25', 'x' -> 'x'."""
+    """A cell value for a label or a verdict: 64.0 -> '64', 0.25 -> '0.25', 'x' -> 'x'; 1e20 ->
+    '1e+20' (a whole number past 1e15 was printed with every digit of its binary value: a key
+    of 1e300 as a 301-digit number in the report's table and the claims' details)."""
     try:
         f = float(v)
     except (TypeError, ValueError, OverflowError):
         return str(v)
-    return str(int(f)) if f.is_integer() else f"{f:g}"
+    return str(int(f)) if f.is_integer() and abs(f) < 1e15 else f"{f:g}"
 
 
 def cell_env(row: pd.Series) -> dict[str, Any]:
