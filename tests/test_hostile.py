@@ -8530,3 +8530,27 @@ def test_huge_numbers_in_the_report_are_not_printed_digit_by_digit(tmp_path):
     assert "| label=S6: test.loss (tol 1e+300) | 1e+300 |" in report, report
     assert "| S6 | s6 | 1e+20 |" in report, report
     assert "0000000000" not in report, report
+
+
+def test_a_one_seed_cell_has_no_seed_spread(tmp_path):
+    """A cell of one finished seed had `test.acc.std` 0.0: report.md printed 0.000 and
+    summary.csv 0.0, seeds that agree exactly, where there is no spread to show. It is empty
+    ('—' in the report); two seeds still have theirs."""
+    spec = _one_run_spec(
+        tmp_path, seeds=[0],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+               "test_size": 16, "eval_every": 2, "eval_batch_size": 16},
+        profiles={"smoke": {}, "quick": {"seeds": [0, 1]}, "paper": {}})
+    out = tmp_path / "o"
+    for profile, name in (("smoke", "summary-smoke.csv"), ("quick", "summary.csv")):
+        assert _invoke("run", spec, "--out", out, "--profile", profile).exit_code == 0
+        import pandas as pd
+
+        row = pd.read_csv(out / "tests/t-spec" / name).iloc[0]
+        assert row["n_ok"] == (1 if profile == "smoke" else 2)
+        if profile == "smoke":
+            assert pd.isna(row["test.acc.std"]) and pd.isna(row["test.loss.std"]), row
+            report = (out / "tests/t-spec/report-smoke.md").read_text()
+            assert "| 0.000 |" not in report.split("## Our numbers")[1], report
+        else:
+            assert row["test.loss.std"] > 0, row

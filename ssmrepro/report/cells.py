@@ -338,7 +338,8 @@ def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str],
 
     Columns: the cell keys, ``n_expected`` (runs of the cell in the profile), ``n_ok``,
     ``n_diverged``, ``complete`` (every expected run finished), ``n_params``, each metric reduced
-    over seeds with ``reduce`` plus ``<metric>.std`` (over the seeds that finished ``ok``), and
+    over seeds with ``reduce`` plus ``<metric>.std`` (over the seeds that finished ``ok``; NaN
+    with fewer than two), and
     mean stop step / epochs. A diverged run has no metric value: with ``max`` (best of seeds) it
     is skipped, with ``mean`` / ``median`` / ``min`` it makes the cell's value NaN — a claim
     counts NaN as a miss, never as missing.
@@ -404,8 +405,10 @@ def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str],
             n_bad = row[N_DIVERGED] + (int(vals.isna().sum()) if col.startswith(METRIC_PREFIX)
                                         and vals.notna().any() else 0)
             row[m] = _reduce(vals, n_bad, reduce)
-            row[f"{m}.std"] = (float(vals.std(ddof=0)) if len(vals) and n_bad == row[N_DIVERGED]
-                               else math.nan)
+            # a spread needs two seeds: one seed's 0.0 read as seeds that agree exactly in the
+            # report's table and summary.csv (claims already left such a cell untested)
+            row[f"{m}.std"] = (float(vals.std(ddof=0)) if vals.notna().sum() >= 2
+                               and n_bad == row[N_DIVERGED] else math.nan)
             for q in percentiles:
                 v = vals.dropna()
                 row[f"{m}.p{q:g}"] = (float(np.percentile(v, q)) if len(v) and not n_bad
