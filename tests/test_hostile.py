@@ -8576,3 +8576,25 @@ def test_best_of_seeds_of_a_loss_is_its_lowest():
     assert (row["test.acc"], row["train.loss"], row["val.mse"]) == (0.9, 0.2, 0.01), row
     [row] = aggregate(df.iloc[:2], runs[:2], "min", ["train.loss"]).to_dict("records")
     assert row["train.loss"] == 0.2, row
+
+
+def test_a_small_spread_in_a_verdict_detail_is_not_zero():
+    """A `spread` claim on a loss with `tol: 1e-6` FAILed with the detail '1 of 1 groups spread
+    more than 1e-06 (largest 0.000)': 3 decimals read the spread 3e-05 as none. The detail
+    prints it as the report prints numbers (3 significant digits below 0.0005)."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.report import aggregate, cell_keys, verify
+
+    runs = [SimpleNamespace(label=lab, seed=0, coords={}, flat=dict) for lab in "ab"]
+    df = pd.DataFrame({"run_id": ["r0", "r1"], "label": ["a", "b"], "seed": [0, 0],
+                       "status": "ok", "val.mse": [1e-5, 4e-5]})
+    cells = aggregate(df, runs, "mean", ["val.mse"])
+    claim = {"check": "spread", "text": "a and b agree", "group_by": [], "metric": "val.mse",
+             "tol": 1e-6}
+    spec = SimpleNamespace(claims=[claim], paper_values=[], claim="c")
+    [v] = [v for v in verify(spec, cells, cell_keys(runs)) if v.kind == "claim"]
+    assert v.verdict == "FAIL", v
+    assert v.detail == "1 of 1 groups spread more than 1e-06 (largest 3e-05)", v.detail

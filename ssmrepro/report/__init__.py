@@ -21,6 +21,7 @@ from .cells import (
     expected,
     finished,
     fmt_num,
+    fmt_value,
     select,
     values_equal,
     with_config,
@@ -120,17 +121,6 @@ def paper_value_tally(pvs) -> str:
     out = f"{n_match} of {len(pvs) - n_missing - n_open} compared within tolerance"
     out += f"; {n_open} cells not finished, not compared" if n_open else ""
     return out + (f"; {n_missing} cells not run in this profile" if n_missing else "")
-
-
-def fmt_value(x: float) -> str:
-    """A measured number as the report prints it: 3 decimals, but 3 significant digits where
-    3 decimals would read as zero (|x| below 0.0005, not 0: 1.7e-09 and 0.0004 were printed
-    '0.000', an MSE or a gradient ratio of the same value as a cell that is exactly 0), and from
-    1e15 on, where 3 decimals print digits the float does not hold (a paper value 1e300 was
-    printed as a 301-digit number, '1000000000000000052504760255...000.000')."""
-    if math.isnan(x):
-        return "—"
-    return f"{x:.3g}" if 0 < abs(x) < 0.0005 or abs(x) >= 1e15 else f"{x:.3f}"
 
 
 def _fmt(x: Any, key: bool = False) -> str:

@@ -63,6 +63,17 @@ def fmt_num(v: Any) -> str:
     return str(int(f)) if f.is_integer() and abs(f) < 1e15 else f"{f:g}"
 
 
+def fmt_value(x: float) -> str:
+    """A measured number as the report prints it: 3 decimals, but 3 significant digits where
+    3 decimals would read as zero (|x| below 0.0005, not 0: 1.7e-09 and 0.0004 were printed
+    '0.000', an MSE or a gradient ratio of the same value as a cell that is exactly 0), and from
+    1e15 on, where 3 decimals print digits the float does not hold (a paper value 1e300 was
+    printed as a 301-digit number, '1000000000000000052504760255...000.000')."""
+    if math.isnan(x):
+        return "—"
+    return f"{x:.3g}" if 0 < abs(x) < 0.0005 or abs(x) >= 1e15 else f"{x:.3f}"
+
+
 def cell_env(row: pd.Series) -> dict[str, Any]:
     """A cell's columns as expression names (numbers as floats where they parse)."""
     env: dict[str, Any] = {}

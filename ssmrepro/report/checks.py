@@ -45,7 +45,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from .. import expr
 from ..theory.recall import law_constant, refined_frontier_product
 from ..util import NoBoolNumbers
-from .cells import CellIndex, cell_env, column, expected, fmt_num, norm, select
+from .cells import CellIndex, cell_env, column, expected, fmt_num, fmt_value, norm, select
 from .columns import (
     COMPLETE,
     DEFAULT_METRIC,
@@ -916,8 +916,8 @@ def collapse(ctx: CheckContext, cfg: CollapseConfig) -> list[Verdict]:
         span = max(means) - min(means)
         worst = max(spreads.values())
         ok = not nan and not wide and OPS[">="](max(means), min(means) + cfg.min_range)
-        shown = ", ".join(f"{fmt_num(g)}: {spreads[g]:.3f}" for g in spreads)
-        return Outcome(ok, f"spread per {cfg.by} = {shown}; group means span {span:.3f}"
+        shown = ", ".join(f"{fmt_num(g)}: {fmt_value(spreads[g])}" for g in spreads)
+        return Outcome(ok, f"spread per {cfg.by} = {shown}; group means span {fmt_value(span)}"
                        + ("; a diverged cell" if nan else ""), worst)
 
     return [judge(text, needed, evaluate_cells, cfg)]
@@ -1270,6 +1270,7 @@ def spread(ctx: CheckContext, cfg: SpreadConfig) -> list[Verdict]:
         worst = max((s for s in spreads if not math.isnan(s)), default=math.nan)
         return Outcome(viol <= cfg.allowed_violations,
                        f"{viol} of {len(spreads)} groups spread more than {cfg.tol} (largest "
-                       f"{worst:.3f})", worst)
+                       f"{fmt_value(worst)})", worst)  # with 3 decimals a loss's spread read
+        # 'more than 1e-06 (largest 0.000)', a fail for a spread that looked like none
 
     return [judge(text, pd.concat(groups), evaluate, cfg)]
