@@ -8598,3 +8598,30 @@ def test_a_small_spread_in_a_verdict_detail_is_not_zero():
     [v] = [v for v in verify(spec, cells, cell_keys(runs)) if v.kind == "claim"]
     assert v.verdict == "FAIL", v
     assert v.detail == "1 of 1 groups spread more than 1e-06 (largest 3e-05)", v.detail
+
+
+def test_heatmap_numbers_that_would_read_zero_keep_two_digits(tmp_path, monkeypatch):
+    """A heatmap wrote its cells' numbers with 2 decimals: yu2025-fig4's test MSEs 0.00017 and
+    0.00095 both read '0.00', an exact recovery. Below 0.005 a cell (ours or the paper's) has 2
+    significant digits."""
+    import matplotlib.axes
+
+    texts = []
+    real = matplotlib.axes.Axes.text
+
+    def spy(self, x, y, s, *a, **kw):
+        texts.append(s)
+        return real(self, x, y, s, *a, **kw)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "text", spy)
+    spec = _one_run_spec(
+        tmp_path, sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]},
+                         {"grid": {"train.lr": [0.01, 0.02]}}],
+        figure={"kind": "heatmaps", "metric": "test.loss", "x": ["train.lr"], "y": ["label"]},
+        paper_values=[{"where": {"label": "S6", "train.lr": 0.01}, "metric": "test.loss",
+                       "value": 0.00017, "tol": 0.1}],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+               "test_size": 16, "eval_every": 2, "eval_batch_size": 16})
+    res = _invoke("run", spec, "--out", tmp_path / "o", "--profile", "smoke")
+    assert res.exit_code == 0, res.output
+    assert any(t.endswith(" (0.00017)") for t in texts), texts

@@ -63,6 +63,15 @@ class BarsConfig(FigureConfig):
         return [self.x]
 
 
+def _annotation(v: float) -> str:
+    """A heatmap cell's number: 2 decimals, but 2 significant digits where 2 decimals would read
+    as zero (yu2025-fig4's test MSEs 0.00017 and 0.00095 were both written '0.00', an exact
+    recovery, beside B2S6's 0.0044, also '0.00')."""
+    if math.isnan(v):
+        return "—"
+    return f"{v:.2g}" if 0 < abs(v) < 0.005 else f"{v:.2f}"
+
+
 def _bar_name(v: object, width: int = 16) -> str:
     """A bar's tick label: each ' / '-separated part of the cell label on its own lines."""
     return "\n".join(line for part in str(v).split(" / ")
@@ -255,10 +264,10 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
                     ours = "not run"
                 else:
                     grid[i, j] = r[metric]
-                    ours = "—" if math.isnan(r[metric]) else f"{r[metric]:.2f}"
+                    ours = _annotation(r[metric])
                     if pv is None:
                         pv = ctx.paper_value({**r.to_dict(), cfg.col: paper_panel}, metric)
-                text = ours + (f" ({pv:.2f})" if pv is not None else "")
+                text = ours + (f" ({_annotation(pv)})" if pv is not None else "")
                 v = grid[i, j]
                 ax.text(j, i, text, ha="center", va="center", fontsize=7,
                         color="k" if (np.isnan(v) or v > 0.6) else "w")
