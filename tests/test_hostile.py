@@ -8625,3 +8625,24 @@ def test_heatmap_numbers_that_would_read_zero_keep_two_digits(tmp_path, monkeypa
     res = _invoke("run", spec, "--out", tmp_path / "o", "--profile", "smoke")
     assert res.exit_code == 0, res.output
     assert any(t.endswith(" (0.00017)") for t in texts), texts
+
+
+def test_export_keeps_the_integer_settings_of_a_runs_config(tmp_path):
+    """A setting only some runs have (huang2025-tab1's Transformer `model.heads`, empty for the
+    Mamba rows) is read back from results.csv as a float column: export's config gave
+    `"model.heads": 1.0` (and `"model.d_state": 8.0`) where the run's config has 1 (8). The
+    planned run's config types them; a float setting stays a float."""
+    import pandas as pd
+
+    root = _project(tmp_path, small=True)
+    out = tmp_path / "results"
+    shutil.copytree(ROOT / "results/huang2025/huang2025-tab1", out / "huang2025/huang2025-tab1")
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv",
+                  env={"SSMREPRO_ROOT": str(root)})
+    assert res.exit_code == 0, res.output
+    df = pd.read_csv(tmp_path / "x.csv", dtype=str, keep_default_na=False)
+    configs = [json.loads(c) for c in df.loc[df["label"] == "Transformer", "config"]]
+    assert configs and all(type(c["model.heads"]) is int for c in configs), configs[0]
+    configs = [json.loads(c) for c in df.loc[df["label"] == "Mamba", "config"]]
+    assert configs and all(type(c["model.d_state"]) is int for c in configs), configs[0]
+    assert all(type(c["train.lr"]) is float for c in configs), configs[0]
