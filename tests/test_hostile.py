@@ -8646,3 +8646,14 @@ def test_export_keeps_the_integer_settings_of_a_runs_config(tmp_path):
     configs = [json.loads(c) for c in df.loc[df["label"] == "Mamba", "config"]]
     assert configs and all(type(c["model.d_state"]) is int for c in configs), configs[0]
     assert all(type(c["train.lr"]) is float for c in configs), configs[0]
+
+
+def test_a_negative_paper_value_of_a_seed_spread_is_refused(tmp_path):
+    """A paper value `test.acc.std: -0.1` could never match (a standard deviation is never below
+    0) and was accepted, as a negative loss is not; it is refused, exit 2, and 0 is fine."""
+    pv = {"where": {"label": "S6"}, "metric": "test.acc.std", "value": -0.1, "tol": 0.05}
+    spec = _one_run_spec(tmp_path, paper_values=[pv])
+    _assert_refused(_invoke("validate", spec), "paper_values.0.value: -0.1 for test.acc.std, a "
+                    "negative spread")
+    spec = _one_run_spec(tmp_path, paper_values=[{**pv, "value": 0.0}])
+    assert _invoke("validate", spec).exit_code == 0

@@ -321,6 +321,9 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         if pv.metric not in metrics | {N_PARAMS}:
             errors.append(f"{path}: paper_values.{i}.metric: {pv.metric!r} is not aggregated")
         errors += _unreachable(path, [(f"paper_values.{i}.value", pv.metric, pv.value)], spread)
+        if spread.get(pv.metric) == _STD and pv.value < 0:  # as a negative loss: never matched
+            errors.append(f"{path}: paper_values.{i}.value: {pv.value:g} for {pv.metric}, a "
+                          "negative spread (a standard deviation is never below 0)")
         errors += _any_accuracy(path, f"paper_values.{i}.tol", pv.metric, pv.tol, spread)
         if spread.get(pv.metric, pv.metric).endswith(".acc") and pv.tol < 1 and \
                 pv.value - pv.tol <= 0 and pv.value + pv.tol >= 1:  # 0.5 ± 0.5
