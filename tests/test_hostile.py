@@ -8657,3 +8657,16 @@ def test_a_negative_paper_value_of_a_seed_spread_is_refused(tmp_path):
                     "negative spread")
     spec = _one_run_spec(tmp_path, paper_values=[{**pv, "value": 0.0}])
     assert _invoke("validate", spec).exit_code == 0
+
+
+def test_an_ordering_of_accuracies_with_a_margin_above_1_is_refused(tmp_path):
+    """`a >= b + margin` on accuracies with margin 1e300 (or 1.5) could never pass (accuracies
+    lie in [0, 1]) and was accepted, while a margin that cannot fail (-1e300) was refused: both
+    are refused, exit 2; a margin of 1 (a 1 beside a 0) is fine."""
+    claim = {"check": "ordering", "text": "t", "a": {"label": "S6"}, "b": {"label": "S4D"},
+             "match": []}
+    spec = write_spec(tmp_path, claims=[{**claim, "margin": 1e300}])
+    _assert_refused(_invoke("validate", spec), "claims.0.margin: 1e+300 on test.acc: no pair",
+                    "cannot pass")
+    spec = write_spec(tmp_path, claims=[{**claim, "margin": 1.0}])
+    assert _invoke("validate", spec).exit_code == 0

@@ -676,11 +676,15 @@ def _always_holds(path: str, conditions: list[tuple[str, str, str, float]],
 
 def _ordering_always_holds(path: str, key: str, cfg: Any) -> list[str]:
     """An ordering of accuracies ``a >= factor·b + margin`` with ``margin <= -factor``: every
-    pair of accuracies (in [0, 1]) meets it, so the claim cannot fail."""
+    pair of accuracies (in [0, 1]) meets it, so the claim cannot fail; with ``margin > 1`` none
+    does (1 >= factor·0 + margin at best), so it cannot pass."""
     if cfg.metric.endswith(".acc") and cfg.margin <= -cfg.factor:
         return [f"{path}: {key}.margin: {cfg.margin:g} with factor {cfg.factor:g} on "
                 f"{cfg.metric}: every pair of accuracies (in [0, 1]) is in order, the claim "
                 "cannot fail; give a margin above -factor"]
+    if cfg.metric.endswith(".acc") and cfg.margin > 1:  # a 1 beside a 0 is the most there is
+        return [f"{path}: {key}.margin: {cfg.margin:g} on {cfg.metric}: no pair of accuracies "
+                f"(in [0, 1]) is in order, the claim cannot pass; give a margin of at most 1"]
     return []
 
 
