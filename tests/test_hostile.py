@@ -8670,3 +8670,13 @@ def test_an_ordering_of_accuracies_with_a_margin_above_1_is_refused(tmp_path):
                     "cannot pass")
     spec = write_spec(tmp_path, claims=[{**claim, "margin": 1.0}])
     assert _invoke("validate", spec).exit_code == 0
+
+
+def test_a_label_with_a_run_of_spaces_is_refused(tmp_path):
+    """Labels 'S 6' and 'S  6' were two cells whose rows read the same in report.md (HTML shows
+    a run of spaces as one space): a label has no run of spaces, exit 2 naming the plain form."""
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": [
+        {"label": "S 6", "set": {"model.mixer": "s6"}},
+        {"label": "S  6", "set": {"model.mixer": "s4d"}}]}])
+    _assert_refused(_invoke("validate", spec), "sweep.0.cases.1.label",
+                    "a label has no run of spaces: 'S  6' looks like 'S 6'")
