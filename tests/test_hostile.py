@@ -8680,3 +8680,24 @@ def test_a_label_with_a_run_of_spaces_is_refused(tmp_path):
         {"label": "S  6", "set": {"model.mixer": "s4d"}}]}])
     _assert_refused(_invoke("validate", spec), "sweep.0.cases.1.label",
                     "a label has no run of spaces: 'S  6' looks like 'S 6'")
+
+
+def test_an_export_without_rows_has_the_column_types_of_one_with_rows(tmp_path, monkeypatch):
+    """An export of a results root without tables wrote every column untyped (object: a Parquet
+    file of null columns), seed and value too, where an export with rows has int64 seeds and
+    float values: files of one schema are not one schema to a reader that stacks them."""
+    import pandas as pd
+
+    from ssmrepro.plots.export import export_table
+
+    root = _project(tmp_path, small=True)
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv("SSMREPRO_ROOT", str(root))
+    empty = export_table(tmp_path / "empty")
+    out = tmp_path / "results"
+    shutil.copytree(ROOT / "results/huang2025/huang2025-tab1", out / "huang2025/huang2025-tab1")
+    full = export_table(out)
+    assert empty.empty and not full.empty
+    assert empty.dtypes.to_dict() == full.dtypes.to_dict(), (empty.dtypes, full.dtypes)
+    assert empty["value"].dtype == float and str(empty["seed"].dtype) == "Int64"
+    assert not any(pd.api.types.is_object_dtype(t) for t in empty.dtypes), empty.dtypes

@@ -36,6 +36,7 @@ from .outputs import consistent_rows
 EXPORT_COLUMNS = ["paper", "experiment", "profile", "run_id", "label", "seed", "status",
                   "n_params", "metric", "value", "config"]
 FORMATS = ("csv", "parquet")
+_TYPED = ("seed", "n_params", "value")  # the columns that are not text
 
 
 def result_files(spec, out: Path | None = None) -> list[tuple[str, Path]]:
@@ -140,9 +141,12 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None,
                 table = consistent_rows(table, planned, own=True)
             rows += long_rows(spec, prof, table, {r.run_id: r.flat() for r in planned})
     df = pd.DataFrame(rows, columns=EXPORT_COLUMNS)
-    if not df.empty:
-        df["seed"] = df["seed"].astype("Int64")
-        df["n_params"] = pd.to_numeric(df["n_params"], errors="coerce").astype("Int64")
+    if df.empty:  # the columns' types of a table with rows: a Parquet file without rows had
+        # every column of no type (null), seed and value too, unlike any export with rows
+        df = df.astype({c: "str" for c in EXPORT_COLUMNS if c not in _TYPED})
+    df["seed"] = df["seed"].astype("Int64")
+    df["n_params"] = pd.to_numeric(df["n_params"], errors="coerce").astype("Int64")
+    df["value"] = df["value"].astype(float)
     return df
 
 
