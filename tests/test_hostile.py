@@ -8701,3 +8701,29 @@ def test_an_export_without_rows_has_the_column_types_of_one_with_rows(tmp_path, 
     assert empty.dtypes.to_dict() == full.dtypes.to_dict(), (empty.dtypes, full.dtypes)
     assert empty["value"].dtype == float and str(empty["seed"].dtype) == "Int64"
     assert not any(pd.api.types.is_object_dtype(t) for t in empty.dtypes), empty.dtypes
+
+
+def test_a_label_that_reads_as_a_character_reference_is_shown_as_written(tmp_path):
+    """A label 'a&lt;b' was written into report.md's tables as it is, and the rendered report
+    showed 'a<b' (an HTML character reference), another label than the spec's. `&` is escaped
+    in table cells as `|`, `*` and `<` are."""
+    spec = _one_run_spec(
+        tmp_path, sweep=[{"cases": [{"label": "a&lt;b", "set": {"model.mixer": "s6"}}]}],
+        paper_values=[{"where": {"label": "a&lt;b"}, "value": 0.5}],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+               "test_size": 16, "eval_every": 2, "eval_batch_size": 16})
+    out = tmp_path / "o"
+    assert _invoke("run", spec, "--out", out, "--profile", "smoke").exit_code == 0
+    report = (out / "tests/t-spec/report-smoke.md").read_text()
+    assert "| a\\&lt;b | s6 |" in report and "| label=a\\&lt;b: test.acc" in report, report
+    assert "| a&lt;b" not in report and "=a&lt;b" not in report, report
+    import html
+
+    from markdown_it import MarkdownIt
+
+    from ssmrepro.report import md_cell
+
+    md = MarkdownIt("commonmark").enable("table")
+    for label in ("a&lt;b", "R&D", "&#42;"):
+        out = md.render(f"| l |\n|---|\n| {md_cell(label)} |\n").replace("\n", "")
+        assert f"<td>{html.escape(label, quote=False)}</td>" in out, out

@@ -145,9 +145,10 @@ def md_cell(text: object) -> str:
     than the header, shifting every number after it into the wrong column. A backslash, ``*``,
     a backquote, ``<`` and ``~`` are escaped too, and the ``](`` of a link: a label 'a\\|b' was
     shown 'a|b' (its backslash read as the pipe's escape), '*x*' in italics, '`x`' as code,
-    '<x>' not at all (an HTML tag), '[x](y)' as a link."""
+    '<x>' not at all (an HTML tag), '[x](y)' as a link; and ``&``: a label 'a&lt;b' was shown
+    'a<b' (an HTML character reference)."""
     text = str(text).replace("\\", "\\\\")
-    for ch in "|*`<~":
+    for ch in "|*`<~&":
         text = text.replace(ch, "\\" + ch)
     return text.replace("](", "]\\(").replace("\r", " ").replace("\n", " ")
 
