@@ -8727,3 +8727,28 @@ def test_a_label_that_reads_as_a_character_reference_is_shown_as_written(tmp_pat
     for label in ("a&lt;b", "R&D", "&#42;"):
         out = md.render(f"| l |\n|---|\n| {md_cell(label)} |\n").replace("\n", "")
         assert f"<td>{html.escape(label, quote=False)}</td>" in out, out
+
+
+def test_a_one_seed_bar_has_no_error_bar(tmp_path, monkeypatch):
+    """A bar of one seed was drawn with an error bar of 0 (a cap on its top: '± 0', seeds that
+    agree exactly); it has none, and a bar of two seeds keeps its ± std."""
+    import matplotlib.axes
+
+    seen = []
+    real = matplotlib.axes.Axes.bar
+
+    def spy(self, *a, **kw):
+        seen.append(list(kw.get("yerr")))
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "bar", spy)
+    spec = _one_run_spec(
+        tmp_path, seeds=[0],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+               "test_size": 16, "eval_every": 2, "eval_batch_size": 16},
+        profiles={"smoke": {}, "quick": {"seeds": [0, 1]}, "paper": {}})
+    out = tmp_path / "o"
+    assert _invoke("run", spec, "--out", out, "--profile", "smoke").exit_code == 0
+    assert len(seen) == 1 and math.isnan(seen[0][0]), seen
+    assert _invoke("run", spec, "--out", out, "--profile", "quick").exit_code == 0
+    assert len(seen) == 2 and seen[1][0] >= 0 and not math.isnan(seen[1][0]), seen

@@ -108,7 +108,8 @@ def bars(ctx: FigureContext, cfg: BarsConfig, path: Path) -> bool:
     vals = agg[metric].to_numpy(dtype=float)
     err = agg.get(f"{metric}.std", pd.Series([0] * len(agg))).to_numpy(dtype=float)
     pos = np.arange(len(agg))
-    ax.bar(pos, vals, yerr=np.nan_to_num(err), capsize=4, color="#4C72B0", label="ours")
+    # no error bar where there is no spread (one seed: a cap at the bar's top read '± 0')
+    ax.bar(pos, vals, yerr=err, capsize=4, color="#4C72B0", label="ours")
     labelled = False
     for i, (_, row) in enumerate(agg.iterrows()):
         pv = ctx.paper_value(row.to_dict(), metric)
