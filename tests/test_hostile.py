@@ -8752,3 +8752,34 @@ def test_a_one_seed_bar_has_no_error_bar(tmp_path, monkeypatch):
     assert len(seen) == 1 and math.isnan(seen[0][0]), seen
     assert _invoke("run", spec, "--out", out, "--profile", "quick").exit_code == 0
     assert len(seen) == 2 and seen[1][0] >= 0 and not math.isnan(seen[1][0]), seen
+
+
+def test_a_bar_of_a_small_loss_is_not_labelled_zero(tmp_path, monkeypatch):
+    """A bar's number had 2 decimals: a test loss of 0.004 was labelled '0.00' on a `bars`
+    figure. Below 0.005 it has 2 significant digits, as heatmap cells."""
+    import matplotlib.axes
+
+    from ssmrepro.store import read_results
+
+    texts = []
+    real = matplotlib.axes.Axes.text
+
+    def spy(self, x, y, s, *a, **kw):
+        texts.append(s)
+        return real(self, x, y, s, *a, **kw)
+
+    spec = _one_run_spec(
+        tmp_path, figure={"kind": "bars", "metric": "test.loss"},
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+               "test_size": 16, "eval_every": 2, "eval_batch_size": 16})
+    out = tmp_path / "o"
+    assert _invoke("run", spec, "--out", out, "--profile", "smoke").exit_code == 0
+    folder = out / "tests/t-spec"
+    table = read_results(folder / "results-smoke.csv")
+    table["metric.test.loss"] = 0.0042  # a fresh clone's committed table: no records
+    table.to_csv(folder / "results-smoke.csv", index=False)
+    shutil.rmtree(folder / "runs")
+    monkeypatch.setattr(matplotlib.axes.Axes, "text", spy)
+    res = _invoke("plot", spec, "--out", out, "--profile", "smoke")
+    assert res.exit_code == 0, res.output
+    assert "0.0042" in texts and "0.00" not in texts, texts

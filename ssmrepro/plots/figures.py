@@ -64,9 +64,9 @@ class BarsConfig(FigureConfig):
 
 
 def _annotation(v: float) -> str:
-    """A heatmap cell's number: 2 decimals, but 2 significant digits where 2 decimals would read
-    as zero (yu2025-fig4's test MSEs 0.00017 and 0.00095 were both written '0.00', an exact
-    recovery, beside B2S6's 0.0044, also '0.00')."""
+    """A heatmap cell's (or a bar's) number: 2 decimals, but 2 significant digits where 2
+    decimals would read as zero (yu2025-fig4's test MSEs 0.00017 and 0.00095 were both written
+    '0.00', an exact recovery, beside B2S6's 0.0044, also '0.00')."""
     if math.isnan(v):
         return "—"
     return f"{v:.2g}" if 0 < abs(v) < 0.005 else f"{v:.2f}"
@@ -118,7 +118,7 @@ def bars(ctx: FigureContext, cfg: BarsConfig, path: Path) -> bool:
                     label=None if labelled else "paper")
             labelled = True
         if not math.isnan(vals[i]):
-            ax.text(i, vals[i] + 0.02, f"{vals[i]:.2f}", ha="center", va="bottom", fontsize=8)
+            ax.text(i, vals[i] + 0.02, _annotation(vals[i]), ha="center", va="bottom", fontsize=8)
         else:  # 'diverged' only where a run did (a metric not measured read 'diverged')
             div = N_DIVERGED not in row or not float(row[N_DIVERGED]) == 0
             ax.text(i, 0.02, "diverged" if div else "not measured", ha="center", va="bottom",
