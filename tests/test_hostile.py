@@ -8783,3 +8783,25 @@ def test_a_bar_of_a_small_loss_is_not_labelled_zero(tmp_path, monkeypatch):
     res = _invoke("plot", spec, "--out", out, "--profile", "smoke")
     assert res.exit_code == 0, res.output
     assert "0.0042" in texts and "0.00" not in texts, texts
+
+
+def test_a_best_of_seeds_bar_has_no_error_bar(tmp_path, monkeypatch):
+    """With `reduce: max` a bar is the best seed's value, but it was drawn ± the std of all its
+    seeds (the lines kind draws its band only around a mean). Only a mean has an error bar."""
+    import matplotlib.axes
+
+    seen = []
+    real = matplotlib.axes.Axes.bar
+
+    def spy(self, *a, **kw):
+        seen.append(list(kw.get("yerr")))
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "bar", spy)
+    spec = _one_run_spec(
+        tmp_path, seeds=[0, 1], aggregate={"reduce": "max", "metrics": ["test.acc"]},
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+               "test_size": 16, "eval_every": 2, "eval_batch_size": 16})
+    out = tmp_path / "o"
+    assert _invoke("run", spec, "--out", out, "--profile", "smoke").exit_code == 0
+    assert len(seen) == 1 and all(math.isnan(e) for e in seen[0]), seen
