@@ -8805,3 +8805,19 @@ def test_a_best_of_seeds_bar_has_no_error_bar(tmp_path, monkeypatch):
     out = tmp_path / "o"
     assert _invoke("run", spec, "--out", out, "--profile", "smoke").exit_code == 0
     assert len(seen) == 1 and all(math.isnan(e) for e in seen[0]), seen
+
+
+@pytest.mark.parametrize("setting", ["model.d_model=1180591620717411303424",
+                                     "task.vocab=1180591620717411303424",
+                                     "model.d_model=4611686018427387904"])
+def test_a_model_size_past_64_bits_is_a_message(tmp_path, setting):
+    """`--set model.d_model=2**70` (or a vocabulary of 2**70, or d_model 2**62) ended `validate`
+    and `run` in a torch traceback (TypeError 'Overflow when unpacking long long', RuntimeError
+    'Storage size calculation overflowed') while the model was counted on the meta device. It
+    is a message naming the sizes, exit 2."""
+    spec = _one_run_spec(tmp_path)
+    for cmd in (["validate"], ["run", "--out", tmp_path / "o", "--profile", "smoke"]):
+        res = _invoke(*cmd, spec, "--set", setting)
+        _assert_refused(res, "cannot be built: a tensor of this model would have a size past "
+                        "what 64-bit integers count")
+    assert not (tmp_path / "o").exists()
