@@ -251,8 +251,8 @@ def seed_spreads(metric: str, given: list[Given] | tuple = ()) -> list[str]:
 def testable(complete: pd.DataFrame, given: list[Given], metric: str = "") -> pd.DataFrame:
     """The complete cells that meet every precondition (NaN = diverged counts as meeting it)
     and, for a metric or precondition that reads a seed spread (``test.acc.std``), have two
-    seeds that finished ok or a diverged one (one seed's spread is 0 by construction: a claim
-    that seeds agree PASSed on one seed)."""
+    seeds that finished ok or a diverged one (one seed has no spread: its 0.0, as it was, PASSed
+    a claim that seeds agree; ``aggregate`` now leaves it NaN, which would read as a miss)."""
     if complete.empty:
         return complete
     ok = np.ones(len(complete), dtype=bool)
