@@ -87,10 +87,10 @@ LABEL_SEP = " / "  # joins the case labels of several sweep axes into a run's la
 
 
 def _plain_label(label: str) -> str:
-    """A case label is one line of visible text without spaces at its ends, in composed form
-    (NFC): it names a cell in tables, figures and claims, where "S6 " and "S6", a label with a
-    zero-width or direction-changing character, or "e" + a combining accent beside "é", would
-    look the same as another and mean something else."""
+    """A case label is one line of visible text without spaces at its ends (nor two in a row), in
+    composed form (NFC): it names a cell in tables, figures and claims, where "S6 " and "S6",
+    "S  6" and "S 6", a label with a zero-width or direction-changing character, or "e" + a
+    combining accent beside "é", would look the same as another and mean something else."""
     import unicodedata
 
     odd = [c for c in label if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")
@@ -100,6 +100,10 @@ def _plain_label(label: str) -> str:
         raise ValueError(f"a label is one line of visible text; it holds {shown}")
     if label != label.strip():
         raise ValueError(f"a label has no spaces at its ends: {label!r}")
+    if "  " in label:  # report.md (HTML) shows a run of spaces as one: 'S  6' beside 'S 6' were
+        # two cells of one name there
+        raise ValueError(f"a label has no run of spaces: {label!r} looks like "
+                         f"{' '.join(label.split())!r} in report.md; write that")
     if label.startswith("_"):  # matplotlib's mark of an artist kept out of the legend
         raise ValueError(f"a label does not start with '_': {label!r} (matplotlib leaves a "
                          "name starting with '_' out of a figure's legend)")
@@ -262,7 +266,9 @@ class Aggregate(Strict):
     over: list[Literal["seed"]] = Field(
         ["seed"], description="what a cell combines: its seeds (the only choice; the other "
         "swept keys are cell keys)")
-    reduce: Literal["mean", "max", "min", "median"] = "mean"
+    reduce: Literal["mean", "max", "min", "median"] = Field(
+        "mean", description="max: the best of seeds, min: the worst (of a loss, *.loss, *_loss "
+        "or *.mse: its lowest and its highest)")
     metrics: list[str] = ["test.acc"]
     percentiles: list[Annotated[float, Field(ge=0, le=100)]] = Field(
         [], max_length=101,  # every whole percentile; 20,000 of them (a 200 kB list) made a

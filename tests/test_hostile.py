@@ -5,6 +5,7 @@ recovered run with a warning, or a bounded refusal — never a traceback, a hang
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -8665,3 +8666,388 @@ def test_a_recall_frontier_point_holding_two_cells_of_one_column_is_refused(tmp_
     _assert_refused(_invoke("validate", spec), "claims.0.regime: 2 cells of one group of "
                     "profile smoke have model.d_state = 2 (they differ in a key that regime "
                     "leaves out: train.lr): give that key one value per column")
+
+
+# ---------------------------------------------------------------------------------------------
+# round 27 P: numbers and text in output files
+
+
+def test_learning_curves_keep_small_losses(tmp_path):
+    """curves.csv rounded every metric to 5 decimals: a validation MSE below 5e-6 was written 0.0
+    (746 of yu2025-fig6's losses), so its log-scale loss curves fell off the axis. Values keep 5
+    significant digits; 0.1 and above keep 5 decimals as before."""
+    from ssmrepro.report.curves import curve_table
+
+    rec = {"run_id": "r0", "label": "S4D", "seed": 0, "status": "ok",
+           "config": {"train": {"batch_size": 2}},
+           "history": [{"step": 0, "val.loss": 0.926381234}, {"step": 5, "val.loss": 3.21234e-8},
+                       {"step": 10, "val.loss": 0.0123456789}, {"step": 15, "val.loss": 1e-300}]}
+    table = curve_table([rec], ["label"])
+    path = tmp_path / "curves.csv"
+    path.write_text(table.to_csv(index=False))
+    import pandas as pd
+
+    back = pd.read_csv(path)["val.loss"].tolist()
+    assert back == [0.92638, 3.2123e-8, 0.012346, 1e-300], back
+
+
+def test_texts_written_over_lines_are_one_line_of_the_report(tmp_path):
+    """A claim text, the spec's claim or a note written over lines (`text: |`) kept its line
+    breaks in report.md: a line of the text read as a verdict of its own ('- **PASS** fake'),
+    the counts ('**Verdicts: 9 PASS, ...**') or a section ('## Claims'). Each is one line."""
+    fake = "**Verdicts: 9 PASS, 0 FAIL, 0 MISSING, 0 UNTESTED**"
+    spec = _one_run_spec(
+        tmp_path, claim=f"the claim\n\n{fake}\n",
+        notes=["a note\n\n## Claims\n\n- **PASS** injected note", "second"],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+               "test_size": 16, "eval_every": 2, "eval_batch_size": 16},
+        claims=[{"text": "real\n- **PASS** fake claim\n# Heading", "where": {"label": "S6"},
+                 "op": ">=", "value": 0.99}])
+    out = tmp_path / "o"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke")
+    assert res.exit_code == 0, res.output
+    report = (out / "tests/t-spec/report-smoke.md").read_text()
+    lines = report.splitlines()
+    assert [ln for ln in lines if ln.startswith("- **")] == [
+        next(ln for ln in lines if ln.startswith("- **FAIL** real - **PASS** fake claim # Heading"))]
+    assert [ln for ln in lines if "Verdicts:" in ln] == [
+        "**Verdicts: 0 PASS, 1 FAIL, 0 MISSING, 0 UNTESTED**", f"Claim: the claim {fake}"]
+    assert [ln for ln in lines if ln.startswith("#")] == [
+        lines[0], "## Claims", "## Our numbers", "## Decisions (spec notes)"]
+    assert "- a note ## Claims - **PASS** injected note" in lines
+    res = _invoke("verify", spec, "--out", out, "--profile", "smoke", "--json")
+    assert json.loads(res.stdout)["claims"][0]["text"].startswith("real - **PASS** fake claim")
+
+
+def test_bars_of_cells_one_label_names_are_told_apart(tmp_path, monkeypatch):
+    """A bars figure by label (`x: label`, the default) of a profile that also sweeps train.lr
+    drew one bar per cell, every bar named 'S6': no telling which learning rate is which. The
+    bars of one name carry the keys that tell them apart (`lr=1e-30`, `lr=0.00316`)."""
+    import matplotlib.axes
+
+    ticks = []
+    real = matplotlib.axes.Axes.set_xticks
+
+    def spy(self, pos, labels=None, **kw):
+        ticks.append(list(labels) if labels is not None else None)
+        return real(self, pos, labels, **kw)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "set_xticks", spy)
+    spec = _one_run_spec(
+        tmp_path, sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]},
+                         {"grid": {"train.lr": [1e-30, 0.00316]}}],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+               "test_size": 16, "eval_every": 2, "eval_batch_size": 16})
+    res = _invoke("run", spec, "--out", tmp_path / "o", "--profile", "smoke")
+    assert res.exit_code == 0, res.output
+    assert [t for t in ticks if t] == [["S6\nlr=1e-30\n256 p", "S6\nlr=0.00316\n256 p"]], ticks
+
+
+def test_huge_numbers_in_the_report_are_not_printed_digit_by_digit(tmp_path):
+    """A paper value of 1e300 was printed with 3 decimals, a 301-digit number whose digits past
+    the 17th are the float's binary expansion ('1000000000000000052504760255...000.000'), and a
+    swept key of 1e20 as '100000000000000000000': from 1e15 on, 3 significant digits."""
+    spec = _one_run_spec(
+        tmp_path, sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]},
+                         {"grid": {"train.grad_clip": [1e20]}}],
+        paper_values=[{"where": {"label": "S6"}, "metric": "test.loss", "value": 1e300,
+                       "tol": 1e300}],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+               "test_size": 16, "eval_every": 2, "eval_batch_size": 16})
+    out = tmp_path / "o"
+    assert _invoke("run", spec, "--out", out, "--profile", "smoke").exit_code == 0
+    report = (out / "tests/t-spec/report-smoke.md").read_text()
+    assert "| label=S6: test.loss (tol 1e+300) | 1e+300 |" in report, report
+    assert "| S6 | s6 | 1e+20 |" in report, report
+    assert "0000000000" not in report, report
+
+
+def test_a_one_seed_cell_has_no_seed_spread(tmp_path):
+    """A cell of one finished seed had `test.acc.std` 0.0: report.md printed 0.000 and
+    summary.csv 0.0, seeds that agree exactly, where there is no spread to show. It is empty
+    ('—' in the report); two seeds still have theirs."""
+    spec = _one_run_spec(
+        tmp_path, seeds=[0],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+               "test_size": 16, "eval_every": 2, "eval_batch_size": 16},
+        profiles={"smoke": {}, "quick": {"seeds": [0, 1]}, "paper": {}})
+    out = tmp_path / "o"
+    for profile, name in (("smoke", "summary-smoke.csv"), ("quick", "summary.csv")):
+        assert _invoke("run", spec, "--out", out, "--profile", profile).exit_code == 0
+        import pandas as pd
+
+        row = pd.read_csv(out / "tests/t-spec" / name).iloc[0]
+        assert row["n_ok"] == (1 if profile == "smoke" else 2)
+        if profile == "smoke":
+            assert pd.isna(row["test.acc.std"]) and pd.isna(row["test.loss.std"]), row
+            report = (out / "tests/t-spec/report-smoke.md").read_text()
+            assert "| 0.000 |" not in report.split("## Our numbers")[1], report
+        else:
+            assert row["test.loss.std"] > 0, row
+
+
+def test_best_of_seeds_of_a_loss_is_its_lowest():
+    """`reduce: max` is the best of seeds; over a loss (koren2026-fig7's `metrics: [val.best_acc,
+    test.acc, train.loss]`) it took the highest, the worst seed's loss, shown in one row beside
+    the best seed's accuracy. A loss takes its lowest (a diverged seed skipped, as for max), and
+    with `min`, the worst of seeds (as the figures label it), its highest."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.report import aggregate
+
+    runs = [SimpleNamespace(label="a", seed=s, coords={}, flat=dict) for s in (0, 1, 2)]
+    df = pd.DataFrame({"run_id": ["r0", "r1", "r2"], "label": "a", "seed": [0, 1, 2],
+                       "status": ["ok", "ok", "diverged"], "test.acc": [0.9, 0.6, math.nan],
+                       "train.loss": [0.2, 1.5, math.nan], "val.mse": [0.01, 0.03, math.nan]})
+    [row] = aggregate(df, runs, "max", ["test.acc", "train.loss", "val.mse"]).to_dict("records")
+    assert (row["test.acc"], row["train.loss"], row["val.mse"]) == (0.9, 0.2, 0.01), row
+    # min is the worst of seeds (the figures say so): a loss's highest
+    [row] = aggregate(df.iloc[:2], runs[:2], "min", ["test.acc", "train.loss"]).to_dict("records")
+    assert (row["test.acc"], row["train.loss"]) == (0.6, 1.5), row
+
+
+def test_a_small_spread_in_a_verdict_detail_is_not_zero():
+    """A `spread` claim on a loss with `tol: 1e-6` FAILed with the detail '1 of 1 groups spread
+    more than 1e-06 (largest 0.000)': 3 decimals read the spread 3e-05 as none. The detail
+    prints it as the report prints numbers (3 significant digits below 0.0005)."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.report import aggregate, cell_keys, verify
+
+    runs = [SimpleNamespace(label=lab, seed=0, coords={}, flat=dict) for lab in "ab"]
+    df = pd.DataFrame({"run_id": ["r0", "r1"], "label": ["a", "b"], "seed": [0, 0],
+                       "status": "ok", "val.mse": [1e-5, 4e-5]})
+    cells = aggregate(df, runs, "mean", ["val.mse"])
+    claim = {"check": "spread", "text": "a and b agree", "group_by": [], "metric": "val.mse",
+             "tol": 1e-6}
+    spec = SimpleNamespace(claims=[claim], paper_values=[], claim="c")
+    [v] = [v for v in verify(spec, cells, cell_keys(runs)) if v.kind == "claim"]
+    assert v.verdict == "FAIL", v
+    assert v.detail == "1 of 1 groups spread more than 1e-06 (largest 3e-05)", v.detail
+
+
+def test_heatmap_numbers_that_would_read_zero_keep_two_digits(tmp_path, monkeypatch):
+    """A heatmap wrote its cells' numbers with 2 decimals: yu2025-fig4's test MSEs 0.00017 and
+    0.00095 both read '0.00', an exact recovery. Below 0.005 a cell (ours or the paper's) has 2
+    significant digits."""
+    import matplotlib.axes
+
+    texts = []
+    real = matplotlib.axes.Axes.text
+
+    def spy(self, x, y, s, *a, **kw):
+        texts.append(s)
+        return real(self, x, y, s, *a, **kw)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "text", spy)
+    spec = _one_run_spec(
+        tmp_path, sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]},
+                         {"grid": {"train.lr": [0.01, 0.02]}}],
+        figure={"kind": "heatmaps", "metric": "test.loss", "x": ["train.lr"], "y": ["label"]},
+        paper_values=[{"where": {"label": "S6", "train.lr": 0.01}, "metric": "test.loss",
+                       "value": 0.00017, "tol": 0.1}],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+               "test_size": 16, "eval_every": 2, "eval_batch_size": 16})
+    res = _invoke("run", spec, "--out", tmp_path / "o", "--profile", "smoke")
+    assert res.exit_code == 0, res.output
+    assert any(t.endswith(" (0.00017)") for t in texts), texts
+
+
+def test_export_keeps_the_integer_settings_of_a_runs_config(tmp_path):
+    """A setting only some runs have (huang2025-tab1's Transformer `model.heads`, empty for the
+    Mamba rows) is read back from results.csv as a float column: export's config gave
+    `"model.heads": 1.0` (and `"model.d_state": 8.0`) where the run's config has 1 (8). The
+    planned run's config types them; a float setting stays a float."""
+    import pandas as pd
+
+    root = _project(tmp_path, small=True)
+    out = tmp_path / "results"
+    shutil.copytree(ROOT / "results/huang2025/huang2025-tab1", out / "huang2025/huang2025-tab1")
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv",
+                  env={"SSMREPRO_ROOT": str(root)})
+    assert res.exit_code == 0, res.output
+    df = pd.read_csv(tmp_path / "x.csv", dtype=str, keep_default_na=False)
+    configs = [json.loads(c) for c in df.loc[df["label"] == "Transformer", "config"]]
+    assert configs and all(type(c["model.heads"]) is int for c in configs), configs[0]
+    configs = [json.loads(c) for c in df.loc[df["label"] == "Mamba", "config"]]
+    assert configs and all(type(c["model.d_state"]) is int for c in configs), configs[0]
+    assert all(type(c["train.lr"]) is float for c in configs), configs[0]
+
+
+def test_a_negative_paper_value_of_a_seed_spread_is_refused(tmp_path):
+    """A paper value `test.acc.std: -0.1` could never match (a standard deviation is never below
+    0) and was accepted, as a negative loss is not; it is refused, exit 2, and 0 is fine."""
+    pv = {"where": {"label": "S6"}, "metric": "test.acc.std", "value": -0.1, "tol": 0.05}
+    spec = _one_run_spec(tmp_path, paper_values=[pv])
+    _assert_refused(_invoke("validate", spec), "paper_values.0.value: -0.1 for test.acc.std, a "
+                    "negative spread")
+    spec = _one_run_spec(tmp_path, paper_values=[{**pv, "value": 0.0}])
+    assert _invoke("validate", spec).exit_code == 0
+
+
+def test_an_ordering_of_accuracies_with_a_margin_above_1_is_refused(tmp_path):
+    """`a >= b + margin` on accuracies with margin 1e300 (or 1.5) could never pass (accuracies
+    lie in [0, 1]) and was accepted, while a margin that cannot fail (-1e300) was refused: both
+    are refused, exit 2; a margin of 1 (a 1 beside a 0) is fine."""
+    claim = {"check": "ordering", "text": "t", "a": {"label": "S6"}, "b": {"label": "S4D"},
+             "match": []}
+    spec = write_spec(tmp_path, claims=[{**claim, "margin": 1e300}])
+    _assert_refused(_invoke("validate", spec), "claims.0.margin: 1e+300 on test.acc: no pair",
+                    "cannot pass")
+    spec = write_spec(tmp_path, claims=[{**claim, "margin": 1.0}])
+    assert _invoke("validate", spec).exit_code == 0
+
+
+def test_a_label_with_a_run_of_spaces_is_refused(tmp_path):
+    """Labels 'S 6' and 'S  6' were two cells whose rows read the same in report.md (HTML shows
+    a run of spaces as one space): a label has no run of spaces, exit 2 naming the plain form."""
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": [
+        {"label": "S 6", "set": {"model.mixer": "s6"}},
+        {"label": "S  6", "set": {"model.mixer": "s4d"}}]}])
+    _assert_refused(_invoke("validate", spec), "sweep.0.cases.1.label",
+                    "a label has no run of spaces: 'S  6' looks like 'S 6'")
+
+
+def test_an_export_without_rows_has_the_column_types_of_one_with_rows(tmp_path, monkeypatch):
+    """An export of a results root without tables wrote every column untyped (object: a Parquet
+    file of null columns), seed and value too, where an export with rows has int64 seeds and
+    float values: files of one schema are not one schema to a reader that stacks them."""
+    import pandas as pd
+
+    from ssmrepro.plots.export import export_table
+
+    root = _project(tmp_path, small=True)
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv("SSMREPRO_ROOT", str(root))
+    empty = export_table(tmp_path / "empty")
+    out = tmp_path / "results"
+    shutil.copytree(ROOT / "results/huang2025/huang2025-tab1", out / "huang2025/huang2025-tab1")
+    full = export_table(out)
+    assert empty.empty and not full.empty
+    assert empty.dtypes.to_dict() == full.dtypes.to_dict(), (empty.dtypes, full.dtypes)
+    assert empty["value"].dtype == float and str(empty["seed"].dtype) == "Int64"
+    assert not any(pd.api.types.is_object_dtype(t) for t in empty.dtypes), empty.dtypes
+
+
+def test_a_label_that_reads_as_a_character_reference_is_shown_as_written(tmp_path):
+    """A label 'a&lt;b' was written into report.md's tables as it is, and the rendered report
+    showed 'a<b' (an HTML character reference), another label than the spec's. `&` is escaped
+    in table cells as `|`, `*` and `<` are."""
+    spec = _one_run_spec(
+        tmp_path, sweep=[{"cases": [{"label": "a&lt;b", "set": {"model.mixer": "s6"}}]}],
+        paper_values=[{"where": {"label": "a&lt;b"}, "value": 0.5}],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+               "test_size": 16, "eval_every": 2, "eval_batch_size": 16})
+    out = tmp_path / "o"
+    assert _invoke("run", spec, "--out", out, "--profile", "smoke").exit_code == 0
+    report = (out / "tests/t-spec/report-smoke.md").read_text()
+    assert "| a\\&lt;b | s6 |" in report and "| label=a\\&lt;b: test.acc" in report, report
+    assert "| a&lt;b" not in report and "=a&lt;b" not in report, report
+    import html
+
+    from markdown_it import MarkdownIt
+
+    from ssmrepro.report import md_cell
+
+    md = MarkdownIt("commonmark").enable("table")
+    for label in ("a&lt;b", "R&D", "&#42;"):
+        out = md.render(f"| l |\n|---|\n| {md_cell(label)} |\n").replace("\n", "")
+        assert f"<td>{html.escape(label, quote=False)}</td>" in out, out
+
+
+def test_a_one_seed_bar_has_no_error_bar(tmp_path, monkeypatch):
+    """A bar of one seed was drawn with an error bar of 0 (a cap on its top: '± 0', seeds that
+    agree exactly); it has none, and a bar of two seeds keeps its ± std."""
+    import matplotlib.axes
+
+    seen = []
+    real = matplotlib.axes.Axes.bar
+
+    def spy(self, *a, **kw):
+        seen.append(list(kw.get("yerr")))
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "bar", spy)
+    spec = _one_run_spec(
+        tmp_path, seeds=[0],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+               "test_size": 16, "eval_every": 2, "eval_batch_size": 16},
+        profiles={"smoke": {}, "quick": {"seeds": [0, 1]}, "paper": {}})
+    out = tmp_path / "o"
+    assert _invoke("run", spec, "--out", out, "--profile", "smoke").exit_code == 0
+    assert len(seen) == 1 and math.isnan(seen[0][0]), seen
+    assert _invoke("run", spec, "--out", out, "--profile", "quick").exit_code == 0
+    assert len(seen) == 2 and seen[1][0] >= 0 and not math.isnan(seen[1][0]), seen
+
+
+def test_a_bar_of_a_small_loss_is_not_labelled_zero(tmp_path, monkeypatch):
+    """A bar's number had 2 decimals: a test loss of 0.004 was labelled '0.00' on a `bars`
+    figure. Below 0.005 it has 2 significant digits, as heatmap cells."""
+    import matplotlib.axes
+
+    from ssmrepro.store import read_results
+
+    texts = []
+    real = matplotlib.axes.Axes.text
+
+    def spy(self, x, y, s, *a, **kw):
+        texts.append(s)
+        return real(self, x, y, s, *a, **kw)
+
+    spec = _one_run_spec(
+        tmp_path, figure={"kind": "bars", "metric": "test.loss"},
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+               "test_size": 16, "eval_every": 2, "eval_batch_size": 16})
+    out = tmp_path / "o"
+    assert _invoke("run", spec, "--out", out, "--profile", "smoke").exit_code == 0
+    folder = out / "tests/t-spec"
+    table = read_results(folder / "results-smoke.csv")
+    table["metric.test.loss"] = 0.0042  # a fresh clone's committed table: no records
+    table.to_csv(folder / "results-smoke.csv", index=False)
+    shutil.rmtree(folder / "runs")
+    monkeypatch.setattr(matplotlib.axes.Axes, "text", spy)
+    res = _invoke("plot", spec, "--out", out, "--profile", "smoke")
+    assert res.exit_code == 0, res.output
+    assert "0.0042" in texts and "0.00" not in texts, texts
+
+
+def test_a_best_of_seeds_bar_has_no_error_bar(tmp_path, monkeypatch):
+    """With `reduce: max` a bar is the best seed's value, but it was drawn ± the std of all its
+    seeds (the lines kind draws its band only around a mean). Only a mean has an error bar."""
+    import matplotlib.axes
+
+    seen = []
+    real = matplotlib.axes.Axes.bar
+
+    def spy(self, *a, **kw):
+        seen.append(list(kw.get("yerr")))
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "bar", spy)
+    spec = _one_run_spec(
+        tmp_path, seeds=[0, 1], aggregate={"reduce": "max", "metrics": ["test.acc"]},
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+               "test_size": 16, "eval_every": 2, "eval_batch_size": 16})
+    out = tmp_path / "o"
+    assert _invoke("run", spec, "--out", out, "--profile", "smoke").exit_code == 0
+    assert len(seen) == 1 and all(math.isnan(e) for e in seen[0]), seen
+
+
+@pytest.mark.parametrize("setting", ["model.d_model=1180591620717411303424",
+                                     "task.vocab=1180591620717411303424",
+                                     "model.d_model=4611686018427387904"])
+def test_a_model_size_past_64_bits_is_a_message(tmp_path, setting):
+    """`--set model.d_model=2**70` (or a vocabulary of 2**70, or d_model 2**62) ended `validate`
+    and `run` in a torch traceback (TypeError 'Overflow when unpacking long long', RuntimeError
+    'Storage size calculation overflowed') while the model was counted on the meta device. It
+    is a message naming the sizes, exit 2."""
+    spec = _one_run_spec(tmp_path)
+    for cmd in (["validate"], ["run", "--out", tmp_path / "o", "--profile", "smoke"]):
+        res = _invoke(*cmd, spec, "--set", setting)
+        _assert_refused(res, "cannot be built: a tensor of this model would have a size past "
+                        "what 64-bit integers count")
+    assert not (tmp_path / "o").exists()

@@ -120,14 +120,23 @@ def eval_floats(config: ModelConfig, info) -> int:
 def param_count(config: ModelConfig, info) -> int:
     """Parameters of one member, counted without allocating them: each distinct block is built
     once on PyTorch's ``meta`` device (shapes only) and counted as often as the layer pattern
-    uses it, so this stays fast for any width or depth."""
+    uses it, so this stays fast for any width or depth. ValueError where a size overflows
+    64 bits."""
     import torch
 
     cfg = config.to_backbone()
     names = cfg.layer_names()
     distinct = list(dict.fromkeys(names))
-    with torch.device("meta"):
-        model = SeqLM(cfg.model_copy(update={"layers": distinct, "repeat": 1}), info, 1)
+    try:
+        with torch.device("meta"):
+            model = SeqLM(cfg.model_copy(update={"layers": distinct, "repeat": 1}), info, 1)
+    except (RuntimeError, TypeError) as err:  # a size past 64 bits (d_model or a vocabulary of
+        # 2**70): torch's own overflow, a traceback out of `validate`
+        if "overflow" not in str(err).lower():
+            raise
+        raise ValueError("a tensor of this model would have a size past what 64-bit integers "
+                         "count (model.d_model, model.d_state, the task's vocabulary or "
+                         "length)") from None
     per_block = {n: sum(p.numel() for p in blk.parameters())
                  for n, blk in zip(distinct, model.blocks)}
     rest = sum(p.numel() for p in model.parameters()) - sum(per_block.values())

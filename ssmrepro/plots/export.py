@@ -36,6 +36,7 @@ from .outputs import consistent_rows
 EXPORT_COLUMNS = ["paper", "experiment", "profile", "run_id", "label", "seed", "status",
                   "n_params", "metric", "value", "config"]
 FORMATS = ("csv", "parquet")
+_TYPED = ("seed", "n_params", "value")  # the columns that are not text
 
 
 def result_files(spec, out: Path | None = None) -> list[tuple[str, Path]]:
@@ -60,7 +61,20 @@ def _plain(v: Any) -> Any:
     return v
 
 
-def long_rows(spec, profile: str, df: pd.DataFrame) -> list[dict[str, Any]]:
+def _typed(v: Any, planned: Any) -> Any:
+    """``v`` (a table's value) as the planned run's config types it: an integer setting of a
+    column that is empty for some runs is read back as a float (``model.heads`` 1.0 beside a
+    Mamba's empty cell), exported as 1.0 where the run's config says 1."""
+    if (isinstance(v, float) and isinstance(planned, int) and not isinstance(planned, bool)
+            and v == planned):
+        return planned
+    return v
+
+
+def long_rows(spec, profile: str, df: pd.DataFrame,
+              planned: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """One row per (run, metric) of ``df``; ``planned``: each planned run's dotted config by run
+    id, whose types the config column keeps (``_typed``)."""
     # an analytic table's grid and params are its rows' settings, not metrics: they were
     # exported as metrics beside an empty config, so no value could be told from another's row
     settings = set(spec.analytic.grid) | set(spec.analytic.params) if spec.analytic else set()
@@ -69,7 +83,8 @@ def long_rows(spec, profile: str, df: pd.DataFrame) -> list[dict[str, Any]]:
                    or (c not in metrics and metric_name(c) in settings)]
     rows = []
     for rec in df.to_dict("records"):
-        config = {metric_name(c): _plain(rec[c]) for c in config_cols
+        typed = (planned or {}).get(str(rec.get("run_id")), {})
+        config = {metric_name(c): _typed(_plain(rec[c]), typed.get(c)) for c in config_cols
                   if not (isinstance(rec[c], float) and math.isnan(rec[c]))}
         base = {"paper": spec.paper, "experiment": spec.id, "profile": profile,
                 "run_id": rec.get("run_id"), "label": rec.get("label"),
@@ -120,14 +135,18 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None,
                              if SET_TAG.search(f.stem))
         for prof, csv in result_files(spec, out):
             table = read_results(csv)
+            planned = _planned(spec, prof)
             if "profile" in table:  # as plot reads it: a row of a planned run checked against
                 # its run id (a hand-edited config was exported as it stood)
-                table = consistent_rows(table, _planned(spec, prof), own=True)
-            rows += long_rows(spec, prof, table)
+                table = consistent_rows(table, planned, own=True)
+            rows += long_rows(spec, prof, table, {r.run_id: r.flat() for r in planned})
     df = pd.DataFrame(rows, columns=EXPORT_COLUMNS)
-    if not df.empty:
-        df["seed"] = df["seed"].astype("Int64")
-        df["n_params"] = pd.to_numeric(df["n_params"], errors="coerce").astype("Int64")
+    if df.empty:  # the columns' types of a table with rows: a Parquet file without rows had
+        # every column of no type (null), seed and value too, unlike any export with rows
+        df = df.astype({c: "str" for c in EXPORT_COLUMNS if c not in _TYPED})
+    df["seed"] = df["seed"].astype("Int64")
+    df["n_params"] = pd.to_numeric(df["n_params"], errors="coerce").astype("Int64")
+    df["value"] = df["value"].astype(float)
     return df
 
 

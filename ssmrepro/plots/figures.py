@@ -63,6 +63,15 @@ class BarsConfig(FigureConfig):
         return [self.x]
 
 
+def _annotation(v: float) -> str:
+    """A heatmap cell's (or a bar's) number: 2 decimals, but 2 significant digits where 2
+    decimals would read as zero (yu2025-fig4's test MSEs 0.00017 and 0.00095 were both written
+    '0.00', an exact recovery, beside B2S6's 0.0044, also '0.00')."""
+    if math.isnan(v):
+        return "—"
+    return f"{v:.2g}" if 0 < abs(v) < 0.005 else f"{v:.2f}"
+
+
 def _bar_name(v: object, width: int = 16) -> str:
     """A bar's tick label: each ' / '-separated part of the cell label on its own lines."""
     return "\n".join(line for part in str(v).split(" / ")
@@ -92,7 +101,8 @@ def _bar_names(agg: pd.DataFrame, x: str, keys: list[str]) -> list[str]:
 
 @figure_kind("bars", BarsConfig)
 def bars(ctx: FigureContext, cfg: BarsConfig, path: Path) -> bool:
-    """One bar per cell (± std over seeds), the paper's value as a black marker."""
+    """One bar per cell (± std over seeds, with reduce mean), the paper's value as a black
+    marker."""
     agg = ctx.table
     if agg.empty:
         return False
@@ -101,8 +111,12 @@ def bars(ctx: FigureContext, cfg: BarsConfig, path: Path) -> bool:
     names = _bar_names(agg, cfg.x, ctx.keys)
     vals = agg[metric].to_numpy(dtype=float)
     err = agg.get(f"{metric}.std", pd.Series([0] * len(agg))).to_numpy(dtype=float)
+    if ctx.spec.aggregate.reduce != "mean":  # a spread around a mean, as the lines' bands: a
+        # best-of-seeds bar (reduce max) was drawn ± the std of all its seeds
+        err = np.full(len(agg), np.nan)
     pos = np.arange(len(agg))
-    ax.bar(pos, vals, yerr=np.nan_to_num(err), capsize=4, color="#4C72B0", label="ours")
+    # no error bar where there is no spread (one seed: a cap at the bar's top read '± 0')
+    ax.bar(pos, vals, yerr=err, capsize=4, color="#4C72B0", label="ours")
     labelled = False
     for i, (_, row) in enumerate(agg.iterrows()):
         pv = ctx.paper_value(row.to_dict(), metric)
@@ -111,7 +125,7 @@ def bars(ctx: FigureContext, cfg: BarsConfig, path: Path) -> bool:
                     label=None if labelled else "paper")
             labelled = True
         if not math.isnan(vals[i]):
-            ax.text(i, vals[i] + 0.02, f"{vals[i]:.2f}", ha="center", va="bottom", fontsize=8)
+            ax.text(i, vals[i] + 0.02, _annotation(vals[i]), ha="center", va="bottom", fontsize=8)
         else:  # 'diverged' only where a run did (a metric not measured read 'diverged')
             div = N_DIVERGED not in row or not float(row[N_DIVERGED]) == 0
             ax.text(i, 0.02, "diverged" if div else "not measured", ha="center", va="bottom",
@@ -258,10 +272,10 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
                     ours = "not run"
                 else:
                     grid[i, j] = r[metric]
-                    ours = "—" if math.isnan(r[metric]) else f"{r[metric]:.2f}"
+                    ours = _annotation(r[metric])
                     if pv is None:
                         pv = ctx.paper_value({**r.to_dict(), cfg.col: paper_panel}, metric)
-                text = ours + (f" ({pv:.2f})" if pv is not None else "")
+                text = ours + (f" ({_annotation(pv)})" if pv is not None else "")
                 v = grid[i, j]
                 ax.text(j, i, text, ha="center", va="center", fontsize=7,
                         color="k" if (np.isnan(v) or v > 0.6) else "w")

@@ -328,6 +328,9 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         if pv.metric not in metrics | {N_PARAMS}:
             errors.append(f"{path}: paper_values.{i}.metric: {pv.metric!r} is not aggregated")
         errors += _unreachable(path, [(f"paper_values.{i}.value", pv.metric, pv.value)], spread)
+        if spread.get(pv.metric) == _STD and pv.value < 0:  # as a negative loss: never matched
+            errors.append(f"{path}: paper_values.{i}.value: {pv.value:g} for {pv.metric}, a "
+                          "negative spread (a standard deviation is never below 0)")
         errors += _any_accuracy(path, f"paper_values.{i}.tol", pv.metric, pv.tol, spread)
         if spread.get(pv.metric, pv.metric).endswith(".acc") and pv.tol < 1 and \
                 pv.value - pv.tol <= 0 and pv.value + pv.tol >= 1:  # 0.5 ± 0.5
@@ -706,11 +709,15 @@ def _always_holds(path: str, conditions: list[tuple[str, str, str, float]],
 
 def _ordering_always_holds(path: str, key: str, cfg: Any) -> list[str]:
     """An ordering of accuracies ``a >= factor·b + margin`` with ``margin <= -factor``: every
-    pair of accuracies (in [0, 1]) meets it, so the claim cannot fail."""
+    pair of accuracies (in [0, 1]) meets it, so the claim cannot fail; with ``margin > 1`` none
+    does (1 >= factor·0 + margin at best), so it cannot pass."""
     if cfg.metric.endswith(".acc") and cfg.margin <= -cfg.factor:
         return [f"{path}: {key}.margin: {cfg.margin:g} with factor {cfg.factor:g} on "
                 f"{cfg.metric}: every pair of accuracies (in [0, 1]) is in order, the claim "
                 "cannot fail; give a margin above -factor"]
+    if cfg.metric.endswith(".acc") and cfg.margin > 1:  # a 1 beside a 0 is the most there is
+        return [f"{path}: {key}.margin: {cfg.margin:g} on {cfg.metric}: no pair of accuracies "
+                f"(in [0, 1]) is in order, the claim cannot pass; give a margin of at most 1"]
     return []
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..store import is_loss
 from .cells import (
     CellIndex,
     aggregate,
@@ -20,6 +21,7 @@ from .cells import (
     expected,
     finished,
     fmt_num,
+    fmt_value,
     select,
     values_equal,
     with_config,
@@ -94,7 +96,7 @@ def verify(spec, cells: pd.DataFrame, keys: list[str] | None = None) -> list[Ver
     for raw in spec.claims:
         out += run_check(ctx, parse_claim(raw))
     if not spec.claims:
-        out.append(Verdict("claim", spec.claim.strip(), "UNTESTED", None,
+        out.append(Verdict("claim", one_line(spec.claim), "UNTESTED", None,
                            detail="the spec has no checkable claim"))
     return out
 
@@ -103,6 +105,11 @@ def _keys_of(cells: pd.DataFrame) -> list[str]:
     if cells.empty or N_EXPECTED not in cells:
         return list(cells.columns)
     return list(cells.columns[: list(cells.columns).index(N_EXPECTED)])
+
+
+# what max and min of seeds are for a loss (cells.aggregate), where the report says so
+_LOSS_REDUCE = {"max": " (best of seeds: a loss's lowest)",
+                "min": " (worst of seeds: a loss's highest)"}
 
 
 def verdict_counts(verdicts: list[Verdict]) -> str:
@@ -121,15 +128,6 @@ def paper_value_tally(pvs) -> str:
     return out + (f"; {n_missing} cells not run in this profile" if n_missing else "")
 
 
-def fmt_value(x: float) -> str:
-    """A measured number as the report prints it: 3 decimals, but 3 significant digits where
-    3 decimals would read as zero (|x| below 0.0005, not 0: 1.7e-09 and 0.0004 were printed
-    '0.000', an MSE or a gradient ratio of the same value as a cell that is exactly 0)."""
-    if math.isnan(x):
-        return "—"
-    return f"{x:.3g}" if 0 < abs(x) < 0.0005 else f"{x:.3f}"
-
-
 def _fmt(x: Any, key: bool = False) -> str:
     if isinstance(x, (bool,)):
         return "yes" if x else "no"
@@ -140,14 +138,22 @@ def _fmt(x: Any, key: bool = False) -> str:
     return str(x)
 
 
+def one_line(text: object) -> str:
+    """``text`` with its line breaks and runs of spaces as one space: a title, claim, claim
+    text or note is one line of report.md, where a line of its own reads as a heading, a
+    verdict ('- **PASS** ...') or the counts ('**Verdicts: 9 PASS, ...**')."""
+    return " ".join(str(text).split())
+
+
 def md_cell(text: object) -> str:
     """Text safe inside a markdown table cell: a label 'a|b' split its row into one cell more
     than the header, shifting every number after it into the wrong column. A backslash, ``*``,
     a backquote, ``<`` and ``~`` are escaped too, and the ``](`` of a link: a label 'a\\|b' was
     shown 'a|b' (its backslash read as the pipe's escape), '*x*' in italics, '`x`' as code,
-    '<x>' not at all (an HTML tag), '[x](y)' as a link."""
+    '<x>' not at all (an HTML tag), '[x](y)' as a link; and ``&``: a label 'a&lt;b' was shown
+    'a<b' (an HTML character reference)."""
     text = str(text).replace("\\", "\\\\")
-    for ch in "|*`<~":
+    for ch in "|*`<~&":
         text = text.replace(ch, "\\" + ch)
     return text.replace("](", "]\\(").replace("\r", " ").replace("\n", " ")
 
@@ -190,7 +196,9 @@ def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n
                f"(ssmrepro.theory), {len(cells)} rows, no training.")
     else:
         how = (f"Profile `{profile}`: {n_exp} runs expected, {n_ok + n_div} finished "
-               f"({n_div} diverged); seeds aggregated with `{spec.aggregate.reduce}`.")
+               f"({n_div} diverged); seeds aggregated with `{spec.aggregate.reduce}`"
+               + (_LOSS_REDUCE[spec.aggregate.reduce] if spec.aggregate.reduce in _LOSS_REDUCE
+                  and any(is_loss(m) for m in spec.aggregate.metrics) else "") + ".")
         src = cells if counted is None else counted
         n_cut = (int(pd.to_numeric(src[N_TIME_LIMIT], errors="coerce").fillna(0).sum())
                  if N_TIME_LIMIT in src else 0)
@@ -200,12 +208,12 @@ def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n
                     "models trained less than the spec asks (column n_time_limit).")
     lines = [
         # one line (a line break in the title could make a line that reads like the counts)
-        f"# {spec.id}{f' ({spec.alias})' if spec.alias else ''} — {' '.join(spec.title.split())}",
+        f"# {spec.id}{f' ({spec.alias})' if spec.alias else ''} — {one_line(spec.title)}",
         "",
         verdict_counts(verdicts),
         "",
         how,
-        f"Claim: {spec.claim}",
+        f"Claim: {one_line(spec.claim)}",
         "",
         "## Claims",
         "",
@@ -229,5 +237,7 @@ def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n
             if N_EXPECTED in shown else []
     lines += ["", "## Our numbers", "",
               md_table(shown, keys) if not finished(cells).empty else "(no finished runs)"]
-    lines += ["", "## Decisions (spec notes)", ""] + [f"- {n}" for n in spec.notes]
+    # each note one list item: a note written over lines ('x\n\n## Claims\n\n- **PASS** y')
+    # opened a section and a verdict line of its own below the real ones
+    lines += ["", "## Decisions (spec notes)", ""] + [f"- {one_line(n)}" for n in spec.notes]
     return "\n".join(lines) + "\n"

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..store import is_loss
 from ..util import norm  # noqa: F401  (re-exported: the tables' cell keys)
 from .columns import (
     COMPLETE,
@@ -52,12 +53,25 @@ CASE_PREFIX = "case:"
 
 
 def fmt_num(v: Any) -> str:
-    """A cell value for a label or a verdict: 64.0 -> '64', 0.25 -> '0.25', 'x' -> 'x'."""
+    """A cell value for a label or a verdict: 64.0 -> '64', 0.25 -> '0.25', 'x' -> 'x'; 1e20 ->
+    '1e+20' (a whole number past 1e15 was printed with every digit of its binary value: a key
+    of 1e300 as a 301-digit number in the report's table and the claims' details)."""
     try:
         f = float(v)
     except (TypeError, ValueError, OverflowError):
         return str(v)
-    return str(int(f)) if f.is_integer() else f"{f:g}"
+    return str(int(f)) if f.is_integer() and abs(f) < 1e15 else f"{f:g}"
+
+
+def fmt_value(x: float) -> str:
+    """A measured number as the report prints it: 3 decimals, but 3 significant digits where
+    3 decimals would read as zero (|x| below 0.0005, not 0: 1.7e-09 and 0.0004 were printed
+    '0.000', an MSE or a gradient ratio of the same value as a cell that is exactly 0), and from
+    1e15 on, where 3 decimals print digits the float does not hold (a paper value 1e300 was
+    printed as a 301-digit number, '1000000000000000052504760255...000.000')."""
+    if math.isnan(x):
+        return "—"
+    return f"{x:.3g}" if 0 < abs(x) < 0.0005 or abs(x) >= 1e15 else f"{x:.3f}"
 
 
 def cell_env(row: pd.Series) -> dict[str, Any]:
@@ -336,10 +350,11 @@ def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str],
 
     Columns: the cell keys, ``n_expected`` (runs of the cell in the profile), ``n_ok``,
     ``n_diverged``, ``complete`` (every expected run finished), ``n_params``, each metric reduced
-    over seeds with ``reduce`` plus ``<metric>.std`` (over the seeds that finished ``ok``), and
-    mean stop step / epochs. A diverged run has no metric value: with ``max`` (best of seeds) it
-    is skipped, with ``mean`` / ``median`` / ``min`` it makes the cell's value NaN — a claim
-    counts NaN as a miss, never as missing.
+    over seeds with ``reduce`` plus ``<metric>.std`` (over the seeds that finished ``ok``; NaN
+    with fewer than two), and mean stop step / epochs. ``max`` is the best of seeds and ``min``
+    the worst: a loss's (``store.is_loss``) lowest and highest. A diverged run has no metric
+    value: with ``max`` it is skipped, with ``mean`` / ``median`` / ``min`` it makes the cell's
+    value NaN — a claim counts NaN as a miss, never as missing.
 
     ``percentiles`` (e.g. [10, 90]) add ``<metric>.p10`` / ``<metric>.p90``: percentiles over the
     seeds that finished ``ok`` (linear interpolation, numpy's default; NaN when a seed diverged,
@@ -401,9 +416,11 @@ def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str],
             # cell's mean of all)
             n_bad = row[N_DIVERGED] + (int(vals.isna().sum()) if col.startswith(METRIC_PREFIX)
                                         and vals.notna().any() else 0)
-            row[m] = _reduce(vals, n_bad, reduce)
-            row[f"{m}.std"] = (float(vals.std(ddof=0)) if len(vals) and n_bad == row[N_DIVERGED]
-                               else math.nan)
+            row[m] = _reduce(vals, n_bad, reduce, m)
+            # a spread needs two seeds: one seed's 0.0 read as seeds that agree exactly in the
+            # report's table and summary.csv (claims already left such a cell untested)
+            row[f"{m}.std"] = (float(vals.std(ddof=0)) if vals.notna().sum() >= 2
+                               and n_bad == row[N_DIVERGED] else math.nan)
             for q in percentiles:
                 v = vals.dropna()
                 row[f"{m}.p{q:g}"] = (float(np.percentile(v, q)) if len(v) and not n_bad
@@ -452,10 +469,15 @@ def _select(rows: list[dict[str, Any]], keys: list[str], select: Any) -> list[di
     return out
 
 
-def _reduce(vals: pd.Series, n_diverged: int, reduce: str) -> float:
+def _reduce(vals: pd.Series, n_diverged: int, reduce: str, metric: str = "") -> float:
+    """``reduce`` of a cell's seeds; ``max`` is the best of seeds and ``min`` the worst (as the
+    figures say), so of a loss its lowest and its highest (``max`` of a loss was its worst
+    seed's, shown beside the best seed's accuracy in the same row)."""
     vals = vals.dropna()
     if not len(vals) or (n_diverged and reduce != "max"):
         return math.nan
+    if reduce in ("max", "min") and is_loss(metric):
+        reduce = "min" if reduce == "max" else "max"
     return float(getattr(vals, reduce)())
 
 

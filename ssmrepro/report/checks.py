@@ -40,12 +40,12 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from .. import expr
 from ..theory.recall import law_constant, refined_frontier_product
 from ..util import NoBoolNumbers
-from .cells import CellIndex, cell_env, column, expected, fmt_num, norm, select
+from .cells import CellIndex, cell_env, column, expected, fmt_num, fmt_value, norm, select
 from .columns import (
     COMPLETE,
     DEFAULT_METRIC,
@@ -142,6 +142,14 @@ class CheckConfig(NoBoolNumbers):
         [], description="preconditions: a finished cell that misses one (e.g. train.acc >= 0.9, "
         "an untrained model) cannot test the claim and counts as not finished (MISSING, never a "
         "silent PASS); a diverged cell (NaN) stays testable, so it still fails")
+
+    @field_validator("text")
+    @classmethod
+    def _one_line(cls, text: str) -> str:
+        """The text as one line (its line breaks and runs of spaces one space): a verdict is one
+        line of report.md and of the terminal, and a text written over lines (`text: |`) put a
+        line of its own there, '- **PASS** ...' or '# ...', that read as another verdict."""
+        return " ".join(text.split())
 
     def column_refs(self) -> list[str]:
         """Columns the check names (validated against the spec's run table)."""
@@ -243,11 +251,11 @@ def seed_spreads(metric: str, given: list[Given] | tuple = ()) -> list[str]:
 def testable(complete: pd.DataFrame, given: list[Given], metric: str = "") -> pd.DataFrame:
     """The complete cells that meet every precondition (NaN in a cell where a run diverged counts
     as meeting it: the claim judges the divergence) and, for a metric or precondition that reads
-    a seed spread (``test.acc.std``), have two seeds that finished ok or a diverged one (one
-    seed's spread is 0 by construction: a claim that seeds agree PASSed on one seed). A
-    precondition with no value in a cell where no run diverged (its metric not measured: an
-    evaluation set the cell's runs do not have) is not met: it held, and the claim PASSed on
-    cells it was meant to exclude."""
+    a seed spread (``test.acc.std``), have two seeds that finished ok or a diverged one (one seed
+    has no spread: its 0.0, as it was, PASSed a claim that seeds agree; ``aggregate`` now leaves
+    it NaN, which would read as a miss). A precondition with no value in a cell where no run
+    diverged (its metric not measured: an evaluation set the cell's runs do not have) is not met:
+    it held, and the claim PASSed on cells it was meant to exclude."""
     if complete.empty:
         return complete
     ok = np.ones(len(complete), dtype=bool)
@@ -932,8 +940,8 @@ def collapse(ctx: CheckContext, cfg: CollapseConfig) -> list[Verdict]:
         span = max(means) - min(means)
         worst = max(spreads.values())
         ok = not nan and not wide and OPS[">="](max(means), min(means) + cfg.min_range)
-        shown = ", ".join(f"{fmt_num(g)}: {spreads[g]:.3f}" for g in spreads)
-        return Outcome(ok, f"spread per {cfg.by} = {shown}; group means span {span:.3f}"
+        shown = ", ".join(f"{fmt_num(g)}: {fmt_value(spreads[g])}" for g in spreads)
+        return Outcome(ok, f"spread per {cfg.by} = {shown}; group means span {fmt_value(span)}"
                        + ("; a diverged cell" if nan else ""), worst)
 
     return [judge(text, needed, evaluate_cells, cfg)]
@@ -1309,6 +1317,7 @@ def spread(ctx: CheckContext, cfg: SpreadConfig) -> list[Verdict]:
         worst = max((s for s in spreads if not math.isnan(s)), default=math.nan)
         return Outcome(viol <= cfg.allowed_violations,
                        f"{viol} of {len(spreads)} groups spread more than {cfg.tol} (largest "
-                       f"{worst:.3f})", worst)
+                       f"{fmt_value(worst)})", worst)  # with 3 decimals a loss's spread read
+        # 'more than 1e-06 (largest 0.000)', a fail for a spread that looked like none
 
     return [judge(text, pd.concat(groups), evaluate, cfg)]

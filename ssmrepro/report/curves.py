@@ -14,7 +14,8 @@ figure draws curves), so the figures rebuild without raw run records:
     3f2a9c01d4e7,Mamba,32,0,ok,0,0,4.1589,0.0912,4.1602,0.0871
     3f2a9c01d4e7,Mamba,32,0,ok,500,32000,1.2034,0.4410,1.1877,0.4523
 
-``samples`` = step × batch size (training samples seen). Metrics are rounded to 5 decimals.
+``samples`` = step × batch size (training samples seen). Metrics are rounded to 5 decimals, or
+to 5 significant digits where 5 decimals would keep fewer (``round_metric``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,16 @@ from .columns import LABEL, RUN_ID, SEED, STATUS
 STEP, SAMPLES = "step", "samples"
 CURVE_X = (STEP, SAMPLES)
 HISTORY_SETS = ("val", "train")  # recorded for every run; named evaluation sets add theirs
+
+
+def round_metric(v: float) -> float:
+    """``v`` rounded to 5 decimals, but to 5 significant digits below 0.1: a validation MSE of
+    3e-8 was written 0.0 (yu2025-fig6: 746 of its losses), and a log-scale loss curve drawn
+    from the table fell off the axis at its last value above 5e-6 and came back from nowhere
+    at a spike."""
+    if not math.isfinite(v) or v == 0:
+        return v
+    return round(v, max(5, 4 - math.floor(math.log10(abs(v)))))
 
 
 def curve_table(records: list[dict], keys: list[str], metrics: list[str] | None = None
@@ -52,7 +63,7 @@ def curve_table(records: list[dict], keys: list[str], metrics: list[str] | None 
             vals = {k: v for k, v in h.items() if k != STEP and (metrics is None or k in metrics)}
             step = int(h.get(STEP, 0))
             rows.append({**cell, STEP: step, SAMPLES: step * int(batch),
-                         **{k: math.nan if v is None else round(float(v), 5)  # None: a
+                         **{k: math.nan if v is None else round_metric(float(v))  # None: a
                             for k, v in vals.items()}})  # NaN/inf evaluation (diverged)
     return pd.DataFrame(rows)
 
