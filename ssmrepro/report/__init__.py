@@ -197,8 +197,8 @@ def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n
     else:
         how = (f"Profile `{profile}`: {n_exp} runs expected, {n_ok + n_div} finished "
                f"({n_div} diverged); seeds aggregated with `{spec.aggregate.reduce}`"
-               + (_LOSS_REDUCE[spec.aggregate.reduce] if spec.aggregate.reduce in _LOSS_REDUCE
-                  and any(is_loss(m) for m in spec.aggregate.metrics) else "") + ".")
+               + (_LOSS_REDUCE.get(spec.aggregate.reduce, "")
+                  if any(is_loss(m) for m in spec.aggregate.metrics) else "") + ".")
         src = cells if counted is None else counted
         n_cut = (int(pd.to_numeric(src[N_TIME_LIMIT], errors="coerce").fillna(0).sum())
                  if N_TIME_LIMIT in src else 0)
