@@ -107,11 +107,6 @@ def _keys_of(cells: pd.DataFrame) -> list[str]:
     return list(cells.columns[: list(cells.columns).index(N_EXPECTED)])
 
 
-# what max and min of seeds are for a loss (cells.aggregate), where the report says so
-_LOSS_REDUCE = {"max": " (best of seeds: a loss's lowest)",
-                "min": " (worst of seeds: a loss's highest)"}
-
-
 def verdict_counts(verdicts: list[Verdict]) -> str:
     """'**Verdicts: 3 PASS, 1 FAIL, 0 MISSING, 0 UNTESTED**'."""
     claims = [v.verdict for v in verdicts if v.kind == "claim"]
@@ -197,8 +192,8 @@ def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n
     else:
         how = (f"Profile `{profile}`: {n_exp} runs expected, {n_ok + n_div} finished "
                f"({n_div} diverged); seeds aggregated with `{spec.aggregate.reduce}`"
-               + (_LOSS_REDUCE.get(spec.aggregate.reduce, "")
-                  if any(is_loss(m) for m in spec.aggregate.metrics) else "") + ".")
+               + (" (best of seeds: a loss's lowest)." if spec.aggregate.reduce == "max"
+                  and any(is_loss(m) for m in spec.aggregate.metrics) else "."))
         src = cells if counted is None else counted
         n_cut = (int(pd.to_numeric(src[N_TIME_LIMIT], errors="coerce").fillna(0).sum())
                  if N_TIME_LIMIT in src else 0)

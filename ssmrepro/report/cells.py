@@ -351,10 +351,10 @@ def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str],
     Columns: the cell keys, ``n_expected`` (runs of the cell in the profile), ``n_ok``,
     ``n_diverged``, ``complete`` (every expected run finished), ``n_params``, each metric reduced
     over seeds with ``reduce`` plus ``<metric>.std`` (over the seeds that finished ``ok``; NaN
-    with fewer than two), and mean stop step / epochs. ``max`` is the best of seeds and ``min``
-    the worst: a loss's (``store.is_loss``) lowest and highest. A diverged run has no metric
-    value: with ``max`` it is skipped, with ``mean`` / ``median`` / ``min`` it makes the cell's
-    value NaN — a claim counts NaN as a miss, never as missing.
+    with fewer than two), and mean stop step / epochs. ``max`` is the best of seeds: a loss's
+    (``store.is_loss``) lowest. A diverged run has no metric value: with ``max`` it is skipped,
+    with ``mean`` / ``median`` / ``min`` it makes the cell's value NaN — a claim counts NaN as a
+    miss, never as missing.
 
     ``percentiles`` (e.g. [10, 90]) add ``<metric>.p10`` / ``<metric>.p90``: percentiles over the
     seeds that finished ``ok`` (linear interpolation, numpy's default; NaN when a seed diverged,
@@ -470,14 +470,13 @@ def _select(rows: list[dict[str, Any]], keys: list[str], select: Any) -> list[di
 
 
 def _reduce(vals: pd.Series, n_diverged: int, reduce: str, metric: str = "") -> float:
-    """``reduce`` of a cell's seeds; ``max`` is the best of seeds and ``min`` the worst (as the
-    figures say), so of a loss its lowest and its highest (``max`` of a loss was its worst
-    seed's, shown beside the best seed's accuracy in the same row)."""
+    """``reduce`` of a cell's seeds; ``max`` is the best of seeds, so a loss's lowest (``max``
+    of a loss was its worst seed's, shown beside the best seed's accuracy in the same row)."""
     vals = vals.dropna()
     if not len(vals) or (n_diverged and reduce != "max"):
         return math.nan
-    if reduce in ("max", "min") and is_loss(metric):
-        reduce = "min" if reduce == "max" else "max"
+    if reduce == "max" and is_loss(metric):
+        return float(vals.min())
     return float(getattr(vals, reduce)())
 
 
