@@ -266,8 +266,7 @@ class Aggregate(Strict):
     over: list[Literal["seed"]] = Field(
         ["seed"], description="what a cell combines: its seeds (the only choice; the other "
         "swept keys are cell keys)")
-    reduce: Literal["mean", "max", "min", "median"] = Field(
-        "mean", description="max: the best of seeds, a loss's (*.loss, *_loss, *.mse) lowest")
+    reduce: Literal["mean", "max", "min", "median"] = "mean"
     metrics: list[str] = ["test.acc"]
     percentiles: list[Annotated[float, Field(ge=0, le=100)]] = Field(
         [], max_length=101,  # every whole percentile; 20,000 of them (a 200 kB list) made a

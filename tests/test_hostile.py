@@ -5,7 +5,6 @@ recovered run with a warning, or a bounded refusal — never a traceback, a hang
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import shutil
@@ -8784,27 +8783,6 @@ def test_a_one_seed_cell_has_no_seed_spread(tmp_path):
             assert "| 0.000 |" not in report.split("## Our numbers")[1], report
         else:
             assert row["test.loss.std"] > 0, row
-
-
-def test_best_of_seeds_of_a_loss_is_its_lowest():
-    """`reduce: max` is the best of seeds; over a loss (koren2026-fig7's `metrics: [val.best_acc,
-    test.acc, train.loss]`) it took the highest, the worst seed's loss, shown in one row beside
-    the best seed's accuracy. A loss takes its lowest (a diverged seed skipped, as for max);
-    mean and min are as they were."""
-    from types import SimpleNamespace
-
-    import pandas as pd
-
-    from ssmrepro.report import aggregate
-
-    runs = [SimpleNamespace(label="a", seed=s, coords={}, flat=dict) for s in (0, 1, 2)]
-    df = pd.DataFrame({"run_id": ["r0", "r1", "r2"], "label": "a", "seed": [0, 1, 2],
-                       "status": ["ok", "ok", "diverged"], "test.acc": [0.9, 0.6, math.nan],
-                       "train.loss": [0.2, 1.5, math.nan], "val.mse": [0.01, 0.03, math.nan]})
-    [row] = aggregate(df, runs, "max", ["test.acc", "train.loss", "val.mse"]).to_dict("records")
-    assert (row["test.acc"], row["train.loss"], row["val.mse"]) == (0.9, 0.2, 0.01), row
-    [row] = aggregate(df.iloc[:2], runs[:2], "min", ["train.loss"]).to_dict("records")
-    assert row["train.loss"] == 0.2, row
 
 
 def test_a_small_spread_in_a_verdict_detail_is_not_zero():

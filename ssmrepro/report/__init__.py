@@ -13,7 +13,6 @@ from typing import Any
 
 import pandas as pd
 
-from ..store import is_loss
 from .cells import (
     CellIndex,
     aggregate,
@@ -191,9 +190,7 @@ def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n
                f"(ssmrepro.theory), {len(cells)} rows, no training.")
     else:
         how = (f"Profile `{profile}`: {n_exp} runs expected, {n_ok + n_div} finished "
-               f"({n_div} diverged); seeds aggregated with `{spec.aggregate.reduce}`"
-               + (" (best of seeds: a loss's lowest)." if spec.aggregate.reduce == "max"
-                  and any(is_loss(m) for m in spec.aggregate.metrics) else "."))
+               f"({n_div} diverged); seeds aggregated with `{spec.aggregate.reduce}`.")
         src = cells if counted is None else counted
         n_cut = (int(pd.to_numeric(src[N_TIME_LIMIT], errors="coerce").fillna(0).sum())
                  if N_TIME_LIMIT in src else 0)

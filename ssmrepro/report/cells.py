@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..store import is_loss
 from ..util import norm  # noqa: F401  (re-exported: the tables' cell keys)
 from .columns import (
     COMPLETE,
@@ -351,10 +350,10 @@ def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str],
     Columns: the cell keys, ``n_expected`` (runs of the cell in the profile), ``n_ok``,
     ``n_diverged``, ``complete`` (every expected run finished), ``n_params``, each metric reduced
     over seeds with ``reduce`` plus ``<metric>.std`` (over the seeds that finished ``ok``; NaN
-    with fewer than two), and mean stop step / epochs. ``max`` is the best of seeds: a loss's
-    (``store.is_loss``) lowest. A diverged run has no metric value: with ``max`` it is skipped,
-    with ``mean`` / ``median`` / ``min`` it makes the cell's value NaN — a claim counts NaN as a
-    miss, never as missing.
+    with fewer than two), and mean stop step / epochs. ``max`` / ``min`` are the highest / lowest
+    seed's value as written (of a loss: its worst / best seed; the figures label them so). A
+    diverged run has no metric value: with ``max`` it is skipped, with ``mean`` / ``median`` / ``min`` it makes the cell's value NaN — a claim
+    counts NaN as a miss, never as missing.
 
     ``percentiles`` (e.g. [10, 90]) add ``<metric>.p10`` / ``<metric>.p90``: percentiles over the
     seeds that finished ``ok`` (linear interpolation, numpy's default; NaN when a seed diverged,
@@ -416,7 +415,7 @@ def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str],
             # cell's mean of all)
             n_bad = row[N_DIVERGED] + (int(vals.isna().sum()) if col.startswith(METRIC_PREFIX)
                                         and vals.notna().any() else 0)
-            row[m] = _reduce(vals, n_bad, reduce, m)
+            row[m] = _reduce(vals, n_bad, reduce)
             # a spread needs two seeds: one seed's 0.0 read as seeds that agree exactly in the
             # report's table and summary.csv (claims already left such a cell untested)
             row[f"{m}.std"] = (float(vals.std(ddof=0)) if vals.notna().sum() >= 2
@@ -469,14 +468,10 @@ def _select(rows: list[dict[str, Any]], keys: list[str], select: Any) -> list[di
     return out
 
 
-def _reduce(vals: pd.Series, n_diverged: int, reduce: str, metric: str = "") -> float:
-    """``reduce`` of a cell's seeds; ``max`` is the best of seeds, so a loss's lowest (``max``
-    of a loss was its worst seed's, shown beside the best seed's accuracy in the same row)."""
+def _reduce(vals: pd.Series, n_diverged: int, reduce: str) -> float:
     vals = vals.dropna()
     if not len(vals) or (n_diverged and reduce != "max"):
         return math.nan
-    if reduce == "max" and is_loss(metric):
-        return float(vals.min())
     return float(getattr(vals, reduce)())
 
 
