@@ -5,6 +5,7 @@ recovered run with a warning, or a bounded refusal — never a traceback, a hang
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil

@@ -352,8 +352,8 @@ def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str],
     over seeds with ``reduce`` plus ``<metric>.std`` (over the seeds that finished ``ok``; NaN
     with fewer than two), and mean stop step / epochs. ``max`` / ``min`` are the highest / lowest
     seed's value as written (of a loss: its worst / best seed; the figures label them so). A
-    diverged run has no metric value: with ``max`` it is skipped, with ``mean`` / ``median`` / ``min`` it makes the cell's value NaN — a claim
-    counts NaN as a miss, never as missing.
+    diverged run has no metric value: with ``max`` it is skipped, with ``mean`` / ``median`` /
+    ``min`` it makes the cell's value NaN — a claim counts NaN as a miss, never as missing.
 
     ``percentiles`` (e.g. [10, 90]) add ``<metric>.p10`` / ``<metric>.p90``: percentiles over the
     seeds that finished ``ok`` (linear interpolation, numpy's default; NaN when a seed diverged,
