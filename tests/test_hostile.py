@@ -6239,13 +6239,17 @@ def test_a_legend_entry_wider_than_its_panel_is_wrapped(tmp_path):
     import matplotlib
 
     matplotlib.use("Agg")
-    from ssmrepro.plots.registry import save_png, subplots
+    import warnings
+
+    from ssmrepro.plots.registry import save_png, subplots, tight_layout
 
     fig, ax = subplots(tmp_path / "f.png", 100, figsize=(4.6, 3.6))
     ax.plot([8, 12], [0.1, 0.2], marker="o", label="S6")
     ax.plot([8, 12], [0.1, 0.15], marker="o", label="M" * 200)
     ax.legend(fontsize=8)
-    fig.tight_layout()
+    with warnings.catch_warnings():  # matplotlib's 'Tight layout not applied' went to stderr
+        warnings.simplefilter("error")  # about a layout the saved figure does not have
+        tight_layout(fig)
     legend = ax.get_legend()
     save_png(fig, tmp_path / "f.png", 100)
     from matplotlib.backends.backend_agg import FigureCanvasAgg

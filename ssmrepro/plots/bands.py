@@ -40,6 +40,7 @@ from .registry import (  # noqa: E402
     resolve_ylim,
     save_png,
     subplots,
+    tight_layout,
 )
 
 COLORS = {"TF-TF": "tab:blue", "SSM-SSM": "tab:red", "TF-SSM": "tab:orange",
@@ -162,7 +163,7 @@ def bands(ctx: FigureContext, cfg: BandsConfig, path: Path) -> bool:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="best")
     fig.suptitle(_wrap(ctx.title(cfg), 60 * len(facets)), fontsize=10)
-    fig.tight_layout()
+    tight_layout(fig)
     save_png(fig, path, dpi=130)
     return True
 
@@ -274,6 +275,6 @@ def length_curves(ctx: FigureContext, cfg: LengthCurvesConfig, path: Path) -> bo
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     ax.set_title(_wrap(ctx.title(cfg), 80), fontsize=9)
-    fig.tight_layout()
+    tight_layout(fig)
     save_png(fig, path, dpi=130)
     return True

@@ -42,6 +42,7 @@ from .registry import (  # noqa: E402
     resolve_ylim,
     save_png,
     subplots,
+    tight_layout,
 )
 
 CURVES = "curves"  # the table name in FigureContext.tables
@@ -300,7 +301,7 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
     fig.legend(list(handles.values()), list(handles.keys()), loc="lower center",
                ncol=ncol, fontsize=7, frameon=False)
     top = 1 - (0.1 + 0.17 * (head.count("\n") + 1)) / fig_h
-    fig.tight_layout(rect=(0, (0.05 + 0.14 * n_rows) / fig_h, 1, min(0.97, top)))
+    tight_layout(fig, rect=(0, (0.05 + 0.14 * n_rows) / fig_h, 1, min(0.97, top)))
     save_png(fig, path, dpi=120)
     return True
 

@@ -36,6 +36,7 @@ from .registry import (  # noqa: E402
     resolve_ylim,
     save_png,
     subplots,
+    tight_layout,
     wrap_text,
 )
 
@@ -142,7 +143,7 @@ def bars(ctx: FigureContext, cfg: BarsConfig, path: Path) -> bool:
     ax.set_title(ctx.fitted_title(cfg, 0.88 * fig.get_figwidth(), 9),  # centred over the axes,
                  fontsize=9)  # right of the figure's centre (the y label's room)
     ax.legend(loc="upper center", fontsize=8, ncol=2)
-    fig.tight_layout()
+    tight_layout(fig)
     save_png(fig, path, dpi=130)
     return True
 
@@ -405,7 +406,7 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
         ax.legend(fontsize=8, title=short(cfg.hue) if cfg.hue in cfg.names else None,
                   title_fontsize=8)
     fig.suptitle(ctx.fitted_title(cfg, fig.get_figwidth()), fontsize=10)
-    fig.tight_layout()
+    tight_layout(fig)
     save_png(fig, path, dpi=130)
     return True
 
@@ -494,6 +495,6 @@ def histograms(ctx: FigureContext, cfg: HistogramsConfig, path: Path) -> bool:
     ax.set_title(f"before vs from timestep n (${name} = {xmax:g}$)", fontsize=9)
     ax.legend(fontsize=7)
     fig.suptitle(ctx.fitted_title(cfg, fig.get_figwidth()), fontsize=10)
-    fig.tight_layout()
+    tight_layout(fig)
     save_png(fig, path, dpi=130)
     return True

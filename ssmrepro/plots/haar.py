@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 from pydantic import Field, model_validator  # noqa: E402
 
 from ..theory import haar  # noqa: E402
-from .registry import FigureConfig, FigureContext, figure_kind, save_png  # noqa: E402
+from .registry import FigureConfig, FigureContext, figure_kind, save_png, tight_layout  # noqa: E402
 
 _ERROR_NAMES = {
     "l2": r"$L^2$ error $\|\psi - \hat\psi\|_2$",
@@ -133,6 +133,6 @@ def haar_wavelet(ctx: FigureContext, cfg: HaarWaveletConfig, path: Path) -> bool
     if drawn:
         ax.legend(fontsize=7)
     fig.suptitle(ctx.fitted_title(cfg, fig.get_figwidth()), fontsize=10)
-    fig.tight_layout()
+    tight_layout(fig)
     save_png(fig, path, dpi=120)
     return True

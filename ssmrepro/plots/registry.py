@@ -362,6 +362,18 @@ def _fit_legends(fig) -> None:
             fig.tight_layout()
 
 
+def tight_layout(fig, **kw) -> None:
+    """``fig.tight_layout(**kw)`` without matplotlib's 'Tight layout not applied' warning: it
+    comes from a legend entry wider than its panel (a 200-character case label), which
+    ``save_png`` wraps to the panel before laying the figure out again; the warning on stderr
+    spoke of a layout the saved figure does not have."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Tight layout not applied")
+        fig.tight_layout(**kw)
+
+
 def save_png(fig, path: Path, dpi: int) -> None:
     """Write ``fig`` to ``path`` as PNG atomically (temp file + rename: a killed ``plot`` leaves
     the old figure or the new one, never a torn file) and close it. ``FigureTooLarge`` when its
