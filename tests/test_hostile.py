@@ -8436,3 +8436,26 @@ def test_spec_seeds_that_no_profile_uses_are_refused(tmp_path):
     _assert_refused(_invoke("validate", spec), "seeds [0, 1]: no profile uses them")
     ok = _one_run_spec(tmp_path, seeds=[0, 1], profiles={**profiles, "paper": {}})
     assert _invoke("validate", ok).exit_code == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# round 27 O: store identity and record lifecycle
+
+
+def test_an_evaluation_set_spelled_otherwise_is_one_run_id(tmp_path):
+    """`train.evals: {long: {T: 16}}`, `{T: 16.0}` and `{T: '16'}` evaluate the same set (the
+    task reads each as 16) but the overrides were hashed as written: three run ids, the same
+    run trained three times and three rows for one cell. Each override is stored and hashed as
+    its field reads it."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    spec = load_spec(_one_run_spec(tmp_path))
+    ids = set()
+    for t in (16, 16.0, "16"):
+        runs = expand(spec, "smoke", {"train.evals": {"long": {"T": t}}})
+        assert runs[0].train.evals == {"long": {"T": 16}}
+        assert type(runs[0].train.evals["long"]["T"]) is int
+        ids.add(runs[0].run_id)
+    assert len(ids) == 1
+    assert expand(spec, "smoke", {"train.evals": {"long": {"T": 12}}})[0].run_id not in ids
