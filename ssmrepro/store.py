@@ -23,6 +23,7 @@ import ast
 import errno
 import hashlib
 import io
+import itertools
 import json
 import math
 import os
@@ -161,7 +162,39 @@ def record_problem(rec: Any, run_id: str) -> str | None:
             why = metric_range_problem(k, [v])
             if why:
                 return f"history metric {k!r} holds {why}"
+    if rec["status"] in DONE_STATUSES:
+        return history_problem([h["step"] for h in hist or []] if hist is not None else None,
+                               rec, train.eval_every)
     return None
+
+
+def history_problem(steps: list | None, rec: dict, every: int) -> str | None:
+    """Why a finished run's history (its evaluation steps ``steps``; None: no history) is not
+    the one its run made, or None. A run evaluates at step 0 and every ``every`` steps while it
+    trains, and its history ends at its stop step (train.py): an ``ok`` run's at that step, a
+    diverged run's at the last evaluation before it. A record without its history, or with
+    rows cut or added, was trusted: its seed had no learning curve, or a curve ending at step
+    0, and the cell's mean curve was drawn from the other seeds without a word. A run stopped by
+    its time limit may lack the row at its stop step (records written before it had one)."""
+    if steps is None:
+        return "a finished run without its evaluation history (edited or truncated?)"
+    s = rec.get("stop_step")
+    if not isinstance(s, int) or isinstance(s, bool):
+        return None  # a record without its stop step (count_problem checks one given)
+    n = -(-s // every)  # the evaluations while it trained: steps 0, every, ... below s
+    if rec["status"] == "ok" or s % every == 0:
+        ends = {n + 1}
+        if rec["status"] == "ok" and rec.get("stop_reason") == "time_limit" and s % every:
+            ends.add(n)
+    else:
+        ends = {n}
+    if len(steps) in ends and all(a == b for a, b in zip(
+            steps, itertools.chain(range(0, n * every, every), (s,)))):
+        return None
+    shown = ", ".join(f"{x:g}" for x in steps[:4]) + (", ..." if len(steps) > 4 else "")
+    return (f"a history of {len(steps):,} evaluations (steps {shown or 'none'}), not the "
+            f"evaluations of a run that evaluates every {every} steps and stopped at step {s} "
+            "(rows cut or added?)")
 
 
 FOREIGN_WEIGHTS = "not the weights its record names (another run's, copied or edited?)"

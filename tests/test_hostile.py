@@ -8459,3 +8459,51 @@ def test_an_evaluation_set_spelled_otherwise_is_one_run_id(tmp_path):
         ids.add(runs[0].run_id)
     assert len(ids) == 1
     assert expand(spec, "smoke", {"train.evals": {"long": {"T": 12}}})[0].run_id not in ids
+
+
+@pytest.mark.parametrize("edit,needle", [
+    (lambda r: r.pop("history"), "a finished run without its evaluation history"),
+    (lambda r: r.update(history=None), "a finished run without its evaluation history"),
+    (lambda r: r.update(history=r["history"][:1]), "a history of 1 evaluations (steps 0)"),
+    (lambda r: r.update(history=r["history"][1:]), "(steps 20, 40)"),
+    (lambda r: r.update(history=[r["history"][0], r["history"][-1]]), "(steps 0, 40)"),
+    (lambda r: r.update(history=[*r["history"][:2], dict(r["history"][1], step=30),
+                                 r["history"][-1]]), "(steps 0, 20, 30, 40)"),
+])
+def test_a_record_with_its_history_cut_is_quarantined(trained_store, tmp_path, edit, needle):
+    """A 40-step run evaluating every 20 steps records its history at steps 0, 20 and 40. A
+    record without its history, or with rows cut or added, was trusted: its seed had no
+    learning curve, or one ending at step 0, and the cell's curve was drawn from the other
+    seeds without a word. It is quarantined, and `run` trains the run again."""
+    spec, store = _copy_trained(trained_store, tmp_path)
+    (path,) = (store / "runs").glob("*.json")
+    rec = json.loads(path.read_text())
+    assert [h["step"] for h in rec["history"]] == [0, 20, 40] and rec["stop_step"] == 40
+    edit(rec)
+    path.write_text(json.dumps(rec))
+    res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--no-calibrate",
+                  "--workers", "1", "--no-plot")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "quarantined" in said and needle in said and "trained 1 runs" in said, res.output
+    assert [h["step"] for h in json.loads(path.read_text())["history"]] == [0, 20, 40]
+
+
+def test_a_finished_runs_history_check_accepts_every_way_a_run_stops():
+    """The evaluations train.py records: every ``eval_every`` steps from 0 and a row at the
+    stop step (an early stop lands on an evaluation; a diverged run has none at its stop step
+    unless it evaluated there; a run cut by its time limit before that row existed lacks it)."""
+    from ssmrepro.store import history_problem
+
+    def ok(steps, status="ok", s=None, reason="max_steps", every=4):
+        rec = {"status": status, "stop_step": steps[-1] if s is None else s,
+               "stop_reason": reason}
+        return history_problem(steps, rec, every) is None
+
+    assert ok([0, 4, 8]) and ok([0, 4, 6]) and ok([0]) and ok([0], s=0)
+    assert ok([0, 4], "diverged", s=7) and ok([0, 4, 8], "diverged", s=8)
+    assert ok([0, 4], s=6, reason="time_limit") and ok([0, 4, 6], s=6, reason="time_limit")
+    assert not ok([0, 4], s=6) and not ok([0, 4, 6], "diverged", s=6)
+    assert not ok([0, 8]) and not ok([4, 8]) and not ok([], s=8) and not ok([0, 4, 8, 8])
+    # a record without a stop step (count_problem checks one given): not checked
+    assert history_problem([0, 5], {"status": "ok", "stop_reason": "max_steps"}, 4) is None
