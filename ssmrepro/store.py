@@ -559,20 +559,21 @@ class Store:
 
     def _read_claim(self, path: Path) -> dict | None:
         """The claim's content, or None if it vanished; {} if unreadable (half-written)."""
+        st = None
         try:
             st = path.stat()
             info = json.loads(read_small(path, 1 << 16))
-        except FileNotFoundError:
-            return None
-        except (ValueError, OSError, RecursionError):  # JSON, UTF-8, not a small file
-            info = {}
+        except (FileNotFoundError, NotADirectoryError):  # no claim (no claims folder: a file
+            return None  # in its place raised UnboundLocalError below, reading a reused store's)
+        except (ValueError, OSError, RecursionError):  # JSON, UTF-8, not a small file, no
+            info = {}  # permission to look
         info = info if isinstance(info, dict) else {}
         pid = info.get("pid")
         if not (isinstance(info.get("host"), str) and isinstance(pid, int)
                 and not isinstance(pid, bool)):  # no holder can be checked: foreign or garbage
             info = {"nonce": info.get("nonce")} if isinstance(info.get("nonce"), str) else {}
         if not info.get("nonce"):  # old or unreadable claim: identify it by inode and mtime
-            info = {**info, "nonce": f"{st.st_ino}-{st.st_mtime_ns}"}
+            info = {**info, "nonce": f"{st.st_ino}-{st.st_mtime_ns}" if st else "unreadable"}
         if "host" not in info:
             info["_unreadable"] = True
         return info
@@ -644,15 +645,42 @@ class Store:
         if self.is_done(run_id):  # finished between our check and the claim
             self.release(run_id)
             return False
+        if self._reused_claim(run_id) is not None:  # a spec this one reuses trains it now: two
+            # `run`s of specs sharing a run through `reuse` claimed it each in its own store,
+            # and both trained it. (Two that reuse each other and claim at the same moment may
+            # both leave it; each takes it again at its next look, as a stale claim's run.)
+            self.release(run_id)
+            return False
         self.log("claim", run_id)
         return True
 
+    def _reused_claim(self, run_id: str) -> tuple[Path, dict] | None:
+        """A live claim on the run in a store this one reuses (its path and content), else
+        None: the process training that spec trains the run, and its record there will count
+        as done here too."""
+        for root in self.reuse:
+            path = root / "claims" / f"{run_id}.claim"
+            try:
+                info = self._read_claim(path)
+                if info is None or info.get("_unreadable") or self._is_stale(path, info):
+                    continue
+            except OSError:  # no claims folder there (a file in its place ...): no claim
+                continue
+            return path, info
+        return None
+
+
     def holder(self, run_id: str) -> str | None:
-        """'pid P on host H' of the process holding a live claim on this run, else None."""
+        """'pid P on host H' of the process holding a live claim on this run (in this store,
+        else in a store this one reuses), else None."""
         path = self._claim_path(run_id)
         info = self._read_claim(path)
         if info is None or self._is_stale(path, info):
-            return None
+            other = self._reused_claim(run_id)
+            if other is None:
+                return None
+            return (f"pid {other[1].get('pid')} on {other[1].get('host')}, for "
+                    f"{other[0].parents[1].name}")
         if info.get("_unreadable"):  # garbage or half-written: 'pid None on None' was printed
             return f"a holder {path.name} does not name (unreadable; stale after 5 s)"
         return f"pid {info.get('pid')} on {info.get('host')}"

@@ -8507,3 +8507,24 @@ def test_a_finished_runs_history_check_accepts_every_way_a_run_stops():
     assert not ok([0, 8]) and not ok([4, 8]) and not ok([], s=8) and not ok([0, 4, 8, 8])
     # a record without a stop step (count_problem checks one given): not checked
     assert history_problem([0, 5], {"status": "ok", "stop_reason": "max_steps"}, 4) is None
+
+
+def test_a_run_held_by_a_reused_spec_is_left_to_its_holder(tmp_path):
+    """Two `run`s of specs sharing a run through `reuse` (rb reuses ra; or each the other)
+    claimed it each in its own store and both trained it. A live claim on the run in a reused
+    store is its holder's: this store leaves it (its own claim removed, no 'claim' event) and
+    waits, naming that holder; once the claim is gone the run is this store's to claim."""
+    from ssmrepro.store import Store
+
+    ra = Store(tmp_path / "out" / "tests" / "ra")
+    rb = Store(tmp_path / "out" / "tests" / "rb", reuse=[ra.root])
+    assert ra.claim("r1")  # ra's `run` trains r1
+    assert not rb.claim("r1")
+    assert not (rb.claims / "r1.claim").exists() and rb.events() == []
+    assert rb.holder("r1") == f"pid {os.getpid()} on {rb.host}, for ra"
+    assert ra.claim("r2") is True and rb.holder("r3") is None and rb.claim("r3")
+    ra.release("r1")
+    assert rb.holder("r1") is None and rb.claim("r1")
+    (ra.root / "claims").rename(ra.root / "gone")
+    (ra.root / "claims").write_text("")  # a file where the folder belongs: no claim there
+    assert rb.holder("r2") is None and rb.claim("r2")
