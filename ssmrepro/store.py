@@ -40,6 +40,7 @@ import torch
 
 from .spec import find_reused
 from .sweep import parse_config, parsed_identity, run_id_of
+from .tasks.text_corpus import corpus_changed
 from .util import (
     NotSmallFile,
     atomic_write_bytes,
@@ -195,6 +196,20 @@ def history_problem(steps: list | None, rec: dict, every: int) -> str | None:
     return (f"a history of {len(steps):,} evaluations (steps {shown or 'none'}), not the "
             f"evaluations of a run that evaluates every {every} steps and stopped at step {s} "
             "(rows cut or added?)")
+
+
+def data_changed(rec: dict) -> str | None:
+    """Why a valid record (``record_problem``) does not describe its run on the data there is
+    now, or None: its run's text corpus (or a named evaluation set's) is not the one its
+    record names (``tasks.text_corpus.corpus_changed``)."""
+    config, data = rec["config"], rec.get("data")
+    data = data if isinstance(data, dict) else {}
+    why = corpus_changed(config["task"], data)
+    sets = data.get("evals") if isinstance(data.get("evals"), dict) else {}
+    for name, ov in (config["train"].get("evals") or {}).items():
+        why = why or (corpus_changed({**config["task"], **ov}, sets.get(name))
+                      if isinstance(ov, dict) else None)
+    return why
 
 
 FOREIGN_WEIGHTS = "not the weights its record names (another run's, copied or edited?)"
@@ -359,7 +374,12 @@ class Store:
             else:
                 why = record_problem(rec, run_id)
                 if why is None:
-                    return rec
+                    changed = data_changed(rec)
+                    if changed is None:
+                        return rec
+                    self._warn(f"ignoring run record {path}: {changed}; `run` trains the run "
+                               "again")
+                    continue
             self._distrust(path, why, quarantine=k == 0)
         return None
 

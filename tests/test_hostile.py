@@ -8528,3 +8528,30 @@ def test_a_run_held_by_a_reused_spec_is_left_to_its_holder(tmp_path):
     (ra.root / "claims").rename(ra.root / "gone")
     (ra.root / "claims").write_text("")  # a file where the folder belongs: no claim there
     assert rb.holder("r2") is None and rb.claim("r2")
+
+
+def test_a_record_of_another_corpus_is_not_taken_for_this_ones(tmp_path, monkeypatch):
+    """text_corpus hashes its `path` into the run id, not the corpus's bytes: with the data
+    root switched ($SSMREPRO_DATA, or the file replaced at its path) `run` trained nothing and
+    `verify` reported the old corpus's results as the new one's. A record whose corpus
+    fingerprint is not that of the file its path names now is ignored with a warning and
+    trained again, its new record replacing it (nothing is quarantined)."""
+    roots = [tmp_path / "a", tmp_path / "b"]
+    for i, root in enumerate(roots):
+        (root / "text").mkdir(parents=True)
+        (root / "text" / "c.txt").write_bytes(bytes(range(97, 97 + 4 + 4 * i)) * 300)
+    spec = _one_run_spec(tmp_path, task={"name": "text_corpus", "path": "text/c.txt", "L": 8})
+    args = ("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--no-calibrate",
+            "--workers", "1", "--no-plot")
+    said = []
+    for root in (roots[0], roots[0], roots[1], roots[0]):
+        monkeypatch.setenv("SSMREPRO_DATA", str(root))
+        res = _invoke(*args)
+        assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+        said.append(" ".join(res.output.split()))
+    assert "trained 1 runs" in said[0] and "trained 0 runs" in said[1]
+    assert "it was trained on another corpus than" in said[2] and "trained 1 runs" in said[2]
+    assert "trained 1 runs" in said[3]  # the record is b's now: a's corpus trains it again
+    monkeypatch.setenv("SSMREPRO_DATA", str(roots[1]))
+    res = _invoke("verify", spec, "--out", tmp_path / "out", "--profile", "smoke")
+    assert "another corpus" in res.output, res.output
