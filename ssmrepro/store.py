@@ -38,6 +38,7 @@ from typing import Any
 import pandas as pd
 import torch
 
+from .analysis import analysis_problem
 from .spec import find_reused
 from .sweep import parse_config, parsed_identity, run_id_of
 from .tasks.text_corpus import corpus_changed
@@ -141,6 +142,9 @@ def record_problem(rec: Any, run_id: str) -> str | None:
     if rec["status"] == "diverged" and (rec.get("metrics") or {}).get(DIVERGED_NAN) is not None:
         return (f"status 'diverged' with a finite {DIVERGED_NAN} (a diverged run's final "
                 "evaluation is NaN; edited?)")
+    why = analysis_problem(rec["analysis"]) if rec.get("analysis") is not None else None
+    if why:
+        return f"its analysis {why}"
     hist = rec.get("history")
     if hist is not None and not (isinstance(hist, list) and all(
             isinstance(h, dict) and all(_is_number(v) for v in h.values()) for h in hist)):

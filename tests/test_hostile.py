@@ -8555,3 +8555,41 @@ def test_a_record_of_another_corpus_is_not_taken_for_this_ones(tmp_path, monkeyp
     monkeypatch.setenv("SSMREPRO_DATA", str(roots[1]))
     res = _invoke("verify", spec, "--out", tmp_path / "out", "--profile", "smoke")
     assert "another corpus" in res.output, res.output
+
+
+@pytest.mark.parametrize("edit,needle", [
+    (lambda h: h.pop("bins"), "is not a histogram"),
+    (lambda h: h.update(before=h["before"][:10]), "before: not 50 whole counts >= 0"),
+    (lambda h: h.update(before=[-5] * 50), "before: not 50 whole counts >= 0"),
+    (lambda h: h.update(after=["x"] * 50), "after: not 50 whole counts >= 0"),
+    (lambda h: h.update(bins=0), "has 0 bins, not the 50"),
+    (lambda h: h.update(mean_after="high"), "mean_after 'high': not a number"),
+    (lambda h: h.update(colour=1), "is not a histogram"),
+])
+def test_a_record_with_an_edited_decay_histogram_is_quarantined(tmp_path, edit, needle):
+    """A run record's `analysis` was read as it stood: a decay histogram without its `bins`, with
+    text counts or not a mapping raised a traceback in `plot` (KeyError, ValueError,
+    TypeError), and negative or cut counts were summed into the cell (huang2025-fig1 smoke:
+    the S4D cell's decay.split 0.76 instead of 0.00, its PASS turned FAIL). Such a record is
+    quarantined and its run trained again, as for any edited record."""
+    from test_store import record
+
+    from ssmrepro.analysis import HIST_BINS
+    from ssmrepro.store import Store
+
+    assert HIST_BINS == 50
+    hist = {"bins": 50, "before": [1] * 50, "after": [2] * 50, "mean_before": 0.4,
+            "mean_after": None}
+    st = Store(tmp_path)
+    good = record(analysis={"decay_histogram": dict(hist)})
+    st.write(good)
+    assert st.read(good["run_id"]) is not None and not st.warnings
+    bad = record(tag="b", analysis={"decay_histogram": dict(hist)})
+    edit(bad["analysis"]["decay_histogram"])
+    st.write(bad)
+    assert st.read(bad["run_id"]) is None
+    assert "quarantined" in st.warnings[0] and needle in st.warnings[0], st.warnings
+    for other in ([1, 2], {"decay_histogram": [1, 2]}, {"other": {}}):
+        rec = record(tag="b", analysis=other)
+        st.write(rec)
+        assert st.read(rec["run_id"]) is None and "its analysis" in st.warnings[-1]
