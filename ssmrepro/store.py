@@ -351,6 +351,9 @@ class Store:
         self._checked: dict[tuple, bool] = {}  # weights file (path, inode, size, mtime) -> its
         # digest is its record's (hashed once per process, not at every is_done)
         self._held: dict[str, str] = {}  # run id -> nonce of the claim this process wrote
+        # runs whose only records were trained on other data than there is now (``data_changed``):
+        # a committed row of theirs is the old data's too, and must not stand in for them
+        self.stale_data: set[str] = set()
 
     # ---------------------------------------------------------------- records
     def record_path(self, run_id: str) -> Path:
@@ -363,6 +366,7 @@ class Store:
         moved to ``runs/quarantine/`` with a warning, so the run is trained again; an invalid one in
         a reused (read-only) store is ignored with a warning.
         """
+        changed = False
         for k, root in enumerate([self.runs] + [r / "runs" for r in self.reuse]):
             path = root / f"{run_id}.json"
             try:
@@ -378,13 +382,16 @@ class Store:
             else:
                 why = record_problem(rec, run_id)
                 if why is None:
-                    changed = data_changed(rec)
-                    if changed is None:
+                    why = data_changed(rec)
+                    if why is None:
+                        self.stale_data.discard(run_id)
                         return rec
-                    self._warn(f"ignoring run record {path}: {changed}; `run` trains the run "
-                               "again")
+                    self._warn(f"ignoring run record {path}: {why}; `run` trains the run again")
+                    changed = True
                     continue
             self._distrust(path, why, quarantine=k == 0)
+        if changed:
+            self.stale_data.add(run_id)
         return None
 
     def _distrust(self, path: Path, why: str, quarantine: bool) -> None:
@@ -854,7 +861,7 @@ class Store:
         df = self.table(runs)
         path = self.root / name
         have = set(df["run_id"].astype(str)) if "run_id" in df else set()
-        wanted = {r.run_id for r in runs} - have
+        wanted = {r.run_id for r in runs} - have - self.stale_data  # a row of other data's
         if wanted and path.is_file():
             try:
                 old = read_results(path)

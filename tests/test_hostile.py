@@ -8555,6 +8555,10 @@ def test_a_record_of_another_corpus_is_not_taken_for_this_ones(tmp_path, monkeyp
     monkeypatch.setenv("SSMREPRO_DATA", str(roots[1]))
     res = _invoke("verify", spec, "--out", tmp_path / "out", "--profile", "smoke")
     assert "another corpus" in res.output, res.output
+    # the results row of a's corpus does not stand in for the run either (the report counted
+    # it finished and judged the claims on it, beside the warning)
+    (report,) = (tmp_path / "out" / "tests" / "t-spec").glob("report*.md")
+    assert "1 runs expected, 0 finished" in report.read_text()
 
 
 @pytest.mark.parametrize("edit,needle", [
