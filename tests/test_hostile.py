@@ -8597,3 +8597,39 @@ def test_a_record_with_an_edited_decay_histogram_is_quarantined(tmp_path, edit, 
         rec = record(tag="b", analysis=other)
         st.write(rec)
         assert st.read(rec["run_id"]) is None and "its analysis" in st.warnings[-1]
+
+
+@pytest.mark.parametrize("layers,needle", [
+    ("''", "layers is empty"), ("'-'", "layers is empty"), ("[]", "layers is empty"),
+    ("SSM-XX", "layers name blocks ['XX'] not in blocks ['SSM', 'TF']"),
+    ("[SSM, XX]", "layers name blocks ['XX']"),
+])
+def test_a_cooper_hybrid_layer_pattern_its_blocks_refuse_is_a_message(tmp_path, layers, needle):
+    """cooper_hybrid's `layers` naming no block or an unknown one passed the preset and raised
+    the backbone's ValidationError as a traceback in `validate`; also 2 x 1,024 layers."""
+    spec = _one_run_spec(tmp_path, sweep=[], model={
+        "name": "cooper_hybrid", "d_model": 4, "d_state": 2, "expand": 1, "heads": 1})
+    _assert_refused(_invoke("validate", spec, "--set", f"model.layers={layers}"), needle)
+    _assert_refused(_invoke("validate", spec, "--set", "model.repeat=1000"),
+                    "2 layers x repeat 1000 = 2,000 blocks, more than 1024")
+
+
+def test_a_layer_pattern_spelled_otherwise_is_one_run_id(tmp_path):
+    """'SSM-TF', 'SSM, TF', 'SSM TF' and 'SSM→TF' are one layer pattern (models.parse_layers)
+    but were four run ids: the same model trained four times, four rows for one cell. A text
+    pattern is kept as its names joined by '-' (the shipped specs' spelling: no run id
+    changes). A list ([SSM, TF]) keeps its own id: the shipped specs use both forms."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    spec = load_spec(_one_run_spec(tmp_path, sweep=[], model={
+        "name": "cooper_hybrid", "d_model": 4, "d_state": 2, "expand": 1, "heads": 1}))
+    ids = set()
+    for text in ("SSM-TF", "SSM, TF", "SSM TF", " SSM→TF ", "SSM--TF"):
+        (r,) = expand(spec, "smoke", {"model.layers": text})
+        assert r.model.layers == "SSM-TF"
+        ids.add(r.run_id)
+    assert len(ids) == 1
+    for name in ("seq_lm",):
+        seq = load_spec(_one_run_spec(tmp_path, sweep=[], model={"name": name, "d_model": 4}))
+        assert expand(seq, "smoke", {"model.layers": "SSM , TF"})[0].model.layers == "SSM-TF"
