@@ -184,8 +184,9 @@ def history_problem(steps: list | None, rec: dict, every: int) -> str | None:
     if steps is None:
         return "a finished run without its evaluation history (edited or truncated?)"
     s = rec.get("stop_step")
-    if not isinstance(s, int) or isinstance(s, bool):
+    if not _is_number(s) or s is None:
         return None  # a record without its stop step (count_problem checks one given)
+    s = int(s)  # a whole number (count_problem): 40.0 read as 40, not as no stop step
     n = -(-s // every)  # the evaluations while it trained: steps 0, every, ... below s
     if rec["status"] == "ok" or s % every == 0:
         ends = {n + 1}

@@ -8505,6 +8505,7 @@ def test_a_finished_runs_history_check_accepts_every_way_a_run_stops():
     assert ok([0, 4], s=6, reason="time_limit") and ok([0, 4, 6], s=6, reason="time_limit")
     assert not ok([0, 4], s=6) and not ok([0, 4, 6], "diverged", s=6)
     assert not ok([0, 8]) and not ok([4, 8]) and not ok([], s=8) and not ok([0, 4, 8, 8])
+    assert not ok([0, 4], s=8.0) and ok([0, 4, 8], s=8.0)  # a stop step written 8.0
     # a record without a stop step (count_problem checks one given): not checked
     assert history_problem([0, 5], {"status": "ok", "stop_reason": "max_steps"}, 4) is None
 
