@@ -23,6 +23,7 @@ import ast
 import errno
 import hashlib
 import io
+import itertools
 import json
 import math
 import os
@@ -37,8 +38,10 @@ from typing import Any
 import pandas as pd
 import torch
 
+from .analysis import analysis_problem
 from .spec import find_reused
 from .sweep import parse_config, parsed_identity, run_id_of
+from .tasks.text_corpus import corpus_changed
 from .util import (
     NotSmallFile,
     atomic_write_bytes,
@@ -139,6 +142,9 @@ def record_problem(rec: Any, run_id: str) -> str | None:
     if rec["status"] == "diverged" and (rec.get("metrics") or {}).get(DIVERGED_NAN) is not None:
         return (f"status 'diverged' with a finite {DIVERGED_NAN} (a diverged run's final "
                 "evaluation is NaN; edited?)")
+    why = analysis_problem(rec["analysis"]) if rec.get("analysis") is not None else None
+    if why:
+        return f"its analysis {why}"
     hist = rec.get("history")
     if hist is not None and not (isinstance(hist, list) and all(
             isinstance(h, dict) and all(_is_number(v) for v in h.values()) for h in hist)):
@@ -161,7 +167,54 @@ def record_problem(rec: Any, run_id: str) -> str | None:
             why = metric_range_problem(k, [v])
             if why:
                 return f"history metric {k!r} holds {why}"
+    if rec["status"] in DONE_STATUSES:
+        return history_problem([h["step"] for h in hist or []] if hist is not None else None,
+                               rec, train.eval_every)
     return None
+
+
+def history_problem(steps: list | None, rec: dict, every: int) -> str | None:
+    """Why a finished run's history (its evaluation steps ``steps``; None: no history) is not
+    the one its run made, or None. A run evaluates at step 0 and every ``every`` steps while it
+    trains, and its history ends at its stop step (train.py): an ``ok`` run's at that step, a
+    diverged run's at the last evaluation before it. A record without its history, or with
+    rows cut or added, was trusted: its seed had no learning curve, or a curve ending at step
+    0, and the cell's mean curve was drawn from the other seeds without a word. A run stopped by
+    its time limit may lack the row at its stop step (records written before it had one)."""
+    if steps is None:
+        return "a finished run without its evaluation history (edited or truncated?)"
+    s = rec.get("stop_step")
+    if not _is_number(s) or s is None:
+        return None  # a record without its stop step (count_problem checks one given)
+    s = int(s)  # a whole number (count_problem): 40.0 read as 40, not as no stop step
+    n = -(-s // every)  # the evaluations while it trained: steps 0, every, ... below s
+    if rec["status"] == "ok" or s % every == 0:
+        ends = {n + 1}
+        if rec["status"] == "ok" and rec.get("stop_reason") == "time_limit" and s % every:
+            ends.add(n)
+    else:
+        ends = {n}
+    if len(steps) in ends and all(a == b for a, b in zip(
+            steps, itertools.chain(range(0, n * every, every), (s,)))):
+        return None
+    shown = ", ".join(f"{x:g}" for x in steps[:4]) + (", ..." if len(steps) > 4 else "")
+    return (f"a history of {len(steps):,} evaluations (steps {shown or 'none'}), not the "
+            f"evaluations of a run that evaluates every {every} steps and stopped at step {s} "
+            "(rows cut or added?)")
+
+
+def data_changed(rec: dict) -> str | None:
+    """Why a valid record (``record_problem``) does not describe its run on the data there is
+    now, or None: its run's text corpus (or a named evaluation set's) is not the one its
+    record names (``tasks.text_corpus.corpus_changed``)."""
+    config, data = rec["config"], rec.get("data")
+    data = data if isinstance(data, dict) else {}
+    why = corpus_changed(config["task"], data)
+    sets = data.get("evals") if isinstance(data.get("evals"), dict) else {}
+    for name, ov in (config["train"].get("evals") or {}).items():
+        why = why or (corpus_changed({**config["task"], **ov}, sets.get(name))
+                      if isinstance(ov, dict) else None)
+    return why
 
 
 FOREIGN_WEIGHTS = "not the weights its record names (another run's, copied or edited?)"
@@ -299,6 +352,9 @@ class Store:
         self._checked: dict[tuple, bool] = {}  # weights file (path, inode, size, mtime) -> its
         # digest is its record's (hashed once per process, not at every is_done)
         self._held: dict[str, str] = {}  # run id -> nonce of the claim this process wrote
+        # runs whose only records were trained on other data than there is now (``data_changed``):
+        # a committed row of theirs is the old data's too, and must not stand in for them
+        self.stale_data: set[str] = set()
 
     # ---------------------------------------------------------------- records
     def record_path(self, run_id: str) -> Path:
@@ -311,6 +367,7 @@ class Store:
         moved to ``runs/quarantine/`` with a warning, so the run is trained again; an invalid one in
         a reused (read-only) store is ignored with a warning.
         """
+        changed = False
         for k, root in enumerate([self.runs] + [r / "runs" for r in self.reuse]):
             path = root / f"{run_id}.json"
             try:
@@ -326,8 +383,16 @@ class Store:
             else:
                 why = record_problem(rec, run_id)
                 if why is None:
-                    return rec
+                    why = data_changed(rec)
+                    if why is None:
+                        self.stale_data.discard(run_id)
+                        return rec
+                    self._warn(f"ignoring run record {path}: {why}; `run` trains the run again")
+                    changed = True
+                    continue
             self._distrust(path, why, quarantine=k == 0)
+        if changed:
+            self.stale_data.add(run_id)
         return None
 
     def _distrust(self, path: Path, why: str, quarantine: bool) -> None:
@@ -526,20 +591,21 @@ class Store:
 
     def _read_claim(self, path: Path) -> dict | None:
         """The claim's content, or None if it vanished; {} if unreadable (half-written)."""
+        st = None
         try:
             st = path.stat()
             info = json.loads(read_small(path, 1 << 16))
-        except FileNotFoundError:
-            return None
-        except (ValueError, OSError, RecursionError):  # JSON, UTF-8, not a small file
-            info = {}
+        except (FileNotFoundError, NotADirectoryError):  # no claim (no claims folder: a file
+            return None  # in its place raised UnboundLocalError below, reading a reused store's)
+        except (ValueError, OSError, RecursionError):  # JSON, UTF-8, not a small file, no
+            info = {}  # permission to look
         info = info if isinstance(info, dict) else {}
         pid = info.get("pid")
         if not (isinstance(info.get("host"), str) and isinstance(pid, int)
                 and not isinstance(pid, bool)):  # no holder can be checked: foreign or garbage
             info = {"nonce": info.get("nonce")} if isinstance(info.get("nonce"), str) else {}
         if not info.get("nonce"):  # old or unreadable claim: identify it by inode and mtime
-            info = {**info, "nonce": f"{st.st_ino}-{st.st_mtime_ns}"}
+            info = {**info, "nonce": f"{st.st_ino}-{st.st_mtime_ns}" if st else "unreadable"}
         if "host" not in info:
             info["_unreadable"] = True
         return info
@@ -611,15 +677,42 @@ class Store:
         if self.is_done(run_id):  # finished between our check and the claim
             self.release(run_id)
             return False
+        if self._reused_claim(run_id) is not None:  # a spec this one reuses trains it now: two
+            # `run`s of specs sharing a run through `reuse` claimed it each in its own store,
+            # and both trained it. (Two that reuse each other and claim at the same moment may
+            # both leave it; each takes it again at its next look, as a stale claim's run.)
+            self.release(run_id)
+            return False
         self.log("claim", run_id)
         return True
 
+    def _reused_claim(self, run_id: str) -> tuple[Path, dict] | None:
+        """A live claim on the run in a store this one reuses (its path and content), else
+        None: the process training that spec trains the run, and its record there will count
+        as done here too."""
+        for root in self.reuse:
+            path = root / "claims" / f"{run_id}.claim"
+            try:
+                info = self._read_claim(path)
+                if info is None or info.get("_unreadable") or self._is_stale(path, info):
+                    continue
+            except OSError:  # no claims folder there (a file in its place ...): no claim
+                continue
+            return path, info
+        return None
+
+
     def holder(self, run_id: str) -> str | None:
-        """'pid P on host H' of the process holding a live claim on this run, else None."""
+        """'pid P on host H' of the process holding a live claim on this run (in this store,
+        else in a store this one reuses), else None."""
         path = self._claim_path(run_id)
         info = self._read_claim(path)
         if info is None or self._is_stale(path, info):
-            return None
+            other = self._reused_claim(run_id)
+            if other is None:
+                return None
+            return (f"pid {other[1].get('pid')} on {other[1].get('host')}, for "
+                    f"{other[0].parents[1].name}")
         if info.get("_unreadable"):  # garbage or half-written: 'pid None on None' was printed
             return f"a holder {path.name} does not name (unreadable; stale after 5 s)"
         return f"pid {info.get('pid')} on {info.get('host')}"
@@ -769,7 +862,7 @@ class Store:
         df = self.table(runs)
         path = self.root / name
         have = set(df["run_id"].astype(str)) if "run_id" in df else set()
-        wanted = {r.run_id for r in runs} - have
+        wanted = {r.run_id for r in runs} - have - self.stale_data  # a row of other data's
         if wanted and path.is_file():
             try:
                 old = read_results(path)

@@ -9033,3 +9033,201 @@ def test_a_model_size_past_64_bits_is_a_message(tmp_path, setting):
         _assert_refused(res, "cannot be built: a tensor of this model would have a size past "
                         "what 64-bit integers count")
     assert not (tmp_path / "o").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# round 27 O: store identity and record lifecycle
+
+
+def test_an_evaluation_set_spelled_otherwise_is_one_run_id(tmp_path):
+    """`train.evals: {long: {T: 16}}`, `{T: 16.0}` and `{T: '16'}` evaluate the same set (the
+    task reads each as 16) but the overrides were hashed as written: three run ids, the same
+    run trained three times and three rows for one cell. Each override is stored and hashed as
+    its field reads it."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    spec = load_spec(_one_run_spec(tmp_path))
+    ids = set()
+    for t in (16, 16.0, "16"):
+        runs = expand(spec, "smoke", {"train.evals": {"long": {"T": t}}})
+        assert runs[0].train.evals == {"long": {"T": 16}}
+        assert type(runs[0].train.evals["long"]["T"]) is int
+        ids.add(runs[0].run_id)
+    assert len(ids) == 1
+    assert expand(spec, "smoke", {"train.evals": {"long": {"T": 12}}})[0].run_id not in ids
+
+
+@pytest.mark.parametrize("edit,needle", [
+    (lambda r: r.pop("history"), "a finished run without its evaluation history"),
+    (lambda r: r.update(history=None), "a finished run without its evaluation history"),
+    (lambda r: r.update(history=r["history"][:1]), "a history of 1 evaluations (steps 0)"),
+    (lambda r: r.update(history=r["history"][1:]), "(steps 20, 40)"),
+    (lambda r: r.update(history=[r["history"][0], r["history"][-1]]), "(steps 0, 40)"),
+    (lambda r: r.update(history=[*r["history"][:2], dict(r["history"][1], step=30),
+                                 r["history"][-1]]), "(steps 0, 20, 30, 40)"),
+])
+def test_a_record_with_its_history_cut_is_quarantined(trained_store, tmp_path, edit, needle):
+    """A 40-step run evaluating every 20 steps records its history at steps 0, 20 and 40. A
+    record without its history, or with rows cut or added, was trusted: its seed had no
+    learning curve, or one ending at step 0, and the cell's curve was drawn from the other
+    seeds without a word. It is quarantined, and `run` trains the run again."""
+    spec, store = _copy_trained(trained_store, tmp_path)
+    (path,) = (store / "runs").glob("*.json")
+    rec = json.loads(path.read_text())
+    assert [h["step"] for h in rec["history"]] == [0, 20, 40] and rec["stop_step"] == 40
+    edit(rec)
+    path.write_text(json.dumps(rec))
+    res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--no-calibrate",
+                  "--workers", "1", "--no-plot")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "quarantined" in said and needle in said and "trained 1 runs" in said, res.output
+    assert [h["step"] for h in json.loads(path.read_text())["history"]] == [0, 20, 40]
+
+
+def test_a_finished_runs_history_check_accepts_every_way_a_run_stops():
+    """The evaluations train.py records: every ``eval_every`` steps from 0 and a row at the
+    stop step (an early stop lands on an evaluation; a diverged run has none at its stop step
+    unless it evaluated there; a run cut by its time limit before that row existed lacks it)."""
+    from ssmrepro.store import history_problem
+
+    def ok(steps, status="ok", s=None, reason="max_steps", every=4):
+        rec = {"status": status, "stop_step": steps[-1] if s is None else s,
+               "stop_reason": reason}
+        return history_problem(steps, rec, every) is None
+
+    assert ok([0, 4, 8]) and ok([0, 4, 6]) and ok([0]) and ok([0], s=0)
+    assert ok([0, 4], "diverged", s=7) and ok([0, 4, 8], "diverged", s=8)
+    assert ok([0, 4], s=6, reason="time_limit") and ok([0, 4, 6], s=6, reason="time_limit")
+    assert not ok([0, 4], s=6) and not ok([0, 4, 6], "diverged", s=6)
+    assert not ok([0, 8]) and not ok([4, 8]) and not ok([], s=8) and not ok([0, 4, 8, 8])
+    assert not ok([0, 4], s=8.0) and ok([0, 4, 8], s=8.0)  # a stop step written 8.0
+    # a record without a stop step (count_problem checks one given): not checked
+    assert history_problem([0, 5], {"status": "ok", "stop_reason": "max_steps"}, 4) is None
+
+
+def test_a_run_held_by_a_reused_spec_is_left_to_its_holder(tmp_path):
+    """Two `run`s of specs sharing a run through `reuse` (rb reuses ra; or each the other)
+    claimed it each in its own store and both trained it. A live claim on the run in a reused
+    store is its holder's: this store leaves it (its own claim removed, no 'claim' event) and
+    waits, naming that holder; once the claim is gone the run is this store's to claim."""
+    from ssmrepro.store import Store
+
+    ra = Store(tmp_path / "out" / "tests" / "ra")
+    rb = Store(tmp_path / "out" / "tests" / "rb", reuse=[ra.root])
+    assert ra.claim("r1")  # ra's `run` trains r1
+    assert not rb.claim("r1")
+    assert not (rb.claims / "r1.claim").exists() and rb.events() == []
+    assert rb.holder("r1") == f"pid {os.getpid()} on {rb.host}, for ra"
+    assert ra.claim("r2") is True and rb.holder("r3") is None and rb.claim("r3")
+    ra.release("r1")
+    assert rb.holder("r1") is None and rb.claim("r1")
+    (ra.root / "claims").rename(ra.root / "gone")
+    (ra.root / "claims").write_text("")  # a file where the folder belongs: no claim there
+    assert rb.holder("r2") is None and rb.claim("r2")
+
+
+def test_a_record_of_another_corpus_is_not_taken_for_this_ones(tmp_path, monkeypatch):
+    """text_corpus hashes its `path` into the run id, not the corpus's bytes: with the data
+    root switched ($SSMREPRO_DATA, or the file replaced at its path) `run` trained nothing and
+    `verify` reported the old corpus's results as the new one's. A record whose corpus
+    fingerprint is not that of the file its path names now is ignored with a warning and
+    trained again, its new record replacing it (nothing is quarantined)."""
+    roots = [tmp_path / "a", tmp_path / "b"]
+    for i, root in enumerate(roots):
+        (root / "text").mkdir(parents=True)
+        (root / "text" / "c.txt").write_bytes(bytes(range(97, 97 + 4 + 4 * i)) * 300)
+    spec = _one_run_spec(tmp_path, task={"name": "text_corpus", "path": "text/c.txt", "L": 8})
+    args = ("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--no-calibrate",
+            "--workers", "1", "--no-plot")
+    said = []
+    for root in (roots[0], roots[0], roots[1], roots[0]):
+        monkeypatch.setenv("SSMREPRO_DATA", str(root))
+        res = _invoke(*args)
+        assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+        said.append(" ".join(res.output.split()))
+    assert "trained 1 runs" in said[0] and "trained 0 runs" in said[1]
+    assert "it was trained on another corpus than" in said[2] and "trained 1 runs" in said[2]
+    assert "trained 1 runs" in said[3]  # the record is b's now: a's corpus trains it again
+    monkeypatch.setenv("SSMREPRO_DATA", str(roots[1]))
+    res = _invoke("verify", spec, "--out", tmp_path / "out", "--profile", "smoke")
+    assert "another corpus" in res.output, res.output
+    # the results row of a's corpus does not stand in for the run either (the report counted
+    # it finished and judged the claims on it, beside the warning)
+    (report,) = (tmp_path / "out" / "tests" / "t-spec").glob("report*.md")
+    assert "1 runs expected, 0 finished" in report.read_text()
+
+
+@pytest.mark.parametrize("edit,needle", [
+    (lambda h: h.pop("bins"), "is not a histogram"),
+    (lambda h: h.update(before=h["before"][:10]), "before: not 50 whole counts >= 0"),
+    (lambda h: h.update(before=[-5] * 50), "before: not 50 whole counts >= 0"),
+    (lambda h: h.update(after=["x"] * 50), "after: not 50 whole counts >= 0"),
+    (lambda h: h.update(bins=0), "has 0 bins, not the 50"),
+    (lambda h: h.update(mean_after="high"), "mean_after 'high': not a number"),
+    (lambda h: h.update(colour=1), "is not a histogram"),
+])
+def test_a_record_with_an_edited_decay_histogram_is_quarantined(tmp_path, edit, needle):
+    """A run record's `analysis` was read as it stood: a decay histogram without its `bins`, with
+    text counts or not a mapping raised a traceback in `plot` (KeyError, ValueError,
+    TypeError), and negative or cut counts were summed into the cell (huang2025-fig1 smoke:
+    the S4D cell's decay.split 0.76 instead of 0.00, its PASS turned FAIL). Such a record is
+    quarantined and its run trained again, as for any edited record."""
+    from test_store import record
+
+    from ssmrepro.analysis import HIST_BINS
+    from ssmrepro.store import Store
+
+    assert HIST_BINS == 50
+    hist = {"bins": 50, "before": [1] * 50, "after": [2] * 50, "mean_before": 0.4,
+            "mean_after": None}
+    st = Store(tmp_path)
+    good = record(analysis={"decay_histogram": dict(hist)})
+    st.write(good)
+    assert st.read(good["run_id"]) is not None and not st.warnings
+    bad = record(tag="b", analysis={"decay_histogram": dict(hist)})
+    edit(bad["analysis"]["decay_histogram"])
+    st.write(bad)
+    assert st.read(bad["run_id"]) is None
+    assert "quarantined" in st.warnings[0] and needle in st.warnings[0], st.warnings
+    for other in ([1, 2], {"decay_histogram": [1, 2]}, {"other": {}}):
+        rec = record(tag="b", analysis=other)
+        st.write(rec)
+        assert st.read(rec["run_id"]) is None and "its analysis" in st.warnings[-1]
+
+
+@pytest.mark.parametrize("layers,needle", [
+    ("''", "layers is empty"), ("'-'", "layers is empty"), ("[]", "layers is empty"),
+    ("SSM-XX", "layers name blocks ['XX'] not in blocks ['SSM', 'TF']"),
+    ("[SSM, XX]", "layers name blocks ['XX']"),
+])
+def test_a_cooper_hybrid_layer_pattern_its_blocks_refuse_is_a_message(tmp_path, layers, needle):
+    """cooper_hybrid's `layers` naming no block or an unknown one passed the preset and raised
+    the backbone's ValidationError as a traceback in `validate`; also 2 x 1,024 layers."""
+    spec = _one_run_spec(tmp_path, sweep=[], model={
+        "name": "cooper_hybrid", "d_model": 4, "d_state": 2, "expand": 1, "heads": 1})
+    _assert_refused(_invoke("validate", spec, "--set", f"model.layers={layers}"), needle)
+    _assert_refused(_invoke("validate", spec, "--set", "model.repeat=1000"),
+                    "2 layers x repeat 1000 = 2,000 blocks, more than 1024")
+
+
+def test_a_layer_pattern_spelled_otherwise_is_one_run_id(tmp_path):
+    """'SSM-TF', 'SSM, TF', 'SSM TF' and 'SSM→TF' are one layer pattern (models.parse_layers)
+    but were four run ids: the same model trained four times, four rows for one cell. A text
+    pattern is kept as its names joined by '-' (the shipped specs' spelling: no run id
+    changes). A list ([SSM, TF]) keeps its own id: the shipped specs use both forms."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    spec = load_spec(_one_run_spec(tmp_path, sweep=[], model={
+        "name": "cooper_hybrid", "d_model": 4, "d_state": 2, "expand": 1, "heads": 1}))
+    ids = set()
+    for text in ("SSM-TF", "SSM, TF", "SSM TF", " SSM→TF ", "SSM--TF"):
+        (r,) = expand(spec, "smoke", {"model.layers": text})
+        assert r.model.layers == "SSM-TF"
+        ids.add(r.run_id)
+    assert len(ids) == 1
+    for name in ("seq_lm",):
+        seq = load_spec(_one_run_spec(tmp_path, sweep=[], model={"name": name, "d_model": 4}))
+        assert expand(seq, "smoke", {"model.layers": "SSM , TF"})[0].model.layers == "SSM-TF"

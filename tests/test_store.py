@@ -21,7 +21,7 @@ def record(status="ok", tag="a", **kw):
               "train": train.model_dump(mode="json"), "seed": 0}
     rid = run_id_of(ident)
     return {"run_id": rid, "status": status, "identity": ident, "config": config,
-            "code": CODE_VERSION, "metrics": {"test.acc": 0.5}, **kw}
+            "code": CODE_VERSION, "metrics": {"test.acc": 0.5}, "history": [], **kw}
 
 
 def test_atomic_write_leaves_no_temp(tmp_path):

@@ -6,6 +6,8 @@ they work on any SeqLM whose layers include a mixer with that hook (stored in ru
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..tasks.base import IGNORE, TEST
@@ -67,3 +69,41 @@ def decay_histogram(model, task, data_seeds) -> list[dict]:
 
 
 ANALYSES = {"decay_histogram": decay_histogram}
+
+_DECAY_KEYS = ("bins", "before", "after")
+_DECAY_MEANS = ("mean_before", "mean_after")
+
+
+def _whole(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def analysis_problem(analysis) -> str | None:
+    """Why a run record's ``analysis`` (name -> this member's result, as ``train`` records
+    ``ANALYSES``) cannot be what a run computed, or None. A decay histogram is ``HIST_BINS``
+    whole counts >= 0 of each part and two means (numbers, or None): a record edited to negative
+    or cut counts was summed into its cell (decay.split 0.76 instead of 0.00: a PASS turned
+    FAIL), and one without its bins, with text counts or another shape raised a traceback in
+    `plot`."""
+    if not isinstance(analysis, dict):
+        return "is not a mapping of analysis name -> result"
+    for name, res in analysis.items():
+        if name not in ANALYSES:
+            return f"{name!r} is no analysis a run records (known: {', '.join(ANALYSES)})"
+        if not isinstance(res, dict) or set(res) - {*_DECAY_KEYS, *_DECAY_MEANS} or any(
+                k not in res for k in _DECAY_KEYS):
+            return (f"{name} is not a histogram ({', '.join(_DECAY_KEYS)} and "
+                    f"{', '.join(_DECAY_MEANS)})")
+        if res["bins"] != HIST_BINS or isinstance(res["bins"], bool):
+            return f"{name} has {res['bins']!r} bins, not the {HIST_BINS} a run records"
+        for part in ("before", "after"):
+            counts = res[part]
+            if not (isinstance(counts, list) and len(counts) == HIST_BINS
+                    and all(_whole(c) for c in counts)):
+                return f"{name} {part}: not {HIST_BINS} whole counts >= 0"
+        for k in _DECAY_MEANS:
+            v = res.get(k)
+            if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool)
+                                      and math.isfinite(v)):
+                return f"{name} {k} {v!r}: not a number"
+    return None

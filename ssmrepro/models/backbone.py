@@ -63,6 +63,15 @@ def parse_layers(layers: str | list[str], repeat: int = 1) -> list[str]:
     return names * repeat
 
 
+def spelled_layers(v):
+    """A ``layers`` text as one spelling, its names joined by '-' ('SSM, TF', 'SSM TF' and
+    'SSM→TF' are 'SSM-TF': one model, but four run ids, each trained); a list, or anything
+    else, as given (validation names what is wrong)."""
+    if isinstance(v, str):
+        return "-".join(n for n in re.split(r"[-→,\s]+", v) if n)
+    return v
+
+
 class SeqLMConfig(ModelConfig):
     """Generic backbone: embedding -> blocks from a layer pattern (any mixer) -> norm -> head."""
 
@@ -87,6 +96,8 @@ class SeqLMConfig(ModelConfig):
     tie_head: bool = Field(False, description="head weight = embedding table (needs C = V)")
     head_bias: bool = True
     init: InitConfig = Field(InitConfig(), description="initialisation scheme (models/init.py)")
+
+    _spelled = field_validator("layers", mode="before")(spelled_layers)
 
     @field_validator("blocks", mode="before")
     @classmethod

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from .backbone import MAX_LAYERS, SeqLMConfig
+from .backbone import MAX_LAYERS, SeqLMConfig, spelled_layers
 from .base import ModelConfig, refuse_reversed_range, refuse_unread
 from .blocks import MixerBlockConfig, NeoXBlockConfig
 from .init import InitConfig
@@ -221,6 +221,7 @@ class CooperHybridConfig(ModelConfig):
     name: Literal["cooper_hybrid"] = "cooper_hybrid"
     d_model: int = Field(8, ge=2, description="hidden_size")
     layers: str | list[str] = Field("SSM-TF", description="'SSM-TF', 'TF-TF', [SSM, TF, ...]")
+    _spelled = field_validator("layers", mode="before")(spelled_layers)
     repeat: int = Field(1, ge=1, le=MAX_LAYERS)
     d_state: int = Field(16, ge=1, le=256, description="Mamba state_size (audit: 16 in the runs)")
     expand: int = Field(2, ge=1, description="Mamba expand and NeoX MLP expand")
@@ -259,6 +260,19 @@ class CooperHybridConfig(ModelConfig):
             },
             pos="none", final_norm="layernorm", head="per_position", tie_head=self.tie_head,
             head_bias=False, init=self.init)
+
+    @model_validator(mode="after")
+    def _pattern(self) -> CooperHybridConfig:
+        """The layer pattern names the preset's blocks (SSM, TF), at most ``MAX_LAYERS`` of them
+        with ``repeat``: an empty one ('', [], '-'), an unknown name (`SSM-XX`) or 2 x 1,024
+        layers passed the preset and raised the backbone's ValidationError as a traceback in
+        `validate` (and in `show`, `run`)."""
+        try:
+            self.to_backbone()
+        except ValidationError as err:
+            first = err.errors()[0]
+            raise ValueError(str(first.get("ctx", {}).get("error") or first["msg"])) from None
+        return self
 
 
 PRESETS: tuple[type[ModelConfig], ...] = (

@@ -917,9 +917,20 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
     if not extra.empty:
         extra = _fill_config(extra, runs)
         base = extra if base.empty else pd.concat([base, extra], ignore_index=True)
+    base = _without_other_data(base, store)
     if not df.empty:
         atomic_write_text(store.root / name, csv_text(base))
     return base
+
+
+def _without_other_data(df: pd.DataFrame, store) -> pd.DataFrame:
+    """``df`` without the rows of runs whose records were trained on other data than there is
+    now (``Store.stale_data``: a text corpus replaced): a committed row of such a run is the old
+    data's result too, and verdicts were judged on it while the store warned of the records."""
+    stale = getattr(store, "stale_data", None)  # (a stand-in store of a test has none)
+    if df.empty or not stale or RUN_ID not in df:
+        return df
+    return df[~df[RUN_ID].astype(str).isin(stale)].reset_index(drop=True)
 
 
 def _not_covered(own: pd.DataFrame, todo: list) -> list:
@@ -1288,6 +1299,7 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
     if not extra.empty:  # a cell key the other profile did not sweep: the planned run's
         extra = _fill_config(extra, runs)
         base = extra if base.empty else pd.concat([base, extra], ignore_index=True)
+    base = _without_other_data(base, store)
     if not table.empty:
         atomic_write_text(path, base.to_csv(index=False))
     return base

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 from typing import Any
 
 from pydantic import ValidationError
@@ -188,12 +189,18 @@ def validate_sections(cfg: dict[str, Any]) -> tuple[TaskConfig, ModelConfig, Tra
         except ValidationError as err:
             raise SectionError(section, err) from None
     task, model, train = out
-    evals = {}
+    evals, typed = {}, {}
     for name, overrides in train.evals.items():  # every evaluation set is a valid task config
         try:
             evals[name] = task_cls.Config(**{**task.model_dump(), **overrides})
         except ValidationError as err:
             raise SectionError(f"train.evals.{name}", err) from None
+        dump = evals[name].model_dump(mode="json")
+        typed[name] = {k: dump[k] for k in overrides}
+    if json.dumps(typed, sort_keys=True) != json.dumps(train.evals, sort_keys=True, default=str):
+        # each override as its field reads it (what the run id hashes): `T: 20`, `T: 20.0` and
+        # `T: '20'` are one evaluation set, but were three run ids (the run trained thrice)
+        train = train.model_copy(update={"evals": typed})
     refuse_unread_task(task, train.evals, evals)
     check_task_data(task_cls, task, train, evals)
     return task, model, train

@@ -13,8 +13,9 @@ perplexities are not comparable with per-byte ones.)
 ``path`` is relative to the data root (``$SSMREPRO_DATA``, default ``./data``) or absolute. The
 path is part of the run identity, the file's size and a fingerprint of its first and last MiB
 go into every run record (``data_info``): replacing the file at the same path is detected
-(``CorpusChanged``) when a run of the old file is resumed in the same process, and visible in
-the records otherwise.
+(``CorpusChanged``) when a run of the old file is resumed in the same process, and a record whose
+fingerprint is not that of the file its path names now is not used (``corpus_changed``: the
+store ignores it with a warning, and `run` trains the run again).
 
 Example (corpus ``b"abcdefghij"``, L 4): the window starting at byte 3 gives
 
@@ -173,3 +174,31 @@ class TextCorpus(Task):
         return {"dataset": "text_corpus", "path": where, "bytes": int(self._bytes.shape[0]),
                 "fingerprint": self._fp,
                 "sizes": {s: b - a for s, (a, b) in zip(("train", "val", "test"), self._bounds)}}
+
+
+def corpus_changed(task: dict, data: object) -> str | None:
+    """Why a run of the text_corpus task config ``task`` (a record's dump) whose record names
+    the corpus it trained on by ``data`` (``TextCorpus.data_info``: its fingerprint) was not
+    trained on the corpus that ``task.path`` names now, or None (the same corpus, another task,
+    or no corpus there to compare with). The path is part of the run id, the bytes are not: a
+    corpus replaced at its path, or a path relative to another data root ($SSMREPRO_DATA), gave
+    the old corpus's results as the new one's, and `run` trained nothing."""
+    if not (isinstance(task, dict) and task.get("name") == "text_corpus"
+            and isinstance(data, dict) and isinstance(data.get("fingerprint"), str)
+            and isinstance(task.get("path"), str)):
+        return None
+    p = Path(task["path"]).expanduser()
+    path = p if p.is_absolute() else data_root() / p
+    try:
+        if not path.is_file() or os.path.getsize(path) == 0:
+            return None
+        _, fp = _open(path)
+    except CorpusChanged as err:  # rewritten since this process opened it
+        return str(err)
+    except (OSError, ValueError):  # unreadable: the run itself says why when it trains
+        return None
+    if fp == data["fingerprint"]:
+        return None
+    return (f"it was trained on another corpus than {path} holds now (fingerprint "
+            f"{data['fingerprint']}, now {fp}: the file replaced, or $SSMREPRO_DATA another data "
+            "root)")
