@@ -701,7 +701,6 @@ class Store:
             return path, info
         return None
 
-
     def holder(self, run_id: str) -> str | None:
         """'pid P on host H' of the process holding a live claim on this run (in this store,
         else in a store this one reuses), else None."""
