@@ -8452,3 +8452,13 @@ def test_a_text_corpus_task_leaves_no_unclosed_file_at_exit(tmp_path):
                          capture_output=True, text=True, timeout=120,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert res.returncode == 0 and "ResourceWarning" not in res.stderr, res.stderr[-2000:]
+
+
+@pytest.mark.parametrize("value", ["²", "①", "1²"])
+def test_a_thread_count_of_digits_int_cannot_read_names_the_variable(tmp_path, value):
+    """`SSMREPRO_THREADS=²` passed the digit check (str.isdigit) and failed in int(): exit 2 with
+    'invalid literal for int() with base 10', which did not say which setting was wrong."""
+    res = _invoke("run", _one_run_spec(tmp_path), "--out", tmp_path / "o", "--profile", "smoke",
+                  env={"SSMREPRO_THREADS": value})
+    _assert_refused(res, "SSMREPRO_THREADS", "expected a whole number from 1 to 1024")
+    assert "invalid literal" not in res.output and not (tmp_path / "o").exists()

@@ -250,7 +250,9 @@ def thread_override() -> int | None:
     v = os.environ.get(THREADS_ENV, "").strip()
     if not v:
         return None
-    if not v.isdigit() or not 1 <= int(v) <= MAX_THREADS:
+    # isdecimal, not isdigit: '²' and '①' are digits int() cannot read (a ValueError of its own
+    # words, 'invalid literal for int()', that did not name the variable)
+    if not v.isdecimal() or not 1 <= int(v) <= MAX_THREADS:
         raise ValueError(f"{THREADS_ENV}={v[:40]!r}: expected a whole number from 1 to "
                          f"{MAX_THREADS}")
     return int(v)
