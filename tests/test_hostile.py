@@ -8462,3 +8462,26 @@ def test_a_thread_count_of_digits_int_cannot_read_names_the_variable(tmp_path, v
                   env={"SSMREPRO_THREADS": value})
     _assert_refused(res, "SSMREPRO_THREADS", "expected a whole number from 1 to 1024")
     assert "invalid literal" not in res.output and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("ref", ["case:²", "case:1²", "case:٣"])
+def test_a_case_reference_of_non_ascii_digits_is_an_unknown_column(tmp_path, ref):
+    """`hue: "case:²"` passed the digit check (str.isdigit) of a case reference and int() then
+    raised: `validate` ended in a ValueError traceback; 'case:٣' (an Arabic-Indic three) was
+    read as case:3. Case references are ASCII digits; anything else is an unknown column."""
+    spec = write_spec(tmp_path, figures=[{"kind": "bars", "x": ref}])
+    _assert_refused(_invoke("validate", spec), f"unknown column {ref!r}")
+
+
+def test_a_case_reference_far_past_every_label_is_an_empty_column():
+    """A panel column (`facet: "case:99999999999999"`, allowed past the labels: one panel) padded
+    each label's list to i + 1 items: a MemoryError traceback in `plot` (an OverflowError past
+    sys.maxsize)."""
+    import pandas as pd
+
+    from ssmrepro.report.cells import LABEL, LABEL_SEP, column
+
+    df = pd.DataFrame({LABEL: [f"a{LABEL_SEP}b", "c"]})
+    for i in (99999999999999, 10**30):
+        assert list(column(df, f"case:{i}")) == ["", ""]
+    assert list(column(df, "case:1")) == ["b", ""]
