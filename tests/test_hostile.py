@@ -8485,3 +8485,53 @@ def test_a_case_reference_far_past_every_label_is_an_empty_column():
     for i in (99999999999999, 10**30):
         assert list(column(df, f"case:{i}")) == ["", ""]
     assert list(column(df, "case:1")) == ["b", ""]
+
+
+def _sweep_in_a_pack(tmp_path, cli_env, ignore_hup: bool = False):
+    """A `run` of two long runs in a subprocess, returned once its worker is inside a pack."""
+    import signal
+    import subprocess
+    import sys
+
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import Store
+
+    tmp_path.mkdir()
+    path = write_spec(tmp_path, seeds=[0, 1], train={
+        "optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 3000, "val_size": 16,
+        "test_size": 16, "eval_every": 1000, "eval_batch_size": 16})
+    store = Store(tmp_path / "o" / load_spec(path).paper / load_spec(path).id)
+    p = subprocess.Popen([sys.executable, "-m", "ssmrepro", "run", str(path), "--out",
+                          str(tmp_path / "o"), "--no-plot", "--no-calibrate", "--pack-size", "1",
+                          "--workers", "1"], env=cli_env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, preexec_fn=(lambda: signal.signal(
+                             signal.SIGHUP, signal.SIG_IGN)) if ignore_hup else None)
+    deadline = time.time() + 120
+    while time.time() < deadline and not (store.claims.exists()
+                                          and list(store.claims.glob("*.claim"))):
+        time.sleep(0.05)
+    return p, store
+
+
+def test_a_hung_up_sweep_ends_as_an_interrupted_one_unless_hang_ups_are_ignored(tmp_path,
+                                                                                  cli_env):
+    """A SIGHUP (the terminal closed, an ssh session dropped) ended `run` at once: exit 129, no
+    line, Python's 'leaked semaphore' warning. It ends as Ctrl-C and SIGTERM do (one
+    'interrupted' line, exit 130, no claim left); under `nohup` (SIGHUP ignored) it runs on."""
+    import signal
+
+    p, store = _sweep_in_a_pack(tmp_path / "a", cli_env)
+    p.send_signal(signal.SIGHUP)
+    stdout, stderr = p.communicate(timeout=120)
+    said = stdout + stderr
+    assert p.returncode == 130, said
+    assert "Traceback" not in said and "leaked" not in said, said
+    assert said.count("interrupted") == 1 and "re-run the same command to resume" in said, said
+    assert not list(store.claims.glob("*.claim"))
+    p, _ = _sweep_in_a_pack(tmp_path / "b", cli_env, ignore_hup=True)
+    p.send_signal(signal.SIGHUP)
+    time.sleep(1.5)
+    assert p.poll() is None, p.communicate()  # nohup: still training
+    p.send_signal(signal.SIGTERM)
+    stdout, stderr = p.communicate(timeout=120)
+    assert p.returncode == 130 and "Traceback" not in stdout + stderr, stdout + stderr

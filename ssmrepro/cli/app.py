@@ -206,14 +206,20 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def _terminate_as_interrupt() -> Any:
+def _terminate_as_interrupt() -> dict[int, Any]:
     """A SIGTERM (`kill PID`, a batch scheduler's time limit) ends the command as Ctrl-C does:
     its workers stopped, one 'interrupted — ...' line, exit 130 (it died at once with exit 143,
-    no line, and Python's 'leaked semaphore' warning). Returns the handler it replaced (None
-    outside the main thread, where no handler can be set)."""
+    no line, and Python's 'leaked semaphore' warning). So does a SIGHUP (the terminal closed, an
+    ssh session dropped, `kill -HUP`), which did the same with exit 129 — unless it is ignored
+    (`nohup ssmrepro run ...` runs on). Returns the handlers it replaced, by signal ({} outside
+    the main thread, where no handler can be set)."""
     if threading.current_thread() is not threading.main_thread():
-        return None
-    return signal.signal(signal.SIGTERM, _interrupt)
+        return {}
+    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, _interrupt)}
+    hup = getattr(signal, "SIGHUP", None)
+    if hup is not None and signal.getsignal(hup) == signal.SIG_DFL:
+        previous[hup] = signal.signal(hup, _interrupt)
+    return previous
 
 
 def guard(fn: Callable[..., Any], interrupted: str = REDO) -> Callable[..., Any]:
@@ -240,11 +246,15 @@ def guard(fn: Callable[..., Any], interrupted: str = REDO) -> Callable[..., Any]
                 raise typer.Exit(EXIT_PIPE) from None
             fail([os_message(err)])
         except KeyboardInterrupt:
-            err_console.print(interrupted, highlight=False, soft_wrap=True)
+            try:
+                err_console.print(interrupted, highlight=False, soft_wrap=True)
+            except OSError:  # a hung-up terminal (EIO): no one is left to read the line
+                pass
             raise typer.Exit(130) from None
         finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
+            for sig, handler in previous.items():
+                if handler is not None:  # None: set outside Python, nothing to put back
+                    signal.signal(sig, handler)
 
     return wrapper
 

@@ -297,7 +297,9 @@ def run_in_process(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings
 def _worker_main(worker: int, tasks, events, store: Store, ws: WorkSettings, threads: int,
                  parent: int) -> None:
     die_with_parent(parent)  # a killed sweep leaves no orphans training on
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us,
+    if hasattr(signal, "SIGHUP"):  # and a closed terminal's hang-up, sent to us all
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
     tune_malloc()  # no page-fault storms on every step's fresh activations (see util)
     flush_denormals()  # no slow denormal arithmetic (see util)
     plain_warnings()  # 'warning: ...' as the parent prints them
