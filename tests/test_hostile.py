@@ -8535,3 +8535,22 @@ def test_a_hung_up_sweep_ends_as_an_interrupted_one_unless_hang_ups_are_ignored(
     p.send_signal(signal.SIGTERM)
     stdout, stderr = p.communicate(timeout=120)
     assert p.returncode == 130 and "Traceback" not in stdout + stderr, stdout + stderr
+
+
+@pytest.mark.parametrize("args", [["run", "--help"], ["--version"]])
+def test_help_and_version_into_a_closed_pipe_exit_141(args):
+    """`ssmrepro --help | head -1` (and `run --help | true`, `--version | true`) exited 1, the
+    code of "some runs failed": the help's console and click's EPIPE handler end so, outside the
+    commands' error boundary, where `list | head -1` exits 141."""
+    import subprocess
+    import sys
+
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first write
+    try:
+        res = subprocess.run([sys.executable, "-m", "ssmrepro", *args], stdout=write,
+                             stderr=subprocess.PIPE, text=True, timeout=120,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+    finally:
+        os.close(write)
+    assert res.returncode == 141 and "Traceback" not in res.stderr, res.stderr[-2000:]

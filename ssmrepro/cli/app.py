@@ -40,7 +40,36 @@ ENV_HELP = ("Environment: SSMREPRO_OUT (default of --out), SSMREPRO_DEVICE (--de
             "(intra-op threads per training process; default: the cores the load average leaves free, "
             "split between the workers).")
 
-app = typer.Typer(
+def _output_identity() -> tuple[Any, ...]:
+    """What standard output and error are now: the Python streams and the files behind fds 1, 2."""
+    ids: list[Any] = [id(sys.stdout), id(sys.stderr)]
+    for fd in (1, 2):
+        try:
+            st = os.fstat(fd)
+            ids.append((st.st_dev, st.st_ino))
+        except OSError:
+            ids.append(None)
+    return tuple(ids)
+
+
+class _Typer(typer.Typer):
+    """The app, ending with exit 141 (not 1) where what ended it was a closed output outside the
+    commands' error boundary: `ssmrepro --help | head -1`, `run --help | true`, `--version |
+    true` exited 1, "some runs failed" (rich's help console points the closed stream at
+    /dev/null and exits 1; click wraps sys.stdout and exits 1 on EPIPE). Either replaces the
+    stream, which tells such an exit 1 from a command's own."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        before = _output_identity()
+        try:
+            return super().__call__(*args, **kwargs)
+        except SystemExit as err:
+            if err.code == 1 and _output_identity() != before:
+                raise SystemExit(EXIT_PIPE) from None
+            raise
+
+
+app = _Typer(
     add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
     no_args_is_help=True,
     help="Reproduce figures and tables of Mamba / SSM papers from real training runs.\n\n"
