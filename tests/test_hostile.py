@@ -8554,3 +8554,22 @@ def test_help_and_version_into_a_closed_pipe_exit_141(args):
     finally:
         os.close(write)
     assert res.returncode == 141 and "Traceback" not in res.stderr, res.stderr[-2000:]
+
+
+def test_output_under_the_c_locale_without_utf8_coercion_is_escaped(tmp_path, cli_env):
+    """`LC_ALL=C PYTHONCOERCECLOCALE=0` (or an old C library without C.UTF-8): Python writes
+    ASCII with the 'surrogateescape' handler, which the escaping of characters the terminal
+    lacks left alone (it changed only 'strict' streams): `show`, `list` and `verify` ended in a
+    UnicodeEncodeError traceback at their first em dash."""
+    import subprocess
+    import sys
+
+    spec = write_spec(tmp_path, title="Keep-n \u2014 \u0394 \u2713")
+    env = {**cli_env, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    env.pop("PYTHONIOENCODING", None)
+    res = subprocess.run([sys.executable, "-m", "ssmrepro", "show", str(spec)],
+                         capture_output=True, encoding="ascii", errors="replace", timeout=300,
+                         env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "Traceback" not in res.stderr and "UnicodeEncodeError" not in res.stderr, res.stderr
+    assert "\\u2014" in res.stdout and "\\u2713" in res.stdout, res.stdout

@@ -146,10 +146,21 @@ def _version_callback(value: bool) -> None:
 def tolerant_output() -> None:
     """Characters the output's encoding lacks (``PYTHONIOENCODING=ascii``, a Latin-1 locale) are
     written as escapes (``\\u2014``), not a UnicodeEncodeError traceback: every command prints
-    labels, titles and dashes that are not ASCII."""
+    labels, titles and dashes that are not ASCII. Also under the C locale without its UTF-8
+    coercion (``LC_ALL=C PYTHONCOERCECLOCALE=0``, an old glibc): Python gives the ASCII streams
+    the 'surrogateescape' handler there, which escapes only undecodable bytes (a traceback in
+    `list`, `show` and `verify`); on a UTF-8 stream it never fails and is left as it is."""
+    import codecs
+
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
-        if reconfigure is not None and getattr(stream, "errors", "strict") == "strict":
+        errors = getattr(stream, "errors", "strict")
+        try:
+            utf = codecs.lookup(getattr(stream, "encoding", None) or "ascii").name.startswith("utf")
+        except LookupError:
+            utf = False
+        if reconfigure is not None and (errors == "strict"
+                                        or errors == "surrogateescape" and not utf):
             try:
                 reconfigure(errors="backslashreplace")
             except (ValueError, OSError):  # closed, or a stream that cannot change
