@@ -114,6 +114,17 @@ def remove_dead_scratch(parent: Path, prefix: str) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
+def _new_file_mode() -> int:
+    """The mode ``open()`` gives a new file here: 0o666 less the process's umask."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+# (read once: the umask is the user's, set before the command starts)
+NEW_FILE_MODE = _new_file_mode()
+
+
 def _atomic(path: Path, write) -> None:
     path = Path(path)
     _check_replaceable(path)
@@ -129,7 +140,10 @@ def _atomic(path: Path, write) -> None:
             write(f)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; records live on shared disks
+        # mkstemp creates 0600 (records live on shared disks): the mode any new file gets. It was
+        # 0644 whatever the umask: under `umask 077` records, tables and reports were readable by
+        # every user (`umask 002` for a group's shared results: not writable by the group)
+        os.chmod(tmp, NEW_FILE_MODE)
         os.replace(tmp, path)
     except BaseException as err:
         if os.path.exists(tmp):

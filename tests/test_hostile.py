@@ -8573,3 +8573,23 @@ def test_output_under_the_c_locale_without_utf8_coercion_is_escaped(tmp_path, cl
     assert res.returncode == 0, res.stdout + res.stderr
     assert "Traceback" not in res.stderr and "UnicodeEncodeError" not in res.stderr, res.stderr
     assert "\\u2014" in res.stdout and "\\u2713" in res.stdout, res.stdout
+
+
+@pytest.mark.parametrize("umask,mode", [(0o077, 0o600), (0o002, 0o664)])
+def test_written_files_take_the_umask(tmp_path, umask, mode):
+    """Every atomic write (records, tables, reports, figures) set its file to 0644 whatever the
+    umask: under `umask 077` the results were readable by every user; under `umask 002` (a
+    group's shared results) not writable by the group. The event log was 0644 at most."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom pathlib import Path\n"
+            "from ssmrepro.util import atomic_write_text\nfrom ssmrepro.store import Store\n"
+            "atomic_write_text(Path(sys.argv[1]) / 'r.md', 'x')\n"
+            "Store(Path(sys.argv[1]) / 's').log('done', 'r1')\n")
+    res = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                         text=True, timeout=120, preexec_fn=lambda: os.umask(umask),
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert res.returncode == 0, res.stderr[-2000:]
+    for f in (tmp_path / "r.md", tmp_path / "s" / "events.jsonl"):
+        assert f.stat().st_mode & 0o777 == mode, (f, oct(f.stat().st_mode))
