@@ -18,6 +18,7 @@ import platform
 import re
 import shutil
 import socket
+import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -371,6 +372,33 @@ def tune_malloc() -> bool:
     m_trim_threshold, m_mmap_threshold = -1, -3
     ok = libc.mallopt(m_mmap_threshold, 1 << 30) == 1
     return ok and libc.mallopt(m_trim_threshold, 1 << 31) == 1
+
+
+def open_standard_streams() -> None:
+    """Point standard input, output and error at /dev/null where the command was started with
+    them closed (`ssmrepro run ... >&-`, `2>&-`, a daemon's closed descriptors). Python leaves
+    such a stream None: the command line died at import with an AttributeError traceback, exit 1
+    (`>&-`), or could not print its error and exited 1 for a bad input (`2>&-`); and the first
+    file opened took the free descriptor 1 or 2, where anything writing to standard output or
+    error (a spawned worker, a C library) would have written into that file. An output open
+    only for reading (bash runs a script started with `2>&-` with its own file there) is one
+    no line can be written to: an error's line failed, and the exit code of bad input became 1."""
+    import fcntl
+
+    for fd in (0, 1, 2):
+        try:
+            flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+            if fd == 0 or flags & os.O_ACCMODE != os.O_RDONLY:
+                continue
+        except OSError:
+            pass
+        null = os.open(os.devnull, os.O_RDWR)  # the lowest free descriptor: fd itself, if lower
+        if null != fd:
+            os.dup2(null, fd)
+            os.close(null)
+    for name, mode in (("stdin", "r"), ("stdout", "w"), ("stderr", "w")):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, mode, encoding="utf-8"))  # noqa: SIM115
 
 
 def plain_warnings() -> None:

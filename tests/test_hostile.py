@@ -8593,3 +8593,29 @@ def test_written_files_take_the_umask(tmp_path, umask, mode):
     assert res.returncode == 0, res.stderr[-2000:]
     for f in (tmp_path / "r.md", tmp_path / "s" / "events.jsonl"):
         assert f.stat().st_mode & 0o777 == mode, (f, oct(f.stat().st_mode))
+
+
+def test_closed_or_read_only_standard_streams(tmp_path):
+    """`ssmrepro list >&-` died at import (sys.stdout is None: an AttributeError traceback, exit
+    1), and a bad input with standard error closed or open only for reading (bash runs a script
+    started with `2>&-` with its own file there) exited 1, its error line unwritable, not 2."""
+    import subprocess
+    import sys
+
+    def run(args, close=None, read_only=None):
+        def pre():
+            if close is not None:
+                os.close(close)
+            if read_only is not None:
+                fd = os.open(__file__, os.O_RDONLY)
+                os.dup2(fd, read_only)
+                os.close(fd)
+        return subprocess.run([sys.executable, "-m", "ssmrepro", *args], capture_output=True,
+                              text=True, timeout=120, preexec_fn=pre,
+                              env={**os.environ, "PYTHONPATH": str(ROOT), "SSMREPRO_ROOT": str(ROOT)})
+
+    res = run(["list"], close=1)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    for kw in ({"close": 2}, {"read_only": 2}):
+        res = run(["show", "no-such-spec"], **kw)
+        assert res.returncode == 2, (kw, res.stdout[-2000:])

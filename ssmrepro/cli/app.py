@@ -29,7 +29,9 @@ from ..kernels.backend import BackendError
 from ..plots.registry import FigureTooLarge
 from ..spec import SpecError
 from ..store import LinkOutside, TableError
-from ..util import plain_warnings
+from ..util import open_standard_streams, plain_warnings
+
+open_standard_streams()  # before the consoles below read sys.stdout and sys.stderr
 
 EXIT_CODES = ("Exit codes: 0 ok; 1 some runs failed or did not finish (re-run the same command "
               "to resume); 2 bad input (spec, id, option, missing data, unwritable folder); "
