@@ -8619,3 +8619,24 @@ def test_closed_or_read_only_standard_streams(tmp_path):
     for kw in ({"close": 2}, {"read_only": 2}):
         res = run(["show", "no-such-spec"], **kw)
         assert res.returncode == 2, (kw, res.stdout[-2000:])
+
+
+def test_a_second_interrupt_while_an_interrupted_command_exits_is_ignored(tmp_path):
+    """Ctrl-C twice: the second, while the interrupted command's process shut down, raised
+    KeyboardInterrupt in torch's finalizers, a traceback after the 'interrupted' line."""
+    import subprocess
+    import sys
+
+    code = ("import atexit, os, signal\n"
+            "import ssmrepro.cli.experiments as ex\n"
+            "def stop(*a, **k):\n    raise KeyboardInterrupt\n"
+            "ex._spec = stop  # Ctrl-C inside the command\n"
+            "def second():\n    os.kill(os.getpid(), signal.SIGINT)\n"
+            "atexit.register(second)  # the second Ctrl-C, during the shutdown\n"
+            "from ssmrepro.cli import app\n"
+            "app(['show', 'keep-nth'])\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(ROOT), "SSMREPRO_ROOT": str(ROOT)})
+    assert res.returncode == 130, res.stderr[-2000:]
+    assert res.stderr.count("interrupted") == 1 and "Traceback" not in res.stderr, res.stderr

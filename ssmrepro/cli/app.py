@@ -68,7 +68,17 @@ class _Typer(typer.Typer):
         except SystemExit as err:
             if err.code == 1 and _output_identity() != before:
                 raise SystemExit(EXIT_PIPE) from None
+            if err.code == 130:  # interrupted, its workers stopped and its line printed: a
+                _ignore_interrupts()  # second Ctrl-C only broke the interpreter's shutdown
             raise
+
+
+def _ignore_interrupts() -> None:
+    """Ignore Ctrl-C from now on (the process is ending): a second Ctrl-C while an interrupted
+    command exits raised KeyboardInterrupt in torch's finalizers at shutdown, a traceback after
+    the 'interrupted' line."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 app = _Typer(
