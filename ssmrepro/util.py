@@ -8,6 +8,7 @@ this host can be recognised and removed: ``remove_dead_temps``).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import glob
@@ -21,6 +22,7 @@ import socket
 import sys
 import tempfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -272,6 +274,40 @@ def folder_problem(path: Path) -> str | None:
         return None
     return ("a file, not a folder" if stat.S_ISREG(mode)
             else "a FIFO, device or socket, not a folder")
+
+
+@contextlib.contextmanager
+def hangups_ignored() -> Iterator[None]:
+    """Ignore SIGHUP while worker processes and multiprocessing's resource tracker are started:
+    they keep ignoring it (an ignored signal stays ignored across exec), so a closed terminal's
+    hang-up, sent to every process of the command, reaches only the command, which stops its
+    workers itself (as on Ctrl-C, which they ignore). The tracker died of it: the command's
+    clean-up started a fresh one, which printed a KeyError traceback per queue it was told to
+    forget. Outside the main thread (no handler can be set there) it does nothing."""
+    import signal
+    import threading
+    from multiprocessing import resource_tracker
+
+    hup = getattr(signal, "SIGHUP", None)
+    if hup is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(hup, signal.SIG_IGN)
+    try:
+        resource_tracker.ensure_running()  # (a no-op when it runs already)
+        yield
+    finally:
+        signal.signal(hup, previous if previous is not None else signal.SIG_DFL)
+
+
+def worker_start(parent: int) -> None:
+    """A pool worker's start (``initializer``): it dies with its parent and ignores hang-ups
+    (the parent handles them, see ``hangups_ignored``)."""
+    import signal
+
+    die_with_parent(parent)
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
 def die_with_parent(parent: int) -> None:

@@ -8487,7 +8487,7 @@ def test_a_case_reference_far_past_every_label_is_an_empty_column():
     assert list(column(df, "case:1")) == ["b", ""]
 
 
-def _sweep_in_a_pack(tmp_path, cli_env, ignore_hup: bool = False):
+def _sweep_in_a_pack(tmp_path, cli_env, ignore_hup: bool = False, workers: int = 1):
     """A `run` of two long runs in a subprocess, returned once its worker is inside a pack."""
     import signal
     import subprocess
@@ -8503,9 +8503,10 @@ def _sweep_in_a_pack(tmp_path, cli_env, ignore_hup: bool = False):
     store = Store(tmp_path / "o" / load_spec(path).paper / load_spec(path).id)
     p = subprocess.Popen([sys.executable, "-m", "ssmrepro", "run", str(path), "--out",
                           str(tmp_path / "o"), "--no-plot", "--no-calibrate", "--pack-size", "1",
-                          "--workers", "1"], env=cli_env, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, preexec_fn=(lambda: signal.signal(
-                             signal.SIGHUP, signal.SIG_IGN)) if ignore_hup else None)
+                          "--workers", str(workers)], env=cli_env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         preexec_fn=(lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+                         if ignore_hup else None)
     deadline = time.time() + 120
     while time.time() < deadline and not (store.claims.exists()
                                           and list(store.claims.glob("*.claim"))):
@@ -8640,3 +8641,19 @@ def test_a_second_interrupt_while_an_interrupted_command_exits_is_ignored(tmp_pa
                          env={**os.environ, "PYTHONPATH": str(ROOT), "SSMREPRO_ROOT": str(ROOT)})
     assert res.returncode == 130, res.stderr[-2000:]
     assert res.stderr.count("interrupted") == 1 and "Traceback" not in res.stderr, res.stderr
+
+
+def test_a_hang_up_sent_to_every_process_of_a_sweep_leaves_no_traceback(tmp_path, cli_env):
+    """A closed terminal sends SIGHUP to every process of the command: multiprocessing's
+    resource tracker died of it, and the command's clean-up started a fresh one that printed a
+    KeyError traceback per queue it was told to forget (after the 'interrupted' line)."""
+    import signal
+
+    p, store = _sweep_in_a_pack(tmp_path / "a", cli_env, workers=2)
+    time.sleep(0.5)
+    os.killpg(p.pid, signal.SIGHUP)
+    stdout, stderr = p.communicate(timeout=120)
+    said = stdout + stderr
+    assert p.returncode == 130, said
+    assert "Traceback" not in said and said.count("interrupted") == 1, said
+    assert not list(store.claims.glob("*.claim"))
