@@ -8657,3 +8657,15 @@ def test_a_hang_up_sent_to_every_process_of_a_sweep_leaves_no_traceback(tmp_path
     assert p.returncode == 130, said
     assert "Traceback" not in said and said.count("interrupted") == 1, said
     assert not list(store.claims.glob("*.claim"))
+
+
+def test_pathfinder_metadata_files_named_by_non_ascii_digits_sort_as_names(tmp_path):
+    """A metadata file named '²' (or '١٠') passed the digit check (str.isdigit) of the numeric
+    sort: int() raised 'invalid literal for int()', a message naming no file, for the whole
+    folder. Only ASCII digits sort as numbers; others sort after them, by name."""
+    from ssmrepro.data.pathfinder import _metadata_files
+
+    (tmp_path / "metadata").mkdir()
+    for name in ("10", "2", "²", "١٠"):
+        (tmp_path / "metadata" / name).write_text("")
+    assert [f.name for f in _metadata_files(tmp_path)] == ["2", "10", "²", "١٠"]
