@@ -8669,3 +8669,28 @@ def test_pathfinder_metadata_files_named_by_non_ascii_digits_sort_as_names(tmp_p
     for name in ("10", "2", "²", "١٠"):
         (tmp_path / "metadata" / name).write_text("")
     assert [f.name for f in _metadata_files(tmp_path)] == ["2", "10", "²", "١٠"]
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_a_terminate_or_hang_up_while_the_command_line_loads_is_an_interrupt(signame):
+    """`kill PID` (or a hang-up) in the first seconds of `python -m ssmrepro ...`, while torch and
+    the rest load, killed it with exit 143 (129) and no line, where Ctrl-C there says 'interrupted
+    — before the command started' and exits 130."""
+    import signal
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-m", "ssmrepro", "list"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT), "SSMREPRO_ROOT": str(ROOT)})
+    deadline = time.time() + 60
+    while time.time() < deadline:  # until the process handles SIGTERM: at once, while loading
+        with open(f"/proc/{p.pid}/status") as f:
+            caught = int(next(ln for ln in f if ln.startswith("SigCgt")).split()[1], 16)
+        if caught & (1 << (signal.SIGTERM - 1)):
+            break
+        time.sleep(0.002)
+    p.send_signal(getattr(signal, signame))
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err[-2000:]
+    assert "before the command started" in err and "Traceback" not in err, err[-2000:]
