@@ -808,7 +808,7 @@ class Store:
         line = json.dumps({"t": time.time(), "event": event, "run_id": run_id, "host": self.host,
                            "pid": os.getpid(), **kw})
         path = self.root / "events.jsonl"
-        fd = os.open(path, os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o644)
+        fd = os.open(path, os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o666)  # the umask decides
         try:
             os.write(fd, (line + "\n").encode())
         except OSError as err:  # a write names no file: the pack's line named the run folder

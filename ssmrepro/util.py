@@ -8,6 +8,7 @@ this host can be recognised and removed: ``remove_dead_temps``).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import glob
@@ -18,8 +19,10 @@ import platform
 import re
 import shutil
 import socket
+import sys
 import tempfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -114,6 +117,17 @@ def remove_dead_scratch(parent: Path, prefix: str) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
+def _new_file_mode() -> int:
+    """The mode ``open()`` gives a new file here: 0o666 less the process's umask."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+# (read once: the umask is the user's, set before the command starts)
+NEW_FILE_MODE = _new_file_mode()
+
+
 def _atomic(path: Path, write) -> None:
     path = Path(path)
     _check_replaceable(path)
@@ -129,7 +143,10 @@ def _atomic(path: Path, write) -> None:
             write(f)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; records live on shared disks
+        # mkstemp creates 0600 (records live on shared disks): the mode any new file gets. It was
+        # 0644 whatever the umask: under `umask 077` records, tables and reports were readable by
+        # every user (`umask 002` for a group's shared results: not writable by the group)
+        os.chmod(tmp, NEW_FILE_MODE)
         os.replace(tmp, path)
     except BaseException as err:
         if os.path.exists(tmp):
@@ -259,6 +276,40 @@ def folder_problem(path: Path) -> str | None:
             else "a FIFO, device or socket, not a folder")
 
 
+@contextlib.contextmanager
+def hangups_ignored() -> Iterator[None]:
+    """Ignore SIGHUP while worker processes and multiprocessing's resource tracker are started:
+    they keep ignoring it (an ignored signal stays ignored across exec), so a closed terminal's
+    hang-up, sent to every process of the command, reaches only the command, which stops its
+    workers itself (as on Ctrl-C, which they ignore). The tracker died of it: the command's
+    clean-up started a fresh one, which printed a KeyError traceback per queue it was told to
+    forget. Outside the main thread (no handler can be set there) it does nothing."""
+    import signal
+    import threading
+    from multiprocessing import resource_tracker
+
+    hup = getattr(signal, "SIGHUP", None)
+    if hup is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(hup, signal.SIG_IGN)
+    try:
+        resource_tracker.ensure_running()  # (a no-op when it runs already)
+        yield
+    finally:
+        signal.signal(hup, previous if previous is not None else signal.SIG_DFL)
+
+
+def worker_start(parent: int) -> None:
+    """A pool worker's start (``initializer``): it dies with its parent and ignores hang-ups
+    (the parent handles them, see ``hangups_ignored``)."""
+    import signal
+
+    die_with_parent(parent)
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+
 def die_with_parent(parent: int) -> None:
     """Linux: ask the kernel to SIGKILL this worker process when its parent dies (a killed command
     must not leave orphans working on, or blocked for ever on a full result pipe); exit at once
@@ -357,6 +408,33 @@ def tune_malloc() -> bool:
     m_trim_threshold, m_mmap_threshold = -1, -3
     ok = libc.mallopt(m_mmap_threshold, 1 << 30) == 1
     return ok and libc.mallopt(m_trim_threshold, 1 << 31) == 1
+
+
+def open_standard_streams() -> None:
+    """Point standard input, output and error at /dev/null where the command was started with
+    them closed (`ssmrepro run ... >&-`, `2>&-`, a daemon's closed descriptors). Python leaves
+    such a stream None: the command line died at import with an AttributeError traceback, exit 1
+    (`>&-`), or could not print its error and exited 1 for a bad input (`2>&-`); and the first
+    file opened took the free descriptor 1 or 2, where anything writing to standard output or
+    error (a spawned worker, a C library) would have written into that file. An output open
+    only for reading (bash runs a script started with `2>&-` with its own file there) is one
+    no line can be written to: an error's line failed, and the exit code of bad input became 1."""
+    import fcntl
+
+    for fd in (0, 1, 2):
+        try:
+            flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+            if fd == 0 or flags & os.O_ACCMODE != os.O_RDONLY:
+                continue
+        except OSError:
+            pass
+        null = os.open(os.devnull, os.O_RDWR)  # the lowest free descriptor: fd itself, if lower
+        if null != fd:
+            os.dup2(null, fd)
+            os.close(null)
+    for name, mode in (("stdin", "r"), ("stdout", "w"), ("stderr", "w")):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, mode, encoding="utf-8"))  # noqa: SIM115
 
 
 def plain_warnings() -> None:

@@ -9231,3 +9231,261 @@ def test_a_layer_pattern_spelled_otherwise_is_one_run_id(tmp_path):
     for name in ("seq_lm",):
         seq = load_spec(_one_run_spec(tmp_path, sweep=[], model={"name": name, "d_model": 4}))
         assert expand(seq, "smoke", {"model.layers": "SSM , TF"})[0].model.layers == "SSM-TF"
+
+
+def test_a_text_corpus_task_leaves_no_unclosed_file_at_exit(tmp_path):
+    """The corpus file a text_corpus task keeps open (its size is checked through it) was left to
+    the interpreter's shutdown: `python -X dev -m ssmrepro validate --all` (and every command that
+    built such a task) ended with 'ResourceWarning: unclosed file <... tiny.txt>' on stderr."""
+    import subprocess
+    import sys
+
+    (tmp_path / "c.txt").write_bytes(bytes(range(256)) * 8)
+    code = ("from ssmrepro.tasks import build_task\n"
+            f"build_task({{'name': 'text_corpus', 'path': {str(tmp_path / 'c.txt')!r}, 'L': 8}})\n")
+    res = subprocess.run([sys.executable, "-X", "dev", "-W", "error", "-c", code],
+                         capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert res.returncode == 0 and "ResourceWarning" not in res.stderr, res.stderr[-2000:]
+
+
+@pytest.mark.parametrize("value", ["²", "①", "1²"])
+def test_a_thread_count_of_digits_int_cannot_read_names_the_variable(tmp_path, value):
+    """`SSMREPRO_THREADS=²` passed the digit check (str.isdigit) and failed in int(): exit 2 with
+    'invalid literal for int() with base 10', which did not say which setting was wrong."""
+    res = _invoke("run", _one_run_spec(tmp_path), "--out", tmp_path / "o", "--profile", "smoke",
+                  env={"SSMREPRO_THREADS": value})
+    _assert_refused(res, "SSMREPRO_THREADS", "expected a whole number from 1 to 1024")
+    assert "invalid literal" not in res.output and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("ref", ["case:²", "case:1²", "case:٣"])
+def test_a_case_reference_of_non_ascii_digits_is_an_unknown_column(tmp_path, ref):
+    """`hue: "case:²"` passed the digit check (str.isdigit) of a case reference and int() then
+    raised: `validate` ended in a ValueError traceback; 'case:٣' (an Arabic-Indic three) was
+    read as case:3. Case references are ASCII digits; anything else is an unknown column."""
+    spec = write_spec(tmp_path, figures=[{"kind": "bars", "x": ref}])
+    _assert_refused(_invoke("validate", spec), f"unknown column {ref!r}")
+
+
+def test_a_case_reference_far_past_every_label_is_an_empty_column():
+    """A panel column (`facet: "case:99999999999999"`, allowed past the labels: one panel) padded
+    each label's list to i + 1 items: a MemoryError traceback in `plot` (an OverflowError past
+    sys.maxsize)."""
+    import pandas as pd
+
+    from ssmrepro.report.cells import LABEL, LABEL_SEP, column
+
+    df = pd.DataFrame({LABEL: [f"a{LABEL_SEP}b", "c"]})
+    for i in (99999999999999, 10**30):
+        assert list(column(df, f"case:{i}")) == ["", ""]
+    assert list(column(df, "case:1")) == ["b", ""]
+
+
+def _sweep_in_a_pack(tmp_path, cli_env, ignore_hup: bool = False, workers: int = 1):
+    """A `run` of two long runs in a subprocess, returned once its worker is inside a pack."""
+    import signal
+    import subprocess
+    import sys
+
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import Store
+
+    tmp_path.mkdir()
+    path = write_spec(tmp_path, seeds=[0, 1], train={
+        "optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 3000, "val_size": 16,
+        "test_size": 16, "eval_every": 1000, "eval_batch_size": 16})
+    store = Store(tmp_path / "o" / load_spec(path).paper / load_spec(path).id)
+    p = subprocess.Popen([sys.executable, "-m", "ssmrepro", "run", str(path), "--out",
+                          str(tmp_path / "o"), "--no-plot", "--no-calibrate", "--pack-size", "1",
+                          "--workers", str(workers)], env=cli_env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         preexec_fn=(lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+                         if ignore_hup else None)
+    deadline = time.time() + 120
+    while time.time() < deadline and not (store.claims.exists()
+                                          and list(store.claims.glob("*.claim"))):
+        time.sleep(0.05)
+    return p, store
+
+
+def test_a_hung_up_sweep_ends_as_an_interrupted_one_unless_hang_ups_are_ignored(tmp_path,
+                                                                                  cli_env):
+    """A SIGHUP (the terminal closed, an ssh session dropped) ended `run` at once: exit 129, no
+    line, Python's 'leaked semaphore' warning. It ends as Ctrl-C and SIGTERM do (one
+    'interrupted' line, exit 130, no claim left); under `nohup` (SIGHUP ignored) it runs on."""
+    import signal
+
+    p, store = _sweep_in_a_pack(tmp_path / "a", cli_env)
+    p.send_signal(signal.SIGHUP)
+    stdout, stderr = p.communicate(timeout=120)
+    said = stdout + stderr
+    assert p.returncode == 130, said
+    assert "Traceback" not in said and "leaked" not in said, said
+    assert said.count("interrupted") == 1 and "re-run the same command to resume" in said, said
+    assert not list(store.claims.glob("*.claim"))
+    p, _ = _sweep_in_a_pack(tmp_path / "b", cli_env, ignore_hup=True)
+    p.send_signal(signal.SIGHUP)
+    time.sleep(1.5)
+    assert p.poll() is None, p.communicate()  # nohup: still training
+    p.send_signal(signal.SIGTERM)
+    stdout, stderr = p.communicate(timeout=120)
+    assert p.returncode == 130 and "Traceback" not in stdout + stderr, stdout + stderr
+
+
+@pytest.mark.parametrize("args", [["run", "--help"], ["--version"]])
+def test_help_and_version_into_a_closed_pipe_exit_141(args):
+    """`ssmrepro --help | head -1` (and `run --help | true`, `--version | true`) exited 1, the
+    code of "some runs failed": the help's console and click's EPIPE handler end so, outside the
+    commands' error boundary, where `list | head -1` exits 141."""
+    import subprocess
+    import sys
+
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first write
+    try:
+        res = subprocess.run([sys.executable, "-m", "ssmrepro", *args], stdout=write,
+                             stderr=subprocess.PIPE, text=True, timeout=120,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+    finally:
+        os.close(write)
+    assert res.returncode == 141 and "Traceback" not in res.stderr, res.stderr[-2000:]
+
+
+def test_output_under_the_c_locale_without_utf8_coercion_is_escaped(tmp_path, cli_env):
+    """`LC_ALL=C PYTHONCOERCECLOCALE=0` (or an old C library without C.UTF-8): Python writes
+    ASCII with the 'surrogateescape' handler, which the escaping of characters the terminal
+    lacks left alone (it changed only 'strict' streams): `show`, `list` and `verify` ended in a
+    UnicodeEncodeError traceback at their first em dash."""
+    import subprocess
+    import sys
+
+    spec = write_spec(tmp_path, title="Keep-n \u2014 \u0394 \u2713")
+    env = {**cli_env, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    env.pop("PYTHONIOENCODING", None)
+    res = subprocess.run([sys.executable, "-m", "ssmrepro", "show", str(spec)],
+                         capture_output=True, encoding="ascii", errors="replace", timeout=300,
+                         env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "Traceback" not in res.stderr and "UnicodeEncodeError" not in res.stderr, res.stderr
+    assert "\\u2014" in res.stdout and "\\u2713" in res.stdout, res.stdout
+
+
+@pytest.mark.parametrize("umask,mode", [(0o077, 0o600), (0o002, 0o664)])
+def test_written_files_take_the_umask(tmp_path, umask, mode):
+    """Every atomic write (records, tables, reports, figures) set its file to 0644 whatever the
+    umask: under `umask 077` the results were readable by every user; under `umask 002` (a
+    group's shared results) not writable by the group. The event log was 0644 at most."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom pathlib import Path\n"
+            "from ssmrepro.util import atomic_write_text\nfrom ssmrepro.store import Store\n"
+            "atomic_write_text(Path(sys.argv[1]) / 'r.md', 'x')\n"
+            "Store(Path(sys.argv[1]) / 's').log('done', 'r1')\n")
+    res = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                         text=True, timeout=120, preexec_fn=lambda: os.umask(umask),
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert res.returncode == 0, res.stderr[-2000:]
+    for f in (tmp_path / "r.md", tmp_path / "s" / "events.jsonl"):
+        assert f.stat().st_mode & 0o777 == mode, (f, oct(f.stat().st_mode))
+
+
+def test_closed_or_read_only_standard_streams(tmp_path):
+    """`ssmrepro list >&-` died at import (sys.stdout is None: an AttributeError traceback, exit
+    1), and a bad input with standard error closed or open only for reading (bash runs a script
+    started with `2>&-` with its own file there) exited 1, its error line unwritable, not 2."""
+    import subprocess
+    import sys
+
+    def run(args, close=None, read_only=None):
+        def pre():
+            if close is not None:
+                os.close(close)
+            if read_only is not None:
+                fd = os.open(__file__, os.O_RDONLY)
+                os.dup2(fd, read_only)
+                os.close(fd)
+        return subprocess.run([sys.executable, "-m", "ssmrepro", *args], capture_output=True,
+                              text=True, timeout=120, preexec_fn=pre,
+                              env={**os.environ, "PYTHONPATH": str(ROOT), "SSMREPRO_ROOT": str(ROOT)})
+
+    res = run(["list"], close=1)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    for kw in ({"close": 2}, {"read_only": 2}):
+        res = run(["show", "no-such-spec"], **kw)
+        assert res.returncode == 2, (kw, res.stdout[-2000:])
+
+
+def test_a_second_interrupt_while_an_interrupted_command_exits_is_ignored(tmp_path):
+    """Ctrl-C twice: the second, while the interrupted command's process shut down, raised
+    KeyboardInterrupt in torch's finalizers, a traceback after the 'interrupted' line."""
+    import subprocess
+    import sys
+
+    code = ("import atexit, os, signal\n"
+            "import ssmrepro.cli.experiments as ex\n"
+            "def stop(*a, **k):\n    raise KeyboardInterrupt\n"
+            "ex._spec = stop  # Ctrl-C inside the command\n"
+            "def second():\n    os.kill(os.getpid(), signal.SIGINT)\n"
+            "atexit.register(second)  # the second Ctrl-C, during the shutdown\n"
+            "from ssmrepro.cli import app\n"
+            "app(['show', 'keep-nth'])\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(ROOT), "SSMREPRO_ROOT": str(ROOT)})
+    assert res.returncode == 130, res.stderr[-2000:]
+    assert res.stderr.count("interrupted") == 1 and "Traceback" not in res.stderr, res.stderr
+
+
+def test_a_hang_up_sent_to_every_process_of_a_sweep_leaves_no_traceback(tmp_path, cli_env):
+    """A closed terminal sends SIGHUP to every process of the command: multiprocessing's
+    resource tracker died of it, and the command's clean-up started a fresh one that printed a
+    KeyError traceback per queue it was told to forget (after the 'interrupted' line)."""
+    import signal
+
+    p, store = _sweep_in_a_pack(tmp_path / "a", cli_env, workers=2)
+    time.sleep(0.5)
+    os.killpg(p.pid, signal.SIGHUP)
+    stdout, stderr = p.communicate(timeout=120)
+    said = stdout + stderr
+    assert p.returncode == 130, said
+    assert "Traceback" not in said and said.count("interrupted") == 1, said
+    assert not list(store.claims.glob("*.claim"))
+
+
+def test_pathfinder_metadata_files_named_by_non_ascii_digits_sort_as_names(tmp_path):
+    """A metadata file named '²' (or '١٠') passed the digit check (str.isdigit) of the numeric
+    sort: int() raised 'invalid literal for int()', a message naming no file, for the whole
+    folder. Only ASCII digits sort as numbers; others sort after them, by name."""
+    from ssmrepro.data.pathfinder import _metadata_files
+
+    (tmp_path / "metadata").mkdir()
+    for name in ("10", "2", "²", "١٠"):
+        (tmp_path / "metadata" / name).write_text("")
+    assert [f.name for f in _metadata_files(tmp_path)] == ["2", "10", "²", "١٠"]
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_a_terminate_or_hang_up_while_the_command_line_loads_is_an_interrupt(signame):
+    """`kill PID` (or a hang-up) in the first seconds of `python -m ssmrepro ...`, while torch and
+    the rest load, killed it with exit 143 (129) and no line, where Ctrl-C there says 'interrupted
+    — before the command started' and exits 130."""
+    import signal
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-m", "ssmrepro", "list"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT), "SSMREPRO_ROOT": str(ROOT)})
+    deadline = time.time() + 60
+    while time.time() < deadline:  # until the process handles SIGTERM: at once, while loading
+        with open(f"/proc/{p.pid}/status") as f:
+            caught = int(next(ln for ln in f if ln.startswith("SigCgt")).split()[1], 16)
+        if caught & (1 << (signal.SIGTERM - 1)):
+            break
+        time.sleep(0.002)
+    p.send_signal(getattr(signal, signame))
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err[-2000:]
+    assert "before the command started" in err and "Traceback" not in err, err[-2000:]

@@ -182,7 +182,11 @@ def test_bad_record_in_a_reused_store_is_ignored_not_moved(tmp_path):
 
 
 def test_records_are_readable_by_others(tmp_path):
+    """Not mkstemp's 0600: the mode the umask gives a new file (0644 under the usual 022)."""
+    from ssmrepro.util import NEW_FILE_MODE
+
     s = Store(tmp_path)
     rec = record()
     s.write(rec)
-    assert s.record_path(rec["run_id"]).stat().st_mode & 0o777 == 0o644
+    assert s.record_path(rec["run_id"]).stat().st_mode & 0o777 == NEW_FILE_MODE
+    assert NEW_FILE_MODE == 0o666 & ~os.umask(os.umask(0o022))

@@ -29,7 +29,9 @@ from ..kernels.backend import BackendError
 from ..plots.registry import FigureTooLarge
 from ..spec import SpecError
 from ..store import LinkOutside, TableError
-from ..util import plain_warnings
+from ..util import open_standard_streams, plain_warnings
+
+open_standard_streams()  # before the consoles below read sys.stdout and sys.stderr
 
 EXIT_CODES = ("Exit codes: 0 ok; 1 some runs failed or did not finish (re-run the same command "
               "to resume); 2 bad input (spec, id, option, missing data, unwritable folder); "
@@ -40,7 +42,46 @@ ENV_HELP = ("Environment: SSMREPRO_OUT (default of --out), SSMREPRO_DEVICE (--de
             "(intra-op threads per training process; default: the cores the load average leaves free, "
             "split between the workers).")
 
-app = typer.Typer(
+def _output_identity() -> tuple[Any, ...]:
+    """What standard output and error are now: the Python streams and the files behind fds 1, 2."""
+    ids: list[Any] = [id(sys.stdout), id(sys.stderr)]
+    for fd in (1, 2):
+        try:
+            st = os.fstat(fd)
+            ids.append((st.st_dev, st.st_ino))
+        except OSError:
+            ids.append(None)
+    return tuple(ids)
+
+
+class _Typer(typer.Typer):
+    """The app, ending with exit 141 (not 1) where what ended it was a closed output outside the
+    commands' error boundary: `ssmrepro --help | head -1`, `run --help | true`, `--version |
+    true` exited 1, "some runs failed" (rich's help console points the closed stream at
+    /dev/null and exits 1; click wraps sys.stdout and exits 1 on EPIPE). Either replaces the
+    stream, which tells such an exit 1 from a command's own."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        before = _output_identity()
+        try:
+            return super().__call__(*args, **kwargs)
+        except SystemExit as err:
+            if err.code == 1 and _output_identity() != before:
+                raise SystemExit(EXIT_PIPE) from None
+            if err.code == 130:  # interrupted, its workers stopped and its line printed: a
+                _ignore_interrupts()  # second Ctrl-C only broke the interpreter's shutdown
+            raise
+
+
+def _ignore_interrupts() -> None:
+    """Ignore Ctrl-C from now on (the process is ending): a second Ctrl-C while an interrupted
+    command exits raised KeyboardInterrupt in torch's finalizers at shutdown, a traceback after
+    the 'interrupted' line."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+app = _Typer(
     add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
     no_args_is_help=True,
     help="Reproduce figures and tables of Mamba / SSM papers from real training runs.\n\n"
@@ -117,10 +158,21 @@ def _version_callback(value: bool) -> None:
 def tolerant_output() -> None:
     """Characters the output's encoding lacks (``PYTHONIOENCODING=ascii``, a Latin-1 locale) are
     written as escapes (``\\u2014``), not a UnicodeEncodeError traceback: every command prints
-    labels, titles and dashes that are not ASCII."""
+    labels, titles and dashes that are not ASCII. Also under the C locale without its UTF-8
+    coercion (``LC_ALL=C PYTHONCOERCECLOCALE=0``, an old glibc): Python gives the ASCII streams
+    the 'surrogateescape' handler there, which escapes only undecodable bytes (a traceback in
+    `list`, `show` and `verify`); on a UTF-8 stream it never fails and is left as it is."""
+    import codecs
+
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
-        if reconfigure is not None and getattr(stream, "errors", "strict") == "strict":
+        errors = getattr(stream, "errors", "strict")
+        try:
+            utf = codecs.lookup(getattr(stream, "encoding", None) or "ascii").name.startswith("utf")
+        except LookupError:
+            utf = False
+        if reconfigure is not None and (errors == "strict"
+                                        or errors == "surrogateescape" and not utf):
             try:
                 reconfigure(errors="backslashreplace")
             except (ValueError, OSError):  # closed, or a stream that cannot change
@@ -206,14 +258,20 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def _terminate_as_interrupt() -> Any:
+def _terminate_as_interrupt() -> dict[int, Any]:
     """A SIGTERM (`kill PID`, a batch scheduler's time limit) ends the command as Ctrl-C does:
     its workers stopped, one 'interrupted — ...' line, exit 130 (it died at once with exit 143,
-    no line, and Python's 'leaked semaphore' warning). Returns the handler it replaced (None
-    outside the main thread, where no handler can be set)."""
+    no line, and Python's 'leaked semaphore' warning). So does a SIGHUP (the terminal closed, an
+    ssh session dropped, `kill -HUP`), which did the same with exit 129 — unless it is ignored
+    (`nohup ssmrepro run ...` runs on). Returns the handlers it replaced, by signal ({} outside
+    the main thread, where no handler can be set)."""
     if threading.current_thread() is not threading.main_thread():
-        return None
-    return signal.signal(signal.SIGTERM, _interrupt)
+        return {}
+    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, _interrupt)}
+    hup = getattr(signal, "SIGHUP", None)
+    if hup is not None and signal.getsignal(hup) == signal.SIG_DFL:
+        previous[hup] = signal.signal(hup, _interrupt)
+    return previous
 
 
 def guard(fn: Callable[..., Any], interrupted: str = REDO) -> Callable[..., Any]:
@@ -240,11 +298,15 @@ def guard(fn: Callable[..., Any], interrupted: str = REDO) -> Callable[..., Any]
                 raise typer.Exit(EXIT_PIPE) from None
             fail([os_message(err)])
         except KeyboardInterrupt:
-            err_console.print(interrupted, highlight=False, soft_wrap=True)
+            try:
+                err_console.print(interrupted, highlight=False, soft_wrap=True)
+            except OSError:  # a hung-up terminal (EIO): no one is left to read the line
+                pass
             raise typer.Exit(130) from None
         finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
+            for sig, handler in previous.items():
+                if handler is not None:  # None: set outside Python, nothing to put back
+                    signal.signal(sig, handler)
 
     return wrapper
 

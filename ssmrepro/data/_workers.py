@@ -36,12 +36,14 @@ def iter_chunks(fn: Callable[[int], T], workers: int = 1, ahead: int | None = No
         while True:
             yield fn(c)
             c += 1
-    from ..util import die_with_parent
+    from ..util import hangups_ignored, worker_start
 
     ctx = mp.get_context("spawn")  # a worker dies with its parent: killed with -9, the parent
     # left them blocked for ever on the full result pipe (orphans holding a chunk in memory)
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=die_with_parent,
-                             initargs=(os.getpid(),)) as ex:
+    with hangups_ignored():  # its queues start the resource tracker: one ignoring hang-ups
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=worker_start,
+                                   initargs=(os.getpid(),))
+    with pool as ex:
         pending: deque = deque()
         c = 0
         try:

@@ -991,7 +991,9 @@ def _metadata_files(directory: Path) -> list[Path]:
     files = [f for f in (directory / "metadata").iterdir() if f.is_file() and not f.name.startswith(".")]
 
     def key(f: Path):
-        return (0, int(f.stem), "") if f.stem.isdigit() else (1, 0, f.stem)
+        # ASCII digits: a file '²' (str.isdigit, not int()-readable) raised 'invalid literal for int()'
+        digits = f.stem.isascii() and f.stem.isdigit()
+        return (0, int(f.stem), "") if digits else (1, 0, f.stem)
 
     return sorted(files, key=key)
 

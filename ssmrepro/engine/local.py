@@ -32,7 +32,14 @@ from ..kernels.backend import kernel_usage, reset_kernel_usage, set_scan_backend
 from ..store import WEIGHTS_DIGEST, Store
 from ..sweep import CODE_VERSION
 from ..train import member_state, train_pack
-from ..util import MemberError, die_with_parent, flush_denormals, plain_warnings, tune_malloc
+from ..util import (
+    MemberError,
+    die_with_parent,
+    flush_denormals,
+    hangups_ignored,
+    plain_warnings,
+    tune_malloc,
+)
 from .plan import Pack
 
 _COMMIT: str | None = None
@@ -250,7 +257,9 @@ def thread_override() -> int | None:
     v = os.environ.get(THREADS_ENV, "").strip()
     if not v:
         return None
-    if not v.isdigit() or not 1 <= int(v) <= MAX_THREADS:
+    # isdecimal, not isdigit: '²' and '①' are digits int() cannot read (a ValueError of its own
+    # words, 'invalid literal for int()', that did not name the variable)
+    if not v.isdecimal() or not 1 <= int(v) <= MAX_THREADS:
         raise ValueError(f"{THREADS_ENV}={v[:40]!r}: expected a whole number from 1 to "
                          f"{MAX_THREADS}")
     return int(v)
@@ -295,7 +304,9 @@ def run_in_process(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings
 def _worker_main(worker: int, tasks, events, store: Store, ws: WorkSettings, threads: int,
                  parent: int) -> None:
     die_with_parent(parent)  # a killed sweep leaves no orphans training on
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us,
+    if hasattr(signal, "SIGHUP"):  # and a closed terminal's hang-up, sent to us all
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
     tune_malloc()  # no page-fault storms on every step's fresh activations (see util)
     flush_denormals()  # no slow denormal arithmetic (see util)
     plain_warnings()  # 'warning: ...' as the parent prints them
@@ -330,22 +341,23 @@ def run_workers(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings, w
     """N spawned processes pull packs from one queue. A worker that dies mid-pack is reported
     as that pack's end with every run lost (``failed``, message 'worker died ...')."""
     ctx = mp.get_context("spawn")
-    tasks, events = ctx.Queue(), ctx.Queue()
-    for item in packs:
-        tasks.put(item)
-    for _ in range(workers):
-        tasks.put(None)
-    threads = ws.threads or thread_override() or max(1, (os.cpu_count() or 1) // workers)
-    procs = []
-    for w in range(workers):
-        dev = ws.device
-        if dev == "cuda" and torch.cuda.device_count() > 1:
-            dev = f"cuda:{w % torch.cuda.device_count()}"
-        wsw = dataclasses.replace(ws, device=dev)
-        p = ctx.Process(target=_worker_main, args=(w, tasks, events, store, wsw, threads,
-                                                   os.getpid()), daemon=True)
-        p.start()
-        procs.append(p)
+    with hangups_ignored():  # the workers and the resource tracker ignore a hang-up (util)
+        tasks, events = ctx.Queue(), ctx.Queue()
+        for item in packs:
+            tasks.put(item)
+        for _ in range(workers):
+            tasks.put(None)
+        threads = ws.threads or thread_override() or max(1, (os.cpu_count() or 1) // workers)
+        procs = []
+        for w in range(workers):
+            dev = ws.device
+            if dev == "cuda" and torch.cuda.device_count() > 1:
+                dev = f"cuda:{w % torch.cuda.device_count()}"
+            wsw = dataclasses.replace(ws, device=dev)
+            p = ctx.Process(target=_worker_main, args=(w, tasks, events, store, wsw, threads,
+                                                       os.getpid()), daemon=True)
+            p.start()
+            procs.append(p)
     in_flight: dict[int, tuple[int, list[str]]] = {}  # worker -> (pack, claimed run ids)
     ended: set[int] = set()  # workers that said goodbye or whose death was handled
 

@@ -86,7 +86,8 @@ def cell_env(row: pd.Series) -> dict[str, Any]:
 
 def is_case_ref(ref: str) -> bool:
     """``case:<i>`` names the i-th case label of a run's label."""
-    return ref.startswith(CASE_PREFIX) and ref[len(CASE_PREFIX):].isdigit()
+    i = ref[len(CASE_PREFIX):] if ref.startswith(CASE_PREFIX) else ""
+    return i.isascii() and i.isdigit()  # "case:²" is a digit int() cannot read (a traceback)
 
 
 def column(df: pd.DataFrame, ref: str) -> pd.Series:
@@ -94,7 +95,10 @@ def column(df: pd.DataFrame, ref: str) -> pd.Series:
     ``"(c) trained linear / vs D"`` has ``case:0`` = ``(c) trained linear``, ``case:1`` = ``vs D``."""
     if is_case_ref(ref):
         i = int(ref[len(CASE_PREFIX):])
-        return df[LABEL].astype(str).map(lambda s: (s.split(LABEL_SEP) + [""] * (i + 1))[i])
+        # no list padded to i + 1 items: a panel's `case:99999999999999` (past every label, one
+        # panel) allocated i of them, a MemoryError traceback in `plot`
+        return df[LABEL].astype(str).map(
+            lambda s: (lambda parts: parts[i] if i < len(parts) else "")(s.split(LABEL_SEP)))
     return df[ref]
 
 
