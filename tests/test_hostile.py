@@ -6746,7 +6746,7 @@ def test_a_heatmap_of_a_metric_outside_zero_one_says_its_colours_are_clipped(tmp
         ctx = FigureContext(spec=SimpleNamespace(paper_values=[]), profile="smoke",
                             cells=cells, keys=["label"], out=lambda s, e: tmp_path / f"{s}.{e}")
         ctx.fitted_title = lambda cfg, width, size=10: "t"
-        ctx.aggregation = lambda: "mean of 2 seeds"
+        ctx.aggregation = lambda metric="": "mean of 2 seeds"
         cfg = figs.HeatmapsConfig(kind="heatmaps", metric=metric, x=["model.mixer"],
                                   y=["task.T"])
         assert figs.heatmaps(ctx, cfg, tmp_path / "f.png")
@@ -8038,13 +8038,14 @@ def test_the_report_says_when_runs_stopped_at_their_time_limit(tmp_path):
 def test_a_constant_schedule_with_decay_settings_is_refused(tmp_path, kv):
     """`schedule: {final_factor: 0.1}` (the kind defaults to constant), a `min_lr` or a
     `decay_steps` with kind constant trained at the constant lr: nothing decayed, no word.
-    Refused, naming the ignored settings; warm-up and hold with constant stay accepted."""
+    Refused, naming the ignored settings; a warm-up with constant stays accepted (a hold is
+    refused too: it holds the lr that constant keeps anyway)."""
     from ssmrepro.sweep.config import Schedule
 
     spec = _one_run_spec(tmp_path, sweep=[{"cases": [{"label": "S6", "set": {}}]}])
     res = _invoke("show", spec, "--profile", "smoke", "--set", kv)
     _assert_refused(res, "kind 'constant' has no decay")
-    Schedule(kind="constant", warmup_steps=3, hold_steps=2)
+    Schedule(kind="constant", warmup_steps=3)
 
 
 def test_a_run_cut_by_its_time_limit_has_a_history_row_at_its_stop_step(tmp_path, monkeypatch):
