@@ -9231,3 +9231,19 @@ def test_a_layer_pattern_spelled_otherwise_is_one_run_id(tmp_path):
     for name in ("seq_lm",):
         seq = load_spec(_one_run_spec(tmp_path, sweep=[], model={"name": name, "d_model": 4}))
         assert expand(seq, "smoke", {"model.layers": "SSM , TF"})[0].model.layers == "SSM-TF"
+
+
+def test_help_text_is_plain_text_not_markup_or_rst():
+    """typer reads help as rich markup: `export --help` printed `pip install -e '.'` (the
+    '[parquet]' eaten as a style tag, a wrong instruction); the docstrings' rST double backticks
+    were printed literally (`list`: "``--profile``") and a line break inside a docstring
+    paragraph stayed in the command list. One rule (cli.app.help_text) for every command."""
+    wide = {"COLUMNS": "200", "TERMINAL_WIDTH": "200"}
+    out = runner.invoke(app, ["export", "--help"], env=wide).output
+    assert "pip install -e '.[parquet]'" in out
+    for path in ([], ["list"], ["bench"], ["run"], ["data", "download"], ["verify"]):
+        text = runner.invoke(app, [*path, "--help"], env=wide).output
+        assert "``" not in text, path
+    top = runner.invoke(app, ["--help"], env=wide).output
+    line = next(x for x in top.splitlines() if " list " in x)
+    assert "`ssmrepro list-models`" in line  # the whole docstring paragraph on one line
