@@ -9247,3 +9247,20 @@ def test_help_text_is_plain_text_not_markup_or_rst():
     top = runner.invoke(app, ["--help"], env=wide).output
     line = next(x for x in top.splitlines() if " list " in x)
     assert "`ssmrepro list-models`" in line  # the whole docstring paragraph on one line
+
+
+@pytest.mark.parametrize("c", [1e-100, 1000.0])
+def test_an_analytic_point_past_float64_is_refused_not_a_fail_of_the_theory(tmp_path, c):
+    """yu_thm3 at c = 1e-100 gave ratio_w = 0.0 (float64 underflow; c^3 says ~1e-300) and at
+    c = 1e3 NaN: the claims FAILed with 'no positive ratio_w (diverged or zero)', exit 0, a
+    verdict on Thm 3 that was the arithmetic's. Now exit 2 naming the grid point."""
+    spec = yaml.safe_load((ROOT / "experiments/yu2025/yu2025-fig5.yaml").read_text())
+    spec["id"] = "yu-edge"
+    spec.pop("alias", None)
+    spec["analytic"]["grid"] = {"c": [0.1, c], "L": [100]}
+    spec["claims"] = [x for x in spec["claims"] if x["where"].get("L") == 100]
+    path = tmp_path / "yu-edge.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True))
+    res = _invoke("run", path, "--out", tmp_path / "out")
+    _assert_refused(res, f"c={c:g}, L=100", "under- or overflow float64")
+    assert "FAIL" not in res.output
