@@ -9264,3 +9264,24 @@ def test_an_analytic_point_past_float64_is_refused_not_a_fail_of_the_theory(tmp_
     res = _invoke("run", path, "--out", tmp_path / "out")
     _assert_refused(res, f"c={c:g}, L=100", "under- or overflow float64")
     assert "FAIL" not in res.output
+
+
+def test_a_haar_parameter_too_small_for_the_exact_integral_is_refused(tmp_path):
+    """huang2025's haar_thm1 at abs_w = 1e-20 reported l2 = 0.035, sup_away = 0 (what it
+    reports at 1e12: rounding of the dilogarithm difference / w made each basis function a
+    step), where the truth is l2 ~ 1: the smallest |w| is now 1e-6, where it is still ~1."""
+    from ssmrepro.theory import TABLES
+
+    spec = yaml.safe_load((ROOT / "experiments/huang2025/huang2025-figA1.yaml").read_text())
+    spec["id"] = "haar-edge"
+    spec.pop("alias", None)
+    spec["analytic"]["grid"] = {"abs_w": [1e-20, 10]}
+    path = tmp_path / "haar-edge.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True))
+    _assert_refused(_invoke("validate", path), "grid.abs_w", "abs_w=1e-20")
+    spec["analytic"]["grid"] = {"abs_w": [10, 100]}
+    spec["figure"]["show_w"] = [-1e-20]  # panel (c) drew a perfect step at w = -1e-20
+    path.write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True))
+    _assert_refused(_invoke("validate", path), "figure.show_w.0")
+    row = TABLES["haar_thm1"].fn(abs_w=1e-6, j=2, k=1, n=2049)
+    assert abs(row["l2"] - 1) < 1e-3 and abs(row["sup_away"] - 2) < 1e-3
