@@ -9285,3 +9285,27 @@ def test_a_haar_parameter_too_small_for_the_exact_integral_is_refused(tmp_path):
     _assert_refused(_invoke("validate", path), "figure.show_w.0")
     row = TABLES["haar_thm1"].fn(abs_w=1e-6, j=2, k=1, n=2049)
     assert abs(row["l2"] - 1) < 1e-3 and abs(row["sup_away"] - 2) < 1e-3
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["huang2025-tabA1-A4", "long", "{cache}", "--runs", "-1"], "--runs: -1 is not in 1.."),
+    (["huang2025-tabA1-A4", "long", "{cache}", "--T", "-3"], "--T: -3 is not in 1.."),
+    (["huang2025-tabA1-A4", "long", "{cache}", "--T", "3"], "n=5 does not fit"),
+    (["huang2025-tabA1-A4", "long", "{cache}", "--budget", "nan"], "--budget: nan"),
+    (["no-such-spec", "long", "{cache}"], "unknown experiment 'no-such-spec'"),
+])
+def test_planner_calibration_script_refuses_bad_input(tmp_path, args, needle):
+    """scripts/planner_calibration.py (the README's calibration command): --runs -1 was an
+    IndexError traceback, --T -3 a RuntimeError in the task, --T 3 (below n) unchecked (the
+    override skipped validation), --budget nan accepted, an unknown spec a SpecError traceback.
+    (--T without --runs was ignored without a word; it is applied now.)"""
+    import subprocess
+    import sys
+
+    argv = [a.replace("{cache}", str(tmp_path / "c.json")) for a in args]
+    res = subprocess.run([sys.executable, str(ROOT / "scripts/planner_calibration.py"), *argv],
+                         capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr and needle in res.stderr, res.stderr
+    assert not (tmp_path / "c.json").exists()
