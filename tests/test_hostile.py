@@ -9309,3 +9309,23 @@ def test_planner_calibration_script_refuses_bad_input(tmp_path, args, needle):
     assert res.returncode == 2, res.stderr
     assert "Traceback" not in res.stderr and needle in res.stderr, res.stderr
     assert not (tmp_path / "c.json").exists()
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--cpus", "0"], "--cpus: 0 is not in 1.."),
+    (["--spec", "no-such-spec"], "unknown experiment 'no-such-spec'"),
+    (["--profile", "nope"], "--profile nope: not a profile of"),
+])
+def test_bench_ray_script_refuses_bad_input_before_ray(tmp_path, args, needle):
+    """scripts/bench_ray.py (README's Ray overhead numbers): --cpus 0, an unknown spec or
+    profile, and a missing Ray were tracebacks (the profile only after Ray had started); its
+    sweeps' folders were left in the temp folder and its record was not written atomically."""
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, str(ROOT / "scripts/bench_ray.py"), *args, "--out",
+                          str(tmp_path / "r.json")], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr and needle in res.stderr, res.stderr
+    assert not (tmp_path / "r.json").exists()
