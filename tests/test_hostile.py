@@ -9329,3 +9329,20 @@ def test_bench_ray_script_refuses_bad_input_before_ray(tmp_path, args, needle):
     assert res.returncode == 2, res.stderr
     assert "Traceback" not in res.stderr and needle in res.stderr, res.stderr
     assert not (tmp_path / "r.json").exists()
+
+
+def test_bench_step_refuses_a_step_past_the_memory_not_only_past_one_tensor(monkeypatch):
+    """`bench step` bounded each activation (2^28 floats) but not their sum: `--E 256 --batch
+    8` passed and needs about 27 GB (the planner's estimate; ~16 GB measured), the allocator's
+    traceback or the OOM killer on a smaller machine. Now the packs bench's estimate is checked
+    against the memory available, before anything is built."""
+    import ssmrepro.train as train_mod
+
+    monkeypatch.setattr(train_mod, "available_memory", lambda device: 8 << 30)
+    res = _invoke("bench", "step", "--workloads", "mamba-L256", "--E", "256", "--batch", "8")
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert "--E 256 at batch 8 x L 256 needs about" in res.output
+    assert "only 8.6 GB is available" in res.output
+    from ssmrepro.bench.step import STEP_WORKLOADS, memory_problem
+
+    assert memory_problem(STEP_WORKLOADS["mamba-L256"], [1, 4], 64, 256, available=8 << 30) is None
