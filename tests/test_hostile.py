@@ -9346,3 +9346,25 @@ def test_bench_step_refuses_a_step_past_the_memory_not_only_past_one_tensor(monk
     from ssmrepro.bench.step import STEP_WORKLOADS, memory_problem
 
     assert memory_problem(STEP_WORKLOADS["mamba-L256"], [1, 4], 64, 256, available=8 << 30) is None
+
+
+def test_bench_step_records_the_installed_mambapy_version(monkeypatch):
+    """`bench step`'s record named mambapy "1.2.0" whatever version was installed (a wrong
+    label beside the × mambapy ratios)."""
+    import sys
+    import types
+
+    from ssmrepro.bench.step import mambapy_version
+
+    monkeypatch.setitem(sys.modules, "mambapy", None)  # not importable
+    assert mambapy_version() is None
+    fake = types.ModuleType("mambapy")
+    fake.__version__ = "9.9.9"
+    monkeypatch.setitem(sys.modules, "mambapy", fake)
+    import importlib.metadata as md
+
+    def no_dist(name):
+        raise md.PackageNotFoundError(name)
+
+    monkeypatch.setattr(md, "version", no_dist)
+    assert mambapy_version() == "9.9.9"

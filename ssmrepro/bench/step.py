@@ -285,6 +285,21 @@ def git_commit() -> str:
         return "unknown"
 
 
+def mambapy_version() -> str | None:
+    """The installed mambapy's version (its package metadata, else its ``__version__``, else
+    'unknown'), None when it is not importable: the record said "1.2.0" for any version."""
+    try:
+        import mambapy
+    except ImportError:
+        return None
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mambapy")
+    except PackageNotFoundError:
+        return str(getattr(mambapy, "__version__", "unknown"))
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="ssmrepro bench step", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -342,12 +357,7 @@ def main(argv=None) -> int:
            "python": platform.python_version(), "commit": git_commit(), "malloc_tuned": tuned,
            "denormals_flushed": ftz, "matmul_peak_gflops": round(peak, 1), "dtype": "float32",
            "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    try:
-        import mambapy  # noqa: F401
-
-        env["mambapy"] = "1.2.0"
-    except ImportError:
-        env["mambapy"] = None
+    env["mambapy"] = mambapy_version()
     print(f"# {env['cpu']} | torch {env['torch']} | {env['threads']} thread(s) | commit "
           f"{env['commit']} | malloc tuned: {tuned} | denormals flushed: {ftz} | float32 GEMM "
           f"peak {peak:.1f} GFLOP/s")
