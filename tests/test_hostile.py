@@ -9368,3 +9368,25 @@ def test_bench_step_records_the_installed_mambapy_version(monkeypatch):
 
     monkeypatch.setattr(md, "version", no_dist)
     assert mambapy_version() == "9.9.9"
+
+
+def test_bench_scans_refuses_a_case_past_the_memory_not_only_past_one_tensor(monkeypatch):
+    """`bench scans` bounded each tensor (2^28 floats) but not a case's sum: `--kernels diag
+    --dtype float64 --L 4096 --batch 64 --d 64 --n 16` (each tensor at the bound) asked for
+    ~30 GB, the OOM killer on most machines. The README's committed commands still fit 8 GB."""
+    import argparse
+
+    import ssmrepro.train as train_mod
+    from ssmrepro.bench.scans import memory_problem
+
+    monkeypatch.setattr(train_mod, "available_memory", lambda device: 8 << 30)
+    res = _invoke("bench", "scans", "--kernels", "diag", "--dtype", "float64", "--L", "4096",
+                  "--batch", "64", "--d", "64", "--n", "16")
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert "diag at L=4096 needs about 30.1 GB" in res.output
+    base = dict(L=[64, 1024, 4096], kernels=["diag", "selective", "ssd"], batch=16, d=32, n=8,
+                groups=1, heads=4, width=4, dtype="float32", ssd_chunk=None)
+    for over in ({}, {"kernels": ["selective", "diag"], "batch": 8, "d": 128, "n": 16},
+                 {"kernels": ["selective", "conv"], "L": [256], "batch": 64, "d": 128, "n": 16,
+                  "groups": 4}):
+        assert memory_problem(argparse.Namespace(**{**base, **over}), available=8 << 30) is None
