@@ -34,8 +34,10 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # loopback only
 
 def main(argv: list[str] | None = None) -> int:
     from ssmrepro.bench.timing import bounded
+    from ssmrepro.util import plain_rst
 
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=plain_rst(__doc__),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--spec", default="keep-nth")
     ap.add_argument("--profile", default="smoke")
     ap.add_argument("--cpus", type=bounded(1, 1024), default=1, help="CPUs of the local Ray instance")

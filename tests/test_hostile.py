@@ -9391,3 +9391,17 @@ def test_bench_scans_refuses_a_case_past_the_memory_not_only_past_one_tensor(mon
                  {"kernels": ["selective", "conv"], "L": [256], "batch": 64, "d": 128, "n": 16,
                   "groups": 4}):
         assert memory_problem(argparse.Namespace(**{**base, **over}), available=8 << 30) is None
+
+
+@pytest.mark.parametrize("which", ["scans", "step"])
+def test_bench_help_is_plain_text_not_rst(which):
+    """`bench scans --help` and `bench step --help` print their module docstrings: rST
+    (``diag``, :func:`ssmrepro.bench.timing.interleaved`, 'Examples::') was printed as written
+    (util.plain_rst, which the typer commands' help_text uses too)."""
+    from ssmrepro.util import plain_rst
+
+    out = _invoke("bench", which, "--help").output
+    assert "``" not in out and ":func:" not in out and "::\n" not in out, out
+    assert "`ssmrepro.bench.timing.interleaved`" in out
+    assert plain_rst("see :mod:`~a.b` and ``x``; Example::\n\n    run") == (
+        "see `a.b` and `x`; Example:\n\n    run")

@@ -59,7 +59,7 @@ from ..kernels.scan import (
     selective_scan_ref,
 )
 from ..kernels.ssd import default_ssd_chunk, ssd, ssd_ref
-from ..util import atomic_write_text, cpu_model, prepare_target
+from ..util import atomic_write_text, cpu_model, plain_rst, prepare_target
 from .legacy import causal_conv1d_slices, selective_scan_fused_v1
 from .timing import MAX_BENCH_ELEMENTS, bounded, interleaved, refuse_repeats, tune_malloc
 
@@ -192,7 +192,7 @@ def fwd_bwd(fn, inputs):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="ssmrepro bench scans", description=__doc__,
+    p = argparse.ArgumentParser(prog="ssmrepro bench scans", description=plain_rst(__doc__),
                                 formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--L", type=bounded(1, 1 << 20), nargs="+", default=[64, 1024, 4096])
     p.add_argument("--kernels", nargs="+", default=["diag", "selective", "ssd"], choices=KERNELS)

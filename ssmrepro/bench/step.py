@@ -57,7 +57,7 @@ import torch.nn.functional as F
 
 from ..kernels.xent import linear_xent
 from ..tasks.base import TaskInfo
-from ..util import atomic_write_text, cpu_model, flush_denormals, prepare_target
+from ..util import atomic_write_text, cpu_model, flush_denormals, plain_rst, prepare_target
 from .timing import MAX_BENCH_ELEMENTS, bounded, interleaved, matmul_peak, refuse_repeats, tune_malloc
 
 
@@ -301,7 +301,7 @@ def mambapy_version() -> str | None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="ssmrepro bench step", description=__doc__,
+    p = argparse.ArgumentParser(prog="ssmrepro bench step", description=plain_rst(__doc__),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--workloads", nargs="+", default=list(STEP_WORKLOADS), choices=list(STEP_WORKLOADS))
     p.add_argument("--E", type=bounded(1, 256), nargs="+", default=[1, 4], dest="packs",

@@ -13,7 +13,6 @@ import functools
 import inspect
 import json
 import os
-import re
 import select
 import signal
 import sys
@@ -31,7 +30,7 @@ from ..kernels.backend import BackendError
 from ..plots.registry import FigureTooLarge
 from ..spec import SpecError
 from ..store import LinkOutside, TableError
-from ..util import plain_warnings
+from ..util import plain_rst, plain_warnings
 
 EXIT_CODES = ("Exit codes: 0 ok; 1 some runs failed or did not finish (re-run the same command "
               "to resume); 2 bad input (spec, id, option, missing data, unwritable folder); "
@@ -54,7 +53,7 @@ def help_text(text: str | None) -> str | None:
         return text
     paragraphs = [p if p.startswith("\b") else " ".join(p.split())
                   for p in inspect.cleandoc(text).split("\n\n")]
-    return escape(re.sub(r"``(.+?)``", r"`\1`", "\n\n".join(paragraphs), flags=re.S))
+    return escape(plain_rst("\n\n".join(paragraphs)))
 
 
 def _help_of_parameters(fn: Callable[..., Any]) -> None:
