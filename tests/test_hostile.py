@@ -9405,3 +9405,24 @@ def test_bench_help_is_plain_text_not_rst(which):
     assert "`ssmrepro.bench.timing.interleaved`" in out
     assert plain_rst("see :mod:`~a.b` and ``x``; Example::\n\n    run") == (
         "see `a.b` and `x`; Example:\n\n    run")
+
+
+def test_bench_records_go_under_ssmrepro_out(tmp_path, monkeypatch):
+    """SSMREPRO_OUT is "the default of --out" (every command's help): `bench WORKLOAD` ignored
+    it and overwrote the committed results/bench records in the checkout, and `bench roofline`
+    read those. Its default is now $SSMREPRO_OUT/bench."""
+    import ssmrepro.bench.packs as packs_mod
+
+    seen = {}
+
+    def fake_run_bench(name, device, sizes, seconds, folder, echo):
+        seen["folder"] = folder
+        return {"best_pack": sizes[0], "best_ratio": 1.0}
+
+    monkeypatch.setattr(packs_mod, "run_bench", fake_run_bench)
+    res = _invoke("bench", "keep-nth-d8", "--packs", "1", "--device", "cpu",
+                  env={"SSMREPRO_OUT": str(tmp_path / "res")})
+    assert res.exit_code == 0, res.output
+    assert seen["folder"] == tmp_path / "res" / "bench"
+    res = _invoke("bench", "roofline", env={"SSMREPRO_OUT": str(tmp_path / "res")})
+    _assert_refused(res, str(tmp_path / "res" / "bench"))
