@@ -92,7 +92,7 @@ def gradient_ratios(c: float, L: int, n: int = 4, trials: int = 30, kappa: float
     if bad:
         raise ArithmeticError(f"mean {bad[0]} = {means[bad[0]]:g}: the gradients under- or "
                               "overflow float64 here (a positive mean above "
-                              f"{TINY:.0e} is expected); use an input scale c nearer 1")
+                              f"{TINY:.0e} is expected); use an input scale c or a kappa nearer 1")
     out = {"ratio_w": means["S6's |dw|"] / base, "ratio_b": means["S6's |db|"] / base,
            "s4d_grad_b": base}
     return out
