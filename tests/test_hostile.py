@@ -1728,7 +1728,7 @@ _YU = "experiments/yu2025/yu2025-fig5.yaml"
     (_HAAR, lambda a: a["params"].update(bogus=1), "params.bogus: unknown key"),
     (_HAAR, lambda a: a["params"].update(n="many"), "params.n: Input should be a valid integer"),
     (_HAAR, lambda a: a["grid"].update(abs_w=[0, 10]),
-     "grid.abs_w: Input should be greater than 0 (grid point abs_w=0)"),
+     "grid.abs_w: Input should be greater than or equal to 0.000001 (grid point abs_w=0)"),
     (_HAAR, lambda a: a["params"].update(n=10**9 + 1), "params.n: Input should be less than"),
     (_HAAR, lambda a: a["params"].update(delta=0.5), "delta: 0.5 leaves no point away"),
     (_HAAR, lambda a: a["params"].update(n=200000), "is not a multiple of 2^(j+1)"),
@@ -4576,7 +4576,7 @@ def test_ctrl_c_of_data_generate_says_what_it_left(tmp_path, monkeypatch, writte
     ({"k": 5}, "translation k = 5 is not from 0 to 2^j - 1 = 3"),
     ({"examples": [[0, 3]]}, "examples.0: translation k = 3"),
     ({"examples": [[10**23, 0]]}, "examples.0: scale j = 100000000000000000000000 is not"),
-    ({"show_w": [5]}, "figure.show_w.0: Input should be less than 0"),
+    ({"show_w": [5]}, "figure.show_w.0: Input should be less than or equal to -0.000001"),
     ({"show_w": [-30] * 3000}, "List should have at most 20 items"),
 ])
 def test_a_haar_figure_draws_only_wavelets_that_exist(tmp_path, figure, needle):
@@ -9426,3 +9426,19 @@ def test_bench_records_go_under_ssmrepro_out(tmp_path, monkeypatch):
     assert seen["folder"] == tmp_path / "res" / "bench"
     res = _invoke("bench", "roofline", env={"SSMREPRO_OUT": str(tmp_path / "res")})
     _assert_refused(res, str(tmp_path / "res" / "bench"))
+
+
+@pytest.mark.parametrize("grid", [{"c": [0.1, 0.1, 1.0], "L": [100]},
+                                  {"c": [0.1, 1.0], "L": [100, 100.0]}])
+def test_an_analytic_grid_point_given_twice_is_refused(tmp_path, grid):
+    """An analytic grid with a value twice (`c: [0.1, 0.1]`, or `L: [100, 100.0]`, one integer)
+    validated and wrote one cell as two identical rows of results.csv (a trained sweep's
+    duplicate configuration is refused); now `validate` names the two points, exit 2."""
+    spec = yaml.safe_load((ROOT / "experiments/yu2025/yu2025-fig5.yaml").read_text())
+    spec["id"] = "yu-dup"
+    spec.pop("alias", None)
+    spec["analytic"]["grid"] = grid
+    spec["claims"] = [x for x in spec["claims"] if x["where"].get("L") == 100]
+    path = tmp_path / "yu-dup.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True))
+    _assert_refused(_invoke("validate", path), "are the same row (a value given twice)")
