@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import sys
 import tempfile
 import time
@@ -32,24 +33,56 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # loopback only
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from ssmrepro.bench.timing import bounded
+    from ssmrepro.util import plain_rst
+
+    ap = argparse.ArgumentParser(description=plain_rst(__doc__),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--spec", default="keep-nth")
     ap.add_argument("--profile", default="smoke")
-    ap.add_argument("--cpus", type=int, default=1, help="CPUs of the local Ray instance")
+    ap.add_argument("--cpus", type=bounded(1, 1024), default=1, help="CPUs of the local Ray instance")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "ray-overhead-cpu.json")
     a = ap.parse_args(argv)
 
-    import ray
+    from ssmrepro.spec import SpecError, find_spec
+    from ssmrepro.util import atomic_write_text, prepare_target
+
+    # checked before Ray starts (an unknown spec or profile, a missing Ray, --cpus 0 and a
+    # folder in --out's place were tracebacks, the last after minutes of measuring)
+    try:
+        spec = find_spec(a.spec)
+    except SpecError as err:
+        ap.error("; ".join(err.messages))
+    if a.profile not in spec.profiles:
+        ap.error(f"--profile {a.profile}: not a profile of {spec.id} (have "
+                 f"{', '.join(sorted(spec.profiles))})")
+    try:
+        import ray
+    except ImportError:
+        ap.error("needs Ray: pip install -e '.[ray]'")
+    try:
+        prepare_target(a.out)
+    except OSError as err:
+        ap.error(f"--out {a.out}: {err.strerror or err}")
     import torch
     from rich.console import Console
 
     from ssmrepro.engine import ray_engine, run_experiment
-    from ssmrepro.spec import find_spec
 
     quiet = Console(file=open(os.devnull, "w"))  # noqa: SIM115
     torch.set_num_threads(1)  # the Ray tasks run one thread each
-    spec = find_spec(a.spec)
     tmp = Path(tempfile.mkdtemp(prefix="ssmrepro-bench-ray-"))
+    try:  # the sweeps' results folders were left in the temp folder, every run
+        rec = _measure(a, spec, tmp, ray, torch, quiet, ray_engine, run_experiment)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(a.out, json.dumps(rec, indent=2) + "\n")  # whole or not at all
+    print(json.dumps(rec, indent=2))
+    return 0
+
+
+def _measure(a, spec, tmp: Path, ray, torch, quiet, ray_engine, run_experiment) -> dict:
     rec: dict = {"spec": spec.id, "profile": a.profile, "ray_cpus": a.cpus, "host_cpus": os.cpu_count(),
                  "python": platform.python_version(), "torch": torch.__version__,
                  "ray": ray.__version__, "machine": platform.machine()}
@@ -63,19 +96,19 @@ def main(argv: list[str] | None = None) -> int:
     def sweep(engine: str, overrides: dict | None, tag: str) -> tuple[float, int]:
         s = run_experiment(spec, a.profile, tmp / f"{engine}-{tag}", "cpu", "torch", workers=1,
                            console=quiet, overrides=overrides, engine=engine)
-        assert s.ok, s.messages
+        if not s.ok:  # an assert: a traceback, and no check at all under python -O
+            raise SystemExit(f"the {engine} sweep ({tag}) did not finish: {'; '.join(s.messages)}")
         return s.wall_s, s.packs
 
-    for tag, ov in (("train", None), ("no-train", {"train.max_steps": 0, "train.epochs": None})):
-        local_s, packs = sweep("local", ov, tag)
-        ray_s, _ = sweep("ray", ov, tag)
-        rec[tag] = {"packs": packs, "local_s": round(local_s, 2), "ray_s": round(ray_s, 2),
-                    "dispatch_per_pack_s": round((ray_s - local_s) / max(1, packs), 3)}
-    ray_engine.shutdown()
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(rec, indent=2) + "\n")
-    print(json.dumps(rec, indent=2))
-    return 0
+    try:
+        for tag, ov in (("train", None), ("no-train", {"train.max_steps": 0, "train.epochs": None})):
+            local_s, packs = sweep("local", ov, tag)
+            ray_s, _ = sweep("ray", ov, tag)
+            rec[tag] = {"packs": packs, "local_s": round(local_s, 2), "ray_s": round(ray_s, 2),
+                        "dispatch_per_pack_s": round((ray_s - local_s) / max(1, packs), 3)}
+    finally:
+        ray_engine.shutdown()
+    return rec
 
 
 if __name__ == "__main__":

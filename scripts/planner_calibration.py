@@ -10,13 +10,28 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import time
 from pathlib import Path
 
+from pydantic import ValidationError
+
+from ssmrepro.bench.timing import bounded
 from ssmrepro.engine.costs import CostModel
 from ssmrepro.engine.plan import auto_pack_size, by_shape, plan
-from ssmrepro.spec import find_spec
+from ssmrepro.spec import SpecError, find_spec
 from ssmrepro.sweep import expand
+
+
+def share(text: str) -> float:
+    """--budget: a share of the training time, a number above 0 and at most 1 (NaN passed)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
+    if not (math.isfinite(v) and 0 < v <= 1):
+        raise argparse.ArgumentTypeError(f"{text} is not a share above 0 and at most 1")
+    return v
 
 
 def main() -> None:
@@ -24,17 +39,30 @@ def main() -> None:
     ap.add_argument("spec")
     ap.add_argument("profile")
     ap.add_argument("cache", type=Path, help="cost cache file (a fresh one re-measures)")
-    ap.add_argument("--budget", type=float, default=0.05,
+    ap.add_argument("--budget", type=share, default=0.05,
                     help="share of the shape's training time calibration may spend")
-    ap.add_argument("--runs", type=int, default=0, help="widen the group to this many seeds")
-    ap.add_argument("--T", type=int, default=None, help="override task.T (KEEP n-TH length)")
+    # bounded: --runs -1 was an IndexError traceback, --T -3 a RuntimeError in the task
+    ap.add_argument("--runs", type=bounded(1, 1 << 16), default=None,
+                    help="widen the group to this many seeds")
+    ap.add_argument("--T", type=bounded(1, 1 << 20), default=None,
+                    help="override task.T (KEEP n-TH length)")
     a = ap.parse_args()
-    runs = expand(find_spec(a.spec), a.profile)
+    try:  # an unknown spec or profile was a SpecError traceback
+        runs = expand(find_spec(a.spec), a.profile)
+    except SpecError as err:
+        ap.error("; ".join(err.messages))
     rs = max(by_shape(runs).values(), key=len)
-    task = rs[0].task.model_copy(update={"T": a.T}) if a.T else rs[0].task
+    task = rs[0].task
+    if a.T:  # validated as the spec's task is (n > T, a task without T)
+        try:
+            task = type(task).model_validate({**task.model_dump(), "T": a.T})
+        except ValidationError as err:
+            ap.error(f"--T {a.T}: {err.errors()[0]['msg']} (task {task.name})")
     if a.runs:
         rs = [dataclasses.replace(rs[0], seed=i, run_id=f"calib{i}", task=task)
               for i in range(a.runs)]
+    else:  # --T without --runs was ignored without a word: the spec's T was measured
+        rs = [dataclasses.replace(r, task=task) for r in rs]
     print(f"{a.spec} {a.profile}: {len(rs)} runs of shape {rs[0].pack_key()}, memory cap "
           f"{auto_pack_size(rs, 'cpu')}, {rs[0].train.total_steps} steps each")
     cm = CostModel(path=a.cache, budget=a.budget)

@@ -320,10 +320,17 @@ class Analytic(Strict):
         if table is None:  # reported with the known tables by the outputs stage
             return self
         problems: list[str] = []
+        seen: dict[tuple, dict] = {}
         for values in itertools.product(*self.grid.values()):
             point = dict(zip(self.grid, values))
             try:  # every row exactly as analytic_table will compute it
-                table.Params(**self.params, **point)
+                typed = tuple(table.Params(**self.params, **point).model_dump().items())
+                if typed in seen:  # c: [0.1, 0.1] (or [1, 1.0]) wrote one cell as two rows
+                    problems.append(
+                        "grid: points " + ", ".join(f"{k}={v}" for k, v in seen[typed].items())
+                        + " and " + ", ".join(f"{k}={v}" for k, v in point.items())
+                        + " are the same row (a value given twice)")
+                seen.setdefault(typed, point)
             except ValidationError as err:
                 for e in err.errors():
                     name = ".".join(str(x) for x in e["loc"])

@@ -551,6 +551,19 @@ MAX_DRAWN_TEXT = 300  # characters of a title or axis / legend text drawn on a f
 # wrapped to the figure's width
 
 
+def plain_rst(text: str | None) -> str:
+    """A docstring as terminal help text: the rST of our docstrings (``code``, :func:`name`,
+    a paragraph ending in ``Example::``) printed as written was markup on the screen (``bench
+    scans --help``: ``diag``, :func:`ssmrepro.bench.timing.interleaved`). Double backticks
+    become single ones, a role keeps its target, '::' ending a line becomes ':'; the layout
+    (line breaks, indentation) is kept."""
+    if not text:
+        return ""
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"`\1`", text)  # :func:`x`, :mod:`~a.b`
+    text = re.sub(r"``(.+?)``", r"`\1`", text, flags=re.S)
+    return re.sub(r"(\S)::$", r"\1:", text, flags=re.M)
+
+
 def drawable(text: str) -> str:
     """``text`` if matplotlib can draw it: between a pair of ``$`` it reads TeX math (the
     shipped titles' ``$e^{-\\lambda\\Delta_t}$``), and math it cannot parse (``$\\foo{$``)

@@ -1728,7 +1728,7 @@ _YU = "experiments/yu2025/yu2025-fig5.yaml"
     (_HAAR, lambda a: a["params"].update(bogus=1), "params.bogus: unknown key"),
     (_HAAR, lambda a: a["params"].update(n="many"), "params.n: Input should be a valid integer"),
     (_HAAR, lambda a: a["grid"].update(abs_w=[0, 10]),
-     "grid.abs_w: Input should be greater than 0 (grid point abs_w=0)"),
+     "grid.abs_w: Input should be greater than or equal to 0.000001 (grid point abs_w=0)"),
     (_HAAR, lambda a: a["params"].update(n=10**9 + 1), "params.n: Input should be less than"),
     (_HAAR, lambda a: a["params"].update(delta=0.5), "delta: 0.5 leaves no point away"),
     (_HAAR, lambda a: a["params"].update(n=200000), "is not a multiple of 2^(j+1)"),
@@ -4576,7 +4576,7 @@ def test_ctrl_c_of_data_generate_says_what_it_left(tmp_path, monkeypatch, writte
     ({"k": 5}, "translation k = 5 is not from 0 to 2^j - 1 = 3"),
     ({"examples": [[0, 3]]}, "examples.0: translation k = 3"),
     ({"examples": [[10**23, 0]]}, "examples.0: scale j = 100000000000000000000000 is not"),
-    ({"show_w": [5]}, "figure.show_w.0: Input should be less than 0"),
+    ({"show_w": [5]}, "figure.show_w.0: Input should be less than or equal to -0.000001"),
     ({"show_w": [-30] * 3000}, "List should have at most 20 items"),
 ])
 def test_a_haar_figure_draws_only_wavelets_that_exist(tmp_path, figure, needle):
@@ -9490,3 +9490,214 @@ def test_a_terminate_or_hang_up_while_the_command_line_loads_is_an_interrupt(sig
     _, err = p.communicate(timeout=120)
     assert p.returncode == 130, err[-2000:]
     assert "before the command started" in err and "Traceback" not in err, err[-2000:]
+
+
+def test_help_text_is_plain_text_not_markup_or_rst():
+    """typer reads help as rich markup: `export --help` printed `pip install -e '.'` (the
+    '[parquet]' eaten as a style tag, a wrong instruction); the docstrings' rST double backticks
+    were printed literally (`list`: "``--profile``") and a line break inside a docstring
+    paragraph stayed in the command list. One rule (cli.app.help_text) for every command."""
+    wide = {"COLUMNS": "200", "TERMINAL_WIDTH": "200"}
+    out = runner.invoke(app, ["export", "--help"], env=wide).output
+    assert "pip install -e '.[parquet]'" in out
+    for path in ([], ["list"], ["bench"], ["run"], ["data", "download"], ["verify"]):
+        text = runner.invoke(app, [*path, "--help"], env=wide).output
+        assert "``" not in text, path
+    top = runner.invoke(app, ["--help"], env=wide).output
+    line = next(x for x in top.splitlines() if " list " in x)
+    assert "`ssmrepro list-models`" in line  # the whole docstring paragraph on one line
+
+
+@pytest.mark.parametrize("c", [1e-100, 1e-80, 1000.0])
+def test_an_analytic_point_past_float64_is_refused_not_a_fail_of_the_theory(tmp_path, c):
+    """yu_thm3 at c = 1e-100 gave ratio_w = 0.0 (float64 underflow; c^3 says ~1e-300) and at
+    c = 1e3 NaN: the claims FAILed with 'no positive ratio_w (diverged or zero)', exit 0, a
+    verdict on Thm 3 that was the arithmetic's; at c = 1e-80 subnormal gradients gave ratio_w /
+    c^3 = 1.37028 for 1.36968 without a word. Now exit 2 naming the grid point."""
+    spec = yaml.safe_load((ROOT / "experiments/yu2025/yu2025-fig5.yaml").read_text())
+    spec["id"] = "yu-edge"
+    spec.pop("alias", None)
+    spec["analytic"]["grid"] = {"c": [0.1, c], "L": [100]}
+    spec["claims"] = [x for x in spec["claims"] if x["where"].get("L") == 100]
+    path = tmp_path / "yu-edge.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True))
+    res = _invoke("run", path, "--out", tmp_path / "out")
+    _assert_refused(res, f"c={c:g}, L=100", "under- or overflow float64")
+    assert "FAIL" not in res.output
+
+
+def test_a_haar_parameter_too_small_for_the_exact_integral_is_refused(tmp_path):
+    """huang2025's haar_thm1 at abs_w = 1e-20 reported l2 = 0.035, sup_away = 0 (what it
+    reports at 1e12: rounding of the dilogarithm difference / w made each basis function a
+    step), where the truth is l2 ~ 1: the smallest |w| is now 1e-6, where it is still ~1."""
+    from ssmrepro.theory import TABLES
+
+    spec = yaml.safe_load((ROOT / "experiments/huang2025/huang2025-figA1.yaml").read_text())
+    spec["id"] = "haar-edge"
+    spec.pop("alias", None)
+    spec["analytic"]["grid"] = {"abs_w": [1e-20, 10]}
+    path = tmp_path / "haar-edge.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True))
+    _assert_refused(_invoke("validate", path), "grid.abs_w", "abs_w=1e-20")
+    spec["analytic"]["grid"] = {"abs_w": [10, 100]}
+    spec["figure"]["show_w"] = [-1e-20]  # panel (c) drew a perfect step at w = -1e-20
+    path.write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True))
+    _assert_refused(_invoke("validate", path), "figure.show_w.0")
+    row = TABLES["haar_thm1"].fn(abs_w=1e-6, j=2, k=1, n=2049)
+    assert abs(row["l2"] - 1) < 1e-3 and abs(row["sup_away"] - 2) < 1e-3
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["huang2025-tabA1-A4", "long", "{cache}", "--runs", "-1"], "--runs: -1 is not in 1.."),
+    (["huang2025-tabA1-A4", "long", "{cache}", "--T", "-3"], "--T: -3 is not in 1.."),
+    (["huang2025-tabA1-A4", "long", "{cache}", "--T", "3"], "n=5 does not fit"),
+    (["huang2025-tabA1-A4", "long", "{cache}", "--budget", "nan"], "--budget: nan"),
+    (["no-such-spec", "long", "{cache}"], "unknown experiment 'no-such-spec'"),
+])
+def test_planner_calibration_script_refuses_bad_input(tmp_path, args, needle):
+    """scripts/planner_calibration.py (the README's calibration command): --runs -1 was an
+    IndexError traceback, --T -3 a RuntimeError in the task, --T 3 (below n) unchecked (the
+    override skipped validation), --budget nan accepted, an unknown spec a SpecError traceback.
+    (--T without --runs was ignored without a word; it is applied now.)"""
+    import subprocess
+    import sys
+
+    argv = [a.replace("{cache}", str(tmp_path / "c.json")) for a in args]
+    res = subprocess.run([sys.executable, str(ROOT / "scripts/planner_calibration.py"), *argv],
+                         capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr and needle in res.stderr, res.stderr
+    assert not (tmp_path / "c.json").exists()
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--cpus", "0"], "--cpus: 0 is not in 1.."),
+    (["--spec", "no-such-spec"], "unknown experiment 'no-such-spec'"),
+    (["--profile", "nope"], "--profile nope: not a profile of"),
+])
+def test_bench_ray_script_refuses_bad_input_before_ray(tmp_path, args, needle):
+    """scripts/bench_ray.py (README's Ray overhead numbers): --cpus 0, an unknown spec or
+    profile, and a missing Ray were tracebacks (the profile only after Ray had started); its
+    sweeps' folders were left in the temp folder and its record was not written atomically."""
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, str(ROOT / "scripts/bench_ray.py"), *args, "--out",
+                          str(tmp_path / "r.json")], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr and needle in res.stderr, res.stderr
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_bench_step_refuses_a_step_past_the_memory_not_only_past_one_tensor(monkeypatch):
+    """`bench step` bounded each activation (2^28 floats) but not their sum: `--E 256 --batch
+    8` passed and needs about 27 GB (the planner's estimate; ~16 GB measured), the allocator's
+    traceback or the OOM killer on a smaller machine. Now the packs bench's estimate is checked
+    against the memory available, before anything is built."""
+    import ssmrepro.train as train_mod
+
+    monkeypatch.setattr(train_mod, "available_memory", lambda device: 8 << 30)
+    res = _invoke("bench", "step", "--workloads", "mamba-L256", "--E", "256", "--batch", "8")
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert "--E 256 at batch 8 x L 256 needs about" in res.output
+    assert "only 8.6 GB is available" in res.output
+    from ssmrepro.bench.step import STEP_WORKLOADS, memory_problem
+
+    assert memory_problem(STEP_WORKLOADS["mamba-L256"], [1, 4], 64, 256, available=8 << 30) is None
+
+
+def test_bench_step_records_the_installed_mambapy_version(monkeypatch):
+    """`bench step`'s record named mambapy "1.2.0" whatever version was installed (a wrong
+    label beside the × mambapy ratios)."""
+    import sys
+    import types
+
+    from ssmrepro.bench.step import mambapy_version
+
+    monkeypatch.setitem(sys.modules, "mambapy", None)  # not importable
+    assert mambapy_version() is None
+    fake = types.ModuleType("mambapy")
+    fake.__version__ = "9.9.9"
+    monkeypatch.setitem(sys.modules, "mambapy", fake)
+    import importlib.metadata as md
+
+    def no_dist(name):
+        raise md.PackageNotFoundError(name)
+
+    monkeypatch.setattr(md, "version", no_dist)
+    assert mambapy_version() == "9.9.9"
+
+
+def test_bench_scans_refuses_a_case_past_the_memory_not_only_past_one_tensor(monkeypatch):
+    """`bench scans` bounded each tensor (2^28 floats) but not a case's sum: `--kernels diag
+    --dtype float64 --L 4096 --batch 64 --d 64 --n 16` (each tensor at the bound) asked for
+    ~30 GB, the OOM killer on most machines. The README's committed commands still fit 8 GB."""
+    import argparse
+
+    import ssmrepro.train as train_mod
+    from ssmrepro.bench.scans import memory_problem
+
+    monkeypatch.setattr(train_mod, "available_memory", lambda device: 8 << 30)
+    res = _invoke("bench", "scans", "--kernels", "diag", "--dtype", "float64", "--L", "4096",
+                  "--batch", "64", "--d", "64", "--n", "16")
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert "diag at L=4096 needs about 30.1 GB" in res.output
+    base = dict(L=[64, 1024, 4096], kernels=["diag", "selective", "ssd"], batch=16, d=32, n=8,
+                groups=1, heads=4, width=4, dtype="float32", ssd_chunk=None)
+    for over in ({}, {"kernels": ["selective", "diag"], "batch": 8, "d": 128, "n": 16},
+                 {"kernels": ["selective", "conv"], "L": [256], "batch": 64, "d": 128, "n": 16,
+                  "groups": 4}):
+        assert memory_problem(argparse.Namespace(**{**base, **over}), available=8 << 30) is None
+
+
+@pytest.mark.parametrize("which", ["scans", "step"])
+def test_bench_help_is_plain_text_not_rst(which):
+    """`bench scans --help` and `bench step --help` print their module docstrings: rST
+    (``diag``, :func:`ssmrepro.bench.timing.interleaved`, 'Examples::') was printed as written
+    (util.plain_rst, which the typer commands' help_text uses too)."""
+    from ssmrepro.util import plain_rst
+
+    out = _invoke("bench", which, "--help").output
+    assert "``" not in out and ":func:" not in out and "::\n" not in out, out
+    assert "`ssmrepro.bench.timing.interleaved`" in out
+    assert plain_rst("see :mod:`~a.b` and ``x``; Example::\n\n    run") == (
+        "see `a.b` and `x`; Example:\n\n    run")
+
+
+def test_bench_records_go_under_ssmrepro_out(tmp_path, monkeypatch):
+    """SSMREPRO_OUT is "the default of --out" (every command's help): `bench WORKLOAD` ignored
+    it and overwrote the committed results/bench records in the checkout, and `bench roofline`
+    read those. Its default is now $SSMREPRO_OUT/bench."""
+    import ssmrepro.bench.packs as packs_mod
+
+    seen = {}
+
+    def fake_run_bench(name, device, sizes, seconds, folder, echo):
+        seen["folder"] = folder
+        return {"best_pack": sizes[0], "best_ratio": 1.0}
+
+    monkeypatch.setattr(packs_mod, "run_bench", fake_run_bench)
+    res = _invoke("bench", "keep-nth-d8", "--packs", "1", "--device", "cpu",
+                  env={"SSMREPRO_OUT": str(tmp_path / "res")})
+    assert res.exit_code == 0, res.output
+    assert seen["folder"] == tmp_path / "res" / "bench"
+    res = _invoke("bench", "roofline", env={"SSMREPRO_OUT": str(tmp_path / "res")})
+    _assert_refused(res, str(tmp_path / "res" / "bench"))
+
+
+@pytest.mark.parametrize("grid", [{"c": [0.1, 0.1, 1.0], "L": [100]},
+                                  {"c": [0.1, 1.0], "L": [100, 100.0]}])
+def test_an_analytic_grid_point_given_twice_is_refused(tmp_path, grid):
+    """An analytic grid with a value twice (`c: [0.1, 0.1]`, or `L: [100, 100.0]`, one integer)
+    validated and wrote one cell as two identical rows of results.csv (a trained sweep's
+    duplicate configuration is refused); now `validate` names the two points, exit 2."""
+    spec = yaml.safe_load((ROOT / "experiments/yu2025/yu2025-fig5.yaml").read_text())
+    spec["id"] = "yu-dup"
+    spec.pop("alias", None)
+    spec["analytic"]["grid"] = grid
+    spec["claims"] = [x for x in spec["claims"] if x["where"].get("L") == 100]
+    path = tmp_path / "yu-dup.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True))
+    _assert_refused(_invoke("validate", path), "are the same row (a value given twice)")

@@ -94,6 +94,17 @@ WORKLOADS = {
 }
 
 
+def step_bytes(cfg, info, batch: int, members: list[int]) -> tuple[int, int]:
+    """(bytes of the models of ``members`` (one model per entry, of that many members) with
+    their gradients and Adam moments, bytes of the largest one's training step: its activations,
+    the planner's estimates ``models.activation_floats``), float32, all models built at once."""
+    from ..models import activation_floats, fixed_floats, param_count
+
+    params = 4 * 4 * param_count(cfg, info) * sum(members)
+    acts = 4 * max(members) * (batch * activation_floats(cfg, info) + fixed_floats(cfg, info))
+    return params, acts
+
+
 def memory_problem(name: str, packs: list[int], device: str, available: int | None = None
                    ) -> str | None:
     """Why measuring ``packs`` of workload ``name`` would not fit in memory (None when it
@@ -102,14 +113,12 @@ def memory_problem(name: str, packs: list[int], device: str, available: int | No
     holds its activations (the planner's estimates, ``models.activation_floats``). Without it
     `bench mqar-full-L256 --packs 256` (about 30 GB) failed with an allocator traceback, or
     woke the OOM killer."""
-    from ..models import activation_floats, fixed_floats, param_count
     from ..train import _gb, available_memory
 
     w = WORKLOADS[name]
     info = build_task(w.task).info
     cfg = MODELS[w.model["name"]].Config(**w.model)
-    params = 4 * 4 * param_count(cfg, info) * (1 + sum(packs))
-    acts = 4 * max(packs) * (w.batch * activation_floats(cfg, info) + fixed_floats(cfg, info))
+    params, acts = step_bytes(cfg, info, w.batch, [1, *packs])
     have = available_memory(device) if available is None else available
     if have is None or params + acts <= have:
         return None

@@ -59,7 +59,7 @@ from ..kernels.scan import (
     selective_scan_ref,
 )
 from ..kernels.ssd import default_ssd_chunk, ssd, ssd_ref
-from ..util import atomic_write_text, cpu_model, prepare_target
+from ..util import atomic_write_text, cpu_model, plain_rst, prepare_target
 from .legacy import causal_conv1d_slices, selective_scan_fused_v1
 from .timing import MAX_BENCH_ELEMENTS, bounded, interleaved, refuse_repeats, tune_malloc
 
@@ -145,6 +145,38 @@ def ssd_floats(L: int, args) -> tuple[int, str]:
                (Bt * H * nc * nc, f"batch x heads x chunks^2 ({Bt} x {H} x {nc}^2)"))
 
 
+# peak memory of one case (inputs, reference and variants, forward + backward) in units of the
+# per-token floats of ``case_floats``, measured (maxrss, L 1024, batch 8 -> 64: diag 12.7,
+# selective 7.8, ssd 12.5, conv 7.5) and rounded up
+PEAK_COPIES = {"diag": 14, "selective": 9, "ssd": 14, "conv": 9}
+
+
+def case_floats(kernel: str, L: int, args) -> int:
+    """The floats ``PEAK_COPIES`` counts for ``kernel`` at length ``L``: diag (Bt, L, D, N);
+    selective (Bt, L, G·D, N); ssd x, B and C, (Bt, L, D + 2·H·N); conv x, (E, Bt, L, C)."""
+    Bt, D, N, G = args.batch, args.d, args.n, args.groups
+    return {"diag": Bt * L * D * N, "selective": Bt * L * G * D * N,
+            "ssd": Bt * L * (D + 2 * args.heads * N), "conv": G * Bt * L * D}[kernel]
+
+
+def memory_problem(args, available: int | None = None) -> str | None:
+    """Why the largest case would not fit in the memory available now (None when it fits or the
+    memory is unknown): each tensor was bounded (``MAX_BENCH_ELEMENTS``), not their sum, so
+    `--kernels diag --dtype float64` at the bound asked for ~27 GB and met the OOM killer."""
+    from ..train import _gb, available_memory
+
+    item = 8 if args.dtype == "float64" else 4
+    need, what = max((PEAK_COPIES[k] * case_floats(k, L, args) * item
+                      + (3 * item * ssd_floats(L, args)[0] if k == "ssd" else 0), f"{k} at L={L}")
+                     for k in args.kernels for L in args.L)
+    have = available_memory("cpu") if available is None else available
+    if have is None or need <= have:
+        return None
+    return (f"{what} needs about {_gb(need)} of memory (inputs, reference and variants, forward "
+            f"and backward, {args.dtype}); only {_gb(have)} is available: measure a smaller "
+            "--L, --batch, --d or --n")
+
+
 def fwd_bwd(fn, inputs):
     """A callable running fn forward + backward on fresh leaves (same inputs, same grad_out)."""
     leaves = [t.detach().requires_grad_() for t in inputs]
@@ -160,7 +192,7 @@ def fwd_bwd(fn, inputs):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="ssmrepro bench scans", description=__doc__,
+    p = argparse.ArgumentParser(prog="ssmrepro bench scans", description=plain_rst(__doc__),
                                 formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--L", type=bounded(1, 1 << 20), nargs="+", default=[64, 1024, 4096])
     p.add_argument("--kernels", nargs="+", default=["diag", "selective", "ssd"], choices=KERNELS)
@@ -210,6 +242,9 @@ def main(argv=None) -> int:
                 p.error(f"ssd at L={L}: {what} = {size:,} floats per tensor, more than "
                         f"{MAX_BENCH_ELEMENTS:,}; measure a smaller --L, --batch, --heads or "
                         "--ssd-chunk")
+    why = memory_problem(args)
+    if why:
+        p.error(why)
     if args.json:  # a folder or device there failed only after the measuring
         prepare_target(args.json)
 

@@ -57,7 +57,7 @@ import torch.nn.functional as F
 
 from ..kernels.xent import linear_xent
 from ..tasks.base import TaskInfo
-from ..util import atomic_write_text, cpu_model, flush_denormals, prepare_target
+from ..util import atomic_write_text, cpu_model, flush_denormals, plain_rst, prepare_target
 from .timing import MAX_BENCH_ELEMENTS, bounded, interleaved, matmul_peak, refuse_repeats, tune_malloc
 
 
@@ -137,13 +137,41 @@ def gemm_floor(w: StepWorkload):
     return step
 
 
-def _our_model(w: StepWorkload, E: int):
-    from ..models import MODELS, build_model
+def _our_config(w: StepWorkload):
+    """(the mamba_lm config, the task info) of workload ``w``."""
+    from ..models import MODELS
 
     cfg = MODELS["mamba_lm"].Config(d_model=w.d_model, d_state=w.d_state, n_layers=w.n_layers,
                                     d_conv=w.d_conv, expand=w.expand)
-    info = TaskInfo(vocab_size=w.vocab, n_classes=w.vocab, seq_len=w.L)
+    return cfg, TaskInfo(vocab_size=w.vocab, n_classes=w.vocab, seq_len=w.L)
+
+
+def _our_model(w: StepWorkload, E: int):
+    from ..models import build_model
+
+    cfg, info = _our_config(w)
     return build_model(cfg, info, E, list(range(E)))
+
+
+def memory_problem(w: StepWorkload, packs: list[int], batch: int, L: int, mambapy: bool = True,
+                   available: int | None = None) -> str | None:
+    """Why timing ``packs`` of ``w`` at ``batch`` x ``L`` would not fit in memory (None when it
+    fits or the memory is unknown): a model per pack size (and mambapy's) held at once, the
+    largest pack's step (the planner's estimates, as ``bench.packs.memory_problem``). The
+    per-activation bound alone let ``--E 256 --batch 8`` (about 27 GB here) reach the allocator
+    or the OOM killer."""
+    from ..train import _gb, available_memory
+    from .packs import step_bytes
+
+    cfg, info = _our_config(replace(w, batch=batch, L=L))
+    params, acts = step_bytes(cfg, info, batch, [*packs, *([1] if mambapy else [])])
+    have = available_memory("cpu") if available is None else available
+    if have is None or params + acts <= have:
+        return None
+    return (f"--E {' '.join(map(str, packs))} at batch {batch} x L {L} needs about "
+            f"{_gb(params + acts)} of memory (the models with their gradients and Adam moments "
+            f"{_gb(params)}, a step of the pack of {max(packs)} {_gb(acts)}); only {_gb(have)} "
+            "is available: measure smaller packs, batches or lengths")
 
 
 class _MambapyLM(torch.nn.Module):
@@ -257,8 +285,23 @@ def git_commit() -> str:
         return "unknown"
 
 
+def mambapy_version() -> str | None:
+    """The installed mambapy's version (its package metadata, else its ``__version__``, else
+    'unknown'), None when it is not importable: the record said "1.2.0" for any version."""
+    try:
+        import mambapy
+    except ImportError:
+        return None
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mambapy")
+    except PackageNotFoundError:
+        return str(getattr(mambapy, "__version__", "unknown"))
+
+
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="ssmrepro bench step", description=__doc__,
+    p = argparse.ArgumentParser(prog="ssmrepro bench step", description=plain_rst(__doc__),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--workloads", nargs="+", default=list(STEP_WORKLOADS), choices=list(STEP_WORKLOADS))
     p.add_argument("--E", type=bounded(1, 256), nargs="+", default=[1, 4], dest="packs",
@@ -299,6 +342,10 @@ def main(argv=None) -> int:
         if big:  # a micro-batch of the whole batch was left out of the table without a word
             p.error(f"--micro {big[0]}: not below {name}'s batch size {args.batch or w.batch} "
                     "(a micro-batch splits the batch; give sizes below it)")
+        why = memory_problem(w, args.packs, args.batch or w.batch, args.L or w.L,
+                             mambapy=not args.no_mambapy)
+        if why:
+            p.error(f"{name}: {why}")
     if args.json:  # a folder or device there failed only after the measuring
         prepare_target(args.json)
 
@@ -310,12 +357,7 @@ def main(argv=None) -> int:
            "python": platform.python_version(), "commit": git_commit(), "malloc_tuned": tuned,
            "denormals_flushed": ftz, "matmul_peak_gflops": round(peak, 1), "dtype": "float32",
            "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    try:
-        import mambapy  # noqa: F401
-
-        env["mambapy"] = "1.2.0"
-    except ImportError:
-        env["mambapy"] = None
+    env["mambapy"] = mambapy_version()
     print(f"# {env['cpu']} | torch {env['torch']} | {env['threads']} thread(s) | commit "
           f"{env['commit']} | malloc tuned: {tuned} | denormals flushed: {ftz} | float32 GEMM "
           f"peak {peak:.1f} GFLOP/s")

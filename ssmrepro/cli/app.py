@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import inspect
 import json
 import os
 import select
@@ -29,7 +30,7 @@ from ..kernels.backend import BackendError
 from ..plots.registry import FigureTooLarge
 from ..spec import SpecError
 from ..store import LinkOutside, TableError
-from ..util import open_standard_streams, plain_warnings
+from ..util import open_standard_streams, plain_rst, plain_warnings
 
 open_standard_streams()  # before the consoles below read sys.stdout and sys.stderr
 
@@ -41,6 +42,33 @@ ENV_HELP = ("Environment: SSMREPRO_OUT (default of --out), SSMREPRO_DEVICE (--de
             "SSMREPRO_WORKERS (--workers), SSMREPRO_DATA (dataset root), SSMREPRO_THREADS "
             "(intra-op threads per training process; default: the cores the load average leaves free, "
             "split between the workers).")
+
+
+def help_text(text: str | None) -> str | None:
+    """A docstring or help string as ``--help`` shows it: typer reads help as rich markup, so
+    ``pip install -e '.[parquet]'`` lost its ``[parquet]`` (printed ``pip install -e '.'``, a
+    wrong instruction); the docstrings' rST double backticks were printed literally; and a line
+    break inside a paragraph stayed in the command list (``list``'s line broke after "or of").
+    Paragraphs are joined into lines, double backticks become single ones, markup is escaped."""
+    if not text:
+        return text
+    paragraphs = [p if p.startswith("\b") else " ".join(p.split())
+                  for p in inspect.cleandoc(text).split("\n\n")]
+    return escape(plain_rst("\n\n".join(paragraphs)))
+
+
+def _help_of_parameters(fn: Callable[..., Any]) -> None:
+    """Every typer.Option / typer.Argument help of ``fn`` through ``help_text`` (once: an
+    option object shared by two commands is not escaped twice)."""
+    for param in inspect.signature(fn).parameters.values():
+        info = param.default
+        if (isinstance(info, typer.models.ParameterInfo) and info.help
+                and not getattr(info, "_help_plain", False)):
+            info.help = help_text(info.help)
+            info._help_plain = True  # type: ignore[attr-defined]
+
+
+
 
 def _output_identity() -> tuple[Any, ...]:
     """What standard output and error are now: the Python streams and the files behind fds 1, 2."""
@@ -84,8 +112,9 @@ def _ignore_interrupts() -> None:
 app = _Typer(
     add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
     no_args_is_help=True,
-    help="Reproduce figures and tables of Mamba / SSM papers from real training runs.\n\n"
-    "Example: ssmrepro run keep-nth --profile quick\n\n" + EXIT_CODES + "\n\n" + ENV_HELP,
+    help=help_text("Reproduce figures and tables of Mamba / SSM papers from real training runs.\n\n"
+                   "Example: ssmrepro run keep-nth --profile quick\n\n" + EXIT_CODES + "\n\n"
+                   + ENV_HELP),
 )
 EXIT_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool its closed pipe ended
 
@@ -316,8 +345,11 @@ def command(typer_app: typer.Typer = app, *args: Any, interrupted: str = REDO, *
     ``interrupted``: its Ctrl-C line (``guard``)."""
 
     kwargs.setdefault("epilog", EXIT_CODES)  # every command's --help states the exit codes
+    kwargs["epilog"] = help_text(kwargs["epilog"])
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-        return typer_app.command(*args, **kwargs)(guard(fn, interrupted))
+        _help_of_parameters(fn)  # their help and the docstring read as plain text (help_text)
+        return typer_app.command(*args, help=help_text(kwargs.pop("help", None) or fn.__doc__),
+                                 **kwargs)(guard(fn, interrupted))
 
     return register

@@ -593,7 +593,8 @@ def bench(
     seconds: float = typer.Option(3.0, help="rough measuring time per contender (sets the "
                                   "number of interleaved rounds, 3..20)"),
     out: Path | None = typer.Option(None, help="folder for the JSON/CSV record "
-                                       "(default results/bench)", metavar="DIR",
+                                       "(default $SSMREPRO_OUT/bench, else results/bench)",
+                                    metavar="DIR",
                                     parser=path_value),
     help_: bool = typer.Option(False, "--help", "-h", help="show this message (with 'scans': "
                                "the scan benchmark's own options) and exit"),
@@ -624,12 +625,11 @@ def bench(
         typer.echo(ctx.get_help())
         raise typer.Exit()
     from ..bench.packs import WORKLOADS, run_bench
-    from ..util import repo_root
 
     if workload == "roofline":
         from ..bench.roofline import NoRecords, write_roofline
 
-        folder = out or repo_root() / "results" / "bench"
+        folder = out or _bench_folder()
         skipped: list[str] = []
         try:
             fig, table = write_roofline(folder, skipped)
@@ -666,7 +666,7 @@ def bench(
     why = memory_problem(workload, sizes, dev)
     if why:
         fail([why])
-    folder = out or repo_root() / "results" / "bench"
+    folder = out or _bench_folder()
     folder.mkdir(parents=True, exist_ok=True)  # a file there failed after minutes of measuring
     stem = f"{workload}-{'cuda' if dev.startswith('cuda') else 'cpu'}"
     for ext in ("json", "csv"):  # a folder in a record's place failed after the measuring
@@ -674,6 +674,16 @@ def bench(
     rec = run_bench(workload, dev, sizes, seconds, folder,
                     echo=lambda m: console.print(m, markup=False))
     console.print(f"best: pack {rec['best_pack']} = x{rec['best_ratio']:.1f} the plain loop")
+
+
+def _bench_folder() -> Path:
+    """The default of `bench --out`: <$SSMREPRO_OUT>/bench, else the project's results/bench
+    (with SSMREPRO_OUT set, `bench WORKLOAD` overwrote the committed records in the checkout, and
+    `bench roofline` drew those, not the ones under the results root the variable names)."""
+    from ..util import env_path, repo_root
+
+    root = env_path("SSMREPRO_OUT")
+    return root / "bench" if root is not None else repo_root() / "results" / "bench"
 
 
 def _refuse_unused_bench_options(ctx: typer.Context, workload: str, **options) -> None:

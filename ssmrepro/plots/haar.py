@@ -38,9 +38,11 @@ class HaarWaveletConfig(FigureConfig):
     k: int = Field(0, ge=0, description="translation of the approximated wavelet, below 2^j")
     x: str = Field("w", description="the parameter column of the analytic table")
     errors: list[str] = Field(["l2", "sup_away", "sup"], description="error columns to draw")
-    show_w: list[Annotated[float, Field(lt=0)]] = Field(
+    # w from -1e12 to -1e-6 (theory.haar.ABS_W_MIN/MAX): a show_w of -1e-20 drew a perfect step
+    show_w: list[Annotated[float, Field(ge=-haar.ABS_W_MAX, le=-haar.ABS_W_MIN)]] = Field(
         [-30.0, -1000.0, -1.0e5], max_length=MAX_CURVES, description="w of the curves in (c)")
-    basis_w: float = Field(-1000.0, lt=0, description="w of the basis functions in (b)")
+    basis_w: float = Field(-1000.0, ge=-haar.ABS_W_MAX, le=-haar.ABS_W_MIN,
+                           description="w of the basis functions in (b)")
     examples: list[tuple[int, int]] = Field([(0, 0), (1, 0), (1, 1), (2, 2)],
                                             max_length=MAX_CURVES,
                                             description="(j, k) of the wavelets in (a)")

@@ -12,6 +12,7 @@ import math
 
 import pandas as pd
 
+from ..spec import SpecError
 from ..theory import TABLES
 from .columns import COMPLETE, LABEL, N_DIVERGED, N_EXPECTED, N_OK
 
@@ -47,7 +48,16 @@ def analytic_table(spec) -> pd.DataFrame:
     rows = []
     for vals in itertools.product(*(a.grid[k] for k in keys)):
         point = dict(zip(keys, vals))
-        got = {k: _stable(v) for k, v in table.fn(**a.params, **point).items()}
+        where = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                          for k, v in {**a.params, **point}.items())
+        try:
+            got = {k: _stable(v) for k, v in table.fn(**a.params, **point).items()}
+        except ArithmeticError as err:  # a point past float64's range (theory.yu): exit 2
+            raise SpecError([f"{spec.path}: analytic table {a.table} at {where}: {err}"]) from None
+        bad = [k for k, v in got.items() if not math.isfinite(v)]
+        if bad:  # a NaN row read as a 'diverged' cell, its claim a FAIL of the theory
+            raise SpecError([f"{spec.path}: analytic table {a.table} at {where}: {bad[0]} = "
+                             f"{got[bad[0]]} is not a finite number (outside float64's range)"])
         rows.append({LABEL: THEORY_LABEL, **point, **a.params, **got})
     return pd.DataFrame(rows)
 

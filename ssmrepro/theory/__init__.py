@@ -28,7 +28,9 @@ class TableParams(NoBoolNumbers):
 
 
 class HaarParams(TableParams):
-    abs_w: float = Field(..., gt=0, le=1e12, description="|w| of the basis functions (w = -|w|)")
+    abs_w: float = Field(..., ge=haar.ABS_W_MIN, le=haar.ABS_W_MAX,
+                         description="|w| of the basis functions (w = -|w|; theory.haar.ABS_W_MIN "
+                         "to ABS_W_MAX)")
     j: int = Field(0, ge=0, le=12, description="scale of the wavelet")
     k: int = Field(0, ge=0, description="translation, 0 <= k < 2^j")
     n: int = Field(200001, ge=3, le=10_000_001, description="grid points of [0, 1]")

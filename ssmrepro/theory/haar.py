@@ -32,6 +32,11 @@ import math
 import numpy as np
 
 _SERIES_TERMS = 60  # Li2(y) = Σ y^k / k² with y <= 1/2: error < 2^-60
+# |w| where the exact integral is exact in float64: it is a difference of two dilogarithms
+# ~0.8 divided by w, off by ~1e-15 / |w| (1e-9 at |w| = 1e-6); at |w| = 1e-20 rounding made
+# each basis function a step and haar_thm1 said l2 = 0.035, sup_away = 0 (as at 1e12; the
+# truth is ~1 and ~2). Above 1e12, w^2 nears float64's limits.
+ABS_W_MIN, ABS_W_MAX = 1e-6, 1e12
 
 
 def haar(s, j: int = 0, k: int = 0) -> np.ndarray:
