@@ -9231,3 +9231,34 @@ def test_a_layer_pattern_spelled_otherwise_is_one_run_id(tmp_path):
     for name in ("seq_lm",):
         seq = load_spec(_one_run_spec(tmp_path, sweep=[], model={"name": name, "d_model": 4}))
         assert expand(seq, "smoke", {"model.layers": "SSM , TF"})[0].model.layers == "SSM-TF"
+
+
+def test_two_spec_files_of_one_id_are_refused_by_figures_export_and_list(tmp_path):
+    """experiments/huang2025/huang2025-tab1.yaml beside a copy under experiments/other/: `figures`
+    rebuilt and listed whichever came last, `export` wrote the rows of both (every row twice)
+    and `list` showed both, exit 0 and no word (`validate --all` and `show` refused it)."""
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    env = {"SSMREPRO_ROOT": str(root)}
+    (root / "experiments/other").mkdir()
+    shutil.copy(root / "experiments/huang2025/huang2025-tab1.yaml",
+                root / "experiments/other/huang2025-tab1.yaml")
+    out = tmp_path / "out"
+    (out / "huang2025/huang2025-tab1").mkdir(parents=True)
+    shutil.copy(ROOT / "results/huang2025/huang2025-tab1/results.csv",
+                out / "huang2025/huang2025-tab1/results.csv")
+    twice = "id: 'huang2025-tab1' is also the id of"
+    _assert_refused(_invoke("figures", "--no-rebuild", "--out", out, env=env), twice)
+    assert not (out / "README.md").exists()
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    assert res.exit_code == 0 and twice in res.output, res.output
+    import pandas as pd
+
+    assert "huang2025-tab1" not in set(pd.read_csv(tmp_path / "x.csv")["experiment"])
+    res = _invoke("list", "--json", "--out", out, env=env)
+    rows = [r for r in json.loads(res.stdout) if r["id"] == "huang2025-tab1"]
+    assert len(rows) == 2 and not any(r["valid"] for r in rows), rows
+    assert twice in rows[0]["errors"][0]
+    res = _invoke("validate", "--all", env=env)  # the second file's own line: not 'in case'
+    _assert_refused(res, "other/huang2025-tab1.yaml: id: 'huang2025-tab1' is the id of")
+    assert "differs only in case" not in res.output

@@ -20,7 +20,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..kernels.backend import select_backend, select_device
-from ..spec import SpecError, find_spec, id_taken, index_problems, load_spec, spec_paths
+from ..spec import (
+    SpecError,
+    find_spec,
+    id_taken,
+    index_problems,
+    load_project_spec,
+    load_spec,
+    spec_paths,
+)
 from .app import RESUME, command, console, err_console, fail, path_value, print_json
 
 PROFILE_HELP = ("a profile of the spec: smoke | quick | long | paper, or one of its own (`show` "
@@ -104,7 +112,7 @@ def list_cmd(
     _read_root(out, say_missing=True)
     for p in paths:
         try:
-            s = load_spec(p)
+            s = load_project_spec(p)
             shown = s.default_profile if profile is None else profile
             row = {"id": s.id, "alias": s.alias, "paper": s.paper, "tier": s.tier,
                    "title": s.title, "profile": shown, "profiles": list(s.profiles)}

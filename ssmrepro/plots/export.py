@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..spec import SET_TAG, SpecError, load_spec, spec_paths
+from ..spec import SET_TAG, SpecError, load_project_spec, spec_paths
 from ..store import (
     CONFIG_PREFIXES,
     is_metric_column,
@@ -124,7 +124,7 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None,
     rows: list[dict[str, Any]] = []
     for p in spec_paths():
         try:
-            spec = load_spec(p)
+            spec = load_project_spec(p)
         except SpecError as err:
             if skipped is not None:
                 skipped.append(err.messages[0])

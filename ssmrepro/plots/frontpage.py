@@ -28,7 +28,7 @@ from ..spec import (
     SpecError,
     _read_spec_text,
     experiments_dir,
-    load_spec,
+    load_project_spec,
     parse_yaml,
     spec_paths,
 )
@@ -108,7 +108,7 @@ def _specs(errors: list[str] | None = None) -> dict[str, object]:
     out = {}
     for p in spec_paths():
         try:
-            s = load_spec(p)
+            s = load_project_spec(p)
         except SpecError as err:
             if errors is not None:
                 errors += err.messages
