@@ -9262,3 +9262,28 @@ def test_two_spec_files_of_one_id_are_refused_by_figures_export_and_list(tmp_pat
     res = _invoke("validate", "--all", env=env)  # the second file's own line: not 'in case'
     _assert_refused(res, "other/huang2025-tab1.yaml: id: 'huang2025-tab1' is the id of")
     assert "differs only in case" not in res.output
+
+
+def test_the_front_pages_training_time_counts_only_the_default_profiles_rows(tmp_path):
+    """huang2025-tab1 made `default_profile: paper` with quick's results.csv committed: its
+    report counts 0 of 15 runs finished, but the front page timed quick's rows ('5 min'), and
+    its fallback showed quick's description for a paper-profile target."""
+    from ssmrepro.plots.frontpage import training_time
+
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    spec = root / "experiments/huang2025/huang2025-tab1.yaml"
+    _edit(spec, default_profile="paper")
+    out = tmp_path / "out"
+    (out / "huang2025/huang2025-tab1").mkdir(parents=True)
+    csv = out / "huang2025/huang2025-tab1/results.csv"
+    shutil.copy(ROOT / "results/huang2025/huang2025-tab1/results.csv", csv)
+    assert training_time(csv) == "5 min" and training_time(csv, "quick") == "5 min"
+    assert training_time(csv, "paper") == ""
+    env = {"SSMREPRO_ROOT": str(root)}
+    res = _invoke("figures", "--out", out, env=env)
+    assert res.exit_code == 0, res.output
+    row = next(ln for ln in (out / "README.md").read_text().splitlines()
+               if ln.startswith("| huang2025-tab1 "))
+    assert "paper: 0 of 15 runs finished" in row and "5 min" not in row, row
+    assert "| (App. D.1 settings" in row, row

@@ -155,14 +155,18 @@ def _human(sec: float) -> str:
     return f"{sec / 3600:.1f} h"
 
 
-def training_time(csv: Path) -> str:
+def training_time(csv: Path, profile: str | None = None) -> str:
     """Sum of the pack wall times of a results table (each row carries its pack's wall_s and
     pack_size; a run's time once, whatever labels it has rows under), e.g. '4 min'; '' when the
-    table has no timings."""
+    table has no timings. ``profile``: only the rows of that profile are counted, as the report
+    counts them (results.csv written while another profile was the default, whose report counts
+    0 of 15 runs finished, was shown with that profile's '5 min')."""
     try:
         df = read_results(csv)
     except (OSError, ValueError, pd.errors.EmptyDataError):
         return ""
+    if profile is not None and "profile" in df:
+        df = df[df["profile"].astype(str) == profile]
     if df.empty or "wall_s" not in df or "pack_size" not in df:
         return ""
     if "run_id" in df:  # a run under two labels has a row for each: its time counted twice
@@ -213,8 +217,8 @@ def _describe(t: Target, spec, out: Path | None, base: Path) -> None:
         t.status = "spec only"
     if default in files:
         t.verdicts = _verdicts(root / "report.md")
-        t.quick_time = training_time(files[default])
-    desc = spec.profiles["quick"].description if "quick" in spec.profiles else ""
+        t.quick_time = training_time(files[default], default)
+    desc = spec.profiles[default].description  # the profile timed (quick's was shown for all)
     if not t.quick_time and desc:
         short = desc if len(desc) <= 60 else desc[:57].rsplit(" ", 1)[0] + " ..."
         t.quick_time = f"({md_cell(short)})"
