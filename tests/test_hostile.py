@@ -9287,3 +9287,24 @@ def test_the_front_pages_training_time_counts_only_the_default_profiles_rows(tmp
                if ln.startswith("| huang2025-tab1 "))
     assert "paper: 0 of 15 runs finished" in row and "5 min" not in row, row
     assert "| (App. D.1 settings" in row, row
+
+
+def test_figures_names_a_results_folder_of_no_spec(tmp_path):
+    """results/huang2025/huang2025-old (its spec renamed or deleted) and results/zzz/x (a paper
+    gone): `figures` rebuilt the rest and left their stale reports (5 PASS), off the front page,
+    without a word. A folder of a spec, and one holding no output, are not named."""
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    out = tmp_path / "out"
+    committed = ROOT / "results/huang2025/huang2025-tab1"
+    for where in ("huang2025/huang2025-tab1", "huang2025/huang2025-old", "zzz/x"):
+        (out / where).mkdir(parents=True)
+        shutil.copy(committed / ("results.csv" if where != "zzz/x" else "report.md"), out / where)
+    (out / "huang2025/empty").mkdir()
+    (out / "bench").mkdir()
+    (out / "bench/x.json").write_text("{}")
+    res = _invoke("figures", "--out", out, env={"SSMREPRO_ROOT": str(root)})
+    assert res.exit_code == 0, res.output
+    named = [ln for ln in res.output.splitlines() if "no spec of the project writes" in ln]
+    assert len(named) == 2, res.output
+    assert "huang2025-old" in named[0] and "zzz/x" in named[1], named

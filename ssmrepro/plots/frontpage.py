@@ -144,7 +144,39 @@ def rebuild_all(out: Path | None = None, echo=print, warn=None) -> list[tuple[st
                 warn(f"warning: {sid}: {rep.name} is of no profile of the spec (have "
                      f"{', '.join(spec.profiles)}): not rebuilt (delete it if the profile is "
                      "gone)")
+    for folder in orphan_folders(out):
+        warn(f"warning: {folder}: no spec of the project writes this results folder (a spec "
+             "renamed, moved to another paper or deleted, or one given by its path): its "
+             "outputs are not rebuilt and not on the front page (delete the folder, or restore "
+             "its spec)")
     return done
+
+
+MAX_ORPHANS = 100  # folders named; a root of thousands of folders is not listed in full
+
+
+def orphan_folders(out: Path | None = None) -> list[Path]:
+    """The ``<results root>/<paper>/<id>`` folders holding a results table, report or run
+    records of no spec of the project (results/huang2025/huang2025-old after a rename): `figures`
+    rebuilt the others and left these, stale reports of 5 PASS, without a word."""
+    root = Path(out or repo_root() / "results")
+    known = {(s.paper, s.id) for s in _specs().values()}
+    found: list[Path] = []
+    try:
+        papers = sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink())
+        for paper in papers:
+            for folder in sorted(paper.iterdir()):
+                if len(found) >= MAX_ORPHANS:
+                    return found
+                if (paper.name, folder.name) in known or not folder.is_dir() \
+                        or folder.is_symlink():
+                    continue
+                if any(folder.glob("results*.csv")) or any(folder.glob("report*.md")) \
+                        or (folder / "runs").is_dir():
+                    found.append(folder)
+    except OSError:  # an unreadable folder: nothing more to name
+        pass
+    return found
 
 
 def _human(sec: float) -> str:
