@@ -9308,3 +9308,24 @@ def test_figures_names_a_results_folder_of_no_spec(tmp_path):
     named = [ln for ln in res.output.splitlines() if "no spec of the project writes" in ln]
     assert len(named) == 2, res.output
     assert "huang2025-old" in named[0] and "zzz/x" in named[1], named
+
+
+@pytest.mark.parametrize("edit,needle", [
+    ({"figure": {"kind": "bars", "metric": "test.accc", "x": "label"}},
+     "figure.metric: 'test.accc' is not aggregated"),
+    ({"figure": {"kind": "bars", "metric": "test.acc", "x": "model.nothing"}}, "model.nothing"),
+])
+def test_figures_refuses_a_spec_whose_outputs_name_what_its_tables_lack(tmp_path, edit, needle):
+    """huang2025-tab1 with a figure metric typo (test.accc) or an x no run has: `plot` and
+    `verify` refuse it (exit 2), but `figures` rebuilt the specs before it and then ended in a
+    KeyError traceback. It is refused before anything is rebuilt."""
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    _edit(root / "experiments/huang2025/huang2025-tab1.yaml", **edit)
+    out = tmp_path / "out"
+    for name in ("huang2025-fig1", "huang2025-tab1"):
+        shutil.copytree(ROOT / f"results/huang2025/{name}", out / f"huang2025/{name}")
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
+    res = _invoke("figures", "--out", out, env={"SSMREPRO_ROOT": str(root)})
+    _assert_refused(res, "huang2025-tab1.yaml", needle)
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before

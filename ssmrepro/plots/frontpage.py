@@ -33,9 +33,10 @@ from ..spec import (
     spec_paths,
 )
 from ..store import output_name, read_results, results_dir
+from ..sweep import expand
 from ..util import atomic_write_text, read_small, repo_root
 from .export import result_files
-from .outputs import Outputs, build, figure_stem
+from .outputs import Outputs, build, figure_stem, validate_outputs
 from .registry import parse_figure
 
 CATALOGUE = "catalogue.yaml"
@@ -124,8 +125,21 @@ def rebuild_all(out: Path | None = None, echo=print, warn=None) -> list[tuple[st
     if warn is None:
         def warn(m: str) -> None:
             print(m, file=sys.stderr)
+    specs = _specs()
+    # a spec whose figures, claims or paper values name what its tables lack (a metric typo):
+    # `plot` and `verify` refuse it (exit 2); `figures` rebuilt the specs before it, then ended
+    # in a KeyError traceback. Said, for every spec, before anything is rebuilt.
+    problems: list[str] = []
+    for spec in specs.values():
+        for prof, _ in result_files(spec, out):
+            try:
+                problems += validate_outputs(spec, expand(spec, prof))
+            except SpecError as err:
+                problems += err.messages
+    if problems:
+        raise SpecError(list(dict.fromkeys(problems)))
     done = []
-    for sid, spec in _specs().items():
+    for sid, spec in specs.items():
         tables = dict(result_files(spec, out))
         for prof, _ in tables.items():
             res = build(spec, prof, results_dir(spec, out))
