@@ -9329,3 +9329,27 @@ def test_figures_refuses_a_spec_whose_outputs_name_what_its_tables_lack(tmp_path
     res = _invoke("figures", "--out", out, env={"SSMREPRO_ROOT": str(root)})
     _assert_refused(res, "huang2025-tab1.yaml", needle)
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before
+
+
+def test_a_profile_with_no_finished_cell_loses_its_old_figure_and_summary(tmp_path):
+    """huang2025-tab1 made `default_profile: paper` beside quick's committed tables (or its spec
+    edited, its runs not trained yet): the report counted 0 of 15 runs finished, but the old
+    figure.png and summary.csv (quick's numbers) were kept, `not drawn` said nothing of them, and
+    the front page linked the figure. Both are removed, and the lines say so."""
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    _edit(root / "experiments/huang2025/huang2025-tab1.yaml", default_profile="paper")
+    out = tmp_path / "out"
+    folder = out / "huang2025/huang2025-tab1"
+    shutil.copytree(ROOT / "results/huang2025/huang2025-tab1", folder)
+    res = _invoke("figures", "--out", out, env={"SSMREPRO_ROOT": str(root)})
+    assert res.exit_code == 0, res.output
+    assert "figure.png not drawn: no finished cell of profile paper to draw; the old figure.png " \
+           "removed" in res.output and "summary.csv removed" in res.output, res.output
+    assert not (folder / "figure.png").exists() and not (folder / "summary.csv").exists()
+    assert "figure.png" not in (out / "README.md").read_text()
+    assert "15 runs expected, 0 finished" in (folder / "report.md").read_text()
+    _edit(root / "experiments/huang2025/huang2025-tab1.yaml", default_profile="quick")
+    res = _invoke("figures", "--out", out, env={"SSMREPRO_ROOT": str(root)})  # drawn again
+    assert res.exit_code == 0 and (folder / "figure.png").is_file(), res.output
+    assert (folder / "summary.csv").is_file()
