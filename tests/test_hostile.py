@@ -9353,3 +9353,20 @@ def test_a_profile_with_no_finished_cell_loses_its_old_figure_and_summary(tmp_pa
     res = _invoke("figures", "--out", out, env={"SSMREPRO_ROOT": str(root)})  # drawn again
     assert res.exit_code == 0 and (folder / "figure.png").is_file(), res.output
     assert (folder / "summary.csv").is_file()
+
+
+def test_export_names_a_results_table_of_no_profile(tmp_path):
+    """huang2025-fig1 with its `long` profile removed and results-long.csv still committed:
+    `export` left its rows out without a word (`figures` names its report); a note names it."""
+    root = _project(tmp_path, small=True)
+    spec = root / "experiments/huang2025/huang2025-fig1.yaml"
+    raw = yaml.safe_load(spec.read_text())
+    del raw["profiles"]["long"]
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True))
+    out = tmp_path / "out"
+    shutil.copytree(ROOT / "results/huang2025/huang2025-fig1", out / "huang2025/huang2025-fig1")
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv",
+                  env={"SSMREPRO_ROOT": str(root)})
+    assert res.exit_code == 0, res.output
+    assert "left out 1 table(s) of no profile of their spec" in res.output, res.output
+    assert "huang2025/huang2025-fig1/results-long.csv" in res.output

@@ -733,8 +733,9 @@ def export(
               "or add to the committed results (a table, the front page): write it elsewhere"])
     skipped: list[str] = []
     tagged: list[str] = []
+    stray: list[str] = []
     try:
-        path, n = write_export(dest, fmt, out, skipped, tagged)
+        path, n = write_export(dest, fmt, out, skipped, tagged, stray)
     except ImportError as err:
         fail([str(err)])
     for m in skipped:
@@ -745,6 +746,11 @@ def export(
         err_console.print(f"note: left out {len(tagged)} table(s) of runs with --set overrides "
                           f"(not a profile of their spec): {escape(shown)}", highlight=False,
                           soft_wrap=True)
+    if stray:
+        shown = ", ".join(stray[:3]) + (", ..." if len(stray) > 3 else "")
+        err_console.print(f"note: left out {len(stray)} table(s) of no profile of their spec (a "
+                          f"profile renamed or removed; `figures` names their reports): "
+                          f"{escape(shown)}", highlight=False, soft_wrap=True)
     console.print(f"{n} rows -> {path}", markup=False)
 
 

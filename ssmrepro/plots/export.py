@@ -115,12 +115,15 @@ def _planned(spec, profile: str) -> list:
 
 
 def export_table(out: Path | None = None, skipped: list[str] | None = None,
-                 tagged: list[str] | None = None) -> pd.DataFrame:
+                 tagged: list[str] | None = None, stray: list[str] | None = None
+                 ) -> pd.DataFrame:
     """The long table of every spec's committed results under ``out`` (default ./results).
     A spec that cannot be read is left out, with its first error appended to ``skipped``; the
     tables of runs with ``--set`` overrides (``results[-<profile>]-set-<hash>.csv``: no profile
     of the spec, their rows would mix with the profile's) are left out and named in
-    ``tagged`` (they were left out without a word)."""
+    ``tagged`` (they were left out without a word); those of no profile of the spec (a profile
+    renamed or removed: results-long.csv after `long` was dropped, whose rows were left out
+    without a word while `figures` named its report) are named in ``stray``."""
     rows: list[dict[str, Any]] = []
     for p in spec_paths():
         try:
@@ -133,6 +136,10 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None,
         if tagged is not None and root.is_dir():
             tagged += sorted(f"{spec.paper}/{spec.id}/{f.name}" for f in root.glob("results*.csv")
                              if SET_TAG.search(f.stem))
+        if stray is not None and root.is_dir():
+            own = {output_name(spec, prof, "results", "csv") for prof in spec.profiles}
+            stray += sorted(f"{spec.paper}/{spec.id}/{f.name}" for f in root.glob("results*.csv")
+                            if f.name not in own and not SET_TAG.search(f.stem))
         for prof, csv in result_files(spec, out):
             table = read_results(csv)
             planned = _planned(spec, prof)
@@ -152,12 +159,14 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None,
 
 def write_export(path: Path, fmt: str, out: Path | None = None,
                  skipped: list[str] | None = None,
-                 tagged: list[str] | None = None) -> tuple[Path, int]:
+                 tagged: list[str] | None = None,
+                 stray: list[str] | None = None) -> tuple[Path, int]:
     """Write the table as ``fmt`` (csv | parquet); returns (path, rows). Specs that cannot be
-    read are listed in ``skipped``, ``--set`` tables left out in ``tagged`` (``export_table``)."""
+    read are listed in ``skipped``, ``--set`` tables left out in ``tagged``, tables of no
+    profile in ``stray`` (``export_table``)."""
     if fmt not in FORMATS:
         raise ValueError(f"--format {fmt!r}: expected csv or parquet")
-    df = export_table(out, skipped, tagged)
+    df = export_table(out, skipped, tagged, stray)
     if fmt == "parquet":
         try:
             import pyarrow  # noqa: F401
