@@ -9370,3 +9370,21 @@ def test_export_names_a_results_table_of_no_profile(tmp_path):
     assert res.exit_code == 0, res.output
     assert "left out 1 table(s) of no profile of their spec" in res.output, res.output
     assert "huang2025/huang2025-fig1/results-long.csv" in res.output
+
+
+def test_the_front_page_shows_a_default_long_profiles_verdicts_once(tmp_path):
+    """huang2025-fig1 with `default_profile: long`: its row read '5 PASS, 1 FAIL, ...; long: 5
+    PASS, 1 FAIL, ...', the default profile's verdicts twice, as if a second profile's."""
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    _edit(root / "experiments/huang2025/huang2025-fig1.yaml", default_profile="long")
+    out = tmp_path / "out"
+    folder, committed = out / "huang2025/huang2025-fig1", ROOT / "results/huang2025/huang2025-fig1"
+    folder.mkdir(parents=True)
+    shutil.copy(committed / "results-long.csv", folder / "results.csv")
+    shutil.copy(committed / "report-long.md", folder / "report.md")
+    res = _invoke("figures", "--no-rebuild", "--out", out, env={"SSMREPRO_ROOT": str(root)})
+    assert res.exit_code == 0, res.output
+    row = next(ln for ln in (out / "README.md").read_text().splitlines()
+               if ln.startswith("| huang2025-fig1 "))
+    assert "; long:" not in row and "| long results | 5 PASS, 1 FAIL," in row, row

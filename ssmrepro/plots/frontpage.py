@@ -289,7 +289,9 @@ def _describe(t: Target, spec, out: Path | None, base: Path) -> None:
             t.links.append((rep.stem, rel(rep)))
         if _unfinished(rep):
             t.unfinished.append(f"{prof}: {_unfinished(rep)}")
-        if prof == "long" and rep.exists():  # '; long: ...' where the default has none
+        # '; long: ...' where the default has none; not when long is the default (its verdicts
+        # were shown twice, '5 PASS, 1 FAIL; long: 5 PASS, 1 FAIL')
+        if prof == "long" and prof != default and rep.exists():
             t.verdicts = "; ".join(v for v in (t.verdicts, f"long: {_verdicts(rep)}") if v)
 
 
