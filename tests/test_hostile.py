@@ -9388,3 +9388,24 @@ def test_the_front_page_shows_a_default_long_profiles_verdicts_once(tmp_path):
     row = next(ln for ln in (out / "README.md").read_text().splitlines()
                if ln.startswith("| huang2025-fig1 "))
     assert "; long:" not in row and "| long results | 5 PASS, 1 FAIL," in row, row
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("papers: {p: \"One\\n# Two\"}\ntargets: []\n", "papers.p: expected a title of one line"),
+    ("papers: {}\ntargets: [{id: 'x|y', paper: p, tier: 1}]\n", "targets.0.id: 'x|y' is not a name"),
+    ("papers: {}\ntargets: [{id: x, alias: \"a\\nb\", paper: p, tier: 1}]\n",
+     "targets.0.alias: 'a\\nb' is not a name"),
+    ("papers: {}\ntargets: [{id: x, alias: 7, paper: p, tier: 1}]\n", "targets.0.alias: 7"),
+    ("papers: {}\ntargets: [{id: x, paper: 'p q', tier: 1}]\n", "targets.0.paper: 'p q'"),
+])
+def test_a_catalogue_text_that_would_break_the_front_page_is_refused(tmp_path, text, needle):
+    """A catalogue row (a target without a spec) is written into the front page as it is: an id
+    'x|y' split its table row, an alias with a line break cut it in two, and a paper title of two
+    lines put a heading of its own on the page; exit 0, no word."""
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text(text)
+    (tmp_path / "out").mkdir()
+    res = _invoke("figures", "--no-rebuild", "--out", tmp_path / "out",
+                  env={"SSMREPRO_ROOT": str(root)})
+    _assert_refused(res, "catalogue.yaml", needle)
+    assert not (tmp_path / "out/README.md").exists()

@@ -24,8 +24,10 @@ import yaml
 
 from ..report import md_cell
 from ..spec import (
+    NAME_PATTERN,
     SET_TAG,
     SpecError,
+    _control_characters,
     _read_spec_text,
     experiments_dir,
     load_project_spec,
@@ -78,6 +80,12 @@ def catalogue(path: Path | None = None) -> tuple[dict[str, str], list[dict]]:
         raise SpecError([f"{path}: (top level): expected a mapping with papers and targets"])
     papers, rows = data.get("papers") or {}, data.get("targets") or []
     errors = [] if isinstance(papers, dict) else [f"{path}: papers: expected a mapping"]
+    errors += [f"{path}: {m}" for m in _control_characters(data)]
+    # written into the front page's headings and table cells as they are: a title of two lines
+    # put a heading of its own there, an id or alias holding '|' or a line break split its row
+    errors += [f"{path}: papers.{k}: expected a title of one line" for k, v in
+               (papers.items() if isinstance(papers, dict) else ())
+               if not isinstance(v, str) or "\n" in v or "\r" in v]
     if not isinstance(rows, list):
         errors.append(f"{path}: targets: expected a list")
         rows = []
@@ -96,6 +104,10 @@ def catalogue(path: Path | None = None) -> tuple[dict[str, str], list[dict]]:
                           f"targets.{j}); one row per target")
         errors += [f"{path}: targets.{i}.{k}: missing or not text" for k in ("id", "paper")
                    if not isinstance(row.get(k), str)]
+        errors += [f"{path}: targets.{i}.{k}: {row[k]!r} is not a name (letters, digits, . _ -, "
+                   "as a spec's id, alias and paper)" for k in ("id", "paper", "alias")
+                   if (isinstance(row.get(k), str) and not re.match(NAME_PATTERN, row[k]))
+                   or (k == "alias" and row.get(k) is not None and not isinstance(row[k], str))]
         if not isinstance(row.get("tier"), int) or isinstance(row.get("tier"), bool):
             errors.append(f"{path}: targets.{i}.tier: expected a whole number")
     if errors:
