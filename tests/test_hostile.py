@@ -9409,3 +9409,25 @@ def test_a_catalogue_text_that_would_break_the_front_page_is_refused(tmp_path, t
                   env={"SSMREPRO_ROOT": str(root)})
     _assert_refused(res, "catalogue.yaml", needle)
     assert not (tmp_path / "out/README.md").exists()
+
+
+def test_the_front_page_calls_quick_results_beside_another_default_not_smoke(tmp_path):
+    """huang2025-tab1 with `default_profile: paper` and only results-quick.csv committed: the
+    front page said 'smoke' (smoke-profile results only)."""
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    _edit(root / "experiments/huang2025/huang2025-tab1.yaml", default_profile="paper")
+    out = tmp_path / "out"
+    folder = out / "huang2025/huang2025-tab1"
+    folder.mkdir(parents=True)
+    shutil.copy(ROOT / "results/huang2025/huang2025-tab1/results.csv", folder / "results-quick.csv")
+    res = _invoke("figures", "--no-rebuild", "--out", out, env={"SSMREPRO_ROOT": str(root)})
+    assert res.exit_code == 0, res.output
+    row = next(ln for ln in (out / "README.md").read_text().splitlines()
+               if ln.startswith("| huang2025-tab1 "))
+    assert "| quick results |" in row, row
+    (folder / "results-quick.csv").rename(folder / "results-smoke.csv")
+    res = _invoke("figures", "--no-rebuild", "--out", out, env={"SSMREPRO_ROOT": str(root)})
+    row = next(ln for ln in (out / "README.md").read_text().splitlines()
+               if ln.startswith("| huang2025-tab1 "))
+    assert "| smoke |" in row, row

@@ -267,10 +267,10 @@ def _describe(t: Target, spec, out: Path | None, base: Path) -> None:
     default = spec.default_profile
     if "long" in files:
         t.status = "long results"
-    elif default in files and default != "smoke":
-        t.status = "quick results"
-    elif files:
+    elif files and set(files) <= {"smoke"}:
         t.status = "smoke"
+    elif files:  # the default's table or, beside another default (paper), quick's: 'smoke'
+        t.status = "quick results"  # called a profile with quick's table 'smoke-profile only'
     else:
         t.status = "spec only"
     if default in files:
