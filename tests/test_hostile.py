@@ -9431,3 +9431,23 @@ def test_the_front_page_calls_quick_results_beside_another_default_not_smoke(tmp
     row = next(ln for ln in (out / "README.md").read_text().splitlines()
                if ln.startswith("| huang2025-tab1 "))
     assert "| smoke |" in row, row
+
+
+@pytest.mark.parametrize("cmd", [["figures", "--no-rebuild"], ["export", "--file", "x.csv"],
+                                 ["list"]])
+@pytest.mark.parametrize("where,needle", [
+    ("huang2025", "it is the paper folder of huang2025-"),
+    ("huang2025/huang2025-tab1", "it holds a results table or report"),
+])
+def test_a_results_root_given_one_level_too_deep_is_refused(tmp_path, cmd, where, needle):
+    """`figures --out results/huang2025` (a paper folder, or a spec's own folder) wrote a front
+    page of '3 spec only' there, `export` wrote 0 rows and `list` showed 0 runs done, exit 0."""
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    out = tmp_path / "results"
+    shutil.copytree(ROOT / "results/huang2025/huang2025-tab1", out / "huang2025/huang2025-tab1")
+    args = [a if a != "x.csv" else tmp_path / "x.csv" for a in cmd]
+    res = _invoke(*args, "--out", out / where, env={"SSMREPRO_ROOT": str(root)})
+    _assert_refused(res, needle)
+    assert not (out / where / "README.md").exists() and not (tmp_path / "x.csv").exists()
+    assert _invoke(*args, "--out", out, env={"SSMREPRO_ROOT": str(root)}).exit_code == 0

@@ -110,6 +110,12 @@ def list_cmd(
     rows = []
     paths = _project_specs()
     _read_root(out, say_missing=True)
+    if out is not None:
+        from ..plots.export import misplaced_root
+
+        why = misplaced_root(out)
+        if why:  # `--out results/huang2025`: every spec listed with 0 runs done
+            fail([f"cannot use {out}: {why} (the results root; --out)"])
     for p in paths:
         try:
             s = load_project_spec(p)
@@ -712,7 +718,7 @@ def export(
     """One long-format table (one row per run and metric) across every experiment's committed
     results: paper, experiment, profile, run_id, label, seed, status, n_params, metric, value,
     config (JSON). Columns: docs/columns.md."""
-    from ..plots.export import FORMATS, write_export
+    from ..plots.export import FORMATS, misplaced_root, write_export
     from ..util import folder_problem, refuse_linked_output, repo_root
 
     if fmt not in FORMATS:
@@ -722,7 +728,7 @@ def export(
         fail([f"--file {dest}: its suffix says {named}, but the format is {fmt} (--format "
               f"{named}, or a .{fmt} file)"])
     root = out if out is not None else repo_root() / "results"
-    why = folder_problem(root)
+    why = folder_problem(root) or misplaced_root(root)
     if why:  # a mistyped --out exported an empty table
         fail([f"{root}: {why} (the results root to export; --out)"])
     _project_specs()  # no spec to export (a wrong SSMREPRO_ROOT): an empty table, exit 0
@@ -762,11 +768,12 @@ def figures(
 ) -> None:
     """Rebuild every figure, summary, curves table and report from the committed results (no
     training) and write the front page, results/README.md (what `make figures` runs)."""
+    from ..plots.export import misplaced_root
     from ..plots.frontpage import checked_catalogue, front_page, rebuild_all
     from ..util import folder_problem, repo_root
 
     root = out if out is not None else repo_root() / "results"
-    why = folder_problem(root)
+    why = folder_problem(root) or misplaced_root(root)
     if why:  # a mistyped --out got a new folder and a front page of no results
         fail([f"{root}: {why} (the results root to rebuild; --out)"])
     _write_root(out)  # `--out .` in the project folder replaced its README.md

@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..spec import SET_TAG, SpecError, load_project_spec, spec_paths
+from ..spec import SET_TAG, SpecError, load_project_spec, load_spec, spec_paths
 from ..store import (
     CONFIG_PREFIXES,
     is_metric_column,
@@ -51,6 +51,29 @@ def result_files(spec, out: Path | None = None) -> list[tuple[str, Path]]:
         if csv.exists() or csv.is_symlink():  # a FIFO or a dangling link: read_results says so
             files.append((prof, csv))
     return sorted(files, key=lambda pc: pc[1].name)
+
+
+def misplaced_root(root: Path) -> str | None:
+    """Why ``root``, given as a results root (``--out``), is a folder inside one instead, else
+    None: a paper folder (``results/huang2025``, holding ``<id>/`` of a spec of that paper) or a
+    spec's own folder (holding its ``results*.csv`` or ``report*.md``). `figures --out
+    results/huang2025` wrote a front page of '3 spec only' there, `export` 0 rows, `list` 0 runs
+    done, each exit 0."""
+    try:
+        if any(root.glob("results*.csv")) or any(root.glob("report*.md")):
+            return ("it holds a results table or report: a spec's own folder, not the results "
+                    "root (<root>/<paper>/<id>/)")
+        for p in spec_paths():
+            try:
+                spec = load_spec(p)
+            except SpecError:
+                continue
+            if root.name == spec.paper and (root / spec.id).is_dir():
+                return (f"it is the paper folder of {spec.id} ({root / spec.id}): the results "
+                        f"root is {root.parent} (<root>/<paper>/<id>/)")
+    except OSError:
+        return None
+    return None
 
 
 def _plain(v: Any) -> Any:
