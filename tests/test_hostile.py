@@ -9451,3 +9451,14 @@ def test_a_results_root_given_one_level_too_deep_is_refused(tmp_path, cmd, where
     _assert_refused(res, needle)
     assert not (out / where / "README.md").exists() and not (tmp_path / "x.csv").exists()
     assert _invoke(*args, "--out", out, env={"SSMREPRO_ROOT": str(root)}).exit_code == 0
+
+
+def test_the_front_page_reads_the_verdicts_of_a_report_with_windows_line_ends(tmp_path):
+    """A report.md checked out with '\\r\\n' line ends (git's autocrlf on Windows; the project has
+    no .gitattributes): `figures --no-rebuild` showed no verdicts ('—') for it, without a word."""
+    from ssmrepro.plots import frontpage
+
+    report = tmp_path / "report.md"
+    text = (ROOT / "results/huang2025/huang2025-tab1/report.md").read_text()
+    report.write_bytes(text.replace("\n", "\r\n").encode())
+    assert frontpage._verdicts(report) == "5 PASS, 0 FAIL, 0 MISSING, 0 UNTESTED"

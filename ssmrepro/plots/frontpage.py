@@ -45,7 +45,8 @@ CATALOGUE = "catalogue.yaml"
 STATUSES = ("not specified", "spec only", "smoke", "quick results", "long results")
 # the report's own lines (report.markdown), at the start of a line: the same words in a spec's
 # title (line 1) were read first ('2 runs expected, 2 finished' hid a profile 1 of 2 finished)
-_VERDICTS = re.compile(r"^\*\*Verdicts: ([^*\n]+)\*\*$", re.M)
+# (a line may end in '\r\n': a report checked out on Windows had no verdicts on the front page)
+_VERDICTS = re.compile(r"^\*\*Verdicts: ([^*\r\n]+)\*\*\r?$", re.M)
 _FINISHED = re.compile(r"^Profile `[^`\n]*`: (\d+) runs expected, (\d+) finished", re.M)
 
 
