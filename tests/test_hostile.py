@@ -9462,3 +9462,23 @@ def test_the_front_page_reads_the_verdicts_of_a_report_with_windows_line_ends(tm
     text = (ROOT / "results/huang2025/huang2025-tab1/report.md").read_text()
     report.write_bytes(text.replace("\n", "\r\n").encode())
     assert frontpage._verdicts(report) == "5 PASS, 0 FAIL, 0 MISSING, 0 UNTESTED"
+
+
+def test_figures_names_an_image_that_no_figure_of_the_spec_draws(tmp_path):
+    """huang2025-tab1's figure renamed (figure.png -> figure-acc.png): `figures` drew the new one
+    and kept the old figure.png beside it, off the front page, without a word. A `--set`
+    figure (-set-<hash>) is not named."""
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    spec = root / "experiments/huang2025/huang2025-tab1.yaml"
+    raw = yaml.safe_load(spec.read_text())
+    _edit(spec, figure={**raw["figure"], "name": "figure-acc"})
+    out = tmp_path / "out"
+    folder = out / "huang2025/huang2025-tab1"
+    shutil.copytree(ROOT / "results/huang2025/huang2025-tab1", folder)
+    shutil.copy(folder / "figure.png", folder / "figure-set-0a1b2c.png")
+    res = _invoke("figures", "--out", out, env={"SSMREPRO_ROOT": str(root)})
+    assert res.exit_code == 0, res.output
+    assert (folder / "figure-acc.png").is_file()
+    named = [ln for ln in res.output.splitlines() if "is drawn by no figure of the spec" in ln]
+    assert len(named) == 1 and "huang2025-tab1: figure.png " in named[0], res.output

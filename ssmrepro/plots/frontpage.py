@@ -171,6 +171,16 @@ def rebuild_all(out: Path | None = None, echo=print, warn=None) -> list[tuple[st
                 warn(f"warning: {sid}: {rep.name} is of no profile of the spec (have "
                      f"{', '.join(spec.profiles)}): not rebuilt (delete it if the profile is "
                      "gone)")
+        # a figure renamed or removed from the spec (figure.png -> figure-acc.png): the old
+        # image was kept beside the new one, off the front page, without a word
+        stems = [figure_stem(parse_figure(raw), i) for i, (_, raw) in
+                 enumerate(spec.figure_configs)]
+        drawn = {output_name(spec, p, stem, "png") for p in spec.profiles for stem in stems}
+        for fig in sorted(results_dir(spec, out).glob("*.png")):
+            if fig.name not in drawn and not SET_TAG.search(fig.stem):
+                warn(f"warning: {sid}: {fig.name} is drawn by no figure of the spec (a figure or "
+                     "profile renamed or removed): not rebuilt, not on the front page "
+                     "(delete it if the figure is gone)")
     for folder in orphan_folders(out):
         warn(f"warning: {folder}: no spec of the project writes this results folder (a spec "
              "renamed, moved to another paper or deleted, or one given by its path): its "
