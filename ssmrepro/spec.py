@@ -824,9 +824,27 @@ def id_taken(spec: Spec) -> str | None:
         other = next((p for p in spec_paths() if p.stem.casefold() == spec.id.casefold()), None)
     if spec.path is None or other is None or other.resolve() == Path(spec.path).resolve():
         return None
-    relation = "differs only in case from the id" if cased else "is the id"
+    # two files of one id (experiments/a/x.yaml, experiments/b/x.yaml) leave it out of the
+    # index too: the second was said to differ 'only in case' from the first's identical id
+    relation = "differs only in case from the id" if other.stem != spec.id else "is the id"
     return (f"{spec.path}: id: {spec.id!r} {relation} of {other}; a spec given by its path needs "
             "an id of its own (the two would share one results folder)")
+
+
+def load_project_spec(path: Path) -> Spec:
+    """``load_spec`` of one of the project's spec files (``spec_paths``); SpecError as well when
+    another of them has its id, exactly or ignoring case (``experiments/a/x.yaml`` beside
+    ``experiments/b/x.yaml``): `figures` rebuilt and listed whichever came last, `export`
+    exported the rows of both (every row twice), `list` showed both, without a word."""
+    path = Path(path)
+    twins = [q for q in spec_paths() if q != path and q.stem.casefold() == path.stem.casefold()]
+    if twins:
+        relation = "is also the id of" if twins[0].stem == path.stem else \
+            "differs only in case from the id of"
+        raise SpecError([f"{path}: id: {path.stem!r} {relation} {twins[0]} (ids must be unique "
+                         "ignoring case: commands name a spec by its id, and on a "
+                         "case-insensitive disk the two share one results folder)"])
+    return load_spec(path)
 
 
 def index() -> dict[str, Path]:

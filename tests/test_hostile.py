@@ -9701,3 +9701,254 @@ def test_an_analytic_grid_point_given_twice_is_refused(tmp_path, grid):
     path = tmp_path / "yu-dup.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True))
     _assert_refused(_invoke("validate", path), "are the same row (a value given twice)")
+
+
+def test_two_spec_files_of_one_id_are_refused_by_figures_export_and_list(tmp_path):
+    """experiments/huang2025/huang2025-tab1.yaml beside a copy under experiments/other/: `figures`
+    rebuilt and listed whichever came last, `export` wrote the rows of both (every row twice)
+    and `list` showed both, exit 0 and no word (`validate --all` and `show` refused it)."""
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    env = {"SSMREPRO_ROOT": str(root)}
+    (root / "experiments/other").mkdir()
+    shutil.copy(root / "experiments/huang2025/huang2025-tab1.yaml",
+                root / "experiments/other/huang2025-tab1.yaml")
+    out = tmp_path / "out"
+    (out / "huang2025/huang2025-tab1").mkdir(parents=True)
+    shutil.copy(ROOT / "results/huang2025/huang2025-tab1/results.csv",
+                out / "huang2025/huang2025-tab1/results.csv")
+    twice = "id: 'huang2025-tab1' is also the id of"
+    _assert_refused(_invoke("figures", "--no-rebuild", "--out", out, env=env), twice)
+    assert not (out / "README.md").exists()
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    assert res.exit_code == 0 and twice in res.output, res.output
+    import pandas as pd
+
+    assert "huang2025-tab1" not in set(pd.read_csv(tmp_path / "x.csv")["experiment"])
+    res = _invoke("list", "--json", "--out", out, env=env)
+    rows = [r for r in json.loads(res.stdout) if r["id"] == "huang2025-tab1"]
+    assert len(rows) == 2 and not any(r["valid"] for r in rows), rows
+    assert twice in rows[0]["errors"][0]
+    res = _invoke("validate", "--all", env=env)  # the second file's own line: not 'in case'
+    _assert_refused(res, "other/huang2025-tab1.yaml: id: 'huang2025-tab1' is the id of")
+    assert "differs only in case" not in res.output
+
+
+def test_the_front_pages_training_time_counts_only_the_default_profiles_rows(tmp_path):
+    """huang2025-tab1 made `default_profile: paper` with quick's results.csv committed: its
+    report counts 0 of 15 runs finished, but the front page timed quick's rows ('5 min'), and
+    its fallback showed quick's description for a paper-profile target."""
+    from ssmrepro.plots.frontpage import training_time
+
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    spec = root / "experiments/huang2025/huang2025-tab1.yaml"
+    _edit(spec, default_profile="paper")
+    out = tmp_path / "out"
+    (out / "huang2025/huang2025-tab1").mkdir(parents=True)
+    csv = out / "huang2025/huang2025-tab1/results.csv"
+    shutil.copy(ROOT / "results/huang2025/huang2025-tab1/results.csv", csv)
+    assert training_time(csv) == "5 min" and training_time(csv, "quick") == "5 min"
+    assert training_time(csv, "paper") == ""
+    env = {"SSMREPRO_ROOT": str(root)}
+    res = _invoke("figures", "--out", out, env=env)
+    assert res.exit_code == 0, res.output
+    row = next(ln for ln in (out / "README.md").read_text().splitlines()
+               if ln.startswith("| huang2025-tab1 "))
+    assert "paper: 0 of 15 runs finished" in row and "5 min" not in row, row
+    assert "| (App. D.1 settings" in row, row
+
+
+def test_figures_names_a_results_folder_of_no_spec(tmp_path):
+    """results/huang2025/huang2025-old (its spec renamed or deleted) and results/zzz/x (a paper
+    gone): `figures` rebuilt the rest and left their stale reports (5 PASS), off the front page,
+    without a word. A folder of a spec, and one holding no output, are not named."""
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    out = tmp_path / "out"
+    committed = ROOT / "results/huang2025/huang2025-tab1"
+    for where in ("huang2025/huang2025-tab1", "huang2025/huang2025-old", "zzz/x"):
+        (out / where).mkdir(parents=True)
+        shutil.copy(committed / ("results.csv" if where != "zzz/x" else "report.md"), out / where)
+    (out / "huang2025/empty").mkdir()
+    (out / "bench").mkdir()
+    (out / "bench/x.json").write_text("{}")
+    res = _invoke("figures", "--out", out, env={"SSMREPRO_ROOT": str(root)})
+    assert res.exit_code == 0, res.output
+    named = [ln for ln in res.output.splitlines() if "no spec of the project writes" in ln]
+    assert len(named) == 2, res.output
+    assert "huang2025-old" in named[0] and "zzz/x" in named[1], named
+
+
+@pytest.mark.parametrize("edit,needle", [
+    ({"figure": {"kind": "bars", "metric": "test.accc", "x": "label"}},
+     "figure.metric: 'test.accc' is not aggregated"),
+    ({"figure": {"kind": "bars", "metric": "test.acc", "x": "model.nothing"}}, "model.nothing"),
+])
+def test_figures_refuses_a_spec_whose_outputs_name_what_its_tables_lack(tmp_path, edit, needle):
+    """huang2025-tab1 with a figure metric typo (test.accc) or an x no run has: `plot` and
+    `verify` refuse it (exit 2), but `figures` rebuilt the specs before it and then ended in a
+    KeyError traceback. It is refused before anything is rebuilt."""
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    _edit(root / "experiments/huang2025/huang2025-tab1.yaml", **edit)
+    out = tmp_path / "out"
+    for name in ("huang2025-fig1", "huang2025-tab1"):
+        shutil.copytree(ROOT / f"results/huang2025/{name}", out / f"huang2025/{name}")
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
+    res = _invoke("figures", "--out", out, env={"SSMREPRO_ROOT": str(root)})
+    _assert_refused(res, "huang2025-tab1.yaml", needle)
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before
+
+
+def test_a_profile_with_no_finished_cell_loses_its_old_figure_and_summary(tmp_path):
+    """huang2025-tab1 made `default_profile: paper` beside quick's committed tables (or its spec
+    edited, its runs not trained yet): the report counted 0 of 15 runs finished, but the old
+    figure.png and summary.csv (quick's numbers) were kept, `not drawn` said nothing of them, and
+    the front page linked the figure. Both are removed, and the lines say so."""
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    _edit(root / "experiments/huang2025/huang2025-tab1.yaml", default_profile="paper")
+    out = tmp_path / "out"
+    folder = out / "huang2025/huang2025-tab1"
+    shutil.copytree(ROOT / "results/huang2025/huang2025-tab1", folder)
+    res = _invoke("figures", "--out", out, env={"SSMREPRO_ROOT": str(root)})
+    assert res.exit_code == 0, res.output
+    assert "figure.png not drawn: no finished cell of profile paper to draw; the old figure.png " \
+           "removed" in res.output and "summary.csv removed" in res.output, res.output
+    assert not (folder / "figure.png").exists() and not (folder / "summary.csv").exists()
+    assert "figure.png" not in (out / "README.md").read_text()
+    assert "15 runs expected, 0 finished" in (folder / "report.md").read_text()
+    _edit(root / "experiments/huang2025/huang2025-tab1.yaml", default_profile="quick")
+    res = _invoke("figures", "--out", out, env={"SSMREPRO_ROOT": str(root)})  # drawn again
+    assert res.exit_code == 0 and (folder / "figure.png").is_file(), res.output
+    assert (folder / "summary.csv").is_file()
+
+
+def test_export_names_a_results_table_of_no_profile(tmp_path):
+    """huang2025-fig1 with its `long` profile removed and results-long.csv still committed:
+    `export` left its rows out without a word (`figures` names its report); a note names it."""
+    root = _project(tmp_path, small=True)
+    spec = root / "experiments/huang2025/huang2025-fig1.yaml"
+    raw = yaml.safe_load(spec.read_text())
+    del raw["profiles"]["long"]
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True))
+    out = tmp_path / "out"
+    shutil.copytree(ROOT / "results/huang2025/huang2025-fig1", out / "huang2025/huang2025-fig1")
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv",
+                  env={"SSMREPRO_ROOT": str(root)})
+    assert res.exit_code == 0, res.output
+    assert "left out 1 table(s) of no profile of their spec" in res.output, res.output
+    assert "huang2025/huang2025-fig1/results-long.csv" in res.output
+
+
+def test_the_front_page_shows_a_default_long_profiles_verdicts_once(tmp_path):
+    """huang2025-fig1 with `default_profile: long`: its row read '5 PASS, 1 FAIL, ...; long: 5
+    PASS, 1 FAIL, ...', the default profile's verdicts twice, as if a second profile's."""
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    _edit(root / "experiments/huang2025/huang2025-fig1.yaml", default_profile="long")
+    out = tmp_path / "out"
+    folder, committed = out / "huang2025/huang2025-fig1", ROOT / "results/huang2025/huang2025-fig1"
+    folder.mkdir(parents=True)
+    shutil.copy(committed / "results-long.csv", folder / "results.csv")
+    shutil.copy(committed / "report-long.md", folder / "report.md")
+    res = _invoke("figures", "--no-rebuild", "--out", out, env={"SSMREPRO_ROOT": str(root)})
+    assert res.exit_code == 0, res.output
+    row = next(ln for ln in (out / "README.md").read_text().splitlines()
+               if ln.startswith("| huang2025-fig1 "))
+    assert "; long:" not in row and "| long results | 5 PASS, 1 FAIL," in row, row
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("papers: {p: \"One\\n# Two\"}\ntargets: []\n", "papers.p: expected a title of one line"),
+    ("papers: {}\ntargets: [{id: 'x|y', paper: p, tier: 1}]\n", "targets.0.id: 'x|y' is not a name"),
+    ("papers: {}\ntargets: [{id: x, alias: \"a\\nb\", paper: p, tier: 1}]\n",
+     "targets.0.alias: 'a\\nb' is not a name"),
+    ("papers: {}\ntargets: [{id: x, alias: 7, paper: p, tier: 1}]\n", "targets.0.alias: 7"),
+    ("papers: {}\ntargets: [{id: x, paper: 'p q', tier: 1}]\n", "targets.0.paper: 'p q'"),
+])
+def test_a_catalogue_text_that_would_break_the_front_page_is_refused(tmp_path, text, needle):
+    """A catalogue row (a target without a spec) is written into the front page as it is: an id
+    'x|y' split its table row, an alias with a line break cut it in two, and a paper title of two
+    lines put a heading of its own on the page; exit 0, no word."""
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text(text)
+    (tmp_path / "out").mkdir()
+    res = _invoke("figures", "--no-rebuild", "--out", tmp_path / "out",
+                  env={"SSMREPRO_ROOT": str(root)})
+    _assert_refused(res, "catalogue.yaml", needle)
+    assert not (tmp_path / "out/README.md").exists()
+
+
+def test_the_front_page_calls_quick_results_beside_another_default_not_smoke(tmp_path):
+    """huang2025-tab1 with `default_profile: paper` and only results-quick.csv committed: the
+    front page said 'smoke' (smoke-profile results only)."""
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    _edit(root / "experiments/huang2025/huang2025-tab1.yaml", default_profile="paper")
+    out = tmp_path / "out"
+    folder = out / "huang2025/huang2025-tab1"
+    folder.mkdir(parents=True)
+    shutil.copy(ROOT / "results/huang2025/huang2025-tab1/results.csv", folder / "results-quick.csv")
+    res = _invoke("figures", "--no-rebuild", "--out", out, env={"SSMREPRO_ROOT": str(root)})
+    assert res.exit_code == 0, res.output
+    row = next(ln for ln in (out / "README.md").read_text().splitlines()
+               if ln.startswith("| huang2025-tab1 "))
+    assert "| quick results |" in row, row
+    (folder / "results-quick.csv").rename(folder / "results-smoke.csv")
+    res = _invoke("figures", "--no-rebuild", "--out", out, env={"SSMREPRO_ROOT": str(root)})
+    row = next(ln for ln in (out / "README.md").read_text().splitlines()
+               if ln.startswith("| huang2025-tab1 "))
+    assert "| smoke |" in row, row
+
+
+@pytest.mark.parametrize("cmd", [["figures", "--no-rebuild"], ["export", "--file", "x.csv"],
+                                 ["list"]])
+@pytest.mark.parametrize("where,needle", [
+    ("huang2025", "it is the paper folder of huang2025-"),
+    ("huang2025/huang2025-tab1", "it holds a results table or report"),
+])
+def test_a_results_root_given_one_level_too_deep_is_refused(tmp_path, cmd, where, needle):
+    """`figures --out results/huang2025` (a paper folder, or a spec's own folder) wrote a front
+    page of '3 spec only' there, `export` wrote 0 rows and `list` showed 0 runs done, exit 0."""
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    out = tmp_path / "results"
+    shutil.copytree(ROOT / "results/huang2025/huang2025-tab1", out / "huang2025/huang2025-tab1")
+    args = [a if a != "x.csv" else tmp_path / "x.csv" for a in cmd]
+    res = _invoke(*args, "--out", out / where, env={"SSMREPRO_ROOT": str(root)})
+    _assert_refused(res, needle)
+    assert not (out / where / "README.md").exists() and not (tmp_path / "x.csv").exists()
+    assert _invoke(*args, "--out", out, env={"SSMREPRO_ROOT": str(root)}).exit_code == 0
+
+
+def test_the_front_page_reads_the_verdicts_of_a_report_with_windows_line_ends(tmp_path):
+    """A report.md checked out with '\\r\\n' line ends (git's autocrlf on Windows; the project has
+    no .gitattributes): `figures --no-rebuild` showed no verdicts ('—') for it, without a word."""
+    from ssmrepro.plots import frontpage
+
+    report = tmp_path / "report.md"
+    text = (ROOT / "results/huang2025/huang2025-tab1/report.md").read_text()
+    report.write_bytes(text.replace("\n", "\r\n").encode())
+    assert frontpage._verdicts(report) == "5 PASS, 0 FAIL, 0 MISSING, 0 UNTESTED"
+
+
+def test_figures_names_an_image_that_no_figure_of_the_spec_draws(tmp_path):
+    """huang2025-tab1's figure renamed (figure.png -> figure-acc.png): `figures` drew the new one
+    and kept the old figure.png beside it, off the front page, without a word. A `--set`
+    figure (-set-<hash>) is not named."""
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    spec = root / "experiments/huang2025/huang2025-tab1.yaml"
+    raw = yaml.safe_load(spec.read_text())
+    _edit(spec, figure={**raw["figure"], "name": "figure-acc"})
+    out = tmp_path / "out"
+    folder = out / "huang2025/huang2025-tab1"
+    shutil.copytree(ROOT / "results/huang2025/huang2025-tab1", folder)
+    shutil.copy(folder / "figure.png", folder / "figure-set-0a1b2c.png")
+    res = _invoke("figures", "--out", out, env={"SSMREPRO_ROOT": str(root)})
+    assert res.exit_code == 0, res.output
+    assert (folder / "figure-acc.png").is_file()
+    named = [ln for ln in res.output.splitlines() if "is drawn by no figure of the spec" in ln]
+    assert len(named) == 1 and "huang2025-tab1: figure.png " in named[0], res.output

@@ -20,7 +20,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..kernels.backend import select_backend, select_device
-from ..spec import SpecError, find_spec, id_taken, index_problems, load_spec, spec_paths
+from ..spec import (
+    SpecError,
+    find_spec,
+    id_taken,
+    index_problems,
+    load_project_spec,
+    load_spec,
+    spec_paths,
+)
 from .app import RESUME, command, console, err_console, fail, path_value, print_json
 
 PROFILE_HELP = ("a profile of the spec: smoke | quick | long | paper, or one of its own (`show` "
@@ -102,9 +110,15 @@ def list_cmd(
     rows = []
     paths = _project_specs()
     _read_root(out, say_missing=True)
+    if out is not None:
+        from ..plots.export import misplaced_root
+
+        why = misplaced_root(out)
+        if why:  # `--out results/huang2025`: every spec listed with 0 runs done
+            fail([f"cannot use {out}: {why} (the results root; --out)"])
     for p in paths:
         try:
-            s = load_spec(p)
+            s = load_project_spec(p)
             shown = s.default_profile if profile is None else profile
             row = {"id": s.id, "alias": s.alias, "paper": s.paper, "tier": s.tier,
                    "title": s.title, "profile": shown, "profiles": list(s.profiles)}
@@ -714,7 +728,7 @@ def export(
     """One long-format table (one row per run and metric) across every experiment's committed
     results: paper, experiment, profile, run_id, label, seed, status, n_params, metric, value,
     config (JSON). Columns: docs/columns.md."""
-    from ..plots.export import FORMATS, write_export
+    from ..plots.export import FORMATS, misplaced_root, write_export
     from ..util import folder_problem, refuse_linked_output, repo_root
 
     if fmt not in FORMATS:
@@ -724,7 +738,7 @@ def export(
         fail([f"--file {dest}: its suffix says {named}, but the format is {fmt} (--format "
               f"{named}, or a .{fmt} file)"])
     root = out if out is not None else repo_root() / "results"
-    why = folder_problem(root)
+    why = folder_problem(root) or misplaced_root(root)
     if why:  # a mistyped --out exported an empty table
         fail([f"{root}: {why} (the results root to export; --out)"])
     _project_specs()  # no spec to export (a wrong SSMREPRO_ROOT): an empty table, exit 0
@@ -735,8 +749,9 @@ def export(
               "or add to the committed results (a table, the front page): write it elsewhere"])
     skipped: list[str] = []
     tagged: list[str] = []
+    stray: list[str] = []
     try:
-        path, n = write_export(dest, fmt, out, skipped, tagged)
+        path, n = write_export(dest, fmt, out, skipped, tagged, stray)
     except ImportError as err:
         fail([str(err)])
     for m in skipped:
@@ -747,6 +762,11 @@ def export(
         err_console.print(f"note: left out {len(tagged)} table(s) of runs with --set overrides "
                           f"(not a profile of their spec): {escape(shown)}", highlight=False,
                           soft_wrap=True)
+    if stray:
+        shown = ", ".join(stray[:3]) + (", ..." if len(stray) > 3 else "")
+        err_console.print(f"note: left out {len(stray)} table(s) of no profile of their spec (a "
+                          f"profile renamed or removed; `figures` names their reports): "
+                          f"{escape(shown)}", highlight=False, soft_wrap=True)
     console.print(f"{n} rows -> {path}", markup=False)
 
 
@@ -758,11 +778,12 @@ def figures(
 ) -> None:
     """Rebuild every figure, summary, curves table and report from the committed results (no
     training) and write the front page, results/README.md (what `make figures` runs)."""
+    from ..plots.export import misplaced_root
     from ..plots.frontpage import checked_catalogue, front_page, rebuild_all
     from ..util import folder_problem, repo_root
 
     root = out if out is not None else repo_root() / "results"
-    why = folder_problem(root)
+    why = folder_problem(root) or misplaced_root(root)
     if why:  # a mistyped --out got a new folder and a front page of no results
         fail([f"{root}: {why} (the results root to rebuild; --out)"])
     _write_root(out)  # `--out .` in the project folder replaced its README.md

@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..spec import SET_TAG, SpecError, load_spec, spec_paths
+from ..spec import SET_TAG, SpecError, load_project_spec, load_spec, spec_paths
 from ..store import (
     CONFIG_PREFIXES,
     is_metric_column,
@@ -51,6 +51,29 @@ def result_files(spec, out: Path | None = None) -> list[tuple[str, Path]]:
         if csv.exists() or csv.is_symlink():  # a FIFO or a dangling link: read_results says so
             files.append((prof, csv))
     return sorted(files, key=lambda pc: pc[1].name)
+
+
+def misplaced_root(root: Path) -> str | None:
+    """Why ``root``, given as a results root (``--out``), is a folder inside one instead, else
+    None: a paper folder (``results/huang2025``, holding ``<id>/`` of a spec of that paper) or a
+    spec's own folder (holding its ``results*.csv`` or ``report*.md``). `figures --out
+    results/huang2025` wrote a front page of '3 spec only' there, `export` 0 rows, `list` 0 runs
+    done, each exit 0."""
+    try:
+        if any(root.glob("results*.csv")) or any(root.glob("report*.md")):
+            return ("it holds a results table or report: a spec's own folder, not the results "
+                    "root (<root>/<paper>/<id>/)")
+        for p in spec_paths():
+            try:
+                spec = load_spec(p)
+            except SpecError:
+                continue
+            if root.name == spec.paper and (root / spec.id).is_dir():
+                return (f"it is the paper folder of {spec.id} ({root / spec.id}): the results "
+                        f"root is {root.parent} (<root>/<paper>/<id>/)")
+    except OSError:
+        return None
+    return None
 
 
 def _plain(v: Any) -> Any:
@@ -115,16 +138,19 @@ def _planned(spec, profile: str) -> list:
 
 
 def export_table(out: Path | None = None, skipped: list[str] | None = None,
-                 tagged: list[str] | None = None) -> pd.DataFrame:
+                 tagged: list[str] | None = None, stray: list[str] | None = None
+                 ) -> pd.DataFrame:
     """The long table of every spec's committed results under ``out`` (default ./results).
     A spec that cannot be read is left out, with its first error appended to ``skipped``; the
     tables of runs with ``--set`` overrides (``results[-<profile>]-set-<hash>.csv``: no profile
     of the spec, their rows would mix with the profile's) are left out and named in
-    ``tagged`` (they were left out without a word)."""
+    ``tagged`` (they were left out without a word); those of no profile of the spec (a profile
+    renamed or removed: results-long.csv after `long` was dropped, whose rows were left out
+    without a word while `figures` named its report) are named in ``stray``."""
     rows: list[dict[str, Any]] = []
     for p in spec_paths():
         try:
-            spec = load_spec(p)
+            spec = load_project_spec(p)
         except SpecError as err:
             if skipped is not None:
                 skipped.append(err.messages[0])
@@ -133,6 +159,10 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None,
         if tagged is not None and root.is_dir():
             tagged += sorted(f"{spec.paper}/{spec.id}/{f.name}" for f in root.glob("results*.csv")
                              if SET_TAG.search(f.stem))
+        if stray is not None and root.is_dir():
+            own = {output_name(spec, prof, "results", "csv") for prof in spec.profiles}
+            stray += sorted(f"{spec.paper}/{spec.id}/{f.name}" for f in root.glob("results*.csv")
+                            if f.name not in own and not SET_TAG.search(f.stem))
         for prof, csv in result_files(spec, out):
             table = read_results(csv)
             planned = _planned(spec, prof)
@@ -152,12 +182,14 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None,
 
 def write_export(path: Path, fmt: str, out: Path | None = None,
                  skipped: list[str] | None = None,
-                 tagged: list[str] | None = None) -> tuple[Path, int]:
+                 tagged: list[str] | None = None,
+                 stray: list[str] | None = None) -> tuple[Path, int]:
     """Write the table as ``fmt`` (csv | parquet); returns (path, rows). Specs that cannot be
-    read are listed in ``skipped``, ``--set`` tables left out in ``tagged`` (``export_table``)."""
+    read are listed in ``skipped``, ``--set`` tables left out in ``tagged``, tables of no
+    profile in ``stray`` (``export_table``)."""
     if fmt not in FORMATS:
         raise ValueError(f"--format {fmt!r}: expected csv or parquet")
-    df = export_table(out, skipped, tagged)
+    df = export_table(out, skipped, tagged, stray)
     if fmt == "parquet":
         try:
             import pyarrow  # noqa: F401

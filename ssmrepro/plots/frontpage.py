@@ -24,25 +24,29 @@ import yaml
 
 from ..report import md_cell
 from ..spec import (
+    NAME_PATTERN,
     SET_TAG,
     SpecError,
+    _control_characters,
     _read_spec_text,
     experiments_dir,
-    load_spec,
+    load_project_spec,
     parse_yaml,
     spec_paths,
 )
 from ..store import output_name, read_results, results_dir
+from ..sweep import expand
 from ..util import atomic_write_text, read_small, repo_root
 from .export import result_files
-from .outputs import Outputs, build, figure_stem
+from .outputs import Outputs, build, figure_stem, validate_outputs
 from .registry import parse_figure
 
 CATALOGUE = "catalogue.yaml"
 STATUSES = ("not specified", "spec only", "smoke", "quick results", "long results")
 # the report's own lines (report.markdown), at the start of a line: the same words in a spec's
 # title (line 1) were read first ('2 runs expected, 2 finished' hid a profile 1 of 2 finished)
-_VERDICTS = re.compile(r"^\*\*Verdicts: ([^*\n]+)\*\*$", re.M)
+# (a line may end in '\r\n': a report checked out on Windows had no verdicts on the front page)
+_VERDICTS = re.compile(r"^\*\*Verdicts: ([^*\r\n]+)\*\*\r?$", re.M)
 _FINISHED = re.compile(r"^Profile `[^`\n]*`: (\d+) runs expected, (\d+) finished", re.M)
 
 
@@ -77,6 +81,12 @@ def catalogue(path: Path | None = None) -> tuple[dict[str, str], list[dict]]:
         raise SpecError([f"{path}: (top level): expected a mapping with papers and targets"])
     papers, rows = data.get("papers") or {}, data.get("targets") or []
     errors = [] if isinstance(papers, dict) else [f"{path}: papers: expected a mapping"]
+    errors += [f"{path}: {m}" for m in _control_characters(data)]
+    # written into the front page's headings and table cells as they are: a title of two lines
+    # put a heading of its own there, an id or alias holding '|' or a line break split its row
+    errors += [f"{path}: papers.{k}: expected a title of one line" for k, v in
+               (papers.items() if isinstance(papers, dict) else ())
+               if not isinstance(v, str) or "\n" in v or "\r" in v]
     if not isinstance(rows, list):
         errors.append(f"{path}: targets: expected a list")
         rows = []
@@ -95,6 +105,10 @@ def catalogue(path: Path | None = None) -> tuple[dict[str, str], list[dict]]:
                           f"targets.{j}); one row per target")
         errors += [f"{path}: targets.{i}.{k}: missing or not text" for k in ("id", "paper")
                    if not isinstance(row.get(k), str)]
+        errors += [f"{path}: targets.{i}.{k}: {row[k]!r} is not a name (letters, digits, . _ -, "
+                   "as a spec's id, alias and paper)" for k in ("id", "paper", "alias")
+                   if (isinstance(row.get(k), str) and not re.match(NAME_PATTERN, row[k]))
+                   or (k == "alias" and row.get(k) is not None and not isinstance(row[k], str))]
         if not isinstance(row.get("tier"), int) or isinstance(row.get("tier"), bool):
             errors.append(f"{path}: targets.{i}.tier: expected a whole number")
     if errors:
@@ -108,7 +122,7 @@ def _specs(errors: list[str] | None = None) -> dict[str, object]:
     out = {}
     for p in spec_paths():
         try:
-            s = load_spec(p)
+            s = load_project_spec(p)
         except SpecError as err:
             if errors is not None:
                 errors += err.messages
@@ -124,8 +138,21 @@ def rebuild_all(out: Path | None = None, echo=print, warn=None) -> list[tuple[st
     if warn is None:
         def warn(m: str) -> None:
             print(m, file=sys.stderr)
+    specs = _specs()
+    # a spec whose figures, claims or paper values name what its tables lack (a metric typo):
+    # `plot` and `verify` refuse it (exit 2); `figures` rebuilt the specs before it, then ended
+    # in a KeyError traceback. Said, for every spec, before anything is rebuilt.
+    problems: list[str] = []
+    for spec in specs.values():
+        for prof, _ in result_files(spec, out):
+            try:
+                problems += validate_outputs(spec, expand(spec, prof))
+            except SpecError as err:
+                problems += err.messages
+    if problems:
+        raise SpecError(list(dict.fromkeys(problems)))
     done = []
-    for sid, spec in _specs().items():
+    for sid, spec in specs.items():
         tables = dict(result_files(spec, out))
         for prof, _ in tables.items():
             res = build(spec, prof, results_dir(spec, out))
@@ -144,7 +171,49 @@ def rebuild_all(out: Path | None = None, echo=print, warn=None) -> list[tuple[st
                 warn(f"warning: {sid}: {rep.name} is of no profile of the spec (have "
                      f"{', '.join(spec.profiles)}): not rebuilt (delete it if the profile is "
                      "gone)")
+        # a figure renamed or removed from the spec (figure.png -> figure-acc.png): the old
+        # image was kept beside the new one, off the front page, without a word
+        stems = [figure_stem(parse_figure(raw), i) for i, (_, raw) in
+                 enumerate(spec.figure_configs)]
+        drawn = {output_name(spec, p, stem, "png") for p in spec.profiles for stem in stems}
+        for fig in sorted(results_dir(spec, out).glob("*.png")):
+            if fig.name not in drawn and not SET_TAG.search(fig.stem):
+                warn(f"warning: {sid}: {fig.name} is drawn by no figure of the spec (a figure or "
+                     "profile renamed or removed): not rebuilt, not on the front page "
+                     "(delete it if the figure is gone)")
+    for folder in orphan_folders(out):
+        warn(f"warning: {folder}: no spec of the project writes this results folder (a spec "
+             "renamed, moved to another paper or deleted, or one given by its path): its "
+             "outputs are not rebuilt and not on the front page (delete the folder, or restore "
+             "its spec)")
     return done
+
+
+MAX_ORPHANS = 100  # folders named; a root of thousands of folders is not listed in full
+
+
+def orphan_folders(out: Path | None = None) -> list[Path]:
+    """The ``<results root>/<paper>/<id>`` folders holding a results table, report or run
+    records of no spec of the project (results/huang2025/huang2025-old after a rename): `figures`
+    rebuilt the others and left these, stale reports of 5 PASS, without a word."""
+    root = Path(out or repo_root() / "results")
+    known = {(s.paper, s.id) for s in _specs().values()}
+    found: list[Path] = []
+    try:
+        papers = sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink())
+        for paper in papers:
+            for folder in sorted(paper.iterdir()):
+                if len(found) >= MAX_ORPHANS:
+                    return found
+                if (paper.name, folder.name) in known or not folder.is_dir() \
+                        or folder.is_symlink():
+                    continue
+                if any(folder.glob("results*.csv")) or any(folder.glob("report*.md")) \
+                        or (folder / "runs").is_dir():
+                    found.append(folder)
+    except OSError:  # an unreadable folder: nothing more to name
+        pass
+    return found
 
 
 def _human(sec: float) -> str:
@@ -155,14 +224,18 @@ def _human(sec: float) -> str:
     return f"{sec / 3600:.1f} h"
 
 
-def training_time(csv: Path) -> str:
+def training_time(csv: Path, profile: str | None = None) -> str:
     """Sum of the pack wall times of a results table (each row carries its pack's wall_s and
     pack_size; a run's time once, whatever labels it has rows under), e.g. '4 min'; '' when the
-    table has no timings."""
+    table has no timings. ``profile``: only the rows of that profile are counted, as the report
+    counts them (results.csv written while another profile was the default, whose report counts
+    0 of 15 runs finished, was shown with that profile's '5 min')."""
     try:
         df = read_results(csv)
     except (OSError, ValueError, pd.errors.EmptyDataError):
         return ""
+    if profile is not None and "profile" in df:
+        df = df[df["profile"].astype(str) == profile]
     if df.empty or "wall_s" not in df or "pack_size" not in df:
         return ""
     if "run_id" in df:  # a run under two labels has a row for each: its time counted twice
@@ -205,16 +278,16 @@ def _describe(t: Target, spec, out: Path | None, base: Path) -> None:
     default = spec.default_profile
     if "long" in files:
         t.status = "long results"
-    elif default in files and default != "smoke":
-        t.status = "quick results"
-    elif files:
+    elif files and set(files) <= {"smoke"}:
         t.status = "smoke"
+    elif files:  # the default's table or, beside another default (paper), quick's: 'smoke'
+        t.status = "quick results"  # called a profile with quick's table 'smoke-profile only'
     else:
         t.status = "spec only"
     if default in files:
         t.verdicts = _verdicts(root / "report.md")
-        t.quick_time = training_time(files[default])
-    desc = spec.profiles["quick"].description if "quick" in spec.profiles else ""
+        t.quick_time = training_time(files[default], default)
+    desc = spec.profiles[default].description  # the profile timed (quick's was shown for all)
     if not t.quick_time and desc:
         short = desc if len(desc) <= 60 else desc[:57].rsplit(" ", 1)[0] + " ..."
         t.quick_time = f"({md_cell(short)})"
@@ -239,7 +312,9 @@ def _describe(t: Target, spec, out: Path | None, base: Path) -> None:
             t.links.append((rep.stem, rel(rep)))
         if _unfinished(rep):
             t.unfinished.append(f"{prof}: {_unfinished(rep)}")
-        if prof == "long" and rep.exists():  # '; long: ...' where the default has none
+        # '; long: ...' where the default has none; not when long is the default (its verdicts
+        # were shown twice, '5 PASS, 1 FAIL; long: 5 PASS, 1 FAIL')
+        if prof == "long" and prof != default and rep.exists():
             t.verdicts = "; ".join(v for v in (t.verdicts, f"long: {_verdicts(rep)}") if v)
 
 

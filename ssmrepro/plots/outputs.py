@@ -1354,6 +1354,18 @@ def output_paths(spec: Spec, profile: str, root: Path, overrides: dict | None = 
     return [root / output_name(spec, profile, stem, ext, tag) for stem, ext in stems]
 
 
+def _remove_stale(path: Path, drawn: bool) -> str:
+    """Remove ``path``, an output that no finished cell of the profile supports any more (its
+    figure not ``drawn`` for want of one, or its summary.csv), when one is there:
+    '; the old <name> removed', else ''. After a spec edit whose runs are not trained yet (or
+    another default profile) the report counted 0 of 15 runs finished while the old figure.png
+    and summary.csv, of runs no longer planned, were kept, and the front page linked them."""
+    if drawn or path.is_symlink() or not path.is_file():
+        return ""
+    path.unlink()
+    return f"; the old {path.name} removed (it showed runs that are no finished run of the profile)"
+
+
 def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None,
           rerun: str | None = None) -> Outputs:
     """results.csv (from records), summary.csv, curves.csv, every figure and report.md of
@@ -1452,6 +1464,7 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None,
             drawn = FIGURE_KINDS[cfg.kind].fn(ctx, cfg, path)
             why = f"no finished cell of profile {profile} to draw" + (
                 f" where {_shown(cfg.cell_filter())}" if cfg.cell_filter() else "")
+            why += _remove_stale(path, drawn)
         except NotDrawn as err:
             drawn, why = False, str(err)
         if drawn:
@@ -1462,6 +1475,9 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None,
         print(f"warning: {w}", file=sys.stderr)
     if not report.finished(cells).empty:
         atomic_write_text(out("summary", "csv"), cells.to_csv(index=False))
+    elif _remove_stale(out("summary", "csv"), False):
+        print(f"{spec.id}: {out('summary', 'csv').name} removed: no finished cell of profile "
+              f"{profile}", file=sys.stderr)
     rep = out("report", "md")
     counted = cells if counted is None else counted
     atomic_write_text(rep, report.markdown(spec, profile, cells, verdicts, len(df), counted))
