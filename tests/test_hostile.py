@@ -6852,6 +6852,12 @@ def test_a_named_eval_set_longer_than_learned_positions_is_refused(tmp_path):
     assert _invoke("validate", ok).exit_code == 0
 
 
+# the outputs of a spec of a regression task (write_spec copies huang2025-tab1's accuracy
+# table and bars, which such a task never records: refused by validate)
+REGRESSION_OUTPUTS = {"aggregate": {"reduce": "mean", "metrics": ["test.mse", "test.loss"]},
+                      "figure": {"kind": "bars", "metric": "test.mse", "x": "label"}}
+
+
 @pytest.mark.parametrize("theta_seed", [2**32, 2**64])
 def test_a_linear_functional_theta_seed_beyond_32_bits_is_refused(tmp_path, theta_seed):
     """θ is drawn from a stream keyed by the low 32 bits of `theta_seed`: 2**32 quietly trained
@@ -6944,7 +6950,8 @@ def test_a_linear_functional_eval_set_with_another_theta_is_refused(tmp_path, ev
                                          train={**train, "evals": evals}))
     assert res.exit_code == 2, res.output
     assert f"train.evals.{next(iter(evals))}: {key} from the run's task" in res.output, res.output
-    ok = write_spec(tmp_path, task=task, model=model, train={**train, "evals": {"s": {"L": 8}}})
+    ok = write_spec(tmp_path, task=task, model=model, train={**train, "evals": {"s": {"L": 8}}},
+                    **REGRESSION_OUTPUTS)
     assert _invoke("validate", ok).exit_code == 0
 
 
@@ -7089,7 +7096,8 @@ def test_a_cosine_operator_grid_that_aliases_two_primes_is_refused(tmp_path, L):
     assert res.exit_code == 2, res.output
     assert f"L={L} samples cos(" in res.output and "identically" in res.output, res.output
     ok = write_spec(tmp_path, task={**task, "L": 64},
-                    model={"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4})
+                    model={"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4},
+                    **REGRESSION_OUTPUTS)
     assert _invoke("validate", ok).exit_code == 0
 
 
@@ -7491,7 +7499,7 @@ def test_a_regression_task_refuses_smoothing_and_accuracy_at_validate(tmp_path, 
     assert _invoke("validate", write_spec(
         tmp_path, name="t-ok", task={"name": "cosine_operator", "L": 64, "n_terms": 10},
         model={"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4}, train=base,
-        seeds=[0], sweep=[])).exit_code == 0
+        seeds=[0], sweep=[], **REGRESSION_OUTPUTS)).exit_code == 0
 
 
 def test_a_member_whose_init_does_not_fit_fails_alone_not_its_pack(tmp_path):
