@@ -9309,8 +9309,8 @@ def _sweep_in_a_pack(tmp_path, cli_env, ignore_hup: bool = False, workers: int =
                           str(tmp_path / "o"), "--no-plot", "--no-calibrate", "--pack-size", "1",
                           "--workers", str(workers)], env=cli_env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, start_new_session=True,
-                         preexec_fn=(lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
-                         if ignore_hup else None)
+                         preexec_fn=lambda: signal.signal(  # as a terminal's child has it
+                             signal.SIGHUP, signal.SIG_IGN if ignore_hup else signal.SIG_DFL))
     deadline = time.time() + 120
     while time.time() < deadline and not (store.claims.exists()
                                           and list(store.claims.glob("*.claim"))):
@@ -9486,7 +9486,8 @@ def test_a_terminate_or_hang_up_while_the_command_line_loads_is_an_interrupt(sig
 
     p = subprocess.Popen([sys.executable, "-m", "ssmrepro", "list"], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True,
-                         env={**os.environ, "PYTHONPATH": str(ROOT), "SSMREPRO_ROOT": str(ROOT)})
+                         env={**os.environ, "PYTHONPATH": str(ROOT), "SSMREPRO_ROOT": str(ROOT)},
+                         preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
     deadline = time.time() + 60
     while time.time() < deadline:  # until the process handles SIGTERM: at once, while loading
         with open(f"/proc/{p.pid}/status") as f:
