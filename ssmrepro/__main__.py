@@ -8,12 +8,9 @@ Ctrl-C anywhere else does: one line and exit 130; so do a SIGTERM and a SIGHUP t
 
 from __future__ import annotations
 
-import signal
 import sys
 
-
-def _stop(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+from .signals import restore, terminate_as_interrupt
 
 
 def main() -> None:
@@ -23,24 +20,15 @@ def main() -> None:
     # KeyboardInterrupt outside it, a traceback.
     previous: dict[int, object] = {}
     try:
-        previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, _stop)
-        if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) == signal.SIG_DFL:
-            previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, _stop)
+        terminate_as_interrupt(previous)
         from .cli import app
 
-        _restore(previous)
+        restore(previous)
     except KeyboardInterrupt:
-        _restore(previous)
+        restore(previous)
         sys.stderr.write("interrupted — before the command started; nothing was done\n")
         raise SystemExit(130) from None
     app()
-
-
-def _restore(previous: dict[int, object]) -> None:
-    """Put back the handlers ``main`` replaced while loading."""
-    for sig, handler in previous.items():
-        signal.signal(sig, handler if handler is not None else signal.SIG_DFL)  # type: ignore[arg-type]
-    previous.clear()
 
 
 if __name__ == "__main__":

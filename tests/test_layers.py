@@ -3,7 +3,7 @@
 Every import counts, at module level or inside a function (a function-level import that goes up a
 layer would only hide a cycle). Layers, bottom to top (README "Layout"):
 
-    util, expr                              foundation
+    util, expr, signals                     foundation
     kernels, theory, data, optim            libraries without project dependencies
     tasks -> models -> analysis             libraries
     spec -> sweep -> store -> train -> engine -> report -> plots   the pipeline stages
@@ -21,7 +21,7 @@ import pytest
 PKG = Path(__file__).resolve().parents[1] / "ssmrepro"
 
 LAYERS = [
-    ["util", "expr"],
+    ["util", "expr", "signals"],
     ["kernels", "theory", "data", "optim"],
     ["tasks"],
     ["models"],

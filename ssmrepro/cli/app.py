@@ -28,6 +28,7 @@ from rich.markup import escape
 from ..data.sources import DataUnavailable
 from ..kernels.backend import BackendError
 from ..plots.registry import FigureTooLarge
+from ..signals import restore, terminate_as_interrupt
 from ..spec import SpecError
 from ..store import LinkOutside, TableError
 from ..util import open_standard_streams, plain_rst, plain_warnings
@@ -283,26 +284,6 @@ REDO = ("interrupted — every file written is whole (the old one or the new one
         "same command to finish")
 
 
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
-def _terminate_as_interrupt() -> dict[int, Any]:
-    """A SIGTERM (`kill PID`, a batch scheduler's time limit) ends the command as Ctrl-C does:
-    its workers stopped, one 'interrupted — ...' line, exit 130 (it died at once with exit 143,
-    no line, and Python's 'leaked semaphore' warning). So does a SIGHUP (the terminal closed, an
-    ssh session dropped, `kill -HUP`), which did the same with exit 129 — unless it is ignored
-    (`nohup ssmrepro run ...` runs on). Returns the handlers it replaced, by signal ({} outside
-    the main thread, where no handler can be set)."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, _interrupt)}
-    hup = getattr(signal, "SIGHUP", None)
-    if hup is not None and signal.getsignal(hup) == signal.SIG_DFL:
-        previous[hup] = signal.signal(hup, _interrupt)
-    return previous
-
-
 def guard(fn: Callable[..., Any], interrupted: str = REDO) -> Callable[..., Any]:
     """Run a command inside the error boundary (see the module docstring); Ctrl-C prints
     ``interrupted`` (what is left and how to go on, worded for the command: `plot` said
@@ -311,7 +292,7 @@ def guard(fn: Callable[..., Any], interrupted: str = REDO) -> Callable[..., Any]
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         plain_warnings()  # our own warnings as 'warning: ...' lines
-        previous = _terminate_as_interrupt()
+        previous = terminate_as_interrupt()
         try:
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort):
@@ -333,9 +314,7 @@ def guard(fn: Callable[..., Any], interrupted: str = REDO) -> Callable[..., Any]
                 pass
             raise typer.Exit(130) from None
         finally:
-            for sig, handler in previous.items():
-                if handler is not None:  # None: set outside Python, nothing to put back
-                    signal.signal(sig, handler)
+            restore(previous)
 
     return wrapper
 

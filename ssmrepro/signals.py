@@ -1,0 +1,42 @@
+"""Foundation (signals): a `kill PID` or a hang-up ends a command as Ctrl-C does.
+
+Standard library only, so that the entry point (``__main__``) can set these handlers before it
+loads torch and the rest, as the commands' error boundary (``cli.app.guard``) sets them around
+each command.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Any
+
+
+def interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def terminate_as_interrupt(previous: dict[int, Any] | None = None) -> dict[int, Any]:
+    """A SIGTERM (`kill PID`, a batch scheduler's time limit) ends the command as Ctrl-C does:
+    its workers stopped, one 'interrupted — ...' line, exit 130 (it died at once with exit 143,
+    no line, and Python's 'leaked semaphore' warning). So does a SIGHUP (the terminal closed, an
+    ssh session dropped, `kill -HUP`), which did the same with exit 129 — unless it is ignored
+    (`nohup ssmrepro run ...` runs on). Each handler replaced goes into ``previous`` as soon as
+    it is set (a signal just after it finds it there for ``restore``); returns ``previous``
+    ({} outside the main thread, where no handler can be set)."""
+    previous = {} if previous is None else previous
+    if threading.current_thread() is not threading.main_thread():
+        return previous
+    previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, interrupt)
+    hup = getattr(signal, "SIGHUP", None)
+    if hup is not None and signal.getsignal(hup) == signal.SIG_DFL:
+        previous[hup] = signal.signal(hup, interrupt)
+    return previous
+
+
+def restore(previous: dict[int, Any]) -> None:
+    """Put back the handlers ``terminate_as_interrupt`` replaced (None: one set outside Python,
+    whose default is put back)."""
+    for sig, handler in list(previous.items()):
+        signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+    previous.clear()
