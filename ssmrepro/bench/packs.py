@@ -201,7 +201,7 @@ def _run_bench(name: str, device: str, packs: list[int], seconds: float, out: Pa
     counts = {k: count(f) for k, f in fns.items()}  # FLOPs and bytes of one step (op by op)
     from .timing import copy_bandwidth, matmul_peak
 
-    peak, bandwidth = matmul_peak(), copy_bandwidth()
+    peak, bandwidth = matmul_peak(device=device), copy_bandwidth(device=device)
     repeats = max(3, min(20, int(seconds / t_one)))
     st = interleaved(fns, repeats=repeats, warmup=0, threads=torch.get_num_threads())
     cpu = not device.startswith("cuda")

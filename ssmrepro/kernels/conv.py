@@ -148,6 +148,8 @@ def causal_conv1d_cpu(x: Tensor, weight: Tensor, bias: Tensor | None = None,
     if x.numel() == 0:
         return _reference(x, weight, bias, activation)
     target = int(chunk_elems) if chunk_elems else CONV_CHUNK_ELEMS
+    if x.is_cuda and not chunk_elems:  # tiles are for a CPU core's caches; on a GPU one tile
+        target = max(target, x.numel())  # (512 tiles x ~25 ops at 256 mqar-linear members)
     return _CausalConv.apply(x, weight, bias, activation is not None, target)
 
 
