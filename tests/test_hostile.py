@@ -9961,3 +9961,34 @@ def test_figures_names_an_image_that_no_figure_of_the_spec_draws(tmp_path):
     assert (folder / "figure-acc.png").is_file()
     named = [ln for ln in res.output.splitlines() if "is drawn by no figure of the spec" in ln]
     assert len(named) == 1 and "huang2025-tab1: figure.png " in named[0], res.output
+
+
+def test_the_narrow_scan_leaves_a_batch_one_width_one_state_one_A_alone():
+    """Batch 1, one channel per group and d_state 1 (an S6 pack of width-1, N = 1 members): the
+    narrow kernel's per-tile copy of A was A's own memory (an expand of size-1 dims is already
+    contiguous) and was scaled in place by log2(e): the caller's A changed, and dL/dΔ (read
+    from the saved A) was off by up to 2 in float64."""
+    import torch
+
+    from ssmrepro.kernels.inplace import scan_plan, selective_scan_fused
+    from ssmrepro.kernels.scan import selective_scan_ref
+
+    g = torch.Generator().manual_seed(0)
+    Bt, L, G, K, N = 1, 9, 3, 1, 1
+    ins = [torch.randn(Bt, L, G * K, generator=g, dtype=torch.float64),
+           torch.rand(Bt, L, G * K, generator=g, dtype=torch.float64),
+           -torch.rand(G * K, N, generator=g, dtype=torch.float64) - 0.1,
+           torch.randn(Bt, L, G, N, generator=g, dtype=torch.float64),
+           torch.randn(Bt, L, G, N, generator=g, dtype=torch.float64)]
+    assert scan_plan(Bt, G, K, N, L=L).narrow
+    A0 = ins[2].clone()
+    selective_scan_fused(*ins)
+    assert torch.equal(ins[2], A0)
+    res = []
+    for fn in (selective_scan_fused, selective_scan_ref):
+        xs = [t.clone().requires_grad_(True) for t in ins]
+        y = fn(*xs)
+        y.backward(torch.linspace(-1, 1, y.numel(), dtype=y.dtype).view_as(y))
+        res.append([y.detach()] + [t.grad for t in xs])
+    for a, b in zip(*res):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
