@@ -6,7 +6,7 @@ Shape legend: Bt batch, L length, G groups (blocks of all members, E·h), K chan
     a_t  = exp(Δ_t A)                                      (Bt, L, G, K, N), real or complex
     Bf_t = Bsel_t + Bb                                     Bsel (Bt, L, G, N), Bb (G, K, N)
     b_t  = Δ_t u_t Bf_t           (Euler)
-         = (a_t - 1) / A · u_t Bf_t   (ZOH)
+         = expm1(Δ_t A) / A · u_t Bf_t   (ZOH)
     h_t  = a_t h_{t-1} + b_t,   h_{-1} = 0
     y_t  = Re Σ_n C_t[n] h_t[n]                            C (Bt, L, G, N) real -> y (Bt, L, G, K)
 
@@ -50,6 +50,7 @@ from .inplace import ScanPlan, _tiles
 from .recurrence import adjoint_, states_
 
 _LOG2E = 1.0 / math.log(2.0)
+_LN2 = math.log(2.0)
 _TILE_STATE = 1 << 15  # real scalars (complex = 2) of one tile's per-step state, at most
 _TILE_BLOCK = 1 << 17  # real scalars of one tile's block buffer (T states), at most
 _MAX_T = 32
@@ -111,6 +112,25 @@ def _decay(dl: Tensor, A2r: Tensor, Ai: Tensor | None, out: Tensor, scratch: Ten
     return out
 
 
+def _zoh_coef(dl: Tensor, A2r: Tensor, Ai: Tensor | None, a: Tensor, invA: Tensor, out: Tensor,
+              scratch: Tensor) -> Tensor:
+    """out = (exp(Δ A) - 1) / A, the ZOH coefficient, with ``a`` = exp(Δ A) from :func:`_decay`
+    (same shapes and scratch). exp(Δ A) - 1 is formed without cancellation: expm1(x) for a real
+    A, expm1(x) cos y - 2 sin²(y/2) + i Im a for A = (x + iy)/Δ (``a - 1`` kept no digit of
+    Δ A below ~1e-7 in float32: the coefficient was 19% off at Δ A = 1e-7, ~1e-3 at 5e-5)."""
+    if Ai is None:
+        return torch.mul(dl, A2r, out=out).mul_(_LN2).expm1_().mul_(invA)
+    X = out.numel()
+    em1 = torch.mul(dl, A2r, out=scratch[:X].view(out.shape)).mul_(_LN2).expm1_()  # expm1(x)
+    cos = torch.mul(dl, Ai, out=scratch[X : 2 * X].view(out.shape))  # y
+    half = torch.mul(cos, 0.5, out=scratch[2 * X : 3 * X].view(out.shape)).sin_()  # sin(y/2)
+    ov = torch.view_as_real(out)
+    torch.mul(em1, cos.cos_(), out=ov[..., 0])
+    ov[..., 0].sub_(half.square_().mul_(2.0))
+    ov[..., 1].copy_(a.imag)
+    return out.mul_(invA)
+
+
 class _B2S6Scan(torch.autograd.Function):
     @staticmethod
     def forward(ctx, u: Tensor, delta: Tensor, A: Tensor, Bsel: Tensor, Bb: Tensor | None,
@@ -158,7 +178,8 @@ class _B2S6Scan(torch.autograd.Function):
                 else:
                     torch.add(Bs_t[t0:t1], Bbt, out=hb)  # Bf
                 if zoh:  # b = (a - 1)/A · u Bf
-                    coef = torch.sub(a, 1, out=cbuf[: n * sz].view(n, *st)).mul_(invA[g0:g1, None])
+                    coef = _zoh_coef(dl, A2t, Ait, a, invA[g0:g1, None], cbuf[: n * sz].view(n, *st),
+                                     scratch)
                     hb.mul_(coef).mul_(u_t[t0:t1])
                 else:  # b = Δ u Bf
                     hb.mul_(dl * u_t[t0:t1])
@@ -239,7 +260,8 @@ class _B2S6Scan(torch.autograd.Function):
                 hb = Hb[1 : n + 1]
                 Hl[0].copy_(Hs_t[i])
                 if zoh:
-                    coef = torch.sub(a, 1, out=cbuf[: n * sz].view(nst)).mul_(invA[g0:g1, None])
+                    coef = _zoh_coef(dl, A2t, Ait, a, invA[g0:g1, None], cbuf[: n * sz].view(nst),
+                                     scratch)
                     torch.mul(Bf, coef, out=hb).mul_(ub)
                 else:
                     du = dl * ub  # (n, m, gk, K, 1)
@@ -326,7 +348,7 @@ def b2s6_scan_ref(u: Tensor, delta: Tensor, A: Tensor, Bsel: Tensor, Bb: Tensor 
     la = delta[..., None] * A[:, None, :]  # (Bt, L, G, K, N)
     a = torch.exp(la)
     Bf = Bsel[:, :, :, None, :] + (0 if Bb is None else Bb)  # (Bt, L, G, K, N)
-    coef = delta[..., None] if discretization == "euler" else (a - 1) / A[:, None, :]
+    coef = delta[..., None] if discretization == "euler" else torch.expm1(la) / A[:, None, :]
     b = coef * u[..., None] * Bf
     h = torch.zeros_like(b[:, 0])
     ys = []
