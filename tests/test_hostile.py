@@ -10027,3 +10027,26 @@ def test_the_zoh_input_coefficient_keeps_its_digits_at_small_steps():
         y32 = b2s6_scan(u.float(), dl.float(), A.to(torch.complex64 if A.is_complex() else
                                                      torch.float32), Bs, Bb, C, "zoh")
         assert ((y32.double() - y64).abs().max() / y64.abs().max()).item() < 1e-5
+
+
+def test_a_decay_histogram_of_a_complex_A_model_bins_the_decay_modulus():
+    """`analysis: [decay_histogram]` on an S6 core with `complex_A: true` (or s4d, delta_t,
+    mamba1): the hook's exp(ΔΛ) is complex and was cast to real, so the histogram binned
+    e^{ΔReΛ} cos(ΔImΛ) and dropped the negative values from its [0, 1] bins without a word."""
+    import torch
+
+    from ssmrepro.analysis import decay_histogram
+    from ssmrepro.models import build_model
+    from ssmrepro.models.backbone import SeqLMConfig
+    from ssmrepro.tasks import build_task
+
+    task = build_task({"name": "keep_nth", "n": 2, "T": 8, "vocab": 8})
+    cfg = SeqLMConfig.model_validate({
+        "d_model": 4, "layers": "SSM", "pos": "index",
+        "blocks": {"SSM": {"mixer": {"name": "s6", "d_state": 8, "complex_A": True,
+                                     "A_init": "s4d_lin", "dt_min": 0.5, "dt_max": 1.0}}}})
+    model = build_model(cfg, task.info, 1, seeds=[0])
+    hist = decay_histogram(model, task, torch.tensor([0]))[0]
+    total = sum(hist["before"]) + sum(hist["after"])
+    assert total == 500 * 8 * 4 * 8  # every (sample, t, channel, state) in a [0, 1] bin
+    assert 0 < hist["mean_before"] <= 1 and 0 < hist["mean_after"] <= 1
