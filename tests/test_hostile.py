@@ -10050,3 +10050,20 @@ def test_a_decay_histogram_of_a_complex_A_model_bins_the_decay_modulus():
     total = sum(hist["before"]) + sum(hist["after"])
     assert total == 500 * 8 * 4 * 8  # every (sample, t, channel, state) in a [0, 1] bin
     assert 0 < hist["mean_before"] <= 1 and 0 < hist["mean_after"] <= 1
+
+
+def test_a_decay_histogram_of_a_mamba1_block_with_a_b2s6_core_is_refused_before_training(tmp_path):
+    """A Mamba-1 block always claimed a decay hook; with `core: b2s6` (no Λ·Δ decay) `validate`
+    passed `analysis: [decay_histogram]` and every pack failed after training with 'core
+    B2S6Core has no decay analysis'. Its S6 core keeps the hook."""
+    mixer = {"name": "mamba1", "core": "b2s6", "blocks": 2, "d_state": 2}
+    model = {"name": "seq_lm", "d_model": 4, "layers": "SSM", "pos": "index",
+             "blocks": {"SSM": {"mixer": mixer}}}
+    spec = write_spec(tmp_path, analysis=["decay_histogram"], model=model,
+                      sweep=[{"cases": [{"label": "A", "set": {"model.d_model": 4}}]}])
+    _assert_refused(_invoke("validate", spec), "analysis: decay_histogram needs a mixer with a "
+                    "decay hook")
+    model["blocks"]["SSM"]["mixer"] = {"name": "mamba1", "d_state": 2}
+    ok = write_spec(tmp_path, name="ok", analysis=["decay_histogram"], model=model,
+                    sweep=[{"cases": [{"label": "A", "set": {"model.d_model": 4}}]}])
+    assert _invoke("validate", ok).exit_code == 0
