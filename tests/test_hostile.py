@@ -10067,3 +10067,19 @@ def test_a_decay_histogram_of_a_mamba1_block_with_a_b2s6_core_is_refused_before_
     ok = write_spec(tmp_path, name="ok", analysis=["decay_histogram"], model=model,
                     sweep=[{"cases": [{"label": "A", "set": {"model.d_model": 4}}]}])
     assert _invoke("validate", ok).exit_code == 0
+
+
+def test_a_mamba2_dt_range_below_the_init_floor_is_refused(tmp_path):
+    """mamba2 / mamba2_3conv with `dt_max` below the Δ init floor 1e-4 (`dt_min: 1e-6, dt_max:
+    1e-5`): every initial Δ was the floor whatever the range (two such ranges trained one model
+    under two run ids), as S6's already refused; mamba2_3conv also took reversed A / Δ ranges
+    in the spec and failed only when the pack was built."""
+    from ssmrepro.models.mixers.base import parse_mixer
+
+    for name in ("mamba2", "mamba2_3conv"):
+        for bad, needle in [({"dt_min": 1e-6, "dt_max": 1e-5}, "below the Δ init floor"),
+                            ({"dt_min": 0.1, "dt_max": 0.01}, "dt_min 0.1 is above dt_max"),
+                            ({"A_min": 16, "A_max": 1}, "A_min 16.0 is above A_max")]:
+            with pytest.raises(ValueError, match=needle):
+                parse_mixer({"name": name, **bad})
+        parse_mixer({"name": name, "dt_min": 1e-4, "dt_max": 1e-4})
