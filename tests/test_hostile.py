@@ -10083,3 +10083,28 @@ def test_a_mamba2_dt_range_below_the_init_floor_is_refused(tmp_path):
             with pytest.raises(ValueError, match=needle):
                 parse_mixer({"name": name, **bad})
         parse_mixer({"name": name, "dt_min": 1e-4, "dt_max": 1e-4})
+
+
+def test_the_parameter_count_of_figure_checks_is_the_records_trainable_count():
+    """A bands figure over n_params checks before training which cells share a spot, with the
+    count of every parameter; the records count the trainable ones: mamba2 cells with the
+    frozen all-ones conv (`conv_init: all_ones`) at `d_conv` 2 and 4 looked apart and were
+    drawn on one spot (one hid the other), or cells apart were refused as one spot."""
+    from types import SimpleNamespace
+
+    from ssmrepro.models import build_model, count_params
+    from ssmrepro.models.backbone import SeqLMConfig
+    from ssmrepro.plots.outputs import _param_counts
+    from ssmrepro.tasks import TASKS, build_task
+
+    task = TASKS["keep_nth"].Config(n=2, T=8, vocab=8)
+    info = build_task(task).info
+    runs, records = [], []
+    for width in (2, 4):
+        mixer = {"name": "mamba2", "d_state": 4, "d_conv": width, "conv_init": "all_ones"}
+        cfg = SeqLMConfig.model_validate({"d_model": 4, "layers": "SSM",
+                                          "blocks": {"SSM": {"mixer": mixer}}})
+        runs.append(SimpleNamespace(model=cfg, task=task))
+        records.append(count_params(build_model(cfg, info, 1, seeds=[0]), 1))
+    assert records[0] == records[1]
+    assert _param_counts(runs) == records
