@@ -50,7 +50,6 @@ from .inplace import ScanPlan, _tiles
 from .recurrence import adjoint_, states_
 
 _LOG2E = 1.0 / math.log(2.0)
-_LN2 = math.log(2.0)
 _TILE_STATE = 1 << 15  # real scalars (complex = 2) of one tile's per-step state, at most
 _TILE_BLOCK = 1 << 17  # real scalars of one tile's block buffer (T states), at most
 _MAX_T = 32
@@ -112,21 +111,21 @@ def _decay(dl: Tensor, A2r: Tensor, Ai: Tensor | None, out: Tensor, scratch: Ten
     return out
 
 
-def _zoh_coef(dl: Tensor, A2r: Tensor, Ai: Tensor | None, a: Tensor, invA: Tensor, out: Tensor,
+def _zoh_coef(dl: Tensor, Ar: Tensor, Aih: Tensor | None, a: Tensor, invA: Tensor, out: Tensor,
               scratch: Tensor) -> Tensor:
-    """out = (exp(Δ A) - 1) / A, the ZOH coefficient, with ``a`` = exp(Δ A) from :func:`_decay`
-    (same shapes and scratch). exp(Δ A) - 1 is formed without cancellation: expm1(x) for a real
-    A, expm1(x) cos y - 2 sin²(y/2) + i Im a for A = (x + iy)/Δ (``a - 1`` kept no digit of
-    Δ A below ~1e-7 in float32: the coefficient was 19% off at Δ A = 1e-7, ~1e-3 at 5e-5)."""
-    if Ai is None:
-        return torch.mul(dl, A2r, out=out).mul_(_LN2).expm1_().mul_(invA)
+    """out = (exp(Δ A) - 1) / A, the ZOH coefficient, right after :func:`_decay` gave ``a`` =
+    exp(Δ A) with the same ``scratch`` (whose third part still holds cos(Δ Im A)); Ar = Re A,
+    Aih = Im A / 2 (gk, 1, N) or None. exp(Δ A) - 1 is formed without cancellation: expm1(x)
+    for a real A, expm1(x) cos y - 2 sin²(y/2) + i Im a for Δ A = x + iy (``a - 1`` kept no
+    digit of Δ A below ~1e-7 in float32: the coefficient was 19% off at Δ A = 1e-7)."""
+    if Aih is None:
+        return torch.mul(dl, Ar, out=out).expm1_().mul_(invA)
     X = out.numel()
-    em1 = torch.mul(dl, A2r, out=scratch[:X].view(out.shape)).mul_(_LN2).expm1_()  # expm1(x)
-    cos = torch.mul(dl, Ai, out=scratch[X : 2 * X].view(out.shape))  # y
-    half = torch.mul(cos, 0.5, out=scratch[2 * X : 3 * X].view(out.shape)).sin_()  # sin(y/2)
+    em1 = torch.mul(dl, Ar, out=scratch[:X].view(out.shape)).expm1_()  # expm1(x)
     ov = torch.view_as_real(out)
-    torch.mul(em1, cos.cos_(), out=ov[..., 0])
-    ov[..., 0].sub_(half.square_().mul_(2.0))
+    torch.mul(em1, scratch[2 * X : 3 * X].view(out.shape), out=ov[..., 0])  # · cos y
+    half = torch.mul(dl, Aih, out=scratch[X : 2 * X].view(out.shape)).sin_()  # sin(y/2)
+    ov[..., 0].addcmul_(half, half, value=-2.0)
     ov[..., 1].copy_(a.imag)
     return out.mul_(invA)
 
@@ -138,6 +137,8 @@ class _B2S6Scan(torch.autograd.Function):
         Bt, L, G, K = u.shape
         N = A.shape[-1]
         A2r = (A.real if A.is_complex() else A) * _LOG2E  # (G, N)
+        Ar = A.real if A.is_complex() else A  # (G, N): Re A, and Im A / 2, for _zoh_coef
+        Aih = A.imag * 0.5 if zoh and A.is_complex() else None
         Ai = A.imag if A.is_complex() else None
         invA = 1.0 / A if zoh else None
         y = u.new_empty(Bt, L, G, K)
@@ -163,6 +164,7 @@ class _B2S6Scan(torch.autograd.Function):
             y_t = y[b0:b1, :, g0:g1].transpose(0, 1)  # (L, m, gk, K)
             A2t = A2r[g0:g1, None]  # (gk, 1, N)
             Ait = None if Ai is None else Ai[g0:g1, None]
+            Art, Aiht = Ar[g0:g1, None], None if Aih is None else Aih[g0:g1, None]
             Bbt = None if Bb is None else Bb[g0:g1]  # (gk, K, N)
             Hs_t = Hs[:, b0:b1, g0:g1]  # (nb, m, gk, K, N)
             for i in range(nb):
@@ -178,8 +180,8 @@ class _B2S6Scan(torch.autograd.Function):
                 else:
                     torch.add(Bs_t[t0:t1], Bbt, out=hb)  # Bf
                 if zoh:  # b = (a - 1)/A · u Bf
-                    coef = _zoh_coef(dl, A2t, Ait, a, invA[g0:g1, None], cbuf[: n * sz].view(n, *st),
-                                     scratch)
+                    coef = _zoh_coef(dl, Art, Aiht, a, invA[g0:g1, None],
+                                     cbuf[: n * sz].view(n, *st), scratch)
                     hb.mul_(coef).mul_(u_t[t0:t1])
                 else:  # b = Δ u Bf
                     hb.mul_(dl * u_t[t0:t1])
@@ -204,6 +206,8 @@ class _B2S6Scan(torch.autograd.Function):
         N = A.shape[-1]
         cplx_h, cplx_a = Bsel.is_complex(), A.is_complex()
         A2r = (A.real if cplx_a else A) * _LOG2E
+        Ar = A.real if cplx_a else A  # Re A, and Im A / 2, for _zoh_coef
+        Aih = A.imag * 0.5 if zoh and cplx_a else None
         Ai = A.imag if cplx_a else None
         invA = 1.0 / A if zoh else None
         invAc = invA.conj() if zoh and cplx_a else invA  # conj(1/A)
@@ -242,6 +246,7 @@ class _B2S6Scan(torch.autograd.Function):
             gC_t = gC[b0:b1, :, g0:g1].transpose(0, 1)
             A2t = A2r[g0:g1, None]  # (gk, 1, N)
             Ait = None if Ai is None else Ai[g0:g1, None]
+            Art, Aiht = Ar[g0:g1, None], None if Aih is None else Aih[g0:g1, None]
             At = A[g0:g1, None]
             Bbt = None if Bb is None else Bb[g0:g1]  # (gk, K, N)
             Hs_t = Hs[:, b0:b1, g0:g1]
@@ -260,8 +265,8 @@ class _B2S6Scan(torch.autograd.Function):
                 hb = Hb[1 : n + 1]
                 Hl[0].copy_(Hs_t[i])
                 if zoh:
-                    coef = _zoh_coef(dl, A2t, Ait, a, invA[g0:g1, None], cbuf[: n * sz].view(nst),
-                                     scratch)
+                    coef = _zoh_coef(dl, Art, Aiht, a, invA[g0:g1, None],
+                                     cbuf[: n * sz].view(nst), scratch)
                     torch.mul(Bf, coef, out=hb).mul_(ub)
                 else:
                     du = dl * ub  # (n, m, gk, K, 1)
