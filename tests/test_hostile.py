@@ -9961,3 +9961,150 @@ def test_figures_names_an_image_that_no_figure_of_the_spec_draws(tmp_path):
     assert (folder / "figure-acc.png").is_file()
     named = [ln for ln in res.output.splitlines() if "is drawn by no figure of the spec" in ln]
     assert len(named) == 1 and "huang2025-tab1: figure.png " in named[0], res.output
+
+
+def test_the_narrow_scan_leaves_a_batch_one_width_one_state_one_A_alone():
+    """Batch 1, one channel per group and d_state 1 (an S6 pack of width-1, N = 1 members): the
+    narrow kernel's per-tile copy of A was A's own memory (an expand of size-1 dims is already
+    contiguous) and was scaled in place by log2(e): the caller's A changed, and dL/dΔ (read
+    from the saved A) was off by up to 2 in float64."""
+    import torch
+
+    from ssmrepro.kernels.inplace import scan_plan, selective_scan_fused
+    from ssmrepro.kernels.scan import selective_scan_ref
+
+    g = torch.Generator().manual_seed(0)
+    Bt, L, G, K, N = 1, 9, 3, 1, 1
+    ins = [torch.randn(Bt, L, G * K, generator=g, dtype=torch.float64),
+           torch.rand(Bt, L, G * K, generator=g, dtype=torch.float64),
+           -torch.rand(G * K, N, generator=g, dtype=torch.float64) - 0.1,
+           torch.randn(Bt, L, G, N, generator=g, dtype=torch.float64),
+           torch.randn(Bt, L, G, N, generator=g, dtype=torch.float64)]
+    assert scan_plan(Bt, G, K, N, L=L).narrow
+    A0 = ins[2].clone()
+    selective_scan_fused(*ins)
+    assert torch.equal(ins[2], A0)
+    res = []
+    for fn in (selective_scan_fused, selective_scan_ref):
+        xs = [t.clone().requires_grad_(True) for t in ins]
+        y = fn(*xs)
+        y.backward(torch.linspace(-1, 1, y.numel(), dtype=y.dtype).view_as(y))
+        res.append([y.detach()] + [t.grad for t in xs])
+    for a, b in zip(*res):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_the_zoh_input_coefficient_keeps_its_digits_at_small_steps():
+    """ZOH's B̄ = (exp(ΔA) - 1)/A · B was formed as exp(ΔA) - 1: in float32 every digit of ΔA
+    below ~1e-7 cancelled (s4d_zoh with dt 1e-8: output 12% off its float64 value, B̄ 100%;
+    the b2s6 scan's ZOH coefficient likewise). Float32 results must match float64 ones."""
+    import torch
+
+    from ssmrepro.kernels.b2s6_scan import b2s6_scan
+    from ssmrepro.models.layers import reset_members
+    from ssmrepro.models.mixers.base import build_mixer, parse_mixer
+
+    cfg = parse_mixer({"name": "s4d_zoh", "d_state": 4, "dt_min": 1e-8, "dt_max": 1e-7,
+                       "skip": False})
+    m32 = build_mixer(cfg, 1, 3)
+    reset_members(m32, [3])
+    m64 = build_mixer(cfg, 1, 3).double()
+    m64.load_state_dict({k: v.double() for k, v in m32.state_dict().items()})
+    x = torch.randn(1, 2, 16, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    y64 = m64(x)
+    for y in (m32(x.float()), m32.forward_ref(x.float())):
+        assert ((y.double() - y64).abs().max() / y64.abs().max()).item() < 1e-5
+
+    g = torch.Generator().manual_seed(1)
+    Bt, L, G, K, N = 2, 7, 2, 2, 3
+    u = torch.randn(Bt, L, G, K, generator=g, dtype=torch.float64)
+    dl = 1e-7 * (1 + torch.rand(Bt, L, G, K, generator=g, dtype=torch.float64))
+    re = -0.5 - torch.rand(G, N, generator=g, dtype=torch.float64)
+    for A in (re, torch.complex(re, torch.pi * torch.arange(N, dtype=torch.float64).expand(G, N))):
+        Bs, Bb = torch.randn(Bt, L, G, N, generator=g), torch.randn(G, K, N, generator=g)
+        C = torch.randn(Bt, L, G, N, generator=g)
+        y64 = b2s6_scan(u, dl, A, Bs.double(), Bb.double(), C.double(), "zoh")
+        y32 = b2s6_scan(u.float(), dl.float(), A.to(torch.complex64 if A.is_complex() else
+                                                     torch.float32), Bs, Bb, C, "zoh")
+        assert ((y32.double() - y64).abs().max() / y64.abs().max()).item() < 1e-5
+
+
+def test_a_decay_histogram_of_a_complex_A_model_bins_the_decay_modulus():
+    """`analysis: [decay_histogram]` on an S6 core with `complex_A: true` (or s4d, delta_t,
+    mamba1): the hook's exp(ΔΛ) is complex and was cast to real, so the histogram binned
+    e^{ΔReΛ} cos(ΔImΛ) and dropped the negative values from its [0, 1] bins without a word."""
+    import torch
+
+    from ssmrepro.analysis import decay_histogram
+    from ssmrepro.models import build_model
+    from ssmrepro.models.backbone import SeqLMConfig
+    from ssmrepro.tasks import build_task
+
+    task = build_task({"name": "keep_nth", "n": 2, "T": 8, "vocab": 8})
+    cfg = SeqLMConfig.model_validate({
+        "d_model": 4, "layers": "SSM", "pos": "index",
+        "blocks": {"SSM": {"mixer": {"name": "s6", "d_state": 8, "complex_A": True,
+                                     "A_init": "s4d_lin", "dt_min": 0.5, "dt_max": 1.0}}}})
+    model = build_model(cfg, task.info, 1, seeds=[0])
+    hist = decay_histogram(model, task, torch.tensor([0]))[0]
+    total = sum(hist["before"]) + sum(hist["after"])
+    assert total == 500 * 8 * 4 * 8  # every (sample, t, channel, state) in a [0, 1] bin
+    assert 0 < hist["mean_before"] <= 1 and 0 < hist["mean_after"] <= 1
+
+
+def test_a_decay_histogram_of_a_mamba1_block_with_a_b2s6_core_is_refused_before_training(tmp_path):
+    """A Mamba-1 block always claimed a decay hook; with `core: b2s6` (no Λ·Δ decay) `validate`
+    passed `analysis: [decay_histogram]` and every pack failed after training with 'core
+    B2S6Core has no decay analysis'. Its S6 core keeps the hook."""
+    mixer = {"name": "mamba1", "core": "b2s6", "blocks": 2, "d_state": 2}
+    model = {"name": "seq_lm", "d_model": 4, "layers": "SSM", "pos": "index",
+             "blocks": {"SSM": {"mixer": mixer}}}
+    spec = write_spec(tmp_path, analysis=["decay_histogram"], model=model,
+                      sweep=[{"cases": [{"label": "A", "set": {"model.d_model": 4}}]}])
+    _assert_refused(_invoke("validate", spec), "analysis: decay_histogram needs a mixer with a "
+                    "decay hook")
+    model["blocks"]["SSM"]["mixer"] = {"name": "mamba1", "d_state": 2}
+    ok = write_spec(tmp_path, name="ok", analysis=["decay_histogram"], model=model,
+                    sweep=[{"cases": [{"label": "A", "set": {"model.d_model": 4}}]}])
+    assert _invoke("validate", ok).exit_code == 0
+
+
+def test_a_mamba2_dt_range_below_the_init_floor_is_refused(tmp_path):
+    """mamba2 / mamba2_3conv with `dt_max` below the Δ init floor 1e-4 (`dt_min: 1e-6, dt_max:
+    1e-5`): every initial Δ was the floor whatever the range (two such ranges trained one model
+    under two run ids), as S6's already refused; mamba2_3conv also took reversed A / Δ ranges
+    in the spec and failed only when the pack was built."""
+    from ssmrepro.models.mixers.base import parse_mixer
+
+    for name in ("mamba2", "mamba2_3conv"):
+        for bad, needle in [({"dt_min": 1e-6, "dt_max": 1e-5}, "below the Δ init floor"),
+                            ({"dt_min": 0.1, "dt_max": 0.01}, "dt_min 0.1 is above dt_max"),
+                            ({"A_min": 16, "A_max": 1}, "A_min 16.0 is above A_max")]:
+            with pytest.raises(ValueError, match=needle):
+                parse_mixer({"name": name, **bad})
+        parse_mixer({"name": name, "dt_min": 1e-4, "dt_max": 1e-4})
+
+
+def test_the_parameter_count_of_figure_checks_is_the_records_trainable_count():
+    """A bands figure over n_params checks before training which cells share a spot, with the
+    count of every parameter; the records count the trainable ones: mamba2 cells with the
+    frozen all-ones conv (`conv_init: all_ones`) at `d_conv` 2 and 4 looked apart and were
+    drawn on one spot (one hid the other), or cells apart were refused as one spot."""
+    from types import SimpleNamespace
+
+    from ssmrepro.models import build_model, count_params
+    from ssmrepro.models.backbone import SeqLMConfig
+    from ssmrepro.plots.outputs import _param_counts
+    from ssmrepro.tasks import TASKS, build_task
+
+    task = TASKS["keep_nth"].Config(n=2, T=8, vocab=8)
+    info = build_task(task).info
+    runs, records = [], []
+    for width in (2, 4):
+        mixer = {"name": "mamba2", "d_state": 4, "d_conv": width, "conv_init": "all_ones"}
+        cfg = SeqLMConfig.model_validate({"d_model": 4, "layers": "SSM",
+                                          "blocks": {"SSM": {"mixer": mixer}}})
+        runs.append(SimpleNamespace(model=cfg, task=task))
+        records.append(count_params(build_model(cfg, info, 1, seeds=[0]), 1))
+    assert records[0] == records[1]
+    assert _param_counts(runs) == records

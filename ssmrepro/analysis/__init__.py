@@ -18,11 +18,14 @@ PROBE_SAMPLES = 500
 
 @torch.no_grad()
 def layer_decay(model, x: torch.Tensor) -> torch.Tensor:
-    """exp(Δ_t Λ) of the first block whose mixer has a ``decay`` hook (S6 / S4D / Δᵀ cores, the
-    Mamba-1 block), on input x: (E, B, L, channels, N)."""
+    """|exp(Δ_t Λ)| of the first block whose mixer has a ``decay`` hook (S6 / S4D / Δᵀ cores, the
+    Mamba-1 block), on input x: (E, B, L, channels, N), real. For a complex Λ (``complex_A``)
+    the hook's exp(Δ_t Λ) is complex and its modulus e^{Δ_t Re Λ} is the decay (a real cast
+    kept e^{Δ Re Λ} cos(Δ Im Λ): the histogram dropped the negative ones without a word)."""
     for _, mixer, inp in model.mixer_inputs(x):
         if hasattr(mixer, "decay"):
-            return mixer.decay(inp)
+            dec = mixer.decay(inp)
+            return dec.abs() if dec.is_complex() else dec
     raise ValueError("decay_histogram needs a mixer with a decay hook (s6, s4d, delta_t, mamba1)")
 
 

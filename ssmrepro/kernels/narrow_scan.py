@@ -120,7 +120,9 @@ class _SelectiveScanNarrow(torch.autograd.Function):
             uk, dk = _kl(u, g0, g1), _kl(delta, g0, g1)  # (L, K, Bt, g)
             Bk = _kl(B, g0, g1)[:, :, None]  # (L, N, 1, Bt, g)
             Ck = _per_state(C, g0, g1, Bt) if c_const else _kl(C, g0, g1)[:, :, None]
-            A2 = _per_state(A, g0, g1, Bt).mul_(_LOG2E)  # (N, K, Bt, g)
+            # out of place: at Bt = K = N = 1 the expanded slice is already contiguous and
+            # _per_state returns A's own memory (an in-place scale rescaled the caller's A)
+            A2 = _per_state(A, g0, g1, Bt) * _LOG2E  # (N, K, Bt, g)
             Hb = hbuf[: (T + 1) * sz].view(T + 1, *st)
             ab = abuf[: T * sz].view(T, *st)
             Hl, Al = Hb.unbind(0), ab.unbind(0)

@@ -117,11 +117,12 @@ def eval_floats(config: ModelConfig, info) -> int:
     return int(n_inputs * 2 * L * d + (2 * L * C if cfg.head == "per_position" else 2 * C))
 
 
-def param_count(config: ModelConfig, info) -> int:
+def param_count(config: ModelConfig, info, trainable: bool = False) -> int:
     """Parameters of one member, counted without allocating them: each distinct block is built
     once on PyTorch's ``meta`` device (shapes only) and counted as often as the layer pattern
     uses it, so this stays fast for any width or depth. ValueError where a size overflows
-    64 bits."""
+    64 bits. ``trainable``: only those that train (what a run record's ``n_params`` counts,
+    :func:`count_params`; a frozen all-ones conv is left out)."""
     import torch
 
     cfg = config.to_backbone()
@@ -137,9 +138,11 @@ def param_count(config: ModelConfig, info) -> int:
         raise ValueError("a tensor of this model would have a size past what 64-bit integers "
                          "count (model.d_model, model.d_state, the task's vocabulary or "
                          "length)") from None
-    per_block = {n: sum(p.numel() for p in blk.parameters())
-                 for n, blk in zip(distinct, model.blocks)}
-    rest = sum(p.numel() for p in model.parameters()) - sum(per_block.values())
+    def numel(m) -> int:
+        return sum(p.numel() for p in m.parameters() if p.requires_grad or not trainable)
+
+    per_block = {n: numel(blk) for n, blk in zip(distinct, model.blocks)}
+    rest = numel(model) - sum(per_block.values())
     return int(rest + sum(per_block[n] for n in names))
 
 

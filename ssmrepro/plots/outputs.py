@@ -564,8 +564,10 @@ def _weight_analysis_problems(path: str, analyses: list[str], runs) -> list[str]
 
 
 def _param_counts(runs: list) -> list[int] | None:
-    """Each run's parameter count (``models.param_count``, on the meta device: nothing
-    allocated), each distinct model and task config counted once; None when a task cannot be
+    """Each run's parameter count as its record will hold it (``models.param_count`` of the
+    trainable parameters, on the meta device: nothing allocated; counting a frozen all-ones
+    conv put two cells that draw on one spot apart), each distinct model and task config
+    counted once; None when a task cannot be
     built here (a dataset not downloaded) or a model cannot be counted (reported elsewhere)."""
     from ..models import param_count
     from ..tasks import build_task
@@ -576,7 +578,7 @@ def _param_counts(runs: list) -> list[int] | None:
         key = (r.model.model_dump_json(), r.task.model_dump_json())
         if key not in seen:
             try:
-                seen[key] = param_count(r.model, build_task(r.task).info)
+                seen[key] = param_count(r.model, build_task(r.task).info, trainable=True)
             except Exception:  # noqa: BLE001 (missing data, a model its blocks refuse: elsewhere)
                 return None
         out.append(seen[key])

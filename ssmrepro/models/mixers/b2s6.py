@@ -174,7 +174,7 @@ class B2S6Core(PackedModule):
             Bfull = Bg.reshape(Bsz, L, G, 1, N).expand(Bsz, L, G, self.p, N).reshape(Bsz, L, E * d, N)
             if Bb is not None:
                 Bfull = Bfull + Bb.reshape(E * d, N)
-            coef = dl[..., None] if self.discretization == "euler" else (torch.exp(la) - 1) / Af
+            coef = dl[..., None] if self.discretization == "euler" else torch.expm1(la) / Af
             hs = diag_scan(la, coef * u[..., None] * Bfull)  # (B, L, E*d, N)
             hs = hs.reshape(Bsz, L, G, self.p, N)
             y = (hs * Cg[:, :, :, None, :]).sum(-1).reshape(Bsz, L, E * d)
@@ -199,7 +199,8 @@ class B2S6Core(PackedModule):
                         Bk = Bsel[e, :, k, j] + (0 if Bb is None else Bb[e, c])  # (B, N)
                         dk = delta[e, :, k, c, None]  # (B, 1)
                         Abar = torch.exp(dk * A[e])
-                        Bbar = dk * Bk if self.discretization == "euler" else (Abar - 1) / A[e] * Bk
+                        Bbar = (dk * Bk if self.discretization == "euler"
+                                else torch.expm1(dk * A[e]) / A[e] * Bk)
                         hk = Abar * hk + Bbar * x[e, :, k, c, None]
                         y = (Ct[e, :, k, j] * hk).sum(-1)
                         y = y.real if y.is_complex() else y

@@ -80,6 +80,14 @@ def A_log_uniform(n: int, A_min: float, A_max: float, g: torch.Generator) -> tor
     return torch.log(A_min + (A_max - A_min) * torch.rand(n, generator=g, dtype=torch.float64))
 
 
+def zoh_phi(z: torch.Tensor) -> torch.Tensor:
+    """(exp(z) - 1) / z, elementwise, real or complex, 1 at z = 0: the ZOH input coefficient
+    B̄ = (ΔA)^{-1}(exp(ΔA) - I) ΔB = φ(ΔA) ΔB. By ``expm1``: ``exp(z) - 1`` loses all digits
+    below |z| ~ 1e-7 in float32 (φ was 1.19 at z = 1e-7, ~4e-4 off at Δ = 1e-4, A = -1/2)."""
+    zero = z == 0
+    return torch.where(zero, torch.ones_like(z), torch.expm1(z) / torch.where(zero, torch.ones_like(z), z))
+
+
 def cplx(x: torch.Tensor, N: int) -> torch.Tensor:
     """[re | im] on the last dim (2N) -> complex (N)."""
     return torch.complex(*x.split(N, dim=-1))

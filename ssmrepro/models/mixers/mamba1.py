@@ -159,8 +159,11 @@ class Mamba1Mixer(nn.Module):
     def forward_ref(self, x: torch.Tensor) -> torch.Tensor:
         return self.forward(x, ref=True)
 
-    def decay(self, x: torch.Tensor) -> torch.Tensor:
-        """The core's exp(Δ_t Λ) on this block's core input: (E, B, L, Di, N)."""
+    @property
+    def decay(self):
+        """The core's exp(Δ_t Λ) on this block's core input, x -> (E, B, L, Di, N): the hook
+        exists only when the core has one (a B2S6 core has none; the block claimed a hook, so
+        ``validate`` passed `analysis: [decay_histogram]` and every pack failed after training)."""
         if not hasattr(self.ssm, "decay"):
-            raise ValueError(f"core {type(self.ssm).__name__} has no decay analysis")
-        return self.ssm.decay(self.core_input(x)[0])
+            raise AttributeError(f"core {type(self.ssm).__name__} has no decay analysis")
+        return lambda x: self.ssm.decay(self.core_input(x)[0])

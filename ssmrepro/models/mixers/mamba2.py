@@ -33,13 +33,14 @@ from typing import Literal
 
 import torch
 import torch.nn.functional as F
-from pydantic import Field
+from pydantic import Field, model_validator
 from torch import nn
 
 from ...kernels.backend import ssd_scan
+from ..base import refuse_reversed_range
 from ..layers import PackedCausalConv, PackedLinear, PackedModule, conv_ref_step, linear_ref, no_weight_decay
 from .base import MixerConfig, register
-from .common import DT_INIT_FLOOR, A_log_uniform, dt_bias_init
+from .common import DT_INIT_FLOOR, A_log_uniform, dt_bias_init, refuse_dt_below_floor
 
 SSD_CHUNK = 64  # the chunk length assumed by the memory estimate (kernels.ssd picks its own)
 
@@ -67,6 +68,15 @@ class Mamba2Config(MixerConfig):
         False, description="chen2025 App. eq. 10: (B,C,X) = SiLU(Conv1d(U)) * U")
     conv_init: Literal["default", "all_ones"] = Field(
         "default", description="all_ones: chen2025 all-one conv, frozen (weight 1, bias 0)")
+
+    @model_validator(mode="after")
+    def _dt_range(self) -> Mamba2Config:
+        # dt_bias = softplus⁻¹ of a Δ clamped at the init floor: a range below it gave every
+        # member Δ = 1e-4 whatever dt_min and dt_max (two such ranges: one model, two run ids)
+        refuse_reversed_range(self, "A_min", "A_max")
+        refuse_reversed_range(self)
+        refuse_dt_below_floor(self)
+        return self
 
     def n_heads(self, d_model: int) -> int:
         Di = self.expand * d_model

@@ -23,10 +23,11 @@ from typing import Literal
 
 import torch
 import torch.nn.functional as F
-from pydantic import Field
+from pydantic import Field, model_validator
 from torch import nn
 
 from ...kernels.backend import ssd_scan
+from ..base import refuse_reversed_range
 from ..layers import (
     PackedCausalConv,
     PackedLinear,
@@ -37,7 +38,7 @@ from ..layers import (
     no_weight_decay,
 )
 from .base import MixerConfig, register
-from .common import DT_INIT_FLOOR, A_log_uniform, dt_bias_init
+from .common import DT_INIT_FLOOR, A_log_uniform, dt_bias_init, refuse_dt_below_floor
 from .mamba2 import SSD_CHUNK
 
 
@@ -56,6 +57,15 @@ class Mamba2ThreeConvConfig(MixerConfig):
     A_max: float = Field(16.0, gt=0)
     dt_min: float = Field(1e-3, gt=0)
     dt_max: float = Field(1e-1, gt=0)
+
+    @model_validator(mode="after")
+    def _dt_range(self) -> Mamba2ThreeConvConfig:
+        # dt_bias = softplus⁻¹ of a Δ clamped at the init floor: a range below it gave every
+        # member Δ = 1e-4 whatever dt_min and dt_max (two such ranges: one model, two run ids)
+        refuse_reversed_range(self, "A_min", "A_max")
+        refuse_reversed_range(self)
+        refuse_dt_below_floor(self)
+        return self
 
     def activation_floats(self, d_model: int, L: int) -> int:
         """projections, convs and SiLUs 3·(Di + 2N); Δ; gate 2·Di; y; SSD intra-chunk Q × Q and

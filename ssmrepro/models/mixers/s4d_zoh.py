@@ -27,7 +27,7 @@ from ...kernels.backend import selective_scan as scan_dispatch
 from ..base import refuse_reversed_range
 from ..layers import PackedModule, _normal_, fold, lr_group, no_weight_decay, unfold
 from .base import MixerConfig, register
-from .common import A_params, cplx, init_A_, make_A
+from .common import A_params, cplx, init_A_, make_A, zoh_phi
 
 
 class S4DZOHConfig(MixerConfig):
@@ -101,12 +101,11 @@ class S4DZOH(PackedModule):
             _normal_(self.D[e], 1.0, g)
 
     def params(self):
-        """Δ (E,d), A, B̄/Δ, C (E,d,N) complex: Ā = exp(ΔA), B̄ = (exp(ΔA) - 1)/A · B."""
+        """Δ (E,d), A, B̄/Δ, C (E,d,N) complex: Ā = exp(ΔA), B̄ = expm1(ΔA)/A · B (``zoh_phi``)."""
         dt = torch.exp(self.log_dt)  # (E, d)
         A = make_A(self.A_log, self.A_im)  # (E, d, N)
         B = cplx(self.B, self.N) if self.B is not None else torch.ones_like(A)
-        dtA = dt[..., None] * A
-        B_over_dt = (torch.exp(dtA) - 1) / dtA * B  # B̄ / Δ: (ΔA)^{-1}(exp(ΔA) - I) B
+        B_over_dt = zoh_phi(dt[..., None] * A) * B  # B̄ / Δ: (ΔA)^{-1}(exp(ΔA) - I) B
         return dt, A, B_over_dt, cplx(self.C, self.N)
 
     def kernel(self, L: int) -> torch.Tensor:
@@ -154,7 +153,7 @@ class S4DZOH(PackedModule):
         for e in range(E):
             dA = dt[e, :, None] * A[e]  # (d, N)
             Abar = torch.exp(dA)
-            rhs = ((Abar - 1) * dt[e, :, None] * B[e])[..., None]  # (e^{ΔA} - I) ΔB: (d, N, 1)
+            rhs = (torch.expm1(dA) * dt[e, :, None] * B[e])[..., None]  # (e^{ΔA} - I) ΔB: (d, N, 1)
             Bbar = torch.linalg.solve(torch.diag_embed(dA), rhs)[..., 0]  # (ΔA)^{-1} (...)
             h = torch.zeros(Bsz, d, self.N, dtype=A.dtype)
             ys = []
