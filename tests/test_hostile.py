@@ -9961,3 +9961,32 @@ def test_figures_names_an_image_that_no_figure_of_the_spec_draws(tmp_path):
     assert (folder / "figure-acc.png").is_file()
     named = [ln for ln in res.output.splitlines() if "is drawn by no figure of the spec" in ln]
     assert len(named) == 1 and "huang2025-tab1: figure.png " in named[0], res.output
+
+
+def test_a_generated_pathfinder_png_folder_cut_short_is_not_present(tmp_path):
+    """`data generate pathfinder --format lra` killed after its first thousand images left
+    metadata/0.npy and no meta.json (the generator writes it last): `data info` said 'yes' and
+    a run trained on those images as the whole dataset. A generated folder without meta.json
+    is not present, in either layout; the finished one is."""
+    import numpy as np
+
+    from ssmrepro.data import load_lra
+    from ssmrepro.data.pathfinder import _png_bytes
+    from ssmrepro.data.sources import DataUnavailable
+
+    d = tmp_path / "generated/pathfinder32/curv_contour_length_14"  # the generator's layout
+    (d / "imgs/0").mkdir(parents=True)
+    (d / "metadata").mkdir()
+    for i in range(10):
+        (d / f"imgs/0/sample_{i}.png").write_bytes(_png_bytes(np.full((32, 32), i, np.uint8)))
+    (d / "metadata/0.npy").write_text("".join(f"imgs/0 sample_{i}.png {i} {i % 2}\n"
+                                              for i in range(10)))
+    (d / "meta.json").write_text('{"format": "lra", "n": 10}')
+    assert len(load_lra("pathfinder", "train", root=tmp_path, cache=False)) > 0
+    (d / "meta.json").unlink()
+    with pytest.raises(DataUnavailable, match="none of the accepted sources"):
+        load_lra("pathfinder", "train", root=tmp_path, cache=False)
+    res = _invoke("data", "info", "--dir", tmp_path)
+    row = next(line for line in res.output.splitlines() if "generated" in line
+               and "pathfinder " in line)
+    assert " no " in row, res.output

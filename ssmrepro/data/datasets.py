@@ -238,6 +238,11 @@ def _pf_locate(src: str, root: Path, cfg) -> Path:
 
 
 def _pf_present(src: str, path: Path) -> bool:
+    if src == GENERATED:  # the generator writes meta.json last, in either layout: a `--format
+        # lra` folder cut short (Ctrl-C, kill -9) has metadata/ for its first thousands of
+        # images only, and was trained on as the whole dataset ('present' in `data info`)
+        return (path / "meta.json").is_file() and ((path / "metadata").is_dir()
+                                                   or (path / "shards").is_dir())
     return (path / "metadata").is_dir() or ((path / "shards").is_dir() and (path / "meta.json").is_file())
 
 
