@@ -9990,3 +9990,35 @@ def test_a_generated_pathfinder_png_folder_cut_short_is_not_present(tmp_path):
     row = next(line for line in res.output.splitlines() if "generated" in line
                and "pathfinder " in line)
     assert " no " in row, res.output
+
+
+def test_a_tar_cut_between_members_or_with_a_damaged_header_is_not_installed(tmp_path):
+    """tarfile ends an archive's members quietly at a damaged header (a flipped byte) or at the
+    end of the data between two members: `data download cifar10 --url file://...` of a tar cut
+    there extracted its first batches and said 'installed', exit 0, the rest missing without a
+    word. It is now a damaged archive, and nothing is moved into place."""
+    import io
+    import tarfile
+
+    from ssmrepro.data.download import BadArchive, install_cifar10
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name in ("data_batch_1", "data_batch_2", "test_batch"):
+            info = tarfile.TarInfo(f"cifar-10-batches-py/{name}")
+            info.size = 1000
+            tar.addfile(info, io.BytesIO(bytes(1000)))
+    whole = buf.getvalue()  # each member: a 512-byte header and 1024 bytes of data
+    flipped = bytearray(whole)
+    flipped[2 * 1536 + 100:2 * 1536 + 104] = b"oops"  # the third member's header
+    for name, data, said in (("cut.tar", whole[:2 * 1536], "empty header"),
+                             ("flipped.tar", bytes(flipped), "bad checksum")):
+        archive = tmp_path / name
+        archive.write_bytes(data)
+        with pytest.raises(BadArchive, match=re.escape(f"end-of-archive marker ({said}, "
+                                                        "after 2 member(s))")):
+            install_cifar10(archive, tmp_path / "root", progress=False)
+        assert not (tmp_path / "root/cifar-10-batches-py").exists()
+    (tmp_path / "whole.tar").write_bytes(whole)
+    install_cifar10(tmp_path / "whole.tar", tmp_path / "root", progress=False)
+    assert len(list((tmp_path / "root/cifar-10-batches-py").iterdir())) == 3

@@ -386,9 +386,20 @@ def extract_archive(
             raise BadArchive(f"{archive}: not a zip archive this command can extract "
                              f"({type(err).__name__}: {err})") from None
         return dest
+    ends: list[tarfile.HeaderError] = []  # why each header read stopped (the last: the end)
+
+    class _Member(tarfile.TarInfo):
+        @classmethod
+        def fromtarfile(cls, tarfile_):
+            try:
+                return super().fromtarfile(tarfile_)
+            except tarfile.HeaderError as err:
+                ends.append(err)
+                raise
+
     try:
         raw = open(archive, "rb")  # noqa: SIM115 - closed below
-        tar = tarfile.open(fileobj=raw, mode="r|*")
+        tar = tarfile.open(fileobj=raw, mode="r|*", tarinfo=_Member)
     except tarfile.TarError as err:
         raise BadArchive(f"{archive}: not a tar or zip archive ({err})") from None
     use_filter = hasattr(tarfile, "data_filter")
@@ -410,6 +421,14 @@ def extract_archive(
                     else:  # pragma: no cover - Python < 3.11.4
                         tar.extract(member, dest)
                 bar.update(completed=raw.tell())
+        if not (ends and isinstance(ends[-1], tarfile.EOFHeaderError)):
+            # tarfile ends its members quietly at a damaged header or at the end of the data
+            # between two members: an archive cut there (or with a header bit flipped) was
+            # extracted in part and 'installed', the rest of the data missing without a word
+            why = f"{ends[-1]}" if ends else "no header"
+            raise BadArchive(f"{archive}: it ends without the end-of-archive marker ({why}, "
+                             f"after {len(tar.members)} member(s)): the archive is cut short "
+                             "or damaged")
     except OSError as err:
         if err.errno in (errno.ENOSPC, errno.EDQUOT):  # the disk filled: the archive is fine (it
             # said 'the archive may be truncated; delete it and download it again')
