@@ -4550,8 +4550,8 @@ def test_a_fresh_clone_table_whose_labels_were_swapped_is_not_counted_finished(t
 @pytest.mark.parametrize("written", [False, True])
 def test_ctrl_c_of_data_generate_says_what_it_left(tmp_path, monkeypatch, written):
     """Ctrl-C of `data generate` printed `run`'s line, 'finished runs are saved'. It now says
-    what is left: nothing (re-run the same command), or a folder without meta.json (re-run with
-    --force to replace it), exit 130."""
+    what is left, exit 130: nothing (re-run the same command), also after a shard was written
+    (the generator builds its folder beside the target, and the half-written one is removed)."""
     import ssmrepro.data.pathfinder as pf
 
     def interrupted(target, *a, **kw):
@@ -4566,10 +4566,8 @@ def test_ctrl_c_of_data_generate_says_what_it_left(tmp_path, monkeypatch, writte
     said = " ".join(res.output.split())
     assert res.exit_code == 130 and "Traceback" not in res.output, res.output
     assert "runs" not in said, res.output
-    if written:
-        assert f"{out} is incomplete (no meta.json)" in said and "--force" in said, res.output
-    else:
-        assert "nothing was written: re-run the same command" in said, res.output
+    assert "nothing was written: re-run the same command" in said, res.output
+    assert not out.exists() and not list(tmp_path.iterdir()), list(tmp_path.iterdir())
 
 
 @pytest.mark.parametrize("figure,needle", [
@@ -10022,3 +10020,27 @@ def test_a_tar_cut_between_members_or_with_a_damaged_header_is_not_installed(tmp
     (tmp_path / "whole.tar").write_bytes(whole)
     install_cifar10(tmp_path / "whole.tar", tmp_path / "root", progress=False)
     assert len(list((tmp_path / "root/cifar-10-batches-py").iterdir())) == 3
+
+
+def test_two_data_generates_into_one_folder_do_not_mix(tmp_path, monkeypatch):
+    """Two `data generate listops` of one data root at once (other seeds): both passed the
+    'empty folder' check, both wrote their TSVs into the one folder and said 'wrote', the splits
+    of the two mixed. Each now builds its folder beside the target: the first to finish renames
+    it into place, the other stops (exit 1) saying so, and the folder holds one dataset."""
+    import ssmrepro.data.listops as lo
+
+    out, real = tmp_path / "listops", lo.generate_listops
+    args = ("--n", "3", "--min-length", "1", "--max-length", "40", "--out", out)
+
+    def other_finishes_meanwhile(*a, **kw):  # the other generate, seed 7, ends first
+        monkeypatch.setattr(lo, "generate_listops", real)
+        assert _invoke("data", "generate", "listops", "--seed", "7", *args).exit_code == 0
+        return real(*a, **kw)
+
+    monkeypatch.setattr(lo, "generate_listops", other_finishes_meanwhile)
+    res = _invoke("data", "generate", "listops", "--seed", "8", *args)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    assert f"{out} was written by another `data generate` while this one ran" in said, said
+    assert '"seed": 7' in (out / "meta.json").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["listops"]

@@ -59,30 +59,54 @@ def _fail(message: str, code: int = 2) -> None:
     fail([message], code)
 
 
-def _left(target: Path) -> str:
-    """What a generator stopped midway (a worker died, Ctrl-C) left in ``target`` and how to go
-    on: a half-written folder has no meta.json (nothing reads it), and the same command needs
-    --force to replace it; ListOps writes nothing before every tree is generated."""
-    if not target.is_dir() or not any(target.iterdir()):
-        return "nothing was written: re-run the same command"
-    return f"{target} is incomplete (no meta.json): re-run the same command with --force to replace it"
+# what a generator stopped midway (a worker died, Ctrl-C, kill -9) leaves: it builds its folder
+# beside the target (``_built_beside``), so nothing of it is where the loaders read
+LEFT = "nothing was written: re-run the same command"
 
 
-def _died(err: WorkerDied, target: Path) -> str:
-    """The line for a generator whose worker process died (``_left``)."""
-    return f"{err}; {_left(target)}"
+def _died(err: WorkerDied) -> str:
+    """The line for a generator whose worker process died."""
+    return f"{err}; {LEFT}"
 
 
 @contextmanager
-def _interrupted_says_what_is_left(target: Path) -> Iterator[None]:
-    """Ctrl-C of a generator writing ``target``: one line saying what it left (``_left``), exit
-    130 (the line of `run`, 'finished runs are saved', was printed)."""
+def _interrupted_says_what_is_left() -> Iterator[None]:
+    """Ctrl-C of a generator: one line saying what it left (``LEFT``), exit 130 (the line of
+    `run`, 'finished runs are saved', was printed)."""
     try:
         yield
     except KeyboardInterrupt:
-        err_console.print(f"interrupted — {_left(target)}", highlight=False, soft_wrap=True,
+        err_console.print(f"interrupted — {LEFT}", highlight=False, soft_wrap=True,
                           markup=False)
         raise typer.Exit(130) from None
+
+
+@contextmanager
+def _built_beside(target: Path) -> Iterator[Path]:
+    """A scratch folder beside ``target`` to generate in, renamed to ``target`` when the block
+    ends (and removed when it fails; a killed one's by the next generate of ``target``).
+
+    The generators wrote into ``target`` itself: a folder cut short (Ctrl-C, kill -9) was where
+    the loaders read, and two generates of one data root at once (other seeds or sizes) both
+    passed the 'empty folder' check and wrote into one folder, each saying 'wrote', the files
+    of the two mixed. Now the first to finish renames its folder into place, and the other
+    stops (exit 1) saying so, its data discarded."""
+    from ..util import fsync_dir, scratch_folder
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = scratch_folder(target.parent, f".{target.name}.generating")
+    try:
+        yield tmp
+        try:
+            os.replace(tmp, target)  # (onto nothing or an empty folder)
+        except OSError:
+            if not (target.is_dir() and any(target.iterdir())):
+                raise
+            _fail(f"{target} was written by another `data generate` while this one ran; this "
+                  "one's data were discarded (pass --force to replace it)", code=1)
+        fsync_dir(target.parent)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @command(app, interrupted="interrupted — the download resumes where it stopped: re-run "
@@ -271,7 +295,7 @@ def generate_listops_cmd(
                 n * (length + 100) + n_train * 6 * length, n * 2 * length,
                 out if out is not None else generated_dir(root) / "listops", force)
     target = _prepare_out(out, generated_dir(root) / "listops", force)
-    with _interrupted_says_what_is_left(target):
+    with _interrupted_says_what_is_left(), _built_beside(target) as folder:
         t0 = time.perf_counter()
         with console.status(f"generating {n} ListOps trees ...") as status:
             try:
@@ -288,11 +312,11 @@ def generate_listops_cmd(
                     progress=lambda k: status.update(f"generating ListOps trees: {k}/{n}"),
                 )
             except WorkerDied as err:
-                _fail(_died(err, target), code=1)
+                _fail(_died(err), code=1)
             except (RuntimeError, ValueError) as err:
                 _fail(str(err), code=1 if isinstance(err, RuntimeError) else 2)
         for split, fname in SPLIT_FILES.items():
-            write_listops_tsv(target / fname, splits[split])
+            write_listops_tsv(folder / fname, splits[split])
         meta = {
             "generator": "ssmrepro.data.listops",
             "version": GENERATOR_VERSION,
@@ -303,12 +327,12 @@ def generate_listops_cmd(
             "max_depth": max_depth,
             "max_args": max_args,
         }
-        atomic_write_text(target / "meta.json", json.dumps(meta, indent=1, sort_keys=True))
-        console.print(
-            f"wrote {n} ListOps examples ({n_train}/{n_val}/{n_test}) to {target} "
-            f"in {time.perf_counter() - t0:.1f} s",
-            highlight=False, markup=False,
-        )
+        atomic_write_text(folder / "meta.json", json.dumps(meta, indent=1, sort_keys=True))
+    console.print(
+        f"wrote {n} ListOps examples ({n_train}/{n_val}/{n_test}) to {target} "
+        f"in {time.perf_counter() - t0:.1f} s",
+        highlight=False, markup=False,
+    )
 
 
 @command(generate_app, "pathfinder")
@@ -358,7 +382,7 @@ def generate_pathfinder_cmd(
         _check_room(f"--n {n} PNG images of {res}x{res} (--format lra)", 0, 105 * n,
                     out if out is not None else default, force, files=n + -(-n // 1000) + 1)
     target = _prepare_out(out, default, force)
-    with _interrupted_says_what_is_left(target):
+    with _interrupted_says_what_is_left(), _built_beside(target) as folder:
         t0 = time.perf_counter()
         from rich.progress import (
             BarColumn,
@@ -378,7 +402,7 @@ def generate_pathfinder_cmd(
             task = prog.add_task("gen", total=n, res=res)
             try:
                 write_pathfinder(
-                    target,
+                    folder,
                     n,
                     res,
                     seed,
@@ -390,10 +414,10 @@ def generate_pathfinder_cmd(
                 )
             except WorkerDied as err:
                 prog.stop()
-                _fail(_died(err, target), code=1)
-        dt = time.perf_counter() - t0
-        console.print(f"wrote {n} images to {target} in {dt:.1f} s ({n / dt:.0f} images/s)",
-                      highlight=False, markup=False)
+                _fail(_died(err), code=1)
+    dt = time.perf_counter() - t0
+    console.print(f"wrote {n} images to {target} in {dt:.1f} s ({n / dt:.0f} images/s)",
+                  highlight=False, markup=False)
 
 
 @command(app)
