@@ -10044,3 +10044,37 @@ def test_two_data_generates_into_one_folder_do_not_mix(tmp_path, monkeypatch):
     assert f"{out} was written by another `data generate` while this one ran" in said, said
     assert '"seed": 7' in (out / "meta.json").read_text()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["listops"]
+
+
+def test_a_record_of_other_lra_data_is_not_taken_for_this_ones(tmp_path, monkeypatch):
+    """An LRA task's source is part of the run id, its files are not: ListOps generated again
+    (another seed or size) or the release installed again under the same data root, and `run`
+    said '1 already done', trained nothing, and the table kept the old data's numbers as the new
+    one's. A record whose data (its cache entry, `data.cache_key`) are not the data the source
+    holds now is ignored with a warning and trained again; the same data stay done."""
+    from ssmrepro.tasks.lra import clear_cache
+
+    data = _lra_copy(tmp_path)
+    monkeypatch.setenv("SSMREPRO_DATA", str(data))
+    spec = _one_run_spec(tmp_path, task={"name": "lra_listops"},
+                         model={"name": "seq_lm", "d_model": 8, "layers": ["SSM"],
+                                "head": "mean_pool",
+                                "blocks": {"SSM": {"mixer": {"name": "s4d_zoh", "d_state": 4}}}},
+                         sweep=[], train={"optimizer": "adam", "lr": 0.01, "batch_size": 4,
+                                          "train_size": 7, "epochs": 1, "val_size": 3,
+                                          "test_size": 3, "eval_every": 2, "eval_batch_size": 4})
+    args = ("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--no-calibrate",
+            "--workers", "1", "--no-plot")
+    said = []
+    for step in range(3):
+        if step == 2:  # the training split of other data (its rows in another order)
+            tsv = data / "lra/listops-1000/basic_train.tsv"
+            head, *rows = tsv.read_text().splitlines()
+            tsv.write_text("\n".join([head, *reversed(rows)]) + "\n")
+            clear_cache()
+        res = _invoke(*args)
+        assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+        said.append(" ".join(res.output.split()))
+    assert "trained 1 runs" in said[0] and "trained 0 runs" in said[1], said
+    assert "it was trained on other listops data (lra_release) than" in said[2], said[2]
+    assert "trained 1 runs" in said[2], said[2]

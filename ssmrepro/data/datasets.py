@@ -542,15 +542,10 @@ def load_lra(
     if bad or not accept:
         raise ValueError(f"dataset {name!r} has sources {list(ddef.sources)}; cannot accept {bad or '[]'}")
     root_path = data_root(root)
-    found = find_source(name, root_path, accept, cfg)
+    found = _identify(name, root_path, accept, cfg)
     if found is None:
         raise DataUnavailable(unavailable_message(name, split, root_path, accept, cfg))
-    src, path = found
-
-    changed: list[tuple[str, int]] = []
-    identity = file_identity(ddef.files(src, path, cfg), root_path, changed)
-    stamp = change_stamp(changed)
-    key = cache_key(name, src, identity, cfg, ddef.version)
+    src, path, identity, stamp, key = found
     cdir = Path(cache_dir) if cache_dir is not None else cache_root(root_path)
     entry_path = entry_dir(cdir, name, key)
     loaded = load_entry(entry_path) if cache else None
@@ -590,6 +585,30 @@ def load_lra(
             loaded = (arrays, meta)
     arrays, meta = loaded
     return _build(name, split, src, path, cfg, arrays, meta, entry_path if cache else None)
+
+
+def _identify(name: str, root: Path, accept: Sequence[str], cfg):
+    """The first accepted source present under ``root`` and the identity of its files: ``(source,
+    path, file identity, change stamp, cache key)``, or None when no accepted source is there."""
+    found = find_source(name, root, accept, cfg)
+    if found is None:
+        return None
+    src, path = found
+    changed: list[tuple[str, int]] = []
+    identity = file_identity(DATASETS[name].files(src, path, cfg), root, changed)
+    return (src, path, identity, change_stamp(changed),
+            cache_key(name, src, identity, cfg, DATASETS[name].version))
+
+
+def data_key(dataset: str, source: str, root: str | Path | None = None,
+             **preprocessing: Any) -> str | None:
+    """The name of the cache entry (``<dataset>-<key>``) that ``load_lra`` reads for ``dataset``
+    from ``source`` under ``root`` now (what a run's record keeps as ``data.cache_key``), or None
+    when that source is not present. The key changes with the source's files (their paths,
+    sizes and modification times) and with every preprocessing field."""
+    name = ALIASES.get(dataset, dataset)
+    found = _identify(name, data_root(root), [source], dataset_config(name, **preprocessing))
+    return None if found is None else entry_dir(Path(), name, found[4]).name
 
 
 INPUT_KINDS = ("tokens", "pixels")  # what prepare() writes in meta.json
