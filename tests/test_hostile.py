@@ -587,6 +587,7 @@ def _meta_edit(fn):
         import json
 
         meta = json.loads((entry / "meta.json").read_text())
+        meta.pop("digest")  # as written before entries kept one: the checks of the contents
         fn(meta)
         (entry / "meta.json").write_text(json.dumps(meta))
     return edit
@@ -2187,6 +2188,7 @@ def test_cache_entries_of_the_wrong_kind_or_shape_are_rebuilt(tmp_path, damage):
     x, labels = np.array(good.x), np.array(good.labels)
     meta_file = good.cache_path / "meta.json"
     meta = json.loads(meta_file.read_text())
+    meta.pop("digest")  # as written before entries kept one: the checks of the contents
     if damage == "float_tokens":
         np.save(good.cache_path / "train.x.npy", x.astype(np.float64) + 0.5)
     elif damage == "vocab_not_a_list":
@@ -10078,3 +10080,24 @@ def test_a_record_of_other_lra_data_is_not_taken_for_this_ones(tmp_path, monkeyp
     assert "trained 1 runs" in said[0] and "trained 0 runs" in said[1], said
     assert "it was trained on other listops data (lra_release) than" in said[2], said[2]
     assert "trained 1 runs" in said[2], said[2]
+
+
+def test_a_cache_entry_whose_meta_json_was_edited_is_rebuilt(tmp_path):
+    """A prepared-data cache entry whose meta.json was edited by hand (ListOps' vocabulary of 17
+    grown to 117: still ids within it, still the shapes written) was served as the prepared
+    data's, and a model built with 117 embeddings. meta.json keeps a digest of itself: an edit
+    rebuilds the entry with a warning."""
+    import json
+
+    from ssmrepro.data import load_lra
+
+    data = _lra_copy(tmp_path)
+    ds = load_lra("listops", "train", root=data)
+    meta_file = ds.cache_path / "meta.json"
+    meta = json.loads(meta_file.read_text())
+    meta["vocab"] += [f"x{i}" for i in range(100)]
+    meta_file.write_text(json.dumps(meta))
+    with pytest.warns(UserWarning, match="meta.json was changed after the entry was written"):
+        ds = load_lra("listops", "train", root=data)
+    assert ds.vocab_size == 17
+    assert load_lra("listops", "train", root=data).vocab_size == 17  # rebuilt, read silently
