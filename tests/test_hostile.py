@@ -10101,3 +10101,27 @@ def test_a_cache_entry_whose_meta_json_was_edited_is_rebuilt(tmp_path):
         ds = load_lra("listops", "train", root=data)
     assert ds.vocab_size == 17
     assert load_lra("listops", "train", root=data).vocab_size == 17  # rebuilt, read silently
+
+
+def test_an_lra_install_meeting_one_folder_already_there_installs_none(tmp_path):
+    """`data download lra` with <root>/lra/tsv_data already there (no --force) moved
+    listops-1000 into place, then stopped naming tsv_data only: half installed, and the same
+    command then failed on listops-1000. Every folder is checked before any is moved."""
+    import tarfile
+
+    from ssmrepro.data.download import DownloadError, install_lra
+
+    src = tmp_path / "src/lra_release"
+    for name in ("listops-1000", "tsv_data"):
+        (src / name).mkdir(parents=True)
+        (src / name / "f.tsv").write_text("x\n")
+    archive = tmp_path / "lra_release.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(src, arcname="lra_release")
+    (tmp_path / "root/lra/tsv_data").mkdir(parents=True)
+    with pytest.raises(DownloadError, match="tsv_data already exists"):
+        install_lra(archive, tmp_path / "root", progress=False)
+    assert sorted(p.name for p in (tmp_path / "root/lra").iterdir()) == ["tsv_data"]
+    installed = install_lra(archive, tmp_path / "root", force=True, progress=False)
+    assert [p.name for p in installed] == ["listops-1000", "tsv_data"]
+    assert (tmp_path / "root/lra/tsv_data/f.tsv").is_file()

@@ -454,15 +454,20 @@ def _find_dirs(top: Path, names: tuple[str, ...]) -> dict[str, Path]:
     return found
 
 
-def _move_into_place(src: Path, target: Path, force: bool) -> None:
+def _check_target(target: Path, force: bool) -> None:
+    """DownloadError unless ``_move_into_place`` can put a folder at ``target``."""
     if target.is_symlink():  # rmtree refuses a link ('cannot use: OSError', nothing named);
         # --force replaces a folder of the data root, not a folder elsewhere a link leads to
         raise DownloadError(f"{target} is a symbolic link (to {os.readlink(target)}); --force "
                             "replaces only a real folder, not one a link leads to: remove the "
                             "link and run this again")
+    if target.exists() and not force:
+        raise DownloadError(f"{target} already exists; remove it or pass --force to replace it")
+
+
+def _move_into_place(src: Path, target: Path, force: bool) -> None:
+    _check_target(target, force)
     if target.exists():
-        if not force:
-            raise DownloadError(f"{target} already exists; remove it or pass --force to replace it")
         shutil.rmtree(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     os.replace(src, target)
@@ -482,6 +487,10 @@ def install_lra(archive: Path, root: Path, *, force: bool = False, progress: boo
             raise BadArchive(
                 f"{archive}: none of {list(LRA_FOLDERS)} found inside; is this the LRA release?"
             )
+        for name in found:  # each folder checked before any is moved: one already there
+            # (tsv_data) stopped the install after listops-1000 was moved in, the message
+            # naming only the one, and the same command then failed on listops-1000
+            _check_target(base / name, force)
         out = []
         for name, path in sorted(found.items()):
             _move_into_place(path, base / name, force)
