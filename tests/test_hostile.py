@@ -10125,3 +10125,24 @@ def test_an_lra_install_meeting_one_folder_already_there_installs_none(tmp_path)
     installed = install_lra(archive, tmp_path / "root", force=True, progress=False)
     assert [p.name for p in installed] == ["listops-1000", "tsv_data"]
     assert (tmp_path / "root/lra/tsv_data/f.tsv").is_file()
+
+
+def test_two_downloads_of_one_archive_at_once_do_not_share_its_part_file(tmp_path):
+    """Two `data download cifar10 --url ...` into one data root at once appended to one .part
+    file: both failed with 'got 198,240,256 of 150,005,760 bytes ... re-run to resume', the part
+    file the two interleaved. A download holds a lock on its archive: the second is refused
+    at once, naming the other, and downloads once the first is done."""
+    from ssmrepro.data.download import DownloadError, _hold, download_file
+
+    src = tmp_path / "a.tar"
+    src.write_bytes(b"x" * 5000)
+    dest = tmp_path / "root/downloads/a.tar"
+    dest.parent.mkdir(parents=True)
+    held = _hold(dest)  # the first download, still running
+    try:
+        with pytest.raises(DownloadError, match="another `data download` is downloading a.tar"):
+            download_file(src.as_uri(), dest, progress=False)
+        assert not dest.exists() and not dest.with_name("a.tar.part").exists()
+    finally:
+        os.close(held)
+    assert download_file(src.as_uri(), dest, progress=False).read_bytes() == b"x" * 5000

@@ -218,6 +218,36 @@ def download_file(
     """
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
+    held = _hold(dest)
+    try:
+        return _download_file(url, dest, size=size, sha256=sha256, md5=md5, progress=progress,
+                              timeout=timeout, chunk_size=chunk_size)
+    finally:
+        os.close(held)
+
+
+def _hold(dest: Path) -> int:
+    """An exclusive lock (``<dest>.lock``, flock: let go when the process ends, however) on the
+    download of ``dest``, or DownloadError when another process holds it. Two downloads of one
+    archive into one data root at once appended to one ``.part`` file: both failed with 'got
+    198,240,256 of 150,005,760 bytes', and the part file they left was the two interleaved."""
+    import fcntl
+
+    lock = dest.with_name(dest.name + ".lock")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise DownloadError(f"another `data download` is downloading {dest.name} into "
+                            f"{dest.parent} now (it holds {lock.name}); let it finish, or stop "
+                            "it, and run this again") from None
+    return fd
+
+
+def _download_file(url: str, dest: Path, *, size: int | None, sha256: str | None,
+                   md5: str | None, progress: bool, timeout: float, chunk_size: int) -> Path:
+    """``download_file`` while it holds the download's lock."""
     part = dest.with_name(dest.name + ".part")
     source = dest.with_name(dest.name + ".part.url")  # the URL the partial file's bytes are from
     _refuse_odd_files(dest, part)
