@@ -10146,3 +10146,37 @@ def test_two_downloads_of_one_archive_at_once_do_not_share_its_part_file(tmp_pat
     finally:
         os.close(held)
     assert download_file(src.as_uri(), dest, progress=False).read_bytes() == b"x" * 5000
+
+
+def test_generated_data_in_the_release_folders_is_not_the_release(tmp_path):
+    """`data generate listops --out <root>/lra/listops-1000` (or Pathfinder into
+    lra/pathfinder32/...): the generated data were read, and recorded, as source lra_release,
+    the official release's. A release folder holding a meta.json (the release has none, the
+    generators write one) is not the release: not present, and the message says why."""
+    import numpy as np
+
+    from ssmrepro.data import load_lra
+    from ssmrepro.data.datasets import available_sources
+    from ssmrepro.data.pathfinder import _png_bytes
+    from ssmrepro.data.sources import DataUnavailable
+
+    out = tmp_path / "lra/listops-1000"
+    res = _invoke("data", "generate", "listops", "--n", "9", "--n-val", "3", "--n-test", "3",
+                  "--min-length", "1", "--max-length", "40", "--out", out)
+    assert res.exit_code == 0, res.output
+    d = tmp_path / "lra/pathfinder32/curv_contour_length_14"  # the generator's PNG layout
+    (d / "imgs/0").mkdir(parents=True)
+    (d / "metadata").mkdir()
+    for i in range(10):
+        (d / f"imgs/0/sample_{i}.png").write_bytes(_png_bytes(np.full((32, 32), i, np.uint8)))
+    (d / "metadata/0.npy").write_text("".join(f"imgs/0 sample_{i}.png {i} {i % 2}\n"
+                                              for i in range(10)))
+    (d / "meta.json").write_text('{"generator": "ssmrepro.data.pathfinder", "n": 10}')
+    for dataset, folder in (("listops", out), ("pathfinder", d)):
+        with pytest.raises(DataUnavailable, match=re.escape(f"{folder} holds a meta.json: data "
+                                                            "made by `ssmrepro data generate`")):
+            load_lra(dataset, "train", root=tmp_path, accept_sources=["lra_release"])
+    assert not any(r["present"] for r in available_sources(tmp_path)
+                   if r["source"] == "lra_release")
+    (d / "meta.json").unlink()  # the release's own layout
+    assert load_lra("pathfinder", "train", root=tmp_path, cache=False).source == "lra_release"

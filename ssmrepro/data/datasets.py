@@ -200,7 +200,16 @@ def _listops_locate(src: str, root: Path, cfg) -> Path:
     return lra_dir(root) / "listops-1000" if src == LRA_RELEASE else generated_dir(root) / "listops"
 
 
+def _generated_copy(src: str, path: Path) -> bool:
+    """A folder where the release is read that holds a meta.json: the release has none, our
+    generators write one (`data generate listops --out <root>/lra/listops-1000`): its data
+    were trained on and recorded as source lra_release, the official release's."""
+    return src == LRA_RELEASE and (path / "meta.json").exists()
+
+
 def _listops_present(src: str, path: Path) -> bool:
+    if _generated_copy(src, path):
+        return False
     return all((path / f).is_file() for f in listops.SPLIT_FILES.values())
 
 
@@ -243,7 +252,7 @@ def _pf_present(src: str, path: Path) -> bool:
         # images only, and was trained on as the whole dataset ('present' in `data info`)
         return (path / "meta.json").is_file() and ((path / "metadata").is_dir()
                                                    or (path / "shards").is_dir())
-    return (path / "metadata").is_dir() or ((path / "shards").is_dir() and (path / "meta.json").is_file())
+    return (path / "metadata").is_dir() and not _generated_copy(src, path)
 
 
 def _pf_prepare(src: str, path: Path, cfg) -> tuple[dict, dict]:
@@ -492,6 +501,11 @@ def unavailable_message(dataset: str, split: str, root: Path, accept: Sequence[s
     looked = "; ".join(f"{s}: {ddef.locate(s, root, cfg)}" for s in accept)
     cmds = " | ".join(f"`{ddef.hint(s, root, cfg)}`" for s in accept)
     which = "this command" if len(accept) == 1 else "one of these commands"
+    copies = [str(p) for s in accept if _generated_copy(s, p := ddef.locate(s, root, cfg))]
+    if copies:  # (not a word why the files there were not read)
+        looked += (f"; {', '.join(copies)} holds a meta.json: data made by `ssmrepro data "
+                   "generate`, not the release (`data generate` without --out writes where "
+                   "source generated is read)")
     return (
         f"LRA dataset {dataset!r} (split {split!r}) has no data under data root {str(root)!r}: "
         "none of the "
