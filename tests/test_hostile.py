@@ -10180,3 +10180,39 @@ def test_generated_data_in_the_release_folders_is_not_the_release(tmp_path):
                    if r["source"] == "lra_release")
     (d / "meta.json").unlink()  # the release's own layout
     assert load_lra("pathfinder", "train", root=tmp_path, cache=False).source == "lra_release"
+
+
+def test_data_generate_into_an_empty_mount_point_builds_on_its_disk(tmp_path, monkeypatch):
+    """`data generate ... --out /mnt/disk` (an empty folder that is a mount point): built beside
+    it, the data went to the parent's disk and the rename across file systems failed after all
+    the work. A target on another file system than its parent is built inside it, and its
+    entries moved out at the end (meta.json last)."""
+    import types
+
+    import ssmrepro.cli.data as data_cli
+
+    out = tmp_path / "disk"
+    out.mkdir()
+
+    class _OtherDisk:  # `out` is on another device than its parent
+        def __getattr__(self, name):
+            return getattr(os, name)
+
+        def stat(self, path, *a, **kw):
+            st = os.stat(path, *a, **kw)
+            return types.SimpleNamespace(st_dev=st.st_dev + (Path(path) == out))
+
+    monkeypatch.setattr(data_cli, "os", _OtherDisk())
+    seen = []
+    real_replace = os.replace
+    monkeypatch.setattr(os, "replace", lambda a, b: (seen.append((Path(a), Path(b))),
+                                                     real_replace(a, b))[1])
+    res = _invoke("data", "generate", "listops", "--n", "9", "--min-length", "1",
+                  "--max-length", "40", "--out", out)
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in out.iterdir()) == ["basic_test.tsv", "basic_train.tsv",
+                                                     "basic_val.tsv", "meta.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["disk"]
+    moved = [b for a, b in seen if a.parent.parent == out and b.parent == out]  # out of the
+    # scratch folder inside
+    assert moved[-1] == out / "meta.json" and len(moved) == 4, seen

@@ -62,6 +62,7 @@ def _fail(message: str, code: int = 2) -> None:
 # what a generator stopped midway (a worker died, Ctrl-C, kill -9) leaves: it builds its folder
 # beside the target (``_built_beside``), so nothing of it is where the loaders read
 LEFT = "nothing was written: re-run the same command"
+GENERATING = ".generating"  # the scratch folder's name (``util.scratch_folder``)
 
 
 def _died(err: WorkerDied) -> str:
@@ -94,9 +95,22 @@ def _built_beside(target: Path) -> Iterator[Path]:
     from ..util import fsync_dir, scratch_folder
 
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = scratch_folder(target.parent, f".{target.name}.generating")
+    # an empty --out that is a mount point (another file system than its parent's): built
+    # inside it, on its own disk (beside it, the images went to the parent's disk, and the
+    # rename across file systems failed after all the work), its entries moved out at the end
+    inside = target.is_dir() and os.stat(target).st_dev != os.stat(target.parent).st_dev
+    tmp = scratch_folder(target if inside else target.parent,
+                         GENERATING if inside else f".{target.name}{GENERATING}")
     try:
         yield tmp
+        if inside:
+            if [p for p in target.iterdir() if not p.name.startswith(GENERATING)]:
+                _fail(f"{target} was written by another `data generate` while this one ran; "
+                      "this one's data were discarded (pass --force to replace it)", code=1)
+            for entry in sorted(tmp.iterdir(), key=lambda p: p.name == "meta.json"):
+                os.replace(entry, target / entry.name)  # meta.json last: it marks a whole one
+            fsync_dir(target)
+            return
         try:
             os.replace(tmp, target)  # (onto nothing or an empty folder)
         except OSError:
@@ -196,9 +210,12 @@ def _foreign_entries(target: Path) -> list[str]:
 
 
 def _prepare_out(out: Path | None, default: Path, force: bool) -> Path:
+    from ..util import remove_dead_scratch
+
     target = out if out is not None else default
     if target.is_symlink() or (target.exists() and not target.is_dir()):
         _fail(f"--out {target}: not a folder (a file or a link); choose another folder")
+    remove_dead_scratch(target, GENERATING)  # (a killed generate's, built inside a mount point)
     if target.exists() and any(target.iterdir()):
         if not force:
             _fail(f"{target} is not empty; pass --force to replace it or --out to choose another folder")
