@@ -168,7 +168,12 @@ def _open_url(url: str, offset: int, timeout: float) -> tuple[BinaryIO, int | No
     try:
         resp = urllib.request.urlopen(req, timeout=timeout)  # noqa: S310 - scheme checked above
     except urllib.error.HTTPError as err:
-        if err.code == 416 and offset > 0:  # range not satisfiable: we already have everything
+        if err.code == 416 and offset > 0:  # range not satisfiable: we already have everything,
+            # unless the server names another size (bytes */N): the file there was replaced
+            # by a smaller one, and the partial download of the old one was taken as whole
+            whole = (err.headers.get("Content-Range") or "").rsplit("/", 1)[-1]
+            if whole.isdigit() and int(whole) != offset:
+                return _open_url(url, 0, timeout)
             return _Empty(), offset, True
         raise DownloadError(f"{url}: HTTP {err.code} {err.reason}") from None
     except urllib.error.URLError as err:
