@@ -41,6 +41,7 @@ import torch
 from .analysis import analysis_problem
 from .spec import find_reused
 from .sweep import parse_config, parsed_identity, run_id_of
+from .tasks.lra import data_changed as lra_data_changed
 from .tasks.text_corpus import corpus_changed
 from .util import (
     NotSmallFile,
@@ -206,10 +207,11 @@ def history_problem(steps: list | None, rec: dict, every: int) -> str | None:
 def data_changed(rec: dict) -> str | None:
     """Why a valid record (``record_problem``) does not describe its run on the data there is
     now, or None: its run's text corpus (or a named evaluation set's) is not the one its
-    record names (``tasks.text_corpus.corpus_changed``)."""
+    record names (``tasks.text_corpus.corpus_changed``), or its LRA dataset's files are not those
+    it trained on (``tasks.lra.data_changed``)."""
     config, data = rec["config"], rec.get("data")
     data = data if isinstance(data, dict) else {}
-    why = corpus_changed(config["task"], data)
+    why = corpus_changed(config["task"], data) or lra_data_changed(config["task"], data)
     sets = data.get("evals") if isinstance(data.get("evals"), dict) else {}
     for name, ov in (config["train"].get("evals") or {}).items():
         why = why or (corpus_changed({**config["task"], **ov}, sets.get(name))

@@ -587,6 +587,7 @@ def _meta_edit(fn):
         import json
 
         meta = json.loads((entry / "meta.json").read_text())
+        meta.pop("digest")  # as written before entries kept one: the checks of the contents
         fn(meta)
         (entry / "meta.json").write_text(json.dumps(meta))
     return edit
@@ -2187,6 +2188,7 @@ def test_cache_entries_of_the_wrong_kind_or_shape_are_rebuilt(tmp_path, damage):
     x, labels = np.array(good.x), np.array(good.labels)
     meta_file = good.cache_path / "meta.json"
     meta = json.loads(meta_file.read_text())
+    meta.pop("digest")  # as written before entries kept one: the checks of the contents
     if damage == "float_tokens":
         np.save(good.cache_path / "train.x.npy", x.astype(np.float64) + 0.5)
     elif damage == "vocab_not_a_list":
@@ -4550,8 +4552,8 @@ def test_a_fresh_clone_table_whose_labels_were_swapped_is_not_counted_finished(t
 @pytest.mark.parametrize("written", [False, True])
 def test_ctrl_c_of_data_generate_says_what_it_left(tmp_path, monkeypatch, written):
     """Ctrl-C of `data generate` printed `run`'s line, 'finished runs are saved'. It now says
-    what is left: nothing (re-run the same command), or a folder without meta.json (re-run with
-    --force to replace it), exit 130."""
+    what is left, exit 130: nothing (re-run the same command), also after a shard was written
+    (the generator builds its folder beside the target, and the half-written one is removed)."""
     import ssmrepro.data.pathfinder as pf
 
     def interrupted(target, *a, **kw):
@@ -4566,10 +4568,8 @@ def test_ctrl_c_of_data_generate_says_what_it_left(tmp_path, monkeypatch, writte
     said = " ".join(res.output.split())
     assert res.exit_code == 130 and "Traceback" not in res.output, res.output
     assert "runs" not in said, res.output
-    if written:
-        assert f"{out} is incomplete (no meta.json)" in said and "--force" in said, res.output
-    else:
-        assert "nothing was written: re-run the same command" in said, res.output
+    assert "nothing was written: re-run the same command" in said, res.output
+    assert not out.exists() and not list(tmp_path.iterdir()), list(tmp_path.iterdir())
 
 
 @pytest.mark.parametrize("figure,needle", [
@@ -10108,3 +10108,258 @@ def test_the_parameter_count_of_figure_checks_is_the_records_trainable_count():
         records.append(count_params(build_model(cfg, info, 1, seeds=[0]), 1))
     assert records[0] == records[1]
     assert _param_counts(runs) == records
+
+
+def test_a_generated_pathfinder_png_folder_cut_short_is_not_present(tmp_path):
+    """`data generate pathfinder --format lra` killed after its first thousand images left
+    metadata/0.npy and no meta.json (the generator writes it last): `data info` said 'yes' and
+    a run trained on those images as the whole dataset. A generated folder without meta.json
+    is not present, in either layout; the finished one is."""
+    import numpy as np
+
+    from ssmrepro.data import load_lra
+    from ssmrepro.data.pathfinder import _png_bytes
+    from ssmrepro.data.sources import DataUnavailable
+
+    d = tmp_path / "generated/pathfinder32/curv_contour_length_14"  # the generator's layout
+    (d / "imgs/0").mkdir(parents=True)
+    (d / "metadata").mkdir()
+    for i in range(10):
+        (d / f"imgs/0/sample_{i}.png").write_bytes(_png_bytes(np.full((32, 32), i, np.uint8)))
+    (d / "metadata/0.npy").write_text("".join(f"imgs/0 sample_{i}.png {i} {i % 2}\n"
+                                              for i in range(10)))
+    (d / "meta.json").write_text('{"format": "lra", "n": 10}')
+    assert len(load_lra("pathfinder", "train", root=tmp_path, cache=False)) > 0
+    (d / "meta.json").unlink()
+    with pytest.raises(DataUnavailable, match="none of the accepted sources"):
+        load_lra("pathfinder", "train", root=tmp_path, cache=False)
+    res = _invoke("data", "info", "--dir", tmp_path)
+    row = next(line for line in res.output.splitlines() if "generated" in line
+               and "pathfinder " in line)
+    assert " no " in row, res.output
+
+
+def test_a_tar_cut_between_members_or_with_a_damaged_header_is_not_installed(tmp_path):
+    """tarfile ends an archive's members quietly at a damaged header (a flipped byte) or at the
+    end of the data between two members: `data download cifar10 --url file://...` of a tar cut
+    there extracted its first batches and said 'installed', exit 0, the rest missing without a
+    word. It is now a damaged archive, and nothing is moved into place."""
+    import io
+    import tarfile
+
+    from ssmrepro.data.download import BadArchive, install_cifar10
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name in ("data_batch_1", "data_batch_2", "test_batch"):
+            info = tarfile.TarInfo(f"cifar-10-batches-py/{name}")
+            info.size = 1000
+            tar.addfile(info, io.BytesIO(bytes(1000)))
+    whole = buf.getvalue()  # each member: a 512-byte header and 1024 bytes of data
+    flipped = bytearray(whole)
+    flipped[2 * 1536 + 100:2 * 1536 + 104] = b"oops"  # the third member's header
+    for name, data, said in (("cut.tar", whole[:2 * 1536], "empty header"),
+                             ("flipped.tar", bytes(flipped), "bad checksum")):
+        archive = tmp_path / name
+        archive.write_bytes(data)
+        with pytest.raises(BadArchive, match=re.escape(f"end-of-archive marker ({said}, "
+                                                        "after 2 member(s))")):
+            install_cifar10(archive, tmp_path / "root", progress=False)
+        assert not (tmp_path / "root/cifar-10-batches-py").exists()
+    (tmp_path / "whole.tar").write_bytes(whole)
+    install_cifar10(tmp_path / "whole.tar", tmp_path / "root", progress=False)
+    assert len(list((tmp_path / "root/cifar-10-batches-py").iterdir())) == 3
+
+
+def test_two_data_generates_into_one_folder_do_not_mix(tmp_path, monkeypatch):
+    """Two `data generate listops` of one data root at once (other seeds): both passed the
+    'empty folder' check, both wrote their TSVs into the one folder and said 'wrote', the splits
+    of the two mixed. Each now builds its folder beside the target: the first to finish renames
+    it into place, the other stops (exit 1) saying so, and the folder holds one dataset."""
+    import ssmrepro.data.listops as lo
+
+    out, real = tmp_path / "listops", lo.generate_listops
+    args = ("--n", "3", "--min-length", "1", "--max-length", "40", "--out", out)
+
+    def other_finishes_meanwhile(*a, **kw):  # the other generate, seed 7, ends first
+        monkeypatch.setattr(lo, "generate_listops", real)
+        assert _invoke("data", "generate", "listops", "--seed", "7", *args).exit_code == 0
+        return real(*a, **kw)
+
+    monkeypatch.setattr(lo, "generate_listops", other_finishes_meanwhile)
+    res = _invoke("data", "generate", "listops", "--seed", "8", *args)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    assert f"{out} was written by another `data generate` while this one ran" in said, said
+    assert '"seed": 7' in (out / "meta.json").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["listops"]
+
+
+def test_a_record_of_other_lra_data_is_not_taken_for_this_ones(tmp_path, monkeypatch):
+    """An LRA task's source is part of the run id, its files are not: ListOps generated again
+    (another seed or size) or the release installed again under the same data root, and `run`
+    said '1 already done', trained nothing, and the table kept the old data's numbers as the new
+    one's. A record whose data (its cache entry, `data.cache_key`) are not the data the source
+    holds now is ignored with a warning and trained again; the same data stay done."""
+    from ssmrepro.tasks.lra import clear_cache
+
+    data = _lra_copy(tmp_path)
+    monkeypatch.setenv("SSMREPRO_DATA", str(data))
+    spec = _one_run_spec(tmp_path, task={"name": "lra_listops"},
+                         model={"name": "seq_lm", "d_model": 8, "layers": ["SSM"],
+                                "head": "mean_pool",
+                                "blocks": {"SSM": {"mixer": {"name": "s4d_zoh", "d_state": 4}}}},
+                         sweep=[], train={"optimizer": "adam", "lr": 0.01, "batch_size": 4,
+                                          "train_size": 7, "epochs": 1, "val_size": 3,
+                                          "test_size": 3, "eval_every": 2, "eval_batch_size": 4})
+    args = ("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--no-calibrate",
+            "--workers", "1", "--no-plot")
+    said = []
+    for step in range(3):
+        if step == 2:  # the training split of other data (its rows in another order)
+            tsv = data / "lra/listops-1000/basic_train.tsv"
+            head, *rows = tsv.read_text().splitlines()
+            tsv.write_text("\n".join([head, *reversed(rows)]) + "\n")
+            clear_cache()
+        res = _invoke(*args)
+        assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+        said.append(" ".join(res.output.split()))
+    assert "trained 1 runs" in said[0] and "trained 0 runs" in said[1], said
+    assert "it was trained on other listops data (lra_release) than" in said[2], said[2]
+    assert "trained 1 runs" in said[2], said[2]
+
+
+def test_a_cache_entry_whose_meta_json_was_edited_is_rebuilt(tmp_path):
+    """A prepared-data cache entry whose meta.json was edited by hand (ListOps' vocabulary of 17
+    grown to 117: still ids within it, still the shapes written) was served as the prepared
+    data's, and a model built with 117 embeddings. meta.json keeps a digest of itself: an edit
+    rebuilds the entry with a warning."""
+    import json
+
+    from ssmrepro.data import load_lra
+
+    data = _lra_copy(tmp_path)
+    ds = load_lra("listops", "train", root=data)
+    meta_file = ds.cache_path / "meta.json"
+    meta = json.loads(meta_file.read_text())
+    meta["vocab"] += [f"x{i}" for i in range(100)]
+    meta_file.write_text(json.dumps(meta))
+    with pytest.warns(UserWarning, match="meta.json was changed after the entry was written"):
+        ds = load_lra("listops", "train", root=data)
+    assert ds.vocab_size == 17
+    assert load_lra("listops", "train", root=data).vocab_size == 17  # rebuilt, read silently
+
+
+def test_an_lra_install_meeting_one_folder_already_there_installs_none(tmp_path):
+    """`data download lra` with <root>/lra/tsv_data already there (no --force) moved
+    listops-1000 into place, then stopped naming tsv_data only: half installed, and the same
+    command then failed on listops-1000. Every folder is checked before any is moved."""
+    import tarfile
+
+    from ssmrepro.data.download import DownloadError, install_lra
+
+    src = tmp_path / "src/lra_release"
+    for name in ("listops-1000", "tsv_data"):
+        (src / name).mkdir(parents=True)
+        (src / name / "f.tsv").write_text("x\n")
+    archive = tmp_path / "lra_release.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(src, arcname="lra_release")
+    (tmp_path / "root/lra/tsv_data").mkdir(parents=True)
+    with pytest.raises(DownloadError, match="tsv_data already exists"):
+        install_lra(archive, tmp_path / "root", progress=False)
+    assert sorted(p.name for p in (tmp_path / "root/lra").iterdir()) == ["tsv_data"]
+    installed = install_lra(archive, tmp_path / "root", force=True, progress=False)
+    assert [p.name for p in installed] == ["listops-1000", "tsv_data"]
+    assert (tmp_path / "root/lra/tsv_data/f.tsv").is_file()
+
+
+def test_two_downloads_of_one_archive_at_once_do_not_share_its_part_file(tmp_path):
+    """Two `data download cifar10 --url ...` into one data root at once appended to one .part
+    file: both failed with 'got 198,240,256 of 150,005,760 bytes ... re-run to resume', the part
+    file the two interleaved. A download holds a lock on its archive: the second is refused
+    at once, naming the other, and downloads once the first is done."""
+    from ssmrepro.data.download import DownloadError, _hold, download_file
+
+    src = tmp_path / "a.tar"
+    src.write_bytes(b"x" * 5000)
+    dest = tmp_path / "root/downloads/a.tar"
+    dest.parent.mkdir(parents=True)
+    held = _hold(dest)  # the first download, still running
+    try:
+        with pytest.raises(DownloadError, match="another `data download` is downloading a.tar"):
+            download_file(src.as_uri(), dest, progress=False)
+        assert not dest.exists() and not dest.with_name("a.tar.part").exists()
+    finally:
+        os.close(held)
+    assert download_file(src.as_uri(), dest, progress=False).read_bytes() == b"x" * 5000
+
+
+def test_generated_data_in_the_release_folders_is_not_the_release(tmp_path):
+    """`data generate listops --out <root>/lra/listops-1000` (or Pathfinder into
+    lra/pathfinder32/...): the generated data were read, and recorded, as source lra_release,
+    the official release's. A release folder holding a meta.json (the release has none, the
+    generators write one) is not the release: not present, and the message says why."""
+    import numpy as np
+
+    from ssmrepro.data import load_lra
+    from ssmrepro.data.datasets import available_sources
+    from ssmrepro.data.pathfinder import _png_bytes
+    from ssmrepro.data.sources import DataUnavailable
+
+    out = tmp_path / "lra/listops-1000"
+    res = _invoke("data", "generate", "listops", "--n", "9", "--n-val", "3", "--n-test", "3",
+                  "--min-length", "1", "--max-length", "40", "--out", out)
+    assert res.exit_code == 0, res.output
+    d = tmp_path / "lra/pathfinder32/curv_contour_length_14"  # the generator's PNG layout
+    (d / "imgs/0").mkdir(parents=True)
+    (d / "metadata").mkdir()
+    for i in range(10):
+        (d / f"imgs/0/sample_{i}.png").write_bytes(_png_bytes(np.full((32, 32), i, np.uint8)))
+    (d / "metadata/0.npy").write_text("".join(f"imgs/0 sample_{i}.png {i} {i % 2}\n"
+                                              for i in range(10)))
+    (d / "meta.json").write_text('{"generator": "ssmrepro.data.pathfinder", "n": 10}')
+    for dataset, folder in (("listops", out), ("pathfinder", d)):
+        with pytest.raises(DataUnavailable, match=re.escape(f"{folder} holds a meta.json: data "
+                                                            "made by `ssmrepro data generate`")):
+            load_lra(dataset, "train", root=tmp_path, accept_sources=["lra_release"])
+    assert not any(r["present"] for r in available_sources(tmp_path)
+                   if r["source"] == "lra_release")
+    (d / "meta.json").unlink()  # the release's own layout
+    assert load_lra("pathfinder", "train", root=tmp_path, cache=False).source == "lra_release"
+
+
+def test_data_generate_into_an_empty_mount_point_builds_on_its_disk(tmp_path, monkeypatch):
+    """`data generate ... --out /mnt/disk` (an empty folder that is a mount point): built beside
+    it, the data went to the parent's disk and the rename across file systems failed after all
+    the work. A target on another file system than its parent is built inside it, and its
+    entries moved out at the end (meta.json last)."""
+    import types
+
+    import ssmrepro.cli.data as data_cli
+
+    out = tmp_path / "disk"
+    out.mkdir()
+
+    class _OtherDisk:  # `out` is on another device than its parent
+        def __getattr__(self, name):
+            return getattr(os, name)
+
+        def stat(self, path, *a, **kw):
+            st = os.stat(path, *a, **kw)
+            return types.SimpleNamespace(st_dev=st.st_dev + (Path(path) == out))
+
+    monkeypatch.setattr(data_cli, "os", _OtherDisk())
+    seen = []
+    real_replace = os.replace
+    monkeypatch.setattr(os, "replace", lambda a, b: (seen.append((Path(a), Path(b))),
+                                                     real_replace(a, b))[1])
+    res = _invoke("data", "generate", "listops", "--n", "9", "--min-length", "1",
+                  "--max-length", "40", "--out", out)
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in out.iterdir()) == ["basic_test.tsv", "basic_train.tsv",
+                                                     "basic_val.tsv", "meta.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["disk"]
+    moved = [b for a, b in seen if a.parent.parent == out and b.parent == out]  # out of the
+    # scratch folder inside
+    assert moved[-1] == out / "meta.json" and len(moved) == 4, seen

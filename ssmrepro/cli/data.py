@@ -59,30 +59,68 @@ def _fail(message: str, code: int = 2) -> None:
     fail([message], code)
 
 
-def _left(target: Path) -> str:
-    """What a generator stopped midway (a worker died, Ctrl-C) left in ``target`` and how to go
-    on: a half-written folder has no meta.json (nothing reads it), and the same command needs
-    --force to replace it; ListOps writes nothing before every tree is generated."""
-    if not target.is_dir() or not any(target.iterdir()):
-        return "nothing was written: re-run the same command"
-    return f"{target} is incomplete (no meta.json): re-run the same command with --force to replace it"
+# what a generator stopped midway (a worker died, Ctrl-C, kill -9) leaves: it builds its folder
+# beside the target (``_built_beside``), so nothing of it is where the loaders read
+LEFT = "nothing was written: re-run the same command"
+GENERATING = ".generating"  # the scratch folder's name (``util.scratch_folder``)
 
 
-def _died(err: WorkerDied, target: Path) -> str:
-    """The line for a generator whose worker process died (``_left``)."""
-    return f"{err}; {_left(target)}"
+def _died(err: WorkerDied) -> str:
+    """The line for a generator whose worker process died."""
+    return f"{err}; {LEFT}"
 
 
 @contextmanager
-def _interrupted_says_what_is_left(target: Path) -> Iterator[None]:
-    """Ctrl-C of a generator writing ``target``: one line saying what it left (``_left``), exit
-    130 (the line of `run`, 'finished runs are saved', was printed)."""
+def _interrupted_says_what_is_left() -> Iterator[None]:
+    """Ctrl-C of a generator: one line saying what it left (``LEFT``), exit 130 (the line of
+    `run`, 'finished runs are saved', was printed)."""
     try:
         yield
     except KeyboardInterrupt:
-        err_console.print(f"interrupted — {_left(target)}", highlight=False, soft_wrap=True,
+        err_console.print(f"interrupted — {LEFT}", highlight=False, soft_wrap=True,
                           markup=False)
         raise typer.Exit(130) from None
+
+
+@contextmanager
+def _built_beside(target: Path) -> Iterator[Path]:
+    """A scratch folder beside ``target`` to generate in, renamed to ``target`` when the block
+    ends (and removed when it fails; a killed one's by the next generate of ``target``).
+
+    The generators wrote into ``target`` itself: a folder cut short (Ctrl-C, kill -9) was where
+    the loaders read, and two generates of one data root at once (other seeds or sizes) both
+    passed the 'empty folder' check and wrote into one folder, each saying 'wrote', the files
+    of the two mixed. Now the first to finish renames its folder into place, and the other
+    stops (exit 1) saying so, its data discarded."""
+    from ..util import fsync_dir, scratch_folder
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # an empty --out that is a mount point (another file system than its parent's): built
+    # inside it, on its own disk (beside it, the images went to the parent's disk, and the
+    # rename across file systems failed after all the work), its entries moved out at the end
+    inside = target.is_dir() and os.stat(target).st_dev != os.stat(target.parent).st_dev
+    tmp = scratch_folder(target if inside else target.parent,
+                         GENERATING if inside else f".{target.name}{GENERATING}")
+    try:
+        yield tmp
+        if inside:
+            if [p for p in target.iterdir() if not p.name.startswith(GENERATING)]:
+                _fail(f"{target} was written by another `data generate` while this one ran; "
+                      "this one's data were discarded (pass --force to replace it)", code=1)
+            for entry in sorted(tmp.iterdir(), key=lambda p: p.name == "meta.json"):
+                os.replace(entry, target / entry.name)  # meta.json last: it marks a whole one
+            fsync_dir(target)
+            return
+        try:
+            os.replace(tmp, target)  # (onto nothing or an empty folder)
+        except OSError:
+            if not (target.is_dir() and any(target.iterdir())):
+                raise
+            _fail(f"{target} was written by another `data generate` while this one ran; this "
+                  "one's data were discarded (pass --force to replace it)", code=1)
+        fsync_dir(target.parent)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @command(app, interrupted="interrupted — the download resumes where it stopped: re-run "
@@ -172,9 +210,12 @@ def _foreign_entries(target: Path) -> list[str]:
 
 
 def _prepare_out(out: Path | None, default: Path, force: bool) -> Path:
+    from ..util import remove_dead_scratch
+
     target = out if out is not None else default
     if target.is_symlink() or (target.exists() and not target.is_dir()):
         _fail(f"--out {target}: not a folder (a file or a link); choose another folder")
+    remove_dead_scratch(target, GENERATING)  # (a killed generate's, built inside a mount point)
     if target.exists() and any(target.iterdir()):
         if not force:
             _fail(f"{target} is not empty; pass --force to replace it or --out to choose another folder")
@@ -271,7 +312,7 @@ def generate_listops_cmd(
                 n * (length + 100) + n_train * 6 * length, n * 2 * length,
                 out if out is not None else generated_dir(root) / "listops", force)
     target = _prepare_out(out, generated_dir(root) / "listops", force)
-    with _interrupted_says_what_is_left(target):
+    with _interrupted_says_what_is_left(), _built_beside(target) as folder:
         t0 = time.perf_counter()
         with console.status(f"generating {n} ListOps trees ...") as status:
             try:
@@ -288,11 +329,11 @@ def generate_listops_cmd(
                     progress=lambda k: status.update(f"generating ListOps trees: {k}/{n}"),
                 )
             except WorkerDied as err:
-                _fail(_died(err, target), code=1)
+                _fail(_died(err), code=1)
             except (RuntimeError, ValueError) as err:
                 _fail(str(err), code=1 if isinstance(err, RuntimeError) else 2)
         for split, fname in SPLIT_FILES.items():
-            write_listops_tsv(target / fname, splits[split])
+            write_listops_tsv(folder / fname, splits[split])
         meta = {
             "generator": "ssmrepro.data.listops",
             "version": GENERATOR_VERSION,
@@ -303,12 +344,12 @@ def generate_listops_cmd(
             "max_depth": max_depth,
             "max_args": max_args,
         }
-        atomic_write_text(target / "meta.json", json.dumps(meta, indent=1, sort_keys=True))
-        console.print(
-            f"wrote {n} ListOps examples ({n_train}/{n_val}/{n_test}) to {target} "
-            f"in {time.perf_counter() - t0:.1f} s",
-            highlight=False, markup=False,
-        )
+        atomic_write_text(folder / "meta.json", json.dumps(meta, indent=1, sort_keys=True))
+    console.print(
+        f"wrote {n} ListOps examples ({n_train}/{n_val}/{n_test}) to {target} "
+        f"in {time.perf_counter() - t0:.1f} s",
+        highlight=False, markup=False,
+    )
 
 
 @command(generate_app, "pathfinder")
@@ -358,7 +399,7 @@ def generate_pathfinder_cmd(
         _check_room(f"--n {n} PNG images of {res}x{res} (--format lra)", 0, 105 * n,
                     out if out is not None else default, force, files=n + -(-n // 1000) + 1)
     target = _prepare_out(out, default, force)
-    with _interrupted_says_what_is_left(target):
+    with _interrupted_says_what_is_left(), _built_beside(target) as folder:
         t0 = time.perf_counter()
         from rich.progress import (
             BarColumn,
@@ -378,7 +419,7 @@ def generate_pathfinder_cmd(
             task = prog.add_task("gen", total=n, res=res)
             try:
                 write_pathfinder(
-                    target,
+                    folder,
                     n,
                     res,
                     seed,
@@ -390,10 +431,10 @@ def generate_pathfinder_cmd(
                 )
             except WorkerDied as err:
                 prog.stop()
-                _fail(_died(err, target), code=1)
-        dt = time.perf_counter() - t0
-        console.print(f"wrote {n} images to {target} in {dt:.1f} s ({n / dt:.0f} images/s)",
-                      highlight=False, markup=False)
+                _fail(_died(err), code=1)
+    dt = time.perf_counter() - t0
+    console.print(f"wrote {n} images to {target} in {dt:.1f} s ({n / dt:.0f} images/s)",
+                  highlight=False, markup=False)
 
 
 @command(app)

@@ -132,7 +132,9 @@ def save_entry(path: Path, arrays: Mapping[str, np.ndarray], meta: Mapping[str, 
         # 3 -> 1 example) was evaluated on what was left without a word
         meta = dict(meta, arrays=sorted(arrays),
                     shapes={name: list(arr.shape) for name, arr in arrays.items()})
-        atomic_write_text(tmp / META_FILE, json.dumps(meta, indent=1, sort_keys=True, default=str))
+        meta = json.loads(json.dumps(meta, default=str))  # (as it is read back)
+        meta["digest"] = meta_digest(meta)
+        atomic_write_text(tmp / META_FILE, json.dumps(meta, indent=1, sort_keys=True))
         fsync_dir(tmp)
         try:
             os.replace(tmp, path)
@@ -145,6 +147,15 @@ def save_entry(path: Path, arrays: Mapping[str, np.ndarray], meta: Mapping[str, 
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return path
+
+
+def meta_digest(meta: Mapping[str, Any]) -> str:
+    """A digest of an entry's meta.json (all but its ``digest``), kept in it and checked on load:
+    a meta.json edited by hand (a vocabulary of 117 for ListOps' 17, another input kind or
+    pixel statistics) was served as the prepared data's, the model built to the edited one."""
+    blob = json.dumps({k: v for k, v in meta.items() if k != "digest"}, sort_keys=True,
+                      separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
 def load_entry(path: Path, mmap: bool = True) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
@@ -169,6 +180,9 @@ def load_entry(path: Path, mmap: bool = True) -> tuple[dict[str, np.ndarray], di
         meta = json.loads(read_small(meta_file, MAX_META_BYTES))
         if not isinstance(meta, dict) or not isinstance(meta.get("arrays"), list):
             raise ValueError("meta.json is not a cache entry's")
+        if "digest" in meta and meta["digest"] != meta_digest(meta):  # (entries written
+            # before it have none)
+            raise ValueError("meta.json was changed after the entry was written")
         arrays = {}
         for name in meta["arrays"]:
             file = path / f"{name}.npy"

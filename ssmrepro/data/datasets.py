@@ -200,7 +200,16 @@ def _listops_locate(src: str, root: Path, cfg) -> Path:
     return lra_dir(root) / "listops-1000" if src == LRA_RELEASE else generated_dir(root) / "listops"
 
 
+def _generated_copy(src: str, path: Path) -> bool:
+    """A folder where the release is read that holds a meta.json: the release has none, our
+    generators write one (`data generate listops --out <root>/lra/listops-1000`): its data
+    were trained on and recorded as source lra_release, the official release's."""
+    return src == LRA_RELEASE and (path / "meta.json").exists()
+
+
 def _listops_present(src: str, path: Path) -> bool:
+    if _generated_copy(src, path):
+        return False
     return all((path / f).is_file() for f in listops.SPLIT_FILES.values())
 
 
@@ -238,7 +247,12 @@ def _pf_locate(src: str, root: Path, cfg) -> Path:
 
 
 def _pf_present(src: str, path: Path) -> bool:
-    return (path / "metadata").is_dir() or ((path / "shards").is_dir() and (path / "meta.json").is_file())
+    if src == GENERATED:  # the generator writes meta.json last, in either layout: a `--format
+        # lra` folder cut short (Ctrl-C, kill -9) has metadata/ for its first thousands of
+        # images only, and was trained on as the whole dataset ('present' in `data info`)
+        return (path / "meta.json").is_file() and ((path / "metadata").is_dir()
+                                                   or (path / "shards").is_dir())
+    return (path / "metadata").is_dir() and not _generated_copy(src, path)
 
 
 def _pf_prepare(src: str, path: Path, cfg) -> tuple[dict, dict]:
@@ -487,6 +501,11 @@ def unavailable_message(dataset: str, split: str, root: Path, accept: Sequence[s
     looked = "; ".join(f"{s}: {ddef.locate(s, root, cfg)}" for s in accept)
     cmds = " | ".join(f"`{ddef.hint(s, root, cfg)}`" for s in accept)
     which = "this command" if len(accept) == 1 else "one of these commands"
+    copies = [str(p) for s in accept if _generated_copy(s, p := ddef.locate(s, root, cfg))]
+    if copies:  # (not a word why the files there were not read)
+        looked += (f"; {', '.join(copies)} holds a meta.json: data made by `ssmrepro data "
+                   "generate`, not the release (`data generate` without --out writes where "
+                   "source generated is read)")
     return (
         f"LRA dataset {dataset!r} (split {split!r}) has no data under data root {str(root)!r}: "
         "none of the "
@@ -537,15 +556,10 @@ def load_lra(
     if bad or not accept:
         raise ValueError(f"dataset {name!r} has sources {list(ddef.sources)}; cannot accept {bad or '[]'}")
     root_path = data_root(root)
-    found = find_source(name, root_path, accept, cfg)
+    found = _identify(name, root_path, accept, cfg)
     if found is None:
         raise DataUnavailable(unavailable_message(name, split, root_path, accept, cfg))
-    src, path = found
-
-    changed: list[tuple[str, int]] = []
-    identity = file_identity(ddef.files(src, path, cfg), root_path, changed)
-    stamp = change_stamp(changed)
-    key = cache_key(name, src, identity, cfg, ddef.version)
+    src, path, identity, stamp, key = found
     cdir = Path(cache_dir) if cache_dir is not None else cache_root(root_path)
     entry_path = entry_dir(cdir, name, key)
     loaded = load_entry(entry_path) if cache else None
@@ -585,6 +599,30 @@ def load_lra(
             loaded = (arrays, meta)
     arrays, meta = loaded
     return _build(name, split, src, path, cfg, arrays, meta, entry_path if cache else None)
+
+
+def _identify(name: str, root: Path, accept: Sequence[str], cfg):
+    """The first accepted source present under ``root`` and the identity of its files: ``(source,
+    path, file identity, change stamp, cache key)``, or None when no accepted source is there."""
+    found = find_source(name, root, accept, cfg)
+    if found is None:
+        return None
+    src, path = found
+    changed: list[tuple[str, int]] = []
+    identity = file_identity(DATASETS[name].files(src, path, cfg), root, changed)
+    return (src, path, identity, change_stamp(changed),
+            cache_key(name, src, identity, cfg, DATASETS[name].version))
+
+
+def data_key(dataset: str, source: str, root: str | Path | None = None,
+             **preprocessing: Any) -> str | None:
+    """The name of the cache entry (``<dataset>-<key>``) that ``load_lra`` reads for ``dataset``
+    from ``source`` under ``root`` now (what a run's record keeps as ``data.cache_key``), or None
+    when that source is not present. The key changes with the source's files (their paths,
+    sizes and modification times) and with every preprocessing field."""
+    name = ALIASES.get(dataset, dataset)
+    found = _identify(name, data_root(root), [source], dataset_config(name, **preprocessing))
+    return None if found is None else entry_dir(Path(), name, found[4]).name
 
 
 INPUT_KINDS = ("tokens", "pixels")  # what prepare() writes in meta.json

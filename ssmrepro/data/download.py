@@ -168,7 +168,12 @@ def _open_url(url: str, offset: int, timeout: float) -> tuple[BinaryIO, int | No
     try:
         resp = urllib.request.urlopen(req, timeout=timeout)  # noqa: S310 - scheme checked above
     except urllib.error.HTTPError as err:
-        if err.code == 416 and offset > 0:  # range not satisfiable: we already have everything
+        if err.code == 416 and offset > 0:  # range not satisfiable: we already have everything,
+            # unless the server names another size (bytes */N): the file there was replaced
+            # by a smaller one, and the partial download of the old one was taken as whole
+            whole = (err.headers.get("Content-Range") or "").rsplit("/", 1)[-1]
+            if whole.isdigit() and int(whole) != offset:
+                return _open_url(url, 0, timeout)
             return _Empty(), offset, True
         raise DownloadError(f"{url}: HTTP {err.code} {err.reason}") from None
     except urllib.error.URLError as err:
@@ -218,6 +223,36 @@ def download_file(
     """
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
+    held = _hold(dest)
+    try:
+        return _download_file(url, dest, size=size, sha256=sha256, md5=md5, progress=progress,
+                              timeout=timeout, chunk_size=chunk_size)
+    finally:
+        os.close(held)
+
+
+def _hold(dest: Path) -> int:
+    """An exclusive lock (``<dest>.lock``, flock: let go when the process ends, however) on the
+    download of ``dest``, or DownloadError when another process holds it. Two downloads of one
+    archive into one data root at once appended to one ``.part`` file: both failed with 'got
+    198,240,256 of 150,005,760 bytes', and the part file they left was the two interleaved."""
+    import fcntl
+
+    lock = dest.with_name(dest.name + ".lock")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise DownloadError(f"another `data download` is downloading {dest.name} into "
+                            f"{dest.parent} now (it holds {lock.name}); let it finish, or stop "
+                            "it, and run this again") from None
+    return fd
+
+
+def _download_file(url: str, dest: Path, *, size: int | None, sha256: str | None,
+                   md5: str | None, progress: bool, timeout: float, chunk_size: int) -> Path:
+    """``download_file`` while it holds the download's lock."""
     part = dest.with_name(dest.name + ".part")
     source = dest.with_name(dest.name + ".part.url")  # the URL the partial file's bytes are from
     _refuse_odd_files(dest, part)
@@ -386,9 +421,20 @@ def extract_archive(
             raise BadArchive(f"{archive}: not a zip archive this command can extract "
                              f"({type(err).__name__}: {err})") from None
         return dest
+    ends: list[tarfile.HeaderError] = []  # why each header read stopped (the last: the end)
+
+    class _Member(tarfile.TarInfo):
+        @classmethod
+        def fromtarfile(cls, tarfile_):
+            try:
+                return super().fromtarfile(tarfile_)
+            except tarfile.HeaderError as err:
+                ends.append(err)
+                raise
+
     try:
         raw = open(archive, "rb")  # noqa: SIM115 - closed below
-        tar = tarfile.open(fileobj=raw, mode="r|*")
+        tar = tarfile.open(fileobj=raw, mode="r|*", tarinfo=_Member)
     except tarfile.TarError as err:
         raise BadArchive(f"{archive}: not a tar or zip archive ({err})") from None
     use_filter = hasattr(tarfile, "data_filter")
@@ -410,6 +456,14 @@ def extract_archive(
                     else:  # pragma: no cover - Python < 3.11.4
                         tar.extract(member, dest)
                 bar.update(completed=raw.tell())
+        if not (ends and isinstance(ends[-1], tarfile.EOFHeaderError)):
+            # tarfile ends its members quietly at a damaged header or at the end of the data
+            # between two members: an archive cut there (or with a header bit flipped) was
+            # extracted in part and 'installed', the rest of the data missing without a word
+            why = f"{ends[-1]}" if ends else "no header"
+            raise BadArchive(f"{archive}: it ends without the end-of-archive marker ({why}, "
+                             f"after {len(tar.members)} member(s)): the archive is cut short "
+                             "or damaged")
     except OSError as err:
         if err.errno in (errno.ENOSPC, errno.EDQUOT):  # the disk filled: the archive is fine (it
             # said 'the archive may be truncated; delete it and download it again')
@@ -435,15 +489,20 @@ def _find_dirs(top: Path, names: tuple[str, ...]) -> dict[str, Path]:
     return found
 
 
-def _move_into_place(src: Path, target: Path, force: bool) -> None:
+def _check_target(target: Path, force: bool) -> None:
+    """DownloadError unless ``_move_into_place`` can put a folder at ``target``."""
     if target.is_symlink():  # rmtree refuses a link ('cannot use: OSError', nothing named);
         # --force replaces a folder of the data root, not a folder elsewhere a link leads to
         raise DownloadError(f"{target} is a symbolic link (to {os.readlink(target)}); --force "
                             "replaces only a real folder, not one a link leads to: remove the "
                             "link and run this again")
+    if target.exists() and not force:
+        raise DownloadError(f"{target} already exists; remove it or pass --force to replace it")
+
+
+def _move_into_place(src: Path, target: Path, force: bool) -> None:
+    _check_target(target, force)
     if target.exists():
-        if not force:
-            raise DownloadError(f"{target} already exists; remove it or pass --force to replace it")
         shutil.rmtree(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     os.replace(src, target)
@@ -463,6 +522,10 @@ def install_lra(archive: Path, root: Path, *, force: bool = False, progress: boo
             raise BadArchive(
                 f"{archive}: none of {list(LRA_FOLDERS)} found inside; is this the LRA release?"
             )
+        for name in found:  # each folder checked before any is moved: one already there
+            # (tsv_data) stopped the install after listops-1000 was moved in, the message
+            # naming only the one, and the same command then failed on listops-1000
+            _check_target(base / name, force)
         out = []
         for name, path in sorted(found.items()):
             _move_into_place(path, base / name, force)

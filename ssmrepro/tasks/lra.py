@@ -70,6 +70,7 @@ import torch
 from pydantic import Field, create_model, model_validator
 
 from ..data import DATASETS, GENERATED, DataUnavailable, LRADataset, dataset_config, load_lra
+from ..data.datasets import data_key
 from ..data.nominal import NominalShape, nominal_shape
 from ..util import data_root, read_small, refuse_unread
 from .base import SPLITS, Batch, Task, TaskConfig, TaskInfo
@@ -192,6 +193,7 @@ class NominalNote:
 
 
 _LOADED: dict[tuple[str, str, str], _Loaded] = {}  # per-process cache
+_KEYS: dict[tuple, str | None] = {}  # (dataset, root, source, preprocessing, folder) -> data_key
 _NOMINAL: ContextVar[dict[tuple, NominalNote] | None] = ContextVar("lra_nominal", default=None)
 
 
@@ -235,8 +237,10 @@ def _load(task: str, dataset: str, config: TaskConfig) -> _Loaded | NominalShape
 
 
 def clear_cache() -> None:
-    """Forget the datasets loaded by this process (tests that rewrite a data root use it)."""
+    """Forget the datasets loaded by this process and their keys (``data_changed``; tests that
+    rewrite a data root use it)."""
     _LOADED.clear()
+    _KEYS.clear()
 
 
 class LRATask(Task):
@@ -436,3 +440,35 @@ class LRAPathX(LRATask):
 
 LRA_TASKS: tuple[type[LRATask], ...] = (LRAListOps, LRAText, LRARetrieval, LRAImage, LRAPathfinder,
                                         LRAPathX)
+
+
+def data_changed(task: dict, data: object) -> str | None:
+    """Why a run of the LRA task config ``task`` (a record's dump) whose record names the data
+    it trained on by ``data`` (``LRATask.data_info``: its cache entry, ``<dataset>-<key>``) was
+    not trained on the data its source holds now, or None (the same data, another task, a
+    planning record, or no data there to compare with). The source is part of the run id, its
+    files are not: ListOps generated again with another seed or size, or the release installed
+    again, gave the old data's results as the new one's, and `run` trained nothing."""
+    names = {t.name: t.dataset for t in LRA_TASKS}
+    if not (isinstance(task, dict) and task.get("name") in names and isinstance(data, dict)
+            and isinstance(data.get("cache_key"), str) and isinstance(task.get("source"), str)):
+        return None
+    dataset, source = names[task["name"]], task["source"]
+    prep = {k: v for k, v in task.items() if k not in ("name", "source")}
+    root = data_root()
+    try:
+        folder = DATASETS[dataset].locate(source, root, dataset_config(dataset, **prep))
+        st = os.stat(folder)  # (computed once a process for one folder: a records' read of
+        # 54 runs does not stat the 200,000 Pathfinder images 54 times)
+        memo = (dataset, os.path.realpath(root), source, json.dumps(prep, sort_keys=True),
+                st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+        if memo not in _KEYS:
+            _KEYS[memo] = data_key(dataset, source, root, **prep)
+        now = _KEYS[memo]
+    except (OSError, ValueError, TypeError, DataUnavailable):  # absent or unreadable: the run
+        return None  # itself says why when it trains
+    if now is None or now == data["cache_key"]:
+        return None
+    return (f"it was trained on other {dataset} data ({source}) than {folder} holds now (data "
+            f"{data['cache_key']}, now {now}: generated or installed again, or $SSMREPRO_DATA "
+            "another data root)")

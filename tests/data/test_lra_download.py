@@ -45,8 +45,11 @@ class _Server:
                 rng = self.headers.get("Range")
                 if rng and server.honor_range:
                     start = int(rng.split("=")[1].split("-")[0])
-                    if start >= len(body):
-                        self.send_error(416)
+                    if start >= len(body):  # (with the size, as RFC 9110 says)
+                        self.send_response(416)
+                        self.send_header("Content-Range", f"bytes */{len(body)}")
+                        self.send_header("Content-Length", "0")
+                        self.end_headers()
                         return
                     self.send_response(206)
                     self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
@@ -228,3 +231,19 @@ def test_cli_download_imdb_skips_unsup(lra_root, tmp_path):
     assert r.exit_code == 0, r.output
     assert not (root / "imdb" / "aclImdb" / "train" / "unsup").exists()
     assert load_lra("text", "train", root=root).source == "download:imdb"
+
+
+def test_a_partial_download_larger_than_the_file_there_now_starts_over(tmp_path):
+    """The file at the URL replaced by a smaller one while a partial download of the old one
+    was kept: the server's 416 (range not satisfiable) was read as 'we already have
+    everything', and the old file's bytes were installed as the new file. A 416 naming another
+    size (bytes */N) starts over."""
+    server = _Server()
+    try:
+        server.files["/a.bin"] = PAYLOAD[:3000]
+        url, dest = server.url("/a.bin"), tmp_path / "a.bin"
+        dest.with_name("a.bin.part").write_bytes(PAYLOAD[:6000][::-1])  # the old, larger one's
+        dest.with_name("a.bin.part.url").write_text(url)
+        assert download_file(url, dest, progress=False).read_bytes() == PAYLOAD[:3000]
+    finally:
+        server.close()
