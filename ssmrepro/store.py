@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import ast
+import csv
 import errno
 import hashlib
 import io
@@ -976,6 +977,12 @@ def read_table(path: Path, required: tuple[str, ...] = (), numeric=(), **kw) -> 
         raise TableError(f"{path}: not a readable CSV table ({first}); {fix}") from None
     header = pd.read_csv(io.BytesIO(data), header=None, nrows=1, dtype=str,
                          keep_default_na=False).iloc[0].tolist() if len(df.columns) else []
+    short = _short_line(data, len(header))
+    if short:  # pandas fills a row's missing fields with NaN: a table cut off mid-row, or a git
+        # merge's conflict markers ('<<<<<<< HEAD') read as rows, were used without a word
+        line, n = short
+        raise TableError(f"{path}: line {line} has {n} of the header's {len(header)} fields (a "
+                         f"line cut short, or a merge conflict's marker); {fix}")
     twice = [c for c in dict.fromkeys(header) if header.count(c) > 1]
     if twice:  # pandas renames the second 'metric.test.acc' to 'metric.test.acc.1': which one
         # the run wrote cannot be told, and the first was taken without a word
@@ -995,12 +1002,28 @@ def read_table(path: Path, required: tuple[str, ...] = (), numeric=(), **kw) -> 
     return df
 
 
+def _short_line(data: bytes, width: int) -> tuple[int, int] | None:
+    """(line number, fields) of the first record of CSV ``data`` (its header first) with fewer
+    than ``width`` fields, blank lines aside (pandas skips them); None when there is none."""
+    rows = csv.reader(io.StringIO(data.decode("utf-8-sig", errors="replace"), newline=""))
+    for row in rows:
+        if row and len(row) < width:
+            return rows.line_num, len(row)
+    return None
+
+
 def read_results(path: Path) -> pd.DataFrame:
     """Read a results*.csv (current or older layout) as ``normalize_table`` gives it. Text
     columns stay text: an empty label stays '' (not NaN, which matches no cell) and a run id of
     digits keeps its leading zeros. ``TableError`` when the file is not such a table."""
     df = read_table(path, ("label",), numeric=("seed", "n_params"),  # analytic tables: no run_id
                     dtype={c: str for c in TEXT_COLUMNS})
+    if "status" not in df and ("run_id" in df or any(c.startswith(CONFIG_PREFIXES)
+                                                     for c in df.columns)):
+        # a trained runs' table (an analytic one has neither): which row finished cannot be
+        # told (a column deleted by hand was a traceback in every command reading the table)
+        raise TableError(f"{path}: not a table of this project (no column status); delete it to "
+                         "rebuild it from the run records (or re-run the runs)")
     for c in TEXT_COLUMNS:
         if c in df:
             df[c] = df[c].fillna("")

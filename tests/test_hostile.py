@@ -9961,3 +9961,36 @@ def test_figures_names_an_image_that_no_figure_of_the_spec_draws(tmp_path):
     assert (folder / "figure-acc.png").is_file()
     named = [ln for ln in res.output.splitlines() if "is drawn by no figure of the spec" in ln]
     assert len(named) == 1 and "huang2025-tab1: figure.png " in named[0], res.output
+
+
+def test_a_results_table_cut_short_merged_with_conflicts_or_without_status_is_refused(tmp_path):
+    """A results.csv cut off mid-row, or holding a git merge's conflict markers ('<<<<<<< HEAD',
+    '=======', '>>>>>>> b'), was read with the missing fields empty, without a word (a number cut
+    mid-digits stood); one whose status column was deleted was an IndexingError traceback in
+    `verify`."""
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    folder = tmp_path / "out/huang2025/huang2025-tab1"
+    folder.mkdir(parents=True)
+    text = (ROOT / "results/huang2025/huang2025-tab1/results.csv").read_text()
+    lines = text.splitlines(keepends=True)
+    header = lines[0].rstrip("\n").split(",")
+    at = header.index("status")
+    no_status = "".join(",".join(f for i, f in enumerate(ln.rstrip("\n").split(",")) if i != at)
+                        + "\n" for ln in lines)  # (no quoted field holds a comma before it)
+    damaged = {
+        "line 16 has 17 of the header's": text[:-300],
+        "line 6 has 1 of the header's": "".join(lines[:5] + ["<<<<<<< HEAD\n"] + lines[5:7]
+                                                 + ["=======\n"] + lines[7:9]
+                                                 + [">>>>>>> b\n"] + lines[9:]),
+        "(no column status)": no_status,
+    }
+    for needle, body in damaged.items():
+        (folder / "results.csv").write_text(body)
+        res = _invoke("verify", "huang2025-tab1", "--out", tmp_path / "out",
+                      env={"SSMREPRO_ROOT": str(root)})
+        _assert_refused(res, "results.csv: ", needle)
+    (folder / "results.csv").write_bytes(text.replace("\n", "\r\n").encode())  # Excel's, fine
+    res = _invoke("verify", "huang2025-tab1", "--out", tmp_path / "out",
+                  env={"SSMREPRO_ROOT": str(root)})
+    assert res.exit_code == 0 and "5 PASS" in res.output, res.output
