@@ -1018,12 +1018,6 @@ def read_results(path: Path) -> pd.DataFrame:
     digits keeps its leading zeros. ``TableError`` when the file is not such a table."""
     df = read_table(path, ("label",), numeric=("seed", "n_params"),  # analytic tables: no run_id
                     dtype={c: str for c in TEXT_COLUMNS})
-    if "status" not in df and ("run_id" in df or any(c.startswith(CONFIG_PREFIXES)
-                                                     for c in df.columns)):
-        # a trained runs' table (an analytic one has neither): which row finished cannot be
-        # told (a column deleted by hand was a traceback in every command reading the table)
-        raise TableError(f"{path}: not a table of this project (no column status); delete it to "
-                         "rebuild it from the run records (or re-run the runs)")
     for c in TEXT_COLUMNS:
         if c in df:
             df[c] = df[c].fillna("")
@@ -1044,6 +1038,18 @@ def read_results(path: Path) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------------------ where a spec lives
+
+
+def read_run_table(path: Path) -> pd.DataFrame:
+    """``read_results`` of a table whose rows are judged: one of trained runs (run ids or config
+    columns; an analytic table has neither) must say which runs finished, its ``status`` (the
+    column deleted by hand was a traceback in `plot` and `verify`, and exported as empty)."""
+    df = read_results(path)
+    if "status" not in df and ("run_id" in df or any(c.startswith(CONFIG_PREFIXES)
+                                                     for c in df.columns)):
+        raise TableError(f"{path}: not a table of this project (no column status); delete it to "
+                         "rebuild it from the run records (or re-run the runs)")
+    return df
 
 
 def results_dir(spec, out: Path | None = None) -> Path:

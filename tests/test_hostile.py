@@ -9994,3 +9994,27 @@ def test_a_results_table_cut_short_merged_with_conflicts_or_without_status_is_re
     res = _invoke("verify", "huang2025-tab1", "--out", tmp_path / "out",
                   env={"SSMREPRO_ROOT": str(root)})
     assert res.exit_code == 0 and "5 PASS" in res.output, res.output
+
+
+def test_a_row_of_another_profile_in_a_profiles_table_is_named_and_not_exported(tmp_path):
+    """A row of quick's results.csv whose profile says smoke (pasted from smoke's table, edited
+    by hand): `verify` left it out without a word (its claim MISSING) while `export` exported it
+    as a quick row."""
+    import pandas as pd
+
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    folder = tmp_path / "out/huang2025/huang2025-tab1"
+    folder.mkdir(parents=True)
+    lines = (ROOT / "results/huang2025/huang2025-tab1/results.csv").read_text().splitlines(True)
+    assert ",quick,Mamba+PE,0," in lines[1]
+    (folder / "results.csv").write_text("".join([lines[0], lines[1].replace(",quick,", ",smoke,")]
+                                                + lines[2:]))
+    env = {"SSMREPRO_ROOT": str(root)}
+    needle = "results.csv: 1 row(s) of profile 'smoke', not 'quick', are not used"
+    res = _invoke("verify", "huang2025-tab1", "--out", tmp_path / "out", env=env)
+    assert res.exit_code == 0 and needle in res.output, res.output
+    res = _invoke("export", "--out", tmp_path / "out", "--file", tmp_path / "x.csv", env=env)
+    assert res.exit_code == 0 and needle in res.output, res.output
+    runs = set(pd.read_csv(tmp_path / "x.csv", dtype=str)["run_id"])
+    assert len(runs) == 14 and lines[1].split(",")[0] not in runs, runs
