@@ -941,6 +941,9 @@ def normalize_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 TEXT_COLUMNS = ("run_id", "profile", "label", "status", "stop_reason")
+# a run's counts and timings: text in one ('abc' typed over a stop_step) was a traceback in
+# `verify`, a negative pack_size or wall time summed into the front page's training time
+NUMBER_COLUMNS = ("seed", *COUNTS, "pack_size", "wall_s", "cpu_s")
 
 
 class LinkOutside(ValueError):
@@ -992,9 +995,13 @@ def read_table(path: Path, required: tuple[str, ...] = (), numeric=(), **kw) -> 
         raise TableError(f"{path}: not a table of this project (no column {', '.join(missing)}); "
                          f"{fix}")
     cols = [c for c in df.columns if numeric(c)] if callable(numeric) else list(numeric)
-    for c in cols:
-        if c in df.columns and not pd.api.types.is_numeric_dtype(df[c]):
+    for c in cols:  # 'True' / 'False' read as a bool column, numeric to pandas (a test.acc
+        # of True was judged as 1.0)
+        if c in df.columns and (not pd.api.types.is_numeric_dtype(df[c])
+                                or pd.api.types.is_bool_dtype(df[c])):
             try:
+                if pd.api.types.is_bool_dtype(df[c]):
+                    raise TypeError(c)
                 df[c] = pd.to_numeric(df[c])
             except (ValueError, TypeError):
                 raise TableError(f"{path}: column {c!r} holds text where numbers belong; "
@@ -1016,15 +1023,17 @@ def read_results(path: Path) -> pd.DataFrame:
     """Read a results*.csv (current or older layout) as ``normalize_table`` gives it. Text
     columns stay text: an empty label stays '' (not NaN, which matches no cell) and a run id of
     digits keeps its leading zeros. ``TableError`` when the file is not such a table."""
-    df = read_table(path, ("label",), numeric=("seed", "n_params"),  # analytic tables: no run_id
+    df = read_table(path, ("label",), numeric=NUMBER_COLUMNS,  # analytic tables: no run_id
                     dtype={c: str for c in TEXT_COLUMNS})
     for c in TEXT_COLUMNS:
         if c in df:
             df[c] = df[c].fillna("")
     df = normalize_table(df)
     for c in [c for c in df.columns if is_metric_column(c)]:
-        if not pd.api.types.is_numeric_dtype(df[c]):
+        if not pd.api.types.is_numeric_dtype(df[c]) or pd.api.types.is_bool_dtype(df[c]):
             try:
+                if pd.api.types.is_bool_dtype(df[c]):
+                    raise TypeError(c)
                 df[c] = pd.to_numeric(df[c])
             except (ValueError, TypeError):
                 raise TableError(f"{path}: column {c!r} holds text where numbers belong; delete "

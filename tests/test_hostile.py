@@ -10018,3 +10018,29 @@ def test_a_row_of_another_profile_in_a_profiles_table_is_named_and_not_exported(
     assert res.exit_code == 0 and needle in res.output, res.output
     runs = set(pd.read_csv(tmp_path / "x.csv", dtype=str)["run_id"])
     assert len(runs) == 14 and lines[1].split(",")[0] not in runs, runs
+
+
+def test_text_in_a_results_tables_count_or_a_true_metric_is_refused(tmp_path):
+    """'abc' typed over a run's stop_step in results.csv was a ValueError traceback in `verify`;
+    a test.acc column of 'True' (a spreadsheet's truth values) was read as numbers, 1.0, and
+    judged (two 'fails' claims FAILed)."""
+    import csv
+    import io
+
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    folder = tmp_path / "out/huang2025/huang2025-tab1"
+    folder.mkdir(parents=True)
+    rows = list(csv.reader(io.StringIO(
+        (ROOT / "results/huang2025/huang2025-tab1/results.csv").read_text())))
+    for col, value, rows_edited in (("stop_step", "abc", rows[1:2]),
+                                    ("metric.test.acc", "True", rows[1:])):
+        edited = [list(r) for r in rows]
+        for r in edited[1:len(rows_edited) + 1]:
+            r[rows[0].index(col)] = value
+        text = io.StringIO()
+        csv.writer(text, lineterminator="\n").writerows(edited)
+        (folder / "results.csv").write_text(text.getvalue())
+        res = _invoke("verify", "huang2025-tab1", "--out", tmp_path / "out",
+                      env={"SSMREPRO_ROOT": str(root)})
+        _assert_refused(res, f"results.csv: column '{col}' holds text where numbers belong")
