@@ -10044,3 +10044,24 @@ def test_text_in_a_results_tables_count_or_a_true_metric_is_refused(tmp_path):
         res = _invoke("verify", "huang2025-tab1", "--out", tmp_path / "out",
                       env={"SSMREPRO_ROOT": str(root)})
         _assert_refused(res, f"results.csv: column '{col}' holds text where numbers belong")
+
+
+def test_a_curves_table_whose_labels_were_swapped_is_not_drawn_under_them(tmp_path):
+    """curves.csv with the labels of two cells' rows swapped (a hand edit, a bad merge): each
+    run's learning curve was drawn under the other's label, without a word (results.csv's rows
+    were already checked against the labels of their runs)."""
+    import pandas as pd
+
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    folder = tmp_path / "out/huang2025/huang2025-tab1"
+    shutil.copytree(ROOT / "results/huang2025/huang2025-tab1", folder)
+    curves = pd.read_csv(folder / "curves.csv", dtype={"run_id": str})
+    mamba, s4d = curves["label"] == "Mamba", curves["label"] == "S4D"
+    curves.loc[mamba, "label"], curves.loc[s4d, "label"] = "S4D", "Mamba"
+    curves.to_csv(folder / "curves.csv", index=False)
+    res = _invoke("verify", "huang2025-tab1", "--out", tmp_path / "out",
+                  env={"SSMREPRO_ROOT": str(root)})
+    assert res.exit_code == 0, res.output
+    assert res.output.count("has label='S4D' (the run's is 'Mamba')") == 3, res.output
+    assert res.output.count("has label='Mamba' (the run's is 'S4D')") == 3, res.output

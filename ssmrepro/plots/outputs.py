@@ -1152,13 +1152,16 @@ def consistent_rows(table: pd.DataFrame, runs: list, own: bool = False) -> pd.Da
     (another profile's table names the run as that profile does, and its rows take this
     profile's labels; committed curves tables may name a run by its first case label alone):
     the labels of two rows swapped left both cells empty while the report counted '2 runs
-    expected, 2 finished'."""
+    expected, 2 finished', and a curves table's were drawn, each run's curve under the other's
+    label."""
     if table.empty or RUN_ID not in table:
         return table
     by_id = {r.run_id: r for r in runs}
     labels: dict[str, set[str]] = {}
     for r in runs:
         labels.setdefault(r.run_id, set()).add(str(r.label))
+        if STEP in table:  # a curves table may name it by its first case label alone
+            labels[r.run_id].add(str(r.label).split(LABEL_SEP)[0])
     ids = table[RUN_ID].astype(str)
     keep = pd.Series(True, index=table.index)
     for rid in [i for i in dict.fromkeys(ids) if i in by_id]:
@@ -1299,7 +1302,8 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
         if rec is not None:  # labelled as in this profile (a reused run carries its own spec's)
             recs.append({**rec, LABEL: x.label})
     table = curve_table(recs, keys)
-    own = consistent_rows(_own_table(path, _read_curves, records=not table.empty), runs)
+    own = consistent_rows(_own_table(path, _read_curves, records=not table.empty), runs,
+                          own=True)
     if table.empty and reported is not None and RUN_ID in own:  # planned, or reported
         own = own[own[RUN_ID].astype(str).isin(reported | {r.run_id for r in runs})]
     base = own if table.empty else table
