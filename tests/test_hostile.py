@@ -10065,3 +10065,21 @@ def test_a_curves_table_whose_labels_were_swapped_is_not_drawn_under_them(tmp_pa
     assert res.exit_code == 0, res.output
     assert res.output.count("has label='S4D' (the run's is 'Mamba')") == 3, res.output
     assert res.output.count("has label='Mamba' (the run's is 'S4D')") == 3, res.output
+
+
+def test_the_front_page_names_a_damaged_table_whose_training_time_it_leaves_out(tmp_path):
+    """results.csv holding a git merge's conflict markers: `figures --no-rebuild` put the spec's
+    description in place of its training time, exit 0, without a word."""
+    import contextlib
+    import io
+
+    from ssmrepro.plots.frontpage import training_time
+
+    lines = (ROOT / "results/huang2025/huang2025-tab1/results.csv").read_text().splitlines(True)
+    csv = tmp_path / "results.csv"
+    csv.write_text("".join(lines[:5] + ["<<<<<<< HEAD\n"] + lines[5:]))
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert training_time(csv, "quick") == ""
+    assert "results.csv: line 6 has 1 of the header's" in err.getvalue(), err.getvalue()
+    assert "its training time is not shown" in err.getvalue(), err.getvalue()
