@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import ast
+import csv
 import errno
 import hashlib
 import io
@@ -942,6 +943,9 @@ def normalize_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 TEXT_COLUMNS = ("run_id", "profile", "label", "status", "stop_reason")
+# a run's counts and timings: text in one ('abc' typed over a stop_step) was a traceback in
+# `verify`, a negative pack_size or wall time summed into the front page's training time
+NUMBER_COLUMNS = ("seed", *COUNTS, "pack_size", "wall_s", "cpu_s")
 
 
 class LinkOutside(ValueError):
@@ -978,6 +982,12 @@ def read_table(path: Path, required: tuple[str, ...] = (), numeric=(), **kw) -> 
         raise TableError(f"{path}: not a readable CSV table ({first}); {fix}") from None
     header = pd.read_csv(io.BytesIO(data), header=None, nrows=1, dtype=str,
                          keep_default_na=False).iloc[0].tolist() if len(df.columns) else []
+    short = _short_line(data, len(header))
+    if short:  # pandas fills a row's missing fields with NaN: a table cut off mid-row, or a git
+        # merge's conflict markers ('<<<<<<< HEAD') read as rows, were used without a word
+        line, n = short
+        raise TableError(f"{path}: line {line} has {n} of the header's {len(header)} fields (a "
+                         f"line cut short, or a merge conflict's marker); {fix}")
     twice = [c for c in dict.fromkeys(header) if header.count(c) > 1]
     if twice:  # pandas renames the second 'metric.test.acc' to 'metric.test.acc.1': which one
         # the run wrote cannot be told, and the first was taken without a word
@@ -987,9 +997,13 @@ def read_table(path: Path, required: tuple[str, ...] = (), numeric=(), **kw) -> 
         raise TableError(f"{path}: not a table of this project (no column {', '.join(missing)}); "
                          f"{fix}")
     cols = [c for c in df.columns if numeric(c)] if callable(numeric) else list(numeric)
-    for c in cols:
-        if c in df.columns and not pd.api.types.is_numeric_dtype(df[c]):
+    for c in cols:  # 'True' / 'False' read as a bool column, numeric to pandas (a test.acc
+        # of True was judged as 1.0)
+        if c in df.columns and (not pd.api.types.is_numeric_dtype(df[c])
+                                or pd.api.types.is_bool_dtype(df[c])):
             try:
+                if pd.api.types.is_bool_dtype(df[c]):
+                    raise TypeError(c)
                 df[c] = pd.to_numeric(df[c])
             except (ValueError, TypeError):
                 raise TableError(f"{path}: column {c!r} holds text where numbers belong; "
@@ -997,19 +1011,31 @@ def read_table(path: Path, required: tuple[str, ...] = (), numeric=(), **kw) -> 
     return df
 
 
+def _short_line(data: bytes, width: int) -> tuple[int, int] | None:
+    """(line number, fields) of the first record of CSV ``data`` (its header first) with fewer
+    than ``width`` fields, blank lines aside (pandas skips them); None when there is none."""
+    rows = csv.reader(io.StringIO(data.decode("utf-8-sig", errors="replace"), newline=""))
+    for row in rows:
+        if row and len(row) < width:
+            return rows.line_num, len(row)
+    return None
+
+
 def read_results(path: Path) -> pd.DataFrame:
     """Read a results*.csv (current or older layout) as ``normalize_table`` gives it. Text
     columns stay text: an empty label stays '' (not NaN, which matches no cell) and a run id of
     digits keeps its leading zeros. ``TableError`` when the file is not such a table."""
-    df = read_table(path, ("label",), numeric=("seed", "n_params"),  # analytic tables: no run_id
+    df = read_table(path, ("label",), numeric=NUMBER_COLUMNS,  # analytic tables: no run_id
                     dtype={c: str for c in TEXT_COLUMNS})
     for c in TEXT_COLUMNS:
         if c in df:
             df[c] = df[c].fillna("")
     df = normalize_table(df)
     for c in [c for c in df.columns if is_metric_column(c)]:
-        if not pd.api.types.is_numeric_dtype(df[c]):
+        if not pd.api.types.is_numeric_dtype(df[c]) or pd.api.types.is_bool_dtype(df[c]):
             try:
+                if pd.api.types.is_bool_dtype(df[c]):
+                    raise TypeError(c)
                 df[c] = pd.to_numeric(df[c])
             except (ValueError, TypeError):
                 raise TableError(f"{path}: column {c!r} holds text where numbers belong; delete "
@@ -1023,6 +1049,18 @@ def read_results(path: Path) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------------------ where a spec lives
+
+
+def read_run_table(path: Path) -> pd.DataFrame:
+    """``read_results`` of a table whose rows are judged: one of trained runs (run ids or config
+    columns; an analytic table has neither) must say which runs finished, its ``status`` (the
+    column deleted by hand was a traceback in `plot` and `verify`, and exported as empty)."""
+    df = read_results(path)
+    if "status" not in df and ("run_id" in df or any(c.startswith(CONFIG_PREFIXES)
+                                                     for c in df.columns)):
+        raise TableError(f"{path}: not a table of this project (no column status); delete it to "
+                         "rebuild it from the run records (or re-run the runs)")
+    return df
 
 
 def results_dir(spec, out: Path | None = None) -> Path:

@@ -10363,3 +10363,125 @@ def test_data_generate_into_an_empty_mount_point_builds_on_its_disk(tmp_path, mo
     moved = [b for a, b in seen if a.parent.parent == out and b.parent == out]  # out of the
     # scratch folder inside
     assert moved[-1] == out / "meta.json" and len(moved) == 4, seen
+
+
+def test_a_results_table_cut_short_merged_with_conflicts_or_without_status_is_refused(tmp_path):
+    """A results.csv cut off mid-row, or holding a git merge's conflict markers ('<<<<<<< HEAD',
+    '=======', '>>>>>>> b'), was read with the missing fields empty, without a word (a number cut
+    mid-digits stood); one whose status column was deleted was an IndexingError traceback in
+    `verify`."""
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    folder = tmp_path / "out/huang2025/huang2025-tab1"
+    folder.mkdir(parents=True)
+    text = (ROOT / "results/huang2025/huang2025-tab1/results.csv").read_text()
+    lines = text.splitlines(keepends=True)
+    header = lines[0].rstrip("\n").split(",")
+    at = header.index("status")
+    no_status = "".join(",".join(f for i, f in enumerate(ln.rstrip("\n").split(",")) if i != at)
+                        + "\n" for ln in lines)  # (no quoted field holds a comma before it)
+    damaged = {
+        "line 16 has 17 of the header's": text[:-300],
+        "line 6 has 1 of the header's": "".join(lines[:5] + ["<<<<<<< HEAD\n"] + lines[5:7]
+                                                 + ["=======\n"] + lines[7:9]
+                                                 + [">>>>>>> b\n"] + lines[9:]),
+        "(no column status)": no_status,
+    }
+    for needle, body in damaged.items():
+        (folder / "results.csv").write_text(body)
+        res = _invoke("verify", "huang2025-tab1", "--out", tmp_path / "out",
+                      env={"SSMREPRO_ROOT": str(root)})
+        _assert_refused(res, "results.csv: ", needle)
+    (folder / "results.csv").write_bytes(text.replace("\n", "\r\n").encode())  # Excel's, fine
+    res = _invoke("verify", "huang2025-tab1", "--out", tmp_path / "out",
+                  env={"SSMREPRO_ROOT": str(root)})
+    assert res.exit_code == 0 and "5 PASS" in res.output, res.output
+
+
+def test_a_row_of_another_profile_in_a_profiles_table_is_named_and_not_exported(tmp_path):
+    """A row of quick's results.csv whose profile says smoke (pasted from smoke's table, edited
+    by hand): `verify` left it out without a word (its claim MISSING) while `export` exported it
+    as a quick row."""
+    import pandas as pd
+
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    folder = tmp_path / "out/huang2025/huang2025-tab1"
+    folder.mkdir(parents=True)
+    lines = (ROOT / "results/huang2025/huang2025-tab1/results.csv").read_text().splitlines(True)
+    assert ",quick,Mamba+PE,0," in lines[1]
+    (folder / "results.csv").write_text("".join([lines[0], lines[1].replace(",quick,", ",smoke,")]
+                                                + lines[2:]))
+    env = {"SSMREPRO_ROOT": str(root)}
+    needle = "results.csv: 1 row(s) of profile 'smoke', not 'quick', are not used"
+    res = _invoke("verify", "huang2025-tab1", "--out", tmp_path / "out", env=env)
+    assert res.exit_code == 0 and needle in res.output, res.output
+    res = _invoke("export", "--out", tmp_path / "out", "--file", tmp_path / "x.csv", env=env)
+    assert res.exit_code == 0 and needle in res.output, res.output
+    runs = set(pd.read_csv(tmp_path / "x.csv", dtype=str)["run_id"])
+    assert len(runs) == 14 and lines[1].split(",")[0] not in runs, runs
+
+
+def test_text_in_a_results_tables_count_or_a_true_metric_is_refused(tmp_path):
+    """'abc' typed over a run's stop_step in results.csv was a ValueError traceback in `verify`;
+    a test.acc column of 'True' (a spreadsheet's truth values) was read as numbers, 1.0, and
+    judged (two 'fails' claims FAILed)."""
+    import csv
+    import io
+
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    folder = tmp_path / "out/huang2025/huang2025-tab1"
+    folder.mkdir(parents=True)
+    rows = list(csv.reader(io.StringIO(
+        (ROOT / "results/huang2025/huang2025-tab1/results.csv").read_text())))
+    for col, value, rows_edited in (("stop_step", "abc", rows[1:2]),
+                                    ("metric.test.acc", "True", rows[1:])):
+        edited = [list(r) for r in rows]
+        for r in edited[1:len(rows_edited) + 1]:
+            r[rows[0].index(col)] = value
+        text = io.StringIO()
+        csv.writer(text, lineterminator="\n").writerows(edited)
+        (folder / "results.csv").write_text(text.getvalue())
+        res = _invoke("verify", "huang2025-tab1", "--out", tmp_path / "out",
+                      env={"SSMREPRO_ROOT": str(root)})
+        _assert_refused(res, f"results.csv: column '{col}' holds text where numbers belong")
+
+
+def test_a_curves_table_whose_labels_were_swapped_is_not_drawn_under_them(tmp_path):
+    """curves.csv with the labels of two cells' rows swapped (a hand edit, a bad merge): each
+    run's learning curve was drawn under the other's label, without a word (results.csv's rows
+    were already checked against the labels of their runs)."""
+    import pandas as pd
+
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    folder = tmp_path / "out/huang2025/huang2025-tab1"
+    shutil.copytree(ROOT / "results/huang2025/huang2025-tab1", folder)
+    curves = pd.read_csv(folder / "curves.csv", dtype={"run_id": str})
+    mamba, s4d = curves["label"] == "Mamba", curves["label"] == "S4D"
+    curves.loc[mamba, "label"], curves.loc[s4d, "label"] = "S4D", "Mamba"
+    curves.to_csv(folder / "curves.csv", index=False)
+    res = _invoke("verify", "huang2025-tab1", "--out", tmp_path / "out",
+                  env={"SSMREPRO_ROOT": str(root)})
+    assert res.exit_code == 0, res.output
+    assert res.output.count("has label='S4D' (the run's is 'Mamba')") == 3, res.output
+    assert res.output.count("has label='Mamba' (the run's is 'S4D')") == 3, res.output
+
+
+def test_the_front_page_names_a_damaged_table_whose_training_time_it_leaves_out(tmp_path):
+    """results.csv holding a git merge's conflict markers: `figures --no-rebuild` put the spec's
+    description in place of its training time, exit 0, without a word."""
+    import contextlib
+    import io
+
+    from ssmrepro.plots.frontpage import training_time
+
+    lines = (ROOT / "results/huang2025/huang2025-tab1/results.csv").read_text().splitlines(True)
+    csv = tmp_path / "results.csv"
+    csv.write_text("".join(lines[:5] + ["<<<<<<< HEAD\n"] + lines[5:]))
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert training_time(csv, "quick") == ""
+    assert "results.csv: line 6 has 1 of the header's" in err.getvalue(), err.getvalue()
+    assert "its training time is not shown" in err.getvalue(), err.getvalue()

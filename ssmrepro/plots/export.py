@@ -27,11 +27,11 @@ from ..store import (
     is_metric_column,
     metric_name,
     output_name,
-    read_results,
+    read_run_table,
     results_dir,
 )
 from ..util import atomic_write_stream, atomic_write_text
-from .outputs import consistent_rows
+from .outputs import consistent_rows, profile_rows
 
 EXPORT_COLUMNS = ["paper", "experiment", "profile", "run_id", "label", "seed", "status",
                   "n_params", "metric", "value", "config"]
@@ -164,11 +164,13 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None,
             stray += sorted(f"{spec.paper}/{spec.id}/{f.name}" for f in root.glob("results*.csv")
                             if f.name not in own and not SET_TAG.search(f.stem))
         for prof, csv in result_files(spec, out):
-            table = read_results(csv)
+            table = read_run_table(csv)
             planned = _planned(spec, prof)
             if "profile" in table:  # as plot reads it: a row of a planned run checked against
-                # its run id (a hand-edited config was exported as it stood)
-                table = consistent_rows(table, planned, own=True)
+                # its run id (a hand-edited config was exported as it stood), another profile's
+                # row left out (it was exported as this profile's)
+                table = consistent_rows(profile_rows(table, prof, f"{spec.id}/{csv.name}"),
+                                        planned, own=True)
             rows += long_rows(spec, prof, table, {r.run_id: r.flat() for r in planned})
     df = pd.DataFrame(rows, columns=EXPORT_COLUMNS)
     if df.empty:  # the columns' types of a table with rows: a Parquet file without rows had

@@ -34,7 +34,7 @@ from ..spec import (
     parse_yaml,
     spec_paths,
 )
-from ..store import output_name, read_results, results_dir
+from ..store import TableError, output_name, read_results, results_dir
 from ..sweep import expand
 from ..util import atomic_write_text, read_small, repo_root
 from .export import result_files
@@ -232,6 +232,10 @@ def training_time(csv: Path, profile: str | None = None) -> str:
     0 of 15 runs finished, was shown with that profile's '5 min')."""
     try:
         df = read_results(csv)
+    except TableError as err:  # a damaged table (a merge's conflict markers): the front page
+        # showed the spec's description in place of its time, without a word
+        print(f"warning: {err} (its training time is not shown)", file=sys.stderr)
+        return ""
     except (OSError, ValueError, pd.errors.EmptyDataError):
         return ""
     if profile is not None and "profile" in df:

@@ -68,7 +68,7 @@ from ..store import (
     metric_name,
     metric_range_problem,
     not_recorded,
-    read_results,
+    read_run_table,
     read_table,
 )
 from ..sweep import RunConfig, expand, overrides_tag, per_point
@@ -901,10 +901,9 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
     df = store.table(runs)
     name = output_name(spec, profile, "results", "csv", tag)
     csv = root / name
-    own = _own_table(csv, read_results, records=not df.empty)
+    own = _own_table(csv, read_run_table, records=not df.empty)
     if not own.empty:
-        if "profile" in own:
-            own = own[own["profile"] == profile]
+        own = profile_rows(own, profile, csv.name)
         own = _fill_config(consistent_rows(own, runs, own=True), runs)
         if df.empty:
             own = _without_stale(own, runs, csv.name)
@@ -923,6 +922,21 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
     if not df.empty:
         atomic_write_text(store.root / name, csv_text(base))
     return base
+
+
+def profile_rows(table: pd.DataFrame, profile: str, name: str) -> pd.DataFrame:
+    """The rows of ``table`` (the profile's own results table ``name``) whose ``profile`` is
+    ``profile``; the others (pasted from another profile's table, a table written while another
+    profile was the default) are left out with a warning: `plot` and `verify` dropped them
+    without a word (a claim went MISSING) while `export` exported them as this profile's."""
+    if table.empty or "profile" not in table:
+        return table
+    other = table["profile"].astype(str) != profile
+    if other.any():
+        names = ", ".join(map(repr, dict.fromkeys(table.loc[other, "profile"].astype(str))))
+        print(f"warning: {name}: {int(other.sum())} row(s) of profile {names}, not {profile!r}, "
+              f"are not used (a profile's table holds its own runs)", file=sys.stderr)
+    return table[~other]
 
 
 def _without_other_data(df: pd.DataFrame, store) -> pd.DataFrame:
@@ -1033,7 +1047,7 @@ def _other_tables(spec: Spec, profile: str, root: Path, tag: str, stem: str = "r
         if p == profile or not (path.exists() or path.is_symlink()):  # a FIFO: a warning
             continue
         try:
-            t = read_results(path) if stem == "results" else _read_curves(path)
+            t = read_run_table(path) if stem == "results" else _read_curves(path)
         except TableError as err:
             print(f"warning: {err} (not used to complete profile {profile})", file=sys.stderr)
             continue
@@ -1140,13 +1154,16 @@ def consistent_rows(table: pd.DataFrame, runs: list, own: bool = False) -> pd.Da
     (another profile's table names the run as that profile does, and its rows take this
     profile's labels; committed curves tables may name a run by its first case label alone):
     the labels of two rows swapped left both cells empty while the report counted '2 runs
-    expected, 2 finished'."""
+    expected, 2 finished', and a curves table's were drawn, each run's curve under the other's
+    label."""
     if table.empty or RUN_ID not in table:
         return table
     by_id = {r.run_id: r for r in runs}
     labels: dict[str, set[str]] = {}
     for r in runs:
         labels.setdefault(r.run_id, set()).add(str(r.label))
+        if STEP in table:  # a curves table may name it by its first case label alone
+            labels[r.run_id].add(str(r.label).split(LABEL_SEP)[0])
     ids = table[RUN_ID].astype(str)
     keep = pd.Series(True, index=table.index)
     for rid in [i for i in dict.fromkeys(ids) if i in by_id]:
@@ -1287,7 +1304,8 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
         if rec is not None:  # labelled as in this profile (a reused run carries its own spec's)
             recs.append({**rec, LABEL: x.label})
     table = curve_table(recs, keys)
-    own = consistent_rows(_own_table(path, _read_curves, records=not table.empty), runs)
+    own = consistent_rows(_own_table(path, _read_curves, records=not table.empty), runs,
+                          own=True)
     if table.empty and reported is not None and RUN_ID in own:  # planned, or reported
         own = own[own[RUN_ID].astype(str).isin(reported | {r.run_id for r in runs})]
     base = own if table.empty else table
