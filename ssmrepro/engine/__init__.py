@@ -371,7 +371,7 @@ def run_experiment(
 
     ws = WorkSettings(device, backend, tuple(a for a in spec.analysis if a in ANALYSES),
                       spec.save_weights, commit=git_commit(), threads=threads)
-    csv_name = output_name(spec, profile, "results", "csv", overrides_tag(overrides))
+    csv_name = output_name(spec, profile, "results", "csv", overrides_tag(overrides, runs))
     tr = _Tracker(store, len(packs))
     by_id = {r.run_id: r for r in pending}
     interrupted = False

@@ -1340,7 +1340,7 @@ def output_paths(spec: Spec, profile: str, root: Path, overrides: dict | None = 
     """The files ``build`` writes for ``profile`` (results.csv; with ``figures`` also the
     analysis tables, curves, summary, report and figures): ``run`` checks them before any
     training, so a folder in the place of one fails then, not after the sweep."""
-    tag = overrides_tag(overrides)
+    tag = overrides_tag(overrides, expand(spec, profile, overrides=overrides) if overrides else [])
     stems = [("results", "csv")]
     if figures:
         stems += [("histograms", "csv")] if DECAY in spec.analysis else []
@@ -1372,12 +1372,12 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None,
     ``profile`` (with ``overrides``: of those runs, in files tagged ``-set-<hash>``).
     ``rerun``: the shell command that trains this profile's runs, as a figure not drawn for
     want of them names it (default ``ssmrepro run ID --profile P``)."""
-    tag = overrides_tag(overrides)
+    runs = expand(spec, profile, overrides=overrides)
+    tag = overrides_tag(overrides, runs or [])
 
     def out(stem: str, ext: str) -> Path:
         return root / output_name(spec, profile, stem, ext, tag)
 
-    runs = expand(spec, profile, overrides=overrides)
     # one store for every read, whose warnings are said at the end: a record quarantined (or
     # ignored) here left the tables a run short without a word (only `run` printed them)
     store = open_store(spec, root.parents[1])

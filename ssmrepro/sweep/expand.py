@@ -31,7 +31,7 @@ from ..spec import (
 )
 from ..tasks import TASKS, DataUnavailable, Task, TaskConfig, build_task, eval_set_problem
 from ..tasks.base import fixed_split_error, loss_problem, refuse_unread_task
-from .config import RunConfig, TrainConfig, flatten, lean, run_id_of
+from .config import RunConfig, TrainConfig, flatten, lean, per_point, run_id_of
 
 SECTIONS = ("task", "model", "train")
 
@@ -355,14 +355,24 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     return out
 
 
-def overrides_tag(overrides: dict[str, Any] | None) -> str:
-    """A short stable name for a set of overrides ('' for none), e.g. 'set-3f2a9c'."""
+def overrides_tag(overrides: dict[str, Any] | None, runs: list[RunConfig]) -> str:
+    """A short stable name for a set of overrides ('' for none), e.g. 'set-3f2a9c': it hashes
+    each key's value as the typed config of ``runs`` (``expand(..., overrides)``) holds it, as
+    run ids do: `--set train.lr=1` and `--set train.lr=1.0` are one config, but were two tags,
+    their tables, reports and figures written twice side by side (a key no run's config holds
+    hashes its value as given)."""
     if not overrides:
         return ""
     import hashlib
-    import json
 
-    blob = json.dumps(overrides, sort_keys=True, default=str)
+    flats = per_point(runs, RunConfig.flat)
+    typed: dict[str, Any] = {}
+    for k in sorted(overrides):
+        seen = {json.dumps({f: v for f, v in flat.items() if f == k or f.startswith(k + ".")},
+                           sort_keys=True, default=str) for flat in flats}
+        seen.discard("{}")
+        typed[k] = sorted(seen) if seen else overrides[k]
+    blob = json.dumps(typed, sort_keys=True, default=str)
     return "set-" + hashlib.sha256(blob.encode()).hexdigest()[:6]
 
 
