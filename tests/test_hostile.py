@@ -9475,16 +9475,18 @@ def test_pathfinder_metadata_files_named_by_non_ascii_digits_sort_as_names(tmp_p
     assert [f.name for f in _metadata_files(tmp_path)] == ["2", "10", "²", "١٠"]
 
 
-@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
-def test_a_terminate_or_hang_up_while_the_command_line_loads_is_an_interrupt(signame):
+@pytest.mark.parametrize("module,signame", [("ssmrepro", "SIGTERM"), ("ssmrepro", "SIGHUP"),
+                                            ("ssmrepro.cli", "SIGTERM")])
+def test_a_terminate_or_hang_up_while_the_command_line_loads_is_an_interrupt(module, signame):
     """`kill PID` (or a hang-up) in the first seconds of `python -m ssmrepro ...`, while torch and
     the rest load, killed it with exit 143 (129) and no line, where Ctrl-C there says 'interrupted
-    — before the command started' and exits 130."""
+    — before the command started' and exits 130. `python -m ssmrepro.cli` loads in its package's
+    import, before its __main__ runs: it still died so."""
     import signal
     import subprocess
     import sys
 
-    p = subprocess.Popen([sys.executable, "-m", "ssmrepro", "list"], stdout=subprocess.PIPE,
+    p = subprocess.Popen([sys.executable, "-m", module, "list"], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT), "SSMREPRO_ROOT": str(ROOT)},
                          preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
@@ -9961,3 +9963,23 @@ def test_figures_names_an_image_that_no_figure_of_the_spec_draws(tmp_path):
     assert (folder / "figure-acc.png").is_file()
     named = [ln for ln in res.output.splitlines() if "is drawn by no figure of the spec" in ln]
     assert len(named) == 1 and "huang2025-tab1: figure.png " in named[0], res.output
+
+
+def test_one_config_set_as_an_int_or_a_float_has_one_output_tag(tmp_path):
+    """`--set train.lr=1` and `--set train.lr=1.0` (or 1e0) are one config (one set of run ids),
+    but the -set- tag hashed the values as typed on the command line: two report-…-set-….md,
+    figures and tables of the same runs side by side. A different value keeps its own tag."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand, overrides_tag, parse_overrides
+
+    spec = load_spec(write_spec(tmp_path, seeds=[0]))
+
+    def tag(*items):
+        ov = parse_overrides(list(items))
+        return overrides_tag(ov, expand(spec, "smoke", overrides=ov))
+
+    assert tag("train.lr=1") == tag("train.lr=1.0") == tag("train.lr=1e0")
+    assert tag("model.d_model=16") == tag("model.d_model=16.0") != tag("model.d_model=12")
+    assert (tag("train.schedule={kind: constant}")
+            == tag("train.schedule={kind: constant, warmup_steps: 0}"))
+    assert tag("train.lr=1") != tag("train.lr=0.5") and tag("train.lr=1").startswith("set-")
