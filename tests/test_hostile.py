@@ -9983,3 +9983,42 @@ def test_one_config_set_as_an_int_or_a_float_has_one_output_tag(tmp_path):
     assert (tag("train.schedule={kind: constant}")
             == tag("train.schedule={kind: constant, warmup_steps: 0}"))
     assert tag("train.lr=1") != tag("train.lr=0.5") and tag("train.lr=1").startswith("set-")
+
+
+def test_a_bad_planner_cache_folder_is_refused(tmp_path, monkeypatch):
+    """SSMREPRO_CACHE naming a file, a folder under a file, a folder that cannot be made or a
+    relative path: the cache was ignored without a word (every run timed again) or made per
+    current folder; now exit 2 naming the variable, before any timing. A good one holds it (a
+    blank one is unset: test_blank_path_variables_are_unset_not_a_folder_named_blank)."""
+    from ssmrepro.engine.costs import cache_file
+    from ssmrepro.spec import SpecError
+
+    (tmp_path / "afile").write_text("")
+    for value, needle in [(tmp_path / "afile", "not a folder"),
+                          (tmp_path / "afile/sub", "cannot hold"), ("/proc/ssmrepro-cache",
+                                                                    "cannot hold"),
+                          ("rel", "a relative path")]:
+        monkeypatch.setenv("SSMREPRO_CACHE", str(value))
+        with pytest.raises(SpecError) as err:
+            cache_file()
+        assert "SSMREPRO_CACHE=" in err.value.messages[0] and needle in err.value.messages[0]
+    res = _invoke("run", write_spec(tmp_path, seeds=[0]), "--profile", "smoke", "--dry-run",
+                  "--out", tmp_path / "out", env={"SSMREPRO_CACHE": str(tmp_path / "afile")})
+    _assert_refused(res, "SSMREPRO_CACHE=", "not a folder")
+    monkeypatch.setenv("SSMREPRO_CACHE", str(tmp_path / "cache"))
+    assert cache_file() == tmp_path / "cache/costs.json"
+
+
+def test_bench_reads_its_environment_as_the_other_commands(tmp_path):
+    """`bench --device` ignored SSMREPRO_DEVICE (run's --device reads it), and a blank (or '-')
+    SSMREPRO_OUT was read as unset: the records went into the checkout's results/bench, where
+    the other commands refuse it. The variable is no option given to `bench scans`."""
+    res = _invoke("bench", "--seconds", "0.1", "--packs", "1", "--out", tmp_path,
+                  env={"SSMREPRO_DEVICE": "cudax"})
+    _assert_refused(res, "--device 'cudax'")
+    for value in (" ", "-"):
+        res = _invoke("bench", "roofline", env={"SSMREPRO_OUT": value})
+        _assert_refused(res, f"SSMREPRO_OUT={value!r}")
+    res = _invoke("bench", "scans", "--help", env={"SSMREPRO_DEVICE": "cpu"})
+    assert res.exit_code == 0 and "not an option" not in res.output, res.output
+    assert not list(tmp_path.iterdir())
