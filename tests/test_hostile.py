@@ -10022,3 +10022,28 @@ def test_bench_reads_its_environment_as_the_other_commands(tmp_path):
     res = _invoke("bench", "scans", "--help", env={"SSMREPRO_DEVICE": "cpu"})
     assert res.exit_code == 0 and "not an option" not in res.output, res.output
     assert not list(tmp_path.iterdir())
+
+
+def test_a_claim_on_an_evaluation_set_the_profile_lacks_is_missing_not_fail(tmp_path):
+    """A claim on `long.acc` where only the quick profile's runs have the evaluation set `long`:
+    in smoke it FAILed ('1 of 1 finished cells miss ... long.acc was not measured'), a verdict on
+    nothing measured. Now MISSING, naming the set; a precondition on it likewise."""
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    long = {"set": {"train.evals": {"long": {"T": 12}}}}
+    spec = write_spec(
+        tmp_path, seeds=[0], train=train, aggregate={"metrics": ["test.acc", "long.acc"]},
+        sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]}],
+        profiles={"smoke": {}, "quick": long, "paper": long},
+        claims=[{"text": "long holds", "metric": "long.acc", "where": {"label": "S6"},
+                 "op": ">=", "value": 0.5},
+                {"text": "given long", "metric": "test.acc", "where": {"label": "S6"},
+                 "op": ">=", "value": 0.5,
+                 "given": [{"metric": "long.acc", "op": ">=", "value": 0.5}]}])
+    out = tmp_path / "out"
+    res = _invoke("run", spec, "--profile", "smoke", "--out", out)
+    assert res.exit_code == 0, res.output
+    text = (out / "tests/t-spec/report-smoke.md").read_text()
+    lines = [ln for ln in text.splitlines() if "long holds" in ln or "given long" in ln]
+    assert len(lines) == 2 and all(ln.startswith("- **MISSING**") for ln in lines), lines
+    assert all("no evaluation set 'long'" in ln for ln in lines), lines

@@ -1455,7 +1455,8 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None,
                       if runs else pd.DataFrame())
     configs = [parse_figure(raw) for _, raw in spec.figure_configs]
     view = report.with_config(cells, runs, named)  # + the config keys named but not swept here
-    verdicts = report.verify(spec, view, keys)
+    verdicts = report.verify(spec, view, keys, eval_sets={n for r in runs for n in r.train.evals}
+                             if runs else None)
     ctx = FigureContext(spec, profile, view, keys, out, tables, runs, store, rerun=rerun or "")
     figures = []
     for i, cfg in enumerate(configs):

@@ -84,14 +84,18 @@ def _paper_value(pv, cells: pd.DataFrame, index: CellIndex | None = None) -> Ver
     return Verdict("paper_value", f"{text} (tol {pv.tol})", verdict, ours, pv.value)
 
 
-def verify(spec, cells: pd.DataFrame, keys: list[str] | None = None) -> list[Verdict]:
+def verify(spec, cells: pd.DataFrame, keys: list[str] | None = None,
+           eval_sets: set[str] | None = None) -> list[Verdict]:
     """Paper values (match / differs / missing) and one or more verdicts per claim.
 
     A spec whose ``claims:`` list is empty gets one UNTESTED verdict for its ``claim:`` text.
+    ``eval_sets``: the named evaluation sets of the profile's runs (a claim on another one is
+    MISSING there; None: not known).
     """
     index = CellIndex(cells)  # each paper value's cell through one index of the cells
     out = [_paper_value(pv, cells, index) for pv in spec.paper_values]
-    ctx = CheckContext(spec, cells, keys if keys is not None else _keys_of(cells))
+    ctx = CheckContext(spec, cells, keys if keys is not None else _keys_of(cells),
+                       eval_sets=eval_sets)
     for raw in spec.claims:
         out += run_check(ctx, parse_claim(raw))
     if not spec.claims:
