@@ -10047,3 +10047,21 @@ def test_a_claim_on_an_evaluation_set_the_profile_lacks_is_missing_not_fail(tmp_
     lines = [ln for ln in text.splitlines() if "long holds" in ln or "given long" in ln]
     assert len(lines) == 2 and all(ln.startswith("- **MISSING**") for ln in lines), lines
     assert all("no evaluation set 'long'" in ln for ln in lines), lines
+
+
+def test_a_curves_figure_draws_exp_of_a_loss_only(tmp_path):
+    """`transform: exp` on `val.acc` (or beside a loss, or on an mse) was drawn without a word:
+    exp of an accuracy is no quantity. Refused at validate like the other metric-kind checks; a
+    loss (a perplexity) is drawn."""
+    from pydantic import ValidationError
+
+    from ssmrepro.plots.curves import CurvesConfig
+
+    for series in ("val.acc", "val.loss,val.acc", "test.mse"):
+        with pytest.raises(ValidationError, match="transform: exp of"):
+            CurvesConfig(kind="curves", series=series, transform="exp")
+    assert CurvesConfig(kind="curves", series="val.loss,train.loss", transform="exp")
+    assert CurvesConfig(kind="curves", series="val.acc")
+    spec = write_spec(tmp_path, figure=None,
+                      figures=[{"kind": "curves", "series": "val.acc", "transform": "exp"}])
+    _assert_refused(_invoke("validate", spec), "transform: exp of val.acc")
