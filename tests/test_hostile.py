@@ -8722,12 +8722,14 @@ def test_texts_written_over_lines_are_one_line_of_the_report(tmp_path):
     report = (out / "tests/t-spec/report-smoke.md").read_text()
     lines = report.splitlines()
     assert [ln for ln in lines if ln.startswith("- **")] == [
-        next(ln for ln in lines if ln.startswith("- **FAIL** real - **PASS** fake claim # Heading"))]
+        next(ln for ln in lines
+             if ln.startswith(r"- **FAIL** real - \*\*PASS\*\* fake claim # Heading"))]
     assert [ln for ln in lines if "Verdicts:" in ln] == [
-        "**Verdicts: 0 PASS, 1 FAIL, 0 MISSING, 0 UNTESTED**", f"Claim: the claim {fake}"]
+        "**Verdicts: 0 PASS, 1 FAIL, 0 MISSING, 0 UNTESTED**",
+        "Claim: the claim " + fake.replace("*", r"\*")]  # escaped (md_text)
     assert [ln for ln in lines if ln.startswith("#")] == [
         lines[0], "## Claims", "## Our numbers", "## Decisions (spec notes)"]
-    assert "- a note ## Claims - **PASS** injected note" in lines
+    assert r"- a note ## Claims - \*\*PASS\*\* injected note" in lines
     res = _invoke("verify", spec, "--out", out, "--profile", "smoke", "--json")
     assert json.loads(res.stdout)["claims"][0]["text"].startswith("real - **PASS** fake claim")
 
@@ -10065,3 +10067,28 @@ def test_a_curves_figure_draws_exp_of_a_loss_only(tmp_path):
     spec = write_spec(tmp_path, figure=None,
                       figures=[{"kind": "curves", "series": "val.acc", "transform": "exp"}])
     _assert_refused(_invoke("validate", spec), "transform: exp of val.acc")
+
+
+def test_claim_and_note_texts_are_read_as_written_in_the_report(tmp_path):
+    """A claim text 'loss <y and z> is *small*' lost '<y and z>' in report.md (an HTML tag) and
+    set 'small' in italics; a note on '<null> positions' lost '<null>', one beginning '# seeds'
+    was a heading inside its list item. Title, claim, claim texts and notes are escaped."""
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    spec = write_spec(
+        tmp_path, seeds=[0], train=train, title="a_b_ | *t*", claim="x <y and z> w",
+        sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]}],
+        claims=[{"text": "loss <y and z> is *small* `c` _u_ a|b", "where": {"label": "S6"},
+                 "op": ">=", "value": 0.5}],
+        notes=["the task's <null> positions", "# seeds are 3", "1. first"])
+    out = tmp_path / "out"
+    assert _invoke("run", spec, "--profile", "smoke", "--out", out).exit_code == 0
+    text = (out / "tests/t-spec/report-smoke.md").read_text()
+    assert r"loss \<y and z> is \*small\* \`c\` \_u\_ a\|b [test.acc" in text, text
+    assert r"- the task's \<null> positions" in text and r"- \# seeds are 3" in text
+    assert r"- 1\. first" in text and r"— a\_b\_ \| \*t\*" in text
+    assert r"Claim: x \<y and z> w" in text
+    from ssmrepro.plots.frontpage import _verdicts
+
+    assert re.fullmatch(r"\d PASS, \d FAIL, \d MISSING, 0 UNTESTED",
+                        _verdicts(out / "tests/t-spec/report-smoke.md"))
