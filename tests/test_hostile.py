@@ -10092,3 +10092,26 @@ def test_claim_and_note_texts_are_read_as_written_in_the_report(tmp_path):
 
     assert re.fullmatch(r"\d PASS, \d FAIL, \d MISSING, 0 UNTESTED",
                         _verdicts(out / "tests/t-spec/report-smoke.md"))
+
+
+def test_case_labels_whose_dollars_pair_only_when_joined_are_refused(tmp_path):
+    """Case labels 'a$\\foo' and 'c$d' of two axes are each drawable (one $), but a panel title
+    or legend draws the run's label 'a$\\foo / c$d' on one line: TeX math between the two, and
+    a traceback after training (Unknown symbol \\foo); 'a$5' and 'b$10' drew '5 / b' in italics.
+    Labels follow the titles' rule ($...$ is TeX, \\$ a dollar sign): refused before training."""
+    from ssmrepro.spec import SpecError, load_spec
+    from ssmrepro.sweep import expand
+
+    for first, second in [("a$\\foo", "c$d"), ("a$5", "b$10")]:
+        spec = load_spec(write_spec(
+            tmp_path, seeds=[0],
+            sweep=[{"cases": [{"label": first, "set": {"model.mixer": "s6"}}]},
+                   {"cases": [{"label": second, "set": {"model.d_model": 8}}]}]))
+        with pytest.raises(SpecError, match="whose \\$ signs pair across the cases"):
+            expand(spec, "smoke")
+    for first, second in [("a\\$5", "b\\$10"), ("$x$", "c"), ("a$x$", "b$y$")]:
+        spec = load_spec(write_spec(
+            tmp_path, seeds=[0],
+            sweep=[{"cases": [{"label": first, "set": {"model.mixer": "s6"}}]},
+                   {"cases": [{"label": second, "set": {"model.d_model": 8}}]}]))
+        assert len(expand(spec, "smoke")) == 1

@@ -355,6 +355,11 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     return out
 
 
+def _dollars(text: str) -> int:
+    """The $ signs of ``text`` that matplotlib reads as TeX math delimiters (not ``\\$``)."""
+    return text.count("$") - text.count("\\$")
+
+
 def overrides_tag(overrides: dict[str, Any] | None, runs: list[RunConfig]) -> str:
     """A short stable name for a set of overrides ('' for none), e.g. 'set-3f2a9c': it hashes
     each key's value as the typed config of ``runs`` (``expand(..., overrides)``) holds it, as
@@ -502,6 +507,17 @@ def expand(spec: Spec, profile: str | None = None,
     for i, (labels, overrides) in enumerate(points):
         label = LABEL_SEP.join(labels)
         point = f"{i}{' ' + label if label else ''}"
+        odd = [x for x in labels if _dollars(x) % 2]
+        if odd and _dollars(label) and _dollars(label) % 2 == 0:
+            # each case label is drawable alone (spec.Case), but one line of a figure (a panel
+            # title, a legend) pairs the $ of two: TeX math, drawn as such or a traceback after
+            # training ('a$\foo' and 'c$d': Unknown symbol \foo)
+            grouped.setdefault(
+                f"{spec.path}: the case labels {' and '.join(map(repr, odd))} join into the label "
+                f"{label!r}, whose $ signs pair across the cases: a figure would draw what lies "
+                "between them as TeX math (or fail to draw it); write \\$ for a dollar sign",
+                []).append(point)
+            continue
         cfg = copy.deepcopy(base)
         overrides = dict(overrides)
         point_seeds = overrides.pop(SEEDS_KEY, None)
