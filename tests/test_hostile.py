@@ -10115,3 +10115,27 @@ def test_case_labels_whose_dollars_pair_only_when_joined_are_refused(tmp_path):
             sweep=[{"cases": [{"label": first, "set": {"model.mixer": "s6"}}]},
                    {"cases": [{"label": second, "set": {"model.d_model": 8}}]}]))
         assert len(expand(spec, "smoke")) == 1
+
+
+def test_export_keeps_a_run_with_no_finite_metric_with_its_status(tmp_path):
+    """A run of results.csv that diverged at once (every metric empty) had no row in `export`:
+    the table read as if it had never run. Now one row with its status and no metric."""
+    import pandas as pd
+
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    out = tmp_path / "results"
+    folder = out / "huang2025/huang2025-tab1"
+    shutil.copytree(ROOT / "results/huang2025/huang2025-tab1", folder)
+    df = pd.read_csv(folder / "results.csv", dtype={"run_id": str})
+    df.loc[0, [c for c in df.columns if c.startswith("metric.")]] = math.nan
+    df.loc[0, "status"] = "diverged"
+    df.to_csv(folder / "results.csv", index=False)
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv",
+                  env={"SSMREPRO_ROOT": str(root)})
+    assert res.exit_code == 0, res.output
+    rows = pd.read_csv(tmp_path / "x.csv", dtype={"run_id": str, "metric": str})
+    assert rows["run_id"].nunique() == len(df)
+    lost = rows[rows["run_id"] == df.loc[0, "run_id"]]
+    assert len(lost) == 1 and lost["status"].tolist() == ["diverged"], lost
+    assert lost["metric"].isna().all() and lost["value"].isna().all()

@@ -2,7 +2,7 @@
 (``ssmrepro export``).
 
 One row per (run, metric) of every ``results*.csv`` under the results root (every spec, every
-profile that has a table)::
+profile that has a table), and one with an empty metric for a run with no finite metric::
 
     paper, experiment, profile, run_id, label, seed, status, n_params, metric, value, config
 
@@ -114,6 +114,7 @@ def long_rows(spec, profile: str, df: pd.DataFrame,
                 "seed": _plain(rec.get("seed")), "status": rec.get("status"),
                 "n_params": _plain(rec.get("n_params")),
                 "config": json.dumps(config, sort_keys=True)}
+        n = len(rows)
         for m in metrics:
             v = rec[m]
             if v is None or (isinstance(v, float) and math.isnan(v)):
@@ -123,6 +124,9 @@ def long_rows(spec, profile: str, df: pd.DataFrame,
             except (TypeError, ValueError):
                 continue
             rows.append({**base, "metric": metric_name(m), "value": value})
+        if len(rows) == n:  # no finite metric (a run that diverged at once, one in error): one
+            # row with its status, no metric; it was left out, as if it had never run
+            rows.append({**base, "metric": "", "value": math.nan})
     return rows
 
 
