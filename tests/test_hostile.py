@@ -10139,3 +10139,27 @@ def test_export_keeps_a_run_with_no_finite_metric_with_its_status(tmp_path):
     lost = rows[rows["run_id"] == df.loc[0, "run_id"]]
     assert len(lost) == 1 and lost["status"].tolist() == ["diverged"], lost
     assert lost["metric"].isna().all() and lost["value"].isna().all()
+
+
+def test_a_corpus_switch_that_stales_every_run_rewrites_the_results_table(tmp_path, monkeypatch):
+    """With the data root switched to another corpus, every record of the profile is stale:
+    the report counted 0 finished, but results.csv kept the old corpus's row on disk (the table
+    was written back only when some record was read), and `export` and `list` read it as this
+    data's result. The row is dropped from the file too."""
+    import pandas as pd
+
+    roots = [tmp_path / "a", tmp_path / "b"]
+    for i, root in enumerate(roots):
+        (root / "text").mkdir(parents=True)
+        (root / "text" / "c.txt").write_bytes(bytes(range(97, 97 + 4 + 4 * i)) * 300)
+    spec = _one_run_spec(tmp_path, task={"name": "text_corpus", "path": "text/c.txt", "L": 8})
+    out = tmp_path / "out"
+    monkeypatch.setenv("SSMREPRO_DATA", str(roots[0]))
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate")
+    assert res.exit_code == 0, res.output
+    (table,) = (out / "tests/t-spec").glob("results*.csv")
+    assert len(pd.read_csv(table)) == 1
+    monkeypatch.setenv("SSMREPRO_DATA", str(roots[1]))
+    res = _invoke("plot", spec, "--out", out, "--profile", "smoke")
+    assert "another corpus" in res.output, res.output
+    assert not table.exists() or pd.read_csv(table).empty

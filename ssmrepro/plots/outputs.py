@@ -917,9 +917,15 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
     if not extra.empty:
         extra = _fill_config(extra, runs)
         base = extra if base.empty else pd.concat([base, extra], ignore_index=True)
+    n_rows = len(base)
     base = _without_other_data(base, store)
-    if not df.empty:
-        atomic_write_text(store.root / name, csv_text(base))
+    if not df.empty or len(base) < n_rows:  # records read, or rows of other data dropped: a
+        # corpus switch that made every run's record stale left the old rows on disk, where
+        # `export` (and `list`) read them as this data's results
+        if not base.empty:
+            atomic_write_text(store.root / name, csv_text(base))
+        elif (store.root / name).is_file():  # no row left: no table (``Store.write_csv``)
+            (store.root / name).unlink()
     return base
 
 
