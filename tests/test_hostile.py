@@ -10029,7 +10029,8 @@ def test_bench_reads_its_environment_as_the_other_commands(tmp_path):
 def test_a_claim_on_an_evaluation_set_the_profile_lacks_is_missing_not_fail(tmp_path):
     """A claim on `long.acc` where only the quick profile's runs have the evaluation set `long`:
     in smoke it FAILed ('1 of 1 finished cells miss ... long.acc was not measured'), a verdict on
-    nothing measured. Now MISSING, naming the set; a precondition on it likewise."""
+    nothing measured. Now MISSING, naming the set; a precondition on it likewise, and a paper
+    value on it is missing there (it read 'not measured | differs')."""
     train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
              "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
     long = {"set": {"train.evals": {"long": {"T": 12}}}}
@@ -10037,6 +10038,7 @@ def test_a_claim_on_an_evaluation_set_the_profile_lacks_is_missing_not_fail(tmp_
         tmp_path, seeds=[0], train=train, aggregate={"metrics": ["test.acc", "long.acc"]},
         sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]}],
         profiles={"smoke": {}, "quick": long, "paper": long},
+        paper_values=[{"where": {"label": "S6"}, "metric": "long.acc", "value": 0.9}],
         claims=[{"text": "long holds", "metric": "long.acc", "where": {"label": "S6"},
                  "op": ">=", "value": 0.5},
                 {"text": "given long", "metric": "test.acc", "where": {"label": "S6"},
@@ -10049,6 +10051,8 @@ def test_a_claim_on_an_evaluation_set_the_profile_lacks_is_missing_not_fail(tmp_
     lines = [ln for ln in text.splitlines() if "long holds" in ln or "given long" in ln]
     assert len(lines) == 2 and all(ln.startswith("- **MISSING**") for ln in lines), lines
     assert all("no evaluation set 'long'" in ln for ln in lines), lines
+    # nor is a paper value on it compared ('not measured | differs')
+    assert "| label=S6: long.acc | 0.900 | — | missing |" in text, text
 
 
 def test_a_curves_figure_draws_exp_of_a_loss_only(tmp_path):

@@ -38,6 +38,7 @@ from .checks import (
     never_defined,
     parse_claim,
     run_check,
+    unmeasured_sets,
     within,
 )
 from .columns import COMPLETE, LABEL, N_DIVERGED, N_EXPECTED, N_OK, N_TIME_LIMIT
@@ -94,7 +95,14 @@ def verify(spec, cells: pd.DataFrame, keys: list[str] | None = None,
     MISSING there; None: not known).
     """
     index = CellIndex(cells)  # each paper value's cell through one index of the cells
-    out = [_paper_value(pv, cells, index) for pv in spec.paper_values]
+    out = []
+    for pv in spec.paper_values:
+        absent = unmeasured_sets([pv.metric], eval_sets)
+        # not compared (it read 'not measured | differs', a paper value our runs missed)
+        where = ", ".join(f"{k}={v}" for k, v in pv.where.items())
+        out.append(Verdict("paper_value", f"{where}: {pv.metric}", "missing", None, pv.value,
+                           detail=f"no evaluation set {absent[0]!r} in this profile")
+                   if absent else _paper_value(pv, cells, index))
     ctx = CheckContext(spec, cells, keys if keys is not None else _keys_of(cells),
                        eval_sets=eval_sets)
     for raw in spec.claims:

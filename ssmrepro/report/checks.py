@@ -232,7 +232,7 @@ def parse_claim(raw: dict[str, Any]) -> CheckConfig:
 
 def run_check(ctx: CheckContext, cfg: CheckConfig) -> list[Verdict]:
     out = CHECKS[cfg.check].fn(ctx, cfg)
-    absent = unmeasured_sets(cfg, ctx.eval_sets)
+    absent = unmeasured_sets([cfg.metric, *(g.metric for g in cfg.given)], ctx.eval_sets)
     if absent:  # no value of it in any cell read as a miss: it FAILed where nothing was measured
         for v in out:
             v.verdict, v.ours = "MISSING", None
@@ -241,14 +241,15 @@ def run_check(ctx: CheckContext, cfg: CheckConfig) -> list[Verdict]:
     return out
 
 
-def unmeasured_sets(cfg: CheckConfig, eval_sets: set[str] | None) -> list[str]:
-    """The named evaluation sets whose metrics (``long.acc``, ``long.loss.std``) the claim's
-    metric or preconditions read and that no run of the profile has (its ``eval_sets``, the
-    names in its runs' train.evals; None: not known, nothing is said)."""
+def unmeasured_sets(metrics: list[str], eval_sets: set[str] | None) -> list[str]:
+    """The named evaluation sets whose metrics (``long.acc``, ``long.loss.std``) ``metrics`` (a
+    claim's metric and preconditions, a paper value's metric) read and that no run of the
+    profile has (its ``eval_sets``, the names in its runs' train.evals; None: not known, nothing
+    is said)."""
     if eval_sets is None:
         return []
     names = set()
-    for metric in (cfg.metric, *(g.metric for g in cfg.given)):
+    for metric in metrics:
         try:
             names |= metric_names(metric)
         except expr.ExprError:
