@@ -10149,7 +10149,7 @@ def test_a_corpus_switch_that_stales_every_run_rewrites_the_results_table(tmp_pa
     """With the data root switched to another corpus, every record of the profile is stale:
     the report counted 0 finished, but results.csv kept the old corpus's row on disk (the table
     was written back only when some record was read), and `export` and `list` read it as this
-    data's result. The row is dropped from the file too."""
+    data's result. The row is dropped from the file too, and so are its curves.csv rows."""
     import pandas as pd
 
     roots = [tmp_path / "a", tmp_path / "b"]
@@ -10167,3 +10167,5 @@ def test_a_corpus_switch_that_stales_every_run_rewrites_the_results_table(tmp_pa
     res = _invoke("plot", spec, "--out", out, "--profile", "smoke")
     assert "another corpus" in res.output, res.output
     assert not table.exists() or pd.read_csv(table).empty
+    # nor its learning curves (curves.csv kept them, for `figures --no-rebuild` and readers)
+    assert not list((out / "tests/t-spec").glob("curves*.csv"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -919,14 +919,23 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
         base = extra if base.empty else pd.concat([base, extra], ignore_index=True)
     n_rows = len(base)
     base = _without_other_data(base, store)
-    if not df.empty or len(base) < n_rows:  # records read, or rows of other data dropped: a
-        # corpus switch that made every run's record stale left the old rows on disk, where
-        # `export` (and `list`) read them as this data's results
-        if not base.empty:
-            atomic_write_text(store.root / name, csv_text(base))
-        elif (store.root / name).is_file():  # no row left: no table (``Store.write_csv``)
-            (store.root / name).unlink()
+    _write_back(store.root / name, base, csv_text, not df.empty, len(base) < n_rows)
     return base
+
+
+def _write_back(path: Path, table: pd.DataFrame, text: Callable[[pd.DataFrame], str],
+                records: bool, dropped: bool) -> None:
+    """Write ``table`` to ``path`` when it was built from ``records``, or when rows of runs
+    trained on other data were ``dropped`` from it (``_without_other_data``): a corpus switch
+    that made every run's record stale left the old corpus's rows in results.csv and
+    curves.csv, where `export` (and `list`) read them as this data's. A table left without
+    rows is no table (``Store.write_csv``)."""
+    if not (records or dropped):
+        return
+    if not table.empty:
+        atomic_write_text(path, text(table))
+    elif path.is_file():
+        path.unlink()
 
 
 def _without_other_data(df: pd.DataFrame, store) -> pd.DataFrame:
@@ -1305,9 +1314,9 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
     if not extra.empty:  # a cell key the other profile did not sweep: the planned run's
         extra = _fill_config(extra, runs)
         base = extra if base.empty else pd.concat([base, extra], ignore_index=True)
+    n_rows = len(base)
     base = _without_other_data(base, store)
-    if not table.empty:
-        atomic_write_text(path, base.to_csv(index=False))
+    _write_back(path, base, lambda t: t.to_csv(index=False), not table.empty, len(base) < n_rows)
     return base
 
 
