@@ -10169,3 +10169,33 @@ def test_a_corpus_switch_that_stales_every_run_rewrites_the_results_table(tmp_pa
     assert not table.exists() or pd.read_csv(table).empty
     # nor its learning curves (curves.csv kept them, for `figures --no-rebuild` and readers)
     assert not list((out / "tests/t-spec").glob("curves*.csv"))
+
+
+def test_export_leaves_out_rows_of_another_corpus_before_any_plot(tmp_path, monkeypatch):
+    """With the data root switched to another corpus and no `plot` or `run` since, `export` gave
+    results.csv's rows of the old corpus as this one's (it reads no record). A row whose run's
+    record names another corpus is left out, with a warning; back on the old corpus it is in."""
+    import pandas as pd
+
+    roots = [tmp_path / "a", tmp_path / "b"]
+    for i, root in enumerate(roots):
+        (root / "text").mkdir(parents=True)
+        (root / "text" / "c.txt").write_bytes(bytes(range(97, 97 + 4 + 4 * i)) * 300)
+    proj = tmp_path / "proj"
+    (proj / "experiments/tests").mkdir(parents=True)
+    (proj / "ssmrepro").mkdir()
+    (proj / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    _one_run_spec(proj / "experiments/tests",
+                  task={"name": "text_corpus", "path": "text/c.txt", "L": 8})
+    out, env = tmp_path / "out", {"SSMREPRO_ROOT": str(proj)}
+    monkeypatch.setenv("SSMREPRO_DATA", str(roots[0]))
+    res = _invoke("run", "t-spec", "--out", out, "--profile", "smoke", "--no-calibrate",
+                  env=env)
+    assert res.exit_code == 0, res.output
+    for root, rows in ((roots[1], 0), (roots[0], 1)):
+        monkeypatch.setenv("SSMREPRO_DATA", str(root))
+        res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+        assert res.exit_code == 0, res.output
+        got = pd.read_csv(tmp_path / "x.csv", dtype={"run_id": str})
+        assert got["run_id"].nunique() == rows, got
+        assert ("trained on another text corpus" in res.output) == (rows == 0), res.output
