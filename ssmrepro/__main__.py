@@ -8,27 +8,17 @@ Ctrl-C anywhere else does: one line and exit 130; so do a SIGTERM and a SIGHUP t
 
 from __future__ import annotations
 
-import sys
+from .signals import load_guarded
 
-from .signals import restore, terminate_as_interrupt
+
+def _load():
+    from .cli import app
+
+    return app
 
 
 def main() -> None:
-    # a `kill PID` (SIGTERM) or a hang-up (SIGHUP, unless ignored: nohup) while loading ends as
-    # Ctrl-C does, as it does once the command runs (it died with exit 143 or 129, no line).
-    # Handlers are set and put back inside the try: a signal just after one was set raised
-    # KeyboardInterrupt outside it, a traceback.
-    previous: dict[int, object] = {}
-    try:
-        terminate_as_interrupt(previous)
-        from .cli import app
-
-        restore(previous)
-    except KeyboardInterrupt:
-        restore(previous)
-        sys.stderr.write("interrupted — before the command started; nothing was done\n")
-        raise SystemExit(130) from None
-    app()
+    load_guarded(_load)()
 
 
 if __name__ == "__main__":

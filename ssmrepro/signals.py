@@ -8,8 +8,12 @@ each command.
 from __future__ import annotations
 
 import signal
+import sys
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def interrupt(signum: int, frame: Any) -> None:
@@ -40,3 +44,21 @@ def restore(previous: dict[int, Any]) -> None:
     for sig, handler in list(previous.items()):
         signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
     previous.clear()
+
+
+def load_guarded(load: Callable[[], T]) -> T:
+    """``load()`` (the command line's own imports: torch, pandas, matplotlib, the first
+    seconds) as the start-up of a command: a Ctrl-C there ends with one line and exit 130, and
+    so do a SIGTERM and a SIGHUP (they died with exit 143 or 129, no line). Handlers are set and
+    put back inside the try: a signal just after one was set raised KeyboardInterrupt outside
+    it, a traceback."""
+    previous: dict[int, Any] = {}
+    try:
+        terminate_as_interrupt(previous)
+        out = load()
+        restore(previous)
+    except KeyboardInterrupt:
+        restore(previous)
+        sys.stderr.write("interrupted — before the command started; nothing was done\n")
+        raise SystemExit(130) from None
+    return out

@@ -8722,12 +8722,14 @@ def test_texts_written_over_lines_are_one_line_of_the_report(tmp_path):
     report = (out / "tests/t-spec/report-smoke.md").read_text()
     lines = report.splitlines()
     assert [ln for ln in lines if ln.startswith("- **")] == [
-        next(ln for ln in lines if ln.startswith("- **FAIL** real - **PASS** fake claim # Heading"))]
+        next(ln for ln in lines
+             if ln.startswith(r"- **FAIL** real - \*\*PASS\*\* fake claim # Heading"))]
     assert [ln for ln in lines if "Verdicts:" in ln] == [
-        "**Verdicts: 0 PASS, 1 FAIL, 0 MISSING, 0 UNTESTED**", f"Claim: the claim {fake}"]
+        "**Verdicts: 0 PASS, 1 FAIL, 0 MISSING, 0 UNTESTED**",
+        "Claim: the claim " + fake.replace("*", r"\*")]  # escaped (md_text)
     assert [ln for ln in lines if ln.startswith("#")] == [
         lines[0], "## Claims", "## Our numbers", "## Decisions (spec notes)"]
-    assert "- a note ## Claims - **PASS** injected note" in lines
+    assert r"- a note ## Claims - \*\*PASS\*\* injected note" in lines
     res = _invoke("verify", spec, "--out", out, "--profile", "smoke", "--json")
     assert json.loads(res.stdout)["claims"][0]["text"].startswith("real - **PASS** fake claim")
 
@@ -9475,16 +9477,18 @@ def test_pathfinder_metadata_files_named_by_non_ascii_digits_sort_as_names(tmp_p
     assert [f.name for f in _metadata_files(tmp_path)] == ["2", "10", "²", "١٠"]
 
 
-@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
-def test_a_terminate_or_hang_up_while_the_command_line_loads_is_an_interrupt(signame):
+@pytest.mark.parametrize("module,signame", [("ssmrepro", "SIGTERM"), ("ssmrepro", "SIGHUP"),
+                                            ("ssmrepro.cli", "SIGTERM")])
+def test_a_terminate_or_hang_up_while_the_command_line_loads_is_an_interrupt(module, signame):
     """`kill PID` (or a hang-up) in the first seconds of `python -m ssmrepro ...`, while torch and
     the rest load, killed it with exit 143 (129) and no line, where Ctrl-C there says 'interrupted
-    — before the command started' and exits 130."""
+    — before the command started' and exits 130. `python -m ssmrepro.cli` loads in its package's
+    import, before its __main__ runs: it still died so."""
     import signal
     import subprocess
     import sys
 
-    p = subprocess.Popen([sys.executable, "-m", "ssmrepro", "list"], stdout=subprocess.PIPE,
+    p = subprocess.Popen([sys.executable, "-m", module, "list"], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT), "SSMREPRO_ROOT": str(ROOT)},
                          preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
@@ -10485,3 +10489,239 @@ def test_the_front_page_names_a_damaged_table_whose_training_time_it_leaves_out(
         assert training_time(csv, "quick") == ""
     assert "results.csv: line 6 has 1 of the header's" in err.getvalue(), err.getvalue()
     assert "its training time is not shown" in err.getvalue(), err.getvalue()
+
+
+
+
+def test_one_config_set_as_an_int_or_a_float_has_one_output_tag(tmp_path):
+    """`--set train.lr=1` and `--set train.lr=1.0` (or 1e0) are one config (one set of run ids),
+    but the -set- tag hashed the values as typed on the command line: two report-…-set-….md,
+    figures and tables of the same runs side by side. A different value keeps its own tag."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand, overrides_tag, parse_overrides
+
+    spec = load_spec(write_spec(tmp_path, seeds=[0]))
+
+    def tag(*items):
+        ov = parse_overrides(list(items))
+        return overrides_tag(ov, expand(spec, "smoke", overrides=ov))
+
+    assert tag("train.lr=1") == tag("train.lr=1.0") == tag("train.lr=1e0")
+    assert tag("model.d_model=16") == tag("model.d_model=16.0") != tag("model.d_model=12")
+    assert (tag("train.schedule={kind: constant}")
+            == tag("train.schedule={kind: constant, warmup_steps: 0}"))
+    assert tag("train.lr=1") != tag("train.lr=0.5") and tag("train.lr=1").startswith("set-")
+
+
+def test_a_bad_planner_cache_folder_is_refused(tmp_path, monkeypatch):
+    """SSMREPRO_CACHE naming a file, a folder under a file, a folder that cannot be made or a
+    relative path: the cache was ignored without a word (every run timed again) or made per
+    current folder; now exit 2 naming the variable, before any timing. A good one holds it (a
+    blank one is unset: test_blank_path_variables_are_unset_not_a_folder_named_blank)."""
+    from ssmrepro.engine.costs import cache_file
+    from ssmrepro.spec import SpecError
+
+    (tmp_path / "afile").write_text("")
+    for value, needle in [(tmp_path / "afile", "not a folder"),
+                          (tmp_path / "afile/sub", "cannot hold"), ("/proc/ssmrepro-cache",
+                                                                    "cannot hold"),
+                          ("rel", "a relative path")]:
+        monkeypatch.setenv("SSMREPRO_CACHE", str(value))
+        with pytest.raises(SpecError) as err:
+            cache_file()
+        assert "SSMREPRO_CACHE=" in err.value.messages[0] and needle in err.value.messages[0]
+    res = _invoke("run", write_spec(tmp_path, seeds=[0]), "--profile", "smoke", "--dry-run",
+                  "--out", tmp_path / "out", env={"SSMREPRO_CACHE": str(tmp_path / "afile")})
+    _assert_refused(res, "SSMREPRO_CACHE=", "not a folder")
+    monkeypatch.setenv("SSMREPRO_CACHE", str(tmp_path / "cache"))
+    assert cache_file() == tmp_path / "cache/costs.json"
+
+
+def test_bench_reads_its_environment_as_the_other_commands(tmp_path):
+    """`bench --device` ignored SSMREPRO_DEVICE (run's --device reads it), and a blank (or '-')
+    SSMREPRO_OUT was read as unset: the records went into the checkout's results/bench, where
+    the other commands refuse it. The variable is no option given to `bench scans`."""
+    res = _invoke("bench", "--seconds", "0.1", "--packs", "1", "--out", tmp_path,
+                  env={"SSMREPRO_DEVICE": "cudax"})
+    _assert_refused(res, "--device 'cudax'")
+    for value in (" ", "-"):
+        res = _invoke("bench", "roofline", env={"SSMREPRO_OUT": value})
+        _assert_refused(res, f"SSMREPRO_OUT={value!r}")
+    res = _invoke("bench", "scans", "--help", env={"SSMREPRO_DEVICE": "cpu"})
+    assert res.exit_code == 0 and "not an option" not in res.output, res.output
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_claim_on_an_evaluation_set_the_profile_lacks_is_missing_not_fail(tmp_path):
+    """A claim on `long.acc` where only the quick profile's runs have the evaluation set `long`:
+    in smoke it FAILed ('1 of 1 finished cells miss ... long.acc was not measured'), a verdict on
+    nothing measured. Now MISSING, naming the set; a precondition on it likewise, and a paper
+    value on it is missing there (it read 'not measured | differs')."""
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    long = {"set": {"train.evals": {"long": {"T": 12}}}}
+    spec = write_spec(
+        tmp_path, seeds=[0], train=train, aggregate={"metrics": ["test.acc", "long.acc"]},
+        sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]}],
+        profiles={"smoke": {}, "quick": long, "paper": long},
+        paper_values=[{"where": {"label": "S6"}, "metric": "long.acc", "value": 0.9}],
+        claims=[{"text": "long holds", "metric": "long.acc", "where": {"label": "S6"},
+                 "op": ">=", "value": 0.5},
+                {"text": "given long", "metric": "test.acc", "where": {"label": "S6"},
+                 "op": ">=", "value": 0.5,
+                 "given": [{"metric": "long.acc", "op": ">=", "value": 0.5}]}])
+    out = tmp_path / "out"
+    res = _invoke("run", spec, "--profile", "smoke", "--out", out)
+    assert res.exit_code == 0, res.output
+    text = (out / "tests/t-spec/report-smoke.md").read_text()
+    lines = [ln for ln in text.splitlines() if "long holds" in ln or "given long" in ln]
+    assert len(lines) == 2 and all(ln.startswith("- **MISSING**") for ln in lines), lines
+    assert all("no evaluation set 'long'" in ln for ln in lines), lines
+    # nor is a paper value on it compared ('not measured | differs')
+    assert "| label=S6: long.acc | 0.900 | — | missing |" in text, text
+
+
+def test_a_curves_figure_draws_exp_of_a_loss_only(tmp_path):
+    """`transform: exp` on `val.acc` (or beside a loss, or on an mse) was drawn without a word:
+    exp of an accuracy is no quantity. Refused at validate like the other metric-kind checks; a
+    loss (a perplexity) is drawn."""
+    from pydantic import ValidationError
+
+    from ssmrepro.plots.curves import CurvesConfig
+
+    for series in ("val.acc", "val.loss,val.acc", "test.mse"):
+        with pytest.raises(ValidationError, match="transform: exp of"):
+            CurvesConfig(kind="curves", series=series, transform="exp")
+    assert CurvesConfig(kind="curves", series="val.loss,train.loss", transform="exp")
+    assert CurvesConfig(kind="curves", series="val.acc")
+    spec = write_spec(tmp_path, figure=None,
+                      figures=[{"kind": "curves", "series": "val.acc", "transform": "exp"}])
+    _assert_refused(_invoke("validate", spec), "transform: exp of val.acc")
+
+
+def test_claim_and_note_texts_are_read_as_written_in_the_report(tmp_path):
+    """A claim text 'loss <y and z> is *small*' lost '<y and z>' in report.md (an HTML tag) and
+    set 'small' in italics; a note on '<null> positions' lost '<null>', one beginning '# seeds'
+    was a heading inside its list item. Title, claim, claim texts and notes are escaped."""
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    spec = write_spec(
+        tmp_path, seeds=[0], train=train, title="a_b_ | *t*", claim="x <y and z> w",
+        sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]}],
+        claims=[{"text": "loss <y and z> is *small* `c` _u_ a|b", "where": {"label": "S6"},
+                 "op": ">=", "value": 0.5}],
+        notes=["the task's <null> positions", "# seeds are 3", "1. first"])
+    out = tmp_path / "out"
+    assert _invoke("run", spec, "--profile", "smoke", "--out", out).exit_code == 0
+    text = (out / "tests/t-spec/report-smoke.md").read_text()
+    assert r"loss \<y and z> is \*small\* \`c\` \_u\_ a\|b [test.acc" in text, text
+    assert r"- the task's \<null> positions" in text and r"- \# seeds are 3" in text
+    assert r"- 1\. first" in text and r"— a\_b\_ \| \*t\*" in text
+    assert r"Claim: x \<y and z> w" in text
+    from ssmrepro.plots.frontpage import _verdicts
+
+    assert re.fullmatch(r"\d PASS, \d FAIL, \d MISSING, 0 UNTESTED",
+                        _verdicts(out / "tests/t-spec/report-smoke.md"))
+
+
+def test_case_labels_whose_dollars_pair_only_when_joined_are_refused(tmp_path):
+    """Case labels 'a$\\foo' and 'c$d' of two axes are each drawable (one $), but a panel title
+    or legend draws the run's label 'a$\\foo / c$d' on one line: TeX math between the two, and
+    a traceback after training (Unknown symbol \\foo); 'a$5' and 'b$10' drew '5 / b' in italics.
+    Labels follow the titles' rule ($...$ is TeX, \\$ a dollar sign): refused before training."""
+    from ssmrepro.spec import SpecError, load_spec
+    from ssmrepro.sweep import expand
+
+    for first, second in [("a$\\foo", "c$d"), ("a$5", "b$10")]:
+        spec = load_spec(write_spec(
+            tmp_path, seeds=[0],
+            sweep=[{"cases": [{"label": first, "set": {"model.mixer": "s6"}}]},
+                   {"cases": [{"label": second, "set": {"model.d_model": 8}}]}]))
+        with pytest.raises(SpecError, match="whose \\$ signs pair across the cases"):
+            expand(spec, "smoke")
+    for first, second in [("a\\$5", "b\\$10"), ("$x$", "c"), ("a$x$", "b$y$")]:
+        spec = load_spec(write_spec(
+            tmp_path, seeds=[0],
+            sweep=[{"cases": [{"label": first, "set": {"model.mixer": "s6"}}]},
+                   {"cases": [{"label": second, "set": {"model.d_model": 8}}]}]))
+        assert len(expand(spec, "smoke")) == 1
+
+
+def test_export_keeps_a_run_with_no_finite_metric_with_its_status(tmp_path):
+    """A run of results.csv that diverged at once (every metric empty) had no row in `export`:
+    the table read as if it had never run. Now one row with its status and no metric."""
+    import pandas as pd
+
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    out = tmp_path / "results"
+    folder = out / "huang2025/huang2025-tab1"
+    shutil.copytree(ROOT / "results/huang2025/huang2025-tab1", folder)
+    df = pd.read_csv(folder / "results.csv", dtype={"run_id": str})
+    df.loc[0, [c for c in df.columns if c.startswith("metric.")]] = math.nan
+    df.loc[0, "status"] = "diverged"
+    df.to_csv(folder / "results.csv", index=False)
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv",
+                  env={"SSMREPRO_ROOT": str(root)})
+    assert res.exit_code == 0, res.output
+    rows = pd.read_csv(tmp_path / "x.csv", dtype={"run_id": str, "metric": str})
+    assert rows["run_id"].nunique() == len(df)
+    lost = rows[rows["run_id"] == df.loc[0, "run_id"]]
+    assert len(lost) == 1 and lost["status"].tolist() == ["diverged"], lost
+    assert lost["metric"].isna().all() and lost["value"].isna().all()
+
+
+def test_a_corpus_switch_that_stales_every_run_rewrites_the_results_table(tmp_path, monkeypatch):
+    """With the data root switched to another corpus, every record of the profile is stale:
+    the report counted 0 finished, but results.csv kept the old corpus's row on disk (the table
+    was written back only when some record was read), and `export` and `list` read it as this
+    data's result. The row is dropped from the file too, and so are its curves.csv rows."""
+    import pandas as pd
+
+    roots = [tmp_path / "a", tmp_path / "b"]
+    for i, root in enumerate(roots):
+        (root / "text").mkdir(parents=True)
+        (root / "text" / "c.txt").write_bytes(bytes(range(97, 97 + 4 + 4 * i)) * 300)
+    spec = _one_run_spec(tmp_path, task={"name": "text_corpus", "path": "text/c.txt", "L": 8})
+    out = tmp_path / "out"
+    monkeypatch.setenv("SSMREPRO_DATA", str(roots[0]))
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate")
+    assert res.exit_code == 0, res.output
+    (table,) = (out / "tests/t-spec").glob("results*.csv")
+    assert len(pd.read_csv(table)) == 1
+    monkeypatch.setenv("SSMREPRO_DATA", str(roots[1]))
+    res = _invoke("plot", spec, "--out", out, "--profile", "smoke")
+    assert "another corpus" in res.output, res.output
+    assert not table.exists() or pd.read_csv(table).empty
+    # nor its learning curves (curves.csv kept them, for `figures --no-rebuild` and readers)
+    assert not list((out / "tests/t-spec").glob("curves*.csv"))
+
+
+def test_export_leaves_out_rows_of_another_corpus_before_any_plot(tmp_path, monkeypatch):
+    """With the data root switched to another corpus and no `plot` or `run` since, `export` gave
+    results.csv's rows of the old corpus as this one's (it reads no record). A row whose run's
+    record names another corpus is left out, with a warning; back on the old corpus it is in."""
+    import pandas as pd
+
+    roots = [tmp_path / "a", tmp_path / "b"]
+    for i, root in enumerate(roots):
+        (root / "text").mkdir(parents=True)
+        (root / "text" / "c.txt").write_bytes(bytes(range(97, 97 + 4 + 4 * i)) * 300)
+    proj = tmp_path / "proj"
+    (proj / "experiments/tests").mkdir(parents=True)
+    (proj / "ssmrepro").mkdir()
+    (proj / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    _one_run_spec(proj / "experiments/tests",
+                  task={"name": "text_corpus", "path": "text/c.txt", "L": 8})
+    out, env = tmp_path / "out", {"SSMREPRO_ROOT": str(proj)}
+    monkeypatch.setenv("SSMREPRO_DATA", str(roots[0]))
+    res = _invoke("run", "t-spec", "--out", out, "--profile", "smoke", "--no-calibrate",
+                  env=env)
+    assert res.exit_code == 0, res.output
+    for root, rows in ((roots[1], 0), (roots[0], 1)):
+        monkeypatch.setenv("SSMREPRO_DATA", str(root))
+        res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+        assert res.exit_code == 0, res.output
+        got = pd.read_csv(tmp_path / "x.csv", dtype={"run_id": str})
+        assert got["run_id"].nunique() == rows, got
+        assert ("trained on another text corpus" in res.output) == (rows == 0), res.output

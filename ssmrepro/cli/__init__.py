@@ -8,10 +8,23 @@ One Typer app (``cli.app``); experiment commands in ``cli.experiments``, the LRA
 
 from __future__ import annotations
 
-from . import data, experiments  # noqa: F401  (register the commands)
-from .app import app
+import sys
 
-app.add_typer(data.app, name="data", help="Download, generate and inspect LRA datasets.")
+from ..signals import load_guarded
+
+
+def _load():
+    from . import data, experiments  # noqa: F401  (register the commands)
+    from .app import app
+
+    app.add_typer(data.app, name="data", help="Download, generate and inspect LRA datasets.")
+    return app
+
+
+# `python -m ssmrepro.cli` imports this package before its __main__ runs (sys.argv[0] is '-m'
+# while Python locates the module): this import is that command's start-up, guarded as
+# `python -m ssmrepro`'s is (a SIGTERM there died with exit 143, a Ctrl-C printed a traceback)
+app = load_guarded(_load) if sys.argv[:1] == ["-m"] else _load()
 
 
 def main() -> None:

@@ -601,7 +601,8 @@ def bench(
         "full-Mamba training step, old vs new kernels vs mambapy: python -m ssmrepro.bench.step "
         "--help) | roofline (the roofline figure and the performance table from the committed "
         "records in --out, no measuring)"),
-    device: str = typer.Option("auto", help="auto | cpu | cuda"),
+    device: str = typer.Option("auto", envvar="SSMREPRO_DEVICE",
+                               help="auto | cpu | cuda (env SSMREPRO_DEVICE)"),
     packs: str | None = typer.Option(None, help="pack sizes to measure, comma-separated "
                                      "(default: the workload's, e.g. 4,16,64)"),
     seconds: float = typer.Option(3.0, help="rough measuring time per contender (sets the "
@@ -694,10 +695,19 @@ def _bench_folder() -> Path:
     """The default of `bench --out`: <$SSMREPRO_OUT>/bench, else the project's results/bench
     (with SSMREPRO_OUT set, `bench WORKLOAD` overwrote the committed records in the checkout, and
     `bench roofline` drew those, not the ones under the results root the variable names)."""
-    from ..util import env_path, repo_root
+    import os
 
-    root = env_path("SSMREPRO_OUT")
-    return root / "bench" if root is not None else repo_root() / "results" / "bench"
+    from ..util import repo_root
+
+    raw = os.environ.get("SSMREPRO_OUT", "")
+    if not raw:  # unset or empty: the default, as the --out of the other commands
+        return repo_root() / "results" / "bench"
+    try:  # read as the other commands' --out reads it: a blank one (or '-') is refused, where
+        # it was unset here and the records went into the checkout's results/bench
+        return path_value(raw) / "bench"
+    except typer.BadParameter as err:
+        fail([f"SSMREPRO_OUT={raw!r} (the default of `bench --out`, <it>/bench): {err}"])
+        raise
 
 
 def _refuse_unused_bench_options(ctx: typer.Context, workload: str, **options) -> None:
@@ -708,7 +718,9 @@ def _refuse_unused_bench_options(ctx: typer.Context, workload: str, **options) -
     unused = {"scans": ("device", "packs", "seconds", "out"),
               "step": ("device", "packs", "seconds", "out"),
               "roofline": ("device", "packs", "seconds")}.get(workload, ())
-    given = [f"--{n}" for n in unused if options[n][0] != options[n][1]]
+    # an option given, not one read from the environment (SSMREPRO_DEVICE set for every command)
+    given = [f"--{n}" for n in unused if options[n][0] != options[n][1]
+             and getattr(ctx.get_parameter_source(n), "name", "") != "ENVIRONMENT"]
     if given:
         own = ("measures nothing (it draws the records in --out)" if workload == "roofline" else
                f"takes its own options (ssmrepro bench {workload} --help; --json FILE writes "

@@ -25,7 +25,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from ..spec import Spec, SpecError
 from ..store import Store, open_store, output_name, results_dir
 from ..sweep import RunConfig, expand, overrides_tag, per_point, unique_runs
-from .costs import CostModel
+from .costs import CostModel, cache_file
 from .local import (
     Event,
     WorkSettings,
@@ -160,7 +160,8 @@ def cost_model(device: str, workers: int | None = None, threads: int | None = No
     the cores split between the workers)."""
     cores = default_workers(device, 10**9)
     return CostModel(device, threads=threads or max(1, (os.cpu_count() or 1)
-                                                    // min(cores, workers or cores)))
+                                                    // min(cores, workers or cores)),
+                     path=cache_file())  # a bad $SSMREPRO_CACHE refused before any timing
 
 
 def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cpu",
@@ -371,7 +372,7 @@ def run_experiment(
 
     ws = WorkSettings(device, backend, tuple(a for a in spec.analysis if a in ANALYSES),
                       spec.save_weights, commit=git_commit(), threads=threads)
-    csv_name = output_name(spec, profile, "results", "csv", overrides_tag(overrides))
+    csv_name = output_name(spec, profile, "results", "csv", overrides_tag(overrides, runs))
     tr = _Tracker(store, len(packs))
     by_id = {r.run_id: r for r in pending}
     interrupted = False

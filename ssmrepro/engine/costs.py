@@ -23,12 +23,15 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
+from ..spec import SpecError
 from ..sweep import CODE_VERSION
 from ..util import (
     atomic_write_text,
@@ -49,8 +52,32 @@ MAX_CACHE_BYTES = 16 << 20  # a few hundred bytes per measured shape
 MIN_GAIN = 1.10
 
 
+CACHE_ENV = "SSMREPRO_CACHE"
+
+
 def cache_file() -> Path:
-    return (env_path("SSMREPRO_CACHE") or Path.home() / ".cache" / "ssmrepro") / "costs.json"
+    """The cost cache: in ``$SSMREPRO_CACHE`` (a folder), else ``~/.cache/ssmrepro``. A folder
+    the variable names that cannot hold it is refused (SpecError, exit 2): a file there or a
+    folder that cannot be written was ignored without a word (every run measured again), and a
+    relative path made a cache per current folder. A blank one is unset (``util.env_path``); an
+    unwritable default folder (a read-only home) only re-measures."""
+    raw = os.environ.get(CACHE_ENV, "")
+    folder = env_path(CACHE_ENV)
+    if folder is None:  # unset or blank (blank is unset, as SSMREPRO_ROOT and SSMREPRO_DATA)
+        return Path.home() / ".cache" / "ssmrepro" / "costs.json"
+    if not folder.is_absolute():
+        raise SpecError([f"{CACHE_ENV}={raw!r}: a relative path (each current folder would have "
+                         "its own cache); give an absolute folder, e.g. ~/.cache/ssmrepro"])
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as err:
+        why = "not a folder" if folder.exists() and not folder.is_dir() else (
+            err.strerror or str(err)).lower()
+        raise SpecError([f"{CACHE_ENV}={raw!r}: cannot hold the planner's cost cache ({why}); "
+                         "give a folder that can be written, or unset it"]) from None
+    return folder / "costs.json"
 
 
 @dataclass(frozen=True)

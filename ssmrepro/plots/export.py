@@ -2,7 +2,7 @@
 (``ssmrepro export``).
 
 One row per (run, metric) of every ``results*.csv`` under the results root (every spec, every
-profile that has a table)::
+profile that has a table), and one with an empty metric for a run with no finite metric::
 
     paper, experiment, profile, run_id, label, seed, status, n_params, metric, value, config
 
@@ -16,21 +16,26 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from ..report.columns import RUN_ID
 from ..spec import SET_TAG, SpecError, load_project_spec, load_spec, spec_paths
 from ..store import (
     CONFIG_PREFIXES,
+    MAX_RECORD_BYTES,
+    data_changed,
     is_metric_column,
     metric_name,
     output_name,
     read_run_table,
+    record_problem,
     results_dir,
 )
-from ..util import atomic_write_stream, atomic_write_text
+from ..util import atomic_write_stream, atomic_write_text, read_small
 from .outputs import consistent_rows, profile_rows
 
 EXPORT_COLUMNS = ["paper", "experiment", "profile", "run_id", "label", "seed", "status",
@@ -114,6 +119,7 @@ def long_rows(spec, profile: str, df: pd.DataFrame,
                 "seed": _plain(rec.get("seed")), "status": rec.get("status"),
                 "n_params": _plain(rec.get("n_params")),
                 "config": json.dumps(config, sort_keys=True)}
+        n = len(rows)
         for m in metrics:
             v = rec[m]
             if v is None or (isinstance(v, float) and math.isnan(v)):
@@ -123,6 +129,9 @@ def long_rows(spec, profile: str, df: pd.DataFrame,
             except (TypeError, ValueError):
                 continue
             rows.append({**base, "metric": metric_name(m), "value": value})
+        if len(rows) == n:  # no finite metric (a run that diverged at once, one in error): one
+            # row with its status, no metric; it was left out, as if it had never run
+            rows.append({**base, "metric": "", "value": math.nan})
     return rows
 
 
@@ -135,6 +144,28 @@ def _planned(spec, profile: str) -> list:
         return expand(spec, profile)
     except SpecError:
         return []
+
+
+def _other_data(spec, out: Path | None, planned: list, table: pd.DataFrame) -> set[str]:
+    """The run ids of ``table`` whose record in the spec's store (read, never moved) says they
+    were trained on another text corpus than the one their ``task.path`` names now (a corpus
+    replaced, $SSMREPRO_DATA another data root), as ``Store.read`` finds: until `plot` or `run`
+    rewrote results.csv, `export` gave the old corpus's rows as this one's. Only runs of a
+    corpus task are looked at (no other task's data can change under its run id)."""
+    if RUN_ID not in table:
+        return set()
+    ids = set(table[RUN_ID].astype(str)) & {r.run_id for r in planned
+                                            if getattr(r.task, "name", "") == "text_corpus"}
+    folder = results_dir(spec, out) / "runs"
+    out_ids = set()
+    for rid in sorted(ids):
+        try:
+            rec = json.loads(read_small(folder / f"{rid}.json", MAX_RECORD_BYTES))
+        except (OSError, ValueError, RecursionError):
+            continue  # no record (a fresh clone), or one `plot` and `run` deal with
+        if record_problem(rec, rid) is None and data_changed(rec):
+            out_ids.add(rid)
+    return out_ids
 
 
 def export_table(out: Path | None = None, skipped: list[str] | None = None,
@@ -171,6 +202,13 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None,
                 # row left out (it was exported as this profile's)
                 table = consistent_rows(profile_rows(table, prof, f"{spec.id}/{csv.name}"),
                                         planned, own=True)
+            stale = _other_data(spec, out, planned, table)
+            if stale:
+                print(f"warning: {csv.name} of {spec.id}: {len(stale)} run(s) of it were "
+                      "trained on another text corpus than the one there is now: their rows "
+                      "are not exported (`ssmrepro run` trains them on this one)",
+                      file=sys.stderr)
+                table = table[~table[RUN_ID].astype(str).isin(stale)]
             rows += long_rows(spec, prof, table, {r.run_id: r.flat() for r in planned})
     df = pd.DataFrame(rows, columns=EXPORT_COLUMNS)
     if df.empty:  # the columns' types of a table with rows: a Parquet file without rows had

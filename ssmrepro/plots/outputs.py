@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -918,9 +918,9 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
     if not extra.empty:
         extra = _fill_config(extra, runs)
         base = extra if base.empty else pd.concat([base, extra], ignore_index=True)
+    n_rows = len(base)
     base = _without_other_data(base, store)
-    if not df.empty:
-        atomic_write_text(store.root / name, csv_text(base))
+    _write_back(store.root / name, base, csv_text, not df.empty, len(base) < n_rows)
     return base
 
 
@@ -937,6 +937,21 @@ def profile_rows(table: pd.DataFrame, profile: str, name: str) -> pd.DataFrame:
         print(f"warning: {name}: {int(other.sum())} row(s) of profile {names}, not {profile!r}, "
               f"are not used (a profile's table holds its own runs)", file=sys.stderr)
     return table[~other]
+
+
+def _write_back(path: Path, table: pd.DataFrame, text: Callable[[pd.DataFrame], str],
+                records: bool, dropped: bool) -> None:
+    """Write ``table`` to ``path`` when it was built from ``records``, or when rows of runs
+    trained on other data were ``dropped`` from it (``_without_other_data``): a corpus switch
+    that made every run's record stale left the old corpus's rows in results.csv and
+    curves.csv, where `export` (and `list`) read them as this data's. A table left without
+    rows is no table (``Store.write_csv``)."""
+    if not (records or dropped):
+        return
+    if not table.empty:
+        atomic_write_text(path, text(table))
+    elif path.is_file():
+        path.unlink()
 
 
 def _without_other_data(df: pd.DataFrame, store) -> pd.DataFrame:
@@ -1319,9 +1334,9 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
     if not extra.empty:  # a cell key the other profile did not sweep: the planned run's
         extra = _fill_config(extra, runs)
         base = extra if base.empty else pd.concat([base, extra], ignore_index=True)
+    n_rows = len(base)
     base = _without_other_data(base, store)
-    if not table.empty:
-        atomic_write_text(path, base.to_csv(index=False))
+    _write_back(path, base, lambda t: t.to_csv(index=False), not table.empty, len(base) < n_rows)
     return base
 
 
@@ -1360,7 +1375,7 @@ def output_paths(spec: Spec, profile: str, root: Path, overrides: dict | None = 
     """The files ``build`` writes for ``profile`` (results.csv; with ``figures`` also the
     analysis tables, curves, summary, report and figures): ``run`` checks them before any
     training, so a folder in the place of one fails then, not after the sweep."""
-    tag = overrides_tag(overrides)
+    tag = overrides_tag(overrides, expand(spec, profile, overrides=overrides) if overrides else [])
     stems = [("results", "csv")]
     if figures:
         stems += [("histograms", "csv")] if DECAY in spec.analysis else []
@@ -1392,12 +1407,12 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None,
     ``profile`` (with ``overrides``: of those runs, in files tagged ``-set-<hash>``).
     ``rerun``: the shell command that trains this profile's runs, as a figure not drawn for
     want of them names it (default ``ssmrepro run ID --profile P``)."""
-    tag = overrides_tag(overrides)
+    runs = expand(spec, profile, overrides=overrides)
+    tag = overrides_tag(overrides, runs or [])
 
     def out(stem: str, ext: str) -> Path:
         return root / output_name(spec, profile, stem, ext, tag)
 
-    runs = expand(spec, profile, overrides=overrides)
     # one store for every read, whose warnings are said at the end: a record quarantined (or
     # ignored) here left the tables a run short without a word (only `run` printed them)
     store = open_store(spec, root.parents[1])
@@ -1475,7 +1490,8 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None,
                       if runs else pd.DataFrame())
     configs = [parse_figure(raw) for _, raw in spec.figure_configs]
     view = report.with_config(cells, runs, named)  # + the config keys named but not swept here
-    verdicts = report.verify(spec, view, keys)
+    verdicts = report.verify(spec, view, keys, eval_sets={n for r in runs for n in r.train.evals}
+                             if runs else None)
     ctx = FigureContext(spec, profile, view, keys, out, tables, runs, store, rerun=rerun or "")
     figures = []
     for i, cfg in enumerate(configs):

@@ -9,6 +9,7 @@ runs every claim through its registered check (checks.py) and compares the paper
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import pandas as pd
@@ -37,6 +38,7 @@ from .checks import (
     never_defined,
     parse_claim,
     run_check,
+    unmeasured_sets,
     within,
 )
 from .columns import COMPLETE, LABEL, N_DIVERGED, N_EXPECTED, N_OK, N_TIME_LIMIT
@@ -84,14 +86,25 @@ def _paper_value(pv, cells: pd.DataFrame, index: CellIndex | None = None) -> Ver
     return Verdict("paper_value", f"{text} (tol {pv.tol})", verdict, ours, pv.value)
 
 
-def verify(spec, cells: pd.DataFrame, keys: list[str] | None = None) -> list[Verdict]:
+def verify(spec, cells: pd.DataFrame, keys: list[str] | None = None,
+           eval_sets: set[str] | None = None) -> list[Verdict]:
     """Paper values (match / differs / missing) and one or more verdicts per claim.
 
     A spec whose ``claims:`` list is empty gets one UNTESTED verdict for its ``claim:`` text.
+    ``eval_sets``: the named evaluation sets of the profile's runs (a claim on another one is
+    MISSING there; None: not known).
     """
     index = CellIndex(cells)  # each paper value's cell through one index of the cells
-    out = [_paper_value(pv, cells, index) for pv in spec.paper_values]
-    ctx = CheckContext(spec, cells, keys if keys is not None else _keys_of(cells))
+    out = []
+    for pv in spec.paper_values:
+        absent = unmeasured_sets([pv.metric], eval_sets)
+        # not compared (it read 'not measured | differs', a paper value our runs missed)
+        where = ", ".join(f"{k}={v}" for k, v in pv.where.items())
+        out.append(Verdict("paper_value", f"{where}: {pv.metric}", "missing", None, pv.value,
+                           detail=f"no evaluation set {absent[0]!r} in this profile")
+                   if absent else _paper_value(pv, cells, index))
+    ctx = CheckContext(spec, cells, keys if keys is not None else _keys_of(cells),
+                       eval_sets=eval_sets)
     for raw in spec.claims:
         out += run_check(ctx, parse_claim(raw))
     if not spec.claims:
@@ -152,6 +165,16 @@ def md_cell(text: object) -> str:
     return text.replace("](", "]\\(").replace("\r", " ").replace("\n", " ")
 
 
+def md_text(text: object) -> str:
+    """A spec's own prose (title, claim, claim text, note) as one line of report.md, read as
+    written: ``md_cell``'s escapes and ``_`` (a claim 'x <y and z> w' lost '<y and z>', an HTML
+    tag; a note on the task's '<null> positions' lost '<null>'; '*a* b' and '_a_' were set in
+    italics, '`x`' as code), and a '#', '>', '+', '-' or 'N.' that begins it (a note '# seeds
+    ...' became a heading inside its list item)."""
+    text = md_cell(one_line(text)).replace("_", "\\_")
+    return re.sub(r"^(\d+)(?=[.)])", r"\1\\", re.sub(r"^([#>+\-=])", r"\\\1", text))
+
+
 def md_table(df: pd.DataFrame, keys: tuple[str, ...] | list[str] = ()) -> str:
     """A GitHub markdown table (floats with 3 decimals, ``fmt_value``); the columns ``keys``
     (a cell's coordinates) as given (``fmt_num``): 0.00316 and 0.0001 are not 0.003 and 0.000."""
@@ -200,19 +223,19 @@ def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n
                     "models trained less than the spec asks (column n_time_limit).")
     lines = [
         # one line (a line break in the title could make a line that reads like the counts)
-        f"# {spec.id}{f' ({spec.alias})' if spec.alias else ''} — {one_line(spec.title)}",
+        f"# {spec.id}{f' ({spec.alias})' if spec.alias else ''} — {md_text(spec.title)}",
         "",
         verdict_counts(verdicts),
         "",
         how,
-        f"Claim: {one_line(spec.claim)}",
+        f"Claim: {md_text(spec.claim)}",
         "",
         "## Claims",
         "",
     ]
     for v in (v for v in verdicts if v.kind == "claim"):
         detail = f" — {v.detail}" if v.detail else ""
-        lines.append(f"- **{v.verdict}** {v.text}{detail} (ours: {_ours(v)})")
+        lines.append(f"- **{v.verdict}** {md_text(v.text)}{detail} (ours: {_ours(v)})")
     pvs = [v for v in verdicts if v.kind == "paper_value"]
     if pvs:
         lines += ["", f"## Paper values ({paper_value_tally(pvs)})", "",
@@ -231,5 +254,5 @@ def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n
               md_table(shown, keys) if not finished(cells).empty else "(no finished runs)"]
     # each note one list item: a note written over lines ('x\n\n## Claims\n\n- **PASS** y')
     # opened a section and a verdict line of its own below the real ones
-    lines += ["", "## Decisions (spec notes)", ""] + [f"- {one_line(n)}" for n in spec.notes]
+    lines += ["", "## Decisions (spec notes)", ""] + [f"- {md_text(n)}" for n in spec.notes]
     return "\n".join(lines) + "\n"

@@ -43,6 +43,7 @@ import pandas as pd
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from .. import expr
+from ..store import NAMED_SET_METRICS, SET_METRICS
 from ..theory.recall import law_constant, refined_frontier_product
 from ..util import NoBoolNumbers
 from .cells import CellIndex, cell_env, column, expected, fmt_num, fmt_value, norm, select
@@ -109,6 +110,7 @@ class CheckContext:
     spec: Any
     cells: pd.DataFrame  # ``cells.aggregate`` of the profile
     keys: list[str]  # the cell key columns
+    eval_sets: set[str] | None = None  # the named evaluation sets of the profile's runs
     _index: tuple[pd.DataFrame, CellIndex] | None = field(default=None, repr=False,
                                                           compare=False)
 
@@ -229,7 +231,37 @@ def parse_claim(raw: dict[str, Any]) -> CheckConfig:
 
 
 def run_check(ctx: CheckContext, cfg: CheckConfig) -> list[Verdict]:
-    return CHECKS[cfg.check].fn(ctx, cfg)
+    out = CHECKS[cfg.check].fn(ctx, cfg)
+    absent = unmeasured_sets([cfg.metric, *(g.metric for g in cfg.given)], ctx.eval_sets)
+    if absent:  # no value of it in any cell read as a miss: it FAILed where nothing was measured
+        for v in out:
+            v.verdict, v.ours = "MISSING", None
+            v.detail = (f"this profile's runs have no evaluation set {' or '.join(map(repr, absent))}"
+                        " (train.evals): the claim's metric is not measured here")
+    return out
+
+
+def unmeasured_sets(metrics: list[str], eval_sets: set[str] | None) -> list[str]:
+    """The named evaluation sets whose metrics (``long.acc``, ``long.loss.std``) ``metrics`` (a
+    claim's metric and preconditions, a paper value's metric) read and that no run of the
+    profile has (its ``eval_sets``, the names in its runs' train.evals; None: not known, nothing
+    is said)."""
+    if eval_sets is None:
+        return []
+    names = set()
+    for metric in metrics:
+        try:
+            names |= metric_names(metric)
+        except expr.ExprError:
+            continue
+    out = set()
+    for name in names:
+        head, _, tail = name.partition(".")
+        tail = tail.removesuffix(".std").split(".p")[0]
+        if (head not in SET_METRICS and head not in ("task", "model") and head not in eval_sets
+                and tail in NAMED_SET_METRICS):
+            out.add(head)
+    return sorted(out)
 
 
 # ----------------------------------------------------------------------------------------------

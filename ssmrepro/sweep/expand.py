@@ -31,7 +31,7 @@ from ..spec import (
 )
 from ..tasks import TASKS, DataUnavailable, Task, TaskConfig, build_task, eval_set_problem
 from ..tasks.base import fixed_split_error, loss_problem, refuse_unread_task
-from .config import RunConfig, TrainConfig, flatten, lean, run_id_of
+from .config import RunConfig, TrainConfig, flatten, lean, per_point, run_id_of
 
 SECTIONS = ("task", "model", "train")
 
@@ -355,14 +355,29 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     return out
 
 
-def overrides_tag(overrides: dict[str, Any] | None) -> str:
-    """A short stable name for a set of overrides ('' for none), e.g. 'set-3f2a9c'."""
+def _dollars(text: str) -> int:
+    """The $ signs of ``text`` that matplotlib reads as TeX math delimiters (not ``\\$``)."""
+    return text.count("$") - text.count("\\$")
+
+
+def overrides_tag(overrides: dict[str, Any] | None, runs: list[RunConfig]) -> str:
+    """A short stable name for a set of overrides ('' for none), e.g. 'set-3f2a9c': it hashes
+    each key's value as the typed config of ``runs`` (``expand(..., overrides)``) holds it, as
+    run ids do: `--set train.lr=1` and `--set train.lr=1.0` are one config, but were two tags,
+    their tables, reports and figures written twice side by side (a key no run's config holds
+    hashes its value as given)."""
     if not overrides:
         return ""
     import hashlib
-    import json
 
-    blob = json.dumps(overrides, sort_keys=True, default=str)
+    flats = per_point(runs, RunConfig.flat)
+    typed: dict[str, Any] = {}
+    for k in sorted(overrides):
+        seen = {json.dumps({f: v for f, v in flat.items() if f == k or f.startswith(k + ".")},
+                           sort_keys=True, default=str) for flat in flats}
+        seen.discard("{}")
+        typed[k] = sorted(seen) if seen else overrides[k]
+    blob = json.dumps(typed, sort_keys=True, default=str)
     return "set-" + hashlib.sha256(blob.encode()).hexdigest()[:6]
 
 
@@ -492,6 +507,17 @@ def expand(spec: Spec, profile: str | None = None,
     for i, (labels, overrides) in enumerate(points):
         label = LABEL_SEP.join(labels)
         point = f"{i}{' ' + label if label else ''}"
+        odd = [x for x in labels if _dollars(x) % 2]
+        if odd and _dollars(label) and _dollars(label) % 2 == 0:
+            # each case label is drawable alone (spec.Case), but one line of a figure (a panel
+            # title, a legend) pairs the $ of two: TeX math, drawn as such or a traceback after
+            # training ('a$\foo' and 'c$d': Unknown symbol \foo)
+            grouped.setdefault(
+                f"{spec.path}: the case labels {' and '.join(map(repr, odd))} join into the label "
+                f"{label!r}, whose $ signs pair across the cases: a figure would draw what lies "
+                "between them as TeX math (or fail to draw it); write \\$ for a dollar sign",
+                []).append(point)
+            continue
         cfg = copy.deepcopy(base)
         overrides = dict(overrides)
         point_seeds = overrides.pop(SEEDS_KEY, None)
