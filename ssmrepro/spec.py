@@ -509,6 +509,14 @@ class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyam
 
     def construct_mapping(self, node, deep=False):
         seen: dict[Any, Any] = {}
+        merges = [(k, v) for k, v in node.value if k.tag == _MERGE_TAG]
+        if len(merges) > 1:  # the later `<<` replaced the earlier one's keys without a word
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key '<<' (a merge) is given twice (first on line "
+                f"{merges[0][0].start_mark.line + 1}); merge several mappings with "
+                "`<<: [*a, *b]`", merges[1][0].start_mark)
+        if merges:
+            self._merged_once(node, *merges[0])
         for key_node, _ in node.value:
             if key_node.tag == _MERGE_TAG:  # `<<: *anchor` merges a mapping; own keys override it
                 continue
@@ -524,17 +532,58 @@ class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyam
         self.flatten_mapping(node)  # resolve `<<` merges (explicit keys win over merged ones)
         return super().construct_mapping(node, deep=deep)
 
+    def _merged_once(self, node, merge_key, value_node) -> None:
+        """Refuse a key that two mappings of one `<<: [*a, *b]` both give, unless the mapping
+        itself sets it: YAML's merge gives the first mapping's value, PyYAML the last one's (a
+        spec read `lr` from the mapping the author meant to be overridden)."""
+        if not isinstance(value_node, yaml.SequenceNode):
+            return
+        own = set()
+        for key_node, _ in node.value:
+            if key_node.tag != _MERGE_TAG:
+                own.add(self._hashable(key_node))
+        given: dict[Any, Any] = {}
+        for sub in value_node.value:
+            if not isinstance(sub, yaml.MappingNode):
+                return  # not a mapping: flatten_mapping reports it
+            self.flatten_mapping(sub)  # its own merges first, as flatten_mapping does
+            for key_node, _ in sub.value:
+                key = self._hashable(key_node)
+                if key is None or key in own:
+                    continue
+                first = given.setdefault(key, sub.start_mark)
+                if first is not sub.start_mark:
+                    a, b = first, sub.start_mark
+                    where = (f"lines {a.line + 1} and {b.line + 1}" if a.line != b.line else
+                             f"line {a.line + 1}, columns {a.column + 1} and {b.column + 1}")
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key!r} is given by two mappings merged here ({where}): "
+                        "YAML takes the first, "
+                        "this reader the last; set it in this mapping or in one of them",
+                        merge_key.start_mark)
+
+    def _hashable(self, key_node) -> Any:
+        key = self.construct_object(key_node, deep=True)
+        try:
+            hash(key)
+        except TypeError:
+            return None
+        return key
+
 
 # Plain scalars are read as YAML 1.2's core schema reads them, not as YAML 1.1 (PyYAML's default):
 # only true / false are booleans (`yes`, `no`, `on`, `off` are text), integers are decimal (with
-# `_` separators), 0x or 0o, never base 60 (`8:00` was 480) or octal by a leading zero (`010` was
-# 8), and dates are text. Tags of other types (!!set, !!binary, !!timestamp, !!omap, !!pairs)
-# are refused: a spec holds mappings, lists, text, numbers, booleans and null.
+# `_` separators between digits, as Python writes them), 0x or 0o, never base 60 (`8:00` was 480)
+# or octal by a leading zero (`010` is the integer 10: it was 8, then the float 10.0), and dates
+# are text; `1_` or `1__0` (an underscore not between two digits) is text, not 1 or 10. Tags of
+# other types (!!set, !!binary, !!timestamp, !!omap, !!pairs) are refused: a spec holds mappings,
+# lists, text, numbers, booleans and null.
+_DIGITS = r"[0-9](?:_?[0-9])*"
 _YAML12 = [
     ("tag:yaml.org,2002:bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
-    ("tag:yaml.org,2002:int", r"^(?:[-+]?(?:0|[1-9][0-9_]*)|0o[0-7_]+|0x[0-9a-fA-F_]+)$",
-     "-+0123456789"),
-    ("tag:yaml.org,2002:float", r"^(?:[-+]?(?:\.[0-9][0-9_]*|[0-9][0-9_]*(?:\.[0-9_]*)?)"
+    ("tag:yaml.org,2002:int", rf"^(?:[-+]?{_DIGITS}|0o[0-7](?:_?[0-7])*"
+     r"|0x[0-9a-fA-F](?:_?[0-9a-fA-F])*)$", "-+0123456789"),
+    ("tag:yaml.org,2002:float", rf"^(?:[-+]?(?:\.{_DIGITS}|{_DIGITS}(?:\.(?:{_DIGITS})?)?)"
      r"(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$", "-+.0123456789"),
 ]
 _YAML11_TYPES = {"tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float",
@@ -548,6 +597,14 @@ def _refuse_tag(loader, node):
         "spec holds mappings, lists, text, numbers, booleans and null)", node.start_mark)
 
 
+def _construct_int(loader, node) -> int:
+    """An integer as YAML 1.2 reads it: decimal even with leading zeros (PyYAML's own constructor
+    reads `010` as octal 8), 0x hexadecimal or 0o octal; ``_YAML12`` leaves no other form."""
+    text = loader.construct_scalar(node)
+    base = {"0x": 16, "0o": 8}.get(text[:2], 10)
+    return int(text if base == 10 else text[2:], base)
+
+
 def _yaml12_resolvers(loader_cls) -> None:
     import re
 
@@ -558,6 +615,7 @@ def _yaml12_resolvers(loader_cls) -> None:
         loader_cls.add_implicit_resolver(tag, re.compile(rx), list(first))
     for name in _REFUSED_TAGS:
         loader_cls.add_constructor(f"tag:yaml.org,2002:{name}", _refuse_tag)
+    loader_cls.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
 _yaml12_resolvers(_UniqueKeyLoader)

@@ -9961,3 +9961,36 @@ def test_figures_names_an_image_that_no_figure_of_the_spec_draws(tmp_path):
     assert (folder / "figure-acc.png").is_file()
     named = [ln for ln in res.output.splitlines() if "is drawn by no figure of the spec" in ln]
     assert len(named) == 1 and "huang2025-tab1: figure.png " in named[0], res.output
+
+
+def test_yaml_integers_with_leading_zeros_are_integers_and_stray_underscores_are_text():
+    """YAML 1.2 reads `010` as the integer 10: it was the float 10.0 (a grid `model.repeat: [02,
+    03]` showed `repeat=2.0`), as `00` and `0_1` were; `1_` and `1__0` were the numbers 1 and 10
+    (an underscore is a separator between two digits, as Python writes it), and are text."""
+    from ssmrepro.spec import parse_yaml
+
+    doc = parse_yaml("a: 010\nb: 00\nc: 0_1\nd: -007\ne: 1_\nf: 1__0\ng: 1_000\nh: 0x_1\n"
+                     "i: 1_.5\nj: 1_000.2_5\nk: 0o1_7\n")
+    assert doc == {"a": 10, "b": 0, "c": 1, "d": -7, "e": "1_", "f": "1__0", "g": 1000,
+                   "h": "0x_1", "i": "1_.5", "j": 1000.25, "k": 15}
+    assert all(type(doc[k]) is int for k in "abcdgk"), doc
+
+
+def test_yaml_merges_that_give_one_key_twice_are_refused(tmp_path):
+    """Two `<<` keys in one mapping (the later replaced the earlier one's keys) and a key that two
+    mappings of `<<: [*a, *b]` both give (YAML's merge takes the first, PyYAML took the last):
+    refused naming the key and lines, exit 2. A key the mapping sets itself overrides both."""
+    from ssmrepro.spec import parse_yaml
+
+    doc = parse_yaml("a: &a {lr: 1, p: 1}\nb: &b {lr: 2, q: 2}\nc: {<<: [*a, *b], lr: 3}\n"
+                     "d: {<<: [*a, *a]}\n")
+    assert doc["c"] == {"lr": 3, "p": 1, "q": 2} and doc["d"] == {"lr": 1, "p": 1}
+    spec = _one_run_spec(tmp_path)
+    text = spec.read_text()
+    for bad, needle in [("x1: &a {lr: 1}\nx2: &b {lr: 2}\nc:\n  <<: *a\n  <<: *b\n",
+                         "line 5: malformed YAML: key '<<' (a merge) is given twice"),
+                        ("x1: &a {lr: 1}\nx2: &b {lr: 2}\nc: {<<: [*a, *b]}\n",
+                         "line 3: malformed YAML: key 'lr' is given by two mappings merged "
+                         "here (lines 1 and 2)")]:
+        spec.write_text(bad + text)
+        _assert_refused(_invoke("validate", spec), needle)
