@@ -650,6 +650,23 @@ def _check_expanded_size(doc: Any) -> None:
     walk(doc)
 
 
+def _refuse_other_version(text: str) -> None:
+    """A document that declares another YAML version than the 1.2 it is read as (``%YAML 1.1``
+    before its ``---``): under 1.1, which it asks for, `yes` / `no` are booleans, `010` is 8 and
+    `1:30` is 90; it was read as 1.2 without a word, other values than its author meant."""
+    for i, line in enumerate(text.removeprefix("\ufeff").splitlines()):
+        if not line.strip() or line.startswith("#"):
+            continue
+        if not line.startswith("%"):  # the directives end where the document starts
+            return
+        m = re.match(r"%YAML[ \t]+([^\s#]*)", line)
+        if m and m.group(1) != "1.2":
+            raise yaml.error.MarkedYAMLError(
+                problem=f"the file declares %YAML {m.group(1)}, but a spec is read as YAML 1.2 "
+                "(`yes` and `no` are text, `010` is 10, `1:30` is text): write %YAML 1.2 or "
+                "remove the line", problem_mark=yaml.error.Mark("", 0, i, 0, None, None))
+
+
 def parse_yaml(text: str) -> Any:
     """A YAML document like ``yaml.safe_load``, but plain scalars are read as YAML 1.2 reads them
     (``_YAML12``: `yes` is text, `8:00` is not 480), tags of types other than mappings, lists,
@@ -657,6 +674,7 @@ def parse_yaml(text: str) -> Any:
     and so is a document whose aliases expand past ``MAX_YAML_NODES`` values or refer to
     themselves (``YamlBoundError``). An integer of more digits than Python converts raises
     ValueError."""
+    _refuse_other_version(text)
     doc = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
     _check_expanded_size(doc)
     return doc

@@ -9994,3 +9994,14 @@ def test_yaml_merges_that_give_one_key_twice_are_refused(tmp_path):
                          "here (lines 1 and 2)")]:
         spec.write_text(bad + text)
         _assert_refused(_invoke("validate", spec), needle)
+
+
+def test_a_spec_declaring_yaml_1_1_is_refused(tmp_path):
+    """`%YAML 1.1` asks for 1.1's reading (`no` a boolean, `010` octal 8, `1:30` 90); the spec was
+    read as 1.2 without a word. `%YAML 1.2` (or no directive) is read as before."""
+    spec = _one_run_spec(tmp_path)
+    text = spec.read_text()
+    spec.write_text("# a comment\n%YAML 1.1\n---\n" + text)
+    _assert_refused(_invoke("validate", spec), "line 2: malformed YAML: the file declares %YAML 1.1")
+    spec.write_text("\ufeff%YAML 1.2\n---\n" + text)
+    assert _invoke("validate", spec).exit_code == 0
