@@ -605,9 +605,28 @@ def _construct_int(loader, node) -> int:
     return int(text if base == 10 else text[2:], base)
 
 
-def _yaml12_resolvers(loader_cls) -> None:
-    import re
+def _yaml12_constructor(tag: str, rx: str, construct):
+    """``construct`` for a scalar of ``tag`` whose text YAML 1.2 reads as that type; an explicit
+    tag on other text (`!!float 1:30` was 90.0, `!!bool on` True, `!!null x` None: YAML 1.1's
+    readings, or none) is refused naming it. Plain scalars get the tag only when they match."""
+    pattern, name = re.compile(rx), tag.replace("tag:yaml.org,2002:", "!!")
 
+    def build(loader, node):
+        text = loader.construct_scalar(node)
+        if not pattern.match(text):
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{name} {text!r}: not {_KINDS[name]} as YAML 1.2 writes it (a "
+                "spec is read as YAML 1.2)", node.start_mark)
+        return construct(loader, node)
+    return build
+
+
+_NULL = "tag:yaml.org,2002:null", r"^(?:~|null|Null|NULL|)$"
+_KINDS = {"!!bool": "a boolean (true or false)", "!!int": "an integer", "!!float": "a number",
+          "!!null": "null (~ or null)"}
+
+
+def _yaml12_resolvers(loader_cls) -> None:
     loader_cls.yaml_implicit_resolvers = {
         first: [(tag, rx) for tag, rx in resolvers if tag not in _YAML11_TYPES]
         for first, resolvers in loader_cls.yaml_implicit_resolvers.items()}
@@ -615,7 +634,12 @@ def _yaml12_resolvers(loader_cls) -> None:
         loader_cls.add_implicit_resolver(tag, re.compile(rx), list(first))
     for name in _REFUSED_TAGS:
         loader_cls.add_constructor(f"tag:yaml.org,2002:{name}", _refuse_tag)
-    loader_cls.add_constructor("tag:yaml.org,2002:int", _construct_int)
+    safe = yaml.constructor.SafeConstructor
+    constructs = {"bool": safe.construct_yaml_bool, "int": _construct_int,
+                  "float": safe.construct_yaml_float, "null": safe.construct_yaml_null}
+    for tag, rx in [*((t, r) for t, r, _ in _YAML12), _NULL]:
+        loader_cls.add_constructor(tag, _yaml12_constructor(
+            tag, rx, constructs[tag.rsplit(":", 1)[1]]))
 
 
 _yaml12_resolvers(_UniqueKeyLoader)

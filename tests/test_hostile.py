@@ -10005,3 +10005,20 @@ def test_a_spec_declaring_yaml_1_1_is_refused(tmp_path):
     _assert_refused(_invoke("validate", spec), "line 2: malformed YAML: the file declares %YAML 1.1")
     spec.write_text("\ufeff%YAML 1.2\n---\n" + text)
     assert _invoke("validate", spec).exit_code == 0
+
+
+def test_explicit_yaml_scalar_tags_are_read_as_yaml_1_2():
+    """An explicit tag applied YAML 1.1's reading to its text (`!!float 1:30` was 90.0, `!!bool
+    on` True, `!!null x` None, `!!int 0b11` a bare ValueError): text that is not that type in
+    YAML 1.2 is refused naming the tag and line; text that is (`!!float 1`, `!!int "08"`) is read."""
+    from ssmrepro.spec import parse_yaml
+
+    assert parse_yaml("a: !!float 1\nb: !!int '08'\nc: !!bool true\nd: !!null ~\ne: !!str 010\n"
+                      ) == {"a": 1.0, "b": 8, "c": True, "d": None, "e": "010"}
+    for bad, needle in [("!!float 1:30", "!!float '1:30': not a number"),
+                        ("!!bool on", "!!bool 'on': not a boolean"),
+                        ("!!null x", "!!null 'x': not null"),
+                        ("!!int 0b11", "!!int '0b11': not an integer"),
+                        ("!!int 1.0", "!!int '1.0': not an integer")]:
+        with pytest.raises(yaml.YAMLError, match=re.escape(needle)):
+            parse_yaml(f"k: 1\nv: {bad}\n")
