@@ -691,6 +691,26 @@ def _refuse_other_version(text: str) -> None:
                 "remove the line", problem_mark=yaml.error.Mark("", 0, i, 0, None, None))
 
 
+def _refuse_unicode_line_breaks(text: str) -> None:
+    """A raw NEL, LINE SEPARATOR or PARAGRAPH SEPARATOR (U+0085, U+2028, U+2029; text pasted from
+    a PDF or a web page): PyYAML takes it for a line break, as YAML 1.1 does, where YAML 1.2 and
+    most editors show one line: `title: A<U+2028>seeds: [0]` read a hidden `seeds` key, and in a
+    block scalar (`text: |`) it failed with `could not find expected ':'` a line further on."""
+    m = re.search("[\x85\u2028\u2029]", text)
+    if m is None:
+        return
+    import unicodedata
+
+    line = text.count("\n", 0, m.start())
+    column = m.start() - (text.rfind("\n", 0, m.start()) + 1)
+    raise yaml.error.MarkedYAMLError(
+        problem=f"U+{ord(m.group()):04X} {unicodedata.name(m.group(), 'NEXT LINE')} at column "
+        f"{column + 1}: YAML readers differ on whether it breaks the line (this one does; an "
+        "editor may show one line); remove it, or write it escaped in double quotes "
+        f"(\"\\u{ord(m.group()):04x}\")",
+        problem_mark=yaml.error.Mark("", m.start(), line, column, None, None))
+
+
 def parse_yaml(text: str) -> Any:
     """A YAML document like ``yaml.safe_load``, but plain scalars are read as YAML 1.2 reads them
     (``_YAML12``: `yes` is text, `8:00` is not 480), tags of types other than mappings, lists,
@@ -699,6 +719,7 @@ def parse_yaml(text: str) -> Any:
     themselves (``YamlBoundError``). An integer of more digits than Python converts raises
     ValueError."""
     _refuse_other_version(text)
+    _refuse_unicode_line_breaks(text)
     doc = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
     _check_expanded_size(doc)
     return doc

@@ -10022,3 +10022,17 @@ def test_explicit_yaml_scalar_tags_are_read_as_yaml_1_2():
                         ("!!int 1.0", "!!int '1.0': not an integer")]:
         with pytest.raises(yaml.YAMLError, match=re.escape(needle)):
             parse_yaml(f"k: 1\nv: {bad}\n")
+
+
+def test_a_unicode_line_separator_in_a_spec_is_refused(tmp_path):
+    """U+2028 / U+2029 / U+0085 (pasted from a PDF): PyYAML breaks the line there, where an editor
+    shows one line (`title: A<U+2028>seeds: [0, 1]` read a hidden `seeds` key). Refused naming
+    the line and column, exit 2; escaped in double quotes it is the character."""
+    from ssmrepro.spec import parse_yaml
+
+    assert parse_yaml('a: "x\\u2028y"\n') == {"a": "x\u2028y"}
+    spec = _one_run_spec(tmp_path)
+    text = spec.read_text()
+    for ch in "\u2028\u2029\x85":
+        spec.write_text(f"title: A{ch}seeds: [0, 1]\n" + text.replace("title:", "x-title:", 1))
+        _assert_refused(_invoke("validate", spec), "line 1: malformed YAML: U+", "at column 9")
