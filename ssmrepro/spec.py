@@ -738,6 +738,23 @@ def _read_spec_text(path: Path) -> str:
     return data.decode("utf-8")
 
 
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    """What a YAML error says, with its context where it has one: a duplicate anchor said only
+    `second occurrence`, a missing ':' `could not find expected ':'` a line below the key that
+    lacks it."""
+    problem = getattr(err, "problem", None) or str(err)
+    context, mark = getattr(err, "context", None), getattr(err, "context_mark", None)
+    if not context:
+        return problem
+    line = f"line {mark.line + 1}" if mark is not None else ""
+    if context.startswith("found duplicate anchor"):
+        return (f"an anchor (&name) is defined twice (first on {line}); give each anchor its own "
+                "name")
+    hint = (" (a value starting with '>' or '|' opens a block of text: quote it, e.g. "
+            "op: \">=\")" if context.startswith("while scanning a block scalar") else "")
+    return f"{context}{' on ' + line if line else ''}: {problem}{hint}"
+
+
 def load_spec(path: Path | str) -> Spec:
     """Parse and validate one spec file (schema only; run configs are checked by ``sweep``)."""
     path = Path(path)
@@ -754,7 +771,7 @@ def load_spec(path: Path | str) -> Spec:
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "(parse)"
-        raise SpecError([f"{path}: {where}: malformed YAML: {getattr(err, 'problem', err)}"]) from None
+        raise SpecError([f"{path}: {where}: malformed YAML: {_yaml_problem(err)}"]) from None
     except OSError as err:
         raise SpecError([f"{path}: cannot read: {err.strerror}"]) from None
     if not isinstance(raw, dict):

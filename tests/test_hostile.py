@@ -10036,3 +10036,16 @@ def test_a_unicode_line_separator_in_a_spec_is_refused(tmp_path):
     for ch in "\u2028\u2029\x85":
         spec.write_text(f"title: A{ch}seeds: [0, 1]\n" + text.replace("title:", "x-title:", 1))
         _assert_refused(_invoke("validate", spec), "line 1: malformed YAML: U+", "at column 9")
+
+
+def test_yaml_errors_say_what_is_wrong_where(tmp_path):
+    """A duplicate anchor said only `line 3: malformed YAML: second occurrence`; an unquoted
+    `op: >=` said `did not find expected comment or line break`. The context is named."""
+    spec = _one_run_spec(tmp_path)
+    text = spec.read_text()
+    for bad, needles in [
+            ("x1: &a 1\nx2: &a 2\n", ["line 2: malformed YAML: an anchor (&name) is defined "
+                                      "twice (first on line 1)"]),
+            ("x1: >=\n", ["while scanning a block scalar on line 1", "quote it"])]:
+        spec.write_text(bad + text)
+        _assert_refused(_invoke("validate", spec), *needles)
