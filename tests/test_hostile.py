@@ -10049,3 +10049,16 @@ def test_yaml_errors_say_what_is_wrong_where(tmp_path):
             ("x1: >=\n", ["while scanning a block scalar on line 1", "quote it"])]:
         spec.write_text(bad + text)
         _assert_refused(_invoke("validate", spec), *needles)
+
+
+def test_a_catalogue_yaml_error_names_its_context(tmp_path):
+    """The catalogue is read like a spec, and its YAML errors are told as a spec's are (a
+    duplicate anchor said only `second occurrence`)."""
+    from ssmrepro.plots import frontpage
+    from ssmrepro.spec import SpecError
+
+    path = tmp_path / "catalogue.yaml"
+    path.write_text("papers: &a {}\ntargets: &a []\n")
+    with pytest.raises(SpecError, match=re.escape("line 2: malformed YAML: an anchor (&name) is "
+                                                  "defined twice (first on line 1)")):
+        frontpage.catalogue(path)
