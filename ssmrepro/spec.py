@@ -775,7 +775,12 @@ def load_spec(path: Path | str) -> Spec:
     except OSError as err:
         raise SpecError([f"{path}: cannot read: {err.strerror}"]) from None
     if not isinstance(raw, dict):
-        raise SpecError([f"{path}: (top level): expected a mapping, got {type(raw).__name__}"])
+        got = {type(None): "nothing (an empty document: no keys, or only comments)",
+               list: "a list", str: f"text ({raw!r:.40})" if isinstance(raw, str) else "",
+               bool: "a boolean", int: "a number", float: "a number"}.get(type(raw),
+                                                                            type(raw).__name__)
+        raise SpecError([f"{path}: (top level): expected a mapping of a spec's keys (id, title, "
+                         f"task, ...), got {got}"])
     odd = _odd_keys(raw)
     if odd:
         raise SpecError([f"{path}: {m}" for m in odd])

@@ -10062,3 +10062,14 @@ def test_a_catalogue_yaml_error_names_its_context(tmp_path):
     with pytest.raises(SpecError, match=re.escape("line 2: malformed YAML: an anchor (&name) is "
                                                   "defined twice (first on line 1)")):
         frontpage.catalogue(path)
+
+
+def test_a_spec_that_is_not_a_mapping_says_what_it_is(tmp_path):
+    """An empty spec (or one of comments only) said `expected a mapping, got NoneType`."""
+    spec = tmp_path / "x.yaml"
+    for text, needle in [("# only a comment\n", "got nothing (an empty document"),
+                         ("- a\n", "got a list"), ("hello\n", "got text ('hello')"),
+                         ("---\n...\n", "got nothing")]:
+        spec.write_text(text)
+        _assert_refused(_invoke("validate", spec), "(top level): expected a mapping of a spec's "
+                        "keys", needle)
