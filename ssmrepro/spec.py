@@ -738,7 +738,7 @@ def _read_spec_text(path: Path) -> str:
     return data.decode("utf-8")
 
 
-def _yaml_problem(err: yaml.YAMLError) -> str:
+def yaml_problem(err: yaml.YAMLError) -> str:
     """What a YAML error says, with its context where it has one: a duplicate anchor said only
     `second occurrence`, a missing ':' `could not find expected ':'` a line below the key that
     lacks it."""
@@ -771,7 +771,7 @@ def load_spec(path: Path | str) -> Spec:
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "(parse)"
-        raise SpecError([f"{path}: {where}: malformed YAML: {_yaml_problem(err)}"]) from None
+        raise SpecError([f"{path}: {where}: malformed YAML: {yaml_problem(err)}"]) from None
     except OSError as err:
         raise SpecError([f"{path}: cannot read: {err.strerror}"]) from None
     if not isinstance(raw, dict):

@@ -10073,3 +10073,15 @@ def test_a_spec_that_is_not_a_mapping_says_what_it_is(tmp_path):
         spec.write_text(text)
         _assert_refused(_invoke("validate", spec), "(top level): expected a mapping of a spec's "
                         "keys", needle)
+
+
+def test_a_set_value_yaml_error_names_its_context():
+    """`--set` gave the first line of a YAML error: its context alone (`found duplicate anchor;
+    first occurrence`, `while scanning a block scalar`), not what was wrong."""
+    from ssmrepro.spec import SpecError
+    from ssmrepro.sweep.expand import parse_overrides
+
+    for raw, needle in [("train.evals={a: &x {p: 1}, b: &x {p: 2}}", "an anchor (&name) is "
+                         "defined twice"), ("train.lr=>=", "did not find expected comment")]:
+        with pytest.raises(SpecError, match=re.escape(needle)):
+            parse_overrides([raw])

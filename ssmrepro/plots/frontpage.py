@@ -29,11 +29,11 @@ from ..spec import (
     SpecError,
     _control_characters,
     _read_spec_text,
-    _yaml_problem,
     experiments_dir,
     load_project_spec,
     parse_yaml,
     spec_paths,
+    yaml_problem,
 )
 from ..store import output_name, read_results, results_dir
 from ..sweep import expand
@@ -76,7 +76,7 @@ def catalogue(path: Path | None = None) -> tuple[dict[str, str], list[dict]]:
     except (yaml.YAMLError, ValueError, RecursionError) as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "(parse)"
-        what = _yaml_problem(err) if isinstance(err, yaml.YAMLError) else \
+        what = yaml_problem(err) if isinstance(err, yaml.YAMLError) else \
             (str(err).splitlines() or [type(err).__name__])[0]
         raise SpecError([f"{path}: {where}: malformed YAML: {what}"]) from None
     if not isinstance(data, dict):

@@ -28,6 +28,7 @@ from ..spec import (
     find_reused,
     parse_yaml,
     replaces,
+    yaml_problem,
 )
 from ..tasks import TASKS, DataUnavailable, Task, TaskConfig, build_task, eval_set_problem
 from ..tasks.base import fixed_split_error, loss_problem, refuse_unread_task
@@ -346,7 +347,7 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
                               f"dropped: the value read is {out[key]!r}); quote the value, "
                               f"e.g. --set '{key}=\"{raw.strip()}\"'")
         except yaml.YAMLError as err:
-            errors.append(f"--set {key}: cannot parse {raw!r} ({str(err).splitlines()[0]})")
+            errors.append(f"--set {key}: cannot parse {raw!r} ({yaml_problem(err)})")
         except (ValueError, RecursionError) as err:  # YamlBoundError, a 5,000-digit integer ...
             what = "nested too deeply" if isinstance(err, RecursionError) else str(err)
             errors.append(f"--set {key}: cannot use {raw[:60]!r}: {what}")
