@@ -10085,3 +10085,22 @@ def test_a_set_value_yaml_error_names_its_context():
                          "defined twice"), ("train.lr=>=", "did not find expected comment")]:
         with pytest.raises(SpecError, match=re.escape(needle)):
             parse_overrides([raw])
+
+
+def test_a_whole_section_of_the_same_name_that_drops_keys_is_refused(tmp_path):
+    """`task: {name: keep_nth, T: 10}` in a profile's set (read as changing T) replaced the
+    spec's task section: its n and vocab took their defaults without a word. A whole section of
+    the same name that drops keys is refused naming them, exit 2; one of another name swaps the
+    family (huang2025-tab1's Transformer case) and is fine."""
+    from ssmrepro.sweep.expand import set_dotted
+
+    cfg = {"task": {"name": "keep_nth", "n": 5, "T": 50, "vocab": 128}, "model": {"name": "a"}}
+    with pytest.raises(KeyError, match="drops n, vocab"):
+        set_dotted(cfg, "task", {"name": "keep_nth", "T": 10})
+    set_dotted(cfg, "task", {"name": "keep_nth", "n": 5, "T": 10, "vocab": 128})
+    set_dotted(cfg, "model", {"name": "b", "d_model": 8})
+    assert cfg["task"]["T"] == 10 and cfg["model"] == {"name": "b", "d_model": 8}
+    spec = _one_run_spec(tmp_path, profiles={
+        "smoke": {"set": {"task": {"name": "keep_nth", "T": 10}}}, "quick": {}, "paper": {}})
+    _assert_refused(_invoke("validate", spec), "profiles.smoke.set.task: a whole section of the "
+                    "same name ('keep_nth') replaces it and drops n, vocab")
