@@ -509,6 +509,14 @@ class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyam
 
     def construct_mapping(self, node, deep=False):
         seen: dict[Any, Any] = {}
+        merges = [(k, v) for k, v in node.value if k.tag == _MERGE_TAG]
+        if len(merges) > 1:  # the later `<<` replaced the earlier one's keys without a word
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key '<<' (a merge) is given twice (first on line "
+                f"{merges[0][0].start_mark.line + 1}); merge several mappings with "
+                "`<<: [*a, *b]`", merges[1][0].start_mark)
+        if merges:
+            self._merged_once(node, *merges[0])
         for key_node, _ in node.value:
             if key_node.tag == _MERGE_TAG:  # `<<: *anchor` merges a mapping; own keys override it
                 continue
@@ -524,17 +532,58 @@ class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyam
         self.flatten_mapping(node)  # resolve `<<` merges (explicit keys win over merged ones)
         return super().construct_mapping(node, deep=deep)
 
+    def _merged_once(self, node, merge_key, value_node) -> None:
+        """Refuse a key that two mappings of one `<<: [*a, *b]` both give, unless the mapping
+        itself sets it: YAML's merge gives the first mapping's value, PyYAML the last one's (a
+        spec read `lr` from the mapping the author meant to be overridden)."""
+        if not isinstance(value_node, yaml.SequenceNode):
+            return
+        own = set()
+        for key_node, _ in node.value:
+            if key_node.tag != _MERGE_TAG:
+                own.add(self._hashable(key_node))
+        given: dict[Any, Any] = {}
+        for sub in value_node.value:
+            if not isinstance(sub, yaml.MappingNode):
+                return  # not a mapping: flatten_mapping reports it
+            self.flatten_mapping(sub)  # its own merges first, as flatten_mapping does
+            for key_node, _ in sub.value:
+                key = self._hashable(key_node)
+                if key is None or key in own:
+                    continue
+                first = given.setdefault(key, sub.start_mark)
+                if first is not sub.start_mark:
+                    a, b = first, sub.start_mark
+                    where = (f"lines {a.line + 1} and {b.line + 1}" if a.line != b.line else
+                             f"line {a.line + 1}, columns {a.column + 1} and {b.column + 1}")
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key!r} is given by two mappings merged here ({where}): "
+                        "YAML takes the first, "
+                        "this reader the last; set it in this mapping or in one of them",
+                        merge_key.start_mark)
+
+    def _hashable(self, key_node) -> Any:
+        key = self.construct_object(key_node, deep=True)
+        try:
+            hash(key)
+        except TypeError:
+            return None
+        return key
+
 
 # Plain scalars are read as YAML 1.2's core schema reads them, not as YAML 1.1 (PyYAML's default):
 # only true / false are booleans (`yes`, `no`, `on`, `off` are text), integers are decimal (with
-# `_` separators), 0x or 0o, never base 60 (`8:00` was 480) or octal by a leading zero (`010` was
-# 8), and dates are text. Tags of other types (!!set, !!binary, !!timestamp, !!omap, !!pairs)
-# are refused: a spec holds mappings, lists, text, numbers, booleans and null.
+# `_` separators between digits, as Python writes them), 0x or 0o, never base 60 (`8:00` was 480)
+# or octal by a leading zero (`010` is the integer 10: it was 8, then the float 10.0), and dates
+# are text; `1_` or `1__0` (an underscore not between two digits) is text, not 1 or 10. Tags of
+# other types (!!set, !!binary, !!timestamp, !!omap, !!pairs) are refused: a spec holds mappings,
+# lists, text, numbers, booleans and null.
+_DIGITS = r"[0-9](?:_?[0-9])*"
 _YAML12 = [
     ("tag:yaml.org,2002:bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
-    ("tag:yaml.org,2002:int", r"^(?:[-+]?(?:0|[1-9][0-9_]*)|0o[0-7_]+|0x[0-9a-fA-F_]+)$",
-     "-+0123456789"),
-    ("tag:yaml.org,2002:float", r"^(?:[-+]?(?:\.[0-9][0-9_]*|[0-9][0-9_]*(?:\.[0-9_]*)?)"
+    ("tag:yaml.org,2002:int", rf"^(?:[-+]?{_DIGITS}|0o[0-7](?:_?[0-7])*"
+     r"|0x[0-9a-fA-F](?:_?[0-9a-fA-F])*)$", "-+0123456789"),
+    ("tag:yaml.org,2002:float", rf"^(?:[-+]?(?:\.{_DIGITS}|{_DIGITS}(?:\.(?:{_DIGITS})?)?)"
      r"(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$", "-+.0123456789"),
 ]
 _YAML11_TYPES = {"tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float",
@@ -548,9 +597,36 @@ def _refuse_tag(loader, node):
         "spec holds mappings, lists, text, numbers, booleans and null)", node.start_mark)
 
 
-def _yaml12_resolvers(loader_cls) -> None:
-    import re
+def _construct_int(loader, node) -> int:
+    """An integer as YAML 1.2 reads it: decimal even with leading zeros (PyYAML's own constructor
+    reads `010` as octal 8), 0x hexadecimal or 0o octal; ``_YAML12`` leaves no other form."""
+    text = loader.construct_scalar(node)
+    base = {"0x": 16, "0o": 8}.get(text[:2], 10)
+    return int(text if base == 10 else text[2:], base)
 
+
+def _yaml12_constructor(tag: str, rx: str, construct):
+    """``construct`` for a scalar of ``tag`` whose text YAML 1.2 reads as that type; an explicit
+    tag on other text (`!!float 1:30` was 90.0, `!!bool on` True, `!!null x` None: YAML 1.1's
+    readings, or none) is refused naming it. Plain scalars get the tag only when they match."""
+    pattern, name = re.compile(rx), tag.replace("tag:yaml.org,2002:", "!!")
+
+    def build(loader, node):
+        text = loader.construct_scalar(node)
+        if not pattern.match(text):
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{name} {text!r}: not {_KINDS[name]} as YAML 1.2 writes it (a "
+                "spec is read as YAML 1.2)", node.start_mark)
+        return construct(loader, node)
+    return build
+
+
+_NULL = "tag:yaml.org,2002:null", r"^(?:~|null|Null|NULL|)$"
+_KINDS = {"!!bool": "a boolean (true or false)", "!!int": "an integer", "!!float": "a number",
+          "!!null": "null (~ or null)"}
+
+
+def _yaml12_resolvers(loader_cls) -> None:
     loader_cls.yaml_implicit_resolvers = {
         first: [(tag, rx) for tag, rx in resolvers if tag not in _YAML11_TYPES]
         for first, resolvers in loader_cls.yaml_implicit_resolvers.items()}
@@ -558,6 +634,12 @@ def _yaml12_resolvers(loader_cls) -> None:
         loader_cls.add_implicit_resolver(tag, re.compile(rx), list(first))
     for name in _REFUSED_TAGS:
         loader_cls.add_constructor(f"tag:yaml.org,2002:{name}", _refuse_tag)
+    safe = yaml.constructor.SafeConstructor
+    constructs = {"bool": safe.construct_yaml_bool, "int": _construct_int,
+                  "float": safe.construct_yaml_float, "null": safe.construct_yaml_null}
+    for tag, rx in [*((t, r) for t, r, _ in _YAML12), _NULL]:
+        loader_cls.add_constructor(tag, _yaml12_constructor(
+            tag, rx, constructs[tag.rsplit(":", 1)[1]]))
 
 
 _yaml12_resolvers(_UniqueKeyLoader)
@@ -592,6 +674,43 @@ def _check_expanded_size(doc: Any) -> None:
     walk(doc)
 
 
+def _refuse_other_version(text: str) -> None:
+    """A document that declares another YAML version than the 1.2 it is read as (``%YAML 1.1``
+    before its ``---``): under 1.1, which it asks for, `yes` / `no` are booleans, `010` is 8 and
+    `1:30` is 90; it was read as 1.2 without a word, other values than its author meant."""
+    for i, line in enumerate(text.removeprefix("\ufeff").splitlines()):
+        if not line.strip() or line.startswith("#"):
+            continue
+        if not line.startswith("%"):  # the directives end where the document starts
+            return
+        m = re.match(r"%YAML[ \t]+([^\s#]*)", line)
+        if m and m.group(1) != "1.2":
+            raise yaml.error.MarkedYAMLError(
+                problem=f"the file declares %YAML {m.group(1)}, but a spec is read as YAML 1.2 "
+                "(`yes` and `no` are text, `010` is 10, `1:30` is text): write %YAML 1.2 or "
+                "remove the line", problem_mark=yaml.error.Mark("", 0, i, 0, None, None))
+
+
+def _refuse_unicode_line_breaks(text: str) -> None:
+    """A raw NEL, LINE SEPARATOR or PARAGRAPH SEPARATOR (U+0085, U+2028, U+2029; text pasted from
+    a PDF or a web page): PyYAML takes it for a line break, as YAML 1.1 does, where YAML 1.2 and
+    most editors show one line: `title: A<U+2028>seeds: [0]` read a hidden `seeds` key, and in a
+    block scalar (`text: |`) it failed with `could not find expected ':'` a line further on."""
+    m = re.search("[\x85\u2028\u2029]", text)
+    if m is None:
+        return
+    import unicodedata
+
+    line = text.count("\n", 0, m.start())
+    column = m.start() - (text.rfind("\n", 0, m.start()) + 1)
+    raise yaml.error.MarkedYAMLError(
+        problem=f"U+{ord(m.group()):04X} {unicodedata.name(m.group(), 'NEXT LINE')} at column "
+        f"{column + 1}: YAML readers differ on whether it breaks the line (this one does; an "
+        "editor may show one line); remove it, or write it escaped in double quotes "
+        f"(\"\\u{ord(m.group()):04x}\")",
+        problem_mark=yaml.error.Mark("", m.start(), line, column, None, None))
+
+
 def parse_yaml(text: str) -> Any:
     """A YAML document like ``yaml.safe_load``, but plain scalars are read as YAML 1.2 reads them
     (``_YAML12``: `yes` is text, `8:00` is not 480), tags of types other than mappings, lists,
@@ -599,6 +718,8 @@ def parse_yaml(text: str) -> Any:
     and so is a document whose aliases expand past ``MAX_YAML_NODES`` values or refer to
     themselves (``YamlBoundError``). An integer of more digits than Python converts raises
     ValueError."""
+    _refuse_other_version(text)
+    _refuse_unicode_line_breaks(text)
     doc = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
     _check_expanded_size(doc)
     return doc
@@ -617,6 +738,23 @@ def _read_spec_text(path: Path) -> str:
     return data.decode("utf-8")
 
 
+def yaml_problem(err: yaml.YAMLError) -> str:
+    """What a YAML error says, with its context where it has one: a duplicate anchor said only
+    `second occurrence`, a missing ':' `could not find expected ':'` a line below the key that
+    lacks it."""
+    problem = getattr(err, "problem", None) or str(err)
+    context, mark = getattr(err, "context", None), getattr(err, "context_mark", None)
+    if not context:
+        return problem
+    line = f"line {mark.line + 1}" if mark is not None else ""
+    if context.startswith("found duplicate anchor"):
+        return (f"an anchor (&name) is defined twice (first on {line}); give each anchor its own "
+                "name")
+    hint = (" (a value starting with '>' or '|' opens a block of text: quote it, e.g. "
+            "op: \">=\")" if context.startswith("while scanning a block scalar") else "")
+    return f"{context}{' on ' + line if line else ''}: {problem}{hint}"
+
+
 def load_spec(path: Path | str) -> Spec:
     """Parse and validate one spec file (schema only; run configs are checked by ``sweep``)."""
     path = Path(path)
@@ -633,11 +771,16 @@ def load_spec(path: Path | str) -> Spec:
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "(parse)"
-        raise SpecError([f"{path}: {where}: malformed YAML: {getattr(err, 'problem', err)}"]) from None
+        raise SpecError([f"{path}: {where}: malformed YAML: {yaml_problem(err)}"]) from None
     except OSError as err:
         raise SpecError([f"{path}: cannot read: {err.strerror}"]) from None
     if not isinstance(raw, dict):
-        raise SpecError([f"{path}: (top level): expected a mapping, got {type(raw).__name__}"])
+        got = {type(None): "nothing (an empty document: no keys, or only comments)",
+               list: "a list", str: f"text ({raw!r:.40})" if isinstance(raw, str) else "",
+               bool: "a boolean", int: "a number", float: "a number"}.get(type(raw),
+                                                                            type(raw).__name__)
+        raise SpecError([f"{path}: (top level): expected a mapping of a spec's keys (id, title, "
+                         f"task, ...), got {got}"])
     odd = _odd_keys(raw)
     if odd:
         raise SpecError([f"{path}: {m}" for m in odd])

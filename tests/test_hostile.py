@@ -10725,3 +10725,146 @@ def test_export_leaves_out_rows_of_another_corpus_before_any_plot(tmp_path, monk
         got = pd.read_csv(tmp_path / "x.csv", dtype={"run_id": str})
         assert got["run_id"].nunique() == rows, got
         assert ("trained on another text corpus" in res.output) == (rows == 0), res.output
+
+
+def test_yaml_integers_with_leading_zeros_are_integers_and_stray_underscores_are_text():
+    """YAML 1.2 reads `010` as the integer 10: it was the float 10.0 (a grid `model.repeat: [02,
+    03]` showed `repeat=2.0`), as `00` and `0_1` were; `1_` and `1__0` were the numbers 1 and 10
+    (an underscore is a separator between two digits, as Python writes it), and are text."""
+    from ssmrepro.spec import parse_yaml
+
+    doc = parse_yaml("a: 010\nb: 00\nc: 0_1\nd: -007\ne: 1_\nf: 1__0\ng: 1_000\nh: 0x_1\n"
+                     "i: 1_.5\nj: 1_000.2_5\nk: 0o1_7\n")
+    assert doc == {"a": 10, "b": 0, "c": 1, "d": -7, "e": "1_", "f": "1__0", "g": 1000,
+                   "h": "0x_1", "i": "1_.5", "j": 1000.25, "k": 15}
+    assert all(type(doc[k]) is int for k in "abcdgk"), doc
+
+
+def test_yaml_merges_that_give_one_key_twice_are_refused(tmp_path):
+    """Two `<<` keys in one mapping (the later replaced the earlier one's keys) and a key that two
+    mappings of `<<: [*a, *b]` both give (YAML's merge takes the first, PyYAML took the last):
+    refused naming the key and lines, exit 2. A key the mapping sets itself overrides both."""
+    from ssmrepro.spec import parse_yaml
+
+    doc = parse_yaml("a: &a {lr: 1, p: 1}\nb: &b {lr: 2, q: 2}\nc: {<<: [*a, *b], lr: 3}\n"
+                     "d: {<<: [*a, *a]}\n")
+    assert doc["c"] == {"lr": 3, "p": 1, "q": 2} and doc["d"] == {"lr": 1, "p": 1}
+    spec = _one_run_spec(tmp_path)
+    text = spec.read_text()
+    for bad, needle in [("x1: &a {lr: 1}\nx2: &b {lr: 2}\nc:\n  <<: *a\n  <<: *b\n",
+                         "line 5: malformed YAML: key '<<' (a merge) is given twice"),
+                        ("x1: &a {lr: 1}\nx2: &b {lr: 2}\nc: {<<: [*a, *b]}\n",
+                         "line 3: malformed YAML: key 'lr' is given by two mappings merged "
+                         "here (lines 1 and 2)")]:
+        spec.write_text(bad + text)
+        _assert_refused(_invoke("validate", spec), needle)
+
+
+def test_a_spec_declaring_yaml_1_1_is_refused(tmp_path):
+    """`%YAML 1.1` asks for 1.1's reading (`no` a boolean, `010` octal 8, `1:30` 90); the spec was
+    read as 1.2 without a word. `%YAML 1.2` (or no directive) is read as before."""
+    spec = _one_run_spec(tmp_path)
+    text = spec.read_text()
+    spec.write_text("# a comment\n%YAML 1.1\n---\n" + text)
+    _assert_refused(_invoke("validate", spec), "line 2: malformed YAML: the file declares %YAML 1.1")
+    spec.write_text("\ufeff%YAML 1.2\n---\n" + text)
+    assert _invoke("validate", spec).exit_code == 0
+
+
+def test_explicit_yaml_scalar_tags_are_read_as_yaml_1_2():
+    """An explicit tag applied YAML 1.1's reading to its text (`!!float 1:30` was 90.0, `!!bool
+    on` True, `!!null x` None, `!!int 0b11` a bare ValueError): text that is not that type in
+    YAML 1.2 is refused naming the tag and line; text that is (`!!float 1`, `!!int "08"`) is read."""
+    from ssmrepro.spec import parse_yaml
+
+    assert parse_yaml("a: !!float 1\nb: !!int '08'\nc: !!bool true\nd: !!null ~\ne: !!str 010\n"
+                      ) == {"a": 1.0, "b": 8, "c": True, "d": None, "e": "010"}
+    for bad, needle in [("!!float 1:30", "!!float '1:30': not a number"),
+                        ("!!bool on", "!!bool 'on': not a boolean"),
+                        ("!!null x", "!!null 'x': not null"),
+                        ("!!int 0b11", "!!int '0b11': not an integer"),
+                        ("!!int 1.0", "!!int '1.0': not an integer")]:
+        with pytest.raises(yaml.YAMLError, match=re.escape(needle)):
+            parse_yaml(f"k: 1\nv: {bad}\n")
+
+
+def test_a_unicode_line_separator_in_a_spec_is_refused(tmp_path):
+    """U+2028 / U+2029 / U+0085 (pasted from a PDF): PyYAML breaks the line there, where an editor
+    shows one line (`title: A<U+2028>seeds: [0, 1]` read a hidden `seeds` key). Refused naming
+    the line and column, exit 2; escaped in double quotes it is the character."""
+    from ssmrepro.spec import parse_yaml
+
+    assert parse_yaml('a: "x\\u2028y"\n') == {"a": "x\u2028y"}
+    spec = _one_run_spec(tmp_path)
+    text = spec.read_text()
+    for ch in "\u2028\u2029\x85":
+        spec.write_text(f"title: A{ch}seeds: [0, 1]\n" + text.replace("title:", "x-title:", 1))
+        _assert_refused(_invoke("validate", spec), "line 1: malformed YAML: U+", "at column 9")
+
+
+def test_yaml_errors_say_what_is_wrong_where(tmp_path):
+    """A duplicate anchor said only `line 3: malformed YAML: second occurrence`; an unquoted
+    `op: >=` said `did not find expected comment or line break`. The context is named."""
+    spec = _one_run_spec(tmp_path)
+    text = spec.read_text()
+    for bad, needles in [
+            ("x1: &a 1\nx2: &a 2\n", ["line 2: malformed YAML: an anchor (&name) is defined "
+                                      "twice (first on line 1)"]),
+            ("x1: >=\n", ["while scanning a block scalar on line 1", "quote it"])]:
+        spec.write_text(bad + text)
+        _assert_refused(_invoke("validate", spec), *needles)
+
+
+def test_a_catalogue_yaml_error_names_its_context(tmp_path):
+    """The catalogue is read like a spec, and its YAML errors are told as a spec's are (a
+    duplicate anchor said only `second occurrence`)."""
+    from ssmrepro.plots import frontpage
+    from ssmrepro.spec import SpecError
+
+    path = tmp_path / "catalogue.yaml"
+    path.write_text("papers: &a {}\ntargets: &a []\n")
+    with pytest.raises(SpecError, match=re.escape("line 2: malformed YAML: an anchor (&name) is "
+                                                  "defined twice (first on line 1)")):
+        frontpage.catalogue(path)
+
+
+def test_a_spec_that_is_not_a_mapping_says_what_it_is(tmp_path):
+    """An empty spec (or one of comments only) said `expected a mapping, got NoneType`."""
+    spec = tmp_path / "x.yaml"
+    for text, needle in [("# only a comment\n", "got nothing (an empty document"),
+                         ("- a\n", "got a list"), ("hello\n", "got text ('hello')"),
+                         ("---\n...\n", "got nothing")]:
+        spec.write_text(text)
+        _assert_refused(_invoke("validate", spec), "(top level): expected a mapping of a spec's "
+                        "keys", needle)
+
+
+def test_a_set_value_yaml_error_names_its_context():
+    """`--set` gave the first line of a YAML error: its context alone (`found duplicate anchor;
+    first occurrence`, `while scanning a block scalar`), not what was wrong."""
+    from ssmrepro.spec import SpecError
+    from ssmrepro.sweep.expand import parse_overrides
+
+    for raw, needle in [("train.evals={a: &x {p: 1}, b: &x {p: 2}}", "an anchor (&name) is "
+                         "defined twice"), ("train.lr=>=", "did not find expected comment")]:
+        with pytest.raises(SpecError, match=re.escape(needle)):
+            parse_overrides([raw])
+
+
+def test_a_whole_section_of_the_same_name_that_drops_keys_is_refused(tmp_path):
+    """`task: {name: keep_nth, T: 10}` in a profile's set (read as changing T) replaced the
+    spec's task section: its n and vocab took their defaults without a word. A whole section of
+    the same name that drops keys is refused naming them, exit 2; one of another name swaps the
+    family (huang2025-tab1's Transformer case) and is fine."""
+    from ssmrepro.sweep.expand import set_dotted
+
+    cfg = {"task": {"name": "keep_nth", "n": 5, "T": 50, "vocab": 128}, "model": {"name": "a"}}
+    with pytest.raises(KeyError, match="drops n, vocab"):
+        set_dotted(cfg, "task", {"name": "keep_nth", "T": 10})
+    set_dotted(cfg, "task", {"name": "keep_nth", "n": 5, "T": 10, "vocab": 128})
+    set_dotted(cfg, "model", {"name": "b", "d_model": 8})
+    assert cfg["task"]["T"] == 10 and cfg["model"] == {"name": "b", "d_model": 8}
+    spec = _one_run_spec(tmp_path, profiles={
+        "smoke": {"set": {"task": {"name": "keep_nth", "T": 10}}}, "quick": {}, "paper": {}})
+    _assert_refused(_invoke("validate", spec), "profiles.smoke.set.task: a whole section of the "
+                    "same name ('keep_nth') replaces it and drops n, vocab")

@@ -33,6 +33,7 @@ from ..spec import (
     load_project_spec,
     parse_yaml,
     spec_paths,
+    yaml_problem,
 )
 from ..store import TableError, output_name, read_results, results_dir
 from ..sweep import expand
@@ -75,7 +76,8 @@ def catalogue(path: Path | None = None) -> tuple[dict[str, str], list[dict]]:
     except (yaml.YAMLError, ValueError, RecursionError) as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "(parse)"
-        what = getattr(err, "problem", None) or (str(err).splitlines() or [type(err).__name__])[0]
+        what = yaml_problem(err) if isinstance(err, yaml.YAMLError) else \
+            (str(err).splitlines() or [type(err).__name__])[0]
         raise SpecError([f"{path}: {where}: malformed YAML: {what}"]) from None
     if not isinstance(data, dict):
         raise SpecError([f"{path}: (top level): expected a mapping with papers and targets"])

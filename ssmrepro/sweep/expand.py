@@ -28,6 +28,7 @@ from ..spec import (
     find_reused,
     parse_yaml,
     replaces,
+    yaml_problem,
 )
 from ..tasks import TASKS, DataUnavailable, Task, TaskConfig, build_task, eval_set_problem
 from ..tasks.base import fixed_split_error, loss_problem, refuse_unread_task
@@ -47,6 +48,7 @@ def set_dotted(cfg: dict[str, Any], key: str, value: Any) -> None:
     if len(parts) == 1:  # a whole section, e.g. a case that swaps the model family
         if not isinstance(value, dict):
             raise KeyError(f"{key}: a whole section must be a mapping")
+        _keeps_its_keys(key, cfg.get(key), value)
         cfg[key] = copy.deepcopy(value)
         return
     node = cfg
@@ -55,6 +57,27 @@ def set_dotted(cfg: dict[str, Any], key: str, value: Any) -> None:
             node[p] = {}
         node = node[p]
     node[parts[-1]] = copy.deepcopy(value)
+
+
+def _keeps_its_keys(key: str, old: Any, value: Any) -> None:
+    """KeyError when the section ``value`` replaces the section ``old`` of the same ``name``
+    without keys that ``old`` sets: `task: {name: keep_nth, T: 10}` over `task: {name: keep_nth,
+    n: 5, T: 50, vocab: 128}`, read as changing T, replaced the section and n and vocab took their
+    defaults without a word. A section of another name (a model swapped for a Transformer)
+    replaces it. (Mappings inside a section, a mixer or a schedule, are not checked: shipped
+    specs give a mixer of the same name without the keys whose defaults they keep.)"""
+    if not (isinstance(old, dict) and isinstance(value, dict)):
+        return
+    kind = "name"
+    if kind not in old or value.get(kind) != old[kind]:
+        return
+    dropped = [k for k in old if k not in value]
+    if dropped:
+        shown = next((k for k in value if k != kind), "field")
+        raise KeyError(f"{key}: a whole section of the same {kind} ({old[kind]!r}) replaces it and "
+                       f"drops {', '.join(map(str, dropped))} (their defaults would apply); to "
+                       f"change some keys, set them one by one ({key}.{shown}: ...), or give "
+                       "every key")
 
 
 def _zip_points(z: dict[str, list[Any]]) -> list[dict[str, Any]]:
@@ -346,7 +369,7 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
                               f"dropped: the value read is {out[key]!r}); quote the value, "
                               f"e.g. --set '{key}=\"{raw.strip()}\"'")
         except yaml.YAMLError as err:
-            errors.append(f"--set {key}: cannot parse {raw!r} ({str(err).splitlines()[0]})")
+            errors.append(f"--set {key}: cannot parse {raw!r} ({yaml_problem(err)})")
         except (ValueError, RecursionError) as err:  # YamlBoundError, a 5,000-digit integer ...
             what = "nested too deeply" if isinstance(err, RecursionError) else str(err)
             errors.append(f"--set {key}: cannot use {raw[:60]!r}: {what}")
