@@ -9961,3 +9961,30 @@ def test_figures_names_an_image_that_no_figure_of_the_spec_draws(tmp_path):
     assert (folder / "figure-acc.png").is_file()
     named = [ln for ln in res.output.splitlines() if "is drawn by no figure of the spec" in ln]
     assert len(named) == 1 and "huang2025-tab1: figure.png " in named[0], res.output
+
+
+def test_a_dry_run_times_a_run_whose_evaluation_batch_is_what_is_large(tmp_path):
+    """huang2025-fig3 at vocab 8,000, T 1,000, train.eval_batch_size 256: the estimate (16.5 GB,
+    almost all the evaluation batch; the training step 1.6 GB) fit the 22 GB available, so `run`
+    trained it, but `run --dry-run` sent it to extrapolation (over a quarter of the memory),
+    found no training batch beside the evaluation batch and left it out of the estimate ('no
+    batch fits the memory now available'). A timed step evaluates nothing."""
+    from ssmrepro.engine.plan import fitting_batch, large_for_timing, split_by_memory
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import memory_need
+
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 512,
+             "test_size": 512, "eval_every": 2, "eval_batch_size": 512}
+    spec = write_spec(tmp_path, train=train, sweep=[], seeds=[0, 1],
+                      task={"name": "keep_nth", "n": 2, "T": 64, "vocab": 512})
+    runs = expand(load_spec(spec), "smoke")
+    need = memory_need(runs[0])
+    step = need.param_bytes + need.train_bytes
+    assert need.eval_bytes > 10 * step
+    avail = need.total + 1  # it trains here
+    assert not large_for_timing(runs[0], avail)
+    assert fitting_batch(runs[0], int(avail / 2)) == 7  # the evaluation batch takes no room
+    fit, over, untimed, refused = split_by_memory(runs, "cpu", True, available=avail)
+    assert (len(fit), over, untimed, refused) == (2, [], [], [])
+    assert large_for_timing(runs[0], 3 * step)  # the training step itself over the share

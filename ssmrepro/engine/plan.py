@@ -225,10 +225,16 @@ class PeakRSS:
 
 
 def large_for_timing(run, available: int) -> bool:
-    """A run whose estimate exceeds ``LARGE_SHARE`` of ``available``: a dry run times it small
-    and extrapolates (``extrapolate``) rather than timing it at its batch (the estimate is rough:
-    yu2025-tab2's ListOps S4D at batch 32, estimated at ~9 GB, grew past 18 GB in calibration)."""
-    return memory_need(run).total > LARGE_SHARE * available
+    """A run whose timed training step (parameters and a training batch's activations by the
+    estimate; a timing step evaluates nothing, so the evaluation batch does not count) exceeds
+    ``LARGE_SHARE`` of ``available``: a dry run times it small and extrapolates
+    (``extrapolate``) rather than timing it at its batch (the estimate is rough: yu2025-tab2's
+    ListOps S4D at batch 32, estimated at ~9 GB, grew past 18 GB in calibration). Counting the
+    evaluation batch sent a run that fits (an evaluation batch of 16 GB, a 1.6 GB training step)
+    to extrapolation, which found no training batch beside that evaluation batch and left the
+    run out of the estimate as if the memory had shrunk."""
+    need = memory_need(run)
+    return need.param_bytes + need.train_bytes > LARGE_SHARE * available
 
 
 LARGE_SHARE = 0.25  # of the available memory, above which a dry run times a run small
@@ -237,14 +243,14 @@ MAX_TIMED_BATCH = 4  # the largest batch an extrapolation times (its cost grows 
 
 
 def fitting_batch(run, available: int) -> int:
-    """Largest training batch below ``run``'s whose step fits in ``available`` bytes by the memory
-    estimate (``memory_need``: activations scale with the batch; parameters and the evaluation
-    batch do not); 0 when none does (the parameters or the evaluation batch alone exceed it, or one
-    sequence does)."""
+    """Largest training batch below ``run``'s whose training step fits in ``available`` bytes by
+    the memory estimate (``memory_need``: activations scale with the batch; the parameters do
+    not; the evaluation batch is no part of a timed step, ``train.time_steps``); 0 when none does
+    (the parameters alone exceed it, or one sequence does)."""
     need = memory_need(run)
     room = available - need.param_bytes - need.fixed_bytes
     per_seq = max(1, -(-(need.train_bytes - need.fixed_bytes) // run.train.batch_size))
-    if room <= 0 or need.eval_bytes > room:
+    if room <= 0:
         return 0
     return max(0, min(run.train.batch_size - 1, room // per_seq))
 
@@ -355,10 +361,10 @@ def split_by_memory(runs: list, device: str, extrapolate_ok: bool, available: in
             over.append(rs)  # the estimate may be low: measured small, then extrapolated
         elif not (extrapolate_ok and avail is not None and m.startswith("train.batch_size:")):
             refused.append(m)
-        elif fitting_batch(rs[0], int(avail * TIMING_SHARE)) >= 1:
-            over.append(rs)
         elif (need := memory_need(rs[0])).param_bytes + need.eval_bytes >= avail:
             refused.append(m)  # no batch at all could train here: the model itself is too large
+        elif fitting_batch(rs[0], int(avail * TIMING_SHARE)) >= 1:
+            over.append(rs)
         else:
             per_seq = -(-(need.train_bytes - need.fixed_bytes) // rs[0].train.batch_size)
             label = f" {rs[0].label}" if rs[0].label else ""
