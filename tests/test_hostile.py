@@ -9988,3 +9988,23 @@ def test_a_dry_run_times_a_run_whose_evaluation_batch_is_what_is_large(tmp_path)
     fit, over, untimed, refused = split_by_memory(runs, "cpu", True, available=avail)
     assert (len(fit), over, untimed, refused) == (2, [], [], [])
     assert large_for_timing(runs[0], 3 * step)  # the training step itself over the share
+
+
+def test_a_profile_whose_histories_together_outgrow_what_the_tables_read_back_is_refused(tmp_path):
+    """Each run's history is bounded (32 MiB), the profile's were not: cooper2026-fig12's paper
+    grid at `--set train.eval_every=1` planned 9.9 million evaluations (2.3 GiB of records) that
+    the outputs stage reads back at once (about 15 s and 1 GB per million). Refused before
+    anything trains, naming the key; the committed profiles stay under the bound."""
+    from ssmrepro.spec import SpecError, load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.sweep.expand import MAX_PROFILE_HISTORY_BYTES
+
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 110_000,
+             "val_size": 8, "test_size": 8, "eval_every": 1, "eval_batch_size": 8}
+    spec = load_spec(write_spec(tmp_path, train=train, sweep=[], seeds=list(range(20))))
+    with pytest.raises(SpecError) as err:
+        expand(spec, "smoke")
+    assert "train.eval_every: the evaluation histories of the 20 runs" in str(err.value)
+    assert "raise train.eval_every" in str(err.value)
+    runs = expand(spec, "smoke", {"train.eval_every": 2})  # half the evaluations: it fits
+    assert sum(r.train.history_bytes for r in runs) <= MAX_PROFILE_HISTORY_BYTES
