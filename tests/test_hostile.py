@@ -10008,3 +10008,23 @@ def test_a_profile_whose_histories_together_outgrow_what_the_tables_read_back_is
     assert "raise train.eval_every" in str(err.value)
     runs = expand(spec, "smoke", {"train.eval_every": 2})  # half the evaluations: it fits
     assert sum(r.train.history_bytes for r in runs) <= MAX_PROFILE_HISTORY_BYTES
+
+
+def test_a_worker_killed_by_a_signal_is_reported_by_its_name_and_a_sigkill_with_the_memory(tmp_path):
+    """A worker killed mid-pack (`kill -9`, as the kernel's out-of-memory killer does) was
+    reported as 'worker 0 died (exit code -9)': no word of a signal, of memory or of the pack's
+    estimate."""
+    from ssmrepro.engine.local import worker_death
+    from ssmrepro.engine.plan import Pack, pack_memory
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    runs = expand(load_spec(write_spec(tmp_path, sweep=[], seeds=[0, 1])), "smoke")
+    pack = Pack(runs[0].pack_key(), runs)
+    said = worker_death(-9, pack)
+    assert said.startswith("killed by SIGKILL, as the kernel's out-of-memory killer")
+    need = pack_memory(pack)
+    assert need > 0 and f"{need / 1e6:,.1f} MB" in said and "--workers" in said, said
+    assert worker_death(-9).startswith("killed by SIGKILL") and "estimate" not in worker_death(-9)
+    assert worker_death(-15) == "killed by SIGTERM"
+    assert worker_death(1) == "exit code 1" and worker_death(None) == "exit code None"
