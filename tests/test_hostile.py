@@ -10028,3 +10028,27 @@ def test_a_worker_killed_by_a_signal_is_reported_by_its_name_and_a_sigkill_with_
     assert worker_death(-9).startswith("killed by SIGKILL") and "estimate" not in worker_death(-9)
     assert worker_death(-15) == "killed by SIGTERM"
     assert worker_death(1) == "exit code 1" and worker_death(None) == "exit code None"
+
+
+def test_packs_are_sized_by_the_whole_estimate_of_a_run_not_its_training_activations(tmp_path):
+    """48 seeds of KEEP n-TH (T 256, vocab 2,048) at train.eval_batch_size 256: each run needs
+    about 1 GB (its evaluation batch; 51 MB of training activations), and the packs were sized
+    by the training activations alone: 41 runs in one pack, which allocated 22 GB in its first
+    evaluation (every member evaluates at once). A pack now holds what the budget holds of
+    whole estimates (parameters, and the larger of a training step and an evaluation batch)."""
+    from ssmrepro.engine.plan import auto_pack_size, pack_memory, plan
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import member_bytes, memory_need
+
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 256,
+             "test_size": 256, "eval_every": 2, "eval_batch_size": 256}
+    spec = write_spec(tmp_path, train=train, sweep=[], seeds=list(range(48)),
+                      task={"name": "keep_nth", "n": 2, "T": 256, "vocab": 2048})
+    runs = expand(load_spec(spec), "smoke")
+    need = memory_need(runs[0])
+    assert need.eval_bytes > 10 * member_bytes(runs[0])
+    budget = 8 * need.total
+    assert auto_pack_size(runs, "cpu", budget_bytes=budget) == 8
+    packs = plan(runs, None, "cpu", budget_bytes=budget)
+    assert [len(p) for p in packs] == [8] * 6 and pack_memory(packs[0]) <= budget
