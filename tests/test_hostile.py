@@ -10052,3 +10052,35 @@ def test_packs_are_sized_by_the_whole_estimate_of_a_run_not_its_training_activat
     assert auto_pack_size(runs, "cpu", budget_bytes=budget) == 8
     packs = plan(runs, None, "cpu", budget_bytes=budget)
     assert [len(p) for p in packs] == [8] * 6 and pack_memory(packs[0]) <= budget
+
+
+def test_checking_a_committed_table_is_linear_in_its_runs(tmp_path, monkeypatch):
+    """`consistent_rows` (and its check for a run's second row under another id) masked the
+    whole table once per run id: quadratic, 15 s for a results table of 4,000 runs (koren2026-fig6's
+    paper grid has 20,304) and far more for a paper grid's curves table (millions of rows). Each
+    id's rows now come from one grouping; the rows dropped stay the same."""
+    import pandas as pd
+
+    from ssmrepro.plots.outputs import consistent_rows
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    runs = expand(load_spec(write_spec(tmp_path, sweep=[], seeds=list(range(300)))), "smoke")
+    df = pd.DataFrame({"run_id": [r.run_id for r in runs] + [f"x{i}" for i in range(300)],
+                       "label": "", "seed": [r.seed for r in runs] * 2, "status": "ok",
+                       "metric.test.acc": 0.5})
+    df.loc[0, "seed"] = 7  # contradicts its run id: dropped
+    df.loc[len(runs) + 5, "seed"] = 999  # another tool's id of no run's seed: kept
+    masks = []
+    real_eq = pd.Series.__eq__
+
+    def counted(self, other):
+        if len(self) == len(df):
+            masks.append(1)
+        return real_eq(self, other)
+
+    monkeypatch.setattr(pd.Series, "__eq__", counted)
+    kept = consistent_rows(df, runs, own=True)
+    assert len(masks) < 10, len(masks)  # a mask per run id: 600
+    # x0's twin (run 0) is dropped, so x0 is no second row of a kept one
+    assert list(kept["run_id"]) == [r.run_id for r in runs[1:]] + ["x0", "x5"]
