@@ -10058,9 +10058,11 @@ def test_checking_a_committed_table_is_linear_in_its_runs(tmp_path, monkeypatch)
     """`consistent_rows` (and its check for a run's second row under another id) masked the
     whole table once per run id: quadratic, 15 s for a results table of 4,000 runs (koren2026-fig6's
     paper grid has 20,304) and far more for a paper grid's curves table (millions of rows). Each
-    id's rows now come from one grouping; the rows dropped stay the same."""
+    id's rows now come from one grouping; the rows dropped stay the same. So for the completion of
+    a table from committed rows and the check for rows of an edited spec."""
     import pandas as pd
 
+    from ssmrepro.plots import outputs
     from ssmrepro.plots.outputs import consistent_rows
     from ssmrepro.spec import load_spec
     from ssmrepro.sweep import expand
@@ -10084,3 +10086,8 @@ def test_checking_a_committed_table_is_linear_in_its_runs(tmp_path, monkeypatch)
     assert len(masks) < 10, len(masks)  # a mask per run id: 600
     # x0's twin (run 0) is dropped, so x0 is no second row of a kept one
     assert list(kept["run_id"]) == [r.run_id for r in runs[1:]] + ["x0", "x5"]
+    masks.clear()  # a fresh clone's table completed from the committed rows, stale rows left out
+    rows = outputs._committed_rows(runs, [df], "smoke")
+    assert list(rows["run_id"]) == [r.run_id for r in runs[1:]]
+    assert len(outputs._without_stale(df, runs, "results.csv")) == len(df)
+    assert len(masks) < 20, len(masks)

@@ -965,9 +965,11 @@ def _without_stale(own: pd.DataFrame, runs: list, name: str) -> pd.DataFrame:
     for r in runs:
         cell.setdefault((str(r.label), norm(r.seed)), []).append(r)
     ids = own[RUN_ID].astype(str)
-    keep = pd.Series(True, index=own.index)
-    for rid in [i for i in dict.fromkeys(ids) if i not in planned]:
-        rows = own[ids == rid]
+    stale = []
+    for rid, pos in own.groupby(ids, sort=False).indices.items():  # one grouping (a mask per
+        if rid in planned:  # id over the whole table was quadratic, see ``consistent_rows``)
+            continue
+        rows = own.iloc[pos]
         cands = cell.get((str(rows[LABEL].iloc[0]), norm(rows[SEED].iloc[0])), [])
         whys = [_contradiction(rows.drop(columns=[c for c in r.coords if c in rows]), r)
                 for r in cands]
@@ -975,8 +977,8 @@ def _without_stale(own: pd.DataFrame, runs: list, name: str) -> pd.DataFrame:
             print(f"warning: {name}: the row of run {rid} ({rows[LABEL].iloc[0]}, seed "
                   f"{rows[SEED].iloc[0]}) has {whys[0]}: the spec changed since it was trained; "
                   "the row is not used (run the profile again)", file=sys.stderr)
-            keep &= ids != rid
-    return own[keep]
+            stale.append(rid)
+    return own[~ids.isin(stale)]
 
 
 def _other_cell(rows: pd.DataFrame, run) -> bool:
@@ -1063,8 +1065,10 @@ def _committed_rows(runs: list, tables: Iterable[pd.DataFrame], profile: str | N
             continue
         t = consistent_rows(t, runs)
         ids = t[RUN_ID].astype(str)
-        for rid in [i for i in dict.fromkeys(ids) if i in left]:
-            rows = t[ids == rid]
+        for rid, pos in t.groupby(ids, sort=False).indices.items():  # one grouping, not a mask
+            if rid not in left:  # over the table per id (quadratic, see ``consistent_rows``)
+                continue
+            rows = t.iloc[pos]
             if profile is not None:  # a results table: one row per run
                 rows = rows.iloc[:1]
             elif STEP in rows:  # a run under several labels: its curve once
