@@ -10030,13 +10030,19 @@ def test_a_worker_killed_by_a_signal_is_reported_by_its_name_and_a_sigkill_with_
     assert worker_death(1) == "exit code 1" and worker_death(None) == "exit code None"
 
 
-def test_packs_are_sized_by_the_whole_estimate_of_a_run_not_its_training_activations(tmp_path):
+def test_packs_are_sized_by_the_whole_estimate_of_a_run_not_its_training_activations(tmp_path,
+                                                                                     monkeypatch):
     """48 seeds of KEEP n-TH (T 256, vocab 2,048) at train.eval_batch_size 256: each run needs
     about 1 GB (its evaluation batch; 51 MB of training activations), and the packs were sized
     by the training activations alone: 41 runs in one pack, which allocated 22 GB in its first
-    evaluation (every member evaluates at once). A pack now holds what the budget holds of
-    whole estimates (parameters, and the larger of a training step and an evaluation batch)."""
+    evaluation (every member evaluates at once). A pack now also holds no more whole estimates
+    (parameters, and the larger of a training step and an evaluation batch) than half the
+    available memory (on a GPU: the budget, half its free memory)."""
+    import importlib
+
     from ssmrepro.engine.plan import auto_pack_size, pack_memory, plan
+
+    plan_mod = importlib.import_module("ssmrepro.engine.plan")
     from ssmrepro.spec import load_spec
     from ssmrepro.sweep import expand
     from ssmrepro.train import member_bytes, memory_need
@@ -10048,10 +10054,12 @@ def test_packs_are_sized_by_the_whole_estimate_of_a_run_not_its_training_activat
     runs = expand(load_spec(spec), "smoke")
     need = memory_need(runs[0])
     assert need.eval_bytes > 10 * member_bytes(runs[0])
-    budget = 8 * need.total
-    assert auto_pack_size(runs, "cpu", budget_bytes=budget) == 8
-    packs = plan(runs, None, "cpu", budget_bytes=budget)
-    assert [len(p) for p in packs] == [8] * 6 and pack_memory(packs[0]) <= budget
+    monkeypatch.setattr(plan_mod, "available_memory", lambda device: 16 * need.total)
+    assert auto_pack_size(runs, "cpu") == 8  # half the available memory: 8 whole estimates
+    packs = plan(runs, None, "cpu")
+    assert [len(p) for p in packs] == [8] * 6 and pack_memory(packs[0]) <= 8 * need.total
+    gpu = 4 * need.total  # on a GPU the budget (half its free memory) holds whole estimates
+    assert auto_pack_size(runs, "cuda", budget_bytes=gpu) == 4
 
 
 def test_checking_a_committed_table_is_linear_in_its_runs(tmp_path, monkeypatch):

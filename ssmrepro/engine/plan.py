@@ -46,28 +46,35 @@ def _budget(device: str) -> int:
 
 
 def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None) -> int:
-    """Largest pack of these (same-shape) runs that fits the memory budget (CPU: 2 GiB, GPU:
-    half its free memory) by one run's whole estimate (``memory_need``: parameters with their
-    gradients and Adam moments, and the larger of a training step's activations and an
-    evaluation batch: a pack evaluates its members together); at most 128 on CPU (the KEEP n-TH
-    d = 8 benchmark's best pack; packs of 32 left ×0.9 of its run-steps/s unused), 256 on GPU; 1
-    when the task's data is absent here (the size needs the sequence length, which a dataset
-    knows once loaded) or the model is refused (its own check says why). Sized by the training
-    activations alone, 41 runs of a 1 GB evaluation batch (and 51 MB of activations) made one
-    pack that allocated 22 GB in its first evaluation."""
+    """Largest pack of these (same-shape) runs whose training activations fit the budget (CPU:
+    2 GiB, GPU: half its free memory) and whose whole estimates (``memory_need``: parameters with
+    their gradients and Adam moments, and the larger of a training step's activations and an
+    evaluation batch: a pack evaluates its members together) fit the memory a pack may take (GPU:
+    that budget; CPU: half the memory available now); at most 128 on CPU (the KEEP n-TH d = 8
+    benchmark's best pack; packs of 32 left ×0.9 of its run-steps/s unused), 256 on GPU; 1 when
+    the task's data is absent here (the size needs the sequence length, which a dataset knows
+    once loaded) or the model is refused (its own check says why). Sized by the training
+    activations alone, 41 runs of a 1 GB evaluation batch (51 MB of activations) made one pack
+    that allocated 22 GB in its first evaluation."""
     if not runs:
         return 1
     from ..tasks import DataUnavailable
 
     budget = budget_bytes if budget_bytes is not None else _budget(device)
     cap = 256 if device.startswith("cuda") else 128
+    if device.startswith("cuda"):
+        room = budget
+    else:
+        avail = available_memory(device)
+        room = UNBOUNDED if avail is None else avail // 2
     try:
-        per_member = memory_need(runs[0]).total
+        per_member = member_bytes(runs[0])
+        whole = memory_need(runs[0]).total
     except DataUnavailable:  # a dataset not present here (a dry run of a paper profile): the
         return 1  # real run loads the data and sizes its packs then
     except ValueError:  # a model its blocks refuse: memory_problem reports it
         return 1
-    return max(1, min(cap, budget // max(1, per_member)))
+    return max(1, min(cap, budget // max(1, per_member), room // max(1, whole)))
 
 
 def pack_memory(p: Pack) -> int:
