@@ -10868,3 +10868,141 @@ def test_a_whole_section_of_the_same_name_that_drops_keys_is_refused(tmp_path):
         "smoke": {"set": {"task": {"name": "keep_nth", "T": 10}}}, "quick": {}, "paper": {}})
     _assert_refused(_invoke("validate", spec), "profiles.smoke.set.task: a whole section of the "
                     "same name ('keep_nth') replaces it and drops n, vocab")
+
+
+def test_a_dry_run_times_a_run_whose_evaluation_batch_is_what_is_large(tmp_path):
+    """huang2025-fig3 at vocab 8,000, T 1,000, train.eval_batch_size 256: the estimate (16.5 GB,
+    almost all the evaluation batch; the training step 1.6 GB) fit the 22 GB available, so `run`
+    trained it, but `run --dry-run` sent it to extrapolation (over a quarter of the memory),
+    found no training batch beside the evaluation batch and left it out of the estimate ('no
+    batch fits the memory now available'). A timed step evaluates nothing."""
+    from ssmrepro.engine.plan import fitting_batch, large_for_timing, split_by_memory
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import memory_need
+
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 512,
+             "test_size": 512, "eval_every": 2, "eval_batch_size": 512}
+    spec = write_spec(tmp_path, train=train, sweep=[], seeds=[0, 1],
+                      task={"name": "keep_nth", "n": 2, "T": 64, "vocab": 512})
+    runs = expand(load_spec(spec), "smoke")
+    need = memory_need(runs[0])
+    step = need.param_bytes + need.train_bytes
+    assert need.eval_bytes > 10 * step
+    avail = need.total + 1  # it trains here
+    assert not large_for_timing(runs[0], avail)
+    assert fitting_batch(runs[0], int(avail / 2)) == 7  # the evaluation batch takes no room
+    fit, over, untimed, refused = split_by_memory(runs, "cpu", True, available=avail)
+    assert (len(fit), over, untimed, refused) == (2, [], [], [])
+    assert large_for_timing(runs[0], 3 * step)  # the training step itself over the share
+
+
+def test_a_profile_whose_histories_together_outgrow_what_the_tables_read_back_is_refused(tmp_path):
+    """Each run's history is bounded (32 MiB), the profile's were not: cooper2026-fig12's paper
+    grid at `--set train.eval_every=1` planned 9.9 million evaluations (2.3 GiB of records) that
+    the outputs stage reads back at once (about 15 s and 1 GB per million). Refused before
+    anything trains, naming the key; the committed profiles stay under the bound."""
+    from ssmrepro.spec import SpecError, load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.sweep.expand import MAX_PROFILE_HISTORY_BYTES
+
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 110_000,
+             "val_size": 8, "test_size": 8, "eval_every": 1, "eval_batch_size": 8}
+    spec = load_spec(write_spec(tmp_path, train=train, sweep=[], seeds=list(range(20))))
+    with pytest.raises(SpecError) as err:
+        expand(spec, "smoke")
+    assert "train.eval_every: the evaluation histories of the 20 runs" in str(err.value)
+    assert "raise train.eval_every" in str(err.value)
+    runs = expand(spec, "smoke", {"train.eval_every": 2})  # half the evaluations: it fits
+    assert sum(r.train.history_bytes for r in runs) <= MAX_PROFILE_HISTORY_BYTES
+
+
+def test_a_worker_killed_by_a_signal_is_reported_by_its_name_and_a_sigkill_with_the_memory(tmp_path):
+    """A worker killed mid-pack (`kill -9`, as the kernel's out-of-memory killer does) was
+    reported as 'worker 0 died (exit code -9)': no word of a signal, of memory or of the pack's
+    estimate."""
+    from ssmrepro.engine.local import worker_death
+    from ssmrepro.engine.plan import Pack, pack_memory
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    runs = expand(load_spec(write_spec(tmp_path, sweep=[], seeds=[0, 1])), "smoke")
+    pack = Pack(runs[0].pack_key(), runs)
+    said = worker_death(-9, pack)
+    assert said.startswith("killed by SIGKILL, as the kernel's out-of-memory killer")
+    need = pack_memory(pack)
+    assert need > 0 and f"{need / 1e6:,.1f} MB" in said and "--workers" in said, said
+    assert worker_death(-9).startswith("killed by SIGKILL") and "estimate" not in worker_death(-9)
+    assert worker_death(-15) == "killed by SIGTERM"
+    assert worker_death(1) == "exit code 1" and worker_death(None) == "exit code None"
+
+
+def test_packs_are_sized_by_the_whole_estimate_of_a_run_not_its_training_activations(tmp_path,
+                                                                                     monkeypatch):
+    """48 seeds of KEEP n-TH (T 256, vocab 2,048) at train.eval_batch_size 256: each run needs
+    about 1 GB (its evaluation batch; 51 MB of training activations), and the packs were sized
+    by the training activations alone: 41 runs in one pack, which allocated 22 GB in its first
+    evaluation (every member evaluates at once). A pack now also holds no more whole estimates
+    (parameters, and the larger of a training step and an evaluation batch) than half the
+    available memory (on a GPU: the budget, half its free memory)."""
+    import importlib
+
+    from ssmrepro.engine.plan import auto_pack_size, pack_memory, plan
+
+    plan_mod = importlib.import_module("ssmrepro.engine.plan")
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import member_bytes, memory_need
+
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 256,
+             "test_size": 256, "eval_every": 2, "eval_batch_size": 256}
+    spec = write_spec(tmp_path, train=train, sweep=[], seeds=list(range(48)),
+                      task={"name": "keep_nth", "n": 2, "T": 256, "vocab": 2048})
+    runs = expand(load_spec(spec), "smoke")
+    need = memory_need(runs[0])
+    assert need.eval_bytes > 10 * member_bytes(runs[0])
+    monkeypatch.setattr(plan_mod, "available_memory", lambda device: 16 * need.total)
+    assert auto_pack_size(runs, "cpu") == 8  # half the available memory: 8 whole estimates
+    packs = plan(runs, None, "cpu")
+    assert [len(p) for p in packs] == [8] * 6 and pack_memory(packs[0]) <= 8 * need.total
+    gpu = 4 * need.total  # on a GPU the budget (half its free memory) holds whole estimates
+    assert auto_pack_size(runs, "cuda", budget_bytes=gpu) == 4
+
+
+def test_checking_a_committed_table_is_linear_in_its_runs(tmp_path, monkeypatch):
+    """`consistent_rows` (and its check for a run's second row under another id) masked the
+    whole table once per run id: quadratic, 15 s for a results table of 4,000 runs (koren2026-fig6's
+    paper grid has 20,304) and far more for a paper grid's curves table (millions of rows). Each
+    id's rows now come from one grouping; the rows dropped stay the same. So for the completion of
+    a table from committed rows and the check for rows of an edited spec."""
+    import pandas as pd
+
+    from ssmrepro.plots import outputs
+    from ssmrepro.plots.outputs import consistent_rows
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    runs = expand(load_spec(write_spec(tmp_path, sweep=[], seeds=list(range(300)))), "smoke")
+    df = pd.DataFrame({"run_id": [r.run_id for r in runs] + [f"x{i}" for i in range(300)],
+                       "label": "", "seed": [r.seed for r in runs] * 2, "status": "ok",
+                       "metric.test.acc": 0.5})
+    df.loc[0, "seed"] = 7  # contradicts its run id: dropped
+    df.loc[len(runs) + 5, "seed"] = 999  # another tool's id of no run's seed: kept
+    masks = []
+    real_eq = pd.Series.__eq__
+
+    def counted(self, other):
+        if len(self) == len(df):
+            masks.append(1)
+        return real_eq(self, other)
+
+    monkeypatch.setattr(pd.Series, "__eq__", counted)
+    kept = consistent_rows(df, runs, own=True)
+    assert len(masks) < 10, len(masks)  # a mask per run id: 600
+    # x0's twin (run 0) is dropped, so x0 is no second row of a kept one
+    assert list(kept["run_id"]) == [r.run_id for r in runs[1:]] + ["x0", "x5"]
+    masks.clear()  # a fresh clone's table completed from the committed rows, stale rows left out
+    rows = outputs._committed_rows(runs, [df], "smoke")
+    assert list(rows["run_id"]) == [r.run_id for r in runs[1:]]
+    assert len(outputs._without_stale(df, runs, "results.csv")) == len(df)
+    assert len(masks) < 20, len(masks)

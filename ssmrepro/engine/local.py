@@ -336,6 +336,27 @@ def default_workers(device: str, n_packs: int) -> int:
     return max(1, min(n, n_packs))
 
 
+def worker_death(exitcode: int | None, pack: Pack | None = None) -> str:
+    """How a worker process ended, for the pack it left unfinished: 'exit code N', or the signal
+    that killed it by name; a SIGKILL (what the kernel's out-of-memory killer sends) with the
+    pack's memory estimate (``plan.pack_memory``), which the report of a lost pack left out
+    ('exit code -9': no word of a signal or of memory)."""
+    if exitcode is None or exitcode >= 0:
+        return f"exit code {exitcode}"
+    try:
+        name = signal.Signals(-exitcode).name
+    except ValueError:
+        name = f"signal {-exitcode}"
+    if -exitcode != signal.SIGKILL:
+        return f"killed by {name}"
+    from .plan import _gb, pack_memory
+
+    need = pack_memory(pack) if pack is not None else 0
+    return (f"killed by {name}, as the kernel's out-of-memory killer ends a process"
+            + (f"; the pack's memory estimate was {_gb(need)}: if memory ran out, train fewer "
+               "packs at once (--workers) or smaller ones (--pack-size)" if need else ""))
+
+
 def run_workers(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings, workers: int,
                 emit: EventFn) -> None:
     """N spawned processes pull packs from one queue. A worker that dies mid-pack is reported
@@ -359,6 +380,7 @@ def run_workers(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings, w
             p.start()
             procs.append(p)
     in_flight: dict[int, tuple[int, list[str]]] = {}  # worker -> (pack, claimed run ids)
+    by_index = dict(packs)
     ended: set[int] = set()  # workers that said goodbye or whose death was handled
 
     def handle(ev: Event) -> None:
@@ -393,13 +415,13 @@ def run_workers(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings, w
                 if w in in_flight:
                     pack, ids = in_flight.pop(w)
                     emit(Event("pack_end", pack, w, failed=ids,
-                               message=f"worker {w} died (exit code {p.exitcode}) while "
-                               "training this pack; its runs have no records"))
+                               message=f"worker {w} died ({worker_death(p.exitcode, by_index.get(pack))}"
+                               ") while training this pack; its runs have no records"))
                 else:  # killed before its pack_start left the process (a queue's feeder
                     #    thread sends later): the pack it took is unknown, its death is not
-                    emit(Event("worker_lost", -1, w, message=f"worker {w} died (exit code "
-                               f"{p.exitcode}) before it reported a pack; the runs it took, if any, "
-                               "have no records"))
+                    emit(Event("worker_lost", -1, w, message=f"worker {w} died ("
+                               f"{worker_death(p.exitcode)}) before it reported a pack; the runs it "
+                               "took, if any, have no records"))
     finally:
         for p in procs:
             if p.is_alive():

@@ -46,21 +46,35 @@ def _budget(device: str) -> int:
 
 
 def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None) -> int:
-    """Largest pack of these (same-shape) runs that fits the memory budget (CPU: 2 GiB, GPU:
-    half its free memory); at most 128 on CPU (the KEEP n-TH d = 8 benchmark's best pack; packs
-    of 32 left ×0.9 of its run-steps/s unused), 256 on GPU; 1 when the task's data is absent here
-    (the size needs the sequence length, which a dataset knows once loaded)."""
+    """Largest pack of these (same-shape) runs whose training activations fit the budget (CPU:
+    2 GiB, GPU: half its free memory) and whose whole estimates (``memory_need``: parameters with
+    their gradients and Adam moments, and the larger of a training step's activations and an
+    evaluation batch: a pack evaluates its members together) fit the memory a pack may take (GPU:
+    that budget; CPU: half the memory available now); at most 128 on CPU (the KEEP n-TH d = 8
+    benchmark's best pack; packs of 32 left ×0.9 of its run-steps/s unused), 256 on GPU; 1 when
+    the task's data is absent here (the size needs the sequence length, which a dataset knows
+    once loaded) or the model is refused (its own check says why). Sized by the training
+    activations alone, 41 runs of a 1 GB evaluation batch (51 MB of activations) made one pack
+    that allocated 22 GB in its first evaluation."""
     if not runs:
         return 1
     from ..tasks import DataUnavailable
 
     budget = budget_bytes if budget_bytes is not None else _budget(device)
     cap = 256 if device.startswith("cuda") else 128
+    if device.startswith("cuda"):
+        room = budget
+    else:
+        avail = available_memory(device)
+        room = UNBOUNDED if avail is None else avail // 2
     try:
         per_member = member_bytes(runs[0])
+        whole = memory_need(runs[0]).total
     except DataUnavailable:  # a dataset not present here (a dry run of a paper profile): the
         return 1  # real run loads the data and sizes its packs then
-    return max(1, min(cap, budget // max(1, per_member)))
+    except ValueError:  # a model its blocks refuse: memory_problem reports it
+        return 1
+    return max(1, min(cap, budget // max(1, per_member), room // max(1, whole)))
 
 
 def pack_memory(p: Pack) -> int:
@@ -225,10 +239,16 @@ class PeakRSS:
 
 
 def large_for_timing(run, available: int) -> bool:
-    """A run whose estimate exceeds ``LARGE_SHARE`` of ``available``: a dry run times it small
-    and extrapolates (``extrapolate``) rather than timing it at its batch (the estimate is rough:
-    yu2025-tab2's ListOps S4D at batch 32, estimated at ~9 GB, grew past 18 GB in calibration)."""
-    return memory_need(run).total > LARGE_SHARE * available
+    """A run whose timed training step (parameters and a training batch's activations by the
+    estimate; a timing step evaluates nothing, so the evaluation batch does not count) exceeds
+    ``LARGE_SHARE`` of ``available``: a dry run times it small and extrapolates
+    (``extrapolate``) rather than timing it at its batch (the estimate is rough: yu2025-tab2's
+    ListOps S4D at batch 32, estimated at ~9 GB, grew past 18 GB in calibration). Counting the
+    evaluation batch sent a run that fits (an evaluation batch of 16 GB, a 1.6 GB training step)
+    to extrapolation, which found no training batch beside that evaluation batch and left the
+    run out of the estimate as if the memory had shrunk."""
+    need = memory_need(run)
+    return need.param_bytes + need.train_bytes > LARGE_SHARE * available
 
 
 LARGE_SHARE = 0.25  # of the available memory, above which a dry run times a run small
@@ -237,14 +257,14 @@ MAX_TIMED_BATCH = 4  # the largest batch an extrapolation times (its cost grows 
 
 
 def fitting_batch(run, available: int) -> int:
-    """Largest training batch below ``run``'s whose step fits in ``available`` bytes by the memory
-    estimate (``memory_need``: activations scale with the batch; parameters and the evaluation
-    batch do not); 0 when none does (the parameters or the evaluation batch alone exceed it, or one
-    sequence does)."""
+    """Largest training batch below ``run``'s whose training step fits in ``available`` bytes by
+    the memory estimate (``memory_need``: activations scale with the batch; the parameters do
+    not; the evaluation batch is no part of a timed step, ``train.time_steps``); 0 when none does
+    (the parameters alone exceed it, or one sequence does)."""
     need = memory_need(run)
     room = available - need.param_bytes - need.fixed_bytes
     per_seq = max(1, -(-(need.train_bytes - need.fixed_bytes) // run.train.batch_size))
-    if room <= 0 or need.eval_bytes > room:
+    if room <= 0:
         return 0
     return max(0, min(run.train.batch_size - 1, room // per_seq))
 
@@ -355,10 +375,10 @@ def split_by_memory(runs: list, device: str, extrapolate_ok: bool, available: in
             over.append(rs)  # the estimate may be low: measured small, then extrapolated
         elif not (extrapolate_ok and avail is not None and m.startswith("train.batch_size:")):
             refused.append(m)
-        elif fitting_batch(rs[0], int(avail * TIMING_SHARE)) >= 1:
-            over.append(rs)
         elif (need := memory_need(rs[0])).param_bytes + need.eval_bytes >= avail:
             refused.append(m)  # no batch at all could train here: the model itself is too large
+        elif fitting_batch(rs[0], int(avail * TIMING_SHARE)) >= 1:
+            over.append(rs)
         else:
             per_seq = -(-(need.train_bytes - need.fixed_bytes) // rs[0].train.batch_size)
             label = f" {rs[0].label}" if rs[0].label else ""

@@ -996,9 +996,11 @@ def _without_stale(own: pd.DataFrame, runs: list, name: str) -> pd.DataFrame:
     for r in runs:
         cell.setdefault((str(r.label), norm(r.seed)), []).append(r)
     ids = own[RUN_ID].astype(str)
-    keep = pd.Series(True, index=own.index)
-    for rid in [i for i in dict.fromkeys(ids) if i not in planned]:
-        rows = own[ids == rid]
+    stale = []
+    for rid, pos in own.groupby(ids, sort=False).indices.items():  # one grouping (a mask per
+        if rid in planned:  # id over the whole table was quadratic, see ``consistent_rows``)
+            continue
+        rows = own.iloc[pos]
         cands = cell.get((str(rows[LABEL].iloc[0]), norm(rows[SEED].iloc[0])), [])
         whys = [_contradiction(rows.drop(columns=[c for c in r.coords if c in rows]), r)
                 for r in cands]
@@ -1006,8 +1008,8 @@ def _without_stale(own: pd.DataFrame, runs: list, name: str) -> pd.DataFrame:
             print(f"warning: {name}: the row of run {rid} ({rows[LABEL].iloc[0]}, seed "
                   f"{rows[SEED].iloc[0]}) has {whys[0]}: the spec changed since it was trained; "
                   "the row is not used (run the profile again)", file=sys.stderr)
-            keep &= ids != rid
-    return own[keep]
+            stale.append(rid)
+    return own[~ids.isin(stale)]
 
 
 def _other_cell(rows: pd.DataFrame, run) -> bool:
@@ -1094,8 +1096,10 @@ def _committed_rows(runs: list, tables: Iterable[pd.DataFrame], profile: str | N
             continue
         t = consistent_rows(t, runs)
         ids = t[RUN_ID].astype(str)
-        for rid in [i for i in dict.fromkeys(ids) if i in left]:
-            rows = t[ids == rid]
+        for rid, pos in t.groupby(ids, sort=False).indices.items():  # one grouping, not a mask
+            if rid not in left:  # over the table per id (quadratic, see ``consistent_rows``)
+                continue
+            rows = t.iloc[pos]
             if profile is not None:  # a results table: one row per run
                 rows = rows.iloc[:1]
             elif STEP in rows:  # a run under several labels: its curve once
@@ -1180,21 +1184,28 @@ def consistent_rows(table: pd.DataFrame, runs: list, own: bool = False) -> pd.Da
         if STEP in table:  # a curves table may name it by its first case label alone
             labels[r.run_id].add(str(r.label).split(LABEL_SEP)[0])
     ids = table[RUN_ID].astype(str)
-    keep = pd.Series(True, index=table.index)
-    for rid in [i for i in dict.fromkeys(ids) if i in by_id]:
-        wrong = _contradiction(table[ids == rid], by_id[rid])
+    dropped = []
+    # each run's rows by one grouping (first-appearance order): a mask over the whole table per
+    # run made this quadratic, 15 s for a results table of 4,000 runs and hours for a paper
+    # grid's curves table (millions of rows)
+    for rid, pos in table.groupby(ids, sort=False).indices.items():
+        if rid not in by_id:
+            continue
+        rows = table.iloc[pos]
+        wrong = _contradiction(rows, by_id[rid])
         if not wrong and own and LABEL in table:
-            odd = [v for v in table.loc[ids == rid, LABEL].astype(str) if v not in labels[rid]]
+            odd = [v for v in rows[LABEL].astype(str) if v not in labels[rid]]
             if odd:
                 wrong = f"label={odd[0]!r} (the run's is {' or '.join(map(repr, sorted(labels[rid])))})"
         if wrong:
             print(f"warning: a committed table's row of run {rid} has {wrong}, which a run of that "
                   f"id cannot have written; the row is not used", file=sys.stderr)
-            keep &= ids != rid
-        elif _disagree(table[ids == rid]):
-            print(f"warning: a committed table has run {rid} {int((ids == rid).sum())} times "
+            dropped.append(rid)
+        elif _disagree(rows):
+            print(f"warning: a committed table has run {rid} {len(pos)} times "
                   f"with different results; its rows are not used", file=sys.stderr)
-            keep &= ids != rid
+            dropped.append(rid)
+    keep = ~ids.isin(dropped)
     if own and {LABEL, SEED} <= set(table.columns):
         keep &= ~_second_rows(table[keep], by_id)
     if N_PARAMS in table:
@@ -1233,17 +1244,19 @@ def _second_rows(table: pd.DataFrame, by_id: dict) -> pd.Series:
         r = by_id.get(rid)
         if r is not None:
             held.setdefault((str(r.label), norm(r.seed)), []).append(r)
-    out = pd.Series(False, index=table.index)
-    for rid in [i for i in dict.fromkeys(ids) if i not in by_id]:
-        rows = table[ids == rid]
+    second = []
+    for rid, pos in table.groupby(ids, sort=False).indices.items():  # one grouping, not a
+        if rid in by_id:  # mask over the table per id (quadratic, as ``consistent_rows`` was)
+            continue
+        rows = table.iloc[pos]
         key = (str(rows[LABEL].iloc[0]), norm(rows[SEED].iloc[0]))
         twin = next((r for r in held.get(key, []) if not _other_cell(rows, r)), None)
         if twin is not None:
             print(f"warning: a committed table has the run {twin.run_id} ({key[0]}, seed "
                   f"{twin.seed}) twice, under its id and under {rid}; the row of {rid} is not used",
                   file=sys.stderr)
-            out |= ids == rid
-    return out
+            second.append(rid)
+    return ids.isin(second)
 
 
 def _disagree(rows: pd.DataFrame) -> bool:

@@ -96,6 +96,13 @@ CONSTRAINTS_KEY = "__constraints__"
 
 
 MAX_RUNS = 100_000  # runs one profile may expand to (koren2026's paper grid has 20,304)
+# The evaluation histories of a profile's runs together (``TrainConfig.history_bytes``, an upper
+# bound): the outputs stage reads every record at once and flattens the histories into
+# curves.csv, about 15 s and 1 GB per million evaluations. Each run's own bound (32 MiB) let
+# cooper2026-fig12's paper grid at `--set train.eval_every=1` plan 11.5 million evaluations
+# (2.7 GiB of records) that no report could read back; the largest committed profile
+# (huang2025-figA3 paper) may take 419 MiB.
+MAX_PROFILE_HISTORY_BYTES = 512 << 20
 
 
 def _holds(constraint: str, env: dict[str, Any]) -> bool:
@@ -600,6 +607,16 @@ def expand(spec: Spec, profile: str | None = None,
     if not runs:
         raise SpecError([f"{spec.path}: [profile {profile}] sweep: no runs (an empty grid, zip or "
                          "seed list, or constraints that exclude every point)"])
+    history = {r.run_id: r.train for r in runs}
+    total = sum(t.history_bytes for t in history.values())
+    if total > MAX_PROFILE_HISTORY_BYTES:
+        n = sum(t.total_steps // t.eval_every + 2 for t in history.values())
+        raise SpecError([f"{spec.path}: [profile {profile}] train.eval_every: the evaluation "
+                         f"histories of the {len(history):,} runs would take up to "
+                         f"{total / 2**20:,.0f} MiB of their records together ({n:,} evaluations), "
+                         f"more than the {MAX_PROFILE_HISTORY_BYTES >> 20} MiB the tables and "
+                         "figures read back at once: raise train.eval_every, or split the sweep "
+                         "into smaller specs or profiles"])
     seen: dict[tuple[str, str], int] = {}
     for r in runs:  # one run may sit in two slices (labels) of a figure, but not twice in one
         if (r.run_id, r.label) in seen:
