@@ -19,8 +19,10 @@ install: $(BIN)/ssmrepro              ## create .venv with torch (CPU build) and
 demo: install                         ## train KEEP FIFTH (huang2025 Table 1) on the quick profile
 	$(BIN)/ssmrepro run keep-nth --profile quick
 
+# -n: pytest-xdist, one test process per core (at most 4; CI has 2): the suite is CPU-bound
+# (training, subprocesses) and took ~13 min in one process on CI's 2 cores
 test: install                         ## unit tests + smoke run of every spec (CPU, no network)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --maxprocesses=4
 
 smoke: install                        ## every spec's smoke profile into a scratch folder
 	for s in $$($(BIN)/python -c "from ssmrepro.spec import spec_paths; print(' '.join(p.stem for p in spec_paths()))"); do \

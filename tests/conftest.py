@@ -10,6 +10,11 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+# rich's consoles (ssmrepro.cli.app) fix their width when COLUMNS is set at import: a test
+# session started with COLUMNS exported (pytest-xdist's workers, some terminals) printed every
+# table 80 columns wide whatever width a test then asked for with CliRunner(env={"COLUMNS": ..})
+os.environ.pop("COLUMNS", None)
+os.environ.pop("LINES", None)
 os.environ.setdefault("SSMREPRO_ROOT", str(ROOT))
 # the planner's cost cache: per test session, never the user's ~/.cache
 os.environ["SSMREPRO_CACHE"] = tempfile.mkdtemp(prefix="ssmrepro-cache-")
