@@ -10119,19 +10119,12 @@ def test_a_generated_pathfinder_png_folder_cut_short_is_not_present(tmp_path):
     metadata/0.npy and no meta.json (the generator writes it last): `data info` said 'yes' and
     a run trained on those images as the whole dataset. A generated folder without meta.json
     is not present, in either layout; the finished one is."""
-    import numpy as np
 
     from ssmrepro.data import load_lra
-    from ssmrepro.data.pathfinder import _png_bytes
     from ssmrepro.data.sources import DataUnavailable
 
     d = tmp_path / "generated/pathfinder32/curv_contour_length_14"  # the generator's layout
-    (d / "imgs/0").mkdir(parents=True)
-    (d / "metadata").mkdir()
-    for i in range(10):
-        (d / f"imgs/0/sample_{i}.png").write_bytes(_png_bytes(np.full((32, 32), i, np.uint8)))
-    (d / "metadata/0.npy").write_text("".join(f"imgs/0 sample_{i}.png {i} {i % 2}\n"
-                                              for i in range(10)))
+    _ten_pathfinder_images(d)
     (d / "meta.json").write_text('{"format": "lra", "n": 10}')
     assert len(load_lra("pathfinder", "train", root=tmp_path, cache=False)) > 0
     (d / "meta.json").unlink()
@@ -10304,11 +10297,9 @@ def test_generated_data_in_the_release_folders_is_not_the_release(tmp_path):
     lra/pathfinder32/...): the generated data were read, and recorded, as source lra_release,
     the official release's. A release folder holding a meta.json (the release has none, the
     generators write one) is not the release: not present, and the message says why."""
-    import numpy as np
 
     from ssmrepro.data import load_lra
     from ssmrepro.data.datasets import available_sources
-    from ssmrepro.data.pathfinder import _png_bytes
     from ssmrepro.data.sources import DataUnavailable
 
     out = tmp_path / "lra/listops-1000"
@@ -10316,12 +10307,7 @@ def test_generated_data_in_the_release_folders_is_not_the_release(tmp_path):
                   "--min-length", "1", "--max-length", "40", "--out", out)
     assert res.exit_code == 0, res.output
     d = tmp_path / "lra/pathfinder32/curv_contour_length_14"  # the generator's PNG layout
-    (d / "imgs/0").mkdir(parents=True)
-    (d / "metadata").mkdir()
-    for i in range(10):
-        (d / f"imgs/0/sample_{i}.png").write_bytes(_png_bytes(np.full((32, 32), i, np.uint8)))
-    (d / "metadata/0.npy").write_text("".join(f"imgs/0 sample_{i}.png {i} {i % 2}\n"
-                                              for i in range(10)))
+    _ten_pathfinder_images(d)
     (d / "meta.json").write_text('{"generator": "ssmrepro.data.pathfinder", "n": 10}')
     for dataset, folder in (("listops", out), ("pathfinder", d)):
         with pytest.raises(DataUnavailable, match=re.escape(f"{folder} holds a meta.json: data "
@@ -11006,3 +10992,17 @@ def test_checking_a_committed_table_is_linear_in_its_runs(tmp_path, monkeypatch)
     assert list(rows["run_id"]) == [r.run_id for r in runs[1:]]
     assert len(outputs._without_stale(df, runs, "results.csv")) == len(df)
     assert len(masks) < 20, len(masks)
+
+
+def _ten_pathfinder_images(d: Path) -> None:
+    """Ten 32x32 Pathfinder images in the generator's PNG layout under ``d`` (no meta.json)."""
+    import numpy as np
+
+    from ssmrepro.data.pathfinder import _png_bytes
+
+    (d / "imgs/0").mkdir(parents=True)
+    (d / "metadata").mkdir()
+    for i in range(10):
+        (d / f"imgs/0/sample_{i}.png").write_bytes(_png_bytes(np.full((32, 32), i, np.uint8)))
+    (d / "metadata/0.npy").write_text("".join(f"imgs/0 sample_{i}.png {i} {i % 2}\n"
+                                              for i in range(10)))
