@@ -11006,3 +11006,27 @@ def _ten_pathfinder_images(d: Path) -> None:
         (d / f"imgs/0/sample_{i}.png").write_bytes(_png_bytes(np.full((32, 32), i, np.uint8)))
     (d / "metadata/0.npy").write_text("".join(f"imgs/0 sample_{i}.png {i} {i % 2}\n"
                                               for i in range(10)))
+
+
+def test_a_negative_or_infinite_count_or_time_in_a_results_table_is_refused(tmp_path):
+    """A results.csv whose wall_s (or cpu_s, pack_size, seed, stop_step) was edited to -5000 or
+    -inf was read and summed into the front page's training time (round 28's probe); a run's
+    counts and timings are numbers >= 0."""
+    import csv
+    import io
+
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    folder = tmp_path / "out/huang2025/huang2025-tab1"
+    folder.mkdir(parents=True)
+    rows = list(csv.reader(io.StringIO(
+        (ROOT / "results/huang2025/huang2025-tab1/results.csv").read_text())))
+    for col, value in (("wall_s", "-5000"), ("cpu_s", "-inf"), ("seed", "-1")):
+        edited = [list(r) for r in rows]
+        edited[1][rows[0].index(col)] = value
+        text = io.StringIO()
+        csv.writer(text, lineterminator="\n").writerows(edited)
+        (folder / "results.csv").write_text(text.getvalue())
+        res = _invoke("verify", "huang2025-tab1", "--out", tmp_path / "out",
+                      env={"SSMREPRO_ROOT": str(root)})
+        _assert_refused(res, f"results.csv: column '{col}' holds", "not a count or time >= 0")
