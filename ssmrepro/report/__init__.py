@@ -165,13 +165,25 @@ def md_cell(text: object) -> str:
     return text.replace("](", "]\\(").replace("\r", " ").replace("\n", " ")
 
 
+_HTML_START = re.compile(r"<(?=[A-Za-z/!?])")  # a tag, a comment or a directive: '<=' is none
+_ENTITY = re.compile(r"&(?=#?\w+;)")  # '&lt;' read as '<'; 'a & b' is no entity
+_EMPHASIS_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")  # 'x_proj' is none
+
+
 def md_text(text: object) -> str:
     """A spec's own prose (title, claim, claim text, note) as one line of report.md, read as
-    written: ``md_cell``'s escapes and ``_`` (a claim 'x <y and z> w' lost '<y and z>', an HTML
-    tag; a note on the task's '<null> positions' lost '<null>'; '*a* b' and '_a_' were set in
-    italics, '`x`' as code), and a '#', '>', '+', '-' or 'N.' that begins it (a note '# seeds
-    ...' became a heading inside its list item)."""
-    text = md_cell(one_line(text)).replace("_", "\\_")
+    written: a claim 'x <y and z> w' lost '<y and z>' (an HTML tag), a note on the task's
+    '<null> positions' lost '<null>', '*a* b' and '_a_' were set in italics, '`x`' as code, and
+    a '#', '>', '+', '-' or 'N.' that begins it made a heading or a list inside its list item.
+    Only what markdown would read so is escaped: '<=', '|V|', 'x_proj' and 'a & b' stay as they
+    are (prose is no table row, and an underscore inside a word starts no emphasis), so the raw
+    file reads as written too."""
+    text = one_line(text).replace("\\", "\\\\")
+    for ch in "*`~":
+        text = text.replace(ch, "\\" + ch)
+    text = _HTML_START.sub(r"\\<", text)
+    text = _ENTITY.sub(r"\\&", text)
+    text = _EMPHASIS_UNDERSCORE.sub(r"\\_", text).replace("](", "]\\(")
     return re.sub(r"^(\d+)(?=[.)])", r"\1\\", re.sub(r"^([#>+\-=])", r"\\\1", text))
 
 
