@@ -11030,3 +11030,15 @@ def test_a_negative_or_infinite_count_or_time_in_a_results_table_is_refused(tmp_
         res = _invoke("verify", "huang2025-tab1", "--out", tmp_path / "out",
                       env={"SSMREPRO_ROOT": str(root)})
         _assert_refused(res, f"results.csv: column '{col}' holds", "not a count or time >= 0")
+
+
+def test_a_dt_range_whose_init_overflows_float32_is_refused():
+    """`dt_min = dt_max = 1e300` (any dt_max above float32's largest number) passed validation and
+    the run diverged at step 0: the Δ bias softplus⁻¹(Δ) (s4d_zoh's Δ) was inf in float32."""
+    from ssmrepro.models.mixers.base import parse_mixer
+
+    for name in ("s6", "mamba1", "mamba2", "mamba2_3conv", "b2s6", "delta_t", "s4d_zoh"):
+        for v in (1e300, 1e39):
+            with pytest.raises(ValueError, match="above 3.403e.38, float32's largest number"):
+                parse_mixer({"name": name, "dt_min": v, "dt_max": v})
+        parse_mixer({"name": name, "dt_min": 1e-3, "dt_max": 1e38})
