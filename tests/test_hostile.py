@@ -11042,3 +11042,28 @@ def test_a_dt_range_whose_init_overflows_float32_is_refused():
             with pytest.raises(ValueError, match="above 3.403e.38, float32's largest number"):
                 parse_mixer({"name": name, "dt_min": v, "dt_max": v})
         parse_mixer({"name": name, "dt_min": 1e-3, "dt_max": 1e38})
+
+
+def test_a_nested_mapping_of_the_same_kind_that_drops_a_non_default_value_is_refused(tmp_path):
+    """A profile or case `set` of a nested mapping of the same kind / name (`train.schedule:
+    {kind: cosine, warmup_steps: 2}` over a cosine schedule with `final_factor: 0.1`, or
+    `model.blocks.SSM.mixer: {name: mamba1, d_state: 2}` over one with `d_conv: 2`) replaced it
+    and the dropped keys took their defaults without a word; dropped values equal to their
+    defaults pass (shipped yu2025-appG relies on them)."""
+    sched = {"kind": "cosine", "warmup_steps": 1, "decay_steps": 10, "final_factor": 0.1}
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 10, "val_size": 16,
+             "test_size": 16, "eval_every": 5, "eval_batch_size": 16, "schedule": sched}
+    spec = write_spec(tmp_path, train=train, profiles={"smoke": {"set": {
+        "train.schedule": {"kind": "cosine", "warmup_steps": 2}}}, "quick": {}, "paper": {}})
+    _assert_refused(_invoke("validate", spec), "train.schedule: a mapping of the same kind",
+                    "drops decay_steps: 10, final_factor: 0.1")
+    mixer = {"name": "mamba1", "d_state": 2, "d_conv": 2}
+    model = {"name": "seq_lm", "d_model": 4, "layers": "SSM", "pos": "index",
+             "blocks": {"SSM": {"mixer": mixer}}}
+    case = {"label": "A", "set": {"model.blocks.SSM.mixer": {"name": "mamba1", "d_state": 2}}}
+    spec = write_spec(tmp_path, name="m", model=model, sweep=[{"cases": [case]}])
+    _assert_refused(_invoke("validate", spec), "model.blocks.SSM.mixer: a mapping of the same "
+                    "name ('mamba1')", "drops d_conv: 2")
+    mixer["d_conv"] = 4  # the default: dropping it changes nothing
+    ok = write_spec(tmp_path, name="ok", model=model, sweep=[{"cases": [case]}])
+    assert _invoke("validate", ok).exit_code == 0
