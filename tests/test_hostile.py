@@ -11067,3 +11067,32 @@ def test_a_nested_mapping_of_the_same_kind_that_drops_a_non_default_value_is_ref
     mixer["d_conv"] = 4  # the default: dropping it changes nothing
     ok = write_spec(tmp_path, name="ok", model=model, sweep=[{"cases": [case]}])
     assert _invoke("validate", ok).exit_code == 0
+
+
+def test_the_evaluation_lower_bound_counts_only_positions_that_reach_the_read_out():
+    """An evaluation reads out the supervised positions only, when at most half are: induction
+    heads of T 1000 over 8,000 tokens at eval_batch_size 256 were estimated at 16.4 GB of logits
+    (every position) where about 80 positions of a sample are read out. The bound counts the
+    positions each task supervises (induction heads: its expected repeats) and stays below what
+    real batches read out."""
+    import torch
+
+    from ssmrepro.models import eval_floats
+    from ssmrepro.models.presets import SSMLMConfig
+    from ssmrepro.tasks import build_task
+    from ssmrepro.train import supervised_positions
+
+    model = SSMLMConfig(name="ssm_lm", mixer="s6", d_model=4, d_state=2, pe="index")
+    for cfg, want in (({"name": "induction_heads", "vocab": 200, "T": 100}, 21),
+                      ({"name": "induction_heads", "vocab": 5, "T": 100}, 100),
+                      ({"name": "mqar_huang", "kappa": 4, "vocab": 16, "T": 40}, 4),
+                      ({"name": "keep_nth", "n": 2, "T": 8, "vocab": 8}, 8),
+                      ({"name": "keep_nth", "n": 7, "T": 8, "vocab": 8}, 2)):
+        task = build_task(cfg)
+        info = task.info
+        assert info.output_positions == want, (cfg, info.output_positions)
+        C, L = info.n_classes, info.seq_len
+        assert eval_floats(model, info) == 2 * L * 4 + 2 * want * C
+        y = task.sample(torch.tensor([0, 1]), 2, torch.arange(64).expand(2, -1)).y
+        read = supervised_positions(torch.zeros(*y.shape, 1), y)[1].shape[-1]
+        assert want <= read, (cfg, want, read)
