@@ -11096,3 +11096,31 @@ def test_the_evaluation_lower_bound_counts_only_positions_that_reach_the_read_ou
         y = task.sample(torch.tensor([0, 1]), 2, torch.arange(64).expand(2, -1)).y
         read = supervised_positions(torch.zeros(*y.shape, 1), y)[1].shape[-1]
         assert want <= read, (cfg, want, read)
+
+
+def test_the_attention_memory_estimate_counts_the_scores_only_where_backward_keeps_them(tmp_path):
+    """The estimate counted attention's L×L scores and softmax (2·H·L² floats a layer) on every
+    path; on CPU at float32 / float64 PyTorch's fused kernel keeps a logsumexp per row (measured
+    with getrusage: 4.6 MB for L 4,096 and 2 heads, where the scores are 128 MB), so long
+    Transformers that fit were refused. The scores are counted where the math path keeps them
+    (CUDA, e.g. float64), not on CPU."""
+    from ssmrepro.models.mixers.attention import AttentionConfig, attention_path
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import memory_need
+
+    cfg = AttentionConfig(heads=2)
+    for dtype in ("float32", "float64"):
+        with attention_path("cpu", dtype):
+            assert cfg.activation_floats(8, 4096) == 4096 * (8 + 32 + 2)
+        with attention_path("cuda", dtype):
+            assert cfg.activation_floats(8, 4096) == 4096 * 40 + 4 * 4096 * 4096
+    assert cfg.activation_floats(8, 4096) == 4096 * 40 + 4 * 4096 * 4096  # no path said
+    model = {"name": "seq_lm", "d_model": 8, "layers": "TF",
+             "blocks": {"TF": {"mixer": {"name": "attention", "heads": 2}}}}
+    spec = write_spec(tmp_path, model=model, task={"name": "keep_nth", "n": 2, "T": 2048,
+                                                    "vocab": 8},
+                      sweep=[{"cases": [{"label": "A", "set": {"model.d_model": 8}}]}])
+    run = expand(load_spec(spec), "smoke")[0]
+    cpu, cuda = memory_need(run, "cpu").train_bytes, memory_need(run, "cuda").train_bytes
+    assert cuda - cpu == 4 * run.train.batch_size * (4 * 2048 * 2048 - 2 * 2048), (cpu, cuda)
