@@ -11069,6 +11069,37 @@ def test_a_nested_mapping_of_the_same_kind_that_drops_a_non_default_value_is_ref
     assert _invoke("validate", ok).exit_code == 0
 
 
+def test_a_curves_figure_of_many_hues_keeps_them_apart_and_its_legend_off_the_panels(
+        tmp_path, monkeypatch):
+    """A `curves` figure of 70 hues: colours repeated after 20 (curves 0 and 20 drawn alike) and
+    the legend's 12 rows covered the panel and were cut off at the image's foot. Each curve gets
+    a colour-marker pair of its own and the figure grows below the panel for its legend."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import curves as cv
+
+    n = 70
+    table = pd.DataFrame([{"label": f"case{k:02d}", "seed": 0, "step": s, "val.acc": k / n}
+                          for k in range(n) for s in (0, 5, 10)])
+    ctx = cv.FigureContext(spec=SimpleNamespace(paper_values=[]), profile="smoke",
+                           cells=pd.DataFrame(), keys=["label"],
+                           out=lambda s, e: tmp_path / f"{s}.{e}", tables={cv.CURVES: table})
+    ctx.title = lambda cfg: "t"
+    saved = []
+    monkeypatch.setattr(cv, "save_png", lambda fig, path, dpi: saved.append(fig))
+    assert cv.curves(ctx, cv.CurvesConfig(kind="curves", series="val.acc", hue=["label"]),
+                     tmp_path / "f.png")
+    fig = saved[0]
+    renderer = fig.canvas.get_renderer()
+    legend, panel = fig.legends[0], fig.axes[0].get_tightbbox(renderer)
+    box = legend.get_window_extent(renderer)
+    assert box.y0 >= 0 and box.y1 <= panel.y0, (box, panel)
+    drawn = {(h.get_color(), h.get_marker()) for h in legend.legend_handles}
+    assert len(drawn) == n, len(drawn)
+
+
 def test_the_evaluation_lower_bound_counts_only_positions_that_reach_the_read_out():
     """An evaluation reads out the supervised positions only, when at most half are: induction
     heads of T 1000 over 8,000 tokens at eval_batch_size 256 were estimated at 16.4 GB of logits
