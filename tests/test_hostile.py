@@ -11071,16 +11071,16 @@ def test_a_nested_mapping_of_the_same_kind_that_drops_a_non_default_value_is_ref
 
 def test_a_curves_figure_of_many_hues_keeps_them_apart_and_its_legend_off_the_panels(
         tmp_path, monkeypatch):
-    """A `curves` figure of 70 hues: colours repeated after 20 (curves 0 and 20 drawn alike) and
-    the legend's 12 rows covered the panel and were cut off at the image's foot. Each curve gets
-    a colour-marker pair of its own and the figure grows below the panel for its legend."""
+    """A `curves` figure of 50 hues: colours repeated after 20 (curves 0 and 20 drawn alike) and
+    the legend's rows covered the panel and were cut off at the image's foot. Each curve gets a
+    colour-marker pair of its own and the figure grows below the panel for its legend."""
     from types import SimpleNamespace
 
     import pandas as pd
 
     from ssmrepro.plots import curves as cv
 
-    n = 70
+    n = 50
     table = pd.DataFrame([{"label": f"case{k:02d}", "seed": 0, "step": s, "val.acc": k / n}
                           for k in range(n) for s in (0, 5, 10)])
     ctx = cv.FigureContext(spec=SimpleNamespace(paper_values=[]), profile="smoke",
@@ -11089,15 +11089,16 @@ def test_a_curves_figure_of_many_hues_keeps_them_apart_and_its_legend_off_the_pa
     ctx.title = lambda cfg: "t"
     saved = []
     monkeypatch.setattr(cv, "save_png", lambda fig, path, dpi: saved.append(fig))
-    assert cv.curves(ctx, cv.CurvesConfig(kind="curves", series="val.acc", hue=["label"]),
-                     tmp_path / "f.png")
-    fig = saved[0]
-    renderer = fig.canvas.get_renderer()
-    legend, panel = fig.legends[0], fig.axes[0].get_tightbbox(renderer)
-    box = legend.get_window_extent(renderer)
-    assert box.y0 >= 0 and box.y1 <= panel.y0, (box, panel)
-    drawn = {(h.get_color(), h.get_marker()) for h in legend.legend_handles}
-    assert len(drawn) == n, len(drawn)
+    for seeds in ("mean", "best"):  # best of seeds draws its points as markers
+        cfg = cv.CurvesConfig(kind="curves", series="val.acc", hue=["label"], seeds=seeds)
+        assert cv.curves(ctx, cfg, tmp_path / "f.png")
+        fig = saved[-1]
+        renderer = fig.canvas.get_renderer()
+        legend, panel = fig.legends[0], fig.axes[0].get_tightbbox(renderer)
+        box = legend.get_window_extent(renderer)
+        assert box.y0 >= 0 and box.y1 <= panel.y0, (seeds, box, panel)
+        drawn = {(h.get_color(), h.get_marker()) for h in legend.legend_handles}
+        assert len(drawn) == n, (seeds, len(drawn))
 
 
 def test_the_evaluation_lower_bound_counts_only_positions_that_reach_the_read_out():

@@ -51,7 +51,7 @@ CURVES = "curves"  # the table name in FigureContext.tables
 _STYLES = ["-", "--", ":", "-."]
 # past 20 hues the colours repeat: each further 20 hues get their own marker (a colour and a
 # marker name a curve, up to 20 x 10 of them)
-_MARKERS = ["", "o", "s", "^", "v", "D", "x", "+", "*", "P"]
+_MARKERS = ["", "s", "^", "v", "D", "x", "+", "*", "P", "X"]  # not "o": `seeds: best` draws it
 LEGEND_ROOM = 0.05 + 0.14 * 4  # inches below the panels a legend of 4 rows takes from them
 
 
