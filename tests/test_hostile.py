@@ -11034,7 +11034,8 @@ def test_a_negative_or_infinite_count_or_time_in_a_results_table_is_refused(tmp_
 
 def test_a_dt_range_whose_init_overflows_float32_is_refused():
     """`dt_min = dt_max = 1e300` (any dt_max above float32's largest number) passed validation and
-    the run diverged at step 0: the Δ bias softplus⁻¹(Δ) (s4d_zoh's Δ) was inf in float32."""
+    the run diverged at step 0: the Δ bias softplus⁻¹(Δ) (s4d_zoh's Δ) was inf in float32; a
+    Mamba-2 `A_max` of 1e39 gave A = -inf and NaN gradients at step 0."""
     from ssmrepro.models.mixers.base import parse_mixer
 
     for name in ("s6", "mamba1", "mamba2", "mamba2_3conv", "b2s6", "delta_t", "s4d_zoh"):
@@ -11042,6 +11043,10 @@ def test_a_dt_range_whose_init_overflows_float32_is_refused():
             with pytest.raises(ValueError, match="above 3.403e.38, float32's largest number"):
                 parse_mixer({"name": name, "dt_min": v, "dt_max": v})
         parse_mixer({"name": name, "dt_min": 1e-3, "dt_max": 1e38})
+    for name in ("mamba2", "mamba2_3conv"):  # A = -exp(log U(A_min, A_max)): NaN gradients
+        with pytest.raises(ValueError, match="A_max 1e.39 is above 3.403e.38"):
+            parse_mixer({"name": name, "A_min": 1.0, "A_max": 1e39})
+        parse_mixer({"name": name, "A_min": 1.0, "A_max": 1e30})
 
 
 def test_a_nested_mapping_of_the_same_kind_that_drops_a_non_default_value_is_refused(tmp_path):

@@ -27,13 +27,16 @@ DtRank = Annotated[int, Field(ge=1)]
 DT_MAX_BOUND = float(torch.finfo(torch.float32).max)
 
 
-def refuse_dt_overflow(cfg) -> None:
-    """Raise ValueError when ``cfg.dt_max`` is above ``DT_MAX_BOUND`` (``dt_min = dt_max = 1e300``
-    passed validation and the run diverged at its first step: the Δ bias was inf in float32)."""
-    if cfg.dt_max > DT_MAX_BOUND:
-        raise ValueError(f"dt_max {cfg.dt_max!r} is above {DT_MAX_BOUND:.4g}, float32's largest "
-                         "number: the initial Δ (its softplus⁻¹, the Δ bias) would be inf and the "
-                         f"run diverge at its first step; use dt_max <= {DT_MAX_BOUND:.4g}")
+def refuse_dt_overflow(cfg, key: str = "dt_max") -> None:
+    """Raise ValueError when ``cfg.<key>`` is above ``DT_MAX_BOUND`` (``dt_min = dt_max = 1e300``
+    passed validation and the run diverged at its first step: the Δ bias was inf in float32;
+    Mamba-2's ``A_max`` likewise gave A = -exp(A_log) = -inf and NaN gradients at step 0)."""
+    if getattr(cfg, key) > DT_MAX_BOUND:
+        what = ("the initial Δ (its softplus⁻¹, the Δ bias)" if key == "dt_max"
+                else "an initial A = -exp(A_log)")
+        raise ValueError(f"{key} {getattr(cfg, key)!r} is above {DT_MAX_BOUND:.4g}, float32's "
+                         f"largest number: {what} would be inf and the run diverge at its first "
+                         f"step; use {key} <= {DT_MAX_BOUND:.4g}")
 
 
 def refuse_dt_below_floor(cfg) -> None:
