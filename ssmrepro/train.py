@@ -58,15 +58,20 @@ AVG_LOSS_WINDOW = 1000  # train.avg_loss: mean training-batch loss over the last
 # memory: what one run needs, checked before a pack is built (engine.plan, train_pack)
 
 
-def member_bytes(run) -> int:
+def member_bytes(run, device: str | None = None) -> int:
     """Rough activation memory of one member per training step (float32 bytes, with autograd):
     batch size × ``models.activation_floats`` (the blocks' mixer estimates + embeddings / logits)
-    + ``models.fixed_floats`` (kernels computed once per step whatever the batch)."""
+    + ``models.fixed_floats`` (kernels computed once per step whatever the batch), on
+    ``device`` (None: the one ``--device auto`` picks; attention keeps its L×L scores on some
+    paths only, ``attention_path``)."""
+    from .kernels.backend import select_device
     from .models import activation_floats, fixed_floats
+    from .models.mixers.attention import attention_path
 
     info = build_task(run.task).info
-    return 4 * (run.train.batch_size * activation_floats(run.model, info)
-                + fixed_floats(run.model, info))
+    with attention_path(select_device("auto") if device is None else device, run.train.dtype):
+        return 4 * (run.train.batch_size * activation_floats(run.model, info)
+                    + fixed_floats(run.model, info))
 
 
 @dataclass(frozen=True)
@@ -84,7 +89,7 @@ class MemoryNeed:
         return self.param_bytes + max(self.train_bytes, self.eval_bytes)
 
 
-def memory_need(run) -> MemoryNeed:
+def memory_need(run, device: str | None = None) -> MemoryNeed:
     """Bounded estimate (no tensor is allocated; fast for any size): parameters x 4 copies x
     bytes (``models.param_count``, counted on the meta device) + the larger of a training step's
     activations (``member_bytes``: the mixers' own estimates) and what an evaluation batch surely
@@ -95,7 +100,7 @@ def memory_need(run) -> MemoryNeed:
     info = build_task(run.task).info
     width = 8 if run.train.dtype == "float64" else 4
     n = param_count(run.model, info)
-    train = member_bytes(run) * width // 4
+    train = member_bytes(run, device) * width // 4
     fixed = width * fixed_floats(run.model, info)
     base = run.task.model_dump()
     evals = {name: build_task({**base, **ov}).info for name, ov in run.train.evals.items()}
@@ -149,7 +154,7 @@ def memory_problem(run, device: str, available: int) -> str | None:
     if not hasattr(run.model, "to_backbone"):
         return None
     try:
-        need = memory_need(run)
+        need = memory_need(run, device)
     except DataUnavailable:
         return None
     except ValueError as err:  # a shape its blocks refuse (heads that do not divide the width)

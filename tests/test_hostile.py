@@ -11032,3 +11032,134 @@ def test_a_negative_or_infinite_count_or_time_in_a_results_table_is_refused(tmp_
         res = _invoke("verify", "huang2025-tab1", "--out", tmp_path / "out",
                       env={"SSMREPRO_ROOT": str(root)})
         _assert_refused(res, f"results.csv: column '{col}' holds", "not a count or time >= 0")
+
+
+def test_a_dt_range_whose_init_overflows_float32_is_refused():
+    """`dt_min = dt_max = 1e300` (any dt_max above float32's largest number) passed validation and
+    the run diverged at step 0: the Δ bias softplus⁻¹(Δ) (s4d_zoh's Δ) was inf in float32; a
+    Mamba-2 `A_max` of 1e39 gave A = -inf and NaN gradients at step 0."""
+    from ssmrepro.models.mixers.base import parse_mixer
+
+    for name in ("s6", "mamba1", "mamba2", "mamba2_3conv", "b2s6", "delta_t", "s4d_zoh"):
+        for v in (1e300, 1e39):
+            with pytest.raises(ValueError, match="above 3.403e.38, float32's largest number"):
+                parse_mixer({"name": name, "dt_min": v, "dt_max": v})
+        parse_mixer({"name": name, "dt_min": 1e-3, "dt_max": 1e38})
+    for name in ("mamba2", "mamba2_3conv"):  # A = -exp(log U(A_min, A_max)): NaN gradients
+        with pytest.raises(ValueError, match="A_max 1e.39 is above 3.403e.38"):
+            parse_mixer({"name": name, "A_min": 1.0, "A_max": 1e39})
+        parse_mixer({"name": name, "A_min": 1.0, "A_max": 1e30})
+
+
+def test_a_nested_mapping_of_the_same_kind_that_drops_a_non_default_value_is_refused(tmp_path):
+    """A profile or case `set` of a nested mapping of the same kind / name (`train.schedule:
+    {kind: cosine, warmup_steps: 2}` over a cosine schedule with `final_factor: 0.1`, or
+    `model.blocks.SSM.mixer: {name: mamba1, d_state: 2}` over one with `d_conv: 2`) replaced it
+    and the dropped keys took their defaults without a word; dropped values equal to their
+    defaults pass (shipped yu2025-appG relies on them)."""
+    sched = {"kind": "cosine", "warmup_steps": 1, "decay_steps": 10, "final_factor": 0.1}
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 10, "val_size": 16,
+             "test_size": 16, "eval_every": 5, "eval_batch_size": 16, "schedule": sched}
+    spec = write_spec(tmp_path, train=train, profiles={"smoke": {"set": {
+        "train.schedule": {"kind": "cosine", "warmup_steps": 2}}}, "quick": {}, "paper": {}})
+    _assert_refused(_invoke("validate", spec), "train.schedule: a mapping of the same kind",
+                    "drops decay_steps: 10, final_factor: 0.1")
+    mixer = {"name": "mamba1", "d_state": 2, "d_conv": 2}
+    model = {"name": "seq_lm", "d_model": 4, "layers": "SSM", "pos": "index",
+             "blocks": {"SSM": {"mixer": mixer}}}
+    case = {"label": "A", "set": {"model.blocks.SSM.mixer": {"name": "mamba1", "d_state": 2}}}
+    spec = write_spec(tmp_path, name="m", model=model, sweep=[{"cases": [case]}])
+    _assert_refused(_invoke("validate", spec), "model.blocks.SSM.mixer: a mapping of the same "
+                    "name ('mamba1')", "drops d_conv: 2")
+    mixer["d_conv"] = 4  # the default: dropping it changes nothing
+    ok = write_spec(tmp_path, name="ok", model=model, sweep=[{"cases": [case]}])
+    assert _invoke("validate", ok).exit_code == 0
+
+
+def test_a_curves_figure_of_many_hues_keeps_them_apart_and_its_legend_off_the_panels(
+        tmp_path, monkeypatch):
+    """A `curves` figure of 50 hues: colours repeated after 20 (curves 0 and 20 drawn alike) and
+    the legend's rows covered the panel and were cut off at the image's foot. Each curve gets a
+    colour-marker pair of its own and the figure grows below the panel for its legend."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import curves as cv
+
+    n = 50
+    table = pd.DataFrame([{"label": f"case{k:02d}", "seed": 0, "step": s, "val.acc": k / n}
+                          for k in range(n) for s in (0, 5, 10)])
+    ctx = cv.FigureContext(spec=SimpleNamespace(paper_values=[]), profile="smoke",
+                           cells=pd.DataFrame(), keys=["label"],
+                           out=lambda s, e: tmp_path / f"{s}.{e}", tables={cv.CURVES: table})
+    ctx.title = lambda cfg: "t"
+    saved = []
+    monkeypatch.setattr(cv, "save_png", lambda fig, path, dpi: saved.append(fig))
+    for seeds in ("mean", "best"):  # best of seeds draws its points as markers
+        cfg = cv.CurvesConfig(kind="curves", series="val.acc", hue=["label"], seeds=seeds)
+        assert cv.curves(ctx, cfg, tmp_path / "f.png")
+        fig = saved[-1]
+        renderer = fig.canvas.get_renderer()
+        legend, panel = fig.legends[0], fig.axes[0].get_tightbbox(renderer)
+        box = legend.get_window_extent(renderer)
+        assert box.y0 >= 0 and box.y1 <= panel.y0, (seeds, box, panel)
+        drawn = {(h.get_color(), h.get_marker()) for h in legend.legend_handles}
+        assert len(drawn) == n, (seeds, len(drawn))
+
+
+def test_the_evaluation_lower_bound_counts_only_positions_that_reach_the_read_out():
+    """An evaluation reads out the supervised positions only, when at most half are: induction
+    heads of T 1000 over 8,000 tokens at eval_batch_size 256 were estimated at 16.4 GB of logits
+    (every position) where about 80 positions of a sample are read out. The bound counts the
+    positions each task supervises (induction heads: its expected repeats) and stays below what
+    real batches read out."""
+    import torch
+
+    from ssmrepro.models import eval_floats
+    from ssmrepro.models.presets import SSMLMConfig
+    from ssmrepro.tasks import build_task
+    from ssmrepro.train import supervised_positions
+
+    model = SSMLMConfig(name="ssm_lm", mixer="s6", d_model=4, d_state=2, pe="index")
+    for cfg, want in (({"name": "induction_heads", "vocab": 200, "T": 100}, 21),
+                      ({"name": "induction_heads", "vocab": 5, "T": 100}, 100),
+                      ({"name": "mqar_huang", "kappa": 4, "vocab": 16, "T": 40}, 4),
+                      ({"name": "keep_nth", "n": 2, "T": 8, "vocab": 8}, 8),
+                      ({"name": "keep_nth", "n": 7, "T": 8, "vocab": 8}, 2)):
+        task = build_task(cfg)
+        info = task.info
+        assert info.output_positions == want, (cfg, info.output_positions)
+        C, L = info.n_classes, info.seq_len
+        assert eval_floats(model, info) == 2 * L * 4 + 2 * want * C
+        y = task.sample(torch.tensor([0, 1]), 2, torch.arange(64).expand(2, -1)).y
+        read = supervised_positions(torch.zeros(*y.shape, 1), y)[1].shape[-1]
+        assert want <= read, (cfg, want, read)
+
+
+def test_the_attention_memory_estimate_counts_the_scores_only_where_backward_keeps_them(tmp_path):
+    """The estimate counted attention's L×L scores and softmax (2·H·L² floats a layer) on every
+    path; on CPU at float32 / float64 PyTorch's fused kernel keeps a logsumexp per row (measured
+    with getrusage: 4.6 MB for L 4,096 and 2 heads, where the scores are 128 MB), so long
+    Transformers that fit were refused. The scores are counted where the math path keeps them
+    (CUDA, e.g. float64), not on CPU."""
+    from ssmrepro.models.mixers.attention import AttentionConfig, attention_path
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import memory_need
+
+    cfg = AttentionConfig(heads=2)
+    for dtype in ("float32", "float64"):
+        with attention_path("cpu", dtype):
+            assert cfg.activation_floats(8, 4096) == 4096 * (8 + 32 + 2 + 2 * 24)
+        with attention_path("cuda", dtype):
+            assert cfg.activation_floats(8, 4096) == 4096 * 40 + 4 * 4096 * 4096
+    assert cfg.activation_floats(8, 4096) == 4096 * 40 + 4 * 4096 * 4096  # no path said
+    model = {"name": "seq_lm", "d_model": 8, "layers": "TF",
+             "blocks": {"TF": {"mixer": {"name": "attention", "heads": 2}}}}
+    spec = write_spec(tmp_path, model=model, task={"name": "keep_nth", "n": 2, "T": 2048,
+                                                    "vocab": 8},
+                      sweep=[{"cases": [{"label": "A", "set": {"model.d_model": 8}}]}])
+    run = expand(load_spec(spec), "smoke")[0]
+    cpu, cuda = memory_need(run, "cpu").train_bytes, memory_need(run, "cuda").train_bytes
+    assert cuda - cpu == 4 * run.train.batch_size * (4 * 2048 - 2 - 48) * 2048, (cpu, cuda)

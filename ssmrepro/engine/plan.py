@@ -68,8 +68,8 @@ def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None) -> 
         avail = available_memory(device)
         room = UNBOUNDED if avail is None else avail // 2
     try:
-        per_member = member_bytes(runs[0])
-        whole = memory_need(runs[0]).total
+        per_member = member_bytes(runs[0], device)
+        whole = memory_need(runs[0], device).total
     except DataUnavailable:  # a dataset not present here (a dry run of a paper profile): the
         return 1  # real run loads the data and sizes its packs then
     except ValueError:  # a model its blocks refuse: memory_problem reports it
@@ -313,7 +313,7 @@ def extrapolate(runs: list, device: str, available: int, n_steps: int = 1,
 
     r = runs[0]
     B = r.train.batch_size
-    need = memory_need(r)
+    need = memory_need(r, device)
     hi = min(MAX_TIMED_BATCH, fitting_batch(r, int(available * TIMING_SHARE)))
     if hi < 1:
         return None
@@ -375,7 +375,7 @@ def split_by_memory(runs: list, device: str, extrapolate_ok: bool, available: in
             over.append(rs)  # the estimate may be low: measured small, then extrapolated
         elif not (extrapolate_ok and avail is not None and m.startswith("train.batch_size:")):
             refused.append(m)
-        elif (need := memory_need(rs[0])).param_bytes + need.eval_bytes >= avail:
+        elif (need := memory_need(rs[0], device)).param_bytes + need.eval_bytes >= avail:
             refused.append(m)  # no batch at all could train here: the model itself is too large
         elif fitting_batch(rs[0], int(avail * TIMING_SHARE)) >= 1:
             over.append(rs)

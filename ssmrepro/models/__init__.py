@@ -110,11 +110,14 @@ def fixed_floats(config: ModelConfig, info) -> int:
 def eval_floats(config: ModelConfig, info) -> int:
     """Floats per sample that an evaluation batch surely holds at once (no autograd; a lower
     bound, so it never refuses a model that fits): the residual stream in and out of a block
-    (twice for two-input tasks) and the logits with their log-softmax."""
+    (twice for two-input tasks) and the logits with their log-softmax, at the positions that
+    surely reach the read-out (``TaskInfo.output_positions``: the supervised ones where they
+    are few, e.g. induction heads with T below twice the vocabulary)."""
     cfg = config.to_backbone()
     d, L, C = cfg.d_model, info.seq_len, info.n_classes
     n_inputs = 2 if info.dual else 1
-    return int(n_inputs * 2 * L * d + (2 * L * C if cfg.head == "per_position" else 2 * C))
+    return int(n_inputs * 2 * L * d
+               + (2 * info.output_positions * C if cfg.head == "per_position" else 2 * C))
 
 
 def param_count(config: ModelConfig, info, trainable: bool = False) -> int:

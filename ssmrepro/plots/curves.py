@@ -32,6 +32,8 @@ from ..report.curves import STEP  # noqa: E402
 from ..store import is_loss  # noqa: E402
 from ..util import DrawnText  # noqa: E402
 from .registry import (  # noqa: E402
+    MAX_PIXELS,
+    MAX_SIDE,
     Columns,
     FigureConfig,
     FigureContext,
@@ -47,6 +49,10 @@ from .registry import (  # noqa: E402
 
 CURVES = "curves"  # the table name in FigureContext.tables
 _STYLES = ["-", "--", ":", "-."]
+# past 20 hues the colours repeat: each further 20 hues get their own marker (a colour and a
+# marker name a curve, up to 20 x 10 of them)
+_MARKERS = ["", "s", "^", "v", "D", "x", "+", "*", "P", "X"]  # not "o": `seeds: best` draws it
+LEGEND_ROOM = 0.05 + 0.14 * 4  # inches below the panels a legend of 4 rows takes from them
 
 
 class CurvesConfig(FigureConfig):
@@ -233,6 +239,9 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
             for s, m in enumerate(series):
                 color = cmap((k if cfg.hue else s) % n_colors)
                 style = _STYLES[s % len(_STYLES)] if cfg.hue else "-"
+                many = cfg.hue and len(hues) > n_colors and k >= n_colors  # its colour repeats
+                mark = {"marker": _MARKERS[(k // n_colors) % len(_MARKERS)], "ms": 3,
+                        "markevery": 0.15} if many else {}
                 name = cfg.labels.get(m, m) + (f", {hv}" if cfg.hue else "")
                 by_seed = part.pivot_table(index=cfg.x, columns=SEED, values=m, aggfunc="mean")
                 if cfg.transform == "exp":
@@ -242,18 +251,19 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
                 xs = by_seed.index.to_numpy(float)
                 if cfg.seeds == "best":
                     line, = ax.plot(xs, best_of_seeds(by_seed.to_numpy(float), m), style,
-                                    color=color, lw=1.4, marker="o", ms=2)
+                                    color=color, lw=1.4, **(mark or {"marker": "o", "ms": 2}))
                     handles.setdefault(name, line)
                 elif cfg.seeds == "each":
                     for seed in by_seed.columns:
                         ys = by_seed[seed].to_numpy(float)
                         line, = ax.plot(xs, ys, style, color=color, lw=1.0, alpha=0.9,
-                                        **_lone_points(ys))
+                                        **{**mark, **_lone_points(ys)})
                     handles.setdefault(name, line)
                 else:
                     vals = by_seed.to_numpy(float)
                     mean = np.nanmean(vals, axis=1)
-                    line, = ax.plot(xs, mean, style, color=color, lw=1.4, **_lone_points(mean))
+                    line, = ax.plot(xs, mean, style, color=color, lw=1.4,
+                                    **{**mark, **_lone_points(mean)})
                     if vals.shape[1] > 1:
                         ax.fill_between(xs, np.nanmin(vals, axis=1), np.nanmax(vals, axis=1),
                                         color=color, alpha=0.18, lw=0)
@@ -301,14 +311,24 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
     # wrapped to the figure's width (a one-column grid is narrow): ~0.55 em per character at 9 pt
     head = textwrap.fill(f"{ctx.title(cfg)} — {how}", width=max(30, int(fig_w * 72 / (9 * 0.55))))
     fig.suptitle(head, fontsize=9)
-    # as many legend columns as the figure's width holds (~0.5 em per character at 7 pt)
+    # as many legend columns as the figure's width holds (~0.5 em per character at 7 pt); a
+    # legend of more than 6 columns' worth of 4 rows takes what the width holds
     entry = max((len(k) for k in handles), default=1) * 7 * 0.5 / 72 + 0.45  # inches per entry
-    ncol = max(1, min(6, len(handles), int(fig_w // entry)))
+    cap = 6 if len(handles) <= 24 else len(handles)
+    ncol = max(1, min(cap, len(handles), int(fig_w // entry)))
     n_rows = math.ceil(len(handles) / ncol) if handles else 0
-    fig.legend(list(handles.values()), list(handles.keys()), loc="lower center",
-               ncol=ncol, fontsize=7, frameon=False)
+    legend = fig.legend(list(handles.values()), list(handles.keys()), loc="lower center",
+                        ncol=ncol, fontsize=7, frameon=False)
+    legend_in = 0.05 + 0.14 * n_rows
+    if n_rows > 4:  # the figure grows below the panels for its legend (within the image
+        # limits), not over them: 70 entries covered the panels and were cut off at the foot
+        legend_in = 0.1 + legend.get_window_extent(fig.canvas.get_renderer()).height / fig.dpi
+        dpi = 120
+        most = min(MAX_SIDE / dpi, MAX_PIXELS / (dpi * dpi * fig_w))
+        fig_h = max(fig_h, min(most, fig_h + legend_in - LEGEND_ROOM))
+        fig.set_size_inches(fig_w, fig_h)
     top = 1 - (0.1 + 0.17 * (head.count("\n") + 1)) / fig_h
-    tight_layout(fig, rect=(0, (0.05 + 0.14 * n_rows) / fig_h, 1, min(0.97, top)))
+    tight_layout(fig, rect=(0, legend_in / fig_h, 1, min(0.97, top)))
     save_png(fig, path, dpi=120)
     return True
 

@@ -37,7 +37,12 @@ from .config import RunConfig, TrainConfig, flatten, lean, per_point, run_id_of
 SECTIONS = ("task", "model", "train")
 
 
-def set_dotted(cfg: dict[str, Any], key: str, value: Any) -> None:
+def set_dotted(cfg: dict[str, Any], key: str, value: Any,
+               drops: list[tuple[str, str, str, Any]] | None = None) -> None:
+    """Set the dotted ``key`` of ``cfg`` to ``value``. A mapping replacing a mapping of the same
+    name, kind or scheme inside a section appends ``(key, tag, dropped key, its old value)`` to
+    ``drops`` for each key the old one set and the new one leaves out (``refuse_dropped`` checks
+    them once the run's config is whole)."""
     parts = key.split(".")
     if parts[0] not in SECTIONS:
         raise KeyError(f"{key}: keys must start with one of {', '.join(SECTIONS)} (e.g. model.d_model)")
@@ -56,7 +61,59 @@ def set_dotted(cfg: dict[str, Any], key: str, value: Any) -> None:
         if not isinstance(node.get(p), dict):
             node[p] = {}
         node = node[p]
+    if drops is not None:
+        drops.extend((key, tag, k, v) for tag, k, v in _dropped_keys(node.get(parts[-1]), value))
     node[parts[-1]] = copy.deepcopy(value)
+
+
+NESTED_TAGS = ("name", "kind", "scheme")  # what names a nested mapping's kind (mixer, schedule, init)
+
+
+def _dropped_keys(old: Any, value: Any) -> list[tuple[str, str, Any]]:
+    """``(tag, key, old value)`` for each key of the mapping ``old`` that the mapping ``value`` of
+    the same name / kind / scheme leaves out (its default applies instead)."""
+    if not (isinstance(old, dict) and isinstance(value, dict)):
+        return []
+    tag = next((t for t in NESTED_TAGS if t in old), None)
+    if tag is None or value.get(tag) != old[tag]:
+        return []
+    return [(tag, k, old[k]) for k in old if k not in value]
+
+
+def refuse_dropped(cfg: dict[str, Any], drops: list[tuple[str, str, str, Any]],
+                   identity: dict[str, Any]) -> None:
+    """ValueError when a key that a nested mapping of the same name / kind / scheme dropped held a
+    value other than the default it fell back to: `train.schedule: {kind: cosine, warmup_steps:
+    2}` over a cosine schedule with `final_factor: 0.1` trained with final_factor 0 without a
+    word. A dropped value equal to its default changes nothing and passes (shipped specs give a
+    mixer of the same name without the keys whose defaults they keep). ``identity`` is the run's
+    ``{"task": lean(task), "model": ..., "train": ...}`` as parsed from ``cfg``."""
+    changed: dict[tuple[str, str, Any], list[str]] = {}
+    for key, tag, k, old in drops:
+        parts = key.split(".")
+        node: Any = cfg
+        for p in parts:
+            node = node.get(p) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or k in node:  # replaced again, or given again later
+            continue
+        kept = copy.deepcopy(cfg)
+        target = kept
+        for p in parts:
+            target = target[p]
+        target[k] = copy.deepcopy(old)
+        try:
+            parsed = validate_sections(kept)
+        except (SectionError, KeyError, ValueError):  # the old key does not fit the new mapping
+            continue
+        ident = dict(zip(SECTIONS, map(lean, parsed)))
+        if json.dumps(ident, sort_keys=True, default=str) != json.dumps(identity, sort_keys=True,
+                                                                       default=str):
+            changed.setdefault((key, tag, node.get(tag)), []).append(f"{k}: {old!r}")
+    for (key, tag, name), lost in changed.items():
+        raise ValueError(f"{key}: a mapping of the same {tag} ({name!r}) replaces it and drops "
+                         f"{', '.join(lost)}, whose default would apply instead without a word; to "
+                         f"change some keys, set them one by one ({key}.<field>: ...), or give "
+                         "the dropped keys in the mapping too")
 
 
 def _keeps_its_keys(key: str, old: Any, value: Any) -> None:
@@ -466,9 +523,10 @@ def expand(spec: Spec, profile: str | None = None,
             raise SpecError([f"{spec.path}: reuse.{i}: {m}" for m in err.messages]) from None
     base = {"task": dict(spec.task), "model": dict(spec.model), "train": dict(spec.train)}
     errors: list[str] = []
+    base_drops: list[tuple[str, str, str, Any]] = []  # nested mappings the sets replaced
     try:
         for k, v in prof.set.items():
-            set_dotted(base, k, v)
+            set_dotted(base, k, v, base_drops)
     except KeyError as err:
         raise SpecError([f"{spec.path}: profiles.{profile}.set.{err.args[0]}"]) from None
     axes = prof.sweep if prof.sweep is not None else spec.sweep
@@ -482,7 +540,7 @@ def expand(spec: Spec, profile: str | None = None,
                              "would replace the value)" for k in clash])
         try:
             for k, v in overrides.items():
-                set_dotted(base, k, v)
+                set_dotted(base, k, v, base_drops)
         except KeyError as err:
             raise SpecError([f"--set {err.args[0]}"]) from None
     seeds = prof.seeds if prof.seeds is not None else spec.seeds
@@ -552,15 +610,19 @@ def expand(spec: Spec, profile: str | None = None,
         overrides = dict(overrides)
         point_seeds = overrides.pop(SEEDS_KEY, None)
         constraints = spec.constraints + overrides.pop(CONSTRAINTS_KEY, [])
+        drops = list(base_drops)
         try:
             for k, v in overrides.items():
-                set_dotted(cfg, k, v)
+                set_dotted(cfg, k, v, drops)
             _apply_derived(cfg, spec.derived)
             env = flatten(cfg)
             if not all(_holds(c, env) for c in constraints):
                 continue
             kept.update(cases[i])
             task, model, train = validate_sections(cfg)
+            if drops:
+                refuse_dropped(cfg, drops, {"task": lean(task), "model": lean(model),
+                                            "train": lean(train)})
         except SectionError as err:
             for m in _format_errors(spec.path or spec.id, err.err, prefix=f"{err.section}."):
                 grouped.setdefault(m, []).append(point)

@@ -132,6 +132,11 @@ class TaskInfo:
                 (E, B, C) (no accuracy; loss = mean squared error over the outputs)
     next_token  True: the target at t is the input at t + 1 (language modelling), so a model
                 must not read ahead (no bidirectional block)
+    fewest_supervised  per-position targets: the fewest supervised positions that the most
+                supervised sample of any batch surely has (None: every position; 0: none is
+                sure). Evaluation reads out the supervised positions only when they are at most
+                half (``train.supervised_positions``): the memory estimate's lower bound counts
+                ``output_positions`` of them, not L
     """
 
     vocab_size: int
@@ -142,6 +147,17 @@ class TaskInfo:
     dual: bool = False
     loss: Literal["cross_entropy", "mse"] = "cross_entropy"
     next_token: bool = False
+    fewest_supervised: int | None = None
+
+    @property
+    def output_positions(self) -> int:
+        """The fewest positions per sample that surely reach the read-out in an evaluation
+        (``train.supervised_positions``: the K supervised ones of the most supervised sample
+        when K <= L/2 and K >= 1, else all L): L without ``fewest_supervised``."""
+        K, L = self.fewest_supervised, self.seq_len
+        if K is None or self.target != "per_position" or self.loss != "cross_entropy" or 2 * K > L:
+            return L
+        return max(K, 1)
 
 
 def incompatibility(base: TaskInfo, other: TaskInfo) -> str | None:

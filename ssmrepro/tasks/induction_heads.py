@@ -82,7 +82,11 @@ class InductionHeads(Task):
     @property
     def info(self) -> TaskInfo:
         c = self.config
-        return TaskInfo(vocab_size=c.vocab, n_classes=c.vocab, seq_len=c.T)
+        # each repeated token is supervised: T - V repeats at least (pigeonhole), and T - V(1 -
+        # (1 - 1/V)^T) expected of a uniform sample, which a batch's most supervised sample has
+        repeats = c.T - c.vocab * -math.expm1(c.T * math.log1p(-1 / c.vocab))
+        return TaskInfo(vocab_size=c.vocab, n_classes=c.vocab, seq_len=c.T,
+                        fewest_supervised=max(0, c.T - c.vocab, math.floor(repeats)))
 
     def sample(self, seeds: torch.Tensor, split: int, index: torch.Tensor) -> Batch:
         c = self.config

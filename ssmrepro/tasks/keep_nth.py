@@ -39,7 +39,8 @@ class KeepNth(Task):
     @property
     def info(self) -> TaskInfo:
         c = self.config
-        return TaskInfo(vocab_size=c.vocab, n_classes=c.vocab, seq_len=c.T)
+        return TaskInfo(vocab_size=c.vocab, n_classes=c.vocab, seq_len=c.T,
+                        fewest_supervised=c.T - c.n + 1)  # positions n-1 .. T-1
 
     def sample(self, seeds: torch.Tensor, split: int, index: torch.Tensor) -> Batch:
         c = self.config

@@ -67,7 +67,8 @@ class MQARHuang(Task):
     @property
     def info(self) -> TaskInfo:
         c = self.config
-        return TaskInfo(vocab_size=c.kappa + c.vocab, n_classes=c.kappa + c.vocab, seq_len=c.T)
+        return TaskInfo(vocab_size=c.kappa + c.vocab, n_classes=c.kappa + c.vocab, seq_len=c.T,
+                        fewest_supervised=c.kappa)  # the kappa queries
 
     def eval_problem(self, other: Task) -> str | None:
         # kappa + vocab kept (the outputs fit): keys are ids 0..kappa-1, values the next |V|

@@ -22,12 +22,29 @@ DT_INIT_FLOOR = 1e-4  # Δ init clamp (mamba-ssm's dt_init_floor)
 # an explicit rank of the Δ projection: 0 passed validation and failed the pack at its first
 # step (ZeroDivisionError from the projection's init), a negative one likewise
 DtRank = Annotated[int, Field(ge=1)]
+# the largest Δ init: softplus⁻¹(Δ) ≈ Δ (and Δ itself, for s4d_zoh's exp(log Δ)) is held in a
+# float32 parameter; beyond float32's largest number it is inf and the run diverged at step 0
+DT_MAX_BOUND = float(torch.finfo(torch.float32).max)
+
+
+def refuse_dt_overflow(cfg, key: str = "dt_max") -> None:
+    """Raise ValueError when ``cfg.<key>`` is above ``DT_MAX_BOUND`` (``dt_min = dt_max = 1e300``
+    passed validation and the run diverged at its first step: the Δ bias was inf in float32;
+    Mamba-2's ``A_max`` likewise gave A = -exp(A_log) = -inf and NaN gradients at step 0)."""
+    if getattr(cfg, key) > DT_MAX_BOUND:
+        what = ("the initial Δ (its softplus⁻¹, the Δ bias)" if key == "dt_max"
+                else "an initial A = -exp(A_log)")
+        raise ValueError(f"{key} {getattr(cfg, key)!r} is above {DT_MAX_BOUND:.4g}, float32's "
+                         f"largest number: {what} would be inf and the run diverge at its first "
+                         f"step; use {key} <= {DT_MAX_BOUND:.4g}")
 
 
 def refuse_dt_below_floor(cfg) -> None:
     """Raise ValueError when ``cfg.dt_max`` is below ``DT_INIT_FLOOR``: every initial Δ is then
     clamped to the floor, whatever dt_min and dt_max (two such ranges trained one model under two
-    run ids). A range reaching above the floor is clamped below it only, as mamba-ssm's."""
+    run ids). A range reaching above the floor is clamped below it only, as mamba-ssm's. A range
+    above float32's largest number is refused too (``refuse_dt_overflow``)."""
+    refuse_dt_overflow(cfg)
     if cfg.dt_max < DT_INIT_FLOOR:
         raise ValueError(f"dt_max {cfg.dt_max!r} is below the Δ init floor {DT_INIT_FLOOR} "
                          "(mamba-ssm's dt_init_floor): every initial Δ would be the floor "

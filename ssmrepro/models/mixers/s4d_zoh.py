@@ -27,7 +27,7 @@ from ...kernels.backend import selective_scan as scan_dispatch
 from ..base import refuse_reversed_range
 from ..layers import PackedModule, _normal_, fold, lr_group, no_weight_decay, unfold
 from .base import MixerConfig, register
-from .common import A_params, cplx, init_A_, make_A, zoh_phi
+from .common import A_params, cplx, init_A_, make_A, refuse_dt_overflow, zoh_phi
 
 
 class S4DZOHConfig(MixerConfig):
@@ -46,6 +46,7 @@ class S4DZOHConfig(MixerConfig):
     @model_validator(mode="after")
     def _check(self) -> S4DZOHConfig:
         refuse_reversed_range(self)
+        refuse_dt_overflow(self)
         return self
 
     def activation_floats(self, d_model: int, L: int) -> int:
