@@ -11030,3 +11030,32 @@ def test_a_negative_or_infinite_count_or_time_in_a_results_table_is_refused(tmp_
         res = _invoke("verify", "huang2025-tab1", "--out", tmp_path / "out",
                       env={"SSMREPRO_ROOT": str(root)})
         _assert_refused(res, f"results.csv: column '{col}' holds", "not a count or time >= 0")
+
+
+# ---------------------------------------------------------------------------------------------
+# round 29 (A): what the planning commands say against what `run` does
+
+
+def test_validate_and_list_count_a_run_shared_by_two_labels_once(tmp_path):
+    """Two labels of one config are one run: `run` and `run --dry-run` train and count it once,
+    while `validate` and `list` counted it per label (cooper2026-fig12's paper profile: '2871
+    runs' for 2,475 trained)."""
+    import json
+
+    cases = [{"label": "S6", "set": {"model.mixer": "s6"}},
+             {"label": "S6 again", "set": {"model.mixer": "s6"}},
+             {"label": "S4D", "set": {"model.mixer": "s4d"}}]
+    root = tmp_path / "proj"
+    (root / "ssmrepro").mkdir(parents=True)
+    (root / "experiments" / "tests").mkdir(parents=True)
+    spec = write_spec(root / "experiments" / "tests", seeds=[0], sweep=[{"cases": cases}])
+    said = " ".join(_invoke("validate", spec).output.split())
+    assert "ok t-spec: smoke 2 runs, quick 2 runs, paper 2 runs" in said, said
+    dry = _invoke("run", spec, "--profile", "smoke", "--out", tmp_path / "o", "--dry-run",
+                  "--no-estimate")
+    assert "smoke]: 2 runs, 0 done, 2 pending" in " ".join(dry.output.split()), dry.output
+    res = _invoke("list", "--json", "--profile", "smoke", "--out", tmp_path / "o",
+                  env={"SSMREPRO_ROOT": str(root)})
+    assert res.exit_code == 0, res.output
+    rows = {r["id"]: r for r in json.loads(res.output[res.output.index("["):])}
+    assert (rows["t-spec"]["runs"], rows["t-spec"]["done"]) == (2, 0), rows

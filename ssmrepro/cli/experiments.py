@@ -104,7 +104,7 @@ def list_cmd(
     ``--profile`` (models and mixers: ``ssmrepro list-models``)."""
     from ..engine import open_store
     from ..store import output_name
-    from ..sweep import expand
+    from ..sweep import expand, unique_runs
 
     t = Table("id", "alias", "tier", "title", "status")
     rows = []
@@ -128,7 +128,8 @@ def list_cmd(
                 rows.append({**row, "runs": None, "done": None, "results_csv": None,
                              "valid": True})
                 continue
-            runs = expand(s, shown)
+            runs = unique_runs(expand(s, shown))  # a run shared by two labels is one run, as
+            # `run` and `run --dry-run` count it (koren2026-fig12 quick: 17 listed, 15 trained)
             st = open_store(s, out)
             done = sum(st.is_done(r.run_id) for r in runs)
             _store_warnings(st)
@@ -265,7 +266,7 @@ def validate(
 ) -> None:
     """Check spec files (schema, every profile's runs, derived values, figures, claims)."""
     from ..plots import aggregate_metric_problems, validate_outputs, where_problems
-    from ..sweep import expand
+    from ..sweep import expand, unique_runs
     from ..train import model_problems
 
     if not name and not all_:
@@ -279,7 +280,9 @@ def validate(
         try:
             spec = load_spec(p) if p else find_spec(name)  # type: ignore[arg-type]
             runs = {prof: expand(spec, prof, overrides=overrides) for prof in spec.profiles}
-            counts = {prof: len(r) for prof, r in runs.items()}
+            # distinct runs, as `run` trains and `run --dry-run` counts them (a run shared by two
+            # labels was counted twice: cooper2026-fig12's paper '2871 runs' are 2,475)
+            counts = {prof: len(unique_runs(r)) for prof, r in runs.items()}
             every = [r for rs in runs.values() for r in rs]
             bad = validate_outputs(spec, every) or where_problems(spec, every)
             bad += aggregate_metric_problems(spec, every)  # tets.acc: an empty column
