@@ -11059,3 +11059,19 @@ def test_validate_and_list_count_a_run_shared_by_two_labels_once(tmp_path):
     assert res.exit_code == 0, res.output
     rows = {r["id"]: r for r in json.loads(res.output[res.output.index("["):])}
     assert (rows["t-spec"]["runs"], rows["t-spec"]["done"]) == (2, 0), rows
+
+
+def test_show_gives_derived_values_as_the_runs_hold_them(tmp_path):
+    """`show`'s configuration printed the spec's value of a key that ``derived`` computes per
+    run (koren2026-fig10: `d_state: 60` where its 2-layer runs train with 30)."""
+    import json
+
+    spec = write_spec(tmp_path, seeds=[0], sweep=[{"grid": {"model.d_model": [8, 16]}}],
+                      derived={"model.d_state": "model.d_model // 2",
+                               "train.eval_every": "train.max_steps // 4"})
+    res = _invoke("show", spec, "--profile", "smoke", "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output[res.output.index("{"):])
+    assert doc["config"]["train"]["eval_every"] == 10, doc["config"]
+    assert doc["config"]["model"]["d_state"] == "derived: model.d_model // 2 (4, 8 over the runs)"
+    assert [r["config"]["model"]["d_state"] for r in doc["runs"]] == [4, 8]

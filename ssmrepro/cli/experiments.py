@@ -223,6 +223,7 @@ def show(
         set_dotted(base, k, v)
     for k, v in (overrides or {}).items():
         set_dotted(base, k, v)
+    _derived_into(base, spec, runs)
     if as_json:
         store = open_store(spec, out)
         rows = []
@@ -256,6 +257,25 @@ def show(
     _store_warnings(store)
     if len(runs) > 200:
         console.print(f"... {len(runs) - 200} more runs")
+
+
+def _derived_into(base: dict, spec, runs: list) -> None:
+    """Put each ``derived`` value into ``show``'s configuration as the runs hold it: the one
+    value they share, else the expression and its values (koren2026-fig10 showed the spec's
+    `d_state: 60` where its 2-layer runs train with `60 // model.n_layers` = 30)."""
+    from ..sweep import set_dotted
+
+    for key, text in (spec.derived or {}).items():
+        values = []
+        for r in runs:
+            v = r.config()
+            for part in key.split("."):
+                v = v.get(part) if isinstance(v, dict) else None
+            if v is not None and v not in values:
+                values.append(v)
+        if values:
+            set_dotted(base, key, values[0] if len(values) == 1 else
+                       f"derived: {text} ({', '.join(map(str, values))} over the runs)")
 
 
 @command()
