@@ -11075,3 +11075,20 @@ def test_show_gives_derived_values_as_the_runs_hold_them(tmp_path):
     assert doc["config"]["train"]["eval_every"] == 10, doc["config"]
     assert doc["config"]["model"]["d_state"] == "derived: model.d_model // 2 (4, 8 over the runs)"
     assert [r["config"]["model"]["d_state"] for r in doc["runs"]] == [4, 8]
+
+
+def test_a_dry_run_cut_by_max_runs_says_what_it_leaves(tmp_path):
+    """`run --dry-run --max-runs 1` of 2 runs said '2 runs, 0 done, 1 pending': the counts did
+    not add up and read as if a run were done; the line (and `--json`'s `left`) names the rest."""
+    import json
+
+    spec = write_spec(tmp_path, seeds=[0])
+    args = ("run", spec, "--profile", "smoke", "--out", tmp_path / "o", "--dry-run",
+            "--no-estimate", "--max-runs", "1")
+    said = " ".join(_invoke(*args).output.split())
+    assert "2 runs, 0 done, 1 pending" in said and "1 more not planned (--max-runs 1)" in said, said
+    res = _invoke(*args, "--json")
+    doc = json.loads(res.output[res.output.index("{"):])
+    assert (doc["runs"], doc["done"], doc["pending"], doc["left"]) == (2, 0, 1, 1), doc
+    said = " ".join(_invoke(*args[:-2]).output.split())
+    assert "2 pending" in said and "not planned" not in said, said

@@ -400,7 +400,8 @@ def run(
                          overrides=overrides)
         if as_json:
             print_json({"id": spec.id, "profile": profile, "runs": d.total, "done": d.done,
-                        "pending": d.pending, "packs": len(d.packs), "largest_pack": d.largest,
+                        "pending": d.pending, "left": d.total - d.done - d.pending,
+                        "packs": len(d.packs), "largest_pack": d.largest,
                         "run_steps": d.run_steps, "estimate_s": d.estimate_s,
                         "estimate_how": d.estimate_how, "device": dev, "nominal": d.nominal,
                         "oversized": d.oversized, "untimed": d.untimed,
@@ -411,7 +412,7 @@ def run(
             err_console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
         console.print(f"{spec.id} {escape(f'[{profile}]')}: {d.total} runs, {d.done} done, "
                       f"{d.pending} pending in {len(d.packs)} packs (largest {d.largest}); "
-                      f"{d.run_steps:,} run-steps to train")
+                      f"{d.run_steps:,} run-steps to train{_left_line(d, max_runs)}")
         for line in d.planner:
             console.print(f"[dim]planner: {line}[/]", highlight=False)
         for line in d.nominal:  # an LRA dataset absent here: planned from its nominal shapes
@@ -482,6 +483,14 @@ def run(
             err_console.print("[red]a worker process died[/] (the other workers trained every "
                               "run): look for what killed it, e.g. the kernel's OOM killer")
         raise typer.Exit(1)
+
+
+def _left_line(d, max_runs: int | None) -> str:
+    """The runs `--max-runs` leaves for a later command: '4 runs, 0 done, 3 pending' did not
+    add up, and read as if one run were done."""
+    left = d.total - d.done - d.pending
+    return (f"; {left} more not planned (--max-runs {max_runs}): a later run trains them"
+            if left > 0 else "")
 
 
 def _human(sec: float) -> str:
