@@ -11092,3 +11092,28 @@ def test_a_dry_run_cut_by_max_runs_says_what_it_leaves(tmp_path):
     assert (doc["runs"], doc["done"], doc["pending"], doc["left"]) == (2, 0, 1, 1), doc
     said = " ".join(_invoke(*args[:-2]).output.split())
     assert "2 pending" in said and "not planned" not in said, said
+
+
+def test_verify_and_the_report_count_a_run_shared_by_two_labels_once(tmp_path):
+    """`run --max-runs 1` of two runs, one of them under two labels, said '1 of 2 runs not
+    trained yet' and `verify` then '2 of 3 runs finished' (the report too): each label's row
+    counted as a run."""
+    import json
+
+    cases = [{"label": "S6", "set": {"model.mixer": "s6"}},
+             {"label": "S6 again", "set": {"model.mixer": "s6"}},
+             {"label": "S4D", "set": {"model.mixer": "s4d"}}]
+    spec = write_spec(tmp_path, seeds=[0], sweep=[{"cases": cases}],
+                      train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2,
+                             "val_size": 16, "test_size": 16, "eval_every": 2,
+                             "eval_batch_size": 16})
+    out = tmp_path / "o"
+    res = _invoke("run", spec, "--profile", "smoke", "--out", out, "--max-runs", "1",
+                  "--no-calibrate", "--workers", "1", "--no-plot")
+    assert "1 of 2 runs not trained yet" in " ".join(res.output.split()), res.output
+    res = _invoke("verify", spec, "--profile", "smoke", "--out", out, "--json")
+    doc = json.loads(res.output[res.output.index("{"):res.output.rindex("}") + 1])
+    assert doc["runs"] == {"expected": 2, "finished": 1}, doc["runs"]
+    assert "1 of 2 runs finished" in " ".join(res.output.split()), res.output
+    text = (out / "tests" / "t-spec" / "report-smoke.md").read_text()
+    assert "2 runs expected, 1 finished" in text, text

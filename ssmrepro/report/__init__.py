@@ -41,7 +41,18 @@ from .checks import (
     unmeasured_sets,
     within,
 )
-from .columns import COMPLETE, LABEL, N_DIVERGED, N_EXPECTED, N_OK, N_TIME_LIMIT
+from .columns import (
+    COMPLETE,
+    DIVERGED,
+    FINISHED,
+    LABEL,
+    N_DIVERGED,
+    N_EXPECTED,
+    N_OK,
+    N_TIME_LIMIT,
+    RUN_ID,
+    STATUS,
+)
 
 _eq = values_equal  # older name, kept for callers outside this package
 
@@ -200,12 +211,27 @@ def run_counts(cells: pd.DataFrame, n_runs: int) -> tuple[int, int, int]:
     return n_exp, n_ok + n_div, n_div
 
 
+def shared_run_counts(df: pd.DataFrame, runs: list) -> tuple[int, int, int] | None:
+    """(runs expected, finished, diverged) counting each run id once, where two labels share a
+    run (a row under each: the cells counted it twice, '4 of 6 runs finished' beside `run`'s '2
+    of 4 runs not trained yet'); None where no run is shared (the cells count them) or the table
+    has no run ids."""
+    ids = {r.run_id for r in runs}
+    if len(ids) == len(runs) or RUN_ID not in df or STATUS not in df:
+        return None
+    done = df[df[STATUS].isin(FINISHED) & df[RUN_ID].astype(str).isin(ids)]
+    done = done.drop_duplicates(RUN_ID)
+    return len(ids), len(done), int((done[STATUS] == DIVERGED).sum())
+
+
 def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n_runs: int,
-             counted: pd.DataFrame | None = None) -> str:
+             counted: pd.DataFrame | None = None,
+             counts: tuple[int, int, int] | None = None) -> str:
     """report.md: verdict counts first, then claims, paper values beside ours, our numbers.
     ``counted``: the cells whose runs are counted, where ``cells`` keeps one candidate of each
-    group (``aggregate.select``)."""
-    n_exp, n_done, n_div = run_counts(cells if counted is None else counted, n_runs)
+    group (``aggregate.select``); ``counts``: (expected, finished, diverged) where
+    ``shared_run_counts`` gives them."""
+    n_exp, n_done, n_div = counts or run_counts(cells if counted is None else counted, n_runs)
     n_ok = n_done - n_div
     if spec.analytic is not None:
         a = spec.analytic
