@@ -11117,3 +11117,24 @@ def test_verify_and_the_report_count_a_run_shared_by_two_labels_once(tmp_path):
     assert "1 of 2 runs finished" in " ".join(res.output.split()), res.output
     text = (out / "tests" / "t-spec" / "report-smoke.md").read_text()
     assert "2 runs expected, 1 finished" in text, text
+
+
+def test_a_dry_run_with_no_calibrate_plans_the_packs_run_no_calibrate_trains(tmp_path,
+                                                                            monkeypatch):
+    """`run --dry-run --no-calibrate` ignored --no-calibrate: its packs were the cost model's
+    choice while `run --no-calibrate` sizes them by memory alone (a plan of 4 packs of 1 for a
+    run of 1 pack of 4)."""
+    from ssmrepro.engine import costs
+    from ssmrepro.engine.plan import Choice
+
+    monkeypatch.setattr(costs.CostModel, "choose",
+                        lambda self, runs, cap, size=None: Choice(1, None, 1e-3, "measured"))
+    spec = write_spec(tmp_path, seeds=[0, 1, 2, 3], sweep=[{"cases": [{"label": "S6"}]}])
+    args = ("run", spec, "--profile", "smoke", "--out", tmp_path / "o")
+    said = " ".join(_invoke(*args, "--dry-run").output.split())
+    assert "4 pending in 4 packs (largest 1)" in said, said  # calibrated: the model's choice
+    said = " ".join(_invoke(*args, "--dry-run", "--no-calibrate").output.split())
+    assert "4 pending in 1 packs (largest 4)" in said, said
+    said = " ".join(_invoke(*args, "--no-calibrate", "--no-plot", "--max-runs", "4",
+                            "--workers", "1").output.split())
+    assert "4 to train in 1 packs (largest 4)" in said, said
