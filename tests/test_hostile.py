@@ -11138,3 +11138,27 @@ def test_a_dry_run_with_no_calibrate_plans_the_packs_run_no_calibrate_trains(tmp
     said = " ".join(_invoke(*args, "--no-calibrate", "--no-plot", "--max-runs", "4",
                             "--workers", "1").output.split())
     assert "4 to train in 1 packs (largest 4)" in said, said
+
+
+def test_the_estimate_of_runs_with_a_time_limit_is_at_most_the_limit(tmp_path):
+    """A run stops at its `train.time_limit_s`: the dry run's estimate priced every step of its
+    budget (huang2025-tab1's paper profile, 6 h a run: 89 h for 10 packs that stop within 60 h);
+    a pack with a member without a limit trains its whole budget."""
+    from ssmrepro.engine.plan import Pack, estimate_seconds, eval_steps
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 1000, "val_size": 16,
+             "test_size": 16, "eval_every": 500, "eval_batch_size": 16}
+    spec = write_spec(tmp_path, seeds=[0, 1], sweep=[{"grid": {"train.time_limit_s": [2, 3]}}],
+                      train=train)
+    runs = expand(load_spec(spec), "smoke")
+    ev = eval_steps(runs[0].train)
+    packs = [Pack(r.pack_key(), [r], None, 0.01) for r in runs]
+    total, how = estimate_seconds(packs, "cpu")
+    assert total == pytest.approx(2 * (2 + 0.01 * ev) + 2 * (3 + 0.01 * ev)), (total, how)
+    assert "4 packs at most their train.time_limit_s" in how, how
+    mixed = [Pack(runs[0].pack_key(), [runs[0], expand(load_spec(write_spec(
+        tmp_path, name="u-spec", seeds=[0], train=train)), "smoke")[0]], None, 0.01)]
+    total, how = estimate_seconds(mixed, "cpu")
+    assert total == pytest.approx(0.01 * (1000 + ev)) and "time_limit" not in how, (total, how)
