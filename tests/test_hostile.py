@@ -11162,3 +11162,20 @@ def test_the_estimate_of_runs_with_a_time_limit_is_at_most_the_limit(tmp_path):
         tmp_path, name="u-spec", seeds=[0], train=train)), "smoke")[0]], None, 0.01)]
     total, how = estimate_seconds(mixed, "cpu")
     assert total == pytest.approx(0.01 * (1000 + ev)) and "time_limit" not in how, (total, how)
+
+
+def test_the_time_limit_count_of_a_run_shared_by_two_labels_is_counted_once():
+    """With runs counted once (above), report.md's 'N of the finished runs stopped at their
+    time limit' still summed each label's row: '2 finished ... 3 of the finished runs stopped'."""
+    import types
+
+    import pandas as pd
+
+    from ssmrepro.report import shared_run_counts
+
+    runs = [types.SimpleNamespace(run_id=i) for i in ("r1", "r1", "r2", "r3")]
+    df = pd.DataFrame({"run_id": ["r1", "r1", "r2", "r3"], "label": ["A", "B", "C", "D"],
+                       "status": ["ok", "ok", "diverged", "error"],
+                       "stop_reason": ["time_limit", "time_limit", None, None]})
+    assert shared_run_counts(df, runs) == (3, 2, 1, 1)
+    assert shared_run_counts(df, runs[1:]) is None  # nothing shared: the cells count them
