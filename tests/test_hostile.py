@@ -11075,6 +11075,13 @@ def test_show_gives_derived_values_as_the_runs_hold_them(tmp_path):
     assert doc["config"]["train"]["eval_every"] == 10, doc["config"]
     assert doc["config"]["model"]["d_state"] == "derived: model.d_model // 2 (4, 8 over the runs)"
     assert [r["config"]["model"]["d_state"] for r in doc["runs"]] == [4, 8]
+    spec = write_spec(tmp_path, name="w-spec", seeds=[0],
+                      sweep=[{"grid": {"model.d_model": list(range(8, 28, 2))}}],
+                      derived={"model.d_state": "model.d_model // 2"})
+    res = _invoke("show", spec, "--profile", "smoke", "--json")
+    doc = json.loads(res.output[res.output.index("{"):])
+    assert doc["config"]["model"]["d_state"] == ("derived: model.d_model // 2 (4, 5, 6, 7, 8, 9, "
+                                                 "10, 11, ... (10 values) over the runs)")
 
 
 def test_a_dry_run_cut_by_max_runs_says_what_it_leaves(tmp_path):

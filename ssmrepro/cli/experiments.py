@@ -273,9 +273,11 @@ def _derived_into(base: dict, spec, runs: list) -> None:
                 v = v.get(part) if isinstance(v, dict) else None
             if v is not None and v not in values:
                 values.append(v)
-        if values:
+        shown = ", ".join(map(str, values[:8])) + (f", ... ({len(values)} values)"
+                                                    if len(values) > 8 else "")
+        if values:  # (at most 8 values: a sweep of 10,000 points gave a line of each)
             set_dotted(base, key, values[0] if len(values) == 1 else
-                       f"derived: {text} ({', '.join(map(str, values))} over the runs)")
+                       f"derived: {text} ({shown} over the runs)")
 
 
 @command()
