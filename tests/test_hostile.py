@@ -11186,3 +11186,24 @@ def test_the_time_limit_count_of_a_run_shared_by_two_labels_is_counted_once():
                        "stop_reason": ["time_limit", "time_limit", None, None]})
     assert shared_run_counts(df, runs) == (3, 2, 1, 1)
     assert shared_run_counts(df, runs[1:]) is None  # nothing shared: the cells count them
+
+
+def test_a_failed_record_does_not_hide_a_reused_specs_finished_one(trained_store, tmp_path):
+    """A spec's own 'error' record of a run that a spec it reuses has finished came first:
+    `run --dry-run` and `run` counted the run pending (and trained it again), `show` said
+    'error'."""
+    spec, folder = _copy_trained(trained_store, tmp_path)
+    mine = write_spec(tmp_path, name="r-spec", seeds=[0], reuse=[str(spec)],
+                      sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]}])
+    (rec_path,) = (folder / "runs").glob("*.json")
+    rec = json.loads(rec_path.read_text())
+    rec.update(status="error", error="killed")
+    (tmp_path / "out" / "tests" / "r-spec" / "runs").mkdir(parents=True)
+    (tmp_path / "out" / "tests" / "r-spec" / "runs" / rec_path.name).write_text(json.dumps(rec))
+    args = ("run", mine, "--profile", "smoke", "--out", tmp_path / "out", "--dry-run",
+            "--no-estimate")
+    said = " ".join(_invoke(*args).output.split())
+    assert "1 runs, 1 done, 0 pending" in said, said
+    res = _invoke("show", mine, "--profile", "smoke", "--out", tmp_path / "out", "--json")
+    doc = json.loads(res.output[res.output.index("{"):])
+    assert [r["status"] for r in doc["runs"]] == ["ok"], doc["runs"]
