@@ -371,7 +371,11 @@ class Store:
         a reused (read-only) store is ignored with a warning.
         """
         changed = False
-        for k, root in enumerate([self.runs] + [r / "runs" for r in self.reuse]):
+        unfinished = None  # this store's record of a run that did not finish ("error"): a
+        # reused store's finished record of it comes first (`run` trained again, and `plot`
+        # reported as failed, a run the reused spec had finished)
+        roots = [self.runs] + [r / "runs" for r in self.reuse]
+        for k, root in enumerate(roots):
             path = root / f"{run_id}.json"
             try:
                 rec = json.loads(read_small(path, MAX_RECORD_BYTES))
@@ -389,11 +393,16 @@ class Store:
                     why = data_changed(rec)
                     if why is None:
                         self.stale_data.discard(run_id)
+                        if rec.get("status") not in DONE_STATUSES and k + 1 < len(roots):
+                            unfinished = unfinished or rec
+                            continue
                         return rec
                     self._warn(f"ignoring run record {path}: {why}; `run` trains the run again")
                     changed = True
                     continue
             self._distrust(path, why, quarantine=k == 0)
+        if unfinished is not None:
+            return unfinished
         if changed:
             self.stale_data.add(run_id)
         return None

@@ -11163,3 +11163,180 @@ def test_the_attention_memory_estimate_counts_the_scores_only_where_backward_kee
     run = expand(load_spec(spec), "smoke")[0]
     cpu, cuda = memory_need(run, "cpu").train_bytes, memory_need(run, "cuda").train_bytes
     assert cuda - cpu == 4 * run.train.batch_size * (4 * 2048 - 2 - 48) * 2048, (cpu, cuda)
+
+
+# ---------------------------------------------------------------------------------------------
+# round 29 (A): what the planning commands say against what `run` does
+
+
+def test_validate_and_list_count_a_run_shared_by_two_labels_once(tmp_path):
+    """Two labels of one config are one run: `run` and `run --dry-run` train and count it once,
+    while `validate` and `list` counted it per label (cooper2026-fig12's paper profile: '2871
+    runs' for 2,475 trained)."""
+    import json
+
+    cases = [{"label": "S6", "set": {"model.mixer": "s6"}},
+             {"label": "S6 again", "set": {"model.mixer": "s6"}},
+             {"label": "S4D", "set": {"model.mixer": "s4d"}}]
+    root = tmp_path / "proj"
+    (root / "ssmrepro").mkdir(parents=True)
+    (root / "experiments" / "tests").mkdir(parents=True)
+    spec = write_spec(root / "experiments" / "tests", seeds=[0], sweep=[{"cases": cases}])
+    said = " ".join(_invoke("validate", spec).output.split())
+    assert "ok t-spec: smoke 2 runs, quick 2 runs, paper 2 runs" in said, said
+    dry = _invoke("run", spec, "--profile", "smoke", "--out", tmp_path / "o", "--dry-run",
+                  "--no-estimate")
+    assert "smoke]: 2 runs, 0 done, 2 pending" in " ".join(dry.output.split()), dry.output
+    res = _invoke("list", "--json", "--profile", "smoke", "--out", tmp_path / "o",
+                  env={"SSMREPRO_ROOT": str(root)})
+    assert res.exit_code == 0, res.output
+    rows = {r["id"]: r for r in json.loads(res.output[res.output.index("["):])}
+    assert (rows["t-spec"]["runs"], rows["t-spec"]["done"]) == (2, 0), rows
+
+
+def test_show_gives_derived_values_as_the_runs_hold_them(tmp_path):
+    """`show`'s configuration printed the spec's value of a key that ``derived`` computes per
+    run (koren2026-fig10: `d_state: 60` where its 2-layer runs train with 30)."""
+    import json
+
+    spec = write_spec(tmp_path, seeds=[0], sweep=[{"grid": {"model.d_model": [8, 16]}}],
+                      derived={"model.d_state": "model.d_model // 2",
+                               "train.eval_every": "train.max_steps // 4"})
+    res = _invoke("show", spec, "--profile", "smoke", "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output[res.output.index("{"):])
+    assert doc["config"]["train"]["eval_every"] == 10, doc["config"]
+    assert doc["config"]["model"]["d_state"] == "derived: model.d_model // 2 (4, 8 over the runs)"
+    assert [r["config"]["model"]["d_state"] for r in doc["runs"]] == [4, 8]
+    spec = write_spec(tmp_path, name="w-spec", seeds=[0],
+                      sweep=[{"grid": {"model.d_model": list(range(8, 28, 2))}}],
+                      derived={"model.d_state": "model.d_model // 2"})
+    res = _invoke("show", spec, "--profile", "smoke", "--json")
+    doc = json.loads(res.output[res.output.index("{"):])
+    assert doc["config"]["model"]["d_state"] == ("derived: model.d_model // 2 (4, 5, 6, 7, 8, 9, "
+                                                 "10, 11, ... (10 values) over the runs)")
+
+
+def test_a_dry_run_cut_by_max_runs_says_what_it_leaves(tmp_path):
+    """`run --dry-run --max-runs 1` of 2 runs said '2 runs, 0 done, 1 pending': the counts did
+    not add up and read as if a run were done; the line (and `--json`'s `left`) names the rest."""
+    import json
+
+    spec = write_spec(tmp_path, seeds=[0])
+    args = ("run", spec, "--profile", "smoke", "--out", tmp_path / "o", "--dry-run",
+            "--no-estimate", "--max-runs", "1")
+    said = " ".join(_invoke(*args).output.split())
+    assert "2 runs, 0 done, 1 pending" in said and "1 more not planned (--max-runs 1)" in said, said
+    res = _invoke(*args, "--json")
+    doc = json.loads(res.output[res.output.index("{"):])
+    assert (doc["runs"], doc["done"], doc["pending"], doc["left"]) == (2, 0, 1, 1), doc
+    said = " ".join(_invoke(*args[:-2]).output.split())
+    assert "2 pending" in said and "not planned" not in said, said
+
+
+def test_verify_and_the_report_count_a_run_shared_by_two_labels_once(tmp_path):
+    """`run --max-runs 1` of two runs, one of them under two labels, said '1 of 2 runs not
+    trained yet' and `verify` then '2 of 3 runs finished' (the report too): each label's row
+    counted as a run."""
+    import json
+
+    cases = [{"label": "S6", "set": {"model.mixer": "s6"}},
+             {"label": "S6 again", "set": {"model.mixer": "s6"}},
+             {"label": "S4D", "set": {"model.mixer": "s4d"}}]
+    spec = write_spec(tmp_path, seeds=[0], sweep=[{"cases": cases}],
+                      train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2,
+                             "val_size": 16, "test_size": 16, "eval_every": 2,
+                             "eval_batch_size": 16})
+    out = tmp_path / "o"
+    res = _invoke("run", spec, "--profile", "smoke", "--out", out, "--max-runs", "1",
+                  "--no-calibrate", "--workers", "1", "--no-plot")
+    assert "1 of 2 runs not trained yet" in " ".join(res.output.split()), res.output
+    res = _invoke("verify", spec, "--profile", "smoke", "--out", out, "--json")
+    doc = json.loads(res.output[res.output.index("{"):res.output.rindex("}") + 1])
+    assert doc["runs"] == {"expected": 2, "finished": 1}, doc["runs"]
+    assert "1 of 2 runs finished" in " ".join(res.output.split()), res.output
+    text = (out / "tests" / "t-spec" / "report-smoke.md").read_text()
+    assert "2 runs expected, 1 finished" in text, text
+
+
+def test_a_dry_run_with_no_calibrate_plans_the_packs_run_no_calibrate_trains(tmp_path,
+                                                                            monkeypatch):
+    """`run --dry-run --no-calibrate` ignored --no-calibrate: its packs were the cost model's
+    choice while `run --no-calibrate` sizes them by memory alone (a plan of 4 packs of 1 for a
+    run of 1 pack of 4)."""
+    from ssmrepro.engine import costs
+    from ssmrepro.engine.plan import Choice
+
+    monkeypatch.setattr(costs.CostModel, "choose",
+                        lambda self, runs, cap, size=None: Choice(1, None, 1e-3, "measured"))
+    spec = write_spec(tmp_path, seeds=[0, 1, 2, 3], sweep=[{"cases": [{"label": "S6"}]}])
+    args = ("run", spec, "--profile", "smoke", "--out", tmp_path / "o")
+    said = " ".join(_invoke(*args, "--dry-run").output.split())
+    assert "4 pending in 4 packs (largest 1)" in said, said  # calibrated: the model's choice
+    said = " ".join(_invoke(*args, "--dry-run", "--no-calibrate").output.split())
+    assert "4 pending in 1 packs (largest 4)" in said, said
+    said = " ".join(_invoke(*args, "--no-calibrate", "--no-plot", "--max-runs", "4",
+                            "--workers", "1").output.split())
+    assert "4 to train in 1 packs (largest 4)" in said, said
+
+
+def test_the_estimate_of_runs_with_a_time_limit_is_at_most_the_limit(tmp_path):
+    """A run stops at its `train.time_limit_s`: the dry run's estimate priced every step of its
+    budget (huang2025-tab1's paper profile, 6 h a run: 89 h for 10 packs that stop within 60 h);
+    a pack with a member without a limit trains its whole budget."""
+    from ssmrepro.engine.plan import Pack, estimate_seconds, eval_steps
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 1000, "val_size": 16,
+             "test_size": 16, "eval_every": 500, "eval_batch_size": 16}
+    spec = write_spec(tmp_path, seeds=[0, 1], sweep=[{"grid": {"train.time_limit_s": [2, 3]}}],
+                      train=train)
+    runs = expand(load_spec(spec), "smoke")
+    ev = eval_steps(runs[0].train)
+    packs = [Pack(r.pack_key(), [r], None, 0.01) for r in runs]
+    total, how = estimate_seconds(packs, "cpu")
+    assert total == pytest.approx(2 * (2 + 0.01 * ev) + 2 * (3 + 0.01 * ev)), (total, how)
+    assert "4 packs at most their train.time_limit_s" in how, how
+    mixed = [Pack(runs[0].pack_key(), [runs[0], expand(load_spec(write_spec(
+        tmp_path, name="u-spec", seeds=[0], train=train)), "smoke")[0]], None, 0.01)]
+    total, how = estimate_seconds(mixed, "cpu")
+    assert total == pytest.approx(0.01 * (1000 + ev)) and "time_limit" not in how, (total, how)
+
+
+def test_the_time_limit_count_of_a_run_shared_by_two_labels_is_counted_once():
+    """With runs counted once (above), report.md's 'N of the finished runs stopped at their
+    time limit' still summed each label's row: '2 finished ... 3 of the finished runs stopped'."""
+    import types
+
+    import pandas as pd
+
+    from ssmrepro.report import shared_run_counts
+
+    runs = [types.SimpleNamespace(run_id=i) for i in ("r1", "r1", "r2", "r3")]
+    df = pd.DataFrame({"run_id": ["r1", "r1", "r2", "r3"], "label": ["A", "B", "C", "D"],
+                       "status": ["ok", "ok", "diverged", "error"],
+                       "stop_reason": ["time_limit", "time_limit", None, None]})
+    assert shared_run_counts(df, runs) == (3, 2, 1, 1)
+    assert shared_run_counts(df, runs[1:]) is None  # nothing shared: the cells count them
+
+
+def test_a_failed_record_does_not_hide_a_reused_specs_finished_one(trained_store, tmp_path):
+    """A spec's own 'error' record of a run that a spec it reuses has finished came first:
+    `run --dry-run` and `run` counted the run pending (and trained it again), `show` said
+    'error'."""
+    spec, folder = _copy_trained(trained_store, tmp_path)
+    mine = write_spec(tmp_path, name="r-spec", seeds=[0], reuse=[str(spec)],
+                      sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]}])
+    (rec_path,) = (folder / "runs").glob("*.json")
+    rec = json.loads(rec_path.read_text())
+    rec.update(status="error", error="killed")
+    (tmp_path / "out" / "tests" / "r-spec" / "runs").mkdir(parents=True)
+    (tmp_path / "out" / "tests" / "r-spec" / "runs" / rec_path.name).write_text(json.dumps(rec))
+    args = ("run", mine, "--profile", "smoke", "--out", tmp_path / "out", "--dry-run",
+            "--no-estimate")
+    said = " ".join(_invoke(*args).output.split())
+    assert "1 runs, 1 done, 0 pending" in said, said
+    res = _invoke("show", mine, "--profile", "smoke", "--out", tmp_path / "out", "--json")
+    doc = json.loads(res.output[res.output.index("{"):])
+    assert [r["status"] for r in doc["runs"]] == ["ok"], doc["runs"]

@@ -104,7 +104,7 @@ def list_cmd(
     ``--profile`` (models and mixers: ``ssmrepro list-models``)."""
     from ..engine import open_store
     from ..store import output_name
-    from ..sweep import expand
+    from ..sweep import expand, unique_runs
 
     t = Table("id", "alias", "tier", "title", "status")
     rows = []
@@ -128,7 +128,8 @@ def list_cmd(
                 rows.append({**row, "runs": None, "done": None, "results_csv": None,
                              "valid": True})
                 continue
-            runs = expand(s, shown)
+            runs = unique_runs(expand(s, shown))  # a run shared by two labels is one run, as
+            # `run` and `run --dry-run` count it (koren2026-fig12 quick: 17 listed, 15 trained)
             st = open_store(s, out)
             done = sum(st.is_done(r.run_id) for r in runs)
             _store_warnings(st)
@@ -222,6 +223,7 @@ def show(
         set_dotted(base, k, v)
     for k, v in (overrides or {}).items():
         set_dotted(base, k, v)
+    _derived_into(base, spec, runs)
     if as_json:
         store = open_store(spec, out)
         rows = []
@@ -257,6 +259,27 @@ def show(
         console.print(f"... {len(runs) - 200} more runs")
 
 
+def _derived_into(base: dict, spec, runs: list) -> None:
+    """Put each ``derived`` value into ``show``'s configuration as the runs hold it: the one
+    value they share, else the expression and its values (koren2026-fig10 showed the spec's
+    `d_state: 60` where its 2-layer runs train with `60 // model.n_layers` = 30)."""
+    from ..sweep import set_dotted
+
+    for key, text in (spec.derived or {}).items():
+        values = []
+        for r in runs:
+            v = r.config()
+            for part in key.split("."):
+                v = v.get(part) if isinstance(v, dict) else None
+            if v is not None and v not in values:
+                values.append(v)
+        shown = ", ".join(map(str, values[:8])) + (f", ... ({len(values)} values)"
+                                                    if len(values) > 8 else "")
+        if values:  # (at most 8 values: a sweep of 10,000 points gave a line of each)
+            set_dotted(base, key, values[0] if len(values) == 1 else
+                       f"derived: {text} ({shown} over the runs)")
+
+
 @command()
 def validate(
     name: str | None = typer.Argument(None, help="experiment id, alias or file"),
@@ -265,7 +288,7 @@ def validate(
 ) -> None:
     """Check spec files (schema, every profile's runs, derived values, figures, claims)."""
     from ..plots import aggregate_metric_problems, validate_outputs, where_problems
-    from ..sweep import expand
+    from ..sweep import expand, unique_runs
     from ..train import model_problems
 
     if not name and not all_:
@@ -279,7 +302,9 @@ def validate(
         try:
             spec = load_spec(p) if p else find_spec(name)  # type: ignore[arg-type]
             runs = {prof: expand(spec, prof, overrides=overrides) for prof in spec.profiles}
-            counts = {prof: len(r) for prof, r in runs.items()}
+            # distinct runs, as `run` trains and `run --dry-run` counts them (a run shared by two
+            # labels was counted twice: cooper2026-fig12's paper '2871 runs' are 2,475)
+            counts = {prof: len(unique_runs(r)) for prof, r in runs.items()}
             every = [r for rs in runs.values() for r in rs]
             bad = validate_outputs(spec, every) or where_problems(spec, every)
             bad += aggregate_metric_problems(spec, every)  # tets.acc: an empty column
@@ -374,10 +399,11 @@ def run(
     if dry_run:
         _read_root(out)
         d = plan_dry_run(spec, profile, out, dev, max_runs, pack_size, estimate=not no_estimate,
-                         overrides=overrides)
+                         overrides=overrides, calibrate=calibrate)  # --no-calibrate: as run packs
         if as_json:
             print_json({"id": spec.id, "profile": profile, "runs": d.total, "done": d.done,
-                        "pending": d.pending, "packs": len(d.packs), "largest_pack": d.largest,
+                        "pending": d.pending, "left": d.total - d.done - d.pending,
+                        "packs": len(d.packs), "largest_pack": d.largest,
                         "run_steps": d.run_steps, "estimate_s": d.estimate_s,
                         "estimate_how": d.estimate_how, "device": dev, "nominal": d.nominal,
                         "oversized": d.oversized, "untimed": d.untimed,
@@ -388,7 +414,7 @@ def run(
             err_console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
         console.print(f"{spec.id} {escape(f'[{profile}]')}: {d.total} runs, {d.done} done, "
                       f"{d.pending} pending in {len(d.packs)} packs (largest {d.largest}); "
-                      f"{d.run_steps:,} run-steps to train")
+                      f"{d.run_steps:,} run-steps to train{_left_line(d, max_runs)}")
         for line in d.planner:
             console.print(f"[dim]planner: {line}[/]", highlight=False)
         for line in d.nominal:  # an LRA dataset absent here: planned from its nominal shapes
@@ -459,6 +485,14 @@ def run(
             err_console.print("[red]a worker process died[/] (the other workers trained every "
                               "run): look for what killed it, e.g. the kernel's OOM killer")
         raise typer.Exit(1)
+
+
+def _left_line(d, max_runs: int | None) -> str:
+    """The runs `--max-runs` leaves for a later command: '4 runs, 0 done, 3 pending' did not
+    add up, and read as if one run were done."""
+    left = d.total - d.done - d.pending
+    return (f"; {left} more not planned (--max-runs {max_runs}): a later run trains them"
+            if left > 0 else "")
 
 
 def _human(sec: float) -> str:

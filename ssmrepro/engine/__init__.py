@@ -166,12 +166,15 @@ def cost_model(device: str, workers: int | None = None, threads: int | None = No
 
 def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cpu",
             max_runs: int | None = None, pack_size: int | None = None,
-            estimate: bool = True, overrides: dict | None = None) -> DryRun:
+            estimate: bool = True, overrides: dict | None = None,
+            calibrate: bool = True) -> DryRun:
     """Runs, packs and (optionally) a measured wall-clock estimate for one worker. With
     ``estimate`` the planner calibrates (as a real run would) and the estimate uses its timings.
     An LRA dataset absent here is planned from its nominal shapes and split sizes
     (``tasks.lra.nominal_data``; ``DryRun.nominal`` says which, and how to get the data):
     nothing is downloaded or generated, and training itself still refuses without the data.
+    ``calibrate`` False: packs sized by memory alone, as `run --no-calibrate` packs them (the
+    estimate still times them).
     A run whose training batch alone does not fit this machine's memory (a paper profile's LRA
     batch on a CPU) is priced by extrapolation from smaller batches that do (``plan.extrapolate``;
     ``DryRun.oversized`` says which, from what), not refused; training it here still is. Without
@@ -190,7 +193,7 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
         costs = cost_model(device) if estimate else None
         if costs is not None:  # measuring every shape of a paper profile took hours
             costs.deadline = time.perf_counter() + DRY_RUN_CALIBRATION_S
-        packs = plan(fit, pack_size, device, costs)
+        packs = plan(fit, pack_size, device, costs if calibrate else None)
         oversized = []
         if over:
             from ..util import release_memory

@@ -154,7 +154,7 @@ def estimate_seconds(packs: list[Pack], device: str, samples: int = 3,
     if not packs:
         return 0.0, "nothing to train"
     timed = {p.key: p.step_s for p in packs if p.step_s is not None}
-    total = sum(timed[p.key] * pack_steps(p) for p in packs if p.key in timed)
+    priced = [(timed[p.key], p) for p in packs if p.key in timed]
     rest = [p for p in packs if p.key not in timed]
     how = ("the cost model's measured step times (a shape's last, smaller pack at its full pack's)"
            if timed else "")
@@ -166,11 +166,16 @@ def estimate_seconds(packs: list[Pack], device: str, samples: int = 3,
                  else (lambda p: time_steps(p.runs, device, micro_batch=p.micro_batch)))
         rates = [timer(rest[i]) / cost[i] for i in picks]
         rate = sorted(rates)[len(rates) // 2]
-        total += sum(c * rate * pack_steps(p) for c, p in zip(cost, rest))
+        priced += [(c * rate, p) for c, p in zip(cost, rest)]
         how = "; ".join(x for x in (how, (
             f"{len(rest)} packs of untimed shapes: measured {len(picks)} packs "
             f"({', '.join(f'{r * 1e9:.2f}' for r in rates)} s per GB-step), scaled by pack size "
             "× activation volume")) if x)
+    total = sum(pack_seconds(s, p) for s, p in priced)
+    capped = sum(pack_seconds(s, p) < s * pack_steps(p) for s, p in priced)
+    if capped:
+        how += (f"; {capped} pack{'s' if capped > 1 else ''} at most their train.time_limit_s "
+                "and evaluation")
     return total, how + "; evaluation as forward passes"
 
 
@@ -196,6 +201,19 @@ def run_eval_scale(run: RunConfig) -> dict[str, float]:
                           {n: build_task({**base, **ov}) for n, ov in run.train.evals.items()})
     except DataUnavailable:  # no data here to size the sets: unweighted, as before
         return {}
+
+
+def pack_seconds(step_s: float, p: Pack) -> float:
+    """Seconds a pack trains at ``step_s`` per step: its ``pack_steps``, but at most its
+    members' longest ``train.time_limit_s`` (training stops there, each member at its own) plus
+    its evaluation, where every member has a limit (huang2025-tab1's paper profile, 6 h a run:
+    the estimate read 89 h for 10 packs that stop within 60 h and their evaluations)."""
+    s = step_s * pack_steps(p)
+    limits = [r.train.time_limit_s for r in p.runs]
+    if all(limits):
+        ev = max(eval_steps(r.train, run_eval_scale(r)) for r in p.runs)
+        s = min(s, max(limits) + step_s * ev)
+    return s
 
 
 def pack_steps(p: Pack) -> int:

@@ -1529,8 +1529,10 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None,
               f"{profile}", file=sys.stderr)
     rep = out("report", "md")
     counted = cells if counted is None else counted
-    atomic_write_text(rep, report.markdown(spec, profile, cells, verdicts, len(df), counted))
-    n_exp, n_done, _ = report.run_counts(counted, len(df))
+    shared = None if spec.analytic is not None else report.shared_run_counts(df, runs)
+    atomic_write_text(rep, report.markdown(spec, profile, cells, verdicts, len(df), counted,
+                                           shared))
+    n_exp, n_done, _ = shared[:3] if shared else report.run_counts(counted, len(df))
     analytic = spec.analytic is not None
     table = out("results", "csv")  # `verify --json` named a table that was never written
     return Outputs(table if table.is_file() else None, figures[0] if figures else None, figures,

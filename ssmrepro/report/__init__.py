@@ -41,7 +41,21 @@ from .checks import (
     unmeasured_sets,
     within,
 )
-from .columns import COMPLETE, LABEL, N_DIVERGED, N_EXPECTED, N_OK, N_TIME_LIMIT
+from .columns import (
+    COMPLETE,
+    DIVERGED,
+    FINISHED,
+    LABEL,
+    N_DIVERGED,
+    N_EXPECTED,
+    N_OK,
+    N_TIME_LIMIT,
+    OK,
+    RUN_ID,
+    STATUS,
+    STOP_REASON,
+    TIME_LIMIT,
+)
 
 _eq = values_equal  # older name, kept for callers outside this package
 
@@ -212,12 +226,31 @@ def run_counts(cells: pd.DataFrame, n_runs: int) -> tuple[int, int, int]:
     return n_exp, n_ok + n_div, n_div
 
 
+def shared_run_counts(df: pd.DataFrame, runs: list) -> tuple[int, int, int, int] | None:
+    """(runs expected, finished, diverged, finished at their time limit) counting each run id
+    once, where two labels share a
+    run (a row under each: the cells counted it twice, '4 of 6 runs finished' beside `run`'s '2
+    of 4 runs not trained yet'); None where no run is shared (the cells count them) or the table
+    has no run ids."""
+    ids = {r.run_id for r in runs}
+    if len(ids) == len(runs) or RUN_ID not in df or STATUS not in df:
+        return None
+    done = df[df[STATUS].isin(FINISHED) & df[RUN_ID].astype(str).isin(ids)]
+    done = done.drop_duplicates(RUN_ID)
+    cut = (done[STATUS] == OK) & (done[STOP_REASON] == TIME_LIMIT) if STOP_REASON in done \
+        else pd.Series(False, index=done.index)
+    return len(ids), len(done), int((done[STATUS] == DIVERGED).sum()), int(cut.sum())
+
+
 def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n_runs: int,
-             counted: pd.DataFrame | None = None) -> str:
+             counted: pd.DataFrame | None = None,
+             counts: tuple[int, int, int, int] | None = None) -> str:
     """report.md: verdict counts first, then claims, paper values beside ours, our numbers.
     ``counted``: the cells whose runs are counted, where ``cells`` keeps one candidate of each
-    group (``aggregate.select``)."""
-    n_exp, n_done, n_div = run_counts(cells if counted is None else counted, n_runs)
+    group (``aggregate.select``); ``counts``: (expected, finished, diverged, cut at their time
+    limit) where ``shared_run_counts`` gives them."""
+    n_exp, n_done, n_div = (counts[:3] if counts else
+                            run_counts(cells if counted is None else counted, n_runs))
     n_ok = n_done - n_div
     if spec.analytic is not None:
         a = spec.analytic
@@ -227,8 +260,9 @@ def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n
         how = (f"Profile `{profile}`: {n_exp} runs expected, {n_ok + n_div} finished "
                f"({n_div} diverged); seeds aggregated with `{spec.aggregate.reduce}`.")
         src = cells if counted is None else counted
-        n_cut = (int(pd.to_numeric(src[N_TIME_LIMIT], errors="coerce").fillna(0).sum())
-                 if N_TIME_LIMIT in src else 0)
+        n_cut = counts[3] if counts else (
+            int(pd.to_numeric(src[N_TIME_LIMIT], errors="coerce").fillna(0).sum())
+            if N_TIME_LIMIT in src else 0)
         if n_cut:  # they read as finished: numbers of models trained less than asked, silently
             how += (f" {n_cut} of the finished runs stopped at their time limit "
                     "(`train.time_limit_s`) before their step budget: their numbers are of "
