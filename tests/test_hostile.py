@@ -11030,3 +11030,27 @@ def test_a_negative_or_infinite_count_or_time_in_a_results_table_is_refused(tmp_
         res = _invoke("verify", "huang2025-tab1", "--out", tmp_path / "out",
                       env={"SSMREPRO_ROOT": str(root)})
         _assert_refused(res, f"results.csv: column '{col}' holds", "not a count or time >= 0")
+
+
+def test_a_selection_never_prefers_a_candidate_with_a_seed_of_no_final_value(tmp_path):
+    """`aggregate.select` scored a candidate by the mean of the seeds that have a value of
+    `select.by`: a seed that finished ok with no finite final value (the record keeps no inf)
+    was left out, so lr 0.1 (seeds 0.1, 0.1, NaN) beat lr 0.01 (0.5 each) and the cell showed
+    train.avg_loss NaN, a miss, beside a candidate whose every seed had a value."""
+    import pandas as pd
+    from test_checks import Run
+
+    from ssmrepro.report import aggregate
+    from ssmrepro.spec import Select
+
+    runs = [Run("A", {"train.lr": lr}, s) for lr in (0.01, 0.1) for s in (0, 1, 2)]
+    loss = {(0.1, 2): math.nan}
+    df = pd.DataFrame([{"run_id": f"r{i}", "label": r.label, "seed": r.seed, "status": "ok",
+                        "metric.train.avg_loss": loss.get((r.coords["train.lr"], r.seed),
+                                                          0.1 if r.coords["train.lr"] == 0.1
+                                                          else 0.5), **r.flat()}
+                       for i, r in enumerate(runs)])
+    cells = aggregate(df, runs, "mean", ["train.avg_loss"], (),
+                      Select(over="train.lr", by="train.avg_loss"))
+    assert cells.iloc[0]["train.lr"] == 0.01, cells.T
+    assert cells.iloc[0]["train.avg_loss"] == pytest.approx(0.5)
