@@ -11054,3 +11054,66 @@ def test_a_selection_never_prefers_a_candidate_with_a_seed_of_no_final_value(tmp
                       Select(over="train.lr", by="train.avg_loss"))
     assert cells.iloc[0]["train.lr"] == 0.01, cells.T
     assert cells.iloc[0]["train.avg_loss"] == pytest.approx(0.5)
+
+
+def test_a_selections_analysis_metrics_are_its_kept_candidates(tmp_path):
+    """`analysis: [decay_histogram]` beside `aggregate.select: {over: train.lr}`: the analysis
+    tables had no `train.lr` column, so the histograms of every learning rate tried were summed
+    into the cell, whose decay.* metrics (and histogram figure, and learning curves) were not
+    the kept run's (decay.split 0.085 reported for the kept run's 0.154)."""
+    import pandas as pd
+
+    from ssmrepro.report.analysis import decay_metrics, histogram_table
+
+    spec = _one_run_spec(
+        tmp_path, sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]},
+                         {"grid": {"train.lr": [0.001, 0.3]}}],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 3,
+               "val_size": 16, "test_size": 16, "eval_every": 3, "eval_batch_size": 16},
+        aggregate={"reduce": "mean", "metrics": ["test.acc"],
+                   "select": {"over": "train.lr", "by": "test.acc", "op": "max"}},
+        analysis=["decay_histogram"])
+    out = tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate",
+                  "--workers", "1")
+    assert res.exit_code == 0, res.output
+    root = out / "tests" / "t-spec"
+    cell = pd.read_csv(root / "summary-smoke.csv").iloc[0]
+    recs = [json.loads(p.read_text()) for p in root.glob("runs/*.json")]
+    kept = [r for r in recs if r["config"]["train"]["lr"] == cell["train.lr"]]
+    want = decay_metrics(histogram_table(kept, ["label", "model.mixer"])).iloc[0]
+    for m in ("decay.split", "decay.high_after", "decay.low_before"):
+        assert cell[m] == pytest.approx(want[m]), (m, cell[m], want[m])
+    assert "train.lr" in pd.read_csv(root / "histograms-smoke.csv")
+
+
+def test_a_selections_weights_figure_and_metrics_are_its_kept_candidates(tmp_path):
+    """`aggregate.select: {over: train.lr}` beside a figure and an analysis read from saved
+    weights: the figure drew a row per learning rate tried, each under the cell's one name
+    ('trained: D = 16, N = 8' twice), and the cell's analysis metrics were the mean over the
+    candidates (gkq.dominance 0.345 for the kept run's 0.371)."""
+    import numpy as np
+    import pandas as pd
+
+    spec = _one_run_spec(
+        tmp_path, save_weights=True, analysis=["output_variance"],
+        task={"name": "mqar", "vocab": 16, "L": 8, "kappa": 2},
+        sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]},
+               {"grid": {"train.lr": [0.001, 0.3]}}],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 3,
+               "val_size": 16, "test_size": 16, "eval_every": 3, "eval_batch_size": 16},
+        aggregate={"reduce": "mean", "metrics": ["test.acc", "test.loss"],
+                   "select": {"over": "train.lr", "by": "test.loss", "op": "min"}},
+        figures=[{"kind": "output_distribution", "name": "fig-out", "where": [{"label": "S6"}]}])
+    out = tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate",
+                  "--workers", "1")
+    assert res.exit_code == 0, res.output
+    root = out / "tests" / "t-spec"
+    cell = pd.read_csv(root / "summary-smoke.csv").iloc[0]
+    runs = pd.read_csv(root / "results-smoke.csv")
+    kept = runs.loc[np.isclose(runs["train.lr"], cell["train.lr"]), "run_id"].tolist()
+    assert list(np.load(root / "fig-out-smoke-arrays.npz")["runs"]) == kept
+    table = pd.read_csv(root / "output_variance-smoke.csv")
+    row = table[np.isclose(table["train.lr"], cell["train.lr"])].iloc[0]
+    assert len(table) == 2 and cell["out.snr"] == pytest.approx(row["out.snr"])
