@@ -11117,3 +11117,26 @@ def test_a_selections_weights_figure_and_metrics_are_its_kept_candidates(tmp_pat
     table = pd.read_csv(root / "output_variance-smoke.csv")
     row = table[np.isclose(table["train.lr"], cell["train.lr"])].iloc[0]
     assert len(table) == 2 and cell["out.snr"] == pytest.approx(row["out.snr"])
+
+
+def test_a_reused_record_without_the_specs_decay_histogram_is_trained_again(tmp_path):
+    """rb (`analysis: [decay_histogram]`) reuses ra, which trained the same run without it: rb's
+    `run` counted the run done ('trained 0 runs') and its cell's decay.* metrics stayed empty,
+    without a word (a decay claim read them as a miss). Such a record is not done for rb."""
+    from test_store import record
+
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import Store, open_store
+
+    ra = _one_run_spec(tmp_path, name="ra")
+    rb = load_spec(_one_run_spec(tmp_path, name="rb", analysis=["decay_histogram"],
+                                 reuse=[str(ra)]))
+    assert open_store(rb, tmp_path / "out").analyses == ("decay_histogram",)
+    Store(tmp_path / "ra").write(bare := record())
+    st = Store(tmp_path / "rb", reuse=[tmp_path / "ra"], analyses=("decay_histogram",))
+    assert not st.is_done(bare["run_id"])
+    assert "record has no decay_histogram" in st.warnings[-1], st.warnings
+    hist = {"bins": 50, "before": [1] * 50, "after": [2] * 50}
+    Store(tmp_path / "ra").write(rec := record(tag="b", analysis={"decay_histogram": hist}))
+    assert st.is_done(rec["run_id"]) and Store(tmp_path / "ra").is_done(bare["run_id"])
+    assert Store(tmp_path / "rb", reuse=[tmp_path / "ra"]).is_done(bare["run_id"])
