@@ -11140,3 +11140,28 @@ def test_a_reused_record_without_the_specs_decay_histogram_is_trained_again(tmp_
     Store(tmp_path / "ra").write(rec := record(tag="b", analysis={"decay_histogram": hist}))
     assert st.is_done(rec["run_id"]) and Store(tmp_path / "ra").is_done(bare["run_id"])
     assert Store(tmp_path / "rb", reuse=[tmp_path / "ra"]).is_done(bare["run_id"])
+
+
+def test_an_analysis_metric_of_a_cell_with_a_diverged_seed_is_a_miss(tmp_path):
+    """A cell with a diverged seed had its decay.* (and saved-weights analysis) metrics from its
+    other seeds, a smaller sample (a diverged run has no histogram or weights): a claim on
+    them could PASS beside the cell's NaN accuracy. They are NaN now, as the cell's other
+    metrics under `reduce: mean` (with `max` the diverged seed is skipped, as there)."""
+    from test_checks import Run, rows_for
+
+    from ssmrepro.report import aggregate
+    from ssmrepro.report.analysis import DECAY_METRICS, add_metrics
+
+    runs = [Run("Mamba", {"task.T": 10}, s) for s in (0, 1)]
+    import pandas as pd
+
+    per_cell = pd.DataFrame(
+        [{"label": "Mamba", "task.T": 10, **{m: 0.9 for m in DECAY_METRICS}}])
+    df = rows_for(runs, [1.0, 1.0], {1: "diverged"})
+    for reduce, na in (("mean", True), ("median", True), ("max", False)):
+        cells = add_metrics(aggregate(df, runs, reduce, ["test.acc"]), per_cell,
+                            list(DECAY_METRICS), reduce)
+        assert cells["decay.split"].isna().all() == na, (reduce, cells.T)
+    cells = add_metrics(aggregate(rows_for(runs, [1.0, 1.0]), runs, "mean", ["test.acc"]),
+                        per_cell, list(DECAY_METRICS), "mean")
+    assert cells["decay.split"].iloc[0] == 0.9

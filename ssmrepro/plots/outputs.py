@@ -1510,7 +1510,8 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None,
         # a selection's cell is measured from its kept candidate alone (the histograms of
         # every learning rate were summed into it: decay.split 0.085 for the kept run's 0.154)
         tables[DECAY] = _of_chosen(hist, cells, run_keys, chosen)
-        cells = add_metrics(cells, decay_metrics(hist), list(DECAY_METRICS))
+        cells = add_metrics(cells, decay_metrics(hist), list(DECAY_METRICS),
+                            spec.aggregate.reduce)
     for name in (a for a in spec.analysis if a in WEIGHT_ANALYSES):
         # from the saved weights; the committed table when there are none (a fresh checkout)
         table = weights_table(name, runs, store, run_keys)
@@ -1527,7 +1528,8 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None,
             atomic_write_text(tpath, table.to_csv(index=False))
         tables[name] = _of_chosen(table, cells, run_keys, chosen)
         metrics = WEIGHT_ANALYSES[name][1]
-        cells = add_metrics(cells, cell_means(table, metrics), list(metrics))
+        cells = add_metrics(cells, cell_means(table, metrics), list(metrics),
+                            spec.aggregate.reduce)
     curves = out("curves", "csv")
     named = _named_columns(spec)
     reported = set(df[RUN_ID].astype(str)) if RUN_ID in df else None
