@@ -11165,3 +11165,17 @@ def test_an_analysis_metric_of_a_cell_with_a_diverged_seed_is_a_miss(tmp_path):
     cells = add_metrics(aggregate(rows_for(runs, [1.0, 1.0]), runs, "mean", ["test.acc"]),
                         per_cell, list(DECAY_METRICS), "mean")
     assert cells["decay.split"].iloc[0] == 0.9
+
+
+def test_a_selection_by_an_analysis_metric_is_refused(tmp_path):
+    """`aggregate.select: {by: decay.split}`: analysis metrics are measured per cell after the
+    choice, so every candidate scored nothing and the first one was kept (lr 0.001, split 0.06,
+    over lr 0.3's 0.15 with op max), without a word."""
+    spec = _one_run_spec(
+        tmp_path, sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]},
+                         {"grid": {"train.lr": [0.001, 0.3]}}],
+        aggregate={"reduce": "mean", "metrics": ["test.acc", "decay.split"],
+                   "select": {"over": "train.lr", "by": "decay.split", "op": "max"}},
+        analysis=["decay_histogram"])
+    _assert_refused(_invoke("validate", spec),
+                    "aggregate.select.by: 'decay.split' is an analysis metric")

@@ -23,6 +23,7 @@ from .. import expr, report
 from ..engine import open_store, output_name
 from ..expr import ExprError
 from ..report.analysis import (
+    ANALYSIS_METRICS,
     DECAY,
     DECAY_METRICS,
     WEIGHT_ANALYSES,
@@ -290,6 +291,12 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
     if runs and not errors:  # every column exists: check what the cells hold
         errors += _cell_problems(spec, checked, runs)
     sel = spec.aggregate.select
+    if sel is not None and sel.by in analysis_metrics(list(ANALYSIS_METRICS)):
+        # computed per cell after the choice (from records or weights): every candidate's score
+        # read no value, and the first candidate was kept whatever its analysis said
+        errors.append(f"{path}: aggregate.select.by: {sel.by!r} is an analysis metric, measured "
+                      "per cell after the selection: choose by a metric of the runs (e.g. "
+                      "train.avg_loss, val.acc)")
     if sel is not None and sel.over not in report.cell_keys(runs):
         errors.append(f"{path}: aggregate.select.over: {sel.over!r} is not a swept key of this "
                       "profile's runs")
