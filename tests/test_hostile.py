@@ -11179,3 +11179,23 @@ def test_a_selection_by_an_analysis_metric_is_refused(tmp_path):
         analysis=["decay_histogram"])
     _assert_refused(_invoke("validate", spec),
                     "aggregate.select.by: 'decay.split' is an analysis metric")
+
+
+def test_a_selection_by_an_evaluation_set_a_profile_lacks_is_refused(tmp_path):
+    """`select: {by: long.acc}` where only `quick` sets `train.evals.long`: in smoke no
+    candidate had a score, and the first learning rate was kept as the chosen one of every
+    cell (complete, its accuracy reported), without a word."""
+    sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]},
+             {"grid": {"train.lr": [0.001, 0.3]}}]
+    select = {"reduce": "mean", "metrics": ["test.acc", "long.acc"],
+              "select": {"over": "train.lr", "by": "long.acc", "op": "max"}}
+    spec = _one_run_spec(tmp_path, sweep=sweep, aggregate=select, profiles={
+        "smoke": {}, "quick": {"set": {"train.evals": {"long": {"T": 16}}}}, "paper": {}})
+    _assert_refused(_invoke("validate", spec), "aggregate.select.by: 'long.acc' reads the "
+                    "evaluation set 'long', which profile smoke's runs do not have")
+    spec = _one_run_spec(tmp_path, sweep=sweep, aggregate=select,
+                         train={"optimizer": "adam", "lr": 0.01, "batch_size": 8,
+                                "max_steps": 4, "val_size": 16, "test_size": 16,
+                                "eval_every": 2, "eval_batch_size": 16,
+                                "evals": {"long": {"T": 16}}})
+    assert _invoke("validate", spec).exit_code == 0

@@ -297,6 +297,15 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         errors.append(f"{path}: aggregate.select.by: {sel.by!r} is an analysis metric, measured "
                       "per cell after the selection: choose by a metric of the runs (e.g. "
                       "train.avg_loss, val.acc)")
+    for prof in dict.fromkeys(r.profile for r in runs) if sel is not None else ():
+        # an evaluation set the profile's runs lack: no candidate had a score, and the first
+        # was kept as 'the chosen' value of every cell, complete, without a word
+        lacking = report.unmeasured_sets([sel.by], {n for r in runs if r.profile == prof
+                                                    for n in r.train.evals})
+        if lacking:
+            errors.append(f"{path}: aggregate.select.by: {sel.by!r} reads the evaluation set "
+                          f"{lacking[0]!r}, which profile {prof}'s runs do not have "
+                          "(train.evals), so the selection would choose nothing there")
     if sel is not None and sel.over not in report.cell_keys(runs):
         errors.append(f"{path}: aggregate.select.over: {sel.over!r} is not a swept key of this "
                       "profile's runs")
