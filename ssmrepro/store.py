@@ -1087,12 +1087,14 @@ def results_dir(spec, out: Path | None = None) -> Path:
 def reused_specs(spec) -> list:
     """The specs whose run records ``spec`` reads: its ``reuse`` list and, in turn, theirs (rc
     reusing rb, which reuses ra, read none of ra's records: rb showed its runs done, and rc
-    trained them again), each once, the spec itself never."""
-    seen, out, todo = {spec.id}, [], [(spec, name) for name in spec.reuse]
+    trained them again), each once, the spec itself never. A spec is its results folder (paper
+    and id): one of another paper with this spec's id was taken for the spec itself and its
+    records were never read, without a word."""
+    seen, out, todo = {(spec.paper, spec.id)}, [], [(spec, name) for name in spec.reuse]
     while todo:
         other = find_reused(*todo.pop(0))
-        if other.id not in seen:
-            seen.add(other.id)
+        if (other.paper, other.id) not in seen:
+            seen.add((other.paper, other.id))
             out.append(other)
             todo += [(other, name) for name in other.reuse]
     return out

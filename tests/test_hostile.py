@@ -11199,3 +11199,19 @@ def test_a_selection_by_an_evaluation_set_a_profile_lacks_is_refused(tmp_path):
                                 "eval_every": 2, "eval_batch_size": 16,
                                 "evals": {"long": {"T": 16}}})
     assert _invoke("validate", spec).exit_code == 0
+
+
+def test_a_reused_spec_of_another_paper_with_this_specs_id_is_read(tmp_path):
+    """`reuse: [other/dup.yaml]` where that spec has this spec's id under another paper: it was
+    taken for the spec itself and skipped, so its records were never read and every shared run
+    was trained again, without a word. Specs are told apart by their results folder."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import open_store, reused_specs
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    x = _one_run_spec(tmp_path / "a", name="dup")
+    y = load_spec(_one_run_spec(tmp_path / "b", name="dup", paper="other", reuse=[str(x)]))
+    assert [(s.paper, s.id) for s in reused_specs(y)] == [("tests", "dup")]
+    assert open_store(y, tmp_path / "out").reuse == [tmp_path / "out/tests/dup"]
+    assert reused_specs(load_spec(_one_run_spec(tmp_path / "a", name="dup", reuse=[str(x)]))) == []
