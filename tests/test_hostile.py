@@ -11215,3 +11215,24 @@ def test_a_reused_spec_of_another_paper_with_this_specs_id_is_read(tmp_path):
     assert [(s.paper, s.id) for s in reused_specs(y)] == [("tests", "dup")]
     assert open_store(y, tmp_path / "out").reuse == [tmp_path / "out/tests/dup"]
     assert reused_specs(load_spec(_one_run_spec(tmp_path / "a", name="dup", reuse=[str(x)]))) == []
+
+
+def test_a_run_two_cases_share_has_its_decay_histogram_under_both_labels(tmp_path):
+    """Cases A and B with one config train one run, reported under both labels: its decay
+    histogram went to the last label alone (records keyed by run id), so cell A had no decay.*
+    metrics and a claim on them read a miss, without a word."""
+    import pandas as pd
+
+    spec = _one_run_spec(
+        tmp_path, analysis=["decay_histogram"],
+        sweep=[{"cases": [{"label": "A", "set": {"model.mixer": "s6"}},
+                          {"label": "B", "set": {"model.mixer": "s6"}}]}],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 3,
+               "val_size": 16, "test_size": 16, "eval_every": 3, "eval_batch_size": 16})
+    out = tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate",
+                  "--workers", "1")
+    assert res.exit_code == 0, res.output
+    cells = pd.read_csv(out / "tests/t-spec/summary-smoke.csv")
+    assert list(cells["label"]) == ["A", "B"] and cells["decay.split"].notna().all(), cells.T
+    assert cells["decay.split"].nunique() == 1

@@ -1502,12 +1502,15 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None,
     if DECAY in spec.analysis:
         # under the label each run has in the spec as it is (the label is no part of the run
         # id): a case relabelled since (S4D+PE -> S4D-PE) left its cell without decay metrics
-        recs = {x.run_id: {**rec, LABEL: x.label} for x in runs
+        # and under each label of a run two cases share (one config): keyed by run id, its
+        # histogram went to the last label alone and the other cell had no decay metrics
+        recs = {(x.run_id, x.label): {**rec, LABEL: x.label} for x in runs
                 if (rec := store.read(x.run_id)) is not None}
         hist = histogram_table(list(recs.values()), run_keys)
         hpath = out("histograms", "csv")
         computed = not hist.empty
-        cols, short = short_cells(hist, run_keys, finished, set(recs))  # cells short of a record
+        cols, short = short_cells(hist, run_keys, finished,  # cells short of a record
+                                  {rid for rid, _ in recs})
         if hpath.exists() and (hist.empty or len(recs) < len(runs)):  # the committed cells
             committed = read_histograms(hpath)
             # a committed cell stands whole for one short of a seed's record (measured from the
