@@ -39,7 +39,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from .analysis import analysis_problem
+from .analysis import ANALYSES, analysis_problem
 from .spec import find_reused
 from .sweep import parse_config, parsed_identity, run_id_of
 from .tasks.lra import data_changed as lra_data_changed
@@ -340,12 +340,15 @@ class Store:
     """``reuse``: read-only stores of other specs; a record there with the same run id (same
     config, seed and code version) counts as done here too. ``weights``: the spec keeps each
     finished run's weights (``save_weights``, read by its analyses): a run whose record is there
-    but whose weights are not is not done (it is trained again)."""
+    but whose weights are not is not done (it is trained again). ``analyses``: the training-time
+    analyses the spec records (``decay_histogram``): a finished run whose record lacks one is not
+    done either."""
 
     def __init__(self, root: Path, stale_after: float = 600.0, reuse: list[Path] | None = None,
-                 weights: bool = False):
+                 weights: bool = False, analyses: tuple[str, ...] = ()):
         self.root = Path(root)
         self.weights = weights
+        self.analyses = tuple(analyses)
         self.reuse = [Path(r) for r in reuse or []]
         self.runs = self.root / "runs"
         self.claims = self.root / "claims"
@@ -456,6 +459,13 @@ class Store:
             self._warn(f"run {run_id} has its record but not its saved weights (runs/"
                        f"{run_id}.pt; the spec keeps them for its analyses): the run will be "
                        "trained again")
+            return False
+        lacking = [a for a in self.analyses if rec["status"] == "ok"
+                   and a not in (rec.get("analysis") or {})]
+        if lacking:  # trained by a spec it reuses (or before `analysis:` was added) without it:
+            # counted done, the cell's analysis metrics stayed empty without a word
+            self._warn(f"run {run_id}'s record has no {', '.join(lacking)} (the spec's "
+                       "`analysis` records it while training): the run will be trained again")
             return False
         return True
 
@@ -1086,12 +1096,14 @@ def results_dir(spec, out: Path | None = None) -> Path:
 def reused_specs(spec) -> list:
     """The specs whose run records ``spec`` reads: its ``reuse`` list and, in turn, theirs (rc
     reusing rb, which reuses ra, read none of ra's records: rb showed its runs done, and rc
-    trained them again), each once, the spec itself never."""
-    seen, out, todo = {spec.id}, [], [(spec, name) for name in spec.reuse]
+    trained them again), each once, the spec itself never. A spec is its results folder (paper
+    and id): one of another paper with this spec's id was taken for the spec itself and its
+    records were never read, without a word."""
+    seen, out, todo = {(spec.paper, spec.id)}, [], [(spec, name) for name in spec.reuse]
     while todo:
         other = find_reused(*todo.pop(0))
-        if other.id not in seen:
-            seen.add(other.id)
+        if (other.paper, other.id) not in seen:
+            seen.add((other.paper, other.id))
             out.append(other)
             todo += [(other, name) for name in other.reuse]
     return out
@@ -1100,7 +1112,8 @@ def reused_specs(spec) -> list:
 def open_store(spec, out: Path | None = None) -> Store:
     """The spec's store, reading also the records of the specs it reuses (and they reuse)."""
     reuse = [results_dir(s, out) for s in reused_specs(spec)]
-    return Store(results_dir(spec, out), reuse=reuse, weights=bool(spec.save_weights))
+    return Store(results_dir(spec, out), reuse=reuse, weights=bool(spec.save_weights),
+                 analyses=tuple(a for a in spec.analysis if a in ANALYSES))
 
 
 def output_name(spec, profile: str, stem: str, ext: str, tag: str = "") -> str:

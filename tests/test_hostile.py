@@ -11340,3 +11340,209 @@ def test_a_failed_record_does_not_hide_a_reused_specs_finished_one(trained_store
     res = _invoke("show", mine, "--profile", "smoke", "--out", tmp_path / "out", "--json")
     doc = json.loads(res.output[res.output.index("{"):])
     assert [r["status"] for r in doc["runs"]] == ["ok"], doc["runs"]
+
+
+def test_a_selection_never_prefers_a_candidate_with_a_seed_of_no_final_value(tmp_path):
+    """`aggregate.select` scored a candidate by the mean of the seeds that have a value of
+    `select.by`: a seed that finished ok with no finite final value (the record keeps no inf)
+    was left out, so lr 0.1 (seeds 0.1, 0.1, NaN) beat lr 0.01 (0.5 each) and the cell showed
+    train.avg_loss NaN, a miss, beside a candidate whose every seed had a value."""
+    import pandas as pd
+    from test_checks import Run
+
+    from ssmrepro.report import aggregate
+    from ssmrepro.spec import Select
+
+    runs = [Run("A", {"train.lr": lr}, s) for lr in (0.01, 0.1) for s in (0, 1, 2)]
+    loss = {(0.1, 2): math.nan}
+    df = pd.DataFrame([{"run_id": f"r{i}", "label": r.label, "seed": r.seed, "status": "ok",
+                        "metric.train.avg_loss": loss.get((r.coords["train.lr"], r.seed),
+                                                          0.1 if r.coords["train.lr"] == 0.1
+                                                          else 0.5), **r.flat()}
+                       for i, r in enumerate(runs)])
+    cells = aggregate(df, runs, "mean", ["train.avg_loss"], (),
+                      Select(over="train.lr", by="train.avg_loss"))
+    assert cells.iloc[0]["train.lr"] == 0.01, cells.T
+    assert cells.iloc[0]["train.avg_loss"] == pytest.approx(0.5)
+
+
+def test_a_selections_analysis_metrics_are_its_kept_candidates(tmp_path):
+    """`analysis: [decay_histogram]` beside `aggregate.select: {over: train.lr}`: the analysis
+    tables had no `train.lr` column, so the histograms of every learning rate tried were summed
+    into the cell, whose decay.* metrics (and histogram figure, and learning curves) were not
+    the kept run's (decay.split 0.085 reported for the kept run's 0.154)."""
+    import pandas as pd
+
+    from ssmrepro.report.analysis import decay_metrics, histogram_table
+
+    spec = _one_run_spec(
+        tmp_path, sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]},
+                         {"grid": {"train.lr": [0.001, 0.3]}}],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 3,
+               "val_size": 16, "test_size": 16, "eval_every": 3, "eval_batch_size": 16},
+        aggregate={"reduce": "mean", "metrics": ["test.acc"],
+                   "select": {"over": "train.lr", "by": "test.acc", "op": "max"}},
+        analysis=["decay_histogram"])
+    out = tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate",
+                  "--workers", "1")
+    assert res.exit_code == 0, res.output
+    root = out / "tests" / "t-spec"
+    cell = pd.read_csv(root / "summary-smoke.csv").iloc[0]
+    recs = [json.loads(p.read_text()) for p in root.glob("runs/*.json")]
+    kept = [r for r in recs if r["config"]["train"]["lr"] == cell["train.lr"]]
+    want = decay_metrics(histogram_table(kept, ["label", "model.mixer"])).iloc[0]
+    for m in ("decay.split", "decay.high_after", "decay.low_before"):
+        assert cell[m] == pytest.approx(want[m]), (m, cell[m], want[m])
+    assert "train.lr" in pd.read_csv(root / "histograms-smoke.csv")
+
+
+def test_a_selections_weights_figure_and_metrics_are_its_kept_candidates(tmp_path):
+    """`aggregate.select: {over: train.lr}` beside a figure and an analysis read from saved
+    weights: the figure drew a row per learning rate tried, each under the cell's one name
+    ('trained: D = 16, N = 8' twice), and the cell's analysis metrics were the mean over the
+    candidates (gkq.dominance 0.345 for the kept run's 0.371)."""
+    import numpy as np
+    import pandas as pd
+
+    spec = _one_run_spec(
+        tmp_path, save_weights=True, analysis=["output_variance"],
+        task={"name": "mqar", "vocab": 16, "L": 8, "kappa": 2},
+        sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]},
+               {"grid": {"train.lr": [0.001, 0.3]}}],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 3,
+               "val_size": 16, "test_size": 16, "eval_every": 3, "eval_batch_size": 16},
+        aggregate={"reduce": "mean", "metrics": ["test.acc", "test.loss"],
+                   "select": {"over": "train.lr", "by": "test.loss", "op": "min"}},
+        figures=[{"kind": "output_distribution", "name": "fig-out", "where": [{"label": "S6"}]}])
+    out = tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate",
+                  "--workers", "1")
+    assert res.exit_code == 0, res.output
+    root = out / "tests" / "t-spec"
+    cell = pd.read_csv(root / "summary-smoke.csv").iloc[0]
+    runs = pd.read_csv(root / "results-smoke.csv")
+    kept = runs.loc[np.isclose(runs["train.lr"], cell["train.lr"]), "run_id"].tolist()
+    assert list(np.load(root / "fig-out-smoke-arrays.npz")["runs"]) == kept
+    table = pd.read_csv(root / "output_variance-smoke.csv")
+    row = table[np.isclose(table["train.lr"], cell["train.lr"])].iloc[0]
+    assert len(table) == 2 and cell["out.snr"] == pytest.approx(row["out.snr"])
+
+
+def test_a_reused_record_without_the_specs_decay_histogram_is_trained_again(tmp_path):
+    """rb (`analysis: [decay_histogram]`) reuses ra, which trained the same run without it: rb's
+    `run` counted the run done ('trained 0 runs') and its cell's decay.* metrics stayed empty,
+    without a word (a decay claim read them as a miss). Such a record is not done for rb."""
+    from test_store import record
+
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import Store, open_store
+
+    ra = _one_run_spec(tmp_path, name="ra")
+    rb = load_spec(_one_run_spec(tmp_path, name="rb", analysis=["decay_histogram"],
+                                 reuse=[str(ra)]))
+    assert open_store(rb, tmp_path / "out").analyses == ("decay_histogram",)
+    Store(tmp_path / "ra").write(bare := record())
+    st = Store(tmp_path / "rb", reuse=[tmp_path / "ra"], analyses=("decay_histogram",))
+    assert not st.is_done(bare["run_id"])
+    assert "record has no decay_histogram" in st.warnings[-1], st.warnings
+    hist = {"bins": 50, "before": [1] * 50, "after": [2] * 50}
+    Store(tmp_path / "ra").write(rec := record(tag="b", analysis={"decay_histogram": hist}))
+    assert st.is_done(rec["run_id"]) and Store(tmp_path / "ra").is_done(bare["run_id"])
+    assert Store(tmp_path / "rb", reuse=[tmp_path / "ra"]).is_done(bare["run_id"])
+
+
+def test_an_analysis_metric_of_a_cell_with_a_diverged_seed_is_a_miss(tmp_path):
+    """A cell with a diverged seed had its decay.* (and saved-weights analysis) metrics from its
+    other seeds, a smaller sample (a diverged run has no histogram or weights): a claim on
+    them could PASS beside the cell's NaN accuracy. They are NaN now, as the cell's other
+    metrics under `reduce: mean` (with `max` the diverged seed is skipped, as there)."""
+    from test_checks import Run, rows_for
+
+    from ssmrepro.report import aggregate
+    from ssmrepro.report.analysis import DECAY_METRICS, add_metrics
+
+    runs = [Run("Mamba", {"task.T": 10}, s) for s in (0, 1)]
+    import pandas as pd
+
+    per_cell = pd.DataFrame(
+        [{"label": "Mamba", "task.T": 10, **{m: 0.9 for m in DECAY_METRICS}}])
+    df = rows_for(runs, [1.0, 1.0], {1: "diverged"})
+    for reduce, na in (("mean", True), ("median", True), ("max", False)):
+        cells = add_metrics(aggregate(df, runs, reduce, ["test.acc"]), per_cell,
+                            list(DECAY_METRICS), reduce)
+        assert cells["decay.split"].isna().all() == na, (reduce, cells.T)
+    cells = add_metrics(aggregate(rows_for(runs, [1.0, 1.0]), runs, "mean", ["test.acc"]),
+                        per_cell, list(DECAY_METRICS), "mean")
+    assert cells["decay.split"].iloc[0] == 0.9
+
+
+def test_a_selection_by_an_analysis_metric_is_refused(tmp_path):
+    """`aggregate.select: {by: decay.split}`: analysis metrics are measured per cell after the
+    choice, so every candidate scored nothing and the first one was kept (lr 0.001, split 0.06,
+    over lr 0.3's 0.15 with op max), without a word."""
+    spec = _one_run_spec(
+        tmp_path, sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]},
+                         {"grid": {"train.lr": [0.001, 0.3]}}],
+        aggregate={"reduce": "mean", "metrics": ["test.acc", "decay.split"],
+                   "select": {"over": "train.lr", "by": "decay.split", "op": "max"}},
+        analysis=["decay_histogram"])
+    _assert_refused(_invoke("validate", spec),
+                    "aggregate.select.by: 'decay.split' is an analysis metric")
+
+
+def test_a_selection_by_an_evaluation_set_a_profile_lacks_is_refused(tmp_path):
+    """`select: {by: long.acc}` where only `quick` sets `train.evals.long`: in smoke no
+    candidate had a score, and the first learning rate was kept as the chosen one of every
+    cell (complete, its accuracy reported), without a word."""
+    sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]},
+             {"grid": {"train.lr": [0.001, 0.3]}}]
+    select = {"reduce": "mean", "metrics": ["test.acc", "long.acc"],
+              "select": {"over": "train.lr", "by": "long.acc", "op": "max"}}
+    spec = _one_run_spec(tmp_path, sweep=sweep, aggregate=select, profiles={
+        "smoke": {}, "quick": {"set": {"train.evals": {"long": {"T": 16}}}}, "paper": {}})
+    _assert_refused(_invoke("validate", spec), "aggregate.select.by: 'long.acc' reads the "
+                    "evaluation set 'long', which profile smoke's runs do not have")
+    spec = _one_run_spec(tmp_path, sweep=sweep, aggregate=select,
+                         train={"optimizer": "adam", "lr": 0.01, "batch_size": 8,
+                                "max_steps": 4, "val_size": 16, "test_size": 16,
+                                "eval_every": 2, "eval_batch_size": 16,
+                                "evals": {"long": {"T": 16}}})
+    assert _invoke("validate", spec).exit_code == 0
+
+
+def test_a_reused_spec_of_another_paper_with_this_specs_id_is_read(tmp_path):
+    """`reuse: [other/dup.yaml]` where that spec has this spec's id under another paper: it was
+    taken for the spec itself and skipped, so its records were never read and every shared run
+    was trained again, without a word. Specs are told apart by their results folder."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import open_store, reused_specs
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    x = _one_run_spec(tmp_path / "a", name="dup")
+    y = load_spec(_one_run_spec(tmp_path / "b", name="dup", paper="other", reuse=[str(x)]))
+    assert [(s.paper, s.id) for s in reused_specs(y)] == [("tests", "dup")]
+    assert open_store(y, tmp_path / "out").reuse == [tmp_path / "out/tests/dup"]
+    assert reused_specs(load_spec(_one_run_spec(tmp_path / "a", name="dup", reuse=[str(x)]))) == []
+
+
+def test_a_run_two_cases_share_has_its_decay_histogram_under_both_labels(tmp_path):
+    """Cases A and B with one config train one run, reported under both labels: its decay
+    histogram went to the last label alone (records keyed by run id), so cell A had no decay.*
+    metrics and a claim on them read a miss, without a word."""
+    import pandas as pd
+
+    spec = _one_run_spec(
+        tmp_path, analysis=["decay_histogram"],
+        sweep=[{"cases": [{"label": "A", "set": {"model.mixer": "s6"}},
+                          {"label": "B", "set": {"model.mixer": "s6"}}]}],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 3,
+               "val_size": 16, "test_size": 16, "eval_every": 3, "eval_batch_size": 16})
+    out = tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate",
+                  "--workers", "1")
+    assert res.exit_code == 0, res.output
+    cells = pd.read_csv(out / "tests/t-spec/summary-smoke.csv")
+    assert list(cells["label"]) == ["A", "B"] and cells["decay.split"].notna().all(), cells.T
+    assert cells["decay.split"].nunique() == 1

@@ -23,6 +23,7 @@ from .. import expr, report
 from ..engine import open_store, output_name
 from ..expr import ExprError
 from ..report.analysis import (
+    ANALYSIS_METRICS,
     DECAY,
     DECAY_METRICS,
     WEIGHT_ANALYSES,
@@ -290,6 +291,21 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
     if runs and not errors:  # every column exists: check what the cells hold
         errors += _cell_problems(spec, checked, runs)
     sel = spec.aggregate.select
+    if sel is not None and sel.by in analysis_metrics(list(ANALYSIS_METRICS)):
+        # computed per cell after the choice (from records or weights): every candidate's score
+        # read no value, and the first candidate was kept whatever its analysis said
+        errors.append(f"{path}: aggregate.select.by: {sel.by!r} is an analysis metric, measured "
+                      "per cell after the selection: choose by a metric of the runs (e.g. "
+                      "train.avg_loss, val.acc)")
+    for prof in dict.fromkeys(r.profile for r in runs) if sel is not None else ():
+        # an evaluation set the profile's runs lack: no candidate had a score, and the first
+        # was kept as 'the chosen' value of every cell, complete, without a word
+        lacking = report.unmeasured_sets([sel.by], {n for r in runs if r.profile == prof
+                                                    for n in r.train.evals})
+        if lacking:
+            errors.append(f"{path}: aggregate.select.by: {sel.by!r} reads the evaluation set "
+                          f"{lacking[0]!r}, which profile {prof}'s runs do not have "
+                          "(train.evals), so the selection would choose nothing there")
     if sel is not None and sel.over not in report.cell_keys(runs):
         errors.append(f"{path}: aggregate.select.over: {sel.over!r} is not a swept key of this "
                       "profile's runs")
@@ -1414,6 +1430,32 @@ def _remove_stale(path: Path, drawn: bool) -> str:
     return f"; the old {path.name} removed (it showed runs that are no finished run of the profile)"
 
 
+def _chosen_runs(cells: pd.DataFrame, runs: list, keys: list[str]) -> set[str]:
+    """The ids of the runs of the candidates an ``aggregate.select`` kept (``cells``: one row
+    per group of candidates, with the kept value of ``over``; ``keys``: every cell key)."""
+    if cells.empty or not all(k in cells for k in keys):
+        return set()
+    kept = {tuple(norm(v) for v in row) for row in cells[keys].itertuples(index=False)}
+    return {r.run_id for r in runs
+            if tuple(norm({**r.flat(), LABEL: r.label}.get(k)) for k in keys) in kept}
+
+
+def _of_chosen(table: pd.DataFrame, cells: pd.DataFrame, keys: list[str],
+               chosen: set[str] | None) -> pd.DataFrame:
+    """The rows of a per-run (``run_id``) or per-cell (``keys``) table that a figure draws: with
+    a selection (``chosen``) those of the kept candidates only (a learning curve or histogram
+    of a cell averaged or summed every learning rate tried, as one run's)."""
+    if chosen is None or table.empty:
+        return table
+    if RUN_ID in table:
+        return table[table[RUN_ID].astype(str).isin(chosen)].reset_index(drop=True)
+    have = [k for k in keys if k in table]
+    kept = {tuple(norm(v) for v in row) for row in cells[have].itertuples(index=False)} \
+        if all(k in cells for k in have) else set()
+    return table[[tuple(norm(v) for v in row) in kept
+                  for row in table[have].itertuples(index=False)]].reset_index(drop=True)
+
+
 def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None,
           rerun: str | None = None) -> Outputs:
     """results.csv (from records), summary.csv, curves.csv, every figure and report.md of
@@ -1432,6 +1474,7 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None,
     store.check_links()  # nothing is written through a link outside
     root.mkdir(parents=True, exist_ok=True)
     counted = None  # the cells the runs are counted over (``cells`` unless a selection)
+    chosen = None  # with a selection: the run ids of the candidates kept
     if spec.analytic is not None:  # a table computed from theory: its rows are the cells
         df = analytic_table(spec)
         atomic_write_text(out("results", "csv"), df.to_csv(index=False))
@@ -1443,10 +1486,14 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None,
         agg = spec.aggregate
         cells = report.aggregate(df, runs, agg.reduce, agg.metrics, agg.percentiles, agg.select)
         if agg.select is not None:  # one cell per group of candidates: `over` is no cell key
+            chosen = _chosen_runs(cells, runs, keys)
+            run_keys = keys  # the analysis tables keep `over`: a row per candidate
             keys = [k for k in keys if k != agg.select.over]
             # the runs are counted over every candidate, not the kept one's alone (the report
             # said '6 runs expected, 6 finished' of 12 planned, one of them not trained)
             counted = report.aggregate(df, runs, agg.reduce, [])
+    if chosen is None:
+        run_keys = keys
     tables = {}
     # the runs a committed analysis table's rows may stand for: finished under the spec as it is
     done = set(df.loc[df[STATUS] == OK, RUN_ID].astype(str)) if STATUS in df and RUN_ID in df \
@@ -1455,20 +1502,23 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None,
     if DECAY in spec.analysis:
         # under the label each run has in the spec as it is (the label is no part of the run
         # id): a case relabelled since (S4D+PE -> S4D-PE) left its cell without decay metrics
-        recs = {x.run_id: {**rec, LABEL: x.label} for x in runs
+        # and under each label of a run two cases share (one config): keyed by run id, its
+        # histogram went to the last label alone and the other cell had no decay metrics
+        recs = {(x.run_id, x.label): {**rec, LABEL: x.label} for x in runs
                 if (rec := store.read(x.run_id)) is not None}
-        hist = histogram_table(list(recs.values()), keys)
+        hist = histogram_table(list(recs.values()), run_keys)
         hpath = out("histograms", "csv")
         computed = not hist.empty
-        cols, short = short_cells(hist, keys, finished, set(recs))  # cells short of a record
+        cols, short = short_cells(hist, run_keys, finished,  # cells short of a record
+                                  {rid for rid, _ in recs})
         if hpath.exists() and (hist.empty or len(recs) < len(runs)):  # the committed cells
             committed = read_histograms(hpath)
             # a committed cell stands whole for one short of a seed's record (measured from the
             # seeds present, it disagreed with its results row, which counts them all)
-            stand = short & set(cell_identities(committed, keys))
+            stand = short & set(cell_identities(committed, run_keys))
             if stand:
-                hist = hist[[k not in stand for k in cell_identities(hist, keys)]]
-            hist = with_committed(hist, committed, keys, finished)
+                hist = hist[[k not in stand for k in cell_identities(hist, run_keys)]]
+            hist = with_committed(hist, committed, run_keys, finished)
             short -= stand
         for key in sorted(short, key=str):
             print(f"warning: {hpath.name}: the cell {', '.join(f'{c}={v}' for c, v in zip(cols, key))}"
@@ -1476,36 +1526,44 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None,
                   "records are not here)", file=sys.stderr)
         if computed:
             atomic_write_text(hpath, hist.to_csv(index=False))
-        tables[DECAY] = hist
-        cells = add_metrics(cells, decay_metrics(hist), list(DECAY_METRICS))
+        # a selection's cell is measured from its kept candidate alone (the histograms of
+        # every learning rate were summed into it: decay.split 0.085 for the kept run's 0.154)
+        tables[DECAY] = _of_chosen(hist, cells, run_keys, chosen)
+        cells = add_metrics(cells, decay_metrics(hist), list(DECAY_METRICS),
+                            spec.aggregate.reduce)
     for name in (a for a in spec.analysis if a in WEIGHT_ANALYSES):
         # from the saved weights; the committed table when there are none (a fresh checkout)
-        table = weights_table(name, runs, store, keys)
+        table = weights_table(name, runs, store, run_keys)
         tpath = out(name, "csv")
         if len(table) < len(runs) and tpath.exists():  # runs without weights: committed rows
-            committed, dropped = planned_rows(read_weights_table(tpath, name), runs, keys)
+            committed, dropped = planned_rows(read_weights_table(tpath, name), runs, run_keys)
             for why in dropped:
                 print(f"warning: {tpath.name}: {why}; the row is not used", file=sys.stderr)
-            computed, table = not table.empty, with_committed(table, committed, keys,
+            computed, table = not table.empty, with_committed(table, committed, run_keys,
                                                               finished)
         else:
             computed = not table.empty
         if computed:
             atomic_write_text(tpath, table.to_csv(index=False))
-        tables[name] = table
+        tables[name] = _of_chosen(table, cells, run_keys, chosen)
         metrics = WEIGHT_ANALYSES[name][1]
-        cells = add_metrics(cells, cell_means(table, metrics), list(metrics))
+        cells = add_metrics(cells, cell_means(table, metrics), list(metrics),
+                            spec.aggregate.reduce)
     curves = out("curves", "csv")
     named = _named_columns(spec)
     reported = set(df[RUN_ID].astype(str)) if RUN_ID in df else None
-    tables[CURVES] = (_with_run_config(_curves(spec, root, runs, keys, curves, store,
-                                               profile, tag, reported), runs, named)
-                      if runs else pd.DataFrame())
+    tables[CURVES] = (_of_chosen(_with_run_config(_curves(
+        spec, root, runs, keys, curves, store, profile, tag, reported), runs, named),
+        cells, run_keys, chosen) if runs else pd.DataFrame())
     configs = [parse_figure(raw) for _, raw in spec.figure_configs]
     view = report.with_config(cells, runs, named)  # + the config keys named but not swept here
     verdicts = report.verify(spec, view, keys, eval_sets={n for r in runs for n in r.train.evals}
                              if runs else None)
-    ctx = FigureContext(spec, profile, view, keys, out, tables, runs, store, rerun=rerun or "")
+    # a figure drawn from saved weights draws a selection's kept candidate (it drew a row per
+    # learning rate tried, each under the cell's one name)
+    drawn_runs = [r for r in runs if r.run_id in chosen] or runs if chosen is not None else runs
+    ctx = FigureContext(spec, profile, view, keys, out, tables, drawn_runs, store,
+                        rerun=rerun or "")
     figures = []
     for i, cfg in enumerate(configs):
         path = out(figure_stem(cfg, i), "png")

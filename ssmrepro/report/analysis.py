@@ -32,7 +32,7 @@ from ..sweep import flatten
 from ..tasks import build_task
 from ..train import _DATA_STREAM, build_member, derived_seed
 from .cells import norm
-from .columns import LABEL, OK, STATUS
+from .columns import LABEL, N_DIVERGED, OK, STATUS
 
 DECAY = "decay_histogram"
 MECH = "mechanistic"
@@ -301,9 +301,13 @@ def cell_means(table: pd.DataFrame, metrics: tuple[str, ...] | list[str]) -> pd.
     return table.groupby(keys, as_index=False, dropna=False, sort=False)[list(metrics)].mean()
 
 
-def add_metrics(cells: pd.DataFrame, per_cell: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
+def add_metrics(cells: pd.DataFrame, per_cell: pd.DataFrame, metrics: list[str],
+                reduce: str = "mean") -> pd.DataFrame:
     """``cells`` with ``metrics`` columns from ``per_cell``, matched on their shared keys (NaN
-    where a cell has none: a finished cell without its analysis counts as a miss)."""
+    where a cell has none: a finished cell without its analysis counts as a miss). A cell with a
+    diverged run gets NaN too, unless ``reduce`` is ``max``, as its other metrics (``aggregate``):
+    a diverged run has no histogram or saved weights, and the cell's analysis metrics were those
+    of its other seeds, a smaller sample, PASSing a claim beside the cell's NaN accuracy."""
     cells = cells.copy()
     for m in metrics:
         cells[m] = np.nan
@@ -313,6 +317,8 @@ def add_metrics(cells: pd.DataFrame, per_cell: pd.DataFrame, metrics: list[str])
     index = {tuple(norm(v) for v in r[keys]): r for _, r in per_cell.iterrows()}
     for i, row in cells.iterrows():
         hit = index.get(tuple(norm(row[k]) for k in keys))
+        if reduce != "max" and N_DIVERGED in cells and (row[N_DIVERGED] or 0) > 0:
+            continue
         if hit is not None:
             for m in metrics:
                 cells.at[i, m] = hit[m]

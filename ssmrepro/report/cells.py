@@ -430,8 +430,14 @@ def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str],
                                       else math.nan)
         if select is not None:
             by = _column(ok, select.by)
-            v = ok[by].astype(float).dropna() if by in ok else pd.Series(dtype=float)
-            row[_SCORE] = (math.nan if not len(v) else math.inf if row[N_DIVERGED]
+            v = ok[by].astype(float) if by in ok else pd.Series(dtype=float)
+            # a seed that finished ok without a finite ``by`` (its final evaluation was not
+            # finite) counts as diverged, as for the cell's metrics: the mean of the other seeds
+            # chose that candidate, whose reported value is then NaN, over one whose every
+            # seed had a value
+            bad = row[N_DIVERGED] or bool(v.isna().any())
+            v = v.dropna()
+            row[_SCORE] = (math.nan if not len(v) else math.inf if bad
                            else float(v.mean()) * (1.0 if select.op == "min" else -1.0))
         if STOP_STEP in done and len(done):
             row[f"{STOP_STEP}.mean"] = float(done[STOP_STEP].astype(float).mean())
