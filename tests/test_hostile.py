@@ -11030,3 +11030,40 @@ def test_a_negative_or_infinite_count_or_time_in_a_results_table_is_refused(tmp_
         res = _invoke("verify", "huang2025-tab1", "--out", tmp_path / "out",
                       env={"SSMREPRO_ROOT": str(root)})
         _assert_refused(res, f"results.csv: column '{col}' holds", "not a count or time >= 0")
+
+
+def test_a_record_whose_backend_device_kernels_or_pack_timing_training_never_wrote_is_distrusted(
+        tmp_path):
+    """A record's `kernels` of text or a list raised AttributeError in every table (run, show,
+    verify), 20,000 entries became 20,000 columns of results.csv, a CUDA kernel path was shown
+    for a run whose backend was torch, and a pack_size of 'x' went into a table that every later
+    read refused with a warning (round 29)."""
+    import json
+
+    from ssmrepro.engine.local import make_record
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import Store, record_problem
+    from ssmrepro.sweep import expand
+
+    (run,) = expand(load_spec(_one_run_spec(tmp_path)), "smoke")
+    base = make_record(run, {"status": "error", "error": "x", "pack_size": 1, "pack_wall_s": 2.5},
+                       "cpu", "torch", {"S6Core": "torch:selective_scan_fused, torch:conv (width 5)"},
+                       commit="")
+    assert record_problem(base, run.run_id) is None
+    for edit, needle in (
+            ({"kernels": "abc"}, "kernels that are not a table"),
+            ({"kernels": [1, 2]}, "kernels that are not a table"),
+            ({"kernels": {f"K{i}": "torch:x" for i in range(20000)}}, "at most 64"),
+            ({"kernels": {"S6Core": 1e308}}, "is not 'torch:...'"),
+            ({"kernels": {"S6Core": "cuda:selective_scan_fn"}}, "a CUDA kernel path"),
+            ({"backend": {"a": 1}}, "backend"), ({"backend": "CUDA"}, "backend 'CUDA'"),
+            ({"device": 123}, "device '123'"), ({"device": "mps"}, "device 'mps'"),
+            ({"backend": "cuda", "kernels": {}}, "backend cuda on device cpu"),
+            ({"pack_size": "x"}, "pack_size 'x'"), ({"pack_wall_s": -5000}, "pack_wall_s")):
+        assert needle in (record_problem({**base, **edit}, run.run_id) or ""), edit
+    store = tmp_path / "store"
+    (store / "runs").mkdir(parents=True)
+    (store / "runs" / f"{run.run_id}.json").write_text(json.dumps({**base, "kernels": "abc"}))
+    st = Store(store)
+    assert st.table([run]).empty
+    assert any("kernels that are not a table" in w for w in st.warnings), st.warnings
