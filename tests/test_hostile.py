@@ -11067,3 +11067,27 @@ def test_a_record_whose_backend_device_kernels_or_pack_timing_training_never_wro
     st = Store(store)
     assert st.table([run]).empty
     assert any("kernels that are not a table" in w for w in st.warnings), st.warnings
+
+
+def test_a_backend_the_ray_cluster_cannot_run_is_refused_before_any_pack(tmp_path, monkeypatch):
+    """`run --engine ray --backend bogus` (or `CUDA`, or `cuda` with `--device cpu`, or `cuda` on a
+    cluster without GPUs) went to the cluster unchecked and every pack failed there with
+    BackendError; it is refused before connecting (or before the first pack), exit 2."""
+    from ssmrepro.engine import ray_engine
+
+    spec = _one_run_spec(tmp_path)
+    out = tmp_path / "out"
+    for args, needle in ((["--backend", "bogus"], "unknown backend 'bogus'"),
+                         (["--backend", "CUDA"], "unknown backend 'CUDA'"),
+                         (["--backend", "cuda", "--device", "cpu"], "needs --device cuda")):
+        _assert_refused(_invoke("run", spec, "--profile", "smoke", "--engine", "ray", "--out", out,
+                                *args), needle)
+    submitted = []
+    monkeypatch.setattr(ray_engine, "connect", lambda address: True)
+    monkeypatch.setattr(ray_engine, "shutdown", lambda: submitted.append("shutdown"))
+    monkeypatch.setattr(ray_engine, "cluster_device", lambda device: "cpu")
+    monkeypatch.setattr(ray_engine, "run_ray", lambda *a, **k: submitted.append(a))
+    res = _invoke("run", spec, "--profile", "smoke", "--engine", "ray", "--backend", "cuda",
+                  "--out", out, "--no-calibrate")
+    _assert_refused(res, "--backend cuda needs --device cuda (the Ray cluster has no GPUs)")
+    assert submitted == ["shutdown"]  # the Ray instance it started is stopped

@@ -19,7 +19,7 @@ import yaml
 from rich.markup import escape
 from rich.table import Table
 
-from ..kernels.backend import select_backend, select_device
+from ..kernels.backend import backend_problem, select_backend, select_device
 from ..spec import (
     SpecError,
     find_spec,
@@ -360,6 +360,8 @@ def run(
     if engine == "ray" and not dry_run:  # the cluster's devices decide; the worker picks backend
         if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", device):
             fail([f"--device {device!r}: expected auto, cpu, cuda or cuda:N"])
+        if backend_problem(backend, device):  # every pack failed on the cluster with it
+            fail([backend_problem(backend, device)])
         dev, be, why = device, backend, (f"device {device}, backend {backend} (resolved on the "
                                          "Ray cluster)")
     else:

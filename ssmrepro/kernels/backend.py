@@ -85,6 +85,20 @@ def select_device(device: str) -> str:
     return device
 
 
+BACKEND_CHOICES = ("auto", "torch", "cuda")
+
+
+def backend_problem(backend: str, device: str) -> str | None:
+    """Why ``--backend backend`` cannot run on ``--device device`` whatever the machine, or None:
+    an unknown name, or the CUDA kernels asked for on the CPU. Checked where the device is not
+    resolved here (``--engine ray``, whose workers resolve ``auto``), before anything starts."""
+    if backend not in BACKEND_CHOICES:
+        return f"unknown backend {backend!r} ({'|'.join(BACKEND_CHOICES)})"
+    if backend == "cuda" and device == "cpu":
+        return "--backend cuda needs --device cuda"
+    return None
+
+
 def select_backend(backend: str, device: str) -> tuple[str, str]:
     """Return (backend, one-line reason).
 
@@ -93,8 +107,8 @@ def select_backend(backend: str, device: str) -> tuple[str, str]:
     """
     if backend == "torch":
         return "torch", "backend torch (requested)"
-    if backend not in ("cuda", "auto"):
-        raise BackendError(f"unknown backend {backend!r} (auto|torch|cuda)")
+    if backend not in BACKEND_CHOICES:
+        raise BackendError(backend_problem(backend, device))
     ok, why = cuda_kernels_importable()
     on_cuda = device.startswith("cuda")
     if backend == "cuda":
