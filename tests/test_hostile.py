@@ -11091,3 +11091,17 @@ def test_a_backend_the_ray_cluster_cannot_run_is_refused_before_any_pack(tmp_pat
                   "--out", out, "--no-calibrate")
     _assert_refused(res, "--backend cuda needs --device cuda (the Ray cluster has no GPUs)")
     assert submitted == ["shutdown"]  # the Ray instance it started is stopped
+
+
+def test_a_decay_histogram_of_a_regression_task_is_refused_before_training(tmp_path):
+    """`analysis: [decay_histogram]` on a regression task (yu2025's linear_functional, targets
+    (E, B, L, 1) of numbers) passed `validate` with an S6 model, and every pack trained, then
+    failed in the analysis with torch's `expand(...)` RuntimeError (round 29)."""
+    spec = _one_run_spec(
+        tmp_path, task={"name": "linear_functional", "L": 8}, analysis=["decay_histogram"],
+        model={"name": "seq_lm", "d_model": 8, "layers": "SSM", "repeat": 1,
+               "blocks": {"SSM": {"mixer": {"name": "s6", "d_state": 4}, "norm": "none",
+                                  "residual": False}},
+               "pos": "none", "final_norm": "none", "head": "per_position"},
+        sweep=[{"cases": [{"label": "S6", "set": {}}]}])
+    _assert_refused(_invoke("validate", spec), "task linear_functional of run S6 is a regression")
