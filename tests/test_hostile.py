@@ -11105,3 +11105,27 @@ def test_a_decay_histogram_of_a_regression_task_is_refused_before_training(tmp_p
                "pos": "none", "final_norm": "none", "head": "per_position"},
         sweep=[{"cases": [{"label": "S6", "set": {}}]}])
     _assert_refused(_invoke("validate", spec), "task linear_functional of run S6 is a regression")
+
+
+def test_a_float64_run_of_yu2025s_regression_tasks_sees_float64_inputs_and_targets():
+    """yu2025's linear_functional and first_abs rounded inputs and targets to float32 before
+    training cast them to the run's dtype: a `train.dtype: float64` run of linear_functional
+    got targets θ·u of the unrounded u, 1e-8 off the inputs it saw, a loss floor no model
+    could pass (round 29's dispatch trace of every op in a float64 pack). A float32 run gets
+    the same numbers as before (the cast happens once, in batch_fields)."""
+    import torch
+
+    from ssmrepro.tasks import build_task
+    from ssmrepro.tasks.base import TRAIN
+    from ssmrepro.train import batch_fields
+
+    for cfg in ({"name": "linear_functional", "L": 8}, {"name": "first_abs", "L": 8}):
+        task = build_task(cfg)
+        b = task.sample(torch.tensor([3, 4]), TRAIN, torch.arange(5).expand(2, -1))
+        x64, y64, *_ = batch_fields(b, torch.float64)
+        assert x64.dtype == y64.dtype == torch.float64, cfg
+        x32, y32, *_ = batch_fields(b, torch.float32)
+        assert x32.dtype == y32.dtype == torch.float32 and torch.equal(x32, x64.float()), cfg
+        if cfg["name"] == "linear_functional":  # the target is θ·u of the very inputs seen
+            want = (x64[..., 0] * task.theta()).sum(-1)
+            assert torch.allclose(y64[:, :, -1, 0], want, rtol=1e-13, atol=0), cfg
