@@ -11105,6 +11105,17 @@ def test_a_decay_histogram_of_a_regression_task_is_refused_before_training(tmp_p
                "pos": "none", "final_norm": "none", "head": "per_position"},
         sweep=[{"cases": [{"label": "S6", "set": {}}]}])
     _assert_refused(_invoke("validate", spec), "task linear_functional of run S6 is a regression")
+    # and on a task labelled per sequence (LRA Pathfinder: y (E, B)), likewise a torch error
+    d = tmp_path / "data/generated/pathfinder32/curv_contour_length_14"
+    _ten_pathfinder_images(d)
+    (d / "meta.json").write_text('{"format": "lra", "n": 10}')
+    spec = _one_run_spec(tmp_path, name="pf", analysis=["decay_histogram"],
+                         task={"name": "lra_pathfinder", "source": "generated"},
+                         model={"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4},
+                         train={"optimizer": "adam", "lr": 0.01, "batch_size": 2, "train_size": 4,
+                                "max_steps": 4, "eval_every": 2})
+    _assert_refused(_invoke("validate", spec, env={"SSMREPRO_DATA": str(tmp_path / "data")}),
+                    "task lra_pathfinder of run S6 is labelled per sequence")
 
 
 def test_a_float64_run_of_yu2025s_regression_tasks_sees_float64_inputs_and_targets():
