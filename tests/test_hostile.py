@@ -11140,3 +11140,28 @@ def test_a_float64_run_of_yu2025s_regression_tasks_sees_float64_inputs_and_targe
         if cfg["name"] == "linear_functional":  # the target is θ·u of the very inputs seen
             want = (x64[..., 0] * task.theta()).sum(-1)
             assert torch.allclose(y64[:, :, -1, 0], want, rtol=1e-13, atol=0), cfg
+
+
+def test_float64_runs_are_not_sent_to_the_cuda_kernels(tmp_path, monkeypatch):
+    """The CUDA kernels (mamba-ssm, causal-conv1d) compute in float32, float16 or bfloat16: a
+    `train.dtype: float64` sweep with `--backend cuda` (or `auto` on a GPU with the kernels
+    built) chose them and every pack failed on the GPU. `cuda` is refused before training, exit
+    2; `auto` takes the torch path and says so (round 29)."""
+    import torch
+
+    from ssmrepro.kernels import backend
+
+    monkeypatch.setattr(backend, "cuda_kernels_importable", lambda: (True, "CUDA kernels: test"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    spec = _one_run_spec(tmp_path)
+    res = _invoke("run", spec, "--profile", "smoke", "--set", "train.dtype=float64", "--backend",
+                  "cuda", "--device", "cuda", "--out", tmp_path / "out")
+    _assert_refused(res, "--backend cuda: the CUDA kernels compute in float32",
+                    "train.dtype float64 runs")
+    assert not (tmp_path / "out").exists()
+    be, why = backend.select_backend("auto", "cuda")
+    assert be == "cuda"
+    be, why = backend.backend_for_dtypes(be, why, "auto", {"float32", "float64"}, "cuda")
+    assert be == "torch" and "train.dtype float64" in why, why
+    assert backend.backend_for_dtypes("cuda", "x", "auto", {"float32"}, "cuda") == ("cuda", "x")

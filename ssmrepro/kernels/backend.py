@@ -123,6 +123,22 @@ def select_backend(backend: str, device: str) -> tuple[str, str]:
     return "torch", f"backend torch ({reason}; pure-PyTorch scans on {device})"
 
 
+def backend_for_dtypes(backend: str, why: str, requested: str, dtypes: set[str],
+                       device: str) -> tuple[str, str]:
+    """(backend, reason) for runs of the training ``dtypes`` once :func:`select_backend` chose
+    ``backend`` (``why``) for the ``requested`` one. The CUDA kernels (mamba-ssm, causal-conv1d)
+    compute in float32, float16 or bfloat16 only: with float64 runs ``--backend cuda`` is a
+    BackendError, and ``auto`` takes the torch path, saying so (every pack failed on the GPU)."""
+    if backend != "cuda" or "float64" not in dtypes:
+        return backend, why
+    if requested == "cuda":
+        raise BackendError("--backend cuda: the CUDA kernels compute in float32, float16 or "
+                           "bfloat16, and this sweep has train.dtype float64 runs: use "
+                           "--backend torch (or auto)")
+    return "torch", (f"backend torch (train.dtype float64: the CUDA kernels have no float64; "
+                     f"pure-PyTorch scans on {device})")
+
+
 def set_scan_backend(backend: str) -> None:
     """Process-wide backend used by :func:`selective_scan` / :func:`causal_conv` (torch | cuda)."""
     global _SCAN_BACKEND
