@@ -11165,3 +11165,28 @@ def test_float64_runs_are_not_sent_to_the_cuda_kernels(tmp_path, monkeypatch):
     be, why = backend.backend_for_dtypes(be, why, "auto", {"float32", "float64"}, "cuda")
     assert be == "torch" and "train.dtype float64" in why, why
     assert backend.backend_for_dtypes("cuda", "x", "auto", {"float32"}, "cuda") == ("cuda", "x")
+
+
+def test_a_float64_runs_saved_weights_are_read_back_in_float64():
+    """`build_member` (what plot-time analyses read saved weights with: koren2026's mechanistic
+    and output_variance) built every model in float32, so a `train.dtype: float64` run's weights
+    were rounded to float32 by load_state_dict without a word and its analyses ran in float32
+    (round 29)."""
+    import torch
+
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import build_member, member_state
+
+    spec = load_spec(ROOT / "experiments/huang2025/huang2025-tab1.yaml")
+    run = expand(spec, "smoke", overrides={"train.dtype": "float64"})[0]
+    trained = build_member(run)
+    with torch.no_grad():
+        for p in trained.parameters():
+            p.add_(1e-12)  # below float32's resolution near 1
+    member = build_member(run, member_state(trained, 0))
+    got, want = member.state_dict(), trained.state_dict()
+    assert all(got[k].dtype == want[k].dtype and torch.equal(got[k], want[k]) for k in want)
+    assert next(member.parameters()).dtype == torch.float64
+    run32 = expand(spec, "smoke")[0]
+    assert next(build_member(run32).parameters()).dtype == torch.float32
