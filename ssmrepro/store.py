@@ -29,6 +29,7 @@ import json
 import math
 import os
 import pickle
+import re
 import socket
 import time
 import uuid
@@ -169,9 +170,56 @@ def record_problem(rec: Any, run_id: str) -> str | None:
             why = metric_range_problem(k, [v])
             if why:
                 return f"history metric {k!r} holds {why}"
+    why = info_problem(rec)
+    if why:
+        return why
     if rec["status"] in DONE_STATUSES:
         return history_problem([h["step"] for h in hist or []] if hist is not None else None,
                                rec, train.eval_every)
+    return None
+
+
+# how a run was computed, as make_record writes it (engine.local): the backend and device it
+# resolved to (kernels.backend.select_backend / select_device) and each mixer's kernel path(s)
+RECORD_BACKENDS = ("torch", "cuda")
+RECORD_DEVICE = re.compile(r"cpu|cuda(:\d+)?")
+KERNEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")  # a mixer class: S6Core, Mamba2Mixer
+KERNEL_PATH = re.compile(r"(torch|cuda):[^,\x00-\x1f]{1,80}")  # torch:ssd, torch:conv (width 5)
+MAX_KERNEL_ENTRIES = 64  # mixer classes of one model (a model holds a few)
+PACK_NUMBERS = ("pack_size", "pack_wall_s", "pack_cpu_s")  # the table's pack_size, wall_s, cpu_s
+
+
+def info_problem(rec: dict) -> str | None:
+    """Why a record's account of how its run was computed cannot be the one training wrote, or
+    None: a backend other than torch or cuda, a device other than cpu, cuda or cuda:N, kernels
+    that are not {mixer class: 'backend:path[, ...]'} (text or a list raised in every table;
+    20,000 entries became 20,000 columns of results.csv), a CUDA kernel path in a run whose
+    backend was torch or a CUDA backend on a CPU, and pack counts or timings that are not numbers
+    >= 0 (a table holding them was refused, with a warning at every read, as it was rewritten
+    from the same records). Fields a record lacks are not checked (older records)."""
+    backend, device, kernels = rec.get("backend"), rec.get("device"), rec.get("kernels")
+    if backend is not None and backend not in RECORD_BACKENDS:
+        return f"backend {str(backend)[:40]!r}: not {' or '.join(RECORD_BACKENDS)}"
+    if device is not None and not (isinstance(device, str) and RECORD_DEVICE.fullmatch(device)):
+        return f"device {str(device)[:40]!r}: not cpu, cuda or cuda:N"
+    if backend == "cuda" and device == "cpu":
+        return "backend cuda on device cpu (the CUDA kernels run on a GPU only)"
+    if kernels is not None:
+        if not isinstance(kernels, dict) or len(kernels) > MAX_KERNEL_ENTRIES:
+            return (f"kernels that are not a table of at most {MAX_KERNEL_ENTRIES} mixer classes "
+                    "and their kernel paths")
+        for k, v in kernels.items():
+            paths = v.split(", ") if isinstance(v, str) else [None]
+            if not KERNEL_NAME.fullmatch(k) or not all(
+                    isinstance(x, str) and KERNEL_PATH.fullmatch(x) for x in paths):
+                return f"kernels entry {k[:40]!r}: {str(v)[:60]!r} is not 'torch:...' or 'cuda:...'"
+            if backend == "torch" and any(x.startswith("cuda:") for x in paths):
+                return (f"kernels entry {k!r} claims {v!r}, a CUDA kernel path, in a run whose "
+                        "backend was torch")
+    for k in PACK_NUMBERS:
+        v = rec.get(k)
+        if v is not None and not (_is_number(v) and v >= 0):
+            return f"{k} {str(v)[:40]!r} is not a count or time >= 0"
     return None
 
 

@@ -806,6 +806,9 @@ def build_member(run, state: dict[str, torch.Tensor] | None = None):
 
     task = build_task(run.task)
     model = build_model(run.model, task.info, 1, [derived_seed(run.seed, _INIT_STREAM)])
+    # in the run's dtype, as train_pack trains it: a float64 run's saved weights were copied
+    # into float32 parameters without a word, and its plot-time analyses ran in float32
+    model = model.to(dtype=torch.float64 if run.train.dtype == "float64" else torch.float32)
     if state is not None:
         try:
             model.load_state_dict(state)

@@ -11546,3 +11546,163 @@ def test_a_run_two_cases_share_has_its_decay_histogram_under_both_labels(tmp_pat
     cells = pd.read_csv(out / "tests/t-spec/summary-smoke.csv")
     assert list(cells["label"]) == ["A", "B"] and cells["decay.split"].notna().all(), cells.T
     assert cells["decay.split"].nunique() == 1
+
+
+def test_a_record_whose_backend_device_kernels_or_pack_timing_training_never_wrote_is_distrusted(
+        tmp_path):
+    """A record's `kernels` of text or a list raised AttributeError in every table (run, show,
+    verify), 20,000 entries became 20,000 columns of results.csv, a CUDA kernel path was shown
+    for a run whose backend was torch, and a pack_size of 'x' went into a table that every later
+    read refused with a warning (round 29)."""
+    import json
+
+    from ssmrepro.engine.local import make_record
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import Store, record_problem
+    from ssmrepro.sweep import expand
+
+    (run,) = expand(load_spec(_one_run_spec(tmp_path)), "smoke")
+    base = make_record(run, {"status": "error", "error": "x", "pack_size": 1, "pack_wall_s": 2.5},
+                       "cpu", "torch", {"S6Core": "torch:selective_scan_fused, torch:conv (width 5)"},
+                       commit="")
+    assert record_problem(base, run.run_id) is None
+    for edit, needle in (
+            ({"kernels": "abc"}, "kernels that are not a table"),
+            ({"kernels": [1, 2]}, "kernels that are not a table"),
+            ({"kernels": {f"K{i}": "torch:x" for i in range(20000)}}, "at most 64"),
+            ({"kernels": {"S6Core": 1e308}}, "is not 'torch:...'"),
+            ({"kernels": {"S6Core": "cuda:selective_scan_fn"}}, "a CUDA kernel path"),
+            ({"backend": {"a": 1}}, "backend"), ({"backend": "CUDA"}, "backend 'CUDA'"),
+            ({"device": 123}, "device '123'"), ({"device": "mps"}, "device 'mps'"),
+            ({"backend": "cuda", "kernels": {}}, "backend cuda on device cpu"),
+            ({"pack_size": "x"}, "pack_size 'x'"), ({"pack_wall_s": -5000}, "pack_wall_s")):
+        assert needle in (record_problem({**base, **edit}, run.run_id) or ""), edit
+    store = tmp_path / "store"
+    (store / "runs").mkdir(parents=True)
+    (store / "runs" / f"{run.run_id}.json").write_text(json.dumps({**base, "kernels": "abc"}))
+    st = Store(store)
+    assert st.table([run]).empty
+    assert any("kernels that are not a table" in w for w in st.warnings), st.warnings
+
+
+def test_a_backend_the_ray_cluster_cannot_run_is_refused_before_any_pack(tmp_path, monkeypatch):
+    """`run --engine ray --backend bogus` (or `CUDA`, or `cuda` with `--device cpu`, or `cuda` on a
+    cluster without GPUs) went to the cluster unchecked and every pack failed there with
+    BackendError; it is refused before connecting (or before the first pack), exit 2."""
+    from ssmrepro.engine import ray_engine
+
+    spec = _one_run_spec(tmp_path)
+    out = tmp_path / "out"
+    for args, needle in ((["--backend", "bogus"], "unknown backend 'bogus'"),
+                         (["--backend", "CUDA"], "unknown backend 'CUDA'"),
+                         (["--backend", "cuda", "--device", "cpu"], "needs --device cuda")):
+        _assert_refused(_invoke("run", spec, "--profile", "smoke", "--engine", "ray", "--out", out,
+                                *args), needle)
+    submitted = []
+    monkeypatch.setattr(ray_engine, "connect", lambda address: True)
+    monkeypatch.setattr(ray_engine, "shutdown", lambda: submitted.append("shutdown"))
+    monkeypatch.setattr(ray_engine, "cluster_device", lambda device: "cpu")
+    monkeypatch.setattr(ray_engine, "run_ray", lambda *a, **k: submitted.append(a))
+    res = _invoke("run", spec, "--profile", "smoke", "--engine", "ray", "--backend", "cuda",
+                  "--out", out, "--no-calibrate")
+    _assert_refused(res, "--backend cuda needs --device cuda (the Ray cluster has no GPUs)")
+    assert submitted == ["shutdown"]  # the Ray instance it started is stopped
+
+
+def test_a_decay_histogram_of_a_regression_task_is_refused_before_training(tmp_path):
+    """`analysis: [decay_histogram]` on a regression task (yu2025's linear_functional, targets
+    (E, B, L, 1) of numbers) passed `validate` with an S6 model, and every pack trained, then
+    failed in the analysis with torch's `expand(...)` RuntimeError (round 29)."""
+    spec = _one_run_spec(
+        tmp_path, task={"name": "linear_functional", "L": 8}, analysis=["decay_histogram"],
+        model={"name": "seq_lm", "d_model": 8, "layers": "SSM", "repeat": 1,
+               "blocks": {"SSM": {"mixer": {"name": "s6", "d_state": 4}, "norm": "none",
+                                  "residual": False}},
+               "pos": "none", "final_norm": "none", "head": "per_position"},
+        sweep=[{"cases": [{"label": "S6", "set": {}}]}])
+    _assert_refused(_invoke("validate", spec), "task linear_functional of run S6 is a regression")
+    # and on a task labelled per sequence (LRA Pathfinder: y (E, B)), likewise a torch error
+    d = tmp_path / "data/generated/pathfinder32/curv_contour_length_14"
+    _ten_pathfinder_images(d)
+    (d / "meta.json").write_text('{"format": "lra", "n": 10}')
+    spec = _one_run_spec(tmp_path, name="pf", analysis=["decay_histogram"],
+                         task={"name": "lra_pathfinder", "source": "generated"},
+                         model={"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4},
+                         train={"optimizer": "adam", "lr": 0.01, "batch_size": 2, "train_size": 4,
+                                "max_steps": 4, "eval_every": 2})
+    _assert_refused(_invoke("validate", spec, env={"SSMREPRO_DATA": str(tmp_path / "data")}),
+                    "task lra_pathfinder of run S6 is labelled per sequence")
+
+
+def test_a_float64_run_of_yu2025s_regression_tasks_sees_float64_inputs_and_targets():
+    """yu2025's linear_functional and first_abs rounded inputs and targets to float32 before
+    training cast them to the run's dtype: a `train.dtype: float64` run of linear_functional
+    got targets θ·u of the unrounded u, 1e-8 off the inputs it saw, a loss floor no model
+    could pass (round 29's dispatch trace of every op in a float64 pack). A float32 run gets
+    the same numbers as before (the cast happens once, in batch_fields)."""
+    import torch
+
+    from ssmrepro.tasks import build_task
+    from ssmrepro.tasks.base import TRAIN
+    from ssmrepro.train import batch_fields
+
+    for cfg in ({"name": "linear_functional", "L": 8}, {"name": "first_abs", "L": 8}):
+        task = build_task(cfg)
+        b = task.sample(torch.tensor([3, 4]), TRAIN, torch.arange(5).expand(2, -1))
+        x64, y64, *_ = batch_fields(b, torch.float64)
+        assert x64.dtype == y64.dtype == torch.float64, cfg
+        x32, y32, *_ = batch_fields(b, torch.float32)
+        assert x32.dtype == y32.dtype == torch.float32 and torch.equal(x32, x64.float()), cfg
+        if cfg["name"] == "linear_functional":  # the target is θ·u of the very inputs seen
+            want = (x64[..., 0] * task.theta()).sum(-1)
+            assert torch.allclose(y64[:, :, -1, 0], want, rtol=1e-13, atol=0), cfg
+
+
+def test_float64_runs_are_not_sent_to_the_cuda_kernels(tmp_path, monkeypatch):
+    """The CUDA kernels (mamba-ssm, causal-conv1d) compute in float32, float16 or bfloat16: a
+    `train.dtype: float64` sweep with `--backend cuda` (or `auto` on a GPU with the kernels
+    built) chose them and every pack failed on the GPU. `cuda` is refused before training, exit
+    2; `auto` takes the torch path and says so (round 29)."""
+    import torch
+
+    from ssmrepro.kernels import backend
+
+    monkeypatch.setattr(backend, "cuda_kernels_importable", lambda: (True, "CUDA kernels: test"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    spec = _one_run_spec(tmp_path)
+    res = _invoke("run", spec, "--profile", "smoke", "--set", "train.dtype=float64", "--backend",
+                  "cuda", "--device", "cuda", "--out", tmp_path / "out")
+    _assert_refused(res, "--backend cuda: the CUDA kernels compute in float32",
+                    "train.dtype float64 runs")
+    assert not (tmp_path / "out").exists()
+    be, why = backend.select_backend("auto", "cuda")
+    assert be == "cuda"
+    be, why = backend.backend_for_dtypes(be, why, "auto", {"float32", "float64"}, "cuda")
+    assert be == "torch" and "train.dtype float64" in why, why
+    assert backend.backend_for_dtypes("cuda", "x", "auto", {"float32"}, "cuda") == ("cuda", "x")
+
+
+def test_a_float64_runs_saved_weights_are_read_back_in_float64():
+    """`build_member` (what plot-time analyses read saved weights with: koren2026's mechanistic
+    and output_variance) built every model in float32, so a `train.dtype: float64` run's weights
+    were rounded to float32 by load_state_dict without a word and its analyses ran in float32
+    (round 29)."""
+    import torch
+
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import build_member, member_state
+
+    spec = load_spec(ROOT / "experiments/huang2025/huang2025-tab1.yaml")
+    run = expand(spec, "smoke", overrides={"train.dtype": "float64"})[0]
+    trained = build_member(run)
+    with torch.no_grad():
+        for p in trained.parameters():
+            p.add_(1e-12)  # below float32's resolution near 1
+    member = build_member(run, member_state(trained, 0))
+    got, want = member.state_dict(), trained.state_dict()
+    assert all(got[k].dtype == want[k].dtype and torch.equal(got[k], want[k]) for k in want)
+    assert next(member.parameters()).dtype == torch.float64
+    run32 = expand(spec, "smoke")[0]
+    assert next(build_member(run32).parameters()).dtype == torch.float32

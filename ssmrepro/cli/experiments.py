@@ -19,7 +19,7 @@ import yaml
 from rich.markup import escape
 from rich.table import Table
 
-from ..kernels.backend import select_backend, select_device
+from ..kernels.backend import backend_for_dtypes, backend_problem, select_backend, select_device
 from ..spec import (
     SpecError,
     find_spec,
@@ -385,14 +385,22 @@ def run(
     if engine == "ray" and not dry_run:  # the cluster's devices decide; the worker picks backend
         if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", device):
             fail([f"--device {device!r}: expected auto, cpu, cuda or cuda:N"])
+        if backend_problem(backend, device):  # every pack failed on the cluster with it
+            fail([backend_problem(backend, device)])
         dev, be, why = device, backend, (f"device {device}, backend {backend} (resolved on the "
                                          "Ray cluster)")
     else:
         dev = select_device(device)
         be, why = select_backend(backend, dev)
-    bad = validate_outputs(spec, expand(spec, profile, overrides=overrides))
+    runs = expand(spec, profile, overrides=overrides)
+    bad = validate_outputs(spec, runs)
     if bad:
         fail(bad)
+    dtypes = {r.train.dtype for r in runs or []}
+    if engine == "ray" and not dry_run and "float64" in dtypes and be == "auto":
+        be, why = "torch", (f"device {device}, backend torch (train.dtype float64: the CUDA "
+                            "kernels have no float64)")
+    be, why = backend_for_dtypes(be, why, backend, dtypes, dev)
     if id_taken(spec) and not dry_run:  # it would write into the project spec's folder
         fail([id_taken(spec)])
     out_console.print(f"[dim]{escape(why)}[/]")

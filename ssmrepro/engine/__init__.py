@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from ..kernels.backend import BackendError, backend_problem
 from ..spec import Spec, SpecError
 from ..store import Store, open_store, output_name, results_dir
 from ..sweep import RunConfig, expand, overrides_tag, per_point, unique_runs
@@ -313,6 +314,10 @@ def run_experiment(
 
         ray_owned = ray_engine.connect(address)
         device = ray_engine.cluster_device(device)
+        if backend_problem(backend, device):  # 'auto' became cpu: no GPU in the cluster
+            if ray_owned:
+                ray_engine.shutdown()
+            raise BackendError(f"{backend_problem(backend, device)} (the Ray cluster has no GPUs)")
         budget = ray_engine.device_budget(device) if pack_size is None else None
         n_workers = ray_engine.slots(device, cpus_per_pack)
         # a run must fit one worker's GPU (half its free memory is the pack budget) or, on CPU,

@@ -85,6 +85,20 @@ def select_device(device: str) -> str:
     return device
 
 
+BACKEND_CHOICES = ("auto", "torch", "cuda")
+
+
+def backend_problem(backend: str, device: str) -> str | None:
+    """Why ``--backend backend`` cannot run on ``--device device`` whatever the machine, or None:
+    an unknown name, or the CUDA kernels asked for on the CPU. Checked where the device is not
+    resolved here (``--engine ray``, whose workers resolve ``auto``), before anything starts."""
+    if backend not in BACKEND_CHOICES:
+        return f"unknown backend {backend!r} ({'|'.join(BACKEND_CHOICES)})"
+    if backend == "cuda" and device == "cpu":
+        return "--backend cuda needs --device cuda"
+    return None
+
+
 def select_backend(backend: str, device: str) -> tuple[str, str]:
     """Return (backend, one-line reason).
 
@@ -93,8 +107,8 @@ def select_backend(backend: str, device: str) -> tuple[str, str]:
     """
     if backend == "torch":
         return "torch", "backend torch (requested)"
-    if backend not in ("cuda", "auto"):
-        raise BackendError(f"unknown backend {backend!r} (auto|torch|cuda)")
+    if backend not in BACKEND_CHOICES:
+        raise BackendError(backend_problem(backend, device))
     ok, why = cuda_kernels_importable()
     on_cuda = device.startswith("cuda")
     if backend == "cuda":
@@ -107,6 +121,22 @@ def select_backend(backend: str, device: str) -> tuple[str, str]:
         return "cuda", f"backend cuda ({why})"
     reason = why if not ok else f"device {device}"
     return "torch", f"backend torch ({reason}; pure-PyTorch scans on {device})"
+
+
+def backend_for_dtypes(backend: str, why: str, requested: str, dtypes: set[str],
+                       device: str) -> tuple[str, str]:
+    """(backend, reason) for runs of the training ``dtypes`` once :func:`select_backend` chose
+    ``backend`` (``why``) for the ``requested`` one. The CUDA kernels (mamba-ssm, causal-conv1d)
+    compute in float32, float16 or bfloat16 only: with float64 runs ``--backend cuda`` is a
+    BackendError, and ``auto`` takes the torch path, saying so (every pack failed on the GPU)."""
+    if backend != "cuda" or "float64" not in dtypes:
+        return backend, why
+    if requested == "cuda":
+        raise BackendError("--backend cuda: the CUDA kernels compute in float32, float16 or "
+                           "bfloat16, and this sweep has train.dtype float64 runs: use "
+                           "--backend torch (or auto)")
+    return "torch", (f"backend torch (train.dtype float64: the CUDA kernels have no float64; "
+                     f"pure-PyTorch scans on {device})")
 
 
 def set_scan_backend(backend: str) -> None:

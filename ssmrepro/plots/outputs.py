@@ -534,14 +534,19 @@ def _no_decay_hook(path: str, runs) -> list[str]:
 
     errors = []
     for r in runs:
-        if not hasattr(r.model, "to_backbone"):
-            continue
         try:
             info = build_task(r.task).info
         except DataUnavailable:
             continue
-        if not has_decay_hook(r.model, info):
-            label = f" {r.label}" if r.label else ""
+        label = f" {r.label}" if r.label else ""
+        if info.loss == "mse" or info.target == "sequence":  # targets (E, B, L, C) of numbers
+            # or one label per sequence (E, B): no per-position split of labelled positions
+            what = "a regression (loss mse" if info.loss == "mse" else "labelled per sequence ("
+            errors.append(f"{path}: analysis: decay_histogram splits a classification task's "
+                          f"positions into those before and after its labelled ones; task "
+                          f"{r.task.name} of run{label} is {what}; its packs would train, then "
+                          "fail)")
+        elif hasattr(r.model, "to_backbone") and not has_decay_hook(r.model, info):
             errors.append(f"{path}: analysis: decay_histogram needs a mixer with a decay hook "
                           f"(s6, s4d, delta_t, mamba1); the model of run{label} "
                           f"({r.model.name}) has none (its packs would train, then fail)")

@@ -39,11 +39,13 @@ def _normal(k: torch.Tensor, n: int) -> torch.Tensor:
     return torch.sqrt(-2.0 * torch.log1p(-u1)) * torch.cos(2.0 * math.pi * u2)
 
 
-def _last_only(target: torch.Tensor, L: int) -> torch.Tensor:
-    """(E, B, C) -> (E, B, L, C), NaN at every position but the last."""
+def _last_only(target: torch.Tensor, L: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """(E, B, C) -> (E, B, L, C), NaN at every position but the last. Targets and inputs stay
+    float64, as drawn: training casts both to the run's dtype (``train.batch_fields``), where a
+    float32 copy here gave a float64 run targets 1e-8 off the inputs it saw (a loss floor)."""
     E, B, C = target.shape
-    y = torch.full((E, B, L, C), math.nan, dtype=torch.float32)
-    y[:, :, -1] = target.float()
+    y = torch.full((E, B, L, C), math.nan, dtype=dtype)
+    y[:, :, -1] = target.to(dtype)
     return y
 
 
@@ -86,7 +88,9 @@ class CosineOperator(Task):
         p = torch.tensor(PRIMES[: c.n_terms], dtype=torch.float64)
         basis = torch.cos(t[:, None] * p[None, :])  # (L, n)
         u = g @ basis.T  # (E, B, L)
-        return Batch(x=u.unsqueeze(-1).float(), y=_last_only(g, c.L))
+        # float32, inputs and targets: the matmul's float64 rows differ in their last bit with
+        # the batch a sample is drawn in (rounded to float32, a sample is the same in any batch)
+        return Batch(x=u.unsqueeze(-1).float(), y=_last_only(g, c.L, torch.float32))
 
 
 class FirstAbsConfig(TaskConfig):
@@ -118,7 +122,7 @@ class FirstAbs(Task):
         scale = torch.full((c.L,), c.sigma2, dtype=torch.float64)
         scale[0] = c.sigma1
         u = z * scale
-        return Batch(x=u.unsqueeze(-1).float(), y=_last_only(z[..., :1].abs(), c.L))
+        return Batch(x=u.unsqueeze(-1), y=_last_only(z[..., :1].abs(), c.L))
 
 
 class LinearFunctionalConfig(TaskConfig):
@@ -155,7 +159,7 @@ class LinearFunctional(Task):
         c = self.config
         u = _normal(rng.key(seeds[:, None], split, index), c.L)  # (E, B, L)
         target = (u * self.theta()).sum(-1, keepdim=True)
-        return Batch(x=u.unsqueeze(-1).float(), y=_last_only(target, c.L))
+        return Batch(x=u.unsqueeze(-1), y=_last_only(target, c.L))
 
 
 __all__ = ["CosineOperator", "FirstAbs", "LinearFunctional", "PRIMES"]
