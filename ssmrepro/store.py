@@ -1098,12 +1098,14 @@ def read_results(path: Path) -> pd.DataFrame:
         if c in df:
             df[c] = df[c].fillna("")
     df = normalize_table(df)
-    for c in [c for c in NUMBER_COLUMNS if c in df]:  # counts, seeds and timings: none below 0
-        bad = df[c][(df[c] < 0) | (df[c] == float("inf"))]  # (a wall_s of -5000 cut the front page's
-        if len(bad):  # training time; -inf made it '-inf h')
-            raise TableError(f"{path}: column {c!r} holds {bad.iloc[0]!r}, not a count or time "
-                             ">= 0; delete it to rebuild it from the run records (or re-run the "
-                             "runs)")
+    for c in [c for c in ("pack_size", "wall_s", "cpu_s") if c in df]:  # a pack's size and
+        # times, none below 0 (a wall_s of -5000 cut the front page's training time); a row's
+        # impossible seed or count leaves that row out instead (count_problem)
+        bad = df[c][(df[c] < 0) | (df[c] == float("inf"))]
+        if len(bad):
+            raise TableError(f"{path}: column {c!r} holds {float(bad.iloc[0])!r}, not a count or "
+                             "time >= 0; delete it to rebuild it from the run records (or re-run "
+                             "the runs)")
     for c in [c for c in df.columns if is_metric_column(c)]:
         if not pd.api.types.is_numeric_dtype(df[c]) or pd.api.types.is_bool_dtype(df[c]):
             try:
