@@ -10416,26 +10416,33 @@ def test_text_in_a_results_tables_count_or_a_true_metric_is_refused(tmp_path):
     """'abc' typed over a run's stop_step in results.csv was a ValueError traceback in `verify`;
     a test.acc column of 'True' (a spreadsheet's truth values) was read as numbers, 1.0, and
     judged (two 'fails' claims FAILed)."""
+    for col, value, rows_edited in (("stop_step", "abc", 1), ("metric.test.acc", "True", None)):
+        res = _verify_tab1_edited(tmp_path, col, value, rows_edited)
+        _assert_refused(res, f"results.csv: column '{col}' holds text where numbers belong")
+
+
+def _verify_tab1_edited(tmp_path, col: str, value: str, n_rows: int | None = 1):
+    """`verify huang2025-tab1` of its committed results.csv with ``col`` of the first ``n_rows``
+    rows (None: every row) set to ``value``, in a small project under ``tmp_path``."""
     import csv
     import io
 
-    root = _project(tmp_path, small=True)
-    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    root = tmp_path / "proj"
+    if not root.exists():
+        _project(tmp_path, small=True)
+        (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
     folder = tmp_path / "out/huang2025/huang2025-tab1"
-    folder.mkdir(parents=True)
+    folder.mkdir(parents=True, exist_ok=True)
     rows = list(csv.reader(io.StringIO(
         (ROOT / "results/huang2025/huang2025-tab1/results.csv").read_text())))
-    for col, value, rows_edited in (("stop_step", "abc", rows[1:2]),
-                                    ("metric.test.acc", "True", rows[1:])):
-        edited = [list(r) for r in rows]
-        for r in edited[1:len(rows_edited) + 1]:
-            r[rows[0].index(col)] = value
-        text = io.StringIO()
-        csv.writer(text, lineterminator="\n").writerows(edited)
-        (folder / "results.csv").write_text(text.getvalue())
-        res = _invoke("verify", "huang2025-tab1", "--out", tmp_path / "out",
-                      env={"SSMREPRO_ROOT": str(root)})
-        _assert_refused(res, f"results.csv: column '{col}' holds text where numbers belong")
+    edited = [list(r) for r in rows]
+    for r in edited[1:(len(rows) if n_rows is None else n_rows + 1)]:
+        r[rows[0].index(col)] = value
+    text = io.StringIO()
+    csv.writer(text, lineterminator="\n").writerows(edited)
+    (folder / "results.csv").write_text(text.getvalue())
+    return _invoke("verify", "huang2025-tab1", "--out", tmp_path / "out",
+                   env={"SSMREPRO_ROOT": str(root)})
 
 
 def test_a_curves_table_whose_labels_were_swapped_is_not_drawn_under_them(tmp_path):
@@ -11014,24 +11021,9 @@ def test_a_negative_or_infinite_count_or_time_in_a_results_table_is_refused(tmp_
     """A results.csv whose wall_s (or cpu_s, pack_size) was edited to -5000 or -inf was read and
     summed into the front page's training time (round 28's probe); a pack's size and times are
     numbers >= 0. (A row's impossible seed or count leaves that row out: a test above.)"""
-    import csv
-    import io
-
-    root = _project(tmp_path, small=True)
-    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
-    folder = tmp_path / "out/huang2025/huang2025-tab1"
-    folder.mkdir(parents=True)
-    rows = list(csv.reader(io.StringIO(
-        (ROOT / "results/huang2025/huang2025-tab1/results.csv").read_text())))
     for col, value in (("wall_s", "-5000"), ("cpu_s", "-inf"), ("pack_size", "-2")):
-        edited = [list(r) for r in rows]
-        edited[1][rows[0].index(col)] = value
-        text = io.StringIO()
-        csv.writer(text, lineterminator="\n").writerows(edited)
-        (folder / "results.csv").write_text(text.getvalue())
-        res = _invoke("verify", "huang2025-tab1", "--out", tmp_path / "out",
-                      env={"SSMREPRO_ROOT": str(root)})
-        _assert_refused(res, f"results.csv: column '{col}' holds", "not a count or time >= 0")
+        _assert_refused(_verify_tab1_edited(tmp_path, col, value),
+                        f"results.csv: column '{col}' holds", "not a count or time >= 0")
 
 
 def test_a_dt_range_whose_init_overflows_float32_is_refused():
