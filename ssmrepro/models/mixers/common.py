@@ -51,6 +51,19 @@ def refuse_dt_below_floor(cfg) -> None:
                          f"whatever dt_min and dt_max; use dt_max >= {DT_INIT_FLOOR}")
 
 
+def refuse_mamba2_ranges(cfg) -> None:
+    """The A and Δ range checks of both Mamba-2 configs (mamba2, mamba2_3conv): reversed
+    ranges, an ``A_max`` past float32 (A = -exp(A_log) = -inf), and a Δ range below the init
+    floor (dt_bias = softplus⁻¹ of a Δ clamped there: every member Δ = 1e-4 whatever dt_min and
+    dt_max, two such ranges one model under two run ids) or past float32."""
+    from ..base import refuse_reversed_range
+
+    refuse_reversed_range(cfg, "A_min", "A_max")
+    refuse_dt_overflow(cfg, "A_max")
+    refuse_reversed_range(cfg)
+    refuse_dt_below_floor(cfg)
+
+
 def init_A_(A_log: torch.Tensor, A_im: torch.Tensor | None, kind: str) -> None:
     """Fill one member's Λ = -exp(A_log) + i·A_im, both (..., N), with S4D-real or S4D-lin values."""
     N = A_log.shape[-1]

@@ -37,15 +37,13 @@ from pydantic import Field, model_validator
 from torch import nn
 
 from ...kernels.backend import ssd_scan
-from ..base import refuse_reversed_range
 from ..layers import PackedCausalConv, PackedLinear, PackedModule, conv_ref_step, linear_ref, no_weight_decay
 from .base import MixerConfig, register
 from .common import (
     DT_INIT_FLOOR,
     A_log_uniform,
     dt_bias_init,
-    refuse_dt_below_floor,
-    refuse_dt_overflow,
+    refuse_mamba2_ranges,
 )
 
 SSD_CHUNK = 64  # the chunk length assumed by the memory estimate (kernels.ssd picks its own)
@@ -77,12 +75,7 @@ class Mamba2Config(MixerConfig):
 
     @model_validator(mode="after")
     def _dt_range(self) -> Mamba2Config:
-        # dt_bias = softplus⁻¹ of a Δ clamped at the init floor: a range below it gave every
-        # member Δ = 1e-4 whatever dt_min and dt_max (two such ranges: one model, two run ids)
-        refuse_reversed_range(self, "A_min", "A_max")
-        refuse_dt_overflow(self, "A_max")
-        refuse_reversed_range(self)
-        refuse_dt_below_floor(self)
+        refuse_mamba2_ranges(self)
         return self
 
     def n_heads(self, d_model: int) -> int:

@@ -27,7 +27,6 @@ from pydantic import Field, model_validator
 from torch import nn
 
 from ...kernels.backend import ssd_scan
-from ..base import refuse_reversed_range
 from ..layers import (
     PackedCausalConv,
     PackedLinear,
@@ -42,8 +41,7 @@ from .common import (
     DT_INIT_FLOOR,
     A_log_uniform,
     dt_bias_init,
-    refuse_dt_below_floor,
-    refuse_dt_overflow,
+    refuse_mamba2_ranges,
 )
 from .mamba2 import SSD_CHUNK
 
@@ -66,12 +64,7 @@ class Mamba2ThreeConvConfig(MixerConfig):
 
     @model_validator(mode="after")
     def _dt_range(self) -> Mamba2ThreeConvConfig:
-        # dt_bias = softplus⁻¹ of a Δ clamped at the init floor: a range below it gave every
-        # member Δ = 1e-4 whatever dt_min and dt_max (two such ranges: one model, two run ids)
-        refuse_reversed_range(self, "A_min", "A_max")
-        refuse_dt_overflow(self, "A_max")
-        refuse_reversed_range(self)
-        refuse_dt_below_floor(self)
+        refuse_mamba2_ranges(self)
         return self
 
     def activation_floats(self, d_model: int, L: int) -> int:
