@@ -11698,3 +11698,47 @@ def test_a_float64_runs_saved_weights_are_read_back_in_float64():
     assert next(member.parameters()).dtype == torch.float64
     run32 = expand(spec, "smoke")[0]
     assert next(build_member(run32).parameters()).dtype == torch.float32
+
+
+def test_an_eval_set_that_changes_a_tasks_hidden_question_is_refused(tmp_path):
+    """A field the inputs do not show sets the target: `train.evals: {x: {n: 3}}` beside keep_nth's
+    n 5 scored the model against the 3rd token, selective_copy's `number_offset`, multikey's
+    `key_len` and first_abs's `sigma1` likewise; composite's `variant: full_symmetry` beside
+    standard gave trained pairs other answers (34: key - 10 for key - 6), its `modulus: 4` beside
+    8 drew half its 'test' rows from the run's training rows, and an inverse_matching OOD set
+    with its own `low`/`high` held the run's training values. Each passed `validate` and was
+    reported as a test accuracy; now refused, exit 2. Sets that keep the question stay fine."""
+    from ssmrepro.tasks import build_task, eval_set_problem
+
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    task = {"name": "keep_nth", "n": 5, "T": 8, "vocab": 8}
+    res = _invoke("validate", write_spec(tmp_path, task=task,
+                                         train={**train, "evals": {"x": {"n": 3}}}))
+    _assert_refused(res, "train.evals.x: n 3 differs from the run's task (5)")
+    sc = {"name": "selective_copy", "words": 4, "numbers": 2, "number_offset": 2, "L": 8}
+    refused = [
+        (sc, {"number_offset": 1}, "number_offset 1 differs"),
+        ({"name": "multikey_recall", "words": 3, "key_len": 2, "L": 12}, {"key_len": 3},
+         "key_len 3 differs"),
+        ({"name": "first_abs", "L": 4}, {"sigma1": 2.0}, "sigma1 2.0 differs"),
+        ({"name": "composite"}, {"variant": "full_symmetry"},
+         "pair 34's answer is key -10 there but key -6"),
+        ({"name": "composite", "variant": "full_symmetry"}, {"set2_shift4": 10},
+         "set2_shift4 differs"),
+        ({"name": "composite"}, {"modulus": 4}, "key 21 at position 1, where the run trains"),
+        ({"name": "inverse_matching"},
+         {"ood": True, "low": 150, "high": 200, "ood_low": 20, "ood_high": 100},
+         "overlap the run's training values [20, 100]"),
+    ]
+    for base, other, said in refused:
+        why = eval_set_problem(build_task(base), build_task({**base, **other}))
+        assert why is not None and said in why, (base, other, why)
+    fine = [(task, {"T": 16}), (sc, {"L": 12, "supervise": "last"}),
+            ({"name": "composite"}, {"test_pair": "43", "target43": "symmetric"}),
+            ({"name": "composite"}, {"test_pair": "43", "modulus": 4}),
+            ({"name": "composite"}, {"modulus": 16, "L": 9}),
+            ({"name": "inverse_matching"}, {"ood": True}),
+            ({"name": "first_abs", "L": 4}, {"sigma2": 3.0})]
+    for base, other in fine:
+        assert eval_set_problem(build_task(base), build_task({**base, **other})) is None, other

@@ -239,6 +239,9 @@ class Task:
     Config: ClassVar[type[TaskConfig]]
     name: ClassVar[str]
     finite: ClassVar[bool] = False  # True: fixed splits of rows (needs train.train_size)
+    # config fields that set which target an input has, unseen in the input (keep_nth's n):
+    # field -> what it sets; an evaluation set must keep them (``eval_problem``)
+    question: ClassVar[dict[str, str]] = {}
 
     def __init__(self, config: TaskConfig):
         self.config = config
@@ -254,8 +257,16 @@ class Task:
     def eval_problem(self, other: Task) -> str | None:
         """Why ``other`` (a named evaluation set: this task with some fields overridden) asks a
         different question than the one the run learns, though its inputs and outputs fit
-        (``incompatibility``); None: it is a fair evaluation set. Tasks with a hidden target
-        drawn from their fields override this."""
+        (``incompatibility``); None: it is a fair evaluation set. Here: a field of
+        ``question`` differs (`train.evals: {x: {n: 3}}` beside keep_nth's n 5 scored the model
+        against the 3rd token, a task it never learned, reported as a test accuracy). Tasks
+        with other hidden targets extend this."""
+        for key, what in self.question.items():
+            ours, theirs = getattr(self.config, key), getattr(other.config, key)
+            if ours != theirs:
+                return (f"{key} {theirs!r} differs from the run's task ({ours!r}): it sets {what}, "
+                        "which the inputs do not show, so the set would score the model on a "
+                        "question it never learned")
         return None
 
     def split_sizes(self) -> dict[str, int] | None:

@@ -160,6 +160,32 @@ class Composite(Task):
         c = self.config
         return TaskInfo(vocab_size=c.vocab, n_classes=c.vocab, seq_len=c.L)
 
+    def eval_problem(self, other: Task) -> str | None:
+        """An evaluation set must ask the run's question on rows the run never trains on: a pair
+        the run trains must keep its shift (`variant: full_symmetry` beside standard gave pair
+        12 the answer key - 3 for key + 6), and the set's (position, key) classes must be held
+        out from the run's training rows (`modulus: 4` beside 8 drew half its 'test' rows from
+        the run's training rows). Pair 43, never trained, may take either answer
+        (``target43``)."""
+        a, b = self.config, other.config
+        mine, theirs = self._shift, other._shift
+        for pair in other._eval_pairs:
+            if pair in self._train_pairs and theirs[pair] != mine[pair]:
+                keys = [k for k in ("variant", "set2_shift4") if getattr(a, k) != getattr(b, k)]
+                return (f"{' and '.join(keys)} differ{'s' if len(keys) == 1 else ''} from the "
+                        f"run's task: pair {pair}'s answer is key {theirs[pair]:+d} there but key "
+                        f"{mine[pair]:+d} in the run's training, so the set would score the "
+                        "model on functions it never learned")
+        if a.modulus == b.modulus or not any(p in self._train_pairs for p in other._eval_pairs):
+            return None  # the run's held-out classes, or only pair 43: no training row
+        for p in range(1, min(a.L, b.L) - 1):
+            for key in range(max(a.key_low, b.key_low), min(a.key_high, b.key_high)):
+                if key % b.modulus == p % b.modulus and key % a.modulus != p % a.modulus:
+                    return (f"its test rows include key {key} at position {p}, where the run "
+                            f"trains on it (modulus {b.modulus} beside the run's {a.modulus}): "
+                            "the set would report accuracy on training rows as held-out")
+        return None
+
     def sample(self, seeds: torch.Tensor, split: int, index: torch.Tensor) -> Batch:
         c = self.config
         dev = index.device

@@ -125,6 +125,18 @@ class InverseMatching(Task):
         L = N_KEYS * 4 + c.n_fill + 3
         return TaskInfo(vocab_size=max(c.high, c.ood_high) + 1, n_classes=N_KEYS, seq_len=L)
 
+    def eval_problem(self, other: Task) -> str | None:
+        """An OOD evaluation set must hold no value the run trains on: a set's own check compares
+        its OOD range with its own [low, high], which an evaluation set's test split never reads
+        (`{ood: true, low: 150, high: 200, ood_low: 20, ood_high: 100}` scored the run's
+        training sets as out-of-distribution)."""
+        a, b = self.config, other.config
+        if b.ood and b.ood_low <= a.high and a.low <= b.ood_high:
+            return (f"its OOD values [{b.ood_low}, {b.ood_high}] overlap the run's training "
+                    f"values [{a.low}, {a.high}]: the set would report rows like the run's "
+                    "training rows as out-of-distribution")
+        return None
+
     def _range(self, split: int) -> tuple[int, int, str]:
         c = self.config
         if split == TRAIN:

@@ -35,6 +35,7 @@ class KeepNthConfig(TaskConfig):
 class KeepNth(Task):
     Config = KeepNthConfig
     name = "keep_nth"
+    question = {"n": "which token is the target (x_n)"}
 
     @property
     def info(self) -> TaskInfo:

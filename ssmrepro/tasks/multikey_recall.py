@@ -62,6 +62,7 @@ class MultiKeyRecallConfig(TaskConfig):
 class MultiKeyRecall(Task):
     Config = MultiKeyRecallConfig
     name = "multikey_recall"
+    question = {"key_len": "the key recalled at each position (the k-gram ending there)"}
 
     @property
     def info(self) -> TaskInfo:

@@ -91,6 +91,7 @@ class SelectiveCopyConfig(TaskConfig):
 class SelectiveCopy(Task):
     Config = SelectiveCopyConfig
     name = "selective_copy"
+    question = {"number_offset": "the value of each number token (how far back it copies)"}
 
     @property
     def info(self) -> TaskInfo:
@@ -100,8 +101,8 @@ class SelectiveCopy(Task):
 
     def eval_problem(self, other: Task) -> str | None:
         # words + numbers kept (the outputs fit): ids are W words, then number tokens
-        return role_split_problem("words", self.config.words, other.config.words, "words",
-                                  "number tokens")
+        return super().eval_problem(other) or role_split_problem(
+            "words", self.config.words, other.config.words, "words", "number tokens")
 
     def sample(self, seeds: torch.Tensor, split: int, index: torch.Tensor) -> Batch:
         c = self.config

@@ -111,6 +111,7 @@ class FirstAbsConfig(TaskConfig):
 class FirstAbs(Task):
     Config = FirstAbsConfig
     name = "first_abs"
+    question = {"sigma1": "the target |u_1| / sigma1"}
 
     @property
     def info(self) -> TaskInfo:
