@@ -11742,3 +11742,17 @@ def test_an_eval_set_that_changes_a_tasks_hidden_question_is_refused(tmp_path):
             ({"name": "first_abs", "L": 4}, {"sigma2": 3.0})]
     for base, other in fine:
         assert eval_set_problem(build_task(base), build_task({**base, **other})) is None, other
+
+
+def test_an_mqar_power_a_whose_gap_weights_overflow_is_refused(tmp_path):
+    """MQAR's gaps are the top-kappa of Gumbel noise + (a - 1) log i: `power_a: 1e308` overflowed
+    those weights to inf, and the tie among them put the queries of a 64-token sequence at
+    positions 42-48, where p_i ~ i^(a-1) (as at a = 1e300) puts them in the last slots, 56-62:
+    other data than the law, without a word. `validate` refuses power_a above 1e6, exit 2."""
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    task = {"name": "mqar", "vocab": 65, "L": 64, "kappa": 4}
+    res = _invoke("validate", write_spec(tmp_path, task={**task, "power_a": 1e308}, train=train))
+    _assert_refused(res, "task.power_a: Input should be less than or equal to 1000000")
+    ok = write_spec(tmp_path, task={**task, "power_a": 1e6}, train=train)
+    assert _invoke("validate", ok).exit_code == 0

@@ -75,7 +75,9 @@ class MQARConfig(TaskConfig):
     vocab: int = Field(512, ge=4, description="V: keys from [1, V//2), values from [V//2, V)")
     L: int = Field(64, ge=2, description="input length (for reduce_to_ar: the generation length, = 4*kappa)")
     kappa: int = Field(16, ge=1, description="number of key-value pairs (N_f)")
-    power_a: float = Field(1.0, gt=0.0, description="gap power law p_i ~ a*i^(a-1); 1 = uniform")
+    power_a: float = Field(1.0, gt=0.0, le=1e6, description="gap power law p_i ~ a*i^(a-1); 1 = "
+                           "uniform (at most 1e6: from about 1e306 the weights i^(a-1) overflow "
+                           "float64 and the queries sat in slots the law never gives them)")
     random_non_queries: bool = Field(True, description="fill empty positions with uniform ids in [0, V)")
     num_passes: int = Field(1, ge=1, description="times the KV block is repeated (zoology)")
     key_repeats: int = Field(1, ge=1, description="N_k: KV chunks per key, queries ask for the last")
