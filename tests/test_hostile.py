@@ -11756,3 +11756,29 @@ def test_an_mqar_power_a_whose_gap_weights_overflow_is_refused(tmp_path):
     _assert_refused(res, "task.power_a: Input should be less than or equal to 1000000")
     ok = write_spec(tmp_path, task={**task, "power_a": 1e6}, train=train)
     assert _invoke("validate", ok).exit_code == 0
+
+
+def test_decode_recall_with_a_large_vocabulary_samples_in_time_independent_of_it():
+    """decode_recall looked up V_{s_t} with one pass over the (E, B, L) batch per word: 2^14
+    words took 1.1 s a batch of 8, 2^20 about a minute and 2^24 (which the memory check lets
+    through at batch 1) some 20 minutes, a run that never ends without a word. One sort by
+    (value, time) finds every latest earlier occurrence at once; the targets are the
+    definition's (an independent loop here; tests/test_cooper_tasks.py checks small vocabularies)."""
+    import torch
+
+    from ssmrepro.tasks import build_task
+
+    W, L = 2 ** 20, 60
+    task = build_task({"name": "decode_recall", "words": W, "L": L, "p": 0.5})
+    start = time.perf_counter()
+    b = task.sample(torch.tensor([0, 3]), 0, torch.arange(4).expand(2, -1))
+    assert time.perf_counter() - start < 5.0
+    for e in range(2):
+        for i in range(4):
+            x, s, want = b.x[e, i].tolist(), 0, []
+            for t in range(L):
+                if x[t] in (W, W + 1):
+                    s = (2 * s + x[t] - W) % W
+                js = [j for j in range(t) if x[j] == s]
+                want.append(x[js[-1] + 1] if js else -100)
+            assert b.y[e, i].tolist() == want

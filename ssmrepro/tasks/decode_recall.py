@@ -36,7 +36,7 @@ so x[1] = #0 (a bit). t = 6: s = (2·2 + 1) mod 4 = 1; V1 last at 4, so x[5] = #
 last at 7, so the target is x[8] itself.)
 
 Randomness: each example uses ``rng.key(seed, split, index)`` and independent sub-streams for
-token kinds, words, bits and lengths; everything is vectorised over (E, B) (one pass per word
+token kinds, words, bits and lengths; everything is vectorised over (E, B) (one sort per batch
 for the last-occurrence lookup).
 """
 
@@ -51,7 +51,6 @@ from . import rng
 from .base import IGNORE, Batch, Task, TaskConfig, TaskInfo
 from .cooper_tokens import (
     last_only,
-    last_position_before,
     lengths,
     pad_to_lengths,
     random_tokens,
@@ -130,10 +129,20 @@ def decode_targets(x: torch.Tensor, words: int) -> torch.Tensor:
     """Targets of unpadded inputs x (E, B, L): x[j + 1] for the last j <= t - 1 with x[j] = V_{s_t}
     (IGNORE when V_{s_t} has not occurred before t)."""
     s = decode_state(x, words)
-    j = torch.full_like(x, -1)
-    for w in range(words):  # last occurrence of word w at or before t - 1, where s_t = w
-        last = last_position_before(x, x == w)  # <= t
-        before = torch.cat([torch.full_like(last[..., :1], -1), last[..., :-1]], dim=-1)  # <= t-1
-        j = torch.where(s == w, before, j)
-    return torch.where(j >= 0, x.gather(-1, (j + 1).clamp(max=x.shape[-1] - 1)),
+    # one sort of the L tokens (stores) and the L lookups of V_{s_t} (queries) by (value, time),
+    # a store at j before a query at t iff j <= t - 1: the query's latest earlier store of the
+    # same value is then the last store before it in that order (O(L log L); a pass per word,
+    # O(W L), took 20 minutes a batch at 2^24 words, which the memory check lets through)
+    L = x.shape[-1]
+    pos = torch.arange(L, device=x.device).expand_as(x)
+    vals = torch.cat([x, s], dim=-1)  # (..., 2L): tokens, then the looked-up words
+    order = torch.argsort(vals * (2 * L) + torch.cat([2 * pos + 1, 2 * pos], dim=-1), dim=-1)
+    idx = torch.arange(2 * L, device=x.device).expand_as(order)
+    is_store = order < L
+    last = torch.where(is_store, idx, torch.full_like(idx, -1)).cummax(dim=-1).values
+    found = (last >= 0) & (vals.gather(-1, order.gather(-1, last.clamp(min=0)))
+                           == vals.gather(-1, order))
+    j_sorted = torch.where(found, order.gather(-1, last.clamp(min=0)), torch.full_like(order, -1))
+    j = torch.empty_like(order).scatter_(-1, order, j_sorted)[..., L:]  # the queries' j
+    return torch.where(j >= 0, x.gather(-1, (j + 1).clamp(max=L - 1)),
                        torch.full_like(x, IGNORE))
