@@ -11782,3 +11782,38 @@ def test_decode_recall_with_a_large_vocabulary_samples_in_time_independent_of_it
                 js = [j for j in range(t) if x[j] == s]
                 want.append(x[js[-1] + 1] if js else -100)
             assert b.y[e, i].tolist() == want
+
+
+def test_the_mechanistic_analysis_of_an_mqar_with_repeated_blocks_is_refused(tmp_path):
+    """`analysis: [mechanistic]` reads the facts, the state and the attention targets from the
+    first 2*kappa tokens. With `key_repeats: 2` those hold a chunk of stale values (the queries
+    ask the last chunk's: here the value after a query's key there is not its target), with
+    `num_passes: 2` the first of two blocks: a model that recalls right scored attn.hit 0 and
+    hidden.* compared its state with the wrong facts, all passed by `validate`. Refused now,
+    exit 2; query_repeats (one block first) stays fine."""
+    import torch
+
+    from ssmrepro.tasks import build_task
+
+    task = {"name": "mqar", "vocab": 64, "L": 48, "kappa": 4}
+    b = build_task({**task, "key_repeats": 2}).sample(torch.tensor([0]), 2, torch.arange(4)[None])
+    x, y = b.x[0], b.y[0]
+    stale = {(int(r), int(x[r, 2 * m])): int(x[r, 2 * m + 1]) for r in range(4) for m in range(4)}
+    nz = (y != -100).nonzero().tolist()
+    wrong = sum(stale[(r, int(x[r, t]))] != int(y[r, t]) for r, t in nz)
+    assert len(nz) == 16 and wrong > 8, wrong
+    model = {"name": "linear_mamba", "d_model": 16, "d_state": 8, "n_layers": 1, "d_conv": 2,
+             "expand": 2}
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    sweep = [{"cases": [{"label": "trained"}]}]
+    for extra, needle in (({"key_repeats": 2}, "run trained has key_repeats 2"),
+                          ({"num_passes": 2}, "run trained has num_passes 2"),
+                          ({"query_repeats": 2}, None)):
+        spec = write_spec(tmp_path, task={**task, **extra}, model=model, train=train, sweep=sweep,
+                          analysis=["mechanistic"], save_weights=True)
+        res = _invoke("validate", spec)
+        if needle:
+            _assert_refused(res, "analysis: mechanistic reads the context as one block", needle)
+        else:
+            assert res.exit_code == 0, res.output

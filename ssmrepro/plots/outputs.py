@@ -573,6 +573,17 @@ def _weight_analysis_problems(path: str, analyses: list[str], runs) -> list[str]
             errors += [f"{path}: analysis: {a} reads the MQAR layout of task mqar (keys "
                        f"[1, V/2), values [V/2, V)); run{label} trains {r.task.name}"
                        for a in wanted]
+        elif "mechanistic" in wanted and (r.task.key_repeats > 1 or r.task.num_passes > 1):
+            # its facts, state and attention targets are the first 2 kappa tokens: key_repeats
+            # puts a chunk of stale values there (queries ask the last chunk's), num_passes the
+            # first of the repeated blocks; a model recalling right scored attn.hit 0
+            what = (f"key_repeats {r.task.key_repeats} (the first chunk holds stale values; "
+                    "queries ask the last chunk's)" if r.task.key_repeats > 1 else
+                    f"num_passes {r.task.num_passes} (the block is repeated; queries are read "
+                    "after the last pass)")
+            errors.append(f"{path}: analysis: mechanistic reads the context as one block of "
+                          f"facts, the first 2*kappa tokens (koren2026 Figs. 2-5); run{label} "
+                          f"has {what}")
         if "mechanistic" in wanted and hasattr(r.model, "to_backbone"):
             try:
                 with torch.device("meta"):
