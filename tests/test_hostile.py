@@ -6848,7 +6848,7 @@ def test_a_named_eval_set_longer_than_learned_positions_is_refused(tmp_path):
     assert res.exit_code == 2, res.output
     assert "train.evals.long: its sequences of length 16 are longer than the 8 positions" \
         in res.output, res.output
-    ok = write_spec(tmp_path, model=model, train={**train, "evals": {"same": {"n": 3}}})
+    ok = write_spec(tmp_path, model=model, train={**train, "evals": {"same": {"T": 8}}})
     assert _invoke("validate", ok).exit_code == 0
 
 

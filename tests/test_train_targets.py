@@ -189,11 +189,11 @@ def test_regression_loss_equals_mse_and_ignores_nan_targets(stub):
 def test_named_evaluation_sets(stub):
     base = {"name": "keep_nth", "n": 2, "T": 6, "vocab": 5}
     runs = make_runs(base, [dict(TRAIN_KW, batch_size=4, max_steps=3, val_size=4, test_size=6,
-                                 evals={"long": {"T": 12}, "late": {"n": 4}})], seeds=[0, 1])
+                                 evals={"long": {"T": 12}, "short": {"T": 4}})], seeds=[0, 1])
     keep = {}
     res = train_pack(runs, keep=keep)
     seeds = torch.tensor([derived_seed(r.seed, _DATA_STREAM) for r in runs])
-    for name, over in (("long", {"T": 12}), ("late", {"n": 4})):
+    for name, over in (("long", {"T": 12}), ("short", {"T": 4})):
         loss, acc = evaluate(keep["model"], build_task({**base, **over}), seeds, TEST, 6, 2)
         for e, r in enumerate(res):
             assert r["metrics"][f"{name}.loss"] == pytest.approx(float(loss[e]), rel=1e-12)
