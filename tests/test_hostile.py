@@ -11698,3 +11698,29 @@ def test_a_float64_runs_saved_weights_are_read_back_in_float64():
     assert next(member.parameters()).dtype == torch.float64
     run32 = expand(spec, "smoke")[0]
     assert next(build_member(run32).parameters()).dtype == torch.float32
+
+
+def test_the_best_validation_accuracy_is_an_accuracy_and_its_mse_a_loss(tmp_path):
+    """val.best_acc (koren2026's paper values and claims) was not read as an accuracy: a paper
+    value of 99 (the paper's percentage) or a claim `>= 95` was accepted and could never match or
+    pass, and a claim `<= 1` could not fail; a val.best_mse of -5 was no negative loss."""
+    agg = {"reduce": "mean", "metrics": ["val.best_acc", "test.acc"]}
+    cases = (
+        ({"paper_values": [{"where": {"label": "S6"}, "metric": "val.best_acc", "value": 99,
+                            "tol": 1}]},
+         "paper_values.0.value: 99 for val.best_acc, an accuracy outside [0, 1]"),
+        ({"claims": [{"text": "x", "metric": "val.best_acc", "op": ">=", "value": 95}]},
+         "claims.0.value: 95 for val.best_acc, an accuracy outside [0, 1]"),
+        ({"claims": [{"text": "x", "metric": "val.best_acc", "op": "<=", "value": 1}]},
+         "val.best_acc <= 1 holds for every run (an accuracy lies in [0, 1]): the claim cannot "
+         "fail"),
+    )
+    for fields, needle in cases:
+        _assert_refused(_invoke("validate", write_spec(tmp_path, aggregate=agg, **fields)),
+                        needle)
+    from ssmrepro.store import metric_range_problem
+    assert metric_range_problem("val.best_mse", [-5.0]) and \
+        metric_range_problem("val.best_acc", [1.5])
+    ok = write_spec(tmp_path, aggregate=agg, claims=[
+        {"text": "x", "metric": "val.best_acc", "op": ">=", "value": 0.95}])
+    assert _invoke("validate", ok).exit_code == 0

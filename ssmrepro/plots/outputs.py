@@ -64,6 +64,7 @@ from ..store import (
     TableError,
     count_problem,
     csv_text,
+    is_accuracy,
     is_loss,
     is_metric_column,
     metric_name,
@@ -283,7 +284,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         if needs == {cfg.metric} and cfg.check in ("monotone", "spread", "collapse"):
             errors += _any_accuracy(path, f"{key}.tol", cfg.metric, cfg.tol, spread)
         if needs == {cfg.metric} and isinstance(cfg, CollapseConfig) and cfg.min_range > 1 and \
-                (spread or {}).get(cfg.metric, cfg.metric).endswith(".acc"):  # it FAILed always
+                is_accuracy((spread or {}).get(cfg.metric, cfg.metric)):  # it FAILed always
             errors.append(f"{path}: {key}.min_range: {cfg.min_range:g} for {cfg.metric}: "
                           "accuracies lie in [0, 1], so their group means never span more than "
                           "1 and the claim could never PASS (a percentage? accuracies are "
@@ -348,7 +349,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             errors.append(f"{path}: paper_values.{i}.value: {pv.value:g} for {pv.metric}, a "
                           "negative spread (a standard deviation is never below 0)")
         errors += _any_accuracy(path, f"paper_values.{i}.tol", pv.metric, pv.tol, spread)
-        if spread.get(pv.metric, pv.metric).endswith(".acc") and pv.tol < 1 and \
+        if is_accuracy(spread.get(pv.metric, pv.metric)) and pv.tol < 1 and \
                 pv.value - pv.tol <= 0 and pv.value + pv.tol >= 1:  # 0.5 ± 0.5
             errors.append(f"{path}: paper_values.{i}.tol: {pv.value:g} ± {pv.tol:g} covers every "
                           f"accuracy [0, 1]: any {pv.metric} would match")
@@ -641,7 +642,7 @@ def _any_accuracy(path: str, key: str, metric: str, tol: float,
     which lies in [0, 1], admits every value: a paper value 'matched' and a monotone, spread or
     collapse claim PASSed whatever was measured (a percentage point count, e.g. 5, read as a
     fraction)."""
-    if (spread or {}).get(metric, metric).endswith(".acc") and tol >= 1:
+    if is_accuracy((spread or {}).get(metric, metric)) and tol >= 1:
         return [f"{path}: {key}: {tol:g} for {metric} admits any accuracy (accuracies lie in "
                 "[0, 1]; a percentage? accuracies are fractions)"]
     return []
@@ -672,7 +673,7 @@ def _unreachable(path: str, values: list[tuple[str, str, float]],
             "a parameter count below 0" if base == N_PARAMS and v < 0 else None)
         if why:
             out.append(f"{path}: {key}: {v:g} for {metric}, {why}"
-                       + (" (a percentage? accuracies are fractions)" if base.endswith(".acc")
+                       + (" (a percentage? accuracies are fractions)" if is_accuracy(base)
                           else ""))
     return out
 
@@ -683,7 +684,7 @@ def _bounded(metric: str, v: float, spread: dict[str, str] | None) -> tuple[bool
     base = (spread or {}).get(metric, metric)
     if metric_range_problem(base, [v]):
         return False, False, ""
-    if base.endswith(".acc"):
+    if is_accuracy(base):
         return True, True, "an accuracy lies in [0, 1]"
     if is_loss(base):
         return False, True, "a loss is never below 0"
@@ -734,11 +735,11 @@ def _ordering_always_holds(path: str, key: str, cfg: Any) -> list[str]:
     """An ordering of accuracies ``a >= factor·b + margin`` with ``margin <= -factor``: every
     pair of accuracies (in [0, 1]) meets it, so the claim cannot fail; with ``margin > 1`` none
     does (1 >= factor·0 + margin at best), so it cannot pass."""
-    if cfg.metric.endswith(".acc") and cfg.margin <= -cfg.factor:
+    if is_accuracy(cfg.metric) and cfg.margin <= -cfg.factor:
         return [f"{path}: {key}.margin: {cfg.margin:g} with factor {cfg.factor:g} on "
                 f"{cfg.metric}: every pair of accuracies (in [0, 1]) is in order, the claim "
                 "cannot fail; give a margin above -factor"]
-    if cfg.metric.endswith(".acc") and cfg.margin > 1:  # a 1 beside a 0 is the most there is
+    if is_accuracy(cfg.metric) and cfg.margin > 1:  # a 1 beside a 0 is the most there is
         return [f"{path}: {key}.margin: {cfg.margin:g} on {cfg.metric}: no pair of accuracies "
                 f"(in [0, 1]) is in order, the claim cannot pass; give a margin of at most 1"]
     return []
