@@ -11724,3 +11724,42 @@ def test_the_best_validation_accuracy_is_an_accuracy_and_its_mse_a_loss(tmp_path
     ok = write_spec(tmp_path, aggregate=agg, claims=[
         {"text": "x", "metric": "val.best_acc", "op": ">=", "value": 0.95}])
     assert _invoke("validate", ok).exit_code == 0
+
+
+def test_a_claim_the_cells_not_finished_can_still_make_hold_is_missing_not_fail():
+    """FAIL is for finished cells that contradict a claim. A monotone claim with tol 0.1 FAILed
+    0.5 -> 0.35 across a cell not trained yet (0.42 there holds it), a size_order claim 'A 32 >
+    B 16' while A's cell at 8 was not trained, a collapse claim whose group means spanned less
+    than min_range so far, a log-log slope over the points so far: each is MISSING until those
+    cells are in. What no cell to come can undo still FAILs."""
+    from test_checks import Run, judge
+
+    def one(claim, runs, values):
+        [v] = judge([claim], runs, values)
+        return v.verdict
+
+    line = [Run("m", {"model.d": d}) for d in (1, 2, 3)]
+    mono = {"check": "monotone", "text": "t", "along": "model.d", "direction": "decreasing",
+            "tol": 0.1}
+    mono_up = {**mono, "direction": "increasing"}
+    assert one(mono_up, line, [0.5, None, 0.35]) == "MISSING"
+    assert one(mono_up, line, [0.5, None, 0.25]) == "FAIL"  # more than tol per step: certain
+    assert one(mono_up, line, [0.5, 0.42, 0.35]) == "PASS"
+    assert one(mono, line, [0.35, None, 0.5]) == "MISSING"
+    sizes = [Run(lab, {"model.d_model": d, "task.k": 1}) for lab in ("A", "B") for d in (8, 16, 32)]
+    order = {"check": "size_order", "text": "t", "labels": ["A", "B"], "size": "model.d_model",
+             "group_by": ["task.k"], "threshold": 0.9}
+    assert one(order, sizes, [None, 0.1, 0.95, 0.1, 0.95, 0.95]) == "MISSING"
+    assert one(order, sizes, [0.1, 0.1, None, 0.95, 0.95, 0.95]) == "FAIL"  # A >= 32 > B's 8
+    assert one(order, sizes, [0.95, 0.1, 0.95, 0.1, 0.95, 0.95]) == "PASS"
+    grid = [Run("m", {"model.a": a, "model.b": b}) for a in (1, 2, 3) for b in (1, 2, 3)]
+    coll = {"check": "collapse", "text": "t", "by": "model.a * model.b", "tol": 0.1,
+            "min_groups": 1, "min_range": 0.5}
+    full = [0.1, 0.2, 0.3, 0.2, 0.4, 0.6, 0.3, 0.6, 0.9]
+    assert one(coll, grid, [None, *full[1:4], None, *full[5:8], None]) == "MISSING"
+    assert one(coll, grid, [None, 0.2, 0.3, 0.5, *full[4:]]) == "FAIL"  # group 2 spreads 0.3
+    assert one(coll, grid, full) == "PASS"
+    xs = [Run("m", {"model.d": d}) for d in (1, 2, 4, 8)]
+    slope = {"check": "loglog_slope", "text": "t", "x": "model.d", "expected": -1, "tol": 0.1}
+    assert one(slope, xs, [1, 0.6, 0.3, None]) == "MISSING"
+    assert one(slope, xs, [1, 0.9, 0.8, 0.7]) == "FAIL"
