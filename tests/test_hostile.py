@@ -11763,3 +11763,24 @@ def test_a_claim_the_cells_not_finished_can_still_make_hold_is_missing_not_fail(
     slope = {"check": "loglog_slope", "text": "t", "x": "model.d", "expected": -1, "tol": 0.1}
     assert one(slope, xs, [1, 0.6, 0.3, None]) == "MISSING"
     assert one(slope, xs, [1, 0.9, 0.8, 0.7]) == "FAIL"
+
+
+def test_the_worst_seeds_loss_is_not_taken_from_the_seeds_that_did_not_diverge():
+    """`reduce: max` (koren2026's specs, which aggregate train.loss) skipped a diverged seed, as
+    for a best-of-seeds accuracy; of a loss max is the worst seed (the figures say so), and the
+    diverged one is worse than any: a claim `train.loss <= 0.5` PASSed on the other seeds'."""
+    import pandas as pd
+    from test_checks import Run
+
+    from ssmrepro.report import aggregate
+
+    runs = [Run("m", {"model.d": 1}, s) for s in (0, 1, 2)]
+    df = pd.DataFrame([{"run_id": f"r{s}", "label": "m", "seed": s, "model.d": 1,
+                        "status": st, "train.loss": v, "test.acc": a}
+                       for s, (st, v, a) in enumerate([("ok", 0.1, 0.9), ("ok", 0.2, 0.8),
+                                                       ("diverged", math.nan, math.nan)])])
+    cells = aggregate(df, runs, "max", ["train.loss", "test.acc"])
+    assert math.isnan(cells["train.loss"].iloc[0])
+    assert cells["test.acc"].iloc[0] == 0.9  # the best seed's accuracy: the diverged one skipped
+    cells = aggregate(df[df["status"] == "ok"], runs[:2], "max", ["train.loss"])
+    assert cells["train.loss"].iloc[0] == 0.2
