@@ -11784,3 +11784,24 @@ def test_the_worst_seeds_loss_is_not_taken_from_the_seeds_that_did_not_diverge()
     assert cells["test.acc"].iloc[0] == 0.9  # the best seed's accuracy: the diverged one skipped
     cells = aggregate(df[df["status"] == "ok"], runs[:2], "max", ["train.loss"])
     assert cells["train.loss"].iloc[0] == 0.2
+
+
+def test_a_paper_value_of_a_seed_spread_in_a_one_seed_cell_is_not_compared():
+    """A paper value on test.acc.std in a profile of one seed (the spread is empty there) was
+    `differs` ('not measured'), counted among the values compared; a claim on it is untestable.
+    It is `missing` now; a seed that diverged still makes it differ."""
+    from types import SimpleNamespace
+
+    from test_checks import Run, rows_for
+
+    from ssmrepro.report import aggregate, cell_keys, verify
+
+    pv = SimpleNamespace(where={"label": "m"}, metric="test.acc.std", value=0.02, tol=0.01)
+    spec = SimpleNamespace(claims=[], paper_values=[pv], claim="c")
+    for seeds, values, status, want in (((0,), [0.9], None, "missing"),
+                                        ((0, 1), [0.9, 0.9], {1: "diverged"}, "differs"),
+                                        ((0, 1), [0.9, 0.94], None, "match")):
+        runs = [Run("m", {"model.d": 1}, s) for s in seeds]
+        cells = aggregate(rows_for(runs, values, status), runs, "mean", ["test.acc"])
+        [v] = [v for v in verify(spec, cells, cell_keys(runs)) if v.kind == "paper_value"]
+        assert v.verdict == want, (seeds, v)
