@@ -11805,3 +11805,18 @@ def test_a_paper_value_of_a_seed_spread_in_a_one_seed_cell_is_not_compared():
         cells = aggregate(rows_for(runs, values, status), runs, "mean", ["test.acc"])
         [v] = [v for v in verify(spec, cells, cell_keys(runs)) if v.kind == "paper_value"]
         assert v.verdict == want, (seeds, v)
+
+
+def test_a_claims_any_of_value_that_matches_no_run_is_refused(tmp_path):
+    """`where: {label: [S6, S4d]}` (a typo of S4D) matched S6, so `validate` took it, and the
+    claim was judged, and could PASS, on S6 alone; so for a value no run has (`d_model: [8,
+    999]`) and for a figure's filter. Each value of an any-of list must match some run."""
+    for where, needle in (({"label": ["S6", "S4d"]}, "claims.0.where.label: 'S4d' (one of its "
+                           "values) matches no run of any profile"),
+                          ({"model.d_model": [8, 999]}, "claims.0.where.model.d_model: 999")):
+        spec = write_spec(tmp_path, claims=[{"text": "x", "where": where, "op": ">=",
+                                             "value": 0.9}])
+        _assert_refused(_invoke("validate", spec), needle)
+    ok = write_spec(tmp_path, claims=[{"text": "x", "where": {"label": ["S6", "S4D"]},
+                                       "op": ">=", "value": 0.9}])
+    assert _invoke("validate", ok).exit_code == 0

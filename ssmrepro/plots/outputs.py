@@ -840,6 +840,14 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
             shown = ", ".join(f"{k}={v}" for k, v in where.items())
             errors.append(f"{path}: {key}: matches no run of any profile ({shown}); check the "
                           "label and the values")
+            return
+        for k, want in where.items():  # one value of an any-of list that adds no run (a typo,
+            # `label: [S6, S4d]`): the claim was judged, and PASSed, on the others alone
+            for v in want if isinstance(want, list) else []:
+                if not index.positions({**where, k: v}):
+                    errors.append(f"{path}: {key}.{k}: {v!r} (one of its values) matches no run "
+                                  "of any profile with the rest of the condition; check the "
+                                  "label and the values")
 
     def values(key: str, cfg: Any) -> None:
         for field, col, want in cfg.value_refs():
