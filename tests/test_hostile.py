@@ -11820,3 +11820,22 @@ def test_a_claims_any_of_value_that_matches_no_run_is_refused(tmp_path):
     ok = write_spec(tmp_path, claims=[{"text": "x", "where": {"label": ["S6", "S4D"]},
                                        "op": ">=", "value": 0.9}])
     assert _invoke("validate", ok).exit_code == 0
+
+
+def test_a_precondition_that_implies_its_claim_is_refused(tmp_path):
+    """`test.acc >= 0.9 given test.acc >= 0.9` (or `>= 0.8 given > 0.85`, an any_threshold
+    alike): a cell meeting the precondition holds the claim, the others are untestable, so the
+    claim could not fail (MISSING or PASS whatever was trained); it was accepted."""
+    for check, op, value, gop, gvalue in (("threshold", ">=", 0.9, ">=", 0.9),
+                                          ("threshold", ">=", 0.8, ">", 0.85),
+                                          ("any_threshold", "<", 0.5, "<=", 0.4),
+                                          ("threshold", ">", 0.9, ">", 0.9)):
+        spec = write_spec(tmp_path, claims=[{
+            "check": check, "text": "x", "op": op, "value": value,
+            "given": [{"metric": "test.acc", "op": gop, "value": gvalue}]}])
+        _assert_refused(_invoke("validate", spec), f"claims.0.given.0: test.acc {gop} {gvalue:g} "
+                        f"implies the claim's test.acc {op} {value:g}")
+    for op, gop in ((">", ">="), ("<=", ">=")):  # a cell at 0.9 meets it and misses the claim
+        ok = write_spec(tmp_path, claims=[{"text": "x", "op": op, "value": 0.9, "given": [
+            {"metric": "test.acc", "op": gop, "value": 0.9 if op == ">" else 0.5}]}])
+        assert _invoke("validate", ok).exit_code == 0

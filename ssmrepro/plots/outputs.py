@@ -279,6 +279,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             strict.append((f"{key}.threshold", cfg.metric, ">=", cfg.threshold))
         errors += _never_holds(path, strict, spread)
         errors += _always_holds(path, strict, spread)
+        errors += _given_implies(path, key, cfg)
         if needs == {cfg.metric} and isinstance(cfg, OrderingConfig):
             errors += _ordering_always_holds(path, key, cfg)
         if needs == {cfg.metric} and cfg.check in ("monotone", "spread", "collapse"):
@@ -728,6 +729,32 @@ def _always_holds(path: str, conditions: list[tuple[str, str, str, float]],
                 else "the claim cannot fail (only a diverged run misses it)")
         out.append(f"{path}: {key}: {metric} {op} {v:g} holds for every run ({what}): {role}; "
                    "give a value some run can miss")
+    return out
+
+
+def _given_implies(path: str, key: str, cfg: Any) -> list[str]:
+    """'file: key.given.j: reason' for a precondition on the claim's own metric that implies the
+    claim (``test.acc >= 0.9 given test.acc >= 0.9``, ``>= 0.8 given > 0.85``): every cell that
+    meets it holds the claim and every other one is untestable, so it cannot fail (only a
+    diverged run missed it), in a threshold, any_threshold or region claim alike."""
+    op, value = getattr(cfg, "op", None), getattr(cfg, "value", None)
+    if not isinstance(op, str) or not isinstance(value, float):
+        return []
+    out = []
+    for j, g in enumerate(cfg.given):
+        try:
+            same = expr.normal_form(g.metric) == expr.normal_form(cfg.metric)
+        except ExprError:
+            continue  # reported as such
+        up = op in (">=", ">")
+        if not same or (g.op in (">=", ">")) != up:
+            continue
+        ahead = g.value > value if up else g.value < value  # strictly inside the claim's bound
+        if ahead or (g.value == value and (op in (">=", "<=") or g.op == op)):
+            out.append(f"{path}: {key}.given.{j}: {g.metric} {g.op} {g.value:g} implies the "
+                       f"claim's {cfg.metric} {op} {value:g}: every cell that meets it holds "
+                       "the claim and the others are untestable, so it cannot fail; a "
+                       "precondition is on another metric (e.g. train.acc)")
     return out
 
 
