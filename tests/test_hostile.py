@@ -11839,3 +11839,23 @@ def test_a_precondition_that_implies_its_claim_is_refused(tmp_path):
         ok = write_spec(tmp_path, claims=[{"text": "x", "op": op, "value": 0.9, "given": [
             {"metric": "test.acc", "op": gop, "value": 0.9 if op == ">" else 0.5}]}])
         assert _invoke("validate", ok).exit_code == 0
+
+
+def test_a_size_order_claim_on_a_loss_is_refused(tmp_path):
+    """size_order reads 'reaches the threshold' as metric >= threshold: on test.loss that is the
+    smallest size that has NOT learnt, judged as the smallest that solves; it was accepted. The
+    loss negated (-test.loss >= -0.5) is what was meant, and is taken."""
+    sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                        {"label": "S4D", "set": {"model.mixer": "s4d"}}]},
+             {"grid": {"model.d_model": [8, 12]}}]
+    agg = {"reduce": "mean", "metrics": ["test.acc", "test.loss"]}
+
+    def spec(metric, threshold):
+        return write_spec(tmp_path, sweep=sweep, aggregate=agg, claims=[{
+            "check": "size_order", "text": "x", "metric": metric, "labels": ["S6", "S4D"],
+            "size": "model.d_model", "group_by": [], "threshold": threshold}])
+
+    _assert_refused(_invoke("validate", spec("test.loss", 0.5)),
+                    "claims.0.metric: test.loss is a loss, but size_order reads 'solved' as "
+                    "test.loss >= threshold")
+    assert _invoke("validate", spec("-test.loss", -0.5)).exit_code == 0

@@ -280,6 +280,13 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         errors += _never_holds(path, strict, spread)
         errors += _always_holds(path, strict, spread)
         errors += _given_implies(path, key, cfg)
+        if needs == {cfg.metric} and cfg.check in ("size_order", "recall_frontier") and is_loss(
+                (spread or {}).get(cfg.metric, cfg.metric)):
+            # 'reaches the threshold' is metric >= threshold: of a loss, the sizes that have
+            # not learnt (the smallest such size was judged as the smallest that solves)
+            errors.append(f"{path}: {key}.metric: {cfg.metric} is a loss, but {cfg.check} "
+                          f"reads 'solved' as {cfg.metric} >= threshold (a high loss); use a "
+                          f"score, or the loss negated (-{cfg.metric} with a negated threshold)")
         if needs == {cfg.metric} and isinstance(cfg, OrderingConfig):
             errors += _ordering_always_holds(path, key, cfg)
         if needs == {cfg.metric} and cfg.check in ("monotone", "spread", "collapse"):
