@@ -11859,3 +11859,21 @@ def test_a_size_order_claim_on_a_loss_is_refused(tmp_path):
                     "claims.0.metric: test.loss is a loss, but size_order reads 'solved' as "
                     "test.loss >= threshold")
     assert _invoke("validate", spec("-test.loss", -0.5)).exit_code == 0
+
+
+def test_a_claim_on_an_analysis_share_is_range_checked_like_an_accuracy(tmp_path):
+    """koren2026-fig2's claims on gkq.diag_hit (a share of columns, in [0, 1]): a value of 90 (a
+    percentage) was accepted and could never pass, and `<= 1` could not fail; both are refused
+    as for an accuracy."""
+    raw = yaml.safe_load((ROOT / "experiments/koren2026/koren2026-fig2.yaml").read_text())
+    raw.update(id="t-fig2", alias=None)
+    for i, (value, needle) in enumerate((
+            (90, "claims.1.value: 90 for gkq.diag_hit, outside the range of a fraction ([0, 1])"),
+            (1, "claims.1.value: gkq.diag_hit <= 1 holds for every run (a fraction lies in "
+             "[0, 1]): the claim cannot fail"))):
+        claim = raw["claims"][1]
+        assert claim["metric"] == "gkq.diag_hit"
+        claim.update(value=value, op=">=" if i == 0 else "<=")
+        spec = tmp_path / "t-fig2.yaml"
+        spec.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True))
+        _assert_refused(_invoke("validate", spec), needle)

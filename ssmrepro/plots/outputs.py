@@ -29,6 +29,7 @@ from ..report.analysis import (
     WEIGHT_ANALYSES,
     add_metrics,
     analysis_metrics,
+    analysis_range,
     cell_identities,
     cell_means,
     decay_metrics,
@@ -677,8 +678,11 @@ def _unreachable(path: str, values: list[tuple[str, str, float]],
     out = []
     for key, metric, v in values:
         base = (spread or {}).get(metric, metric)
+        rng = analysis_range(base)
         why = metric_range_problem(base, [v]) or (  # a paper value n_params -5 never matched
-            "a parameter count below 0" if base == N_PARAMS and v < 0 else None)
+            "a parameter count below 0" if base == N_PARAMS and v < 0 else None) or (
+            f"outside the range of {rng[2]} ([{rng[0]:g}, {rng[1]:g}])"  # a share of 95 (%)
+            if rng and not rng[0] <= v <= rng[1] else None)
         if why:
             out.append(f"{path}: {key}: {v:g} for {metric}, {why}"
                        + (" (a percentage? accuracies are fractions)" if is_accuracy(base)
@@ -698,6 +702,11 @@ def _bounded(metric: str, v: float, spread: dict[str, str] | None) -> tuple[bool
         return False, True, "a loss is never below 0"
     if base == _STD:
         return False, True, "a standard deviation is never below 0"
+    rng = analysis_range(base)  # a share (gkq.diag_hit) as an accuracy, a variance as a loss
+    if rng and rng[:2] == (0.0, 1.0):
+        return True, True, f"{rng[2]} lies in [0, 1]"
+    if rng and rng[0] == 0.0 and np.isinf(rng[1]):
+        return False, True, f"{rng[2]} is never below 0"
     return False, False, ""
 
 
