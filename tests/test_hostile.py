@@ -11877,3 +11877,21 @@ def test_a_claim_on_an_analysis_share_is_range_checked_like_an_accuracy(tmp_path
         spec = tmp_path / "t-fig2.yaml"
         spec.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True))
         _assert_refused(_invoke("validate", spec), needle)
+
+
+def test_a_claim_on_an_evaluation_set_some_of_its_runs_lack_is_refused(tmp_path):
+    """`long.acc >= 0.01` over S6 (with `train.evals.long`) and S4D (without): S4D's cell read
+    as a miss, 'not measured', and the claim FAILed whatever was trained (a profile with no run
+    of the set was already MISSING). Narrowed to S6 it is taken."""
+    cases = [{"label": "S6", "set": {"model.mixer": "s6", "train.evals": {"long": {"T": 12}}}},
+             {"label": "S4D", "set": {"model.mixer": "s4d"}}]
+    agg = {"reduce": "mean", "metrics": ["test.acc", "long.acc"]}
+
+    def spec(where):
+        return write_spec(tmp_path, sweep=[{"cases": cases}], aggregate=agg, claims=[
+            {"text": "x", "metric": "long.acc", "op": ">=", "value": 0.01, "where": where}])
+
+    _assert_refused(_invoke("validate", spec({})), "claims.0.metric: long.acc reads the "
+                    "evaluation set 'long', which some of its runs in profile smoke do not have "
+                    "(label 'S4D': train.evals)")
+    assert _invoke("validate", spec({"label": "S6"})).exit_code == 0

@@ -900,6 +900,39 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
                 errors.append(f"{path}: {key}.{field}: {want!r} is no {col} of any run of any "
                               "profile; check the spelling")
 
+    def evaluated(key: str, cfg: Any) -> None:
+        """A claim whose cells, in one profile, are of runs with and without the evaluation set
+        its metric reads (`train.evals` set by one case): the cells without it read as misses,
+        'not measured', and the claim FAILed whatever was trained."""
+        names = [cfg.metric, *(g.metric for g in cfg.given)]
+        if isinstance(cfg, OrderingConfig):
+            selections = [cfg.a, cfg.b]
+        elif cfg.check == "size_order":
+            selections = [{**cfg.where, LABEL: list(cfg.labels)}]
+        elif cfg.check == "recall_frontier":
+            selections = [{LABEL: list(cfg.columns)}]
+        else:
+            selections = [getattr(cfg, "where", {})]
+        for where in selections:
+            if not isinstance(where, dict) or any(not has_column(cells, k) for k in where):
+                continue
+            have: dict[str, dict[bool, str]] = {}
+            for pos in index.positions(where):
+                r = runs[pos]
+                lack = report.unmeasured_sets(names, set(r.train.evals))
+                have.setdefault(r.profile, {}).setdefault(not lack, r.label)
+                if lack:
+                    missing = lack[0]
+            for prof, seen in have.items():
+                if len(seen) == 2:
+                    errors.append(
+                        f"{path}: {key}.metric: {cfg.metric} reads the evaluation set "
+                        f"{missing!r}, which some of its runs in profile {prof} do not have "
+                        f"(label {seen[False]!r}: train.evals): their cells would read as "
+                        "misses, 'not measured', whatever was trained; narrow it to the runs "
+                        "that have the set")
+                    return
+
     rows = cells
     for i, raw in enumerate(spec.claims):
         try:
@@ -909,6 +942,7 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
         for field in ("where", "a", "b"):
             check(f"claims.{i}.{field}", getattr(cfg, field, None))
         values(f"claims.{i}", cfg)
+        evaluated(f"claims.{i}", cfg)
     for key, raw in spec.figure_configs:
         try:
             fig = parse_figure(raw)
