@@ -11895,3 +11895,20 @@ def test_a_claim_on_an_evaluation_set_some_of_its_runs_lack_is_refused(tmp_path)
                     "evaluation set 'long', which some of its runs in profile smoke do not have "
                     "(label 'S4D': train.evals)")
     assert _invoke("validate", spec({"label": "S6"})).exit_code == 0
+
+
+def test_a_paper_value_of_a_cell_without_its_evaluation_set_is_refused(tmp_path):
+    """A paper value of S4D's long.acc where only S6's runs have `train.evals.long`: it read
+    'not measured | differs', counted among the values compared, whatever was trained."""
+    cases = [{"label": "S6", "set": {"model.mixer": "s6", "train.evals": {"long": {"T": 12}}}},
+             {"label": "S4D", "set": {"model.mixer": "s4d"}}]
+    agg = {"reduce": "mean", "metrics": ["test.acc", "long.acc"]}
+    for label, refused in (("S4D", True), ("S6", False)):
+        spec = write_spec(tmp_path, sweep=[{"cases": cases}], aggregate=agg, paper_values=[
+            {"where": {"label": label}, "metric": "long.acc", "value": 0.5, "tol": 0.1}])
+        res = _invoke("validate", spec)
+        if refused:
+            _assert_refused(res, "paper_values.0.metric: long.acc reads the evaluation set "
+                            "'long', which the runs of its cell do not have in profile smoke")
+        else:
+            assert res.exit_code == 0, res.output

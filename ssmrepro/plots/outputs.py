@@ -943,6 +943,21 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
             check(f"claims.{i}.{field}", getattr(cfg, field, None))
         values(f"claims.{i}", cfg)
         evaluated(f"claims.{i}", cfg)
+    for i, pv in enumerate(spec.paper_values):  # its cell without the set, in a profile with it
+        # elsewhere: 'not measured, differs', counted among the values compared (in a profile
+        # without the set it is 'missing', not compared)
+        if not pv.where or any(not has_column(cells, k) for k in pv.where):
+            continue
+        for prof in dict.fromkeys(r.profile for r in runs):
+            mine = [runs[p] for p in index.positions(pv.where) if runs[p].profile == prof]
+            sets = {n for r in runs if r.profile == prof for n in r.train.evals}
+            lack = [report.unmeasured_sets([pv.metric], set(r.train.evals)) for r in mine]
+            if mine and all(lack) and not report.unmeasured_sets([pv.metric], sets):
+                errors.append(f"{path}: paper_values.{i}.metric: {pv.metric} reads the "
+                              f"evaluation set {lack[0][0]!r}, which the runs of its cell do not "
+                              f"have in profile {prof} (train.evals): it would read 'not "
+                              "measured' and differ, whatever was trained")
+                break
     for key, raw in spec.figure_configs:
         try:
             fig = parse_figure(raw)
