@@ -11912,3 +11912,20 @@ def test_a_paper_value_of_a_cell_without_its_evaluation_set_is_refused(tmp_path)
                             "'long', which the runs of its cell do not have in profile smoke")
         else:
             assert res.exit_code == 0, res.output
+
+
+def test_a_claim_matched_or_grouped_on_the_key_select_chooses_is_refused(tmp_path):
+    """With `aggregate.select: {over: train.lr}` each cell keeps the lr it chose: an ordering
+    `match: [train.lr]` was judged where S6 and S4D happened to choose one lr and MISSING where
+    they did not, a spread `group_by: [train.lr]` grouped cells likewise; both were accepted."""
+    agg = {"reduce": "mean", "metrics": ["test.acc", "train.avg_loss"],
+           "select": {"over": "train.lr", "by": "train.avg_loss"}}
+    sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                        {"label": "S4D", "set": {"model.mixer": "s4d"}}]},
+             {"grid": {"train.lr": [0.01, 0.003]}}]
+    for claim in ({"check": "ordering", "text": "x", "a": {"label": "S6"},
+                   "b": {"label": "S4D"}, "match": ["train.lr"]},
+                  {"check": "spread", "text": "x", "group_by": ["train.lr"], "tol": 0.1}):
+        spec = write_spec(tmp_path, aggregate=agg, sweep=sweep, claims=[claim])
+        _assert_refused(_invoke("validate", spec), "claims.0: names train.lr (outside `where`), "
+                        "the key aggregate.select.over chooses per cell")

@@ -345,6 +345,18 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         errors += [f"{path}: {key}.{sel.over}: aggregate.select.over keeps one value of "
                    f"{sel.over} per cell (the best by {sel.by}), so no cell is chosen by it"
                    for key, where in named if sel.over in where]
+        # matched, grouped or ordered by it (match, group_by, along, x, size, by): cells were
+        # compared by the value each happened to choose (an ordering matched on train.lr was
+        # judged where both chose one lr and MISSING where they did not)
+        errors += [f"{path}: {key}: names {sel.over} (outside `where`), the key "
+                   f"aggregate.select.over chooses per cell (the best by {sel.by}): cells would "
+                   "be matched, grouped or ordered by the value each happened to choose; leave "
+                   "it out"
+                   for key, cfg in checked if key.startswith("claims.")
+                   and isinstance(cfg, CheckConfig)
+                   and sel.over in cfg.column_refs()
+                   and not any(sel.over in (getattr(cfg, f, None) or {}) for f in
+                               ("where", "a", "b"))]
     for i, pv in enumerate(spec.paper_values):
         for k in pv.where:
             if k == SEED:
