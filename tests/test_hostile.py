@@ -11929,3 +11929,22 @@ def test_a_claim_matched_or_grouped_on_the_key_select_chooses_is_refused(tmp_pat
         spec = write_spec(tmp_path, aggregate=agg, sweep=sweep, claims=[claim])
         _assert_refused(_invoke("validate", spec), "claims.0: names train.lr (outside `where`), "
                         "the key aggregate.select.over chooses per cell")
+
+
+def test_a_size_order_claim_that_allows_every_violation_is_refused(tmp_path):
+    """size_order with `strict: false` and `allowed_violations` at least the adjacent pairs it
+    compares (1 for two labels in one group) could not fail; it was accepted, as monotone,
+    spread and region claims that allow every violation are not."""
+    sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                        {"label": "S4D", "set": {"model.mixer": "s4d"}}]},
+             {"grid": {"model.d_model": [8, 12]}}]
+
+    def spec(**kw):
+        return write_spec(tmp_path, sweep=sweep, claims=[{
+            "check": "size_order", "text": "x", "labels": ["S6", "S4D"], "size": "model.d_model",
+            "group_by": [], "threshold": 0.5, **kw}])
+
+    _assert_refused(_invoke("validate", spec(allowed_violations=1, strict=False)),
+                    "claims.0.allowed_violations 1 >= the 1 adjacent pairs of labels",
+                    "the claim cannot fail in any profile")
+    assert _invoke("validate", spec(allowed_violations=1)).exit_code == 0  # strict can fail

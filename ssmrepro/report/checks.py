@@ -1256,6 +1256,13 @@ class SizeOrderConfig(CheckConfig):
     def value_refs(self) -> list[tuple[str, str, Any]]:
         return [(f"labels.{i}", LABEL, lab) for i, lab in enumerate(self.labels)]
 
+    def unfailing(self, cells: pd.DataFrame, keys: list[str]) -> str | None:
+        if self.strict:  # a pair never strictly ordered still fails it
+            return None
+        mine = select(cells, {**self.where, LABEL: list(self.labels)})
+        n = len(_group_rows(mine, self.group_by)) * (len(self.labels) - 1)
+        return _all_allowed(self.allowed_violations, n, "adjacent pairs of labels in the groups")
+
     def cell_problems(self, cells: pd.DataFrame, keys: list[str], profile: str) -> list[str]:
         # two cells of one label at one size in a group (d_state 2 and 4 at each width): the
         # smallest size 'of the label' was that of whichever solved, without a word
