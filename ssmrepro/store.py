@@ -323,8 +323,18 @@ LOSS_EPS = 1e-6  # a loss this far below 0 is float rounding
 
 
 def is_loss(name: str) -> bool:
-    """A metric that is a loss (cross-entropy or mean squared error): never negative."""
-    return name.endswith((".loss", "_loss", ".mse"))
+    """A metric that is a loss (cross-entropy or mean squared error): never negative. The best
+    validation score of a regression task (``val.best_mse``) is one too (it passed as no loss:
+    a value of -5 was neither refused in a table nor as a paper value)."""
+    return name.endswith((".loss", "_loss", ".mse", ".best_mse"))
+
+
+def is_accuracy(name: str) -> bool:
+    """A metric that is an accuracy, a fraction in [0, 1]: ``test.acc``, ``L50.acc`` and the best
+    validation accuracy ``val.best_acc`` (which passed as none: a paper value or claim of 99, a
+    percentage, was accepted and could never match or pass, ``<= 1`` accepted as a claim that
+    cannot fail, and a table's 1.5 kept)."""
+    return name.endswith((".acc", ".best_acc"))
 
 
 def metric_range_problem(name: str, values: Iterable[Any]) -> str | None:
@@ -336,7 +346,7 @@ def metric_range_problem(name: str, values: Iterable[Any]) -> str | None:
             and isinstance(v, (int, float))]
     if any(math.isinf(v) for v in vals):
         return "an infinite value (a diverged run has none: NaN / empty)"
-    if name.endswith(".acc") and any(not 0.0 <= v <= 1.0 for v in vals if v == v):
+    if is_accuracy(name) and any(not 0.0 <= v <= 1.0 for v in vals if v == v):
         return "an accuracy outside [0, 1]"
     if is_loss(name) and any(v < -LOSS_EPS for v in vals if v == v):
         return "a negative loss (a loss is a cross-entropy or a squared error, never below 0)"

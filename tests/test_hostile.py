@@ -11817,3 +11817,253 @@ def test_the_mechanistic_analysis_of_an_mqar_with_repeated_blocks_is_refused(tmp
             _assert_refused(res, "analysis: mechanistic reads the context as one block", needle)
         else:
             assert res.exit_code == 0, res.output
+
+
+def test_the_best_validation_accuracy_is_an_accuracy_and_its_mse_a_loss(tmp_path):
+    """val.best_acc (koren2026's paper values and claims) was not read as an accuracy: a paper
+    value of 99 (the paper's percentage) or a claim `>= 95` was accepted and could never match or
+    pass, and a claim `<= 1` could not fail; a val.best_mse of -5 was no negative loss."""
+    agg = {"reduce": "mean", "metrics": ["val.best_acc", "test.acc"]}
+    cases = (
+        ({"paper_values": [{"where": {"label": "S6"}, "metric": "val.best_acc", "value": 99,
+                            "tol": 1}]},
+         "paper_values.0.value: 99 for val.best_acc, an accuracy outside [0, 1]"),
+        ({"claims": [{"text": "x", "metric": "val.best_acc", "op": ">=", "value": 95}]},
+         "claims.0.value: 95 for val.best_acc, an accuracy outside [0, 1]"),
+        ({"claims": [{"text": "x", "metric": "val.best_acc", "op": "<=", "value": 1}]},
+         "val.best_acc <= 1 holds for every run (an accuracy lies in [0, 1]): the claim cannot "
+         "fail"),
+    )
+    for fields, needle in cases:
+        _assert_refused(_invoke("validate", write_spec(tmp_path, aggregate=agg, **fields)),
+                        needle)
+    from ssmrepro.store import metric_range_problem
+    assert metric_range_problem("val.best_mse", [-5.0]) and \
+        metric_range_problem("val.best_acc", [1.5])
+    ok = write_spec(tmp_path, aggregate=agg, claims=[
+        {"text": "x", "metric": "val.best_acc", "op": ">=", "value": 0.95}])
+    assert _invoke("validate", ok).exit_code == 0
+
+
+def test_a_claim_the_cells_not_finished_can_still_make_hold_is_missing_not_fail():
+    """FAIL is for finished cells that contradict a claim. A monotone claim with tol 0.1 FAILed
+    0.5 -> 0.35 across a cell not trained yet (0.42 there holds it), a size_order claim 'A 32 >
+    B 16' while A's cell at 8 was not trained, a collapse claim whose group means spanned less
+    than min_range so far, a log-log slope over the points so far: each is MISSING until those
+    cells are in. What no cell to come can undo still FAILs."""
+    from test_checks import Run, judge
+
+    def one(claim, runs, values):
+        [v] = judge([claim], runs, values)
+        return v.verdict
+
+    line = [Run("m", {"model.d": d}) for d in (1, 2, 3)]
+    mono = {"check": "monotone", "text": "t", "along": "model.d", "direction": "decreasing",
+            "tol": 0.1}
+    mono_up = {**mono, "direction": "increasing"}
+    assert one(mono_up, line, [0.5, None, 0.35]) == "MISSING"
+    assert one(mono_up, line, [0.5, None, 0.25]) == "FAIL"  # more than tol per step: certain
+    assert one(mono_up, line, [0.5, 0.42, 0.35]) == "PASS"
+    assert one(mono, line, [0.35, None, 0.5]) == "MISSING"
+    sizes = [Run(lab, {"model.d_model": d, "task.k": 1}) for lab in ("A", "B") for d in (8, 16, 32)]
+    order = {"check": "size_order", "text": "t", "labels": ["A", "B"], "size": "model.d_model",
+             "group_by": ["task.k"], "threshold": 0.9}
+    assert one(order, sizes, [None, 0.1, 0.95, 0.1, 0.95, 0.95]) == "MISSING"
+    assert one(order, sizes, [0.1, 0.1, None, 0.95, 0.95, 0.95]) == "FAIL"  # A >= 32 > B's 8
+    assert one(order, sizes, [0.95, 0.1, 0.95, 0.1, 0.95, 0.95]) == "PASS"
+    grid = [Run("m", {"model.a": a, "model.b": b}) for a in (1, 2, 3) for b in (1, 2, 3)]
+    coll = {"check": "collapse", "text": "t", "by": "model.a * model.b", "tol": 0.1,
+            "min_groups": 1, "min_range": 0.5}
+    full = [0.1, 0.2, 0.3, 0.2, 0.4, 0.6, 0.3, 0.6, 0.9]
+    assert one(coll, grid, [None, *full[1:4], None, *full[5:8], None]) == "MISSING"
+    assert one(coll, grid, [None, 0.2, 0.3, 0.5, *full[4:]]) == "FAIL"  # group 2 spreads 0.3
+    assert one(coll, grid, full) == "PASS"
+    xs = [Run("m", {"model.d": d}) for d in (1, 2, 4, 8)]
+    slope = {"check": "loglog_slope", "text": "t", "x": "model.d", "expected": -1, "tol": 0.1}
+    assert one(slope, xs, [1, 0.6, 0.3, None]) == "MISSING"
+    assert one(slope, xs, [1, 0.9, 0.8, 0.7]) == "FAIL"
+
+
+def test_the_worst_seeds_loss_is_not_taken_from_the_seeds_that_did_not_diverge():
+    """`reduce: max` (koren2026's specs, which aggregate train.loss) skipped a diverged seed, as
+    for a best-of-seeds accuracy; of a loss max is the worst seed (the figures say so), and the
+    diverged one is worse than any: a claim `train.loss <= 0.5` PASSed on the other seeds'."""
+    import pandas as pd
+    from test_checks import Run
+
+    from ssmrepro.report import aggregate
+
+    runs = [Run("m", {"model.d": 1}, s) for s in (0, 1, 2)]
+    df = pd.DataFrame([{"run_id": f"r{s}", "label": "m", "seed": s, "model.d": 1,
+                        "status": st, "train.loss": v, "test.acc": a}
+                       for s, (st, v, a) in enumerate([("ok", 0.1, 0.9), ("ok", 0.2, 0.8),
+                                                       ("diverged", math.nan, math.nan)])])
+    cells = aggregate(df, runs, "max", ["train.loss", "test.acc"])
+    assert math.isnan(cells["train.loss"].iloc[0])
+    assert cells["test.acc"].iloc[0] == 0.9  # the best seed's accuracy: the diverged one skipped
+    cells = aggregate(df[df["status"] == "ok"], runs[:2], "max", ["train.loss"])
+    assert cells["train.loss"].iloc[0] == 0.2
+
+
+def test_a_paper_value_of_a_seed_spread_in_a_one_seed_cell_is_not_compared():
+    """A paper value on test.acc.std in a profile of one seed (the spread is empty there) was
+    `differs` ('not measured'), counted among the values compared; a claim on it is untestable.
+    It is `missing` now; a seed that diverged still makes it differ."""
+    from types import SimpleNamespace
+
+    from test_checks import Run, rows_for
+
+    from ssmrepro.report import aggregate, cell_keys, verify
+
+    pv = SimpleNamespace(where={"label": "m"}, metric="test.acc.std", value=0.02, tol=0.01)
+    spec = SimpleNamespace(claims=[], paper_values=[pv], claim="c")
+    for seeds, values, status, want in (((0,), [0.9], None, "missing"),
+                                        ((0, 1), [0.9, 0.9], {1: "diverged"}, "differs"),
+                                        ((0, 1), [0.9, 0.94], None, "match")):
+        runs = [Run("m", {"model.d": 1}, s) for s in seeds]
+        cells = aggregate(rows_for(runs, values, status), runs, "mean", ["test.acc"])
+        [v] = [v for v in verify(spec, cells, cell_keys(runs)) if v.kind == "paper_value"]
+        assert v.verdict == want, (seeds, v)
+
+
+def test_a_claims_any_of_value_that_matches_no_run_is_refused(tmp_path):
+    """`where: {label: [S6, S4d]}` (a typo of S4D) matched S6, so `validate` took it, and the
+    claim was judged, and could PASS, on S6 alone; so for a value no run has (`d_model: [8,
+    999]`) and for a figure's filter. Each value of an any-of list must match some run."""
+    for where, needle in (({"label": ["S6", "S4d"]}, "claims.0.where.label: 'S4d' (one of its "
+                           "values) matches no run of any profile"),
+                          ({"model.d_model": [8, 999]}, "claims.0.where.model.d_model: 999")):
+        spec = write_spec(tmp_path, claims=[{"text": "x", "where": where, "op": ">=",
+                                             "value": 0.9}])
+        _assert_refused(_invoke("validate", spec), needle)
+    ok = write_spec(tmp_path, claims=[{"text": "x", "where": {"label": ["S6", "S4D"]},
+                                       "op": ">=", "value": 0.9}])
+    assert _invoke("validate", ok).exit_code == 0
+
+
+def test_a_precondition_that_implies_its_claim_is_refused(tmp_path):
+    """`test.acc >= 0.9 given test.acc >= 0.9` (or `>= 0.8 given > 0.85`, an any_threshold
+    alike): a cell meeting the precondition holds the claim, the others are untestable, so the
+    claim could not fail (MISSING or PASS whatever was trained); it was accepted."""
+    for check, op, value, gop, gvalue in (("threshold", ">=", 0.9, ">=", 0.9),
+                                          ("threshold", ">=", 0.8, ">", 0.85),
+                                          ("any_threshold", "<", 0.5, "<=", 0.4),
+                                          ("threshold", ">", 0.9, ">", 0.9)):
+        spec = write_spec(tmp_path, claims=[{
+            "check": check, "text": "x", "op": op, "value": value,
+            "given": [{"metric": "test.acc", "op": gop, "value": gvalue}]}])
+        _assert_refused(_invoke("validate", spec), f"claims.0.given.0: test.acc {gop} {gvalue:g} "
+                        f"implies the claim's test.acc {op} {value:g}")
+    for op, gop in ((">", ">="), ("<=", ">=")):  # a cell at 0.9 meets it and misses the claim
+        ok = write_spec(tmp_path, claims=[{"text": "x", "op": op, "value": 0.9, "given": [
+            {"metric": "test.acc", "op": gop, "value": 0.9 if op == ">" else 0.5}]}])
+        assert _invoke("validate", ok).exit_code == 0
+
+
+def test_a_size_order_claim_on_a_loss_is_refused(tmp_path):
+    """size_order reads 'reaches the threshold' as metric >= threshold: on test.loss that is the
+    smallest size that has NOT learnt, judged as the smallest that solves; it was accepted. The
+    loss negated (-test.loss >= -0.5) is what was meant, and is taken."""
+    sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                        {"label": "S4D", "set": {"model.mixer": "s4d"}}]},
+             {"grid": {"model.d_model": [8, 12]}}]
+    agg = {"reduce": "mean", "metrics": ["test.acc", "test.loss"]}
+
+    def spec(metric, threshold):
+        return write_spec(tmp_path, sweep=sweep, aggregate=agg, claims=[{
+            "check": "size_order", "text": "x", "metric": metric, "labels": ["S6", "S4D"],
+            "size": "model.d_model", "group_by": [], "threshold": threshold}])
+
+    _assert_refused(_invoke("validate", spec("test.loss", 0.5)),
+                    "claims.0.metric: test.loss is a loss, but size_order reads 'solved' as "
+                    "test.loss >= threshold")
+    assert _invoke("validate", spec("-test.loss", -0.5)).exit_code == 0
+
+
+def test_a_claim_on_an_analysis_share_is_range_checked_like_an_accuracy(tmp_path):
+    """koren2026-fig2's claims on gkq.diag_hit (a share of columns, in [0, 1]): a value of 90 (a
+    percentage) was accepted and could never pass, and `<= 1` could not fail; both are refused
+    as for an accuracy."""
+    raw = yaml.safe_load((ROOT / "experiments/koren2026/koren2026-fig2.yaml").read_text())
+    raw.update(id="t-fig2", alias=None)
+    for i, (value, needle) in enumerate((
+            (90, "claims.1.value: 90 for gkq.diag_hit, outside the range of a fraction ([0, 1])"),
+            (1, "claims.1.value: gkq.diag_hit <= 1 holds for every run (a fraction lies in "
+             "[0, 1]): the claim cannot fail"))):
+        claim = raw["claims"][1]
+        assert claim["metric"] == "gkq.diag_hit"
+        claim.update(value=value, op=">=" if i == 0 else "<=")
+        spec = tmp_path / "t-fig2.yaml"
+        spec.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True))
+        _assert_refused(_invoke("validate", spec), needle)
+
+
+def test_a_claim_on_an_evaluation_set_some_of_its_runs_lack_is_refused(tmp_path):
+    """`long.acc >= 0.01` over S6 (with `train.evals.long`) and S4D (without): S4D's cell read
+    as a miss, 'not measured', and the claim FAILed whatever was trained (a profile with no run
+    of the set was already MISSING). Narrowed to S6 it is taken."""
+    cases = [{"label": "S6", "set": {"model.mixer": "s6", "train.evals": {"long": {"T": 12}}}},
+             {"label": "S4D", "set": {"model.mixer": "s4d"}}]
+    agg = {"reduce": "mean", "metrics": ["test.acc", "long.acc"]}
+
+    def spec(where):
+        return write_spec(tmp_path, sweep=[{"cases": cases}], aggregate=agg, claims=[
+            {"text": "x", "metric": "long.acc", "op": ">=", "value": 0.01, "where": where}])
+
+    _assert_refused(_invoke("validate", spec({})), "claims.0.metric: long.acc reads the "
+                    "evaluation set 'long', which some of its runs in profile smoke do not have "
+                    "(label 'S4D': train.evals)")
+    assert _invoke("validate", spec({"label": "S6"})).exit_code == 0
+
+
+def test_a_paper_value_of_a_cell_without_its_evaluation_set_is_refused(tmp_path):
+    """A paper value of S4D's long.acc where only S6's runs have `train.evals.long`: it read
+    'not measured | differs', counted among the values compared, whatever was trained."""
+    cases = [{"label": "S6", "set": {"model.mixer": "s6", "train.evals": {"long": {"T": 12}}}},
+             {"label": "S4D", "set": {"model.mixer": "s4d"}}]
+    agg = {"reduce": "mean", "metrics": ["test.acc", "long.acc"]}
+    for label, refused in (("S4D", True), ("S6", False)):
+        spec = write_spec(tmp_path, sweep=[{"cases": cases}], aggregate=agg, paper_values=[
+            {"where": {"label": label}, "metric": "long.acc", "value": 0.5, "tol": 0.1}])
+        res = _invoke("validate", spec)
+        if refused:
+            _assert_refused(res, "paper_values.0.metric: long.acc reads the evaluation set "
+                            "'long', which the runs of its cell do not have in profile smoke")
+        else:
+            assert res.exit_code == 0, res.output
+
+
+def test_a_claim_matched_or_grouped_on_the_key_select_chooses_is_refused(tmp_path):
+    """With `aggregate.select: {over: train.lr}` each cell keeps the lr it chose: an ordering
+    `match: [train.lr]` was judged where S6 and S4D happened to choose one lr and MISSING where
+    they did not, a spread `group_by: [train.lr]` grouped cells likewise; both were accepted."""
+    agg = {"reduce": "mean", "metrics": ["test.acc", "train.avg_loss"],
+           "select": {"over": "train.lr", "by": "train.avg_loss"}}
+    sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                        {"label": "S4D", "set": {"model.mixer": "s4d"}}]},
+             {"grid": {"train.lr": [0.01, 0.003]}}]
+    for claim in ({"check": "ordering", "text": "x", "a": {"label": "S6"},
+                   "b": {"label": "S4D"}, "match": ["train.lr"]},
+                  {"check": "spread", "text": "x", "group_by": ["train.lr"], "tol": 0.1}):
+        spec = write_spec(tmp_path, aggregate=agg, sweep=sweep, claims=[claim])
+        _assert_refused(_invoke("validate", spec), "claims.0: names train.lr (outside `where`), "
+                        "the key aggregate.select.over chooses per cell")
+
+
+def test_a_size_order_claim_that_allows_every_violation_is_refused(tmp_path):
+    """size_order with `strict: false` and `allowed_violations` at least the adjacent pairs it
+    compares (1 for two labels in one group) could not fail; it was accepted, as monotone,
+    spread and region claims that allow every violation are not."""
+    sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                        {"label": "S4D", "set": {"model.mixer": "s4d"}}]},
+             {"grid": {"model.d_model": [8, 12]}}]
+
+    def spec(**kw):
+        return write_spec(tmp_path, sweep=sweep, claims=[{
+            "check": "size_order", "text": "x", "labels": ["S6", "S4D"], "size": "model.d_model",
+            "group_by": [], "threshold": 0.5, **kw}])
+
+    _assert_refused(_invoke("validate", spec(allowed_violations=1, strict=False)),
+                    "claims.0.allowed_violations 1 >= the 1 adjacent pairs of labels",
+                    "the claim cannot fail in any profile")
+    assert _invoke("validate", spec(allowed_violations=1)).exit_code == 0  # strict can fail

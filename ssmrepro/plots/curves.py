@@ -93,7 +93,7 @@ class CurvesConfig(FigureConfig):
             raise ValueError(f"{', '.join(bad)}: not one of the series {self.series}")
         if self.paper_panels and not self.col:
             raise ValueError("paper_panels: its keys are values of col, and no col is given")
-        odd = [m for m in self.series if not is_loss(m) or m.endswith(".mse")]
+        odd = [m for m in self.series if not is_loss(m) or m.endswith((".mse", ".best_mse"))]
         if self.transform == "exp" and odd:
             # exp of an accuracy (1 to e) or a squared error is no quantity: a perplexity is
             # exp of a cross-entropy loss in nats; it was drawn without a word

@@ -29,6 +29,7 @@ from ..report.analysis import (
     WEIGHT_ANALYSES,
     add_metrics,
     analysis_metrics,
+    analysis_range,
     cell_identities,
     cell_means,
     decay_metrics,
@@ -64,6 +65,7 @@ from ..store import (
     TableError,
     count_problem,
     csv_text,
+    is_accuracy,
     is_loss,
     is_metric_column,
     metric_name,
@@ -278,12 +280,20 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             strict.append((f"{key}.threshold", cfg.metric, ">=", cfg.threshold))
         errors += _never_holds(path, strict, spread)
         errors += _always_holds(path, strict, spread)
+        errors += _given_implies(path, key, cfg)
+        if needs == {cfg.metric} and cfg.check in ("size_order", "recall_frontier") and is_loss(
+                (spread or {}).get(cfg.metric, cfg.metric)):
+            # 'reaches the threshold' is metric >= threshold: of a loss, the sizes that have
+            # not learnt (the smallest such size was judged as the smallest that solves)
+            errors.append(f"{path}: {key}.metric: {cfg.metric} is a loss, but {cfg.check} "
+                          f"reads 'solved' as {cfg.metric} >= threshold (a high loss); use a "
+                          f"score, or the loss negated (-{cfg.metric} with a negated threshold)")
         if needs == {cfg.metric} and isinstance(cfg, OrderingConfig):
             errors += _ordering_always_holds(path, key, cfg)
         if needs == {cfg.metric} and cfg.check in ("monotone", "spread", "collapse"):
             errors += _any_accuracy(path, f"{key}.tol", cfg.metric, cfg.tol, spread)
         if needs == {cfg.metric} and isinstance(cfg, CollapseConfig) and cfg.min_range > 1 and \
-                (spread or {}).get(cfg.metric, cfg.metric).endswith(".acc"):  # it FAILed always
+                is_accuracy((spread or {}).get(cfg.metric, cfg.metric)):  # it FAILed always
             errors.append(f"{path}: {key}.min_range: {cfg.min_range:g} for {cfg.metric}: "
                           "accuracies lie in [0, 1], so their group means never span more than "
                           "1 and the claim could never PASS (a percentage? accuracies are "
@@ -335,6 +345,18 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         errors += [f"{path}: {key}.{sel.over}: aggregate.select.over keeps one value of "
                    f"{sel.over} per cell (the best by {sel.by}), so no cell is chosen by it"
                    for key, where in named if sel.over in where]
+        # matched, grouped or ordered by it (match, group_by, along, x, size, by): cells were
+        # compared by the value each happened to choose (an ordering matched on train.lr was
+        # judged where both chose one lr and MISSING where they did not)
+        errors += [f"{path}: {key}: names {sel.over} (outside `where`), the key "
+                   f"aggregate.select.over chooses per cell (the best by {sel.by}): cells would "
+                   "be matched, grouped or ordered by the value each happened to choose; leave "
+                   "it out"
+                   for key, cfg in checked if key.startswith("claims.")
+                   and isinstance(cfg, CheckConfig)
+                   and sel.over in cfg.column_refs()
+                   and not any(sel.over in (getattr(cfg, f, None) or {}) for f in
+                               ("where", "a", "b"))]
     for i, pv in enumerate(spec.paper_values):
         for k in pv.where:
             if k == SEED:
@@ -348,7 +370,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             errors.append(f"{path}: paper_values.{i}.value: {pv.value:g} for {pv.metric}, a "
                           "negative spread (a standard deviation is never below 0)")
         errors += _any_accuracy(path, f"paper_values.{i}.tol", pv.metric, pv.tol, spread)
-        if spread.get(pv.metric, pv.metric).endswith(".acc") and pv.tol < 1 and \
+        if is_accuracy(spread.get(pv.metric, pv.metric)) and pv.tol < 1 and \
                 pv.value - pv.tol <= 0 and pv.value + pv.tol >= 1:  # 0.5 ± 0.5
             errors.append(f"{path}: paper_values.{i}.tol: {pv.value:g} ± {pv.tol:g} covers every "
                           f"accuracy [0, 1]: any {pv.metric} would match")
@@ -652,7 +674,7 @@ def _any_accuracy(path: str, key: str, metric: str, tol: float,
     which lies in [0, 1], admits every value: a paper value 'matched' and a monotone, spread or
     collapse claim PASSed whatever was measured (a percentage point count, e.g. 5, read as a
     fraction)."""
-    if (spread or {}).get(metric, metric).endswith(".acc") and tol >= 1:
+    if is_accuracy((spread or {}).get(metric, metric)) and tol >= 1:
         return [f"{path}: {key}: {tol:g} for {metric} admits any accuracy (accuracies lie in "
                 "[0, 1]; a percentage? accuracies are fractions)"]
     return []
@@ -679,11 +701,14 @@ def _unreachable(path: str, values: list[tuple[str, str, float]],
     out = []
     for key, metric, v in values:
         base = (spread or {}).get(metric, metric)
+        rng = analysis_range(base)
         why = metric_range_problem(base, [v]) or (  # a paper value n_params -5 never matched
-            "a parameter count below 0" if base == N_PARAMS and v < 0 else None)
+            "a parameter count below 0" if base == N_PARAMS and v < 0 else None) or (
+            f"outside the range of {rng[2]} ([{rng[0]:g}, {rng[1]:g}])"  # a share of 95 (%)
+            if rng and not rng[0] <= v <= rng[1] else None)
         if why:
             out.append(f"{path}: {key}: {v:g} for {metric}, {why}"
-                       + (" (a percentage? accuracies are fractions)" if base.endswith(".acc")
+                       + (" (a percentage? accuracies are fractions)" if is_accuracy(base)
                           else ""))
     return out
 
@@ -694,12 +719,17 @@ def _bounded(metric: str, v: float, spread: dict[str, str] | None) -> tuple[bool
     base = (spread or {}).get(metric, metric)
     if metric_range_problem(base, [v]):
         return False, False, ""
-    if base.endswith(".acc"):
+    if is_accuracy(base):
         return True, True, "an accuracy lies in [0, 1]"
     if is_loss(base):
         return False, True, "a loss is never below 0"
     if base == _STD:
         return False, True, "a standard deviation is never below 0"
+    rng = analysis_range(base)  # a share (gkq.diag_hit) as an accuracy, a variance as a loss
+    if rng and rng[:2] == (0.0, 1.0):
+        return True, True, f"{rng[2]} lies in [0, 1]"
+    if rng and rng[0] == 0.0 and np.isinf(rng[1]):
+        return False, True, f"{rng[2]} is never below 0"
     return False, False, ""
 
 
@@ -741,15 +771,41 @@ def _always_holds(path: str, conditions: list[tuple[str, str, str, float]],
     return out
 
 
+def _given_implies(path: str, key: str, cfg: Any) -> list[str]:
+    """'file: key.given.j: reason' for a precondition on the claim's own metric that implies the
+    claim (``test.acc >= 0.9 given test.acc >= 0.9``, ``>= 0.8 given > 0.85``): every cell that
+    meets it holds the claim and every other one is untestable, so it cannot fail (only a
+    diverged run missed it), in a threshold, any_threshold or region claim alike."""
+    op, value = getattr(cfg, "op", None), getattr(cfg, "value", None)
+    if not isinstance(op, str) or not isinstance(value, float):
+        return []
+    out = []
+    for j, g in enumerate(cfg.given):
+        try:
+            same = expr.normal_form(g.metric) == expr.normal_form(cfg.metric)
+        except ExprError:
+            continue  # reported as such
+        up = op in (">=", ">")
+        if not same or (g.op in (">=", ">")) != up:
+            continue
+        ahead = g.value > value if up else g.value < value  # strictly inside the claim's bound
+        if ahead or (g.value == value and (op in (">=", "<=") or g.op == op)):
+            out.append(f"{path}: {key}.given.{j}: {g.metric} {g.op} {g.value:g} implies the "
+                       f"claim's {cfg.metric} {op} {value:g}: every cell that meets it holds "
+                       "the claim and the others are untestable, so it cannot fail; a "
+                       "precondition is on another metric (e.g. train.acc)")
+    return out
+
+
 def _ordering_always_holds(path: str, key: str, cfg: Any) -> list[str]:
     """An ordering of accuracies ``a >= factor·b + margin`` with ``margin <= -factor``: every
     pair of accuracies (in [0, 1]) meets it, so the claim cannot fail; with ``margin > 1`` none
     does (1 >= factor·0 + margin at best), so it cannot pass."""
-    if cfg.metric.endswith(".acc") and cfg.margin <= -cfg.factor:
+    if is_accuracy(cfg.metric) and cfg.margin <= -cfg.factor:
         return [f"{path}: {key}.margin: {cfg.margin:g} with factor {cfg.factor:g} on "
                 f"{cfg.metric}: every pair of accuracies (in [0, 1]) is in order, the claim "
                 "cannot fail; give a margin above -factor"]
-    if cfg.metric.endswith(".acc") and cfg.margin > 1:  # a 1 beside a 0 is the most there is
+    if is_accuracy(cfg.metric) and cfg.margin > 1:  # a 1 beside a 0 is the most there is
         return [f"{path}: {key}.margin: {cfg.margin:g} on {cfg.metric}: no pair of accuracies "
                 f"(in [0, 1]) is in order, the claim cannot pass; give a margin of at most 1"]
     return []
@@ -850,6 +906,14 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
             shown = ", ".join(f"{k}={v}" for k, v in where.items())
             errors.append(f"{path}: {key}: matches no run of any profile ({shown}); check the "
                           "label and the values")
+            return
+        for k, want in where.items():  # one value of an any-of list that adds no run (a typo,
+            # `label: [S6, S4d]`): the claim was judged, and PASSed, on the others alone
+            for v in want if isinstance(want, list) else []:
+                if not index.positions({**where, k: v}):
+                    errors.append(f"{path}: {key}.{k}: {v!r} (one of its values) matches no run "
+                                  "of any profile with the rest of the condition; check the "
+                                  "label and the values")
 
     def values(key: str, cfg: Any) -> None:
         for field, col, want in cfg.value_refs():
@@ -858,6 +922,39 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
             if not index.positions({col: want}):
                 errors.append(f"{path}: {key}.{field}: {want!r} is no {col} of any run of any "
                               "profile; check the spelling")
+
+    def evaluated(key: str, cfg: Any) -> None:
+        """A claim whose cells, in one profile, are of runs with and without the evaluation set
+        its metric reads (`train.evals` set by one case): the cells without it read as misses,
+        'not measured', and the claim FAILed whatever was trained."""
+        names = [cfg.metric, *(g.metric for g in cfg.given)]
+        if isinstance(cfg, OrderingConfig):
+            selections = [cfg.a, cfg.b]
+        elif cfg.check == "size_order":
+            selections = [{**cfg.where, LABEL: list(cfg.labels)}]
+        elif cfg.check == "recall_frontier":
+            selections = [{LABEL: list(cfg.columns)}]
+        else:
+            selections = [getattr(cfg, "where", {})]
+        for where in selections:
+            if not isinstance(where, dict) or any(not has_column(cells, k) for k in where):
+                continue
+            have: dict[str, dict[bool, str]] = {}
+            for pos in index.positions(where):
+                r = runs[pos]
+                lack = report.unmeasured_sets(names, set(r.train.evals))
+                have.setdefault(r.profile, {}).setdefault(not lack, r.label)
+                if lack:
+                    missing = lack[0]
+            for prof, seen in have.items():
+                if len(seen) == 2:
+                    errors.append(
+                        f"{path}: {key}.metric: {cfg.metric} reads the evaluation set "
+                        f"{missing!r}, which some of its runs in profile {prof} do not have "
+                        f"(label {seen[False]!r}: train.evals): their cells would read as "
+                        "misses, 'not measured', whatever was trained; narrow it to the runs "
+                        "that have the set")
+                    return
 
     rows = cells
     for i, raw in enumerate(spec.claims):
@@ -868,6 +965,22 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
         for field in ("where", "a", "b"):
             check(f"claims.{i}.{field}", getattr(cfg, field, None))
         values(f"claims.{i}", cfg)
+        evaluated(f"claims.{i}", cfg)
+    for i, pv in enumerate(spec.paper_values):  # its cell without the set, in a profile with it
+        # elsewhere: 'not measured, differs', counted among the values compared (in a profile
+        # without the set it is 'missing', not compared)
+        if not pv.where or any(not has_column(cells, k) for k in pv.where):
+            continue
+        for prof in dict.fromkeys(r.profile for r in runs):
+            mine = [runs[p] for p in index.positions(pv.where) if runs[p].profile == prof]
+            sets = {n for r in runs if r.profile == prof for n in r.train.evals}
+            lack = [report.unmeasured_sets([pv.metric], set(r.train.evals)) for r in mine]
+            if mine and all(lack) and not report.unmeasured_sets([pv.metric], sets):
+                errors.append(f"{path}: paper_values.{i}.metric: {pv.metric} reads the "
+                              f"evaluation set {lack[0][0]!r}, which the runs of its cell do not "
+                              f"have in profile {prof} (train.evals): it would read 'not "
+                              "measured' and differ, whatever was trained")
+                break
     for key, raw in spec.figure_configs:
         try:
             fig = parse_figure(raw)

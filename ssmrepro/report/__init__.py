@@ -38,6 +38,7 @@ from .checks import (
     never_defined,
     parse_claim,
     run_check,
+    seed_spreads,
     unmeasured_sets,
     within,
 )
@@ -88,6 +89,12 @@ def _paper_value(pv, cells: pd.DataFrame, index: CellIndex | None = None) -> Ver
                        float(done[pv.metric].astype(float).mean()), pv.value,
                        detail=f"{n_fin} of {int(sel[N_EXPECTED].sum())} runs finished")
     vals = done[pv.metric].astype(float)
+    if seed_spreads(pv.metric) and (vals.isna() & (done[N_OK] < 2)
+                                    & (done[N_DIVERGED] == 0)).any():
+        # a spread over the seeds of one seed: nothing to compare (a claim on it is
+        # untestable); it 'differed', 'not measured', counted among the values compared
+        return Verdict("paper_value", text, "missing", None, pv.value,
+                       detail="one finished seed: no spread over seeds")
     if vals.isna().any():  # a finished cell without a value (diverged) does not match
         # nor does one where no run diverged (the metric was not measured: a column missing
         # from a committed table, an analysis of weights that are gone): it read 'diverged'

@@ -203,6 +203,12 @@ _ANALYSIS_RANGES = {
 _RANGE_EPS = 1e-9  # float rounding of a share or a correlation
 
 
+def analysis_range(name: str) -> tuple[float, float, str] | None:
+    """(lowest, highest, what it is) of analysis metric ``name``, None for one of no known range
+    (a claim's or paper value's bound on it is checked against it, as an accuracy's)."""
+    return _ANALYSIS_RANGES.get(name)
+
+
 def _analysis_range_problem(name: str, values: pd.Series) -> str | None:
     """Why values of analysis metric ``name`` cannot be its own (outside its range), or None."""
     if name not in _ANALYSIS_RANGES:
