@@ -9484,11 +9484,17 @@ def test_a_terminate_or_hang_up_while_the_command_line_loads_is_an_interrupt(mod
     the rest load, killed it with exit 143 (129) and no line, where Ctrl-C there says 'interrupted
     — before the command started' and exits 130. `python -m ssmrepro.cli` loads in its package's
     import, before its __main__ runs: it still died so."""
+    _signal_while_loading([module, "list"], signame)
+
+
+def _signal_while_loading(args: list[str], signame: str) -> None:
+    """Send ``signame`` to `python -m ARGS` as soon as it handles SIGTERM (at once, while it
+    loads): it must end with 'interrupted — before the command started' and exit 130."""
     import signal
     import subprocess
     import sys
 
-    p = subprocess.Popen([sys.executable, "-m", module, "list"], stdout=subprocess.PIPE,
+    p = subprocess.Popen([sys.executable, "-m", *args], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT), "SSMREPRO_ROOT": str(ROOT)},
                          preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
@@ -11698,3 +11704,13 @@ def test_a_float64_runs_saved_weights_are_read_back_in_float64():
     assert next(member.parameters()).dtype == torch.float64
     run32 = expand(spec, "smoke")[0]
     assert next(build_member(run32).parameters()).dtype == torch.float32
+
+
+@pytest.mark.parametrize("module,signame", [("ssmrepro.bench.scans", "SIGTERM"),
+                                            ("ssmrepro.bench.step", "SIGINT")])
+def test_a_benchmark_module_run_with_python_m_is_guarded_while_it_loads(module, signame):
+    """`python -m ssmrepro.bench.scans` (and .step, the forms `bench --help` names) loaded torch
+    and the kernels unguarded: a `kill PID` in the first seconds died with exit 143 and no line,
+    a Ctrl-C printed a KeyboardInterrupt traceback. Now they load as `python -m ssmrepro` does
+    and run guarded (one line, exit 130) as `ssmrepro bench scans` does."""
+    _signal_while_loading([module, "--help"], signame)
