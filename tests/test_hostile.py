@@ -11714,3 +11714,24 @@ def test_a_benchmark_module_run_with_python_m_is_guarded_while_it_loads(module, 
     a Ctrl-C printed a KeyboardInterrupt traceback. Now they load as `python -m ssmrepro` does
     and run guarded (one line, exit 130) as `ssmrepro bench scans` does."""
     _signal_while_loading([module, "--help"], signame)
+
+
+def test_a_download_leaves_no_lock_file_in_the_downloads_folder(tmp_path):
+    """`data download` left an empty `<archive>.lock` beside every archive it downloaded (the
+    flock file was never removed). It is removed while still held; a download while another
+    holds the lock is still refused."""
+    from ssmrepro.data.download import DownloadError, _hold, download_file
+
+    src = tmp_path / "src.bin"
+    src.write_bytes(b"hello")
+    out = tmp_path / "downloads"
+    download_file(src.as_uri(), out / "a.bin", progress=False)
+    assert sorted(p.name for p in out.iterdir()) == ["a.bin"]
+    held = _hold(out / "b.bin")
+    try:
+        with pytest.raises(DownloadError, match="another `data download`"):
+            download_file(src.as_uri(), out / "b.bin", progress=False)
+    finally:
+        os.close(held)
+    download_file(src.as_uri(), out / "b.bin", progress=False)  # the old lock file is taken
+    assert sorted(p.name for p in out.iterdir()) == ["a.bin", "b.bin"]
