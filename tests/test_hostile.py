@@ -11735,3 +11735,34 @@ def test_a_download_leaves_no_lock_file_in_the_downloads_folder(tmp_path):
         os.close(held)
     download_file(src.as_uri(), out / "b.bin", progress=False)  # the old lock file is taken
     assert sorted(p.name for p in out.iterdir()) == ["a.bin", "b.bin"]
+
+
+def test_a_selections_curves_keep_a_shared_run_only_under_the_label_that_kept_it(tmp_path):
+    """`aggregate.select` over train.lr, label A trying lr 0.001 and 0.3, label B only 0.001
+    (the same config, so one run of both): with A keeping 0.3 and B its 0.001, the curve rows
+    were filtered by run id alone, so A's learning curve averaged its kept run with its
+    left-out 0.001 candidate (B's kept run). Now by (run id, label)."""
+    import pandas as pd
+
+    from ssmrepro.plots.outputs import _chosen_runs, _of_chosen
+    from ssmrepro.report.cells import cell_keys
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    spec = load_spec(_one_run_spec(
+        tmp_path, sweep=[{"cases": [
+            {"label": "A", "set": {"model.mixer": "s6"}, "grid": {"train.lr": [0.001, 0.3]}},
+            {"label": "B", "set": {"model.mixer": "s6", "train.lr": 0.001}}]}],
+        aggregate={"reduce": "mean", "metrics": ["test.acc"],
+                   "select": {"over": "train.lr", "by": "test.acc", "op": "max"}}))
+    runs = expand(spec, "smoke")
+    keys = cell_keys(runs)
+    shared = {r.run_id for r in runs if r.label == "A"} & {r.run_id for r in runs if r.label == "B"}
+    assert len(runs) == 3 and len(shared) == 1
+    kept = [r for r in runs if (r.label, r.flat()["train.lr"]) in {("A", 0.3), ("B", 0.001)}]
+    cells = pd.DataFrame([{k: {**r.flat(), "label": r.label}[k] for k in keys} for r in kept])
+    chosen = _chosen_runs(cells, runs, keys)
+    curves = pd.DataFrame([{"run_id": r.run_id, "label": r.label, "step": 1} for r in runs])
+    drawn = _of_chosen(curves, cells, keys, chosen)
+    assert sorted(zip(drawn["run_id"], drawn["label"])) == sorted((r.run_id, r.label)
+                                                                   for r in kept)
