@@ -517,6 +517,19 @@ class Store:
             return False
         return True
 
+    def record_status(self, run_id: str) -> tuple[dict | None, str | None]:
+        """The run's record (None without one) and its status as ``run`` will treat it: the
+        record's own ('ok', 'diverged', 'error'), but 'pending' where a finished record is not
+        done here (``is_done``: no saved weights, no `analysis` the spec records; the reason
+        goes to ``warnings``). `show` printed 'ok' for a run `run` then trained again."""
+        rec = self.read(run_id)
+        if rec is None:
+            return None, None
+        status = rec.get("status")
+        if status in DONE_STATUSES and not self.is_done(run_id):
+            status = "pending"
+        return rec, status
+
     def _has_weights(self, run_id: str) -> bool:
         """Whether the run's saved weights are here and are the ones its record names; weights
         of another run copied in (the same shapes) are quarantined as ``read_weights`` does: a

@@ -11766,3 +11766,22 @@ def test_a_selections_curves_keep_a_shared_run_only_under_the_label_that_kept_it
     drawn = _of_chosen(curves, cells, keys, chosen)
     assert sorted(zip(drawn["run_id"], drawn["label"])) == sorted((r.run_id, r.label)
                                                                    for r in kept)
+
+
+def test_show_says_pending_for_a_finished_record_run_would_train_again(trained_store, tmp_path):
+    """A finished record that `run` does not count done (here: the spec now records
+    `analysis: [decay_histogram]`, which the record lacks; also saved weights that are gone):
+    `show` printed its status 'ok' and no warning, `run` trained it again. Both now ask the
+    store's one decision (Store.record_status / is_done): 'pending' and the warning why."""
+    trained, _ = _copy_trained(trained_store, tmp_path)
+    (tmp_path / "edited").mkdir()
+    spec = _one_run_spec(tmp_path / "edited", analysis=["decay_histogram"])  # the same id
+    res = _invoke("show", spec, "--out", tmp_path / "out", "--profile", "smoke", "--json")
+    assert res.exit_code == 0, res.output
+    (row,) = json.loads(res.stdout)["runs"]
+    assert row["status"] == "pending", row
+    assert "has no decay_histogram" in res.stderr
+    table = _invoke("show", spec, "--out", tmp_path / "out", "--profile", "smoke").output
+    assert "pending" in table and " ok " not in table
+    plain = _invoke("show", trained, "--out", tmp_path / "out", "--profile", "smoke", "--json")
+    assert json.loads(plain.stdout)["runs"][0]["status"] == "ok"  # the spec it was trained by
