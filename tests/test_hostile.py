@@ -11785,3 +11785,20 @@ def test_show_says_pending_for_a_finished_record_run_would_train_again(trained_s
     assert "pending" in table and " ok " not in table
     plain = _invoke("show", trained, "--out", tmp_path / "out", "--profile", "smoke", "--json")
     assert json.loads(plain.stdout)["runs"][0]["status"] == "ok"  # the spec it was trained by
+
+
+def test_show_prints_swept_values_as_the_spec_means_them(tmp_path):
+    """`show` printed a sweep value's raw text: the quoted `" 2"` of an integer field as `n= 2`
+    (the run has n = 2; `--json` coords said " 2"), and a text value such as '1e3' bare, where
+    it reads as a number. Now the run's typed value, text that reads as another type quoted."""
+    from ssmrepro.sweep.config import spec_text
+
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]},
+                                          {"grid": {"task.n": [" 2", 3]}}])
+    table = _invoke("show", spec, "--out", tmp_path / "out", "--profile", "smoke").output
+    assert "n=2" in table and "n= 2" not in table, table
+    res = _invoke("show", spec, "--out", tmp_path / "out", "--profile", "smoke", "--json")
+    assert [r["coords"]["task.n"] for r in json.loads(res.stdout)["runs"]] == [2, 3]
+    for value, text in [("1e3", "'1e3'"), ("true", "'true'"), ("", "''"), (" x", "' x'"),
+                        ("it's", "it's"), ("a, b", "'a, b'"), ("s6", "s6"), (1000.0, "1000.0")]:
+        assert spec_text(value) == text, value

@@ -231,7 +231,7 @@ def show(
             found, status = store.record_status(r.run_id)
             rec = found or {}
             rows.append({"index": r.index, "run_id": r.run_id, "label": r.label,
-                         "coords": r.coords, "seed": r.seed, "status": status,
+                         "coords": r.typed_coords(), "seed": r.seed, "status": status,
                          "metrics": rec.get("metrics") or {}, "config": r.config()})
         _store_warnings(store)
         print_json({"id": spec.id, "alias": spec.alias, "paper": spec.paper, "title": spec.title,
@@ -250,7 +250,7 @@ def show(
     for r in runs[:200]:
         found, status = store.record_status(r.run_id)
         acc = ((found or {}).get("metrics") or {}).get("test.acc")
-        coords = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in r.coords.items())
+        coords = r.coords_text()
         t.add_row(str(r.index), r.run_id, escape(r.label), escape(coords), str(r.seed),
                   escape("-" if status is None else str(status)),
                   "-" if acc is None else f"{acc:.3f}")
