@@ -11802,3 +11802,31 @@ def test_show_prints_swept_values_as_the_spec_means_them(tmp_path):
     for value, text in [("1e3", "'1e3'"), ("true", "'true'"), ("", "''"), (" x", "' x'"),
                         ("it's", "it's"), ("a, b", "'a, b'"), ("s6", "s6"), (1000.0, "1000.0")]:
         assert spec_text(value) == text, value
+
+
+def test_data_info_names_a_damaged_cache_entry(tmp_path):
+    """`data info` said only which sources are present and the cache's size: an entry a command
+    would find damaged, remove and prepare again (a truncated array, an edited meta.json, an
+    array gone) looked as good as the others. Now each is named with why, from the checks and
+    digests the entry keeps (the arrays mapped, not read); nothing is removed."""
+    import numpy as np
+
+    from ssmrepro.data.cache import save_entry
+
+    cache = tmp_path / ".cache"
+    names = [f"{d}-{c * 20}" for d, c in (("listops", "a"), ("listops", "b"), ("imdb", "c"),
+                                          ("cifar10", "d"))]
+    for name in names:
+        save_entry(cache / name, {"x": np.arange(1000).reshape(10, 100), "y": np.zeros(10)},
+                   {"vocab": 17})
+    os.truncate(cache / names[1] / "x.npy", 500)
+    meta = cache / names[2] / "meta.json"
+    meta.write_text(meta.read_text().replace("17", "117"))
+    (cache / names[3] / "y.npy").unlink()
+    res = _invoke("data", "info", "--dir", tmp_path)
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())
+    damaged = [n for n in names if f"damaged cache entry: {cache / n} (" in out]
+    assert damaged == names[1:], out
+    assert "meta.json was changed" in out and "y.npy" in out
+    assert sorted(p.name for p in cache.iterdir()) == sorted(names)
