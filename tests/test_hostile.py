@@ -11830,3 +11830,30 @@ def test_data_info_names_a_damaged_cache_entry(tmp_path):
     assert damaged == names[1:], out
     assert "meta.json was changed" in out and "y.npy" in out
     assert sorted(p.name for p in cache.iterdir()) == sorted(names)
+
+
+def test_a_first_abs_std_past_float32_trains_in_a_float64_run(tmp_path):
+    """first_abs bounded its stds to float32's range ([1e-30, 1e30]) in every run: a
+    `train.dtype: float64` run, whose inputs reach the model in float64, was refused
+    `sigma2: 1e35` ('the inputs are float32'). The bound is now the run's dtype's: float64
+    runs take [1e-300, 1e300], float32 runs are refused as before (naming train.dtype)."""
+    model = {"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4}
+    task = {"name": "first_abs", "L": 8, "sigma2": 1e35}
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 8,
+             "test_size": 8, "eval_every": 2, "eval_batch_size": 8}
+    regression = {"aggregate": {"reduce": "mean", "metrics": ["test.mse"]}, "claims": [],
+                  "paper_values": [], "figure": {"kind": "bars", "metric": "test.mse",
+                                                 "x": "label", "title": "x"}}
+    wide = _one_run_spec(tmp_path, name="wide", task=task, model=model,
+                         train={**train, "dtype": "float64"}, **regression)
+    res = _invoke("validate", wide)
+    assert res.exit_code == 0, res.output
+    narrow = _one_run_spec(tmp_path, name="narrow", task=task, model=model, train=train,
+                           **regression)
+    res = _invoke("validate", narrow)
+    assert res.exit_code == 2 and "sigma2=1e+35 is outside [1e-30, 1e30]: the inputs are float32" \
+        in res.output and "train.dtype float32" in res.output, res.output
+    res = _invoke("validate", _one_run_spec(tmp_path, name="past", model=model,
+                                            task={**task, "sigma2": 1e305},
+                                            train={**train, "dtype": "float64"}, **regression))
+    assert res.exit_code == 2 and "outside [1e-300, 1e300]" in res.output, res.output

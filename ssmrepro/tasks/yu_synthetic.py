@@ -30,6 +30,9 @@ from . import rng
 from .base import Batch, Task, TaskConfig, TaskInfo
 
 PRIMES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29)
+# the stds first_abs draws u with, by the run's dtype: 1e8 inside its smallest normal number
+# and its largest (u is a standard normal, at most ~9, times the std)
+SIGMA_RANGE = {"float32": (1e-30, 1e30), "float64": (1e-300, 1e300)}
 
 
 def _normal(k: torch.Tensor, n: int) -> torch.Tensor:
@@ -100,12 +103,23 @@ class FirstAbsConfig(TaskConfig):
     sigma2: float = Field(1.0, gt=0, description="std of u_2..u_L")
 
     @model_validator(mode="after")
-    def _float32(self) -> FirstAbsConfig:
-        for key in ("sigma1", "sigma2"):  # u is fed in float32: 1e39 read inf, 1e-50 read 0
-            if not 1e-30 <= getattr(self, key) <= 1e30:
-                raise ValueError(f"{key}={getattr(self, key):g} is outside [1e-30, 1e30]: the "
-                                 "inputs are float32, where it makes them infinite or 0")
+    def _float64(self) -> FirstAbsConfig:
+        problem = self.dtype_problem("float64")  # the widest inputs a run has
+        if problem:
+            raise ValueError(problem)
         return self
+
+    def dtype_problem(self, dtype: str) -> str | None:
+        """Why u cannot hold these stds in the run's dtype (its inputs are fed in it): in
+        float32 1e39 read inf and 1e-50 read 0 (u_1, hence the target |z_1|, could not be read);
+        float64 runs were held to float32's bounds."""
+        low, high = SIGMA_RANGE[dtype]
+        for key in ("sigma1", "sigma2"):
+            if not low <= getattr(self, key) <= high:
+                bounds = ", ".join(f"{b:.0e}".replace("e+", "e") for b in (low, high))
+                return (f"{key}={getattr(self, key):g} is outside [{bounds}]: the inputs are "
+                        f"{dtype}, where it makes them infinite or 0")
+        return None
 
 
 class FirstAbs(Task):
