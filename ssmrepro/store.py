@@ -953,14 +953,58 @@ class Store:
             if "run_id" in old:
                 keep = old[old["run_id"].astype(str).isin(wanted)]
                 df = keep if df.empty else pd.concat([df, keep], ignore_index=True)
-        if df.empty:  # no run has a row: no table. A 1-byte file without columns (every pack
-            # lost, e.g. its workers killed, or the disk full) made the same command's plot
-            # step, and `plot`, refuse it as damaged ('delete it'), exit 2 instead of 1
-            if path.is_file() or path.is_symlink():
-                path.unlink()
-            return path
-        atomic_write_text(path, csv_text(df))
+        # no run has a row: no table. A 1-byte file without columns (every pack lost, e.g. its
+        # workers killed, or the disk full) made the same command's plot step, and `plot`,
+        # refuse it as damaged ('delete it'), exit 2 instead of 1
+        self.write_table(name, None if df.empty else csv_text(df), have)
         return path
+
+    def write_table(self, name: str, text: str | None, from_records: set[str]) -> None:
+        """Write the results table ``name`` of this store's folder (``text``; None: remove it),
+        whose rows of the runs ``from_records`` are made from their records. A row of such a run
+        that was changed since ssmrepro wrote it (a value edited by hand) is replaced without
+        being kept: a warning names it (it was overwritten without a word). Exact: each row's
+        digest as written is kept in ``runs/.tables-written``, under a lock every writer of the
+        table takes, so a row the tool wrote and nobody changed never warns, whatever records
+        changed since; a row it never wrote (a committed table's) is not judged."""
+        import fcntl
+
+        path = self.root / name
+        try:
+            fd = os.open(self.runs / TABLES_WRITTEN, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW,
+                         0o644)
+        except OSError:  # no runs/ folder (no record), a read-only store: nothing to compare
+            fd = None
+        try:
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            ledger = _read_ledger(fd)
+            written = ledger.get(name, {})
+            new = _row_digests(text) if text is not None else {}
+            old = _table_rows(path) if written and from_records else {}
+            edited = sorted(rid for rid, row in old.items()
+                            if rid in from_records and rid in written and written[rid] != row
+                            and new.get(rid) != row)
+            if edited:
+                more = f" and {len(edited) - 3} more" if len(edited) > 3 else ""
+                self._warn(f"{name}: the row(s) of run(s) {', '.join(edited[:3])}{more} were "
+                           "changed since ssmrepro wrote them (edited by hand?): they are "
+                           "written again from the run records, the source of truth; an edited "
+                           "value is not kept (change the spec and run it instead)")
+            if text is None:
+                if path.is_file() or path.is_symlink():
+                    path.unlink()
+                ledger.pop(name, None)
+            else:
+                atomic_write_text(path, text)
+                ledger[name] = new
+            if fd is not None:
+                blob = json.dumps(ledger, sort_keys=True).encode()
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, blob, 0)
+        finally:
+            if fd is not None:
+                os.close(fd)
 
 
 # ------------------------------------------------------------------------------ results tables
@@ -985,6 +1029,50 @@ def _decode_cell(v: Any) -> Any:
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         return v
     return list(out) if isinstance(out, tuple) else out
+
+
+TABLES_WRITTEN = ".tables-written"  # in runs/: table name -> run id -> digest of its row
+
+
+def _read_ledger(fd: int | None) -> dict[str, dict[str, str]]:
+    """The row digests of the tables written (``Store.write_table``), {} when there is none or
+    it is not one (damaged: no row is judged edited)."""
+    if fd is None:
+        return {}
+    try:
+        size = os.fstat(fd).st_size
+        ledger = json.loads(os.pread(fd, size, 0)) if size else {}
+    except (OSError, ValueError, RecursionError):
+        return {}
+    if not isinstance(ledger, dict) or not all(
+            isinstance(t, dict) and all(isinstance(d, str) for d in t.values())
+            for t in ledger.values()):
+        return {}
+    return ledger
+
+
+def _row_digests(text: str) -> dict[str, str]:
+    """run id -> a digest of its row, for the CSV ``text`` of a results table ({} without a
+    run_id column)."""
+    rows = csv.reader(io.StringIO(text))
+    header = next(rows, [])
+    if "run_id" not in header:
+        return {}
+    at = header.index("run_id")
+    return {row[at]: hashlib.sha256(json.dumps([header, row]).encode()).hexdigest()[:16]
+            for row in rows if len(row) > at}
+
+
+def _table_rows(path: Path) -> dict[str, str]:
+    """``_row_digests`` of the table file at ``path`` ({} when it cannot be read as text)."""
+    try:
+        text = read_small(path, MAX_TABLE_BYTES).decode("utf-8")
+    except (OSError, ValueError):
+        return {}
+    try:
+        return _row_digests(text)
+    except csv.Error:
+        return {}
 
 
 def csv_text(df: pd.DataFrame) -> str:

@@ -11857,3 +11857,42 @@ def test_a_first_abs_std_past_float32_trains_in_a_float64_run(tmp_path):
                                             task={**task, "sigma2": 1e305},
                                             train={**train, "dtype": "float64"}, **regression))
     assert res.exit_code == 2 and "outside [1e-300, 1e300]" in res.output, res.output
+
+
+def test_a_results_row_edited_by_hand_is_named_when_the_records_replace_it(trained_store,
+                                                                            tmp_path):
+    """A value edited in results.csv (test.acc 0.143 -> 0.987654) was overwritten from the run
+    records by the next `plot` or `run` without a word. Records stay the source of truth, and
+    the row is named: each row's digest as written is kept (runs/.tables-written), so a table
+    the tool wrote and nobody edited stays silent, as does a table it never wrote."""
+    import csv
+
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import Store
+    from ssmrepro.sweep import expand
+
+    spec_path, root = _copy_trained(trained_store, tmp_path)
+    runs = expand(load_spec(spec_path), "smoke")
+    table = root / "results-smoke.csv"
+
+    def edit() -> None:
+        rows = list(csv.reader(table.open()))
+        rows[1][rows[0].index("metric.test.acc")] = "0.987654"
+        with table.open("w", newline="") as f:
+            csv.writer(f).writerows(rows)
+
+    (root / "runs" / ".tables-written").unlink(missing_ok=True)
+    edit()  # a table no ledger knows (committed, or written before the ledger): not judged
+    store = Store(root)
+    store.write_csv(runs, table.name)
+    assert store.warnings == [] and "0.987654" not in table.read_text()
+    store.write_csv(runs, table.name)  # written by the tool, unedited
+    assert store.warnings == []
+    edit()
+    store.write_csv(runs, table.name)
+    assert len(store.warnings) == 1 and runs[0].run_id in store.warnings[0], store.warnings
+    assert "changed since ssmrepro wrote them" in store.warnings[0]
+    assert "0.987654" not in table.read_text()
+    edit()
+    res = _invoke("plot", spec_path, "--out", tmp_path / "out", "--profile", "smoke")
+    assert res.exit_code == 0 and "changed since ssmrepro wrote them" in res.output, res.output

@@ -941,7 +941,10 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
         base = extra if base.empty else pd.concat([base, extra], ignore_index=True)
     n_rows = len(base)
     base = _without_other_data(base, store)
-    _write_back(store.root / name, base, csv_text, not df.empty, len(base) < n_rows)
+    if not df.empty or len(base) < n_rows:  # (as ``_write_back``; a row edited by hand since
+        # it was written is named: records are the source of truth, the edit is not kept)
+        store.write_table(name, None if base.empty else csv_text(base),
+                          set(df[RUN_ID].astype(str)) if RUN_ID in df else set())
     return base
 
 
