@@ -11896,3 +11896,32 @@ def test_a_results_row_edited_by_hand_is_named_when_the_records_replace_it(train
     edit()
     res = _invoke("plot", spec_path, "--out", tmp_path / "out", "--profile", "smoke")
     assert res.exit_code == 0 and "changed since ssmrepro wrote them" in res.output, res.output
+
+
+def test_cosine_operator_gives_float64_runs_float64_inputs_and_float32_runs_the_same():
+    """cosine_operator rounded its inputs and targets to float32 (its float64 matmul rows
+    differed in their last bit with the batch), in float64 runs too. They are float64 now,
+    summed term by term (the same numbers in any batch); a float32 run rounds them to exactly
+    the old inputs: checked against the old matmul on every sample the committed yu2025-fig3
+    runs draw (quick, seed 0; none lies within a float64 sum's rounding error of a float32
+    boundary, so no summation order of the old matmul rounds otherwise)."""
+    import math
+
+    import torch
+
+    from ssmrepro.tasks import build_task
+    from ssmrepro.tasks.base import TEST, TRAIN, VAL
+    from ssmrepro.tasks.yu_synthetic import PRIMES
+    from ssmrepro.train import _DATA_STREAM, derived_seed
+
+    task = build_task({"name": "cosine_operator", "L": 64, "n_terms": 10})
+    t = 2.0 * math.pi * torch.arange(64, dtype=torch.float64) / 64
+    basis = torch.cos(t[:, None] * torch.tensor(PRIMES, dtype=torch.float64)[None, :])
+    seeds = torch.tensor([derived_seed(0, _DATA_STREAM)])
+    for split, size in ((TRAIN, 4096), (VAL, 512), (TEST, 2048)):
+        b = task.sample(seeds, split, torch.arange(size)[None, :])
+        g = b.y[:, :, -1].double()
+        assert b.x.dtype == torch.float64 and torch.equal(b.x.float()[..., 0], (g @ basis.T).float())
+        assert not torch.equal(b.x, b.x.float().double())  # not rounded to float32
+    one = task.sample(seeds, TRAIN, torch.tensor([[7]]))
+    assert torch.equal(one.x[0, 0], task.sample(seeds, TRAIN, torch.arange(64)[None, :]).x[0, 7])

@@ -90,10 +90,15 @@ class CosineOperator(Task):
         t = 2.0 * math.pi * torch.arange(c.L, dtype=torch.float64) / c.L
         p = torch.tensor(PRIMES[: c.n_terms], dtype=torch.float64)
         basis = torch.cos(t[:, None] * p[None, :])  # (L, n)
-        u = g @ basis.T  # (E, B, L)
-        # float32, inputs and targets: the matmul's float64 rows differ in their last bit with
-        # the batch a sample is drawn in (rounded to float32, a sample is the same in any batch)
-        return Batch(x=u.unsqueeze(-1).float(), y=_last_only(g, c.L, torch.float32))
+        # u = g @ basis.T, summed term by term: a matmul's float64 rows differed in their last
+        # bit with the batch a sample was drawn in, so inputs and targets were rounded to
+        # float32, in float64 runs too. Elementwise, a sample is the same float64 numbers in
+        # any batch; float32 runs round them as before (the committed fig3 inputs are those
+        # of any float64 summation order: no sample lies within its error of a float32 boundary)
+        u = torch.zeros(g.shape[:-1] + (c.L,), dtype=torch.float64)
+        for i in range(c.n_terms):
+            u = u + g[..., i, None] * basis[:, i]
+        return Batch(x=u.unsqueeze(-1), y=_last_only(g, c.L))
 
 
 class FirstAbsConfig(TaskConfig):
