@@ -11925,3 +11925,17 @@ def test_cosine_operator_gives_float64_runs_float64_inputs_and_float32_runs_the_
         assert not torch.equal(b.x, b.x.float().double())  # not rounded to float32
     one = task.sample(seeds, TRAIN, torch.tensor([[7]]))
     assert torch.equal(one.x[0, 0], task.sample(seeds, TRAIN, torch.arange(64)[None, :]).x[0, 7])
+
+
+def test_a_benchmark_module_run_with_python_m_names_a_path_it_cannot_use(tmp_path, capsys):
+    """`python -m ssmrepro.bench.scans --json <a folder>` (the form `bench --help` names) ended
+    in an IsADirectoryError traceback, where `ssmrepro bench scans` says 'cannot use ...: a
+    folder where a file belongs', exit 2. Its entry (bench_main) now says the same."""
+    from ssmrepro.bench import bench_main
+    from ssmrepro.bench.scans import main
+
+    with pytest.raises(SystemExit) as exit_:
+        bench_main(lambda: main(["--L", "64", "--kernels", "diag", "--json", str(tmp_path)]))
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"error: cannot use {tmp_path}: a folder where a file belongs" in err, err

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 
 from ..signals import load_guarded, run_guarded
+from ..util import os_message
 
 
 def _load() -> None:
@@ -29,7 +30,16 @@ if sys.argv[:1] == ["-m"]:
 
 def bench_main(main: Callable[[], int]) -> None:
     """``python -m ssmrepro.bench.NAME``: ``main()``, where a Ctrl-C or `kill PID` ends with one
-    line and exit 130, as ``ssmrepro bench NAME``."""
-    raise SystemExit(run_guarded(main, "interrupted — the benchmark stopped before its end (a "
-                                       "--json record is written only then); re-run the same "
-                                       "command"))
+    line and exit 130, and a path it cannot use (``--json`` naming a folder, a read-only or
+    full disk) with the message and exit 2 of ``ssmrepro bench NAME`` (a traceback)."""
+
+    def run() -> int:
+        try:
+            return main()
+        except OSError as err:
+            sys.stderr.write(f"error: {os_message(err)}\n")
+            return 2
+
+    raise SystemExit(run_guarded(run, "interrupted — the benchmark stopped before its end (a "
+                                      "--json record is written only then); re-run the same "
+                                      "command"))
