@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import csv
 import errno
 import hashlib
@@ -31,6 +32,7 @@ import os
 import pickle
 import re
 import socket
+import stat
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -973,7 +975,10 @@ class Store:
         try:
             fd = os.open(self.runs / TABLES_WRITTEN, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW,
                          0o644)
-        except OSError:  # no runs/ folder (no record), a read-only store: nothing to compare
+        except OSError:  # no runs/ folder (no record), a read-only store, a link: nothing to
+            fd = None  # compare
+        if fd is not None and not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO put there
+            os.close(fd)
             fd = None
         try:
             if fd is not None:
@@ -991,6 +996,8 @@ class Store:
                            "changed since ssmrepro wrote them (edited by hand?): they are "
                            "written again from the run records, the source of truth; an edited "
                            "value is not kept (change the spec and run it instead)")
+            _write_ledger(fd, None)  # emptied first: a table written and its digests not (a
+            # full disk, a kill) leaves no digest of an older table to judge it by
             if text is None:
                 if path.is_file() or path.is_symlink():
                     path.unlink()
@@ -998,10 +1005,7 @@ class Store:
             else:
                 atomic_write_text(path, text)
                 ledger[name] = new
-            if fd is not None:
-                blob = json.dumps(ledger, sort_keys=True).encode()
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, blob, 0)
+            _write_ledger(fd, ledger)
         finally:
             if fd is not None:
                 os.close(fd)
@@ -1049,6 +1053,20 @@ def _read_ledger(fd: int | None) -> dict[str, dict[str, str]]:
             for t in ledger.values()):
         return {}
     return ledger
+
+
+def _write_ledger(fd: int | None, ledger: dict | None) -> None:
+    """Replace the ledger's content by ``ledger`` (None: empty it); a write that fails leaves
+    it empty, or not JSON, which judges no row (``_read_ledger``)."""
+    if fd is None:
+        return
+    try:
+        os.ftruncate(fd, 0)
+        if ledger:
+            os.pwrite(fd, json.dumps(ledger, sort_keys=True).encode(), 0)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
 
 
 def _row_digests(text: str) -> dict[str, str]:

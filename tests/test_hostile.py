@@ -11939,3 +11939,26 @@ def test_a_benchmark_module_run_with_python_m_names_a_path_it_cannot_use(tmp_pat
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert f"error: cannot use {tmp_path}: a folder where a file belongs" in err, err
+
+
+def test_a_results_table_ledger_that_is_no_file_judges_nothing(trained_store, tmp_path):
+    """runs/.tables-written (the digests of the rows a results table was written with) that is
+    a FIFO, a link or not JSON: the table is written from the records as before, no row is
+    judged edited, and nothing blocks or fails."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import Store
+    from ssmrepro.sweep import expand
+
+    spec_path, root = _copy_trained(trained_store, tmp_path)
+    runs = expand(load_spec(spec_path), "smoke")
+    ledger = root / "runs" / ".tables-written"
+    for make in (lambda: os.mkfifo(ledger), lambda: ledger.symlink_to(tmp_path / "elsewhere"),
+                 lambda: ledger.write_text("[1, 2")):
+        ledger.unlink(missing_ok=True)
+        make()
+        table = root / "results-smoke.csv"
+        table.write_text(table.read_text().replace("smoke,S6", "smoke,S6x"))
+        store = Store(root)
+        store.write_csv(runs, table.name)
+        assert store.warnings == [] and "S6x" not in table.read_text()
+    assert not (tmp_path / "elsewhere").exists()
