@@ -969,20 +969,9 @@ class Store:
         digest as written is kept in ``runs/.tables-written``, under a lock every writer of the
         table takes, so a row the tool wrote and nobody changed never warns, whatever records
         changed since; a row it never wrote (a committed table's) is not judged."""
-        import fcntl
-
         path = self.root / name
+        fd = _hold_ledger(self.runs / TABLES_WRITTEN)
         try:
-            fd = os.open(self.runs / TABLES_WRITTEN, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW,
-                         0o644)
-        except OSError:  # no runs/ folder (no record), a read-only store, a link: nothing to
-            fd = None  # compare
-        if fd is not None and not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO put there
-            os.close(fd)
-            fd = None
-        try:
-            if fd is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX)
             ledger = _read_ledger(fd)
             written = ledger.get(name, {})
             new = _row_digests(text) if text is not None else {}
@@ -1036,6 +1025,48 @@ def _decode_cell(v: Any) -> Any:
 
 
 TABLES_WRITTEN = ".tables-written"  # in runs/: table name -> run id -> digest of its row
+
+
+LEDGER_WAIT_S = 30.0  # another writer holds the ledger for milliseconds (one table's write)
+
+
+def _hold_ledger(ledger: Path) -> int | None:
+    """The ledger of table rows written, open and locked (flock), or None where there is none to
+    keep (no runs/ folder, a read-only store, a link or FIFO put there). One that stays held
+    (its writer stopped mid-write, ``kill -STOP``) is removed after ``LEDGER_WAIT_S`` and a new
+    one begun: the write does not wait for ever, and no row is judged by digests that may be
+    another table's."""
+    import fcntl
+
+    deadline = time.monotonic() + LEDGER_WAIT_S
+    while True:
+        try:
+            fd = os.open(ledger, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError:
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(errno.EINVAL, "not a regular file")
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            if time.monotonic() > deadline:
+                with contextlib.suppress(OSError):
+                    ledger.unlink()
+                deadline = time.monotonic() + LEDGER_WAIT_S
+            else:
+                time.sleep(0.02)
+            continue
+        except OSError:
+            os.close(fd)
+            return None
+        try:  # still the ledger: not removed (above) since it was opened
+            same = os.path.samestat(os.stat(ledger, follow_symlinks=False), os.fstat(fd))
+        except OSError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)
 
 
 def _read_ledger(fd: int | None) -> dict[str, dict[str, str]]:

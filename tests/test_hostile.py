@@ -11964,3 +11964,31 @@ def test_a_results_table_ledger_that_is_no_file_judges_nothing(trained_store, tm
         store.write_csv(runs, table.name)
         assert store.warnings == [] and "S6x" not in table.read_text()
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_results_table_ledger_held_for_ever_does_not_block_the_write(trained_store, tmp_path,
+                                                                        monkeypatch):
+    """The ledger of written rows (runs/.tables-written) is locked while a table is written;
+    one whose holder never lets go (stopped mid-write) blocked every later `run` and `plot`
+    for ever. After LEDGER_WAIT_S it is removed and a new one begun; nothing is judged."""
+    import fcntl
+
+    import ssmrepro.store as store_mod
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import Store
+    from ssmrepro.sweep import expand
+
+    spec_path, root = _copy_trained(trained_store, tmp_path)
+    runs = expand(load_spec(spec_path), "smoke")
+    store = Store(root)
+    store.write_csv(runs, "results-smoke.csv")
+    ledger = root / "runs" / ".tables-written"
+    held = os.open(ledger, os.O_RDWR)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    monkeypatch.setattr(store_mod, "LEDGER_WAIT_S", 0.2)
+    try:
+        store.write_csv(runs, "results-smoke.csv")
+        assert store.warnings == [] and not os.path.samestat(os.fstat(held), ledger.stat())
+        assert runs[0].run_id in ledger.read_text()  # the new ledger holds the rows written
+    finally:
+        os.close(held)
