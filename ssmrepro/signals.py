@@ -62,3 +62,19 @@ def load_guarded(load: Callable[[], T]) -> T:
         sys.stderr.write("interrupted — before the command started; nothing was done\n")
         raise SystemExit(130) from None
     return out
+
+
+def run_guarded(main: Callable[[], int], interrupted: str) -> int:
+    """``main()`` run as a command is: a Ctrl-C, SIGTERM or SIGHUP ends it with the one line
+    ``interrupted`` and exit 130 (a KeyboardInterrupt traceback, or exit 143 / 129 and no line,
+    where nothing else set handlers: `python -m ssmrepro.bench.scans`)."""
+    previous: dict[int, Any] = {}
+    try:
+        terminate_as_interrupt(previous)
+        return main()
+    except KeyboardInterrupt:
+        restore(previous)
+        sys.stderr.write(interrupted + "\n")
+        return 130
+    finally:
+        restore(previous)

@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import csv
 import errno
 import hashlib
@@ -31,6 +32,7 @@ import os
 import pickle
 import re
 import socket
+import stat
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -527,6 +529,19 @@ class Store:
             return False
         return True
 
+    def record_status(self, run_id: str) -> tuple[dict | None, str | None]:
+        """The run's record (None without one) and its status as ``run`` will treat it: the
+        record's own ('ok', 'diverged', 'error'), but 'pending' where a finished record is not
+        done here (``is_done``: no saved weights, no `analysis` the spec records; the reason
+        goes to ``warnings``). `show` printed 'ok' for a run `run` then trained again."""
+        rec = self.read(run_id)
+        if rec is None:
+            return None, None
+        status = rec.get("status")
+        if status in DONE_STATUSES and not self.is_done(run_id):
+            status = "pending"
+        return rec, status
+
     def _has_weights(self, run_id: str) -> bool:
         """Whether the run's saved weights are here and are the ones its record names; weights
         of another run copied in (the same shapes) are quarantined as ``read_weights`` does: a
@@ -950,14 +965,49 @@ class Store:
             if "run_id" in old:
                 keep = old[old["run_id"].astype(str).isin(wanted)]
                 df = keep if df.empty else pd.concat([df, keep], ignore_index=True)
-        if df.empty:  # no run has a row: no table. A 1-byte file without columns (every pack
-            # lost, e.g. its workers killed, or the disk full) made the same command's plot
-            # step, and `plot`, refuse it as damaged ('delete it'), exit 2 instead of 1
-            if path.is_file() or path.is_symlink():
-                path.unlink()
-            return path
-        atomic_write_text(path, csv_text(df))
+        # no run has a row: no table. A 1-byte file without columns (every pack lost, e.g. its
+        # workers killed, or the disk full) made the same command's plot step, and `plot`,
+        # refuse it as damaged ('delete it'), exit 2 instead of 1
+        self.write_table(name, None if df.empty else csv_text(df), have)
         return path
+
+    def write_table(self, name: str, text: str | None, from_records: set[str]) -> None:
+        """Write the results table ``name`` of this store's folder (``text``; None: remove it),
+        whose rows of the runs ``from_records`` are made from their records. A row of such a run
+        that was changed since ssmrepro wrote it (a value edited by hand) is replaced without
+        being kept: a warning names it (it was overwritten without a word). Exact: each row's
+        digest as written is kept in ``runs/.tables-written``, under a lock every writer of the
+        table takes, so a row the tool wrote and nobody changed never warns, whatever records
+        changed since; a row it never wrote (a committed table's) is not judged."""
+        path = self.root / name
+        fd = _hold_ledger(self.runs / TABLES_WRITTEN)
+        try:
+            ledger = _read_ledger(fd)
+            written = ledger.get(name, {})
+            new = _row_digests(text) if text is not None else {}
+            old = _table_rows(path) if written and from_records else {}
+            edited = sorted(rid for rid, row in old.items()
+                            if rid in from_records and rid in written and written[rid] != row
+                            and new.get(rid) != row)
+            if edited:
+                more = f" and {len(edited) - 3} more" if len(edited) > 3 else ""
+                self._warn(f"{name}: the row(s) of run(s) {', '.join(edited[:3])}{more} were "
+                           "changed since ssmrepro wrote them (edited by hand?): they are "
+                           "written again from the run records, the source of truth; an edited "
+                           "value is not kept (change the spec and run it instead)")
+            _write_ledger(fd, None)  # emptied first: a table written and its digests not (a
+            # full disk, a kill) leaves no digest of an older table to judge it by
+            if text is None:
+                if path.is_file() or path.is_symlink():
+                    path.unlink()
+                ledger.pop(name, None)
+            else:
+                atomic_write_text(path, text)
+                ledger[name] = new
+            _write_ledger(fd, ledger)
+        finally:
+            if fd is not None:
+                os.close(fd)
 
 
 # ------------------------------------------------------------------------------ results tables
@@ -982,6 +1032,106 @@ def _decode_cell(v: Any) -> Any:
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         return v
     return list(out) if isinstance(out, tuple) else out
+
+
+TABLES_WRITTEN = ".tables-written"  # in runs/: table name -> run id -> digest of its row
+
+
+LEDGER_WAIT_S = 30.0  # another writer holds the ledger for milliseconds (one table's write)
+
+
+def _hold_ledger(ledger: Path) -> int | None:
+    """The ledger of table rows written, open and locked (flock), or None where there is none to
+    keep (no runs/ folder, a read-only store, a link or FIFO put there). One that stays held
+    (its writer stopped mid-write, ``kill -STOP``) is removed after ``LEDGER_WAIT_S`` and a new
+    one begun: the write does not wait for ever, and no row is judged by digests that may be
+    another table's."""
+    import fcntl
+
+    deadline = time.monotonic() + LEDGER_WAIT_S
+    while True:
+        try:
+            fd = os.open(ledger, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError:
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(errno.EINVAL, "not a regular file")
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            if time.monotonic() > deadline:
+                with contextlib.suppress(OSError):
+                    ledger.unlink()
+                deadline = time.monotonic() + LEDGER_WAIT_S
+            else:
+                time.sleep(0.02)
+            continue
+        except OSError:
+            os.close(fd)
+            return None
+        try:  # still the ledger: not removed (above) since it was opened
+            same = os.path.samestat(os.stat(ledger, follow_symlinks=False), os.fstat(fd))
+        except OSError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)
+
+
+def _read_ledger(fd: int | None) -> dict[str, dict[str, str]]:
+    """The row digests of the tables written (``Store.write_table``), {} when there is none or
+    it is not one (damaged: no row is judged edited)."""
+    if fd is None:
+        return {}
+    try:
+        size = os.fstat(fd).st_size
+        ledger = json.loads(os.pread(fd, size, 0)) if size else {}
+    except (OSError, ValueError, RecursionError):
+        return {}
+    if not isinstance(ledger, dict) or not all(
+            isinstance(t, dict) and all(isinstance(d, str) for d in t.values())
+            for t in ledger.values()):
+        return {}
+    return ledger
+
+
+def _write_ledger(fd: int | None, ledger: dict | None) -> None:
+    """Replace the ledger's content by ``ledger`` (None: empty it); a write that fails leaves
+    it empty, or not JSON, which judges no row (``_read_ledger``)."""
+    if fd is None:
+        return
+    try:
+        os.ftruncate(fd, 0)
+        if ledger:
+            os.pwrite(fd, json.dumps(ledger, sort_keys=True).encode(), 0)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+
+
+def _row_digests(text: str) -> dict[str, str]:
+    """run id -> a digest of its row, for the CSV ``text`` of a results table ({} without a
+    run_id column)."""
+    rows = csv.reader(io.StringIO(text))
+    header = next(rows, [])
+    if "run_id" not in header:
+        return {}
+    at = header.index("run_id")
+    return {row[at]: hashlib.sha256(json.dumps([header, row]).encode()).hexdigest()[:16]
+            for row in rows if len(row) > at}
+
+
+def _table_rows(path: Path) -> dict[str, str]:
+    """``_row_digests`` of the table file at ``path`` ({} when it cannot be read as text)."""
+    try:
+        text = read_small(path, MAX_TABLE_BYTES).decode("utf-8")
+    except (OSError, ValueError):
+        return {}
+    try:
+        return _row_digests(text)
+    except csv.Error:
+        return {}
 
 
 def csv_text(df: pd.DataFrame) -> str:

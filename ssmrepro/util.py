@@ -86,6 +86,19 @@ def process_started(pid: int) -> float | None:
         return None
 
 
+def os_message(err: OSError) -> str:
+    """'cannot write results/x.json: no space left on device' from an OSError."""
+    where = f" {err.filename}" if err.filename else ""
+    what = {errno.ENOSPC: "no space left on device", errno.EROFS: "read-only file system",
+            errno.EACCES: "permission denied", errno.ENOTDIR: "a path component is a file, "
+            "not a folder", errno.EEXIST: "exists and is not a folder",
+            errno.EISDIR: "a folder where a file belongs",
+            errno.ELOOP: "a symbolic link loop (a link that leads back to itself)"}.get(
+        err.errno or -1, err.strerror or str(err) or type(err).__name__)  # an OSError of a
+    # message alone (shutil's 'Cannot call rmtree on a symbolic link') printed 'OSError'
+    return f"cannot use{where}: {what}"
+
+
 def file_digest(path: Path, algo: str = "sha256") -> str:
     """The hex digest (``hashlib`` algorithm ``algo``) of the file at ``path``, read in 1 MiB
     blocks."""

@@ -9484,11 +9484,17 @@ def test_a_terminate_or_hang_up_while_the_command_line_loads_is_an_interrupt(mod
     the rest load, killed it with exit 143 (129) and no line, where Ctrl-C there says 'interrupted
     — before the command started' and exits 130. `python -m ssmrepro.cli` loads in its package's
     import, before its __main__ runs: it still died so."""
+    _signal_while_loading([module, "list"], signame)
+
+
+def _signal_while_loading(args: list[str], signame: str) -> None:
+    """Send ``signame`` to `python -m ARGS` as soon as it handles SIGTERM (at once, while it
+    loads): it must end with 'interrupted — before the command started' and exit 130."""
     import signal
     import subprocess
     import sys
 
-    p = subprocess.Popen([sys.executable, "-m", module, "list"], stdout=subprocess.PIPE,
+    p = subprocess.Popen([sys.executable, "-m", *args], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT), "SSMREPRO_ROOT": str(ROOT)},
                          preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
@@ -12067,3 +12073,291 @@ def test_a_size_order_claim_that_allows_every_violation_is_refused(tmp_path):
                     "claims.0.allowed_violations 1 >= the 1 adjacent pairs of labels",
                     "the claim cannot fail in any profile")
     assert _invoke("validate", spec(allowed_violations=1)).exit_code == 0  # strict can fail
+
+
+@pytest.mark.parametrize("module,signame", [("ssmrepro.bench.scans", "SIGTERM"),
+                                            ("ssmrepro.bench.step", "SIGINT")])
+def test_a_benchmark_module_run_with_python_m_is_guarded_while_it_loads(module, signame):
+    """`python -m ssmrepro.bench.scans` (and .step, the forms `bench --help` names) loaded torch
+    and the kernels unguarded: a `kill PID` in the first seconds died with exit 143 and no line,
+    a Ctrl-C printed a KeyboardInterrupt traceback. Now they load as `python -m ssmrepro` does
+    and run guarded (one line, exit 130) as `ssmrepro bench scans` does."""
+    _signal_while_loading([module, "--help"], signame)
+
+
+def test_a_download_leaves_no_lock_file_in_the_downloads_folder(tmp_path):
+    """`data download` left an empty `<archive>.lock` beside every archive it downloaded (the
+    flock file was never removed). It is removed while still held; a download while another
+    holds the lock is still refused."""
+    from ssmrepro.data.download import DownloadError, _hold, download_file
+
+    src = tmp_path / "src.bin"
+    src.write_bytes(b"hello")
+    out = tmp_path / "downloads"
+    download_file(src.as_uri(), out / "a.bin", progress=False)
+    assert sorted(p.name for p in out.iterdir()) == ["a.bin"]
+    held = _hold(out / "b.bin")
+    try:
+        with pytest.raises(DownloadError, match="another `data download`"):
+            download_file(src.as_uri(), out / "b.bin", progress=False)
+    finally:
+        os.close(held)
+    download_file(src.as_uri(), out / "b.bin", progress=False)  # the old lock file is taken
+    assert sorted(p.name for p in out.iterdir()) == ["a.bin", "b.bin"]
+
+
+def test_a_selections_curves_keep_a_shared_run_only_under_the_label_that_kept_it(tmp_path):
+    """`aggregate.select` over train.lr, label A trying lr 0.001 and 0.3, label B only 0.001
+    (the same config, so one run of both): with A keeping 0.3 and B its 0.001, the curve rows
+    were filtered by run id alone, so A's learning curve averaged its kept run with its
+    left-out 0.001 candidate (B's kept run). Now by (run id, label)."""
+    import pandas as pd
+
+    from ssmrepro.plots.outputs import _chosen_runs, _of_chosen
+    from ssmrepro.report.cells import cell_keys
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    spec = load_spec(_one_run_spec(
+        tmp_path, sweep=[{"cases": [
+            {"label": "A", "set": {"model.mixer": "s6"}, "grid": {"train.lr": [0.001, 0.3]}},
+            {"label": "B", "set": {"model.mixer": "s6", "train.lr": 0.001}}]}],
+        aggregate={"reduce": "mean", "metrics": ["test.acc"],
+                   "select": {"over": "train.lr", "by": "test.acc", "op": "max"}}))
+    runs = expand(spec, "smoke")
+    keys = cell_keys(runs)
+    shared = {r.run_id for r in runs if r.label == "A"} & {r.run_id for r in runs if r.label == "B"}
+    assert len(runs) == 3 and len(shared) == 1
+    kept = [r for r in runs if (r.label, r.flat()["train.lr"]) in {("A", 0.3), ("B", 0.001)}]
+    cells = pd.DataFrame([{k: {**r.flat(), "label": r.label}[k] for k in keys} for r in kept])
+    chosen = _chosen_runs(cells, runs, keys)
+    curves = pd.DataFrame([{"run_id": r.run_id, "label": r.label, "step": 1} for r in runs])
+    drawn = _of_chosen(curves, cells, keys, chosen)
+    assert sorted(zip(drawn["run_id"], drawn["label"])) == sorted((r.run_id, r.label)
+                                                                   for r in kept)
+
+
+def test_show_says_pending_for_a_finished_record_run_would_train_again(trained_store, tmp_path):
+    """A finished record that `run` does not count done (here: the spec now records
+    `analysis: [decay_histogram]`, which the record lacks; also saved weights that are gone):
+    `show` printed its status 'ok' and no warning, `run` trained it again. Both now ask the
+    store's one decision (Store.record_status / is_done): 'pending' and the warning why."""
+    trained, _ = _copy_trained(trained_store, tmp_path)
+    (tmp_path / "edited").mkdir()
+    spec = _one_run_spec(tmp_path / "edited", analysis=["decay_histogram"])  # the same id
+    res = _invoke("show", spec, "--out", tmp_path / "out", "--profile", "smoke", "--json")
+    assert res.exit_code == 0, res.output
+    (row,) = json.loads(res.stdout)["runs"]
+    assert row["status"] == "pending", row
+    assert "has no decay_histogram" in res.stderr
+    table = _invoke("show", spec, "--out", tmp_path / "out", "--profile", "smoke").output
+    assert "pending" in table and " ok " not in table
+    plain = _invoke("show", trained, "--out", tmp_path / "out", "--profile", "smoke", "--json")
+    assert json.loads(plain.stdout)["runs"][0]["status"] == "ok"  # the spec it was trained by
+
+
+def test_show_prints_swept_values_as_the_spec_means_them(tmp_path):
+    """`show` printed a sweep value's raw text: the quoted `" 2"` of an integer field as `n= 2`
+    (the run has n = 2; `--json` coords said " 2"), and a text value such as '1e3' bare, where
+    it reads as a number. Now the run's typed value, text that reads as another type quoted."""
+    from ssmrepro.sweep.config import spec_text
+
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]},
+                                          {"grid": {"task.n": [" 2", 3]}}])
+    table = _invoke("show", spec, "--out", tmp_path / "out", "--profile", "smoke").output
+    assert "n=2" in table and "n= 2" not in table, table
+    res = _invoke("show", spec, "--out", tmp_path / "out", "--profile", "smoke", "--json")
+    assert [r["coords"]["task.n"] for r in json.loads(res.stdout)["runs"]] == [2, 3]
+    for value, text in [("1e3", "'1e3'"), ("true", "'true'"), ("", "''"), (" x", "' x'"),
+                        ("it's", "it's"), ("a, b", "'a, b'"), ("s6", "s6"), (1000.0, "1000.0")]:
+        assert spec_text(value) == text, value
+
+
+def test_data_info_names_a_damaged_cache_entry(tmp_path):
+    """`data info` said only which sources are present and the cache's size: an entry a command
+    would find damaged, remove and prepare again (a truncated array, an edited meta.json, an
+    array gone) looked as good as the others. Now each is named with why, from the checks and
+    digests the entry keeps (the arrays mapped, not read); nothing is removed."""
+    import numpy as np
+
+    from ssmrepro.data.cache import save_entry
+
+    cache = tmp_path / ".cache"
+    names = [f"{d}-{c * 20}" for d, c in (("listops", "a"), ("listops", "b"), ("imdb", "c"),
+                                          ("cifar10", "d"))]
+    for name in names:
+        save_entry(cache / name, {"x": np.arange(1000).reshape(10, 100), "y": np.zeros(10)},
+                   {"vocab": 17})
+    os.truncate(cache / names[1] / "x.npy", 500)
+    meta = cache / names[2] / "meta.json"
+    meta.write_text(meta.read_text().replace("17", "117"))
+    (cache / names[3] / "y.npy").unlink()
+    res = _invoke("data", "info", "--dir", tmp_path)
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())
+    damaged = [n for n in names if f"damaged cache entry: {cache / n} (" in out]
+    assert damaged == names[1:], out
+    assert "meta.json was changed" in out and "y.npy" in out
+    assert sorted(p.name for p in cache.iterdir()) == sorted(names)
+
+
+def test_a_first_abs_std_past_float32_trains_in_a_float64_run(tmp_path):
+    """first_abs bounded its stds to float32's range ([1e-30, 1e30]) in every run: a
+    `train.dtype: float64` run, whose inputs reach the model in float64, was refused
+    `sigma2: 1e35` ('the inputs are float32'). The bound is now the run's dtype's: float64
+    runs take [1e-300, 1e300], float32 runs are refused as before (naming train.dtype)."""
+    model = {"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4}
+    task = {"name": "first_abs", "L": 8, "sigma2": 1e35}
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 8,
+             "test_size": 8, "eval_every": 2, "eval_batch_size": 8}
+    regression = {"aggregate": {"reduce": "mean", "metrics": ["test.mse"]}, "claims": [],
+                  "paper_values": [], "figure": {"kind": "bars", "metric": "test.mse",
+                                                 "x": "label", "title": "x"}}
+    wide = _one_run_spec(tmp_path, name="wide", task=task, model=model,
+                         train={**train, "dtype": "float64"}, **regression)
+    res = _invoke("validate", wide)
+    assert res.exit_code == 0, res.output
+    narrow = _one_run_spec(tmp_path, name="narrow", task=task, model=model, train=train,
+                           **regression)
+    res = _invoke("validate", narrow)
+    assert res.exit_code == 2 and "sigma2=1e+35 is outside [1e-30, 1e30]: the inputs are float32" \
+        in res.output and "train.dtype float32" in res.output, res.output
+    res = _invoke("validate", _one_run_spec(tmp_path, name="past", model=model,
+                                            task={**task, "sigma2": 1e305},
+                                            train={**train, "dtype": "float64"}, **regression))
+    assert res.exit_code == 2 and "outside [1e-300, 1e300]" in res.output, res.output
+
+
+def test_a_results_row_edited_by_hand_is_named_when_the_records_replace_it(trained_store,
+                                                                            tmp_path):
+    """A value edited in results.csv (test.acc 0.143 -> 0.987654) was overwritten from the run
+    records by the next `plot` or `run` without a word. Records stay the source of truth, and
+    the row is named: each row's digest as written is kept (runs/.tables-written), so a table
+    the tool wrote and nobody edited stays silent, as does a table it never wrote."""
+    import csv
+
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import Store
+    from ssmrepro.sweep import expand
+
+    spec_path, root = _copy_trained(trained_store, tmp_path)
+    runs = expand(load_spec(spec_path), "smoke")
+    table = root / "results-smoke.csv"
+
+    def edit() -> None:
+        rows = list(csv.reader(table.open()))
+        rows[1][rows[0].index("metric.test.acc")] = "0.987654"
+        with table.open("w", newline="") as f:
+            csv.writer(f).writerows(rows)
+
+    (root / "runs" / ".tables-written").unlink(missing_ok=True)
+    edit()  # a table no ledger knows (committed, or written before the ledger): not judged
+    store = Store(root)
+    store.write_csv(runs, table.name)
+    assert store.warnings == [] and "0.987654" not in table.read_text()
+    store.write_csv(runs, table.name)  # written by the tool, unedited
+    assert store.warnings == []
+    edit()
+    store.write_csv(runs, table.name)
+    assert len(store.warnings) == 1 and runs[0].run_id in store.warnings[0], store.warnings
+    assert "changed since ssmrepro wrote them" in store.warnings[0]
+    assert "0.987654" not in table.read_text()
+    for command in (["plot"], ["run", "--no-plot", "--workers", "1"]):  # (`run` kept the
+        edit()  # store's warning to itself)
+        res = _invoke(*command, spec_path, "--out", tmp_path / "out", "--profile", "smoke")
+        assert res.exit_code == 0 and "changed since ssmrepro wrote them" in res.output, \
+            res.output
+
+
+def test_cosine_operator_gives_float64_runs_float64_inputs_and_float32_runs_the_same():
+    """cosine_operator rounded its inputs and targets to float32 (its float64 matmul rows
+    differed in their last bit with the batch), in float64 runs too. They are float64 now,
+    summed term by term (the same numbers in any batch); a float32 run rounds them to exactly
+    the old inputs: checked against the old matmul on every sample the committed yu2025-fig3
+    runs draw (quick, seed 0; none lies within a float64 sum's rounding error of a float32
+    boundary, so no summation order of the old matmul rounds otherwise)."""
+    import math
+
+    import torch
+
+    from ssmrepro.tasks import build_task
+    from ssmrepro.tasks.base import TEST, TRAIN, VAL
+    from ssmrepro.tasks.yu_synthetic import PRIMES
+    from ssmrepro.train import _DATA_STREAM, derived_seed
+
+    task = build_task({"name": "cosine_operator", "L": 64, "n_terms": 10})
+    t = 2.0 * math.pi * torch.arange(64, dtype=torch.float64) / 64
+    basis = torch.cos(t[:, None] * torch.tensor(PRIMES, dtype=torch.float64)[None, :])
+    seeds = torch.tensor([derived_seed(0, _DATA_STREAM)])
+    for split, size in ((TRAIN, 4096), (VAL, 512), (TEST, 2048)):
+        b = task.sample(seeds, split, torch.arange(size)[None, :])
+        g = b.y[:, :, -1].double()
+        assert b.x.dtype == torch.float64 and torch.equal(b.x.float()[..., 0], (g @ basis.T).float())
+        assert not torch.equal(b.x, b.x.float().double())  # not rounded to float32
+    one = task.sample(seeds, TRAIN, torch.tensor([[7]]))
+    assert torch.equal(one.x[0, 0], task.sample(seeds, TRAIN, torch.arange(64)[None, :]).x[0, 7])
+
+
+def test_a_benchmark_module_run_with_python_m_names_a_path_it_cannot_use(tmp_path, capsys):
+    """`python -m ssmrepro.bench.scans --json <a folder>` (the form `bench --help` names) ended
+    in an IsADirectoryError traceback, where `ssmrepro bench scans` says 'cannot use ...: a
+    folder where a file belongs', exit 2. Its entry (bench_main) now says the same."""
+    from ssmrepro.bench import bench_main
+    from ssmrepro.bench.scans import main
+
+    with pytest.raises(SystemExit) as exit_:
+        bench_main(lambda: main(["--L", "64", "--kernels", "diag", "--json", str(tmp_path)]))
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"error: cannot use {tmp_path}: a folder where a file belongs" in err, err
+
+
+def test_a_results_table_ledger_that_is_no_file_judges_nothing(trained_store, tmp_path):
+    """runs/.tables-written (the digests of the rows a results table was written with) that is
+    a FIFO, a link or not JSON: the table is written from the records as before, no row is
+    judged edited, and nothing blocks or fails."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import Store
+    from ssmrepro.sweep import expand
+
+    spec_path, root = _copy_trained(trained_store, tmp_path)
+    runs = expand(load_spec(spec_path), "smoke")
+    ledger = root / "runs" / ".tables-written"
+    for make in (lambda: os.mkfifo(ledger), lambda: ledger.symlink_to(tmp_path / "elsewhere"),
+                 lambda: ledger.write_text("[1, 2")):
+        ledger.unlink(missing_ok=True)
+        make()
+        table = root / "results-smoke.csv"
+        table.write_text(table.read_text().replace("smoke,S6", "smoke,S6x"))
+        store = Store(root)
+        store.write_csv(runs, table.name)
+        assert store.warnings == [] and "S6x" not in table.read_text()
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_results_table_ledger_held_for_ever_does_not_block_the_write(trained_store, tmp_path,
+                                                                        monkeypatch):
+    """The ledger of written rows (runs/.tables-written) is locked while a table is written;
+    one whose holder never lets go (stopped mid-write) blocked every later `run` and `plot`
+    for ever. After LEDGER_WAIT_S it is removed and a new one begun; nothing is judged."""
+    import fcntl
+
+    import ssmrepro.store as store_mod
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import Store
+    from ssmrepro.sweep import expand
+
+    spec_path, root = _copy_trained(trained_store, tmp_path)
+    runs = expand(load_spec(spec_path), "smoke")
+    store = Store(root)
+    store.write_csv(runs, "results-smoke.csv")
+    ledger = root / "runs" / ".tables-written"
+    held = os.open(ledger, os.O_RDWR)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    monkeypatch.setattr(store_mod, "LEDGER_WAIT_S", 0.2)
+    try:
+        store.write_csv(runs, "results-smoke.csv")
+        assert store.warnings == [] and not os.path.samestat(os.fstat(held), ledger.stat())
+        assert runs[0].run_id in ledger.read_text()  # the new ledger holds the rows written
+    finally:
+        os.close(held)

@@ -27,8 +27,8 @@ def test_registered_shapes_and_last_position_target(name, cls):
     b = draw(task, n=8, seeds=(0, 1))
     assert info.loss == "mse" and info.input_dim == 1 and info.target == "per_position"
     assert b.x.shape == (2, 8, info.seq_len, 1)
-    # float64 where a sample does not depend on its batch (training casts to the run's dtype)
-    assert b.x.dtype == b.y.dtype == (torch.float32 if name == "cosine_operator" else torch.float64)
+    # float64, a sample the same in any batch (training casts to the run's dtype)
+    assert b.x.dtype == b.y.dtype == torch.float64
     assert b.y.shape == (2, 8, info.seq_len, info.n_classes)
     assert torch.isnan(b.y[:, :, :-1]).all() and torch.isfinite(b.y[:, :, -1]).all()
     with pytest.raises(ValidationError):
@@ -52,10 +52,10 @@ def test_cosine_operator_input_is_the_cosine_sum():
     task = build_task({"name": "cosine_operator", "L": 64, "n_terms": 10})
     b = draw(task, n=4)
     g = b.y[0, :, -1]  # (4, 10)
-    t = 2 * math.pi * torch.arange(64) / 64
-    for i in range(4):
+    t = 2 * math.pi * torch.arange(64, dtype=torch.float64) / 64
+    for i in range(4):  # float64 inputs (they were rounded to float32)
         u = sum(g[i, j] * torch.cos(PRIMES[j] * t) for j in range(10))
-        assert torch.allclose(b.x[0, i, :, 0], u, atol=1e-4)
+        assert torch.allclose(b.x[0, i, :, 0], u, rtol=0, atol=1e-12)
     assert torch.allclose(g.new_tensor(draw(task, n=4000).y[0, :, -1].std().item()),
                           g.new_tensor(1.0), atol=0.05)
     fewer = build_task({"name": "cosine_operator", "L": 32, "n_terms": 3})

@@ -8,7 +8,6 @@ traceback means a bug.
 
 from __future__ import annotations
 
-import errno
 import functools
 import inspect
 import json
@@ -31,7 +30,7 @@ from ..plots.registry import FigureTooLarge
 from ..signals import restore, terminate_as_interrupt
 from ..spec import SpecError
 from ..store import LinkOutside, TableError
-from ..util import open_standard_streams, plain_rst, plain_warnings
+from ..util import open_standard_streams, os_message, plain_rst, plain_warnings
 
 open_standard_streams()  # before the consoles below read sys.stdout and sys.stderr
 
@@ -264,19 +263,6 @@ def fail(messages: list[str], code: int = 2) -> None:
     for m in messages:
         err_console.print(f"[red]error:[/] {escape(m)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
-
-
-def os_message(err: OSError) -> str:
-    """'cannot write results/x.json: no space left on device' from an OSError."""
-    where = f" {err.filename}" if err.filename else ""
-    what = {errno.ENOSPC: "no space left on device", errno.EROFS: "read-only file system",
-            errno.EACCES: "permission denied", errno.ENOTDIR: "a path component is a file, "
-            "not a folder", errno.EEXIST: "exists and is not a folder",
-            errno.EISDIR: "a folder where a file belongs",
-            errno.ELOOP: "a symbolic link loop (a link that leads back to itself)"}.get(
-        err.errno or -1, err.strerror or str(err) or type(err).__name__)  # an OSError of a
-    # message alone (shutil's 'Cannot call rmtree on a symbolic link') printed 'OSError'
-    return f"cannot use{where}: {what}"
 
 
 RESUME = "interrupted — finished runs are saved; re-run the same command to resume"

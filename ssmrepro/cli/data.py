@@ -441,6 +441,7 @@ def generate_pathfinder_cmd(
 def info(dir: Path | None = typer.Option(None, "--dir", help=DIR_HELP, metavar="DIR",
                                          parser=path_value)) -> None:
     """Which data sources are present under the data root, and how to get the missing ones."""
+    from ..data.cache import damaged_entries
     from ..data.datasets import available_sources
     from ..data.sources import cache_root
 
@@ -462,3 +463,8 @@ def info(dir: Path | None = typer.Option(None, "--dir", help=DIR_HELP, metavar="
     if cache.is_dir():
         size = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file())
         console.print(f"cache: {cache} ({size / 1e6:.1f} MB)", highlight=False, markup=False)
+        for entry, why in damaged_entries(cache):  # only presence was said: an entry a
+            # command would remove and prepare again (minutes for Path-X) looked fine
+            console.print(f"damaged cache entry: {entry} ({why}); the next command that reads "
+                          "it removes it and prepares the data again", highlight=False,
+                          markup=False, soft_wrap=True)

@@ -228,9 +228,10 @@ def show(
         store = open_store(spec, out)
         rows = []
         for r in runs:
-            rec = store.read(r.run_id) or {}
+            found, status = store.record_status(r.run_id)
+            rec = found or {}
             rows.append({"index": r.index, "run_id": r.run_id, "label": r.label,
-                         "coords": r.coords, "seed": r.seed, "status": rec.get("status"),
+                         "coords": r.typed_coords(), "seed": r.seed, "status": status,
                          "metrics": rec.get("metrics") or {}, "config": r.config()})
         _store_warnings(store)
         print_json({"id": spec.id, "alias": spec.alias, "paper": spec.paper, "title": spec.title,
@@ -247,11 +248,11 @@ def show(
     store = open_store(spec, out)
     t = Table("#", "run_id", "label", "coords", "seed", "status", "test.acc")
     for r in runs[:200]:
-        rec = store.read(r.run_id) or {}
-        acc = (rec.get("metrics") or {}).get("test.acc")
-        coords = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in r.coords.items())
+        found, status = store.record_status(r.run_id)
+        acc = ((found or {}).get("metrics") or {}).get("test.acc")
+        coords = r.coords_text()
         t.add_row(str(r.index), r.run_id, escape(r.label), escape(coords), str(r.seed),
-                  escape(str(rec.get("status", "-"))),
+                  escape("-" if status is None else str(status)),
                   "-" if acc is None else f"{acc:.3f}")
     console.print(t)
     _store_warnings(store)

@@ -22,6 +22,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 import warnings
@@ -162,19 +163,60 @@ def load_entry(path: Path, mmap: bool = True) -> tuple[dict[str, np.ndarray], di
     """Load a cache entry, or None when it does not exist. A damaged entry (unreadable
     ``meta.json``, a missing or truncated array, an array whose shape is not the one written) is
     removed, so the caller prepares it again."""
+    try:
+        return _read_entry(path, mmap)
+    except _Damaged as err:
+        warnings.warn(f"damaged cache entry {path} ({err}); rebuilding it", stacklevel=2)
+        if path.exists() and not path.is_dir():
+            path.unlink()
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+        return None
+
+
+def entry_problem(path: Path) -> str | None:
+    """Why the cache entry ``path`` is damaged (what ``load_entry`` would remove and rebuild),
+    else None; removes nothing. Bounded: the arrays are memory-mapped, not read (a truncated
+    array fails to map), and checked against the shapes and the meta.json digest the entry
+    keeps; an empty folder is no entry, not a damaged one."""
+    try:
+        _read_entry(path, mmap=True)
+    except _Damaged as err:
+        return str(err)
+    return None
+
+
+def damaged_entries(cache_dir: Path) -> list[tuple[Path, str]]:
+    """(entry, why) for each damaged entry (``entry_problem``) of the cache folder, by name;
+    what is no entry's name (``<dataset>-<key>``: a build's scratch folder) is passed over."""
+    try:
+        names = sorted(p.name for p in cache_dir.iterdir())
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        if re.fullmatch(r"[^.].*-[0-9a-f]{20}", name):
+            why = entry_problem(cache_dir / name)
+            if why is not None:
+                found.append((cache_dir / name, why))
+    return found
+
+
+class _Damaged(Exception):
+    """A cache entry that is not what ``save_entry`` wrote (its message says how)."""
+
+
+def _read_entry(path: Path, mmap: bool) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
+    """The entry's arrays and meta, None when there is none; _Damaged when it is damaged."""
     meta_file = path / META_FILE
     if path.exists() and not path.is_dir():  # a file where the entry's folder belongs
-        warnings.warn(f"damaged cache entry {path} (not a folder); rebuilding it", stacklevel=2)
-        path.unlink()
-        return None
+        raise _Damaged("not a folder")
     if not meta_file.exists():
         if path.is_dir() and any(path.iterdir()):
             # save_entry renames a complete folder into place, meta.json included, so files here
             # without it are a partial copy or leftovers: the rename onto them failed with
             # 'cannot use .tmp-...: Directory not empty' on every run, naming no way out
-            warnings.warn(f"damaged cache entry {path} (files without a meta.json: a partial "
-                          "copy?); rebuilding it", stacklevel=2)
-            shutil.rmtree(path, ignore_errors=True)
+            raise _Damaged("files without a meta.json: a partial copy?")
         return None
     try:  # what prepare() wrote: regular files (a FIFO or a link to /dev/zero never ends)
         meta = json.loads(read_small(meta_file, MAX_META_BYTES))
@@ -199,8 +241,5 @@ def load_entry(path: Path, mmap: bool = True) -> tuple[dict[str, np.ndarray], di
                                      f"{shapes.get(str(name))}")
     except (OSError, ValueError, EOFError, RecursionError) as err:  # truncated .npy, garbage,
         # a missing file, JSON nested too deeply
-        warnings.warn(f"damaged cache entry {path} ({type(err).__name__}: {err}); rebuilding it",
-                      stacklevel=2)
-        shutil.rmtree(path, ignore_errors=True)
-        return None
+        raise _Damaged(f"{type(err).__name__}: {err}") from None
     return arrays, meta

@@ -228,7 +228,7 @@ def download_file(
         return _download_file(url, dest, size=size, sha256=sha256, md5=md5, progress=progress,
                               timeout=timeout, chunk_size=chunk_size)
     finally:
-        os.close(held)
+        _let_go(dest, held)
 
 
 def _hold(dest: Path) -> int:
@@ -238,16 +238,40 @@ def _hold(dest: Path) -> int:
     198,240,256 of 150,005,760 bytes', and the part file they left was the two interleaved."""
     import fcntl
 
-    lock = dest.with_name(dest.name + ".lock")
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    lock = _lock_path(dest)
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise DownloadError(f"another `data download` is downloading {dest.name} into "
+                                f"{dest.parent} now (it holds {lock.name}); let it finish, or "
+                                "stop it, and run this again") from None
+        try:  # the file locked must still be the lock: a holder that let go removed it (and
+            now = os.stat(lock, follow_symlinks=False)  # a third process made a new one)
+        except FileNotFoundError:
+            now = None
+        held = os.fstat(fd)
+        if now is not None and (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
+            return fd
         os.close(fd)
-        raise DownloadError(f"another `data download` is downloading {dest.name} into "
-                            f"{dest.parent} now (it holds {lock.name}); let it finish, or stop "
-                            "it, and run this again") from None
-    return fd
+
+
+def _lock_path(dest: Path) -> Path:
+    return dest.with_name(dest.name + ".lock")
+
+
+def _let_go(dest: Path, fd: int) -> None:
+    """Remove the lock ``_hold`` took, then let go of it: an empty ``<name>.lock`` was left in
+    the downloads folder after every download. Removed while still held, so a process that
+    opened it meanwhile finds, once it holds it, that it is no longer the lock, and takes anew."""
+    try:
+        _lock_path(dest).unlink(missing_ok=True)
+    except OSError:  # a read-only folder now: the empty file stays, the lock is still let go
+        pass
+    finally:
+        os.close(fd)
 
 
 def _download_file(url: str, dest: Path, *, size: int | None, sha256: str | None,

@@ -258,6 +258,16 @@ class _Tracker:
         return len(ev.run_ids) + len(ev.failed)
 
 
+def _write_table(store: Store, runs: list, name: str, warn_console: Console) -> Path:
+    """``store.write_csv``, saying what it warned of (a row edited by hand that the records
+    replaced: `run` overwrote it without a word, the store's warning unsaid)."""
+    seen = len(store.warnings)
+    path = store.write_csv(runs, name)
+    for w in store.warnings[seen:]:
+        warn_console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
+    return path
+
+
 def _pack_line(store: Store, ev: Event, n_packs: int, elapsed: float) -> str:
     """One log line per finished pack (readable in non-terminal logs too)."""
     recs = [store.read(r) or {} for r in ev.run_ids]
@@ -421,7 +431,7 @@ def run_experiment(
                     if ev.run_ids:  # a pack whose other members failed alone still trained these
                         console.print(_pack_line(store, ev, tr.n_packs, time.time() - t0))
                     if ev.run_ids or ev.failed:
-                        store.write_csv(runs, csv_name)
+                        _write_table(store, runs, csv_name, warn_console)
                 prog.update(bar, status=status())
 
             try:
@@ -446,7 +456,7 @@ def run_experiment(
                     from .ray_engine import shutdown
 
                     shutdown()
-    csv = store.write_csv(runs, csv_name)
+    csv = _write_table(store, runs, csv_name, warn_console)
     store.cleanup()
     cpu_s = sum({(rec or {}).get("pack_wall_s"): (rec or {}).get("pack_cpu_s") or 0.0
                  for rec in (store.read(r) for r in tr.trained)}.values())  # once per pack

@@ -1065,7 +1065,10 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
         base = extra if base.empty else pd.concat([base, extra], ignore_index=True)
     n_rows = len(base)
     base = _without_other_data(base, store)
-    _write_back(store.root / name, base, csv_text, not df.empty, len(base) < n_rows)
+    if not df.empty or len(base) < n_rows:  # (as ``_write_back``; a row edited by hand since
+        # it was written is named: records are the source of truth, the edit is not kept)
+        store.write_table(name, None if base.empty else csv_text(base),
+                          set(df[RUN_ID].astype(str)) if RUN_ID in df else set())
     return base
 
 
@@ -1559,25 +1562,39 @@ def _remove_stale(path: Path, drawn: bool) -> str:
     return f"; the old {path.name} removed (it showed runs that are no finished run of the profile)"
 
 
-def _chosen_runs(cells: pd.DataFrame, runs: list, keys: list[str]) -> set[str]:
-    """The ids of the runs of the candidates an ``aggregate.select`` kept (``cells``: one row
-    per group of candidates, with the kept value of ``over``; ``keys``: every cell key)."""
+def _chosen_runs(cells: pd.DataFrame, runs: list, keys: list[str]) -> set[tuple[str, Any]]:
+    """The (run id, label) of the runs of the candidates an ``aggregate.select`` kept
+    (``cells``: one row per group of candidates, with the kept value of ``over``; ``keys``:
+    every cell key). By label too: a run two labels share (one config) may be the one kept of
+    one label and a candidate left out of the other."""
     if cells.empty or not all(k in cells for k in keys):
         return set()
     kept = {tuple(norm(v) for v in row) for row in cells[keys].itertuples(index=False)}
-    return {r.run_id for r in runs
+    return {(r.run_id, _label_key(r.label)) for r in runs
             if tuple(norm({**r.flat(), LABEL: r.label}.get(k)) for k in keys) in kept}
 
 
+def _label_key(label: Any) -> Any:
+    """A label as ``chosen`` holds it: CSV round trips read '' as NaN and '1e3' as a number."""
+    key = norm(label)
+    return "" if key is None else key
+
+
 def _of_chosen(table: pd.DataFrame, cells: pd.DataFrame, keys: list[str],
-               chosen: set[str] | None) -> pd.DataFrame:
+               chosen: set[tuple[str, Any]] | None) -> pd.DataFrame:
     """The rows of a per-run (``run_id``) or per-cell (``keys``) table that a figure draws: with
     a selection (``chosen``) those of the kept candidates only (a learning curve or histogram
-    of a cell averaged or summed every learning rate tried, as one run's)."""
+    of a cell averaged or summed every learning rate tried, as one run's); a per-run table with
+    labels by (run id, label): by run id alone, a run two labels share, kept for one, was drawn
+    in the other's curve too, averaged with that label's own kept candidate."""
     if chosen is None or table.empty:
         return table
+    if RUN_ID in table and LABEL in table:
+        pairs = zip(table[RUN_ID].astype(str), map(_label_key, table[LABEL]))
+        return table[[p in chosen for p in pairs]].reset_index(drop=True)
     if RUN_ID in table:
-        return table[table[RUN_ID].astype(str).isin(chosen)].reset_index(drop=True)
+        ids = {run_id for run_id, _ in chosen}
+        return table[table[RUN_ID].astype(str).isin(ids)].reset_index(drop=True)
     have = [k for k in keys if k in table]
     kept = {tuple(norm(v) for v in row) for row in cells[have].itertuples(index=False)} \
         if all(k in cells for k in have) else set()
@@ -1690,7 +1707,8 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None,
                              if runs else None)
     # a figure drawn from saved weights draws a selection's kept candidate (it drew a row per
     # learning rate tried, each under the cell's one name)
-    drawn_runs = [r for r in runs if r.run_id in chosen] or runs if chosen is not None else runs
+    drawn_runs = [r for r in runs if (r.run_id, _label_key(r.label)) in chosen] or runs \
+        if chosen is not None else runs
     ctx = FigureContext(spec, profile, view, keys, out, tables, drawn_runs, store,
                         rerun=rerun or "")
     figures = []

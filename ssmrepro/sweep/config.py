@@ -19,6 +19,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import to_jsonable_python
 
@@ -348,6 +349,19 @@ class RunConfig:
             "seed": self.seed,
         }
 
+    def typed_coords(self) -> dict[str, Any]:
+        """The swept values as the run's config holds them: the spec's text ' 2' for an integer
+        field is 2 (``coords`` keeps the spec's raw values); a key that is no config field of
+        its own (a whole mapping set at once) as given."""
+        flat = self.flat()
+        return {k: flat.get(k, v) for k, v in self.coords.items()}
+
+    def coords_text(self, sep: str = ", ") -> str:
+        """``d_model=32, mixer=s6, lr=0.01``: the swept values (``typed_coords``) by the last
+        part of their key, each as the spec means it (``spec_text``)."""
+        return sep.join(f"{k.split('.')[-1]}={spec_text(v)}"
+                        for k, v in self.typed_coords().items())
+
     def identity(self) -> dict[str, Any]:
         """The config without fields at their defaults: what a run id hashes (see :func:`lean`)."""
         return {"task": lean(self.task), "model": lean(self.model), "train": lean(self.train),
@@ -367,6 +381,22 @@ class RunConfig:
         cfg["model"] = member_key(self.model)
         cfg["train"] = {k: v for k, v in cfg["train"].items() if k not in MEMBER_FIELDS}
         return _hash(cfg)
+
+
+def spec_text(value: Any) -> str:
+    """A value as a spec means it: text that a spec would read as something else (a number
+    '1e3', 'true', 'null', '' or ' 2' with spaces, a list) or that would run into the next
+    value (', ') in YAML's single quotes; anything else as Python prints it. `show` printed the
+    text '1e3' as 1e3, a number."""
+    if not isinstance(value, str):
+        return str(value)
+    from ..spec import parse_yaml
+
+    try:
+        plain = parse_yaml(value) == value and value == value.strip() and ", " not in value
+    except (yaml.YAMLError, ValueError):
+        plain = False
+    return value if plain else "'" + value.replace("'", "''") + "'"
 
 
 def per_point(runs: list[RunConfig], fn: typing.Callable[[RunConfig], Any]) -> list[Any]:

@@ -363,6 +363,10 @@ def check_task_data(task_cls: type[Task], task: TaskConfig, train: TrainConfig,
     err = fixed_split_error(task_cls, None, train.train_size)
     if err:
         raise ValueError(err)
+    for where, config in (("task", task), *((f"train.evals.{n}", c) for n, c in evals.items())):
+        why = config.dtype_problem(train.dtype)
+        if why:
+            raise ValueError(f"{where}: {why} (train.dtype {train.dtype})")
     try:  # synthetic tasks build instantly; dataset tasks load (or reuse) their data
         base = build_task(task)
         built = {}

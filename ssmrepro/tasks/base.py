@@ -70,6 +70,12 @@ class TaskConfig(NoBoolNumbers):
         data is the same whatever they hold); checked by ``refuse_unread_task``."""
         return []
 
+    def dtype_problem(self, dtype: str) -> str | None:
+        """Why this config's inputs cannot be held in the run's ``train.dtype`` ('float32' or
+        'float64'); None when they can. Checked with the run's train section
+        (``sweep.check_task_data``): a task config alone does not know its run's dtype."""
+        return None
+
 
 def refuse_unread_task(task: TaskConfig, overrides: dict[str, dict], evals: dict[str, TaskConfig]
                        ) -> None:

@@ -30,6 +30,9 @@ from . import rng
 from .base import Batch, Task, TaskConfig, TaskInfo
 
 PRIMES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29)
+# the stds first_abs draws u with, by the run's dtype: 1e8 inside its smallest normal number
+# and its largest (u is a standard normal, at most ~9, times the std)
+SIGMA_RANGE = {"float32": (1e-30, 1e30), "float64": (1e-300, 1e300)}
 
 
 def _normal(k: torch.Tensor, n: int) -> torch.Tensor:
@@ -87,10 +90,15 @@ class CosineOperator(Task):
         t = 2.0 * math.pi * torch.arange(c.L, dtype=torch.float64) / c.L
         p = torch.tensor(PRIMES[: c.n_terms], dtype=torch.float64)
         basis = torch.cos(t[:, None] * p[None, :])  # (L, n)
-        u = g @ basis.T  # (E, B, L)
-        # float32, inputs and targets: the matmul's float64 rows differ in their last bit with
-        # the batch a sample is drawn in (rounded to float32, a sample is the same in any batch)
-        return Batch(x=u.unsqueeze(-1).float(), y=_last_only(g, c.L, torch.float32))
+        # u = g @ basis.T, summed term by term: a matmul's float64 rows differed in their last
+        # bit with the batch a sample was drawn in, so inputs and targets were rounded to
+        # float32, in float64 runs too. Elementwise, a sample is the same float64 numbers in
+        # any batch; float32 runs round them as before (the committed fig3 inputs are those
+        # of any float64 summation order: no sample lies within its error of a float32 boundary)
+        u = torch.zeros(g.shape[:-1] + (c.L,), dtype=torch.float64)
+        for i in range(c.n_terms):
+            u = u + g[..., i, None] * basis[:, i]
+        return Batch(x=u.unsqueeze(-1), y=_last_only(g, c.L))
 
 
 class FirstAbsConfig(TaskConfig):
@@ -100,12 +108,23 @@ class FirstAbsConfig(TaskConfig):
     sigma2: float = Field(1.0, gt=0, description="std of u_2..u_L")
 
     @model_validator(mode="after")
-    def _float32(self) -> FirstAbsConfig:
-        for key in ("sigma1", "sigma2"):  # u is fed in float32: 1e39 read inf, 1e-50 read 0
-            if not 1e-30 <= getattr(self, key) <= 1e30:
-                raise ValueError(f"{key}={getattr(self, key):g} is outside [1e-30, 1e30]: the "
-                                 "inputs are float32, where it makes them infinite or 0")
+    def _float64(self) -> FirstAbsConfig:
+        problem = self.dtype_problem("float64")  # the widest inputs a run has
+        if problem:
+            raise ValueError(problem)
         return self
+
+    def dtype_problem(self, dtype: str) -> str | None:
+        """Why u cannot hold these stds in the run's dtype (its inputs are fed in it): in
+        float32 1e39 read inf and 1e-50 read 0 (u_1, hence the target |z_1|, could not be read);
+        float64 runs were held to float32's bounds."""
+        low, high = SIGMA_RANGE[dtype]
+        for key in ("sigma1", "sigma2"):
+            if not low <= getattr(self, key) <= high:
+                bounds = ", ".join(f"{b:.0e}".replace("e+", "e") for b in (low, high))
+                return (f"{key}={getattr(self, key):g} is outside [{bounds}]: the inputs are "
+                        f"{dtype}, where it makes them infinite or 0")
+        return None
 
 
 class FirstAbs(Task):
