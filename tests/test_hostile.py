@@ -11698,3 +11698,51 @@ def test_a_float64_runs_saved_weights_are_read_back_in_float64():
     assert next(member.parameters()).dtype == torch.float64
     run32 = expand(spec, "smoke")[0]
     assert next(build_member(run32).parameters()).dtype == torch.float32
+
+
+def test_a_figures_y_range_holds_its_paper_values_error_bars_and_small_losses(tmp_path,
+                                                                             monkeypatch):
+    """The y range came from the cells' values alone: a paper value above them (20 beside losses
+    near 4 in `bars`; 1.5 beside losses below 1 in `lines` and `bands`, on the accuracy range)
+    and the top of an error bar were drawn off the axis without a word; a loss of 1e-4 lay flat
+    on the accuracy range's 0 (`lines`), and a bar's number, 0.02 above it in data units, far
+    off the axis (round 30)."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, bands, parse_figure
+    from ssmrepro.plots import figures as kind
+    from ssmrepro.spec import PaperValue
+
+    def drawn(module, fn, cfg, loss, std, pv):
+        cells = pd.DataFrame({"label": ["S6", "S6", "S4D", "S4D"], "model.d_model": [8, 16] * 2,
+                              "n_expected": 2, "n_ok": 2, "n_diverged": 0, "complete": True,
+                              "n_params": [10, 20, 11, 21], "test.loss": loss,
+                              "test.loss.std": std})
+        spec = SimpleNamespace(id="t", title="t", aggregate=SimpleNamespace(reduce="mean"),
+                               paper_values=[PaperValue(where={"label": "S6", "model.d_model": 8},
+                                                        metric="test.loss", value=pv, tol=0.1)])
+        ctx = FigureContext(spec, "smoke", cells, ["label", "model.d_model"],
+                            lambda stem, ext: tmp_path / ext)
+        seen = {}
+        monkeypatch.setattr(module, "save_png", lambda fig, path, dpi: seen.update(
+            ylim=fig.axes[0].get_ylim(),
+            texts=[getattr(t, "xy", t.get_position())[1] for t in fig.axes[0].texts]))
+        assert fn(ctx, parse_figure({"metric": "test.loss", **cfg}), tmp_path / "f.png")
+        return seen
+
+    bars = drawn(kind, kind.bars, {"kind": "bars"}, [3.9, 2.4, 2.3, 2.1], [0.73, 0.2, 0.1, 0], 20)
+    assert bars["ylim"][1] >= 20, bars  # 4.48: the paper's 20 and 3.9 + 0.73 were cut off
+    loss = [0.3, 0.5, 0.7, 0.8]
+    for module, fn, cfg in [(kind, kind.lines, {"kind": "lines", "x": "model.d_model",
+                                                 "facet": None, "paper": True}),
+                            (bands, bands.bands, {"kind": "bands", "x": "model.d_model",
+                                                  "hue": "label", "lo": None, "hi": None})]:
+        seen = drawn(module, fn, cfg, loss, [0.05] * 4, 1.5)
+        assert seen["ylim"][0] <= 0.3 and seen["ylim"][1] >= 1.5, (cfg["kind"], seen)
+    tiny = drawn(kind, kind.lines, {"kind": "lines", "x": "model.d_model", "facet": None},
+                 [1e-4, 2e-4, 3e-4, 3.5e-4], [0] * 4, 1e-4)
+    assert tiny["ylim"][1] < 1e-3, tiny  # (-0.02, 1.02): every line flat on 0
+    bars = drawn(kind, kind.bars, {"kind": "bars"}, [1e-4, 2e-4, 3e-4, 3.5e-4], [0] * 4, 1e-4)
+    assert bars["ylim"][1] < 1e-3 and bars["texts"] == [1e-4, 2e-4, 3e-4, 3.5e-4], bars

@@ -118,6 +118,13 @@ def bands(ctx: FigureContext, cfg: BandsConfig, path: Path) -> bool:
     fig, axes = subplots(path, 130, 1, len(facets), figsize=(5.4 * len(facets), 4.0), squeeze=False)
     hues = list(dict.fromkeys(agg["_hue"]))
     lo, hi = (f"{m}.{cfg.lo}" if cfg.lo else None), (f"{m}.{cfg.hi}" if cfg.hi else None)
+    # every value drawn sets the y range, the paper's hollow squares too (from the cells' alone,
+    # a paper value above losses below 1 was drawn off the accuracy range without a word)
+    plotted = agg[~agg["_hue"].isin(cfg.reference)]
+    drawn = [*(agg[c].astype(float) for c in (m, lo, hi) if c in agg),
+             [v for _, r in plotted.iterrows() if (v := ctx.paper_value(r.to_dict(), m))
+              is not None]]
+    ylim = resolve_ylim(cfg.ylim, np.concatenate(drawn), m)
     for ax, facet in zip(axes[0], facets):
         sub = agg[agg["_facet"] == facet]
         paper_drawn = False
@@ -149,8 +156,6 @@ def bands(ctx: FigureContext, cfg: BandsConfig, path: Path) -> bool:
         if cfg.logx:
             ax.set_xscale("log")
             plain_log_x(ax)
-        drawn = [agg[c] for c in (m, lo, hi) if c in agg]
-        ylim = resolve_ylim(cfg.ylim, pd.concat(drawn) if drawn else [])
         if ylim is not None:
             ax.set_ylim(*ylim)
         xlabel = cfg.xlabel or ("parameters" if cfg.x == N_PARAMS else cfg.x.split(".")[-1])
@@ -265,7 +270,8 @@ def length_curves(ctx: FigureContext, cfg: LengthCurvesConfig, path: Path) -> bo
         if not np.isnan(los).all():
             ax.fill_between(cfg.lengths, los, his, color=color, alpha=0.18, lw=0)
     ylim = resolve_ylim(cfg.ylim, [v for L in cfg.lengths for c in (cfg.pattern.format(L=L),)
-                                   if c in agg for v in agg[c]])
+                                   if c in agg for v in agg[c]],
+                        [cfg.pattern.format(L=L) for L in cfg.lengths])
     if ylim is not None:
         ax.set_ylim(*ylim)
     ax.set_xlabel("evaluation sequence length")

@@ -221,7 +221,10 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
     # a log x axis (panels share x) only with a step (sample count) above 0: histories of step 0
     # alone (max_steps 0) raised matplotlib's 'cannot be log-scaled' traceback
     log_x = cfg.logx and bool((df[cfg.x].astype(float) > 0).any())
-    ylim = resolve_ylim(cfg.ylim, drawn)
+    # the paper's lines count for the y range (from the curves' alone, a paper value of 1.5
+    # beside losses below 1 was drawn off the accuracy range without a word)
+    paper = [v for _, v in _paper_lines(ctx, cfg, df)]
+    ylim = resolve_ylim(cfg.ylim, [*drawn.ravel(), *paper], series)
     fig, axes = subplots(path, 120, n_r, n_c, figsize=(w * n_c + 1.0, h * n_r + 0.9),
                          squeeze=False, sharex=True, sharey=ylim is not None)
     for ax in list(axes.flat)[len(place):]:

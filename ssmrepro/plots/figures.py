@@ -118,27 +118,39 @@ def bars(ctx: FigureContext, cfg: BarsConfig, path: Path) -> bool:
     pos = np.arange(len(agg))
     # no error bar where there is no spread (one seed: a cap at the bar's top read '± 0')
     ax.bar(pos, vals, yerr=err, capsize=4, color="#4C72B0", label="ours")
-    labelled = False
+    paper = np.full(len(agg), np.nan)
     for i, (_, row) in enumerate(agg.iterrows()):
         pv = ctx.paper_value(row.to_dict(), metric)
         if pv is not None:
             ax.plot([i - 0.35, i + 0.35], [pv, pv], color="k", lw=2,
-                    label=None if labelled else "paper")
-            labelled = True
-        if not math.isnan(vals[i]):
-            ax.text(i, vals[i] + 0.02, _annotation(vals[i]), ha="center", va="bottom", fontsize=8)
+                    label=None if np.isfinite(paper).any() else "paper")
+            paper[i] = pv
+        if not math.isnan(vals[i]):  # a few points above the bar, whatever the axis's scale
+            # (0.02 above it in data units put the number of an MSE of 1e-4 far off the axis)
+            ax.annotate(_annotation(vals[i]), (i, vals[i]), xytext=(0, 2),
+                        textcoords="offset points", ha="center", va="bottom", fontsize=8)
         else:  # 'diverged' only where a run did (a metric not measured read 'diverged')
             div = N_DIVERGED not in row or not float(row[N_DIVERGED]) == 0
             ax.text(i, 0.02, "diverged" if div else "not measured", ha="center", va="bottom",
-                    fontsize=7, color="tab:red")
+                    fontsize=7, color="tab:red", transform=ax.get_xaxis_transform())
         if N_PARAMS in row and not pd.isna(row[N_PARAMS]):
             names[i] += f"\n{int(row[N_PARAMS]):,} p"
     ax.set_xticks(pos, names, rotation=0, fontsize=8)
-    if resolve_ylim("auto", vals) is not None:  # accuracies: room above 1 for the value texts
-        ax.set_ylim(0, 1.25)
+    if np.isnan(vals).any():  # every cell's place, as matplotlib's margins give full bars (a
+        # diverged last bar, NaN, was cut from the axis with half its 'diverged')
+        margin = 0.05 * (len(agg) - 0.2)
+        ax.set_xlim(-0.4 - margin, len(agg) - 0.6 + margin)
+    # the y range holds every bar, error bar and paper value (from the bars alone, a paper value
+    # above them, or an error bar's top, was drawn off the axis without a word)
+    spread = np.nan_to_num(err)
+    tops = np.concatenate([vals, vals + spread, paper])
+    bottoms = np.concatenate([vals, np.where(vals < 0, vals - spread, vals), paper])
+    if resolve_ylim("auto", [vals, paper], metric) is not None:  # accuracies: room above 1 for
+        ax.set_ylim(0, 1.25)  # the texts (a mean + std of values in [0, 1] is at most 1.21)
     else:  # a loss or a ratio: its own range (on the accuracy range the bars were cut off)
-        ax.set_ylim(min(0.0, float(np.nanmin(vals)) * 1.15) if np.isfinite(vals).any() else 0.0,
-                    max(1e-12, float(np.nanmax(vals)) * 1.15) if np.isfinite(vals).any() else 1.0)
+        finite = np.isfinite(tops).any()
+        ax.set_ylim(min(0.0, float(np.nanmin(bottoms)) * 1.15) if finite else 0.0,
+                    max(1e-12, float(np.nanmax(tops)) * 1.15) if finite else 1.0)
     ax.set_ylabel(f"{metric} ({ctx.aggregation(metric)})")
     ax.set_title(ctx.fitted_title(cfg, 0.88 * fig.get_figwidth(), 9),  # centred over the axes,
                  fontsize=9)  # right of the figure's centre (the y label's room)
@@ -364,6 +376,11 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
     swept = [c for c in ctx.keys if c != LABEL and c in agg and agg[c].astype(str).nunique() > 1]
     short = lambda c: cfg.names.get(c, c.split(".")[-1])  # noqa: E731
     marked = False
+    # the paper's values drawn (black ×) count for the y range: from the cells' alone, a paper
+    # value of 1.5 beside losses below 1 was drawn off the accuracy range without a word
+    paper = [v for _, r in agg.iterrows() if (v := ctx.paper_value(r.to_dict(), metric))
+             is not None] if cfg.paper else []
+    ylim = resolve_ylim(cfg.ylim, [*agg[metric].astype(float), *paper], metric)
     for ax, facet in zip(axes[0], facets):
         sub = agg[agg["_facet"] == facet]
         xkey = cfg.x or next((c for c in swept if sub[c].astype(str).nunique() > 1),
@@ -398,7 +415,6 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
         if cfg.logy and (sub[metric] > 0).any():  # a panel of no positive value (an analysis
             # metric not measured: NaN) raised matplotlib's 'cannot be log-scaled' traceback
             ax.set_yscale("log")
-        ylim = resolve_ylim(cfg.ylim, agg[metric])
         if ylim is not None and not cfg.logy:
             ax.set_ylim(*ylim)
         ax.set_title(f"{short(cfg.facet)} = {facet}" if cfg.facet and cfg.facet in cfg.names
