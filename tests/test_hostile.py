@@ -11746,3 +11746,35 @@ def test_a_figures_y_range_holds_its_paper_values_error_bars_and_small_losses(tm
     assert tiny["ylim"][1] < 1e-3, tiny  # (-0.02, 1.02): every line flat on 0
     bars = drawn(kind, kind.bars, {"kind": "bars"}, [1e-4, 2e-4, 3e-4, 3.5e-4], [0] * 4, 1e-4)
     assert bars["ylim"][1] < 1e-3 and bars["texts"] == [1e-4, 2e-4, 3e-4, 3.5e-4], bars
+
+
+def test_a_phase_figure_names_its_colour_scale_and_tells_small_values_from_zero(tmp_path,
+                                                                               monkeypatch):
+    """The phase kind's colour bar was labelled 'accuracy' whatever it drew and ended at `vmax`
+    without a sign: a loss panel's 3.9 and 2.4 were both its top colour, as if both were 1; an
+    accuracy of 0.004 was written '.00', as a cell of exactly 0 (round 30)."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import phase as kind
+
+    cells = pd.DataFrame({"label": ["A", "A"], "task.g": [0.5, 1.0], "model.n_layers": [2, 2],
+                          "n_expected": 1, "n_ok": 1, "n_diverged": 0, "complete": True,
+                          "test.acc": [0.004, 0.0], "test.loss": [3.9, 2.4]})
+    spec = SimpleNamespace(id="t", title="t", paper_values=[], claims=[], claim="c",
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "task.g", "model.n_layers"],
+                        lambda stem, ext: tmp_path / ext)
+    seen = {}
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.update(
+        texts=[t.get_text() for ax in fig.axes for t in ax.texts],
+        bar=[(ax.get_ylabel(), getattr(ax, "_colorbar", None)) for ax in fig.axes][-1]))
+    for metrics, label, extend in [(["test.acc"], "accuracy", "neither"),
+                                   (["test.acc", "test.loss"], "test.acc, test.loss", "max")]:
+        cfg = parse_figure({"kind": "phase", "x": "task.g", "y": "model.n_layers",
+                            "panels": [{"metric": m} for m in metrics]})
+        assert kind.phase(ctx, cfg, tmp_path / "f.png")
+        assert seen["texts"][:2] == [".004", ".00"], seen  # '.00', '.00'
+        assert seen["bar"][0] == label and seen["bar"][1].extend == extend, seen
