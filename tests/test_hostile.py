@@ -11778,3 +11778,32 @@ def test_a_phase_figure_names_its_colour_scale_and_tells_small_values_from_zero(
         assert kind.phase(ctx, cfg, tmp_path / "f.png")
         assert seen["texts"][:2] == [".004", ".00"], seen  # '.00', '.00'
         assert seen["bar"][0] == label and seen["bar"][1].extend == extend, seen
+
+
+def test_a_lines_hue_without_values_says_so_in_its_legend(tmp_path, monkeypatch):
+    """A `lines` hue whose every cell diverged was a legend entry with nothing drawn, as if its
+    line were hidden behind another; one diverged cell of a hue was a gap without a word."""
+    import math
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import figures as kind
+
+    nan = math.nan
+    cells = pd.DataFrame({"label": ["S6", "S6", "S4D", "S4D", "T", "T"],
+                          "model.d_model": [8, 16] * 3, "n_expected": 1,
+                          "n_ok": [1, 1, 0, 0, 1, 0], "n_diverged": [0, 0, 1, 1, 0, 1],
+                          "complete": True, "test.acc": [0.5, 0.6, nan, nan, 0.7, nan]})
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "model.d_model"],
+                        lambda stem, ext: tmp_path / ext)
+    seen = []
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.extend(
+        t.get_text() for t in fig.axes[0].get_legend().get_texts()))
+    cfg = parse_figure({"kind": "lines", "x": "model.d_model", "hue": "label", "facet": None})
+    assert kind.lines(ctx, cfg, tmp_path / "f.png")
+    assert seen == ["S6", "S4D (no value: not drawn)", "T (1 of 2 cells without a value: gaps)"], \
+        seen

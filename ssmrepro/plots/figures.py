@@ -387,7 +387,12 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
                              swept[0] if swept else LABEL)
         for hue in dict.fromkeys(sub["_hue"]):
             h = sub[sub["_hue"] == hue].sort_values(xkey)
-            ax.plot(h[xkey], h[metric], marker="o", label=hue)
+            # cells without a value (diverged, not measured) are gaps; the legend counts them (a
+            # hue whose every cell diverged was a legend entry with nothing drawn, without a word)
+            gaps = int(h[metric].isna().sum())
+            note = "" if not gaps else " (no value: not drawn)" if gaps == len(h) else \
+                f" ({gaps} of {len(h)} cells without a value: gaps)"
+            ax.plot(h[xkey], h[metric], marker="o", label=f"{hue}{note}")
             std = f"{metric}.std"
             if std in h and h[std].notna().any() and ctx.spec.aggregate.reduce == "mean":
                 ax.fill_between(h[xkey], h[metric] - h[std], h[metric] + h[std], alpha=0.2)
