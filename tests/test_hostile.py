@@ -11807,3 +11807,29 @@ def test_a_lines_hue_without_values_says_so_in_its_legend(tmp_path, monkeypatch)
     assert kind.lines(ctx, cfg, tmp_path / "f.png")
     assert seen == ["S6", "S4D (no value: not drawn)", "T (1 of 2 cells without a value: gaps)"], \
         seen
+
+
+def test_a_bands_hue_never_takes_the_colour_of_a_named_hue(tmp_path, monkeypatch):
+    """`bands` gave a hue named in its palette its own colour (hybrid: tab:green) and every
+    other hue the i-th of the cycle: the third of [a, b, c, hybrid] (C2, tab:green) was drawn
+    in hybrid's colour, one legend colour for two lines; past 10 hues the colours repeated."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+    from matplotlib.colors import to_hex
+
+    from ssmrepro.plots import FigureContext, bands, parse_figure
+
+    hues = ["a", "b", "c", "hybrid", *(f"h{i}" for i in range(8))]
+    cells = pd.DataFrame({"label": hues, "n_params": range(10, 10 + len(hues)), "n_expected": 1,
+                          "n_ok": 1, "n_diverged": 0, "complete": True, "test.acc": 0.5})
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label"], lambda stem, ext: tmp_path / ext)
+    seen = {}
+    monkeypatch.setattr(bands, "save_png", lambda fig, path, dpi: seen.update(
+        {ln.get_label(): to_hex(ln.get_color()) for ln in fig.axes[0].get_lines()}))
+    cfg = parse_figure({"kind": "bands", "hue": "label", "lo": None, "hi": None})
+    assert bands.bands(ctx, cfg, tmp_path / "f.png")
+    assert len(seen) == len(hues) and len(set(seen.values())) == len(hues), seen
+    assert seen["hybrid"] == to_hex("tab:green") and seen["a"] == to_hex("C0"), seen
