@@ -11833,3 +11833,39 @@ def test_a_bands_hue_never_takes_the_colour_of_a_named_hue(tmp_path, monkeypatch
     assert bands.bands(ctx, cfg, tmp_path / "f.png")
     assert len(seen) == len(hues) and len(set(seen.values())) == len(hues), seen
     assert seen["hybrid"] == to_hex("tab:green") and seen["a"] == to_hex("C0"), seen
+
+
+def test_a_lines_band_and_line_of_a_hue_share_its_colour_in_every_panel(tmp_path, monkeypatch):
+    """`lines` took colours from the axes' cycles: a hue's ± std band took the next fill colour,
+    so after a hue of one seed (no band) S4D's band was drawn in S6's blue; a hue missing from a
+    panel shifted the others' colours there; the 11th hue had the 1st's colour."""
+    import math
+    from types import SimpleNamespace
+
+    import pandas as pd
+    from matplotlib.colors import to_hex
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import figures as kind
+
+    hues = ["S6", "S4D", *(f"h{i}" for i in range(9))]
+    rows = [{"label": h, "model.d_model": d, "task.T": 8, "test.acc": 0.5,
+             "test.acc.std": math.nan if h == "S6" else 0.1} for h in hues for d in (8, 16)]
+    rows += [{"label": "S4D", "model.d_model": d, "task.T": 4, "test.acc": 0.3,
+              "test.acc.std": 0.1} for d in (8, 16)]  # T 4: S4D alone
+    cells = pd.DataFrame(rows).assign(n_expected=2, n_ok=2, n_diverged=0, complete=True)
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "model.d_model", "task.T"],
+                        lambda stem, ext: tmp_path / ext)
+    seen = []
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.extend(
+        ({ln.get_label(): (to_hex(ln.get_color()), ln.get_marker()) for ln in ax.get_lines()},
+         [to_hex(c.get_facecolor()[0]) for c in ax.collections]) for ax in fig.axes))
+    cfg = parse_figure({"kind": "lines", "x": "model.d_model", "hue": "label",
+                        "facet": "task.T"})
+    assert kind.lines(ctx, cfg, tmp_path / "f.png")
+    (lines8, fills8), (lines4, fills4) = seen
+    assert len(set(lines8.values())) == len(hues), lines8  # h8 was drawn as S6
+    assert fills8[0] == lines8["S4D"][0] and fills4 == [lines8["S4D"][0]], seen
+    assert lines4["S4D"] == lines8["S4D"], seen  # C0 in the panel of S4D alone

@@ -381,6 +381,12 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
     paper = [v for _, r in agg.iterrows() if (v := ctx.paper_value(r.to_dict(), metric))
              is not None] if cfg.paper else []
     ylim = resolve_ylim(cfg.ylim, [*agg[metric].astype(float), *paper], metric)
+    # one colour per hue in every panel, its band's too: from the axes' cycles, a band took the
+    # next fill colour (after a hue of one seed, without a band, another hue's line colour), a
+    # hue missing from a panel shifted the others' colours there, and the 11th hue was the 1st's
+    palette = [f"C{k}" for k in range(10)] + list(plt.get_cmap("tab20").colors[1::2])
+    style = {hue: (palette[k % len(palette)], "osD^v"[k // len(palette) % 5])
+             for k, hue in enumerate(dict.fromkeys(agg["_hue"]))}
     for ax, facet in zip(axes[0], facets):
         sub = agg[agg["_facet"] == facet]
         xkey = cfg.x or next((c for c in swept if sub[c].astype(str).nunique() > 1),
@@ -392,10 +398,12 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
             gaps = int(h[metric].isna().sum())
             note = "" if not gaps else " (no value: not drawn)" if gaps == len(h) else \
                 f" ({gaps} of {len(h)} cells without a value: gaps)"
-            ax.plot(h[xkey], h[metric], marker="o", label=f"{hue}{note}")
+            color, marker = style[hue]
+            ax.plot(h[xkey], h[metric], marker=marker, color=color, label=f"{hue}{note}")
             std = f"{metric}.std"
             if std in h and h[std].notna().any() and ctx.spec.aggregate.reduce == "mean":
-                ax.fill_between(h[xkey], h[metric] - h[std], h[metric] + h[std], alpha=0.2)
+                ax.fill_between(h[xkey], h[metric] - h[std], h[metric] + h[std], alpha=0.2,
+                                color=color)
             if cfg.paper:
                 pv = [(r[xkey], ctx.paper_value(r.to_dict(), metric)) for _, r in h.iterrows()]
                 pv = [(xv, v) for xv, v in pv if v is not None]
