@@ -11869,3 +11869,26 @@ def test_a_lines_band_and_line_of_a_hue_share_its_colour_in_every_panel(tmp_path
     assert len(set(lines8.values())) == len(hues), lines8  # h8 was drawn as S6
     assert fills8[0] == lines8["S4D"][0] and fills4 == [lines8["S4D"][0]], seen
     assert lines4["S4D"] == lines8["S4D"], seen  # C0 in the panel of S4D alone
+
+
+def test_two_cells_on_one_square_of_a_recall_grid_are_refused(tmp_path):
+    """`recall_grid` drew each cell at its (regime, label, D, N) square: with `train.lr` swept
+    and not selected, two cells fell on one square and the last was drawn over the first
+    without a word (validate said ok; the figure showed one learning rate's accuracy)."""
+    from ssmrepro.plots import validate_outputs
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    raw = yaml.safe_load((ROOT / "experiments/koren2026/koren2026-fig6.yaml").read_text())
+    smoke = raw["profiles"]["smoke"]
+    raw.update(id="t-rg", alias=None, claims=[], paper_values=[],
+               profiles={"smoke": smoke, "quick": smoke, "paper": smoke})
+    for lrs, bad in (([0.01], False), ([0.01, 0.02], True)):
+        smoke["sweep"] = [*smoke["sweep"][:3], {"grid": {"train.lr": lrs}}]
+        p = tmp_path / "t-rg.yaml"
+        p.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True))
+        spec = load_spec(p)
+        errors = validate_outputs(spec, expand(spec, "smoke"))
+        assert bool(errors) == bad, errors
+    assert "train.lr=0.01" in errors[0] and "train.lr=0.02" in errors[0], errors
+    assert "fall on one spot" in errors[0] and "label=(b) designed" in errors[0], errors
