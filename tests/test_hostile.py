@@ -11892,3 +11892,21 @@ def test_two_cells_on_one_square_of_a_recall_grid_are_refused(tmp_path):
         assert bool(errors) == bad, errors
     assert "train.lr=0.01" in errors[0] and "train.lr=0.02" in errors[0], errors
     assert "fall on one spot" in errors[0] and "label=(b) designed" in errors[0], errors
+
+
+def test_two_cells_of_a_lines_hue_at_its_default_x_are_refused(tmp_path):
+    """A `lines` figure without `x` draws each panel over the first swept key that varies in it
+    (model.d_model); with train.lr swept too, a hue's cells of both learning rates were one line
+    zigzagging through both at each width, validate saying ok (a named x was already checked)."""
+    cases = [{"label": "S6", "set": {"model.mixer": "s6"}},
+             {"label": "S4D", "set": {"model.mixer": "s4d"}}]
+    grid = {"model.d_model": [8, 16], "train.lr": [0.01, 0.02]}
+    bad = write_spec(tmp_path, name="t-bad", sweep=[{"cases": cases}, {"grid": grid}],
+                     figure={"kind": "lines"})
+    _assert_refused(_invoke("validate", bad), "train.lr=0.01", "train.lr=0.02",
+                    "fall on one spot", "model.d_model=8")
+    grid = {"model.d_model": [8, 16]}  # one key varies: each hue one line over the widths
+    ok = write_spec(tmp_path, sweep=[{"cases": cases}, {"grid": grid}],
+                    figure={"kind": "lines"})
+    res = _invoke("validate", ok)
+    assert res.exit_code == 0, res.output

@@ -357,8 +357,31 @@ class LinesConfig(FigureConfig):
     def positions(self) -> list[str] | None:
         return [c for c in (self.facet, self.hue, self.x) if c] if self.x else None
 
+    def placed(self, rows: pd.DataFrame, keys: list[str]) -> list[tuple[pd.DataFrame, Any]]:
+        """Without a named x, each panel's cells at the x ``lines`` draws them at (``_default_x``):
+        two cells of a hue at one x there (d_model drawn, train.lr swept too) were one line
+        zigzagging through both, without a word."""
+        if self.x:
+            return super().placed(rows, keys)
+        swept = _swept(rows, keys)
+        facet = column(rows, self.facet).astype(str) if self.facet else pd.Series("", rows.index)
+        return [(part, [c for c in (self.facet, self.hue, _default_x(part, swept)) if c])
+                for _, part in rows.groupby(facet, sort=False)]
+
     def panel_refs(self) -> list[str]:
         return [self.facet] if self.facet else []
+
+
+def _swept(agg: pd.DataFrame, keys: list[str]) -> list[str]:
+    """The cell keys that vary over the cells (list-valued keys, a case's model.layers, count by
+    their text)."""
+    return [c for c in keys if c != LABEL and c in agg and agg[c].astype(str).nunique() > 1]
+
+
+def _default_x(sub: pd.DataFrame, swept: list[str]) -> str:
+    """A `lines` panel's x when none is named: the first swept key that varies in the panel."""
+    return next((c for c in swept if sub[c].astype(str).nunique() > 1),
+                swept[0] if swept else LABEL)
 
 
 @figure_kind("lines", LinesConfig)
@@ -372,8 +395,7 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
                      _facet=column(agg, cfg.facet).astype(str) if cfg.facet else "")
     facets = list(dict.fromkeys(agg["_facet"]))
     fig, axes = subplots(path, 130, 1, len(facets), figsize=(4.6 * len(facets), 3.6), squeeze=False)
-    # list-valued keys (e.g. a case's model.layers) count by their text
-    swept = [c for c in ctx.keys if c != LABEL and c in agg and agg[c].astype(str).nunique() > 1]
+    swept = _swept(agg, ctx.keys)
     short = lambda c: cfg.names.get(c, c.split(".")[-1])  # noqa: E731
     marked = False
     # the paper's values drawn (black ×) count for the y range: from the cells' alone, a paper
@@ -389,8 +411,7 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
              for k, hue in enumerate(dict.fromkeys(agg["_hue"]))}
     for ax, facet in zip(axes[0], facets):
         sub = agg[agg["_facet"] == facet]
-        xkey = cfg.x or next((c for c in swept if sub[c].astype(str).nunique() > 1),
-                             swept[0] if swept else LABEL)
+        xkey = cfg.x or _default_x(sub, swept)
         for hue in dict.fromkeys(sub["_hue"]):
             h = sub[sub["_hue"] == hue].sort_values(xkey)
             # cells without a value (diverged, not measured) are gaps; the legend counts them (a

@@ -612,11 +612,21 @@ def _cell_text(row: pd.Series, keys: list[str]) -> str:
 
 def _collisions(where: str, cfg: FigureConfig, rows: pd.DataFrame, keys: list[str],
                 profile: str) -> list[str]:
-    """Two cells of ``rows`` that ``cfg`` draws on one spot (``FigureConfig.positions``)."""
-    pos = cfg.positions()  # [] (one curve for every cell): any two cells collide
-    if pos is None or not all(has_column(rows, c) for c in pos):
-        return []
+    """Two cells of ``rows`` that ``cfg`` draws on one spot (``FigureConfig.placed``)."""
     sub = report.select(rows, cfg.cell_filter()) if cfg.cell_filter() else rows
+    for part, pos in cfg.placed(sub, keys):
+        errors = _collisions_in(where, cfg, part, pos, keys, profile)
+        if errors:
+            return errors
+    return []
+
+
+def _collisions_in(where: str, cfg: FigureConfig, sub: pd.DataFrame, pos: list[str] | None,
+                   keys: list[str], profile: str) -> list[str]:
+    """Two cells of ``sub`` at one spot, placed by the columns ``pos``."""
+    # pos []: one curve for every cell, any two cells collide
+    if pos is None or not all(has_column(sub, c) for c in pos):
+        return []
     # each column's text once (a frame per row made koren2026-fig6's paper grid seconds long)
     spot_of = list(zip(*(column(sub, c).map(str) for c in pos))) if pos else [()] * len(sub)
     cell_of = list(zip(*(sub[k].map(str) for k in keys if k in sub))) or [()] * len(sub)

@@ -99,6 +99,12 @@ class FigureConfig(NoBoolNumbers):
         refuses them. None: the kind draws every cell on its own (bars) or does not say."""
         return None
 
+    def placed(self, rows: pd.DataFrame, keys: list[str]) -> list[tuple[pd.DataFrame, Any]]:
+        """(cells, positions) of each part of the drawing whose cells are placed by the same
+        columns: one part, ``positions``, unless the columns depend on the cells (``lines``'
+        default x, the swept key that varies in each panel)."""
+        return [(rows, self.positions())]
+
     def cell_filter(self) -> dict[str, Any]:
         """The ``where`` selecting the cells drawn (validated to match a run, like a claim's)."""
         return {}
