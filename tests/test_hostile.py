@@ -11910,3 +11910,39 @@ def test_two_cells_of_a_lines_hue_at_its_default_x_are_refused(tmp_path):
                     figure={"kind": "lines"})
     res = _invoke("validate", ok)
     assert res.exit_code == 0, res.output
+
+
+def test_a_learning_curve_mean_does_not_pass_a_diverged_seed_off_as_a_recovery(tmp_path,
+                                                                              monkeypatch):
+    """A `curves` mean of 3 seeds was `nanmean` at each step: once a seed diverged (its history
+    ends), the curve went on as the mean of the 2 left, so a loss of 5.8, 8.8, 15.3 'fell' to 2.8
+    at the next step, a recovery of 'the mean of 3 seeds' that never happened. The mean of every
+    seed is drawn as before; where a seed has no value the others' mean is thin and faint, named
+    in the legend."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    import pandas as pd
+
+    import ssmrepro.plots.curves as curves_mod
+    from ssmrepro.plots.registry import FigureContext
+
+    loss = {0: [4.2, 3.7, 3.4, 3.2, 3.0], 1: [3.1, 2.8, 2.6, 2.5, 2.4], 2: [10, 20, 40]}
+    df = pd.DataFrame([{"run_id": f"r{s}", "label": "S6", "seed": s, "status": "ok", "step": 2 * i,
+                        "samples": 16 * i, "val.loss": v} for s, vs in loss.items()
+                       for i, v in enumerate(vs)])
+    drawn = {}
+    monkeypatch.setattr(curves_mod, "save_png", lambda fig, path, **kw: drawn.update(
+        lines=[(line.get_linewidth(), list(line.get_ydata())) for line in fig.axes[0].get_lines()],
+        legend=[t.get_text() for t in fig.legends[0].get_texts()]))
+    ctx = FigureContext(spec=SimpleNamespace(paper_values=[]), profile="smoke",
+                        cells=pd.DataFrame(), keys=["label"],
+                        out=lambda s, e: tmp_path / f"{s}.{e}", tables={curves_mod.CURVES: df})
+    ctx.title = lambda cfg: "t"
+    cfg = curves_mod.CurvesConfig(kind="curves", series=["val.loss"], ylim=None)
+    assert curves_mod.curves(ctx, cfg, tmp_path / "f.png")
+    (_, mean3), (thin, left) = drawn["lines"]
+    assert np.allclose(mean3[:3], [np.mean([4.2, 3.1, 10]), np.mean([3.7, 2.8, 20]),
+                                   np.mean([3.4, 2.6, 40])]) and np.isnan(mean3[3:]).all(), mean3
+    assert thin < 1 and np.isnan(left[:2]).all() and np.allclose(left[3:], [2.85, 2.7]), left
+    assert drawn["legend"][-1] == curves_mod.FEWER_SEEDS, drawn
