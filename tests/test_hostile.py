@@ -11946,3 +11946,29 @@ def test_a_learning_curve_mean_does_not_pass_a_diverged_seed_off_as_a_recovery(t
                                    np.mean([3.4, 2.6, 40])]) and np.isnan(mean3[3:]).all(), mean3
     assert thin < 1 and np.isnan(left[:2]).all() and np.allclose(left[3:], [2.85, 2.7]), left
     assert drawn["legend"][-1] == curves_mod.FEWER_SEEDS, drawn
+
+
+def test_the_worst_seed_of_a_loss_is_never_a_seed_that_did_not_diverge(tmp_path):
+    """`reduce: max` skipped a diverged seed (right for the best of an accuracy), also for a loss,
+    whose max is its worst seed: a cell with a diverged seed reported the worst of the others,
+    labelled 'worst of 2 seeds'; `min` of a loss, its best seed, was NaN for a diverged one."""
+    import math
+
+    import pandas as pd
+    from test_checks import Run
+
+    from ssmrepro.report import aggregate
+
+    runs = [Run("S6", {}, s) for s in (0, 1)]
+    df = pd.DataFrame({"run_id": ["r0", "r1"], "label": "S6", "seed": [0, 1],
+                       "status": ["ok", "diverged"], "test.acc": [0.8, math.nan],
+                       "test.loss": [0.5, math.nan]})
+
+    def cell(reduce):
+        row = aggregate(df, runs, reduce, ["test.acc", "test.loss"]).iloc[0]
+        return row["test.acc"], row["test.loss"]
+
+    acc, loss = cell("max")
+    assert acc == 0.8 and math.isnan(loss), (acc, loss)  # loss 0.5: 'worst' of one
+    acc, loss = cell("min")
+    assert math.isnan(acc) and loss == 0.5, (acc, loss)  # the best loss of the seeds
