@@ -11972,3 +11972,32 @@ def test_the_worst_seed_of_a_loss_is_never_a_seed_that_did_not_diverge(tmp_path)
     assert acc == 0.8 and math.isnan(loss), (acc, loss)  # loss 0.5: 'worst' of one
     acc, loss = cell("min")
     assert math.isnan(acc) and loss == 0.5, (acc, loss)  # the best loss of the seeds
+
+
+def test_a_heatmap_lays_out_the_papers_cells_in_a_case_label_panel(tmp_path, monkeypatch):
+    """`cells_from_paper` matched a paper value to a panel by `str(where.get(col))`: for
+    cooper2026-tab1's `col: "case:1"` that was 'None', never its panel '', so the smoke figure
+    showed its one trained cell and none of the 17 other cells the paper prints, without a
+    word (a composite label, or a width 8 beside a panel '8.0', missed the same way)."""
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import figures as kind
+    from ssmrepro.spec import load_spec
+
+    spec = load_spec(ROOT / "experiments/cooper2026/cooper2026-tab1.yaml")
+    cells = pd.DataFrame({"label": ["Hybrid"], "task.p": [0.5], "n_expected": 1, "n_ok": 1,
+                          "n_diverged": 0, "complete": True, "p02.acc": [0.3]})
+    ctx = FigureContext(spec, "smoke", cells, ["label", "task.p"],
+                        lambda stem, ext: tmp_path / ext)
+    seen = []
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.extend(
+        t.get_text() for t in fig.axes[0].texts))
+    assert kind.heatmaps(ctx, parse_figure(spec.figure_configs[0][1]), tmp_path / "f.png")
+    assert len(seen) == 18 and "0.30 (0.77)" in seen, seen
+    assert sum(t.startswith("not run (") for t in seen) == 17, seen
+    from ssmrepro.plots.figures import _in_panel
+
+    assert _in_panel({"label": "S6", "model.d_model": 8}, "label", "S6 / wide")
+    assert _in_panel({"label": "S6", "model.d_model": 8}, "model.d_model", 8.0)
+    assert not _in_panel({"label": "S6"}, "model.d_model", 8.0)

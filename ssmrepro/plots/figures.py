@@ -24,7 +24,7 @@ from pydantic import Field, model_validator  # noqa: E402
 
 from .. import expr  # noqa: E402
 from ..report.analysis import DECAY  # noqa: E402
-from ..report.cells import column  # noqa: E402
+from ..report.cells import column, is_case_ref, value_matches  # noqa: E402
 from ..report.columns import DECAY_X, LABEL, N_DIVERGED, N_PARAMS  # noqa: E402
 from ..util import DrawnText, norm  # noqa: E402
 from .registry import (  # noqa: E402
@@ -224,6 +224,22 @@ def _coord_name(coord: tuple, keys: list[str], names: dict[str, str]) -> str:
     return ", ".join(parts)
 
 
+def _in_panel(where: dict[str, Any], col: str, panel: Any) -> bool:
+    """Whether a paper value's ``where`` names a cell of the panel ``panel`` (a value of ``col``):
+    its own value of ``col``, or for ``label`` / ``case:<i>`` the case label (or the
+    ``case:<i>`` of the label) it names. ``str(where.get(col))`` read ``case:1`` as 'None' (no
+    paper cell laid out in cooper2026-tab1's panel '' of smoke: the paper's grid was one cell),
+    a composite label as no case label of it, and a width of 8 as no panel '8.0'."""
+    if col == LABEL or is_case_ref(col):
+        if LABEL not in where:
+            return False
+        if isinstance(where[LABEL], (list, tuple)):  # any of
+            return any(_in_panel({**where, LABEL: w}, col, panel) for w in where[LABEL])
+        own = column(pd.DataFrame({LABEL: [str(where[LABEL])]}), col).iloc[0]
+        return value_matches(LABEL, panel, where[LABEL]) or str(own) == str(panel)
+    return col in where and value_matches(col, panel, where[col])
+
+
 @figure_kind("heatmaps", HeatmapsConfig)
 def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
     """A panel per value of ``col``; cells (x × y) annotated "ours (paper)"."""
@@ -246,7 +262,7 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
         if cfg.cells_from_paper:
             for pv in ctx.spec.paper_values:
                 w = pv.where
-                if pv.metric != metric or str(w.get(cfg.col)) != str(paper_panel):
+                if pv.metric != metric or not _in_panel(w, cfg.col, paper_panel):
                     continue
                 cx, cy = _coord(w, cfg.x), _coord(w, cfg.y)
                 if cx is not None and cy is not None:
