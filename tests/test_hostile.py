@@ -12001,3 +12001,20 @@ def test_a_heatmap_lays_out_the_papers_cells_in_a_case_label_panel(tmp_path, mon
     assert _in_panel({"label": "S6", "model.d_model": 8}, "label", "S6 / wide")
     assert _in_panel({"label": "S6", "model.d_model": 8}, "model.d_model", 8.0)
     assert not _in_panel({"label": "S6"}, "model.d_model", 8.0)
+
+
+def test_the_front_page_links_every_figure_of_a_spec_named_ones_too(tmp_path):
+    """The front page listed `figure*.png` alone: a figure with its own `name` (cooper2026-fig13's
+    `last.png`, huang2025-tabA1-A4's `curves.png` and `curves-long.png`, ...: 9 committed images)
+    was drawn and committed but on no front page, without a word."""
+    from ssmrepro.plots.frontpage import Target, _describe
+    from ssmrepro.spec import load_spec
+
+    for sid, want in (("cooper2026-fig13", ["figure", "last", "report"]),
+                      ("huang2025-tabA1-A4", ["curves-long", "figure-long", "report-long",
+                                              "curves", "figure", "report"])):
+        _committed(tmp_path, sid)
+        spec = load_spec(ROOT / f"experiments/{sid.split('-')[0]}/{sid}.yaml")
+        t = Target(sid, None, spec.paper, 1)
+        _describe(t, spec, tmp_path / "out", tmp_path / "out")
+        assert [text for text, _ in t.links] == want, t.links
