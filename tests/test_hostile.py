@@ -12018,3 +12018,30 @@ def test_the_front_page_links_every_figure_of_a_spec_named_ones_too(tmp_path):
         t = Target(sid, None, spec.paper, 1)
         _describe(t, spec, tmp_path / "out", tmp_path / "out")
         assert [text for text, _ in t.links] == want, t.links
+
+
+def test_a_lines_value_of_zero_on_a_log_axis_is_said(tmp_path, monkeypatch):
+    """A `logy` lines panel with a cell whose value is 0 (a loss at exactly 0, an accuracy of 0)
+    beside positive ones drew the hue without that cell, which a log axis has no place for,
+    without a word."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import figures as kind
+
+    cells = pd.DataFrame({"label": ["S6", "S6", "S4D", "S4D"], "model.d_model": [8, 16] * 2,
+                          "n_expected": 1, "n_ok": 1, "n_diverged": 0, "complete": True,
+                          "test.loss": [0.0, 0.5, 0.2, 0.1]})
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "model.d_model"],
+                        lambda stem, ext: tmp_path / ext)
+    seen = []
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.extend(
+        t.get_text() for t in fig.axes[0].get_legend().get_texts()))
+    cfg = parse_figure({"kind": "lines", "metric": "test.loss", "x": "model.d_model",
+                        "hue": "label", "facet": None, "logy": True})
+    assert kind.lines(ctx, cfg, tmp_path / "f.png")
+    assert seen == ["S6 (1 of 2 cells ≤ 0: off the log axis)", "S4D"], seen

@@ -435,6 +435,10 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
             gaps = int(h[metric].isna().sum())
             note = "" if not gaps else " (no value: not drawn)" if gaps == len(h) else \
                 f" ({gaps} of {len(h)} cells without a value: gaps)"
+            # on a log y axis a value of 0 or below has no place: said, not left out silently
+            off = int((h[metric] <= 0).sum()) if cfg.logy and (sub[metric] > 0).any() else 0
+            if off:
+                note += f" ({off} of {len(h)} cells ≤ 0: off the log axis)"
             color, marker = style[hue]
             ax.plot(h[xkey], h[metric], marker=marker, color=color, label=f"{hue}{note}")
             std = f"{metric}.std"
