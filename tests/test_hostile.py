@@ -12045,3 +12045,29 @@ def test_a_lines_value_of_zero_on_a_log_axis_is_said(tmp_path, monkeypatch):
                         "hue": "label", "facet": None, "logy": True})
     assert kind.lines(ctx, cfg, tmp_path / "f.png")
     assert seen == ["S6 (1 of 2 cells ≤ 0: off the log axis)", "S4D"], seen
+
+
+def test_a_learning_curve_point_of_zero_on_a_log_axis_is_said(tmp_path, monkeypatch):
+    """A `logy` curves panel left out a point at 0 (a training loss of exactly 0, an accuracy of
+    0 beside positive ones): the curve ended or began mid-panel, without a word."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    import ssmrepro.plots.curves as curves_mod
+    from ssmrepro.plots.registry import FigureContext
+
+    df = pd.DataFrame({"run_id": "r0", "label": "S6", "seed": 0, "status": "ok",
+                       "step": [0, 2, 4], "samples": [0, 16, 32], "val.loss": [2.0, 0.5, 0.0]})
+    drawn = []
+    monkeypatch.setattr(curves_mod, "save_png", lambda fig, path, **kw: drawn.extend(
+        t.get_text() for t in fig.legends[0].get_texts()))
+    ctx = FigureContext(spec=SimpleNamespace(paper_values=[]), profile="smoke",
+                        cells=pd.DataFrame(), keys=["label"],
+                        out=lambda s, e: tmp_path / f"{s}.{e}", tables={curves_mod.CURVES: df})
+    ctx.title = lambda cfg: "t"
+    for logy, said in ((True, True), (False, False)):
+        drawn.clear()
+        cfg = curves_mod.CurvesConfig(kind="curves", series=["val.loss"], logy=logy, ylim=None)
+        assert curves_mod.curves(ctx, cfg, tmp_path / "f.png")
+        assert ("1 point(s) at or below 0: off the log y axis" in drawn) == said, drawn

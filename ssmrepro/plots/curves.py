@@ -234,6 +234,7 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
     cmap = plt.get_cmap(f"tab{n_colors}")
     handles: dict[str, Any] = {}
     fewer = None  # a line of the mean of fewer seeds (its legend entry after the curves')
+    off_log = 0  # points at or below 0 on a log y axis
     for (rv, cv), (i, j) in place.items():
         ax = axes[i][j]
         sub = df[(df["_row"].astype(str) == str(rv)) & (df["_col"].astype(str) == str(cv))]
@@ -305,7 +306,9 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
         if ylim is not None and not log_y:
             ax.set_ylim(*ylim)
         if log_y:
-            ax.set_yscale("log")
+            ax.set_yscale("log")  # a point at or below 0 has no place there: counted, said
+            off_log += sum(int((np.asarray(ln.get_ydata(), float) <= 0).sum())
+                           for ln in ax.get_lines())
         if log_x:
             ax.set_xscale("log")
             plain_log_x(ax)
@@ -319,6 +322,10 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
                 m.rsplit(".", 1)[-1] for m in series)), fontsize=8)
     if fewer is not None:
         handles[FEWER_SEEDS] = fewer
+    if off_log:  # (a loss of exactly 0, an accuracy of 0: the curve ended there, no word)
+        from matplotlib.lines import Line2D
+
+        handles[f"{off_log} point(s) at or below 0: off the log y axis"] = Line2D([], [], ls="none")
     # the seeds of each curve (the distinct seeds of the whole table called a curve of 2 seeds,
     # beside curves of 3, 'mean of 3 seeds')
     per = df.groupby(["_row", "_col", "_hue"])[SEED].nunique() if SEED in df else pd.Series([1])
