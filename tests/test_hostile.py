@@ -8831,10 +8831,15 @@ def test_heatmap_numbers_that_would_read_zero_keep_two_digits(tmp_path, monkeypa
 
     texts = []
     real = matplotlib.axes.Axes.text
+    real_note = matplotlib.axes.Axes.annotate  # a bar's number is placed in points above it
 
     def spy(self, x, y, s, *a, **kw):
         texts.append(s)
         return real(self, x, y, s, *a, **kw)
+
+    def spy_note(self, text, *a, **kw):
+        texts.append(text)
+        return real_note(self, text, *a, **kw)
 
     monkeypatch.setattr(matplotlib.axes.Axes, "text", spy)
     spec = _one_run_spec(
@@ -8986,10 +8991,15 @@ def test_a_bar_of_a_small_loss_is_not_labelled_zero(tmp_path, monkeypatch):
 
     texts = []
     real = matplotlib.axes.Axes.text
+    real_note = matplotlib.axes.Axes.annotate  # a bar's number is placed in points above it
 
     def spy(self, x, y, s, *a, **kw):
         texts.append(s)
         return real(self, x, y, s, *a, **kw)
+
+    def spy_note(self, text, *a, **kw):
+        texts.append(text)
+        return real_note(self, text, *a, **kw)
 
     spec = _one_run_spec(
         tmp_path, figure={"kind": "bars", "metric": "test.loss"},
@@ -9003,6 +9013,7 @@ def test_a_bar_of_a_small_loss_is_not_labelled_zero(tmp_path, monkeypatch):
     table.to_csv(folder / "results-smoke.csv", index=False)
     shutil.rmtree(folder / "runs")
     monkeypatch.setattr(matplotlib.axes.Axes, "text", spy)
+    monkeypatch.setattr(matplotlib.axes.Axes, "annotate", spy_note)
     res = _invoke("plot", spec, "--out", out, "--profile", "smoke")
     assert res.exit_code == 0, res.output
     assert "0.0042" in texts and "0.00" not in texts, texts
@@ -12071,3 +12082,28 @@ def test_a_learning_curve_point_of_zero_on_a_log_axis_is_said(tmp_path, monkeypa
         cfg = curves_mod.CurvesConfig(kind="curves", series=["val.loss"], logy=logy, ylim=None)
         assert curves_mod.curves(ctx, cfg, tmp_path / "f.png")
         assert ("1 point(s) at or below 0: off the log y axis" in drawn) == said, drawn
+
+
+def test_a_bar_whose_cell_lacks_its_x_key_is_named_by_its_label(tmp_path, monkeypatch):
+    """`bars` with `x: model.d_state` beside a Transformer (no state size): its bar was named
+    'nan', and the others '4.0', '8.0' (the column read back as floats), not as the keys print."""
+    import math
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import figures as kind
+
+    cells = pd.DataFrame({"label": ["S6", "S6b", "T"], "model.d_state": [4.0, 8.0, math.nan],
+                          "n_expected": 1, "n_ok": 1, "n_diverged": 0, "complete": True,
+                          "test.acc": [0.5, 0.6, 0.7]})
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "model.d_state"],
+                        lambda stem, ext: tmp_path / ext)
+    seen = []
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.extend(
+        t.get_text() for t in fig.axes[0].get_xticklabels()))
+    assert kind.bars(ctx, parse_figure({"kind": "bars", "x": "model.d_state"}), tmp_path / "f")
+    assert seen == ["4", "8", "T (no d_state)"], seen

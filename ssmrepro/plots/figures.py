@@ -84,7 +84,12 @@ def _bar_names(agg: pd.DataFrame, x: str, keys: list[str]) -> list[str]:
     where several cells share that value the cell keys that tell them apart (two cases labelled
     alike, or an ``x`` the cells share, were bars of one name)."""
     xs = list(column(agg, x))
-    names = [_bar_name(v) for v in xs]
+    # a number as the cell keys print it (8, not 8.0); a key the cell lacks (a Transformer's
+    # d_state) names the cell by its label (the bar was named 'nan')
+    names = [_bar_name(f"{agg[LABEL].iloc[i]} (no {x.split('.')[-1]})"
+                       if isinstance(v, float) and math.isnan(v) and LABEL in agg
+                       else int(v) if isinstance(v, float) and v.is_integer() else v)
+             for i, v in enumerate(xs)]
     same: dict[Any, list[int]] = {}
     for i, v in enumerate(xs):
         same.setdefault(norm(v), []).append(i)
