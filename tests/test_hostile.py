@@ -12107,3 +12107,24 @@ def test_a_bar_whose_cell_lacks_its_x_key_is_named_by_its_label(tmp_path, monkey
         t.get_text() for t in fig.axes[0].get_xticklabels()))
     assert kind.bars(ctx, parse_figure({"kind": "bars", "x": "model.d_state"}), tmp_path / "f")
     assert seen == ["4", "8", "T (no d_state)"], seen
+
+
+def test_two_cells_in_one_output_distribution_panel_are_refused(tmp_path):
+    """`output_distribution` draws a panel per (label, heads M) of the cells its `where` selects;
+    with the default `where: [{}]` over N = 2 and 4 two cells fell in each panel, their
+    histograms drawn over each other under the title of the last, validate saying ok."""
+    from ssmrepro.plots import validate_outputs
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    raw = yaml.safe_load((ROOT / "experiments/koren2026/koren2026-fig14.yaml").read_text())
+    raw.update(id="t-od", alias=None)
+    for where, bad in (([{"model.d_state": 2}], False), ([{}], True)):
+        raw["figure"]["where"] = where
+        p = tmp_path / "t-od.yaml"
+        p.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True))
+        spec = load_spec(p)
+        errors = [e for e in validate_outputs(spec, expand(spec, "quick")) if "figure:" in e]
+        assert bool(errors) == bad, errors
+    assert "model.d_state=2" in errors[0] and "model.d_state=4" in errors[0], errors
+    assert "fall on one spot (label=MHA, model.heads=1)" in errors[0], errors
