@@ -130,9 +130,11 @@ def bars(ctx: FigureContext, cfg: BarsConfig, path: Path) -> bool:
             ax.plot([i - 0.35, i + 0.35], [pv, pv], color="k", lw=2,
                     label=None if np.isfinite(paper).any() else "paper")
             paper[i] = pv
-        if not math.isnan(vals[i]):  # a few points above the bar, whatever the axis's scale
-            # (0.02 above it in data units put the number of an MSE of 1e-4 far off the axis)
-            ax.annotate(_annotation(vals[i]), (i, vals[i]), xytext=(0, 2),
+        if not math.isnan(vals[i]):  # a few points above the bar (and its error bar, which
+            # crossed the number), whatever the axis's scale (0.02 above it in data units put
+            # the number of an MSE of 1e-4 far off the axis)
+            top = vals[i] + (err[i] if np.isfinite(err[i]) and vals[i] >= 0 else 0.0)
+            ax.annotate(_annotation(vals[i]), (i, top), xytext=(0, 2),
                         textcoords="offset points", ha="center", va="bottom", fontsize=8)
         else:  # 'diverged' only where a run did (a metric not measured read 'diverged')
             div = N_DIVERGED not in row or not float(row[N_DIVERGED]) == 0
