@@ -8831,10 +8831,15 @@ def test_heatmap_numbers_that_would_read_zero_keep_two_digits(tmp_path, monkeypa
 
     texts = []
     real = matplotlib.axes.Axes.text
+    real_note = matplotlib.axes.Axes.annotate  # a bar's number is placed in points above it
 
     def spy(self, x, y, s, *a, **kw):
         texts.append(s)
         return real(self, x, y, s, *a, **kw)
+
+    def spy_note(self, text, *a, **kw):
+        texts.append(text)
+        return real_note(self, text, *a, **kw)
 
     monkeypatch.setattr(matplotlib.axes.Axes, "text", spy)
     spec = _one_run_spec(
@@ -8986,10 +8991,15 @@ def test_a_bar_of_a_small_loss_is_not_labelled_zero(tmp_path, monkeypatch):
 
     texts = []
     real = matplotlib.axes.Axes.text
+    real_note = matplotlib.axes.Axes.annotate  # a bar's number is placed in points above it
 
     def spy(self, x, y, s, *a, **kw):
         texts.append(s)
         return real(self, x, y, s, *a, **kw)
+
+    def spy_note(self, text, *a, **kw):
+        texts.append(text)
+        return real_note(self, text, *a, **kw)
 
     spec = _one_run_spec(
         tmp_path, figure={"kind": "bars", "metric": "test.loss"},
@@ -9003,6 +9013,7 @@ def test_a_bar_of_a_small_loss_is_not_labelled_zero(tmp_path, monkeypatch):
     table.to_csv(folder / "results-smoke.csv", index=False)
     shutil.rmtree(folder / "runs")
     monkeypatch.setattr(matplotlib.axes.Axes, "text", spy)
+    monkeypatch.setattr(matplotlib.axes.Axes, "annotate", spy_note)
     res = _invoke("plot", spec, "--out", out, "--profile", "smoke")
     assert res.exit_code == 0, res.output
     assert "0.0042" in texts and "0.00" not in texts, texts
@@ -12361,3 +12372,422 @@ def test_a_results_table_ledger_held_for_ever_does_not_block_the_write(trained_s
         assert runs[0].run_id in ledger.read_text()  # the new ledger holds the rows written
     finally:
         os.close(held)
+
+
+def test_a_figures_y_range_holds_its_paper_values_error_bars_and_small_losses(tmp_path,
+                                                                             monkeypatch):
+    """The y range came from the cells' values alone: a paper value above them (20 beside losses
+    near 4 in `bars`; 1.5 beside losses below 1 in `lines` and `bands`, on the accuracy range)
+    and the top of an error bar were drawn off the axis without a word; a loss of 1e-4 lay flat
+    on the accuracy range's 0 (`lines`), and a bar's number, 0.02 above it in data units, far
+    off the axis (round 30)."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, bands, parse_figure
+    from ssmrepro.plots import figures as kind
+    from ssmrepro.spec import PaperValue
+
+    def drawn(module, fn, cfg, loss, std, pv):
+        cells = pd.DataFrame({"label": ["S6", "S6", "S4D", "S4D"], "model.d_model": [8, 16] * 2,
+                              "n_expected": 2, "n_ok": 2, "n_diverged": 0, "complete": True,
+                              "n_params": [10, 20, 11, 21], "test.loss": loss,
+                              "test.loss.std": std})
+        spec = SimpleNamespace(id="t", title="t", aggregate=SimpleNamespace(reduce="mean"),
+                               paper_values=[PaperValue(where={"label": "S6", "model.d_model": 8},
+                                                        metric="test.loss", value=pv, tol=0.1)])
+        ctx = FigureContext(spec, "smoke", cells, ["label", "model.d_model"],
+                            lambda stem, ext: tmp_path / ext)
+        seen = {}
+        monkeypatch.setattr(module, "save_png", lambda fig, path, dpi: seen.update(
+            ylim=fig.axes[0].get_ylim(),
+            texts=[getattr(t, "xy", t.get_position())[1] for t in fig.axes[0].texts]))
+        assert fn(ctx, parse_figure({"metric": "test.loss", **cfg}), tmp_path / "f.png")
+        return seen
+
+    bars = drawn(kind, kind.bars, {"kind": "bars"}, [3.9, 2.4, 2.3, 2.1], [0.73, 0.2, 0.1, 0], 20)
+    assert bars["ylim"][1] >= 20, bars  # 4.48: the paper's 20 and 3.9 + 0.73 were cut off
+    loss = [0.3, 0.5, 0.7, 0.8]
+    for module, fn, cfg in [(kind, kind.lines, {"kind": "lines", "x": "model.d_model",
+                                                 "facet": None, "paper": True}),
+                            (bands, bands.bands, {"kind": "bands", "x": "model.d_model",
+                                                  "hue": "label", "lo": None, "hi": None})]:
+        seen = drawn(module, fn, cfg, loss, [0.05] * 4, 1.5)
+        assert seen["ylim"][0] <= 0.3 and seen["ylim"][1] >= 1.5, (cfg["kind"], seen)
+    tiny = drawn(kind, kind.lines, {"kind": "lines", "x": "model.d_model", "facet": None},
+                 [1e-4, 2e-4, 3e-4, 3.5e-4], [0] * 4, 1e-4)
+    assert tiny["ylim"][1] < 1e-3, tiny  # (-0.02, 1.02): every line flat on 0
+    bars = drawn(kind, kind.bars, {"kind": "bars"}, [1e-4, 2e-4, 3e-4, 3.5e-4], [0] * 4, 1e-4)
+    assert bars["ylim"][1] < 1e-3 and bars["texts"] == [1e-4, 2e-4, 3e-4, 3.5e-4], bars
+
+
+def test_a_phase_figure_names_its_colour_scale_and_tells_small_values_from_zero(tmp_path,
+                                                                               monkeypatch):
+    """The phase kind's colour bar was labelled 'accuracy' whatever it drew and ended at `vmax`
+    without a sign: a loss panel's 3.9 and 2.4 were both its top colour, as if both were 1; an
+    accuracy of 0.004 was written '.00', as a cell of exactly 0 (round 30)."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import phase as kind
+
+    cells = pd.DataFrame({"label": ["A", "A"], "task.g": [0.5, 1.0], "model.n_layers": [2, 2],
+                          "n_expected": 1, "n_ok": 1, "n_diverged": 0, "complete": True,
+                          "test.acc": [0.004, 0.0], "test.loss": [3.9, 2.4]})
+    spec = SimpleNamespace(id="t", title="t", paper_values=[], claims=[], claim="c",
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "task.g", "model.n_layers"],
+                        lambda stem, ext: tmp_path / ext)
+    seen = {}
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.update(
+        texts=[t.get_text() for ax in fig.axes for t in ax.texts],
+        bar=[(ax.get_ylabel(), getattr(ax, "_colorbar", None)) for ax in fig.axes][-1]))
+    for metrics, label, extend in [(["test.acc"], "accuracy", "neither"),
+                                   (["test.acc", "test.loss"], "test.acc, test.loss", "max")]:
+        cfg = parse_figure({"kind": "phase", "x": "task.g", "y": "model.n_layers",
+                            "panels": [{"metric": m} for m in metrics]})
+        assert kind.phase(ctx, cfg, tmp_path / "f.png")
+        assert seen["texts"][:2] == [".004", ".00"], seen  # '.00', '.00'
+        assert seen["bar"][0] == label and seen["bar"][1].extend == extend, seen
+
+
+def test_a_lines_hue_without_values_says_so_in_its_legend(tmp_path, monkeypatch):
+    """A `lines` hue whose every cell diverged was a legend entry with nothing drawn, as if its
+    line were hidden behind another; one diverged cell of a hue was a gap without a word."""
+    import math
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import figures as kind
+
+    nan = math.nan
+    cells = pd.DataFrame({"label": ["S6", "S6", "S4D", "S4D", "T", "T"],
+                          "model.d_model": [8, 16] * 3, "n_expected": 1,
+                          "n_ok": [1, 1, 0, 0, 1, 0], "n_diverged": [0, 0, 1, 1, 0, 1],
+                          "complete": True, "test.acc": [0.5, 0.6, nan, nan, 0.7, nan]})
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "model.d_model"],
+                        lambda stem, ext: tmp_path / ext)
+    seen = []
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.extend(
+        t.get_text() for t in fig.axes[0].get_legend().get_texts()))
+    cfg = parse_figure({"kind": "lines", "x": "model.d_model", "hue": "label", "facet": None})
+    assert kind.lines(ctx, cfg, tmp_path / "f.png")
+    assert seen == ["S6", "S4D (no value: not drawn)", "T (1 of 2 cells without a value: gaps)"], \
+        seen
+
+
+def test_a_bands_hue_never_takes_the_colour_of_a_named_hue(tmp_path, monkeypatch):
+    """`bands` gave a hue named in its palette its own colour (hybrid: tab:green) and every
+    other hue the i-th of the cycle: the third of [a, b, c, hybrid] (C2, tab:green) was drawn
+    in hybrid's colour, one legend colour for two lines; past 10 hues the colours repeated."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+    from matplotlib.colors import to_hex
+
+    from ssmrepro.plots import FigureContext, bands, parse_figure
+
+    hues = ["a", "b", "c", "hybrid", *(f"h{i}" for i in range(8))]
+    cells = pd.DataFrame({"label": hues, "n_params": range(10, 10 + len(hues)), "n_expected": 1,
+                          "n_ok": 1, "n_diverged": 0, "complete": True, "test.acc": 0.5})
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label"], lambda stem, ext: tmp_path / ext)
+    seen = {}
+    monkeypatch.setattr(bands, "save_png", lambda fig, path, dpi: seen.update(
+        {ln.get_label(): to_hex(ln.get_color()) for ln in fig.axes[0].get_lines()}))
+    cfg = parse_figure({"kind": "bands", "hue": "label", "lo": None, "hi": None})
+    assert bands.bands(ctx, cfg, tmp_path / "f.png")
+    assert len(seen) == len(hues) and len(set(seen.values())) == len(hues), seen
+    assert seen["hybrid"] == to_hex("tab:green") and seen["a"] == to_hex("C0"), seen
+
+
+def test_a_lines_band_and_line_of_a_hue_share_its_colour_in_every_panel(tmp_path, monkeypatch):
+    """`lines` took colours from the axes' cycles: a hue's ± std band took the next fill colour,
+    so after a hue of one seed (no band) S4D's band was drawn in S6's blue; a hue missing from a
+    panel shifted the others' colours there; the 11th hue had the 1st's colour."""
+    import math
+    from types import SimpleNamespace
+
+    import pandas as pd
+    from matplotlib.colors import to_hex
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import figures as kind
+
+    hues = ["S6", "S4D", *(f"h{i}" for i in range(9))]
+    rows = [{"label": h, "model.d_model": d, "task.T": 8, "test.acc": 0.5,
+             "test.acc.std": math.nan if h == "S6" else 0.1} for h in hues for d in (8, 16)]
+    rows += [{"label": "S4D", "model.d_model": d, "task.T": 4, "test.acc": 0.3,
+              "test.acc.std": 0.1} for d in (8, 16)]  # T 4: S4D alone
+    cells = pd.DataFrame(rows).assign(n_expected=2, n_ok=2, n_diverged=0, complete=True)
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "model.d_model", "task.T"],
+                        lambda stem, ext: tmp_path / ext)
+    seen = []
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.extend(
+        ({ln.get_label(): (to_hex(ln.get_color()), ln.get_marker()) for ln in ax.get_lines()},
+         [to_hex(c.get_facecolor()[0]) for c in ax.collections]) for ax in fig.axes))
+    cfg = parse_figure({"kind": "lines", "x": "model.d_model", "hue": "label",
+                        "facet": "task.T"})
+    assert kind.lines(ctx, cfg, tmp_path / "f.png")
+    (lines8, fills8), (lines4, fills4) = seen
+    assert len(set(lines8.values())) == len(hues), lines8  # h8 was drawn as S6
+    assert fills8[0] == lines8["S4D"][0] and fills4 == [lines8["S4D"][0]], seen
+    assert lines4["S4D"] == lines8["S4D"], seen  # C0 in the panel of S4D alone
+
+
+def test_two_cells_on_one_square_of_a_recall_grid_are_refused(tmp_path):
+    """`recall_grid` drew each cell at its (regime, label, D, N) square: with `train.lr` swept
+    and not selected, two cells fell on one square and the last was drawn over the first
+    without a word (validate said ok; the figure showed one learning rate's accuracy)."""
+    from ssmrepro.plots import validate_outputs
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    raw = yaml.safe_load((ROOT / "experiments/koren2026/koren2026-fig6.yaml").read_text())
+    smoke = raw["profiles"]["smoke"]
+    raw.update(id="t-rg", alias=None, claims=[], paper_values=[],
+               profiles={"smoke": smoke, "quick": smoke, "paper": smoke})
+    for lrs, bad in (([0.01], False), ([0.01, 0.02], True)):
+        smoke["sweep"] = [*smoke["sweep"][:3], {"grid": {"train.lr": lrs}}]
+        p = tmp_path / "t-rg.yaml"
+        p.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True))
+        spec = load_spec(p)
+        errors = validate_outputs(spec, expand(spec, "smoke"))
+        assert bool(errors) == bad, errors
+    assert "train.lr=0.01" in errors[0] and "train.lr=0.02" in errors[0], errors
+    assert "fall on one spot" in errors[0] and "label=(b) designed" in errors[0], errors
+
+
+def test_two_cells_of_a_lines_hue_at_its_default_x_are_refused(tmp_path):
+    """A `lines` figure without `x` draws each panel over the first swept key that varies in it
+    (model.d_model); with train.lr swept too, a hue's cells of both learning rates were one line
+    zigzagging through both at each width, validate saying ok (a named x was already checked)."""
+    cases = [{"label": "S6", "set": {"model.mixer": "s6"}},
+             {"label": "S4D", "set": {"model.mixer": "s4d"}}]
+    grid = {"model.d_model": [8, 16], "train.lr": [0.01, 0.02]}
+    bad = write_spec(tmp_path, name="t-bad", sweep=[{"cases": cases}, {"grid": grid}],
+                     figure={"kind": "lines"})
+    _assert_refused(_invoke("validate", bad), "train.lr=0.01", "train.lr=0.02",
+                    "fall on one spot", "model.d_model=8")
+    grid = {"model.d_model": [8, 16]}  # one key varies: each hue one line over the widths
+    ok = write_spec(tmp_path, sweep=[{"cases": cases}, {"grid": grid}],
+                    figure={"kind": "lines"})
+    res = _invoke("validate", ok)
+    assert res.exit_code == 0, res.output
+
+
+def test_a_learning_curve_mean_does_not_pass_a_diverged_seed_off_as_a_recovery(tmp_path,
+                                                                              monkeypatch):
+    """A `curves` mean of 3 seeds was `nanmean` at each step: once a seed diverged (its history
+    ends), the curve went on as the mean of the 2 left, so a loss of 5.8, 8.8, 15.3 'fell' to 2.8
+    at the next step, a recovery of 'the mean of 3 seeds' that never happened. The mean of every
+    seed is drawn as before; where a seed has no value the others' mean is thin and faint, named
+    in the legend."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    import pandas as pd
+
+    import ssmrepro.plots.curves as curves_mod
+    from ssmrepro.plots.registry import FigureContext
+
+    loss = {0: [4.2, 3.7, 3.4, 3.2, 3.0], 1: [3.1, 2.8, 2.6, 2.5, 2.4], 2: [10, 20, 40]}
+    df = pd.DataFrame([{"run_id": f"r{s}", "label": "S6", "seed": s, "status": "ok", "step": 2 * i,
+                        "samples": 16 * i, "val.loss": v} for s, vs in loss.items()
+                       for i, v in enumerate(vs)])
+    drawn = {}
+    monkeypatch.setattr(curves_mod, "save_png", lambda fig, path, **kw: drawn.update(
+        lines=[(line.get_linewidth(), list(line.get_ydata())) for line in fig.axes[0].get_lines()],
+        legend=[t.get_text() for t in fig.legends[0].get_texts()]))
+    ctx = FigureContext(spec=SimpleNamespace(paper_values=[]), profile="smoke",
+                        cells=pd.DataFrame(), keys=["label"],
+                        out=lambda s, e: tmp_path / f"{s}.{e}", tables={curves_mod.CURVES: df})
+    ctx.title = lambda cfg: "t"
+    cfg = curves_mod.CurvesConfig(kind="curves", series=["val.loss"], ylim=None)
+    assert curves_mod.curves(ctx, cfg, tmp_path / "f.png")
+    (_, mean3), (thin, left) = drawn["lines"]
+    assert np.allclose(mean3[:3], [np.mean([4.2, 3.1, 10]), np.mean([3.7, 2.8, 20]),
+                                   np.mean([3.4, 2.6, 40])]) and np.isnan(mean3[3:]).all(), mean3
+    assert thin < 1 and np.isnan(left[:2]).all() and np.allclose(left[3:], [2.85, 2.7]), left
+    assert drawn["legend"][-1] == curves_mod.FEWER_SEEDS, drawn
+
+
+def test_the_worst_seed_of_a_loss_is_never_a_seed_that_did_not_diverge(tmp_path):
+    """`reduce: max` skipped a diverged seed (right for the best of an accuracy), also for a loss,
+    whose max is its worst seed: a cell with a diverged seed reported the worst of the others,
+    labelled 'worst of 2 seeds'; `min` of a loss, its best seed, was NaN for a diverged one."""
+    import math
+
+    import pandas as pd
+    from test_checks import Run
+
+    from ssmrepro.report import aggregate
+
+    runs = [Run("S6", {}, s) for s in (0, 1)]
+    df = pd.DataFrame({"run_id": ["r0", "r1"], "label": "S6", "seed": [0, 1],
+                       "status": ["ok", "diverged"], "test.acc": [0.8, math.nan],
+                       "test.loss": [0.5, math.nan]})
+
+    def cell(reduce):
+        row = aggregate(df, runs, reduce, ["test.acc", "test.loss"]).iloc[0]
+        return row["test.acc"], row["test.loss"]
+
+    acc, loss = cell("max")
+    assert acc == 0.8 and math.isnan(loss), (acc, loss)  # loss 0.5: 'worst' of one
+    acc, loss = cell("min")
+    assert math.isnan(acc) and loss == 0.5, (acc, loss)  # the best loss of the seeds
+
+
+def test_a_heatmap_lays_out_the_papers_cells_in_a_case_label_panel(tmp_path, monkeypatch):
+    """`cells_from_paper` matched a paper value to a panel by `str(where.get(col))`: for
+    cooper2026-tab1's `col: "case:1"` that was 'None', never its panel '', so the smoke figure
+    showed its one trained cell and none of the 17 other cells the paper prints, without a
+    word (a composite label, or a width 8 beside a panel '8.0', missed the same way)."""
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import figures as kind
+    from ssmrepro.spec import load_spec
+
+    spec = load_spec(ROOT / "experiments/cooper2026/cooper2026-tab1.yaml")
+    cells = pd.DataFrame({"label": ["Hybrid"], "task.p": [0.5], "n_expected": 1, "n_ok": 1,
+                          "n_diverged": 0, "complete": True, "p02.acc": [0.3]})
+    ctx = FigureContext(spec, "smoke", cells, ["label", "task.p"],
+                        lambda stem, ext: tmp_path / ext)
+    seen = []
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.extend(
+        t.get_text() for t in fig.axes[0].texts))
+    assert kind.heatmaps(ctx, parse_figure(spec.figure_configs[0][1]), tmp_path / "f.png")
+    assert len(seen) == 18 and "0.30 (0.77)" in seen, seen
+    assert sum(t.startswith("not run (") for t in seen) == 17, seen
+    from ssmrepro.plots.figures import _in_panel
+
+    assert _in_panel({"label": "S6", "model.d_model": 8}, "label", "S6 / wide")
+    assert _in_panel({"label": "S6", "model.d_model": 8}, "model.d_model", 8.0)
+    assert not _in_panel({"label": "S6"}, "model.d_model", 8.0)
+
+
+def test_the_front_page_links_every_figure_of_a_spec_named_ones_too(tmp_path):
+    """The front page listed `figure*.png` alone: a figure with its own `name` (cooper2026-fig13's
+    `last.png`, huang2025-tabA1-A4's `curves.png` and `curves-long.png`, ...: 9 committed images)
+    was drawn and committed but on no front page, without a word."""
+    from ssmrepro.plots.frontpage import Target, _describe
+    from ssmrepro.spec import load_spec
+
+    for sid, want in (("cooper2026-fig13", ["figure", "last", "report"]),
+                      ("huang2025-tabA1-A4", ["curves-long", "figure-long", "report-long",
+                                              "curves", "figure", "report"])):
+        _committed(tmp_path, sid)
+        spec = load_spec(ROOT / f"experiments/{sid.split('-')[0]}/{sid}.yaml")
+        t = Target(sid, None, spec.paper, 1)
+        _describe(t, spec, tmp_path / "out", tmp_path / "out")
+        assert [text for text, _ in t.links] == want, t.links
+
+
+def test_a_lines_value_of_zero_on_a_log_axis_is_said(tmp_path, monkeypatch):
+    """A `logy` lines panel with a cell whose value is 0 (a loss at exactly 0, an accuracy of 0)
+    beside positive ones drew the hue without that cell, which a log axis has no place for,
+    without a word."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import figures as kind
+
+    cells = pd.DataFrame({"label": ["S6", "S6", "S4D", "S4D"], "model.d_model": [8, 16] * 2,
+                          "n_expected": 1, "n_ok": 1, "n_diverged": 0, "complete": True,
+                          "test.loss": [0.0, 0.5, 0.2, 0.1]})
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "model.d_model"],
+                        lambda stem, ext: tmp_path / ext)
+    seen = []
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.extend(
+        t.get_text() for t in fig.axes[0].get_legend().get_texts()))
+    cfg = parse_figure({"kind": "lines", "metric": "test.loss", "x": "model.d_model",
+                        "hue": "label", "facet": None, "logy": True})
+    assert kind.lines(ctx, cfg, tmp_path / "f.png")
+    assert seen == ["S6 (1 of 2 cells ≤ 0: off the log axis)", "S4D"], seen
+
+
+def test_a_learning_curve_point_of_zero_on_a_log_axis_is_said(tmp_path, monkeypatch):
+    """A `logy` curves panel left out a point at 0 (a training loss of exactly 0, an accuracy of
+    0 beside positive ones): the curve ended or began mid-panel, without a word."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    import ssmrepro.plots.curves as curves_mod
+    from ssmrepro.plots.registry import FigureContext
+
+    df = pd.DataFrame({"run_id": "r0", "label": "S6", "seed": 0, "status": "ok",
+                       "step": [0, 2, 4], "samples": [0, 16, 32], "val.loss": [2.0, 0.5, 0.0]})
+    drawn = []
+    monkeypatch.setattr(curves_mod, "save_png", lambda fig, path, **kw: drawn.extend(
+        t.get_text() for t in fig.legends[0].get_texts()))
+    ctx = FigureContext(spec=SimpleNamespace(paper_values=[]), profile="smoke",
+                        cells=pd.DataFrame(), keys=["label"],
+                        out=lambda s, e: tmp_path / f"{s}.{e}", tables={curves_mod.CURVES: df})
+    ctx.title = lambda cfg: "t"
+    for logy, said in ((True, True), (False, False)):
+        drawn.clear()
+        cfg = curves_mod.CurvesConfig(kind="curves", series=["val.loss"], logy=logy, ylim=None)
+        assert curves_mod.curves(ctx, cfg, tmp_path / "f.png")
+        assert ("1 point(s) at or below 0: off the log y axis" in drawn) == said, drawn
+
+
+def test_a_bar_whose_cell_lacks_its_x_key_is_named_by_its_label(tmp_path, monkeypatch):
+    """`bars` with `x: model.d_state` beside a Transformer (no state size): its bar was named
+    'nan', and the others '4.0', '8.0' (the column read back as floats), not as the keys print."""
+    import math
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import figures as kind
+
+    cells = pd.DataFrame({"label": ["S6", "S6b", "T"], "model.d_state": [4.0, 8.0, math.nan],
+                          "n_expected": 1, "n_ok": 1, "n_diverged": 0, "complete": True,
+                          "test.acc": [0.5, 0.6, 0.7]})
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "model.d_state"],
+                        lambda stem, ext: tmp_path / ext)
+    seen = []
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.extend(
+        t.get_text() for t in fig.axes[0].get_xticklabels()))
+    assert kind.bars(ctx, parse_figure({"kind": "bars", "x": "model.d_state"}), tmp_path / "f")
+    assert seen == ["4", "8", "T (no d_state)"], seen
+
+
+def test_two_cells_in_one_output_distribution_panel_are_refused(tmp_path):
+    """`output_distribution` draws a panel per (label, heads M) of the cells its `where` selects;
+    with the default `where: [{}]` over N = 2 and 4 two cells fell in each panel, their
+    histograms drawn over each other under the title of the last, validate saying ok."""
+    from ssmrepro.plots import validate_outputs
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    raw = yaml.safe_load((ROOT / "experiments/koren2026/koren2026-fig14.yaml").read_text())
+    raw.update(id="t-od", alias=None)
+    for where, bad in (([{"model.d_state": 2}], False), ([{}], True)):
+        raw["figure"]["where"] = where
+        p = tmp_path / "t-od.yaml"
+        p.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True))
+        spec = load_spec(p)
+        errors = [e for e in validate_outputs(spec, expand(spec, "quick")) if "figure:" in e]
+        assert bool(errors) == bad, errors
+    assert "model.d_state=2" in errors[0] and "model.d_state=4" in errors[0], errors
+    assert "fall on one spot (label=MHA, model.heads=1)" in errors[0], errors

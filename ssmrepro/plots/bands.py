@@ -49,8 +49,26 @@ COLORS = {"TF-TF": "tab:blue", "SSM-SSM": "tab:red", "TF-SSM": "tab:orange",
           "hybrid": "tab:green", "T_rope": "tab:blue", "mamba": "tab:red"}
 
 
-def _color(hue: str, i: int) -> str:
-    return COLORS.get(hue, f"C{i % 10}")
+def _colors(hues: list[str]) -> dict[str, str]:
+    """Each hue's colour: its own in ``COLORS``, else the i-th of the cycle, or where that is
+    taken (by a named hue: 'hybrid' is tab:green, C2; or past 10 hues) the first colour no hue
+    has (the third hue of [a, b, c, hybrid] was drawn in hybrid's green, one legend colour for
+    two lines)."""
+    from matplotlib.colors import to_hex
+
+    palette = [f"C{k}" for k in range(10)] + list(plt.get_cmap("tab20").colors[1::2])
+    used = {to_hex(COLORS[h]) for h in hues if h in COLORS}
+    out = {}
+    for i, hue in enumerate(hues):
+        if hue in COLORS:
+            out[hue] = COLORS[hue]
+            continue
+        color = f"C{i % 10}"
+        if to_hex(color) in used:
+            color = next((c for c in palette if to_hex(c) not in used), color)
+        used.add(to_hex(color))
+        out[hue] = color
+    return out
 
 
 def _wrap(title: str, width: int) -> str:
@@ -117,15 +135,23 @@ def bands(ctx: FigureContext, cfg: BandsConfig, path: Path) -> bool:
     facets = list(dict.fromkeys(agg["_facet"]))
     fig, axes = subplots(path, 130, 1, len(facets), figsize=(5.4 * len(facets), 4.0), squeeze=False)
     hues = list(dict.fromkeys(agg["_hue"]))
+    colors = _colors(hues)
     lo, hi = (f"{m}.{cfg.lo}" if cfg.lo else None), (f"{m}.{cfg.hi}" if cfg.hi else None)
+    # every value drawn sets the y range, the paper's hollow squares too (from the cells' alone,
+    # a paper value above losses below 1 was drawn off the accuracy range without a word)
+    plotted = agg[~agg["_hue"].isin(cfg.reference)]
+    drawn = [*(agg[c].astype(float) for c in (m, lo, hi) if c in agg),
+             [v for _, r in plotted.iterrows() if (v := ctx.paper_value(r.to_dict(), m))
+              is not None]]
+    ylim = resolve_ylim(cfg.ylim, np.concatenate(drawn), m)
     for ax, facet in zip(axes[0], facets):
         sub = agg[agg["_facet"] == facet]
         paper_drawn = False
-        for i, hue in enumerate(hues):
+        for hue in hues:
             h = sub[sub["_hue"] == hue].sort_values(cfg.x)
             if h.empty:
                 continue
-            color = _color(hue, i)
+            color = colors[hue]
             if hue in cfg.reference:  # the mean of its cells; none where one has no value
                 # (a diverged cell: the others' mean was drawn as the hue's, with no sign of it)
                 y = _cells_mean(h, m)
@@ -149,8 +175,6 @@ def bands(ctx: FigureContext, cfg: BandsConfig, path: Path) -> bool:
         if cfg.logx:
             ax.set_xscale("log")
             plain_log_x(ax)
-        drawn = [agg[c] for c in (m, lo, hi) if c in agg]
-        ylim = resolve_ylim(cfg.ylim, pd.concat(drawn) if drawn else [])
         if ylim is not None:
             ax.set_ylim(*ylim)
         xlabel = cfg.xlabel or ("parameters" if cfg.x == N_PARAMS else cfg.x.split(".")[-1])
@@ -250,9 +274,11 @@ def length_curves(ctx: FigureContext, cfg: LengthCurvesConfig, path: Path) -> bo
     if cfg.train_range is not None:
         ax.axvspan(*cfg.train_range, color="0.85", alpha=0.6,
                    label=f"training lengths {cfg.train_range[0]:g}–{cfg.train_range[1]:g}")
-    for i, hue in enumerate(dict.fromkeys(agg["_hue"])):
+    hues = list(dict.fromkeys(agg["_hue"]))
+    colors = _colors(hues)
+    for hue in hues:
         h = agg[agg["_hue"] == hue]
-        color = _color(hue, i)
+        color = colors[hue]
         ys, los, his = [], [], []
         # the mean of the hue's cells, NaN where one has none (a diverged cell): a gap, as lines
         # draws a diverged cell (the other cells' mean stood for the hue with no sign of it)
@@ -265,7 +291,8 @@ def length_curves(ctx: FigureContext, cfg: LengthCurvesConfig, path: Path) -> bo
         if not np.isnan(los).all():
             ax.fill_between(cfg.lengths, los, his, color=color, alpha=0.18, lw=0)
     ylim = resolve_ylim(cfg.ylim, [v for L in cfg.lengths for c in (cfg.pattern.format(L=L),)
-                                   if c in agg for v in agg[c]])
+                                   if c in agg for v in agg[c]],
+                        [cfg.pattern.format(L=L) for L in cfg.lengths])
     if ylim is not None:
         ax.set_ylim(*ylim)
     ax.set_xlabel("evaluation sequence length")

@@ -48,6 +48,7 @@ from .registry import (  # noqa: E402
 )
 
 CURVES = "curves"  # the table name in FigureContext.tables
+FEWER_SEEDS = "thin, faint: the mean of the seeds left (the others diverged or ended)"
 _STYLES = ["-", "--", ":", "-."]
 # past 20 hues the colours repeat: each further 20 hues get their own marker (a colour and a
 # marker name a curve, up to 20 x 10 of them)
@@ -221,7 +222,10 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
     # a log x axis (panels share x) only with a step (sample count) above 0: histories of step 0
     # alone (max_steps 0) raised matplotlib's 'cannot be log-scaled' traceback
     log_x = cfg.logx and bool((df[cfg.x].astype(float) > 0).any())
-    ylim = resolve_ylim(cfg.ylim, drawn)
+    # the paper's lines count for the y range (from the curves' alone, a paper value of 1.5
+    # beside losses below 1 was drawn off the accuracy range without a word)
+    paper = [v for _, v in _paper_lines(ctx, cfg, df)]
+    ylim = resolve_ylim(cfg.ylim, [*drawn.ravel(), *paper], series)
     fig, axes = subplots(path, 120, n_r, n_c, figsize=(w * n_c + 1.0, h * n_r + 0.9),
                          squeeze=False, sharex=True, sharey=ylim is not None)
     for ax in list(axes.flat)[len(place):]:
@@ -229,6 +233,8 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
     n_colors = 10 if len(hues) <= 10 else 20  # distinct colours for up to 20 curves
     cmap = plt.get_cmap(f"tab{n_colors}")
     handles: dict[str, Any] = {}
+    fewer = None  # a line of the mean of fewer seeds (its legend entry after the curves')
+    off_log = 0  # points at or below 0 on a log y axis
     for (rv, cv), (i, j) in place.items():
         ax = axes[i][j]
         sub = df[(df["_row"].astype(str) == str(rv)) & (df["_col"].astype(str) == str(cv))]
@@ -262,12 +268,25 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
                 else:
                     vals = by_seed.to_numpy(float)
                     mean = np.nanmean(vals, axis=1)
-                    line, = ax.plot(xs, mean, style, color=color, lw=1.4,
-                                    **{**mark, **_lone_points(mean)})
+                    # the mean of every seed; where a seed has no value (it diverged, or ended
+                    # before the others) the mean of the others thin and faint: a diverged seed
+                    # leaving the mean read as a sudden recovery of 'the mean of 3 seeds'
+                    full = np.isfinite(vals).all(axis=1)
+                    solid = np.where(full, mean, np.nan)
+                    line, = ax.plot(xs, solid, style, color=color, lw=1.4,
+                                    **{**mark, **_lone_points(solid)})
+                    few = ~full & np.isfinite(mean)
+                    if few.any():  # joined to the solid line at its ends
+                        near = few | np.r_[few[1:], False] | np.r_[False, few[:-1]]
+                        dots, = ax.plot(xs, np.where(near, mean, np.nan), style, color=color,
+                                        lw=0.7, alpha=0.55,
+                                        **_lone_points(np.where(few, mean, np.nan)))
                     if vals.shape[1] > 1:
                         ax.fill_between(xs, np.nanmin(vals, axis=1), np.nanmax(vals, axis=1),
                                         color=color, alpha=0.18, lw=0)
                     handles.setdefault(name, line)
+                    if few.any():
+                        fewer = fewer or dots
             if cfg.hue:  # the paper's value of this curve's cell, in the curve's colour
                 for _m, v in dict.fromkeys(_paper_lines(ctx, cfg, part)):
                     line = ax.axhline(v, color=cmap(k % n_colors), ls=(0, (1, 2)), lw=1.2)
@@ -287,7 +306,9 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
         if ylim is not None and not log_y:
             ax.set_ylim(*ylim)
         if log_y:
-            ax.set_yscale("log")
+            ax.set_yscale("log")  # a point at or below 0 has no place there: counted, said
+            off_log += sum(int((np.asarray(ln.get_ydata(), float) <= 0).sum())
+                           for ln in ax.get_lines())
         if log_x:
             ax.set_xscale("log")
             plain_log_x(ax)
@@ -299,6 +320,12 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
         if j == 0:
             ax.set_ylabel(cfg.ylabel or ", ".join(dict.fromkeys(
                 m.rsplit(".", 1)[-1] for m in series)), fontsize=8)
+    if fewer is not None:
+        handles[FEWER_SEEDS] = fewer
+    if off_log:  # (a loss of exactly 0, an accuracy of 0: the curve ended there, no word)
+        from matplotlib.lines import Line2D
+
+        handles[f"{off_log} point(s) at or below 0: off the log y axis"] = Line2D([], [], ls="none")
     # the seeds of each curve (the distinct seeds of the whole table called a curve of 2 seeds,
     # beside curves of 3, 'mean of 3 seeds')
     per = df.groupby(["_row", "_col", "_hue"])[SEED].nunique() if SEED in df else pd.Series([1])

@@ -24,7 +24,7 @@ from pydantic import Field, model_validator  # noqa: E402
 
 from .. import expr  # noqa: E402
 from ..report.analysis import DECAY  # noqa: E402
-from ..report.cells import column  # noqa: E402
+from ..report.cells import column, is_case_ref, value_matches  # noqa: E402
 from ..report.columns import DECAY_X, LABEL, N_DIVERGED, N_PARAMS  # noqa: E402
 from ..util import DrawnText, norm  # noqa: E402
 from .registry import (  # noqa: E402
@@ -84,7 +84,12 @@ def _bar_names(agg: pd.DataFrame, x: str, keys: list[str]) -> list[str]:
     where several cells share that value the cell keys that tell them apart (two cases labelled
     alike, or an ``x`` the cells share, were bars of one name)."""
     xs = list(column(agg, x))
-    names = [_bar_name(v) for v in xs]
+    # a number as the cell keys print it (8, not 8.0); a key the cell lacks (a Transformer's
+    # d_state) names the cell by its label (the bar was named 'nan')
+    names = [_bar_name(f"{agg[LABEL].iloc[i]} (no {x.split('.')[-1]})"
+                       if isinstance(v, float) and math.isnan(v) and LABEL in agg
+                       else int(v) if isinstance(v, float) and v.is_integer() else v)
+             for i, v in enumerate(xs)]
     same: dict[Any, list[int]] = {}
     for i, v in enumerate(xs):
         same.setdefault(norm(v), []).append(i)
@@ -118,27 +123,41 @@ def bars(ctx: FigureContext, cfg: BarsConfig, path: Path) -> bool:
     pos = np.arange(len(agg))
     # no error bar where there is no spread (one seed: a cap at the bar's top read '± 0')
     ax.bar(pos, vals, yerr=err, capsize=4, color="#4C72B0", label="ours")
-    labelled = False
+    paper = np.full(len(agg), np.nan)
     for i, (_, row) in enumerate(agg.iterrows()):
         pv = ctx.paper_value(row.to_dict(), metric)
         if pv is not None:
             ax.plot([i - 0.35, i + 0.35], [pv, pv], color="k", lw=2,
-                    label=None if labelled else "paper")
-            labelled = True
-        if not math.isnan(vals[i]):
-            ax.text(i, vals[i] + 0.02, _annotation(vals[i]), ha="center", va="bottom", fontsize=8)
+                    label=None if np.isfinite(paper).any() else "paper")
+            paper[i] = pv
+        if not math.isnan(vals[i]):  # a few points above the bar (and its error bar, which
+            # crossed the number), whatever the axis's scale (0.02 above it in data units put
+            # the number of an MSE of 1e-4 far off the axis)
+            top = vals[i] + (err[i] if np.isfinite(err[i]) and vals[i] >= 0 else 0.0)
+            ax.annotate(_annotation(vals[i]), (i, top), xytext=(0, 2),
+                        textcoords="offset points", ha="center", va="bottom", fontsize=8)
         else:  # 'diverged' only where a run did (a metric not measured read 'diverged')
             div = N_DIVERGED not in row or not float(row[N_DIVERGED]) == 0
             ax.text(i, 0.02, "diverged" if div else "not measured", ha="center", va="bottom",
-                    fontsize=7, color="tab:red")
+                    fontsize=7, color="tab:red", transform=ax.get_xaxis_transform())
         if N_PARAMS in row and not pd.isna(row[N_PARAMS]):
             names[i] += f"\n{int(row[N_PARAMS]):,} p"
     ax.set_xticks(pos, names, rotation=0, fontsize=8)
-    if resolve_ylim("auto", vals) is not None:  # accuracies: room above 1 for the value texts
-        ax.set_ylim(0, 1.25)
+    if np.isnan(vals).any():  # every cell's place, as matplotlib's margins give full bars (a
+        # diverged last bar, NaN, was cut from the axis with half its 'diverged')
+        margin = 0.05 * (len(agg) - 0.2)
+        ax.set_xlim(-0.4 - margin, len(agg) - 0.6 + margin)
+    # the y range holds every bar, error bar and paper value (from the bars alone, a paper value
+    # above them, or an error bar's top, was drawn off the axis without a word)
+    spread = np.nan_to_num(err)
+    tops = np.concatenate([vals, vals + spread, paper])
+    bottoms = np.concatenate([vals, np.where(vals < 0, vals - spread, vals), paper])
+    if resolve_ylim("auto", [vals, paper], metric) is not None:  # accuracies: room above 1 for
+        ax.set_ylim(0, 1.25)  # the texts (a mean + std of values in [0, 1] is at most 1.21)
     else:  # a loss or a ratio: its own range (on the accuracy range the bars were cut off)
-        ax.set_ylim(min(0.0, float(np.nanmin(vals)) * 1.15) if np.isfinite(vals).any() else 0.0,
-                    max(1e-12, float(np.nanmax(vals)) * 1.15) if np.isfinite(vals).any() else 1.0)
+        finite = np.isfinite(tops).any()
+        ax.set_ylim(min(0.0, float(np.nanmin(bottoms)) * 1.15) if finite else 0.0,
+                    max(1e-12, float(np.nanmax(tops)) * 1.15) if finite else 1.0)
     ax.set_ylabel(f"{metric} ({ctx.aggregation(metric)})")
     ax.set_title(ctx.fitted_title(cfg, 0.88 * fig.get_figwidth(), 9),  # centred over the axes,
                  fontsize=9)  # right of the figure's centre (the y label's room)
@@ -212,6 +231,22 @@ def _coord_name(coord: tuple, keys: list[str], names: dict[str, str]) -> str:
     return ", ".join(parts)
 
 
+def _in_panel(where: dict[str, Any], col: str, panel: Any) -> bool:
+    """Whether a paper value's ``where`` names a cell of the panel ``panel`` (a value of ``col``):
+    its own value of ``col``, or for ``label`` / ``case:<i>`` the case label (or the
+    ``case:<i>`` of the label) it names. ``str(where.get(col))`` read ``case:1`` as 'None' (no
+    paper cell laid out in cooper2026-tab1's panel '' of smoke: the paper's grid was one cell),
+    a composite label as no case label of it, and a width of 8 as no panel '8.0'."""
+    if col == LABEL or is_case_ref(col):
+        if LABEL not in where:
+            return False
+        if isinstance(where[LABEL], (list, tuple)):  # any of
+            return any(_in_panel({**where, LABEL: w}, col, panel) for w in where[LABEL])
+        own = column(pd.DataFrame({LABEL: [str(where[LABEL])]}), col).iloc[0]
+        return value_matches(LABEL, panel, where[LABEL]) or str(own) == str(panel)
+    return col in where and value_matches(col, panel, where[col])
+
+
 @figure_kind("heatmaps", HeatmapsConfig)
 def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
     """A panel per value of ``col``; cells (x × y) annotated "ours (paper)"."""
@@ -234,7 +269,7 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
         if cfg.cells_from_paper:
             for pv in ctx.spec.paper_values:
                 w = pv.where
-                if pv.metric != metric or str(w.get(cfg.col)) != str(paper_panel):
+                if pv.metric != metric or not _in_panel(w, cfg.col, paper_panel):
                     continue
                 cx, cy = _coord(w, cfg.x), _coord(w, cfg.y)
                 if cx is not None and cy is not None:
@@ -345,8 +380,31 @@ class LinesConfig(FigureConfig):
     def positions(self) -> list[str] | None:
         return [c for c in (self.facet, self.hue, self.x) if c] if self.x else None
 
+    def placed(self, rows: pd.DataFrame, keys: list[str]) -> list[tuple[pd.DataFrame, Any]]:
+        """Without a named x, each panel's cells at the x ``lines`` draws them at (``_default_x``):
+        two cells of a hue at one x there (d_model drawn, train.lr swept too) were one line
+        zigzagging through both, without a word."""
+        if self.x:
+            return super().placed(rows, keys)
+        swept = _swept(rows, keys)
+        facet = column(rows, self.facet).astype(str) if self.facet else pd.Series("", rows.index)
+        return [(part, [c for c in (self.facet, self.hue, _default_x(part, swept)) if c])
+                for _, part in rows.groupby(facet, sort=False)]
+
     def panel_refs(self) -> list[str]:
         return [self.facet] if self.facet else []
+
+
+def _swept(agg: pd.DataFrame, keys: list[str]) -> list[str]:
+    """The cell keys that vary over the cells (list-valued keys, a case's model.layers, count by
+    their text)."""
+    return [c for c in keys if c != LABEL and c in agg and agg[c].astype(str).nunique() > 1]
+
+
+def _default_x(sub: pd.DataFrame, swept: list[str]) -> str:
+    """A `lines` panel's x when none is named: the first swept key that varies in the panel."""
+    return next((c for c in swept if sub[c].astype(str).nunique() > 1),
+                swept[0] if swept else LABEL)
 
 
 @figure_kind("lines", LinesConfig)
@@ -360,20 +418,40 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
                      _facet=column(agg, cfg.facet).astype(str) if cfg.facet else "")
     facets = list(dict.fromkeys(agg["_facet"]))
     fig, axes = subplots(path, 130, 1, len(facets), figsize=(4.6 * len(facets), 3.6), squeeze=False)
-    # list-valued keys (e.g. a case's model.layers) count by their text
-    swept = [c for c in ctx.keys if c != LABEL and c in agg and agg[c].astype(str).nunique() > 1]
+    swept = _swept(agg, ctx.keys)
     short = lambda c: cfg.names.get(c, c.split(".")[-1])  # noqa: E731
     marked = False
+    # the paper's values drawn (black ×) count for the y range: from the cells' alone, a paper
+    # value of 1.5 beside losses below 1 was drawn off the accuracy range without a word
+    paper = [v for _, r in agg.iterrows() if (v := ctx.paper_value(r.to_dict(), metric))
+             is not None] if cfg.paper else []
+    ylim = resolve_ylim(cfg.ylim, [*agg[metric].astype(float), *paper], metric)
+    # one colour per hue in every panel, its band's too: from the axes' cycles, a band took the
+    # next fill colour (after a hue of one seed, without a band, another hue's line colour), a
+    # hue missing from a panel shifted the others' colours there, and the 11th hue was the 1st's
+    palette = [f"C{k}" for k in range(10)] + list(plt.get_cmap("tab20").colors[1::2])
+    style = {hue: (palette[k % len(palette)], "osD^v"[k // len(palette) % 5])
+             for k, hue in enumerate(dict.fromkeys(agg["_hue"]))}
     for ax, facet in zip(axes[0], facets):
         sub = agg[agg["_facet"] == facet]
-        xkey = cfg.x or next((c for c in swept if sub[c].astype(str).nunique() > 1),
-                             swept[0] if swept else LABEL)
+        xkey = cfg.x or _default_x(sub, swept)
         for hue in dict.fromkeys(sub["_hue"]):
             h = sub[sub["_hue"] == hue].sort_values(xkey)
-            ax.plot(h[xkey], h[metric], marker="o", label=hue)
+            # cells without a value (diverged, not measured) are gaps; the legend counts them (a
+            # hue whose every cell diverged was a legend entry with nothing drawn, without a word)
+            gaps = int(h[metric].isna().sum())
+            note = "" if not gaps else " (no value: not drawn)" if gaps == len(h) else \
+                f" ({gaps} of {len(h)} cells without a value: gaps)"
+            # on a log y axis a value of 0 or below has no place: said, not left out silently
+            off = int((h[metric] <= 0).sum()) if cfg.logy and (sub[metric] > 0).any() else 0
+            if off:
+                note += f" ({off} of {len(h)} cells ≤ 0: off the log axis)"
+            color, marker = style[hue]
+            ax.plot(h[xkey], h[metric], marker=marker, color=color, label=f"{hue}{note}")
             std = f"{metric}.std"
             if std in h and h[std].notna().any() and ctx.spec.aggregate.reduce == "mean":
-                ax.fill_between(h[xkey], h[metric] - h[std], h[metric] + h[std], alpha=0.2)
+                ax.fill_between(h[xkey], h[metric] - h[std], h[metric] + h[std], alpha=0.2,
+                                color=color)
             if cfg.paper:
                 pv = [(r[xkey], ctx.paper_value(r.to_dict(), metric)) for _, r in h.iterrows()]
                 pv = [(xv, v) for xv, v in pv if v is not None]
@@ -398,7 +476,6 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
         if cfg.logy and (sub[metric] > 0).any():  # a panel of no positive value (an analysis
             # metric not measured: NaN) raised matplotlib's 'cannot be log-scaled' traceback
             ax.set_yscale("log")
-        ylim = resolve_ylim(cfg.ylim, agg[metric])
         if ylim is not None and not cfg.logy:
             ax.set_ylim(*ylim)
         ax.set_title(f"{short(cfg.facet)} = {facet}" if cfg.facet and cfg.facet in cfg.names

@@ -309,9 +309,10 @@ def _describe(t: Target, spec, out: Path | None, base: Path) -> None:
     stems = [figure_stem(parse_figure(raw), i) for i, (_, raw) in enumerate(spec.figure_configs)]
     for prof in files:
         suffix = "" if prof == default else f"-{prof}"
-        made = {output_name(spec, prof, stem, "png") for stem in stems}
-        for fig in sorted(root.glob(f"figure*{suffix}.png")):
-            if fig.name in made:
+        # every figure the spec draws, named ones too (`name: curves`: only figure*.png were
+        # listed, so curves.png and cooper2026-fig13's last.png were on no front page)
+        for fig in sorted({root / output_name(spec, prof, stem, "png") for stem in stems}):
+            if fig.is_file():
                 t.links.append((fig.stem, rel(fig)))
         rep = root / f"report{suffix}.md"
         if rep.exists():

@@ -115,6 +115,18 @@ class DistributionConfig(MechFigureConfig):
     def array_fields(self) -> dict[str, Any]:
         return {"bins": self.bins, "range": list(self.range)}
 
+    def placed(self, rows: Any, keys: list[str]) -> list[tuple[Any, Any]]:
+        """A panel per (label, heads M) of the cells the selections match: two cells there (the
+        default `where: [{}]` over N = 2 and 4) were drawn over each other in one panel, under
+        the title of the last."""
+        import pandas as pd
+
+        from ..report.cells import select
+
+        parts = [select(rows, sel) if sel else rows for sel in self.where]
+        sub = pd.concat(parts) if parts else rows
+        return [(sub[~sub.index.duplicated()], [LABEL, "model.heads"])]
+
     @model_validator(mode="after")
     def _range(self) -> DistributionConfig:
         if not self.range[0] < self.range[1]:

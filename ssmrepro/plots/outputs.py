@@ -645,18 +645,29 @@ def _cell_text(row: pd.Series, keys: list[str]) -> str:
 
 def _collisions(where: str, cfg: FigureConfig, rows: pd.DataFrame, keys: list[str],
                 profile: str) -> list[str]:
-    """Two cells of ``rows`` that ``cfg`` draws on one spot (``FigureConfig.positions``)."""
-    pos = cfg.positions()  # [] (one curve for every cell): any two cells collide
-    if pos is None or not all(has_column(rows, c) for c in pos):
-        return []
+    """Two cells of ``rows`` that ``cfg`` draws on one spot (``FigureConfig.placed``)."""
     sub = report.select(rows, cfg.cell_filter()) if cfg.cell_filter() else rows
-    spots: dict[tuple, pd.Series] = {}
-    for _, row in sub.iterrows():
-        one = sub.loc[[row.name]]
-        spot = tuple(str(column(one, c).iloc[0]) for c in pos)
-        cell = tuple(str(row[k]) for k in keys if k in row)
-        first = spots.setdefault(spot, row)
-        if tuple(str(first[k]) for k in keys if k in first) != cell:
+    for part, pos in cfg.placed(sub, keys):
+        errors = _collisions_in(where, cfg, part, pos, keys, profile)
+        if errors:
+            return errors
+    return []
+
+
+def _collisions_in(where: str, cfg: FigureConfig, sub: pd.DataFrame, pos: list[str] | None,
+                   keys: list[str], profile: str) -> list[str]:
+    """Two cells of ``sub`` at one spot, placed by the columns ``pos``."""
+    # pos []: one curve for every cell, any two cells collide
+    if pos is None or not all(has_column(sub, c) for c in pos):
+        return []
+    # each column's text once (a frame per row made koren2026-fig6's paper grid seconds long)
+    spot_of = list(zip(*(column(sub, c).map(str) for c in pos))) if pos else [()] * len(sub)
+    cell_of = list(zip(*(sub[k].map(str) for k in keys if k in sub))) or [()] * len(sub)
+    spots: dict[tuple, int] = {}
+    for i, (spot, cell) in enumerate(zip(spot_of, cell_of)):
+        at = spots.setdefault(spot, i)
+        if cell_of[at] != cell:
+            first, row = sub.iloc[at], sub.iloc[i]
             shown = ", ".join(f"{c}={v}" for c, v in zip(pos, spot)) or "no column of the " \
                 "figure tells them apart"
             spot_name, harm = ("one curve", "their curves would be averaged step by step as if "

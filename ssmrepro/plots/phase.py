@@ -23,7 +23,14 @@ from pydantic import ConfigDict, Field  # noqa: E402
 from ..report.cells import fmt_num, select, values_equal  # noqa: E402
 from ..report.checks import within  # noqa: E402
 from ..util import DrawnText, NoBoolNumbers  # noqa: E402
-from .registry import FigureConfig, FigureContext, figure_kind, save_png, subplots  # noqa: E402
+from .registry import (  # noqa: E402
+    FigureConfig,
+    FigureContext,
+    figure_kind,
+    save_png,
+    subplots,
+    wrap_text,
+)
 
 
 class PhasePanel(NoBoolNumbers):
@@ -82,7 +89,13 @@ def _draw(ax, grid: np.ndarray, text: list[list[str]], xs: list, ys: list, vmax:
 
 
 def _cell(v: float) -> str:
-    return "—" if math.isnan(v) else f"{v:.2f}".lstrip("0") if 0 <= v < 1 else f"{v:.2f}"
+    """A cell's number: 2 decimals without the leading 0 (the paper's ".42"), 2 significant
+    digits where 2 decimals would read as zero (an accuracy of 0.0005 read ".00", as a cell of
+    exactly 0 beside it did; the heatmaps' rule)."""
+    if math.isnan(v):
+        return "—"
+    text = f"{v:.2g}" if 0 < abs(v) < 0.005 else f"{v:.2f}"
+    return text.lstrip("0") if 0 <= v < 1 else text
 
 
 @figure_kind("phase", PhaseConfig)
@@ -106,6 +119,7 @@ def phase(ctx: FigureContext, cfg: PhaseConfig, path: Path) -> bool:
     fig, axes = subplots(path, 130, nrows, ncols, figsize=(pw * ncols + 1.0, ph * nrows + 0.6),
                          squeeze=False, constrained_layout=True)
     im = None
+    shown = []  # every value coloured: beyond [0, vmax] the colour bar has a pointed end
     for ax, (p, paper) in zip(axes.flat, layout):
         grid = np.full((len(ys), len(xs)), np.nan)
         text = [["" for _ in xs] for _ in ys]
@@ -134,6 +148,7 @@ def phase(ctx: FigureContext, cfg: PhaseConfig, path: Path) -> bool:
                     n_ok += 1
                 else:
                     bad.append((i, j))
+        shown.append(grid.ravel())
         im = _draw(ax, grid, text, xs, ys, cfg.vmax, faint if paper else None)
         for i, j in bad:
             ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, ec="tab:red", lw=1.2))
@@ -149,7 +164,16 @@ def phase(ctx: FigureContext, cfg: PhaseConfig, path: Path) -> bool:
         ax.set_ylabel(cfg.y_label or cfg.y.split(".")[-1], fontsize=8)
     for ax in list(axes.flat)[len(layout):]:
         ax.axis("off")
-    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, label="accuracy")
+    # named by the metrics drawn, with a pointed end where values lie beyond the scale (a loss
+    # panel's 2.4 and 3.9 were both its top colour, beside a bar labelled 'accuracy' ending at 1)
+    metrics = list(dict.fromkeys(p.metric for p in cfg.panels))
+    vals = np.concatenate(shown)
+    below, above = bool((vals < 0).any()), bool((vals > cfg.vmax).any())
+    extend = {(False, False): "neither", (True, False): "min", (False, True): "max",
+              (True, True): "both"}[(below, above)]
+    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, extend=extend,
+                 label="accuracy" if all(m.endswith(".acc") for m in metrics)
+                 else wrap_text(", ".join(metrics), max(1.0, fig.get_figheight() - 0.3), 10))
     fig.suptitle(ctx.fitted_title(cfg, fig.get_figwidth(), 9), fontsize=9)
     save_png(fig, path, dpi=130)
     return True

@@ -56,6 +56,11 @@ class RecallGridConfig(FigureConfig):
     def numeric_refs(self) -> list[str]:  # x: label raised 'could not convert string to float'
         return [self.x, self.y, self.vocab, self.facts]
 
+    def positions(self) -> list[str] | None:  # a panel per (regime, label), a square per (x, y):
+        # two cells there (a train.lr swept, not selected) were one square, the last drawn
+        # over the first without a word
+        return [*self.regime, LABEL, self.x, self.y]
+
 
 def _edges(vals: np.ndarray, log: bool) -> np.ndarray:
     """Cell edges halfway between grid values (geometrically on log axes)."""

@@ -99,6 +99,12 @@ class FigureConfig(NoBoolNumbers):
         refuses them. None: the kind draws every cell on its own (bars) or does not say."""
         return None
 
+    def placed(self, rows: pd.DataFrame, keys: list[str]) -> list[tuple[pd.DataFrame, Any]]:
+        """(cells, positions) of each part of the drawing whose cells are placed by the same
+        columns: one part, ``positions``, unless the columns depend on the cells (``lines``'
+        default x, the swept key that varies in each panel)."""
+        return [(rows, self.positions())]
+
     def cell_filter(self) -> dict[str, Any]:
         """The ``where`` selecting the cells drawn (validated to match a run, like a claim's)."""
         return {}
@@ -129,16 +135,22 @@ def _ordered(v: Any) -> Any:
 
 
 # a panel's y range: [low, high]; null: matplotlib's own; "auto" (the default): the accuracy range
-# when every value drawn is in [0, 1], else matplotlib's own (see ``resolve_ylim``)
+# when every value drawn is in [0, 1] and none is a loss, else matplotlib's own (``resolve_ylim``)
 YLim = Annotated[tuple[float, float] | Literal["auto"] | None, AfterValidator(_ordered)]
 
 
-def resolve_ylim(ylim: Any, values: Any) -> tuple[float, float] | None:
+def resolve_ylim(ylim: Any, values: Any, metrics: str | list[str] = ()) -> tuple[float, float] | None:
     """The y range to set: ``ylim`` as given, or for "auto" the accuracy range (-0.02, 1.02) when
     every finite value drawn lies in [0, 1] and None (matplotlib's own) otherwise: a loss, an
-    MSE or a ratio drawn on the fixed accuracy range left the panel empty or its bars cut off."""
+    MSE or a ratio drawn on the fixed accuracy range left the panel empty or its bars cut off.
+    ``values`` are every value the panel draws, the paper's too (from the cells' alone, a paper
+    value of 1.5 beside losses below 1 was drawn off the axis without a word); ``metrics`` the
+    metrics drawn: a loss (``is_loss``) is never on the accuracy range (MSEs of 1e-4 and 3e-4
+    lay flat on its 0, one line)."""
     if not isinstance(ylim, str):
         return ylim
+    if any(is_loss(m) for m in ([metrics] if isinstance(metrics, str) else metrics)):
+        return None
     v = np.asarray(values, dtype=float).ravel()
     v = v[np.isfinite(v)]
     return ACCURACY_YLIM if ((v >= 0) & (v <= 1)).all() else None

@@ -357,9 +357,9 @@ def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str],
     over seeds with ``reduce`` plus ``<metric>.std`` (over the seeds that finished ``ok``; NaN
     with fewer than two), and mean stop step / epochs. ``max`` / ``min`` are the highest / lowest
     seed's value as written (of a loss: its worst / best seed; the figures label them so). A
-    diverged run has no metric value: with ``max`` of a score (its best seed) it is skipped,
-    with ``max`` of a loss (its worst seed), ``mean`` / ``median`` / ``min`` it makes the cell's
-    value NaN — a claim counts NaN as a miss, never as missing.
+    diverged run has no metric value: where ``reduce`` keeps the best seed (``max`` of a score,
+    ``min`` of a loss) it is skipped, else (``mean``, ``median``, the worst seed) it makes the
+    cell's value NaN — a claim counts NaN as a miss, never as missing.
 
     ``percentiles`` (e.g. [10, 90]) add ``<metric>.p10`` / ``<metric>.p90``: percentiles over the
     seeds that finished ``ok`` (linear interpolation, numpy's default; NaN when a seed diverged,
@@ -421,7 +421,7 @@ def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str],
             # cell's mean of all)
             n_bad = row[N_DIVERGED] + (int(vals.isna().sum()) if col.startswith(METRIC_PREFIX)
                                         and vals.notna().any() else 0)
-            row[m] = _reduce(vals, n_bad, reduce, m)
+            row[m] = _reduce(vals, n_bad, reduce, is_loss(m))
             # a spread needs two seeds: one seed's 0.0 read as seeds that agree exactly in the
             # report's table and summary.csv (claims already left such a cell untested)
             row[f"{m}.std"] = (float(vals.std(ddof=0)) if vals.notna().sum() >= 2
@@ -480,13 +480,13 @@ def _select(rows: list[dict[str, Any]], keys: list[str], select: Any) -> list[di
     return out
 
 
-def _reduce(vals: pd.Series, n_diverged: int, reduce: str, metric: str = "") -> float:
-    """The seeds' ``vals`` reduced; NaN where a seed diverged (``n_diverged``), unless the
-    reduction keeps the best seed (``max`` of a score): ``max`` of a loss is its worst seed, and
-    a diverged seed is worse than any (it was skipped, and a claim 'every seed's loss <= 0.5'
-    PASSed beside a seed that diverged)."""
+def _reduce(vals: pd.Series, n_diverged: int, reduce: str, loss: bool = False) -> float:
+    """The seeds' ``vals`` reduced; NaN where a seed diverged, unless ``reduce`` keeps the best
+    seed (``max`` of a score, ``min`` of a loss), which a diverged seed is not: the ``max`` of a
+    loss, its worst seed, left a diverged seed out and reported the worst of the others."""
     vals = vals.dropna()
-    if not len(vals) or (n_diverged and (reduce != "max" or is_loss(metric))):
+    best = reduce == ("min" if loss else "max")
+    if not len(vals) or (n_diverged and not best):
         return math.nan
     return float(getattr(vals, reduce)())
 
