@@ -11698,3 +11698,56 @@ def test_a_float64_runs_saved_weights_are_read_back_in_float64():
     assert next(member.parameters()).dtype == torch.float64
     run32 = expand(spec, "smoke")[0]
     assert next(build_member(run32).parameters()).dtype == torch.float32
+
+
+def test_two_builds_of_one_spec_at_once_leave_the_outputs_of_every_record(tmp_path, monkeypatch):
+    """`plot` while `run` writes (or two `run --max-runs 1` of one spec): a build that read the
+    records before the other's last record wrote its results.csv, figure and report after the
+    other's, so the outputs held one run of two while both records were there, and when the
+    writes interleaved results.csv said 2 runs and report.md 1 finished, exit 0 (round 30). One
+    build of a results folder at a time: the second reads the records after the first is done."""
+    import threading
+
+    from ssmrepro.plots import outputs
+    from ssmrepro.spec import load_spec
+
+    path = _one_run_spec(tmp_path, sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                                                     {"label": "S4D",
+                                                      "set": {"model.mixer": "s4d"}}]}],
+                         train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4,
+                                "val_size": 16, "test_size": 16, "eval_every": 2})
+    out = tmp_path / "out"
+    res = _invoke("run", path, "--profile", "smoke", "--out", out, "--no-plot", "--workers", "1")
+    assert res.exit_code == 0, res.output
+    spec = load_spec(path)
+    root = out / "tests" / spec.id
+    (root / "results-smoke.csv").unlink()
+    late = sorted((root / "runs").glob("*.json"))[-1]
+    aside = tmp_path / late.name
+    late.rename(aside)  # the second run's record is not written yet when the first build reads
+    read, release = threading.Event(), threading.Event()
+    load = outputs.load_table
+
+    def slow_load(*a, **kw):
+        df = load(*a, **kw)
+        if threading.current_thread().name == "early":
+            read.set()
+            release.wait(30)
+        return df
+
+    monkeypatch.setattr(outputs, "load_table", slow_load)
+    early = threading.Thread(target=outputs.build, args=(spec, "smoke", root), name="early")
+    early.start()
+    assert read.wait(30)
+    aside.rename(late)  # the run ends and its command builds the outputs
+    later = threading.Thread(target=outputs.build, args=(spec, "smoke", root), name="later")
+    later.start()
+    later.join(0.5)
+    waited = later.is_alive()
+    release.set()
+    early.join(30)
+    later.join(30)
+    rows = (root / "results-smoke.csv").read_text().splitlines()
+    assert len(rows) == 3, rows
+    assert "2 runs expected, 2 finished" in (root / "report-smoke.md").read_text()
+    assert waited, "the second build did not wait for the first"

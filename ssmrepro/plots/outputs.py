@@ -73,7 +73,7 @@ from ..store import (
     read_table,
 )
 from ..sweep import RunConfig, expand, overrides_tag, per_point
-from ..util import atomic_write_text
+from ..util import atomic_write_text, folder_lock
 from .curves import CURVES, CurvesConfig
 from .registry import FIGURE_KINDS, FigureConfig, FigureContext, NotDrawn, parse_figure
 
@@ -1466,18 +1466,30 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None,
     """results.csv (from records), summary.csv, curves.csv, every figure and report.md of
     ``profile`` (with ``overrides``: of those runs, in files tagged ``-set-<hash>``).
     ``rerun``: the shell command that trains this profile's runs, as a figure not drawn for
-    want of them names it (default ``ssmrepro run ID --profile P``)."""
+    want of them names it (default ``ssmrepro run ID --profile P``).
+
+    One build of a results folder at a time (``folder_lock``): `plot` while `run` wrote its
+    last record (or two `run --max-runs 1` of one spec) read the records before the other's
+    build and wrote after it, leaving the outputs a run short of the records, or results.csv
+    of 2 runs beside a report of 1 finished."""
     runs = expand(spec, profile, overrides=overrides)
-    tag = overrides_tag(overrides, runs or [])
-
-    def out(stem: str, ext: str) -> Path:
-        return root / output_name(spec, profile, stem, ext, tag)
-
     # one store for every read, whose warnings are said at the end: a record quarantined (or
     # ignored) here left the tables a run short without a word (only `run` printed them)
     store = open_store(spec, root.parents[1])
     store.check_links()  # nothing is written through a link outside
     root.mkdir(parents=True, exist_ok=True)
+    with folder_lock(root, "writing the tables, figures and reports of"):
+        return _build(spec, profile, root, runs, store, overrides, rerun)
+
+
+def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: dict | None,
+           rerun: str | None) -> Outputs:
+    """``build`` while it holds the results folder."""
+    tag = overrides_tag(overrides, runs or [])
+
+    def out(stem: str, ext: str) -> Path:
+        return root / output_name(spec, profile, stem, ext, tag)
+
     counted = None  # the cells the runs are counted over (``cells`` unless a selection)
     chosen = None  # with a selection: the run ids of the candidates kept
     if spec.analytic is not None:  # a table computed from theory: its rows are the cells
