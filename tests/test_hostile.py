@@ -11751,3 +11751,29 @@ def test_two_builds_of_one_spec_at_once_leave_the_outputs_of_every_record(tmp_pa
     assert len(rows) == 3, rows
     assert "2 runs expected, 2 finished" in (root / "report-smoke.md").read_text()
     assert waited, "the second build did not wait for the first"
+
+
+def test_a_weights_figure_of_no_finished_cell_after_a_spec_edit_is_removed(tmp_path):
+    """A saved-weights figure (koren2026-fig2's invariant operators, fig14's output
+    distribution) after a spec edit with no run of the new spec trained: `plot` said `not
+    drawn: no finished cell ...` and kept the old image, of the runs no longer planned, beside a
+    report of '0 of 1 runs finished' (the other kinds' old figure is removed: round 30)."""
+    kw = dict(save_weights=True, analysis=["output_variance"],
+              task={"name": "mqar", "vocab": 16, "L": 8, "kappa": 2},
+              train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4,
+                     "val_size": 16, "test_size": 16, "eval_every": 2},
+              figures=[{"kind": "output_distribution", "name": "dist", "where": [{"label": "S6"}]}])
+    spec = _one_run_spec(tmp_path, **kw)
+    args = ["--out", tmp_path / "out", "--profile", "smoke"]
+    assert _invoke("run", spec, *args, "--no-calibrate", "--workers", "1").exit_code == 0
+    figure = tmp_path / "out" / "tests" / "t-spec" / "dist-smoke.png"
+    assert figure.is_file()
+    spec = _one_run_spec(tmp_path, **kw, profiles={"smoke": {"set": {"train.max_steps": 6}},
+                                                   "quick": {}, "paper": {}})
+    res = _invoke("plot", spec, *args)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert "0 of 1 runs finished" in said, said
+    assert "dist-smoke.png not drawn: no finished cell of profile smoke to draw" in said, said
+    assert "the old dist-smoke.png removed" in said, said
+    assert not figure.exists()

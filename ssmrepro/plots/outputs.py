@@ -1589,8 +1589,9 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
             why = f"no finished cell of profile {profile} to draw" + (
                 f" where {_shown(cfg.cell_filter())}" if cfg.cell_filter() else "")
             why += _remove_stale(path, drawn)
-        except NotDrawn as err:
-            drawn, why = False, str(err)
+        except NotDrawn as err:  # a saved-weights figure of no finished cell: its old image
+            # (of runs no longer planned) was kept beside a report of 0 runs finished
+            drawn, why = False, str(err) + (_remove_stale(path, False) if err.stale else "")
         if drawn:
             figures.append(path)
         else:  # said, never silently absent (a where or a series that matched nothing)
