@@ -11777,3 +11777,41 @@ def test_a_weights_figure_of_no_finished_cell_after_a_spec_edit_is_removed(tmp_p
     assert "dist-smoke.png not drawn: no finished cell of profile smoke to draw" in said, said
     assert "the old dist-smoke.png removed" in said, said
     assert not figure.exists()
+
+
+def test_a_fresh_clones_tables_lose_the_rows_of_runs_trained_before_a_spec_edit(tmp_path):
+    """A fresh clone (committed results.csv and curves.csv, no runs/) and a spec edited since
+    (train.lr): `plot` said the rows are not used and reported '0 of 2 runs finished', removed
+    figure.png and summary.csv, but left both tables on disk as they were, two `ok` runs of
+    the old spec, and `export` exported them as the spec's results, exit 0 (round 30). `export`
+    leaves them out with plot's warning, and `plot` writes the tables without them (no table at
+    all when none is left), as after a corpus switch."""
+    project = tmp_path / "proj"
+    (project / "experiments/tests").mkdir(parents=True)
+    (project / "ssmrepro").mkdir()
+    env = {"SSMREPRO_ROOT": str(project)}
+    spec = _one_run_spec(project / "experiments/tests",
+                         sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                                           {"label": "S4D", "set": {"model.mixer": "s4d"}}]}],
+                         train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4,
+                                "val_size": 16, "test_size": 16, "eval_every": 2})
+    out = tmp_path / "out"
+    args = ["--out", out, "--profile", "smoke"]
+    assert runner.invoke(app, ["run", "t-spec", *map(str, args), "--workers", "1"],
+                         env=env).exit_code == 0
+    root = out / "tests" / "t-spec"
+    shutil.rmtree(root / "runs")
+    table, curves = root / "results-smoke.csv", root / "curves-smoke.csv"
+    assert table.is_file() and curves.is_file()
+    edited = dict(yaml.safe_load(spec.read_text()))
+    edited["train"] = {**edited["train"], "lr": 0.02}
+    spec.write_text(yaml.safe_dump(edited, sort_keys=False))
+    res = runner.invoke(app, ["export", "--out", str(out), "--file", str(tmp_path / "e.csv")],
+                        env=env)
+    assert res.exit_code == 0, res.output
+    assert "0 rows" in res.output and "the spec changed since it was trained" in res.output
+    res = runner.invoke(app, ["plot", "t-spec", *map(str, args)], env=env)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert "0 of 2 runs finished" in said and "the spec changed since it was trained" in said
+    assert not table.exists() and not curves.exists(), sorted(p.name for p in root.iterdir())

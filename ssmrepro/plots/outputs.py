@@ -923,11 +923,14 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
     name = output_name(spec, profile, "results", "csv", tag)
     csv = root / name
     own = _own_table(csv, read_run_table, records=not df.empty)
+    stale = False  # rows of runs trained before the spec was edited, dropped from the table
     if not own.empty:
         own = profile_rows(own, profile, csv.name)
         own = _fill_config(consistent_rows(own, runs, own=True), runs)
         if df.empty:
+            n_own = len(own)
             own = _without_stale(own, runs, csv.name)
+            stale = len(own) < n_own
     base = own if df.empty else df
     have = set(base["run_id"].astype(str)) if "run_id" in base else set()
     todo = [r for r in runs if r.run_id not in have]
@@ -941,7 +944,7 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
         base = extra if base.empty else pd.concat([base, extra], ignore_index=True)
     n_rows = len(base)
     base = _without_other_data(base, store)
-    _write_back(store.root / name, base, csv_text, not df.empty, len(base) < n_rows)
+    _write_back(store.root / name, base, csv_text, not df.empty, stale or len(base) < n_rows)
     return base
 
 
@@ -965,8 +968,10 @@ def _write_back(path: Path, table: pd.DataFrame, text: Callable[[pd.DataFrame], 
     """Write ``table`` to ``path`` when it was built from ``records``, or when rows of runs
     trained on other data were ``dropped`` from it (``_without_other_data``): a corpus switch
     that made every run's record stale left the old corpus's rows in results.csv and
-    curves.csv, where `export` (and `list`) read them as this data's. A table left without
-    rows is no table (``Store.write_csv``)."""
+    curves.csv, where `export` (and `list`) read them as this data's; or of runs trained before
+    the spec was edited (``_without_stale``: a fresh clone's results.csv and curves.csv kept
+    them beside a report of '0 of 2 runs finished'). A table left without rows is no table
+    (``Store.write_csv``)."""
     if not (records or dropped):
         return
     if not table.empty:
@@ -1355,8 +1360,10 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
     table = curve_table(recs, keys)
     own = consistent_rows(_own_table(path, _read_curves, records=not table.empty), runs,
                           own=True)
+    n_own = len(own)
     if table.empty and reported is not None and RUN_ID in own:  # planned, or reported
         own = own[own[RUN_ID].astype(str).isin(reported | {r.run_id for r in runs})]
+    stale = len(own) < n_own  # (and written back without them, as results.csv is)
     base = own if table.empty else table
     have = set(base[RUN_ID].astype(str)) if RUN_ID in base else set()
     todo = [r for r in {(x.run_id, x.label): x for x in runs}.values() if r.run_id not in have]
@@ -1370,7 +1377,8 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
         base = extra if base.empty else pd.concat([base, extra], ignore_index=True)
     n_rows = len(base)
     base = _without_other_data(base, store)
-    _write_back(path, base, lambda t: t.to_csv(index=False), not table.empty, len(base) < n_rows)
+    _write_back(path, base, lambda t: t.to_csv(index=False), not table.empty,
+                stale or len(base) < n_rows)
     return base
 
 
