@@ -11815,3 +11815,30 @@ def test_a_fresh_clones_tables_lose_the_rows_of_runs_trained_before_a_spec_edit(
     assert res.exit_code == 0, res.output
     assert "0 of 2 runs finished" in said and "the spec changed since it was trained" in said
     assert not table.exists() and not curves.exists(), sorted(p.name for p in root.iterdir())
+
+
+def test_learning_curves_are_not_drawn_for_runs_without_a_results_row(tmp_path):
+    """A fresh clone (no runs/) whose results.csv was deleted by hand: `plot` reported '0 of 2
+    runs finished' and removed figure.png, but drew the `curves` figure from curves.csv, the
+    learning curves of runs it counted as not finished, exit 0 (round 30). A run's curves are
+    drawn only beside its results row; the curves figure is not drawn either."""
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                                                     {"label": "S4D",
+                                                      "set": {"model.mixer": "s4d"}}]}],
+                         train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4,
+                                "val_size": 16, "test_size": 16, "eval_every": 2},
+                         figures=[{"kind": "bars", "metric": "test.acc", "x": "label"},
+                                  {"kind": "curves", "name": "lc", "series": ["val.acc"],
+                                   "hue": ["label"]}])
+    args = ["--out", tmp_path / "out", "--profile", "smoke"]
+    assert _invoke("run", spec, *args, "--workers", "1").exit_code == 0
+    root = tmp_path / "out" / "tests" / "t-spec"
+    assert (root / "lc-smoke.png").is_file()
+    shutil.rmtree(root / "runs")
+    (root / "results-smoke.csv").unlink()
+    res = _invoke("plot", spec, *args)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert "0 of 2 runs finished" in said, said
+    assert "lc-smoke.png not drawn: no finished cell" in said, said
+    assert not (root / "lc-smoke.png").exists()

@@ -1347,10 +1347,10 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
     the store has one, else from the committed curves tables (this profile's, then the other
     profiles', as ``load_table``); written to ``path`` when any record was read, else the
     committed table of this profile read as it is (a fresh clone) and completed. Read as it is,
-    it keeps only the planned run ids and those of ``reported`` (the results table's, when
-    given): curves.csv has no column of a setting the sweep does not set, so the rows of a run
-    trained before the spec was edited (train.lr) contradicted nothing there and were drawn
-    beside a report of '0 of 1 finished' (``_without_stale`` drops that run's results row)."""
+    it keeps only the run ids of ``reported`` (the results table's, when given): curves.csv
+    has no column of a setting the sweep does not set, so the rows of a run trained before the
+    spec was edited (train.lr) contradicted nothing there and were drawn beside a report of '0
+    of 1 finished' (``_without_stale`` drops that run's results row)."""
     store = store or open_store(spec, root.parents[1])
     recs = []
     for x in {(x.run_id, x.label): x for x in runs}.values():
@@ -1361,8 +1361,10 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
     own = consistent_rows(_own_table(path, _read_curves, records=not table.empty), runs,
                           own=True)
     n_own = len(own)
-    if table.empty and reported is not None and RUN_ID in own:  # planned, or reported
-        own = own[own[RUN_ID].astype(str).isin(reported | {r.run_id for r in runs})]
+    if table.empty and reported is not None and RUN_ID in own:  # reported: a planned run
+        # without a results row (results.csv deleted, or its row not used) is not finished,
+        # and its curves were drawn beside a report of '0 of 2 runs finished'
+        own = own[own[RUN_ID].astype(str).isin(reported)]
     stale = len(own) < n_own  # (and written back without them, as results.csv is)
     base = own if table.empty else table
     have = set(base[RUN_ID].astype(str)) if RUN_ID in base else set()
@@ -1576,7 +1578,7 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
                             spec.aggregate.reduce)
     curves = out("curves", "csv")
     named = _named_columns(spec)
-    reported = set(df[RUN_ID].astype(str)) if RUN_ID in df else None
+    reported = set(df[RUN_ID].astype(str)) if RUN_ID in df else set()  # no table: none
     tables[CURVES] = (_of_chosen(_with_run_config(_curves(
         spec, root, runs, keys, curves, store, profile, tag, reported), runs, named),
         cells, run_keys, chosen) if runs else pd.DataFrame())
