@@ -11842,3 +11842,38 @@ def test_learning_curves_are_not_drawn_for_runs_without_a_results_row(tmp_path):
     assert "0 of 2 runs finished" in said, said
     assert "lc-smoke.png not drawn: no finished cell" in said, said
     assert not (root / "lc-smoke.png").exists()
+
+
+def test_a_results_folder_held_by_a_stopped_command_is_passed_once(tmp_path, capsys):
+    """The lock one build of a results folder holds at a time (round 30): a holder stopped
+    with ^Z is waited for ``wait_s`` seconds, then passed with a warning, and not waited for
+    again by the same process (`run` writes its table after every pack: it waited the full
+    time at each)."""
+    import fcntl
+
+    from ssmrepro.util import folder_lock
+
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # the stopped holder
+    try:
+        t0 = time.monotonic()
+        with folder_lock(tmp_path, "writing", wait_s=0.2):
+            pass
+        first = time.monotonic() - t0
+        said = capsys.readouterr().err
+        t0 = time.monotonic()
+        with folder_lock(tmp_path, "writing", wait_s=0.2):
+            pass
+        second = time.monotonic() - t0
+    finally:
+        os.close(fd)
+    assert 0.2 <= first < 5 and second < 0.1, (first, second)
+    assert "waiting for another process writing" in said and "going on without waiting" in said
+    assert capsys.readouterr().err == ""
+    with folder_lock(tmp_path, "writing", wait_s=0.2):  # free now: taken
+        busy = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(busy, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(busy)
