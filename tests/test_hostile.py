@@ -10999,7 +10999,8 @@ def test_checking_a_committed_table_is_linear_in_its_runs(tmp_path, monkeypatch)
     masks.clear()  # a fresh clone's table completed from the committed rows, stale rows left out
     rows = outputs._committed_rows(runs, [df], "smoke")
     assert list(rows["run_id"]) == [r.run_id for r in runs[1:]]
-    assert len(outputs._without_stale(df, runs, "results.csv")) == len(df)
+    # the seed-999 row stands for no planned run (round 30: a removed seed's row is dropped)
+    assert len(outputs._without_stale(df, runs, "results.csv")) == len(df) - 1
     assert len(masks) < 20, len(masks)
 
 
@@ -11877,3 +11878,31 @@ def test_a_results_folder_held_by_a_stopped_command_is_passed_once(tmp_path, cap
                 fcntl.flock(busy, fcntl.LOCK_EX | fcntl.LOCK_NB)
         finally:
             os.close(busy)
+
+
+def test_a_fresh_clones_row_of_a_removed_sweep_value_is_no_cell_of_the_profile(tmp_path):
+    """A fresh clone (no runs/) of a spec whose grid lost a value (model.d_model [8, 12] ->
+    [8]): the committed row of d_model = 12 stood as a cell of the profile, drawn, in
+    summary.csv and counted: '1 runs expected, 2 finished', exit 0 (round 30). It is dropped
+    with a warning, as a row of a run trained before an edit of another setting is."""
+    grid = {"grid": {"model.d_model": [8, 12]}}
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]},
+                                          grid],
+                         train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4,
+                                "val_size": 16, "test_size": 16, "eval_every": 2})
+    args = ["--out", tmp_path / "out", "--profile", "smoke"]
+    assert _invoke("run", spec, *args, "--workers", "1").exit_code == 0
+    root = tmp_path / "out" / "tests" / "t-spec"
+    shutil.rmtree(root / "runs")
+    edited = dict(yaml.safe_load(spec.read_text()))
+    edited["sweep"][1] = {"grid": {"model.d_model": [8]}}
+    spec.write_text(yaml.safe_dump(edited, sort_keys=False))
+    res = _invoke("plot", spec, *args)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert "a cell or seed no run of the profile has now" in said, said
+    report = (root / "report-smoke.md").read_text()
+    assert "1 runs expected, 1 finished" in report, report
+    summary = (root / "summary-smoke.csv").read_text().splitlines()
+    assert len(summary) == 2, summary
+    assert len((root / "results-smoke.csv").read_text().splitlines()) == 2

@@ -1013,8 +1013,10 @@ def _without_stale(own: pd.DataFrame, runs: list, name: str) -> pd.DataFrame:
     planned whose every planned run of the same label and seed it contradicts on a setting the
     sweep does not set (``_contradiction``): the spec was edited after its runs (train.lr 0.01 ->
     0.02, max_steps 4 -> 5), and those rows were reported as the new runs, '2 runs expected, 2
-    finished'. Each is dropped with a warning. Rows of a label and seed no longer planned, and
-    rows under older ids that contradict nothing (a code version change), stay."""
+    finished'. So are the rows that stand for no planned run (``_other_cell``: a swept value,
+    seed or case removed from the spec; the removed grid value's row was reported as a cell of
+    the profile, '1 runs expected, 2 finished', and drawn). Each is dropped with a warning.
+    Rows under older ids that contradict nothing (a code version change) stay."""
     if own.empty or not runs or not {RUN_ID, LABEL, SEED} <= set(own.columns):
         return own
     planned = {r.run_id for r in runs}
@@ -1029,10 +1031,13 @@ def _without_stale(own: pd.DataFrame, runs: list, name: str) -> pd.DataFrame:
         rows = own.iloc[pos]
         cands = cell.get((str(rows[LABEL].iloc[0]), norm(rows[SEED].iloc[0])), [])
         whys = [_contradiction(rows.drop(columns=[c for c in r.coords if c in rows]), r)
+                or ("another value of a key the sweep sets" if _other_cell(rows, r) else "")
                 for r in cands]
-        if whys and all(whys):
+        if all(whys):
+            why = next((w for w in whys if not w.startswith("another value")), None) or \
+                "a cell or seed no run of the profile has now (a case, seed or swept value removed)"
             print(f"warning: {name}: the row of run {rid} ({rows[LABEL].iloc[0]}, seed "
-                  f"{rows[SEED].iloc[0]}) has {whys[0]}: the spec changed since it was trained; "
+                  f"{rows[SEED].iloc[0]}) has {why}: the spec changed since it was trained; "
                   "the row is not used (run the profile again)", file=sys.stderr)
             stale.append(rid)
     return own[~ids.isin(stale)]
@@ -1579,6 +1584,9 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
     curves = out("curves", "csv")
     named = _named_columns(spec)
     reported = set(df[RUN_ID].astype(str)) if RUN_ID in df else set()  # no table: none
+    # and the planned runs a row under an older id stands for (a code version change)
+    unreported = [r for r in runs if r.run_id not in reported]
+    reported |= {r.run_id for r in unreported} - {r.run_id for r in _not_covered(df, unreported)}
     tables[CURVES] = (_of_chosen(_with_run_config(_curves(
         spec, root, runs, keys, curves, store, profile, tag, reported), runs, named),
         cells, run_keys, chosen) if runs else pd.DataFrame())
