@@ -52,6 +52,7 @@ from .util import (
     atomic_write_bytes,
     atomic_write_text,
     file_digest,
+    folder_lock,
     folder_problem,
     pid_alive,
     process_started,
@@ -952,7 +953,13 @@ class Store:
         """The table of ``runs`` from their records, keeping the rows of the table there (the
         committed one, in a fresh clone) of runs that have no record: `run --max-runs 1` (or an
         interrupted or failed sweep) replaced a committed 6-row results.csv by its one run's row,
-        and every claim over the other cells went MISSING. The outputs stage checks the rows."""
+        and every claim over the other cells went MISSING. The outputs stage checks the rows.
+        Not while a `plot` of the folder writes its outputs (``folder_lock``): one that read
+        fewer records wrote its table after this one."""
+        with folder_lock(self.root, "writing the tables, figures and reports of"):
+            return self._write_csv(runs, name)
+
+    def _write_csv(self, runs: list, name: str) -> Path:
         df = self.table(runs)
         path = self.root / name
         have = set(df["run_id"].astype(str)) if "run_id" in df else set()

@@ -267,6 +267,53 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+FOLDER_LOCK_WAIT_S = 600.0  # a holder stopped (^Z) longer than this is passed, with a warning
+_PASSED_LOCKS: set[str] = set()  # folders whose holder was passed so: not waited for again
+
+
+@contextlib.contextmanager
+def folder_lock(folder: Path, what: str, wait_s: float = FOLDER_LOCK_WAIT_S) -> Iterator[None]:
+    """Hold an exclusive lock (flock) on ``folder`` itself while the block runs, so that two
+    processes (or threads) doing ``what`` there take turns; no file is made, and the lock goes
+    with its process however that ends. A wait is said once on standard error; after ``wait_s``
+    seconds (a holder stopped with ^Z) the block runs anyway, with a warning, and later blocks
+    of this process on that folder do not wait (`run` writes its table after every pack). Where
+    the file system has no such locks (some network ones), it runs without."""
+    import fcntl
+    import time
+
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        fd = None
+    try:
+        passed = str(folder) in _PASSED_LOCKS
+        deadline, said = time.monotonic() + (0.0 if passed else wait_s), False
+        while fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    if not passed:
+                        print(f"warning: {folder}: another process is still {what} after "
+                              f"{wait_s:.0f} s (stopped?); going on without waiting for it",
+                              file=sys.stderr)
+                        _PASSED_LOCKS.add(str(folder))
+                    break
+                if not said:
+                    print(f"waiting for another process {what} {folder} to finish",
+                          file=sys.stderr)
+                    said = True
+                time.sleep(0.05)
+            except OSError:  # no locks on this file system
+                break
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
 def folder_problem(path: Path) -> str | None:
     """Why ``path`` is not a folder to read from, or None: 'no such folder', 'a file, not a
     folder', a FIFO or device, a symbolic link loop, a path component that is a file (each was

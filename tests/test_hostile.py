@@ -11016,7 +11016,8 @@ def test_checking_a_committed_table_is_linear_in_its_runs(tmp_path, monkeypatch)
     masks.clear()  # a fresh clone's table completed from the committed rows, stale rows left out
     rows = outputs._committed_rows(runs, [df], "smoke")
     assert list(rows["run_id"]) == [r.run_id for r in runs[1:]]
-    assert len(outputs._without_stale(df, runs, "results.csv")) == len(df)
+    # the seed-999 row stands for no planned run (round 30: a removed seed's row is dropped)
+    assert len(outputs._without_stale(df, runs, "results.csv")) == len(df) - 1
     assert len(masks) < 20, len(masks)
 
 
@@ -12791,3 +12792,210 @@ def test_two_cells_in_one_output_distribution_panel_are_refused(tmp_path):
         assert bool(errors) == bad, errors
     assert "model.d_state=2" in errors[0] and "model.d_state=4" in errors[0], errors
     assert "fall on one spot (label=MHA, model.heads=1)" in errors[0], errors
+
+
+def test_two_builds_of_one_spec_at_once_leave_the_outputs_of_every_record(tmp_path, monkeypatch):
+    """`plot` while `run` writes (or two `run --max-runs 1` of one spec): a build that read the
+    records before the other's last record wrote its results.csv, figure and report after the
+    other's, so the outputs held one run of two while both records were there, and when the
+    writes interleaved results.csv said 2 runs and report.md 1 finished, exit 0 (round 30). One
+    build of a results folder at a time: the second reads the records after the first is done."""
+    import threading
+
+    from ssmrepro.plots import outputs
+    from ssmrepro.spec import load_spec
+
+    path = _one_run_spec(tmp_path, sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                                                     {"label": "S4D",
+                                                      "set": {"model.mixer": "s4d"}}]}],
+                         train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4,
+                                "val_size": 16, "test_size": 16, "eval_every": 2})
+    out = tmp_path / "out"
+    res = _invoke("run", path, "--profile", "smoke", "--out", out, "--no-plot", "--workers", "1")
+    assert res.exit_code == 0, res.output
+    spec = load_spec(path)
+    root = out / "tests" / spec.id
+    (root / "results-smoke.csv").unlink()
+    late = sorted((root / "runs").glob("*.json"))[-1]
+    aside = tmp_path / late.name
+    late.rename(aside)  # the second run's record is not written yet when the first build reads
+    read, release = threading.Event(), threading.Event()
+    load = outputs.load_table
+
+    def slow_load(*a, **kw):
+        df = load(*a, **kw)
+        if threading.current_thread().name == "early":
+            read.set()
+            release.wait(30)
+        return df
+
+    monkeypatch.setattr(outputs, "load_table", slow_load)
+    early = threading.Thread(target=outputs.build, args=(spec, "smoke", root), name="early")
+    early.start()
+    assert read.wait(30)
+    aside.rename(late)  # the run ends and its command builds the outputs
+    later = threading.Thread(target=outputs.build, args=(spec, "smoke", root), name="later")
+    later.start()
+    later.join(0.5)
+    waited = later.is_alive()
+    release.set()
+    early.join(30)
+    later.join(30)
+    rows = (root / "results-smoke.csv").read_text().splitlines()
+    assert len(rows) == 3, rows
+    assert "2 runs expected, 2 finished" in (root / "report-smoke.md").read_text()
+    assert waited, "the second build did not wait for the first"
+
+
+def test_a_weights_figure_of_no_finished_cell_after_a_spec_edit_is_removed(tmp_path):
+    """A saved-weights figure (koren2026-fig2's invariant operators, fig14's output
+    distribution) after a spec edit with no run of the new spec trained: `plot` said `not
+    drawn: no finished cell ...` and kept the old image, of the runs no longer planned, beside a
+    report of '0 of 1 runs finished' (the other kinds' old figure is removed: round 30)."""
+    kw = dict(save_weights=True, analysis=["output_variance"],
+              task={"name": "mqar", "vocab": 16, "L": 8, "kappa": 2},
+              train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4,
+                     "val_size": 16, "test_size": 16, "eval_every": 2},
+              figures=[{"kind": "output_distribution", "name": "dist", "where": [{"label": "S6"}]}])
+    spec = _one_run_spec(tmp_path, **kw)
+    args = ["--out", tmp_path / "out", "--profile", "smoke"]
+    assert _invoke("run", spec, *args, "--no-calibrate", "--workers", "1").exit_code == 0
+    figure = tmp_path / "out" / "tests" / "t-spec" / "dist-smoke.png"
+    assert figure.is_file()
+    spec = _one_run_spec(tmp_path, **kw, profiles={"smoke": {"set": {"train.max_steps": 6}},
+                                                   "quick": {}, "paper": {}})
+    res = _invoke("plot", spec, *args)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert "0 of 1 runs finished" in said, said
+    assert "dist-smoke.png not drawn: no finished cell of profile smoke to draw" in said, said
+    assert "the old dist-smoke.png removed" in said, said
+    assert not figure.exists()
+
+
+def test_a_fresh_clones_tables_lose_the_rows_of_runs_trained_before_a_spec_edit(tmp_path):
+    """A fresh clone (committed results.csv and curves.csv, no runs/) and a spec edited since
+    (train.lr): `plot` said the rows are not used and reported '0 of 2 runs finished', removed
+    figure.png and summary.csv, but left both tables on disk as they were, two `ok` runs of
+    the old spec, and `export` exported them as the spec's results, exit 0 (round 30). `export`
+    leaves them out with plot's warning, and `plot` writes the tables without them (no table at
+    all when none is left), as after a corpus switch."""
+    project = tmp_path / "proj"
+    (project / "experiments/tests").mkdir(parents=True)
+    (project / "ssmrepro").mkdir()
+    env = {"SSMREPRO_ROOT": str(project)}
+    spec = _one_run_spec(project / "experiments/tests",
+                         sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                                           {"label": "S4D", "set": {"model.mixer": "s4d"}}]}],
+                         train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4,
+                                "val_size": 16, "test_size": 16, "eval_every": 2})
+    out = tmp_path / "out"
+    args = ["--out", out, "--profile", "smoke"]
+    assert runner.invoke(app, ["run", "t-spec", *map(str, args), "--workers", "1"],
+                         env=env).exit_code == 0
+    root = out / "tests" / "t-spec"
+    shutil.rmtree(root / "runs")
+    table, curves = root / "results-smoke.csv", root / "curves-smoke.csv"
+    assert table.is_file() and curves.is_file()
+    edited = dict(yaml.safe_load(spec.read_text()))
+    edited["train"] = {**edited["train"], "lr": 0.02}
+    spec.write_text(yaml.safe_dump(edited, sort_keys=False))
+    res = runner.invoke(app, ["export", "--out", str(out), "--file", str(tmp_path / "e.csv")],
+                        env=env)
+    assert res.exit_code == 0, res.output
+    assert "0 rows" in res.output and "the spec changed since it was trained" in res.output
+    res = runner.invoke(app, ["plot", "t-spec", *map(str, args)], env=env)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert "0 of 2 runs finished" in said and "the spec changed since it was trained" in said
+    assert not table.exists() and not curves.exists(), sorted(p.name for p in root.iterdir())
+
+
+def test_learning_curves_are_not_drawn_for_runs_without_a_results_row(tmp_path):
+    """A fresh clone (no runs/) whose results.csv was deleted by hand: `plot` reported '0 of 2
+    runs finished' and removed figure.png, but drew the `curves` figure from curves.csv, the
+    learning curves of runs it counted as not finished, exit 0 (round 30). A run's curves are
+    drawn only beside its results row; the curves figure is not drawn either."""
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                                                     {"label": "S4D",
+                                                      "set": {"model.mixer": "s4d"}}]}],
+                         train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4,
+                                "val_size": 16, "test_size": 16, "eval_every": 2},
+                         figures=[{"kind": "bars", "metric": "test.acc", "x": "label"},
+                                  {"kind": "curves", "name": "lc", "series": ["val.acc"],
+                                   "hue": ["label"]}])
+    args = ["--out", tmp_path / "out", "--profile", "smoke"]
+    assert _invoke("run", spec, *args, "--workers", "1").exit_code == 0
+    root = tmp_path / "out" / "tests" / "t-spec"
+    assert (root / "lc-smoke.png").is_file()
+    shutil.rmtree(root / "runs")
+    (root / "results-smoke.csv").unlink()
+    res = _invoke("plot", spec, *args)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert "0 of 2 runs finished" in said, said
+    assert "lc-smoke.png not drawn: no finished cell" in said, said
+    assert not (root / "lc-smoke.png").exists()
+
+
+def test_a_results_folder_held_by_a_stopped_command_is_passed_once(tmp_path, capsys):
+    """The lock one build of a results folder holds at a time (round 30): a holder stopped
+    with ^Z is waited for ``wait_s`` seconds, then passed with a warning, and not waited for
+    again by the same process (`run` writes its table after every pack: it waited the full
+    time at each)."""
+    import fcntl
+
+    from ssmrepro.util import folder_lock
+
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # the stopped holder
+    try:
+        t0 = time.monotonic()
+        with folder_lock(tmp_path, "writing", wait_s=0.2):
+            pass
+        first = time.monotonic() - t0
+        said = capsys.readouterr().err
+        t0 = time.monotonic()
+        with folder_lock(tmp_path, "writing", wait_s=0.2):
+            pass
+        second = time.monotonic() - t0
+    finally:
+        os.close(fd)
+    assert 0.2 <= first < 5 and second < 0.1, (first, second)
+    assert "waiting for another process writing" in said and "going on without waiting" in said
+    assert capsys.readouterr().err == ""
+    with folder_lock(tmp_path, "writing", wait_s=0.2):  # free now: taken
+        busy = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(busy, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(busy)
+
+
+def test_a_fresh_clones_row_of_a_removed_sweep_value_is_no_cell_of_the_profile(tmp_path):
+    """A fresh clone (no runs/) of a spec whose grid lost a value (model.d_model [8, 12] ->
+    [8]): the committed row of d_model = 12 stood as a cell of the profile, drawn, in
+    summary.csv and counted: '1 runs expected, 2 finished', exit 0 (round 30). It is dropped
+    with a warning, as a row of a run trained before an edit of another setting is."""
+    grid = {"grid": {"model.d_model": [8, 12]}}
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]},
+                                          grid],
+                         train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4,
+                                "val_size": 16, "test_size": 16, "eval_every": 2})
+    args = ["--out", tmp_path / "out", "--profile", "smoke"]
+    assert _invoke("run", spec, *args, "--workers", "1").exit_code == 0
+    root = tmp_path / "out" / "tests" / "t-spec"
+    shutil.rmtree(root / "runs")
+    edited = dict(yaml.safe_load(spec.read_text()))
+    edited["sweep"][1] = {"grid": {"model.d_model": [8]}}
+    spec.write_text(yaml.safe_dump(edited, sort_keys=False))
+    res = _invoke("plot", spec, *args)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert "a cell or seed no run of the profile has now" in said, said
+    report = (root / "report-smoke.md").read_text()
+    assert "1 runs expected, 1 finished" in report, report
+    summary = (root / "summary-smoke.csv").read_text().splitlines()
+    assert len(summary) == 2, summary
+    assert len((root / "results-smoke.csv").read_text().splitlines()) == 2

@@ -36,7 +36,7 @@ from ..store import (
     results_dir,
 )
 from ..util import atomic_write_stream, atomic_write_text, read_small
-from .outputs import consistent_rows, profile_rows
+from .outputs import _without_stale, consistent_rows, profile_rows
 
 EXPORT_COLUMNS = ["paper", "experiment", "profile", "run_id", "label", "seed", "status",
                   "n_params", "metric", "value", "config"]
@@ -202,6 +202,9 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None,
                 # row left out (it was exported as this profile's)
                 table = consistent_rows(profile_rows(table, prof, f"{spec.id}/{csv.name}"),
                                         planned, own=True)
+                # rows of runs trained before the spec was edited (train.lr), as plot drops
+                # them: they were exported as the edited spec's results
+                table = _without_stale(table, planned, f"{spec.id}/{csv.name}")
             stale = _other_data(spec, out, planned, table)
             if stale:
                 print(f"warning: {csv.name} of {spec.id}: {len(stale)} run(s) of it were "

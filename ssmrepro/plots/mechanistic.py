@@ -332,7 +332,7 @@ def _figure(ctx: FigureContext, cfg: MechFigureConfig, path: Path, compute, draw
     arrays = arrays_path(path)
     selected = _members(ctx, cfg.where)
     if not selected:  # koren2026-fig14's N = 4 figure in smoke (N 2 only) said `run` trains them
-        raise NotDrawn(f"profile {ctx.profile} has no cell its `where` selects")
+        raise NotDrawn(f"profile {ctx.profile} has no cell its `where` selects", stale=True)
     unmatched = [sel for sel in cfg.where if not any(_matches(r, sel) for r in _runs(ctx))]
     if unmatched:  # koren2026-fig2 in smoke drew its untrained row alone under the title
         # 'trained (top) vs untrained control (bottom)', without a word
@@ -371,7 +371,7 @@ def _figure(ctx: FigureContext, cfg: MechFigureConfig, path: Path, compute, draw
     elif not have:
         if not any(fin):
             raise NotDrawn(f"no finished cell of profile {ctx.profile} to draw; {run} trains "
-                           "them")
+                           "them", stale=True)
         if err is not None:
             raise NotDrawn(f"{arrays.name} is unusable ({err}); re-run {run} to rebuild it")
         raise NotDrawn(f"no saved weights of its cells (runs/, not in git) and no {arrays.name}; "

@@ -75,7 +75,7 @@ from ..store import (
     read_table,
 )
 from ..sweep import RunConfig, expand, overrides_tag, per_point
-from ..util import atomic_write_text
+from ..util import atomic_write_text, folder_lock
 from .curves import CURVES, CurvesConfig
 from .registry import FIGURE_KINDS, FigureConfig, FigureContext, NotDrawn, parse_figure
 
@@ -1058,11 +1058,14 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
     name = output_name(spec, profile, "results", "csv", tag)
     csv = root / name
     own = _own_table(csv, read_run_table, records=not df.empty)
+    stale = False  # rows of runs trained before the spec was edited, dropped from the table
     if not own.empty:
         own = profile_rows(own, profile, csv.name)
         own = _fill_config(consistent_rows(own, runs, own=True), runs)
         if df.empty:
+            n_own = len(own)
             own = _without_stale(own, runs, csv.name)
+            stale = len(own) < n_own
     base = own if df.empty else df
     have = set(base["run_id"].astype(str)) if "run_id" in base else set()
     todo = [r for r in runs if r.run_id not in have]
@@ -1076,8 +1079,9 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
         base = extra if base.empty else pd.concat([base, extra], ignore_index=True)
     n_rows = len(base)
     base = _without_other_data(base, store)
-    if not df.empty or len(base) < n_rows:  # (as ``_write_back``; a row edited by hand since
-        # it was written is named: records are the source of truth, the edit is not kept)
+    if not df.empty or stale or len(base) < n_rows:  # (as ``_write_back``; a row edited by
+        # hand since it was written is named: records are the source of truth, the edit is not
+        # kept)
         store.write_table(name, None if base.empty else csv_text(base),
                           set(df[RUN_ID].astype(str)) if RUN_ID in df else set())
     return base
@@ -1103,8 +1107,10 @@ def _write_back(path: Path, table: pd.DataFrame, text: Callable[[pd.DataFrame], 
     """Write ``table`` to ``path`` when it was built from ``records``, or when rows of runs
     trained on other data were ``dropped`` from it (``_without_other_data``): a corpus switch
     that made every run's record stale left the old corpus's rows in results.csv and
-    curves.csv, where `export` (and `list`) read them as this data's. A table left without
-    rows is no table (``Store.write_csv``)."""
+    curves.csv, where `export` (and `list`) read them as this data's; or of runs trained before
+    the spec was edited (``_without_stale``: a fresh clone's results.csv and curves.csv kept
+    them beside a report of '0 of 2 runs finished'). A table left without rows is no table
+    (``Store.write_csv``)."""
     if not (records or dropped):
         return
     if not table.empty:
@@ -1146,8 +1152,10 @@ def _without_stale(own: pd.DataFrame, runs: list, name: str) -> pd.DataFrame:
     planned whose every planned run of the same label and seed it contradicts on a setting the
     sweep does not set (``_contradiction``): the spec was edited after its runs (train.lr 0.01 ->
     0.02, max_steps 4 -> 5), and those rows were reported as the new runs, '2 runs expected, 2
-    finished'. Each is dropped with a warning. Rows of a label and seed no longer planned, and
-    rows under older ids that contradict nothing (a code version change), stay."""
+    finished'. So are the rows that stand for no planned run (``_other_cell``: a swept value,
+    seed or case removed from the spec; the removed grid value's row was reported as a cell of
+    the profile, '1 runs expected, 2 finished', and drawn). Each is dropped with a warning.
+    Rows under older ids that contradict nothing (a code version change) stay."""
     if own.empty or not runs or not {RUN_ID, LABEL, SEED} <= set(own.columns):
         return own
     planned = {r.run_id for r in runs}
@@ -1162,10 +1170,13 @@ def _without_stale(own: pd.DataFrame, runs: list, name: str) -> pd.DataFrame:
         rows = own.iloc[pos]
         cands = cell.get((str(rows[LABEL].iloc[0]), norm(rows[SEED].iloc[0])), [])
         whys = [_contradiction(rows.drop(columns=[c for c in r.coords if c in rows]), r)
+                or ("another value of a key the sweep sets" if _other_cell(rows, r) else "")
                 for r in cands]
-        if whys and all(whys):
+        if all(whys):
+            why = next((w for w in whys if not w.startswith("another value")), None) or \
+                "a cell or seed no run of the profile has now (a case, seed or swept value removed)"
             print(f"warning: {name}: the row of run {rid} ({rows[LABEL].iloc[0]}, seed "
-                  f"{rows[SEED].iloc[0]}) has {whys[0]}: the spec changed since it was trained; "
+                  f"{rows[SEED].iloc[0]}) has {why}: the spec changed since it was trained; "
                   "the row is not used (run the profile again)", file=sys.stderr)
             stale.append(rid)
     return own[~ids.isin(stale)]
@@ -1480,10 +1491,10 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
     the store has one, else from the committed curves tables (this profile's, then the other
     profiles', as ``load_table``); written to ``path`` when any record was read, else the
     committed table of this profile read as it is (a fresh clone) and completed. Read as it is,
-    it keeps only the planned run ids and those of ``reported`` (the results table's, when
-    given): curves.csv has no column of a setting the sweep does not set, so the rows of a run
-    trained before the spec was edited (train.lr) contradicted nothing there and were drawn
-    beside a report of '0 of 1 finished' (``_without_stale`` drops that run's results row)."""
+    it keeps only the run ids of ``reported`` (the results table's, when given): curves.csv
+    has no column of a setting the sweep does not set, so the rows of a run trained before the
+    spec was edited (train.lr) contradicted nothing there and were drawn beside a report of '0
+    of 1 finished' (``_without_stale`` drops that run's results row)."""
     store = store or open_store(spec, root.parents[1])
     recs = []
     for x in {(x.run_id, x.label): x for x in runs}.values():
@@ -1493,8 +1504,12 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
     table = curve_table(recs, keys)
     own = consistent_rows(_own_table(path, _read_curves, records=not table.empty), runs,
                           own=True)
-    if table.empty and reported is not None and RUN_ID in own:  # planned, or reported
-        own = own[own[RUN_ID].astype(str).isin(reported | {r.run_id for r in runs})]
+    n_own = len(own)
+    if table.empty and reported is not None and RUN_ID in own:  # reported: a planned run
+        # without a results row (results.csv deleted, or its row not used) is not finished,
+        # and its curves were drawn beside a report of '0 of 2 runs finished'
+        own = own[own[RUN_ID].astype(str).isin(reported)]
+    stale = len(own) < n_own  # (and written back without them, as results.csv is)
     base = own if table.empty else table
     have = set(base[RUN_ID].astype(str)) if RUN_ID in base else set()
     todo = [r for r in {(x.run_id, x.label): x for x in runs}.values() if r.run_id not in have]
@@ -1508,7 +1523,8 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
         base = extra if base.empty else pd.concat([base, extra], ignore_index=True)
     n_rows = len(base)
     base = _without_other_data(base, store)
-    _write_back(path, base, lambda t: t.to_csv(index=False), not table.empty, len(base) < n_rows)
+    _write_back(path, base, lambda t: t.to_csv(index=False), not table.empty,
+                stale or len(base) < n_rows)
     return base
 
 
@@ -1618,18 +1634,30 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None,
     """results.csv (from records), summary.csv, curves.csv, every figure and report.md of
     ``profile`` (with ``overrides``: of those runs, in files tagged ``-set-<hash>``).
     ``rerun``: the shell command that trains this profile's runs, as a figure not drawn for
-    want of them names it (default ``ssmrepro run ID --profile P``)."""
+    want of them names it (default ``ssmrepro run ID --profile P``).
+
+    One build of a results folder at a time (``folder_lock``): `plot` while `run` wrote its
+    last record (or two `run --max-runs 1` of one spec) read the records before the other's
+    build and wrote after it, leaving the outputs a run short of the records, or results.csv
+    of 2 runs beside a report of 1 finished."""
     runs = expand(spec, profile, overrides=overrides)
-    tag = overrides_tag(overrides, runs or [])
-
-    def out(stem: str, ext: str) -> Path:
-        return root / output_name(spec, profile, stem, ext, tag)
-
     # one store for every read, whose warnings are said at the end: a record quarantined (or
     # ignored) here left the tables a run short without a word (only `run` printed them)
     store = open_store(spec, root.parents[1])
     store.check_links()  # nothing is written through a link outside
     root.mkdir(parents=True, exist_ok=True)
+    with folder_lock(root, "writing the tables, figures and reports of"):
+        return _build(spec, profile, root, runs, store, overrides, rerun)
+
+
+def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: dict | None,
+           rerun: str | None) -> Outputs:
+    """``build`` while it holds the results folder."""
+    tag = overrides_tag(overrides, runs or [])
+
+    def out(stem: str, ext: str) -> Path:
+        return root / output_name(spec, profile, stem, ext, tag)
+
     counted = None  # the cells the runs are counted over (``cells`` unless a selection)
     chosen = None  # with a selection: the run ids of the candidates kept
     if spec.analytic is not None:  # a table computed from theory: its rows are the cells
@@ -1708,7 +1736,10 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None,
                             spec.aggregate.reduce)
     curves = out("curves", "csv")
     named = _named_columns(spec)
-    reported = set(df[RUN_ID].astype(str)) if RUN_ID in df else None
+    reported = set(df[RUN_ID].astype(str)) if RUN_ID in df else set()  # no table: none
+    # and the planned runs a row under an older id stands for (a code version change)
+    unreported = [r for r in runs if r.run_id not in reported]
+    reported |= {r.run_id for r in unreported} - {r.run_id for r in _not_covered(df, unreported)}
     tables[CURVES] = (_of_chosen(_with_run_config(_curves(
         spec, root, runs, keys, curves, store, profile, tag, reported), runs, named),
         cells, run_keys, chosen) if runs else pd.DataFrame())
@@ -1730,8 +1761,9 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None,
             why = f"no finished cell of profile {profile} to draw" + (
                 f" where {_shown(cfg.cell_filter())}" if cfg.cell_filter() else "")
             why += _remove_stale(path, drawn)
-        except NotDrawn as err:
-            drawn, why = False, str(err)
+        except NotDrawn as err:  # a saved-weights figure of no finished cell: its old image
+            # (of runs no longer planned) was kept beside a report of 0 runs finished
+            drawn, why = False, str(err) + (_remove_stale(path, False) if err.stale else "")
         if drawn:
             figures.append(path)
         else:  # said, never silently absent (a where or a series that matched nothing)

@@ -293,7 +293,14 @@ MAX_SIDE = 1 << 15  # pixels of one side (the PNG writer itself stops at 2**16)
 
 class NotDrawn(Exception):
     """A figure kind cannot draw this figure (its message says why and what rebuilds it): the
-    outputs stage prints '<spec>: <figure> not drawn: <why>' and goes on with the others."""
+    outputs stage prints '<spec>: <figure> not drawn: <why>' and goes on with the others.
+    ``stale``: no finished cell of the profile is the figure's, so an old image there shows
+    runs that are not the profile's (the outputs stage removes it, as when a kind draws
+    nothing); otherwise (no saved weights to draw from) the old image is left."""
+
+    def __init__(self, message: str, stale: bool = False):
+        super().__init__(message)
+        self.stale = stale
 
 
 class FigureTooLarge(ValueError):
