@@ -11817,3 +11817,46 @@ def test_the_mechanistic_analysis_of_an_mqar_with_repeated_blocks_is_refused(tmp
             _assert_refused(res, "analysis: mechanistic reads the context as one block", needle)
         else:
             assert res.exit_code == 0, res.output
+
+
+def test_bench_and_sanity_scripts_refuse_bad_input_before_working(tmp_path, capsys):
+    """scripts/bench_b2s6.py, bench_pathfinder.py and listops_sanity.py took any number: `--packs
+    0` was a ZeroDivisionError traceback, `--reps 0` a StatisticsError after the warm-up, a
+    folder at `--out` an IsADirectoryError after measuring, `--impls split --disc zoh` a pydantic
+    traceback; `--n 0` printed `label balance: nan`, `--workers -1` ran one process and said
+    workers=-1; `--seconds 0` (or nan, -1) trained no epoch and ended in load_state_dict(None)'s
+    traceback, `--n-train 0` an IndexError, an empty length window a ValueError. Each is a usage
+    error naming it now, exit 2, before anything is measured or generated."""
+    import importlib.util
+
+    def script(name):
+        spec = importlib.util.spec_from_file_location(f"_script_{name}", ROOT / "scripts" / name)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+
+    cases = {
+        "bench_b2s6.py": [(["--packs", "0"], "--packs: 0 is not in 1.."),
+                          (["--reps", "0"], "--reps: 0 is not in 1.."),
+                          (["--packs", "1", "1"], "--packs: 1 given twice"),
+                          (["--impls", "bogus"], "invalid choice: 'bogus'"),
+                          (["--shape", "lra", "--packs", "256"], "above 268,435,456 (2^28)"),
+                          (["--out", str(tmp_path)], "a folder where a file belongs"),
+                          (["--packs", "1", "--impls", "split", "--disc", "zoh"],
+                           "impl 'split' needs discretization 'euler'")],
+        "bench_pathfinder.py": [(["--n", "0"], "--n: 0 is not in 1.."),
+                                (["--workers", "-1"], "--workers: -1 is not in 1.."),
+                                (["--res", "256", "--n", "100000"], "at most 16,384 images")],
+        "listops_sanity.py": [(["--seconds", s], f"--seconds: {s} is not a time above 0")
+                              for s in ("0", "nan", "-1", "inf")]
+        + [(["--n-train", "0"], "--n-train: 0 is not in 1.."),
+           (["--min-length", "300"], "empty length window: 300 < length < 200")],
+    }
+    for name, inputs in cases.items():
+        mod = script(name)
+        for argv, needle in inputs:
+            with pytest.raises(SystemExit) as exc:
+                mod.main(argv)
+            err = capsys.readouterr().err
+            assert exc.value.code == 2 and needle in err, (name, argv, err)
+    assert list(tmp_path.iterdir()) == []
