@@ -11860,3 +11860,41 @@ def test_bench_and_sanity_scripts_refuse_bad_input_before_working(tmp_path, caps
             err = capsys.readouterr().err
             assert exc.value.code == 2 and needle in err, (name, argv, err)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_bench_scans_refuses_a_shape_option_no_chosen_kernel_reads(tmp_path, capsys):
+    """`bench scans --kernels diag --groups 4 --width 7` timed diag as always and wrote a record
+    whose args said groups 4 and width 7, exit 0 (likewise --heads without ssd, --n with conv
+    alone, --chunk with ssd or without the chunked variant, --ssd-chunk without ssd). Each is a
+    usage error now, before measuring; the committed records' options all pass."""
+    from ssmrepro.bench.scans import KERNEL_VARIANTS, main
+
+    def VARIANTS_OF(args):  # noqa: N802
+        return list(dict.fromkeys(KERNEL_VARIANTS[k][0] for k in args["kernels"]))
+
+    out = tmp_path / "s.json"
+    for argv, needle in [
+        (["--kernels", "diag", "--groups", "4"], "--groups 4: no kernel of --kernels diag"),
+        (["--kernels", "diag", "selective", "--width", "7"], "--width 7: no kernel"),
+        (["--kernels", "diag", "--heads", "2"], "--heads 2: no kernel"),
+        (["--kernels", "conv", "--n", "16"], "--n 16: no kernel of --kernels conv"),
+        (["--kernels", "ssd", "--chunk", "8"], "--chunk 8: no kernel of --kernels ssd"),
+        (["--kernels", "diag", "--variants", "blocked", "--chunk", "8"],
+         "--chunk 8: only the chunked variant reads it"),
+        (["--kernels", "diag", "--ssd-chunk", "8"], "--ssd-chunk 8: no kernel"),
+    ]:
+        with pytest.raises(SystemExit) as exc:
+            main([*argv, "--json", str(out)])
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and needle in err, (argv, err)
+    assert not out.exists()
+    for f in (ROOT / "results" / "bench").glob("*.json"):  # the committed records' options
+        args = json.loads(f.read_text()).get("args") or {}
+        if "kernels" in args:
+            argv = ["--kernels", *args["kernels"], "--n", str(args["n"]), "--groups",
+                    str(args["groups"]), "--width", str(args["width"]), "--heads",
+                    str(args["heads"]), "--variants", *(args["variants"] or VARIANTS_OF(args)),
+                    "--L", "2", "--batch", "1", "--d", str(args["heads"]), "--repeats", "1",
+                    "--warmup", "0", "--no-ref"]  # the shape made tiny: timed in milliseconds
+            assert main(argv) == 0, (f.name, capsys.readouterr().err)
+    capsys.readouterr()
