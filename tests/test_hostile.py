@@ -11898,3 +11898,29 @@ def test_bench_scans_refuses_a_shape_option_no_chosen_kernel_reads(tmp_path, cap
                     "--warmup", "0", "--no-ref"]  # the shape made tiny: timed in milliseconds
             assert main(argv) == 0, (f.name, capsys.readouterr().err)
     capsys.readouterr()
+
+
+def test_list_and_show_tables_lose_no_character_to_a_narrow_console(tmp_path, monkeypatch):
+    """In 80 columns (a terminal, or any pipe or file) `list` printed six different specs as
+    `cooper2026-fig…` and aliases cut the same way; at 20 columns `show`'s run table was empty
+    boxes (no run id, label or status). Ids and run ids are kept whole now, other cells fold onto
+    more lines, and a table that cannot fit is printed as wide as it needs."""
+    from ssmrepro.cli.app import console
+    from ssmrepro.spec import find_spec, spec_paths
+    from ssmrepro.sweep import expand
+
+    ids = [p.stem for p in spec_paths()]  # each spec file is named by its id
+    runs = expand(find_spec("keep-nth"), "smoke")
+    monkeypatch.setattr(console, "_width", 80)
+    res = _invoke("list", "--out", str(tmp_path / "none"))
+    assert res.exit_code == 0 and "…" not in res.output, res.output
+    cells = [ln.split("│")[1].strip() for ln in res.output.splitlines() if ln.startswith("│")]
+    assert set(ids) <= set(cells), sorted(set(ids) - set(cells))
+    for width in (80, 20):
+        monkeypatch.setattr(console, "_width", width)
+        res = _invoke("show", "keep-nth", "--profile", "smoke", "--out", str(tmp_path / "none"))
+        assert res.exit_code == 0 and "…" not in res.output, res.output
+        rows = [ln.split("│") for ln in res.output.splitlines() if ln.startswith("│")]
+        assert [r.run_id for r in runs] == [c[2].strip() for c in rows if c[2].strip()]
+        labels = "".join(c[3].strip() for c in rows)
+        assert labels == "".join(r.label for r in runs), labels
