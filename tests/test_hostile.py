@@ -11924,3 +11924,18 @@ def test_list_and_show_tables_lose_no_character_to_a_narrow_console(tmp_path, mo
         assert [r.run_id for r in runs] == [c[2].strip() for c in rows if c[2].strip()]
         labels = "".join(c[3].strip() for c in rows)
         assert labels == "".join(r.label for r in runs), labels
+
+
+def test_bench_scans_no_ref_names_its_base_not_the_reference(capsys):
+    """`bench scans --no-ref` printed each case's first variant's times under `ref cpu ms` and the
+    speed-ups over it as if over the reference (`--variants fused fused-v1`: fused-v1 is the base,
+    the order of the variant list notwithstanding). The column is `base cpu ms` now and a line
+    names each kernel's base."""
+    from ssmrepro.bench.scans import main
+
+    assert main(["--kernels", "selective", "--variants", "fused", "fused-v1", "--no-ref",
+                 "--L", "8", "--batch", "1", "--d", "2", "--n", "1", "--repeats", "1",
+                 "--warmup", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "ref cpu ms" not in out and "base cpu ms" in out, out
+    assert "each kernel's first variant: selective fused-v1" in out, out

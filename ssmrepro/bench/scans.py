@@ -278,8 +278,15 @@ def main(argv=None) -> int:
     }
     print(f"# {env['cpu']} | torch {env['torch']} | {env['threads']} thread(s) | {args.dtype} | "
           f"fwd+bwd | malloc tuned: {tuned} | CPU-clock ms: median [min-max]")
-    header = (f"{'kernel':<9} {'L':>5}  {'shape':<34} {'variant':<9} {'ref cpu ms':>22} "
+    base_col = "base cpu ms" if args.no_ref else "ref cpu ms"
+    header = (f"{'kernel':<9} {'L':>5}  {'shape':<34} {'variant':<9} {base_col:>22} "
               f"{'fast cpu ms':>22} {'x cpu':>6} {'x wall':>6}")
+    if args.no_ref:  # the column said `ref cpu ms` over another variant's times, and the
+        # speed-ups read as over the reference
+        first = {k: next(v for v in KERNEL_VARIANTS[k] if args.variants is None
+                         or v in args.variants) for k in args.kernels}
+        print("# --no-ref: times and speed-ups over the base, each kernel's first variant: "
+              + ", ".join(f"{k} {v}" for k, v in first.items()))
     print(header)
     print("-" * len(header))
     rows = []
