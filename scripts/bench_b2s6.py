@@ -13,12 +13,18 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
+from pathlib import Path
 
-import torch
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ssmrepro.models.layers import reset_members
-from ssmrepro.models.mixers import build_mixer
+import torch  # noqa: E402
+from pydantic import ValidationError  # noqa: E402
+
+from ssmrepro.bench.timing import MAX_BENCH_ELEMENTS, bounded  # noqa: E402
+from ssmrepro.models.layers import reset_members  # noqa: E402
+from ssmrepro.models.mixers import build_mixer  # noqa: E402
 
 SHAPES = {"bench": dict(d=64, N=16, h=8, L=64, B=32), "lra": dict(d=128, N=64, h=8, L=1024, B=2)}
 
@@ -35,19 +41,43 @@ def contender(shape: dict, E: int, impl: str, disc: str):
     return step
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shape", default="bench", choices=sorted(SHAPES))
-    ap.add_argument("--packs", type=int, nargs="+", default=[1, 4])
-    ap.add_argument("--impls", nargs="+", default=["direct", "fused"])
-    ap.add_argument("--disc", nargs="+", default=["euler", "zoh"])
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--out", default=None)
-    a = ap.parse_args()
-    torch.set_num_threads(1)
+    # bounded, and choices: --packs 0 was a ZeroDivisionError traceback, -1 a negative dimension,
+    # --reps 0 a StatisticsError after the warm-up, an unknown impl a pydantic traceback
+    ap.add_argument("--packs", type=bounded(1, 256), nargs="+", default=[1, 4])
+    ap.add_argument("--impls", nargs="+", default=["direct", "fused"],
+                    choices=["direct", "split", "fused"])
+    ap.add_argument("--disc", nargs="+", default=["euler", "zoh"], choices=["euler", "zoh"])
+    ap.add_argument("--reps", type=bounded(1, 1000), default=5)
+    ap.add_argument("--out", type=Path, default=None)
+    a = ap.parse_args(argv)
+    for name in ("packs", "impls", "disc"):  # a value given twice was timed once, without a word
+        vals = getattr(a, name)
+        twice = sorted({str(v) for v in vals if vals.count(v) > 1})
+        if twice:
+            ap.error(f"--{name}: {', '.join(twice)} given twice")
     shape = SHAPES[a.shape]
-    steps = {(impl, disc, E): contender(shape, E, impl, disc)
-             for disc in a.disc for E in a.packs for impl in a.impls}
+    # the scan's states over the sequence, E*B*L*d*N floats, bounded as `bench scans` bounds its
+    # tensors (--shape lra --packs 256 asked for about 4 * 10^9 floats: the allocator's traceback)
+    states = max(a.packs) * shape["B"] * shape["L"] * shape["d"] * shape["N"]
+    if states > MAX_BENCH_ELEMENTS:
+        ap.error(f"--packs {max(a.packs)} at --shape {a.shape}: the scan's states are {states:,} "
+                 f"floats, above {MAX_BENCH_ELEMENTS:,} (2^28)")
+    if a.out is not None:  # refused before measuring (a folder there was a traceback after it)
+        from ssmrepro.util import prepare_target
+
+        try:
+            prepare_target(a.out)
+        except OSError as err:
+            ap.error(f"--out {a.out}: {err.strerror or err}")
+    torch.set_num_threads(1)
+    try:  # a combination the mixer refuses (--impls split --disc zoh) was a pydantic traceback
+        steps = {(impl, disc, E): contender(shape, E, impl, disc)
+                 for disc in a.disc for E in a.packs for impl in a.impls}
+    except ValidationError as err:
+        ap.error(f"--impls / --disc: {err.errors()[0]['msg']}")
     keys = list(steps)
     for k in keys:  # warm-up
         steps[k]()
@@ -65,12 +95,14 @@ def main() -> None:
                          per_member_s=med / E, times=ts))
         print(f"{a.shape} {disc:5s} {impl:6s} E={E}: median {med:.4f} s [{min(ts):.4f}, "
               f"{max(ts):.4f}]  per member {med / E:.4f} s", flush=True)
-    if a.out:
-        with open(a.out, "w") as f:
-            json.dump(dict(shape=a.shape, dims=shape, threads=1, clock="process_time",
-                           torch=torch.__version__, what="one B2S6 mixer layer, fwd + bwd",
-                           rows=rows), f, indent=1)
+    if a.out is not None:
+        from ssmrepro.util import atomic_write_text
+
+        atomic_write_text(a.out, json.dumps(dict(
+            shape=a.shape, dims=shape, threads=1, clock="process_time", torch=torch.__version__,
+            what="one B2S6 mixer layer, fwd + bwd", rows=rows), indent=1))  # whole or not at all
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

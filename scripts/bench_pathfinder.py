@@ -13,9 +13,16 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import sys
 import time
+from pathlib import Path
 
-from ssmrepro.data.pathfinder import generate_pathfinder
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ssmrepro.bench.timing import bounded  # noqa: E402
+from ssmrepro.data.pathfinder import generate_pathfinder  # noqa: E402
+
+MAX_BYTES = 1 << 30  # of the images, n * res^2 uint8, held at once
 
 
 def _cpu_seconds() -> float:
@@ -24,13 +31,18 @@ def _cpu_seconds() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--res", type=int, default=32, choices=[32, 64, 128, 256])
-    ap.add_argument("--n", type=int, default=3000)
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
+    # bounded: --n 0 printed `label balance: nan` and 0 images/s, --n -5 was a traceback, and
+    # --workers 0 or -1 ran one process while the line said workers=0 / workers=-1
+    ap.add_argument("--n", type=bounded(1, MAX_BYTES // (32 * 32)), default=3000)
+    ap.add_argument("--workers", type=bounded(1, 1024), default=2)
+    ap.add_argument("--seed", type=bounded(0, 2**32 - 1), default=0)
+    args = ap.parse_args(argv)
+    if args.n * args.res**2 > MAX_BYTES:
+        ap.error(f"--n {args.n} at --res {args.res}: {args.n * args.res**2:,} bytes of images, "
+                 f"above {MAX_BYTES:,} (at most {MAX_BYTES // args.res**2:,} images)")
 
     t0, c0 = time.perf_counter(), _cpu_seconds()
     images, labels = generate_pathfinder(args.n, args.res, args.seed, workers=args.workers)
@@ -39,7 +51,8 @@ def main() -> None:
     print(f"wall   {wall:8.2f} s  -> {len(labels) / wall:8.1f} images/s")
     print(f"cpu    {cpu:8.2f} s  -> {len(labels) / cpu:8.1f} images/cpu-s")
     print(f"label balance: {labels.mean():.3f}; load average: {os.getloadavg()[0]:.2f}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

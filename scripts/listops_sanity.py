@@ -12,16 +12,26 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import math
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-import torch
-import torch.nn as nn
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ssmrepro.data import load_lra
-from ssmrepro.data.listops import SPLIT_FILES, VOCAB_SIZE, generate_listops, write_listops_tsv
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+
+from ssmrepro.bench.timing import bounded  # noqa: E402
+from ssmrepro.data import load_lra  # noqa: E402
+from ssmrepro.data.listops import (  # noqa: E402
+    SPLIT_FILES,
+    VOCAB_SIZE,
+    generate_listops,
+    write_listops_tsv,
+)
 
 
 class PoolClassifier(nn.Module):
@@ -48,24 +58,41 @@ def accuracy(model: nn.Module, ds) -> float:
     return float((pred == b["labels"]).mean())
 
 
-def main() -> None:
+def seconds(text: str) -> float:
+    """--seconds: a finite time above 0 and at most a day (0, -1 and nan trained no epoch and
+    ended in load_state_dict(None)'s TypeError traceback; inf never stopped)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
+    if not (math.isfinite(v) and 0 < v <= 86400):
+        raise argparse.ArgumentTypeError(f"{text} is not a time above 0 and at most 86400 s")
+    return v
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n-train", type=int, default=2000)
-    ap.add_argument("--n-eval", type=int, default=500, help="examples in val and in test each")
-    ap.add_argument("--min-length", type=int, default=10)
-    ap.add_argument("--max-length", type=int, default=200)
-    ap.add_argument("--seconds", type=float, default=60.0, help="training time budget")
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
+    # bounded: --n-train 0 or --n-eval 0 was an IndexError traceback (max over an empty batch)
+    ap.add_argument("--n-train", type=bounded(1, 1 << 20), default=2000)
+    ap.add_argument("--n-eval", type=bounded(1, 1 << 20), default=500,
+                    help="examples in val and in test each")
+    ap.add_argument("--min-length", type=bounded(0, 100_000), default=10)
+    ap.add_argument("--max-length", type=bounded(2, 100_000), default=200)
+    ap.add_argument("--seconds", type=seconds, default=60.0, help="training time budget")
+    ap.add_argument("--seed", type=bounded(0, 2**32 - 1), default=0)
+    args = ap.parse_args(argv)
     torch.manual_seed(args.seed)
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         t0 = time.perf_counter()
-        splits = generate_listops(
-            args.n_train, args.n_eval, args.n_eval, args.seed,
-            min_length=args.min_length, max_length=args.max_length,
-        )  # fmt: skip
+        try:  # an empty or too narrow length window was a ValueError traceback
+            splits = generate_listops(
+                args.n_train, args.n_eval, args.n_eval, args.seed,
+                min_length=args.min_length, max_length=args.max_length,
+            )  # fmt: skip
+        except ValueError as err:
+            ap.error(f"--min-length {args.min_length} --max-length {args.max_length}: {err}")
         for split, fname in SPLIT_FILES.items():
             write_listops_tsv(root / "generated" / "listops" / fname, splits[split])
         train, val, test = (load_lra("listops", s, root=root) for s in ("train", "val", "test"))
@@ -95,7 +122,8 @@ def main() -> None:
         acc = accuracy(model, test)
         print(f"trained {epoch} epochs in {time.perf_counter() - t0:.0f} s; best val acc {best_val:.3f}")
         print(f"test accuracy {acc:.3f}  vs  majority-class baseline {baseline:.3f} (class {majority})")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -12999,3 +12999,125 @@ def test_a_fresh_clones_row_of_a_removed_sweep_value_is_no_cell_of_the_profile(t
     summary = (root / "summary-smoke.csv").read_text().splitlines()
     assert len(summary) == 2, summary
     assert len((root / "results-smoke.csv").read_text().splitlines()) == 2
+
+
+def test_bench_and_sanity_scripts_refuse_bad_input_before_working(tmp_path, capsys):
+    """scripts/bench_b2s6.py, bench_pathfinder.py and listops_sanity.py took any number: `--packs
+    0` was a ZeroDivisionError traceback, `--reps 0` a StatisticsError after the warm-up, a
+    folder at `--out` an IsADirectoryError after measuring, `--impls split --disc zoh` a pydantic
+    traceback; `--n 0` printed `label balance: nan`, `--workers -1` ran one process and said
+    workers=-1; `--seconds 0` (or nan, -1) trained no epoch and ended in load_state_dict(None)'s
+    traceback, `--n-train 0` an IndexError, an empty length window a ValueError. Each is a usage
+    error naming it now, exit 2, before anything is measured or generated."""
+    import importlib.util
+
+    def script(name):
+        spec = importlib.util.spec_from_file_location(f"_script_{name}", ROOT / "scripts" / name)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+
+    cases = {
+        "bench_b2s6.py": [(["--packs", "0"], "--packs: 0 is not in 1.."),
+                          (["--reps", "0"], "--reps: 0 is not in 1.."),
+                          (["--packs", "1", "1"], "--packs: 1 given twice"),
+                          (["--impls", "bogus"], "invalid choice: 'bogus'"),
+                          (["--shape", "lra", "--packs", "256"], "above 268,435,456 (2^28)"),
+                          (["--out", str(tmp_path)], "a folder where a file belongs"),
+                          (["--packs", "1", "--impls", "split", "--disc", "zoh"],
+                           "impl 'split' needs discretization 'euler'")],
+        "bench_pathfinder.py": [(["--n", "0"], "--n: 0 is not in 1.."),
+                                (["--workers", "-1"], "--workers: -1 is not in 1.."),
+                                (["--res", "256", "--n", "100000"], "at most 16,384 images")],
+        "listops_sanity.py": [(["--seconds", s], f"--seconds: {s} is not a time above 0")
+                              for s in ("0", "nan", "-1", "inf")]
+        + [(["--n-train", "0"], "--n-train: 0 is not in 1.."),
+           (["--min-length", "300"], "empty length window: 300 < length < 200")],
+    }
+    for name, inputs in cases.items():
+        mod = script(name)
+        for argv, needle in inputs:
+            with pytest.raises(SystemExit) as exc:
+                mod.main(argv)
+            err = capsys.readouterr().err
+            assert exc.value.code == 2 and needle in err, (name, argv, err)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bench_scans_refuses_a_shape_option_no_chosen_kernel_reads(tmp_path, capsys):
+    """`bench scans --kernels diag --groups 4 --width 7` timed diag as always and wrote a record
+    whose args said groups 4 and width 7, exit 0 (likewise --heads without ssd, --n with conv
+    alone, --chunk with ssd or without the chunked variant, --ssd-chunk without ssd). Each is a
+    usage error now, before measuring; the committed records' options all pass."""
+    from ssmrepro.bench.scans import KERNEL_VARIANTS, main
+
+    def VARIANTS_OF(args):  # noqa: N802
+        return list(dict.fromkeys(KERNEL_VARIANTS[k][0] for k in args["kernels"]))
+
+    out = tmp_path / "s.json"
+    for argv, needle in [
+        (["--kernels", "diag", "--groups", "4"], "--groups 4: no kernel of --kernels diag"),
+        (["--kernels", "diag", "selective", "--width", "7"], "--width 7: no kernel"),
+        (["--kernels", "diag", "--heads", "2"], "--heads 2: no kernel"),
+        (["--kernels", "conv", "--n", "16"], "--n 16: no kernel of --kernels conv"),
+        (["--kernels", "ssd", "--chunk", "8"], "--chunk 8: no kernel of --kernels ssd"),
+        (["--kernels", "diag", "--variants", "blocked", "--chunk", "8"],
+         "--chunk 8: only the chunked variant reads it"),
+        (["--kernels", "diag", "--ssd-chunk", "8"], "--ssd-chunk 8: no kernel"),
+    ]:
+        with pytest.raises(SystemExit) as exc:
+            main([*argv, "--json", str(out)])
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and needle in err, (argv, err)
+    assert not out.exists()
+    for f in (ROOT / "results" / "bench").glob("*.json"):  # the committed records' options
+        args = json.loads(f.read_text()).get("args") or {}
+        if "kernels" in args:
+            argv = ["--kernels", *args["kernels"], "--n", str(args["n"]), "--groups",
+                    str(args["groups"]), "--width", str(args["width"]), "--heads",
+                    str(args["heads"]), "--variants", *(args["variants"] or VARIANTS_OF(args)),
+                    "--L", "2", "--batch", "1", "--d", str(args["heads"]), "--repeats", "1",
+                    "--warmup", "0", "--no-ref"]  # the shape made tiny: timed in milliseconds
+            assert main(argv) == 0, (f.name, capsys.readouterr().err)
+    capsys.readouterr()
+
+
+def test_list_and_show_tables_lose_no_character_to_a_narrow_console(tmp_path, monkeypatch):
+    """In 80 columns (a terminal, or any pipe or file) `list` printed six different specs as
+    `cooper2026-fig…` and aliases cut the same way; at 20 columns `show`'s run table was empty
+    boxes (no run id, label or status). Ids and run ids are kept whole now, other cells fold onto
+    more lines, and a table that cannot fit is printed as wide as it needs."""
+    from ssmrepro.cli.app import console
+    from ssmrepro.spec import find_spec, spec_paths
+    from ssmrepro.sweep import expand
+
+    ids = [p.stem for p in spec_paths()]  # each spec file is named by its id
+    runs = expand(find_spec("keep-nth"), "smoke")
+    monkeypatch.setattr(console, "_width", 80)
+    res = _invoke("list", "--out", str(tmp_path / "none"))
+    assert res.exit_code == 0 and "…" not in res.output, res.output
+    cells = [ln.split("│")[1].strip() for ln in res.output.splitlines() if ln.startswith("│")]
+    assert set(ids) <= set(cells), sorted(set(ids) - set(cells))
+    for width in (80, 20):
+        monkeypatch.setattr(console, "_width", width)
+        res = _invoke("show", "keep-nth", "--profile", "smoke", "--out", str(tmp_path / "none"))
+        assert res.exit_code == 0 and "…" not in res.output, res.output
+        rows = [ln.split("│") for ln in res.output.splitlines() if ln.startswith("│")]
+        assert [r.run_id for r in runs] == [c[2].strip() for c in rows if c[2].strip()]
+        labels = "".join(c[3].strip() for c in rows)
+        assert labels == "".join(r.label for r in runs), labels
+
+
+def test_bench_scans_no_ref_names_its_base_not_the_reference(capsys):
+    """`bench scans --no-ref` printed each case's first variant's times under `ref cpu ms` and the
+    speed-ups over it as if over the reference (`--variants fused fused-v1`: fused-v1 is the base,
+    the order of the variant list notwithstanding). The column is `base cpu ms` now and a line
+    names each kernel's base."""
+    from ssmrepro.bench.scans import main
+
+    assert main(["--kernels", "selective", "--variants", "fused", "fused-v1", "--no-ref",
+                 "--L", "8", "--batch", "1", "--d", "2", "--n", "1", "--repeats", "1",
+                 "--warmup", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "ref cpu ms" not in out and "base cpu ms" in out, out
+    assert "each kernel's first variant: selective fused-v1" in out, out

@@ -71,6 +71,11 @@ KERNEL_VARIANTS = {"diag": ("chunked", "blocked"),  # the fast formulations make
 
 
 
+# the shape options each kernel reads (make_case); --d, --batch and --L are read by every one
+READERS = {"n": ("diag", "selective", "ssd"), "groups": ("selective", "conv"), "heads": ("ssd",),
+           "width": ("conv",), "chunk": ("diag", "selective"), "ssd_chunk": ("ssd",)}
+
+
 def conv1d_grouped(x, weight, bias=None, activation=None):
     """One grouped F.conv1d over E·C channels: x (E, Bt, L, C) -> (Bt, E·C, L) copy, conv with
     left padding W-1, copy back to (E, Bt, L, C)."""
@@ -220,6 +225,16 @@ def main(argv=None) -> int:
     p.add_argument("--json", type=Path, default=None, help="write results as JSON here")
     args = p.parse_args(argv)
     refuse_repeats(p, L=args.L, kernels=args.kernels, variants=args.variants)
+    # an option that no kernel timed reads was ignored without a word while the record's args
+    # named it (`--kernels diag --groups 4 --width 7`: diag timed as always, args said G 4, W 7)
+    for opt, readers in READERS.items():
+        value = getattr(args, opt)
+        if value != p.get_default(opt) and not set(readers) & set(args.kernels):
+            p.error(f"--{opt.replace('_', '-')} {value}: no kernel of --kernels "
+                    f"{' '.join(args.kernels)} reads it (it is read by {', '.join(readers)})")
+    if args.chunk is not None and args.variants is not None and "chunked" not in args.variants:
+        p.error(f"--chunk {args.chunk}: only the chunked variant reads it (--variants "
+                f"{' '.join(args.variants)})")
     if args.variants is not None:  # a kernel without any of them was left out without a word
         # (`--kernels diag --variants fused`: an empty table and record, exit 0)
         for k in args.kernels:
@@ -263,8 +278,15 @@ def main(argv=None) -> int:
     }
     print(f"# {env['cpu']} | torch {env['torch']} | {env['threads']} thread(s) | {args.dtype} | "
           f"fwd+bwd | malloc tuned: {tuned} | CPU-clock ms: median [min-max]")
-    header = (f"{'kernel':<9} {'L':>5}  {'shape':<34} {'variant':<9} {'ref cpu ms':>22} "
+    base_col = "base cpu ms" if args.no_ref else "ref cpu ms"
+    header = (f"{'kernel':<9} {'L':>5}  {'shape':<34} {'variant':<9} {base_col:>22} "
               f"{'fast cpu ms':>22} {'x cpu':>6} {'x wall':>6}")
+    if args.no_ref:  # the column said `ref cpu ms` over another variant's times, and the
+        # speed-ups read as over the reference
+        first = {k: next(v for v in KERNEL_VARIANTS[k] if args.variants is None
+                         or v in args.variants) for k in args.kernels}
+        print("# --no-ref: times and speed-ups over the base, each kernel's first variant: "
+              + ", ".join(f"{k} {v}" for k, v in first.items()))
     print(header)
     print("-" * len(header))
     rows = []

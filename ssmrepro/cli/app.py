@@ -164,6 +164,39 @@ console = _Console(emoji=False, soft_wrap=not sys.stdout.isatty())
 err_console = _Console(stderr=True, emoji=False, soft_wrap=not sys.stderr.isatty())
 
 
+MIN_CELL = 6  # the narrowest a table's folding column gets (characters)
+
+
+def print_table(table, whole: tuple[int, ...] = ()) -> None:
+    """Print a rich ``table`` without losing a character to a narrow console: the columns
+    ``whole`` (ids, paths: what a reader copies) keep their longest cell on one line, every other
+    column folds its text onto more lines, at least ``MIN_CELL`` wide; where that does not fit the
+    console's width the table is printed as wide as it needs (the terminal wraps its lines). In
+    80 columns `list` printed six different specs as `cooper2026-fig…`, and at 20 `show`'s run
+    table was empty boxes."""
+    from rich.cells import cell_len
+    from rich.text import Text
+
+    need = 1 + len(table.columns) * 3  # the borders and each column's padding of 1 + 1
+    for i, col in enumerate(table.columns):
+        col.overflow = "fold"
+        texts = [str(col.header), *(str(c) for c in col._cells)]
+        longest = max(cell_len(Text.from_markup(t).plain) for t in texts)
+        if i in whole:
+            col.min_width, col.no_wrap = longest, True
+        else:
+            col.min_width = min(MIN_CELL, longest)
+        need += col.min_width
+    if need <= console.width:
+        console.print(table)
+        return
+    # rich prints no wider than the console: a console of the width needed, on the same stream
+    wide = _Console(file=console.file, width=need, emoji=False, soft_wrap=console.soft_wrap,
+                    force_terminal=console.is_terminal, no_color=console.no_color,
+                    color_system=console.color_system)
+    wide.print(table)
+
+
 def version() -> str:
     """The installed ssmrepro version (package metadata), else the source tree's."""
     from importlib.metadata import PackageNotFoundError

@@ -22,7 +22,7 @@ from rich.table import Table
 from ..data._workers import WorkerDied
 from ..data.sources import generated_dir
 from ..util import data_root, folder_problem
-from .app import command, console, err_console, fail, path_value
+from .app import command, console, err_console, fail, path_value, print_table
 
 app = typer.Typer(
     add_completion=False,
@@ -458,7 +458,7 @@ def info(dir: Path | None = typer.Option(None, "--dir", help=DIR_HELP, metavar="
         where = str(row["path"]) if row["present"] else row["hint"]
         src = row["source"] + ("" if row["default"] else " (opt-in)")
         table.add_row(escape(row["dataset"]), escape(src), mark, escape(where))
-    console.print(table)
+    print_table(table, whole=(0,))
     cache = cache_root(root)
     if cache.is_dir():
         size = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file())

@@ -29,7 +29,16 @@ from ..spec import (
     load_spec,
     spec_paths,
 )
-from .app import RESUME, command, console, err_console, fail, path_value, print_json
+from .app import (
+    RESUME,
+    command,
+    console,
+    err_console,
+    fail,
+    path_value,
+    print_json,
+    print_table,
+)
 
 PROFILE_HELP = ("a profile of the spec: smoke | quick | long | paper, or one of its own (`show` "
                 "lists them; default: the spec's)")
@@ -150,7 +159,7 @@ def list_cmd(
     if as_json:
         print_json(rows)
     else:
-        console.print(t)
+        print_table(t, whole=(0,))
 
 
 def _project_specs() -> list[Path]:
@@ -185,7 +194,7 @@ def list_models() -> None:
         t.add_column("meaning")
         for row in config_rows(entry.Config):
             t.add_row(*(escape(c) for c in row))
-        console.print(t)
+        print_table(t, whole=(0,))
     from ..models.mixers import MIXERS
 
     console.print("\n[bold]Sequence mixers[/] (use inside seq_lm / cooper_hybrid blocks as "
@@ -198,7 +207,7 @@ def list_models() -> None:
             t.add_column(col)
         for row in config_rows(entry.Config):
             t.add_row(*(escape(c) for c in row))
-        console.print(t)
+        print_table(t, whole=(0,))
 
 
 @command()
@@ -254,7 +263,7 @@ def show(
         t.add_row(str(r.index), r.run_id, escape(r.label), escape(coords), str(r.seed),
                   escape("-" if status is None else str(status)),
                   "-" if acc is None else f"{acc:.3f}")
-    console.print(t)
+    print_table(t, whole=(0, 1))
     _store_warnings(store)
     if len(runs) > 200:
         console.print(f"... {len(runs) - 200} more runs")
