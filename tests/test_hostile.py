@@ -12466,10 +12466,9 @@ def test_a_phase_figure_names_its_colour_scale_and_tells_small_values_from_zero(
         assert seen["bar"][0] == label and seen["bar"][1].extend == extend, seen
 
 
-def test_a_lines_hue_without_values_says_so_in_its_legend(tmp_path, monkeypatch):
-    """A `lines` hue whose every cell diverged was a legend entry with nothing drawn, as if its
-    line were hidden behind another; one diverged cell of a hue was a gap without a word."""
-    import math
+def _lines_legend(tmp_path, monkeypatch, cells: dict, cfg: dict) -> list[str]:
+    """The legend texts of a one-panel `lines` figure (x model.d_model, hue label) of ``cells``
+    (a summary's columns; one run expected per cell), drawn with the figure settings ``cfg``."""
     from types import SimpleNamespace
 
     import pandas as pd
@@ -12477,20 +12476,28 @@ def test_a_lines_hue_without_values_says_so_in_its_legend(tmp_path, monkeypatch)
     from ssmrepro.plots import FigureContext, parse_figure
     from ssmrepro.plots import figures as kind
 
-    nan = math.nan
-    cells = pd.DataFrame({"label": ["S6", "S6", "S4D", "S4D", "T", "T"],
-                          "model.d_model": [8, 16] * 3, "n_expected": 1,
-                          "n_ok": [1, 1, 0, 0, 1, 0], "n_diverged": [0, 0, 1, 1, 0, 1],
-                          "complete": True, "test.acc": [0.5, 0.6, nan, nan, 0.7, nan]})
+    cells = pd.DataFrame({"n_expected": 1, "complete": True, **cells})
     spec = SimpleNamespace(id="t", title="t", paper_values=[],
                            aggregate=SimpleNamespace(reduce="mean"))
     ctx = FigureContext(spec, "smoke", cells, ["label", "model.d_model"],
                         lambda stem, ext: tmp_path / ext)
-    seen = []
+    seen: list[str] = []
     monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.extend(
         t.get_text() for t in fig.axes[0].get_legend().get_texts()))
-    cfg = parse_figure({"kind": "lines", "x": "model.d_model", "hue": "label", "facet": None})
-    assert kind.lines(ctx, cfg, tmp_path / "f.png")
+    fig = parse_figure({"kind": "lines", "x": "model.d_model", "hue": "label", "facet": None,
+                        **cfg})
+    assert kind.lines(ctx, fig, tmp_path / "f.png")
+    return seen
+
+
+def test_a_lines_hue_without_values_says_so_in_its_legend(tmp_path, monkeypatch):
+    """A `lines` hue whose every cell diverged was a legend entry with nothing drawn, as if its
+    line were hidden behind another; one diverged cell of a hue was a gap without a word."""
+    nan = math.nan
+    seen = _lines_legend(tmp_path, monkeypatch, {
+        "label": ["S6", "S6", "S4D", "S4D", "T", "T"], "model.d_model": [8, 16] * 3,
+        "n_ok": [1, 1, 0, 0, 1, 0], "n_diverged": [0, 0, 1, 1, 0, 1],
+        "test.acc": [0.5, 0.6, nan, nan, 0.7, nan]}, {})
     assert seen == ["S6", "S4D (no value: not drawn)", "T (1 of 2 cells without a value: gaps)"], \
         seen
 
@@ -12710,26 +12717,9 @@ def test_a_lines_value_of_zero_on_a_log_axis_is_said(tmp_path, monkeypatch):
     """A `logy` lines panel with a cell whose value is 0 (a loss at exactly 0, an accuracy of 0)
     beside positive ones drew the hue without that cell, which a log axis has no place for,
     without a word."""
-    from types import SimpleNamespace
-
-    import pandas as pd
-
-    from ssmrepro.plots import FigureContext, parse_figure
-    from ssmrepro.plots import figures as kind
-
-    cells = pd.DataFrame({"label": ["S6", "S6", "S4D", "S4D"], "model.d_model": [8, 16] * 2,
-                          "n_expected": 1, "n_ok": 1, "n_diverged": 0, "complete": True,
-                          "test.loss": [0.0, 0.5, 0.2, 0.1]})
-    spec = SimpleNamespace(id="t", title="t", paper_values=[],
-                           aggregate=SimpleNamespace(reduce="mean"))
-    ctx = FigureContext(spec, "smoke", cells, ["label", "model.d_model"],
-                        lambda stem, ext: tmp_path / ext)
-    seen = []
-    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.extend(
-        t.get_text() for t in fig.axes[0].get_legend().get_texts()))
-    cfg = parse_figure({"kind": "lines", "metric": "test.loss", "x": "model.d_model",
-                        "hue": "label", "facet": None, "logy": True})
-    assert kind.lines(ctx, cfg, tmp_path / "f.png")
+    seen = _lines_legend(tmp_path, monkeypatch, {
+        "label": ["S6", "S6", "S4D", "S4D"], "model.d_model": [8, 16] * 2, "n_ok": 1,
+        "n_diverged": 0, "test.loss": [0.0, 0.5, 0.2, 0.1]}, {"metric": "test.loss", "logy": True})
     assert seen == ["S6 (1 of 2 cells ≤ 0: off the log axis)", "S4D"], seen
 
 
