@@ -10,28 +10,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import time
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from ssmrepro.bench.timing import bounded
+from ssmrepro.bench.timing import bounded, bounded_float
 from ssmrepro.engine.costs import CostModel
 from ssmrepro.engine.plan import auto_pack_size, by_shape, plan
 from ssmrepro.spec import SpecError, find_spec
 from ssmrepro.sweep import expand
-
-
-def share(text: str) -> float:
-    """--budget: a share of the training time, a number above 0 and at most 1 (NaN passed)."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
-    if not (math.isfinite(v) and 0 < v <= 1):
-        raise argparse.ArgumentTypeError(f"{text} is not a share above 0 and at most 1")
-    return v
 
 
 def main() -> None:
@@ -39,7 +27,7 @@ def main() -> None:
     ap.add_argument("spec")
     ap.add_argument("profile")
     ap.add_argument("cache", type=Path, help="cost cache file (a fresh one re-measures)")
-    ap.add_argument("--budget", type=share, default=0.05,
+    ap.add_argument("--budget", type=bounded_float(0, 1, "a share"), default=0.05,
                     help="share of the shape's training time calibration may spend")
     # bounded: --runs -1 was an IndexError traceback, --T -3 a RuntimeError in the task
     ap.add_argument("--runs", type=bounded(1, 1 << 16), default=None,

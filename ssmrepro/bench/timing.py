@@ -16,6 +16,7 @@ bandwidth (GB/s, bytes read + written by a large copy), the slope of the rooflin
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -123,6 +124,25 @@ def bounded(lo: int, hi: int):
         return v
 
     parse.__name__ = "int"
+    return parse
+
+
+def bounded_float(lo: float, hi: float, what: str):
+    """An argparse ``type``: a finite number above ``lo`` and at most ``hi``, ``what`` naming it
+    in the usage error (NaN passed every comparison, 0 and inf were taken as given)."""
+    import argparse
+
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
+        if not (math.isfinite(v) and lo < v <= hi):
+            raise argparse.ArgumentTypeError(f"{text} is not {what} above {lo:g} and at most "
+                                             f"{hi:g}")
+        return v
+
+    parse.__name__ = "float"
     return parse
 
 
