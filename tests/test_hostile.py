@@ -13137,3 +13137,23 @@ def test_bench_scans_no_ref_names_its_base_not_the_reference(capsys):
     out = capsys.readouterr().out
     assert "ref cpu ms" not in out and "base cpu ms" in out, out
     assert "each kernel's first variant: selective fused-v1" in out, out
+
+
+def test_one_step_run_warming_up_from_zero_is_refused():
+    """A run of one step (`max_steps: 1`, or one epoch of one batch) with a warm-up from
+    warmup_start 0 trains its only step at learning rate 0: it ended 'ok' with its step-0
+    numbers, untrained. Refused, naming the warm-up; a warmup_start above 0, a min_lr, or more
+    steps train."""
+    from pydantic import ValidationError
+
+    from ssmrepro.sweep.config import TrainConfig
+
+    warm = {"kind": "linear", "warmup_steps": 5}
+    for budget in ({"max_steps": 1}, {"epochs": 1, "train_size": 40, "batch_size": 32}):
+        with pytest.raises(ValidationError, match="learning rate 0 .*untrained"):
+            TrainConfig(**budget, schedule=warm)
+    for ok in ({"max_steps": 1, "schedule": {**warm, "warmup_start": 0.1}},
+               {"max_steps": 1, "schedule": {**warm, "min_lr": 1e-4}},
+               {"max_steps": 2, "schedule": warm}, {"max_steps": 0, "schedule": warm},
+               {"max_steps": 1, "schedule": {"kind": "linear"}}):
+        TrainConfig(**ok)
