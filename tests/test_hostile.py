@@ -13181,6 +13181,7 @@ def test_lr_scale_of_a_group_the_model_lacks_is_refused(tmp_path):
     assert "run S4D scales learning-rate group 'delta'," in bad[0] and "groups: A)" in bad[0]
     assert "run T scales learning-rate groups 'delta', 'A'" in bad[1] and "none)" in bad[1]
     path = write_spec(tmp_path, name="t-tf", train=train, seeds=[0], sweep=[{"cases": [tf]}])
-    for args in (("validate", path), ("run", path, "--profile", "smoke", "--out", tmp_path / "o")):
+    for args in (("validate", path), ("run", path, "--profile", "smoke", "--out", tmp_path / "o"),
+                 ("run", path, "--dry-run", "--no-estimate", "--out", tmp_path / "o")):
         _assert_refused(_invoke(*args), "train.lr_scale: run T", "would change nothing")
     assert not (tmp_path / "o").exists()

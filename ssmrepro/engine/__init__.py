@@ -185,6 +185,9 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
 
     store = open_store(spec, out)
     _, unique, pending = _pending(spec, profile, store, max_runs, overrides)
+    bad = lr_scale_problems(pending)  # refused as `run` refuses it
+    if bad:
+        raise SpecError([f"{spec.path or spec.id}: [profile {profile}] {m}" for m in bad])
     with nominal_data() as notes:
         fit, over, untimed, refused = split_by_memory(pending, device, extrapolate_ok=estimate)
         if refused or (untimed and not fit and not over):  # nothing could be priced: refuse,
