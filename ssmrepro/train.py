@@ -195,7 +195,61 @@ def model_problems(runs: list) -> list[str]:
     refuse (counted on the meta device, nothing allocated; one run per shape), and
     'model.init: ...' for an init scheme its model does not fit (``init_problems``): what
     ``ssmrepro validate`` reports, where ``run`` would fail before training."""
-    return memory_problems(runs, "cpu", available=UNBOUNDED) + init_problems(runs)
+    return (memory_problems(runs, "cpu", available=UNBOUNDED) + init_problems(runs)
+            + lr_scale_problems(runs))
+
+
+def lr_scale_problems(runs: list) -> list[str]:
+    """'train.lr_scale: run L ...' for the runs whose ``train.lr_scale`` names a learning-rate
+    group that no trained parameter of their model belongs to (``models.layers.lr_group``: a
+    Transformer has no Δ or Λ, an S4D core no Δ, an S6 with ``discretize: false`` neither):
+    the scale changed nothing, every parameter trained at the plain lr under another run id.
+    Checked on the meta device once per model and task (nothing allocated)."""
+    import json
+
+    from .models import build_model
+    from .sweep.config import lean
+    from .tasks import DataUnavailable
+
+    def key_of(r):
+        if not r.train.lr_scale:
+            return None
+        try:
+            info = build_task(r.task).info
+        except DataUnavailable:  # no data here: nothing to check the model against
+            return None
+        return json.dumps(lean(r.model), sort_keys=True), repr(info)
+
+    def tagged(p) -> bool:  # in a group, with at least one entry (columns (0, 0): none)
+        cols = getattr(p, "_lr_group_cols", None)
+        return (p.requires_grad and getattr(p, "_lr_group", None) is not None
+                and (cols is None or cols[1] > cols[0]))
+
+    groups: dict = {}
+    out = []
+    for r, key in zip(runs, per_point(runs, key_of)):
+        if key is None:
+            continue
+        if key not in groups:
+            try:
+                with torch.device("meta"):
+                    model = build_model(r.model, build_task(r.task).info, 1)
+            except ValueError:  # a model its blocks refuse (``memory_problems`` reports it)
+                groups[key] = None
+                continue
+            groups[key] = {p._lr_group for p in model.parameters() if tagged(p)}
+        have = groups[key]
+        missing = [g for g in r.train.lr_scale if have is not None and g not in have]
+        if missing:
+            label = f" {r.label}" if r.label else ""
+            model = getattr(r.model, "name", type(r.model).__name__)
+            s = "s" if len(missing) > 1 else ""
+            out.append(f"train.lr_scale: run{label} scales learning-rate group{s} "
+                       f"{', '.join(repr(g) for g in missing)}, but its model ({model}) has no "
+                       f"parameter in {'them' if s else 'it'} (its groups: "
+                       f"{', '.join(sorted(have)) or 'none'}): the scale would change nothing; "
+                       f"leave {'them' if s else 'it'} out of this run's lr_scale")
+    return out
 
 
 def init_problems(runs: list) -> list[str]:

@@ -13127,3 +13127,51 @@ def test_bench_scans_no_ref_names_its_base_not_the_reference(capsys):
     out = capsys.readouterr().out
     assert "ref cpu ms" not in out and "base cpu ms" in out, out
     assert "each kernel's first variant: selective fused-v1" in out, out
+
+
+def test_one_step_run_warming_up_from_zero_is_refused():
+    """A run of one step (`max_steps: 1`, or one epoch of one batch) with a warm-up from
+    warmup_start 0 trains its only step at learning rate 0: it ended 'ok' with its step-0
+    numbers, untrained. Refused, naming the warm-up; a warmup_start above 0, a min_lr, or more
+    steps train."""
+    from pydantic import ValidationError
+
+    from ssmrepro.sweep.config import TrainConfig
+
+    warm = {"kind": "linear", "warmup_steps": 5}
+    for budget in ({"max_steps": 1}, {"epochs": 1, "train_size": 40, "batch_size": 32}):
+        with pytest.raises(ValidationError, match="learning rate 0 .*untrained"):
+            TrainConfig(**budget, schedule=warm)
+    for ok in ({"max_steps": 1, "schedule": {**warm, "warmup_start": 0.1}},
+               {"max_steps": 1, "schedule": {**warm, "min_lr": 1e-4}},
+               {"max_steps": 2, "schedule": warm}, {"max_steps": 0, "schedule": warm},
+               {"max_steps": 1, "schedule": {"kind": "linear"}}):
+        TrainConfig(**ok)
+
+
+def test_lr_scale_of_a_group_the_model_lacks_is_refused(tmp_path):
+    """`train.lr_scale: {delta: 0.1}` on a Transformer (no Δ, no Λ) or a plain S4D core (Λ, no Δ):
+    no parameter is in the group, so the scale changed nothing and the run trained at the plain
+    lr under another run id, `validate` ok. `validate` and `run` refuse it, exit 2, naming the
+    group and the model's groups; an S6 model (both groups) passes."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import lr_scale_problems
+
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 8,
+             "test_size": 8, "eval_every": 2, "eval_batch_size": 8,
+             "lr_scale": {"delta": 0.1, "A": 0.5}}
+    tf = {"label": "T", "set": {"model": {"name": "transformer_lm", "d_model": 8, "heads": 2}}}
+    cases = [{"label": "S6", "set": {"model.mixer": "s6"}},
+             {"label": "S4D", "set": {"model.mixer": "s4d"}}, tf]
+    runs = expand(load_spec(write_spec(tmp_path, train=train, seeds=[0],
+                                       sweep=[{"cases": cases}])), "smoke")
+    bad = lr_scale_problems(runs)
+    assert len(bad) == 2, bad
+    assert "run S4D scales learning-rate group 'delta'," in bad[0] and "groups: A)" in bad[0]
+    assert "run T scales learning-rate groups 'delta', 'A'" in bad[1] and "none)" in bad[1]
+    path = write_spec(tmp_path, name="t-tf", train=train, seeds=[0], sweep=[{"cases": [tf]}])
+    for args in (("validate", path), ("run", path, "--profile", "smoke", "--out", tmp_path / "o"),
+                 ("run", path, "--dry-run", "--no-estimate", "--out", tmp_path / "o")):
+        _assert_refused(_invoke(*args), "train.lr_scale: run T", "would change nothing")
+    assert not (tmp_path / "o").exists()

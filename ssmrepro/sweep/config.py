@@ -231,6 +231,17 @@ class TrainConfig(_Strict):
             raise ValueError(f"train_size={self.train_size} is smaller than batch_size")
         if self.total_steps > MAX_STEPS:
             raise ValueError(f"{self.total_steps:,} steps exceed the limit of {MAX_STEPS:,}")
+        s = self.schedule
+        if self.total_steps == 1 and s.warmup_steps and s.warmup_start == 0 and not s.min_lr:
+            # a warm-up from 0 gives step 0 the learning rate 0, and a one-step run has no other
+            # step: no parameter moved, and the run ended 'ok' with the untrained model's numbers
+            how = "max_steps 1" if self.max_steps is not None else (
+                f"epochs {self.epochs} of {self.steps_per_epoch} step")
+            raise ValueError(f"a run of one step ({how}) with schedule.warmup_steps "
+                             f"{s.warmup_steps} from warmup_start 0 trains at learning rate 0 "
+                             "(the warm-up's first step): no parameter would move and the run "
+                             "would end 'ok', untrained; give more steps, a warmup_start above "
+                             "0, or no warm-up")
         ev, tr = self.eval_samples, self.train_samples
         if ev > max(EVAL_FLOOR, EVAL_RATIO * tr):
             raise ValueError(
