@@ -13137,3 +13137,50 @@ def test_bench_scans_no_ref_names_its_base_not_the_reference(capsys):
     out = capsys.readouterr().out
     assert "ref cpu ms" not in out and "base cpu ms" in out, out
     assert "each kernel's first variant: selective fused-v1" in out, out
+
+
+def test_coords_text_tells_apart_swept_keys_that_end_in_one_name(tmp_path):
+    """`show` named each swept value by the last part of its key: `model.d_state` and
+    `model.blocks.x.d_state` both read `d_state` (`d_state=4, d_state=8`: which is which?).
+    Now by the shortest last parts that tell the keys apart; a key alone keeps its short name."""
+    import dataclasses
+
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.sweep.config import short_keys
+
+    run = expand(load_spec(_one_run_spec(tmp_path)), "smoke")[0]
+    two = dataclasses.replace(run, coords={"model.d_state": 4, "model.blocks.x.d_state": 8,
+                                           "train.lr": 0.01})
+    assert two.coords_text() == "model.d_state=4, x.d_state=8, lr=0.01"
+    assert two.coords_text(drop=("train.lr",)) == "model.d_state=4, x.d_state=8"
+    assert short_keys(["d_state", "model.d_state", "a.b.c", "x.b.c", "seed"]) == {
+        "d_state": "d_state", "model.d_state": "model.d_state", "a.b.c": "a.b.c",
+        "x.b.c": "x.b.c", "seed": "seed"}
+
+
+def test_failure_and_parameter_count_lines_name_a_run_by_its_typed_values(tmp_path, capsys):
+    """The engine's line for members of a pack that failed on their own, and the warning about a
+    cell's disagreeing parameter counts, named an unlabelled run by the spec's raw text: the
+    quoted `" 2"` of an integer field as `n= 2` (the run has n = 2), where `show` says `n=2`."""
+    import pandas as pd
+
+    from ssmrepro.engine.local import WorkSettings, _without
+    from ssmrepro.plots.outputs import _params_disagree
+    from ssmrepro.report.columns import N_PARAMS, RUN_ID
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.util import MemberError
+
+    spec = _one_run_spec(tmp_path, sweep=[{"grid": {"task.n": [" 2", 3]}}], seeds=[0, 1])
+    runs = expand(load_spec(spec), "smoke")
+    assert {r.label for r in runs} == {""}, [r.label for r in runs]
+    pack = [r for r in runs if r.seed == 0]
+    err = MemberError("bad", members=(0, 1), reasons={0: "first", 1: "second"})
+    res = _without(pack, err, WorkSettings("cpu", "torch"), None, None, None)
+    assert "n=2 seed 0: " in res.message and "n= 2" not in res.message, res.message
+    two = [r for r in runs if r.typed_coords()["task.n"] == 2]
+    table = pd.DataFrame({RUN_ID: [r.run_id for r in two], N_PARAMS: [100, 101]})
+    _params_disagree(table, {r.run_id: r for r in runs})
+    warned = capsys.readouterr().err
+    assert "of the cell n=2, which" in warned and "n= 2" not in warned, warned
