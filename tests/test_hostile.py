@@ -13184,3 +13184,43 @@ def test_failure_and_parameter_count_lines_name_a_run_by_its_typed_values(tmp_pa
     _params_disagree(table, {r.run_id: r for r in runs})
     warned = capsys.readouterr().err
     assert "of the cell n=2, which" in warned and "n= 2" not in warned, warned
+
+
+def test_listops_sanity_scores_an_evaluation_set_in_bounded_batches(tmp_path, monkeypatch):
+    """scripts/listops_sanity.py scored the whole validation and test set in one batch: with
+    `--n-eval` up to 2^20 and `--max-length` up to 100,000 that is n x length x 64 floats at once
+    (far beyond any memory). Now in batches of at most EVAL_TOKENS padded tokens, same accuracy."""
+    import importlib.util
+
+    import numpy as np
+    import torch
+
+    from ssmrepro.data import load_lra
+    from ssmrepro.data.listops import SPLIT_FILES, VOCAB_SIZE, generate_listops, write_listops_tsv
+
+    spec = importlib.util.spec_from_file_location("_script_sanity", ROOT / "scripts" / "listops_sanity.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    splits = generate_listops(1, 200, 1, seed=3, min_length=3, max_length=60)
+    for split, fname in SPLIT_FILES.items():
+        write_listops_tsv(tmp_path / "generated" / "listops" / fname, splits[split])
+    val = load_lra("listops", "val", root=tmp_path)
+    torch.manual_seed(0)
+    model = mod.PoolClassifier(VOCAB_SIZE)
+    with torch.no_grad():
+        b = val.batch(np.arange(len(val)))
+        whole = float((model(torch.from_numpy(b["x"]), torch.from_numpy(b["lengths"]))
+                       .argmax(-1).numpy() == b["labels"]).mean())
+    shapes = []
+    real_forward = mod.PoolClassifier.forward
+
+    def forward(self, x, lengths):
+        shapes.append(tuple(x.shape))
+        return real_forward(self, x, lengths)
+
+    monkeypatch.setattr(mod.PoolClassifier, "forward", forward)
+    monkeypatch.setattr(mod, "EVAL_TOKENS", 500)
+    assert mod.accuracy(model, val) == pytest.approx(whole)
+    assert len(shapes) > 5 and sum(n for n, _ in shapes) == len(val), shapes
+    assert all(n * length <= 500 for n, length in shapes), shapes
+    assert [len(i) for i in mod.eval_batches(np.array([900, 5, 5]), 100)] == [2, 1]  # alone
