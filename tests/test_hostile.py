@@ -13224,3 +13224,27 @@ def test_listops_sanity_scores_an_evaluation_set_in_bounded_batches(tmp_path, mo
     assert len(shapes) > 5 and sum(n for n, _ in shapes) == len(val), shapes
     assert all(n * length <= 500 for n, length in shapes), shapes
     assert [len(i) for i in mod.eval_batches(np.array([900, 5, 5]), 100)] == [2, 1]  # alone
+
+
+def test_listops_draws_only_the_trees_it_keeps_of_its_last_chunk(monkeypatch):
+    """`data generate listops --n 20 --min-length 1990 --max-length 2000` drew a whole chunk of
+    256 trees in the window (~7000 tries each: minutes) to keep 20. In-process a chunk is now
+    drawn only as far as its trees are used (16 s there); the data are those of the whole chunk
+    (its first trees), so every setting's data stay the same."""
+    import random
+
+    from ssmrepro.data import listops
+
+    kw = dict(min_length=600, max_length=700, max_depth=10, max_args=10, op_prob=0.25)
+    calls = []
+    real = listops.sample_tree
+    monkeypatch.setattr(listops, "sample_tree", lambda *a, **k: calls.append(1) or real(*a, **k))
+    full = listops._generate_chunk(0, seed=5, n_accept=64, **kw)
+    whole = len(calls)
+    calls.clear()
+    got = listops.generate_listops(2, 1, 1, seed=5, chunk_size=64, **kw)
+    assert len(calls) < whole / 4, (len(calls), whole)
+    pool = list(dict(full).items())[:4]  # the first 4 distinct trees, in order
+    random.Random(listops._chunk_seed(5, -1)).shuffle(pool)
+    assert [t for s in ("train", "val", "test") for t in got[s].tokens] == [t for t, _ in pool]
+    assert [int(v) for s in ("train", "val", "test") for v in got[s].labels] == [v for _, v in pool]
