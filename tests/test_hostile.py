@@ -13248,3 +13248,6 @@ def test_listops_draws_only_the_trees_it_keeps_of_its_last_chunk(monkeypatch):
     random.Random(listops._chunk_seed(5, -1)).shuffle(pool)
     assert [t for s in ("train", "val", "test") for t in got[s].tokens] == [t for t, _ in pool]
     assert [int(v) for s in ("train", "val", "test") for v in got[s].labels] == [v for _, v in pool]
+    monkeypatch.setattr(listops, "iter_chunks", None)  # one chunk's worth: no worker processes
+    again = listops.generate_listops(2, 1, 1, seed=5, chunk_size=64, workers=2, **kw)
+    assert all(again[s].tokens == got[s].tokens for s in got)

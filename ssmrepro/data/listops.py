@@ -330,8 +330,10 @@ def generate_listops(
     # short where the pool is full (a chunk's first k trees are those of any longer draw, so
     # the data are the same); all chunk_size trees of the first chunk were drawn for --n 20, in
     # a narrow long window (1990 < length < 2000: minutes, ~7000 tries per tree kept)
+    # (up to one chunk's worth of examples: in-process, where worker processes each drew a
+    # whole chunk ahead, that much more in vain)
     lazy = functools.partial(_chunk_trees, **fn.keywords)
-    with (closing(iter_chunks(fn, workers)) if workers > 1
+    with (closing(iter_chunks(fn, workers)) if workers > 1 and total > chunk_size
           else nullcontext(map(lazy, itertools.count()))) as chunks:
         for chunk in chunks:
             before = len(pool)
