@@ -13251,3 +13251,21 @@ def test_listops_draws_only_the_trees_it_keeps_of_its_last_chunk(monkeypatch):
     monkeypatch.setattr(listops, "iter_chunks", None)  # one chunk's worth: no worker processes
     again = listops.generate_listops(2, 1, 1, seed=5, chunk_size=64, workers=2, **kw)
     assert all(again[s].tokens == got[s].tokens for s in got)
+
+
+def test_a_dry_runs_untimed_line_of_an_unlabelled_run_has_no_empty_name(tmp_path, monkeypatch):
+    """The dry run's line for runs whose memory shrank between its split and their timing read
+    `run : no batch fits ...` for an unlabelled run (the empty label), where the planner's other
+    lines say `run (...)`; a labelled run keeps its label."""
+    import ssmrepro.engine as engine
+    from ssmrepro.spec import load_spec
+
+    for label, want in (("S6", "run S6: no batch fits"), ("", "run: no batch fits")):
+        (tmp_path / (label or "none")).mkdir()
+        spec = load_spec(_one_run_spec(tmp_path / (label or "none"), sweep=[
+            {"cases": [{"label": label, "set": {"model.mixer": "s6"}}]}] if label else []))
+        monkeypatch.setattr(engine, "split_by_memory",
+                            lambda runs, device, extrapolate_ok: ([], [list(runs)], [], []))
+        monkeypatch.setattr(engine, "extrapolate", lambda *a, **k: None)
+        d = engine.dry_run(spec, "smoke", out=tmp_path / "out" / (label or "none"))
+        assert len(d.untimed) == 1 and d.untimed[0].startswith(want), d.untimed
