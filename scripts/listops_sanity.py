@@ -49,13 +49,37 @@ class PoolClassifier(nn.Module):
         return self.mlp(torch.cat([mean, mx, root], -1))  # (B, 10)
 
 
+EVAL_TOKENS = 1 << 18  # padded tokens per scoring batch (x 64 floats: 64 MiB of embeddings)
+
+
+def eval_batches(lengths: np.ndarray, tokens: int | None = None) -> list[np.ndarray]:
+    """Indices of ``lengths`` (sorted by length) in batches of at most ``tokens`` (default
+    ``EVAL_TOKENS``) padded tokens each (one example alone where it is longer)."""
+    tokens = EVAL_TOKENS if tokens is None else tokens
+    order = np.argsort(lengths, kind="stable")
+    out, start = [], 0
+    for end in range(1, len(order) + 1):
+        if end - start > 1 and (end - start) * int(lengths[order[end - 1]]) > tokens:
+            out.append(order[start:end - 1])
+            start = end - 1
+    if start < len(order):
+        out.append(order[start:])
+    return out
+
+
 def accuracy(model: nn.Module, ds) -> float:
+    """Accuracy over ``ds`` scored in batches of a bounded size: the whole set in one batch
+    (--n-eval up to 2^20 examples, padded to the longest of --max-length up to 100,000 tokens)
+    took n x length x 64 floats at once, far beyond any memory."""
     model.eval()
+    right = 0
     with torch.no_grad():
-        b = ds.batch(np.arange(len(ds)))
-        pred = model(torch.from_numpy(b["x"]), torch.from_numpy(b["lengths"])).argmax(-1).numpy()
+        for idx in eval_batches(np.asarray(ds.lengths)):
+            b = ds.batch(idx)
+            logits = model(torch.from_numpy(b["x"]), torch.from_numpy(b["lengths"]))
+            right += int((logits.argmax(-1).numpy() == b["labels"]).sum())
     model.train()
-    return float((pred == b["labels"]).mean())
+    return right / len(ds)
 
 
 def seconds(text: str) -> float:

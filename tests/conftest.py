@@ -57,3 +57,14 @@ def smoke_data_root(tmp_path_factory) -> Path:
 
 
 PYTHON = sys.executable
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    """Close the figures a test left open: tests that replace ``save_png`` (which closes the figure
+    it writes) kept every figure they drew, and a run of the figure tests passed matplotlib's
+    20 open figures ("More than 20 figures have been opened", a RuntimeWarning)."""
+    yield
+    plt = sys.modules.get("matplotlib.pyplot")  # (never imports matplotlib for a test that did not)
+    if plt is not None:
+        plt.close("all")

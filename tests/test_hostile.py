@@ -13175,3 +13175,135 @@ def test_lr_scale_of_a_group_the_model_lacks_is_refused(tmp_path):
                  ("run", path, "--dry-run", "--no-estimate", "--out", tmp_path / "o")):
         _assert_refused(_invoke(*args), "train.lr_scale: run T", "would change nothing")
     assert not (tmp_path / "o").exists()
+
+
+def test_coords_text_tells_apart_swept_keys_that_end_in_one_name(tmp_path):
+    """`show` named each swept value by the last part of its key: `model.d_state` and
+    `model.blocks.x.d_state` both read `d_state` (`d_state=4, d_state=8`: which is which?).
+    Now by the shortest last parts that tell the keys apart; a key alone keeps its short name."""
+    import dataclasses
+
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.sweep.config import short_keys
+
+    run = expand(load_spec(_one_run_spec(tmp_path)), "smoke")[0]
+    two = dataclasses.replace(run, coords={"model.d_state": 4, "model.blocks.x.d_state": 8,
+                                           "train.lr": 0.01})
+    assert two.coords_text() == "model.d_state=4, x.d_state=8, lr=0.01"
+    assert two.coords_text(drop=("train.lr",)) == "model.d_state=4, x.d_state=8"
+    assert short_keys(["d_state", "model.d_state", "a.b.c", "x.b.c", "seed"]) == {
+        "d_state": "d_state", "model.d_state": "model.d_state", "a.b.c": "a.b.c",
+        "x.b.c": "x.b.c", "seed": "seed"}
+
+
+def test_failure_and_parameter_count_lines_name_a_run_by_its_typed_values(tmp_path, capsys):
+    """The engine's line for members of a pack that failed on their own, and the warning about a
+    cell's disagreeing parameter counts, named an unlabelled run by the spec's raw text: the
+    quoted `" 2"` of an integer field as `n= 2` (the run has n = 2), where `show` says `n=2`."""
+    import pandas as pd
+
+    from ssmrepro.engine.local import WorkSettings, _without
+    from ssmrepro.plots.outputs import _params_disagree
+    from ssmrepro.report.columns import N_PARAMS, RUN_ID
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.util import MemberError
+
+    spec = _one_run_spec(tmp_path, sweep=[{"grid": {"task.n": [" 2", 3]}}], seeds=[0, 1])
+    runs = expand(load_spec(spec), "smoke")
+    assert {r.label for r in runs} == {""}, [r.label for r in runs]
+    pack = [r for r in runs if r.seed == 0]
+    err = MemberError("bad", members=(0, 1), reasons={0: "first", 1: "second"})
+    res = _without(pack, err, WorkSettings("cpu", "torch"), None, None, None)
+    assert "n=2 seed 0: " in res.message and "n= 2" not in res.message, res.message
+    two = [r for r in runs if r.typed_coords()["task.n"] == 2]
+    table = pd.DataFrame({RUN_ID: [r.run_id for r in two], N_PARAMS: [100, 101]})
+    _params_disagree(table, {r.run_id: r for r in runs})
+    warned = capsys.readouterr().err
+    assert "of the cell n=2, which" in warned and "n= 2" not in warned, warned
+
+
+def test_listops_sanity_scores_an_evaluation_set_in_bounded_batches(tmp_path, monkeypatch):
+    """scripts/listops_sanity.py scored the whole validation and test set in one batch: with
+    `--n-eval` up to 2^20 and `--max-length` up to 100,000 that is n x length x 64 floats at once
+    (far beyond any memory). Now in batches of at most EVAL_TOKENS padded tokens, same accuracy."""
+    import importlib.util
+
+    import numpy as np
+    import torch
+
+    from ssmrepro.data import load_lra
+    from ssmrepro.data.listops import SPLIT_FILES, VOCAB_SIZE, generate_listops, write_listops_tsv
+
+    spec = importlib.util.spec_from_file_location("_script_sanity", ROOT / "scripts" / "listops_sanity.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    splits = generate_listops(1, 200, 1, seed=3, min_length=3, max_length=60)
+    for split, fname in SPLIT_FILES.items():
+        write_listops_tsv(tmp_path / "generated" / "listops" / fname, splits[split])
+    val = load_lra("listops", "val", root=tmp_path)
+    torch.manual_seed(0)
+    model = mod.PoolClassifier(VOCAB_SIZE)
+    with torch.no_grad():
+        b = val.batch(np.arange(len(val)))
+        whole = float((model(torch.from_numpy(b["x"]), torch.from_numpy(b["lengths"]))
+                       .argmax(-1).numpy() == b["labels"]).mean())
+    shapes = []
+    real_forward = mod.PoolClassifier.forward
+
+    def forward(self, x, lengths):
+        shapes.append(tuple(x.shape))
+        return real_forward(self, x, lengths)
+
+    monkeypatch.setattr(mod.PoolClassifier, "forward", forward)
+    monkeypatch.setattr(mod, "EVAL_TOKENS", 500)
+    assert mod.accuracy(model, val) == pytest.approx(whole)
+    assert len(shapes) > 5 and sum(n for n, _ in shapes) == len(val), shapes
+    assert all(n * length <= 500 for n, length in shapes), shapes
+    assert [len(i) for i in mod.eval_batches(np.array([900, 5, 5]), 100)] == [2, 1]  # alone
+
+
+def test_listops_draws_only_the_trees_it_keeps_of_its_last_chunk(monkeypatch):
+    """`data generate listops --n 20 --min-length 1990 --max-length 2000` drew a whole chunk of
+    256 trees in the window (~7000 tries each: minutes) to keep 20. In-process a chunk is now
+    drawn only as far as its trees are used (16 s there); the data are those of the whole chunk
+    (its first trees), so every setting's data stay the same."""
+    import random
+
+    from ssmrepro.data import listops
+
+    kw = dict(min_length=600, max_length=700, max_depth=10, max_args=10, op_prob=0.25)
+    calls = []
+    real = listops.sample_tree
+    monkeypatch.setattr(listops, "sample_tree", lambda *a, **k: calls.append(1) or real(*a, **k))
+    full = listops._generate_chunk(0, seed=5, n_accept=64, **kw)
+    whole = len(calls)
+    calls.clear()
+    got = listops.generate_listops(2, 1, 1, seed=5, chunk_size=64, **kw)
+    assert len(calls) < whole / 4, (len(calls), whole)
+    pool = list(dict(full).items())[:4]  # the first 4 distinct trees, in order
+    random.Random(listops._chunk_seed(5, -1)).shuffle(pool)
+    assert [t for s in ("train", "val", "test") for t in got[s].tokens] == [t for t, _ in pool]
+    assert [int(v) for s in ("train", "val", "test") for v in got[s].labels] == [v for _, v in pool]
+    monkeypatch.setattr(listops, "iter_chunks", None)  # one chunk's worth: no worker processes
+    again = listops.generate_listops(2, 1, 1, seed=5, chunk_size=64, workers=2, **kw)
+    assert all(again[s].tokens == got[s].tokens for s in got)
+
+
+def test_a_dry_runs_untimed_line_of_an_unlabelled_run_has_no_empty_name(tmp_path, monkeypatch):
+    """The dry run's line for runs whose memory shrank between its split and their timing read
+    `run : no batch fits ...` for an unlabelled run (the empty label), where the planner's other
+    lines say `run (...)`; a labelled run keeps its label."""
+    import ssmrepro.engine as engine
+    from ssmrepro.spec import load_spec
+
+    for label, want in (("S6", "run S6: no batch fits"), ("", "run: no batch fits")):
+        (tmp_path / (label or "none")).mkdir()
+        spec = load_spec(_one_run_spec(tmp_path / (label or "none"), sweep=[
+            {"cases": [{"label": label, "set": {"model.mixer": "s6"}}]}] if label else []))
+        monkeypatch.setattr(engine, "split_by_memory",
+                            lambda runs, device, extrapolate_ok: ([], [list(runs)], [], []))
+        monkeypatch.setattr(engine, "extrapolate", lambda *a, **k: None)
+        d = engine.dry_run(spec, "smoke", out=tmp_path / "out" / (label or "none"))
+        assert len(d.untimed) == 1 and d.untimed[0].startswith(want), d.untimed

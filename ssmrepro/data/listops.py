@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import random
-from collections.abc import Callable, Iterable, Sequence
-from contextlib import closing
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import closing, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -214,7 +215,7 @@ def _chunk_seed(seed: int, chunk: int) -> int:
     return int.from_bytes(h[:8], "little")
 
 
-def _generate_chunk(
+def _chunk_trees(
     chunk: int,
     *,
     seed: int,
@@ -224,11 +225,13 @@ def _generate_chunk(
     max_depth: int,
     max_args: int,
     op_prob: float,
-) -> list[tuple[bytes, int]]:
+) -> Iterator[tuple[bytes, int]]:
+    """Chunk ``chunk``'s accepted trees one by one, as they are drawn (``_generate_chunk`` is
+    their list): a consumer that needs only the first few stops drawing there."""
     rng = random.Random(_chunk_seed(seed, chunk))
-    out: list[tuple[bytes, int]] = []
+    accepted = 0
     tries = 0
-    while len(out) < n_accept:
+    while accepted < n_accept:
         tries += 1
         if tries > 2000 * n_accept + 100_000:
             raise WindowTooNarrow(
@@ -240,8 +243,12 @@ def _generate_chunk(
             continue
         toks, value = res
         if min_length < len(toks) < max_length:
-            out.append((bytes(toks), value))
-    return out
+            accepted += 1
+            yield bytes(toks), value
+
+
+def _generate_chunk(chunk: int, **kw) -> list[tuple[bytes, int]]:
+    return list(_chunk_trees(chunk, **kw))
 
 
 @dataclass
@@ -319,7 +326,15 @@ def generate_listops(
     seen: set[bytes] = set()
     pool: list[tuple[bytes, int]] = []
     stale = 0
-    with closing(iter_chunks(fn, workers)) as chunks:
+    # in-process, a chunk is drawn only as far as its trees are used: the last chunk stopped
+    # short where the pool is full (a chunk's first k trees are those of any longer draw, so
+    # the data are the same); all chunk_size trees of the first chunk were drawn for --n 20, in
+    # a narrow long window (1990 < length < 2000: minutes, ~7000 tries per tree kept)
+    # (up to one chunk's worth of examples: in-process, where worker processes each drew a
+    # whole chunk ahead, that much more in vain)
+    lazy = functools.partial(_chunk_trees, **fn.keywords)
+    with (closing(iter_chunks(fn, workers)) if workers > 1 and total > chunk_size
+          else nullcontext(map(lazy, itertools.count()))) as chunks:
         for chunk in chunks:
             before = len(pool)
             for toks, value in chunk:

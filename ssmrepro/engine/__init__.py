@@ -207,7 +207,8 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
                 release_memory()  # what calibration or the last shape held, before measuring
                 o = extrapolate(rs, device, available_memory(device), threads=costs.threads)
                 if o is None:  # the free memory shrank since the split
-                    untimed.append((rs, f"run {rs[0].label}: no batch fits the memory now "
+                    label = f" {rs[0].label}" if rs[0].label else ""  # ('run : no batch')
+                    untimed.append((rs, f"run{label}: no batch fits the memory now "
                                         "available: not timed, left out of the estimate"))
                     continue
                 oversized.append(o)

@@ -191,7 +191,7 @@ def _without(runs: list, err: MemberError, ws: WorkSettings, progress, heartbeat
             weights.append(w)
 
     def name(r) -> str:
-        where = r.label or " ".join(f"{k}={v}" for k, v in r.coords.items())
+        where = r.label or r.coords_text()  # typed: ' 2' of a quoted integer as 2
         return f"{where + ' ' if where else ''}seed {r.seed}"
 
     if not others and len({err.reason(e) for e in bad}) == 1:  # one reason for the whole pack

@@ -1391,9 +1391,10 @@ def _params_disagree(table: pd.DataFrame, by_id: dict) -> None:
     for rid, n in zip(table[RUN_ID].astype(str), pd.to_numeric(table[N_PARAMS], errors="coerce")):
         r = by_id.get(rid)
         if r is not None and not pd.isna(n):
-            coords = {k: v for k, v in r.coords.items() if k != SEED}
+            coords = {k: v for k, v in r.typed_coords().items() if k != SEED}
             key = (str(r.label), *sorted((k, repr(norm(v))) for k, v in coords.items()))
-            names[key] = ", ".join([str(r.label)] + [f"{k}={v}" for k, v in coords.items()])
+            # the typed values (the spec's quoted ' 2' was printed 'n= 2')
+            names[key] = ", ".join(filter(None, [str(r.label), r.coords_text(drop=(SEED,))]))
             counts.setdefault(key, set()).add(int(n))
     for key, ns in counts.items():
         if len(ns) > 1:

@@ -338,6 +338,25 @@ MEMBER_FIELDS = frozenset(
 CODE_VERSION = 3  # bump when a change alters what a run computes (incl. a changed default)
 
 
+def short_keys(keys: list[str]) -> dict[str, str]:
+    """Each dotted key by its shortest last parts that no other key of ``keys`` ends in:
+    ``model.d_model`` -> ``d_model``, but ``model.d_state`` and ``model.blocks.x.d_state`` ->
+    ``model.d_state`` and ``x.d_state`` (both were printed ``d_state``, two values of one name).
+
+    >>> short_keys(["model.d_state", "model.blocks.x.d_state", "train.lr"])
+    {'model.d_state': 'model.d_state', 'model.blocks.x.d_state': 'x.d_state', 'train.lr': 'lr'}
+    """
+    out = {}
+    for k in keys:
+        parts = k.split(".")
+        for n in range(1, len(parts) + 1):
+            tail = ".".join(parts[-n:])
+            if not any(o != k and (o == tail or o.endswith("." + tail)) for o in keys):
+                break
+        out[k] = tail
+    return out
+
+
 @dataclass
 class RunConfig:
     run_id: str
@@ -367,11 +386,13 @@ class RunConfig:
         flat = self.flat()
         return {k: flat.get(k, v) for k, v in self.coords.items()}
 
-    def coords_text(self, sep: str = ", ") -> str:
-        """``d_model=32, mixer=s6, lr=0.01``: the swept values (``typed_coords``) by the last
-        part of their key, each as the spec means it (``spec_text``)."""
-        return sep.join(f"{k.split('.')[-1]}={spec_text(v)}"
-                        for k, v in self.typed_coords().items())
+    def coords_text(self, sep: str = ", ", drop: tuple[str, ...] = ()) -> str:
+        """``d_model=32, mixer=s6, lr=0.01``: the swept values (``typed_coords``, but the keys in
+        ``drop``) by the shortest last parts of their keys that tell them apart
+        (``short_keys``), each as the spec means it (``spec_text``)."""
+        coords = {k: v for k, v in self.typed_coords().items() if k not in drop}
+        names = short_keys(list(coords))
+        return sep.join(f"{names[k]}={spec_text(v)}" for k, v in coords.items())
 
     def identity(self) -> dict[str, Any]:
         """The config without fields at their defaults: what a run id hashes (see :func:`lean`)."""
