@@ -12,7 +12,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import tempfile
 import time
@@ -24,7 +23,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
-from ssmrepro.bench.timing import bounded  # noqa: E402
+from ssmrepro.bench.timing import bounded, bounded_float  # noqa: E402
 from ssmrepro.data import load_lra  # noqa: E402
 from ssmrepro.data.listops import (  # noqa: E402
     SPLIT_FILES,
@@ -82,18 +81,6 @@ def accuracy(model: nn.Module, ds) -> float:
     return right / len(ds)
 
 
-def seconds(text: str) -> float:
-    """--seconds: a finite time above 0 and at most a day (0, -1 and nan trained no epoch and
-    ended in load_state_dict(None)'s TypeError traceback; inf never stopped)."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
-    if not (math.isfinite(v) and 0 < v <= 86400):
-        raise argparse.ArgumentTypeError(f"{text} is not a time above 0 and at most 86400 s")
-    return v
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     # bounded: --n-train 0 or --n-eval 0 was an IndexError traceback (max over an empty batch)
@@ -102,7 +89,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="examples in val and in test each")
     ap.add_argument("--min-length", type=bounded(0, 100_000), default=10)
     ap.add_argument("--max-length", type=bounded(2, 100_000), default=200)
-    ap.add_argument("--seconds", type=seconds, default=60.0, help="training time budget")
+    # a finite time above 0 and at most a day (0, -1 and nan trained no epoch and ended in
+    # load_state_dict(None)'s TypeError traceback; inf never stopped)
+    ap.add_argument("--seconds", type=bounded_float(0, 86400, "a time"), default=60.0,
+                    help="training time budget")
     ap.add_argument("--seed", type=bounded(0, 2**32 - 1), default=0)
     args = ap.parse_args(argv)
     torch.manual_seed(args.seed)
