@@ -13137,3 +13137,36 @@ def test_bench_scans_no_ref_names_its_base_not_the_reference(capsys):
     out = capsys.readouterr().out
     assert "ref cpu ms" not in out and "base cpu ms" in out, out
     assert "each kernel's first variant: selective fused-v1" in out, out
+
+
+def test_a_tolerance_as_wide_as_an_analysis_metrics_range_is_refused(tmp_path):
+    """A monotone, spread or collapse claim (or a paper value) on an analysis share
+    (gkq.diag_hit, in [0, 1]) with ``tol: 1`` admitted any value, as a tolerance of 1 on an
+    accuracy does, but only the accuracy was refused; a correlation ([-1, 1]) at ``tol: 2``
+    too. A tolerance narrower than the range is taken."""
+    raw = yaml.safe_load((ROOT / "experiments/koren2026/koren2026-fig2.yaml").read_text())
+    raw.update(id="t-fig2", alias=None)
+    spec = tmp_path / "t-fig2.yaml"
+    for claim, pvs, needle in (
+            ({"check": "monotone", "along": "model.d_model", "tol": 1.0}, [],
+             "claims.6.tol: 1 for gkq.diag_hit admits any value (a fraction lies in [0, 1]"),
+            ({"check": "spread", "group_by": ["label"], "tol": 1.5}, [],
+             "claims.6.tol: 1.5 for gkq.diag_hit admits any value"),
+            ({"check": "collapse", "by": "model.d_model", "tol": 1.0}, [],
+             "claims.6.tol: 1 for gkq.diag_hit admits any value"),
+            ({"check": "monotone", "along": "model.d_model", "tol": 2.0,
+              "metric": "hidden.corr"}, [],
+             "claims.6.tol: 2 for hidden.corr admits any value (a correlation lies in [-1, 1])"),
+            (None, [{"where": {"label": "trained"}, "metric": "gkq.diag_hit", "value": 0.5,
+                     "tol": 0.5}], "paper_values.0.tol: 0.5 ± 0.5 covers every value of a "
+             "fraction [0, 1]"),
+            ({"check": "monotone", "along": "model.d_model", "tol": 0.5}, [], None)):
+        extra = [] if claim is None else [{"text": "x", "metric": "gkq.diag_hit", **claim}]
+        spec.write_text(yaml.safe_dump({**raw, "claims": raw["claims"] + extra,
+                                        "paper_values": pvs}, sort_keys=False,
+                                       allow_unicode=True))
+        res = _invoke("validate", spec)
+        if needle is None:
+            assert res.exit_code == 0, res.output
+        else:
+            _assert_refused(res, needle)

@@ -370,10 +370,12 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             errors.append(f"{path}: paper_values.{i}.value: {pv.value:g} for {pv.metric}, a "
                           "negative spread (a standard deviation is never below 0)")
         errors += _any_accuracy(path, f"paper_values.{i}.tol", pv.metric, pv.tol, spread)
-        if is_accuracy(spread.get(pv.metric, pv.metric)) and pv.tol < 1 and \
-                pv.value - pv.tol <= 0 and pv.value + pv.tol >= 1:  # 0.5 ± 0.5
+        rng = _bounded_range(pv.metric, spread)
+        if rng and pv.tol < rng[1] - rng[0] and \
+                pv.value - pv.tol <= rng[0] and pv.value + pv.tol >= rng[1]:  # 0.5 ± 0.5
+            what = "accuracy" if rng[2] == "accuracies" else f"value of {rng[2]}"
             errors.append(f"{path}: paper_values.{i}.tol: {pv.value:g} ± {pv.tol:g} covers every "
-                          f"accuracy [0, 1]: any {pv.metric} would match")
+                          f"{what} [{rng[0]:g}, {rng[1]:g}]: any {pv.metric} would match")
     if not errors and spec.analytic is None and runs:
         # `run`, `plot` and `verify` check these too (only `validate` did, and a spec it refused
         # trained and compared the paper's one number with the mean of several cells)
@@ -679,16 +681,34 @@ def _collisions_in(where: str, cfg: FigureConfig, sub: pd.DataFrame, pos: list[s
     return []
 
 
+def _bounded_range(metric: str, spread: dict[str, str] | None = None
+                   ) -> tuple[float, float, str] | None:
+    """(lowest, highest, what) of the values of ``metric`` where both ends are finite: an
+    accuracy's [0, 1], or an analysis metric's (a share such as ``gkq.diag_hit``, a
+    correlation); a percentile column (``spread``) as its metric's; None otherwise."""
+    base = (spread or {}).get(metric, metric)
+    if is_accuracy(base):
+        return 0.0, 1.0, "accuracies"
+    rng = analysis_range(base)
+    return rng if rng and np.isfinite(rng[0]) and np.isfinite(rng[1]) else None
+
+
 def _any_accuracy(path: str, key: str, metric: str, tol: float,
                   spread: dict[str, str] | None = None) -> list[str]:
-    """A tolerance of 1 or more on an accuracy (or a percentile column of one, ``spread``),
-    which lies in [0, 1], admits every value: a paper value 'matched' and a monotone, spread or
-    collapse claim PASSed whatever was measured (a percentage point count, e.g. 5, read as a
-    fraction)."""
-    if is_accuracy((spread or {}).get(metric, metric)) and tol >= 1:
+    """A tolerance as wide as the range of an accuracy ([0, 1]; a percentile column of one,
+    ``spread``) or of an analysis metric of a finite range (a share, [0, 1]; a correlation,
+    [-1, 1]) admits every value: a paper value 'matched' and a monotone, spread or collapse
+    claim PASSed whatever was measured (a percentage point count, e.g. 5, read as a fraction;
+    ``tol: 1`` on ``gkq.diag_hit`` was not refused)."""
+    rng = _bounded_range(metric, spread)
+    if rng is None or tol < rng[1] - rng[0]:
+        return []
+    if rng[2] == "accuracies":
         return [f"{path}: {key}: {tol:g} for {metric} admits any accuracy (accuracies lie in "
                 "[0, 1]; a percentage? accuracies are fractions)"]
-    return []
+    hint = "; a percentage? shares are fractions" if rng[:2] == (0.0, 1.0) else ""
+    return [f"{path}: {key}: {tol:g} for {metric} admits any value ({rng[2]} lies in "
+            f"[{rng[0]:g}, {rng[1]:g}]{hint})"]
 
 
 _STD = "std"  # the range of a standard deviation column: never below 0
