@@ -13170,3 +13170,18 @@ def test_a_tolerance_as_wide_as_an_analysis_metrics_range_is_refused(tmp_path):
             assert res.exit_code == 0, res.output
         else:
             _assert_refused(res, needle)
+
+
+def test_a_reused_or_named_spec_file_that_is_not_there_is_named_as_missing(tmp_path):
+    """A `reuse:` spec file moved or deleted (`reuse: [sub/t30.yaml]`), or `show x.yaml` of no
+    file, said "unknown experiment 'sub/t30.yaml'", as for a mistyped id: the message names the
+    file that is not there (exit 2 as before)."""
+    spec = write_spec(tmp_path, reuse=["sub/t30.yaml"])
+    _assert_refused(_invoke("validate", spec), "reuse.0: no spec file "
+                    f"{tmp_path / 'sub' / 't30.yaml'} (no such file: moved or deleted?)")
+    res = _invoke("show", tmp_path / "gone.yml")
+    _assert_refused(res, f"no spec file {tmp_path / 'gone.yml'} (no such file")
+    assert "unknown experiment" not in res.output
+    _assert_refused(_invoke("show", "huang2025-tab1.yaml"), "no spec file huang2025-tab1.yaml",
+                    "Did you mean: huang2025-tab1")
+    _assert_refused(_invoke("show", "no-such-spec"), "unknown experiment 'no-such-spec'")
