@@ -13185,3 +13185,34 @@ def test_a_reused_or_named_spec_file_that_is_not_there_is_named_as_missing(tmp_p
     _assert_refused(_invoke("show", "huang2025-tab1.yaml"), "no spec file huang2025-tab1.yaml",
                     "Did you mean: huang2025-tab1")
     _assert_refused(_invoke("show", "no-such-spec"), "unknown experiment 'no-such-spec'")
+
+
+def test_a_heatmap_panel_by_case_mapped_by_paper_panels_shows_the_mapped_paper_value(
+        tmp_path, monkeypatch):
+    """`col: case:1` with `paper_panels: {v (LN): v}` (no `cells_from_paper`): the trained cell
+    of panel 'v (LN)' looked its paper value up under a `case:1` key that no `where` on the
+    label reads, and showed none; it shows panel v's. A `where` on another case label
+    (`case:0: A`) is found for a figure too, as the report's `select` finds it."""
+    import matplotlib.axes
+    from test_checks import Run
+    from test_outputs import _ctx, _draw
+
+    from ssmrepro.spec import PaperValue
+
+    runs = [Run(f"A / {c}", {"model.d": 8, "task.T": 10}) for c in ("v", "v (LN)")]
+    ctx = _ctx(tmp_path, runs, [0.1, 0.9])
+    texts = []
+    monkeypatch.setattr(matplotlib.axes.Axes, "text",
+                        lambda self, x, y, s, **kw: texts.append(s))
+    raw = {"kind": "heatmaps", "col": "case:1", "x": "task.T", "y": "model.d",
+           "paper_panels": {"v (LN)": "v"}}
+    for where in ({"label": "A / v", "model.d": 8}, {"label": "v", "task.T": 10},
+                  {"case:0": "A", "case:1": "v"}, {"model.d": 8, "case:1": "v"}):
+        ctx.spec.paper_values = [PaperValue(where=where, value=0.5)]
+        ctx._paper_lookup = None
+        texts.clear()
+        assert _draw(ctx, raw, tmp_path / "h.png")
+        assert texts == ["0.10 (0.50)", "0.90 (0.50)"], (where, texts)
+    texts.clear()
+    assert _draw(ctx, {**raw, "paper_panels": {}}, tmp_path / "h.png")
+    assert texts == ["0.10 (0.50)", "0.90"], texts  # unmapped: v (LN) has no paper value

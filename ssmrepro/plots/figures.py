@@ -24,7 +24,7 @@ from pydantic import Field, model_validator  # noqa: E402
 
 from .. import expr  # noqa: E402
 from ..report.analysis import DECAY  # noqa: E402
-from ..report.cells import column, is_case_ref, value_matches  # noqa: E402
+from ..report.cells import column, is_case_ref, value_matches, with_case_label  # noqa: E402
 from ..report.columns import DECAY_X, LABEL, N_DIVERGED, N_PARAMS  # noqa: E402
 from ..util import DrawnText, norm  # noqa: E402
 from .registry import (  # noqa: E402
@@ -310,7 +310,8 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
                     grid[i, j] = r[metric]
                     ours = _annotation(r[metric])
                     if pv is None:
-                        pv = ctx.paper_value({**r.to_dict(), cfg.col: paper_panel}, metric)
+                        pv = ctx.paper_value(with_case_label(r.to_dict(), cfg.col,
+                                                             paper_panel), metric)
                 text = ours + (f" ({_annotation(pv)})" if pv is not None else "")
                 v = grid[i, j]
                 ax.text(j, i, text, ha="center", va="center", fontsize=7,
