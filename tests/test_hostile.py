@@ -13216,3 +13216,26 @@ def test_a_heatmap_panel_by_case_mapped_by_paper_panels_shows_the_mapped_paper_v
     texts.clear()
     assert _draw(ctx, {**raw, "paper_panels": {}}, tmp_path / "h.png")
     assert texts == ["0.10 (0.50)", "0.90"], texts  # unmapped: v (LN) has no paper value
+
+
+def test_a_paper_value_not_measured_in_a_profile_is_not_counted_as_a_cell_not_run():
+    """A paper value on `long.acc` in a profile whose runs have no evaluation set `long` (only
+    another profile's do): it is missing there, as designed, but the tally said '1 cells not
+    run in this profile' of a cell the report shows trained. It names the reason; a cell not
+    run is still counted as one."""
+    from types import SimpleNamespace
+
+    from test_checks import grid, rows_for
+
+    from ssmrepro.report import aggregate, cell_keys, paper_value_tally, verify
+
+    runs = grid(["S6", "S4D"], [8])
+    cells = aggregate(rows_for(runs, [0.9, 0.5]), runs, "mean", ["test.acc"])
+    pv = [SimpleNamespace(where={"label": lab}, metric=m, value=0.5, tol=0.05)
+          for lab, m in (("S4D", "long.acc"), ("S6", "test.acc"), ("T", "test.acc"))]
+    got = [v for v in verify(SimpleNamespace(claims=[], paper_values=pv, claim="c"), cells,
+                             cell_keys(runs), eval_sets=set()) if v.kind == "paper_value"]
+    assert [v.verdict for v in got] == ["missing", "differs", "missing"]
+    assert paper_value_tally(got) == (
+        "0 of 1 compared within tolerance; 1 not compared: no evaluation set 'long' in this "
+        "profile; 1 cells not run in this profile")
