@@ -13239,3 +13239,33 @@ def test_a_paper_value_not_measured_in_a_profile_is_not_counted_as_a_cell_not_ru
     assert paper_value_tally(got) == (
         "0 of 1 compared within tolerance; 1 not compared: no evaluation set 'long' in this "
         "profile; 1 cells not run in this profile")
+
+
+def test_a_fresh_clones_analysis_table_loses_the_rows_of_runs_it_does_not_use(tmp_path):
+    """A fresh clone (no runs/) whose spec was edited (train.lr): `plot` dropped results.csv
+    and curves.csv on disk and reported '0 of 1 runs finished', but output_variance-smoke.csv
+    (as mechanistic.csv, histograms.csv) kept the old run's row on disk, where `export` and a
+    reader take it for the spec's; a row of a seed the profile has not is dropped there too.
+    The rows it uses stay as written."""
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    spec = _one_run_spec(tmp_path, save_weights=True, analysis=["output_variance"], train=train,
+                         task={"name": "mqar", "vocab": 16, "L": 8, "kappa": 2})
+    args = ["--out", tmp_path / "out", "--profile", "smoke"]
+    assert _invoke("run", spec, *args, "--no-calibrate", "--workers", "1").exit_code == 0
+    root = tmp_path / "out/tests/t-spec"
+    shutil.rmtree(root / "runs")  # a fresh clone: the committed tables only
+    table = root / "output_variance-smoke.csv"
+    text = table.read_text()
+    head, row = text.splitlines()
+    seed = head.split(",").index("seed")
+    seed9 = ",".join("9" if i == seed else c for i, c in enumerate(row.split(",")))
+    table.write_text(text + seed9 + "\n")
+    res = _invoke("plot", spec, *args)
+    assert res.exit_code == 0 and "seed=9; the row is not used" in " ".join(res.output.split())
+    assert table.read_text() == text  # the row used, as written; the unplanned one dropped
+    raw = yaml.safe_load(spec.read_text())
+    spec.write_text(yaml.safe_dump({**raw, "train": {**train, "lr": 0.02}}, sort_keys=False))
+    res = _invoke("plot", spec, *args)
+    assert res.exit_code == 0 and "0 of 1 runs finished" in " ".join(res.output.split())
+    assert not table.exists() and not (root / "results-smoke.csv").exists()

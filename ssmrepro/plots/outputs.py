@@ -1139,6 +1139,16 @@ def _write_back(path: Path, table: pd.DataFrame, text: Callable[[pd.DataFrame], 
         path.unlink()
 
 
+def _committed_dropped(committed: pd.DataFrame, n_kept: int) -> bool:
+    """Whether rows of an analysis table read from disk (``committed``) are not used: fewer
+    than all of them were kept (``n_kept``; ``planned_rows``, ``with_committed``: runs trained
+    before the spec was edited, a cell removed). ``_write_back`` then drops them on disk too, as
+    from results.csv and curves.csv (they stayed in mechanistic.csv or histograms.csv, read by
+    `export` and anyone opening it, beside a report of '0 of 2 runs finished'). A table the
+    report cannot read (no label column) is not one it dropped rows of, and is left."""
+    return LABEL in committed and n_kept < len(committed)
+
+
 def _without_other_data(df: pd.DataFrame, store) -> pd.DataFrame:
     """``df`` without the rows of runs whose records were trained on other data than there is
     now (``Store.stale_data``: a text corpus replaced): a committed row of such a run is the old
@@ -1714,6 +1724,7 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
         hist = histogram_table(list(recs.values()), run_keys)
         hpath = out("histograms", "csv")
         computed = not hist.empty
+        dropped = False  # committed rows of runs not finished under the spec as it is
         cols, short = short_cells(hist, run_keys, finished,  # cells short of a record
                                   {rid for rid, _ in recs})
         if hpath.exists() and (hist.empty or len(recs) < len(runs)):  # the committed cells
@@ -1723,14 +1734,15 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
             stand = short & set(cell_identities(committed, run_keys))
             if stand:
                 hist = hist[[k not in stand for k in cell_identities(hist, run_keys)]]
+            n_own = len(hist)
             hist = with_committed(hist, committed, run_keys, finished)
+            dropped = _committed_dropped(committed, len(hist) - n_own)
             short -= stand
         for key in sorted(short, key=str):
             print(f"warning: {hpath.name}: the cell {', '.join(f'{c}={v}' for c, v in zip(cols, key))}"
                   " is measured from the records of only some of its finished runs (the others' "
                   "records are not here)", file=sys.stderr)
-        if computed:
-            atomic_write_text(hpath, hist.to_csv(index=False))
+        _write_back(hpath, hist, lambda t: t.to_csv(index=False), computed, dropped)
         # a selection's cell is measured from its kept candidate alone (the histograms of
         # every learning rate were summed into it: decay.split 0.085 for the kept run's 0.154)
         tables[DECAY] = _of_chosen(hist, cells, run_keys, chosen)
@@ -1740,16 +1752,16 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
         # from the saved weights; the committed table when there are none (a fresh checkout)
         table = weights_table(name, runs, store, run_keys)
         tpath = out(name, "csv")
+        computed, dropped = not table.empty, False
         if len(table) < len(runs) and tpath.exists():  # runs without weights: committed rows
-            committed, dropped = planned_rows(read_weights_table(tpath, name), runs, run_keys)
-            for why in dropped:
+            read = read_weights_table(tpath, name)
+            committed, unplanned = planned_rows(read, runs, run_keys)
+            for why in unplanned:
                 print(f"warning: {tpath.name}: {why}; the row is not used", file=sys.stderr)
-            computed, table = not table.empty, with_committed(table, committed, run_keys,
-                                                              finished)
-        else:
-            computed = not table.empty
-        if computed:
-            atomic_write_text(tpath, table.to_csv(index=False))
+            n_own = len(table)
+            table = with_committed(table, committed, run_keys, finished)
+            dropped = _committed_dropped(read, len(table) - n_own)
+        _write_back(tpath, table, lambda t: t.to_csv(index=False), computed, dropped)
         tables[name] = _of_chosen(table, cells, run_keys, chosen)
         metrics = WEIGHT_ANALYSES[name][1]
         cells = add_metrics(cells, cell_means(table, metrics), list(metrics),
