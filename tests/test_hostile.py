@@ -13269,3 +13269,27 @@ def test_a_fresh_clones_analysis_table_loses_the_rows_of_runs_it_does_not_use(tm
     res = _invoke("plot", spec, *args)
     assert res.exit_code == 0 and "0 of 1 runs finished" in " ".join(res.output.split())
     assert not table.exists() and not (root / "results-smoke.csv").exists()
+
+
+def test_a_curves_panel_by_case_mapped_by_paper_panels_draws_the_mapped_paper_line(tmp_path):
+    """A `curves` figure with `col: case:1` and `paper_panels: {v (LN): v}`: the mapping was
+    applied to a `case:1` column the curve table does not have, and a `where` naming a case
+    label (`case:0: A`) was never drawn, so the mapped panel drew no paper line; it draws panel
+    v's. Unmapped, panel 'v (LN)' has none."""
+    import pandas as pd
+    from test_checks import Run
+    from test_outputs import _ctx
+
+    from ssmrepro.plots import parse_figure
+    from ssmrepro.plots.curves import _paper_lines
+    from ssmrepro.spec import PaperValue
+
+    ctx = _ctx(tmp_path, [Run(f"A / {c}", {"task.T": 10}) for c in ("v", "v (LN)")], [0.1, 0.9])
+    raw = {"kind": "curves", "series": "val.acc", "col": "case:1",
+           "paper_as": {"test.acc": "val.acc"}, "paper_panels": {"v (LN)": "v"}}
+    sub = pd.DataFrame({"label": ["A / v (LN)"], "task.T": [10]})
+    for where in ({"label": "A / v", "task.T": 10}, {"label": "v"},
+                  {"case:0": "A", "case:1": "v"}):
+        ctx.spec.paper_values = [PaperValue(where=where, value=0.7)]
+        assert _paper_lines(ctx, parse_figure(raw), sub) == [("val.acc", 0.7)], where
+        assert _paper_lines(ctx, parse_figure({**raw, "paper_panels": {}}), sub) == []
