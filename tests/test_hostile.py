@@ -13293,3 +13293,22 @@ def test_a_curves_panel_by_case_mapped_by_paper_panels_draws_the_mapped_paper_li
         ctx.spec.paper_values = [PaperValue(where=where, value=0.7)]
         assert _paper_lines(ctx, parse_figure(raw), sub) == [("val.acc", 0.7)], where
         assert _paper_lines(ctx, parse_figure({**raw, "paper_panels": {}}), sub) == []
+
+
+def test_a_paper_panels_target_that_names_no_panel_is_refused(tmp_path):
+    """`paper_panels: {S4D: S66}` (the panel whose paper values S4D's shows, misspelt): the
+    panel showed no paper value, without a word, though a misspelt key was refused. A target
+    that a run or a paper value names is taken (a panel of the paper's that no profile runs)."""
+    pv = [{"where": {"label": "Mamba"}, "value": 0.5}]
+    for kind, target, pvs, refused in (("heatmaps", "S66", [], True), ("curves", "S66", [], True),
+                                       ("heatmaps", "S6", [], False),
+                                       ("curves", "Mamba", pv, False)):
+        fig = {"kind": kind, "col": "label", "paper_panels": {"S4D": target}, **(
+            {"metric": "test.acc", "x": "task.T", "y": "model.d_model"} if kind == "heatmaps"
+            else {"series": "val.acc"})}
+        res = _invoke("validate", write_spec(tmp_path, figures=[fig], paper_values=pvs))
+        if refused:
+            _assert_refused(res, f"figures.0.paper_panels.S4D: {target!r} is no label of any "
+                            "run or paper value")
+        else:
+            assert res.exit_code == 0, res.output

@@ -77,6 +77,7 @@ from ..store import (
 from ..sweep import RunConfig, expand, overrides_tag, per_point
 from ..util import atomic_write_text, folder_lock
 from .curves import CURVES, CurvesConfig
+from .figures import _in_panel
 from .registry import FIGURE_KINDS, FigureConfig, FigureContext, NotDrawn, parse_figure
 
 
@@ -953,6 +954,16 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
             if not index.positions({col: want}):
                 errors.append(f"{path}: {key}.{field}: {want!r} is no {col} of any run of any "
                               "profile; check the spelling")
+        col = getattr(cfg, "col", None)
+        for panel, target in getattr(cfg, "paper_panels", {}).items():
+            # the panel whose paper values a panel shows: a misspelt one (Mamba+PEE) showed
+            # none, without a word (only the panels mapped were checked)
+            if not col or not has_column(rows, col) or index.positions({col: target}) or any(
+                    _in_panel(pv.where, col, target) for pv in spec.paper_values):
+                continue
+            errors.append(f"{path}: {key}.paper_panels.{panel}: {target!r} is no {col} of any "
+                          "run or paper value, so the panel would show no paper value; check "
+                          "the spelling")
 
     def evaluated(key: str, cfg: Any) -> None:
         """A claim whose cells, in one profile, are of runs with and without the evaluation set
