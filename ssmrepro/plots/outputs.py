@@ -293,12 +293,19 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             errors += _ordering_always_holds(path, key, cfg)
         if needs == {cfg.metric} and cfg.check in ("monotone", "spread", "collapse"):
             errors += _any_accuracy(path, f"{key}.tol", cfg.metric, cfg.tol, spread)
-        if needs == {cfg.metric} and isinstance(cfg, CollapseConfig) and cfg.min_range > 1 and \
-                is_accuracy((spread or {}).get(cfg.metric, cfg.metric)):  # it FAILed always
-            errors.append(f"{path}: {key}.min_range: {cfg.min_range:g} for {cfg.metric}: "
-                          "accuracies lie in [0, 1], so their group means never span more than "
-                          "1 and the claim could never PASS (a percentage? accuracies are "
-                          "fractions)")
+        rng = _bounded_range(cfg.metric, spread) if needs == {cfg.metric} and \
+            isinstance(cfg, CollapseConfig) else None
+        if rng and cfg.min_range > rng[1] - rng[0]:  # it FAILed always (an analysis share's too)
+            if rng[2] == "accuracies":
+                errors.append(f"{path}: {key}.min_range: {cfg.min_range:g} for {cfg.metric}: "
+                              "accuracies lie in [0, 1], so their group means never span more "
+                              "than 1 and the claim could never PASS (a percentage? accuracies "
+                              "are fractions)")
+            else:
+                errors.append(f"{path}: {key}.min_range: {cfg.min_range:g} for {cfg.metric}: "
+                              f"{rng[2]} lies in [{rng[0]:g}, {rng[1]:g}], so group means never "
+                              f"span more than {rng[1] - rng[0]:g} and the claim could never "
+                              "PASS")
     if runs and not errors:  # every column exists: check what the cells hold
         errors += _cell_problems(spec, checked, runs)
     sel = spec.aggregate.select
