@@ -13143,8 +13143,9 @@ def test_a_tolerance_as_wide_as_an_analysis_metrics_range_is_refused(tmp_path):
     """A monotone, spread or collapse claim (or a paper value) on an analysis share
     (gkq.diag_hit, in [0, 1]) with ``tol: 1`` admitted any value, as a tolerance of 1 on an
     accuracy does, but only the accuracy was refused; a correlation ([-1, 1]) at ``tol: 2``
-    too; and a collapse ``min_range`` wider than the share's range never PASSed. A tolerance
-    narrower than the range is taken."""
+    too; and a collapse ``min_range`` wider than the share's range never PASSed, as a claim
+    ``hidden.corr > 1`` (or ``>= -1``, which never fails). A tolerance narrower than the range
+    is taken."""
     raw = yaml.safe_load((ROOT / "experiments/koren2026/koren2026-fig2.yaml").read_text())
     raw.update(id="t-fig2", alias=None)
     spec = tmp_path / "t-fig2.yaml"
@@ -13164,6 +13165,11 @@ def test_a_tolerance_as_wide_as_an_analysis_metrics_range_is_refused(tmp_path):
             ({"check": "collapse", "by": "model.d_model", "tol": 0.1, "min_range": 1.5}, [],
              "claims.6.min_range: 1.5 for gkq.diag_hit: a fraction lies in [0, 1], so group "
              "means never span more than 1"),
+            ({"metric": "hidden.corr", "op": ">", "value": 1.0}, [],
+             "claims.6.value: hidden.corr > 1 never holds (a correlation lies in [-1, 1]"),
+            ({"metric": "hidden.corr", "op": ">=", "value": -1.0}, [],
+             "claims.6.value: hidden.corr >= -1 holds for every run (a correlation lies in "
+             "[-1, 1]): the claim cannot fail"),
             ({"check": "monotone", "along": "model.d_model", "tol": 0.5}, [], None)):
         extra = [] if claim is None else [{"text": "x", "metric": "gkq.diag_hit", **claim}]
         spec.write_text(yaml.safe_dump({**raw, "claims": raw["claims"] + extra,

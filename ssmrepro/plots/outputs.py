@@ -752,40 +752,43 @@ def _unreachable(path: str, values: list[tuple[str, str, float]],
     return out
 
 
-def _bounded(metric: str, v: float, spread: dict[str, str] | None) -> tuple[bool, bool, str]:
-    """(an accuracy, never below 0, what bounds it) of the values of ``metric`` (a spread
-    column: its metric's); neither for a value out of range (``_unreachable``'s)."""
+def _bounded(metric: str, v: float, spread: dict[str, str] | None
+             ) -> tuple[float | None, float | None, str]:
+    """(lowest, highest, what bounds it) of the values of ``metric`` (a spread column: its
+    metric's; None: no bound that side); neither for a value out of range (``_unreachable``'s).
+    An analysis metric's range as its own (a correlation's [-1, 1]: ``hidden.corr > 1`` and
+    ``>= -1`` were accepted)."""
     base = (spread or {}).get(metric, metric)
     if metric_range_problem(base, [v]):
-        return False, False, ""
+        return None, None, ""
     if is_accuracy(base):
-        return True, True, "an accuracy lies in [0, 1]"
+        return 0.0, 1.0, "an accuracy lies in [0, 1]"
     if is_loss(base):
-        return False, True, "a loss is never below 0"
+        return 0.0, None, "a loss is never below 0"
     if base == _STD:
-        return False, True, "a standard deviation is never below 0"
+        return 0.0, None, "a standard deviation is never below 0"
     rng = analysis_range(base)  # a share (gkq.diag_hit) as an accuracy, a variance as a loss
-    if rng and rng[:2] == (0.0, 1.0):
-        return True, True, f"{rng[2]} lies in [0, 1]"
-    if rng and rng[0] == 0.0 and np.isinf(rng[1]):
-        return False, True, f"{rng[2]} is never below 0"
-    return False, False, ""
+    if rng is None or not rng[0] <= v <= rng[1]:
+        return None, None, ""
+    if np.isinf(rng[1]):
+        return rng[0], None, f"{rng[2]} is never below {rng[0]:g}"
+    return rng[0], rng[1], f"{rng[2]} lies in [{rng[0]:g}, {rng[1]:g}]"
 
 
 def _never_holds(path: str, conditions: list[tuple[str, str, str, float]],
                  spread: dict[str, str] | None = None) -> list[str]:
     """'file: key: reason' for each (key, metric, op, value) that no accuracy can meet:
     ``> 1`` or ``< 0`` (an accuracy lies in [0, 1]; ``>= 1`` and ``<= 0`` can hold), nor a loss
-    or a standard deviation (``< 0``): a claim that FAILs (or a precondition that keeps it
-    MISSING) whatever the runs measure."""
+    or a standard deviation (``< 0``), nor an analysis metric beyond its range (``_bounded``): a
+    claim that FAILs (or a precondition that keeps it MISSING) whatever the runs measure."""
     out = []
     for key, metric, op, v in conditions:
-        acc, nonneg, what = _bounded(metric, v, spread)
-        if acc and op == ">" and v >= 1:
-            out.append(f"{path}: {key}: {metric} {op} {v:g} never holds ({what}; >= 1?)")
-        elif nonneg and op == "<" and v <= 0:
+        lo, hi, what = _bounded(metric, v, spread)
+        if hi is not None and op == ">" and v >= hi:
+            out.append(f"{path}: {key}: {metric} {op} {v:g} never holds ({what}; >= {hi:g}?)")
+        elif lo is not None and op == "<" and v <= lo:
             out.append(f"{path}: {key}: {metric} {op} {v:g} never holds ({what}"
-                       + ("; <= 0?)" if acc else ")"))
+                       + (f"; <= {lo:g}?)" if hi is not None else ")"))
     return out
 
 
@@ -793,15 +796,15 @@ def _always_holds(path: str, conditions: list[tuple[str, str, str, float]],
                   spread: dict[str, str] | None = None) -> list[str]:
     """'file: key: reason' for each (key, metric, op, value) that every accuracy, loss or
     standard deviation meets: ``acc >= 0``, ``acc <= 1``, ``loss >= 0`` (``> v`` / ``< v``
-    beyond the bound are ``_unreachable``'s). A claim on it cannot fail (only a diverged run,
-    NaN, missed it: the claim said no more than 'the run finished'); a precondition on it
-    excludes no cell."""
+    beyond the bound are ``_unreachable``'s), or an analysis metric at its range's end
+    (``hidden.corr >= -1``). A claim on it cannot fail (only a diverged run, NaN, missed it:
+    the claim said no more than 'the run finished'); a precondition on it excludes no cell."""
     out = []
     for key, metric, op, v in conditions:
-        acc, nonneg, what = _bounded(metric, v, spread)
-        low = (op == ">=" and v <= 0) or (op == ">" and v < 0)
-        high = (op == "<=" and v >= 1) or (op == "<" and v > 1)
-        if not (nonneg and low or acc and high):
+        lo, hi, what = _bounded(metric, v, spread)
+        low = lo is not None and ((op == ">=" and v <= lo) or (op == ">" and v < lo))
+        high = hi is not None and ((op == "<=" and v >= hi) or (op == "<" and v > hi))
+        if not (low or high):
             continue
         role = ("the precondition excludes no cell" if ".given." in key
                 else "the claim cannot fail (only a diverged run misses it)")
