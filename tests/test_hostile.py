@@ -13202,7 +13202,8 @@ def test_a_heatmap_panel_by_case_mapped_by_paper_panels_shows_the_mapped_paper_v
     """`col: case:1` with `paper_panels: {v (LN): v}` (no `cells_from_paper`): the trained cell
     of panel 'v (LN)' looked its paper value up under a `case:1` key that no `where` on the
     label reads, and showed none; it shows panel v's. A `where` on another case label
-    (`case:0: A`) is found for a figure too, as the report's `select` finds it."""
+    (`case:0: A`) is found for a figure too, as the report's `select` finds it, and with
+    `cells_from_paper` a paper cell named by `case:1: v` is laid out in panel v."""
     import matplotlib.axes
     from test_checks import Run
     from test_outputs import _ctx, _draw
@@ -13226,6 +13227,16 @@ def test_a_heatmap_panel_by_case_mapped_by_paper_panels_shows_the_mapped_paper_v
     texts.clear()
     assert _draw(ctx, {**raw, "paper_panels": {}}, tmp_path / "h.png")
     assert texts == ["0.10 (0.50)", "0.90"], texts  # unmapped: v (LN) has no paper value
+    # with cells_from_paper, a paper cell whose `where` names the case:1 itself is laid out in
+    # its panel (it was in none), as one naming it by the label
+    for where in ({"label": "v", "model.d": 16, "task.T": 10},
+                  {"case:1": "v", "model.d": 16, "task.T": 10}):
+        ctx.spec.paper_values = [PaperValue(where=where, value=0.5)]
+        ctx._paper_lookup = None
+        texts.clear()
+        assert _draw(ctx, {**raw, "paper_panels": {}, "cells_from_paper": True},
+                     tmp_path / "h.png")
+        assert texts == ["0.10", "not run (0.50)", "0.90"], (where, texts)
 
 
 def test_a_paper_value_not_measured_in_a_profile_is_not_counted_as_a_cell_not_run():

@@ -236,7 +236,10 @@ def _in_panel(where: dict[str, Any], col: str, panel: Any) -> bool:
     its own value of ``col``, or for ``label`` / ``case:<i>`` the case label (or the
     ``case:<i>`` of the label) it names. ``str(where.get(col))`` read ``case:1`` as 'None' (no
     paper cell laid out in cooper2026-tab1's panel '' of smoke: the paper's grid was one cell),
-    a composite label as no case label of it, and a width of 8 as no panel '8.0'."""
+    a composite label as no case label of it, and a width of 8 as no panel '8.0'; a ``where``
+    naming the ``case:<i>`` itself (``case:1: v``) was in no panel, its cell not laid out."""
+    if is_case_ref(col) and col in where:
+        return value_matches(col, panel, where[col])
     if col == LABEL or is_case_ref(col):
         if LABEL not in where:
             return False
