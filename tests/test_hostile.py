@@ -13265,8 +13265,8 @@ def test_a_paper_value_not_measured_in_a_profile_is_not_counted_as_a_cell_not_ru
 def test_a_fresh_clones_analysis_table_loses_the_rows_of_runs_it_does_not_use(tmp_path):
     """A fresh clone (no runs/) whose spec was edited (train.lr): `plot` dropped results.csv
     and curves.csv on disk and reported '0 of 1 runs finished', but output_variance-smoke.csv
-    (as mechanistic.csv, histograms.csv) kept the old run's row on disk, where `export` and a
-    reader take it for the spec's; a row of a seed the profile has not is dropped there too.
+    (as mechanistic.csv, histograms.csv) kept the old run's row on disk, where a reader takes
+    it for the spec's; a row of a seed the profile has not is dropped there too.
     The rows it uses stay as written."""
     train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
              "test_size": 16, "eval_every": 2, "eval_batch_size": 16}

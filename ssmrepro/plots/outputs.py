@@ -1164,8 +1164,8 @@ def _committed_dropped(committed: pd.DataFrame, n_kept: int) -> bool:
     """Whether rows of an analysis table read from disk (``committed``) are not used: fewer
     than all of them were kept (``n_kept``; ``planned_rows``, ``with_committed``: runs trained
     before the spec was edited, a cell removed). ``_write_back`` then drops them on disk too, as
-    from results.csv and curves.csv (they stayed in mechanistic.csv or histograms.csv, read by
-    `export` and anyone opening it, beside a report of '0 of 2 runs finished'). A table the
+    from results.csv and curves.csv (they stayed in mechanistic.csv or histograms.csv, the old
+    runs' numbers for anyone opening it, beside a report of '0 of 2 runs finished'). A table the
     report cannot read (no label column) is not one it dropped rows of, and is left."""
     return LABEL in committed and n_kept < len(committed)
 
