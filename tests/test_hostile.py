@@ -13333,3 +13333,24 @@ def test_a_paper_panels_target_that_names_no_panel_is_refused(tmp_path):
                             "run or paper value")
         else:
             assert res.exit_code == 0, res.output
+
+
+def test_an_ordering_whose_sides_differ_in_the_evaluation_set_it_reads_is_refused(tmp_path):
+    """An ordering `long.acc: S6 >= S4D` where only S6's runs have `train.evals.long`: each
+    side alone is uniform, so it was accepted, and it FAILed ('out of order ... long.acc was
+    not measured') whatever was trained. Refused as a claim over runs of both kinds; with the
+    set on both sides it is taken."""
+    long = {"train.evals": {"long": {"T": 12}}}
+    for s4d, refused in (({"model.mixer": "s4d"}, True), ({"model.mixer": "s4d", **long}, False)):
+        cases = [{"label": "S6", "set": {"model.mixer": "s6", **long}},
+                 {"label": "S4D", "set": s4d}]
+        spec = write_spec(tmp_path, sweep=[{"cases": cases}],
+                          aggregate={"reduce": "mean", "metrics": ["test.acc", "long.acc"]},
+                          claims=[{"check": "ordering", "text": "x", "metric": "long.acc",
+                                   "a": {"label": "S6"}, "b": {"label": "S4D"}, "match": []}])
+        res = _invoke("validate", spec)
+        if refused:
+            _assert_refused(res, "claims.0.metric: long.acc reads the evaluation set 'long', "
+                            "which some of its runs in profile smoke do not have (label 'S4D'")
+        else:
+            assert res.exit_code == 0, res.output

@@ -988,25 +988,27 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
             selections = [{LABEL: list(cfg.columns)}]
         else:
             selections = [getattr(cfg, "where", {})]
+        # the runs of every selection together: an ordering's a-cells with the set and its
+        # b-cells without it (each side alike) was accepted, and FAILed 'not measured'
+        have: dict[str, dict[bool, str]] = {}
         for where in selections:
             if not isinstance(where, dict) or any(not has_column(cells, k) for k in where):
                 continue
-            have: dict[str, dict[bool, str]] = {}
             for pos in index.positions(where):
                 r = runs[pos]
                 lack = report.unmeasured_sets(names, set(r.train.evals))
                 have.setdefault(r.profile, {}).setdefault(not lack, r.label)
                 if lack:
                     missing = lack[0]
-            for prof, seen in have.items():
-                if len(seen) == 2:
-                    errors.append(
-                        f"{path}: {key}.metric: {cfg.metric} reads the evaluation set "
-                        f"{missing!r}, which some of its runs in profile {prof} do not have "
-                        f"(label {seen[False]!r}: train.evals): their cells would read as "
-                        "misses, 'not measured', whatever was trained; narrow it to the runs "
-                        "that have the set")
-                    return
+        for prof, seen in have.items():
+            if len(seen) == 2:
+                errors.append(
+                    f"{path}: {key}.metric: {cfg.metric} reads the evaluation set "
+                    f"{missing!r}, which some of its runs in profile {prof} do not have "
+                    f"(label {seen[False]!r}: train.evals): their cells would read as "
+                    "misses, 'not measured', whatever was trained; narrow it to the runs "
+                    "that have the set")
+                return
 
     rows = cells
     for i, raw in enumerate(spec.claims):
