@@ -1018,8 +1018,12 @@ def find_spec(name: str) -> Spec:
         lower: dict[str, str] = {}  # matched ignoring case: `show T-SPEC` suggested nothing
         for k in idx:
             lower.setdefault(k.lower(), k)
-        close = [lower[c] for c in difflib.get_close_matches(name.lower(), list(lower), n=4,
-                                                             cutoff=0.5)]
+        close = [lower[c] for c in difflib.get_close_matches(
+            (p.stem if p.suffix in (".yaml", ".yml") else name).lower(), list(lower), n=4,
+            cutoff=0.5)]
         hint = f" Did you mean: {', '.join(close)}?" if close else " Try `ssmrepro list`."
+        if p.suffix in (".yaml", ".yml"):  # a spec file moved or deleted: it was 'unknown
+            # experiment', as a mistyped id, naming no file that is missing
+            raise SpecError([f"no spec file {name} (no such file: moved or deleted?).{hint}"])
         raise SpecError([f"unknown experiment {name!r}.{hint}"])
     return load_spec(idx[name])

@@ -13307,3 +13307,220 @@ def test_a_dry_runs_untimed_line_of_an_unlabelled_run_has_no_empty_name(tmp_path
         monkeypatch.setattr(engine, "extrapolate", lambda *a, **k: None)
         d = engine.dry_run(spec, "smoke", out=tmp_path / "out" / (label or "none"))
         assert len(d.untimed) == 1 and d.untimed[0].startswith(want), d.untimed
+
+
+def test_a_tolerance_as_wide_as_an_analysis_metrics_range_is_refused(tmp_path):
+    """A monotone, spread or collapse claim (or a paper value) on an analysis share
+    (gkq.diag_hit, in [0, 1]) with ``tol: 1`` admitted any value, as a tolerance of 1 on an
+    accuracy does, but only the accuracy was refused; a correlation ([-1, 1]) at ``tol: 2``
+    too; and a collapse ``min_range`` wider than the share's range never PASSed, as a claim
+    ``hidden.corr > 1`` (or ``>= -1``, which never fails). A tolerance narrower than the range
+    is taken."""
+    raw = yaml.safe_load((ROOT / "experiments/koren2026/koren2026-fig2.yaml").read_text())
+    raw.update(id="t-fig2", alias=None)
+    spec = tmp_path / "t-fig2.yaml"
+    for claim, pvs, needle in (
+            ({"check": "monotone", "along": "model.d_model", "tol": 1.0}, [],
+             "claims.6.tol: 1 for gkq.diag_hit admits any value (a fraction lies in [0, 1]"),
+            ({"check": "spread", "group_by": ["label"], "tol": 1.5}, [],
+             "claims.6.tol: 1.5 for gkq.diag_hit admits any value"),
+            ({"check": "collapse", "by": "model.d_model", "tol": 1.0}, [],
+             "claims.6.tol: 1 for gkq.diag_hit admits any value"),
+            ({"check": "monotone", "along": "model.d_model", "tol": 2.0,
+              "metric": "hidden.corr"}, [],
+             "claims.6.tol: 2 for hidden.corr admits any value (a correlation lies in [-1, 1])"),
+            (None, [{"where": {"label": "trained"}, "metric": "gkq.diag_hit", "value": 0.5,
+                     "tol": 0.5}], "paper_values.0.tol: 0.5 ± 0.5 covers every value of a "
+             "fraction [0, 1]"),
+            ({"check": "collapse", "by": "model.d_model", "tol": 0.1, "min_range": 1.5}, [],
+             "claims.6.min_range: 1.5 for gkq.diag_hit: a fraction lies in [0, 1], so group "
+             "means never span more than 1"),
+            ({"metric": "hidden.corr", "op": ">", "value": 1.0}, [],
+             "claims.6.value: hidden.corr > 1 never holds (a correlation lies in [-1, 1]"),
+            ({"metric": "hidden.corr", "op": ">=", "value": -1.0}, [],
+             "claims.6.value: hidden.corr >= -1 holds for every run (a correlation lies in "
+             "[-1, 1]): the claim cannot fail"),
+            ({"check": "monotone", "along": "model.d_model", "tol": 0.5}, [], None)):
+        extra = [] if claim is None else [{"text": "x", "metric": "gkq.diag_hit", **claim}]
+        spec.write_text(yaml.safe_dump({**raw, "claims": raw["claims"] + extra,
+                                        "paper_values": pvs}, sort_keys=False,
+                                       allow_unicode=True))
+        res = _invoke("validate", spec)
+        if needle is None:
+            assert res.exit_code == 0, res.output
+        else:
+            _assert_refused(res, needle)
+
+
+def test_a_reused_or_named_spec_file_that_is_not_there_is_named_as_missing(tmp_path):
+    """A `reuse:` spec file moved or deleted (`reuse: [sub/t30.yaml]`), or `show x.yaml` of no
+    file, said "unknown experiment 'sub/t30.yaml'", as for a mistyped id: the message names the
+    file that is not there (exit 2 as before)."""
+    spec = write_spec(tmp_path, reuse=["sub/t30.yaml"])
+    _assert_refused(_invoke("validate", spec), "reuse.0: no spec file "
+                    f"{tmp_path / 'sub' / 't30.yaml'} (no such file: moved or deleted?)")
+    res = _invoke("show", tmp_path / "gone.yml")
+    _assert_refused(res, f"no spec file {tmp_path / 'gone.yml'} (no such file")
+    assert "unknown experiment" not in res.output
+    _assert_refused(_invoke("show", "huang2025-tab1.yaml"), "no spec file huang2025-tab1.yaml",
+                    "Did you mean: huang2025-tab1")
+    _assert_refused(_invoke("show", "no-such-spec"), "unknown experiment 'no-such-spec'")
+
+
+def test_a_heatmap_panel_by_case_mapped_by_paper_panels_shows_the_mapped_paper_value(
+        tmp_path, monkeypatch):
+    """`col: case:1` with `paper_panels: {v (LN): v}` (no `cells_from_paper`): the trained cell
+    of panel 'v (LN)' looked its paper value up under a `case:1` key that no `where` on the
+    label reads, and showed none; it shows panel v's. A `where` on another case label
+    (`case:0: A`) is found for a figure too, as the report's `select` finds it, and with
+    `cells_from_paper` a paper cell named by `case:1: v` is laid out in panel v."""
+    import matplotlib.axes
+    from test_checks import Run
+    from test_outputs import _ctx, _draw
+
+    from ssmrepro.spec import PaperValue
+
+    runs = [Run(f"A / {c}", {"model.d": 8, "task.T": 10}) for c in ("v", "v (LN)")]
+    ctx = _ctx(tmp_path, runs, [0.1, 0.9])
+    texts = []
+    monkeypatch.setattr(matplotlib.axes.Axes, "text",
+                        lambda self, x, y, s, **kw: texts.append(s))
+    raw = {"kind": "heatmaps", "col": "case:1", "x": "task.T", "y": "model.d",
+           "paper_panels": {"v (LN)": "v"}}
+    for where in ({"label": "A / v", "model.d": 8}, {"label": "v", "task.T": 10},
+                  {"case:0": "A", "case:1": "v"}, {"model.d": 8, "case:1": "v"}):
+        ctx.spec.paper_values = [PaperValue(where=where, value=0.5)]
+        ctx._paper_lookup = None
+        texts.clear()
+        assert _draw(ctx, raw, tmp_path / "h.png")
+        assert texts == ["0.10 (0.50)", "0.90 (0.50)"], (where, texts)
+    texts.clear()
+    assert _draw(ctx, {**raw, "paper_panels": {}}, tmp_path / "h.png")
+    assert texts == ["0.10 (0.50)", "0.90"], texts  # unmapped: v (LN) has no paper value
+    # with cells_from_paper, a paper cell whose `where` names the case:1 itself is laid out in
+    # its panel (it was in none), as one naming it by the label
+    for where in ({"label": "v", "model.d": 16, "task.T": 10},
+                  {"case:1": "v", "model.d": 16, "task.T": 10}):
+        ctx.spec.paper_values = [PaperValue(where=where, value=0.5)]
+        ctx._paper_lookup = None
+        texts.clear()
+        assert _draw(ctx, {**raw, "paper_panels": {}, "cells_from_paper": True},
+                     tmp_path / "h.png")
+        assert texts == ["0.10", "not run (0.50)", "0.90"], (where, texts)
+
+
+def test_a_paper_value_not_measured_in_a_profile_is_not_counted_as_a_cell_not_run():
+    """A paper value on `long.acc` in a profile whose runs have no evaluation set `long` (only
+    another profile's do): it is missing there, as designed, but the tally said '1 cells not
+    run in this profile' of a cell the report shows trained. It names the reason; a cell not
+    run is still counted as one."""
+    from types import SimpleNamespace
+
+    from test_checks import grid, rows_for
+
+    from ssmrepro.report import aggregate, cell_keys, paper_value_tally, verify
+
+    runs = grid(["S6", "S4D"], [8])
+    cells = aggregate(rows_for(runs, [0.9, 0.5]), runs, "mean", ["test.acc"])
+    pv = [SimpleNamespace(where={"label": lab}, metric=m, value=0.5, tol=0.05)
+          for lab, m in (("S4D", "long.acc"), ("S6", "test.acc"), ("T", "test.acc"))]
+    got = [v for v in verify(SimpleNamespace(claims=[], paper_values=pv, claim="c"), cells,
+                             cell_keys(runs), eval_sets=set()) if v.kind == "paper_value"]
+    assert [v.verdict for v in got] == ["missing", "differs", "missing"]
+    assert paper_value_tally(got) == (
+        "0 of 1 compared within tolerance; 1 not compared: no evaluation set 'long' in this "
+        "profile; 1 cells not run in this profile")
+
+
+def test_a_fresh_clones_analysis_table_loses_the_rows_of_runs_it_does_not_use(tmp_path):
+    """A fresh clone (no runs/) whose spec was edited (train.lr): `plot` dropped results.csv
+    and curves.csv on disk and reported '0 of 1 runs finished', but output_variance-smoke.csv
+    (as mechanistic.csv, histograms.csv) kept the old run's row on disk, where a reader takes
+    it for the spec's; a row of a seed the profile has not is dropped there too.
+    The rows it uses stay as written."""
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    spec = _one_run_spec(tmp_path, save_weights=True, analysis=["output_variance"], train=train,
+                         task={"name": "mqar", "vocab": 16, "L": 8, "kappa": 2})
+    args = ["--out", tmp_path / "out", "--profile", "smoke"]
+    assert _invoke("run", spec, *args, "--no-calibrate", "--workers", "1").exit_code == 0
+    root = tmp_path / "out/tests/t-spec"
+    shutil.rmtree(root / "runs")  # a fresh clone: the committed tables only
+    table = root / "output_variance-smoke.csv"
+    text = table.read_text()
+    head, row = text.splitlines()
+    seed = head.split(",").index("seed")
+    seed9 = ",".join("9" if i == seed else c for i, c in enumerate(row.split(",")))
+    table.write_text(text + seed9 + "\n")
+    res = _invoke("plot", spec, *args)
+    assert res.exit_code == 0 and "seed=9; the row is not used" in " ".join(res.output.split())
+    assert table.read_text() == text  # the row used, as written; the unplanned one dropped
+    raw = yaml.safe_load(spec.read_text())
+    spec.write_text(yaml.safe_dump({**raw, "train": {**train, "lr": 0.02}}, sort_keys=False))
+    res = _invoke("plot", spec, *args)
+    assert res.exit_code == 0 and "0 of 1 runs finished" in " ".join(res.output.split())
+    assert not table.exists() and not (root / "results-smoke.csv").exists()
+
+
+def test_a_curves_panel_by_case_mapped_by_paper_panels_draws_the_mapped_paper_line(tmp_path):
+    """A `curves` figure with `col: case:1` and `paper_panels: {v (LN): v}`: the mapping was
+    applied to a `case:1` column the curve table does not have, and a `where` naming a case
+    label (`case:0: A`) was never drawn, so the mapped panel drew no paper line; it draws panel
+    v's. Unmapped, panel 'v (LN)' has none."""
+    import pandas as pd
+    from test_checks import Run
+    from test_outputs import _ctx
+
+    from ssmrepro.plots import parse_figure
+    from ssmrepro.plots.curves import _paper_lines
+    from ssmrepro.spec import PaperValue
+
+    ctx = _ctx(tmp_path, [Run(f"A / {c}", {"task.T": 10}) for c in ("v", "v (LN)")], [0.1, 0.9])
+    raw = {"kind": "curves", "series": "val.acc", "col": "case:1",
+           "paper_as": {"test.acc": "val.acc"}, "paper_panels": {"v (LN)": "v"}}
+    sub = pd.DataFrame({"label": ["A / v (LN)"], "task.T": [10]})
+    for where in ({"label": "A / v", "task.T": 10}, {"label": "v"},
+                  {"case:0": "A", "case:1": "v"}):
+        ctx.spec.paper_values = [PaperValue(where=where, value=0.7)]
+        assert _paper_lines(ctx, parse_figure(raw), sub) == [("val.acc", 0.7)], where
+        assert _paper_lines(ctx, parse_figure({**raw, "paper_panels": {}}), sub) == []
+
+
+def test_a_paper_panels_target_that_names_no_panel_is_refused(tmp_path):
+    """`paper_panels: {S4D: S66}` (the panel whose paper values S4D's shows, misspelt): the
+    panel showed no paper value, without a word, though a misspelt key was refused. A target
+    that a run or a paper value names is taken (a panel of the paper's that no profile runs)."""
+    pv = [{"where": {"label": "Mamba"}, "value": 0.5}]
+    for kind, target, pvs, refused in (("heatmaps", "S66", [], True), ("curves", "S66", [], True),
+                                       ("heatmaps", "S6", [], False),
+                                       ("curves", "Mamba", pv, False)):
+        fig = {"kind": kind, "col": "label", "paper_panels": {"S4D": target}, **(
+            {"metric": "test.acc", "x": "task.T", "y": "model.d_model"} if kind == "heatmaps"
+            else {"series": "val.acc"})}
+        res = _invoke("validate", write_spec(tmp_path, figures=[fig], paper_values=pvs))
+        if refused:
+            _assert_refused(res, f"figures.0.paper_panels.S4D: {target!r} is no label of any "
+                            "run or paper value")
+        else:
+            assert res.exit_code == 0, res.output
+
+
+def test_an_ordering_whose_sides_differ_in_the_evaluation_set_it_reads_is_refused(tmp_path):
+    """An ordering `long.acc: S6 >= S4D` where only S6's runs have `train.evals.long`: each
+    side alone is uniform, so it was accepted, and it FAILed ('out of order ... long.acc was
+    not measured') whatever was trained. Refused as a claim over runs of both kinds; with the
+    set on both sides it is taken."""
+    long = {"train.evals": {"long": {"T": 12}}}
+    for s4d, refused in (({"model.mixer": "s4d"}, True), ({"model.mixer": "s4d", **long}, False)):
+        cases = [{"label": "S6", "set": {"model.mixer": "s6", **long}},
+                 {"label": "S4D", "set": s4d}]
+        spec = write_spec(tmp_path, sweep=[{"cases": cases}],
+                          aggregate={"reduce": "mean", "metrics": ["test.acc", "long.acc"]},
+                          claims=[{"check": "ordering", "text": "x", "metric": "long.acc",
+                                   "a": {"label": "S6"}, "b": {"label": "S4D"}, "match": []}])
+        res = _invoke("validate", spec)
+        if refused:
+            _assert_refused(res, "claims.0.metric: long.acc reads the evaluation set 'long', "
+                            "which some of its runs in profile smoke do not have (label 'S4D'")
+        else:
+            assert res.exit_code == 0, res.output

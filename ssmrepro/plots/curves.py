@@ -26,8 +26,15 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from pydantic import Field, model_validator  # noqa: E402
 
-from ..report.cells import column, select  # noqa: E402
-from ..report.columns import SEED  # noqa: E402
+from ..report.cells import (  # noqa: E402
+    case_label,
+    column,
+    has_column,
+    is_case_ref,
+    select,
+    with_case_label,
+)
+from ..report.columns import LABEL, SEED  # noqa: E402
 from ..report.curves import STEP  # noqa: E402
 from ..store import is_loss  # noqa: E402
 from ..util import DrawnText  # noqa: E402
@@ -169,13 +176,22 @@ def _paper_lines(ctx: FigureContext, cfg: CurvesConfig, sub: pd.DataFrame) -> li
     """(metric, value) of the paper values drawn in this panel: metric among the series and
     every ``where`` key that the curve table has matching the panel's runs."""
     out = []
-    if cfg.col in sub.columns and cfg.paper_panels:
+    if cfg.col and is_case_ref(cfg.col) and LABEL in sub.columns and cfg.paper_panels:
+        # the mapped case label swapped into the label (a `case:1` column was looked for in
+        # the curve table, which has none: the mapped panel drew no paper line)
+        def mapped(label: Any) -> Any:
+            case = case_label(label, cfg.col)
+            return with_case_label({LABEL: label}, cfg.col,
+                                   cfg.paper_panels.get(case, case))[LABEL]
+        sub = sub.assign(**{LABEL: sub[LABEL].map(mapped)})
+    elif cfg.col in sub.columns and cfg.paper_panels:
         sub = sub.assign(**{cfg.col: sub[cfg.col].map(lambda v: cfg.paper_panels.get(str(v), v))})
     for pv in ctx.spec.paper_values:
         metric = cfg.paper_as.get(pv.metric, pv.metric)
         if metric not in cfg.series:
             continue
-        conds = {k: v for k, v in pv.where.items() if k in sub.columns}
+        # a case label (`case:0: A`) read from the label, as the report's `select` reads it
+        conds = {k: v for k, v in pv.where.items() if has_column(sub, k)}
         if len(conds) != len(pv.where) or select(sub, conds).empty:
             continue
         out.append((metric, math.exp(pv.value) if cfg.transform == "exp" else pv.value))

@@ -24,7 +24,7 @@ from pydantic import Field, model_validator  # noqa: E402
 
 from .. import expr  # noqa: E402
 from ..report.analysis import DECAY  # noqa: E402
-from ..report.cells import column, is_case_ref, value_matches  # noqa: E402
+from ..report.cells import column, is_case_ref, value_matches, with_case_label  # noqa: E402
 from ..report.columns import DECAY_X, LABEL, N_DIVERGED, N_PARAMS  # noqa: E402
 from ..util import DrawnText, norm  # noqa: E402
 from .registry import (  # noqa: E402
@@ -236,7 +236,10 @@ def _in_panel(where: dict[str, Any], col: str, panel: Any) -> bool:
     its own value of ``col``, or for ``label`` / ``case:<i>`` the case label (or the
     ``case:<i>`` of the label) it names. ``str(where.get(col))`` read ``case:1`` as 'None' (no
     paper cell laid out in cooper2026-tab1's panel '' of smoke: the paper's grid was one cell),
-    a composite label as no case label of it, and a width of 8 as no panel '8.0'."""
+    a composite label as no case label of it, and a width of 8 as no panel '8.0'; a ``where``
+    naming the ``case:<i>`` itself (``case:1: v``) was in no panel, its cell not laid out."""
+    if is_case_ref(col) and col in where:
+        return value_matches(col, panel, where[col])
     if col == LABEL or is_case_ref(col):
         if LABEL not in where:
             return False
@@ -310,7 +313,8 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
                     grid[i, j] = r[metric]
                     ours = _annotation(r[metric])
                     if pv is None:
-                        pv = ctx.paper_value({**r.to_dict(), cfg.col: paper_panel}, metric)
+                        pv = ctx.paper_value(with_case_label(r.to_dict(), cfg.col,
+                                                             paper_panel), metric)
                 text = ours + (f" ({_annotation(pv)})" if pv is not None else "")
                 v = grid[i, j]
                 ax.text(j, i, text, ha="center", va="center", fontsize=7,

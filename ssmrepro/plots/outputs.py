@@ -77,6 +77,7 @@ from ..store import (
 from ..sweep import RunConfig, expand, overrides_tag, per_point
 from ..util import atomic_write_text, folder_lock
 from .curves import CURVES, CurvesConfig
+from .figures import _in_panel
 from .registry import FIGURE_KINDS, FigureConfig, FigureContext, NotDrawn, parse_figure
 
 
@@ -292,12 +293,19 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             errors += _ordering_always_holds(path, key, cfg)
         if needs == {cfg.metric} and cfg.check in ("monotone", "spread", "collapse"):
             errors += _any_accuracy(path, f"{key}.tol", cfg.metric, cfg.tol, spread)
-        if needs == {cfg.metric} and isinstance(cfg, CollapseConfig) and cfg.min_range > 1 and \
-                is_accuracy((spread or {}).get(cfg.metric, cfg.metric)):  # it FAILed always
-            errors.append(f"{path}: {key}.min_range: {cfg.min_range:g} for {cfg.metric}: "
-                          "accuracies lie in [0, 1], so their group means never span more than "
-                          "1 and the claim could never PASS (a percentage? accuracies are "
-                          "fractions)")
+        rng = _bounded_range(cfg.metric, spread) if needs == {cfg.metric} and \
+            isinstance(cfg, CollapseConfig) else None
+        if rng and cfg.min_range > rng[1] - rng[0]:  # it FAILed always (an analysis share's too)
+            if rng[2] == "accuracies":
+                errors.append(f"{path}: {key}.min_range: {cfg.min_range:g} for {cfg.metric}: "
+                              "accuracies lie in [0, 1], so their group means never span more "
+                              "than 1 and the claim could never PASS (a percentage? accuracies "
+                              "are fractions)")
+            else:
+                errors.append(f"{path}: {key}.min_range: {cfg.min_range:g} for {cfg.metric}: "
+                              f"{rng[2]} lies in [{rng[0]:g}, {rng[1]:g}], so group means never "
+                              f"span more than {rng[1] - rng[0]:g} and the claim could never "
+                              "PASS")
     if runs and not errors:  # every column exists: check what the cells hold
         errors += _cell_problems(spec, checked, runs)
     sel = spec.aggregate.select
@@ -370,10 +378,12 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             errors.append(f"{path}: paper_values.{i}.value: {pv.value:g} for {pv.metric}, a "
                           "negative spread (a standard deviation is never below 0)")
         errors += _any_accuracy(path, f"paper_values.{i}.tol", pv.metric, pv.tol, spread)
-        if is_accuracy(spread.get(pv.metric, pv.metric)) and pv.tol < 1 and \
-                pv.value - pv.tol <= 0 and pv.value + pv.tol >= 1:  # 0.5 ± 0.5
+        rng = _bounded_range(pv.metric, spread)
+        if rng and pv.tol < rng[1] - rng[0] and \
+                pv.value - pv.tol <= rng[0] and pv.value + pv.tol >= rng[1]:  # 0.5 ± 0.5
+            what = "accuracy" if rng[2] == "accuracies" else f"value of {rng[2]}"
             errors.append(f"{path}: paper_values.{i}.tol: {pv.value:g} ± {pv.tol:g} covers every "
-                          f"accuracy [0, 1]: any {pv.metric} would match")
+                          f"{what} [{rng[0]:g}, {rng[1]:g}]: any {pv.metric} would match")
     if not errors and spec.analytic is None and runs:
         # `run`, `plot` and `verify` check these too (only `validate` did, and a spec it refused
         # trained and compared the paper's one number with the mean of several cells)
@@ -679,16 +689,34 @@ def _collisions_in(where: str, cfg: FigureConfig, sub: pd.DataFrame, pos: list[s
     return []
 
 
+def _bounded_range(metric: str, spread: dict[str, str] | None = None
+                   ) -> tuple[float, float, str] | None:
+    """(lowest, highest, what) of the values of ``metric`` where both ends are finite: an
+    accuracy's [0, 1], or an analysis metric's (a share such as ``gkq.diag_hit``, a
+    correlation); a percentile column (``spread``) as its metric's; None otherwise."""
+    base = (spread or {}).get(metric, metric)
+    if is_accuracy(base):
+        return 0.0, 1.0, "accuracies"
+    rng = analysis_range(base)
+    return rng if rng and np.isfinite(rng[0]) and np.isfinite(rng[1]) else None
+
+
 def _any_accuracy(path: str, key: str, metric: str, tol: float,
                   spread: dict[str, str] | None = None) -> list[str]:
-    """A tolerance of 1 or more on an accuracy (or a percentile column of one, ``spread``),
-    which lies in [0, 1], admits every value: a paper value 'matched' and a monotone, spread or
-    collapse claim PASSed whatever was measured (a percentage point count, e.g. 5, read as a
-    fraction)."""
-    if is_accuracy((spread or {}).get(metric, metric)) and tol >= 1:
+    """A tolerance as wide as the range of an accuracy ([0, 1]; a percentile column of one,
+    ``spread``) or of an analysis metric of a finite range (a share, [0, 1]; a correlation,
+    [-1, 1]) admits every value: a paper value 'matched' and a monotone, spread or collapse
+    claim PASSed whatever was measured (a percentage point count, e.g. 5, read as a fraction;
+    ``tol: 1`` on ``gkq.diag_hit`` was not refused)."""
+    rng = _bounded_range(metric, spread)
+    if rng is None or tol < rng[1] - rng[0]:
+        return []
+    if rng[2] == "accuracies":
         return [f"{path}: {key}: {tol:g} for {metric} admits any accuracy (accuracies lie in "
                 "[0, 1]; a percentage? accuracies are fractions)"]
-    return []
+    hint = "; a percentage? shares are fractions" if rng[:2] == (0.0, 1.0) else ""
+    return [f"{path}: {key}: {tol:g} for {metric} admits any value ({rng[2]} lies in "
+            f"[{rng[0]:g}, {rng[1]:g}]{hint})"]
 
 
 _STD = "std"  # the range of a standard deviation column: never below 0
@@ -724,40 +752,43 @@ def _unreachable(path: str, values: list[tuple[str, str, float]],
     return out
 
 
-def _bounded(metric: str, v: float, spread: dict[str, str] | None) -> tuple[bool, bool, str]:
-    """(an accuracy, never below 0, what bounds it) of the values of ``metric`` (a spread
-    column: its metric's); neither for a value out of range (``_unreachable``'s)."""
+def _bounded(metric: str, v: float, spread: dict[str, str] | None
+             ) -> tuple[float | None, float | None, str]:
+    """(lowest, highest, what bounds it) of the values of ``metric`` (a spread column: its
+    metric's; None: no bound that side); neither for a value out of range (``_unreachable``'s).
+    An analysis metric's range as its own (a correlation's [-1, 1]: ``hidden.corr > 1`` and
+    ``>= -1`` were accepted)."""
     base = (spread or {}).get(metric, metric)
     if metric_range_problem(base, [v]):
-        return False, False, ""
+        return None, None, ""
     if is_accuracy(base):
-        return True, True, "an accuracy lies in [0, 1]"
+        return 0.0, 1.0, "an accuracy lies in [0, 1]"
     if is_loss(base):
-        return False, True, "a loss is never below 0"
+        return 0.0, None, "a loss is never below 0"
     if base == _STD:
-        return False, True, "a standard deviation is never below 0"
+        return 0.0, None, "a standard deviation is never below 0"
     rng = analysis_range(base)  # a share (gkq.diag_hit) as an accuracy, a variance as a loss
-    if rng and rng[:2] == (0.0, 1.0):
-        return True, True, f"{rng[2]} lies in [0, 1]"
-    if rng and rng[0] == 0.0 and np.isinf(rng[1]):
-        return False, True, f"{rng[2]} is never below 0"
-    return False, False, ""
+    if rng is None or not rng[0] <= v <= rng[1]:
+        return None, None, ""
+    if np.isinf(rng[1]):
+        return rng[0], None, f"{rng[2]} is never below {rng[0]:g}"
+    return rng[0], rng[1], f"{rng[2]} lies in [{rng[0]:g}, {rng[1]:g}]"
 
 
 def _never_holds(path: str, conditions: list[tuple[str, str, str, float]],
                  spread: dict[str, str] | None = None) -> list[str]:
     """'file: key: reason' for each (key, metric, op, value) that no accuracy can meet:
     ``> 1`` or ``< 0`` (an accuracy lies in [0, 1]; ``>= 1`` and ``<= 0`` can hold), nor a loss
-    or a standard deviation (``< 0``): a claim that FAILs (or a precondition that keeps it
-    MISSING) whatever the runs measure."""
+    or a standard deviation (``< 0``), nor an analysis metric beyond its range (``_bounded``): a
+    claim that FAILs (or a precondition that keeps it MISSING) whatever the runs measure."""
     out = []
     for key, metric, op, v in conditions:
-        acc, nonneg, what = _bounded(metric, v, spread)
-        if acc and op == ">" and v >= 1:
-            out.append(f"{path}: {key}: {metric} {op} {v:g} never holds ({what}; >= 1?)")
-        elif nonneg and op == "<" and v <= 0:
+        lo, hi, what = _bounded(metric, v, spread)
+        if hi is not None and op == ">" and v >= hi:
+            out.append(f"{path}: {key}: {metric} {op} {v:g} never holds ({what}; >= {hi:g}?)")
+        elif lo is not None and op == "<" and v <= lo:
             out.append(f"{path}: {key}: {metric} {op} {v:g} never holds ({what}"
-                       + ("; <= 0?)" if acc else ")"))
+                       + (f"; <= {lo:g}?)" if hi is not None else ")"))
     return out
 
 
@@ -765,15 +796,15 @@ def _always_holds(path: str, conditions: list[tuple[str, str, str, float]],
                   spread: dict[str, str] | None = None) -> list[str]:
     """'file: key: reason' for each (key, metric, op, value) that every accuracy, loss or
     standard deviation meets: ``acc >= 0``, ``acc <= 1``, ``loss >= 0`` (``> v`` / ``< v``
-    beyond the bound are ``_unreachable``'s). A claim on it cannot fail (only a diverged run,
-    NaN, missed it: the claim said no more than 'the run finished'); a precondition on it
-    excludes no cell."""
+    beyond the bound are ``_unreachable``'s), or an analysis metric at its range's end
+    (``hidden.corr >= -1``). A claim on it cannot fail (only a diverged run, NaN, missed it:
+    the claim said no more than 'the run finished'); a precondition on it excludes no cell."""
     out = []
     for key, metric, op, v in conditions:
-        acc, nonneg, what = _bounded(metric, v, spread)
-        low = (op == ">=" and v <= 0) or (op == ">" and v < 0)
-        high = (op == "<=" and v >= 1) or (op == "<" and v > 1)
-        if not (nonneg and low or acc and high):
+        lo, hi, what = _bounded(metric, v, spread)
+        low = lo is not None and ((op == ">=" and v <= lo) or (op == ">" and v < lo))
+        high = hi is not None and ((op == "<=" and v >= hi) or (op == "<" and v > hi))
+        if not (low or high):
             continue
         role = ("the precondition excludes no cell" if ".given." in key
                 else "the claim cannot fail (only a diverged run misses it)")
@@ -933,6 +964,16 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
             if not index.positions({col: want}):
                 errors.append(f"{path}: {key}.{field}: {want!r} is no {col} of any run of any "
                               "profile; check the spelling")
+        col = getattr(cfg, "col", None)
+        for panel, target in getattr(cfg, "paper_panels", {}).items():
+            # the panel whose paper values a panel shows: a misspelt one (Mamba+PEE) showed
+            # none, without a word (only the panels mapped were checked)
+            if not col or not has_column(rows, col) or index.positions({col: target}) or any(
+                    _in_panel(pv.where, col, target) for pv in spec.paper_values):
+                continue
+            errors.append(f"{path}: {key}.paper_panels.{panel}: {target!r} is no {col} of any "
+                          "run or paper value, so the panel would show no paper value; check "
+                          "the spelling")
 
     def evaluated(key: str, cfg: Any) -> None:
         """A claim whose cells, in one profile, are of runs with and without the evaluation set
@@ -947,25 +988,27 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
             selections = [{LABEL: list(cfg.columns)}]
         else:
             selections = [getattr(cfg, "where", {})]
+        # the runs of every selection together: an ordering's a-cells with the set and its
+        # b-cells without it (each side alike) was accepted, and FAILed 'not measured'
+        have: dict[str, dict[bool, str]] = {}
         for where in selections:
             if not isinstance(where, dict) or any(not has_column(cells, k) for k in where):
                 continue
-            have: dict[str, dict[bool, str]] = {}
             for pos in index.positions(where):
                 r = runs[pos]
                 lack = report.unmeasured_sets(names, set(r.train.evals))
                 have.setdefault(r.profile, {}).setdefault(not lack, r.label)
                 if lack:
                     missing = lack[0]
-            for prof, seen in have.items():
-                if len(seen) == 2:
-                    errors.append(
-                        f"{path}: {key}.metric: {cfg.metric} reads the evaluation set "
-                        f"{missing!r}, which some of its runs in profile {prof} do not have "
-                        f"(label {seen[False]!r}: train.evals): their cells would read as "
-                        "misses, 'not measured', whatever was trained; narrow it to the runs "
-                        "that have the set")
-                    return
+        for prof, seen in have.items():
+            if len(seen) == 2:
+                errors.append(
+                    f"{path}: {key}.metric: {cfg.metric} reads the evaluation set "
+                    f"{missing!r}, which some of its runs in profile {prof} do not have "
+                    f"(label {seen[False]!r}: train.evals): their cells would read as "
+                    "misses, 'not measured', whatever was trained; narrow it to the runs "
+                    "that have the set")
+                return
 
     rows = cells
     for i, raw in enumerate(spec.claims):
@@ -1117,6 +1160,16 @@ def _write_back(path: Path, table: pd.DataFrame, text: Callable[[pd.DataFrame], 
         atomic_write_text(path, text(table))
     elif path.is_file():
         path.unlink()
+
+
+def _committed_dropped(committed: pd.DataFrame, n_kept: int) -> bool:
+    """Whether rows of an analysis table read from disk (``committed``) are not used: fewer
+    than all of them were kept (``n_kept``; ``planned_rows``, ``with_committed``: runs trained
+    before the spec was edited, a cell removed). ``_write_back`` then drops them on disk too, as
+    from results.csv and curves.csv (they stayed in mechanistic.csv or histograms.csv, the old
+    runs' numbers for anyone opening it, beside a report of '0 of 2 runs finished'). A table the
+    report cannot read (no label column) is not one it dropped rows of, and is left."""
+    return LABEL in committed and n_kept < len(committed)
 
 
 def _without_other_data(df: pd.DataFrame, store) -> pd.DataFrame:
@@ -1695,6 +1748,7 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
         hist = histogram_table(list(recs.values()), run_keys)
         hpath = out("histograms", "csv")
         computed = not hist.empty
+        dropped = False  # committed rows of runs not finished under the spec as it is
         cols, short = short_cells(hist, run_keys, finished,  # cells short of a record
                                   {rid for rid, _ in recs})
         if hpath.exists() and (hist.empty or len(recs) < len(runs)):  # the committed cells
@@ -1704,14 +1758,15 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
             stand = short & set(cell_identities(committed, run_keys))
             if stand:
                 hist = hist[[k not in stand for k in cell_identities(hist, run_keys)]]
+            n_own = len(hist)
             hist = with_committed(hist, committed, run_keys, finished)
+            dropped = _committed_dropped(committed, len(hist) - n_own)
             short -= stand
         for key in sorted(short, key=str):
             print(f"warning: {hpath.name}: the cell {', '.join(f'{c}={v}' for c, v in zip(cols, key))}"
                   " is measured from the records of only some of its finished runs (the others' "
                   "records are not here)", file=sys.stderr)
-        if computed:
-            atomic_write_text(hpath, hist.to_csv(index=False))
+        _write_back(hpath, hist, lambda t: t.to_csv(index=False), computed, dropped)
         # a selection's cell is measured from its kept candidate alone (the histograms of
         # every learning rate were summed into it: decay.split 0.085 for the kept run's 0.154)
         tables[DECAY] = _of_chosen(hist, cells, run_keys, chosen)
@@ -1721,16 +1776,16 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
         # from the saved weights; the committed table when there are none (a fresh checkout)
         table = weights_table(name, runs, store, run_keys)
         tpath = out(name, "csv")
+        computed, dropped = not table.empty, False
         if len(table) < len(runs) and tpath.exists():  # runs without weights: committed rows
-            committed, dropped = planned_rows(read_weights_table(tpath, name), runs, run_keys)
-            for why in dropped:
+            read = read_weights_table(tpath, name)
+            committed, unplanned = planned_rows(read, runs, run_keys)
+            for why in unplanned:
                 print(f"warning: {tpath.name}: {why}; the row is not used", file=sys.stderr)
-            computed, table = not table.empty, with_committed(table, committed, run_keys,
-                                                              finished)
-        else:
-            computed = not table.empty
-        if computed:
-            atomic_write_text(tpath, table.to_csv(index=False))
+            n_own = len(table)
+            table = with_committed(table, committed, run_keys, finished)
+            dropped = _committed_dropped(read, len(table) - n_own)
+        _write_back(tpath, table, lambda t: t.to_csv(index=False), computed, dropped)
         tables[name] = _of_chosen(table, cells, run_keys, chosen)
         metrics = WEIGHT_ANALYSES[name][1]
         cells = add_metrics(cells, cell_means(table, metrics), list(metrics),

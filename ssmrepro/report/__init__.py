@@ -151,9 +151,18 @@ def paper_value_tally(pvs) -> str:
     n_match = sum(v.verdict == "match" for v in pvs)
     n_missing = sum(v.verdict == "missing" for v in pvs)
     n_open = sum(v.verdict == "unfinished" for v in pvs)
+    # a missing value with a reason was run but cannot be compared here (no evaluation set of
+    # its metric in this profile, one seed of a spread): it was counted among the 'cells not
+    # run in this profile', a cell the report's own table shows trained
+    why: dict[str, int] = {}
+    for v in pvs:
+        if v.verdict == "missing" and v.detail:
+            why[v.detail] = why.get(v.detail, 0) + 1
+    n_unrun = n_missing - sum(why.values())
     out = f"{n_match} of {len(pvs) - n_missing - n_open} compared within tolerance"
     out += f"; {n_open} cells not finished, not compared" if n_open else ""
-    return out + (f"; {n_missing} cells not run in this profile" if n_missing else "")
+    out += "".join(f"; {n} not compared: {d}" for d, n in why.items())
+    return out + (f"; {n_unrun} cells not run in this profile" if n_unrun else "")
 
 
 def _fmt(x: Any, key: bool = False) -> str:

@@ -103,6 +103,37 @@ def column(df: pd.DataFrame, ref: str) -> pd.Series:
     return df[ref]
 
 
+def case_label(label: Any, ref: str) -> str:
+    """The ``case:<i>`` (``ref``) of one run's or cell's label ('' when it has fewer)."""
+    parts = str(label).split(LABEL_SEP)
+    i = int(ref[len(CASE_PREFIX):])
+    return parts[i] if i < len(parts) else ""
+
+
+def with_case_label(row: dict[str, Any], ref: str, value: Any) -> dict[str, Any]:
+    """``row`` with its ``ref`` column set to ``value``: for ``case:<i>``, the i-th case label
+    of its label replaced, so that a ``where`` on the label (or a case label) reads the new one
+    (a heatmap panel mapped to another by ``paper_panels`` looked its paper value up under a
+    ``case:1`` key no ``where`` read, and showed none)."""
+    if not is_case_ref(ref) or LABEL not in row:
+        return {**row, ref: value}
+    parts = str(row[LABEL]).split(LABEL_SEP)
+    i = int(ref[len(CASE_PREFIX):])
+    if i >= len(parts):
+        return row
+    parts[i] = str(value)
+    return {**row, LABEL: LABEL_SEP.join(parts)}
+
+
+def _row_has(row: dict[str, Any], key: str) -> bool:
+    return key in row or (is_case_ref(key) and LABEL in row)
+
+
+def _row_value(row: dict[str, Any], key: str) -> Any:
+    """``row[key]``, a ``case:<i>`` read from the row's label (as ``column`` reads it)."""
+    return row[key] if key in row else case_label(row[LABEL], key)
+
+
 def has_column(df: pd.DataFrame, ref: str) -> bool:
     return (is_case_ref(ref) and LABEL in df) or ref in df
 
@@ -291,13 +322,13 @@ class PaperValueLookup:
     def find(self, row: dict[str, Any], metric: str) -> Any:
         best: int | None = None
         for (m, first), (idx, index) in self._groups.items():
-            if m != metric or (first is not None and first not in row):
+            if m != metric or (first is not None and not _row_has(row, first)):
                 continue
             if index is None:
                 cands = set(range(len(idx)))
             else:
                 values, owners = index
-                have = row[first]
+                have = _row_value(row, first)
                 wants = [have] + (str(have).split(LABEL_SEP) if first == LABEL else [])
                 cands = {owners[k] for w in wants
                          for k in (values.none if norm(w) is None else values.candidates(w))}
@@ -305,7 +336,7 @@ class PaperValueLookup:
                 i = idx[c]
                 if best is not None and i > best:
                     break
-                if all(k in row and value_matches(k, row[k], v)
+                if all(_row_has(row, k) and value_matches(k, _row_value(row, k), v)
                        for k, v in self._pvs[i].where.items()):
                     best = i
                     break
