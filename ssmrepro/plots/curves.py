@@ -370,8 +370,10 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
         most = min(MAX_SIDE / dpi, MAX_PIXELS / (dpi * dpi * fig_w))
         fig_h = max(fig_h, min(most, fig_h + legend_in - LEGEND_ROOM))
         fig.set_size_inches(fig_w, fig_h)
-    top = 1 - (0.1 + 0.17 * (head.count("\n") + 1)) / fig_h
-    tight_layout(fig, rect=(0, legend_in / fig_h, 1, min(0.97, top)))
+    # the panels from below the title down to the legend: tight_layout makes room for the
+    # suptitle itself (a rect that also left the title's height out of it counted it twice: a
+    # one-panel figure lost a third of its height to a gap under the title)
+    tight_layout(fig, rect=(0, legend_in / fig_h, 1, 1))
     save_png(fig, path, dpi=120)
     return True
 
