@@ -11389,6 +11389,23 @@ def test_a_selection_never_prefers_a_candidate_with_a_seed_of_no_final_value(tmp
     assert cells.iloc[0]["train.avg_loss"] == pytest.approx(0.5)
 
 
+def _run_two_lrs_of_s6(tmp_path, **spec) -> Path:
+    """Train (smoke, 3 steps) a one-label spec (S6) over train.lr 0.001 and 0.3 with the spec
+    keys ``spec`` (an `aggregate.select` over the lr, analyses, figures); returns its results
+    folder."""
+    path = _one_run_spec(
+        tmp_path, sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]},
+                         {"grid": {"train.lr": [0.001, 0.3]}}],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 3,
+               "val_size": 16, "test_size": 16, "eval_every": 3, "eval_batch_size": 16},
+        **spec)
+    out = tmp_path / "out"
+    res = _invoke("run", path, "--out", out, "--profile", "smoke", "--no-calibrate",
+                  "--workers", "1")
+    assert res.exit_code == 0, res.output
+    return out / "tests" / "t-spec"
+
+
 def test_a_selections_analysis_metrics_are_its_kept_candidates(tmp_path):
     """`analysis: [decay_histogram]` beside `aggregate.select: {over: train.lr}`: the analysis
     tables had no `train.lr` column, so the histograms of every learning rate tried were summed
@@ -11398,19 +11415,10 @@ def test_a_selections_analysis_metrics_are_its_kept_candidates(tmp_path):
 
     from ssmrepro.report.analysis import decay_metrics, histogram_table
 
-    spec = _one_run_spec(
-        tmp_path, sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]},
-                         {"grid": {"train.lr": [0.001, 0.3]}}],
-        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 3,
-               "val_size": 16, "test_size": 16, "eval_every": 3, "eval_batch_size": 16},
-        aggregate={"reduce": "mean", "metrics": ["test.acc"],
-                   "select": {"over": "train.lr", "by": "test.acc", "op": "max"}},
+    root = _run_two_lrs_of_s6(
+        tmp_path, aggregate={"reduce": "mean", "metrics": ["test.acc"],
+                             "select": {"over": "train.lr", "by": "test.acc", "op": "max"}},
         analysis=["decay_histogram"])
-    out = tmp_path / "out"
-    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate",
-                  "--workers", "1")
-    assert res.exit_code == 0, res.output
-    root = out / "tests" / "t-spec"
     cell = pd.read_csv(root / "summary-smoke.csv").iloc[0]
     recs = [json.loads(p.read_text()) for p in root.glob("runs/*.json")]
     kept = [r for r in recs if r["config"]["train"]["lr"] == cell["train.lr"]]
@@ -11428,21 +11436,12 @@ def test_a_selections_weights_figure_and_metrics_are_its_kept_candidates(tmp_pat
     import numpy as np
     import pandas as pd
 
-    spec = _one_run_spec(
+    root = _run_two_lrs_of_s6(
         tmp_path, save_weights=True, analysis=["output_variance"],
         task={"name": "mqar", "vocab": 16, "L": 8, "kappa": 2},
-        sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]},
-               {"grid": {"train.lr": [0.001, 0.3]}}],
-        train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 3,
-               "val_size": 16, "test_size": 16, "eval_every": 3, "eval_batch_size": 16},
         aggregate={"reduce": "mean", "metrics": ["test.acc", "test.loss"],
                    "select": {"over": "train.lr", "by": "test.loss", "op": "min"}},
         figures=[{"kind": "output_distribution", "name": "fig-out", "where": [{"label": "S6"}]}])
-    out = tmp_path / "out"
-    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate",
-                  "--workers", "1")
-    assert res.exit_code == 0, res.output
-    root = out / "tests" / "t-spec"
     cell = pd.read_csv(root / "summary-smoke.csv").iloc[0]
     runs = pd.read_csv(root / "results-smoke.csv")
     kept = runs.loc[np.isclose(runs["train.lr"], cell["train.lr"]), "run_id"].tolist()
