@@ -129,9 +129,13 @@ def test_lr_scale_zero_freezes_delta_parameters_per_member():
     while everything else moves; member 1 (no scaling) moves its Δ parameters too."""
     from ssmrepro.models.layers import reset_members
     from ssmrepro.models.mixers.b2s6 import B2S6Config, B2S6Core
+    from ssmrepro.models.mixers.mamba2 import Mamba2Config, Mamba2Mixer
+    from ssmrepro.models.mixers.mamba2_3conv import Mamba2ThreeConv, Mamba2ThreeConvConfig
     from ssmrepro.models.mixers.s6 import S6Config, S6Core
 
-    for m in (S6Core(2, 8, S6Config(d_state=3, dt_rank=2)), B2S6Core(2, 8, B2S6Config(d_state=3, heads=2))):
+    for m in (S6Core(2, 8, S6Config(d_state=3, dt_rank=2)), B2S6Core(2, 8, B2S6Config(d_state=3, heads=2)),
+              Mamba2Mixer(2, 8, Mamba2Config(d_state=3, headdim=4, bias=True)),
+              Mamba2ThreeConv(2, 8, Mamba2ThreeConvConfig(d_state=3))):
         reset_members(m, [0, 1])
         m = m.double()
         before = {n: p.detach().clone() for n, p in m.named_parameters()}
@@ -143,13 +147,16 @@ def test_lr_scale_zero_freezes_delta_parameters_per_member():
             m.zero_grad()
         for n, p in m.named_parameters():
             b = before[n]
-            if getattr(p, "_lr_group", None) == "delta":
+            if getattr(p, "_lr_group", None) == "delta" and p.dim() == 1:  # one per member
+                assert p[0] == b[0] and p[1] != b[1], n
+            elif getattr(p, "_lr_group", None) == "delta":
                 c0, c1 = p._lr_group_cols or (0, p.shape[-1])
                 assert torch.equal(p[0, ..., c0:c1], b[0, ..., c0:c1]), n
                 assert not torch.equal(p[1, ..., c0:c1], b[1, ..., c0:c1]), n
-                if (c0, c1) != (0, p.shape[-1]):  # the untagged columns of x_proj move
-                    assert not torch.equal(p[0, ..., c1:], b[0, ..., c1:]), n
-            elif not (n == "D"):  # D starts at 1 and moves as well; check the rest explicitly
+                if (c0, c1) != (0, p.shape[-1]):  # the untagged columns (x_proj, in_proj) move
+                    rest = [i for i in range(p.shape[-1]) if not c0 <= i < c1]
+                    assert not torch.equal(p[0, ..., rest], b[0, ..., rest]), n
+            elif n not in ("D", "norm_weight"):  # D, the norm start at 1 and move as well
                 assert not torch.equal(p[0], b[0]), n
 
 

@@ -357,16 +357,35 @@ def test_b2s6_blocks_are_independent_and_bias_is_per_channel():
     (lambda: delta_t(1, dt_rank=2), {"dt_weight", "dt_bias", "x_proj.weight"}),
     (lambda: zoh(1), {"log_dt"}),
     (lambda: b2s6(1, heads=2), {"w", "b"}),
+    (lambda: _mamba2(bias=True), {"dt_bias", "in_proj.weight", "in_proj.bias"}),
+    (lambda: _mamba2_3conv(), {"dt_weight", "dt_bias"}),
 ])
 def test_delta_parameters_are_tagged(make, expect):
+    """Every Δ parameter in group "delta", every Λ one in "A" (Mamba-2's were in none: a
+    `train.lr_scale` on a Mamba-2 model changed nothing; it is refused where no parameter is)."""
     m = make()
     tagged = {n for n, p in m.named_parameters() if getattr(p, "_lr_group", None) == "delta"}
     assert tagged == expect
     A = {n for n, p in m.named_parameters() if getattr(p, "_lr_group", None) == "A"}
-    assert A and all(n.startswith("A_") for n in A)
+    assert A and all(n.startswith(("A_", "lam_")) for n in A)
     if "x_proj.weight" in expect:  # only the Δ columns of the shared projection
         R = m.R
         assert m.x_proj.weight._lr_group_cols == (0, R)
+    if "in_proj.weight" in expect:  # Mamba-2: the last H columns of (z, xBC, dt)
+        dt = (m.in_proj.weight.shape[-1] - m.H, m.in_proj.weight.shape[-1])
+        assert m.in_proj.weight._lr_group_cols == m.in_proj.bias._lr_group_cols == dt
+
+
+def _mamba2(**kw):
+    from ssmrepro.models.mixers.mamba2 import Mamba2Config, Mamba2Mixer
+
+    return Mamba2Mixer(1, D, Mamba2Config(d_state=3, headdim=4, **kw))
+
+
+def _mamba2_3conv(**kw):
+    from ssmrepro.models.mixers.mamba2_3conv import Mamba2ThreeConv, Mamba2ThreeConvConfig
+
+    return Mamba2ThreeConv(1, D, Mamba2ThreeConvConfig(d_state=3, **kw))
 
 
 # ---- registry ----

@@ -37,7 +37,15 @@ from pydantic import Field, model_validator
 from torch import nn
 
 from ...kernels.backend import ssd_scan
-from ..layers import PackedCausalConv, PackedLinear, PackedModule, conv_ref_step, linear_ref, no_weight_decay
+from ..layers import (
+    PackedCausalConv,
+    PackedLinear,
+    PackedModule,
+    conv_ref_step,
+    linear_ref,
+    lr_group,
+    no_weight_decay,
+)
 from .base import MixerConfig, register
 from .common import (
     DT_INIT_FLOOR,
@@ -140,9 +148,13 @@ class Mamba2Mixer(PackedModule):
         self.chunk = chunk
         conv_dim = Di + 2 * ngroups * N
         self.in_proj = PackedLinear(E, d, Di + conv_dim + heads, bias=cfg.bias)  # -> (z, xBC, dt)
+        dt_cols = (Di + conv_dim, Di + conv_dim + heads)  # lr group "delta": the dt columns
+        lr_group(self.in_proj.weight, "delta", dt_cols)
+        if self.in_proj.bias is not None:
+            lr_group(self.in_proj.bias, "delta", dt_cols)
         self.conv = SSDConv(E, conv_dim, cfg.d_conv, cfg.conv_bias, cfg.conv_init)
-        self.A_log = no_weight_decay(nn.Parameter(torch.empty(E, heads)))  # (E, H)
-        self.dt_bias = no_weight_decay(nn.Parameter(torch.empty(E, heads)))  # (E, H)
+        self.A_log = lr_group(no_weight_decay(nn.Parameter(torch.empty(E, heads))), "A")  # (E, H)
+        self.dt_bias = lr_group(no_weight_decay(nn.Parameter(torch.empty(E, heads))), "delta")  # (E, H)
         self.D = no_weight_decay(nn.Parameter(torch.empty(E, heads)))  # (E, H)
         self.norm_weight = no_weight_decay(nn.Parameter(torch.empty(E, Di)))  # (E, Di)
         self.out_proj = PackedLinear(E, Di, d, bias=cfg.bias)

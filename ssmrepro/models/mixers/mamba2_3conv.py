@@ -34,6 +34,7 @@ from ..layers import (
     _uniform_,
     conv_ref_step,
     linear_ref,
+    lr_group,
     no_weight_decay,
 )
 from .base import MixerConfig, register
@@ -92,9 +93,9 @@ class Mamba2ThreeConv(PackedModule):
         self.dt_min, self.dt_max, self.dt_init_floor = cfg.dt_min, cfg.dt_max, DT_INIT_FLOOR
         self.chunk = chunk
         bias, conv_bias, W = cfg.bias, cfg.conv_bias, cfg.d_conv
-        self.lam_log = no_weight_decay(nn.Parameter(torch.empty(E)))  # λ = -exp(lam_log)
-        self.dt_weight = nn.Parameter(torch.empty(E, d))  # w of Δ_t = softplus(w·x_t + b)
-        self.dt_bias = no_weight_decay(nn.Parameter(torch.empty(E)))  # b
+        self.lam_log = lr_group(no_weight_decay(nn.Parameter(torch.empty(E))), "A")  # λ = -exp(lam_log)
+        self.dt_weight = lr_group(nn.Parameter(torch.empty(E, d)), "delta")  # w of Δ_t = softplus(w·x_t + b)
+        self.dt_bias = lr_group(no_weight_decay(nn.Parameter(torch.empty(E))), "delta")  # b
         self.W_u = PackedLinear(E, d, Di, bias=bias)
         self.conv_u = PackedCausalConv(E, Di, W, bias=conv_bias)
         self.W_B = PackedLinear(E, d, N, bias=bias)
