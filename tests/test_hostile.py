@@ -13525,3 +13525,22 @@ def test_an_ordering_whose_sides_differ_in_the_evaluation_set_it_reads_is_refuse
                             "which some of its runs in profile smoke do not have (label 'S4D'")
         else:
             assert res.exit_code == 0, res.output
+
+
+def test_a_permutations_draws_never_tie_so_no_sort_rule_can_change_the_data():
+    """`permutation_keys` argsorts the 32-bit draws of one key with the default (unstable) sort;
+    had two draws of a row been equal (random draws: ~4.7 ties per row of 200,000, the birthday
+    bound), another device's sort could order them otherwise and the same seed give other data.
+    The draws are a bijection of the counter, so no row has a tie and every sort agrees."""
+    import torch
+
+    from ssmrepro.tasks import rng
+
+    n = 200_000
+    k = rng.key(torch.arange(4), 7, n)
+    b = rng.bits(k, n)
+    srt = b.sort(dim=-1).values
+    assert not (srt[..., 1:] == srt[..., :-1]).any()
+    perm = rng.permutation_keys(k, n)
+    assert torch.equal(perm, torch.argsort(b, dim=-1, stable=True))
+    assert torch.equal(perm, torch.argsort(b * n + torch.arange(n), dim=-1))  # ties by index
