@@ -2309,7 +2309,7 @@ def test_a_listops_window_no_tree_falls_in_is_bad_input(tmp_path):
     could never help."""
     res = _invoke("data", "generate", "listops", "--n", "30", "--min-length", "1",
                   "--max-length", "3", "--out", tmp_path / "g", "--workers", "1")
-    _assert_refused(res, "almost no trees fall in 1 < length < 3")
+    _assert_refused(res, "no tree has 1 < length < 3")
     assert not (tmp_path / "g").exists()
 
 
@@ -13544,3 +13544,30 @@ def test_a_permutations_draws_never_tie_so_no_sort_rule_can_change_the_data():
     perm = rng.permutation_keys(k, n)
     assert torch.equal(perm, torch.argsort(b, dim=-1, stable=True))
     assert torch.equal(perm, torch.argsort(b * n + torch.arange(n), dim=-1))  # ties by index
+
+
+def test_a_listops_window_with_fewer_trees_than_asked_for_is_refused_before_drawing(monkeypatch):
+    """`data generate listops --n 500 --min-length 3 --max-length 5` (400 trees exist: [OP d d ])
+    drew until 51 chunks in a row found no new tree (20 s here, over a minute for windows of
+    thousands) before refusing; the trees of the window are now counted up front (exactly:
+    checked against an enumeration) and no tree is drawn."""
+    from ssmrepro.data import listops
+
+    assert [listops.count_trees(*w) for w in [(3, 5), (3, 7), (0, 2), (1, 3)]] == [
+        400, 44400, 10, 0]
+    assert listops.count_trees(3, 8, max_depth=2) == 4 * (10**2 + 10**3 + 10**4 + 10**5)
+    assert listops.count_trees(0, 100, max_depth=3, max_args=2, cap=10**30) == (
+        10 + 4 * 10**2 + 2 * 4**2 * 10**3 + 4**3 * 10**4 * 1)  # 1, 4, 7, 10 tokens
+    assert listops.count_trees(500, 2000, cap=96000) == 96000  # LRA: enough, and quickly
+    assert listops.count_trees(21, 100_000, max_depth=3, max_args=2) == 0  # at most 10 tokens
+    drawn = []
+    real = listops.sample_tree
+    monkeypatch.setattr(listops, "sample_tree", lambda *a, **k: drawn.append(1) or real(*a, **k))
+    for (n, lo, hi), needle in [((498, 3, 5), "only 400 distinct trees have 3 < length < 5"),
+                                ((9, 0, 2), "ask for at most 10"),
+                                ((2, 1, 3), "no tree has 1 < length < 3")]:
+        with pytest.raises(listops.WindowTooNarrow, match=needle):
+            listops.generate_listops(n, 1, 1, min_length=lo, max_length=hi)
+    assert not drawn
+    got = listops.generate_listops(8, 1, 1, min_length=0, max_length=2)  # all 10 digits
+    assert sorted(t for s in got.values() for t in s.tokens) == [bytes([2 + d]) for d in range(10)]
