@@ -13571,3 +13571,29 @@ def test_a_listops_window_with_fewer_trees_than_asked_for_is_refused_before_draw
     assert not drawn
     got = listops.generate_listops(8, 1, 1, min_length=0, max_length=2)  # all 10 digits
     assert sorted(t for s in got.values() for t in s.tokens) == [bytes([2 + d]) for d in range(10)]
+
+
+def test_an_early_stop_met_at_the_last_evaluation_is_recorded_as_the_early_stop(tmp_path):
+    """A run whose early-stop condition first held at its last evaluation (the step equal to
+    max_steps) was recorded (record, results.csv) as stopped by its step budget, 'max_steps', as
+    if it had never met it; one never meeting it still says 'max_steps'."""
+    from helpers import write_spec
+
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import train_pack
+
+    tr = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+          "test_size": 16, "eval_every": 2, "dtype": "float64"}
+
+    def one(**more):
+        spec = load_spec(write_spec(tmp_path, train={**tr, **more}, sweep=[], seeds=[0]))
+        return train_pack(expand(spec, "paper"))[0]
+
+    losses = [h["val.loss"] for h in one()["history"]]
+    assert losses[-1] < min(losses[:-1]), losses  # it learns: the last is the lowest
+    for t, reason in [((losses[-1] + min(losses[:-1])) / 2, "early_stop"),
+                      (losses[-1] / 2, "max_steps")]:
+        rec = one(early_stop={"metric": "val.loss", "op": "<", "threshold": t})
+        assert (rec["stop_reason"], rec["stop_step"]) == (reason, 4)
+        assert [h["val.loss"] for h in rec["history"]] == losses
