@@ -13597,3 +13597,26 @@ def test_an_early_stop_met_at_the_last_evaluation_is_recorded_as_the_early_stop(
         rec = one(early_stop={"metric": "val.loss", "op": "<", "threshold": t})
         assert (rec["stop_reason"], rec["stop_step"]) == (reason, 4)
         assert [h["val.loss"] for h in rec["history"]] == losses
+
+
+def test_an_edited_first_copy_of_a_results_row_duplicated_by_hand_is_named(tmp_path):
+    """A results row duplicated by hand, its first copy edited (test.acc 0.5 -> 0.987654), was
+    dropped when the table was written again from the records without a word: the ledger of
+    rows written compared only each run's last row. Every copy is compared now; an unedited
+    copy stays silent."""
+    from ssmrepro.store import Store
+
+    store = Store(tmp_path / "s")
+    store.runs.mkdir(parents=True)
+    text = "run_id,label,metric.test.acc\na1,S6,0.5\nb2,S4D,0.25\n"
+    table = store.root / "results.csv"
+    store.write_table(table.name, text, {"a1", "b2"})
+    for lines, warned in [(["a1,S6,0.5", "a1,S6,0.5", "b2,S4D,0.25"], False),
+                          (["a1,S6,0.987654", "a1,S6,0.5", "b2,S4D,0.25"], True),
+                          (["a1,S6,0.5", "b2,S4D,0.25", "a1,S6,0.987654"], True)]:
+        store.warnings.clear()
+        table.write_text("\n".join(["run_id,label,metric.test.acc", *lines]) + "\n")
+        store.write_table(table.name, text, {"a1", "b2"})
+        assert table.read_text() == text
+        assert len(store.warnings) == int(warned), store.warnings
+        assert not warned or ("run(s) a1 were changed" in store.warnings[0]), store.warnings
