@@ -747,7 +747,9 @@ def train_pack(
             for e in cut:
                 if rows is not None:
                     history[e].append(rows[e])
-                stop(e, "time_limit", step)
+                # meeting its early stop at that evaluation, it is not a run cut short (the
+                # report counted it among the runs its time limit cut)
+                stop(e, "early_stop" if rows is not None and met(rows[e]) else "time_limit", step)
             if not bool(active.any()):
                 break
             time_limit = min(t for e, t in enumerate(limits) if bool(active[e]))

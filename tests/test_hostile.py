@@ -13561,30 +13561,46 @@ def test_a_listops_window_with_fewer_trees_than_asked_for_is_refused_before_draw
     assert sorted(t for s in got.values() for t in s.tokens) == [bytes([2 + d]) for d in range(10)]
 
 
-def test_an_early_stop_met_at_the_last_evaluation_is_recorded_as_the_early_stop(tmp_path):
+def test_an_early_stop_met_at_the_last_evaluation_is_recorded_as_the_early_stop(tmp_path,
+                                                                             monkeypatch):
     """A run whose early-stop condition first held at its last evaluation (the step equal to
     max_steps) was recorded (record, results.csv) as stopped by its step budget, 'max_steps', as
-    if it had never met it; one never meeting it still says 'max_steps'."""
+    if it had never met it; one cut by its time limit between evaluations, meeting it at the
+    evaluation of its stop step, said 'time_limit' (the report counted it as cut short). One
+    never meeting it still says 'max_steps' / 'time_limit'."""
+    import importlib
+    import types
+
     from helpers import write_spec
 
     from ssmrepro.spec import load_spec
     from ssmrepro.sweep import expand
-    from ssmrepro.train import train_pack
 
+    train_mod = importlib.import_module("ssmrepro.train")
+    steps = [0]  # a clock of 10 s per training step
+    monkeypatch.setattr(train_mod, "time", types.SimpleNamespace(
+        time=lambda: 1000.0 + 10.0 * steps[0], process_time=time.process_time))
+    real = train_mod.forward_backward
+    monkeypatch.setattr(train_mod, "forward_backward",
+                        lambda *a, **k: (steps.__setitem__(0, steps[0] + 1), real(*a, **k))[1])
     tr = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
           "test_size": 16, "eval_every": 2, "dtype": "float64"}
 
     def one(**more):
+        steps[0] = 0
         spec = load_spec(write_spec(tmp_path, train={**tr, **more}, sweep=[], seeds=[0]))
-        return train_pack(expand(spec, "paper"))[0]
+        return train_mod.train_pack(expand(spec, "paper"))[0]
 
-    losses = [h["val.loss"] for h in one()["history"]]
-    assert losses[-1] < min(losses[:-1]), losses  # it learns: the last is the lowest
-    for t, reason in [((losses[-1] + min(losses[:-1])) / 2, "early_stop"),
-                      (losses[-1] / 2, "max_steps")]:
-        rec = one(early_stop={"metric": "val.loss", "op": "<", "threshold": t})
-        assert (rec["stop_reason"], rec["stop_step"]) == (reason, 4)
-        assert [h["val.loss"] for h in rec["history"]] == losses
+    for budget, why, end in [({}, "max_steps", 4),
+                             ({"max_steps": 50, "eval_every": 20, "time_limit_s": 25},
+                              "time_limit", 3)]:
+        losses = [h["val.loss"] for h in one(**budget)["history"]]
+        assert losses[-1] < min(losses[:-1]), losses  # it learns: the last is the lowest
+        for t, reason in [((losses[-1] + min(losses[:-1])) / 2, "early_stop"),
+                          (losses[-1] / 2, why)]:
+            rec = one(**budget, early_stop={"metric": "val.loss", "op": "<", "threshold": t})
+            assert (rec["stop_reason"], rec["stop_step"]) == (reason, end)
+            assert [h["val.loss"] for h in rec["history"]] == losses
 
 
 def test_an_edited_first_copy_of_a_results_row_duplicated_by_hand_is_named(tmp_path):
