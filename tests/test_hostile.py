@@ -13551,11 +13551,16 @@ def test_a_listops_window_with_fewer_trees_than_asked_for_is_refused_before_draw
     drawn = []
     real = listops.sample_tree
     monkeypatch.setattr(listops, "sample_tree", lambda *a, **k: drawn.append(1) or real(*a, **k))
-    for (n, lo, hi), needle in [((498, 3, 5), "only 400 distinct trees have 3 < length < 5"),
-                                ((9, 0, 2), "ask for at most 10"),
-                                ((2, 1, 3), "no tree has 1 < length < 3")]:
+    for (n, lo, hi, kw), needle in [
+            ((498, 3, 5, {}), r"only 400 distinct trees have 3 < length < 5 .*\(a larger "
+             "max_length or a smaller min_length"),
+            ((9, 0, 2, {}), "ask for at most 10"),
+            ((2, 1, 3, {}), "no tree has 1 < length < 3"),
+            ((9, 10, 2000, {"max_depth": 2, "max_args": 3}),  # [OP d d d ]: 5 tokens at most
+             "no tree has 10 < length < 2000 .* at most 5 tokens: a smaller min_length or a "
+             "larger max_depth or max_args$")]:
         with pytest.raises(listops.WindowTooNarrow, match=needle):
-            listops.generate_listops(n, 1, 1, min_length=lo, max_length=hi)
+            listops.generate_listops(n, 1, 1, min_length=lo, max_length=hi, **kw)
     assert not drawn
     got = listops.generate_listops(8, 1, 1, min_length=0, max_length=2)  # all 10 digits
     assert sorted(t for s in got.values() for t in s.tokens) == [bytes([2 + d]) for d in range(10)]

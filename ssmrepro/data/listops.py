@@ -396,11 +396,19 @@ def generate_listops(
     have = count_trees(min_length, max_length, max_depth, max_args, cap=total)
     if have < total:  # up front: drawing found the window's last tree, then gave up after 51
         # chunks of repeats (a minute and more for 3 < length < 5 and --n 500)
+        longest = 1  # tokens of the longest tree: digits at max_depth, max_args below each op
+        for _ in range(max_depth - 1):
+            longest = min(2 + max_args * longest, max_length)
+        widen = ("widen the length window (a larger max_length or a smaller min_length)"
+                 if longest >= max_length - 1 else
+                 f"its trees have at most {longest} token{'s' * (longest > 1)}: a smaller "
+                 "min_length or a larger "
+                 "max_depth or max_args")
         raise WindowTooNarrow(
             f"ListOps: {'no tree has' if not have else f'only {have} distinct trees have'} "
             f"{min_length} < length < {max_length} (max_depth {max_depth}, max_args "
-            f"{max_args}) for {total} examples; widen the length window (a larger max_length "
-            "or a smaller min_length)" + (f" or ask for at most {have}" if have else "")
+            f"{max_args}) for {total} examples; {widen}"
+            + (f", or ask for at most {have}" if have else "")
         )
     fn = functools.partial(
         _generate_chunk,
