@@ -402,8 +402,7 @@ def generate_listops(
         widen = ("widen the length window (a larger max_length or a smaller min_length)"
                  if longest >= max_length - 1 else
                  f"its trees have at most {longest} token{'s' * (longest > 1)}: a smaller "
-                 "min_length or a larger "
-                 "max_depth or max_args")
+                 "min_length or a larger max_depth or max_args")
         raise WindowTooNarrow(
             f"ListOps: {'no tree has' if not have else f'only {have} distinct trees have'} "
             f"{min_length} < length < {max_length} (max_depth {max_depth}, max_args "
