@@ -993,9 +993,11 @@ class Store:
             written = ledger.get(name, {})
             new = _row_digests(text) if text is not None else {}
             old = _table_rows(path) if written and from_records else {}
-            edited = sorted(rid for rid, row in old.items()
-                            if rid in from_records and rid in written and written[rid] != row
-                            and new.get(rid) != row)
+            # every copy of a row (one duplicated by hand, its first copy edited: only the
+            # last was compared, and the edit was dropped without a word)
+            edited = sorted(rid for rid, rows in old.items()
+                            if rid in from_records and rid in written
+                            and any(written[rid] != row and new.get(rid) != row for row in rows))
             if edited:
                 more = f" and {len(edited) - 3} more" if len(edited) > 3 else ""
                 self._warn(f"{name}: the row(s) of run(s) {', '.join(edited[:3])}{more} were "
@@ -1117,28 +1119,38 @@ def _write_ledger(fd: int | None, ledger: dict | None) -> None:
             os.ftruncate(fd, 0)
 
 
-def _row_digests(text: str) -> dict[str, str]:
-    """run id -> a digest of its row, for the CSV ``text`` of a results table ({} without a
-    run_id column)."""
+def _digested_rows(text: str) -> list[tuple[str, str]]:
+    """(run id, a digest of its row) for each row of the CSV ``text`` of a results table, in
+    order ([] without a run_id column)."""
     rows = csv.reader(io.StringIO(text))
     header = next(rows, [])
     if "run_id" not in header:
-        return {}
+        return []
     at = header.index("run_id")
-    return {row[at]: hashlib.sha256(json.dumps([header, row]).encode()).hexdigest()[:16]
-            for row in rows if len(row) > at}
+    return [(row[at], hashlib.sha256(json.dumps([header, row]).encode()).hexdigest()[:16])
+            for row in rows if len(row) > at]
 
 
-def _table_rows(path: Path) -> dict[str, str]:
-    """``_row_digests`` of the table file at ``path`` ({} when it cannot be read as text)."""
+def _row_digests(text: str) -> dict[str, str]:
+    """run id -> a digest of its (last) row, for the CSV ``text`` of a results table ({}
+    without a run_id column)."""
+    return dict(_digested_rows(text))
+
+
+def _table_rows(path: Path) -> dict[str, list[str]]:
+    """run id -> the digests (``_row_digests``) of each of its rows in the table file at
+    ``path``, in order ({} when it cannot be read as text)."""
     try:
         text = read_small(path, MAX_TABLE_BYTES).decode("utf-8")
     except (OSError, ValueError):
         return {}
+    out: dict[str, list[str]] = {}
     try:
-        return _row_digests(text)
+        for rid, digest in _digested_rows(text):
+            out.setdefault(rid, []).append(digest)
     except csv.Error:
         return {}
+    return out
 
 
 def csv_text(df: pd.DataFrame) -> str:

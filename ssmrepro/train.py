@@ -711,12 +711,15 @@ def train_pack(
                 rows[e][f"{name}.loss"], rows[e][f"{name}.{score}"] = float(nl[e]), float(ns[e])
         return rows
 
+    def met(row: dict[str, float]) -> bool:
+        return bool(es) and _compare(row[es.metric], es.op, es.threshold)
+
     def run_eval(step: int) -> None:
         rows = eval_rows(step)
         for e in range(E):
             if active[e]:
                 history[e].append(rows[e])
-                if es and _compare(rows[e][es.metric], es.op, es.threshold):
+                if met(rows[e]):
                     stop(e, "early_stop", step)
 
     step = 0
@@ -726,7 +729,9 @@ def train_pack(
             rows = eval_rows(step)
             for e in done_now:
                 history[e].append(rows[e])
-                stop(e, "max_steps", step)
+                # its last evaluation is an evaluation too: a run meeting its early stop there
+                # (at its step budget) said 'max_steps', as if it never had
+                stop(e, "early_stop" if met(rows[e]) else "max_steps", step)
         if not bool(active.any()):
             break
         if step % tc0.eval_every == 0:
@@ -742,7 +747,9 @@ def train_pack(
             for e in cut:
                 if rows is not None:
                     history[e].append(rows[e])
-                stop(e, "time_limit", step)
+                # meeting its early stop at that evaluation, it is not a run cut short (the
+                # report counted it among the runs its time limit cut)
+                stop(e, "early_stop" if rows is not None and met(rows[e]) else "time_limit", step)
             if not bool(active.any()):
                 break
             time_limit = min(t for e, t in enumerate(limits) if bool(active[e]))

@@ -2309,7 +2309,7 @@ def test_a_listops_window_no_tree_falls_in_is_bad_input(tmp_path):
     could never help."""
     res = _invoke("data", "generate", "listops", "--n", "30", "--min-length", "1",
                   "--max-length", "3", "--out", tmp_path / "g", "--workers", "1")
-    _assert_refused(res, "almost no trees fall in 1 < length < 3")
+    _assert_refused(res, "no tree has 1 < length < 3")
     assert not (tmp_path / "g").exists()
 
 
@@ -12031,19 +12031,28 @@ def test_a_claim_on_an_analysis_share_is_range_checked_like_an_accuracy(tmp_path
 def test_a_claim_on_an_evaluation_set_some_of_its_runs_lack_is_refused(tmp_path):
     """`long.acc >= 0.01` over S6 (with `train.evals.long`) and S4D (without): S4D's cell read
     as a miss, 'not measured', and the claim FAILed whatever was trained (a profile with no run
-    of the set was already MISSING). Narrowed to S6 it is taken."""
-    cases = [{"label": "S6", "set": {"model.mixer": "s6", "train.evals": {"long": {"T": 12}}}},
-             {"label": "S4D", "set": {"model.mixer": "s4d"}}]
+    of the set was already MISSING). Narrowed to S6 it is taken. An ordering `long.acc: S6 >=
+    S4D` with the set on S6's side only was accepted too (each side alone is uniform) and
+    FAILed ('out of order ... long.acc was not measured') whatever was trained; with the set on
+    both sides it is taken."""
+    long = {"train.evals": {"long": {"T": 12}}}
     agg = {"reduce": "mean", "metrics": ["test.acc", "long.acc"]}
-
-    def spec(where):
-        return write_spec(tmp_path, sweep=[{"cases": cases}], aggregate=agg, claims=[
-            {"text": "x", "metric": "long.acc", "op": ">=", "value": 0.01, "where": where}])
-
-    _assert_refused(_invoke("validate", spec({})), "claims.0.metric: long.acc reads the "
-                    "evaluation set 'long', which some of its runs in profile smoke do not have "
-                    "(label 'S4D': train.evals)")
-    assert _invoke("validate", spec({"label": "S6"})).exit_code == 0
+    threshold = {"text": "x", "metric": "long.acc", "op": ">=", "value": 0.01}
+    ordering = {"check": "ordering", "text": "x", "metric": "long.acc", "a": {"label": "S6"},
+                "b": {"label": "S4D"}, "match": []}
+    for claim, s4d, refused in (({**threshold, "where": {}}, {}, True),
+                                ({**threshold, "where": {"label": "S6"}}, {}, False),
+                                (ordering, {}, True), (ordering, long, False)):
+        cases = [{"label": "S6", "set": {"model.mixer": "s6", **long}},
+                 {"label": "S4D", "set": {"model.mixer": "s4d", **s4d}}]
+        res = _invoke("validate", write_spec(tmp_path, sweep=[{"cases": cases}], aggregate=agg,
+                                             claims=[claim]))
+        if refused:
+            _assert_refused(res, "claims.0.metric: long.acc reads the evaluation set 'long', "
+                            "which some of its runs in profile smoke do not have (label 'S4D': "
+                            "train.evals)")
+        else:
+            assert res.exit_code == 0, res.output
 
 
 def test_a_paper_value_of_a_cell_without_its_evaluation_set_is_refused(tmp_path):
@@ -13506,22 +13515,117 @@ def test_a_paper_panels_target_that_names_no_panel_is_refused(tmp_path):
             assert res.exit_code == 0, res.output
 
 
-def test_an_ordering_whose_sides_differ_in_the_evaluation_set_it_reads_is_refused(tmp_path):
-    """An ordering `long.acc: S6 >= S4D` where only S6's runs have `train.evals.long`: each
-    side alone is uniform, so it was accepted, and it FAILed ('out of order ... long.acc was
-    not measured') whatever was trained. Refused as a claim over runs of both kinds; with the
-    set on both sides it is taken."""
-    long = {"train.evals": {"long": {"T": 12}}}
-    for s4d, refused in (({"model.mixer": "s4d"}, True), ({"model.mixer": "s4d", **long}, False)):
-        cases = [{"label": "S6", "set": {"model.mixer": "s6", **long}},
-                 {"label": "S4D", "set": s4d}]
-        spec = write_spec(tmp_path, sweep=[{"cases": cases}],
-                          aggregate={"reduce": "mean", "metrics": ["test.acc", "long.acc"]},
-                          claims=[{"check": "ordering", "text": "x", "metric": "long.acc",
-                                   "a": {"label": "S6"}, "b": {"label": "S4D"}, "match": []}])
-        res = _invoke("validate", spec)
-        if refused:
-            _assert_refused(res, "claims.0.metric: long.acc reads the evaluation set 'long', "
-                            "which some of its runs in profile smoke do not have (label 'S4D'")
-        else:
-            assert res.exit_code == 0, res.output
+def test_a_permutations_draws_never_tie_so_no_sort_rule_can_change_the_data():
+    """`permutation_keys` argsorts the 32-bit draws of one key with the default (unstable) sort;
+    had two draws of a row been equal (random draws: ~4.7 ties per row of 200,000, the birthday
+    bound), another device's sort could order them otherwise and the same seed give other data.
+    The draws are a bijection of the counter, so no row has a tie and every sort agrees."""
+    import torch
+
+    from ssmrepro.tasks import rng
+
+    n = 200_000
+    k = rng.key(torch.arange(4), 7, n)
+    b = rng.bits(k, n)
+    srt = b.sort(dim=-1).values
+    assert not (srt[..., 1:] == srt[..., :-1]).any()
+    perm = rng.permutation_keys(k, n)
+    assert torch.equal(perm, torch.argsort(b, dim=-1, stable=True))
+    assert torch.equal(perm, torch.argsort(b * n + torch.arange(n), dim=-1))  # ties by index
+
+
+def test_a_listops_window_with_fewer_trees_than_asked_for_is_refused_before_drawing(monkeypatch):
+    """`data generate listops --n 500 --min-length 3 --max-length 5` (400 trees exist: [OP d d ])
+    drew until 51 chunks in a row found no new tree (20 s here, over a minute for windows of
+    thousands) before refusing; the trees of the window are now counted up front (exactly:
+    checked against an enumeration) and no tree is drawn."""
+    from ssmrepro.data import listops
+
+    assert [listops.count_trees(*w) for w in [(3, 5), (3, 7), (0, 2), (1, 3)]] == [
+        400, 44400, 10, 0]
+    assert listops.count_trees(3, 8, max_depth=2) == 4 * (10**2 + 10**3 + 10**4 + 10**5)
+    assert listops.count_trees(0, 100, max_depth=3, max_args=2, cap=10**30) == (
+        10 + 4 * 10**2 + 2 * 4**2 * 10**3 + 4**3 * 10**4 * 1)  # 1, 4, 7, 10 tokens
+    assert listops.count_trees(500, 2000, cap=96000) == 96000  # LRA: enough, and quickly
+    assert listops.count_trees(21, 100_000, max_depth=3, max_args=2) == 0  # at most 10 tokens
+    drawn = []
+    real = listops.sample_tree
+    monkeypatch.setattr(listops, "sample_tree", lambda *a, **k: drawn.append(1) or real(*a, **k))
+    for (n, lo, hi, kw), needle in [
+            ((498, 3, 5, {}), r"only 400 distinct trees have 3 < length < 5 .*\(a larger "
+             "max_length or a smaller min_length"),
+            ((9, 0, 2, {}), "ask for at most 10"),
+            ((2, 1, 3, {}), "no tree has 1 < length < 3"),
+            ((9, 10, 2000, {"max_depth": 2, "max_args": 3}),  # [OP d d d ]: 5 tokens at most
+             "no tree has 10 < length < 2000 .* at most 5 tokens: a smaller min_length or a "
+             "larger max_depth or max_args$")]:
+        with pytest.raises(listops.WindowTooNarrow, match=needle):
+            listops.generate_listops(n, 1, 1, min_length=lo, max_length=hi, **kw)
+    assert not drawn
+    got = listops.generate_listops(8, 1, 1, min_length=0, max_length=2)  # all 10 digits
+    assert sorted(t for s in got.values() for t in s.tokens) == [bytes([2 + d]) for d in range(10)]
+
+
+def test_an_early_stop_met_at_the_last_evaluation_is_recorded_as_the_early_stop(tmp_path,
+                                                                             monkeypatch):
+    """A run whose early-stop condition first held at its last evaluation (the step equal to
+    max_steps) was recorded (record, results.csv) as stopped by its step budget, 'max_steps', as
+    if it had never met it; one cut by its time limit between evaluations, meeting it at the
+    evaluation of its stop step, said 'time_limit' (the report counted it as cut short). One
+    never meeting it still says 'max_steps' / 'time_limit'."""
+    import importlib
+    import types
+
+    from helpers import write_spec
+
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    train_mod = importlib.import_module("ssmrepro.train")
+    steps = [0]  # a clock of 10 s per training step
+    monkeypatch.setattr(train_mod, "time", types.SimpleNamespace(
+        time=lambda: 1000.0 + 10.0 * steps[0], process_time=time.process_time))
+    real = train_mod.forward_backward
+    monkeypatch.setattr(train_mod, "forward_backward",
+                        lambda *a, **k: (steps.__setitem__(0, steps[0] + 1), real(*a, **k))[1])
+    tr = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+          "test_size": 16, "eval_every": 2, "dtype": "float64"}
+
+    def one(**more):
+        steps[0] = 0
+        spec = load_spec(write_spec(tmp_path, train={**tr, **more}, sweep=[], seeds=[0]))
+        return train_mod.train_pack(expand(spec, "paper"))[0]
+
+    for budget, why, end in [({}, "max_steps", 4),
+                             ({"max_steps": 50, "eval_every": 20, "time_limit_s": 25},
+                              "time_limit", 3)]:
+        losses = [h["val.loss"] for h in one(**budget)["history"]]
+        assert losses[-1] < min(losses[:-1]), losses  # it learns: the last is the lowest
+        for t, reason in [((losses[-1] + min(losses[:-1])) / 2, "early_stop"),
+                          (losses[-1] / 2, why)]:
+            rec = one(**budget, early_stop={"metric": "val.loss", "op": "<", "threshold": t})
+            assert (rec["stop_reason"], rec["stop_step"]) == (reason, end)
+            assert [h["val.loss"] for h in rec["history"]] == losses
+
+
+def test_an_edited_first_copy_of_a_results_row_duplicated_by_hand_is_named(tmp_path):
+    """A results row duplicated by hand, its first copy edited (test.acc 0.5 -> 0.987654), was
+    dropped when the table was written again from the records without a word: the ledger of
+    rows written compared only each run's last row. Every copy is compared now; an unedited
+    copy stays silent."""
+    from ssmrepro.store import Store
+
+    store = Store(tmp_path / "s")
+    store.runs.mkdir(parents=True)
+    text = "run_id,label,metric.test.acc\na1,S6,0.5\nb2,S4D,0.25\n"
+    table = store.root / "results.csv"
+    store.write_table(table.name, text, {"a1", "b2"})
+    for lines, warned in [(["a1,S6,0.5", "a1,S6,0.5", "b2,S4D,0.25"], False),
+                          (["a1,S6,0.987654", "a1,S6,0.5", "b2,S4D,0.25"], True),
+                          (["a1,S6,0.5", "b2,S4D,0.25", "a1,S6,0.987654"], True)]:
+        store.warnings.clear()
+        table.write_text("\n".join(["run_id,label,metric.test.acc", *lines]) + "\n")
+        store.write_table(table.name, text, {"a1", "b2"})
+        assert table.read_text() == text
+        assert len(store.warnings) == int(warned), store.warnings
+        assert not warned or ("run(s) a1 were changed" in store.warnings[0]), store.warnings

@@ -210,6 +210,86 @@ def sample_tree(
     return out, value
 
 
+def _sumset(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """{x + y : x in a, y in b} of two 0/1 masks over 0..len-1, cut at len (an FFT product)."""
+    n = len(a)
+    size = 1 << (2 * n - 1).bit_length()
+    prod = np.fft.irfft(np.fft.rfft(a, size) * np.fft.rfft(b, size), size)[:n]
+    return (prod > 0.5).astype(np.float64)  # counts of ways are whole numbers up to n
+
+
+def count_trees(min_length: int, max_length: int, max_depth: int = 10, max_args: int = 10,
+                cap: int = 1 << 62) -> int:
+    """How many distinct trees (token sequences) the grammar has with
+    ``min_length < length < max_length``, or ``cap`` if at least that many.
+
+    A tree of length L has at least (L + 2) / 3 digits (each operator has two or more
+    arguments), so a length that any tree has holds at least 10**ceil((L + 2) / 3) trees: from
+    the first length ``lc`` where that reaches ``cap``, it is enough to know whether the window
+    has a length some tree has (0/1 masks of lengths, depth by depth from the deepest); below
+    ``lc`` the trees are counted exactly (counts per length, depth by depth). Milliseconds for
+    the LRA setting; a second or two at the options' largest."""
+    lo, hi = min_length + 1, max_length - 1
+    if hi < lo or cap <= 0:
+        return 0
+    lc = 1
+    while 10 ** (-(-(lc + 2) // 3)) < cap:
+        lc += 1
+    if hi >= max(lo, lc):  # lengths from lc on: is one of the window's a tree's length?
+        m = hi + 1
+        one = np.zeros(m)
+        one[1] = 1.0
+        mask = one.copy()  # the lengths of a tree whose root is at max_depth: a digit
+        for _ in range(max_depth - 1):
+            opt = mask.copy()
+            opt[0] = 1.0  # up to max_args - 2 more arguments beside the first two
+            more = np.zeros(m)
+            more[0] = 1.0
+            e = max_args - 2
+            while e:
+                if e & 1:
+                    more = _sumset(more, opt)
+                e >>= 1
+                if e:
+                    opt = _sumset(opt, opt)
+            kids = _sumset(_sumset(mask, mask), more)
+            new = one.copy()
+            new[2:] = np.maximum(new[2:], kids[:-2])  # an operator and its ']' around them
+            if np.array_equal(new, mask):
+                break  # deeper trees add no length up to the window's end
+            mask = new
+            if mask[max(lo, lc):].any():
+                return cap  # (deeper trees only add lengths)
+        if mask[max(lo, lc):].any():
+            return cap
+    top = min(hi, lc - 1)
+    counts = [0] * (top + 1)
+    if top >= 1:
+        counts[1] = 10  # depth max_depth: a digit
+    for _ in range(max_depth - 1):
+        power, ops = counts, [0] * (top + 1)
+        for _k in range(2, max_args + 1):
+            nxt = [0] * (top + 1)
+            for i, x in enumerate(power):
+                if x:
+                    for j in range(1, top + 1 - i):
+                        if counts[j]:
+                            nxt[i + j] = min(cap, nxt[i + j] + x * counts[j])
+            if not any(nxt):
+                break
+            power = nxt
+            ops = [min(cap, a + b) for a, b in zip(ops, nxt)]
+        new = [0] * (top + 1)
+        if top >= 1:
+            new[1] = 10
+        for length in range(2, top + 1):
+            new[length] = min(cap, new[length] + 4 * ops[length - 2])
+        if new == counts:
+            break
+        counts = new
+    return min(cap, sum(counts[max(lo, 0):top + 1]))
+
+
 def _chunk_seed(seed: int, chunk: int) -> int:
     h = hashlib.sha256(f"ssmrepro.listops:{seed}:{chunk}".encode()).digest()
     return int.from_bytes(h[:8], "little")
@@ -313,6 +393,22 @@ def generate_listops(
     if max_length - min_length < 2:
         raise ValueError(f"empty length window: {min_length} < length < {max_length}")
     total = n_train + n_val + n_test
+    have = count_trees(min_length, max_length, max_depth, max_args, cap=total)
+    if have < total:  # up front: drawing found the window's last tree, then gave up after 51
+        # chunks of repeats (a minute and more for 3 < length < 5 and --n 500)
+        longest = 1  # tokens of the longest tree: digits at max_depth, max_args below each op
+        for _ in range(max_depth - 1):
+            longest = min(2 + max_args * longest, max_length)
+        widen = ("widen the length window (a larger max_length or a smaller min_length)"
+                 if longest >= max_length - 1 else
+                 f"its trees have at most {longest} token{'s' * (longest > 1)}: a smaller "
+                 "min_length or a larger max_depth or max_args")
+        raise WindowTooNarrow(
+            f"ListOps: {'no tree has' if not have else f'only {have} distinct trees have'} "
+            f"{min_length} < length < {max_length} (max_depth {max_depth}, max_args "
+            f"{max_args}) for {total} examples; {widen}"
+            + (f", or ask for at most {have}" if have else "")
+        )
     fn = functools.partial(
         _generate_chunk,
         seed=seed,

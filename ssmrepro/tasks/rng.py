@@ -108,7 +108,13 @@ def randint(k: torch.Tensor, n: int, low: int, high: int) -> torch.Tensor:
 
 
 def permutation_keys(k: torch.Tensor, n: int) -> torch.Tensor:
-    """Random permutation of range(n) per key: (...,) -> (..., n), via argsort of random bits."""
+    """Random permutation of range(n) per key: (...,) -> (..., n), via argsort of random bits.
+
+    The n draws of one key never tie (n <= 2**32), so the permutation does not depend on how a
+    sort orders equal values (CPU and GPU sorts, stable or not, agree): :func:`bits` maps the
+    counter 0..n-1 through bijections of [0, 2**32) only (``combine`` xors and ``hash32``
+    mixes a counter's low word; its high word is 0 for every counter), so distinct counters give
+    distinct draws; pinned by tests/test_hostile.py."""
     return torch.argsort(bits(k, n), dim=-1)
 
 
