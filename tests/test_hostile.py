@@ -13525,3 +13525,32 @@ def test_an_ordering_whose_sides_differ_in_the_evaluation_set_it_reads_is_refuse
                             "which some of its runs in profile smoke do not have (label 'S4D'")
         else:
             assert res.exit_code == 0, res.output
+
+
+def test_a_given_pack_size_past_the_memory_is_refused(tmp_path, monkeypatch):
+    """`run --pack-size 3` of runs one of which fits the memory but three of which do not (4 runs
+    of 8.4 GB on a 24 GB machine, here a machine of 2.5 runs): refused before anything is built,
+    naming the pack's need and the size that fits, exit 2, as `run --dry-run` is; only one run's
+    memory was checked and the pack of 3 was built (in-process, the kernel's OOM killer ended
+    the command without a word). A size that fits is taken."""
+    import importlib
+
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import memory_need
+
+    plan_mod = importlib.import_module("ssmrepro.engine.plan")  # (engine.plan: the function)
+    spec = write_spec(tmp_path, sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]}],
+                      seeds=[0, 1, 2, 3])
+    whole = memory_need(expand(load_spec(spec), "smoke")[0], "cpu").total
+    monkeypatch.setattr(plan_mod, "available_memory", lambda device: int(2.5 * whole))
+    for extra in ([], ["--dry-run", "--no-estimate"]):
+        res = _invoke("run", spec, "--profile", "smoke", "--out", tmp_path / "o", "--pack-size",
+                      "3", "--no-plot", *extra)
+        _assert_refused(res, "--pack-size 3: a pack of 3 runs (S6) needs about",
+                        "which holds 2 such runs at once: give --pack-size 2 or less")
+    assert not (tmp_path / "o").exists()
+    res = _invoke("run", spec, "--profile", "smoke", "--out", tmp_path / "o", "--pack-size", "2",
+                  "--dry-run", "--no-estimate")
+    assert res.exit_code == 0 and "4 pending in 2 packs (largest 2)" in res.output, res.output
+

@@ -44,6 +44,7 @@ from .plan import (
     estimate_seconds,
     extrapolate,
     memory_problems,
+    pack_size_problems,
     plan,
     split_by_memory,
     workers_in_memory,
@@ -141,6 +142,16 @@ def check_memory(spec: Spec, profile: str, runs: list, device: str,
         raise SpecError([f"{spec.path or spec.id}: [profile {profile}] {m}" for m in bad])
 
 
+def check_pack_size(spec: Spec, profile: str, runs: list, pack_size: int | None, device: str,
+                    available: int | None = None) -> None:
+    """Refuse (SpecError, exit 2) before anything is built when a given ``--pack-size`` makes a
+    pack of ``runs`` need more memory than ``device`` has available, though one run fits
+    (``plan.pack_size_problems``)."""
+    bad = pack_size_problems(runs, pack_size, device, available)
+    if bad:
+        raise SpecError([f"{spec.path or spec.id}: [profile {profile}] {m}" for m in bad])
+
+
 def check_data(runs: list) -> None:
     """Raise ``DataUnavailable`` (the CLI: exit 2, with the command that provides the data) when a
     run's task or one of its evaluation sets reads a dataset that is not on this machine. Without
@@ -195,6 +206,9 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
             raise SpecError([f"{spec.path or spec.id}: [profile {profile}] {m}"
                              for m in refused or memory_problems(pending, device)]
                             + [f"(nominal shapes: {n.line()})" for n in notes.values()])
+        bad = pack_size_problems(pending, pack_size, device)  # refused as `run` refuses it
+        if bad:
+            raise SpecError([f"{spec.path or spec.id}: [profile {profile}] {m}" for m in bad])
         costs = cost_model(device) if estimate else None
         if costs is not None:  # measuring every shape of a paper profile took hours
             costs.deadline = time.perf_counter() + DRY_RUN_CALIBRATION_S
@@ -345,6 +359,7 @@ def run_experiment(
         if room is not None:
             try:
                 check_memory(spec, profile, pending, device, available=room)
+                check_pack_size(spec, profile, pending, pack_size, device, available=room)
             except SpecError:
                 if ray_owned:
                     ray_engine.shutdown()
@@ -354,6 +369,7 @@ def run_experiment(
     if engine == "local":  # (a Ray cluster's data lives on its workers, not necessarily here)
         check_data(pending)
         check_memory(spec, profile, pending, device)
+        check_pack_size(spec, profile, pending, pack_size, device)
     if pending:
         seen = len(store.warnings)
         store.prepare()
