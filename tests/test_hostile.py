@@ -13554,3 +13554,29 @@ def test_a_given_pack_size_past_the_memory_is_refused(tmp_path, monkeypatch):
                   "--dry-run", "--no-estimate")
     assert res.exit_code == 0 and "4 pending in 2 packs (largest 2)" in res.output, res.output
 
+
+def test_a_dry_run_packs_runs_it_times_small_as_run_packs_them(tmp_path, monkeypatch):
+    """`run --dry-run --pack-size 2` of 4 runs that fit the memory but take more than the share
+    a dry run's timing may use (timed small, extrapolated): it said `4 packs (largest 1)`, every
+    run a pack of its own, while `run` (and the dry run with --no-estimate) trains 2 packs of 2;
+    now 2 packs of 2, each priced at twice the run's extrapolated step."""
+    import importlib
+
+    import ssmrepro.engine as engine
+    from ssmrepro.engine.plan import Oversized
+    from ssmrepro.spec import load_spec
+    from ssmrepro.train import memory_need
+
+    plan_mod = importlib.import_module("ssmrepro.engine.plan")  # (engine.plan: the function)
+    spec = load_spec(write_spec(tmp_path, seeds=[0, 1, 2, 3], sweep=[
+        {"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]}]))
+    run = engine.expand(spec, "smoke")[0]
+    whole = memory_need(run, "cpu").total
+    monkeypatch.setattr(plan_mod, "available_memory", lambda device: 3 * whole)
+    monkeypatch.setattr(plan_mod, "large_for_timing", lambda run, available: True)  # over 25%
+    monkeypatch.setattr(engine, "extrapolate", lambda rs, *a, **k: Oversized(
+        rs[0].pack_key(), rs[0].label, 8, whole, 3 * whole, (2, 4), (0.1, 0.2), 0.4, "affine"))
+    for size, packs in ((2, [2, 2]), (3, [3, 1]), (None, [1, 1, 1, 1])):
+        d = engine.dry_run(spec, "smoke", tmp_path / "o", pack_size=size)
+        assert [len(p) for p in d.packs] == packs and len(d.oversized) == 1, d.packs
+        assert {p.step_s for p in d.packs} == {0.4 * packs[0]}

@@ -226,7 +226,12 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
                                         "available: not timed, left out of the estimate"))
                     continue
                 oversized.append(o)
-                packs += [Pack(o.key, [r], None, o.step_s) for r in rs]
+                # packed as `run` packs them (a given --pack-size; else by memory), each pack
+                # priced at E x the run's extrapolated step, the shape's last, smaller one at its
+                # full pack's (as ``estimate_seconds`` prices a calibrated shape): every run was a
+                # pack of its own, `4 packs (largest 1)` for a run of 2 packs of 2
+                shaped = plan(rs, pack_size, device)
+                packs += [Pack(o.key, p.runs, None, o.step_s * len(shaped[0])) for p in shaped]
         d = DryRun(len(unique), len(unique) - len([r for r in unique
                                                     if not store.is_done(r.run_id)]),
                    len(pending), packs, sum(r.train.total_steps for r in pending))
