@@ -13580,3 +13580,23 @@ def test_a_dry_run_packs_runs_it_times_small_as_run_packs_them(tmp_path, monkeyp
         d = engine.dry_run(spec, "smoke", tmp_path / "o", pack_size=size)
         assert [len(p) for p in d.packs] == packs and len(d.oversized) == 1, d.packs
         assert {p.step_s for p in d.packs} == {0.4 * packs[0]}
+
+
+def test_a_dry_run_times_with_the_threads_ssmrepro_threads_gives(tmp_path, monkeypatch):
+    """`SSMREPRO_THREADS=2 ssmrepro run --dry-run`: the planner's timings (its pack choices and
+    the estimate) were measured at one thread per core, while `run` calibrates and trains with
+    the 2 threads the variable gives every worker; unset, one thread per core as before."""
+    import ssmrepro.engine as engine
+    from ssmrepro.engine.costs import CostModel
+    from ssmrepro.spec import load_spec
+
+    spec = load_spec(_one_run_spec(tmp_path))
+    seen = []
+    monkeypatch.setattr(CostModel, "fresh_seconds",
+                        lambda self, runs, m: seen.append(self.threads) or 0.01)
+    monkeypatch.setenv("SSMREPRO_CACHE", str(tmp_path / "cache"))
+    for threads, want in (("2", 2), ("", 1)):
+        monkeypatch.setenv("SSMREPRO_THREADS", threads)
+        seen.clear()
+        engine.dry_run(spec, "smoke", tmp_path / "o")
+        assert seen and set(seen) == {want}, seen

@@ -36,6 +36,7 @@ from .local import (
     other_load,
     run_in_process,
     run_workers,
+    thread_override,
     threads_per_process,
 )
 from .plan import (
@@ -209,7 +210,9 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
         bad = pack_size_problems(pending, pack_size, device)  # refused as `run` refuses it
         if bad:
             raise SpecError([f"{spec.path or spec.id}: [profile {profile}] {m}" for m in bad])
-        costs = cost_model(device) if estimate else None
+        # timed with the threads a worker will have: $SSMREPRO_THREADS, which `run` honours
+        # (the dry run timed and chose its packs at one thread per core whatever it said)
+        costs = cost_model(device, threads=thread_override()) if estimate else None
         if costs is not None:  # measuring every shape of a paper profile took hours
             costs.deadline = time.perf_counter() + DRY_RUN_CALIBRATION_S
         packs = plan(fit, pack_size, device, costs if calibrate else None)
