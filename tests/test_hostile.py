@@ -13600,3 +13600,30 @@ def test_a_dry_run_times_with_the_threads_ssmrepro_threads_gives(tmp_path, monke
         seen.clear()
         engine.dry_run(spec, "smoke", tmp_path / "o")
         assert seen and set(seen) == {want}, seen
+
+
+def test_the_planners_timing_of_a_pack_with_an_init_its_model_does_not_fit_is_no_traceback(
+        tmp_path, monkeypatch):
+    """A pack whose first run has `model.init: {scheme: designed}` on an S6 model (`validate`
+    refuses it; `run` trains the pack's other runs and fails those alone): the planner timed the
+    pack with its members' own inits, so `run` (calibrating the shape's first run) and `run
+    --dry-run` (timing the pack for its estimate) ended in a MemberError traceback. A step's
+    cost does not depend on the init: timed with the default one, the dry run prices the pack."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import time_steps
+
+    seq = {"name": "seq_lm", "d_model": 8, "layers": ["SSM"], "repeat": 1,
+           "blocks": {"SSM": {"mixer": {"name": "s6", "d_state": 4}}}}
+    spec = write_spec(tmp_path, seeds=[0, 1], model=seq, train={
+        "optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 60, "val_size": 16,
+        "test_size": 16, "eval_every": 30, "eval_batch_size": 16}, sweep=[{"cases": [
+            {"label": "designed", "set": {"model.init": {"scheme": "designed"}}},
+            {"label": "plain", "set": {}}]}])
+    monkeypatch.setenv("SSMREPRO_CACHE", str(tmp_path / "cache"))
+    res = _invoke("run", spec, "--profile", "smoke", "--out", tmp_path / "o", "--dry-run")
+    assert res.exit_code == 0, res.output
+    assert "4 pending in 1 packs (largest 4)" in res.output and "estimated" in res.output
+    runs = expand(load_spec(spec), "smoke")
+    assert runs[0].label == "designed" and time_steps(runs[:1], n_steps=1) > 0
+    _assert_refused(_invoke("validate", spec), "model.init: run designed cannot be initialised")
