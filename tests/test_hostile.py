@@ -13627,3 +13627,24 @@ def test_the_planners_timing_of_a_pack_with_an_init_its_model_does_not_fit_is_no
     runs = expand(load_spec(spec), "smoke")
     assert runs[0].label == "designed" and time_steps(runs[:1], n_steps=1) > 0
     _assert_refused(_invoke("validate", spec), "model.init: run designed cannot be initialised")
+
+
+def test_a_given_pack_size_above_a_shapes_runs_times_the_pack_it_trains(tmp_path):
+    """`run --pack-size 64` of a shape of 2 runs: the planner timed a pack of 64 members (the 2
+    runs repeated; 32x their memory, which a run of a few GB does not survive) and reported
+    `E=64 ... run-steps/s` of a pack that never trains; it times the pack of 2 it trains."""
+    from ssmrepro.engine.costs import CostModel
+    from ssmrepro.engine.plan import plan
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    runs = expand(load_spec(write_spec(tmp_path, seeds=[0, 1], sweep=[], train={
+        "optimizer": "adam", "lr": 0.01, "batch_size": 16, "max_steps": 3000, "val_size": 16,
+        "test_size": 16, "eval_every": 100})), "paper")
+    cm = CostModel(min_train_s=0, budget=1.0)
+    timed = []
+    cm.step_seconds = lambda rs, m: timed.append(len(rs)) or 0.01 * len(rs)
+    c = cm.choose(runs, cap=128, size=64)
+    assert c.size == 2 and set(timed) == {1, 2}, (c, timed)
+    packs = plan(runs, 64, "cpu", cm)
+    assert [len(p) for p in packs] == [2] and packs[0].step_s == pytest.approx(0.02)
