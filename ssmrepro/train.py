@@ -937,13 +937,18 @@ def time_steps(runs: list, device: str = "cpu", n_steps: int = 3,
     the pack it was compared with), while the CPU time a step needs stays what it is. With
     several threads (their CPU times add up) or on a GPU, wall time."""
     from .models import build_model
+    from .models.init import initialise
 
     E, r0 = len(runs), runs[0]
     dtype = torch.float64 if r0.train.dtype == "float64" else torch.float32
     dev = torch.device(device)
     task = build_task(r0.task)
-    model = build_model(r0.model, task.info, E, [derived_seed(r.seed, _INIT_STREAM) for r in runs],
-                        members=[r.model for r in runs])
+    # the default init of every member: an init scheme changes no shape and no step's cost, and
+    # one that a member's model does not fit (a `designed` or cooper construction elsewhere)
+    # fails that run alone where it trains (``MemberError``); building the members' own inits
+    # here raised it out of the planner, a traceback from `run` and `run --dry-run`
+    model = build_model(r0.model, task.info, E)
+    initialise(model, [derived_seed(r.seed, _INIT_STREAM) for r in runs])
     model = model.to(device=dev, dtype=dtype)
     seeds = torch.tensor([derived_seed(r.seed, _DATA_STREAM) for r in runs], device=dev)
     step = packed_step(task, model, seeds, r0.train.batch_size, micro_batch=micro_batch)

@@ -13629,3 +13629,126 @@ def test_an_edited_first_copy_of_a_results_row_duplicated_by_hand_is_named(tmp_p
         assert table.read_text() == text
         assert len(store.warnings) == int(warned), store.warnings
         assert not warned or ("run(s) a1 were changed" in store.warnings[0]), store.warnings
+
+
+def test_a_given_pack_size_past_the_memory_is_refused(tmp_path, monkeypatch):
+    """`run --pack-size 3` of runs one of which fits the memory but three of which do not (4 runs
+    of 8.4 GB on a 24 GB machine, here a machine of 2.5 runs): refused before anything is built,
+    naming the pack's need and the size that fits, exit 2, as `run --dry-run` is; only one run's
+    memory was checked and the pack of 3 was built (in-process, the kernel's OOM killer ended
+    the command without a word). A size that fits is taken."""
+    import importlib
+
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import memory_need
+
+    plan_mod = importlib.import_module("ssmrepro.engine.plan")  # (engine.plan: the function)
+    spec = write_spec(tmp_path, sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]}],
+                      seeds=[0, 1, 2, 3])
+    whole = memory_need(expand(load_spec(spec), "smoke")[0], "cpu").total
+    monkeypatch.setattr(plan_mod, "available_memory", lambda device: int(2.5 * whole))
+    for extra in ([], ["--dry-run", "--no-estimate"]):
+        res = _invoke("run", spec, "--profile", "smoke", "--out", tmp_path / "o", "--pack-size",
+                      "3", "--no-plot", *extra)
+        _assert_refused(res, "--pack-size 3: a pack of 3 runs (S6) needs about",
+                        "which holds 2 such runs at once: give --pack-size 2 or less")
+    assert not (tmp_path / "o").exists()
+    res = _invoke("run", spec, "--profile", "smoke", "--out", tmp_path / "o", "--pack-size", "2",
+                  "--dry-run", "--no-estimate")
+    assert res.exit_code == 0 and "4 pending in 2 packs (largest 2)" in res.output, res.output
+
+
+def test_a_dry_run_packs_runs_it_times_small_as_run_packs_them(tmp_path, monkeypatch):
+    """`run --dry-run --pack-size 2` of 4 runs that fit the memory but take more than the share
+    a dry run's timing may use (timed small, extrapolated): it said `4 packs (largest 1)`, every
+    run a pack of its own, while `run` (and the dry run with --no-estimate) trains 2 packs of 2;
+    now 2 packs of 2, each priced at twice the run's extrapolated step."""
+    import importlib
+
+    import ssmrepro.engine as engine
+    from ssmrepro.engine.plan import Oversized
+    from ssmrepro.spec import load_spec
+    from ssmrepro.train import memory_need
+
+    plan_mod = importlib.import_module("ssmrepro.engine.plan")  # (engine.plan: the function)
+    spec = load_spec(write_spec(tmp_path, seeds=[0, 1, 2, 3], sweep=[
+        {"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]}]))
+    run = engine.expand(spec, "smoke")[0]
+    whole = memory_need(run, "cpu").total
+    monkeypatch.setattr(plan_mod, "available_memory", lambda device: 3 * whole)
+    monkeypatch.setattr(plan_mod, "large_for_timing", lambda run, available: True)  # over 25%
+    monkeypatch.setattr(engine, "extrapolate", lambda rs, *a, **k: Oversized(
+        rs[0].pack_key(), rs[0].label, 8, whole, 3 * whole, (2, 4), (0.1, 0.2), 0.4, "affine"))
+    for size, packs in ((2, [2, 2]), (3, [3, 1]), (None, [1, 1, 1, 1])):
+        d = engine.dry_run(spec, "smoke", tmp_path / "o", pack_size=size)
+        assert [len(p) for p in d.packs] == packs and len(d.oversized) == 1, d.packs
+        assert {p.step_s for p in d.packs} == {0.4 * packs[0]}
+
+
+def test_a_dry_run_times_with_the_threads_ssmrepro_threads_gives(tmp_path, monkeypatch):
+    """`SSMREPRO_THREADS=2 ssmrepro run --dry-run`: the planner's timings (its pack choices and
+    the estimate) were measured at one thread per core, while `run` calibrates and trains with
+    the 2 threads the variable gives every worker; unset, one thread per core as before."""
+    import ssmrepro.engine as engine
+    from ssmrepro.engine.costs import CostModel
+    from ssmrepro.spec import load_spec
+
+    spec = load_spec(_one_run_spec(tmp_path))
+    seen = []
+    monkeypatch.setattr(CostModel, "fresh_seconds",
+                        lambda self, runs, m: seen.append(self.threads) or 0.01)
+    monkeypatch.setenv("SSMREPRO_CACHE", str(tmp_path / "cache"))
+    for threads, want in (("2", 2), ("", 1)):
+        monkeypatch.setenv("SSMREPRO_THREADS", threads)
+        seen.clear()
+        engine.dry_run(spec, "smoke", tmp_path / "o")
+        assert seen and set(seen) == {want}, seen
+
+
+def test_the_planners_timing_of_a_pack_with_an_init_its_model_does_not_fit_is_no_traceback(
+        tmp_path, monkeypatch):
+    """A pack whose first run has `model.init: {scheme: designed}` on an S6 model (`validate`
+    refuses it; `run` trains the pack's other runs and fails those alone): the planner timed the
+    pack with its members' own inits, so `run` (calibrating the shape's first run) and `run
+    --dry-run` (timing the pack for its estimate) ended in a MemberError traceback. A step's
+    cost does not depend on the init: timed with the default one, the dry run prices the pack."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import time_steps
+
+    seq = {"name": "seq_lm", "d_model": 8, "layers": ["SSM"], "repeat": 1,
+           "blocks": {"SSM": {"mixer": {"name": "s6", "d_state": 4}}}}
+    spec = write_spec(tmp_path, seeds=[0, 1], model=seq, train={
+        "optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 60, "val_size": 16,
+        "test_size": 16, "eval_every": 30, "eval_batch_size": 16}, sweep=[{"cases": [
+            {"label": "designed", "set": {"model.init": {"scheme": "designed"}}},
+            {"label": "plain", "set": {}}]}])
+    monkeypatch.setenv("SSMREPRO_CACHE", str(tmp_path / "cache"))
+    res = _invoke("run", spec, "--profile", "smoke", "--out", tmp_path / "o", "--dry-run")
+    assert res.exit_code == 0, res.output
+    assert "4 pending in 1 packs (largest 4)" in res.output and "estimated" in res.output
+    runs = expand(load_spec(spec), "smoke")
+    assert runs[0].label == "designed" and time_steps(runs[:1], n_steps=1) > 0
+    _assert_refused(_invoke("validate", spec), "model.init: run designed cannot be initialised")
+
+
+def test_a_given_pack_size_above_a_shapes_runs_times_the_pack_it_trains(tmp_path):
+    """`run --pack-size 64` of a shape of 2 runs: the planner timed a pack of 64 members (the 2
+    runs repeated; 32x their memory, which a run of a few GB does not survive) and reported
+    `E=64 ... run-steps/s` of a pack that never trains; it times the pack of 2 it trains."""
+    from ssmrepro.engine.costs import CostModel
+    from ssmrepro.engine.plan import plan
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    runs = expand(load_spec(write_spec(tmp_path, seeds=[0, 1], sweep=[], train={
+        "optimizer": "adam", "lr": 0.01, "batch_size": 16, "max_steps": 3000, "val_size": 16,
+        "test_size": 16, "eval_every": 100})), "paper")
+    cm = CostModel(min_train_s=0, budget=1.0)
+    timed = []
+    cm.step_seconds = lambda rs, m: timed.append(len(rs)) or 0.01 * len(rs)
+    c = cm.choose(runs, cap=128, size=64)
+    assert c.size == 2 and set(timed) == {1, 2}, (c, timed)
+    packs = plan(runs, 64, "cpu", cm)
+    assert [len(p) for p in packs] == [2] and packs[0].step_s == pytest.approx(0.02)

@@ -36,6 +36,7 @@ from .local import (
     other_load,
     run_in_process,
     run_workers,
+    thread_override,
     threads_per_process,
 )
 from .plan import (
@@ -44,6 +45,7 @@ from .plan import (
     estimate_seconds,
     extrapolate,
     memory_problems,
+    pack_size_problems,
     plan,
     split_by_memory,
     workers_in_memory,
@@ -141,6 +143,16 @@ def check_memory(spec: Spec, profile: str, runs: list, device: str,
         raise SpecError([f"{spec.path or spec.id}: [profile {profile}] {m}" for m in bad])
 
 
+def check_pack_size(spec: Spec, profile: str, runs: list, pack_size: int | None, device: str,
+                    available: int | None = None) -> None:
+    """Refuse (SpecError, exit 2) before anything is built when a given ``--pack-size`` makes a
+    pack of ``runs`` need more memory than ``device`` has available, though one run fits
+    (``plan.pack_size_problems``)."""
+    bad = pack_size_problems(runs, pack_size, device, available)
+    if bad:
+        raise SpecError([f"{spec.path or spec.id}: [profile {profile}] {m}" for m in bad])
+
+
 def check_data(runs: list) -> None:
     """Raise ``DataUnavailable`` (the CLI: exit 2, with the command that provides the data) when a
     run's task or one of its evaluation sets reads a dataset that is not on this machine. Without
@@ -195,7 +207,12 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
             raise SpecError([f"{spec.path or spec.id}: [profile {profile}] {m}"
                              for m in refused or memory_problems(pending, device)]
                             + [f"(nominal shapes: {n.line()})" for n in notes.values()])
-        costs = cost_model(device) if estimate else None
+        bad = pack_size_problems(pending, pack_size, device)  # refused as `run` refuses it
+        if bad:
+            raise SpecError([f"{spec.path or spec.id}: [profile {profile}] {m}" for m in bad])
+        # timed with the threads a worker will have: $SSMREPRO_THREADS, which `run` honours
+        # (the dry run timed and chose its packs at one thread per core whatever it said)
+        costs = cost_model(device, threads=thread_override()) if estimate else None
         if costs is not None:  # measuring every shape of a paper profile took hours
             costs.deadline = time.perf_counter() + DRY_RUN_CALIBRATION_S
         packs = plan(fit, pack_size, device, costs if calibrate else None)
@@ -212,7 +229,12 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
                                         "available: not timed, left out of the estimate"))
                     continue
                 oversized.append(o)
-                packs += [Pack(o.key, [r], None, o.step_s) for r in rs]
+                # packed as `run` packs them (a given --pack-size; else by memory), each pack
+                # priced at E x the run's extrapolated step, the shape's last, smaller one at its
+                # full pack's (as ``estimate_seconds`` prices a calibrated shape): every run was a
+                # pack of its own, `4 packs (largest 1)` for a run of 2 packs of 2
+                shaped = plan(rs, pack_size, device)
+                packs += [Pack(o.key, p.runs, None, o.step_s * len(shaped[0])) for p in shaped]
         d = DryRun(len(unique), len(unique) - len([r for r in unique
                                                     if not store.is_done(r.run_id)]),
                    len(pending), packs, sum(r.train.total_steps for r in pending))
@@ -345,6 +367,7 @@ def run_experiment(
         if room is not None:
             try:
                 check_memory(spec, profile, pending, device, available=room)
+                check_pack_size(spec, profile, pending, pack_size, device, available=room)
             except SpecError:
                 if ray_owned:
                     ray_engine.shutdown()
@@ -354,6 +377,7 @@ def run_experiment(
     if engine == "local":  # (a Ray cluster's data lives on its workers, not necessarily here)
         check_data(pending)
         check_memory(spec, profile, pending, device)
+        check_pack_size(spec, profile, pending, pack_size, device)
     if pending:
         seen = len(store.warnings)
         store.prepare()

@@ -181,8 +181,10 @@ class CostModel:
 
         n, B = len(runs), runs[0].train.batch_size
         steps = sum(r.train.total_steps for r in runs)  # the shape's run-steps to train
-        sizes = [size] if size else [e for e in (1, 2, 4, 8, 16, 32, 64, 128, 256)
-                                     if e <= min(n, cap)] or [1]
+        # a given size times the pack it trains: min(size, n) runs (a pack of 64 repeats timed
+        # for a shape of 2 runs took 32x their memory, and the planner reported E=64)
+        sizes = [min(size, n)] if size else [e for e in (1, 2, 4, 8, 16, 32, 64, 128, 256)
+                                             if e <= min(n, cap)] or [1]
         micro = [None] + ([] if mixes_batch_config(runs[0]) else
                           [m for m in (B // 2, B // 4, B // 8) if m >= 2])
         fallback = Choice(size or min(n, cap), None, None, "given" if size else "memory estimate")

@@ -90,6 +90,45 @@ def pack_memory(p: Pack) -> int:
         return 0
 
 
+def pack_size_problems(runs: list, pack_size: int | None, device: str,
+                       available: int | None = None) -> list[str]:
+    """'--pack-size N: ...' for each shape of ``runs`` one of whose runs fits ``available`` bytes
+    (default: measured now on ``device``) but whose pack of min(N, its runs) does not (each
+    member holds a run's whole estimate, ``memory_need``, as ``pack_memory`` counts a pack). A
+    given pack size is not capped by memory (``plan``) and only one run was checked: a pack of 4
+    runs of 8.4 GB was built on a 24 GB machine, where the kernel's OOM killer ended the command
+    without a word. None given, or the memory unknown: no problem."""
+    from ..tasks import DataUnavailable
+
+    if pack_size is None or pack_size <= 1:
+        return []
+    groups = by_shape(runs)
+    avail = available_memory(device) if available is None and groups else available
+    if avail is None:
+        return []
+    out = []
+    for rs in groups.values():
+        E = min(pack_size, len(rs))
+        if E <= 1 or not hasattr(rs[0].model, "to_backbone"):
+            continue
+        try:
+            whole = memory_need(rs[0], device).total
+        except (DataUnavailable, ValueError):  # no data here, or a model its blocks refuse
+            continue  # (``memory_problems`` reports the latter)
+        if whole > avail or E * whole <= avail:  # one run too large: ``memory_problems``' case
+            continue
+        which = rs[0].label or rs[0].coords_text()
+        k = avail // whole
+        out.append(f"--pack-size {pack_size}: a pack of {E} runs{f' ({which})' if which else ''} "
+                   f"needs about "
+                   f"{_gb(E * whole)} of memory on {device} (about {_gb(whole)} each: parameters "
+                   f"with their gradients and Adam moments, and a training step's or evaluation "
+                   f"batch's activations); only {_gb(avail)} is available, which holds {k} such "
+                   f"run{'s' if k > 1 else ''} at once: give --pack-size {k} or less, or leave it "
+                   "out (packs are then sized by the memory)")
+    return out
+
+
 def workers_in_memory(packs: list[Pack], workers: int, available: int | None) -> int:
     """How many of ``workers`` can train at once in ``available`` bytes when each holds one of
     the largest packs (at least 1: a single pack too large was refused before planning)."""
