@@ -1692,6 +1692,8 @@ def test_a_set_with_no_supervised_position_fails_its_pack_before_training(tmp_pa
     assert res.exit_code == 1, res.output
     assert "the training set (32 samples) has no supervised position" in res.output, res.output
     assert "trained 0 runs" in res.output and "Traceback" not in res.output, res.output
+    # the packs that trained a run, not those planned ('trained 0 runs in 1 packs')
+    assert "trained 0 runs in 0 packs" in " ".join(res.output.split()), res.output
     records = [json.loads(p.read_text()) for p in (tmp_path / "out").rglob("runs/*.json")]
     assert records and all(r["status"] != "ok" for r in records), records  # never counted done
 
