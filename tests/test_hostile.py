@@ -13525,3 +13525,26 @@ def test_an_ordering_whose_sides_differ_in_the_evaluation_set_it_reads_is_refuse
                             "which some of its runs in profile smoke do not have (label 'S4D'")
         else:
             assert res.exit_code == 0, res.output
+
+
+def test_a_paper_value_of_n_params_in_a_profile_with_no_run_finished_is_unfinished():
+    """huang2025-tab1's `n_params` paper values after an edit of the quick profile (no run of
+    it trained yet): the cells are the profile's, but with no finished run there was no
+    `n_params` column, and the five values were 'missing', '5 cells not run in this profile',
+    beside the test.acc values of the same cells 'unfinished (0 of 3 runs finished)'."""
+    from types import SimpleNamespace
+
+    from test_checks import aggregate, cell_keys, grid, rows_for
+
+    from ssmrepro.report import paper_value_tally, verify
+
+    runs = grid(["A", "B"], [8])
+    cells = aggregate(rows_for(runs, [None, None]), runs, "mean", ["test.acc"])
+    pv = [SimpleNamespace(where={"label": lab}, metric=m, value=0.9, tol=0.05)
+          for lab in ("A", "C") for m in ("test.acc", "n_params")]
+    got = [v for v in verify(SimpleNamespace(claims=[], paper_values=pv, claim="c"), cells,
+                             cell_keys(runs)) if v.kind == "paper_value"]
+    assert [v.verdict for v in got] == ["unfinished", "unfinished", "missing", "missing"], got
+    assert got[1].detail == "0 of 1 runs finished"
+    assert paper_value_tally(got) == ("0 of 0 compared within tolerance; 2 cells not finished, "
+                                      "not compared; 2 cells not run in this profile")
