@@ -13548,3 +13548,29 @@ def test_a_paper_value_of_n_params_in_a_profile_with_no_run_finished_is_unfinish
     assert got[1].detail == "0 of 1 runs finished"
     assert paper_value_tally(got) == ("0 of 0 compared within tolerance; 2 cells not finished, "
                                       "not compared; 2 cells not run in this profile")
+
+
+def test_a_schedule_that_reaches_learning_rate_0_before_the_last_step_is_refused():
+    """koren2026-fig10's quick profile with `max_steps: 15000` (a budget study) over the
+    official schedule (warm-up 500, hold 2,000, decay 5,000 to final_factor 0): steps 7,500 to
+    15,000 trained at learning rate 0, a flat curve that read as a plateau of the longer
+    budget. Refused, naming the dead steps; a decay to the last step, a longer one (smoke's
+    truncated schedules), a final lr above 0 or no decay_steps train."""
+    from pydantic import ValidationError
+
+    from ssmrepro.sweep.config import TrainConfig
+
+    official = {"kind": "cosine", "warmup_steps": 500, "hold_steps": 2000, "decay_steps": 5000}
+    for budget, sched in (({"max_steps": 15000}, official),
+                          ({"epochs": 3, "train_size": 64, "batch_size": 8},
+                           {"kind": "linear", "decay_steps": 20}),
+                          ({"max_steps": 8000}, {**official, "min_lr": 0.0})):
+        with pytest.raises(ValidationError, match=r"its last [\d,]+ steps would train at learning "
+                                                  r"rate 0 .*give decay_steps"):
+            TrainConfig(**budget, schedule=sched)
+    for ok in ({"max_steps": 7500, "schedule": official},
+               {"max_steps": 6, "schedule": official},
+               {"max_steps": 15000, "schedule": {**official, "final_factor": 0.1}},
+               {"max_steps": 15000, "schedule": {**official, "min_lr": 1e-5}},
+               {"max_steps": 15000, "schedule": {**official, "decay_steps": None}}):
+        TrainConfig(**ok)
