@@ -13574,3 +13574,30 @@ def test_a_schedule_that_reaches_learning_rate_0_before_the_last_step_is_refused
                {"max_steps": 15000, "schedule": {**official, "min_lr": 1e-5}},
                {"max_steps": 15000, "schedule": {**official, "decay_steps": None}}):
         TrainConfig(**ok)
+
+
+def test_a_cooper_construction_for_other_number_tokens_than_the_task_is_refused(tmp_path):
+    """cooper2026-fig9 with `task.numbers: 10` (or `number_offset: 6`) and the construction's
+    own `model.init.numbers: 5` (a copy of the task's): the weights read five of the numbers as
+    words, and the report FAILed 'the construction outputs the correct token' (0.125), a
+    verdict on a construction written for another task. `validate` and `run` refuse it; with
+    the init's copy changed too it validates. A construction of another task is refused so."""
+    from types import SimpleNamespace
+
+    from ssmrepro.models.init import InitConfig
+    from ssmrepro.train import construction_task_problem
+
+    _assert_refused(_invoke("validate", "cooper2026-fig9", "--set", "task.numbers=10"),
+                    "model.init: run cannot be initialised: the selective-copy construction",
+                    "numbers 5 (task.numbers 10)")
+    _assert_refused(_invoke("run", "cooper2026-fig9", "--profile", "smoke", "--out",
+                            tmp_path / "o", "--set", "task.number_offset=6"),
+                    "number_offset 5 (task.number_offset 6)")
+    assert not (tmp_path / "o" / "cooper2026" / "cooper2026-fig9" / "runs").exists()
+    res = _invoke("validate", "cooper2026-fig9", "--set", "task.numbers=10",
+                  "--set", "model.init.numbers=10")
+    assert res.exit_code == 0, res.output
+    decode = InitConfig(scheme="cooper_construction", construction="decode_recall")
+    assert "written for task decode_recall, not 'selective_copy'" in construction_task_problem(
+        decode, SimpleNamespace(name="selective_copy"))
+    assert construction_task_problem(decode, SimpleNamespace(name="decode_recall")) is None
