@@ -13601,3 +13601,17 @@ def test_a_cooper_construction_for_other_number_tokens_than_the_task_is_refused(
     assert "written for task decode_recall, not 'selective_copy'" in construction_task_problem(
         decode, SimpleNamespace(name="selective_copy"))
     assert construction_task_problem(decode, SimpleNamespace(name="decode_recall")) is None
+
+
+def test_cooper2026_fig10s_attention_window_follows_the_context_length():
+    """cooper2026-fig10 with `task.L: 200` (a longer context): the construction is exact where
+    the recalled pair lies inside its attention window, and the spec's `window: 100` (a copy of
+    L) stayed, so the report FAILed all four 'the construction is exact' claims (0.905 at the
+    last position) on a model cut to half the context. The window is derived from L; the
+    shipped runs keep their ids (window 100 = L 100)."""
+    from ssmrepro.spec import find_spec
+    from ssmrepro.sweep import expand
+
+    spec = find_spec("cooper2026-fig10")
+    assert {r.model.window for r in expand(spec, "smoke", {"task.L": 200})} == {200}
+    assert {r.model.window for r in expand(spec, "quick")} == {100}
