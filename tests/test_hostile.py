@@ -13615,3 +13615,28 @@ def test_cooper2026_fig10s_attention_window_follows_the_context_length():
     spec = find_spec("cooper2026-fig10")
     assert {r.model.window for r in expand(spec, "smoke", {"task.L": 200})} == {200}
     assert {r.model.window for r in expand(spec, "quick")} == {100}
+
+
+def test_a_length_curves_figure_of_other_lengths_than_its_sets_or_training_is_refused():
+    """cooper2026-fig8 with `task.L: 60` (training on lengths 20-60) shaded 20-50 as the
+    training lengths, and with `train.evals.L20: {L: 25}` drew that set's accuracy at x = 20:
+    the figure kind reads both from its config (`train_range`, the set names), not from the
+    runs. `validate` refuses either, naming the lengths the runs have."""
+    from ssmrepro.plots import parse_figure
+    from ssmrepro.spec import find_spec
+    from ssmrepro.sweep import expand
+
+    spec = find_spec("cooper2026-fig8")
+    cfg = parse_figure(spec.figure)
+    evals = dict(expand(spec, "smoke")[0].train.evals)
+    for over, needle in (({"task.L": 60}, "train_range: [20, 50] is shaded as the training "
+                          "lengths, but run hybrid trains on lengths 20-60 (task.L_min, task.L); "
+                          "give train_range: [20, 60]"),
+                         ({"train.evals": {**evals, "L20": {"L": 25, "L_min": None}}},
+                          "lengths: 20 is drawn from the evaluation set 'L20', whose sequences "
+                          "have L 25 in run hybrid"),
+                         ({}, None)):
+        got = cfg.run_problems(expand(spec, "smoke", over))
+        assert (needle in got[0]) if needle else got == [], got
+    _assert_refused(_invoke("validate", "cooper2026-fig8", "--set", "task.L=60"),
+                    "figure.train_range: [20, 50]")
