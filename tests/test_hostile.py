@@ -13640,3 +13640,20 @@ def test_a_length_curves_figure_of_other_lengths_than_its_sets_or_training_is_re
         assert (needle in got[0]) if needle else got == [], got
     _assert_refused(_invoke("validate", "cooper2026-fig8", "--set", "task.L=60"),
                     "figure.train_range: [20, 50]")
+
+
+def test_an_analytic_claim_whose_where_matches_no_grid_point_is_refused(tmp_path):
+    """yu2025-fig5 with L = 100 left out of its `analytic.grid`: the two slope claims `where:
+    {L: 100}` matched no row, `validate` said ok and they stayed MISSING for ever (a training
+    spec's claim on no run is refused; an analytic spec was not checked). Refused naming the
+    claim; the shipped grid validates."""
+    text = (ROOT / "experiments" / "yu2025" / "yu2025-fig5.yaml").read_text()
+    text = text.replace("id: yu2025-fig5", "id: my-fig5")
+    assert "L: [10, 30, 100, 300, 1000, 3000]" in text
+    spec = tmp_path / "my-fig5.yaml"
+    spec.write_text(text.replace("L: [10, 30, 100, 300, 1000, 3000]", "L: [10, 30, 300]"))
+    _assert_refused(_invoke("validate", spec),
+                    "claims.0.where: matches no point of analytic.grid (L=100)",
+                    "claims.1.where: matches no point of analytic.grid (L=100)")
+    spec.write_text(text)
+    assert _invoke("validate", spec).exit_code == 0
