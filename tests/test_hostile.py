@@ -13657,3 +13657,29 @@ def test_an_analytic_claim_whose_where_matches_no_grid_point_is_refused(tmp_path
                     "claims.1.where: matches no point of analytic.grid (L=100)")
     spec.write_text(text)
     assert _invoke("validate", spec).exit_code == 0
+
+
+def test_a_bound_grid_line_outside_its_panel_is_named_in_the_panel(tmp_path, monkeypatch):
+    """huang2025-fig2's smoke grid (d 8, 16) with |V| = 256: Thm 4's line d = κ·log₂|V| = 32
+    lay above every row of the Mamba-S4D panel, so the panel showed no line while the legend
+    listed it (as if drawn). The panel names it (`... above the grid (d ≥ 32)`); a line inside
+    the grid (Thm 2's d = 12) is drawn without a note."""
+    import matplotlib.axes
+    from test_checks import Run
+    from test_outputs import _ctx, _draw
+
+    said: list[str] = []
+    text = matplotlib.axes.Axes.text
+    monkeypatch.setattr(matplotlib.axes.Axes, "text",
+                        lambda self, x, y, s, *a, **k: said.append(str(s)) or text(
+                            self, x, y, s, *a, **k))
+    runs = [Run(lab, {"task.kappa": 4, "task.vocab": 256, "model.d_model": d})
+            for lab in ("S4D", "S6") for d in (8, 16)]
+    ctx = _ctx(tmp_path, runs, [0.1, 0.2, 0.3, 0.4])
+    raw = {"kind": "bound_grid", "x": "task.kappa", "y": "model.d_model",
+           "y_name": "d (embedding size)",
+           "bounds": {"S4D": [{"expr": "task.kappa * log2(task.vocab)", "text": "Thm 4"}],
+                      "S6": [{"expr": "task.kappa + log2(task.vocab)", "text": "Thm 2"}]}}
+    assert _draw(ctx, raw, tmp_path / "f.png")
+    notes = [s for s in said if "the grid" in s]
+    assert notes == ["Thm 4: above the grid (d ≥ 32)"], notes
