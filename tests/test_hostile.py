@@ -13683,3 +13683,33 @@ def test_a_bound_grid_line_outside_its_panel_is_named_in_the_panel(tmp_path, mon
     assert _draw(ctx, raw, tmp_path / "f.png")
     notes = [s for s in said if "the grid" in s]
     assert notes == ["Thm 4: above the grid (d ≥ 32)"], notes
+
+
+def test_a_phase_panels_paper_default_is_not_shown_off_the_papers_grid(tmp_path, monkeypatch):
+    """chen2025-fig4 with γ = 0.55 added to a profile: panel (b)'s paper side showed the
+    paper's '≤.13' at γ = 0.55, a cell the paper never ran (its grid is 0.1 ... 1.0, 1.5, 2.0),
+    as if the paper printed it. The default stands only for the unprinted cells of the paper's
+    own grid (the points its paper values name); off it the paper's cell is blank."""
+    import matplotlib.axes
+    from test_checks import Run
+    from test_outputs import _ctx, _draw
+
+    from ssmrepro.spec import PaperValue
+
+    said: list[str] = []
+    text = matplotlib.axes.Axes.text
+    monkeypatch.setattr(matplotlib.axes.Axes, "text",
+                        lambda self, x, y, s, *a, **k: said.append(str(s)) or text(
+                            self, x, y, s, *a, **k))
+    runs = [Run("", {"model.init.gamma": g, "model.repeat": 2}) for g in (0.5, 0.55)]
+    ctx = _ctx(tmp_path, runs, [0.1, 0.2])
+    # the paper's grid: γ 0.5 (another panel's value) and 0.6; a test.acc value gives the
+    # panel its paper side
+    ctx.spec.paper_values = [
+        PaperValue(where={"model.init.gamma": 0.5, "model.repeat": 2}, metric="other.acc",
+                   value=0.3),
+        PaperValue(where={"model.init.gamma": 0.6, "model.repeat": 3}, value=0.9)]
+    raw = {"kind": "phase", "x": "model.init.gamma", "y": "model.repeat",
+           "panels": [{"metric": "test.acc", "paper_default": "≤.13"}]}
+    assert _draw(ctx, raw, tmp_path / "f.png")
+    assert said.count("≤.13") == 1, said
