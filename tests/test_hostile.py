@@ -13713,3 +13713,26 @@ def test_a_phase_panels_paper_default_is_not_shown_off_the_papers_grid(tmp_path,
            "panels": [{"metric": "test.acc", "paper_default": "≤.13"}]}
     assert _draw(ctx, raw, tmp_path / "f.png")
     assert said.count("≤.13") == 1, said
+
+
+def test_a_recall_grid_column_of_no_label_is_refused(tmp_path):
+    """koren2026-fig6 with its case `(c) trained linear` relabelled `(c) linear` (the claim's
+    `columns` too, the figure's not): `validate` said ok and the figure's column (c) vanished,
+    two columns drawn where three were meant, without a word. The figure's `columns` keys are
+    labels, checked as a claim's are."""
+    from ssmrepro.plots import where_problems
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    text = (ROOT / "experiments" / "koren2026" / "koren2026-fig6.yaml").read_text()
+    text = text.replace("id: koren2026-fig6", "id: my-fig6").replace("alias: mqar-scaling", "")
+    text = text.replace("label: (c) trained linear", "label: (c) linear")
+    figure, claim = [i for i, line in enumerate(text.split("\n")) if "columns:" in line]
+    lines = text.split("\n")
+    lines[claim] = lines[claim].replace('"(c) trained linear"', '"(c) linear"')
+    spec = tmp_path / "my-fig6.yaml"
+    spec.write_text("\n".join(lines))
+    got = where_problems(load_spec(spec), expand(load_spec(spec), "smoke"))
+    assert [e.split(": ", 1)[1] for e in got] == [
+        "figure.columns.(c) trained linear: '(c) trained linear' is no label of any run of any "
+        "profile; check the spelling"], got
