@@ -13736,3 +13736,28 @@ def test_a_recall_grid_column_of_no_label_is_refused(tmp_path):
     assert [e.split(": ", 1)[1] for e in got] == [
         "figure.columns.(c) trained linear: '(c) trained linear' is no label of any run of any "
         "profile; check the spelling"], got
+
+
+def test_a_profile_set_that_a_cases_mapping_of_another_name_leaves_out_is_refused(tmp_path):
+    """yu2025-fig4 with a quick `set: {model.blocks.SSM.mixer.d_state: 8}` beside a case that
+    swaps the mixer (`model.blocks.SSM.mixer: {name: b2s6, heads: 8}`, no d_state): S6 trained
+    at d_state 8 and B2S6 at its mixer's default, without a word (the profile's value never
+    reached the runs whose mapping replaced it). Refused naming the key; a case mapping that
+    names d_state itself overrides the profile, as a case does, and is taken."""
+    model = {"name": "seq_lm", "d_model": 8, "layers": ["S"],
+             "blocks": {"S": {"mixer": {"name": "s6", "d_state": 4}}}}
+    for mixer, refused in (({"name": "s4d"}, True), ({"name": "s4d", "d_state": 4}, False)):
+        spec = write_spec(
+            tmp_path, model=model, seeds=[0],
+            sweep=[{"cases": [{"label": "S6"},
+                              {"label": "S4D", "set": {"model.blocks.S.mixer": mixer}}]}],
+            profiles={"smoke": {"set": {"model.blocks.S.mixer.d_state": 2}}, "quick": {},
+                      "paper": {}})
+        res = _invoke("validate", spec)
+        if refused:
+            _assert_refused(res, "[profile smoke, point 1 S4D] profiles.smoke.set.model.blocks.S."
+                            "mixer.d_state: this sweep point replaces model.blocks.S.mixer with "
+                            "a mapping that leaves d_state out, so the profile's 2 does not "
+                            "reach its runs")
+        else:
+            assert res.exit_code == 0, res.output
