@@ -280,7 +280,9 @@ def init_problems(runs: list) -> list[str]:
 
     seen: set = set()
     out = []
-    for r, key in zip(runs, per_point(runs, key_of)):
+    misfit = set()  # the keys of models the scheme does not fit
+    keys = per_point(runs, key_of)
+    for r, key in zip(runs, keys):
         if key is None or key in seen:
             continue
         seen.add(key)
@@ -290,9 +292,50 @@ def init_problems(runs: list) -> list[str]:
         except ValueError:  # a model its blocks refuse (``memory_problems`` reports it)
             continue
         if why:
+            misfit.add(key)
             label = f" {r.label}" if r.label else ""
             out.append(f"model.init: run{label} cannot be initialised: {why}")
+    # per run, for the models that fit (the key reads the task's info, not its number tokens)
+    return out + construction_problems([r for r, key in zip(runs, keys)
+                                        if key is not None and key not in misfit])
+
+
+def construction_problems(runs: list) -> list[str]:
+    """'model.init: run L cannot be initialised: reason' for the runs whose cooper construction
+    is written for another task than theirs (``construction_task_problem``): `validate` and
+    `run` refuse them (the construction's weights trained nothing and FAILed its claims)."""
+    def why_of(r):  # once per sweep point
+        b = r.model.to_backbone() if hasattr(r.model, "to_backbone") else None
+        return construction_task_problem(b.init if b is not None else None, r.task)
+
+    out: list[str] = []
+    for r, why in zip(runs, per_point(runs, why_of)):
+        line = why and f"model.init: run{f' {r.label}' if r.label else ''} cannot be initialised: {why}"
+        if line and line not in out:
+            out.append(line)
     return out
+
+
+def construction_task_problem(init, task) -> str | None:
+    """Why a cooper construction's weights do not solve the run's ``task`` (None: they do, or
+    the init is no construction): selective copy's construction is written for the task's
+    number tokens (``numbers``, ``number_offset``, copies of the task's own fields), so
+    cooper2026-fig9 with ``task.numbers: 10`` and the init's 5 read five numbers as words and
+    FAILed 'the construction is exact' (0.125); decode recall's is for task decode_recall."""
+    if init is None or init.scheme != "cooper_construction":
+        return None
+    want = init.construction
+    if getattr(task, "name", None) != want:
+        return (f"construction {want!r} is written for task {want}, not "
+                f"{getattr(task, 'name', None)!r}")
+    if want == "selective_copy":
+        odd = [f"{k} {getattr(init, k)} (task.{k} {getattr(task, k)})"
+               for k in ("numbers", "number_offset") if getattr(init, k) != getattr(task, k)]
+        if odd:
+            return ("the selective-copy construction is written for the task's number tokens, "
+                    f"but model.init has {', '.join(odd)}: set model.init's numbers and "
+                    "number_offset to the task's")
+    return None
 
 
 def derived_seed(seed: int, stream: int) -> int:

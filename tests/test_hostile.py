@@ -13754,3 +13754,239 @@ def test_a_given_pack_size_above_a_shapes_runs_times_the_pack_it_trains(tmp_path
     assert c.size == 2 and set(timed) == {1, 2}, (c, timed)
     packs = plan(runs, 64, "cpu", cm)
     assert [len(p) for p in packs] == [2] and packs[0].step_s == pytest.approx(0.02)
+
+
+def test_a_paper_value_of_n_params_in_a_profile_with_no_run_finished_is_unfinished():
+    """huang2025-tab1's `n_params` paper values after an edit of the quick profile (no run of
+    it trained yet): the cells are the profile's, but with no finished run there was no
+    `n_params` column, and the five values were 'missing', '5 cells not run in this profile',
+    beside the test.acc values of the same cells 'unfinished (0 of 3 runs finished)'."""
+    from types import SimpleNamespace
+
+    from test_checks import aggregate, cell_keys, grid, rows_for
+
+    from ssmrepro.report import paper_value_tally, verify
+
+    runs = grid(["A", "B"], [8])
+    cells = aggregate(rows_for(runs, [None, None]), runs, "mean", ["test.acc"])
+    pv = [SimpleNamespace(where={"label": lab}, metric=m, value=0.9, tol=0.05)
+          for lab in ("A", "C") for m in ("test.acc", "n_params")]
+    got = [v for v in verify(SimpleNamespace(claims=[], paper_values=pv, claim="c"), cells,
+                             cell_keys(runs)) if v.kind == "paper_value"]
+    assert [v.verdict for v in got] == ["unfinished", "unfinished", "missing", "missing"], got
+    assert got[1].detail == "0 of 1 runs finished"
+    assert paper_value_tally(got) == ("0 of 0 compared within tolerance; 2 cells not finished, "
+                                      "not compared; 2 cells not run in this profile")
+
+
+def test_a_schedule_that_reaches_learning_rate_0_before_the_last_step_is_refused():
+    """koren2026-fig10's quick profile with `max_steps: 15000` (a budget study) over the
+    official schedule (warm-up 500, hold 2,000, decay 5,000 to final_factor 0): steps 7,500 to
+    15,000 trained at learning rate 0, a flat curve that read as a plateau of the longer
+    budget. Refused, naming the dead steps; a decay to the last step, a longer one (smoke's
+    truncated schedules), a final lr above 0 or no decay_steps train."""
+    from pydantic import ValidationError
+
+    from ssmrepro.sweep.config import TrainConfig
+
+    official = {"kind": "cosine", "warmup_steps": 500, "hold_steps": 2000, "decay_steps": 5000}
+    for budget, sched in (({"max_steps": 15000}, official),
+                          ({"epochs": 3, "train_size": 64, "batch_size": 8},
+                           {"kind": "linear", "decay_steps": 20}),
+                          ({"max_steps": 8000}, {**official, "min_lr": 0.0})):
+        with pytest.raises(ValidationError, match=r"its last [\d,]+ steps would train at learning "
+                                                  r"rate 0 .*give decay_steps"):
+            TrainConfig(**budget, schedule=sched)
+    for ok in ({"max_steps": 7500, "schedule": official},
+               {"max_steps": 6, "schedule": official},
+               {"max_steps": 15000, "schedule": {**official, "final_factor": 0.1}},
+               {"max_steps": 15000, "schedule": {**official, "min_lr": 1e-5}},
+               {"max_steps": 15000, "schedule": {**official, "decay_steps": None}}):
+        TrainConfig(**ok)
+
+
+def test_a_cooper_construction_for_other_number_tokens_than_the_task_is_refused(tmp_path):
+    """cooper2026-fig9 with `task.numbers: 10` (or `number_offset: 6`) and the construction's
+    own `model.init.numbers: 5` (a copy of the task's): the weights read five of the numbers as
+    words, and the report FAILed 'the construction outputs the correct token' (0.125), a
+    verdict on a construction written for another task. `validate` and `run` refuse it; with
+    the init's copy changed too it validates. A construction of another task is refused so."""
+    from types import SimpleNamespace
+
+    from ssmrepro.models.init import InitConfig
+    from ssmrepro.train import construction_task_problem
+
+    _assert_refused(_invoke("validate", "cooper2026-fig9", "--set", "task.numbers=10"),
+                    "model.init: run cannot be initialised: the selective-copy construction",
+                    "numbers 5 (task.numbers 10)")
+    _assert_refused(_invoke("run", "cooper2026-fig9", "--profile", "smoke", "--out",
+                            tmp_path / "o", "--set", "task.number_offset=6"),
+                    "number_offset 5 (task.number_offset 6)")
+    assert not (tmp_path / "o" / "cooper2026" / "cooper2026-fig9" / "runs").exists()
+    res = _invoke("validate", "cooper2026-fig9", "--set", "task.numbers=10",
+                  "--set", "model.init.numbers=10")
+    assert res.exit_code == 0, res.output
+    decode = InitConfig(scheme="cooper_construction", construction="decode_recall")
+    assert "written for task decode_recall, not 'selective_copy'" in construction_task_problem(
+        decode, SimpleNamespace(name="selective_copy"))
+    assert construction_task_problem(decode, SimpleNamespace(name="decode_recall")) is None
+
+
+def test_cooper2026_fig10s_attention_window_follows_the_context_length():
+    """cooper2026-fig10 with `task.L: 200` (a longer context): the construction is exact where
+    the recalled pair lies inside its attention window, and the spec's `window: 100` (a copy of
+    L) stayed, so the report FAILed all four 'the construction is exact' claims (0.905 at the
+    last position) on a model cut to half the context. The window is derived from L; the
+    shipped runs keep their ids (window 100 = L 100)."""
+    from ssmrepro.spec import find_spec
+    from ssmrepro.sweep import expand
+
+    spec = find_spec("cooper2026-fig10")
+    assert {r.model.window for r in expand(spec, "smoke", {"task.L": 200})} == {200}
+    assert {r.model.window for r in expand(spec, "quick")} == {100}
+
+
+def test_a_length_curves_figure_of_other_lengths_than_its_sets_or_training_is_refused():
+    """cooper2026-fig8 with `task.L: 60` (training on lengths 20-60) shaded 20-50 as the
+    training lengths, and with `train.evals.L20: {L: 25}` drew that set's accuracy at x = 20:
+    the figure kind reads both from its config (`train_range`, the set names), not from the
+    runs. `validate` refuses either, naming the lengths the runs have."""
+    from ssmrepro.plots import parse_figure
+    from ssmrepro.spec import find_spec
+    from ssmrepro.sweep import expand
+
+    spec = find_spec("cooper2026-fig8")
+    cfg = parse_figure(spec.figure)
+    evals = dict(expand(spec, "smoke")[0].train.evals)
+    for over, needle in (({"task.L": 60}, "train_range: [20, 50] is shaded as the training "
+                          "lengths, but run hybrid trains on lengths 20-60 (task.L_min, task.L); "
+                          "give train_range: [20, 60]"),
+                         ({"train.evals": {**evals, "L20": {"L": 25, "L_min": None}}},
+                          "lengths: 20 is drawn from the evaluation set 'L20', whose sequences "
+                          "have L 25 in run hybrid"),
+                         ({}, None)):
+        got = cfg.run_problems(expand(spec, "smoke", over))
+        assert (needle in got[0]) if needle else got == [], got
+    _assert_refused(_invoke("validate", "cooper2026-fig8", "--set", "task.L=60"),
+                    "figure.train_range: [20, 50]")
+
+
+def test_an_analytic_claim_whose_where_matches_no_grid_point_is_refused(tmp_path):
+    """yu2025-fig5 with L = 100 left out of its `analytic.grid`: the two slope claims `where:
+    {L: 100}` matched no row, `validate` said ok and they stayed MISSING for ever (a training
+    spec's claim on no run is refused; an analytic spec was not checked). Refused naming the
+    claim; the shipped grid validates."""
+    text = (ROOT / "experiments" / "yu2025" / "yu2025-fig5.yaml").read_text()
+    text = text.replace("id: yu2025-fig5", "id: my-fig5")
+    assert "L: [10, 30, 100, 300, 1000, 3000]" in text
+    spec = tmp_path / "my-fig5.yaml"
+    spec.write_text(text.replace("L: [10, 30, 100, 300, 1000, 3000]", "L: [10, 30, 300]"))
+    _assert_refused(_invoke("validate", spec),
+                    "claims.0.where: matches no point of analytic.grid (L=100)",
+                    "claims.1.where: matches no point of analytic.grid (L=100)")
+    spec.write_text(text)
+    assert _invoke("validate", spec).exit_code == 0
+
+
+def test_a_bound_grid_line_outside_its_panel_is_named_in_the_panel(tmp_path, monkeypatch):
+    """huang2025-fig2's smoke grid (d 8, 16) with |V| = 256: Thm 4's line d = κ·log₂|V| = 32
+    lay above every row of the Mamba-S4D panel, so the panel showed no line while the legend
+    listed it (as if drawn). The panel names it (`... above the grid (d ≥ 32)`); a line inside
+    the grid (Thm 2's d = 12) is drawn without a note."""
+    import matplotlib.axes
+    from test_checks import Run
+    from test_outputs import _ctx, _draw
+
+    said: list[str] = []
+    text = matplotlib.axes.Axes.text
+    monkeypatch.setattr(matplotlib.axes.Axes, "text",
+                        lambda self, x, y, s, *a, **k: said.append(str(s)) or text(
+                            self, x, y, s, *a, **k))
+    runs = [Run(lab, {"task.kappa": 4, "task.vocab": 256, "model.d_model": d})
+            for lab in ("S4D", "S6") for d in (8, 16)]
+    ctx = _ctx(tmp_path, runs, [0.1, 0.2, 0.3, 0.4])
+    raw = {"kind": "bound_grid", "x": "task.kappa", "y": "model.d_model",
+           "y_name": "d (embedding size)",
+           "bounds": {"S4D": [{"expr": "task.kappa * log2(task.vocab)", "text": "Thm 4"}],
+                      "S6": [{"expr": "task.kappa + log2(task.vocab)", "text": "Thm 2"}]}}
+    assert _draw(ctx, raw, tmp_path / "f.png")
+    notes = [s for s in said if "the grid" in s]
+    assert notes == ["Thm 4: above the grid (d ≥ 32)"], notes
+
+
+def test_a_phase_panels_paper_default_is_not_shown_off_the_papers_grid(tmp_path, monkeypatch):
+    """chen2025-fig4 with γ = 0.55 added to a profile: panel (b)'s paper side showed the
+    paper's '≤.13' at γ = 0.55, a cell the paper never ran (its grid is 0.1 ... 1.0, 1.5, 2.0),
+    as if the paper printed it. The default stands only for the unprinted cells of the paper's
+    own grid (the points its paper values name); off it the paper's cell is blank."""
+    import matplotlib.axes
+    from test_checks import Run
+    from test_outputs import _ctx, _draw
+
+    from ssmrepro.spec import PaperValue
+
+    said: list[str] = []
+    text = matplotlib.axes.Axes.text
+    monkeypatch.setattr(matplotlib.axes.Axes, "text",
+                        lambda self, x, y, s, *a, **k: said.append(str(s)) or text(
+                            self, x, y, s, *a, **k))
+    runs = [Run("", {"model.init.gamma": g, "model.repeat": 2}) for g in (0.5, 0.55)]
+    ctx = _ctx(tmp_path, runs, [0.1, 0.2])
+    # the paper's grid: γ 0.5 (another panel's value) and 0.6; a test.acc value gives the
+    # panel its paper side
+    ctx.spec.paper_values = [
+        PaperValue(where={"model.init.gamma": 0.5, "model.repeat": 2}, metric="other.acc",
+                   value=0.3),
+        PaperValue(where={"model.init.gamma": 0.6, "model.repeat": 3}, value=0.9)]
+    raw = {"kind": "phase", "x": "model.init.gamma", "y": "model.repeat",
+           "panels": [{"metric": "test.acc", "paper_default": "≤.13"}]}
+    assert _draw(ctx, raw, tmp_path / "f.png")
+    assert said.count("≤.13") == 1, said
+
+
+def test_a_recall_grid_column_of_no_label_is_refused(tmp_path):
+    """koren2026-fig6 with its case `(c) trained linear` relabelled `(c) linear` (the claim's
+    `columns` too, the figure's not): `validate` said ok and the figure's column (c) vanished,
+    two columns drawn where three were meant, without a word. The figure's `columns` keys are
+    labels, checked as a claim's are."""
+    from ssmrepro.plots import where_problems
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    text = (ROOT / "experiments" / "koren2026" / "koren2026-fig6.yaml").read_text()
+    text = text.replace("id: koren2026-fig6", "id: my-fig6").replace("alias: mqar-scaling", "")
+    text = text.replace("label: (c) trained linear", "label: (c) linear")
+    figure, claim = [i for i, line in enumerate(text.split("\n")) if "columns:" in line]
+    lines = text.split("\n")
+    lines[claim] = lines[claim].replace('"(c) trained linear"', '"(c) linear"')
+    spec = tmp_path / "my-fig6.yaml"
+    spec.write_text("\n".join(lines))
+    got = where_problems(load_spec(spec), expand(load_spec(spec), "smoke"))
+    assert [e.split(": ", 1)[1] for e in got] == [
+        "figure.columns.(c) trained linear: '(c) trained linear' is no label of any run of any "
+        "profile; check the spelling"], got
+
+
+def test_a_profile_set_that_a_cases_mapping_of_another_name_leaves_out_is_refused(tmp_path):
+    """yu2025-fig4 with a quick `set: {model.blocks.SSM.mixer.d_state: 8}` beside a case that
+    swaps the mixer (`model.blocks.SSM.mixer: {name: b2s6, heads: 8}`, no d_state): S6 trained
+    at d_state 8 and B2S6 at its mixer's default, without a word (the profile's value never
+    reached the runs whose mapping replaced it). Refused naming the key; a case mapping that
+    names d_state itself overrides the profile, as a case does, and is taken."""
+    model = {"name": "seq_lm", "d_model": 8, "layers": ["S"],
+             "blocks": {"S": {"mixer": {"name": "s6", "d_state": 4}}}}
+    for mixer, refused in (({"name": "s4d"}, True), ({"name": "s4d", "d_state": 4}, False)):
+        spec = write_spec(
+            tmp_path, model=model, seeds=[0],
+            sweep=[{"cases": [{"label": "S6"},
+                              {"label": "S4D", "set": {"model.blocks.S.mixer": mixer}}]}],
+            profiles={"smoke": {"set": {"model.blocks.S.mixer.d_state": 2}}, "quick": {},
+                      "paper": {}})
+        res = _invoke("validate", spec)
+        if refused:
+            _assert_refused(res, "[profile smoke, point 1 S4D] profiles.smoke.set.model.blocks.S."
+                            "mixer.d_state: this sweep point replaces model.blocks.S.mixer with "
+                            "a mapping that leaves d_state out, so the profile's 2 does not "
+                            "reach its runs")
+        else:
+            assert res.exit_code == 0, res.output

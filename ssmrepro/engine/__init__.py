@@ -26,7 +26,7 @@ from ..kernels.backend import BackendError, backend_problem
 from ..spec import Spec, SpecError
 from ..store import Store, open_store, output_name, results_dir
 from ..sweep import RunConfig, expand, overrides_tag, per_point, unique_runs
-from ..train import lr_scale_problems
+from ..train import construction_problems, lr_scale_problems
 from .costs import CostModel, cache_file
 from .local import (
     Event,
@@ -197,7 +197,7 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
 
     store = open_store(spec, out)
     _, unique, pending = _pending(spec, profile, store, max_runs, overrides)
-    bad = lr_scale_problems(pending)  # refused as `run` refuses it
+    bad = lr_scale_problems(pending) + construction_problems(pending)  # as `run` refuses them
     if bad:
         raise SpecError([f"{spec.path or spec.id}: [profile {profile}] {m}" for m in bad])
     with nominal_data() as notes:
@@ -346,7 +346,8 @@ def run_experiment(
     done_before = len(unique) - len([r for r in unique if not store.is_done(r.run_id)])
     for w in store.warnings:
         warn_console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
-    bad = lr_scale_problems(pending)  # a scale of no parameter (`validate` says so too)
+    # a scale of no parameter, a construction for another task (`validate` says so too)
+    bad = lr_scale_problems(pending) + construction_problems(pending)
     if bad:
         raise SpecError([f"{spec.path or spec.id}: [profile {profile}] {m}" for m in bad])
     budget = None

@@ -231,6 +231,38 @@ class LengthCurvesConfig(FigureConfig):
     def column_refs(self) -> list[str]:
         return [self.hue]
 
+    def run_problems(self, runs: list) -> list[str]:
+        """A length drawn from an evaluation set of another length, or a shaded training range
+        that is not the runs' (cooper2026-fig8 with `task.L: 60`: the figure shaded 20-50 and
+        put each set at the x its name gives, whatever the set's or the task's L)."""
+        out: list[str] = []
+        seen: set = set()
+        for r in runs:
+            L = getattr(r.task, "L", None)
+            key = (r.task.model_dump_json(), repr(sorted(r.train.evals.items(), key=str)))
+            if not isinstance(L, int) or key in seen:
+                continue
+            seen.add(key)
+            run = f"run {r.label}" if r.label else "a run"
+            for length in self.lengths:
+                name = self.pattern.format(L=length).split(".")[0]
+                ov = r.train.evals.get(name)
+                got = ov.get("L", L) if ov is not None else None
+                if got is not None and got != length:
+                    line = (f"lengths: {length} is drawn from the evaluation set {name!r}, whose "
+                            f"sequences have L {got} in {run} (train.evals.{name}); give the "
+                            "set the length its name says, or draw the length it has")
+                    out += [line] if line not in out else []
+            lo = getattr(r.task, "L_min", None)
+            lo = L if lo is None else lo
+            if self.train_range is not None and tuple(self.train_range) != (lo, L):
+                shaded = ", ".join(f"{v:g}" for v in self.train_range)
+                line = (f"train_range: [{shaded}] is shaded as the training lengths, "
+                        f"but {run} trains on lengths {lo}-{L} (task.L_min, task.L); give "
+                        f"train_range: [{lo}, {L}]")
+                out += [line] if line not in out else []
+        return out
+
 
 def _cells_mean(h: pd.DataFrame, name: str) -> float:
     """The mean of column ``name`` over the cells ``h``; NaN when a cell has no value (or the

@@ -30,7 +30,14 @@ from .. import expr  # noqa: E402
 from ..report.cells import cell_env, column  # noqa: E402
 from ..report.columns import LABEL  # noqa: E402
 from ..util import DrawnText, NoBoolNumbers  # noqa: E402
-from .registry import FigureConfig, FigureContext, figure_kind, save_png, subplots  # noqa: E402
+from .registry import (  # noqa: E402
+    FigureConfig,
+    FigureContext,
+    figure_kind,
+    save_png,
+    subplots,
+    wrap_text,
+)
 
 
 class Bound(NoBoolNumbers):
@@ -137,6 +144,12 @@ def _value(text: str, env: dict) -> float:
     return v if math.isfinite(v) else math.nan
 
 
+def _symbol(name: str | None, column: str) -> str:
+    """An axis's short name: the first word of its name ('d' of 'd (embedding size)'), or the
+    column's last part ('d_model')."""
+    return name.split()[0] if name and name.split() else column.split(".")[-1]
+
+
 def _lines_for(cfg: BoundGridConfig, panel: str) -> list[Bound]:
     out = list(cfg.bounds.get("*", []))
     for key, lines in cfg.bounds.items():
@@ -206,23 +219,43 @@ def bound_grid(ctx: FigureContext, cfg: BoundGridConfig, path: Path) -> bool:
             lines = []
             for lab in panel_labels | {cv}:
                 lines += [b for b in _lines_for(cfg, lab) if b not in lines]
+            off: list[str] = []  # lines wholly outside this panel's grid
             for b in lines:
                 env = cell_env(ref)
                 if b.axis == "y":
                     lo, hi = _edge_values(xs, cfg.log_x)
                     fine = np.geomspace(lo, hi, 200) if cfg.log_x else np.linspace(lo, hi, 200)
-                    px, py = [], []
+                    px, py, vals = [], [], []
                     for xv in fine:
                         yv = _value(b.expr, {**env, cfg.x: float(xv)})
                         if not math.isnan(yv) and (yv > 0 or not cfg.log_y):
                             px.append(_pos(xs, float(xv), cfg.log_x))
                             py.append(_pos(ys, yv, cfg.log_y))
+                            vals.append(yv)
                     ax.plot(px, py, color="k", ls=b.style, lw=1.6, label=b.text)
+                    # a line above or below every row (huang2025-fig2's Thm 4 line at d = 32
+                    # over a smoke grid of d 8, 16) was in the legend and nowhere in the panel
+                    if py and (min(py) > len(ys) - 0.5 or max(py) < -0.5):
+                        side = "above" if min(py) > len(ys) - 0.5 else "below"
+                        at = [v for x in xs if not math.isnan(
+                            v := _value(b.expr, {**env, cfg.x: x}))] or vals
+                        near = min(at) if side == "above" else max(at)
+                        off.append(f"{b.text}: {side} the grid ({_symbol(cfg.y_name, cfg.y)} "
+                                   f"{'≥' if side == 'above' else '≤'} {near:.3g})")
                 else:
                     xv = _value(b.expr, env)
                     if not math.isnan(xv) and (xv > 0 or not cfg.log_x):
-                        ax.axvline(_pos(xs, xv, cfg.log_x), color="k", ls=b.style, lw=1.6,
-                                   label=b.text)
+                        at = _pos(xs, xv, cfg.log_x)
+                        ax.axvline(at, color="k", ls=b.style, lw=1.6, label=b.text)
+                        if not -0.5 <= at <= len(xs) - 0.5:
+                            off.append(f"{b.text}: {'right' if at > 0 else 'left'} of the grid "
+                                       f"({_symbol(cfg.x_name, cfg.x)} = {xv:.3g})")
+            if off:  # named in the panel (the legend lists every line of every panel)
+                width = fig.get_figwidth() / max(1, nc) * 0.8
+                ax.text(0.5, 0.99, "\n".join(wrap_text(t, width, 5.5) for t in off),
+                        transform=ax.transAxes, ha="center",
+                        va="top", fontsize=5.5, color="k",
+                        bbox={"fc": "w", "ec": "none", "alpha": 0.8, "pad": 1})
             ax.set_xlim(-0.5, len(xs) - 0.5)
             ax.set_ylim(-0.5, len(ys) - 0.5)
             ax.set_xticks(range(len(xs)), [f"{v:g}" for v in xs], fontsize=7)

@@ -41,7 +41,7 @@ from ..report.analysis import (
     weights_table,
     with_committed,
 )
-from ..report.analytic import analytic_cells, analytic_columns, analytic_table
+from ..report.analytic import THEORY_LABEL, analytic_cells, analytic_columns, analytic_table
 from ..report.cells import (
     CASE_PREFIX,
     CellIndex,
@@ -933,7 +933,9 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
     as MISSING, forever); two paper values of one cell, or one of several cells, are
     ``validate_outputs``'s to report. A paper value may name a cell no profile trains (a number
     the paper quotes for reference)."""
-    if spec.analytic is not None or not runs:
+    if spec.analytic is not None:
+        return _analytic_where_problems(spec)
+    if not runs:
         return []
     path = spec.path or spec.id
     errors: list[str] = []
@@ -941,21 +943,7 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
     index = CellIndex(cells)  # each claim's runs through one index (not a pass over them all)
 
     def check(key: str, where: Any) -> None:
-        if not isinstance(where, dict) or not where or any(not has_column(cells, k)
-                                                           for k in where):
-            return  # no condition, or an unknown column / case:<i> (reported elsewhere)
-        if not index.positions(where):
-            shown = ", ".join(f"{k}={v}" for k, v in where.items())
-            errors.append(f"{path}: {key}: matches no run of any profile ({shown}); check the "
-                          "label and the values")
-            return
-        for k, want in where.items():  # one value of an any-of list that adds no run (a typo,
-            # `label: [S6, S4d]`): the claim was judged, and PASSed, on the others alone
-            for v in want if isinstance(want, list) else []:
-                if not index.positions({**where, k: v}):
-                    errors.append(f"{path}: {key}.{k}: {v!r} (one of its values) matches no run "
-                                  "of any profile with the rest of the condition; check the "
-                                  "label and the values")
+        errors.extend(_unmatched(path, key, where, cells, index))
 
     def values(key: str, cfg: Any) -> None:
         for field, col, want in cfg.value_refs():
@@ -1042,6 +1030,53 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
             continue  # reported by validate_outputs
         check(f"{key}.where", fig.cell_filter())  # drew nothing, said nothing
         values(key, fig)
+    return errors
+
+
+def _unmatched(path: str, key: str, where: Any, cells: pd.DataFrame, index: CellIndex,
+               what: str = "run of any profile") -> list[str]:
+    """'file: key: reason' for a ``where`` that matches no cell, or one of whose any-of values
+    adds none (a typo, `label: [S6, S4d]`: the claim was judged, and PASSed, on the others)."""
+    if not isinstance(where, dict) or not where or any(not has_column(cells, k) for k in where):
+        return []  # no condition, or an unknown column / case:<i> (reported elsewhere)
+    if not index.positions(where):
+        shown = ", ".join(f"{k}={v}" for k, v in where.items())
+        return [f"{path}: {key}: matches no {what} ({shown}); check the label and the values"]
+    return [f"{path}: {key}.{k}: {v!r} (one of its values) matches no {what} with the rest of "
+            "the condition; check the label and the values"
+            for k, want in where.items() for v in (want if isinstance(want, list) else [])
+            if not index.positions({**where, k: v})]
+
+
+def _analytic_where_problems(spec: Spec) -> list[str]:
+    """``where_problems`` of an analytic spec: a claim's (or figure's) ``where`` that matches no
+    point of ``analytic.grid`` (yu2025-fig5 with L = 100 left out of its grid: its two claims
+    at L = 100 stayed MISSING for ever, where a training spec's are refused). The points are
+    listed, not computed."""
+    import itertools
+
+    a = spec.analytic
+    keys = list(a.grid)
+    cells = pd.DataFrame([{LABEL: THEORY_LABEL, **dict(zip(keys, vals)), **a.params}
+                          for vals in itertools.product(*(a.grid[k] for k in keys))])
+    index = CellIndex(cells)
+    path = spec.path or spec.id
+    errors: list[str] = []
+    what = "point of analytic.grid"
+    for i, raw in enumerate(spec.claims):
+        try:
+            cfg = report.parse_claim(raw)
+        except (KeyError, ValidationError):
+            continue  # reported by validate_outputs
+        for field in ("where", "a", "b"):
+            errors += _unmatched(path, f"claims.{i}.{field}", getattr(cfg, field, None), cells,
+                                 index, what)
+    for key, raw in spec.figure_configs:
+        try:
+            fig = parse_figure(raw)
+        except (KeyError, ValidationError):
+            continue
+        errors += _unmatched(path, f"{key}.where", fig.cell_filter(), cells, index, what)
     return errors
 
 

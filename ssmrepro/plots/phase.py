@@ -98,6 +98,17 @@ def _cell(v: float) -> str:
     return text.lstrip("0") if 0 <= v < 1 else text
 
 
+def _in_paper_grid(ctx: FigureContext, cfg: PhaseConfig, row: Any) -> bool:
+    """Whether a cell's (x, y) is a point of the paper's own grid: some paper value names it
+    (of any metric). ``paper_default`` ("≤.13") stands for the paper's unprinted cells of that
+    grid, not for a γ = 0.55 the paper never ran (it was shown there as the paper's). True when
+    no paper value names both keys (the grid is not known)."""
+    points = [(pv.where[cfg.x], pv.where[cfg.y]) for pv in ctx.spec.paper_values
+              if cfg.x in pv.where and cfg.y in pv.where]
+    return not points or any(values_equal(x, row[cfg.x]) and values_equal(y, row[cfg.y])
+                             for x, y in points)
+
+
 @figure_kind("phase", PhaseConfig)
 def phase(ctx: FigureContext, cfg: PhaseConfig, path: Path) -> bool:
     """Annotated heatmaps over y × x, one per metric, the paper's cell values beside ours."""
@@ -134,7 +145,7 @@ def phase(ctx: FigureContext, cfg: PhaseConfig, path: Path) -> bool:
                 if ref is not None:
                     grid[i, j] = ref[0]
                     text[i][j] = _cell(ref[0])
-                elif p.paper_default:
+                elif p.paper_default and _in_paper_grid(ctx, cfg, r):
                     text[i][j] = p.paper_default
                     faint[i, j] = True
                 continue

@@ -9,7 +9,7 @@ in the config (``columns: {"(b) designed": designed, ...}``), never guessed from
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import matplotlib
 
@@ -55,6 +55,11 @@ class RecallGridConfig(FigureConfig):
 
     def numeric_refs(self) -> list[str]:  # x: label raised 'could not convert string to float'
         return [self.x, self.y, self.vocab, self.facts]
+
+    def value_refs(self) -> list[tuple[str, str, Any]]:
+        # a column whose label no run has (a case relabelled '(c) linear', the figure's
+        # columns left at '(c) trained linear'): the column vanished from the figure
+        return [(f"columns.{k}", LABEL, k) for k in self.columns]
 
     def positions(self) -> list[str] | None:  # a panel per (regime, label), a square per (x, y):
         # two cells there (a train.lr swept, not selected) were one square, the last drawn

@@ -75,8 +75,9 @@ def _paper_value(pv, cells: pd.DataFrame, index: CellIndex | None = None) -> Ver
     where = ", ".join(f"{k}={v}" for k, v in pv.where.items())
     text = f"{where}: {pv.metric}"
     done = sel[(sel[N_OK] + sel[N_DIVERGED]) > 0] if len(sel) else sel
-    if len(sel) and done.empty and pv.metric in sel:  # a cell of the profile, none of its runs
-        # finished yet: not finished (it was counted among the 'cells not run in this profile')
+    if len(sel) and done.empty:  # a cell of the profile, none of its runs finished yet: not
+        # finished (it was counted among the 'cells not run in this profile'; so was one of a
+        # metric no finished run has given a column yet, n_params before any run finished)
         return Verdict("paper_value", f"{text} (tol {pv.tol})", "unfinished", math.nan,
                        pv.value, detail=f"0 of {int(sel[N_EXPECTED].sum())} runs finished")
     if done.empty or pv.metric not in done:

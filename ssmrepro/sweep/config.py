@@ -242,6 +242,20 @@ class TrainConfig(_Strict):
                              "(the warm-up's first step): no parameter would move and the run "
                              "would end 'ok', untrained; give more steps, a warmup_start above "
                              "0, or no warm-up")
+        end = s.warmup_steps + s.hold_steps + (s.decay_steps or 0)
+        final = s.min_lr if s.min_lr is not None else self.lr * s.final_factor
+        if s.kind != "constant" and s.decay_steps is not None and final == 0 and (
+                end < self.total_steps):
+            # the decay reaches 0 at step `end` and stays there: koren2026-fig10's quick with
+            # max_steps 15000 over the official 7,500-step schedule trained its second half at
+            # learning rate 0, a flat curve that read as a plateau of the longer budget
+            raise ValueError(
+                f"schedule ends at step {end:,} (warmup_steps {s.warmup_steps} + hold_steps "
+                f"{s.hold_steps} + decay_steps {s.decay_steps}) at learning rate 0, but the run "
+                f"trains {self.total_steps:,} steps: its last {self.total_steps - end:,} steps "
+                "would train at learning rate 0 (no parameter would move); give decay_steps "
+                f"{self.total_steps - s.warmup_steps - s.hold_steps:,}, leave decay_steps out "
+                "(the decay then spans the rest), or a final_factor or min_lr above 0")
         ev, tr = self.eval_samples, self.train_samples
         if ev > max(EVAL_FLOOR, EVAL_RATIO * tr):
             raise ValueError(

@@ -80,6 +80,43 @@ def _dropped_keys(old: Any, value: Any) -> list[tuple[str, str, Any]]:
     return [(tag, k, old[k]) for k in old if k not in value]
 
 
+def _lost_profile_sets(sets: dict[str, Any], overrides: dict[str, Any], cfg: dict[str, Any],
+                       identity: dict[str, Any]) -> list[str]:
+    """'key: reason' for each profile ``set`` key whose mapping a sweep point replaces with one
+    that leaves the key out, where the key fits the new mapping and its value would change the
+    run: yu2025-fig4 with a quick `set: {model.blocks.SSM.mixer.d_state: 8}` and a case
+    `model.blocks.SSM.mixer: {name: b2s6, heads: 8}` trained B2S6 at its default d_state, not
+    8, without a word. A mapping that names the key gives its own value on purpose (a case
+    overrides the profile), and one the key does not fit (a Transformer's d_state) is fine."""
+    out = []
+    for k, v in sets.items():
+        outer = [o for o in overrides if k.startswith(o + ".")]
+        if not outer:
+            continue
+        node: Any = cfg
+        for p in k.split("."):
+            node = node.get(p, _MISSING) if isinstance(node, dict) else _MISSING
+        if node is not _MISSING:  # the new mapping (or a later key) gives it
+            continue
+        kept = copy.deepcopy(cfg)
+        set_dotted(kept, k, v)
+        try:
+            parsed = validate_sections(kept)
+        except (SectionError, KeyError, ValueError):  # the key does not fit the new mapping
+            continue
+        if json.dumps(dict(zip(SECTIONS, map(lean, parsed))), sort_keys=True,
+                      default=str) != json.dumps(identity, sort_keys=True, default=str):
+            o = max(outer, key=len)
+            out.append(f"{k}: this sweep point replaces {o} with a mapping that leaves "
+                       f"{k[len(o) + 1:]} out, so the profile's {v!r} does not reach its runs "
+                       "(they take the mapping's default); give it in that mapping, or set it "
+                       "per case")
+    return out
+
+
+_MISSING = object()
+
+
 def refuse_dropped(cfg: dict[str, Any], drops: list[tuple[str, str, str, Any]],
                    identity: dict[str, Any]) -> None:
     """ValueError when a key that a nested mapping of the same name / kind / scheme dropped held a
@@ -627,6 +664,10 @@ def expand(spec: Spec, profile: str | None = None,
             if drops:
                 refuse_dropped(cfg, drops, {"task": lean(task), "model": lean(model),
                                             "train": lean(train)})
+            for m in _lost_profile_sets(prof.set, overrides, cfg,
+                                        {"task": lean(task), "model": lean(model),
+                                         "train": lean(train)}):
+                grouped.setdefault(f"{spec.path}: profiles.{profile}.set.{m}", []).append(point)
         except SectionError as err:
             for m in _format_errors(spec.path or spec.id, err.err, prefix=f"{err.section}."):
                 grouped.setdefault(m, []).append(point)
