@@ -13629,3 +13629,34 @@ def test_an_edited_first_copy_of_a_results_row_duplicated_by_hand_is_named(tmp_p
         assert table.read_text() == text
         assert len(store.warnings) == int(warned), store.warnings
         assert not warned or ("run(s) a1 were changed" in store.warnings[0]), store.warnings
+
+
+def test_output_variance_reads_every_fact_of_a_query_from_its_context():
+    """`analysis: [output_variance]` on MQAR with `reduce_to_ar` (one key of κ asked): a query's
+    facts were read from the sequence's targets, so the other κ - 1 facts' values counted as
+    'empty' entries (out.empty_var) and out.wrong_var was NaN. They are read from the canonical
+    key-value block now (the last of key_repeats chunks); layouts that ask every key keep the
+    same facts."""
+    import torch
+
+    from ssmrepro.analysis import mechanistic as mech
+    from ssmrepro.tasks import build_task
+    from ssmrepro.tasks.base import IGNORE
+
+    class Flat(torch.nn.Module):
+        def forward(self, x):
+            return torch.zeros(*x.shape, 48)
+
+    for cfg in [{"reduce_to_ar": True, "L": 16}, {"key_repeats": 2}, {"query_repeats": 2},
+                {"num_passes": 2}, {}]:
+        task = build_task({"name": "mqar", "vocab": 48, "L": 40, "kappa": 4,
+                           "random_non_queries": False, **cfg})
+        _, tgt, facts = mech.output_logits(Flat(), task, 3, 5)
+        assert facts.sum(1).tolist() == [4] * len(tgt), cfg  # κ facts per query
+        assert facts[torch.arange(len(tgt)), tgt].all(), cfg  # its own value among them
+        if not cfg.get("reduce_to_ar"):  # every key asked: the targets' values, as before
+            ids, y = mech.probe_batch(task, 3, 5)
+            q = y != IGNORE
+            old = torch.zeros(5, 24, dtype=torch.bool)
+            old[torch.nonzero(q)[:, 0], y[q] - 24] = True
+            assert torch.equal(facts, old[torch.nonzero(q)[:, 0]]), cfg

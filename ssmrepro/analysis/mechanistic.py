@@ -312,14 +312,20 @@ OUT_SEQUENCES = 256
 def output_logits(model, task, seed: int, n_seq: int = OUT_SEQUENCES) -> tuple[torch.Tensor, ...]:
     """Value-token logits at the query positions of ``n_seq`` test sequences: (Q, V/2) float64,
     the index of the correct value in them (Q,) and the values of each query's own sequence's
-    facts (Q, V/2) bool (every key is asked, so a sequence's targets are its facts' values)."""
+    facts (Q, V/2) bool: the values of its canonical key-value block (the last of
+    ``key_repeats`` chunks, the one queries ask), read from the context, not from the targets
+    (``reduce_to_ar`` asks one key of κ: the other κ - 1 facts' values were counted as 'empty'
+    and ``out.wrong_var`` was NaN)."""
     ids, y = probe_batch(task, seed, n_seq)
     q = y != IGNORE  # (n, L)
     out = model(ids[None])[0].double()  # (n, L, V)
     h = out.shape[-1] // 2
     tgt = y[q] - h  # (Q,)
+    kappa = task.config.kappa
+    start = 2 * kappa * (task.config.key_repeats - 1)  # the canonical block
+    _, vals = context_facts(ids[:, start:], kappa)  # (n, κ)
     facts = torch.zeros(ids.shape[0], h, dtype=torch.bool)  # (n, V/2)
-    facts[torch.nonzero(q)[:, 0], tgt] = True
+    facts[torch.arange(ids.shape[0])[:, None], vals - h] = True
     return out[q][:, h:], tgt, facts[torch.nonzero(q)[:, 0]]
 
 
