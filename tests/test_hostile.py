@@ -13660,3 +13660,28 @@ def test_output_variance_reads_every_fact_of_a_query_from_its_context():
             old = torch.zeros(5, 24, dtype=torch.bool)
             old[torch.nonzero(q)[:, 0], y[q] - 24] = True
             assert torch.equal(facts, old[torch.nonzero(q)[:, 0]]), cfg
+
+
+def test_a_model_of_non_finite_outputs_scores_no_accuracy(tmp_path):
+    """A run whose last update left its weights non-finite (`lr: 1e6`, one step: the training
+    loss was finite, the status 'ok') was evaluated on NaN logits: its losses were NaN, but the
+    argmax of a NaN row is class 0, so val/test/train.acc were numbers (0.06, 0.0, 0.19) that a
+    claim `test.acc <= 0.5` judged. The accuracy is NaN (not measured) as the loss is; the best
+    validation accuracy is that of the evaluations that had one."""
+    import math
+
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import train_pack
+
+    spec = load_spec(write_spec(tmp_path, seeds=[0], sweep=[], train={
+        "optimizer": "adam", "lr": 1e6, "batch_size": 8, "max_steps": 1, "val_size": 16,
+        "test_size": 16, "eval_every": 1, "eval_batch_size": 16}))
+    (rec,) = train_pack(expand(spec, "paper"))
+    m = rec["metrics"]
+    assert rec["status"] == "ok" and math.isnan(m["test.loss"]), rec
+    for k in ("val.acc", "test.acc", "train.acc"):
+        assert math.isnan(m[k]), (k, m[k])
+    assert [h["step"] for h in rec["history"]] == [0, 1]
+    assert math.isnan(rec["history"][1]["val.acc"]) and math.isnan(rec["history"][1]["train.acc"])
+    assert m["val.best_acc"] == rec["history"][0]["val.acc"]
