@@ -13685,3 +13685,29 @@ def test_a_model_of_non_finite_outputs_scores_no_accuracy(tmp_path):
     assert [h["step"] for h in rec["history"]] == [0, 1]
     assert math.isnan(rec["history"][1]["val.acc"]) and math.isnan(rec["history"][1]["train.acc"])
     assert m["val.best_acc"] == rec["history"][0]["val.acc"]
+
+
+def test_attention_hit_reads_each_query_rows_peak_among_the_positions_it_sees():
+    """koren2026's `attn.hit` (Fig. 4) took the argmax of a query row over every position, its
+    future ones set to 0 (no attention): a model whose causal scores were all negative, peaking
+    exactly at the ideal position (corr 1), scored attn.hit 0. The peak is over the causal
+    entries now."""
+    import types
+
+    import torch
+
+    from ssmrepro.analysis import mechanistic as mech
+    from ssmrepro.tasks import build_task
+
+    V, kappa = 40, 4
+    task = build_task({"name": "mqar", "vocab": V, "L": 32, "kappa": kappa,
+                       "random_non_queries": False})
+    ids, y = mech.probe_batch(task, 0, 6)
+    # B_τ = [1, onehot(x_{τ-1})], C_t = [-1, onehot(x_t) / 2]: α' = -1 + [x_{τ-1} = x_t] / 2
+    pk = torch.zeros(1 + V, 2 * V, dtype=torch.float64)
+    pq = torch.zeros_like(pk)
+    pk[0, V:], pk[1:, :V] = 1.0, torch.eye(V, dtype=torch.float64)
+    pq[0, V:], pq[1:, V:] = -1.0, 0.5 * torch.eye(V, dtype=torch.float64)
+    m = mech.attention_metrics(types.SimpleNamespace(V=V),
+                               types.SimpleNamespace(Pi_k_in=pk, Pi_q_in=pq), ids, y, kappa)
+    assert m["attn.hit"] == 1.0 and m["attn.corr"] > 0.999, m

@@ -268,10 +268,13 @@ def attention_metrics(c: Circuit, ops: Operators, ids: torch.Tensor, y: torch.Te
     # the ideal target: the position right after the key's occurrence in the context
     target = idl[:, : 2 * kappa].argmax(-1)
     ok = idl[:, : 2 * kappa].sum(-1) > 0
-    hit = (tr.argmax(-1) == target)[ok].double().mean()
     causal_rows = torch.ones_like(tr, dtype=torch.bool)
     pos = q.nonzero()[:, 1]
     causal_rows &= torch.arange(tr.shape[1])[None, :] <= pos[:, None]
+    # the peak of a row among the positions the query can see: its future entries are 0, not
+    # attention, and a row whose every causal entry was negative peaked at one of them (a miss)
+    peak = tr.masked_fill(~causal_rows, -torch.inf).argmax(-1)
+    hit = (peak == target)[ok].double().mean()
     return {"attn.hit": float(hit), "attn.corr": _pearson(tr[causal_rows], idl[causal_rows])}
 
 
