@@ -13711,3 +13711,34 @@ def test_attention_hit_reads_each_query_rows_peak_among_the_positions_it_sees():
     m = mech.attention_metrics(types.SimpleNamespace(V=V),
                                types.SimpleNamespace(Pi_k_in=pk, Pi_q_in=pq), ids, y, kappa)
     assert m["attn.hit"] == 1.0 and m["attn.corr"] > 0.999, m
+
+
+def test_a_length_curve_point_is_drawn_at_the_length_its_set_evaluates(tmp_path):
+    """`length_curves` reads each point's x from its metric's name (`L12.acc` at 12): a set
+    `L12: {T: 13}` drew the accuracy at length 13 at 12, and one keeping the task's `L_min`
+    (lengths L_min..L) drew a mixture at L, both without a word. `validate` refuses them, exit 2;
+    sets of their own length pass."""
+    tr = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+          "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    fig = {"kind": "length_curves", "lengths": [8, 12], "hue": "label", "lo": None, "hi": None}
+    agg = {"reduce": "mean", "metrics": ["test.acc", "L8.acc", "L12.acc"]}
+    for evals, needles in [
+            ({"L8": {"T": 8}, "L12": {"T": 12}}, None),
+            ({"L8": {"T": 8}, "L12": {"T": 13}},
+             ["lengths: 12 draws L12.acc at length 12, but train.evals.L12 of run S6 has "
+              "sequences of length 13"])]:
+        spec = write_spec(tmp_path, train={**tr, "evals": evals}, figure=fig, aggregate=agg,
+                          seeds=[0])
+        res = _invoke("validate", spec)
+        if needles is None:
+            assert res.exit_code == 0, res.output
+        else:
+            _assert_refused(res, *needles)
+    task = {"name": "selective_copy", "words": 20, "numbers": 3, "number_offset": 3, "p": 0.2,
+            "L": 30, "L_min": 20}
+    fig = {"kind": "length_curves", "lengths": [30, 40], "hue": "label", "lo": None, "hi": None}
+    agg = {"reduce": "mean", "metrics": ["test.acc", "L30.acc", "L40.acc"]}
+    spec = write_spec(tmp_path, task=task, train={**tr, "evals": {
+        "L30": {"L": 30}, "L40": {"L": 40, "L_min": None}}}, figure=fig, aggregate=agg, seeds=[0])
+    _assert_refused(_invoke("validate", spec), "train.evals.L30 of run S6 has sequences of "
+                    "lengths 20..30; make the set's length 30 (L_min: null)")

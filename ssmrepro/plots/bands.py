@@ -231,6 +231,41 @@ class LengthCurvesConfig(FigureConfig):
     def column_refs(self) -> list[str]:
         return [self.hue]
 
+    def run_problems(self, runs: list) -> list[str]:
+        """Each length's evaluation set (the set its metric names, ``train.evals``) holds
+        sequences of that length: the x of a point is read from the metric's name, so
+        ``L20: {L: 25}`` drew the accuracy at length 25 at 20, and a set whose lengths vary
+        (``L_min`` kept from the task) one of lengths L_min..L at L."""
+        from ..tasks import build_task
+
+        out: list[str] = []
+        seen: dict[str, int | None] = {}  # a set's config -> its length (runs share sets)
+        for L in self.lengths:
+            name = self.pattern.format(L=L).rsplit(".", 1)[0]
+            for r in runs:
+                ov = r.train.evals.get(name)
+                if ov is None:  # a set the runs lack: refused elsewhere
+                    continue
+                cfg = {**r.task.model_dump(), **ov}
+                key = repr(sorted(cfg.items()))
+                if key not in seen:
+                    try:
+                        seen[key] = build_task(cfg).info.seq_len
+                    except Exception:  # noqa: BLE001 (data not here, a bad set: elsewhere)
+                        seen[key] = None
+                got = seen[key]
+                if got is None:
+                    continue
+                varies = cfg.get("L_min") not in (None, got)
+                if got != L or varies:
+                    what = (f"lengths {cfg['L_min']}..{got}" if varies else f"length {got}")
+                    out.append(f"lengths: {L} draws {self.pattern.format(L=L)} at length {L}, "
+                               f"but train.evals.{name} of run {r.label or r.run_id} has "
+                               f"sequences of {what}; make the set's length {L}"
+                               + (" (L_min: null)" if varies else ""))
+                    break
+        return out
+
 
 def _cells_mean(h: pd.DataFrame, name: str) -> float:
     """The mean of column ``name`` over the cells ``h``; NaN when a cell has no value (or the
