@@ -13742,3 +13742,25 @@ def test_a_length_curve_point_is_drawn_at_the_length_its_set_evaluates(tmp_path)
         "L30": {"L": 30}, "L40": {"L": 40, "L_min": None}}}, figure=fig, aggregate=agg, seeds=[0])
     _assert_refused(_invoke("validate", spec), "train.evals.L30 of run S6 has sequences of "
                     "lengths 20..30; make the set's length 30 (L_min: null)")
+
+
+def test_a_length_curves_training_range_is_the_runs_own(tmp_path):
+    """`length_curves`' `train_range` shades the training lengths: `[8, 10]` over runs trained
+    at length 12 was drawn as their training range without a word. `validate` refuses it,
+    exit 2; the runs' own range passes."""
+    tr = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+          "test_size": 16, "eval_every": 2, "eval_batch_size": 16,
+          "evals": {"L12": {"T": 12}, "L16": {"T": 16}}}
+    agg = {"reduce": "mean", "metrics": ["test.acc", "L12.acc", "L16.acc"]}
+    for rng, needle in [([12, 12], None),
+                        ([8, 10], "train_range: [8, 10] is shaded as the training lengths, but "
+                                  "run S6 trains on length 12")]:
+        fig = {"kind": "length_curves", "lengths": [12, 16], "hue": "label", "lo": None,
+               "hi": None, "train_range": rng}
+        spec = write_spec(tmp_path, task={"name": "keep_nth", "n": 2, "T": 12, "vocab": 8},
+                          train=tr, figure=fig, aggregate=agg, seeds=[0])
+        res = _invoke("validate", spec)
+        if needle is None:
+            assert res.exit_code == 0, res.output
+        else:
+            _assert_refused(res, needle)

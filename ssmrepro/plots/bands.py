@@ -264,6 +264,20 @@ class LengthCurvesConfig(FigureConfig):
                                f"sequences of {what}; make the set's length {L}"
                                + (" (L_min: null)" if varies else ""))
                     break
+        if self.train_range is not None:  # the shaded training lengths are the runs' own
+            for r in runs:
+                cfg = r.task.model_dump()
+                try:
+                    hi = build_task(cfg).info.seq_len
+                except Exception:  # noqa: BLE001 (data not here: reported elsewhere)
+                    continue
+                lo = cfg.get("L_min") or hi
+                if (lo, hi) != tuple(self.train_range):
+                    a, b = self.train_range
+                    what = f"lengths {lo}..{hi}" if lo != hi else f"length {hi}"
+                    out.append(f"train_range: [{a:g}, {b:g}] is shaded as the training lengths, "
+                               f"but run {r.label or r.run_id} trains on {what}")
+                    break
         return out
 
 
