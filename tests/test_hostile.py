@@ -13769,13 +13769,14 @@ def test_a_length_curves_training_range_is_the_runs_own(tmp_path):
 def test_a_claims_number_is_printed_on_its_own_side_of_the_threshold():
     """A threshold claim `test.acc >= 0.95` FAILed on 0.94951, and report.md said
     `FAIL ... (ours: 0.950)`: 3 decimals printed the value on the threshold it misses (and 1.0004
-    beside a FAIL of `<= 1` as 1.000). The number keeps the digits that place it: 0.9495;
+    beside a FAIL of `<= 1` as 1.000), a paper value's 1.0004 beside 0.95 ± 0.05 read 1.000
+    ('differs' though it looked within). The number keeps the digits that place it: 0.9495;
     others keep 3 decimals."""
     from types import SimpleNamespace
 
     import pandas as pd
 
-    from ssmrepro.report import aggregate, markdown, verify
+    from ssmrepro.report import aggregate, fmt_beside, markdown, verify
 
     runs = [SimpleNamespace(label=lab, coords={}, seed=0, flat=lambda: {}) for lab in "ABC"]
     df = pd.DataFrame([{"run_id": f"r{i}", "label": lab, "seed": 0, "status": "ok",
@@ -13785,12 +13786,14 @@ def test_a_claims_number_is_printed_on_its_own_side_of_the_threshold():
     claims = [{"text": "A solves", "where": {"label": "A"}, "op": ">=", "value": 0.95},
               {"text": "B stays low", "where": {"label": "B"}, "op": "<=", "value": 1.0},
               {"text": "C is low", "where": {"label": "C"}, "op": "<=", "value": 0.6}]
+    pvs = [SimpleNamespace(where={"label": "B"}, metric="test.acc", value=0.95, tol=0.05)]
     spec = SimpleNamespace(id="t", alias=None, title="T", claim="c", claims=claims,
-                           paper_values=[], notes=[], analytic=None,
+                           paper_values=pvs, notes=[], analytic=None,
                            aggregate=SimpleNamespace(reduce="mean"))
     verdicts = verify(spec, cells, ["label"])
-    assert [v.verdict for v in verdicts] == ["FAIL", "FAIL", "PASS"]
+    assert [v.verdict for v in verdicts] == ["differs", "FAIL", "FAIL", "PASS"]
     text = markdown(spec, "quick", cells, verdicts, len(df))
     for needle in ["A solves [test.acc >= 0.95", "(ours: 0.9495)", "(ours: 1.0004)",
-                   "(ours: 0.500)"]:
+                   "(ours: 0.500)", "| 0.950 | 1.0004 | differs |"]:  # 0.95 ± 0.05
         assert needle in text, text
+    assert fmt_beside(0.9 - 0.85, 0.05) == "0.050"  # on its bound but for rounding: on it

@@ -106,7 +106,10 @@ def _paper_value(pv, cells: pd.DataFrame, index: CellIndex | None = None) -> Ver
                        detail="diverged" if div else "not measured")
     ours = float(vals.mean())
     verdict = "match" if within(ours, pv.value, pv.tol) else "differs"
-    return Verdict("paper_value", f"{text} (tol {pv.tol})", verdict, ours, pv.value)
+    # printed on its own side of the nearer end of paper ± tol (``fmt_beside``)
+    bound = pv.value + pv.tol if ours > pv.value else pv.value - pv.tol
+    return Verdict("paper_value", f"{text} (tol {pv.tol})", verdict, ours, pv.value,
+                   bound=bound)
 
 
 def verify(spec, cells: pd.DataFrame, keys: list[str] | None = None,

@@ -79,14 +79,16 @@ def fmt_beside(x: float, bound: float | None) -> str:
     significant digits as keep it on its own side of the bound: 0.94951 against '>= 0.95' was
     printed '0.950' beside a FAIL (and 1.0004 against '<= 1' '1.000' beside one)."""
     shown = fmt_value(x)
-    if bound is None or not math.isfinite(x) or not math.isfinite(bound) or x == bound:
+    # on the bound but for rounding (``checks.close``: 0.9 - 0.85 on a bound of 0.05) is on it
+    on = lambda v: math.isclose(v, bound, rel_tol=1e-9)  # noqa: E731
+    if bound is None or not math.isfinite(x) or not math.isfinite(bound) or on(x):
         return shown
     for digits in range(4, 18):
         try:
             v = float(shown)
         except ValueError:
             return shown
-        if v != bound and (v > bound) == (x > bound):
+        if not on(v) and (v > bound) == (x > bound):
             return shown
         shown = f"{x:.{digits}g}"
     return shown
