@@ -559,7 +559,8 @@ def require_targets(task, data_seeds, split: int, size: int, batch: int, what: s
 def evaluate(model, task, data_seeds, split: int, size: int, batch: int) -> tuple[torch.Tensor, ...]:
     """Mean loss and score per member on samples 0..size-1 of ``split``: (E,), (E,).
 
-    The score is the accuracy (classification) or the mean squared error (regression, = loss).
+    The score is the accuracy (classification) or the mean squared error (regression, = loss);
+    NaN, as the loss, where the outputs are not finite.
     """
     model.eval()
     dtype = _float_dtype(model)
@@ -576,7 +577,10 @@ def evaluate(model, task, data_seeds, split: int, size: int, batch: int) -> tupl
         tot_count += count
     model.train()
     n = tot_count.clamp(min=1)
-    return tot_loss / n, tot_correct / n
+    # outputs that are not finite (NaN or inf logits: a loss of NaN) predict nothing: argmax over
+    # NaN logits read class 0 (or the first NaN), so a model of NaN outputs scored an accuracy
+    score = torch.where(torch.isfinite(tot_loss), tot_correct / n, math.nan)
+    return tot_loss / n, score
 
 
 def _check_batch(task: Task, info: TaskInfo, b: Batch) -> None:
@@ -856,7 +860,8 @@ def train_pack(
     for e in range(E):
         ok = status[e] == "ok"
         val = lambda t, e=e, ok=ok: float(t[e]) if ok else math.nan  # noqa: E731
-        scores = [h[f"val.{score}"] for h in history[e]] + ([float(vs[e])] if ok else [])
+        scores = [v for v in [h[f"val.{score}"] for h in history[e]]
+                  + ([float(vs[e])] if ok else []) if math.isfinite(v)]  # max() kept a NaN first
         metrics = {
             "val.loss": val(vl),
             f"val.{score}": val(vs),

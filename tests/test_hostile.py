@@ -13859,11 +13859,11 @@ def test_a_length_curves_figure_of_other_lengths_than_its_sets_or_training_is_re
     cfg = parse_figure(spec.figure)
     evals = dict(expand(spec, "smoke")[0].train.evals)
     for over, needle in (({"task.L": 60}, "train_range: [20, 50] is shaded as the training "
-                          "lengths, but run hybrid trains on lengths 20-60 (task.L_min, task.L); "
+                          "lengths, but run hybrid trains on lengths 20..60; "
                           "give train_range: [20, 60]"),
                          ({"train.evals": {**evals, "L20": {"L": 25, "L_min": None}}},
-                          "lengths: 20 is drawn from the evaluation set 'L20', whose sequences "
-                          "have L 25 in run hybrid"),
+                          "lengths: 20 draws L20.acc at length 20, but train.evals.L20 of run "
+                          "hybrid has sequences of length 25"),
                          ({}, None)):
         got = cfg.run_problems(expand(spec, "smoke", over))
         assert (needle in got[0]) if needle else got == [], got
@@ -13990,3 +13990,171 @@ def test_a_profile_set_that_a_cases_mapping_of_another_name_leaves_out_is_refuse
                             "reach its runs")
         else:
             assert res.exit_code == 0, res.output
+
+
+def test_output_variance_reads_every_fact_of_a_query_from_its_context():
+    """`analysis: [output_variance]` on MQAR with `reduce_to_ar` (one key of κ asked): a query's
+    facts were read from the sequence's targets, so the other κ - 1 facts' values counted as
+    'empty' entries (out.empty_var) and out.wrong_var was NaN. They are read from the canonical
+    key-value block now (the last of key_repeats chunks); layouts that ask every key keep the
+    same facts."""
+    import torch
+
+    from ssmrepro.analysis import mechanistic as mech
+    from ssmrepro.tasks import build_task
+    from ssmrepro.tasks.base import IGNORE
+
+    class Flat(torch.nn.Module):
+        def forward(self, x):
+            return torch.zeros(*x.shape, 48)
+
+    for cfg in [{"reduce_to_ar": True, "L": 16}, {"key_repeats": 2}, {"query_repeats": 2},
+                {"num_passes": 2}, {}]:
+        task = build_task({"name": "mqar", "vocab": 48, "L": 40, "kappa": 4,
+                           "random_non_queries": False, **cfg})
+        _, tgt, facts = mech.output_logits(Flat(), task, 3, 5)
+        assert facts.sum(1).tolist() == [4] * len(tgt), cfg  # κ facts per query
+        assert facts[torch.arange(len(tgt)), tgt].all(), cfg  # its own value among them
+        if not cfg.get("reduce_to_ar"):  # every key asked: the targets' values, as before
+            ids, y = mech.probe_batch(task, 3, 5)
+            q = y != IGNORE
+            old = torch.zeros(5, 24, dtype=torch.bool)
+            old[torch.nonzero(q)[:, 0], y[q] - 24] = True
+            assert torch.equal(facts, old[torch.nonzero(q)[:, 0]]), cfg
+
+
+def test_a_model_of_non_finite_outputs_scores_no_accuracy(tmp_path):
+    """A run whose last update left its weights non-finite (`lr: 1e6`, one step: the training
+    loss was finite, the status 'ok') was evaluated on NaN logits: its losses were NaN, but the
+    argmax of a NaN row is class 0, so val/test/train.acc were numbers (0.06, 0.0, 0.19) that a
+    claim `test.acc <= 0.5` judged. The accuracy is NaN (not measured) as the loss is; the best
+    validation accuracy is that of the evaluations that had one."""
+    import math
+
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import train_pack
+
+    spec = load_spec(write_spec(tmp_path, seeds=[0], sweep=[], train={
+        "optimizer": "adam", "lr": 1e6, "batch_size": 8, "max_steps": 1, "val_size": 16,
+        "test_size": 16, "eval_every": 1, "eval_batch_size": 16}))
+    (rec,) = train_pack(expand(spec, "paper"))
+    m = rec["metrics"]
+    assert rec["status"] == "ok" and math.isnan(m["test.loss"]), rec
+    for k in ("val.acc", "test.acc", "train.acc"):
+        assert math.isnan(m[k]), (k, m[k])
+    assert [h["step"] for h in rec["history"]] == [0, 1]
+    assert math.isnan(rec["history"][1]["val.acc"]) and math.isnan(rec["history"][1]["train.acc"])
+    assert m["val.best_acc"] == rec["history"][0]["val.acc"]
+
+
+def test_attention_hit_reads_each_query_rows_peak_among_the_positions_it_sees():
+    """koren2026's `attn.hit` (Fig. 4) took the argmax of a query row over every position, its
+    future ones set to 0 (no attention): a model whose causal scores were all negative, peaking
+    exactly at the ideal position (corr 1), scored attn.hit 0. The peak is over the causal
+    entries now."""
+    import types
+
+    import torch
+
+    from ssmrepro.analysis import mechanistic as mech
+    from ssmrepro.tasks import build_task
+
+    V, kappa = 40, 4
+    task = build_task({"name": "mqar", "vocab": V, "L": 32, "kappa": kappa,
+                       "random_non_queries": False})
+    ids, y = mech.probe_batch(task, 0, 6)
+    # B_τ = [1, onehot(x_{τ-1})], C_t = [-1, onehot(x_t) / 2]: α' = -1 + [x_{τ-1} = x_t] / 2
+    pk = torch.zeros(1 + V, 2 * V, dtype=torch.float64)
+    pq = torch.zeros_like(pk)
+    pk[0, V:], pk[1:, :V] = 1.0, torch.eye(V, dtype=torch.float64)
+    pq[0, V:], pq[1:, V:] = -1.0, 0.5 * torch.eye(V, dtype=torch.float64)
+    m = mech.attention_metrics(types.SimpleNamespace(V=V),
+                               types.SimpleNamespace(Pi_k_in=pk, Pi_q_in=pq), ids, y, kappa)
+    assert m["attn.hit"] == 1.0 and m["attn.corr"] > 0.999, m
+
+
+def test_a_length_curve_point_is_drawn_at_the_length_its_set_evaluates(tmp_path):
+    """`length_curves` reads each point's x from its metric's name (`L12.acc` at 12): a set
+    `L12: {T: 13}` drew the accuracy at length 13 at 12, and one keeping the task's `L_min`
+    (lengths L_min..L) drew a mixture at L, both without a word. `validate` refuses them, exit 2;
+    sets of their own length pass."""
+    tr = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+          "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    fig = {"kind": "length_curves", "lengths": [8, 12], "hue": "label", "lo": None, "hi": None}
+    agg = {"reduce": "mean", "metrics": ["test.acc", "L8.acc", "L12.acc"]}
+    for evals, needles in [
+            ({"L8": {"T": 8}, "L12": {"T": 12}}, None),
+            ({"L8": {"T": 8}, "L12": {"T": 13}},
+             ["lengths: 12 draws L12.acc at length 12, but train.evals.L12 of run S6 has "
+              "sequences of length 13"])]:
+        spec = write_spec(tmp_path, train={**tr, "evals": evals}, figure=fig, aggregate=agg,
+                          seeds=[0])
+        res = _invoke("validate", spec)
+        if needles is None:
+            assert res.exit_code == 0, res.output
+        else:
+            _assert_refused(res, *needles)
+    task = {"name": "selective_copy", "words": 20, "numbers": 3, "number_offset": 3, "p": 0.2,
+            "L": 30, "L_min": 20}
+    fig = {"kind": "length_curves", "lengths": [30, 40], "hue": "label", "lo": None, "hi": None}
+    agg = {"reduce": "mean", "metrics": ["test.acc", "L30.acc", "L40.acc"]}
+    spec = write_spec(tmp_path, task=task, train={**tr, "evals": {
+        "L30": {"L": 30}, "L40": {"L": 40, "L_min": None}}}, figure=fig, aggregate=agg, seeds=[0])
+    _assert_refused(_invoke("validate", spec), "train.evals.L30 of run S6 has sequences of "
+                    "lengths 20..30; make the set's length 30 (L_min: null)")
+
+
+def test_a_length_curves_training_range_is_the_runs_own(tmp_path):
+    """`length_curves`' `train_range` shades the training lengths: `[8, 10]` over runs trained
+    at length 12 was drawn as their training range without a word. `validate` refuses it,
+    exit 2; the runs' own range passes."""
+    tr = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+          "test_size": 16, "eval_every": 2, "eval_batch_size": 16,
+          "evals": {"L12": {"T": 12}, "L16": {"T": 16}}}
+    agg = {"reduce": "mean", "metrics": ["test.acc", "L12.acc", "L16.acc"]}
+    for rng, needle in [([12, 12], None),
+                        ([8, 10], "train_range: [8, 10] is shaded as the training lengths, but "
+                                  "run S6 trains on length 12")]:
+        fig = {"kind": "length_curves", "lengths": [12, 16], "hue": "label", "lo": None,
+               "hi": None, "train_range": rng}
+        spec = write_spec(tmp_path, task={"name": "keep_nth", "n": 2, "T": 12, "vocab": 8},
+                          train=tr, figure=fig, aggregate=agg, seeds=[0])
+        res = _invoke("validate", spec)
+        if needle is None:
+            assert res.exit_code == 0, res.output
+        else:
+            _assert_refused(res, needle)
+
+
+def test_a_claims_number_is_printed_on_its_own_side_of_the_threshold():
+    """A threshold claim `test.acc >= 0.95` FAILed on 0.94951, and report.md said
+    `FAIL ... (ours: 0.950)`: 3 decimals printed the value on the threshold it misses (and 1.0004
+    beside a FAIL of `<= 1` as 1.000), a paper value's 1.0004 beside 0.95 ± 0.05 read 1.000
+    ('differs' though it looked within). The number keeps the digits that place it: 0.9495;
+    others keep 3 decimals."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.report import aggregate, fmt_beside, markdown, verify
+
+    runs = [SimpleNamespace(label=lab, coords={}, seed=0, flat=lambda: {}) for lab in "ABC"]
+    df = pd.DataFrame([{"run_id": f"r{i}", "label": lab, "seed": 0, "status": "ok",
+                        "test.acc": v} for i, (lab, v) in enumerate(zip("ABC",
+                                                                          [0.94951, 1.0004, 0.5]))])
+    cells = aggregate(df, runs, "mean", ["test.acc"])
+    claims = [{"text": "A solves", "where": {"label": "A"}, "op": ">=", "value": 0.95},
+              {"text": "B stays low", "where": {"label": "B"}, "op": "<=", "value": 1.0},
+              {"text": "C is low", "where": {"label": "C"}, "op": "<=", "value": 0.6}]
+    pvs = [SimpleNamespace(where={"label": "B"}, metric="test.acc", value=0.95, tol=0.05)]
+    spec = SimpleNamespace(id="t", alias=None, title="T", claim="c", claims=claims,
+                           paper_values=pvs, notes=[], analytic=None,
+                           aggregate=SimpleNamespace(reduce="mean"))
+    verdicts = verify(spec, cells, ["label"])
+    assert [v.verdict for v in verdicts] == ["differs", "FAIL", "FAIL", "PASS"]
+    text = markdown(spec, "quick", cells, verdicts, len(df))
+    for needle in ["A solves [test.acc >= 0.95", "(ours: 0.9495)", "(ours: 1.0004)",
+                   "(ours: 0.500)", "| 0.950 | 1.0004 | differs |"]:  # 0.95 ± 0.05
+        assert needle in text, text
+    assert fmt_beside(0.9 - 0.85, 0.05) == "0.050"  # on its bound but for rounding: on it

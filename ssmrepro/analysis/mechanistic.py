@@ -268,10 +268,13 @@ def attention_metrics(c: Circuit, ops: Operators, ids: torch.Tensor, y: torch.Te
     # the ideal target: the position right after the key's occurrence in the context
     target = idl[:, : 2 * kappa].argmax(-1)
     ok = idl[:, : 2 * kappa].sum(-1) > 0
-    hit = (tr.argmax(-1) == target)[ok].double().mean()
     causal_rows = torch.ones_like(tr, dtype=torch.bool)
     pos = q.nonzero()[:, 1]
     causal_rows &= torch.arange(tr.shape[1])[None, :] <= pos[:, None]
+    # the peak of a row among the positions the query can see: its future entries are 0, not
+    # attention, and a row whose every causal entry was negative peaked at one of them (a miss)
+    peak = tr.masked_fill(~causal_rows, -torch.inf).argmax(-1)
+    hit = (peak == target)[ok].double().mean()
     return {"attn.hit": float(hit), "attn.corr": _pearson(tr[causal_rows], idl[causal_rows])}
 
 
@@ -312,14 +315,20 @@ OUT_SEQUENCES = 256
 def output_logits(model, task, seed: int, n_seq: int = OUT_SEQUENCES) -> tuple[torch.Tensor, ...]:
     """Value-token logits at the query positions of ``n_seq`` test sequences: (Q, V/2) float64,
     the index of the correct value in them (Q,) and the values of each query's own sequence's
-    facts (Q, V/2) bool (every key is asked, so a sequence's targets are its facts' values)."""
+    facts (Q, V/2) bool: the values of its canonical key-value block (the last of
+    ``key_repeats`` chunks, the one queries ask), read from the context, not from the targets
+    (``reduce_to_ar`` asks one key of κ: the other κ - 1 facts' values were counted as 'empty'
+    and ``out.wrong_var`` was NaN)."""
     ids, y = probe_batch(task, seed, n_seq)
     q = y != IGNORE  # (n, L)
     out = model(ids[None])[0].double()  # (n, L, V)
     h = out.shape[-1] // 2
     tgt = y[q] - h  # (Q,)
+    kappa = task.config.kappa
+    start = 2 * kappa * (task.config.key_repeats - 1)  # the canonical block
+    _, vals = context_facts(ids[:, start:], kappa)  # (n, κ)
     facts = torch.zeros(ids.shape[0], h, dtype=torch.bool)  # (n, V/2)
-    facts[torch.nonzero(q)[:, 0], tgt] = True
+    facts[torch.arange(ids.shape[0])[:, None], vals - h] = True
     return out[q][:, h:], tgt, facts[torch.nonzero(q)[:, 0]]
 
 

@@ -524,7 +524,7 @@ def _human(sec: float) -> str:
 def _outputs(spec, profile: str, out: Path | None, overrides: dict | None = None,
              quiet: bool = False, rerun: str | None = None):
     from ..plots import build, validate_outputs
-    from ..report import fmt_value, paper_value_tally, verdict_counts
+    from ..report import fmt_beside, paper_value_tally, verdict_counts
     from ..sweep import expand
 
     try:
@@ -542,7 +542,7 @@ def _outputs(spec, profile: str, out: Path | None, overrides: dict | None = None
     for v in res.verdicts:
         if v.kind == "claim":
             color = {"PASS": "green", "FAIL": "red"}.get(v.verdict, "yellow")
-            ours = "—" if v.ours is None else fmt_value(v.ours)
+            ours = "—" if v.ours is None else fmt_beside(v.ours, v.bound)
             detail = f" — {v.detail}" if v.detail else ""
             console.print(f"[{color}]{v.verdict}[/] {escape(v.text)}{escape(detail)} (ours: {ours})",
                           highlight=False)

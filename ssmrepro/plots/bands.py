@@ -232,35 +232,57 @@ class LengthCurvesConfig(FigureConfig):
         return [self.hue]
 
     def run_problems(self, runs: list) -> list[str]:
-        """A length drawn from an evaluation set of another length, or a shaded training range
-        that is not the runs' (cooper2026-fig8 with `task.L: 60`: the figure shaded 20-50 and
-        put each set at the x its name gives, whatever the set's or the task's L)."""
+        """Each length's evaluation set (the set its metric names, ``train.evals``) holds
+        sequences of that length: the x of a point is read from the metric's name, so
+        ``L20: {L: 25}`` drew the accuracy at length 25 at 20, and a set whose lengths vary
+        (``L_min`` kept from the task) one of lengths L_min..L at L."""
+        from ..tasks import build_task
+
         out: list[str] = []
-        seen: set = set()
-        for r in runs:
-            L = getattr(r.task, "L", None)
-            key = (r.task.model_dump_json(), repr(sorted(r.train.evals.items(), key=str)))
-            if not isinstance(L, int) or key in seen:
-                continue
-            seen.add(key)
-            run = f"run {r.label}" if r.label else "a run"
-            for length in self.lengths:
-                name = self.pattern.format(L=length).split(".")[0]
+        seen: dict[str, int | None] = {}  # a set's config -> its length (runs share sets)
+        for L in self.lengths:
+            name = self.pattern.format(L=L).rsplit(".", 1)[0]
+            for r in runs:
                 ov = r.train.evals.get(name)
-                got = ov.get("L", L) if ov is not None else None
-                if got is not None and got != length:
-                    line = (f"lengths: {length} is drawn from the evaluation set {name!r}, whose "
-                            f"sequences have L {got} in {run} (train.evals.{name}); give the "
-                            "set the length its name says, or draw the length it has")
-                    out += [line] if line not in out else []
-            lo = getattr(r.task, "L_min", None)
-            lo = L if lo is None else lo
-            if self.train_range is not None and tuple(self.train_range) != (lo, L):
-                shaded = ", ".join(f"{v:g}" for v in self.train_range)
-                line = (f"train_range: [{shaded}] is shaded as the training lengths, "
-                        f"but {run} trains on lengths {lo}-{L} (task.L_min, task.L); give "
-                        f"train_range: [{lo}, {L}]")
-                out += [line] if line not in out else []
+                if ov is None:  # a set the runs lack: refused elsewhere
+                    continue
+                cfg = {**r.task.model_dump(), **ov}
+                key = repr(sorted(cfg.items()))
+                if key not in seen:
+                    try:
+                        seen[key] = build_task(cfg).info.seq_len
+                    except Exception:  # noqa: BLE001 (data not here, a bad set: elsewhere)
+                        seen[key] = None
+                got = seen[key]
+                if got is None:
+                    continue
+                varies = cfg.get("L_min") not in (None, got)
+                if got != L or varies:
+                    what = (f"lengths {cfg['L_min']}..{got}" if varies else f"length {got}")
+                    out.append(f"lengths: {L} draws {self.pattern.format(L=L)} at length {L}, "
+                               f"but train.evals.{name} of run {r.label or r.run_id} has "
+                               f"sequences of {what}; make the set's length {L}"
+                               + (" (L_min: null)" if varies else ""))
+                    break
+        if self.train_range is not None:  # the shaded training lengths are the runs' own
+            tasks: set[str] = set()  # each task once (a sweep's runs share a few)
+            for r in runs:
+                cfg = r.task.model_dump()
+                if (key := repr(sorted(cfg.items()))) in tasks:
+                    continue
+                tasks.add(key)
+                try:
+                    hi = build_task(cfg).info.seq_len
+                except Exception:  # noqa: BLE001 (data not here: reported elsewhere)
+                    continue
+                lo = cfg.get("L_min") or hi
+                if (lo, hi) != tuple(self.train_range):
+                    a, b = self.train_range
+                    what = f"lengths {lo}..{hi}" if lo != hi else f"length {hi}"
+                    out.append(f"train_range: [{a:g}, {b:g}] is shaded as the training lengths, "
+                               f"but run {r.label or r.run_id} trains on {what}; give "
+                               f"train_range: [{lo}, {hi}]")
+                    break
         return out
 
 

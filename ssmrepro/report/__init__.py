@@ -20,6 +20,7 @@ from .cells import (
     cell_keys,
     expected,
     finished,
+    fmt_beside,
     fmt_num,
     fmt_value,
     select,
@@ -64,7 +65,8 @@ CLAIM_VERDICTS = ("PASS", "FAIL", "MISSING", "UNTESTED")
 
 __all__ = ["CHECKS", "CLAIM_VERDICTS", "DEFAULT_CHECK", "CheckContext", "CheckKind", "Verdict",
            "aggregate", "cell_keys", "check_kind", "expected", "finished", "markdown",
-           "metric_names", "never_defined", "constant_value", "fmt_value", "paper_value_tally",
+           "metric_names", "never_defined", "constant_value", "fmt_beside", "fmt_value",
+           "paper_value_tally",
            "parse_claim", "select",
            "values_equal", "verdict_counts", "verify", "with_config"]
 
@@ -105,7 +107,10 @@ def _paper_value(pv, cells: pd.DataFrame, index: CellIndex | None = None) -> Ver
                        detail="diverged" if div else "not measured")
     ours = float(vals.mean())
     verdict = "match" if within(ours, pv.value, pv.tol) else "differs"
-    return Verdict("paper_value", f"{text} (tol {pv.tol})", verdict, ours, pv.value)
+    # printed on its own side of the nearer end of paper ± tol (``fmt_beside``)
+    bound = pv.value + pv.tol if ours > pv.value else pv.value - pv.tol
+    return Verdict("paper_value", f"{text} (tol {pv.tol})", verdict, ours, pv.value,
+                   bound=bound)
 
 
 def verify(spec, cells: pd.DataFrame, keys: list[str] | None = None,
@@ -231,7 +236,7 @@ def md_table(df: pd.DataFrame, keys: tuple[str, ...] | list[str] = ()) -> str:
 
 def _ours(v: Verdict) -> str:
     return "—" if v.ours is None or (isinstance(v.ours, float) and math.isnan(v.ours)) \
-        else fmt_value(v.ours)
+        else fmt_beside(v.ours, v.bound)
 
 
 def run_counts(cells: pd.DataFrame, n_runs: int) -> tuple[int, int, int]:

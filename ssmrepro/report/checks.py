@@ -94,6 +94,7 @@ class Verdict:
     ours: float | None
     paper: float | None = None
     detail: str = ""
+    bound: float | None = None  # the threshold ``ours`` is judged against (``cells.fmt_beside``)
 
 
 @dataclass
@@ -103,6 +104,7 @@ class Outcome:
     ok: bool | None
     detail: str
     ours: float | None = None
+    bound: float | None = None  # the threshold ``ours`` is judged against, if one
 
 
 @dataclass
@@ -341,10 +343,10 @@ def judge(text: str, needed: pd.DataFrame, evaluate: Callable[[pd.DataFrame], Ou
     out = evaluate(complete)
     detail = "; ".join(x for x in (out.detail, absent) if x)
     if out.ok is False:
-        return Verdict("claim", text, "FAIL", out.ours, detail=detail)
+        return Verdict("claim", text, "FAIL", out.ours, detail=detail, bound=out.bound)
     if out.ok is None or n_absent:
-        return Verdict("claim", text, "MISSING", out.ours, detail=detail)
-    return Verdict("claim", text, "PASS", out.ours, detail=detail)
+        return Verdict("claim", text, "MISSING", out.ours, detail=detail, bound=out.bound)
+    return Verdict("claim", text, "PASS", out.ours, detail=detail, bound=out.bound)
 
 
 def _fmt_where(where: dict[str, Any]) -> str:
@@ -576,7 +578,7 @@ def threshold(ctx: CheckContext, cfg: ThresholdConfig) -> list[Verdict]:
                   + (f" ({_nan_text(cells, cfg.metric, n_nan)})" if n_nan else "") if n_miss
                   else "the finished cell holds" if len(cells) == 1
                   else f"all {len(cells)} finished cells hold")
-        return Outcome(n_miss == 0, detail, worst)
+        return Outcome(n_miss == 0, detail, worst, bound=cfg.value)
 
     text = f"{cfg.text} [{cfg.metric} {cfg.op} {cfg.value} where {_fmt_where(cfg.where)}]"
     return [judge(text, ctx.needed(cfg.where), evaluate, cfg)]
@@ -1197,12 +1199,13 @@ def region(ctx: CheckContext, cfg: RegionConfig) -> list[Verdict]:
             if not np.isnan(vals).all() else math.nan
         if cfg.mode == "any":
             return Outcome(bool(hit.any()), f"{int(hit.sum())} of {len(cells)} finished cells "
-                           "hold", best)
+                           "hold", best, bound=cfg.value)
         miss = int((~hit).sum())
         where = ", ".join(_cell_name(r, ctx.keys) for _, r in cells[~hit].head(4).iterrows())
         return Outcome(miss <= cfg.allowed_violations,
                        f"{miss} of {len(cells)} finished cells miss"
-                       + (f" ({where}{' ...' if miss > 4 else ''})" if miss else ""), worst)
+                       + (f" ({where}{' ...' if miss > 4 else ''})" if miss else ""), worst,
+                       bound=cfg.value)
 
     if cfg.mode == "any":  # one finished cell that holds decides; absent cells cannot undo it
         complete = needed[needed[COMPLETE].astype(bool)] if len(needed) else needed
@@ -1211,7 +1214,7 @@ def region(ctx: CheckContext, cfg: RegionConfig) -> list[Verdict]:
             out = evaluate(complete)
             if out.ok:
                 return [Verdict("claim", text + given_text(cfg.given), "PASS", out.ours,
-                                detail=out.detail)]
+                                detail=out.detail, bound=out.bound)]
         v = judge(text, needed, evaluate, cfg)
         if v.verdict == "FAIL" and len(complete) < len(needed):  # a cell not finished (or
             v.verdict = "MISSING"  # untestable) may still hold: it FAILed, as if none could
