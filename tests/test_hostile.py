@@ -13525,3 +13525,23 @@ def test_an_ordering_whose_sides_differ_in_the_evaluation_set_it_reads_is_refuse
                             "which some of its runs in profile smoke do not have (label 'S4D'")
         else:
             assert res.exit_code == 0, res.output
+
+
+def test_a_key_the_cells_runs_lack_reads_as_a_dash_in_the_report_table():
+    """chen2025-fig9's Transformer row: its runs have no `conv_residual` (an object column of
+    bools: None) and no `d_state` (a float column: NaN). The first was printed `None`, a value
+    to the reader beside `none`, a real `model.pos` of the same table; both are `—` now."""
+    import pandas as pd
+
+    from ssmrepro.report import md_table
+
+    cells = pd.DataFrame({"label": ["Mamba", "Transformer"],
+                          "model.conv_residual": [False, None],
+                          "model.d_state": [16.0, float("nan")],
+                          "model.pos": ["none", "learned"],
+                          "n_expected": [1, 1], "test.acc": [0.2, None]})
+    rows = md_table(cells, ["label", "model.conv_residual", "model.d_state", "model.pos"])
+    tf = [r for r in rows.splitlines() if r.startswith("| Transformer")][0]
+    assert tf == "| Transformer | — | — | learned | 1 | — |", tf
+    assert "None" not in rows
+    assert "| Mamba | no | 16 | none | 1 | 0.200 |" in rows
