@@ -13545,3 +13545,20 @@ def test_a_key_the_cells_runs_lack_reads_as_a_dash_in_the_report_table():
     assert tf == "| Transformer | — | — | learned | 1 | — |", tf
     assert "None" not in rows
     assert "| Mamba | no | 16 | none | 1 | 0.200 |" in rows
+
+
+def test_an_analytic_figure_says_computed_not_one_seed():
+    """yu2025-fig5's three figures labelled their axes 'ratio_w (one seed)': a table computed
+    from theory (ssmrepro.theory) read as a trained result of one seed. A trained spec's
+    figures keep their seed count."""
+    import pandas as pd
+
+    from ssmrepro.plots.registry import FigureContext
+    from ssmrepro.spec import load_spec
+
+    cells = pd.DataFrame({"label": ["a"], "n_expected": [1], "n_ok": [1], "n_diverged": [0]})
+    for source, want in ((_YU, "computed from theory"),
+                         ("experiments/huang2025/huang2025-tab1.yaml", "one seed")):
+        ctx = FigureContext(load_spec(ROOT / source), "quick", cells, ["label"],
+                            lambda stem, ext: Path(f"{stem}.{ext}"))
+        assert ctx.aggregation("ratio_w") == want, source
