@@ -13562,3 +13562,38 @@ def test_an_analytic_figure_says_computed_not_one_seed():
         ctx = FigureContext(load_spec(ROOT / source), "quick", cells, ["label"],
                             lambda stem, ext: Path(f"{stem}.{ext}"))
         assert ctx.aggregation("ratio_w") == want, source
+
+
+def test_a_lines_legend_of_a_config_key_names_the_key(monkeypatch):
+    """yu2025-fig5 draws a line per L (and per c): its legends listed 10, 30, ... 3000 (0.001
+    ... 1.0) with no title, so nothing said what the numbers were. A legend of a config key is
+    titled with it (its `names` entry where given); one of labels stays untitled."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from ssmrepro.plots import figures
+    from ssmrepro.plots.registry import FigureContext, parse_figure
+    from ssmrepro.spec import load_spec
+
+    titles = []
+
+    def grab(fig, path, dpi):
+        titles.extend((ax.get_legend().get_title().get_text()) for ax in fig.axes)
+        plt.close(fig)
+
+    monkeypatch.setattr(figures, "save_png", grab)
+    spec = load_spec(ROOT / _YU)
+    cells = pd.DataFrame({"label": ["theory"] * 4, "c": [0.1, 1.0, 0.1, 1.0],
+                          "L": [10, 10, 100, 100], "ratio_w": [1e-3, 1.0, 2e-3, 3.0],
+                          "ratio_b": [1e-2, 1.0, 2e-2, 3.0],
+                          "n_expected": [1] * 4, "n_ok": [1] * 4, "n_diverged": [0] * 4,
+                          "complete": [True] * 4})
+    ctx = FigureContext(spec, "quick", cells, ["label", "L", "c"],
+                        lambda stem, ext: Path(f"{stem}.{ext}"))
+    for raw in spec.figures:
+        figures.lines(ctx, parse_figure(raw), Path("x.png"))
+    assert titles == ["L", "L", "c"], titles
+    cfg = parse_figure({**spec.figures[0], "hue": "label"})
+    titles.clear()
+    figures.lines(ctx, cfg, Path("x.png"))
+    assert titles == [""], titles

@@ -484,8 +484,10 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
             ax.set_ylim(*ylim)
         ax.set_title(f"{short(cfg.facet)} = {facet}" if cfg.facet and cfg.facet in cfg.names
                      else facet, fontsize=9)
-        ax.legend(fontsize=8, title=short(cfg.hue) if cfg.hue in cfg.names else None,
-                  title_fontsize=8)
+        # a hue of a config key names it (yu2025-fig5's legends listed 10 ... 3000 and 0.001 ...
+        # 1.0 with no word that they are L and c); labels and case labels say what they are
+        titled = cfg.hue in cfg.names or not (cfg.hue == LABEL or is_case_ref(cfg.hue))
+        ax.legend(fontsize=8, title=short(cfg.hue) if titled else None, title_fontsize=8)
     fig.suptitle(ctx.fitted_title(cfg, fig.get_figwidth()), fontsize=10)
     tight_layout(fig)
     save_png(fig, path, dpi=130)
