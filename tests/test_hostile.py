@@ -13597,3 +13597,29 @@ def test_a_lines_legend_of_a_config_key_names_the_key(monkeypatch):
     titles.clear()
     figures.lines(ctx, cfg, Path("x.png"))
     assert titles == [""], titles
+
+
+def test_summary_and_curves_tables_write_list_keys_as_json(tmp_path):
+    """A list-valued cell key (chen2025-fig9's `model.layers`, cooper2026-fig8's four-layer
+    stacks) was written to summary.csv and curves.csv as a Python repr, `['SSM']`, where
+    results.csv writes JSON, `["SSM"]` (docs/columns.md): a join of the tables on the key
+    matched nothing. Every table writes JSON now."""
+    import pandas as pd
+
+    model = {"name": "seq_lm", "d_model": 8, "layers": ["SSM"],
+             "blocks": {"SSM": {"mixer": {"name": "mamba2", "d_state": 4, "heads": 1}}}}
+    cases = [{"label": "one", "set": {"model.layers": ["SSM"]}},
+             {"label": "two", "set": {"model.layers": ["SSM", "SSM"]}}]
+    spec = _one_run_spec(tmp_path, model=model, sweep=[{"cases": cases}],
+                         train={"optimizer": "adam", "lr": 0.01, "batch_size": 4, "max_steps": 2,
+                                "val_size": 8, "test_size": 8, "eval_every": 1,
+                                "eval_batch_size": 8})
+    res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke",
+                  "--no-calibrate", "--workers", "1")
+    assert res.exit_code == 0, res.output
+    folder = tmp_path / "out" / "tests" / "t-spec"
+    for name in ("results-smoke.csv", "summary-smoke.csv", "curves-smoke.csv"):
+        text = (folder / name).read_text()
+        assert "['SSM'" not in text, (name, text[:400])
+        got = set(pd.read_csv(folder / name)["model.layers"])
+        assert got == {'["SSM"]', '["SSM", "SSM"]'}, (name, got)
