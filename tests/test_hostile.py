@@ -13623,3 +13623,37 @@ def test_summary_and_curves_tables_write_list_keys_as_json(tmp_path):
         assert "['SSM'" not in text, (name, text[:400])
         got = set(pd.read_csv(folder / name)["model.layers"])
         assert got == {'["SSM"]', '["SSM", "SSM"]'}, (name, got)
+
+
+def test_error_bars_and_bands_say_they_are_a_std(monkeypatch):
+    """huang2025-tab1's bars and yu2025-tab1's bands (mean of seeds, ± the seeds' std) were
+    drawn with no word of what they were; the y axis says it now, and not where none is drawn
+    (one seed)."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from ssmrepro.plots import figures
+    from ssmrepro.plots.registry import FigureContext, parse_figure
+    from ssmrepro.spec import load_spec
+
+    labels = []
+
+    def grab(fig, path, dpi):
+        labels.extend(ax.get_ylabel() for ax in fig.axes)
+        plt.close(fig)
+
+    monkeypatch.setattr(figures, "save_png", grab)
+    spec = load_spec(ROOT / "experiments/huang2025/huang2025-tab1.yaml")
+    for n_ok, std, says in ((3, 0.01, True), (1, float("nan"), False)):
+        cells = pd.DataFrame({"label": ["Mamba", "Mamba"], "model.d_model": [8, 16],
+                              "n_expected": [n_ok] * 2, "n_ok": [n_ok] * 2,
+                              "n_diverged": [0] * 2, "complete": [True] * 2,
+                              "test.acc": [0.5, 0.6], "test.acc.std": [std] * 2})
+        ctx = FigureContext(spec, "quick", cells, ["label", "model.d_model"],
+                            lambda stem, ext: Path(f"{stem}.{ext}"))
+        labels.clear()
+        figures.bars(ctx, parse_figure({"kind": "bars", "metric": "test.acc",
+                                        "x": "model.d_model"}), Path("x.png"))
+        figures.lines(ctx, parse_figure({"kind": "lines", "metric": "test.acc",
+                                         "x": "model.d_model", "hue": "label"}), Path("y.png"))
+        assert [("± std" in t) for t in labels] == [says, says], labels
