@@ -14158,3 +14158,135 @@ def test_a_claims_number_is_printed_on_its_own_side_of_the_threshold():
                    "(ours: 0.500)", "| 0.950 | 1.0004 | differs |"]:  # 0.95 ± 0.05
         assert needle in text, text
     assert fmt_beside(0.9 - 0.85, 0.05) == "0.050"  # on its bound but for rounding: on it
+
+
+def test_a_key_the_cells_runs_lack_reads_as_a_dash_in_the_report_table():
+    """chen2025-fig9's Transformer row: its runs have no `conv_residual` (an object column of
+    bools: None) and no `d_state` (a float column: NaN). The first was printed `None`, a value
+    to the reader beside `none`, a real `model.pos` of the same table; both are `—` now."""
+    import pandas as pd
+
+    from ssmrepro.report import md_table
+
+    cells = pd.DataFrame({"label": ["Mamba", "Transformer"],
+                          "model.conv_residual": [False, None],
+                          "model.d_state": [16.0, float("nan")],
+                          "model.pos": ["none", "learned"],
+                          "n_expected": [1, 1], "test.acc": [0.2, None]})
+    rows = md_table(cells, ["label", "model.conv_residual", "model.d_state", "model.pos"])
+    tf = [r for r in rows.splitlines() if r.startswith("| Transformer")][0]
+    assert tf == "| Transformer | — | — | learned | 1 | — |", tf
+    assert "None" not in rows
+    assert "| Mamba | no | 16 | none | 1 | 0.200 |" in rows
+
+
+def test_an_analytic_figure_says_computed_not_one_seed():
+    """yu2025-fig5's three figures labelled their axes 'ratio_w (one seed)': a table computed
+    from theory (ssmrepro.theory) read as a trained result of one seed. A trained spec's
+    figures keep their seed count."""
+    import pandas as pd
+
+    from ssmrepro.plots.registry import FigureContext
+    from ssmrepro.spec import load_spec
+
+    cells = pd.DataFrame({"label": ["a"], "n_expected": [1], "n_ok": [1], "n_diverged": [0]})
+    for source, want in ((_YU, "computed from theory"),
+                         ("experiments/huang2025/huang2025-tab1.yaml", "one seed")):
+        ctx = FigureContext(load_spec(ROOT / source), "quick", cells, ["label"],
+                            lambda stem, ext: Path(f"{stem}.{ext}"))
+        assert ctx.aggregation("ratio_w") == want, source
+
+
+def test_a_lines_legend_of_a_config_key_names_the_key(monkeypatch):
+    """yu2025-fig5 draws a line per L (and per c): its legends listed 10, 30, ... 3000 (0.001
+    ... 1.0) with no title, so nothing said what the numbers were. A legend of a config key is
+    titled with it (its `names` entry where given); one of labels stays untitled."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from ssmrepro.plots import figures
+    from ssmrepro.plots.registry import FigureContext, parse_figure
+    from ssmrepro.spec import load_spec
+
+    titles = []
+
+    def grab(fig, path, dpi):
+        titles.extend((ax.get_legend().get_title().get_text()) for ax in fig.axes)
+        plt.close(fig)
+
+    monkeypatch.setattr(figures, "save_png", grab)
+    spec = load_spec(ROOT / _YU)
+    cells = pd.DataFrame({"label": ["theory"] * 4, "c": [0.1, 1.0, 0.1, 1.0],
+                          "L": [10, 10, 100, 100], "ratio_w": [1e-3, 1.0, 2e-3, 3.0],
+                          "ratio_b": [1e-2, 1.0, 2e-2, 3.0],
+                          "n_expected": [1] * 4, "n_ok": [1] * 4, "n_diverged": [0] * 4,
+                          "complete": [True] * 4})
+    ctx = FigureContext(spec, "quick", cells, ["label", "L", "c"],
+                        lambda stem, ext: Path(f"{stem}.{ext}"))
+    for raw in spec.figures:
+        figures.lines(ctx, parse_figure(raw), Path("x.png"))
+    assert titles == ["L", "L", "c"], titles
+    cfg = parse_figure({**spec.figures[0], "hue": "label"})
+    titles.clear()
+    figures.lines(ctx, cfg, Path("x.png"))
+    assert titles == [""], titles
+
+
+def test_summary_and_curves_tables_write_list_keys_as_json(tmp_path):
+    """A list-valued cell key (chen2025-fig9's `model.layers`, cooper2026-fig8's four-layer
+    stacks) was written to summary.csv and curves.csv as a Python repr, `['SSM']`, where
+    results.csv writes JSON, `["SSM"]` (docs/columns.md): a join of the tables on the key
+    matched nothing. Every table writes JSON now."""
+    import pandas as pd
+
+    model = {"name": "seq_lm", "d_model": 8, "layers": ["SSM"],
+             "blocks": {"SSM": {"mixer": {"name": "mamba2", "d_state": 4, "heads": 1}}}}
+    cases = [{"label": "one", "set": {"model.layers": ["SSM"]}},
+             {"label": "two", "set": {"model.layers": ["SSM", "SSM"]}}]
+    spec = _one_run_spec(tmp_path, model=model, sweep=[{"cases": cases}],
+                         train={"optimizer": "adam", "lr": 0.01, "batch_size": 4, "max_steps": 2,
+                                "val_size": 8, "test_size": 8, "eval_every": 1,
+                                "eval_batch_size": 8})
+    res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke",
+                  "--no-calibrate", "--workers", "1")
+    assert res.exit_code == 0, res.output
+    folder = tmp_path / "out" / "tests" / "t-spec"
+    for name in ("results-smoke.csv", "summary-smoke.csv", "curves-smoke.csv"):
+        text = (folder / name).read_text()
+        assert "['SSM'" not in text, (name, text[:400])
+        got = set(pd.read_csv(folder / name)["model.layers"])
+        assert got == {'["SSM"]', '["SSM", "SSM"]'}, (name, got)
+
+
+def test_error_bars_and_bands_say_they_are_a_std(monkeypatch):
+    """huang2025-tab1's bars and yu2025-tab1's bands (mean of seeds, ± the seeds' std) were
+    drawn with no word of what they were; the y axis says it now, and not where none is drawn
+    (one seed)."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from ssmrepro.plots import figures
+    from ssmrepro.plots.registry import FigureContext, parse_figure
+    from ssmrepro.spec import load_spec
+
+    labels = []
+
+    def grab(fig, path, dpi):
+        labels.extend(ax.get_ylabel() for ax in fig.axes)
+        plt.close(fig)
+
+    monkeypatch.setattr(figures, "save_png", grab)
+    spec = load_spec(ROOT / "experiments/huang2025/huang2025-tab1.yaml")
+    for n_ok, std, says in ((3, 0.01, True), (1, float("nan"), False)):
+        cells = pd.DataFrame({"label": ["Mamba", "Mamba"], "model.d_model": [8, 16],
+                              "n_expected": [n_ok] * 2, "n_ok": [n_ok] * 2,
+                              "n_diverged": [0] * 2, "complete": [True] * 2,
+                              "test.acc": [0.5, 0.6], "test.acc.std": [std] * 2})
+        ctx = FigureContext(spec, "quick", cells, ["label", "model.d_model"],
+                            lambda stem, ext: Path(f"{stem}.{ext}"))
+        labels.clear()
+        figures.bars(ctx, parse_figure({"kind": "bars", "metric": "test.acc",
+                                        "x": "model.d_model"}), Path("x.png"))
+        figures.lines(ctx, parse_figure({"kind": "lines", "metric": "test.acc",
+                                         "x": "model.d_model", "hue": "label"}), Path("y.png"))
+        assert [("± std" in t) for t in labels] == [says, says], labels

@@ -158,7 +158,10 @@ def bars(ctx: FigureContext, cfg: BarsConfig, path: Path) -> bool:
         finite = np.isfinite(tops).any()
         ax.set_ylim(min(0.0, float(np.nanmin(bottoms)) * 1.15) if finite else 0.0,
                     max(1e-12, float(np.nanmax(tops)) * 1.15) if finite else 1.0)
-    ax.set_ylabel(f"{metric} ({ctx.aggregation(metric)})")
+    # what the error bars are, where there are any (huang2025-tab1's read as nothing: ± std, a
+    # standard error or the seeds' range?)
+    bars_are = "\nbars: ± std over seeds" if (np.nan_to_num(err) > 0).any() else ""
+    ax.set_ylabel(f"{metric} ({ctx.aggregation(metric)}){bars_are}")
     ax.set_title(ctx.fitted_title(cfg, 0.88 * fig.get_figwidth(), 9),  # centred over the axes,
                  fontsize=9)  # right of the figure's centre (the y label's room)
     ax.legend(loc="upper center", fontsize=8, ncol=2)
@@ -439,6 +442,7 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
     for ax, facet in zip(axes[0], facets):
         sub = agg[agg["_facet"] == facet]
         xkey = cfg.x or _default_x(sub, swept)
+        banded = False
         for hue in dict.fromkeys(sub["_hue"]):
             h = sub[sub["_hue"] == hue].sort_values(xkey)
             # cells without a value (diverged, not measured) are gaps; the legend counts them (a
@@ -456,6 +460,7 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
             if std in h and h[std].notna().any() and ctx.spec.aggregate.reduce == "mean":
                 ax.fill_between(h[xkey], h[metric] - h[std], h[metric] + h[std], alpha=0.2,
                                 color=color)
+                banded = True
             if cfg.paper:
                 pv = [(r[xkey], ctx.paper_value(r.to_dict(), metric)) for _, r in h.iterrows()]
                 pv = [(xv, v) for xv, v in pv if v is not None]
@@ -474,7 +479,9 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
         if xs and len(xs) <= 12 and all(v.is_integer() for v in xs):
             ax.set_xticks(xs, [f"{v:g}" for v in xs])
         ax.set_xlabel(short(xkey))
-        ax.set_ylabel(f"{metric} ({ctx.aggregation(metric)})")
+        # what the bands are (yu2025-tab1's were unexplained: ± std, or the seeds' range?)
+        ax.set_ylabel(f"{metric} ({ctx.aggregation(metric)})"
+                      + ("\nband: ± std over seeds" if banded else ""))
         if cfg.logx:
             ax.set_xscale("log")
         if cfg.logy and (sub[metric] > 0).any():  # a panel of no positive value (an analysis
@@ -484,8 +491,10 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
             ax.set_ylim(*ylim)
         ax.set_title(f"{short(cfg.facet)} = {facet}" if cfg.facet and cfg.facet in cfg.names
                      else facet, fontsize=9)
-        ax.legend(fontsize=8, title=short(cfg.hue) if cfg.hue in cfg.names else None,
-                  title_fontsize=8)
+        # a hue of a config key names it (yu2025-fig5's legends listed 10 ... 3000 and 0.001 ...
+        # 1.0 with no word that they are L and c); labels and case labels say what they are
+        titled = cfg.hue in cfg.names or not (cfg.hue == LABEL or is_case_ref(cfg.hue))
+        ax.legend(fontsize=8, title=short(cfg.hue) if titled else None, title_fontsize=8)
     fig.suptitle(ctx.fitted_title(cfg, fig.get_figwidth()), fontsize=10)
     tight_layout(fig)
     save_png(fig, path, dpi=130)

@@ -1612,7 +1612,7 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
         base = extra if base.empty else pd.concat([base, extra], ignore_index=True)
     n_rows = len(base)
     base = _without_other_data(base, store)
-    _write_back(path, base, lambda t: t.to_csv(index=False), not table.empty,
+    _write_back(path, base, csv_text, not table.empty,
                 stale or len(base) < n_rows)
     return base
 
@@ -1801,7 +1801,7 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
             print(f"warning: {hpath.name}: the cell {', '.join(f'{c}={v}' for c, v in zip(cols, key))}"
                   " is measured from the records of only some of its finished runs (the others' "
                   "records are not here)", file=sys.stderr)
-        _write_back(hpath, hist, lambda t: t.to_csv(index=False), computed, dropped)
+        _write_back(hpath, hist, csv_text, computed, dropped)
         # a selection's cell is measured from its kept candidate alone (the histograms of
         # every learning rate were summed into it: decay.split 0.085 for the kept run's 0.154)
         tables[DECAY] = _of_chosen(hist, cells, run_keys, chosen)
@@ -1820,7 +1820,7 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
             n_own = len(table)
             table = with_committed(table, committed, run_keys, finished)
             dropped = _committed_dropped(read, len(table) - n_own)
-        _write_back(tpath, table, lambda t: t.to_csv(index=False), computed, dropped)
+        _write_back(tpath, table, csv_text, computed, dropped)
         tables[name] = _of_chosen(table, cells, run_keys, chosen)
         metrics = WEIGHT_ANALYSES[name][1]
         cells = add_metrics(cells, cell_means(table, metrics), list(metrics),
@@ -1862,7 +1862,7 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
     for w in store.warnings:
         print(f"warning: {w}", file=sys.stderr)
     if not report.finished(cells).empty:
-        atomic_write_text(out("summary", "csv"), cells.to_csv(index=False))
+        atomic_write_text(out("summary", "csv"), csv_text(cells))
     elif _remove_stale(out("summary", "csv"), False):
         print(f"{spec.id}: {out('summary', 'csv').name} removed: no finished cell of profile "
               f"{profile}", file=sys.stderr)

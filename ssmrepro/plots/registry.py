@@ -208,7 +208,11 @@ class FigureContext:
         the seeds that finished in the cells drawn ('mean of 2–3 seeds' where one seed of a
         cell is not trained yet: 'mean of 3 seeds' labelled a line of 2 of its 3 seeds).
         ``metric`` a loss: ``max`` is its worst seed and ``min`` its best (a `reduce: max` loss
-        was labelled 'best of 3 seeds', the highest loss)."""
+        was labelled 'best of 3 seeds', the highest loss). An analytic spec's rows are computed,
+        not trained: 'computed from theory' (yu2025-fig5's axes read 'ratio_w (one seed)', a
+        trained result of one seed to the reader)."""
+        if getattr(self.spec, "analytic", None) is not None:
+            return "computed from theory"
         cells = self.cells
         if {"n_expected", N_OK, N_DIVERGED} <= set(cells.columns):
             cells = cells[cells["n_expected"] > 0]

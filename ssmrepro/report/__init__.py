@@ -172,6 +172,10 @@ def paper_value_tally(pvs) -> str:
 
 
 def _fmt(x: Any, key: bool = False) -> str:
+    if x is None or x is pd.NA:  # a key the cell's runs do not have (a Transformer's
+        # conv_residual beside Mamba's): '—' as for a number column's NaN; it was 'None', read
+        # as a value beside a real one ('none', model.pos) in the same table
+        return "—"
     if isinstance(x, (bool,)):
         return "yes" if x else "no"
     if key and isinstance(x, (int, float)) and not (isinstance(x, float) and math.isnan(x)):
