@@ -13525,3 +13525,37 @@ def test_an_ordering_whose_sides_differ_in_the_evaluation_set_it_reads_is_refuse
                             "which some of its runs in profile smoke do not have (label 'S4D'")
         else:
             assert res.exit_code == 0, res.output
+
+
+def test_a_json_document_cut_by_its_reader_exits_141(monkeypatch):
+    """`show keep-nth-ablation --profile paper --json | head -c 10` (an 870 kB document whose
+    reader closes the pipe while it is written) exited 0 with the document cut: CPython's
+    buffered write returns the short count of a write that met the closed pipe half-way and
+    raises nothing. Now the closed reader is noticed after the write: exit 141, as a small
+    document's (`verify --json | true`)."""
+    import io
+    import sys
+    import threading
+
+    from ssmrepro.cli.app import OutputClosed, print_json
+
+    r, w = os.pipe()
+    saved = os.dup(1)
+
+    def reader() -> None:  # reads the first bytes while the writer is blocked, then closes
+        os.read(r, 10)
+        os.close(r)
+
+    os.dup2(w, 1)
+    os.close(w)
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.FileIO(1, "w", closefd=False),
+                                                        encoding="utf-8"))
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        with pytest.raises(OutputClosed):
+            print_json({"rows": ["x" * 100] * 20000})  # 2 MB: far past the pipe's buffer
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        thread.join(timeout=10)

@@ -258,6 +258,11 @@ def print_json(obj: Any) -> None:
         if _mute_closed_outputs():
             raise OutputClosed from None
         raise
+    if _reader_gone(1):  # a reader that closed the pipe while a large document was being
+        # written (`show ID --profile paper --json | head -c 10`): CPython's buffered write
+        # returns the short count of that write and raises nothing, so the cut document exited 0
+        _mute_closed_outputs()
+        raise OutputClosed
 
 
 def _plain(o: Any) -> Any:
