@@ -13559,3 +13559,26 @@ def test_a_json_document_cut_by_its_reader_exits_141(monkeypatch):
         os.dup2(saved, 1)
         os.close(saved)
         thread.join(timeout=10)
+
+
+def test_every_column_of_a_results_table_is_in_the_column_dictionary(tmp_path, monkeypatch):
+    """docs/columns.md ("every table ssmrepro writes, column by column") had no `cpu_s`,
+    `metric.train.avg_loss`, `metric.val.max_rise` or `metric.val.best_mse`, columns of every
+    trained run's results.csv (and `metric.train.loss` is the last batch's loss, not the
+    training slice's)."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import SET_METRICS, Store
+    from ssmrepro.sweep import expand
+
+    (run,) = expand(load_spec(_one_run_spec(tmp_path)), "smoke")
+    rec = {"status": "ok", "metrics": {f"{s}.{m}": 0.5 for s, ms in SET_METRICS.items()
+                                       for m in ms}, "kernels": {"S6Core": "torch:x"}}
+    monkeypatch.setattr(Store, "read", lambda self, run_id: rec)
+    columns = Store(tmp_path / "store").table([run]).columns
+    text = (ROOT / "docs" / "columns.md").read_text()
+    plain = ("loss", "acc", "mse")  # `<name>` is `acc`, `loss` or `mse`
+    missing = [c for c in columns if not c.startswith(("task.", "model.", "train.", "kernels."))
+               and f"`{c}`" not in text and f"(`{c.rsplit('.', 1)[-1]}`)" not in text
+               and not (c.startswith("metric.") and c.rsplit(".", 1)[-1] in plain)]
+    assert not missing, missing
+    assert "`metric.train.loss` is the last training batch's loss" in text
