@@ -13582,3 +13582,34 @@ def test_every_column_of_a_results_table_is_in_the_column_dictionary(tmp_path, m
                and not (c.startswith("metric.") and c.rsplit(".", 1)[-1] in plain)]
     assert not missing, missing
     assert "`metric.train.loss` is the last training batch's loss" in text
+
+
+def test_the_bench_help_examples_parse_and_do_what_their_comments_say(monkeypatch):
+    """`bench scans --help`'s example `... --variants fused-v1 fused tiled conv1d  # the
+    issue-12 Mamba layer (no reference)` timed the sequential reference (no `--no-ref`): a
+    slow reference at L = 256 and a `ref cpu ms` column the comment said was not there. Every
+    example of `bench scans` / `bench step --help` is parsed by the benchmark's own parser."""
+    import argparse
+    import shlex
+
+    from ssmrepro.bench import scans, step
+
+    parsed = []
+    original = argparse.ArgumentParser.parse_args
+
+    def parse_only(self, args=None, namespace=None):
+        parsed.append(original(self, args, namespace))
+        raise SystemExit(0)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_only)
+    for module, name in ((scans, "scans"), (step, "step")):
+        lines = [ln.strip() for ln in module.__doc__.splitlines()
+                 if ln.strip().startswith(f"ssmrepro bench {name}")]
+        assert lines, name
+        for line in lines:
+            command, _, comment = line.partition("#")
+            with pytest.raises(SystemExit) as exit_:
+                module.main(shlex.split(command)[3:])
+            assert exit_.value.code == 0, line
+            if "no reference" in comment:
+                assert parsed[-1].no_ref, line
