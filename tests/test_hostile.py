@@ -13613,3 +13613,19 @@ def test_the_bench_help_examples_parse_and_do_what_their_comments_say(monkeypatc
             assert exit_.value.code == 0, line
             if "no reference" in comment:
                 assert parsed[-1].no_ref, line
+
+
+def test_max_steps_over_a_specs_epochs_is_told_to_unset_epochs(tmp_path):
+    """`--set train.max_steps=4` over a spec that trains `epochs`: the refusal said `set the
+    other to null (e.g. --set train.max_steps=null)`, the key just given (followed, `--set`
+    twice is refused). Now it names both ways, and the one that keeps the value given works."""
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "epochs": 2, "train_size": 16,
+             "val_size": 16, "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    spec = _one_run_spec(tmp_path, train=train)
+    res = _invoke("show", spec, "--profile", "smoke", "--set", "train.max_steps=4")
+    _assert_refused(res, "both are given (max_steps 4, epochs 2)",
+                    "--set train.epochs=null keeps max_steps 4",
+                    "--set train.max_steps=null keeps epochs 2")
+    res = _invoke("show", spec, "--profile", "smoke", "--set", "train.max_steps=4",
+                  "--set", "train.epochs=null")
+    assert res.exit_code == 0, res.output
