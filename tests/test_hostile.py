@@ -13629,3 +13629,23 @@ def test_max_steps_over_a_specs_epochs_is_told_to_unset_epochs(tmp_path):
     res = _invoke("show", spec, "--profile", "smoke", "--set", "train.max_steps=4",
                   "--set", "train.epochs=null")
     assert res.exit_code == 0, res.output
+
+
+def test_the_out_help_names_the_folder_the_results_go_to(tmp_path, monkeypatch):
+    """`--out`'s help said `default ./results`; the default is the project's results/
+    ($SSMREPRO_ROOT's, or the folder above holding experiments/): run from another folder,
+    `ssmrepro run` wrote into the project's results, not the ./results the help named."""
+    import typer
+
+    from ssmrepro.spec import find_spec
+    from ssmrepro.store import results_dir
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SSMREPRO_ROOT", str(ROOT))
+    assert results_dir(find_spec("keep-nth")).parents[1] == ROOT / "results"
+    group = typer.main.get_command(app)
+    helps = {name: p.help for name, cmd in group.commands.items() for p in cmd.params
+             if p.name == "out" and name not in ("bench", "data")}
+    assert set(helps) >= {"list", "show", "run", "plot", "verify", "export", "figures"}, helps
+    for name, text in helps.items():
+        assert "./results" not in text and "<project>/results" in text, (name, text)

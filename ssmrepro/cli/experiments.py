@@ -43,7 +43,11 @@ from .app import (
 PROFILE_HELP = ("a profile of the spec: smoke | quick | long | paper, or one of its own (`show` "
                 "lists them; default: the spec's)")
 
-OUT_HELP = "results root (default ./results; env SSMREPRO_OUT)"
+# the default is the project's results/, not ./results (from a sub-folder, or with
+# $SSMREPRO_ROOT set, the help's "./results" named a folder that nothing was written to)
+OUT_HELP = ("results root (default: <project>/results, the project being $SSMREPRO_ROOT, "
+            "else the current folder or the nearest above it holding experiments/ and "
+            "ssmrepro/; env SSMREPRO_OUT)")
 SET_HELP = ("override a config field for every run, typed like the YAML: --set model.d_model=32 "
             "--set 'train.betas=[0.9, 0.98]' (repeatable; part of the run ids; outputs are "
             "tagged -set-<hash>)")
@@ -660,7 +664,8 @@ def bench(
     seconds: float = typer.Option(3.0, help="rough measuring time per contender (sets the "
                                   "number of interleaved rounds, 3..20)"),
     out: Path | None = typer.Option(None, help="folder for the JSON/CSV record "
-                                       "(default $SSMREPRO_OUT/bench, else results/bench)",
+                                       "(default $SSMREPRO_OUT/bench, else the project's "
+                                       "results/bench)",
                                     metavar="DIR",
                                     parser=path_value),
     help_: bool = typer.Option(False, "--help", "-h", help="show this message (with 'scans': "
