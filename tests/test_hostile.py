@@ -13649,3 +13649,35 @@ def test_the_out_help_names_the_folder_the_results_go_to(tmp_path, monkeypatch):
     assert set(helps) >= {"list", "show", "run", "plot", "verify", "export", "figures"}, helps
     for name, text in helps.items():
         assert "./results" not in text and "<project>/results" in text, (name, text)
+
+
+def test_the_generate_command_suggested_for_a_cut_dataset_works_as_given(tmp_path):
+    """A generated Pathfinder folder without its meta.json (a generate cut short) or a ListOps
+    folder missing a split file: `data info` and a run suggested `ssmrepro data generate ...
+    --dir ROOT`, which refused the folder (`is not empty; pass --force ...`). The suggestion
+    now carries `--force` there (and not for an absent folder), and followed it works."""
+    import shlex
+
+    from ssmrepro.data.datasets import available_sources
+
+    root = tmp_path / "data"
+
+    def hints() -> dict:
+        return {r["dataset"]: r for r in available_sources(root) if r["source"] == "generated"}
+
+    assert not hints()["pathfinder"]["hint"].endswith("--force")
+    res = _invoke("data", "generate", "pathfinder", "--res", "32", "--n", "2", "--workers", "1",
+                  "--dir", root)
+    assert res.exit_code == 0, res.output
+    (hints()["pathfinder"]["path"] / "meta.json").unlink()
+    row = hints()["pathfinder"]
+    assert not row["present"] and row["hint"].endswith(" --force"), row
+    argv = shlex.split(row["hint"])[1:]
+    argv[argv.index("--n") + 1] = "2"  # the suggested size, smaller
+    res = _invoke(*argv, "--workers", "1")
+    assert res.exit_code == 0, res.output
+    assert hints()["pathfinder"]["present"]
+    listops = hints()["listops"]["path"]
+    listops.mkdir(parents=True)
+    (listops / "basic_train.tsv").write_text("Source\tTarget\n")
+    assert hints()["listops"]["hint"].endswith(" --force")

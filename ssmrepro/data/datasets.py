@@ -217,10 +217,21 @@ def _listops_prepare(src: str, path: Path, cfg) -> tuple[dict, dict]:
     return listops.prepare_listops(path, cfg), {"vocab": list(listops.VOCAB), "kind": "tokens"}
 
 
+def _force_flag(folder: Path) -> str:
+    """`` --force`` where the generator's folder is there but holds no whole dataset (a split
+    file removed, a generate cut short before its meta.json): `data generate` refuses a folder
+    that is not empty without it, so the suggested command failed as given."""
+    try:
+        return " --force" if folder.is_dir() and any(folder.iterdir()) else ""
+    except OSError:
+        return ""
+
+
 def _listops_hint(src: str, root: Path, cfg) -> str:
     if src == LRA_RELEASE:
         return f"ssmrepro data download lra{dir_flag(root)}"
-    return f"ssmrepro data generate listops --n 100000 --seed 0{dir_flag(root)}"
+    return (f"ssmrepro data generate listops --n 100000 --seed 0{dir_flag(root)}"
+            f"{_force_flag(_listops_locate(src, root, cfg))}")
 
 
 @dataclass(frozen=True)
@@ -287,7 +298,8 @@ def _pf_hint(src: str, root: Path, cfg) -> str:
     if src == LRA_RELEASE:
         return f"ssmrepro data download lra{dir_flag(root)}"
     res = cfg.resolution
-    return f"ssmrepro data generate pathfinder --res {res} --n 200000 --seed 0{dir_flag(root)}"
+    return (f"ssmrepro data generate pathfinder --res {res} --n 200000 --seed 0{dir_flag(root)}"
+            f"{_force_flag(_pf_locate(src, root, cfg))}")
 
 
 def _fashion_dir(root: Path) -> Path:
