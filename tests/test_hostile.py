@@ -13681,3 +13681,37 @@ def test_the_generate_command_suggested_for_a_cut_dataset_works_as_given(tmp_pat
     listops.mkdir(parents=True)
     (listops / "basic_train.tsv").write_text("Source\tTarget\n")
     assert hints()["listops"]["hint"].endswith(" --force")
+
+
+def test_the_download_suggested_beside_an_installed_folder_works_as_given(tmp_path):
+    """An LRA release folder there but not whole (a split file of listops-1000 removed, or
+    only another task of the release installed): `data info` and a run suggested `ssmrepro
+    data download lra --dir ROOT`, which fetched and extracted the archive, then refused
+    (`... already exists; remove it or pass --force`). The suggestion now ends with --force."""
+    import shlex
+    import tarfile
+
+    from ssmrepro.data.datasets import available_sources
+
+    root = tmp_path / "data"
+
+    def row(dataset: str) -> dict:
+        return next(r for r in available_sources(root)
+                    if r["dataset"] == dataset and r["source"] == "lra_release")
+
+    assert not row("listops")["hint"].endswith("--force")
+    src = tmp_path / "src" / "lra_release" / "listops-1000"
+    src.mkdir(parents=True)
+    for split in ("train", "val", "test"):
+        (src / f"basic_{split}.tsv").write_text("Source\tTarget\n( [MAX 1 2 ] )\t2\n")
+    archive = tmp_path / "lra.tar"
+    with tarfile.open(archive, "w") as tar:
+        tar.add(tmp_path / "src" / "lra_release", arcname="lra_release")
+    partial = row("listops")["path"]
+    partial.mkdir(parents=True)
+    (partial / "basic_train.tsv").write_text("Source\tTarget\n")
+    hint = row("listops")["hint"]
+    assert hint.endswith(" --force") and row("retrieval")["hint"].endswith(" --force"), hint
+    res = _invoke(*shlex.split(hint)[1:], "--url", f"file://{archive}", "--no-progress")
+    assert res.exit_code == 0, res.output
+    assert row("listops")["present"]
