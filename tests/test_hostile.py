@@ -13715,3 +13715,13 @@ def test_the_download_suggested_beside_an_installed_folder_works_as_given(tmp_pa
     res = _invoke(*shlex.split(hint)[1:], "--url", f"file://{archive}", "--no-progress")
     assert res.exit_code == 0, res.output
     assert row("listops")["present"]
+
+
+def test_the_pack_size_help_names_the_calibrated_default():
+    """`run --pack-size`'s help said `default: from memory`, though `--calibrate` (the
+    default) times candidate sizes and takes the fastest (the memory estimate only caps it)."""
+    import typer
+
+    run = typer.main.get_command(app).commands["run"]
+    (text,) = [p.help for p in run.params if p.name == "pack_size"]
+    assert "--calibrate" in text and "--no-calibrate" in text, text

@@ -348,8 +348,9 @@ def run(
     workers: int | None = typer.Option(
         None, min=1, envvar="SSMREPRO_WORKERS", help="worker processes, each claiming packs "
         "(default and maximum: one per CPU core or GPU; env SSMREPRO_WORKERS; local engine)"),
-    pack_size: int | None = typer.Option(None, min=1, max=4096,
-                                         help="runs per pack (default: from memory)"),
+    pack_size: int | None = typer.Option(
+        None, min=1, max=4096, help="runs per pack (default: the fastest size --calibrate "
+        "times, at most what memory holds; with --no-calibrate, what memory holds)"),
     set_: list[str] | None = _set_option(),
     engine: str = typer.Option("local", help="local (this machine) | ray (one Ray task per "
                                "pack; pip install -e '.[ray]')"),
