@@ -13725,3 +13725,26 @@ def test_the_pack_size_help_names_the_calibrated_default():
     run = typer.main.get_command(app).commands["run"]
     (text,) = [p.help for p in run.params if p.name == "pack_size"]
     assert "--calibrate" in text and "--no-calibrate" in text, text
+
+
+def test_every_commands_help_lists_the_exit_codes_and_data_shows_its_examples():
+    """README: "Exit codes (every command's `--help` lists them)"; `data --help` and `data
+    generate --help` listed none, and `data --help` never showed the examples its group
+    was written with (the CLI replaced its help with one line when registering it)."""
+    import typer
+
+    def walk(cmd, path):
+        yield path
+        if hasattr(cmd, "commands"):  # a group
+            for name, sub in cmd.commands.items():
+                yield from walk(sub, [*path, name])
+
+    paths = list(walk(typer.main.get_command(app), []))
+    assert ["data", "generate", "pathfinder"] in paths and ["bench"] in paths
+    for path in paths:
+        if path[:1] == ["bench"]:  # (its own --help: `bench scans` / `step` print argparse's)
+            continue
+        res = _invoke(*path, "--help", env={"COLUMNS": "200"})
+        assert res.exit_code == 0 and "Exit codes: 0 ok;" in res.output, (path, res.output)
+    res = _invoke("data", "--help", env={"COLUMNS": "200"})
+    assert "ssmrepro data generate listops --n 100000 --seed 0" in res.output, res.output

@@ -22,22 +22,37 @@ from rich.table import Table
 from ..data._workers import WorkerDied
 from ..data.sources import generated_dir
 from ..util import data_root, folder_problem
-from .app import command, console, err_console, fail, path_value, print_table
+from .app import (
+    EXIT_CODES,
+    command,
+    console,
+    err_console,
+    fail,
+    help_text,
+    path_value,
+    print_table,
+)
 
+# `data --help` and `data generate --help` show these (the group's help was replaced by a
+# one-line text where the CLI registers it: the examples were never shown) and, as every
+# command's, the exit codes (they listed none)
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
-    help="Long Range Arena data: explicit downloads, offline generators, and what is present.\n\n"
-    "Examples:\n\n"
-    "  ssmrepro data download cifar10 --dir data\n\n"
-    "  ssmrepro data generate listops --n 100000 --seed 0\n\n"
-    "  ssmrepro data generate pathfinder --res 32 --n 200000 --seed 0 --workers 2\n\n"
-    "  ssmrepro data info",
+    help=help_text(
+        "Long Range Arena data: explicit downloads, offline generators, and what is present.\n\n"
+        "Examples:\n\n"
+        "  ssmrepro data download cifar10 --dir data\n\n"
+        "  ssmrepro data generate listops --n 100000 --seed 0\n\n"
+        "  ssmrepro data generate pathfinder --res 32 --n 200000 --seed 0 --workers 2\n\n"
+        "  ssmrepro data info"),
+    epilog=help_text(EXIT_CODES),
 )
 generate_app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     help="Generate ListOps / Pathfinder offline, in the on-disk layout the loaders read.",
+    epilog=help_text(EXIT_CODES),
 )
 app.add_typer(generate_app, name="generate")
 
