@@ -13748,3 +13748,17 @@ def test_every_commands_help_lists_the_exit_codes_and_data_shows_its_examples():
         assert res.exit_code == 0 and "Exit codes: 0 ok;" in res.output, (path, res.output)
     res = _invoke("data", "--help", env={"COLUMNS": "200"})
     assert "ssmrepro data generate listops --n 100000 --seed 0" in res.output, res.output
+
+
+def test_data_generate_with_both_dir_and_out_is_refused(tmp_path):
+    """`data generate listops --dir A --out B` (or pathfinder's) wrote into B and ignored A
+    without a word: a data root only makes the default --out, so the loaders reading A found
+    nothing. Refused now, exit 2, before anything is written; either alone is taken."""
+    small = ["--n", "3", "--min-length", "5", "--max-length", "30"]
+    for cmd in (["listops", *small], ["pathfinder", "--n", "1", "--workers", "1"]):
+        out = tmp_path / cmd[0] / "out"
+        res = _invoke("data", "generate", *cmd, "--dir", tmp_path / "root", "--out", out)
+        _assert_refused(res, "--out is the folder written, --dir only the data root")
+        assert not out.exists() and not (tmp_path / "root").exists()
+    res = _invoke("data", "generate", "listops", *small, "--dir", tmp_path / "root")
+    assert res.exit_code == 0, res.output

@@ -74,6 +74,14 @@ def _fail(message: str, code: int = 2) -> None:
     fail([message], code)
 
 
+def _one_of_dir_and_out(dir: Path | None, out: Path | None) -> None:
+    """`data generate ... --dir A --out B` wrote into B and ignored A without a word (a data
+    root only makes the default --out), so the loaders reading A did not find the data."""
+    if dir is not None and out is not None:
+        _fail(f"--dir {dir} and --out {out}: --out is the folder written, --dir only the data "
+              "root its default lies under (<root>/generated/...); give one of them")
+
+
 # what a generator stopped midway (a worker died, Ctrl-C, kill -9) leaves: it builds its folder
 # beside the target (``_built_beside``), so nothing of it is where the loaders read
 LEFT = "nothing was written: re-run the same command"
@@ -313,6 +321,7 @@ def generate_listops_cmd(
     from ..data.listops import GENERATOR_VERSION, SPLIT_FILES, generate_listops, write_listops_tsv
     from ..util import atomic_write_text
 
+    _one_of_dir_and_out(dir, out)
     n_val = max(1, round(0.02 * n)) if n_val is None else n_val
     n_test = max(1, round(0.02 * n)) if n_test is None else n_test
     n_train = n - n_val - n_test
@@ -399,6 +408,7 @@ def generate_pathfinder_cmd(
     """
     from ..data.pathfinder import LRA_PARAMS, write_pathfinder
 
+    _one_of_dir_and_out(dir, out)
     if res not in LRA_PARAMS:
         _fail(f"--res must be one of {sorted(LRA_PARAMS)}, got {res}")
     params = LRA_PARAMS[res]
