@@ -13762,3 +13762,12 @@ def test_data_generate_with_both_dir_and_out_is_refused(tmp_path):
         assert not out.exists() and not (tmp_path / "root").exists()
     res = _invoke("data", "generate", "listops", *small, "--dir", tmp_path / "root")
     assert res.exit_code == 0, res.output
+
+
+def test_data_generate_pathfinder_shard_size_with_the_lra_format_is_refused(tmp_path):
+    """`data generate pathfinder --format lra --shard-size 1` wrote the release's folders of
+    1,000 PNGs and ignored the option without a word; refused now, exit 2, before writing."""
+    res = _invoke("data", "generate", "pathfinder", "--n", "1", "--workers", "1", "--format",
+                  "lra", "--shard-size", "1", "--dir", tmp_path)
+    _assert_refused(res, "--shard-size 1: only --format npy writes shards")
+    assert not (tmp_path / "generated").exists()

@@ -398,8 +398,9 @@ def generate_pathfinder_cmd(
         "--format",
         help="npy: uint8 shards; lra: PNGs + metadata like the release",
     ),
-    shard_size: int = typer.Option(10_000, "--shard-size", min=1, max=10**7,
-                                   help="images per .npy shard"),
+    shard_size: int | None = typer.Option(
+        None, "--shard-size", min=1, max=10**7,
+        help="images per .npy shard (--format npy; default 10000)"),
     force: bool = typer.Option(False, "--force", help="replace an existing output folder"),
 ) -> None:
     """Pathfinder images with the LRA parameters for the resolution (contour length 14).
@@ -409,6 +410,11 @@ def generate_pathfinder_cmd(
     from ..data.pathfinder import LRA_PARAMS, write_pathfinder
 
     _one_of_dir_and_out(dir, out)
+    if shard_size is not None and format is not PathfinderFormat.npy:  # (it was ignored: the
+        # lra layout has folders of 1,000 PNGs, as the release)
+        _fail(f"--shard-size {shard_size}: only --format npy writes shards (--format lra "
+              "writes folders of 1,000 PNG files, as the release)")
+    shard_size = 10_000 if shard_size is None else shard_size
     if res not in LRA_PARAMS:
         _fail(f"--res must be one of {sorted(LRA_PARAMS)}, got {res}")
     params = LRA_PARAMS[res]
