@@ -13771,3 +13771,22 @@ def test_data_generate_pathfinder_shard_size_with_the_lra_format_is_refused(tmp_
                   "lra", "--shard-size", "1", "--dir", tmp_path)
     _assert_refused(res, "--shard-size 1: only --format npy writes shards")
     assert not (tmp_path / "generated").exists()
+
+
+def test_max_runs_says_to_continue_on_the_same_device_and_backend(tmp_path):
+    """`run --max-runs 1 --device cpu --backend torch` (or `--engine ray --address HOST`)
+    said `continue with ssmrepro run ID --profile P --out O`: followed on a GPU machine, or
+    after a cluster's sweep, the rest trained on another device, or on this machine instead of
+    the cluster. The suggested command keeps where the runs train, and it finishes the profile."""
+    import shlex
+
+    spec = _one_run_spec(tmp_path, seeds=[0, 1])
+    res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--no-plot",
+                  "--no-calibrate", "--workers", "1", "--device", "cpu", "--backend", "torch",
+                  "--max-runs", "1")
+    assert res.exit_code == 0, res.output
+    said = " ".join(res.output.split())
+    again = said.split("continue with ", 1)[1].split(" (add --max-runs", 1)[0]
+    assert again.endswith("--device cpu --backend torch"), again
+    res = _invoke(*shlex.split(again)[1:], "--no-plot", "--no-calibrate", "--workers", "1")
+    assert res.exit_code == 0 and "1 already done" in " ".join(res.output.split()), res.output

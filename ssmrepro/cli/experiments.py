@@ -474,8 +474,12 @@ def run(
     table = (escape(str(s.csv)) if s.csv is not None and s.csv.is_file()
              else "- (no run has a record)")
     out_console.print("; ".join(parts) + f"; table: {table}")
+    where = [*(["--engine", engine] if engine != "local" else []),
+             *(["--address", address] if address is not None else []),
+             *(["--device", device] if device != "auto" else []),
+             *(["--backend", backend] if backend != "auto" else [])]
     if s.left:  # cut by --max-runs: exit 0 (asked for), but the profile is not finished
-        again = _run_command(name, profile, out, set_)
+        again = _run_command(name, profile, out, set_, where)
         out_console.print(f"[yellow]{s.left} of {s.total} runs not trained yet[/] (--max-runs "
                           f"{max_runs}): continue with {escape(again)} (add --max-runs N to "
                           "train N more)", highlight=False, soft_wrap=True)
@@ -496,7 +500,7 @@ def run(
         raise typer.Exit(130)
     if not no_plot:
         res = _outputs(spec, profile, out, overrides, quiet=as_json,
-                       rerun=_run_command(name, profile, out, set_))
+                       rerun=_run_command(name, profile, out, set_, where))
         summary["outputs"] = _outputs_json(res)
     if as_json:
         print_json(summary)
@@ -560,11 +564,14 @@ def _outputs(spec, profile: str, out: Path | None, overrides: dict | None = None
     return res
 
 
-def _run_command(name: str, profile: str, out: Path | None, set_: list[str] | None) -> str:
-    """The `ssmrepro run` command (shell-quoted) that trains the rest of this profile."""
+def _run_command(name: str, profile: str, out: Path | None, set_: list[str] | None,
+                 where: list[str] | None = None) -> str:
+    """The `ssmrepro run` command (shell-quoted) that trains the rest of this profile;
+    ``where``: the options of the `run` that says it, on which engine and device it trained
+    (`run --engine ray --max-runs 4` said to continue without --engine: on this machine)."""
     return shlex.join(["ssmrepro", "run", name, "--profile", profile,
                        *(["--out", str(out)] if out is not None else []),
-                       *[a for kv in set_ or [] for a in ("--set", kv)]])
+                       *[a for kv in set_ or [] for a in ("--set", kv)], *(where or [])])
 
 
 def _say_unfinished(spec, name: str, profile: str, out: Path | None, set_: list[str] | None,
