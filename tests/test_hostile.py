@@ -13790,3 +13790,22 @@ def test_max_runs_says_to_continue_on_the_same_device_and_backend(tmp_path):
     assert again.endswith("--device cpu --backend torch"), again
     res = _invoke(*shlex.split(again)[1:], "--no-plot", "--no-calibrate", "--workers", "1")
     assert res.exit_code == 0 and "1 already done" in " ".join(res.output.split()), res.output
+
+
+def test_the_no_plot_help_names_what_it_skips(tmp_path):
+    """`run --no-plot`'s help said `skip figure and report`; it also skips summary.csv,
+    curves.csv and the verdicts, while results.csv is still written."""
+    import typer
+
+    run = typer.main.get_command(app).commands["run"]
+    (text,) = [p.help for p in run.params if p.name == "no_plot"]
+    spec = _one_run_spec(tmp_path)
+    res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--no-plot",
+                  "--no-calibrate", "--workers", "1")
+    assert res.exit_code == 0, res.output
+    written = {p.name for p in (tmp_path / "out" / "tests" / "t-spec").iterdir()}
+    assert "results-smoke.csv" in written and "results.csv is still written" in text, text
+    for skipped, name in (("summary", "summary-smoke.csv"), ("curves", "curves-smoke.csv"),
+                          ("report", "report-smoke.md"), ("figures", "figure-smoke.png")):
+        assert name not in written and skipped in text, (name, text)
+    assert "Verdicts:" not in res.output and "verdicts" in text

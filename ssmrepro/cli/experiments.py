@@ -361,7 +361,8 @@ def run(
                                       help="with --engine ray on CPU: CPUs (threads) per pack task"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print runs, packs and a time estimate"),
     no_estimate: bool = typer.Option(False, "--no-estimate", help="with --dry-run: skip timing"),
-    no_plot: bool = typer.Option(False, "--no-plot", help="skip figure and report"),
+    no_plot: bool = typer.Option(False, "--no-plot", help="skip the figures, summary, curves "
+                                 "table, verdicts and report (results.csv is still written)"),
     calibrate: bool = typer.Option(
         True, "--calibrate/--no-calibrate", help="time candidate pack sizes and micro-batches per "
         "shape before training (cached per machine) instead of sizing packs by memory alone"),
