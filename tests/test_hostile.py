@@ -13835,3 +13835,13 @@ def test_the_run_summary_counts_the_packs_that_trained(tmp_path, monkeypatch):
     s = run_experiment(spec, "smoke", tmp_path / "o", pack_size=1, workers=1, calibrate=False,
                        console=Console(file=io.StringIO()))
     assert (s.trained, len(calls), s.failed, s.packs) == (1, 2, 1, 1), s
+
+
+def test_a_mechanistic_figure_not_drawn_is_not_said_drawn_without_a_selection(tmp_path):
+    """`plot koren2026-fig3 --profile smoke` before training said `warning: figure-smoke.png
+    drawn without 1 of its 2 selections ...` and then `figure-smoke.png not drawn: no finished
+    cell ...`. The first line is said only when the figure is drawn."""
+    res = _invoke("plot", "koren2026-fig3", "--profile", "smoke", "--out", tmp_path / "out")
+    said = " ".join(res.output.split())
+    assert "figure-smoke.png not drawn" in said, said
+    assert "drawn without" not in said, said
