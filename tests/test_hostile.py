@@ -13845,3 +13845,16 @@ def test_a_mechanistic_figure_not_drawn_is_not_said_drawn_without_a_selection(tm
     said = " ".join(res.output.split())
     assert "figure-smoke.png not drawn" in said, said
     assert "drawn without" not in said, said
+
+
+def test_bench_help_names_both_benchmarks_with_their_own_help():
+    """`bench --help`'s `-h` said `(with 'scans': the scan benchmark's own options)`; `bench
+    step -h` prints the step benchmark's own options too."""
+    import typer
+
+    bench = typer.main.get_command(app).commands["bench"]
+    (text,) = [p.help for p in bench.params if p.name == "help_"]
+    assert "'scans' or 'step'" in text, text
+    for name, option in (("scans", "--kernels"), ("step", "--workloads")):
+        res = _invoke("bench", name, "-h")
+        assert res.exit_code == 0 and option in res.output, res.output

@@ -677,8 +677,8 @@ def bench(
                                        "results/bench)",
                                     metavar="DIR",
                                     parser=path_value),
-    help_: bool = typer.Option(False, "--help", "-h", help="show this message (with 'scans': "
-                               "the scan benchmark's own options) and exit"),
+    help_: bool = typer.Option(False, "--help", "-h", help="show this message (with 'scans' or "
+                               "'step': that benchmark's own options) and exit"),
 ) -> None:
     """Run-steps/s of packed training vs one model at a time, measured in this process; or, with
     ``scans``, the fast kernels' speed-up over their references (``ssmrepro bench scans --help``
