@@ -13811,32 +13811,6 @@ def test_the_no_plot_help_names_what_it_skips(tmp_path):
     assert "Verdicts:" not in res.output and "verdicts" in text
 
 
-def test_the_run_summary_counts_the_packs_that_trained(tmp_path, monkeypatch):
-    """`trained 0 runs in 5 packs, 10 not trained` (an interrupted sweep) and `trained 1 runs
-    in 2 packs, 1 failed`: the count was every pack planned, trained or not. It is now the
-    packs that wrote a record (the same number when every pack trains)."""
-    import io
-
-    from rich.console import Console
-
-    from ssmrepro.engine import local, run_experiment
-    from ssmrepro.spec import load_spec
-
-    real, calls = local.train_pack, []
-
-    def first_fails(runs, **kw):
-        calls.append(1)
-        if len(calls) == 1:
-            raise RuntimeError("a pack that breaks")
-        return real(runs, **kw)
-
-    monkeypatch.setattr(local, "train_pack", first_fails)
-    spec = load_spec(_one_run_spec(tmp_path, seeds=[0, 1]))
-    s = run_experiment(spec, "smoke", tmp_path / "o", pack_size=1, workers=1, calibrate=False,
-                       console=Console(file=io.StringIO()))
-    assert (s.trained, len(calls), s.failed, s.packs) == (1, 2, 1, 1), s
-
-
 def test_a_mechanistic_figure_not_drawn_is_not_said_drawn_without_a_selection(tmp_path):
     """`plot koren2026-fig3 --profile smoke` before training said `warning: figure-smoke.png
     drawn without 1 of its 2 selections ...` and then `figure-smoke.png not drawn: no finished

@@ -90,7 +90,7 @@ class RunSummary:
     failed: int  # runs whose pack raised, or whose worker died
     elsewhere: int  # finished meanwhile by another process
     not_run: int  # planned here but never trained (interrupted, every worker lost)
-    packs: int  # packs that trained a run of ``trained``
+    packs: int
     wall_s: float
     csv: Path | None
     messages: list[str] = field(default_factory=list)
@@ -246,8 +246,6 @@ class _Tracker:
         self.skipped: set[str] = set()
         self.elsewhere: set[str] = set()  # skipped runs seen finished by their holder
         self.ended: set[int] = set()
-        self.trained_packs = 0  # packs that wrote a record (the summary's "in P packs": it was
-        #                         every pack planned, "trained 0 runs in 5 packs" when none ran)
         self.running = 0
         self.messages: list[str] = []
         self.lost_workers = 0  # worker processes that died outside a pack they had reported
@@ -257,7 +255,6 @@ class _Tracker:
         if ev.pack in self.ended:
             return 0
         self.ended.add(ev.pack)
-        self.trained_packs += bool(ev.run_ids)
         self.trained.update(ev.run_ids)
         self.failed.update(ev.failed)
         self.skipped.update(ev.skipped)
@@ -477,7 +474,7 @@ def run_experiment(
     planned = {r.run_id for r in pending}
     left = sum(1 for r in unique if r.run_id not in planned and not store.is_done(r.run_id))
     summary = RunSummary(len(unique), done_before, len(tr.trained), len(tr.failed),
-                         len(elsewhere), len(not_run), tr.trained_packs, time.time() - t0, csv,
+                         len(elsewhere), len(not_run), len(packs), time.time() - t0, csv,
                          tr.messages, interrupted, tr.lost_workers, cpu_s, left)
     return summary
 
