@@ -14290,3 +14290,308 @@ def test_error_bars_and_bands_say_they_are_a_std(monkeypatch):
         figures.lines(ctx, parse_figure({"kind": "lines", "metric": "test.acc",
                                          "x": "model.d_model", "hue": "label"}), Path("y.png"))
         assert [("± std" in t) for t in labels] == [says, says], labels
+
+
+def test_a_json_document_cut_by_its_reader_exits_141(monkeypatch):
+    """`show keep-nth-ablation --profile paper --json | head -c 10` (an 870 kB document whose
+    reader closes the pipe while it is written) exited 0 with the document cut: CPython's
+    buffered write returns the short count of a write that met the closed pipe half-way and
+    raises nothing. Now the closed reader is noticed after the write: exit 141, as a small
+    document's (`verify --json | true`)."""
+    import io
+    import sys
+    import threading
+
+    from ssmrepro.cli.app import OutputClosed, print_json
+
+    r, w = os.pipe()
+    saved = os.dup(1)
+
+    def reader() -> None:  # reads the first bytes while the writer is blocked, then closes
+        os.read(r, 10)
+        os.close(r)
+
+    os.dup2(w, 1)
+    os.close(w)
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.FileIO(1, "w", closefd=False),
+                                                        encoding="utf-8"))
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        with pytest.raises(OutputClosed):
+            print_json({"rows": ["x" * 100] * 20000})  # 2 MB: far past the pipe's buffer
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        thread.join(timeout=10)
+
+
+def test_every_column_of_a_results_table_is_in_the_column_dictionary(tmp_path, monkeypatch):
+    """docs/columns.md ("every table ssmrepro writes, column by column") had no `cpu_s`,
+    `metric.train.avg_loss`, `metric.val.max_rise` or `metric.val.best_mse`, columns of every
+    trained run's results.csv."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import SET_METRICS, Store
+    from ssmrepro.sweep import expand
+
+    (run,) = expand(load_spec(_one_run_spec(tmp_path)), "smoke")
+    rec = {"status": "ok", "metrics": {f"{s}.{m}": 0.5 for s, ms in SET_METRICS.items()
+                                       for m in ms}, "kernels": {"S6Core": "torch:x"}}
+    monkeypatch.setattr(Store, "read", lambda self, run_id: rec)
+    columns = Store(tmp_path / "store").table([run]).columns
+    text = (ROOT / "docs" / "columns.md").read_text()
+    plain = ("loss", "acc", "mse")  # `<name>` is `acc`, `loss` or `mse`
+    missing = [c for c in columns if not c.startswith(("task.", "model.", "train.", "kernels."))
+               and f"`{c}`" not in text and f"(`{c.rsplit('.', 1)[-1]}`)" not in text
+               and not (c.startswith("metric.") and c.rsplit(".", 1)[-1] in plain)]
+    assert not missing, missing
+
+
+def test_the_bench_help_examples_parse_and_do_what_their_comments_say(monkeypatch):
+    """`bench scans --help`'s example `... --variants fused-v1 fused tiled conv1d  # the
+    issue-12 Mamba layer (no reference)` timed the sequential reference (no `--no-ref`): a
+    slow reference at L = 256 and a `ref cpu ms` column the comment said was not there. Every
+    example of `bench scans` / `bench step --help` is parsed by the benchmark's own parser."""
+    import argparse
+    import shlex
+
+    from ssmrepro.bench import scans, step
+
+    parsed = []
+    original = argparse.ArgumentParser.parse_args
+
+    def parse_only(self, args=None, namespace=None):
+        parsed.append(original(self, args, namespace))
+        raise SystemExit(0)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_only)
+    for module, name in ((scans, "scans"), (step, "step")):
+        lines = [ln.strip() for ln in module.__doc__.splitlines()
+                 if ln.strip().startswith(f"ssmrepro bench {name}")]
+        assert lines, name
+        for line in lines:
+            command, _, comment = line.partition("#")
+            with pytest.raises(SystemExit) as exit_:
+                module.main(shlex.split(command)[3:])
+            assert exit_.value.code == 0, line
+            if "no reference" in comment:
+                assert parsed[-1].no_ref, line
+
+
+def test_max_steps_over_a_specs_epochs_is_told_to_unset_epochs(tmp_path):
+    """`--set train.max_steps=4` over a spec that trains `epochs`: the refusal said `set the
+    other to null (e.g. --set train.max_steps=null)`, the key just given (followed, `--set`
+    twice is refused). Now it names both ways, and the one that keeps the value given works."""
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "epochs": 2, "train_size": 16,
+             "val_size": 16, "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    spec = _one_run_spec(tmp_path, train=train)
+    res = _invoke("show", spec, "--profile", "smoke", "--set", "train.max_steps=4")
+    _assert_refused(res, "both are given (max_steps 4, epochs 2)",
+                    "--set train.epochs=null keeps max_steps 4",
+                    "--set train.max_steps=null keeps epochs 2")
+    res = _invoke("show", spec, "--profile", "smoke", "--set", "train.max_steps=4",
+                  "--set", "train.epochs=null")
+    assert res.exit_code == 0, res.output
+
+
+def test_the_out_help_names_the_folder_the_results_go_to(tmp_path, monkeypatch):
+    """`--out`'s help said `default ./results`; the default is the project's results/
+    ($SSMREPRO_ROOT's, or the folder above holding experiments/): run from another folder,
+    `ssmrepro run` wrote into the project's results, not the ./results the help named."""
+    import typer
+
+    from ssmrepro.spec import find_spec
+    from ssmrepro.store import results_dir
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SSMREPRO_ROOT", str(ROOT))
+    assert results_dir(find_spec("keep-nth")).parents[1] == ROOT / "results"
+    group = typer.main.get_command(app)
+    helps = {name: p.help for name, cmd in group.commands.items() for p in cmd.params
+             if p.name == "out" and name not in ("bench", "data")}
+    assert set(helps) >= {"list", "show", "run", "plot", "verify", "export", "figures"}, helps
+    for name, text in helps.items():
+        assert "./results" not in text and "<project>/results" in text, (name, text)
+
+
+def test_the_generate_command_suggested_for_a_cut_dataset_works_as_given(tmp_path):
+    """A generated Pathfinder folder without its meta.json (a generate cut short) or a ListOps
+    folder missing a split file: `data info` and a run suggested `ssmrepro data generate ...
+    --dir ROOT`, which refused the folder (`is not empty; pass --force ...`). The suggestion
+    now carries `--force` there (and not for an absent folder), and followed it works."""
+    import shlex
+
+    from ssmrepro.data.datasets import available_sources
+
+    root = tmp_path / "data"
+
+    def hints() -> dict:
+        return {r["dataset"]: r for r in available_sources(root) if r["source"] == "generated"}
+
+    assert not hints()["pathfinder"]["hint"].endswith("--force")
+    res = _invoke("data", "generate", "pathfinder", "--res", "32", "--n", "2", "--workers", "1",
+                  "--dir", root)
+    assert res.exit_code == 0, res.output
+    (hints()["pathfinder"]["path"] / "meta.json").unlink()
+    row = hints()["pathfinder"]
+    assert not row["present"] and row["hint"].endswith(" --force"), row
+    argv = shlex.split(row["hint"])[1:]
+    argv[argv.index("--n") + 1] = "2"  # the suggested size, smaller
+    res = _invoke(*argv, "--workers", "1")
+    assert res.exit_code == 0, res.output
+    assert hints()["pathfinder"]["present"]
+    listops = hints()["listops"]["path"]
+    listops.mkdir(parents=True)
+    (listops / "basic_train.tsv").write_text("Source\tTarget\n")
+    assert hints()["listops"]["hint"].endswith(" --force")
+
+
+def test_the_download_suggested_beside_an_installed_folder_works_as_given(tmp_path):
+    """An LRA release folder there but not whole (a split file of listops-1000 removed, or
+    only another task of the release installed): `data info` and a run suggested `ssmrepro
+    data download lra --dir ROOT`, which fetched and extracted the archive, then refused
+    (`... already exists; remove it or pass --force`). The suggestion now ends with --force."""
+    import shlex
+    import tarfile
+
+    from ssmrepro.data.datasets import available_sources
+
+    root = tmp_path / "data"
+
+    def row(dataset: str) -> dict:
+        return next(r for r in available_sources(root)
+                    if r["dataset"] == dataset and r["source"] == "lra_release")
+
+    assert not row("listops")["hint"].endswith("--force")
+    src = tmp_path / "src" / "lra_release" / "listops-1000"
+    src.mkdir(parents=True)
+    for split in ("train", "val", "test"):
+        (src / f"basic_{split}.tsv").write_text("Source\tTarget\n( [MAX 1 2 ] )\t2\n")
+    archive = tmp_path / "lra.tar"
+    with tarfile.open(archive, "w") as tar:
+        tar.add(tmp_path / "src" / "lra_release", arcname="lra_release")
+    partial = row("listops")["path"]
+    partial.mkdir(parents=True)
+    (partial / "basic_train.tsv").write_text("Source\tTarget\n")
+    hint = row("listops")["hint"]
+    assert hint.endswith(" --force") and row("retrieval")["hint"].endswith(" --force"), hint
+    res = _invoke(*shlex.split(hint)[1:], "--url", f"file://{archive}", "--no-progress")
+    assert res.exit_code == 0, res.output
+    assert row("listops")["present"]
+
+
+def test_the_pack_size_help_names_the_calibrated_default():
+    """`run --pack-size`'s help said `default: from memory`, though `--calibrate` (the
+    default) times candidate sizes and takes the fastest (the memory estimate only caps it)."""
+    import typer
+
+    run = typer.main.get_command(app).commands["run"]
+    (text,) = [p.help for p in run.params if p.name == "pack_size"]
+    assert "--calibrate" in text and "--no-calibrate" in text, text
+
+
+def test_every_commands_help_lists_the_exit_codes_and_data_shows_its_examples():
+    """README: "Exit codes (every command's `--help` lists them)"; `data --help` and `data
+    generate --help` listed none, and `data --help` never showed the examples its group
+    was written with (the CLI replaced its help with one line when registering it)."""
+    import typer
+
+    def walk(cmd, path):
+        yield path
+        if hasattr(cmd, "commands"):  # a group
+            for name, sub in cmd.commands.items():
+                yield from walk(sub, [*path, name])
+
+    paths = list(walk(typer.main.get_command(app), []))
+    assert ["data", "generate", "pathfinder"] in paths and ["bench"] in paths
+    for path in paths:
+        if path[:1] == ["bench"]:  # (its own --help: `bench scans` / `step` print argparse's)
+            continue
+        res = _invoke(*path, "--help", env={"COLUMNS": "200"})
+        assert res.exit_code == 0 and "Exit codes: 0 ok;" in res.output, (path, res.output)
+    res = _invoke("data", "--help", env={"COLUMNS": "200"})
+    assert "ssmrepro data generate listops --n 100000 --seed 0" in res.output, res.output
+
+
+def test_data_generate_with_both_dir_and_out_is_refused(tmp_path):
+    """`data generate listops --dir A --out B` (or pathfinder's) wrote into B and ignored A
+    without a word: a data root only makes the default --out, so the loaders reading A found
+    nothing. Refused now, exit 2, before anything is written; either alone is taken."""
+    small = ["--n", "3", "--min-length", "5", "--max-length", "30"]
+    for cmd in (["listops", *small], ["pathfinder", "--n", "1", "--workers", "1"]):
+        out = tmp_path / cmd[0] / "out"
+        res = _invoke("data", "generate", *cmd, "--dir", tmp_path / "root", "--out", out)
+        _assert_refused(res, "--out is the folder written, --dir only the data root")
+        assert not out.exists() and not (tmp_path / "root").exists()
+    res = _invoke("data", "generate", "listops", *small, "--dir", tmp_path / "root")
+    assert res.exit_code == 0, res.output
+
+
+def test_data_generate_pathfinder_shard_size_with_the_lra_format_is_refused(tmp_path):
+    """`data generate pathfinder --format lra --shard-size 1` wrote the release's folders of
+    1,000 PNGs and ignored the option without a word; refused now, exit 2, before writing."""
+    res = _invoke("data", "generate", "pathfinder", "--n", "1", "--workers", "1", "--format",
+                  "lra", "--shard-size", "1", "--dir", tmp_path)
+    _assert_refused(res, "--shard-size 1: only --format npy writes shards")
+    assert not (tmp_path / "generated").exists()
+
+
+def test_max_runs_says_to_continue_on_the_same_device_and_backend(tmp_path):
+    """`run --max-runs 1 --device cpu --backend torch` (or `--engine ray --address HOST`)
+    said `continue with ssmrepro run ID --profile P --out O`: followed on a GPU machine, or
+    after a cluster's sweep, the rest trained on another device, or on this machine instead of
+    the cluster. The suggested command keeps where the runs train, and it finishes the profile."""
+    import shlex
+
+    spec = _one_run_spec(tmp_path, seeds=[0, 1])
+    res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--no-plot",
+                  "--no-calibrate", "--workers", "1", "--device", "cpu", "--backend", "torch",
+                  "--max-runs", "1")
+    assert res.exit_code == 0, res.output
+    said = " ".join(res.output.split())
+    again = said.split("continue with ", 1)[1].split(" (add --max-runs", 1)[0]
+    assert again.endswith("--device cpu --backend torch"), again
+    res = _invoke(*shlex.split(again)[1:], "--no-plot", "--no-calibrate", "--workers", "1")
+    assert res.exit_code == 0 and "1 already done" in " ".join(res.output.split()), res.output
+
+
+def test_the_no_plot_help_names_what_it_skips(tmp_path):
+    """`run --no-plot`'s help said `skip figure and report`; it also skips summary.csv,
+    curves.csv and the verdicts, while results.csv is still written."""
+    import typer
+
+    run = typer.main.get_command(app).commands["run"]
+    (text,) = [p.help for p in run.params if p.name == "no_plot"]
+    spec = _one_run_spec(tmp_path)
+    res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--no-plot",
+                  "--no-calibrate", "--workers", "1")
+    assert res.exit_code == 0, res.output
+    written = {p.name for p in (tmp_path / "out" / "tests" / "t-spec").iterdir()}
+    assert "results-smoke.csv" in written and "results.csv is still written" in text, text
+    for skipped, name in (("summary", "summary-smoke.csv"), ("curves", "curves-smoke.csv"),
+                          ("report", "report-smoke.md"), ("figures", "figure-smoke.png")):
+        assert name not in written and skipped in text, (name, text)
+    assert "Verdicts:" not in res.output and "verdicts" in text
+
+
+def test_a_mechanistic_figure_not_drawn_is_not_said_drawn_without_a_selection(tmp_path):
+    """`plot koren2026-fig3 --profile smoke` before training said `warning: figure-smoke.png
+    drawn without 1 of its 2 selections ...` and then `figure-smoke.png not drawn: no finished
+    cell ...`. The first line is said only when the figure is drawn."""
+    res = _invoke("plot", "koren2026-fig3", "--profile", "smoke", "--out", tmp_path / "out")
+    said = " ".join(res.output.split())
+    assert "figure-smoke.png not drawn" in said, said
+    assert "drawn without" not in said, said
+
+
+def test_bench_help_names_both_benchmarks_with_their_own_help():
+    """`bench --help`'s `-h` said `(with 'scans': the scan benchmark's own options)`; `bench
+    step -h` prints the step benchmark's own options too."""
+    import typer
+
+    bench = typer.main.get_command(app).commands["bench"]
+    (text,) = [p.help for p in bench.params if p.name == "help_"]
+    assert "'scans' or 'step'" in text, text
+    for name, option in (("scans", "--kernels"), ("step", "--workloads")):
+        res = _invoke("bench", name, "-h")
+        assert res.exit_code == 0 and option in res.output, res.output

@@ -27,7 +27,7 @@ Example::
 
     ssmrepro bench scans                                 # L = 64 1024 4096, the default shape
     ssmrepro bench scans --kernels selective conv --L 256 --batch 64 --d 128 --n 16 \
-        --variants fused-v1 fused tiled conv1d          # the issue-12 Mamba layer (no reference)
+        --no-ref --variants fused-v1 fused tiled conv1d  # the issue-12 Mamba layer (no reference)
     ssmrepro bench scans --L 1024 --kernels diag --chunk 32 --json out.json
 
 Committed records (2-core AMD EPYC VM shared with other jobs, torch 2.13 CPU, float32, fwd + bwd,

@@ -17,7 +17,7 @@ def _load():
     from . import data, experiments  # noqa: F401  (register the commands)
     from .app import app
 
-    app.add_typer(data.app, name="data", help="Download, generate and inspect LRA datasets.")
+    app.add_typer(data.app, name="data")
     return app
 
 

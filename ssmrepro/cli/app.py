@@ -258,6 +258,15 @@ def print_json(obj: Any) -> None:
         if _mute_closed_outputs():
             raise OutputClosed from None
         raise
+    try:  # the descriptor the document went to (none under a test runner's captured output)
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return
+    if _reader_gone(fd):  # a reader that closed the pipe while a large document was being
+        # written (`show ID --profile paper --json | head -c 10`): CPython's buffered write
+        # returns the short count of that write and raises nothing, so the cut document exited 0
+        _mute_closed_outputs()
+        raise OutputClosed
 
 
 def _plain(o: Any) -> Any:

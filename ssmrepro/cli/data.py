@@ -22,22 +22,37 @@ from rich.table import Table
 from ..data._workers import WorkerDied
 from ..data.sources import generated_dir
 from ..util import data_root, folder_problem
-from .app import command, console, err_console, fail, path_value, print_table
+from .app import (
+    EXIT_CODES,
+    command,
+    console,
+    err_console,
+    fail,
+    help_text,
+    path_value,
+    print_table,
+)
 
+# `data --help` and `data generate --help` show these (the group's help was replaced by a
+# one-line text where the CLI registers it: the examples were never shown) and, as every
+# command's, the exit codes (they listed none)
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
-    help="Long Range Arena data: explicit downloads, offline generators, and what is present.\n\n"
-    "Examples:\n\n"
-    "  ssmrepro data download cifar10 --dir data\n\n"
-    "  ssmrepro data generate listops --n 100000 --seed 0\n\n"
-    "  ssmrepro data generate pathfinder --res 32 --n 200000 --seed 0 --workers 2\n\n"
-    "  ssmrepro data info",
+    help=help_text(
+        "Long Range Arena data: explicit downloads, offline generators, and what is present.\n\n"
+        "Examples:\n\n"
+        "  ssmrepro data download cifar10 --dir data\n\n"
+        "  ssmrepro data generate listops --n 100000 --seed 0\n\n"
+        "  ssmrepro data generate pathfinder --res 32 --n 200000 --seed 0 --workers 2\n\n"
+        "  ssmrepro data info"),
+    epilog=help_text(EXIT_CODES),
 )
 generate_app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     help="Generate ListOps / Pathfinder offline, in the on-disk layout the loaders read.",
+    epilog=help_text(EXIT_CODES),
 )
 app.add_typer(generate_app, name="generate")
 
@@ -57,6 +72,14 @@ class PathfinderFormat(str, Enum):
 
 def _fail(message: str, code: int = 2) -> None:
     fail([message], code)
+
+
+def _one_of_dir_and_out(dir: Path | None, out: Path | None) -> None:
+    """`data generate ... --dir A --out B` wrote into B and ignored A without a word (a data
+    root only makes the default --out), so the loaders reading A did not find the data."""
+    if dir is not None and out is not None:
+        _fail(f"--dir {dir} and --out {out}: --out is the folder written, --dir only the data "
+              "root its default lies under (<root>/generated/...); give one of them")
 
 
 # what a generator stopped midway (a worker died, Ctrl-C, kill -9) leaves: it builds its folder
@@ -298,6 +321,7 @@ def generate_listops_cmd(
     from ..data.listops import GENERATOR_VERSION, SPLIT_FILES, generate_listops, write_listops_tsv
     from ..util import atomic_write_text
 
+    _one_of_dir_and_out(dir, out)
     n_val = max(1, round(0.02 * n)) if n_val is None else n_val
     n_test = max(1, round(0.02 * n)) if n_test is None else n_test
     n_train = n - n_val - n_test
@@ -374,8 +398,9 @@ def generate_pathfinder_cmd(
         "--format",
         help="npy: uint8 shards; lra: PNGs + metadata like the release",
     ),
-    shard_size: int = typer.Option(10_000, "--shard-size", min=1, max=10**7,
-                                   help="images per .npy shard"),
+    shard_size: int | None = typer.Option(
+        None, "--shard-size", min=1, max=10**7,
+        help="images per .npy shard (--format npy; default 10000)"),
     force: bool = typer.Option(False, "--force", help="replace an existing output folder"),
 ) -> None:
     """Pathfinder images with the LRA parameters for the resolution (contour length 14).
@@ -384,6 +409,12 @@ def generate_pathfinder_cmd(
     """
     from ..data.pathfinder import LRA_PARAMS, write_pathfinder
 
+    _one_of_dir_and_out(dir, out)
+    if shard_size is not None and format is not PathfinderFormat.npy:  # (it was ignored: the
+        # lra layout has folders of 1,000 PNGs, as the release)
+        _fail(f"--shard-size {shard_size}: only --format npy writes shards (--format lra "
+              "writes folders of 1,000 PNG files, as the release)")
+    shard_size = 10_000 if shard_size is None else shard_size
     if res not in LRA_PARAMS:
         _fail(f"--res must be one of {sorted(LRA_PARAMS)}, got {res}")
     params = LRA_PARAMS[res]

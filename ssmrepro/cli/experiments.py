@@ -43,7 +43,11 @@ from .app import (
 PROFILE_HELP = ("a profile of the spec: smoke | quick | long | paper, or one of its own (`show` "
                 "lists them; default: the spec's)")
 
-OUT_HELP = "results root (default ./results; env SSMREPRO_OUT)"
+# the default is the project's results/, not ./results (from a sub-folder, or with
+# $SSMREPRO_ROOT set, the help's "./results" named a folder that nothing was written to)
+OUT_HELP = ("results root (default: <project>/results, the project being $SSMREPRO_ROOT, "
+            "else the current folder or the nearest above it holding experiments/ and "
+            "ssmrepro/; env SSMREPRO_OUT)")
 SET_HELP = ("override a config field for every run, typed like the YAML: --set model.d_model=32 "
             "--set 'train.betas=[0.9, 0.98]' (repeatable; part of the run ids; outputs are "
             "tagged -set-<hash>)")
@@ -344,8 +348,9 @@ def run(
     workers: int | None = typer.Option(
         None, min=1, envvar="SSMREPRO_WORKERS", help="worker processes, each claiming packs "
         "(default and maximum: one per CPU core or GPU; env SSMREPRO_WORKERS; local engine)"),
-    pack_size: int | None = typer.Option(None, min=1, max=4096,
-                                         help="runs per pack (default: from memory)"),
+    pack_size: int | None = typer.Option(
+        None, min=1, max=4096, help="runs per pack (default: the fastest size --calibrate "
+        "times, at most what memory holds; with --no-calibrate, what memory holds)"),
     set_: list[str] | None = _set_option(),
     engine: str = typer.Option("local", help="local (this machine) | ray (one Ray task per "
                                "pack; pip install -e '.[ray]')"),
@@ -356,7 +361,8 @@ def run(
                                       help="with --engine ray on CPU: CPUs (threads) per pack task"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print runs, packs and a time estimate"),
     no_estimate: bool = typer.Option(False, "--no-estimate", help="with --dry-run: skip timing"),
-    no_plot: bool = typer.Option(False, "--no-plot", help="skip figure and report"),
+    no_plot: bool = typer.Option(False, "--no-plot", help="skip the figures, summary, curves "
+                                 "table, verdicts and report (results.csv is still written)"),
     calibrate: bool = typer.Option(
         True, "--calibrate/--no-calibrate", help="time candidate pack sizes and micro-batches per "
         "shape before training (cached per machine) instead of sizing packs by memory alone"),
@@ -469,8 +475,12 @@ def run(
     table = (escape(str(s.csv)) if s.csv is not None and s.csv.is_file()
              else "- (no run has a record)")
     out_console.print("; ".join(parts) + f"; table: {table}")
+    where = [*(["--engine", engine] if engine != "local" else []),
+             *(["--address", address] if address is not None else []),
+             *(["--device", device] if device != "auto" else []),
+             *(["--backend", backend] if backend != "auto" else [])]
     if s.left:  # cut by --max-runs: exit 0 (asked for), but the profile is not finished
-        again = _run_command(name, profile, out, set_)
+        again = _run_command(name, profile, out, set_, where)
         out_console.print(f"[yellow]{s.left} of {s.total} runs not trained yet[/] (--max-runs "
                           f"{max_runs}): continue with {escape(again)} (add --max-runs N to "
                           "train N more)", highlight=False, soft_wrap=True)
@@ -491,7 +501,7 @@ def run(
         raise typer.Exit(130)
     if not no_plot:
         res = _outputs(spec, profile, out, overrides, quiet=as_json,
-                       rerun=_run_command(name, profile, out, set_))
+                       rerun=_run_command(name, profile, out, set_, where))
         summary["outputs"] = _outputs_json(res)
     if as_json:
         print_json(summary)
@@ -555,11 +565,14 @@ def _outputs(spec, profile: str, out: Path | None, overrides: dict | None = None
     return res
 
 
-def _run_command(name: str, profile: str, out: Path | None, set_: list[str] | None) -> str:
-    """The `ssmrepro run` command (shell-quoted) that trains the rest of this profile."""
+def _run_command(name: str, profile: str, out: Path | None, set_: list[str] | None,
+                 where: list[str] | None = None) -> str:
+    """The `ssmrepro run` command (shell-quoted) that trains the rest of this profile;
+    ``where``: the options of the `run` that says it, on which engine and device it trained
+    (`run --engine ray --max-runs 4` said to continue without --engine: on this machine)."""
     return shlex.join(["ssmrepro", "run", name, "--profile", profile,
                        *(["--out", str(out)] if out is not None else []),
-                       *[a for kv in set_ or [] for a in ("--set", kv)]])
+                       *[a for kv in set_ or [] for a in ("--set", kv)], *(where or [])])
 
 
 def _say_unfinished(spec, name: str, profile: str, out: Path | None, set_: list[str] | None,
@@ -660,11 +673,12 @@ def bench(
     seconds: float = typer.Option(3.0, help="rough measuring time per contender (sets the "
                                   "number of interleaved rounds, 3..20)"),
     out: Path | None = typer.Option(None, help="folder for the JSON/CSV record "
-                                       "(default $SSMREPRO_OUT/bench, else results/bench)",
+                                       "(default $SSMREPRO_OUT/bench, else the project's "
+                                       "results/bench)",
                                     metavar="DIR",
                                     parser=path_value),
-    help_: bool = typer.Option(False, "--help", "-h", help="show this message (with 'scans': "
-                               "the scan benchmark's own options) and exit"),
+    help_: bool = typer.Option(False, "--help", "-h", help="show this message (with 'scans' or "
+                               "'step': that benchmark's own options) and exit"),
 ) -> None:
     """Run-steps/s of packed training vs one model at a time, measured in this process; or, with
     ``scans``, the fast kernels' speed-up over their references (``ssmrepro bench scans --help``

@@ -52,6 +52,7 @@ from .cache import (
     load_entry,
     save_entry,
 )
+from .download import LRA_FOLDERS
 from .sources import (
     CIFAR10,
     DIGITS,
@@ -217,10 +218,34 @@ def _listops_prepare(src: str, path: Path, cfg) -> tuple[dict, dict]:
     return listops.prepare_listops(path, cfg), {"vocab": list(listops.VOCAB), "kind": "tokens"}
 
 
+def _force_flag(folder: Path) -> str:
+    """`` --force`` where the generator's folder is there but holds no whole dataset (a split
+    file removed, a generate cut short before its meta.json): `data generate` refuses a folder
+    that is not empty without it, so the suggested command failed as given."""
+    try:
+        return " --force" if folder.is_dir() and any(folder.iterdir()) else ""
+    except OSError:
+        return ""
+
+
+def _download_hint(what: str, root: Path) -> str:
+    """`ssmrepro data download WHAT`, with `` --force`` where a folder it installs is there
+    already (a dataset of the release removed or damaged beside the others): the download
+    refuses such a folder without it, after fetching and extracting the archive."""
+    folders = {"lra": [lra_dir(root) / name for name in LRA_FOLDERS],
+               "cifar10": [root / "cifar-10-batches-py"], "imdb": [root / "imdb" / "aclImdb"]}
+    try:
+        there = any(p.exists() and not p.is_symlink() for p in folders[what])
+    except OSError:
+        there = False
+    return f"ssmrepro data download {what}{dir_flag(root)}{' --force' if there else ''}"
+
+
 def _listops_hint(src: str, root: Path, cfg) -> str:
     if src == LRA_RELEASE:
-        return f"ssmrepro data download lra{dir_flag(root)}"
-    return f"ssmrepro data generate listops --n 100000 --seed 0{dir_flag(root)}"
+        return _download_hint("lra", root)
+    return (f"ssmrepro data generate listops --n 100000 --seed 0{dir_flag(root)}"
+            f"{_force_flag(_listops_locate(src, root, cfg))}")
 
 
 @dataclass(frozen=True)
@@ -285,9 +310,10 @@ def _pf_files(src: str, path: Path, cfg) -> list[Path]:
 
 def _pf_hint(src: str, root: Path, cfg) -> str:
     if src == LRA_RELEASE:
-        return f"ssmrepro data download lra{dir_flag(root)}"
+        return _download_hint("lra", root)
     res = cfg.resolution
-    return f"ssmrepro data generate pathfinder --res {res} --n 200000 --seed 0{dir_flag(root)}"
+    return (f"ssmrepro data generate pathfinder --res {res} --n 200000 --seed 0{dir_flag(root)}"
+            f"{_force_flag(_pf_locate(src, root, cfg))}")
 
 
 def _fashion_dir(root: Path) -> Path:
@@ -341,7 +367,7 @@ def _image_prepare(src: str, path: Path, cfg) -> tuple[dict, dict]:
 
 def _image_hint(src: str, root: Path, cfg) -> str:
     if src == CIFAR10:
-        return f"ssmrepro data download cifar10{dir_flag(root)}"
+        return _download_hint("cifar10", root)
     if src == DIGITS:
         return (f"pip install -e '.[standin]' (scikit-learn ships the digits; or copy its "
                 f"{DIGITS_FILE} to {root / 'digits'})")
@@ -397,7 +423,7 @@ DATASETS: dict[str, DatasetDef] = {
         present=lambda s, p: text.imdb_present(p),
         files=_text_files,
         prepare=_text_prepare,
-        hint=lambda s, r, c: f"ssmrepro data download imdb{dir_flag(r)}",
+        hint=lambda s, r, c: _download_hint("imdb", r),
         version=text.PREPARE_VERSION,
     ),
     "retrieval": DatasetDef(
@@ -411,7 +437,7 @@ DATASETS: dict[str, DatasetDef] = {
         present=lambda s, p: all(f.is_file() for f in retrieval.aan_files(p)),
         files=lambda s, p, c: retrieval.aan_files(p),
         prepare=_aan_prepare,
-        hint=lambda s, r, c: f"ssmrepro data download lra{dir_flag(r)}",
+        hint=lambda s, r, c: _download_hint("lra", r),
         version=retrieval.PREPARE_VERSION,
     ),
     "image": DatasetDef(

@@ -334,12 +334,14 @@ def _figure(ctx: FigureContext, cfg: MechFigureConfig, path: Path, compute, draw
     if not selected:  # koren2026-fig14's N = 4 figure in smoke (N 2 only) said `run` trains them
         raise NotDrawn(f"profile {ctx.profile} has no cell its `where` selects", stale=True)
     unmatched = [sel for sel in cfg.where if not any(_matches(r, sel) for r in _runs(ctx))]
+    partly = ""
     if unmatched:  # koren2026-fig2 in smoke drew its untrained row alone under the title
-        # 'trained (top) vs untrained control (bottom)', without a word
+        # 'trained (top) vs untrained control (bottom)', without a word; said once drawn (it
+        # was said before, also above the line saying the figure was not drawn at all)
         shown = ", ".join("{" + ", ".join(f"{k}: {v}" for k, v in sel.items()) + "}"
                           for sel in unmatched)
-        print(f"warning: {path.name} drawn without {len(unmatched)} of its {len(cfg.where)} "
-              f"selections: profile {ctx.profile} has no cell of {shown}", file=sys.stderr)
+        partly = (f"warning: {path.name} drawn without {len(unmatched)} of its "
+                  f"{len(cfg.where)} selections: profile {ctx.profile} has no cell of {shown}")
     fin = _finished(ctx, [r for r, _ in selected])
     ids = _cell_runs(ctx, [r for r, _ in selected])
     computed = {i: compute(cfg, *m) for i, (_, m) in enumerate(selected) if m is not None}
@@ -383,6 +385,8 @@ def _figure(ctx: FigureContext, cfg: MechFigureConfig, path: Path, compute, draw
         print(f"warning: {path.name} drawn without {left} of its {len(selected)} cells: their "
               f"saved weights (runs/, not in git) are gone and {arrays.name} does not hold "
               f"them; {run} trains them again", file=sys.stderr)
+    if partly:
+        print(partly, file=sys.stderr)
     draw(ctx, cfg, path, rows)
     return True
 

@@ -222,9 +222,12 @@ class TrainConfig(_Strict):
             if self.max_steps is None:
                 raise ValueError("give exactly one of max_steps or epochs (neither is given)")
             # a profile's `--set train.epochs=3` over a spec's max_steps: say which to drop
+            # (it said `e.g. --set train.max_steps=null`, the value a `--set train.max_steps=4`
+            # over a spec's epochs had just given: that --set twice is refused)
             raise ValueError(f"give exactly one of max_steps or epochs: both are given (max_steps "
-                             f"{self.max_steps}, epochs {self.epochs}); set the other to null "
-                             "(e.g. --set train.max_steps=null)")
+                             f"{self.max_steps}, epochs {self.epochs}); set the other to null: "
+                             f"--set train.epochs=null keeps max_steps {self.max_steps}, --set "
+                             f"train.max_steps=null keeps epochs {self.epochs}")
         if self.epochs is not None and self.train_size is None:
             raise ValueError("epochs needs a fixed training set (train_size)")
         if self.train_size is not None and self.train_size < self.batch_size:
