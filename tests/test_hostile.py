@@ -14598,3 +14598,23 @@ def test_bench_help_names_both_benchmarks_with_their_own_help():
     for name, option in (("scans", "--kernels"), ("step", "--workloads")):
         res = _invoke("bench", name, "-h")
         assert res.exit_code == 0 and option in res.output, res.output
+
+
+def test_report_tables_show_list_valued_keys_as_json_like_the_csvs():
+    """report.md's table printed a `model.layers` of [SSM] as the Python repr `['SSM']` while
+    every CSV (store.csv_text) writes it `["SSM"]`: one value, two spellings. Lists, tuples and
+    dicts read as in the CSVs, key column or not; the numbers beside them are unchanged."""
+    import pandas as pd
+
+    from ssmrepro.report import md_table
+    from ssmrepro.store import csv_text
+
+    df = pd.DataFrame({"label": ["Mamba", "Hybrid"], "model.layers": [["SSM"], ["SSM", "TF"]],
+                       "train.betas": [(0.9, 0.999), (0.9, 0.98)],
+                       "model.blocks": [{"S": {"d": 1}}, {}], "test.acc": [0.25, 0.5]})
+    text = md_table(df, ("label", "model.layers"))
+    csv = csv_text(df)
+    for shown in ('["SSM"]', '["SSM", "TF"]', "[0.9, 0.999]", '{"S": {"d": 1}}', "{}"):
+        assert shown in text and shown.replace('"', '""') in csv, (shown, text, csv)
+    assert "'" not in text and "(0.9" not in text, text
+    assert "| 0.250 |" in text and "| 0.500 |" in text, text
