@@ -14618,3 +14618,55 @@ def test_report_tables_show_list_valued_keys_as_json_like_the_csvs():
         assert shown in text and shown.replace('"', '""') in csv, (shown, text, csv)
     assert "'" not in text and "(0.9" not in text, text
     assert "| 0.250 |" in text and "| 0.500 |" in text, text
+
+
+def test_lines_paper_marks_take_their_line_colour_and_values_not_drawn_are_named(tmp_path,
+                                                                                 monkeypatch):
+    """A `lines` figure with `paper: true` drew every paper value as a black × whatever its hue
+    (koren2026-fig10's Λ lines: with close values one could not tell whose × it was), and a
+    paper value at an x the profile does not run (N_k = 4 beside 1-3) was left off without a
+    word. Each × now takes its line's colour (the legend says so) and the title names the
+    paper values not drawn."""
+    from types import SimpleNamespace
+
+    import matplotlib.colors as mcolors
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import figures as kind
+    from ssmrepro.spec import PaperValue
+
+    cells = pd.DataFrame({"label": "", "model.n_layers": [1, 1, 1, 2, 2, 2],
+                          "task.key_repeats": [1, 2, 3] * 2, "n_expected": 1, "n_ok": 1,
+                          "n_diverged": 0, "complete": True,
+                          "val.best_acc": [1.0, 0.5, 0.33, 1.0, 0.96, 0.96]})
+    where = lambda lam, k: {"model.n_layers": lam, "task.key_repeats": k}  # noqa: E731
+    pvs = [PaperValue(where=where(1, 2), metric="val.best_acc", value=0.5),
+           PaperValue(where=where(2, 2), metric="val.best_acc", value=1.0),
+           PaperValue(where=where(1, 4), metric="val.best_acc", value=0.25)]
+    spec = SimpleNamespace(id="t", title="t", paper_values=pvs, claims=[], claim="c",
+                           aggregate=SimpleNamespace(reduce="mean"), analytic=None)
+    ctx = FigureContext(spec, "smoke", cells, ["label", "model.n_layers", "task.key_repeats"],
+                        lambda stem, ext: tmp_path / ext)
+    seen = []
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.append(fig))
+    cfg = parse_figure({"kind": "lines", "metric": "val.best_acc", "x": "task.key_repeats",
+                        "hue": "model.n_layers", "facet": None, "paper": True,
+                        "names": {"task.key_repeats": "N_k", "model.n_layers": "Λ"}})
+    assert kind.lines(ctx, cfg, tmp_path / "f.png")
+    (fig,) = seen
+    (ax,) = fig.axes
+    line_colour = {ln.get_label(): mcolors.to_rgba(ln.get_color()) for ln in ax.lines}
+    marks = {tuple(c.get_offsets()[0]): tuple(c.get_facecolor()[0]) for c in ax.collections
+             if len(c.get_offsets())}  # (the legend's own × is an empty one)
+    assert marks == {(2.0, 0.5): line_colour["1"], (2.0, 1.0): line_colour["2"]}, marks
+    assert line_colour["1"] != line_colour["2"]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "paper (×, the line's colour)" in legend, legend
+    title = " ".join(fig._suptitle.get_text().split())
+    assert "1 paper value not drawn" in title and "(Λ = 1, N_k = 4)" in title, title
+    pvs.pop()  # every paper value drawn: nothing said
+    seen.clear()
+    ctx._paper_lookup = None
+    assert kind.lines(ctx, cfg, tmp_path / "f.png")
+    assert "not drawn" not in seen[0]._suptitle.get_text()
