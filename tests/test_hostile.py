@@ -14670,3 +14670,17 @@ def test_lines_paper_marks_take_their_line_colour_and_values_not_drawn_are_named
     ctx._paper_lookup = None
     assert kind.lines(ctx, cfg, tmp_path / "f.png")
     assert "not drawn" not in seen[0]._suptitle.get_text()
+
+
+def test_run_show_plot_verify_help_say_they_take_a_spec_file(tmp_path):
+    """`run/show/plot/verify --help` said `experiment id or alias`, but each also takes a spec
+    file's path (as `validate`'s `experiment id, alias or file` says): the help says so, and a
+    path is indeed taken (`show` of a spec file)."""
+    import typer
+
+    commands = typer.main.get_command(app).commands
+    for name in ("run", "show", "plot", "verify"):
+        (text,) = [p.help for p in commands[name].params if p.name == "name"]
+        assert "spec file (.yaml)" in text, (name, text)
+    res = _invoke("show", _one_run_spec(tmp_path))
+    assert res.exit_code == 0, res.output
