@@ -14684,3 +14684,26 @@ def test_run_show_plot_verify_help_say_they_take_a_spec_file(tmp_path):
         assert "spec file (.yaml)" in text, (name, text)
     res = _invoke("show", _one_run_spec(tmp_path))
     assert res.exit_code == 0, res.output
+
+
+def test_dry_run_without_estimate_refuses_a_missing_corpus_as_run_does(tmp_path):
+    """`run --dry-run --no-estimate` of a spec whose corpus file is missing (yu2025-appG's
+    data/text/corpus.txt) planned its runs without a word and exited 0, while `run --dry-run`
+    (the estimate builds the tasks) and `run` itself refuse, naming the file: it refuses too,
+    exit 2, for the task's corpus and for an evaluation set's."""
+    data = tmp_path / "data"
+    (data / "text").mkdir(parents=True)
+    (data / "text" / "c.txt").write_text("abcdefgh " * 600)
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    model = {"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4}
+    for name, task, evals, missing in (
+            ("t-a", "text/gone.txt", {}, "gone.txt"),
+            ("t-b", "text/c.txt", {"other": {"path": "text/other.txt"}}, "other.txt")):
+        spec = write_spec(tmp_path, name=name, model=model, train={**train, "evals": evals},
+                          task={"name": "text_corpus", "path": task, "L": 16})
+        res = _invoke("run", spec, "--dry-run", "--no-estimate", "--profile", "smoke", "--out",
+                      tmp_path / "out", env={"SSMREPRO_DATA": str(data)})
+        assert res.exit_code == 2, res.output
+        assert "no corpus file" in res.output and missing in res.output, res.output
+        assert "pending in" not in res.output, res.output
