@@ -1022,7 +1022,7 @@ class Store:
 # ------------------------------------------------------------------------------ results tables
 
 
-def _encode_cell(v: Any) -> Any:
+def encode_cell(v: Any) -> Any:
     """Lists and mappings as JSON text (``[0.9, 0.999]``), never Python reprs."""
     if isinstance(v, (list, tuple, dict)):
         return json.dumps(_clean(v), separators=(", ", ": "))
@@ -1157,7 +1157,7 @@ def csv_text(df: pd.DataFrame) -> str:
     """A run table as CSV text, list- and dict-valued cells as JSON."""
     if df.empty:
         return df.to_csv(index=False)
-    return df.apply(lambda col: col.map(_encode_cell) if col.dtype == object else col).to_csv(
+    return df.apply(lambda col: col.map(encode_cell) if col.dtype == object else col).to_csv(
         index=False)
 
 

@@ -14598,3 +14598,112 @@ def test_bench_help_names_both_benchmarks_with_their_own_help():
     for name, option in (("scans", "--kernels"), ("step", "--workloads")):
         res = _invoke("bench", name, "-h")
         assert res.exit_code == 0 and option in res.output, res.output
+
+
+def test_report_tables_show_list_valued_keys_as_json_like_the_csvs():
+    """report.md's table printed a `model.layers` of [SSM] as the Python repr `['SSM']` while
+    every CSV (store.csv_text) writes it `["SSM"]`: one value, two spellings. Lists, tuples and
+    dicts read as in the CSVs, key column or not; the numbers beside them are unchanged."""
+    import pandas as pd
+
+    from ssmrepro.report import md_table
+    from ssmrepro.store import csv_text
+
+    df = pd.DataFrame({"label": ["Mamba", "Hybrid"], "model.layers": [["SSM"], ["SSM", "TF"]],
+                       "train.betas": [(0.9, 0.999), (0.9, 0.98)],
+                       "model.blocks": [{"S": {"d": 1}}, {}], "test.acc": [0.25, 0.5]})
+    text = md_table(df, ("label", "model.layers"))
+    csv = csv_text(df)
+    for shown in ('["SSM"]', '["SSM", "TF"]', "[0.9, 0.999]", '{"S": {"d": 1}}', "{}"):
+        assert shown in text and shown.replace('"', '""') in csv, (shown, text, csv)
+    assert "'" not in text and "(0.9" not in text, text
+    assert "| 0.250 |" in text and "| 0.500 |" in text, text
+
+
+def test_lines_paper_marks_take_their_line_colour_and_values_not_drawn_are_named(tmp_path,
+                                                                                 monkeypatch):
+    """A `lines` figure with `paper: true` drew every paper value as a black × whatever its hue
+    (koren2026-fig10's Λ lines: with close values one could not tell whose × it was), and a
+    paper value at an x the profile does not run (N_k = 4 beside 1-3) was left off without a
+    word. Each × now takes its line's colour (the legend says so) and the title names the
+    paper values not drawn."""
+    from types import SimpleNamespace
+
+    import matplotlib.colors as mcolors
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import figures as kind
+    from ssmrepro.spec import PaperValue
+
+    cells = pd.DataFrame({"label": "", "model.n_layers": [1, 1, 1, 2, 2, 2],
+                          "task.key_repeats": [1, 2, 3] * 2, "n_expected": 1, "n_ok": 1,
+                          "n_diverged": 0, "complete": True,
+                          "val.best_acc": [1.0, 0.5, 0.33, 1.0, 0.96, 0.96]})
+    where = lambda lam, k: {"model.n_layers": lam, "task.key_repeats": k}  # noqa: E731
+    pvs = [PaperValue(where=where(1, 2), metric="val.best_acc", value=0.5),
+           PaperValue(where=where(2, 2), metric="val.best_acc", value=1.0),
+           PaperValue(where=where(1, 4), metric="val.best_acc", value=0.25)]
+    spec = SimpleNamespace(id="t", title="t", paper_values=pvs, claims=[], claim="c",
+                           aggregate=SimpleNamespace(reduce="mean"), analytic=None)
+    ctx = FigureContext(spec, "smoke", cells, ["label", "model.n_layers", "task.key_repeats"],
+                        lambda stem, ext: tmp_path / ext)
+    seen = []
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.append(fig))
+    cfg = parse_figure({"kind": "lines", "metric": "val.best_acc", "x": "task.key_repeats",
+                        "hue": "model.n_layers", "facet": None, "paper": True,
+                        "names": {"task.key_repeats": "N_k", "model.n_layers": "Λ"}})
+    assert kind.lines(ctx, cfg, tmp_path / "f.png")
+    (fig,) = seen
+    (ax,) = fig.axes
+    line_colour = {ln.get_label(): mcolors.to_rgba(ln.get_color()) for ln in ax.lines}
+    marks = {tuple(c.get_offsets()[0]): tuple(c.get_facecolor()[0]) for c in ax.collections
+             if len(c.get_offsets())}  # (the legend's own × is an empty one)
+    assert marks == {(2.0, 0.5): line_colour["1"], (2.0, 1.0): line_colour["2"]}, marks
+    assert line_colour["1"] != line_colour["2"]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "paper (×, the line's colour)" in legend, legend
+    title = " ".join(fig._suptitle.get_text().split())
+    assert "1 paper value not drawn" in title and "(Λ = 1, N_k = 4)" in title, title
+    pvs.pop()  # every paper value drawn: nothing said
+    seen.clear()
+    ctx._paper_lookup = None
+    assert kind.lines(ctx, cfg, tmp_path / "f.png")
+    assert "not drawn" not in seen[0]._suptitle.get_text()
+
+
+def test_run_show_plot_verify_help_say_they_take_a_spec_file(tmp_path):
+    """`run/show/plot/verify --help` said `experiment id or alias`, but each also takes a spec
+    file's path (as `validate`'s `experiment id, alias or file` says): the help says so, and a
+    path is indeed taken (`show` of a spec file)."""
+    import typer
+
+    commands = typer.main.get_command(app).commands
+    for name in ("run", "show", "plot", "verify"):
+        (text,) = [p.help for p in commands[name].params if p.name == "name"]
+        assert "spec file (.yaml)" in text, (name, text)
+    res = _invoke("show", _one_run_spec(tmp_path))
+    assert res.exit_code == 0, res.output
+
+
+def test_dry_run_without_estimate_refuses_a_missing_corpus_as_run_does(tmp_path):
+    """`run --dry-run --no-estimate` of a spec whose corpus file is missing (yu2025-appG's
+    data/text/corpus.txt) planned its runs without a word and exited 0, while `run --dry-run`
+    (the estimate builds the tasks) and `run` itself refuse, naming the file: it refuses too,
+    exit 2, for the task's corpus and for an evaluation set's."""
+    data = tmp_path / "data"
+    (data / "text").mkdir(parents=True)
+    (data / "text" / "c.txt").write_text("abcdefgh " * 600)
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    model = {"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4}
+    for name, task, evals, missing in (
+            ("t-a", "text/gone.txt", {}, "gone.txt"),
+            ("t-b", "text/c.txt", {"other": {"path": "text/other.txt"}}, "other.txt")):
+        spec = write_spec(tmp_path, name=name, model=model, train={**train, "evals": evals},
+                          task={"name": "text_corpus", "path": task, "L": 16})
+        res = _invoke("run", spec, "--dry-run", "--no-estimate", "--profile", "smoke", "--out",
+                      tmp_path / "out", env={"SSMREPRO_DATA": str(data)})
+        assert res.exit_code == 2, res.output
+        assert "no corpus file" in res.output and missing in res.output, res.output
+        assert "pending in" not in res.output, res.output

@@ -216,7 +216,7 @@ def list_models() -> None:
 
 @command()
 def show(
-    name: str = typer.Argument(..., help="experiment id or alias"),
+    name: str = typer.Argument(..., help="experiment id, alias or spec file (.yaml)"),
     profile: str | None = typer.Option(None, help=PROFILE_HELP),
     out: Path | None = _out_option(),
     set_: list[str] | None = _set_option(),
@@ -338,7 +338,7 @@ def validate(
 @command(interrupted=RESUME)
 def run(
     ctx: typer.Context,
-    name: str = typer.Argument(..., help="experiment id or alias, e.g. keep-nth"),
+    name: str = typer.Argument(..., help="experiment id, alias or spec file (.yaml), e.g. keep-nth"),
     profile: str | None = typer.Option(None, help=PROFILE_HELP),
     backend: str = typer.Option("auto", help="auto | torch | cuda"),
     device: str = typer.Option("auto", envvar="SSMREPRO_DEVICE",
@@ -612,7 +612,7 @@ def _outputs_json(res) -> dict:
 
 @command()
 def plot(
-    name: str = typer.Argument(..., help="experiment id or alias"),
+    name: str = typer.Argument(..., help="experiment id, alias or spec file (.yaml)"),
     profile: str | None = typer.Option(None, help="profile to plot (default: spec's)"),
     out: Path | None = _out_option(),
     set_: list[str] | None = _set_option(),
@@ -627,7 +627,7 @@ def plot(
 
 @command()
 def verify(
-    name: str = typer.Argument(..., help="experiment id or alias"),
+    name: str = typer.Argument(..., help="experiment id, alias or spec file (.yaml)"),
     profile: str | None = typer.Option(None, help="profile to check (default: spec's)"),
     out: Path | None = _out_option(),
     strict: bool = typer.Option(False, help="exit 1 unless every claim PASSes (a FAIL, "

@@ -192,7 +192,9 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
     A run whose training batch alone does not fit this machine's memory (a paper profile's LRA
     batch on a CPU) is priced by extrapolation from smaller batches that do (``plan.extrapolate``;
     ``DryRun.oversized`` says which, from what), not refused; training it here still is. Without
-    ``estimate``, and for any other memory problem, the dry run refuses as training would."""
+    ``estimate``, and for any other memory problem, the dry run refuses as training would; so
+    it does, with or without ``estimate``, for data missing here that has no nominal shapes (a
+    text corpus file)."""
     from ..tasks.lra import nominal_data
 
     store = open_store(spec, out)
@@ -201,6 +203,10 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
     if bad:
         raise SpecError([f"{spec.path or spec.id}: [profile {profile}] {m}" for m in bad])
     with nominal_data() as notes:
+        # data missing here refused first, as `run` refuses it: without the estimate (which
+        # builds the tasks to time them) a spec whose corpus file is absent (yu2025-appG) was
+        # planned without a word; an absent LRA dataset stands in by its nominal shapes
+        check_data(pending)
         fit, over, untimed, refused = split_by_memory(pending, device, extrapolate_ok=estimate)
         if refused or (untimed and not fit and not over):  # nothing could be priced: refuse,
             # saying which sizes came from nominal shapes

@@ -2,8 +2,8 @@
 
 ``bars``: one bar per cell, the paper's value as a black marker. ``heatmaps``: a panel per value
 of ``col``, cells annotated "ours (paper)". ``lines``: metric against a swept key, one line per
-``hue``, one panel per ``facet`` (optionally the paper's values as black × and reference curves of
-the x key). ``histograms``: huang2025 Fig. 1 decay histograms (from run
+``hue``, one panel per ``facet`` (optionally the paper's values as × in their line's colour and
+reference curves of the x key). ``histograms``: huang2025 Fig. 1 decay histograms (from run
 records, cached in ``histograms.csv``). Every figure says which profile it shows.
 """
 
@@ -24,7 +24,13 @@ from pydantic import Field, model_validator  # noqa: E402
 
 from .. import expr  # noqa: E402
 from ..report.analysis import DECAY  # noqa: E402
-from ..report.cells import column, is_case_ref, value_matches, with_case_label  # noqa: E402
+from ..report.cells import (  # noqa: E402
+    column,
+    fmt_num,
+    is_case_ref,
+    value_matches,
+    with_case_label,
+)
 from ..report.columns import DECAY_X, LABEL, N_DIVERGED, N_PARAMS  # noqa: E402
 from ..util import DrawnText, norm  # noqa: E402
 from .registry import (  # noqa: E402
@@ -353,7 +359,8 @@ class LinesConfig(FigureConfig):
     ylim: YLim = "auto"
     logx: bool = False
     logy: bool = False
-    paper: bool = Field(False, description="mark the paper's value of each drawn cell (black ×)")
+    paper: bool = Field(False, description="mark the paper's value of each drawn cell (× in its "
+                        "line's colour; the title names those of cells not drawn)")
     reference: dict[str, str] = Field(
         {}, description="curves drawn dashed grey at each panel's x values: legend text -> "
         "expression of the x column, e.g. {'guess 1/N_k': '1 / task.key_repeats'}")
@@ -427,8 +434,7 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
     fig, axes = subplots(path, 130, 1, len(facets), figsize=(4.6 * len(facets), 3.6), squeeze=False)
     swept = _swept(agg, ctx.keys)
     short = lambda c: cfg.names.get(c, c.split(".")[-1])  # noqa: E731
-    marked = False
-    # the paper's values drawn (black ×) count for the y range: from the cells' alone, a paper
+    # the paper's values drawn (×) count for the y range: from the cells' alone, a paper
     # value of 1.5 beside losses below 1 was drawn off the accuracy range without a word
     paper = [v for _, r in agg.iterrows() if (v := ctx.paper_value(r.to_dict(), metric))
              is not None] if cfg.paper else []
@@ -442,7 +448,7 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
     for ax, facet in zip(axes[0], facets):
         sub = agg[agg["_facet"] == facet]
         xkey = cfg.x or _default_x(sub, swept)
-        banded = False
+        banded = marked = False
         for hue in dict.fromkeys(sub["_hue"]):
             h = sub[sub["_hue"] == hue].sort_values(xkey)
             # cells without a value (diverged, not measured) are gaps; the legend counts them (a
@@ -464,15 +470,17 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
             if cfg.paper:
                 pv = [(r[xkey], ctx.paper_value(r.to_dict(), metric)) for _, r in h.iterrows()]
                 pv = [(xv, v) for xv, v in pv if v is not None]
-                if pv:
-                    ax.scatter(*zip(*pv), marker="x", s=60, color="k", zorder=5,
-                               label=None if marked else "paper")
+                if pv:  # in the line's colour: black ×s of close hues (koren2026-fig10's Λ)
+                    # could not be told apart, one line's paper value read as another's
+                    ax.scatter(*zip(*pv), marker="x", s=60, color=color, zorder=5)
                     marked = True
         try:  # a text x (the labels, where no swept key varies; a mixer's name) is drawn as
             # categories: float('S6') raised ValueError after training
             xs = sorted({float(v) for v in sub[xkey]})
         except (TypeError, ValueError):
             xs = []  # (references need numbers: numeric_refs)
+        if marked:  # the legend's × in no line's colour (each panel with any says what it is)
+            ax.scatter([], [], marker="x", s=60, color="0.35", label="paper (×, the line's colour)")
         for text, e in cfg.reference.items():  # at the panel's x values
             ax.plot(xs, [float(expr.evaluate(e, {xkey: v})) for v in xs], color="0.5", ls="--",
                     lw=1, marker="*", label=text)
@@ -495,10 +503,29 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
         # 1.0 with no word that they are L and c); labels and case labels say what they are
         titled = cfg.hue in cfg.names or not (cfg.hue == LABEL or is_case_ref(cfg.hue))
         ax.legend(fontsize=8, title=short(cfg.hue) if titled else None, title_fontsize=8)
-    fig.suptitle(ctx.fitted_title(cfg, fig.get_figwidth()), fontsize=10)
+    title = ctx.fitted_title(cfg, fig.get_figwidth())
+    if cfg.paper and (left := _paper_not_drawn(ctx, agg, metric, short)):
+        title += "\n" + wrap_text(left, fig.get_figwidth(), 10)
+    fig.suptitle(title, fontsize=10)
     tight_layout(fig)
     save_png(fig, path, dpi=130)
     return True
+
+
+def _paper_not_drawn(ctx: FigureContext, agg: pd.DataFrame, metric: str, short) -> str:
+    """The line naming the paper values of ``metric`` that no drawn cell has (an x or a hue
+    this profile does not run, or whose runs have not finished), '' when every one is drawn: a
+    paper value at N_k = 4 beside a profile of N_k up to 3 was left off without a word."""
+    drawn = {id(pv) for _, r in agg.iterrows()
+             if (pv := ctx.paper_value_of(r.to_dict(), metric)) is not None}
+    left = [pv for pv in ctx.spec.paper_values if pv.metric == metric and id(pv) not in drawn]
+    if not left:
+        return ""
+    named = ["(" + ", ".join(f"{short(k)} = {fmt_num(v)}" for k, v in pv.where.items()) + ")"
+             for pv in left[:4]]
+    more = f" and {len(left) - 4} more" if len(left) > 4 else ""
+    return (f"paper ×: {len(left)} paper value{'s' if len(left) > 1 else ''} not drawn "
+            f"(not run or not finished in this profile): {', '.join(named)}{more}")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..store import encode_cell
 from .cells import (
     CellIndex,
     aggregate,
@@ -178,6 +179,8 @@ def _fmt(x: Any, key: bool = False) -> str:
         return "—"
     if isinstance(x, (bool,)):
         return "yes" if x else "no"
+    if isinstance(x, (list, tuple, dict)):  # as every CSV writes it: ["SSM"], not ['SSM']
+        return encode_cell(x)
     if key and isinstance(x, (int, float)) and not (isinstance(x, float) and math.isnan(x)):
         return fmt_num(x)  # a cell's coordinate is its name: a learning rate 0.00316 read 0.003
     if isinstance(x, float):
