@@ -14598,3 +14598,23 @@ def test_bench_help_names_both_benchmarks_with_their_own_help():
     for name, option in (("scans", "--kernels"), ("step", "--workloads")):
         res = _invoke("bench", name, "-h")
         assert res.exit_code == 0 and option in res.output, res.output
+
+
+def test_train_pack_refuses_runs_of_different_pack_keys(tmp_path):
+    """`train_pack(runs)` given runs of two tasks (or two widths, two batch sizes) through the
+    Python API trained and evaluated every member on the first run's task and settings without a
+    word: refused before any training, naming the setting that differs. Member-level settings (the
+    seed, lr) still pack."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import pack_mismatch, train_pack
+
+    for axis, values in (("task.n", [2, 3]), ("model.d_model", [8, 12]),
+                         ("train.batch_size", [8, 4])):
+        runs = expand(load_spec(_one_run_spec(tmp_path, sweep=[{"grid": {axis: values}}])), "smoke")
+        assert runs[0].pack_key() != runs[1].pack_key()
+        with pytest.raises(ValueError, match=rf"differs from the pack's first run in {axis} "):
+            train_pack(runs)
+    same = expand(load_spec(_one_run_spec(tmp_path, seeds=[0, 1],
+                                          sweep=[{"grid": {"train.lr": [0.01, 0.02]}}])), "smoke")
+    assert len(same) == 4 and pack_mismatch(same) is None
