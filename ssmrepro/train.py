@@ -59,19 +59,26 @@ AVG_LOSS_WINDOW = 1000  # train.avg_loss: mean training-batch loss over the last
 
 
 def member_bytes(run, device: str | None = None) -> int:
-    """Rough activation memory of one member per training step (float32 bytes, with autograd):
-    batch size × ``models.activation_floats`` (the blocks' mixer estimates + embeddings / logits)
-    + ``models.fixed_floats`` (kernels computed once per step whatever the batch), on
-    ``device`` (None: the one ``--device auto`` picks; attention keeps its L×L scores on some
-    paths only, ``attention_path``)."""
+    """Rough activation memory of one member per training step (bytes of the run's dtype, 8 per
+    float for ``train.dtype: float64``, with autograd): batch size × ``models.activation_floats``
+    (the blocks' mixer estimates + embeddings / logits) + ``models.fixed_floats`` (kernels
+    computed once per step whatever the batch), on ``device`` (None: the one ``--device auto``
+    picks; attention keeps its L×L scores on some paths only, ``attention_path``). Counted at 4
+    bytes a float, a float64 run's packs were sized (``engine.plan.auto_pack_size``) against
+    twice the activation budget."""
     from .kernels.backend import select_device
     from .models import activation_floats, fixed_floats
     from .models.mixers.attention import attention_path
 
     info = build_task(run.task).info
     with attention_path(select_device("auto") if device is None else device, run.train.dtype):
-        return 4 * (run.train.batch_size * activation_floats(run.model, info)
-                    + fixed_floats(run.model, info))
+        return _float_bytes(run) * (run.train.batch_size * activation_floats(run.model, info)
+                                    + fixed_floats(run.model, info))
+
+
+def _float_bytes(run) -> int:
+    """Bytes of one float of ``run``'s training dtype."""
+    return 8 if run.train.dtype == "float64" else 4
 
 
 @dataclass(frozen=True)
@@ -98,9 +105,9 @@ def memory_need(run, device: str | None = None) -> MemoryNeed:
     from .models import eval_floats, fixed_floats, param_count
 
     info = build_task(run.task).info
-    width = 8 if run.train.dtype == "float64" else 4
+    width = _float_bytes(run)
     n = param_count(run.model, info)
-    train = member_bytes(run, device) * width // 4
+    train = member_bytes(run, device)
     fixed = width * fixed_floats(run.model, info)
     base = run.task.model_dump()
     evals = {name: build_task({**base, **ov}).info for name, ov in run.train.evals.items()}

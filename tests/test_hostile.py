@@ -14618,3 +14618,26 @@ def test_train_pack_refuses_runs_of_different_pack_keys(tmp_path):
     same = expand(load_spec(_one_run_spec(tmp_path, seeds=[0, 1],
                                           sweep=[{"grid": {"train.lr": [0.01, 0.02]}}])), "smoke")
     assert len(same) == 4 and pack_mismatch(same) is None
+
+
+def test_automatic_pack_sizing_counts_float64_activations_at_8_bytes(tmp_path):
+    """The planner sized packs by activations counted at 4 bytes a float whatever the run's
+    dtype: a `train.dtype: float64` run's packs held twice the activation budget (CPU: ~4 GiB of
+    its 2 GiB). `member_bytes` counts the run's dtype; `memory_need` is unchanged."""
+    from ssmrepro.engine.plan import auto_pack_size
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import member_bytes, memory_need
+
+    def run(dtype):
+        spec = write_spec(tmp_path, name=f"t-{dtype}", seeds=[0], train={
+            "optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+            "test_size": 16, "eval_every": 2, "eval_batch_size": 16, "dtype": dtype})
+        return expand(load_spec(spec), "smoke")[:1]
+
+    single, double = run("float32"), run("float64")
+    assert member_bytes(double[0]) == 2 * member_bytes(single[0])
+    assert memory_need(double[0]).train_bytes == 2 * memory_need(single[0]).train_bytes
+    budget = 10 * member_bytes(single[0])
+    assert auto_pack_size(single, "cpu", budget) == 10
+    assert auto_pack_size(double, "cpu", budget) == 5
