@@ -14641,3 +14641,54 @@ def test_automatic_pack_sizing_counts_float64_activations_at_8_bytes(tmp_path):
     budget = 10 * member_bytes(single[0])
     assert auto_pack_size(single, "cpu", budget) == 10
     assert auto_pack_size(double, "cpu", budget) == 5
+
+
+def test_the_cost_cache_keeps_the_timings_of_each_scan_backend_apart(tmp_path, monkeypatch):
+    """The planner's cost cache was keyed without the scan backend, and the planner's process
+    timed its steps on its own backend (torch) whatever `--backend` the workers use: a timing of
+    the torch scans was reused for packs that train on the CUDA kernels. The cost model times on
+    the workers' backend and keys the CUDA kernels' timings apart; the torch keys are those
+    written before (still found: every earlier timing was of the torch scans)."""
+    import io
+
+    import torch
+    from rich.console import Console
+
+    import ssmrepro.engine as engine
+    import ssmrepro.train as train_mod
+    from ssmrepro.engine.costs import COST_VERSION, CostModel
+    from ssmrepro.kernels.backend import get_scan_backend
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import CODE_VERSION, expand
+    from ssmrepro.util import cpu_model
+
+    seen = []
+    monkeypatch.setattr(train_mod, "time_steps", lambda runs, device, n, micro_batch=None: (
+        seen.append(get_scan_backend()) or (2.0 if get_scan_backend() == "cuda" else 1.0)))
+    spec = load_spec(_one_run_spec(tmp_path))
+    runs = expand(spec, "smoke")
+    path = tmp_path / "costs.json"
+    old = "|".join(map(str, (COST_VERSION, CODE_VERSION, runs[0].pack_key(), 1, None, "cpu", 1,
+                             torch.__version__, cpu_model())))
+    path.write_text(json.dumps({old: 3.0}))  # a timing written before the key named backends
+    assert CostModel(path=path).step_seconds(runs, None) == 3.0 and seen == []
+    assert CostModel(path=path, backend="cuda").step_seconds(runs, None) == 2.0
+    assert seen == ["cuda"] and get_scan_backend() == "torch"
+    assert CostModel(path=path).step_seconds(runs, None) == 3.0  # each backend's own entry
+    called = {}
+
+    class Planned(Exception):
+        pass
+
+    def fake(device, workers=None, threads=None, backend="torch"):
+        called["backend"] = backend
+        raise Planned
+
+    monkeypatch.setattr(engine, "cost_model", fake)
+    with pytest.raises(Planned):
+        engine.run_experiment(spec, "smoke", tmp_path / "out", "cpu", "cuda",
+                              console=Console(file=io.StringIO()))
+    assert called == {"backend": "cuda"}
+    with pytest.raises(Planned):
+        engine.dry_run(spec, "smoke", tmp_path / "out", "cpu", backend="cuda")
+    assert called == {"backend": "cuda"}

@@ -423,7 +423,8 @@ def run(
     if dry_run:
         _read_root(out)
         d = plan_dry_run(spec, profile, out, dev, max_runs, pack_size, estimate=not no_estimate,
-                         overrides=overrides, calibrate=calibrate)  # --no-calibrate: as run packs
+                         overrides=overrides, calibrate=calibrate,  # --no-calibrate: as run packs
+                         backend=be)
         if as_json:
             print_json({"id": spec.id, "profile": profile, "runs": d.total, "done": d.done,
                         "pending": d.pending, "left": d.total - d.done - d.pending,
