@@ -14692,3 +14692,19 @@ def test_the_cost_cache_keeps_the_timings_of_each_scan_backend_apart(tmp_path, m
     with pytest.raises(Planned):
         engine.dry_run(spec, "smoke", tmp_path / "out", "cpu", backend="cuda")
     assert called == {"backend": "cuda"}
+
+
+def test_calibrate_with_the_ray_engine_is_refused_not_ignored(tmp_path, monkeypatch):
+    """`run --engine ray --calibrate` sized its packs by the cluster's memory alone, the flag
+    quietly ignored (the cost model times steps on this machine, for the local engine only):
+    refused, exit 2, before Ray is needed; the default (and `--no-calibrate`) go on as before."""
+    monkeypatch.setitem(__import__("sys").modules, "ray", None)  # Ray not installed
+    spec = _one_run_spec(tmp_path)
+    for extra in ([], ["--dry-run"]):
+        res = _invoke("run", spec, "--out", tmp_path / "o", "--engine", "ray", "--calibrate",
+                      *extra)
+        _assert_refused(res, "--calibrate is an option of the local engine")
+    for flags in ([], ["--no-calibrate"]):
+        res = _invoke("run", spec, "--out", tmp_path / "o", "--engine", "ray", *flags)
+        assert res.exit_code == 2 and "--calibrate" not in res.output, res.output
+    assert not (tmp_path / "o").exists()
