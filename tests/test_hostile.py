@@ -14708,3 +14708,37 @@ def test_calibrate_with_the_ray_engine_is_refused_not_ignored(tmp_path, monkeypa
         res = _invoke("run", spec, "--out", tmp_path / "o", "--engine", "ray", *flags)
         assert res.exit_code == 2 and "--calibrate" not in res.output, res.output
     assert not (tmp_path / "o").exists()
+
+
+def test_chen2025_inverse_matching_fill_follows_or_refuses_an_edited_conv_width(tmp_path):
+    """chen2025's inverse-matching specs derived `task.n_fill: "3 * model.repeat"`, commented as
+    the conv receptive field ((d_conv - 1) per layer): a spec edited to `d_conv: 5` kept n_fill 6
+    for a receptive field of 8 without a word. figS3-S4 (Mamba only) derives it from d_conv; in
+    figS5-S6 and fig9 (a Transformer case has no conv) the Mamba cases' constraint refuses the
+    edit, naming the constraint. The shipped specs' run ids are unchanged."""
+    from ssmrepro.spec import SpecError, load_spec
+    from ssmrepro.sweep import expand
+
+    def edited(name):
+        text = (ROOT / "experiments/chen2025" / f"{name}.yaml").read_text()
+        assert text.count("d_conv: 4") == 1
+        text = re.sub(r"^alias: .*$", "alias: null", text.replace("d_conv: 4", "d_conv: 5"),
+                      flags=re.M)
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(re.sub(r"^id: .*$", f"id: edited-{name}", text, flags=re.M))
+        return load_spec(path)
+
+    for name in ("chen2025-figS3-S4", "chen2025-figS5-S6", "chen2025-fig9"):
+        for r in expand(load_spec(ROOT / "experiments/chen2025" / f"{name}.yaml"), "smoke"):
+            if "SSM" in r.model.blocks:
+                assert r.task.n_fill == (r.model.blocks["SSM"].mixer.d_conv - 1) * r.model.repeat
+    runs = expand(edited("chen2025-figS3-S4"), "smoke")
+    assert sorted(r.task.n_fill for r in runs) == [8, 12]
+    for name in ("chen2025-figS5-S6", "chen2025-fig9"):
+        with pytest.raises(SpecError) as err:
+            expand(edited(name), "smoke")
+        said = str(err.value)
+        for label in ("(Mamba)", "(Modified Mamba)"):
+            assert f"{label}: the constraints exclude every point of this case ('task.n_fill == " \
+                   "(model.blocks.SSM.mixer.d_conv - 1) * model.repeat' false)" in said, said
+        assert "(Transformer)" not in said, said
