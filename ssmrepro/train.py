@@ -59,19 +59,26 @@ AVG_LOSS_WINDOW = 1000  # train.avg_loss: mean training-batch loss over the last
 
 
 def member_bytes(run, device: str | None = None) -> int:
-    """Rough activation memory of one member per training step (float32 bytes, with autograd):
-    batch size × ``models.activation_floats`` (the blocks' mixer estimates + embeddings / logits)
-    + ``models.fixed_floats`` (kernels computed once per step whatever the batch), on
-    ``device`` (None: the one ``--device auto`` picks; attention keeps its L×L scores on some
-    paths only, ``attention_path``)."""
+    """Rough activation memory of one member per training step (bytes of the run's dtype, 8 per
+    float for ``train.dtype: float64``, with autograd): batch size × ``models.activation_floats``
+    (the blocks' mixer estimates + embeddings / logits) + ``models.fixed_floats`` (kernels
+    computed once per step whatever the batch), on ``device`` (None: the one ``--device auto``
+    picks; attention keeps its L×L scores on some paths only, ``attention_path``). Counted at 4
+    bytes a float, a float64 run's packs were sized (``engine.plan.auto_pack_size``) against
+    twice the activation budget."""
     from .kernels.backend import select_device
     from .models import activation_floats, fixed_floats
     from .models.mixers.attention import attention_path
 
     info = build_task(run.task).info
     with attention_path(select_device("auto") if device is None else device, run.train.dtype):
-        return 4 * (run.train.batch_size * activation_floats(run.model, info)
-                    + fixed_floats(run.model, info))
+        return _float_bytes(run) * (run.train.batch_size * activation_floats(run.model, info)
+                                    + fixed_floats(run.model, info))
+
+
+def _float_bytes(run) -> int:
+    """Bytes of one float of ``run``'s training dtype."""
+    return 8 if run.train.dtype == "float64" else 4
 
 
 @dataclass(frozen=True)
@@ -98,9 +105,9 @@ def memory_need(run, device: str | None = None) -> MemoryNeed:
     from .models import eval_floats, fixed_floats, param_count
 
     info = build_task(run.task).info
-    width = 8 if run.train.dtype == "float64" else 4
+    width = _float_bytes(run)
     n = param_count(run.model, info)
-    train = member_bytes(run, device) * width // 4
+    train = member_bytes(run, device)
     fixed = width * fixed_floats(run.model, info)
     base = run.task.model_dump()
     evals = {name: build_task({**base, **ov}).info for name, ov in run.train.evals.items()}
@@ -611,6 +618,38 @@ def check_pack(runs: list, task: Task, eval_tasks: dict[str, Task]) -> None:
             raise ValueError(f"train.evals.{name}: {why}")
 
 
+def pack_mismatch(runs: list) -> str | None:
+    """Why ``runs`` cannot train as one pack, naming the first setting (dotted key) that differs
+    from the first run's outside what members may vary (the seed, ``MEMBER_FIELDS``, the model's
+    init: what ``RunConfig.pack_key`` leaves out), or None. ``train_pack`` reads the task, the
+    shared train settings and the backbone of the first run only: a mixed pack given through the
+    Python API trained and evaluated every member on the first run's task without a word (the
+    engine groups by ``pack_key``; a test's stub model without ``to_backbone`` is compared whole)."""
+    from .models import member_key
+    from .sweep.config import MEMBER_FIELDS, flatten
+
+    def view(r) -> dict[str, Any]:
+        model = member_key(r.model) if hasattr(r.model, "to_backbone") else r.model.model_dump(
+            mode="json")
+        train = {k: v for k, v in r.train.model_dump(mode="json").items() if k not in MEMBER_FIELDS}
+        return flatten({"task": r.task.model_dump(mode="json"), "model": model, "train": train})
+
+    views = per_point(runs, view)
+    first = views[0]
+    for r, v in zip(runs, views):
+        if v is first:
+            continue
+        for key in sorted(set(first) | set(v)):
+            if first.get(key, "(unset)") != v.get(key, "(unset)"):
+                name = r.label or r.coords_text()
+                label = f" {name}" if name else ""
+                return (f"train_pack: run{label} differs from the pack's first run in {key} "
+                        f"({v.get(key, '(unset)')!r} vs {first.get(key, '(unset)')!r}): a pack trains "
+                        "every member on its first run's task and settings; pack runs of one "
+                        "RunConfig.pack_key only (engine.plan groups them)")
+    return None
+
+
 def _eval_size(task: Task, split: str, size: int) -> int:
     """Samples evaluated: ``size``, at most the whole split of a dataset task."""
     sizes = task.split_sizes()
@@ -654,12 +693,18 @@ def train_pack(
     accumulation, see ``forward_backward``; an execution choice of the planner, not part of a run's
     identity). Refused for models with BatchNorm, whose batch statistics would change.
 
-    Raises before any training when the task's data is missing (``DataUnavailable``) or the pack
-    does not fit its tasks (``check_pack``: ValueError).
+    Raises before any training when the runs do not share one pack key (``pack_mismatch``:
+    ValueError), the task's data is missing (``DataUnavailable``) or the pack does not fit its
+    tasks (``check_pack``: ValueError).
     """
     from .analysis import ANALYSES  # local: analysis imports models
     from .models import build_model, count_params
 
+    if not runs:
+        raise ValueError("train_pack: no runs to train")
+    mixed = pack_mismatch(runs)
+    if mixed:
+        raise ValueError(mixed)
     t_start, c_start = time.time(), time.process_time()
     E, r0 = len(runs), runs[0]
     tc0 = r0.train

@@ -14707,3 +14707,147 @@ def test_dry_run_without_estimate_refuses_a_missing_corpus_as_run_does(tmp_path)
         assert res.exit_code == 2, res.output
         assert "no corpus file" in res.output and missing in res.output, res.output
         assert "pending in" not in res.output, res.output
+
+
+def test_train_pack_refuses_runs_of_different_pack_keys(tmp_path):
+    """`train_pack(runs)` given runs of two tasks (or two widths, two batch sizes) through the
+    Python API trained and evaluated every member on the first run's task and settings without a
+    word: refused before any training, naming the setting that differs. Member-level settings (the
+    seed, lr) still pack."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import pack_mismatch, train_pack
+
+    for axis, values in (("task.n", [2, 3]), ("model.d_model", [8, 12]),
+                         ("train.batch_size", [8, 4])):
+        runs = expand(load_spec(_one_run_spec(tmp_path, sweep=[{"grid": {axis: values}}])), "smoke")
+        assert runs[0].pack_key() != runs[1].pack_key()
+        with pytest.raises(ValueError, match=rf"differs from the pack's first run in {axis} "):
+            train_pack(runs)
+    same = expand(load_spec(_one_run_spec(tmp_path, seeds=[0, 1],
+                                          sweep=[{"grid": {"train.lr": [0.01, 0.02]}}])), "smoke")
+    assert len(same) == 4 and pack_mismatch(same) is None
+
+
+def test_automatic_pack_sizing_counts_float64_activations_at_8_bytes(tmp_path):
+    """The planner sized packs by activations counted at 4 bytes a float whatever the run's
+    dtype: a `train.dtype: float64` run's packs held twice the activation budget (CPU: ~4 GiB of
+    its 2 GiB). `member_bytes` counts the run's dtype; `memory_need` is unchanged."""
+    from ssmrepro.engine.plan import auto_pack_size
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import member_bytes, memory_need
+
+    def run(dtype):
+        spec = write_spec(tmp_path, name=f"t-{dtype}", seeds=[0], train={
+            "optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+            "test_size": 16, "eval_every": 2, "eval_batch_size": 16, "dtype": dtype})
+        return expand(load_spec(spec), "smoke")[:1]
+
+    single, double = run("float32"), run("float64")
+    assert member_bytes(double[0]) == 2 * member_bytes(single[0])
+    assert memory_need(double[0]).train_bytes == 2 * memory_need(single[0]).train_bytes
+    budget = 10 * member_bytes(single[0])
+    assert auto_pack_size(single, "cpu", budget) == 10
+    assert auto_pack_size(double, "cpu", budget) == 5
+
+
+def test_the_cost_cache_keeps_the_timings_of_each_scan_backend_apart(tmp_path, monkeypatch):
+    """The planner's cost cache was keyed without the scan backend, and the planner's process
+    timed its steps on its own backend (torch) whatever `--backend` the workers use: a timing of
+    the torch scans was reused for packs that train on the CUDA kernels. The cost model times on
+    the workers' backend and keys the CUDA kernels' timings apart; the torch keys are those
+    written before (still found: every earlier timing was of the torch scans)."""
+    import io
+
+    import torch
+    from rich.console import Console
+
+    import ssmrepro.engine as engine
+    import ssmrepro.train as train_mod
+    from ssmrepro.engine.costs import COST_VERSION, CostModel
+    from ssmrepro.kernels.backend import get_scan_backend
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import CODE_VERSION, expand
+    from ssmrepro.util import cpu_model
+
+    seen = []
+    monkeypatch.setattr(train_mod, "time_steps", lambda runs, device, n, micro_batch=None: (
+        seen.append(get_scan_backend()) or (2.0 if get_scan_backend() == "cuda" else 1.0)))
+    spec = load_spec(_one_run_spec(tmp_path))
+    runs = expand(spec, "smoke")
+    path = tmp_path / "costs.json"
+    old = "|".join(map(str, (COST_VERSION, CODE_VERSION, runs[0].pack_key(), 1, None, "cpu", 1,
+                             torch.__version__, cpu_model())))
+    path.write_text(json.dumps({old: 3.0}))  # a timing written before the key named backends
+    assert CostModel(path=path).step_seconds(runs, None) == 3.0 and seen == []
+    assert CostModel(path=path, backend="cuda").step_seconds(runs, None) == 2.0
+    assert seen == ["cuda"] and get_scan_backend() == "torch"
+    assert CostModel(path=path).step_seconds(runs, None) == 3.0  # each backend's own entry
+    called = {}
+
+    class Planned(Exception):
+        pass
+
+    def fake(device, workers=None, threads=None, backend="torch"):
+        called["backend"] = backend
+        raise Planned
+
+    monkeypatch.setattr(engine, "cost_model", fake)
+    with pytest.raises(Planned):
+        engine.run_experiment(spec, "smoke", tmp_path / "out", "cpu", "cuda",
+                              console=Console(file=io.StringIO()))
+    assert called == {"backend": "cuda"}
+    with pytest.raises(Planned):
+        engine.dry_run(spec, "smoke", tmp_path / "out", "cpu", backend="cuda")
+    assert called == {"backend": "cuda"}
+
+
+def test_calibrate_with_the_ray_engine_is_refused_not_ignored(tmp_path, monkeypatch):
+    """`run --engine ray --calibrate` sized its packs by the cluster's memory alone, the flag
+    quietly ignored (the cost model times steps on this machine, for the local engine only):
+    refused, exit 2, before Ray is needed; the default (and `--no-calibrate`) go on as before."""
+    monkeypatch.setitem(__import__("sys").modules, "ray", None)  # Ray not installed
+    spec = _one_run_spec(tmp_path)
+    for extra in ([], ["--dry-run"]):
+        res = _invoke("run", spec, "--out", tmp_path / "o", "--engine", "ray", "--calibrate",
+                      *extra)
+        _assert_refused(res, "--calibrate is an option of the local engine")
+    for flags in ([], ["--no-calibrate"]):
+        res = _invoke("run", spec, "--out", tmp_path / "o", "--engine", "ray", *flags)
+        assert res.exit_code == 2 and "--calibrate" not in res.output, res.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_chen2025_inverse_matching_fill_follows_or_refuses_an_edited_conv_width(tmp_path):
+    """chen2025's inverse-matching specs derived `task.n_fill: "3 * model.repeat"`, commented as
+    the conv receptive field ((d_conv - 1) per layer): a spec edited to `d_conv: 5` kept n_fill 6
+    for a receptive field of 8 without a word. figS3-S4 (Mamba only) derives it from d_conv; in
+    figS5-S6 and fig9 (a Transformer case has no conv) the Mamba cases' constraint refuses the
+    edit, naming the constraint. The shipped specs' run ids are unchanged."""
+    from ssmrepro.spec import SpecError, load_spec
+    from ssmrepro.sweep import expand
+
+    def edited(name):
+        text = (ROOT / "experiments/chen2025" / f"{name}.yaml").read_text()
+        assert text.count("d_conv: 4") == 1
+        text = re.sub(r"^alias: .*$", "alias: null", text.replace("d_conv: 4", "d_conv: 5"),
+                      flags=re.M)
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(re.sub(r"^id: .*$", f"id: edited-{name}", text, flags=re.M))
+        return load_spec(path)
+
+    for name in ("chen2025-figS3-S4", "chen2025-figS5-S6", "chen2025-fig9"):
+        for r in expand(load_spec(ROOT / "experiments/chen2025" / f"{name}.yaml"), "smoke"):
+            if "SSM" in r.model.blocks:
+                assert r.task.n_fill == (r.model.blocks["SSM"].mixer.d_conv - 1) * r.model.repeat
+    runs = expand(edited("chen2025-figS3-S4"), "smoke")
+    assert sorted(r.task.n_fill for r in runs) == [8, 12]
+    for name in ("chen2025-figS5-S6", "chen2025-fig9"):
+        with pytest.raises(SpecError) as err:
+            expand(edited(name), "smoke")
+        said = str(err.value)
+        for label in ("(Mamba)", "(Modified Mamba)"):
+            assert f"{label}: the constraints exclude every point of this case ('task.n_fill == " \
+                   "(model.blocks.SSM.mixer.d_conv - 1) * model.repeat' false)" in said, said
+        assert "(Transformer)" not in said, said

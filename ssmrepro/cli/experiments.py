@@ -395,6 +395,13 @@ def run(
         # ($SSMREPRO_WORKERS, a default for the local engine, is left alone)
         fail(["--workers is an option of the local engine (--engine ray runs one task per "
               "pack on as many slots as the cluster has: --cpus-per-pack sets a task's CPUs)"])
+    if (engine == "ray" and calibrate
+            and getattr(ctx.get_parameter_source("calibrate"), "name", "") == "COMMANDLINE"):
+        # the cost model times steps in this process, on this machine: the Ray engine sizes its
+        # packs by the memory of the cluster's workers, and --calibrate was ignored without a word
+        fail(["--calibrate is an option of the local engine (--engine ray sizes each pack by "
+              "the memory of the cluster's workers, as --no-calibrate does: it cannot time "
+              "steps on them)"])
     if no_estimate and not dry_run:
         fail(["--no-estimate needs --dry-run"])
     out_console = err_console if as_json else console
@@ -423,7 +430,8 @@ def run(
     if dry_run:
         _read_root(out)
         d = plan_dry_run(spec, profile, out, dev, max_runs, pack_size, estimate=not no_estimate,
-                         overrides=overrides, calibrate=calibrate)  # --no-calibrate: as run packs
+                         overrides=overrides, calibrate=calibrate,  # --no-calibrate: as run packs
+                         backend=be)
         if as_json:
             print_json({"id": spec.id, "profile": profile, "runs": d.total, "done": d.done,
                         "pending": d.pending, "left": d.total - d.done - d.pending,

@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from ..kernels.backend import BackendError, backend_problem
+from ..kernels.backend import BackendError, backend_problem, scan_backend
 from ..spec import Spec, SpecError
 from ..store import Store, open_store, output_name, results_dir
 from ..sweep import RunConfig, expand, overrides_tag, per_point, unique_runs
@@ -169,26 +169,28 @@ def check_data(runs: list) -> None:
     per_point(runs, build)
 
 
-def cost_model(device: str, workers: int | None = None, threads: int | None = None) -> CostModel:
+def cost_model(device: str, workers: int | None = None, threads: int | None = None,
+               backend: str = "torch") -> CostModel:
     """The planner's cost model, timing with the thread count each worker will have (given, or
-    the cores split between the workers)."""
+    the cores split between the workers) on the scan ``backend`` they will use (torch | cuda)."""
     cores = default_workers(device, 10**9)
     return CostModel(device, threads=threads or max(1, (os.cpu_count() or 1)
                                                     // min(cores, workers or cores)),
+                     backend=backend,
                      path=cache_file())  # a bad $SSMREPRO_CACHE refused before any timing
 
 
 def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cpu",
             max_runs: int | None = None, pack_size: int | None = None,
             estimate: bool = True, overrides: dict | None = None,
-            calibrate: bool = True) -> DryRun:
+            calibrate: bool = True, backend: str = "torch") -> DryRun:
     """Runs, packs and (optionally) a measured wall-clock estimate for one worker. With
     ``estimate`` the planner calibrates (as a real run would) and the estimate uses its timings.
     An LRA dataset absent here is planned from its nominal shapes and split sizes
     (``tasks.lra.nominal_data``; ``DryRun.nominal`` says which, and how to get the data):
     nothing is downloaded or generated, and training itself still refuses without the data.
     ``calibrate`` False: packs sized by memory alone, as `run --no-calibrate` packs them (the
-    estimate still times them).
+    estimate still times them). Steps are timed on the scan ``backend`` `run` would use.
     A run whose training batch alone does not fit this machine's memory (a paper profile's LRA
     batch on a CPU) is priced by extrapolation from smaller batches that do (``plan.extrapolate``;
     ``DryRun.oversized`` says which, from what), not refused; training it here still is. Without
@@ -202,7 +204,8 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
     bad = lr_scale_problems(pending) + construction_problems(pending)  # as `run` refuses them
     if bad:
         raise SpecError([f"{spec.path or spec.id}: [profile {profile}] {m}" for m in bad])
-    with nominal_data() as notes:
+    # every step timed on the backend `run` would use (the extrapolations too)
+    with nominal_data() as notes, scan_backend(backend):
         # data missing here refused first, as `run` refuses it: without the estimate (which
         # builds the tasks to time them) a spec whose corpus file is absent (yu2025-appG) was
         # planned without a word; an absent LRA dataset stands in by its nominal shapes
@@ -218,7 +221,7 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
             raise SpecError([f"{spec.path or spec.id}: [profile {profile}] {m}" for m in bad])
         # timed with the threads a worker will have: $SSMREPRO_THREADS, which `run` honours
         # (the dry run timed and chose its packs at one thread per core whatever it said)
-        costs = cost_model(device, threads=thread_override()) if estimate else None
+        costs = cost_model(device, threads=thread_override(), backend=backend) if estimate else None
         if costs is not None:  # measuring every shape of a paper profile took hours
             costs.deadline = time.perf_counter() + DRY_RUN_CALIBRATION_S
         packs = plan(fit, pack_size, device, costs if calibrate else None)
@@ -401,7 +404,8 @@ def run_experiment(
         want = min(workers or cap, cap)
         threads = threads_per_process(want, device, load)
     # the cost model times steps on this machine: it plans local runs, not a remote cluster's
-    costs = cost_model(device, workers, threads) if calibrate and engine == "local" else None
+    costs = (cost_model(device, workers, threads, backend) if calibrate and engine == "local"
+             else None)
     packs = plan(pending, pack_size, device, costs, budget)
     for line in costs.log if costs else []:
         console.print(f"[dim]planner: {escape(line)}[/]", highlight=False)

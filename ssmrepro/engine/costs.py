@@ -8,8 +8,9 @@ brings the working set back into the cache. The planner therefore does not guess
 use (in CPU time at one thread, so other processes' load does not skew the comparison;
 ``train.time_steps``), keeps the pair with the most run-steps per second, and caches the
 measurements on disk (``$SSMREPRO_CACHE`` or ``~/.cache/ssmrepro/costs.json``, keyed by shape,
-E, m, device, threads, torch version, CPU model and code version), so a shape is calibrated once
-per machine.
+E, m, device, threads, torch version, CPU model, code version and scan backend), so a shape is
+calibrated once per machine. The steps are timed on the backend the workers will use
+(``--backend``: torch or the CUDA kernels, ``kernels.backend.scan_backend``).
 
 One model at a time (E = 1, whole batch) is always a candidate and is measured first, and a
 larger pack must measure ``MIN_GAIN`` (10%) more run-steps per second than the choice so far to
@@ -98,6 +99,7 @@ class CostModel:
 
     device: str = "cpu"
     threads: int = 1
+    backend: str = "torch"  # the scan backend the workers use (torch | cuda): timed with it
     budget: float = 0.05  # share of the shape's estimated training time spent calibrating
     min_train_s: float = 120.0  # below this, calibration cannot pay for itself
     n_steps: int = 2
@@ -127,8 +129,15 @@ class CostModel:
         return self._cache
 
     def _key(self, shape: str, E: int, m: int | None) -> str:
-        return "|".join(map(str, (COST_VERSION, CODE_VERSION, shape, E, m, self.device,
-                                  self.threads, torch.__version__, cpu_model())))
+        """The cache key of a measurement. The torch backend's keys are those written before the
+        backend was part of the key (every step was timed on it then: the planner's process
+        never set another), so they are still found; the CUDA kernels' carry ``|backend=cuda``
+        (a timing of one backend was reused for the other)."""
+        parts = [COST_VERSION, CODE_VERSION, shape, E, m, self.device, self.threads,
+                 torch.__version__, cpu_model()]
+        if self.backend != "torch":
+            parts.append(f"backend={self.backend}")
+        return "|".join(map(str, parts))
 
     def _save(self) -> None:
         try:
@@ -148,6 +157,7 @@ class CostModel:
 
     def fresh_seconds(self, runs: list, m: int | None) -> float:
         """``step_seconds`` measured now, not from the cache (and not stored)."""
+        from ..kernels.backend import scan_backend
         from ..train import time_steps
 
         tune_malloc()  # time the step as the workers will run it
@@ -155,7 +165,8 @@ class CostModel:
         old = torch.get_num_threads()
         torch.set_num_threads(self.threads)
         try:
-            return time_steps(runs, self.device, self.n_steps, micro_batch=m)
+            with scan_backend(self.backend):  # the planner's process timed its own (torch)
+                return time_steps(runs, self.device, self.n_steps, micro_batch=m)
         finally:
             torch.set_num_threads(old)
 

@@ -603,6 +603,8 @@ def expand(spec: Spec, profile: str | None = None,
     except ValueError as err:
         raise SpecError([f"{spec.path}: [profile {profile}] sweep: {err}"]) from None
     kept: set[tuple[int, int]] = set()  # labelled cases with a point the constraints keep
+    # labelled case -> the constraints that excluded its points (the first false one of each)
+    excluded_by: dict[tuple[int, int], dict[str, None]] = {}
     errors += _replaced_axis_keys(spec, profile, axes, "sweep" if prof.sweep is None
                                   else f"profiles.{profile}.sweep")
     swept_keys = {s for _, ov in points for s in ov}
@@ -657,7 +659,10 @@ def expand(spec: Spec, profile: str | None = None,
                 set_dotted(cfg, k, v, drops)
             _apply_derived(cfg, spec.derived)
             env = flatten(cfg)
-            if not all(_holds(c, env) for c in constraints):
+            false = next((c for c in constraints if not _holds(c, env)), None)
+            if false is not None:
+                for case in cases[i]:
+                    excluded_by.setdefault(case, {})[false] = None
                 continue
             kept.update(cases[i])
             task, model, train = validate_sections(cfg)
@@ -701,10 +706,12 @@ def expand(spec: Spec, profile: str | None = None,
         # runs: its line, bars and table rows were missing without a word
         for c, case in enumerate(axis.cases or []):
             if case.label and (a, c) not in kept and not grouped:
+                false = " and ".join(map(repr, list(excluded_by.get((a, c), {}))[:3]))
+                why = f" ({false} false)" if false else ""  # a spec's own check of its values
                 errors.append(f"{spec.path}: [profile {profile}] {where}.{a}.cases.{c} "
-                              f"({case.label}): the constraints exclude every point of this case, "
-                              "so it has no runs (remove the case from this profile's sweep, or "
-                              "change its settings or the constraints)")
+                              f"({case.label}): the constraints exclude every point of this "
+                              f"case{why}, so it has no runs (remove the case from this profile's "
+                              "sweep, or change its settings or the constraints)")
     for msg, pts in grouped.items():
         shown = ", ".join(pts[:3]) + (f" and {len(pts) - 3} more" if len(pts) > 3 else "")
         path, _, rest = msg.partition(": ")
