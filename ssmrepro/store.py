@@ -51,6 +51,7 @@ from .util import (
     NotSmallFile,
     atomic_write_bytes,
     atomic_write_text,
+    encode_cell,
     file_digest,
     folder_lock,
     folder_problem,
@@ -60,6 +61,7 @@ from .util import (
     remove_dead_temps,
     repo_root,
 )
+from .util import strict_json as _clean
 
 DONE_STATUSES = ("ok", "diverged")  # "error" records are re-run
 RECORD_STATUSES = (*DONE_STATUSES, "error")
@@ -363,17 +365,6 @@ def _json_default(o: Any) -> Any:
     if isinstance(o, float) and not math.isfinite(o):
         return None
     return str(o)
-
-
-def _clean(o: Any) -> Any:
-    """Replace NaN/inf by None so records are strict JSON."""
-    if isinstance(o, float):
-        return o if math.isfinite(o) else None
-    if isinstance(o, dict):
-        return {k: _clean(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_clean(v) for v in o]
-    return o
 
 
 def _safe(s: str) -> str:
@@ -1020,13 +1011,6 @@ class Store:
 
 
 # ------------------------------------------------------------------------------ results tables
-
-
-def encode_cell(v: Any) -> Any:
-    """Lists and mappings as JSON text (``[0.9, 0.999]``), never Python reprs."""
-    if isinstance(v, (list, tuple, dict)):
-        return json.dumps(_clean(v), separators=(", ", ": "))
-    return v
 
 
 def _decode_cell(v: Any) -> Any:

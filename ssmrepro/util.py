@@ -13,6 +13,7 @@ import ctypes
 import errno
 import glob
 import hashlib
+import json
 import math
 import os
 import platform
@@ -684,6 +685,32 @@ class NoBoolNumbers(BaseModel):
                 out = dict(data) if out is None else out
                 out[key] = new
         return data if out is None else out
+
+
+def strict_json(o: Any) -> Any:
+    """Replace NaN/inf by None so records are strict JSON."""
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {k: strict_json(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [strict_json(v) for v in o]
+    return o
+
+
+def encode_cell(v: Any) -> Any:
+    """Lists and mappings as JSON text (``[0.9, 0.999]``), never Python reprs: how every table
+    (CSV, report table) writes them, and YAML reads them back as the same list."""
+    if isinstance(v, (list, tuple, dict)):
+        return json.dumps(strict_json(v), separators=(", ", ": "))
+    return v
+
+
+def pairs_text(pairs: Any) -> str:
+    """``k=v, ...`` of (key, value) pairs (a mapping's ``.items()``), each value as the tables
+    write it (``encode_cell``): a verdict's ``label=['MQA', 'MKA']`` read otherwise than the
+    table's ``["MQA", "MKA"]``, and than YAML would take back."""
+    return ", ".join(f"{k}={encode_cell(v)}" for k, v in pairs)
 
 
 def norm(v: Any) -> Any:

@@ -14851,3 +14851,27 @@ def test_chen2025_inverse_matching_fill_follows_or_refuses_an_edited_conv_width(
             assert f"{label}: the constraints exclude every point of this case ('task.n_fill == " \
                    "(model.blocks.SSM.mixer.d_conv - 1) * model.repeat' false)" in said, said
         assert "(Transformer)" not in said, said
+
+
+def test_list_values_in_verdict_lines_and_show_coords_read_as_the_tables_write_them():
+    """A claim's `where: {label: [MQA, MKA, MVA]}` printed `label=['MQA', 'MKA', 'MVA']` (Python's
+    repr) in report.md's and `verify`'s verdict lines, and `show`'s coords `layers=['TF'],
+    blocks={'TF': {...}}`, while every table writes lists and mappings as JSON (`["MQA", ...]`):
+    one value read two ways, and the repr is not what a spec (YAML) takes back. All now JSON."""
+    import pandas as pd
+
+    from ssmrepro.report import verify
+    from ssmrepro.spec import find_spec
+    from ssmrepro.sweep import expand
+
+    rows = [{"label": lab, "model.d_state": n, "model.heads": m, "n_expected": 1, "n_ok": 1,
+             "n_diverged": 0, "complete": True, "val.best_acc": 0.5, "out.noise_var": 0.1}
+            for lab in ("MHA", "MQA", "MKA", "MVA") for n in (2, 4) for m in (1, 2, 4, 6)]
+    texts = [v.text for v in verify(find_spec("koren2026-fig8"), pd.DataFrame(rows))]
+    assert any('label=["MQA", "MKA", "MVA"]' in t for t in texts), texts
+    assert not any("['" in t for t in texts), texts
+    tf = next(r for r in expand(find_spec("chen2025-figS5-S6"), "smoke") if "TF" in r.model.blocks)
+    shown = tf.coords_text()
+    assert 'layers=["TF"]' in shown and 'blocks={"TF": {"mixer": {"name": "attention"' in shown
+    assert "'" not in shown, shown
+    assert yaml.safe_load(shown.split("layers=", 1)[1].split(", blocks=")[0]) == ["TF"]

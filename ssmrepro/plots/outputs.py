@@ -75,7 +75,7 @@ from ..store import (
     read_table,
 )
 from ..sweep import RunConfig, expand, overrides_tag, per_point
-from ..util import atomic_write_text, folder_lock
+from ..util import atomic_write_text, folder_lock, pairs_text
 from .curves import CURVES, CurvesConfig
 from .figures import _in_panel
 from .registry import FIGURE_KINDS, FigureConfig, FigureContext, NotDrawn, parse_figure
@@ -451,7 +451,7 @@ def _paper_value_identities(spec: Spec, runs: list) -> list[str]:
 
 
 def _shown(where: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in where.items()) or "(every cell)"
+    return pairs_text(where.items()) or "(every cell)"
 
 
 def _is_number(v: Any) -> bool:
@@ -650,7 +650,7 @@ def _param_counts(runs: list) -> list[int] | None:
 
 
 def _cell_text(row: pd.Series, keys: list[str]) -> str:
-    return ", ".join(f"{k}={row[k]}" for k in keys if k in row)
+    return pairs_text((k, row[k]) for k in keys if k in row)
 
 
 def _collisions(where: str, cfg: FigureConfig, rows: pd.DataFrame, keys: list[str],
@@ -1040,7 +1040,7 @@ def _unmatched(path: str, key: str, where: Any, cells: pd.DataFrame, index: Cell
     if not isinstance(where, dict) or not where or any(not has_column(cells, k) for k in where):
         return []  # no condition, or an unknown column / case:<i> (reported elsewhere)
     if not index.positions(where):
-        shown = ", ".join(f"{k}={v}" for k, v in where.items())
+        shown = pairs_text(where.items())
         return [f"{path}: {key}: matches no {what} ({shown}); check the label and the values"]
     return [f"{path}: {key}.{k}: {v!r} (one of its values) matches no {what} with the rest of "
             "the condition; check the label and the values"
@@ -1110,7 +1110,7 @@ def _paper_values_of_several_cells(spec: Spec, runs: list) -> list[str]:
                                   f"cell of paper_values.{first} in profile {profile} (one paper "
                                   "value per cell and metric)")
             if len(cells) > 1:
-                shown = ", ".join(f"{k}={v}" for k, v in pv.where.items()) or "(every cell)"
+                shown = pairs_text(pv.where.items()) or "(every cell)"
                 errors.append(f"{spec.path or spec.id}: paper_values.{i}.where: matches "
                               f"{len(cells)} cells of profile {profile} ({shown}); a paper value "
                               f"is the number of one cell: add the keys that tell them apart "

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..store import encode_cell
+from ..util import encode_cell, pairs_text
 from .cells import (
     CellIndex,
     aggregate,
@@ -75,7 +75,7 @@ __all__ = ["CHECKS", "CLAIM_VERDICTS", "DEFAULT_CHECK", "CheckContext", "CheckKi
 def _paper_value(pv, cells: pd.DataFrame, index: CellIndex | None = None) -> Verdict:
     index = index or CellIndex(cells)
     sel = expected(index.select(pv.where)) if not cells.empty else cells
-    where = ", ".join(f"{k}={v}" for k, v in pv.where.items())
+    where = pairs_text(pv.where.items())
     text = f"{where}: {pv.metric}"
     done = sel[(sel[N_OK] + sel[N_DIVERGED]) > 0] if len(sel) else sel
     if len(sel) and done.empty:  # a cell of the profile, none of its runs finished yet: not
@@ -127,7 +127,7 @@ def verify(spec, cells: pd.DataFrame, keys: list[str] | None = None,
     for pv in spec.paper_values:
         absent = unmeasured_sets([pv.metric], eval_sets)
         # not compared (it read 'not measured | differs', a paper value our runs missed)
-        where = ", ".join(f"{k}={v}" for k, v in pv.where.items())
+        where = pairs_text(pv.where.items())
         out.append(Verdict("paper_value", f"{where}: {pv.metric}", "missing", None, pv.value,
                            detail=f"no evaluation set {absent[0]!r} in this profile")
                    if absent else _paper_value(pv, cells, index))

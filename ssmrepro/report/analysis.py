@@ -31,6 +31,7 @@ from ..store import TableError, metric_range_problem, read_table
 from ..sweep import flatten
 from ..tasks import build_task
 from ..train import _DATA_STREAM, build_member, derived_seed
+from ..util import pairs_text
 from .cells import norm
 from .columns import LABEL, N_DIVERGED, OK, STATUS
 
@@ -131,7 +132,7 @@ def read_histograms(path) -> pd.DataFrame:
     if len(df) and any(mixed):  # ``decay_metrics`` reads a cell's bin count off its first row:
         # a first row edited to 1 bin dropped the other 49 and turned a PASS into a FAIL
         cell = mixed[mixed].index[0]
-        cell = ", ".join(f"{k}={v}" for k, v in zip(keys, cell if len(keys) > 1 else (cell,)))
+        cell = pairs_text(zip(keys, cell if len(keys) > 1 else (cell,)))
         raise TableError(f"{path}: the rows of cell {cell} give different bin counts (bins); "
                          "delete it to rebuild it from the run records (or re-run the runs)")
     twice = df.drop(columns="count").astype(str).duplicated()
@@ -171,7 +172,7 @@ def _histogram_rows_problem(df: pd.DataFrame, keys: list[str]) -> str | None:
         for part in ("before", "after"):
             n = int((g["part"].astype(str) == part).sum())
             if n != bins:
-                shown = ", ".join(f"{k}={v}" for k, v in zip(keys, cell))
+                shown = pairs_text(zip(keys, cell))
                 return f"cell {shown} gives {n} of the {bins} bins of part {part!r}"
     return None
 

@@ -45,7 +45,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from .. import expr
 from ..store import NAMED_SET_METRICS, SET_METRICS
 from ..theory.recall import law_constant, refined_frontier_product
-from ..util import NoBoolNumbers
+from ..util import NoBoolNumbers, pairs_text
 from .cells import CellIndex, cell_env, column, expected, fmt_num, fmt_value, norm, select
 from .columns import (
     COMPLETE,
@@ -350,7 +350,7 @@ def judge(text: str, needed: pd.DataFrame, evaluate: Callable[[pd.DataFrame], Ou
 
 
 def _fmt_where(where: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in where.items()) or "all cells"
+    return pairs_text(where.items()) or "all cells"
 
 
 def metric_names(metric: str) -> set[str]:
@@ -883,7 +883,7 @@ def loglog_slope(ctx: CheckContext, cfg: LogLogSlopeConfig) -> list[Verdict]:
                         detail="this profile has no cell the claim needs")]
     out = []
     for g in _group_rows(needed, cfg.group_by):
-        name = ", ".join(f"{k}={g.iloc[0][k]}" for k in cfg.group_by if k in g)
+        name = pairs_text((k, g.iloc[0][k]) for k in cfg.group_by if k in g)
         text = f"{base} {name}".rstrip()
         if g[cfg.x].nunique() < cfg.min_points:
             out.append(Verdict("claim", text, "MISSING", None, detail=(

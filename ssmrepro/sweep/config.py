@@ -26,7 +26,7 @@ from pydantic_core import to_jsonable_python
 from ..models import ModelConfig, member_key
 from ..models.layers import LR_GROUPS
 from ..tasks import TaskConfig
-from ..util import NoBoolNumbers, refuse_unread
+from ..util import NoBoolNumbers, encode_cell, refuse_unread
 
 
 class _Strict(NoBoolNumbers):
@@ -437,8 +437,8 @@ def spec_text(value: Any) -> str:
     '1e3', 'true', 'null', '' or ' 2' with spaces, a list) or that would run into the next
     value (', ') in YAML's single quotes; anything else as Python prints it. `show` printed the
     text '1e3' as 1e3, a number."""
-    if not isinstance(value, str):
-        return str(value)
+    if not isinstance(value, str):  # a list or mapping as JSON, which YAML reads back as it
+        return str(encode_cell(value))  # (``['TF']`` was Python's repr, unlike every table's)
     from ..spec import parse_yaml
 
     try:
