@@ -14875,3 +14875,35 @@ def test_list_values_in_verdict_lines_and_show_coords_read_as_the_tables_write_t
     assert 'layers=["TF"]' in shown and 'blocks={"TF": {"mixer": {"name": "attention"' in shown
     assert "'" not in shown, shown
     assert yaml.safe_load(shown.split("layers=", 1)[1].split(", blocks=")[0]) == ["TF"]
+
+
+def test_ray_dry_run_packs_as_ray_does_and_says_it_plans_on_this_machine(tmp_path, monkeypatch):
+    """`run --engine ray --dry-run` calibrated its packs here (the fastest pack size timed on
+    this machine), while a Ray run never calibrates: it sizes packs by memory alone, so the
+    dry run's pack count could differ from what Ray trains, and nothing said the plan and the
+    estimate were this machine's. It now plans as Ray packs (memory alone) and says so."""
+    import ssmrepro.engine as engine
+
+    seen = []
+    real = engine.dry_run
+
+    def spy(*args, **kw):
+        seen.append(kw["calibrate"])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(engine, "dry_run", spy)
+    spec = write_spec(tmp_path)
+    said = {}
+    for eng in ("ray", "local"):
+        res = _invoke("run", spec, "--out", tmp_path / "o", "--profile", "smoke", "--dry-run",
+                      "--no-estimate", "--engine", eng)
+        assert res.exit_code == 0, res.output
+        said[eng] = " ".join(res.output.split())
+    assert seen == [False, True]
+    assert "Ray: planned on this machine: packs sized by memory alone" in said["ray"], said
+    assert "not on the cluster's workers" in said["ray"] and "Ray:" not in said["local"]
+    res = _invoke("run", spec, "--out", tmp_path / "o", "--profile", "smoke", "--dry-run",
+                  "--no-estimate", "--engine", "ray", "--json")
+    doc = json.loads(res.stdout)
+    assert doc["engine"] == "ray" and doc["ray_note"].startswith("planned on this machine")
+    assert not (tmp_path / "o").exists()

@@ -429,9 +429,12 @@ def run(
     out_console.print(f"[dim]{escape(why)}[/]")
     if dry_run:
         _read_root(out)
+        # the Ray engine never calibrates (its packs are sized by memory alone): the dry run
+        # calibrated them here and could plan other packs than Ray trains
         d = plan_dry_run(spec, profile, out, dev, max_runs, pack_size, estimate=not no_estimate,
-                         overrides=overrides, calibrate=calibrate,  # --no-calibrate: as run packs
-                         backend=be)
+                         overrides=overrides,  # --no-calibrate: as run packs
+                         calibrate=calibrate and engine == "local", backend=be)
+        ray_note = _ray_dry_run_note(dev, device, pack_size) if engine == "ray" else None
         if as_json:
             print_json({"id": spec.id, "profile": profile, "runs": d.total, "done": d.done,
                         "pending": d.pending, "left": d.total - d.done - d.pending,
@@ -439,7 +442,8 @@ def run(
                         "run_steps": d.run_steps, "estimate_s": d.estimate_s,
                         "estimate_how": d.estimate_how, "device": dev, "nominal": d.nominal,
                         "oversized": d.oversized, "untimed": d.untimed,
-                        "untimed_runs": d.untimed_runs, "warnings": d.warnings})
+                        "untimed_runs": d.untimed_runs, "warnings": d.warnings,
+                        "engine": engine, "ray_note": ray_note})
             return
         for w in d.warnings:  # a record quarantined while counting the runs done: on stderr,
             # as every command's (it was among the plan's lines on stdout)
@@ -449,6 +453,8 @@ def run(
                       f"{d.run_steps:,} run-steps to train{_left_line(d, max_runs)}")
         for line in d.planner:
             console.print(f"[dim]planner: {line}[/]", highlight=False)
+        if ray_note:
+            console.print(f"[yellow]Ray:[/] {escape(ray_note)}", highlight=False, soft_wrap=True)
         for line in d.nominal:  # an LRA dataset absent here: planned from its nominal shapes
             console.print(f"[yellow]nominal shapes:[/] {escape(line)}", highlight=False,
                           soft_wrap=True)
@@ -521,6 +527,24 @@ def run(
             err_console.print("[red]a worker process died[/] (the other workers trained every "
                               "run): look for what killed it, e.g. the kernel's OOM killer")
         raise typer.Exit(1)
+
+
+def _ray_dry_run_note(dev: str, device: str, pack_size: int | None) -> str:
+    """What `run --engine ray --dry-run` plans for: this machine (its device, its memory, its
+    timings), which a Ray run's packs and time follow only in part."""
+    if pack_size is not None:
+        sized = f"packs of at most {pack_size} runs (--pack-size), as a Ray run packs them"
+    elif dev.startswith("cuda"):
+        sized = (f"packs sized by memory alone, as a Ray run sizes them, but by this machine's "
+                 f"{dev} (half its free memory): a Ray run sizes them by a cluster worker's "
+                 "GPU, so its packs can differ")
+    else:
+        sized = ("packs sized by memory alone (2 GiB per pack on CPU), as a Ray run on CPU "
+                 "workers sizes them")
+    auto = (f"; --device {device} is resolved here ({dev}): a Ray run resolves it on the "
+            "cluster (its GPUs, where it has any, and other packs)" if device == "auto" else "")
+    return (f"planned on this machine: {sized}{auto}; the estimate times them here, one pack "
+            "at a time, not on the cluster's workers")
 
 
 def _left_line(d, max_runs: int | None) -> str:
