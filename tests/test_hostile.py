@@ -14907,3 +14907,20 @@ def test_ray_dry_run_packs_as_ray_does_and_says_it_plans_on_this_machine(tmp_pat
     doc = json.loads(res.stdout)
     assert doc["engine"] == "ray" and doc["ray_note"].startswith("planned on this machine")
     assert not (tmp_path / "o").exists()
+
+
+def test_list_values_in_figure_legends_and_titles_read_as_the_tables_write_them():
+    """A curves figure's `hue: [model.layers]` (or a row / col of a list-valued key) named its
+    curves `layers=['SSM', 'SSM']` (Python's repr), where every table writes `["SSM", "SSM"]`,
+    and a heatmap's coordinate of such a key was its repr too: now the tables' JSON."""
+    import pandas as pd
+
+    from ssmrepro.plots.curves import CurvesConfig, _fmt, _hue_text
+    from ssmrepro.plots.figures import _coord
+
+    cfg = CurvesConfig(kind="curves", series=["val.acc"], hue=["model.layers", "model.d_state"])
+    df = pd.DataFrame({"model.layers": [["SSM", "SSM"], ["TF"]], "model.d_state": [4.0, math.nan]})
+    assert _hue_text(df, cfg).tolist() == ['layers=["SSM", "SSM"], d_state=4', 'layers=["TF"]']
+    assert _fmt("model.blocks", {"TF": {"norm": "layernorm"}}) == 'blocks={"TF": {"norm": "layernorm"}}'
+    assert _coord({"model.layers": ["SSM"], "model.d_state": 8}, ["model.layers", "model.d_state"]) \
+        == ('["SSM"]', 8.0)

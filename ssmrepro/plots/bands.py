@@ -30,7 +30,7 @@ from pydantic import Field, model_validator  # noqa: E402
 
 from ..report.cells import column, select  # noqa: E402
 from ..report.columns import N_DIVERGED, N_PARAMS  # noqa: E402
-from ..util import DrawnText  # noqa: E402
+from ..util import DrawnText, encode_cell  # noqa: E402
 from .registry import (  # noqa: E402
     FigureConfig,
     FigureContext,
@@ -130,8 +130,9 @@ def bands(ctx: FigureContext, cfg: BandsConfig, path: Path) -> bool:
     if agg.empty or cfg.x not in agg:
         return False
     m = cfg.metric
-    agg = agg.assign(_hue=column(agg, cfg.hue).astype(str),
-                     _facet=column(agg, cfg.facet).astype(str) if cfg.facet else "")
+    agg = agg.assign(_hue=column(agg, cfg.hue).map(encode_cell).astype(str),
+                     _facet=column(agg, cfg.facet).map(encode_cell).astype(str) if cfg.facet
+                     else "")
     facets = list(dict.fromkeys(agg["_facet"]))
     fig, axes = subplots(path, 130, 1, len(facets), figsize=(5.4 * len(facets), 4.0), squeeze=False)
     hues = list(dict.fromkeys(agg["_hue"]))
@@ -323,7 +324,7 @@ def length_curves(ctx: FigureContext, cfg: LengthCurvesConfig, path: Path) -> bo
     agg = ctx.table
     if agg.empty:
         return False
-    agg = agg.assign(_hue=column(agg, cfg.hue).astype(str))
+    agg = agg.assign(_hue=column(agg, cfg.hue).map(encode_cell).astype(str))
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     if cfg.train_range is not None:
         ax.axvspan(*cfg.train_range, color="0.85", alpha=0.6,

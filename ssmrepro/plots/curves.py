@@ -37,7 +37,7 @@ from ..report.cells import (  # noqa: E402
 from ..report.columns import LABEL, SEED  # noqa: E402
 from ..report.curves import STEP  # noqa: E402
 from ..store import is_loss  # noqa: E402
-from ..util import DrawnText  # noqa: E402
+from ..util import DrawnText, encode_cell  # noqa: E402
 from .registry import (  # noqa: E402
     MAX_PIXELS,
     MAX_SIDE,
@@ -159,7 +159,7 @@ def _fmt(ref: str | None, v: Any, names: dict[str, str] | None = None) -> str:
     if isinstance(v, float) and v.is_integer():
         v = int(v)
     name = "" if ref.startswith("case:") else (names or {}).get(ref, ref.split(".")[-1]) + "="
-    return f"{name}{v}"
+    return f"{name}{encode_cell(v)}"  # a list as the tables write it: ["SSM"], not ['SSM']
 
 
 def _hue_text(df: pd.DataFrame, cfg: CurvesConfig) -> pd.Series:

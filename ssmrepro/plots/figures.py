@@ -32,7 +32,7 @@ from ..report.cells import (  # noqa: E402
     with_case_label,
 )
 from ..report.columns import DECAY_X, LABEL, N_DIVERGED, N_PARAMS  # noqa: E402
-from ..util import DrawnText, norm  # noqa: E402
+from ..util import DrawnText, encode_cell, norm  # noqa: E402
 from .registry import (  # noqa: E402
     Columns,
     FigureConfig,
@@ -220,7 +220,8 @@ def _coord(values: dict, keys: list[str]) -> tuple | None:
         if v is None or (isinstance(v, float) and math.isnan(v)):
             out.append(None)
         else:
-            out.append(float(v) if isinstance(v, (int, float, np.integer, np.floating)) else str(v))
+            out.append(float(v) if isinstance(v, (int, float, np.integer, np.floating))
+                       else str(encode_cell(v)))
     return tuple(out) if any(v is not None for v in out) else None
 
 
@@ -428,8 +429,9 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
     if agg.empty:
         return False
     metric = cfg.metric
-    agg = agg.assign(_hue=column(agg, cfg.hue).astype(str),
-                     _facet=column(agg, cfg.facet).astype(str) if cfg.facet else "")
+    agg = agg.assign(_hue=column(agg, cfg.hue).map(encode_cell).astype(str),
+                     _facet=column(agg, cfg.facet).map(encode_cell).astype(str) if cfg.facet
+                     else "")
     facets = list(dict.fromkeys(agg["_facet"]))
     fig, axes = subplots(path, 130, 1, len(facets), figsize=(4.6 * len(facets), 3.6), squeeze=False)
     swept = _swept(agg, ctx.keys)
