@@ -14868,3 +14868,34 @@ def test_export_parquet_without_pyarrow_refused_before_reading_tables(monkeypatc
     with pytest.raises(ImportError, match=r"needs pyarrow: pip install -e '\.\[parquet\]'"):
         export_mod.write_export(tmp_path / "x.parquet", "parquet", out=tmp_path)
     assert not (tmp_path / "x.parquet").exists()
+
+
+def test_a_heatmap_without_paper_values_does_not_promise_them(tmp_path, monkeypatch):
+    """The heatmaps colour bar read `test.acc, one seed: ours (paper)` on a spec with no paper
+    value (chen2025-figS3-S4's grid): the cells held only our numbers, as if the paper's were
+    there. It says `(paper)` only when a cell prints a paper value."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    import ssmrepro.plots.figures as figs
+    from ssmrepro.plots.registry import FigureContext
+
+    labels = []
+    monkeypatch.setattr(figs, "save_png", lambda fig, path, **kw: labels.append(
+        " ".join(fig.axes[-1].get_ylabel().split())))  # the colour bar's, unwrapped
+    for paper, want in ((None, "test.acc, one seed: ours"),
+                        (0.9, "test.acc, one seed: ours (paper)")):
+        labels.clear()
+        cells = pd.DataFrame({"label": ["S6", "S4D"], "model.mixer": ["s6", "s4d"],
+                              "task.T": [8, 8], "n_ok": [1, 1], "n_diverged": [0, 0],
+                              "test.acc": [0.4, 0.6]})
+        ctx = FigureContext(spec=SimpleNamespace(paper_values=[]), profile="smoke",
+                            cells=cells, keys=["label"], out=lambda s, e: tmp_path / f"{s}.{e}")
+        ctx.fitted_title = lambda cfg, width, size=10: "t"
+        ctx.aggregation = lambda metric="": "one seed"
+        ctx.paper_value = lambda row, metric, value=paper: value
+        cfg = figs.HeatmapsConfig(kind="heatmaps", metric="test.acc", x=["model.mixer"],
+                                  y=["task.T"])
+        assert figs.heatmaps(ctx, cfg, tmp_path / "f.png")
+        assert labels == [want], labels
