@@ -14899,3 +14899,22 @@ def test_a_heatmap_without_paper_values_does_not_promise_them(tmp_path, monkeypa
                                   y=["task.T"])
         assert figs.heatmaps(ctx, cfg, tmp_path / "f.png")
         assert labels == [want], labels
+
+
+def test_an_evaluation_only_pack_leaves_its_pack_bar_complete(tmp_path):
+    """cooper2026-fig9 (a constructed model, no training step) run by one worker left the pack
+    bar at `pack 1 (1 runs) 0/1 -:--:--` after `trained 1 runs`, as if the pack had not run."""
+    import io
+
+    from rich.console import Console
+
+    from ssmrepro.engine import run_experiment
+    from ssmrepro.spec import load_spec
+
+    buf = io.StringIO()
+    spec = load_spec(ROOT / "experiments/cooper2026/cooper2026-fig9.yaml")
+    s = run_experiment(spec, "smoke", tmp_path, workers=1, calibrate=False,
+                       console=Console(file=buf, width=200, force_terminal=False))
+    assert s.trained == 1, buf.getvalue()
+    bar = [ln for ln in buf.getvalue().splitlines() if ln.startswith("pack 1 (1 runs)")]
+    assert bar and " 1/1 " in bar[-1], buf.getvalue()
