@@ -14918,3 +14918,21 @@ def test_an_evaluation_only_pack_leaves_its_pack_bar_complete(tmp_path):
     assert s.trained == 1, buf.getvalue()
     bar = [ln for ln in buf.getvalue().splitlines() if ln.startswith("pack 1 (1 runs)")]
     assert bar and " 1/1 " in bar[-1], buf.getvalue()
+
+
+def test_expanding_one_profile_leaves_the_spec_for_the_next(tmp_path):
+    """A profile's nested `set` (yu2025-fig3 smoke's `model.blocks.SSM.mixer.d_state: 4`) was
+    written into the spec's own mapping: in one process (`figures` after a smoke run) quick's
+    runs were then planned with d_state 4, and quick's committed results.csv and curves.csv lost
+    their S6 rows on disk ('the spec changed since it was trained'). Each expand starts from the
+    spec as loaded."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    path = ROOT / "experiments/yu2025/yu2025-fig3.yaml"
+    fresh = [r.run_id for r in expand(load_spec(path), "quick")]
+    spec = load_spec(path)
+    expand(spec, "smoke")
+    after = expand(spec, "quick")
+    assert [r.run_id for r in after] == fresh
+    assert {r.model.blocks["SSM"].mixer.d_state for r in after} == {16}
