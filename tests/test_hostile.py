@@ -14924,3 +14924,88 @@ def test_list_values_in_figure_legends_and_titles_read_as_the_tables_write_them(
     assert _fmt("model.blocks", {"TF": {"norm": "layernorm"}}) == 'blocks={"TF": {"norm": "layernorm"}}'
     assert _coord({"model.layers": ["SSM"], "model.d_state": 8}, ["model.layers", "model.d_state"]) \
         == ('["SSM"]', 8.0)
+
+
+def test_export_parquet_without_pyarrow_refused_before_reading_tables(monkeypatch, tmp_path):
+    """`export --format parquet` without pyarrow read every spec's tables (21 s in a fresh clone)
+    before it said `needs pyarrow`: the missing package is named before any table is read."""
+    import sys
+
+    from ssmrepro.plots import export as export_mod
+
+    def no_table(*a, **k):
+        raise AssertionError("the tables were read before pyarrow was checked")
+
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # `import pyarrow` raises ImportError
+    monkeypatch.setattr(export_mod, "export_table", no_table)
+    with pytest.raises(ImportError, match=r"needs pyarrow: pip install -e '\.\[parquet\]'"):
+        export_mod.write_export(tmp_path / "x.parquet", "parquet", out=tmp_path)
+    assert not (tmp_path / "x.parquet").exists()
+
+
+def test_a_heatmap_without_paper_values_does_not_promise_them(tmp_path, monkeypatch):
+    """The heatmaps colour bar read `test.acc, one seed: ours (paper)` on a spec with no paper
+    value (chen2025-figS3-S4's grid): the cells held only our numbers, as if the paper's were
+    there. It says `(paper)` only when a cell prints a paper value."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    import ssmrepro.plots.figures as figs
+    from ssmrepro.plots.registry import FigureContext
+
+    labels = []
+    monkeypatch.setattr(figs, "save_png", lambda fig, path, **kw: labels.append(
+        " ".join(fig.axes[-1].get_ylabel().split())))  # the colour bar's, unwrapped
+    for paper, want in ((None, "test.acc, one seed: ours"),
+                        (0.9, "test.acc, one seed: ours (paper)")):
+        labels.clear()
+        cells = pd.DataFrame({"label": ["S6", "S4D"], "model.mixer": ["s6", "s4d"],
+                              "task.T": [8, 8], "n_ok": [1, 1], "n_diverged": [0, 0],
+                              "test.acc": [0.4, 0.6]})
+        ctx = FigureContext(spec=SimpleNamespace(paper_values=[]), profile="smoke",
+                            cells=cells, keys=["label"], out=lambda s, e: tmp_path / f"{s}.{e}")
+        ctx.fitted_title = lambda cfg, width, size=10: "t"
+        ctx.aggregation = lambda metric="": "one seed"
+        ctx.paper_value = lambda row, metric, value=paper: value
+        cfg = figs.HeatmapsConfig(kind="heatmaps", metric="test.acc", x=["model.mixer"],
+                                  y=["task.T"])
+        assert figs.heatmaps(ctx, cfg, tmp_path / "f.png")
+        assert labels == [want], labels
+
+
+def test_an_evaluation_only_pack_leaves_its_pack_bar_complete(tmp_path):
+    """cooper2026-fig9 (a constructed model, no training step) run by one worker left the pack
+    bar at `pack 1 (1 runs) 0/1 -:--:--` after `trained 1 runs`, as if the pack had not run."""
+    import io
+
+    from rich.console import Console
+
+    from ssmrepro.engine import run_experiment
+    from ssmrepro.spec import load_spec
+
+    buf = io.StringIO()
+    spec = load_spec(ROOT / "experiments/cooper2026/cooper2026-fig9.yaml")
+    s = run_experiment(spec, "smoke", tmp_path, workers=1, calibrate=False,
+                       console=Console(file=buf, width=200, force_terminal=False))
+    assert s.trained == 1, buf.getvalue()
+    bar = [ln for ln in buf.getvalue().splitlines() if ln.startswith("pack 1 (1 runs)")]
+    assert bar and " 1/1 " in bar[-1], buf.getvalue()
+
+
+def test_expanding_one_profile_leaves_the_spec_for_the_next(tmp_path):
+    """A profile's nested `set` (yu2025-fig3 smoke's `model.blocks.SSM.mixer.d_state: 4`) was
+    written into the spec's own mapping: in one process (`figures` after a smoke run) quick's
+    runs were then planned with d_state 4, and quick's committed results.csv and curves.csv lost
+    their S6 rows on disk ('the spec changed since it was trained'). Each expand starts from the
+    spec as loaded."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    path = ROOT / "experiments/yu2025/yu2025-fig3.yaml"
+    fresh = [r.run_id for r in expand(load_spec(path), "quick")]
+    spec = load_spec(path)
+    expand(spec, "smoke")
+    after = expand(spec, "quick")
+    assert [r.run_id for r in after] == fresh
+    assert {r.model.blocks["SSM"].mixer.d_state for r in after} == {16}

@@ -453,6 +453,7 @@ def run_experiment(
                         f"{len(tr.failed)} runs failed")
 
             started: set[int] = set()  # packs that reported their start and have not ended
+            stepped: set[int] = set()  # packs that reported a training step
 
             def on_event(ev: Event) -> None:
                 if ev.kind == "pack_start":
@@ -461,6 +462,7 @@ def run_experiment(
                     prog.update(step_bar, completed=0, total=1,
                                 description=f"pack {ev.pack + 1} ({len(ev.run_ids)} runs)")
                 elif ev.kind == "progress":
+                    stepped.add(ev.pack)
                     prog.update(step_bar, completed=ev.step, total=ev.total)
                 elif ev.kind == "worker_lost":  # its runs stay pending: counted as not trained
                     tr.lost_workers += 1
@@ -471,6 +473,10 @@ def run_experiment(
                         started.discard(ev.pack)
                         tr.running = max(0, tr.running - 1)
                     prog.advance(bar, tr.end(ev))
+                    if ev.run_ids and not ev.failed and ev.pack not in stepped:
+                        # an evaluation-only pack (a constructed model: no training step) left
+                        # the pack bar at 0/1, as if it had not run
+                        prog.update(step_bar, completed=1, total=1)
                     if ev.failed:
                         console.print(f"[red]pack {ev.pack + 1} failed:[/] {escape(ev.message)}")
                     if ev.run_ids:  # a pack whose other members failed alone still trained these

@@ -232,12 +232,14 @@ def write_export(path: Path, fmt: str, out: Path | None = None,
     profile in ``stray`` (``export_table``)."""
     if fmt not in FORMATS:
         raise ValueError(f"--format {fmt!r}: expected csv or parquet")
-    df = export_table(out, skipped, tagged, stray)
-    if fmt == "parquet":
+    if fmt == "parquet":  # before the table is built: a missing pyarrow was reported only
+        # after every spec's tables had been read (21 s on this machine)
         try:
             import pyarrow  # noqa: F401
         except ImportError:
             raise ImportError("--format parquet needs pyarrow: pip install -e '.[parquet]'") from None
+    df = export_table(out, skipped, tagged, stray)
+    if fmt == "parquet":
         atomic_write_stream(path, lambda f: df.to_parquet(f, index=False))
     else:
         atomic_write_text(path, df.to_csv(index=False))

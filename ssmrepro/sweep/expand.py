@@ -562,7 +562,11 @@ def expand(spec: Spec, profile: str | None = None,
             find_reused(spec, name)
         except SpecError as err:
             raise SpecError([f"{spec.path}: reuse.{i}: {m}" for m in err.messages]) from None
-    base = {"task": dict(spec.task), "model": dict(spec.model), "train": dict(spec.train)}
+    # deep copies: a profile's nested `set` (yu2025-fig3 smoke's model.blocks.SSM.mixer.d_state)
+    # was written into the spec's own mapping, so every later expand of another profile in the
+    # same process (`figures`, `validate`, `list`) planned the runs with it
+    base = {"task": copy.deepcopy(dict(spec.task)), "model": copy.deepcopy(dict(spec.model)),
+            "train": copy.deepcopy(dict(spec.train))}
     errors: list[str] = []
     base_drops: list[tuple[str, str, str, Any]] = []  # nested mappings the sets replaced
     try:
