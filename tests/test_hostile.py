@@ -14851,3 +14851,31 @@ def test_chen2025_inverse_matching_fill_follows_or_refuses_an_edited_conv_width(
             assert f"{label}: the constraints exclude every point of this case ('task.n_fill == " \
                    "(model.blocks.SSM.mixer.d_conv - 1) * model.repeat' false)" in said, said
         assert "(Transformer)" not in said, said
+
+
+def test_set_report_and_figure_name_their_overrides(tmp_path):
+    """A `--set` run's report and figure (`report-smoke-set-6c6b50.md`) said `Profile smoke` /
+    `[id, profile smoke]` alone: numbers of other settings under the profile's name, the tag a
+    hash that names no setting. Both now name the `--set` options; the untagged ones do not."""
+    import pandas as pd
+
+    from ssmrepro.plots.registry import FigureContext, parse_figure
+    from ssmrepro.spec import load_spec
+
+    spec = _one_run_spec(tmp_path)
+    out = tmp_path / "o"
+    sets = ["--set", "train.lr=0.02", "--set", "task.vocab=10"]
+    for extra in (sets, []):
+        res = _invoke("plot", spec, "--profile", "smoke", "--out", out, *extra)
+        assert res.exit_code == 0, res.output
+    (tagged,) = out.rglob("report-smoke-set-*.md")
+    assert "Profile `smoke` with --set task.vocab=10 --set train.lr=0.02: 1 runs expected" \
+        in tagged.read_text(), tagged.read_text()
+    (plain,) = out.rglob("report-smoke.md")
+    assert "Profile `smoke`: 1 runs expected" in plain.read_text(), plain.read_text()
+    ctx = FigureContext(load_spec(spec), "smoke", pd.DataFrame(), [], lambda *a: tmp_path,
+                        overrides="--set 'task.path=\"a $x$ b\"'")
+    cfg = parse_figure({"kind": "bars", "metric": "test.acc", "title": "T"})
+    assert ctx.title(cfg) == "T [t-spec, profile smoke, --set 'task.path=\"a \\$x\\$ b\"']"
+    ctx.overrides = ""
+    assert ctx.title(cfg) == "T [t-spec, profile smoke]"

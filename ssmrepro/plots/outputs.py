@@ -74,7 +74,7 @@ from ..store import (
     read_run_table,
     read_table,
 )
-from ..sweep import RunConfig, expand, overrides_tag, per_point
+from ..sweep import RunConfig, expand, overrides_tag, overrides_text, per_point
 from ..util import atomic_write_text, folder_lock
 from .curves import CURVES, CurvesConfig
 from .figures import _in_panel
@@ -1843,7 +1843,7 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
     drawn_runs = [r for r in runs if (r.run_id, _label_key(r.label)) in chosen] or runs \
         if chosen is not None else runs
     ctx = FigureContext(spec, profile, view, keys, out, tables, drawn_runs, store,
-                        rerun=rerun or "")
+                        rerun=rerun or "", overrides=overrides_text(overrides))
     figures = []
     for i, cfg in enumerate(configs):
         path = out(figure_stem(cfg, i), "png")
@@ -1870,7 +1870,7 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
     counted = cells if counted is None else counted
     shared = None if spec.analytic is not None else report.shared_run_counts(df, runs)
     atomic_write_text(rep, report.markdown(spec, profile, cells, verdicts, len(df), counted,
-                                           shared))
+                                           shared, overrides_text(overrides)))
     n_exp, n_done, _ = shared[:3] if shared else report.run_counts(counted, len(df))
     analytic = spec.analytic is not None
     table = out("results", "csv")  # `verify --json` named a table that was never written
