@@ -14879,3 +14879,30 @@ def test_set_report_and_figure_name_their_overrides(tmp_path):
     assert ctx.title(cfg) == "T [t-spec, profile smoke, --set 'task.path=\"a \\$x\\$ b\"']"
     ctx.overrides = ""
     assert ctx.title(cfg) == "T [t-spec, profile smoke]"
+
+
+def test_front_page_shows_no_report_of_another_profile_as_the_default(tmp_path):
+    """`figures --no-rebuild` after the spec's default profile changed (quick -> smoke) showed
+    quick's report.md, its verdicts and figure, as the new default smoke's, without a word: the
+    report that names another profile is left off the front page with a warning."""
+    root = _project(tmp_path, small=True)
+    shutil.copy(ROOT / "experiments/catalogue.yaml", root / "experiments")
+    src = ROOT / "results/huang2025/huang2025-tab1"
+    dest = tmp_path / "out/huang2025/huang2025-tab1"
+    dest.mkdir(parents=True)
+    for name in ("results.csv", "report.md", "figure.png"):
+        shutil.copy(src / name, dest)
+    env = {"SSMREPRO_ROOT": str(root)}
+    row = "| huang2025-tab1 | keep-nth | 1 | quick results | 5 PASS, 0 FAIL"
+    res = _invoke("figures", "--no-rebuild", "--out", tmp_path / "out", env=env)
+    assert res.exit_code == 0 and "warning" not in res.output, res.output
+    assert row in (tmp_path / "out/README.md").read_text()
+    spec = root / "experiments/huang2025/huang2025-tab1.yaml"
+    spec.write_text(spec.read_text() + "default_profile: smoke\n")
+    res = _invoke("figures", "--no-rebuild", "--out", tmp_path / "out", env=env)
+    assert res.exit_code == 0, res.output
+    assert "warning: huang2025-tab1: report.md is a report of profile quick, not smoke" \
+        in res.output, res.output
+    page = (tmp_path / "out/README.md").read_text()
+    line = next(x for x in page.splitlines() if x.startswith("| huang2025-tab1 |"))
+    assert "PASS" not in line and "report.md" not in line and "figure.png" not in line, line
