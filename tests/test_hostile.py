@@ -14906,3 +14906,30 @@ def test_front_page_shows_no_report_of_another_profile_as_the_default(tmp_path):
     page = (tmp_path / "out/README.md").read_text()
     line = next(x for x in page.splitlines() if x.startswith("| huang2025-tab1 |"))
     assert "PASS" not in line and "report.md" not in line and "figure.png" not in line, line
+
+
+def test_a_profile_finds_its_table_under_its_name_before_the_default_changed(tmp_path):
+    """A fresh clone (no run records) whose spec changed its default profile: the profile's
+    committed rows sit in the table named as before (quick's in results.csv once smoke is the
+    default, smoke's in results-smoke.csv once it is), and `figures` / `verify` reported it
+    `0 of N runs finished`, its claims MISSING, beside those rows. They complete it now, as
+    another profile's table of the same runs does."""
+    root = _project(tmp_path, small=True)
+    env = {"SSMREPRO_ROOT": str(root)}
+    spec = root / "experiments/huang2025/huang2025-tab1.yaml"
+    folder = tmp_path / "out/huang2025/huang2025-tab1"
+    folder.mkdir(parents=True)
+    committed = ROOT / "results/huang2025/huang2025-tab1/results.csv"
+    for name, default in (("results.csv", "smoke"), ("results-quick.csv", None)):
+        for old in folder.iterdir():
+            old.unlink()
+        shutil.copy(committed, folder / name)  # quick's rows, written while quick was default
+        if default:
+            spec.write_text(spec.read_text() + f"default_profile: {default}\n")
+        else:
+            shutil.copy(ROOT / "experiments/huang2025/huang2025-tab1.yaml", spec)
+        res = _invoke("verify", "huang2025-tab1", "--profile", "quick", "--out", tmp_path / "out",
+                      env=env)
+        assert res.exit_code == 0, res.output
+        assert "Verdicts: 5 PASS, 0 FAIL, 0 MISSING" in res.output, (name, res.output)
+        assert (folder / name).read_bytes() == committed.read_bytes()  # left as it was

@@ -1316,10 +1316,15 @@ def _other_tables(spec: Spec, profile: str, root: Path, tag: str, stem: str = "r
     """(profile, table) of the spec's other profiles' committed ``stem`` tables, each read when
     asked for; one that cannot be read is skipped with a warning (it is not this profile's
     table). ``_committed_rows`` asks only while runs are left to find: a damaged table whose rows
-    no run needed was warned about all the same."""
-    for p in spec.profiles:
-        path = root / output_name(spec, p, stem, "csv", tag)
-        if p == profile or not (path.exists() or path.is_symlink()):  # a FIFO: a warning
+    no run needed was warned about all the same. Last, this profile's table under the name it
+    had before the spec's default profile changed (``results-smoke.csv`` of smoke, now the
+    default, or quick's rows in ``results.csv``, quick no longer the default): a fresh clone's
+    `figures` reported smoke `0 of 2 runs finished` beside its committed rows."""
+    was = "-".join([stem] + ([profile] if profile == spec.default_profile else [])
+                   + ([tag] if tag else [])) + ".csv"
+    for p, path in [*((p, root / output_name(spec, p, stem, "csv", tag)) for p in spec.profiles
+                      if p != profile), (profile, root / was)]:
+        if not (path.exists() or path.is_symlink()):  # a FIFO: a warning
             continue
         try:
             t = read_run_table(path) if stem == "results" else _read_curves(path)
