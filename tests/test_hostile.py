@@ -14933,3 +14933,20 @@ def test_a_profile_finds_its_table_under_its_name_before_the_default_changed(tmp
         assert res.exit_code == 0, res.output
         assert "Verdicts: 5 PASS, 0 FAIL, 0 MISSING" in res.output, (name, res.output)
         assert (folder / name).read_bytes() == committed.read_bytes()  # left as it was
+
+
+def test_figures_names_the_report_of_a_profile_that_became_the_default(tmp_path):
+    """`figures` said of smoke's report-smoke.md, left from before smoke became the default
+    profile, `is of no profile of the spec (have smoke, quick, paper) ... delete it if the
+    profile is gone`: smoke is a profile of the spec. It names what happened now."""
+    root = _project(tmp_path, small=True)
+    shutil.copy(ROOT / "experiments/catalogue.yaml", root / "experiments")
+    folder = tmp_path / "out/huang2025/huang2025-tab1"
+    folder.mkdir(parents=True)
+    (folder / "report-quick.md").write_text("# old\n")  # quick is the default
+    (folder / "report-gone.md").write_text("# old\n")
+    res = _invoke("figures", "--out", tmp_path / "out", env={"SSMREPRO_ROOT": str(root)})
+    assert res.exit_code == 0, res.output
+    assert "report-quick.md is profile quick's report from before it became the default " \
+           "profile (its report is now report.md)" in res.output, res.output
+    assert "report-gone.md is of no profile of the spec" in res.output, res.output

@@ -171,6 +171,12 @@ def rebuild_all(out: Path | None = None, echo=print, warn=None) -> list[tuple[st
         reports = {output_name(spec, p, "report", "md") for p in spec.profiles}
         for rep in sorted(results_dir(spec, out).glob("report*.md")):
             if rep.name not in reports and not SET_TAG.search(rep.stem):  # a profile renamed
+                default = spec.default_profile
+                if rep.name == f"report-{default}.md":  # said 'of no profile' of smoke's
+                    warn(f"warning: {sid}: {rep.name} is profile {default}'s report from before "
+                         f"it became the default profile (its report is now report.md): not "
+                         "rebuilt (delete it)")
+                    continue
                 warn(f"warning: {sid}: {rep.name} is of no profile of the spec (have "
                      f"{', '.join(spec.profiles)}): not rebuilt (delete it if the profile is "
                      "gone)")
