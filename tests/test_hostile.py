@@ -14933,6 +14933,13 @@ def test_a_profile_finds_its_table_under_its_name_before_the_default_changed(tmp
         assert res.exit_code == 0, res.output
         assert "Verdicts: 5 PASS, 0 FAIL, 0 MISSING" in res.output, (name, res.output)
         assert (folder / name).read_bytes() == committed.read_bytes()  # left as it was
+        # and `export` exports them as quick's, not noting the table as of no profile
+        res = _invoke("export", "--file", tmp_path / "x.csv", "--out", tmp_path / "out", env=env)
+        assert res.exit_code == 0 and "no profile" not in res.output, res.output
+        import pandas as pd
+        got = pd.read_csv(tmp_path / "x.csv")
+        assert set(got["profile"]) == {"quick"}, got
+        assert set(got["run_id"]) == set(pd.read_csv(committed)["run_id"]), got
 
 
 def test_figures_names_the_report_of_a_profile_that_became_the_default(tmp_path):
