@@ -214,9 +214,6 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None,
                 files[prof] = was
         for prof, csv in sorted(files.items(), key=lambda pc: pc[1].name):
             table = read_run_table(csv)
-            claimed = {p for p, f in files.items() if f == csv and p != prof}
-            if claimed and "profile" in table:  # exported as theirs: not 'not used'
-                table = table[~table["profile"].astype(str).isin(claimed)]
             was = root / (f"results-{prof}.csv" if prof == default else "results.csv")
             if was != csv and was.is_file() and "profile" in table and RUN_ID in table:
                 mine = set(table.loc[table["profile"].astype(str) == prof, RUN_ID].astype(str))
