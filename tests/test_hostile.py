@@ -15009,3 +15009,109 @@ def test_expanding_one_profile_leaves_the_spec_for_the_next(tmp_path):
     after = expand(spec, "quick")
     assert [r.run_id for r in after] == fresh
     assert {r.model.blocks["SSM"].mixer.d_state for r in after} == {16}
+
+
+def test_set_report_and_figure_name_their_overrides(tmp_path):
+    """A `--set` run's report and figure (`report-smoke-set-6c6b50.md`) said `Profile smoke` /
+    `[id, profile smoke]` alone: numbers of other settings under the profile's name, the tag a
+    hash that names no setting. Both now name the `--set` options; the untagged ones do not."""
+    import pandas as pd
+
+    from ssmrepro.plots.registry import FigureContext, parse_figure
+    from ssmrepro.spec import load_spec
+
+    spec = _one_run_spec(tmp_path)
+    out = tmp_path / "o"
+    sets = ["--set", "train.lr=0.02", "--set", "task.vocab=10"]
+    for extra in (sets, []):
+        res = _invoke("plot", spec, "--profile", "smoke", "--out", out, *extra)
+        assert res.exit_code == 0, res.output
+    (tagged,) = out.rglob("report-smoke-set-*.md")
+    assert "Profile `smoke` with --set task.vocab=10 --set train.lr=0.02: 1 runs expected" \
+        in tagged.read_text(), tagged.read_text()
+    (plain,) = out.rglob("report-smoke.md")
+    assert "Profile `smoke`: 1 runs expected" in plain.read_text(), plain.read_text()
+    ctx = FigureContext(load_spec(spec), "smoke", pd.DataFrame(), [], lambda *a: tmp_path,
+                        overrides="--set 'task.path=\"a $x$ b\"'")
+    cfg = parse_figure({"kind": "bars", "metric": "test.acc", "title": "T"})
+    assert ctx.title(cfg) == "T [t-spec, profile smoke, --set 'task.path=\"a \\$x\\$ b\"']"
+    ctx.overrides = ""
+    assert ctx.title(cfg) == "T [t-spec, profile smoke]"
+
+
+def test_front_page_shows_no_report_of_another_profile_as_the_default(tmp_path):
+    """`figures --no-rebuild` after the spec's default profile changed (quick -> smoke) showed
+    quick's report.md, its verdicts and figure, as the new default smoke's, without a word: the
+    report that names another profile is left off the front page with a warning."""
+    root = _project(tmp_path, small=True)
+    shutil.copy(ROOT / "experiments/catalogue.yaml", root / "experiments")
+    src = ROOT / "results/huang2025/huang2025-tab1"
+    dest = tmp_path / "out/huang2025/huang2025-tab1"
+    dest.mkdir(parents=True)
+    for name in ("results.csv", "report.md", "figure.png"):
+        shutil.copy(src / name, dest)
+    env = {"SSMREPRO_ROOT": str(root)}
+    row = "| huang2025-tab1 | keep-nth | 1 | quick results | 5 PASS, 0 FAIL"
+    res = _invoke("figures", "--no-rebuild", "--out", tmp_path / "out", env=env)
+    assert res.exit_code == 0 and "warning" not in res.output, res.output
+    assert row in (tmp_path / "out/README.md").read_text()
+    spec = root / "experiments/huang2025/huang2025-tab1.yaml"
+    spec.write_text(spec.read_text() + "default_profile: smoke\n")
+    res = _invoke("figures", "--no-rebuild", "--out", tmp_path / "out", env=env)
+    assert res.exit_code == 0, res.output
+    assert "warning: huang2025-tab1: report.md is a report of profile quick, not smoke" \
+        in res.output, res.output
+    page = (tmp_path / "out/README.md").read_text()
+    line = next(x for x in page.splitlines() if x.startswith("| huang2025-tab1 |"))
+    assert "PASS" not in line and "report.md" not in line and "figure.png" not in line, line
+
+
+def test_a_profile_finds_its_table_under_its_name_before_the_default_changed(tmp_path):
+    """A fresh clone (no run records) whose spec changed its default profile: the profile's
+    committed rows sit in the table named as before (quick's in results.csv once smoke is the
+    default, smoke's in results-smoke.csv once it is), and `figures` / `verify` reported it
+    `0 of N runs finished`, its claims MISSING, beside those rows. They complete it now, as
+    another profile's table of the same runs does."""
+    root = _project(tmp_path, small=True)
+    env = {"SSMREPRO_ROOT": str(root)}
+    spec = root / "experiments/huang2025/huang2025-tab1.yaml"
+    folder = tmp_path / "out/huang2025/huang2025-tab1"
+    folder.mkdir(parents=True)
+    committed = ROOT / "results/huang2025/huang2025-tab1/results.csv"
+    for name, default in (("results.csv", "smoke"), ("results-quick.csv", None)):
+        for old in folder.iterdir():
+            old.unlink()
+        shutil.copy(committed, folder / name)  # quick's rows, written while quick was default
+        if default:
+            spec.write_text(spec.read_text() + f"default_profile: {default}\n")
+        else:
+            shutil.copy(ROOT / "experiments/huang2025/huang2025-tab1.yaml", spec)
+        res = _invoke("verify", "huang2025-tab1", "--profile", "quick", "--out", tmp_path / "out",
+                      env=env)
+        assert res.exit_code == 0, res.output
+        assert "Verdicts: 5 PASS, 0 FAIL, 0 MISSING" in res.output, (name, res.output)
+        assert (folder / name).read_bytes() == committed.read_bytes()  # left as it was
+        # and `export` exports them as quick's, not noting the table as of no profile
+        res = _invoke("export", "--file", tmp_path / "x.csv", "--out", tmp_path / "out", env=env)
+        assert res.exit_code == 0 and "no profile" not in res.output, res.output
+        import pandas as pd
+        got = pd.read_csv(tmp_path / "x.csv")
+        assert set(got["profile"]) == {"quick"}, got
+        assert set(got["run_id"]) == set(pd.read_csv(committed)["run_id"]), got
+
+
+def test_figures_names_the_report_of_a_profile_that_became_the_default(tmp_path):
+    """`figures` said of smoke's report-smoke.md, left from before smoke became the default
+    profile, `is of no profile of the spec (have smoke, quick, paper) ... delete it if the
+    profile is gone`: smoke is a profile of the spec. It names what happened now."""
+    root = _project(tmp_path, small=True)
+    shutil.copy(ROOT / "experiments/catalogue.yaml", root / "experiments")
+    folder = tmp_path / "out/huang2025/huang2025-tab1"
+    folder.mkdir(parents=True)
+    (folder / "report-quick.md").write_text("# old\n")  # quick is the default
+    (folder / "report-gone.md").write_text("# old\n")
+    res = _invoke("figures", "--out", tmp_path / "out", env={"SSMREPRO_ROOT": str(root)})
+    assert res.exit_code == 0, res.output
+    assert "report-quick.md is profile quick's report from before it became the default " \
+           "profile (its report is now report.md)" in res.output, res.output
+    assert "report-gone.md is of no profile of the spec" in res.output, res.output

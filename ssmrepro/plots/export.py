@@ -27,6 +27,7 @@ from ..spec import SET_TAG, SpecError, load_project_spec, load_spec, spec_paths
 from ..store import (
     CONFIG_PREFIXES,
     MAX_RECORD_BYTES,
+    TableError,
     data_changed,
     is_metric_column,
     metric_name,
@@ -168,6 +169,15 @@ def _other_data(spec, out: Path | None, planned: list, table: pd.DataFrame) -> s
     return out_ids
 
 
+def prof_rows(path: Path, profile: str) -> bool:
+    """Whether the results table at ``path`` holds a row of ``profile`` (False if unreadable)."""
+    try:
+        t = read_run_table(path)
+    except TableError:
+        return False
+    return "profile" in t and bool((t["profile"].astype(str) == profile).any())
+
+
 def export_table(out: Path | None = None, skipped: list[str] | None = None,
                  tagged: list[str] | None = None, stray: list[str] | None = None
                  ) -> pd.DataFrame:
@@ -190,12 +200,31 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None,
         if tagged is not None and root.is_dir():
             tagged += sorted(f"{spec.paper}/{spec.id}/{f.name}" for f in root.glob("results*.csv")
                              if SET_TAG.search(f.stem))
+        default = spec.default_profile
         if stray is not None and root.is_dir():
             own = {output_name(spec, prof, "results", "csv") for prof in spec.profiles}
+            own.add(f"results-{default}.csv")  # the default's table from before, read below
             stray += sorted(f"{spec.paper}/{spec.id}/{f.name}" for f in root.glob("results*.csv")
                             if f.name not in own and not SET_TAG.search(f.stem))
-        for prof, csv in result_files(spec, out):
+        files = dict(result_files(spec, out))
+        for prof in spec.profiles:  # a profile's rows under its table's name from before the
+            # default profile changed (plot completes it from them: ``_other_tables``)
+            was = root / (f"results-{prof}.csv" if prof == default else "results.csv")
+            if prof not in files and was.is_file() and prof_rows(was, prof):
+                files[prof] = was
+        for prof, csv in sorted(files.items(), key=lambda pc: pc[1].name):
             table = read_run_table(csv)
+            was = root / (f"results-{prof}.csv" if prof == default else "results.csv")
+            if was != csv and was.is_file() and "profile" in table and RUN_ID in table:
+                mine = set(table.loc[table["profile"].astype(str) == prof, RUN_ID].astype(str))
+                try:
+                    more = read_run_table(was)
+                except TableError:  # plot warns of it where its rows are needed
+                    more = pd.DataFrame()
+                if "profile" in more and RUN_ID in more:
+                    more = more[(more["profile"].astype(str) == prof)
+                                & ~more[RUN_ID].astype(str).isin(mine)]
+                    table = pd.concat([table, more], ignore_index=True)
             planned = _planned(spec, prof)
             if "profile" in table:  # as plot reads it: a row of a planned run checked against
                 # its run id (a hand-edited config was exported as it stood), another profile's

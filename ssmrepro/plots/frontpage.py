@@ -49,6 +49,7 @@ STATUSES = ("not specified", "spec only", "smoke", "quick results", "long result
 # (a line may end in '\r\n': a report checked out on Windows had no verdicts on the front page)
 _VERDICTS = re.compile(r"^\*\*Verdicts: ([^*\r\n]+)\*\*\r?$", re.M)
 _FINISHED = re.compile(r"^Profile `[^`\n]*`: (\d+) runs expected, (\d+) finished", re.M)
+_PROFILE = re.compile(r"^Profile `([^`\n]*)`", re.M)
 
 
 @dataclass
@@ -170,6 +171,12 @@ def rebuild_all(out: Path | None = None, echo=print, warn=None) -> list[tuple[st
         reports = {output_name(spec, p, "report", "md") for p in spec.profiles}
         for rep in sorted(results_dir(spec, out).glob("report*.md")):
             if rep.name not in reports and not SET_TAG.search(rep.stem):  # a profile renamed
+                default = spec.default_profile
+                if rep.name == f"report-{default}.md":  # said 'of no profile' of smoke's
+                    warn(f"warning: {sid}: {rep.name} is profile {default}'s report from before "
+                         f"it became the default profile (its report is now report.md): not "
+                         "rebuilt (delete it)")
+                    continue
                 warn(f"warning: {sid}: {rep.name} is of no profile of the spec (have "
                      f"{', '.join(spec.profiles)}): not rebuilt (delete it if the profile is "
                      "gone)")
@@ -278,10 +285,25 @@ def _unfinished(report: Path) -> str:
     return f"{m.group(2)} of {m.group(1)} runs finished"
 
 
+def _of_other_profile(spec, root: Path, prof: str) -> bool:
+    """Whether ``prof``'s report (report.md, report-<prof>.md) is another profile's, with a
+    warning: left from before the spec's default profile changed, `figures --no-rebuild` showed
+    quick's report.md, its verdicts and figures, as the new default smoke's, without a word."""
+    rep = root / output_name(spec, prof, "report", "md")
+    m = _PROFILE.search(_report_text(rep))
+    if m is None or m.group(1) == prof:
+        return False
+    print(f"warning: {spec.id}: {rep.name} is a report of profile {m.group(1)}, not {prof} (left "
+          "from before the spec's profiles changed): its verdicts and figures are not on the "
+          "front page; `ssmrepro figures` (without --no-rebuild) rebuilds them", file=sys.stderr)
+    return True
+
+
 def _describe(t: Target, spec, out: Path | None, base: Path) -> None:
-    files = dict((p, f) for p, f in result_files(spec, out))
     root = results_dir(spec, out)
     default = spec.default_profile
+    files = dict((p, f) for p, f in result_files(spec, out))
+    stale = {p for p in files if _of_other_profile(spec, root, p)}
     if "long" in files:
         t.status = "long results"
     elif files and set(files) <= {"smoke"}:
@@ -290,7 +312,7 @@ def _describe(t: Target, spec, out: Path | None, base: Path) -> None:
         t.status = "quick results"  # called a profile with quick's table 'smoke-profile only'
     else:
         t.status = "spec only"
-    if default in files:
+    if default in files and default not in stale:
         t.verdicts = _verdicts(root / "report.md")
         t.quick_time = training_time(files[default], default)
     desc = spec.profiles[default].description  # the profile timed (quick's was shown for all)
@@ -307,7 +329,7 @@ def _describe(t: Target, spec, out: Path | None, base: Path) -> None:
     # the figures the spec's profiles write (a profile renamed since, long -> longer, left its
     # figure-long.png listed among the default profile's figures)
     stems = [figure_stem(parse_figure(raw), i) for i, (_, raw) in enumerate(spec.figure_configs)]
-    for prof in files:
+    for prof in (p for p in files if p not in stale):
         suffix = "" if prof == default else f"-{prof}"
         # every figure the spec draws, named ones too (`name: curves`: only figure*.png were
         # listed, so curves.png and cooper2026-fig13's last.png were on no front page)

@@ -74,7 +74,7 @@ from ..store import (
     read_run_table,
     read_table,
 )
-from ..sweep import RunConfig, expand, overrides_tag, per_point
+from ..sweep import RunConfig, expand, overrides_tag, overrides_text, per_point
 from ..util import atomic_write_text, folder_lock, pairs_text
 from .curves import CURVES, CurvesConfig
 from .figures import _in_panel
@@ -1316,10 +1316,15 @@ def _other_tables(spec: Spec, profile: str, root: Path, tag: str, stem: str = "r
     """(profile, table) of the spec's other profiles' committed ``stem`` tables, each read when
     asked for; one that cannot be read is skipped with a warning (it is not this profile's
     table). ``_committed_rows`` asks only while runs are left to find: a damaged table whose rows
-    no run needed was warned about all the same."""
-    for p in spec.profiles:
-        path = root / output_name(spec, p, stem, "csv", tag)
-        if p == profile or not (path.exists() or path.is_symlink()):  # a FIFO: a warning
+    no run needed was warned about all the same. Last, this profile's table under the name it
+    had before the spec's default profile changed (``results-smoke.csv`` of smoke, now the
+    default, or quick's rows in ``results.csv``, quick no longer the default): a fresh clone's
+    `figures` reported smoke `0 of 2 runs finished` beside its committed rows."""
+    was = "-".join([stem] + ([profile] if profile == spec.default_profile else [])
+                   + ([tag] if tag else [])) + ".csv"
+    for p, path in [*((p, root / output_name(spec, p, stem, "csv", tag)) for p in spec.profiles
+                      if p != profile), (profile, root / was)]:
+        if not (path.exists() or path.is_symlink()):  # a FIFO: a warning
             continue
         try:
             t = read_run_table(path) if stem == "results" else _read_curves(path)
@@ -1843,7 +1848,7 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
     drawn_runs = [r for r in runs if (r.run_id, _label_key(r.label)) in chosen] or runs \
         if chosen is not None else runs
     ctx = FigureContext(spec, profile, view, keys, out, tables, drawn_runs, store,
-                        rerun=rerun or "")
+                        rerun=rerun or "", overrides=overrides_text(overrides))
     figures = []
     for i, cfg in enumerate(configs):
         path = out(figure_stem(cfg, i), "png")
@@ -1870,7 +1875,7 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
     counted = cells if counted is None else counted
     shared = None if spec.analytic is not None else report.shared_run_counts(df, runs)
     atomic_write_text(rep, report.markdown(spec, profile, cells, verdicts, len(df), counted,
-                                           shared))
+                                           shared, overrides_text(overrides)))
     n_exp, n_done, _ = shared[:3] if shared else report.run_counts(counted, len(df))
     analytic = spec.analytic is not None
     table = out("results", "csv")  # `verify --json` named a table that was never written

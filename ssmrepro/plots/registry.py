@@ -169,6 +169,7 @@ class FigureContext:
     runs: list = field(default_factory=list)  # the profile's runs, with the --set overrides
     store: Any = None  # the spec's store (its warnings are said once drawn), None: open one
     rerun: str = ""  # the shell command that trains the profile's runs (with --out and --set)
+    overrides: str = ""  # the runs' --set options (``overrides_text``), named in each title
     _paper_lookup: Any = field(default=None, repr=False, compare=False)
 
     @property
@@ -196,7 +197,11 @@ class FigureContext:
         return self._paper_lookup.find(row, metric)
 
     def title(self, cfg: FigureConfig) -> str:
-        return f"{cfg.title or self.spec.title} [{self.spec.id}, profile {self.profile}]"
+        # with the --set options: a tagged figure said `profile smoke` alone, of other settings
+        sets = self.overrides if len(self.overrides) <= 200 else self.overrides[:199] + "…"
+        sets = sets.replace("$", r"\$")  # a value's `$` drawn as written, never as TeX math
+        return (f"{cfg.title or self.spec.title} [{self.spec.id}, profile {self.profile}"
+                f"{', ' + sets if sets else ''}]")
 
     def fitted_title(self, cfg: FigureConfig, width_in: float, fontsize: float = 10) -> str:
         """``title`` wrapped to ``width_in`` inches at ``fontsize`` points (``wrap_text``), so

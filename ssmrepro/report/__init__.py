@@ -273,20 +273,24 @@ def shared_run_counts(df: pd.DataFrame, runs: list) -> tuple[int, int, int, int]
 
 def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n_runs: int,
              counted: pd.DataFrame | None = None,
-             counts: tuple[int, int, int, int] | None = None) -> str:
+             counts: tuple[int, int, int, int] | None = None, overrides: str = "") -> str:
     """report.md: verdict counts first, then claims, paper values beside ours, our numbers.
     ``counted``: the cells whose runs are counted, where ``cells`` keeps one candidate of each
     group (``aggregate.select``); ``counts``: (expected, finished, diverged, cut at their time
-    limit) where ``shared_run_counts`` gives them."""
+    limit) where ``shared_run_counts`` gives them; ``overrides``: the ``--set`` options of the
+    runs (``overrides_text``), named beside the profile (a tagged report read `Profile smoke`
+    alone, its numbers of other settings under the profile's name)."""
     n_exp, n_done, n_div = (counts[:3] if counts else
                             run_counts(cells if counted is None else counted, n_runs))
     n_ok = n_done - n_div
+    # mid-line: md_text's escape of a line-starting `-` (of `--set`) is not wanted
+    who = f"Profile `{profile}`" + (f" with {md_text(overrides)[1:]}" if overrides else "")
     if spec.analytic is not None:
         a = spec.analytic
-        how = (f"Profile `{profile}`: analytic — table `{a.table}` computed from theory "
+        how = (f"{who}: analytic — table `{a.table}` computed from theory "
                f"(ssmrepro.theory), {len(cells)} rows, no training.")
     else:
-        how = (f"Profile `{profile}`: {n_exp} runs expected, {n_ok + n_div} finished "
+        how = (f"{who}: {n_exp} runs expected, {n_ok + n_div} finished "
                f"({n_div} diverged); seeds aggregated with `{spec.aggregate.reduce}`.")
         src = cells if counted is None else counted
         n_cut = counts[3] if counts else (

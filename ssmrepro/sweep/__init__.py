@@ -18,6 +18,7 @@ from .expand import (
     config_identity,
     expand,
     overrides_tag,
+    overrides_text,
     parse_config,
     parse_overrides,
     parsed_identity,
@@ -28,5 +29,6 @@ from .expand import (
 
 __all__ = ["CODE_VERSION", "MEMBER_FIELDS", "SECTIONS", "EarlyStop", "RunConfig", "Schedule",
            "TrainConfig", "axis_points", "config_identity", "expand", "flatten", "lean", "overrides_tag",
+           "overrides_text",
            "parse_config", "parse_overrides", "parsed_identity", "per_point", "run_id_of", "set_dotted",
            "unique_runs", "validate_sections"]

@@ -509,6 +509,23 @@ def overrides_tag(overrides: dict[str, Any] | None, runs: list[RunConfig]) -> st
     return "set-" + hashlib.sha256(blob.encode()).hexdigest()[:6]
 
 
+def overrides_text(overrides: dict[str, Any] | None) -> str:
+    """The ``--set`` options that ``overrides`` stand for, shell-quoted ('' for none), e.g.
+    ``--set train.lr=0.02``: what a tagged report and figure say they are of (they said only
+    `profile smoke`, the numbers of other settings under the profile's name, the tag a hash)."""
+    if not overrides:
+        return ""
+    import re
+    import shlex
+
+    def shown(v: Any) -> str:  # as `--set` reads it back: a plain name bare, else JSON (YAML)
+        plain = isinstance(v, str) and re.fullmatch(r"[A-Za-z_][\w./-]*", v) and v.lower() not in {
+            "true", "false", "null", "yes", "no", "on", "off", "y", "n"}
+        return v if plain else json.dumps(v, default=str)
+
+    return shlex.join([a for k in sorted(overrides) for a in ("--set", f"{k}={shown(overrides[k])}")])
+
+
 def _replaced_axis_keys(spec: Spec, profile: str, axes: list, key: str) -> list[str]:
     """'file: ...' for a key an axis sweeps that every point of a later axis sets again (the key,
     or a field that each of its mapping values names): the earlier values were never used (grid
