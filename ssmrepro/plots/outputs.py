@@ -999,11 +999,7 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
                 return
 
     rows = cells
-    for i, raw in enumerate(spec.claims):
-        try:
-            cfg = report.parse_claim(raw)
-        except (KeyError, ValidationError):
-            continue  # reported by validate_outputs
+    for i, cfg in _parsed_claims(spec):
         for field in ("where", "a", "b"):
             check(f"claims.{i}.{field}", getattr(cfg, field, None))
         values(f"claims.{i}", cfg)
@@ -1048,6 +1044,16 @@ def _unmatched(path: str, key: str, where: Any, cells: pd.DataFrame, index: Cell
             if not index.positions({**where, k: v})]
 
 
+def _parsed_claims(spec: Spec):
+    """(index, parsed claim) of each claim of ``spec`` that parses (``validate_outputs``
+    reports the others)."""
+    for i, raw in enumerate(spec.claims):
+        try:
+            yield i, report.parse_claim(raw)
+        except (KeyError, ValidationError):
+            continue
+
+
 def _analytic_where_problems(spec: Spec) -> list[str]:
     """``where_problems`` of an analytic spec: a claim's (or figure's) ``where`` that matches no
     point of ``analytic.grid`` (yu2025-fig5 with L = 100 left out of its grid: its two claims
@@ -1063,11 +1069,7 @@ def _analytic_where_problems(spec: Spec) -> list[str]:
     path = spec.path or spec.id
     errors: list[str] = []
     what = "point of analytic.grid"
-    for i, raw in enumerate(spec.claims):
-        try:
-            cfg = report.parse_claim(raw)
-        except (KeyError, ValidationError):
-            continue  # reported by validate_outputs
+    for i, cfg in _parsed_claims(spec):
         for field in ("where", "a", "b"):
             errors += _unmatched(path, f"claims.{i}.{field}", getattr(cfg, field, None), cells,
                                  index, what)
