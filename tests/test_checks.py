@@ -206,7 +206,11 @@ def test_ordering_matches_cells_on_the_other_keys():
     v = judge(ORD, runs, [0.5, 0.8, 0.4, 0.9])[0]
     assert v.verdict == "FAIL" and v.ours == pytest.approx(-0.1)
     margin = [{**ORD[0], "margin": 0.2}]
-    assert judge(margin, runs, [0.5, 0.9, 0.4, 0.9])[0].verdict == "FAIL"
+    v = judge(margin, runs, [0.5, 0.9, 0.4, 0.9])[0]
+    assert v.verdict == "FAIL" and "(label=linear) + 0.2, matched on" in v.text, v.text
+    # a negative margin reads as a difference (it read '+ -0.05')
+    v = judge([{**ORD[0], "margin": -0.05}], runs, [0.5, 0.9, 0.52, 0.9])[0]
+    assert v.verdict == "PASS" and "(label=linear) - 0.05, matched on" in v.text, v.text
     assert judge(ORD, runs, [0.5, None, 0.4, 0.9])[0].verdict == "MISSING"
     assert judge(ORD, runs, [0.5, 0.0, 0.4, 0.9], status={1: "diverged"})[0].verdict == "FAIL"
     # nothing to pair (different d values): the profile cannot test it

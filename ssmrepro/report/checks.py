@@ -706,8 +706,11 @@ def ordering(ctx: CheckContext, cfg: OrderingConfig) -> list[Verdict]:
     match, pairs = cfg.pairs(expected(ctx.cells), ctx.keys)
     scaled = (f"{cfg.factor:g} × ({_fmt_where(cfg.b)})" if cfg.factor != 1.0
               else f"({_fmt_where(cfg.b)})")
+    # a negative margin as a difference ('... - 0.05'; it read '+ -0.05')
+    margin = (f" - {fmt_num(-cfg.margin)}" if cfg.margin < 0
+              else f" + {fmt_num(cfg.margin)}" if cfg.margin else "")
     text = (f"{cfg.text} [{cfg.metric}: ({_fmt_where(cfg.a)}) >= {scaled}"
-            f"{f' + {cfg.margin}' if cfg.margin else ''}, matched on {', '.join(match) or '-'}]")
+            f"{margin}, matched on {', '.join(match) or '-'}]")
     if not pairs:
         return [Verdict("claim", text, "MISSING", None,
                         detail="this profile has no pair of matching a/b cells")]
