@@ -6771,17 +6771,31 @@ def test_a_seed_spread_claim_in_one_seed_profiles_only_is_refused(tmp_path):
     assert res.exit_code == 0, res.output
 
 
+def _curves_context(tmp_path, table):
+    """A FigureContext of the `curves` kind over the curves table ``table`` (one label key, no
+    paper values), its outputs under ``tmp_path`` and its title 't'."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import curves as cv
+
+    ctx = cv.FigureContext(spec=SimpleNamespace(paper_values=[]), profile="smoke",
+                           cells=pd.DataFrame(), keys=["label"],
+                           out=lambda s, e: tmp_path / f"{s}.{e}", tables={cv.CURVES: table})
+    ctx.title = lambda cfg: "t"
+    return ctx
+
+
 def test_a_log_scale_learning_curve_of_zeros_is_drawn_on_a_linear_axis(tmp_path, monkeypatch):
     """The curves kind with `logy` over values that are all 0 (an accuracy that never left 0):
     the log axis could not show them, and the figure was saved with an empty panel and a
     legend, as if fine. Such a panel (or figure, when its panels share y) is drawn linear, as
     the lines kind draws one."""
-    from types import SimpleNamespace
 
     import pandas as pd
 
     import ssmrepro.plots.curves as curves_mod
-    from ssmrepro.plots.registry import FigureContext
 
     scales = []
     monkeypatch.setattr(curves_mod, "save_png", lambda fig, path, **kw: scales.extend(
@@ -6790,11 +6804,7 @@ def test_a_log_scale_learning_curve_of_zeros_is_drawn_on_a_linear_axis(tmp_path,
         scales.clear()
         df = pd.DataFrame({"run_id": "r0", "label": "S6", "seed": 0, "status": "ok",
                            "step": [0, 1, 2], "samples": [0, 8, 16], "val.acc": vals})
-        ctx = FigureContext(spec=SimpleNamespace(paper_values=[]), profile="smoke",
-                            cells=pd.DataFrame(), keys=["label"],
-                            out=lambda s, e: tmp_path / f"{s}.{e}",
-                            tables={curves_mod.CURVES: df})
-        ctx.title = lambda cfg: "t"
+        ctx = _curves_context(tmp_path, df)
         cfg = curves_mod.CurvesConfig(kind="curves", series=["val.acc"], logy=True)
         assert curves_mod.curves(ctx, cfg, tmp_path / "f.png")
         assert scales == [want], scales
@@ -6818,22 +6828,17 @@ def test_a_log_step_axis_over_step_zero_alone_is_drawn_linear(tmp_path, monkeypa
     """The curves kind with `logx` over histories of step 0 alone (`max_steps: 0`): matplotlib
     raised 'Data cannot be log-scaled because all values are <= 0', a traceback in `run` and
     `plot`. With no step above 0 the axis is linear, the lone point drawn."""
-    from types import SimpleNamespace
 
     import pandas as pd
 
     import ssmrepro.plots.curves as curves_mod
-    from ssmrepro.plots.registry import FigureContext
 
     drawn = []
     monkeypatch.setattr(curves_mod, "save_png", lambda fig, path, **kw: drawn.extend(
         (ax.get_xscale(), len(line.get_xdata())) for ax in fig.axes for line in ax.get_lines()))
     df = pd.DataFrame({"run_id": "r0", "label": "S6", "seed": 0, "status": "ok", "step": [0],
                        "samples": [0], "val.acc": [0.2]})
-    ctx = FigureContext(spec=SimpleNamespace(paper_values=[]), profile="smoke",
-                        cells=pd.DataFrame(), keys=["label"],
-                        out=lambda s, e: tmp_path / f"{s}.{e}", tables={curves_mod.CURVES: df})
-    ctx.title = lambda cfg: "t"
+    ctx = _curves_context(tmp_path, df)
     cfg = curves_mod.CurvesConfig(kind="curves", series=["val.acc"], logx=True)
     assert curves_mod.curves(ctx, cfg, tmp_path / "f.png")
     assert drawn == [("linear", 1)], drawn
@@ -11109,7 +11114,6 @@ def test_a_curves_figure_of_many_hues_keeps_them_apart_and_its_legend_off_the_pa
     """A `curves` figure of 50 hues: colours repeated after 20 (curves 0 and 20 drawn alike) and
     the legend's rows covered the panel and were cut off at the image's foot. Each curve gets a
     colour-marker pair of its own and the figure grows below the panel for its legend."""
-    from types import SimpleNamespace
 
     import pandas as pd
 
@@ -11118,10 +11122,7 @@ def test_a_curves_figure_of_many_hues_keeps_them_apart_and_its_legend_off_the_pa
     n = 50
     table = pd.DataFrame([{"label": f"case{k:02d}", "seed": 0, "step": s, "val.acc": k / n}
                           for k in range(n) for s in (0, 5, 10)])
-    ctx = cv.FigureContext(spec=SimpleNamespace(paper_values=[]), profile="smoke",
-                           cells=pd.DataFrame(), keys=["label"],
-                           out=lambda s, e: tmp_path / f"{s}.{e}", tables={cv.CURVES: table})
-    ctx.title = lambda cfg: "t"
+    ctx = _curves_context(tmp_path, table)
     saved = []
     monkeypatch.setattr(cv, "save_png", lambda fig, path, dpi: saved.append(fig))
     for seeds in ("mean", "best"):  # best of seeds draws its points as markers
@@ -12627,13 +12628,11 @@ def test_a_learning_curve_mean_does_not_pass_a_diverged_seed_off_as_a_recovery(t
     at the next step, a recovery of 'the mean of 3 seeds' that never happened. The mean of every
     seed is drawn as before; where a seed has no value the others' mean is thin and faint, named
     in the legend."""
-    from types import SimpleNamespace
 
     import numpy as np
     import pandas as pd
 
     import ssmrepro.plots.curves as curves_mod
-    from ssmrepro.plots.registry import FigureContext
 
     loss = {0: [4.2, 3.7, 3.4, 3.2, 3.0], 1: [3.1, 2.8, 2.6, 2.5, 2.4], 2: [10, 20, 40]}
     df = pd.DataFrame([{"run_id": f"r{s}", "label": "S6", "seed": s, "status": "ok", "step": 2 * i,
@@ -12643,10 +12642,7 @@ def test_a_learning_curve_mean_does_not_pass_a_diverged_seed_off_as_a_recovery(t
     monkeypatch.setattr(curves_mod, "save_png", lambda fig, path, **kw: drawn.update(
         lines=[(line.get_linewidth(), list(line.get_ydata())) for line in fig.axes[0].get_lines()],
         legend=[t.get_text() for t in fig.legends[0].get_texts()]))
-    ctx = FigureContext(spec=SimpleNamespace(paper_values=[]), profile="smoke",
-                        cells=pd.DataFrame(), keys=["label"],
-                        out=lambda s, e: tmp_path / f"{s}.{e}", tables={curves_mod.CURVES: df})
-    ctx.title = lambda cfg: "t"
+    ctx = _curves_context(tmp_path, df)
     cfg = curves_mod.CurvesConfig(kind="curves", series=["val.loss"], ylim=None)
     assert curves_mod.curves(ctx, cfg, tmp_path / "f.png")
     (_, mean3), (thin, left) = drawn["lines"]
@@ -12741,22 +12737,17 @@ def test_a_lines_value_of_zero_on_a_log_axis_is_said(tmp_path, monkeypatch):
 def test_a_learning_curve_point_of_zero_on_a_log_axis_is_said(tmp_path, monkeypatch):
     """A `logy` curves panel left out a point at 0 (a training loss of exactly 0, an accuracy of
     0 beside positive ones): the curve ended or began mid-panel, without a word."""
-    from types import SimpleNamespace
 
     import pandas as pd
 
     import ssmrepro.plots.curves as curves_mod
-    from ssmrepro.plots.registry import FigureContext
 
     df = pd.DataFrame({"run_id": "r0", "label": "S6", "seed": 0, "status": "ok",
                        "step": [0, 2, 4], "samples": [0, 16, 32], "val.loss": [2.0, 0.5, 0.0]})
     drawn = []
     monkeypatch.setattr(curves_mod, "save_png", lambda fig, path, **kw: drawn.extend(
         t.get_text() for t in fig.legends[0].get_texts()))
-    ctx = FigureContext(spec=SimpleNamespace(paper_values=[]), profile="smoke",
-                        cells=pd.DataFrame(), keys=["label"],
-                        out=lambda s, e: tmp_path / f"{s}.{e}", tables={curves_mod.CURVES: df})
-    ctx.title = lambda cfg: "t"
+    ctx = _curves_context(tmp_path, df)
     for logy, said in ((True, True), (False, False)):
         drawn.clear()
         cfg = curves_mod.CurvesConfig(kind="curves", series=["val.loss"], logy=logy, ylim=None)
