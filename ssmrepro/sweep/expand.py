@@ -687,12 +687,10 @@ def expand(spec: Spec, profile: str | None = None,
                 continue
             kept.update(cases[i])
             task, model, train = validate_sections(cfg)
+            ident = {"task": lean(task), "model": lean(model), "train": lean(train)}  # per point
             if drops:
-                refuse_dropped(cfg, drops, {"task": lean(task), "model": lean(model),
-                                            "train": lean(train)})
-            for m in _lost_profile_sets(prof.set, overrides, cfg,
-                                        {"task": lean(task), "model": lean(model),
-                                         "train": lean(train)}):
+                refuse_dropped(cfg, drops, ident)
+            for m in _lost_profile_sets(prof.set, overrides, cfg, ident):
                 grouped.setdefault(f"{spec.path}: profiles.{profile}.set.{m}", []).append(point)
         except SectionError as err:
             for m in _format_errors(spec.path or spec.id, err.err, prefix=f"{err.section}."):
@@ -706,7 +704,6 @@ def expand(spec: Spec, profile: str | None = None,
             raise SpecError([f"{spec.path}: [profile {profile}] sweep: more than {MAX_RUNS:,} "
                              f"runs (at sweep point {point} of {len(points):,}, with the seeds of "
                              "each point); split the sweep into smaller specs or profiles"])
-        ident = {"task": lean(task), "model": lean(model), "train": lean(train)}  # per point
         for seed in point_seeds:
             rc = RunConfig(
                 run_id="",
