@@ -15106,3 +15106,25 @@ def test_figures_names_the_report_of_a_profile_that_became_the_default(tmp_path)
     assert "report-quick.md is profile quick's report from before it became the default " \
            "profile (its report is now report.md)" in res.output, res.output
     assert "report-gone.md is of no profile of the spec" in res.output, res.output
+
+
+def test_show_lists_a_fresh_clones_committed_runs_from_the_results_table(trained_store, tmp_path):
+    """A fresh clone (the committed results.csv, no run records: they are not in git): `show`
+    printed every run's status '-' and no test.acc, where `verify` judged the same runs finished.
+    It now reads them from the results tables, marked as such ('ok (table)', "source": "table")."""
+    spec, store = _copy_trained(trained_store, tmp_path)
+    (path,) = (store / "runs").glob("*.json")
+    acc = json.loads(path.read_text())["metrics"]["test.acc"]
+    assert (store / "results-smoke.csv").exists() or _invoke(
+        "plot", spec, "--out", tmp_path / "out", "--profile", "smoke").exit_code == 0
+    res = _invoke("show", spec, "--out", tmp_path / "out", "--profile", "smoke", "--json")
+    assert json.loads(res.stdout)["runs"][0]["source"] == "record"
+    shutil.rmtree(store / "runs")
+    res = _invoke("show", spec, "--out", tmp_path / "out", "--profile", "smoke", "--json")
+    assert res.exit_code == 0, res.output
+    (row,) = json.loads(res.stdout)["runs"]
+    assert (row["status"], row["source"]) == ("ok", "table"), row
+    assert row["metrics"]["test.acc"] == pytest.approx(acc)
+    text = _invoke("show", spec, "--out", tmp_path / "out", "--profile", "smoke").output
+    assert "ok (table)" in text and f"{acc:.3f}" in text and "run records are not in git" in text
+    assert not (store / "runs").exists()  # read only

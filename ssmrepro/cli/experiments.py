@@ -214,6 +214,31 @@ def list_models() -> None:
         print_table(t, whole=(0,))
 
 
+def _table_rows(spec, profile: str, out: Path | None, overrides: dict | None, runs: list,
+                todo: list) -> dict:
+    """run id -> the committed results row of each run of ``todo`` (runs without a record)."""
+    if not todo:
+        return {}
+    from ..plots.outputs import committed_rows
+    from ..sweep import overrides_tag
+
+    return committed_rows(spec, profile, _root(spec, out), todo,
+                          overrides_tag(overrides, runs))
+
+
+def _row_status(row) -> tuple[str, dict, str]:
+    """(status, metrics, source) of a committed results row, as a record gives them."""
+    metrics = {}
+    for k, v in row.items():
+        if str(k).startswith("metric.") and v == v and v is not None:
+            try:
+                metrics[str(k)[len("metric."):]] = float(v)
+            except (TypeError, ValueError):
+                continue
+    status = row.get("status")
+    return ("ok" if status is None or status != status else str(status)), metrics, "table"
+
+
 @command()
 def show(
     name: str = typer.Argument(..., help="experiment id, alias or spec file (.yaml)"),
@@ -237,15 +262,20 @@ def show(
     for k, v in (overrides or {}).items():
         set_dotted(base, k, v)
     _derived_into(base, spec, runs)
+    store = open_store(spec, out)
+    found = {r.run_id: store.record_status(r.run_id) for r in runs}
+    table = _table_rows(spec, profile, out, overrides, runs,
+                        [r for r in runs if found[r.run_id][1] is None])
     if as_json:
-        store = open_store(spec, out)
         rows = []
         for r in runs:
-            found, status = store.record_status(r.run_id)
-            rec = found or {}
+            rec, status = found[r.run_id]
+            metrics, source = (rec or {}).get("metrics") or {}, "record" if rec else None
+            if status is None and r.run_id in table:  # a committed row, no record
+                status, metrics, source = _row_status(table[r.run_id])
             rows.append({"index": r.index, "run_id": r.run_id, "label": r.label,
                          "coords": r.typed_coords(), "seed": r.seed, "status": status,
-                         "metrics": rec.get("metrics") or {}, "config": r.config()})
+                         "source": source, "metrics": metrics, "config": r.config()})
         _store_warnings(store)
         print_json({"id": spec.id, "alias": spec.alias, "paper": spec.paper, "title": spec.title,
                     "claim": spec.claim, "profile": profile, "profiles": list(spec.profiles),
@@ -258,16 +288,22 @@ def show(
                   f"{escape(spec.profiles[profile].description)}")
     console.print(f"[dim]profiles: {escape(', '.join(spec.profiles))} (--profile NAME)[/]")
     console.print(yaml.safe_dump(base, sort_keys=False).rstrip(), markup=False)
-    store = open_store(spec, out)
     t = Table("#", "run_id", "label", "coords", "seed", "status", "test.acc")
+    n_table = 0
     for r in runs[:200]:
-        found, status = store.record_status(r.run_id)
-        acc = ((found or {}).get("metrics") or {}).get("test.acc")
+        rec, status = found[r.run_id]
+        acc = ((rec or {}).get("metrics") or {}).get("test.acc")
+        if status is None and r.run_id in table:
+            status, metrics, _ = _row_status(table[r.run_id])
+            status, acc, n_table = f"{status} (table)", metrics.get("test.acc"), n_table + 1
         coords = r.coords_text()
         t.add_row(str(r.index), r.run_id, escape(r.label), escape(coords), str(r.seed),
                   escape("-" if status is None else str(status)),
-                  "-" if acc is None else f"{acc:.3f}")
+                  "-" if acc is None or acc != acc else f"{acc:.3f}")
     print_table(t, whole=(0, 1))
+    if n_table:
+        console.print(f"[dim](table): {n_table} run(s) without a record in this store, read from "
+                      f"the results tables (run records are not in git)[/]")
     _store_warnings(store)
     if len(runs) > 200:
         console.print(f"... {len(runs) - 200} more runs")

@@ -1338,6 +1338,24 @@ def _other_tables(spec: Spec, profile: str, root: Path, tag: str, stem: str = "r
         yield p, t
 
 
+def committed_rows(spec: Spec, profile: str, root: Path, runs: list, tag: str = ""
+                   ) -> dict[str, pd.Series]:
+    """run id -> its row in the committed results tables (this profile's, then the other
+    profiles', as ``load_table`` completes a table), for ``runs`` (planned runs without a
+    record); read only, nothing written. What `show` lists for a fresh clone's runs: records are
+    not in git, so it said every committed run was not trained ('-') where `verify` judged them
+    finished."""
+    name = output_name(spec, profile, "results", "csv", tag)
+    own = _own_table(root / name, read_run_table, records=True)  # a damaged table: a warning
+    if not own.empty:
+        own = consistent_rows(profile_rows(own, profile, name), runs, own=True)
+    rows = _committed_rows(runs, chain([own], (t for _, t in _other_tables(spec, profile, root,
+                                                                           tag))), profile)
+    if rows.empty:
+        return {}
+    return {str(row[RUN_ID]): row for _, row in rows.iterrows()}
+
+
 def _committed_rows(runs: list, tables: Iterable[pd.DataFrame], profile: str | None
                     ) -> pd.DataFrame:
     """Rows for ``runs`` (planned runs without a record) from committed ``tables``, the first
