@@ -15128,3 +15128,25 @@ def test_show_lists_a_fresh_clones_committed_runs_from_the_results_table(trained
     text = _invoke("show", spec, "--out", tmp_path / "out", "--profile", "smoke").output
     assert "ok (table)" in text and f"{acc:.3f}" in text and "run records are not in git" in text
     assert not (store / "runs").exists()  # read only
+
+
+def test_induction_heads_hard_case_reaches_gamma_t_as_written():
+    """huang2025 App. D.4 draws the hard case's r from {1, ..., gamma T}: with gamma 0.29 and
+    T 100 float's 0.29 * 100 = 28.999... floored to 28, so v* never sat at 29 / 71 (silently a
+    narrower range than the config says). The shipped gamma 0.1 keeps its range."""
+    import torch
+
+    from ssmrepro.tasks import build_task
+    from ssmrepro.tasks.induction_heads import special_range
+
+    assert [special_range(g, T) for g, T in ((0.29, 100), (0.35, 180), (0.41, 300))] == \
+        [29, 63, 123]
+    assert [special_range(0.1, T) for T in (20, 30, 50, 100)] == [2, 3, 5, 10]
+    task = build_task({"name": "induction_heads", "vocab": 5, "T": 100, "p": 1.0, "gamma": 0.29})
+    x = task.sample(torch.tensor([0]), 0, torch.arange(3000)[None]).x[0]
+    firsts = set()
+    for s in x.tolist():  # v* occurs exactly twice, at r and T - r (1-based)
+        v = next(v for v in set(s) if s.count(v) == 2 and s[100 - s.index(v) - 2] == v
+                 and s.index(v) < 29)
+        firsts.add(s.index(v) + 1)
+    assert firsts == set(range(1, 30)), sorted(firsts)

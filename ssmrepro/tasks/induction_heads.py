@@ -6,7 +6,8 @@ For each position t the target is the token that followed the latest previous oc
 
 Data (App. D.4), tokens ``0..|V|-1``: with probability ``1 - p`` the *standard* case, x_1..x_T
 i.i.d. uniform over V; with probability ``p`` the *hard* case: a special token v* uniform in V,
-x_1..x_T i.i.d. uniform over V \\ {v*}, r uniform in {1, ..., floor(gamma*T)}, and v* written at
+x_1..x_T i.i.d. uniform over V \\ {v*}, r uniform in {1, ..., floor(gamma*T)} (``special_range``:
+gamma as written, so 0.29 x 100 is 29, not float's 28.999...), and v* written at
 the 1-based positions r and T - r (the text's "T r" read as T - r), so v* occurs exactly twice,
 early and late, and its target at T - r is the token after position r.
 
@@ -34,6 +35,7 @@ Randomness: ``rng.key(seed, split, index)`` with sub-streams for the case, the t
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import torch
 from pydantic import Field, model_validator
@@ -42,6 +44,13 @@ from . import rng
 from .base import IGNORE, Batch, Task, TaskConfig, TaskInfo, previous_occurrence
 
 _S_CASE, _S_TOKENS, _S_SPECIAL, _S_R = 1, 2, 3, 4
+
+
+def special_range(gamma: float, T: int) -> int:
+    """floor(gamma * T), the last position r of the hard case, with gamma read as the decimal
+    it was written as (its shortest repr): float's 0.29 * 100 is 28.999999999999996, which
+    floored to 28 and never drew r = 29, the paper's gamma*T."""
+    return math.floor(Fraction(repr(gamma)) * T)
 
 
 class InductionHeadsConfig(TaskConfig):
@@ -53,7 +62,7 @@ class InductionHeadsConfig(TaskConfig):
 
     @model_validator(mode="after")
     def _fits(self) -> InductionHeadsConfig:
-        R = math.floor(self.gamma * self.T)
+        R = special_range(self.gamma, self.T)
         if self.p > 0 and R < 1:
             raise ValueError(f"gamma*T = {self.gamma * self.T:g} < 1: no position r in "
                              "{1..floor(gamma*T)} for the hard case")
@@ -97,7 +106,7 @@ class InductionHeads(Task):
         u = rng.randint(rng.combine(k, _S_TOKENS), T, 0, V)  # standard case
         v = rng.randint(rng.combine(k, _S_TOKENS), T, 0, V - 1)  # hard case: V \ {v*}
         v = v + (v >= special).long()
-        R = math.floor(c.gamma * T)
+        R = special_range(c.gamma, T)
         if R >= 1:
             r = rng.randint(rng.combine(k, _S_R), 1, 1, R + 1)  # (E, B, 1), 1-based
             v.scatter_(-1, r - 1, special)
