@@ -15150,3 +15150,39 @@ def test_induction_heads_hard_case_reaches_gamma_t_as_written():
                  and s.index(v) < 29)
         firsts.add(s.index(v) + 1)
     assert firsts == set(range(1, 30)), sorted(firsts)
+
+
+def test_a_where_selects_a_list_valued_key_by_its_whole_value(tmp_path):
+    """A sweep of a list-valued key (`train.betas: [[0.9, 0.99], [0.8, 0.9]]`): a claim's
+    `where: {train.betas: [0.9, 0.99]}` was read as 'betas is 0.9 or 0.99', which no list
+    equals, so `validate` refused it and no claim or paper value could select such a cell. A
+    list is now the key's value, a list of lists any of them; an alternative that matches no
+    cell is still named."""
+    import pandas as pd
+
+    from ssmrepro.report.cells import CellIndex, PaperValueLookup, select
+    from ssmrepro.spec import PaperValue
+
+    def spec(where):
+        return write_spec(tmp_path, sweep=[{"grid": {"train.betas": [[0.9, 0.99], [0.8, 0.9]]}}],
+                          seeds=[0], claims=[{"text": "x", "where": where, "metric": "test.acc",
+                                              "op": ">=", "value": 0.5}])
+    for where in ({"train.betas": [0.9, 0.99]}, {"train.betas": [[0.9, 0.99], [0.8, 0.9]]},
+                  {"train.betas": [[0.8, 0.9]]}):
+        res = _invoke("validate", spec(where))
+        assert res.exit_code == 0, (where, res.output)
+    res = _invoke("validate", spec({"train.betas": [[0.9, 0.99], [0.7, 0.9]]}))
+    assert res.exit_code == 2 and "[0.7, 0.9] (one of its values) matches no run" in res.output
+    res = _invoke("validate", spec({"train.betas": [0.7, 0.9]}))
+    assert res.exit_code == 2 and "matches no run" in res.output
+    cells = pd.DataFrame({"label": ["a", "a"], "train.betas": [[0.9, 0.99], [0.8, 0.9]],
+                          "test.acc": [0.1, 0.2]})
+    for where, want in (({"train.betas": [0.9, 0.99]}, [0.1]), ({"train.betas": [0.8, 0.9]}, [0.2]),
+                        ({"train.betas": [[0.8, 0.9], [0.9, 0.99]]}, [0.1, 0.2]),
+                        ({"train.betas": [0.9]}, []), ({"train.betas": 0.9}, [])):
+        assert select(cells, where)["test.acc"].tolist() == want, where
+        assert CellIndex(cells).select(where)["test.acc"].tolist() == want, where
+    pvs = [PaperValue(where={"train.betas": [0.8, 0.9]}, metric="test.acc", value=0.5)]
+    lookup = PaperValueLookup(pvs)
+    assert lookup.find({"label": "a", "train.betas": [0.8, 0.9]}, "test.acc") is pvs[0]
+    assert lookup.find({"label": "a", "train.betas": [0.9, 0.99]}, "test.acc") is None

@@ -45,6 +45,7 @@ from ..report.analytic import THEORY_LABEL, analytic_cells, analytic_columns, an
 from ..report.cells import (
     CASE_PREFIX,
     CellIndex,
+    alternatives,
     cell_env,
     column,
     has_column,
@@ -1040,7 +1041,7 @@ def _unmatched(path: str, key: str, where: Any, cells: pd.DataFrame, index: Cell
         return [f"{path}: {key}: matches no {what} ({shown}); check the label and the values"]
     return [f"{path}: {key}.{k}: {v!r} (one of its values) matches no {what} with the rest of "
             "the condition; check the label and the values"
-            for k, want in where.items() for v in (want if isinstance(want, list) else [])
+            for k, want in where.items() for v in alternatives(want, index.values(k))
             if not index.positions({**where, k: v})]
 
 

@@ -164,8 +164,31 @@ def label_matches(label: Any, want: Any) -> bool:
     return label == str(want) or str(want) in label.split(LABEL_SEP)
 
 
+def _is_list(v: Any) -> bool:
+    return isinstance(v, (list, tuple))
+
+
+def alternatives(want: Any, values: list[Any]) -> list[Any]:
+    """The any-of values of a ``where`` value ``want`` on a column of ``values`` ([] for one
+    value): a list's items, but on a list-valued key only a list of lists has alternatives."""
+    if not _is_list(want):
+        return []
+    if any(_is_list(v) for v in values):
+        return list(want) if want and all(_is_list(w) for w in want) else []
+    return list(want)
+
+
 def value_matches(key: str, have: Any, want: Any) -> bool:
-    """One ``where`` condition: a list means any of its values; ``label`` matches a case label."""
+    """One ``where`` condition: a list means any of its values; ``label`` matches a case label.
+    Of a list-valued key (``train.betas: [0.9, 0.95]``) a list is the value itself, and a list
+    of lists any of them (``[[0.9, 0.95], [0.8, 0.9]]``): the list was read as any of its
+    numbers, which a list never equals, so no claim or paper value could select such a key."""
+    if _is_list(have):
+        if _is_list(want) and want and all(_is_list(w) for w in want):
+            return any(value_matches(key, have, w) for w in want)
+        return (_is_list(want) and len(want) == len(have)
+                and all(value_matches(key, h, w) if _is_list(h) else
+                        not _is_list(w) and value_matches(key, h, w) for h, w in zip(have, want)))
     if isinstance(want, (list, tuple)):
         return any(value_matches(key, have, w) for w in want)
     if key == LABEL:
@@ -206,7 +229,7 @@ class ValueIndex:
         self.none: list[int] = []  # values ``norm`` reads as missing (None, NaN)
         nums: list[tuple[float, int]] = []
         for i, v in enumerate(values):
-            self.text.setdefault(str(v), []).append(i)
+            self.text.setdefault(_text(v), []).append(i)
             if norm(v) is None:
                 self.none.append(i)
             f = _as_float(v)
@@ -231,20 +254,33 @@ class ValueIndex:
     def count(self, want: Any) -> int:
         """At most how many positions ``candidates(want)`` gives (without listing them)."""
         lo, hi = self._window(want)
-        return len(self.text.get(str(want), ())) + hi - lo
+        return len(self.text.get(_text(want), ())) + hi - lo
 
     def candidates(self, want: Any) -> list[int]:
         lo, hi = self._window(want)
-        return self.text.get(str(want), []) + self._pos[lo:hi]
+        return self.text.get(_text(want), []) + self._pos[lo:hi]
 
 
 def _flat(want: Any) -> list[Any]:
     """The values a ``where`` value admits, as ``value_matches`` reads it: a list (of lists, at
     any depth) means any of its values. Only the top list was opened, so ``label: [[S6]]``
-    matched S6 in ``select`` and nothing in ``CellIndex``."""
+    matched S6 in ``select`` and nothing in ``CellIndex``. Each list is a value too, the whole
+    value of a list-valued key (``train.betas``): a superset, confirmed by ``value_matches``."""
     if not isinstance(want, (list, tuple)):
         return [want]
-    return [x for w in want for x in _flat(w)]
+    return [want] + [x for w in want for x in _flat(w)]
+
+
+def _text(v: Any) -> str:
+    """The index key of a value: its text, a list's with its numbers as floats (``[1, 2]`` and
+    ``[1.0, 2.0]`` are one value to ``value_matches``)."""
+    if not _is_list(v):
+        return str(v)
+    parts = []
+    for x in v:
+        f = None if _is_list(x) or isinstance(x, bool) else _as_float(x)
+        parts.append(_text(x) if f is None else repr(f))
+    return "[" + ", ".join(parts) + "]"
 
 
 class CellIndex:
