@@ -15106,3 +15106,27 @@ def test_figures_names_the_report_of_a_profile_that_became_the_default(tmp_path)
     assert "report-quick.md is profile quick's report from before it became the default " \
            "profile (its report is now report.md)" in res.output, res.output
     assert "report-gone.md is of no profile of the spec" in res.output, res.output
+
+
+def test_bench_scans_selective_chunked_times_the_chunked_scan(monkeypatch):
+    """`bench scans`'s selective `chunked` row passed chunk=None to selective_scan, which on
+    the CPU runs diag_scan's default, the blocked kernel, for a state of 512 floats or more
+    (every committed shape): the row said `chunked` over the blocked kernel's times. It runs the
+    two-pass chunked scan with Q = default_chunk now, as diag's `chunked`, and names Q."""
+    import argparse
+
+    import torch
+
+    import ssmrepro.kernels.scan as scan_mod
+    from ssmrepro.bench import scans
+
+    ran = []
+    monkeypatch.setattr(scan_mod, "diag_scan_blocked", lambda *t: ran.append("blocked"))
+    for chunk, q in ((None, scan_mod.default_chunk(64, 2 * 16 * 16)), (8, 8)):
+        a = argparse.Namespace(batch=2, d=16, n=16, groups=1, chunk=chunk, ssd_chunk=None,
+                               heads=1, width=2)  # a state of 512: diag_scan's blocked default
+        inputs, ref, fast, desc = scans.make_case("selective", 64, a, torch.float32)
+        got = fast["chunked"](*inputs)
+        assert not ran, (chunk, ran)
+        assert f"Q={q} " in desc, desc
+        torch.testing.assert_close(got, ref(*inputs), rtol=1e-4, atol=1e-4)
