@@ -15130,3 +15130,24 @@ def test_bench_scans_selective_chunked_times_the_chunked_scan(monkeypatch):
         assert not ran, (chunk, ran)
         assert f"Q={q} " in desc, desc
         torch.testing.assert_close(got, ref(*inputs), rtol=1e-4, atol=1e-4)
+
+
+def test_bench_counting_counts_an_out_tensor_once():
+    """`bench.counting` counted a tensor given as `out=` twice, as an operand and as the result:
+    the committed training steps (kernels writing into buffers) read 4-15 % more bytes than they
+    move, their intensity (FLOP/byte of the roofline and performance.md) that much lower. An
+    out= result is counted once; an in-place op's tensor stays read + written."""
+    import torch
+
+    from ssmrepro.bench.counting import count
+
+    a, b = torch.ones(100), torch.empty(100)
+    assert count(lambda: torch.mul(a, 2.0, out=b)).bytes == 2 * 400  # a read, b written
+    assert count(lambda: torch.mul(a, 2.0)).bytes == 2 * 400  # as without out=
+    assert count(lambda: a.add_(1.0)).bytes == 2 * 400  # read and written
+    x, y = torch.ones(8, 16), torch.empty(8, 16)
+    assert count(lambda: torch.mm(x, x.t(), out=torch.empty(8, 8))).bytes == (2 * 128 + 64) * 4
+    v, i = torch.empty(8, 16), torch.empty(8, 16, dtype=torch.long)
+    got = count(lambda: torch.sort(x, dim=1, out=(v, i)))
+    assert got.bytes == 8 * 16 * 4 * 2 + 8 * 16 * 8, got  # x, values, indices once each
+    assert count(lambda: torch.add(x, 1.0, out=y)).flops == 128

@@ -8,7 +8,8 @@ executes (forward, backward and optimiser) and adds up:
   (pointwise, reductions, the scans' elementwise recurrences) one FLOP per element of its largest
   operand or result; views, copies and fills none.
 - **bytes**: every tensor operand and result of every computing op, each counted once per op
-  (``nbytes``). This is the traffic if nothing stayed in cache between ops — an upper bound on the
+  (``nbytes``; a tensor given as ``out=`` is the result, an in-place op's ``self`` is read and
+  written: two). This is the traffic if nothing stayed in cache between ops — an upper bound on the
   memory traffic, so the arithmetic intensity FLOPs / bytes is a lower bound.
 
 Worked example: ``torch.mm`` of (64, 32) by (32, 16) in float32 counts 2·64·32·16 = 65,536 FLOPs
@@ -68,7 +69,11 @@ class _Counter(TorchDispatchMode):
         name = packet.__name__
         if name in _FREE:
             return out
-        tensors = [t for t in tree_flatten((args, kwargs, out))[0] if isinstance(t, torch.Tensor)]
+        # an out= tensor is the op's result, counted once with it (it was counted as an operand
+        # too: the bytes of a step 4-15 % high, its intensity that much low)
+        outs = {a.name for a in func._schema.arguments if a.is_out}
+        reads = {k: v for k, v in kwargs.items() if k not in outs}
+        tensors = [t for t in tree_flatten((args, reads, out))[0] if isinstance(t, torch.Tensor)]
         if not tensors:
             return out
         self.ops += 1
