@@ -15151,3 +15151,40 @@ def test_bench_counting_counts_an_out_tensor_once():
     got = count(lambda: torch.sort(x, dim=1, out=(v, i)))
     assert got.bytes == 8 * 16 * 4 * 2 + 8 * 16 * 8, got  # x, values, indices once each
     assert count(lambda: torch.add(x, 1.0, out=y)).flops == 128
+
+
+def test_bench_step_with_several_threads_rates_from_the_wall_clock(monkeypatch, tmp_path):
+    """`bench step --threads 2` divided by the CPU-clock median, the two threads' CPU times added
+    up: run-steps/s, GFLOP/s and the ratios were those of a step twice as long (as was the
+    GEMM peak, timed on the same clock). With several threads they come from the wall clock;
+    one thread keeps the CPU clock. Injected timings: no wall-clock assertion."""
+    import torch
+
+    from ssmrepro.bench import step as st
+    from ssmrepro.bench import timing
+    from ssmrepro.bench.timing import Stats
+
+    monkeypatch.setattr(st, "matmul_peak", lambda: 50.0)
+    monkeypatch.setattr(st, "contenders", lambda w, packs, *a: {
+        "old E=1": (None, 1), "new E=1": (None, 1), "new E=2": (None, 2)})
+    wall = {"old E=1": 0.4, "new E=1": 0.2, "new E=2": 0.25}  # seconds per step
+    monkeypatch.setattr(st, "interleaved", lambda fns, *a, **k: {
+        n: Stats.of([wall[n]] * 3, [2 * wall[n]] * 3) for n in fns})  # CPU = 2 x wall
+    assert timing.cpu_clock("cuda:0") is False
+    old = torch.get_num_threads()
+    try:
+        for threads, per in ((2, wall), (1, {k: 2 * v for k, v in wall.items()})):
+            out = tmp_path / f"t{threads}.json"
+            assert st.main(["--workloads", "koren-d-L64", "--E", "1", "2", "--no-mambapy",
+                            "--threads", str(threads), "--json", str(out)]) == 0
+            assert timing.cpu_clock() is (threads == 1)
+            rec = json.loads(out.read_text())
+            assert rec["env"]["rates_clock"] == ("cpu" if threads == 1 else "wall")
+            rows = {r["contender"]: r for r in rec["results"]}
+            w = st.STEP_WORKLOADS["koren-d-L64"]
+            for name, r in rows.items():
+                assert math.isclose(r["run_steps_per_s"], r["E"] / per[name]), (threads, r)
+                assert math.isclose(r["gflops"], st.step_flops(w, r["E"]) / per[name] / 1e9)
+            assert math.isclose(rows["new E=1"]["speedup_vs_old"], per["old E=1"] / per["new E=1"])
+    finally:
+        torch.set_num_threads(old)
