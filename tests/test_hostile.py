@@ -15188,3 +15188,27 @@ def test_bench_step_with_several_threads_rates_from_the_wall_clock(monkeypatch, 
             assert math.isclose(rows["new E=1"]["speedup_vs_old"], per["old E=1"] / per["new E=1"])
     finally:
         torch.set_num_threads(old)
+
+
+def test_roofline_best_pack_is_above_one(tmp_path):
+    """`bench keep-nth-d8 --packs 1,4,...` records the engine's step of one model as pack 1;
+    where it was the fastest, performance.md's `best pack E > 1` column said `E = 1` and the
+    roofline drew it as the best pack's filled point. The best pack is the fastest above 1; a
+    record with no pack above 1 is left out, named."""
+    from ssmrepro.bench.roofline import performance_table
+
+    rec = json.loads((ROOT / "results/bench/keep-nth-d8-cpu.json").read_text())
+    plain = rec["plain_run_steps_per_s"]
+    one = dict(rec["packed"][0], pack=1, run_steps_per_s=10 * plain, ratio=10.0)
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    (bench / "keep-nth-d8-cpu.json").write_text(json.dumps({**rec, "packed": [one, *rec["packed"]]}))
+    (bench / "mqar-linear-cpu.json").write_text(json.dumps({**rec, "workload": "mqar-linear",
+                                                            "packed": [one]}))
+    skipped = []
+    table = performance_table(bench, skipped)
+    row = next(ln for ln in table.splitlines() if "keep-nth-d8" in ln)
+    assert "| E = 128: ×6.70 |" in row, row
+    assert "mqar-linear" not in table, table
+    assert len(skipped) == 1 and "mqar-linear-cpu.json" in skipped[0] \
+        and "no pack size above 1" in skipped[0], skipped
