@@ -15212,3 +15212,18 @@ def test_roofline_best_pack_is_above_one(tmp_path):
     assert "mqar-linear" not in table, table
     assert len(skipped) == 1 and "mqar-linear-cpu.json" in skipped[0] \
         and "no pack size above 1" in skipped[0], skipped
+
+
+def test_bench_pathfinder_workers_do_not_import_torch():
+    """`scripts/bench_pathfinder.py --workers 2` counted, as CPU time spent generating, every
+    spawned worker's import of torch: the workers import the script as `__mp_main__`, whose
+    top imported `bench.timing` (torch) for its argument parser (about 1.4 CPU-s per worker:
+    --n 1000 --workers 2 said 130 images/cpu-s, 214 without it). Its top imports no torch."""
+    import subprocess
+    import sys
+
+    code = ("import runpy, sys; runpy.run_path(sys.argv[1], run_name='__mp_main__'); "
+            "print('torch' in sys.modules)")
+    got = subprocess.run([sys.executable, "-c", code, str(ROOT / "scripts/bench_pathfinder.py")],
+                         capture_output=True, text=True, check=True, timeout=120)
+    assert got.stdout.strip() == "False", got
