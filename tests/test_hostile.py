@@ -15227,3 +15227,23 @@ def test_bench_pathfinder_workers_do_not_import_torch():
     got = subprocess.run([sys.executable, "-c", code, str(ROOT / "scripts/bench_pathfinder.py")],
                          capture_output=True, text=True, check=True, timeout=120)
     assert got.stdout.strip() == "False", got
+
+
+def test_roofline_step_table_without_a_one_model_step_says_so():
+    """A `bench step --E 4` record (no E = 1 contender) filled performance.md's `ours, one
+    model` column with the best contender's rate, a pack of 4's run-steps/s; the cell is `—`
+    now, and a record with E = 1 keeps its one-model rate."""
+    from ssmrepro.bench.roofline import _step_line, _step_rows_of
+
+    rec = json.loads((ROOT / "results/bench/step-cpu.json").read_text())
+    rec["results"] = [r for r in rec["results"] if r["workload"] == "koren-d-L64"]
+    rec["workloads"] = {"koren-d-L64": rec["workloads"]["koren-d-L64"]}
+    (whole,) = _step_rows_of(rec)
+    assert whole["single"] == next(r["run_steps_per_s"] for r in rec["results"]
+                                   if r["contender"] == "new E=1")
+    rec["results"] = [r for r in rec["results"]
+                      if r["E"] == 4 or r["contender"].startswith(("mambapy", "GEMMs"))]
+    (row,) = _step_rows_of(rec)
+    assert row["single"] is None and row["best_contender"].startswith("new E=4"), row
+    cells = [c.strip() for c in _step_line(row).split("|")]
+    assert cells[4] == "—" and cells[5].startswith(f"{row['best']:.2f} (new E=4"), cells

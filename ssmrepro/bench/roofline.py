@@ -194,9 +194,12 @@ def _step_rows_of(rec: dict) -> list[dict]:
         if ref is None or not ours:
             continue
         best = max(ours, key=lambda r: r["run_steps_per_s"])
-        single = next((r for r in ours if r["E"] == 1 and "mb" not in r["contender"]), best)
+        # ours one model at a time: None without an E = 1 step (`bench step --E 4`), where the
+        # best contender, a pack of 4, was shown as `ours, one model`
+        single = next((r for r in ours if r["E"] == 1 and "mb" not in r["contender"]), None)
         rows.append({"workload": name, "what": w.get("what", name), "mambapy": ref["run_steps_per_s"],
-                     "single": single["run_steps_per_s"], "best": best["run_steps_per_s"],
+                     "single": None if single is None else single["run_steps_per_s"],
+                     "best": best["run_steps_per_s"],
                      "best_contender": best["contender"], "fraction": best["fraction_of_peak"],
                      "ceiling": floor["run_steps_per_s"] / ref["run_steps_per_s"] if floor else None,
                      "time": rec.get("env", {}).get("time", ""),
@@ -219,8 +222,10 @@ def _check_step_row(r: dict) -> None:
     """ValueError unless the rates of a step row are positive finite JSON numbers and its share
     of the peak a finite number >= 0 (a hand-edited mambapy rate of 1e308 was printed as a
     309-digit number, -3 as '×-1.0', a NaN share as 'nan%'), as ``_check_rates`` for packs."""
-    values = [("mambapy", r["mambapy"], True), ("single", r["single"], True),
-              ("best", r["best"], True), ("fraction_of_peak", r["fraction"], False)]
+    values = [("mambapy", r["mambapy"], True), ("best", r["best"], True),
+              ("fraction_of_peak", r["fraction"], False)]
+    if r.get("single") is not None:
+        values.append(("single", r["single"], True))
     if r.get("ceiling") is not None:
         values.append(("GEMMs alone vs mambapy", r["ceiling"], True))
     for key, value, positive in values:
@@ -233,9 +238,13 @@ def _check_step_row(r: dict) -> None:
 
 def _step_line(r: dict) -> str:
     _check_step_row(r)
-    return (f"| {md_cell(r['what'])} | {r['settings']} | {r['mambapy']:.2f} | {r['single']:.2f} | "
+    return (f"| {md_cell(r['what'])} | {r['settings']} | {r['mambapy']:.2f} | {_rate(r['single'])} | "
             f"{r['best']:.2f} ({md_cell(r['best_contender'])}) | ×{r['best'] / r['mambapy']:.1f} | "
             f"{100 * r['fraction']:.1f}% | {_ceiling(r.get('ceiling'))} | {md_cell(r['time'])[:10]} |")
+
+
+def _rate(x: float | None) -> str:
+    return "—" if x is None else f"{x:.2f}"
 
 
 def _ceiling(x: float | None) -> str:
