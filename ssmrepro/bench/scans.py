@@ -284,7 +284,7 @@ def main(argv=None) -> int:
     print(f"# {env['cpu']} | torch {env['torch']} | {env['threads']} thread(s) | {args.dtype} | "
           f"fwd+bwd | malloc tuned: {tuned} | CPU-clock ms: median [min-max]")
     base_col = "base cpu ms" if args.no_ref else "ref cpu ms"
-    header = (f"{'kernel':<9} {'L':>5}  {'shape':<34} {'variant':<9} {base_col:>22} "
+    header = (f"{'kernel':<9} {'L':>5}  {'shape':<40} {'variant':<9} {base_col:>22} "
               f"{'fast cpu ms':>22} {'x cpu':>6} {'x wall':>6}")
     if args.no_ref:  # the column said `ref cpu ms` over another variant's times, and the
         # speed-ups read as over the reference
@@ -319,7 +319,7 @@ def main(argv=None) -> int:
                 rows.append(row)
                 rc = f"{row['ref_ms_median']:.1f} [{row['ref_ms_min']:.1f}-{row['ref_ms_max']:.1f}]"
                 fc = f"{row['fast_ms_median']:.1f} [{row['fast_ms_min']:.1f}-{row['fast_ms_max']:.1f}]"
-                print(f"{kernel:<9} {L:>5}  {desc:<34} {name:<9} {rc:>22} {fc:>22} "
+                print(f"{kernel:<9} {L:>5}  {desc:<40} {name:<9} {rc:>22} {fc:>22} "
                       f"{row['speedup']:5.2f}x {row['speedup_wall']:5.2f}x", flush=True)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
