@@ -15247,3 +15247,20 @@ def test_roofline_step_table_without_a_one_model_step_says_so():
     assert row["single"] is None and row["best_contender"].startswith("new E=4"), row
     cells = [c.strip() for c in _step_line(row).split("|")]
     assert cells[4] == "—" and cells[5].startswith(f"{row['best']:.2f} (new E=4"), cells
+
+
+def test_roofline_figure_holds_every_point():
+    """The roofline's axes were fixed (intensity 0.01..100, 0.05 GFLOP/s..3 x peak): a record
+    whose step had an intensity of 0.005 FLOP/byte or ran at 0.02 GFLOP/s was drawn outside
+    them, missing from the figure with its legend entry there. The limits hold every point and
+    stay as they were for the committed records."""
+    from ssmrepro.bench.roofline import _limits
+
+    rec = json.loads((ROOT / "results/bench/keep-nth-d8-cpu.json").read_text())
+    assert _limits([rec], 100.0) == ((0.01, 100.0), (0.05, 300.0))
+    low = {**rec, "plain": {**rec["plain"], "intensity": 0.005, "gflops": 0.02}}
+    (x_lo, x_hi), (y_lo, y_hi) = _limits([low], 100.0)
+    assert x_lo < 0.005 and y_lo < 0.02 and (x_hi, y_hi) == (100.0, 300.0)
+    high = {**rec, "plain": {**rec["plain"], "intensity": 500.0, "gflops": 400.0}}
+    (x_lo, x_hi), (y_lo, y_hi) = _limits([high], 100.0)
+    assert x_hi > 500 and y_hi > 400 and (x_lo, y_lo) == (0.01, 0.05)

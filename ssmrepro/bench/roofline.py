@@ -267,6 +267,16 @@ def performance_table(folder: Path, skipped: list[str] | None = None) -> str:
     return "\n".join(lines)
 
 
+def _limits(recs: list[dict], peak: float) -> tuple[tuple[float, float], tuple[float, float]]:
+    """The figure's (x, y) limits: intensity 0.01..100 and 0.05 GFLOP/s..3 x peak, widened to
+    hold every point (a step of intensity 0.005 or 0.02 GFLOP/s was drawn outside the axes,
+    missing from the figure while its legend entry stayed)."""
+    pts = [(r["intensity"], r["gflops"]) for rec in recs for r in (rec["plain"], _best(rec))]
+    xs, ys = [float(x) for x, _ in pts], [float(y) for _, y in pts]
+    return ((min(0.01, min(xs) / 2), max(100.0, 2 * max(xs))),
+            (min(0.05, min(ys) / 2), max(3 * peak, 2 * max(ys))))
+
+
 def roofline_figure(folder: Path, path: Path) -> Path | None:
     """The roofline of every packs workload (plain: open marker, best pack: filled)."""
     recs = _records(folder)
@@ -274,8 +284,9 @@ def roofline_figure(folder: Path, path: Path) -> Path | None:
         return None
     peak = float(np.median([r["matmul_peak_gflops"] for r in recs]))
     bw = float(np.median([r["copy_bandwidth_gbs"] for r in recs]))
+    (x_lo, x_hi), (y_lo, y_hi) = _limits(recs, peak)
     fig, ax = plt.subplots(figsize=(7.2, 4.8))
-    xs = np.logspace(-2, 2, 200)
+    xs = np.logspace(np.log10(x_lo), np.log10(x_hi), 200)
     ax.plot(xs, np.minimum(peak, bw * xs), "k-", lw=1.4,
             label=f"roof: min(GEMM peak {peak:.0f} GFLOP/s, copy {bw:.0f} GB/s × intensity)")
     cmap = plt.get_cmap("tab10")
@@ -290,8 +301,8 @@ def roofline_figure(folder: Path, path: Path) -> Path | None:
                     arrowprops={"arrowstyle": "->", "color": color, "lw": 0.8})
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlim(0.01, 100)
-    ax.set_ylim(0.05, peak * 3)
+    ax.set_xlim(x_lo, x_hi)
+    ax.set_ylim(y_lo, y_hi)
     ax.set_xlabel("arithmetic intensity (FLOP per byte; bytes = every op's operands, no cache)")
     ax.set_ylabel("achieved GFLOP/s (CPU-clock median)")
     threads = "/".join(str(t) for t in sorted({r["threads"] for r in recs}))
