@@ -15290,3 +15290,35 @@ def test_bench_counting_counts_in_place_products_and_cpu_attention():
     got = count(lambda: aten._scaled_dot_product_flash_attention_for_cpu_backward(
         torch.ones_like(out), q, k, v, out, lse, 0.0, False))
     assert got.flops == sdpa_backward_flop_count(out.shape, q.shape, k.shape, v.shape) > 0
+
+
+def test_bench_ray_runs_as_many_packs_at_a_time_on_both_sides(tmp_path, monkeypatch):
+    """`scripts/bench_ray.py --cpus 2` ran the local sweep with one worker beside a Ray instance
+    of two CPUs (two packs at a time): its 'dispatch_per_pack_s', (Ray - local) / packs, was no
+    overhead but the difference of one pack at a time against two. The local engine gets
+    --cpus workers now. A fake Ray and engine: nothing is trained."""
+    import argparse
+    import importlib.util
+    import types
+
+    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # the script sets it
+    spec_ = importlib.util.spec_from_file_location("bench_ray", ROOT / "scripts/bench_ray.py")
+    mod = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(mod)
+    calls = []
+
+    def run_experiment(spec, profile, out, device, backend, workers=None, engine="local", **k):
+        calls.append((engine, workers))
+        return types.SimpleNamespace(ok=True, wall_s=1.0, packs=2, messages=[])
+
+    remote = types.SimpleNamespace(options=lambda **k: types.SimpleNamespace(remote=lambda: 1))
+    ray = types.SimpleNamespace(init=lambda **k: None, get=lambda x: x, remote=lambda f: remote,
+                                __version__="0")
+    torch = types.SimpleNamespace(__version__="0")
+    engine = types.SimpleNamespace(shutdown=lambda: None)
+    for cpus in (1, 2):
+        calls.clear()
+        a = argparse.Namespace(profile="smoke", cpus=cpus)
+        mod._measure(a, types.SimpleNamespace(id="x"), tmp_path, ray, torch, None, engine,
+                     run_experiment)
+        assert calls == [("local", cpus), ("ray", cpus)] * 2, calls
