@@ -19,7 +19,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ssmrepro.bench.timing import bounded  # noqa: E402
 from ssmrepro.data.pathfinder import generate_pathfinder  # noqa: E402
 
 MAX_BYTES = 1 << 30  # of the images, n * res^2 uint8, held at once
@@ -32,6 +31,11 @@ def _cpu_seconds() -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # imported here, not at the top: every spawned worker imports this script (as __mp_main__)
+    # before it generates, and bench.timing imports torch: about 1.4 CPU-s per worker counted
+    # as generating (--n 1000 --workers 2: 7.7 CPU-s, 130 images/cpu-s; 4.7 and 214 without)
+    from ssmrepro.bench.timing import bounded
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--res", type=int, default=32, choices=[32, 64, 128, 256])
     # bounded: --n 0 printed `label balance: nan` and 0 images/s, --n -5 was a traceback, and

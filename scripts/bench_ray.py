@@ -5,8 +5,8 @@
 Needs Ray (pip install -e '.[ray]'). Measures, in this process, on this machine:
   * start-up: ``ray.init()`` of a local Ray instance (what ``--engine ray`` without --address
     does) until the first pack task can run (includes shipping the ssmrepro package);
-  * the sweep through the local engine (in-process, one worker) and through Ray (one CPU, so
-    both run one pack at a time), each into a fresh results folder;
+  * the sweep through the local engine (``--cpus`` workers; one: in-process) and through Ray
+    (``--cpus`` CPUs), so both run as many packs at a time, each into a fresh results folder;
   * per-pack dispatch overhead = (Ray sweep - local sweep) / packs, start-up excluded;
   * the same on a sweep whose packs do no training (``train.max_steps = 0``, ``train.epochs =
     null``: evaluation only), so
@@ -94,8 +94,10 @@ def _measure(a, spec, tmp: Path, ray, torch, quiet, ray_engine, run_experiment) 
     rec["startup_s"] = round(time.time() - t0, 2)
 
     def sweep(engine: str, overrides: dict | None, tag: str) -> tuple[float, int]:
-        s = run_experiment(spec, a.profile, tmp / f"{engine}-{tag}", "cpu", "torch", workers=1,
-                           console=quiet, overrides=overrides, engine=engine)
+        # as many packs at a time on both sides: Ray runs one per CPU, and the local engine ran
+        # one (workers=1) beside Ray's --cpus 2, so the difference was no dispatch overhead
+        s = run_experiment(spec, a.profile, tmp / f"{engine}-{tag}", "cpu", "torch",
+                           workers=a.cpus, console=quiet, overrides=overrides, engine=engine)
         if not s.ok:  # an assert: a traceback, and no check at all under python -O
             raise SystemExit(f"the {engine} sweep ({tag}) did not finish: {'; '.join(s.messages)}")
         return s.wall_s, s.packs

@@ -15186,3 +15186,219 @@ def test_a_where_selects_a_list_valued_key_by_its_whole_value(tmp_path):
     lookup = PaperValueLookup(pvs)
     assert lookup.find({"label": "a", "train.betas": [0.8, 0.9]}, "test.acc") is pvs[0]
     assert lookup.find({"label": "a", "train.betas": [0.9, 0.99]}, "test.acc") is None
+
+
+def test_bench_scans_selective_chunked_times_the_chunked_scan(monkeypatch):
+    """`bench scans`'s selective `chunked` row passed chunk=None to selective_scan, which on
+    the CPU runs diag_scan's default, the blocked kernel, for a state of 512 floats or more
+    (every committed shape): the row said `chunked` over the blocked kernel's times. It runs the
+    two-pass chunked scan with Q = default_chunk now, as diag's `chunked`, and names Q."""
+    import argparse
+
+    import torch
+
+    import ssmrepro.kernels.scan as scan_mod
+    from ssmrepro.bench import scans
+
+    ran = []
+    monkeypatch.setattr(scan_mod, "diag_scan_blocked", lambda *t: ran.append("blocked"))
+    for chunk, q in ((None, scan_mod.default_chunk(64, 2 * 16 * 16)), (8, 8)):
+        a = argparse.Namespace(batch=2, d=16, n=16, groups=1, chunk=chunk, ssd_chunk=None,
+                               heads=1, width=2)  # a state of 512: diag_scan's blocked default
+        inputs, ref, fast, desc = scans.make_case("selective", 64, a, torch.float32)
+        got = fast["chunked"](*inputs)
+        assert not ran, (chunk, ran)
+        assert f"Q={q} " in desc, desc
+        torch.testing.assert_close(got, ref(*inputs), rtol=1e-4, atol=1e-4)
+
+
+def test_bench_counting_counts_an_out_tensor_once():
+    """`bench.counting` counted a tensor given as `out=` twice, as an operand and as the result:
+    the committed training steps (kernels writing into buffers) read 4-15 % more bytes than they
+    move, their intensity (FLOP/byte of the roofline and performance.md) that much lower. An
+    out= result is counted once; an in-place op's tensor stays read + written."""
+    import torch
+
+    from ssmrepro.bench.counting import count
+
+    a, b = torch.ones(100), torch.empty(100)
+    assert count(lambda: torch.mul(a, 2.0, out=b)).bytes == 2 * 400  # a read, b written
+    assert count(lambda: torch.mul(a, 2.0)).bytes == 2 * 400  # as without out=
+    assert count(lambda: a.add_(1.0)).bytes == 2 * 400  # read and written
+    x, y = torch.ones(8, 16), torch.empty(8, 16)
+    assert count(lambda: torch.mm(x, x.t(), out=torch.empty(8, 8))).bytes == (2 * 128 + 64) * 4
+    v, i = torch.empty(8, 16), torch.empty(8, 16, dtype=torch.long)
+    got = count(lambda: torch.sort(x, dim=1, out=(v, i)))
+    assert got.bytes == 8 * 16 * 4 * 2 + 8 * 16 * 8, got  # x, values, indices once each
+    assert count(lambda: torch.add(x, 1.0, out=y)).flops == 128
+
+
+def test_bench_step_with_several_threads_rates_from_the_wall_clock(monkeypatch, tmp_path):
+    """`bench step --threads 2` divided by the CPU-clock median, the two threads' CPU times added
+    up: run-steps/s, GFLOP/s and the ratios were those of a step twice as long (as was the
+    GEMM peak, timed on the same clock). With several threads they come from the wall clock;
+    one thread keeps the CPU clock. Injected timings: no wall-clock assertion."""
+    import torch
+
+    from ssmrepro.bench import step as st
+    from ssmrepro.bench import timing
+    from ssmrepro.bench.timing import Stats
+
+    monkeypatch.setattr(st, "matmul_peak", lambda: 50.0)
+    monkeypatch.setattr(st, "contenders", lambda w, packs, *a: {
+        "old E=1": (None, 1), "new E=1": (None, 1), "new E=2": (None, 2)})
+    wall = {"old E=1": 0.4, "new E=1": 0.2, "new E=2": 0.25}  # seconds per step
+    monkeypatch.setattr(st, "interleaved", lambda fns, *a, **k: {
+        n: Stats.of([wall[n]] * 3, [2 * wall[n]] * 3) for n in fns})  # CPU = 2 x wall
+    assert timing.cpu_clock("cuda:0") is False
+    old = torch.get_num_threads()
+    try:
+        for threads, per in ((2, wall), (1, {k: 2 * v for k, v in wall.items()})):
+            out = tmp_path / f"t{threads}.json"
+            assert st.main(["--workloads", "koren-d-L64", "--E", "1", "2", "--no-mambapy",
+                            "--threads", str(threads), "--json", str(out)]) == 0
+            assert timing.cpu_clock() is (threads == 1)
+            rec = json.loads(out.read_text())
+            assert rec["env"]["rates_clock"] == ("cpu" if threads == 1 else "wall")
+            rows = {r["contender"]: r for r in rec["results"]}
+            w = st.STEP_WORKLOADS["koren-d-L64"]
+            for name, r in rows.items():
+                assert math.isclose(r["run_steps_per_s"], r["E"] / per[name]), (threads, r)
+                assert math.isclose(r["gflops"], st.step_flops(w, r["E"]) / per[name] / 1e9)
+            assert math.isclose(rows["new E=1"]["speedup_vs_old"], per["old E=1"] / per["new E=1"])
+    finally:
+        torch.set_num_threads(old)
+
+
+def test_roofline_best_pack_is_above_one(tmp_path):
+    """`bench keep-nth-d8 --packs 1,4,...` records the engine's step of one model as pack 1;
+    where it was the fastest, performance.md's `best pack E > 1` column said `E = 1` and the
+    roofline drew it as the best pack's filled point. The best pack is the fastest above 1; a
+    record with no pack above 1 is left out, named."""
+    from ssmrepro.bench.roofline import performance_table
+
+    rec = json.loads((ROOT / "results/bench/keep-nth-d8-cpu.json").read_text())
+    plain = rec["plain_run_steps_per_s"]
+    one = dict(rec["packed"][0], pack=1, run_steps_per_s=10 * plain, ratio=10.0)
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    (bench / "keep-nth-d8-cpu.json").write_text(json.dumps({**rec, "packed": [one, *rec["packed"]]}))
+    (bench / "mqar-linear-cpu.json").write_text(json.dumps({**rec, "workload": "mqar-linear",
+                                                            "packed": [one]}))
+    skipped = []
+    table = performance_table(bench, skipped)
+    row = next(ln for ln in table.splitlines() if "keep-nth-d8" in ln)
+    assert "| E = 128: ×6.70 |" in row, row
+    assert "mqar-linear" not in table, table
+    assert len(skipped) == 1 and "mqar-linear-cpu.json" in skipped[0] \
+        and "no pack size above 1" in skipped[0], skipped
+
+
+def test_bench_pathfinder_workers_do_not_import_torch():
+    """`scripts/bench_pathfinder.py --workers 2` counted, as CPU time spent generating, every
+    spawned worker's import of torch: the workers import the script as `__mp_main__`, whose
+    top imported `bench.timing` (torch) for its argument parser (about 1.4 CPU-s per worker:
+    --n 1000 --workers 2 said 130 images/cpu-s, 214 without it). Its top imports no torch."""
+    import subprocess
+    import sys
+
+    code = ("import runpy, sys; runpy.run_path(sys.argv[1], run_name='__mp_main__'); "
+            "print('torch' in sys.modules)")
+    got = subprocess.run([sys.executable, "-c", code, str(ROOT / "scripts/bench_pathfinder.py")],
+                         capture_output=True, text=True, check=True, timeout=120)
+    assert got.stdout.strip() == "False", got
+
+
+def test_roofline_step_table_without_a_one_model_step_says_so():
+    """A `bench step --E 4` record (no E = 1 contender) filled performance.md's `ours, one
+    model` column with the best contender's rate, a pack of 4's run-steps/s; the cell is `—`
+    now, and a record with E = 1 keeps its one-model rate."""
+    from ssmrepro.bench.roofline import _step_line, _step_rows_of
+
+    rec = json.loads((ROOT / "results/bench/step-cpu.json").read_text())
+    rec["results"] = [r for r in rec["results"] if r["workload"] == "koren-d-L64"]
+    rec["workloads"] = {"koren-d-L64": rec["workloads"]["koren-d-L64"]}
+    (whole,) = _step_rows_of(rec)
+    assert whole["single"] == next(r["run_steps_per_s"] for r in rec["results"]
+                                   if r["contender"] == "new E=1")
+    rec["results"] = [r for r in rec["results"]
+                      if r["E"] == 4 or r["contender"].startswith(("mambapy", "GEMMs"))]
+    (row,) = _step_rows_of(rec)
+    assert row["single"] is None and row["best_contender"].startswith("new E=4"), row
+    cells = [c.strip() for c in _step_line(row).split("|")]
+    assert cells[4] == "—" and cells[5].startswith(f"{row['best']:.2f} (new E=4"), cells
+
+
+def test_roofline_figure_holds_every_point():
+    """The roofline's axes were fixed (intensity 0.01..100, 0.05 GFLOP/s..3 x peak): a record
+    whose step had an intensity of 0.005 FLOP/byte or ran at 0.02 GFLOP/s was drawn outside
+    them, missing from the figure with its legend entry there. The limits hold every point and
+    stay as they were for the committed records."""
+    from ssmrepro.bench.roofline import _limits
+
+    rec = json.loads((ROOT / "results/bench/keep-nth-d8-cpu.json").read_text())
+    assert _limits([rec], 100.0) == ((0.01, 100.0), (0.05, 300.0))
+    low = {**rec, "plain": {**rec["plain"], "intensity": 0.005, "gflops": 0.02}}
+    (x_lo, x_hi), (y_lo, y_hi) = _limits([low], 100.0)
+    assert x_lo < 0.005 and y_lo < 0.02 and (x_hi, y_hi) == (100.0, 300.0)
+    high = {**rec, "plain": {**rec["plain"], "intensity": 500.0, "gflops": 400.0}}
+    (x_lo, x_hi), (y_lo, y_hi) = _limits([high], 100.0)
+    assert x_hi > 500 and y_hi > 400 and (x_lo, y_lo) == (0.01, 0.05)
+
+
+def test_bench_counting_counts_in_place_products_and_cpu_attention():
+    """`bench.counting` took FLOPs from torch's formulas only for the ops they name: an
+    in-place product (`baddbmm_`, the fused loss's read-out weight gradient) and the CPU flash
+    attention (fwd and bwd, selective-copy-hybrid's attention) were counted one FLOP per
+    element of their largest operand: the committed steps' GFLOP/s, share of the peak and
+    intensity 9-28 % low (keep-nth-d8 E=4 0.023 GFLOP per step for 0.030). They are counted
+    by their twins' formulas now."""
+    import torch
+    from torch.utils.flop_counter import sdpa_backward_flop_count
+
+    from ssmrepro.bench.counting import count
+
+    a, b, c = torch.ones(3, 4, 5), torch.ones(3, 5, 6), torch.zeros(3, 4, 6)
+    assert count(lambda: c.baddbmm_(a, b)).flops == 2 * 3 * 4 * 5 * 6
+    assert count(lambda: c[0].addmm_(a[0], b[0])).flops == 2 * 4 * 5 * 6
+    B, H, L, S, E = 2, 3, 7, 7, 4
+    q, k, v = torch.randn(B, H, L, E), torch.randn(B, H, S, E), torch.randn(B, H, S, E)
+    aten = torch.ops.aten
+    got = count(lambda: aten._scaled_dot_product_flash_attention_for_cpu(q, k, v))
+    assert got.flops == 4 * B * H * L * S * E, got
+    out, lse = aten._scaled_dot_product_flash_attention_for_cpu(q, k, v)
+    got = count(lambda: aten._scaled_dot_product_flash_attention_for_cpu_backward(
+        torch.ones_like(out), q, k, v, out, lse, 0.0, False))
+    assert got.flops == sdpa_backward_flop_count(out.shape, q.shape, k.shape, v.shape) > 0
+
+
+def test_bench_ray_runs_as_many_packs_at_a_time_on_both_sides(tmp_path, monkeypatch):
+    """`scripts/bench_ray.py --cpus 2` ran the local sweep with one worker beside a Ray instance
+    of two CPUs (two packs at a time): its 'dispatch_per_pack_s', (Ray - local) / packs, was no
+    overhead but the difference of one pack at a time against two. The local engine gets
+    --cpus workers now. A fake Ray and engine: nothing is trained."""
+    import argparse
+    import importlib.util
+    import types
+
+    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # the script sets it
+    spec_ = importlib.util.spec_from_file_location("bench_ray", ROOT / "scripts/bench_ray.py")
+    mod = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(mod)
+    calls = []
+
+    def run_experiment(spec, profile, out, device, backend, workers=None, engine="local", **k):
+        calls.append((engine, workers))
+        return types.SimpleNamespace(ok=True, wall_s=1.0, packs=2, messages=[])
+
+    remote = types.SimpleNamespace(options=lambda **k: types.SimpleNamespace(remote=lambda: 1))
+    ray = types.SimpleNamespace(init=lambda **k: None, get=lambda x: x, remote=lambda f: remote,
+                                __version__="0")
+    torch = types.SimpleNamespace(__version__="0")
+    engine = types.SimpleNamespace(shutdown=lambda: None)
+    for cpus in (1, 2):
+        calls.clear()
+        a = argparse.Namespace(profile="smoke", cpus=cpus)
+        mod._measure(a, types.SimpleNamespace(id="x"), tmp_path, ray, torch, None, engine,
+                     run_experiment)
+        assert calls == [("local", cpus), ("ray", cpus)] * 2, calls

@@ -3,12 +3,14 @@
 :func:`count` runs a step once under a ``TorchDispatchMode`` that sees every aten op the step
 executes (forward, backward and optimiser) and adds up:
 
-- **FLOPs**: matmuls and convolutions by torch's own formulas
-  (``torch.utils.flop_counter.flop_registry``: 2mnk for a matmul); every other op that computes
+- **FLOPs**: matmuls, convolutions and attention by torch's own formulas
+  (``torch.utils.flop_counter.flop_registry``: 2mnk for a matmul; an in-place product and the
+  CPU flash attention by their twins' formulas, ``_SAME_FLOPS``); every other op that computes
   (pointwise, reductions, the scans' elementwise recurrences) one FLOP per element of its largest
   operand or result; views, copies and fills none.
 - **bytes**: every tensor operand and result of every computing op, each counted once per op
-  (``nbytes``). This is the traffic if nothing stayed in cache between ops — an upper bound on the
+  (``nbytes``; a tensor given as ``out=`` is the result, an in-place op's ``self`` is read and
+  written: two). This is the traffic if nothing stayed in cache between ops — an upper bound on the
   memory traffic, so the arithmetic intensity FLOPs / bytes is a lower bound.
 
 Worked example: ``torch.mm`` of (64, 32) by (32, 16) in float32 counts 2·64·32·16 = 65,536 FLOPs
@@ -42,6 +44,28 @@ _COPY = {"copy_", "clone", "cat", "stack", "index_select", "gather", "scatter", 
          "index_add_", "new_zeros"}
 
 
+# ops torch's formulas miss that compute as another op does (the same arguments first): the CPU
+# flash attention (its CUDA twin's formula) and in-place products (baddbmm_: baddbmm's). They
+# were counted one FLOP per element: an attention layer's step, 4·B·H·L²·E FLOPs forward, as
+# the size of its largest operand
+_SAME_FLOPS = {
+    "_scaled_dot_product_flash_attention_for_cpu": "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_flash_attention_for_cpu_backward":
+        "_scaled_dot_product_flash_attention_backward",
+}
+
+
+def _formula(packet):
+    """torch's FLOP formula of an aten op (``flop_registry``), or of the op it computes as
+    (``_SAME_FLOPS``, an in-place ``name_``'s ``name``), or None."""
+    if packet in flop_registry:
+        return flop_registry[packet]
+    name = packet.__name__
+    twin = _SAME_FLOPS.get(name, name[:-1] if name.endswith("_") else None)
+    op = getattr(torch.ops.aten, twin, None) if twin else None
+    return flop_registry.get(op) if op is not None else None
+
+
 @dataclass(frozen=True)
 class Counts:
     flops: float
@@ -68,13 +92,18 @@ class _Counter(TorchDispatchMode):
         name = packet.__name__
         if name in _FREE:
             return out
-        tensors = [t for t in tree_flatten((args, kwargs, out))[0] if isinstance(t, torch.Tensor)]
+        # an out= tensor is the op's result, counted once with it (it was counted as an operand
+        # too: the bytes of a step 4-15 % high, its intensity that much low)
+        outs = {a.name for a in func._schema.arguments if a.is_out}
+        reads = {k: v for k, v in kwargs.items() if k not in outs}
+        tensors = [t for t in tree_flatten((args, reads, out))[0] if isinstance(t, torch.Tensor)]
         if not tensors:
             return out
         self.ops += 1
         self.bytes += sum(t.numel() * t.element_size() for t in tensors)
-        if packet in flop_registry:
-            self.flops += float(flop_registry[packet](*args, **kwargs, out_val=out))
+        formula = _formula(packet)
+        if formula is not None:
+            self.flops += float(formula(*args, **kwargs, out_val=out))
         elif name not in _COPY:
             self.flops += max(t.numel() for t in tensors)
         return out

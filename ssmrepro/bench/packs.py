@@ -11,8 +11,9 @@ run-steps/s = E / (seconds per step). All contenders are built first and then ti
 :func:`ssmrepro.bench.timing.interleaved` (one warm-up step each, then rounds in a rotated
 order), with the engine's thread setting (one intra-op thread per worker on the 2-core machine;
 ``threads``) and the workers' process settings (``util.tune_malloc``, ``util.flush_denormals``;
-process-wide, so the plain loop gets them too); rates use the CPU-clock median on CPU (robust
-to other processes on the cores) and the wall-clock median on a GPU. Results go to
+process-wide, so the plain loop gets them too); rates use the CPU-clock median on CPU with one
+thread (robust to other processes on the cores) and the wall-clock median on a GPU or with
+several threads (their CPU times add up). Results go to
 results/bench/<workload>-<device>.json and .csv with the machine, torch version, backend,
 commit, thread count, process settings and the spread of every contender.
 
@@ -199,12 +200,12 @@ def _run_bench(name: str, device: str, packs: list[int], seconds: float, out: Pa
     fns.update({f"E={E}": packed_step_fn(w, E, device) for E in packs})
     t_one = max(1e-6, max(_time_once(f) for f in fns.values()))  # warm-up, and the slowest step
     counts = {k: count(f) for k, f in fns.items()}  # FLOPs and bytes of one step (op by op)
-    from .timing import copy_bandwidth, matmul_peak
+    from .timing import copy_bandwidth, cpu_clock, matmul_peak
 
     peak, bandwidth = matmul_peak(device=device), copy_bandwidth(device=device)
     repeats = max(3, min(20, int(seconds / t_one)))
     st = interleaved(fns, repeats=repeats, warmup=0, threads=torch.get_num_threads())
-    cpu = not device.startswith("cuda")
+    cpu = cpu_clock(device)  # one CPU thread: the CPU clock; several, or a GPU: the wall clock
     per_step = {k: (v.cpu_median if cpu else v.wall_median) for k, v in st.items()}
     plain = 1.0 / per_step["plain"]
 

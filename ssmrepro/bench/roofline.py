@@ -130,8 +130,14 @@ def _check_rates(rec: dict) -> None:
 
 
 def _best(rec: dict) -> dict:
-    """The fastest pack E > 1 measured."""
-    return max(rec["packed"], key=lambda r: r["run_steps_per_s"])
+    """The fastest pack E > 1 measured (a pack of 1, `bench WORKLOAD --packs 1,4`, is the
+    engine's step of one model: it was shown as the best pack E > 1 and drawn as the filled
+    point); ValueError for a record with no pack above 1 (nothing to draw or tabulate)."""
+    packs = [r for r in rec["packed"] if r["pack"] > 1]
+    if not packs:
+        raise ValueError("no pack size above 1 measured (the best pack E > 1 is what the table "
+                         "and the figure show)")
+    return max(packs, key=lambda r: r["run_steps_per_s"])
 
 
 def _choice(rec: dict) -> tuple[int, float, dict]:
@@ -188,9 +194,12 @@ def _step_rows_of(rec: dict) -> list[dict]:
         if ref is None or not ours:
             continue
         best = max(ours, key=lambda r: r["run_steps_per_s"])
-        single = next((r for r in ours if r["E"] == 1 and "mb" not in r["contender"]), best)
+        # ours one model at a time: None without an E = 1 step (`bench step --E 4`), where the
+        # best contender, a pack of 4, was shown as `ours, one model`
+        single = next((r for r in ours if r["E"] == 1 and "mb" not in r["contender"]), None)
         rows.append({"workload": name, "what": w.get("what", name), "mambapy": ref["run_steps_per_s"],
-                     "single": single["run_steps_per_s"], "best": best["run_steps_per_s"],
+                     "single": None if single is None else single["run_steps_per_s"],
+                     "best": best["run_steps_per_s"],
                      "best_contender": best["contender"], "fraction": best["fraction_of_peak"],
                      "ceiling": floor["run_steps_per_s"] / ref["run_steps_per_s"] if floor else None,
                      "time": rec.get("env", {}).get("time", ""),
@@ -213,8 +222,10 @@ def _check_step_row(r: dict) -> None:
     """ValueError unless the rates of a step row are positive finite JSON numbers and its share
     of the peak a finite number >= 0 (a hand-edited mambapy rate of 1e308 was printed as a
     309-digit number, -3 as '×-1.0', a NaN share as 'nan%'), as ``_check_rates`` for packs."""
-    values = [("mambapy", r["mambapy"], True), ("single", r["single"], True),
-              ("best", r["best"], True), ("fraction_of_peak", r["fraction"], False)]
+    values = [("mambapy", r["mambapy"], True), ("best", r["best"], True),
+              ("fraction_of_peak", r["fraction"], False)]
+    if r.get("single") is not None:
+        values.append(("single", r["single"], True))
     if r.get("ceiling") is not None:
         values.append(("GEMMs alone vs mambapy", r["ceiling"], True))
     for key, value, positive in values:
@@ -227,9 +238,13 @@ def _check_step_row(r: dict) -> None:
 
 def _step_line(r: dict) -> str:
     _check_step_row(r)
-    return (f"| {md_cell(r['what'])} | {r['settings']} | {r['mambapy']:.2f} | {r['single']:.2f} | "
+    return (f"| {md_cell(r['what'])} | {r['settings']} | {r['mambapy']:.2f} | {_rate(r['single'])} | "
             f"{r['best']:.2f} ({md_cell(r['best_contender'])}) | ×{r['best'] / r['mambapy']:.1f} | "
             f"{100 * r['fraction']:.1f}% | {_ceiling(r.get('ceiling'))} | {md_cell(r['time'])[:10]} |")
+
+
+def _rate(x: float | None) -> str:
+    return "—" if x is None else f"{x:.2f}"
 
 
 def _ceiling(x: float | None) -> str:
@@ -252,6 +267,16 @@ def performance_table(folder: Path, skipped: list[str] | None = None) -> str:
     return "\n".join(lines)
 
 
+def _limits(recs: list[dict], peak: float) -> tuple[tuple[float, float], tuple[float, float]]:
+    """The figure's (x, y) limits: intensity 0.01..100 and 0.05 GFLOP/s..3 x peak, widened to
+    hold every point (a step of intensity 0.005 or 0.02 GFLOP/s was drawn outside the axes,
+    missing from the figure while its legend entry stayed)."""
+    pts = [(r["intensity"], r["gflops"]) for rec in recs for r in (rec["plain"], _best(rec))]
+    xs, ys = [float(x) for x, _ in pts], [float(y) for _, y in pts]
+    return ((min(0.01, min(xs) / 2), max(100.0, 2 * max(xs))),
+            (min(0.05, min(ys) / 2), max(3 * peak, 2 * max(ys))))
+
+
 def roofline_figure(folder: Path, path: Path) -> Path | None:
     """The roofline of every packs workload (plain: open marker, best pack: filled)."""
     recs = _records(folder)
@@ -259,8 +284,9 @@ def roofline_figure(folder: Path, path: Path) -> Path | None:
         return None
     peak = float(np.median([r["matmul_peak_gflops"] for r in recs]))
     bw = float(np.median([r["copy_bandwidth_gbs"] for r in recs]))
+    (x_lo, x_hi), (y_lo, y_hi) = _limits(recs, peak)
     fig, ax = plt.subplots(figsize=(7.2, 4.8))
-    xs = np.logspace(-2, 2, 200)
+    xs = np.logspace(np.log10(x_lo), np.log10(x_hi), 200)
     ax.plot(xs, np.minimum(peak, bw * xs), "k-", lw=1.4,
             label=f"roof: min(GEMM peak {peak:.0f} GFLOP/s, copy {bw:.0f} GB/s × intensity)")
     cmap = plt.get_cmap("tab10")
@@ -275,8 +301,8 @@ def roofline_figure(folder: Path, path: Path) -> Path | None:
                     arrowprops={"arrowstyle": "->", "color": color, "lw": 0.8})
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlim(0.01, 100)
-    ax.set_ylim(0.05, peak * 3)
+    ax.set_xlim(x_lo, x_hi)
+    ax.set_ylim(y_lo, y_hi)
     ax.set_xlabel("arithmetic intensity (FLOP per byte; bytes = every op's operands, no cache)")
     ax.set_ylabel("achieved GFLOP/s (CPU-clock median)")
     threads = "/".join(str(t) for t in sorted({r["threads"] for r in recs}))

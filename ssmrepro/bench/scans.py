@@ -7,7 +7,8 @@ min/max) the reference and every fast formulation of a kernel (one row each):
 * ``diag``:      diag_scan_ref vs ``chunked`` (diag_scan, two-pass chunked, Q = default_chunk)
                  and ``blocked`` (diag_scan's CPU default: inplace.diag_scan_blocked), on
                  la, b: (Bt, L, D, N)
-* ``selective``: selective_scan_ref vs ``chunked`` (selective_scan on diag_scan), ``fused-v1``
+* ``selective``: selective_scan_ref vs ``chunked`` (selective_scan on the chunked diag_scan,
+                 Q = default_chunk), ``fused-v1``
                  (the fused scan before batch tiles, bench/legacy.py), ``fused-tiled`` (the tiled
                  kernel, never narrow_scan) and ``fused`` (inplace.selective_scan_fused as the
                  models run it: narrow_scan for packs of narrow groups, D < 32 and G > 1, else
@@ -107,15 +108,19 @@ def make_case(kernel: str, L: int, args, dtype: torch.dtype):
         A = -torch.arange(1, N + 1, dtype=dtype).repeat(G * D, 1)  # (G·D, N) S4D-real init
         B, C = randn(Bt, L, G, N), randn(Bt, L, G, N)  # (Bt, L, G, N)
         Dskip = randn(G * D)  # (G·D,)
+        # the two-pass chunked diag_scan, as diag's `chunked`: chunk=None ran diag_scan's CPU
+        # default, the blocked kernel, for a state of 512 or more (every committed shape) and
+        # the row said `chunked`
+        q = args.chunk or default_chunk(L, Bt * G * D * N)
         fast = {
-            "chunked": lambda *t: selective_scan(*t, chunk=args.chunk),  # CPU default: blocked diag
+            "chunked": lambda *t: selective_scan(*t, chunk=q),
             "fused-v1": selective_scan_fused_v1,  # before batch tiles (bench/legacy.py)
             "fused-tiled": lambda *t: selective_scan_fused(  # the tiles without narrow_scan
                 *t, plan=scan_plan(Bt, G, D, N, L=L, narrow=False)),
             "fused": selective_scan_fused,  # what the models run
         }
         p = scan_plan(Bt, G, D, N, L=L)
-        desc = (f"Bt={Bt} G={G} D={D} N={N} tile={p.rows}x{p.groups} T={p.T}"
+        desc = (f"Bt={Bt} G={G} D={D} N={N} Q={q} tile={p.rows}x{p.groups} T={p.T}"
                 + (" (narrow_scan)" if p.narrow else ""))
         return [u, delta, A, B, C, Dskip], selective_scan_ref, fast, desc
     if kernel == "ssd":
@@ -279,7 +284,7 @@ def main(argv=None) -> int:
     print(f"# {env['cpu']} | torch {env['torch']} | {env['threads']} thread(s) | {args.dtype} | "
           f"fwd+bwd | malloc tuned: {tuned} | CPU-clock ms: median [min-max]")
     base_col = "base cpu ms" if args.no_ref else "ref cpu ms"
-    header = (f"{'kernel':<9} {'L':>5}  {'shape':<34} {'variant':<9} {base_col:>22} "
+    header = (f"{'kernel':<9} {'L':>5}  {'shape':<40} {'variant':<9} {base_col:>22} "
               f"{'fast cpu ms':>22} {'x cpu':>6} {'x wall':>6}")
     if args.no_ref:  # the column said `ref cpu ms` over another variant's times, and the
         # speed-ups read as over the reference
@@ -314,7 +319,7 @@ def main(argv=None) -> int:
                 rows.append(row)
                 rc = f"{row['ref_ms_median']:.1f} [{row['ref_ms_min']:.1f}-{row['ref_ms_max']:.1f}]"
                 fc = f"{row['fast_ms_median']:.1f} [{row['fast_ms_min']:.1f}-{row['fast_ms_max']:.1f}]"
-                print(f"{kernel:<9} {L:>5}  {desc:<34} {name:<9} {rc:>22} {fc:>22} "
+                print(f"{kernel:<9} {L:>5}  {desc:<40} {name:<9} {rc:>22} {fc:>22} "
                       f"{row['speedup']:5.2f}x {row['speedup_wall']:5.2f}x", flush=True)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

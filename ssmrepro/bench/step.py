@@ -26,7 +26,9 @@ cheaper by the readout. FLOPs are counted analytically (:func:`step_flops`): mat
 causal conv 2W per output, the selective scan 7 per state element and step (Δ·A, exp, Δu·B,
 a·h + b, C·h), elementwise gates ignored; a step counts 3x the forward pass (backward = 2x
 forward, the usual convention). Achieved GFLOP/s = FLOPs / median CPU seconds; the peak is the
-measured single-thread float32 GEMM rate (:func:`ssmrepro.bench.timing.matmul_peak`).
+measured single-thread float32 GEMM rate (:func:`ssmrepro.bench.timing.matmul_peak`). With
+``--threads`` above 1 the rates, GFLOP/s, peak and ratios come from wall-clock medians (the
+threads' CPU times add up).
 
 Examples::
 
@@ -58,7 +60,15 @@ import torch.nn.functional as F
 from ..kernels.xent import linear_xent
 from ..tasks.base import TaskInfo
 from ..util import atomic_write_text, cpu_model, flush_denormals, plain_rst, prepare_target
-from .timing import MAX_BENCH_ELEMENTS, bounded, interleaved, matmul_peak, refuse_repeats, tune_malloc
+from .timing import (
+    MAX_BENCH_ELEMENTS,
+    bounded,
+    cpu_clock,
+    interleaved,
+    matmul_peak,
+    refuse_repeats,
+    tune_malloc,
+)
 
 
 @dataclass(frozen=True)
@@ -353,14 +363,21 @@ def main(argv=None) -> int:
     tuned = tune_malloc() if args.tune_malloc else False
     ftz = flush_denormals() if args.flush_denormals else False  # process-wide: mambapy too
     peak = matmul_peak()
+    clock = "cpu" if cpu_clock() else "wall"  # several threads: their CPU times add up
+
+    def secs(s) -> float:
+        """Seconds per step of the contender the rates and ratios use."""
+        return s.cpu_median if clock == "cpu" else s.wall_median
+
     env = {"cpu": cpu_model(), "torch": torch.__version__, "threads": torch.get_num_threads(),
            "python": platform.python_version(), "commit": git_commit(), "malloc_tuned": tuned,
            "denormals_flushed": ftz, "matmul_peak_gflops": round(peak, 1), "dtype": "float32",
+           "rates_clock": clock,
            "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
     env["mambapy"] = mambapy_version()
     print(f"# {env['cpu']} | torch {env['torch']} | {env['threads']} thread(s) | commit "
           f"{env['commit']} | malloc tuned: {tuned} | denormals flushed: {ftz} | float32 GEMM "
-          f"peak {peak:.1f} GFLOP/s")
+          f"peak {peak:.1f} GFLOP/s | rates from {clock}-clock medians")
     rows, workloads = [], {}
     for name in args.workloads:
         w = STEP_WORKLOADS[name]
@@ -373,24 +390,24 @@ def main(argv=None) -> int:
                         args.gemm_floor)
         stats = interleaved({k: f for k, (f, _) in cs.items()}, args.repeats, args.warmup,
                             threads=args.threads)
-        base = {E: stats[f"old E={E}"].cpu_median for E in args.packs if f"old E={E}" in stats}
-        ref = stats["mambapy E=1"].cpu_median if "mambapy E=1" in stats else None
-        single = stats["new E=1"].cpu_median if "new E=1" in stats else None
+        base = {E: secs(stats[f"old E={E}"]) for E in args.packs if f"old E={E}" in stats}
+        ref = secs(stats["mambapy E=1"]) if "mambapy E=1" in stats else None
+        single = secs(stats["new E=1"]) if "new E=1" in stats else None
         print(f"  {'contender':<18} {'CPU ms/step: median [min-max]':<34} {'wall ms median':>14} "
               f"{'run-steps/s':>11} {'GFLOP/s':>8} {'peak':>6} {'vs old':>7} {'vs mambapy':>10}")
         for k, s in stats.items():
             E = cs[k][1]
             flops = gemm_flops(w) if k == FLOOR else step_flops(w, E)
             row = {"workload": name, "contender": k, "E": E, **s.ms(),
-                   "run_steps_per_s": E / s.cpu_median, "gflops": flops / s.cpu_median / 1e9,
+                   "run_steps_per_s": E / secs(s), "gflops": flops / secs(s) / 1e9,
                    "flops_per_step": flops}
             row["fraction_of_peak"] = row["gflops"] / peak
             if E in base and k not in ("mambapy E=1", FLOOR):
-                row["speedup_vs_old"] = base[E] / s.cpu_median
+                row["speedup_vs_old"] = base[E] / secs(s)
             if ref is not None:
-                row["run_steps_vs_mambapy"] = (E / s.cpu_median) / (1 / ref)
+                row["run_steps_vs_mambapy"] = (E / secs(s)) / (1 / ref)
             if single is not None:
-                row["run_steps_vs_single"] = (E / s.cpu_median) / (1 / single)
+                row["run_steps_vs_single"] = (E / secs(s)) / (1 / single)
             rows.append(row)
             cpu = f"{1e3 * s.cpu_median:9.1f} [{1e3 * s.cpu_min:.1f}-{1e3 * s.cpu_max:.1f}]"
             vs_old = f"x{row['speedup_vs_old']:.2f}" if "speedup_vs_old" in row else ""
@@ -399,7 +416,7 @@ def main(argv=None) -> int:
                   f"{row['gflops']:8.2f} {100 * row['fraction_of_peak']:5.1f}% {vs_old:>7} {vs_ref:>10}",
                   flush=True)
         if ref is not None and FLOOR in stats:
-            floor = stats[FLOOR].cpu_median
+            floor = secs(stats[FLOOR])
             print(f"  x12 mambapy needs <= {1e3 * ref / 12:.1f} ms per step; the GEMMs alone take "
                   f"{1e3 * floor:.1f} ms: no implementation built on them exceeds "
                   f"x{ref / floor:.2f} mambapy here")

@@ -156,19 +156,27 @@ def one_thread() -> int:
     return old
 
 
+def cpu_clock(device: str = "cpu") -> bool:
+    """Whether a benchmark's rates come from the process CPU clock: on the CPU with one intra-op
+    thread (robust to other processes on the cores). With several threads their CPU times add
+    up (two busy threads made a step look twice as long: run-steps/s and GFLOP/s half of what
+    they were), and a GPU's work is no CPU time: the wall clock then."""
+    return not device.startswith("cuda") and torch.get_num_threads() == 1
+
+
 def matmul_peak(n: int = 1024, seconds: float = 0.3, repeats: int = 5, device: str = "cpu"
                 ) -> float:
     """Best measured float32 GEMM rate of an n×n×n product, GFLOP/s, on ``device``.
 
-    On the CPU: the current thread count, timed on the process CPU clock (robust to other
-    processes on the cores when one thread runs). On a GPU: a 4096-cube product (1024 leaves
+    On the CPU: the current thread count, timed on the process CPU clock with one thread, the
+    wall clock with several (:func:`cpu_clock`). On a GPU: a 4096-cube product (1024 leaves
     most of the chip idle), wall clock between synchronisations, with torch's own float32
     matmul setting (what the benchmarked models use; TF32 off by default).
     """
     gpu = device.startswith("cuda")
     if gpu:
         n = max(n, 4096)
-    clock = time.perf_counter if gpu else time.process_time
+    clock = time.process_time if cpu_clock(device) else time.perf_counter
 
     def sync() -> None:
         if gpu:
@@ -196,12 +204,13 @@ def matmul_peak(n: int = 1024, seconds: float = 0.3, repeats: int = 5, device: s
 def copy_bandwidth(mib: int = 256, repeats: int = 5, device: str = "cpu") -> float:
     """Best measured bandwidth of a ``mib`` MiB float32 copy (read + write), GB/s, on
     ``device``; the buffers are far larger than any cache. CPU: the current thread count, CPU
-    clock; GPU: 1 GiB buffers (256 MiB fit in an H100's 50 MB L2 only 5 times over), wall
-    clock between synchronisations."""
+    clock with one thread, wall clock with several (:func:`cpu_clock`); GPU: 1 GiB buffers
+    (256 MiB fit in an H100's 50 MB L2 only 5 times over), wall clock between
+    synchronisations."""
     gpu = device.startswith("cuda")
     if gpu:
         mib = max(mib, 1024)
-    clock = time.perf_counter if gpu else time.process_time
+    clock = time.process_time if cpu_clock(device) else time.perf_counter
     n = mib * 2**20 // 4
     a, b = torch.ones(n, device=device), torch.empty(n, device=device)
     b.copy_(a)
