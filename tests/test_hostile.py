@@ -15106,3 +15106,38 @@ def test_figures_names_the_report_of_a_profile_that_became_the_default(tmp_path)
     assert "report-quick.md is profile quick's report from before it became the default " \
            "profile (its report is now report.md)" in res.output, res.output
     assert "report-gone.md is of no profile of the spec" in res.output, res.output
+
+
+def test_neox_attention_keys_its_head_size_leaves_unread_are_refused(tmp_path):
+    """GPT-NeoX attention keys that change nothing at the model's head size: `split_heads: false`
+    with one head (the head spans the width either way), a `rotary_pct` that rotates as many
+    channels as the default 0.25 (rounded down to even: 0.3 at head size 8), a `rope_base`
+    with at most one rotated pair (its only frequency is base^0 = 1). Each trained the
+    default's model under another run id. `validate` refuses them naming the key, exit 2;
+    values that change the model pass."""
+    from ssmrepro.models import param_count
+    from ssmrepro.models.backbone import SeqLMConfig
+    from ssmrepro.tasks.base import TaskInfo
+
+    info = TaskInfo(vocab_size=6, n_classes=6, seq_len=7)
+
+    def count(**mixer):
+        return param_count(SeqLMConfig.model_validate(
+            {"d_model": 8, "layers": "A", "blocks": {"A": {"mixer": {"name": "neox_attn",
+                                                                     **mixer}}}}), info)
+
+    for mixer, needle in (({"split_heads": False}, "split_heads False is not read with heads 1"),
+                          ({"rotary_pct": 0.3}, "rotary_pct 0.3 is not read at head size 8: it "
+                           "rotates 2 channels, as the default 0.25 does"),
+                          ({"heads": 2, "rotary_pct": 0.4}, "rotates 0 channels"),
+                          ({"rope_base": 500.0}, "rope_base 500.0 is not read at head size 8 "
+                           "and rotary_pct 0.25: 2 rotated channels")):
+        with pytest.raises(ValueError, match=re.escape(needle)):
+            count(**mixer)
+    for mixer in ({"split_heads": False, "heads": 2}, {"rotary_pct": 0.2},
+                  {"rope_base": 500.0, "rotary_pct": 0.5}):
+        assert count(**mixer) > 0
+    path = write_spec(tmp_path, model={"name": "cooper_hybrid", "d_model": 8},
+                      task={"name": "selective_copy"}, seeds=[0],
+                      sweep=[{"cases": [{"label": "R", "set": {"model.rotary_pct": 0.3}}]}])
+    _assert_refused(_invoke("validate", path), "cannot be built: rotary_pct 0.3 is not read")
