@@ -15141,3 +15141,48 @@ def test_neox_attention_keys_its_head_size_leaves_unread_are_refused(tmp_path):
                       task={"name": "selective_copy"}, seeds=[0],
                       sweep=[{"cases": [{"label": "R", "set": {"model.rotary_pct": 0.3}}]}])
     _assert_refused(_invoke("validate", path), "cannot be built: rotary_pct 0.3 is not read")
+
+
+def test_sweep_points_that_train_the_same_under_two_run_ids_are_refused(tmp_path):
+    """A sweep that varies a setting its runs never read: `cooper_hybrid` with layers TF-TF over
+    `d_state` (no Mamba block), SSM-SSM over `window` (no attention), a `seq_lm` block that no
+    layer names, `optimizer: [adam, adamw]` at weight_decay 0. Every point trained the same
+    runs under its own run id, label and table rows. `validate`, `run` and `run --dry-run`
+    refuse it naming the points and the key, exit 2; the same sweeps where the key is read pass."""
+    from ssmrepro.spec import SpecError, load_spec
+    from ssmrepro.sweep import expand
+
+    cooper = {"name": "cooper_hybrid", "d_model": 8}
+    blocks = {"SSM": {"mixer": {"name": "s6", "d_state": 4}}, "TF": {"mixer": {"name": "attention"}}}
+    small = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 8,
+             "test_size": 8, "eval_every": 2, "eval_batch_size": 8}
+    cases = {
+        "tf": (dict(model={**cooper, "layers": "TF-TF"}, task={"name": "selective_copy"},
+                    sweep=[{"grid": {"model.d_state": [1, 2]}}]),
+               "sweep points 0 (d_state=1) and 1 (d_state=2) are one training under two run ids",
+               "model.d_state 1 vs 2, and no block of the layer pattern (TF-TF) reads it"),
+        "ssm": (dict(model={**cooper, "layers": "SSM-SSM"}, task={"name": "selective_copy"},
+                     sweep=[{"grid": {"model.window": [4, 8]}}]),
+                "model.window 4 vs 8, and no block of the layer pattern (SSM-SSM) reads it", ""),
+        "seq": (dict(model={"name": "seq_lm", "d_model": 8, "layers": "SSM", "blocks": blocks},
+                     sweep=[{"grid": {"model.blocks.TF.mixer.heads": [1, 2]}}]),
+                "model.blocks.TF.mixer.heads 1 vs 2, and no block of the layer pattern (SSM)", ""),
+        "opt": (dict(train=small, sweep=[{"grid": {"train.optimizer": ["adam", "adamw"]}}]),
+                "train.optimizer 'adam' vs 'adamw', and Adam and AdamW differ only in how they "
+                "apply weight_decay, which is 0", ""),
+    }
+    for name, (kw, *needles) in cases.items():
+        path = write_spec(tmp_path, name=f"t-{name}", seeds=[0], **kw)
+        with pytest.raises(SpecError) as err:
+            expand(load_spec(path), "smoke")
+        assert all(n in err.value.messages[0] for n in needles), err.value.messages
+    for args in (("validate", path), ("run", path, "--profile", "smoke", "--out", tmp_path / "o"),
+                 ("run", path, "--dry-run", "--no-estimate", "--out", tmp_path / "o")):
+        _assert_refused(_invoke(*args), "are one training under two run ids")
+    assert not (tmp_path / "o").exists()
+    # where the key is read, the points differ and pass
+    for kw in (dict(model={**cooper, "layers": "SSM-TF"}, task={"name": "selective_copy"},
+                    sweep=[{"grid": {"model.d_state": [1, 2], "model.window": [4, 8]}}]),
+               dict(train={**small, "weight_decay": 0.1},
+                    sweep=[{"grid": {"train.optimizer": ["adam", "adamw"]}}])):
+        assert len(expand(load_spec(write_spec(tmp_path, name="t-ok", seeds=[0], **kw)), "smoke")) > 1

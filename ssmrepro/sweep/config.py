@@ -432,6 +432,25 @@ class RunConfig:
         return _hash(cfg)
 
 
+def trained_key(task: TaskConfig, model: ModelConfig, train: TrainConfig) -> str:
+    """A hash of what a run with these sections trains: its identity without the settings that
+    change nothing there — the model as the backbone it builds with only the blocks its layer
+    pattern uses (``cooper_hybrid``'s Mamba keys in a TF-TF model, its attention keys in an
+    SSM-SSM one, a ``seq_lm`` block no layer names), and the optimizer at weight_decay 0 (Adam's
+    coupled and AdamW's decoupled decay both add nothing). Runs of equal keys and seeds but
+    different run ids train the same thing twice (``sweep.expand`` refuses them)."""
+    if hasattr(model, "to_backbone"):
+        bb = model.to_backbone()
+        used = set(bb.layer_names())
+        m = lean(bb.model_copy(update={"blocks": {k: b for k, b in bb.blocks.items() if k in used}}))
+    else:
+        m = lean(model)
+    t = lean(train)
+    if train.weight_decay == 0:
+        t.pop("optimizer", None)
+    return _hash({"task": lean(task), "model": m, "train": t})
+
+
 def spec_text(value: Any) -> str:
     """A value as a spec means it: text that a spec would read as something else (a number
     '1e3', 'true', 'null', '' or ' 2' with spaces, a list) or that would run into the next

@@ -32,7 +32,7 @@ from ..spec import (
 )
 from ..tasks import TASKS, DataUnavailable, Task, TaskConfig, build_task, eval_set_problem
 from ..tasks.base import fixed_split_error, loss_problem, refuse_unread_task
-from .config import RunConfig, TrainConfig, flatten, lean, per_point, run_id_of
+from .config import RunConfig, TrainConfig, flatten, lean, per_point, run_id_of, trained_key
 
 SECTIONS = ("task", "model", "train")
 
@@ -757,7 +757,38 @@ def expand(spec: Spec, profile: str | None = None,
                  f"{r.index} resolve to the same run (duplicate configuration)"]
             )
         seen[(r.run_id, r.label)] = r.index
+    refuse_inert_points(spec, profile, runs)
     return runs
+
+
+def refuse_inert_points(spec: Spec, profile: str, runs: list[RunConfig]) -> None:
+    """Raise SpecError for two runs of one seed that train the same thing (``trained_key``)
+    under two run ids: the sweep varied a setting their models or training never read (a TF-TF
+    ``cooper_hybrid`` over ``d_state``, an unused ``seq_lm`` block's key, ``optimizer`` at
+    weight_decay 0), and the runs got their own ids, labels and table rows while they were one
+    run trained twice."""
+    first: dict[tuple[str, int], RunConfig] = {}
+    for r, key in zip(runs, per_point(runs, lambda r: trained_key(r.task, r.model, r.train))):
+        a = first.setdefault((key, r.seed), r)
+        if a.run_id == r.run_id:
+            continue
+        fa, fb = a.flat(), r.flat()
+        diff = [k for k in dict.fromkeys([*fa, *fb]) if fa.get(k) != fb.get(k)]
+        names = [f"{x.index} ({': '.join(filter(None, [x.label, x.coords_text()])) or 'no label'})"
+                 for x in (a, r)]
+        why = []
+        if any(k.startswith("model.") for k in diff):
+            layers = r.model.to_backbone().layer_names()
+            why.append(f"no block of the layer pattern ({'-'.join(layers)}) reads "
+                       f"{'it' if len(diff) == 1 else 'the model keys'}")
+        if any(k.startswith("train.optimizer") for k in diff):
+            why.append("Adam and AdamW differ only in how they apply weight_decay, which is 0")
+        raise SpecError([f"{spec.path}: [profile {profile}] sweep points {names[0]} and "
+                         f"{names[1]} are one training under two run ids (the same model, data "
+                         f"and optimisation): they differ only in "
+                         f"{', '.join(f'{k} {fa.get(k)!r} vs {fb.get(k)!r}' for k in diff)}, and "
+                         f"{'; '.join(why) or 'neither run reads it'}; drop one of the points, or "
+                         "that key from the sweep"])
 
 
 def unique_runs(runs: list[RunConfig]) -> list[RunConfig]:
