@@ -15170,6 +15170,8 @@ def test_sweep_points_that_train_the_same_under_two_run_ids_are_refused(tmp_path
         "opt": (dict(train=small, sweep=[{"grid": {"train.optimizer": ["adam", "adamw"]}}]),
                 "train.optimizer 'adam' vs 'adamw', and Adam and AdamW differ only in how they "
                 "apply weight_decay, which is 0", ""),
+        "zero": (dict(train={**small, "max_steps": 0}, sweep=[{"grid": {"train.lr": [0.1, 0.2]}}]),
+                 "train.lr 0.1 vs 0.2, and a run of max_steps 0 evaluates its initial model", ""),
     }
     for name, (kw, *needles) in cases.items():
         path = write_spec(tmp_path, name=f"t-{name}", seeds=[0], **kw)

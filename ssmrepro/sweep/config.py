@@ -432,12 +432,18 @@ class RunConfig:
         return _hash(cfg)
 
 
+# what only an optimisation step reads (a run of max_steps 0 evaluates its initial model)
+_OPTIMISATION = ("optimizer", "lr", "betas", "eps", "weight_decay", "schedule", "grad_clip",
+                 "lr_scale")
+
+
 def trained_key(task: TaskConfig, model: ModelConfig, train: TrainConfig) -> str:
     """A hash of what a run with these sections trains: its identity without the settings that
     change nothing there — the model as the backbone it builds with only the blocks its layer
     pattern uses (``cooper_hybrid``'s Mamba keys in a TF-TF model, its attention keys in an
-    SSM-SSM one, a ``seq_lm`` block no layer names), and the optimizer at weight_decay 0 (Adam's
-    coupled and AdamW's decoupled decay both add nothing). Runs of equal keys and seeds but
+    SSM-SSM one, a ``seq_lm`` block no layer names), the optimizer at weight_decay 0 (Adam's
+    coupled and AdamW's decoupled decay both add nothing), and what only an optimisation step
+    reads (lr, schedule, ...) in a run of max_steps 0. Runs of equal keys and seeds but
     different run ids train the same thing twice (``sweep.expand`` refuses them)."""
     if hasattr(model, "to_backbone"):
         bb = model.to_backbone()
@@ -448,6 +454,9 @@ def trained_key(task: TaskConfig, model: ModelConfig, train: TrainConfig) -> str
     t = lean(train)
     if train.weight_decay == 0:
         t.pop("optimizer", None)
+    if train.total_steps == 0:  # evaluates the initial model only: nothing is optimised
+        for k in _OPTIMISATION:
+            t.pop(k, None)
     return _hash({"task": lean(task), "model": m, "train": t})
 
 

@@ -765,8 +765,8 @@ def refuse_inert_points(spec: Spec, profile: str, runs: list[RunConfig]) -> None
     """Raise SpecError for two runs of one seed that train the same thing (``trained_key``)
     under two run ids: the sweep varied a setting their models or training never read (a TF-TF
     ``cooper_hybrid`` over ``d_state``, an unused ``seq_lm`` block's key, ``optimizer`` at
-    weight_decay 0), and the runs got their own ids, labels and table rows while they were one
-    run trained twice."""
+    weight_decay 0, ``lr`` at max_steps 0), and the runs got their own ids, labels and table
+    rows while they were one run trained twice."""
     first: dict[tuple[str, int], RunConfig] = {}
     for r, key in zip(runs, per_point(runs, lambda r: trained_key(r.task, r.model, r.train))):
         a = first.setdefault((key, r.seed), r)
@@ -781,7 +781,10 @@ def refuse_inert_points(spec: Spec, profile: str, runs: list[RunConfig]) -> None
             layers = r.model.to_backbone().layer_names()
             why.append(f"no block of the layer pattern ({'-'.join(layers)}) reads "
                        f"{'it' if len(diff) == 1 else 'the model keys'}")
-        if any(k.startswith("train.optimizer") for k in diff):
+        if r.train.total_steps == 0 and any(k.startswith("train.") for k in diff):
+            why.append("a run of max_steps 0 evaluates its initial model: no optimisation step "
+                       f"reads {'it' if len(diff) == 1 else 'the train keys'}")
+        elif any(k.startswith("train.optimizer") for k in diff):
             why.append("Adam and AdamW differ only in how they apply weight_decay, which is 0")
         raise SpecError([f"{spec.path}: [profile {profile}] sweep points {names[0]} and "
                          f"{names[1]} are one training under two run ids (the same model, data "
