@@ -15170,6 +15170,9 @@ def test_sweep_points_that_train_the_same_under_two_run_ids_are_refused(tmp_path
         "opt": (dict(train=small, sweep=[{"grid": {"train.optimizer": ["adam", "adamw"]}}]),
                 "train.optimizer 'adam' vs 'adamw', and Adam and AdamW differ only in how they "
                 "apply weight_decay, which is 0", ""),
+        "scale": (dict(train=small, sweep=[{"cases": [{"label": "plain"}, {"label": "x1", "set": {
+            "train.lr_scale": {"delta": 1.0}}}]}]), "a learning-rate scale of 1 trains at the plain lr",
+            ""),
         "zero": (dict(train={**small, "max_steps": 0}, sweep=[{"grid": {"train.lr": [0.1, 0.2]}}]),
                  "train.lr 0.1 vs 0.2, and a run of max_steps 0 evaluates its initial model", ""),
     }

@@ -442,9 +442,10 @@ def trained_key(task: TaskConfig, model: ModelConfig, train: TrainConfig) -> str
     change nothing there — the model as the backbone it builds with only the blocks its layer
     pattern uses (``cooper_hybrid``'s Mamba keys in a TF-TF model, its attention keys in an
     SSM-SSM one, a ``seq_lm`` block no layer names), the optimizer at weight_decay 0 (Adam's
-    coupled and AdamW's decoupled decay both add nothing), and what only an optimisation step
-    reads (lr, schedule, ...) in a run of max_steps 0. Runs of equal keys and seeds but
-    different run ids train the same thing twice (``sweep.expand`` refuses them)."""
+    coupled and AdamW's decoupled decay both add nothing), a learning-rate scale of 1, and what
+    only an optimisation step reads (lr, schedule, ...) in a run of max_steps 0. Runs of equal
+    keys and seeds but different run ids train the same thing twice (``sweep.expand`` refuses
+    them)."""
     if hasattr(model, "to_backbone"):
         bb = model.to_backbone()
         used = set(bb.layer_names())
@@ -454,6 +455,11 @@ def trained_key(task: TaskConfig, model: ModelConfig, train: TrainConfig) -> str
     t = lean(train)
     if train.weight_decay == 0:
         t.pop("optimizer", None)
+    scales = {g: v for g, v in train.lr_scale.items() if v != 1}  # x 1: the plain lr
+    if scales:
+        t["lr_scale"] = scales
+    else:
+        t.pop("lr_scale", None)
     if train.total_steps == 0:  # evaluates the initial model only: nothing is optimised
         for k in _OPTIMISATION:
             t.pop(k, None)

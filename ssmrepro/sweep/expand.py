@@ -784,8 +784,11 @@ def refuse_inert_points(spec: Spec, profile: str, runs: list[RunConfig]) -> None
         if r.train.total_steps == 0 and any(k.startswith("train.") for k in diff):
             why.append("a run of max_steps 0 evaluates its initial model: no optimisation step "
                        f"reads {'it' if len(diff) == 1 else 'the train keys'}")
-        elif any(k.startswith("train.optimizer") for k in diff):
-            why.append("Adam and AdamW differ only in how they apply weight_decay, which is 0")
+        else:
+            if any(k.startswith("train.optimizer") for k in diff):
+                why.append("Adam and AdamW differ only in how they apply weight_decay, which is 0")
+            if any(k.startswith("train.lr_scale") for k in diff):
+                why.append("a learning-rate scale of 1 trains at the plain lr")
         raise SpecError([f"{spec.path}: [profile {profile}] sweep points {names[0]} and "
                          f"{names[1]} are one training under two run ids (the same model, data "
                          f"and optimisation): they differ only in "
