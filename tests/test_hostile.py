@@ -15191,3 +15191,18 @@ def test_sweep_points_that_train_the_same_under_two_run_ids_are_refused(tmp_path
                dict(train={**small, "weight_decay": 0.1},
                     sweep=[{"grid": {"train.optimizer": ["adam", "adamw"]}}])):
         assert len(expand(load_spec(write_spec(tmp_path, name="t-ok", seeds=[0], **kw)), "smoke")) > 1
+
+
+def test_norm_position_of_a_block_without_norm_is_refused(tmp_path):
+    """`norm_position: post` with `norm: none`: h + Mixer(h) either way, so the block trained the
+    pre-norm default's model under another run id. `validate` refuses it naming the key, exit 2;
+    with a norm it passes."""
+    blocks = {"SSM": {"mixer": {"name": "s6", "d_state": 4}, "norm": "none"}}
+    model = {"name": "seq_lm", "d_model": 8, "layers": "SSM", "blocks": blocks}
+    cases = [{"label": "post", "set": {"model.blocks.SSM.norm_position": "post"}}]
+    path = write_spec(tmp_path, model=model, seeds=[0], sweep=[{"cases": cases}])
+    _assert_refused(_invoke("validate", path),
+                    "norm_position 'post' is not read with norm 'none' (no norm to place")
+    ok = write_spec(tmp_path, name="t-ok", seeds=[0], sweep=[{"cases": cases}], model={
+        **model, "blocks": {"SSM": {**blocks["SSM"], "norm": "rmsnorm"}}})
+    assert _invoke("validate", ok).exit_code == 0
