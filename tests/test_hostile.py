@@ -15206,3 +15206,20 @@ def test_norm_position_of_a_block_without_norm_is_refused(tmp_path):
     ok = write_spec(tmp_path, name="t-ok", seeds=[0], sweep=[{"cases": cases}], model={
         **model, "blocks": {"SSM": {**blocks["SSM"], "norm": "rmsnorm"}}})
     assert _invoke("validate", ok).exit_code == 0
+
+
+def test_an_ood_evaluation_set_refuses_the_training_range_it_never_reads(tmp_path):
+    """chen2025's inverse matching: an evaluation set with `ood: true` draws its test split from
+    [ood_low, ood_high], so its own `low` (and a `high` within ood_high) is read by training
+    alone: `evals: {ood: {ood: true, low: 30}}` was the `{ood: true}` set under another name and
+    run id. `validate` refuses it naming the key, exit 2; the plain OOD set passes."""
+    task = {"name": "inverse_matching", "n_fill": 2}
+    for ov, key in (({"ood": True, "low": 30}, "low 30"), ({"ood": True, "high": 90}, "high 90")):
+        train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 8,
+                 "test_size": 8, "eval_every": 2, "eval_batch_size": 8, "evals": {"ood": ov}}
+        path = write_spec(tmp_path, task=task, train=train, seeds=[0])
+        _assert_refused(_invoke("validate", path), f"train.evals.ood: {key} is not read by an "
+                        "evaluation set with ood true (its test split draws from [ood_low, "
+                        "ood_high]")
+    train["evals"] = {"ood": {"ood": True}}
+    assert _invoke("validate", write_spec(tmp_path, task=task, train=train, seeds=[0])).exit_code == 0
