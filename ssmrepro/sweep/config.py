@@ -437,7 +437,8 @@ _OPTIMISATION = ("optimizer", "lr", "betas", "eps", "weight_decay", "schedule", 
                  "lr_scale")
 
 
-def trained_key(task: TaskConfig, model: ModelConfig, train: TrainConfig) -> str:
+def trained_key(task: TaskConfig, model: ModelConfig, train: TrainConfig,
+                ident: dict[str, Any] | None = None) -> str:
     """A hash of what a run with these sections trains: its identity without the settings that
     change nothing there — the model as the backbone it builds with only the blocks its layer
     pattern uses (``cooper_hybrid``'s Mamba keys in a TF-TF model, its attention keys in an
@@ -445,14 +446,15 @@ def trained_key(task: TaskConfig, model: ModelConfig, train: TrainConfig) -> str
     coupled and AdamW's decoupled decay both add nothing), a learning-rate scale of 1, and what
     only an optimisation step reads (lr, schedule, ...) in a run of max_steps 0. Runs of equal
     keys and seeds but different run ids train the same thing twice (``sweep.expand`` refuses
-    them)."""
-    if hasattr(model, "to_backbone"):
-        bb = model.to_backbone()
+    them). ``ident``: the sections' ``lean`` dumps when already at hand (a run's identity
+    without its seed)."""
+    ident = ident or {"task": lean(task), "model": lean(model), "train": lean(train)}
+    m = ident["model"]
+    if hasattr(model, "layers") and hasattr(model, "to_backbone"):  # only a layer pattern can
+        bb = model.to_backbone()  # leave blocks unused (cooper_hybrid, seq_lm)
         used = set(bb.layer_names())
         m = lean(bb.model_copy(update={"blocks": {k: b for k, b in bb.blocks.items() if k in used}}))
-    else:
-        m = lean(model)
-    t = lean(train)
+    t = dict(ident["train"])
     if train.weight_decay == 0:
         t.pop("optimizer", None)
     scales = {g: v for g, v in train.lr_scale.items() if v != 1}  # x 1: the plain lr
@@ -463,7 +465,7 @@ def trained_key(task: TaskConfig, model: ModelConfig, train: TrainConfig) -> str
     if train.total_steps == 0:  # evaluates the initial model only: nothing is optimised
         for k in _OPTIMISATION:
             t.pop(k, None)
-    return _hash({"task": lean(task), "model": m, "train": t})
+    return _hash({"task": ident["task"], "model": m, "train": t})
 
 
 def spec_text(value: Any) -> str:

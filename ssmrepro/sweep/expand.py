@@ -655,6 +655,7 @@ def expand(spec: Spec, profile: str | None = None,
     errors += list(dict.fromkeys(replaced))  # the derived expression overwrote these quietly
 
     runs: list[RunConfig] = []
+    tkeys: list[str] = []  # per run: what it trains (``trained_key``)
     grouped: dict[str, list[str]] = {}  # message -> points where it occurs
     for i, (labels, overrides) in enumerate(points):
         label = LABEL_SEP.join(labels)
@@ -704,6 +705,7 @@ def expand(spec: Spec, profile: str | None = None,
             raise SpecError([f"{spec.path}: [profile {profile}] sweep: more than {MAX_RUNS:,} "
                              f"runs (at sweep point {point} of {len(points):,}, with the seeds of "
                              "each point); split the sweep into smaller specs or profiles"])
+        tkey = trained_key(task, model, train, ident)
         for seed in point_seeds:
             rc = RunConfig(
                 run_id="",
@@ -719,6 +721,7 @@ def expand(spec: Spec, profile: str | None = None,
             )
             rc.run_id = run_id_of({**ident, "seed": rc.seed})  # = run_id_of(rc.identity())
             runs.append(rc)
+            tkeys.append(tkey)
     where = "sweep" if prof.sweep is None else f"profiles.{profile}.sweep"
     for a, axis in enumerate(axes):  # a labelled case the constraints exclude entirely had no
         # runs: its line, bars and table rows were missing without a word
@@ -757,18 +760,18 @@ def expand(spec: Spec, profile: str | None = None,
                  f"{r.index} resolve to the same run (duplicate configuration)"]
             )
         seen[(r.run_id, r.label)] = r.index
-    refuse_inert_points(spec, profile, runs)
+    refuse_inert_points(spec, profile, runs, tkeys)
     return runs
 
 
-def refuse_inert_points(spec: Spec, profile: str, runs: list[RunConfig]) -> None:
-    """Raise SpecError for two runs of one seed that train the same thing (``trained_key``)
-    under two run ids: the sweep varied a setting their models or training never read (a TF-TF
-    ``cooper_hybrid`` over ``d_state``, an unused ``seq_lm`` block's key, ``optimizer`` at
-    weight_decay 0, ``lr`` at max_steps 0), and the runs got their own ids, labels and table
-    rows while they were one run trained twice."""
+def refuse_inert_points(spec: Spec, profile: str, runs: list[RunConfig], keys: list[str]) -> None:
+    """Raise SpecError for two runs of one seed that train the same thing (``keys``, per run:
+    ``trained_key``) under two run ids: the sweep varied a setting their models or training
+    never read (a TF-TF ``cooper_hybrid`` over ``d_state``, an unused ``seq_lm`` block's key,
+    ``optimizer`` at weight_decay 0, ``lr`` at max_steps 0), and the runs got their own ids,
+    labels and table rows while they were one run trained twice."""
     first: dict[tuple[str, int], RunConfig] = {}
-    for r, key in zip(runs, per_point(runs, lambda r: trained_key(r.task, r.model, r.train))):
+    for r, key in zip(runs, keys):
         a = first.setdefault((key, r.seed), r)
         if a.run_id == r.run_id:
             continue
