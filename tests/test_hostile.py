@@ -15173,6 +15173,9 @@ def test_sweep_points_that_train_the_same_under_two_run_ids_are_refused(tmp_path
         "scale": (dict(train=small, sweep=[{"cases": [{"label": "plain"}, {"label": "x1", "set": {
             "train.lr_scale": {"delta": 1.0}}}]}]), "a learning-rate scale of 1 trains at the plain lr",
             ""),
+        "every": (dict(train=small, sweep=[{"grid": {"train.eval_every": [2, 50]}}]),
+                  "train.eval_every 2 vs 50, and an eval_every of at least the run's 2 steps "
+                  "evaluates at step 0 and the last step only", ""),
         "zero": (dict(train={**small, "max_steps": 0}, sweep=[{"grid": {"train.lr": [0.1, 0.2]}}]),
                  "train.lr 0.1 vs 0.2, and a run of max_steps 0 evaluates its initial model", ""),
     }
@@ -15189,7 +15192,8 @@ def test_sweep_points_that_train_the_same_under_two_run_ids_are_refused(tmp_path
     for kw in (dict(model={**cooper, "layers": "SSM-TF"}, task={"name": "selective_copy"},
                     sweep=[{"grid": {"model.d_state": [1, 2], "model.window": [4, 8]}}]),
                dict(train={**small, "weight_decay": 0.1},
-                    sweep=[{"grid": {"train.optimizer": ["adam", "adamw"]}}])):
+                    sweep=[{"grid": {"train.optimizer": ["adam", "adamw"]}}]),
+               dict(train={**small, "max_steps": 4}, sweep=[{"grid": {"train.eval_every": [2, 50]}}])):
         assert len(expand(load_spec(write_spec(tmp_path, name="t-ok", seeds=[0], **kw)), "smoke")) > 1
 
 

@@ -443,8 +443,9 @@ def trained_key(task: TaskConfig, model: ModelConfig, train: TrainConfig,
     change nothing there — the model as the backbone it builds with only the blocks its layer
     pattern uses (``cooper_hybrid``'s Mamba keys in a TF-TF model, its attention keys in an
     SSM-SSM one, a ``seq_lm`` block no layer names), the optimizer at weight_decay 0 (Adam's
-    coupled and AdamW's decoupled decay both add nothing), a learning-rate scale of 1, and what
-    only an optimisation step reads (lr, schedule, ...) in a run of max_steps 0. Runs of equal
+    coupled and AdamW's decoupled decay both add nothing), a learning-rate scale of 1, any
+    eval_every of at least the run's steps (step 0 and the last are evaluated), and what only an
+    optimisation step reads (lr, schedule, ...) in a run of max_steps 0. Runs of equal
     keys and seeds but different run ids train the same thing twice (``sweep.expand`` refuses
     them). ``ident``: the sections' ``lean`` dumps when already at hand (a run's identity
     without its seed)."""
@@ -462,6 +463,8 @@ def trained_key(task: TaskConfig, model: ModelConfig, train: TrainConfig,
         t["lr_scale"] = scales
     else:
         t.pop("lr_scale", None)
+    # every eval_every from the run's length on evaluates at step 0 and the last step alone
+    t["eval_every"] = train.eval_every if train.eval_every < train.total_steps else "first, last"
     if train.total_steps == 0:  # evaluates the initial model only: nothing is optimised
         for k in _OPTIMISATION:
             t.pop(k, None)
