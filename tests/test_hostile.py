@@ -15176,6 +15176,9 @@ def test_sweep_points_that_train_the_same_under_two_run_ids_are_refused(tmp_path
         "every": (dict(train=small, sweep=[{"grid": {"train.eval_every": [2, 50]}}]),
                   "train.eval_every 2 vs 50, and an eval_every of at least the run's 2 steps "
                   "evaluates at step 0 and the last step only", ""),
+        "stop": (dict(train=small, sweep=[{"cases": [{"label": "plain"}, {"label": "es", "set": {
+            "train.early_stop": {"metric": "val.acc", "op": ">", "threshold": 1.0}}}]}]),
+            "an early stop that never holds stops no run", ""),
         "zero": (dict(train={**small, "max_steps": 0}, sweep=[{"grid": {"train.lr": [0.1, 0.2]}}]),
                  "train.lr 0.1 vs 0.2, and a run of max_steps 0 evaluates its initial model", ""),
     }

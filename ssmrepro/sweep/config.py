@@ -119,6 +119,15 @@ class EarlyStop(_Strict):
         # setting, as in the paper's repository, which some profiles replace by 0.999
         return self
 
+    @property
+    def never_holds(self) -> bool:
+        """The condition holds at no evaluation (an accuracy above 1, a loss below 0): the run
+        trains as without it."""
+        acc, t, op = self.metric.endswith(".acc"), self.threshold, self.op
+        high = (op == ">" and t >= 1) or (op == ">=" and t > 1)
+        low = (op == "<" and t <= 0) or (op == "<=" and t < 0)
+        return (acc and (high or low)) or (not acc and low)
+
 
 _EVAL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 _RESERVED_SETS = frozenset({"train", "val", "test"})
@@ -463,6 +472,9 @@ def trained_key(task: TaskConfig, model: ModelConfig, train: TrainConfig,
         t["lr_scale"] = scales
     else:
         t.pop("lr_scale", None)
+    es = train.early_stop  # one that never holds never stops a run (koren2026's val.acc > 1)
+    if es is not None and es.never_holds:
+        t.pop("early_stop", None)
     # every eval_every from the run's length on evaluates at step 0 and the last step alone
     t["eval_every"] = train.eval_every if train.eval_every < train.total_steps else "first, last"
     if train.total_steps == 0:  # evaluates the initial model only: nothing is optimised

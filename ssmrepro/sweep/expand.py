@@ -792,6 +792,8 @@ def refuse_inert_points(spec: Spec, profile: str, runs: list[RunConfig], keys: l
                 why.append("Adam and AdamW differ only in how they apply weight_decay, which is 0")
             if any(k.startswith("train.lr_scale") for k in diff):
                 why.append("a learning-rate scale of 1 trains at the plain lr")
+            if any(k.startswith("train.early_stop") for k in diff):
+                why.append("an early stop that never holds stops no run")
             if "train.eval_every" in diff:
                 why.append(f"an eval_every of at least the run's {r.train.total_steps:,} steps "
                            "evaluates at step 0 and the last step only")
