@@ -102,7 +102,7 @@ def memory_need(run, device: str | None = None) -> MemoryNeed:
     activations (``member_bytes``: the mixers' own estimates) and what an evaluation batch surely
     holds (``models.eval_floats``) on the run's task or any of its named evaluation sets
     (``train.evals``: a longer T there is a larger batch)."""
-    from .models import eval_floats, fixed_floats, param_count
+    from .models import eval_floats, fixed_floats, param_count, refuse_unread_window
 
     info = build_task(run.task).info
     width = _float_bytes(run)
@@ -117,6 +117,7 @@ def memory_need(run, device: str | None = None) -> MemoryNeed:
         except ValueError as err:
             raise ValueError(f"train.evals.{name}: {err}") from None
     infos = [info, *evals.values()]
+    refuse_unread_window(run.model, max(i.seq_len for i in infos))
     ev = max(width * run.train.eval_batch_size * eval_floats(run.model, i) for i in infos)
     return MemoryNeed(n, 4 * width * n, train, ev, fixed)
 

@@ -15230,3 +15230,36 @@ def test_an_ood_evaluation_set_refuses_the_training_range_it_never_reads(tmp_pat
                         "ood_high]")
     train["evals"] = {"ood": {"ood": True}}
     assert _invoke("validate", write_spec(tmp_path, task=task, train=train, seeds=[0])).exit_code == 0
+
+
+def test_a_sliding_window_no_sequence_fills_is_refused(tmp_path):
+    """A sliding attention `window` at least as long as the longest sequence (the task's and its
+    evaluation sets'), set away from its default that is so too: every query sees its whole past
+    either way (a neox block's window 500 at length 8 is the full causal model; cooper_hybrid's
+    window 30 at length 12 the default 20's), and the run trained that model under another run
+    id. `validate`, `run` and `run --dry-run` refuse it naming the key and the length, exit 2; a
+    window an evaluation set's longer sequences reach, or below the length, passes."""
+    from ssmrepro.models import CooperHybridConfig, SeqLMConfig, refuse_unread_window
+
+    neox = SeqLMConfig(d_model=8, layers="TF", blocks={"TF": {"kind": "neox", "window": 500}})
+    with pytest.raises(ValueError, match=r"model.blocks.TF.window 500 is not read at sequence "
+                       r"length 8 .* as without a window"):
+        refuse_unread_window(neox, 8)
+    refuse_unread_window(neox, 501)
+    mixer = SeqLMConfig(d_model=8, layers="A", blocks={"A": {"mixer": {"name": "neox_attn",
+                                                                       "window": 9}}})
+    with pytest.raises(ValueError, match=r"model.blocks.A.mixer.window 9 is not read"):
+        refuse_unread_window(mixer, 9)
+    cooper = CooperHybridConfig(window=30)
+    with pytest.raises(ValueError, match="as with the default window 20"):
+        refuse_unread_window(cooper, 12)
+    refuse_unread_window(cooper, 25)  # 20 and 30 differ at length 25
+    refuse_unread_window(CooperHybridConfig(window=30, layers="SSM-SSM"), 12)  # no attention
+    model = {"name": "seq_lm", "d_model": 8, "layers": "TF",
+             "blocks": {"TF": {"kind": "neox", "window": 500}}}
+    path = write_spec(tmp_path, model=model, seeds=[0], sweep=[{"cases": [{"label": "W"}]}])
+    for args in (("validate", path), ("run", path, "--profile", "smoke", "--out", tmp_path / "o"),
+                 ("run", path, "--dry-run", "--no-estimate", "--out", tmp_path / "o")):
+        _assert_refused(_invoke(*args), "model.blocks.TF.window 500 is not read at sequence "
+                        "length 8")
+    assert not (tmp_path / "o").exists()
