@@ -15263,3 +15263,24 @@ def test_a_sliding_window_no_sequence_fills_is_refused(tmp_path):
         _assert_refused(_invoke(*args), "model.blocks.TF.window 500 is not read at sequence "
                         "length 8")
     assert not (tmp_path / "o").exists()
+
+
+def test_the_mamba_init_std_of_a_model_without_token_embedding_is_refused(tmp_path):
+    """`model.init: {scheme: mamba, std: 0.05}` on a model of continuous inputs (yu2025's
+    first_abs, LRA Image): the scheme draws only the token embedding from N(0, std), and the
+    model reads its inputs through an encoder, so the std changed nothing and the run trained
+    the std 0.02 model under another run id. `validate`, `run` and `run --dry-run` refuse it,
+    exit 2; on token inputs it passes."""
+    model = {"name": "seq_lm", "d_model": 8, "layers": "A",
+             "blocks": {"A": {"mixer": {"name": "s6", "d_state": 4}}},
+             "init": {"scheme": "mamba", "std": 0.05}}
+    cases = [{"label": "M", "set": {"model.d_model": 8}}]
+    path = write_spec(tmp_path, model=model, task={"name": "first_abs", "L": 8}, seeds=[0],
+                      sweep=[{"cases": cases}])
+    for args in (("validate", path), ("run", path, "--profile", "smoke", "--out", tmp_path / "o"),
+                 ("run", path, "--dry-run", "--no-estimate", "--out", tmp_path / "o")):
+        _assert_refused(_invoke(*args), "model.init: run M std 0.05 is not read by scheme 'mamba' "
+                        "on a model of continuous inputs (task first_abs, input_dim 1)")
+    assert not (tmp_path / "o").exists()
+    ok = write_spec(tmp_path, name="t-ok", model=model, seeds=[0], sweep=[{"cases": cases}])
+    assert _invoke("validate", ok).exit_code == 0
