@@ -15111,7 +15111,8 @@ def test_figures_names_the_report_of_a_profile_that_became_the_default(tmp_path)
 def test_neox_attention_keys_its_head_size_leaves_unread_are_refused(tmp_path):
     """GPT-NeoX attention keys that change nothing at the model's head size: `split_heads: false`
     with one head (the head spans the width either way), a `rotary_pct` that rotates as many
-    channels as the default 0.25 (rounded down to even: 0.3 at head size 8), a `rope_base`
+    channels as the default 0.25 (rounded down to even: 0.3 at head size 8) or none (0.2: the
+    model of rotary_pct 0), a `rope_base`
     with at most one rotated pair (its only frequency is base^0 = 1). Each trained the
     default's model under another run id. `validate` refuses them naming the key, exit 2;
     values that change the model pass."""
@@ -15130,11 +15131,14 @@ def test_neox_attention_keys_its_head_size_leaves_unread_are_refused(tmp_path):
                           ({"rotary_pct": 0.3}, "rotary_pct 0.3 is not read at head size 8: it "
                            "rotates 2 channels, as the default 0.25 does"),
                           ({"heads": 2, "rotary_pct": 0.4}, "rotates 0 channels"),
+                          ({"rotary_pct": 0.2}, "rotary_pct 0.2 rotates no channel at head size "
+                           "8 (the share of the head size is rounded down to even): the run would "
+                           "train the model of rotary_pct 0 (no RoPE)"),
                           ({"rope_base": 500.0}, "rope_base 500.0 is not read at head size 8 "
                            "and rotary_pct 0.25: 2 rotated channels")):
         with pytest.raises(ValueError, match=re.escape(needle)):
             count(**mixer)
-    for mixer in ({"split_heads": False, "heads": 2}, {"rotary_pct": 0.2},
+    for mixer in ({"split_heads": False, "heads": 2}, {"rotary_pct": 0.5}, {"rotary_pct": 0.0},
                   {"rope_base": 500.0, "rotary_pct": 0.5}):
         assert count(**mixer) > 0
     path = write_spec(tmp_path, model={"name": "cooper_hybrid", "d_model": 8},

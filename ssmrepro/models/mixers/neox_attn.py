@@ -122,9 +122,9 @@ class NeoXAttnFields(NoBoolNumbers):
     def refuse_unread_rope(self, d_model: int) -> None:
         """Raise ValueError for ``rotary_pct`` / ``rope_base`` set away from their defaults where
         the head size leaves them nothing to change: a share that rotates as many channels as
-        the default's (both rounded down to even), or a base with at most one rotated pair,
-        whose only frequency is base^0 = 1 (d_model 8, one head: rotary_pct 0.3 rotated the
-        two channels 0.25 rotates, one model under two run ids)."""
+        the default's (both rounded down to even) or none (as rotary_pct 0), or a base with at
+        most one rotated pair, whose only frequency is base^0 = 1 (d_model 8, one head:
+        rotary_pct 0.3 rotated the two channels 0.25 rotates, one model under two run ids)."""
         size = d_model // self.heads if self.split_heads else d_model
         r = self.rotary_channels(d_model)
         default = type(self).model_fields["rotary_pct"].default
@@ -133,6 +133,11 @@ class NeoXAttnFields(NoBoolNumbers):
             unread.append(("rotary_pct", f"at head size {size}: it rotates {r} channels, as the "
                            f"default {default:g} does (the share of the head size is rounded "
                            "down to even)"))
+        elif r == 0 and self.rotary_pct > 0:  # the model of rotary_pct 0, under another name
+            raise ValueError(f"rotary_pct {self.rotary_pct:g} rotates no channel at head size "
+                             f"{size} (the share of the head size is rounded down to even): the "
+                             "run would train the model of rotary_pct 0 (no RoPE) under another "
+                             f"run id; give rotary_pct 0, or at least {2 / size:g} (2 channels)")
         if r <= 2:
             unread.append(("rope_base", f"at head size {size} and rotary_pct "
                            f"{self.rotary_pct:g}: {r} rotated channels ("
