@@ -102,7 +102,7 @@ def memory_need(run, device: str | None = None) -> MemoryNeed:
     activations (``member_bytes``: the mixers' own estimates) and what an evaluation batch surely
     holds (``models.eval_floats``) on the run's task or any of its named evaluation sets
     (``train.evals``: a longer T there is a larger batch)."""
-    from .models import eval_floats, fixed_floats, param_count
+    from .models import eval_floats, fixed_floats, param_count, refuse_unread_window
 
     info = build_task(run.task).info
     width = _float_bytes(run)
@@ -117,6 +117,7 @@ def memory_need(run, device: str | None = None) -> MemoryNeed:
         except ValueError as err:
             raise ValueError(f"train.evals.{name}: {err}") from None
     infos = [info, *evals.values()]
+    refuse_unread_window(run.model, max(i.seq_len for i in infos))
     ev = max(width * run.train.eval_batch_size * eval_floats(run.model, i) for i in infos)
     return MemoryNeed(n, 4 * width * n, train, ev, fixed)
 
@@ -203,7 +204,42 @@ def model_problems(runs: list) -> list[str]:
     'model.init: ...' for an init scheme its model does not fit (``init_problems``): what
     ``ssmrepro validate`` reports, where ``run`` would fail before training."""
     return (memory_problems(runs, "cpu", available=UNBOUNDED) + init_problems(runs)
-            + lr_scale_problems(runs))
+            + init_std_problems(runs) + lr_scale_problems(runs))
+
+
+def init_std_problems(runs: list) -> list[str]:
+    """'model.init: run L ...' for the runs whose init scheme 'mamba' sets ``std`` on a model of
+    continuous inputs: the scheme draws only the token embedding from N(0, std) (its other
+    matrices keep PyTorch's defaults), and such a model has an input encoder instead, so the std
+    changed nothing (`init: {scheme: mamba, std: 0.05}` on LRA Image trained the std 0.02 model
+    under another run id). `validate`, `run` and `run --dry-run` refuse them."""
+    from .models.init import InitConfig
+    from .tasks import DataUnavailable
+
+    default = InitConfig.model_fields["std"].default
+
+    def why_of(r):  # once per sweep point
+        init = r.model.to_backbone().init if hasattr(r.model, "to_backbone") else None
+        if init is None or init.scheme != "mamba" or init.std == default:
+            return None
+        try:
+            info = build_task(r.task).info
+        except DataUnavailable:  # no data here: the run checks when `run` builds its tasks
+            return None
+        if info.input_dim is None:
+            return None
+        return (f"std {init.std:g} is not read by scheme 'mamba' on a model of continuous inputs "
+                f"(task {r.task.name}, input_dim {info.input_dim}): the scheme draws only a token "
+                "embedding from N(0, std), and this model reads its inputs through an encoder; "
+                "the run would train the same model as without it under another run id; leave "
+                "std out")
+
+    out: list[str] = []
+    for r, why in zip(runs, per_point(runs, why_of)):
+        line = why and f"model.init: run{f' {r.label}' if r.label else ''} {why}"
+        if line and line not in out:
+            out.append(line)
+    return out
 
 
 def lr_scale_problems(runs: list) -> list[str]:

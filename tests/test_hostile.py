@@ -15402,3 +15402,185 @@ def test_bench_ray_runs_as_many_packs_at_a_time_on_both_sides(tmp_path, monkeypa
         mod._measure(a, types.SimpleNamespace(id="x"), tmp_path, ray, torch, None, engine,
                      run_experiment)
         assert calls == [("local", cpus), ("ray", cpus)] * 2, calls
+
+
+def test_neox_attention_keys_its_head_size_leaves_unread_are_refused(tmp_path):
+    """GPT-NeoX attention keys that change nothing at the model's head size: `split_heads: false`
+    with one head (the head spans the width either way), a `rotary_pct` that rotates as many
+    channels as the default 0.25 (rounded down to even: 0.3 at head size 8) or none (0.2: the
+    model of rotary_pct 0), a `rope_base`
+    with at most one rotated pair (its only frequency is base^0 = 1). Each trained the
+    default's model under another run id. `validate` refuses them naming the key, exit 2;
+    values that change the model pass."""
+    from ssmrepro.models import param_count
+    from ssmrepro.models.backbone import SeqLMConfig
+    from ssmrepro.tasks.base import TaskInfo
+
+    info = TaskInfo(vocab_size=6, n_classes=6, seq_len=7)
+
+    def count(**mixer):
+        return param_count(SeqLMConfig.model_validate(
+            {"d_model": 8, "layers": "A", "blocks": {"A": {"mixer": {"name": "neox_attn",
+                                                                     **mixer}}}}), info)
+
+    for mixer, needle in (({"split_heads": False}, "split_heads False is not read with heads 1"),
+                          ({"rotary_pct": 0.3}, "rotary_pct 0.3 is not read at head size 8: it "
+                           "rotates 2 channels, as the default 0.25 does"),
+                          ({"heads": 2, "rotary_pct": 0.4}, "rotates 0 channels"),
+                          ({"rotary_pct": 0.2}, "rotary_pct 0.2 rotates no channel at head size "
+                           "8 (the share of the head size is rounded down to even): the run would "
+                           "train the model of rotary_pct 0 (no RoPE)"),
+                          ({"rope_base": 500.0}, "rope_base 500.0 is not read at head size 8 "
+                           "and rotary_pct 0.25: 2 rotated channels")):
+        with pytest.raises(ValueError, match=re.escape(needle)):
+            count(**mixer)
+    for mixer in ({"split_heads": False, "heads": 2}, {"rotary_pct": 0.5}, {"rotary_pct": 0.0},
+                  {"rope_base": 500.0, "rotary_pct": 0.5}):
+        assert count(**mixer) > 0
+    path = write_spec(tmp_path, model={"name": "cooper_hybrid", "d_model": 8},
+                      task={"name": "selective_copy"}, seeds=[0],
+                      sweep=[{"cases": [{"label": "R", "set": {"model.rotary_pct": 0.3}}]}])
+    _assert_refused(_invoke("validate", path), "cannot be built: rotary_pct 0.3 is not read")
+
+
+def test_sweep_points_that_train_the_same_under_two_run_ids_are_refused(tmp_path):
+    """A sweep that varies a setting its runs never read: `cooper_hybrid` with layers TF-TF over
+    `d_state` (no Mamba block), SSM-SSM over `window` (no attention), a `seq_lm` block that no
+    layer names, `optimizer: [adam, adamw]` at weight_decay 0. Every point trained the same
+    runs under its own run id, label and table rows. `validate`, `run` and `run --dry-run`
+    refuse it naming the points and the key, exit 2; the same sweeps where the key is read pass."""
+    from ssmrepro.spec import SpecError, load_spec
+    from ssmrepro.sweep import expand
+
+    cooper = {"name": "cooper_hybrid", "d_model": 8}
+    blocks = {"SSM": {"mixer": {"name": "s6", "d_state": 4}}, "TF": {"mixer": {"name": "attention"}}}
+    small = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 8,
+             "test_size": 8, "eval_every": 2, "eval_batch_size": 8}
+    cases = {
+        "tf": (dict(model={**cooper, "layers": "TF-TF"}, task={"name": "selective_copy"},
+                    sweep=[{"grid": {"model.d_state": [1, 2]}}]),
+               "sweep points 0 (d_state=1) and 1 (d_state=2) are one training under two run ids",
+               "model.d_state 1 vs 2, and no block of the layer pattern (TF-TF) reads it"),
+        "ssm": (dict(model={**cooper, "layers": "SSM-SSM"}, task={"name": "selective_copy"},
+                     sweep=[{"grid": {"model.window": [4, 8]}}]),
+                "model.window 4 vs 8, and no block of the layer pattern (SSM-SSM) reads it", ""),
+        "seq": (dict(model={"name": "seq_lm", "d_model": 8, "layers": "SSM", "blocks": blocks},
+                     sweep=[{"grid": {"model.blocks.TF.mixer.heads": [1, 2]}}]),
+                "model.blocks.TF.mixer.heads 1 vs 2, and no block of the layer pattern (SSM)", ""),
+        "opt": (dict(train=small, sweep=[{"grid": {"train.optimizer": ["adam", "adamw"]}}]),
+                "train.optimizer 'adam' vs 'adamw', and Adam and AdamW differ only in how they "
+                "apply weight_decay, which is 0", ""),
+        "scale": (dict(train=small, sweep=[{"cases": [{"label": "plain"}, {"label": "x1", "set": {
+            "train.lr_scale": {"delta": 1.0}}}]}]), "a learning-rate scale of 1 trains at the plain lr",
+            ""),
+        "every": (dict(train=small, sweep=[{"grid": {"train.eval_every": [2, 50]}}]),
+                  "train.eval_every 2 vs 50, and an eval_every of at least the run's 2 steps "
+                  "evaluates at step 0 and the last step only", ""),
+        "stop": (dict(train=small, sweep=[{"cases": [{"label": "plain"}, {"label": "es", "set": {
+            "train.early_stop": {"metric": "val.acc", "op": ">", "threshold": 1.0}}}]}]),
+            "an early stop that never holds stops no run", ""),
+        "zero": (dict(train={**small, "max_steps": 0}, sweep=[{"grid": {"train.lr": [0.1, 0.2]}}]),
+                 "train.lr 0.1 vs 0.2, and a run of max_steps 0 evaluates its initial model", ""),
+    }
+    for name, (kw, *needles) in cases.items():
+        path = write_spec(tmp_path, name=f"t-{name}", seeds=[0], **kw)
+        with pytest.raises(SpecError) as err:
+            expand(load_spec(path), "smoke")
+        assert all(n in err.value.messages[0] for n in needles), err.value.messages
+    for args in (("validate", path), ("run", path, "--profile", "smoke", "--out", tmp_path / "o"),
+                 ("run", path, "--dry-run", "--no-estimate", "--out", tmp_path / "o")):
+        _assert_refused(_invoke(*args), "are one training under two run ids")
+    assert not (tmp_path / "o").exists()
+    # where the key is read, the points differ and pass
+    for kw in (dict(model={**cooper, "layers": "SSM-TF"}, task={"name": "selective_copy"},
+                    sweep=[{"grid": {"model.d_state": [1, 2], "model.window": [4, 8]}}]),
+               dict(train={**small, "weight_decay": 0.1},
+                    sweep=[{"grid": {"train.optimizer": ["adam", "adamw"]}}]),
+               dict(train={**small, "max_steps": 4}, sweep=[{"grid": {"train.eval_every": [2, 50]}}])):
+        assert len(expand(load_spec(write_spec(tmp_path, name="t-ok", seeds=[0], **kw)), "smoke")) > 1
+
+
+def test_norm_position_of_a_block_without_norm_is_refused(tmp_path):
+    """`norm_position: post` with `norm: none`: h + Mixer(h) either way, so the block trained the
+    pre-norm default's model under another run id. `validate` refuses it naming the key, exit 2;
+    with a norm it passes."""
+    blocks = {"SSM": {"mixer": {"name": "s6", "d_state": 4}, "norm": "none"}}
+    model = {"name": "seq_lm", "d_model": 8, "layers": "SSM", "blocks": blocks}
+    cases = [{"label": "post", "set": {"model.blocks.SSM.norm_position": "post"}}]
+    path = write_spec(tmp_path, model=model, seeds=[0], sweep=[{"cases": cases}])
+    _assert_refused(_invoke("validate", path),
+                    "norm_position 'post' is not read with norm 'none' (no norm to place")
+    ok = write_spec(tmp_path, name="t-ok", seeds=[0], sweep=[{"cases": cases}], model={
+        **model, "blocks": {"SSM": {**blocks["SSM"], "norm": "rmsnorm"}}})
+    assert _invoke("validate", ok).exit_code == 0
+
+
+def test_an_ood_evaluation_set_refuses_the_training_range_it_never_reads(tmp_path):
+    """chen2025's inverse matching: an evaluation set with `ood: true` draws its test split from
+    [ood_low, ood_high], so its own `low` (and a `high` within ood_high) is read by training
+    alone: `evals: {ood: {ood: true, low: 30}}` was the `{ood: true}` set under another name and
+    run id. `validate` refuses it naming the key, exit 2; the plain OOD set passes."""
+    task = {"name": "inverse_matching", "n_fill": 2}
+    for ov, key in (({"ood": True, "low": 30}, "low 30"), ({"ood": True, "high": 90}, "high 90")):
+        train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 8,
+                 "test_size": 8, "eval_every": 2, "eval_batch_size": 8, "evals": {"ood": ov}}
+        path = write_spec(tmp_path, task=task, train=train, seeds=[0])
+        _assert_refused(_invoke("validate", path), f"train.evals.ood: {key} is not read by an "
+                        "evaluation set with ood true (its test split draws from [ood_low, "
+                        "ood_high]")
+    train["evals"] = {"ood": {"ood": True}}
+    assert _invoke("validate", write_spec(tmp_path, task=task, train=train, seeds=[0])).exit_code == 0
+
+
+def test_a_sliding_window_no_sequence_fills_is_refused(tmp_path):
+    """A sliding attention `window` at least as long as the longest sequence (the task's and its
+    evaluation sets'), set away from its default that is so too: every query sees its whole past
+    either way (a neox block's window 500 at length 8 is the full causal model; cooper_hybrid's
+    window 30 at length 12 the default 20's), and the run trained that model under another run
+    id. `validate`, `run` and `run --dry-run` refuse it naming the key and the length, exit 2; a
+    window an evaluation set's longer sequences reach, or below the length, passes."""
+    from ssmrepro.models import CooperHybridConfig, SeqLMConfig, refuse_unread_window
+
+    neox = SeqLMConfig(d_model=8, layers="TF", blocks={"TF": {"kind": "neox", "window": 500}})
+    with pytest.raises(ValueError, match=r"model.blocks.TF.window 500 is not read at sequence "
+                       r"length 8 .* as without a window"):
+        refuse_unread_window(neox, 8)
+    refuse_unread_window(neox, 501)
+    mixer = SeqLMConfig(d_model=8, layers="A", blocks={"A": {"mixer": {"name": "neox_attn",
+                                                                       "window": 9}}})
+    with pytest.raises(ValueError, match=r"model.blocks.A.mixer.window 9 is not read"):
+        refuse_unread_window(mixer, 9)
+    cooper = CooperHybridConfig(window=30)
+    with pytest.raises(ValueError, match="as with the default window 20"):
+        refuse_unread_window(cooper, 12)
+    refuse_unread_window(cooper, 25)  # 20 and 30 differ at length 25
+    refuse_unread_window(CooperHybridConfig(window=30, layers="SSM-SSM"), 12)  # no attention
+    model = {"name": "seq_lm", "d_model": 8, "layers": "TF",
+             "blocks": {"TF": {"kind": "neox", "window": 500}}}
+    path = write_spec(tmp_path, model=model, seeds=[0], sweep=[{"cases": [{"label": "W"}]}])
+    for args in (("validate", path), ("run", path, "--profile", "smoke", "--out", tmp_path / "o"),
+                 ("run", path, "--dry-run", "--no-estimate", "--out", tmp_path / "o")):
+        _assert_refused(_invoke(*args), "model.blocks.TF.window 500 is not read at sequence "
+                        "length 8")
+    assert not (tmp_path / "o").exists()
+
+
+def test_the_mamba_init_std_of_a_model_without_token_embedding_is_refused(tmp_path):
+    """`model.init: {scheme: mamba, std: 0.05}` on a model of continuous inputs (yu2025's
+    first_abs, LRA Image): the scheme draws only the token embedding from N(0, std), and the
+    model reads its inputs through an encoder, so the std changed nothing and the run trained
+    the std 0.02 model under another run id. `validate`, `run` and `run --dry-run` refuse it,
+    exit 2; on token inputs it passes."""
+    model = {"name": "seq_lm", "d_model": 8, "layers": "A",
+             "blocks": {"A": {"mixer": {"name": "s6", "d_state": 4}}},
+             "init": {"scheme": "mamba", "std": 0.05}}
+    cases = [{"label": "M", "set": {"model.d_model": 8}}]
+    path = write_spec(tmp_path, model=model, task={"name": "first_abs", "L": 8}, seeds=[0],
+                      sweep=[{"cases": cases}])
+    for args in (("validate", path), ("run", path, "--profile", "smoke", "--out", tmp_path / "o"),
+                 ("run", path, "--dry-run", "--no-estimate", "--out", tmp_path / "o")):
+        _assert_refused(_invoke(*args), "model.init: run M std 0.05 is not read by scheme 'mamba' "
+                        "on a model of continuous inputs (task first_abs, input_dim 1)")
+    assert not (tmp_path / "o").exists()
+    ok = write_spec(tmp_path, name="t-ok", model=model, seeds=[0], sweep=[{"cases": cases}])
+    assert _invoke("validate", ok).exit_code == 0

@@ -26,7 +26,7 @@ from ..kernels.backend import BackendError, backend_problem, scan_backend
 from ..spec import Spec, SpecError
 from ..store import Store, open_store, output_name, results_dir
 from ..sweep import RunConfig, expand, overrides_tag, per_point, unique_runs
-from ..train import construction_problems, lr_scale_problems
+from ..train import construction_problems, init_std_problems, lr_scale_problems
 from .costs import CostModel, cache_file
 from .local import (
     Event,
@@ -201,7 +201,8 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
 
     store = open_store(spec, out)
     _, unique, pending = _pending(spec, profile, store, max_runs, overrides)
-    bad = lr_scale_problems(pending) + construction_problems(pending)  # as `run` refuses them
+    bad = (lr_scale_problems(pending) + construction_problems(pending)
+           + init_std_problems(pending))  # as `run` refuses them
     if bad:
         raise SpecError([f"{spec.path or spec.id}: [profile {profile}] {m}" for m in bad])
     # every step timed on the backend `run` would use (the extrapolations too)
@@ -356,7 +357,8 @@ def run_experiment(
     for w in store.warnings:
         warn_console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
     # a scale of no parameter, a construction for another task (`validate` says so too)
-    bad = lr_scale_problems(pending) + construction_problems(pending)
+    bad = (lr_scale_problems(pending) + construction_problems(pending)
+           + init_std_problems(pending))
     if bad:
         raise SpecError([f"{spec.path or spec.id}: [profile {profile}] {m}" for m in bad])
     budget = None

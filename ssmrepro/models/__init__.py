@@ -184,6 +184,41 @@ def config_rows(Config: type[BaseModel]) -> list[tuple[str, str, str, str]]:
     return rows
 
 
+def refuse_unread_window(config: ModelConfig, longest: int) -> None:
+    """Raise ValueError for a sliding attention ``window`` set away from its default where it
+    changes nothing: it and the default both let every query of the longest sequence (the
+    task's and its evaluation sets') see its whole past. cooper_hybrid's window 30 at length 15
+    trained the default 20's model, a neox block's window 100 at length 100 the full causal one,
+    each under another run id. A preset's own ``window`` (cooper_hybrid) is compared with the
+    preset's default, a block's or mixer's with theirs (none)."""
+    from .mixers.neox_attn import NeoXAttnFields
+
+    def seen(w: int | None) -> int | None:  # the window a query of the longest sequence meets
+        return None if w is None or w >= longest else w
+
+    bb = config.to_backbone()
+    attn = [(n, b if isinstance(b, NeoXAttnFields) else b.mixer)
+            for n in dict.fromkeys(bb.layer_names())
+            if isinstance(b := bb.blocks[n], NeoXAttnFields)
+            or isinstance(getattr(b, "mixer", None), NeoXAttnFields)]
+    if not attn:
+        return
+    fields = type(config).model_fields
+    if "window" in fields and not isinstance(config, SeqLMConfig):  # the preset's own key
+        keys = [("window", config.window, fields["window"].default)]
+    else:
+        keys = [(f"blocks.{n}{'' if a is bb.blocks[n] else '.mixer'}.window", a.window,
+                 type(a).model_fields["window"].default) for n, a in attn]
+    for key, w, default in keys:
+        if w != default and seen(w) == seen(default):
+            raise ValueError(
+                f"model.{key} {w} is not read at sequence length {longest:,} (the longest of the "
+                f"task and its evaluation sets): every query already sees its whole past, as "
+                f"{'without a window' if default is None else f'with the default window {default}'}"
+                f": the run would train the same model under another run id; leave window out, "
+                f"or give one below {longest:,}")
+
+
 def count_params(model: nn.Module, E: int) -> int:
     """Trainable parameters of one member."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad) // E
@@ -193,5 +228,5 @@ __all__ = [
     "MODELS", "CooperHybridConfig", "InitConfig", "LinearMambaConfig", "MambaLMConfig",
     "ModelConfig", "ModelEntry", "SSMLMConfig", "SeqLM", "SeqLMConfig", "SequenceModel",
     "TransformerLMConfig", "activation_floats", "build_model", "config_rows", "count_params",
-    "eval_floats", "fixed_floats", "member_key", "param_count",
+    "eval_floats", "fixed_floats", "member_key", "param_count", "refuse_unread_window",
 ]

@@ -60,6 +60,9 @@ class MixerBlockConfig(NoBoolNumbers):
         if self.mlp_hidden == 0 or (self.mlp_hidden is None and self.mlp_expand == 0):
             refuse_unread(self, [("mlp_act", "without an MLP sub-block (mlp_expand / mlp_hidden "
                                   "0)")])
+        if self.norm == "none":  # h + Mixer(Norm h) and Norm(h + Mixer h) are one block then
+            refuse_unread(self, [("norm_position", "with norm 'none' (no norm to place before or "
+                                  "after the mixer)")])
         if self.mlp_hidden is not None:
             refuse_unread(self, [("mlp_expand", f"with mlp_hidden {self.mlp_hidden} (it "
                                   "overrides mlp_expand)")])

@@ -119,6 +119,15 @@ class EarlyStop(_Strict):
         # setting, as in the paper's repository, which some profiles replace by 0.999
         return self
 
+    @property
+    def never_holds(self) -> bool:
+        """The condition holds at no evaluation (an accuracy above 1, a loss below 0): the run
+        trains as without it."""
+        acc, t, op = self.metric.endswith(".acc"), self.threshold, self.op
+        high = (op == ">" and t >= 1) or (op == ">=" and t > 1)
+        low = (op == "<" and t <= 0) or (op == "<=" and t < 0)
+        return (acc and (high or low)) or (not acc and low)
+
 
 _EVAL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 _RESERVED_SETS = frozenset({"train", "val", "test"})
@@ -430,6 +439,48 @@ class RunConfig:
         cfg["model"] = member_key(self.model)
         cfg["train"] = {k: v for k, v in cfg["train"].items() if k not in MEMBER_FIELDS}
         return _hash(cfg)
+
+
+# what only an optimisation step reads (a run of max_steps 0 evaluates its initial model)
+_OPTIMISATION = ("optimizer", "lr", "betas", "eps", "weight_decay", "schedule", "grad_clip",
+                 "lr_scale")
+
+
+def trained_key(task: TaskConfig, model: ModelConfig, train: TrainConfig,
+                ident: dict[str, Any] | None = None) -> str:
+    """A hash of what a run with these sections trains: its identity without the settings that
+    change nothing there — the model as the backbone it builds with only the blocks its layer
+    pattern uses (``cooper_hybrid``'s Mamba keys in a TF-TF model, its attention keys in an
+    SSM-SSM one, a ``seq_lm`` block no layer names), the optimizer at weight_decay 0 (Adam's
+    coupled and AdamW's decoupled decay both add nothing), a learning-rate scale of 1, any
+    eval_every of at least the run's steps (step 0 and the last are evaluated), and what only an
+    optimisation step reads (lr, schedule, ...) in a run of max_steps 0. Runs of equal
+    keys and seeds but different run ids train the same thing twice (``sweep.expand`` refuses
+    them). ``ident``: the sections' ``lean`` dumps when already at hand (a run's identity
+    without its seed)."""
+    ident = ident or {"task": lean(task), "model": lean(model), "train": lean(train)}
+    m = ident["model"]
+    if hasattr(model, "layers") and hasattr(model, "to_backbone"):  # only a layer pattern can
+        bb = model.to_backbone()  # leave blocks unused (cooper_hybrid, seq_lm)
+        used = set(bb.layer_names())
+        m = lean(bb.model_copy(update={"blocks": {k: b for k, b in bb.blocks.items() if k in used}}))
+    t = dict(ident["train"])
+    if train.weight_decay == 0:
+        t.pop("optimizer", None)
+    scales = {g: v for g, v in train.lr_scale.items() if v != 1}  # x 1: the plain lr
+    if scales:
+        t["lr_scale"] = scales
+    else:
+        t.pop("lr_scale", None)
+    es = train.early_stop  # one that never holds never stops a run (koren2026's val.acc > 1)
+    if es is not None and es.never_holds:
+        t.pop("early_stop", None)
+    # every eval_every from the run's length on evaluates at step 0 and the last step alone
+    t["eval_every"] = train.eval_every if train.eval_every < train.total_steps else "first, last"
+    if train.total_steps == 0:  # evaluates the initial model only: nothing is optimised
+        for k in _OPTIMISATION:
+            t.pop(k, None)
+    return _hash({"task": ident["task"], "model": m, "train": t})
 
 
 def spec_text(value: Any) -> str:

@@ -32,7 +32,7 @@ from ..spec import (
 )
 from ..tasks import TASKS, DataUnavailable, Task, TaskConfig, build_task, eval_set_problem
 from ..tasks.base import fixed_split_error, loss_problem, refuse_unread_task
-from .config import RunConfig, TrainConfig, flatten, lean, per_point, run_id_of
+from .config import RunConfig, TrainConfig, flatten, lean, per_point, run_id_of, trained_key
 
 SECTIONS = ("task", "model", "train")
 
@@ -655,6 +655,7 @@ def expand(spec: Spec, profile: str | None = None,
     errors += list(dict.fromkeys(replaced))  # the derived expression overwrote these quietly
 
     runs: list[RunConfig] = []
+    tkeys: list[str] = []  # per run: what it trains (``trained_key``)
     grouped: dict[str, list[str]] = {}  # message -> points where it occurs
     for i, (labels, overrides) in enumerate(points):
         label = LABEL_SEP.join(labels)
@@ -704,6 +705,7 @@ def expand(spec: Spec, profile: str | None = None,
             raise SpecError([f"{spec.path}: [profile {profile}] sweep: more than {MAX_RUNS:,} "
                              f"runs (at sweep point {point} of {len(points):,}, with the seeds of "
                              "each point); split the sweep into smaller specs or profiles"])
+        tkey = trained_key(task, model, train, ident)
         for seed in point_seeds:
             rc = RunConfig(
                 run_id="",
@@ -719,6 +721,7 @@ def expand(spec: Spec, profile: str | None = None,
             )
             rc.run_id = run_id_of({**ident, "seed": rc.seed})  # = run_id_of(rc.identity())
             runs.append(rc)
+            tkeys.append(tkey)
     where = "sweep" if prof.sweep is None else f"profiles.{profile}.sweep"
     for a, axis in enumerate(axes):  # a labelled case the constraints exclude entirely had no
         # runs: its line, bars and table rows were missing without a word
@@ -757,7 +760,49 @@ def expand(spec: Spec, profile: str | None = None,
                  f"{r.index} resolve to the same run (duplicate configuration)"]
             )
         seen[(r.run_id, r.label)] = r.index
+    refuse_inert_points(spec, profile, runs, tkeys)
     return runs
+
+
+def refuse_inert_points(spec: Spec, profile: str, runs: list[RunConfig], keys: list[str]) -> None:
+    """Raise SpecError for two runs of one seed that train the same thing (``keys``, per run:
+    ``trained_key``) under two run ids: the sweep varied a setting their models or training
+    never read (a TF-TF ``cooper_hybrid`` over ``d_state``, an unused ``seq_lm`` block's key,
+    ``optimizer`` at weight_decay 0, ``lr`` at max_steps 0), and the runs got their own ids,
+    labels and table rows while they were one run trained twice."""
+    first: dict[tuple[str, int], RunConfig] = {}
+    for r, key in zip(runs, keys):
+        a = first.setdefault((key, r.seed), r)
+        if a.run_id == r.run_id:
+            continue
+        fa, fb = a.flat(), r.flat()
+        diff = [k for k in dict.fromkeys([*fa, *fb]) if fa.get(k) != fb.get(k)]
+        names = [f"{x.index} ({': '.join(filter(None, [x.label, x.coords_text()])) or 'no label'})"
+                 for x in (a, r)]
+        why = []
+        if any(k.startswith("model.") for k in diff):
+            layers = r.model.to_backbone().layer_names()
+            why.append(f"no block of the layer pattern ({'-'.join(layers)}) reads "
+                       f"{'it' if len(diff) == 1 else 'the model keys'}")
+        if r.train.total_steps == 0 and any(k.startswith("train.") for k in diff):
+            why.append("a run of max_steps 0 evaluates its initial model: no optimisation step "
+                       f"reads {'it' if len(diff) == 1 else 'the train keys'}")
+        else:
+            if any(k.startswith("train.optimizer") for k in diff):
+                why.append("Adam and AdamW differ only in how they apply weight_decay, which is 0")
+            if any(k.startswith("train.lr_scale") for k in diff):
+                why.append("a learning-rate scale of 1 trains at the plain lr")
+            if any(k.startswith("train.early_stop") for k in diff):
+                why.append("an early stop that never holds stops no run")
+            if "train.eval_every" in diff:
+                why.append(f"an eval_every of at least the run's {r.train.total_steps:,} steps "
+                           "evaluates at step 0 and the last step only")
+        raise SpecError([f"{spec.path}: [profile {profile}] sweep points {names[0]} and "
+                         f"{names[1]} are one training under two run ids (the same model, data "
+                         f"and optimisation): they differ only in "
+                         f"{', '.join(f'{k} {fa.get(k)!r} vs {fb.get(k)!r}' for k in diff)}, and "
+                         f"{'; '.join(why) or 'neither run reads it'}; drop one of the points, or "
+                         "that key from the sweep"])
 
 
 def unique_runs(runs: list[RunConfig]) -> list[RunConfig]:

@@ -70,6 +70,12 @@ class TaskConfig(NoBoolNumbers):
         data is the same whatever they hold); checked by ``refuse_unread_task``."""
         return []
 
+    def eval_unread(self) -> list[tuple[str, str]]:
+        """(field, why) of the fields that this config, as an evaluation set (``train.evals``:
+        its test split alone is sampled), never reads: ``unread`` and the fields that only its
+        training split reads."""
+        return self.unread()
+
     def dtype_problem(self, dtype: str) -> str | None:
         """Why this config's inputs cannot be held in the run's ``train.dtype`` ('float32' or
         'float64'); None when they can. Checked with the run's train section
@@ -86,14 +92,14 @@ def refuse_unread_task(task: TaskConfig, overrides: dict[str, dict], evals: dict
     configs) of a field that set does not read (the set was the run's test split under another
     name)."""
     for name, ov in overrides.items():
-        for key, why in evals[name].unread():
+        for key, why in evals[name].eval_unread():
             if key in ov:
                 raise ValueError(f"train.evals.{name}: {key} {ov[key]!r} is not read {why}: the "
-                                 "set would be the run's test split as without it; leave "
+                                 "set would hold the same samples as without it; leave "
                                  f"{key} out")
     read = {k for n, c in evals.items()  # the base's value of a field an eval set reads
             for k in type(task).model_fields if k not in overrides[n]
-            and k not in dict(c.unread())}
+            and k not in dict(c.eval_unread())}
     try:
         refuse_unread(task, [(k, why) for k, why in task.unread() if k not in read],
                       what="on the same data")

@@ -90,6 +90,18 @@ class InverseMatchingConfig(TaskConfig):
         return [] if self.ood else [("ood_low", "with ood false (it bounds the OOD values of "
                                      "the ood: true splits, e.g. an evaluation set's)")]
 
+    def eval_unread(self) -> list[tuple[str, str]]:
+        """An OOD evaluation set's test split draws from [ood_low, ood_high]: ``low`` is read by
+        training alone, and so is ``high`` unless it widens the vocabulary past ood_high
+        (`evals: {ood: {ood: true, low: 30}}` was the `{ood: true}` set under another name)."""
+        if not self.ood:
+            return self.unread()
+        why = "by an evaluation set with ood true (its test split draws from [ood_low, ood_high]; "
+        out = [("low", why + "low bounds the training values)")]
+        if self.high <= self.ood_high:
+            out.append(("high", why + "high bounds the training values)"))
+        return out
+
 
 @lru_cache(maxsize=8)
 def valid_sets(lo: int, hi: int, rule: str) -> torch.Tensor:

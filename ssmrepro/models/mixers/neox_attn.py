@@ -106,8 +106,43 @@ class NeoXAttnFields(NoBoolNumbers):
         unread = [("conv_on", "with conv 0 (no convolution)")] if not self.conv else []
         if self.rotary_pct == 0:
             unread.append(("rope_base", "with rotary_pct 0 (no RoPE)"))
+        if self.heads == 1:  # one head is the whole width either way (merge: one head's sum)
+            unread.append(("split_heads", "with heads 1 (one head spans the whole width "
+                           "either way)"))
         refuse_unread(self, unread)
         return self
+
+    def rotary_channels(self, d_model: int, rotary_pct: float | None = None) -> int:
+        """The channels of a head that RoPE rotates at ``rotary_pct`` (default: this config's):
+        that share of the head size, rounded down to even (``apply_rope``; the fork's int())."""
+        pct = self.rotary_pct if rotary_pct is None else rotary_pct
+        r = int((d_model // self.heads if self.split_heads else d_model) * pct)
+        return r - r % 2
+
+    def refuse_unread_rope(self, d_model: int) -> None:
+        """Raise ValueError for ``rotary_pct`` / ``rope_base`` set away from their defaults where
+        the head size leaves them nothing to change: a share that rotates as many channels as
+        the default's (both rounded down to even) or none (as rotary_pct 0), or a base with at
+        most one rotated pair, whose only frequency is base^0 = 1 (d_model 8, one head:
+        rotary_pct 0.3 rotated the two channels 0.25 rotates, one model under two run ids)."""
+        size = d_model // self.heads if self.split_heads else d_model
+        r = self.rotary_channels(d_model)
+        default = type(self).model_fields["rotary_pct"].default
+        unread = []
+        if r == self.rotary_channels(d_model, default):
+            unread.append(("rotary_pct", f"at head size {size}: it rotates {r} channels, as the "
+                           f"default {default:g} does (the share of the head size is rounded "
+                           "down to even)"))
+        elif r == 0 and self.rotary_pct > 0:  # the model of rotary_pct 0, under another name
+            raise ValueError(f"rotary_pct {self.rotary_pct:g} rotates no channel at head size "
+                             f"{size} (the share of the head size is rounded down to even): the "
+                             "run would train the model of rotary_pct 0 (no RoPE) under another "
+                             f"run id; give rotary_pct 0, or at least {2 / size:g} (2 channels)")
+        if r <= 2:
+            unread.append(("rope_base", f"at head size {size} and rotary_pct "
+                           f"{self.rotary_pct:g}: {r} rotated channels ("
+                           f"{'no RoPE' if r == 0 else 'one pair, whose only frequency is base^0 = 1'})"))
+        refuse_unread(self, unread)
 
     def build_attention(self, E: int, d_model: int) -> nn.Module:
         return NeoXAttention(E, d_model, self)
@@ -138,6 +173,7 @@ class NeoXAttention(nn.Module):
         self.d, self.H, self.window = d, heads, window
         self.s = d // heads if cfg.split_heads else d  # head size
         self.split_heads, self.rope_base = cfg.split_heads, cfg.rope_base
+        cfg.refuse_unread_rope(d)
         self.r = int(self.s * cfg.rotary_pct)  # rotary channels per head (rounded down to even in use)
         self.qkv = PackedLinear(E, d, 3 * heads * self.s)
         self.dense = PackedLinear(E, heads * self.s if cfg.split_heads else d, d)
