@@ -1590,8 +1590,8 @@ def test_roofline_records_that_are_damaged_foreign_or_absent(tmp_path):
     # a kernel with none of the variants asked for was left out without a word (an empty table
     # and --json record, exit 0), a variant no kernel asked for has likewise
     (["scans", "--kernels", "diag", "--variants", "fused"], "none is a variant of kernel diag"),
-    (["scans", "--kernels", "selective", "--variants", "fused", "blocked"],
-     "--variants blocked: not a variant of --kernels selective"),
+    (["scans", "--kernels", "selective", "--variants", "fused", "tiled"],
+     "--variants tiled: not a variant of --kernels selective"),
 ])
 def test_benchmark_options_are_bounded(args, needle):
     res = _invoke("bench", *args)
@@ -15584,3 +15584,25 @@ def test_the_mamba_init_std_of_a_model_without_token_embedding_is_refused(tmp_pa
     assert not (tmp_path / "o").exists()
     ok = write_spec(tmp_path, name="t-ok", model=model, seeds=[0], sweep=[{"cases": cases}])
     assert _invoke("validate", ok).exit_code == 0
+
+
+def test_bench_scans_selective_blocked_times_the_blocked_kernel(monkeypatch):
+    """The committed records' selective `chunked` rows timed selective_scan on diag_scan's CPU
+    default, the blocked kernel; that formulation is the variant `blocked` now, and it runs the
+    blocked kernel (and equals the reference)."""
+    import argparse
+
+    import torch
+
+    import ssmrepro.kernels.scan as scan_mod
+    from ssmrepro.bench import scans
+
+    ran = []
+    real = scan_mod.diag_scan_blocked
+    monkeypatch.setattr(scan_mod, "diag_scan_blocked",
+                        lambda *t, **kw: ran.append(1) or real(*t, **kw))
+    a = argparse.Namespace(batch=2, d=16, n=16, groups=1, chunk=None, ssd_chunk=None, heads=1,
+                           width=2)  # a state of 512
+    inputs, ref, fast, _ = scans.make_case("selective", 64, a, torch.float32)
+    torch.testing.assert_close(fast["blocked"](*inputs), ref(*inputs), rtol=1e-4, atol=1e-4)
+    assert ran
