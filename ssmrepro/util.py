@@ -398,7 +398,10 @@ def source_tree_problem(root: Path) -> str | None:
     """Why ``root`` cannot be a results root that commands write into: the project folder itself
     (`figures --out .` replaced the project's README.md with the front page) or a folder inside
     its experiments/ or package (result folders among the specs and the code); None if it can."""
-    project = repo_root().resolve()
+    found = find_project()
+    if found is None:  # no project: no source tree to write into
+        return None
+    project = found.resolve()
     where = Path(root).resolve()
     if where == project:
         return (f"it is the project folder {project} (the front page, README.md, and result "
@@ -411,17 +414,44 @@ def source_tree_problem(root: Path) -> str | None:
     return None
 
 
-def repo_root() -> Path:
+class NoProject(LookupError):
+    """No project folder (experiments/, results/) to read specs from or write results into by
+    default: ``SSMREPRO_ROOT`` unset, none in or above the current folder, and this package
+    installed outside a checkout (``pip install .``, not ``-e``). The CLI shows it as an error,
+    exit 2."""
+
+
+def _is_project(p: Path) -> bool:
+    return (p / "experiments").is_dir() and (p / "ssmrepro").is_dir()
+
+
+def find_project() -> Path | None:
     """Folder holding experiments/: $SSMREPRO_ROOT, else the cwd or a parent of it that holds
-    experiments/ and ssmrepro/, else the source tree this package was installed from."""
+    experiments/ and ssmrepro/, else the source tree this package is imported from (an editable
+    install's checkout); None where there is none. A package installed with ``pip install .``
+    lies in site-packages, which is no project: its parent was taken for one, and `run` of a spec
+    given by its path wrote its results into site-packages/results."""
     env = env_path(ROOT_ENV)
     if env is not None:
         return env
     here = Path.cwd().resolve()
     for p in (here, *here.parents):
-        if (p / "experiments").is_dir() and (p / "ssmrepro").is_dir():
+        if _is_project(p):
             return p
-    return Path(__file__).resolve().parents[1]
+    source = Path(__file__).resolve().parents[1]
+    return source if _is_project(source) else None
+
+
+def repo_root() -> Path:
+    """:func:`find_project`'s folder; :class:`NoProject` where there is none."""
+    root = find_project()
+    if root is None:
+        raise NoProject(
+            f"no project folder: ${ROOT_ENV} is unset, neither {Path.cwd()} nor a folder above it "
+            f"holds experiments/ and ssmrepro/, and this ssmrepro ({Path(__file__).resolve().parent}) "
+            f"is installed outside a checkout; run from the project folder or set {ROOT_ENV} to it "
+            "(a spec given by its path also runs with --out DIR)")
+    return root
 
 
 def data_root(root: str | os.PathLike[str] | None = None) -> Path:

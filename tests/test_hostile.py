@@ -15106,3 +15106,32 @@ def test_figures_names_the_report_of_a_profile_that_became_the_default(tmp_path)
     assert "report-quick.md is profile quick's report from before it became the default " \
            "profile (its report is now report.md)" in res.output, res.output
     assert "report-gone.md is of no profile of the spec" in res.output, res.output
+
+
+def test_an_installed_package_outside_a_checkout_is_no_project(tmp_path, monkeypatch):
+    """`pip install .` (not -e) put the package in site-packages, and run from a folder outside
+    any checkout without SSMREPRO_ROOT the project was site-packages itself: `run <spec file>`
+    (no --out) wrote its results into site-packages/results, `show <id>` said `unknown
+    experiment ... Try ssmrepro list` and `list` named site-packages/experiments. Each says
+    there is no project folder now, exit 2, writing nothing; with --out a spec file still runs."""
+    import ssmrepro.util as util
+
+    site = tmp_path / "site"
+    (site / "ssmrepro").mkdir(parents=True)
+    monkeypatch.setattr(util, "__file__", str(site / "ssmrepro" / "util.py"))
+    monkeypatch.delenv("SSMREPRO_ROOT", raising=False)
+    monkeypatch.delenv("SSMREPRO_OUT", raising=False)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    spec = write_spec(tmp_path)
+    for args in (("run", spec, "--profile", "smoke", "--no-calibrate"), ("show", "keep-nth"),
+                 ("list",), ("figures",), ("export", "--file", "x.csv")):
+        _assert_refused(_invoke(*args), "no project folder", "set SSMREPRO_ROOT")
+    assert sorted(p.name for p in site.iterdir()) == ["ssmrepro"]
+    assert not any(elsewhere.iterdir())
+    res = _invoke("run", spec, "--profile", "smoke", "--dry-run", "--no-estimate", "--out", "o")
+    assert res.exit_code == 0 and "4 runs, 0 done" in res.output, res.output
+    # an editable install (the package in its checkout) is that checkout's project, as before
+    (site / "experiments").mkdir()
+    assert util.repo_root() == site

@@ -30,7 +30,7 @@ from ..plots.registry import FigureTooLarge
 from ..signals import restore, terminate_as_interrupt
 from ..spec import SpecError
 from ..store import LinkOutside, TableError
-from ..util import open_standard_streams, os_message, plain_rst, plain_warnings
+from ..util import NoProject, open_standard_streams, os_message, plain_rst, plain_warnings
 
 open_standard_streams()  # before the consoles below read sys.stdout and sys.stderr
 
@@ -329,7 +329,7 @@ def guard(fn: Callable[..., Any], interrupted: str = REDO) -> Callable[..., Any]
             raise typer.Exit(EXIT_PIPE) from None
         except SpecError as err:
             fail(err.messages)
-        except (BackendError, DataUnavailable, TableError, LinkOutside, FigureTooLarge) as err:
+        except (BackendError, DataUnavailable, TableError, LinkOutside, FigureTooLarge, NoProject) as err:
             fail([str(err)])
         except OSError as err:
             if isinstance(err, BrokenPipeError) and _mute_closed_outputs():  # print(), echo
