@@ -15135,3 +15135,32 @@ def test_an_installed_package_outside_a_checkout_is_no_project(tmp_path, monkeyp
     # an editable install (the package in its checkout) is that checkout's project, as before
     (site / "experiments").mkdir()
     assert util.repo_root() == site
+
+
+def test_the_recorded_commit_is_the_checkouts_not_an_enclosing_repositorys(tmp_path, monkeypatch):
+    """A package installed with `pip install .` into a virtual environment inside another git
+    repository (`other-project/.venv/.../site-packages`) recorded that repository's HEAD as the
+    code its runs were trained with (results.csv's `commit`; `bench step`'s record too). Only a
+    work tree whose top holds the package counts now."""
+    import subprocess
+
+    import ssmrepro.engine.local as local
+    from ssmrepro.bench.step import git_commit as step_commit
+
+    def repo(folder: Path) -> str:
+        folder.mkdir(parents=True)
+        git = ["git", "-C", str(folder), "-c", "user.name=t", "-c", "user.email=t@t"]
+        subprocess.run([*git, "init", "-q"], check=True)
+        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "x"], check=True)
+        return subprocess.run([*git, "rev-parse", "--short=12", "HEAD"], check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    repo(tmp_path / "other")
+    mine = repo(tmp_path / "checkout")
+    for top, want in ((tmp_path / "other/.venv/lib/site-packages", None),
+                      (tmp_path / "checkout", mine)):
+        (top / "ssmrepro/engine").mkdir(parents=True)
+        monkeypatch.setattr(local, "__file__", str(top / "ssmrepro/engine/local.py"))
+        monkeypatch.setattr(local, "_COMMIT", None)
+        assert local.git_commit() == want
+        assert step_commit() == (want or "unknown")

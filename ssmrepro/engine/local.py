@@ -46,15 +46,22 @@ _COMMIT: str | None = None
 
 
 def git_commit() -> str | None:
+    """The commit of the checkout this package is imported from (12 hex digits), None where it
+    is not imported from one. Only a work tree whose top holds this ``ssmrepro/`` counts: a
+    package installed with ``pip install .`` into a virtual environment inside some git
+    repository (``other-project/.venv``) recorded that repository's commit as the runs' code."""
     global _COMMIT
     if _COMMIT is None:
+        source = Path(__file__).resolve().parents[2]
         try:
-            _COMMIT = subprocess.run(
-                ["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
-                cwd=Path(__file__).resolve().parents[2], timeout=5,
-            ).stdout.strip() or ""
+            lines = subprocess.run(
+                ["git", "rev-parse", "--show-toplevel", "--short=12", "HEAD"], capture_output=True,
+                text=True, cwd=source, timeout=5,
+            ).stdout.split()
         except (OSError, subprocess.SubprocessError):
-            _COMMIT = ""
+            lines = []
+        own = len(lines) == 2 and Path(lines[0]).resolve() == source
+        _COMMIT = lines[1] if own else ""
     return _COMMIT or None
 
 
