@@ -15164,3 +15164,22 @@ def test_the_recorded_commit_is_the_checkouts_not_an_enclosing_repositorys(tmp_p
         monkeypatch.setattr(local, "_COMMIT", None)
         assert local.git_commit() == want
         assert step_commit() == (want or "unknown")
+
+
+def test_list_prints_aliases_whole_in_a_narrow_console(monkeypatch):
+    """In 80 columns `list` printed the alias `composite-phase` as `composite-phas` and `e` on
+    the next line (and `inverse-matching-modified` likewise): an alias is what `run` and `show`
+    take, copied from the table. Aliases are kept whole, as ids are."""
+    import ssmrepro.cli.experiments as experiments
+    from ssmrepro.cli.app import console
+    from ssmrepro.spec import load_spec, spec_paths
+
+    paths = [p for p in spec_paths() if p.stem in ("chen2025-figS5-S6", "chen2025-figS3-S4")]
+    aliases = {load_spec(p).alias for p in paths}
+    assert len(aliases) == 2 and all(len(a) > 14 for a in aliases), aliases
+    monkeypatch.setattr(experiments, "_project_specs", lambda: paths)
+    monkeypatch.setattr(console, "_width", 80)
+    res = _invoke("list", "--profile", "smoke", "--out", "/nonexistent-r35b")
+    assert res.exit_code == 0, res.output
+    cells = {ln.split("│")[2].strip() for ln in res.output.splitlines() if ln.startswith("│")}
+    assert aliases <= cells, (aliases, res.output)
