@@ -385,6 +385,23 @@ def die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
+def extra_hint(extra: str) -> str:
+    """How to install the optional extra ``extra``: ``pip install -e '.[extra]'`` (from the
+    checkout) or its packages by name, as the installed package's metadata pins them. The
+    checkout's command alone was wrong for a package installed with ``pip install .`` and run
+    from elsewhere: there is no project to install from."""
+    from importlib.metadata import PackageNotFoundError, requires
+
+    try:
+        reqs = requires("ssmrepro") or []
+    except PackageNotFoundError:
+        reqs = []
+    marker = re.compile(r";\s*extra\s*==\s*[\"']" + re.escape(extra) + r"[\"']\s*$")
+    names = [r.split(";", 1)[0].strip() for r in reqs if marker.search(r)]
+    hint = f"pip install -e '.[{extra}]'"
+    return hint + (f" (or pip install {' '.join(repr(n) for n in names)})" if names else "")
+
+
 def env_path(name: str) -> Path | None:
     """The path an environment variable names, None when it is unset or blank. A blank one is
     unset, as an empty ``--out`` is refused: ``SSMREPRO_ROOT=' '`` wrote the results into a

@@ -15183,3 +15183,25 @@ def test_list_prints_aliases_whole_in_a_narrow_console(monkeypatch):
     assert res.exit_code == 0, res.output
     cells = {ln.split("│")[2].strip() for ln in res.output.splitlines() if ln.startswith("│")}
     assert aliases <= cells, (aliases, res.output)
+
+
+def test_a_missing_extra_names_its_packages_not_only_the_checkouts_command(monkeypatch, tmp_path):
+    """`export --format parquet` without pyarrow said `pip install -e '.[parquet]'` only (and the
+    digits stand-in `pip install -e '.[standin]'`): with ssmrepro installed by `pip install .` and
+    run elsewhere there is no checkout to install from. The packages the extra pins are named
+    too, read from the installed package's metadata."""
+    import importlib.metadata
+    import sys
+
+    from ssmrepro.data import datasets
+    from ssmrepro.plots import export as export_mod
+
+    monkeypatch.setattr(importlib.metadata, "requires", lambda name: [
+        "pandas>=2.0", 'pyarrow>=12; extra == "parquet"', 'scikit-learn>=1.0; extra == "standin"',
+        'pytest>=7; extra == "dev"'])
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[parquet\]' \(or pip install "
+                                          r"'pyarrow>=12'\)$"):
+        export_mod.write_export(tmp_path / "x.parquet", "parquet", out=tmp_path)
+    hint = datasets._image_hint(datasets.DIGITS, tmp_path, None)
+    assert hint.startswith("pip install -e '.[standin]' (or pip install 'scikit-learn>=1.0'): "), hint
