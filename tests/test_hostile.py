@@ -15205,3 +15205,23 @@ def test_a_missing_extra_names_its_packages_not_only_the_checkouts_command(monke
         export_mod.write_export(tmp_path / "x.parquet", "parquet", out=tmp_path)
     hint = datasets._image_hint(datasets.DIGITS, tmp_path, None)
     assert hint.startswith("pip install -e '.[standin]' (or pip install 'scikit-learn>=1.0'): "), hint
+
+
+def test_a_stores_claims_and_table_ledger_take_the_umask(tmp_path):
+    """Under `umask 002` (a group's shared results) the store's claims and its ledger of table
+    rows (runs/.tables-written) were created 0644 whatever the umask, as the other files of the
+    store no longer are: the group's other writers could not open the ledger, wrote their tables
+    unlocked and unrecorded, and the next writer warned that their rows were edited by hand."""
+    from ssmrepro.store import TABLES_WRITTEN, Store
+
+    previous = os.umask(0o002)
+    try:
+        store = Store(tmp_path / "s")
+        store.runs.mkdir(parents=True)
+        assert store.claim("r1")
+        store.write_table("results.csv", "run_id,status\nr1,ok\n", {"r1"})
+    finally:
+        os.umask(previous)
+    # (atomic writes take the umask read at import: test_written_files_take_the_umask)
+    for f in (store.claims / "r1.claim", store.runs / TABLES_WRITTEN):
+        assert f.stat().st_mode & 0o777 == 0o664, (f, oct(f.stat().st_mode))
