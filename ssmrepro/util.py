@@ -462,6 +462,11 @@ def find_project() -> Path | None:
 def repo_root() -> Path:
     """:func:`find_project`'s folder; :class:`NoProject` where there is none."""
     root = find_project()
+    if root is not None and env_path(ROOT_ENV) is not None and not (root / "experiments").is_dir():
+        # a mistyped or too deep $SSMREPRO_ROOT: `run <spec file>` (no --out) made a results
+        # tree there without a word
+        raise NoProject(f"{root / 'experiments'}: no experiment specs here (${ROOT_ENV} is {root}, "
+                        "which holds no experiments/ folder); set it to the project folder")
     if root is None:
         raise NoProject(
             f"no project folder: ${ROOT_ENV} is unset, neither {Path.cwd()} nor a folder above it "

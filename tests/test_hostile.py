@@ -15226,3 +15226,17 @@ def test_a_stores_claims_and_table_ledger_take_the_umask(tmp_path):
     # (atomic writes take the umask read at import: test_written_files_take_the_umask)
     for f in (store.claims / "r1.claim", store.runs / TABLES_WRITTEN):
         assert f.stat().st_mode & 0o777 == 0o664, (f, oct(f.stat().st_mode))
+
+
+def test_a_root_variable_naming_no_project_is_refused_not_written_into(tmp_path, monkeypatch):
+    """A mistyped or too deep `SSMREPRO_ROOT` (a folder without experiments/, or none at all):
+    `run <spec file>` without --out made `<root>/results/<paper>/<id>` there and trained into it
+    without a word. It is refused as the project without specs it is, exit 2, nothing made."""
+    monkeypatch.delenv("SSMREPRO_OUT", raising=False)
+    spec = write_spec(tmp_path)
+    (tmp_path / "deep").mkdir()
+    for root in (tmp_path / "typo", tmp_path / "deep"):
+        res = _invoke("run", spec, "--profile", "smoke", "--no-calibrate",
+                      env={"SSMREPRO_ROOT": str(root)})
+        _assert_refused(res, f"{root / 'experiments'}: no experiment specs here", "SSMREPRO_ROOT")
+    assert not (tmp_path / "typo").exists() and not any((tmp_path / "deep").iterdir())
