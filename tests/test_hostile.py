@@ -15240,3 +15240,21 @@ def test_a_root_variable_naming_no_project_is_refused_not_written_into(tmp_path,
                       env={"SSMREPRO_ROOT": str(root)})
         _assert_refused(res, f"{root / 'experiments'}: no experiment specs here", "SSMREPRO_ROOT")
     assert not (tmp_path / "typo").exists() and not any((tmp_path / "deep").iterdir())
+
+
+def test_data_info_prints_each_path_and_command_whole_in_a_narrow_console(tmp_path, monkeypatch):
+    """In 80 columns `data info --dir <a long root>` folded its `path / how to get it` cells:
+    `ssmrepro data download lra --dir /.../longish/da` and `ta/root-folder-name` on the next
+    line, a command and path broken for whoever copies them. Each source's path or command is a
+    line of its own below the table now, never wrapped."""
+    from ssmrepro.cli.app import console
+
+    root = tmp_path / "some" / "longish" / "data" / "root-folder-name"
+    root.mkdir(parents=True)
+    monkeypatch.setattr(console, "_width", 80)
+    res = _invoke("data", "info", "--dir", root)
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert f"  listops (lra_release): ssmrepro data download lra --dir {root}" in lines, res.output
+    assert f"  pathx (generated): ssmrepro data generate pathfinder --res 128 --n 200000 " \
+           f"--seed 0 --dir {root}" in lines, res.output
