@@ -402,13 +402,27 @@ def extra_hint(extra: str) -> str:
     return hint + (f" (or pip install {' '.join(repr(n) for n in names)})" if names else "")
 
 
+def expand_user(path: str | os.PathLike[str]) -> Path:
+    """``Path(path).expanduser()``; a path starting with ``~`` where the home folder is unknown
+    (``HOME`` unset and this user id without a passwd entry: a container run as an arbitrary
+    user) is an OSError naming it, which commands print as ``cannot use ~/...: ...``, exit 2
+    (pathlib's RuntimeError was a traceback: in every `run`, for the planner's cache, and for a
+    path option or variable starting with ``~``)."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        raise OSError(errno.ENOENT, f"the home folder is unknown (HOME is unset and user id "
+                      f"{os.getuid()} has no passwd entry); set HOME or give the path in full",
+                      str(path)) from None
+
+
 def env_path(name: str) -> Path | None:
     """The path an environment variable names, None when it is unset or blank. A blank one is
     unset, as an empty ``--out`` is refused: ``SSMREPRO_ROOT=' '`` wrote the results into a
     folder named ' ' in the current folder (printed as ' /results/...', which reads as
     /results), and ``SSMREPRO_CACHE=' '`` the planner's cache likewise."""
     value = os.environ.get(name, "")
-    return Path(value).expanduser() if value.strip() else None
+    return expand_user(value) if value.strip() else None
 
 
 def source_tree_problem(root: Path) -> str | None:
@@ -480,7 +494,7 @@ def data_root(root: str | os.PathLike[str] | None = None) -> Path:
     """The data root: ``root`` if given, else ``$SSMREPRO_DATA``, else ``./data``. It need not
     exist (loaders raise DataUnavailable naming the command that provides the data)."""
     if root is not None and str(root) != "":
-        return Path(root).expanduser()
+        return expand_user(root)
     return env_path(DATA_ENV) or Path("data")
 
 

@@ -15258,3 +15258,33 @@ def test_data_info_prints_each_path_and_command_whole_in_a_narrow_console(tmp_pa
     assert f"  listops (lra_release): ssmrepro data download lra --dir {root}" in lines, res.output
     assert f"  pathx (generated): ssmrepro data generate pathfinder --res 128 --n 200000 " \
            f"--seed 0 --dir {root}" in lines, res.output
+
+
+def test_a_home_folder_that_cannot_be_found_is_a_message(tmp_path, monkeypatch):
+    """HOME unset and the user id without a passwd entry (a container run as an arbitrary user):
+    every `run` and `run --dry-run` ended in pathlib's `RuntimeError: Could not determine home
+    directory` traceback (the planner's cache in ~/.cache), and so did any path option or
+    variable starting with `~`. Each is a message naming what to set, exit 2."""
+    import pwd
+
+    from ssmrepro.engine.costs import cache_file
+    from ssmrepro.spec import SpecError
+
+    def no_entry(uid):
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+    monkeypatch.delenv("HOME", raising=False)
+    monkeypatch.delenv("SSMREPRO_CACHE", raising=False)
+    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+    with pytest.raises(SpecError, match="cost cache is ~/.cache/ssmrepro, and the home folder is "
+                                        "unknown .*: set HOME, or SSMREPRO_CACHE"):
+        cache_file()
+    spec = write_spec(tmp_path)
+    _assert_refused(_invoke("run", spec, "--profile", "smoke", "--dry-run", "--out", tmp_path),
+                    "the home folder is unknown")
+    for args, env in ((("export", "--file", "~/x.csv"), None),
+                      (("data", "info"), {"SSMREPRO_DATA": "~/d"}),
+                      (("list",), {"SSMREPRO_ROOT": "~/w"})):
+        res = _invoke(*args, env=env)
+        _assert_refused(res)
+        assert "home folder is unknown" in " ".join(res.output.replace("│", " ").split()), res.output
