@@ -15288,3 +15288,22 @@ def test_a_home_folder_that_cannot_be_found_is_a_message(tmp_path, monkeypatch):
         res = _invoke(*args, env=env)
         _assert_refused(res)
         assert "home folder is unknown" in " ".join(res.output.replace("│", " ").split()), res.output
+
+
+def test_no_check_of_the_package_or_its_scripts_is_an_assert():
+    """`python -O` / PYTHONOPTIMIZE=1 removes `assert` statements: gpu_check.sh's environment
+    step checked a CUDA build of torch and a visible GPU with asserts, so under the variable a
+    CPU-only torch passed it. No code of ssmrepro/ or scripts/ (Python files, or Python inside
+    a shell script) checks anything with assert."""
+    import ast
+
+    found = []
+    for path in sorted([*(ROOT / "ssmrepro").rglob("*.py"), *(ROOT / "scripts").glob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Assert):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    for path in sorted((ROOT / "scripts").glob("*.sh")):
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if re.match(r"\s*assert\b", line):
+                found.append(f"{path.relative_to(ROOT)}:{i}")
+    assert not found, found
