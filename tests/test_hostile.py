@@ -15142,25 +15142,32 @@ def test_the_recorded_commit_is_the_checkouts_not_an_enclosing_repositorys(tmp_p
     """A package installed with `pip install .` into a virtual environment inside another git
     repository (`other-project/.venv/.../site-packages`) recorded that repository's HEAD as the
     code its runs were trained with (results.csv's `commit`; `bench step`'s record too). Only a
-    work tree whose top holds the package counts now."""
+    repository that tracks the package's files counts now (a checkout, or one kept in a
+    subfolder of a larger repository)."""
     import subprocess
 
     import ssmrepro.engine.local as local
     from ssmrepro.bench.step import git_commit as step_commit
 
-    def repo(folder: Path) -> str:
+    def repo(folder: Path, package: str | None) -> str:
+        """A git repository at ``folder`` whose commit tracks ``package``'s local.py (if any)."""
         folder.mkdir(parents=True)
         git = ["git", "-C", str(folder), "-c", "user.name=t", "-c", "user.email=t@t"]
         subprocess.run([*git, "init", "-q"], check=True)
+        if package is not None:
+            (folder / package / "ssmrepro/engine").mkdir(parents=True)
+            (folder / package / "ssmrepro/engine/local.py").write_text("")
+            subprocess.run([*git, "add", "."], check=True)
         subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "x"], check=True)
         return subprocess.run([*git, "rev-parse", "--short=12", "HEAD"], check=True,
                               capture_output=True, text=True).stdout.strip()
 
-    repo(tmp_path / "other")
-    mine = repo(tmp_path / "checkout")
+    repo(tmp_path / "other", None)
+    mine = repo(tmp_path / "checkout", ".")
+    mono = repo(tmp_path / "mono", "tools/ssmrepro")  # a checkout kept inside a larger repository
     for top, want in ((tmp_path / "other/.venv/lib/site-packages", None),
-                      (tmp_path / "checkout", mine)):
-        (top / "ssmrepro/engine").mkdir(parents=True)
+                      (tmp_path / "checkout", mine), (tmp_path / "mono/tools/ssmrepro", mono)):
+        (top / "ssmrepro/engine").mkdir(parents=True, exist_ok=True)
         monkeypatch.setattr(local, "__file__", str(top / "ssmrepro/engine/local.py"))
         monkeypatch.setattr(local, "_COMMIT", None)
         assert local.git_commit() == want
