@@ -35,8 +35,10 @@ from pydantic import (
 )
 
 from .util import (
+    ROOT_ENV,
     DrawnText,
     NoBoolNumbers,
+    NoProject,
     NotSmallFile,
     drawable,
     find_project,
@@ -1013,7 +1015,14 @@ def find_reused(spec: Spec, name: str) -> Spec:
     p = Path(name)
     if p.suffix in (".yaml", ".yml") and not p.is_absolute() and spec.path is not None:
         name = str(Path(spec.path).parent / p)
-    return find_spec(name)
+    try:
+        return find_spec(name)
+    except NoProject as err:  # an id with no project to look it up in: the message said
+        # `--out DIR` would do, which it does not here, and named no reuse entry
+        raise SpecError([f"{name!r} is an id, looked up in the project's experiments/, and "
+                         f"{err.args[0].split(';')[0]}; set {ROOT_ENV} to the project folder, "
+                         "or give the spec by its file (a .yaml path, relative to this spec)"]) \
+            from None
 
 
 def find_spec(name: str) -> Spec:

@@ -486,7 +486,7 @@ def repo_root() -> Path:
             f"no project folder: ${ROOT_ENV} is unset, neither {Path.cwd()} nor a folder above it "
             f"holds experiments/ and ssmrepro/, and this ssmrepro ({Path(__file__).resolve().parent}) "
             f"is installed outside a checkout; run from the project folder or set {ROOT_ENV} to it "
-            "(a spec given by its path also runs with --out DIR)")
+            "(a spec given by its path, reusing no spec by id, also runs with --out DIR)")
     return root
 
 

@@ -15314,3 +15314,25 @@ def test_no_check_of_the_package_or_its_scripts_is_an_assert():
             if re.match(r"\s*assert\b", line):
                 found.append(f"{path.relative_to(ROOT)}:{i}")
     assert not found, found
+
+
+def test_a_spec_file_reusing_an_id_outside_any_project_names_the_reuse(tmp_path, monkeypatch):
+    """Installed outside a checkout, `run <spec file> --out DIR` of a spec whose `reuse` names
+    another spec by id said only `no project folder ... (a spec given by its path also runs
+    with --out DIR)`, given --out already: the id needs the project. The reuse entry is named,
+    and a reuse by file still runs."""
+    import ssmrepro.util as util
+
+    site = tmp_path / "site"
+    (site / "ssmrepro").mkdir(parents=True)
+    monkeypatch.setattr(util, "__file__", str(site / "ssmrepro" / "util.py"))
+    monkeypatch.delenv("SSMREPRO_ROOT", raising=False)
+    monkeypatch.chdir(tmp_path)
+    other = write_spec(tmp_path, name="other")
+    spec = write_spec(tmp_path, reuse=["other"])
+    res = _invoke("run", spec, "--profile", "smoke", "--dry-run", "--no-estimate", "--out", "o")
+    _assert_refused(res, "reuse.0: 'other' is an id, looked up in the project's experiments/, "
+                         "and no project folder", "give the spec by its file")
+    spec = write_spec(tmp_path, reuse=[other.name])
+    res = _invoke("run", spec, "--profile", "smoke", "--dry-run", "--no-estimate", "--out", "o")
+    assert res.exit_code == 0, res.output
