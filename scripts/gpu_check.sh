@@ -50,12 +50,14 @@ NEED_GPU=1; [ "$PHASE" = "build" ] && NEED_GPU=0
 NEED_GPU=$NEED_GPU "$PY" - <<'EOF' || die "a CUDA build of torch (and, except for 'build', a visible GPU) is required"
 import os, sys, torch
 print("python", sys.version.split()[0], "| torch", torch.__version__, "| CUDA", torch.version.cuda)
-assert torch.version.cuda, "CPU-only torch build"
+if not torch.version.cuda:  # not `assert`: PYTHONOPTIMIZE=1 would skip the check
+    sys.exit("CPU-only torch build")
 if torch.cuda.is_available():
     p = torch.cuda.get_device_properties(0)
     print("GPU", p.name, f"sm_{p.major}{p.minor}", f"{p.total_memory / 2**30:.0f} GiB")
 else:
-    assert os.environ["NEED_GPU"] == "0", "torch sees no GPU"
+    if os.environ["NEED_GPU"] != "0":
+        sys.exit("torch sees no GPU")
     print("no GPU: build and import check only")
 EOF
 nvidia-smi -L 2>/dev/null || echo "(nvidia-smi not available)"

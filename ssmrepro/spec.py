@@ -34,7 +34,18 @@ from pydantic import (
     model_validator,
 )
 
-from .util import DrawnText, NoBoolNumbers, NotSmallFile, drawable, norm, read_small, repo_root
+from .util import (
+    ROOT_ENV,
+    DrawnText,
+    NoBoolNumbers,
+    NoProject,
+    NotSmallFile,
+    drawable,
+    find_project,
+    norm,
+    read_small,
+    repo_root,
+)
 
 SPEC_VERSION = 1
 MAX_ANALYTIC_ROWS = 10_000  # rows of an analytic table (the largest shipped grid has 42)
@@ -961,6 +972,8 @@ def id_taken(spec: Spec) -> str | None:
     """'file: id: reason' when ``spec`` was loaded from a file other than the project spec of its
     id (a copy given by its path): the two would share one results folder, and writing its
     tables, figures and report would replace the project spec's. None otherwise."""
+    if find_project() is None:  # no project (an installed package run elsewhere): no spec of it
+        return None  # shares the id (reading its index refused the spec with `no project folder`)
     other = index().get(spec.id)
     cased = other is None  # T-spec.yaml given by its path beside the project's t-spec: one
     if cased:  # results folder on a case-insensitive disk (index_problems checks a project's)
@@ -1002,7 +1015,14 @@ def find_reused(spec: Spec, name: str) -> Spec:
     p = Path(name)
     if p.suffix in (".yaml", ".yml") and not p.is_absolute() and spec.path is not None:
         name = str(Path(spec.path).parent / p)
-    return find_spec(name)
+    try:
+        return find_spec(name)
+    except NoProject as err:  # an id with no project to look it up in: the message said
+        # `--out DIR` would do, which it does not here, and named no reuse entry
+        raise SpecError([f"{name!r} is an id, looked up in the project's experiments/, and "
+                         f"{err.args[0].split(';')[0]}; set {ROOT_ENV} to the project folder, "
+                         "or give the spec by its file (a .yaml path, relative to this spec)"]) \
+            from None
 
 
 def find_spec(name: str) -> Spec:

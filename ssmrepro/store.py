@@ -740,7 +740,7 @@ class Store:
         path = self._claim_path(run_id)
         marker = path.with_name(f"{path.name}.taken.{_safe(str(seen['nonce']))}")
         try:
-            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # umask decides
         except FileExistsError:
             return False  # someone else took this stale claim over
         atomic_write_text(path, self._new_claim(run_id))
@@ -753,7 +753,7 @@ class Store:
         self.claims.mkdir(parents=True, exist_ok=True)
         path = self._claim_path(run_id)
         try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)  # the umask decides
         except FileExistsError:
             seen = self._read_claim(path)
             if seen is None or not self._is_stale(path, seen) or not self.take_over(run_id, seen):
@@ -1044,7 +1044,10 @@ def _hold_ledger(ledger: Path) -> int | None:
     deadline = time.monotonic() + LEDGER_WAIT_S
     while True:
         try:
-            fd = os.open(ledger, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            # the umask decides, as for every file of the store: at 0644 under `umask 002` (a
+            # group's shared results) the group's other writers could not open it, wrote their
+            # tables unlocked and unrecorded, and the next writer called their rows edited
+            fd = os.open(ledger, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
         except OSError:
             return None
         try:

@@ -385,20 +385,54 @@ def die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
+def extra_hint(extra: str) -> str:
+    """How to install the optional extra ``extra``: ``pip install -e '.[extra]'`` (from the
+    checkout) or its packages by name, as the installed package's metadata pins them. The
+    checkout's command alone was wrong for a package installed with ``pip install .`` and run
+    from elsewhere: there is no project to install from."""
+    from importlib.metadata import PackageNotFoundError, requires
+
+    try:
+        reqs = requires("ssmrepro") or []
+    except PackageNotFoundError:
+        reqs = []
+    marker = re.compile(r";\s*extra\s*==\s*[\"']" + re.escape(extra) + r"[\"']\s*$")
+    names = [r.split(";", 1)[0].strip() for r in reqs if marker.search(r)]
+    hint = f"pip install -e '.[{extra}]'"
+    return hint + (f" (or pip install {' '.join(repr(n) for n in names)})" if names else "")
+
+
+def expand_user(path: str | os.PathLike[str]) -> Path:
+    """``Path(path).expanduser()``; a path starting with ``~`` where the home folder is unknown
+    (``HOME`` unset and this user id without a passwd entry: a container run as an arbitrary
+    user) is an OSError naming it, which commands print as ``cannot use ~/...: ...``, exit 2
+    (pathlib's RuntimeError was a traceback: in every `run`, for the planner's cache, and for a
+    path option or variable starting with ``~``)."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        raise OSError(errno.ENOENT, f"the home folder is unknown (HOME is unset and user id "
+                      f"{os.getuid()} has no passwd entry); set HOME or give the path in full",
+                      str(path)) from None
+
+
 def env_path(name: str) -> Path | None:
     """The path an environment variable names, None when it is unset or blank. A blank one is
     unset, as an empty ``--out`` is refused: ``SSMREPRO_ROOT=' '`` wrote the results into a
     folder named ' ' in the current folder (printed as ' /results/...', which reads as
     /results), and ``SSMREPRO_CACHE=' '`` the planner's cache likewise."""
     value = os.environ.get(name, "")
-    return Path(value).expanduser() if value.strip() else None
+    return expand_user(value) if value.strip() else None
 
 
 def source_tree_problem(root: Path) -> str | None:
     """Why ``root`` cannot be a results root that commands write into: the project folder itself
     (`figures --out .` replaced the project's README.md with the front page) or a folder inside
     its experiments/ or package (result folders among the specs and the code); None if it can."""
-    project = repo_root().resolve()
+    found = find_project()
+    if found is None:  # no project: no source tree to write into
+        return None
+    project = found.resolve()
     where = Path(root).resolve()
     if where == project:
         return (f"it is the project folder {project} (the front page, README.md, and result "
@@ -411,24 +445,56 @@ def source_tree_problem(root: Path) -> str | None:
     return None
 
 
-def repo_root() -> Path:
+class NoProject(LookupError):
+    """No project folder (experiments/, results/) to read specs from or write results into by
+    default: ``SSMREPRO_ROOT`` unset, none in or above the current folder, and this package
+    installed outside a checkout (``pip install .``, not ``-e``). The CLI shows it as an error,
+    exit 2."""
+
+
+def _is_project(p: Path) -> bool:
+    return (p / "experiments").is_dir() and (p / "ssmrepro").is_dir()
+
+
+def find_project() -> Path | None:
     """Folder holding experiments/: $SSMREPRO_ROOT, else the cwd or a parent of it that holds
-    experiments/ and ssmrepro/, else the source tree this package was installed from."""
+    experiments/ and ssmrepro/, else the source tree this package is imported from (an editable
+    install's checkout); None where there is none. A package installed with ``pip install .``
+    lies in site-packages, which is no project: its parent was taken for one, and `run` of a spec
+    given by its path wrote its results into site-packages/results."""
     env = env_path(ROOT_ENV)
     if env is not None:
         return env
     here = Path.cwd().resolve()
     for p in (here, *here.parents):
-        if (p / "experiments").is_dir() and (p / "ssmrepro").is_dir():
+        if _is_project(p):
             return p
-    return Path(__file__).resolve().parents[1]
+    source = Path(__file__).resolve().parents[1]
+    return source if _is_project(source) else None
+
+
+def repo_root() -> Path:
+    """:func:`find_project`'s folder; :class:`NoProject` where there is none."""
+    root = find_project()
+    if root is not None and env_path(ROOT_ENV) is not None and not (root / "experiments").is_dir():
+        # a mistyped or too deep $SSMREPRO_ROOT: `run <spec file>` (no --out) made a results
+        # tree there without a word
+        raise NoProject(f"{root / 'experiments'}: no experiment specs here (${ROOT_ENV} is {root}, "
+                        "which holds no experiments/ folder); set it to the project folder")
+    if root is None:
+        raise NoProject(
+            f"no project folder: ${ROOT_ENV} is unset, neither {Path.cwd()} nor a folder above it "
+            f"holds experiments/ and ssmrepro/, and this ssmrepro ({Path(__file__).resolve().parent}) "
+            f"is installed outside a checkout; run from the project folder or set {ROOT_ENV} to it "
+            "(a spec given by its path, reusing no spec by id, also runs with --out DIR)")
+    return root
 
 
 def data_root(root: str | os.PathLike[str] | None = None) -> Path:
     """The data root: ``root`` if given, else ``$SSMREPRO_DATA``, else ``./data``. It need not
     exist (loaders raise DataUnavailable naming the command that provides the data)."""
     if root is not None and str(root) != "":
-        return Path(root).expanduser()
+        return expand_user(root)
     return env_path(DATA_ENV) or Path("data")
 
 

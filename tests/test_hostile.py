@@ -673,7 +673,8 @@ def test_a_spec_path_that_is_not_a_regular_file_is_a_message(tmp_path):
     os.mkfifo(root / "experiments/huang2025/fifo.yaml")
     env = {"SSMREPRO_ROOT": str(root)}
     res = _invoke("list", env=env)
-    assert res.exit_code == 0 and "invalid spec" in res.output, res.output
+    flat = " ".join(res.output.split())  # (the title column may fold 'invalid spec' in 80)
+    assert res.exit_code == 0 and "fifo" in flat and "invalid" in flat, res.output
 
 
 @pytest.mark.parametrize("kind", ["dev-zero", "nested", "infinite-acc", "acc-above-1"])
@@ -15606,3 +15607,232 @@ def test_bench_scans_selective_blocked_times_the_blocked_kernel(monkeypatch):
     inputs, ref, fast, _ = scans.make_case("selective", 64, a, torch.float32)
     torch.testing.assert_close(fast["blocked"](*inputs), ref(*inputs), rtol=1e-4, atol=1e-4)
     assert ran
+
+
+def test_an_installed_package_outside_a_checkout_is_no_project(tmp_path, monkeypatch):
+    """`pip install .` (not -e) put the package in site-packages, and run from a folder outside
+    any checkout without SSMREPRO_ROOT the project was site-packages itself: `run <spec file>`
+    (no --out) wrote its results into site-packages/results, `show <id>` said `unknown
+    experiment ... Try ssmrepro list` and `list` named site-packages/experiments. Each says
+    there is no project folder now, exit 2, writing nothing; with --out a spec file still runs."""
+    import ssmrepro.util as util
+
+    site = tmp_path / "site"
+    (site / "ssmrepro").mkdir(parents=True)
+    monkeypatch.setattr(util, "__file__", str(site / "ssmrepro" / "util.py"))
+    monkeypatch.delenv("SSMREPRO_ROOT", raising=False)
+    monkeypatch.delenv("SSMREPRO_OUT", raising=False)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    spec = write_spec(tmp_path)
+    for args in (("run", spec, "--profile", "smoke", "--no-calibrate"), ("show", "keep-nth"),
+                 ("list",), ("figures",), ("export", "--file", "x.csv")):
+        _assert_refused(_invoke(*args), "no project folder", "set SSMREPRO_ROOT")
+    assert sorted(p.name for p in site.iterdir()) == ["ssmrepro"]
+    assert not any(elsewhere.iterdir())
+    res = _invoke("run", spec, "--profile", "smoke", "--dry-run", "--no-estimate", "--out", "o")
+    assert res.exit_code == 0 and "4 runs, 0 done" in res.output, res.output
+    # an editable install (the package in its checkout) is that checkout's project, as before
+    (site / "experiments").mkdir()
+    assert util.repo_root() == site
+
+
+def test_the_recorded_commit_is_the_checkouts_not_an_enclosing_repositorys(tmp_path, monkeypatch):
+    """A package installed with `pip install .` into a virtual environment inside another git
+    repository (`other-project/.venv/.../site-packages`) recorded that repository's HEAD as the
+    code its runs were trained with (results.csv's `commit`; `bench step`'s record too). Only a
+    repository that tracks the package's files counts now (a checkout, or one kept in a
+    subfolder of a larger repository)."""
+    import subprocess
+
+    import ssmrepro.engine.local as local
+    from ssmrepro.bench.step import git_commit as step_commit
+
+    def repo(folder: Path, package: str | None) -> str:
+        """A git repository at ``folder`` whose commit tracks ``package``'s local.py (if any)."""
+        folder.mkdir(parents=True)
+        git = ["git", "-C", str(folder), "-c", "user.name=t", "-c", "user.email=t@t"]
+        subprocess.run([*git, "init", "-q"], check=True)
+        if package is not None:
+            (folder / package / "ssmrepro/engine").mkdir(parents=True)
+            (folder / package / "ssmrepro/engine/local.py").write_text("")
+            subprocess.run([*git, "add", "."], check=True)
+        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "x"], check=True)
+        return subprocess.run([*git, "rev-parse", "--short=12", "HEAD"], check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    repo(tmp_path / "other", None)
+    mine = repo(tmp_path / "checkout", ".")
+    mono = repo(tmp_path / "mono", "tools/ssmrepro")  # a checkout kept inside a larger repository
+    for top, want in ((tmp_path / "other/.venv/lib/site-packages", None),
+                      (tmp_path / "checkout", mine), (tmp_path / "mono/tools/ssmrepro", mono)):
+        (top / "ssmrepro/engine").mkdir(parents=True, exist_ok=True)
+        monkeypatch.setattr(local, "__file__", str(top / "ssmrepro/engine/local.py"))
+        monkeypatch.setattr(local, "_COMMIT", None)
+        assert local.git_commit() == want
+        assert step_commit() == (want or "unknown")
+
+
+def test_list_prints_aliases_whole_in_a_narrow_console(monkeypatch):
+    """In 80 columns `list` printed the alias `composite-phase` as `composite-phas` and `e` on
+    the next line (and `inverse-matching-modified` likewise): an alias is what `run` and `show`
+    take, copied from the table. Aliases are kept whole, as ids are."""
+    import ssmrepro.cli.experiments as experiments
+    from ssmrepro.cli.app import console
+    from ssmrepro.spec import load_spec, spec_paths
+
+    paths = [p for p in spec_paths() if p.stem in ("chen2025-figS5-S6", "chen2025-figS3-S4")]
+    aliases = {load_spec(p).alias for p in paths}
+    assert len(aliases) == 2 and all(len(a) > 14 for a in aliases), aliases
+    monkeypatch.setattr(experiments, "_project_specs", lambda: paths)
+    monkeypatch.setattr(console, "_width", 80)
+    res = _invoke("list", "--profile", "smoke", "--out", "/nonexistent-r35b")
+    assert res.exit_code == 0, res.output
+    cells = {ln.split("│")[2].strip() for ln in res.output.splitlines() if ln.startswith("│")}
+    assert aliases <= cells, (aliases, res.output)
+
+
+def test_a_missing_extra_names_its_packages_not_only_the_checkouts_command(monkeypatch, tmp_path):
+    """`export --format parquet` without pyarrow said `pip install -e '.[parquet]'` only (and the
+    digits stand-in `pip install -e '.[standin]'`): with ssmrepro installed by `pip install .` and
+    run elsewhere there is no checkout to install from. The packages the extra pins are named
+    too, read from the installed package's metadata."""
+    import importlib.metadata
+    import sys
+
+    from ssmrepro.data import datasets
+    from ssmrepro.plots import export as export_mod
+
+    monkeypatch.setattr(importlib.metadata, "requires", lambda name: [
+        "pandas>=2.0", 'pyarrow>=12; extra == "parquet"', 'scikit-learn>=1.0; extra == "standin"',
+        'pytest>=7; extra == "dev"'])
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[parquet\]' \(or pip install "
+                                          r"'pyarrow>=12'\)$"):
+        export_mod.write_export(tmp_path / "x.parquet", "parquet", out=tmp_path)
+    hint = datasets._image_hint(datasets.DIGITS, tmp_path, None)
+    assert hint.startswith("pip install -e '.[standin]' (or pip install 'scikit-learn>=1.0'): "), hint
+
+
+def test_a_stores_claims_and_table_ledger_take_the_umask(tmp_path):
+    """Under `umask 002` (a group's shared results) the store's claims and its ledger of table
+    rows (runs/.tables-written) were created 0644 whatever the umask, as the other files of the
+    store no longer are: the group's other writers could not open the ledger, wrote their tables
+    unlocked and unrecorded, and the next writer warned that their rows were edited by hand."""
+    from ssmrepro.store import TABLES_WRITTEN, Store
+
+    previous = os.umask(0o002)
+    try:
+        store = Store(tmp_path / "s")
+        store.runs.mkdir(parents=True)
+        assert store.claim("r1")
+        store.write_table("results.csv", "run_id,status\nr1,ok\n", {"r1"})
+    finally:
+        os.umask(previous)
+    # (atomic writes take the umask read at import: test_written_files_take_the_umask)
+    for f in (store.claims / "r1.claim", store.runs / TABLES_WRITTEN):
+        assert f.stat().st_mode & 0o777 == 0o664, (f, oct(f.stat().st_mode))
+
+
+def test_a_root_variable_naming_no_project_is_refused_not_written_into(tmp_path, monkeypatch):
+    """A mistyped or too deep `SSMREPRO_ROOT` (a folder without experiments/, or none at all):
+    `run <spec file>` without --out made `<root>/results/<paper>/<id>` there and trained into it
+    without a word. It is refused as the project without specs it is, exit 2, nothing made."""
+    monkeypatch.delenv("SSMREPRO_OUT", raising=False)
+    spec = write_spec(tmp_path)
+    (tmp_path / "deep").mkdir()
+    for root in (tmp_path / "typo", tmp_path / "deep"):
+        res = _invoke("run", spec, "--profile", "smoke", "--no-calibrate",
+                      env={"SSMREPRO_ROOT": str(root)})
+        _assert_refused(res, f"{root / 'experiments'}: no experiment specs here", "SSMREPRO_ROOT")
+    assert not (tmp_path / "typo").exists() and not any((tmp_path / "deep").iterdir())
+
+
+def test_data_info_prints_each_path_and_command_whole_in_a_narrow_console(tmp_path, monkeypatch):
+    """In 80 columns `data info --dir <a long root>` folded its `path / how to get it` cells:
+    `ssmrepro data download lra --dir /.../longish/da` and `ta/root-folder-name` on the next
+    line, a command and path broken for whoever copies them. Each source's path or command is a
+    line of its own below the table now, never wrapped."""
+    from ssmrepro.cli.app import console
+
+    root = tmp_path / "some" / "longish" / "data" / "root-folder-name"
+    root.mkdir(parents=True)
+    monkeypatch.setattr(console, "_width", 80)
+    res = _invoke("data", "info", "--dir", root)
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert f"  listops (lra_release): ssmrepro data download lra --dir {root}" in lines, res.output
+    assert f"  pathx (generated): ssmrepro data generate pathfinder --res 128 --n 200000 " \
+           f"--seed 0 --dir {root}" in lines, res.output
+
+
+def test_a_home_folder_that_cannot_be_found_is_a_message(tmp_path, monkeypatch):
+    """HOME unset and the user id without a passwd entry (a container run as an arbitrary user):
+    every `run` and `run --dry-run` ended in pathlib's `RuntimeError: Could not determine home
+    directory` traceback (the planner's cache in ~/.cache), and so did any path option or
+    variable starting with `~`. Each is a message naming what to set, exit 2."""
+    import pwd
+
+    from ssmrepro.engine.costs import cache_file
+    from ssmrepro.spec import SpecError
+
+    def no_entry(uid):
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+    monkeypatch.delenv("HOME", raising=False)
+    monkeypatch.delenv("SSMREPRO_CACHE", raising=False)
+    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+    with pytest.raises(SpecError, match="cost cache is ~/.cache/ssmrepro, and the home folder is "
+                                        "unknown .*: set HOME, or SSMREPRO_CACHE"):
+        cache_file()
+    spec = write_spec(tmp_path)
+    _assert_refused(_invoke("run", spec, "--profile", "smoke", "--dry-run", "--out", tmp_path),
+                    "the home folder is unknown")
+    for args, env in ((("export", "--file", "~/x.csv"), None),
+                      (("data", "info"), {"SSMREPRO_DATA": "~/d"}),
+                      (("list",), {"SSMREPRO_ROOT": "~/w"})):
+        res = _invoke(*args, env=env)
+        _assert_refused(res)
+        assert "home folder is unknown" in " ".join(res.output.replace("│", " ").split()), res.output
+
+
+def test_no_check_of_the_package_or_its_scripts_is_an_assert():
+    """`python -O` / PYTHONOPTIMIZE=1 removes `assert` statements: gpu_check.sh's environment
+    step checked a CUDA build of torch and a visible GPU with asserts, so under the variable a
+    CPU-only torch passed it. No code of ssmrepro/ or scripts/ (Python files, or Python inside
+    a shell script) checks anything with assert."""
+    import ast
+
+    found = []
+    for path in sorted([*(ROOT / "ssmrepro").rglob("*.py"), *(ROOT / "scripts").glob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Assert):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    for path in sorted((ROOT / "scripts").glob("*.sh")):
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if re.match(r"\s*assert\b", line):
+                found.append(f"{path.relative_to(ROOT)}:{i}")
+    assert not found, found
+
+
+def test_a_spec_file_reusing_an_id_outside_any_project_names_the_reuse(tmp_path, monkeypatch):
+    """Installed outside a checkout, `run <spec file> --out DIR` of a spec whose `reuse` names
+    another spec by id said only `no project folder ... (a spec given by its path also runs
+    with --out DIR)`, given --out already: the id needs the project. The reuse entry is named,
+    and a reuse by file still runs."""
+    import ssmrepro.util as util
+
+    site = tmp_path / "site"
+    (site / "ssmrepro").mkdir(parents=True)
+    monkeypatch.setattr(util, "__file__", str(site / "ssmrepro" / "util.py"))
+    monkeypatch.delenv("SSMREPRO_ROOT", raising=False)
+    monkeypatch.chdir(tmp_path)
+    other = write_spec(tmp_path, name="other")
+    spec = write_spec(tmp_path, reuse=["other"])
+    res = _invoke("run", spec, "--profile", "smoke", "--dry-run", "--no-estimate", "--out", "o")
+    _assert_refused(res, "reuse.0: 'other' is an id, looked up in the project's experiments/, "
+                         "and no project folder", "give the spec by its file")
+    spec = write_spec(tmp_path, reuse=[other.name])
+    res = _invoke("run", spec, "--profile", "smoke", "--dry-run", "--no-estimate", "--out", "o")
+    assert res.exit_code == 0, res.output

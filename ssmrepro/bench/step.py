@@ -286,13 +286,11 @@ FLOOR = "GEMMs only E=1"
 
 
 def git_commit() -> str:
-    import subprocess
+    """The checkout's commit (``engine.local.git_commit``), 'unknown' outside a checkout (an
+    installed package inside another git repository named that repository's commit)."""
+    from ..engine.local import git_commit as source_commit
 
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).resolve().parent, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+    return source_commit() or "unknown"
 
 
 def mambapy_version() -> str | None:

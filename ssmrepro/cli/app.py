@@ -30,7 +30,14 @@ from ..plots.registry import FigureTooLarge
 from ..signals import restore, terminate_as_interrupt
 from ..spec import SpecError
 from ..store import LinkOutside, TableError
-from ..util import open_standard_streams, os_message, plain_rst, plain_warnings
+from ..util import (
+    NoProject,
+    expand_user,
+    open_standard_streams,
+    os_message,
+    plain_rst,
+    plain_warnings,
+)
 
 open_standard_streams()  # before the consoles below read sys.stdout and sys.stderr
 
@@ -297,7 +304,10 @@ def path_value(value: str) -> Path:
                                  "give a folder or file name (./- for one named '-')")
     # '~/r' is the home folder's r, as in $SSMREPRO_ROOT, $SSMREPRO_DATA and --dir (an
     # SSMREPRO_OUT='~/r' from an env file, which no shell expands, wrote into a folder named '~')
-    return Path(text).expanduser()
+    try:
+        return expand_user(text)
+    except OSError as err:  # '~/r' where the home folder is unknown: a RuntimeError traceback
+        raise typer.BadParameter(err.strerror) from None
 
 
 def fail(messages: list[str], code: int = 2) -> None:
@@ -329,7 +339,7 @@ def guard(fn: Callable[..., Any], interrupted: str = REDO) -> Callable[..., Any]
             raise typer.Exit(EXIT_PIPE) from None
         except SpecError as err:
             fail(err.messages)
-        except (BackendError, DataUnavailable, TableError, LinkOutside, FigureTooLarge) as err:
+        except (BackendError, DataUnavailable, TableError, LinkOutside, FigureTooLarge, NoProject) as err:
             fail([str(err)])
         except OSError as err:
             if isinstance(err, BrokenPipeError) and _mute_closed_outputs():  # print(), echo

@@ -482,14 +482,20 @@ def info(dir: Path | None = typer.Option(None, "--dir", help=DIR_HELP, metavar="
         # (`data download ... --dir <that file>`) failing on it, without a word why; a link
         # loop or a path below a file too
         fail([f"cannot use {root}: not a folder: {why} (the data root; --dir or $SSMREPRO_DATA)"])
-    table = Table("dataset", "source", "present", "path / how to get it",
-                  title=f"data root: {escape(str(root))}")
+    table = Table("dataset", "source", "present", title=f"data root: {escape(str(root))}")
+    wheres = []
     for row in available_sources(root):
         mark = "[green]yes[/]" if row["present"] else "[red]no[/]"
-        where = str(row["path"]) if row["present"] else row["hint"]
         src = row["source"] + ("" if row["default"] else " (opt-in)")
-        table.add_row(escape(row["dataset"]), escape(src), mark, escape(where))
+        table.add_row(escape(row["dataset"]), escape(src), mark)
+        where = str(row["path"]) if row["present"] else row["hint"]
+        wheres.append(f"  {row['dataset']} ({row['source']}): {where}")
     print_table(table, whole=(0,))
+    # below the table, a line each: in a table column of 80 columns a path and the command to
+    # copy (`ssmrepro data download lra --dir /long/da` + `ta/root`) were folded over lines
+    console.print("path, or how to get it:", highlight=False, markup=False)
+    for line in wheres:
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
     cache = cache_root(root)
     if cache.is_dir():
         size = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file())

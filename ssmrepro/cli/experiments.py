@@ -163,7 +163,7 @@ def list_cmd(
     if as_json:
         print_json(rows)
     else:
-        print_table(t, whole=(0,))
+        print_table(t, whole=(0, 1))  # ids and aliases: what `run`, `show` take
 
 
 def _project_specs() -> list[Path]:

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from ..util import data_root, folder_problem
+from ..util import data_root, extra_hint, folder_problem
 from . import image, listops, pathfinder, retrieval, text
 from .cache import (
     cache_key,
@@ -369,7 +369,7 @@ def _image_hint(src: str, root: Path, cfg) -> str:
     if src == CIFAR10:
         return _download_hint("cifar10", root)
     if src == DIGITS:
-        return (f"pip install -e '.[standin]' (scikit-learn ships the digits; or copy its "
+        return (f"{extra_hint('standin')}: scikit-learn ships the digits (or copy its "
                 f"{DIGITS_FILE} to {root / 'digits'})")
     local = root / "fashion-mnist"
     return f"apt-get install dataset-fashion-mnist (or copy its IDX .gz files to {local})"

@@ -38,6 +38,7 @@ from ..util import (
     atomic_write_text,
     cpu_model,
     env_path,
+    expand_user,
     flush_denormals,
     read_small,
     tune_malloc,
@@ -65,7 +66,13 @@ def cache_file() -> Path:
     raw = os.environ.get(CACHE_ENV, "")
     folder = env_path(CACHE_ENV)
     if folder is None:  # unset or blank (blank is unset, as SSMREPRO_ROOT and SSMREPRO_DATA)
-        return Path.home() / ".cache" / "ssmrepro" / "costs.json"
+        try:
+            return expand_user("~/.cache/ssmrepro/costs.json")
+        except OSError as err:  # no home folder: a RuntimeError traceback in every `run`
+            why = err.strerror.split(";")[0]
+            raise SpecError([f"the planner's cost cache is ~/.cache/ssmrepro, and {why}: set HOME, "
+                             f"or {CACHE_ENV} to a folder (or pass --no-calibrate; with --dry-run, "
+                             "--no-estimate)"]) from None
     if not folder.is_absolute():
         raise SpecError([f"{CACHE_ENV}={raw!r}: a relative path (each current folder would have "
                          "its own cache); give an absolute folder, e.g. ~/.cache/ssmrepro"])

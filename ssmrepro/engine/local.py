@@ -46,15 +46,26 @@ _COMMIT: str | None = None
 
 
 def git_commit() -> str | None:
+    """The commit of the git checkout this package is imported from (12 hex digits), None where
+    it is not imported from one: the package's own files must be tracked by the repository
+    around them. A package installed with ``pip install .`` into a virtual environment inside
+    some git repository (``other-project/.venv``, untracked there) recorded that repository's
+    commit as the runs' code."""
     global _COMMIT
     if _COMMIT is None:
+        here = Path(__file__).resolve()
+        source = here.parents[2]
+        _COMMIT = ""
         try:
-            _COMMIT = subprocess.run(
-                ["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
-                cwd=Path(__file__).resolve().parents[2], timeout=5,
-            ).stdout.strip() or ""
+            tracked = subprocess.run(
+                ["git", "ls-files", "--error-unmatch", "--", str(here.relative_to(source))],
+                capture_output=True, text=True, cwd=source, timeout=5).returncode == 0
+            if tracked:
+                _COMMIT = subprocess.run(
+                    ["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
+                    cwd=source, timeout=5).stdout.strip()
         except (OSError, subprocess.SubprocessError):
-            _COMMIT = ""
+            pass
     return _COMMIT or None
 
 

@@ -36,7 +36,7 @@ from ..store import (
     record_problem,
     results_dir,
 )
-from ..util import atomic_write_stream, atomic_write_text, read_small
+from ..util import atomic_write_stream, atomic_write_text, extra_hint, read_small
 from .outputs import _without_stale, consistent_rows, profile_rows
 
 EXPORT_COLUMNS = ["paper", "experiment", "profile", "run_id", "label", "seed", "status",
@@ -266,7 +266,7 @@ def write_export(path: Path, fmt: str, out: Path | None = None,
         try:
             import pyarrow  # noqa: F401
         except ImportError:
-            raise ImportError("--format parquet needs pyarrow: pip install -e '.[parquet]'") from None
+            raise ImportError(f"--format parquet needs pyarrow: {extra_hint('parquet')}") from None
     df = export_table(out, skipped, tagged, stray)
     if fmt == "parquet":
         atomic_write_stream(path, lambda f: df.to_parquet(f, index=False))

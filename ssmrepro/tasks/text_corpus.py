@@ -35,7 +35,7 @@ import torch
 from pydantic import Field, model_validator
 
 from ..data import DataUnavailable
-from ..util import data_root
+from ..util import data_root, expand_user
 from . import rng
 from .base import Batch, Task, TaskConfig, TaskInfo
 
@@ -126,7 +126,7 @@ class TextCorpus(Task):
     def __init__(self, config: TextCorpusConfig):
         super().__init__(config)
         c = config
-        p = Path(c.path).expanduser()
+        p = expand_user(c.path)
         self.path = p if p.is_absolute() else data_root() / p
         if not self.path.is_file():
             raise DataUnavailable(
@@ -198,7 +198,7 @@ def corpus_changed(task: dict, data: object) -> str | None:
             and isinstance(data, dict) and isinstance(data.get("fingerprint"), str)
             and isinstance(task.get("path"), str)):
         return None
-    p = Path(task["path"]).expanduser()
+    p = expand_user(task["path"])
     path = p if p.is_absolute() else data_root() / p
     try:
         if not path.is_file() or os.path.getsize(path) == 0:
