@@ -15836,3 +15836,29 @@ def test_a_spec_file_reusing_an_id_outside_any_project_names_the_reuse(tmp_path,
     spec = write_spec(tmp_path, reuse=[other.name])
     res = _invoke("run", spec, "--profile", "smoke", "--dry-run", "--no-estimate", "--out", "o")
     assert res.exit_code == 0, res.output
+
+
+def test_a_claim_the_paper_profile_cannot_judge_is_refused(tmp_path):
+    """The paper profile is the paper's grid: cooper2026-fig16's state claims named state 6,
+    which only its quick profile ran, so at the paper's settings both read MISSING ('this
+    profile has no pair of matching a/b cells') and `validate` said ok. A claim (threshold or
+    ordering) whose cells the paper profile lacks is refused; with the cell in its sweep it
+    passes validate."""
+    base = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                       {"label": "S4D", "set": {"model.mixer": "s4d"}}]}]
+    wide = [{"cases": [*base[0]["cases"],
+                       {"label": "wide", "set": {"model.mixer": "s6", "model.d_model": 12}}]}]
+    claims = [{"text": "wide solves it", "where": {"label": "wide"}, "op": ">=", "value": 0.9},
+              {"check": "ordering", "text": "wide beats S6", "a": {"label": "wide"},
+               "b": {"label": "S6"}, "match": []},
+              {"text": "S6 learns", "where": {"label": "S6"}, "op": ">=", "value": 0.5}]
+    bad = write_spec(tmp_path, name="t-bad", sweep=base, claims=claims,
+                     profiles={"smoke": {}, "quick": {"sweep": wide}, "paper": {}})
+    res = _invoke("validate", bad)
+    _assert_refused(res, "claims.0: the paper profile has no cell it needs",
+                    "claims.1: the paper profile has no cell it needs", "paper's settings")
+    assert "claims.2" not in res.output, res.output
+    good = write_spec(tmp_path, name="t-good", sweep=wide, claims=claims,
+                      profiles={"smoke": {"sweep": base}, "quick": {}, "paper": {}})
+    res = _invoke("validate", good)
+    assert res.exit_code == 0, res.output

@@ -480,6 +480,9 @@ def _cell_problems(spec: Spec, items: list[tuple[str, Any]], runs: list) -> list
     can_fail: set[str] = set()  # claims some profile's cells can fail
     unfailing: dict[str, dict[str, list[str]]] = {}  # claim key -> why -> profiles
     unjudged: dict[str, list[str]] = {}  # claim key -> why each profile cannot judge it
+    paper_unjudged: dict[str, tuple[str, Any]] = {}  # claim key -> why the paper profile
+    # cannot judge it, the claim
+    paper_index: list[CellIndex] = []  # the paper profile's cells, indexed once for its claims
     for profile, rs in profiles.items():
         keys = [k for k in report.cell_keys(rs) if k != over]
         rows = _config_rows(rs)
@@ -531,6 +534,14 @@ def _cell_problems(spec: Spec, items: list[tuple[str, Any]], runs: list) -> list
                     judged.add(key)
                 elif why:
                     unjudged.setdefault(key, []).append(f"{why} in profile {profile}")
+                if profile == "paper" and not paper_index:
+                    paper_index.append(CellIndex(cells))  # the same cells for every claim
+                if profile == "paper" and why is None and any(
+                        not paper_index[0].positions(w) for w in cfg.selectors()):
+                    why = ""  # a where (an ordering's a or b) matches no cell of the profile
+                if why is not None and profile == "paper":
+                    paper_unjudged[key] = (f".{why} in profile paper" if why else
+                                           ": the paper profile has no cell it needs", cfg)
                 vacuous = cfg.unfailing(cells, keys)
                 if vacuous is None:
                     can_fail.add(key)
@@ -543,6 +554,16 @@ def _cell_problems(spec: Spec, items: list[tuple[str, Any]], runs: list) -> list
         # run of one profile (smoke) short of the cells is an honest MISSING there, not refused
         errors += [f"{path}: {key}.{'; '.join(whys)}: it stays MISSING in every profile"
                    for key, whys in unjudged.items() if key not in judged]
+        # the paper profile is the paper's own grid and settings: a claim of the paper it
+        # cannot judge names a cell (a grid value) the profile lacks, and it read MISSING at the
+        # paper's settings (cooper2026-fig16's state 6, named by the paper's sentence)
+        # (a where no run of any profile matches is refused as such, 'matches no run')
+        every = CellIndex(_config_rows(runs)) if paper_unjudged else None
+        errors += [f"{path}: {key}{why}, so the claim stays MISSING at the "
+                   "paper's settings: add the cells it names to the paper profile's sweep (a "
+                   "value of the paper's grid missing?)"
+                   for key, (why, cfg) in paper_unjudged.items() if key in judged
+                   and all(every.positions(w) for w in cfg.selectors())]
         errors += [f"{path}: {key}."
                    + "; ".join(f"{why} (profile {', '.join(profs)})" for why, profs in whys.items())
                    + ": the claim cannot fail in any profile"

@@ -192,6 +192,12 @@ class CheckConfig(NoBoolNumbers):
         ``validate`` refuses a check that cannot fail in any profile."""
         return None
 
+    def selectors(self) -> list[dict[str, Any]]:
+        """The conditions each of which must match some cell of a profile for the check to be
+        judged there (``validate`` requires them of the paper profile): its ``where``."""
+        where = getattr(self, "where", None)
+        return [where] if isinstance(where, dict) else []
+
     def unjudged(self, cells: pd.DataFrame, keys: list[str]) -> str | None:
         """Why the check stays MISSING on the cells of one profile whatever is trained (e.g. a
         slope over fewer values of x than ``min_points``), '' when no cell of the profile is one
@@ -679,6 +685,9 @@ class OrderingConfig(CheckConfig):
             for j, k in zip(B.index, _keys(B, match)):
                 by_key.setdefault(k, []).append(j)
         return match, A, by_key
+
+    def selectors(self) -> list[dict[str, Any]]:
+        return [self.a, self.b]
 
     def cell_problems(self, cells: pd.DataFrame, keys: list[str], profile: str) -> list[str]:
         A, B = select(cells, self.a), select(cells, self.b)
