@@ -273,6 +273,46 @@ def data_changed(rec: dict) -> str | None:
     return why
 
 
+def scored_nonfinite(values: dict, final: bool) -> str | None:
+    """The first accuracy of ``values`` (a record's final metrics, a history row, or a table
+    row's metrics by name) that is a number beside a loss of the same evaluation that is not
+    (NaN or inf, empty in a record or table), or None. Outputs that are not finite score no
+    accuracy (``train.evaluate``); an ssmrepro before this rule read the argmax of NaN logits as
+    class 0, and its records (under the same run ids: no code version was bumped) gave such a
+    model a test.acc of 0.0, or class 0's share, and a val.best_acc over those scores. A final
+    ``train.acc`` (``final``) is not checked: the final ``train.loss`` is the last training
+    batch's, not that evaluation's (a history row's is)."""
+    for k, v in values.items():
+        if not k.endswith(".acc") or (final and k == "train.acc") or v is None \
+                or not _is_number(v):
+            continue
+        loss_name = k.removesuffix(".acc") + ".loss"
+        if loss_name not in values:
+            continue
+        loss = values[loss_name]
+        if loss is None or not isinstance(loss, (int, float)) or not math.isfinite(loss):
+            return k
+    return None
+
+
+def redefined(rec: dict) -> str | None:
+    """Why a valid record's numbers (``record_problem``) mean something else today than when it
+    was written, or None: an accuracy of outputs that were not finite (``scored_nonfinite``), in
+    its final metrics or its evaluation history. A record written by an older ssmrepro under the
+    same run id was trusted, and its test.acc 0.0 of a model of NaN outputs was averaged into
+    its cell and judged beside the new records' NaN (a failed evaluation)."""
+    at = scored_nonfinite(rec.get("metrics") or {}, final=True)
+    for h in [] if at else rec.get("history") or []:
+        where = scored_nonfinite(h, final=False)
+        if where:
+            at = f"{where} at step {h.get('step')}"
+            break
+    if at is None:
+        return None
+    return (f"written by an older ssmrepro, it scores an accuracy ({at}) of outputs that were "
+            "not finite (a NaN loss), which score none now")
+
+
 FOREIGN_WEIGHTS = "not the weights its record names (another run's, copied or edited?)"
 COUNTS = ("n_params", "stop_step", "epochs")  # a run's counts besides its metrics
 
@@ -410,8 +450,9 @@ class Store:
         self._checked: dict[tuple, bool] = {}  # weights file (path, inode, size, mtime) -> its
         # digest is its record's (hashed once per process, not at every is_done)
         self._held: dict[str, str] = {}  # run id -> nonce of the claim this process wrote
-        # runs whose only records were trained on other data than there is now (``data_changed``):
-        # a committed row of theirs is the old data's too, and must not stand in for them
+        # runs whose only records were trained on other data than there is now (``data_changed``)
+        # or hold numbers that mean something else now (``redefined``): a committed row of
+        # theirs is the old data's (or definition's) too, and must not stand in for them
         self.stale_data: set[str] = set()
 
     # ---------------------------------------------------------------- records
@@ -445,7 +486,7 @@ class Store:
             else:
                 why = record_problem(rec, run_id)
                 if why is None:
-                    why = data_changed(rec)
+                    why = data_changed(rec) or redefined(rec)
                     if why is None:
                         self.stale_data.discard(run_id)
                         if rec.get("status") not in DONE_STATUSES and k + 1 < len(roots):

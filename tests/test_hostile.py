@@ -15106,3 +15106,52 @@ def test_figures_names_the_report_of_a_profile_that_became_the_default(tmp_path)
     assert "report-quick.md is profile quick's report from before it became the default " \
            "profile (its report is now report.md)" in res.output, res.output
     assert "report-gone.md is of no profile of the spec" in res.output, res.output
+
+
+def test_an_older_record_scoring_outputs_that_were_not_finite_is_trained_again(tmp_path):
+    """An ssmrepro before non-finite outputs scored no accuracy read the argmax of NaN logits as
+    class 0: its record of a model of NaN outputs (same run id) gave test.acc 0.0 beside an empty
+    test.loss, and was trusted after an upgrade: averaged into its cell and judged beside the
+    new records' NaN, its committed row exported. Such a record is ignored with a warning and
+    the run trained again; such a table row (results or curves) is not used."""
+    import pandas as pd
+
+    from ssmrepro.store import scored_nonfinite
+
+    # the final train.loss is the last training batch's, not the train.acc evaluation's
+    assert scored_nonfinite({"train.acc": 0.5, "train.loss": None}, final=True) is None
+    assert scored_nonfinite({"train.acc": 0.5, "train.loss": None}, final=False) == "train.acc"
+    assert scored_nonfinite({"val.best_acc": 0.5, "val.loss": None}, final=True) is None
+    spec = write_spec(tmp_path, seeds=[0], sweep=[{"cases": [{"label": "S6"}]}],
+                      train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2,
+                             "val_size": 16, "test_size": 16, "eval_every": 1,
+                             "eval_batch_size": 16})
+    out = tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke")
+    assert res.exit_code == 0, res.output
+    folder = out / "tests/t-spec"
+    path = next((folder / "runs").glob("*.json"))
+    good = json.loads(path.read_text())
+    for where, key in (("metrics", "test.loss"), ("history", "val.loss")):
+        rec = json.loads(json.dumps(good))
+        (rec["metrics"] if where == "metrics" else rec["history"][-1])[key] = None
+        path.write_text(json.dumps(rec))
+        res = _invoke("run", spec, "--out", out, "--profile", "smoke")
+        assert res.exit_code == 0, res.output
+        assert "written by an older ssmrepro" in res.output and "trained 1 runs" in res.output, \
+            (where, res.output)
+        assert json.loads(path.read_text())["metrics"]["test.loss"] is not None  # trained again
+    shutil.rmtree(folder / "runs")  # a fresh clone: the tables alone
+    kept = {n: (folder / n).read_text() for n in ("results-smoke.csv", "curves-smoke.csv")}
+    for name, col in (("results-smoke.csv", "metric.test.loss"), ("curves-smoke.csv", "val.loss")):
+        for n, text in kept.items():
+            (folder / n).write_text(text)
+        table = folder / name
+        df = pd.read_csv(table)
+        df.loc[df.index[-1], col] = None
+        df.to_csv(table, index=False)
+        res = _invoke("plot", spec, "--out", out, "--profile", "smoke")
+        assert res.exit_code == 0, res.output
+        assert f"beside an empty {col}" in res.output, (name, res.output)
+        if name.startswith("results"):
+            assert "0 of 1 runs finished" in res.output, res.output
