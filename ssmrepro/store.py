@@ -44,7 +44,7 @@ import torch
 
 from .analysis import ANALYSES, analysis_problem
 from .spec import find_reused
-from .sweep import parse_config, parsed_identity, run_id_of
+from .sweep import EarlyStop, parse_config, parsed_identity, run_id_of
 from .tasks.lra import data_changed as lra_data_changed
 from .tasks.text_corpus import corpus_changed
 from .util import (
@@ -313,6 +313,23 @@ def redefined(rec: dict) -> str | None:
             "not finite (a NaN loss), which score none now")
 
 
+def upgraded(rec: dict) -> dict:
+    """``rec`` (a valid record) with the fields an older ssmrepro wrote otherwise under the same
+    run id recomputed from the record as training computes them now: the stop reason of an ok
+    run whose evaluation at its stop step met its early stop is ``early_stop`` (one meeting it at
+    its step budget said ``max_steps``, one cut by its time limit between evaluations
+    ``time_limit``, and the report counted it among the runs its time limit cut short). The
+    file is left as it is."""
+    if rec.get("status") != "ok" or rec.get("stop_reason") not in ("max_steps", "time_limit"):
+        return rec
+    es = ((rec.get("config") or {}).get("train") or {}).get("early_stop")
+    hist = rec.get("history") or []
+    if not es or not hist or hist[-1].get("step") != rec.get("stop_step"):
+        return rec
+    es = EarlyStop(**es) if isinstance(es, dict) else es
+    return {**rec, "stop_reason": "early_stop"} if es.met(hist[-1].get(es.metric)) else rec
+
+
 FOREIGN_WEIGHTS = "not the weights its record names (another run's, copied or edited?)"
 COUNTS = ("n_params", "stop_step", "epochs")  # a run's counts besides its metrics
 
@@ -492,7 +509,7 @@ class Store:
                         if rec.get("status") not in DONE_STATUSES and k + 1 < len(roots):
                             unfinished = unfinished or rec
                             continue
-                        return rec
+                        return upgraded(rec)
                     self._warn(f"ignoring run record {path}: {why}; `run` trains the run again")
                     changed = True
                     continue

@@ -656,10 +656,6 @@ def _eval_size(task: Task, split: str, size: int) -> int:
     return min(size, sizes[split]) if sizes else size
 
 
-def _compare(v: float, op: str, thr: float) -> bool:
-    return {"<": v < thr, "<=": v <= thr, ">": v > thr, ">=": v >= thr}[op]
-
-
 ProgressFn = Callable[[int, int, int], None]
 
 
@@ -804,7 +800,7 @@ def train_pack(
         return rows
 
     def met(row: dict[str, float]) -> bool:
-        return bool(es) and _compare(row[es.metric], es.op, es.threshold)
+        return bool(es) and es.met(row[es.metric])
 
     def run_eval(step: int) -> None:
         rows = eval_rows(step)

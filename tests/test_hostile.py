@@ -15155,3 +15155,37 @@ def test_an_older_record_scoring_outputs_that_were_not_finite_is_trained_again(t
         assert f"beside an empty {col}" in res.output, (name, res.output)
         if name.startswith("results"):
             assert "0 of 1 runs finished" in res.output, res.output
+
+
+def test_an_older_records_stop_reason_reads_as_training_writes_it_now(tmp_path):
+    """An ssmrepro before a run meeting its early stop at its last evaluation recorded it so
+    wrote `max_steps` (at its step budget) or `time_limit` (cut between evaluations) under the
+    same run id: after an upgrade results.csv said max_steps where a new training says
+    early_stop, and the report counted the run among those its time limit cut short. The
+    record's own history and early stop give today's reason."""
+    import pandas as pd
+
+    spec = write_spec(tmp_path, seeds=[0], sweep=[{"cases": [{"label": "S6"}]}],
+                      train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2,
+                             "val_size": 16, "test_size": 16, "eval_every": 2,
+                             "eval_batch_size": 16,
+                             "early_stop": {"metric": "val.loss", "op": "<", "threshold": 100}})
+    out = tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke")
+    assert res.exit_code == 0, res.output
+    folder = out / "tests/t-spec"
+    path = next((folder / "runs").glob("*.json"))
+    good = json.loads(path.read_text())
+    assert good["stop_reason"] == "early_stop", good  # met at step 0
+    for old in ("max_steps", "time_limit"):
+        path.write_text(json.dumps({**good, "stop_reason": old}))
+        res = _invoke("plot", spec, "--out", out, "--profile", "smoke")
+        assert res.exit_code == 0, res.output
+        assert pd.read_csv(folder / "results-smoke.csv")["stop_reason"].tolist() == ["early_stop"]
+        assert "time limit" not in (folder / "report-smoke.md").read_text(), old
+    from ssmrepro.store import upgraded
+
+    unmet = {**good["config"]["train"], "early_stop": {"metric": "val.loss", "op": ">",
+                                                       "threshold": 100}}
+    rec = {**good, "stop_reason": "time_limit", "config": {**good["config"], "train": unmet}}
+    assert upgraded(rec)["stop_reason"] == "time_limit"  # not met there: as it stands

@@ -119,6 +119,14 @@ class EarlyStop(_Strict):
         # setting, as in the paper's repository, which some profiles replace by 0.999
         return self
 
+    def met(self, value: Any) -> bool:
+        """Whether an evaluation's ``metric`` value (a history row's: NaN or None where it was
+        not finite) stops the run: training asks it at each evaluation, the store of a record."""
+        if value is None:
+            return False
+        return {"<": value < self.threshold, "<=": value <= self.threshold,
+                ">": value > self.threshold, ">=": value >= self.threshold}[self.op]
+
 
 _EVAL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 _RESERVED_SETS = frozenset({"train", "val", "test"})
