@@ -118,6 +118,9 @@ def record_problem(rec: Any, run_id: str) -> str | None:
         return f"it names run {rec.get('run_id')!r}, not the file's {run_id!r}"
     if rec.get("status") not in RECORD_STATUSES:
         return f"unknown status {rec.get('status')!r}"
+    revision = rec.get("revision", 0)
+    if not isinstance(revision, int) or isinstance(revision, bool) or revision < 0:
+        return f"revision {str(revision)[:40]!r} is not a record revision (a whole number >= 0)"
     ident = rec.get("identity")
     if not isinstance(ident, dict) or run_id_of(ident, rec.get("code")) != run_id:
         return "its configuration does not hash to its run id (copied or edited)"
@@ -295,12 +298,49 @@ def scored_nonfinite(values: dict, final: bool) -> str | None:
     return None
 
 
+def _mamba2_lr_scaled(config: dict) -> bool:
+    """A run of a Mamba-2 mixer (``mamba2``, ``mamba2_3conv``) whose ``train.lr_scale`` scales
+    its Δ or A group (revision 1)."""
+    scale = (config.get("train") or {}).get("lr_scale") or {}
+    if not isinstance(scale, dict) or all(scale.get(g, 1.0) == 1.0 for g in ("delta", "A")):
+        return False
+    todo: list = [config.get("model")]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, dict):
+            todo.extend(v.values())
+        elif isinstance(v, list):
+            todo.extend(v)
+        elif v in ("mamba2", "mamba2_3conv"):
+            return True
+    return False
+
+
+# Changes of what a run computes that keep its run id (bumping CODE_VERSION changes every run's
+# id: every store trains everything again, and each committed row stands under an older id): a
+# record names the revision it was written at (``revision``; records before the first have
+# none, revision 0), and one older than a change that touches its run (the change's test of
+# its config) is trained again (``redefined``). A new such change appends (number, what
+# changed, test) here and bumps RECORD_REVISION.
+REVISIONS: tuple[tuple[int, str, Callable[[dict], bool]], ...] = (
+    (1, "Mamba-2's Δ and A parameters take train.lr_scale (it was ignored)", _mamba2_lr_scaled),
+)
+RECORD_REVISION = REVISIONS[-1][0]
+
+
 def redefined(rec: dict) -> str | None:
     """Why a valid record's numbers (``record_problem``) mean something else today than when it
-    was written, or None: an accuracy of outputs that were not finite (``scored_nonfinite``), in
-    its final metrics or its evaluation history. A record written by an older ssmrepro under the
-    same run id was trusted, and its test.acc 0.0 of a model of NaN outputs was averaged into
-    its cell and judged beside the new records' NaN (a failed evaluation)."""
+    was written, or None: it is older than a change of what its run computes (``REVISIONS``), or
+    it scores an accuracy of outputs that were not finite (``scored_nonfinite``), in its final
+    metrics or its evaluation history. A record written by an older ssmrepro under the same run
+    id was trusted: its test.acc 0.0 of a model of NaN outputs was averaged into its cell and
+    judged beside the new records' NaN (a failed evaluation); a Mamba-2 run trained with its
+    lr_scale ignored stood for one trained with it."""
+    revision = rec.get("revision", 0)
+    for number, change, touches in REVISIONS:
+        if revision < number and touches(rec["config"]):
+            return (f"written by an older ssmrepro (record revision {revision}), before "
+                    f"{change}")
     at = scored_nonfinite(rec.get("metrics") or {}, final=True)
     for h in [] if at else rec.get("history") or []:
         where = scored_nonfinite(h, final=False)

@@ -15189,3 +15189,40 @@ def test_an_older_records_stop_reason_reads_as_training_writes_it_now(tmp_path):
                                                        "threshold": 100}}
     rec = {**good, "stop_reason": "time_limit", "config": {**good["config"], "train": unmet}}
     assert upgraded(rec)["stop_reason"] == "time_limit"  # not met there: as it stands
+
+
+def test_a_record_from_before_a_change_of_what_its_run_computes_is_trained_again(tmp_path):
+    """A Mamba-2 run's train.lr_scale was ignored by an older ssmrepro; its record (same run id:
+    no code version was bumped) stood after an upgrade for a run trained with the scale, '1
+    already done'. Records name their revision now; one older than a change touching its run
+    (REVISIONS) is ignored with a warning and trained again; others stand, and a revision that
+    is not a whole number >= 0 is an edited record."""
+    from ssmrepro.store import RECORD_REVISION, record_problem, redefined
+
+    m2 = {"name": "seq_lm", "d_model": 8, "layers": ["SSM"], "repeat": 1,
+          "blocks": {"SSM": {"mixer": {"name": "mamba2", "d_state": 4, "expand": 2, "d_conv": 4,
+                                       "heads": 1}, "norm": "rmsnorm"}}}
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+             "test_size": 16, "eval_every": 1, "eval_batch_size": 16}
+    spec = write_spec(tmp_path, seeds=[0], model=m2, sweep=[{"cases": [{"label": "M2"}]}],
+                      train={**train, "lr_scale": {"delta": 0.5}})
+    out = tmp_path / "out"
+    assert _invoke("run", spec, "--out", out, "--profile", "smoke").exit_code == 0
+    path = next((out / "tests/t-spec/runs").glob("*.json"))
+    good = json.loads(path.read_text())
+    assert good["revision"] == RECORD_REVISION and redefined(good) is None
+    old = {k: v for k, v in good.items() if k != "revision"}  # as an older ssmrepro wrote it
+    path.write_text(json.dumps(old))
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke")
+    assert res.exit_code == 0, res.output
+    assert "record revision 0), before Mamba-2's" in res.output and "trained 1 runs" in res.output, \
+        res.output
+    # a run the change does not touch: an older record stands (no lr_scale; an S6 model)
+    unscaled = {**old, "config": {**old["config"], "train": {**old["config"]["train"],
+                                                             "lr_scale": {}}}}
+    assert redefined(unscaled) is None
+    s6 = {**old, "config": {**old["config"], "model": {"name": "ssm_lm", "mixer": "s6"}}}
+    assert redefined(s6) is None
+    for bad in ("1", -1, 1.5, True):
+        why = record_problem({**good, "revision": bad}, good["run_id"])
+        assert why and "is not a record revision" in why, (bad, why)
