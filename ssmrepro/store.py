@@ -298,32 +298,48 @@ def scored_nonfinite(values: dict, final: bool) -> str | None:
     return None
 
 
-def _mamba2_lr_scaled(config: dict) -> bool:
-    """A run of a Mamba-2 mixer (``mamba2``, ``mamba2_3conv``) whose ``train.lr_scale`` scales
-    its Δ or A group (revision 1)."""
-    scale = (config.get("train") or {}).get("lr_scale") or {}
-    if not isinstance(scale, dict) or all(scale.get(g, 1.0) == 1.0 for g in ("delta", "A")):
-        return False
-    todo: list = [config.get("model")]
+def _model_names(rec: dict, names: tuple[str, ...]) -> bool:
+    """Whether the record's model config holds one of ``names`` (a mixer, a norm kind)."""
+    todo: list = [rec["config"].get("model")]
     while todo:
         v = todo.pop()
         if isinstance(v, dict):
             todo.extend(v.values())
         elif isinstance(v, list):
             todo.extend(v)
-        elif v in ("mamba2", "mamba2_3conv"):
+        elif isinstance(v, str) and v in names:
             return True
     return False
+
+
+def _mamba2_lr_scaled(rec: dict) -> bool:
+    """A run of a Mamba-2 mixer (``mamba2``, ``mamba2_3conv``) whose ``train.lr_scale`` scales
+    its Δ or A group (revision 1)."""
+    scale = (rec["config"].get("train") or {}).get("lr_scale") or {}
+    return isinstance(scale, dict) and any(scale.get(g, 1.0) != 1.0 for g in ("delta", "A")) \
+        and _model_names(rec, ("mamba2", "mamba2_3conv"))
+
+
+def _batchnorm_stopped_in_pack(rec: dict) -> bool:
+    """A finished run of a BatchNorm model, trained in a pack (or a record without its pack
+    size), that stopped before its own step budget (early stop, time limit): its pack-mates
+    trained on, and their steps updated its running statistics (revision 2). (One that ran its
+    whole budget beside pack-mates with larger budgets cannot be told from its record.)"""
+    return rec.get("status") == "ok" and rec.get("stop_reason") in ("early_stop", "time_limit") \
+        and (rec.get("pack_size") is None or rec["pack_size"] > 1) \
+        and _model_names(rec, ("batchnorm",))
 
 
 # Changes of what a run computes that keep its run id (bumping CODE_VERSION changes every run's
 # id: every store trains everything again, and each committed row stands under an older id): a
 # record names the revision it was written at (``revision``; records before the first have
 # none, revision 0), and one older than a change that touches its run (the change's test of
-# its config) is trained again (``redefined``). A new such change appends (number, what
-# changed, test) here and bumps RECORD_REVISION.
+# the record) is trained again (``redefined``). A new such change appends (number, what
+# changed, test) here, which bumps RECORD_REVISION.
 REVISIONS: tuple[tuple[int, str, Callable[[dict], bool]], ...] = (
     (1, "Mamba-2's Δ and A parameters take train.lr_scale (it was ignored)", _mamba2_lr_scaled),
+    (2, "a stopped member's BatchNorm statistics stay frozen while its pack trains on (its "
+        "metrics depended on its pack-mates' step budgets)", _batchnorm_stopped_in_pack),
 )
 RECORD_REVISION = REVISIONS[-1][0]
 
@@ -338,7 +354,7 @@ def redefined(rec: dict) -> str | None:
     lr_scale ignored stood for one trained with it."""
     revision = rec.get("revision", 0)
     for number, change, touches in REVISIONS:
-        if revision < number and touches(rec["config"]):
+        if revision < number and touches(rec):
             return (f"written by an older ssmrepro (record revision {revision}), before "
                     f"{change}")
     at = scored_nonfinite(rec.get("metrics") or {}, final=True)

@@ -15223,6 +15223,14 @@ def test_a_record_from_before_a_change_of_what_its_run_computes_is_trained_again
     assert redefined(unscaled) is None
     s6 = {**old, "config": {**old["config"], "model": {"name": "ssm_lm", "mixer": "s6"}}}
     assert redefined(s6) is None
+    # a BatchNorm member stopped before its budget in a pack: its statistics moved on with the
+    # pack's later steps before revision 2 (one alone, or at its budget, stands)
+    bn = {**unscaled, "stop_reason": "early_stop", "pack_size": 2, "config": {
+        **unscaled["config"], "model": {**m2, "blocks": {"SSM": {**m2["blocks"]["SSM"],
+                                                                 "norm": "batchnorm"}}}}}
+    assert "BatchNorm statistics stay frozen" in redefined(bn)
+    for stands in ({"pack_size": 1}, {"stop_reason": "max_steps"}, {"revision": 2}):
+        assert redefined({**bn, **stands}) is None, stands
     for bad in ("1", -1, 1.5, True):
         why = record_problem({**good, "revision": bad}, good["run_id"])
         assert why and "is not a record revision" in why, (bad, why)
