@@ -330,6 +330,35 @@ def _batchnorm_stopped_in_pack(rec: dict) -> bool:
         and _model_names(rec, ("batchnorm",))
 
 
+def _float64_yu_task(rec: dict) -> bool:
+    """A float64 run of yu2025's synthetic regression tasks (``linear_functional``,
+    ``first_abs``: float32-rounded inputs beside targets computed from the unrounded ones;
+    ``cosine_operator``: float32 inputs and targets; revision 3). Float32 runs are unchanged."""
+    config = rec["config"]
+    return (config.get("train") or {}).get("dtype") == "float64" and (
+        config.get("task") or {}).get("name") in ("linear_functional", "first_abs",
+                                                  "cosine_operator")
+
+
+def _batchnorm_probed(rec: dict) -> bool:
+    """A BatchNorm run with a training-time analysis (``decay_histogram``): it probed the model
+    in training mode, with the probe batch's statistics, which overwrote its running ones in the
+    saved weights (revision 4)."""
+    return bool(rec.get("analysis")) and _model_names(rec, ("batchnorm",))
+
+
+def _corpus_of_gigabytes(rec: dict) -> bool:
+    """A text_corpus run (or named evaluation set) of a split of 2**31 bytes or more: one 32-bit
+    draw scaled up placed its windows on a lattice of 2**32 offsets (revision 5)."""
+    data = rec.get("data") if isinstance(rec.get("data"), dict) else {}
+    evals = data.get("evals") if isinstance(data.get("evals"), dict) else {}
+    return any(isinstance(d, dict) and d.get("dataset") == "text_corpus"
+               and isinstance(d.get("sizes"), dict)
+               and any(_is_number(v) and v is not None and v >= 1 << 31
+                       for v in d["sizes"].values())
+               for d in (data, *evals.values()))
+
+
 # Changes of what a run computes that keep its run id (bumping CODE_VERSION changes every run's
 # id: every store trains everything again, and each committed row stands under an older id): a
 # record names the revision it was written at (``revision``; records before the first have
@@ -340,6 +369,12 @@ REVISIONS: tuple[tuple[int, str, Callable[[dict], bool]], ...] = (
     (1, "Mamba-2's Δ and A parameters take train.lr_scale (it was ignored)", _mamba2_lr_scaled),
     (2, "a stopped member's BatchNorm statistics stay frozen while its pack trains on (its "
         "metrics depended on its pack-mates' step budgets)", _batchnorm_stopped_in_pack),
+    (3, "yu2025's synthetic tasks give a float64 run float64 inputs and targets",
+     _float64_yu_task),
+    (4, "training-time analyses probe the model in eval mode (a BatchNorm model's probe "
+        "overwrote its running statistics)", _batchnorm_probed),
+    (5, "text_corpus windows of a corpus of gigabytes start at any byte offset (62-bit draws)",
+     _corpus_of_gigabytes),
 )
 RECORD_REVISION = REVISIONS[-1][0]
 

@@ -15231,6 +15231,25 @@ def test_a_record_from_before_a_change_of_what_its_run_computes_is_trained_again
     assert "BatchNorm statistics stay frozen" in redefined(bn)
     for stands in ({"pack_size": 1}, {"stop_reason": "max_steps"}, {"revision": 2}):
         assert redefined({**bn, **stands}) is None, stands
+
+    def rec(task=None, train=None, model=None, **kw):  # a bare older record of one change
+        return {"status": "ok", "config": {"task": task or {}, "train": train or {},
+                                           "model": model or {}}, **kw}
+
+    # float64 runs of yu2025's synthetic tasks got float32 inputs (revision 3)
+    assert "float64 inputs" in redefined(rec({"name": "first_abs"}, {"dtype": "float64"}))
+    assert redefined(rec({"name": "first_abs"}, {"dtype": "float32"})) is None
+    # a BatchNorm model's training-time analysis probed it in training mode (revision 4)
+    probed = rec(model={"norm": "batchnorm"}, analysis={"decay_histogram": {}})
+    assert "eval mode" in redefined(probed)
+    assert redefined({**probed, "analysis": {}}) is None
+    # text_corpus windows of a split of 2**31 bytes or more sat on a lattice (revision 5)
+    big = {"dataset": "text_corpus", "sizes": {"train": 3 << 30, "val": 10, "test": 10}}
+    small = {**big, "sizes": {"train": 1 << 30, "val": 10, "test": 10}}
+    assert "62-bit" in redefined(rec(data=big))
+    assert "62-bit" in redefined(rec(data={**small, "evals": {"long": big}}))
+    assert redefined(rec(data=small)) is None
+    assert redefined(rec(data=big, revision=RECORD_REVISION)) is None
     for bad in ("1", -1, 1.5, True):
         why = record_problem({**good, "revision": bad}, good["run_id"])
         assert why and "is not a record revision" in why, (bad, why)
