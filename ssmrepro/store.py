@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -276,25 +277,23 @@ def data_changed(rec: dict) -> str | None:
     return why
 
 
-def scored_nonfinite(values: dict, final: bool) -> str | None:
-    """The first accuracy of ``values`` (a record's final metrics, a history row, or a table
-    row's metrics by name) that is a number beside a loss of the same evaluation that is not
-    (NaN or inf, empty in a record or table), or None. Outputs that are not finite score no
-    accuracy (``train.evaluate``); an ssmrepro before this rule read the argmax of NaN logits as
-    class 0, and its records (under the same run ids: no code version was bumped) gave such a
-    model a test.acc of 0.0, or class 0's share, and a val.best_acc over those scores. A final
-    ``train.acc`` (``final``) is not checked: the final ``train.loss`` is the last training
-    batch's, not that evaluation's (a history row's is)."""
+def scored_nonfinite(values: dict, final: bool) -> tuple[str, float] | None:
+    """The first accuracy of ``values`` (a record's final metrics or a history row; or a table's
+    metrics by name, each a column's values) that is a number beside a loss of the same
+    evaluation that is not (NaN or inf, empty in a record or table), and that number; or None.
+    Outputs that are not finite score no accuracy (``train.evaluate``); an ssmrepro before this
+    rule read the argmax of NaN logits as class 0, and its records (under the same run ids: no
+    code version was bumped) gave such a model a test.acc of 0.0, or class 0's share, and a
+    val.best_acc over those scores. A final ``train.acc`` (``final``) is not checked: the final
+    ``train.loss`` is the last training batch's, not that evaluation's (a history row's is)."""
     for k, v in values.items():
-        if not k.endswith(".acc") or (final and k == "train.acc") or v is None \
-                or not _is_number(v):
+        loss = k.removesuffix(".acc") + ".loss"
+        if not k.endswith(".acc") or (final and k == "train.acc") or loss not in values:
             continue
-        loss_name = k.removesuffix(".acc") + ".loss"
-        if loss_name not in values:
-            continue
-        loss = values[loss_name]
-        if loss is None or not isinstance(loss, (int, float)) or not math.isfinite(loss):
-            return k
+        acc = np.asarray(v, dtype=float)  # None (a record's NaN) is NaN
+        bad = np.isfinite(acc) & ~np.isfinite(np.asarray(values[loss], dtype=float))
+        if bad.any():
+            return k, float(acc[bad][0]) if acc.ndim else float(acc)
     return None
 
 
@@ -392,11 +391,12 @@ def redefined(rec: dict) -> str | None:
         if revision < number and touches(rec):
             return (f"written by an older ssmrepro (record revision {revision}), before "
                     f"{change}")
-    at = scored_nonfinite(rec.get("metrics") or {}, final=True)
+    where = scored_nonfinite(rec.get("metrics") or {}, final=True)
+    at = where and where[0]
     for h in [] if at else rec.get("history") or []:
         where = scored_nonfinite(h, final=False)
         if where:
-            at = f"{where} at step {h.get('step')}"
+            at = f"{where[0]} at step {h.get('step')}"
             break
     if at is None:
         return None

@@ -15120,7 +15120,7 @@ def test_an_older_record_scoring_outputs_that_were_not_finite_is_trained_again(t
 
     # the final train.loss is the last training batch's, not the train.acc evaluation's
     assert scored_nonfinite({"train.acc": 0.5, "train.loss": None}, final=True) is None
-    assert scored_nonfinite({"train.acc": 0.5, "train.loss": None}, final=False) == "train.acc"
+    assert scored_nonfinite({"train.acc": 0.5, "train.loss": None}, final=False) == ("train.acc", 0.5)
     assert scored_nonfinite({"val.best_acc": 0.5, "val.loss": None}, final=True) is None
     spec = write_spec(tmp_path, seeds=[0], sweep=[{"cases": [{"label": "S6"}]}],
                       train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2,

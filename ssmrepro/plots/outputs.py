@@ -1400,15 +1400,14 @@ def _contradiction(rows: pd.DataFrame, run) -> str:
                 return (f"status='diverged' with a finite {col} (a diverged run's final "
                         "evaluation is NaN)")
     curve = STEP in rows  # a curves table's columns are a history row's (train.loss its slice's)
-    scores = {c: c if curve else metric_name(c) for c in rows.columns
-              if (curve or is_metric_column(c)) and c.endswith((".acc", ".loss"))}
-    for row in rows[list(scores)].apply(pd.to_numeric, errors="coerce").rename(
-            columns=scores).to_dict("records") if scores else []:
-        k = scored_nonfinite(row, final=not curve)  # as in a record (`run` trains it again):
-        if k:  # an older ssmrepro scored NaN outputs as class 0, test.acc 0.0 beside no loss
-            col = next(c for c, n in scores.items() if n == k)
-            return (f"{col}={row[k]:g} beside an empty {col.removesuffix('.acc')}.loss "
-                    "(outputs that are not finite score no accuracy; an older ssmrepro's)")
+    scores = {c if curve else metric_name(c): pd.to_numeric(rows[c], errors="coerce").to_numpy(
+        dtype=float) for c in rows.columns if (curve or is_metric_column(c))
+        and c.endswith((".acc", ".loss"))}
+    bad = scored_nonfinite(scores, final=not curve)  # as in a record (`run` trains it again): an
+    if bad:  # older ssmrepro scored NaN outputs as class 0, test.acc 0.0 beside no test.loss
+        col = bad[0] if curve else METRIC_PREFIX + bad[0]
+        return (f"{col}={bad[1]:g} beside an empty {col.removesuffix('.acc')}.loss (outputs "
+                "that are not finite score no accuracy; an older ssmrepro's)")
     held = [c for c in rows.columns if is_metric_column(c)]
     foreign = not_recorded([metric_name(c) for c in held], run.train.evals, history=False)
     if foreign:  # as in a record (quarantined): 20,000 columns of another tool's in a fresh
