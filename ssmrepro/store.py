@@ -290,10 +290,14 @@ def scored_nonfinite(values: dict, final: bool) -> tuple[str, float] | None:
         loss = k.removesuffix(".acc") + ".loss"
         if not k.endswith(".acc") or (final and k == "train.acc") or loss not in values:
             continue
-        acc = np.asarray(v, dtype=float)  # None (a record's NaN) is NaN
-        bad = np.isfinite(acc) & ~np.isfinite(np.asarray(values[loss], dtype=float))
-        if bad.any():
-            return k, float(acc[bad][0]) if acc.ndim else float(acc)
+        lv = values[loss]
+        if isinstance(v, np.ndarray) or isinstance(lv, np.ndarray):  # a table's columns
+            acc = np.asarray(v, dtype=float)
+            bad = np.isfinite(acc) & ~np.isfinite(np.asarray(lv, dtype=float))
+            if bad.any():
+                return k, float(acc[bad][0])
+        elif v is not None and _is_number(v) and (lv is None or not _is_number(lv)):
+            return k, float(v)  # a record's value: None is its NaN
     return None
 
 
@@ -417,7 +421,10 @@ def upgraded(rec: dict) -> dict:
     hist = rec.get("history") or []
     if not es or not hist or hist[-1].get("step") != rec.get("stop_step"):
         return rec
-    es = EarlyStop(**es) if isinstance(es, dict) else es
+    try:
+        es = EarlyStop(**es) if isinstance(es, dict) else es
+    except ValueError:  # (parse_config read it: not reached)
+        return rec
     return {**rec, "stop_reason": "early_stop"} if es.met(hist[-1].get(es.metric)) else rec
 
 
