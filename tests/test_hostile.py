@@ -15213,6 +15213,15 @@ def test_a_record_from_before_a_change_of_what_its_run_computes_is_trained_again
     assert good["revision"] == RECORD_REVISION and redefined(good) is None
     old = {k: v for k, v in good.items() if k != "revision"}  # as an older ssmrepro wrote it
     path.write_text(json.dumps(old))
+    # `export` before any `run` or `plot` rewrote results-smoke.csv: its row was exported
+    project = tmp_path / "proj"
+    (project / "experiments/tests").mkdir(parents=True)
+    (project / "ssmrepro").mkdir()
+    shutil.copy(spec, project / "experiments/tests")
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv",
+                  env={"SSMREPRO_ROOT": str(project)})
+    assert res.exit_code == 0 and "0 rows" in res.output, res.output
+    assert "record revision 0), before Mamba-2's" in res.output, res.output
     res = _invoke("run", spec, "--out", out, "--profile", "smoke")
     assert res.exit_code == 0, res.output
     assert "record revision 0), before Mamba-2's" in res.output and "trained 1 runs" in res.output, \
