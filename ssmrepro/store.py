@@ -389,7 +389,10 @@ def redefined(rec: dict) -> str | None:
     metrics or its evaluation history. A record written by an older ssmrepro under the same run
     id was trusted: its test.acc 0.0 of a model of NaN outputs was averaged into its cell and
     judged beside the new records' NaN (a failed evaluation); a Mamba-2 run trained with its
-    lr_scale ignored stood for one trained with it."""
+    lr_scale ignored stood for one trained with it. A failed run's record (trained again
+    anyway) is not looked at."""
+    if rec.get("status") not in DONE_STATUSES:
+        return None
     revision = rec.get("revision", 0)
     for number, change, touches in REVISIONS:
         if revision < number and touches(rec):
