@@ -411,13 +411,35 @@ def redefined(rec: dict) -> str | None:
             "not finite (a NaN loss), which score none now")
 
 
+def max_rise(losses: list[float]) -> float:
+    """Largest loss spike of a history, as a fraction of the first loss: max over evaluations t of
+    (loss_t − min(loss_<t)) / loss_first (0 when the loss never rises above its best so far; NaN
+    with fewer than two finite values). Relative to the first loss, not to the best one, so a run
+    that reaches float precision (loss ~1e-14) and moves by 1e-6 is not a spike."""
+    vals = [v for v in losses if math.isfinite(v)]
+    if len(vals) < 2 or vals[0] <= 0:
+        return math.nan
+    best, out = vals[0], 0.0
+    for v in vals[1:]:
+        out = max(out, v - best)
+        best = min(best, v)
+    return out / vals[0]
+
+
 def upgraded(rec: dict) -> dict:
     """``rec`` (a valid record) with the fields an older ssmrepro wrote otherwise under the same
-    run id recomputed from the record as training computes them now: the stop reason of an ok
-    run whose evaluation at its stop step met its early stop is ``early_stop`` (one meeting it at
-    its step budget said ``max_steps``, one cut by its time limit between evaluations
-    ``time_limit``, and the report counted it among the runs its time limit cut short). The
-    file is left as it is."""
+    run id recomputed from the record as training computes them now: ``val.max_rise`` of a
+    finished record without it, from its history (records before the metric: a cell of such a
+    seed and a new one had no val.max_rise, '—', without a word, and `run` found them done); the
+    stop reason of an ok run whose evaluation at its stop step met its early stop is
+    ``early_stop`` (one meeting it at its step budget said ``max_steps``, one cut by its time
+    limit between evaluations ``time_limit``, and the report counted it among the runs its time
+    limit cut short). The file is left as it is."""
+    metrics = rec.get("metrics") or {}
+    if rec.get("status") in DONE_STATUSES and "val.max_rise" not in metrics:
+        losses = [h.get("val.loss") for h in rec.get("history") or []] + [metrics.get("val.loss")]
+        rise = max_rise([math.nan if v is None else v for v in losses])
+        rec = {**rec, "metrics": {**metrics, "val.max_rise": None if math.isnan(rise) else rise}}
     if rec.get("status") != "ok" or rec.get("stop_reason") not in ("max_steps", "time_limit"):
         return rec
     es = ((rec.get("config") or {}).get("train") or {}).get("early_stop")

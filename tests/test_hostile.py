@@ -15262,3 +15262,31 @@ def test_a_record_from_before_a_change_of_what_its_run_computes_is_trained_again
     for bad in ("1", -1, 1.5, True):
         why = record_problem({**good, "revision": bad}, good["run_id"])
         assert why and "is not a record revision" in why, (bad, why)
+
+
+def test_an_older_record_without_val_max_rise_gets_it_from_its_history(tmp_path):
+    """Records written before val.max_rise was recorded lack it: a cell of such a seed and a
+    new one had no val.max_rise ('—' in the report, a claim on it unmeasured) without a word,
+    and `run` found the old run done, so it never got one. It is computed from the record's own
+    history as training computes it."""
+    import pandas as pd
+
+    from ssmrepro.store import upgraded
+
+    spec = write_spec(tmp_path, seeds=[0], sweep=[{"cases": [{"label": "S6"}]}],
+                      train={"optimizer": "adam", "lr": 0.5, "batch_size": 8, "max_steps": 6,
+                             "val_size": 16, "test_size": 16, "eval_every": 1,
+                             "eval_batch_size": 16})
+    out = tmp_path / "out"
+    assert _invoke("run", spec, "--out", out, "--profile", "smoke").exit_code == 0
+    folder = out / "tests/t-spec"
+    path = next((folder / "runs").glob("*.json"))
+    good = json.loads(path.read_text())
+    rise = good["metrics"]["val.max_rise"]
+    assert rise and rise > 0, good["metrics"]  # a loss that rose: a value to recompute
+    old = {**good, "metrics": {k: v for k, v in good["metrics"].items() if k != "val.max_rise"}}
+    assert upgraded(old)["metrics"]["val.max_rise"] == rise
+    path.write_text(json.dumps(old))
+    res = _invoke("plot", spec, "--out", out, "--profile", "smoke")
+    assert res.exit_code == 0, res.output
+    assert pd.read_csv(folder / "results-smoke.csv")["metric.val.max_rise"].tolist() == [rise]
