@@ -382,6 +382,19 @@ REVISIONS: tuple[tuple[int, str, Callable[[dict], bool]], ...] = (
 RECORD_REVISION = REVISIONS[-1][0]
 
 
+def _lacking(rec: dict) -> list[str]:
+    """The final metric an ok run's record lacks that training records now and that cannot be
+    computed from a record: ``train.avg_loss`` (a mean of training-batch losses no record keeps;
+    ``val.max_rise``, the other metric added since this code version, ``upgraded`` computes),
+    which records of the first hours of this code version lack beside their ``train.loss``.
+    Such a seed left ``aggregate.select`` no finite ``select.by`` value: its candidate counted
+    as diverged (cooper2026 picks each cell's learning rate by train.avg_loss), and a cell of it
+    and a new seed had no value."""
+    metrics = rec.get("metrics") or {}
+    return ["train.avg_loss"] if rec.get("status") == "ok" and "train.loss" in metrics \
+        and "train.avg_loss" not in metrics else []
+
+
 def redefined(rec: dict) -> str | None:
     """Why a valid record's numbers (``record_problem``) mean something else today than when it
     was written, or None: it is older than a change of what its run computes (``REVISIONS``), or
@@ -398,6 +411,10 @@ def redefined(rec: dict) -> str | None:
         if revision < number and touches(rec):
             return (f"written by an older ssmrepro (record revision {revision}), before "
                     f"{change}")
+    lacking = _lacking(rec)
+    if lacking:
+        return (f"written by an older ssmrepro, it lacks {', '.join(lacking)}, which training "
+                "records now")
     where = scored_nonfinite(rec.get("metrics") or {}, final=True)
     at = where and where[0]
     for h in [] if at else rec.get("history") or []:
@@ -429,14 +446,16 @@ def max_rise(losses: list[float]) -> float:
 def upgraded(rec: dict) -> dict:
     """``rec`` (a valid record) with the fields an older ssmrepro wrote otherwise under the same
     run id recomputed from the record as training computes them now: ``val.max_rise`` of a
-    finished record without it, from its history (records before the metric: a cell of such a
-    seed and a new one had no val.max_rise, '—', without a word, and `run` found them done); the
+    finished record with a ``val.loss`` but not it, from its history (records before the
+    metric: a cell of such a seed and a new one had no val.max_rise, '—', without a word, and
+    `run` found them done); the
     stop reason of an ok run whose evaluation at its stop step met its early stop is
     ``early_stop`` (one meeting it at its step budget said ``max_steps``, one cut by its time
     limit between evaluations ``time_limit``, and the report counted it among the runs its time
     limit cut short). The file is left as it is."""
     metrics = rec.get("metrics") or {}
-    if rec.get("status") in DONE_STATUSES and "val.max_rise" not in metrics:
+    if rec.get("status") in DONE_STATUSES and "val.loss" in metrics \
+            and "val.max_rise" not in metrics:  # (records since give both)
         losses = [h.get("val.loss") for h in rec.get("history") or []] + [metrics.get("val.loss")]
         rise = max_rise([math.nan if v is None else v for v in losses])
         rec = {**rec, "metrics": {**metrics, "val.max_rise": None if math.isnan(rise) else rise}}

@@ -15271,7 +15271,7 @@ def test_an_older_record_without_val_max_rise_gets_it_from_its_history(tmp_path)
     history as training computes it."""
     import pandas as pd
 
-    from ssmrepro.store import upgraded
+    from ssmrepro.store import redefined, upgraded
 
     spec = write_spec(tmp_path, seeds=[0], sweep=[{"cases": [{"label": "S6"}]}],
                       train={"optimizer": "adam", "lr": 0.5, "batch_size": 8, "max_steps": 6,
@@ -15286,6 +15286,11 @@ def test_an_older_record_without_val_max_rise_gets_it_from_its_history(tmp_path)
     assert rise and rise > 0, good["metrics"]  # a loss that rose: a value to recompute
     old = {**good, "metrics": {k: v for k, v in good["metrics"].items() if k != "val.max_rise"}}
     assert upgraded(old)["metrics"]["val.max_rise"] == rise
+    # train.avg_loss (a mean of training-batch losses) cannot be computed from a record: one
+    # without it is trained again (cooper2026's aggregate.select counted its candidate diverged)
+    assert redefined(old) is None
+    no_avg = {k: v for k, v in good["metrics"].items() if k != "train.avg_loss"}
+    assert "lacks train.avg_loss" in redefined({**good, "metrics": no_avg})
     path.write_text(json.dumps(old))
     res = _invoke("plot", spec, "--out", out, "--profile", "smoke")
     assert res.exit_code == 0, res.output
