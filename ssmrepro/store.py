@@ -39,12 +39,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 
 from .analysis import ANALYSES, analysis_problem
 from .spec import find_reused
-from .sweep import parse_config, parsed_identity, run_id_of
+from .sweep import EarlyStop, parse_config, parsed_identity, run_id_of
 from .tasks.lra import data_changed as lra_data_changed
 from .tasks.text_corpus import corpus_changed
 from .util import (
@@ -118,6 +119,9 @@ def record_problem(rec: Any, run_id: str) -> str | None:
         return f"it names run {rec.get('run_id')!r}, not the file's {run_id!r}"
     if rec.get("status") not in RECORD_STATUSES:
         return f"unknown status {rec.get('status')!r}"
+    revision = rec.get("revision", 0)
+    if not isinstance(revision, int) or isinstance(revision, bool) or revision < 0:
+        return f"revision {str(revision)[:40]!r} is not a record revision (a whole number >= 0)"
     ident = rec.get("identity")
     if not isinstance(ident, dict) or run_id_of(ident, rec.get("code")) != run_id:
         return "its configuration does not hash to its run id (copied or edited)"
@@ -273,6 +277,201 @@ def data_changed(rec: dict) -> str | None:
     return why
 
 
+def scored_nonfinite(values: dict, final: bool) -> tuple[str, float] | None:
+    """The first accuracy of ``values`` (a record's final metrics or a history row; or a table's
+    metrics by name, each a column's values) that is a number beside a loss of the same
+    evaluation that is not (NaN or inf, empty in a record or table), and that number; or None.
+    Outputs that are not finite score no accuracy (``train.evaluate``); an ssmrepro before this
+    rule read the argmax of NaN logits as class 0, and its records (under the same run ids: no
+    code version was bumped) gave such a model a test.acc of 0.0, or class 0's share, and a
+    val.best_acc over those scores. A final ``train.acc`` (``final``) is not checked: the final
+    ``train.loss`` is the last training batch's, not that evaluation's (a history row's is)."""
+    for k, v in values.items():
+        loss = k.removesuffix(".acc") + ".loss"
+        if not k.endswith(".acc") or (final and k == "train.acc") or loss not in values:
+            continue
+        lv = values[loss]
+        if isinstance(v, np.ndarray) or isinstance(lv, np.ndarray):  # a table's columns
+            acc = np.asarray(v, dtype=float)
+            bad = np.isfinite(acc) & ~np.isfinite(np.asarray(lv, dtype=float))
+            if bad.any():
+                return k, float(acc[bad][0])
+        elif v is not None and _is_number(v) and (lv is None or not _is_number(lv)):
+            return k, float(v)  # a record's value: None is its NaN
+    return None
+
+
+def _model_names(rec: dict, names: tuple[str, ...]) -> bool:
+    """Whether the record's model config holds one of ``names`` (a mixer, a norm kind)."""
+    todo: list = [rec["config"].get("model")]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, dict):
+            todo.extend(v.values())
+        elif isinstance(v, list):
+            todo.extend(v)
+        elif isinstance(v, str) and v in names:
+            return True
+    return False
+
+
+def _mamba2_lr_scaled(rec: dict) -> bool:
+    """A run of a Mamba-2 mixer (``mamba2``, ``mamba2_3conv``) whose ``train.lr_scale`` scales
+    its Δ or A group (revision 1)."""
+    scale = (rec["config"].get("train") or {}).get("lr_scale") or {}
+    return isinstance(scale, dict) and any(scale.get(g, 1.0) != 1.0 for g in ("delta", "A")) \
+        and _model_names(rec, ("mamba2", "mamba2_3conv"))
+
+
+def _batchnorm_stopped_in_pack(rec: dict) -> bool:
+    """A finished run of a BatchNorm model, trained in a pack (or a record without its pack
+    size), that stopped before its own step budget (early stop, time limit): its pack-mates
+    trained on, and their steps updated its running statistics (revision 2). (One that ran its
+    whole budget beside pack-mates with larger budgets cannot be told from its record.)"""
+    return rec.get("status") == "ok" and rec.get("stop_reason") in ("early_stop", "time_limit") \
+        and (rec.get("pack_size") is None or rec["pack_size"] > 1) \
+        and _model_names(rec, ("batchnorm",))
+
+
+def _float64_yu_task(rec: dict) -> bool:
+    """A float64 run of yu2025's synthetic regression tasks (``linear_functional``,
+    ``first_abs``: float32-rounded inputs beside targets computed from the unrounded ones;
+    ``cosine_operator``: float32 inputs and targets; revision 3). Float32 runs are unchanged."""
+    config = rec["config"]
+    return (config.get("train") or {}).get("dtype") == "float64" and (
+        config.get("task") or {}).get("name") in ("linear_functional", "first_abs",
+                                                  "cosine_operator")
+
+
+def _batchnorm_probed(rec: dict) -> bool:
+    """A BatchNorm run with a training-time analysis (``decay_histogram``): it probed the model
+    in training mode, with the probe batch's statistics, which overwrote its running ones in the
+    saved weights (revision 4)."""
+    return bool(rec.get("analysis")) and _model_names(rec, ("batchnorm",))
+
+
+def _corpus_of_gigabytes(rec: dict) -> bool:
+    """A text_corpus run (or named evaluation set) of a split of 2**31 bytes or more: one 32-bit
+    draw scaled up placed its windows on a lattice of 2**32 offsets (revision 5)."""
+    data = rec.get("data") if isinstance(rec.get("data"), dict) else {}
+    evals = data.get("evals") if isinstance(data.get("evals"), dict) else {}
+    return any(isinstance(d, dict) and d.get("dataset") == "text_corpus"
+               and isinstance(d.get("sizes"), dict)
+               and any(_is_number(v) and v is not None and v >= 1 << 31
+                       for v in d["sizes"].values())
+               for d in (data, *evals.values()))
+
+
+# Changes of what a run computes that keep its run id (bumping CODE_VERSION changes every run's
+# id: every store trains everything again, and each committed row stands under an older id): a
+# record names the revision it was written at (``revision``; records before the first have
+# none, revision 0), and one older than a change that touches its run (the change's test of
+# the record) is trained again (``redefined``). A new such change appends (number, what
+# changed, test) here, which bumps RECORD_REVISION.
+REVISIONS: tuple[tuple[int, str, Callable[[dict], bool]], ...] = (
+    (1, "Mamba-2's Δ and A parameters take train.lr_scale (it was ignored)", _mamba2_lr_scaled),
+    (2, "a stopped member's BatchNorm statistics stay frozen while its pack trains on (its "
+        "metrics depended on its pack-mates' step budgets)", _batchnorm_stopped_in_pack),
+    (3, "yu2025's synthetic tasks give a float64 run float64 inputs and targets",
+     _float64_yu_task),
+    (4, "training-time analyses probe the model in eval mode (a BatchNorm model's probe "
+        "overwrote its running statistics)", _batchnorm_probed),
+    (5, "text_corpus windows of a corpus of gigabytes start at any byte offset (62-bit draws)",
+     _corpus_of_gigabytes),
+)
+RECORD_REVISION = REVISIONS[-1][0]
+
+
+def _lacking(rec: dict) -> list[str]:
+    """The final metric an ok run's record lacks that training records now and that cannot be
+    computed from a record: ``train.avg_loss`` (a mean of training-batch losses no record keeps;
+    ``val.max_rise``, the other metric added since this code version, ``upgraded`` computes),
+    which records of the first hours of this code version lack beside their ``train.loss``.
+    Such a seed left ``aggregate.select`` no finite ``select.by`` value: its candidate counted
+    as diverged (cooper2026 picks each cell's learning rate by train.avg_loss), and a cell of it
+    and a new seed had no value."""
+    metrics = rec.get("metrics") or {}
+    return ["train.avg_loss"] if rec.get("status") == "ok" and "train.loss" in metrics \
+        and "train.avg_loss" not in metrics else []
+
+
+def redefined(rec: dict) -> str | None:
+    """Why a valid record's numbers (``record_problem``) mean something else today than when it
+    was written, or None: it is older than a change of what its run computes (``REVISIONS``), or
+    it scores an accuracy of outputs that were not finite (``scored_nonfinite``), in its final
+    metrics or its evaluation history. A record written by an older ssmrepro under the same run
+    id was trusted: its test.acc 0.0 of a model of NaN outputs was averaged into its cell and
+    judged beside the new records' NaN (a failed evaluation); a Mamba-2 run trained with its
+    lr_scale ignored stood for one trained with it. A failed run's record (trained again
+    anyway) is not looked at."""
+    if rec.get("status") not in DONE_STATUSES:
+        return None
+    revision = rec.get("revision", 0)
+    for number, change, touches in REVISIONS:
+        if revision < number and touches(rec):
+            return (f"written by an older ssmrepro (record revision {revision}), before "
+                    f"{change}")
+    lacking = _lacking(rec)
+    if lacking:
+        return (f"written by an older ssmrepro, it lacks {', '.join(lacking)}, which training "
+                "records now")
+    where = scored_nonfinite(rec.get("metrics") or {}, final=True)
+    at = where and where[0]
+    for h in [] if at else rec.get("history") or []:
+        where = scored_nonfinite(h, final=False)
+        if where:
+            at = f"{where[0]} at step {h.get('step')}"
+            break
+    if at is None:
+        return None
+    return (f"written by an older ssmrepro, it scores an accuracy ({at}) of outputs that were "
+            "not finite (a NaN loss), which score none now")
+
+
+def max_rise(losses: list[float]) -> float:
+    """Largest loss spike of a history, as a fraction of the first loss: max over evaluations t of
+    (loss_t − min(loss_<t)) / loss_first (0 when the loss never rises above its best so far; NaN
+    with fewer than two finite values). Relative to the first loss, not to the best one, so a run
+    that reaches float precision (loss ~1e-14) and moves by 1e-6 is not a spike."""
+    vals = [v for v in losses if math.isfinite(v)]
+    if len(vals) < 2 or vals[0] <= 0:
+        return math.nan
+    best, out = vals[0], 0.0
+    for v in vals[1:]:
+        out = max(out, v - best)
+        best = min(best, v)
+    return out / vals[0]
+
+
+def upgraded(rec: dict) -> dict:
+    """``rec`` (a valid record) with the fields an older ssmrepro wrote otherwise under the same
+    run id recomputed from the record as training computes them now: ``val.max_rise`` of a
+    finished record with a ``val.loss`` but not it, from its history (records before the
+    metric: a cell of such a seed and a new one had no val.max_rise, '—', without a word, and
+    `run` found them done); the
+    stop reason of an ok run whose evaluation at its stop step met its early stop is
+    ``early_stop`` (one meeting it at its step budget said ``max_steps``, one cut by its time
+    limit between evaluations ``time_limit``, and the report counted it among the runs its time
+    limit cut short). The file is left as it is."""
+    metrics = rec.get("metrics") or {}
+    if rec.get("status") in DONE_STATUSES and "val.loss" in metrics \
+            and "val.max_rise" not in metrics:  # (records since give both)
+        losses = [h.get("val.loss") for h in rec.get("history") or []] + [metrics.get("val.loss")]
+        rise = max_rise([math.nan if v is None else v for v in losses])
+        rec = {**rec, "metrics": {**metrics, "val.max_rise": None if math.isnan(rise) else rise}}
+    if rec.get("status") != "ok" or rec.get("stop_reason") not in ("max_steps", "time_limit"):
+        return rec
+    es = ((rec.get("config") or {}).get("train") or {}).get("early_stop")
+    hist = rec.get("history") or []
+    if not es or not hist or hist[-1].get("step") != rec.get("stop_step"):
+        return rec
+    try:
+        es = EarlyStop(**es) if isinstance(es, dict) else es
+    except ValueError:  # (parse_config read it: not reached)
+        return rec
+    return {**rec, "stop_reason": "early_stop"} if es.met(hist[-1].get(es.metric)) else rec
+
+
 FOREIGN_WEIGHTS = "not the weights its record names (another run's, copied or edited?)"
 COUNTS = ("n_params", "stop_step", "epochs")  # a run's counts besides its metrics
 
@@ -410,8 +609,9 @@ class Store:
         self._checked: dict[tuple, bool] = {}  # weights file (path, inode, size, mtime) -> its
         # digest is its record's (hashed once per process, not at every is_done)
         self._held: dict[str, str] = {}  # run id -> nonce of the claim this process wrote
-        # runs whose only records were trained on other data than there is now (``data_changed``):
-        # a committed row of theirs is the old data's too, and must not stand in for them
+        # runs whose only records were trained on other data than there is now (``data_changed``)
+        # or hold numbers that mean something else now (``redefined``): a committed row of
+        # theirs is the old data's (or definition's) too, and must not stand in for them
         self.stale_data: set[str] = set()
 
     # ---------------------------------------------------------------- records
@@ -445,13 +645,13 @@ class Store:
             else:
                 why = record_problem(rec, run_id)
                 if why is None:
-                    why = data_changed(rec)
+                    why = data_changed(rec) or redefined(rec)
                     if why is None:
                         self.stale_data.discard(run_id)
                         if rec.get("status") not in DONE_STATUSES and k + 1 < len(roots):
                             unfinished = unfinished or rec
                             continue
-                        return rec
+                        return upgraded(rec)
                     self._warn(f"ignoring run record {path}: {why}; `run` trains the run again")
                     changed = True
                     continue

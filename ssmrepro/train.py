@@ -45,6 +45,7 @@ import torch.nn.functional as F
 
 from .kernels.xent import linear_xent
 from .optim import LRSchedule, PackedAdam, clip_per_member
+from .store import max_rise
 from .sweep import RunConfig, per_point
 from .tasks import build_task, eval_set_problem, rng
 from .tasks.base import IGNORE, TEST, TRAIN, VAL, Batch, Task, TaskInfo, fixed_split_error, loss_problem
@@ -692,26 +693,7 @@ def _eval_size(task: Task, split: str, size: int) -> int:
     return min(size, sizes[split]) if sizes else size
 
 
-def _compare(v: float, op: str, thr: float) -> bool:
-    return {"<": v < thr, "<=": v <= thr, ">": v > thr, ">=": v >= thr}[op]
-
-
 ProgressFn = Callable[[int, int, int], None]
-
-
-def max_rise(losses: list[float]) -> float:
-    """Largest loss spike of a history, as a fraction of the first loss: max over evaluations t of
-    (loss_t − min(loss_<t)) / loss_first (0 when the loss never rises above its best so far; NaN
-    with fewer than two finite values). Relative to the first loss, not to the best one, so a run
-    that reaches float precision (loss ~1e-14) and moves by 1e-6 is not a spike."""
-    vals = [v for v in losses if math.isfinite(v)]
-    if len(vals) < 2 or vals[0] <= 0:
-        return math.nan
-    best, out = vals[0], 0.0
-    for v in vals[1:]:
-        out = max(out, v - best)
-        best = min(best, v)
-    return out / vals[0]
 
 
 def train_pack(
@@ -840,7 +822,7 @@ def train_pack(
         return rows
 
     def met(row: dict[str, float]) -> bool:
-        return bool(es) and _compare(row[es.metric], es.op, es.threshold)
+        return bool(es) and es.met(row[es.metric])
 
     def run_eval(step: int) -> None:
         rows = eval_rows(step)

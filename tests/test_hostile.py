@@ -15862,3 +15862,192 @@ def test_a_claim_the_paper_profile_cannot_judge_is_refused(tmp_path):
                       profiles={"smoke": {"sweep": base}, "quick": {}, "paper": {}})
     res = _invoke("validate", good)
     assert res.exit_code == 0, res.output
+
+
+def test_an_older_record_scoring_outputs_that_were_not_finite_is_trained_again(tmp_path):
+    """An ssmrepro before non-finite outputs scored no accuracy read the argmax of NaN logits as
+    class 0: its record of a model of NaN outputs (same run id) gave test.acc 0.0 beside an empty
+    test.loss, and was trusted after an upgrade: averaged into its cell and judged beside the
+    new records' NaN, its committed row exported. Such a record is ignored with a warning and
+    the run trained again; such a table row (results or curves) is not used."""
+    import pandas as pd
+
+    from ssmrepro.store import scored_nonfinite
+
+    # the final train.loss is the last training batch's, not the train.acc evaluation's
+    assert scored_nonfinite({"train.acc": 0.5, "train.loss": None}, final=True) is None
+    assert scored_nonfinite({"train.acc": 0.5, "train.loss": None}, final=False) == ("train.acc", 0.5)
+    assert scored_nonfinite({"val.best_acc": 0.5, "val.loss": None}, final=True) is None
+    spec = write_spec(tmp_path, seeds=[0], sweep=[{"cases": [{"label": "S6"}]}],
+                      train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2,
+                             "val_size": 16, "test_size": 16, "eval_every": 1,
+                             "eval_batch_size": 16})
+    out = tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke")
+    assert res.exit_code == 0, res.output
+    folder = out / "tests/t-spec"
+    path = next((folder / "runs").glob("*.json"))
+    good = json.loads(path.read_text())
+    for where, key in (("metrics", "test.loss"), ("history", "val.loss")):
+        rec = json.loads(json.dumps(good))
+        (rec["metrics"] if where == "metrics" else rec["history"][-1])[key] = None
+        path.write_text(json.dumps(rec))
+        res = _invoke("run", spec, "--out", out, "--profile", "smoke")
+        assert res.exit_code == 0, res.output
+        assert "written by an older ssmrepro" in res.output and "trained 1 runs" in res.output, \
+            (where, res.output)
+        assert json.loads(path.read_text())["metrics"]["test.loss"] is not None  # trained again
+    shutil.rmtree(folder / "runs")  # a fresh clone: the tables alone
+    kept = {n: (folder / n).read_text() for n in ("results-smoke.csv", "curves-smoke.csv")}
+    for name, col in (("results-smoke.csv", "metric.test.loss"), ("curves-smoke.csv", "val.loss")):
+        for n, text in kept.items():
+            (folder / n).write_text(text)
+        table = folder / name
+        df = pd.read_csv(table)
+        df.loc[df.index[-1], col] = None
+        df.to_csv(table, index=False)
+        res = _invoke("plot", spec, "--out", out, "--profile", "smoke")
+        assert res.exit_code == 0, res.output
+        assert f"beside an empty {col}" in res.output, (name, res.output)
+        if name.startswith("results"):
+            assert "0 of 1 runs finished" in res.output, res.output
+
+
+def test_an_older_records_stop_reason_reads_as_training_writes_it_now(tmp_path):
+    """An ssmrepro before a run meeting its early stop at its last evaluation recorded it so
+    wrote `max_steps` (at its step budget) or `time_limit` (cut between evaluations) under the
+    same run id: after an upgrade results.csv said max_steps where a new training says
+    early_stop, and the report counted the run among those its time limit cut short. The
+    record's own history and early stop give today's reason."""
+    import pandas as pd
+
+    spec = write_spec(tmp_path, seeds=[0], sweep=[{"cases": [{"label": "S6"}]}],
+                      train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2,
+                             "val_size": 16, "test_size": 16, "eval_every": 2,
+                             "eval_batch_size": 16,
+                             "early_stop": {"metric": "val.loss", "op": "<", "threshold": 100}})
+    out = tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke")
+    assert res.exit_code == 0, res.output
+    folder = out / "tests/t-spec"
+    path = next((folder / "runs").glob("*.json"))
+    good = json.loads(path.read_text())
+    assert good["stop_reason"] == "early_stop", good  # met at step 0
+    for old in ("max_steps", "time_limit"):
+        path.write_text(json.dumps({**good, "stop_reason": old}))
+        res = _invoke("plot", spec, "--out", out, "--profile", "smoke")
+        assert res.exit_code == 0, res.output
+        assert pd.read_csv(folder / "results-smoke.csv")["stop_reason"].tolist() == ["early_stop"]
+        assert "time limit" not in (folder / "report-smoke.md").read_text(), old
+    from ssmrepro.store import upgraded
+
+    unmet = {**good["config"]["train"], "early_stop": {"metric": "val.loss", "op": ">",
+                                                       "threshold": 100}}
+    rec = {**good, "stop_reason": "time_limit", "config": {**good["config"], "train": unmet}}
+    assert upgraded(rec)["stop_reason"] == "time_limit"  # not met there: as it stands
+
+
+def test_a_record_from_before_a_change_of_what_its_run_computes_is_trained_again(tmp_path):
+    """A Mamba-2 run's train.lr_scale was ignored by an older ssmrepro; its record (same run id:
+    no code version was bumped) stood after an upgrade for a run trained with the scale, '1
+    already done'. Records name their revision now; one older than a change touching its run
+    (REVISIONS) is ignored with a warning and trained again; others stand, and a revision that
+    is not a whole number >= 0 is an edited record."""
+    from ssmrepro.store import RECORD_REVISION, record_problem, redefined
+
+    m2 = {"name": "seq_lm", "d_model": 8, "layers": ["SSM"], "repeat": 1,
+          "blocks": {"SSM": {"mixer": {"name": "mamba2", "d_state": 4, "expand": 2, "d_conv": 4,
+                                       "heads": 1}, "norm": "rmsnorm"}}}
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+             "test_size": 16, "eval_every": 1, "eval_batch_size": 16}
+    spec = write_spec(tmp_path, seeds=[0], model=m2, sweep=[{"cases": [{"label": "M2"}]}],
+                      train={**train, "lr_scale": {"delta": 0.5}})
+    out = tmp_path / "out"
+    assert _invoke("run", spec, "--out", out, "--profile", "smoke").exit_code == 0
+    path = next((out / "tests/t-spec/runs").glob("*.json"))
+    good = json.loads(path.read_text())
+    assert good["revision"] == RECORD_REVISION and redefined(good) is None
+    old = {k: v for k, v in good.items() if k != "revision"}  # as an older ssmrepro wrote it
+    path.write_text(json.dumps(old))
+    # `export` before any `run` or `plot` rewrote results-smoke.csv: its row was exported
+    project = tmp_path / "proj"
+    (project / "experiments/tests").mkdir(parents=True)
+    (project / "ssmrepro").mkdir()
+    shutil.copy(spec, project / "experiments/tests")
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv",
+                  env={"SSMREPRO_ROOT": str(project)})
+    assert res.exit_code == 0 and "0 rows" in res.output, res.output
+    assert "record revision 0), before Mamba-2's" in res.output, res.output
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke")
+    assert res.exit_code == 0, res.output
+    assert "record revision 0), before Mamba-2's" in res.output and "trained 1 runs" in res.output, \
+        res.output
+    # a run the change does not touch: an older record stands (no lr_scale; an S6 model)
+    unscaled = {**old, "config": {**old["config"], "train": {**old["config"]["train"],
+                                                             "lr_scale": {}}}}
+    assert redefined(unscaled) is None
+    s6 = {**old, "config": {**old["config"], "model": {"name": "ssm_lm", "mixer": "s6"}}}
+    assert redefined(s6) is None
+    # a BatchNorm member stopped before its budget in a pack: its statistics moved on with the
+    # pack's later steps before revision 2 (one alone, or at its budget, stands)
+    bn = {**unscaled, "stop_reason": "early_stop", "pack_size": 2, "config": {
+        **unscaled["config"], "model": {**m2, "blocks": {"SSM": {**m2["blocks"]["SSM"],
+                                                                 "norm": "batchnorm"}}}}}
+    assert "BatchNorm statistics stay frozen" in redefined(bn)
+    for stands in ({"pack_size": 1}, {"stop_reason": "max_steps"}, {"revision": 2}):
+        assert redefined({**bn, **stands}) is None, stands
+
+    def rec(task=None, train=None, model=None, **kw):  # a bare older record of one change
+        return {"status": "ok", "config": {"task": task or {}, "train": train or {},
+                                           "model": model or {}}, **kw}
+
+    # float64 runs of yu2025's synthetic tasks got float32 inputs (revision 3)
+    assert "float64 inputs" in redefined(rec({"name": "first_abs"}, {"dtype": "float64"}))
+    assert redefined(rec({"name": "first_abs"}, {"dtype": "float32"})) is None
+    # a BatchNorm model's training-time analysis probed it in training mode (revision 4)
+    probed = rec(model={"norm": "batchnorm"}, analysis={"decay_histogram": {}})
+    assert "eval mode" in redefined(probed)
+    assert redefined({**probed, "analysis": {}}) is None
+    # text_corpus windows of a split of 2**31 bytes or more sat on a lattice (revision 5)
+    big = {"dataset": "text_corpus", "sizes": {"train": 3 << 30, "val": 10, "test": 10}}
+    small = {**big, "sizes": {"train": 1 << 30, "val": 10, "test": 10}}
+    assert "62-bit" in redefined(rec(data=big))
+    assert "62-bit" in redefined(rec(data={**small, "evals": {"long": big}}))
+    assert redefined(rec(data=small)) is None
+    assert redefined(rec(data=big, revision=RECORD_REVISION)) is None
+    for bad in ("1", -1, 1.5, True):
+        why = record_problem({**good, "revision": bad}, good["run_id"])
+        assert why and "is not a record revision" in why, (bad, why)
+
+
+def test_an_older_record_without_val_max_rise_gets_it_from_its_history(tmp_path):
+    """Records written before val.max_rise was recorded lack it: a cell of such a seed and a
+    new one had no val.max_rise ('—' in the report, a claim on it unmeasured) without a word,
+    and `run` found the old run done, so it never got one. It is computed from the record's own
+    history as training computes it."""
+    import pandas as pd
+
+    from ssmrepro.store import redefined, upgraded
+
+    spec = write_spec(tmp_path, seeds=[0], sweep=[{"cases": [{"label": "S6"}]}],
+                      train={"optimizer": "adam", "lr": 0.5, "batch_size": 8, "max_steps": 6,
+                             "val_size": 16, "test_size": 16, "eval_every": 1,
+                             "eval_batch_size": 16})
+    out = tmp_path / "out"
+    assert _invoke("run", spec, "--out", out, "--profile", "smoke").exit_code == 0
+    folder = out / "tests/t-spec"
+    path = next((folder / "runs").glob("*.json"))
+    good = json.loads(path.read_text())
+    rise = good["metrics"]["val.max_rise"]
+    assert rise and rise > 0, good["metrics"]  # a loss that rose: a value to recompute
+    old = {**good, "metrics": {k: v for k, v in good["metrics"].items() if k != "val.max_rise"}}
+    assert upgraded(old)["metrics"]["val.max_rise"] == rise
+    # train.avg_loss (a mean of training-batch losses) cannot be computed from a record: one
+    # without it is trained again (cooper2026's aggregate.select counted its candidate diverged)
+    assert redefined(old) is None
+    no_avg = {k: v for k, v in good["metrics"].items() if k != "train.avg_loss"}
+    assert "lacks train.avg_loss" in redefined({**good, "metrics": no_avg})
+    path.write_text(json.dumps(old))
+    res = _invoke("plot", spec, "--out", out, "--profile", "smoke")
+    assert res.exit_code == 0, res.output
+    assert pd.read_csv(folder / "results-smoke.csv")["metric.val.max_rise"].tolist() == [rise]

@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 from ..kernels.backend import kernel_usage, reset_kernel_usage, set_scan_backend
-from ..store import WEIGHTS_DIGEST, Store
+from ..store import RECORD_REVISION, WEIGHTS_DIGEST, Store
 from ..sweep import CODE_VERSION
 from ..train import member_state, train_pack
 from ..util import (
@@ -87,6 +87,7 @@ def make_record(run, result: dict, device: str, backend: str,
         "config": run.config(),
         "identity": run.identity(),  # what the run id hashes (checked when the record is read)
         "code": code,
+        "revision": RECORD_REVISION,  # the changes of what a run computes it was trained with
         **result,
         "backend": backend,
         "kernels": kernels or {},

@@ -34,6 +34,7 @@ from ..store import (
     output_name,
     read_run_table,
     record_problem,
+    redefined,
     results_dir,
 )
 from ..util import atomic_write_stream, atomic_write_text, extra_hint, read_small
@@ -147,26 +148,32 @@ def _planned(spec, profile: str) -> list:
         return []
 
 
-def _other_data(spec, out: Path | None, planned: list, table: pd.DataFrame) -> set[str]:
-    """The run ids of ``table`` whose record in the spec's store (read, never moved) says they
-    were trained on another text corpus than the one their ``task.path`` names now (a corpus
-    replaced, $SSMREPRO_DATA another data root), as ``Store.read`` finds: until `plot` or `run`
-    rewrote results.csv, `export` gave the old corpus's rows as this one's. Only runs of a
-    corpus task are looked at (no other task's data can change under its run id)."""
-    if RUN_ID not in table:
-        return set()
-    ids = set(table[RUN_ID].astype(str)) & {r.run_id for r in planned
-                                            if getattr(r.task, "name", "") == "text_corpus"}
+def _other_data(spec, out: Path | None, planned: list, table: pd.DataFrame
+                ) -> tuple[set[str], dict[str, str]]:
+    """The run ids of ``table`` whose record in the spec's store (read, never moved) says its
+    row is not a result of the run as it is now, as ``Store.read`` finds: trained on another
+    text corpus than the one its ``task.path`` names now (a corpus replaced, $SSMREPRO_DATA
+    another data root: the first set), or written by an older ssmrepro whose numbers mean
+    something else now (``redefined``: each id with why). Until `plot` or `run` rewrote
+    results.csv, `export` gave the old corpus's rows as this one's, and an older ssmrepro's
+    numbers as today's."""
     folder = results_dir(spec, out) / "runs"
-    out_ids = set()
+    if RUN_ID not in table or not folder.is_dir():  # no records (a fresh clone)
+        return set(), {}
+    ids = set(table[RUN_ID].astype(str)) & {r.run_id for r in planned}
+    corpus, older = set(), {}
     for rid in sorted(ids):
         try:
             rec = json.loads(read_small(folder / f"{rid}.json", MAX_RECORD_BYTES))
         except (OSError, ValueError, RecursionError):
-            continue  # no record (a fresh clone), or one `plot` and `run` deal with
-        if record_problem(rec, rid) is None and data_changed(rec):
-            out_ids.add(rid)
-    return out_ids
+            continue  # no record, or one `plot` and `run` deal with
+        if record_problem(rec, rid) is not None:
+            continue
+        if data_changed(rec):
+            corpus.add(rid)
+        elif why := redefined(rec):
+            older[rid] = why
+    return corpus, older
 
 
 def prof_rows(path: Path, profile: str) -> bool:
@@ -234,13 +241,18 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None,
                 # rows of runs trained before the spec was edited (train.lr), as plot drops
                 # them: they were exported as the edited spec's results
                 table = _without_stale(table, planned, f"{spec.id}/{csv.name}")
-            stale = _other_data(spec, out, planned, table)
+            stale, older = _other_data(spec, out, planned, table)
             if stale:
                 print(f"warning: {csv.name} of {spec.id}: {len(stale)} run(s) of it were "
                       "trained on another text corpus than the one there is now: their rows "
                       "are not exported (`ssmrepro run` trains them on this one)",
                       file=sys.stderr)
-                table = table[~table[RUN_ID].astype(str).isin(stale)]
+            if older:
+                print(f"warning: {csv.name} of {spec.id}: the records of {len(older)} run(s) "
+                      f"of it were {next(iter(older.values()))}: their rows are not exported "
+                      "(`ssmrepro run` trains them again)", file=sys.stderr)
+            if stale or older:
+                table = table[~table[RUN_ID].astype(str).isin(stale | set(older))]
             rows += long_rows(spec, prof, table, {r.run_id: r.flat() for r in planned})
     df = pd.DataFrame(rows, columns=EXPORT_COLUMNS)
     if df.empty:  # the columns' types of a table with rows: a Parquet file without rows had

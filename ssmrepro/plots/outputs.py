@@ -74,6 +74,7 @@ from ..store import (
     not_recorded,
     read_run_table,
     read_table,
+    scored_nonfinite,
 )
 from ..sweep import RunConfig, expand, overrides_tag, overrides_text, per_point
 from ..util import atomic_write_text, folder_lock, pairs_text
@@ -1438,6 +1439,15 @@ def _contradiction(rows: pd.DataFrame, run) -> str:
             if (rows[STATUS].eq("diverged") & np.isfinite(final)).any():
                 return (f"status='diverged' with a finite {col} (a diverged run's final "
                         "evaluation is NaN)")
+    curve = STEP in rows  # a curves table's columns are a history row's (train.loss its slice's)
+    scores = {c if curve else metric_name(c): pd.to_numeric(rows[c], errors="coerce").to_numpy(
+        dtype=float) for c in rows.columns if (curve or is_metric_column(c))
+        and c.endswith((".acc", ".loss"))}
+    bad = scored_nonfinite(scores, final=not curve)  # as in a record (`run` trains it again): an
+    if bad:  # older ssmrepro scored NaN outputs as class 0, test.acc 0.0 beside no test.loss
+        col = bad[0] if curve else METRIC_PREFIX + bad[0]
+        return (f"{col}={bad[1]:g} beside an empty {col.removesuffix('.acc')}.loss (outputs "
+                "that are not finite score no accuracy; an older ssmrepro's)")
     held = [c for c in rows.columns if is_metric_column(c)]
     foreign = not_recorded([metric_name(c) for c in held], run.train.evals, history=False)
     if foreign:  # as in a record (quarantined): 20,000 columns of another tool's in a fresh

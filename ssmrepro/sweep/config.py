@@ -128,6 +128,14 @@ class EarlyStop(_Strict):
         low = (op == "<" and t <= 0) or (op == "<=" and t < 0)
         return (acc and (high or low)) or (not acc and low)
 
+    def met(self, value: Any) -> bool:
+        """Whether an evaluation's ``metric`` value (a history row's: NaN or None where it was
+        not finite) stops the run: training asks it at each evaluation, the store of a record."""
+        if value is None:
+            return False
+        return {"<": value < self.threshold, "<=": value <= self.threshold,
+                ">": value > self.threshold, ">=": value >= self.threshold}[self.op]
+
 
 _EVAL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 _RESERVED_SETS = frozenset({"train", "val", "test"})
