@@ -46,6 +46,7 @@ import torch
 from .analysis import ANALYSES, analysis_problem
 from .spec import find_reused
 from .sweep import EarlyStop, parse_config, parsed_identity, run_id_of
+from .tasks.induction_heads import special_range
 from .tasks.lra import data_changed as lra_data_changed
 from .tasks.text_corpus import corpus_changed
 from .util import (
@@ -362,6 +363,25 @@ def _corpus_of_gigabytes(rec: dict) -> bool:
                for d in (data, *evals.values()))
 
 
+def _induction_heads_hard_range(rec: dict) -> bool:
+    """An induction_heads run (or named evaluation set) with hard cases whose gamma*T floored
+    in float falls one short of gamma*T as written (0.29 x 100 -> 28): r = floor(gamma*T) was
+    never drawn (revision 6). The shipped gamma 0.1 at T 20 / 50 / 100 is unchanged."""
+    config = rec["config"]
+    task = config.get("task") or {}
+    evals = (config.get("train") or {}).get("evals") or {}
+    for t in (task, *({**task, **e} for e in evals.values() if isinstance(e, dict))):
+        if not isinstance(t, dict) or t.get("name") != "induction_heads":
+            continue
+        gamma, T, p = t.get("gamma", 0.1), t.get("T", 100), t.get("p", 0.75)
+        try:
+            if p > 0 and special_range(gamma, T) != math.floor(gamma * T):
+                return True
+        except (TypeError, ValueError, OverflowError):
+            continue
+    return False
+
+
 # Changes of what a run computes that keep its run id (bumping CODE_VERSION changes every run's
 # id: every store trains everything again, and each committed row stands under an older id): a
 # record names the revision it was written at (``revision``; records before the first have
@@ -378,6 +398,8 @@ REVISIONS: tuple[tuple[int, str, Callable[[dict], bool]], ...] = (
         "overwrote its running statistics)", _batchnorm_probed),
     (5, "text_corpus windows of a corpus of gigabytes start at any byte offset (62-bit draws)",
      _corpus_of_gigabytes),
+    (6, "induction_heads draws the hard case's r up to gamma*T as written (0.29 x 100 floored "
+        "to 28 in float)", _induction_heads_hard_range),
 )
 RECORD_REVISION = REVISIONS[-1][0]
 

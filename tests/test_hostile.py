@@ -16015,6 +16015,13 @@ def test_a_record_from_before_a_change_of_what_its_run_computes_is_trained_again
     assert "62-bit" in redefined(rec(data={**small, "evals": {"long": big}}))
     assert redefined(rec(data=small)) is None
     assert redefined(rec(data=big, revision=RECORD_REVISION)) is None
+    # induction_heads' hard case never drew r = gamma*T where float floored it one short (6)
+    ih = {"name": "induction_heads", "gamma": 0.29, "T": 100}
+    assert "gamma*T as written" in redefined(rec(ih))
+    assert "gamma*T as written" in redefined(rec({**ih, "gamma": 0.1}, {"evals": {"x": ih}}))
+    for stands in ({"gamma": 0.1}, {"p": 0.0}, {}):
+        assert redefined(rec({**ih, "gamma": 0.1, "T": 50, **stands})) is None, stands
+    assert redefined(rec(ih, revision=RECORD_REVISION)) is None
     for bad in ("1", -1, 1.5, True):
         why = record_problem({**good, "revision": bad}, good["run_id"])
         assert why and "is not a record revision" in why, (bad, why)
