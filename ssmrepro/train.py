@@ -208,6 +208,17 @@ def model_problems(runs: list) -> list[str]:
             + init_std_problems(runs) + lr_scale_problems(runs))
 
 
+def _init_lines(runs: list, why_of, lead: str = "") -> list[str]:
+    """'model.init: run <label> <lead><why>' once per distinct line, ``why_of`` asked once per
+    sweep point (None: no problem)."""
+    out: list[str] = []
+    for r, why in zip(runs, per_point(runs, why_of)):
+        line = why and f"model.init: run{f' {r.label}' if r.label else ''} {lead}{why}"
+        if line and line not in out:
+            out.append(line)
+    return out
+
+
 def init_std_problems(runs: list) -> list[str]:
     """'model.init: run L ...' for the runs whose init scheme 'mamba' sets ``std`` on a model of
     continuous inputs: the scheme draws only the token embedding from N(0, std) (its other
@@ -235,12 +246,7 @@ def init_std_problems(runs: list) -> list[str]:
                 "the run would train the same model as without it under another run id; leave "
                 "std out")
 
-    out: list[str] = []
-    for r, why in zip(runs, per_point(runs, why_of)):
-        line = why and f"model.init: run{f' {r.label}' if r.label else ''} {why}"
-        if line and line not in out:
-            out.append(line)
-    return out
+    return _init_lines(runs, why_of)
 
 
 def lr_scale_problems(runs: list) -> list[str]:
@@ -352,12 +358,7 @@ def construction_problems(runs: list) -> list[str]:
         b = r.model.to_backbone() if hasattr(r.model, "to_backbone") else None
         return construction_task_problem(b.init if b is not None else None, r.task)
 
-    out: list[str] = []
-    for r, why in zip(runs, per_point(runs, why_of)):
-        line = why and f"model.init: run{f' {r.label}' if r.label else ''} cannot be initialised: {why}"
-        if line and line not in out:
-            out.append(line)
-    return out
+    return _init_lines(runs, why_of, "cannot be initialised: ")
 
 
 def construction_task_problem(init, task) -> str | None:

@@ -15864,6 +15864,20 @@ def test_a_claim_the_paper_profile_cannot_judge_is_refused(tmp_path):
     assert res.exit_code == 0, res.output
 
 
+def _one_trained_record(tmp_path, **train):
+    """A one-run spec (S6, 2 steps, ``train`` added) trained on smoke: (spec, out, its results
+    folder, its record's path, the record)."""
+    spec = write_spec(tmp_path, seeds=[0], sweep=[{"cases": [{"label": "S6"}]}],
+                      train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2,
+                             "val_size": 16, "test_size": 16, "eval_batch_size": 16, **train})
+    out = tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke")
+    assert res.exit_code == 0, res.output
+    folder = out / "tests/t-spec"
+    path = next((folder / "runs").glob("*.json"))
+    return spec, out, folder, path, json.loads(path.read_text())
+
+
 def test_an_older_record_scoring_outputs_that_were_not_finite_is_trained_again(tmp_path):
     """An ssmrepro before non-finite outputs scored no accuracy read the argmax of NaN logits as
     class 0: its record of a model of NaN outputs (same run id) gave test.acc 0.0 beside an empty
@@ -15878,16 +15892,7 @@ def test_an_older_record_scoring_outputs_that_were_not_finite_is_trained_again(t
     assert scored_nonfinite({"train.acc": 0.5, "train.loss": None}, final=True) is None
     assert scored_nonfinite({"train.acc": 0.5, "train.loss": None}, final=False) == ("train.acc", 0.5)
     assert scored_nonfinite({"val.best_acc": 0.5, "val.loss": None}, final=True) is None
-    spec = write_spec(tmp_path, seeds=[0], sweep=[{"cases": [{"label": "S6"}]}],
-                      train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2,
-                             "val_size": 16, "test_size": 16, "eval_every": 1,
-                             "eval_batch_size": 16})
-    out = tmp_path / "out"
-    res = _invoke("run", spec, "--out", out, "--profile", "smoke")
-    assert res.exit_code == 0, res.output
-    folder = out / "tests/t-spec"
-    path = next((folder / "runs").glob("*.json"))
-    good = json.loads(path.read_text())
+    spec, out, folder, path, good = _one_trained_record(tmp_path, eval_every=1)
     for where, key in (("metrics", "test.loss"), ("history", "val.loss")):
         rec = json.loads(json.dumps(good))
         (rec["metrics"] if where == "metrics" else rec["history"][-1])[key] = None
@@ -15921,17 +15926,8 @@ def test_an_older_records_stop_reason_reads_as_training_writes_it_now(tmp_path):
     record's own history and early stop give today's reason."""
     import pandas as pd
 
-    spec = write_spec(tmp_path, seeds=[0], sweep=[{"cases": [{"label": "S6"}]}],
-                      train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2,
-                             "val_size": 16, "test_size": 16, "eval_every": 2,
-                             "eval_batch_size": 16,
-                             "early_stop": {"metric": "val.loss", "op": "<", "threshold": 100}})
-    out = tmp_path / "out"
-    res = _invoke("run", spec, "--out", out, "--profile", "smoke")
-    assert res.exit_code == 0, res.output
-    folder = out / "tests/t-spec"
-    path = next((folder / "runs").glob("*.json"))
-    good = json.loads(path.read_text())
+    spec, out, folder, path, good = _one_trained_record(
+        tmp_path, eval_every=2, early_stop={"metric": "val.loss", "op": "<", "threshold": 100})
     assert good["stop_reason"] == "early_stop", good  # met at step 0
     for old in ("max_steps", "time_limit"):
         path.write_text(json.dumps({**good, "stop_reason": old}))
