@@ -15862,3 +15862,25 @@ def test_a_claim_the_paper_profile_cannot_judge_is_refused(tmp_path):
                       profiles={"smoke": {"sweep": base}, "quick": {}, "paper": {}})
     res = _invoke("validate", good)
     assert res.exit_code == 0, res.output
+
+
+def test_a_set_of_the_runs_own_values_writes_no_tagged_copy(tmp_path):
+    """`--set train.lr=0.01` over a spec of lr 0.01 trains the profile's own runs (same ids), but
+    its outputs were tagged -set-<hash>: a second results/report/figure of those runs beside
+    the untagged ones; and an idle key beside a real one gave a tag other than the real one's.
+    Now an idle key is dropped with a note (effective_overrides)."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import effective_overrides, parse_overrides
+
+    path = write_spec(tmp_path, seeds=[0])
+    out = tmp_path / "out"
+    res = _invoke("plot", path, "--out", out, "--profile", "smoke", "--set", "train.lr=0.01",
+                  "--set", "model.d_model=8.0")
+    assert res.exit_code == 0, res.output
+    assert "every run of profile smoke already has this value" in res.output, res.output
+    written = sorted(p.name for p in (out / "tests/t-spec").iterdir())
+    assert "report-smoke.md" in written and not [n for n in written if "set-" in n], written
+    spec = load_spec(path)
+    for given, kept in [(["train.lr=0.01"], None), (["train.lr=0.5"], {"train.lr": 0.5}),
+                        (["train.lr=0.01", "train.max_steps=5"], {"train.max_steps": 5})]:
+        assert effective_overrides(spec, "smoke", parse_overrides(given)) == kept, given
