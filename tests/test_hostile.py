@@ -15909,3 +15909,25 @@ def test_export_after_the_default_profile_changed_does_not_call_exported_rows_un
     assert res.exit_code == 0 and "not used" not in res.output, res.output
     df = pd.read_csv(tmp_path / "x.csv", dtype=str)
     assert set(df["profile"]) == {"quick"} and df["run_id"].nunique() == 15, df
+
+
+def test_the_planners_line_gives_each_rate_beside_its_source(tmp_path):
+    """A pack calibration chose (E = 4, x1.25) but dropped when re-timed back to back with one
+    at a time: the planner's line read `E=1, micro_batch=None: 1.11 run-steps/s (one at a time
+    1.00)`, the re-timed E = 1 rate beside calibration's, two rates of one setting. Each rate
+    now names its source and the dropped pack is named."""
+    from test_costs import _fake, _runs
+
+    from ssmrepro.engine.costs import CostModel
+
+    cm = CostModel(min_train_s=0, budget=1.0)
+    _fake(cm, {(1, None): 1.0, (2, None): 1.9, (4, None): 3.2},
+          fresh={(1, None): 0.9, (4, None): 3.5})
+    assert cm.choose(_runs(tmp_path), cap=4).size == 1
+    line = cm.log[-1]
+    assert "E=1, micro_batch=None: 1.11 run-steps/s (one at a time, re-timed); E=4" in line, line
+    assert "(calibration: 1.25 run-steps/s, one at a time 1.00) did not win by 10%" in line, line
+    cm = CostModel(min_train_s=0, budget=1.0)  # one at a time chosen by calibration: one rate
+    _fake(cm, {(1, None): 1.0, (2, None): 1.95, (4, None): 3.9})
+    assert cm.choose(_runs(tmp_path), cap=4).size == 1
+    assert "E=1, micro_batch=None: 1.00 run-steps/s (one at a time);" in cm.log[-1], cm.log
