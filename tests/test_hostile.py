@@ -10263,7 +10263,7 @@ def test_a_record_of_other_lra_data_is_not_taken_for_this_ones(tmp_path, monkeyp
         assert res.exit_code == 0 and "Traceback" not in res.output, res.output
         said.append(" ".join(res.output.split()))
     assert "trained 1 runs" in said[0] and "trained 0 runs" in said[1], said
-    assert "it was trained on other listops data (lra_release) than" in said[2], said[2]
+    assert "the listops data (lra_release) it was trained on are not the files" in said[2], said[2]
     assert "trained 1 runs" in said[2], said[2]
 
 
@@ -15931,3 +15931,40 @@ def test_the_planners_line_gives_each_rate_beside_its_source(tmp_path):
     _fake(cm, {(1, None): 1.0, (2, None): 1.95, (4, None): 3.9})
     assert cm.choose(_runs(tmp_path), cap=4).size == 1
     assert "E=1, micro_batch=None: 1.00 run-steps/s (one at a time);" in cm.log[-1], cm.log
+
+
+def test_lra_data_with_new_file_times_is_named_as_such_and_its_times_restore_it(tmp_path,
+                                                                               monkeypatch):
+    """An LRA run's data are known by their files' sizes and modification times: a `touch` of a
+    source file (or a copy of the data root without its times) said `it was trained on other
+    listops data`, and `run` trained it again (hours, for a paper profile), though the bytes
+    were the same. The message says what differs and how the same files count as done again:
+    with their times restored, they do."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.tasks.lra import clear_cache, data_changed
+
+    data = _lra_copy(tmp_path)
+    monkeypatch.setenv("SSMREPRO_DATA", str(data))
+    spec = _one_run_spec(tmp_path, task={"name": "lra_listops"},
+                         model={"name": "seq_lm", "d_model": 8, "layers": ["SSM"],
+                                "head": "mean_pool",
+                                "blocks": {"SSM": {"mixer": {"name": "s4d_zoh", "d_state": 4}}}},
+                         sweep=[], train={"optimizer": "adam", "lr": 0.01, "batch_size": 4,
+                                          "train_size": 7, "epochs": 1, "val_size": 3,
+                                          "test_size": 3, "eval_every": 2, "eval_batch_size": 4})
+    task = expand(load_spec(spec), "smoke")[0].task.model_dump(mode="json")
+    clear_cache()
+    why = data_changed(task, {"cache_key": "listops-0"})  # the key there is now, from it
+    key = re.search(r"now (listops-[0-9a-f]+)\)", why).group(1)
+    assert data_changed(task, {"cache_key": key}) is None
+    tsv = data / "lra/listops-1000/basic_train.tsv"
+    st = tsv.stat()
+    os.utime(tsv, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # touched: the same bytes
+    clear_cache()
+    said = " ".join(data_changed(task, {"cache_key": key}).split())
+    assert "are not the files" in said and "by their sizes or modification times" in said, said
+    assert "touched or copied without their times" in said and "`cp -p`" in said, said
+    os.utime(tsv, ns=(st.st_atime_ns, st.st_mtime_ns))  # the times restored
+    clear_cache()
+    assert data_changed(task, {"cache_key": key}) is None
