@@ -15968,3 +15968,32 @@ def test_lra_data_with_new_file_times_is_named_as_such_and_its_times_restore_it(
     os.utime(tsv, ns=(st.st_atime_ns, st.st_mtime_ns))  # the times restored
     clear_cache()
     assert data_changed(task, {"cache_key": key}) is None
+
+
+def test_a_dry_run_calibrates_with_the_threads_run_gives_its_workers(tmp_path, monkeypatch):
+    """`run --dry-run --workers 2` on 8 free cores timed and chose its packs at 1 thread (one
+    per core, --workers quietly ignored) where `run --workers 2` calibrates at 4: the dry run's
+    packs and estimate were of another thread count than `run` trains with."""
+    import ssmrepro.engine as engine
+    import ssmrepro.engine.local as local
+
+    monkeypatch.delenv("SSMREPRO_THREADS", raising=False)
+    monkeypatch.setattr(local.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(engine, "other_load", lambda: 0.0)
+    seen = []
+    real = engine.cost_model
+
+    def spy(*a, **kw):
+        cm = real(*a, **kw)
+        seen.append(cm.threads)
+        cm.min_train_s = float("inf")  # nothing worth calibrating: no timing here
+        return cm
+
+    monkeypatch.setattr(engine, "cost_model", spy)
+    monkeypatch.setattr(engine, "estimate_seconds", lambda packs, device, costs: (1.0, "test"))
+    spec = _one_run_spec(tmp_path)
+    for workers, threads in [("2", 4), ("1", 8), ("8", 1)]:
+        res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--dry-run",
+                      "--device", "cpu", "--workers", workers)
+        assert res.exit_code == 0, res.output
+        assert seen[-1] == threads, (workers, seen)

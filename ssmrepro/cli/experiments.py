@@ -487,7 +487,8 @@ def run(
         # calibrated them here and could plan other packs than Ray trains
         d = plan_dry_run(spec, profile, out, dev, max_runs, pack_size, estimate=not no_estimate,
                          overrides=overrides,  # --no-calibrate: as run packs
-                         calibrate=calibrate and engine == "local", backend=be)
+                         calibrate=calibrate and engine == "local", backend=be,
+                         workers=workers if engine == "local" else None)
         ray_note = _ray_dry_run_note(dev, device, pack_size) if engine == "ray" else None
         if as_json:
             print_json({"id": spec.id, "profile": profile, "runs": d.total, "done": d.done,
