@@ -100,6 +100,15 @@ def os_message(err: OSError) -> str:
     return f"cannot use{where}: {what}"
 
 
+def utc_time() -> str:
+    """Now as ISO 8601 in UTC, e.g. ``2026-11-28T14:20:05Z``: what a record keeps of when it was
+    measured (bench records kept local time without a zone, so the roofline table's date was a
+    day off on a machine far from UTC, and two machines' records could not be ordered)."""
+    import time
+
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
 def file_digest(path: Path, algo: str = "sha256") -> str:
     """The hex digest (``hashlib`` algorithm ``algo``) of the file at ``path``, read in 1 MiB
     blocks."""

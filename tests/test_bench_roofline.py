@@ -4,6 +4,7 @@ figure and performance table from records."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 
 import pytest
 import torch
@@ -49,6 +50,8 @@ def test_run_bench_records_work_and_roofline_reads_it(tmp_path):
     assert rec["matmul_peak_gflops"] > 0 and rec["copy_bandwidth_gbs"] > 0
     saved = json.loads((tmp_path / "keep-nth-d8-cpu.json").read_text())
     assert saved["packed"][0]["pack"] == 2
+    when = datetime.fromisoformat(saved["time"].replace("Z", "+00:00"))  # UTC, not local time
+    assert saved["time"].endswith("Z") and abs(datetime.now(timezone.utc) - when).total_seconds() < 600
     table = performance_table(tmp_path)
     assert "| keep-nth-d8 (" in table and "E = 2" in table
     assert roofline_figure(tmp_path, tmp_path / "r.png").stat().st_size > 5000

@@ -4,6 +4,7 @@ No wall-clock assertion anywhere."""
 import copy
 import json
 import math
+from datetime import datetime, timezone
 
 import torch
 from typer.testing import CliRunner
@@ -73,6 +74,9 @@ def test_bench_step_cli_writes_record(tmp_path):
         assert x["run_steps_per_s"] > 0 and "speedup_vs_old" in x
     env = rec["env"]
     assert env["threads"] == 1 and env["matmul_peak_gflops"] > 0 and env["cpu"] and env["commit"]
+    # when it was measured, in UTC (local time without a zone put the roofline's date a day off)
+    when = datetime.fromisoformat(env["time"].replace("Z", "+00:00"))
+    assert env["time"].endswith("Z") and abs(datetime.now(timezone.utc) - when).total_seconds() < 600
     assert rec["workloads"]["koren-d-L64"]["batch"] == 4
 
 

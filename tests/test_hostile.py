@@ -10263,7 +10263,7 @@ def test_a_record_of_other_lra_data_is_not_taken_for_this_ones(tmp_path, monkeyp
         assert res.exit_code == 0 and "Traceback" not in res.output, res.output
         said.append(" ".join(res.output.split()))
     assert "trained 1 runs" in said[0] and "trained 0 runs" in said[1], said
-    assert "it was trained on other listops data (lra_release) than" in said[2], said[2]
+    assert "the listops data (lra_release) it was trained on are not the files" in said[2], said[2]
     assert "trained 1 runs" in said[2], said[2]
 
 
@@ -10448,7 +10448,11 @@ def test_a_row_of_another_profile_in_a_profiles_table_is_named_and_not_exported(
     res = _invoke("verify", "huang2025-tab1", "--out", tmp_path / "out", env=env)
     assert res.exit_code == 0 and needle in res.output, res.output
     res = _invoke("export", "--out", tmp_path / "out", "--file", tmp_path / "x.csv", env=env)
-    assert res.exit_code == 0 and needle in res.output, res.output
+    # export reads results.csv for smoke too (its table's name before a change of the default
+    # profile), and names the row there: its config is not smoke's
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and f"row of run {lines[1].split(',')[0]}" in said, res.output
+    assert "the row is not used" in said, res.output
     runs = set(pd.read_csv(tmp_path / "x.csv", dtype=str)["run_id"])
     assert len(runs) == 14 and lines[1].split(",")[0] not in runs, runs
 
@@ -16054,3 +16058,134 @@ def test_an_older_record_without_val_max_rise_gets_it_from_its_history(tmp_path)
     res = _invoke("plot", spec, "--out", out, "--profile", "smoke")
     assert res.exit_code == 0, res.output
     assert pd.read_csv(folder / "results-smoke.csv")["metric.val.max_rise"].tolist() == [rise]
+
+
+def test_a_set_of_the_runs_own_values_writes_no_tagged_copy(tmp_path):
+    """`--set train.lr=0.01` over a spec of lr 0.01 trains the profile's own runs (same ids), but
+    its outputs were tagged -set-<hash>: a second results/report/figure of those runs beside
+    the untagged ones; and an idle key beside a real one gave a tag other than the real one's.
+    Now an idle key is dropped with a note (effective_overrides)."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import effective_overrides, parse_overrides
+
+    path = write_spec(tmp_path, seeds=[0])
+    out = tmp_path / "out"
+    res = _invoke("plot", path, "--out", out, "--profile", "smoke", "--set", "train.lr=0.01",
+                  "--set", "model.d_model=8.0")
+    assert res.exit_code == 0, res.output
+    assert "every run of profile smoke already has this value" in res.output, res.output
+    written = sorted(p.name for p in (out / "tests/t-spec").iterdir())
+    assert "report-smoke.md" in written and not [n for n in written if "set-" in n], written
+    spec = load_spec(path)
+    for given, kept in [(["train.lr=0.01"], None), (["train.lr=0.5"], {"train.lr": 0.5}),
+                        (["train.lr=0.01", "train.max_steps=5"], {"train.max_steps": 5})]:
+        assert effective_overrides(spec, "smoke", parse_overrides(given)) == kept, given
+
+
+def test_export_after_the_default_profile_changed_does_not_call_exported_rows_unused(tmp_path):
+    """huang2025-tab1's committed results.csv (quick's rows) after the spec's default profile
+    became smoke: `export` read the file as smoke's table and warned `15 row(s) of profile
+    'quick', not 'smoke', are not used`, then exported all 15 as quick's (read again for quick,
+    the table's name from before the change)."""
+    import pandas as pd
+
+    root = _project(tmp_path, small=True)
+    (root / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    path = root / "experiments/huang2025/huang2025-tab1.yaml"
+    _edit(path, default_profile="smoke")
+    folder = tmp_path / "out/huang2025/huang2025-tab1"
+    folder.mkdir(parents=True)
+    shutil.copy(ROOT / "results/huang2025/huang2025-tab1/results.csv", folder)
+    res = _invoke("export", "--out", tmp_path / "out", "--file", tmp_path / "x.csv",
+                  env={"SSMREPRO_ROOT": str(root)})
+    assert res.exit_code == 0 and "not used" not in res.output, res.output
+    df = pd.read_csv(tmp_path / "x.csv", dtype=str)
+    assert set(df["profile"]) == {"quick"} and df["run_id"].nunique() == 15, df
+
+
+def test_the_planners_line_gives_each_rate_beside_its_source(tmp_path):
+    """A pack calibration chose (E = 4, x1.25) but dropped when re-timed back to back with one
+    at a time: the planner's line read `E=1, micro_batch=None: 1.11 run-steps/s (one at a time
+    1.00)`, the re-timed E = 1 rate beside calibration's, two rates of one setting. Each rate
+    now names its source and the dropped pack is named."""
+    from test_costs import _fake, _runs
+
+    from ssmrepro.engine.costs import CostModel
+
+    cm = CostModel(min_train_s=0, budget=1.0)
+    _fake(cm, {(1, None): 1.0, (2, None): 1.9, (4, None): 3.2},
+          fresh={(1, None): 0.9, (4, None): 3.5})
+    assert cm.choose(_runs(tmp_path), cap=4).size == 1
+    line = cm.log[-1]
+    assert "E=1, micro_batch=None: 1.11 run-steps/s (one at a time, re-timed); E=4" in line, line
+    assert "(calibration: 1.25 run-steps/s, one at a time 1.00) did not win by 10%" in line, line
+    cm = CostModel(min_train_s=0, budget=1.0)  # one at a time chosen by calibration: one rate
+    _fake(cm, {(1, None): 1.0, (2, None): 1.95, (4, None): 3.9})
+    assert cm.choose(_runs(tmp_path), cap=4).size == 1
+    assert "E=1, micro_batch=None: 1.00 run-steps/s (one at a time);" in cm.log[-1], cm.log
+
+
+def test_lra_data_with_new_file_times_is_named_as_such_and_its_times_restore_it(tmp_path,
+                                                                               monkeypatch):
+    """An LRA run's data are known by their files' sizes and modification times: a `touch` of a
+    source file (or a copy of the data root without its times) said `it was trained on other
+    listops data`, and `run` trained it again (hours, for a paper profile), though the bytes
+    were the same. The message says what differs and how the same files count as done again:
+    with their times restored, they do."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.tasks.lra import clear_cache, data_changed
+
+    data = _lra_copy(tmp_path)
+    monkeypatch.setenv("SSMREPRO_DATA", str(data))
+    spec = _one_run_spec(tmp_path, task={"name": "lra_listops"},
+                         model={"name": "seq_lm", "d_model": 8, "layers": ["SSM"],
+                                "head": "mean_pool",
+                                "blocks": {"SSM": {"mixer": {"name": "s4d_zoh", "d_state": 4}}}},
+                         sweep=[], train={"optimizer": "adam", "lr": 0.01, "batch_size": 4,
+                                          "train_size": 7, "epochs": 1, "val_size": 3,
+                                          "test_size": 3, "eval_every": 2, "eval_batch_size": 4})
+    task = expand(load_spec(spec), "smoke")[0].task.model_dump(mode="json")
+    clear_cache()
+    why = data_changed(task, {"cache_key": "listops-0"})  # the key there is now, from it
+    key = re.search(r"now (listops-[0-9a-f]+)\)", why).group(1)
+    assert data_changed(task, {"cache_key": key}) is None
+    tsv = data / "lra/listops-1000/basic_train.tsv"
+    st = tsv.stat()
+    os.utime(tsv, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # touched: the same bytes
+    clear_cache()
+    said = " ".join(data_changed(task, {"cache_key": key}).split())
+    assert "are not the files" in said and "by their sizes or modification times" in said, said
+    assert "touched or copied without their times" in said and "`cp -p`" in said, said
+    os.utime(tsv, ns=(st.st_atime_ns, st.st_mtime_ns))  # the times restored
+    clear_cache()
+    assert data_changed(task, {"cache_key": key}) is None
+
+
+def test_a_dry_run_calibrates_with_the_threads_run_gives_its_workers(tmp_path, monkeypatch):
+    """`run --dry-run --workers 2` on 8 free cores timed and chose its packs at 1 thread (one
+    per core, --workers quietly ignored) where `run --workers 2` calibrates at 4: the dry run's
+    packs and estimate were of another thread count than `run` trains with."""
+    import ssmrepro.engine as engine
+    import ssmrepro.engine.local as local
+
+    monkeypatch.delenv("SSMREPRO_THREADS", raising=False)
+    monkeypatch.setattr(local.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(engine, "other_load", lambda: 0.0)
+    seen = []
+    real = engine.cost_model
+
+    def spy(*a, **kw):
+        cm = real(*a, **kw)
+        seen.append(cm.threads)
+        cm.min_train_s = float("inf")  # nothing worth calibrating: no timing here
+        return cm
+
+    monkeypatch.setattr(engine, "cost_model", spy)
+    monkeypatch.setattr(engine, "estimate_seconds", lambda packs, device, costs: (1.0, "test"))
+    spec = _one_run_spec(tmp_path)
+    for workers, threads in [("2", 4), ("1", 8), ("8", 1)]:
+        res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--dry-run",
+                      "--device", "cpu", "--workers", workers)
+        assert res.exit_code == 0, res.output
+        assert seen[-1] == threads, (workers, seen)

@@ -37,7 +37,7 @@ from ..models import MODELS, build_model
 from ..tasks import build_task
 from ..tasks.base import TRAIN
 from ..train import packed_step, training_loss
-from ..util import atomic_write_text, cpu_model, flush_denormals, tune_malloc
+from ..util import atomic_write_text, cpu_model, flush_denormals, tune_malloc, utc_time
 from .counting import count
 
 
@@ -250,7 +250,7 @@ def _run_bench(name: str, device: str, packs: list[int], seconds: float, out: Pa
         "packed": rows,
         "best_ratio": best["ratio"],
         "best_pack": best["pack"],
-        "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "time": utc_time(),
     }
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)

@@ -50,7 +50,6 @@ import argparse
 import json
 import math
 import platform
-import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -59,7 +58,7 @@ import torch.nn.functional as F
 
 from ..kernels.xent import linear_xent
 from ..tasks.base import TaskInfo
-from ..util import atomic_write_text, cpu_model, flush_denormals, plain_rst, prepare_target
+from ..util import atomic_write_text, cpu_model, flush_denormals, plain_rst, prepare_target, utc_time
 from .timing import (
     MAX_BENCH_ELEMENTS,
     bounded,
@@ -371,7 +370,7 @@ def main(argv=None) -> int:
            "python": platform.python_version(), "commit": git_commit(), "malloc_tuned": tuned,
            "denormals_flushed": ftz, "matmul_peak_gflops": round(peak, 1), "dtype": "float32",
            "rates_clock": clock,
-           "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+           "time": utc_time()}
     env["mambapy"] = mambapy_version()
     print(f"# {env['cpu']} | torch {env['torch']} | {env['threads']} thread(s) | commit "
           f"{env['commit']} | malloc tuned: {tuned} | denormals flushed: {ftz} | float32 GEMM "

@@ -73,6 +73,23 @@ def _overrides(items: list[str] | None) -> dict | None:
     return parse_overrides(items) if items else None
 
 
+def _effective(spec, profile: str, overrides: dict | None, say: bool = True) -> dict | None:
+    """The ``--set`` keys that change a run of ``profile`` (``sweep.effective_overrides``);
+    with ``say``, a note names those that change none (their outputs are the profile's own,
+    untagged: they were a `-set-<hash>` copy of them)."""
+    from ..sweep import effective_overrides, overrides_text
+
+    kept = effective_overrides(spec, profile, overrides)
+    idle = {k: v for k, v in (overrides or {}).items() if k not in (kept or {})}
+    if say and idle:
+        err_console.print(f"note: {escape(overrides_text(idle))}: every run of profile "
+                          f"{escape(profile)} already has this value (no run changes): "
+                          + ("the outputs are the profile's own, untagged" if not kept else
+                             f"the outputs are those of {escape(overrides_text(kept))}"),
+                          highlight=False, soft_wrap=True)
+    return kept
+
+
 def _root(spec, out: Path | None) -> Path:
     from ..engine import results_dir
 
@@ -264,7 +281,7 @@ def show(
     _derived_into(base, spec, runs)
     store = open_store(spec, out)
     found = {r.run_id: store.record_status(r.run_id) for r in runs}
-    table = _table_rows(spec, profile, out, overrides, runs,
+    table = _table_rows(spec, profile, out, _effective(spec, profile, overrides, say=False), runs,
                         [r for r in runs if found[r.run_id][1] is None])
     if as_json:
         rows = []
@@ -452,6 +469,7 @@ def run(
         dev = select_device(device)
         be, why = select_backend(backend, dev)
     runs = expand(spec, profile, overrides=overrides)
+    overrides = _effective(spec, profile, overrides)  # the same runs, without the idle keys
     bad = validate_outputs(spec, runs)
     if bad:
         fail(bad)
@@ -469,7 +487,8 @@ def run(
         # calibrated them here and could plan other packs than Ray trains
         d = plan_dry_run(spec, profile, out, dev, max_runs, pack_size, estimate=not no_estimate,
                          overrides=overrides,  # --no-calibrate: as run packs
-                         calibrate=calibrate and engine == "local", backend=be)
+                         calibrate=calibrate and engine == "local", backend=be,
+                         workers=workers if engine == "local" else None)
         ray_note = _ray_dry_run_note(dev, device, pack_size) if engine == "ray" else None
         if as_json:
             print_json({"id": spec.id, "profile": profile, "runs": d.total, "done": d.done,
@@ -653,7 +672,7 @@ def _say_unfinished(spec, name: str, profile: str, out: Path | None, set_: list[
     from ..engine import held_runs
 
     again = _run_command(name, profile, out, set_)
-    held = held_runs(spec, profile, out, _overrides(set_))
+    held = held_runs(spec, profile, out, _effective(spec, profile, _overrides(set_), say=False))
     busy = (f"; {len(held)} of them being trained now by another process ({held[0]}"
             f"{', ...' if len(held) > 1 else ''}): wait for it, or" if held else ":")
     err_console.print(f"[yellow]profile {escape(profile)}: {res.finished} of {res.expected} runs "
@@ -690,7 +709,8 @@ def plot(
     spec = _spec(name)
     profile = spec.default_profile if profile is None else profile
     _say_unfinished(spec, name, profile, out, set_, _outputs(
-        spec, profile, out, _overrides(set_), rerun=_run_command(name, profile, out, set_)))
+        spec, profile, out, _effective(spec, profile, _overrides(set_)),
+        rerun=_run_command(name, profile, out, set_)))
 
 
 @command()
@@ -707,7 +727,7 @@ def verify(
     --strict the exit code is 1 unless every claim PASSes."""
     spec = _spec(name)
     profile = spec.default_profile if profile is None else profile  # "" is no profile
-    res = _outputs(spec, profile, out, _overrides(set_), quiet=as_json,
+    res = _outputs(spec, profile, out, _effective(spec, profile, _overrides(set_)), quiet=as_json,
                    rerun=_run_command(name, profile, out, set_))
     if as_json:
         print_json({"id": spec.id, "profile": profile, **_outputs_json(res)})

@@ -36,7 +36,6 @@ from .local import (
     other_load,
     run_in_process,
     run_workers,
-    thread_override,
     threads_per_process,
 )
 from .plan import (
@@ -183,14 +182,16 @@ def cost_model(device: str, workers: int | None = None, threads: int | None = No
 def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cpu",
             max_runs: int | None = None, pack_size: int | None = None,
             estimate: bool = True, overrides: dict | None = None,
-            calibrate: bool = True, backend: str = "torch") -> DryRun:
+            calibrate: bool = True, backend: str = "torch",
+            workers: int | None = None) -> DryRun:
     """Runs, packs and (optionally) a measured wall-clock estimate for one worker. With
     ``estimate`` the planner calibrates (as a real run would) and the estimate uses its timings.
     An LRA dataset absent here is planned from its nominal shapes and split sizes
     (``tasks.lra.nominal_data``; ``DryRun.nominal`` says which, and how to get the data):
     nothing is downloaded or generated, and training itself still refuses without the data.
     ``calibrate`` False: packs sized by memory alone, as `run --no-calibrate` packs them (the
-    estimate still times them). Steps are timed on the scan ``backend`` `run` would use.
+    estimate still times them). Steps are timed on the scan ``backend`` `run` would use, with
+    the threads each of ``workers`` (`run --workers`) would have, as `run` calibrates.
     A run whose training batch alone does not fit this machine's memory (a paper profile's LRA
     batch on a CPU) is priced by extrapolation from smaller batches that do (``plan.extrapolate``;
     ``DryRun.oversized`` says which, from what), not refused; training it here still is. Without
@@ -220,9 +221,13 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
         bad = pack_size_problems(pending, pack_size, device)  # refused as `run` refuses it
         if bad:
             raise SpecError([f"{spec.path or spec.id}: [profile {profile}] {m}" for m in bad])
-        # timed with the threads a worker will have: $SSMREPRO_THREADS, which `run` honours
-        # (the dry run timed and chose its packs at one thread per core whatever it said)
-        costs = cost_model(device, threads=thread_override(), backend=backend) if estimate else None
+        # timed with the threads a worker will have, as `run` gives them: $SSMREPRO_THREADS, else
+        # the free cores split between the workers (the dry run timed and chose its packs at
+        # one thread per core whatever it said, and `--dry-run --workers 2` of 16 cores at 1
+        # thread where `run --workers 2` calibrates at 8: other packs than `run` trains)
+        want = min(workers or default_workers(device, 10**9), default_workers(device, 10**9))
+        costs = (cost_model(device, workers, threads_per_process(want, device, other_load()),
+                            backend) if estimate else None)
         if costs is not None:  # measuring every shape of a paper profile took hours
             costs.deadline = time.perf_counter() + DRY_RUN_CALIBRATION_S
         packs = plan(fit, pack_size, device, costs if calibrate else None)

@@ -239,9 +239,22 @@ class CostModel:
                 break  # bigger packs only get slower from here
             if time.perf_counter() - t0 > allowed:
                 break
+        dropped = None  # the pack calibration chose, dropped when re-timed (``confirmed``)
         if not size and best.size > 1:
-            best = self.confirmed(runs, best)
+            best, dropped = self.confirmed(runs, best), best
+            dropped = None if best is dropped else dropped
+        # each rate beside its source: a pack dropped when re-timed printed the re-timed E = 1
+        # rate as the choice beside calibration's 'one at a time', two rates of one setting
+        if dropped is not None:
+            rates = (f"{best.run_steps_per_s:.2f} run-steps/s (one at a time, re-timed); "
+                     f"E={dropped.size}, micro_batch={dropped.micro_batch} (calibration: "
+                     f"{dropped.run_steps_per_s:.2f} run-steps/s, one at a time {1 / base:.2f}) "
+                     f"did not win by {MIN_GAIN - 1:.0%} re-timed back to back with it")
+        elif best.size == 1:
+            rates = f"{best.run_steps_per_s:.2f} run-steps/s (one at a time)"
+        else:
+            rates = f"{best.run_steps_per_s:.2f} run-steps/s (one at a time {1 / base:.2f})"
         self.log.append(f"shape {runs[0].pack_key()}: E={best.size}, micro_batch="
-                        f"{best.micro_batch}: {best.run_steps_per_s:.2f} run-steps/s (one at a "
-                        f"time {1 / base:.2f}); calibrated in {time.perf_counter() - t0:.1f}s")
+                        f"{best.micro_batch}: {rates}; calibrated in "
+                        f"{time.perf_counter() - t0:.1f}s")
         return best

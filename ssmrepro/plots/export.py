@@ -233,6 +233,12 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None,
                                 & ~more[RUN_ID].astype(str).isin(mine)]
                     table = pd.concat([table, more], ignore_index=True)
             planned = _planned(spec, prof)
+            # the rows of a profile that reads this table too (its rows under the table's name
+            # from before the default profile changed) are exported in its turn: they were named
+            # `not used` here, beside their export
+            also = {q for q, f in files.items() if q != prof and f == csv}
+            if also and "profile" in table:
+                table = table[~table["profile"].astype(str).isin(also)]
             if "profile" in table:  # as plot reads it: a row of a planned run checked against
                 # its run id (a hand-edited config was exported as it stood), another profile's
                 # row left out (it was exported as this profile's)

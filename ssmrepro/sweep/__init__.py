@@ -16,6 +16,7 @@ from .expand import (
     SECTIONS,
     axis_points,
     config_identity,
+    effective_overrides,
     expand,
     overrides_tag,
     overrides_text,
@@ -28,7 +29,7 @@ from .expand import (
 )
 
 __all__ = ["CODE_VERSION", "MEMBER_FIELDS", "SECTIONS", "EarlyStop", "RunConfig", "Schedule",
-           "TrainConfig", "axis_points", "config_identity", "expand", "flatten", "lean", "overrides_tag",
-           "overrides_text",
+           "TrainConfig", "axis_points", "config_identity", "effective_overrides",
+           "expand", "flatten", "lean", "overrides_tag", "overrides_text",
            "parse_config", "parse_overrides", "parsed_identity", "per_point", "run_id_of", "set_dotted",
            "unique_runs", "validate_sections"]

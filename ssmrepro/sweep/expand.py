@@ -509,6 +509,29 @@ def overrides_tag(overrides: dict[str, Any] | None, runs: list[RunConfig]) -> st
     return "set-" + hashlib.sha256(blob.encode()).hexdigest()[:6]
 
 
+def effective_overrides(spec: Spec, profile: str, overrides: dict[str, Any] | None
+                        ) -> dict[str, Any] | None:
+    """The keys of ``overrides`` that change a run of ``profile`` (None when none does): a key
+    whose value is the one the runs already hold (`--set train.lr=0.01` over a spec of lr
+    0.01) leaves every run id as it is, but tagged its outputs `-set-<hash>`: a second table,
+    report and figures of the profile's own runs beside the untagged ones (and a partly idle
+    `--set` a tag other than that of its effective keys). A key is dropped when the runs
+    without it are the runs with it; one whose absence is refused (``train.max_steps=null``
+    beside ``train.epochs``) is kept."""
+    if not overrides:
+        return None
+    kept = dict(overrides)
+    runs = expand(spec, profile, overrides=kept)
+    for k in sorted(overrides):
+        rest = {j: v for j, v in kept.items() if j != k}
+        try:
+            if expand(spec, profile, overrides=rest or None) == runs:
+                kept = rest
+        except SpecError:
+            pass
+    return kept or None
+
+
 def overrides_text(overrides: dict[str, Any] | None) -> str:
     """The ``--set`` options that ``overrides`` stand for, shell-quoted ('' for none), e.g.
     ``--set train.lr=0.02``: what a tagged report and figure say they are of (they said only

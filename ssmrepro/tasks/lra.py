@@ -469,6 +469,12 @@ def data_changed(task: dict, data: object) -> str | None:
         return None  # itself says why when it trains
     if now is None or now == data["cache_key"]:
         return None
-    return (f"it was trained on other {dataset} data ({source}) than {folder} holds now (data "
-            f"{data['cache_key']}, now {now}: generated or installed again, or $SSMREPRO_DATA "
-            "another data root)")
+    # the data are known by their files' paths, sizes and modification times (hashing a
+    # release's gigabytes at every read is not affordable), so the same bytes with new times
+    # differ too: said as it is (it read `trained on other data` for a `touch` or a copy, and
+    # the hours of training to recover what restoring the times recovers went unsaid)
+    return (f"the {dataset} data ({source}) it was trained on are not the files {folder} holds "
+            f"now by their sizes or modification times (data {data['cache_key']}, now {now}): "
+            "generated or installed again, $SSMREPRO_DATA another data root, or the same files "
+            "touched or copied without their times (if so, copy them again keeping their times, "
+            "e.g. `cp -p` or `rsync -t`, and the run counts as done)")
