@@ -12597,14 +12597,16 @@ def test_two_cells_on_one_square_of_a_recall_grid_are_refused(tmp_path):
     smoke = raw["profiles"]["smoke"]
     raw.update(id="t-rg", alias=None, claims=[], paper_values=[],
                profiles={"smoke": smoke, "quick": smoke, "paper": smoke})
-    for lrs, bad in (([0.01], False), ([0.01, 0.02], True)):
-        smoke["sweep"] = [*smoke["sweep"][:3], {"grid": {"train.lr": lrs}}]
+    # (a data key, not train.lr: the smoke profile's designed cells train 0 steps, where two
+    # learning rates are one training under two ids, refused by expand itself)
+    for values, bad in (([1.0], False), ([1.0, 0.5], True)):
+        smoke["sweep"] = [*smoke["sweep"][:3], {"grid": {"task.power_a": values}}]
         p = tmp_path / "t-rg.yaml"
         p.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True))
         spec = load_spec(p)
         errors = validate_outputs(spec, expand(spec, "smoke"))
         assert bool(errors) == bad, errors
-    assert "train.lr=0.01" in errors[0] and "train.lr=0.02" in errors[0], errors
+    assert "task.power_a=1" in errors[0] and "task.power_a=0.5" in errors[0], errors
     assert "fall on one spot" in errors[0] and "label=(b) designed" in errors[0], errors
 
 
