@@ -15862,3 +15862,29 @@ def test_a_claim_the_paper_profile_cannot_judge_is_refused(tmp_path):
                       profiles={"smoke": {"sweep": base}, "quick": {}, "paper": {}})
     res = _invoke("validate", good)
     assert res.exit_code == 0, res.output
+
+
+def test_a_list_where_on_a_column_of_scalars_and_lists_is_the_list_value():
+    """On a key whose cells hold a scalar in some runs and a list in others (``model.layers``
+    'SSM' and [SSM, TF]), ``layers: [SSM, TF]`` matched the cell 'SSM' (and 'TF') as well, as
+    any of its items, while `validate` (``alternatives``) read it as the one list value: a claim
+    or paper value on the [SSM, TF] cell was judged on the scalar cells too. On such a column a
+    list is the value, and a list of lists any of them, in ``select``, ``CellIndex`` and the
+    paper-value lookup alike."""
+    import pandas as pd
+
+    from ssmrepro.report.cells import CellIndex, PaperValueLookup, listed_keys, select
+    from ssmrepro.spec import PaperValue
+
+    cells = pd.DataFrame({"label": ["a", "b", "c"], "model.layers": ["SSM", ["SSM", "TF"], "TF"],
+                          "model.d_model": [8, 8, 16]})
+    for want, labels in [(["SSM", "TF"], ["b"]), ([["SSM", "TF"], ["TF"]], ["b"]),
+                         ("SSM", ["a"]), ([["SSM", "TF"], "TF"], [])]:
+        where = {"model.layers": want}
+        assert select(cells, where)["label"].tolist() == labels, want
+        assert cells.iloc[CellIndex(cells).positions(where)]["label"].tolist() == labels, want
+    assert select(cells, {"model.d_model": [8, 16]})["label"].tolist() == ["a", "b", "c"]
+    pvs = [PaperValue(metric="test.acc", where={"model.layers": ["SSM", "TF"]}, value=0.5)]
+    lookup = PaperValueLookup(pvs, listed_keys(cells))
+    found = [lookup.find(row.to_dict(), "test.acc") for _, row in cells.iterrows()]
+    assert [pv is not None for pv in found] == [False, True, False]
