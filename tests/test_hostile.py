@@ -15888,3 +15888,17 @@ def test_a_list_where_on_a_column_of_scalars_and_lists_is_the_list_value():
     lookup = PaperValueLookup(pvs, listed_keys(cells))
     found = [lookup.find(row.to_dict(), "test.acc") for _, row in cells.iterrows()]
     assert [pv is not None for pv in found] == [False, True, False]
+
+
+def test_a_spread_claim_the_one_seed_paper_profile_cannot_judge_asks_for_seeds(tmp_path):
+    """A claim on a spread over seeds (``test.acc.std``) that a one-seed paper profile cannot
+    judge was refused with 'add the cells it names to the paper profile's sweep (a value of the
+    paper's grid missing?)': its cells are all there, it lacks seeds. The refusal says so."""
+    claims = [{"text": "S6 is stable", "where": {"label": "S6"}, "metric": "test.acc.std",
+               "op": "<=", "value": 0.1}]
+    spec = write_spec(tmp_path, claims=claims,
+                      profiles={"smoke": {}, "quick": {}, "paper": {"seeds": [0]}})
+    res = _invoke("validate", spec)
+    _assert_refused(res, "claims.0.metric: test.acc.std is a spread over seeds",
+                    "give the paper profile two seeds or more")
+    assert "add the cells" not in res.output, res.output
