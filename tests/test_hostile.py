@@ -15902,3 +15902,34 @@ def test_a_spread_claim_the_one_seed_paper_profile_cannot_judge_asks_for_seeds(t
     _assert_refused(res, "claims.0.metric: test.acc.std is a spread over seeds",
                     "give the paper profile two seeds or more")
     assert "add the cells" not in res.output, res.output
+
+
+def test_heatmaps_over_a_list_valued_col_draws_a_panel_per_list(tmp_path, monkeypatch):
+    """A heatmaps figure whose ``col`` is a list-valued key (``train.betas``) ended `run` (after
+    training) and `plot` in a TypeError traceback: its panels were the column's values as dict
+    keys, and a list is none. Each list is one panel, titled as the tables write it."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots.figures import HeatmapsConfig, heatmaps
+
+    betas = [[0.9, 0.99], [0.9, 0.99], [0.8, 0.95]]
+    table = pd.DataFrame({"label": ["", "", ""], "train.betas": betas,
+                          "model.d_state": [2, 4, 2], "model.d_model": [8, 8, 8],
+                          "test.acc": [0.5, 0.6, 0.7]})
+    titles = []
+    ctx = SimpleNamespace(table=table, spec=SimpleNamespace(paper_values=[]),
+                          paper_value=lambda row, metric: None,
+                          aggregation=lambda metric: "mean",
+                          fitted_title=lambda cfg, width: cfg.title)
+    cfg = HeatmapsConfig(kind="heatmaps", metric="test.acc", col="train.betas",
+                         x="model.d_state", y="model.d_model", title="betas")
+    import matplotlib.axes
+
+    real = matplotlib.axes.Axes.set_title
+    monkeypatch.setattr(matplotlib.axes.Axes, "set_title",
+                        lambda ax, t, **kw: titles.append(t) or real(ax, t, **kw))
+    assert heatmaps(ctx, cfg, tmp_path / "f.png")
+    assert titles == ["[0.9, 0.99]", "[0.8, 0.95]"], titles
+    assert (tmp_path / "f.png").is_file()

@@ -268,18 +268,24 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
     if agg.empty:
         return False
     metric = cfg.metric
-    panel_of = column(agg, cfg.col)
-    panels = list(dict.fromkeys(panel_of))
+    # a list-valued col (train.betas) is a panel per list: a list is no dict key, and a Series
+    # compared with it is compared item by item (a TypeError traceback in `run` and `plot`)
+    values = column(agg, cfg.col).tolist()
+    of = [("list", encode_cell(v)) if isinstance(v, (list, tuple, dict)) else v for v in values]
+    panel_at: dict[Any, Any] = {}  # a panel's key -> its value (the first cell's)
+    for k, v in zip(of, values):
+        panel_at.setdefault(k, v)
+    keys, panels = list(panel_at), list(panel_at.values())
     layout = {}
-    for panel in panels:
-        sub = agg[panel_of == panel]
+    for key, panel in zip(keys, panels):
+        sub = agg[np.array([k == key for k in of], dtype=bool)]
         data = {}
         for _, r in sub.iterrows():
             cx, cy = _coord(r.to_dict(), cfg.x), _coord(r.to_dict(), cfg.y)
             if cx is not None and cy is not None:
                 data[(cx, cy)] = r
         paper = {}
-        paper_panel = cfg.paper_panels.get(str(panel), panel)
+        paper_panel = cfg.paper_panels.get(str(encode_cell(panel)), panel)
         if cfg.cells_from_paper:
             for pv in ctx.spec.paper_values:
                 w = pv.where
@@ -290,7 +296,7 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
                     paper[(cx, cy)] = pv.value
         xs = sorted({c[0] for c in (*data, *paper)}, key=_coord_key)
         ys = sorted({c[1] for c in (*data, *paper)}, key=_coord_key)
-        layout[panel] = (data, paper, xs, ys, paper_panel)
+        layout[key] = (data, paper, xs, ys, paper_panel)
     ncols = min(3, len(panels))
     nrows = math.ceil(len(panels) / ncols)
     nx = max(len(v[2]) for v in layout.values())
@@ -309,8 +315,8 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
     im = None
     n_not_run = 0
     with_paper = False  # a cell printed a paper value: only then does the bar say "(paper)"
-    for ax, panel in zip(axes.flat, panels):
-        data, paper, xs, ys, paper_panel = layout[panel]
+    for ax, key, panel in zip(axes.flat, keys, panels):
+        data, paper, xs, ys, paper_panel = layout[key]
         grid = np.full((len(ys), len(xs)), np.nan)
         for i, cy in enumerate(ys):
             for j, cx in enumerate(xs):
@@ -336,8 +342,8 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
                        aspect="auto")
         ax.set_xticks(range(len(xs)), [_coord_name(c, cfg.x, cfg.names) for c in xs], fontsize=7)
         ax.set_yticks(range(len(ys)), [_coord_name(c, cfg.y, cfg.names) for c in ys], fontsize=7)
-        ax.set_title(str(panel) if str(paper_panel) == str(panel)
-                     else f"{panel} (paper: {paper_panel})", fontsize=9)
+        name, paper_name = str(encode_cell(panel)), str(encode_cell(paper_panel))
+        ax.set_title(name if paper_name == name else f"{name} (paper: {paper_name})", fontsize=9)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
     # wrapped to the figure's height (one row of panels: it ran off the image)
