@@ -15933,3 +15933,38 @@ def test_heatmaps_over_a_list_valued_col_draws_a_panel_per_list(tmp_path, monkey
     assert heatmaps(ctx, cfg, tmp_path / "f.png")
     assert titles == ["[0.9, 0.99]", "[0.8, 0.95]"], titles
     assert (tmp_path / "f.png").is_file()
+
+
+def test_lines_and_curves_over_a_list_valued_key_draw_it_as_categories(tmp_path):
+    """A `lines` figure whose x is a list-valued key (``train.betas``, also its default x when
+    it is the one swept key) raised matplotlib's 'setting an array element with a sequence',
+    and a `curves` figure with such a row or col 'unhashable type: list': tracebacks in `run`,
+    after training, and in `plot`. The lists are drawn as categories, as the tables write
+    them."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots.curves import CURVES, CurvesConfig, curves
+    from ssmrepro.plots.figures import LinesConfig, lines
+
+    betas = [[0.9, 0.99], [0.8, 0.95], [0.9, 0.99], [0.8, 0.95]]
+    table = pd.DataFrame({"label": [""] * 4, "train.betas": betas,
+                          "model.d_state": [2, 2, 4, 4], "test.acc": [0.5, 0.6, 0.7, 0.8]})
+    history = pd.DataFrame({"label": [""] * 8, "train.betas": betas * 2,
+                            "model.d_state": [2, 2, 4, 4] * 2, "seed": [0] * 8,
+                            "step": [0] * 4 + [2] * 4, "val.acc": [0.1] * 4 + [0.5] * 4})
+    ctx = SimpleNamespace(
+        table=table, tables={CURVES: history}, keys=["label", "train.betas", "model.d_state"],
+        spec=SimpleNamespace(paper_values=[], aggregate=SimpleNamespace(reduce="mean")),
+        paper_value=lambda row, metric: None, paper_value_of=lambda row, metric: None,
+        aggregation=lambda metric: "mean", fitted_title=lambda cfg, width: cfg.title,
+        title=lambda cfg: cfg.title)
+    for n, x in enumerate(["train.betas", None]):
+        cfg = LinesConfig(kind="lines", metric="test.acc", x=x, hue="model.d_state",
+                          facet=None, title="betas")
+        assert lines(ctx, cfg, tmp_path / f"l{n}.png"), x
+    for n, where in enumerate(["row", "col"]):
+        cfg = CurvesConfig(kind="curves", series="val.acc", hue=["model.d_state"],
+                           title="betas", **{where: "train.betas"})
+        assert curves(ctx, cfg, tmp_path / f"c{n}.png"), where

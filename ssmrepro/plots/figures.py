@@ -461,9 +461,15 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
     for ax, facet in zip(axes[0], facets):
         sub = agg[agg["_facet"] == facet]
         xkey = cfg.x or _default_x(sub, swept)
+        xcol = column(sub, xkey)
+        if xcol.map(lambda v: isinstance(v, (list, tuple, dict))).any():  # a list-valued x
+            # (train.betas) as the tables write it, drawn as categories: a list is no point on
+            # an axis (a ValueError traceback in `run`, after training, and in `plot`)
+            xcol = xcol.map(encode_cell).astype(str)
+        sub = sub.assign(_x=xcol)
         banded = marked = False
         for hue in dict.fromkeys(sub["_hue"]):
-            h = sub[sub["_hue"] == hue].sort_values(xkey)
+            h = sub[sub["_hue"] == hue].sort_values("_x")
             # cells without a value (diverged, not measured) are gaps; the legend counts them (a
             # hue whose every cell diverged was a legend entry with nothing drawn, without a word)
             gaps = int(h[metric].isna().sum())
@@ -474,14 +480,15 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
             if off:
                 note += f" ({off} of {len(h)} cells ≤ 0: off the log axis)"
             color, marker = style[hue]
-            ax.plot(h[xkey], h[metric], marker=marker, color=color, label=f"{hue}{note}")
+            ax.plot(h["_x"], h[metric], marker=marker, color=color, label=f"{hue}{note}")
             std = f"{metric}.std"
             if std in h and h[std].notna().any() and ctx.spec.aggregate.reduce == "mean":
-                ax.fill_between(h[xkey], h[metric] - h[std], h[metric] + h[std], alpha=0.2,
+                ax.fill_between(h["_x"], h[metric] - h[std], h[metric] + h[std], alpha=0.2,
                                 color=color)
                 banded = True
             if cfg.paper:
-                pv = [(r[xkey], ctx.paper_value(r.to_dict(), metric)) for _, r in h.iterrows()]
+                pv = [(r["_x"], ctx.paper_value(r.drop("_x").to_dict(), metric))
+                      for _, r in h.iterrows()]
                 pv = [(xv, v) for xv, v in pv if v is not None]
                 if pv:  # in the line's colour: black ×s of close hues (koren2026-fig10's Λ)
                     # could not be told apart, one line's paper value read as another's
@@ -489,7 +496,7 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
                     marked = True
         try:  # a text x (the labels, where no swept key varies; a mixer's name) is drawn as
             # categories: float('S6') raised ValueError after training
-            xs = sorted({float(v) for v in sub[xkey]})
+            xs = sorted({float(v) for v in sub["_x"]})
         except (TypeError, ValueError):
             xs = []  # (references need numbers: numeric_refs)
         if marked:  # the legend's × in no line's colour (each panel with any says what it is)
