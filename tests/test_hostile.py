@@ -15968,3 +15968,21 @@ def test_lines_and_curves_over_a_list_valued_key_draw_it_as_categories(tmp_path)
         cfg = CurvesConfig(kind="curves", series="val.acc", hue=["model.d_state"],
                            title="betas", **{where: "train.betas"})
         assert curves(ctx, cfg, tmp_path / f"c{n}.png"), where
+
+
+def test_one_layer_pattern_spelt_two_ways_in_a_sweep_is_refused(tmp_path):
+    """Sweep points whose layer patterns build the same blocks (`layers: SSM-TF, repeat: 2`
+    beside `layers: SSM-TF-SSM-TF`; `[SSM, TF]` beside `SSM-TF`) trained one model twice
+    under two run ids, with their own labels and table rows: the inert-points check compared
+    the spellings. They are refused as one training, saying so."""
+    for cases, shown in [
+            ([{"label": "a", "set": {"model.layers": "SSM-TF", "model.repeat": 2}},
+              {"label": "b", "set": {"model.layers": "SSM-TF-SSM-TF"}}], "SSM-TF-SSM-TF"),
+            ([{"label": "c", "set": {"model.layers": ["SSM", "TF"]}},
+              {"label": "d", "set": {"model.layers": "SSM-TF"}}], "SSM-TF")]:
+        spec = write_spec(tmp_path, seeds=[0], model={"name": "seq_lm", "d_model": 8},
+                          sweep=[{"cases": cases}])
+        res = _invoke("validate", spec)
+        _assert_refused(res, "are one training under two run ids",
+                        f"both build the layers {shown} (one layer pattern, spelt two ways)")
+        assert "reads the model keys" not in res.output, res.output
