@@ -15986,3 +15986,21 @@ def test_one_layer_pattern_spelt_two_ways_in_a_sweep_is_refused(tmp_path):
         _assert_refused(res, "are one training under two run ids",
                         f"both build the layers {shown} (one layer pattern, spelt two ways)")
         assert "reads the model keys" not in res.output, res.output
+
+
+def test_the_rotary_pct_a_refusal_suggests_rotates_two_channels():
+    """A rotary_pct that rotates no channel is refused with 'give rotary_pct 0, or at least X
+    (2 channels)'; X was 2 / head size to 6 digits, rounded down where it rounds down (head size
+    24, cooper2026's d_model: 0.0833333, which rotates none and was refused the same way). X is
+    rounded up: it rotates 2 channels; where the default rotates 2, leaving it out is named."""
+    from ssmrepro.models.blocks import NeoXBlockConfig
+
+    with pytest.raises(ValueError, match=r"or leave it out \(the default 0.25 rotates 2 "):
+        NeoXBlockConfig(heads=1, rotary_pct=0.1).refuse_unread_rope(9)  # the default's 2
+    for size, least in [(24, "0.084"), (70, "0.029"), (4096, "0.00049")]:
+        with pytest.raises(ValueError, match=f"give at least {least} ") as err:
+            NeoXBlockConfig(heads=1, rotary_pct=0.5 / size).refuse_unread_rope(size)
+        assert "rotates no channel" in str(err.value)
+        cfg = NeoXBlockConfig(heads=1, rotary_pct=float(least))
+        assert cfg.rotary_channels(size) == 2
+        cfg.refuse_unread_rope(size)  # taken
