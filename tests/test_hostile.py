@@ -16004,3 +16004,28 @@ def test_the_rotary_pct_a_refusal_suggests_rotates_two_channels():
         cfg = NeoXBlockConfig(heads=1, rotary_pct=float(least))
         assert cfg.rotary_channels(size) == 2
         cfg.refuse_unread_rope(size)  # taken
+
+
+def test_a_monotone_claim_along_a_list_valued_key_is_judged():
+    """A monotone claim along a list-valued key (``along: train.betas``, validated ok) ended
+    `run` (after training) and `plot` in pandas' 'unhashable type: list' traceback: it counted
+    each group's values of ``along`` as they are. They are counted by their text, as its
+    positions are."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.report import aggregate, cell_keys, verify
+
+    betas = [[0.8, 0.95], [0.9, 0.99]]
+    runs = [SimpleNamespace(label="", seed=0, coords={"train.betas": b},
+                            flat=lambda b=b: {"train.betas": b}) for b in betas]
+    df = pd.DataFrame([{"run_id": f"r{i}", "label": "", "seed": 0, "status": "ok",
+                        "train.betas": b, "test.acc": acc}
+                       for i, (b, acc) in enumerate(zip(betas, [0.5, 0.7]))])
+    cells = aggregate(df, runs, "mean", ["test.acc"])
+    claim = {"check": "monotone", "text": "up", "along": "train.betas", "group_by": []}
+    spec = SimpleNamespace(claims=[claim], paper_values=[], claim="c")
+    [v] = [v for v in verify(spec, cells, cell_keys(runs)) if v.kind == "claim"]
+    assert v.verdict == "PASS", v
+    assert "0 violations in 1 steps" in v.detail, v.detail
