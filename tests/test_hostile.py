@@ -16029,3 +16029,29 @@ def test_a_monotone_claim_along_a_list_valued_key_is_judged():
     [v] = [v for v in verify(spec, cells, cell_keys(runs)) if v.kind == "claim"]
     assert v.verdict == "PASS", v
     assert "0 violations in 1 steps" in v.detail, v.detail
+
+
+def test_analysis_tables_of_a_list_valued_cell_key_are_grouped():
+    """A spec sweeping a list-valued key (``train.betas``) with ``analysis: [decay_histogram]``
+    (or a weight analysis) ended `run`, after training, and `plot` in pandas' 'unhashable type:
+    list' traceback: the histogram and per-cell tables are grouped by the cell keys. Each list
+    is one cell, its decay metrics reach its cell."""
+    import pandas as pd
+
+    from ssmrepro.report.analysis import DECAY, add_metrics, cell_means, decay_metrics, histogram_table
+
+    betas = [[0.9, 0.99], [0.8, 0.95]]
+    recs = [{"label": "", "status": "ok", "config": {"train": {"betas": b}},
+             "analysis": {DECAY: {"bins": 2, "before": [1, s], "after": [3, 4]}}}
+            for b in betas for s in (1, 2)]  # two seeds per cell
+    hist = histogram_table(recs, ["label", "train.betas"])
+    assert hist["train.betas"].tolist() == [betas[1]] * 4 + [betas[0]] * 4
+    assert hist["count"].tolist()[:4] == [6, 8, 2, 3]  # after, before: summed over seeds
+    cells = pd.DataFrame({"label": ["", ""], "train.betas": betas})
+    got = add_metrics(cells, decay_metrics(hist), ["decay.high_all"])
+    assert got["decay.high_all"].notna().all(), got
+    table = pd.DataFrame({"label": [""] * 4, "seed": [0, 1, 0, 1],
+                          "train.betas": [betas[0], betas[0], betas[1], betas[1]],
+                          "m": [1.0, 2.0, 3.0, 5.0]})
+    means = cell_means(table, ["m"])
+    assert means["train.betas"].tolist() == betas and means["m"].tolist() == [1.5, 4.0]
