@@ -16055,3 +16055,21 @@ def test_analysis_tables_of_a_list_valued_cell_key_are_grouped():
                           "m": [1.0, 2.0, 3.0, 5.0]})
     means = cell_means(table, ["m"])
     assert means["train.betas"].tolist() == betas and means["m"].tolist() == [1.5, 4.0]
+
+
+def test_a_committed_histograms_table_of_a_list_valued_key_reads_its_lists(tmp_path):
+    """histograms.csv writes a list-valued key's cells (``train.betas``) as JSON text, and
+    ``read_histograms`` kept that text: it matched no planned cell, so where the run records
+    were absent (a fresh clone) `plot` dropped the committed histograms, deleted the file and
+    left the decay metrics MISSING, without a word. The cells read back as the lists."""
+    from ssmrepro.report.analysis import DECAY, histogram_table, read_histograms
+    from ssmrepro.store import csv_text
+
+    recs = [{"label": "", "status": "ok", "config": {"train": {"betas": b}},
+             "analysis": {DECAY: {"bins": 2, "before": [1, 2], "after": [3, 4]}}}
+            for b in ([0.9, 0.99], [0.8, 0.95])]
+    hist = histogram_table(recs, ["label", "train.betas"])
+    path = tmp_path / "histograms.csv"
+    path.write_text(csv_text(hist))
+    back = read_histograms(path)
+    assert back["train.betas"].tolist() == hist["train.betas"].tolist()

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.mechanistic import MECH_METRICS, OUT_METRICS, mechanistic_metrics, output_metrics
-from ..store import TableError, metric_range_problem, read_table
+from ..store import TableError, decode_config_cells, metric_range_problem, read_table
 from ..sweep import flatten
 from ..tasks import build_task
 from ..train import _DATA_STREAM, build_member, derived_seed
@@ -175,7 +175,10 @@ def read_histograms(path) -> pd.DataFrame:
         # 'before' bins of one cell) turned huang2025-fig1's split FAIL into a PASS without a word
         raise TableError(f"{path}: {why}; delete it to rebuild it from the run records (or "
                          "re-run the runs)")
-    return df
+    # a list-valued key's cells (train.betas) as the lists the runs hold: their JSON text
+    # matched no planned cell, and the committed histograms were dropped (and the file
+    # deleted) where the records were not there, the decay metrics MISSING
+    return decode_config_cells(df)
 
 
 def _histogram_rows_problem(df: pd.DataFrame, keys: list[str]) -> str | None:
@@ -215,7 +218,7 @@ def read_weights_table(path, name: str) -> pd.DataFrame:
         if why:
             raise TableError(f"{path}: column {m!r} holds {why}; delete it to rebuild it from "
                              "the saved weights (or re-run the runs)")
-    return df
+    return decode_config_cells(df)  # list-valued keys' cells as lists (``read_histograms``)
 
 
 # what each analysis metric can be (ssmrepro.analysis.mechanistic's definitions): a variance
