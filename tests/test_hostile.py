@@ -16073,3 +16073,34 @@ def test_a_committed_histograms_table_of_a_list_valued_key_reads_its_lists(tmp_p
     path.write_text(csv_text(hist))
     back = read_histograms(path)
     assert back["train.betas"].tolist() == hist["train.betas"].tolist()
+
+
+def test_a_heatmap_lays_a_paper_list_value_out_in_its_own_panel_only(tmp_path, monkeypatch):
+    """With ``cells_from_paper``, a paper value of ``model.layers: [SSM, TF]`` was laid out in
+    the panels 'SSM' and 'TF' too (a panel of a column of scalars and lists read the list as any
+    of its items): a paper number beside cells it is not of. It is in the [SSM, TF] panel."""
+    from types import SimpleNamespace
+
+    import matplotlib.axes
+    import pandas as pd
+
+    from ssmrepro.plots.figures import HeatmapsConfig, heatmaps
+    from ssmrepro.spec import PaperValue
+
+    table = pd.DataFrame({"label": [""] * 3, "model.layers": ["SSM", ["SSM", "TF"], "TF"],
+                          "model.d_model": [8, 8, 8], "model.d_state": [2, 2, 2],
+                          "test.acc": [0.5, 0.6, 0.7]})
+    pv = PaperValue(where={"model.layers": ["SSM", "TF"], "model.d_model": 8,
+                           "model.d_state": 4}, metric="test.acc", value=0.9)
+    ctx = SimpleNamespace(table=table, spec=SimpleNamespace(paper_values=[pv]),
+                          paper_value=lambda row, metric: None,
+                          aggregation=lambda metric: "mean",
+                          fitted_title=lambda cfg, width: cfg.title)
+    cfg = HeatmapsConfig(kind="heatmaps", metric="test.acc", col="model.layers",
+                         x="model.d_model", y="model.d_state", title="t", cells_from_paper=True)
+    texts = []
+    real = matplotlib.axes.Axes.text
+    monkeypatch.setattr(matplotlib.axes.Axes, "text",
+                        lambda ax, x, y, t, **kw: texts.append(t) or real(ax, x, y, t, **kw))
+    assert heatmaps(ctx, cfg, tmp_path / "f.png")
+    assert texts.count("not run (0.90)") == 1, texts

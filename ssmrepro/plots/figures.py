@@ -241,13 +241,14 @@ def _coord_name(coord: tuple, keys: list[str], names: dict[str, str]) -> str:
     return ", ".join(parts)
 
 
-def _in_panel(where: dict[str, Any], col: str, panel: Any) -> bool:
+def _in_panel(where: dict[str, Any], col: str, panel: Any, listed: bool = False) -> bool:
     """Whether a paper value's ``where`` names a cell of the panel ``panel`` (a value of ``col``):
     its own value of ``col``, or for ``label`` / ``case:<i>`` the case label (or the
     ``case:<i>`` of the label) it names. ``str(where.get(col))`` read ``case:1`` as 'None' (no
     paper cell laid out in cooper2026-tab1's panel '' of smoke: the paper's grid was one cell),
     a composite label as no case label of it, and a width of 8 as no panel '8.0'; a ``where``
-    naming the ``case:<i>`` itself (``case:1: v``) was in no panel, its cell not laid out."""
+    naming the ``case:<i>`` itself (``case:1: v``) was in no panel, its cell not laid out.
+    ``listed``: ``col`` holds a list in some panel (``value_matches``)."""
     if is_case_ref(col) and col in where:
         return value_matches(col, panel, where[col])
     if col == LABEL or is_case_ref(col):
@@ -257,7 +258,7 @@ def _in_panel(where: dict[str, Any], col: str, panel: Any) -> bool:
             return any(_in_panel({**where, LABEL: w}, col, panel) for w in where[LABEL])
         own = column(pd.DataFrame({LABEL: [str(where[LABEL])]}), col).iloc[0]
         return value_matches(LABEL, panel, where[LABEL]) or str(own) == str(panel)
-    return col in where and value_matches(col, panel, where[col])
+    return col in where and value_matches(col, panel, where[col], listed)
 
 
 @figure_kind("heatmaps", HeatmapsConfig)
@@ -276,6 +277,7 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
     for k, v in zip(of, values):
         panel_at.setdefault(k, v)
     keys, panels = list(panel_at), list(panel_at.values())
+    listed = any(isinstance(v, list) for v in values)  # a paper value's list names its own panel
     layout = {}
     for key, panel in zip(keys, panels):
         sub = agg[np.array([k == key for k in of], dtype=bool)]
@@ -289,7 +291,7 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
         if cfg.cells_from_paper:
             for pv in ctx.spec.paper_values:
                 w = pv.where
-                if pv.metric != metric or not _in_panel(w, cfg.col, paper_panel):
+                if pv.metric != metric or not _in_panel(w, cfg.col, paper_panel, listed):
                     continue
                 cx, cy = _coord(w, cfg.x), _coord(w, cfg.y)
                 if cx is not None and cy is not None:
