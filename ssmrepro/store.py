@@ -1379,16 +1379,23 @@ def metric_name(col: str) -> str:
     return col[len(METRIC_PREFIX):] if is_metric_column(col) else col
 
 
+def decode_config_cells(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``df`` with its config cells holding JSON (or an old table's Python reprs)
+    decoded to the lists / dicts they were written from (``train.betas`` ``[0.9, 0.999]``)."""
+    df = df.copy()
+    for col in df.columns:
+        if col.startswith(CONFIG_PREFIXES) and not pd.api.types.is_numeric_dtype(df[col]):
+            df[col] = df[col].astype(object).map(_decode_cell)
+    return df
+
+
 def normalize_table(df: pd.DataFrame) -> pd.DataFrame:
     """A run table in the current layout: config cells holding JSON (or an old table's Python
     reprs) decoded to lists / dicts; an old table's bare metric columns (``test.acc``) renamed
     into the metric namespace."""
     if df.empty:
         return df
-    df = df.copy()
-    for col in df.columns:
-        if col.startswith(CONFIG_PREFIXES) and not pd.api.types.is_numeric_dtype(df[col]):
-            df[col] = df[col].astype(object).map(_decode_cell)
+    df = decode_config_cells(df)
     if not any(is_metric_column(c) for c in df.columns):
         known = set(RUN_COLUMNS) | set(INFO_COLUMNS)
         df = df.rename(columns={c: METRIC_PREFIX + c for c in df.columns

@@ -16191,3 +16191,245 @@ def test_a_dry_run_calibrates_with_the_threads_run_gives_its_workers(tmp_path, m
                       "--device", "cpu", "--workers", workers)
         assert res.exit_code == 0, res.output
         assert seen[-1] == threads, (workers, seen)
+
+
+def test_a_list_where_on_a_column_of_scalars_and_lists_is_the_list_value():
+    """On a key whose cells hold a scalar in some runs and a list in others (``model.layers``
+    'SSM' and [SSM, TF]), ``layers: [SSM, TF]`` matched the cell 'SSM' (and 'TF') as well, as
+    any of its items, while `validate` (``alternatives``) read it as the one list value: a claim
+    or paper value on the [SSM, TF] cell was judged on the scalar cells too. On such a column a
+    list is the value, and a list of lists any of them, in ``select``, ``CellIndex`` and the
+    paper-value lookup alike."""
+    import pandas as pd
+
+    from ssmrepro.report.cells import CellIndex, PaperValueLookup, listed_keys, select
+    from ssmrepro.spec import PaperValue
+
+    cells = pd.DataFrame({"label": ["a", "b", "c"], "model.layers": ["SSM", ["SSM", "TF"], "TF"],
+                          "model.d_model": [8, 8, 16]})
+    for want, labels in [(["SSM", "TF"], ["b"]), ([["SSM", "TF"], ["TF"]], ["b"]),
+                         ("SSM", ["a"]), ([["SSM", "TF"], "TF"], [])]:
+        where = {"model.layers": want}
+        assert select(cells, where)["label"].tolist() == labels, want
+        assert cells.iloc[CellIndex(cells).positions(where)]["label"].tolist() == labels, want
+    assert select(cells, {"model.d_model": [8, 16]})["label"].tolist() == ["a", "b", "c"]
+    pvs = [PaperValue(metric="test.acc", where={"model.layers": ["SSM", "TF"]}, value=0.5)]
+    lookup = PaperValueLookup(pvs, listed_keys(cells))
+    found = [lookup.find(row.to_dict(), "test.acc") for _, row in cells.iterrows()]
+    assert [pv is not None for pv in found] == [False, True, False]
+
+
+def test_a_spread_claim_the_one_seed_paper_profile_cannot_judge_asks_for_seeds(tmp_path):
+    """A claim on a spread over seeds (``test.acc.std``) that a one-seed paper profile cannot
+    judge was refused with 'add the cells it names to the paper profile's sweep (a value of the
+    paper's grid missing?)': its cells are all there, it lacks seeds. The refusal says so."""
+    claims = [{"text": "S6 is stable", "where": {"label": "S6"}, "metric": "test.acc.std",
+               "op": "<=", "value": 0.1}]
+    spec = write_spec(tmp_path, claims=claims,
+                      profiles={"smoke": {}, "quick": {}, "paper": {"seeds": [0]}})
+    res = _invoke("validate", spec)
+    _assert_refused(res, "claims.0.metric: test.acc.std is a spread over seeds",
+                    "give the paper profile two seeds or more")
+    assert "add the cells" not in res.output, res.output
+
+
+def test_heatmaps_over_a_list_valued_col_draws_a_panel_per_list(tmp_path, monkeypatch):
+    """A heatmaps figure whose ``col`` is a list-valued key (``train.betas``) ended `run` (after
+    training) and `plot` in a TypeError traceback: its panels were the column's values as dict
+    keys, and a list is none. Each list is one panel, titled as the tables write it."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots.figures import HeatmapsConfig, heatmaps
+
+    betas = [[0.9, 0.99], [0.9, 0.99], [0.8, 0.95]]
+    table = pd.DataFrame({"label": ["", "", ""], "train.betas": betas,
+                          "model.d_state": [2, 4, 2], "model.d_model": [8, 8, 8],
+                          "test.acc": [0.5, 0.6, 0.7]})
+    titles = []
+    ctx = SimpleNamespace(table=table, spec=SimpleNamespace(paper_values=[]),
+                          paper_value=lambda row, metric: None,
+                          aggregation=lambda metric: "mean",
+                          fitted_title=lambda cfg, width: cfg.title)
+    cfg = HeatmapsConfig(kind="heatmaps", metric="test.acc", col="train.betas",
+                         x="model.d_state", y="model.d_model", title="betas")
+    import matplotlib.axes
+
+    real = matplotlib.axes.Axes.set_title
+    monkeypatch.setattr(matplotlib.axes.Axes, "set_title",
+                        lambda ax, t, **kw: titles.append(t) or real(ax, t, **kw))
+    assert heatmaps(ctx, cfg, tmp_path / "f.png")
+    assert titles == ["[0.9, 0.99]", "[0.8, 0.95]"], titles
+    assert (tmp_path / "f.png").is_file()
+
+
+def test_lines_and_curves_over_a_list_valued_key_draw_it_as_categories(tmp_path):
+    """A `lines` figure whose x is a list-valued key (``train.betas``, also its default x when
+    it is the one swept key) raised matplotlib's 'setting an array element with a sequence',
+    and a `curves` figure with such a row or col 'unhashable type: list': tracebacks in `run`,
+    after training, and in `plot`. The lists are drawn as categories, as the tables write
+    them."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots.curves import CURVES, CurvesConfig, curves
+    from ssmrepro.plots.figures import LinesConfig, lines
+
+    betas = [[0.9, 0.99], [0.8, 0.95], [0.9, 0.99], [0.8, 0.95]]
+    table = pd.DataFrame({"label": [""] * 4, "train.betas": betas,
+                          "model.d_state": [2, 2, 4, 4], "test.acc": [0.5, 0.6, 0.7, 0.8]})
+    history = pd.DataFrame({"label": [""] * 8, "train.betas": betas * 2,
+                            "model.d_state": [2, 2, 4, 4] * 2, "seed": [0] * 8,
+                            "step": [0] * 4 + [2] * 4, "val.acc": [0.1] * 4 + [0.5] * 4})
+    ctx = SimpleNamespace(
+        table=table, tables={CURVES: history}, keys=["label", "train.betas", "model.d_state"],
+        spec=SimpleNamespace(paper_values=[], aggregate=SimpleNamespace(reduce="mean")),
+        paper_value=lambda row, metric: None, paper_value_of=lambda row, metric: None,
+        aggregation=lambda metric: "mean", fitted_title=lambda cfg, width: cfg.title,
+        title=lambda cfg: cfg.title)
+    for n, x in enumerate(["train.betas", None]):
+        cfg = LinesConfig(kind="lines", metric="test.acc", x=x, hue="model.d_state",
+                          facet=None, title="betas")
+        assert lines(ctx, cfg, tmp_path / f"l{n}.png"), x
+    for n, where in enumerate(["row", "col"]):
+        cfg = CurvesConfig(kind="curves", series="val.acc", hue=["model.d_state"],
+                           title="betas", **{where: "train.betas"})
+        assert curves(ctx, cfg, tmp_path / f"c{n}.png"), where
+
+
+def test_one_layer_pattern_spelt_two_ways_in_a_sweep_is_refused(tmp_path):
+    """Sweep points whose layer patterns build the same blocks (`layers: SSM-TF, repeat: 2`
+    beside `layers: SSM-TF-SSM-TF`; `[SSM, TF]` beside `SSM-TF`) trained one model twice
+    under two run ids, with their own labels and table rows: the inert-points check compared
+    the spellings. They are refused as one training, saying so."""
+    for cases, shown in [
+            ([{"label": "a", "set": {"model.layers": "SSM-TF", "model.repeat": 2}},
+              {"label": "b", "set": {"model.layers": "SSM-TF-SSM-TF"}}], "SSM-TF-SSM-TF"),
+            ([{"label": "c", "set": {"model.layers": ["SSM", "TF"]}},
+              {"label": "d", "set": {"model.layers": "SSM-TF"}}], "SSM-TF")]:
+        spec = write_spec(tmp_path, seeds=[0], model={"name": "seq_lm", "d_model": 8},
+                          sweep=[{"cases": cases}])
+        res = _invoke("validate", spec)
+        _assert_refused(res, "are one training under two run ids",
+                        f"both build the layers {shown} (one layer pattern, spelt two ways)")
+        assert "reads the model keys" not in res.output, res.output
+
+
+def test_the_rotary_pct_a_refusal_suggests_rotates_two_channels():
+    """A rotary_pct that rotates no channel is refused with 'give rotary_pct 0, or at least X
+    (2 channels)'; X was 2 / head size to 6 digits, rounded down where it rounds down (head size
+    24, cooper2026's d_model: 0.0833333, which rotates none and was refused the same way). X is
+    rounded up: it rotates 2 channels; where the default rotates 2, leaving it out is named."""
+    from ssmrepro.models.blocks import NeoXBlockConfig
+
+    with pytest.raises(ValueError, match=r"or leave it out \(the default 0.25 rotates 2 "):
+        NeoXBlockConfig(heads=1, rotary_pct=0.1).refuse_unread_rope(9)  # the default's 2
+    for size, least in [(24, "0.084"), (70, "0.029"), (4096, "0.00049")]:
+        with pytest.raises(ValueError, match=f"give at least {least} ") as err:
+            NeoXBlockConfig(heads=1, rotary_pct=0.5 / size).refuse_unread_rope(size)
+        assert "rotates no channel" in str(err.value)
+        cfg = NeoXBlockConfig(heads=1, rotary_pct=float(least))
+        assert cfg.rotary_channels(size) == 2
+        cfg.refuse_unread_rope(size)  # taken
+
+
+def test_a_monotone_claim_along_a_list_valued_key_is_judged():
+    """A monotone claim along a list-valued key (``along: train.betas``, validated ok) ended
+    `run` (after training) and `plot` in pandas' 'unhashable type: list' traceback: it counted
+    each group's values of ``along`` as they are. They are counted by their text, as its
+    positions are."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.report import aggregate, cell_keys, verify
+
+    betas = [[0.8, 0.95], [0.9, 0.99]]
+    runs = [SimpleNamespace(label="", seed=0, coords={"train.betas": b},
+                            flat=lambda b=b: {"train.betas": b}) for b in betas]
+    df = pd.DataFrame([{"run_id": f"r{i}", "label": "", "seed": 0, "status": "ok",
+                        "train.betas": b, "test.acc": acc}
+                       for i, (b, acc) in enumerate(zip(betas, [0.5, 0.7]))])
+    cells = aggregate(df, runs, "mean", ["test.acc"])
+    claim = {"check": "monotone", "text": "up", "along": "train.betas", "group_by": []}
+    spec = SimpleNamespace(claims=[claim], paper_values=[], claim="c")
+    [v] = [v for v in verify(spec, cells, cell_keys(runs)) if v.kind == "claim"]
+    assert v.verdict == "PASS", v
+    assert "0 violations in 1 steps" in v.detail, v.detail
+
+
+def test_analysis_tables_of_a_list_valued_cell_key_are_grouped():
+    """A spec sweeping a list-valued key (``train.betas``) with ``analysis: [decay_histogram]``
+    (or a weight analysis) ended `run`, after training, and `plot` in pandas' 'unhashable type:
+    list' traceback: the histogram and per-cell tables are grouped by the cell keys. Each list
+    is one cell, its decay metrics reach its cell."""
+    import pandas as pd
+
+    from ssmrepro.report.analysis import DECAY, add_metrics, cell_means, decay_metrics, histogram_table
+
+    betas = [[0.9, 0.99], [0.8, 0.95]]
+    recs = [{"label": "", "status": "ok", "config": {"train": {"betas": b}},
+             "analysis": {DECAY: {"bins": 2, "before": [1, s], "after": [3, 4]}}}
+            for b in betas for s in (1, 2)]  # two seeds per cell
+    hist = histogram_table(recs, ["label", "train.betas"])
+    assert hist["train.betas"].tolist() == [betas[1]] * 4 + [betas[0]] * 4
+    assert hist["count"].tolist()[:4] == [6, 8, 2, 3]  # after, before: summed over seeds
+    cells = pd.DataFrame({"label": ["", ""], "train.betas": betas})
+    got = add_metrics(cells, decay_metrics(hist), ["decay.high_all"])
+    assert got["decay.high_all"].notna().all(), got
+    table = pd.DataFrame({"label": [""] * 4, "seed": [0, 1, 0, 1],
+                          "train.betas": [betas[0], betas[0], betas[1], betas[1]],
+                          "m": [1.0, 2.0, 3.0, 5.0]})
+    means = cell_means(table, ["m"])
+    assert means["train.betas"].tolist() == betas and means["m"].tolist() == [1.5, 4.0]
+
+
+def test_a_committed_histograms_table_of_a_list_valued_key_reads_its_lists(tmp_path):
+    """histograms.csv writes a list-valued key's cells (``train.betas``) as JSON text, and
+    ``read_histograms`` kept that text: it matched no planned cell, so where the run records
+    were absent (a fresh clone) `plot` dropped the committed histograms, deleted the file and
+    left the decay metrics MISSING, without a word. The cells read back as the lists."""
+    from ssmrepro.report.analysis import DECAY, histogram_table, read_histograms
+    from ssmrepro.store import csv_text
+
+    recs = [{"label": "", "status": "ok", "config": {"train": {"betas": b}},
+             "analysis": {DECAY: {"bins": 2, "before": [1, 2], "after": [3, 4]}}}
+            for b in ([0.9, 0.99], [0.8, 0.95])]
+    hist = histogram_table(recs, ["label", "train.betas"])
+    path = tmp_path / "histograms.csv"
+    path.write_text(csv_text(hist))
+    back = read_histograms(path)
+    assert back["train.betas"].tolist() == hist["train.betas"].tolist()
+
+
+def test_a_heatmap_lays_a_paper_list_value_out_in_its_own_panel_only(tmp_path, monkeypatch):
+    """With ``cells_from_paper``, a paper value of ``model.layers: [SSM, TF]`` was laid out in
+    the panels 'SSM' and 'TF' too (a panel of a column of scalars and lists read the list as any
+    of its items): a paper number beside cells it is not of. It is in the [SSM, TF] panel."""
+    from types import SimpleNamespace
+
+    import matplotlib.axes
+    import pandas as pd
+
+    from ssmrepro.plots.figures import HeatmapsConfig, heatmaps
+    from ssmrepro.spec import PaperValue
+
+    table = pd.DataFrame({"label": [""] * 3, "model.layers": ["SSM", ["SSM", "TF"], "TF"],
+                          "model.d_model": [8, 8, 8], "model.d_state": [2, 2, 2],
+                          "test.acc": [0.5, 0.6, 0.7]})
+    pv = PaperValue(where={"model.layers": ["SSM", "TF"], "model.d_model": 8,
+                           "model.d_state": 4}, metric="test.acc", value=0.9)
+    ctx = SimpleNamespace(table=table, spec=SimpleNamespace(paper_values=[pv]),
+                          paper_value=lambda row, metric: None,
+                          aggregation=lambda metric: "mean",
+                          fitted_title=lambda cfg, width: cfg.title)
+    cfg = HeatmapsConfig(kind="heatmaps", metric="test.acc", col="model.layers",
+                         x="model.d_model", y="model.d_state", title="t", cells_from_paper=True)
+    texts = []
+    real = matplotlib.axes.Axes.text
+    monkeypatch.setattr(matplotlib.axes.Axes, "text",
+                        lambda ax, x, y, t, **kw: texts.append(t) or real(ax, x, y, t, **kw))
+    assert heatmaps(ctx, cfg, tmp_path / "f.png")
+    assert texts.count("not run (0.90)") == 1, texts

@@ -220,8 +220,10 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
         raise NotDrawn(f"the runs' evaluation histories have none of {', '.join(cfg.series)} "
                        f"(they have {', '.join(have) or 'none'})")
     series = [m for m in cfg.series if m in df]
-    df = df.assign(_row=column(df, cfg.row) if cfg.row else "",
-                   _col=column(df, cfg.col) if cfg.col else "",
+    # a list-valued row or col (train.betas) by its text, as the tables write it: a list is no
+    # dict key or group (a TypeError traceback in `run`, after training, and in `plot`)
+    df = df.assign(_row=column(df, cfg.row).map(encode_cell) if cfg.row else "",
+                   _col=column(df, cfg.col).map(encode_cell) if cfg.col else "",
                    _hue=_hue_text(df, cfg))
     rows, cols = _order(df["_row"]), _order(df["_col"])
     hues = list(dict.fromkeys(df["_hue"]))

@@ -241,13 +241,14 @@ def _coord_name(coord: tuple, keys: list[str], names: dict[str, str]) -> str:
     return ", ".join(parts)
 
 
-def _in_panel(where: dict[str, Any], col: str, panel: Any) -> bool:
+def _in_panel(where: dict[str, Any], col: str, panel: Any, listed: bool = False) -> bool:
     """Whether a paper value's ``where`` names a cell of the panel ``panel`` (a value of ``col``):
     its own value of ``col``, or for ``label`` / ``case:<i>`` the case label (or the
     ``case:<i>`` of the label) it names. ``str(where.get(col))`` read ``case:1`` as 'None' (no
     paper cell laid out in cooper2026-tab1's panel '' of smoke: the paper's grid was one cell),
     a composite label as no case label of it, and a width of 8 as no panel '8.0'; a ``where``
-    naming the ``case:<i>`` itself (``case:1: v``) was in no panel, its cell not laid out."""
+    naming the ``case:<i>`` itself (``case:1: v``) was in no panel, its cell not laid out.
+    ``listed``: ``col`` holds a list in some panel (``value_matches``)."""
     if is_case_ref(col) and col in where:
         return value_matches(col, panel, where[col])
     if col == LABEL or is_case_ref(col):
@@ -257,7 +258,7 @@ def _in_panel(where: dict[str, Any], col: str, panel: Any) -> bool:
             return any(_in_panel({**where, LABEL: w}, col, panel) for w in where[LABEL])
         own = column(pd.DataFrame({LABEL: [str(where[LABEL])]}), col).iloc[0]
         return value_matches(LABEL, panel, where[LABEL]) or str(own) == str(panel)
-    return col in where and value_matches(col, panel, where[col])
+    return col in where and value_matches(col, panel, where[col], listed)
 
 
 @figure_kind("heatmaps", HeatmapsConfig)
@@ -268,29 +269,36 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
     if agg.empty:
         return False
     metric = cfg.metric
-    panel_of = column(agg, cfg.col)
-    panels = list(dict.fromkeys(panel_of))
+    # a list-valued col (train.betas) is a panel per list: a list is no dict key, and a Series
+    # compared with it is compared item by item (a TypeError traceback in `run` and `plot`)
+    values = column(agg, cfg.col).tolist()
+    of = [("list", encode_cell(v)) if isinstance(v, (list, tuple, dict)) else v for v in values]
+    panel_at: dict[Any, Any] = {}  # a panel's key -> its value (the first cell's)
+    for k, v in zip(of, values):
+        panel_at.setdefault(k, v)
+    keys, panels = list(panel_at), list(panel_at.values())
+    listed = any(isinstance(v, list) for v in values)  # a paper value's list names its own panel
     layout = {}
-    for panel in panels:
-        sub = agg[panel_of == panel]
+    for key, panel in zip(keys, panels):
+        sub = agg[np.array([k == key for k in of], dtype=bool)]
         data = {}
         for _, r in sub.iterrows():
             cx, cy = _coord(r.to_dict(), cfg.x), _coord(r.to_dict(), cfg.y)
             if cx is not None and cy is not None:
                 data[(cx, cy)] = r
         paper = {}
-        paper_panel = cfg.paper_panels.get(str(panel), panel)
+        paper_panel = cfg.paper_panels.get(str(encode_cell(panel)), panel)
         if cfg.cells_from_paper:
             for pv in ctx.spec.paper_values:
                 w = pv.where
-                if pv.metric != metric or not _in_panel(w, cfg.col, paper_panel):
+                if pv.metric != metric or not _in_panel(w, cfg.col, paper_panel, listed):
                     continue
                 cx, cy = _coord(w, cfg.x), _coord(w, cfg.y)
                 if cx is not None and cy is not None:
                     paper[(cx, cy)] = pv.value
         xs = sorted({c[0] for c in (*data, *paper)}, key=_coord_key)
         ys = sorted({c[1] for c in (*data, *paper)}, key=_coord_key)
-        layout[panel] = (data, paper, xs, ys, paper_panel)
+        layout[key] = (data, paper, xs, ys, paper_panel)
     ncols = min(3, len(panels))
     nrows = math.ceil(len(panels) / ncols)
     nx = max(len(v[2]) for v in layout.values())
@@ -309,8 +317,8 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
     im = None
     n_not_run = 0
     with_paper = False  # a cell printed a paper value: only then does the bar say "(paper)"
-    for ax, panel in zip(axes.flat, panels):
-        data, paper, xs, ys, paper_panel = layout[panel]
+    for ax, key, panel in zip(axes.flat, keys, panels):
+        data, paper, xs, ys, paper_panel = layout[key]
         grid = np.full((len(ys), len(xs)), np.nan)
         for i, cy in enumerate(ys):
             for j, cx in enumerate(xs):
@@ -336,8 +344,8 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
                        aspect="auto")
         ax.set_xticks(range(len(xs)), [_coord_name(c, cfg.x, cfg.names) for c in xs], fontsize=7)
         ax.set_yticks(range(len(ys)), [_coord_name(c, cfg.y, cfg.names) for c in ys], fontsize=7)
-        ax.set_title(str(panel) if str(paper_panel) == str(panel)
-                     else f"{panel} (paper: {paper_panel})", fontsize=9)
+        name, paper_name = str(encode_cell(panel)), str(encode_cell(paper_panel))
+        ax.set_title(name if paper_name == name else f"{name} (paper: {paper_name})", fontsize=9)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
     # wrapped to the figure's height (one row of panels: it ran off the image)
@@ -455,9 +463,15 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
     for ax, facet in zip(axes[0], facets):
         sub = agg[agg["_facet"] == facet]
         xkey = cfg.x or _default_x(sub, swept)
+        xcol = column(sub, xkey)
+        if xcol.map(lambda v: isinstance(v, (list, tuple, dict))).any():  # a list-valued x
+            # (train.betas) as the tables write it, drawn as categories: a list is no point on
+            # an axis (a ValueError traceback in `run`, after training, and in `plot`)
+            xcol = xcol.map(encode_cell).astype(str)
+        sub = sub.assign(_x=xcol)
         banded = marked = False
         for hue in dict.fromkeys(sub["_hue"]):
-            h = sub[sub["_hue"] == hue].sort_values(xkey)
+            h = sub[sub["_hue"] == hue].sort_values("_x")
             # cells without a value (diverged, not measured) are gaps; the legend counts them (a
             # hue whose every cell diverged was a legend entry with nothing drawn, without a word)
             gaps = int(h[metric].isna().sum())
@@ -468,14 +482,15 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
             if off:
                 note += f" ({off} of {len(h)} cells ≤ 0: off the log axis)"
             color, marker = style[hue]
-            ax.plot(h[xkey], h[metric], marker=marker, color=color, label=f"{hue}{note}")
+            ax.plot(h["_x"], h[metric], marker=marker, color=color, label=f"{hue}{note}")
             std = f"{metric}.std"
             if std in h and h[std].notna().any() and ctx.spec.aggregate.reduce == "mean":
-                ax.fill_between(h[xkey], h[metric] - h[std], h[metric] + h[std], alpha=0.2,
+                ax.fill_between(h["_x"], h[metric] - h[std], h[metric] + h[std], alpha=0.2,
                                 color=color)
                 banded = True
             if cfg.paper:
-                pv = [(r[xkey], ctx.paper_value(r.to_dict(), metric)) for _, r in h.iterrows()]
+                pv = [(r["_x"], ctx.paper_value(r.drop("_x").to_dict(), metric))
+                      for _, r in h.iterrows()]
                 pv = [(xv, v) for xv, v in pv if v is not None]
                 if pv:  # in the line's colour: black ×s of close hues (koren2026-fig10's Λ)
                     # could not be told apart, one line's paper value read as another's
@@ -483,7 +498,7 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
                     marked = True
         try:  # a text x (the labels, where no swept key varies; a mixer's name) is drawn as
             # categories: float('S6') raised ValueError after training
-            xs = sorted({float(v) for v in sub[xkey]})
+            xs = sorted({float(v) for v in sub["_x"]})
         except (TypeError, ValueError):
             xs = []  # (references need numbers: numeric_refs)
         if marked:  # the legend's × in no line's colour (each panel with any says what it is)

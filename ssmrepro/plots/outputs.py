@@ -481,8 +481,8 @@ def _cell_problems(spec: Spec, items: list[tuple[str, Any]], runs: list) -> list
     can_fail: set[str] = set()  # claims some profile's cells can fail
     unfailing: dict[str, dict[str, list[str]]] = {}  # claim key -> why -> profiles
     unjudged: dict[str, list[str]] = {}  # claim key -> why each profile cannot judge it
-    paper_unjudged: dict[str, tuple[str, Any]] = {}  # claim key -> why the paper profile
-    # cannot judge it, the claim
+    paper_unjudged: dict[str, tuple[str, Any, str]] = {}  # claim key -> why the paper profile
+    # cannot judge it, the claim, what it lacks
     paper_index: list[CellIndex] = []  # the paper profile's cells, indexed once for its claims
     for profile, rs in profiles.items():
         keys = [k for k in report.cell_keys(rs) if k != over]
@@ -528,7 +528,8 @@ def _cell_problems(spec: Spec, items: list[tuple[str, Any]], runs: list) -> list
                 errors += [f"{path}: {key}.{m}" for m in cfg.cell_problems(cells, keys, profile)]
                 why = cfg.unjudged(cells, keys)  # None: judged here; '': no cell it needs
                 spreads = seed_spreads(cfg.metric, cfg.given)
-                if why is None and spreads and _most_seeds(rs, keys) < 2:  # MISSING whatever
+                one_seed = bool(why is None and spreads and _most_seeds(rs, keys) < 2)
+                if one_seed:  # MISSING whatever is trained
                     why = (f"metric: {', '.join(spreads)} is a spread over seeds, but each cell "
                            "has one seed")
                 if why is None:
@@ -541,8 +542,12 @@ def _cell_problems(spec: Spec, items: list[tuple[str, Any]], runs: list) -> list
                         not paper_index[0].positions(w) for w in cfg.selectors()):
                     why = ""  # a where (an ordering's a or b) matches no cell of the profile
                 if why is not None and profile == "paper":
+                    # what it lacks: seeds for a spread over them, else the cells it names
+                    fix = ("give the paper profile two seeds or more (its seeds)" if one_seed
+                           else "add the cells it names to the paper profile's sweep (a value "
+                           "of the paper's grid missing?)")
                     paper_unjudged[key] = (f".{why} in profile paper" if why else
-                                           ": the paper profile has no cell it needs", cfg)
+                                           ": the paper profile has no cell it needs", cfg, fix)
                 vacuous = cfg.unfailing(cells, keys)
                 if vacuous is None:
                     can_fail.add(key)
@@ -560,10 +565,9 @@ def _cell_problems(spec: Spec, items: list[tuple[str, Any]], runs: list) -> list
         # paper's settings (cooper2026-fig16's state 6, named by the paper's sentence)
         # (a where no run of any profile matches is refused as such, 'matches no run')
         every = CellIndex(_config_rows(runs)) if paper_unjudged else None
-        errors += [f"{path}: {key}{why}, so the claim stays MISSING at the "
-                   "paper's settings: add the cells it names to the paper profile's sweep (a "
-                   "value of the paper's grid missing?)"
-                   for key, (why, cfg) in paper_unjudged.items() if key in judged
+        errors += [f"{path}: {key}{why}, so the claim stays MISSING at the paper's settings: "
+                   f"{fix}"
+                   for key, (why, cfg, fix) in paper_unjudged.items() if key in judged
                    and all(every.positions(w) for w in cfg.selectors())]
         errors += [f"{path}: {key}."
                    + "; ".join(f"{why} (profile {', '.join(profs)})" for why, profs in whys.items())

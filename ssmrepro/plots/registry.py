@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from pydantic import AfterValidator, BeforeValidator, ConfigDict, StringConstraints
 
-from ..report.cells import PaperValueLookup, finished
+from ..report.cells import PaperValueLookup, finished, listed_keys
 from ..report.columns import DEFAULT_METRIC, N_DIVERGED, N_OK
 from ..spec import NAME_PATTERN
 from ..store import is_loss
@@ -193,7 +193,7 @@ class FigureContext:
         """The spec's first paper value of ``metric`` for this cell, or None (looked up through
         an index: trying each paper value for each cell drawn was quadratic)."""
         if self._paper_lookup is None:
-            self._paper_lookup = PaperValueLookup(self.spec.paper_values)
+            self._paper_lookup = PaperValueLookup(self.spec.paper_values, listed_keys(self.cells))
         return self._paper_lookup.find(row, metric)
 
     def title(self, cfg: FigureConfig) -> str:

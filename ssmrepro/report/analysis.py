@@ -23,11 +23,13 @@ figure kind of its own (its numbers reach figures and claims as cell columns onl
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
 from ..analysis.mechanistic import MECH_METRICS, OUT_METRICS, mechanistic_metrics, output_metrics
-from ..store import TableError, metric_range_problem, read_table
+from ..store import TableError, decode_config_cells, metric_range_problem, read_table
 from ..sweep import flatten
 from ..tasks import build_task
 from ..train import _DATA_STREAM, build_member, derived_seed
@@ -52,6 +54,32 @@ def analysis_metrics(analyses: list[str]) -> list[str]:
     return [m for a in analyses for m in ANALYSIS_METRICS.get(a, ())]
 
 
+def _frozen(v: Any) -> Any:
+    """A cell key's value as pandas can group it: a list (a list-valued key's, ``train.betas``)
+    as a tuple, at any depth (a list is unhashable: 'unhashable type: list' tracebacks in `run`,
+    after training, and in `plot`)."""
+    return tuple(_frozen(x) for x in v) if isinstance(v, (list, tuple)) else v
+
+
+def _thawed(v: Any) -> Any:
+    """``_frozen``'s tuple as the list it was."""
+    return [_thawed(x) for x in v] if isinstance(v, tuple) else v
+
+
+def _grouped(df: pd.DataFrame, keys: list[str], sort: bool = False):
+    """``df.groupby(keys, sort=sort, dropna=False)`` over list-valued keys too (``_frozen``)."""
+    listed = [k for k in keys if df[k].map(lambda v: isinstance(v, list)).any()]
+    if listed:
+        df = df.assign(**{k: df[k].map(_frozen) for k in listed})
+    return df.groupby(keys, sort=sort, dropna=False)
+
+
+def _lists_back(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """``df`` with the tuples of its ``keys`` columns (``_grouped``'s) as lists again."""
+    tupled = [k for k in keys if k in df and df[k].map(lambda v: isinstance(v, tuple)).any()]
+    return df.assign(**{k: df[k].map(_thawed) for k in tupled}) if tupled else df
+
+
 def histogram_table(records: list[dict], keys: list[str]) -> pd.DataFrame:
     """Decay histograms summed over seeds: rows (label, <keys>..., part, bin, bins, count)."""
     rows = []
@@ -69,7 +97,7 @@ def histogram_table(records: list[dict], keys: list[str]) -> pd.DataFrame:
     if df.empty:
         return df
     by = [c for c in df.columns if c != "count"]
-    return df.groupby(by, as_index=False, dropna=False)["count"].sum()
+    return _lists_back(_grouped(df, by, sort=True)["count"].sum().reset_index(), by)
 
 
 def _dist(g: pd.DataFrame, part: str | None, bins: int) -> np.ndarray:
@@ -84,12 +112,12 @@ def decay_metrics(hist: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     keys = [c for c in hist.columns if c not in _HIST_COLS]
     rows = []
-    for cell, g in hist.groupby(keys, sort=False, dropna=False):
-        cell = cell if isinstance(cell, tuple) else (cell,)
+    for cell, g in _grouped(hist, keys):
+        cell = cell if isinstance(cell, tuple) and len(cell) == len(keys) else (cell,)
         bins = int(g["bins"].iloc[0])
         centers = (np.arange(bins) + 0.5) / bins
         before, after, both = _dist(g, "before", bins), _dist(g, "after", bins), _dist(g, None, bins)
-        rows.append({**dict(zip(keys, cell)),
+        rows.append({**dict(zip(keys, map(_thawed, cell))),
                      "decay.low_before": float(before[centers < LOW].sum()),
                      "decay.high_after": float(after[centers > HIGH].sum()),
                      "decay.high_all": float(both[centers > HIGH].sum()),
@@ -147,7 +175,10 @@ def read_histograms(path) -> pd.DataFrame:
         # 'before' bins of one cell) turned huang2025-fig1's split FAIL into a PASS without a word
         raise TableError(f"{path}: {why}; delete it to rebuild it from the run records (or "
                          "re-run the runs)")
-    return df
+    # a list-valued key's cells (train.betas) as the lists the runs hold: their JSON text
+    # matched no planned cell, and the committed histograms were dropped (and the file
+    # deleted) where the records were not there, the decay metrics MISSING
+    return decode_config_cells(df)
 
 
 def _histogram_rows_problem(df: pd.DataFrame, keys: list[str]) -> str | None:
@@ -187,7 +218,7 @@ def read_weights_table(path, name: str) -> pd.DataFrame:
         if why:
             raise TableError(f"{path}: column {m!r} holds {why}; delete it to rebuild it from "
                              "the saved weights (or re-run the runs)")
-    return df
+    return decode_config_cells(df)  # list-valued keys' cells as lists (``read_histograms``)
 
 
 # what each analysis metric can be (ssmrepro.analysis.mechanistic's definitions): a variance
@@ -305,7 +336,7 @@ def cell_means(table: pd.DataFrame, metrics: tuple[str, ...] | list[str]) -> pd.
     if table.empty:
         return table
     keys = [c for c in table.columns if c not in metrics and c != "seed"]
-    return table.groupby(keys, as_index=False, dropna=False, sort=False)[list(metrics)].mean()
+    return _lists_back(_grouped(table, keys)[list(metrics)].mean().reset_index(), keys)
 
 
 def add_metrics(cells: pd.DataFrame, per_cell: pd.DataFrame, metrics: list[str],

@@ -178,24 +178,36 @@ def alternatives(want: Any, values: list[Any]) -> list[Any]:
     return list(want)
 
 
-def value_matches(key: str, have: Any, want: Any) -> bool:
+def value_matches(key: str, have: Any, want: Any, listed: bool = False) -> bool:
     """One ``where`` condition: a list means any of its values; ``label`` matches a case label.
     Of a list-valued key (``train.betas: [0.9, 0.95]``) a list is the value itself, and a list
     of lists any of them (``[[0.9, 0.95], [0.8, 0.9]]``): the list was read as any of its
-    numbers, which a list never equals, so no claim or paper value could select such a key."""
-    if _is_list(have):
+    numbers, which a list never equals, so no claim or paper value could select such a key.
+    ``listed``: the key's column holds a list in some cell (``listed_keys``), so a list is read
+    so on its scalar cells too (``alternatives``): on a column of 'SSM' and [SSM, TF],
+    ``layers: [SSM, TF]`` matched the cell 'SSM' as well, and a claim was judged on both."""
+    if listed or _is_list(have):
         if _is_list(want) and want and all(_is_list(w) for w in want):
-            return any(value_matches(key, have, w) for w in want)
-        return (_is_list(want) and len(want) == len(have)
-                and all(value_matches(key, h, w) if _is_list(h) else
-                        not _is_list(w) and value_matches(key, h, w) for h, w in zip(have, want)))
-    if isinstance(want, (list, tuple)):
+            return any(value_matches(key, have, w, True) for w in want)
+        if _is_list(have) or _is_list(want):
+            return (_is_list(have) and _is_list(want) and len(want) == len(have)
+                    and all(value_matches(key, h, w) if _is_list(h) else
+                            not _is_list(w) and value_matches(key, h, w)
+                            for h, w in zip(have, want)))
+    elif _is_list(want):
         return any(value_matches(key, have, w) for w in want)
     if key == LABEL:
         return label_matches(have, want)
     if norm(have) is None or norm(want) is None:
         return norm(have) is None and norm(want) is None
     return values_equal(have, want)
+
+
+def listed_keys(cells: pd.DataFrame) -> set[str]:
+    """The columns of ``cells`` that hold a list in some cell (list-valued keys, for
+    ``value_matches``' ``listed``)."""
+    return {str(c) for c in cells.columns
+            if cells[c].dtype == object and any(_is_list(v) for v in cells[c])}
 
 
 def select(cells: pd.DataFrame, where: dict[str, Any]) -> pd.DataFrame:
@@ -207,7 +219,9 @@ def select(cells: pd.DataFrame, where: dict[str, Any]) -> pd.DataFrame:
     for k, v in where.items():
         if not has_column(cells, k):
             return cells.iloc[0:0]
-        mask &= np.array([value_matches(k, x, v) for x in column(cells, k)], dtype=bool)
+        col = column(cells, k)
+        listed = any(_is_list(x) for x in col)
+        mask &= np.array([value_matches(k, x, v, listed) for x in col], dtype=bool)
     return cells[mask]
 
 
@@ -294,6 +308,7 @@ class CellIndex:
         self._values: dict[str, list[Any]] = {}
         self._index: dict[str, ValueIndex] = {}
         self._labels: dict[str, list[int]] | None = None
+        self._lists: dict[str, bool] = {}
 
     def values(self, key: str) -> list[Any]:
         """The values of column ``key`` (or ``case:<i>``), in the order of the rows."""
@@ -303,6 +318,12 @@ class CellIndex:
         if key not in self._values:
             self._values[key] = column(self.cells, key).tolist()
         return self._values[key]
+
+    def _listed(self, key: str) -> bool:
+        """Whether column ``key`` holds a list in some cell (``value_matches``' ``listed``)."""
+        if key not in self._lists:
+            self._lists[key] = any(_is_list(v) for v in self._column(key))
+        return self._lists[key]
 
     def _label_index(self) -> dict[str, list[int]]:
         """Positions by whole label and by each of its case labels (``label_matches``)."""
@@ -339,8 +360,9 @@ class CellIndex:
         found = [self._candidates(k, v) for k, v in where.items()]
         _, listing = min(found, key=lambda f: f[0])  # the most selective condition
         out = []
+        listed = {k: self._listed(k) for k in where}
         for i in sorted(set(listing())):
-            if all(value_matches(k, self._column(k)[i], v) for k, v in where.items()):
+            if all(value_matches(k, self._column(k)[i], v, listed[k]) for k, v in where.items()):
                 out.append(i)
         return out
 
@@ -358,7 +380,8 @@ class PaperValueLookup:
     cell a figure draws. (Each key was compared with ``values_equal``: a paper value of
     ``label: [S6, Mamba]`` or of a case label was compared in the report and not drawn.)"""
 
-    def __init__(self, paper_values: list):
+    def __init__(self, paper_values: list, listed: set[str] | frozenset = frozenset()):
+        self._listed = listed  # the list-valued keys of the cells (``listed_keys``)
         self._groups: dict[tuple[str, str | None], tuple[list[int], ValueIndex | None]] = {}
         lists: dict[tuple[str, str | None], list[int]] = {}
         for i, pv in enumerate(paper_values):
@@ -392,7 +415,8 @@ class PaperValueLookup:
                 i = idx[c]
                 if best is not None and i > best:
                     break
-                if all(_row_has(row, k) and value_matches(k, _row_value(row, k), v)
+                if all(_row_has(row, k)
+                       and value_matches(k, _row_value(row, k), v, k in self._listed)
                        for k, v in self._pvs[i].where.items()):
                     best = i
                     break

@@ -799,7 +799,9 @@ def monotone(ctx: CheckContext, cfg: MonotoneConfig) -> list[Verdict]:
               else f"each group of {', '.join(by)}" if by else "all cells")
     text = (f"{cfg.text} [{cfg.metric} {word} along {cfg.along}, {within} (tol {cfg.tol}, "
             f"{cfg.allowed_violations} violations allowed), where {_fmt_where(cfg.where)}]")
-    groups = [g for g in _group_rows(needed, by) if g[cfg.along].nunique() >= 2] \
+    # values by their text: a list-valued along (train.betas) is no hashable value (a TypeError
+    # traceback in `run`, after training), as the group keys and positions below read it
+    groups = [g for g in _group_rows(needed, by) if g[cfg.along].astype(str).nunique() >= 2] \
         if cfg.along in needed else []
     if not groups:
         return [Verdict("claim", text, "MISSING", None,

@@ -470,8 +470,11 @@ def trained_key(task: TaskConfig, model: ModelConfig, train: TrainConfig,
     m = ident["model"]
     if hasattr(model, "layers") and hasattr(model, "to_backbone"):  # only a layer pattern can
         bb = model.to_backbone()  # leave blocks unused (cooper_hybrid, seq_lm)
-        used = set(bb.layer_names())
-        m = lean(bb.model_copy(update={"blocks": {k: b for k, b in bb.blocks.items() if k in used}}))
+        names = bb.layer_names()  # the blocks built, in order: 'SSM-TF' x 2 is SSM-TF-SSM-TF,
+        # and [SSM, TF] is 'SSM-TF' (a list keeps its own run id)
+        m = lean(bb.model_copy(update={
+            "blocks": {k: b for k, b in bb.blocks.items() if k in set(names)},
+            "layers": "-".join(names), "repeat": 1}))
     t = dict(ident["train"])
     if train.weight_decay == 0:
         t.pop("optimizer", None)

@@ -803,9 +803,15 @@ def refuse_inert_points(spec: Spec, profile: str, runs: list[RunConfig], keys: l
         names = [f"{x.index} ({': '.join(filter(None, [x.label, x.coords_text()])) or 'no label'})"
                  for x in (a, r)]
         why = []
-        if any(k.startswith("model.") for k in diff):
-            layers = r.model.to_backbone().layer_names()
-            why.append(f"no block of the layer pattern ({'-'.join(layers)}) reads "
+        model_keys = [k for k in diff if k.startswith("model.")]
+        spelt = [k for k in model_keys if k in ("model.layers", "model.repeat")]
+        unread = [k for k in model_keys if k not in spelt]
+        if model_keys:
+            layers = "-".join(r.model.to_backbone().layer_names())
+        if spelt:
+            why.append(f"both build the layers {layers} (one layer pattern, spelt two ways)")
+        if unread:
+            why.append(f"no block of the layer pattern ({layers}) reads "
                        f"{'it' if len(diff) == 1 else 'the model keys'}")
         if r.train.total_steps == 0 and any(k.startswith("train.") for k in diff):
             why.append("a run of max_steps 0 evaluates its initial model: no optimisation step "

@@ -86,6 +86,14 @@ def window_mask(L: int, window: int | None, device=None) -> torch.Tensor:
     return allowed  # (L, L) bool
 
 
+def _round_up(x: float, digits: int) -> str:
+    """``x`` rounded up to ``digits`` significant digits, as text (0.08333 -> '0.084')."""
+    from decimal import ROUND_CEILING, Decimal
+
+    d = Decimal(repr(x))
+    return str(d.quantize(Decimal(1).scaleb(d.adjusted() - digits + 1), rounding=ROUND_CEILING))
+
+
 class NeoXAttnFields(NoBoolNumbers):
     """Fields of GPT-NeoX attention, shared by the ``neox_attn`` mixer and the ``neox`` block."""
 
@@ -134,10 +142,18 @@ class NeoXAttnFields(NoBoolNumbers):
                            f"default {default:g} does (the share of the head size is rounded "
                            "down to even)"))
         elif r == 0 and self.rotary_pct > 0:  # the model of rotary_pct 0, under another name
+            # 2 / size rounded up to the fewest digits that rotate 2 channels: 2 / 24 printed
+            # '0.0833333' (rounded down) rotated none, and was refused with the same advice
+            # (where the default rotates 2, that is the default: leave it out)
+            least = next(t for d in range(2, 18) if self.rotary_channels(
+                d_model, t := float(_round_up(2 / size, d))) >= 2 or d == 17)
+            other = (f"leave it out (the default {default:g} rotates 2 channels)"
+                     if self.rotary_channels(d_model, default) == 2
+                     else f"give at least {least!r} (2 channels)")
             raise ValueError(f"rotary_pct {self.rotary_pct:g} rotates no channel at head size "
                              f"{size} (the share of the head size is rounded down to even): the "
                              "run would train the model of rotary_pct 0 (no RoPE) under another "
-                             f"run id; give rotary_pct 0, or at least {2 / size:g} (2 channels)")
+                             f"run id; give rotary_pct 0, or {other}")
         if r <= 2:
             unread.append(("rope_base", f"at head size {size} and rotary_pct "
                            f"{self.rotary_pct:g}: {r} rotated channels ("
