@@ -10233,14 +10233,8 @@ def test_two_data_generates_into_one_folder_do_not_mix(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["listops"]
 
 
-def test_a_record_of_other_lra_data_is_not_taken_for_this_ones(tmp_path, monkeypatch):
-    """An LRA task's source is part of the run id, its files are not: ListOps generated again
-    (another seed or size) or the release installed again under the same data root, and `run`
-    said '1 already done', trained nothing, and the table kept the old data's numbers as the new
-    one's. A record whose data (its cache entry, `data.cache_key`) are not the data the source
-    holds now is ignored with a warning and trained again; the same data stay done."""
-    from ssmrepro.tasks.lra import clear_cache
-
+def _listops_one_run(tmp_path, monkeypatch):
+    """(a copy of the LRA fixture set as $SSMREPRO_DATA, a one-run ListOps spec on it)."""
     data = _lra_copy(tmp_path)
     monkeypatch.setenv("SSMREPRO_DATA", str(data))
     spec = _one_run_spec(tmp_path, task={"name": "lra_listops"},
@@ -10250,6 +10244,18 @@ def test_a_record_of_other_lra_data_is_not_taken_for_this_ones(tmp_path, monkeyp
                          sweep=[], train={"optimizer": "adam", "lr": 0.01, "batch_size": 4,
                                           "train_size": 7, "epochs": 1, "val_size": 3,
                                           "test_size": 3, "eval_every": 2, "eval_batch_size": 4})
+    return data, spec
+
+
+def test_a_record_of_other_lra_data_is_not_taken_for_this_ones(tmp_path, monkeypatch):
+    """An LRA task's source is part of the run id, its files are not: ListOps generated again
+    (another seed or size) or the release installed again under the same data root, and `run`
+    said '1 already done', trained nothing, and the table kept the old data's numbers as the new
+    one's. A record whose data (its cache entry, `data.cache_key`) are not the data the source
+    holds now is ignored with a warning and trained again; the same data stay done."""
+    from ssmrepro.tasks.lra import clear_cache
+
+    data, spec = _listops_one_run(tmp_path, monkeypatch)
     args = ("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--no-calibrate",
             "--workers", "1", "--no-plot")
     said = []
@@ -16138,15 +16144,7 @@ def test_lra_data_with_new_file_times_is_named_as_such_and_its_times_restore_it(
     from ssmrepro.sweep import expand
     from ssmrepro.tasks.lra import clear_cache, data_changed
 
-    data = _lra_copy(tmp_path)
-    monkeypatch.setenv("SSMREPRO_DATA", str(data))
-    spec = _one_run_spec(tmp_path, task={"name": "lra_listops"},
-                         model={"name": "seq_lm", "d_model": 8, "layers": ["SSM"],
-                                "head": "mean_pool",
-                                "blocks": {"SSM": {"mixer": {"name": "s4d_zoh", "d_state": 4}}}},
-                         sweep=[], train={"optimizer": "adam", "lr": 0.01, "batch_size": 4,
-                                          "train_size": 7, "epochs": 1, "val_size": 3,
-                                          "test_size": 3, "eval_every": 2, "eval_batch_size": 4})
+    data, spec = _listops_one_run(tmp_path, monkeypatch)
     task = expand(load_spec(spec), "smoke")[0].task.model_dump(mode="json")
     clear_cache()
     why = data_changed(task, {"cache_key": "listops-0"})  # the key there is now, from it
