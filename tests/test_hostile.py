@@ -16431,3 +16431,24 @@ def test_a_heatmap_lays_a_paper_list_value_out_in_its_own_panel_only(tmp_path, m
                         lambda ax, x, y, t, **kw: texts.append(t) or real(ax, x, y, t, **kw))
     assert heatmaps(ctx, cfg, tmp_path / "f.png")
     assert texts.count("not run (0.90)") == 1, texts
+
+
+def test_a_preset_beside_the_backbone_it_builds_is_named_as_one_model(tmp_path):
+    """A sweep of cooper_hybrid beside the seq_lm it builds is one training under two run ids
+    (refused since round 36); the refusal listed the ~50 keys by which the two configs are
+    spelt and said 'no block of the layer pattern reads the model keys', which both models
+    read. It now says the two models build the same blocks, and names model.name alone."""
+    from ssmrepro.spec import SpecError, load_spec
+    from ssmrepro.sweep import expand
+
+    hyb = {"name": "cooper_hybrid", "d_model": 8, "layers": "SSM-TF"}
+    p = write_spec(tmp_path, seeds=[0], model=hyb, sweep=[])
+    bb = expand(load_spec(p), "smoke")[0].model.to_backbone().model_dump(mode="json")
+    p = write_spec(tmp_path, seeds=[0], model=hyb,
+                   sweep=[{"cases": [{"label": "x"}, {"label": "x", "set": {"model": bb}}]}])
+    with pytest.raises(SpecError) as err:
+        expand(load_spec(p), "smoke")
+    text = str(err.value)
+    assert "the models 'cooper_hybrid' and 'seq_lm' build the same blocks (SSM-TF)" in text, text
+    assert "model.name 'cooper_hybrid' vs 'seq_lm'" in text and "no block of" not in text, text
+    assert "model.blocks.SSM.mixer.dt_min" not in text, text

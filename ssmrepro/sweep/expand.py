@@ -808,6 +808,11 @@ def refuse_inert_points(spec: Spec, profile: str, runs: list[RunConfig], keys: l
         unread = [k for k in model_keys if k not in spelt]
         if model_keys:
             layers = "-".join(r.model.to_backbone().layer_names())
+        if "model.name" in model_keys:  # a preset beside the backbone it builds: its other keys
+            # differ too, in name, not in the model built
+            why.append(f"the models {fa.get('model.name')!r} and {fb.get('model.name')!r} build "
+                       f"the same blocks ({layers}): one model, configured two ways")
+            spelt, unread = [], []
         if spelt:
             why.append(f"both build the layers {layers} (one layer pattern, spelt two ways)")
         if unread:
@@ -826,10 +831,14 @@ def refuse_inert_points(spec: Spec, profile: str, runs: list[RunConfig], keys: l
             if "train.eval_every" in diff:
                 why.append(f"an eval_every of at least the run's {r.train.total_steps:,} steps "
                            "evaluates at step 0 and the last step only")
+        shown = [f"{k} {fa.get(k)!r} vs {fb.get(k)!r}" for k in diff
+                 if "model.name" not in diff or not k.startswith("model.") or k == "model.name"]
+        if "model.name" in diff and len(model_keys) > 1:  # each model's own keys: not one by one
+            shown.append(f"the {len(model_keys) - 1} model keys of each model's own layout")
         raise SpecError([f"{spec.path}: [profile {profile}] sweep points {names[0]} and "
                          f"{names[1]} are one training under two run ids (the same model, data "
                          f"and optimisation): they differ only in "
-                         f"{', '.join(f'{k} {fa.get(k)!r} vs {fb.get(k)!r}' for k in diff)}, and "
+                         f"{', '.join(shown)}, and "
                          f"{'; '.join(why) or 'neither run reads it'}; drop one of the points, or "
                          "that key from the sweep"])
 
