@@ -16452,7 +16452,9 @@ def test_a_float32_run_gives_its_numbers_to_float32_rounding_in_any_pack_or_micr
     packed = train_pack(runs)
     assert [p["stop_step"] for p in packed] == [20, 20, 10]  # the third stops early
     for e, r in enumerate(runs):
-        for other in (train_pack([r])[0], train_pack([r], micro_batch=3)[0]):
+        for micro in (None, 3):
+            other = train_pack([r], micro_batch=micro)[0]
+            assert (other["micro_batch"], packed[e]["micro_batch"]) == (micro, None)  # recorded
             assert (other["status"], other["stop_step"]) == (packed[e]["status"],
                                                              packed[e]["stop_step"])
             for k, v in packed[e]["metrics"].items():
