@@ -951,6 +951,10 @@ def train_pack(
                 "history": history[e],
                 "n_params": n_params,
                 "pack_size": E,
+                # the chunks each step's batch ran in (None: whole), like the pack an execution
+                # choice that moves the last bits of a float32 run's numbers (README)
+                "micro_batch": micro_batch if micro_batch is not None
+                and micro_batch < tc0.batch_size else None,
                 "pack_wall_s": wall,
                 "pack_cpu_s": cpu,  # this process's CPU time for the pack (all its threads)
                 "data": data,

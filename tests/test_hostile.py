@@ -16452,3 +16452,31 @@ def test_a_preset_beside_the_backbone_it_builds_is_named_as_one_model(tmp_path):
     assert "the models 'cooper_hybrid' and 'seq_lm' build the same blocks (SSM-TF)" in text, text
     assert "model.name 'cooper_hybrid' vs 'seq_lm'" in text and "no block of" not in text, text
     assert "model.blocks.SSM.mixer.dt_min" not in text, text
+
+
+def test_a_float32_run_gives_its_numbers_to_float32_rounding_in_any_pack_or_micro_batch(tmp_path):
+    """The equality a run id promises (README, 'How runs are identified'): the planner's pack
+    (its size and pack-mates: --pack-size, --max-runs, a resumed sweep) and micro-batch change a
+    float32 run's numbers in the last bits only (reduction order), never its stop step or
+    status; float64's to 1e-9 is tests/test_pack_equivalence.py."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import train_pack
+
+    spec = load_spec(write_spec(
+        tmp_path, seeds=[5], sweep=[{"grid": {"train.lr": [0.01, 0.003, 0.02]}}],
+        train={"optimizer": "adamw", "lr": 0.01, "batch_size": 8, "max_steps": 20,
+               "val_size": 32, "test_size": 32, "eval_every": 10, "eval_batch_size": 16,
+               "weight_decay": 0.01, "dtype": "float32",
+               "early_stop": {"metric": "val.loss", "op": "<", "threshold": 2.3}}))
+    runs = expand(spec, "paper")
+    packed = train_pack(runs)
+    assert [p["stop_step"] for p in packed] == [20, 20, 10]  # the third stops early
+    for e, r in enumerate(runs):
+        for micro in (None, 3):
+            other = train_pack([r], micro_batch=micro)[0]
+            assert (other["micro_batch"], packed[e]["micro_batch"]) == (micro, None)  # recorded
+            assert (other["status"], other["stop_step"]) == (packed[e]["status"],
+                                                             packed[e]["stop_step"])
+            for k, v in packed[e]["metrics"].items():
+                assert other["metrics"][k] == pytest.approx(v, rel=1e-5, abs=1e-6), k
