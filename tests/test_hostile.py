@@ -16431,3 +16431,131 @@ def test_a_heatmap_lays_a_paper_list_value_out_in_its_own_panel_only(tmp_path, m
                         lambda ax, x, y, t, **kw: texts.append(t) or real(ax, x, y, t, **kw))
     assert heatmaps(ctx, cfg, tmp_path / "f.png")
     assert texts.count("not run (0.90)") == 1, texts
+
+
+def test_registries_refuse_a_registration_they_would_get_wrong():
+    """The mixer, figure-kind and check registries took any registration: a mixer config with
+    no default name was registered under pydantic's undefined marker (every later 'unknown
+    mixer' message then failed with a TypeError), one without ``activation_floats`` failed
+    ``run --dry-run`` with a traceback, and odd names, configs that accept unknown keys or
+    whose tag field refuses the name went in without a word. Each is refused, naming why; the
+    registries are left as they were."""
+    from typing import Literal
+
+    from pydantic import ConfigDict
+
+    from ssmrepro.models.layers import PackedModule
+    from ssmrepro.models.mixers import MIXERS, MixerConfig, MixerSpecError, parse_mixer, register
+    from ssmrepro.plots.registry import FIGURE_KINDS, FigureConfig, figure_kind
+    from ssmrepro.report.checks import CHECKS, ThresholdConfig, check_kind
+
+    def est(self, d, L):
+        return L * d
+
+    def mixer_cfg(name_ann, default, **extra):
+        ns = {"__annotations__": {"name": name_ann}, "activation_floats": est, **extra}
+        if default is not None:
+            ns["name"] = default
+        return type("Cfg", (MixerConfig,), ns)
+
+    class Mod(PackedModule):
+        pass
+
+    before = (dict(MIXERS), dict(FIGURE_KINDS), dict(CHECKS))
+    bad_mixers = [
+        (mixer_cfg(Literal["nodef"], None), {}, "needs the mixer's name as default"),
+        (mixer_cfg(Literal["My-Mix"], "My-Mix"), {}, "lower-case identifier"),
+        (mixer_cfg(Literal["s6"], "s6"), {}, "registered twice"),
+        (mixer_cfg(Literal["loose"], "loose", model_config=ConfigDict(extra="allow", frozen=True)),
+         {}, "reject unknown keys"),
+        (mixer_cfg(Literal["thawed"], "thawed", model_config=ConfigDict(frozen=False)), {},
+         "reject unknown keys"),
+        (type("Cfg", (MixerConfig,), {"__annotations__": {"name": Literal["noest"]},
+                                      "name": "noest"}), {}, "no activation_floats"),
+        (mixer_cfg(Literal["causalstr"], "causalstr"), {"causal": "no"}, "causal must be"),
+        (ThresholdConfig, {}, "is not a MixerConfig"),
+    ]
+    try:
+        for Config, kw, why in bad_mixers:
+            with pytest.raises(ValueError, match=why):
+                register(Config, **kw)(Mod)
+        with pytest.raises(MixerSpecError, match="unknown mixer 'zzz'; known: attention"):
+            parse_mixer({"name": "zzz"})
+        FigCfg = type("FigCfg", (FigureConfig,), {"__annotations__": {"kind": Literal["other"]}})
+        for name, Config, why in [("bars", FigureConfig, "registered twice"),
+                                  ("my kind", FigureConfig, "lower-case identifier"),
+                                  ("mine", FigCfg, "kind field takes only 'other'"),
+                                  ("mine", dict, "is not a FigureConfig")]:
+            with pytest.raises(ValueError, match=why):
+                figure_kind(name, Config)(lambda ctx, cfg, path: True)
+        for name, why in [("", "lower-case identifier"), ("mine", "check field takes only"),
+                          ("threshold", "registered twice")]:
+            with pytest.raises(ValueError, match=why):
+                check_kind(name, ThresholdConfig)(lambda ctx, cfg: [])
+        assert (dict(MIXERS), dict(FIGURE_KINDS), dict(CHECKS)) == before
+    finally:
+        for registry, old in zip((MIXERS, FIGURE_KINDS, CHECKS), before):
+            registry.clear()
+            registry.update(old)
+
+
+def test_a_new_mixer_that_breaks_the_contract_is_refused_not_trained():
+    """A registered mixer whose parameters no ``reset_member`` initialises (a plain nn.Module
+    holding them: torch.empty's memory trained from garbage; a PackedModule without
+    reset_member: the pack failed with a bare NotImplementedError) is refused when built, and
+    one returning another shape or dtype than its input (a mean over the positions, (E, B, 1,
+    d), was broadcast by the residual; a float64 output made the model float64) is refused by
+    its block, naming the mixer: both trained and reported nonsense without a word."""
+    from typing import Literal
+
+    import torch
+
+    from ssmrepro.models.blocks import MixerBlock, MixerBlockConfig
+    from ssmrepro.models.layers import PackedModule
+    from ssmrepro.models.mixers import MIXERS, MixerConfig, build_mixer, register
+
+    def config(name):
+        return type("Cfg", (MixerConfig,), {"__annotations__": {"name": Literal[name]},
+                                            "name": name, "__doc__": "test mixer",
+                                            "activation_floats": lambda self, d, L: L * d})
+
+    class Plain(torch.nn.Module):
+        def __init__(self, E, d, cfg):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.empty(E, d))
+
+        def forward(self, x):
+            return x * self.w[:, None, None]
+
+    class NoReset(PackedModule):
+        def __init__(self, E, d, cfg):
+            super().__init__(E)
+            self.w = torch.nn.Parameter(torch.empty(E, d))
+
+    def packed(out):
+        class Packed(NoReset):
+            def reset_member(self, e, g):
+                with torch.no_grad():
+                    self.w[e].fill_(1.0)
+
+            def forward(self, x):
+                return out(x * self.w[:, None, None])
+        return Packed
+
+    cases = {"t_plain": (Plain, "Plain holds parameters but is not a PackedModule"),
+             "t_noreset": (NoReset, "NoReset is a PackedModule without reset_member"),
+             "t_pooled": (packed(lambda y: y.mean(2, keepdim=True)), r"returned \(2, 3, 1, 4\)"),
+             "t_double": (packed(lambda y: y.double()), "torch.float64 for an input of")}
+    try:
+        for name, (cls, why) in cases.items():
+            register(config(name))(cls)
+            with pytest.raises(ValueError, match=why):
+                block = MixerBlock(2, 4, MixerBlockConfig(mixer={"name": name}))
+                block(torch.randn(2, 3, 5, 4))
+        block = MixerBlock(2, 4, MixerBlockConfig(mixer={"name": "t_double"}, bidirectional="sum"))
+        with pytest.raises(ValueError, match="mixer 't_double' returned"):
+            block(torch.randn(2, 3, 5, 4))
+        assert build_mixer({"name": "s6"}, 2, 4) is not None
+    finally:
+        for name in cases:
+            MIXERS.pop(name, None)

@@ -144,6 +144,7 @@ class MixerBlock(nn.Module):
         self.pre = cfg.norm_position == "pre"
         self.residual = cfg.residual
         self.norm = make_norm(E, d, cfg.norm)
+        self.mixer_name = cfg.mixer.name
         if cfg.bidirectional == "none":
             self.mixer = build_mixer(cfg.mixer, E, d)
         else:
@@ -164,8 +165,21 @@ class MixerBlock(nn.Module):
         """(mixer, what it reads) for block input h (E, B, L, d)."""
         return self.mixer, (self.norm(h) if self.pre else h)
 
+    def _mix(self, x: torch.Tensor) -> torch.Tensor:
+        """The mixer's output, refused unless of x's shape and dtype (a mixer returning (E, B, 1,
+        d) was broadcast over the positions by the residual, a float64 one turned the rest of
+        the model float64: a new mixer trained and reported nonsense without a word)."""
+        y = self.mixer(x)
+        if not isinstance(y, torch.Tensor) or y.shape != x.shape or y.dtype != x.dtype:
+            got = (f"{tuple(y.shape)} {y.dtype}" if isinstance(y, torch.Tensor)
+                   else type(y).__name__)
+            raise ValueError(f"mixer {self.mixer_name!r} returned {got} for an input of "
+                             f"{tuple(x.shape)} {x.dtype}: a mixer keeps its input's shape and "
+                             "dtype (models.mixers.base)")
+        return y
+
     def forward(self, h: torch.Tensor) -> torch.Tensor:  # (E, B, L, d)
-        h = self._sub(h, self.mixer, self.norm)
+        h = self._sub(h, self._mix, self.norm)
         if self.mlp is not None:
             h = self._sub(h, self.mlp, self.norm2)
         return h

@@ -45,7 +45,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from .. import expr
 from ..store import NAMED_SET_METRICS, SET_METRICS
 from ..theory.recall import law_constant, refined_frontier_product
-from ..util import NoBoolNumbers, pairs_text
+from ..util import NoBoolNumbers, check_registration, pairs_text
 from .cells import CellIndex, cell_env, column, expected, fmt_num, fmt_value, norm, select
 from .columns import (
     COMPLETE,
@@ -222,8 +222,7 @@ def check_kind(name: str, Config: type[CheckConfig]):
     """Register ``fn(ctx, cfg) -> list[Verdict]`` as check ``name`` with its config class."""
 
     def deco(fn):
-        if name in CHECKS:
-            raise ValueError(f"check {name!r} registered twice")
+        check_registration("check", name, Config, CheckConfig, "check", CHECKS)
         CHECKS[name] = CheckKind(name, Config, fn, (fn.__doc__ or "").strip().split("\n")[0])
         return fn
 
