@@ -16559,3 +16559,46 @@ def test_a_new_mixer_that_breaks_the_contract_is_refused_not_trained():
     finally:
         for name in cases:
             MIXERS.pop(name, None)
+
+
+def test_a_new_mixers_memory_estimate_is_refused_unless_a_positive_int():
+    """A registered mixer whose ``activation_floats`` returned 0 or a negative number gave
+    ``run --dry-run`` a memory need and time estimate of 0 ('-0.00 s per GB-step', '0 s'); a
+    float or bool was carried into the byte counts; a negative ``fixed_floats`` lowered the
+    need. Each is refused naming the mixer (validate / run: 'run cannot be built', exit 2)."""
+    from typing import Literal
+
+    import torch
+
+    from ssmrepro.models.blocks import MixerBlockConfig
+    from ssmrepro.models.layers import PackedModule
+    from ssmrepro.models.mixers import MIXERS, MixerConfig, register
+
+    values = {"act": 1, "fixed": 0}
+
+    class Cfg(MixerConfig):
+        """test mixer"""
+        name: Literal["t_floats"] = "t_floats"
+
+        def activation_floats(self, d, L):
+            return values["act"]
+
+        def fixed_floats(self, d, L):
+            return values["fixed"]
+
+    class Mod(PackedModule):
+        pass
+
+    register(Cfg)(Mod)
+    try:
+        block = MixerBlockConfig(mixer={"name": "t_floats"})
+        assert block.activation_floats(8, 4) == 1 + 4 * 2 * 8 and block.fixed_floats(8, 4) == 0
+        for act, fixed, why in [(0, 0, "activation_floats.*returned 0, not a positive int"),
+                                (-10**9, 0, "returned -1000000000"), (2.5, 0, "returned 2.5"),
+                                (True, 0, "returned True"), (torch.tensor(3), 0, "returned"),
+                                (1, -5, r"fixed_floats\(d_model=8, L=4\) returned -5, not an int")]:
+            values.update(act=act, fixed=fixed)
+            with pytest.raises(ValueError, match=f"mixer 't_floats': .*{why}"):
+                block.activation_floats(8, 4) + block.fixed_floats(8, 4)
+    finally:
+        MIXERS.pop("t_floats", None)

@@ -28,6 +28,7 @@ from ..util import NoBoolNumbers
 from .base import refuse_unread
 from .layers import PackedLinear, PackedMLP, make_norm
 from .mixers import MixerConfig, build_mixer, parse_mixer
+from .mixers.base import mixer_floats
 from .mixers.neox_attn import NeoXAttnFields
 
 NormKind = Literal["none", "layernorm", "rmsnorm", "batchnorm"]
@@ -73,12 +74,13 @@ class MixerBlockConfig(NoBoolNumbers):
 
     def fixed_floats(self, d_model: int, L: int) -> int:
         """The mixer's batch-independent floats (twice if bidirectional: two mixers)."""
-        return (1 if self.bidirectional == "none" else 2) * self.mixer.fixed_floats(d_model, L)
+        return (1 if self.bidirectional == "none" else 2) * mixer_floats(self.mixer, d_model, L,
+                                                                         fixed=True)
 
     def activation_floats(self, d_model: int, L: int) -> int:
         """The mixer's (twice if bidirectional) + norm and residual outputs + the MLP sub-block."""
         n_dir = 1 if self.bidirectional == "none" else 2
-        mixer = n_dir * self.mixer.activation_floats(d_model, L)
+        mixer = n_dir * mixer_floats(self.mixer, d_model, L)
         if self.bidirectional == "concat":
             mixer += L * 2 * d_model
         hidden = self.hidden(d_model)

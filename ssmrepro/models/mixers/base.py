@@ -84,6 +84,20 @@ def register(Config: type[MixerConfig], causal: bool = True):
     return deco
 
 
+def mixer_floats(cfg: MixerConfig, d_model: int, L: int, fixed: bool = False) -> int:
+    """``cfg.activation_floats(d_model, L)`` (``fixed``: ``cfg.fixed_floats``), refused unless an
+    int, positive (fixed: not negative): a new mixer's estimate of 0 or below gave the planner a
+    memory need and a time estimate of 0 ('-0.00 s per GB-step'), a float was carried into the
+    byte counts without a word."""
+    what = "fixed_floats" if fixed else "activation_floats"
+    n = (cfg.fixed_floats if fixed else cfg.activation_floats)(d_model, L)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0 or (n == 0 and not fixed):
+        raise ValueError(f"mixer {cfg.name!r}: {what}(d_model={d_model}, L={L}) returned {n!r}, "
+                         f"not {'an int >= 0' if fixed else 'a positive int'} (floats per sample "
+                         "one layer keeps for backward: the planner's memory estimate)")
+    return n
+
+
 class MixerSpecError(ValueError):
     pass
 
