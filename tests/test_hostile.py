@@ -16602,3 +16602,48 @@ def test_a_new_mixers_memory_estimate_is_refused_unless_a_positive_int():
                 block.activation_floats(8, 4) + block.fixed_floats(8, 4)
     finally:
         MIXERS.pop("t_floats", None)
+
+
+def test_a_task_whose_batch_breaks_the_contract_is_refused_naming_why():
+    """A new task's batch was checked for its target layout only: a -1 meant as 'unsupervised'
+    was read as supervised class 0 by the loss and the accuracy (only IGNORE is unsupervised),
+    int32 targets, a float mask, token ids past vocab_size or a second input on a task that is
+    not dual trained nonsense or failed deep in the model. The first training batch and each
+    evaluation's first are checked against the contract, naming the task and the slip; the
+    registered tasks keep it."""
+    import torch
+
+    from ssmrepro.tasks import TASKS, DataUnavailable, build_task
+    from ssmrepro.tasks.base import IGNORE, batch_problem
+    from ssmrepro.tasks.keep_nth import KeepNth
+    from ssmrepro.train import _check_batch
+
+    seeds, index = torch.tensor([1, 2]), torch.arange(6).reshape(2, 3)
+    for name in TASKS:
+        try:
+            task = build_task({"name": name})
+        except DataUnavailable:
+            continue
+        for split in (0, 1, 2):
+            assert batch_problem(task.sample(seeds, split, index), task.info, 2, 3) is None, name
+
+    task = KeepNth(KeepNth.Config())
+
+    def minus_one(b):
+        b.y[b.y == IGNORE] = -1
+
+    def to(field, value):
+        return lambda b: setattr(b, field, value(b))
+
+    cases = [(minus_one, "y holds class id -1: class ids are in"),
+             (to("y", lambda b: b.y.int()), "y is torch.int32"),
+             (to("mask", lambda b: torch.ones(b.x.shape)), "mask is torch.float32"),
+             (to("x", lambda b: b.x + 1000), "x holds token ids .* outside"),
+             (to("x2", lambda b: b.x), "x2 is given but the task is not dual"),
+             (to("y", lambda b: b.y[:, :, :-1]), r"y is torch.int64 of shape \(2, 3, 49\)"),
+             (to("y", lambda b: b.y[:1]), r"y is torch.int64 of shape \(1, 3, 50\)")]
+    for change, why in cases:
+        b = task.sample(seeds, 0, index)
+        change(b)
+        with pytest.raises(ValueError, match=f"task keep_nth: its batch breaks the contract.*{why}"):
+            _check_batch(task, task.info, b, index)
