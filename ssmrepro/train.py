@@ -206,8 +206,11 @@ def memory_problems(runs: list, device: str, available: int | None = None) -> li
         groups.setdefault(key, r)
     avail = available_memory(device) if available is None and groups else available
     unbounded = avail is None
-    return [m for r in groups.values()
-            if (m := memory_problem(r, device, UNBOUNDED if unbounded else avail)) is not None]
+    # one line per distinct message: shapes whose runs carry no label (chen2025-fig4's depths
+    # with `--set model.blocks.SSM.mixer.heads=3`) printed the same refusal once per shape
+    return list(dict.fromkeys(
+        m for r in groups.values()
+        if (m := memory_problem(r, device, UNBOUNDED if unbounded else avail)) is not None))
 
 
 def model_problems(runs: list) -> list[str]:

@@ -16647,3 +16647,14 @@ def test_a_task_whose_batch_breaks_the_contract_is_refused_naming_why():
         change(b)
         with pytest.raises(ValueError, match=f"task keep_nth: its batch breaks the contract.*{why}"):
             _check_batch(task, task.info, b, index)
+
+
+def test_a_refusal_shared_by_several_unlabelled_shapes_is_printed_once():
+    """`run` / `validate` of chen2025-fig4 with `--set model.blocks.SSM.mixer.heads=3` printed
+    'model: run cannot be built: d_inner=16 does not split into heads=3 ...' once per depth of
+    the sweep (two shapes, runs without a label: the same line twice). Once now."""
+    r = CliRunner().invoke(app, ["validate", "chen2025-fig4", "--set",
+                                 "model.blocks.SSM.mixer.heads=3"])
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.output.splitlines() if "[profile smoke]" in ln]
+    assert len(lines) == 1 and "does not split into heads=3" in lines[0], r.output
