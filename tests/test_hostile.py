@@ -16658,3 +16658,44 @@ def test_a_refusal_shared_by_several_unlabelled_shapes_is_printed_once():
     assert r.exit_code == 2, r.output
     lines = [ln for ln in r.output.splitlines() if "[profile smoke]" in ln]
     assert len(lines) == 1 and "does not split into heads=3" in lines[0], r.output
+
+
+def test_a_registered_check_returning_no_claim_verdict_leaves_the_claim_missing_saying_why():
+    """A registered check function that returned an empty list dropped its claim from the report
+    and the verdict tally without a word; one returning None failed the report with a
+    TypeError; a verdict spelt 'pass' or 'OK' was counted as none of PASS / FAIL / MISSING /
+    UNTESTED. The claim stays, MISSING, naming the check and what it returned."""
+    from types import SimpleNamespace
+    from typing import Literal
+
+    from ssmrepro.report.checks import (
+        CHECKS,
+        CLAIM_VERDICTS,
+        ThresholdConfig,
+        Verdict,
+        check_kind,
+        parse_claim,
+        run_check,
+    )
+
+    returned = {}
+
+    class Cfg(ThresholdConfig):
+        check: Literal["t_bad"] = "t_bad"
+
+    check_kind("t_bad", Cfg)(lambda ctx, cfg: returned["out"])
+    try:
+        cfg = parse_claim({"check": "t_bad", "text": "claim T", "op": ">=", "value": 0.5})
+        ctx = SimpleNamespace(eval_sets=None)
+        for out, why in [([], "an empty list"), (None, "NoneType"),
+                         ([Verdict("claim", "t", "pass", 1.0)], "Verdict 'claim' 'pass'"),
+                         ([Verdict("paper_value", "t", "match", 1.0)], "Verdict 'paper_value' 'match'")]:
+            returned["out"] = out
+            (v,) = run_check(ctx, cfg)
+            assert (v.kind, v.text, v.verdict) == ("claim", "claim T", "MISSING")
+            assert f"check 't_bad' returned {why}, not a list of claim verdicts" in v.detail
+        for verdict in CLAIM_VERDICTS:
+            returned["out"] = [Verdict("claim", "t", verdict, 1.0)]
+            assert run_check(ctx, cfg)[0].verdict == verdict
+    finally:
+        CHECKS.pop("t_bad", None)

@@ -215,6 +215,7 @@ class CheckKind:
 
 
 CHECKS: dict[str, CheckKind] = {}
+CLAIM_VERDICTS = ("PASS", "FAIL", "MISSING", "UNTESTED")
 DEFAULT_CHECK = "threshold"
 
 
@@ -239,6 +240,18 @@ def parse_claim(raw: dict[str, Any]) -> CheckConfig:
 
 def run_check(ctx: CheckContext, cfg: CheckConfig) -> list[Verdict]:
     out = CHECKS[cfg.check].fn(ctx, cfg)
+    if (not isinstance(out, list) or not out
+            or not all(isinstance(v, Verdict) and v.kind == "claim" and v.verdict in CLAIM_VERDICTS
+                       for v in out)):
+        # a registered check's slip (an empty list dropped the claim from the report and its
+        # tally; a verdict 'pass' or 'OK' was counted as none of PASS / FAIL / MISSING): the claim
+        # stays, MISSING, saying why
+        got = (f"{type(out).__name__}" if not isinstance(out, list) else "an empty list" if not out
+               else "; ".join(f"{type(v).__name__} {getattr(v, 'kind', '?')!r} "
+                              f"{getattr(v, 'verdict', '?')!r}" for v in out[:3]))
+        return [Verdict("claim", cfg.text, "MISSING", None,
+                        detail=f"check {cfg.check!r} returned {got}, not a list of claim verdicts "
+                        f"({', '.join(CLAIM_VERDICTS)}): not judged")]
     absent = unmeasured_sets([cfg.metric, *(g.metric for g in cfg.given)], ctx.eval_sets)
     if absent:  # no value of it in any cell read as a miss: it FAILed where nothing was measured
         for v in out:
