@@ -16699,3 +16699,38 @@ def test_a_registered_check_returning_no_claim_verdict_leaves_the_claim_missing_
             assert run_check(ctx, cfg)[0].verdict == verdict
     finally:
         CHECKS.pop("t_bad", None)
+
+
+def test_a_figure_kind_returning_no_bool_or_no_image_is_said_so(tmp_path):
+    """A registered figure kind that drew its image but returned None (no ``return``) was read
+    as 'no finished cell of profile smoke to draw' and its image removed as stale; one that
+    returned True without writing the image listed a figure that is not there. Each is said
+    as it is, naming the kind."""
+    from typing import Literal
+
+    from ssmrepro.plots.registry import FIGURE_KINDS, FigureConfig, figure_kind
+
+    returned = {}
+
+    class Cfg(FigureConfig):
+        kind: Literal["t_fig"]
+
+    def draw(ctx, cfg, path):
+        if returned["write"]:
+            path.write_bytes(b"png")
+        return returned["out"]
+
+    figure_kind("t_fig", Cfg)(draw)
+    spec = write_spec(tmp_path, figure={"kind": "t_fig"})
+    try:
+        for write, out, why in [(True, None, "figure kind 't_fig' returned None, not true or false "
+                                 "(whether it drew figure-smoke.png)"),
+                                (False, True, "figure kind 't_fig' returned true but wrote no "
+                                 "figure-smoke.png")]:
+            returned.update(write=write, out=out)
+            r = CliRunner().invoke(app, ["plot", str(spec), "--profile", "smoke", "--out",
+                                         str(tmp_path / "o")])
+            assert why in " ".join(r.output.split()), r.output
+            assert "no finished cell of profile smoke to draw" not in r.output
+    finally:
+        FIGURE_KINDS.pop("t_fig", None)
