@@ -16734,3 +16734,26 @@ def test_a_figure_kind_returning_no_bool_or_no_image_is_said_so(tmp_path):
             assert "no finished cell of profile smoke to draw" not in r.output
     finally:
         FIGURE_KINDS.pop("t_fig", None)
+
+
+def test_a_new_analysis_records_are_checked_by_their_own_rule_not_as_decay_histograms():
+    """``analysis_problem`` judged every recorded analysis as a decay histogram: a new entry of
+    ``ANALYSES`` had every record refused as 'is not a histogram'. Each analysis is checked by
+    its own entry of ``ANALYSIS_PROBLEMS`` (one without says so); decay histograms still are."""
+    from ssmrepro.analysis import ANALYSES, ANALYSIS_PROBLEMS, HIST_BINS, analysis_problem
+
+    ANALYSES["t_mean"] = lambda model, task, seeds: [{"value": 0.5}]
+    try:
+        assert "has no check of its records" in analysis_problem({"t_mean": {"value": 0.5}})
+        ANALYSIS_PROBLEMS["t_mean"] = lambda name, res: (
+            None if isinstance(res, dict) and set(res) == {"value"} else f"{name}: no value")
+        assert analysis_problem({"t_mean": {"value": 0.5}}) is None
+        assert analysis_problem({"t_mean": {"bins": 3}}) == "t_mean: no value"
+        good = {"bins": HIST_BINS, "before": [0] * HIST_BINS, "after": [1] * HIST_BINS}
+        assert analysis_problem({"t_mean": {"value": 1.0}, "decay_histogram": good}) is None
+        assert "not a histogram" in analysis_problem({"decay_histogram": {"value": 1.0}})
+        assert "whole counts" in analysis_problem(
+            {"decay_histogram": {**good, "before": [-1] * HIST_BINS}})
+    finally:
+        ANALYSES.pop("t_mean", None)
+        ANALYSIS_PROBLEMS.pop("t_mean", None)
