@@ -16757,3 +16757,39 @@ def test_a_new_analysis_records_are_checked_by_their_own_rule_not_as_decay_histo
     finally:
         ANALYSES.pop("t_mean", None)
         ANALYSIS_PROBLEMS.pop("t_mean", None)
+
+
+def test_a_mixer_registered_non_causal_is_refused_on_a_next_token_task():
+    """``register(Config, causal=False)`` was shown as '[non-causal]' by list-models only: such a
+    mixer on a next-token task (text_corpus) read the next byte it was to predict, and its
+    perplexity was nonsense. It is refused as a bidirectional block is; causal mixers pass."""
+    from typing import Literal
+
+    from ssmrepro.models.backbone import SeqLMConfig
+    from ssmrepro.models.layers import PackedModule
+    from ssmrepro.models.mixers import MIXERS, MixerConfig, register
+    from ssmrepro.tasks.base import TaskInfo
+
+    class Cfg(MixerConfig):
+        """test mixer"""
+        name: Literal["t_ahead"] = "t_ahead"
+
+        def activation_floats(self, d, L):
+            return L * d
+
+    class Mod(PackedModule):
+        pass
+
+    register(Cfg, causal=False)(Mod)
+    try:
+        cfg = SeqLMConfig.model_validate(
+            {"name": "seq_lm", "d_model": 8, "layers": ["A", "B"],
+             "blocks": {"A": {"mixer": {"name": "t_ahead"}}, "B": {"mixer": {"name": "s6"}}}})
+        lm = TaskInfo(vocab_size=8, n_classes=8, seq_len=4, next_token=True)
+        with pytest.raises(ValueError, match=r"non-causal mixer of block A \(t_ahead\) would read"):
+            cfg.check_task(lm)
+        cfg.check_task(TaskInfo(vocab_size=8, n_classes=8, seq_len=4))
+        causal = cfg.model_copy(update={"layers": ["B"]})
+        causal.check_task(lm)
+    finally:
+        MIXERS.pop("t_ahead", None)
