@@ -22,6 +22,7 @@ import shutil
 import socket
 import sys
 import tempfile
+import typing
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -760,6 +761,35 @@ class NoBoolNumbers(BaseModel):
                 out = dict(data) if out is None else out
                 out[key] = new
         return data if out is None else out
+
+
+REGISTERED_NAME = re.compile(r"[a-z][a-z0-9_]*")  # a mixer's, figure kind's or check's name
+
+
+def check_registration(what: str, name: Any, Config: Any, base: type[BaseModel], tag: str,
+                       registry: dict) -> None:
+    """Raise ValueError for a registration that a registry (mixers, figure kinds, checks) took
+    without a word and got wrong later: a name that is not a plain lower-case identifier (a mixer
+    config without a default name was registered under pydantic's undefined marker, and every
+    later 'unknown mixer' message failed with a TypeError), one registered already, a config
+    class not derived from ``base``, one that accepts unknown keys (a misspelt field was dropped)
+    or is not frozen, or one whose ``tag`` field (``name``, ``kind``, ``check``) refuses the name
+    (every use of the entry failed validation)."""
+    if not (isinstance(Config, type) and issubclass(Config, base)):
+        raise ValueError(f"{what} config {Config!r} is not a {base.__name__}")
+    if not isinstance(name, str) or not REGISTERED_NAME.fullmatch(name):
+        raise ValueError(f"{what} name {name!r} (config {Config.__name__}) is not a lower-case "
+                         "identifier (letters, digits and _, starting with a letter)")
+    if name in registry:
+        raise ValueError(f"{what} {name!r} registered twice")
+    cfg = Config.model_config
+    if cfg.get("extra") != "forbid" or not cfg.get("frozen"):
+        raise ValueError(f"{what} {name!r}: its config {Config.__name__} must reject unknown keys "
+                         "and be frozen (model_config extra='forbid', frozen=True)")
+    ann = Config.model_fields[tag].annotation
+    if typing.get_origin(ann) is typing.Literal and name not in typing.get_args(ann):
+        raise ValueError(f"{what} {name!r}: its config {Config.__name__}'s {tag} field takes only "
+                         f"{', '.join(map(repr, typing.get_args(ann)))}")
 
 
 def strict_json(o: Any) -> Any:

@@ -16480,3 +16480,365 @@ def test_a_float32_run_gives_its_numbers_to_float32_rounding_in_any_pack_or_micr
                                                              packed[e]["stop_step"])
             for k, v in packed[e]["metrics"].items():
                 assert other["metrics"][k] == pytest.approx(v, rel=1e-5, abs=1e-6), k
+
+
+def test_registries_refuse_a_registration_they_would_get_wrong():
+    """The mixer, figure-kind and check registries took any registration: a mixer config with
+    no default name was registered under pydantic's undefined marker (every later 'unknown
+    mixer' message then failed with a TypeError), one without ``activation_floats`` failed
+    ``run --dry-run`` with a traceback, and odd names, configs that accept unknown keys or
+    whose tag field refuses the name went in without a word. Each is refused, naming why; the
+    registries are left as they were."""
+    from typing import Literal
+
+    from pydantic import ConfigDict
+
+    from ssmrepro.models.layers import PackedModule
+    from ssmrepro.models.mixers import MIXERS, MixerConfig, MixerSpecError, parse_mixer, register
+    from ssmrepro.plots.registry import FIGURE_KINDS, FigureConfig, figure_kind
+    from ssmrepro.report.checks import CHECKS, ThresholdConfig, check_kind
+
+    def est(self, d, L):
+        return L * d
+
+    def mixer_cfg(name_ann, default, **extra):
+        ns = {"__annotations__": {"name": name_ann}, "activation_floats": est, **extra}
+        if default is not None:
+            ns["name"] = default
+        return type("Cfg", (MixerConfig,), ns)
+
+    class Mod(PackedModule):
+        pass
+
+    before = (dict(MIXERS), dict(FIGURE_KINDS), dict(CHECKS))
+    bad_mixers = [
+        (mixer_cfg(Literal["nodef"], None), {}, "needs the mixer's name as default"),
+        (mixer_cfg(Literal["My-Mix"], "My-Mix"), {}, "lower-case identifier"),
+        (mixer_cfg(Literal["s6"], "s6"), {}, "registered twice"),
+        (mixer_cfg(Literal["loose"], "loose", model_config=ConfigDict(extra="allow", frozen=True)),
+         {}, "reject unknown keys"),
+        (mixer_cfg(Literal["thawed"], "thawed", model_config=ConfigDict(frozen=False)), {},
+         "reject unknown keys"),
+        (type("Cfg", (MixerConfig,), {"__annotations__": {"name": Literal["noest"]},
+                                      "name": "noest"}), {}, "no activation_floats"),
+        (mixer_cfg(Literal["causalstr"], "causalstr"), {"causal": "no"}, "causal must be"),
+        (ThresholdConfig, {}, "is not a MixerConfig"),
+    ]
+    try:
+        for Config, kw, why in bad_mixers:
+            with pytest.raises(ValueError, match=why):
+                register(Config, **kw)(Mod)
+        with pytest.raises(MixerSpecError, match="unknown mixer 'zzz'; known: attention"):
+            parse_mixer({"name": "zzz"})
+        FigCfg = type("FigCfg", (FigureConfig,), {"__annotations__": {"kind": Literal["other"]}})
+        for name, Config, why in [("bars", FigureConfig, "registered twice"),
+                                  ("my kind", FigureConfig, "lower-case identifier"),
+                                  ("mine", FigCfg, "kind field takes only 'other'"),
+                                  ("mine", dict, "is not a FigureConfig")]:
+            with pytest.raises(ValueError, match=why):
+                figure_kind(name, Config)(lambda ctx, cfg, path: True)
+        for name, why in [("", "lower-case identifier"), ("mine", "check field takes only"),
+                          ("threshold", "registered twice")]:
+            with pytest.raises(ValueError, match=why):
+                check_kind(name, ThresholdConfig)(lambda ctx, cfg: [])
+        assert (dict(MIXERS), dict(FIGURE_KINDS), dict(CHECKS)) == before
+    finally:
+        for registry, old in zip((MIXERS, FIGURE_KINDS, CHECKS), before):
+            registry.clear()
+            registry.update(old)
+
+
+def test_a_new_mixer_that_breaks_the_contract_is_refused_not_trained():
+    """A registered mixer whose parameters no ``reset_member`` initialises (a plain nn.Module
+    holding them: torch.empty's memory trained from garbage; a PackedModule without
+    reset_member: the pack failed with a bare NotImplementedError) is refused when built, and
+    one returning another shape or dtype than its input (a mean over the positions, (E, B, 1,
+    d), was broadcast by the residual; a float64 output made the model float64) is refused by
+    its block, naming the mixer: both trained and reported nonsense without a word."""
+    from typing import Literal
+
+    import torch
+
+    from ssmrepro.models.blocks import MixerBlock, MixerBlockConfig
+    from ssmrepro.models.layers import PackedModule
+    from ssmrepro.models.mixers import MIXERS, MixerConfig, build_mixer, register
+
+    def config(name):
+        return type("Cfg", (MixerConfig,), {"__annotations__": {"name": Literal[name]},
+                                            "name": name, "__doc__": "test mixer",
+                                            "activation_floats": lambda self, d, L: L * d})
+
+    class Plain(torch.nn.Module):
+        def __init__(self, E, d, cfg):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.empty(E, d))
+
+        def forward(self, x):
+            return x * self.w[:, None, None]
+
+    class NoReset(PackedModule):
+        def __init__(self, E, d, cfg):
+            super().__init__(E)
+            self.w = torch.nn.Parameter(torch.empty(E, d))
+
+    def packed(out):
+        class Packed(NoReset):
+            def reset_member(self, e, g):
+                with torch.no_grad():
+                    self.w[e].fill_(1.0)
+
+            def forward(self, x):
+                return out(x * self.w[:, None, None])
+        return Packed
+
+    cases = {"t_plain": (Plain, "Plain holds parameters but is not a PackedModule"),
+             "t_noreset": (NoReset, "NoReset is a PackedModule without reset_member"),
+             "t_pooled": (packed(lambda y: y.mean(2, keepdim=True)), r"returned \(2, 3, 1, 4\)"),
+             "t_double": (packed(lambda y: y.double()), "torch.float64 for an input of")}
+    try:
+        for name, (cls, why) in cases.items():
+            register(config(name))(cls)
+            with pytest.raises(ValueError, match=why):
+                block = MixerBlock(2, 4, MixerBlockConfig(mixer={"name": name}))
+                block(torch.randn(2, 3, 5, 4))
+        block = MixerBlock(2, 4, MixerBlockConfig(mixer={"name": "t_double"}, bidirectional="sum"))
+        with pytest.raises(ValueError, match="mixer 't_double' returned"):
+            block(torch.randn(2, 3, 5, 4))
+        assert build_mixer({"name": "s6"}, 2, 4) is not None
+    finally:
+        for name in cases:
+            MIXERS.pop(name, None)
+
+
+def test_a_new_mixers_memory_estimate_is_refused_unless_a_positive_int():
+    """A registered mixer whose ``activation_floats`` returned 0 or a negative number gave
+    ``run --dry-run`` a memory need and time estimate of 0 ('-0.00 s per GB-step', '0 s'); a
+    float or bool was carried into the byte counts; a negative ``fixed_floats`` lowered the
+    need. Each is refused naming the mixer (validate / run: 'run cannot be built', exit 2)."""
+    from typing import Literal
+
+    import torch
+
+    from ssmrepro.models.blocks import MixerBlockConfig
+    from ssmrepro.models.layers import PackedModule
+    from ssmrepro.models.mixers import MIXERS, MixerConfig, register
+
+    values = {"act": 1, "fixed": 0}
+
+    class Cfg(MixerConfig):
+        """test mixer"""
+        name: Literal["t_floats"] = "t_floats"
+
+        def activation_floats(self, d, L):
+            return values["act"]
+
+        def fixed_floats(self, d, L):
+            return values["fixed"]
+
+    class Mod(PackedModule):
+        pass
+
+    register(Cfg)(Mod)
+    try:
+        block = MixerBlockConfig(mixer={"name": "t_floats"})
+        assert block.activation_floats(8, 4) == 1 + 4 * 2 * 8 and block.fixed_floats(8, 4) == 0
+        for act, fixed, why in [(0, 0, "activation_floats.*returned 0, not a positive int"),
+                                (-10**9, 0, "returned -1000000000"), (2.5, 0, "returned 2.5"),
+                                (True, 0, "returned True"), (torch.tensor(3), 0, "returned"),
+                                (1, -5, r"fixed_floats\(d_model=8, L=4\) returned -5, not an int")]:
+            values.update(act=act, fixed=fixed)
+            with pytest.raises(ValueError, match=f"mixer 't_floats': .*{why}"):
+                block.activation_floats(8, 4) + block.fixed_floats(8, 4)
+    finally:
+        MIXERS.pop("t_floats", None)
+
+
+def test_a_task_whose_batch_breaks_the_contract_is_refused_naming_why():
+    """A new task's batch was checked for its target layout only: a -1 meant as 'unsupervised'
+    was read as supervised class 0 by the loss and the accuracy (only IGNORE is unsupervised),
+    int32 targets, a float mask, token ids past vocab_size or a second input on a task that is
+    not dual trained nonsense or failed deep in the model. The first training batch and each
+    evaluation's first are checked against the contract, naming the task and the slip; the
+    registered tasks keep it."""
+    import torch
+
+    from ssmrepro.tasks import TASKS, DataUnavailable, build_task
+    from ssmrepro.tasks.base import IGNORE, batch_problem
+    from ssmrepro.tasks.keep_nth import KeepNth
+    from ssmrepro.train import _check_batch
+
+    seeds, index = torch.tensor([1, 2]), torch.arange(6).reshape(2, 3)
+    for name in TASKS:
+        try:
+            task = build_task({"name": name})
+        except DataUnavailable:
+            continue
+        for split in (0, 1, 2):
+            assert batch_problem(task.sample(seeds, split, index), task.info, 2, 3) is None, name
+
+    task = KeepNth(KeepNth.Config())
+
+    def minus_one(b):
+        b.y[b.y == IGNORE] = -1
+
+    def to(field, value):
+        return lambda b: setattr(b, field, value(b))
+
+    cases = [(minus_one, "y holds class id -1: class ids are in"),
+             (to("y", lambda b: b.y.int()), "y is torch.int32"),
+             (to("mask", lambda b: torch.ones(b.x.shape)), "mask is torch.float32"),
+             (to("x", lambda b: b.x + 1000), "x holds token ids .* outside"),
+             (to("x2", lambda b: b.x), "x2 is given but the task is not dual"),
+             (to("y", lambda b: b.y[:, :, :-1]), r"y is torch.int64 of shape \(2, 3, 49\)"),
+             (to("y", lambda b: b.y[:1]), r"y is torch.int64 of shape \(1, 3, 50\)")]
+    for change, why in cases:
+        b = task.sample(seeds, 0, index)
+        change(b)
+        with pytest.raises(ValueError, match=f"task keep_nth: its batch breaks the contract.*{why}"):
+            _check_batch(task, task.info, b, index)
+
+
+def test_a_refusal_shared_by_several_unlabelled_shapes_is_printed_once():
+    """`run` / `validate` of chen2025-fig4 with `--set model.blocks.SSM.mixer.heads=3` printed
+    'model: run cannot be built: d_inner=16 does not split into heads=3 ...' once per depth of
+    the sweep (two shapes, runs without a label: the same line twice). Once now."""
+    r = CliRunner().invoke(app, ["validate", "chen2025-fig4", "--set",
+                                 "model.blocks.SSM.mixer.heads=3"])
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.output.splitlines() if "[profile smoke]" in ln]
+    assert len(lines) == 1 and "does not split into heads=3" in lines[0], r.output
+
+
+def test_a_registered_check_returning_no_claim_verdict_leaves_the_claim_missing_saying_why():
+    """A registered check function that returned an empty list dropped its claim from the report
+    and the verdict tally without a word; one returning None failed the report with a
+    TypeError; a verdict spelt 'pass' or 'OK' was counted as none of PASS / FAIL / MISSING /
+    UNTESTED. The claim stays, MISSING, naming the check and what it returned."""
+    from types import SimpleNamespace
+    from typing import Literal
+
+    from ssmrepro.report.checks import (
+        CHECKS,
+        CLAIM_VERDICTS,
+        ThresholdConfig,
+        Verdict,
+        check_kind,
+        parse_claim,
+        run_check,
+    )
+
+    returned = {}
+
+    class Cfg(ThresholdConfig):
+        check: Literal["t_bad"] = "t_bad"
+
+    check_kind("t_bad", Cfg)(lambda ctx, cfg: returned["out"])
+    try:
+        cfg = parse_claim({"check": "t_bad", "text": "claim T", "op": ">=", "value": 0.5})
+        ctx = SimpleNamespace(eval_sets=None)
+        for out, why in [([], "an empty list"), (None, "NoneType"),
+                         ([Verdict("claim", "t", "pass", 1.0)], "Verdict 'claim' 'pass'"),
+                         ([Verdict("paper_value", "t", "match", 1.0)], "Verdict 'paper_value' 'match'")]:
+            returned["out"] = out
+            (v,) = run_check(ctx, cfg)
+            assert (v.kind, v.text, v.verdict) == ("claim", "claim T", "MISSING")
+            assert f"check 't_bad' returned {why}, not a list of claim verdicts" in v.detail
+        for verdict in CLAIM_VERDICTS:
+            returned["out"] = [Verdict("claim", "t", verdict, 1.0)]
+            assert run_check(ctx, cfg)[0].verdict == verdict
+    finally:
+        CHECKS.pop("t_bad", None)
+
+
+def test_a_figure_kind_returning_no_bool_or_no_image_is_said_so(tmp_path):
+    """A registered figure kind that drew its image but returned None (no ``return``) was read
+    as 'no finished cell of profile smoke to draw' and its image removed as stale; one that
+    returned True without writing the image listed a figure that is not there. Each is said
+    as it is, naming the kind."""
+    from typing import Literal
+
+    from ssmrepro.plots.registry import FIGURE_KINDS, FigureConfig, figure_kind
+
+    returned = {}
+
+    class Cfg(FigureConfig):
+        kind: Literal["t_fig"]
+
+    def draw(ctx, cfg, path):
+        if returned["write"]:
+            path.write_bytes(b"png")
+        return returned["out"]
+
+    figure_kind("t_fig", Cfg)(draw)
+    spec = write_spec(tmp_path, figure={"kind": "t_fig"})
+    try:
+        for write, out, why in [(True, None, "figure kind 't_fig' returned None, not true or false "
+                                 "(whether it drew figure-smoke.png)"),
+                                (False, True, "figure kind 't_fig' returned true but wrote no "
+                                 "figure-smoke.png")]:
+            returned.update(write=write, out=out)
+            r = CliRunner().invoke(app, ["plot", str(spec), "--profile", "smoke", "--out",
+                                         str(tmp_path / "o")])
+            assert why in " ".join(r.output.split()), r.output
+            assert "no finished cell of profile smoke to draw" not in r.output
+    finally:
+        FIGURE_KINDS.pop("t_fig", None)
+
+
+def test_a_new_analysis_records_are_checked_by_their_own_rule_not_as_decay_histograms():
+    """``analysis_problem`` judged every recorded analysis as a decay histogram: a new entry of
+    ``ANALYSES`` had every record refused as 'is not a histogram'. Each analysis is checked by
+    its own entry of ``ANALYSIS_PROBLEMS`` (one without says so); decay histograms still are."""
+    from ssmrepro.analysis import ANALYSES, ANALYSIS_PROBLEMS, HIST_BINS, analysis_problem
+
+    ANALYSES["t_mean"] = lambda model, task, seeds: [{"value": 0.5}]
+    try:
+        assert "has no check of its records" in analysis_problem({"t_mean": {"value": 0.5}})
+        ANALYSIS_PROBLEMS["t_mean"] = lambda name, res: (
+            None if isinstance(res, dict) and set(res) == {"value"} else f"{name}: no value")
+        assert analysis_problem({"t_mean": {"value": 0.5}}) is None
+        assert analysis_problem({"t_mean": {"bins": 3}}) == "t_mean: no value"
+        good = {"bins": HIST_BINS, "before": [0] * HIST_BINS, "after": [1] * HIST_BINS}
+        assert analysis_problem({"t_mean": {"value": 1.0}, "decay_histogram": good}) is None
+        assert "not a histogram" in analysis_problem({"decay_histogram": {"value": 1.0}})
+        assert "whole counts" in analysis_problem(
+            {"decay_histogram": {**good, "before": [-1] * HIST_BINS}})
+    finally:
+        ANALYSES.pop("t_mean", None)
+        ANALYSIS_PROBLEMS.pop("t_mean", None)
+
+
+def test_a_mixer_registered_non_causal_is_refused_on_a_next_token_task():
+    """``register(Config, causal=False)`` was shown as '[non-causal]' by list-models only: such a
+    mixer on a next-token task (text_corpus) read the next byte it was to predict, and its
+    perplexity was nonsense. It is refused as a bidirectional block is; causal mixers pass."""
+    from typing import Literal
+
+    from ssmrepro.models.backbone import SeqLMConfig
+    from ssmrepro.models.layers import PackedModule
+    from ssmrepro.models.mixers import MIXERS, MixerConfig, register
+    from ssmrepro.tasks.base import TaskInfo
+
+    class Cfg(MixerConfig):
+        """test mixer"""
+        name: Literal["t_ahead"] = "t_ahead"
+
+        def activation_floats(self, d, L):
+            return L * d
+
+    class Mod(PackedModule):
+        pass
+
+    register(Cfg, causal=False)(Mod)
+    try:
+        cfg = SeqLMConfig.model_validate(
+            {"name": "seq_lm", "d_model": 8, "layers": ["A", "B"],
+             "blocks": {"A": {"mixer": {"name": "t_ahead"}}, "B": {"mixer": {"name": "s6"}}}})
+        lm = TaskInfo(vocab_size=8, n_classes=8, seq_len=4, next_token=True)
+        with pytest.raises(ValueError, match=r"non-causal mixer of block A \(t_ahead\) would read"):
+            cfg.check_task(lm)
+        cfg.check_task(TaskInfo(vocab_size=8, n_classes=8, seq_len=4))
+        causal = cfg.model_copy(update={"layers": ["B"]})
+        causal.check_task(lm)
+    finally:
+        MIXERS.pop("t_ahead", None)

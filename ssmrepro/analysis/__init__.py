@@ -81,32 +81,51 @@ def _whole(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
+def _decay_problem(name: str, res) -> str | None:
+    """Why ``res`` is not a decay histogram a run recorded: ``HIST_BINS`` whole counts >= 0 of
+    each part and two means (numbers, or None)."""
+    if not isinstance(res, dict) or set(res) - {*_DECAY_KEYS, *_DECAY_MEANS} or any(
+            k not in res for k in _DECAY_KEYS):
+        return (f"{name} is not a histogram ({', '.join(_DECAY_KEYS)} and "
+                f"{', '.join(_DECAY_MEANS)})")
+    if res["bins"] != HIST_BINS or isinstance(res["bins"], bool):
+        return f"{name} has {res['bins']!r} bins, not the {HIST_BINS} a run records"
+    for part in ("before", "after"):
+        counts = res[part]
+        if not (isinstance(counts, list) and len(counts) == HIST_BINS
+                and all(_whole(c) for c in counts)):
+            return f"{name} {part}: not {HIST_BINS} whole counts >= 0"
+    for k in _DECAY_MEANS:
+        v = res.get(k)
+        if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool)
+                                  and math.isfinite(v)):
+            return f"{name} {k} {v!r}: not a number"
+    return None
+
+
+# name -> problem(name, result) -> str | None: what a record of each of ``ANALYSES`` must hold
+# (a new analysis adds its own; every result was judged as a decay histogram, so a new
+# analysis's records were all refused as 'not a histogram')
+ANALYSIS_PROBLEMS = {"decay_histogram": _decay_problem}
+
+
 def analysis_problem(analysis) -> str | None:
     """Why a run record's ``analysis`` (name -> this member's result, as ``train`` records
-    ``ANALYSES``) cannot be what a run computed, or None. A decay histogram is ``HIST_BINS``
-    whole counts >= 0 of each part and two means (numbers, or None): a record edited to negative
-    or cut counts was summed into its cell (decay.split 0.76 instead of 0.00: a PASS turned
-    FAIL), and one without its bins, with text counts or another shape raised a traceback in
+    ``ANALYSES``) cannot be what a run computed, or None; each result is checked by its
+    analysis's entry of ``ANALYSIS_PROBLEMS``. A decay histogram record edited to negative or
+    cut counts was summed into its cell (decay.split 0.76 instead of 0.00: a PASS turned FAIL),
+    and one without its bins, with text counts or another shape raised a traceback in
     `plot`."""
     if not isinstance(analysis, dict):
         return "is not a mapping of analysis name -> result"
     for name, res in analysis.items():
         if name not in ANALYSES:
             return f"{name!r} is no analysis a run records (known: {', '.join(ANALYSES)})"
-        if not isinstance(res, dict) or set(res) - {*_DECAY_KEYS, *_DECAY_MEANS} or any(
-                k not in res for k in _DECAY_KEYS):
-            return (f"{name} is not a histogram ({', '.join(_DECAY_KEYS)} and "
-                    f"{', '.join(_DECAY_MEANS)})")
-        if res["bins"] != HIST_BINS or isinstance(res["bins"], bool):
-            return f"{name} has {res['bins']!r} bins, not the {HIST_BINS} a run records"
-        for part in ("before", "after"):
-            counts = res[part]
-            if not (isinstance(counts, list) and len(counts) == HIST_BINS
-                    and all(_whole(c) for c in counts)):
-                return f"{name} {part}: not {HIST_BINS} whole counts >= 0"
-        for k in _DECAY_MEANS:
-            v = res.get(k)
-            if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool)
-                                      and math.isfinite(v)):
-                return f"{name} {k} {v!r}: not a number"
+        problem = ANALYSIS_PROBLEMS.get(name)
+        if problem is None:
+            return (f"{name!r} has no check of its records (analysis.ANALYSIS_PROBLEMS): "
+                    "its result cannot be trusted")
+        why = problem(name, res)
+        if why:
+            return why
     return None

@@ -48,6 +48,7 @@ from .layers import (
     make_norm,
     no_weight_decay,
 )
+from .mixers import MIXERS
 
 NormKind = Literal["none", "layernorm", "rmsnorm", "batchnorm"]
 
@@ -163,6 +164,16 @@ class SeqLMConfig(ModelConfig):
             raise ValueError(f"the task's target at each position is the next input (next-token "
                              f"prediction), which the bidirectional block{'s' * (len(ahead) > 1)} "
                              f"{', '.join(ahead)} would read: use bidirectional 'none'")
+        # a mixer registered causal=False (mixers.register) looks ahead on purpose: it was
+        # shown as [non-causal] by list-models only, and read the next byte it was to predict
+        blocks = {n: getattr(self.blocks[n], "mixer", None) for n in self.layer_names()}
+        looking = sorted(f"{n} ({m.name})" for n, m in blocks.items()
+                         if m is not None and not MIXERS[m.name].causal)
+        if getattr(info, "next_token", False) and looking:
+            raise ValueError(f"the task's target at each position is the next input (next-token "
+                             f"prediction), which the non-causal mixer of block"
+                             f"{'s' * (len(looking) > 1)} {', '.join(looking)} would read: use a "
+                             "causal mixer")
 
     def check_eval(self, trained, other) -> None:
         """Raise ValueError when a model built for the task ``trained`` cannot read the batches of

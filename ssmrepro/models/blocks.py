@@ -28,6 +28,7 @@ from ..util import NoBoolNumbers
 from .base import refuse_unread
 from .layers import PackedLinear, PackedMLP, make_norm
 from .mixers import MixerConfig, build_mixer, parse_mixer
+from .mixers.base import mixer_floats
 from .mixers.neox_attn import NeoXAttnFields
 
 NormKind = Literal["none", "layernorm", "rmsnorm", "batchnorm"]
@@ -73,12 +74,13 @@ class MixerBlockConfig(NoBoolNumbers):
 
     def fixed_floats(self, d_model: int, L: int) -> int:
         """The mixer's batch-independent floats (twice if bidirectional: two mixers)."""
-        return (1 if self.bidirectional == "none" else 2) * self.mixer.fixed_floats(d_model, L)
+        return (1 if self.bidirectional == "none" else 2) * mixer_floats(self.mixer, d_model, L,
+                                                                         fixed=True)
 
     def activation_floats(self, d_model: int, L: int) -> int:
         """The mixer's (twice if bidirectional) + norm and residual outputs + the MLP sub-block."""
         n_dir = 1 if self.bidirectional == "none" else 2
-        mixer = n_dir * self.mixer.activation_floats(d_model, L)
+        mixer = n_dir * mixer_floats(self.mixer, d_model, L)
         if self.bidirectional == "concat":
             mixer += L * 2 * d_model
         hidden = self.hidden(d_model)
@@ -144,6 +146,7 @@ class MixerBlock(nn.Module):
         self.pre = cfg.norm_position == "pre"
         self.residual = cfg.residual
         self.norm = make_norm(E, d, cfg.norm)
+        self.mixer_name = cfg.mixer.name
         if cfg.bidirectional == "none":
             self.mixer = build_mixer(cfg.mixer, E, d)
         else:
@@ -164,8 +167,21 @@ class MixerBlock(nn.Module):
         """(mixer, what it reads) for block input h (E, B, L, d)."""
         return self.mixer, (self.norm(h) if self.pre else h)
 
+    def _mix(self, x: torch.Tensor) -> torch.Tensor:
+        """The mixer's output, refused unless of x's shape and dtype (a mixer returning (E, B, 1,
+        d) was broadcast over the positions by the residual, a float64 one turned the rest of
+        the model float64: a new mixer trained and reported nonsense without a word)."""
+        y = self.mixer(x)
+        if not isinstance(y, torch.Tensor) or y.shape != x.shape or y.dtype != x.dtype:
+            got = (f"{tuple(y.shape)} {y.dtype}" if isinstance(y, torch.Tensor)
+                   else type(y).__name__)
+            raise ValueError(f"mixer {self.mixer_name!r} returned {got} for an input of "
+                             f"{tuple(x.shape)} {x.dtype}: a mixer keeps its input's shape and "
+                             "dtype (models.mixers.base)")
+        return y
+
     def forward(self, h: torch.Tensor) -> torch.Tensor:  # (E, B, L, d)
-        h = self._sub(h, self.mixer, self.norm)
+        h = self._sub(h, self._mix, self.norm)
         if self.mlp is not None:
             h = self._sub(h, self.mlp, self.norm2)
         return h

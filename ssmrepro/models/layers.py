@@ -75,7 +75,8 @@ class PackedModule(nn.Module):
         self.E = E
 
     def reset_member(self, e: int, g: torch.Generator) -> None:  # pragma: no cover - abstract
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} has no reset_member(e, generator) "
+                                  "(initialises member e)")
 
 
 class PackedLinear(PackedModule):

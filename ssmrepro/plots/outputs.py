@@ -1727,6 +1727,16 @@ def output_paths(spec: Spec, profile: str, root: Path, overrides: dict | None = 
     return [root / output_name(spec, profile, stem, ext, tag) for stem, ext in stems]
 
 
+def _file_state(path: Path) -> tuple | None:
+    """(inode, size, mtime) of the file at ``path``, None when there is none: whether a figure
+    kind wrote its image (an atomic write replaces the inode)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns) if path.is_file() else None
+
+
 def _remove_stale(path: Path, drawn: bool) -> str:
     """Remove ``path``, an output that no finished cell of the profile supports any more (its
     figure not ``drawn`` for want of one, or its summary.csv), when one is there:
@@ -1909,10 +1919,20 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
     for i, cfg in enumerate(configs):
         path = out(figure_stem(cfg, i), "png")
         try:
+            before = _file_state(path)
             drawn = FIGURE_KINDS[cfg.kind].fn(ctx, cfg, path)
-            why = f"no finished cell of profile {profile} to draw" + (
-                f" where {_shown(cfg.cell_filter())}" if cfg.cell_filter() else "")
-            why += _remove_stale(path, drawn)
+            if not isinstance(drawn, bool) or (drawn and _file_state(path) in (None, before)):
+                # a registered kind's slip: None (no return) read as 'nothing to draw', its
+                # image then removed as stale; True with no new image listed a missing or an
+                # old figure
+                why = (f"figure kind {cfg.kind!r} returned {drawn!r}, not true or false "
+                       f"(whether it drew {path.name})" if not isinstance(drawn, bool) else
+                       f"figure kind {cfg.kind!r} returned true but wrote no {path.name}")
+                drawn = False
+            else:
+                why = f"no finished cell of profile {profile} to draw" + (
+                    f" where {_shown(cfg.cell_filter())}" if cfg.cell_filter() else "")
+                why += _remove_stale(path, drawn)
         except NotDrawn as err:  # a saved-weights figure of no finished cell: its old image
             # (of runs no longer planned) was kept beside a report of 0 runs finished
             drawn, why = False, str(err) + (_remove_stale(path, False) if err.stale else "")

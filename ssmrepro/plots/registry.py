@@ -29,7 +29,7 @@ from ..report.cells import PaperValueLookup, finished, listed_keys
 from ..report.columns import DEFAULT_METRIC, N_DIVERGED, N_OK
 from ..spec import NAME_PATTERN
 from ..store import is_loss
-from ..util import DrawnText, NoBoolNumbers
+from ..util import DrawnText, NoBoolNumbers, check_registration
 
 
 class FigureConfig(NoBoolNumbers):
@@ -424,8 +424,7 @@ def figure_kind(name: str, Config: type[FigureConfig]):
     """Register ``fn(ctx, cfg, path) -> bool`` as figure kind ``name`` with its config class."""
 
     def deco(fn):
-        if name in FIGURE_KINDS:
-            raise ValueError(f"figure kind {name!r} registered twice")
+        check_registration("figure kind", name, Config, FigureConfig, "kind", FIGURE_KINDS)
         FIGURE_KINDS[name] = FigureKind(name, Config, fn, (fn.__doc__ or "").strip().split("\n")[0])
         return fn
 

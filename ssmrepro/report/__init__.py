@@ -30,6 +30,7 @@ from .cells import (
 )
 from .checks import (
     CHECKS,
+    CLAIM_VERDICTS,
     DEFAULT_CHECK,
     CheckContext,
     CheckKind,
@@ -61,8 +62,6 @@ from .columns import (
 )
 
 _eq = values_equal  # older name, kept for callers outside this package
-
-CLAIM_VERDICTS = ("PASS", "FAIL", "MISSING", "UNTESTED")
 
 __all__ = ["CHECKS", "CLAIM_VERDICTS", "DEFAULT_CHECK", "CheckContext", "CheckKind", "Verdict",
            "aggregate", "cell_keys", "check_kind", "expected", "finished", "markdown",

@@ -45,7 +45,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from .. import expr
 from ..store import NAMED_SET_METRICS, SET_METRICS
 from ..theory.recall import law_constant, refined_frontier_product
-from ..util import NoBoolNumbers, pairs_text
+from ..util import NoBoolNumbers, check_registration, pairs_text
 from .cells import CellIndex, cell_env, column, expected, fmt_num, fmt_value, norm, select
 from .columns import (
     COMPLETE,
@@ -215,6 +215,7 @@ class CheckKind:
 
 
 CHECKS: dict[str, CheckKind] = {}
+CLAIM_VERDICTS = ("PASS", "FAIL", "MISSING", "UNTESTED")
 DEFAULT_CHECK = "threshold"
 
 
@@ -222,8 +223,7 @@ def check_kind(name: str, Config: type[CheckConfig]):
     """Register ``fn(ctx, cfg) -> list[Verdict]`` as check ``name`` with its config class."""
 
     def deco(fn):
-        if name in CHECKS:
-            raise ValueError(f"check {name!r} registered twice")
+        check_registration("check", name, Config, CheckConfig, "check", CHECKS)
         CHECKS[name] = CheckKind(name, Config, fn, (fn.__doc__ or "").strip().split("\n")[0])
         return fn
 
@@ -240,6 +240,18 @@ def parse_claim(raw: dict[str, Any]) -> CheckConfig:
 
 def run_check(ctx: CheckContext, cfg: CheckConfig) -> list[Verdict]:
     out = CHECKS[cfg.check].fn(ctx, cfg)
+    if (not isinstance(out, list) or not out
+            or not all(isinstance(v, Verdict) and v.kind == "claim" and v.verdict in CLAIM_VERDICTS
+                       for v in out)):
+        # a registered check's slip (an empty list dropped the claim from the report and its
+        # tally; a verdict 'pass' or 'OK' was counted as none of PASS / FAIL / MISSING): the claim
+        # stays, MISSING, saying why
+        got = (f"{type(out).__name__}" if not isinstance(out, list) else "an empty list" if not out
+               else "; ".join(f"{type(v).__name__} {getattr(v, 'kind', '?')!r} "
+                              f"{getattr(v, 'verdict', '?')!r}" for v in out[:3]))
+        return [Verdict("claim", cfg.text, "MISSING", None,
+                        detail=f"check {cfg.check!r} returned {got}, not a list of claim verdicts "
+                        f"({', '.join(CLAIM_VERDICTS)}): not judged")]
     absent = unmeasured_sets([cfg.metric, *(g.metric for g in cfg.given)], ctx.eval_sets)
     if absent:  # no value of it in any cell read as a miss: it FAILed where nothing was measured
         for v in out:

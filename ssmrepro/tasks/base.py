@@ -242,10 +242,61 @@ def loss_problem(task: Task, label_smoothing: float, early_stop_metric: str | No
     return None
 
 
+def batch_problem(b: Batch, info: TaskInfo, E: int, B: int) -> str | None:
+    """Why batch ``b`` of E members x B samples breaks the ``Batch`` contract for ``info`` (None:
+    it keeps it): input dtype, shape or token ids out of [0, vocab_size); targets of another
+    dtype or shape than ``info.loss`` / ``info.target`` give, or class ids outside [0,
+    n_classes) other than IGNORE (a -1 for 'unsupervised' was read as supervised class 0 by
+    the loss and the accuracy); a mask that is not bool of the inputs' (E, B, L); a second
+    input without ``info.dual`` or the reverse. The training loop checks its first training
+    batch and each evaluation's first (``train._check_batch``): a new task's slip trained and
+    reported nonsense without a word."""
+    x, y = b.x, b.y
+    if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor):
+        return "x and y must be tensors"
+    tokens = info.input_dim is None
+    if tokens and (x.dtype != torch.int64 or x.dim() != 3):
+        return f"x is {x.dtype} of shape {tuple(x.shape)}: token inputs are int64 (E, B, L)"
+    if not tokens and (not x.is_floating_point() or x.dim() != 4 or x.shape[-1] != info.input_dim):
+        return (f"x is {x.dtype} of shape {tuple(x.shape)}: continuous inputs are float "
+                f"(E, B, L, {info.input_dim})")
+    if tuple(x.shape[:2]) != (E, B):
+        return f"x has shape {tuple(x.shape)} for {E} members x {B} samples"
+    if tokens and x.numel() and (int(x.min()) < 0 or int(x.max()) >= info.vocab_size):
+        return (f"x holds token ids {int(x.min())}..{int(x.max())}, outside [0, "
+                f"{info.vocab_size}) (vocab_size)")
+    L = x.shape[2]
+    lead = (E, B, L) if info.target == "per_position" else (E, B)
+    if info.loss == "mse":
+        if not y.is_floating_point() or tuple(y.shape) != (*lead, info.n_classes):
+            return (f"y is {y.dtype} of shape {tuple(y.shape)}: regression targets are float "
+                    f"{(*lead, info.n_classes)}")
+    else:
+        if y.dtype != torch.int64 or tuple(y.shape) != lead:
+            return f"y is {y.dtype} of shape {tuple(y.shape)}: class targets are int64 {lead}"
+        bad = (y != IGNORE) & ((y < 0) | (y >= info.n_classes))
+        if bool(bad.any()):
+            return (f"y holds class id {int(y[bad][0])}: class ids are in [0, {info.n_classes}) "
+                    f"(n_classes), or {IGNORE} (IGNORE) where unsupervised")
+    for name, m, t in (("mask", b.mask, x), ("mask2", b.mask2, b.x2)):
+        if m is not None and (m.dtype != torch.bool or t is None
+                              or tuple(m.shape) != tuple(t.shape[:3])):
+            return (f"{name} is {m.dtype} of shape {tuple(m.shape)}: a mask is bool of its "
+                    "inputs' (E, B, L)")
+    if (b.x2 is not None) != info.dual:
+        return ("x2 is given but the task is not dual" if b.x2 is not None
+                else "the task is dual but x2 is missing")
+    if b.x2 is not None and (b.x2.dtype != x.dtype or tuple(b.x2.shape[:2]) != (E, B)):
+        return f"x2 is {b.x2.dtype} of shape {tuple(b.x2.shape)}, unlike x"
+    return None
+
+
 class Task:
     """Base class: subclasses set ``Config`` and implement ``info`` and ``sample``.
 
-    Dataset tasks set ``finite = True`` and override ``split_sizes`` and ``data_info``.
+    Dataset tasks set ``finite = True`` and override ``split_sizes`` and ``data_info``. The
+    training loop checks the first training batch and the first batch of every evaluation
+    against the ``Batch`` contract (``batch_problem``).
     """
 
     Config: ClassVar[type[TaskConfig]]

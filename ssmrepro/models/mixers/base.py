@@ -4,7 +4,9 @@ A *mixer* maps (E, B, L, d_model) -> (E, B, L, d_model) for a pack of E members 
 token-mixing part of a layer (projections, convolutions, scan or attention, gate). Norms,
 residuals, MLPs and the layer pattern belong to the backbone (models.backbone.SeqLM). Every mixer
 is a module tree of ``PackedModule``s, so ``layers.reset_members`` initialises member e from its
-own generator.
+own generator: every submodule that holds parameters is one, and every ``PackedModule`` defines
+``reset_member(e, generator)`` (``build_mixer`` refuses a mixer that breaks this). ``forward``
+returns a tensor of its input's shape and dtype (``MixerBlock`` refuses another).
 
 Contract of a mixer file (one per family in this package):
     Config    pydantic model, extra keys rejected, frozen, ``name: Literal[...]`` field, and
@@ -28,7 +30,7 @@ from typing import Any
 from pydantic import ConfigDict
 from torch import nn
 
-from ...util import NoBoolNumbers
+from ...util import NoBoolNumbers, check_registration
 
 
 class MixerConfig(NoBoolNumbers):
@@ -61,17 +63,39 @@ MIXERS: dict[str, MixerEntry] = {}
 
 def register(Config: type[MixerConfig], causal: bool = True):
     """Class decorator: register ``Module(E, d_model, cfg)`` under ``Config``'s name."""
-    name = Config.model_fields["name"].default
 
     def deco(cls: type[nn.Module]) -> type[nn.Module]:
-        if name in MIXERS:
-            raise ValueError(f"mixer {name!r} registered twice")
+        name = (Config.model_fields["name"].default
+                if isinstance(Config, type) and issubclass(Config, MixerConfig) else None)
+        if isinstance(Config, type) and issubclass(Config, MixerConfig) and not isinstance(name, str):
+            raise ValueError(f"mixer config {Config.__name__}: its name field needs the mixer's "
+                             "name as default (name: Literal['x'] = 'x')")
+        check_registration("mixer", name, Config, MixerConfig, "name", MIXERS)
+        if Config.activation_floats is MixerConfig.activation_floats:
+            raise ValueError(f"mixer {name!r}: its config {Config.__name__} has no "
+                             "activation_floats(d_model, L) (the planner's memory estimate)")
+        if not isinstance(causal, bool):
+            raise ValueError(f"mixer {name!r}: causal must be true or false, got {causal!r}")
         MIXERS[name] = MixerEntry(name, Config, lambda cfg, E, d: cls(E, d, cfg),
                                   " ".join((Config.__doc__ or "").split()), causal)
         cls.Config = Config  # type: ignore[attr-defined]
         return cls
 
     return deco
+
+
+def mixer_floats(cfg: MixerConfig, d_model: int, L: int, fixed: bool = False) -> int:
+    """``cfg.activation_floats(d_model, L)`` (``fixed``: ``cfg.fixed_floats``), refused unless an
+    int, positive (fixed: not negative): a new mixer's estimate of 0 or below gave the planner a
+    memory need and a time estimate of 0 ('-0.00 s per GB-step'), a float was carried into the
+    byte counts without a word."""
+    what = "fixed_floats" if fixed else "activation_floats"
+    n = (cfg.fixed_floats if fixed else cfg.activation_floats)(d_model, L)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0 or (n == 0 and not fixed):
+        raise ValueError(f"mixer {cfg.name!r}: {what}(d_model={d_model}, L={L}) returned {n!r}, "
+                         f"not {'an int >= 0' if fixed else 'a positive int'} (floats per sample "
+                         "one layer keeps for backward: the planner's memory estimate)")
+    return n
 
 
 class MixerSpecError(ValueError):
@@ -92,4 +116,26 @@ def parse_mixer(spec: dict | MixerConfig) -> MixerConfig:
 
 def build_mixer(spec: dict | MixerConfig, E: int, d_model: int) -> nn.Module:
     cfg = parse_mixer(spec)
-    return MIXERS[cfg.name].build(cfg, E, d_model)
+    module = MIXERS[cfg.name].build(cfg, E, d_model)
+    uninitialised_problem = _member_init_problem(module)
+    if uninitialised_problem:
+        raise ValueError(f"mixer {cfg.name!r}: {uninitialised_problem}")
+    return module
+
+
+def _member_init_problem(module: nn.Module) -> str | None:
+    """Why ``models.init`` cannot initialise every member of ``module``'s parameters from its
+    own seed (None: it can): a submodule holding parameters that is not a ``PackedModule`` (they
+    kept torch.empty's memory, trained from garbage without a word), or a ``PackedModule``
+    without its ``reset_member`` (the pack failed with a bare NotImplementedError)."""
+    from ..layers import PackedModule
+
+    for sub in module.modules():
+        packed = isinstance(sub, PackedModule)
+        if packed and type(sub).reset_member is PackedModule.reset_member:
+            return (f"its module {type(sub).__name__} is a PackedModule without "
+                    "reset_member(e, generator), which initialises member e")
+        if not packed and next(sub.parameters(recurse=False), None) is not None:
+            return (f"its module {type(sub).__name__} holds parameters but is not a "
+                    "PackedModule (models.layers): nothing would initialise them")
+    return None
