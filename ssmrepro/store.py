@@ -46,7 +46,7 @@ import torch
 from .analysis import ANALYSES, analysis_problem
 from .spec import find_reused
 from .sweep import EarlyStop, parse_config, parsed_identity, run_id_of
-from .tasks.induction_heads import special_range
+from .tasks.induction_heads import InductionHeadsConfig, special_range
 from .tasks.lra import data_changed as lra_data_changed
 from .tasks.text_corpus import corpus_changed
 from .util import (
@@ -373,7 +373,8 @@ def _induction_heads_hard_range(rec: dict) -> bool:
     for t in (task, *({**task, **e} for e in evals.values() if isinstance(e, dict))):
         if not isinstance(t, dict) or t.get("name") != "induction_heads":
             continue
-        gamma, T, p = t.get("gamma", 0.1), t.get("T", 100), t.get("p", 0.75)
+        gamma, T, p = (t.get(k, InductionHeadsConfig.model_fields[k].default)
+                       for k in ("gamma", "T", "p"))
         try:
             if p > 0 and special_range(gamma, T) != math.floor(gamma * T):
                 return True

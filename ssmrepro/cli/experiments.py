@@ -243,17 +243,19 @@ def _table_rows(spec, profile: str, out: Path | None, overrides: dict | None, ru
                           overrides_tag(overrides, runs))
 
 
-def _row_status(row) -> tuple[str, dict, str]:
-    """(status, metrics, source) of a committed results row, as a record gives them."""
+def _row_status(row) -> tuple[str, dict]:
+    """(status, metrics) of a committed results row, as a record gives them."""
+    from ..store import is_metric_column, metric_name
+
     metrics = {}
     for k, v in row.items():
-        if str(k).startswith("metric.") and v == v and v is not None:
+        if is_metric_column(str(k)) and v is not None and v == v:
             try:
-                metrics[str(k)[len("metric."):]] = float(v)
+                metrics[metric_name(str(k))] = float(v)
             except (TypeError, ValueError):
                 continue
     status = row.get("status")
-    return ("ok" if status is None or status != status else str(status)), metrics, "table"
+    return ("ok" if status is None or status != status else str(status)), metrics
 
 
 @command()
@@ -289,7 +291,7 @@ def show(
             rec, status = found[r.run_id]
             metrics, source = (rec or {}).get("metrics") or {}, "record" if rec else None
             if status is None and r.run_id in table:  # a committed row, no record
-                status, metrics, source = _row_status(table[r.run_id])
+                (status, metrics), source = _row_status(table[r.run_id]), "table"
             rows.append({"index": r.index, "run_id": r.run_id, "label": r.label,
                          "coords": r.typed_coords(), "seed": r.seed, "status": status,
                          "source": source, "metrics": metrics, "config": r.config()})
@@ -311,7 +313,7 @@ def show(
         rec, status = found[r.run_id]
         acc = ((rec or {}).get("metrics") or {}).get("test.acc")
         if status is None and r.run_id in table:
-            status, metrics, _ = _row_status(table[r.run_id])
+            status, metrics = _row_status(table[r.run_id])
             status, acc, n_table = f"{status} (table)", metrics.get("test.acc"), n_table + 1
         coords = r.coords_text()
         t.add_row(str(r.index), r.run_id, escape(r.label), escape(coords), str(r.seed),
@@ -663,7 +665,7 @@ def _run_command(name: str, profile: str, out: Path | None, set_: list[str] | No
 
 
 def _say_unfinished(spec, name: str, profile: str, out: Path | None, set_: list[str] | None,
-                    res) -> None:
+                    overrides: dict | None, res) -> None:
     """plot / verify of a profile not fully trained (a `run` interrupted or cut): the console
     says so (only report.md did; the verdict line of a spec without checkable claims read as
     a complete profile)."""
@@ -672,7 +674,7 @@ def _say_unfinished(spec, name: str, profile: str, out: Path | None, set_: list[
     from ..engine import held_runs
 
     again = _run_command(name, profile, out, set_)
-    held = held_runs(spec, profile, out, _effective(spec, profile, _overrides(set_), say=False))
+    held = held_runs(spec, profile, out, overrides)
     busy = (f"; {len(held)} of them being trained now by another process ({held[0]}"
             f"{', ...' if len(held) > 1 else ''}): wait for it, or" if held else ":")
     err_console.print(f"[yellow]profile {escape(profile)}: {res.finished} of {res.expected} runs "
@@ -708,9 +710,9 @@ def plot(
     report."""
     spec = _spec(name)
     profile = spec.default_profile if profile is None else profile
-    _say_unfinished(spec, name, profile, out, set_, _outputs(
-        spec, profile, out, _effective(spec, profile, _overrides(set_)),
-        rerun=_run_command(name, profile, out, set_)))
+    overrides = _effective(spec, profile, _overrides(set_))
+    _say_unfinished(spec, name, profile, out, set_, overrides, _outputs(
+        spec, profile, out, overrides, rerun=_run_command(name, profile, out, set_)))
 
 
 @command()
@@ -727,11 +729,12 @@ def verify(
     --strict the exit code is 1 unless every claim PASSes."""
     spec = _spec(name)
     profile = spec.default_profile if profile is None else profile  # "" is no profile
-    res = _outputs(spec, profile, out, _effective(spec, profile, _overrides(set_)), quiet=as_json,
+    overrides = _effective(spec, profile, _overrides(set_))
+    res = _outputs(spec, profile, out, overrides, quiet=as_json,
                    rerun=_run_command(name, profile, out, set_))
     if as_json:
         print_json({"id": spec.id, "profile": profile, **_outputs_json(res)})
-    _say_unfinished(spec, name, profile, out, set_, res)
+    _say_unfinished(spec, name, profile, out, set_, overrides, res)
     if strict:
         short = [v for v in res.verdicts if v.kind == "claim" and v.verdict != "PASS"]
         if short:

@@ -168,13 +168,18 @@ def _is_list(v: Any) -> bool:
     return isinstance(v, (list, tuple))
 
 
+def _lists_of_lists(want: Any) -> bool:
+    """``want`` is a non-empty list of lists: any of them, on a list-valued key."""
+    return _is_list(want) and bool(want) and all(_is_list(w) for w in want)
+
+
 def alternatives(want: Any, values: list[Any]) -> list[Any]:
     """The any-of values of a ``where`` value ``want`` on a column of ``values`` ([] for one
     value): a list's items, but on a list-valued key only a list of lists has alternatives."""
     if not _is_list(want):
         return []
     if any(_is_list(v) for v in values):
-        return list(want) if want and all(_is_list(w) for w in want) else []
+        return list(want) if _lists_of_lists(want) else []
     return list(want)
 
 
@@ -187,7 +192,7 @@ def value_matches(key: str, have: Any, want: Any, listed: bool = False) -> bool:
     so on its scalar cells too (``alternatives``): on a column of 'SSM' and [SSM, TF],
     ``layers: [SSM, TF]`` matched the cell 'SSM' as well, and a claim was judged on both."""
     if listed or _is_list(have):
-        if _is_list(want) and want and all(_is_list(w) for w in want):
+        if _lists_of_lists(want):
             return any(value_matches(key, have, w, True) for w in want)
         if _is_list(have) or _is_list(want):
             return (_is_list(have) and _is_list(want) and len(want) == len(have)
