@@ -88,15 +88,23 @@ def lr_table(lrs: list[float], schedules: list, totals: list[int], min_lrs: list
 class PackedAdam:
     """Adam (coupled L2) or AdamW (decoupled decay) with per-member hyper-parameters.
 
-    Args are (E,) tensors; ``decoupled`` selects AdamW. Parameters tagged ``_no_weight_decay`` get
-    no weight decay. ``lr_scale`` maps a learning-rate group name to (E,) multipliers of the
-    members' learning rates for the parameters tagged with that group (see the module docstring).
+    Args are (E,) tensors; ``decoupled`` selects AdamW. Parameters tagged ``_no_weight_decay``
+    (norms, biases, the SSMs' A / D / Δ bias) get no weight decay, except for the members whose
+    ``decay_all`` (E,) entry is true (``TrainConfig.decay_all``: every parameter decays, as
+    ``torch.optim.AdamW(model.parameters())``). ``lr_scale`` maps a learning-rate group name to
+    (E,) multipliers of the members' learning rates for the parameters tagged with that group
+    (see the module docstring).
     """
 
     def __init__(self, params: Iterable[torch.nn.Parameter], betas1, betas2, eps, weight_decay,
-                 decoupled: bool, lr_scale: dict[str, torch.Tensor] | None = None):
+                 decoupled: bool, lr_scale: dict[str, torch.Tensor] | None = None,
+                 decay_all: torch.Tensor | None = None):
         self.params = [p for p in params if p.requires_grad]
         self.b1, self.b2, self.eps, self.wd = betas1, betas2, eps, weight_decay
+        # the weight decay of the parameters tagged _no_weight_decay: 0, or wd for the members
+        # that decay every parameter (None: no member does)
+        self.wd_tagged = (None if decay_all is None or not bool(decay_all.any())
+                          else weight_decay * decay_all.to(weight_decay.dtype))
         self.decoupled = decoupled
         E = self.params[0].shape[0]
         dev = self.params[0].device
@@ -145,9 +153,10 @@ class PackedAdam:
                 return self._view(x, p)
 
             g = p.grad
-            decay = 0.0 if getattr(p, "_no_weight_decay", False) else 1.0
+            wd = self.wd_tagged if getattr(p, "_no_weight_decay", False) else self.wd
+            decay = wd is not None
             if not self.decoupled and decay:
-                g = g + V(self.wd) * p
+                g = g + V(wd) * p
             b1, b2 = V(self.b1), V(self.b2)
             if everyone:
                 m_new = m.mul_(b1).add_((1 - b1) * g)
@@ -159,11 +168,11 @@ class PackedAdam:
             if scale is None:
                 upd = (V(lr / bc1) * m_new).div_(denom)
                 if self.decoupled and decay:
-                    upd = upd.add_(V(lr * self.wd) * p)
+                    upd = upd.add_(V(lr * wd) * p)
             else:  # a scaled learning-rate group: lr_p = lr * scale (same order of operations)
                 upd = ((V(lr) * scale).to(p.dtype) / V(bc1) * m_new).div_(denom)
                 if self.decoupled and decay:
-                    upd = upd.add_((V(lr * self.wd) * scale).to(p.dtype) * p)
+                    upd = upd.add_((V(lr * wd) * scale).to(p.dtype) * p)
             if everyone:
                 p.sub_(upd)
                 continue

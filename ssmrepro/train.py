@@ -267,8 +267,11 @@ def lr_scale_problems(runs: list) -> list[str]:
     """'train.lr_scale: run L ...' for the runs whose ``train.lr_scale`` names a learning-rate
     group that no trained parameter of their model belongs to (``models.layers.lr_group``: a
     Transformer has no Δ or Λ, an S4D core no Δ, an S6 with ``discretize: false`` neither):
-    the scale changed nothing, every parameter trained at the plain lr under another run id.
-    Checked on the meta device once per model and task (nothing allocated)."""
+    the scale changed nothing, every parameter trained at the plain lr under another run id;
+    and 'train.decay_all: run L ...' for the runs with ``train.decay_all`` whose model has no
+    trained parameter exempt from weight decay (``models.layers.no_weight_decay``: koren2026's
+    linear Mamba): every parameter decayed already. Checked on the meta device once per model
+    and task (nothing allocated)."""
     import json
 
     from .models import build_model
@@ -276,7 +279,7 @@ def lr_scale_problems(runs: list) -> list[str]:
     from .tasks import DataUnavailable
 
     def key_of(r):
-        if not r.train.lr_scale:
+        if not r.train.lr_scale and not r.train.decay_all:
             return None
         try:
             info = build_task(r.task).info
@@ -301,18 +304,27 @@ def lr_scale_problems(runs: list) -> list[str]:
             except ValueError:  # a model its blocks refuse (``memory_problems`` reports it)
                 groups[key] = None
                 continue
-            groups[key] = {p._lr_group for p in model.parameters() if tagged(p)}
-        have = groups[key]
-        missing = [g for g in r.train.lr_scale if have is not None and g not in have]
+            groups[key] = ({p._lr_group for p in model.parameters() if tagged(p)},
+                           any(p.requires_grad and getattr(p, "_no_weight_decay", False)
+                               for p in model.parameters()))
+        if groups[key] is None:
+            continue
+        have, exempt = groups[key]
+        label = f" {r.label}" if r.label else ""
+        model = getattr(r.model, "name", type(r.model).__name__)
+        missing = [g for g in r.train.lr_scale if g not in have]
         if missing:
-            label = f" {r.label}" if r.label else ""
-            model = getattr(r.model, "name", type(r.model).__name__)
             s = "s" if len(missing) > 1 else ""
             out.append(f"train.lr_scale: run{label} scales learning-rate group{s} "
                        f"{', '.join(repr(g) for g in missing)}, but its model ({model}) has no "
                        f"parameter in {'them' if s else 'it'} (its groups: "
                        f"{', '.join(sorted(have)) or 'none'}): the scale would change nothing; "
                        f"leave {'them' if s else 'it'} out of this run's lr_scale")
+        if r.train.decay_all and not exempt:
+            out.append(f"train.decay_all: run{label} decays every parameter, but its model "
+                       f"({model}) exempts none from weight decay (no norm, bias or SSM "
+                       "parameter tagged no_weight_decay): every parameter decays either way; "
+                       "leave decay_all out")
     return out
 
 
@@ -791,6 +803,7 @@ def train_pack(
             g: vec([r.train.lr_scale.get(g, 1.0) for r in runs])
             for g in sorted({g for r in runs for g in r.train.lr_scale})
         },
+        decay_all=vec([float(r.train.decay_all) for r in runs]),
     )
     totals = [r.train.total_steps for r in runs]
     T = max(totals)

@@ -16842,3 +16842,59 @@ def test_a_mixer_registered_non_causal_is_refused_on_a_next_token_task():
         causal.check_task(lm)
     finally:
         MIXERS.pop("t_ahead", None)
+
+
+def test_decay_all_decays_the_exempt_parameters_per_member(tmp_path):
+    """`train.weight_decay` never reached the parameters tagged no_weight_decay (norms, biases,
+    A_log, D, Δ bias), while koren2026's and cooper2026's code decays every parameter
+    (torch.optim.AdamW(model.parameters())): `train.decay_all: true` does that, per member of a
+    pack (member 0 as before, member 1 like torch with one group of every parameter); with
+    weight_decay 0, or on a model that exempts nothing (koren2026's linear Mamba), it is
+    refused as changing nothing."""
+    import torch
+
+    from ssmrepro.models.layers import no_weight_decay
+    from ssmrepro.optim import PackedAdam
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import TrainConfig, expand
+    from ssmrepro.train import lr_scale_problems
+
+    for decoupled in (False, True):
+        g = torch.Generator().manual_seed(0)
+        init = [torch.randn(2, 4, 3, generator=g, dtype=torch.float64),
+                torch.randn(2, 5, generator=g, dtype=torch.float64)]
+        ours = [torch.nn.Parameter(init[0].clone()),
+                no_weight_decay(torch.nn.Parameter(init[1].clone()))]  # a norm, a bias, A_log
+        refs = [[torch.nn.Parameter(t[e : e + 1].clone()) for t in init] for e in range(2)]
+        v = lambda *x: torch.tensor(x, dtype=torch.float64)  # noqa: E731
+        opt = PackedAdam(ours, v(0.9, 0.9), v(0.95, 0.95), v(1e-8, 1e-8), v(0.3, 0.3), decoupled,
+                         decay_all=v(0.0, 1.0))
+        cls = torch.optim.AdamW if decoupled else torch.optim.Adam
+        topts = [cls([{"params": refs[0][:1], "weight_decay": 0.3},  # the tagged one exempt
+                      {"params": refs[0][1:], "weight_decay": 0.0}], lr=0.05, betas=(0.9, 0.95)),
+                 cls(refs[1], lr=0.05, betas=(0.9, 0.95), weight_decay=0.3)]  # every parameter
+        for _ in range(4):
+            grads = [torch.randn(t.shape, generator=g, dtype=torch.float64) for t in init]
+            for i, p in enumerate(ours):
+                p.grad = grads[i].clone()
+                for e in range(2):
+                    refs[e][i].grad = grads[i][e : e + 1].clone()
+            opt.step(v(0.05, 0.05), torch.tensor([True, True]))
+            for t in topts:
+                t.step()
+        for e in range(2):
+            for p, q in zip(ours, refs[e]):
+                torch.testing.assert_close(p[e : e + 1], q, rtol=1e-12, atol=1e-12)
+
+    with pytest.raises(ValueError, match="decay_all true is not read with weight_decay 0"):
+        TrainConfig(max_steps=2, decay_all=True)
+    TrainConfig(max_steps=2, decay_all=True, weight_decay=0.1)
+    train = {"optimizer": "adamw", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 8,
+             "test_size": 8, "eval_every": 2, "eval_batch_size": 8, "weight_decay": 0.1,
+             "decay_all": True}
+    lin = {"label": "lin", "set": {"model": {"name": "linear_mamba", "d_model": 8,
+                                             "d_state": 4}}}
+    runs = expand(load_spec(write_spec(tmp_path, train=train, seeds=[0], sweep=[{"cases": [
+        {"label": "S6", "set": {"model.mixer": "s6"}}, lin]}])), "smoke")
+    bad = lr_scale_problems(runs)
+    assert len(bad) == 1 and bad[0].startswith("train.decay_all: run lin decays every "), bad

@@ -148,6 +148,11 @@ class TrainConfig(_Strict):
         0.9, 0.999)
     eps: float = Field(1e-8, gt=0, le=1)
     weight_decay: float = Field(0.0, ge=0)
+    decay_all: bool = Field(
+        False,
+        description="true: weight_decay reaches every parameter, as torch.optim.AdamW(model."
+        "parameters()) in koren2026's and cooper2026's code; false: norms, biases and the SSMs' "
+        "A, D and Δ bias are exempt (mamba-ssm's _no_weight_decay tags, the usual LM recipe)")
     schedule: Schedule = Schedule()
     batch_size: int = Field(32, ge=1, le=MAX_BATCH)
     train_size: int | None = Field(
@@ -223,6 +228,11 @@ class TrainConfig(_Strict):
                 # 1; beta1 so: m stayed 0, the runs ended 'ok' untrained
                 raise ValueError(f"betas {list(self.betas)}: {max(self.betas)!r} is 1.0 in "
                                  "float32 (the moments would never change); at most 0.9999999")
+        if self.decay_all and self.weight_decay == 0:  # nothing decays either way: the same
+            # training under another run id
+            raise ValueError("decay_all true is not read with weight_decay 0 (no parameter "
+                             "decays either way): the run would train as without it under "
+                             "another run id; leave decay_all out or give a weight_decay")
         shrink = self.lr * self.weight_decay * max([1.0, *self.lr_scale.values()])
         if self.optimizer == "adamw" and shrink >= 1:  # p -= lr * wd * p: each step zeroed
             # (or flipped the sign of) every decayed weight, and the runs ended 'ok' untrained
@@ -364,8 +374,8 @@ class TrainConfig(_Strict):
 
 # fields that may differ between members of one pack (everything else shapes the pack)
 MEMBER_FIELDS = frozenset(
-    {"lr", "betas", "eps", "weight_decay", "schedule", "max_steps", "epochs", "grad_clip",
-     "label_smoothing", "time_limit_s", "lr_scale"}
+    {"lr", "betas", "eps", "weight_decay", "decay_all", "schedule", "max_steps", "epochs",
+     "grad_clip", "label_smoothing", "time_limit_s", "lr_scale"}
 )
 
 
@@ -450,8 +460,8 @@ class RunConfig:
 
 
 # what only an optimisation step reads (a run of max_steps 0 evaluates its initial model)
-_OPTIMISATION = ("optimizer", "lr", "betas", "eps", "weight_decay", "schedule", "grad_clip",
-                 "lr_scale")
+_OPTIMISATION = ("optimizer", "lr", "betas", "eps", "weight_decay", "decay_all", "schedule",
+                 "grad_clip", "lr_scale")
 
 
 def trained_key(task: TaskConfig, model: ModelConfig, train: TrainConfig,
