@@ -16842,3 +16842,47 @@ def test_a_mixer_registered_non_causal_is_refused_on_a_next_token_task():
         causal.check_task(lm)
     finally:
         MIXERS.pop("t_ahead", None)
+
+
+def test_a_registered_check_verdict_whose_ours_is_no_number_leaves_the_claim_missing():
+    """A registered check's verdict whose ``ours`` (or ``bound``) was a string, a list, a
+    tensor or a complex failed report.md with a TypeError (after training, in plot); a bool
+    was printed as the number 1.000 beside the verdict. The claim is MISSING, saying what the
+    check returned; a numpy scalar or an int is taken as its float."""
+    from types import SimpleNamespace
+    from typing import Literal
+
+    import numpy as np
+    import torch
+
+    from ssmrepro.report import _ours
+    from ssmrepro.report.checks import CHECKS, ThresholdConfig, Verdict, check_kind, parse_claim, run_check
+
+    returned = {}
+
+    class Cfg(ThresholdConfig):
+        check: Literal["t_ours"] = "t_ours"
+
+    check_kind("t_ours", Cfg)(lambda ctx, cfg: [returned["v"]])
+    try:
+        cfg = parse_claim({"check": "t_ours", "text": "claim T", "op": ">=", "value": 0.5})
+        ctx = SimpleNamespace(eval_sets=None)
+        for ours, bound, what in [("0.9", None, "ours is str '0.9'"), ([0.9], None, "ours is list"),
+                                  (True, None, "ours is bool True"), (np.True_, None, "ours is bool"),
+                                  (torch.tensor(0.9), None, "ours is Tensor"), (1j, None, "ours is complex"),
+                                  (0.9, "0.5", "bound is str '0.5'")]:
+            returned["v"] = Verdict("claim", "t", "PASS", ours, bound=bound)
+            (v,) = run_check(ctx, cfg)
+            assert (v.text, v.verdict, v.ours) == ("claim T", "MISSING", None), (ours, v)
+            assert f"check 't_ours' returned a verdict whose {what}" in v.detail, v.detail
+            assert _ours(v) == "—"
+        returned["v"] = Verdict("claim", "t", "PASS", 0.9, detail=["x"])
+        assert "detail is list ['x'], not a string" in run_check(ctx, cfg)[0].detail
+        for ours in (np.float32(0.75), np.int64(3), 2, None, float("nan")):
+            returned["v"] = Verdict("claim", "t", "FAIL", ours, bound=np.float64(0.5))
+            (v,) = run_check(ctx, cfg)
+            assert v.verdict == "FAIL" and type(v.bound) is float
+            assert v.ours is None or (type(v.ours) is float and (v.ours == float(ours) or ours != ours))
+            _ours(v)
+    finally:
+        CHECKS.pop("t_ours", None)
