@@ -16886,3 +16886,46 @@ def test_a_registered_check_verdict_whose_ours_is_no_number_leaves_the_claim_mis
             _ours(v)
     finally:
         CHECKS.pop("t_ours", None)
+
+
+def test_paper_panels_name_a_list_valued_panel(tmp_path, monkeypatch):
+    """``paper_panels`` of a figure paneled by a list-valued key (``col: train.betas`` /
+    ``model.layers``) could name no list panel: validate refused every spelling of one as 'no
+    train.betas of any run' (a key is text, compared with the list), and a target could not be
+    a list. A key names the panel as its title writes it (any spacing, YAML or JSON), a target
+    is the list (or its text); the mapped panel shows the target's paper value."""
+    import matplotlib.axes
+    from test_checks import Run
+    from test_outputs import _ctx, _draw
+
+    from ssmrepro.plots.curves import CurvesConfig
+    from ssmrepro.spec import PaperValue
+
+    pvs = [{"where": {"train.betas": [0.9, 0.99]}, "metric": "test.acc", "value": 0.5}]
+    fig = {"kind": "heatmaps", "metric": "test.acc", "col": "train.betas", "x": "model.d_state",
+           "y": "model.d_model"}
+    for pp, bad in [({"[0.8,0.95]": "[0.9, 0.99]"}, None), ({"[0.8, 0.95]": [0.9, 0.99]}, None),
+                    ({"[0.8, 0.95]": [0.9, 0.98]}, "[0.9, 0.98] is no train.betas of any run or "
+                     "paper value"), ({"[0.7, 0.9]": [0.9, 0.99]}, "[0.7, 0.9] is no train.betas "
+                                      "of any run of any profile")]:
+        spec = write_spec(tmp_path, seeds=[0], paper_values=pvs, figure={**fig, "paper_panels": pp},
+                          sweep=[{"grid": {"train.betas": [[0.9, 0.99], [0.8, 0.95]]}}])
+        res = _invoke("validate", spec)
+        if bad is None:
+            assert res.exit_code == 0, (pp, res.output)
+        else:
+            _assert_refused(res, bad)
+    assert CurvesConfig(kind="curves", series="val.acc", col="model.layers",
+                        paper_panels={"[SSM,TF]": "[SSM, TF]"}).paper_panels == {
+        '["SSM", "TF"]': ["SSM", "TF"]}
+    runs = [Run("", {"model.layers": v, "model.d": 8, "task.T": 10}) for v in ("SSM", ["SSM", "TF"])]
+    ctx = _ctx(tmp_path, runs, [0.1, 0.5])
+    ctx.spec.paper_values = [PaperValue(where={"model.layers": ["SSM", "TF"], "model.d": 8},
+                                        value=0.6)]
+    texts = []
+    monkeypatch.setattr(matplotlib.axes.Axes, "text", lambda self, x, y, s, **kw: texts.append(s))
+    for pp in ({"SSM": ["SSM", "TF"]}, {"SSM": "[SSM, TF]"}):
+        texts.clear()
+        assert _draw(ctx, {"kind": "heatmaps", "col": "model.layers", "x": "task.T", "y": "model.d",
+                           "paper_panels": pp}, tmp_path / "h.png")
+        assert texts == ["0.10 (0.60)", "0.50 (0.60)"], (pp, texts)
