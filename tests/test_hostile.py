@@ -16951,3 +16951,30 @@ def test_a_ctrl_c_inside_code_made_from_a_string_still_exits_130_under_python_m(
                            timeout=60, preexec_fn=_default_hangup_and_interrupt)
         assert r.returncode == 130 and line in r.stderr, (mod, r.returncode, r.stderr[-800:])
         assert "Traceback" not in r.stderr, r.stderr
+
+
+def test_one_layer_pattern_spelt_two_ways_across_profiles_or_points_is_refused(tmp_path):
+    """`layers: [SSM, TF]` in one profile and `layers: SSM-TF` in another (or in two points of
+    one profile at different widths) passed: the tables keep each spelling, so a claim or paper
+    value `where: {model.layers: SSM-TF}` found no cell in the [SSM, TF] profile ('no cell the
+    claim needs', 'not run in this profile' of a model it trained), and two profiles trained
+    one model under two run ids. validate (and run, within its profile) refuse it; one spelling
+    passes."""
+    model = {"name": "seq_lm", "d_model": 8, "layers": "SSM"}
+    kw = dict(seeds=[0], model=model, sweep=[{"cases": [{"label": "hyb"}]}])
+    spec = write_spec(tmp_path, **kw, profiles={
+        "smoke": {"set": {"model.layers": ["SSM", "TF"]}},
+        "quick": {"set": {"model.layers": "SSM-TF"}}, "paper": {"set": {"model.layers": "SSM-TF"}}})
+    _assert_refused(_invoke("validate", spec), 'model.layers: ["SSM", "TF"] ([profile smoke] point 0',
+                    "and SSM-TF ([profile quick] point 0 hyb) build the same layers SSM-TF",
+                    "spell it one way")
+    spec = write_spec(tmp_path, **{**kw, "sweep": [{"cases": [
+        {"label": "a", "set": {"model.layers": ["SSM", "TF"]}},
+        {"label": "b", "set": {"model.layers": "SSM-TF", "model.d_model": 12}}]}]})
+    res = _invoke("run", spec, "--profile", "smoke", "--out", tmp_path / "o", "--dry-run",
+                  "--no-estimate")
+    _assert_refused(res, "[profile smoke] model.layers:", "build the same layers SSM-TF")
+    spec = write_spec(tmp_path, **{**kw, "sweep": [{"cases": [
+        {"label": "a", "set": {"model.layers": "SSM-TF"}},
+        {"label": "b", "set": {"model.layers": "SSM-TF", "model.d_model": 12}}]}]})
+    assert _invoke("validate", spec).exit_code == 0
