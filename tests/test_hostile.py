@@ -16914,6 +16914,12 @@ def test_paper_panels_name_a_list_valued_panel(tmp_path, monkeypatch):
             assert res.exit_code == 0, (pp, res.output)
         else:
             _assert_refused(res, bad)
+    # a list on a column no run holds a list in would be read as any of its items
+    for pp in ({"[8]": "12"}, {"8": [8, 12]}):
+        spec = write_spec(tmp_path, seeds=[0], figure={**fig, "col": "model.d_model",
+                                                      "paper_panels": pp},
+                          sweep=[{"grid": {"model.d_model": [8, 12]}}])
+        _assert_refused(_invoke("validate", spec), "is a list, and no run's model.d_model is one")
     assert CurvesConfig(kind="curves", series="val.acc", col="model.layers",
                         paper_panels={"[SSM,TF]": "[SSM, TF]"}).paper_panels == {
         '["SSM", "TF"]': ["SSM", "TF"]}
