@@ -8,7 +8,14 @@ Ctrl-C anywhere else does: one line and exit 130; so do a SIGTERM and a SIGHUP t
 
 from __future__ import annotations
 
-from .signals import load_guarded
+import sys
+
+try:  # the guard's own few milliseconds of loading (stdlib only): a traceback there too
+    from .signals import load_guarded
+except KeyboardInterrupt:  # as signals.load_guarded ends (interrupt_handled: exit 130, not -2)
+    exec("")  # noqa: S102
+    sys.stderr.write("interrupted — before the command started; nothing was done\n")
+    raise SystemExit(130) from None
 
 
 def _load():

@@ -27,7 +27,7 @@ from rich.markup import escape
 from ..data.sources import DataUnavailable
 from ..kernels.backend import BackendError
 from ..plots.registry import FigureTooLarge
-from ..signals import restore, terminate_as_interrupt
+from ..signals import interrupt_handled, restore, terminate_as_interrupt
 from ..spec import SpecError
 from ..store import LinkOutside, TableError
 from ..util import (
@@ -346,6 +346,7 @@ def guard(fn: Callable[..., Any], interrupted: str = REDO) -> Callable[..., Any]
                 raise typer.Exit(EXIT_PIPE) from None
             fail([os_message(err)])
         except KeyboardInterrupt:
+            interrupt_handled()  # (exit 130, not death by SIGINT, under `python -m`)
             try:
                 err_console.print(interrupted, highlight=False, soft_wrap=True)
             except OSError:  # a hung-up terminal (EIO): no one is left to read the line

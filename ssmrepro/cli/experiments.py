@@ -357,7 +357,7 @@ def validate(
 ) -> None:
     """Check spec files (schema, every profile's runs, derived values, figures, claims)."""
     from ..plots import aggregate_metric_problems, validate_outputs, where_problems
-    from ..sweep import expand, unique_runs
+    from ..sweep import expand, layer_spelling_problems, unique_runs
     from ..train import model_problems
 
     if not name and not all_:
@@ -379,6 +379,7 @@ def validate(
             bad += aggregate_metric_problems(spec, every)  # tets.acc: an empty column
             bad += [f"{spec.path or spec.id}: [profile {prof}] {m}" for prof, rs in runs.items()
                     for m in model_problems(rs)]  # a shape the model's blocks refuse
+            bad += [f"{spec.path or spec.id}: {m}" for m in layer_spelling_problems(every)]
             taken = id_taken(spec)
             if bad or taken:
                 raise SpecError(bad + ([taken] if taken else []))

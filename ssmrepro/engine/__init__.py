@@ -25,7 +25,14 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from ..kernels.backend import BackendError, backend_problem, scan_backend
 from ..spec import Spec, SpecError
 from ..store import Store, open_store, output_name, results_dir
-from ..sweep import RunConfig, expand, overrides_tag, per_point, unique_runs
+from ..sweep import (
+    RunConfig,
+    expand,
+    layer_spelling_problems,
+    overrides_tag,
+    per_point,
+    unique_runs,
+)
 from ..train import construction_problems, init_std_problems, lr_scale_problems
 from .costs import CostModel, cache_file
 from .local import (
@@ -203,7 +210,7 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
     store = open_store(spec, out)
     _, unique, pending = _pending(spec, profile, store, max_runs, overrides)
     bad = (lr_scale_problems(pending) + construction_problems(pending)
-           + init_std_problems(pending))  # as `run` refuses them
+           + init_std_problems(pending) + layer_spelling_problems(unique))  # as `run` refuses them
     if bad:
         raise SpecError([f"{spec.path or spec.id}: [profile {profile}] {m}" for m in bad])
     # every step timed on the backend `run` would use (the extrapolations too)
@@ -363,7 +370,7 @@ def run_experiment(
         warn_console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
     # a scale of no parameter, a construction for another task (`validate` says so too)
     bad = (lr_scale_problems(pending) + construction_problems(pending)
-           + init_std_problems(pending))
+           + init_std_problems(pending) + layer_spelling_problems(unique))
     if bad:
         raise SpecError([f"{spec.path or spec.id}: [profile {profile}] {m}" for m in bad])
     budget = None

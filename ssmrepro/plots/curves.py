@@ -47,6 +47,8 @@ from .registry import (  # noqa: E402
     NotDrawn,
     YLim,
     figure_kind,
+    list_panels,
+    panel_value,
     plain_log_x,
     resolve_ylim,
     save_png,
@@ -88,9 +90,12 @@ class CurvesConfig(FigureConfig):
     paper_as: dict[str, str] = Field(
         {}, description="draw the paper values of a final metric on a series, e.g. {test.acc: "
         "val.acc} (the validation curve follows the test rule)")
-    paper_panels: dict[str, str] = Field(
+    paper_panels: dict[str, str | list[Any]] = Field(
         {}, description="value of col -> the value whose paper values its panel shows, e.g. "
-        "another layout of the paper's model: {'S4D+PE (LN)': S4D+PE}")
+        "another layout of the paper's model: {'S4D+PE (LN)': S4D+PE}; a list-valued panel "
+        "as its title writes it: {'[0.8, 0.95]': [0.9, 0.99]}")
+
+    _list_panels = model_validator(mode="before")(list_panels)
 
     @model_validator(mode="after")
     def _named_series(self) -> CurvesConfig:
@@ -124,7 +129,8 @@ class CurvesConfig(FigureConfig):
         return [c for c in (self.row, self.col, *self.hue) if c]
 
     def value_refs(self) -> list[tuple[str, str, Any]]:  # a misspelt panel showed no paper value
-        return [(f"paper_panels.{k}", self.col, k) for k in self.paper_panels] if self.col else []
+        return [(f"paper_panels.{k}", self.col, panel_value(self.col, k))
+                for k in self.paper_panels] if self.col else []
 
     def metrics(self) -> list[str]:
         return []
@@ -185,7 +191,9 @@ def _paper_lines(ctx: FigureContext, cfg: CurvesConfig, sub: pd.DataFrame) -> li
                                    cfg.paper_panels.get(case, case))[LABEL]
         sub = sub.assign(**{LABEL: sub[LABEL].map(mapped)})
     elif cfg.col in sub.columns and cfg.paper_panels:
-        sub = sub.assign(**{cfg.col: sub[cfg.col].map(lambda v: cfg.paper_panels.get(str(v), v))})
+        # a list-valued panel by the text its paper_panels key is (``list_panels``)
+        sub = sub.assign(**{cfg.col: sub[cfg.col].map(
+            lambda v: cfg.paper_panels.get(str(encode_cell(v)), v))})
     for pv in ctx.spec.paper_values:
         metric = cfg.paper_as.get(pv.metric, pv.metric)
         if metric not in cfg.series:

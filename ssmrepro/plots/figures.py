@@ -39,6 +39,8 @@ from .registry import (  # noqa: E402
     FigureContext,
     YLim,
     figure_kind,
+    list_panels,
+    panel_value,
     resolve_ylim,
     save_png,
     subplots,
@@ -188,9 +190,12 @@ class HeatmapsConfig(FigureConfig):
         False, description="also lay out every cell the paper prints (paper_values) for a panel, "
         "not run ones grey with the paper's value only: the paper's grid in every profile")
     names: dict[str, DrawnText] = Field({}, description="short axis names, e.g. {model.d_model: d}")
-    paper_panels: dict[str, str] = Field(
+    paper_panels: dict[str, str | list[Any]] = Field(
         {}, description="panel -> the panel (value of col) whose paper values it shows, e.g. "
-        "another layout of the paper's model: {'S4D+PE (LN)': S4D+PE}")
+        "another layout of the paper's model: {'S4D+PE (LN)': S4D+PE}; a list-valued panel "
+        "as its title writes it: {'[0.8, 0.95]': [0.9, 0.99]}")
+
+    _list_panels = model_validator(mode="before")(list_panels)
 
     @model_validator(mode="after")
     def _axes(self) -> HeatmapsConfig:
@@ -208,7 +213,8 @@ class HeatmapsConfig(FigureConfig):
         return [self.col]
 
     def value_refs(self) -> list[tuple[str, str, Any]]:  # a misspelt panel showed no paper value
-        return [(f"paper_panels.{k}", self.col, k) for k in self.paper_panels]
+        return [(f"paper_panels.{k}", self.col, panel_value(self.col, k))
+                for k in self.paper_panels]
 
 
 def _coord(values: dict, keys: list[str]) -> tuple | None:

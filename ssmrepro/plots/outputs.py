@@ -50,6 +50,7 @@ from ..report.cells import (
     column,
     has_column,
     is_case_ref,
+    listed_keys,
     norm,
     values_equal,
 )
@@ -77,7 +78,7 @@ from ..store import (
     scored_nonfinite,
 )
 from ..sweep import RunConfig, expand, overrides_tag, overrides_text, per_point
-from ..util import atomic_write_text, folder_lock, pairs_text
+from ..util import atomic_write_text, encode_cell, folder_lock, pairs_text
 from .curves import CURVES, CurvesConfig
 from .figures import _in_panel
 from .registry import FIGURE_KINDS, FigureConfig, FigureContext, NotDrawn, parse_figure
@@ -972,19 +973,30 @@ def where_problems(spec: Spec, runs: list) -> list[str]:
     def check(key: str, where: Any) -> None:
         errors.extend(_unmatched(path, key, where, cells, index))
 
+    listed = listed_keys(cells)
+
     def values(key: str, cfg: Any) -> None:
         for field, col, want in cfg.value_refs():
             if not has_column(rows, col):
                 continue  # an unknown column: reported by validate_outputs
-            if not index.positions({col: want}):
+            if isinstance(want, list) and col not in listed:  # read as any of its items
+                errors.append(f"{path}: {key}.{field}: {encode_cell(want)} is a list, and no "
+                              f"run's {col} is one; name the panel by its value")
+            elif not index.positions({col: want}):
                 errors.append(f"{path}: {key}.{field}: {want!r} is no {col} of any run of any "
                               "profile; check the spelling")
         col = getattr(cfg, "col", None)
         for panel, target in getattr(cfg, "paper_panels", {}).items():
             # the panel whose paper values a panel shows: a misspelt one (Mamba+PEE) showed
             # none, without a word (only the panels mapped were checked)
+            if col and isinstance(target, list) and col not in listed:  # drawn as any of its
+                # items: the paper values of several panels in one
+                errors.append(f"{path}: {key}.paper_panels.{panel}: {encode_cell(target)} is a "
+                              f"list, and no run's {col} is one; name the panel by its value")
+                continue
             if not col or not has_column(rows, col) or index.positions({col: target}) or any(
-                    _in_panel(pv.where, col, target) for pv in spec.paper_values):
+                    _in_panel(pv.where, col, target, col in listed)
+                    for pv in spec.paper_values):
                 continue
             errors.append(f"{path}: {key}.paper_panels.{panel}: {target!r} is no {col} of any "
                           "run or paper value, so the panel would show no paper value; check "

@@ -23,13 +23,14 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 import pandas as pd
+import yaml
 from pydantic import AfterValidator, BeforeValidator, ConfigDict, StringConstraints
 
-from ..report.cells import PaperValueLookup, finished, listed_keys
-from ..report.columns import DEFAULT_METRIC, N_DIVERGED, N_OK
+from ..report.cells import PaperValueLookup, finished, is_case_ref, listed_keys
+from ..report.columns import DEFAULT_METRIC, LABEL, N_DIVERGED, N_OK
 from ..spec import NAME_PATTERN
 from ..store import is_loss
-from ..util import DrawnText, NoBoolNumbers, check_registration
+from ..util import DrawnText, NoBoolNumbers, check_registration, encode_cell
 
 
 class FigureConfig(NoBoolNumbers):
@@ -124,6 +125,43 @@ def split_columns(v: Any) -> Any:
 Columns = Annotated[list[str], BeforeValidator(split_columns)]  # ["a", "b"] or "a,b"
 
 ACCURACY_YLIM = (-0.02, 1.02)
+
+
+def _as_list(text: Any) -> list | None:
+    """The list a panel's name spells (``[0.9, 0.99]``, ``'[SSM, TF]'``), None if it is none."""
+    if not isinstance(text, str) or not text.lstrip().startswith("["):
+        return None
+    try:
+        v = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+    return v if isinstance(v, list) else None
+
+
+def list_panels(raw: Any) -> Any:
+    """A figure's raw ``paper_panels`` with list-valued panels (``col: train.betas``) named as
+    the tables and panel titles write them: a key that spells a list (``'[0.9,0.99]'``) is
+    taken as ``encode_cell``'s text of it (``[0.9, 0.99]``, how a panel is looked up), and a
+    target that spells one as the list itself (a YAML list is one too). A key could name no
+    list-valued panel (it was compared as text with the list, and validate said the panel was
+    no value of the column). Labels (``col: label`` / ``case:<i>``) are text, taken as they are."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("paper_panels"), dict):
+        return raw
+    col = raw.get("col", LABEL)
+    if not isinstance(col, str) or col == LABEL or is_case_ref(col):
+        return raw
+    panels = {}
+    for k, v in raw["paper_panels"].items():
+        key, target = _as_list(k), _as_list(v)
+        panels[k if key is None else str(encode_cell(key))] = v if target is None else target
+    return {**raw, "paper_panels": panels}
+
+
+def panel_value(col: str | None, name: str) -> Any:
+    """The value of ``col`` a ``paper_panels`` key names (``list_panels``): a list where it
+    spells one on a column other than the label."""
+    listed = _as_list(name) if col and col != LABEL and not is_case_ref(col) else None
+    return name if listed is None else listed
 
 
 def _ordered(v: Any) -> Any:

@@ -34,6 +34,8 @@ A check's ``metric`` is an aggregated metric or an expression of them, evaluated
 from __future__ import annotations
 
 import math
+import numbers
+import reprlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -252,6 +254,12 @@ def run_check(ctx: CheckContext, cfg: CheckConfig) -> list[Verdict]:
         return [Verdict("claim", cfg.text, "MISSING", None,
                         detail=f"check {cfg.check!r} returned {got}, not a list of claim verdicts "
                         f"({', '.join(CLAIM_VERDICTS)}): not judged")]
+    slips = [s for s in map(_verdict_slip, out) if s]
+    if slips:  # a string, list or tensor `ours` failed report.md with a TypeError (after
+        # training, in plot); a bool printed as the number 1.000
+        return [Verdict("claim", cfg.text, "MISSING", None,
+                        detail=f"check {cfg.check!r} returned a verdict whose {slips[0]}: "
+                        "not judged")]
     absent = unmeasured_sets([cfg.metric, *(g.metric for g in cfg.given)], ctx.eval_sets)
     if absent:  # no value of it in any cell read as a miss: it FAILed where nothing was measured
         for v in out:
@@ -259,6 +267,26 @@ def run_check(ctx: CheckContext, cfg: CheckConfig) -> list[Verdict]:
             v.detail = (f"this profile's runs have no evaluation set {' or '.join(map(repr, absent))}"
                         " (train.evals): the claim's metric is not measured here")
     return out
+
+
+def _verdict_slip(v: Verdict) -> str:
+    """What a registered check's claim verdict holds that the report cannot print ('' if
+    nothing): ``ours`` and ``bound`` are numbers or None (a numpy scalar or an int is taken as
+    its float, in place; a bool, a string, a list, a tensor are not), ``text`` and ``detail``
+    strings."""
+    for name in ("ours", "bound"):
+        x = getattr(v, name)
+        if x is None:
+            continue
+        if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Real):
+            return (f"{name} is {type(x).__name__} {reprlib.repr(x)}, not a number or None"
+                    + (" (a tensor's .item() is one)" if hasattr(x, "item") else ""))
+        setattr(v, name, float(x))
+    for name in ("text", "detail"):
+        x = getattr(v, name)
+        if not isinstance(x, str):
+            return f"{name} is {type(x).__name__} {reprlib.repr(x)}, not a string"
+    return ""
 
 
 def unmeasured_sets(metrics: list[str], eval_sets: set[str] | None) -> list[str]:

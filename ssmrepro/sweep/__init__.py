@@ -18,6 +18,7 @@ from .expand import (
     config_identity,
     effective_overrides,
     expand,
+    layer_spelling_problems,
     overrides_tag,
     overrides_text,
     parse_config,
@@ -30,6 +31,6 @@ from .expand import (
 
 __all__ = ["CODE_VERSION", "MEMBER_FIELDS", "SECTIONS", "EarlyStop", "RunConfig", "Schedule",
            "TrainConfig", "axis_points", "config_identity", "effective_overrides",
-           "expand", "flatten", "lean", "overrides_tag", "overrides_text",
+           "expand", "flatten", "layer_spelling_problems", "lean", "overrides_tag", "overrides_text",
            "parse_config", "parse_overrides", "parsed_identity", "per_point", "run_id_of", "set_dotted",
            "unique_runs", "validate_sections"]

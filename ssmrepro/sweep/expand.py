@@ -32,6 +32,7 @@ from ..spec import (
 )
 from ..tasks import TASKS, DataUnavailable, Task, TaskConfig, build_task, eval_set_problem
 from ..tasks.base import fixed_split_error, loss_problem, refuse_unread_task
+from ..util import encode_cell
 from .config import RunConfig, TrainConfig, flatten, lean, per_point, run_id_of, trained_key
 
 SECTIONS = ("task", "model", "train")
@@ -849,3 +850,37 @@ def unique_runs(runs: list[RunConfig]) -> list[RunConfig]:
     for r in runs:
         out.setdefault(r.run_id, r)
     return list(out.values())
+
+
+def layer_spelling_problems(runs: list[RunConfig]) -> list[str]:
+    """One line per layer pattern that the runs (of one or every profile) spell two ways: a
+    ``seq_lm`` / ``cooper_hybrid`` model with ``layers: [SSM, TF]`` beside ``layers: SSM-TF``
+    (or ``SSM-TF`` x ``repeat: 2`` beside ``SSM-TF-SSM-TF``). The tables keep each spelling, so a
+    claim, paper value or figure that names one (``where: {model.layers: SSM-TF}``) missed the
+    other's cells, without a word ('no cell the claim needs', 'not run in this profile' of a
+    model that was trained), and two profiles trained one model under two run ids (refused
+    inside one sweep only, ``refuse_inert_points``). Run ids keep the spelling (shipped ids), so
+    the spec is asked to spell each pattern one way."""
+    built: dict[tuple[str, int], str] = {}  # (layers as given, repeat) -> the layers built
+    spellings: dict[str, dict[tuple[str, int], RunConfig]] = {}
+    for r in runs:
+        m = r.model
+        if not (hasattr(m, "layers") and hasattr(m, "to_backbone")):
+            continue
+        given = (json.dumps(m.layers), int(getattr(m, "repeat", 1) or 1))
+        if given not in built:
+            built[given] = "-".join(m.to_backbone().layer_names())
+        spellings.setdefault(built[given], {}).setdefault(given, r)
+    out = []
+    for layers, seen in spellings.items():
+        if len(seen) < 2:
+            continue
+        shown = [f"{encode_cell(r.model.layers)}"
+                 + (f" x repeat {given[1]}" if given[1] != 1 else "")
+                 + f" ([profile {r.profile}] point {r.index}"
+                 + f"{' ' + r.label if r.label else ''})" for given, r in list(seen.items())[:3]]
+        out.append(f"model.layers: {' and '.join(shown)} build the same layers {layers}, spelt "
+                   f"{len(seen)} ways: the tables keep each spelling, so a claim, paper value or "
+                   "figure naming one misses the cells of the other (and one model may train under "
+                   f"two run ids); spell it one way (e.g. layers: {layers})")
+    return out
