@@ -16974,3 +16974,48 @@ def test_mixers_equal_their_references_at_one_step_and_extreme_steps():
         _close_or_both_zero(res[0][0], res[1][0], f"{cfg} L {L}: output", rtol=1e-10)
         for n, a, b in zip(names, res[0][1], res[1][1]):
             _close_or_both_zero(a, b, f"{cfg} L {L}: gradient of {n}", rtol=1e-8)
+
+
+def test_listops_encoder_refuses_the_letters_it_uses_for_operators(tmp_path):
+    """Round 38: the fast ListOps encoder (``encode_listops``: operators swapped for the letters
+    a-d, then a numpy look-up) read a source's own token 'a', 'b', 'c' or 'd' as [MIN, [MAX, [MED
+    or [SM: a row '( ( [MAX 2 ) d ) ] )' trained as [MAX 2 [SM ]; the reference tokenizer
+    (``tokens_to_ids(tokenize_listops(...))``) refuses it. Both now agree on every row of tokens
+    (ids, or a refusal), a refusal names the token as the file writes it ('[MAX2', not 'b2'), and
+    the line it is on (blank lines before it made the message name an earlier line)."""
+    import itertools
+
+    import numpy as np
+
+    from ssmrepro.data.listops import (
+        ListOpsConfig,
+        encode_listops,
+        prepare_listops,
+        tokenize_listops,
+        tokens_to_ids,
+    )
+
+    alphabet = ["(", ")", "]", "X", "[MAX", "[SM", "7", "a", "b", "c", "d", "[MAXd", "12", "[M"]
+    for toks in itertools.product(alphabet, repeat=2):
+        src = " ".join(toks)
+        try:
+            want = tokens_to_ids(tokenize_listops(src))
+        except KeyError:
+            want = None
+        try:
+            got = encode_listops(src).tolist()
+        except ValueError:
+            got = None
+        assert got == want, src
+    for src, token in (("( ( [MAX 2 ) d ) ] )", "'d'"), ("( [MAX2 ) ] )", "'[MAX2'"),
+                       ("( [SM 1 ) a3 ] )", "'a3'")):
+        with pytest.raises(ValueError, match=re.escape(f"unknown ListOps token {token}")):
+            encode_listops(src)
+    for name in ("basic_train.tsv", "basic_val.tsv", "basic_test.tsv"):
+        (tmp_path / name).write_text("Source\tTarget\n( ( [MAX 2 ) 9 ) ] )\t9\n"
+                                     + ("\n( ( [MIN 4 ) c ) ] )\t4\n" if name == "basic_val.tsv"
+                                        else ""))
+    # line 4 of the file (a blank line 3 before it: the message counted rows, and said 3)
+    with pytest.raises(ValueError, match=r"basic_val\.tsv:4: unknown ListOps token 'c'"):
+        prepare_listops(tmp_path, ListOpsConfig())
+    assert np.array_equal(encode_listops("( ( [MED 0 ) 5 ) ] )"), [14, 2, 7, 16])
