@@ -16847,23 +16847,23 @@ def test_a_mixer_registered_non_causal_is_refused_on_a_next_token_task():
 def _close_or_both_zero(a, b, what, rtol=1e-9):
     """a == b to float64 rounding, relative to b's largest entry; a gradient one path leaves None
     (an input it never reads, e.g. the decay of a scan of one step) equals the other's zeros."""
-    import torch
-
     if a is None or b is None:
         other = b if a is None else a
         assert other is None or not bool(other.detach().abs().max() > 0), what
         return
     a, b = a.detach(), b.detach()
-    scale = float(b.abs().max()) if b.numel() else 0.0
-    torch.testing.assert_close(a, b, rtol=rtol, atol=rtol * scale + 1e-300, msg=what)
+    assert a.shape == b.shape and a.dtype == b.dtype, what
+    if b.numel():  # (not torch.testing.assert_close: ~7 ms a call, most of this test's time)
+        err, scale = float((a - b).abs().max()), float(b.abs().max())
+        assert err <= rtol * scale, f"{what}: off by {err:.3g}, {err / (scale or 1):.3g} of the largest"
 
 
 def test_kernels_equal_their_references_at_edge_shapes_and_extreme_decays():
     """Round 38 audit: every CPU fast kernel equals its sequential reference in float64, outputs
     and gradients, at the shapes its tiling and chunking treat apart (one step, a length that is no
     multiple of the chunk, a chunk or block longer than the sequence, one state, one batch row,
-    one or three groups, a conv wider than the sequence, all-zero inputs) and at decays from none
-    (log-decay 0) through 1e-12 to 1e3 per step."""
+    one or three groups, a conv wider than the sequence, all-zero inputs) and at log-decays per
+    step of 0 (or steps Δ of 1e-12), 1e-12, 1 and 1e3."""
     import torch
 
     from ssmrepro.kernels.b2s6_scan import b2s6_scan, b2s6_scan_ref
