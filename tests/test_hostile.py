@@ -17040,3 +17040,180 @@ def test_one_layer_pattern_spelt_two_ways_across_profiles_or_points_is_refused(t
         {"label": "a", "set": {"model.layers": "SSM-TF"}},
         {"label": "b", "set": {"model.layers": "SSM-TF", "model.d_model": 12}}]}]})
     assert _invoke("validate", spec).exit_code == 0
+
+
+def _close_or_both_zero(a, b, what, rtol=1e-9):
+    """a == b to float64 rounding, relative to b's largest entry; a gradient one path leaves None
+    (an input it never reads, e.g. the decay of a scan of one step) equals the other's zeros."""
+    if a is None or b is None:
+        other = b if a is None else a
+        assert other is None or not bool(other.detach().abs().max() > 0), what
+        return
+    a, b = a.detach(), b.detach()
+    assert a.shape == b.shape and a.dtype == b.dtype, what
+    if b.numel():  # (not torch.testing.assert_close: ~7 ms a call, most of this test's time)
+        err, scale = float((a - b).abs().max()), float(b.abs().max())
+        assert err <= rtol * scale, f"{what}: off by {err:.3g}, {err / (scale or 1):.3g} of the largest"
+
+
+def test_kernels_equal_their_references_at_edge_shapes_and_extreme_decays():
+    """Round 38 audit: every CPU fast kernel equals its sequential reference in float64, outputs
+    and gradients, at the shapes its tiling and chunking treat apart (one step, a length that is no
+    multiple of the chunk, a chunk or block longer than the sequence, one state, one batch row,
+    one or three groups, a conv wider than the sequence, all-zero inputs) and at log-decays per
+    step of 0 (or steps Δ of 1e-12), 1e-12, 1 and 1e3."""
+    import torch
+
+    from ssmrepro.kernels.b2s6_scan import b2s6_scan, b2s6_scan_ref
+    from ssmrepro.kernels.conv import _reference as conv_ref
+    from ssmrepro.kernels.conv import causal_conv1d_cpu
+    from ssmrepro.kernels.inplace import ScanPlan, diag_scan_blocked, selective_scan_fused
+    from ssmrepro.kernels.scan import diag_scan, diag_scan_ref, selective_scan_ref
+    from ssmrepro.kernels.ssd import ssd, ssd_ref
+
+    D = torch.float64
+    g = torch.Generator().manual_seed(38)
+    rnd = lambda *s: torch.randn(*s, generator=g, dtype=D)  # noqa: E731
+    uni = lambda *s: torch.rand(*s, generator=g, dtype=D)  # noqa: E731
+
+    def check(name, fast, ref, inputs):
+        outs = []
+        for f in (fast, ref):
+            ins = [t.clone().requires_grad_() if t is not None else None for t in inputs]
+            y = f(*ins)
+            w = torch.linspace(-1.0, 2.0, y.numel(), dtype=D).view(y.shape)
+            grads = torch.autograd.grad((y * w).sum().real, [t for t in ins if t is not None],
+                                        allow_unused=True)
+            outs.append((y, grads))
+        _close_or_both_zero(outs[0][0], outs[1][0], f"{name}: output")
+        for i, (a, b) in enumerate(zip(outs[0][1], outs[1][1])):
+            _close_or_both_zero(a, b, f"{name}: gradient {i}")
+
+    for scale in (0.0, 1e-12, 1.0, 1e3):  # per-step log-decay magnitudes
+        for L, chunk in ((1, None), (7, 3), (5, 100), (40, None), (40, 16)):
+            for cplx in (False, True):
+                la = -scale * uni(2, L, 3)
+                if cplx:
+                    la = torch.complex(la, rnd(2, L, 3))
+                b = rnd(2, L, 3) if scale else torch.zeros(2, L, 3, dtype=D)
+                check(f"diag_scan la {scale} L {L} chunk {chunk}",
+                      lambda la, b, q=chunk: diag_scan(la, b, q), diag_scan_ref, [la, b])
+                check(f"diag_scan_blocked la {scale} L {L} block {chunk}",
+                      lambda la, b, q=chunk: diag_scan_blocked(la, b, q), diag_scan_ref, [la, b])
+        for L, chunk in ((1, None), (5, 2), (5, 64), (17, 16)):
+            check(f"ssd a {scale} L {L} chunk {chunk}",
+                  lambda x, a, B, C, q=chunk: ssd(x, a, B, C, q), ssd_ref,
+                  [rnd(1, L, 2, 3), -scale * uni(1, L, 2), rnd(1, L, 2, 1), rnd(1, L, 2, 1)])
+        for Bt, L, G, K, N, plan in ((1, 1, 1, 1, 1, None), (1, 5, 1, 4, 1, ScanPlan(1, 1, 2)),
+                                     (2, 6, 3, 1, 2, ScanPlan(2, 2, 4, False, narrow=True)),
+                                     (2, 9, 3, 2, 1, ScanPlan(1, 3, 32, False))):
+            A = -(scale or 1.0) * uni(G * K, N)
+            dl = (1e-12 if scale == 0 else 1.0) * uni(Bt, L, G * K)
+            check(f"selective_scan_fused |A| {scale} {(Bt, L, G, K, N)} {plan}",
+                  lambda u, dl, A, B, C, Dv, p=plan: selective_scan_fused(u, dl, A, B, C, Dv, plan=p),
+                  selective_scan_ref, [rnd(Bt, L, G * K), dl, A, rnd(Bt, L, G, N), rnd(Bt, L, G, N),
+                                       rnd(G * K)])
+        for L, cplx in ((1, True), (6, False), (6, True)):
+            A = -(scale or 1.0) * (uni(2, 1) + 0.01)
+            if cplx:
+                A = torch.complex(A, rnd(2, 1))
+            dl = (1e-12 if scale == 0 else 1.0) * uni(1, L, 2, 3) + 1e-9
+            check(f"b2s6_scan euler |A| {scale} L {L} complex {cplx}",
+                  lambda *a: b2s6_scan(*a, "euler"), lambda *a: b2s6_scan_ref(*a, "euler"),
+                  [rnd(1, L, 2, 3), dl, A, rnd(1, L, 2, 1), rnd(2, 3, 1), rnd(1, L, 2, 1)])
+    for W, L in ((1, 1), (4, 1), (7, 3), (3, 8)):
+        for act in (None, "silu"):
+            check(f"causal_conv1d_cpu W {W} L {L} {act}",
+                  lambda x, w, b, f=act: causal_conv1d_cpu(x, w, b, f, chunk_elems=5),
+                  lambda x, w, b, f=act: conv_ref(x, w, b, f), [rnd(2, 1, L, 3), rnd(2, 3, W), rnd(2, 3)])
+
+
+def test_mixers_equal_their_references_at_one_step_and_extreme_steps():
+    """Round 38 audit: every registered mixer's fast path equals its ``forward_ref`` in float64,
+    outputs and the gradients of the input and every parameter, for a sequence of one step (one
+    batch row, one member: the scans never apply a decay, so a complex Λ's gradient is None on the
+    fast path and 0 on the reference, which is the same training) and for Δ ranges at the init
+    floor (1e-4) and large (10 to 50: every state forgotten within a step) at a length that is no
+    multiple of any chunk."""
+    import pydantic
+    import torch
+
+    from ssmrepro.models.layers import reset_members
+    from ssmrepro.models.mixers import MIXERS, build_mixer
+
+    small = {"d_state": 2, "heads": 2}
+    cases = []
+    for name, entry in sorted(MIXERS.items()):
+        fields = entry.Config.model_fields
+        cfg = {"name": name, **{k: v for k, v in small.items() if k in fields}}
+        cases.append((cfg, 1, 1))
+        if "complex_A" in fields:
+            cases.append(({**cfg, "complex_A": not fields["complex_A"].default}, 1, 1))
+        if "dt_min" in fields:
+            cases += [({**cfg, "dt_min": 1e-4, "dt_max": 1e-4}, 2, 5),
+                      ({**cfg, "dt_min": 10.0, "dt_max": 50.0}, 2, 5)]
+    for cfg, E, L in cases:
+        try:
+            m = build_mixer(cfg, E, 8)
+        except (ValueError, pydantic.ValidationError):
+            m = build_mixer({k: v for k, v in cfg.items() if k not in small}, E, 8)
+        reset_members(m, list(range(5, 5 + E)))
+        m = m.double()
+        params = [p for p in m.parameters() if p.requires_grad]
+        x = torch.randn(E, 1, L, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+        res = []
+        for f in (m, m.forward_ref):
+            xi = x.clone().requires_grad_(True)
+            y = f(xi)
+            w = torch.linspace(-1.0, 2.0, y.numel(), dtype=y.dtype).view(y.shape)
+            res.append((y, torch.autograd.grad((y.sin() * w).sum(), [xi, *params],
+                                               allow_unused=True)))
+        names = ["x", *(n for n, p in m.named_parameters() if p.requires_grad)]
+        _close_or_both_zero(res[0][0], res[1][0], f"{cfg} L {L}: output", rtol=1e-10)
+        for n, a, b in zip(names, res[0][1], res[1][1]):
+            _close_or_both_zero(a, b, f"{cfg} L {L}: gradient of {n}", rtol=1e-8)
+
+
+def test_listops_encoder_refuses_the_letters_it_uses_for_operators(tmp_path):
+    """Round 38: the fast ListOps encoder (``encode_listops``: operators swapped for the letters
+    a-d, then a numpy look-up) read a source's own token 'a', 'b', 'c' or 'd' as [MIN, [MAX, [MED
+    or [SM: a row '( ( [MAX 2 ) d ) ] )' trained as [MAX 2 [SM ]; the reference tokenizer
+    (``tokens_to_ids(tokenize_listops(...))``) refuses it. Both now agree on every row of tokens
+    (ids, or a refusal), a refusal names the token as the file writes it ('[MAX2', not 'b2'), and
+    the line it is on (blank lines before it made the message name an earlier line)."""
+    import itertools
+
+    import numpy as np
+
+    from ssmrepro.data.listops import (
+        ListOpsConfig,
+        encode_listops,
+        prepare_listops,
+        tokenize_listops,
+        tokens_to_ids,
+    )
+
+    alphabet = ["(", ")", "]", "X", "[MAX", "[SM", "7", "a", "b", "c", "d", "[MAXd", "12", "[M"]
+    for toks in itertools.product(alphabet, repeat=2):
+        src = " ".join(toks)
+        try:
+            want = tokens_to_ids(tokenize_listops(src))
+        except KeyError:
+            want = None
+        try:
+            got = encode_listops(src).tolist()
+        except ValueError:
+            got = None
+        assert got == want, src
+    for src, token in (("( ( [MAX 2 ) d ) ] )", "'d'"), ("( [MAX2 ) ] )", "'[MAX2'"),
+                       ("( [SM 1 ) a3 ] )", "'a3'")):
+        with pytest.raises(ValueError, match=re.escape(f"unknown ListOps token {token}")):
+            encode_listops(src)
+    for name in ("basic_train.tsv", "basic_val.tsv", "basic_test.tsv"):
+        (tmp_path / name).write_text("Source\tTarget\n( ( [MAX 2 ) 9 ) ] )\t9\n"
+                                     + ("\n( ( [MIN 4 ) c ) ] )\t4\n" if name == "basic_val.tsv"
+                                        else ""))
+    # line 4 of the file (a blank line 3 before it: the message counted rows, and said 3)
+    with pytest.raises(ValueError, match=r"basic_val\.tsv:4: unknown ListOps token 'c'"):
+        prepare_listops(tmp_path, ListOpsConfig())
+    assert np.array_equal(encode_listops("( ( [MED 0 ) 5 ) ] )"), [14, 2, 7, 16])

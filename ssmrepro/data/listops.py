@@ -492,6 +492,7 @@ for _d in range(10):
 for _i, (_, _c) in enumerate(_COMPACT):
     _LUT[ord(_c)] = OP0 + _i
 _LUT[ord("X")] = CLOSE
+_COMPACT_CHARS = "".join(c for _, c in _COMPACT)  # 'abcd'
 
 
 def encode_listops(source: str) -> np.ndarray:
@@ -501,12 +502,18 @@ def encode_listops(source: str) -> np.ndarray:
     [15, 11, 11, 16]
     """
     s = source.translate(_DROP_PARENS)
+    if any(c in s for c in _COMPACT_CHARS):  # a token 'a' .. 'd' (or holding one) is no
+        # ListOps token: it read as the operator whose one-letter stand-in it is ('d' as [SM)
+        # (str's `in`, not a set intersection: that doubled the encoder's time)
+        bad = next(p for p in s.split() if any(c in p for c in _COMPACT_CHARS))
+        raise ValueError(f"unknown ListOps token {bad!r}")
     for name, c in _COMPACT:
         s = s.replace(name, c)
     parts = s.split()
     compact = "".join(parts)
-    if len(compact) != len(parts):
-        bad = next(p for p in parts if len(p) != 1)
+    if len(compact) != len(parts):  # name the token as the source writes it ('[MAX2', not 'b2')
+        bad = source.translate(_DROP_PARENS).split()[next(i for i, p in enumerate(parts)
+                                                           if len(p) != 1)]
         raise ValueError(f"unknown ListOps token {bad!r}")
     try:
         raw = np.frombuffer(compact.encode("ascii"), dtype=np.uint8)
@@ -519,8 +526,9 @@ def encode_listops(source: str) -> np.ndarray:
     return ids
 
 
-def read_listops_tsv(path: Path) -> tuple[list[str], np.ndarray]:
-    """Sources and labels of one LRA ListOps TSV (header ``Source\\tTarget``)."""
+def read_listops_tsv(path: Path, linenos: list[int] | None = None) -> tuple[list[str], np.ndarray]:
+    """Sources and labels of one LRA ListOps TSV (header ``Source\\tTarget``); ``linenos``, when
+    given, gets each row's line number in the file (blank lines are skipped)."""
     from .text import utf8_lines
 
     sources, labels = [], []
@@ -542,6 +550,8 @@ def read_listops_tsv(path: Path) -> tuple[list[str], np.ndarray]:
         except ValueError:
             raise ValueError(f"{path}:{lineno}: malformed line {line[:80]!r}") from None
         sources.append(src)
+        if linenos is not None:
+            linenos.append(lineno)
     return sources, np.array(labels, dtype=np.int64)
 
 
@@ -564,9 +574,10 @@ def prepare_listops(directory: Path, cfg: ListOpsConfig) -> dict[str, dict[str, 
     out = {}
     for split, fname in SPLIT_FILES.items():
         path = directory / fname
-        sources, labels = read_listops_tsv(path)
+        linenos: list[int] = []  # a row's own line (blank lines made the message name another)
+        sources, labels = read_listops_tsv(path, linenos)
         seqs = []
-        for lineno, src in enumerate(sources, start=2):
+        for lineno, src in zip(linenos, sources):
             try:
                 ids = encode_listops(src)[:keep]
             except ValueError as err:
