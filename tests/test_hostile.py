@@ -16842,3 +16842,36 @@ def test_a_mixer_registered_non_causal_is_refused_on_a_next_token_task():
         causal.check_task(lm)
     finally:
         MIXERS.pop("t_ahead", None)
+
+
+def test_the_output_distribution_figure_is_written_atomically(tmp_path, monkeypatch):
+    """koren2026-fig14's output_distribution figure was saved in place (``fig.savefig(path)``),
+    the one figure not written through a temp file and a rename: `figures`, the front page or
+    an image viewer reading it while a `plot` wrote it (or a `plot` killed then) saw a torn PNG.
+    A write that fails part-way leaves the old image whole, and no temp file."""
+    from types import SimpleNamespace
+
+    import matplotlib.figure
+
+    from ssmrepro.plots.mechanistic import DistributionConfig, _draw_distribution
+
+    def torn(self, fname, **kw):  # a write cut short: some bytes, then the failure
+        if hasattr(fname, "write"):
+            fname.write(b"\x89PNG torn")
+        else:
+            Path(fname).write_bytes(b"\x89PNG torn")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", torn)
+    path = tmp_path / "dist.png"
+    path.write_bytes(b"the old image")
+    cfg = DistributionConfig(kind="output_distribution", bins=5)
+    dens = [0.1, 0.2, 0.3, 0.2, 0.1]
+    rows = [{"name": "S6", "run": "r0",
+             "panels": {k: ([dens], (0.0, 0.3)) for k in ("correct", "wrong", "empty")},
+             "metrics": {"M": 1.0, "N": 2.0, "out.wrong_var": 0.1, "out.empty_var": 0.2}}]
+    ctx = SimpleNamespace(fitted_title=lambda cfg, width, size: "t")
+    with pytest.raises(OSError):
+        _draw_distribution(ctx, cfg, path, rows)
+    assert path.read_bytes() == b"the old image"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dist.png"]
