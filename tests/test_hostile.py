@@ -16875,3 +16875,46 @@ def test_the_output_distribution_figure_is_written_atomically(tmp_path, monkeypa
         _draw_distribution(ctx, cfg, path, rows)
     assert path.read_bytes() == b"the old image"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dist.png"]
+
+
+def test_bench_records_and_the_roofline_hold_the_folder(tmp_path, monkeypatch):
+    """Two `bench keep-nth-d8` into one --out ending together wrote their JSON and CSV records
+    as two atomic writes each, unlocked: one's JSON could stay beside the other's CSV. And
+    `bench roofline` read the records twice, for the figure and then for performance.md: a
+    bench writing between them left a figure and a table of different records. Each now holds
+    the folder (``folder_lock``) for the pair of writes, or for the figure and the table."""
+    import fcntl
+
+    from ssmrepro.bench import packs, roofline
+
+    def held() -> bool:
+        fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
+
+    seen = []
+
+    def watched(fn):
+        def call(*args, **kw):
+            seen.append((fn.__name__, held()))
+            return fn(*args, **kw)
+        return call
+
+    committed = ROOT / "results" / "bench"
+    rec = json.loads((committed / "keep-nth-d8-cpu.json").read_text())
+    monkeypatch.setattr(packs, "atomic_write_text", watched(packs.atomic_write_text))
+    packs.write_record(tmp_path, rec)
+    assert seen == [("atomic_write_text", True)] * 2, seen
+    assert (tmp_path / "keep-nth-d8-cpu.csv").read_text() == \
+        (committed / "keep-nth-d8-cpu.csv").read_text()
+    seen.clear()
+    for name in ("roofline_figure", "performance_table"):
+        monkeypatch.setattr(roofline, name, watched(getattr(roofline, name)))
+    roofline.write_roofline(tmp_path)
+    assert seen == [("roofline_figure", True), ("performance_table", True)], seen
+    assert not held()
