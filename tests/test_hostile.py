@@ -16918,3 +16918,32 @@ def test_bench_records_and_the_roofline_hold_the_folder(tmp_path, monkeypatch):
     roofline.write_roofline(tmp_path)
     assert seen == [("roofline_figure", True), ("performance_table", True)], seen
     assert not held()
+
+
+def test_a_forced_data_generate_outrun_by_another_is_told_to_run_again(tmp_path, monkeypatch):
+    """`data generate listops --force` into a dataset's folder, and meanwhile a plain `data
+    generate` of that folder (which --force had emptied) ends first: the forced one stopped
+    (exit 1, its data discarded, rightly: the first to finish stands) saying 'pass --force to
+    replace it', the flag it had. It says to run the same command again; without --force the
+    advice is unchanged."""
+    import ssmrepro.data.listops as lo
+
+    out, real = tmp_path / "listops", lo.generate_listops
+    args = ("--n", "3", "--min-length", "1", "--max-length", "40", "--out", out)
+    assert _invoke("data", "generate", "listops", "--seed", "6", *args).exit_code == 0
+
+    def other_finishes_meanwhile(*a, **kw):  # a plain generate, seed 7, ends first
+        monkeypatch.setattr(lo, "generate_listops", real)
+        assert _invoke("data", "generate", "listops", "--seed", "7", *args).exit_code == 0
+        return real(*a, **kw)
+
+    for force, advice in ((True, "run this command again to replace it"),
+                          (False, "pass --force to replace it")):
+        monkeypatch.setattr(lo, "generate_listops", other_finishes_meanwhile)
+        res = _invoke("data", "generate", "listops", "--seed", "8", *args,
+                      *(["--force"] if force else []))
+        said = " ".join(res.output.split())
+        assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+        assert f"this one's data were discarded ({advice}" in said, said
+        assert '"seed": 7' in (out / "meta.json").read_text()
+        shutil.rmtree(out)
