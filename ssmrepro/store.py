@@ -877,6 +877,16 @@ class Store:
         return None
 
     def _distrust_weights(self, path: Path, why: str, quarantine: bool) -> None:
+        holder = self.holder(path.stem) if why == FOREIGN_WEIGHTS and quarantine else None
+        if holder is not None and not self.holds(path.stem):
+            # the run is being trained again now (a record without the analysis the spec now
+            # keeps, its weights deleted ...): its holder writes the new weights, then the
+            # record naming them, and a `plot`, `show` or `run` of another profile reading
+            # between the two quarantined the fresh weights as foreign; the run was then trained
+            # a third time. Left alone: the holder's record names them in a moment
+            self._warn(f"saved weights {path.name} are not (yet) those its record names: the "
+                       f"run is being trained now ({holder}); not used")
+            return
         if quarantine:
             try:
                 dest = self._quarantine(path)

@@ -16947,3 +16947,40 @@ def test_a_forced_data_generate_outrun_by_another_is_told_to_run_again(tmp_path,
         assert f"this one's data were discarded ({advice}" in said, said
         assert '"seed": 7' in (out / "meta.json").read_text()
         shutil.rmtree(out)
+
+
+def test_weights_written_before_their_record_are_not_quarantined_while_held(tmp_path):
+    """A run trained again (its record lacks an analysis the spec now keeps, its weights were
+    deleted ...) while its old record stays: its holder writes the new weights, then the record
+    naming them. A `plot`, `show` or `run` of another profile of the spec reading between the
+    two found weights its (old) record does not name and quarantined them as foreign: the new
+    record then named weights that were gone, and the run was trained a third time. Held by a
+    live process, they are left alone (not used yet); unheld, quarantined as before."""
+    import io as _io
+    import socket
+
+    import torch
+
+    from ssmrepro.store import WEIGHTS_DIGEST, Store
+
+    root = tmp_path / "out" / "p" / "s"
+    (root / "runs").mkdir(parents=True)
+    (root / "claims").mkdir()
+    run_id = "0123456789ab"
+    buf = _io.BytesIO()
+    torch.save({"w": torch.ones(2)}, buf)
+    weights = root / "runs" / f"{run_id}.pt"
+    weights.write_bytes(buf.getvalue())  # the new weights, written first
+    (root / "runs" / f"{run_id}.json").write_text(json.dumps({WEIGHTS_DIGEST: "0" * 64}))
+    claim = root / "claims" / f"{run_id}.claim"  # the live holder training it (this process)
+    claim.write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
+                                 "time": time.time(), "nonce": "n"}))
+    reader = Store(root, weights=True)
+    assert reader.read_weights(run_id) is None
+    assert weights.read_bytes() == buf.getvalue()
+    assert not (root / "runs" / "quarantine").exists()
+    assert any("being trained now" in w for w in reader.warnings), reader.warnings
+    claim.unlink()  # no holder: weights their record does not name are foreign
+    reader = Store(root, weights=True)
+    assert reader.read_weights(run_id) is None
+    assert not weights.exists() and len(list((root / "runs" / "quarantine").iterdir())) == 1
