@@ -16984,3 +16984,82 @@ def test_weights_written_before_their_record_are_not_quarantined_while_held(tmp_
     reader = Store(root, weights=True)
     assert reader.read_weights(run_id) is None
     assert not weights.exists() and len(list((root / "runs" / "quarantine").iterdir())) == 1
+
+
+def test_a_store_cleanup_leaves_a_stale_claim_just_taken_over(tmp_path, monkeypatch):
+    """A `run` killed (kill -9) holding a claim; a second `run`, waiting on it, takes the stale
+    claim over while a third (another profile of the spec, or --set) cleans the store at its
+    start. The cleaner judged the claim stale, the taker then replaced it with its own, and the
+    cleaner removed that live claim: the taker's training was dropped as another's (its claim
+    gone) and the run trained again. The cleaner now removes a stale claim only holding its
+    takeover marker, as the taker does: one of the two acts. A marker left by a taker that died
+    (older than a takeover takes) does not keep the claim for ever: it was never taken over
+    again, and a `run` waiting on its run planned it again and again without a pause."""
+    import subprocess
+    import sys
+
+    from ssmrepro.store import MARKER_DEBRIS_S, Store
+
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    cleaner, taker = Store(tmp_path), Store(tmp_path)
+    cleaner.claims.mkdir(parents=True)
+    path = cleaner.claims / "r1.claim"
+    path.write_text(json.dumps({"host": cleaner.host, "pid": p.pid, "time": 0, "nonce": "old"}))
+    judged = Store._is_stale
+
+    def taken_over_meanwhile(self, claim, info=None):  # the taker acts after the cleaner judged
+        stale = judged(self, claim, info)
+        if self is cleaner and stale:
+            seen = taker._read_claim(claim)
+            assert taker.take_over("r1", seen)
+        return stale
+
+    monkeypatch.setattr(Store, "_is_stale", taken_over_meanwhile)
+    cleaner.cleanup()
+    assert taker.holds("r1"), sorted(q.name for q in cleaner.claims.iterdir())
+    monkeypatch.setattr(Store, "_is_stale", judged)
+    taker.release("r1")
+    path.write_text(json.dumps({"host": cleaner.host, "pid": p.pid, "time": 0, "nonce": "old"}))
+    marker = cleaner.claims / "r1.claim.taken.old"  # its taker died before replacing the claim
+    marker.touch()
+    cleaner.cleanup()
+    assert path.exists()  # a taker may be replacing it now
+    assert not taker.take_over("r1", taker._read_claim(path))
+    os.utime(marker, (time.time() - MARKER_DEBRIS_S - 1,) * 2)
+    cleaner.cleanup()
+    assert sorted(cleaner.claims.iterdir()) == []
+    path.write_text(json.dumps({"host": cleaner.host, "pid": p.pid, "time": 0, "nonce": "old"}))
+    marker.touch()  # and a waiting `run` takes such a claim over (it planned the run for ever)
+    os.utime(marker, (time.time() - MARKER_DEBRIS_S - 1,) * 2)
+    seen = taker._read_claim(path)
+    assert taker.take_over("r1", seen) and not cleaner.take_over("r1", seen)
+    taker.release("r1")
+    assert sorted(cleaner.claims.iterdir()) == []
+
+
+def test_a_run_whose_stale_claim_cannot_be_taken_yet_is_planned_again_after_a_pause(
+        tmp_path, monkeypatch):
+    """A `run` waiting on runs of a holder killed (kill -9) found their claims stale and planned
+    them again; a claim it could not take over (its takeover marker left by a taker killed in
+    between) came back at once, and was planned again without a pause: 6577 packs in 30 s, a
+    core spinning, until Ctrl-C. A run planned again that comes back unclaimed waits the poll
+    interval before the next plan."""
+    import ssmrepro.engine as engine
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    run = expand(load_spec(_one_run_spec(tmp_path)), "smoke")[0]
+    store = type("Unheld", (), {"is_done": lambda self, r: False,  # its holder is gone
+                                "holder": lambda self, r: None})()
+    tr = engine._Tracker(store, 1)
+    tr.skipped.add(run.run_id)
+    slept = []
+    monkeypatch.setattr(engine.time, "sleep", slept.append)
+    quiet = type("P", (), {"advance": lambda *a: None})()
+    args = (tr, {run.run_id: run}, store, None, "cpu", quiet, 0, None, 7.0)
+    first = engine._wait_for_others(*args, first_index=1)
+    assert [p.runs for _, p in first] == [[run]] and slept == []
+    tr.skipped.add(run.run_id)  # its pack came back: not claimed
+    again = engine._wait_for_others(*args, first_index=2)
+    assert [p.runs for _, p in again] == [[run]] and slept == [7.0]
