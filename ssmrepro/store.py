@@ -730,10 +730,12 @@ class Store:
             return False
         if self.weights and rec["status"] == "ok" and not self._has_weights(run_id):
             # deleted, quarantined as damaged, or another run's: the analyses had no weights to
-            # read, and `plot` said `run` trained them, which found the run done
-            self._warn(f"run {run_id} has its record but not its saved weights (runs/"
-                       f"{run_id}.pt; the spec keeps them for its analyses): the run will be "
-                       "trained again")
+            # read, and `plot` said `run` trained them, which found the run done. (Being trained
+            # again now by another process: said by ``_distrust_weights``.)
+            if self._trained_elsewhere(run_id) is None:
+                self._warn(f"run {run_id} has its record but not its saved weights (runs/"
+                           f"{run_id}.pt; the spec keeps them for its analyses): the run will "
+                           "be trained again")
             return False
         lacking = [a for a in self.analyses if rec["status"] == "ok"
                    and a not in (rec.get("analysis") or {})]
@@ -876,9 +878,15 @@ class Store:
             return used
         return None
 
+    def _trained_elsewhere(self, run_id: str) -> str | None:
+        """'pid P on host H' of another live process holding the run (training it), else None."""
+        holder = self.holder(run_id)
+        return None if holder is None or self.holds(run_id) else holder
+
     def _distrust_weights(self, path: Path, why: str, quarantine: bool) -> None:
-        holder = self.holder(path.stem) if why == FOREIGN_WEIGHTS and quarantine else None
-        if holder is not None and not self.holds(path.stem):
+        holder = self._trained_elsewhere(path.stem) if why == FOREIGN_WEIGHTS and quarantine \
+            else None
+        if holder is not None:
             # the run is being trained again now (a record without the analysis the spec now
             # keeps, its weights deleted ...): its holder writes the new weights, then the
             # record naming them, and a `plot`, `show` or `run` of another profile reading
