@@ -16882,8 +16882,12 @@ def test_bench_records_and_the_roofline_hold_the_folder(tmp_path, monkeypatch):
     as two atomic writes each, unlocked: one's JSON could stay beside the other's CSV. And
     `bench roofline` read the records twice, for the figure and then for performance.md: a
     bench writing between them left a figure and a table of different records. Each now holds
-    the folder (``folder_lock``) for the pair of writes, or for the figure and the table."""
+    the folder (``folder_lock``) for the pair of writes, or for the figure and the table. (And
+    the roofline removes the temp files of one killed as it wrote them.)"""
     import fcntl
+    import socket
+    import subprocess
+    import sys
 
     from ssmrepro.bench import packs, roofline
 
@@ -16915,9 +16919,13 @@ def test_bench_records_and_the_roofline_hold_the_folder(tmp_path, monkeypatch):
     seen.clear()
     for name in ("roofline_figure", "performance_table"):
         monkeypatch.setattr(roofline, name, watched(getattr(roofline, name)))
+    p = subprocess.Popen([sys.executable, "-c", "pass"])  # a roofline killed as it wrote
+    p.wait()
+    left = tmp_path / f".performance.md.{socket.gethostname()}.{p.pid}.abc123.tmp"
+    left.write_text("half")
     roofline.write_roofline(tmp_path)
     assert seen == [("roofline_figure", True), ("performance_table", True)], seen
-    assert not held()
+    assert not held() and not left.exists()
 
 
 def test_a_forced_data_generate_outrun_by_another_is_told_to_run_again(tmp_path, monkeypatch):
@@ -17063,3 +17071,39 @@ def test_a_run_whose_stale_claim_cannot_be_taken_yet_is_planned_again_after_a_pa
     tr.skipped.add(run.run_id)  # its pack came back: not claimed
     again = engine._wait_for_others(*args, first_index=2)
     assert [p.runs for _, p in again] == [[run]] and slept == [7.0]
+
+
+def test_a_killed_plots_temp_files_are_removed_by_the_next_plot(tmp_path):
+    """`plot` (or `figures`, `make figures` in the checkout) killed with kill -9 while it wrote
+    a table or a figure left its temp file (`.figure.png.<host>.<pid>.<random>.tmp`) in the
+    results folder; only a `run` of the spec removed it, so after `figures` it stayed in the
+    committed results for ever. The next build of the folder removes those of dead writers
+    (a live writer's stays), as the next front page removes its own."""
+    import socket
+    import subprocess
+    import sys
+
+    project = tmp_path / "proj"
+    (project / "experiments" / "tests").mkdir(parents=True)
+    (project / "ssmrepro").mkdir()
+    (project / "experiments" / "catalogue.yaml").write_text(
+        "papers: {tests: Tests}\ntargets:\n  - {id: t-spec, paper: tests, tier: 1, what: tiny}\n")
+    _one_run_spec(project / "experiments" / "tests")
+    env = {"SSMREPRO_ROOT": str(project)}
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    host = socket.gethostname()
+    out = tmp_path / "out"
+    root = out / "tests" / "t-spec"
+    root.mkdir(parents=True)
+    dead = [root / f".figure-smoke.png.{host}.{p.pid}.abc123.tmp",
+            out / f".README.md.{host}.{p.pid}.abc123.tmp"]
+    live = root / f".report-smoke.md.{host}.{os.getpid()}.abc123.tmp"
+    for f in [*dead, live]:
+        f.write_bytes(b"half")
+    res = _invoke("plot", "t-spec", "--profile", "smoke", "--out", out, env=env)
+    assert res.exit_code == 0, res.output
+    assert not dead[0].exists() and live.exists()
+    res = _invoke("figures", "--no-rebuild", "--out", out, env=env)
+    assert res.exit_code == 0, res.output
+    assert not dead[1].exists()

@@ -37,7 +37,7 @@ from ..spec import (
 )
 from ..store import TableError, output_name, read_results, results_dir
 from ..sweep import expand
-from ..util import atomic_write_text, read_small, repo_root
+from ..util import atomic_write_text, read_small, remove_dead_temps, repo_root
 from .export import result_files
 from .outputs import Outputs, build, figure_stem, validate_outputs
 from .registry import parse_figure
@@ -428,5 +428,6 @@ def front_page(out: Path | None = None, dest: Path | None = None) -> Path:
             status = t.status + (f" ({'; '.join(t.unfinished)})" if t.unfinished else "")
             lines.append(f"| {t.id}{what} | {t.alias or ''} | {t.tier} | {status} | "
                          f"{t.verdicts or '—'} | {t.quick_time or '—'} | {links} |")
+    remove_dead_temps(dest.parent, dest.name)  # of a `figures` killed while it wrote this page
     atomic_write_text(dest, "\n".join(lines) + "\n")  # replaces a link, never writes through
     return dest
