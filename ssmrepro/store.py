@@ -1075,7 +1075,9 @@ class Store:
         ``claims`` link led to, before it refused the link. (A file that is a link is only
         unlinked, and a record linked outside is quarantined when read, as before.)"""
         self.check_links(files=False)
-        n = remove_dead_temps(self.root) + remove_dead_temps(self.runs)
+        # (claims/ too: a taker killed while it wrote the claim it took over left its temp file)
+        n = remove_dead_temps(self.root) + remove_dead_temps(self.runs) \
+            + remove_dead_temps(self.claims)
         for path in self.claims.glob("*.claim") if self.claims.exists() else []:
             if self.is_done(path.stem):
                 path.unlink(missing_ok=True)

@@ -17044,6 +17044,10 @@ def test_a_store_cleanup_leaves_a_stale_claim_just_taken_over(tmp_path, monkeypa
     assert taker.take_over("r1", seen) and not cleaner.take_over("r1", seen)
     taker.release("r1")
     assert sorted(cleaner.claims.iterdir()) == []
+    left = cleaner.claims / f".r1.claim.{cleaner.host}.{p.pid}.abc123.tmp"  # a taker killed as
+    left.write_text("{")  # it wrote the claim: its temp file is removed
+    cleaner.cleanup()
+    assert sorted(cleaner.claims.iterdir()) == []
 
 
 def test_a_run_whose_stale_claim_cannot_be_taken_yet_is_planned_again_after_a_pause(
