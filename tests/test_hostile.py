@@ -17111,3 +17111,42 @@ def test_a_killed_plots_temp_files_are_removed_by_the_next_plot(tmp_path):
     res = _invoke("figures", "--no-rebuild", "--out", out, env=env)
     assert res.exit_code == 0, res.output
     assert not dead[1].exists()
+
+
+def test_the_front_page_reads_a_results_folder_while_no_build_writes_it(tmp_path, monkeypatch):
+    """The front page read a spec's report three times (whose profile, verdicts, runs
+    finished) and its table, one after another: a `plot` or `run` writing the folder between
+    the reads gave a row of one build's verdicts beside another's count of runs finished. It
+    reads each folder holding it (``folder_lock``), as builds do, so it waits for a build."""
+    import fcntl
+
+    from ssmrepro.plots import frontpage
+
+    project = tmp_path / "proj"
+    (project / "experiments" / "tests").mkdir(parents=True)
+    (project / "ssmrepro").mkdir()
+    (project / "experiments" / "catalogue.yaml").write_text(
+        "papers: {tests: Tests}\ntargets:\n  - {id: t-spec, paper: tests, tier: 1, what: tiny}\n")
+    _one_run_spec(project / "experiments" / "tests")
+    env, out = {"SSMREPRO_ROOT": str(project)}, tmp_path / "out"
+    res = _invoke("plot", "t-spec", "--profile", "smoke", "--out", out, env=env)
+    assert res.exit_code == 0, res.output
+    root = out / "tests" / "t-spec"
+    (root / "results-smoke.csv").write_text("run_id,profile\n")  # a table: the folder is read
+    held, read = [], frontpage._report_text
+
+    def report_text(report):
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held.append(False)
+        except BlockingIOError:
+            held.append(True)
+        finally:
+            os.close(fd)
+        return read(report)
+
+    monkeypatch.setattr(frontpage, "_report_text", report_text)
+    res = _invoke("figures", "--no-rebuild", "--out", out, env=env)
+    assert res.exit_code == 0, res.output
+    assert held and all(held), held
