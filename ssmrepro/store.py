@@ -730,10 +730,12 @@ class Store:
             return False
         if self.weights and rec["status"] == "ok" and not self._has_weights(run_id):
             # deleted, quarantined as damaged, or another run's: the analyses had no weights to
-            # read, and `plot` said `run` trained them, which found the run done
-            self._warn(f"run {run_id} has its record but not its saved weights (runs/"
-                       f"{run_id}.pt; the spec keeps them for its analyses): the run will be "
-                       "trained again")
+            # read, and `plot` said `run` trained them, which found the run done. (Being trained
+            # again now by another process: said by ``_distrust_weights``.)
+            if self._trained_elsewhere(run_id) is None:
+                self._warn(f"run {run_id} has its record but not its saved weights (runs/"
+                           f"{run_id}.pt; the spec keeps them for its analyses): the run will "
+                           "be trained again")
             return False
         lacking = [a for a in self.analyses if rec["status"] == "ok"
                    and a not in (rec.get("analysis") or {})]
@@ -876,7 +878,23 @@ class Store:
             return used
         return None
 
+    def _trained_elsewhere(self, run_id: str) -> str | None:
+        """'pid P on host H' of another live process holding the run (training it), else None."""
+        holder = self.holder(run_id)
+        return None if holder is None or self.holds(run_id) else holder
+
     def _distrust_weights(self, path: Path, why: str, quarantine: bool) -> None:
+        holder = self._trained_elsewhere(path.stem) if why == FOREIGN_WEIGHTS and quarantine \
+            else None
+        if holder is not None:
+            # the run is being trained again now (a record without the analysis the spec now
+            # keeps, its weights deleted ...): its holder writes the new weights, then the
+            # record naming them, and a `plot`, `show` or `run` of another profile reading
+            # between the two quarantined the fresh weights as foreign; the run was then trained
+            # a third time. Left alone: the holder's record names them in a moment
+            self._warn(f"saved weights {path.name} are not (yet) those its record names: the "
+                       f"run is being trained now ({holder}); not used")
+            return
         if quarantine:
             try:
                 dest = self._quarantine(path)
@@ -961,13 +979,36 @@ class Store:
     def take_over(self, run_id: str, seen: dict) -> bool:
         """Replace the stale claim whose content was ``seen``; True for exactly one caller."""
         path = self._claim_path(run_id)
-        marker = path.with_name(f"{path.name}.taken.{_safe(str(seen['nonce']))}")
-        try:
-            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # umask decides
-        except FileExistsError:
+        if self._take_marker(path, seen) is None:
             return False  # someone else took this stale claim over
         atomic_write_text(path, self._new_claim(run_id))
         return True
+
+    def _take_marker(self, path: Path, seen: dict) -> Path | None:
+        """Make (O_EXCL) the takeover marker of the stale claim at ``path`` whose content was
+        ``seen``; None where another process made it first (or it cannot be made). A taker
+        replaces the claim within moments of making its marker: a marker older than
+        ``MARKER_DEBRIS_S`` beside the same claim is a taker's that died in between (kill -9),
+        and the next generation of the marker (``.taken.<nonce>.1`` ...) is made instead; the
+        claim stayed for ever, its run waited on by a `run` that planned it again and again."""
+        base = path.with_name(f"{path.name}.taken.{_safe(str(seen['nonce']))}")
+        for k in range(100):
+            marker = base if k == 0 else base.with_name(f"{base.name}.{k}")
+            try:
+                os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # umask
+                return marker
+            except FileExistsError:
+                try:
+                    if time.time() - marker.stat().st_mtime < MARKER_DEBRIS_S:
+                        return None
+                    now = self._read_claim(path)
+                except OSError:
+                    return None
+                if now is None or now.get("nonce") != seen["nonce"]:
+                    return None  # taken over (its taker's marker aged since), or removed
+            except OSError:  # cannot write here
+                return None
+        return None
 
     def claim(self, run_id: str) -> bool:
         """Try to own a run; True if this process may train it."""
@@ -1034,15 +1075,36 @@ class Store:
         ``claims`` link led to, before it refused the link. (A file that is a link is only
         unlinked, and a record linked outside is quarantined when read, as before.)"""
         self.check_links(files=False)
-        n = remove_dead_temps(self.root) + remove_dead_temps(self.runs)
+        # (claims/ too: a taker killed while it wrote the claim it took over left its temp file)
+        n = remove_dead_temps(self.root) + remove_dead_temps(self.runs) \
+            + remove_dead_temps(self.claims)
         for path in self.claims.glob("*.claim") if self.claims.exists() else []:
-            if self.is_done(path.stem) or self._is_stale(path):
+            if self.is_done(path.stem):
                 path.unlink(missing_ok=True)
+                n += 1
+                continue
+            seen = self._read_claim(path)
+            if seen is not None and self._is_stale(path, seen) and self._remove_stale(path, seen):
                 n += 1
         for marker in self.claims.glob("*.claim.taken.*") if self.claims.exists() else []:
             if not marker.with_name(marker.name.split(".taken.")[0]).exists():
                 marker.unlink(missing_ok=True)  # its claim is gone: the marker is debris
         return n
+
+    def _remove_stale(self, path: Path, seen: dict) -> bool:
+        """Remove the stale claim whose content was ``seen``, holding its takeover marker as
+        ``take_over`` does, so that the two exclude each other: a `run` (of another profile, or
+        with --set) cleaning the store removed the claim that a waiting `run` had just taken over
+        from a killed holder, and the taker's training was then dropped as another's (its
+        claim gone) and trained again. False where another process takes it over."""
+        marker = self._take_marker(path, seen)
+        if marker is None:
+            return False
+        try:
+            path.unlink(missing_ok=True)
+        finally:
+            marker.unlink(missing_ok=True)
+        return True
 
     def check_links(self, files: bool = True) -> None:
         """``LinkOutside`` when a symbolic link in the store (``<paper>/``, ``<paper>/<id>/``, its
@@ -1248,6 +1310,9 @@ def _decode_cell(v: Any) -> Any:
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         return v
     return list(out) if isinstance(out, tuple) else out
+
+
+MARKER_DEBRIS_S = 60.0  # a takeover marker this old beside the claim it took over: its taker died
 
 
 TABLES_WRITTEN = ".tables-written"  # in runs/: table name -> run id -> digest of its row

@@ -17217,3 +17217,311 @@ def test_listops_encoder_refuses_the_letters_it_uses_for_operators(tmp_path):
     with pytest.raises(ValueError, match=r"basic_val\.tsv:4: unknown ListOps token 'c'"):
         prepare_listops(tmp_path, ListOpsConfig())
     assert np.array_equal(encode_listops("( ( [MED 0 ) 5 ) ] )"), [14, 2, 7, 16])
+
+
+def test_the_output_distribution_figure_is_written_atomically(tmp_path, monkeypatch):
+    """koren2026-fig14's output_distribution figure was saved in place (``fig.savefig(path)``),
+    the one figure not written through a temp file and a rename: `figures`, the front page or
+    an image viewer reading it while a `plot` wrote it (or a `plot` killed then) saw a torn PNG.
+    A write that fails part-way leaves the old image whole, and no temp file."""
+    from types import SimpleNamespace
+
+    import matplotlib.figure
+
+    from ssmrepro.plots.mechanistic import DistributionConfig, _draw_distribution
+
+    def torn(self, fname, **kw):  # a write cut short: some bytes, then the failure
+        if hasattr(fname, "write"):
+            fname.write(b"\x89PNG torn")
+        else:
+            Path(fname).write_bytes(b"\x89PNG torn")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", torn)
+    path = tmp_path / "dist.png"
+    path.write_bytes(b"the old image")
+    cfg = DistributionConfig(kind="output_distribution", bins=5)
+    dens = [0.1, 0.2, 0.3, 0.2, 0.1]
+    rows = [{"name": "S6", "run": "r0",
+             "panels": {k: ([dens], (0.0, 0.3)) for k in ("correct", "wrong", "empty")},
+             "metrics": {"M": 1.0, "N": 2.0, "out.wrong_var": 0.1, "out.empty_var": 0.2}}]
+    ctx = SimpleNamespace(fitted_title=lambda cfg, width, size: "t")
+    with pytest.raises(OSError):
+        _draw_distribution(ctx, cfg, path, rows)
+    assert path.read_bytes() == b"the old image"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dist.png"]
+
+
+def test_bench_records_and_the_roofline_hold_the_folder(tmp_path, monkeypatch):
+    """Two `bench keep-nth-d8` into one --out ending together wrote their JSON and CSV records
+    as two atomic writes each, unlocked: one's JSON could stay beside the other's CSV. And
+    `bench roofline` read the records twice, for the figure and then for performance.md: a
+    bench writing between them left a figure and a table of different records. Each now holds
+    the folder (``folder_lock``) for the pair of writes, or for the figure and the table. (And
+    the roofline removes the temp files of one killed as it wrote them.)"""
+    import fcntl
+    import socket
+    import subprocess
+    import sys
+
+    from ssmrepro.bench import packs, roofline
+
+    def held() -> bool:
+        fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
+
+    seen = []
+
+    def watched(fn):
+        def call(*args, **kw):
+            seen.append((fn.__name__, held()))
+            return fn(*args, **kw)
+        return call
+
+    committed = ROOT / "results" / "bench"
+    rec = json.loads((committed / "keep-nth-d8-cpu.json").read_text())
+    monkeypatch.setattr(packs, "atomic_write_text", watched(packs.atomic_write_text))
+    packs.write_record(tmp_path, rec)
+    assert seen == [("atomic_write_text", True)] * 2, seen
+    assert (tmp_path / "keep-nth-d8-cpu.csv").read_text() == \
+        (committed / "keep-nth-d8-cpu.csv").read_text()
+    seen.clear()
+    for name in ("roofline_figure", "performance_table"):
+        monkeypatch.setattr(roofline, name, watched(getattr(roofline, name)))
+    p = subprocess.Popen([sys.executable, "-c", "pass"])  # a roofline killed as it wrote
+    p.wait()
+    left = tmp_path / f".performance.md.{socket.gethostname()}.{p.pid}.abc123.tmp"
+    left.write_text("half")
+    roofline.write_roofline(tmp_path)
+    assert seen == [("roofline_figure", True), ("performance_table", True)], seen
+    assert not held() and not left.exists()
+
+
+def test_a_forced_data_generate_outrun_by_another_is_told_to_run_again(tmp_path, monkeypatch):
+    """`data generate listops --force` into a dataset's folder, and meanwhile a plain `data
+    generate` of that folder (which --force had emptied) ends first: the forced one stopped
+    (exit 1, its data discarded, rightly: the first to finish stands) saying 'pass --force to
+    replace it', the flag it had. It says to run the same command again; without --force the
+    advice is unchanged."""
+    import ssmrepro.data.listops as lo
+
+    out, real = tmp_path / "listops", lo.generate_listops
+    args = ("--n", "3", "--min-length", "1", "--max-length", "40", "--out", out)
+    assert _invoke("data", "generate", "listops", "--seed", "6", *args).exit_code == 0
+
+    def other_finishes_meanwhile(*a, **kw):  # a plain generate, seed 7, ends first
+        monkeypatch.setattr(lo, "generate_listops", real)
+        assert _invoke("data", "generate", "listops", "--seed", "7", *args).exit_code == 0
+        return real(*a, **kw)
+
+    for force, advice in ((True, "run this command again to replace it"),
+                          (False, "pass --force to replace it")):
+        monkeypatch.setattr(lo, "generate_listops", other_finishes_meanwhile)
+        res = _invoke("data", "generate", "listops", "--seed", "8", *args,
+                      *(["--force"] if force else []))
+        said = " ".join(res.output.split())
+        assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+        assert f"this one's data were discarded ({advice}" in said, said
+        assert '"seed": 7' in (out / "meta.json").read_text()
+        shutil.rmtree(out)
+
+
+def test_weights_written_before_their_record_are_not_quarantined_while_held(tmp_path):
+    """A run trained again (its record lacks an analysis the spec now keeps, its weights were
+    deleted ...) while its old record stays: its holder writes the new weights, then the record
+    naming them. A `plot`, `show` or `run` of another profile of the spec reading between the
+    two found weights its (old) record does not name and quarantined them as foreign: the new
+    record then named weights that were gone, and the run was trained a third time. Held by a
+    live process, they are left alone (not used yet); unheld, quarantined as before."""
+    import io as _io
+    import socket
+
+    import torch
+
+    from ssmrepro.store import WEIGHTS_DIGEST, Store
+
+    root = tmp_path / "out" / "p" / "s"
+    (root / "runs").mkdir(parents=True)
+    (root / "claims").mkdir()
+    run_id = "0123456789ab"
+    buf = _io.BytesIO()
+    torch.save({"w": torch.ones(2)}, buf)
+    weights = root / "runs" / f"{run_id}.pt"
+    weights.write_bytes(buf.getvalue())  # the new weights, written first
+    (root / "runs" / f"{run_id}.json").write_text(json.dumps({WEIGHTS_DIGEST: "0" * 64}))
+    claim = root / "claims" / f"{run_id}.claim"  # the live holder training it (this process)
+    claim.write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
+                                 "time": time.time(), "nonce": "n"}))
+    reader = Store(root, weights=True)
+    assert reader.read_weights(run_id) is None
+    assert weights.read_bytes() == buf.getvalue()
+    assert not (root / "runs" / "quarantine").exists()
+    assert any("being trained now" in w for w in reader.warnings), reader.warnings
+    claim.unlink()  # no holder: weights their record does not name are foreign
+    reader = Store(root, weights=True)
+    assert reader.read_weights(run_id) is None
+    assert not weights.exists() and len(list((root / "runs" / "quarantine").iterdir())) == 1
+
+
+def test_a_store_cleanup_leaves_a_stale_claim_just_taken_over(tmp_path, monkeypatch):
+    """A `run` killed (kill -9) holding a claim; a second `run`, waiting on it, takes the stale
+    claim over while a third (another profile of the spec, or --set) cleans the store at its
+    start. The cleaner judged the claim stale, the taker then replaced it with its own, and the
+    cleaner removed that live claim: the taker's training was dropped as another's (its claim
+    gone) and the run trained again. The cleaner now removes a stale claim only holding its
+    takeover marker, as the taker does: one of the two acts. A marker left by a taker that died
+    (older than a takeover takes) does not keep the claim for ever: it was never taken over
+    again, and a `run` waiting on its run planned it again and again without a pause."""
+    import subprocess
+    import sys
+
+    from ssmrepro.store import MARKER_DEBRIS_S, Store
+
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    cleaner, taker = Store(tmp_path), Store(tmp_path)
+    cleaner.claims.mkdir(parents=True)
+    path = cleaner.claims / "r1.claim"
+    path.write_text(json.dumps({"host": cleaner.host, "pid": p.pid, "time": 0, "nonce": "old"}))
+    judged = Store._is_stale
+
+    def taken_over_meanwhile(self, claim, info=None):  # the taker acts after the cleaner judged
+        stale = judged(self, claim, info)
+        if self is cleaner and stale:
+            seen = taker._read_claim(claim)
+            assert taker.take_over("r1", seen)
+        return stale
+
+    monkeypatch.setattr(Store, "_is_stale", taken_over_meanwhile)
+    cleaner.cleanup()
+    assert taker.holds("r1"), sorted(q.name for q in cleaner.claims.iterdir())
+    monkeypatch.setattr(Store, "_is_stale", judged)
+    taker.release("r1")
+    path.write_text(json.dumps({"host": cleaner.host, "pid": p.pid, "time": 0, "nonce": "old"}))
+    marker = cleaner.claims / "r1.claim.taken.old"  # its taker died before replacing the claim
+    marker.touch()
+    cleaner.cleanup()
+    assert path.exists()  # a taker may be replacing it now
+    assert not taker.take_over("r1", taker._read_claim(path))
+    os.utime(marker, (time.time() - MARKER_DEBRIS_S - 1,) * 2)
+    cleaner.cleanup()
+    assert sorted(cleaner.claims.iterdir()) == []
+    path.write_text(json.dumps({"host": cleaner.host, "pid": p.pid, "time": 0, "nonce": "old"}))
+    marker.touch()  # and a waiting `run` takes such a claim over (it planned the run for ever)
+    os.utime(marker, (time.time() - MARKER_DEBRIS_S - 1,) * 2)
+    seen = taker._read_claim(path)
+    assert taker.take_over("r1", seen) and not cleaner.take_over("r1", seen)
+    taker.release("r1")
+    assert sorted(cleaner.claims.iterdir()) == []
+    left = cleaner.claims / f".r1.claim.{cleaner.host}.{p.pid}.abc123.tmp"  # a taker killed as
+    left.write_text("{")  # it wrote the claim: its temp file is removed
+    cleaner.cleanup()
+    assert sorted(cleaner.claims.iterdir()) == []
+
+
+def test_a_run_whose_stale_claim_cannot_be_taken_yet_is_planned_again_after_a_pause(
+        tmp_path, monkeypatch):
+    """A `run` waiting on runs of a holder killed (kill -9) found their claims stale and planned
+    them again; a claim it could not take over (its takeover marker left by a taker killed in
+    between) came back at once, and was planned again without a pause: 6577 packs in 30 s, a
+    core spinning, until Ctrl-C. A run planned again that comes back unclaimed waits the poll
+    interval before the next plan."""
+    import ssmrepro.engine as engine
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    run = expand(load_spec(_one_run_spec(tmp_path)), "smoke")[0]
+    store = type("Unheld", (), {"is_done": lambda self, r: False,  # its holder is gone
+                                "holder": lambda self, r: None})()
+    tr = engine._Tracker(store, 1)
+    tr.skipped.add(run.run_id)
+    slept = []
+    monkeypatch.setattr(engine.time, "sleep", slept.append)
+    quiet = type("P", (), {"advance": lambda *a: None})()
+    args = (tr, {run.run_id: run}, store, None, "cpu", quiet, 0, None, 7.0)
+    first = engine._wait_for_others(*args, first_index=1)
+    assert [p.runs for _, p in first] == [[run]] and slept == []
+    tr.skipped.add(run.run_id)  # its pack came back: not claimed
+    again = engine._wait_for_others(*args, first_index=2)
+    assert [p.runs for _, p in again] == [[run]] and slept == [7.0]
+
+
+def test_a_killed_plots_temp_files_are_removed_by_the_next_plot(tmp_path):
+    """`plot` (or `figures`, `make figures` in the checkout) killed with kill -9 while it wrote
+    a table or a figure left its temp file (`.figure.png.<host>.<pid>.<random>.tmp`) in the
+    results folder; only a `run` of the spec removed it, so after `figures` it stayed in the
+    committed results for ever. The next build of the folder removes those of dead writers
+    (a live writer's stays), as the next front page removes its own."""
+    import socket
+    import subprocess
+    import sys
+
+    project = tmp_path / "proj"
+    (project / "experiments" / "tests").mkdir(parents=True)
+    (project / "ssmrepro").mkdir()
+    (project / "experiments" / "catalogue.yaml").write_text(
+        "papers: {tests: Tests}\ntargets:\n  - {id: t-spec, paper: tests, tier: 1, what: tiny}\n")
+    _one_run_spec(project / "experiments" / "tests")
+    env = {"SSMREPRO_ROOT": str(project)}
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    host = socket.gethostname()
+    out = tmp_path / "out"
+    root = out / "tests" / "t-spec"
+    root.mkdir(parents=True)
+    dead = [root / f".figure-smoke.png.{host}.{p.pid}.abc123.tmp",
+            out / f".README.md.{host}.{p.pid}.abc123.tmp"]
+    live = root / f".report-smoke.md.{host}.{os.getpid()}.abc123.tmp"
+    for f in [*dead, live]:
+        f.write_bytes(b"half")
+    res = _invoke("plot", "t-spec", "--profile", "smoke", "--out", out, env=env)
+    assert res.exit_code == 0, res.output
+    assert not dead[0].exists() and live.exists()
+    res = _invoke("figures", "--no-rebuild", "--out", out, env=env)
+    assert res.exit_code == 0, res.output
+    assert not dead[1].exists()
+
+
+def test_the_front_page_reads_a_results_folder_while_no_build_writes_it(tmp_path, monkeypatch):
+    """The front page read a spec's report three times (whose profile, verdicts, runs
+    finished) and its table, one after another: a `plot` or `run` writing the folder between
+    the reads gave a row of one build's verdicts beside another's count of runs finished. It
+    reads each folder holding it (``folder_lock``), as builds do, so it waits for a build."""
+    import fcntl
+
+    from ssmrepro.plots import frontpage
+
+    project = tmp_path / "proj"
+    (project / "experiments" / "tests").mkdir(parents=True)
+    (project / "ssmrepro").mkdir()
+    (project / "experiments" / "catalogue.yaml").write_text(
+        "papers: {tests: Tests}\ntargets:\n  - {id: t-spec, paper: tests, tier: 1, what: tiny}\n")
+    _one_run_spec(project / "experiments" / "tests")
+    env, out = {"SSMREPRO_ROOT": str(project)}, tmp_path / "out"
+    res = _invoke("plot", "t-spec", "--profile", "smoke", "--out", out, env=env)
+    assert res.exit_code == 0, res.output
+    root = out / "tests" / "t-spec"
+    (root / "results-smoke.csv").write_text("run_id,profile\n")  # a table: the folder is read
+    held, read = [], frontpage._report_text
+
+    def report_text(report):
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held.append(False)
+        except BlockingIOError:
+            held.append(True)
+        finally:
+            os.close(fd)
+        return read(report)
+
+    monkeypatch.setattr(frontpage, "_report_text", report_text)
+    res = _invoke("figures", "--no-rebuild", "--out", out, env=env)
+    assert res.exit_code == 0, res.output
+    assert held and all(held), held

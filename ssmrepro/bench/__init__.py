@@ -11,6 +11,10 @@ from collections.abc import Callable
 from ..signals import load_guarded, run_guarded
 from ..util import os_message
 
+# what a command holds a benchmark folder for (``util.folder_lock``) while it writes a record's
+# files, or draws and tabulates the records (`bench roofline`): each sees one set of records
+RECORDS_LOCK = "writing the benchmark records of"
+
 
 def _load() -> None:
     """What ``scans`` and ``step`` import (torch, the kernels, the timer): their start-up."""

@@ -37,7 +37,8 @@ from ..models import MODELS, build_model
 from ..tasks import build_task
 from ..tasks.base import TRAIN
 from ..train import packed_step, training_loss
-from ..util import atomic_write_text, cpu_model, flush_denormals, tune_malloc, utc_time
+from ..util import atomic_write_text, cpu_model, flush_denormals, folder_lock, tune_malloc, utc_time
+from . import RECORDS_LOCK
 from .counting import count
 
 
@@ -253,16 +254,27 @@ def _run_bench(name: str, device: str, packs: list[int], seconds: float, out: Pa
         "time": utc_time(),
     }
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        stem = f"{name}-{'cuda' if device.startswith('cuda') else 'cpu'}"
-        atomic_write_text(out / f"{stem}.json", json.dumps(rec, indent=1))
-        lines = ["workload,device,machine,torch,commit,threads,mode,pack,run_steps_per_s,ratio"]
-        base = (f"{name},{device},\"{rec['machine']}\",{rec['torch']},{rec['commit']},"
-                f"{rec['threads']}")
-        lines.append(f"{base},plain,1,{plain:.2f},1.0")
-        lines += [f"{base},packed,{r['pack']},{r['run_steps_per_s']:.2f},{r['ratio']:.2f}" for r in rows]
-        atomic_write_text(out / f"{stem}.csv", "\n".join(lines) + "\n")
+        write_record(out, rec)
     return rec
+
+
+def write_record(out: Path, rec: dict) -> None:
+    """Write a packs benchmark record ``rec`` into ``out``: ``<workload>-<cpu|cuda>.json`` and
+    its ``.csv``, the pair together while the folder is held (``folder_lock``), as `bench
+    roofline` holds it to read the records: two benches of one workload ending together left
+    one's JSON beside the other's CSV."""
+    name, device = rec["workload"], rec["device"]
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"{name}-{'cuda' if device.startswith('cuda') else 'cpu'}"
+    lines = ["workload,device,machine,torch,commit,threads,mode,pack,run_steps_per_s,ratio"]
+    base = (f"{name},{device},\"{rec['machine']}\",{rec['torch']},{rec['commit']},"
+            f"{rec['threads']}")
+    lines.append(f"{base},plain,1,{rec['plain_run_steps_per_s']:.2f},1.0")
+    lines += [f"{base},packed,{r['pack']},{r['run_steps_per_s']:.2f},{r['ratio']:.2f}"
+              for r in rec["packed"]]
+    with folder_lock(out, RECORDS_LOCK):
+        atomic_write_text(out / f"{stem}.json", json.dumps(rec, indent=1))
+        atomic_write_text(out / f"{stem}.csv", "\n".join(lines) + "\n")
 
 
 def _time_once(step) -> float:

@@ -325,7 +325,8 @@ def write_roofline(folder: Path, skipped: list[str] | None = None) -> tuple[Path
     ``NoRecords`` when the folder does not exist or holds no usable packs record (an empty
     figure and table were written before); damaged or foreign records are named in ``skipped``
     and left out."""
-    from ..util import atomic_write_text, folder_problem
+    from ..util import atomic_write_text, folder_lock, folder_problem, remove_dead_temps
+    from . import RECORDS_LOCK
 
     skipped = [] if skipped is None else skipped
     why = folder_problem(folder)
@@ -336,12 +337,18 @@ def write_roofline(folder: Path, skipped: list[str] | None = None) -> tuple[Path
                         "`ssmrepro bench WORKLOAD --out` there first"
                         + (f" ({'; '.join(skipped)})" if skipped else ""))
     fig = folder / "roofline-cpu.png"
-    roofline_figure(folder, fig)
-    more: list[str] = []  # the step records' problems (the packs records' are named already)
-    table = performance_table(folder, more)
+    # the figure and the table of one set of records: each reads the folder, and a `bench`
+    # writing a record between them (or two benches' pairs interleaved) drew one beside the
+    # other's table
+    with folder_lock(folder, RECORDS_LOCK):
+        for name in (fig.name, "performance.md"):  # of a `bench roofline` killed as it wrote
+            remove_dead_temps(folder, name)
+        roofline_figure(folder, fig)
+        more: list[str] = []  # the step records' problems (the packs records' are named already)
+        table = performance_table(folder, more)
+        atomic_write_text(folder / "performance.md", table + "\n")
     named = {m.split(": ")[0] for m in skipped}
     skipped += [m for m in more if m.split(": ")[0] not in named]
-    atomic_write_text(folder / "performance.md", table + "\n")
     return fig, table
 
 

@@ -105,8 +105,16 @@ def _interrupted_says_what_is_left() -> Iterator[None]:
         raise typer.Exit(130) from None
 
 
+def _written_meanwhile(target: Path, force: bool) -> str:
+    """What a `data generate` says that finds ``target`` written by another while it ran."""
+    again = ("run this command again to replace it (its --force replaces what is there when it "
+             "starts)" if force else "pass --force to replace it")
+    return (f"{target} was written by another `data generate` while this one ran; this one's "
+            f"data were discarded ({again})")
+
+
 @contextmanager
-def _built_beside(target: Path) -> Iterator[Path]:
+def _built_beside(target: Path, force: bool = False) -> Iterator[Path]:
     """A scratch folder beside ``target`` to generate in, renamed to ``target`` when the block
     ends (and removed when it fails; a killed one's by the next generate of ``target``).
 
@@ -114,7 +122,8 @@ def _built_beside(target: Path) -> Iterator[Path]:
     the loaders read, and two generates of one data root at once (other seeds or sizes) both
     passed the 'empty folder' check and wrote into one folder, each saying 'wrote', the files
     of the two mixed. Now the first to finish renames its folder into place, and the other
-    stops (exit 1) saying so, its data discarded."""
+    stops (exit 1) saying so, its data discarded; ``force``: it was given --force, and is told
+    to run again to replace the other's (it was told to pass --force, which it had)."""
     from ..util import fsync_dir, scratch_folder
 
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -128,8 +137,7 @@ def _built_beside(target: Path) -> Iterator[Path]:
         yield tmp
         if inside:
             if [p for p in target.iterdir() if not p.name.startswith(GENERATING)]:
-                _fail(f"{target} was written by another `data generate` while this one ran; "
-                      "this one's data were discarded (pass --force to replace it)", code=1)
+                _fail(_written_meanwhile(target, force), code=1)
             for entry in sorted(tmp.iterdir(), key=lambda p: p.name == "meta.json"):
                 os.replace(entry, target / entry.name)  # meta.json last: it marks a whole one
             fsync_dir(target)
@@ -139,8 +147,7 @@ def _built_beside(target: Path) -> Iterator[Path]:
         except OSError:
             if not (target.is_dir() and any(target.iterdir())):
                 raise
-            _fail(f"{target} was written by another `data generate` while this one ran; this "
-                  "one's data were discarded (pass --force to replace it)", code=1)
+            _fail(_written_meanwhile(target, force), code=1)
         fsync_dir(target.parent)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -336,7 +343,7 @@ def generate_listops_cmd(
                 n * (length + 100) + n_train * 6 * length, n * 2 * length,
                 out if out is not None else generated_dir(root) / "listops", force)
     target = _prepare_out(out, generated_dir(root) / "listops", force)
-    with _interrupted_says_what_is_left(), _built_beside(target) as folder:
+    with _interrupted_says_what_is_left(), _built_beside(target, force) as folder:
         t0 = time.perf_counter()
         with console.status(f"generating {n} ListOps trees ...") as status:
             try:
@@ -430,7 +437,7 @@ def generate_pathfinder_cmd(
         _check_room(f"--n {n} PNG images of {res}x{res} (--format lra)", 0, 105 * n,
                     out if out is not None else default, force, files=n + -(-n // 1000) + 1)
     target = _prepare_out(out, default, force)
-    with _interrupted_says_what_is_left(), _built_beside(target) as folder:
+    with _interrupted_says_what_is_left(), _built_beside(target, force) as folder:
         t0 = time.perf_counter()
         from rich.progress import (
             BarColumn,

@@ -289,6 +289,7 @@ class _Tracker:
         self.failed: set[str] = set()
         self.skipped: set[str] = set()
         self.elsewhere: set[str] = set()  # skipped runs seen finished by their holder
+        self.offered: set[str] = set()  # skipped runs planned again, their holder gone
         self.ended: set[int] = set()
         self.packs_trained = 0  # packs that trained a run (re-planned ones too), for the summary
         self.running = 0
@@ -555,6 +556,11 @@ def _wait_for_others(tr: _Tracker, by_id: dict[str, RunConfig], store: Store,
             return []
         free = [r for r in waiting if store.holder(r) is None]
         if free:
+            if tr.offered.intersection(free):  # planned before, and not claimed: its stale
+                # claim is being taken over, or cannot be yet (``Store.take_over``). It was
+                # planned again at once, thousands of packs a second, for as long as that lasted
+                time.sleep(poll_s)
+            tr.offered.update(free)
             tr.skipped.difference_update(free)
             packs = plan([by_id[r] for r in free], pack_size, device, budget_bytes=budget)
             return [(first_index + k, p) for k, p in enumerate(packs)]

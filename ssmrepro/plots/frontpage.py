@@ -37,7 +37,7 @@ from ..spec import (
 )
 from ..store import TableError, output_name, read_results, results_dir
 from ..sweep import expand
-from ..util import atomic_write_text, read_small, repo_root
+from ..util import atomic_write_text, folder_lock, read_small, remove_dead_temps, repo_root
 from .export import result_files
 from .outputs import Outputs, build, figure_stem, validate_outputs
 from .registry import parse_figure
@@ -300,7 +300,16 @@ def _of_other_profile(spec, root: Path, prof: str) -> bool:
 
 
 def _describe(t: Target, spec, out: Path | None, base: Path) -> None:
+    """Fill ``t`` from the spec's results folder, read while no build writes it
+    (``folder_lock``): its reports, tables and figures are read one after another (a report
+    three times), and a `plot` or `run` writing between the reads gave a row of one build's
+    verdicts beside another's count of runs finished."""
     root = results_dir(spec, out)
+    with folder_lock(root, "writing the tables, figures and reports of"):
+        _describe_folder(t, spec, out, base, root)
+
+
+def _describe_folder(t: Target, spec, out: Path | None, base: Path, root: Path) -> None:
     default = spec.default_profile
     files = dict((p, f) for p, f in result_files(spec, out))
     stale = {p for p in files if _of_other_profile(spec, root, p)}
@@ -428,5 +437,6 @@ def front_page(out: Path | None = None, dest: Path | None = None) -> Path:
             status = t.status + (f" ({'; '.join(t.unfinished)})" if t.unfinished else "")
             lines.append(f"| {t.id}{what} | {t.alias or ''} | {t.tier} | {status} | "
                          f"{t.verdicts or '—'} | {t.quick_time or '—'} | {links} |")
+    remove_dead_temps(dest.parent, dest.name)  # of a `figures` killed while it wrote this page
     atomic_write_text(dest, "\n".join(lines) + "\n")  # replaces a link, never writes through
     return dest

@@ -628,8 +628,9 @@ def _draw_distribution(ctx, cfg, path, rows) -> None:
     fig.suptitle(ctx.fitted_title(cfg, fig.get_figwidth(), 9) + "\n"
                  + "\n".join(textwrap.wrap(note, max(30, int(fig.get_figwidth() * 72 / 5)))),
                  fontsize=9)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    # atomically, as every figure (it wrote in place: `figures`, the front page or an image
+    # viewer reading it while `plot` wrote, or a `plot` killed then, saw a torn PNG)
+    save_png(fig, path, dpi=120)
 
 
 @figure_kind("output_distribution", DistributionConfig)

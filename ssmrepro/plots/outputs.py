@@ -78,7 +78,7 @@ from ..store import (
     scored_nonfinite,
 )
 from ..sweep import RunConfig, expand, overrides_tag, overrides_text, per_point
-from ..util import atomic_write_text, encode_cell, folder_lock, pairs_text
+from ..util import atomic_write_text, encode_cell, folder_lock, pairs_text, remove_dead_temps
 from .curves import CURVES, CurvesConfig
 from .figures import _in_panel
 from .registry import FIGURE_KINDS, FigureConfig, FigureContext, NotDrawn, parse_figure
@@ -1819,6 +1819,10 @@ def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None,
     store.check_links()  # nothing is written through a link outside
     root.mkdir(parents=True, exist_ok=True)
     with folder_lock(root, "writing the tables, figures and reports of"):
+        # the temp files of a `plot` or `figures` killed (kill -9) while it wrote a table or a
+        # figure: only a `run` of the spec removed them, and `make figures` left them in the
+        # committed results folder for ever
+        remove_dead_temps(root)
         return _build(spec, profile, root, runs, store, overrides, rerun)
 
 
