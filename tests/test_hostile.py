@@ -16842,3 +16842,59 @@ def test_a_mixer_registered_non_causal_is_refused_on_a_next_token_task():
         causal.check_task(lm)
     finally:
         MIXERS.pop("t_ahead", None)
+
+
+def test_a_bands_paper_legend_entry_belongs_to_no_single_hue(tmp_path, monkeypatch):
+    """`bands` drew the legend's 'paper (hollow squares)' in the colour of the first hue with a
+    paper value, listed right under it (cooper2026-fig4 and fig6: a TF-TF-blue square after
+    TF-TF), so it read as TF-TF's paper values alone, though every hue's squares are drawn in
+    its own colour: one grey entry after the hues says so, as the lines kind's paper × does."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+    from matplotlib.colors import to_hex
+
+    from ssmrepro.plots import FigureContext, bands, parse_figure
+    from ssmrepro.spec import PaperValue
+
+    cells = pd.DataFrame({"label": ["A", "A", "B", "B"], "n_params": [10, 20, 10, 20],
+                          "n_expected": 1, "n_ok": 1, "n_diverged": 0, "complete": True,
+                          "test.acc": [0.2, 0.4, 0.5, 0.9]})
+    spec = SimpleNamespace(id="t", title="t", aggregate=SimpleNamespace(reduce="mean"),
+                           paper_values=[PaperValue(where={"label": h, "n_params": 20}, value=v)
+                                         for h, v in (("A", 0.3), ("B", 0.8))])
+    ctx = FigureContext(spec, "smoke", cells, ["label", "n_params"],
+                        lambda stem, ext: tmp_path / ext)
+    seen = []
+    monkeypatch.setattr(bands, "save_png", lambda fig, path, dpi: seen.extend(
+        (h.get_label(), to_hex(h.get_markeredgecolor()))
+        for h in fig.axes[0].get_legend().legend_handles))
+    cfg = parse_figure({"kind": "bands", "hue": "label", "lo": None, "hi": None})
+    assert bands.bands(ctx, cfg, tmp_path / "f.png")
+    assert [name for name, _ in seen] == ["A", "B", "paper (hollow squares, the line's colour)"]
+    assert seen[-1][1] not in {seen[0][1], seen[1][1]}, seen
+
+
+def test_a_bars_figure_over_a_config_key_names_its_x_axis(tmp_path, monkeypatch):
+    """A `bars` figure with `x: task.words` (cooper2026-fig9 and fig10's accuracy.png) had no
+    x-axis label: its ticks 32, 16, 8 said nothing of what they counted. Bars over the labels
+    (their default) keep their unnamed axis: the ticks are the labels."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import figures as kind
+
+    cells = pd.DataFrame({"label": ["A", "B"], "task.words": [32, 16], "n_expected": 1,
+                          "n_ok": 1, "n_diverged": 0, "complete": True, "test.acc": [1.0, 0.5]})
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "task.words"],
+                        lambda stem, ext: tmp_path / ext)
+    seen = []
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.append(
+        fig.axes[0].get_xlabel()))
+    for x in ("task.words", "label"):
+        assert kind.bars(ctx, parse_figure({"kind": "bars", "x": x}), tmp_path / "f.png")
+    assert seen == ["words", ""], seen

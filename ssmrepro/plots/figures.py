@@ -149,6 +149,9 @@ def bars(ctx: FigureContext, cfg: BarsConfig, path: Path) -> bool:
         if N_PARAMS in row and not pd.isna(row[N_PARAMS]):
             names[i] += f"\n{int(row[N_PARAMS]):,} p"
     ax.set_xticks(pos, names, rotation=0, fontsize=8)
+    if cfg.x != LABEL and not is_case_ref(cfg.x):  # the ticks are values of a key: named (the
+        # ticks 32, 16, 8 of cooper2026-fig9's task.words said nothing of what they counted)
+        ax.set_xlabel(cfg.x.split(".")[-1] if cfg.x != N_PARAMS else "parameters")
     if np.isnan(vals).any():  # every cell's place, as matplotlib's margins give full bars (a
         # diverged last bar, NaN, was cut from the axis with half its 'diverged')
         margin = 0.05 * (len(agg) - 0.2)
