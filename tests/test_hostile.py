@@ -16898,3 +16898,39 @@ def test_a_bars_figure_over_a_config_key_names_its_x_axis(tmp_path, monkeypatch)
     for x in ("task.words", "label"):
         assert kind.bars(ctx, parse_figure({"kind": "bars", "x": x}), tmp_path / "f.png")
     assert seen == ["words", ""], seen
+
+
+def test_a_logx_lines_figure_keeps_its_x_values_as_ticks(tmp_path, monkeypatch):
+    """A `lines` figure with `logx` over integer x values (yu2025-fig3's widths 2, 8, 32, 128,
+    yu2025-tab1's h 1 ... 16) set its ticks at the values and then the log scale, which replaced
+    them: the axis read 10^0, 10^1, 10^2 and no width could be read off; without `logx` the
+    ticks were the values already."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import figures as kind
+
+    cells = pd.DataFrame({"label": "S6", "model.d_model": [2, 8, 32, 128], "n_expected": 1,
+                          "n_ok": 1, "n_diverged": 0, "complete": True,
+                          "test.loss": [0.9, 0.7, 0.6, 0.5]})
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "model.d_model"],
+                        lambda stem, ext: tmp_path / ext)
+    seen = []
+
+    def ticks(fig, path, dpi):
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        seen.append(([t.get_text() for t in ax.get_xticklabels()],
+                     [t.get_text() for t in ax.get_xticklabels(minor=True) if t.get_text()],
+                     ax.get_xscale()))
+
+    monkeypatch.setattr(kind, "save_png", ticks)
+    for logx in (True, False):
+        cfg = parse_figure({"kind": "lines", "metric": "test.loss", "x": "model.d_model",
+                            "hue": "label", "facet": None, "logx": logx, "ylim": None})
+        assert kind.lines(ctx, cfg, tmp_path / "f.png")
+    assert seen == [(["2", "8", "32", "128"], [], "log"), (["2", "8", "32", "128"], [], "linear")]

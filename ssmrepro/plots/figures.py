@@ -509,14 +509,16 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
         for text, e in cfg.reference.items():  # at the panel's x values
             ax.plot(xs, [float(expr.evaluate(e, {xkey: v})) for v in xs], color="0.5", ls="--",
                     lw=1, marker="*", label=text)
+        if cfg.logx:  # before the ticks: setting the scale replaces them (yu2025-fig3's widths
+            # 2, 8, 32, 128 and yu2025-tab1's h 1 ... 16 were drawn under ticks 10^0, 10^1, 10^2)
+            ax.set_xscale("log")
         if xs and len(xs) <= 12 and all(v.is_integer() for v in xs):
             ax.set_xticks(xs, [f"{v:g}" for v in xs])
+            ax.set_xticks([], minor=True)  # a log axis's minor labels (3×10⁰) beside them
         ax.set_xlabel(short(xkey))
         # what the bands are (yu2025-tab1's were unexplained: ± std, or the seeds' range?)
         ax.set_ylabel(f"{metric} ({ctx.aggregation(metric)})"
                       + ("\nband: ± std over seeds" if banded else ""))
-        if cfg.logx:
-            ax.set_xscale("log")
         if cfg.logy and (sub[metric] > 0).any():  # a panel of no positive value (an analysis
             # metric not measured: NaN) raised matplotlib's 'cannot be log-scaled' traceback
             ax.set_yscale("log")
