@@ -16934,3 +16934,31 @@ def test_a_logx_lines_figure_keeps_its_x_values_as_ticks(tmp_path, monkeypatch):
                             "hue": "label", "facet": None, "logx": logx, "ylim": None})
         assert kind.lines(ctx, cfg, tmp_path / "f.png")
     assert seen == [(["2", "8", "32", "128"], [], "log"), (["2", "8", "32", "128"], [], "linear")]
+
+
+def test_a_curves_paper_legend_entry_belongs_to_no_single_hue(tmp_path, monkeypatch):
+    """A `curves` figure with a `hue` draws each curve's paper value dotted in the curve's
+    colour; its legend entry was the first such line (the first hue's colour) listed right
+    under that hue (huang2025-tabA1-A4's curves.png: a blue dotted entry after `T=10, d=8`), as
+    if only that curve had a paper value: one grey entry after the curves."""
+    import pandas as pd
+    from matplotlib.colors import to_hex
+
+    import ssmrepro.plots.curves as curves_mod
+    from ssmrepro.spec import PaperValue
+
+    df = pd.DataFrame({"run_id": ["r0"] * 3 + ["r1"] * 3, "label": "S6", "seed": 0,
+                       "status": "ok", "task.T": [10] * 3 + [20] * 3, "step": [0, 1, 2] * 2,
+                       "samples": [0, 8, 16] * 2, "val.acc": [0.1, 0.5, 0.9, 0.1, 0.2, 0.3]})
+    ctx = _curves_context(tmp_path, df)
+    ctx.spec.paper_values = [PaperValue(where={"task.T": t}, metric="val.acc", value=v)
+                             for t, v in ((10, 1.0), (20, 0.4))]
+    seen = []
+    monkeypatch.setattr(curves_mod, "save_png", lambda fig, path, **kw: seen.extend(
+        (t.get_text(), to_hex(h.get_color())) for t, h in
+        zip(fig.legends[0].get_texts(), fig.legends[0].legend_handles)))
+    cfg = curves_mod.CurvesConfig(kind="curves", series=["val.acc"], hue="task.T")
+    assert curves_mod.curves(ctx, cfg, tmp_path / "f.png")
+    names = [t for t, _ in seen]
+    assert names == ["val.acc, T=10", "val.acc, T=20", "paper (dotted, the curve's colour)"], names
+    assert seen[-1][1] not in {seen[0][1], seen[1][1]}, seen

@@ -253,6 +253,7 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
     handles: dict[str, Any] = {}
     fewer = None  # a line of the mean of fewer seeds (its legend entry after the curves')
     off_log = 0  # points at or below 0 on a log y axis
+    hue_paper = False  # a curve of a hue drew its cell's paper value
     for (rv, cv), (i, j) in place.items():
         ax = axes[i][j]
         sub = df[(df["_row"].astype(str) == str(rv)) & (df["_col"].astype(str) == str(cv))]
@@ -307,8 +308,8 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
                         fewer = fewer or dots
             if cfg.hue:  # the paper's value of this curve's cell, in the curve's colour
                 for _m, v in dict.fromkeys(_paper_lines(ctx, cfg, part)):
-                    line = ax.axhline(v, color=cmap(k % n_colors), ls=(0, (1, 2)), lw=1.2)
-                    handles.setdefault("paper (dotted, the curve's colour)", line)
+                    ax.axhline(v, color=cmap(k % n_colors), ls=(0, (1, 2)), lw=1.2)
+                    hue_paper = True
         for m, v in ([] if cfg.hue else _paper_lines(ctx, cfg, sub)):
             line = ax.axhline(v, color=cmap(series.index(m) % n_colors), ls=(0, (4, 3)), lw=1.0)
             handles.setdefault(f"paper {cfg.labels.get(m, m)}", line)
@@ -338,6 +339,12 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
         if j == 0:
             ax.set_ylabel(cfg.ylabel or ", ".join(dict.fromkeys(
                 m.rsplit(".", 1)[-1] for m in series)), fontsize=8)
+    if hue_paper:  # one grey entry after the curves: drawn in the first curve's colour and
+        # listed under it, it read as that curve's paper value alone (huang2025-tabA1-A4)
+        from matplotlib.lines import Line2D
+
+        handles["paper (dotted, the curve's colour)"] = Line2D([], [], color="0.35",
+                                                               ls=(0, (1, 2)), lw=1.2)
     if fewer is not None:
         handles[FEWER_SEEDS] = fewer
     if off_log:  # (a loss of exactly 0, an accuracy of 0: the curve ended there, no word)
