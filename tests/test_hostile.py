@@ -8644,10 +8644,10 @@ def test_the_best_seed_of_a_loss_is_its_lowest():
     from ssmrepro.plots.curves import best_of_seeds
     from ssmrepro.plots.registry import FigureContext
 
-    v = np.array([[1.0, 3.0], [2.0, 0.5]])
-    assert best_of_seeds(v, "val.loss").tolist() == [1.0, 0.5]
-    assert best_of_seeds(v, "train.mse").tolist() == [1.0, 0.5]
-    assert best_of_seeds(v, "val.acc").tolist() == [3.0, 2.0]
+    v = np.array([[1.0, 3.0], [2.0, 0.5]])  # the curve of the seed of the best last value
+    assert best_of_seeds(v, "val.loss").tolist() == [3.0, 0.5]
+    assert best_of_seeds(v, "train.mse").tolist() == [3.0, 0.5]
+    assert best_of_seeds(v, "val.acc").tolist() == [1.0, 2.0]
     cells = pd.DataFrame({"n_expected": [3], "n_ok": [3], "n_diverged": [0]})
     for reduce, acc, loss in (("max", "best", "worst"), ("min", "worst", "best")):
         spec = SimpleNamespace(aggregate=SimpleNamespace(reduce=reduce))
@@ -16962,3 +16962,35 @@ def test_a_curves_paper_legend_entry_belongs_to_no_single_hue(tmp_path, monkeypa
     names = [t for t, _ in seen]
     assert names == ["val.acc, T=10", "val.acc, T=20", "paper (dotted, the curve's colour)"], names
     assert seen[-1][1] not in {seen[0][1], seen[1][1]}, seen
+
+
+def test_a_best_of_seeds_curve_is_one_seeds_curve(tmp_path, monkeypatch):
+    """`curves` with `seeds: best` drew the best value of each step, joining seeds into a curve
+    no run followed (huang2025-fig2's Mamba-2 κ = 4, d = 8: 0.18 at step 200 from seed 1, then
+    seed 0's 0.55 and 0.585; seed 0, the cell's best, was at 0.017 at step 200). It draws the
+    curve of the seed whose last value is best (lowest of a loss), a diverged seed's last finite
+    value counting, as a cell's best of seeds is chosen by its final value."""
+    import numpy as np
+    import pandas as pd
+
+    import ssmrepro.plots.curves as curves_mod
+
+    nan = np.nan
+    v = np.array([[0.0, 0.001, 0.007], [0.017, 0.1815, 0.0195], [0.5535, 0.3405, 0.0755],
+                  [0.585, 0.314, 0.0835]])
+    assert curves_mod.best_of_seeds(v, "val.acc").tolist() == v[:, 0].tolist()
+    assert curves_mod.best_of_seeds(v, "val.loss").tolist() == v[:, 2].tolist()
+    assert curves_mod.best_of_seeds(np.array([[0.9, 0.5], [0.1, nan]]), "val.loss").tolist() \
+        == [0.9, 0.1]
+    assert np.isnan(curves_mod.best_of_seeds(np.array([[nan, nan]]), "val.acc")).all()
+    df = pd.DataFrame({"run_id": [f"r{s}" for s in range(3) for _ in range(4)], "label": "M2",
+                       "seed": [s for s in range(3) for _ in range(4)], "status": "ok",
+                       "step": [0, 200, 400, 600] * 3, "val.acc": v.T.ravel()})
+    df["samples"] = df["step"] * 8
+    ctx = _curves_context(tmp_path, df)
+    seen = []
+    monkeypatch.setattr(curves_mod, "save_png", lambda fig, path, **kw: seen.extend(
+        ln.get_ydata().tolist() for ln in fig.axes[0].get_lines()))
+    cfg = curves_mod.CurvesConfig(kind="curves", series=["val.acc"], seeds="best")
+    assert curves_mod.curves(ctx, cfg, tmp_path / "f.png")
+    assert seen == [v[:, 0].tolist()], seen
