@@ -16994,3 +16994,16 @@ def test_a_best_of_seeds_curve_is_one_seeds_curve(tmp_path, monkeypatch):
     cfg = curves_mod.CurvesConfig(kind="curves", series=["val.acc"], seeds="best")
     assert curves_mod.curves(ctx, cfg, tmp_path / "f.png")
     assert seen == [v[:, 0].tolist()], seen
+
+
+def test_a_haar_error_below_the_log_floor_is_said_to_be_drawn_on_it():
+    """huang2025-figA1's panel (d) draws errors below 1e-9 at 1e-9 on its log axis; its legend
+    said '(0 drawn at 1e-9)', but the sup error away from the jumps was 3.7e-22, 1.2e-65 and
+    8.6e-218 before two zeros: a flat line at 1e-9 read as an error that stopped falling there.
+    The legend counts every value drawn at the floor, the smallest positive one named."""
+    from ssmrepro.plots.haar import _floored
+
+    vals = [0.027, 1.2e-6, 3.67e-22, 1.24e-65, 8.64e-218, 0.0, 0.0]
+    assert _floored(vals) == " (drawn at 1e-9: 3 below it, down to 8.6e-218 and 2 of 0)"
+    assert _floored([0.5, 0.0]) == " (drawn at 1e-9: 1 of 0)"
+    assert _floored([0.5, 1e-9, 2e-9]) == ""
