@@ -17007,3 +17007,34 @@ def test_a_haar_error_below_the_log_floor_is_said_to_be_drawn_on_it():
     assert _floored(vals) == " (drawn at 1e-9: 3 below it, down to 8.6e-218 and 2 of 0)"
     assert _floored([0.5, 0.0]) == " (drawn at 1e-9: 1 of 0)"
     assert _floored([0.5, 1e-9, 2e-9]) == ""
+
+
+def test_a_linear_bands_axis_of_counts_has_its_values_as_ticks(tmp_path, monkeypatch):
+    """`bands` with `logx: false` over a count (cooper2026-fig12's attention heads 1, 2, 4, fig16's
+    state dimension 1, 2, 6, 12) took matplotlib's ticks, 1.0, 1.5, 2.0, ... 4.0: heads that
+    cannot be. Its ticks are the values, as the lines kind draws them; the log parameter axis
+    keeps its plain log ticks."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, bands, parse_figure
+
+    cells = pd.DataFrame({"label": ["A", "A", "A", "R"], "model.heads": [1, 2, 4, 1],
+                          "n_params": [10, 20, 40, 15], "n_expected": 1, "n_ok": 1,
+                          "n_diverged": 0, "complete": True, "test.acc": [0.2, 0.4, 0.5, 0.3]})
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "model.heads"],
+                        lambda stem, ext: tmp_path / ext)
+    seen = []
+
+    def ticks(fig, path, dpi):
+        fig.canvas.draw()
+        seen.append([t.get_text() for t in fig.axes[0].get_xticklabels()])
+
+    monkeypatch.setattr(bands, "save_png", ticks)
+    cfg = parse_figure({"kind": "bands", "hue": "label", "x": "model.heads", "logx": False,
+                        "reference": ["R"], "lo": None, "hi": None})
+    assert bands.bands(ctx, cfg, tmp_path / "f.png")
+    assert seen == [["1", "2", "4"]], seen

@@ -180,6 +180,12 @@ def bands(ctx: FigureContext, cfg: BandsConfig, path: Path) -> bool:
         if cfg.logx:
             ax.set_xscale("log")
             plain_log_x(ax)
+        else:  # a count (heads, state dimension) at its values, as the lines kind draws it:
+            # matplotlib's ticks put cooper2026-fig12's heads 1, 2, 4 among 1.5, 2.5, 3.5
+            xs = sorted({float(v) for v in sub.loc[~sub["_hue"].isin(cfg.reference), cfg.x]
+                         if pd.notna(v)})
+            if xs and len(xs) <= 12 and all(v.is_integer() for v in xs):
+                ax.set_xticks(xs, [f"{v:g}" for v in xs])
         if ylim is not None:
             ax.set_ylim(*ylim)
         xlabel = cfg.xlabel or ("parameters" if cfg.x == N_PARAMS else cfg.x.split(".")[-1])
