@@ -17038,3 +17038,22 @@ def test_a_linear_bands_axis_of_counts_has_its_values_as_ticks(tmp_path, monkeyp
                         "reference": ["R"], "lo": None, "hi": None})
     assert bands.bands(ctx, cfg, tmp_path / "f.png")
     assert seen == [["1", "2", "4"]], seen
+
+
+def test_a_bound_grid_of_one_row_or_column_draws_its_theory_lines_at_their_values():
+    """A `bound_grid` axis of one value put every value at that cell's centre: huang2025-figA3's
+    one row (d = 32) drew Thm 2's d = κ + log₂|V| = 13 and Thm 3's d = 11 through it, as if the
+    bounds were d = 32 (and said nothing of their lying below the grid); figA2's one column
+    (κ = 4) drew each sloped line as a dash of no width. The one cell spans the range its edges
+    give (v ± 0.5, or v / 1.5 .. 1.5 v on a log axis), so a line lands at its value."""
+    import math
+
+    from ssmrepro.plots.bounds import _edge_values, _pos
+
+    assert _pos([32.0], 32.0, False) == 0.0
+    assert _pos([32.0], 13.0, False) == -19.0  # below the grid: named so in the panel
+    assert math.isclose(_pos([32.0], 48.0, True), 0.5)  # at the cell's upper edge
+    for log in (False, True):
+        lo, hi = _edge_values([4.0], log)
+        assert math.isclose(_pos([4.0], lo, log), -0.5) and math.isclose(_pos([4.0], hi, log), 0.5)
+    assert math.isclose(_pos([8.0, 16.0, 32.0], 12.0, True), math.log(1.5) / math.log(2))
