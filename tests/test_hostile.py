@@ -17057,3 +17057,27 @@ def test_a_bound_grid_of_one_row_or_column_draws_its_theory_lines_at_their_value
         lo, hi = _edge_values([4.0], log)
         assert math.isclose(_pos([4.0], lo, log), -0.5) and math.isclose(_pos([4.0], hi, log), 0.5)
     assert math.isclose(_pos([8.0, 16.0, 32.0], 12.0, True), math.log(1.5) / math.log(2))
+
+
+def test_a_lines_legend_that_would_cover_a_point_is_drawn_beside_the_panel():
+    """A `lines` legend where matplotlib's 'best' put it could still cover drawn points ('best'
+    weighs line vertices, not markers): yu2025-fig5's figure3 legend of seven c values lay over
+    the first points of three lines. Such a legend is drawn right of the panel; one clear of
+    every point stays inside."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from ssmrepro.plots.figures import _legend_clear_of_points
+
+    for spread, inside in ((True, False), (False, True)):
+        fig, ax = plt.subplots(figsize=(4, 3))
+        for k in range(7):  # points over the whole panel, or along its foot only
+            ys = np.full(6, 10.0 ** k) if spread else np.full(6, 1.0 + 0.01 * k)
+            ax.plot(np.arange(6), ys, marker="o", label=f"c{k}")
+        ax.set_yscale("log") if spread else ax.set_ylim(0.9, 10)
+        _legend_clear_of_points(ax, fontsize=8)
+        fig.canvas.draw()
+        box = ax.get_legend().get_window_extent()
+        panel = ax.get_window_extent()
+        assert (box.x0 < panel.x1) == inside, (spread, box, panel)
+        plt.close(fig)

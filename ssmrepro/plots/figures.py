@@ -463,6 +463,7 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
     palette = [f"C{k}" for k in range(10)] + list(plt.get_cmap("tab20").colors[1::2])
     style = {hue: (palette[k % len(palette)], "osD^v"[k // len(palette) % 5])
              for k, hue in enumerate(dict.fromkeys(agg["_hue"]))}
+    legends: list[tuple[Any, dict]] = []
     for ax, facet in zip(axes[0], facets):
         sub = agg[agg["_facet"] == facet]
         xkey = cfg.x or _default_x(sub, swept)
@@ -529,7 +530,10 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
         # a hue of a config key names it (yu2025-fig5's legends listed 10 ... 3000 and 0.001 ...
         # 1.0 with no word that they are L and c); labels and case labels say what they are
         titled = cfg.hue in cfg.names or not (cfg.hue == LABEL or is_case_ref(cfg.hue))
-        ax.legend(fontsize=8, title=short(cfg.hue) if titled else None, title_fontsize=8)
+        legends.append((ax, {"fontsize": 8, "title": short(cfg.hue) if titled else None,
+                             "title_fontsize": 8}))
+    for ax, kw in legends:  # after every panel's limits are set: where it lies is known then
+        _legend_clear_of_points(ax, **kw)
     title = ctx.fitted_title(cfg, fig.get_figwidth())
     if cfg.paper and (left := _paper_not_drawn(ctx, agg, metric, short)):
         title += "\n" + wrap_text(left, fig.get_figwidth(), 10)
@@ -537,6 +541,22 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
     tight_layout(fig)
     save_png(fig, path, dpi=130)
     return True
+
+
+def _legend_clear_of_points(ax, **kw) -> None:
+    """The panel's legend where matplotlib's 'best' puts it, or right of the panel where that
+    still covers a drawn point (yu2025-fig5's legend of seven c values lay over the first
+    points of three of its lines: 'best' weighs line vertices, not the markers' size)."""
+    legend = ax.legend(**kw)
+    renderer = ax.figure.canvas.get_renderer()
+    box = legend.get_window_extent(renderer).padded(4)  # a marker's radius, in pixels
+    for line in ax.get_lines():
+        xy = np.asarray(line.get_xydata(), dtype=float)
+        xy = xy[np.isfinite(xy).all(axis=1)] if xy.size else xy
+        if len(xy) and line.get_marker() not in (None, "", "None", " ") and any(
+                box.contains(*p) for p in ax.transData.transform(xy)):
+            ax.legend(**kw, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+            return
 
 
 def _paper_not_drawn(ctx: FigureContext, agg: pd.DataFrame, metric: str, short) -> str:
