@@ -17081,3 +17081,13 @@ def test_a_lines_legend_that_would_cover_a_point_is_drawn_beside_the_panel():
         panel = ax.get_window_extent()
         assert (box.x0 < panel.x1) == inside, (spread, box, panel)
         plt.close(fig)
+
+
+def test_a_mechanistic_ratio_near_zero_is_not_titled_as_a_signed_zero():
+    """koren2026-fig3's untrained control was titled 'SNR -0.0' (its SNR is -0.01): one decimal
+    kept the sign and lost the value. A ratio that one decimal would write as ±0.0 gets one
+    significant digit; the others keep one decimal."""
+    from ssmrepro.plots.mechanistic import _one_decimal
+
+    assert [_one_decimal(v) for v in (-0.0022448963, 0.04, 10.1014, -0.1448, 0.0)] == [
+        "-0.002", "0.04", "10.1", "-0.1", "0.0"]
