@@ -17091,3 +17091,33 @@ def test_a_mechanistic_ratio_near_zero_is_not_titled_as_a_signed_zero():
 
     assert [_one_decimal(v) for v in (-0.0022448963, 0.04, 10.1014, -0.1448, 0.0)] == [
         "-0.002", "0.04", "10.1", "-0.1", "0.0"]
+
+
+def test_a_heatmap_says_what_its_blank_grey_squares_are(monkeypatch):
+    """A `heatmaps` panel over x × y where some combinations have no cell (koren2026-fig7's
+    N × Λ at constant Λ·N: 11 of 18 squares) drew them grey and blank with no word of what they
+    were (a diverged cell, a missing value?): the title counts them as combinations that no
+    cell of the profile has. A full grid says nothing more."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    import ssmrepro.plots.figures as kind
+    from ssmrepro.plots import FigureContext, parse_figure
+
+    seen = []
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.append(
+        fig._suptitle.get_text()))
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    cfg = parse_figure({"kind": "heatmaps", "metric": "val.acc", "x": "model.d_state",
+                        "y": "model.n_layers"})
+    for n_layers in ([1, 2], [1, 1]):  # a diagonal of a 2 × 2 grid; one full row
+        cells = pd.DataFrame({"label": "A", "model.n_layers": n_layers, "model.d_state": [6, 3],
+                              "n_expected": 1, "n_ok": 1, "n_diverged": 0, "complete": True,
+                              "val.acc": [0.2, 0.3]})
+        ctx = FigureContext(spec, "smoke", cells, ["label", "model.n_layers", "model.d_state"],
+                            lambda stem, ext: None)
+        assert kind.heatmaps(ctx, cfg, None)
+    assert "grey, blank: 2 combinations of the axes that no cell of this profile has" in seen[0]
+    assert "blank" not in seen[1], seen

@@ -318,7 +318,7 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
     extend = {(False, False): "neither", (True, False): "min", (False, True): "max",
               (True, True): "both"}[(bool((vals < vmin).any()), bool((vals > vmax).any()))]
     im = None
-    n_not_run = 0
+    n_not_run = n_blank = 0
     with_paper = False  # a cell printed a paper value: only then does the bar say "(paper)"
     for ax, key, panel in zip(axes.flat, keys, panels):
         data, paper, xs, ys, paper_panel = layout[key]
@@ -327,7 +327,8 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
             for j, cx in enumerate(xs):
                 r = data.get((cx, cy))
                 pv = paper.get((cx, cy))
-                if r is None and pv is None:
+                if r is None and pv is None:  # a combination no cell of the panel has
+                    n_blank += 1
                     continue
                 if r is None:
                     n_not_run += 1
@@ -360,6 +361,9 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
     title = ctx.fitted_title(cfg, fig.get_figwidth())
     if n_not_run:
         title += f"\ngrey 'not run': {n_not_run} cells the paper prints that this profile does not train"
+    if n_blank:  # (koren2026-fig7's 11 blank squares of 18 said nothing of what they were)
+        title += (f"\ngrey, blank: {n_blank} combination{'s' if n_blank > 1 else ''} of the axes "
+                  "that no cell of this profile has")
     fig.suptitle(title, fontsize=10)
     save_png(fig, path, dpi=130)
     return True
