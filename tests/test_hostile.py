@@ -8644,10 +8644,10 @@ def test_the_best_seed_of_a_loss_is_its_lowest():
     from ssmrepro.plots.curves import best_of_seeds
     from ssmrepro.plots.registry import FigureContext
 
-    v = np.array([[1.0, 3.0], [2.0, 0.5]])
-    assert best_of_seeds(v, "val.loss").tolist() == [1.0, 0.5]
-    assert best_of_seeds(v, "train.mse").tolist() == [1.0, 0.5]
-    assert best_of_seeds(v, "val.acc").tolist() == [3.0, 2.0]
+    v = np.array([[1.0, 3.0], [2.0, 0.5]])  # the curve of the seed of the best last value
+    assert best_of_seeds(v, "val.loss").tolist() == [3.0, 0.5]
+    assert best_of_seeds(v, "train.mse").tolist() == [3.0, 0.5]
+    assert best_of_seeds(v, "val.acc").tolist() == [1.0, 2.0]
     cells = pd.DataFrame({"n_expected": [3], "n_ok": [3], "n_diverged": [0]})
     for reduce, acc, loss in (("max", "best", "worst"), ("min", "worst", "best")):
         spec = SimpleNamespace(aggregate=SimpleNamespace(reduce=reduce))
@@ -17525,3 +17525,282 @@ def test_the_front_page_reads_a_results_folder_while_no_build_writes_it(tmp_path
     res = _invoke("figures", "--no-rebuild", "--out", out, env=env)
     assert res.exit_code == 0, res.output
     assert held and all(held), held
+
+
+def test_a_bands_paper_legend_entry_belongs_to_no_single_hue(tmp_path, monkeypatch):
+    """`bands` drew the legend's 'paper (hollow squares)' in the colour of the first hue with a
+    paper value, listed right under it (cooper2026-fig4 and fig6: a TF-TF-blue square after
+    TF-TF), so it read as TF-TF's paper values alone, though every hue's squares are drawn in
+    its own colour: one grey entry after the hues says so, as the lines kind's paper × does."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+    from matplotlib.colors import to_hex
+
+    from ssmrepro.plots import FigureContext, bands, parse_figure
+    from ssmrepro.spec import PaperValue
+
+    cells = pd.DataFrame({"label": ["A", "A", "B", "B"], "n_params": [10, 20, 10, 20],
+                          "n_expected": 1, "n_ok": 1, "n_diverged": 0, "complete": True,
+                          "test.acc": [0.2, 0.4, 0.5, 0.9]})
+    spec = SimpleNamespace(id="t", title="t", aggregate=SimpleNamespace(reduce="mean"),
+                           paper_values=[PaperValue(where={"label": h, "n_params": 20}, value=v)
+                                         for h, v in (("A", 0.3), ("B", 0.8))])
+    ctx = FigureContext(spec, "smoke", cells, ["label", "n_params"],
+                        lambda stem, ext: tmp_path / ext)
+    seen = []
+    monkeypatch.setattr(bands, "save_png", lambda fig, path, dpi: seen.extend(
+        (h.get_label(), to_hex(h.get_markeredgecolor()))
+        for h in fig.axes[0].get_legend().legend_handles))
+    cfg = parse_figure({"kind": "bands", "hue": "label", "lo": None, "hi": None})
+    assert bands.bands(ctx, cfg, tmp_path / "f.png")
+    assert [name for name, _ in seen] == ["A", "B", "paper (hollow squares, the line's colour)"]
+    assert seen[-1][1] not in {seen[0][1], seen[1][1]}, seen
+
+
+def test_a_bars_figure_over_a_config_key_names_its_x_axis(tmp_path, monkeypatch):
+    """A `bars` figure with `x: task.words` (cooper2026-fig9 and fig10's accuracy.png) had no
+    x-axis label: its ticks 32, 16, 8 said nothing of what they counted. Bars over the labels
+    (their default) keep their unnamed axis: the ticks are the labels."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import figures as kind
+
+    cells = pd.DataFrame({"label": ["A", "B"], "task.words": [32, 16], "n_expected": 1,
+                          "n_ok": 1, "n_diverged": 0, "complete": True, "test.acc": [1.0, 0.5]})
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "task.words"],
+                        lambda stem, ext: tmp_path / ext)
+    seen = []
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.append(
+        fig.axes[0].get_xlabel()))
+    for x in ("task.words", "label"):
+        assert kind.bars(ctx, parse_figure({"kind": "bars", "x": x}), tmp_path / "f.png")
+    assert seen == ["words", ""], seen
+
+
+def test_a_logx_lines_figure_keeps_its_x_values_as_ticks(tmp_path, monkeypatch):
+    """A `lines` figure with `logx` over integer x values (yu2025-fig3's widths 2, 8, 32, 128,
+    yu2025-tab1's h 1 ... 16) set its ticks at the values and then the log scale, which replaced
+    them: the axis read 10^0, 10^1, 10^2 and no width could be read off; without `logx` the
+    ticks were the values already."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import figures as kind
+
+    cells = pd.DataFrame({"label": "S6", "model.d_model": [2, 8, 32, 128], "n_expected": 1,
+                          "n_ok": 1, "n_diverged": 0, "complete": True,
+                          "test.loss": [0.9, 0.7, 0.6, 0.5]})
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "model.d_model"],
+                        lambda stem, ext: tmp_path / ext)
+    seen = []
+
+    def ticks(fig, path, dpi):
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        seen.append(([t.get_text() for t in ax.get_xticklabels()],
+                     [t.get_text() for t in ax.get_xticklabels(minor=True) if t.get_text()],
+                     ax.get_xscale()))
+
+    monkeypatch.setattr(kind, "save_png", ticks)
+    for logx in (True, False):
+        cfg = parse_figure({"kind": "lines", "metric": "test.loss", "x": "model.d_model",
+                            "hue": "label", "facet": None, "logx": logx, "ylim": None})
+        assert kind.lines(ctx, cfg, tmp_path / "f.png")
+    assert seen == [(["2", "8", "32", "128"], [], "log"), (["2", "8", "32", "128"], [], "linear")]
+
+
+def test_a_curves_paper_legend_entry_belongs_to_no_single_hue(tmp_path, monkeypatch):
+    """A `curves` figure with a `hue` draws each curve's paper value dotted in the curve's
+    colour; its legend entry was the first such line (the first hue's colour) listed right
+    under that hue (huang2025-tabA1-A4's curves.png: a blue dotted entry after `T=10, d=8`), as
+    if only that curve had a paper value: one grey entry after the curves."""
+    import pandas as pd
+    from matplotlib.colors import to_hex
+
+    import ssmrepro.plots.curves as curves_mod
+    from ssmrepro.spec import PaperValue
+
+    df = pd.DataFrame({"run_id": ["r0"] * 3 + ["r1"] * 3, "label": "S6", "seed": 0,
+                       "status": "ok", "task.T": [10] * 3 + [20] * 3, "step": [0, 1, 2] * 2,
+                       "samples": [0, 8, 16] * 2, "val.acc": [0.1, 0.5, 0.9, 0.1, 0.2, 0.3]})
+    ctx = _curves_context(tmp_path, df)
+    ctx.spec.paper_values = [PaperValue(where={"task.T": t}, metric="val.acc", value=v)
+                             for t, v in ((10, 1.0), (20, 0.4))]
+    seen = []
+    monkeypatch.setattr(curves_mod, "save_png", lambda fig, path, **kw: seen.extend(
+        (t.get_text(), to_hex(h.get_color())) for t, h in
+        zip(fig.legends[0].get_texts(), fig.legends[0].legend_handles)))
+    cfg = curves_mod.CurvesConfig(kind="curves", series=["val.acc"], hue="task.T")
+    assert curves_mod.curves(ctx, cfg, tmp_path / "f.png")
+    names = [t for t, _ in seen]
+    assert names == ["val.acc, T=10", "val.acc, T=20", "paper (dotted, the curve's colour)"], names
+    assert seen[-1][1] not in {seen[0][1], seen[1][1]}, seen
+
+
+def test_a_best_of_seeds_curve_is_one_seeds_curve(tmp_path, monkeypatch):
+    """`curves` with `seeds: best` drew the best value of each step, joining seeds into a curve
+    no run followed (huang2025-fig2's Mamba-2 κ = 4, d = 8: 0.18 at step 200 from seed 1, then
+    seed 0's 0.55 and 0.585; seed 0, the cell's best, was at 0.017 at step 200). It draws the
+    curve of the seed whose last value is best (lowest of a loss), a diverged seed's last finite
+    value counting, as a cell's best of seeds is chosen by its final value."""
+    import numpy as np
+    import pandas as pd
+
+    import ssmrepro.plots.curves as curves_mod
+
+    nan = np.nan
+    v = np.array([[0.0, 0.001, 0.007], [0.017, 0.1815, 0.0195], [0.5535, 0.3405, 0.0755],
+                  [0.585, 0.314, 0.0835]])
+    assert curves_mod.best_of_seeds(v, "val.acc").tolist() == v[:, 0].tolist()
+    assert curves_mod.best_of_seeds(v, "val.loss").tolist() == v[:, 2].tolist()
+    assert curves_mod.best_of_seeds(np.array([[0.9, 0.5], [0.1, nan]]), "val.loss").tolist() \
+        == [0.9, 0.1]
+    assert np.isnan(curves_mod.best_of_seeds(np.array([[nan, nan]]), "val.acc")).all()
+    df = pd.DataFrame({"run_id": [f"r{s}" for s in range(3) for _ in range(4)], "label": "M2",
+                       "seed": [s for s in range(3) for _ in range(4)], "status": "ok",
+                       "step": [0, 200, 400, 600] * 3, "val.acc": v.T.ravel()})
+    df["samples"] = df["step"] * 8
+    ctx = _curves_context(tmp_path, df)
+    seen = []
+    monkeypatch.setattr(curves_mod, "save_png", lambda fig, path, **kw: seen.extend(
+        ln.get_ydata().tolist() for ln in fig.axes[0].get_lines()))
+    cfg = curves_mod.CurvesConfig(kind="curves", series=["val.acc"], seeds="best")
+    assert curves_mod.curves(ctx, cfg, tmp_path / "f.png")
+    assert seen == [v[:, 0].tolist()], seen
+
+
+def test_a_haar_error_below_the_log_floor_is_said_to_be_drawn_on_it():
+    """huang2025-figA1's panel (d) draws errors below 1e-9 at 1e-9 on its log axis; its legend
+    said '(0 drawn at 1e-9)', but the sup error away from the jumps was 3.7e-22, 1.2e-65 and
+    8.6e-218 before two zeros: a flat line at 1e-9 read as an error that stopped falling there.
+    The legend counts every value drawn at the floor, the smallest positive one named."""
+    from ssmrepro.plots.haar import _floored
+
+    vals = [0.027, 1.2e-6, 3.67e-22, 1.24e-65, 8.64e-218, 0.0, 0.0]
+    assert _floored(vals) == " (drawn at 1e-9: 3 below it, down to 8.6e-218 and 2 of 0)"
+    assert _floored([0.5, 0.0]) == " (drawn at 1e-9: 1 of 0)"
+    assert _floored([0.5, 1e-9, 2e-9]) == ""
+
+
+def test_a_linear_bands_axis_of_counts_has_its_values_as_ticks(tmp_path, monkeypatch):
+    """`bands` with `logx: false` over a count (cooper2026-fig12's attention heads 1, 2, 4, fig16's
+    state dimension 1, 2, 6, 12) took matplotlib's ticks, 1.0, 1.5, 2.0, ... 4.0: heads that
+    cannot be. Its ticks are the values, as the lines kind draws them; the log parameter axis
+    keeps its plain log ticks."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, bands, parse_figure
+
+    cells = pd.DataFrame({"label": ["A", "A", "A", "R"], "model.heads": [1, 2, 4, 1],
+                          "n_params": [10, 20, 40, 15], "n_expected": 1, "n_ok": 1,
+                          "n_diverged": 0, "complete": True, "test.acc": [0.2, 0.4, 0.5, 0.3]})
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "model.heads"],
+                        lambda stem, ext: tmp_path / ext)
+    seen = []
+
+    def ticks(fig, path, dpi):
+        fig.canvas.draw()
+        seen.append([t.get_text() for t in fig.axes[0].get_xticklabels()])
+
+    monkeypatch.setattr(bands, "save_png", ticks)
+    cfg = parse_figure({"kind": "bands", "hue": "label", "x": "model.heads", "logx": False,
+                        "reference": ["R"], "lo": None, "hi": None})
+    assert bands.bands(ctx, cfg, tmp_path / "f.png")
+    assert seen == [["1", "2", "4"]], seen
+
+
+def test_a_bound_grid_of_one_row_or_column_draws_its_theory_lines_at_their_values():
+    """A `bound_grid` axis of one value put every value at that cell's centre: huang2025-figA3's
+    one row (d = 32) drew Thm 2's d = κ + log₂|V| = 13 and Thm 3's d = 11 through it, as if the
+    bounds were d = 32 (and said nothing of their lying below the grid); figA2's one column
+    (κ = 4) drew each sloped line as a dash of no width. The one cell spans the range its edges
+    give (v ± 0.5, or v / 1.5 .. 1.5 v on a log axis), so a line lands at its value."""
+    import math
+
+    from ssmrepro.plots.bounds import _edge_values, _pos
+
+    assert _pos([32.0], 32.0, False) == 0.0
+    assert _pos([32.0], 13.0, False) == -19.0  # below the grid: named so in the panel
+    assert math.isclose(_pos([32.0], 48.0, True), 0.5)  # at the cell's upper edge
+    for log in (False, True):
+        lo, hi = _edge_values([4.0], log)
+        assert math.isclose(_pos([4.0], lo, log), -0.5) and math.isclose(_pos([4.0], hi, log), 0.5)
+    assert math.isclose(_pos([8.0, 16.0, 32.0], 12.0, True), math.log(1.5) / math.log(2))
+
+
+def test_a_lines_legend_that_would_cover_a_point_is_drawn_beside_the_panel():
+    """A `lines` legend where matplotlib's 'best' put it could still cover drawn points ('best'
+    weighs line vertices, not markers): yu2025-fig5's figure3 legend of seven c values lay over
+    the first points of three lines. Such a legend is drawn right of the panel; one clear of
+    every point stays inside."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from ssmrepro.plots.figures import _legend_clear_of_points
+
+    for spread, inside in ((True, False), (False, True)):
+        fig, ax = plt.subplots(figsize=(4, 3))
+        for k in range(7):  # points over the whole panel, or along its foot only
+            ys = np.full(6, 10.0 ** k) if spread else np.full(6, 1.0 + 0.01 * k)
+            ax.plot(np.arange(6), ys, marker="o", label=f"c{k}")
+        ax.set_yscale("log") if spread else ax.set_ylim(0.9, 10)
+        _legend_clear_of_points(ax, fontsize=8)
+        fig.canvas.draw()
+        box = ax.get_legend().get_window_extent()
+        panel = ax.get_window_extent()
+        assert (box.x0 < panel.x1) == inside, (spread, box, panel)
+        plt.close(fig)
+
+
+def test_a_mechanistic_ratio_near_zero_is_not_titled_as_a_signed_zero():
+    """koren2026-fig3's untrained control was titled 'SNR -0.0' (its SNR is -0.01): one decimal
+    kept the sign and lost the value. A ratio that one decimal would write as ±0.0 gets one
+    significant digit; the others keep one decimal."""
+    from ssmrepro.plots.mechanistic import _one_decimal
+
+    assert [_one_decimal(v) for v in (-0.0022448963, 0.04, 10.1014, -0.1448, 0.0)] == [
+        "-0.002", "0.04", "10.1", "-0.1", "0.0"]
+
+
+def test_a_heatmap_says_what_its_blank_grey_squares_are(monkeypatch):
+    """A `heatmaps` panel over x × y where some combinations have no cell (koren2026-fig7's
+    N × Λ at constant Λ·N: 11 of 18 squares) drew them grey and blank with no word of what they
+    were (a diverged cell, a missing value?): the title counts them as combinations that no
+    cell of the profile has. A full grid says nothing more."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    import ssmrepro.plots.figures as kind
+    from ssmrepro.plots import FigureContext, parse_figure
+
+    seen = []
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.append(
+        fig._suptitle.get_text()))
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    cfg = parse_figure({"kind": "heatmaps", "metric": "val.acc", "x": "model.d_state",
+                        "y": "model.n_layers"})
+    for n_layers in ([1, 2], [1, 1]):  # a diagonal of a 2 × 2 grid; one full row
+        cells = pd.DataFrame({"label": "A", "model.n_layers": n_layers, "model.d_state": [6, 3],
+                              "n_expected": 1, "n_ok": 1, "n_diverged": 0, "complete": True,
+                              "val.acc": [0.2, 0.3]})
+        ctx = FigureContext(spec, "smoke", cells, ["label", "model.n_layers", "model.d_state"],
+                            lambda stem, ext: None)
+        assert kind.heatmaps(ctx, cfg, None)
+    assert "grey, blank: 2 combinations of the axes that no cell of this profile has" in seen[0]
+    assert "blank" not in seen[1], seen

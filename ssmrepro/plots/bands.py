@@ -147,7 +147,7 @@ def bands(ctx: FigureContext, cfg: BandsConfig, path: Path) -> bool:
     ylim = resolve_ylim(cfg.ylim, np.concatenate(drawn), m)
     for ax, facet in zip(axes[0], facets):
         sub = agg[agg["_facet"] == facet]
-        paper_drawn = False
+        marked = False
         for hue in hues:
             h = sub[sub["_hue"] == hue].sort_values(cfg.x)
             if h.empty:
@@ -171,11 +171,21 @@ def bands(ctx: FigureContext, cfg: BandsConfig, path: Path) -> bool:
                 pv = ctx.paper_value(row.to_dict(), m)
                 if pv is not None:
                     ax.plot([xv], [pv], marker="s", mfc="none", mec=color, ms=9, mew=1.6,
-                            ls="none", label=None if paper_drawn else "paper (hollow squares)")
-                    paper_drawn = True
+                            ls="none")
+                    marked = True
+        if marked:  # one grey entry after the hues, as the lines kind's paper ×: the entry in
+            # the first hue's colour, listed under it, read as that hue's paper values alone
+            ax.plot([], [], marker="s", mfc="none", mec="0.35", ms=9, mew=1.6, ls="none",
+                    label="paper (hollow squares, the line's colour)")
         if cfg.logx:
             ax.set_xscale("log")
             plain_log_x(ax)
+        else:  # a count (heads, state dimension) at its values, as the lines kind draws it:
+            # matplotlib's ticks put cooper2026-fig12's heads 1, 2, 4 among 1.5, 2.5, 3.5
+            xs = sorted({float(v) for v in sub.loc[~sub["_hue"].isin(cfg.reference), cfg.x]
+                         if pd.notna(v)})
+            if xs and len(xs) <= 12 and all(v.is_integer() for v in xs):
+                ax.set_xticks(xs, [f"{v:g}" for v in xs])
         if ylim is not None:
             ax.set_ylim(*ylim)
         xlabel = cfg.xlabel or ("parameters" if cfg.x == N_PARAMS else cfg.x.split(".")[-1])

@@ -112,8 +112,9 @@ def _pos(vals: list[float], v: float, log: bool) -> float:
     (linearly, or in log space) between grid values, extrapolated at the ends."""
     xs = np.log(vals) if log else np.asarray(vals, dtype=float)
     t = math.log(v) if log else v
-    if len(xs) == 1:
-        return 0.0
+    if len(xs) == 1:  # the one cell spans _edge_values' range (every value was drawn through
+        # its centre: huang2025-figA3's d = κ + log₂|V| = 13 on its one row, d = 32)
+        return (t - xs[0]) / (2 * math.log(1.5)) if log else t - xs[0]
     i = int(np.clip(np.searchsorted(xs, t) - 1, 0, len(xs) - 2))
     return i + (t - xs[i]) / (xs[i + 1] - xs[i])
 

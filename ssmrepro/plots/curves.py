@@ -3,8 +3,9 @@
 A grid of panels (``row`` × ``col``, column refs such as ``model.repeat``, ``case:0`` or
 ``seed``); in each panel one line per history metric of ``series`` (``train.acc``, ``val.acc``,
 ``ood.acc``, ...) and, with ``hue`` (one column or several), per value of those columns. Seeds
-are averaged (line = mean, band = min..max over seeds), reduced to the best seed per step
-(``seeds: best``, for specs that aggregate with ``max``) or drawn one line each (``seeds:
+are averaged (line = mean, band = min..max over seeds), reduced to the best seed's curve, the
+seed of the best last value (``seeds: best``, for specs that aggregate with ``max``) or drawn
+one line each (``seeds:
 each``). Budget studies (is a cell under-trained or at its limit?) use ``logx``. The paper's values of the
 drawn metrics (``paper_values`` whose ``where`` matches the panel) are dashed horizontal lines.
 The data are ``curves.csv`` (report.curves), rebuilt from the run records or read back when the
@@ -207,10 +208,19 @@ def _paper_lines(ctx: FigureContext, cfg: CurvesConfig, sub: pd.DataFrame) -> li
 
 
 def best_of_seeds(values: np.ndarray, metric: str) -> np.ndarray:
-    """Per step (row of ``values``, one column per seed): the best seed's value, the lowest of
-    a loss (``store.is_loss``) and the highest of a score (a loss curve 'best of 3 seeds' was
-    the highest loss, the worst seed)."""
-    return (np.nanmin if is_loss(metric) else np.nanmax)(values, axis=1)
+    """The curve of the best seed (``values``: a row per step, a column per seed): the seed
+    whose last value is the best, the lowest of a loss (``store.is_loss``) and the highest of
+    a score, as a cell's best of seeds is chosen by its final value (a loss curve 'best of 3
+    seeds' was the highest loss, the worst seed). The best value of each step instead joined
+    seeds into a curve no run followed: huang2025-fig2's Mamba-2 κ = 4, d = 8 rose to 0.18 at
+    step 200 (seed 1) on its way to seed 0's 0.585, which was at 0.017 there."""
+    if values.size == 0:
+        return np.full(values.shape[0], np.nan)
+    last = pd.DataFrame(values).ffill().to_numpy(float)[-1]  # a seed's last finite value
+    if np.isnan(last).all():
+        return np.full(values.shape[0], np.nan)
+    best = int(np.nanargmin(last) if is_loss(metric) else np.nanargmax(last))
+    return values[:, best]
 
 
 @figure_kind("curves", CurvesConfig)
@@ -261,6 +271,7 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
     handles: dict[str, Any] = {}
     fewer = None  # a line of the mean of fewer seeds (its legend entry after the curves')
     off_log = 0  # points at or below 0 on a log y axis
+    hue_paper = False  # a curve of a hue drew its cell's paper value
     for (rv, cv), (i, j) in place.items():
         ax = axes[i][j]
         sub = df[(df["_row"].astype(str) == str(rv)) & (df["_col"].astype(str) == str(cv))]
@@ -315,8 +326,8 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
                         fewer = fewer or dots
             if cfg.hue:  # the paper's value of this curve's cell, in the curve's colour
                 for _m, v in dict.fromkeys(_paper_lines(ctx, cfg, part)):
-                    line = ax.axhline(v, color=cmap(k % n_colors), ls=(0, (1, 2)), lw=1.2)
-                    handles.setdefault("paper (dotted, the curve's colour)", line)
+                    ax.axhline(v, color=cmap(k % n_colors), ls=(0, (1, 2)), lw=1.2)
+                    hue_paper = True
         for m, v in ([] if cfg.hue else _paper_lines(ctx, cfg, sub)):
             line = ax.axhline(v, color=cmap(series.index(m) % n_colors), ls=(0, (4, 3)), lw=1.0)
             handles.setdefault(f"paper {cfg.labels.get(m, m)}", line)
@@ -346,6 +357,12 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
         if j == 0:
             ax.set_ylabel(cfg.ylabel or ", ".join(dict.fromkeys(
                 m.rsplit(".", 1)[-1] for m in series)), fontsize=8)
+    if hue_paper:  # one grey entry after the curves: drawn in the first curve's colour and
+        # listed under it, it read as that curve's paper value alone (huang2025-tabA1-A4)
+        from matplotlib.lines import Line2D
+
+        handles["paper (dotted, the curve's colour)"] = Line2D([], [], color="0.35",
+                                                               ls=(0, (1, 2)), lw=1.2)
     if fewer is not None:
         handles[FEWER_SEEDS] = fewer
     if off_log:  # (a loss of exactly 0, an accuracy of 0: the curve ended there, no word)

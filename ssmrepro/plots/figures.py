@@ -151,6 +151,9 @@ def bars(ctx: FigureContext, cfg: BarsConfig, path: Path) -> bool:
         if N_PARAMS in row and not pd.isna(row[N_PARAMS]):
             names[i] += f"\n{int(row[N_PARAMS]):,} p"
     ax.set_xticks(pos, names, rotation=0, fontsize=8)
+    if cfg.x != LABEL and not is_case_ref(cfg.x):  # the ticks are values of a key: named (the
+        # ticks 32, 16, 8 of cooper2026-fig9's task.words said nothing of what they counted)
+        ax.set_xlabel(cfg.x.split(".")[-1] if cfg.x != N_PARAMS else "parameters")
     if np.isnan(vals).any():  # every cell's place, as matplotlib's margins give full bars (a
         # diverged last bar, NaN, was cut from the axis with half its 'diverged')
         margin = 0.05 * (len(agg) - 0.2)
@@ -321,7 +324,7 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
     extend = {(False, False): "neither", (True, False): "min", (False, True): "max",
               (True, True): "both"}[(bool((vals < vmin).any()), bool((vals > vmax).any()))]
     im = None
-    n_not_run = 0
+    n_not_run = n_blank = 0
     with_paper = False  # a cell printed a paper value: only then does the bar say "(paper)"
     for ax, key, panel in zip(axes.flat, keys, panels):
         data, paper, xs, ys, paper_panel = layout[key]
@@ -330,7 +333,8 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
             for j, cx in enumerate(xs):
                 r = data.get((cx, cy))
                 pv = paper.get((cx, cy))
-                if r is None and pv is None:
+                if r is None and pv is None:  # a combination no cell of the panel has
+                    n_blank += 1
                     continue
                 if r is None:
                     n_not_run += 1
@@ -363,6 +367,9 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
     title = ctx.fitted_title(cfg, fig.get_figwidth())
     if n_not_run:
         title += f"\ngrey 'not run': {n_not_run} cells the paper prints that this profile does not train"
+    if n_blank:  # (koren2026-fig7's 11 blank squares of 18 said nothing of what they were)
+        title += (f"\ngrey, blank: {n_blank} combination{'s' if n_blank > 1 else ''} of the axes "
+                  "that no cell of this profile has")
     fig.suptitle(title, fontsize=10)
     save_png(fig, path, dpi=130)
     return True
@@ -466,6 +473,7 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
     palette = [f"C{k}" for k in range(10)] + list(plt.get_cmap("tab20").colors[1::2])
     style = {hue: (palette[k % len(palette)], "osD^v"[k // len(palette) % 5])
              for k, hue in enumerate(dict.fromkeys(agg["_hue"]))}
+    legends: list[tuple[Any, dict]] = []
     for ax, facet in zip(axes[0], facets):
         sub = agg[agg["_facet"] == facet]
         xkey = cfg.x or _default_x(sub, swept)
@@ -512,14 +520,16 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
         for text, e in cfg.reference.items():  # at the panel's x values
             ax.plot(xs, [float(expr.evaluate(e, {xkey: v})) for v in xs], color="0.5", ls="--",
                     lw=1, marker="*", label=text)
+        if cfg.logx:  # before the ticks: setting the scale replaces them (yu2025-fig3's widths
+            # 2, 8, 32, 128 and yu2025-tab1's h 1 ... 16 were drawn under ticks 10^0, 10^1, 10^2)
+            ax.set_xscale("log")
         if xs and len(xs) <= 12 and all(v.is_integer() for v in xs):
             ax.set_xticks(xs, [f"{v:g}" for v in xs])
+            ax.set_xticks([], minor=True)  # a log axis's minor labels (3×10⁰) beside them
         ax.set_xlabel(short(xkey))
         # what the bands are (yu2025-tab1's were unexplained: ± std, or the seeds' range?)
         ax.set_ylabel(f"{metric} ({ctx.aggregation(metric)})"
                       + ("\nband: ± std over seeds" if banded else ""))
-        if cfg.logx:
-            ax.set_xscale("log")
         if cfg.logy and (sub[metric] > 0).any():  # a panel of no positive value (an analysis
             # metric not measured: NaN) raised matplotlib's 'cannot be log-scaled' traceback
             ax.set_yscale("log")
@@ -530,7 +540,10 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
         # a hue of a config key names it (yu2025-fig5's legends listed 10 ... 3000 and 0.001 ...
         # 1.0 with no word that they are L and c); labels and case labels say what they are
         titled = cfg.hue in cfg.names or not (cfg.hue == LABEL or is_case_ref(cfg.hue))
-        ax.legend(fontsize=8, title=short(cfg.hue) if titled else None, title_fontsize=8)
+        legends.append((ax, {"fontsize": 8, "title": short(cfg.hue) if titled else None,
+                             "title_fontsize": 8}))
+    for ax, kw in legends:  # after every panel's limits are set: where it lies is known then
+        _legend_clear_of_points(ax, **kw)
     title = ctx.fitted_title(cfg, fig.get_figwidth())
     if cfg.paper and (left := _paper_not_drawn(ctx, agg, metric, short)):
         title += "\n" + wrap_text(left, fig.get_figwidth(), 10)
@@ -538,6 +551,22 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
     tight_layout(fig)
     save_png(fig, path, dpi=130)
     return True
+
+
+def _legend_clear_of_points(ax, **kw) -> None:
+    """The panel's legend where matplotlib's 'best' puts it, or right of the panel where that
+    still covers a drawn point (yu2025-fig5's legend of seven c values lay over the first
+    points of three of its lines: 'best' weighs line vertices, not the markers' size)."""
+    legend = ax.legend(**kw)
+    renderer = ax.figure.canvas.get_renderer()
+    box = legend.get_window_extent(renderer).padded(4)  # a marker's radius, in pixels
+    for line in ax.get_lines():
+        xy = np.asarray(line.get_xydata(), dtype=float)
+        xy = xy[np.isfinite(xy).all(axis=1)] if xy.size else xy
+        if len(xy) and line.get_marker() not in (None, "", "None", " ") and any(
+                box.contains(*p) for p in ax.transData.transform(xy)):
+            ax.legend(**kw, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+            return
 
 
 def _paper_not_drawn(ctx: FigureContext, agg: pd.DataFrame, metric: str, short) -> str:

@@ -32,6 +32,24 @@ MAX_SCALE = 6  # the wavelets drawn on a 4001-point grid: 2^-6 of [0, 1] is 62 p
 MAX_CURVES = 20  # curves of one panel, each in its legend (the figure shows 3 and 4)
 
 
+FLOOR = 1e-9  # the log axis's floor: errors below it (0 among them) are drawn on it
+
+
+def _floored(vals) -> str:
+    """The legend's note on the errors drawn at ``FLOOR``, '' when none is: every error below
+    it, not only the zeros (huang2025-figA1's sup error away from the jumps, 3.7e-22, 1.2e-65
+    and 8.6e-218 before two zeros, was a flat line at 1e-9 under '(0 drawn at 1e-9)', as if
+    the error stopped falling there)."""
+    below = [float(v) for v in vals if v < FLOOR]
+    if not below:
+        return ""
+    positive = [v for v in below if v > 0]
+    parts = ([f"{len(positive)} below it, down to {min(positive):.1e}"] if positive else [])
+    if len(positive) < len(below):
+        parts.append(f"{len(below) - len(positive)} of 0")
+    return f" (drawn at 1e-9: {' and '.join(parts)})"
+
+
 class HaarWaveletConfig(FigureConfig):
     kind: Literal["haar_wavelet"]
     j: int = Field(0, ge=0, le=MAX_SCALE, description="scale of the approximated wavelet")
@@ -123,9 +141,8 @@ def haar_wavelet(ctx: FigureContext, cfg: HaarWaveletConfig, path: Path) -> bool
         for err in cfg.errors:
             if err in t:
                 vals = t[err].astype(float)
-                zero = " (0 drawn at 1e-9)" if (vals <= 1e-9).any() else ""
-                ax.plot(t[cfg.x].abs(), vals.clip(lower=1e-9), marker="o", ms=3,
-                        label=_ERROR_NAMES.get(err, err) + zero)
+                ax.plot(t[cfg.x].abs(), vals.clip(lower=FLOOR), marker="o", ms=3,
+                        label=_ERROR_NAMES.get(err, err) + _floored(vals))
                 drawn = True
     ax.set_xscale("log")
     ax.set_yscale("log")

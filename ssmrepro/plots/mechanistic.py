@@ -453,12 +453,12 @@ def _draw_operators(ctx, cfg, path, rows) -> None:
         V = P["G_vv"][0].shape[0]
         a = axes[i, 0]
         im = _show(a, P["G_vv"], f"{r['name']}\nG_vv: value diag hit {m['gvv.diag_hit']:.2f},"
-                   f" dominance {m['gvv.dominance']:.1f}", "ξ_τ = [x_(τ-1) | x_τ]", "output y_t")
+                   f" dominance {_one_decimal(m['gvv.dominance'])}", "ξ_τ = [x_(τ-1) | x_τ]", "output y_t")
         _halves(a, V, rows=False, cols=True)
         fig.colorbar(im, ax=a, shrink=0.8)
         a = axes[i, 1]
         im = _show(a, P["G_kq"], f"G_kq: key diag hit {m['gkq.diag_hit']:.2f}, dominance "
-                   f"{m['gkq.dominance']:.1f}, block share {m['gkq.block_share']:.2f}",
+                   f"{_one_decimal(m['gkq.dominance'])}, block share {m['gkq.block_share']:.2f}",
                    "query pair ξ_t = [x_(t-1) | x_t]", "stored pair ξ_τ = [x_(τ-1) | x_τ]")
         _halves(a, V, rows=True, cols=True)
         fig.colorbar(im, ax=a, shrink=0.8)
@@ -490,6 +490,13 @@ def _hidden_row(cfg, run, model, task, seed) -> dict[str, Any]:
                 {k: m[k] for k in ("hidden.hit", "hidden.snr")})
 
 
+def _one_decimal(v: float) -> str:
+    """A ratio with one decimal, but one significant digit where one decimal would read as a
+    signed zero (koren2026-fig3's untrained control, SNR -0.01, was titled 'SNR -0.0')."""
+    text = f"{v:.1f}"
+    return f"{v:.1g}" if v != 0 and float(text) == 0 else text
+
+
 def _draw_hidden(ctx, cfg, path, rows) -> None:
     fig, axes = _grid(path, len(rows), 3)
     for i, r in enumerate(rows):
@@ -498,7 +505,7 @@ def _draw_hidden(ctx, cfg, path, rows) -> None:
               "value token")
         _show(axes[i, 1], P["H_prime"], "H'_t = P_out h_t (compressed)", "N", "D")
         _show(axes[i, 2], P["H_dprime"], f"H''_t = Π_v,out h_t Π_q,in: hit {m['hidden.hit']:.2f},"
-              f" SNR {m['hidden.snr']:.1f}", "key token", "value token")
+              f" SNR {_one_decimal(m['hidden.snr'])}", "key token", "value token")
     _save(fig, ctx, cfg, path, "t = 2N_f (end of the context), one test sequence; value × "
           "key quadrant; the claim: H''_t ≈ H_t (the fact entries stand out)")
 
