@@ -50,14 +50,16 @@ class S4DConfig(MixerConfig):
         return self
 
     def activation_floats(self, d_model: int, L: int) -> int:
-        """x, y: 2d. Complex Λ (the chunked scan): its states and decays, 2·c·d·N per step.
+        """x, y: 2d. Complex Λ (the chunked scan, c = 2): the states and log-decays it keeps
+        and the gradients its backward builds, 5·c·d·N per step (2·c·d·N were counted: d 32,
+        N 16, L 64 estimated 0.42x what getrusage measured).
         Real Λ (the fused scan, and the CUDA kernel, which keeps less): Δ = 1, the scan's own
         contiguous copies of u, Δ and B (2d + N) and the states entering each time block
         (``common.block_states``); its backward recomputes the rest (all 2·d·N per step were
         counted: huang2025-fig1's S4D at d 32, N 8 estimated 3.1x what getrusage measured)."""
         N = self.d_state
         if self.complex_A:
-            return L * (2 * d_model + 4 * d_model * N)
+            return L * (2 * d_model + 10 * d_model * N)
         return L * (5 * d_model + N) + block_states(d_model, N, L)
 
 
