@@ -16901,7 +16901,8 @@ def test_the_memory_estimate_of_a_full_state_scan_covers_its_backward(tmp_path):
     counted the 2-3 such tensors the forward keeps, not the gradients the backward builds: the
     peak of a training step (getrusage's high-water mark, from a reset, large blocks returned to
     the system at once) was 2.4x (complex) and 1.5x (Δᵀ) the estimate, which `run` lets through
-    up to the memory available."""
+    up to the memory available. A per-position regression read-out (yu2025's cosine operator,
+    10 outputs from width 2) counted 3 output-sized tensors of the 6 its loss builds: 1.7x."""
     import ctypes
 
     import torch
@@ -16924,20 +16925,27 @@ def test_the_memory_estimate_of_a_full_state_scan_covers_its_backward(tmp_path):
         return {"name": "seq_lm", "d_model": 32, "layers": ["A"], "blocks": {"A": {"mixer": mixer}}}
 
     task = {"name": "keep_nth", "n": 2, "T": 64, "vocab": 8}
-    cases = [("s6", seq({"name": "s6", "d_state": 16, "complex_A": True})),
-             ("s4d", seq({"name": "s4d", "d_state": 16, "complex_A": True})),
-             ("delta_t", {"name": "mamba_lm", "d_model": 32, "d_state": 16, "core": "delta_t"})]
+    regression = {"name": "cosine_operator", "L": 64, "n_terms": 10}  # 10 outputs per position
+    narrow = {"name": "seq_lm", "d_model": 2, "layers": ["A"], "pos": "none", "final_norm": "none",
+              "blocks": {"A": {"mixer": {"name": "s4d_zoh", "d_state": 16}, "norm": "none",
+                               "residual": False}}}
+    cases = [("s6", task, seq({"name": "s6", "d_state": 16, "complex_A": True}), 32),
+             ("s4d", task, seq({"name": "s4d", "d_state": 16, "complex_A": True}), 32),
+             ("delta_t", task, {"name": "mamba_lm", "d_model": 32, "d_state": 16,
+                                "core": "delta_t"}, 32),
+             ("regression", regression, narrow, 1024)]
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        for what, model_cfg in cases:
-            spec = write_spec(tmp_path, name=f"peak-{what.replace('_', '')}", task=task,
+        for what, task_cfg, model_cfg, B in cases:
+            spec = write_spec(tmp_path, name=f"peak-{what.replace('_', '')}", task=task_cfg,
                               model=model_cfg, sweep=[])
-            run = expand(load_spec(spec), "smoke", {"train.batch_size": 32})[0]
+            run = expand(load_spec(spec), "smoke", {"train.batch_size": B,
+                                                    "train.train_size": None})[0]
             t = build_task(run.task)
             model = build_model(run.model, t.info, 1)
             initialise(model, [0])
-            step = packed_step(t, model, torch.tensor([1]), 32)
+            step = packed_step(t, model, torch.tensor([1]), B)
             step(0)  # Adam's moments exist from here on
             base = rss("VmRSS")
             Path("/proc/self/clear_refs").write_text("5")
