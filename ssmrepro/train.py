@@ -75,15 +75,18 @@ def member_bytes(run, device: str | None = None) -> int:
     float for ``train.dtype: float64``, with autograd): batch size × ``models.activation_floats``
     (the blocks' mixer estimates + embeddings / logits) + ``models.fixed_floats`` (kernels
     computed once per step whatever the batch), on ``device`` (None: the one ``--device auto``
-    picks; attention keeps its L×L scores on some paths only, ``attention_path``). Counted at 4
+    picks; attention keeps its L×L scores on some paths only, ``attention_path``, and the fused
+    scan's time blocks are shorter on a GPU, ``scan_path``). Counted at 4
     bytes a float, a float64 run's packs were sized (``engine.plan.auto_pack_size``) against
     twice the activation budget."""
     from .kernels.backend import select_device
     from .models import activation_floats, fixed_floats
     from .models.mixers.attention import attention_path
+    from .models.mixers.common import scan_path
 
     info = build_task(run.task).info
-    with attention_path(select_device("auto") if device is None else device, run.train.dtype):
+    dev = select_device("auto") if device is None else device
+    with attention_path(dev, run.train.dtype), scan_path(dev):
         return _float_bytes(run) * (run.train.batch_size * activation_floats(run.model, info)
                                     + fixed_floats(run.model, info))
 

@@ -149,7 +149,10 @@ def test_activation_floats_model_estimate():
                              "TF": {"kind": "neox"}})
     assert activation_floats(big_state, info) > base
     more_classes = activation_floats(_cfg(), TaskInfo(10, 20, 32)) - base
-    assert more_classes == 3 * 32 * 10  # logits, softmax and their gradient per position
+    assert more_classes == 32 * 10  # the fused cross entropy's kept exponentials per position
+    mse = TaskInfo(10, 20, 32, loss="mse", input_dim=1)
+    assert activation_floats(_cfg(), mse) - activation_floats(
+        _cfg(), TaskInfo(10, 10, 32, loss="mse", input_dim=1)) == 6 * 32 * 10  # the MSE loss
     seq = TaskInfo(10, 3, 32, target="sequence")
     dual = TaskInfo(10, 3, 32, target="sequence", dual=True)
     assert activation_floats(_cfg(head="dual_pool"), dual) > 2 * activation_floats(

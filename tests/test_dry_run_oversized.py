@@ -132,7 +132,9 @@ def test_only_a_training_batch_too_large_is_extrapolated(tmp_path):
     assert over == untimed == [] and len(refused) == 1 and "train.batch_size" in refused[0]
     fit, over, untimed, refused = split_by_memory(runs, "cpu", True, available=need.param_bytes)
     assert over == untimed == [] and len(refused) == 1  # the parameters fill it: refused
-    one = _runs(tmp_path, batch=1)  # batch 1 does not fit: nothing smaller to time
+    # batch 1 does not fit: nothing smaller to time (T 16: its activations, not its
+    # parameters, are the larger part of the estimate)
+    one = expand(load_spec(_spec(tmp_path, 1)), "smoke", {"task.T": 16})
     need1 = memory_need(one[0])
     fit, over, untimed, refused = split_by_memory(one, "cpu", True, available=need1.total - 1)
     assert fit == over == refused == [] and len(untimed) == 1

@@ -96,14 +96,21 @@ WORKLOADS = {
 }
 
 
-def step_bytes(cfg, info, batch: int, members: list[int]) -> tuple[int, int]:
+def step_bytes(cfg, info, batch: int, members: list[int], device: str | None = None
+               ) -> tuple[int, int]:
     """(bytes of the models of ``members`` (one model per entry, of that many members) with
     their gradients and Adam moments, bytes of the largest one's training step: its activations,
-    the planner's estimates ``models.activation_floats``), float32, all models built at once."""
+    the planner's estimates ``models.activation_floats``), float32, all models built at once.
+    ``device``: the one the step runs on (the fused scan keeps fewer states on CPU,
+    ``scan_path``); None: the largest estimate of any device."""
+    from contextlib import nullcontext
+
     from ..models import activation_floats, fixed_floats, param_count
+    from ..models.mixers.common import scan_path
 
     params = 4 * 4 * param_count(cfg, info) * sum(members)
-    acts = 4 * max(members) * (batch * activation_floats(cfg, info) + fixed_floats(cfg, info))
+    with nullcontext() if device is None else scan_path(device):
+        acts = 4 * max(members) * (batch * activation_floats(cfg, info) + fixed_floats(cfg, info))
     return params, acts
 
 
@@ -120,7 +127,7 @@ def memory_problem(name: str, packs: list[int], device: str, available: int | No
     w = WORKLOADS[name]
     info = build_task(w.task).info
     cfg = MODELS[w.model["name"]].Config(**w.model)
-    params, acts = step_bytes(cfg, info, w.batch, [1, *packs])
+    params, acts = step_bytes(cfg, info, w.batch, [1, *packs], device)
     have = available_memory(device) if available is None else available
     if have is None or params + acts <= have:
         return None

@@ -173,7 +173,7 @@ def memory_problem(w: StepWorkload, packs: list[int], batch: int, L: int, mambap
     from .packs import step_bytes
 
     cfg, info = _our_config(replace(w, batch=batch, L=L))
-    params, acts = step_bytes(cfg, info, batch, [*packs, *([1] if mambapy else [])])
+    params, acts = step_bytes(cfg, info, batch, [*packs, *([1] if mambapy else [])], "cpu")
     have = available_memory("cpu") if available is None else available
     if have is None or params + acts <= have:
         return None

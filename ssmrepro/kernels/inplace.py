@@ -238,6 +238,19 @@ def scan_plan(Bt: int, G: int, K: int, N: int, state: int | None = None,
     return ScanPlan(rows, gt, T, N * K >= _MIN_MATMUL_NK)
 
 
+def min_time_block(N: int, K: int, cpu: bool = True) -> int:
+    """The shortest time block :func:`scan_plan` gives any scan of groups of K channels with N
+    states, whatever the batch and the number of groups (a pack's members): the states the
+    fused scans keep for the backward are one per block. On CPU, one-group tiles hold a row of
+    N·K elements and as many rows as fit ``_TILE_STATE`` (T = ``_TILE_BLOCK`` / that, at least
+    2) and narrow packed groups take ``_NARROW_MIN_T`` at least; on a GPU a tile holds every
+    group of the pack, which can leave T = 2."""
+    if not cpu:
+        return 2
+    fused = max(2, min(_MAX_T, _TILE_BLOCK // max(_TILE_STATE, N * K)))
+    return min(fused, _NARROW_MIN_T) if K < _MIN_GROUP_K else fused
+
+
 def _tiles(Bt: int, G: int, plan: ScanPlan) -> list[tuple[int, int, int, int]]:
     """(b0, b1, g0, g1) of every tile, groups outermost."""
     return [(b0, min(Bt, b0 + plan.rows), g0, min(G, g0 + plan.groups))

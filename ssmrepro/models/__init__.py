@@ -80,7 +80,13 @@ def activation_floats(config: ModelConfig, info) -> int:
 
     Sum over the blocks of their mixer / MLP / norm estimates (``activation_floats(d_model, L)`` of
     each mixer config) plus the input (embedding or encoder output, positions) and the read-out
-    (per position: logits, softmax and their gradient, 3·L·C; pooled: the pooled features, 3·C).
+    (per position, class targets: the fused linear cross entropy's kept exponentials
+    (``kernels.xent.linear_xent``), L·C, and the gathered features, L·d, where the logits of
+    the textbook path (logits, softmax and their gradient) were counted, 3·L·C: 3.2x the
+    measured step of an MQAR Mamba of 516 classes; per position, regression: the outputs, the
+    target with its NaNs zeroed, the difference, the masked error, its square and the zeros
+    ``torch.where`` takes, 6·L·C (3·L·C were counted: yu2025-fig3's S4D of width 2 and 10
+    outputs estimated 0.57x what getrusage measured); pooled: the pooled features, 3·C).
     """
     cfg = config.to_backbone()
     d, L, C = cfg.d_model, info.seq_len, info.n_classes
@@ -90,7 +96,7 @@ def activation_floats(config: ModelConfig, info) -> int:
     floats += L * d * (0 if cfg.final_norm == "none" else 1)
     floats *= n_inputs
     if cfg.head == "per_position":
-        floats += 3 * L * C
+        floats += 6 * L * C if info.loss == "mse" else L * (C + d)
     else:
         floats += n_inputs * d + (4 * d + 2 * (cfg.head_hidden or d) if cfg.head == "dual_pool" else 0)
         floats += 3 * C

@@ -8,6 +8,9 @@ dt init); Mamba-2's A_log = log U(A_min, A_max).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Annotated
 
 import torch
@@ -25,6 +28,29 @@ DtRank = Annotated[int, Field(ge=1)]
 # the largest Δ init: softplus⁻¹(Δ) ≈ Δ (and Δ itself, for s4d_zoh's exp(log Δ)) is held in a
 # float32 parameter; beyond float32's largest number it is inf and the run diverged at step 0
 DT_MAX_BOUND = float(torch.finfo(torch.float32).max)
+
+
+_SCAN_ON_CPU: ContextVar[bool] = ContextVar("scan_on_cpu", default=False)
+
+
+@contextmanager
+def scan_path(device: str) -> Iterator[None]:
+    """Memory estimates made inside count the fused selective scan's kept states for
+    ``device`` (``block_states``); outside, for the shortest blocks of any device."""
+    token = _SCAN_ON_CPU.set(not str(device).startswith("cuda"))
+    try:
+        yield
+    finally:
+        _SCAN_ON_CPU.reset(token)
+
+
+def block_states(d: int, N: int, L: int) -> int:
+    """Floats per sample of the states a fused real selective scan of d channels with N states
+    keeps for its backward over L steps: one entering each time block of at least
+    ``kernels.inplace.min_time_block`` steps (the rest it recomputes)."""
+    from ...kernels.inplace import min_time_block
+
+    return d * N * (-(-L // min_time_block(N, d, _SCAN_ON_CPU.get())) + 1)
 
 
 def refuse_dt_overflow(cfg, key: str = "dt_max") -> None:

@@ -37,6 +37,7 @@ from pydantic import Field, model_validator
 from torch import nn
 
 from ...kernels.backend import ssd_scan
+from ...kernels.ssd import default_ssd_chunk
 from ..layers import (
     PackedCausalConv,
     PackedLinear,
@@ -93,12 +94,20 @@ class Mamba2Config(MixerConfig):
         return 1 if self.headdim is None else Di // self.headdim
 
     def activation_floats(self, d_model: int, L: int) -> int:
-        """in_proj out, conv out + SiLU (2·(Di + 2GN)), Δ, gate and norm (4·Di), out; SSD: the
-        intra-chunk (Q × Q) decay / score matrices per head and the chunk states (H·P·N per chunk)."""
+        """in_proj out (kept twice), conv out + SiLU (2·(Di + 2GN)), Δ, gate and norm with the
+        SSD's head-major copies (8·Di), out; SSD (the
+        torch ``kernels.ssd``, at its own chunk length Q = ``default_ssd_chunk(L)``, 16 for
+        most L; the CUDA kernel's chunks are longer): the intra-chunk (Q × Q) decay / score
+        matrices per head and, with more than one chunk, the chunk states (H·P·N = Di·N per
+        chunk) in the 6 forms the backward keeps and 2 it builds: 8·Di·N per chunk. With Q
+        taken as 64 and one chunk state, chen2025-fig9's Mamba (L 29, two chunks of 16) was
+        estimated at 0.74x the step getrusage measured."""
         Di, G, N, H = self.expand * d_model, self.ngroups, self.d_state, self.n_heads(d_model)
-        Q = min(L, SSD_CHUNK)
-        per_pos = 2 * Di + 3 * (Di + 2 * G * N) + 2 * H + 4 * Di + d_model + 2 * H * Q
-        return L * per_pos + (L // Q + 1) * Di * N
+        Q = default_ssd_chunk(L)
+        nc = -(-L // Q)
+        per_pos = (2 * (2 * Di + 2 * G * N + H) + 3 * (Di + 2 * G * N) + 2 * H + 8 * Di + d_model
+                   + 2 * H * Q)
+        return L * per_pos + (8 * nc * Di * N if nc > 1 else 0)
 
 
 class SSDConv(PackedCausalConv):

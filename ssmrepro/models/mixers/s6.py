@@ -45,6 +45,7 @@ from .common import (
     A_INIT_FIELD,
     DT_INIT_FLOOR,
     DtRank,
+    block_states,
     dt_bias_init,
     init_A_,
     make_A,
@@ -83,10 +84,19 @@ class S6Config(MixerConfig):
         return math.ceil(d / 16) if self.dt_rank == "auto" else self.dt_rank
 
     def activation_floats(self, d_model: int, L: int) -> int:
-        """x, Δ (pre / post softplus), y: 4d; x_proj out: R + 2·nBC; scan states and decays 2·c·d·N."""
-        c = 2 if self.complex_A else 1
+        """x, Δ (pre / post softplus), y: 4d; x_proj out: R + 2·nBC. Complex Λ (the chunked
+        scan, c = 2): the states and log-decays it keeps and the gradients of states, adjoint,
+        decays and inputs its backward builds, 5·c·d·N per step (its kept 2·c·d·N alone were
+        counted: d 32, N 16, L 64 estimated 0.42x what getrusage measured). Real Λ (the fused
+        scan, and the CUDA kernel, which keeps less): the scan's own contiguous copies of u,
+        Δ, B and C (2d + 2N), the gradients of B and C its backward builds (2N) and the states
+        entering each time block (``common.block_states``); its backward recomputes the rest
+        (all 2·d·N per step were counted: huang2025-fig1's S6 at d 32, N 8 estimated 2.9x what
+        getrusage measured)."""
         N = self.d_state
-        return L * (4 * d_model + self.rank(d_model) + 2 * c * N + 2 * c * d_model * N)
+        if self.complex_A:
+            return L * (4 * d_model + self.rank(d_model) + 4 * N + 10 * d_model * N)
+        return L * (6 * d_model + self.rank(d_model) + 6 * N) + block_states(d_model, N, L)
 
 
 @register(S6Config)
