@@ -16842,3 +16842,19 @@ def test_a_mixer_registered_non_causal_is_refused_on_a_next_token_task():
         causal.check_task(lm)
     finally:
         MIXERS.pop("t_ahead", None)
+
+
+def test_a_claim_naming_its_check_with_kind_is_told_to_write_check():
+    """A claim written with a figure's ``kind: monotone`` was read as a threshold: 'claims.1.kind:
+    unknown key' plus the threshold's missing op and value, none saying that a claim names its
+    check with ``check:``. One line says so (with the known checks for an unknown name); a claim
+    with ``check:`` is unchanged."""
+    from ssmrepro.report import parse_claim
+
+    with pytest.raises(KeyError, match=r"check:`, not `kind:` \(check: monotone\)'$"):
+        parse_claim({"kind": "monotone", "text": "t", "along": "task.T"})
+    with pytest.raises(KeyError, match=r"\(check: slope; known: threshold, "):
+        parse_claim({"kind": "slope", "text": "t"})
+    assert parse_claim({"check": "monotone", "text": "t", "along": "task.T"}).check == "monotone"
+    assert parse_claim({"text": "t", "metric": "test.acc", "op": ">=", "value": 0.5}).check == \
+        "threshold"
