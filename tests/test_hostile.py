@@ -16858,3 +16858,28 @@ def test_a_claim_naming_its_check_with_kind_is_told_to_write_check():
     assert parse_claim({"check": "monotone", "text": "t", "along": "task.T"}).check == "monotone"
     assert parse_claim({"text": "t", "metric": "test.acc", "op": ">=", "value": 0.5}).check == \
         "threshold"
+
+
+def test_run_of_an_analytic_spec_writes_and_names_its_table_with_or_without_plot(tmp_path):
+    """An analytic spec's results.csv is its theory table, but `run` said 'table: - (no run has
+    a record)' (its --json 'csv': null), and `run --no-plot` wrote no results.csv at all, though
+    its help says results.csv is still written. Both now write and name it."""
+    spec = tmp_path / "t-analytic.yaml"
+    spec.write_text(yaml.safe_dump({
+        "version": 1, "id": "t-analytic", "paper": "t", "title": "t", "tier": 3, "claim": "c",
+        "analytic": {"table": "yu_thm3", "params": {"n": 2, "trials": 2, "kappa": 1.0, "seed": 0},
+                     "grid": {"c": [0.1, 1.0], "L": [10]}},
+        "profiles": {p: {"description": "d"} for p in ("smoke", "quick", "paper")},
+        "figure": {"kind": "lines", "metric": "ratio_w", "x": "c"},
+        "claims": [{"check": "monotone", "text": "grows", "metric": "ratio_w", "along": "c"}],
+        "notes": ["n"]}))
+    table = tmp_path / "o1/t/t-analytic/results-smoke.csv"
+    res = _invoke("run", spec, "--profile", "smoke", "--out", tmp_path / "o1", "--no-plot")
+    assert res.exit_code == 0, res.output
+    assert f"table: {table}" in " ".join(res.output.split()), res.output
+    assert table.is_file() and len(table.read_text().splitlines()) == 3
+    res = _invoke("run", spec, "--profile", "smoke", "--out", tmp_path / "o2", "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout[res.stdout.index("{"):])
+    assert doc["csv"] == str(tmp_path / "o2/t/t-analytic/results-smoke.csv")
+    assert Path(doc["csv"]).read_text() == table.read_text()

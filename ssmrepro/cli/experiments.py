@@ -526,7 +526,7 @@ def run(
             console.print(f"estimated wall-clock on {escape(dev)}: {part}{_human(d.estimate_s)} (one "
                           f"worker; {d.estimate_how})")
         return
-    from ..plots import output_paths
+    from ..plots import output_paths, write_analytic_table
     from ..util import check_replaceable
 
     _write_root(out)
@@ -535,6 +535,9 @@ def run(
     s = run_experiment(spec, profile, out, dev, be, max_runs, pack_size, workers, out_console,
                        calibrate=calibrate, overrides=overrides, engine=engine, address=address,
                        cpus_per_pack=cpus_per_pack, warn_console=err_console)
+    if spec.analytic is not None:  # its table is computed, no run record: it said 'table: -
+        # (no run has a record)', and `--no-plot` wrote no results.csv at all
+        s.csv = write_analytic_table(spec, profile, _root(spec, out))
     parts = [f"trained {s.trained} runs in {s.packs} packs, {s.wall_s:.0f}s wall, "
              f"{s.cpu_s:.0f}s CPU"]
     if s.elsewhere:

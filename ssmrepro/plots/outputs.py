@@ -1789,6 +1789,23 @@ def _of_chosen(table: pd.DataFrame, cells: pd.DataFrame, keys: list[str],
                   for row in table[have].itertuples(index=False)]].reset_index(drop=True)
 
 
+def _write_analytic(spec: Spec, path: Path) -> pd.DataFrame:
+    """Write an analytic spec's results table, its theory table (one row per grid point)."""
+    df = analytic_table(spec)
+    atomic_write_text(path, df.to_csv(index=False))
+    return df
+
+
+def write_analytic_table(spec: Spec, profile: str, root: Path) -> Path:
+    """An analytic spec's results.csv (`run --no-plot` wrote none: its table is no run record,
+    and the help promises results.csv whatever the figures)."""
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / output_name(spec, profile, "results", "csv")
+    with folder_lock(root, "writing the tables, figures and reports of"):
+        _write_analytic(spec, path)
+    return path
+
+
 def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None,
           rerun: str | None = None) -> Outputs:
     """results.csv (from records), summary.csv, curves.csv, every figure and report.md of
@@ -1821,8 +1838,7 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
     counted = None  # the cells the runs are counted over (``cells`` unless a selection)
     chosen = None  # with a selection: the run ids of the candidates kept
     if spec.analytic is not None:  # a table computed from theory: its rows are the cells
-        df = analytic_table(spec)
-        atomic_write_text(out("results", "csv"), df.to_csv(index=False))
+        df = _write_analytic(spec, out("results", "csv"))
         keys = [LABEL, *spec.analytic.grid]
         cells = analytic_cells(df)
     else:
