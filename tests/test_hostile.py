@@ -16883,3 +16883,26 @@ def test_run_of_an_analytic_spec_writes_and_names_its_table_with_or_without_plot
     doc = json.loads(res.stdout[res.stdout.index("{"):])
     assert doc["csv"] == str(tmp_path / "o2/t/t-analytic/results-smoke.csv")
     assert Path(doc["csv"]).read_text() == table.read_text()
+
+
+def test_an_unknown_spec_figure_or_claim_key_names_the_key_meant_or_the_keys_there(tmp_path):
+    """A figure kind's and a check's fields are written down nowhere but their config classes,
+    and a misspelt key said only 'unknown key' (`groupby`, `colour`, `clams`): the message now
+    names the close key (did you mean group_by?) or, with none close, the keys accepted there,
+    at any depth (a claim's `given` entry, a profile)."""
+    cases = [
+        ({"claims": [{"check": "monotone", "text": "t", "along": "task.T", "groupby": ["label"]}]},
+         "claims.0.groupby: unknown key (did you mean group_by?)"),
+        ({"figure": {"kind": "bars", "metric": "test.acc", "x": "label", "colour": "label"}},
+         "figure.colour: unknown key (known here: kind, name, title, metric, x)"),
+        ({"clams": []}, "clams: unknown key (did you mean claims?)"),
+        ({"profiles": {"smoke": {"sett": {}}, "quick": {}, "paper": {}}},
+         "profiles.smoke.sett: unknown key (did you mean set?)"),
+        ({"claims": [{"text": "t", "metric": "test.acc", "op": ">=", "value": 0.5,
+                      "given": [{"metric": "train.acc", "op": ">=", "value": 0.9, "vlaue": 1}]}]},
+         "claims.0.given.0.vlaue: unknown key (did you mean value?)"),
+    ]
+    for i, (over, needle) in enumerate(cases):
+        (tmp_path / str(i)).mkdir()
+        spec = write_spec(tmp_path / str(i), **over)
+        _assert_refused(_invoke("validate", spec), needle)

@@ -168,7 +168,8 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             errors.append(f"{path}: {key}.kind: {err.args[0]}")
             continue
         except ValidationError as err:
-            errors += format_errors(path, err, prefix=f"{key}.")
+            errors += format_errors(path, err, prefix=f"{key}.",
+                                    model=FIGURE_KINDS[raw["kind"]].Config)
             continue
         refs(key, cfg)
         errors += [f"{path}: {key}.{why}"
@@ -229,7 +230,8 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             errors.append(f"{path}: {key}.check: {err.args[0]}")
             continue
         except ValidationError as err:
-            errors += format_errors(path, err, prefix=f"{key}.")
+            errors += format_errors(path, err, prefix=f"{key}.",
+                                    model=report.CHECKS[raw.get("check", report.DEFAULT_CHECK)].Config)
             continue
         refs(key, cfg)
         try:
