@@ -16906,3 +16906,27 @@ def test_an_unknown_spec_figure_or_claim_key_names_the_key_meant_or_the_keys_the
         (tmp_path / str(i)).mkdir()
         spec = write_spec(tmp_path / str(i), **over)
         _assert_refused(_invoke("validate", spec), needle)
+
+
+def test_an_analytic_spec_metric_that_its_table_lacks_names_the_table_not_aggregate_metrics():
+    """An analytic spec's figure, claim or paper value on a metric its table does not compute
+    said "'ratio' is not aggregated (aggregate.metrics: [the table's metrics])": adding 'ratio'
+    to aggregate.metrics (which an analytic table does not read) changed nothing. It names the
+    table and its metrics; a trained spec's message is unchanged."""
+    from ssmrepro.plots import validate_outputs
+    from ssmrepro.spec import Spec
+
+    raw = {"version": 1, "id": "t-an", "paper": "t", "title": "t", "tier": 3, "claim": "c",
+           "analytic": {"table": "yu_thm3", "params": {"n": 2, "trials": 2, "kappa": 1.0},
+                        "grid": {"c": [0.1, 1.0], "L": [10]}},
+           "profiles": {p: {"description": "d"} for p in ("smoke", "quick", "paper")},
+           "aggregate": {"metrics": ["ratio"]},
+           "figure": {"kind": "lines", "metric": "ratio", "x": "c"},
+           "claims": [{"check": "monotone", "text": "g", "metric": "ratio", "along": "c"}],
+           "paper_values": [{"where": {"c": 1.0}, "metric": "ratio", "value": 1.0}],
+           "notes": ["n"]}
+    errors = validate_outputs(Spec(**raw))
+    for key in ("figure", "claims.0", "paper_values.0"):
+        assert any(f"{key}.metric: 'ratio' is not a metric of analytic table 'yu_thm3' (its "
+                   "metrics: ['ratio_b', 'ratio_w', 's4d_grad_b'])" in e for e in errors), errors
+    assert not any("aggregated" in e for e in errors), errors
