@@ -16930,3 +16930,21 @@ def test_an_analytic_spec_metric_that_its_table_lacks_names_the_table_not_aggreg
         assert any(f"{key}.metric: 'ratio' is not a metric of analytic table 'yu_thm3' (its "
                    "metrics: ['ratio_b', 'ratio_w', 's4d_grad_b'])" in e for e in errors), errors
     assert not any("aggregated" in e for e in errors), errors
+
+
+def test_export_names_the_results_folders_no_project_spec_owns(tmp_path):
+    """A spec file run by its path (`run my/spec.yaml --out R`) writes R/<paper>/<id>/, which no
+    project spec reads: `export --out R` wrote 0 rows without a word. A note names the folder;
+    a project spec's folder is exported and not named."""
+    out = tmp_path / "res"
+    (out / "tests/t-mine").mkdir(parents=True)
+    (out / "tests/t-mine/results-smoke.csv").write_text("run_id,label,seed\nabc,x,0\n")
+    (out / "huang2025/huang2025-tab1").mkdir(parents=True)
+    shutil.copy(ROOT / "results/huang2025/huang2025-tab1/results.csv",
+                out / "huang2025/huang2025-tab1/results.csv")
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv")
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert ("note: left out 1 folder(s) of results that no spec of the project owns (a spec file "
+            "run by its path?): tests/t-mine") in text, text
+    assert "huang2025-tab1" not in text and int(re.search(r"(\d+) rows ->", text)[1]) > 0, text

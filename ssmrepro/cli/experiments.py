@@ -922,8 +922,9 @@ def export(
     skipped: list[str] = []
     tagged: list[str] = []
     stray: list[str] = []
+    foreign: list[str] = []
     try:
-        path, n = write_export(dest, fmt, out, skipped, tagged, stray)
+        path, n = write_export(dest, fmt, out, skipped, tagged, stray, foreign)
     except ImportError as err:
         fail([str(err)])
     for m in skipped:
@@ -939,6 +940,11 @@ def export(
         err_console.print(f"note: left out {len(stray)} table(s) of no profile of their spec (a "
                           f"profile renamed or removed; `figures` names their reports): "
                           f"{escape(shown)}", highlight=False, soft_wrap=True)
+    if foreign:  # a spec file run by its path: no project spec reads its folder
+        shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        err_console.print(f"note: left out {len(foreign)} folder(s) of results that no spec of "
+                          f"the project owns (a spec file run by its path?): {escape(shown)}",
+                          highlight=False, soft_wrap=True)
     console.print(f"{n} rows -> {path}", markup=False)
 
 
