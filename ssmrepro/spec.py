@@ -497,7 +497,8 @@ class Spec(Strict):
 
 def _keys_at(model: type, loc: tuple) -> list[str]:
     """The keys the part of ``model`` at ``loc`` (a pydantic error's location) accepts; [] when
-    the location names no model (a union's tag or a dict of free keys is stepped over)."""
+    the types do not tell (a part that is no field, list index or dict key of them, a union of
+    models)."""
     types_ = [model]
     for part in loc:
         nxt = []
@@ -510,10 +511,14 @@ def _keys_at(model: type, loc: tuple) -> list[str]:
                 nxt += list(typing.get_args(tp)[:1])
             elif typing.get_origin(tp) is dict and isinstance(part, str):
                 nxt += list(typing.get_args(tp)[1:2])
-        types_ = nxt or types_  # a part that is no key of any of them: a union member's tag
-    keys = [k for tp in _unwrap(types_) if isinstance(tp, type) and issubclass(tp, BaseModel)
-            for k, f in tp.model_fields.items() if not f.exclude]
-    return list(dict.fromkeys(keys))
+        if not nxt:  # a part that is no key of any of them (a union member's tag, a
+            # validator's wrapper): the keys there are not known from the types
+            return []
+        types_ = nxt
+    models = {tp for tp in _unwrap(types_) if isinstance(tp, type) and issubclass(tp, BaseModel)}
+    if len(models) != 1:  # a union's members (the mixers of a block): whose keys is not known
+        return []
+    return [k for k, f in models.pop().model_fields.items() if not f.exclude]
 
 
 def _unwrap(tps: list) -> list:

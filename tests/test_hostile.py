@@ -16901,6 +16901,12 @@ def test_an_unknown_spec_figure_or_claim_key_names_the_key_meant_or_the_keys_the
         ({"claims": [{"text": "t", "metric": "test.acc", "op": ">=", "value": 0.5,
                       "given": [{"metric": "train.acc", "op": ">=", "value": 0.9, "vlaue": 1}]}]},
          "claims.0.given.0.vlaue: unknown key (did you mean value?)"),
+        ({"task": {"name": "keep_nth", "n": 2, "TT": 8, "vocab": 8}},
+         "task.TT: unknown key (did you mean T?)"),
+        # inside a union (a block's mixer) the types do not tell whose keys: no hint, none wrong
+        ({"model": {"name": "seq_lm", "d_model": 8, "layers": ["A"],
+                    "blocks": {"A": {"mixer": {"name": "s6", "d_stat": 4}}}}},
+         "mixer.d_stat: unknown key\n"),
     ]
     for i, (over, needle) in enumerate(cases):
         (tmp_path / str(i)).mkdir()
