@@ -16954,3 +16954,23 @@ def test_export_names_the_results_folders_no_project_spec_owns(tmp_path):
     assert ("note: left out 1 folder(s) of results that no spec of the project owns (a spec file "
             "run by its path?): tests/t-mine") in text, text
     assert "huang2025-tab1" not in text and int(re.search(r"(\d+) rows ->", text)[1]) > 0, text
+
+
+def test_show_of_an_analytic_spec_shows_its_table_params_and_grid(tmp_path):
+    """`show` of an analytic spec printed empty task / model / train sections and an empty run
+    table (`--json`: an empty config), never the table, parameters and grid it computes."""
+    spec = tmp_path / "t-an.yaml"
+    spec.write_text(yaml.safe_dump({
+        "version": 1, "id": "t-an", "paper": "t", "title": "t", "tier": 3, "claim": "c",
+        "analytic": {"table": "yu_thm3", "params": {"n": 2, "trials": 2, "kappa": 1.0, "seed": 0},
+                     "grid": {"c": [0.1, 1.0], "L": [10, 30]}},
+        "profiles": {p: {"description": "d"} for p in ("smoke", "quick", "paper")},
+        "figure": {"kind": "lines", "metric": "ratio_w", "x": "c"}, "notes": ["n"]}))
+    res = _invoke("show", spec, "--out", tmp_path / "o")
+    assert res.exit_code == 0, res.output
+    assert "table: yu_thm3" in res.output and "trials: 2" in res.output, res.output
+    assert "one row per grid point (4 rows;" in res.output and "task: {}" not in res.output
+    res = _invoke("show", spec, "--out", tmp_path / "o", "--json")
+    doc = json.loads(res.stdout[res.stdout.index("{"):])
+    assert doc["config"] == {"analytic": {"table": "yu_thm3", "params": {
+        "n": 2, "trials": 2, "kappa": 1.0, "seed": 0}, "grid": {"c": [0.1, 1.0], "L": [10, 30]}}}

@@ -10,6 +10,7 @@ and ``--workers`` default to $SSMREPRO_OUT, $SSMREPRO_DEVICE and $SSMREPRO_WORKE
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from pathlib import Path
@@ -281,6 +282,9 @@ def show(
     for k, v in (overrides or {}).items():
         set_dotted(base, k, v)
     _derived_into(base, spec, runs)
+    if spec.analytic is not None:  # no task, model or training: it printed three empty
+        # sections and an empty run table, never the table, parameters and grid it computes
+        base = {"analytic": spec.analytic.model_dump(mode="json")}
     store = open_store(spec, out)
     found = {r.run_id: store.record_status(r.run_id) for r in runs}
     table = _table_rows(spec, profile, out, _effective(spec, profile, overrides, say=False), runs,
@@ -307,6 +311,12 @@ def show(
                   f"{escape(spec.profiles[profile].description)}")
     console.print(f"[dim]profiles: {escape(', '.join(spec.profiles))} (--profile NAME)[/]")
     console.print(yaml.safe_dump(base, sort_keys=False).rstrip(), markup=False)
+    if spec.analytic is not None:
+        rows = math.prod(len(v) for v in spec.analytic.grid.values())
+        console.print(f"no runs: table {escape(spec.analytic.table)} is computed from theory, "
+                      f"one row per grid point ({rows} row{'s' if rows != 1 else ''}; "
+                      "`ssmrepro run` or `plot` writes it)")
+        return
     t = Table("#", "run_id", "label", "coords", "seed", "status", "test.acc")
     n_table = 0
     for r in runs[:200]:
