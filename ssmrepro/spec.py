@@ -20,12 +20,15 @@ import functools
 import itertools
 import math
 import re
+import types
+import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
     AfterValidator,
+    BaseModel,
     ConfigDict,
     Field,
     StringConstraints,
@@ -492,8 +495,51 @@ class Spec(Strict):
         return self.paper, self.id
 
 
-def format_errors(path: Path | str, err: ValidationError, prefix: str = "") -> list[str]:
-    """'file: key: reason' lines of a pydantic error, keys prefixed with ``prefix``."""
+def _keys_at(model: type, loc: tuple) -> list[str]:
+    """The keys the part of ``model`` at ``loc`` (a pydantic error's location) accepts; [] when
+    the types do not tell (a part that is no field, list index or dict key of them, a union of
+    models)."""
+    types_ = [model]
+    for part in loc:
+        nxt = []
+        for tp in _unwrap(types_):
+            if isinstance(tp, type) and issubclass(tp, BaseModel):
+                field = tp.model_fields.get(str(part))
+                if field is not None:
+                    nxt.append(field.annotation)
+            elif typing.get_origin(tp) in (list, tuple) and isinstance(part, int):
+                nxt += list(typing.get_args(tp)[:1])
+            elif typing.get_origin(tp) is dict and isinstance(part, str):
+                nxt += list(typing.get_args(tp)[1:2])
+        if not nxt:  # a part that is no key of any of them (a union member's tag, a
+            # validator's wrapper): the keys there are not known from the types
+            return []
+        types_ = nxt
+    models = {tp for tp in _unwrap(types_) if isinstance(tp, type) and issubclass(tp, BaseModel)}
+    if len(models) != 1:  # a union's members (the mixers of a block): whose keys is not known
+        return []
+    return [k for k, f in models.pop().model_fields.items() if not f.exclude]
+
+
+def _unwrap(tps: list) -> list:
+    """The types inside Annotated / Optional / unions of ``tps``."""
+    out = []
+    for tp in tps:
+        origin = typing.get_origin(tp)
+        if origin is Annotated:
+            out += _unwrap([typing.get_args(tp)[0]])
+        elif origin in (typing.Union, types.UnionType):
+            out += _unwrap(list(typing.get_args(tp)))
+        else:
+            out.append(tp)
+    return out
+
+
+def format_errors(path: Path | str, err: ValidationError, prefix: str = "",
+                  model: type | None = None) -> list[str]:
+    """'file: key: reason' lines of a pydantic error, keys prefixed with ``prefix``; with the
+    ``model`` that was validated, an unknown key says which key was meant, or the keys there
+    (a figure kind's or a check's fields are written down nowhere else)."""
     out = []
     for e in err.errors():
         key = ".".join(str(p) for p in e["loc"])
@@ -501,6 +547,12 @@ def format_errors(path: Path | str, err: ValidationError, prefix: str = "") -> l
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
             msg = "unknown key"
+            known = _keys_at(model, tuple(e["loc"][:-1])) if model is not None else []
+            close = difflib.get_close_matches(str(e["loc"][-1]), known, n=1, cutoff=0.6)
+            if close:
+                msg += f" (did you mean {close[0]}?)"
+            elif known:
+                msg += f" (known here: {', '.join(known)})"
         out.append(f"{path}: {key}: {msg}")
     return out
 
@@ -801,7 +853,7 @@ def load_spec(path: Path | str) -> Spec:
     try:
         spec = Spec(**raw)
     except ValidationError as err:
-        raise SpecError(_format_errors(path, err)) from None
+        raise SpecError(_format_errors(path, err, model=Spec)) from None
     spec.path = path
     return spec
 

@@ -17916,3 +17916,135 @@ def test_the_memory_estimate_of_a_full_state_scan_covers_its_backward(tmp_path):
             assert peak <= 1.3 * member_bytes(run, "cpu"), (what, peak, member_bytes(run, "cpu"))
     finally:
         torch.set_num_threads(threads)
+
+
+def test_a_claim_naming_its_check_with_kind_is_told_to_write_check():
+    """A claim written with a figure's ``kind: monotone`` was read as a threshold: 'claims.1.kind:
+    unknown key' plus the threshold's missing op and value, none saying that a claim names its
+    check with ``check:``. One line says so (with the known checks for an unknown name); a claim
+    with ``check:`` is unchanged."""
+    from ssmrepro.report import parse_claim
+
+    with pytest.raises(KeyError, match=r"check:`, not `kind:` \(check: monotone\)'$"):
+        parse_claim({"kind": "monotone", "text": "t", "along": "task.T"})
+    with pytest.raises(KeyError, match=r"\(check: slope; known: threshold, "):
+        parse_claim({"kind": "slope", "text": "t"})
+    assert parse_claim({"check": "monotone", "text": "t", "along": "task.T"}).check == "monotone"
+    assert parse_claim({"text": "t", "metric": "test.acc", "op": ">=", "value": 0.5}).check == \
+        "threshold"
+
+
+def test_run_of_an_analytic_spec_writes_and_names_its_table_with_or_without_plot(tmp_path):
+    """An analytic spec's results.csv is its theory table, but `run` said 'table: - (no run has
+    a record)' (its --json 'csv': null), and `run --no-plot` wrote no results.csv at all, though
+    its help says results.csv is still written. Both now write and name it."""
+    spec = tmp_path / "t-analytic.yaml"
+    spec.write_text(yaml.safe_dump({
+        "version": 1, "id": "t-analytic", "paper": "t", "title": "t", "tier": 3, "claim": "c",
+        "analytic": {"table": "yu_thm3", "params": {"n": 2, "trials": 2, "kappa": 1.0, "seed": 0},
+                     "grid": {"c": [0.1, 1.0], "L": [10]}},
+        "profiles": {p: {"description": "d"} for p in ("smoke", "quick", "paper")},
+        "figure": {"kind": "lines", "metric": "ratio_w", "x": "c"},
+        "claims": [{"check": "monotone", "text": "grows", "metric": "ratio_w", "along": "c"}],
+        "notes": ["n"]}))
+    table = tmp_path / "o1/t/t-analytic/results-smoke.csv"
+    res = _invoke("run", spec, "--profile", "smoke", "--out", tmp_path / "o1", "--no-plot")
+    assert res.exit_code == 0, res.output
+    assert f"table: {table}" in " ".join(res.output.split()), res.output
+    assert table.is_file() and len(table.read_text().splitlines()) == 3
+    res = _invoke("run", spec, "--profile", "smoke", "--out", tmp_path / "o2", "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout[res.stdout.index("{"):])
+    assert doc["csv"] == str(tmp_path / "o2/t/t-analytic/results-smoke.csv")
+    assert Path(doc["csv"]).read_text() == table.read_text()
+
+
+def test_an_unknown_spec_figure_or_claim_key_names_the_key_meant_or_the_keys_there(tmp_path):
+    """A figure kind's and a check's fields are written down nowhere but their config classes,
+    and a misspelt key said only 'unknown key' (`groupby`, `colour`, `clams`): the message now
+    names the close key (did you mean group_by?) or, with none close, the keys accepted there,
+    at any depth (a claim's `given` entry, a profile)."""
+    cases = [
+        ({"claims": [{"check": "monotone", "text": "t", "along": "task.T", "groupby": ["label"]}]},
+         "claims.0.groupby: unknown key (did you mean group_by?)"),
+        ({"figure": {"kind": "bars", "metric": "test.acc", "x": "label", "colour": "label"}},
+         "figure.colour: unknown key (known here: kind, name, title, metric, x)"),
+        ({"clams": []}, "clams: unknown key (did you mean claims?)"),
+        ({"profiles": {"smoke": {"sett": {}}, "quick": {}, "paper": {}}},
+         "profiles.smoke.sett: unknown key (did you mean set?)"),
+        ({"claims": [{"text": "t", "metric": "test.acc", "op": ">=", "value": 0.5,
+                      "given": [{"metric": "train.acc", "op": ">=", "value": 0.9, "vlaue": 1}]}]},
+         "claims.0.given.0.vlaue: unknown key (did you mean value?)"),
+        ({"task": {"name": "keep_nth", "n": 2, "TT": 8, "vocab": 8}},
+         "task.TT: unknown key (did you mean T?)"),
+        # inside a union (a block's mixer) the types do not tell whose keys: no hint, none wrong
+        ({"model": {"name": "seq_lm", "d_model": 8, "layers": ["A"],
+                    "blocks": {"A": {"mixer": {"name": "s6", "d_stat": 4}}}}},
+         "mixer.d_stat: unknown key\n"),
+    ]
+    for i, (over, needle) in enumerate(cases):
+        (tmp_path / str(i)).mkdir()
+        spec = write_spec(tmp_path / str(i), **over)
+        _assert_refused(_invoke("validate", spec), needle)
+
+
+def test_an_analytic_spec_metric_that_its_table_lacks_names_the_table_not_aggregate_metrics():
+    """An analytic spec's figure, claim or paper value on a metric its table does not compute
+    said "'ratio' is not aggregated (aggregate.metrics: [the table's metrics])": adding 'ratio'
+    to aggregate.metrics (which an analytic table does not read) changed nothing. It names the
+    table and its metrics; a trained spec's message is unchanged."""
+    from ssmrepro.plots import validate_outputs
+    from ssmrepro.spec import Spec
+
+    raw = {"version": 1, "id": "t-an", "paper": "t", "title": "t", "tier": 3, "claim": "c",
+           "analytic": {"table": "yu_thm3", "params": {"n": 2, "trials": 2, "kappa": 1.0},
+                        "grid": {"c": [0.1, 1.0], "L": [10]}},
+           "profiles": {p: {"description": "d"} for p in ("smoke", "quick", "paper")},
+           "aggregate": {"metrics": ["ratio"]},
+           "figure": {"kind": "lines", "metric": "ratio", "x": "c"},
+           "claims": [{"check": "monotone", "text": "g", "metric": "ratio", "along": "c"}],
+           "paper_values": [{"where": {"c": 1.0}, "metric": "ratio", "value": 1.0}],
+           "notes": ["n"]}
+    errors = validate_outputs(Spec(**raw))
+    for key in ("figure", "claims.0", "paper_values.0"):
+        assert any(f"{key}.metric: 'ratio' is not a metric of analytic table 'yu_thm3' (its "
+                   "metrics: ['ratio_b', 'ratio_w', 's4d_grad_b'])" in e for e in errors), errors
+    assert not any("aggregated" in e for e in errors), errors
+
+
+def test_export_names_the_results_folders_no_project_spec_owns(tmp_path):
+    """A spec file run by its path (`run my/spec.yaml --out R`) writes R/<paper>/<id>/, which no
+    project spec reads: `export --out R` wrote 0 rows without a word. A note names the folder;
+    a project spec's folder is exported and not named."""
+    out = tmp_path / "res"
+    (out / "tests/t-mine").mkdir(parents=True)
+    (out / "tests/t-mine/results-smoke.csv").write_text("run_id,label,seed\nabc,x,0\n")
+    (out / "huang2025/huang2025-tab1").mkdir(parents=True)
+    shutil.copy(ROOT / "results/huang2025/huang2025-tab1/results.csv",
+                out / "huang2025/huang2025-tab1/results.csv")
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv")
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert ("note: left out 1 folder(s) of results that no spec of the project owns (a spec file "
+            "run by its path?): tests/t-mine") in text, text
+    assert "huang2025-tab1" not in text and int(re.search(r"(\d+) rows ->", text)[1]) > 0, text
+
+
+def test_show_of_an_analytic_spec_shows_its_table_params_and_grid(tmp_path):
+    """`show` of an analytic spec printed empty task / model / train sections and an empty run
+    table (`--json`: an empty config), never the table, parameters and grid it computes."""
+    spec = tmp_path / "t-an.yaml"
+    spec.write_text(yaml.safe_dump({
+        "version": 1, "id": "t-an", "paper": "t", "title": "t", "tier": 3, "claim": "c",
+        "analytic": {"table": "yu_thm3", "params": {"n": 2, "trials": 2, "kappa": 1.0, "seed": 0},
+                     "grid": {"c": [0.1, 1.0], "L": [10, 30]}},
+        "profiles": {p: {"description": "d"} for p in ("smoke", "quick", "paper")},
+        "figure": {"kind": "lines", "metric": "ratio_w", "x": "c"}, "notes": ["n"]}))
+    res = _invoke("show", spec, "--out", tmp_path / "o")
+    assert res.exit_code == 0, res.output
+    assert "table: yu_thm3" in res.output and "trials: 2" in res.output, res.output
+    assert "one row per grid point (4 rows;" in res.output and "task: {}" not in res.output
+    res = _invoke("show", spec, "--out", tmp_path / "o", "--json")
+    doc = json.loads(res.stdout[res.stdout.index("{"):])
+    assert doc["config"] == {"analytic": {"table": "yu_thm3", "params": {
+        "n": 2, "trials": 2, "kappa": 1.0, "seed": 0}, "grid": {"c": [0.1, 1.0], "L": [10, 30]}}}

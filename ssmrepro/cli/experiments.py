@@ -10,6 +10,7 @@ and ``--workers`` default to $SSMREPRO_OUT, $SSMREPRO_DEVICE and $SSMREPRO_WORKE
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from pathlib import Path
@@ -281,6 +282,9 @@ def show(
     for k, v in (overrides or {}).items():
         set_dotted(base, k, v)
     _derived_into(base, spec, runs)
+    if spec.analytic is not None:  # no task, model or training: it printed three empty
+        # sections and an empty run table, never the table, parameters and grid it computes
+        base = {"analytic": spec.analytic.model_dump(mode="json")}
     store = open_store(spec, out)
     found = {r.run_id: store.record_status(r.run_id) for r in runs}
     table = _table_rows(spec, profile, out, _effective(spec, profile, overrides, say=False), runs,
@@ -307,6 +311,12 @@ def show(
                   f"{escape(spec.profiles[profile].description)}")
     console.print(f"[dim]profiles: {escape(', '.join(spec.profiles))} (--profile NAME)[/]")
     console.print(yaml.safe_dump(base, sort_keys=False).rstrip(), markup=False)
+    if spec.analytic is not None:
+        rows = math.prod(len(v) for v in spec.analytic.grid.values())
+        console.print(f"no runs: table {escape(spec.analytic.table)} is computed from theory, "
+                      f"one row per grid point ({rows} row{'s' if rows != 1 else ''}; "
+                      "`ssmrepro run` or `plot` writes it)")
+        return
     t = Table("#", "run_id", "label", "coords", "seed", "status", "test.acc")
     n_table = 0
     for r in runs[:200]:
@@ -527,7 +537,7 @@ def run(
             console.print(f"estimated wall-clock on {escape(dev)}: {part}{_human(d.estimate_s)} (one "
                           f"worker; {d.estimate_how})")
         return
-    from ..plots import output_paths
+    from ..plots import output_paths, write_analytic_table
     from ..util import check_replaceable
 
     _write_root(out)
@@ -536,6 +546,9 @@ def run(
     s = run_experiment(spec, profile, out, dev, be, max_runs, pack_size, workers, out_console,
                        calibrate=calibrate, overrides=overrides, engine=engine, address=address,
                        cpus_per_pack=cpus_per_pack, warn_console=err_console)
+    if spec.analytic is not None:  # its table is computed, no run record: it said 'table: -
+        # (no run has a record)', and `--no-plot` wrote no results.csv at all
+        s.csv = write_analytic_table(spec, profile, _root(spec, out))
     parts = [f"trained {s.trained} runs in {s.packs} packs, {s.wall_s:.0f}s wall, "
              f"{s.cpu_s:.0f}s CPU"]
     if s.elsewhere:
@@ -920,8 +933,9 @@ def export(
     skipped: list[str] = []
     tagged: list[str] = []
     stray: list[str] = []
+    foreign: list[str] = []
     try:
-        path, n = write_export(dest, fmt, out, skipped, tagged, stray)
+        path, n = write_export(dest, fmt, out, skipped, tagged, stray, foreign)
     except ImportError as err:
         fail([str(err)])
     for m in skipped:
@@ -937,6 +951,11 @@ def export(
         err_console.print(f"note: left out {len(stray)} table(s) of no profile of their spec (a "
                           f"profile renamed or removed; `figures` names their reports): "
                           f"{escape(shown)}", highlight=False, soft_wrap=True)
+    if foreign:  # a spec file run by its path: no project spec reads its folder
+        shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        err_console.print(f"note: left out {len(foreign)} folder(s) of results that no spec of "
+                          f"the project owns (a spec file run by its path?): {escape(shown)}",
+                          highlight=False, soft_wrap=True)
     console.print(f"{n} rows -> {path}", markup=False)
 
 

@@ -29,9 +29,11 @@ from .outputs import (
     output_paths,
     validate_outputs,
     where_problems,
+    write_analytic_table,
 )
 from .registry import FIGURE_KINDS, FigureConfig, FigureContext, figure_kind, parse_figure
 
 __all__ = ["FIGURE_KINDS", "FigureConfig", "FigureContext", "Outputs", "aggregate_metric_problems",
            "build", "figure_kind",
-           "load_table", "output_paths", "parse_figure", "validate_outputs", "where_problems"]
+           "load_table", "output_paths", "parse_figure", "validate_outputs", "where_problems",
+           "write_analytic_table"]

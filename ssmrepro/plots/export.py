@@ -186,16 +186,19 @@ def prof_rows(path: Path, profile: str) -> bool:
 
 
 def export_table(out: Path | None = None, skipped: list[str] | None = None,
-                 tagged: list[str] | None = None, stray: list[str] | None = None
-                 ) -> pd.DataFrame:
+                 tagged: list[str] | None = None, stray: list[str] | None = None,
+                 foreign: list[str] | None = None) -> pd.DataFrame:
     """The long table of every spec's committed results under ``out`` (default: the project's
     results/). A spec that cannot be read is left out, with its first error appended to ``skipped``; the
     tables of runs with ``--set`` overrides (``results[-<profile>]-set-<hash>.csv``: no profile
     of the spec, their rows would mix with the profile's) are left out and named in
     ``tagged`` (they were left out without a word); those of no profile of the spec (a profile
     renamed or removed: results-long.csv after `long` was dropped, whose rows were left out
-    without a word while `figures` named its report) are named in ``stray``."""
+    without a word while `figures` named its report) are named in ``stray``; the folders of
+    results tables that no project spec owns (a spec file run by its path: `export` gave 0 rows
+    without a word) in ``foreign``."""
     rows: list[dict[str, Any]] = []
+    roots: set[Path] = set()
     for p in spec_paths():
         try:
             spec = load_project_spec(p)
@@ -204,6 +207,7 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None,
                 skipped.append(err.messages[0])
             continue
         root = results_dir(spec, out)
+        roots.add(root)
         if tagged is not None and root.is_dir():
             tagged += sorted(f"{spec.paper}/{spec.id}/{f.name}" for f in root.glob("results*.csv")
                              if SET_TAG.search(f.stem))
@@ -260,6 +264,12 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None,
             if stale or older:
                 table = table[~table[RUN_ID].astype(str).isin(stale | set(older))]
             rows += long_rows(spec, prof, table, {r.run_id: r.flat() for r in planned})
+    if foreign is not None and roots:
+        base = next(iter(roots)).parents[1]  # the results root: <root>/<paper>/<id>
+        known = {r.resolve() for r in roots}
+        foreign += sorted({f"{f.parent.parent.name}/{f.parent.name}"
+                           for f in base.glob("*/*/results*.csv")
+                           if f.parent.resolve() not in known})
     df = pd.DataFrame(rows, columns=EXPORT_COLUMNS)
     if df.empty:  # the columns' types of a table with rows: a Parquet file without rows had
         # every column of no type (null), seed and value too, unlike any export with rows
@@ -273,10 +283,11 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None,
 def write_export(path: Path, fmt: str, out: Path | None = None,
                  skipped: list[str] | None = None,
                  tagged: list[str] | None = None,
-                 stray: list[str] | None = None) -> tuple[Path, int]:
+                 stray: list[str] | None = None,
+                 foreign: list[str] | None = None) -> tuple[Path, int]:
     """Write the table as ``fmt`` (csv | parquet); returns (path, rows). Specs that cannot be
     read are listed in ``skipped``, ``--set`` tables left out in ``tagged``, tables of no
-    profile in ``stray`` (``export_table``)."""
+    profile in ``stray``, folders of no project spec in ``foreign`` (``export_table``)."""
     if fmt not in FORMATS:
         raise ValueError(f"--format {fmt!r}: expected csv or parquet")
     if fmt == "parquet":  # before the table is built: a missing pyarrow was reported only
@@ -285,7 +296,7 @@ def write_export(path: Path, fmt: str, out: Path | None = None,
             import pyarrow  # noqa: F401
         except ImportError:
             raise ImportError(f"--format parquet needs pyarrow: {extra_hint('parquet')}") from None
-    df = export_table(out, skipped, tagged, stray)
+    df = export_table(out, skipped, tagged, stray, foreign)
     if fmt == "parquet":
         atomic_write_stream(path, lambda f: df.to_parquet(f, index=False))
     else:

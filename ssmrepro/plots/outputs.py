@@ -138,6 +138,15 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
     n_cases = max((len(str(r.label).split(LABEL_SEP)) for r in runs or []), default=0)
     checked: list[tuple[str, Any]] = []  # (key, config) whose columns all exist
 
+    def no_metric(what: str, listed: str | None = "aggregate.metrics") -> str:
+        """Why a metric has no column. An analytic spec's metrics are its table's: 'is not
+        aggregated (aggregate.metrics: ...)' sent the reader to aggregate.metrics, which an
+        analytic table does not read (adding the name there changed nothing)."""
+        if spec.analytic is not None:
+            return (f"{what} is not a metric of analytic table {spec.analytic.table!r} (its "
+                    f"metrics: {sorted(metrics)})")
+        return f"{what} is not aggregated" + (f" ({listed}: {sorted(metrics)})" if listed else "")
+
     def refs(key: str, cfg: Any) -> None:
         n = len(errors)
         for c in cfg.column_refs():
@@ -169,14 +178,15 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             errors.append(f"{path}: {key}.kind: {err.args[0]}")
             continue
         except ValidationError as err:
-            errors += format_errors(path, err, prefix=f"{key}.")
+            errors += format_errors(path, err, prefix=f"{key}.",
+                                    model=FIGURE_KINDS[raw["kind"]].Config)
             continue
         refs(key, cfg)
         errors += [f"{path}: {key}.{why}"
                    for why in getattr(cfg, "analytic_problems", lambda _: [])(spec)]
-        errors += [f"{path}: {key}.metric: {m!r} is not aggregated (aggregate.metrics: "
-                   f"{sorted(metrics)})" + (" (a band's column: aggregate.percentiles, or lo / "
-                                            "hi: null)" if re.search(r"\.p[0-9.]+$", m) else "")
+        errors += [f"{path}: {key}.metric: {no_metric(repr(m))}"
+                   + (" (a band's column: aggregate.percentiles, or lo / hi: null)"
+                      if re.search(r"\.p[0-9.]+$", m) else "")
                    for m in cfg.metrics() if m not in metrics]
         errors += [f"{path}: {key}.kind: {cfg.kind} needs `analysis: [{a}]`"
                    for a in cfg.analyses() if a not in spec.analysis]
@@ -230,7 +240,8 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             errors.append(f"{path}: {key}.check: {err.args[0]}")
             continue
         except ValidationError as err:
-            errors += format_errors(path, err, prefix=f"{key}.")
+            errors += format_errors(path, err, prefix=f"{key}.",
+                                    model=report.CHECKS[raw.get("check", report.DEFAULT_CHECK)].Config)
             continue
         refs(key, cfg)
         try:
@@ -249,8 +260,8 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         if not needs <= metrics:
             what = (repr(cfg.metric) if needs == {cfg.metric}
                     else f"{cfg.metric!r} needs {sorted(needs - metrics)}, which")
-            errors.append(f"{path}: {key}.metric: {what} is not aggregated "
-                          f"(aggregate.metrics and analysis metrics: {sorted(metrics)})")
+            errors.append(f"{path}: {key}.metric: "
+                          f"{no_metric(what, 'aggregate.metrics and analysis metrics')}")
         plain_given = []  # (j, given) on one metric's name: range-checked ('2 * test.acc >=
         # 1.5' is no accuracy above 1)
         for j, g in enumerate(cfg.given):  # an unknown metric read as NaN: the precondition
@@ -270,8 +281,8 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                 errors.append(f"{path}: {key}.given.{j}.metric: {g.metric!r} is {same:g} "
                               "whatever the metrics are (the precondition reads no run)")
             if not gneeds <= metrics:
-                errors.append(f"{path}: {key}.given.{j}.metric: {g.metric!r} is not aggregated "
-                              f"(aggregate.metrics and analysis metrics: {sorted(metrics)})")
+                errors.append(f"{path}: {key}.given.{j}.metric: "
+                              f"{no_metric(repr(g.metric), 'aggregate.metrics and analysis metrics')}")
         bounds = [(f"{key}.{f}", cfg.metric, getattr(cfg, f)) for f in ("value", "threshold")
                   if needs == {cfg.metric} and isinstance(getattr(cfg, f, None), float)]
         bounds += [(f"{key}.given.{j}.value", g.metric, g.value) for j, g in plain_given]
@@ -375,7 +386,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
             elif k not in known:
                 errors.append(f"{path}: paper_values.{i}.where.{k}: unknown column {k!r}")
         if pv.metric not in metrics | {N_PARAMS}:
-            errors.append(f"{path}: paper_values.{i}.metric: {pv.metric!r} is not aggregated")
+            errors.append(f"{path}: paper_values.{i}.metric: {no_metric(repr(pv.metric), None)}")
         errors += _unreachable(path, [(f"paper_values.{i}.value", pv.metric, pv.value)], spread)
         if spread.get(pv.metric) == _STD and pv.value < 0:  # as a negative loss: never matched
             errors.append(f"{path}: paper_values.{i}.value: {pv.value:g} for {pv.metric}, a "
@@ -1801,6 +1812,23 @@ def _of_chosen(table: pd.DataFrame, cells: pd.DataFrame, keys: list[str],
                   for row in table[have].itertuples(index=False)]].reset_index(drop=True)
 
 
+def _write_analytic(spec: Spec, path: Path) -> pd.DataFrame:
+    """Write an analytic spec's results table, its theory table (one row per grid point)."""
+    df = analytic_table(spec)
+    atomic_write_text(path, df.to_csv(index=False))
+    return df
+
+
+def write_analytic_table(spec: Spec, profile: str, root: Path) -> Path:
+    """An analytic spec's results.csv (`run --no-plot` wrote none: its table is no run record,
+    and the help promises results.csv whatever the figures)."""
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / output_name(spec, profile, "results", "csv")
+    with folder_lock(root, "writing the tables, figures and reports of"):
+        _write_analytic(spec, path)
+    return path
+
+
 def build(spec: Spec, profile: str, root: Path, overrides: dict | None = None,
           rerun: str | None = None) -> Outputs:
     """results.csv (from records), summary.csv, curves.csv, every figure and report.md of
@@ -1837,8 +1865,7 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
     counted = None  # the cells the runs are counted over (``cells`` unless a selection)
     chosen = None  # with a selection: the run ids of the candidates kept
     if spec.analytic is not None:  # a table computed from theory: its rows are the cells
-        df = analytic_table(spec)
-        atomic_write_text(out("results", "csv"), df.to_csv(index=False))
+        df = _write_analytic(spec, out("results", "csv"))
         keys = [LABEL, *spec.analytic.grid]
         cells = analytic_cells(df)
     else:

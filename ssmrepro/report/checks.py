@@ -234,6 +234,13 @@ def check_kind(name: str, Config: type[CheckConfig]):
 
 def parse_claim(raw: dict[str, Any]) -> CheckConfig:
     """The typed config of one ``claims:`` entry (KeyError: unknown check; ValidationError)."""
+    if "check" not in raw and "kind" in raw:  # a figure's `kind:` habit: the claim was read
+        # as a threshold and refused with 'kind: unknown key' plus the threshold's missing
+        # fields, none of which said how a claim names its check
+        kind = raw["kind"]
+        raise KeyError(f"a claim names its check with `check:`, not `kind:` (check: {kind}"
+                       + (")" if isinstance(kind, str) and kind in CHECKS
+                          else f"; known: {', '.join(CHECKS)})"))
     name = raw.get("check", DEFAULT_CHECK)
     if not isinstance(name, str) or name not in CHECKS:
         raise KeyError(f"unknown check {name!r} (known: {', '.join(CHECKS)})")

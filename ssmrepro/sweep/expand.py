@@ -281,9 +281,9 @@ def _apply_derived(cfg: dict[str, Any], derived: dict[str, str]) -> None:
 
 
 class SectionError(Exception):
-    def __init__(self, section: str, err: ValidationError):
+    def __init__(self, section: str, err: ValidationError, model: type | None = None):
         super().__init__(section)
-        self.section, self.err = section, err
+        self.section, self.err, self.model = section, err, model  # model: the config class
 
 
 def validate_sections(cfg: dict[str, Any]) -> tuple[TaskConfig, ModelConfig, TrainConfig]:
@@ -312,14 +312,14 @@ def validate_sections(cfg: dict[str, Any]) -> tuple[TaskConfig, ModelConfig, Tra
         try:
             out.append(cls(**cfg[section]))
         except ValidationError as err:
-            raise SectionError(section, err) from None
+            raise SectionError(section, err, cls) from None
     task, model, train = out
     evals, typed = {}, {}
     for name, overrides in train.evals.items():  # every evaluation set is a valid task config
         try:
             evals[name] = task_cls.Config(**{**task.model_dump(), **overrides})
         except ValidationError as err:
-            raise SectionError(f"train.evals.{name}", err) from None
+            raise SectionError(f"train.evals.{name}", err, task_cls.Config) from None
         dump = evals[name].model_dump(mode="json")
         typed[name] = {k: dump[k] for k in overrides}
     if json.dumps(typed, sort_keys=True) != json.dumps(train.evals, sort_keys=True, default=str):
@@ -718,7 +718,8 @@ def expand(spec: Spec, profile: str | None = None,
             for m in _lost_profile_sets(prof.set, overrides, cfg, ident):
                 grouped.setdefault(f"{spec.path}: profiles.{profile}.set.{m}", []).append(point)
         except SectionError as err:
-            for m in _format_errors(spec.path or spec.id, err.err, prefix=f"{err.section}."):
+            for m in _format_errors(spec.path or spec.id, err.err, prefix=f"{err.section}.",
+                                    model=err.model):
                 grouped.setdefault(m, []).append(point)
             continue
         except (KeyError, ValueError, expr.ExprError) as err:
