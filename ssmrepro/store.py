@@ -1271,9 +1271,12 @@ class Store:
             old = _table_rows(path) if written and from_records else {}
             # every copy of a row (one duplicated by hand, its first copy edited: only the
             # last was compared, and the edit was dropped without a word)
+            # (a run shared by two labels has a row per label: each copy's digest is kept; a
+            # ledger of an older ssmrepro keeps the last copy's alone)
             edited = sorted(rid for rid, rows in old.items()
                             if rid in from_records and rid in written
-                            and any(written[rid] != row and new.get(rid) != row for row in rows))
+                            and any(row not in _digest_list(written[rid])
+                                    and row not in new.get(rid, ()) for row in rows))
             if edited:
                 more = f" and {len(edited) - 3} more" if len(edited) > 3 else ""
                 self._warn(f"{name}: the row(s) of run(s) {', '.join(edited[:3])}{more} were "
@@ -1363,7 +1366,13 @@ def _hold_ledger(ledger: Path) -> int | None:
         os.close(fd)
 
 
-def _read_ledger(fd: int | None) -> dict[str, dict[str, str]]:
+def _digest_list(digests: str | list[str]) -> list[str]:
+    """The digests of a run's rows in a ledger: a list (one per copy), or the one string of a
+    ledger written before copies were kept (its last copy's)."""
+    return [digests] if isinstance(digests, str) else digests
+
+
+def _read_ledger(fd: int | None) -> dict[str, dict[str, list[str] | str]]:
     """The row digests of the tables written (``Store.write_table``), {} when there is none or
     it is not one (damaged: no row is judged edited)."""
     if fd is None:
@@ -1374,7 +1383,9 @@ def _read_ledger(fd: int | None) -> dict[str, dict[str, str]]:
     except (OSError, ValueError, RecursionError):
         return {}
     if not isinstance(ledger, dict) or not all(
-            isinstance(t, dict) and all(isinstance(d, str) for d in t.values())
+            isinstance(t, dict) and all(
+                isinstance(d, str) or (isinstance(d, list) and all(isinstance(x, str) for x in d))
+                for d in t.values())
             for t in ledger.values()):
         return {}
     return ledger
@@ -1406,10 +1417,13 @@ def _digested_rows(text: str) -> list[tuple[str, str]]:
             for row in rows if len(row) > at]
 
 
-def _row_digests(text: str) -> dict[str, str]:
-    """run id -> a digest of its (last) row, for the CSV ``text`` of a results table ({}
-    without a run_id column)."""
-    return dict(_digested_rows(text))
+def _row_digests(text: str) -> dict[str, list[str]]:
+    """run id -> the digests of its rows in order (a run shared by two labels has a row per
+    label), for the CSV ``text`` of a results table ({} without a run_id column)."""
+    out: dict[str, list[str]] = {}
+    for rid, digest in _digested_rows(text):
+        out.setdefault(rid, []).append(digest)
+    return out
 
 
 def _table_rows(path: Path) -> dict[str, list[str]]:
@@ -1419,13 +1433,10 @@ def _table_rows(path: Path) -> dict[str, list[str]]:
         text = read_small(path, MAX_TABLE_BYTES).decode("utf-8")
     except (OSError, ValueError):
         return {}
-    out: dict[str, list[str]] = {}
     try:
-        for rid, digest in _digested_rows(text):
-            out.setdefault(rid, []).append(digest)
+        return _row_digests(text)
     except csv.Error:
         return {}
-    return out
 
 
 def csv_text(df: pd.DataFrame) -> str:

@@ -18048,3 +18048,35 @@ def test_show_of_an_analytic_spec_shows_its_table_params_and_grid(tmp_path):
     doc = json.loads(res.stdout[res.stdout.index("{"):])
     assert doc["config"] == {"analytic": {"table": "yu_thm3", "params": {
         "n": 2, "trials": 2, "kappa": 1.0, "seed": 0}, "grid": {"c": [0.1, 1.0], "L": [10, 30]}}}
+
+
+def test_a_run_shared_by_two_labels_is_not_called_edited_by_hand(tmp_path):
+    """A run shared by two labels (cooper2026-fig12 quick: '(a) heads' and '(b) state' at heads 1,
+    d_state 1) has a row per label. The ledger of rows written kept one digest per run (its last
+    row's), so the first label's row, unchanged, differed from it: every later table write of
+    the same `run` warned 'changed since ssmrepro wrote them (edited by hand?)' about 6, then 10
+    such runs. Each copy's digest is kept now; an edited copy still warns, and a ledger of an
+    older ssmrepro (one digest per run) is still read."""
+    import json
+
+    from ssmrepro.store import TABLES_WRITTEN, Store
+
+    store = Store(tmp_path / "s")
+    store.runs.mkdir(parents=True)
+    table = store.root / "results.csv"
+    head = "run_id,label,metric.test.acc\n"
+    first = head + "a1,(a) heads,0.5\na1,(b) state,0.5\n"
+    store.write_table(table.name, first, {"a1"})
+    store.write_table(table.name, first + "b2,(a) heads,0.25\n", {"a1", "b2"})
+    assert store.warnings == []
+    table.write_text(head + "a1,(a) heads,0.75\na1,(b) state,0.5\nb2,(a) heads,0.25\n")
+    store.write_table(table.name, first, {"a1", "b2"})
+    assert len(store.warnings) == 1 and "run(s) a1 were changed" in store.warnings[0]
+    store.warnings.clear()
+    ledger = store.runs / TABLES_WRITTEN  # an older ssmrepro's: one digest (the last row's)
+    digests = json.loads(ledger.read_text())
+    ledger.write_text(json.dumps({t: {r: d[-1] for r, d in rows.items()}
+                                  for t, rows in digests.items()}))
+    table.write_text(head + "a1,(a) heads,0.5\na1,(b) state,0.75\n")
+    store.write_table(table.name, first, {"a1"})
+    assert len(store.warnings) == 1 and "run(s) a1 were changed" in store.warnings[0]
