@@ -18048,3 +18048,64 @@ def test_show_of_an_analytic_spec_shows_its_table_params_and_grid(tmp_path):
     doc = json.loads(res.stdout[res.stdout.index("{"):])
     assert doc["config"] == {"analytic": {"table": "yu_thm3", "params": {
         "n": 2, "trials": 2, "kappa": 1.0, "seed": 0}, "grid": {"c": [0.1, 1.0], "L": [10, 30]}}}
+
+
+def _tiny_analytic_spec(tmp_path, **over) -> Path:
+    """A tiny analytic spec (yu_thm3 on a 2 x 1 grid, 2 trials: a fraction of a second)."""
+    spec = tmp_path / "t-an.yaml"
+    spec.write_text(yaml.safe_dump({
+        "version": 1, "id": "t-an", "paper": "t", "title": "t", "tier": 3, "claim": "c",
+        "analytic": {"table": "yu_thm3", "params": {"n": 2, "trials": 2, "kappa": 1.0, "seed": 0},
+                     "grid": {"c": [0.1, 1.0], "L": [10]}},
+        "profiles": {p: {"description": "d"} for p in ("smoke", "quick", "paper")},
+        "figure": {"kind": "lines", "metric": "ratio_w", "x": "c"}, "notes": ["n"], **over}))
+    return spec
+
+
+def test_an_analytic_specs_aggregate_naming_what_its_table_lacks_is_refused(tmp_path):
+    """An analytic spec's `aggregate.metrics` naming a metric its table does not compute
+    (`ratio` beside yu_thm3's ratio_w, ratio_b, s4d_grad_b) was accepted and ignored, as were
+    percentiles and a selection (one computed row per cell: no seeds). `validate` and `run`
+    refuse them; the table's own metrics, and no aggregate at all, stay valid."""
+    for agg, needle in [
+        ({"metrics": ["ratio_w", "ratio"]}, "aggregate.metrics.1: 'ratio' is not a metric of "
+         "analytic table 'yu_thm3' (its metrics: ['ratio_b', 'ratio_w', 's4d_grad_b'])"),
+        ({"metrics": ["ratio_w"], "percentiles": [10]}, "aggregate.percentiles: analytic table "
+         "'yu_thm3' has one computed row per cell"),
+        ({"metrics": ["ratio_w"], "select": {"over": "c", "by": "ratio_w"}},
+         "aggregate.select: analytic table 'yu_thm3' has one computed row per cell")]:
+        spec = _tiny_analytic_spec(tmp_path, aggregate=agg)
+        _assert_refused(_invoke("validate", spec), needle)
+        _assert_refused(_invoke("run", spec, "--out", tmp_path / "o", "--no-plot"), needle)
+    for over in ({"aggregate": {"metrics": ["ratio_b", "ratio_w", "s4d_grad_b"]}}, {}):
+        res = _invoke("validate", _tiny_analytic_spec(tmp_path, **over))
+        assert res.exit_code == 0, res.output
+
+
+def test_run_of_an_analytic_spec_says_what_it_computed_not_runs_workers_or_backend(tmp_path):
+    """`run` of an analytic spec printed a device / backend line, '0 runs, 0 already done, 0 to
+    train in 0 packs (largest 0) on cpu, 1 worker' and 'trained 0 runs in 0 packs, 0s wall, 0s
+    CPU'; `--dry-run` '0 runs, 0 done, 0 pending in 0 packs'. They name the table and its rows."""
+    spec = _tiny_analytic_spec(tmp_path)
+    res = _invoke("run", spec, "--profile", "smoke", "--out", tmp_path / "o", "--no-plot")
+    text = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert re.search(r"t-an profile smoke: computed table yu_thm3 from theory: 2 rows \(one per "
+                     r"grid point\) in [0-9.]+ s; table: ", text), text
+    for gone in ("worker", "backend", "packs", "0 runs", "trained"):
+        assert gone not in text, text
+    res = _invoke("run", spec, "--profile", "smoke", "--out", tmp_path / "o", "--dry-run")
+    text = " ".join(res.output.split())
+    assert res.exit_code == 0 and ("t-an [smoke]: no runs: table yu_thm3 from theory: 2 rows "
+                                   "(one per grid point), written by `run` or `plot`") in text, text
+    assert "backend" not in text and "packs" not in text, text
+
+
+def test_a_sub_second_duration_is_not_printed_as_zero():
+    """A run summary said '0s wall, 0s CPU' for a sub-second command (a tiny run, an analytic
+    table, a pack that found its runs done): as if nothing had been timed. Every duration line
+    (run summary, dry-run estimate, pack line, front page) reads util.human_seconds."""
+    from ssmrepro.util import human_seconds
+
+    assert [human_seconds(s) for s in (0, 0.004, 0.3, 0.96, 1.4, 89, 95, 5399, 5400)] == [
+        "0 s", "0.004 s", "0.3 s", "1 s", "1 s", "89 s", "2 min", "90 min", "1.5 h"]

@@ -34,6 +34,7 @@ from ..sweep import (
     unique_runs,
 )
 from ..train import construction_problems, init_std_problems, lr_scale_problems
+from ..util import human_seconds
 from .costs import CostModel, cache_file
 from .local import (
     Event,
@@ -329,7 +330,7 @@ def _pack_line(store: Store, ev: Event, n_packs: int, elapsed: float) -> str:
     acc = f", test.acc {min(accs):.3f}–{max(accs):.3f}" if accs else ""  # (rich markup: a label
     #                                       like [hybrid] read as a style tag vanished unescaped)
     return (f"  pack {ev.pack + 1}/{n_packs} done: {len(ev.run_ids)} runs {labels}{acc} "
-            f"({elapsed:.0f}s elapsed)")
+            f"({human_seconds(elapsed)} elapsed)")
 
 
 def run_experiment(
