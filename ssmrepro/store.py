@@ -996,7 +996,6 @@ class Store:
             marker = base if k == 0 else base.with_name(f"{base.name}.{k}")
             try:
                 os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # umask
-                return marker
             except FileExistsError:
                 try:
                     if time.time() - marker.stat().st_mtime < MARKER_DEBRIS_S:
@@ -1007,6 +1006,18 @@ class Store:
                 if now is None or now.get("nonce") != seen["nonce"]:
                     return None  # taken over (its taker's marker aged since), or removed
             except OSError:  # cannot write here
+                return None
+            else:
+                try:  # still the claim judged stale? Between that look and this marker, another
+                    # process may have taken it over, trained, released it (markers and all)
+                    # and a third claimed the run afresh: the marker was made again, and that
+                    # live claim replaced (two processes trained the run)
+                    now = self._read_claim(path)
+                except OSError:
+                    now = None
+                if now is not None and now.get("nonce") == seen["nonce"]:
+                    return marker
+                marker.unlink(missing_ok=True)
                 return None
         return None
 

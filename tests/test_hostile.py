@@ -18109,3 +18109,58 @@ def test_a_sub_second_duration_is_not_printed_as_zero():
 
     assert [human_seconds(s) for s in (0, 0.004, 0.3, 0.96, 1.4, 89, 95, 5399, 5400)] == [
         "0 s", "0.004 s", "0.3 s", "1 s", "1 s", "89 s", "2 min", "90 min", "1.5 h"]
+
+
+def test_a_stale_claims_taker_that_was_overtaken_does_not_replace_a_fresh_claim(tmp_path,
+                                                                               monkeypatch):
+    """Two takers of one dead holder's claim: the taker read it stale; before it made its
+    takeover marker, a cleaner (or another taker) removed the claim with its marker (a marker
+    whose claim is gone is removed too), and a third `run` claimed the run afresh. The late
+    taker's marker (`.taken.<nonce>`, or the next generation `.1` beside a dead taker's debris)
+    was made anew, so it won too and replaced the live claim: two processes trained the run.
+    A marker is kept only while the claim is still the one judged stale."""
+    import subprocess
+    import sys
+
+    from ssmrepro.store import MARKER_DEBRIS_S, Store
+
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    for debris in (False, True):
+        root = tmp_path / str(debris)
+        taker, cleaner, fresh = Store(root), Store(root), Store(root)
+        taker.claims.mkdir(parents=True)
+        path = taker.claims / "r1.claim"
+        path.write_text(json.dumps({"host": taker.host, "pid": p.pid, "time": 0, "nonce": "old"}))
+        if debris:  # a taker killed between its marker and the claim, over a minute ago
+            marker = taker.claims / "r1.claim.taken.old"
+            marker.touch()
+            os.utime(marker, (time.time() - MARKER_DEBRIS_S - 1,) * 2)
+        seen = taker._read_claim(path)
+        assert taker._is_stale(path, seen)
+        cleaner.cleanup()  # the stale claim removed, its markers with it
+        assert not path.exists() and fresh.claim("r1") and fresh.holds("r1")
+        assert not taker.take_over("r1", seen)
+        assert fresh.holds("r1") and sorted(q.name for q in taker.claims.iterdir()) == ["r1.claim"]
+    # two takers past a dead taker's debris at once: the second read the claim (still stale)
+    # just before the first made the next generation and replaced the claim: one wins
+    root = tmp_path / "race"
+    a, b = Store(root), Store(root)
+    a.claims.mkdir(parents=True)
+    path = a.claims / "r1.claim"
+    path.write_text(json.dumps({"host": a.host, "pid": p.pid, "time": 0, "nonce": "old"}))
+    marker = a.claims / "r1.claim.taken.old"
+    marker.touch()
+    os.utime(marker, (time.time() - MARKER_DEBRIS_S - 1,) * 2)
+    seen = a._read_claim(path)
+    read, wins = Store._read_claim, []
+
+    def a_acts_after_b_read(self, claim):
+        info = read(self, claim)
+        if self is b and not wins:
+            wins.append(a.take_over("r1", seen))
+        return info
+
+    monkeypatch.setattr(Store, "_read_claim", a_acts_after_b_read)
+    wins.append(b.take_over("r1", seen))
+    assert wins == [True, False] and a.holds("r1") and not b.holds("r1"), wins
