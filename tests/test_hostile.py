@@ -17438,7 +17438,8 @@ def test_a_run_whose_stale_claim_cannot_be_taken_yet_is_planned_again_after_a_pa
 
     run = expand(load_spec(_one_run_spec(tmp_path)), "smoke")[0]
     store = type("Unheld", (), {"is_done": lambda self, r: False,  # its holder is gone
-                                "holder": lambda self, r: None})()
+                                "holder": lambda self, r: None,
+                                "takeover_wait": lambda self, r: None})()
     tr = engine._Tracker(store, 1)
     tr.skipped.add(run.run_id)
     slept = []
@@ -18164,3 +18165,51 @@ def test_a_stale_claims_taker_that_was_overtaken_does_not_replace_a_fresh_claim(
     monkeypatch.setattr(Store, "_read_claim", a_acts_after_b_read)
     wins.append(b.take_over("r1", seen))
     assert wins == [True, False] and a.holds("r1") and not b.holds("r1"), wins
+
+
+def test_a_run_waits_out_a_killed_takers_marker_without_planning_packs_meanwhile(
+        tmp_path, monkeypatch):
+    """A `run` waiting on the runs of a holder killed (kill -9), whose stale claim a taker
+    killed in between had marked (`.taken.<nonce>`): for up to a minute (MARKER_DEBRIS_S) no
+    one may take it over, yet the run was planned again at every poll, each time a new pack
+    that could not claim it: 'packs 13/13 ended', then 14/14 and on (the pack counter past its
+    total). It now waits, naming the takeover, and plans the run once the marker has aged, when
+    its claim can be taken."""
+    import io
+    import subprocess
+    import sys
+
+    from rich.console import Console
+
+    import ssmrepro.engine as engine
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import MARKER_DEBRIS_S, Store
+    from ssmrepro.sweep import expand
+
+    run = expand(load_spec(_one_run_spec(tmp_path)), "smoke")[0]
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    store = Store(tmp_path / "store")
+    store.claims.mkdir(parents=True)
+    path = store.claims / f"{run.run_id}.claim"
+    path.write_text(json.dumps({"host": store.host, "pid": p.pid, "time": 0, "nonce": "old"}))
+    marker = store.claims / f"{run.run_id}.claim.taken.old"
+    marker.touch()  # made moments ago by a taker killed before it replaced the claim
+    assert store.holder(run.run_id) is None and store.takeover_wait(run.run_id) > 0
+    slept = []
+
+    def sleep(s):  # the marker ages a minute while the run waits
+        slept.append(s)
+        os.utime(marker, (time.time() - MARKER_DEBRIS_S - 1,) * 2)
+
+    monkeypatch.setattr(engine.time, "sleep", sleep)
+    tr = engine._Tracker(store, 1)
+    tr.skipped.add(run.run_id)
+    out = io.StringIO()
+    quiet = type("P", (), {"advance": lambda *a: None})()
+    packs = engine._wait_for_others(tr, {run.run_id: run}, store, None, "cpu", quiet, 0,
+                                    Console(file=out, width=300), 7.0, first_index=1)
+    assert slept == [7.0] and [p.runs for _, p in packs] == [[run]], slept
+    assert "waiting for 1 runs claimed by another process (a takeover of a stale claim" in \
+        out.getvalue(), out.getvalue()
+    assert store.takeover_wait(run.run_id) is None and store.claim(run.run_id)
