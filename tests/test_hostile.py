@@ -18213,3 +18213,51 @@ def test_a_run_waits_out_a_killed_takers_marker_without_planning_packs_meanwhile
     assert "waiting for 1 runs claimed by another process (a takeover of a stale claim" in \
         out.getvalue(), out.getvalue()
     assert store.takeover_wait(run.run_id) is None and store.claim(run.run_id)
+
+
+def test_the_memory_estimate_of_an_mqar_step_counts_the_positions_it_reads_out(tmp_path):
+    """huang2025-figA3's MQAR (4 queries of T = 50 supervised, 516 classes): a training step
+    reads out the 4 supervised positions only (train.supervised_positions), but the estimate
+    counted the read-out at all 50 (the task declared only a lower bound on its supervised
+    positions): 2.4x what the Mamba step keeps. The task now declares an upper bound too
+    (TaskInfo.most_supervised), and the estimate counts what is read; the Mamba-2 (three convs)
+    mixer's own estimate, which that excess had hidden, counted 0.5-0.9x what it keeps (its SSD
+    chunks, padding and input): each model's estimate is at least what the step keeps, and at
+    most 1.5x."""
+    import torch
+
+    from ssmrepro.models import activation_floats, build_model
+    from ssmrepro.models.init import initialise
+    from ssmrepro.models.mixers.common import scan_path
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.tasks import build_task
+    from ssmrepro.tasks.base import TRAIN
+    from ssmrepro.train import training_loss
+
+    task_cfg = {"name": "mqar_huang", "kappa": 4, "vocab": 512, "T": 50}
+    base = {"name": "mamba_lm", "d_model": 32, "d_state": 8, "n_layers": 1, "d_conv": 4,
+            "expand": 1, "gate": False}
+    for what, over in [("s6", {"core": "s6"}), ("m2", {"mixer": "mamba2_3conv"})]:
+        spec = write_spec(tmp_path, name=f"mq-{what}", task=task_cfg, model={**base, **over},
+                          sweep=[])
+        run = expand(load_spec(spec), "smoke")[0]
+        task = build_task(run.task)
+        assert task.info.read_positions == 4
+        model = build_model(run.model, task.info, 1)
+        initialise(model, [0])
+        batch = task.sample(torch.tensor([1]), TRAIN, torch.arange(8)[None])
+        params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+        kept = {}
+
+        def keep(t, params=params, kept=kept):
+            s = t.untyped_storage()
+            if s.data_ptr() not in params:
+                kept[s.data_ptr()] = s.nbytes()
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
+            training_loss(model, batch, torch.float32, None)
+        with scan_path("cpu"):
+            est = 4 * 8 * activation_floats(run.model, task.info)
+        assert sum(kept.values()) <= est <= 1.5 * sum(kept.values()), (what, est, sum(kept.values()))
