@@ -996,7 +996,6 @@ class Store:
             marker = base if k == 0 else base.with_name(f"{base.name}.{k}")
             try:
                 os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # umask
-                return marker
             except FileExistsError:
                 try:
                     if time.time() - marker.stat().st_mtime < MARKER_DEBRIS_S:
@@ -1008,7 +1007,40 @@ class Store:
                     return None  # taken over (its taker's marker aged since), or removed
             except OSError:  # cannot write here
                 return None
+            else:
+                try:  # still the claim judged stale? Between that look and this marker, another
+                    # process may have taken it over, trained, released it (markers and all)
+                    # and a third claimed the run afresh: the marker was made again, and that
+                    # live claim replaced (two processes trained the run)
+                    now = self._read_claim(path)
+                except OSError:
+                    now = None
+                if now is not None and now.get("nonce") == seen["nonce"]:
+                    return marker
+                marker.unlink(missing_ok=True)
+                return None
         return None
+
+    def takeover_wait(self, run_id: str) -> float | None:
+        """Seconds until the run's stale claim can be taken over, where a takeover marker of
+        that claim is younger than ``MARKER_DEBRIS_S`` (a taker replacing it now, or one killed
+        in between: ``_take_marker`` lets no one else take it until then); None otherwise. A
+        `run` waiting on the run planned it again at every poll meanwhile, each time a new pack
+        that could not claim it: 'packs 13/13 ended', then 14/14 and on for up to a minute."""
+        path = self._claim_path(run_id)
+        info = self._read_claim(path)
+        if info is None or not self._is_stale(path, info):
+            return None
+        base = f"{path.name}.taken.{_safe(str(info['nonce']))}"
+        young = []
+        try:
+            for marker in self.claims.glob(f"{base}*"):
+                if marker.name == base or re.fullmatch(r"\.\d+", marker.name[len(base):]):
+                    young.append(MARKER_DEBRIS_S - (time.time() - marker.stat().st_mtime))
+        except OSError:  # a marker gone meanwhile, or claims/ unreadable: nothing to wait for
+            return None
+        wait = max(young, default=0.0)
+        return wait if wait > 0 else None
 
     def claim(self, run_id: str) -> bool:
         """Try to own a run; True if this process may train it."""

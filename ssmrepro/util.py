@@ -101,6 +101,18 @@ def os_message(err: OSError) -> str:
     return f"cannot use{where}: {what}"
 
 
+def human_seconds(sec: float) -> str:
+    """A duration for a person: '0.3 s', '42 s', '7 min', '2.5 h' (one place for every such
+    line: a sub-second time read '0 s' or '0s CPU', as if nothing had been timed)."""
+    if 0 < sec < 1:
+        return f"{sec:.1g} s"
+    if sec < 90:
+        return f"{sec:.0f} s"
+    if sec < 5400:
+        return f"{sec / 60:.0f} min"
+    return f"{sec / 3600:.1f} h"
+
+
 def utc_time() -> str:
     """Now as ISO 8601 in UTC, e.g. ``2026-11-28T14:20:05Z``: what a record keeps of when it was
     measured (bench records kept local time without a zone, so the roofline table's date was a

@@ -17438,7 +17438,8 @@ def test_a_run_whose_stale_claim_cannot_be_taken_yet_is_planned_again_after_a_pa
 
     run = expand(load_spec(_one_run_spec(tmp_path)), "smoke")[0]
     store = type("Unheld", (), {"is_done": lambda self, r: False,  # its holder is gone
-                                "holder": lambda self, r: None})()
+                                "holder": lambda self, r: None,
+                                "takeover_wait": lambda self, r: None})()
     tr = engine._Tracker(store, 1)
     tr.skipped.add(run.run_id)
     slept = []
@@ -18080,3 +18081,215 @@ def test_a_run_shared_by_two_labels_is_not_called_edited_by_hand(tmp_path):
     table.write_text(head + "a1,(a) heads,0.5\na1,(b) state,0.75\n")
     store.write_table(table.name, first, {"a1"})
     assert len(store.warnings) == 1 and "run(s) a1 were changed" in store.warnings[0]
+
+
+def _tiny_analytic_spec(tmp_path, **over) -> Path:
+    """A tiny analytic spec (yu_thm3 on a 2 x 1 grid, 2 trials: a fraction of a second)."""
+    spec = tmp_path / "t-an.yaml"
+    spec.write_text(yaml.safe_dump({
+        "version": 1, "id": "t-an", "paper": "t", "title": "t", "tier": 3, "claim": "c",
+        "analytic": {"table": "yu_thm3", "params": {"n": 2, "trials": 2, "kappa": 1.0, "seed": 0},
+                     "grid": {"c": [0.1, 1.0], "L": [10]}},
+        "profiles": {p: {"description": "d"} for p in ("smoke", "quick", "paper")},
+        "figure": {"kind": "lines", "metric": "ratio_w", "x": "c"}, "notes": ["n"], **over}))
+    return spec
+
+
+def test_an_analytic_specs_aggregate_naming_what_its_table_lacks_is_refused(tmp_path):
+    """An analytic spec's `aggregate.metrics` naming a metric its table does not compute
+    (`ratio` beside yu_thm3's ratio_w, ratio_b, s4d_grad_b) was accepted and ignored, as were
+    percentiles and a selection (one computed row per cell: no seeds). `validate` and `run`
+    refuse them; the table's own metrics, and no aggregate at all, stay valid."""
+    for agg, needle in [
+        ({"metrics": ["ratio_w", "ratio"]}, "aggregate.metrics.1: 'ratio' is not a metric of "
+         "analytic table 'yu_thm3' (its metrics: ['ratio_b', 'ratio_w', 's4d_grad_b'])"),
+        ({"metrics": ["ratio_w"], "percentiles": [10]}, "aggregate.percentiles: analytic table "
+         "'yu_thm3' has one computed row per cell"),
+        ({"metrics": ["ratio_w"], "select": {"over": "c", "by": "ratio_w"}},
+         "aggregate.select: analytic table 'yu_thm3' has one computed row per cell")]:
+        spec = _tiny_analytic_spec(tmp_path, aggregate=agg)
+        _assert_refused(_invoke("validate", spec), needle)
+        _assert_refused(_invoke("run", spec, "--out", tmp_path / "o", "--no-plot"), needle)
+    for over in ({"aggregate": {"metrics": ["ratio_b", "ratio_w", "s4d_grad_b"]}}, {}):
+        res = _invoke("validate", _tiny_analytic_spec(tmp_path, **over))
+        assert res.exit_code == 0, res.output
+
+
+def test_run_of_an_analytic_spec_says_what_it_computed_not_runs_workers_or_backend(tmp_path):
+    """`run` of an analytic spec printed a device / backend line, '0 runs, 0 already done, 0 to
+    train in 0 packs (largest 0) on cpu, 1 worker' and 'trained 0 runs in 0 packs, 0s wall, 0s
+    CPU'; `--dry-run` '0 runs, 0 done, 0 pending in 0 packs'. They name the table and its rows."""
+    spec = _tiny_analytic_spec(tmp_path)
+    res = _invoke("run", spec, "--profile", "smoke", "--out", tmp_path / "o", "--no-plot")
+    text = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    assert re.search(r"t-an profile smoke: computed table yu_thm3 from theory: 2 rows \(one per "
+                     r"grid point\) in [0-9.]+ s; table: ", text), text
+    for gone in ("worker", "backend", "packs", "0 runs", "trained"):
+        assert gone not in text, text
+    res = _invoke("run", spec, "--profile", "smoke", "--out", tmp_path / "o", "--dry-run")
+    text = " ".join(res.output.split())
+    assert res.exit_code == 0 and ("t-an [smoke]: no runs: table yu_thm3 from theory: 2 rows "
+                                   "(one per grid point), written by `run` or `plot`") in text, text
+    assert "backend" not in text and "packs" not in text, text
+
+
+def test_a_sub_second_duration_is_not_printed_as_zero():
+    """A run summary said '0s wall, 0s CPU' for a sub-second command (a tiny run, an analytic
+    table, a pack that found its runs done): as if nothing had been timed. Every duration line
+    (run summary, dry-run estimate, pack line, front page) reads util.human_seconds."""
+    from ssmrepro.util import human_seconds
+
+    assert [human_seconds(s) for s in (0, 0.004, 0.3, 0.96, 1.4, 89, 95, 5399, 5400)] == [
+        "0 s", "0.004 s", "0.3 s", "1 s", "1 s", "89 s", "2 min", "90 min", "1.5 h"]
+
+
+def test_a_stale_claims_taker_that_was_overtaken_does_not_replace_a_fresh_claim(tmp_path,
+                                                                               monkeypatch):
+    """Two takers of one dead holder's claim: the taker read it stale; before it made its
+    takeover marker, a cleaner (or another taker) removed the claim with its marker (a marker
+    whose claim is gone is removed too), and a third `run` claimed the run afresh. The late
+    taker's marker (`.taken.<nonce>`, or the next generation `.1` beside a dead taker's debris)
+    was made anew, so it won too and replaced the live claim: two processes trained the run.
+    A marker is kept only while the claim is still the one judged stale."""
+    import subprocess
+    import sys
+
+    from ssmrepro.store import MARKER_DEBRIS_S, Store
+
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    for debris in (False, True):
+        root = tmp_path / str(debris)
+        taker, cleaner, fresh = Store(root), Store(root), Store(root)
+        taker.claims.mkdir(parents=True)
+        path = taker.claims / "r1.claim"
+        path.write_text(json.dumps({"host": taker.host, "pid": p.pid, "time": 0, "nonce": "old"}))
+        if debris:  # a taker killed between its marker and the claim, over a minute ago
+            marker = taker.claims / "r1.claim.taken.old"
+            marker.touch()
+            os.utime(marker, (time.time() - MARKER_DEBRIS_S - 1,) * 2)
+        seen = taker._read_claim(path)
+        assert taker._is_stale(path, seen)
+        cleaner.cleanup()  # the stale claim removed, its markers with it
+        assert not path.exists() and fresh.claim("r1") and fresh.holds("r1")
+        assert not taker.take_over("r1", seen)
+        assert fresh.holds("r1") and sorted(q.name for q in taker.claims.iterdir()) == ["r1.claim"]
+    # two takers past a dead taker's debris at once: the second read the claim (still stale)
+    # just before the first made the next generation and replaced the claim: one wins
+    root = tmp_path / "race"
+    a, b = Store(root), Store(root)
+    a.claims.mkdir(parents=True)
+    path = a.claims / "r1.claim"
+    path.write_text(json.dumps({"host": a.host, "pid": p.pid, "time": 0, "nonce": "old"}))
+    marker = a.claims / "r1.claim.taken.old"
+    marker.touch()
+    os.utime(marker, (time.time() - MARKER_DEBRIS_S - 1,) * 2)
+    seen = a._read_claim(path)
+    read, wins = Store._read_claim, []
+
+    def a_acts_after_b_read(self, claim):
+        info = read(self, claim)
+        if self is b and not wins:
+            wins.append(a.take_over("r1", seen))
+        return info
+
+    monkeypatch.setattr(Store, "_read_claim", a_acts_after_b_read)
+    wins.append(b.take_over("r1", seen))
+    assert wins == [True, False] and a.holds("r1") and not b.holds("r1"), wins
+
+
+def test_a_run_waits_out_a_killed_takers_marker_without_planning_packs_meanwhile(
+        tmp_path, monkeypatch):
+    """A `run` waiting on the runs of a holder killed (kill -9), whose stale claim a taker
+    killed in between had marked (`.taken.<nonce>`): for up to a minute (MARKER_DEBRIS_S) no
+    one may take it over, yet the run was planned again at every poll, each time a new pack
+    that could not claim it: 'packs 13/13 ended', then 14/14 and on (the pack counter past its
+    total). It now waits, naming the takeover, and plans the run once the marker has aged, when
+    its claim can be taken."""
+    import io
+    import subprocess
+    import sys
+
+    from rich.console import Console
+
+    import ssmrepro.engine as engine
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import MARKER_DEBRIS_S, Store
+    from ssmrepro.sweep import expand
+
+    run = expand(load_spec(_one_run_spec(tmp_path)), "smoke")[0]
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    store = Store(tmp_path / "store")
+    store.claims.mkdir(parents=True)
+    path = store.claims / f"{run.run_id}.claim"
+    path.write_text(json.dumps({"host": store.host, "pid": p.pid, "time": 0, "nonce": "old"}))
+    marker = store.claims / f"{run.run_id}.claim.taken.old"
+    marker.touch()  # made moments ago by a taker killed before it replaced the claim
+    assert store.holder(run.run_id) is None and store.takeover_wait(run.run_id) > 0
+    slept = []
+
+    def sleep(s):  # the marker ages a minute while the run waits
+        slept.append(s)
+        os.utime(marker, (time.time() - MARKER_DEBRIS_S - 1,) * 2)
+
+    monkeypatch.setattr(engine.time, "sleep", sleep)
+    tr = engine._Tracker(store, 1)
+    tr.skipped.add(run.run_id)
+    out = io.StringIO()
+    quiet = type("P", (), {"advance": lambda *a: None})()
+    packs = engine._wait_for_others(tr, {run.run_id: run}, store, None, "cpu", quiet, 0,
+                                    Console(file=out, width=300), 7.0, first_index=1)
+    assert slept == [7.0] and [p.runs for _, p in packs] == [[run]], slept
+    assert "waiting for 1 runs claimed by another process (a takeover of a stale claim" in \
+        out.getvalue(), out.getvalue()
+    assert store.takeover_wait(run.run_id) is None and store.claim(run.run_id)
+
+
+def test_the_memory_estimate_of_an_mqar_step_counts_the_positions_it_reads_out(tmp_path):
+    """huang2025-figA3's MQAR (4 queries of T = 50 supervised, 516 classes): a training step
+    reads out the 4 supervised positions only (train.supervised_positions), but the estimate
+    counted the read-out at all 50 (the task declared only a lower bound on its supervised
+    positions): 2.4x what the Mamba step keeps. The task now declares an upper bound too
+    (TaskInfo.most_supervised), and the estimate counts what is read; the Mamba-2 (three convs)
+    mixer's own estimate, which that excess had hidden, counted 0.5-0.9x what it keeps (its SSD
+    chunks, padding and input): each model's estimate is at least what the step keeps, and at
+    most 1.5x."""
+    import torch
+
+    from ssmrepro.models import activation_floats, build_model
+    from ssmrepro.models.init import initialise
+    from ssmrepro.models.mixers.common import scan_path
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.tasks import build_task
+    from ssmrepro.tasks.base import TRAIN
+    from ssmrepro.train import training_loss
+
+    task_cfg = {"name": "mqar_huang", "kappa": 4, "vocab": 512, "T": 50}
+    base = {"name": "mamba_lm", "d_model": 32, "d_state": 8, "n_layers": 1, "d_conv": 4,
+            "expand": 1, "gate": False}
+    for what, over in [("s6", {"core": "s6"}), ("m2", {"mixer": "mamba2_3conv"})]:
+        spec = write_spec(tmp_path, name=f"mq-{what}", task=task_cfg, model={**base, **over},
+                          sweep=[])
+        run = expand(load_spec(spec), "smoke")[0]
+        task = build_task(run.task)
+        assert task.info.read_positions == 4
+        model = build_model(run.model, task.info, 1)
+        initialise(model, [0])
+        batch = task.sample(torch.tensor([1]), TRAIN, torch.arange(8)[None])
+        params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+        kept = {}
+
+        def keep(t, params=params, kept=kept):
+            s = t.untyped_storage()
+            if s.data_ptr() not in params:
+                kept[s.data_ptr()] = s.nbytes()
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
+            training_loss(model, batch, torch.float32, None)
+        with scan_path("cpu"):
+            est = 4 * 8 * activation_floats(run.model, task.info)
+        assert sum(kept.values()) <= est <= 1.5 * sum(kept.values()), (what, est, sum(kept.values()))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import re
 import shlex
+import time
 from pathlib import Path
 
 import typer
@@ -30,6 +31,7 @@ from ..spec import (
     load_spec,
     spec_paths,
 )
+from ..util import human_seconds
 from .app import (
     RESUME,
     command,
@@ -436,7 +438,7 @@ def run(
                                  "on stdout (progress goes to stderr)"),
 ) -> None:
     """Train an experiment's runs (resuming finished ones), then write CSV, figure and report."""
-    from ..engine import ENGINES, run_experiment
+    from ..engine import ENGINES, RunSummary, run_experiment
     from ..engine import dry_run as plan_dry_run
     from ..engine.local import thread_override
     from ..plots import validate_outputs
@@ -493,7 +495,13 @@ def run(
     be, why = backend_for_dtypes(be, why, backend, dtypes, dev)
     if id_taken(spec) and not dry_run:  # it would write into the project spec's folder
         fail([id_taken(spec)])
-    out_console.print(f"[dim]{escape(why)}[/]")
+    if spec.analytic is None:  # (no device trains an analytic table)
+        out_console.print(f"[dim]{escape(why)}[/]")
+    if dry_run and spec.analytic is not None and not as_json:  # it said '0 runs, 0 done, 0
+        # pending in 0 packs (largest 0); 0 run-steps to train' (--json's counts are right)
+        console.print(f"{spec.id} {escape(f'[{profile}]')}: no runs: {_analytic_rows(spec)}, "
+                      "written by `run` or `plot`")
+        return
     if dry_run:
         _read_root(out)
         # the Ray engine never calibrates (its packs are sized by memory alone): the dry run
@@ -534,7 +542,7 @@ def run(
         if d.estimate_s is not None:
             part = (f"at least (the {d.pending - d.untimed_runs} of {d.pending} pending runs "
                     "that could be timed) " if d.untimed_runs else "")
-            console.print(f"estimated wall-clock on {escape(dev)}: {part}{_human(d.estimate_s)} (one "
+            console.print(f"estimated wall-clock on {escape(dev)}: {part}{human_seconds(d.estimate_s)} (one "
                           f"worker; {d.estimate_how})")
         return
     from ..plots import output_paths, write_analytic_table
@@ -543,23 +551,31 @@ def run(
     _write_root(out)
     for path in output_paths(spec, profile, _root(spec, out), overrides, figures=not no_plot):
         check_replaceable(path)  # a folder in its place failed after the whole sweep
-    s = run_experiment(spec, profile, out, dev, be, max_runs, pack_size, workers, out_console,
-                       calibrate=calibrate, overrides=overrides, engine=engine, address=address,
-                       cpus_per_pack=cpus_per_pack, warn_console=err_console)
-    if spec.analytic is not None:  # its table is computed, no run record: it said 'table: -
-        # (no run has a record)', and `--no-plot` wrote no results.csv at all
-        s.csv = write_analytic_table(spec, profile, _root(spec, out))
-    parts = [f"trained {s.trained} runs in {s.packs} packs, {s.wall_s:.0f}s wall, "
-             f"{s.cpu_s:.0f}s CPU"]
-    if s.elsewhere:
-        parts.append(f"{s.elsewhere} finished by another process")
-    if s.failed:
-        parts.append(f"[red]{s.failed} failed[/]")
-    if s.not_run:
-        parts.append(f"[red]{s.not_run} not trained[/]")
-    table = (escape(str(s.csv)) if s.csv is not None and s.csv.is_file()
-             else "- (no run has a record)")
-    out_console.print("; ".join(parts) + f"; table: {table}")
+    if spec.analytic is not None:  # its table is computed, no run to train: it printed '0 runs,
+        # 0 already done, 0 to train in 0 packs ... on cpu, 1 worker' under a device and backend
+        # line, then 'trained 0 runs in 0 packs' (and said 'table: - (no run has a record)', and
+        # `--no-plot` wrote no results.csv at all, before that)
+        t0 = time.time()
+        csv = write_analytic_table(spec, profile, _root(spec, out))
+        s = RunSummary(0, 0, 0, 0, 0, 0, 0, time.time() - t0, csv)
+        out_console.print(f"[bold]{spec.id}[/] profile [cyan]{escape(profile)}[/]: computed "
+                          f"{_analytic_rows(spec)} in {human_seconds(s.wall_s)}; table: "
+                          f"{escape(str(csv))}")
+    else:
+        s = run_experiment(spec, profile, out, dev, be, max_runs, pack_size, workers,
+                           out_console, calibrate=calibrate, overrides=overrides, engine=engine,
+                           address=address, cpus_per_pack=cpus_per_pack, warn_console=err_console)
+        parts = [f"trained {s.trained} runs in {s.packs} packs, {human_seconds(s.wall_s)} wall, "
+                 f"{human_seconds(s.cpu_s)} CPU"]
+        if s.elsewhere:
+            parts.append(f"{s.elsewhere} finished by another process")
+        if s.failed:
+            parts.append(f"[red]{s.failed} failed[/]")
+        if s.not_run:
+            parts.append(f"[red]{s.not_run} not trained[/]")
+        table = (escape(str(s.csv)) if s.csv is not None and s.csv.is_file()
+                 else "- (no run has a record)")
+        out_console.print("; ".join(parts) + f"; table: {table}")
     where = [*(["--engine", engine] if engine != "local" else []),
              *(["--address", address] if address is not None else []),
              *(["--device", device] if device != "auto" else []),
@@ -600,6 +616,13 @@ def run(
         raise typer.Exit(1)
 
 
+def _analytic_rows(spec) -> str:
+    """'table yu_thm3 from theory: 42 rows (one per grid point)'."""
+    rows = math.prod(len(v) for v in spec.analytic.grid.values())
+    return (f"table {escape(spec.analytic.table)} from theory: {rows} "
+            f"row{'s' if rows != 1 else ''} (one per grid point)")
+
+
 def _ray_dry_run_note(dev: str, device: str, pack_size: int | None) -> str:
     """What `run --engine ray --dry-run` plans for: this machine (its device, its memory, its
     timings), which a Ray run's packs and time follow only in part."""
@@ -624,14 +647,6 @@ def _left_line(d, max_runs: int | None) -> str:
     left = d.total - d.done - d.pending
     return (f"; {left} more not planned (--max-runs {max_runs}): a later run trains them"
             if left > 0 else "")
-
-
-def _human(sec: float) -> str:
-    if sec < 120:
-        return f"{sec:.0f} s"
-    if sec < 7200:
-        return f"{sec / 60:.0f} min"
-    return f"{sec / 3600:.1f} h"
 
 
 def _outputs(spec, profile: str, out: Path | None, overrides: dict | None = None,

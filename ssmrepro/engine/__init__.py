@@ -24,7 +24,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 
 from ..kernels.backend import BackendError, backend_problem, scan_backend
 from ..spec import Spec, SpecError
-from ..store import Store, open_store, output_name, results_dir
+from ..store import MARKER_DEBRIS_S, Store, open_store, output_name, results_dir
 from ..sweep import (
     RunConfig,
     expand,
@@ -34,6 +34,7 @@ from ..sweep import (
     unique_runs,
 )
 from ..train import construction_problems, init_std_problems, lr_scale_problems
+from ..util import human_seconds
 from .costs import CostModel, cache_file
 from .local import (
     Event,
@@ -329,7 +330,7 @@ def _pack_line(store: Store, ev: Event, n_packs: int, elapsed: float) -> str:
     acc = f", test.acc {min(accs):.3f}–{max(accs):.3f}" if accs else ""  # (rich markup: a label
     #                                       like [hybrid] read as a style tag vanished unescaped)
     return (f"  pack {ev.pack + 1}/{n_packs} done: {len(ev.run_ids)} runs {labels}{acc} "
-            f"({elapsed:.0f}s elapsed)")
+            f"({human_seconds(elapsed)} elapsed)")
 
 
 def run_experiment(
@@ -554,7 +555,9 @@ def _wait_for_others(tr: _Tracker, by_id: dict[str, RunConfig], store: Store,
         waiting = [r for r in waiting if r not in tr.elsewhere]
         if not waiting:
             return []
-        free = [r for r in waiting if store.holder(r) is None]
+        # a stale claim whose takeover marker is young cannot be claimed yet: planned now, its
+        # pack ended unclaimed at every poll (the pack counter past its total for a minute)
+        free = [r for r in waiting if store.holder(r) is None and store.takeover_wait(r) is None]
         if free:
             if tr.offered.intersection(free):  # planned before, and not claimed: its stale
                 # claim is being taken over, or cannot be yet (``Store.take_over``). It was
@@ -565,7 +568,8 @@ def _wait_for_others(tr: _Tracker, by_id: dict[str, RunConfig], store: Store,
             packs = plan([by_id[r] for r in free], pack_size, device, budget_bytes=budget)
             return [(first_index + k, p) for k, p in enumerate(packs)]
         if not announced:
-            holders = sorted({h for h in (store.holder(r) for r in waiting) if h})
+            holders = sorted({store.holder(r) or "a takeover of a stale claim (its marker "
+                              f"expires within {MARKER_DEBRIS_S:.0f} s)" for r in waiting})
             console.print(f"waiting for {len(waiting)} runs claimed by another process "
                           f"({escape('; '.join(holders[:3]))}); Ctrl-C stops waiting, re-run to resume")
             announced = True

@@ -95,8 +95,16 @@ def activation_floats(config: ModelConfig, info) -> int:
     floats += sum(cfg.blocks[n].activation_floats(d, L) for n in cfg.layer_names())
     floats += L * d * (0 if cfg.final_norm == "none" else 1)
     floats *= n_inputs
-    if cfg.head == "per_position":
-        floats += 6 * L * C if info.loss == "mse" else L * (C + d)
+    P = info.read_positions
+    if cfg.head == "per_position" and info.loss == "mse":
+        floats += 6 * L * C
+    elif cfg.head == "per_position" and P < L:  # the P supervised positions gathered: their
+        # kept exponentials, features, row weights and log-sum-exps, and what the gather keeps,
+        # all L features and the int64 sort of the positions (L·(C + d) counted: 2.4x
+        # huang2025-figA3's MQAR Mamba step, 4 of T = 50 positions supervised, 516 classes)
+        floats += P * (C + d + 6) + L * (d + 2)
+    elif cfg.head == "per_position":
+        floats += L * (C + d)
     else:
         floats += n_inputs * d + (4 * d + 2 * (cfg.head_hidden or d) if cfg.head == "dual_pool" else 0)
         floats += 3 * C

@@ -37,7 +37,14 @@ from ..spec import (
 )
 from ..store import TableError, output_name, read_results, results_dir
 from ..sweep import expand
-from ..util import atomic_write_text, folder_lock, read_small, remove_dead_temps, repo_root
+from ..util import (
+    atomic_write_text,
+    folder_lock,
+    human_seconds,
+    read_small,
+    remove_dead_temps,
+    repo_root,
+)
 from .export import result_files
 from .outputs import Outputs, build, figure_stem, validate_outputs
 from .registry import parse_figure
@@ -225,14 +232,6 @@ def orphan_folders(out: Path | None = None) -> list[Path]:
     return found
 
 
-def _human(sec: float) -> str:
-    if sec < 90:
-        return f"{sec:.0f} s"
-    if sec < 5400:
-        return f"{sec / 60:.0f} min"
-    return f"{sec / 3600:.1f} h"
-
-
 def training_time(csv: Path, profile: str | None = None) -> str:
     """Sum of the pack wall times of a results table (each row carries its pack's wall_s and
     pack_size; a run's time once, whatever labels it has rows under), e.g. '4 min'; '' when the
@@ -256,7 +255,7 @@ def training_time(csv: Path, profile: str | None = None) -> str:
     w = pd.to_numeric(df["wall_s"], errors="coerce")
     n = pd.to_numeric(df["pack_size"], errors="coerce").where(lambda x: x > 0)
     total = float((w / n).sum(min_count=1))
-    return "" if math.isnan(total) else _human(total)
+    return "" if math.isnan(total) else human_seconds(total)
 
 
 MAX_REPORT_BYTES = 16 << 20  # a report is a page of markdown

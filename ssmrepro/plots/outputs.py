@@ -120,6 +120,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         except KeyError as err:
             return [f"{path}: analytic.table: {err.args[0]}"]
         sets: set[str] = set()
+        errors += _analytic_aggregate_problems(spec, metrics)
     else:
         if runs is None:
             runs = expand(spec, spec.default_profile)
@@ -900,6 +901,25 @@ _SET_METRICS = ("loss", "acc", "mse", "best_acc", "best_mse", "avg_loss", "max_r
 # loss and score; `p34.best_acc` or `test.max_rise` passed as names some set records, and gave an
 # empty column like `tets.acc`
 _METRICS_OF = SET_METRICS
+
+
+def _analytic_aggregate_problems(spec: Spec, metrics: set[str]) -> list[str]:
+    """'file: aggregate...: reason' for what an analytic spec's ``aggregate`` names and its table
+    never reads: a metric the table does not compute (``metrics: [ratio]`` beside yu_thm3's
+    ratio_w, ratio_b, s4d_grad_b was accepted and ignored: no column, no word), percentiles or a
+    selection (a table has one row per cell, no seeds to combine or choose from)."""
+    path = spec.path or spec.id
+    agg, table = spec.aggregate, spec.analytic.table
+    out = []
+    if "metrics" in agg.model_fields_set:  # the default test.acc is no one's choice
+        out += [f"{path}: aggregate.metrics.{i}: {m!r} is not a metric of analytic table "
+                f"{table!r} (its metrics: {sorted(metrics)})"
+                for i, m in enumerate(agg.metrics) if m not in metrics]
+    for key in ("percentiles", "select"):
+        if getattr(agg, key):
+            out.append(f"{path}: aggregate.{key}: analytic table {table!r} has one computed row "
+                       "per cell (no seeds to combine or choose from): remove it")
+    return out
 
 
 def aggregate_metric_problems(spec: Spec, runs: list) -> list[str]:

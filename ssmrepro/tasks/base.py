@@ -149,6 +149,10 @@ class TaskInfo:
                 sure). Evaluation reads out the supervised positions only when they are at most
                 half (``train.supervised_positions``): the memory estimate's lower bound counts
                 ``output_positions`` of them, not L
+    most_supervised  per-position targets: the most supervised positions any sample can have
+                (None: not bounded, up to L). With ``fewest_supervised`` >= 1 it bounds what a
+                training step reads out (``read_positions``): the memory estimate counts those
+                positions' logits, not L (MQAR: κ of T)
     """
 
     vocab_size: int
@@ -160,6 +164,7 @@ class TaskInfo:
     loss: Literal["cross_entropy", "mse"] = "cross_entropy"
     next_token: bool = False
     fewest_supervised: int | None = None
+    most_supervised: int | None = None
 
     @property
     def output_positions(self) -> int:
@@ -170,6 +175,19 @@ class TaskInfo:
         if K is None or self.target != "per_position" or self.loss != "cross_entropy" or 2 * K > L:
             return L
         return max(K, 1)
+
+    @property
+    def read_positions(self) -> int:
+        """The most positions per sample a training step reads out (``train.supervised_positions``
+        gathers the K supervised ones of the most supervised sample when 1 <= K <= L/2, else
+        takes all L): ``most_supervised`` where every sample surely has one (a batch without a
+        supervised position reads all L) and it is at most L/2, else L. An upper bound: the
+        read-out's memory counted at it is never below what the step keeps."""
+        most, fewest, L = self.most_supervised, self.fewest_supervised, self.seq_len
+        if (most is None or fewest is None or fewest < 1 or 2 * most > L
+                or self.target != "per_position" or self.loss != "cross_entropy"):
+            return L
+        return max(most, 1)
 
 
 def incompatibility(base: TaskInfo, other: TaskInfo) -> str | None:

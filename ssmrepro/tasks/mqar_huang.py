@@ -68,7 +68,7 @@ class MQARHuang(Task):
     def info(self) -> TaskInfo:
         c = self.config
         return TaskInfo(vocab_size=c.kappa + c.vocab, n_classes=c.kappa + c.vocab, seq_len=c.T,
-                        fewest_supervised=c.kappa)  # the kappa queries
+                        fewest_supervised=c.kappa, most_supervised=c.kappa)  # the kappa queries
 
     def eval_problem(self, other: Task) -> str | None:
         # kappa + vocab kept (the outputs fit): keys are ids 0..kappa-1, values the next |V|
