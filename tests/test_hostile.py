@@ -18048,3 +18048,43 @@ def test_show_of_an_analytic_spec_shows_its_table_params_and_grid(tmp_path):
     doc = json.loads(res.stdout[res.stdout.index("{"):])
     assert doc["config"] == {"analytic": {"table": "yu_thm3", "params": {
         "n": 2, "trials": 2, "kappa": 1.0, "seed": 0}, "grid": {"c": [0.1, 1.0], "L": [10, 30]}}}
+
+
+def test_the_single_head_mamba2_estimate_counts_the_ssd_chunk_states_it_keeps(tmp_path):
+    """huang2025's single-head Mamba-2 (`mamba2_3conv`) runs the same torch SSD as Mamba-2, but
+    its memory estimate still took a chunk of 64 and one chunk state per chunk (the SSD's chunks
+    are 16 long and it keeps 8 forms of each state): huang2025-fig2's Mamba-2 at d 64, N 28,
+    T 100 was estimated at 0.44x what getrusage measured, below even the tensors a training step
+    keeps for its backward, so `run` let a run through that then used twice its estimate."""
+    import torch
+
+    from ssmrepro.models import activation_floats, build_model
+    from ssmrepro.models.init import initialise
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.tasks import build_task
+    from ssmrepro.tasks.base import TRAIN
+    from ssmrepro.train import training_loss
+
+    model_cfg = {"name": "mamba_lm", "d_model": 32, "d_state": 28, "n_layers": 1,
+                 "expand": 1, "gate": False, "mixer": "mamba2_3conv"}
+    spec = write_spec(tmp_path, name="est-m23", model=model_cfg, sweep=[],
+                      task={"name": "mqar_huang", "kappa": 8, "vocab": 32, "T": 100})
+    run = expand(load_spec(spec), "smoke")[0]
+    task = build_task(run.task)
+    model = build_model(run.model, task.info, 1)
+    initialise(model, [0])
+    batch = task.sample(torch.tensor([1]), TRAIN, torch.arange(8)[None])
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    kept = {}
+
+    def keep(t):
+        s = t.untyped_storage()
+        if s.data_ptr() not in params:
+            kept[s.data_ptr()] = s.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
+        training_loss(model, batch, torch.float32, None)
+    est = 4 * 8 * activation_floats(run.model, task.info)
+    assert sum(kept.values()) <= est <= 3 * sum(kept.values()), (est, sum(kept.values()))

@@ -44,7 +44,7 @@ from .common import (
     dt_bias_init,
     refuse_mamba2_ranges,
 )
-from .mamba2 import SSD_CHUNK
+from .mamba2 import ssd_floats
 
 
 class Mamba2ThreeConvConfig(MixerConfig):
@@ -69,12 +69,16 @@ class Mamba2ThreeConvConfig(MixerConfig):
         return self
 
     def activation_floats(self, d_model: int, L: int) -> int:
-        """projections, convs and SiLUs 3·(Di + 2N); Δ; gate 2·Di; y; SSD intra-chunk Q × Q and
-        chunk states Di·N."""
+        """projections, convs and SiLUs 3·(Di + 2N); Δ; gate 2·Di; y; out; the SSD's inputs as
+        it takes them (x·Δ, B and C per head) and its head-major copies of them and of its
+        output, 4·(Di + N); its one head's chunk matrices and chunk states (``ssd_floats``: the
+        same torch SSD as Mamba-2's). A chunk of 64 and one chunk state per chunk were counted
+        (huang2025-fig2's Mamba-2 at d 64, N 28, T 100 estimated 0.44x what getrusage measured:
+        the SSD's chunks are 16 long and it keeps 8 forms of each state)."""
         Di, N = self.expand * d_model, self.d_state
-        Q = min(L, SSD_CHUNK)
-        per_pos = 3 * (Di + 2 * N) + 2 + 2 * self.gate * Di + Di + self.out_proj * d_model + 2 * Q
-        return L * per_pos + (L // Q + 1) * Di * N
+        per_pos = (3 * (Di + 2 * N) + 2 + 2 * self.gate * Di + Di + self.out_proj * d_model
+                   + 4 * (Di + N))
+        return L * per_pos + ssd_floats(L, Di, 1, N)
 
 
 @register(Mamba2ThreeConvConfig)
