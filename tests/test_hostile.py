@@ -18088,3 +18088,23 @@ def test_the_single_head_mamba2_estimate_counts_the_ssd_chunk_states_it_keeps(tm
         training_loss(model, batch, torch.float32, None)
     est = 4 * 8 * activation_floats(run.model, task.info)
     assert sum(kept.values()) <= est <= 3 * sum(kept.values()), (est, sum(kept.values()))
+
+
+def test_lr_scale_and_decay_all_refusals_are_printed_once_per_point_not_per_seed(tmp_path):
+    """`validate koren2026-tab10 --set train.decay_all=true` printed each run's 'train.decay_all:
+    ... exempts none' line once per seed: five identical lines per variant in the paper profile
+    (and so did an lr_scale group its model lacks)."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import lr_scale_problems
+
+    train = {"optimizer": "adamw", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 8,
+             "test_size": 8, "eval_every": 2, "eval_batch_size": 8, "weight_decay": 0.1,
+             "decay_all": True, "lr_scale": {"delta": 2.0}}
+    lin = {"label": "lin", "set": {"model": {"name": "linear_mamba", "d_model": 8,
+                                             "d_state": 4}}}
+    runs = expand(load_spec(write_spec(tmp_path, train=train, seeds=[0, 1, 2],
+                                       sweep=[{"cases": [lin]}])), "smoke")
+    assert len(runs) == 3
+    bad = lr_scale_problems(runs)
+    assert [b.split(":")[0] for b in bad] == ["train.lr_scale", "train.decay_all"], bad
