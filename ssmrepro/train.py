@@ -316,18 +316,22 @@ def lr_scale_problems(runs: list) -> list[str]:
         label = f" {r.label}" if r.label else ""
         model = getattr(r.model, "name", type(r.model).__name__)
         missing = [g for g in r.train.lr_scale if g not in have]
+        lines = []
         if missing:
             s = "s" if len(missing) > 1 else ""
-            out.append(f"train.lr_scale: run{label} scales learning-rate group{s} "
-                       f"{', '.join(repr(g) for g in missing)}, but its model ({model}) has no "
-                       f"parameter in {'them' if s else 'it'} (its groups: "
-                       f"{', '.join(sorted(have)) or 'none'}): the scale would change nothing; "
-                       f"leave {'them' if s else 'it'} out of this run's lr_scale")
+            lines.append(f"train.lr_scale: run{label} scales learning-rate group{s} "
+                         f"{', '.join(repr(g) for g in missing)}, but its model ({model}) has "
+                         f"no parameter in {'them' if s else 'it'} (its groups: "
+                         f"{', '.join(sorted(have)) or 'none'}): the scale would change "
+                         f"nothing; leave {'them' if s else 'it'} out of this run's lr_scale")
         if r.train.decay_all and not exempt:
-            out.append(f"train.decay_all: run{label} decays every parameter, but its model "
-                       f"({model}) exempts none from weight decay (no norm, bias or SSM "
-                       "parameter tagged no_weight_decay): every parameter decays either way; "
-                       "leave decay_all out")
+            lines.append(f"train.decay_all: run{label} decays every parameter, but its model "
+                         f"({model}) exempts none from weight decay (no norm, bias or SSM "
+                         "parameter tagged no_weight_decay): every parameter decays either way; "
+                         "leave decay_all out")
+        # once per line: the seeds of a point (koren2026-tab10's paper profile: 5) printed it
+        # once each, the same line five times
+        out.extend(line for line in lines if line not in out)
     return out
 
 

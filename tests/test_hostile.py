@@ -18293,3 +18293,63 @@ def test_the_memory_estimate_of_an_mqar_step_counts_the_positions_it_reads_out(t
         with scan_path("cpu"):
             est = 4 * 8 * activation_floats(run.model, task.info)
         assert sum(kept.values()) <= est <= 1.5 * sum(kept.values()), (what, est, sum(kept.values()))
+
+
+def test_the_single_head_mamba2_estimate_counts_the_ssd_chunk_states_it_keeps(tmp_path):
+    """huang2025's single-head Mamba-2 (`mamba2_3conv`) runs the same torch SSD as Mamba-2, but
+    its memory estimate still took a chunk of 64 and one chunk state per chunk (the SSD's chunks
+    are 16 long and it keeps 8 forms of each state): huang2025-fig2's Mamba-2 at d 64, N 28,
+    T 100 was estimated at 0.44x what getrusage measured, below even the tensors a training step
+    keeps for its backward, so `run` let a run through that then used twice its estimate."""
+    import torch
+
+    from ssmrepro.models import activation_floats, build_model
+    from ssmrepro.models.init import initialise
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.tasks import build_task
+    from ssmrepro.tasks.base import TRAIN
+    from ssmrepro.train import training_loss
+
+    model_cfg = {"name": "mamba_lm", "d_model": 32, "d_state": 28, "n_layers": 1,
+                 "expand": 1, "gate": False, "mixer": "mamba2_3conv"}
+    spec = write_spec(tmp_path, name="est-m23", model=model_cfg, sweep=[],
+                      task={"name": "mqar_huang", "kappa": 8, "vocab": 32, "T": 100})
+    run = expand(load_spec(spec), "smoke")[0]
+    task = build_task(run.task)
+    model = build_model(run.model, task.info, 1)
+    initialise(model, [0])
+    batch = task.sample(torch.tensor([1]), TRAIN, torch.arange(8)[None])
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    kept = {}
+
+    def keep(t):
+        s = t.untyped_storage()
+        if s.data_ptr() not in params:
+            kept[s.data_ptr()] = s.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
+        training_loss(model, batch, torch.float32, None)
+    est = 4 * 8 * activation_floats(run.model, task.info)
+    assert sum(kept.values()) <= est <= 3 * sum(kept.values()), (est, sum(kept.values()))
+
+
+def test_lr_scale_and_decay_all_refusals_are_printed_once_per_point_not_per_seed(tmp_path):
+    """`validate koren2026-tab10 --set train.decay_all=true` printed each run's 'train.decay_all:
+    ... exempts none' line once per seed: five identical lines per variant in the paper profile
+    (and so did an lr_scale group its model lacks)."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import lr_scale_problems
+
+    train = {"optimizer": "adamw", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 8,
+             "test_size": 8, "eval_every": 2, "eval_batch_size": 8, "weight_decay": 0.1,
+             "decay_all": True, "lr_scale": {"delta": 2.0}}
+    lin = {"label": "lin", "set": {"model": {"name": "linear_mamba", "d_model": 8,
+                                             "d_state": 4}}}
+    runs = expand(load_spec(write_spec(tmp_path, train=train, seeds=[0, 1, 2],
+                                       sweep=[{"cases": [lin]}])), "smoke")
+    assert len(runs) == 3
+    bad = lr_scale_problems(runs)
+    assert [b.split(":")[0] for b in bad] == ["train.lr_scale", "train.decay_all"], bad

@@ -55,7 +55,19 @@ from .common import (
     refuse_mamba2_ranges,
 )
 
-SSD_CHUNK = 64  # the chunk length assumed by the memory estimate (kernels.ssd picks its own)
+
+def ssd_floats(L: int, Di: int, H: int, N: int) -> int:
+    """Floats per sample that the torch SSD (``kernels.ssd``, at its own chunk length
+    Q = ``default_ssd_chunk(L)``, 16 for most L; the CUDA kernel's chunks are longer) keeps for
+    the backward of one layer of H heads over Di channels with N states, beyond the per-position
+    copies of its inputs and output: the intra-chunk (Q × Q) decay / score matrices per head,
+    2·H·Q per position, and, with more than one chunk, the chunk states (H·P·N = Di·N per chunk)
+    in the 6 forms the backward keeps and 2 it builds: 8·Di·N per chunk (Mamba-2 and huang2025's
+    single-head Mamba-2 share it)."""
+    Q = default_ssd_chunk(L)
+    nc = -(-L // Q)
+    return 2 * H * Q * L + (8 * nc * Di * N if nc > 1 else 0)
+
 
 
 class Mamba2Config(MixerConfig):
@@ -95,19 +107,13 @@ class Mamba2Config(MixerConfig):
 
     def activation_floats(self, d_model: int, L: int) -> int:
         """in_proj out (kept twice), conv out + SiLU (2·(Di + 2GN)), Δ, gate and norm with the
-        SSD's head-major copies (8·Di), out; SSD (the
-        torch ``kernels.ssd``, at its own chunk length Q = ``default_ssd_chunk(L)``, 16 for
-        most L; the CUDA kernel's chunks are longer): the intra-chunk (Q × Q) decay / score
-        matrices per head and, with more than one chunk, the chunk states (H·P·N = Di·N per
-        chunk) in the 6 forms the backward keeps and 2 it builds: 8·Di·N per chunk. With Q
+        SSD's head-major copies (8·Di), out; the SSD's chunk matrices and states
+        (:func:`ssd_floats`). With Q
         taken as 64 and one chunk state, chen2025-fig9's Mamba (L 29, two chunks of 16) was
         estimated at 0.74x the step getrusage measured."""
         Di, G, N, H = self.expand * d_model, self.ngroups, self.d_state, self.n_heads(d_model)
-        Q = default_ssd_chunk(L)
-        nc = -(-L // Q)
-        per_pos = (2 * (2 * Di + 2 * G * N + H) + 3 * (Di + 2 * G * N) + 2 * H + 8 * Di + d_model
-                   + 2 * H * Q)
-        return L * per_pos + (8 * nc * Di * N if nc > 1 else 0)
+        per_pos = 2 * (2 * Di + 2 * G * N + H) + 3 * (Di + 2 * G * N) + 2 * H + 8 * Di + d_model
+        return L * per_pos + ssd_floats(L, Di, H, N)
 
 
 class SSDConv(PackedCausalConv):

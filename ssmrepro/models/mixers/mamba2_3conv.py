@@ -27,7 +27,6 @@ from pydantic import Field, model_validator
 from torch import nn
 
 from ...kernels.backend import ssd_scan
-from ...kernels.ssd import default_ssd_chunk
 from ..layers import (
     PackedCausalConv,
     PackedLinear,
@@ -45,6 +44,7 @@ from .common import (
     dt_bias_init,
     refuse_mamba2_ranges,
 )
+from .mamba2 import ssd_floats
 
 
 class Mamba2ThreeConvConfig(MixerConfig):
@@ -69,21 +69,16 @@ class Mamba2ThreeConvConfig(MixerConfig):
         return self
 
     def activation_floats(self, d_model: int, L: int) -> int:
-        """What the forward keeps for backward (autograd's saved tensors): per position its
-        input (the projections'), d, the convs' outputs and SiLUs, 3·Di + 4·N, Δ 2, the gate
-        4·Di, out_proj's input Di; the
-        torch ``kernels.ssd`` at its own chunk length Q = ``default_ssd_chunk(L)`` over the
-        padded length nc·Q: its x 2·Di, B and C 3·N, decays 2 per position, the intra-chunk
-        Q × Q matrices 3 per chunk (+ 2), the chunk states Di·N twice per chunk (more than one) and the
-        chunk-level decays 3·nc². Counted with Q = 64 and one chunk state per chunk, it was
-        0.51x the saved tensors at T = 100, d = 128, N = 64 (huang2025-figA3's paper grid)."""
+        """projections, convs and SiLUs 3·(Di + 2N); Δ; gate 2·Di; y; out; the SSD's inputs as
+        it takes them (x·Δ, B and C per head) and its head-major copies of them and of its
+        output, 4·(Di + N); its one head's chunk matrices and chunk states (``ssd_floats``: the
+        same torch SSD as Mamba-2's). A chunk of 64 and one chunk state per chunk were counted
+        (huang2025-fig2's Mamba-2 at d 64, N 28, T 100 estimated 0.44x what getrusage measured:
+        the SSD's chunks are 16 long and it keeps 8 forms of each state)."""
         Di, N = self.expand * d_model, self.d_state
-        Q = default_ssd_chunk(L)
-        nc = -(-L // Q)
-        per_pos = d_model + 3 * Di + 4 * N + 2 + 4 * self.gate * Di + self.out_proj * Di
-        padded = nc * Q * (2 * Di + 3 * N + 2)
-        states = 2 * nc * Di * N if nc > 1 else 0  # (one chunk: none)
-        return L * per_pos + padded + states + 3 * nc * Q * Q + 2 * Q * Q + 3 * nc * nc + 2  # + λ
+        per_pos = (3 * (Di + 2 * N) + 2 + 2 * self.gate * Di + Di + self.out_proj * d_model
+                   + 4 * (Di + N))
+        return L * per_pos + ssd_floats(L, Di, 1, N)
 
 
 @register(Mamba2ThreeConvConfig)
