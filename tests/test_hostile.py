@@ -18048,3 +18048,37 @@ def test_show_of_an_analytic_spec_shows_its_table_params_and_grid(tmp_path):
     doc = json.loads(res.stdout[res.stdout.index("{"):])
     assert doc["config"] == {"analytic": {"table": "yu_thm3", "params": {
         "n": 2, "trials": 2, "kappa": 1.0, "seed": 0}, "grid": {"c": [0.1, 1.0], "L": [10, 30]}}}
+
+
+def test_a_list_valued_paper_panels_key_is_read_as_the_spec_reads_yaml(tmp_path, monkeypatch):
+    """A ``paper_panels`` key or target that spells a list was read with yaml.safe_load (YAML
+    1.1), the spec with YAML 1.2: ``'[1e-5, 0.9]'`` became the text '1e-5', so the key named no
+    panel (the panel's list holds the number 1e-05) while validate passed, and the panel showed
+    its own paper value without a word; ``[yes, 010]`` was [true, 8]. A key nested thousands
+    deep raised RecursionError (a traceback). Now YAML 1.2, and a deep key spells no list."""
+    import matplotlib.axes
+    from test_checks import Run
+    from test_outputs import _ctx, _draw
+
+    from ssmrepro.plots.registry import list_panels
+    from ssmrepro.spec import PaperValue
+
+    assert list_panels({"col": "train.betas", "paper_panels": {"[1e-5, 0.9]": "[1e-3, 0.9]",
+                                                               "[yes, 010]": "x"}}) == {
+        "col": "train.betas", "paper_panels": {"[1e-05, 0.9]": [0.001, 0.9], '["yes", 10]': "x"}}
+    runs = [Run("", {"train.betas": v, "model.d": 8, "task.T": 10}) for v in ([1e-5, 0.9],
+                                                                             [0.001, 0.9])]
+    ctx = _ctx(tmp_path, runs, [0.1, 0.5])
+    ctx.spec.paper_values = [PaperValue(where={"train.betas": [0.001, 0.9], "model.d": 8},
+                                        value=0.6)]
+    texts = []
+    monkeypatch.setattr(matplotlib.axes.Axes, "text", lambda self, x, y, s, **kw: texts.append(s))
+    assert _draw(ctx, {"kind": "heatmaps", "col": "train.betas", "x": "task.T", "y": "model.d",
+                       "paper_panels": {"[1e-5, 0.9]": "[1e-3, 0.9]"}}, tmp_path / "h.png")
+    assert texts == ["0.10 (0.60)", "0.50 (0.60)"], texts
+    deep = "[" * 3000 + "]" * 3000
+    spec = write_spec(tmp_path, seeds=[0], figure={
+        "kind": "heatmaps", "metric": "test.acc", "col": "train.betas", "x": "model.d_state",
+        "y": "model.d_model", "paper_panels": {deep: "x"}},
+        sweep=[{"grid": {"train.betas": [[0.9, 0.99], [0.8, 0.95]]}}])
+    _assert_refused(_invoke("validate", spec), "is no train.betas of any run")

@@ -28,7 +28,7 @@ from pydantic import AfterValidator, BeforeValidator, ConfigDict, StringConstrai
 
 from ..report.cells import PaperValueLookup, finished, is_case_ref, listed_keys
 from ..report.columns import DEFAULT_METRIC, LABEL, N_DIVERGED, N_OK
-from ..spec import NAME_PATTERN
+from ..spec import NAME_PATTERN, parse_yaml
 from ..store import is_loss
 from ..util import DrawnText, NoBoolNumbers, check_registration, encode_cell
 
@@ -128,12 +128,16 @@ ACCURACY_YLIM = (-0.02, 1.02)
 
 
 def _as_list(text: Any) -> list | None:
-    """The list a panel's name spells (``[0.9, 0.99]``, ``'[SSM, TF]'``), None if it is none."""
+    """The list a panel's name spells (``[0.9, 0.99]``, ``'[SSM, TF]'``), None if it is none.
+    Read as the spec is (``parse_yaml``, YAML 1.2): yaml.safe_load read ``[1e-5, 0.9]`` as the
+    text '1e-5' (the panel's list holds the number 1e-05, so the key matched no panel and its
+    paper values were silently not shown) and ``[yes, 010]`` as [true, 8]; a list nested
+    thousands deep, or an integer of thousands of digits, spells none (it raised)."""
     if not isinstance(text, str) or not text.lstrip().startswith("["):
         return None
     try:
-        v = yaml.safe_load(text)
-    except yaml.YAMLError:
+        v = parse_yaml(text)
+    except (yaml.YAMLError, ValueError, RecursionError):
         return None
     return v if isinstance(v, list) else None
 
