@@ -18082,3 +18082,33 @@ def test_a_list_valued_paper_panels_key_is_read_as_the_spec_reads_yaml(tmp_path,
         "y": "model.d_model", "paper_panels": {deep: "x"}},
         sweep=[{"grid": {"train.betas": [[0.9, 0.99], [0.8, 0.95]]}}])
     _assert_refused(_invoke("validate", spec), "is no train.betas of any run")
+
+
+def test_a_best_of_seeds_curve_is_never_a_diverged_seeds_beside_a_finished_one(
+        tmp_path, monkeypatch):
+    """`curves` with `seeds: best` chose the seed of the best last finite value, a diverged
+    seed's value just before its NaN counting: a loss 1.0, 0.5, 0.2, NaN was drawn as 'best of
+    2 seeds' over the finished seed's 1.0, 0.6, 0.3, 0.25 (a curve that stops midway), where the
+    cell's best of seeds (the report's) is never a diverged seed. It chooses among the seeds
+    that finished ok; with none finished, among them all."""
+    import numpy as np
+    import pandas as pd
+
+    import ssmrepro.plots.curves as curves_mod
+
+    nan = np.nan
+    div, ok = [1.0, 0.5, 0.2, nan], [1.0, 0.6, 0.3, 0.25]
+    seen = []
+    monkeypatch.setattr(curves_mod, "save_png", lambda fig, path, **kw: seen.extend(
+        ln.get_ydata().tolist() for ln in fig.axes[0].get_lines()))
+    for statuses, want in ((("diverged", "ok"), ok), (("diverged", "diverged"), div)):
+        df = pd.DataFrame({"run_id": [f"r{s}" for s in range(2) for _ in range(4)],
+                           "label": "M", "seed": [s for s in range(2) for _ in range(4)],
+                           "status": [st for st in statuses for _ in range(4)],
+                           "step": [0, 100, 200, 300] * 2, "val.loss": div + ok})
+        df["samples"] = df["step"] * 8
+        ctx = _curves_context(tmp_path, df)
+        seen.clear()
+        cfg = curves_mod.CurvesConfig(kind="curves", series=["val.loss"], seeds="best")
+        assert curves_mod.curves(ctx, cfg, tmp_path / "f.png")
+        assert np.allclose(seen[0], want, equal_nan=True), (statuses, seen)
