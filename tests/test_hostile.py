@@ -18112,3 +18112,35 @@ def test_a_best_of_seeds_curve_is_never_a_diverged_seeds_beside_a_finished_one(
         cfg = curves_mod.CurvesConfig(kind="curves", series=["val.loss"], seeds="best")
         assert curves_mod.curves(ctx, cfg, tmp_path / "f.png")
         assert np.allclose(seen[0], want, equal_nan=True), (statuses, seen)
+
+
+def test_a_registered_check_verdict_whose_ours_is_beyond_a_float_leaves_the_claim_missing():
+    """A registered check's verdict whose ``ours`` or ``bound`` is an int (or Fraction) beyond
+    a float's range (a count of states, ``2 ** 1100``) raised OverflowError in run_check, where
+    an int is taken as its float: a traceback after training, in plot. The claim is MISSING,
+    saying so, without printing the digits (str() refuses an int of over 4,300)."""
+    from fractions import Fraction
+    from types import SimpleNamespace
+    from typing import Literal
+
+    from ssmrepro.report import _ours
+    from ssmrepro.report.checks import CHECKS, ThresholdConfig, Verdict, check_kind, parse_claim, run_check
+
+    returned = {}
+
+    class Cfg(ThresholdConfig):
+        check: Literal["t_big"] = "t_big"
+
+    check_kind("t_big", Cfg)(lambda ctx, cfg: [returned["v"]])
+    try:
+        cfg = parse_claim({"check": "t_big", "text": "claim B", "op": ">=", "value": 0.5})
+        ctx = SimpleNamespace(eval_sets=None)
+        for ours, bound, what in [(2 ** 1100, None, "ours is int"), (10 ** 5000, None, "ours is int"),
+                                  (0.9, Fraction(10 ** 400, 3), "bound is Fraction")]:
+            returned["v"] = Verdict("claim", "t", "PASS", ours, bound=bound)
+            (v,) = run_check(ctx, cfg)
+            assert (v.text, v.verdict, v.ours) == ("claim B", "MISSING", None), v
+            assert f"returned a verdict whose {what} beyond a float's range" in v.detail, v.detail
+            assert _ours(v) == "—"
+    finally:
+        CHECKS.pop("t_big", None)
