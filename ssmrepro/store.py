@@ -999,7 +999,10 @@ class Store:
                 return marker
             except FileExistsError:
                 try:
-                    if time.time() - marker.stat().st_mtime < MARKER_DEBRIS_S:
+                    # made moments ago: its taker is replacing the claim; one touched far
+                    # "in the future" (a wrong clock, a copied store) is debris too: it kept
+                    # the claim, and its run waited on, until the clock caught up (a day)
+                    if abs(time.time() - marker.stat().st_mtime) < MARKER_DEBRIS_S:
                         return None
                     now = self._read_claim(path)
                 except OSError:

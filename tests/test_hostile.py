@@ -18144,3 +18144,31 @@ def test_a_registered_check_verdict_whose_ours_is_beyond_a_float_leaves_the_clai
             assert _ours(v) == "—"
     finally:
         CHECKS.pop("t_big", None)
+
+
+def test_a_takeover_marker_from_the_future_does_not_keep_a_stale_claim(tmp_path):
+    """A takeover marker touched far "in the future" (a wrong clock, a store copied from a
+    machine whose clock ran ahead) beside a stale claim: its age was negative, under
+    MARKER_DEBRIS_S, so every taker and the cleanup backed off as if a live taker were
+    replacing the claim: the run was waited on until the clock caught up (a day here). It is
+    debris, as one older than MARKER_DEBRIS_S; a marker of moments ago still excludes."""
+    import subprocess
+    import sys
+
+    from ssmrepro.store import MARKER_DEBRIS_S, Store
+
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    store = Store(tmp_path)
+    store.claims.mkdir(parents=True)
+    path = store.claims / "r1.claim"
+    marker = store.claims / "r1.claim.taken.old"
+    for ahead, taken in ((86400, True), (MARKER_DEBRIS_S / 2, False)):
+        path.write_text(json.dumps({"host": store.host, "pid": p.pid, "time": 0, "nonce": "old"}))
+        marker.touch()
+        os.utime(marker, (time.time() + ahead,) * 2)
+        assert store.take_over("r1", store._read_claim(path)) is taken, ahead
+        if taken:
+            assert store.holds("r1")
+            store.release("r1")
+    marker.unlink()
