@@ -18172,3 +18172,30 @@ def test_a_takeover_marker_from_the_future_does_not_keep_a_stale_claim(tmp_path)
             assert store.holds("r1")
             store.release("r1")
     marker.unlink()
+
+
+def test_export_does_not_call_an_invalid_project_specs_folder_one_no_spec_owns(tmp_path,
+                                                                              monkeypatch):
+    """A project spec that cannot be read (a typo key) is left out of `export` with a warning
+    naming it; its results folder was then named too, as one 'that no spec of the project
+    owns (a spec file run by its path?)': a second, wrong reason beside the first. Only a
+    folder of no project spec file is named."""
+    import ssmrepro.plots.export as export_mod
+    from ssmrepro.spec import SpecError
+
+    out = tmp_path / "res"
+    for folder in ("tests/t-mine", "huang2025/huang2025-tab1"):
+        (out / folder).mkdir(parents=True)
+        (out / folder / "results.csv").write_text("run_id,label,seed\nabc,x,0\n")
+    read = export_mod.load_project_spec
+
+    def typo(p):
+        if p.stem == "huang2025-tab1":
+            raise SpecError([f"{p}: bogus: unknown key"])
+        return read(p)
+
+    monkeypatch.setattr(export_mod, "load_project_spec", typo)
+    skipped, foreign = [], []
+    export_mod.export_table(out, skipped=skipped, foreign=foreign)
+    assert skipped == [next(m for m in skipped if "huang2025-tab1.yaml: bogus" in m)], skipped
+    assert foreign == ["tests/t-mine"], foreign
