@@ -18199,3 +18199,20 @@ def test_export_does_not_call_an_invalid_project_specs_folder_one_no_spec_owns(t
     export_mod.export_table(out, skipped=skipped, foreign=foreign)
     assert skipped == [next(m for m in skipped if "huang2025-tab1.yaml: bogus" in m)], skipped
     assert foreign == ["tests/t-mine"], foreign
+
+
+def test_two_spellings_of_one_list_valued_paper_panel_are_refused():
+    """``paper_panels: {'[0.8,0.95]': '[0.9, 0.99]', '[0.8, 0.95]': '[0.8, 0.95]'}`` on a
+    list-valued col: both keys name the panel [0.8, 0.95] (``list_panels``), and the later
+    one's target was taken without a word (YAML's duplicate-key check sees two texts). It is
+    refused naming both spellings, in heatmaps and curves."""
+    from pydantic import ValidationError
+
+    from ssmrepro.plots.registry import parse_figure
+
+    for kind, extra in (("heatmaps", {"metric": "test.acc", "x": "model.d_state",
+                                      "y": "model.d_model"}), ("curves", {"series": "val.acc"})):
+        with pytest.raises(ValidationError, match=r"paper_panels: '\[0.8,0.95\]' and "
+                           r"'\[0.80, 0.95\]' name one panel \(\[0.8, 0.95\]\); map it once"):
+            parse_figure({"kind": kind, "col": "train.betas", **extra, "paper_panels": {
+                "[0.8,0.95]": "[0.9, 0.99]", "[0.80, 0.95]": "[0.8, 0.95]"}})

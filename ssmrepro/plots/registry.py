@@ -154,10 +154,17 @@ def list_panels(raw: Any) -> Any:
     col = raw.get("col", LABEL)
     if not isinstance(col, str) or col == LABEL or is_case_ref(col):
         return raw
-    panels = {}
+    panels: dict[Any, Any] = {}
+    spelt: dict[Any, Any] = {}  # the key as written, of each panel
     for k, v in raw["paper_panels"].items():
         key, target = _as_list(k), _as_list(v)
-        panels[k if key is None else str(encode_cell(key))] = v if target is None else target
+        name = k if key is None else str(encode_cell(key))
+        if name in spelt:  # '[0.9,0.99]' beside '[0.9, 0.99]': the later one's target was
+            # taken without a word, the other mapping dropped
+            raise ValueError(f"paper_panels: {spelt[name]!r} and {k!r} name one panel ({name}); "
+                             "map it once")
+        spelt[name] = k
+        panels[name] = v if target is None else target
     return {**raw, "paper_panels": panels}
 
 
