@@ -590,7 +590,14 @@ def _json_default(o: Any) -> Any:
 
 
 def _safe(s: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_" else "_" for c in s)[:80]
+    """``s`` in a file name: itself where it is up to 80 ASCII letters, digits, '-' and '_' (a
+    claim's nonce: uuid hex, or inode-mtime), else a digest of it. Non-ASCII letters were kept
+    (3 bytes each: 80 of them and the run id passed the 255-byte name limit, so no takeover
+    marker could be made and the stale claim was never taken over or cleaned up: its run waited
+    for ever), and two nonces alike in their first 80 characters shared a marker."""
+    if len(s) <= 80 and all(c.isascii() and (c.isalnum() or c in "-_") for c in s):
+        return s
+    return hashlib.sha256(s.encode("utf-8", "surrogatepass")).hexdigest()[:40]
 
 
 # the record's field holding the SHA-256 of the run's saved weights (runs/<run_id>.pt)

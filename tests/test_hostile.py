@@ -18216,3 +18216,26 @@ def test_two_spellings_of_one_list_valued_paper_panel_are_refused():
                            r"'\[0.80, 0.95\]' name one panel \(\[0.8, 0.95\]\); map it once"):
             parse_figure({"kind": kind, "col": "train.betas", **extra, "paper_panels": {
                 "[0.8,0.95]": "[0.9, 0.99]", "[0.80, 0.95]": "[0.8, 0.95]"}})
+
+
+def test_a_stale_claim_whose_nonce_makes_no_file_name_is_taken_over_and_cleaned(tmp_path):
+    """A stale claim (another host's, a day old; foreign or hand-made) whose nonce is 80 or
+    more non-ASCII letters: the takeover marker's name kept them (3 bytes each) and passed the
+    255-byte limit, so no marker could be made: the claim was never taken over and, since the
+    cleanup takes the marker too, never removed (its run waited for ever). Such a nonce (or a
+    lone surrogate, or one longer than 80) is named by a digest."""
+    from ssmrepro.store import Store
+
+    store = Store(tmp_path)
+    store.claims.mkdir(parents=True)
+    path = store.claims / "3f2a9c01d4e7.claim"
+    for nonce in ("日本語" * 30, "\ud800" * 90, "a" * 80 + "b", "a" * 80 + "c"):
+        for how in ("cleanup", "take_over"):
+            path.write_text(json.dumps({"host": "elsewhere", "pid": 5, "time": 0, "nonce": nonce}))
+            os.utime(path, (time.time() - 86400,) * 2)
+            if how == "cleanup":
+                assert store.cleanup() == 1 and not path.exists(), (nonce[:3], how)
+            else:
+                assert store.take_over("3f2a9c01d4e7", store._read_claim(path)), nonce[:3]
+                store.release("3f2a9c01d4e7")
+            assert sorted(store.claims.iterdir()) == [], (nonce[:3], how)
