@@ -18239,3 +18239,31 @@ def test_a_stale_claim_whose_nonce_makes_no_file_name_is_taken_over_and_cleaned(
                 assert store.take_over("3f2a9c01d4e7", store._read_claim(path)), nonce[:3]
                 store.release("3f2a9c01d4e7")
             assert sorted(store.claims.iterdir()) == [], (nonce[:3], how)
+
+
+def test_a_paper_panels_key_of_a_number_written_another_way_maps_its_panel(tmp_path,
+                                                                           monkeypatch):
+    """``paper_panels: {'1e-3': '0.01'}`` (or ``'0.0010'``) on ``col: train.lr``: validate
+    matched the key to the panel 0.001 by value, but the figure looked it up by its text
+    ('0.001'): the panel showed its own paper values, without a word. Heatmaps and curves map
+    a number by its value; a label is still matched by its text only."""
+    import matplotlib.axes
+    from test_checks import Run
+    from test_outputs import _ctx, _draw
+
+    from ssmrepro.plots.registry import mapped_panel
+    from ssmrepro.spec import PaperValue
+
+    runs = [Run("", {"train.lr": v, "model.d": 8, "task.T": 10}) for v in (0.001, 0.01)]
+    ctx = _ctx(tmp_path, runs, [0.1, 0.5])
+    ctx.spec.paper_values = [PaperValue(where={"train.lr": 0.01, "model.d": 8}, value=0.6)]
+    texts = []
+    monkeypatch.setattr(matplotlib.axes.Axes, "text", lambda self, x, y, s, **kw: texts.append(s))
+    for key in ("0.001", "1e-3", "0.0010"):
+        texts.clear()
+        assert _draw(ctx, {"kind": "heatmaps", "col": "train.lr", "x": "task.T", "y": "model.d",
+                           "paper_panels": {key: "0.01"}}, tmp_path / "h.png")
+        assert texts == ["0.10 (0.60)", "0.50 (0.60)"], (key, texts)
+    assert mapped_panel({"8": "12"}, "model.d_model", 8.0) == "12"  # a curves table's float
+    assert mapped_panel({"[0.9, 0.99]": [0.8, 0.9]}, "train.betas", [0.9, 0.99]) == [0.8, 0.9]
+    assert mapped_panel({"1": "B"}, "label", "1.0") == "1.0"  # labels by their text

@@ -49,6 +49,7 @@ from .registry import (  # noqa: E402
     YLim,
     figure_kind,
     list_panels,
+    mapped_panel,
     panel_value,
     plain_log_x,
     resolve_ylim,
@@ -192,9 +193,10 @@ def _paper_lines(ctx: FigureContext, cfg: CurvesConfig, sub: pd.DataFrame) -> li
                                    cfg.paper_panels.get(case, case))[LABEL]
         sub = sub.assign(**{LABEL: sub[LABEL].map(mapped)})
     elif cfg.col in sub.columns and cfg.paper_panels:
-        # a list-valued panel by the text its paper_panels key is (``list_panels``)
+        # a list-valued panel by the text its paper_panels key is (``list_panels``), a number
+        # by its value
         sub = sub.assign(**{cfg.col: sub[cfg.col].map(
-            lambda v: cfg.paper_panels.get(str(encode_cell(v)), v))})
+            lambda v: mapped_panel(cfg.paper_panels, cfg.col, v))})
     for pv in ctx.spec.paper_values:
         metric = cfg.paper_as.get(pv.metric, pv.metric)
         if metric not in cfg.series:

@@ -30,7 +30,7 @@ from ..report.cells import PaperValueLookup, finished, is_case_ref, listed_keys
 from ..report.columns import DEFAULT_METRIC, LABEL, N_DIVERGED, N_OK
 from ..spec import NAME_PATTERN, parse_yaml
 from ..store import is_loss
-from ..util import DrawnText, NoBoolNumbers, check_registration, encode_cell
+from ..util import DrawnText, NoBoolNumbers, check_registration, encode_cell, norm
 
 
 class FigureConfig(NoBoolNumbers):
@@ -166,6 +166,23 @@ def list_panels(raw: Any) -> Any:
         spelt[name] = k
         panels[name] = v if target is None else target
     return {**raw, "paper_panels": panels}
+
+
+def mapped_panel(panels: dict[str, Any], col: str | None, value: Any) -> Any:
+    """The panel whose paper values the panel ``value`` of ``col`` shows (``paper_panels``, its
+    keys as ``list_panels`` writes them), ``value`` itself where none is mapped. A key is the
+    panel as the tables write it, or on a column other than the label a number written another
+    way (``'1e-3'`` or ``'0.0010'`` of lr 0.001, ``'8'`` of 8.0): validate matched those to
+    the panel by value, and the panel then showed its own paper values, without a word."""
+    text = str(encode_cell(value))
+    if text in panels:
+        return panels[text]
+    if col and col != LABEL and not is_case_ref(col):  # by value, as validate matches it
+        want = norm(value)
+        for name, target in panels.items():
+            if want is not None and norm(panel_value(col, name)) == want:
+                return target
+    return value
 
 
 def panel_value(col: str | None, name: str) -> Any:
