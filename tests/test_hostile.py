@@ -18204,8 +18204,9 @@ def test_export_does_not_call_an_invalid_project_specs_folder_one_no_spec_owns(t
 def test_two_spellings_of_one_list_valued_paper_panel_are_refused():
     """``paper_panels: {'[0.8,0.95]': '[0.9, 0.99]', '[0.8, 0.95]': '[0.8, 0.95]'}`` on a
     list-valued col: both keys name the panel [0.8, 0.95] (``list_panels``), and the later
-    one's target was taken without a word (YAML's duplicate-key check sees two texts). It is
-    refused naming both spellings, in heatmaps and curves."""
+    one's target was taken without a word (YAML's duplicate-key check sees two texts); so did
+    ``{'1e-3': ..., '0.001': ...}`` on train.lr. It is refused naming both spellings, in
+    heatmaps and curves."""
     from pydantic import ValidationError
 
     from ssmrepro.plots.registry import parse_figure
@@ -18216,6 +18217,13 @@ def test_two_spellings_of_one_list_valued_paper_panel_are_refused():
                            r"'\[0.80, 0.95\]' name one panel \(\[0.8, 0.95\]\); map it once"):
             parse_figure({"kind": kind, "col": "train.betas", **extra, "paper_panels": {
                 "[0.8,0.95]": "[0.9, 0.99]", "[0.80, 0.95]": "[0.8, 0.95]"}})
+        # a number written two ways: validate and the figure match a key by value
+        with pytest.raises(ValidationError, match=r"paper_panels: '1e-3' and '0.001' name one "
+                           r"panel \(0.001\); map it once"):
+            parse_figure({"kind": kind, "col": "train.lr", **extra,
+                          "paper_panels": {"1e-3": "0.01", "0.001": "0.1"}})
+        parse_figure({"kind": kind, "col": "label", **extra,  # labels are text
+                      "paper_panels": {"1": "A", "1.0": "B"}})
 
 
 def test_a_stale_claim_whose_nonce_makes_no_file_name_is_taken_over_and_cleaned(tmp_path):

@@ -155,15 +155,20 @@ def list_panels(raw: Any) -> Any:
     if not isinstance(col, str) or col == LABEL or is_case_ref(col):
         return raw
     panels: dict[Any, Any] = {}
-    spelt: dict[Any, Any] = {}  # the key as written, of each panel
-    for k, v in raw["paper_panels"].items():
+    spelt: dict[Any, Any] = {}  # the key as written, of each panel (by value, as validate
+    for k, v in raw["paper_panels"].items():  # and ``mapped_panel`` match it)
         key, target = _as_list(k), _as_list(v)
         name = k if key is None else str(encode_cell(key))
-        if name in spelt:  # '[0.9,0.99]' beside '[0.9, 0.99]': the later one's target was
-            # taken without a word, the other mapping dropped
-            raise ValueError(f"paper_panels: {spelt[name]!r} and {k!r} name one panel ({name}); "
-                             "map it once")
-        spelt[name] = k
+        try:
+            same = norm(panel_value(col, name))
+            hash(same)
+        except TypeError:  # a key that is no text: pydantic names it
+            same = (name,)
+        if same in spelt:  # '[0.9,0.99]' beside '[0.9, 0.99]', '1e-3' beside '0.001': one
+            # of the two targets was taken without a word, the other mapping dropped
+            raise ValueError(f"paper_panels: {spelt[same]!r} and {k!r} name one panel "
+                             f"({encode_cell(panel_value(col, name))}); map it once")
+        spelt[same] = k
         panels[name] = v if target is None else target
     return {**raw, "paper_panels": panels}
 
