@@ -194,9 +194,16 @@ def _paper_lines(ctx: FigureContext, cfg: CurvesConfig, sub: pd.DataFrame) -> li
         sub = sub.assign(**{LABEL: sub[LABEL].map(mapped)})
     elif cfg.col in sub.columns and cfg.paper_panels:
         # a list-valued panel by the text its paper_panels key is (``list_panels``), a number
-        # by its value
-        sub = sub.assign(**{cfg.col: sub[cfg.col].map(
-            lambda v: mapped_panel(cfg.paper_panels, cfg.col, v))})
+        # by its value; once per panel value, not per row of the curve table
+        seen: dict[str, Any] = {}
+
+        def mapped_value(v: Any) -> Any:
+            text = str(encode_cell(v))
+            if text not in seen:
+                seen[text] = mapped_panel(cfg.paper_panels, cfg.col, v)
+            return seen[text]
+
+        sub = sub.assign(**{cfg.col: sub[cfg.col].map(mapped_value)})
     for pv in ctx.spec.paper_values:
         metric = cfg.paper_as.get(pv.metric, pv.metric)
         if metric not in cfg.series:
