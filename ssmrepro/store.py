@@ -590,7 +590,14 @@ def _json_default(o: Any) -> Any:
 
 
 def _safe(s: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_" else "_" for c in s)[:80]
+    """``s`` in a file name: itself where it is up to 80 ASCII letters, digits, '-' and '_' (a
+    claim's nonce: uuid hex, or inode-mtime), else a digest of it. Non-ASCII letters were kept
+    (3 bytes each: 80 of them and the run id passed the 255-byte name limit, so no takeover
+    marker could be made and the stale claim was never taken over or cleaned up: its run waited
+    for ever), and two nonces alike in their first 80 characters shared a marker."""
+    if len(s) <= 80 and all(c.isascii() and (c.isalnum() or c in "-_") for c in s):
+        return s
+    return hashlib.sha256(s.encode("utf-8", "surrogatepass")).hexdigest()[:40]
 
 
 # the record's field holding the SHA-256 of the run's saved weights (runs/<run_id>.pt)
@@ -998,7 +1005,10 @@ class Store:
                 os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # umask
             except FileExistsError:
                 try:
-                    if time.time() - marker.stat().st_mtime < MARKER_DEBRIS_S:
+                    # made moments ago: its taker is replacing the claim; one touched far
+                    # "in the future" (a wrong clock, a copied store) is debris too: it kept
+                    # the claim, and its run waited on, until the clock caught up (a day)
+                    if abs(time.time() - marker.stat().st_mtime) < MARKER_DEBRIS_S:
                         return None
                     now = self._read_claim(path)
                 except OSError:

@@ -18353,3 +18353,230 @@ def test_lr_scale_and_decay_all_refusals_are_printed_once_per_point_not_per_seed
     assert len(runs) == 3
     bad = lr_scale_problems(runs)
     assert [b.split(":")[0] for b in bad] == ["train.lr_scale", "train.decay_all"], bad
+
+
+def test_a_list_valued_paper_panels_key_is_read_as_the_spec_reads_yaml(tmp_path, monkeypatch):
+    """A ``paper_panels`` key or target that spells a list was read with yaml.safe_load (YAML
+    1.1), the spec with YAML 1.2: ``'[1e-5, 0.9]'`` became the text '1e-5', so the key named no
+    panel (the panel's list holds the number 1e-05) while validate passed, and the panel showed
+    its own paper value without a word; ``[yes, 010]`` was [true, 8]. A key nested thousands
+    deep raised RecursionError (a traceback). Now YAML 1.2, and a deep key spells no list."""
+    import matplotlib.axes
+    from test_checks import Run
+    from test_outputs import _ctx, _draw
+
+    from ssmrepro.plots.registry import list_panels
+    from ssmrepro.spec import PaperValue
+
+    assert list_panels({"col": "train.betas", "paper_panels": {"[1e-5, 0.9]": "[1e-3, 0.9]",
+                                                               "[yes, 010]": "x"}}) == {
+        "col": "train.betas", "paper_panels": {"[1e-05, 0.9]": [0.001, 0.9], '["yes", 10]': "x"}}
+    runs = [Run("", {"train.betas": v, "model.d": 8, "task.T": 10}) for v in ([1e-5, 0.9],
+                                                                             [0.001, 0.9])]
+    ctx = _ctx(tmp_path, runs, [0.1, 0.5])
+    ctx.spec.paper_values = [PaperValue(where={"train.betas": [0.001, 0.9], "model.d": 8},
+                                        value=0.6)]
+    texts = []
+    monkeypatch.setattr(matplotlib.axes.Axes, "text", lambda self, x, y, s, **kw: texts.append(s))
+    assert _draw(ctx, {"kind": "heatmaps", "col": "train.betas", "x": "task.T", "y": "model.d",
+                       "paper_panels": {"[1e-5, 0.9]": "[1e-3, 0.9]"}}, tmp_path / "h.png")
+    assert texts == ["0.10 (0.60)", "0.50 (0.60)"], texts
+    deep = "[" * 3000 + "]" * 3000
+    spec = write_spec(tmp_path, seeds=[0], figure={
+        "kind": "heatmaps", "metric": "test.acc", "col": "train.betas", "x": "model.d_state",
+        "y": "model.d_model", "paper_panels": {deep: "x"}},
+        sweep=[{"grid": {"train.betas": [[0.9, 0.99], [0.8, 0.95]]}}])
+    _assert_refused(_invoke("validate", spec), "is no train.betas of any run")
+
+
+def test_a_best_of_seeds_curve_is_never_a_diverged_seeds_beside_a_finished_one(
+        tmp_path, monkeypatch):
+    """`curves` with `seeds: best` chose the seed of the best last finite value, a diverged
+    seed's value just before its NaN counting: a loss 1.0, 0.5, 0.2, NaN was drawn as 'best of
+    2 seeds' over the finished seed's 1.0, 0.6, 0.3, 0.25 (a curve that stops midway), where the
+    cell's best of seeds (the report's) is never a diverged seed. It chooses among the seeds
+    that finished ok; with none finished, among them all."""
+    import numpy as np
+    import pandas as pd
+
+    import ssmrepro.plots.curves as curves_mod
+
+    nan = np.nan
+    div, ok = [1.0, 0.5, 0.2, nan], [1.0, 0.6, 0.3, 0.25]
+    seen = []
+    monkeypatch.setattr(curves_mod, "save_png", lambda fig, path, **kw: seen.extend(
+        ln.get_ydata().tolist() for ln in fig.axes[0].get_lines()))
+    for statuses, want in ((("diverged", "ok"), ok), (("diverged", "diverged"), div)):
+        df = pd.DataFrame({"run_id": [f"r{s}" for s in range(2) for _ in range(4)],
+                           "label": "M", "seed": [s for s in range(2) for _ in range(4)],
+                           "status": [st for st in statuses for _ in range(4)],
+                           "step": [0, 100, 200, 300] * 2, "val.loss": div + ok})
+        df["samples"] = df["step"] * 8
+        ctx = _curves_context(tmp_path, df)
+        seen.clear()
+        cfg = curves_mod.CurvesConfig(kind="curves", series=["val.loss"], seeds="best")
+        assert curves_mod.curves(ctx, cfg, tmp_path / "f.png")
+        assert np.allclose(seen[0], want, equal_nan=True), (statuses, seen)
+
+
+def test_a_registered_check_verdict_whose_ours_is_beyond_a_float_leaves_the_claim_missing():
+    """A registered check's verdict whose ``ours`` or ``bound`` is an int (or Fraction) beyond
+    a float's range (a count of states, ``2 ** 1100``) raised OverflowError in run_check, where
+    an int is taken as its float: a traceback after training, in plot. The claim is MISSING,
+    saying so, without printing the digits (str() refuses an int of over 4,300)."""
+    from fractions import Fraction
+    from types import SimpleNamespace
+    from typing import Literal
+
+    from ssmrepro.report import _ours
+    from ssmrepro.report.checks import CHECKS, ThresholdConfig, Verdict, check_kind, parse_claim, run_check
+
+    returned = {}
+
+    class Cfg(ThresholdConfig):
+        check: Literal["t_big"] = "t_big"
+
+    check_kind("t_big", Cfg)(lambda ctx, cfg: [returned["v"]])
+    try:
+        cfg = parse_claim({"check": "t_big", "text": "claim B", "op": ">=", "value": 0.5})
+        ctx = SimpleNamespace(eval_sets=None)
+        for ours, bound, what in [(2 ** 1100, None, "ours is int"), (10 ** 5000, None, "ours is int"),
+                                  (0.9, Fraction(10 ** 400, 3), "bound is Fraction")]:
+            returned["v"] = Verdict("claim", "t", "PASS", ours, bound=bound)
+            (v,) = run_check(ctx, cfg)
+            assert (v.text, v.verdict, v.ours) == ("claim B", "MISSING", None), v
+            assert f"returned a verdict whose {what} beyond a float's range" in v.detail, v.detail
+            assert _ours(v) == "—"
+    finally:
+        CHECKS.pop("t_big", None)
+
+
+def test_a_takeover_marker_from_the_future_does_not_keep_a_stale_claim(tmp_path):
+    """A takeover marker touched far "in the future" (a wrong clock, a store copied from a
+    machine whose clock ran ahead) beside a stale claim: its age was negative, under
+    MARKER_DEBRIS_S, so every taker and the cleanup backed off as if a live taker were
+    replacing the claim: the run was waited on until the clock caught up (a day here). It is
+    debris, as one older than MARKER_DEBRIS_S; a marker of moments ago still excludes."""
+    import subprocess
+    import sys
+
+    from ssmrepro.store import MARKER_DEBRIS_S, Store
+
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    store = Store(tmp_path)
+    store.claims.mkdir(parents=True)
+    path = store.claims / "r1.claim"
+    marker = store.claims / "r1.claim.taken.old"
+    for ahead, taken in ((86400, True), (MARKER_DEBRIS_S / 2, False)):
+        path.write_text(json.dumps({"host": store.host, "pid": p.pid, "time": 0, "nonce": "old"}))
+        marker.touch()
+        os.utime(marker, (time.time() + ahead,) * 2)
+        assert store.take_over("r1", store._read_claim(path)) is taken, ahead
+        if taken:
+            assert store.holds("r1")
+            store.release("r1")
+    marker.unlink()
+
+
+def test_export_does_not_call_an_invalid_project_specs_folder_one_no_spec_owns(tmp_path,
+                                                                              monkeypatch):
+    """A project spec that cannot be read (a typo key) is left out of `export` with a warning
+    naming it; its results folder was then named too, as one 'that no spec of the project
+    owns (a spec file run by its path?)': a second, wrong reason beside the first. Only a
+    folder of no project spec file is named."""
+    import ssmrepro.plots.export as export_mod
+    from ssmrepro.spec import SpecError
+
+    out = tmp_path / "res"
+    for folder in ("tests/t-mine", "huang2025/huang2025-tab1"):
+        (out / folder).mkdir(parents=True)
+        (out / folder / "results.csv").write_text("run_id,label,seed\nabc,x,0\n")
+    read = export_mod.load_project_spec
+
+    def typo(p):
+        if p.stem == "huang2025-tab1":
+            raise SpecError([f"{p}: bogus: unknown key"])
+        return read(p)
+
+    monkeypatch.setattr(export_mod, "load_project_spec", typo)
+    skipped, foreign = [], []
+    export_mod.export_table(out, skipped=skipped, foreign=foreign)
+    assert skipped == [next(m for m in skipped if "huang2025-tab1.yaml: bogus" in m)], skipped
+    assert foreign == ["tests/t-mine"], foreign
+
+
+def test_two_spellings_of_one_list_valued_paper_panel_are_refused():
+    """``paper_panels: {'[0.8,0.95]': '[0.9, 0.99]', '[0.8, 0.95]': '[0.8, 0.95]'}`` on a
+    list-valued col: both keys name the panel [0.8, 0.95] (``list_panels``), and the later
+    one's target was taken without a word (YAML's duplicate-key check sees two texts); so did
+    ``{'1e-3': ..., '0.001': ...}`` on train.lr. It is refused naming both spellings, in
+    heatmaps and curves."""
+    from pydantic import ValidationError
+
+    from ssmrepro.plots.registry import parse_figure
+
+    for kind, extra in (("heatmaps", {"metric": "test.acc", "x": "model.d_state",
+                                      "y": "model.d_model"}), ("curves", {"series": "val.acc"})):
+        with pytest.raises(ValidationError, match=r"paper_panels: '\[0.8,0.95\]' and "
+                           r"'\[0.80, 0.95\]' name one panel \(\[0.8, 0.95\]\); map it once"):
+            parse_figure({"kind": kind, "col": "train.betas", **extra, "paper_panels": {
+                "[0.8,0.95]": "[0.9, 0.99]", "[0.80, 0.95]": "[0.8, 0.95]"}})
+        # a number written two ways: validate and the figure match a key by value
+        with pytest.raises(ValidationError, match=r"paper_panels: '1e-3' and '0.001' name one "
+                           r"panel \(0.001\); map it once"):
+            parse_figure({"kind": kind, "col": "train.lr", **extra,
+                          "paper_panels": {"1e-3": "0.01", "0.001": "0.1"}})
+        parse_figure({"kind": kind, "col": "label", **extra,  # labels are text
+                      "paper_panels": {"1": "A", "1.0": "B"}})
+
+
+def test_a_stale_claim_whose_nonce_makes_no_file_name_is_taken_over_and_cleaned(tmp_path):
+    """A stale claim (another host's, a day old; foreign or hand-made) whose nonce is 80 or
+    more non-ASCII letters: the takeover marker's name kept them (3 bytes each) and passed the
+    255-byte limit, so no marker could be made: the claim was never taken over and, since the
+    cleanup takes the marker too, never removed (its run waited for ever). Such a nonce (or a
+    lone surrogate, or one longer than 80) is named by a digest."""
+    from ssmrepro.store import Store
+
+    store = Store(tmp_path)
+    store.claims.mkdir(parents=True)
+    path = store.claims / "3f2a9c01d4e7.claim"
+    for nonce in ("日本語" * 30, "\ud800" * 90, "a" * 80 + "b", "a" * 80 + "c"):
+        for how in ("cleanup", "take_over"):
+            path.write_text(json.dumps({"host": "elsewhere", "pid": 5, "time": 0, "nonce": nonce}))
+            os.utime(path, (time.time() - 86400,) * 2)
+            if how == "cleanup":
+                assert store.cleanup() == 1 and not path.exists(), (nonce[:3], how)
+            else:
+                assert store.take_over("3f2a9c01d4e7", store._read_claim(path)), nonce[:3]
+                store.release("3f2a9c01d4e7")
+            assert sorted(store.claims.iterdir()) == [], (nonce[:3], how)
+
+
+def test_a_paper_panels_key_of_a_number_written_another_way_maps_its_panel(tmp_path,
+                                                                           monkeypatch):
+    """``paper_panels: {'1e-3': '0.01'}`` (or ``'0.0010'``) on ``col: train.lr``: validate
+    matched the key to the panel 0.001 by value, but the figure looked it up by its text
+    ('0.001'): the panel showed its own paper values, without a word. Heatmaps and curves map
+    a number by its value; a label is still matched by its text only."""
+    import matplotlib.axes
+    from test_checks import Run
+    from test_outputs import _ctx, _draw
+
+    from ssmrepro.plots.registry import mapped_panel
+    from ssmrepro.spec import PaperValue
+
+    runs = [Run("", {"train.lr": v, "model.d": 8, "task.T": 10}) for v in (0.001, 0.01)]
+    ctx = _ctx(tmp_path, runs, [0.1, 0.5])
+    ctx.spec.paper_values = [PaperValue(where={"train.lr": 0.01, "model.d": 8}, value=0.6)]
+    texts = []
+    monkeypatch.setattr(matplotlib.axes.Axes, "text", lambda self, x, y, s, **kw: texts.append(s))
+    for key in ("0.001", "1e-3", "0.0010"):
+        texts.clear()
+        assert _draw(ctx, {"kind": "heatmaps", "col": "train.lr", "x": "task.T", "y": "model.d",
+                           "paper_panels": {key: "0.01"}}, tmp_path / "h.png")
+        assert texts == ["0.10 (0.60)", "0.50 (0.60)"], (key, texts)
+    assert mapped_panel({"8": "12"}, "model.d_model", 8.0) == "12"  # a curves table's float
+    assert mapped_panel({"[0.9, 0.99]": [0.8, 0.9]}, "train.betas", [0.9, 0.99]) == [0.8, 0.9]
+    assert mapped_panel({"1": "B"}, "label", "1.0") == "1.0"  # labels by their text

@@ -35,7 +35,7 @@ from ..report.cells import (  # noqa: E402
     select,
     with_case_label,
 )
-from ..report.columns import LABEL, SEED  # noqa: E402
+from ..report.columns import LABEL, OK, SEED, STATUS  # noqa: E402
 from ..report.curves import STEP  # noqa: E402
 from ..store import is_loss  # noqa: E402
 from ..util import DrawnText, encode_cell  # noqa: E402
@@ -49,6 +49,7 @@ from .registry import (  # noqa: E402
     YLim,
     figure_kind,
     list_panels,
+    mapped_panel,
     panel_value,
     plain_log_x,
     resolve_ylim,
@@ -192,9 +193,17 @@ def _paper_lines(ctx: FigureContext, cfg: CurvesConfig, sub: pd.DataFrame) -> li
                                    cfg.paper_panels.get(case, case))[LABEL]
         sub = sub.assign(**{LABEL: sub[LABEL].map(mapped)})
     elif cfg.col in sub.columns and cfg.paper_panels:
-        # a list-valued panel by the text its paper_panels key is (``list_panels``)
-        sub = sub.assign(**{cfg.col: sub[cfg.col].map(
-            lambda v: cfg.paper_panels.get(str(encode_cell(v)), v))})
+        # a list-valued panel by the text its paper_panels key is (``list_panels``), a number
+        # by its value; once per panel value, not per row of the curve table
+        seen: dict[str, Any] = {}
+
+        def mapped_value(v: Any) -> Any:
+            text = str(encode_cell(v))
+            if text not in seen:
+                seen[text] = mapped_panel(cfg.paper_panels, cfg.col, v)
+            return seen[text]
+
+        sub = sub.assign(**{cfg.col: sub[cfg.col].map(mapped_value)})
     for pv in ctx.spec.paper_values:
         metric = cfg.paper_as.get(pv.metric, pv.metric)
         if metric not in cfg.series:
@@ -207,16 +216,23 @@ def _paper_lines(ctx: FigureContext, cfg: CurvesConfig, sub: pd.DataFrame) -> li
     return out
 
 
-def best_of_seeds(values: np.ndarray, metric: str) -> np.ndarray:
+def best_of_seeds(values: np.ndarray, metric: str, finished: np.ndarray | None = None
+                  ) -> np.ndarray:
     """The curve of the best seed (``values``: a row per step, a column per seed): the seed
     whose last value is the best, the lowest of a loss (``store.is_loss``) and the highest of
     a score, as a cell's best of seeds is chosen by its final value (a loss curve 'best of 3
     seeds' was the highest loss, the worst seed). The best value of each step instead joined
     seeds into a curve no run followed: huang2025-fig2's Mamba-2 κ = 4, d = 8 rose to 0.18 at
-    step 200 (seed 1) on its way to seed 0's 0.585, which was at 0.017 there."""
+    step 200 (seed 1) on its way to seed 0's 0.585, which was at 0.017 there. ``finished``
+    (a flag per seed): the seeds that finished ``ok``, the only ones a cell's best of seeds
+    chooses among when any did (report.cells): a seed that diverged has its last value before
+    diverging, and a loss of 0.2 just before a NaN was drawn as 'best of 2 seeds' over the
+    finished seed's 0.25, a curve that stops, where the report's best seed is the other."""
     if values.size == 0:
         return np.full(values.shape[0], np.nan)
     last = pd.DataFrame(values).ffill().to_numpy(float)[-1]  # a seed's last finite value
+    if finished is not None and (finished & ~np.isnan(last)).any():
+        last = np.where(finished, last, np.nan)
     if np.isnan(last).all():
         return np.full(values.shape[0], np.nan)
     best = int(np.nanargmin(last) if is_loss(metric) else np.nanargmax(last))
@@ -293,7 +309,10 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
                     by_seed = by_seed[by_seed.index > 0]
                 xs = by_seed.index.to_numpy(float)
                 if cfg.seeds == "best":
-                    line, = ax.plot(xs, best_of_seeds(by_seed.to_numpy(float), m), style,
+                    ok = (part.groupby(SEED)[STATUS].agg(lambda st: (st == OK).all())
+                          .reindex(by_seed.columns, fill_value=False).to_numpy(bool)
+                          if STATUS in part else None)
+                    line, = ax.plot(xs, best_of_seeds(by_seed.to_numpy(float), m, ok), style,
                                     color=color, lw=1.4, **(mark or {"marker": "o", "ms": 2}))
                     handles.setdefault(name, line)
                 elif cfg.seeds == "each":

@@ -199,12 +199,14 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None,
     without a word) in ``foreign``."""
     rows: list[dict[str, Any]] = []
     roots: set[Path] = set()
+    unread: set[str] = set()  # the ids (file names) of the project's specs left out
     for p in spec_paths():
         try:
             spec = load_project_spec(p)
         except SpecError as err:
             if skipped is not None:
                 skipped.append(err.messages[0])
+            unread.add(p.stem)
             continue
         root = results_dir(spec, out)
         roots.add(root)
@@ -267,9 +269,11 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None,
     if foreign is not None and roots:
         base = next(iter(roots)).parents[1]  # the results root: <root>/<paper>/<id>
         known = {r.resolve() for r in roots}
+        # a project spec left out (invalid) owns its folder: it was named here too, as of 'no
+        # spec of the project', beside the warning that named the spec
         foreign += sorted({f"{f.parent.parent.name}/{f.parent.name}"
                            for f in base.glob("*/*/results*.csv")
-                           if f.parent.resolve() not in known})
+                           if f.parent.resolve() not in known and f.parent.name not in unread})
     df = pd.DataFrame(rows, columns=EXPORT_COLUMNS)
     if df.empty:  # the columns' types of a table with rows: a Parquet file without rows had
         # every column of no type (null), seed and value too, unlike any export with rows

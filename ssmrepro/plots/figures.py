@@ -40,6 +40,7 @@ from .registry import (  # noqa: E402
     YLim,
     figure_kind,
     list_panels,
+    mapped_panel,
     panel_value,
     resolve_ylim,
     save_png,
@@ -296,7 +297,7 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
             if cx is not None and cy is not None:
                 data[(cx, cy)] = r
         paper = {}
-        paper_panel = cfg.paper_panels.get(str(encode_cell(panel)), panel)
+        paper_panel = mapped_panel(cfg.paper_panels, cfg.col, panel)
         if cfg.cells_from_paper:
             for pv in ctx.spec.paper_values:
                 w = pv.where

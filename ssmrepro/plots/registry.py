@@ -28,9 +28,9 @@ from pydantic import AfterValidator, BeforeValidator, ConfigDict, StringConstrai
 
 from ..report.cells import PaperValueLookup, finished, is_case_ref, listed_keys
 from ..report.columns import DEFAULT_METRIC, LABEL, N_DIVERGED, N_OK
-from ..spec import NAME_PATTERN
+from ..spec import NAME_PATTERN, parse_yaml
 from ..store import is_loss
-from ..util import DrawnText, NoBoolNumbers, check_registration, encode_cell
+from ..util import DrawnText, NoBoolNumbers, check_registration, encode_cell, norm
 
 
 class FigureConfig(NoBoolNumbers):
@@ -128,12 +128,16 @@ ACCURACY_YLIM = (-0.02, 1.02)
 
 
 def _as_list(text: Any) -> list | None:
-    """The list a panel's name spells (``[0.9, 0.99]``, ``'[SSM, TF]'``), None if it is none."""
+    """The list a panel's name spells (``[0.9, 0.99]``, ``'[SSM, TF]'``), None if it is none.
+    Read as the spec is (``parse_yaml``, YAML 1.2): yaml.safe_load read ``[1e-5, 0.9]`` as the
+    text '1e-5' (the panel's list holds the number 1e-05, so the key matched no panel and its
+    paper values were silently not shown) and ``[yes, 010]`` as [true, 8]; a list nested
+    thousands deep, or an integer of thousands of digits, spells none (it raised)."""
     if not isinstance(text, str) or not text.lstrip().startswith("["):
         return None
     try:
-        v = yaml.safe_load(text)
-    except yaml.YAMLError:
+        v = parse_yaml(text)
+    except (yaml.YAMLError, ValueError, RecursionError):
         return None
     return v if isinstance(v, list) else None
 
@@ -150,11 +154,40 @@ def list_panels(raw: Any) -> Any:
     col = raw.get("col", LABEL)
     if not isinstance(col, str) or col == LABEL or is_case_ref(col):
         return raw
-    panels = {}
-    for k, v in raw["paper_panels"].items():
+    panels: dict[Any, Any] = {}
+    spelt: dict[Any, Any] = {}  # the key as written, of each panel (by value, as validate
+    for k, v in raw["paper_panels"].items():  # and ``mapped_panel`` match it)
         key, target = _as_list(k), _as_list(v)
-        panels[k if key is None else str(encode_cell(key))] = v if target is None else target
+        name = k if key is None else str(encode_cell(key))
+        try:
+            same = norm(panel_value(col, name))
+            hash(same)
+        except TypeError:  # a key that is no text: pydantic names it
+            same = (name,)
+        if same in spelt:  # '[0.9,0.99]' beside '[0.9, 0.99]', '1e-3' beside '0.001': one
+            # of the two targets was taken without a word, the other mapping dropped
+            raise ValueError(f"paper_panels: {spelt[same]!r} and {k!r} name one panel "
+                             f"({encode_cell(panel_value(col, name))}); map it once")
+        spelt[same] = k
+        panels[name] = v if target is None else target
     return {**raw, "paper_panels": panels}
+
+
+def mapped_panel(panels: dict[str, Any], col: str | None, value: Any) -> Any:
+    """The panel whose paper values the panel ``value`` of ``col`` shows (``paper_panels``, its
+    keys as ``list_panels`` writes them), ``value`` itself where none is mapped. A key is the
+    panel as the tables write it, or on a column other than the label a number written another
+    way (``'1e-3'`` or ``'0.0010'`` of lr 0.001, ``'8'`` of 8.0): validate matched those to
+    the panel by value, and the panel then showed its own paper values, without a word."""
+    text = str(encode_cell(value))
+    if text in panels:
+        return panels[text]
+    if col and col != LABEL and not is_case_ref(col):  # by value, as validate matches it
+        want = norm(value)
+        for name, target in panels.items():
+            if want is not None and norm(panel_value(col, name)) == want:
+                return target
+    return value
 
 
 def panel_value(col: str | None, name: str) -> Any:

@@ -288,7 +288,12 @@ def _verdict_slip(v: Verdict) -> str:
         if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Real):
             return (f"{name} is {type(x).__name__} {reprlib.repr(x)}, not a number or None"
                     + (" (a tensor's .item() is one)" if hasattr(x, "item") else ""))
-        setattr(v, name, float(x))
+        try:
+            setattr(v, name, float(x))
+        except OverflowError:  # an int (or Fraction) beyond any float: an OverflowError
+            # traceback after training, in plot
+            # (its digits unprinted: str() refuses an int of over 4,300 digits)
+            return f"{name} is {type(x).__name__} beyond a float's range (above 1.8e308)"
     for name in ("text", "detail"):
         x = getattr(v, name)
         if not isinstance(x, str):
