@@ -1046,7 +1046,10 @@ class Store:
         try:
             for marker in self.claims.glob(f"{base}*"):
                 if marker.name == base or re.fullmatch(r"\.\d+", marker.name[len(base):]):
-                    young.append(MARKER_DEBRIS_S - (time.time() - marker.stat().st_mtime))
+                    age = time.time() - marker.stat().st_mtime
+                    if abs(age) < MARKER_DEBRIS_S:  # (one far in the future is debris, as
+                        # _take_marker judges it: waited on, a day ahead was a day's wait)
+                        young.append(MARKER_DEBRIS_S - age)
         except OSError:  # a marker gone meanwhile, or claims/ unreadable: nothing to wait for
             return None
         wait = max(young, default=0.0)

@@ -18472,6 +18472,8 @@ def test_a_takeover_marker_from_the_future_does_not_keep_a_stale_claim(tmp_path)
         path.write_text(json.dumps({"host": store.host, "pid": p.pid, "time": 0, "nonce": "old"}))
         marker.touch()
         os.utime(marker, (time.time() + ahead,) * 2)
+        # (and a `run` waiting on the claim waits for a marker of moments ago alone)
+        assert (store.takeover_wait("r1") is None) is taken, ahead
         assert store.take_over("r1", store._read_claim(path)) is taken, ahead
         if taken:
             assert store.holds("r1")
