@@ -17804,3 +17804,66 @@ def test_a_heatmap_says_what_its_blank_grey_squares_are(monkeypatch):
         assert kind.heatmaps(ctx, cfg, None)
     assert "grey, blank: 2 combinations of the axes that no cell of this profile has" in seen[0]
     assert "blank" not in seen[1], seen
+
+
+def test_a_checks_difference_is_printed_on_its_own_side_of_its_bound():
+    """An `ordering` FAILed by a worst difference of 0.0099 against a margin of 0.01 said
+    `(ours: 0.010)`; a `spread` / `collapse` of 0.0504 over tol 0.05 `largest 0.050`, a fitted
+    slope of -0.9496 against -1.0 ± 0.05 `-0.950`, an `any_threshold` best cell 0.94951 against
+    `>= 0.95` `0.950`: each a FAIL beside a number on its bound. Two means of seeds equal but for
+    their summation order (0.9, 0.8 and 0.85, 0.85) printed `ours: -1.11e-16` beside a PASS of
+    `B >= A`, and a spread of 1.11e-16 beside `spread <= 0`: they are 0.000 now."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.report import aggregate, markdown, verify
+
+    def report(rows, keys, claims):
+        runs = [SimpleNamespace(label=r["label"], seed=r.get("seed", 0),
+                                coords={k: r[k] for k in keys[1:]},
+                                flat=lambda r=r: {k: r[k] for k in keys[1:]}) for r in rows]
+        df = pd.DataFrame([{**r, "run_id": f"r{i}", "status": "ok"} for i, r in enumerate(rows)])
+        cells = aggregate(df, runs, "mean", ["test.acc"])
+        spec = SimpleNamespace(id="t", alias=None, title="T", claim="c", claims=claims,
+                               paper_values=[], notes=[], analytic=None,
+                               aggregate=SimpleNamespace(reduce="mean"))
+        verdicts = verify(spec, cells, keys)
+        lines = [ln for ln in markdown(spec, "quick", cells, verdicts, len(df)).splitlines()
+                 if ln.startswith("- **")]
+        return [v.verdict for v in verdicts], lines
+
+    ab = [{"label": "A", "test.acc": 0.9099}, {"label": "B", "test.acc": 0.9}]
+    grid = [{"label": "A", "model.a": a, "model.b": b, "test.acc": v}
+            for a, b, v in [(1, 2, 0.9504), (2, 1, 0.9), (1, 4, 0.6), (4, 1, 0.6)]]
+    slope = [{"label": "A", "model.a": x, "test.acc": x ** -0.9496} for x in (1, 2, 4, 8)]
+    ties = [{"label": "A", "seed": 0, "test.acc": 0.9}, {"label": "A", "seed": 1, "test.acc": 0.8},
+            {"label": "B", "seed": 0, "test.acc": 0.85}, {"label": "B", "seed": 1, "test.acc": 0.85}]
+    cases = [
+        (ab, ["label"], {"check": "ordering", "a": {"label": "A"}, "b": {"label": "B"},
+                         "margin": 0.01}, "FAIL", ["(ours: 0.0099)"]),
+        (ab, ["label"], {"check": "any_threshold", "op": ">=", "value": 0.91}, "FAIL",
+         ["(ours: 0.9099)"]),
+        (grid[:2], ["label", "model.a", "model.b"],
+         {"check": "spread", "group_by": ["label"], "tol": 0.05}, "FAIL",
+         ["(largest 0.0504) (ours: 0.0504)"]),
+        (grid, ["label", "model.a", "model.b"],
+         {"check": "collapse", "by": "model.a * model.b", "tol": 0.05}, "FAIL",
+         ["= 2: 0.0504, 4: 0.000;", "(ours: 0.0504)"]),
+        (slope, ["label", "model.a"], {"check": "loglog_slope", "x": "model.a", "expected": -1.0,
+                                       "tol": 0.05, "group_by": ["label"]}, "FAIL",
+         ["fitted slope -0.9496 over 4 cells (ours: -0.9496)"]),
+        (ties, ["label"], {"check": "ordering", "a": {"label": "B"}, "b": {"label": "A"}},
+         "PASS", ["(ours: 0.000)"]),
+        (ties, ["label"], {"check": "spread", "group_by": [], "tol": 0.0}, "PASS",
+         ["(largest 0.000) (ours: 0.000)"]),
+    ]
+    for rows, keys, claim, verdict, needles in cases:
+        verdicts, lines = report(rows, keys, [{"text": "c", "metric": "test.acc", **claim}])
+        assert verdicts == [verdict], (claim, lines)
+        for needle in needles:
+            assert needle in lines[0], (claim, lines)
+    # recall_frontier's ratio to the law, 2 decimals but on its side of ×factor
+    from ssmrepro.report import fmt_beside
+    assert [fmt_beside(r, 2.0, f"{r:.2f}") for r in (2.004, 1.996, 1.5)] == ["2.004", "1.996",
+                                                                             "1.50"]

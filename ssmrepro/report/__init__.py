@@ -38,6 +38,7 @@ from .checks import (
     check_kind,
     constant_value,
     metric_names,
+    nearer_end,
     never_defined,
     parse_claim,
     run_check,
@@ -108,7 +109,7 @@ def _paper_value(pv, cells: pd.DataFrame, index: CellIndex | None = None) -> Ver
     ours = float(vals.mean())
     verdict = "match" if within(ours, pv.value, pv.tol) else "differs"
     # printed on its own side of the nearer end of paper ± tol (``fmt_beside``)
-    bound = pv.value + pv.tol if ours > pv.value else pv.value - pv.tol
+    bound = nearer_end(ours, pv.value, pv.tol)
     return Verdict("paper_value", f"{text} (tol {pv.tol})", verdict, ours, pv.value,
                    bound=bound)
 

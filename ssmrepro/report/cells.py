@@ -74,11 +74,12 @@ def fmt_value(x: float) -> str:
     return f"{x:.3g}" if 0 < abs(x) < 0.0005 or abs(x) >= 1e15 else f"{x:.3f}"
 
 
-def fmt_beside(x: float, bound: float | None) -> str:
-    """``fmt_value(x)`` beside the threshold ``bound`` it is judged against, with as many more
-    significant digits as keep it on its own side of the bound: 0.94951 against '>= 0.95' was
-    printed '0.950' beside a FAIL (and 1.0004 against '<= 1' '1.000' beside one)."""
-    shown = fmt_value(x)
+def fmt_beside(x: float, bound: float | None, shown: str | None = None) -> str:
+    """``fmt_value(x)`` (or ``shown``, x as the caller prints it, e.g. 2 decimals) beside the
+    threshold ``bound`` it is judged against, with as many more significant digits as keep it
+    on its own side of the bound: 0.94951 against '>= 0.95' was printed '0.950' beside a FAIL
+    (and 1.0004 against '<= 1' '1.000' beside one)."""
+    shown = fmt_value(x) if shown is None else shown
     # on the bound but for rounding (``checks.close``: 0.9 - 0.85 on a bound of 0.05) is on it
     on = lambda v: math.isclose(v, bound, rel_tol=1e-9)  # noqa: E731
     if bound is None or not math.isfinite(x) or not math.isfinite(bound) or on(x):
