@@ -17867,3 +17867,33 @@ def test_a_checks_difference_is_printed_on_its_own_side_of_its_bound():
     from ssmrepro.report import fmt_beside
     assert [fmt_beside(r, 2.0, f"{r:.2f}") for r in (2.004, 1.996, 1.5)] == ["2.004", "1.996",
                                                                              "1.50"]
+
+
+def test_a_selection_between_candidates_of_one_mean_does_not_follow_the_tables_row_order():
+    """`aggregate.select` (max of val.acc over train.lr) between two learning rates whose seeds
+    scored 0.1, 0.2, 0.3 and 0.3, 0.2, 0.1: pandas' sums of the two orders differ in the last
+    bit, so the chosen rate followed the order of the table's rows (the store's records gave
+    lr 0.1, the same rows in another order in a fresh clone's results.csv lr 0.2), and with it
+    the cell's numbers and verdicts. Means equal but for rounding tie, and the first candidate
+    in the sweep's order is kept."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.report import aggregate
+
+    sel = SimpleNamespace(over="train.lr", by="val.acc", op="max")
+    runs = [SimpleNamespace(coords={"train.lr": lr}, label="A", seed=s,
+                            flat=lambda lr=lr: {"train.lr": lr})
+            for lr in (0.1, 0.2) for s in (0, 1, 2)]
+    acc = [0.1, 0.2, 0.3, 0.3, 0.2, 0.1]
+    rows = [{"run_id": f"r{i}", "label": "A", "seed": r.seed, "train.lr": r.flat()["train.lr"],
+             "status": "ok", "val.acc": a} for i, (r, a) in enumerate(zip(runs, acc))]
+    for order in (rows, rows[::-1], rows[3:] + rows[:3]):
+        cells = aggregate(pd.DataFrame(order), runs, "mean", ["val.acc"], select=sel)
+        assert cells["train.lr"].tolist() == [0.1], order
+    sel.op = "min"  # a lower mean still wins, whatever the order
+    rows[5]["val.acc"] = 0.05
+    for order in (rows, rows[::-1]):
+        cells = aggregate(pd.DataFrame(order), runs, "mean", ["val.acc"], select=sel)
+        assert cells["train.lr"].tolist() == [0.2], order

@@ -482,8 +482,9 @@ def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str],
     seeds that finished ``ok`` (linear interpolation, numpy's default; NaN when a seed diverged,
     as the mean). ``select`` (``spec.Select``: over, by, op) then keeps one row per group of
     cells that differ only in ``select.over`` (e.g. ``train.lr``): the one whose mean of
-    ``select.by`` over its seeds is lowest (op min) or highest (op max); a candidate with a
-    diverged run is never preferred to one without. The kept row shows the chosen value of
+    ``select.by`` over its seeds is lowest (op min) or highest (op max), of means equal but for
+    rounding the first in the sweep's order; a candidate with a diverged run is never preferred
+    to one without. The kept row shows the chosen value of
     ``over``; it is ``complete`` only when every candidate is (the choice could change), and
     ``select.n`` says how many candidates there were.
     """
@@ -556,8 +557,12 @@ def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str],
             # seed had a value
             bad = row[N_DIVERGED] or bool(v.isna().any())
             v = v.dropna()
+            # the seeds' mean whatever the order of their rows (``math.fsum``: pandas' sum of
+            # 0.1, 0.2, 0.3 and of 0.3, 0.2, 0.1 differ in the last bit, so two candidates of
+            # one mean were chosen by the order of the table's rows, the records' order in the
+            # store and results.csv's in a fresh clone)
             row[_SCORE] = (math.nan if not len(v) else math.inf if bad
-                           else float(v.mean()) * (1.0 if select.op == "min" else -1.0))
+                           else math.fsum(v) / len(v) * (1.0 if select.op == "min" else -1.0))
         if STOP_STEP in done and len(done):
             row[f"{STOP_STEP}.mean"] = float(done[STOP_STEP].astype(float).mean())
         if EPOCHS in done and len(done) and done[EPOCHS].notna().any():
@@ -589,7 +594,10 @@ def _select(rows: list[dict[str, Any]], keys: list[str], select: Any) -> list[di
     for g in groups.values():
         scores = [r[_SCORE] for r in g]
         finite = [i for i, x in enumerate(scores) if not math.isnan(x)]
-        best = min(finite, key=lambda i: scores[i]) if finite else 0
+        # candidates whose means are equal but for rounding tie (as a claim's bound is met,
+        # ``checks.close``): the first in the sweep's order is kept
+        low = min((scores[i] for i in finite), default=math.nan)
+        best = next((i for i in finite if math.isclose(scores[i], low, rel_tol=1e-9)), 0)
         row = {k: v for k, v in g[best].items() if k != _SCORE}
         row[COMPLETE] = all(bool(r[COMPLETE]) for r in g)
         row["select.n"] = len(g)
