@@ -17897,3 +17897,29 @@ def test_a_selection_between_candidates_of_one_mean_does_not_follow_the_tables_r
     for order in (rows, rows[::-1]):
         cells = aggregate(pd.DataFrame(order), runs, "mean", ["val.acc"], select=sel)
         assert cells["train.lr"].tolist() == [0.2], order
+
+
+def test_a_paper_value_is_printed_with_the_digits_it_is_given():
+    """yu2025-tab1's paper values have 4 decimals (0.8154 ± 0.01): report.md printed the paper's
+    0.815 beside our 0.8053 as `| 0.815 | 0.805 | differs |`, numbers 0.010 apart, on the
+    tolerance, beside `differs`. A paper value is printed as written where 3 decimals drop its
+    digits (0.8154); others keep 3 decimals (0.950)."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.report import aggregate, markdown, verify
+
+    runs = [SimpleNamespace(label=lab, coords={}, seed=0, flat=lambda: {}) for lab in "AB"]
+    df = pd.DataFrame([{"run_id": f"r{i}", "label": lab, "seed": 0, "status": "ok",
+                        "test.acc": v} for i, (lab, v) in enumerate(zip("AB", [0.8053, 0.9]))])
+    cells = aggregate(df, runs, "mean", ["test.acc"])
+    pvs = [SimpleNamespace(where={"label": "A"}, metric="test.acc", value=0.8154, tol=0.01),
+           SimpleNamespace(where={"label": "B"}, metric="test.acc", value=0.95, tol=0.05)]
+    spec = SimpleNamespace(id="t", alias=None, title="T", claim="c", claims=[],
+                           paper_values=pvs, notes=[], analytic=None,
+                           aggregate=SimpleNamespace(reduce="mean"))
+    verdicts = verify(spec, cells, ["label"])
+    text = markdown(spec, "quick", cells, verdicts, len(df))
+    assert "| label=A: test.acc (tol 0.01) | 0.8154 | 0.805 | differs |" in text, text
+    assert "| label=B: test.acc (tol 0.05) | 0.950 | 0.900 | match |" in text, text

@@ -24,6 +24,7 @@ from .cells import (
     fmt_beside,
     fmt_num,
     fmt_value,
+    fmt_written,
     select,
     values_equal,
     with_config,
@@ -322,7 +323,7 @@ def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n
         for v in pvs:
             ours = (v.detail if v.detail in ("diverged", "not measured")
                     else f"{_ours(v)} ({v.detail})" if v.verdict == "unfinished" else _ours(v))
-            lines.append(f"| {md_cell(v.text)} | {fmt_value(v.paper)} | {ours} | {v.verdict} |")
+            lines.append(f"| {md_cell(v.text)} | {fmt_written(v.paper)} | {ours} | {v.verdict} |")
     shown = cells.drop(columns=[COMPLETE]) if COMPLETE in cells else cells
     if spec.analytic is not None:  # its grid and parameters, beside computed metrics
         keys = [LABEL, *spec.analytic.grid, *spec.analytic.params]

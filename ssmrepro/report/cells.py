@@ -74,6 +74,17 @@ def fmt_value(x: float) -> str:
     return f"{x:.3g}" if 0 < abs(x) < 0.0005 or abs(x) >= 1e15 else f"{x:.3f}"
 
 
+def fmt_written(x: float) -> str:
+    """A number given in a spec (a paper value) as the report prints it: ``fmt_value``, or the
+    number as written where 3 decimals drop its digits (yu2025-tab1's 0.8154 was printed 0.815
+    beside our 0.805 and `differs` at tol 0.01: the printed numbers read as on the tolerance)."""
+    shown = fmt_value(x)
+    try:
+        return shown if not math.isfinite(x) or float(shown) == x else repr(float(x))
+    except ValueError:
+        return shown
+
+
 def fmt_beside(x: float, bound: float | None, shown: str | None = None) -> str:
     """``fmt_value(x)`` (or ``shown``, x as the caller prints it, e.g. 2 decimals) beside the
     threshold ``bound`` it is judged against, with as many more significant digits as keep it
