@@ -17923,3 +17923,48 @@ def test_a_paper_value_is_printed_with_the_digits_it_is_given():
     text = markdown(spec, "quick", cells, verdicts, len(df))
     assert "| label=A: test.acc (tol 0.01) | 0.8154 | 0.805 | differs |" in text, text
     assert "| label=B: test.acc (tol 0.05) | 0.950 | 0.900 | match |" in text, text
+
+
+def test_a_figures_cell_number_is_printed_on_its_own_side_of_its_threshold(tmp_path,
+                                                                             monkeypatch):
+    """huang2025-figA4's committed bound_grid wrote 0.98987 as `0.990` in a cell without the
+    white frame of `solved: 0.99` (its legend: `white frame: ≥ 0.99`), beside a framed 0.99023
+    also `0.990`; a mean 0.99 but for rounding had no frame. chen2025-fig4's phase panel wrote a
+    cell of 0.4702 beside the paper's .42 ± .05 as `.47`, within the tolerance, in the red
+    outline of a cell that differs. Each number keeps the digits that place it; a value on the
+    threshold but for rounding is framed."""
+    import matplotlib.axes
+    import matplotlib.patches
+    from test_checks import Run
+    from test_outputs import _ctx, _draw
+
+    from ssmrepro.spec import PaperValue
+
+    said: list[str] = []
+    text = matplotlib.axes.Axes.text
+    monkeypatch.setattr(matplotlib.axes.Axes, "text",
+                        lambda self, x, y, s, *a, **k: said.append(str(s)) or text(
+                            self, x, y, s, *a, **k))
+    frames: list[tuple] = []
+    patch = matplotlib.axes.Axes.add_patch
+
+    def add_patch(self, p):
+        if isinstance(p, matplotlib.patches.Rectangle) and not p.get_fill():
+            frames.append(p.get_xy())
+        return patch(self, p)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "add_patch", add_patch)
+    runs = [Run("S6", {"task.kappa": k, "model.d_model": 8}) for k in (1, 2, 3, 4)]
+    ctx = _ctx(tmp_path, runs, [0.98987, 0.99023, 0.9899999999999999, 0.5])
+    assert _draw(ctx, {"kind": "bound_grid", "x": "task.kappa", "y": "model.d_model"},
+                 tmp_path / "g.png")
+    assert [s for s in said if s.startswith("0.")] == ["0.9899", "0.9902", "0.990", "0.50"], said
+    assert [round(x) for x, _ in frames] == [1, 2], frames  # 0.99023, 0.99 - 1e-16 framed
+    said.clear()
+    runs = [Run("", {"model.init.gamma": g, "model.repeat": 2}) for g in (0.5, 0.6)]
+    ctx = _ctx(tmp_path, runs, [0.4702, 0.4698])
+    ctx.spec.paper_values = [PaperValue(where={"model.init.gamma": g, "model.repeat": 2},
+                                        value=0.42, tol=0.05) for g in (0.5, 0.6)]
+    assert _draw(ctx, {"kind": "phase", "x": "model.init.gamma", "y": "model.repeat",
+                       "panels": [{"metric": "test.acc"}]}, tmp_path / "p.png")
+    assert ".4702" in said and ".4698" in said and ".42" in said, said

@@ -20,8 +20,8 @@ import numpy as np  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 from pydantic import ConfigDict, Field  # noqa: E402
 
-from ..report.cells import fmt_num, select, values_equal  # noqa: E402
-from ..report.checks import within  # noqa: E402
+from ..report.cells import fmt_beside, fmt_num, select, values_equal  # noqa: E402
+from ..report.checks import nearer_end, within  # noqa: E402
 from ..util import DrawnText, NoBoolNumbers  # noqa: E402
 from .registry import (  # noqa: E402
     FigureConfig,
@@ -88,13 +88,16 @@ def _draw(ax, grid: np.ndarray, text: list[list[str]], xs: list, ys: list, vmax:
     return im
 
 
-def _cell(v: float) -> str:
+def _cell(v: float, bound: float | None = None) -> str:
     """A cell's number: 2 decimals without the leading 0 (the paper's ".42"), 2 significant
     digits where 2 decimals would read as zero (an accuracy of 0.0005 read ".00", as a cell of
-    exactly 0 beside it did; the heatmaps' rule)."""
+    exactly 0 beside it did; the heatmaps' rule); beside a paper value, with the digits that
+    keep it on its side of the nearer end of paper ± tol, ``bound`` (0.4702 against .42 ± .05
+    read ".47", within the tolerance, in a red outline of a cell that differs)."""
     if math.isnan(v):
         return "—"
     text = f"{v:.2g}" if 0 < abs(v) < 0.005 else f"{v:.2f}"
+    text = fmt_beside(v, bound, text) if bound is not None else text
     return text.lstrip("0") if 0 <= v < 1 else text
 
 
@@ -151,7 +154,8 @@ def phase(ctx: FigureContext, cfg: PhaseConfig, path: Path) -> bool:
                 continue
             v = float(r[p.metric]) if p.metric in r else math.nan
             grid[i, j] = v
-            text[i][j] = _cell(v)
+            text[i][j] = _cell(v, None if ref is None or math.isnan(v)
+                               else nearer_end(v, ref[0], ref[1]))
             if ref is not None:
                 n_cmp += 1
                 if not math.isnan(v) and within(v, ref[0], ref[1]):  # as the report: a
