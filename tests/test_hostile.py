@@ -17968,3 +17968,14 @@ def test_a_figures_cell_number_is_printed_on_its_own_side_of_its_threshold(tmp_p
     assert _draw(ctx, {"kind": "phase", "x": "model.init.gamma", "y": "model.repeat",
                        "panels": [{"metric": "test.acc"}]}, tmp_path / "p.png")
     assert ".4702" in said and ".4698" in said and ".42" in said, said
+
+
+def test_a_negative_zero_is_printed_as_zero():
+    """A claim on `-test.loss` (a loss negated, as size_order's refusal suggests) of a cell whose
+    loss is 0 said `(ours: -0.000)` beside the table's `0.000`: one value, two signs. Zero is
+    printed `0.000` whatever its sign; a small negative value keeps it."""
+    from ssmrepro.report import fmt_beside, fmt_value
+
+    assert [fmt_value(x) for x in (-0.0, 0.0, -1e-9, -0.25)] == ["0.000", "0.000", "-1e-09",
+                                                                 "-0.250"]
+    assert fmt_beside(-0.0, -0.1) == "0.000"

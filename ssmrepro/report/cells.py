@@ -71,6 +71,8 @@ def fmt_value(x: float) -> str:
     printed as a 301-digit number, '1000000000000000052504760255...000.000')."""
     if math.isnan(x):
         return "—"
+    if x == 0:  # -0.0 too (a claim on `-test.loss` of a loss of 0 read 'ours: -0.000')
+        return "0.000"
     return f"{x:.3g}" if 0 < abs(x) < 0.0005 or abs(x) >= 1e15 else f"{x:.3f}"
 
 
