@@ -17979,3 +17979,37 @@ def test_a_negative_zero_is_printed_as_zero():
     assert [fmt_value(x) for x in (-0.0, 0.0, -1e-9, -0.25)] == ["0.000", "0.000", "-1e-09",
                                                                  "-0.250"]
     assert fmt_beside(-0.0, -0.1) == "0.000"
+
+
+def test_a_selections_cell_not_finished_says_its_kept_candidate_is_in():
+    """`aggregate.select` over train.lr with lr 0.1's three seeds in and lr 0.2's one of three:
+    the cell is not finished (the choice could change), but its paper value read `0.900 (3 of 3
+    runs finished) | unfinished` and its claim `1 of 1 needed cells not finished` beside a table
+    row of n_ok 3 of n_expected 3. Both say that the kept candidate's runs are in and the other
+    candidates' are not."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.report import aggregate, markdown, verify
+
+    sel = SimpleNamespace(over="train.lr", by="val.loss", op="min")
+    runs = [SimpleNamespace(coords={"train.lr": lr}, label="A", seed=s,
+                            flat=lambda lr=lr: {"train.lr": lr})
+            for lr in (0.1, 0.2) for s in (0, 1, 2)]
+    df = pd.DataFrame([{"run_id": f"{lr}-{s}", "label": "A", "seed": s, "train.lr": lr,
+                        "status": "ok", "val.loss": lr, "test.acc": 0.9}
+                       for lr in (0.1, 0.2) for s in (0, 1, 2) if lr == 0.1 or s == 0])
+    cells = aggregate(df, runs, "mean", ["test.acc", "val.loss"], select=sel)
+    spec = SimpleNamespace(id="t", alias=None, title="T", claim="c", notes=[], analytic=None,
+                           claims=[{"text": "solves", "op": ">=", "value": 0.85}],
+                           paper_values=[SimpleNamespace(where={"label": "A"}, metric="test.acc",
+                                                         value=0.9, tol=0.05)],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    verdicts = verify(spec, cells, ["label"])
+    assert [v.verdict for v in verdicts] == ["unfinished", "MISSING"]
+    text = markdown(spec, "quick", cells, verdicts, len(df), aggregate(df, runs, "mean", []))
+    assert ("| 0.900 (3 of 3 runs of the candidate kept so far finished; the other candidates' "
+            "runs not all) | unfinished |") in text, text
+    assert ("1 of 1 needed cells not finished (1 of them: every run of the candidate kept so "
+            "far finished, not every candidate's)") in text, text

@@ -58,6 +58,7 @@ from .columns import (
     N_TIME_LIMIT,
     OK,
     RUN_ID,
+    SELECT_N,
     STATUS,
     STOP_REASON,
     TIME_LIMIT,
@@ -90,9 +91,15 @@ def _paper_value(pv, cells: pd.DataFrame, index: CellIndex | None = None) -> Ver
         # like a claim, not judged until every run of the cell finished: the mean of the seeds
         # so far was reported as a 'match' while the claim on the same cell was MISSING
         n_fin = int((sel[N_OK] + sel[N_DIVERGED]).sum())
+        n_exp = int(sel[N_EXPECTED].sum())
+        detail = f"{n_fin} of {n_exp} runs finished"
+        if n_fin >= n_exp and SELECT_N in sel:  # the kept candidate's runs are all in, not
+            # every candidate's (`aggregate.select`): it read '3 of 3 runs finished' beside
+            # 'unfinished'
+            detail = (f"{n_fin} of {n_exp} runs of the candidate kept so far finished; the "
+                      "other candidates' runs not all")
         return Verdict("paper_value", f"{text} (tol {pv.tol})", "unfinished",
-                       float(done[pv.metric].astype(float).mean()), pv.value,
-                       detail=f"{n_fin} of {int(sel[N_EXPECTED].sum())} runs finished")
+                       float(done[pv.metric].astype(float).mean()), pv.value, detail=detail)
     vals = done[pv.metric].astype(float)
     if seed_spreads(pv.metric) and (vals.isna() & (done[N_OK] < 2)
                                     & (done[N_DIVERGED] == 0)).any():

@@ -32,6 +32,7 @@ from .columns import (
     N_TIME_LIMIT,
     OK,
     SEED,
+    SELECT_N,
     STATUS,
     STOP_REASON,
     STOP_STEP,
@@ -613,7 +614,7 @@ def _select(rows: list[dict[str, Any]], keys: list[str], select: Any) -> list[di
         best = next((i for i in finite if math.isclose(scores[i], low, rel_tol=1e-9)), 0)
         row = {k: v for k, v in g[best].items() if k != _SCORE}
         row[COMPLETE] = all(bool(r[COMPLETE]) for r in g)
-        row["select.n"] = len(g)
+        row[SELECT_N] = len(g)
         out.append(row)
     return out
 

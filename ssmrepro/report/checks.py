@@ -64,8 +64,10 @@ from .columns import (
     FACTS,
     LABEL,
     N_DIVERGED,
+    N_EXPECTED,
     N_OK,
     REGIME,
+    SELECT_N,
     STATE,
     VOCAB,
     WIDTH,
@@ -405,6 +407,14 @@ def judge(text: str, needed: pd.DataFrame, evaluate: Callable[[pd.DataFrame], Ou
     complete = needed[needed[COMPLETE].astype(bool)]
     n_absent = len(needed) - len(complete)
     absent = (f"{n_absent} of {len(needed)} needed cells not finished" if n_absent else "")
+    if n_absent and SELECT_N in needed:  # `aggregate.select`: a cell whose kept candidate's
+        # runs are all in, beside candidates not finished, read as a cell of n_ok 3 of
+        # n_expected 3 'not finished'
+        rest = needed[~needed[COMPLETE].astype(bool)]
+        k = int(((rest[N_OK] + rest[N_DIVERGED]) >= rest[N_EXPECTED]).sum())
+        if k:
+            absent += (f" ({k} of them: every run of the candidate kept so far finished, not "
+                       "every candidate's)")
     ok = testable(complete, given, cfg.metric if cfg is not None else "")
     if len(ok) < len(complete):
         n_off = len(complete) - len(ok)
