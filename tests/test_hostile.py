@@ -18013,3 +18013,28 @@ def test_a_selections_cell_not_finished_says_its_kept_candidate_is_in():
             "runs not all) | unfinished |") in text, text
     assert ("1 of 1 needed cells not finished (1 of them: every run of the candidate kept so "
             "far finished, not every candidate's)") in text, text
+
+
+def test_a_monotone_violation_names_its_values_with_the_digits_that_show_it():
+    """A `monotone` claim FAILed `1 violations in 1 steps (1→2)` on 0.9504 → 0.9496, which the
+    report's table shows as 0.950 and 0.950, a plateau; with tol 0.01 a step 0.9504 → 0.9403
+    read as 0.950 and 0.940, a drop on the tolerance. Each violation names its values, with
+    the digits that keep them a violation (`1→2: 0.9504→0.9496`)."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.report import aggregate, verify
+
+    for vals, tol, want in (((0.9504, 0.9496), 0.0, "1→2: 0.9504→0.9496"),
+                            ((0.9504, 0.9403), 0.01, "1→2: 0.9504→0.9403"),
+                            ((0.9, 0.5), 0.01, "1→2: 0.900→0.500")):
+        runs = [SimpleNamespace(label="A", seed=0, coords={"model.x": x},
+                                flat=lambda x=x: {"model.x": x}) for x in (1, 2)]
+        df = pd.DataFrame([{"run_id": f"r{x}", "label": "A", "seed": 0, "model.x": x,
+                            "status": "ok", "test.acc": v} for x, v in zip((1, 2), vals)])
+        spec = SimpleNamespace(claims=[{"check": "monotone", "text": "rises", "along": "model.x",
+                                        "metric": "test.acc", "tol": tol}],
+                               paper_values=[], claim="c")
+        [v] = verify(spec, aggregate(df, runs, "mean", ["test.acc"]), ["label", "model.x"])
+        assert v.verdict == "FAIL" and f"1 violations in 1 steps ({want})" in v.detail, v.detail

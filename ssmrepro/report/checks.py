@@ -55,6 +55,7 @@ from .cells import (
     expected,
     fmt_beside,
     fmt_num,
+    fmt_value,
     norm,
     select,
 )
@@ -919,9 +920,13 @@ def monotone(ctx: CheckContext, cfg: MonotoneConfig) -> list[Verdict]:
             for k in range(len(vals) - 1):
                 steps += 1
                 apart = max(1, at[k + 1] - at[k])  # 1 but across cells not finished
-                if not OPS[">="](sign * vals[k + 1], sign * vals[k] - apart * cfg.tol):
+                def holds(a: float, b: float, apart: int = apart) -> bool:
+                    return OPS[">="](sign * b, sign * a - apart * cfg.tol)
+
+                if not holds(vals[k], vals[k + 1]):
                     viol += 1
-                    where_viol.append(f"{xs[k]}→{xs[k + 1]}")
+                    a, b = _printed_apart(vals[k], vals[k + 1], holds)
+                    where_viol.append(f"{xs[k]}→{xs[k + 1]}: {a}→{b}")
         if not steps:
             return Outcome(None, "no group has two finished cells")
         shown = ", ".join(where_viol[:4]) + (" ..." if len(where_viol) > 4 else "")
@@ -931,6 +936,25 @@ def monotone(ctx: CheckContext, cfg: MonotoneConfig) -> list[Verdict]:
                           else ""))
 
     return [judge(text, needed, evaluate, cfg)]
+
+
+def _printed_apart(a: float, b: float, holds: Callable[[float, float], bool]
+                   ) -> tuple[str, str]:
+    """A step a → b that ``holds`` rejects, printed (``fmt_value``, then more significant digits)
+    so that the printed numbers are rejected too: a monotone step 0.9504 → 0.9496 read as the
+    report's 0.950 and 0.950, a plateau, beside its violation (and 0.9504 → 0.9403 with tol 0.01
+    as a drop of 0.010, on the tolerance). NaN stays '—'."""
+    shown = fmt_value(a), fmt_value(b)
+    if math.isnan(a) or math.isnan(b):
+        return shown
+    for digits in range(4, 18):
+        try:
+            if not holds(float(shown[0]), float(shown[1])):
+                return shown
+        except ValueError:
+            return shown
+        shown = f"{a:.{digits}g}", f"{b:.{digits}g}"
+    return shown
 
 
 # ----------------------------------------------------------------------------------------------
