@@ -18038,3 +18038,29 @@ def test_a_monotone_violation_names_its_values_with_the_digits_that_show_it():
                                paper_values=[], claim="c")
         [v] = verify(spec, aggregate(df, runs, "mean", ["test.acc"]), ["label", "model.x"])
         assert v.verdict == "FAIL" and f"1 violations in 1 steps ({want})" in v.detail, v.detail
+
+
+def test_a_mechanistic_titles_number_is_printed_on_its_own_side_of_a_claims_threshold():
+    """koren2026-fig2's operator panels title G_kq's diag hit with 2 decimals and its dominance
+    with one: a hit of 0.8984 read `0.90` beside a FAIL of the spec's `gkq.diag_hit >= 0.9`, a
+    dominance of 2.96 `3.0` beside one of `>= 3`. A title's number keeps the digits that place
+    it against the nearest threshold a claim (or precondition) sets on its metric; a metric
+    no claim bounds keeps its format."""
+    from types import SimpleNamespace
+
+    from ssmrepro.plots.mechanistic import _one_decimal, _shown
+
+    ctx = SimpleNamespace(spec=SimpleNamespace(claims=[
+        {"metric": "gkq.diag_hit", "op": ">=", "value": 0.9},
+        {"metric": "gkq.diag_hit", "op": "<=", "value": 0.1},
+        {"metric": "test.acc", "op": ">=", "value": 0.5,
+         "given": [{"metric": "gkq.dominance", "op": ">=", "value": 3}]}]))
+    m = {"gkq.diag_hit": 0.8984, "gkq.dominance": 2.96, "gkq.block_share": 0.8984,
+         "attn.hit": 0.0999}
+    assert _shown(ctx, m, "gkq.diag_hit", f"{m['gkq.diag_hit']:.2f}") == "0.8984"
+    assert _shown(ctx, m, "gkq.dominance", _one_decimal(m["gkq.dominance"])) == "2.96"
+    assert _shown(ctx, m, "gkq.block_share", f"{m['gkq.block_share']:.2f}") == "0.90"
+    m["gkq.diag_hit"] = 0.0999  # the untrained control's `<= 0.1` is the nearer threshold
+    assert _shown(ctx, m, "gkq.diag_hit", f"{m['gkq.diag_hit']:.2f}") == "0.0999"
+    m["gkq.diag_hit"] = 0.5
+    assert _shown(ctx, m, "gkq.diag_hit", f"{m['gkq.diag_hit']:.2f}") == "0.50"
