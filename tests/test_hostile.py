@@ -18064,3 +18064,39 @@ def test_a_mechanistic_titles_number_is_printed_on_its_own_side_of_a_claims_thre
     assert _shown(ctx, m, "gkq.diag_hit", f"{m['gkq.diag_hit']:.2f}") == "0.0999"
     m["gkq.diag_hit"] = 0.5
     assert _shown(ctx, m, "gkq.diag_hit", f"{m['gkq.diag_hit']:.2f}") == "0.50"
+
+
+def test_a_phase_panels_cell_not_finished_is_not_judged_against_the_paper(tmp_path,
+                                                                           monkeypatch):
+    """A phase panel's cell with one of its two seeds trained (0.2 beside the paper's .42 ±
+    .05) was outlined red and counted, `0 of 1 within tolerance`, while the report called its
+    paper value `unfinished`, not compared. It is drawn, not judged: `0 of 0 within tolerance
+    (red: outside); 1 not finished, not compared`, no red outline."""
+    import matplotlib.axes
+    import matplotlib.patches
+    from test_checks import Run
+    from test_outputs import _ctx, _draw
+
+    from ssmrepro.spec import PaperValue
+
+    titles: list[str] = []
+    monkeypatch.setattr(matplotlib.axes.Axes, "set_title",
+                        lambda self, t, *a, **k: titles.append(str(t)))
+    outlined: list = []
+    patch = matplotlib.axes.Axes.add_patch
+
+    def add_patch(self, p):
+        if isinstance(p, matplotlib.patches.Rectangle) and not p.get_fill():
+            outlined.append(p)
+        return patch(self, p)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "add_patch", add_patch)
+    runs = [Run("", {"model.init.gamma": 0.5, "model.repeat": 2}, seed=s) for s in (0, 1)]
+    ctx = _ctx(tmp_path, runs, [0.2, None])
+    ctx.spec.paper_values = [PaperValue(where={"model.init.gamma": 0.5, "model.repeat": 2},
+                                        value=0.42, tol=0.05)]
+    assert _draw(ctx, {"kind": "phase", "x": "model.init.gamma", "y": "model.repeat",
+                       "panels": [{"metric": "test.acc"}]}, tmp_path / "p.png")
+    assert any(t.endswith("0 of 0 within tolerance (red: outside); 1 not finished, not "
+                          "compared") for t in titles), titles
+    assert not outlined

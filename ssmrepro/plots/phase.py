@@ -22,6 +22,7 @@ from pydantic import ConfigDict, Field  # noqa: E402
 
 from ..report.cells import fmt_beside, fmt_num, select, values_equal  # noqa: E402
 from ..report.checks import nearer_end, within  # noqa: E402
+from ..report.columns import COMPLETE  # noqa: E402
 from ..util import DrawnText, NoBoolNumbers  # noqa: E402
 from .registry import (  # noqa: E402
     FigureConfig,
@@ -139,7 +140,7 @@ def phase(ctx: FigureContext, cfg: PhaseConfig, path: Path) -> bool:
         text = [["" for _ in xs] for _ in ys]
         faint = np.zeros_like(grid, dtype=bool)
         bad = []
-        n_cmp = n_ok = 0
+        n_cmp = n_ok = n_open = 0
         for _, r in agg.iterrows():
             i = next(k for k, y in enumerate(ys) if values_equal(y, r[cfg.y]))
             j = next(k for k, x in enumerate(xs) if values_equal(x, r[cfg.x]))
@@ -156,7 +157,12 @@ def phase(ctx: FigureContext, cfg: PhaseConfig, path: Path) -> bool:
             grid[i, j] = v
             text[i][j] = _cell(v, None if ref is None or math.isnan(v)
                                else nearer_end(v, ref[0], ref[1]))
-            if ref is not None:
+            if ref is not None and COMPLETE in r and not bool(r[COMPLETE]):
+                # not every run of the cell finished: drawn, not judged, as the report's
+                # paper value is 'unfinished' (it was counted and outlined as the report's
+                # `differs`, '1 of 2 within tolerance' beside the report's '0 of 1 compared')
+                n_open += 1
+            elif ref is not None:
                 n_cmp += 1
                 if not math.isnan(v) and within(v, ref[0], ref[1]):  # as the report: a
                     # value on the bound but for rounding (0.85 of paper 0.9 ± 0.05) read red
@@ -172,8 +178,9 @@ def phase(ctx: FigureContext, cfg: PhaseConfig, path: Path) -> bool:
             title = f"{name}: paper"
         else:
             title = f"{name}: ours ({ctx.aggregation(p.metric)})"
-            if n_cmp:
-                title += f"\n{n_ok} of {n_cmp} within tolerance (red: outside)"
+            if n_cmp or n_open:
+                title += f"\n{n_ok} of {n_cmp} within tolerance (red: outside)" + (
+                    f"; {n_open} not finished, not compared" if n_open else "")
         ax.set_title(title, fontsize=8)
         ax.set_xlabel(cfg.x_label or cfg.x.split(".")[-1], fontsize=8)
         ax.set_ylabel(cfg.y_label or cfg.y.split(".")[-1], fontsize=8)
