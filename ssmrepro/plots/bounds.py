@@ -123,7 +123,7 @@ def _pos(vals: list[float], v: float, log: bool) -> float:
 def _fmt(v: float, solved: float | None = None) -> str:
     """Two decimals; three in [0.95, 0.9995) (0.988 must not read as 0.99, 0.997 not as 1.00);
     with the digits that keep it on its side of ``solved``, the frame's threshold (0.9896
-    under `solved: 0.99` read 0.990 in a cell without a frame, a 0.94 under 0.945 read 0.95)."""
+    under `solved: 0.99` read 0.990 in a cell without a frame, 0.9496 under 0.95 read 0.95)."""
     if math.isnan(v):
         return "—"
     text = f"{v:.3f}" if 0.95 <= v < 0.9995 else f"{v:.2f}"
