@@ -18100,3 +18100,35 @@ def test_a_phase_panels_cell_not_finished_is_not_judged_against_the_paper(tmp_pa
     assert any(t.endswith("0 of 0 within tolerance (red: outside); 1 not finished, not "
                           "compared") for t in titles), titles
     assert not outlined
+
+
+def test_a_spread_or_collapse_group_with_a_diverged_cell_says_so_not_a_wide_spread():
+    """A `spread` claim (tol 0.05) over a group of 0.9, 0.91 and one of 0.9 beside a diverged
+    cell FAILed `1 of 2 groups spread more than 0.05 (largest 0.010)`: the diverged group was
+    counted as a wide spread, under a largest spread well within tol. A `collapse` printed that
+    group's spread as `0.000` (its NaN skipped). The group is named as one with a cell without
+    a value, its spread `—`."""
+    import math
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.report import aggregate, verify
+
+    rows = [("A", 1, 0.9, "ok"), ("A", 2, 0.91, "ok"), ("B", 1, 0.9, "ok"),
+            ("B", 2, math.nan, "diverged")]
+    runs = [SimpleNamespace(label=lab, seed=0, coords={"model.x": x},
+                            flat=lambda x=x: {"model.x": x}) for lab, x, _, _ in rows]
+    df = pd.DataFrame([{"run_id": f"r{i}", "label": lab, "seed": 0, "model.x": x, "status": st,
+                        "test.acc": v} for i, (lab, x, v, st) in enumerate(rows)])
+    spec = SimpleNamespace(claim="c", paper_values=[], claims=[
+        {"check": "spread", "text": "flat", "group_by": ["label"], "tol": 0.05,
+         "metric": "test.acc"},
+        {"check": "collapse", "text": "col", "by": "model.x * 1", "tol": 0.05,
+         "metric": "test.acc", "min_groups": 1}])
+    sp, col = verify(spec, aggregate(df, runs, "mean", ["test.acc"]), ["label", "model.x"])
+    assert sp.verdict == col.verdict == "FAIL"
+    assert sp.detail == ("0 of 2 groups spread more than 0.05 (largest 0.010); 1 with a cell "
+                         "without a value (1 diverged/NaN)"), sp.detail
+    assert col.detail.startswith("spread per model.x * 1 = 1: 0.000, 2: —;"), col.detail
+    assert col.detail.endswith("; 1 diverged/NaN"), col.detail

@@ -1111,7 +1111,8 @@ def collapse(ctx: CheckContext, cfg: CollapseConfig) -> list[Verdict]:
         k = _by_values(cells, cfg.by)
         groups = {float(g): vals[k == g] for g in sorted(k.unique())}
         # as judged against tol (``difference``: on it, or 0.0, but for rounding)
-        spreads = {g: difference(float(v.max()), float(v.min()), cfg.tol)
+        spreads = {g: math.nan if v.isna().any() else
+                   difference(float(v.max()), float(v.min()), cfg.tol)
                    for g, v in groups.items() if len(v) >= 2}
         wide = any(not OPS["<="](float(v.max()), float(v.min()) + cfg.tol)
                    for v in groups.values() if len(v) >= 2)
@@ -1120,16 +1121,20 @@ def collapse(ctx: CheckContext, cfg: CollapseConfig) -> list[Verdict]:
         nan = any(v.isna().any() for v in groups.values())
         means = [float(v.mean()) for v in groups.values()]
         span = difference(max(means), min(means), cfg.min_range)
-        worst = max(spreads.values())
+        worst = max((x for x in spreads.values() if not math.isnan(x)), default=math.nan)
         ok = not nan and not wide and OPS[">="](max(means), min(means) + cfg.min_range)
         if not ok and not nan and not wide and len(cells) < len(needed):
             ok = None  # the span so far: cells not finished can still widen it
         # each number on its own side of its bound (a spread of 0.0504 read 0.050 beside a FAIL
         # of tol 0.05, a span of 0.0996 0.100 beside one of min_range 0.1)
-        shown = ", ".join(f"{fmt_num(g)}: {fmt_beside(spreads[g], cfg.tol)}" for g in spreads)
+        # a group with a diverged cell has no spread ('—'; the others' 0.000 was printed)
+        shown = ", ".join(f"{fmt_num(g)}: " + (fmt_value(x) if math.isnan(x)
+                                                 else fmt_beside(x, cfg.tol))
+                          for g, x in spreads.items())
         return Outcome(ok, f"spread per {cfg.by} = {shown}; group means span "
                        f"{fmt_beside(span, cfg.min_range)}"
-                       + ("; a diverged cell" if nan else ""), worst, bound=cfg.tol)
+                       + (f"; {_nan_text(cells[vals.isna()], cfg.metric, int(vals.isna().sum()))}"
+                          if nan else ""), worst, bound=cfg.tol)
 
     return [judge(text, needed, evaluate_cells, cfg)]
 
@@ -1515,22 +1520,31 @@ def spread(ctx: CheckContext, cfg: SpreadConfig) -> list[Verdict]:
                         detail="this profile has no group with two cells")]
 
     def evaluate(cells: pd.DataFrame) -> Outcome:
-        spreads, viol = [], 0
+        spreads, wide, used = [], 0, []
         for g in _group_rows(cells, cfg.group_by):
             if len(g) < 2:
                 continue
             vals = _metric(g, cfg.metric)
+            used.append(g)
             # as judged against tol (``difference``: on it, or 0.0, but for rounding)
             sp = (math.nan if np.isnan(vals).any()
                   else difference(float(vals.max()), float(vals.min()), cfg.tol))
             spreads.append(sp)
-            viol += math.isnan(sp) or not OPS["<="](float(vals.max()), float(vals.min()) + cfg.tol)
+            wide += not math.isnan(sp) and not OPS["<="](float(vals.max()),
+                                                          float(vals.min()) + cfg.tol)
         if not spreads:
             return Outcome(None, "no group has two finished cells")
         worst = max((s for s in spreads if not math.isnan(s)), default=math.nan)
-        return Outcome(viol <= cfg.allowed_violations,
-                       f"{viol} of {len(spreads)} groups spread more than {cfg.tol} (largest "
-                       f"{fmt_beside(worst, cfg.tol)})", worst, bound=cfg.tol)
+        # a group with a cell without a value (diverged) is a violation of its own, said so:
+        # it was counted among the groups that 'spread more than tol (largest 0.010)'
+        n_nan = sum(math.isnan(s) for s in spreads)
+        both = pd.concat(used)
+        return Outcome(wide + n_nan <= cfg.allowed_violations,
+                       f"{wide} of {len(spreads)} groups spread more than {cfg.tol} (largest "
+                       f"{fmt_beside(worst, cfg.tol)})"
+                       + (f"; {n_nan} with a cell without a value"
+                          f"{_nan_note(both, cfg.metric, _metric(both, cfg.metric))}"
+                          if n_nan else ""), worst, bound=cfg.tol)
         # with 3 decimals a loss's spread read 'more than 1e-06 (largest 0.000)', a fail for a
         # spread that looked like none; on its side of tol (0.0504 read 0.050 beside a FAIL)
 
