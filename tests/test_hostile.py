@@ -18582,3 +18582,331 @@ def test_a_paper_panels_key_of_a_number_written_another_way_maps_its_panel(tmp_p
     assert mapped_panel({"8": "12"}, "model.d_model", 8.0) == "12"  # a curves table's float
     assert mapped_panel({"[0.9, 0.99]": [0.8, 0.9]}, "train.betas", [0.9, 0.99]) == [0.8, 0.9]
     assert mapped_panel({"1": "B"}, "label", "1.0") == "1.0"  # labels by their text
+
+
+def test_a_checks_difference_is_printed_on_its_own_side_of_its_bound():
+    """An `ordering` FAILed by a worst difference of 0.0099 against a margin of 0.01 said
+    `(ours: 0.010)`; a `spread` / `collapse` of 0.0504 over tol 0.05 `largest 0.050`, a fitted
+    slope of -0.9496 against -1.0 ± 0.05 `-0.950`, an `any_threshold` best cell 0.94951 against
+    `>= 0.95` `0.950`: each a FAIL beside a number on its bound. Two means of seeds equal but for
+    their summation order (0.9, 0.8 and 0.85, 0.85) printed `ours: -1.11e-16` beside a PASS of
+    `B >= A`, and a spread of 1.11e-16 beside `spread <= 0`: they are 0.000 now."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.report import aggregate, markdown, verify
+
+    def report(rows, keys, claims):
+        runs = [SimpleNamespace(label=r["label"], seed=r.get("seed", 0),
+                                coords={k: r[k] for k in keys[1:]},
+                                flat=lambda r=r: {k: r[k] for k in keys[1:]}) for r in rows]
+        df = pd.DataFrame([{**r, "run_id": f"r{i}", "status": "ok"} for i, r in enumerate(rows)])
+        cells = aggregate(df, runs, "mean", ["test.acc"])
+        spec = SimpleNamespace(id="t", alias=None, title="T", claim="c", claims=claims,
+                               paper_values=[], notes=[], analytic=None,
+                               aggregate=SimpleNamespace(reduce="mean"))
+        verdicts = verify(spec, cells, keys)
+        lines = [ln for ln in markdown(spec, "quick", cells, verdicts, len(df)).splitlines()
+                 if ln.startswith("- **")]
+        return [v.verdict for v in verdicts], lines
+
+    ab = [{"label": "A", "test.acc": 0.9099}, {"label": "B", "test.acc": 0.9}]
+    grid = [{"label": "A", "model.a": a, "model.b": b, "test.acc": v}
+            for a, b, v in [(1, 2, 0.9504), (2, 1, 0.9), (1, 4, 0.6), (4, 1, 0.6)]]
+    slope = [{"label": "A", "model.a": x, "test.acc": x ** -0.9496} for x in (1, 2, 4, 8)]
+    ties = [{"label": "A", "seed": 0, "test.acc": 0.9}, {"label": "A", "seed": 1, "test.acc": 0.8},
+            {"label": "B", "seed": 0, "test.acc": 0.85}, {"label": "B", "seed": 1, "test.acc": 0.85}]
+    cases = [
+        (ab, ["label"], {"check": "ordering", "a": {"label": "A"}, "b": {"label": "B"},
+                         "margin": 0.01}, "FAIL", ["(ours: 0.0099)"]),
+        (ab, ["label"], {"check": "any_threshold", "op": ">=", "value": 0.91}, "FAIL",
+         ["(ours: 0.9099)"]),
+        (grid[:2], ["label", "model.a", "model.b"],
+         {"check": "spread", "group_by": ["label"], "tol": 0.05}, "FAIL",
+         ["(largest 0.0504) (ours: 0.0504)"]),
+        (grid, ["label", "model.a", "model.b"],
+         {"check": "collapse", "by": "model.a * model.b", "tol": 0.05}, "FAIL",
+         ["= 2: 0.0504, 4: 0.000;", "(ours: 0.0504)"]),
+        (slope, ["label", "model.a"], {"check": "loglog_slope", "x": "model.a", "expected": -1.0,
+                                       "tol": 0.05, "group_by": ["label"]}, "FAIL",
+         ["fitted slope -0.9496 over 4 cells (ours: -0.9496)"]),
+        (ties, ["label"], {"check": "ordering", "a": {"label": "B"}, "b": {"label": "A"}},
+         "PASS", ["(ours: 0.000)"]),
+        (ties, ["label"], {"check": "spread", "group_by": [], "tol": 0.0}, "PASS",
+         ["(largest 0.000) (ours: 0.000)"]),
+    ]
+    for rows, keys, claim, verdict, needles in cases:
+        verdicts, lines = report(rows, keys, [{"text": "c", "metric": "test.acc", **claim}])
+        assert verdicts == [verdict], (claim, lines)
+        for needle in needles:
+            assert needle in lines[0], (claim, lines)
+    # recall_frontier's ratio to the law, 2 decimals but on its side of ×factor
+    from ssmrepro.report import fmt_beside
+    assert [fmt_beside(r, 2.0, f"{r:.2f}") for r in (2.004, 1.996, 1.5)] == ["2.004", "1.996",
+                                                                             "1.50"]
+
+
+def test_a_selection_between_candidates_of_one_mean_does_not_follow_the_tables_row_order():
+    """`aggregate.select` (max of val.acc over train.lr) between two learning rates whose seeds
+    scored 0.1, 0.2, 0.3 and 0.3, 0.2, 0.1: pandas' sums of the two orders differ in the last
+    bit, so the chosen rate followed the order of the table's rows (the store's records gave
+    lr 0.1, the same rows in another order in a fresh clone's results.csv lr 0.2), and with it
+    the cell's numbers and verdicts. Means equal but for rounding tie, and the first candidate
+    in the sweep's order is kept."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.report import aggregate
+
+    sel = SimpleNamespace(over="train.lr", by="val.acc", op="max")
+    runs = [SimpleNamespace(coords={"train.lr": lr}, label="A", seed=s,
+                            flat=lambda lr=lr: {"train.lr": lr})
+            for lr in (0.1, 0.2) for s in (0, 1, 2)]
+    acc = [0.1, 0.2, 0.3, 0.3, 0.2, 0.1]
+    rows = [{"run_id": f"r{i}", "label": "A", "seed": r.seed, "train.lr": r.flat()["train.lr"],
+             "status": "ok", "val.acc": a} for i, (r, a) in enumerate(zip(runs, acc))]
+    for order in (rows, rows[::-1], rows[3:] + rows[:3]):
+        cells = aggregate(pd.DataFrame(order), runs, "mean", ["val.acc"], select=sel)
+        assert cells["train.lr"].tolist() == [0.1], order
+    sel.op = "min"  # a lower mean still wins, whatever the order
+    rows[5]["val.acc"] = 0.05
+    for order in (rows, rows[::-1]):
+        cells = aggregate(pd.DataFrame(order), runs, "mean", ["val.acc"], select=sel)
+        assert cells["train.lr"].tolist() == [0.2], order
+
+
+def test_a_paper_value_is_printed_with_the_digits_it_is_given():
+    """yu2025-tab1's paper values have 4 decimals (0.8154 ± 0.01): report.md printed the paper's
+    0.815 beside our 0.8053 as `| 0.815 | 0.805 | differs |`, numbers 0.010 apart, on the
+    tolerance, beside `differs`. A paper value is printed as written where 3 decimals drop its
+    digits (0.8154); others keep 3 decimals (0.950)."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.report import aggregate, markdown, verify
+
+    runs = [SimpleNamespace(label=lab, coords={}, seed=0, flat=lambda: {}) for lab in "AB"]
+    df = pd.DataFrame([{"run_id": f"r{i}", "label": lab, "seed": 0, "status": "ok",
+                        "test.acc": v} for i, (lab, v) in enumerate(zip("AB", [0.8053, 0.9]))])
+    cells = aggregate(df, runs, "mean", ["test.acc"])
+    pvs = [SimpleNamespace(where={"label": "A"}, metric="test.acc", value=0.8154, tol=0.01),
+           SimpleNamespace(where={"label": "B"}, metric="test.acc", value=0.95, tol=0.05)]
+    spec = SimpleNamespace(id="t", alias=None, title="T", claim="c", claims=[],
+                           paper_values=pvs, notes=[], analytic=None,
+                           aggregate=SimpleNamespace(reduce="mean"))
+    verdicts = verify(spec, cells, ["label"])
+    text = markdown(spec, "quick", cells, verdicts, len(df))
+    assert "| label=A: test.acc (tol 0.01) | 0.8154 | 0.805 | differs |" in text, text
+    assert "| label=B: test.acc (tol 0.05) | 0.950 | 0.900 | match |" in text, text
+
+
+def test_a_figures_cell_number_is_printed_on_its_own_side_of_its_threshold(tmp_path,
+                                                                             monkeypatch):
+    """huang2025-figA4's committed bound_grid wrote 0.98987 as `0.990` in a cell without the
+    white frame of `solved: 0.99` (its legend: `white frame: ≥ 0.99`), beside a framed 0.99023
+    also `0.990`; a mean 0.99 but for rounding had no frame. chen2025-fig4's phase panel wrote a
+    cell of 0.4702 beside the paper's .42 ± .05 as `.47`, within the tolerance, in the red
+    outline of a cell that differs. Each number keeps the digits that place it; a value on the
+    threshold but for rounding is framed."""
+    import matplotlib.axes
+    import matplotlib.patches
+    from test_checks import Run
+    from test_outputs import _ctx, _draw
+
+    from ssmrepro.spec import PaperValue
+
+    said: list[str] = []
+    text = matplotlib.axes.Axes.text
+    monkeypatch.setattr(matplotlib.axes.Axes, "text",
+                        lambda self, x, y, s, *a, **k: said.append(str(s)) or text(
+                            self, x, y, s, *a, **k))
+    frames: list[tuple] = []
+    patch = matplotlib.axes.Axes.add_patch
+
+    def add_patch(self, p):
+        if isinstance(p, matplotlib.patches.Rectangle) and not p.get_fill():
+            frames.append(p.get_xy())
+        return patch(self, p)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "add_patch", add_patch)
+    runs = [Run("S6", {"task.kappa": k, "model.d_model": 8}) for k in (1, 2, 3, 4)]
+    ctx = _ctx(tmp_path, runs, [0.98987, 0.99023, 0.9899999999999999, 0.5])
+    assert _draw(ctx, {"kind": "bound_grid", "x": "task.kappa", "y": "model.d_model"},
+                 tmp_path / "g.png")
+    assert [s for s in said if s.startswith("0.")] == ["0.9899", "0.9902", "0.990", "0.50"], said
+    assert [round(x) for x, _ in frames] == [1, 2], frames  # 0.99023, 0.99 - 1e-16 framed
+    said.clear()
+    runs = [Run("", {"model.init.gamma": g, "model.repeat": 2}) for g in (0.5, 0.6)]
+    ctx = _ctx(tmp_path, runs, [0.4702, 0.4698])
+    ctx.spec.paper_values = [PaperValue(where={"model.init.gamma": g, "model.repeat": 2},
+                                        value=0.42, tol=0.05) for g in (0.5, 0.6)]
+    assert _draw(ctx, {"kind": "phase", "x": "model.init.gamma", "y": "model.repeat",
+                       "panels": [{"metric": "test.acc"}]}, tmp_path / "p.png")
+    assert ".4702" in said and ".4698" in said and ".42" in said, said
+
+
+def test_a_negative_zero_is_printed_as_zero():
+    """A claim on `-test.loss` (a loss negated, as size_order's refusal suggests) of a cell whose
+    loss is 0 said `(ours: -0.000)` beside the table's `0.000`: one value, two signs. Zero is
+    printed `0.000` whatever its sign; a small negative value keeps it."""
+    from ssmrepro.report import fmt_beside, fmt_value
+
+    assert [fmt_value(x) for x in (-0.0, 0.0, -1e-9, -0.25)] == ["0.000", "0.000", "-1e-09",
+                                                                 "-0.250"]
+    assert fmt_beside(-0.0, -0.1) == "0.000"
+
+
+def test_a_selections_cell_not_finished_says_its_kept_candidate_is_in():
+    """`aggregate.select` over train.lr with lr 0.1's three seeds in and lr 0.2's one of three:
+    the cell is not finished (the choice could change), but its paper value read `0.900 (3 of 3
+    runs finished) | unfinished` and its claim `1 of 1 needed cells not finished` beside a table
+    row of n_ok 3 of n_expected 3. Both say that the kept candidate's runs are in and the other
+    candidates' are not."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.report import aggregate, markdown, verify
+
+    sel = SimpleNamespace(over="train.lr", by="val.loss", op="min")
+    runs = [SimpleNamespace(coords={"train.lr": lr}, label="A", seed=s,
+                            flat=lambda lr=lr: {"train.lr": lr})
+            for lr in (0.1, 0.2) for s in (0, 1, 2)]
+    df = pd.DataFrame([{"run_id": f"{lr}-{s}", "label": "A", "seed": s, "train.lr": lr,
+                        "status": "ok", "val.loss": lr, "test.acc": 0.9}
+                       for lr in (0.1, 0.2) for s in (0, 1, 2) if lr == 0.1 or s == 0])
+    cells = aggregate(df, runs, "mean", ["test.acc", "val.loss"], select=sel)
+    spec = SimpleNamespace(id="t", alias=None, title="T", claim="c", notes=[], analytic=None,
+                           claims=[{"text": "solves", "op": ">=", "value": 0.85}],
+                           paper_values=[SimpleNamespace(where={"label": "A"}, metric="test.acc",
+                                                         value=0.9, tol=0.05)],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    verdicts = verify(spec, cells, ["label"])
+    assert [v.verdict for v in verdicts] == ["unfinished", "MISSING"]
+    text = markdown(spec, "quick", cells, verdicts, len(df), aggregate(df, runs, "mean", []))
+    assert ("| 0.900 (3 of 3 runs of the candidate kept so far finished; the other candidates' "
+            "runs not all) | unfinished |") in text, text
+    assert ("1 of 1 needed cells not finished (1 of them: every run of the candidate kept so "
+            "far finished, not every candidate's)") in text, text
+
+
+def test_a_monotone_violation_names_its_values_with_the_digits_that_show_it():
+    """A `monotone` claim FAILed `1 violations in 1 steps (1→2)` on 0.9504 → 0.9496, which the
+    report's table shows as 0.950 and 0.950, a plateau; with tol 0.01 a step 0.9504 → 0.9403
+    read as 0.950 and 0.940, a drop on the tolerance. Each violation names its values, with
+    the digits that keep them a violation (`1→2: 0.9504→0.9496`)."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.report import aggregate, verify
+
+    for vals, tol, want in (((0.9504, 0.9496), 0.0, "1→2: 0.9504→0.9496"),
+                            ((0.9504, 0.9403), 0.01, "1→2: 0.9504→0.9403"),
+                            ((0.9, 0.5), 0.01, "1→2: 0.900→0.500")):
+        runs = [SimpleNamespace(label="A", seed=0, coords={"model.x": x},
+                                flat=lambda x=x: {"model.x": x}) for x in (1, 2)]
+        df = pd.DataFrame([{"run_id": f"r{x}", "label": "A", "seed": 0, "model.x": x,
+                            "status": "ok", "test.acc": v} for x, v in zip((1, 2), vals)])
+        spec = SimpleNamespace(claims=[{"check": "monotone", "text": "rises", "along": "model.x",
+                                        "metric": "test.acc", "tol": tol}],
+                               paper_values=[], claim="c")
+        [v] = verify(spec, aggregate(df, runs, "mean", ["test.acc"]), ["label", "model.x"])
+        assert v.verdict == "FAIL" and f"1 violations in 1 steps ({want})" in v.detail, v.detail
+
+
+def test_a_mechanistic_titles_number_is_printed_on_its_own_side_of_a_claims_threshold():
+    """koren2026-fig2's operator panels title G_kq's diag hit with 2 decimals and its dominance
+    with one: a hit of 0.8984 read `0.90` beside a FAIL of the spec's `gkq.diag_hit >= 0.9`, a
+    dominance of 2.96 `3.0` beside one of `>= 3`. A title's number keeps the digits that place
+    it against the nearest threshold a claim (or precondition) sets on its metric; a metric
+    no claim bounds keeps its format."""
+    from types import SimpleNamespace
+
+    from ssmrepro.plots.mechanistic import _one_decimal, _shown
+
+    ctx = SimpleNamespace(spec=SimpleNamespace(claims=[
+        {"metric": "gkq.diag_hit", "op": ">=", "value": 0.9},
+        {"metric": "gkq.diag_hit", "op": "<=", "value": 0.1},
+        {"metric": "test.acc", "op": ">=", "value": 0.5,
+         "given": [{"metric": "gkq.dominance", "op": ">=", "value": 3}]}]))
+    m = {"gkq.diag_hit": 0.8984, "gkq.dominance": 2.96, "gkq.block_share": 0.8984,
+         "attn.hit": 0.0999}
+    assert _shown(ctx, m, "gkq.diag_hit", f"{m['gkq.diag_hit']:.2f}") == "0.8984"
+    assert _shown(ctx, m, "gkq.dominance", _one_decimal(m["gkq.dominance"])) == "2.96"
+    assert _shown(ctx, m, "gkq.block_share", f"{m['gkq.block_share']:.2f}") == "0.90"
+    m["gkq.diag_hit"] = 0.0999  # the untrained control's `<= 0.1` is the nearer threshold
+    assert _shown(ctx, m, "gkq.diag_hit", f"{m['gkq.diag_hit']:.2f}") == "0.0999"
+    m["gkq.diag_hit"] = 0.5
+    assert _shown(ctx, m, "gkq.diag_hit", f"{m['gkq.diag_hit']:.2f}") == "0.50"
+
+
+def test_a_phase_panels_cell_not_finished_is_not_judged_against_the_paper(tmp_path,
+                                                                           monkeypatch):
+    """A phase panel's cell with one of its two seeds trained (0.2 beside the paper's .42 ±
+    .05) was outlined red and counted, `0 of 1 within tolerance`, while the report called its
+    paper value `unfinished`, not compared. It is drawn, not judged: `0 of 0 within tolerance
+    (red: outside); 1 not finished, not compared`, no red outline."""
+    import matplotlib.axes
+    import matplotlib.patches
+    from test_checks import Run
+    from test_outputs import _ctx, _draw
+
+    from ssmrepro.spec import PaperValue
+
+    titles: list[str] = []
+    monkeypatch.setattr(matplotlib.axes.Axes, "set_title",
+                        lambda self, t, *a, **k: titles.append(str(t)))
+    outlined: list = []
+    patch = matplotlib.axes.Axes.add_patch
+
+    def add_patch(self, p):
+        if isinstance(p, matplotlib.patches.Rectangle) and not p.get_fill():
+            outlined.append(p)
+        return patch(self, p)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "add_patch", add_patch)
+    runs = [Run("", {"model.init.gamma": 0.5, "model.repeat": 2}, seed=s) for s in (0, 1)]
+    ctx = _ctx(tmp_path, runs, [0.2, None])
+    ctx.spec.paper_values = [PaperValue(where={"model.init.gamma": 0.5, "model.repeat": 2},
+                                        value=0.42, tol=0.05)]
+    assert _draw(ctx, {"kind": "phase", "x": "model.init.gamma", "y": "model.repeat",
+                       "panels": [{"metric": "test.acc"}]}, tmp_path / "p.png")
+    assert any(t.endswith("0 of 0 within tolerance (red: outside); 1 not finished, not "
+                          "compared") for t in titles), titles
+    assert not outlined
+
+
+def test_a_spread_or_collapse_group_with_a_diverged_cell_says_so_not_a_wide_spread():
+    """A `spread` claim (tol 0.05) over a group of 0.9, 0.91 and one of 0.9 beside a diverged
+    cell FAILed `1 of 2 groups spread more than 0.05 (largest 0.010)`: the diverged group was
+    counted as a wide spread, under a largest spread well within tol. A `collapse` printed that
+    group's spread as `0.000` (its NaN skipped). The group is named as one with a cell without
+    a value, its spread `—`."""
+    import math
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.report import aggregate, verify
+
+    rows = [("A", 1, 0.9, "ok"), ("A", 2, 0.91, "ok"), ("B", 1, 0.9, "ok"),
+            ("B", 2, math.nan, "diverged")]
+    runs = [SimpleNamespace(label=lab, seed=0, coords={"model.x": x},
+                            flat=lambda x=x: {"model.x": x}) for lab, x, _, _ in rows]
+    df = pd.DataFrame([{"run_id": f"r{i}", "label": lab, "seed": 0, "model.x": x, "status": st,
+                        "test.acc": v} for i, (lab, x, v, st) in enumerate(rows)])
+    spec = SimpleNamespace(claim="c", paper_values=[], claims=[
+        {"check": "spread", "text": "flat", "group_by": ["label"], "tol": 0.05,
+         "metric": "test.acc"},
+        {"check": "collapse", "text": "col", "by": "model.x * 1", "tol": 0.05,
+         "metric": "test.acc", "min_groups": 1}])
+    sp, col = verify(spec, aggregate(df, runs, "mean", ["test.acc"]), ["label", "model.x"])
+    assert sp.verdict == col.verdict == "FAIL"
+    assert sp.detail == ("0 of 2 groups spread more than 0.05 (largest 0.010); 1 with a cell "
+                         "without a value (1 diverged/NaN)"), sp.detail
+    assert col.detail.startswith("spread per model.x * 1 = 1: 0.000, 2: —;"), col.detail
+    assert col.detail.endswith("; 1 diverged/NaN"), col.detail

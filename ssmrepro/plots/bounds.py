@@ -27,7 +27,8 @@ from matplotlib.patches import Polygon, Rectangle  # noqa: E402
 from pydantic import ConfigDict, Field, model_validator  # noqa: E402
 
 from .. import expr  # noqa: E402
-from ..report.cells import cell_env, column  # noqa: E402
+from ..report.cells import cell_env, column, fmt_beside  # noqa: E402
+from ..report.checks import OPS  # noqa: E402
 from ..report.columns import LABEL  # noqa: E402
 from ..util import DrawnText, NoBoolNumbers  # noqa: E402
 from .registry import (  # noqa: E402
@@ -119,11 +120,14 @@ def _pos(vals: list[float], v: float, log: bool) -> float:
     return i + (t - xs[i]) / (xs[i + 1] - xs[i])
 
 
-def _fmt(v: float) -> str:
-    """Two decimals; three in [0.95, 0.9995) (0.988 must not read as 0.99, 0.997 not as 1.00)."""
+def _fmt(v: float, solved: float | None = None) -> str:
+    """Two decimals; three in [0.95, 0.9995) (0.988 must not read as 0.99, 0.997 not as 1.00);
+    with the digits that keep it on its side of ``solved``, the frame's threshold (0.9896
+    under `solved: 0.99` read 0.990 in a cell without a frame, 0.9496 under 0.95 read 0.95)."""
     if math.isnan(v):
         return "—"
-    return f"{v:.3f}" if 0.95 <= v < 0.9995 else f"{v:.2f}"
+    text = f"{v:.3f}" if 0.95 <= v < 0.9995 else f"{v:.2f}"
+    return text if solved is None else fmt_beside(v, solved, text)
 
 
 def _edge_values(vals: list[float], log: bool) -> tuple[float, float]:
@@ -198,21 +202,22 @@ def bound_grid(ctx: FigureContext, cfg: BoundGridConfig, path: Path) -> bool:
                 color = cmap(v) if not math.isnan(v) else (0.85, 0.85, 0.85, 1)
                 if half is None:
                     ax.add_patch(Rectangle((xi - 0.5, yi - 0.5), 1, 1, color=color))
-                    frame = not math.isnan(v) and v >= cfg.solved
+                    # on the threshold but for rounding is on it, as a claim's bound
+                    frame = not math.isnan(v) and OPS[">="](v, cfg.solved)
                     if frame:
                         ax.add_patch(Rectangle((xi - 0.46, yi - 0.46), 0.92, 0.92, fill=False,
                                                ec="w", lw=1.4))
-                    ax.text(xi, yi, _fmt(v), ha="center",
+                    ax.text(xi, yi, _fmt(v, cfg.solved), ha="center",
                             va="center", fontsize=6.5, color="k" if v > 0.6 else "w")
                 else:
                     tri = ([(xi - 0.5, yi - 0.5), (xi - 0.5, yi + 0.5), (xi + 0.5, yi + 0.5)]
                            if half == 0 else
                            [(xi - 0.5, yi - 0.5), (xi + 0.5, yi - 0.5), (xi + 0.5, yi + 0.5)])
                     ax.add_patch(Polygon(tri, closed=True, color=color))
-                    if not math.isnan(v) and v >= cfg.solved:
+                    if not math.isnan(v) and OPS[">="](v, cfg.solved):
                         ax.add_patch(Polygon(tri, closed=True, fill=False, ec="w", lw=1.2))
                     dx, dy = (-0.22, 0.2) if half == 0 else (0.22, -0.2)
-                    ax.text(xi + dx, yi + dy, _fmt(v),
+                    ax.text(xi + dx, yi + dy, _fmt(v, cfg.solved),
                             ha="center", va="center", fontsize=5.5,
                             color="k" if v > 0.6 else "w")
             ref = sub.iloc[0] if len(sub) else t.iloc[0]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import sys
 import textwrap
 from pathlib import Path
@@ -41,7 +42,7 @@ from pydantic import Field, model_validator  # noqa: E402
 from ..analysis import mechanistic as mech  # noqa: E402
 from ..engine import open_store  # noqa: E402
 from ..report.analysis import MECH, OUTVAR  # noqa: E402
-from ..report.cells import norm, values_equal  # noqa: E402
+from ..report.cells import fmt_beside, norm, values_equal  # noqa: E402
 from ..report.columns import LABEL  # noqa: E402
 from ..sweep import expand  # noqa: E402
 from ..sweep.config import MAX_SAMPLES  # noqa: E402
@@ -452,13 +453,17 @@ def _draw_operators(ctx, cfg, path, rows) -> None:
         m, P = r["metrics"], r["panels"]
         V = P["G_vv"][0].shape[0]
         a = axes[i, 0]
-        im = _show(a, P["G_vv"], f"{r['name']}\nG_vv: value diag hit {m['gvv.diag_hit']:.2f},"
-                   f" dominance {_one_decimal(m['gvv.dominance'])}", "ξ_τ = [x_(τ-1) | x_τ]", "output y_t")
+        hit = _shown(ctx, m, "gvv.diag_hit", f"{m['gvv.diag_hit']:.2f}")
+        dom = _shown(ctx, m, "gvv.dominance", _one_decimal(m["gvv.dominance"]))
+        im = _show(a, P["G_vv"], f"{r['name']}\nG_vv: value diag hit {hit}, dominance {dom}",
+                   "ξ_τ = [x_(τ-1) | x_τ]", "output y_t")
         _halves(a, V, rows=False, cols=True)
         fig.colorbar(im, ax=a, shrink=0.8)
         a = axes[i, 1]
-        im = _show(a, P["G_kq"], f"G_kq: key diag hit {m['gkq.diag_hit']:.2f}, dominance "
-                   f"{_one_decimal(m['gkq.dominance'])}, block share {m['gkq.block_share']:.2f}",
+        hit = _shown(ctx, m, "gkq.diag_hit", f"{m['gkq.diag_hit']:.2f}")
+        dom = _shown(ctx, m, "gkq.dominance", _one_decimal(m["gkq.dominance"]))
+        share = _shown(ctx, m, "gkq.block_share", f"{m['gkq.block_share']:.2f}")
+        im = _show(a, P["G_kq"], f"G_kq: key diag hit {hit}, dominance {dom}, block share {share}",
                    "query pair ξ_t = [x_(t-1) | x_t]", "stored pair ξ_τ = [x_(τ-1) | x_τ]")
         _halves(a, V, rows=True, cols=True)
         fig.colorbar(im, ax=a, shrink=0.8)
@@ -490,6 +495,30 @@ def _hidden_row(cfg, run, model, task, seed) -> dict[str, Any]:
                 {k: m[k] for k in ("hidden.hit", "hidden.snr")})
 
 
+def _claim_bounds(spec: Any, metric: str) -> list[float]:
+    """The thresholds the spec's claims (and their preconditions) set on ``metric``."""
+    out = []
+    for c in getattr(spec, "claims", None) or []:
+        items = [c, *(c.get("given") or [])] if isinstance(c, dict) else []
+        out += [float(it["value"]) for it in items if isinstance(it, dict)
+                and it.get("metric") == metric and "op" in it
+                and isinstance(it.get("value"), (int, float))
+                and not isinstance(it.get("value"), bool)]
+    return out
+
+
+def _shown(ctx, m: dict, metric: str, text: str) -> str:
+    """A title's number ``text`` of ``m[metric]``, with the digits that keep it on its side of
+    the nearest threshold a claim sets on the metric (``fmt_beside``): a G_kq diag hit of 0.8984
+    was titled 0.90 beside a FAIL of `gkq.diag_hit >= 0.9`, a dominance of 2.96 3.0 beside one
+    of `>= 3`."""
+    v = float(m[metric])
+    bounds = _claim_bounds(getattr(ctx, "spec", None), metric)
+    if not bounds or not math.isfinite(v):
+        return text
+    return fmt_beside(v, min(bounds, key=lambda b: abs(v - b)), text)
+
+
 def _one_decimal(v: float) -> str:
     """A ratio with one decimal, but one significant digit where one decimal would read as a
     signed zero (koren2026-fig3's untrained control, SNR -0.01, was titled 'SNR -0.0')."""
@@ -504,8 +533,10 @@ def _draw_hidden(ctx, cfg, path, rows) -> None:
         _show(axes[i, 0], P["H_ideal"], f"{r['name']}\nH_t = Σ v_n k_nᵀ (ideal)", "key token",
               "value token")
         _show(axes[i, 1], P["H_prime"], "H'_t = P_out h_t (compressed)", "N", "D")
-        _show(axes[i, 2], P["H_dprime"], f"H''_t = Π_v,out h_t Π_q,in: hit {m['hidden.hit']:.2f},"
-              f" SNR {_one_decimal(m['hidden.snr'])}", "key token", "value token")
+        hit = _shown(ctx, m, "hidden.hit", f"{m['hidden.hit']:.2f}")
+        snr = _shown(ctx, m, "hidden.snr", _one_decimal(m["hidden.snr"]))
+        _show(axes[i, 2], P["H_dprime"], f"H''_t = Π_v,out h_t Π_q,in: hit {hit}, SNR {snr}",
+              "key token", "value token")
     _save(fig, ctx, cfg, path, "t = 2N_f (end of the context), one test sequence; value × "
           "key quadrant; the claim: H''_t ≈ H_t (the fact entries stand out)")
 
@@ -535,8 +566,10 @@ def _draw_attention(ctx, cfg, path, rows) -> None:
         m, P = r["metrics"], r["panels"]
         _show(axes[i, 0], P["ideal"], f"{r['name']}\nideal α_τt = [x_(τ-1) = x_t]",
               "τ (attended)", "t (query)")
-        _show(axes[i, 1], P["trained"], f"model B_τᵀ C_t: hit {m['attn.hit']:.2f}, corr "
-              f"{m['attn.corr']:.2f}", "τ (attended)", "t (query)")
+        hit = _shown(ctx, m, "attn.hit", f"{m['attn.hit']:.2f}")
+        corr = _shown(ctx, m, "attn.corr", f"{m['attn.corr']:.2f}")
+        _show(axes[i, 1], P["trained"], f"model B_τᵀ C_t: hit {hit}, corr {corr}",
+              "τ (attended)", "t (query)")
     _save(fig, ctx, cfg, path, "one test sequence (causal part); the claim: the trained "
           "map ≈ the ideal one on the query rows")
 
@@ -564,10 +597,10 @@ def _draw_copy_shift(ctx, cfg, path, rows) -> None:
     fig, axes = _grid(path, len(rows), 2, w=3.6, h=3.3)
     for i, r in enumerate(rows):
         m, P = r["metrics"], r["panels"]
-        _show(axes[i, 0], P["copy"], f"{r['name']}\ncopy x_tᵀ G_vv ξ_τ: hit "
-              f"{m['conv.copy_hit']:.2f}", "τ", "t")
-        _show(axes[i, 1], P["shift"], f"shift ξ_tᵀ G_kq ξ_τ: hit {m['conv.shift_hit']:.2f}",
-              "τ", "t")
+        copy = _shown(ctx, m, "conv.copy_hit", f"{m['conv.copy_hit']:.2f}")
+        shift = _shown(ctx, m, "conv.shift_hit", f"{m['conv.shift_hit']:.2f}")
+        _show(axes[i, 0], P["copy"], f"{r['name']}\ncopy x_tᵀ G_vv ξ_τ: hit {copy}", "τ", "t")
+        _show(axes[i, 1], P["shift"], f"shift ξ_tᵀ G_kq ξ_τ: hit {shift}", "τ", "t")
     _save(fig, ctx, cfg, path, "the context (2N_f tokens) of one test sequence; hits on "
           "its value rows: copy on the main diagonal, shift on τ = t − 1")
 
@@ -621,8 +654,10 @@ def _draw_distribution(ctx, cfg, path, rows) -> None:
         for v in (0.0, 1.0):
             ax.axvline(v, color="0.6", lw=0.6, ls="--")
         ax.set_ylim(bottom=0)
-        ax.set_title(f"{r['name']}, M = {m['M']:g}, N = {m['N']:g}: var wrong {m['out.wrong_var']:.3f},"
-                     f" empty {m['out.empty_var']:.3f}", fontsize=7)
+        wrong = _shown(ctx, m, "out.wrong_var", f"{m['out.wrong_var']:.3f}")
+        empty = _shown(ctx, m, "out.empty_var", f"{m['out.empty_var']:.3f}")
+        ax.set_title(f"{r['name']}, M = {m['M']:g}, N = {m['N']:g}: var wrong {wrong}, empty "
+                     f"{empty}", fontsize=7)
         ax.tick_params(labelsize=7)
         if j == 0:
             ax.set_ylabel("density", fontsize=8)

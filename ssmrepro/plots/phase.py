@@ -20,8 +20,9 @@ import numpy as np  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 from pydantic import ConfigDict, Field  # noqa: E402
 
-from ..report.cells import fmt_num, select, values_equal  # noqa: E402
-from ..report.checks import within  # noqa: E402
+from ..report.cells import fmt_beside, fmt_num, select, values_equal  # noqa: E402
+from ..report.checks import nearer_end, within  # noqa: E402
+from ..report.columns import COMPLETE  # noqa: E402
 from ..util import DrawnText, NoBoolNumbers  # noqa: E402
 from .registry import (  # noqa: E402
     FigureConfig,
@@ -88,13 +89,16 @@ def _draw(ax, grid: np.ndarray, text: list[list[str]], xs: list, ys: list, vmax:
     return im
 
 
-def _cell(v: float) -> str:
+def _cell(v: float, bound: float | None = None) -> str:
     """A cell's number: 2 decimals without the leading 0 (the paper's ".42"), 2 significant
     digits where 2 decimals would read as zero (an accuracy of 0.0005 read ".00", as a cell of
-    exactly 0 beside it did; the heatmaps' rule)."""
+    exactly 0 beside it did; the heatmaps' rule); beside a paper value, with the digits that
+    keep it on its side of the nearer end of paper ± tol, ``bound`` (0.4702 against .42 ± .05
+    read ".47", within the tolerance, in a red outline of a cell that differs)."""
     if math.isnan(v):
         return "—"
     text = f"{v:.2g}" if 0 < abs(v) < 0.005 else f"{v:.2f}"
+    text = fmt_beside(v, bound, text) if bound is not None else text
     return text.lstrip("0") if 0 <= v < 1 else text
 
 
@@ -136,7 +140,7 @@ def phase(ctx: FigureContext, cfg: PhaseConfig, path: Path) -> bool:
         text = [["" for _ in xs] for _ in ys]
         faint = np.zeros_like(grid, dtype=bool)
         bad = []
-        n_cmp = n_ok = 0
+        n_cmp = n_ok = n_open = 0
         for _, r in agg.iterrows():
             i = next(k for k, y in enumerate(ys) if values_equal(y, r[cfg.y]))
             j = next(k for k, x in enumerate(xs) if values_equal(x, r[cfg.x]))
@@ -151,8 +155,14 @@ def phase(ctx: FigureContext, cfg: PhaseConfig, path: Path) -> bool:
                 continue
             v = float(r[p.metric]) if p.metric in r else math.nan
             grid[i, j] = v
-            text[i][j] = _cell(v)
-            if ref is not None:
+            text[i][j] = _cell(v, None if ref is None or math.isnan(v)
+                               else nearer_end(v, ref[0], ref[1]))
+            if ref is not None and COMPLETE in r and not bool(r[COMPLETE]):
+                # not every run of the cell finished: drawn, not judged, as the report's
+                # paper value is 'unfinished' (it was counted and outlined as the report's
+                # `differs`, '1 of 2 within tolerance' beside the report's '0 of 1 compared')
+                n_open += 1
+            elif ref is not None:
                 n_cmp += 1
                 if not math.isnan(v) and within(v, ref[0], ref[1]):  # as the report: a
                     # value on the bound but for rounding (0.85 of paper 0.9 ± 0.05) read red
@@ -168,8 +178,9 @@ def phase(ctx: FigureContext, cfg: PhaseConfig, path: Path) -> bool:
             title = f"{name}: paper"
         else:
             title = f"{name}: ours ({ctx.aggregation(p.metric)})"
-            if n_cmp:
-                title += f"\n{n_ok} of {n_cmp} within tolerance (red: outside)"
+            if n_cmp or n_open:
+                title += f"\n{n_ok} of {n_cmp} within tolerance (red: outside)" + (
+                    f"; {n_open} not finished, not compared" if n_open else "")
         ax.set_title(title, fontsize=8)
         ax.set_xlabel(cfg.x_label or cfg.x.split(".")[-1], fontsize=8)
         ax.set_ylabel(cfg.y_label or cfg.y.split(".")[-1], fontsize=8)

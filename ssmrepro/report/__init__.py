@@ -24,6 +24,7 @@ from .cells import (
     fmt_beside,
     fmt_num,
     fmt_value,
+    fmt_written,
     select,
     values_equal,
     with_config,
@@ -38,6 +39,7 @@ from .checks import (
     check_kind,
     constant_value,
     metric_names,
+    nearer_end,
     never_defined,
     parse_claim,
     run_check,
@@ -56,6 +58,7 @@ from .columns import (
     N_TIME_LIMIT,
     OK,
     RUN_ID,
+    SELECT_N,
     STATUS,
     STOP_REASON,
     TIME_LIMIT,
@@ -88,9 +91,15 @@ def _paper_value(pv, cells: pd.DataFrame, index: CellIndex | None = None) -> Ver
         # like a claim, not judged until every run of the cell finished: the mean of the seeds
         # so far was reported as a 'match' while the claim on the same cell was MISSING
         n_fin = int((sel[N_OK] + sel[N_DIVERGED]).sum())
+        n_exp = int(sel[N_EXPECTED].sum())
+        detail = f"{n_fin} of {n_exp} runs finished"
+        if n_fin >= n_exp and SELECT_N in sel:  # the kept candidate's runs are all in, not
+            # every candidate's (`aggregate.select`): it read '3 of 3 runs finished' beside
+            # 'unfinished'
+            detail = (f"{n_fin} of {n_exp} runs of the candidate kept so far finished; the "
+                      "other candidates' runs not all")
         return Verdict("paper_value", f"{text} (tol {pv.tol})", "unfinished",
-                       float(done[pv.metric].astype(float).mean()), pv.value,
-                       detail=f"{n_fin} of {int(sel[N_EXPECTED].sum())} runs finished")
+                       float(done[pv.metric].astype(float).mean()), pv.value, detail=detail)
     vals = done[pv.metric].astype(float)
     if seed_spreads(pv.metric) and (vals.isna() & (done[N_OK] < 2)
                                     & (done[N_DIVERGED] == 0)).any():
@@ -108,7 +117,7 @@ def _paper_value(pv, cells: pd.DataFrame, index: CellIndex | None = None) -> Ver
     ours = float(vals.mean())
     verdict = "match" if within(ours, pv.value, pv.tol) else "differs"
     # printed on its own side of the nearer end of paper ± tol (``fmt_beside``)
-    bound = pv.value + pv.tol if ours > pv.value else pv.value - pv.tol
+    bound = nearer_end(ours, pv.value, pv.tol)
     return Verdict("paper_value", f"{text} (tol {pv.tol})", verdict, ours, pv.value,
                    bound=bound)
 
@@ -321,7 +330,7 @@ def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n
         for v in pvs:
             ours = (v.detail if v.detail in ("diverged", "not measured")
                     else f"{_ours(v)} ({v.detail})" if v.verdict == "unfinished" else _ours(v))
-            lines.append(f"| {md_cell(v.text)} | {fmt_value(v.paper)} | {ours} | {v.verdict} |")
+            lines.append(f"| {md_cell(v.text)} | {fmt_written(v.paper)} | {ours} | {v.verdict} |")
     shown = cells.drop(columns=[COMPLETE]) if COMPLETE in cells else cells
     if spec.analytic is not None:  # its grid and parameters, beside computed metrics
         keys = [LABEL, *spec.analytic.grid, *spec.analytic.params]

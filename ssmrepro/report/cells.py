@@ -32,6 +32,7 @@ from .columns import (
     N_TIME_LIMIT,
     OK,
     SEED,
+    SELECT_N,
     STATUS,
     STOP_REASON,
     STOP_STEP,
@@ -71,14 +72,28 @@ def fmt_value(x: float) -> str:
     printed as a 301-digit number, '1000000000000000052504760255...000.000')."""
     if math.isnan(x):
         return "—"
+    if x == 0:  # -0.0 too (a claim on `-test.loss` of a loss of 0 read 'ours: -0.000')
+        return "0.000"
     return f"{x:.3g}" if 0 < abs(x) < 0.0005 or abs(x) >= 1e15 else f"{x:.3f}"
 
 
-def fmt_beside(x: float, bound: float | None) -> str:
-    """``fmt_value(x)`` beside the threshold ``bound`` it is judged against, with as many more
-    significant digits as keep it on its own side of the bound: 0.94951 against '>= 0.95' was
-    printed '0.950' beside a FAIL (and 1.0004 against '<= 1' '1.000' beside one)."""
+def fmt_written(x: float) -> str:
+    """A number given in a spec (a paper value) as the report prints it: ``fmt_value``, or the
+    number as written where 3 decimals drop its digits (yu2025-tab1's 0.8154 was printed 0.815
+    beside our 0.805 and `differs` at tol 0.01: the printed numbers read as on the tolerance)."""
     shown = fmt_value(x)
+    try:
+        return shown if not math.isfinite(x) or float(shown) == x else repr(float(x))
+    except ValueError:
+        return shown
+
+
+def fmt_beside(x: float, bound: float | None, shown: str | None = None) -> str:
+    """``fmt_value(x)`` (or ``shown``, x as the caller prints it, e.g. 2 decimals) beside the
+    threshold ``bound`` it is judged against, with as many more significant digits as keep it
+    on its own side of the bound: 0.94951 against '>= 0.95' was printed '0.950' beside a FAIL
+    (and 1.0004 against '<= 1' '1.000' beside one)."""
+    shown = fmt_value(x) if shown is None else shown
     # on the bound but for rounding (``checks.close``: 0.9 - 0.85 on a bound of 0.05) is on it
     on = lambda v: math.isclose(v, bound, rel_tol=1e-9)  # noqa: E731
     if bound is None or not math.isfinite(x) or not math.isfinite(bound) or on(x):
@@ -481,8 +496,9 @@ def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str],
     seeds that finished ``ok`` (linear interpolation, numpy's default; NaN when a seed diverged,
     as the mean). ``select`` (``spec.Select``: over, by, op) then keeps one row per group of
     cells that differ only in ``select.over`` (e.g. ``train.lr``): the one whose mean of
-    ``select.by`` over its seeds is lowest (op min) or highest (op max); a candidate with a
-    diverged run is never preferred to one without. The kept row shows the chosen value of
+    ``select.by`` over its seeds is lowest (op min) or highest (op max), of means equal but for
+    rounding the first in the sweep's order; a candidate with a diverged run is never preferred
+    to one without. The kept row shows the chosen value of
     ``over``; it is ``complete`` only when every candidate is (the choice could change), and
     ``select.n`` says how many candidates there were.
     """
@@ -555,8 +571,12 @@ def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str],
             # seed had a value
             bad = row[N_DIVERGED] or bool(v.isna().any())
             v = v.dropna()
+            # the seeds' mean whatever the order of their rows (``math.fsum``: pandas' sum of
+            # 0.1, 0.2, 0.3 and of 0.3, 0.2, 0.1 differ in the last bit, so two candidates of
+            # one mean were chosen by the order of the table's rows, the records' order in the
+            # store and results.csv's in a fresh clone)
             row[_SCORE] = (math.nan if not len(v) else math.inf if bad
-                           else float(v.mean()) * (1.0 if select.op == "min" else -1.0))
+                           else math.fsum(v) / len(v) * (1.0 if select.op == "min" else -1.0))
         if STOP_STEP in done and len(done):
             row[f"{STOP_STEP}.mean"] = float(done[STOP_STEP].astype(float).mean())
         if EPOCHS in done and len(done) and done[EPOCHS].notna().any():
@@ -588,10 +608,13 @@ def _select(rows: list[dict[str, Any]], keys: list[str], select: Any) -> list[di
     for g in groups.values():
         scores = [r[_SCORE] for r in g]
         finite = [i for i, x in enumerate(scores) if not math.isnan(x)]
-        best = min(finite, key=lambda i: scores[i]) if finite else 0
+        # candidates whose means are equal but for rounding tie (as a claim's bound is met,
+        # ``checks.close``): the first in the sweep's order is kept
+        low = min((scores[i] for i in finite), default=math.nan)
+        best = next((i for i in finite if math.isclose(scores[i], low, rel_tol=1e-9)), 0)
         row = {k: v for k, v in g[best].items() if k != _SCORE}
         row[COMPLETE] = all(bool(r[COMPLETE]) for r in g)
-        row["select.n"] = len(g)
+        row[SELECT_N] = len(g)
         out.append(row)
     return out
 

@@ -48,15 +48,27 @@ from .. import expr
 from ..store import NAMED_SET_METRICS, SET_METRICS
 from ..theory.recall import law_constant, refined_frontier_product
 from ..util import NoBoolNumbers, check_registration, pairs_text
-from .cells import CellIndex, cell_env, column, expected, fmt_num, fmt_value, norm, select
+from .cells import (
+    CellIndex,
+    cell_env,
+    column,
+    expected,
+    fmt_beside,
+    fmt_num,
+    fmt_value,
+    norm,
+    select,
+)
 from .columns import (
     COMPLETE,
     DEFAULT_METRIC,
     FACTS,
     LABEL,
     N_DIVERGED,
+    N_EXPECTED,
     N_OK,
     REGIME,
+    SELECT_N,
     STATE,
     VOCAB,
     WIDTH,
@@ -85,6 +97,25 @@ OPS: dict[str, Callable[[float, float], bool]] = {
 def within(x: float, value: float, tol: float) -> bool:
     """|x - value| <= tol, with x compared to value ± tol (see ``close``)."""
     return OPS[">="](x, value - tol) and OPS["<="](x, value + tol)
+
+
+def difference(hi: float, lo: float, bound: float = 0.0) -> float:
+    """hi - lo as a check judges it against ``bound`` (``hi <= lo + bound``, ``hi >= lo +
+    bound``): exactly 0 where hi and lo are equal but for rounding, exactly ``bound`` where hi
+    is on lo + bound but for rounding (``close``). Two means of seeds equal but for their
+    summation order (0.8500000000000001 and 0.85) printed 'ours: -1.11e-16' beside a PASS of
+    `a >= b`, a spread of '1.11e-16' beside one of `spread <= 0`; a difference judged on its
+    bound was printed off it."""
+    if close(hi, lo):
+        return 0.0
+    if close(hi, lo + bound):
+        return float(bound)
+    return hi - lo
+
+
+def nearer_end(x: float, value: float, tol: float) -> float:
+    """The end of value ± tol nearer to ``x`` (the bound it is printed beside, ``fmt_beside``)."""
+    return value + tol if x > value else value - tol
 
 
 @dataclass
@@ -389,6 +420,14 @@ def judge(text: str, needed: pd.DataFrame, evaluate: Callable[[pd.DataFrame], Ou
     complete = needed[needed[COMPLETE].astype(bool)]
     n_absent = len(needed) - len(complete)
     absent = (f"{n_absent} of {len(needed)} needed cells not finished" if n_absent else "")
+    if n_absent and SELECT_N in needed:  # `aggregate.select`: a cell whose kept candidate's
+        # runs are all in, beside candidates not finished, read as a cell of n_ok 3 of
+        # n_expected 3 'not finished'
+        rest = needed[~needed[COMPLETE].astype(bool)]
+        k = int(((rest[N_OK] + rest[N_DIVERGED]) >= rest[N_EXPECTED]).sum())
+        if k:
+            absent += (f" ({k} of them: every run of the candidate kept so far finished, not "
+                       "every candidate's)")
     ok = testable(complete, given, cfg.metric if cfg is not None else "")
     if len(ok) < len(complete):
         n_off = len(complete) - len(ok)
@@ -690,11 +729,13 @@ def any_threshold(ctx: CheckContext, cfg: AnyThresholdConfig) -> list[Verdict]:
         detail += (f"; {n_absent} of {len(needed)} needed cells not finished or that "
                    f"{_untestable(cfg)}" if cfg.given or seed_spreads(cfg.metric) else
                    f"; {n_absent} of {len(needed)} needed cells not finished")
+    # printed on its own side of the threshold (``fmt_beside``: a best cell of 0.94951 read
+    # 0.950 beside a FAIL of `>= 0.95`)
     if hits >= cfg.min_cells:
-        return [Verdict("claim", text, "PASS", best, detail=detail)]
+        return [Verdict("claim", text, "PASS", best, detail=detail, bound=cfg.value)]
     if n_absent:
-        return [Verdict("claim", text, "MISSING", best, detail=detail)]
-    return [Verdict("claim", text, "FAIL", best, detail=detail)]
+        return [Verdict("claim", text, "MISSING", best, detail=detail, bound=cfg.value)]
+    return [Verdict("claim", text, "FAIL", best, detail=detail, bound=cfg.value)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -782,14 +823,19 @@ def ordering(ctx: CheckContext, cfg: OrderingConfig) -> list[Verdict]:
         if not done:
             return Outcome(None, "no pair with both cells finished")
         vals = pd.Series(_metric(cells, cfg.metric), index=cells.index)
-        diffs = np.array([float(vals[i]) - cfg.factor * float(vals[j]) for i, j in done])
+        # each a − factor·b as judged against the margin (``difference``: 0.0 for two means
+        # equal but for rounding, printed 'ours: -1.11e-16' beside a PASS)
+        diffs = np.array([difference(float(vals[i]), cfg.factor * float(vals[j]), cfg.margin)
+                          for i, j in done])
         miss = int(sum(not OPS[">="](float(vals[i]), cfg.factor * float(vals[j]) + cfg.margin)
                        for i, j in done))
         worst = float(np.min(diffs)) if not np.isnan(diffs).any() else math.nan
         used = cells.loc[sorted({k for p in done for k in p})]
         return Outcome(miss == 0, f"{miss} of {len(done)} finished pairs out of order"
                        + _nan_note(used, cfg.metric, vals[used.index])
-                       if miss else f"all {len(done)} finished pairs in order", worst)
+                       if miss else f"all {len(done)} finished pairs in order", worst,
+                       bound=cfg.margin)  # a worst difference of 0.0099 read 0.010 beside a
+        # FAIL of margin 0.01
 
     return [judge(text, needed, evaluate, cfg)]
 
@@ -886,9 +932,13 @@ def monotone(ctx: CheckContext, cfg: MonotoneConfig) -> list[Verdict]:
             for k in range(len(vals) - 1):
                 steps += 1
                 apart = max(1, at[k + 1] - at[k])  # 1 but across cells not finished
-                if not OPS[">="](sign * vals[k + 1], sign * vals[k] - apart * cfg.tol):
+                def holds(a: float, b: float, apart: int = apart) -> bool:
+                    return OPS[">="](sign * b, sign * a - apart * cfg.tol)
+
+                if not holds(vals[k], vals[k + 1]):
                     viol += 1
-                    where_viol.append(f"{xs[k]}→{xs[k + 1]}")
+                    a, b = _printed_apart(vals[k], vals[k + 1], holds)
+                    where_viol.append(f"{xs[k]}→{xs[k + 1]}: {a}→{b}")
         if not steps:
             return Outcome(None, "no group has two finished cells")
         shown = ", ".join(where_viol[:4]) + (" ..." if len(where_viol) > 4 else "")
@@ -898,6 +948,25 @@ def monotone(ctx: CheckContext, cfg: MonotoneConfig) -> list[Verdict]:
                           else ""))
 
     return [judge(text, needed, evaluate, cfg)]
+
+
+def _printed_apart(a: float, b: float, holds: Callable[[float, float], bool]
+                   ) -> tuple[str, str]:
+    """A step a → b that ``holds`` rejects, printed (``fmt_value``, then more significant digits)
+    so that the printed numbers are rejected too: a monotone step 0.9504 → 0.9496 read as the
+    report's 0.950 and 0.950, a plateau, beside its violation (and 0.9504 → 0.9403 with tol 0.01
+    as a drop of 0.010, on the tolerance). NaN stays '—'."""
+    shown = fmt_value(a), fmt_value(b)
+    if math.isnan(a) or math.isnan(b):
+        return shown
+    for digits in range(4, 18):
+        try:
+            if not holds(float(shown[0]), float(shown[1])):
+                return shown
+        except ValueError:
+            return shown
+        shown = f"{a:.{digits}g}", f"{b:.{digits}g}"
+    return shown
 
 
 # ----------------------------------------------------------------------------------------------
@@ -970,7 +1039,11 @@ def loglog_slope(ctx: CheckContext, cfg: LogLogSlopeConfig) -> list[Verdict]:
             ok = within(slope, cfg.expected, cfg.tol)
             if not ok and len(cells) < len(g):  # the slope of the points so far: those not
                 ok = None  # finished can still bring it within tol
-            return Outcome(ok, f"fitted slope {slope:.3f} over {len(x)} cells", slope)
+            # on its own side of the nearer end of expected ± tol: -0.9496 read -0.950 beside
+            # a FAIL of -1.0 ± 0.05
+            end = nearer_end(slope, cfg.expected, cfg.tol)
+            return Outcome(ok, f"fitted slope {fmt_beside(slope, end)} over {len(x)} cells",
+                           slope, bound=end)
 
         out.append(judge(text, g, evaluate, cfg))
     return out
@@ -1049,21 +1122,31 @@ def collapse(ctx: CheckContext, cfg: CollapseConfig) -> list[Verdict]:
         vals = pd.Series(_metric(cells, cfg.metric), index=cells.index)
         k = _by_values(cells, cfg.by)
         groups = {float(g): vals[k == g] for g in sorted(k.unique())}
-        spreads = {g: float(v.max() - v.min()) for g, v in groups.items() if len(v) >= 2}
+        # as judged against tol (``difference``: on it, or 0.0, but for rounding)
+        spreads = {g: math.nan if v.isna().any() else
+                   difference(float(v.max()), float(v.min()), cfg.tol)
+                   for g, v in groups.items() if len(v) >= 2}
         wide = any(not OPS["<="](float(v.max()), float(v.min()) + cfg.tol)
                    for v in groups.values() if len(v) >= 2)
         if len(spreads) < cfg.min_groups:
             return Outcome(None, f"{len(spreads)} groups with ≥ 2 finished cells")
         nan = any(v.isna().any() for v in groups.values())
         means = [float(v.mean()) for v in groups.values()]
-        span = max(means) - min(means)
-        worst = max(spreads.values())
+        span = difference(max(means), min(means), cfg.min_range)
+        worst = max((x for x in spreads.values() if not math.isnan(x)), default=math.nan)
         ok = not nan and not wide and OPS[">="](max(means), min(means) + cfg.min_range)
         if not ok and not nan and not wide and len(cells) < len(needed):
             ok = None  # the span so far: cells not finished can still widen it
-        shown = ", ".join(f"{fmt_num(g)}: {fmt_value(spreads[g])}" for g in spreads)
-        return Outcome(ok, f"spread per {cfg.by} = {shown}; group means span {fmt_value(span)}"
-                       + ("; a diverged cell" if nan else ""), worst)
+        # each number on its own side of its bound (a spread of 0.0504 read 0.050 beside a FAIL
+        # of tol 0.05, a span of 0.0996 0.100 beside one of min_range 0.1)
+        # a group with a diverged cell has no spread ('—'; the others' 0.000 was printed)
+        shown = ", ".join(f"{fmt_num(g)}: " + (fmt_value(x) if math.isnan(x)
+                                                 else fmt_beside(x, cfg.tol))
+                          for g, x in spreads.items())
+        return Outcome(ok, f"spread per {cfg.by} = {shown}; group means span "
+                       f"{fmt_beside(span, cfg.min_range)}"
+                       + (f"; {_nan_text(cells[vals.isna()], cfg.metric, int(vals.isna().sum()))}"
+                          if nan else ""), worst, bound=cfg.tol)
 
     return [judge(text, needed, evaluate_cells, cfg)]
 
@@ -1191,8 +1274,11 @@ def recall_frontier(ctx: CheckContext, cfg: RecallFrontierConfig) -> list[Verdic
                 ok = viol <= cfg.allowed_violations and 1 / cfg.factor <= ratio <= cfg.factor
                 if not ok and len(done) < n_needed:  # cells not finished can still lower a
                     ok = None  # frontier point or add one
+                # the ratio on its own side of ×factor (2.004 read 2.00 beside a FAIL of ×2)
+                end = cfg.factor if ratio > 1 else 1 / cfg.factor
                 detail = (f"frontier D×N: {pts}; {viol} monotonicity violations; fitted N·D "
-                          f"{fitted:.0f} vs law {law_fit:.0f} (ratio {ratio:.2f}; spread "
+                          f"{fitted:.0f} vs law {law_fit:.0f} (ratio "
+                          f"{fmt_beside(ratio, end, f'{ratio:.2f}')}; spread "
                           f"max/min {prods.max() / prods.min():.1f})")
                 return Outcome(ok, detail, fitted)
 
@@ -1446,20 +1532,32 @@ def spread(ctx: CheckContext, cfg: SpreadConfig) -> list[Verdict]:
                         detail="this profile has no group with two cells")]
 
     def evaluate(cells: pd.DataFrame) -> Outcome:
-        spreads, viol = [], 0
+        spreads, wide, used = [], 0, []
         for g in _group_rows(cells, cfg.group_by):
             if len(g) < 2:
                 continue
             vals = _metric(g, cfg.metric)
-            sp = math.nan if np.isnan(vals).any() else float(vals.max() - vals.min())
+            used.append(g)
+            # as judged against tol (``difference``: on it, or 0.0, but for rounding)
+            sp = (math.nan if np.isnan(vals).any()
+                  else difference(float(vals.max()), float(vals.min()), cfg.tol))
             spreads.append(sp)
-            viol += math.isnan(sp) or not OPS["<="](float(vals.max()), float(vals.min()) + cfg.tol)
+            wide += not math.isnan(sp) and not OPS["<="](float(vals.max()),
+                                                          float(vals.min()) + cfg.tol)
         if not spreads:
             return Outcome(None, "no group has two finished cells")
         worst = max((s for s in spreads if not math.isnan(s)), default=math.nan)
-        return Outcome(viol <= cfg.allowed_violations,
-                       f"{viol} of {len(spreads)} groups spread more than {cfg.tol} (largest "
-                       f"{fmt_value(worst)})", worst)  # with 3 decimals a loss's spread read
-        # 'more than 1e-06 (largest 0.000)', a fail for a spread that looked like none
+        # a group with a cell without a value (diverged) is a violation of its own, said so:
+        # it was counted among the groups that 'spread more than tol (largest 0.010)'
+        n_nan = sum(math.isnan(s) for s in spreads)
+        both = pd.concat(used)
+        return Outcome(wide + n_nan <= cfg.allowed_violations,
+                       f"{wide} of {len(spreads)} groups spread more than {cfg.tol} (largest "
+                       f"{fmt_beside(worst, cfg.tol)})"
+                       + (f"; {n_nan} with a cell without a value"
+                          f"{_nan_note(both, cfg.metric, _metric(both, cfg.metric))}"
+                          if n_nan else ""), worst, bound=cfg.tol)
+        # with 3 decimals a loss's spread read 'more than 1e-06 (largest 0.000)', a fail for a
+        # spread that looked like none; on its side of tol (0.0504 read 0.050 beside a FAIL)
 
     return [judge(text, pd.concat(groups), evaluate, cfg)]

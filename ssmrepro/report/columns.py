@@ -37,6 +37,7 @@ DECAY_X = "task.T"
 
 # per-cell bookkeeping columns added by ``aggregate``
 N_EXPECTED = "n_expected"  # runs (seeds) of the cell in the profile
+SELECT_N = "select.n"  # a cell of `aggregate.select`: its candidates (cells.aggregate)
 N_OK = "n_ok"
 N_DIVERGED = "n_diverged"
 # runs that finished ok but stopped at their train.time_limit_s before their step budget (the
