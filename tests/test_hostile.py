@@ -18910,3 +18910,29 @@ def test_a_spread_or_collapse_group_with_a_diverged_cell_says_so_not_a_wide_spre
                          "without a value (1 diverged/NaN)"), sp.detail
     assert col.detail.startswith("spread per model.x * 1 = 1: 0.000, 2: —;"), col.detail
     assert col.detail.endswith("; 1 diverged/NaN"), col.detail
+
+
+def test_a_selection_and_a_cells_mean_of_seeds_near_the_largest_float_are_finite():
+    """Seeds of a metric near the largest float (1e308, a hand-edited record: finite, so kept):
+    `aggregate.select`'s fsum of them raised OverflowError (a traceback in `report`), and the
+    cell's mean read inf. Both are the finite mean now."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.report import aggregate
+
+    runs = [SimpleNamespace(coords={"train.lr": lr}, label="A", seed=s,
+                            flat=lambda lr=lr: {"train.lr": lr})
+            for lr in (0.1, 0.2) for s in (0, 1)]
+    for op, loss, lr in (("min", [1e308, 1e308, 1.0, 2.0], 0.2),
+                         ("max", [1e308, 1e308, 1.7e308, 1.7e308], 0.2),
+                         ("min", [1e308, 1e308, 1.7e308, 1.7e308], 0.1)):
+        sel = SimpleNamespace(over="train.lr", by="train.loss", op=op)
+        rows = [{"run_id": f"r{i}", "label": "A", "seed": r.seed, "train.lr": r.flat()["train.lr"],
+                 "status": "ok", "metric.train.loss": v}
+                for i, (r, v) in enumerate(zip(runs, loss))]
+        cells = aggregate(pd.DataFrame(rows), runs, "mean", ["train.loss"], select=sel)
+        assert cells["train.lr"].tolist() == [lr], (op, loss)
+        assert cells["train.loss"].tolist() == [{0.1: 1e308, 0.2: 1.5 if lr == 0.2 and op == "min"
+                                                 else 1.7e308}[lr]], (op, loss)

@@ -576,7 +576,7 @@ def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str],
             # one mean were chosen by the order of the table's rows, the records' order in the
             # store and results.csv's in a fresh clone)
             row[_SCORE] = (math.nan if not len(v) else math.inf if bad
-                           else math.fsum(v) / len(v) * (1.0 if select.op == "min" else -1.0))
+                           else seeds_mean(v) * (1.0 if select.op == "min" else -1.0))
         if STOP_STEP in done and len(done):
             row[f"{STOP_STEP}.mean"] = float(done[STOP_STEP].astype(float).mean())
         if EPOCHS in done and len(done) and done[EPOCHS].notna().any():
@@ -627,7 +627,23 @@ def _reduce(vals: pd.Series, n_diverged: int, reduce: str, loss: bool = False) -
     best = reduce == ("min" if loss else "max")
     if not len(vals) or (n_diverged and not best):
         return math.nan
-    return float(getattr(vals, reduce)())
+    with np.errstate(over="ignore"):
+        out = float(getattr(vals, reduce)())
+    # seeds of 1e308 summed past the largest float: their mean read inf
+    return seeds_mean(vals) if reduce == "mean" and not math.isfinite(out) else out
+
+
+def seeds_mean(vals: Any) -> float:
+    """The mean of finite ``vals`` whatever their order (``math.fsum``), and finite: seeds of
+    1e308 overflow fsum's sum (an OverflowError traceback in `report` where ``aggregate.select``
+    scored its candidates), so each value is divided first there."""
+    vals = [float(x) for x in vals]
+    try:
+        return math.fsum(vals) / len(vals)
+    except OverflowError:
+        return math.fsum(x / len(vals) for x in vals)
+    except ValueError:  # inf and -inf
+        return math.nan
 
 
 def finished(cells: pd.DataFrame) -> pd.DataFrame:
