@@ -18936,3 +18936,19 @@ def test_a_selection_and_a_cells_mean_of_seeds_near_the_largest_float_are_finite
         assert cells["train.lr"].tolist() == [lr], (op, loss)
         assert cells["train.loss"].tolist() == [{0.1: 1e308, 0.2: 1.5 if lr == 0.2 and op == "min"
                                                  else 1.7e308}[lr]], (op, loss)
+
+
+def test_a_difference_on_a_bound_below_rounding_is_printed_as_the_bound_the_check_met():
+    """Two means of 1.0 against `a >= b + margin` with margin 1e-12 (a bound below the
+    rounding ``checks.close`` forgives): the check passes (a is on b + margin but for rounding),
+    and the difference was printed 'ours: 0.000', below its margin beside a PASS (collapse's
+    min_range the same). It is the bound now; a bound the values are not near still gives 0."""
+    from ssmrepro.report import fmt_beside
+    from ssmrepro.report.checks import OPS, difference
+
+    for hi, lo, bound in ((1.0, 1.0, 1e-12), (0.5, 0.5, -1e-12), (1.0, 1.0, 0.0)):
+        d = difference(hi, lo, bound)
+        assert OPS[">="](hi, lo + bound)
+        assert float(fmt_beside(d, bound)) >= bound, (hi, lo, bound, d)
+    assert difference(0.8500000000000001, 0.85, 0.05) == 0.0
+    assert difference(0.9, 0.85, 0.05) == 0.05

@@ -105,11 +105,13 @@ def difference(hi: float, lo: float, bound: float = 0.0) -> float:
     is on lo + bound but for rounding (``close``). Two means of seeds equal but for their
     summation order (0.8500000000000001 and 0.85) printed 'ours: -1.11e-16' beside a PASS of
     `a >= b`, a spread of '1.11e-16' beside one of `spread <= 0`; a difference judged on its
-    bound was printed off it."""
-    if close(hi, lo):
-        return 0.0
+    bound was printed off it. Where both hold (a bound below rounding, margin 1e-12 beside means
+    of 1.0) the bound is given: the check met it, and 'ours: 0.000' read as a PASS of `a >= b +
+    1e-12` by a difference below its margin."""
     if close(hi, lo + bound):
         return float(bound)
+    if close(hi, lo):
+        return 0.0
     return hi - lo
 
 
