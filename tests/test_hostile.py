@@ -18952,3 +18952,31 @@ def test_a_difference_on_a_bound_below_rounding_is_printed_as_the_bound_the_chec
         assert float(fmt_beside(d, bound)) >= bound, (hi, lo, bound, d)
     assert difference(0.8500000000000001, 0.85, 0.05) == 0.0
     assert difference(0.9, 0.85, 0.05) == 0.05
+
+
+def test_a_recall_frontier_ratio_on_its_factor_but_for_rounding_is_within_it(monkeypatch):
+    """`recall_frontier`'s fitted N·D at ×factor of the law but for rounding (ratio
+    2.000000000004 against factor 2) FAILed by a plain comparison, printed 'ratio 2.00' beside
+    the FAIL, where every other bound of a claim is met on it but for rounding (``close``)."""
+    import numpy as np
+    import pandas as pd
+
+    from ssmrepro.report import checks
+    from ssmrepro.report.checks import CheckContext, parse_claim, run_check
+
+    rows = [{"label": "lin", "model.d_model": d, "model.d_state": n, "task.vocab": 64,
+             "task.L": 16, "task.kappa": 2, "n_expected": 1, "n_ok": 1, "n_diverged": 0,
+             "complete": True, "test.acc": 1.0 if n >= {8: 4, 16: 2, 32: 1}[d] else 0.1}
+            for d in (8, 16, 32) for n in (1, 2, 4)]
+    cells = pd.DataFrame(rows)
+    cfg = parse_claim({"check": "recall_frontier", "text": "frontier", "metric": "test.acc",
+                       "threshold": 0.9, "min_points": 3, "factor": 2.0,
+                       "columns": {"lin": "linear"}})
+    for off, verdict in ((1 + 2e-12, "PASS"), (1 - 2e-12, "PASS"), (1.01, "FAIL")):
+        # a law whose fit is the frontier's N·D (32 at each width) / (2 · off)
+        monkeypatch.setattr(checks, "refined_frontier_product",
+                            lambda xs, *a, off=off: np.full(len(xs), 32.0 / (2.0 * off)))
+        ctx = CheckContext(spec=None, cells=cells, keys=["label", "model.d_model",
+                                                         "model.d_state"])
+        (v,) = run_check(ctx, cfg)
+        assert v.verdict == verdict, (off, v.verdict, v.detail)

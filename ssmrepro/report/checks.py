@@ -1273,7 +1273,10 @@ def recall_frontier(ctx: CheckContext, cfg: RecallFrontierConfig) -> list[Verdic
                 law_fit = float(np.exp(np.mean(np.log(law)))) if np.all(np.isfinite(law)) \
                     else math.inf
                 ratio = fitted / law_fit
-                ok = viol <= cfg.allowed_violations and 1 / cfg.factor <= ratio <= cfg.factor
+                # on ×factor but for rounding is within it, as every claim's bound (``OPS``):
+                # 2.000000000004 FAILed against factor 2, printed 'ratio 2.00' beside the FAIL
+                ok = (viol <= cfg.allowed_violations and OPS[">="](ratio, 1 / cfg.factor)
+                      and OPS["<="](ratio, cfg.factor))
                 if not ok and len(done) < n_needed:  # cells not finished can still lower a
                     ok = None  # frontier point or add one
                 # the ratio on its own side of ×factor (2.004 read 2.00 beside a FAIL of ×2)
