@@ -18980,3 +18980,22 @@ def test_a_recall_frontier_ratio_on_its_factor_but_for_rounding_is_within_it(mon
                                                          "model.d_state"])
         (v,) = run_check(ctx, cfg)
         assert v.verdict == verdict, (off, v.verdict, v.detail)
+
+
+def test_a_paper_panels_key_equal_but_for_rounding_maps_its_panel_as_validate_matched_it():
+    """A `paper_panels` key of a number with fewer digits than the swept value ('0.3333333333'
+    of lr 0.333333333333) passed validate, which matches a value equal but for rounding (rel
+    1e-9), and the figure looked it up by exact value: the panel showed its own paper values,
+    without a word. The figure matches it as validate does; a value off by more is no match."""
+    import pandas as pd
+
+    from ssmrepro.plots.registry import mapped_panel
+    from ssmrepro.report.cells import CellIndex
+
+    cells = pd.DataFrame({"label": ["A", "A"], "train.lr": [0.333333333333, 0.1]})
+    for key, mapped in (("0.3333333333", True), ("0.333333333333", True), ("0.3334", False)):
+        assert bool(CellIndex(cells).positions({"train.lr": key})) == mapped
+        assert mapped_panel({key: "0.1"}, "train.lr", 0.333333333333) == (
+            "0.1" if mapped else 0.333333333333), key
+    assert mapped_panel({"[0.9, 0.99]": "x"}, "train.betas", [0.9, 0.99]) == "x"
+    assert mapped_panel({"[0.9, 0.99]": "x"}, "train.betas", 0.9) == 0.9

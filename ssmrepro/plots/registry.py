@@ -26,7 +26,7 @@ import pandas as pd
 import yaml
 from pydantic import AfterValidator, BeforeValidator, ConfigDict, StringConstraints
 
-from ..report.cells import PaperValueLookup, finished, is_case_ref, listed_keys
+from ..report.cells import PaperValueLookup, finished, is_case_ref, listed_keys, value_matches
 from ..report.columns import DEFAULT_METRIC, LABEL, N_DIVERGED, N_OK
 from ..spec import NAME_PATTERN, parse_yaml
 from ..store import is_loss
@@ -182,10 +182,11 @@ def mapped_panel(panels: dict[str, Any], col: str | None, value: Any) -> Any:
     text = str(encode_cell(value))
     if text in panels:
         return panels[text]
-    if col and col != LABEL and not is_case_ref(col):  # by value, as validate matches it
-        want = norm(value)
+    if col and col != LABEL and not is_case_ref(col) and norm(value) is not None:
+        # by value, as validate matches it (``value_matches``: equal but for rounding, rel
+        # 1e-9; a key '0.3333333333' of lr 0.333333333333 passed validate and mapped nothing)
         for name, target in panels.items():
-            if want is not None and norm(panel_value(col, name)) == want:
+            if value_matches(col, value, panel_value(col, name), listed=True):
                 return target
     return value
 
