@@ -18999,3 +18999,20 @@ def test_a_paper_panels_key_equal_but_for_rounding_maps_its_panel_as_validate_ma
             "0.1" if mapped else 0.333333333333), key
     assert mapped_panel({"[0.9, 0.99]": "x"}, "train.betas", [0.9, 0.99]) == "x"
     assert mapped_panel({"[0.9, 0.99]": "x"}, "train.betas", 0.9) == 0.9
+
+
+def test_two_paper_panels_keys_equal_but_for_rounding_are_refused():
+    """``paper_panels: {'0.3333333333': '0.1', '0.333333333333': '0.2'}`` on train.lr: validate
+    and the figure match both keys to the panel 0.333333333333 (rel 1e-9), and one target was
+    taken without a word (only keys of one exact value were refused). Refused naming both;
+    keys apart (0.1 beside 0.2, inf beside -inf) are not."""
+    from pydantic import ValidationError
+
+    from ssmrepro.plots.registry import parse_figure
+
+    extra = {"kind": "curves", "series": "val.acc", "col": "train.lr"}
+    with pytest.raises(ValidationError, match=r"paper_panels: '0.3333333333' and "
+                       r"'0.333333333333' name one panel \(equal but for rounding\)"):
+        parse_figure({**extra, "paper_panels": {"0.333333333333": "0.1", "0.3333333333": "0.2"}})
+    parse_figure({**extra, "paper_panels": {"0.1": "0.2", "0.2": "0.1", "inf": "0.1",
+                                            "-inf": "0.2"}})

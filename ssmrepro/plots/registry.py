@@ -26,7 +26,14 @@ import pandas as pd
 import yaml
 from pydantic import AfterValidator, BeforeValidator, ConfigDict, StringConstraints
 
-from ..report.cells import PaperValueLookup, finished, is_case_ref, listed_keys, value_matches
+from ..report.cells import (
+    PaperValueLookup,
+    finished,
+    is_case_ref,
+    listed_keys,
+    value_matches,
+    values_equal,
+)
 from ..report.columns import DEFAULT_METRIC, LABEL, N_DIVERGED, N_OK
 from ..spec import NAME_PATTERN, parse_yaml
 from ..store import is_loss
@@ -170,6 +177,14 @@ def list_panels(raw: Any) -> Any:
                              f"({encode_cell(panel_value(col, name))}); map it once")
         spelt[same] = k
         panels[name] = v if target is None else target
+    # numbers equal but for rounding ('0.3333333333' beside '0.333333333333') name one panel
+    # too, as validate and ``mapped_panel`` match a key (rel 1e-9): the first took it, the
+    # other's target without a word; sorted, such a pair is side by side
+    nums = sorted((x, k) for x, k in spelt.items() if isinstance(x, float))
+    for (x, k1), (y, k2) in zip(nums, nums[1:]):
+        if values_equal(x, y):
+            raise ValueError(f"paper_panels: {k1!r} and {k2!r} name one panel (equal but for "
+                             "rounding); map it once")
     return {**raw, "paper_panels": panels}
 
 
