@@ -19016,3 +19016,19 @@ def test_two_paper_panels_keys_equal_but_for_rounding_are_refused():
         parse_figure({**extra, "paper_panels": {"0.333333333333": "0.1", "0.3333333333": "0.2"}})
     parse_figure({**extra, "paper_panels": {"0.1": "0.2", "0.2": "0.1", "inf": "0.1",
                                             "-inf": "0.2"}})
+
+
+def test_a_number_on_its_bound_is_printed_on_it():
+    """A number on its bound but for rounding was printed with 3 decimals whatever the bound's
+    digits: a paper value's mean 0.8054 on the lower end of 0.8154 ± 0.01 (`match`) read 0.805,
+    outside the tolerance, and a cell of 0.9496 PASSing `<= 0.9496` read 0.950, above it. It is
+    printed with the digits that put it on the bound; one the 3 decimals put there stays so."""
+    from ssmrepro.report import fmt_beside
+    from ssmrepro.report.checks import nearer_end, within
+
+    assert within(0.8054, 0.8154, 0.01)
+    assert fmt_beside(0.8054, nearer_end(0.8054, 0.8154, 0.01)) == "0.8054"
+    assert fmt_beside(0.9496, 0.9496) == "0.9496"
+    assert fmt_beside(0.9500000000000001, 0.95) == "0.950"
+    assert fmt_beside(2.0, 2.0, "2.00") == "2.00"
+    assert fmt_beside(0.0, 0.0) == "0.000"
