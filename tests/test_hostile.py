@@ -19032,3 +19032,27 @@ def test_a_number_on_its_bound_is_printed_on_it():
     assert fmt_beside(0.9500000000000001, 0.95) == "0.950"
     assert fmt_beside(2.0, 2.0, "2.00") == "2.00"
     assert fmt_beside(0.0, 0.0) == "0.000"
+
+
+def test_a_selection_keeps_a_candidate_of_the_profile_over_one_it_no_longer_sweeps():
+    """`aggregate.select` over train.lr with lr 0.3 no longer swept (the spec edited; its rows
+    still in the committed table, read with the profile's): the old lr 0.3 (val.acc 0.9) was
+    chosen over the profile's 0.1 and 0.2, a cell of 0 expected runs that no claim reads
+    (MISSING) beside the profile's finished ones, 'select.n' 3. The profile's candidates are
+    chosen among; a group of old cells only still gets its row."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.report import aggregate
+
+    sel = SimpleNamespace(over="train.lr", by="val.acc", op="max")
+    runs = [SimpleNamespace(coords={"train.lr": lr}, label="A", seed=0,
+                            flat=lambda lr=lr: {"train.lr": lr}) for lr in (0.1, 0.2)]
+    rows = [{"run_id": f"r{i}", "label": lab, "seed": 0, "train.lr": lr, "status": "ok",
+             "val.acc": a} for i, (lab, lr, a) in enumerate(
+                 [("A", 0.1, 0.5), ("A", 0.2, 0.6), ("A", 0.3, 0.9), ("B", 0.3, 0.7)])]
+    cells = aggregate(pd.DataFrame(rows), runs, "mean", ["val.acc"], select=sel)
+    got = cells.set_index("label")[["train.lr", "n_expected", "complete", "select.n"]]
+    assert got.loc["A"].tolist() == [0.2, 1, True, 2], got
+    assert got.loc["B"].tolist() == [0.3, 0, False, 1], got

@@ -609,6 +609,10 @@ def _select(rows: list[dict[str, Any]], keys: list[str], select: Any) -> list[di
         groups.setdefault(_key([r.get(k) for k in rest]), []).append(r)
     out = []
     for g in groups.values():
+        # the profile's candidates only, where it has any: a value of ``over`` the spec no
+        # longer sweeps (lr 0.3 of older runs in the store) was chosen by its old runs, a cell
+        # of 0 expected runs that no claim reads (MISSING) beside the profile's finished ones
+        g = [r for r in g if r[N_EXPECTED]] or g
         scores = [r[_SCORE] for r in g]
         finite = [i for i, x in enumerate(scores) if not math.isnan(x)]
         # candidates whose means are equal but for rounding tie (as a claim's bound is met,
