@@ -18936,6 +18936,7 @@ def test_a_selection_and_a_cells_mean_of_seeds_near_the_largest_float_are_finite
         assert cells["train.lr"].tolist() == [lr], (op, loss)
         assert cells["train.loss"].tolist() == [{0.1: 1e308, 0.2: 1.5 if lr == 0.2 and op == "min"
                                                  else 1.7e308}[lr]], (op, loss)
+        assert cells["train.loss.std"].tolist() == [0.5 if lr == 0.2 and op == "min" else 0.0]
 
 
 def test_a_difference_on_a_bound_below_rounding_is_printed_as_the_bound_the_check_met():

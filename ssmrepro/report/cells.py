@@ -559,7 +559,7 @@ def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str],
             row[m] = _reduce(vals, n_bad, reduce, is_loss(m))
             # a spread needs two seeds: one seed's 0.0 read as seeds that agree exactly in the
             # report's table and summary.csv (claims already left such a cell untested)
-            row[f"{m}.std"] = (float(vals.std(ddof=0)) if vals.notna().sum() >= 2
+            row[f"{m}.std"] = (seeds_std(vals) if vals.notna().sum() >= 2
                                and n_bad == row[N_DIVERGED] else math.nan)
             for q in percentiles:
                 v = vals.dropna()
@@ -638,6 +638,18 @@ def _reduce(vals: pd.Series, n_diverged: int, reduce: str, loss: bool = False) -
         out = float(getattr(vals, reduce)())
     # seeds of 1e308 summed past the largest float: their mean read inf
     return seeds_mean(vals) if reduce == "mean" and not math.isfinite(out) else out
+
+
+def seeds_std(vals: pd.Series) -> float:
+    """The seeds' standard deviation (ddof 0; NaN skipped), finite for finite seeds: of seeds
+    of 1e308 the squares overflow (it read inf for seeds that agree), so they are scaled to
+    their largest there."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = float(vals.std(ddof=0))
+        if math.isfinite(out):
+            return out
+        top = float(vals.abs().max())
+        return float((vals / top).std(ddof=0)) * top if math.isfinite(top) and top else out
 
 
 def seeds_mean(vals: Any) -> float:
