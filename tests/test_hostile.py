@@ -19057,3 +19057,150 @@ def test_a_selection_keeps_a_candidate_of_the_profile_over_one_it_no_longer_swee
     got = cells.set_index("label")[["train.lr", "n_expected", "complete", "select.n"]]
     assert got.loc["A"].tolist() == [0.2, 1, True, 2], got
     assert got.loc["B"].tolist() == [0.3, 0, False, 1], got
+
+
+def test_a_selection_and_a_cells_mean_of_seeds_near_the_largest_float_are_finite():
+    """Seeds of a metric near the largest float (1e308, a hand-edited record: finite, so kept):
+    `aggregate.select`'s fsum of them raised OverflowError (a traceback in `report`), and the
+    cell's mean read inf. Both are the finite mean now."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.report import aggregate
+
+    runs = [SimpleNamespace(coords={"train.lr": lr}, label="A", seed=s,
+                            flat=lambda lr=lr: {"train.lr": lr})
+            for lr in (0.1, 0.2) for s in (0, 1)]
+    for op, loss, lr in (("min", [1e308, 1e308, 1.0, 2.0], 0.2),
+                         ("max", [1e308, 1e308, 1.7e308, 1.7e308], 0.2),
+                         ("min", [1e308, 1e308, 1.7e308, 1.7e308], 0.1)):
+        sel = SimpleNamespace(over="train.lr", by="train.loss", op=op)
+        rows = [{"run_id": f"r{i}", "label": "A", "seed": r.seed, "train.lr": r.flat()["train.lr"],
+                 "status": "ok", "metric.train.loss": v}
+                for i, (r, v) in enumerate(zip(runs, loss))]
+        cells = aggregate(pd.DataFrame(rows), runs, "mean", ["train.loss"], select=sel)
+        assert cells["train.lr"].tolist() == [lr], (op, loss)
+        assert cells["train.loss"].tolist() == [{0.1: 1e308, 0.2: 1.5 if lr == 0.2 and op == "min"
+                                                 else 1.7e308}[lr]], (op, loss)
+        assert cells["train.loss.std"].tolist() == [0.5 if lr == 0.2 and op == "min" else 0.0]
+
+
+def test_a_difference_on_a_bound_below_rounding_is_printed_as_the_bound_the_check_met():
+    """Two means of 1.0 against `a >= b + margin` with margin 1e-12 (a bound below the
+    rounding ``checks.close`` forgives): the check passes (a is on b + margin but for rounding),
+    and the difference was printed 'ours: 0.000', below its margin beside a PASS (collapse's
+    min_range the same). It is the bound now; a bound the values are not near still gives 0."""
+    from ssmrepro.report import fmt_beside
+    from ssmrepro.report.checks import OPS, difference
+
+    for hi, lo, bound in ((1.0, 1.0, 1e-12), (0.5, 0.5, -1e-12), (1.0, 1.0, 0.0)):
+        d = difference(hi, lo, bound)
+        assert OPS[">="](hi, lo + bound)
+        assert float(fmt_beside(d, bound)) >= bound, (hi, lo, bound, d)
+    assert difference(0.8500000000000001, 0.85, 0.05) == 0.0
+    assert difference(0.9, 0.85, 0.05) == 0.05
+
+
+def test_a_recall_frontier_ratio_on_its_factor_but_for_rounding_is_within_it(monkeypatch):
+    """`recall_frontier`'s fitted N·D at ×factor of the law but for rounding (ratio
+    2.000000000004 against factor 2) FAILed by a plain comparison, printed 'ratio 2.00' beside
+    the FAIL, where every other bound of a claim is met on it but for rounding (``close``)."""
+    import numpy as np
+    import pandas as pd
+
+    from ssmrepro.report import checks
+    from ssmrepro.report.checks import CheckContext, parse_claim, run_check
+
+    rows = [{"label": "lin", "model.d_model": d, "model.d_state": n, "task.vocab": 64,
+             "task.L": 16, "task.kappa": 2, "n_expected": 1, "n_ok": 1, "n_diverged": 0,
+             "complete": True, "test.acc": 1.0 if n >= {8: 4, 16: 2, 32: 1}[d] else 0.1}
+            for d in (8, 16, 32) for n in (1, 2, 4)]
+    cells = pd.DataFrame(rows)
+    cfg = parse_claim({"check": "recall_frontier", "text": "frontier", "metric": "test.acc",
+                       "threshold": 0.9, "min_points": 3, "factor": 2.0,
+                       "columns": {"lin": "linear"}})
+    for off, verdict in ((1 + 2e-12, "PASS"), (1 - 2e-12, "PASS"), (1.01, "FAIL")):
+        # a law whose fit is the frontier's N·D (32 at each width) / (2 · off)
+        monkeypatch.setattr(checks, "refined_frontier_product",
+                            lambda xs, *a, off=off: np.full(len(xs), 32.0 / (2.0 * off)))
+        ctx = CheckContext(spec=None, cells=cells, keys=["label", "model.d_model",
+                                                         "model.d_state"])
+        (v,) = run_check(ctx, cfg)
+        assert v.verdict == verdict, (off, v.verdict, v.detail)
+
+
+def test_a_paper_panels_key_equal_but_for_rounding_maps_its_panel_as_validate_matched_it():
+    """A `paper_panels` key of a number with fewer digits than the swept value ('0.3333333333'
+    of lr 0.333333333333) passed validate, which matches a value equal but for rounding (rel
+    1e-9), and the figure looked it up by exact value: the panel showed its own paper values,
+    without a word. The figure matches it as validate does; a value off by more is no match."""
+    import pandas as pd
+
+    from ssmrepro.plots.registry import mapped_panel
+    from ssmrepro.report.cells import CellIndex
+
+    cells = pd.DataFrame({"label": ["A", "A"], "train.lr": [0.333333333333, 0.1]})
+    for key, mapped in (("0.3333333333", True), ("0.333333333333", True), ("0.3334", False)):
+        assert bool(CellIndex(cells).positions({"train.lr": key})) == mapped
+        assert mapped_panel({key: "0.1"}, "train.lr", 0.333333333333) == (
+            "0.1" if mapped else 0.333333333333), key
+    assert mapped_panel({"[0.9, 0.99]": "x"}, "train.betas", [0.9, 0.99]) == "x"
+    assert mapped_panel({"[0.9, 0.99]": "x"}, "train.betas", 0.9) == 0.9
+
+
+def test_two_paper_panels_keys_equal_but_for_rounding_are_refused():
+    """``paper_panels: {'0.3333333333': '0.1', '0.333333333333': '0.2'}`` on train.lr: validate
+    and the figure match both keys to the panel 0.333333333333 (rel 1e-9), and one target was
+    taken without a word (only keys of one exact value were refused). Refused naming both;
+    keys apart (0.1 beside 0.2, inf beside -inf) are not."""
+    from pydantic import ValidationError
+
+    from ssmrepro.plots.registry import parse_figure
+
+    extra = {"kind": "curves", "series": "val.acc", "col": "train.lr"}
+    with pytest.raises(ValidationError, match=r"paper_panels: '0.3333333333' and "
+                       r"'0.333333333333' name one panel \(equal but for rounding\)"):
+        parse_figure({**extra, "paper_panels": {"0.333333333333": "0.1", "0.3333333333": "0.2"}})
+    parse_figure({**extra, "paper_panels": {"0.1": "0.2", "0.2": "0.1", "inf": "0.1",
+                                            "-inf": "0.2"}})
+
+
+def test_a_number_on_its_bound_is_printed_on_it():
+    """A number on its bound but for rounding was printed with 3 decimals whatever the bound's
+    digits: a paper value's mean 0.8054 on the lower end of 0.8154 ± 0.01 (`match`) read 0.805,
+    outside the tolerance, and a cell of 0.9496 PASSing `<= 0.9496` read 0.950, above it. It is
+    printed with the digits that put it on the bound; one the 3 decimals put there stays so."""
+    from ssmrepro.report import fmt_beside
+    from ssmrepro.report.checks import nearer_end, within
+
+    assert within(0.8054, 0.8154, 0.01)
+    assert fmt_beside(0.8054, nearer_end(0.8054, 0.8154, 0.01)) == "0.8054"
+    assert fmt_beside(0.9496, 0.9496) == "0.9496"
+    assert fmt_beside(0.9500000000000001, 0.95) == "0.950"
+    assert fmt_beside(2.0, 2.0, "2.00") == "2.00"
+    assert fmt_beside(0.0, 0.0) == "0.000"
+
+
+def test_a_selection_keeps_a_candidate_of_the_profile_over_one_it_no_longer_sweeps():
+    """`aggregate.select` over train.lr with lr 0.3 no longer swept (the spec edited; its rows
+    still in the committed table, read with the profile's): the old lr 0.3 (val.acc 0.9) was
+    chosen over the profile's 0.1 and 0.2, a cell of 0 expected runs that no claim reads
+    (MISSING) beside the profile's finished ones, 'select.n' 3. The profile's candidates are
+    chosen among; a group of old cells only still gets its row."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.report import aggregate
+
+    sel = SimpleNamespace(over="train.lr", by="val.acc", op="max")
+    runs = [SimpleNamespace(coords={"train.lr": lr}, label="A", seed=0,
+                            flat=lambda lr=lr: {"train.lr": lr}) for lr in (0.1, 0.2)]
+    rows = [{"run_id": f"r{i}", "label": lab, "seed": 0, "train.lr": lr, "status": "ok",
+             "val.acc": a} for i, (lab, lr, a) in enumerate(
+                 [("A", 0.1, 0.5), ("A", 0.2, 0.6), ("A", 0.3, 0.9), ("B", 0.3, 0.7)])]
+    cells = aggregate(pd.DataFrame(rows), runs, "mean", ["val.acc"], select=sel)
+    got = cells.set_index("label")[["train.lr", "n_expected", "complete", "select.n"]]
+    assert got.loc["A"].tolist() == [0.2, 1, True, 2], got
+    assert got.loc["B"].tolist() == [0.3, 0, False, 1], got
