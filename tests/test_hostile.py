@@ -8079,8 +8079,8 @@ def test_a_run_cut_by_its_time_limit_has_a_history_row_at_its_stop_step(tmp_path
 
     train_mod = importlib.import_module("ssmrepro.train")
     steps = [0]
-    clock = types.SimpleNamespace(time=lambda: 1000.0 + 10.0 * steps[0],
-                                  process_time=time.process_time)
+    fake = lambda: 1000.0 + 10.0 * steps[0]  # noqa: E731
+    clock = types.SimpleNamespace(time=fake, monotonic=fake, process_time=time.process_time)
     real = train_mod.forward_backward
 
     def counted(*a, **kw):
@@ -18910,3 +18910,36 @@ def test_a_spread_or_collapse_group_with_a_diverged_cell_says_so_not_a_wide_spre
                          "without a value (1 diverged/NaN)"), sp.detail
     assert col.detail.startswith("spread per model.x * 1 = 1: 0.000, 2: —;"), col.detail
     assert col.detail.endswith("; 1 diverged/NaN"), col.detail
+
+
+def test_a_wall_clock_step_during_training_neither_cuts_nor_negates_the_pack_time(tmp_path,
+                                                                                  monkeypatch):
+    """The wall clock stepped during a pack (NTP, a hand-set clock): 100 s back recorded a pack
+    wall time of -99.5 s (the record then quarantined as 'not a time >= 0' and the run trained
+    again); 2 h ahead cut a run with a 3600 s `train.time_limit_s` at step 1, recorded as
+    `time_limit`. Durations are read off the monotonic clock."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import info_problem
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import train_pack
+
+    model = {"name": "seq_lm", "d_model": 8, "layers": "S",
+             "blocks": {"S": {"mixer": {"name": "s4d", "d_state": 4}}}}
+    runs = expand(load_spec(write_spec(
+        tmp_path, model=model, seeds=[0], sweep=[{"zip": {"train.max_steps": [6]}}],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 4, "max_steps": 6,
+               "time_limit_s": 3600, "val_size": 8, "test_size": 8, "eval_every": 3})), "paper")
+    real = time.time
+    for shift in (-100.0, 7200.0):
+        calls = [0]
+
+        def stepped(shift=shift, calls=calls):
+            calls[0] += 1
+            return real() + (shift if calls[0] > 2 else 0.0)
+
+        monkeypatch.setattr(time, "time", stepped)
+        rec = train_pack(runs)[0]
+        monkeypatch.setattr(time, "time", real)
+        assert (rec["stop_reason"], rec["stop_step"]) == ("max_steps", 6), (shift, rec)
+        assert 0 <= rec["pack_wall_s"] < 100, (shift, rec["pack_wall_s"])
+        assert info_problem(rec) is None
