@@ -18943,3 +18943,45 @@ def test_a_wall_clock_step_during_training_neither_cuts_nor_negates_the_pack_tim
         assert (rec["stop_reason"], rec["stop_step"]) == ("max_steps", 6), (shift, rec)
         assert 0 <= rec["pack_wall_s"] < 100, (shift, rec["pack_wall_s"])
         assert info_problem(rec) is None
+
+
+def test_the_ssd_estimate_counts_the_padding_up_to_whole_chunks(tmp_path):
+    """The torch SSD pads L up to whole chunks (L = 17: two chunks of 16, 32 positions) and
+    keeps its chunk matrices and padded copies over all of them; the estimate counted L alone:
+    huang2025's single-head Mamba-2 at T 17 / 33 was 0.86x / 0.96x, Mamba-2 of 4 heads at T 17 /
+    50 0.82x / 0.98x of the tensors a training step keeps for its backward."""
+    import torch
+
+    from ssmrepro.models import activation_floats, build_model
+    from ssmrepro.models.init import initialise
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.tasks import build_task
+    from ssmrepro.tasks.base import TRAIN
+    from ssmrepro.train import training_loss
+
+    m23 = {"name": "mamba_lm", "d_model": 16, "d_state": 1, "n_layers": 1, "expand": 4,
+           "gate": True, "mixer": "mamba2_3conv"}
+    m2 = {"name": "seq_lm", "d_model": 16, "layers": "M", "blocks": {"M": {"mixer": {
+        "name": "mamba2", "d_state": 2, "expand": 2, "headdim": 8}}}}
+    for k, (model_cfg, T) in enumerate([(m23, 17), (m23, 33), (m2, 17), (m2, 50)]):
+        spec = write_spec(tmp_path, name=f"pad-{k}", model=model_cfg, sweep=[],
+                          task={"name": "mqar_huang", "kappa": 1, "vocab": 4, "T": T})
+        run = expand(load_spec(spec), "smoke")[0]
+        task = build_task(run.task)
+        model = build_model(run.model, task.info, 1)
+        initialise(model, [0])
+        batch = task.sample(torch.tensor([1]), TRAIN, torch.arange(8)[None])
+        params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+        kept = {}
+
+        def keep(t, params=params, kept=kept):
+            s = t.untyped_storage()
+            if s.data_ptr() not in params:
+                kept[s.data_ptr()] = s.nbytes()
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
+            training_loss(model, batch, torch.float32, None)
+        est = 4 * 8 * activation_floats(run.model, task.info)
+        assert sum(kept.values()) <= est <= 1.5 * sum(kept.values()), (k, est, sum(kept.values()))
