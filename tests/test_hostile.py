@@ -18985,3 +18985,16 @@ def test_the_ssd_estimate_counts_the_padding_up_to_whole_chunks(tmp_path):
             training_loss(model, batch, torch.float32, None)
         est = 4 * 8 * activation_floats(run.model, task.info)
         assert sum(kept.values()) <= est <= 1.5 * sum(kept.values()), (k, est, sum(kept.values()))
+
+
+def test_a_duration_that_is_huge_no_number_or_minus_zero_reads_as_a_short_time(tmp_path):
+    """`util.human_seconds` printed a results table's wall_s edited to 1e300 as a number of 300
+    digits on the front page, NaN and infinity as 'nan h' / 'inf h', and -0.0 as '-0 s'."""
+    from ssmrepro.plots.frontpage import training_time
+    from ssmrepro.util import human_seconds
+
+    assert [human_seconds(v) for v in (-0.0, -0.4, math.nan, math.inf, 1e300, 3.6e7)] == [
+        "0 s", "0 s", "—", "—", "2.78e+296 h", "10000.0 h"]
+    csv = tmp_path / "results.csv"
+    csv.write_text("run_id,label,seed,status,wall_s,pack_size\nr1,a,0,ok,1e300,1\n")
+    assert training_time(csv) == "2.78e+296 h"
