@@ -19019,3 +19019,17 @@ def test_a_row_copy_relabelled_or_duplicated_by_hand_is_called_edited(tmp_path):
         store.write_table(table.name, first, {"a1", "b2"})
         assert len(store.warnings) == 1 and "were changed since" in store.warnings[0]
         store.warnings.clear()
+
+
+def test_a_tasks_most_supervised_below_its_fewest_is_not_trusted_by_the_estimate():
+    """A registered task whose `most_supervised` contradicts its `fewest_supervised` (0 or 2
+    beside 4: one of them is wrong) had its read-out counted at 1 or 2 positions, an estimate
+    below what a step reads when the fewest is right; such bounds count all L, as none do."""
+    from ssmrepro.tasks.base import TaskInfo
+
+    for most in (0, 2):
+        info = TaskInfo(vocab_size=8, n_classes=8, seq_len=40, target="per_position",
+                        fewest_supervised=4, most_supervised=most)
+        assert info.read_positions == 40, most
+    assert TaskInfo(vocab_size=8, n_classes=8, seq_len=40, target="per_position",
+                    fewest_supervised=4, most_supervised=4).read_positions == 4
