@@ -19033,3 +19033,27 @@ def test_a_tasks_most_supervised_below_its_fewest_is_not_trusted_by_the_estimate
         assert info.read_positions == 40, most
     assert TaskInfo(vocab_size=8, n_classes=8, seq_len=40, target="per_position",
                     fewest_supervised=4, most_supervised=4).read_positions == 4
+
+
+def test_a_ledger_of_table_rows_larger_than_any_is_not_read_whole(tmp_path, monkeypatch):
+    """`runs/.tables-written` replaced by a huge file (garbage, a file put there): every table
+    write read it whole into memory before JSON refused it. One over MAX_LEDGER_BYTES judges no
+    row and is replaced by the new table's digests."""
+    import ssmrepro.store as store_mod
+    from ssmrepro.store import MAX_LEDGER_BYTES, TABLES_WRITTEN, Store
+
+    store = Store(tmp_path / "s")
+    store.runs.mkdir(parents=True)
+    ledger = store.runs / TABLES_WRITTEN
+    with open(ledger, "wb") as f:
+        f.truncate(MAX_LEDGER_BYTES + 1)  # sparse: no disk used
+    real, asked = os.pread, []
+
+    def pread(fd, n, at):
+        asked.append(n)
+        return real(fd, n, at)
+
+    monkeypatch.setattr(store_mod.os, "pread", pread)
+    store.write_table("results.csv", "run_id,label\nr1,a\n", {"r1"})
+    assert asked == [] and store.warnings == []
+    assert list(json.loads(ledger.read_text())["results.csv"]) == ["r1"]
