@@ -35,7 +35,6 @@ import socket
 import stat
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -1319,12 +1318,10 @@ class Store:
             # last was compared, and the edit was dropped without a word)
             # (a run shared by two labels has a row per label: each copy's digest is kept; a
             # ledger of an older ssmrepro keeps the last copy's alone)
-            # (counted: a copy relabelled by hand as the other label's row, or one row
-            # duplicated, matched a digest of the ledger and was dropped without a word)
             edited = sorted(rid for rid, rows in old.items()
                             if rid in from_records and rid in written
-                            and _copies_edited(rows, _digest_list(written[rid]),
-                                               new.get(rid, [])))
+                            and any(row not in _digest_list(written[rid])
+                                    and row not in new.get(rid, ()) for row in rows))
             if edited:
                 more = f" and {len(edited) - 3} more" if len(edited) > 3 else ""
                 self._warn(f"{name}: the row(s) of run(s) {', '.join(edited[:3])}{more} were "
@@ -1422,13 +1419,6 @@ def _digest_list(digests: str | list[str]) -> list[str]:
     """The digests of a run's rows in a ledger: a list (one per copy), or the one string of a
     ledger written before copies were kept (its last copy's)."""
     return [digests] if isinstance(digests, str) else digests
-
-
-def _copies_edited(rows: list[str], written: list[str], new: list[str]) -> bool:
-    """Whether the row digests ``rows`` of a run in a table hold a copy that neither the
-    ledger's digests ``written`` nor the table about to be written (``new``) account for: more
-    copies of a digest than either holds."""
-    return any(n > max(written.count(d), new.count(d)) for d, n in Counter(rows).items())
 
 
 def _read_ledger(fd: int | None) -> dict[str, dict[str, list[str] | str]]:

@@ -19000,27 +19000,6 @@ def test_a_duration_that_is_huge_no_number_or_minus_zero_reads_as_a_short_time(t
     assert training_time(csv) == "2.78e+296 h"
 
 
-def test_a_row_copy_relabelled_or_duplicated_by_hand_is_called_edited(tmp_path):
-    """The ledger's digests were compared by membership: the `(a) heads` row of a run shared by
-    two labels relabelled by hand `(b) state` (two like rows), or a run's one row duplicated,
-    matched a digest written and was replaced without a word. Copies are counted now."""
-    from ssmrepro.store import Store
-
-    store = Store(tmp_path / "s")
-    store.runs.mkdir(parents=True)
-    table = store.root / "results.csv"
-    head = "run_id,label,metric.test.acc\n"
-    first = head + "a1,(a) heads,0.5\na1,(b) state,0.5\nb2,x,0.1\n"
-    for edited in (head + "a1,(b) state,0.5\na1,(b) state,0.5\nb2,x,0.1\n",
-                   first + "b2,x,0.1\n"):
-        store.write_table(table.name, first, {"a1", "b2"})
-        assert store.warnings == []
-        table.write_text(edited)
-        store.write_table(table.name, first, {"a1", "b2"})
-        assert len(store.warnings) == 1 and "were changed since" in store.warnings[0]
-        store.warnings.clear()
-
-
 def test_a_tasks_most_supervised_below_its_fewest_is_not_trusted_by_the_estimate():
     """A registered task whose `most_supervised` contradicts its `fewest_supervised` (0 or 2
     beside 4: one of them is wrong) had its read-out counted at 1 or 2 positions, an estimate
