@@ -13591,8 +13591,9 @@ def test_an_early_stop_met_at_the_last_evaluation_is_recorded_as_the_early_stop(
 
     train_mod = importlib.import_module("ssmrepro.train")
     steps = [0]  # a clock of 10 s per training step
+    fake = lambda: 1000.0 + 10.0 * steps[0]  # noqa: E731
     monkeypatch.setattr(train_mod, "time", types.SimpleNamespace(
-        time=lambda: 1000.0 + 10.0 * steps[0], process_time=time.process_time))
+        time=fake, monotonic=fake, process_time=time.process_time))
     real = train_mod.forward_backward
     monkeypatch.setattr(train_mod, "forward_backward",
                         lambda *a, **k: (steps.__setitem__(0, steps[0] + 1), real(*a, **k))[1])
