@@ -1366,6 +1366,10 @@ MARKER_DEBRIS_S = 60.0  # a takeover marker this old beside the claim it took ov
 TABLES_WRITTEN = ".tables-written"  # in runs/: table name -> run id -> digest of its row
 
 
+MAX_LEDGER_BYTES = 256 << 20  # ~60 bytes a row written: millions of rows (a paper grid's ~20 MB
+# results.csv has thousands)
+
+
 LEDGER_WAIT_S = 30.0  # another writer holds the ledger for milliseconds (one table's write)
 
 
@@ -1424,6 +1428,9 @@ def _read_ledger(fd: int | None) -> dict[str, dict[str, list[str] | str]]:
         return {}
     try:
         size = os.fstat(fd).st_size
+        if size > MAX_LEDGER_BYTES:  # not one (a file put there, garbage): it was read whole,
+            # gigabytes into memory, before JSON refused it
+            return {}
         ledger = json.loads(os.pread(fd, size, 0)) if size else {}
     except (OSError, ValueError, RecursionError):
         return {}

@@ -760,7 +760,7 @@ def train_pack(
     mixed = pack_mismatch(runs)
     if mixed:
         raise ValueError(mixed)
-    t_start, c_start = time.time(), time.process_time()
+    t_start, c_start = time.monotonic(), time.process_time()
     E, r0 = len(runs), runs[0]
     tc0 = r0.train
     dtype = torch.float64 if tc0.dtype == "float64" else torch.float32
@@ -838,7 +838,7 @@ def train_pack(
     B = tc0.batch_size
     spe = tc0.steps_per_epoch
     perm_epoch, perm = -1, None
-    last_beat = time.time()
+    last_beat = time.monotonic()
 
     def stop(e: int, reason: str, step: int) -> None:
         active[e] = False
@@ -886,8 +886,8 @@ def train_pack(
             run_eval(step)
             if not bool(active.any()):
                 break
-        if time_limit is not None and time.time() - t_start > time_limit:
-            elapsed = time.time() - t_start
+        if time_limit is not None and time.monotonic() - t_start > time_limit:
+            elapsed = time.monotonic() - t_start
             cut = [e for e in torch.nonzero(active).flatten().tolist() if elapsed > limits[e]]
             # the history ends at the stop step, as a member's that ran its budget does (its
             # curve ended at the last multiple of eval_every, before its final model)
@@ -934,9 +934,9 @@ def train_pack(
         step += 1
         if progress is not None and (step % 50 == 0 or step == T):
             progress(step, T, int(active.sum()))
-        if heartbeat is not None and time.time() - last_beat > 30:
+        if heartbeat is not None and time.monotonic() - last_beat > 30:
             heartbeat()
-            last_beat = time.time()
+            last_beat = time.monotonic()
 
     # final metrics: stopped members are frozen, so evaluating now = evaluating at their stop step
     eb = tc0.eval_batch_size
@@ -953,7 +953,7 @@ def train_pack(
     eval_data = {n: d for n, et in eval_tasks.items() if (d := et.data_info()) is not None}
     if eval_data:
         data = {**(data or {}), "evals": eval_data}
-    wall, cpu = time.time() - t_start, time.process_time() - c_start
+    wall, cpu = time.monotonic() - t_start, time.process_time() - c_start
     if keep is not None:  # tests and probes can inspect the trained pack
         keep["model"] = model
     best = max if score == "acc" else min

@@ -103,14 +103,20 @@ def os_message(err: OSError) -> str:
 
 def human_seconds(sec: float) -> str:
     """A duration for a person: '0.3 s', '42 s', '7 min', '2.5 h' (one place for every such
-    line: a sub-second time read '0 s' or '0s CPU', as if nothing had been timed)."""
+    line: a sub-second time read '0 s' or '0s CPU', as if nothing had been timed). No time
+    (NaN, infinite) is '—', and one of 100,000 h or more three digits, '2.78e+07 h' (a table's
+    wall_s edited to 1e300 put a number of 300 digits on the front page); -0 is '0 s'."""
+    if not math.isfinite(sec):
+        return "—"
+    if -0.5 < sec <= 0:
+        return "0 s"
     if 0 < sec < 1:
         return f"{sec:.1g} s"
     if sec < 90:
         return f"{sec:.0f} s"
     if sec < 5400:
         return f"{sec / 60:.0f} min"
-    return f"{sec / 3600:.1f} h"
+    return f"{sec / 3600:.1f} h" if sec < 3.6e8 else f"{sec / 3600:.3g} h"
 
 
 def utc_time() -> str:

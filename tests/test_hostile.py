@@ -8079,8 +8079,8 @@ def test_a_run_cut_by_its_time_limit_has_a_history_row_at_its_stop_step(tmp_path
 
     train_mod = importlib.import_module("ssmrepro.train")
     steps = [0]
-    clock = types.SimpleNamespace(time=lambda: 1000.0 + 10.0 * steps[0],
-                                  process_time=time.process_time)
+    fake = lambda: 1000.0 + 10.0 * steps[0]  # noqa: E731
+    clock = types.SimpleNamespace(time=fake, monotonic=fake, process_time=time.process_time)
     real = train_mod.forward_backward
 
     def counted(*a, **kw):
@@ -13591,8 +13591,9 @@ def test_an_early_stop_met_at_the_last_evaluation_is_recorded_as_the_early_stop(
 
     train_mod = importlib.import_module("ssmrepro.train")
     steps = [0]  # a clock of 10 s per training step
+    fake = lambda: 1000.0 + 10.0 * steps[0]  # noqa: E731
     monkeypatch.setattr(train_mod, "time", types.SimpleNamespace(
-        time=lambda: 1000.0 + 10.0 * steps[0], process_time=time.process_time))
+        time=fake, monotonic=fake, process_time=time.process_time))
     real = train_mod.forward_backward
     monkeypatch.setattr(train_mod, "forward_backward",
                         lambda *a, **k: (steps.__setitem__(0, steps[0] + 1), real(*a, **k))[1])
@@ -19204,3 +19205,129 @@ def test_a_selection_keeps_a_candidate_of_the_profile_over_one_it_no_longer_swee
     got = cells.set_index("label")[["train.lr", "n_expected", "complete", "select.n"]]
     assert got.loc["A"].tolist() == [0.2, 1, True, 2], got
     assert got.loc["B"].tolist() == [0.3, 0, False, 1], got
+
+
+def test_a_wall_clock_step_during_training_neither_cuts_nor_negates_the_pack_time(tmp_path,
+                                                                                  monkeypatch):
+    """The wall clock stepped during a pack (NTP, a hand-set clock): 100 s back recorded a pack
+    wall time of -99.5 s (the record then quarantined as 'not a time >= 0' and the run trained
+    again); 2 h ahead cut a run with a 3600 s `train.time_limit_s` at step 1, recorded as
+    `time_limit`. Durations are read off the monotonic clock."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import info_problem
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import train_pack
+
+    model = {"name": "seq_lm", "d_model": 8, "layers": "S",
+             "blocks": {"S": {"mixer": {"name": "s4d", "d_state": 4}}}}
+    runs = expand(load_spec(write_spec(
+        tmp_path, model=model, seeds=[0], sweep=[{"zip": {"train.max_steps": [6]}}],
+        train={"optimizer": "adam", "lr": 0.01, "batch_size": 4, "max_steps": 6,
+               "time_limit_s": 3600, "val_size": 8, "test_size": 8, "eval_every": 3})), "paper")
+    real = time.time
+    for shift in (-100.0, 7200.0):
+        calls = [0]
+
+        def stepped(shift=shift, calls=calls):
+            calls[0] += 1
+            return real() + (shift if calls[0] > 2 else 0.0)
+
+        monkeypatch.setattr(time, "time", stepped)
+        rec = train_pack(runs)[0]
+        monkeypatch.setattr(time, "time", real)
+        assert (rec["stop_reason"], rec["stop_step"]) == ("max_steps", 6), (shift, rec)
+        assert 0 <= rec["pack_wall_s"] < 100, (shift, rec["pack_wall_s"])
+        assert info_problem(rec) is None
+
+
+def test_the_ssd_estimate_counts_the_padding_up_to_whole_chunks(tmp_path):
+    """The torch SSD pads L up to whole chunks (L = 17: two chunks of 16, 32 positions) and
+    keeps its chunk matrices and padded copies over all of them; the estimate counted L alone:
+    huang2025's single-head Mamba-2 at T 17 / 33 was 0.86x / 0.96x, Mamba-2 of 4 heads at T 17 /
+    50 0.82x / 0.98x of the tensors a training step keeps for its backward."""
+    import torch
+
+    from ssmrepro.models import activation_floats, build_model
+    from ssmrepro.models.init import initialise
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.tasks import build_task
+    from ssmrepro.tasks.base import TRAIN
+    from ssmrepro.train import training_loss
+
+    m23 = {"name": "mamba_lm", "d_model": 16, "d_state": 1, "n_layers": 1, "expand": 4,
+           "gate": True, "mixer": "mamba2_3conv"}
+    m2 = {"name": "seq_lm", "d_model": 16, "layers": "M", "blocks": {"M": {"mixer": {
+        "name": "mamba2", "d_state": 2, "expand": 2, "headdim": 8}}}}
+    for k, (model_cfg, T) in enumerate([(m23, 17), (m23, 33), (m2, 17), (m2, 50)]):
+        spec = write_spec(tmp_path, name=f"pad-{k}", model=model_cfg, sweep=[],
+                          task={"name": "mqar_huang", "kappa": 1, "vocab": 4, "T": T})
+        run = expand(load_spec(spec), "smoke")[0]
+        task = build_task(run.task)
+        model = build_model(run.model, task.info, 1)
+        initialise(model, [0])
+        batch = task.sample(torch.tensor([1]), TRAIN, torch.arange(8)[None])
+        params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+        kept = {}
+
+        def keep(t, params=params, kept=kept):
+            s = t.untyped_storage()
+            if s.data_ptr() not in params:
+                kept[s.data_ptr()] = s.nbytes()
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
+            training_loss(model, batch, torch.float32, None)
+        est = 4 * 8 * activation_floats(run.model, task.info)
+        assert sum(kept.values()) <= est <= 1.5 * sum(kept.values()), (k, est, sum(kept.values()))
+
+
+def test_a_duration_that_is_huge_no_number_or_minus_zero_reads_as_a_short_time(tmp_path):
+    """`util.human_seconds` printed a results table's wall_s edited to 1e300 as a number of 300
+    digits on the front page, NaN and infinity as 'nan h' / 'inf h', and -0.0 as '-0 s'."""
+    from ssmrepro.plots.frontpage import training_time
+    from ssmrepro.util import human_seconds
+
+    assert [human_seconds(v) for v in (-0.0, -0.4, math.nan, math.inf, 1e300, 3.6e7)] == [
+        "0 s", "0 s", "—", "—", "2.78e+296 h", "10000.0 h"]
+    csv = tmp_path / "results.csv"
+    csv.write_text("run_id,label,seed,status,wall_s,pack_size\nr1,a,0,ok,1e300,1\n")
+    assert training_time(csv) == "2.78e+296 h"
+
+
+def test_a_tasks_most_supervised_below_its_fewest_is_not_trusted_by_the_estimate():
+    """A registered task whose `most_supervised` contradicts its `fewest_supervised` (0 or 2
+    beside 4: one of them is wrong) had its read-out counted at 1 or 2 positions, an estimate
+    below what a step reads when the fewest is right; such bounds count all L, as none do."""
+    from ssmrepro.tasks.base import TaskInfo
+
+    for most in (0, 2):
+        info = TaskInfo(vocab_size=8, n_classes=8, seq_len=40, target="per_position",
+                        fewest_supervised=4, most_supervised=most)
+        assert info.read_positions == 40, most
+    assert TaskInfo(vocab_size=8, n_classes=8, seq_len=40, target="per_position",
+                    fewest_supervised=4, most_supervised=4).read_positions == 4
+
+
+def test_a_ledger_of_table_rows_larger_than_any_is_not_read_whole(tmp_path, monkeypatch):
+    """`runs/.tables-written` replaced by a huge file (garbage, a file put there): every table
+    write read it whole into memory before JSON refused it. One over MAX_LEDGER_BYTES judges no
+    row and is replaced by the new table's digests."""
+    import ssmrepro.store as store_mod
+    from ssmrepro.store import MAX_LEDGER_BYTES, TABLES_WRITTEN, Store
+
+    store = Store(tmp_path / "s")
+    store.runs.mkdir(parents=True)
+    ledger = store.runs / TABLES_WRITTEN
+    with open(ledger, "wb") as f:
+        f.truncate(MAX_LEDGER_BYTES + 1)  # sparse: no disk used
+    real, asked = os.pread, []
+
+    def pread(fd, n, at):
+        asked.append(n)
+        return real(fd, n, at)
+
+    monkeypatch.setattr(store_mod.os, "pread", pread)
+    store.write_table("results.csv", "run_id,label\nr1,a\n", {"r1"})
+    assert asked == [] and store.warnings == []
+    assert list(json.loads(ledger.read_text())["results.csv"]) == ["r1"]

@@ -555,9 +555,9 @@ def run(
         # 0 already done, 0 to train in 0 packs ... on cpu, 1 worker' under a device and backend
         # line, then 'trained 0 runs in 0 packs' (and said 'table: - (no run has a record)', and
         # `--no-plot` wrote no results.csv at all, before that)
-        t0 = time.time()
+        t0 = time.monotonic()
         csv = write_analytic_table(spec, profile, _root(spec, out))
-        s = RunSummary(0, 0, 0, 0, 0, 0, 0, time.time() - t0, csv)
+        s = RunSummary(0, 0, 0, 0, 0, 0, 0, time.monotonic() - t0, csv)
         out_console.print(f"[bold]{spec.id}[/] profile [cyan]{escape(profile)}[/]: computed "
                           f"{_analytic_rows(spec)} in {human_seconds(s.wall_s)}; table: "
                           f"{escape(str(csv))}")

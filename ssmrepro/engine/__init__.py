@@ -362,7 +362,7 @@ def run_experiment(
     warn_console = warn_console or Console(stderr=True, emoji=False)
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r} ({' | '.join(ENGINES)})")
-    t0 = time.time()
+    t0 = time.monotonic()
     store = open_store(spec, out)
     store.cleanup()
     load = other_load()  # before our own calibration and training add to it
@@ -400,7 +400,7 @@ def run_experiment(
                 if ray_owned:
                     ray_engine.shutdown()
                 raise
-        console.print(f"[dim]Ray cluster ready in {time.time() - t0:.1f}s: {n_workers} pack "
+        console.print(f"[dim]Ray cluster ready in {time.monotonic() - t0:.1f}s: {n_workers} pack "
                       f"slots[/]")
     if engine == "local":  # (a Ray cluster's data lives on its workers, not necessarily here)
         check_data(pending)
@@ -496,7 +496,7 @@ def run_experiment(
                     if ev.failed:
                         console.print(f"[red]pack {ev.pack + 1} failed:[/] {escape(ev.message)}")
                     if ev.run_ids:  # a pack whose other members failed alone still trained these
-                        console.print(_pack_line(store, ev, tr.n_packs, time.time() - t0))
+                        console.print(_pack_line(store, ev, tr.n_packs, time.monotonic() - t0))
                     if ev.run_ids or ev.failed:
                         _write_table(store, runs, csv_name, warn_console)
                 prog.update(bar, status=status())
@@ -533,7 +533,7 @@ def run_experiment(
     planned = {r.run_id for r in pending}
     left = sum(1 for r in unique if r.run_id not in planned and not store.is_done(r.run_id))
     summary = RunSummary(len(unique), done_before, len(tr.trained), len(tr.failed),
-                         len(elsewhere), len(not_run), tr.packs_trained, time.time() - t0, csv,
+                         len(elsewhere), len(not_run), tr.packs_trained, time.monotonic() - t0, csv,
                          tr.messages, interrupted, tr.lost_workers, cpu_s, left)
     return summary
 

@@ -205,7 +205,7 @@ def run_ray(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings, emit:
     ws = dataclasses.replace(ws, device="cuda" if ws.device.startswith("cuda") else ws.device)
     todo = list(packs)
     in_flight: dict = {}  # ObjectRef -> (pack index, claimed run ids, skipped run ids)
-    last_beat = time.time()
+    last_beat = time.monotonic()
 
     def submit() -> None:
         window = 2 * slots(ws.device, cpus_per_pack)
@@ -227,9 +227,9 @@ def run_ray(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings, emit:
         submit()
         while in_flight:
             ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=poll_s)
-            if time.time() - last_beat > heartbeat_s:
+            if time.monotonic() - last_beat > heartbeat_s:
                 store.heartbeat([r for _, ids, _ in in_flight.values() for r in ids])
-                last_beat = time.time()
+                last_beat = time.monotonic()
             for ref in ready:
                 i, ids, skipped = in_flight.pop(ref)
                 try:

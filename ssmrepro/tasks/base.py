@@ -182,9 +182,11 @@ class TaskInfo:
         gathers the K supervised ones of the most supervised sample when 1 <= K <= L/2, else
         takes all L): ``most_supervised`` where every sample surely has one (a batch without a
         supervised position reads all L) and it is at most L/2, else L. An upper bound: the
-        read-out's memory counted at it is never below what the step keeps."""
+        read-out's memory counted at it is never below what the step keeps. Bounds that
+        contradict each other (a task's ``most_supervised`` below its ``fewest_supervised``, e.g.
+        0: one of them is wrong) give L, as none (it took 1 position: an estimate below use)."""
         most, fewest, L = self.most_supervised, self.fewest_supervised, self.seq_len
-        if (most is None or fewest is None or fewest < 1 or 2 * most > L
+        if (most is None or fewest is None or fewest < 1 or most < fewest or 2 * most > L
                 or self.target != "per_position" or self.loss != "cross_entropy"):
             return L
         return max(most, 1)

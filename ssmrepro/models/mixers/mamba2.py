@@ -63,10 +63,15 @@ def ssd_floats(L: int, Di: int, H: int, N: int) -> int:
     copies of its inputs and output: the intra-chunk (Q × Q) decay / score matrices per head,
     2·H·Q per position, and, with more than one chunk, the chunk states (H·P·N = Di·N per chunk)
     in the 6 forms the backward keeps and 2 it builds: 8·Di·N per chunk (Mamba-2 and huang2025's
-    single-head Mamba-2 share it)."""
+    single-head Mamba-2 share it). All of it over L padded up to nc·Q (Lp): the matrices and,
+    at the padding's positions, the padded and head-major copies of x, B, C and the decays and
+    of the output, 3·Di + 4·H·N + 4·H each (counted over L alone, one position past a chunk,
+    L = 17 or 33, was estimated at 0.86x / 0.96x the tensors a step keeps)."""
     Q = default_ssd_chunk(L)
     nc = -(-L // Q)
-    return 2 * H * Q * L + (8 * nc * Di * N if nc > 1 else 0)
+    Lp = nc * Q
+    return (2 * H * Q * Lp + (Lp - L) * (3 * Di + 4 * H * N + 4 * H)
+            + (8 * nc * Di * N if nc > 1 else 0))
 
 
 
