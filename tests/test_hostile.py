@@ -19184,3 +19184,17 @@ def test_a_ledger_of_table_rows_larger_than_any_is_not_read_whole(tmp_path, monk
     store.write_table("results.csv", "run_id,label\nr1,a\n", {"r1"})
     assert asked == [] and store.warnings == []
     assert list(json.loads(ledger.read_text())["results.csv"]) == ["r1"]
+
+
+def test_whole_numbers_past_1e9_are_not_equal_but_for_rounding():
+    """Seeds 1000000000 and 1000000001 differ (rel 1e-9 read them as one: a ``where`` matched
+    the other's cell, and two paper_panels keys of them were refused as one panel)."""
+    from ssmrepro.plots.registry import list_panels, mapped_panel
+    from ssmrepro.report.cells import value_matches, values_equal
+
+    assert not value_matches("data.seed", 1000000001, "1000000000")
+    assert not values_equal(1000000000.0, 1000000001)
+    assert values_equal(8, "8.0") and values_equal(0.1 + 0.2, 0.3)
+    raw = list_panels({"col": "data.seed", "paper_panels": {"1000000000": "a", "1000000001": "b"}})
+    assert mapped_panel(raw["paper_panels"], "data.seed", 1000000001) == "b"
+    assert mapped_panel(raw["paper_panels"], "data.seed", 1000000000.0) == "a"

@@ -43,9 +43,14 @@ from .columns import (
 def values_equal(a: Any, b: Any) -> bool:
     """Numbers compare by value (8 == 8.0), everything else as text (an integer too large for a
     float, e.g. 10**400 in a ``where``, as its digits: float() raised OverflowError, a traceback
-    in `validate`)."""
+    in `validate`). Two different whole numbers that a float holds exactly (below 2**53) differ:
+    no rounding made them, and at 1e9 rel 1e-9 read a seed 1000000001 as 1000000000 (a claim's
+    ``where``, a paper value and a figure's panel took the other one's cell without a word)."""
     try:
-        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
+        x, y = float(a), float(b)
+        if x != y and x.is_integer() and y.is_integer() and max(abs(x), abs(y)) < 2.0**53:
+            return False
+        return math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12)
     except (TypeError, ValueError, OverflowError):
         return str(a) == str(b)
 
