@@ -318,6 +318,11 @@ class Analytic(Strict):
     params: dict[str, Any] = Field({}, description="fixed keyword parameters of every row")
     grid: dict[str, list[Any]] = Field({}, description="swept parameters (cartesian product)")
 
+    @property
+    def n_rows(self) -> int:
+        """The table's rows: one per point of ``grid``."""
+        return math.prod(len(v) for v in self.grid.values())
+
     @model_validator(mode="after")
     def _grid(self) -> Analytic:
         if any(not v for v in self.grid.values()):
@@ -325,7 +330,7 @@ class Analytic(Strict):
         if set(self.grid) & set(self.params):
             raise ValueError(f"analytic: {sorted(set(self.grid) & set(self.params))} are both "
                              "params and grid keys")
-        rows = math.prod(len(v) for v in self.grid.values())
+        rows = self.n_rows
         if rows > MAX_ANALYTIC_ROWS:
             raise ValueError(f"analytic.grid: {rows:,} rows, more than {MAX_ANALYTIC_ROWS:,}")
         from .theory import TABLES  # the table's own parameter types and bounds

@@ -1005,11 +1005,8 @@ class Store:
                 os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # umask
             except FileExistsError:
                 try:
-                    # made moments ago: its taker is replacing the claim; one touched far
-                    # "in the future" (a wrong clock, a copied store) is debris too: it kept
-                    # the claim, and its run waited on, until the clock caught up (a day)
-                    if abs(time.time() - marker.stat().st_mtime) < MARKER_DEBRIS_S:
-                        return None
+                    if _marker_wait(marker) > 0:  # made moments ago: its taker is replacing
+                        return None  # the claim
                     now = self._read_claim(path)
                 except OSError:
                     return None
@@ -1046,10 +1043,7 @@ class Store:
         try:
             for marker in self.claims.glob(f"{base}*"):
                 if marker.name == base or re.fullmatch(r"\.\d+", marker.name[len(base):]):
-                    age = time.time() - marker.stat().st_mtime
-                    if abs(age) < MARKER_DEBRIS_S:  # (one far in the future is debris, as
-                        # _take_marker judges it: waited on, a day ahead was a day's wait)
-                        young.append(MARKER_DEBRIS_S - age)
+                    young.append(_marker_wait(marker))
         except OSError:  # a marker gone meanwhile, or claims/ unreadable: nothing to wait for
             return None
         wait = max(young, default=0.0)
@@ -1361,6 +1355,17 @@ def _decode_cell(v: Any) -> Any:
 
 
 MARKER_DEBRIS_S = 60.0  # a takeover marker this old beside the claim it took over: its taker died
+
+
+def _marker_wait(marker: Path) -> float:
+    """Seconds until the takeover marker ``marker`` is debris (0: it is): one made moments ago
+    is a taker's replacing its claim now, one older than ``MARKER_DEBRIS_S`` a killed taker's;
+    one touched far "in the future" (a wrong clock, a copied store) is debris too: it kept the
+    claim, and its run waited on, until the clock caught up (a day). ``_take_marker`` and
+    ``Store.takeover_wait`` judge a marker by this one rule (the wait kept a marker from the
+    future that the taker had learnt to call debris: a day's wait). OSError: gone."""
+    age = time.time() - marker.stat().st_mtime
+    return MARKER_DEBRIS_S - age if abs(age) < MARKER_DEBRIS_S else 0.0
 
 
 TABLES_WRITTEN = ".tables-written"  # in runs/: table name -> run id -> digest of its row

@@ -10,7 +10,6 @@ and ``--workers`` default to $SSMREPRO_OUT, $SSMREPRO_DEVICE and $SSMREPRO_WORKE
 
 from __future__ import annotations
 
-import math
 import re
 import shlex
 import time
@@ -314,7 +313,7 @@ def show(
     console.print(f"[dim]profiles: {escape(', '.join(spec.profiles))} (--profile NAME)[/]")
     console.print(yaml.safe_dump(base, sort_keys=False).rstrip(), markup=False)
     if spec.analytic is not None:
-        rows = math.prod(len(v) for v in spec.analytic.grid.values())
+        rows = spec.analytic.n_rows
         console.print(f"no runs: table {escape(spec.analytic.table)} is computed from theory, "
                       f"one row per grid point ({rows} row{'s' if rows != 1 else ''}; "
                       "`ssmrepro run` or `plot` writes it)")
@@ -618,7 +617,7 @@ def run(
 
 def _analytic_rows(spec) -> str:
     """'table yu_thm3 from theory: 42 rows (one per grid point)'."""
-    rows = math.prod(len(v) for v in spec.analytic.grid.values())
+    rows = spec.analytic.n_rows
     return (f"table {escape(spec.analytic.table)} from theory: {rows} "
             f"row{'s' if rows != 1 else ''} (one per grid point)")
 

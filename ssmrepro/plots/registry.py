@@ -134,6 +134,12 @@ Columns = Annotated[list[str], BeforeValidator(split_columns)]  # ["a", "b"] or 
 ACCURACY_YLIM = (-0.02, 1.02)
 
 
+def _panels_by_value(col: Any) -> bool:
+    """Whether the panels of ``col`` are config values (a list, a number written another way),
+    not labels (``label`` / ``case:<i>``: text, taken as written)."""
+    return isinstance(col, str) and bool(col) and col != LABEL and not is_case_ref(col)
+
+
 def _as_list(text: Any) -> list | None:
     """The list a panel's name spells (``[0.9, 0.99]``, ``'[SSM, TF]'``), None if it is none.
     Read as the spec is (``parse_yaml``, YAML 1.2): yaml.safe_load read ``[1e-5, 0.9]`` as the
@@ -159,7 +165,7 @@ def list_panels(raw: Any) -> Any:
     if not isinstance(raw, dict) or not isinstance(raw.get("paper_panels"), dict):
         return raw
     col = raw.get("col", LABEL)
-    if not isinstance(col, str) or col == LABEL or is_case_ref(col):
+    if not _panels_by_value(col):
         return raw
     panels: dict[Any, Any] = {}
     spelt: dict[Any, Any] = {}  # the key as written, of each panel (by value, as validate
@@ -197,7 +203,7 @@ def mapped_panel(panels: dict[str, Any], col: str | None, value: Any) -> Any:
     text = str(encode_cell(value))
     if text in panels:
         return panels[text]
-    if col and col != LABEL and not is_case_ref(col) and norm(value) is not None:
+    if _panels_by_value(col) and norm(value) is not None:
         # by value, as validate matches it (``value_matches``: equal but for rounding, rel
         # 1e-9; a key '0.3333333333' of lr 0.333333333333 passed validate and mapped nothing)
         for name, target in panels.items():
@@ -209,7 +215,7 @@ def mapped_panel(panels: dict[str, Any], col: str | None, value: Any) -> Any:
 def panel_value(col: str | None, name: str) -> Any:
     """The value of ``col`` a ``paper_panels`` key names (``list_panels``): a list where it
     spells one on a column other than the label."""
-    listed = _as_list(name) if col and col != LABEL and not is_case_ref(col) else None
+    listed = _as_list(name) if _panels_by_value(col) else None
     return name if listed is None else listed
 
 

@@ -10,6 +10,7 @@ can say MISSING instead of passing silently. Runs are matched to cells by label 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -106,14 +107,23 @@ def fmt_beside(x: float, bound: float | None, shown: str | None = None) -> str:
     on = lambda v: math.isclose(v, bound, rel_tol=1e-9)  # noqa: E731
     if bound is None or not math.isfinite(x) or not math.isfinite(bound):
         return shown
+    return more_digits((x,), (shown,), lambda v: on(v) if on(x)
+                       else not on(v) and (v > bound) == (x > bound))[0]
+
+
+def more_digits(xs: tuple[float, ...], shown: tuple[str, ...],
+                reads_right: Callable[..., bool]) -> tuple[str, ...]:
+    """``shown`` (the numbers ``xs`` as printed), or ``xs`` with more significant digits (4 to
+    17) until ``reads_right`` holds of the printed numbers read back (``fmt_beside``: on the
+    bound's side; a monotone step's two values: still a violation); as they are where one
+    reads back as no number ('—')."""
     for digits in range(4, 18):
         try:
-            v = float(shown)
+            if reads_right(*map(float, shown)):
+                return shown
         except ValueError:
             return shown
-        if on(v) if on(x) else not on(v) and (v > bound) == (x > bound):
-            return shown
-        shown = f"{x:.{digits}g}"
+        shown = tuple(f"{x:.{digits}g}" for x in xs)
     return shown
 
 

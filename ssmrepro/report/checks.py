@@ -56,6 +56,7 @@ from .cells import (
     fmt_beside,
     fmt_num,
     fmt_value,
+    more_digits,
     norm,
     select,
 )
@@ -953,7 +954,7 @@ def monotone(ctx: CheckContext, cfg: MonotoneConfig) -> list[Verdict]:
 
 
 def _printed_apart(a: float, b: float, holds: Callable[[float, float], bool]
-                   ) -> tuple[str, str]:
+                   ) -> tuple[str, ...]:
     """A step a → b that ``holds`` rejects, printed (``fmt_value``, then more significant digits)
     so that the printed numbers are rejected too: a monotone step 0.9504 → 0.9496 read as the
     report's 0.950 and 0.950, a plateau, beside its violation (and 0.9504 → 0.9403 with tol 0.01
@@ -961,14 +962,7 @@ def _printed_apart(a: float, b: float, holds: Callable[[float, float], bool]
     shown = fmt_value(a), fmt_value(b)
     if math.isnan(a) or math.isnan(b):
         return shown
-    for digits in range(4, 18):
-        try:
-            if not holds(float(shown[0]), float(shown[1])):
-                return shown
-        except ValueError:
-            return shown
-        shown = f"{a:.{digits}g}", f"{b:.{digits}g}"
-    return shown
+    return more_digits((a, b), shown, lambda u, v: not holds(u, v))
 
 
 # ----------------------------------------------------------------------------------------------

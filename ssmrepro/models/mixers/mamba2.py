@@ -74,7 +74,6 @@ def ssd_floats(L: int, Di: int, H: int, N: int) -> int:
             + (8 * nc * Di * N if nc > 1 else 0))
 
 
-
 class Mamba2Config(MixerConfig):
     """Mamba-2 block (chen2025 App. B, mamba-ssm Mamba2): conv -> SiLU -> SSD -> RMSNorm(y ⊙ SiLU(z))."""
 
