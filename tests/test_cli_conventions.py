@@ -278,3 +278,25 @@ def test_read_results_keeps_text_columns_text(tmp_path):
     df = read_results(p)
     assert df["label"].tolist() == [""] and df["run_id"].tolist() == ["012345678901"]
     assert df["metric.test.acc"].tolist() == [0.5]
+
+
+def test_list_tasks_figures_and_checks_name_every_registered_entry():
+    """A spec writer's reference: every task, figure kind and claim check with its fields (there
+    was a command for models and mixers only; the rest was read from the source)."""
+    import ssmrepro.plots  # noqa: F401  (registers the figure kinds)
+    from ssmrepro.plots import FIGURE_KINDS
+    from ssmrepro.report.checks import CHECKS
+    from ssmrepro.tasks import TASKS
+
+    for cmd, names, field in (("list-tasks", TASKS, "kappa"), ("list-figures", FIGURE_KINDS, "ylim"),
+                              ("list-checks", CHECKS, "allowed_violations")):
+        res = runner.invoke(app, [cmd], env=WIDE)
+        assert res.exit_code == 0, res.output
+        for name in names:
+            assert f"{name}: " in res.output, (cmd, name)
+        assert field in res.output
+    for name, cls in TASKS.items():  # each listed with a one-line summary of its own
+        assert cls.__dict__.get("__doc__"), name
+    for name, k in CHECKS.items():  # every field of a claim says what it means
+        for f, info in k.Config.model_fields.items():
+            assert f == "check" or info.description, (name, f)

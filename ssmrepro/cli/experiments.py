@@ -1,5 +1,5 @@
 """Tool (cli): the experiment commands — list, show, validate, run, plot, verify, export,
-list-models, bench.
+list-models, list-tasks, list-figures, list-checks, bench.
 
 Thin by design: parse arguments, call the stage functions, print. Errors go through the boundary
 in ``cli.app`` (exit 2 for bad input, 1 for runs that did not finish). ``--json`` prints one JSON
@@ -207,30 +207,56 @@ def _store_warnings(store) -> None:
 @command(name="list-models")
 def list_models() -> None:
     """Every registered model with its configuration fields and defaults."""
-    from ..models import MODELS, config_rows
+    from ..models import MODELS
 
     for name, entry in MODELS.items():
-        t = Table(title=f"{name}: {entry.summary.strip()}", title_justify="left")
-        t.add_column("field")
-        t.add_column("type")
-        t.add_column("default")
-        t.add_column("meaning")
-        for row in config_rows(entry.Config):
-            t.add_row(*(escape(c) for c in row))
-        print_table(t, whole=(0,))
+        _print_fields(f"{name}: {entry.summary.strip()}", entry.Config)
     from ..models.mixers import MIXERS
 
     console.print("\n[bold]Sequence mixers[/] (use inside seq_lm / cooper_hybrid blocks as "
                   "mixer: {name: ..., fields})")
     for name, entry in MIXERS.items():
         causal = "" if entry.causal else " [non-causal]"
-        t = Table(title=f"mixer {name}{causal}: {escape(entry.summary.strip())}",
-                  title_justify="left")
-        for col in ("field", "type", "default", "meaning"):
-            t.add_column(col)
-        for row in config_rows(entry.Config):
-            t.add_row(*(escape(c) for c in row))
-        print_table(t, whole=(0,))
+        _print_fields(f"mixer {name}{causal}: {escape(entry.summary.strip())}", entry.Config)
+
+
+def _print_fields(title: str, Config, skip: tuple[str, ...] = ("name",)) -> None:
+    """One table of a registered entry's configuration fields under ``title`` (markup)."""
+    from ..models import config_rows
+
+    t = Table(title=title, title_justify="left")
+    for col in ("field", "type", "default", "meaning"):
+        t.add_column(col)
+    for row in config_rows(Config, skip):
+        t.add_row(*(escape(c) for c in row))
+    print_table(t, whole=(0,))
+
+
+@command(name="list-tasks")
+def list_tasks() -> None:
+    """Every registered task with its configuration fields and defaults (a spec's `task:`)."""
+    from ..tasks import TASKS
+
+    for name, cls in TASKS.items():
+        _print_fields(f"{name}: {escape((cls.__doc__ or '').strip())}", cls.Config)
+
+
+@command(name="list-figures")
+def list_figures() -> None:
+    """Every figure kind with its fields and defaults (a spec's `figures:` entries, `kind:`)."""
+    from ..plots import FIGURE_KINDS
+
+    for name, k in FIGURE_KINDS.items():
+        _print_fields(f"kind: {name}: {escape(k.summary)}", k.Config, skip=("kind",))
+
+
+@command(name="list-checks")
+def list_checks() -> None:
+    """Every claim check with its fields and defaults (a spec's `claims:` entries, `check:`)."""
+    from ..report.checks import CHECKS
+
+    for name, k in CHECKS.items():
+        _print_fields(f"check: {name}: {escape(k.summary)}", k.Config, skip=("check",))
 
 
 def _table_rows(spec, profile: str, out: Path | None, overrides: dict | None, runs: list,

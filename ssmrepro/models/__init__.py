@@ -187,11 +187,13 @@ def _default_str(v) -> str:
     return repr(v)
 
 
-def config_rows(Config: type[BaseModel]) -> list[tuple[str, str, str, str]]:
-    """(field, type, default, meaning) per field of a model config, nested configs made readable."""
+def config_rows(Config: type[BaseModel], skip: tuple[str, ...] = ("name",)
+                ) -> list[tuple[str, str, str, str]]:
+    """(field, type, default, meaning) per field of a config (a model's, mixer's, task's, figure
+    kind's or check's), nested configs made readable; ``skip``: the field that names the entry."""
     rows = []
     for fname, f in Config.model_fields.items():
-        if fname == "name":
+        if fname in skip:
             continue
         default = "(required)" if f.is_required() else _default_str(f.get_default(call_default_factory=True))
         rows.append((fname, _type_name(f.annotation), default, f.description or ""))

@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 import pandas as pd
 import yaml
-from pydantic import AfterValidator, BeforeValidator, ConfigDict, StringConstraints
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, StringConstraints
 
 from ..report.cells import (
     PaperValueLookup,
@@ -48,9 +48,10 @@ class FigureConfig(NoBoolNumbers):
     kind: str
     # file stem in the results folder (default: "figure" for the first figure, "figure<i>"):
     # letters, digits, . _ - only, so a name cannot point outside the folder
-    name: Annotated[str, StringConstraints(pattern=NAME_PATTERN)] | None = None
-    title: DrawnText | None = None
-    metric: str = DEFAULT_METRIC
+    name: Annotated[str, StringConstraints(pattern=NAME_PATTERN)] | None = Field(
+        None, description="file stem in the results folder (default: figure, figure2, ...)")
+    title: DrawnText | None = Field(None, description="the figure's title (default: the spec's)")
+    metric: str = Field(DEFAULT_METRIC, description="the results column (aggregated metric) drawn")
 
     def column_refs(self) -> list[str]:
         """Columns the figure names (validated against the spec's run table)."""
@@ -528,5 +529,6 @@ def parse_figure(raw: dict[str, Any]) -> FigureConfig:
     """The typed config of one figure entry (KeyError: unknown kind; ValidationError)."""
     kind = raw.get("kind")
     if not isinstance(kind, str) or kind not in FIGURE_KINDS:
-        raise KeyError(f"unknown figure kind {kind!r} (known: {', '.join(FIGURE_KINDS)})")
+        raise KeyError(f"unknown figure kind {kind!r} (known: {', '.join(FIGURE_KINDS)}; "
+                       "their fields: ssmrepro list-figures)")
     return FIGURE_KINDS[kind].Config(**raw)

@@ -160,13 +160,18 @@ class CheckContext:
         return self._index[1].select(where)
 
 
+WHERE_HELP = ("the cells the check reads: column -> value (or list of values); {} = every cell "
+              "of the profile")
+VIOLATIONS_HELP = "how many of the comparisons may fail with the check still PASS"
+
+
 class Given(NoBoolNumbers):
     """A precondition on a cell, e.g. ``{metric: train.acc, op: ">=", value: 0.9}``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     metric: str
-    op: Literal[">=", "<=", ">", "<"]
-    value: float
+    op: Literal[">=", "<=", ">", "<"] = Field(..., description="how the metric compares with value")
+    value: float = Field(..., description="the bound the metric is compared with")
 
     def text(self) -> str:
         return f"{self.metric} {self.op} {self.value}"
@@ -177,7 +182,7 @@ class CheckConfig(NoBoolNumbers):
 
     check: str
     text: str = Field(..., description="the sentence of the paper's claim this checks")
-    metric: str = DEFAULT_METRIC
+    metric: str = Field(DEFAULT_METRIC, description="the results column (aggregated metric) judged")
     given: list[Given] = Field(
         [], description="preconditions: a finished cell that misses one (e.g. train.acc >= 0.9, "
         "an untrained model) cannot test the claim and counts as not finished (MISSING, never a "
@@ -277,7 +282,8 @@ def parse_claim(raw: dict[str, Any]) -> CheckConfig:
                           else f"; known: {', '.join(CHECKS)})"))
     name = raw.get("check", DEFAULT_CHECK)
     if not isinstance(name, str) or name not in CHECKS:
-        raise KeyError(f"unknown check {name!r} (known: {', '.join(CHECKS)})")
+        raise KeyError(f"unknown check {name!r} (known: {', '.join(CHECKS)}; their fields: "
+                       "ssmrepro list-checks)")
     return CHECKS[name].Config(**{"check": name, **raw})
 
 
@@ -654,9 +660,9 @@ class ThresholdConfig(CheckConfig):
     """Every needed cell's ``metric`` ``op`` ``value``."""
 
     check: Literal["threshold"] = "threshold"
-    where: dict[str, Any] = {}
-    op: Literal[">=", "<=", ">", "<"]
-    value: float
+    where: dict[str, Any] = Field({}, description=WHERE_HELP)
+    op: Literal[">=", "<=", ">", "<"] = Field(..., description="how the metric compares with value")
+    value: float = Field(..., description="the bound the metric is compared with")
 
     def column_refs(self) -> list[str]:
         return list(self.where)
@@ -692,10 +698,10 @@ class AnyThresholdConfig(CheckConfig):
     """At least ``min_cells`` of the cells matching ``where`` have ``metric`` ``op`` ``value``."""
 
     check: Literal["any_threshold"]
-    where: dict[str, Any] = {}
-    op: Literal[">=", "<=", ">", "<"]
-    value: float
-    min_cells: int = Field(1, ge=1)
+    where: dict[str, Any] = Field({}, description=WHERE_HELP)
+    op: Literal[">=", "<=", ">", "<"] = Field(..., description="how the metric compares with value")
+    value: float = Field(..., description="the bound the metric is compared with")
+    min_cells: int = Field(1, ge=1, description="how many cells must reach the bound")
 
     def column_refs(self) -> list[str]:
         return list(self.where)
@@ -754,7 +760,7 @@ class OrderingConfig(CheckConfig):
     match: list[str] | None = Field(
         None, description="keys on which an a-cell and a b-cell must agree (default: every cell "
         "key not named in a or b)")
-    margin: float = 0.0
+    margin: float = Field(0.0, description="added to factor · b")
     factor: float = Field(1.0, gt=0, description="a >= factor · b + margin (e.g. factor 2: the "
                           "a-cells are at least twice their b-cells; yu2025 Fig. 3's loss ratios)")
 
@@ -852,14 +858,15 @@ class MonotoneConfig(CheckConfig):
     text key (labels) in the order the spec's sweep gives its values."""
 
     check: Literal["monotone"]
-    where: dict[str, Any] = {}
-    along: str
-    direction: Literal["increasing", "decreasing"] = "increasing"
+    where: dict[str, Any] = Field({}, description=WHERE_HELP)
+    along: str = Field(..., description="the column the cells are ordered by")
+    direction: Literal["increasing", "decreasing"] = Field(
+        "increasing", description="the way the metric steps along `along`")
     group_by: list[str] | None = Field(
         None, description="keys of a group (default: every cell key except `along`)")
     tol: float = Field(0.0, ge=0, description="a step against the direction of at most tol is "
                        "not a violation (evaluation noise)")
-    allowed_violations: int = Field(0, ge=0)
+    allowed_violations: int = Field(0, ge=0, description=VIOLATIONS_HELP)
 
     def column_refs(self) -> list[str]:
         return [*self.where, self.along, *(self.group_by or [])]
@@ -973,12 +980,12 @@ class LogLogSlopeConfig(CheckConfig):
     """Least-squares slope of log(metric) vs log(x) within ``expected ± tol``, per group."""
 
     check: Literal["loglog_slope"]
-    where: dict[str, Any] = {}
-    x: str
-    expected: float
-    tol: float = Field(..., gt=0)
-    group_by: list[str] = [LABEL]
-    min_points: int = Field(3, ge=2)
+    where: dict[str, Any] = Field({}, description=WHERE_HELP)
+    x: str = Field(..., description="the column on the log x axis")
+    expected: float = Field(..., description="the paper's slope")
+    tol: float = Field(..., gt=0, description="the fitted slope may differ from expected by this")
+    group_by: list[str] = Field([LABEL], description="one slope per group of these columns")
+    min_points: int = Field(3, ge=2, description="values of x a group needs to be judged")
 
     def column_refs(self) -> list[str]:
         return [*self.where, self.x, *self.group_by]
@@ -1053,7 +1060,7 @@ class CollapseConfig(CheckConfig):
     """``metric`` depends on the cell keys only through ``by`` (an expression of them)."""
 
     check: Literal["collapse"]
-    where: dict[str, Any] = {}
+    where: dict[str, Any] = Field({}, description=WHERE_HELP)
     by: str = Field(..., description="expression of cell keys, e.g. 'model.n_layers * model.d_state'")
     tol: float = Field(..., ge=0, description="largest spread (max - min) allowed within a group "
                        "of cells with equal `by`")
@@ -1159,16 +1166,16 @@ class RecallFrontierConfig(CheckConfig):
     check: Literal["recall_frontier"]
     columns: dict[str, LawColumn] = Field(
         ..., description="label (or case label) -> the law's constant for that column")
-    threshold: float = Field(0.9, gt=0, lt=1)
+    threshold: float = Field(0.9, gt=0, lt=1, description="the accuracy a solved cell reaches")
     min_points: int = Field(3, ge=2, description="frontier points needed (values of x)")
     factor: float = Field(..., gt=1, description="fitted N·D within [law/factor, law*factor]")
     allowed_violations: int = Field(0, ge=0, description="frontier steps where N grows with D")
-    task: Literal["mqar", "ar"] = "mqar"
-    x: str = WIDTH
-    y: str = STATE
-    regime: list[str] = list(REGIME)
-    vocab: str = VOCAB
-    facts: str = FACTS
+    task: Literal["mqar", "ar"] = Field("mqar", description="the law's task")
+    x: str = Field(WIDTH, description="the width column (D)")
+    y: str = Field(STATE, description="the state size column (N)")
+    regime: list[str] = Field(list(REGIME), description="columns that name one regime (a frontier each)")
+    vocab: str = Field(VOCAB, description="the vocabulary column (one of regime)")
+    facts: str = Field(FACTS, description="the key-value pairs column (one of regime)")
 
     @model_validator(mode="after")
     def _keys(self) -> RecallFrontierConfig:
@@ -1300,13 +1307,13 @@ class RegionConfig(CheckConfig):
     (``mode: all``, up to ``allowed_violations``) or at least one (``mode: any``)."""
 
     check: Literal["region"]
-    where: dict[str, Any] = {}
+    where: dict[str, Any] = Field({}, description=WHERE_HELP)
     region: str = Field(..., description="expression over cell columns, e.g. "
                         "'model.d_model < task.kappa + log2(task.vocab)'")
-    op: Literal[">=", "<=", ">", "<"]
-    value: float
-    mode: Literal["all", "any"] = "all"
-    allowed_violations: int = Field(0, ge=0)
+    op: Literal[">=", "<=", ">", "<"] = Field(..., description="how the metric compares with value")
+    value: float = Field(..., description="the bound the metric is compared with")
+    mode: Literal["all", "any"] = Field("all", description="every cell of the region, or at least one")
+    allowed_violations: int = Field(0, ge=0, description=VIOLATIONS_HELP)
 
     @model_validator(mode="after")
     def _expr(self) -> RegionConfig:
@@ -1390,8 +1397,8 @@ class SizeOrderConfig(CheckConfig):
     size: str = Field(WIDTH, description="the size column (e.g. model.d_model)")
     group_by: list[str] = Field(..., description="keys of a group (e.g. [task.kappa])")
     threshold: float = Field(..., description="metric reaching this = solved")
-    where: dict[str, Any] = {}
-    allowed_violations: int = Field(0, ge=0)
+    where: dict[str, Any] = Field({}, description=WHERE_HELP)
+    allowed_violations: int = Field(0, ge=0, description=VIOLATIONS_HELP)
     strict: bool = Field(True, description="each adjacent pair strictly ordered in some group")
 
     @model_validator(mode="after")
@@ -1497,10 +1504,10 @@ class SpreadConfig(CheckConfig):
     """Within each group (cells equal on ``group_by``), max − min of ``metric`` ≤ ``tol``."""
 
     check: Literal["spread"]
-    where: dict[str, Any] = {}
+    where: dict[str, Any] = Field({}, description=WHERE_HELP)
     group_by: list[str] = Field(..., description="keys held fixed; the rest (e.g. N) varies")
-    tol: float = Field(..., ge=0)
-    allowed_violations: int = Field(0, ge=0)
+    tol: float = Field(..., ge=0, description="the largest max − min a group may have")
+    allowed_violations: int = Field(0, ge=0, description=VIOLATIONS_HELP)
 
     def column_refs(self) -> list[str]:
         return [*self.where, *self.group_by]

@@ -301,7 +301,8 @@ def validate_sections(cfg: dict[str, Any]) -> tuple[TaskConfig, ModelConfig, Tra
                            f"{type(cfg[section].get('name')).__name__}")
     task_cls = TASKS.get(cfg["task"].get("name"))
     if task_cls is None:
-        raise KeyError(f"task.name: unknown task {cfg['task'].get('name')!r} (known: {sorted(TASKS)})")
+        raise KeyError(f"task.name: unknown task {cfg['task'].get('name')!r} (known: {sorted(TASKS)}; "
+                       "their fields: ssmrepro list-tasks)")
     model_entry = MODELS.get(cfg["model"].get("name"))
     if model_entry is None:
         raise KeyError(

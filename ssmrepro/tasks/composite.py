@@ -140,6 +140,8 @@ def _allowed_keys(c: CompositeConfig, same_class: bool) -> tuple[torch.Tensor, t
 
 
 class Composite(Task):
+    """chen2025's composite function: the key token shifted by the function of the anchor pair after it."""
+
     Config = CompositeConfig
     name = "composite"
 

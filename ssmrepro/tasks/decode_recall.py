@@ -86,6 +86,8 @@ class DecodeRecallConfig(TaskConfig):
 
 
 class DecodeRecall(Task):
+    """cooper2026's recall with decoding: the token after the latest word that the recent bits name."""
+
     Config = DecodeRecallConfig
     name = "decode_recall"
 

@@ -85,6 +85,8 @@ def induction_targets(x: torch.Tensor, vocab: int) -> torch.Tensor:
 
 
 class InductionHeads(Task):
+    """huang2025's induction heads: the token after the latest earlier occurrence of this token."""
+
     Config = InductionHeadsConfig
     name = "induction_heads"
 

@@ -128,6 +128,8 @@ def _not_in(u: torch.Tensor, sorted_set: torch.Tensor, lo: int) -> torch.Tensor:
 
 
 class InverseMatching(Task):
+    """chen2025's inverse sequence matching: which of five key sequences the query reverses (5 classes)."""
+
     Config = InverseMatchingConfig
     name = "inverse_matching"
 

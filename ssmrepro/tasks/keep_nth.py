@@ -33,6 +33,8 @@ class KeepNthConfig(TaskConfig):
 
 
 class KeepNth(Task):
+    """huang2025's KEEP n-TH: output the n-th token of the sequence."""
+
     Config = KeepNthConfig
     name = "keep_nth"
     question = {"n": "which token is the target (x_n)"}

@@ -403,36 +403,48 @@ class LRATask(Task):
 
 
 class LRAListOps(LRATask):
+    """Long Range Arena ListOps: evaluate a nested list expression (10 classes)."""
+
     name = "lra_listops"
     dataset = "listops"
     Config = _config_class(name, dataset)
 
 
 class LRAText(LRATask):
+    """Long Range Arena text: IMDB review sentiment from characters or bytes (2 classes)."""
+
     name = "lra_text"
     dataset = "text"
     Config = _config_class(name, dataset)
 
 
 class LRARetrieval(LRATask):
+    """Long Range Arena retrieval: do two AAN documents cite each other (2 classes)."""
+
     name = "lra_retrieval"
     dataset = "retrieval"
     Config = _config_class(name, dataset)
 
 
 class LRAImage(LRATask):
+    """Long Range Arena image: CIFAR-10 pixels as a sequence (10 classes)."""
+
     name = "lra_image"
     dataset = "image"
     Config = _config_class(name, dataset)
 
 
 class LRAPathfinder(LRATask):
+    """Long Range Arena Pathfinder: are two dots joined by a dashed path (2 classes)."""
+
     name = "lra_pathfinder"
     dataset = "pathfinder"
     Config = _config_class(name, dataset)
 
 
 class LRAPathX(LRATask):
+    """Long Range Arena Path-X: Pathfinder at 128x128 pixels (2 classes)."""
+
     name = "lra_pathx"
     dataset = "pathx"
     Config = _config_class(name, dataset)

@@ -150,6 +150,8 @@ def _weighted_gaps(k: torch.Tensor, space: int, count: int, power_a: float) -> t
 
 
 class MQAR(Task):
+    """Multi-query associative recall in zoology's layout (key-value pairs, then queries)."""
+
     Config = MQARConfig
     name = "mqar"
 

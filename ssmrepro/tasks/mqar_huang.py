@@ -61,6 +61,8 @@ class MQARHuangConfig(TaskConfig):
 
 
 class MQARHuang(Task):
+    """Multi-query associative recall in huang2025's own layout."""
+
     Config = MQARHuangConfig
     name = "mqar_huang"
 

@@ -60,6 +60,8 @@ class MultiKeyRecallConfig(TaskConfig):
 
 
 class MultiKeyRecall(Task):
+    """cooper2026's multi-key recall: the token after the latest earlier copy of the k-gram ending here."""
+
     Config = MultiKeyRecallConfig
     name = "multikey_recall"
     question = {"key_len": "the key recalled at each position (the k-gram ending there)"}

@@ -43,6 +43,8 @@ class NeedleConfig(TaskConfig):
 
 
 class Needle(Task):
+    """cooper2026's needle in a haystack: from a marker on, the word that followed the marker."""
+
     Config = NeedleConfig
     name = "needle"
 

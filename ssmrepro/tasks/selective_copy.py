@@ -89,6 +89,8 @@ class SelectiveCopyConfig(TaskConfig):
 
 
 class SelectiveCopy(Task):
+    """cooper2026's selective copy: the token n back, n the latest number token seen."""
+
     Config = SelectiveCopyConfig
     name = "selective_copy"
     question = {"number_offset": "the value of each number token (how far back it copies)"}

@@ -120,6 +120,8 @@ def _check_unchanged(key: str, path: Path) -> None:
 
 
 class TextCorpus(Task):
+    """Next-byte language modelling on a text file of the user's (yu2025 App. G)."""
+
     Config = TextCorpusConfig
     name = "text_corpus"
 

@@ -76,6 +76,8 @@ class CosineOperatorConfig(TaskConfig):
 
 
 class CosineOperator(Task):
+    """yu2025's cosine operator regression: read the ten cosine coefficients of a signal."""
+
     Config = CosineOperatorConfig
     name = "cosine_operator"
 
@@ -128,6 +130,8 @@ class FirstAbsConfig(TaskConfig):
 
 
 class FirstAbs(Task):
+    """yu2025's first-token regression: output |u_1|/σ1 at the last position."""
+
     Config = FirstAbsConfig
     name = "first_abs"
     question = {"sigma1": "the target |u_1| / sigma1"}
@@ -154,6 +158,8 @@ class LinearFunctionalConfig(TaskConfig):
 
 
 class LinearFunctional(Task):
+    """yu2025's linear functional regression: output Σ θ_j u_j at the last position."""
+
     Config = LinearFunctionalConfig
     name = "linear_functional"
 
