@@ -19198,3 +19198,24 @@ def test_whole_numbers_past_1e9_are_not_equal_but_for_rounding():
     raw = list_panels({"col": "data.seed", "paper_panels": {"1000000000": "a", "1000000001": "b"}})
     assert mapped_panel(raw["paper_panels"], "data.seed", 1000000001) == "b"
     assert mapped_panel(raw["paper_panels"], "data.seed", 1000000000.0) == "a"
+
+
+def test_mqar_reduced_to_ar_refuses_a_gap_power_law(tmp_path):
+    """`reduce_to_ar` with `power_a` other than 1 (zoology's default 0.01): the κ gaps fill all κ
+    slots and the first is kept, so the law only chose which fact the one query asks (at 0.01
+    the first fact 29 % of the time, the last three almost never), a plain AR said to ask a
+    uniform fact. Refused, exit 2; power_a 1 (koren's) and power_a without reduce_to_ar pass."""
+    from pydantic import ValidationError
+
+    from ssmrepro.tasks.mqar import MQARConfig
+
+    for a in (0.01, 3.0):
+        with pytest.raises(ValidationError, match="only biases which fact is asked"):
+            MQARConfig(vocab=64, L=16, kappa=4, reduce_to_ar=True, power_a=a)
+    MQARConfig(vocab=64, L=16, kappa=4, reduce_to_ar=True, power_a=1.0)
+    MQARConfig(vocab=64, L=16, kappa=4, power_a=0.01)
+    task = {"name": "mqar", "vocab": 64, "L": 16, "kappa": 4, "reduce_to_ar": True,
+            "power_a": 0.01}
+    spec = _one_run_spec(tmp_path, task=task,
+                         sweep=[{"cases": [{"label": "S6"}]}])
+    _assert_refused(_invoke("validate", spec), "power_a=0.01 with reduce_to_ar")
