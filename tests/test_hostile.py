@@ -19219,3 +19219,15 @@ def test_mqar_reduced_to_ar_refuses_a_gap_power_law(tmp_path):
     spec = _one_run_spec(tmp_path, task=task,
                          sweep=[{"cases": [{"label": "S6"}]}])
     _assert_refused(_invoke("validate", spec), "power_a=0.01 with reduce_to_ar")
+
+
+def test_a_decay_histogram_of_a_task_without_keep_nths_n_is_refused(tmp_path):
+    """`analysis: [decay_histogram]` (huang2025 Fig. 1's split at KEEP n-TH's n) on induction
+    heads passed `validate`: its first occurrences were binned and drawn as 't < n', its
+    repeats as 't >= n', and the claims read them as 'before timestep n'. Refused, exit 2, for
+    a per-position task without such an n; KEEP n-TH passes."""
+    for task in ({"name": "induction_heads", "vocab": 4, "T": 12},
+                 {"name": "mqar_huang", "kappa": 2, "vocab": 4, "T": 8}):
+        spec = _one_run_spec(tmp_path, task=task, analysis=["decay_histogram"])
+        _assert_refused(_invoke("validate", spec), f"task {task['name']} of run S6 has no such n")
+    assert _invoke("validate", _one_run_spec(tmp_path, analysis=["decay_histogram"])).exit_code == 0
