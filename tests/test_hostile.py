@@ -19231,3 +19231,24 @@ def test_a_decay_histogram_of_a_task_without_keep_nths_n_is_refused(tmp_path):
         spec = _one_run_spec(tmp_path, task=task, analysis=["decay_histogram"])
         _assert_refused(_invoke("validate", spec), f"task {task['name']} of run S6 has no such n")
     assert _invoke("validate", _one_run_spec(tmp_path, analysis=["decay_histogram"])).exit_code == 0
+
+
+def test_a_bidirectional_model_on_the_needle_task_is_refused(tmp_path):
+    """Needle's target at the marker is the needle, the next input: a bidirectional block read
+    it, so its accuracy passed the causal ceiling (L 16: 0.92) without a word. Refused, exit 2,
+    as on a next-token task; a causal model passes, and a bidirectional one on selective copy
+    (every target at or before its position) too."""
+    def model(bidi):
+        return {"name": "seq_lm", "d_model": 8, "layers": "SSM",
+                "blocks": {"SSM": {"mixer": {"name": "s6", "d_state": 4}, "bidirectional": bidi}}}
+
+    needle = {"name": "needle", "words": 20, "L": 16}
+    sweep = [{"cases": [{"label": "S6"}]}]
+    spec = _one_run_spec(tmp_path, task=needle, model=model("sum"), sweep=sweep)
+    _assert_refused(_invoke("validate", spec), "the task's target at the needle marker is the "
+                    "needle, the next input, which the bidirectional block SSM would read")
+    for name, task, bidi in (("c", needle, "none"),
+                             ("s", {"name": "selective_copy", "L": 16}, "sum")):
+        ok = _one_run_spec(tmp_path, name=name, task=task, model=model(bidi), sweep=sweep)
+        res = _invoke("validate", ok)
+        assert res.exit_code == 0, res.output
