@@ -19198,3 +19198,57 @@ def test_whole_numbers_past_1e9_are_not_equal_but_for_rounding():
     raw = list_panels({"col": "data.seed", "paper_panels": {"1000000000": "a", "1000000001": "b"}})
     assert mapped_panel(raw["paper_panels"], "data.seed", 1000000001) == "b"
     assert mapped_panel(raw["paper_panels"], "data.seed", 1000000000.0) == "a"
+
+
+def test_mqar_reduced_to_ar_refuses_a_gap_power_law(tmp_path):
+    """`reduce_to_ar` with `power_a` other than 1 (zoology's default 0.01): the κ gaps fill all κ
+    slots and the first is kept, so the law only chose which fact the one query asks (at 0.01
+    the first fact 29 % of the time, the last three almost never), a plain AR said to ask a
+    uniform fact. Refused, exit 2; power_a 1 (koren's) and power_a without reduce_to_ar pass."""
+    from pydantic import ValidationError
+
+    from ssmrepro.tasks.mqar import MQARConfig
+
+    for a in (0.01, 3.0):
+        with pytest.raises(ValidationError, match="only biases which fact is asked"):
+            MQARConfig(vocab=64, L=16, kappa=4, reduce_to_ar=True, power_a=a)
+    MQARConfig(vocab=64, L=16, kappa=4, reduce_to_ar=True, power_a=1.0)
+    MQARConfig(vocab=64, L=16, kappa=4, power_a=0.01)
+    task = {"name": "mqar", "vocab": 64, "L": 16, "kappa": 4, "reduce_to_ar": True,
+            "power_a": 0.01}
+    spec = _one_run_spec(tmp_path, task=task,
+                         sweep=[{"cases": [{"label": "S6"}]}])
+    _assert_refused(_invoke("validate", spec), "power_a=0.01 with reduce_to_ar")
+
+
+def test_a_decay_histogram_of_a_task_without_keep_nths_n_is_refused(tmp_path):
+    """`analysis: [decay_histogram]` (huang2025 Fig. 1's split at KEEP n-TH's n) on induction
+    heads passed `validate`: its first occurrences were binned and drawn as 't < n', its
+    repeats as 't >= n', and the claims read them as 'before timestep n'. Refused, exit 2, for
+    a per-position task without such an n; KEEP n-TH passes."""
+    for task in ({"name": "induction_heads", "vocab": 4, "T": 12},
+                 {"name": "mqar_huang", "kappa": 2, "vocab": 4, "T": 8}):
+        spec = _one_run_spec(tmp_path, task=task, analysis=["decay_histogram"])
+        _assert_refused(_invoke("validate", spec), f"task {task['name']} of run S6 has no such n")
+    assert _invoke("validate", _one_run_spec(tmp_path, analysis=["decay_histogram"])).exit_code == 0
+
+
+def test_a_bidirectional_model_on_the_needle_task_is_refused(tmp_path):
+    """Needle's target at the marker is the needle, the next input: a bidirectional block read
+    it, so its accuracy passed the causal ceiling (L 16: 0.92) without a word. Refused, exit 2,
+    as on a next-token task; a causal model passes, and a bidirectional one on selective copy
+    (every target at or before its position) too."""
+    def model(bidi):
+        return {"name": "seq_lm", "d_model": 8, "layers": "SSM",
+                "blocks": {"SSM": {"mixer": {"name": "s6", "d_state": 4}, "bidirectional": bidi}}}
+
+    needle = {"name": "needle", "words": 20, "L": 16}
+    sweep = [{"cases": [{"label": "S6"}]}]
+    spec = _one_run_spec(tmp_path, task=needle, model=model("sum"), sweep=sweep)
+    _assert_refused(_invoke("validate", spec), "the task's target at the needle marker is the "
+                    "needle, the next input, which the bidirectional block SSM would read")
+    for name, task, bidi in (("c", needle, "none"),
+                             ("s", {"name": "selective_copy", "L": 16}, "sum")):
+        ok = _one_run_spec(tmp_path, name=name, task=task, model=model(bidi), sweep=sweep)
+        res = _invoke("validate", ok)
+        assert res.exit_code == 0, res.output

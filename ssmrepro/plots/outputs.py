@@ -618,6 +618,15 @@ def _no_decay_hook(path: str, runs) -> list[str]:
                           f"positions into those before and after its labelled ones; task "
                           f"{r.task.name} of run{label} is {what}; its packs would train, then "
                           "fail)")
+        elif r.task.name != "keep_nth":
+            # the split is unlabelled vs labelled positions, which is 'before n' vs 'from n on'
+            # only where the labelled positions are those from a fixed n on: induction heads'
+            # first occurrences were drawn and judged as 't < n', its repeats as 't >= n'
+            errors.append(f"{path}: analysis: decay_histogram splits the positions at KEEP "
+                          "n-TH's n (t < n and t >= n, huang2025 Fig. 1); task "
+                          f"{r.task.name} of run{label} has no such n (its labelled positions "
+                          "are not those from some n on), so its histograms, claims and "
+                          "figure would call unlabelled positions 'before n'; use task keep_nth")
         elif hasattr(r.model, "to_backbone") and not has_decay_hook(r.model, info):
             errors.append(f"{path}: analysis: decay_histogram needs a mixer with a decay hook "
                           f"(s6, s4d, delta_t, mamba1); the model of run{label} "

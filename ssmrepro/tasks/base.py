@@ -144,6 +144,10 @@ class TaskInfo:
                 (E, B, C) (no accuracy; loss = mean squared error over the outputs)
     next_token  True: the target at t is the input at t + 1 (language modelling), so a model
                 must not read ahead (no bidirectional block)
+    ahead       which targets are later inputs, though not every one is (needle: the target at
+                the marker is the next input, the needle): a model must not read ahead there
+                either (a bidirectional block read the needle it was to predict); None: every
+                target lies at or before its position (or ``next_token`` says it)
     fewest_supervised  per-position targets: the fewest supervised positions that the most
                 supervised sample of any batch surely has (None: every position; 0: none is
                 sure). Evaluation reads out the supervised positions only when they are at most
@@ -163,6 +167,7 @@ class TaskInfo:
     dual: bool = False
     loss: Literal["cross_entropy", "mse"] = "cross_entropy"
     next_token: bool = False
+    ahead: str | None = None
     fewest_supervised: int | None = None
     most_supervised: int | None = None
 

@@ -49,7 +49,9 @@ koren2026 extensions (its vendored ``associative_recall`` + ``generators``; see 
 * ``reduce_to_ar``: plain AR. Generate with ``L = 4*kappa`` (so the ``kappa`` gaps fill all
   ``kappa`` slots and the first query slot is always used), then keep the first ``2*kappa + 1``
   tokens: all facts plus exactly one query (for a uniformly random key). koren overrides the length,
-  we instead require the config to say ``L = 4*kappa`` so no field is silently ignored.
+  we instead require the config to say ``L = 4*kappa`` so no field is silently ignored. The key
+  asked is uniform only with ``power_a = 1`` (koren's value): any other law ranks the facts, so
+  the config refuses it.
 * koren's repeated-key/query generators ignore ``power_a`` (always uniform); ours apply it in every
   layout (identical for the ``power_a = 1`` koren always uses).
 * ``num_passes`` (current zoology) cannot be combined with repeated keys or queries.
@@ -100,6 +102,16 @@ class MQARConfig(TaskConfig):
             raise ValueError(
                 f"reduce_to_ar generates with L = 4*kappa = {4 * k} and keeps 2*kappa+1 = {2 * k + 1} "
                 f"tokens; set L={4 * k} (got L={L})"
+            )
+        if self.reduce_to_ar and self.power_a != 1.0:
+            # the kappa gaps fill all kappa slots, so the law cannot move the query: it only
+            # ranks the facts, and the kept query asked the first fact 29 % of the time at
+            # power_a 0.01 (kappa 16) and the last three almost never, for a 'uniform' AR
+            raise ValueError(
+                f"power_a={self.power_a:g} with reduce_to_ar: the {k} gaps fill all {k} query "
+                "slots and only the first is kept, so the power law does not place the query; "
+                "it only biases which fact is asked (below 1 toward the first facts, above 1 "
+                "toward the last), where plain AR asks a uniformly random one; leave power_a 1"
             )
         if L % 2:
             raise ValueError(f"L={L} must be even")

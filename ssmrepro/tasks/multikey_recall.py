@@ -26,7 +26,8 @@ sample 0 ('.' = IGNORE)::
 ended at j = 2, so x[3] = 2. Every other key has no earlier stored occurrence.)
 
 Randomness: each example uses ``rng.key(seed, split, index)`` (words and lengths from their own
-sub-streams); everything is vectorised over (E, B) (one L x L comparison of key ids).
+sub-streams); everything is vectorised over (E, B) (one stable sort of the key ids per
+sequence, ``base.previous_occurrence``: O(L) memory).
 """
 
 from __future__ import annotations

@@ -51,7 +51,9 @@ class Needle(Task):
     @property
     def info(self) -> TaskInfo:
         V = vocab_size(self.config.words, 2)
-        return TaskInfo(vocab_size=V, n_classes=V, seq_len=self.config.L)
+        return TaskInfo(vocab_size=V, n_classes=V, seq_len=self.config.L,
+                        ahead="the task's target at the needle marker is the needle, the next "
+                        "input")
 
     def sample(self, seeds: torch.Tensor, split: int, index: torch.Tensor) -> Batch:
         c = self.config
