@@ -2331,21 +2331,6 @@ def test_labels_that_pandas_reads_as_missing_survive_the_committed_tables(tmp_pa
     assert df["label"].tolist() == [label] and df["val.acc"].tolist() == [0.5]
 
 
-def test_labels_that_pandas_reads_as_missing_keep_their_verdicts(trained_store, tmp_path):
-    spec, store = _copy_trained(trained_store, tmp_path)
-    na = [{"cases": [{"label": "NA", "set": {"model.mixer": "s6"}}]}]
-    spec = _one_run_spec(tmp_path, sweep=na, paper_values=[{"where": {"label": "NA"},
-                                                            "value": 0.2, "tol": 0.15}],
-                         claims=[{"text": "t", "where": {"label": "NA"}, "op": ">",
-                                  "value": 0.0}])
-    out = tmp_path / "out"
-    assert _invoke("plot", spec, "--out", out, "--profile", "smoke").exit_code == 0
-    shutil.rmtree(store / "runs")  # a fresh clone: the committed table only
-    res = _invoke("verify", spec, "--out", out, "--profile", "smoke")
-    assert res.exit_code == 0, res.output
-    assert "1 PASS" in res.output and "1 of 1 compared" in res.output, res.output
-
-
 def test_a_paper_value_of_an_unfinished_cell_is_not_compared(trained_store, tmp_path):
     """With 1 of 2 seeds finished the claim on a cell was MISSING, but its paper value was
     'compared within tolerance' (a match on the mean of the seeds so far), the report silent
@@ -19198,3 +19183,22 @@ def test_whole_numbers_past_1e9_are_not_equal_but_for_rounding():
     raw = list_panels({"col": "data.seed", "paper_panels": {"1000000000": "a", "1000000001": "b"}})
     assert mapped_panel(raw["paper_panels"], "data.seed", 1000000001) == "b"
     assert mapped_panel(raw["paper_panels"], "data.seed", 1000000000.0) == "a"
+
+
+def test_a_label_other_tools_read_as_missing_or_as_a_formula_is_refused(tmp_path):
+    """results.csv, summary.csv and curves.csv write a label as it is: pd.read_csv read 'NA',
+    'None' and '#N/A' back as NaN (three cells one missing label, which groupby leaves out), and
+    a spreadsheet read '=1+2' as a formula (shown 3), '-PE' and '@x' as #NAME?. Refused before
+    training; such a character inside a label is fine."""
+    for label, said in [("NA", "reads as a missing value in pandas' read_csv"),
+                        ("None", "reads as a missing value"), ("#N/A", "reads as a missing"),
+                        ("<NA>", "missing"), ("=1+2", "does not start with '='"),
+                        ("-PE", "does not start with '-'"), ("+PE", "as a formula"),
+                        ("@x", "as a formula")]:
+        cases = [{"label": label, "set": {"model.mixer": "s6"}}]
+        res = _invoke("validate", _one_run_spec(tmp_path, sweep=[{"cases": cases}]))
+        _assert_refused(res, "sweep.0.cases.0.label", said)
+    cases = [{"label": "Mamba-PE=1", "set": {"model.mixer": "s6"}},
+             {"label": "NA case", "set": {"model.mixer": "s4d"}}]
+    res = _invoke("validate", _one_run_spec(tmp_path, sweep=[{"cases": cases}]))
+    assert res.exit_code == 0, res.output
