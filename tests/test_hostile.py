@@ -19202,3 +19202,43 @@ def test_a_label_other_tools_read_as_missing_or_as_a_formula_is_refused(tmp_path
              {"label": "NA case", "set": {"model.mixer": "s4d"}}]
     res = _invoke("validate", _one_run_spec(tmp_path, sweep=[{"cases": cases}]))
     assert res.exit_code == 0, res.output
+
+
+def test_a_results_table_has_one_row_and_column_order_whatever_runs_have_records(tmp_path):
+    """results.csv was the runs with records first, then the rows kept from the table before,
+    each run's columns where its first row brought them: with only the Transformer's record
+    (a fresh clone with that run trained again) its row came first and its `model.heads` stood
+    before the Mamba's `model.mixer`, another order of rows and columns for the same table.
+    A curves table keeps the planned runs' order of rows too."""
+    import pandas as pd
+
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import Store, in_table_order
+    from ssmrepro.sweep import expand
+
+    cases = [{"label": "S6", "set": {"model.mixer": "s6"}},
+             {"label": "T", "set": {"model": {"name": "transformer_lm", "d_model": 8,
+                                              "n_layers": 1, "heads": 1}}}]
+    runs = expand(load_spec(_one_run_spec(tmp_path, sweep=[{"cases": cases}])), "smoke")
+    assert [r.label for r in runs] == ["S6", "T"]
+
+    def record(r, kernel):
+        return {"status": "ok", "stop_reason": "max_steps", "stop_step": 4, "epochs": 1.0,
+                "n_params": 100, "metrics": {"test.acc": 0.5, "test.loss": 1.0}, "commit": "c",
+                "backend": "torch", "device": "cpu", "pack_size": 1, "pack_wall_s": 1.0,
+                "pack_cpu_s": 1.0, "torch": "2", "kernels": {kernel: "torch:x"}}
+
+    records = {runs[0].run_id: record(runs[0], "S6Core"),
+               runs[1].run_id: record(runs[1], "PackedAttention")}
+    store = Store(tmp_path / "s")
+    store.runs.mkdir(parents=True)
+    store.read = records.get
+    full = store.write_csv(runs).read_text()
+    del records[runs[0].run_id]  # the Mamba's row is kept from the table, the other rewritten
+    assert store.write_csv(runs).read_text() == full
+    header = full.splitlines()[0].split(",")
+    assert header.index("model.mixer") < header.index("model.heads") < header.index("backend")
+    assert header[-2:] == ["kernels.PackedAttention", "kernels.S6Core"]
+    curves = pd.DataFrame({"run_id": [runs[1].run_id, runs[0].run_id, runs[0].run_id],
+                           "label": ["T", "S6", "S6"], "step": [0, 0, 4]})
+    assert in_table_order(curves, runs, columns=False)["step"].tolist() == [0, 4, 0]

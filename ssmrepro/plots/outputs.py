@@ -67,6 +67,7 @@ from ..store import (
     TableError,
     count_problem,
     csv_text,
+    in_table_order,
     is_accuracy,
     is_loss,
     is_metric_column,
@@ -1228,7 +1229,7 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
         extra = _fill_config(extra, runs)
         base = extra if base.empty else pd.concat([base, extra], ignore_index=True)
     n_rows = len(base)
-    base = _without_other_data(base, store)
+    base = in_table_order(_without_other_data(base, store), runs)
     if not df.empty or stale or len(base) < n_rows:  # (as ``_write_back``; a row edited by
         # hand since it was written is named: records are the source of truth, the edit is not
         # kept)
@@ -1715,7 +1716,7 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
         extra = _fill_config(extra, runs)
         base = extra if base.empty else pd.concat([base, extra], ignore_index=True)
     n_rows = len(base)
-    base = _without_other_data(base, store)
+    base = in_table_order(_without_other_data(base, store), runs, columns=False)
     _write_back(path, base, csv_text, not table.empty,
                 stale or len(base) < n_rows)
     return base
