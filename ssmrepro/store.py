@@ -1290,7 +1290,7 @@ class Store:
         # no run has a row: no table. A 1-byte file without columns (every pack lost, e.g. its
         # workers killed, or the disk full) made the same command's plot step, and `plot`,
         # refuse it as damaged ('delete it'), exit 2 instead of 1
-        self.write_table(name, None if df.empty else csv_text(in_table_order(df, runs)), have)
+        self.write_table(name, None if df.empty else table_text(df, runs), have)
         return path
 
     def write_table(self, name: str, text: str | None, from_records: set[str]) -> None:
@@ -1553,6 +1553,34 @@ def _rows_in_order(df: pd.DataFrame, runs: list) -> pd.DataFrame:
     keys = [first.get((str(rid), lab), first.get(str(rid), len(runs)))
             for rid, lab in zip(df["run_id"].astype(str), labels)]
     return df.iloc[sorted(range(len(df)), key=lambda i: (keys[i], i))].reset_index(drop=True)
+
+
+def table_text(df: pd.DataFrame, runs: list) -> str:
+    """A results table's CSV text (``csv_text``) in table order (``in_table_order``), each
+    integer setting of the planned ``runs`` (and a run's counts, ``seed``, ``pack_size``)
+    written as an integer where some rows lack it: pandas holds such a column as floats, and
+    huang2025-tab1's ``model.heads`` (empty for its Mamba rows) was written 1.0, its
+    ``model.d_state`` 8.0 (``int('8.0')`` fails in a script reading the CSV)."""
+    if df.empty:
+        return csv_text(df)
+    df = in_table_order(df, runs).copy()
+    ints = set(_int_settings(runs)) | {"seed", "stop_step", "n_params", "pack_size"}
+    for c in df.columns:
+        if c in ints and pd.api.types.is_float_dtype(df[c]) and all(
+                math.isfinite(v) and v.is_integer() for v in df[c].dropna()):
+            df[c] = pd.Series([None if math.isnan(v) else str(int(v)) for v in df[c]],
+                              index=df.index, dtype=object)
+    return csv_text(df)
+
+
+def _int_settings(runs: list) -> list[str]:
+    """The dotted config keys whose every value in ``runs`` is an integer (not a truth value)."""
+    kinds: dict[str, bool] = {}
+    for flat in per_point(runs, lambda r: r.flat()):
+        for k, v in flat.items():
+            if v is not None:
+                kinds[k] = kinds.get(k, True) and isinstance(v, int) and not isinstance(v, bool)
+    return [k for k, whole in kinds.items() if whole and k != "seed"]
 
 
 def csv_text(df: pd.DataFrame) -> str:

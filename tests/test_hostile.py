@@ -19204,16 +19204,11 @@ def test_a_label_other_tools_read_as_missing_or_as_a_formula_is_refused(tmp_path
     assert res.exit_code == 0, res.output
 
 
-def test_a_results_table_has_one_row_and_column_order_whatever_runs_have_records(tmp_path):
-    """results.csv was the runs with records first, then the rows kept from the table before,
-    each run's columns where its first row brought them: with only the Transformer's record
-    (a fresh clone with that run trained again) its row came first and its `model.heads` stood
-    before the Mamba's `model.mixer`, another order of rows and columns for the same table.
-    A curves table keeps the planned runs' order of rows too."""
-    import pandas as pd
-
+def _two_model_store(tmp_path):
+    """(planned runs of an S6 case and a Transformer case, their records, a Store whose
+    ``read`` gives those records): a results table of two model kinds, nothing trained."""
     from ssmrepro.spec import load_spec
-    from ssmrepro.store import Store, in_table_order
+    from ssmrepro.store import Store
     from ssmrepro.sweep import expand
 
     cases = [{"label": "S6", "set": {"model.mixer": "s6"}},
@@ -19222,17 +19217,30 @@ def test_a_results_table_has_one_row_and_column_order_whatever_runs_have_records
     runs = expand(load_spec(_one_run_spec(tmp_path, sweep=[{"cases": cases}])), "smoke")
     assert [r.label for r in runs] == ["S6", "T"]
 
-    def record(r, kernel):
+    def record(kernel):
         return {"status": "ok", "stop_reason": "max_steps", "stop_step": 4, "epochs": 1.0,
                 "n_params": 100, "metrics": {"test.acc": 0.5, "test.loss": 1.0}, "commit": "c",
                 "backend": "torch", "device": "cpu", "pack_size": 1, "pack_wall_s": 1.0,
                 "pack_cpu_s": 1.0, "torch": "2", "kernels": {kernel: "torch:x"}}
 
-    records = {runs[0].run_id: record(runs[0], "S6Core"),
-               runs[1].run_id: record(runs[1], "PackedAttention")}
+    records = {runs[0].run_id: record("S6Core"), runs[1].run_id: record("PackedAttention")}
     store = Store(tmp_path / "s")
     store.runs.mkdir(parents=True)
     store.read = records.get
+    return runs, records, store
+
+
+def test_a_results_table_has_one_row_and_column_order_whatever_runs_have_records(tmp_path):
+    """results.csv was the runs with records first, then the rows kept from the table before,
+    each run's columns where its first row brought them: with only the Transformer's record
+    (a fresh clone with that run trained again) its row came first and its `model.heads` stood
+    before the Mamba's `model.mixer`, another order of rows and columns for the same table.
+    A curves table keeps the planned runs' order of rows too."""
+    import pandas as pd
+
+    from ssmrepro.store import in_table_order
+
+    runs, records, store = _two_model_store(tmp_path)
     full = store.write_csv(runs).read_text()
     del records[runs[0].run_id]  # the Mamba's row is kept from the table, the other rewritten
     assert store.write_csv(runs).read_text() == full
@@ -19242,3 +19250,20 @@ def test_a_results_table_has_one_row_and_column_order_whatever_runs_have_records
     curves = pd.DataFrame({"run_id": [runs[1].run_id, runs[0].run_id, runs[0].run_id],
                            "label": ["T", "S6", "S6"], "step": [0, 0, 4]})
     assert in_table_order(curves, runs, columns=False)["step"].tolist() == [0, 4, 0]
+
+
+def test_an_integer_setting_some_runs_lack_is_written_as_an_integer(tmp_path):
+    """pandas holds a column with empty cells as floats: huang2025-tab1's results.csv wrote the
+    Transformer's `model.heads` 1.0 (empty for the Mamba rows) and the Mamba's `model.d_state`
+    8.0, and `n_params` 100.0 beside a run in error without one; a script's int('8.0') fails.
+    Float settings keep their decimals (`train.weight_decay` 0.0)."""
+    import csv
+    import io
+
+    runs, records, store = _two_model_store(tmp_path)
+    del records[runs[1].run_id]["n_params"]
+    rows = list(csv.DictReader(io.StringIO(store.write_csv(runs).read_text())))
+    assert [r["model.heads"] for r in rows] == ["", "1"]
+    assert [r["model.d_state"] for r in rows] == ["4", ""]
+    assert [r["n_params"] for r in rows] == ["100", ""]
+    assert rows[0]["train.weight_decay"] == "0.0" and rows[0]["seed"] == "0"

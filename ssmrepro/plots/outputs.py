@@ -77,6 +77,7 @@ from ..store import (
     read_run_table,
     read_table,
     scored_nonfinite,
+    table_text,
 )
 from ..sweep import RunConfig, expand, overrides_tag, overrides_text, per_point
 from ..util import atomic_write_text, encode_cell, folder_lock, pairs_text, remove_dead_temps
@@ -1233,7 +1234,7 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
     if not df.empty or stale or len(base) < n_rows:  # (as ``_write_back``; a row edited by
         # hand since it was written is named: records are the source of truth, the edit is not
         # kept)
-        store.write_table(name, None if base.empty else csv_text(base),
+        store.write_table(name, None if base.empty else table_text(base, runs),
                           set(df[RUN_ID].astype(str)) if RUN_ID in df else set())
     return base
 
