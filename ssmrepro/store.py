@@ -1556,21 +1556,29 @@ def _rows_in_order(df: pd.DataFrame, runs: list) -> pd.DataFrame:
 
 
 def table_text(df: pd.DataFrame, runs: list) -> str:
-    """A results table's CSV text (``csv_text``) in table order (``in_table_order``), each
-    integer setting of the planned ``runs`` (and a run's counts, ``seed``, ``pack_size``)
-    written as an integer where some rows lack it: pandas holds such a column as floats, and
-    huang2025-tab1's ``model.heads`` (empty for its Mamba rows) was written 1.0, its
-    ``model.d_state`` 8.0 (``int('8.0')`` fails in a script reading the CSV)."""
+    """A results table's CSV text (``csv_text``) in table order (``in_table_order``), its
+    integer settings and counts written as integers (``whole_numbers``)."""
     if df.empty:
         return csv_text(df)
-    df = in_table_order(df, runs).copy()
-    ints = set(_int_settings(runs)) | {"seed", "stop_step", "n_params", "pack_size"}
+    return csv_text(whole_numbers(in_table_order(df, runs), runs))
+
+
+def whole_numbers(df: pd.DataFrame, runs: list,
+                  counts: Iterable[str] = ("seed", "stop_step", "n_params", "pack_size")
+                  ) -> pd.DataFrame:
+    """``df`` with each integer setting of the planned ``runs`` (and the ``counts`` columns)
+    that some rows lack as text of integers, for writing: pandas holds such a column as
+    floats, and huang2025-tab1's results.csv wrote the Transformer's ``model.heads`` (empty
+    for its Mamba rows) 1.0, the Mamba's ``model.d_state`` 8.0 (``int('8.0')`` fails in a
+    script reading the CSV)."""
+    ints = set(_int_settings(runs)) | set(counts)
+    df = df.copy()
     for c in df.columns:
         if c in ints and pd.api.types.is_float_dtype(df[c]) and all(
                 math.isfinite(v) and v.is_integer() for v in df[c].dropna()):
             df[c] = pd.Series([None if math.isnan(v) else str(int(v)) for v in df[c]],
                               index=df.index, dtype=object)
-    return csv_text(df)
+    return df
 
 
 def _int_settings(runs: list) -> list[str]:

@@ -19211,7 +19211,7 @@ def _two_model_store(tmp_path):
     from ssmrepro.store import Store
     from ssmrepro.sweep import expand
 
-    cases = [{"label": "S6", "set": {"model.mixer": "s6"}},
+    cases = [{"label": "S6", "set": {"model.mixer": "s6", "model.d_state": 4}},
              {"label": "T", "set": {"model": {"name": "transformer_lm", "d_model": 8,
                                               "n_layers": 1, "heads": 1}}}]
     runs = expand(load_spec(_one_run_spec(tmp_path, sweep=[{"cases": cases}])), "smoke")
@@ -19267,3 +19267,28 @@ def test_an_integer_setting_some_runs_lack_is_written_as_an_integer(tmp_path):
     assert [r["model.d_state"] for r in rows] == ["4", ""]
     assert [r["n_params"] for r in rows] == ["100", ""]
     assert rows[0]["train.weight_decay"] == "0.0" and rows[0]["seed"] == "0"
+
+
+def test_a_summary_key_some_cells_lack_is_written_as_an_integer(tmp_path):
+    """summary.csv wrote a cell key only some cells have (a Mamba case's `model.d_state`
+    beside a Transformer case) 4.0, as results.csv did. From a committed results table (no
+    records)."""
+    import csv
+    import io
+
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import Store, output_name, results_dir
+
+    runs, records, store = _two_model_store(tmp_path)
+    spec_path = tmp_path / "t-spec.yaml"
+    spec = load_spec(spec_path)
+    committed = Store(results_dir(spec, tmp_path / "out"))
+    committed.runs.mkdir(parents=True)
+    committed.read = records.get
+    committed.write_csv(runs, output_name(spec, "smoke", "results", "csv"))
+    committed.read = lambda run_id: None
+    res = _invoke("plot", spec_path, "--out", tmp_path / "out", "--profile", "smoke")
+    assert res.exit_code == 0, res.output
+    text = (committed.root / output_name(spec, "smoke", "summary", "csv")).read_text()
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert [r["model.d_state"] for r in rows] == ["4", ""], text

@@ -78,6 +78,7 @@ from ..store import (
     read_table,
     scored_nonfinite,
     table_text,
+    whole_numbers,
 )
 from ..sweep import RunConfig, expand, overrides_tag, overrides_text, per_point
 from ..util import atomic_write_text, encode_cell, folder_lock, pairs_text, remove_dead_temps
@@ -2008,7 +2009,8 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
     for w in store.warnings:
         print(f"warning: {w}", file=sys.stderr)
     if not report.finished(cells).empty:
-        atomic_write_text(out("summary", "csv"), csv_text(cells))
+        atomic_write_text(out("summary", "csv"), csv_text(whole_numbers(
+            cells, runs, ("n_params", "n_expected", "n_ok", "n_diverged", "n_time_limit"))))
     elif _remove_stale(out("summary", "csv"), False):
         print(f"{spec.id}: {out('summary', 'csv').name} removed: no finished cell of profile "
               f"{profile}", file=sys.stderr)
