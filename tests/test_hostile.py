@@ -19292,3 +19292,19 @@ def test_a_summary_key_some_cells_lack_is_written_as_an_integer(tmp_path):
     text = (committed.root / output_name(spec, "smoke", "summary", "csv")).read_text()
     rows = list(csv.DictReader(io.StringIO(text)))
     assert [r["model.d_state"] for r in rows] == ["4", ""], text
+
+
+def test_a_bench_csv_keeps_a_machine_name_holding_quotes_and_commas_in_its_column(tmp_path):
+    """`bench WORKLOAD`'s CSV wrapped the machine name in quotes as it was: a name holding '"'
+    ended the field there and its comma made one column more (pandas: 'Expected 10 fields');
+    a quote is doubled now, and the committed records' layout is unchanged."""
+    import csv
+
+    from ssmrepro.bench import packs
+
+    rec = json.loads((ROOT / "results" / "bench" / "keep-nth-d8-cpu.json").read_text())
+    rec["machine"] = 'Intel "Xeon", 8 cores'
+    packs.write_record(tmp_path, rec)
+    rows = list(csv.DictReader((tmp_path / "keep-nth-d8-cpu.csv").open(newline="")))
+    assert {r["machine"] for r in rows} == {rec["machine"]}
+    assert all(None not in r and r["mode"] in ("plain", "packed") for r in rows)
