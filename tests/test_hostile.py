@@ -19308,3 +19308,23 @@ def test_a_bench_csv_keeps_a_machine_name_holding_quotes_and_commas_in_its_colum
     rows = list(csv.DictReader((tmp_path / "keep-nth-d8-cpu.csv").open(newline="")))
     assert {r["machine"] for r in rows} == {rec["machine"]}
     assert all(None not in r and r["mode"] in ("plain", "packed") for r in rows)
+
+
+def test_a_curves_key_some_runs_lack_is_written_as_an_integer(tmp_path):
+    """curves.csv wrote a cell key only some runs have (a Mamba's `model.d_state` beside a
+    Transformer) 4.0, as results.csv and summary.csv did."""
+    import csv
+    import io
+
+    from ssmrepro.plots.outputs import _curves
+    from ssmrepro.spec import load_spec
+
+    runs, records, store = _two_model_store(tmp_path)
+    for r in runs:
+        records[r.run_id].update(run_id=r.run_id, seed=r.seed, config=r.config(),
+                                 history=[{"step": 0, "val.acc": 0.5, "val.loss": 1.0}])
+    spec = load_spec(tmp_path / "t-spec.yaml")
+    path = store.root / "curves.csv"
+    _curves(spec, store.root, runs, ["label", "model.d_state"], path, store=store)
+    rows = list(csv.DictReader(io.StringIO(path.read_text())))
+    assert [r["model.d_state"] for r in rows] == ["4", ""], path.read_text()

@@ -1719,7 +1719,7 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
         base = extra if base.empty else pd.concat([base, extra], ignore_index=True)
     n_rows = len(base)
     base = in_table_order(_without_other_data(base, store), runs, columns=False)
-    _write_back(path, base, csv_text, not table.empty,
+    _write_back(path, base, lambda t: csv_text(whole_numbers(t, runs)), not table.empty,
                 stale or len(base) < n_rows)
     return base
 
