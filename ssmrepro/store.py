@@ -1500,7 +1500,8 @@ def _table_rows(path: Path) -> dict[str, list[str]]:
 TABLE_INFO_ORDER = ("backend", "device", "pack_size", "wall_s", "cpu_s", "torch", "commit")
 
 
-def in_table_order(df: pd.DataFrame, runs: list, columns: bool = True) -> pd.DataFrame:
+def in_table_order(df: pd.DataFrame, runs: list, columns: bool = True,
+                   flats: list | None = None) -> pd.DataFrame:
     """A run table's rows and columns in one order whatever the source of each row: rows in
     the order of the planned ``runs`` (by run id and label; a run's rows, e.g. its curve's
     evaluations, and rows of no planned run, after them, as they were), and with ``columns``
@@ -1517,7 +1518,7 @@ def in_table_order(df: pd.DataFrame, runs: list, columns: bool = True) -> pd.Dat
     if not columns:
         return _rows_in_order(df, runs)
     config: dict[str, int] = {}
-    for flat in per_point(runs, lambda r: r.flat()):  # the keys only (the seed left out)
+    for flat in _flats(runs) if flats is None else flats:  # the keys only (no seed)
         for k in flat:
             config.setdefault(k, len(config))
     info = {c: i for i, c in enumerate(TABLE_INFO_ORDER)}
@@ -1560,18 +1561,19 @@ def table_text(df: pd.DataFrame, runs: list) -> str:
     integer settings and counts written as integers (``whole_numbers``)."""
     if df.empty:
         return csv_text(df)
-    return csv_text(whole_numbers(in_table_order(df, runs), runs))
+    flats = _flats(runs)
+    return csv_text(whole_numbers(in_table_order(df, runs, flats=flats), runs, flats=flats))
 
 
 def whole_numbers(df: pd.DataFrame, runs: list,
-                  counts: Iterable[str] = ("seed", "stop_step", "n_params", "pack_size")
-                  ) -> pd.DataFrame:
+                  counts: Iterable[str] = ("seed", "stop_step", "n_params", "pack_size"),
+                  flats: list | None = None) -> pd.DataFrame:
     """``df`` with each integer setting of the planned ``runs`` (and the ``counts`` columns)
     that some rows lack as text of integers, for writing: pandas holds such a column as
     floats, and huang2025-tab1's results.csv wrote the Transformer's ``model.heads`` (empty
     for its Mamba rows) 1.0, the Mamba's ``model.d_state`` 8.0 (``int('8.0')`` fails in a
     script reading the CSV)."""
-    ints = set(_int_settings(runs)) | set(counts)
+    ints = set(_int_settings(_flats(runs) if flats is None else flats)) | set(counts)
     df = df.copy()
     for c in df.columns:
         if c in ints and pd.api.types.is_float_dtype(df[c]) and all(
@@ -1581,10 +1583,17 @@ def whole_numbers(df: pd.DataFrame, runs: list,
     return df
 
 
-def _int_settings(runs: list) -> list[str]:
-    """The dotted config keys whose every value in ``runs`` is an integer (not a truth value)."""
+def _flats(runs: list) -> list[dict[str, Any]]:
+    """The dotted config (``RunConfig.flat``) of each sweep point of ``runs``, once (the seeds
+    of a point share it), in their order."""
+    return list({id(f): f for f in per_point(runs, lambda r: r.flat())}.values())
+
+
+def _int_settings(flats: list[dict[str, Any]]) -> list[str]:
+    """The dotted config keys whose every value in ``flats`` (``_flats``) is an integer (not
+    a truth value)."""
     kinds: dict[str, bool] = {}
-    for flat in per_point(runs, lambda r: r.flat()):
+    for flat in flats:
         for k, v in flat.items():
             if v is not None:
                 kinds[k] = kinds.get(k, True) and isinstance(v, int) and not isinstance(v, bool)
