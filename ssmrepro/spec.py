@@ -98,6 +98,12 @@ MAX_AXES = 32
 
 
 LABEL_SEP = " / "  # joins the case labels of several sweep axes into a run's label
+# the cells pd.read_csv reads as missing by default (its na_values; R's read.csv: 'NA'), which
+# a label must not be ('nan', '-NaN' and '' aside: refused as numbers, or no label)
+TABLE_MISSING = frozenset({"#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "1.#IND", "1.#QNAN",
+                           "<NA>", "N/A", "NA", "NULL", "None", "n/a", "null"})
+# what a spreadsheet (Excel, LibreOffice, Google Sheets) reads as the start of a formula
+FORMULA_START = ("=", "+", "-", "@")
 
 
 def _plain_label(label: str) -> str:
@@ -126,6 +132,16 @@ def _plain_label(label: str) -> str:
         # runs summarised under the other's and its row gone from every table
         raise ValueError(f"a label is text, not a number or a truth value: {label!r} reads as "
                          f"{norm(label)!r} in the tables (write e.g. 'n={label}')")
+    if label in TABLE_MISSING:  # results.csv, summary.csv and curves.csv write it as it is, and
+        # pd.read_csv (R's read.csv: 'NA') reads it back as a missing value: the cells of 'NA'
+        # and 'None' were one NaN label, which groupby leaves out
+        raise ValueError(f"a label is text the tables read back: {label!r} in results.csv reads "
+                         f"as a missing value in pandas' read_csv (write e.g. '{label} case')")
+    if label.startswith(FORMULA_START):  # a spreadsheet opening results.csv reads the cell as a
+        # formula: '=1+2' shows 3, '-PE' and '@x' #NAME?, another label than the run's
+        raise ValueError(f"a label does not start with {label[0]!r}: a spreadsheet reads "
+                         f"{label!r} in results.csv as a formula, not as the label (write e.g. "
+                         "'no PE' for '-PE', 'x=1' for '=1')")
     composed = unicodedata.normalize("NFC", label)
     if composed != label:  # 'cafe' + U+0301 looks like 'café' (U+00E9): two cells, one name
         raise ValueError(f"a label is written composed (Unicode NFC): {label!r} holds a "

@@ -45,7 +45,7 @@ import torch
 
 from .analysis import ANALYSES, analysis_problem
 from .spec import find_reused
-from .sweep import EarlyStop, parse_config, parsed_identity, run_id_of
+from .sweep import EarlyStop, parse_config, parsed_identity, per_point, run_id_of
 from .tasks.induction_heads import InductionHeadsConfig, special_range
 from .tasks.lra import data_changed as lra_data_changed
 from .tasks.text_corpus import corpus_changed
@@ -1290,7 +1290,7 @@ class Store:
         # no run has a row: no table. A 1-byte file without columns (every pack lost, e.g. its
         # workers killed, or the disk full) made the same command's plot step, and `plot`,
         # refuse it as damaged ('delete it'), exit 2 instead of 1
-        self.write_table(name, None if df.empty else csv_text(df), have)
+        self.write_table(name, None if df.empty else table_text(df, runs), have)
         return path
 
     def write_table(self, name: str, text: str | None, from_records: set[str]) -> None:
@@ -1494,6 +1494,110 @@ def _table_rows(path: Path) -> dict[str, list[str]]:
         return _row_digests(text)
     except csv.Error:
         return {}
+
+
+# the order of a results table's run information after the config columns (``Store.table``)
+TABLE_INFO_ORDER = ("backend", "device", "pack_size", "wall_s", "cpu_s", "torch", "commit")
+
+
+def in_table_order(df: pd.DataFrame, runs: list, columns: bool = True,
+                   flats: list | None = None) -> pd.DataFrame:
+    """A run table's rows and columns in one order whatever the source of each row: rows in
+    the order of the planned ``runs`` (by run id and label; a run's rows, e.g. its curve's
+    evaluations, and rows of no planned run, after them, as they were), and with ``columns``
+    the columns as ``Store.table`` makes them of every run (``RUN_COLUMNS``, the
+    metrics by name, the config keys in the planned runs' order, ``TABLE_INFO_ORDER``, the
+    kernels by name, any other as it was). A table made of the records there are and the rows
+    kept from the table before (a fresh clone with one run trained again, `run --max-runs`)
+    put the new rows first, and the columns of their runs' first row before all others: the
+    order of results.csv changed with which runs had records (a Transformer's ``model.heads``
+    moved before the Mamba's ``model.mixer``), for whoever reads its columns by position (a
+    spreadsheet, ``read.csv``'s column numbers) or compares two versions of it."""
+    if df.empty:
+        return df
+    if not columns:
+        return _rows_in_order(df, runs)
+    config: dict[str, int] = {}
+    for flat in _flats(runs) if flats is None else flats:  # the keys only (no seed)
+        for k in flat:
+            config.setdefault(k, len(config))
+    info = {c: i for i, c in enumerate(TABLE_INFO_ORDER)}
+
+    def rank(at: int, c: str) -> tuple:
+        if c in RUN_COLUMNS:
+            return (0, RUN_COLUMNS.index(c), "")
+        if is_metric_column(c):
+            return (1, 0, c)
+        if c in config and c != "seed":
+            return (2, config[c], "")
+        if c.startswith(CONFIG_PREFIXES):
+            return (3, at, "")
+        if c in info:
+            return (4, info[c], "")
+        if c.startswith(KERNELS_PREFIX):
+            return (5, 0, c)
+        return (6, at, "")
+
+    order = [c for _, c in sorted(enumerate(df.columns), key=lambda ic: rank(*ic))]
+    return _rows_in_order(df, runs)[order]
+
+
+def _rows_in_order(df: pd.DataFrame, runs: list) -> pd.DataFrame:
+    """``df``'s rows in the order of ``runs`` (``in_table_order``)."""
+    if "run_id" not in df:
+        return df
+    first: dict[Any, int] = {}
+    for i, r in enumerate(runs):
+        first.setdefault((r.run_id, r.label or ""), i)
+        first.setdefault(r.run_id, i)
+    labels = df["label"].fillna("").astype(str) if "label" in df else [""] * len(df)
+    keys = [first.get((str(rid), lab), first.get(str(rid), len(runs)))
+            for rid, lab in zip(df["run_id"].astype(str), labels)]
+    return df.iloc[sorted(range(len(df)), key=lambda i: (keys[i], i))].reset_index(drop=True)
+
+
+def table_text(df: pd.DataFrame, runs: list) -> str:
+    """A results table's CSV text (``csv_text``) in table order (``in_table_order``), its
+    integer settings and counts written as integers (``whole_numbers``)."""
+    if df.empty:
+        return csv_text(df)
+    flats = _flats(runs)
+    return csv_text(whole_numbers(in_table_order(df, runs, flats=flats), runs, flats=flats))
+
+
+def whole_numbers(df: pd.DataFrame, runs: list,
+                  counts: Iterable[str] = ("seed", "stop_step", "n_params", "pack_size"),
+                  flats: list | None = None) -> pd.DataFrame:
+    """``df`` with each integer setting of the planned ``runs`` (and the ``counts`` columns)
+    that some rows lack as text of integers, for writing: pandas holds such a column as
+    floats, and huang2025-tab1's results.csv wrote the Transformer's ``model.heads`` (empty
+    for its Mamba rows) 1.0, the Mamba's ``model.d_state`` 8.0 (``int('8.0')`` fails in a
+    script reading the CSV)."""
+    ints = set(_int_settings(_flats(runs) if flats is None else flats)) | set(counts)
+    df = df.copy()
+    for c in df.columns:
+        if c in ints and pd.api.types.is_float_dtype(df[c]) and all(
+                math.isfinite(v) and v.is_integer() for v in df[c].dropna()):
+            df[c] = pd.Series([None if math.isnan(v) else str(int(v)) for v in df[c]],
+                              index=df.index, dtype=object)
+    return df
+
+
+def _flats(runs: list) -> list[dict[str, Any]]:
+    """The dotted config (``RunConfig.flat``) of each sweep point of ``runs``, once (the seeds
+    of a point share it), in their order."""
+    return list({id(f): f for f in per_point(runs, lambda r: r.flat())}.values())
+
+
+def _int_settings(flats: list[dict[str, Any]]) -> list[str]:
+    """The dotted config keys whose every value in ``flats`` (``_flats``) is an integer (not
+    a truth value)."""
+    kinds: dict[str, bool] = {}
+    for flat in flats:
+        for k, v in flat.items():
+            if v is not None:
+                kinds[k] = kinds.get(k, True) and isinstance(v, int) and not isinstance(v, bool)
+    return [k for k, whole in kinds.items() if whole and k != "seed"]
 
 
 def csv_text(df: pd.DataFrame) -> str:

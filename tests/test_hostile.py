@@ -2331,21 +2331,6 @@ def test_labels_that_pandas_reads_as_missing_survive_the_committed_tables(tmp_pa
     assert df["label"].tolist() == [label] and df["val.acc"].tolist() == [0.5]
 
 
-def test_labels_that_pandas_reads_as_missing_keep_their_verdicts(trained_store, tmp_path):
-    spec, store = _copy_trained(trained_store, tmp_path)
-    na = [{"cases": [{"label": "NA", "set": {"model.mixer": "s6"}}]}]
-    spec = _one_run_spec(tmp_path, sweep=na, paper_values=[{"where": {"label": "NA"},
-                                                            "value": 0.2, "tol": 0.15}],
-                         claims=[{"text": "t", "where": {"label": "NA"}, "op": ">",
-                                  "value": 0.0}])
-    out = tmp_path / "out"
-    assert _invoke("plot", spec, "--out", out, "--profile", "smoke").exit_code == 0
-    shutil.rmtree(store / "runs")  # a fresh clone: the committed table only
-    res = _invoke("verify", spec, "--out", out, "--profile", "smoke")
-    assert res.exit_code == 0, res.output
-    assert "1 PASS" in res.output and "1 of 1 compared" in res.output, res.output
-
-
 def test_a_paper_value_of_an_unfinished_cell_is_not_compared(trained_store, tmp_path):
     """With 1 of 2 seeds finished the claim on a cell was MISSING, but its paper value was
     'compared within tolerance' (a match on the mean of the seeds so far), the report silent
@@ -19252,3 +19237,148 @@ def test_a_bidirectional_model_on_the_needle_task_is_refused(tmp_path):
         ok = _one_run_spec(tmp_path, name=name, task=task, model=model(bidi), sweep=sweep)
         res = _invoke("validate", ok)
         assert res.exit_code == 0, res.output
+
+
+def test_a_label_other_tools_read_as_missing_or_as_a_formula_is_refused(tmp_path):
+    """results.csv, summary.csv and curves.csv write a label as it is: pd.read_csv read 'NA',
+    'None' and '#N/A' back as NaN (three cells one missing label, which groupby leaves out), and
+    a spreadsheet read '=1+2' as a formula (shown 3), '-PE' and '@x' as #NAME?. Refused before
+    training; such a character inside a label is fine."""
+    for label, said in [("NA", "reads as a missing value in pandas' read_csv"),
+                        ("None", "reads as a missing value"), ("#N/A", "reads as a missing"),
+                        ("<NA>", "missing"), ("=1+2", "does not start with '='"),
+                        ("-PE", "does not start with '-'"), ("+PE", "as a formula"),
+                        ("@x", "as a formula")]:
+        cases = [{"label": label, "set": {"model.mixer": "s6"}}]
+        res = _invoke("validate", _one_run_spec(tmp_path, sweep=[{"cases": cases}]))
+        _assert_refused(res, "sweep.0.cases.0.label", said)
+    cases = [{"label": "Mamba-PE=1", "set": {"model.mixer": "s6"}},
+             {"label": "NA case", "set": {"model.mixer": "s4d"}}]
+    res = _invoke("validate", _one_run_spec(tmp_path, sweep=[{"cases": cases}]))
+    assert res.exit_code == 0, res.output
+
+
+def _two_model_store(tmp_path):
+    """(planned runs of an S6 case and a Transformer case, their records, a Store whose
+    ``read`` gives those records): a results table of two model kinds, nothing trained."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import Store
+    from ssmrepro.sweep import expand
+
+    cases = [{"label": "S6", "set": {"model.mixer": "s6", "model.d_state": 4}},
+             {"label": "T", "set": {"model": {"name": "transformer_lm", "d_model": 8,
+                                              "n_layers": 1, "heads": 1}}}]
+    runs = expand(load_spec(_one_run_spec(tmp_path, sweep=[{"cases": cases}])), "smoke")
+    assert [r.label for r in runs] == ["S6", "T"]
+
+    def record(kernel):
+        return {"status": "ok", "stop_reason": "max_steps", "stop_step": 4, "epochs": 1.0,
+                "n_params": 100, "metrics": {"test.acc": 0.5, "test.loss": 1.0}, "commit": "c",
+                "backend": "torch", "device": "cpu", "pack_size": 1, "pack_wall_s": 1.0,
+                "pack_cpu_s": 1.0, "torch": "2", "kernels": {kernel: "torch:x"}}
+
+    records = {runs[0].run_id: record("S6Core"), runs[1].run_id: record("PackedAttention")}
+    store = Store(tmp_path / "s")
+    store.runs.mkdir(parents=True)
+    store.read = records.get
+    return runs, records, store
+
+
+def test_a_results_table_has_one_row_and_column_order_whatever_runs_have_records(tmp_path):
+    """results.csv was the runs with records first, then the rows kept from the table before,
+    each run's columns where its first row brought them: with only the Transformer's record
+    (a fresh clone with that run trained again) its row came first and its `model.heads` stood
+    before the Mamba's `model.mixer`, another order of rows and columns for the same table.
+    A curves table keeps the planned runs' order of rows too."""
+    import pandas as pd
+
+    from ssmrepro.store import in_table_order
+
+    runs, records, store = _two_model_store(tmp_path)
+    full = store.write_csv(runs).read_text()
+    del records[runs[0].run_id]  # the Mamba's row is kept from the table, the other rewritten
+    assert store.write_csv(runs).read_text() == full
+    header = full.splitlines()[0].split(",")
+    assert header.index("model.mixer") < header.index("model.heads") < header.index("backend")
+    assert header[-2:] == ["kernels.PackedAttention", "kernels.S6Core"]
+    curves = pd.DataFrame({"run_id": [runs[1].run_id, runs[0].run_id, runs[0].run_id],
+                           "label": ["T", "S6", "S6"], "step": [0, 0, 4]})
+    assert in_table_order(curves, runs, columns=False)["step"].tolist() == [0, 4, 0]
+
+
+def test_an_integer_setting_some_runs_lack_is_written_as_an_integer(tmp_path):
+    """pandas holds a column with empty cells as floats: huang2025-tab1's results.csv wrote the
+    Transformer's `model.heads` 1.0 (empty for the Mamba rows) and the Mamba's `model.d_state`
+    8.0, and `n_params` 100.0 beside a run in error without one; a script's int('8.0') fails.
+    Float settings keep their decimals (`train.weight_decay` 0.0)."""
+    import csv
+    import io
+
+    runs, records, store = _two_model_store(tmp_path)
+    del records[runs[1].run_id]["n_params"]
+    rows = list(csv.DictReader(io.StringIO(store.write_csv(runs).read_text())))
+    assert [r["model.heads"] for r in rows] == ["", "1"]
+    assert [r["model.d_state"] for r in rows] == ["4", ""]
+    assert [r["n_params"] for r in rows] == ["100", ""]
+    assert rows[0]["train.weight_decay"] == "0.0" and rows[0]["seed"] == "0"
+
+
+def test_a_summary_key_some_cells_lack_is_written_as_an_integer(tmp_path):
+    """summary.csv wrote a cell key only some cells have (a Mamba case's `model.d_state`
+    beside a Transformer case) 4.0, as results.csv did. From a committed results table (no
+    records)."""
+    import csv
+    import io
+
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import Store, output_name, results_dir
+
+    runs, records, store = _two_model_store(tmp_path)
+    spec_path = tmp_path / "t-spec.yaml"
+    spec = load_spec(spec_path)
+    committed = Store(results_dir(spec, tmp_path / "out"))
+    committed.runs.mkdir(parents=True)
+    committed.read = records.get
+    committed.write_csv(runs, output_name(spec, "smoke", "results", "csv"))
+    committed.read = lambda run_id: None
+    res = _invoke("plot", spec_path, "--out", tmp_path / "out", "--profile", "smoke")
+    assert res.exit_code == 0, res.output
+    text = (committed.root / output_name(spec, "smoke", "summary", "csv")).read_text()
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert [r["model.d_state"] for r in rows] == ["4", ""], text
+
+
+def test_a_bench_csv_keeps_a_machine_name_holding_quotes_and_commas_in_its_column(tmp_path):
+    """`bench WORKLOAD`'s CSV wrapped the machine name in quotes as it was: a name holding '"'
+    ended the field there and its comma made one column more (pandas: 'Expected 10 fields');
+    a quote is doubled now, and the committed records' layout is unchanged."""
+    import csv
+
+    from ssmrepro.bench import packs
+
+    rec = json.loads((ROOT / "results" / "bench" / "keep-nth-d8-cpu.json").read_text())
+    rec["machine"] = 'Intel "Xeon", 8 cores'
+    packs.write_record(tmp_path, rec)
+    rows = list(csv.DictReader((tmp_path / "keep-nth-d8-cpu.csv").open(newline="")))
+    assert {r["machine"] for r in rows} == {rec["machine"]}
+    assert all(None not in r and r["mode"] in ("plain", "packed") for r in rows)
+
+
+def test_a_curves_key_some_runs_lack_is_written_as_an_integer(tmp_path):
+    """curves.csv wrote a cell key only some runs have (a Mamba's `model.d_state` beside a
+    Transformer) 4.0, as results.csv and summary.csv did."""
+    import csv
+    import io
+
+    from ssmrepro.plots.outputs import _curves
+    from ssmrepro.spec import load_spec
+
+    runs, records, store = _two_model_store(tmp_path)
+    for r in runs:
+        records[r.run_id].update(run_id=r.run_id, seed=r.seed, config=r.config(),
+                                 history=[{"step": 0, "val.acc": 0.5, "val.loss": 1.0}])
+    spec = load_spec(tmp_path / "t-spec.yaml")
+    path = store.root / "curves.csv"
+    _curves(spec, store.root, runs, ["label", "model.d_state"], path, store=store)
+    rows = list(csv.DictReader(io.StringIO(path.read_text())))
+    assert [r["model.d_state"] for r in rows] == ["4", ""], path.read_text()

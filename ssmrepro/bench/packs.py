@@ -274,8 +274,10 @@ def write_record(out: Path, rec: dict) -> None:
     out.mkdir(parents=True, exist_ok=True)
     stem = f"{name}-{'cuda' if device.startswith('cuda') else 'cpu'}"
     lines = ["workload,device,machine,torch,commit,threads,mode,pack,run_steps_per_s,ratio"]
-    base = (f"{name},{device},\"{rec['machine']}\",{rec['torch']},{rec['commit']},"
-            f"{rec['threads']}")
+    # the machine always quoted (as the committed records have it), a quote inside doubled: a
+    # CPU or GPU name holding '"' ended the field there, and its comma made one column more
+    machine = '"' + str(rec["machine"]).replace('"', '""') + '"'
+    base = f"{name},{device},{machine},{rec['torch']},{rec['commit']},{rec['threads']}"
     lines.append(f"{base},plain,1,{rec['plain_run_steps_per_s']:.2f},1.0")
     lines += [f"{base},packed,{r['pack']},{r['run_steps_per_s']:.2f},{r['ratio']:.2f}"
               for r in rec["packed"]]

@@ -67,6 +67,7 @@ from ..store import (
     TableError,
     count_problem,
     csv_text,
+    in_table_order,
     is_accuracy,
     is_loss,
     is_metric_column,
@@ -76,6 +77,8 @@ from ..store import (
     read_run_table,
     read_table,
     scored_nonfinite,
+    table_text,
+    whole_numbers,
 )
 from ..sweep import RunConfig, expand, overrides_tag, overrides_text, per_point
 from ..util import atomic_write_text, encode_cell, folder_lock, pairs_text, remove_dead_temps
@@ -1237,11 +1240,11 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
         extra = _fill_config(extra, runs)
         base = extra if base.empty else pd.concat([base, extra], ignore_index=True)
     n_rows = len(base)
-    base = _without_other_data(base, store)
+    base = in_table_order(_without_other_data(base, store), runs)
     if not df.empty or stale or len(base) < n_rows:  # (as ``_write_back``; a row edited by
         # hand since it was written is named: records are the source of truth, the edit is not
         # kept)
-        store.write_table(name, None if base.empty else csv_text(base),
+        store.write_table(name, None if base.empty else table_text(base, runs),
                           set(df[RUN_ID].astype(str)) if RUN_ID in df else set())
     return base
 
@@ -1724,8 +1727,8 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
         extra = _fill_config(extra, runs)
         base = extra if base.empty else pd.concat([base, extra], ignore_index=True)
     n_rows = len(base)
-    base = _without_other_data(base, store)
-    _write_back(path, base, csv_text, not table.empty,
+    base = in_table_order(_without_other_data(base, store), runs, columns=False)
+    _write_back(path, base, lambda t: csv_text(whole_numbers(t, runs)), not table.empty,
                 stale or len(base) < n_rows)
     return base
 
@@ -2015,7 +2018,8 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
     for w in store.warnings:
         print(f"warning: {w}", file=sys.stderr)
     if not report.finished(cells).empty:
-        atomic_write_text(out("summary", "csv"), csv_text(cells))
+        atomic_write_text(out("summary", "csv"), csv_text(whole_numbers(
+            cells, runs, ("n_params", "n_expected", "n_ok", "n_diverged", "n_time_limit"))))
     elif _remove_stale(out("summary", "csv"), False):
         print(f"{spec.id}: {out('summary', 'csv').name} removed: no finished cell of profile "
               f"{profile}", file=sys.stderr)
