@@ -57,6 +57,7 @@ from .util import (
     file_digest,
     folder_lock,
     folder_problem,
+    human_seconds,
     pid_alive,
     process_started,
     read_small,
@@ -666,7 +667,12 @@ class Store:
                 rec = json.loads(read_small(path, MAX_RECORD_BYTES))
             except (FileNotFoundError, NotADirectoryError):  # no record (a file where a folder
                 continue  # of the path belongs: `prepare` names it before anything is written
-            except (ValueError, OSError, RecursionError) as err:  # JSON, UTF-8, permission, a
+            except PermissionError:  # not damaged: this user may not read it (a store shared
+                # by a group, copied or untarred under another umask, e.g. 077): it was
+                # quarantined as 'unreadable' (another user's good record moved out of their
+                # store) and the run trained again; `cannot use <record>: permission denied`
+                raise
+            except (ValueError, OSError, RecursionError) as err:  # JSON, UTF-8, a
                 if isinstance(err, OSError) and err.errno == errno.ELOOP and _loops(root):
                     # the folder, not this record (`--out` a link to itself): one message, not
                     # a warning for every record of every spec and exit 0
@@ -781,6 +787,8 @@ class Store:
             try:
                 if not self._foreign_weights(root, run_id, path, st):
                     return True
+            except PermissionError:  # not damaged: not this user's to read (``read``)
+                raise
             except OSError:  # unreadable: read_weights says why when it is read
                 return True
             self._distrust_weights(path, FOREIGN_WEIGHTS, quarantine=k == 0)
@@ -862,6 +870,8 @@ class Store:
                         for n, v in state.items())):
                     raise ValueError(f"not a state dict (parameter name -> tensor): "
                                      f"{type(state).__name__}")
+            except PermissionError:  # not damaged: not this user's to read (``read``); they
+                raise  # were quarantined as 'cannot be read' and the run trained again
             except (RuntimeError, OSError, ValueError, EOFError,
                     pickle.UnpicklingError) as err:  # truncated, foreign, not a pickle
                 said = str(err).strip().splitlines()[0] if str(err).strip() else ""
@@ -925,15 +935,21 @@ class Store:
         return self.claims / f"{run_id}.claim"
 
     def _read_claim(self, path: Path) -> dict | None:
-        """The claim's content, or None if it vanished; {} if unreadable (half-written)."""
+        """The claim's content, or None if it vanished; {} if unreadable (half-written). One
+        this user may not read (another user's, written under umask 077) is marked ``_private``:
+        its holder is alive while its heartbeat is, as another host's (it was called half-written
+        and taken over after 5 s from the live holder: the run trained twice)."""
         st = None
+        private = False
         try:
             st = path.stat()
             info = json.loads(read_small(path, 1 << 16))
         except (FileNotFoundError, NotADirectoryError):  # no claim (no claims folder: a file
             return None  # in its place raised UnboundLocalError below, reading a reused store's)
-        except (ValueError, OSError, RecursionError):  # JSON, UTF-8, not a small file, no
-            info = {}  # permission to look
+        except PermissionError:
+            info, private = {}, True
+        except (ValueError, OSError, RecursionError):  # JSON, UTF-8, not a small file
+            info = {}
         info = info if isinstance(info, dict) else {}
         pid = info.get("pid")
         if not (isinstance(info.get("host"), str) and isinstance(pid, int)
@@ -942,8 +958,17 @@ class Store:
         if not info.get("nonce"):  # old or unreadable claim: identify it by inode and mtime
             info = {**info, "nonce": f"{st.st_ino}-{st.st_mtime_ns}" if st else "unreadable"}
         if "host" not in info:
-            info["_unreadable"] = True
+            info["_private" if private else "_unreadable"] = True
         return info
+
+    def _holder_words(self, path: Path, info: dict) -> str:
+        """'pid P on host H' of the live claim at ``path`` whose content is ``info``."""
+        if info.get("_unreadable"):  # garbage or half-written: 'pid None on None' was printed
+            return f"a holder {path.name} does not name (unreadable; stale after 5 s)"
+        if info.get("_private"):
+            return (f"a holder {path.name} does not let this user read (permission denied; "
+                    f"stale after {human_seconds(self.stale_after)} without its heartbeat)")
+        return f"pid {info.get('pid')} on {info.get('host')}"
 
     def _is_stale(self, path: Path, info: dict | None = None) -> bool:
         info = self._read_claim(path) if info is None else info
@@ -1100,11 +1125,8 @@ class Store:
             other = self._reused_claim(run_id)
             if other is None:
                 return None
-            return (f"pid {other[1].get('pid')} on {other[1].get('host')}, for "
-                    f"{other[0].parents[1].name}")
-        if info.get("_unreadable"):  # garbage or half-written: 'pid None on None' was printed
-            return f"a holder {path.name} does not name (unreadable; stale after 5 s)"
-        return f"pid {info.get('pid')} on {info.get('host')}"
+            return f"{self._holder_words(*other)}, for {other[0].parents[1].name}"
+        return self._holder_words(path, info)
 
     def cleanup(self) -> int:
         """Remove claims of finished runs and stale claims (e.g. left by a killed worker between

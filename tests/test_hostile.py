@@ -4,6 +4,7 @@ recovered run with a warning, or a bounded refusal — never a traceback, a hang
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -19198,3 +19199,56 @@ def test_whole_numbers_past_1e9_are_not_equal_but_for_rounding():
     raw = list_panels({"col": "data.seed", "paper_panels": {"1000000000": "a", "1000000001": "b"}})
     assert mapped_panel(raw["paper_panels"], "data.seed", 1000000001) == "b"
     assert mapped_panel(raw["paper_panels"], "data.seed", 1000000000.0) == "a"
+
+
+def test_a_record_weights_or_claim_this_user_may_not_read_is_not_called_damaged(tmp_path,
+                                                                                 monkeypatch):
+    """A store shared by a group, or copied / untarred under another umask (077), holds files
+    this user may not read: a record was quarantined as 'unreadable (PermissionError)' (another
+    user's good record moved out of their store, even by `run --dry-run`) and its run trained
+    again, weights likewise, and a live holder's claim was called half-written and taken over
+    after 5 s (the run trained twice). Now a record or weights say `cannot use <file>:
+    permission denied` (exit 2) and stay where they are; a claim is held while its heartbeat
+    is, as another host's."""
+    import time
+
+    import ssmrepro.store as store_mod
+    from ssmrepro.store import Store
+
+    st = Store(tmp_path / "s")
+    for d in (st.runs, st.claims):
+        d.mkdir(parents=True)
+    private = {st.runs / "r1.json", st.runs / "r1.pt", st.claims / "r2.claim"}
+    for p in private:
+        p.write_text("{}")
+    real_read, real_load = store_mod.read_small, store_mod.torch.load
+
+    def deny(path, *a, **kw):
+        if Path(path) in private:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return (real_load if str(path).endswith(".pt") else real_read)(path, *a, **kw)
+
+    monkeypatch.setattr(store_mod, "read_small", deny)
+    monkeypatch.setattr(store_mod.torch, "load", deny)
+    for read in (st.read, st.read_weights):
+        with pytest.raises(PermissionError):
+            read("r1")
+    assert st.warnings == [] and not (st.runs / "quarantine").exists()
+    assert {p for p in private if p.exists()} == private
+    old = time.time() - 30  # a half-written claim's 5 s are long past; its heartbeat is not
+    os.utime(st.claims / "r2.claim", (old, old))
+    assert "permission denied" in st.holder("r2") and not st.claim("r2")
+    old = time.time() - st.stale_after - 1
+    os.utime(st.claims / "r2.claim", (old, old))
+    assert st.holder("r2") is None and st.claim("r2")
+    out = tmp_path / "out"
+
+    def deny_records(path, *a, **kw):  # `run --dry-run` quarantined such records: one message
+        if Path(path).suffix == ".json" and out in Path(path).parents:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_read(path, *a, **kw)
+
+    monkeypatch.setattr(store_mod, "read_small", deny_records)
+    res = _invoke("run", _one_run_spec(tmp_path), "--out", out, "--dry-run", "--no-calibrate")
+    _assert_refused(res, "runs", ".json: permission denied")
+    assert not list(out.rglob("quarantine"))
