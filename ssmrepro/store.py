@@ -1329,15 +1329,20 @@ class Store:
             ledger = _read_ledger(fd)
             written = ledger.get(name, {})
             new = _row_digests(text) if text is not None else {}
-            old = _table_rows(path) if written and from_records else {}
+            old, legacy = _table_rows(path) if written and from_records else ({}, dict)
             # every copy of a row (one duplicated by hand, its first copy edited: only the
             # last was compared, and the edit was dropped without a word)
             # (a run shared by two labels has a row per label: each copy's digest is kept; a
-            # ledger of an older ssmrepro keeps the last copy's alone)
-            edited = sorted(rid for rid, rows in old.items()
-                            if rid in from_records and rid in written
-                            and any(row not in _digest_list(written[rid])
-                                    and row not in new.get(rid, ()) for row in rows))
+            # ledger of an older ssmrepro keeps the last copy's alone, and digests of the
+            # header and row: each row not known by its digest now is looked up by that one)
+            unknown = {rid: [k for k, row in enumerate(rows)
+                             if row not in _digest_list(written[rid])
+                             and row not in new.get(rid, ())]
+                       for rid, rows in old.items() if rid in from_records and rid in written}
+            before = legacy() if any(unknown.values()) else {}
+            edited = sorted(rid for rid, rows in unknown.items()
+                            if any(before[rid][k] not in _digest_list(written[rid])
+                                   for k in rows))
             if edited:
                 more = f" and {len(edited) - 3} more" if len(edited) > 3 else ""
                 self._warn(f"{name}: the row(s) of run(s) {', '.join(edited[:3])}{more} were "
@@ -1484,38 +1489,62 @@ def _write_ledger(fd: int | None, ledger: dict | None) -> None:
             os.ftruncate(fd, 0)
 
 
-def _digested_rows(text: str) -> list[tuple[str, str]]:
+def _digested_rows(text: str, legacy: bool = False) -> list[tuple[str, str]]:
     """(run id, a digest of its row) for each row of the CSV ``text`` of a results table, in
-    order ([] without a run_id column)."""
+    order ([] without a run_id column). The digest is of the row's filled cells by column name,
+    numbers by value, so a column that other runs brought (empty in this row, or making a column
+    of whole numbers one of floats: `4` written `4.0`) or a column order leaves it as it was: an
+    older table ssmrepro wrote, put back (`git checkout`, a backup, a copy taken while `run`
+    wrote the store), had its rows 'changed since ssmrepro wrote them (edited by hand?)' once
+    later runs had added a column. ``legacy``: the digest of the header and the row, as ledgers
+    written before kept it."""
     rows = csv.reader(io.StringIO(text))
     header = next(rows, [])
     if "run_id" not in header:
         return []
     at = header.index("run_id")
-    return [(row[at], hashlib.sha256(json.dumps([header, row]).encode()).hexdigest()[:16])
-            for row in rows if len(row) > at]
+    if legacy:
+        return [(row[at], _digest([header, row])) for row in rows if len(row) > at]
+    order = sorted(range(len(header)), key=header.__getitem__)
+    values: dict[str, str] = {}  # a cell's text -> its value's (the same few texts recur)
+
+    def value(cell: str) -> str:
+        if cell not in values:
+            try:
+                values[cell] = repr(float(cell))  # `4`, `4.0` and `4e0` alike
+            except ValueError:
+                values[cell] = cell
+        return values[cell]
+
+    def digest(row: list[str]) -> str:  # (two lists: half the time of one of pairs)
+        filled = [i for i in order if i < len(row) and row[i] != ""]
+        return _digest([[header[i] for i in filled], [value(row[i]) for i in filled]])
+
+    return [(row[at], digest(row)) for row in rows if len(row) > at]
 
 
-def _row_digests(text: str) -> dict[str, list[str]]:
+def _digest(cells: list) -> str:
+    return hashlib.sha256(json.dumps(cells).encode()).hexdigest()[:16]
+
+
+def _row_digests(text: str, legacy: bool = False) -> dict[str, list[str]]:
     """run id -> the digests of its rows in order (a run shared by two labels has a row per
     label), for the CSV ``text`` of a results table ({} without a run_id column)."""
     out: dict[str, list[str]] = {}
-    for rid, digest in _digested_rows(text):
+    for rid, digest in _digested_rows(text, legacy):
         out.setdefault(rid, []).append(digest)
     return out
 
 
-def _table_rows(path: Path) -> dict[str, list[str]]:
-    """run id -> the digests (``_row_digests``) of each of its rows in the table file at
-    ``path``, in order ({} when it cannot be read as text)."""
+def _table_rows(path: Path) -> tuple[dict[str, list[str]], Callable[[], dict[str, list[str]]]]:
+    """The digests (``_row_digests``) of the rows of the table file at ``path`` ({} when it
+    cannot be read as text), and a function giving them as a ledger of an older ssmrepro kept
+    them (for a row whose digest the ledger lacks: computed only then)."""
     try:
         text = read_small(path, MAX_TABLE_BYTES).decode("utf-8")
-    except (OSError, ValueError):
-        return {}
-    try:
-        return _row_digests(text)
-    except csv.Error:
-        return {}
+        return _row_digests(text), lambda: _row_digests(text, legacy=True)
+    except (OSError, ValueError, csv.Error):
+        return {}, dict
 
 
 def csv_text(df: pd.DataFrame) -> str:

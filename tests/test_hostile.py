@@ -19252,3 +19252,41 @@ def test_a_record_weights_or_claim_this_user_may_not_read_is_not_called_damaged(
     res = _invoke("run", _one_run_spec(tmp_path), "--out", out, "--dry-run", "--no-calibrate")
     _assert_refused(res, "runs", ".json: permission denied")
     assert not list(out.rglob("quarantine"))
+
+
+def test_an_older_table_put_back_is_not_called_edited_by_hand(tmp_path):
+    """An older results table that ssmrepro wrote, put back over the store's (`git checkout`, a
+    backup, a copy taken while `run` wrote the store), once later runs had added a column: its
+    rows were 'changed since ssmrepro wrote them (edited by hand?)', the new column's empty cell
+    and the whole numbers pandas then writes as floats (`4` -> `4.0`) making each row's digest
+    another. Rows are known by their filled cells' values now; an edit still warns, and a ledger
+    of an older ssmrepro (digests of the header and the row) is still read."""
+    import hashlib
+
+    from ssmrepro.store import TABLES_WRITTEN, Store
+
+    store = Store(tmp_path / "s")
+    store.runs.mkdir(parents=True)
+    table = store.root / "results.csv"
+    v1 = "run_id,model.d_state,metric.test.acc\nr1,4,0.5\n"
+    v2 = "run_id,metric.test.acc,model.d_state,model.heads\nr1,0.5,4.0,\nr2,0.7,,1\n"
+    store.write_table("results.csv", v1, {"r1"})
+    store.write_table("results.csv", v2, {"r1", "r2"})
+    table.write_text(v1)  # put back
+    store.write_table("results.csv", v2, {"r1", "r2"})
+    assert store.warnings == []
+    table.write_text(v1.replace("0.5", "0.9"))  # edited
+    store.write_table("results.csv", v2, {"r1", "r2"})
+    assert len(store.warnings) == 1 and "r1 were changed" in store.warnings[0]
+    store.warnings.clear()
+    rows = [line.split(",") for line in v2.splitlines()]
+    (store.runs / TABLES_WRITTEN).write_text(json.dumps({"results.csv": {  # an older ledger
+        row[0]: hashlib.sha256(json.dumps([rows[0], row]).encode()).hexdigest()[:16]
+        for row in rows[1:]}}))
+    store.write_table("results.csv", v2, {"r1", "r2"})
+    assert store.warnings == []
+    (store.runs / TABLES_WRITTEN).write_text(json.dumps({"results.csv": {
+        "r1": hashlib.sha256(json.dumps([rows[0], rows[1]]).encode()).hexdigest()[:16]}}))
+    table.write_text(v2.replace("0.5", "0.9"))
+    store.write_table("results.csv", v2, {"r1", "r2"})
+    assert len(store.warnings) == 1 and "r1 were changed" in store.warnings[0]
