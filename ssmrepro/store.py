@@ -57,6 +57,7 @@ from .util import (
     file_digest,
     folder_lock,
     folder_problem,
+    human_seconds,
     pid_alive,
     process_started,
     read_small,
@@ -666,7 +667,12 @@ class Store:
                 rec = json.loads(read_small(path, MAX_RECORD_BYTES))
             except (FileNotFoundError, NotADirectoryError):  # no record (a file where a folder
                 continue  # of the path belongs: `prepare` names it before anything is written
-            except (ValueError, OSError, RecursionError) as err:  # JSON, UTF-8, permission, a
+            except PermissionError:  # not damaged: this user may not read it (a store shared
+                # by a group, copied or untarred under another umask, e.g. 077): it was
+                # quarantined as 'unreadable' (another user's good record moved out of their
+                # store) and the run trained again; `cannot use <record>: permission denied`
+                raise
+            except (ValueError, OSError, RecursionError) as err:  # JSON, UTF-8, a
                 if isinstance(err, OSError) and err.errno == errno.ELOOP and _loops(root):
                     # the folder, not this record (`--out` a link to itself): one message, not
                     # a warning for every record of every spec and exit 0
@@ -781,6 +787,8 @@ class Store:
             try:
                 if not self._foreign_weights(root, run_id, path, st):
                     return True
+            except PermissionError:  # not damaged: not this user's to read (``read``)
+                raise
             except OSError:  # unreadable: read_weights says why when it is read
                 return True
             self._distrust_weights(path, FOREIGN_WEIGHTS, quarantine=k == 0)
@@ -862,6 +870,8 @@ class Store:
                         for n, v in state.items())):
                     raise ValueError(f"not a state dict (parameter name -> tensor): "
                                      f"{type(state).__name__}")
+            except PermissionError:  # not damaged: not this user's to read (``read``); they
+                raise  # were quarantined as 'cannot be read' and the run trained again
             except (RuntimeError, OSError, ValueError, EOFError,
                     pickle.UnpicklingError) as err:  # truncated, foreign, not a pickle
                 said = str(err).strip().splitlines()[0] if str(err).strip() else ""
@@ -925,15 +935,21 @@ class Store:
         return self.claims / f"{run_id}.claim"
 
     def _read_claim(self, path: Path) -> dict | None:
-        """The claim's content, or None if it vanished; {} if unreadable (half-written)."""
+        """The claim's content, or None if it vanished; {} if unreadable (half-written). One
+        this user may not read (another user's, written under umask 077) is marked ``_private``:
+        its holder is alive while its heartbeat is, as another host's (it was called half-written
+        and taken over after 5 s from the live holder: the run trained twice)."""
         st = None
+        private = False
         try:
             st = path.stat()
             info = json.loads(read_small(path, 1 << 16))
         except (FileNotFoundError, NotADirectoryError):  # no claim (no claims folder: a file
             return None  # in its place raised UnboundLocalError below, reading a reused store's)
-        except (ValueError, OSError, RecursionError):  # JSON, UTF-8, not a small file, no
-            info = {}  # permission to look
+        except PermissionError:
+            info, private = {}, True
+        except (ValueError, OSError, RecursionError):  # JSON, UTF-8, not a small file
+            info = {}
         info = info if isinstance(info, dict) else {}
         pid = info.get("pid")
         if not (isinstance(info.get("host"), str) and isinstance(pid, int)
@@ -942,8 +958,17 @@ class Store:
         if not info.get("nonce"):  # old or unreadable claim: identify it by inode and mtime
             info = {**info, "nonce": f"{st.st_ino}-{st.st_mtime_ns}" if st else "unreadable"}
         if "host" not in info:
-            info["_unreadable"] = True
+            info["_private" if private else "_unreadable"] = True
         return info
+
+    def _holder_words(self, path: Path, info: dict) -> str:
+        """'pid P on host H' of the live claim at ``path`` whose content is ``info``."""
+        if info.get("_unreadable"):  # garbage or half-written: 'pid None on None' was printed
+            return f"a holder {path.name} does not name (unreadable; stale after 5 s)"
+        if info.get("_private"):
+            return (f"a holder {path.name} does not let this user read (permission denied; "
+                    f"stale after {human_seconds(self.stale_after)} without its heartbeat)")
+        return f"pid {info.get('pid')} on {info.get('host')}"
 
     def _is_stale(self, path: Path, info: dict | None = None) -> bool:
         info = self._read_claim(path) if info is None else info
@@ -1100,11 +1125,8 @@ class Store:
             other = self._reused_claim(run_id)
             if other is None:
                 return None
-            return (f"pid {other[1].get('pid')} on {other[1].get('host')}, for "
-                    f"{other[0].parents[1].name}")
-        if info.get("_unreadable"):  # garbage or half-written: 'pid None on None' was printed
-            return f"a holder {path.name} does not name (unreadable; stale after 5 s)"
-        return f"pid {info.get('pid')} on {info.get('host')}"
+            return f"{self._holder_words(*other)}, for {other[0].parents[1].name}"
+        return self._holder_words(path, info)
 
     def cleanup(self) -> int:
         """Remove claims of finished runs and stale claims (e.g. left by a killed worker between
@@ -1307,15 +1329,20 @@ class Store:
             ledger = _read_ledger(fd)
             written = ledger.get(name, {})
             new = _row_digests(text) if text is not None else {}
-            old = _table_rows(path) if written and from_records else {}
+            old, legacy = _table_rows(path) if written and from_records else ({}, dict)
             # every copy of a row (one duplicated by hand, its first copy edited: only the
             # last was compared, and the edit was dropped without a word)
             # (a run shared by two labels has a row per label: each copy's digest is kept; a
-            # ledger of an older ssmrepro keeps the last copy's alone)
-            edited = sorted(rid for rid, rows in old.items()
-                            if rid in from_records and rid in written
-                            and any(row not in _digest_list(written[rid])
-                                    and row not in new.get(rid, ()) for row in rows))
+            # ledger of an older ssmrepro keeps the last copy's alone, and digests of the
+            # header and row: each row not known by its digest now is looked up by that one)
+            unknown = {rid: [k for k, row in enumerate(rows)
+                             if row not in _digest_list(written[rid])
+                             and row not in new.get(rid, ())]
+                       for rid, rows in old.items() if rid in from_records and rid in written}
+            before = legacy() if any(unknown.values()) else {}
+            edited = sorted(rid for rid, rows in unknown.items()
+                            if any(before[rid][k] not in _digest_list(written[rid])
+                                   for k in rows))
             if edited:
                 more = f" and {len(edited) - 3} more" if len(edited) > 3 else ""
                 self._warn(f"{name}: the row(s) of run(s) {', '.join(edited[:3])}{more} were "
@@ -1462,38 +1489,62 @@ def _write_ledger(fd: int | None, ledger: dict | None) -> None:
             os.ftruncate(fd, 0)
 
 
-def _digested_rows(text: str) -> list[tuple[str, str]]:
+def _digested_rows(text: str, legacy: bool = False) -> list[tuple[str, str]]:
     """(run id, a digest of its row) for each row of the CSV ``text`` of a results table, in
-    order ([] without a run_id column)."""
+    order ([] without a run_id column). The digest is of the row's filled cells by column name,
+    numbers by value, so a column that other runs brought (empty in this row, or making a column
+    of whole numbers one of floats: `4` written `4.0`) or a column order leaves it as it was: an
+    older table ssmrepro wrote, put back (`git checkout`, a backup, a copy taken while `run`
+    wrote the store), had its rows 'changed since ssmrepro wrote them (edited by hand?)' once
+    later runs had added a column. ``legacy``: the digest of the header and the row, as ledgers
+    written before kept it."""
     rows = csv.reader(io.StringIO(text))
     header = next(rows, [])
     if "run_id" not in header:
         return []
     at = header.index("run_id")
-    return [(row[at], hashlib.sha256(json.dumps([header, row]).encode()).hexdigest()[:16])
-            for row in rows if len(row) > at]
+    if legacy:
+        return [(row[at], _digest([header, row])) for row in rows if len(row) > at]
+    order = sorted(range(len(header)), key=header.__getitem__)
+    values: dict[str, str] = {}  # a cell's text -> its value's (the same few texts recur)
+
+    def value(cell: str) -> str:
+        if cell not in values:
+            try:
+                values[cell] = repr(float(cell))  # `4`, `4.0` and `4e0` alike
+            except ValueError:
+                values[cell] = cell
+        return values[cell]
+
+    def digest(row: list[str]) -> str:  # (two lists: half the time of one of pairs)
+        filled = [i for i in order if i < len(row) and row[i] != ""]
+        return _digest([[header[i] for i in filled], [value(row[i]) for i in filled]])
+
+    return [(row[at], digest(row)) for row in rows if len(row) > at]
 
 
-def _row_digests(text: str) -> dict[str, list[str]]:
+def _digest(cells: list) -> str:
+    return hashlib.sha256(json.dumps(cells).encode()).hexdigest()[:16]
+
+
+def _row_digests(text: str, legacy: bool = False) -> dict[str, list[str]]:
     """run id -> the digests of its rows in order (a run shared by two labels has a row per
     label), for the CSV ``text`` of a results table ({} without a run_id column)."""
     out: dict[str, list[str]] = {}
-    for rid, digest in _digested_rows(text):
+    for rid, digest in _digested_rows(text, legacy):
         out.setdefault(rid, []).append(digest)
     return out
 
 
-def _table_rows(path: Path) -> dict[str, list[str]]:
-    """run id -> the digests (``_row_digests``) of each of its rows in the table file at
-    ``path``, in order ({} when it cannot be read as text)."""
+def _table_rows(path: Path) -> tuple[dict[str, list[str]], Callable[[], dict[str, list[str]]]]:
+    """The digests (``_row_digests``) of the rows of the table file at ``path`` ({} when it
+    cannot be read as text), and a function giving them as a ledger of an older ssmrepro kept
+    them (for a row whose digest the ledger lacks: computed only then)."""
     try:
         text = read_small(path, MAX_TABLE_BYTES).decode("utf-8")
-    except (OSError, ValueError):
-        return {}
-    try:
-        return _row_digests(text)
-    except csv.Error:
-        return {}
+        return _row_digests(text), lambda: _row_digests(text, legacy=True)
+    except (OSError, ValueError, csv.Error):
+        return {}, dict
 
 
 # the order of a results table's run information after the config columns (``Store.table``)

@@ -4,6 +4,7 @@ recovered run with a warning, or a bounded refusal — never a traceback, a hang
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -19382,3 +19383,94 @@ def test_a_curves_key_some_runs_lack_is_written_as_an_integer(tmp_path):
     _curves(spec, store.root, runs, ["label", "model.d_state"], path, store=store)
     rows = list(csv.DictReader(io.StringIO(path.read_text())))
     assert [r["model.d_state"] for r in rows] == ["4", ""], path.read_text()
+
+
+def test_a_record_weights_or_claim_this_user_may_not_read_is_not_called_damaged(tmp_path,
+                                                                                 monkeypatch):
+    """A store shared by a group, or copied / untarred under another umask (077), holds files
+    this user may not read: a record was quarantined as 'unreadable (PermissionError)' (another
+    user's good record moved out of their store, even by `run --dry-run`) and its run trained
+    again, weights likewise, and a live holder's claim was called half-written and taken over
+    after 5 s (the run trained twice). Now a record or weights say `cannot use <file>:
+    permission denied` (exit 2) and stay where they are; a claim is held while its heartbeat
+    is, as another host's."""
+    import time
+
+    import ssmrepro.store as store_mod
+    from ssmrepro.store import Store
+
+    st = Store(tmp_path / "s")
+    for d in (st.runs, st.claims):
+        d.mkdir(parents=True)
+    private = {st.runs / "r1.json", st.runs / "r1.pt", st.claims / "r2.claim"}
+    for p in private:
+        p.write_text("{}")
+    real_read, real_load = store_mod.read_small, store_mod.torch.load
+
+    def deny(path, *a, **kw):
+        if Path(path) in private:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return (real_load if str(path).endswith(".pt") else real_read)(path, *a, **kw)
+
+    monkeypatch.setattr(store_mod, "read_small", deny)
+    monkeypatch.setattr(store_mod.torch, "load", deny)
+    for read in (st.read, st.read_weights):
+        with pytest.raises(PermissionError):
+            read("r1")
+    assert st.warnings == [] and not (st.runs / "quarantine").exists()
+    assert {p for p in private if p.exists()} == private
+    old = time.time() - 30  # a half-written claim's 5 s are long past; its heartbeat is not
+    os.utime(st.claims / "r2.claim", (old, old))
+    assert "permission denied" in st.holder("r2") and not st.claim("r2")
+    old = time.time() - st.stale_after - 1
+    os.utime(st.claims / "r2.claim", (old, old))
+    assert st.holder("r2") is None and st.claim("r2")
+    out = tmp_path / "out"
+
+    def deny_records(path, *a, **kw):  # `run --dry-run` quarantined such records: one message
+        if Path(path).suffix == ".json" and out in Path(path).parents:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_read(path, *a, **kw)
+
+    monkeypatch.setattr(store_mod, "read_small", deny_records)
+    res = _invoke("run", _one_run_spec(tmp_path), "--out", out, "--dry-run", "--no-calibrate")
+    _assert_refused(res, "runs", ".json: permission denied")
+    assert not list(out.rglob("quarantine"))
+
+
+def test_an_older_table_put_back_is_not_called_edited_by_hand(tmp_path):
+    """An older results table that ssmrepro wrote, put back over the store's (`git checkout`, a
+    backup, a copy taken while `run` wrote the store), once later runs had added a column: its
+    rows were 'changed since ssmrepro wrote them (edited by hand?)', the new column's empty cell
+    and the whole numbers pandas then writes as floats (`4` -> `4.0`) making each row's digest
+    another. Rows are known by their filled cells' values now; an edit still warns, and a ledger
+    of an older ssmrepro (digests of the header and the row) is still read."""
+    import hashlib
+
+    from ssmrepro.store import TABLES_WRITTEN, Store
+
+    store = Store(tmp_path / "s")
+    store.runs.mkdir(parents=True)
+    table = store.root / "results.csv"
+    v1 = "run_id,model.d_state,metric.test.acc\nr1,4,0.5\n"
+    v2 = "run_id,metric.test.acc,model.d_state,model.heads\nr1,0.5,4.0,\nr2,0.7,,1\n"
+    store.write_table("results.csv", v1, {"r1"})
+    store.write_table("results.csv", v2, {"r1", "r2"})
+    table.write_text(v1)  # put back
+    store.write_table("results.csv", v2, {"r1", "r2"})
+    assert store.warnings == []
+    table.write_text(v1.replace("0.5", "0.9"))  # edited
+    store.write_table("results.csv", v2, {"r1", "r2"})
+    assert len(store.warnings) == 1 and "r1 were changed" in store.warnings[0]
+    store.warnings.clear()
+    rows = [line.split(",") for line in v2.splitlines()]
+    (store.runs / TABLES_WRITTEN).write_text(json.dumps({"results.csv": {  # an older ledger
+        row[0]: hashlib.sha256(json.dumps([rows[0], row]).encode()).hexdigest()[:16]
+        for row in rows[1:]}}))
+    store.write_table("results.csv", v2, {"r1", "r2"})
+    assert store.warnings == []
+    (store.runs / TABLES_WRITTEN).write_text(json.dumps({"results.csv": {
+        "r1": hashlib.sha256(json.dumps([rows[0], rows[1]]).encode()).hexdigest()[:16]}}))
+    table.write_text(v2.replace("0.5", "0.9"))
+    store.write_table("results.csv", v2, {"r1", "r2"})
+    assert len(store.warnings) == 1 and "r1 were changed" in store.warnings[0]
