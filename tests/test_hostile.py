@@ -19198,3 +19198,19 @@ def test_whole_numbers_past_1e9_are_not_equal_but_for_rounding():
     raw = list_panels({"col": "data.seed", "paper_panels": {"1000000000": "a", "1000000001": "b"}})
     assert mapped_panel(raw["paper_panels"], "data.seed", 1000000001) == "b"
     assert mapped_panel(raw["paper_panels"], "data.seed", 1000000000.0) == "a"
+
+
+def test_many_unknown_keys_at_one_place_give_one_bounded_line(tmp_path):
+    """Each unknown key had its own line repeating the keys known there: a spec with 30,000
+    unknown keys printed 8.8 MB. Now one line per place counts them, names the first few and
+    lists the known keys once; a close key is still suggested."""
+    many = {f"zq{i}": 1 for i in range(3000)}
+    task = {"name": "keep_nth", "n": 2, "T": 8, "vocab": 8}
+    for i, (over, place) in enumerate([(many, "(top level)"),
+                                        ({"task": {**task, **many, "vocb": 8}}, "task")]):
+        (tmp_path / str(i)).mkdir()
+        res = _invoke("validate", write_spec(tmp_path / str(i), **over))
+        _assert_refused(res, f"{place}: 3,000 unknown keys: zq0, zq1, zq2, zq3, zq4 and 2,995 more "
+                        "(known here: ")
+        assert len(res.output) < 2000 and res.output.count("known here") == 1, res.output
+    assert "task.vocb: unknown key (did you mean vocab?)" in res.output
