@@ -19214,3 +19214,42 @@ def test_many_unknown_keys_at_one_place_give_one_bounded_line(tmp_path):
                         "(known here: ")
         assert len(res.output) < 2000 and res.output.count("known here") == 1, res.output
     assert "task.vocb: unknown key (did you mean vocab?)" in res.output
+
+
+def test_the_wait_on_a_marked_stale_claim_states_the_markers_own_wait(tmp_path, monkeypatch):
+    """A takeover marker touched up to MARKER_DEBRIS_S "in the future" (a clock stepped back)
+    is waited on until it is MARKER_DEBRIS_S old, up to twice that: the `run` waiting on its
+    claim said 'its marker expires within 60 s' for a wait of up to 119 s. The line states the
+    marker's own wait."""
+    import io
+    import subprocess
+    import sys
+
+    from rich.console import Console
+
+    import ssmrepro.engine as engine
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import MARKER_DEBRIS_S, Store
+    from ssmrepro.sweep import expand
+
+    run = expand(load_spec(_one_run_spec(tmp_path)), "smoke")[0]
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    store = Store(tmp_path / "store")
+    store.claims.mkdir(parents=True)
+    (store.claims / f"{run.run_id}.claim").write_text(
+        json.dumps({"host": store.host, "pid": p.pid, "time": 0, "nonce": "old"}))
+    marker = store.claims / f"{run.run_id}.claim.taken.old"
+    marker.touch()
+    os.utime(marker, (time.time() + MARKER_DEBRIS_S / 2,) * 2)
+    wait = store.takeover_wait(run.run_id)
+    assert MARKER_DEBRIS_S * 1.4 < wait <= MARKER_DEBRIS_S * 1.5, wait
+    monkeypatch.setattr(engine.time, "sleep", lambda s: os.utime(
+        marker, (time.time() - MARKER_DEBRIS_S - 1,) * 2))  # the marker ages meanwhile
+    tr = engine._Tracker(store, 1)
+    tr.skipped.add(run.run_id)
+    out = io.StringIO()
+    quiet = type("P", (), {"advance": lambda *a: None})()
+    engine._wait_for_others(tr, {run.run_id: run}, store, None, "cpu", quiet, 0,
+                            Console(file=out, width=300), 7.0, first_index=1)
+    assert f"its marker expires within {math.ceil(wait)} s" in out.getvalue(), out.getvalue()
