@@ -19253,3 +19253,11 @@ def test_the_wait_on_a_marked_stale_claim_states_the_markers_own_wait(tmp_path, 
     engine._wait_for_others(tr, {run.run_id: run}, store, None, "cpu", quiet, 0,
                             Console(file=out, width=300), 7.0, first_index=1)
     assert f"its marker expires within {math.ceil(wait)} s" in out.getvalue(), out.getvalue()
+
+
+def test_developer_scripts_time_with_a_monotonic_clock():
+    """scripts/bench_ray.py (Ray's startup) and build_kernels.py (the build) timed with
+    time.time(), the wall clock: an NTP step in between made the time wrong, even negative.
+    The scripts read time.perf_counter() (or process_time) for a duration."""
+    for path in sorted((ROOT / "scripts").glob("*.py")):
+        assert "time.time()" not in path.read_text(), path
