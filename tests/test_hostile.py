@@ -19255,6 +19255,36 @@ def test_the_wait_on_a_marked_stale_claim_states_the_markers_own_wait(tmp_path, 
     assert f"its marker expires within {math.ceil(wait)} s" in out.getvalue(), out.getvalue()
 
 
+def test_a_stale_claim_is_taken_over_past_100_dead_markers_or_beside_a_dangling_one(tmp_path):
+    """Takeover markers were tried for 100 generations: a stale claim beside 100 aged markers
+    (takers killed, or a copied store), or beside a marker that is a link leading nowhere (its
+    age unreadable), was never taken over nor cleaned up, and `run` planned a pack at every
+    poll for ever. Every generation is tried, and a marker's age is its own (lstat)."""
+    import subprocess
+    import sys
+
+    from ssmrepro.store import MARKER_DEBRIS_S, Store
+
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    for i, gens in enumerate((100, 0)):
+        store = Store(tmp_path / str(i))
+        store.claims.mkdir(parents=True)
+        (store.claims / "r1.claim").write_text(
+            json.dumps({"host": store.host, "pid": p.pid, "time": 0, "nonce": "old"}))
+        old = (time.time() - MARKER_DEBRIS_S - 1,) * 2
+        for k in range(gens):
+            marker = store.claims / ("r1.claim.taken.old" + (f".{k}" if k else ""))
+            marker.touch()
+            os.utime(marker, old)
+        if not gens:
+            os.symlink("nowhere", store.claims / "r1.claim.taken.old")
+            os.utime(store.claims / "r1.claim.taken.old", old, follow_symlinks=False)
+        assert store.takeover_wait("r1") is None and store.claim("r1"), gens
+        store.release("r1")
+        assert list(store.claims.iterdir()) == [], gens
+
+
 def test_developer_scripts_time_with_a_monotonic_clock():
     """scripts/bench_ray.py (Ray's startup) and build_kernels.py (the build) timed with
     time.time(), the wall clock: an NTP step in between made the time wrong, even negative.
