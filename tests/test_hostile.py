@@ -19291,3 +19291,42 @@ def test_developer_scripts_time_with_a_monotonic_clock():
     The scripts read time.perf_counter() (or process_time) for a duration."""
     for path in sorted((ROOT / "scripts").glob("*.py")):
         assert "time.time()" not in path.read_text(), path
+
+
+def test_a_listops_cache_entry_prepared_before_a_new_refusal_is_prepared_again(tmp_path,
+                                                                                monkeypatch):
+    """ListOps came to refuse a source token a, b, c or d (the encoder had read 'd' as [SM),
+    its cache version kept (a bump changes every cache key: every finished run retrained): an
+    entry prepared before served [MAX 2 [SM ] from '( ( [MAX 2 ) d ) ] )' without a word. An
+    entry of an older checks revision is prepared again under the same key: the refusal, or
+    the same arrays (the runs keyed by it stay valid)."""
+    import dataclasses
+    import warnings
+
+    import numpy as np
+
+    import ssmrepro.data.datasets as ds
+    from ssmrepro.data import listops
+
+    folder = tmp_path / "generated/listops"
+    folder.mkdir(parents=True)
+    (folder / "meta.json").write_text("{}")
+    real, ddef = listops.encode_listops, ds.DATASETS["listops"]
+    for token, refused in (("d", True), ("4", False)):
+        for f in listops.SPLIT_FILES.values():
+            (folder / f).write_text(f"Source\tTarget\n( ( [MAX 2 ) {token} ) ] )\t3\n")
+        with monkeypatch.context() as m:  # as the code before the refusal prepared it
+            m.setitem(ds.DATASETS, "listops", dataclasses.replace(ddef, checks=1))
+            m.setattr(listops, "encode_listops", lambda s: real(s.replace(" d ", " [SM ")))
+            old = ds.load_lra("listops", "test", tmp_path)
+        assert old[0]["x"].tolist()[:4] == [13, 4, 15 if refused else 6, 16]
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            if refused:
+                with pytest.raises(ValueError, match="unknown ListOps token 'd'"):
+                    ds.load_lra("listops", "test", tmp_path)
+            else:
+                new = ds.load_lra("listops", "test", tmp_path)
+                assert new.cache_path == old.cache_path
+                assert np.array_equal(np.asarray(new.x), np.asarray(old.x))
+        assert any("older listops checks (revision 1, now 2" in str(w.message) for w in said)
