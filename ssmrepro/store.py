@@ -953,14 +953,18 @@ class Store:
             age = time.time() - path.stat().st_mtime
         except FileNotFoundError:
             return True
+        pid = info.get("pid")
+        here = info.get("host") == self.host and isinstance(pid, int)  # a holder we can check
+        if here and (not pid_alive(pid) or _reused(pid, info.get("time"))):
+            return True
         if age < -self.stale_after:  # touched far "in the future" (a wrong clock, a copied
-            return True  # file): it would never look stale, and runs would wait for it forever
+            # file): it would never look stale, and runs would wait for it forever. Not where
+            # its holder lives on this host: our clock stepped back past its heartbeat (NTP),
+            # and the claim of a run being trained was taken over (the run trained twice);
+            # the holder's next heartbeat brings the time back to now
+            return not here
         if info.get("_unreadable"):  # half-written by a killed process, or foreign
             return age > 5.0
-        pid = info.get("pid")
-        if info.get("host") == self.host and isinstance(pid, int) and (
-                not pid_alive(pid) or _reused(pid, info.get("time"))):
-            return True
         return age > self.stale_after
 
     def _new_claim(self, run_id: str) -> str:

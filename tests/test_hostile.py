@@ -19330,3 +19330,26 @@ def test_a_listops_cache_entry_prepared_before_a_new_refusal_is_prepared_again(t
                 assert new.cache_path == old.cache_path
                 assert np.array_equal(np.asarray(new.x), np.asarray(old.x))
         assert any("older listops checks (revision 1, now 2" in str(w.message) for w in said)
+
+
+def test_a_live_holders_claim_is_not_taken_over_when_the_clock_steps_back(tmp_path):
+    """Our clock stepped back more than stale_after (NTP) past a live holder's last heartbeat:
+    its claim looked touched "in the future", was judged stale whoever held it, and was taken
+    over: the run trained twice. A holder on this host whose process lives keeps its claim (its
+    next heartbeat brings the time back); a dead one's, or another host's, is taken as before."""
+    import subprocess
+    import sys
+
+    from ssmrepro.store import Store
+
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    store = Store(tmp_path)
+    store.claims.mkdir(parents=True)
+    ahead = time.time() + store.stale_after + 60
+    for i, (host, pid, taken) in enumerate([(store.host, os.getppid(), False),
+                                            (store.host, p.pid, True), ("elsewhere", 1, True)]):
+        path = store.claims / f"r{i}.claim"
+        path.write_text(json.dumps({"host": host, "pid": pid, "time": ahead - 5, "nonce": "n"}))
+        os.utime(path, (ahead, ahead))
+        assert (store.holder(f"r{i}") is None) is taken and store.claim(f"r{i}") is taken, i
