@@ -19353,3 +19353,46 @@ def test_a_live_holders_claim_is_not_taken_over_when_the_clock_steps_back(tmp_pa
         path.write_text(json.dumps({"host": host, "pid": pid, "time": ahead - 5, "nonce": "n"}))
         os.utime(path, (ahead, ahead))
         assert (store.holder(f"r{i}") is None) is taken and store.claim(f"r{i}") is taken, i
+
+
+def test_figures_name_the_seeds_drawn_and_keep_ratios_legends_and_lines_clear(tmp_path,
+                                                                            monkeypatch):
+    """yu2025-tab2's quick bars of one seed were titled 'mean of seeds' (the spec's words), its
+    axis saying 'one seed'; yu2025-fig6's bars of a ratio (largest loss rise / first loss, 0.02
+    to 0.09) lay flat on the accuracy axis 0 to 1.25; huang2025-fig1's histogram legends lay
+    over the curves; yu2025-fig6's curves of S6 and S6 frozen Δ coincide, one colour hiding the
+    other. The title says what the profile draws, a ratio has its own range, the histogram
+    legends sit below the panels, and the hues of one series differ in dashes too."""
+    import matplotlib.pyplot as plt
+    from test_checks import Run
+    from test_outputs import _ctx, _decay_records, _draw, _history_records
+
+    import ssmrepro.plots.curves as cv
+    import ssmrepro.plots.figures as fg
+    from ssmrepro.report.analysis import DECAY, histogram_table
+    from ssmrepro.report.curves import curve_table
+
+    drawn = []
+    for mod in (fg, cv):
+        monkeypatch.setattr(mod, "save_png", lambda fig, path, **kw: drawn.append(fig))
+    runs = [Run(lab, {"task.T": T}) for lab in ("Mamba", "S4D") for T in (10, 20)]
+    ctx = _ctx(tmp_path, runs, [0.02, 0.09, 0.05, 0.03])
+    assert _draw(ctx, {"kind": "bars", "title": "acc (mean of seeds)"}, tmp_path / "a.png")
+    assert drawn[-1].axes[0].get_title().startswith("acc (one seed) [t-spec")
+    ctx.cells = ctx.cells.rename(columns=lambda c: c.replace("test.acc", "val.max_rise"))
+    assert _draw(ctx, {"kind": "bars", "metric": "val.max_rise"}, tmp_path / "b.png")
+    assert 0.09 < drawn[-1].axes[0].get_ylim()[1] < 0.2
+    hist = histogram_table(_decay_records(), ["label", "task.T"])
+    ctx = _ctx(tmp_path, runs, [1.0, 1.0, 0.1, 0.1], tables={DECAY: hist})
+    assert _draw(ctx, {"kind": "histograms"}, tmp_path / "h.png")
+    drawn[-1].canvas.draw()
+    for ax in drawn[-1].axes:
+        assert ax.get_legend().get_window_extent().y1 < ax.get_window_extent().y0
+    seeds = [Run("Mamba", {"model.repeat": L}, seed=sd) for L in (2, 3) for sd in (0, 1)]
+    table = curve_table(_history_records(), ["label", "model.repeat"])
+    ctx = _ctx(tmp_path, seeds, [0.5] * 4, tables={cv.CURVES: table})
+    assert _draw(ctx, {"kind": "curves", "series": "val.acc", "hue": "model.repeat",
+                       "seeds": "each"}, tmp_path / "c.png")
+    assert len({line.get_linestyle() for line in drawn[-1].axes[0].get_lines()}) == 2
+    for fig in drawn:
+        plt.close(fig)
