@@ -541,6 +541,7 @@ def _unwrap(tps: list) -> list:
 
 
 MAX_UNKNOWN_SHOWN = 5  # unknown keys named one by one at one place; the rest are counted
+MAX_ERROR_LINES = 50  # problems of one validation shown; the rest are counted
 
 
 def format_errors(path: Path | str, err: ValidationError, prefix: str = "",
@@ -584,6 +585,10 @@ def format_errors(path: Path | str, err: ValidationError, prefix: str = "",
             more = (f" and {len(rest) - MAX_UNKNOWN_SHOWN:,} more"
                     if len(rest) > MAX_UNKNOWN_SHOWN else "")
             out.append(f"{path}: {where(place)}: {len(rest):,} unknown keys: {shown}{more}{hint}")
+    if len(out) > MAX_ERROR_LINES:  # one line per place: 20,000 profiles with a stray key
+        # each printed 1.9 MB
+        out = out[:MAX_ERROR_LINES] + [f"{path}: ... and {len(out) - MAX_ERROR_LINES:,} more "
+                                       "problems (the first are above; fix them and validate again)"]
     return out
 
 

@@ -19214,6 +19214,14 @@ def test_many_unknown_keys_at_one_place_give_one_bounded_line(tmp_path):
                         "(known here: ")
         assert len(res.output) < 2000 and res.output.count("known here") == 1, res.output
     assert "task.vocb: unknown key (did you mean vocab?)" in res.output
+    # one line per place, but no more than 50 of them: 20,000 profiles with a stray key each
+    # printed 1.9 MB
+    (tmp_path / "2").mkdir()
+    profiles = {"smoke": {}, "quick": {}, "paper": {}, **{f"p{i}": {"zq": 1} for i in range(200)}}
+    res = _invoke("validate", write_spec(tmp_path / "2", profiles=profiles))
+    _assert_refused(res, "unknown key (known here: description, set, sweep, seeds)",
+                    "... and 150 more problems")
+    assert res.output.count("error:") == 51, res.output
 
 
 def test_the_wait_on_a_marked_stale_claim_states_the_markers_own_wait(tmp_path, monkeypatch):
