@@ -95,6 +95,9 @@ MAX_PAPER_VALUES = 10_000
 # each earlier one (an axis whose values a later one replaces), and 10,000 axes of one value each
 # (a 400 kB spec) took two minutes of `validate`; 32 axes of two points are already 2**32 runs
 MAX_AXES = 32
+# profiles of one spec (the shipped specs have at most 7): each is expanded and checked by
+# `validate`, and 3,000 empty ones took minutes
+MAX_PROFILES = 100
 
 
 LABEL_SEP = " / "  # joins the case labels of several sweep axes into a run's label
@@ -412,7 +415,8 @@ class Spec(Strict):
         "'model.d_state <= model.d_model'; points that fail are left out (the paper skips them)"
     )
     default_profile: Name = "quick"
-    profiles: dict[Name, Profile] = Field(..., description="profile name (letters, digits, . _ -; "
+    profiles: dict[Name, Profile] = Field(..., max_length=MAX_PROFILES,
+                                          description="profile name (letters, digits, . _ -; "
                                           "part of output file names) -> profile")
     aggregate: Aggregate = Aggregate()
     analysis: list[Literal["decay_histogram", "mechanistic", "output_variance"]] = Field(
