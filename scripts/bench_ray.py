@@ -87,11 +87,11 @@ def _measure(a, spec, tmp: Path, ray, torch, quiet, ray_engine, run_experiment) 
                  "python": platform.python_version(), "torch": torch.__version__,
                  "ray": ray.__version__, "machine": platform.machine()}
 
-    t0 = time.time()
+    t0 = time.perf_counter()
     ray.init(num_cpus=a.cpus, include_dashboard=False, log_to_driver=False, logging_level="WARNING",
              runtime_env={"py_modules": [str(ROOT / "ssmrepro")], "excludes": ["__pycache__"]})
     ray.get(ray.remote(lambda: 1).options(num_cpus=1).remote())  # first task: workers + package
-    rec["startup_s"] = round(time.time() - t0, 2)
+    rec["startup_s"] = round(time.perf_counter() - t0, 2)
 
     def sweep(engine: str, overrides: dict | None, tag: str) -> tuple[float, int]:
         # as many packs at a time on both sides: Ray runs one per CPU, and the local engine ran

@@ -196,7 +196,7 @@ def build(ext: str, sdists: Path, work: Path, arch: str, jobs: int | None, std: 
         f"nvcc {tool['nvcc']}",
         flush=True,
     )
-    t0 = time.time()
+    t0 = time.perf_counter()
     mod = load(
         name=info["module"],
         sources=info["sources"],
@@ -206,7 +206,7 @@ def build(ext: str, sdists: Path, work: Path, arch: str, jobs: int | None, std: 
         build_directory=str(bdir),
         verbose=True,
     )
-    secs = time.time() - t0
+    secs = time.perf_counter() - t0
     so = Path(mod.__file__)
     site = work / "site"
     site.mkdir(parents=True, exist_ok=True)

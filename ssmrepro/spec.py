@@ -95,6 +95,9 @@ MAX_PAPER_VALUES = 10_000
 # each earlier one (an axis whose values a later one replaces), and 10,000 axes of one value each
 # (a 400 kB spec) took two minutes of `validate`; 32 axes of two points are already 2**32 runs
 MAX_AXES = 32
+# profiles of one spec (the shipped specs have at most 7): each is expanded and checked by
+# `validate`, and 3,000 empty ones took minutes
+MAX_PROFILES = 100
 
 
 LABEL_SEP = " / "  # joins the case labels of several sweep axes into a run's label
@@ -428,7 +431,8 @@ class Spec(Strict):
         "'model.d_state <= model.d_model'; points that fail are left out (the paper skips them)"
     )
     default_profile: Name = "quick"
-    profiles: dict[Name, Profile] = Field(..., description="profile name (letters, digits, . _ -; "
+    profiles: dict[Name, Profile] = Field(..., max_length=MAX_PROFILES,
+                                          description="profile name (letters, digits, . _ -; "
                                           "part of output file names) -> profile")
     aggregate: Aggregate = Aggregate()
     analysis: list[Literal["decay_histogram", "mechanistic", "output_variance"]] = Field(
@@ -556,25 +560,55 @@ def _unwrap(tps: list) -> list:
     return out
 
 
+MAX_UNKNOWN_SHOWN = 5  # unknown keys named one by one at one place; the rest are counted
+MAX_ERROR_LINES = 50  # problems of one validation shown; the rest are counted
+
+
 def format_errors(path: Path | str, err: ValidationError, prefix: str = "",
                   model: type | None = None) -> list[str]:
     """'file: key: reason' lines of a pydantic error, keys prefixed with ``prefix``; with the
     ``model`` that was validated, an unknown key says which key was meant, or the keys there
-    (a figure kind's or a check's fields are written down nowhere else)."""
+    (a figure kind's or a check's fields are written down nowhere else). Several unknown keys
+    at one place give one line that counts them, names the first few and lists the keys there
+    once (each key's own line repeated the list: 30,000 unknown keys printed 8.8 MB)."""
+    def where(loc: tuple) -> str:
+        key = ".".join(str(p) for p in loc)
+        return f"{prefix}{key}" if key else (prefix.rstrip(".") or "(top level)")
+
+    unknown: dict[tuple, list[str]] = {}  # place -> its unknown keys, in the error's order
+    for e in err.errors():
+        if e["type"] == "extra_forbidden":
+            unknown.setdefault(tuple(e["loc"][:-1]), []).append(str(e["loc"][-1]))
     out = []
     for e in err.errors():
-        key = ".".join(str(p) for p in e["loc"])
-        key = f"{prefix}{key}" if key else (prefix.rstrip(".") or "(top level)")
-        msg = e["msg"]
-        if e["type"] == "extra_forbidden":
-            msg = "unknown key"
-            known = _keys_at(model, tuple(e["loc"][:-1])) if model is not None else []
-            close = difflib.get_close_matches(str(e["loc"][-1]), known, n=1, cutoff=0.6)
-            if close:
-                msg += f" (did you mean {close[0]}?)"
-            elif known:
-                msg += f" (known here: {', '.join(known)})"
-        out.append(f"{path}: {key}: {msg}")
+        if e["type"] != "extra_forbidden":
+            out.append(f"{path}: {where(tuple(e['loc']))}: {e['msg']}")
+            continue
+        place = tuple(e["loc"][:-1])
+        names = unknown.pop(place, None)
+        if names is None:  # the place's keys are already reported
+            continue
+        known = _keys_at(model, place) if model is not None else []
+        meant = {}
+        for name in names:
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            if close and len(meant) < MAX_UNKNOWN_SHOWN:
+                meant[name] = close[0]
+        out += [f"{path}: {where(place + (name,))}: unknown key (did you mean {close}?)"
+                for name, close in meant.items()]
+        rest = [name for name in names if name not in meant]
+        hint = f" (known here: {', '.join(known)})" if known else ""
+        if len(rest) == 1:
+            out.append(f"{path}: {where(place + (rest[0],))}: unknown key{hint}")
+        elif rest:
+            shown = ", ".join(rest[:MAX_UNKNOWN_SHOWN])
+            more = (f" and {len(rest) - MAX_UNKNOWN_SHOWN:,} more"
+                    if len(rest) > MAX_UNKNOWN_SHOWN else "")
+            out.append(f"{path}: {where(place)}: {len(rest):,} unknown keys: {shown}{more}{hint}")
+    if len(out) > MAX_ERROR_LINES:  # one line per place: 20,000 profiles with a stray key
+        # each printed 1.9 MB
+        out = out[:MAX_ERROR_LINES] + [f"{path}: ... and {len(out) - MAX_ERROR_LINES:,} more "
+                                       "problems (the first are above; fix them and validate again)"]
     return out
 
 

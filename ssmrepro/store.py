@@ -978,14 +978,18 @@ class Store:
             age = time.time() - path.stat().st_mtime
         except FileNotFoundError:
             return True
+        pid = info.get("pid")
+        here = info.get("host") == self.host and isinstance(pid, int)  # a holder we can check
+        if here and (not pid_alive(pid) or _reused(pid, info.get("time"))):
+            return True
         if age < -self.stale_after:  # touched far "in the future" (a wrong clock, a copied
-            return True  # file): it would never look stale, and runs would wait for it forever
+            # file): it would never look stale, and runs would wait for it forever. Not where
+            # its holder lives on this host: our clock stepped back past its heartbeat (NTP),
+            # and the claim of a run being trained was taken over (the run trained twice);
+            # the holder's next heartbeat brings the time back to now
+            return not here
         if info.get("_unreadable"):  # half-written by a killed process, or foreign
             return age > 5.0
-        pid = info.get("pid")
-        if info.get("host") == self.host and isinstance(pid, int) and (
-                not pid_alive(pid) or _reused(pid, info.get("time"))):
-            return True
         return age > self.stale_after
 
     def _new_claim(self, run_id: str) -> str:
@@ -1022,9 +1026,12 @@ class Store:
         replaces the claim within moments of making its marker: a marker older than
         ``MARKER_DEBRIS_S`` beside the same claim is a taker's that died in between (kill -9),
         and the next generation of the marker (``.taken.<nonce>.1`` ...) is made instead; the
-        claim stayed for ever, its run waited on by a `run` that planned it again and again."""
+        claim stayed for ever, its run waited on by a `run` that planned it again and again.
+        There is no last generation: past 100 (debris of killed takers, or copied) the claim
+        was never taken over nor cleaned up, and the `run` waiting on it planned a pack at
+        every poll for ever; each generation tried is a file that is there."""
         base = path.with_name(f"{path.name}.taken.{_safe(str(seen['nonce']))}")
-        for k in range(100):
+        for k in itertools.count():
             marker = base if k == 0 else base.with_name(f"{base.name}.{k}")
             try:
                 os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # umask
@@ -1391,7 +1398,8 @@ def _marker_wait(marker: Path) -> float:
     claim, and its run waited on, until the clock caught up (a day). ``_take_marker`` and
     ``Store.takeover_wait`` judge a marker by this one rule (the wait kept a marker from the
     future that the taker had learnt to call debris: a day's wait). OSError: gone."""
-    age = time.time() - marker.stat().st_mtime
+    age = time.time() - marker.lstat().st_mtime  # a link's own time (one leading nowhere raised:
+    # its claim was never taken over)
     return MARKER_DEBRIS_S - age if abs(age) < MARKER_DEBRIS_S else 0.0
 
 

@@ -19474,3 +19474,217 @@ def test_an_older_table_put_back_is_not_called_edited_by_hand(tmp_path):
     table.write_text(v2.replace("0.5", "0.9"))
     store.write_table("results.csv", v2, {"r1", "r2"})
     assert len(store.warnings) == 1 and "r1 were changed" in store.warnings[0]
+
+
+def test_many_unknown_keys_at_one_place_give_one_bounded_line(tmp_path):
+    """Each unknown key had its own line repeating the keys known there: a spec with 30,000
+    unknown keys printed 8.8 MB. Now one line per place counts them, names the first few and
+    lists the known keys once; a close key is still suggested."""
+    many = {f"zq{i}": 1 for i in range(3000)}
+    task = {"name": "keep_nth", "n": 2, "T": 8, "vocab": 8}
+    for i, (over, place) in enumerate([(many, "(top level)"),
+                                        ({"task": {**task, **many, "vocb": 8}}, "task")]):
+        (tmp_path / str(i)).mkdir()
+        res = _invoke("validate", write_spec(tmp_path / str(i), **over))
+        _assert_refused(res, f"{place}: 3,000 unknown keys: zq0, zq1, zq2, zq3, zq4 and 2,995 more "
+                        "(known here: ")
+        assert len(res.output) < 2000 and res.output.count("known here") == 1, res.output
+    assert "task.vocb: unknown key (did you mean vocab?)" in res.output
+    # one line per place, but no more than 50 of them: 20,000 profiles with a stray key each
+    # printed 1.9 MB
+    (tmp_path / "2").mkdir()
+    profiles = {"smoke": {}, "quick": {}, "paper": {}, **{f"p{i}": {"zq": 1} for i in range(90)}}
+    res = _invoke("validate", write_spec(tmp_path / "2", profiles=profiles))
+    _assert_refused(res, "unknown key (known here: description, set, sweep, seeds)",
+                    "... and 40 more problems")
+    assert res.output.count("error:") == 51, res.output
+
+
+def test_the_wait_on_a_marked_stale_claim_states_the_markers_own_wait(tmp_path, monkeypatch):
+    """A takeover marker touched up to MARKER_DEBRIS_S "in the future" (a clock stepped back)
+    is waited on until it is MARKER_DEBRIS_S old, up to twice that: the `run` waiting on its
+    claim said 'its marker expires within 60 s' for a wait of up to 119 s. The line states the
+    marker's own wait."""
+    import io
+    import subprocess
+    import sys
+
+    from rich.console import Console
+
+    import ssmrepro.engine as engine
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import MARKER_DEBRIS_S, Store
+    from ssmrepro.sweep import expand
+
+    run = expand(load_spec(_one_run_spec(tmp_path)), "smoke")[0]
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    store = Store(tmp_path / "store")
+    store.claims.mkdir(parents=True)
+    (store.claims / f"{run.run_id}.claim").write_text(
+        json.dumps({"host": store.host, "pid": p.pid, "time": 0, "nonce": "old"}))
+    marker = store.claims / f"{run.run_id}.claim.taken.old"
+    marker.touch()
+    os.utime(marker, (time.time() + MARKER_DEBRIS_S / 2,) * 2)
+    wait = store.takeover_wait(run.run_id)
+    assert MARKER_DEBRIS_S * 1.4 < wait <= MARKER_DEBRIS_S * 1.5, wait
+    monkeypatch.setattr(engine.time, "sleep", lambda s: os.utime(
+        marker, (time.time() - MARKER_DEBRIS_S - 1,) * 2))  # the marker ages meanwhile
+    tr = engine._Tracker(store, 1)
+    tr.skipped.add(run.run_id)
+    out = io.StringIO()
+    quiet = type("P", (), {"advance": lambda *a: None})()
+    engine._wait_for_others(tr, {run.run_id: run}, store, None, "cpu", quiet, 0,
+                            Console(file=out, width=300), 7.0, first_index=1)
+    assert f"its marker expires within {math.ceil(wait)} s" in out.getvalue(), out.getvalue()
+
+
+def test_a_stale_claim_is_taken_over_past_100_dead_markers_or_beside_a_dangling_one(tmp_path):
+    """Takeover markers were tried for 100 generations: a stale claim beside 100 aged markers
+    (takers killed, or a copied store), or beside a marker that is a link leading nowhere (its
+    age unreadable), was never taken over nor cleaned up, and `run` planned a pack at every
+    poll for ever. Every generation is tried, and a marker's age is its own (lstat)."""
+    import subprocess
+    import sys
+
+    from ssmrepro.store import MARKER_DEBRIS_S, Store
+
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    for i, gens in enumerate((100, 0)):
+        store = Store(tmp_path / str(i))
+        store.claims.mkdir(parents=True)
+        (store.claims / "r1.claim").write_text(
+            json.dumps({"host": store.host, "pid": p.pid, "time": 0, "nonce": "old"}))
+        old = (time.time() - MARKER_DEBRIS_S - 1,) * 2
+        for k in range(gens):
+            marker = store.claims / ("r1.claim.taken.old" + (f".{k}" if k else ""))
+            marker.touch()
+            os.utime(marker, old)
+        if not gens:
+            os.symlink("nowhere", store.claims / "r1.claim.taken.old")
+            os.utime(store.claims / "r1.claim.taken.old", old, follow_symlinks=False)
+        assert store.takeover_wait("r1") is None and store.claim("r1"), gens
+        store.release("r1")
+        assert list(store.claims.iterdir()) == [], gens
+
+
+def test_developer_scripts_time_with_a_monotonic_clock():
+    """scripts/bench_ray.py (Ray's startup) and build_kernels.py (the build) timed with
+    time.time(), the wall clock: an NTP step in between made the time wrong, even negative.
+    The scripts read time.perf_counter() (or process_time) for a duration."""
+    for path in sorted((ROOT / "scripts").glob("*.py")):
+        assert "time.time()" not in path.read_text(), path
+
+
+def test_a_listops_cache_entry_prepared_before_a_new_refusal_is_prepared_again(tmp_path,
+                                                                                monkeypatch):
+    """ListOps came to refuse a source token a, b, c or d (the encoder had read 'd' as [SM),
+    its cache version kept (a bump changes every cache key: every finished run retrained): an
+    entry prepared before served [MAX 2 [SM ] from '( ( [MAX 2 ) d ) ] )' without a word. An
+    entry of an older checks revision is prepared again under the same key: the refusal, or
+    the same arrays (the runs keyed by it stay valid)."""
+    import dataclasses
+    import warnings
+
+    import numpy as np
+
+    import ssmrepro.data.datasets as ds
+    from ssmrepro.data import listops
+
+    folder = tmp_path / "generated/listops"
+    folder.mkdir(parents=True)
+    (folder / "meta.json").write_text("{}")
+    real, ddef = listops.encode_listops, ds.DATASETS["listops"]
+    for token, refused in (("d", True), ("4", False)):
+        for f in listops.SPLIT_FILES.values():
+            (folder / f).write_text(f"Source\tTarget\n( ( [MAX 2 ) {token} ) ] )\t3\n")
+        with monkeypatch.context() as m:  # as the code before the refusal prepared it
+            m.setitem(ds.DATASETS, "listops", dataclasses.replace(ddef, checks=1))
+            m.setattr(listops, "encode_listops", lambda s: real(s.replace(" d ", " [SM ")))
+            old = ds.load_lra("listops", "test", tmp_path)
+        assert old[0]["x"].tolist()[:4] == [13, 4, 15 if refused else 6, 16]
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            if refused:
+                with pytest.raises(ValueError, match="unknown ListOps token 'd'"):
+                    ds.load_lra("listops", "test", tmp_path)
+            else:
+                new = ds.load_lra("listops", "test", tmp_path)
+                assert new.cache_path == old.cache_path
+                assert np.array_equal(np.asarray(new.x), np.asarray(old.x))
+        assert any("older listops checks (revision 1, now 2" in str(w.message) for w in said)
+
+
+def test_a_live_holders_claim_is_not_taken_over_when_the_clock_steps_back(tmp_path):
+    """Our clock stepped back more than stale_after (NTP) past a live holder's last heartbeat:
+    its claim looked touched "in the future", was judged stale whoever held it, and was taken
+    over: the run trained twice. A holder on this host whose process lives keeps its claim (its
+    next heartbeat brings the time back); a dead one's, or another host's, is taken as before."""
+    import subprocess
+    import sys
+
+    from ssmrepro.store import Store
+
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    store = Store(tmp_path)
+    store.claims.mkdir(parents=True)
+    ahead = time.time() + store.stale_after + 60
+    for i, (host, pid, taken) in enumerate([(store.host, os.getppid(), False),
+                                            (store.host, p.pid, True), ("elsewhere", 1, True)]):
+        path = store.claims / f"r{i}.claim"
+        path.write_text(json.dumps({"host": host, "pid": pid, "time": ahead - 5, "nonce": "n"}))
+        os.utime(path, (ahead, ahead))
+        assert (store.holder(f"r{i}") is None) is taken and store.claim(f"r{i}") is taken, i
+
+
+def test_figures_name_the_seeds_drawn_and_keep_ratios_legends_and_lines_clear(tmp_path,
+                                                                            monkeypatch):
+    """yu2025-tab2's quick bars of one seed were titled 'mean of seeds' (the spec's words), its
+    axis saying 'one seed'; yu2025-fig6's bars of a ratio (largest loss rise / first loss, 0.02
+    to 0.09) lay flat on the accuracy axis 0 to 1.25; huang2025-fig1's histogram legends lay
+    over the curves; yu2025-fig6's curves of S6 and S6 frozen Δ coincide, one colour hiding the
+    other. The title says what the profile draws, a ratio has its own range, the histogram
+    legends sit below the panels, and the hues of one series differ in dashes too."""
+    import matplotlib.pyplot as plt
+    from test_checks import Run
+    from test_outputs import _ctx, _decay_records, _draw, _history_records
+
+    import ssmrepro.plots.curves as cv
+    import ssmrepro.plots.figures as fg
+    from ssmrepro.report.analysis import DECAY, histogram_table
+    from ssmrepro.report.curves import curve_table
+
+    drawn = []
+    for mod in (fg, cv):
+        monkeypatch.setattr(mod, "save_png", lambda fig, path, **kw: drawn.append(fig))
+    runs = [Run(lab, {"task.T": T}) for lab in ("Mamba", "S4D") for T in (10, 20)]
+    ctx = _ctx(tmp_path, runs, [0.02, 0.09, 0.05, 0.03])
+    assert _draw(ctx, {"kind": "bars", "title": "acc (mean of seeds)"}, tmp_path / "a.png")
+    assert drawn[-1].axes[0].get_title().startswith("acc (one seed) [t-spec")
+    ctx.cells = ctx.cells.rename(columns=lambda c: c.replace("test.acc", "val.max_rise"))
+    assert _draw(ctx, {"kind": "bars", "metric": "val.max_rise"}, tmp_path / "b.png")
+    assert 0.09 < drawn[-1].axes[0].get_ylim()[1] < 0.2
+    hist = histogram_table(_decay_records(), ["label", "task.T"])
+    ctx = _ctx(tmp_path, runs, [1.0, 1.0, 0.1, 0.1], tables={DECAY: hist})
+    assert _draw(ctx, {"kind": "histograms"}, tmp_path / "h.png")
+    drawn[-1].canvas.draw()
+    for ax in drawn[-1].axes:
+        assert ax.get_legend().get_window_extent().y1 < ax.get_window_extent().y0
+    seeds = [Run("Mamba", {"model.repeat": L}, seed=sd) for L in (2, 3) for sd in (0, 1)]
+    table = curve_table(_history_records(), ["label", "model.repeat"])
+    ctx = _ctx(tmp_path, seeds, [0.5] * 4, tables={cv.CURVES: table})
+    assert _draw(ctx, {"kind": "curves", "series": "val.acc", "hue": "model.repeat",
+                       "seeds": "each"}, tmp_path / "c.png")
+    assert len({line.get_linestyle() for line in drawn[-1].axes[0].get_lines()}) == 2
+    for fig in drawn:
+        plt.close(fig)
+
+
+def test_a_spec_has_at_most_100_profiles(tmp_path):
+    """Every profile is expanded and checked by `validate`: a spec of 3,000 empty profiles (a
+    200 kB file) ran for minutes. At most 100 (the shipped specs have at most 7)."""
+    profiles = {"smoke": {}, "quick": {}, "paper": {}, **{f"p{i}": {} for i in range(3000)}}
+    res = _invoke("validate", write_spec(tmp_path, profiles=profiles))
+    _assert_refused(res, "profiles: Dictionary should have at most 100 items")

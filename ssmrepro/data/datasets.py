@@ -195,6 +195,11 @@ class DatasetDef:
     prepare: Callable[[str, Path, Any], tuple[dict, dict]]  # -> (splits, meta)
     hint: Callable[[str, Path, Any], str]  # how to get the source, one command
     version: int = 1
+    # what preparing refuses, revised: not in the cache key (a refusal changes no array that
+    # is prepared, so the key and the runs whose records keep it stay); an entry whose
+    # meta.json names an older revision (none: 1) is prepared again, the same arrays or the
+    # refusal (one written before ListOps refused the tokens a-d served them as operators)
+    checks: int = 1
 
 
 def _listops_locate(src: str, root: Path, cfg) -> Path:
@@ -411,6 +416,7 @@ DATASETS: dict[str, DatasetDef] = {
         prepare=_listops_prepare,
         hint=_listops_hint,
         version=listops.PREPARE_VERSION,
+        checks=listops.CHECKS_VERSION,
     ),
     "text": DatasetDef(
         name="text",
@@ -605,6 +611,12 @@ def load_lra(
                       "sharing this cache); rebuilding it", stacklevel=2)
         shutil.rmtree(entry_path, ignore_errors=True)
         loaded = None
+    elif loaded is not None and _checks_of(loaded[1]) < ddef.checks:
+        warnings.warn(f"cache entry {entry_path} was prepared under older {name} checks "
+                      f"(revision {_checks_of(loaded[1])}, now {ddef.checks}: its source may "
+                      "hold what is refused now); preparing it again", stacklevel=2)
+        shutil.rmtree(entry_path, ignore_errors=True)
+        loaded = None
     if loaded is None:
         try:
             splits, meta = ddef.prepare(src, path, cfg)
@@ -613,7 +625,7 @@ def load_lra(
             raise DataUnavailable(f"the {name} data at {path} ({src}) are damaged: {err}; "
                                   "replace them (generate or download them again)") from None
         arrays = {f"{s}.{k}": v for s, d in splits.items() for k, v in d.items()}
-        meta = dict(meta, **made_of, sources_changed=stamp)
+        meta = dict(meta, **made_of, sources_changed=stamp, checks=ddef.checks)
         why = entry_problem(arrays, meta, n_classes=ddef.n_classes)
         if why is not None:  # the source files themselves are damaged (e.g. a label 7 of 2)
             raise DataUnavailable(f"the {name} data at {path} ({src}) are damaged: {why}; "
@@ -625,6 +637,13 @@ def load_lra(
             loaded = (arrays, meta)
     arrays, meta = loaded
     return _build(name, split, src, path, cfg, arrays, meta, entry_path if cache else None)
+
+
+def _checks_of(meta: dict[str, Any]) -> int:
+    """The revision of refusals (``DatasetDef.checks``) a cache entry was prepared under: 1
+    where its meta.json names none (written before they were recorded)."""
+    checks = meta.get("checks", 1)
+    return checks if isinstance(checks, int) and not isinstance(checks, bool) else 0
 
 
 def _identify(name: str, root: Path, accept: Sequence[str], cfg):

@@ -483,6 +483,9 @@ class ListOpsConfig:
 
 
 PREPARE_VERSION = 2  # 2: a row of three or more tab-separated fields is refused (it was read as one source)
+# what preparing refuses (``DatasetDef.checks``, not in the cache key: the runs stay valid);
+# 2: a source token a, b, c or d (encode_listops read them as the operators it writes so)
+CHECKS_VERSION = 2
 
 # Fast path: map the 15 ListOps symbols to single characters, then look them up with numpy.
 _COMPACT = (("[MIN", "a"), ("[MAX", "b"), ("[MED", "c"), ("[SM", "d"))

@@ -13,6 +13,7 @@ say so (``RunSummary.ok`` is False) instead of reporting success.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 
 from ..kernels.backend import BackendError, backend_problem, scan_backend
 from ..spec import Spec, SpecError
-from ..store import MARKER_DEBRIS_S, Store, open_store, output_name, results_dir
+from ..store import Store, open_store, output_name, results_dir
 from ..sweep import (
     RunConfig,
     expand,
@@ -568,8 +569,14 @@ def _wait_for_others(tr: _Tracker, by_id: dict[str, RunConfig], store: Store,
             packs = plan([by_id[r] for r in free], pack_size, device, budget_bytes=budget)
             return [(first_index + k, p) for k, p in enumerate(packs)]
         if not announced:
+            # a marker's own wait (``Store.takeover_wait``): one touched up to MARKER_DEBRIS_S
+            # "in the future" (a clock stepped back) ages for up to twice that; the line said
+            # 'within 60 s' for a wait of up to 119 s
+            marked = [w for r in waiting if store.holder(r) is None
+                      and (w := store.takeover_wait(r)) is not None]
             holders = sorted({store.holder(r) or "a takeover of a stale claim (its marker "
-                              f"expires within {MARKER_DEBRIS_S:.0f} s)" for r in waiting})
+                              f"expires within {math.ceil(max(marked, default=1))} s)"
+                              for r in waiting})
             console.print(f"waiting for {len(waiting)} runs claimed by another process "
                           f"({escape('; '.join(holders[:3]))}); Ctrl-C stops waiting, re-run to resume")
             announced = True

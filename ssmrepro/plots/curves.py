@@ -61,6 +61,7 @@ from .registry import (  # noqa: E402
 CURVES = "curves"  # the table name in FigureContext.tables
 FEWER_SEEDS = "thin, faint: the mean of the seeds left (the others diverged or ended)"
 _STYLES = ["-", "--", ":", "-."]
+_HUE_STYLES = ["-", "--", "-."]  # the hues of one series (dotted is a paper value's line)
 # past 20 hues the colours repeat: each further 20 hues get their own marker (a colour and a
 # marker name a curve, up to 20 x 10 of them)
 _MARKERS = ["", "s", "^", "v", "D", "x", "+", "*", "P", "X"]  # not "o": `seeds: best` draws it
@@ -297,7 +298,11 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
                 continue
             for s, m in enumerate(series):
                 color = cmap((k if cfg.hue else s) % n_colors)
-                style = _STYLES[s % len(_STYLES)] if cfg.hue else "-"
+                # one series: each hue its own dashes too, so a curve drawn over another's
+                # leaves it showing (yu2025-fig6's S6 and S6 frozen Δ coincide: one colour hid
+                # the other, a curve of the legend not to be seen); never dotted, the paper's
+                style = (_STYLES[s % len(_STYLES)] if len(series) > 1
+                         else _HUE_STYLES[k % len(_HUE_STYLES)]) if cfg.hue else "-"
                 many = cfg.hue and len(hues) > n_colors and k >= n_colors  # its colour repeats
                 mark = {"marker": _MARKERS[(k // n_colors) % len(_MARKERS)], "ms": 3,
                         "markevery": 0.15} if many else {}

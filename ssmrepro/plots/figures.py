@@ -32,6 +32,7 @@ from ..report.cells import (  # noqa: E402
     with_case_label,
 )
 from ..report.columns import DECAY_X, LABEL, N_DIVERGED, N_PARAMS  # noqa: E402
+from ..store import is_accuracy  # noqa: E402
 from ..util import DrawnText, encode_cell, norm  # noqa: E402
 from .registry import (  # noqa: E402
     Columns,
@@ -164,12 +165,16 @@ def bars(ctx: FigureContext, cfg: BarsConfig, path: Path) -> bool:
     spread = np.nan_to_num(err)
     tops = np.concatenate([vals, vals + spread, paper])
     bottoms = np.concatenate([vals, np.where(vals < 0, vals - spread, vals), paper])
-    if resolve_ylim("auto", [vals, paper], metric) is not None:  # accuracies: room above 1 for
-        ax.set_ylim(0, 1.25)  # the texts (a mean + std of values in [0, 1] is at most 1.21)
+    # accuracies: room above 1 for the texts (a mean + std of values in [0, 1] is at most
+    # 1.21); only an accuracy's (a ratio whose values lay in [0, 1], yu2025-fig6's largest
+    # loss rise / first loss of 0.02-0.09, was drawn on the accuracy axis, its bars flat)
+    if is_accuracy(metric) and resolve_ylim("auto", [vals, paper], metric) is not None:
+        ax.set_ylim(0, 1.25)
     else:  # a loss or a ratio: its own range (on the accuracy range the bars were cut off)
         finite = np.isfinite(tops).any()
+        # (room above the tallest for its number and the legend, as 1.25 for accuracies)
         ax.set_ylim(min(0.0, float(np.nanmin(bottoms)) * 1.15) if finite else 0.0,
-                    max(1e-12, float(np.nanmax(tops)) * 1.15) if finite else 1.0)
+                    max(1e-12, float(np.nanmax(tops)) * 1.3) if finite else 1.0)
     # what the error bars are, where there are any (huang2025-tab1's read as nothing: ± std, a
     # standard error or the seeds' range?)
     bars_are = "\nbars: ± std over seeds" if (np.nan_to_num(err) > 0).any() else ""
@@ -554,6 +559,15 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
     return True
 
 
+def _legend_below(ax, **kw) -> None:
+    """The panel's legend below its x label: histogram steps span the whole panel (a step
+    patch's extent is the panel's, so matplotlib's 'best' had nothing to weigh), and the legend
+    inside lay over the curves (huang2025-fig1's S4D panel)."""
+    n = len(ax.get_legend_handles_labels()[1])
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.26), ncol=n if n <= 3 else 2,
+              **kw)
+
+
 def _legend_clear_of_points(ax, **kw) -> None:
     """The panel's legend where matplotlib's 'best' puts it, or right of the panel where that
     still covers a drawn point (yu2025-fig5's legend of seven c values lay over the first
@@ -643,7 +657,7 @@ def histograms(ctx: FigureContext, cfg: HistogramsConfig, path: Path) -> bool:
         ax.set_xlabel(decay)
         ax.set_ylabel(ylabel)
         ax.set_title(f"{lab}: {decay} over all timesteps", fontsize=9)
-        ax.legend(fontsize=7, title=name, title_fontsize=7)
+        _legend_below(ax, title=name, title_fontsize=7)
     ax = axes[-1]
     xmax = max(xs)
     palette = ["tab:red", "tab:blue", "tab:green", "tab:purple"]
@@ -668,7 +682,7 @@ def histograms(ctx: FigureContext, cfg: HistogramsConfig, path: Path) -> bool:
     ax.set_xlabel(decay)
     ax.set_ylabel(ylabel)
     ax.set_title(f"before vs from timestep n (${name} = {xmax:g}$)", fontsize=9)
-    ax.legend(fontsize=7)
+    _legend_below(ax)
     fig.suptitle(ctx.fitted_title(cfg, fig.get_figwidth()), fontsize=10)
     tight_layout(fig)
     save_png(fig, path, dpi=130)

@@ -15,6 +15,7 @@ configs are column names of the aggregated table (``label``, ``model.d_model``, 
 from __future__ import annotations
 
 import math
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -294,7 +295,14 @@ class FigureContext:
         # with the --set options: a tagged figure said `profile smoke` alone, of other settings
         sets = self.overrides if len(self.overrides) <= 200 else self.overrides[:199] + "…"
         sets = sets.replace("$", r"\$")  # a value's `$` drawn as written, never as TeX math
-        return (f"{cfg.title or self.spec.title} [{self.spec.id}, profile {self.profile}"
+        head = cfg.title or self.spec.title
+        metric = getattr(cfg, "metric", None)
+        if isinstance(metric, str) and "seeds" not in type(cfg).model_fields:  # cells' values
+            # (curves draw seeds their own way, and say how): 'mean of seeds' in the spec's
+            # words is what this profile draws (yu2025-tab2's quick bars, of one seed, were
+            # titled 'mean of seeds' above an axis saying 'one seed')
+            head = SEEDS_WORDS.sub(lambda _: self.aggregation(metric), head)
+        return (f"{head} [{self.spec.id}, profile {self.profile}"
                 f"{', ' + sets if sets else ''}]")
 
     def fitted_title(self, cfg: FigureConfig, width_in: float, fontsize: float = 10) -> str:
@@ -326,6 +334,11 @@ class FigureContext:
         word = {"max": best, "min": worst}.get(self.spec.aggregate.reduce,
                                                self.spec.aggregate.reduce)
         return f"{word} of {hi} seeds" if lo == hi else f"{word} of {lo}–{hi} seeds"
+
+
+# a title's words for how a cell combines seeds ('mean of seeds', 'best of seeds'): drawn as
+# ``FigureContext.aggregation`` says for the profile
+SEEDS_WORDS = re.compile(r"\b(?:mean|median|best|worst|max|min) of (?:the )?seeds\b")
 
 
 def wrap_text(text: str, width_in: float, fontsize: float) -> str:
