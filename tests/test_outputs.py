@@ -272,10 +272,11 @@ def test_curves_label_reused_runs_as_this_profile(tmp_path, monkeypatch):
     rec = {**_history_records(layers=(2,), seeds=(0,))[0], "run_id": "r1", "label": ""}
     store = SimpleNamespace(read=lambda i: rec if i == "r1" else None)
     monkeypatch.setattr(outputs, "open_store", lambda spec, root: store)
-    runs = [SimpleNamespace(run_id="r1", label="(a) full symmetry"),
-            SimpleNamespace(run_id="r1", label="(a) full symmetry"),
-            SimpleNamespace(run_id="r1", label="other"),
-            SimpleNamespace(run_id="missing", label="x")]
+    point = {"task": None, "model": None, "train": None, "flat": lambda: {"model.repeat": 2}}
+    runs = [SimpleNamespace(run_id="r1", label="(a) full symmetry", **point),
+            SimpleNamespace(run_id="r1", label="(a) full symmetry", **point),
+            SimpleNamespace(run_id="r1", label="other", **point),
+            SimpleNamespace(run_id="missing", label="x", **point)]
     table = outputs._curves(None, tmp_path / "a" / "b", runs, ["label", "model.repeat"],
                             tmp_path / "curves.csv")
     assert sorted(set(table["label"])) == ["(a) full symmetry", "other"]
