@@ -19198,3 +19198,24 @@ def test_whole_numbers_past_1e9_are_not_equal_but_for_rounding():
     raw = list_panels({"col": "data.seed", "paper_panels": {"1000000000": "a", "1000000001": "b"}})
     assert mapped_panel(raw["paper_panels"], "data.seed", 1000000001) == "b"
     assert mapped_panel(raw["paper_panels"], "data.seed", 1000000000.0) == "a"
+
+
+# ---------------------------------------------------------------------------------------------
+# round 42 (D): memory estimates against the tensors a training step holds
+
+
+def test_the_s4d_zoh_scan_estimate_counts_the_chunked_scan_as_the_complex_s4d():
+    """S4D-ZOH with ``impl: scan`` runs the chunked complex scan of a complex S4D (constant B
+    and C), which keeps c·d·N-sized states and log-decays (c = 2 floats a complex number) and
+    builds their gradients in its backward, 5·c·d·N per step; its estimate counted 2·2·d·N, so
+    a training step at d 32, N 16, T 128 allocated 2.8x the estimate (the complex S4D of the
+    same shapes, which allocates the same, was estimated right). Hand count for d 2, N 3, L 5:
+    x and y, 2·d = 4 per position, and 5·2·d·N = 60 of the scan: 5 · 64 = 320."""
+    from ssmrepro.models.mixers.s4d import S4DConfig
+    from ssmrepro.models.mixers.s4d_zoh import S4DZOHConfig
+
+    assert S4DZOHConfig(d_state=3, impl="scan").activation_floats(2, 5) == 5 * (4 + 60)
+    for d, N, L in ((2, 3, 5), (32, 16, 128), (8, 64, 1000)):
+        assert (S4DZOHConfig(d_state=N, impl="scan").activation_floats(d, L)
+                == S4DConfig(d_state=N, complex_A=True).activation_floats(d, L))
+    assert S4DZOHConfig(d_state=3).activation_floats(2, 5) == 5 * 10 * 2  # fft: unchanged
