@@ -19219,3 +19219,27 @@ def test_the_s4d_zoh_scan_estimate_counts_the_chunked_scan_as_the_complex_s4d():
         assert (S4DZOHConfig(d_state=N, impl="scan").activation_floats(d, L)
                 == S4DConfig(d_state=N, complex_A=True).activation_floats(d, L))
     assert S4DZOHConfig(d_state=3).activation_floats(2, 5) == 5 * 10 * 2  # fft: unchanged
+
+
+def test_the_dry_run_estimate_times_one_untimed_pack_past_the_calibration_deadline(tmp_path):
+    """After the dry run's 60 s of calibration, the estimate timed three more packs of the
+    shapes left uncalibrated (smallest, median and largest: koren2026-fig7's paper dry run took
+    101 s, 37 s of them in those three). Past the deadline only the cheapest is timed; before
+    it, all three, cheapest first."""
+    import types
+
+    from ssmrepro.engine.plan import Pack, estimate_seconds
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    runs = expand(load_spec(write_spec(tmp_path, seeds=list(range(4)), sweep=[])), "smoke")
+    packs = [Pack("j", runs[:4], None, None), Pack("j", runs[:1], None, None),
+             Pack("j", runs[:2], None, None)]
+    for deadline, timed in ((time.perf_counter() - 1, [1]), (None, [1, 2, 4]),
+                            (time.perf_counter() + 600, [1, 2, 4])):
+        calls: list[int] = []
+        costs = types.SimpleNamespace(deadline=deadline, step_seconds=lambda rs, m, seen=calls:
+                                      seen.append(len(rs)) or 0.01 * len(rs))
+        total, how = estimate_seconds(packs, "cpu", costs=costs)
+        assert calls == timed and total > 0, (deadline, calls)
+        assert f"measured {len(timed)} pack{'s' if len(timed) > 1 else ''} (" in how, how
