@@ -19207,18 +19207,22 @@ def test_whole_numbers_past_1e9_are_not_equal_but_for_rounding():
 def test_the_s4d_zoh_scan_estimate_counts_the_chunked_scan_as_the_complex_s4d():
     """S4D-ZOH with ``impl: scan`` runs the chunked complex scan of a complex S4D (constant B
     and C), which keeps c·d·N-sized states and log-decays (c = 2 floats a complex number) and
-    builds their gradients in its backward, 5·c·d·N per step; its estimate counted 2·2·d·N, so
-    a training step at d 32, N 16, T 128 allocated 2.8x the estimate (the complex S4D of the
-    same shapes, which allocates the same, was estimated right). Hand count for d 2, N 3, L 5:
-    x and y, 2·d = 4 per position, and 5·2·d·N = 60 of the scan: 5 · 64 = 320."""
+    builds their gradients in its backward; its estimate counted 2·2·d·N, so a training step
+    at d 32, N 16, T 128 allocated 2.8x the estimate (the complex S4D of the same shapes, which
+    allocates the same, was estimated right). Hand count for d 2, N 3, L 5: kept, x and y,
+    2·d = 4 per position, and the log-decays and states, 2·c·d·N = 24: 5 · 28 = 140; the
+    backward's gradients, 4·c·d·N = 48 a step: 240."""
     from ssmrepro.models.mixers.s4d import S4DConfig
     from ssmrepro.models.mixers.s4d_zoh import S4DZOHConfig
 
-    assert S4DZOHConfig(d_state=3, impl="scan").activation_floats(2, 5) == 5 * (4 + 60)
+    scan = S4DZOHConfig(d_state=3, impl="scan")
+    assert (scan.activation_floats(2, 5), scan.backward_floats(2, 5)) == (5 * 28, 5 * 48)
     for d, N, L in ((2, 3, 5), (32, 16, 128), (8, 64, 1000)):
-        assert (S4DZOHConfig(d_state=N, impl="scan").activation_floats(d, L)
-                == S4DConfig(d_state=N, complex_A=True).activation_floats(d, L))
-    assert S4DZOHConfig(d_state=3).activation_floats(2, 5) == 5 * 10 * 2  # fft: unchanged
+        zoh, s4d = S4DZOHConfig(d_state=N, impl="scan"), S4DConfig(d_state=N, complex_A=True)
+        assert zoh.activation_floats(d, L) == s4d.activation_floats(d, L)
+        assert zoh.backward_floats(d, L) == s4d.backward_floats(d, L)
+    fft = S4DZOHConfig(d_state=3)
+    assert (fft.activation_floats(2, 5), fft.backward_floats(2, 5)) == (5 * 10 * 2, 0)
 
 
 def test_the_dry_run_estimate_times_one_untimed_pack_past_the_calibration_deadline(tmp_path):
@@ -19243,3 +19247,44 @@ def test_the_dry_run_estimate_times_one_untimed_pack_past_the_calibration_deadli
         total, how = estimate_seconds(packs, "cpu", costs=costs)
         assert calls == timed and total > 0, (deadline, calls)
         assert f"measured {len(timed)} pack{'s' if len(timed) > 1 else ''} (" in how, how
+
+
+def test_a_full_state_scan_backward_is_counted_once_per_step_not_per_layer(tmp_path):
+    """A full-state scan (complex S4D / S6, Mamba-Δᵀ, S4D-ZOH's scan) keeps its log-decays and
+    states, 2·c·d·N per step, and its backward builds the states' gradient, its adjoint copy,
+    the log-decays' gradient and a chain-rule product, 4·c·d·N, which it frees before the next
+    layer's backward. Both were counted per layer as 5·c·d·N: one layer was estimated at
+    0.84-0.89x of what a training step allocated (d 32, N 16, T 128), three at 1.45-1.5x.
+    Hand count (d 4, N 3, c 2): a layer adds its kept tensors (x, y, the block's norm and
+    residual outputs, 4·d, and 2·c·d·N) a step; the backward's 4·c·d·N a step comes once."""
+    from ssmrepro.models import activation_floats
+    from ssmrepro.models.mixers.delta_t import DeltaTConfig
+    from ssmrepro.models.mixers.mamba1 import Mamba1Config
+    from ssmrepro.models.mixers.s4d import S4DConfig
+    from ssmrepro.models.mixers.s6 import S6Config
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.tasks import build_task
+
+    d, N = 4, 3
+    acts = []
+    for n in (1, 2, 3):
+        model = {"name": "seq_lm", "d_model": d, "layers": ["A"] * n,
+                 "blocks": {"A": {"mixer": {"name": "s4d", "d_state": N, "complex_A": True}}}}
+        run = expand(load_spec(write_spec(tmp_path, name=f"t-bw{n}", model=model, sweep=[])),
+                     "smoke")[0]
+        info = build_task(run.task).info
+        acts.append(activation_floats(run.model, info))
+    L = info.seq_len
+    kept = L * (4 * d + 2 * 2 * d * N)
+    assert acts[1] - acts[0] == acts[2] - acts[1] == kept, (acts, kept)
+    cfg = S4DConfig(d_state=N, complex_A=True)
+    assert (cfg.activation_floats(d, L), cfg.backward_floats(d, L)) == (
+        L * (2 * d + 4 * d * N), L * 8 * d * N)
+    assert S4DConfig(d_state=N).backward_floats(d, L) == 0  # the fused real scan: none
+    assert S6Config(d_state=N, complex_A=True).backward_floats(d, L) == L * 8 * d * N
+    assert S6Config(d_state=N).backward_floats(d, L) == 0
+    assert DeltaTConfig(d_state=N).backward_floats(d, L) == L * 4 * d * N  # real: c = 1
+    assert DeltaTConfig(d_state=N, complex_A=True).backward_floats(d, L) == L * 8 * d * N
+    m1 = Mamba1Config(d_state=N, complex_A=True, expand=2)  # its core on d_inner = 2·d
+    assert m1.backward_floats(d, L) == L * 8 * (2 * d) * N

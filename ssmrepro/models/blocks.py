@@ -77,6 +77,11 @@ class MixerBlockConfig(NoBoolNumbers):
         return (1 if self.bidirectional == "none" else 2) * mixer_floats(self.mixer, d_model, L,
                                                                          fixed=True)
 
+    def backward_floats(self, d_model: int, L: int) -> int:
+        """The mixer's backward's own floats (``MixerConfig.backward_floats``), once for a
+        bidirectional block too: its two mixers' backwards run one after the other."""
+        return mixer_floats(self.mixer, d_model, L, backward=True)
+
     def activation_floats(self, d_model: int, L: int) -> int:
         """The mixer's (twice if bidirectional) + norm and residual outputs + the MLP sub-block."""
         n_dir = 1 if self.bidirectional == "none" else 2
