@@ -19288,3 +19288,29 @@ def test_a_full_state_scan_backward_is_counted_once_per_step_not_per_layer(tmp_p
     assert DeltaTConfig(d_state=N, complex_A=True).backward_floats(d, L) == L * 8 * d * N
     m1 = Mamba1Config(d_state=N, complex_A=True, expand=2)  # its core on d_inner = 2·d
     assert m1.backward_floats(d, L) == L * 8 * (2 * d) * N
+
+
+def test_the_neox_attention_estimate_counts_the_scores_only_where_backward_keeps_them():
+    """NeoX attention (cooper2026's hybrids; the ``neox_attn`` mixer and the ``neox`` block)
+    counted the L×L scores and softmax, 2·H·L² floats per sample, on every path; on CPU at
+    float32 / float64 the fused kernel keeps a logsumexp per row and head (as for ``attention``):
+    a layer at L 1,024, d 32, 2 heads was estimated at 6.7x what a training step allocated, so
+    packs were cut small and long runs that fit were refused. It now follows
+    ``attention_path``, and counts the (L, L) float mask the kernel keeps, once per layer
+    whatever the batch. Hand count, d 8, 2 heads of 4, L 16: per position x 8, qkv 24, RoPE'd
+    q and k 16, merged heads 8 = 56; CPU: a logsumexp per row and head, 2, and the kernel's
+    q, k, v copies and their gradients, 2·24 = 48, a position: 16 · (56 + 2 + 48) = 1,696;
+    CUDA (the scores kept): 16 · 56 + 2·2·16² = 1,920; the mask 16² = 256."""
+    from ssmrepro.models.blocks import NeoXBlockConfig
+    from ssmrepro.models.mixers.attention import attention_path
+    from ssmrepro.models.mixers.neox_attn import NeoXAttnConfig
+
+    cfg, block = NeoXAttnConfig(heads=2), NeoXBlockConfig(heads=2)
+    for dtype in ("float32", "float64"):
+        with attention_path("cpu", dtype):
+            assert cfg.activation_floats(8, 16) == 1696
+            assert block.activation_floats(8, 16) == 1696 + 16 * (4 * 8 + 2 * 16)
+        with attention_path("cuda", dtype):
+            assert cfg.activation_floats(8, 16) == 1920
+    assert cfg.activation_floats(8, 16) == 1920  # no path said: the scores are counted
+    assert cfg.fixed_floats(8, 16) == block.fixed_floats(8, 16) == 256
