@@ -19314,3 +19314,21 @@ def test_the_neox_attention_estimate_counts_the_scores_only_where_backward_keeps
             assert cfg.activation_floats(8, 16) == 1920
     assert cfg.activation_floats(8, 16) == 1920  # no path said: the scores are counted
     assert cfg.fixed_floats(8, 16) == block.fixed_floats(8, 16) == 256
+
+
+def test_a_blocks_estimate_counts_what_its_norm_keeps_by_kind():
+    """A block counted two (L, d) tensors for its norm whatever the kind: a block without
+    norms (koren2026's linear Mamba) keeps neither (its mixer keeps the block's input itself),
+    and batch norm keeps three (its input for the variance, x − μ and x̂). Hand count, d 8,
+    L 5: none 0, layer / RMS norm (input and x̂) 2·5·8 = 80, batch norm 3·5·8 = 120 on top of
+    the mixer's own count; an MLP sub-block's count is unchanged."""
+    from ssmrepro.models.blocks import MixerBlockConfig
+    from ssmrepro.models.mixers.base import mixer_floats
+
+    mixer = {"name": "s4d", "d_state": 3}
+    own = mixer_floats(MixerBlockConfig(mixer=mixer).mixer, 8, 5)
+    for norm, kept in (("none", 0), ("rmsnorm", 80), ("layernorm", 80), ("batchnorm", 120)):
+        cfg = {"mixer": mixer, "norm": norm}
+        assert MixerBlockConfig(**cfg).activation_floats(8, 5) == own + kept, norm
+        mlp = MixerBlockConfig(**cfg, mlp_expand=2).activation_floats(8, 5)
+        assert mlp == own + kept + 5 * (2 * 16 + 2 * 8), norm
