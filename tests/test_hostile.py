@@ -19321,7 +19321,9 @@ def test_a_blocks_estimate_counts_what_its_norm_keeps_by_kind():
     norms (koren2026's linear Mamba) keeps neither (its mixer keeps the block's input itself),
     and batch norm keeps three (its input for the variance, x − μ and x̂). Hand count, d 8,
     L 5: none 0, layer / RMS norm (input and x̂) 2·5·8 = 80, batch norm 3·5·8 = 120 on top of
-    the mixer's own count; an MLP sub-block's count is unchanged."""
+    the mixer's own count; an MLP sub-block (hidden 16) keeps its input, pre-activation and
+    activation, 5·(8 + 2·16) = 200, and what its own norm keeps (d + 2·hidden + 2·d were
+    counted whatever the norm: one L×d under with RMS norm, one over without)."""
     from ssmrepro.models.blocks import MixerBlockConfig
     from ssmrepro.models.mixers.base import mixer_floats
 
@@ -19331,4 +19333,4 @@ def test_a_blocks_estimate_counts_what_its_norm_keeps_by_kind():
         cfg = {"mixer": mixer, "norm": norm}
         assert MixerBlockConfig(**cfg).activation_floats(8, 5) == own + kept, norm
         mlp = MixerBlockConfig(**cfg, mlp_expand=2).activation_floats(8, 5)
-        assert mlp == own + kept + 5 * (2 * 16 + 2 * 8), norm
+        assert mlp == own + 2 * kept + 200, norm

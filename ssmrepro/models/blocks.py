@@ -95,13 +95,15 @@ class MixerBlockConfig(NoBoolNumbers):
 
     def activation_floats(self, d_model: int, L: int) -> int:
         """The mixer's (twice if bidirectional) + what its norm keeps (``norm_floats``) + the
-        MLP sub-block."""
+        MLP sub-block: its input d, the hidden pre-activation and activation 2·hidden, and what
+        its own norm keeps (d + 2·hidden + 2·d were counted whatever the norm: one L×d under
+        with RMS norm, one over without, measured per layer)."""
         n_dir = 1 if self.bidirectional == "none" else 2
         mixer = n_dir * mixer_floats(self.mixer, d_model, L)
         if self.bidirectional == "concat":
             mixer += L * 2 * d_model
         hidden = self.hidden(d_model)
-        mlp = L * (2 * hidden + 2 * d_model) if hidden else 0
+        mlp = L * (2 * hidden + d_model + self.norm_floats(d_model)) if hidden else 0
         return mixer + L * self.norm_floats(d_model) + mlp
 
 
