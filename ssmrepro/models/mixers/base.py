@@ -11,7 +11,9 @@ returns a tensor of its input's shape and dtype (``MixerBlock`` refuses another)
 Contract of a mixer file (one per family in this package):
     Config    pydantic model, extra keys rejected, frozen, ``name: Literal[...]`` field, and
               ``activation_floats(d_model, L) -> int``: floats per sample saved for backward by one
-              such layer (the dominant activations), read by the planner's memory estimate
+              such layer (the dominant activations), read by the planner's memory estimate;
+              optionally ``backward_floats(d_model, L)`` (what its backward builds and frees
+              before the next layer's, counted once a step) and ``fixed_floats(d_model, L)``
     Module    ``Module(E, d_model, cfg)``, registered with ``@register(Config)``; it defines
               ``forward(x)`` (the fast path), ``forward_ref(x)`` (a sequential reference, or the
               forward through the kernel reference it names, e.g. ``kernels.scan.selective_scan_ref``),
