@@ -147,6 +147,8 @@ def test_the_estimate_times_untimed_packs_as_the_cost_model_does(tmp_path, monke
     seen = []
 
     class Costs:
+        deadline = None  # no measuring deadline (a dry run's CostModel has one)
+
         def step_seconds(self, rs, m):
             seen.append((len(rs), m))
             return 0.125

@@ -19688,3 +19688,139 @@ def test_a_spec_has_at_most_100_profiles(tmp_path):
     profiles = {"smoke": {}, "quick": {}, "paper": {}, **{f"p{i}": {} for i in range(3000)}}
     res = _invoke("validate", write_spec(tmp_path, profiles=profiles))
     _assert_refused(res, "profiles: Dictionary should have at most 100 items")
+
+
+# ---------------------------------------------------------------------------------------------
+# round 42 (D): memory estimates against the tensors a training step holds
+
+
+def test_the_s4d_zoh_scan_estimate_counts_the_chunked_scan_as_the_complex_s4d():
+    """S4D-ZOH with ``impl: scan`` runs the chunked complex scan of a complex S4D (constant B
+    and C), which keeps c·d·N-sized states and log-decays (c = 2 floats a complex number) and
+    builds their gradients in its backward; its estimate counted 2·2·d·N, so a training step
+    at d 32, N 16, T 128 allocated 2.8x the estimate (the complex S4D of the same shapes, which
+    allocates the same, was estimated right). Hand count for d 2, N 3, L 5: kept, x and y,
+    2·d = 4 per position, and the log-decays and states, 2·c·d·N = 24: 5 · 28 = 140; the
+    backward's gradients, 4·c·d·N = 48 a step: 240."""
+    from ssmrepro.models.mixers.s4d import S4DConfig
+    from ssmrepro.models.mixers.s4d_zoh import S4DZOHConfig
+
+    scan = S4DZOHConfig(d_state=3, impl="scan")
+    assert (scan.activation_floats(2, 5), scan.backward_floats(2, 5)) == (5 * 28, 5 * 48)
+    for d, N, L in ((2, 3, 5), (32, 16, 128), (8, 64, 1000)):
+        zoh, s4d = S4DZOHConfig(d_state=N, impl="scan"), S4DConfig(d_state=N, complex_A=True)
+        assert zoh.activation_floats(d, L) == s4d.activation_floats(d, L)
+        assert zoh.backward_floats(d, L) == s4d.backward_floats(d, L)
+    fft = S4DZOHConfig(d_state=3)
+    assert (fft.activation_floats(2, 5), fft.backward_floats(2, 5)) == (5 * 10 * 2, 0)
+
+
+def test_the_dry_run_estimate_times_one_untimed_pack_past_the_calibration_deadline(tmp_path):
+    """After the dry run's 60 s of calibration, the estimate timed three more packs of the
+    shapes left uncalibrated (smallest, median and largest: koren2026-fig7's paper dry run took
+    101 s, 37 s of them in those three). Past the deadline only the cheapest is timed; before
+    it, all three, cheapest first."""
+    import types
+
+    from ssmrepro.engine.plan import Pack, estimate_seconds
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    runs = expand(load_spec(write_spec(tmp_path, seeds=list(range(4)), sweep=[])), "smoke")
+    packs = [Pack("j", runs[:4], None, None), Pack("j", runs[:1], None, None),
+             Pack("j", runs[:2], None, None)]
+    for deadline, timed in ((time.perf_counter() - 1, [1]), (None, [1, 2, 4]),
+                            (time.perf_counter() + 600, [1, 2, 4])):
+        calls: list[int] = []
+        costs = types.SimpleNamespace(deadline=deadline, step_seconds=lambda rs, m, seen=calls:
+                                      seen.append(len(rs)) or 0.01 * len(rs))
+        total, how = estimate_seconds(packs, "cpu", costs=costs)
+        assert calls == timed and total > 0, (deadline, calls)
+        assert f"measured {len(timed)} pack{'s' if len(timed) > 1 else ''} (" in how, how
+
+
+def test_a_full_state_scan_backward_is_counted_once_per_step_not_per_layer(tmp_path):
+    """A full-state scan (complex S4D / S6, Mamba-Δᵀ, S4D-ZOH's scan) keeps its log-decays and
+    states, 2·c·d·N per step, and its backward builds the states' gradient, its adjoint copy,
+    the log-decays' gradient and a chain-rule product, 4·c·d·N, which it frees before the next
+    layer's backward. Both were counted per layer as 5·c·d·N: one layer was estimated at
+    0.84-0.89x of what a training step allocated (d 32, N 16, T 128), three at 1.45-1.5x.
+    Hand count (d 4, N 3, c 2): a layer adds its kept tensors (x, y, the block's norm and
+    residual outputs, 4·d, and 2·c·d·N) a step; the backward's 4·c·d·N a step comes once."""
+    from ssmrepro.models import activation_floats
+    from ssmrepro.models.mixers.delta_t import DeltaTConfig
+    from ssmrepro.models.mixers.mamba1 import Mamba1Config
+    from ssmrepro.models.mixers.s4d import S4DConfig
+    from ssmrepro.models.mixers.s6 import S6Config
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.tasks import build_task
+
+    d, N = 4, 3
+    acts = []
+    for n in (1, 2, 3):
+        model = {"name": "seq_lm", "d_model": d, "layers": ["A"] * n,
+                 "blocks": {"A": {"mixer": {"name": "s4d", "d_state": N, "complex_A": True}}}}
+        run = expand(load_spec(write_spec(tmp_path, name=f"t-bw{n}", model=model, sweep=[])),
+                     "smoke")[0]
+        info = build_task(run.task).info
+        acts.append(activation_floats(run.model, info))
+    L = info.seq_len
+    kept = L * (4 * d + 2 * 2 * d * N)
+    assert acts[1] - acts[0] == acts[2] - acts[1] == kept, (acts, kept)
+    cfg = S4DConfig(d_state=N, complex_A=True)
+    assert (cfg.activation_floats(d, L), cfg.backward_floats(d, L)) == (
+        L * (2 * d + 4 * d * N), L * 8 * d * N)
+    assert S4DConfig(d_state=N).backward_floats(d, L) == 0  # the fused real scan: none
+    assert S6Config(d_state=N, complex_A=True).backward_floats(d, L) == L * 8 * d * N
+    assert S6Config(d_state=N).backward_floats(d, L) == 0
+    assert DeltaTConfig(d_state=N).backward_floats(d, L) == L * 4 * d * N  # real: c = 1
+    assert DeltaTConfig(d_state=N, complex_A=True).backward_floats(d, L) == L * 8 * d * N
+    m1 = Mamba1Config(d_state=N, complex_A=True, expand=2)  # its core on d_inner = 2·d
+    assert m1.backward_floats(d, L) == L * 8 * (2 * d) * N
+
+
+def test_the_neox_attention_estimate_counts_the_scores_only_where_backward_keeps_them():
+    """NeoX attention (cooper2026's hybrids; the ``neox_attn`` mixer and the ``neox`` block)
+    counted the L×L scores and softmax, 2·H·L² floats per sample, on every path; on CPU at
+    float32 / float64 the fused kernel keeps a logsumexp per row and head (as for ``attention``):
+    a layer at L 1,024, d 32, 2 heads was estimated at 6.7x what a training step allocated, so
+    packs were cut small and long runs that fit were refused. It now follows
+    ``attention_path``, and counts the (L, L) float mask the kernel keeps, once per layer
+    whatever the batch. Hand count, d 8, 2 heads of 4, L 16: per position x 8, qkv 24, RoPE'd
+    q and k 16, merged heads 8 = 56; CPU: a logsumexp per row and head, 2, and the kernel's
+    q, k, v copies and their gradients, 2·24 = 48, a position: 16 · (56 + 2 + 48) = 1,696;
+    CUDA (the scores kept): 16 · 56 + 2·2·16² = 1,920; the mask 16² = 256."""
+    from ssmrepro.models.blocks import NeoXBlockConfig
+    from ssmrepro.models.mixers.attention import attention_path
+    from ssmrepro.models.mixers.neox_attn import NeoXAttnConfig
+
+    cfg, block = NeoXAttnConfig(heads=2), NeoXBlockConfig(heads=2)
+    for dtype in ("float32", "float64"):
+        with attention_path("cpu", dtype):
+            assert cfg.activation_floats(8, 16) == 1696
+            assert block.activation_floats(8, 16) == 1696 + 16 * (4 * 8 + 2 * 16)
+        with attention_path("cuda", dtype):
+            assert cfg.activation_floats(8, 16) == 1920
+    assert cfg.activation_floats(8, 16) == 1920  # no path said: the scores are counted
+    assert cfg.fixed_floats(8, 16) == block.fixed_floats(8, 16) == 256
+
+
+def test_a_blocks_estimate_counts_what_its_norm_keeps_by_kind():
+    """A block counted two (L, d) tensors for its norm whatever the kind: a block without
+    norms (koren2026's linear Mamba) keeps neither (its mixer keeps the block's input itself),
+    and batch norm keeps three (its input for the variance, x − μ and x̂). Hand count, d 8,
+    L 5: none 0, layer / RMS norm (input and x̂) 2·5·8 = 80, batch norm 3·5·8 = 120 on top of
+    the mixer's own count; an MLP sub-block (hidden 16) keeps its input, pre-activation and
+    activation, 5·(8 + 2·16) = 200, and what its own norm keeps (d + 2·hidden + 2·d were
+    counted whatever the norm: one L×d under with RMS norm, one over without)."""
+    from ssmrepro.models.blocks import MixerBlockConfig
+    from ssmrepro.models.mixers.base import mixer_floats
+
+    mixer = {"name": "s4d", "d_state": 3}
+    own = mixer_floats(MixerBlockConfig(mixer=mixer).mixer, 8, 5)
+    for norm, kept in (("none", 0), ("rmsnorm", 80), ("layernorm", 80), ("batchnorm", 120)):
+        cfg = {"mixer": mixer, "norm": norm}
+        assert MixerBlockConfig(**cfg).activation_floats(8, 5) == own + kept, norm
+        mlp = MixerBlockConfig(**cfg, mlp_expand=2).activation_floats(8, 5)
+        assert mlp == own + 2 * kept + 200, norm

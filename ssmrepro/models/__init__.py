@@ -79,20 +79,25 @@ def activation_floats(config: ModelConfig, info) -> int:
     """Floats per sample that one training step keeps for backward (the planner's estimate).
 
     Sum over the blocks of their mixer / MLP / norm estimates (``activation_floats(d_model, L)`` of
-    each mixer config) plus the input (embedding or encoder output, positions) and the read-out
-    (per position, class targets: the fused linear cross entropy's kept exponentials
-    (``kernels.xent.linear_xent``), L·C, and the gathered features, L·d, where the logits of
-    the textbook path (logits, softmax and their gradient) were counted, 3·L·C: 3.2x the
-    measured step of an MQAR Mamba of 516 classes; per position, regression: the outputs, the
-    target with its NaNs zeroed, the difference, the masked error, its square and the zeros
-    ``torch.where`` takes, 6·L·C (3·L·C were counted: yu2025-fig3's S4D of width 2 and 10
-    outputs estimated 0.57x what getrusage measured); pooled: the pooled features, 3·C).
+    each mixer config), the largest of the blocks' ``backward_floats`` (what one layer's backward
+    builds and frees before the next layer's: counted once), plus the input (embedding or
+    encoder output, positions) and the read-out (per position, class targets: the fused linear
+    cross entropy's kept exponentials (``kernels.xent.linear_xent``), L·C, and the gathered
+    features, L·d, where the logits of the textbook path (logits, softmax and their gradient)
+    were counted, 3·L·C: 3.2x the measured step of an MQAR Mamba of 516 classes; per position,
+    regression: the outputs, the target with its NaNs zeroed, the difference, the masked
+    error, its square and the zeros ``torch.where`` takes, 6·L·C (3·L·C were counted:
+    yu2025-fig3's S4D of width 2 and 10 outputs estimated 0.57x what getrusage measured);
+    pooled: the pooled features, 3·C).
     """
     cfg = config.to_backbone()
     d, L, C = cfg.d_model, info.seq_len, info.n_classes
     n_inputs = 2 if info.dual else 1
     floats = L * d * (2 if cfg.pos == "learned" else 1)  # embedded inputs (+ positions)
     floats += sum(cfg.blocks[n].activation_floats(d, L) for n in cfg.layer_names())
+    # what a layer's backward builds and frees before the next layer's: the largest, once
+    floats += max((getattr(cfg.blocks[n], "backward_floats", lambda d, L: 0)(d, L)
+                   for n in set(cfg.layer_names())), default=0)
     floats += L * d * (0 if cfg.final_norm == "none" else 1)
     floats *= n_inputs
     P = info.read_positions

@@ -32,6 +32,13 @@ from .mixers.base import mixer_floats
 from .mixers.neox_attn import NeoXAttnFields
 
 NormKind = Literal["none", "layernorm", "rmsnorm", "batchnorm"]
+# Per channel and position, the tensors a norm keeps for backward (``layers.make_norm``): none,
+# nothing (the mixer keeps the block's input itself); layer / RMS norm, its input and the
+# normalised x̂ that the weight multiplies; batch norm, its input (for the variance), x − μ and
+# x̂. Two were counted for every kind: a block without norms (koren2026's linear Mamba) was
+# counted 2·L·d over what it keeps, one with batch norm L·d under (measured per layer of a
+# complex S4D at d 32, T 128: -2 and +1 such tensors from RMS norm's).
+NORM_KEPT = {"none": 0, "layernorm": 2, "rmsnorm": 2, "batchnorm": 3}
 
 
 class MixerBlockConfig(NoBoolNumbers):
@@ -77,15 +84,27 @@ class MixerBlockConfig(NoBoolNumbers):
         return (1 if self.bidirectional == "none" else 2) * mixer_floats(self.mixer, d_model, L,
                                                                          fixed=True)
 
+    def backward_floats(self, d_model: int, L: int) -> int:
+        """The mixer's backward's own floats (``MixerConfig.backward_floats``), once for a
+        bidirectional block too: its two mixers' backwards run one after the other."""
+        return mixer_floats(self.mixer, d_model, L, backward=True)
+
+    def norm_floats(self, d_model: int) -> int:
+        """Floats per position the mixer's norm keeps for backward (``NORM_KEPT`` per channel)."""
+        return NORM_KEPT[self.norm] * d_model
+
     def activation_floats(self, d_model: int, L: int) -> int:
-        """The mixer's (twice if bidirectional) + norm and residual outputs + the MLP sub-block."""
+        """The mixer's (twice if bidirectional) + what its norm keeps (``norm_floats``) + the
+        MLP sub-block: its input d, the hidden pre-activation and activation 2·hidden, and what
+        its own norm keeps (d + 2·hidden + 2·d were counted whatever the norm: one L×d under
+        with RMS norm, one over without, measured per layer)."""
         n_dir = 1 if self.bidirectional == "none" else 2
         mixer = n_dir * mixer_floats(self.mixer, d_model, L)
         if self.bidirectional == "concat":
             mixer += L * 2 * d_model
         hidden = self.hidden(d_model)
-        mlp = L * (2 * hidden + 2 * d_model) if hidden else 0
-        return mixer + L * 2 * d_model + mlp
+        mlp = L * (2 * hidden + d_model + self.norm_floats(d_model)) if hidden else 0
+        return mixer + L * self.norm_floats(d_model) + mlp
 
 
 class NeoXBlockConfig(NeoXAttnFields):

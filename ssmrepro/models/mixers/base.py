@@ -11,7 +11,9 @@ returns a tensor of its input's shape and dtype (``MixerBlock`` refuses another)
 Contract of a mixer file (one per family in this package):
     Config    pydantic model, extra keys rejected, frozen, ``name: Literal[...]`` field, and
               ``activation_floats(d_model, L) -> int``: floats per sample saved for backward by one
-              such layer (the dominant activations), read by the planner's memory estimate
+              such layer (the dominant activations), read by the planner's memory estimate;
+              optionally ``backward_floats(d_model, L)`` (what its backward builds and frees
+              before the next layer's, counted once a step) and ``fixed_floats(d_model, L)``
     Module    ``Module(E, d_model, cfg)``, registered with ``@register(Config)``; it defines
               ``forward(x)`` (the fast path), ``forward_ref(x)`` (a sequential reference, or the
               forward through the kernel reference it names, e.g. ``kernels.scan.selective_scan_ref``),
@@ -46,6 +48,13 @@ class MixerConfig(NoBoolNumbers):
     def fixed_floats(self, d_model: int, L: int) -> int:
         """Floats one layer keeps for backward whatever the batch size (a kernel computed from
         the parameters once per step, e.g. S4D's Vandermonde kernel); 0 for most mixers."""
+        return 0
+
+    def backward_floats(self, d_model: int, L: int) -> int:
+        """Floats per sample that one layer's backward builds at once beyond what the layer
+        keeps (gradients of full-size scan states) and frees before the next layer's backward
+        runs: a training step holds one layer's at a time, so the estimate counts the largest
+        of the model's once, not once per layer; 0 for most mixers."""
         return 0
 
 
@@ -84,17 +93,19 @@ def register(Config: type[MixerConfig], causal: bool = True):
     return deco
 
 
-def mixer_floats(cfg: MixerConfig, d_model: int, L: int, fixed: bool = False) -> int:
-    """``cfg.activation_floats(d_model, L)`` (``fixed``: ``cfg.fixed_floats``), refused unless an
-    int, positive (fixed: not negative): a new mixer's estimate of 0 or below gave the planner a
-    memory need and a time estimate of 0 ('-0.00 s per GB-step'), a float was carried into the
-    byte counts without a word."""
-    what = "fixed_floats" if fixed else "activation_floats"
-    n = (cfg.fixed_floats if fixed else cfg.activation_floats)(d_model, L)
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0 or (n == 0 and not fixed):
+def mixer_floats(cfg: MixerConfig, d_model: int, L: int, fixed: bool = False,
+                 backward: bool = False) -> int:
+    """``cfg.activation_floats(d_model, L)`` (``fixed``: ``cfg.fixed_floats``, ``backward``:
+    ``cfg.backward_floats``), refused unless an int, positive (fixed, backward: not negative): a
+    new mixer's estimate of 0 or below gave the planner a memory need and a time estimate of 0
+    ('-0.00 s per GB-step'), a float was carried into the byte counts without a word."""
+    what = "fixed_floats" if fixed else "backward_floats" if backward else "activation_floats"
+    n = getattr(cfg, what)(d_model, L)
+    zero_ok = fixed or backward
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0 or (n == 0 and not zero_ok):
         raise ValueError(f"mixer {cfg.name!r}: {what}(d_model={d_model}, L={L}) returned {n!r}, "
-                         f"not {'an int >= 0' if fixed else 'a positive int'} (floats per sample "
-                         "one layer keeps for backward: the planner's memory estimate)")
+                         f"not {'an int >= 0' if zero_ok else 'a positive int'} (floats per "
+                         "sample one layer keeps for backward: the planner's memory estimate)")
     return n
 
 

@@ -53,6 +53,23 @@ def block_states(d: int, N: int, L: int) -> int:
     return d * N * (-(-L // min_time_block(N, d, _SCAN_ON_CPU.get())) + 1)
 
 
+def scan_kept_floats(d: int, N: int, L: int, c: int) -> int:
+    """Floats per sample a full-state diagonal scan (the chunked complex scan, Mamba-Δᵀ's core;
+    c = 2 floats a complex number, else 1) keeps for its backward: its log-decays and states,
+    2·c·d·N per step."""
+    return 2 * c * d * N * L
+
+
+def scan_backward_floats(d: int, N: int, L: int, c: int) -> int:
+    """Floats per sample such a scan's backward builds at once beyond them (a mixer's
+    ``backward_floats``): the states' incoming gradient, its adjoint copy, the log-decays'
+    gradient and one product of the chain rule through Δ·Λ or the input, 4·c·d·N per step. Both
+    were counted per layer as 5·c·d·N: a training step at d 32, N 16, T 128 (S4D, S6 and
+    Mamba-Δᵀ, real or complex) allocated 1.12-1.19x the estimate for one layer and 0.67-0.69x
+    for three (kept 2·c·d·N a layer, the backward's 4·c·d·N once)."""
+    return 4 * c * d * N * L
+
+
 def refuse_dt_overflow(cfg, key: str = "dt_max") -> None:
     """Raise ValueError when ``cfg.<key>`` is above ``DT_MAX_BOUND`` (``dt_min = dt_max = 1e300``
     passed validation and the run diverged at its first step: the Δ bias was inf in float32;

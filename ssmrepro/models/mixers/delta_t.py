@@ -37,6 +37,8 @@ from .common import (
     init_A_,
     make_A,
     refuse_dt_below_floor,
+    scan_backward_floats,
+    scan_kept_floats,
 )
 
 
@@ -59,14 +61,18 @@ class DeltaTConfig(MixerConfig):
         return self
 
     def activation_floats(self, d_model: int, L: int) -> int:
-        """x, y: 2d; x_proj out, Δ: R + 4N; the full-size scan's log-decays, inputs and states
-        and the gradients of states, adjoint, decays and inputs its backward builds: 5·c·d·N
-        (3·c·d·N were counted: huang2025-fig3's Mamba-Δᵀ estimated 0.66x what getrusage
-        measured)."""
+        """x, y: 2d; x_proj out, Δ: R + 4N; the full-size scan's log-decays and states,
+        2·c·d·N per step (``common.scan_kept_floats``); the gradients its backward builds are
+        ``backward_floats`` (3·c·d·N were counted per layer, no backward: huang2025-fig3's
+        Mamba-Δᵀ estimated 0.66x what getrusage measured)."""
         c = 2 if self.complex_A else 1
         N = self.d_state
         R = N if self.dt_rank == "full" else self.dt_rank
-        return L * (2 * d_model + R + 2 * c * N + 2 * N + 5 * c * d_model * N)
+        return L * (2 * d_model + R + 2 * c * N + 2 * N) + scan_kept_floats(d_model, N, L, c)
+
+    def backward_floats(self, d_model: int, L: int) -> int:
+        """``common.scan_backward_floats`` (c = 2 with complex Λ, else 1)."""
+        return scan_backward_floats(d_model, self.d_state, L, 2 if self.complex_A else 1)
 
 
 @register(DeltaTConfig)

@@ -116,6 +116,10 @@ class Mamba1Config(MixerConfig):
         own = (1 + self.gate) * Di + (self.conv + self.conv_act) * Di + 2 * self.gate * Di + d_model
         return L * own + self.core_config(d_model).activation_floats(Di, L)
 
+    def backward_floats(self, d_model: int, L: int) -> int:
+        """The core's (on d_inner channels)."""
+        return self.core_config(d_model).backward_floats(self.expand * d_model, L)
+
 
 _CORES = {"s6": S6Core, "s4d": S4DCore, "delta_t": DeltaTCore, "b2s6": B2S6Core}
 

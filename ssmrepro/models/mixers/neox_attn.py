@@ -42,6 +42,7 @@ from ...kernels.backend import note_kernel
 from ...util import NoBoolNumbers
 from ..base import refuse_unread
 from ..layers import PackedCausalConv, PackedLinear
+from .attention import _SCORES_KEPT
 from .base import MixerConfig, register
 
 
@@ -164,11 +165,23 @@ class NeoXAttnFields(NoBoolNumbers):
         return NeoXAttention(E, d_model, self)
 
     def activation_floats(self, d_model: int, L: int) -> int:
-        """x, qkv (+ conv), RoPE'd q and k, merged heads: per position; scores + softmax 2·H·L²."""
+        """x, qkv (+ conv), RoPE'd q and k, merged heads: per position; scores + softmax 2·H·L²
+        where backward keeps them (``attention.attention_path``, as for ``attention``), else a
+        logsumexp per row and head and the fused kernel's own q, k, v copies and their
+        gradients, 2·3·H·s per position (the scores were counted on every path: a NeoX layer
+        at L 1,024, d 32, 2 heads on CPU was estimated at 6.7x what a training step
+        allocated)."""
         s = d_model // self.heads if self.split_heads else d_model
         qkv = 3 * self.heads * s
         per_pos = d_model + qkv * (2 if self.conv else 1) + 2 * self.heads * s + self.heads * s
-        return L * per_pos + 2 * self.heads * L * L
+        scores = (2 * self.heads * L * L if _SCORES_KEPT.get()
+                  else self.heads * L + 2 * L * qkv)
+        return L * per_pos + scores
+
+    def fixed_floats(self, d_model: int, L: int) -> int:
+        """The (L, L) mask the attention kernel keeps for backward as floats (``window_mask``'s
+        booleans, converted), one per layer whatever the batch."""
+        return L * L
 
 
 class NeoXAttnConfig(NeoXAttnFields, MixerConfig):

@@ -25,7 +25,14 @@ from ...kernels.scan import selective_scan_ref
 from ..base import refuse_unread
 from ..layers import PackedModule, _normal_, fold, lr_group, no_weight_decay, unfold
 from .base import MixerConfig, register
-from .common import A_INIT_FIELD, block_states, init_A_, make_A
+from .common import (
+    A_INIT_FIELD,
+    block_states,
+    init_A_,
+    make_A,
+    scan_backward_floats,
+    scan_kept_floats,
+)
 
 
 class S4DConfig(MixerConfig):
@@ -50,17 +57,22 @@ class S4DConfig(MixerConfig):
         return self
 
     def activation_floats(self, d_model: int, L: int) -> int:
-        """x, y: 2d. Complex Λ (the chunked scan, c = 2): the states and log-decays it keeps
-        and the gradients its backward builds, 5·c·d·N per step (2·c·d·N were counted: d 32,
-        N 16, L 64 estimated 0.42x what getrusage measured).
+        """x, y: 2d. Complex Λ (the chunked scan, c = 2): the states and log-decays it keeps,
+        2·c·d·N per step; the gradients its backward builds are ``backward_floats`` (the kept
+        2·c·d·N alone were counted: d 32, N 16, L 64 estimated 0.42x what getrusage measured).
         Real Λ (the fused scan, and the CUDA kernel, which keeps less): Δ = 1, the scan's own
         contiguous copies of u, Δ and B (2d + N) and the states entering each time block
         (``common.block_states``); its backward recomputes the rest (all 2·d·N per step were
         counted: huang2025-fig1's S4D at d 32, N 8 estimated 3.1x what getrusage measured)."""
         N = self.d_state
         if self.complex_A:
-            return L * (2 * d_model + 10 * d_model * N)
+            return L * 2 * d_model + scan_kept_floats(d_model, N, L, 2)
         return L * (5 * d_model + N) + block_states(d_model, N, L)
+
+    def backward_floats(self, d_model: int, L: int) -> int:
+        """Complex Λ: ``common.scan_backward_floats``; the fused real scan builds none at full
+        size."""
+        return scan_backward_floats(d_model, self.d_state, L, 2) if self.complex_A else 0
 
 
 @register(S4DConfig)

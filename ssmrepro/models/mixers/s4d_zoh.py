@@ -27,7 +27,16 @@ from ...kernels.backend import selective_scan as scan_dispatch
 from ..base import refuse_reversed_range
 from ..layers import PackedModule, _normal_, fold, lr_group, no_weight_decay, unfold
 from .base import MixerConfig, register
-from .common import A_params, cplx, init_A_, make_A, refuse_dt_overflow, zoh_phi
+from .common import (
+    A_params,
+    cplx,
+    init_A_,
+    make_A,
+    refuse_dt_overflow,
+    scan_backward_floats,
+    scan_kept_floats,
+    zoh_phi,
+)
 
 
 class S4DZOHConfig(MixerConfig):
@@ -50,10 +59,19 @@ class S4DZOHConfig(MixerConfig):
         return self
 
     def activation_floats(self, d_model: int, L: int) -> int:
-        """fft: u, y, the zero-padded spectra (complex, 2L): ~10d per position; scan: 2·2·d·N."""
+        """fft: u, y, the zero-padded spectra (complex, 2L): ~10d per position. scan: the chunked
+        complex scan of a complex S4D (``s4d.S4DConfig`` with complex_A, the same kernel with
+        constant B and C): x, y, 2d, and the states and log-decays it keeps, 2·c·d·N per step
+        with c = 2, and its backward's ``backward_floats`` (its kept states alone were counted,
+        no backward: d 32, N 16, T 128 estimated 0.36x what a training step allocated, and
+        0.36x the complex S4D of the same shapes, which allocates the same)."""
         if self.impl == "scan":
-            return L * (2 * d_model + 4 * d_model * self.d_state)
+            return L * 2 * d_model + scan_kept_floats(d_model, self.d_state, L, 2)
         return L * 10 * d_model
+
+    def backward_floats(self, d_model: int, L: int) -> int:
+        """scan: ``common.scan_backward_floats`` (c = 2); fft: none at full state size."""
+        return scan_backward_floats(d_model, self.d_state, L, 2) if self.impl == "scan" else 0
 
     def fixed_floats(self, d_model: int, L: int) -> int:
         """fft: the Vandermonde kernel's exp(k·ΔA) (d, N, L) complex, kept by exp and by the

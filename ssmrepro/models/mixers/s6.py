@@ -50,6 +50,8 @@ from .common import (
     init_A_,
     make_A,
     refuse_dt_below_floor,
+    scan_backward_floats,
+    scan_kept_floats,
 )
 
 
@@ -85,9 +87,10 @@ class S6Config(MixerConfig):
 
     def activation_floats(self, d_model: int, L: int) -> int:
         """x, Δ (pre / post softplus), y: 4d; x_proj out: R + 2·nBC. Complex Λ (the chunked
-        scan, c = 2): the states and log-decays it keeps and the gradients of states, adjoint,
-        decays and inputs its backward builds, 5·c·d·N per step (its kept 2·c·d·N alone were
-        counted: d 32, N 16, L 64 estimated 0.42x what getrusage measured). Real Λ (the fused
+        scan, c = 2): the states and log-decays it keeps, 2·c·d·N per step
+        (``common.scan_kept_floats``); the gradients its backward builds are
+        ``backward_floats`` (the kept 2·c·d·N alone were counted: d 32, N 16, L 64 estimated
+        0.42x what getrusage measured). Real Λ (the fused
         scan, and the CUDA kernel, which keeps less): the scan's own contiguous copies of u,
         Δ, B and C (2d + 2N), the gradients of B and C its backward builds (2N) and the states
         entering each time block (``common.block_states``); its backward recomputes the rest
@@ -95,8 +98,14 @@ class S6Config(MixerConfig):
         getrusage measured)."""
         N = self.d_state
         if self.complex_A:
-            return L * (4 * d_model + self.rank(d_model) + 4 * N + 10 * d_model * N)
+            return (L * (4 * d_model + self.rank(d_model) + 4 * N)
+                    + scan_kept_floats(d_model, N, L, 2))
         return L * (6 * d_model + self.rank(d_model) + 6 * N) + block_states(d_model, N, L)
+
+    def backward_floats(self, d_model: int, L: int) -> int:
+        """Complex Λ: ``common.scan_backward_floats``; the fused real scan builds none at full
+        size."""
+        return scan_backward_floats(d_model, self.d_state, L, 2) if self.complex_A else 0
 
 
 @register(S6Config)
