@@ -636,7 +636,12 @@ class NotSmallFile(OSError):
 def read_small(path: Path, limit: int, follow_links: bool = False) -> bytes:
     """The bytes of ``path``, a regular file of at most ``limit`` bytes; NotSmallFile otherwise
     (a FIFO or a link to /dev/zero would never end). Without ``follow_links`` a symbolic link is
-    refused too. FileNotFoundError passes through."""
+    refused too. FileNotFoundError passes through.
+
+    Reads what the file holds, not ``limit`` bytes: ``f.read(n)`` reserves n bytes before it
+    reads, so every table read (limit 1 GiB) took a gigabyte of address space, and under an
+    address-space limit (``ulimit -v 1500000``, a batch system's memory cap) `run` ended in a
+    MemoryError traceback after training, where its records took a few kB."""
     import stat
 
     st = os.stat(path) if follow_links else os.lstat(path)
@@ -646,7 +651,15 @@ def read_small(path: Path, limit: int, follow_links: bool = False) -> bytes:
     if st.st_size > limit:
         raise NotSmallFile(f"{st.st_size:,} bytes, larger than {limit:,}")
     with open(path, "rb") as f:
-        data = f.read(limit + 1)
+        blocks = [f.read(st.st_size + 1)]  # the whole file, and the byte that says it grew
+        size = len(blocks[0])
+        while size > st.st_size and size <= limit:  # it grew since the stat: read on, in
+            block = f.read(min(limit + 1 - size, 1 << 20))  # bounded steps, up to the limit
+            if not block:
+                break
+            blocks.append(block)
+            size += len(block)
+    data = b"".join(blocks) if len(blocks) > 1 else blocks[0]
     if len(data) > limit:
         raise NotSmallFile(f"larger than {limit:,} bytes")
     return data

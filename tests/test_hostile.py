@@ -19198,3 +19198,50 @@ def test_whole_numbers_past_1e9_are_not_equal_but_for_rounding():
     raw = list_panels({"col": "data.seed", "paper_panels": {"1000000000": "a", "1000000001": "b"}})
     assert mapped_panel(raw["paper_panels"], "data.seed", 1000000001) == "b"
     assert mapped_panel(raw["paper_panels"], "data.seed", 1000000000.0) == "a"
+
+
+def test_read_small_reserves_what_the_file_holds_not_its_limit(tmp_path, monkeypatch):
+    """Every table read asked ``f.read(1 GiB + 1)``, which reserves the gigabyte before it reads:
+    under an address-space limit (`ulimit -v 1500000`) a smoke `run` ended in a MemoryError
+    traceback after training. It asks for the file's size (and a byte more); a file that grew
+    since its stat is read on in bounded steps, and one past the limit is still refused."""
+    import builtins
+
+    import ssmrepro.util as util
+    from ssmrepro.util import NotSmallFile, read_small
+
+    asked: list[int] = []
+    grow = {"by": b""}
+
+    class Spy:
+        def __init__(self, f):
+            self.f = f
+
+        def read(self, n=-1):
+            asked.append(n)
+            return self.f.read(n)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+    def spy_open(path, mode="r", *a, **k):
+        if grow["by"]:  # the file grows between read_small's stat and its read
+            with builtins.open(path, "ab") as g:
+                g.write(grow["by"])
+        return Spy(builtins.open(path, mode, *a, **k))
+
+    monkeypatch.setattr(util, "open", spy_open, raising=False)
+    p = tmp_path / "t.csv"
+    p.write_bytes(b"a,b\n1,2\n")
+    assert read_small(p, 1 << 30) == b"a,b\n1,2\n"
+    assert max(asked) <= 9, asked
+    grow["by"] = b"3,4\n"
+    asked.clear()
+    assert read_small(p, 1 << 30) == b"a,b\n1,2\n3,4\n"
+    assert max(asked) <= 1 << 20, asked
+    grow["by"] = b"x" * 40
+    with pytest.raises(NotSmallFile):
+        read_small(p, 30)
