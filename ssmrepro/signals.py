@@ -56,6 +56,38 @@ def restore(previous: dict[int, object]) -> None:
     previous.clear()
 
 
+def current_folder_or_exit() -> None:
+    """Refuse to start, one line and exit 2, where the current folder no longer exists (deleted
+    while a shell stood in it): loading torch died there with 'Intel oneMKL FATAL ERROR: Cannot
+    load .../libtorch_cpu.so.' and exit 2, which reads as a broken install (and a relative path
+    cannot be resolved in a folder that is gone)."""
+    import os
+
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        sys.stderr.write("error: the current folder no longer exists (it was deleted); cd to a "
+                         "folder that exists and run the command again\n")
+        raise SystemExit(2) from None
+
+
+def out_of_memory(err: BaseException) -> str | None:
+    """One line for ``err`` where it says that memory ran out (a MemoryError, or a library that
+    could not be mapped: 'failed to map segment from shared object' under `ulimit -v`), with the
+    address-space limit where one is set; None for any other error. Each was a traceback."""
+    text = str(err)
+    if not (isinstance(err, MemoryError) or isinstance(err, ImportError) and (
+            "failed to map segment" in text or "Cannot allocate memory" in text)):
+        return None
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    limit = ("" if soft == resource.RLIM_INFINITY else
+             f"; this process may use {soft / 2**30:.3g} GiB of address space at most "
+             f"(ulimit -v {soft // 1024}): raise that limit")
+    return f"out of memory ({type(err).__name__}{': ' + text if text else ''}){limit}"
+
+
 def load_guarded(load: Callable[[], object]) -> object:
     """``load()`` (the command line's own imports: torch, pandas, matplotlib, the first
     seconds) as the start-up of a command: a Ctrl-C there ends with one line and exit 130, and
@@ -72,6 +104,13 @@ def load_guarded(load: Callable[[], object]) -> object:
         interrupt_handled()
         sys.stderr.write("interrupted — before the command started; nothing was done\n")
         raise SystemExit(130) from None
+    except (MemoryError, ImportError) as err:  # torch or pandas under `ulimit -v 700000`: an
+        memory = out_of_memory(err)  # ImportError traceback ('failed to map segment')
+        if memory is None:
+            raise
+        restore(previous)
+        sys.stderr.write(f"error: {memory}\n")
+        raise SystemExit(2) from None
     return out
 
 

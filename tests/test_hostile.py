@@ -19245,3 +19245,59 @@ def test_read_small_reserves_what_the_file_holds_not_its_limit(tmp_path, monkeyp
     grow["by"] = b"x" * 40
     with pytest.raises(NotSmallFile):
         read_small(p, 30)
+
+
+def test_a_command_out_of_memory_says_so_and_exits_2(tmp_path, monkeypatch):
+    """A MemoryError inside a command (an address-space limit, `ulimit -v`) was a traceback,
+    exit 1; and one while the command loaded torch or pandas ('failed to map segment from
+    shared object', an ImportError) a traceback too. Both are one line naming the limit, exit 2;
+    another ImportError is not hidden."""
+    import resource
+
+    import ssmrepro.cli.experiments as ex
+    from ssmrepro.signals import load_guarded, out_of_memory
+
+    def no_memory(*a, **k):
+        raise MemoryError
+
+    monkeypatch.setattr(ex, "_project_specs", no_memory)
+    res = _invoke("list", "--out", tmp_path / "o")
+    _assert_refused(res, "error: out of memory (MemoryError)")
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (1500000 * 1024, hard))
+    assert out_of_memory(MemoryError()).endswith("(ulimit -v 1500000): raise that limit")
+
+    def unmappable():
+        raise ImportError("libtorch_cpu.so: failed to map segment from shared object")
+
+    with pytest.raises(SystemExit) as code:
+        load_guarded(unmappable)
+    assert code.value.code == 2
+    with pytest.raises(ImportError, match="No module named"):
+        load_guarded(lambda: __import__("no_such_module_here"))
+    assert out_of_memory(ValueError("failed to map segment")) is None
+
+
+def test_a_command_started_in_a_deleted_folder_says_so_and_exits_2(tmp_path):
+    """`mkdir d; cd d; rmdir ../d; ssmrepro list`: torch's loading died with 'Intel oneMKL
+    FATAL ERROR: Cannot load .../libtorch_cpu.so.' (exit 2, read as a broken install); every
+    entry point now says that the current folder is gone, exit 2, before it loads torch."""
+    import subprocess
+    import sys
+
+    gone = tmp_path / "gone"
+    gone.mkdir()
+
+    def into_deleted_folder():
+        os.chdir(gone)
+        os.rmdir(gone)
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SSMREPRO_ROOT": str(ROOT)}
+    for argv in (["-c", "from ssmrepro.cli import app; app()", "list"],
+                 ["-m", "ssmrepro.bench.scans", "--help"]):
+        gone.mkdir(exist_ok=True)
+        r = subprocess.run([sys.executable, *argv], env=env, capture_output=True, text=True,
+                           timeout=60, preexec_fn=into_deleted_folder)
+        assert r.returncode == 2, (argv, r.returncode, r.stderr[-600:])
+        assert "the current folder no longer exists" in r.stderr, r.stderr[-600:]
+        assert "oneMKL" not in r.stderr and "Traceback" not in r.stderr, r.stderr[-600:]

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import sys
 
-from ..signals import load_guarded
+from ..signals import current_folder_or_exit, load_guarded
 
 
 def _load():
+    current_folder_or_exit()  # before torch, which cannot load there
     from . import data, experiments  # noqa: F401  (register the commands)
     from .app import app
 
