@@ -88,8 +88,36 @@ def process_started(pid: int) -> float | None:
         return None
 
 
+def _process_limit(err: OSError) -> str | None:
+    """What a process limit ``err`` met says, with the limit and the way out; None for an error
+    of no such limit. `ulimit -n 20` with `run --workers 2` said only 'error: cannot use: Too
+    many open files' (a worker's pipes), naming neither file nor limit."""
+    import resource
+
+    def soft(which: int) -> str:
+        n = resource.getrlimit(which)[0]
+        return "no limit" if n == resource.RLIM_INFINITY else str(n)
+
+    if err.errno == errno.EMFILE:
+        n = soft(resource.RLIMIT_NOFILE)
+        return (f"too many open files (this process may have {n} open at once: ulimit -n "
+                f"{n}); raise that limit, or run fewer --workers")
+    if err.errno == errno.ENFILE:
+        return "the system's table of open files is full; close programs or run fewer --workers"
+    if err.errno == errno.EAGAIN and not err.filename:  # fork: no new process (ulimit -u)
+        n = soft(resource.RLIMIT_NPROC)
+        return (f"no new process could be started ({err.strerror or 'EAGAIN'}; this user may "
+                f"run {n} processes and threads: ulimit -u {n}); raise that limit, or run "
+                "fewer --workers")
+    return None
+
+
 def os_message(err: OSError) -> str:
-    """'cannot write results/x.json: no space left on device' from an OSError."""
+    """'cannot write results/x.json: no space left on device' from an OSError; a process limit
+    met (open files, processes) says which, with its value, whether or not a file is named."""
+    limit = _process_limit(err)
+    if limit is not None:
+        return f"cannot use {err.filename}: {limit}" if err.filename else limit
     where = f" {err.filename}" if err.filename else ""
     what = {errno.ENOSPC: "no space left on device", errno.EROFS: "read-only file system",
             errno.EACCES: "permission denied", errno.ENOTDIR: "a path component is a file, "

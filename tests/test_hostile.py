@@ -19301,3 +19301,33 @@ def test_a_command_started_in_a_deleted_folder_says_so_and_exits_2(tmp_path):
         assert r.returncode == 2, (argv, r.returncode, r.stderr[-600:])
         assert "the current folder no longer exists" in r.stderr, r.stderr[-600:]
         assert "oneMKL" not in r.stderr and "Traceback" not in r.stderr, r.stderr[-600:]
+
+
+def test_a_process_limit_met_is_named_with_its_value(tmp_path, monkeypatch):
+    """`ulimit -n 20` with `run --workers 2` ended 'error: cannot use: Too many open files' (a
+    worker's pipes: no file, no limit named); a fork refused under `ulimit -u` would say
+    'cannot use: Resource temporarily unavailable'. Each names its limit and the way out."""
+    import errno
+    import resource
+
+    import ssmrepro.engine.local as local
+    from ssmrepro.util import os_message
+
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (
+        {resource.RLIMIT_NOFILE: 20, resource.RLIMIT_NPROC: 3}.get(which, -1), -1))
+    assert os_message(OSError(errno.EMFILE, "Too many open files")) == (
+        "too many open files (this process may have 20 open at once: ulimit -n 20); raise that "
+        "limit, or run fewer --workers")
+    assert os_message(OSError(errno.EMFILE, "Too many open files", "/r/x.json")).startswith(
+        "cannot use /r/x.json: too many open files (this process may have 20")
+    assert "ulimit -u 3" in os_message(OSError(errno.EAGAIN, "Resource temporarily unavailable"))
+    assert os_message(OSError(errno.ENOSPC, "No space", "/r")) == (
+        "cannot use /r: no space left on device")
+
+    def no_fork(self):
+        raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(local.mp.get_context("spawn").Process, "start", no_fork)
+    spec = write_spec(tmp_path)
+    res = _invoke("run", spec, "--profile", "smoke", "--out", tmp_path / "o", "--workers", "2")
+    _assert_refused(res, "error: no new process could be started", "ulimit -u 3")
