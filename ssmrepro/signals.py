@@ -29,14 +29,30 @@ def interrupt_handled() -> None:
     exec("")  # noqa: S102  (the empty program: what resets the mark)
 
 
+def cpu_limit_interrupt(signum: int, frame: object) -> None:
+    """SIGXCPU: the soft CPU-time limit ran out (`ulimit -S -t`, a batch system's soft CPU limit
+    such as Grid Engine's s_cpu): the command ends as on a `kill PID` (it dumped core, exit 152,
+    no line). The soft limit is raised to the hard one first: the kernel sends SIGXCPU again at
+    every further second of CPU, which would kill the clean-up; the hard limit still holds."""
+    import resource
+
+    try:
+        hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+        resource.setrlimit(resource.RLIMIT_CPU, (hard, hard))
+    except (ValueError, OSError):
+        pass
+    raise KeyboardInterrupt
+
+
 def terminate_as_interrupt(previous: dict[int, object] | None = None) -> dict[int, object]:
     """A SIGTERM (`kill PID`, a batch scheduler's time limit) ends the command as Ctrl-C does:
     its workers stopped, one 'interrupted — ...' line, exit 130 (it died at once with exit 143,
     no line, and Python's 'leaked semaphore' warning). So does a SIGHUP (the terminal closed, an
     ssh session dropped, `kill -HUP`), which did the same with exit 129 — unless it is ignored
-    (`nohup ssmrepro run ...` runs on). Each handler replaced goes into ``previous`` as soon as
-    it is set (a signal just after it finds it there for ``restore``); returns ``previous``
-    ({} outside the main thread, where no handler can be set)."""
+    (`nohup ssmrepro run ...` runs on) — and a SIGXCPU (``cpu_limit_interrupt``). Each
+    handler replaced goes into ``previous`` as soon as it is set (a signal just after it finds
+    it there for ``restore``); returns ``previous`` ({} outside the main thread, where no
+    handler can be set)."""
     previous = {} if previous is None else previous
     try:
         previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, interrupt)
@@ -45,6 +61,9 @@ def terminate_as_interrupt(previous: dict[int, object] | None = None) -> dict[in
     hup = getattr(signal, "SIGHUP", None)
     if hup is not None and signal.getsignal(hup) == signal.SIG_DFL:
         previous[hup] = signal.signal(hup, interrupt)
+    xcpu = getattr(signal, "SIGXCPU", None)  # a soft CPU-time limit ran out
+    if xcpu is not None and signal.getsignal(xcpu) == signal.SIG_DFL:
+        previous[xcpu] = signal.signal(xcpu, cpu_limit_interrupt)
     return previous
 
 

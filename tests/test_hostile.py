@@ -19331,3 +19331,36 @@ def test_a_process_limit_met_is_named_with_its_value(tmp_path, monkeypatch):
     spec = write_spec(tmp_path)
     res = _invoke("run", spec, "--profile", "smoke", "--out", tmp_path / "o", "--workers", "2")
     _assert_refused(res, "error: no new process could be started", "ulimit -u 3")
+
+
+def test_a_soft_cpu_time_limit_ends_a_command_as_an_interrupt(tmp_path):
+    """`ulimit -S -t N` (a batch system's soft CPU limit, Grid Engine's s_cpu) sends SIGXCPU:
+    `run` dumped core, exit 152, no line (its claim left for a later run to judge stale). It
+    ends as on `kill PID`: the 'interrupted' line, exit 130, the soft limit raised to the hard
+    one so the SIGXCPU of each further second does not kill the clean-up. A worker killed so
+    says which limit ran out."""
+    import resource
+    import signal
+    import subprocess
+    import sys
+
+    from ssmrepro.engine.local import worker_death
+
+    code = ("import os, resource, signal, sys, time\n"
+            "from ssmrepro.signals import run_guarded\n"
+            "resource.setrlimit(resource.RLIMIT_CPU, (1000, 2000))\n"
+            "def main():\n"
+            "    os.kill(os.getpid(), signal.SIGXCPU)\n"
+            "    time.sleep(5)\n"
+            "rc = run_guarded(main, 'interrupted — x')\n"
+            "print(resource.getrlimit(resource.RLIMIT_CPU))\n"
+            "sys.exit(rc)\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 130 and "interrupted — x" in r.stderr, (r.returncode, r.stderr)
+    assert r.stdout.strip() == "(2000, 2000)", r.stdout
+    soft = resource.getrlimit(resource.RLIMIT_CPU)[0]
+    said = worker_death(-signal.SIGXCPU)
+    assert said.startswith("killed by SIGXCPU: its CPU time limit") and "raise that limit" in said
+    assert (soft == resource.RLIM_INFINITY) == ("ulimit -t" not in said)

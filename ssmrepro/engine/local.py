@@ -359,6 +359,12 @@ def worker_death(exitcode: int | None, pack: Pack | None = None) -> str:
         name = signal.Signals(-exitcode).name
     except ValueError:
         name = f"signal {-exitcode}"
+    if -exitcode == getattr(signal, "SIGXCPU", None):  # a worker's own CPU-time limit: each
+        import resource  # worker has the limit the command was given (`ulimit -t`)
+
+        soft = resource.getrlimit(resource.RLIMIT_CPU)[0]
+        limit = "" if soft == resource.RLIM_INFINITY else f" of {soft} s (ulimit -t {soft})"
+        return f"killed by {name}: its CPU time limit{limit} ran out; raise that limit"
     if -exitcode != signal.SIGKILL:
         return f"killed by {name}"
     from .plan import _gb, pack_memory
