@@ -15,6 +15,14 @@ from collections.abc import Callable
 # millisecond of it was a Ctrl-C with a traceback)
 
 
+# Signals that end a command as Ctrl-C does where nothing else handles or ignores them: a hang-up
+# (a closed terminal), and SIGUSR1 / SIGUSR2, what batch systems send as their time limit's
+# warning (Grid Engine's soft run-time limit s_rt, Slurm's `--signal=USR1@60`): a `run` died of
+# one with exit 138 / 140, no line, and Python's 'leaked semaphore' warning. Worker processes
+# ignore them (``util.hangups_ignored``): sent to every process of a job, they reach the command.
+STOP_SIGNALS = ("SIGHUP", "SIGUSR1", "SIGUSR2")
+
+
 def interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -58,9 +66,10 @@ def terminate_as_interrupt(previous: dict[int, object] | None = None) -> dict[in
         previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, interrupt)
     except ValueError:  # not the main thread
         return previous
-    hup = getattr(signal, "SIGHUP", None)
-    if hup is not None and signal.getsignal(hup) == signal.SIG_DFL:
-        previous[hup] = signal.signal(hup, interrupt)
+    for name in STOP_SIGNALS:
+        sig = getattr(signal, name, None)
+        if sig is not None and signal.getsignal(sig) == signal.SIG_DFL:
+            previous[sig] = signal.signal(sig, interrupt)
     xcpu = getattr(signal, "SIGXCPU", None)  # a soft CPU-time limit ran out
     if xcpu is not None and signal.getsignal(xcpu) == signal.SIG_DFL:
         previous[xcpu] = signal.signal(xcpu, cpu_limit_interrupt)

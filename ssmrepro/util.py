@@ -394,8 +394,10 @@ def folder_problem(path: Path) -> str | None:
 
 
 @contextlib.contextmanager
-def hangups_ignored() -> Iterator[None]:
-    """Ignore SIGHUP while worker processes and multiprocessing's resource tracker are started:
+def hangups_ignored(names: tuple[str, ...]) -> Iterator[None]:
+    """Ignore the signals ``names`` (``signals.STOP_SIGNALS``: SIGHUP, and SIGUSR1 / SIGUSR2, a
+    batch system's warning) while worker processes and multiprocessing's resource tracker are
+    started:
     they keep ignoring it (an ignored signal stays ignored across exec), so a closed terminal's
     hang-up, sent to every process of the command, reaches only the command, which stops its
     workers itself (as on Ctrl-C, which they ignore). The tracker died of it: the command's
@@ -405,26 +407,28 @@ def hangups_ignored() -> Iterator[None]:
     import threading
     from multiprocessing import resource_tracker
 
-    hup = getattr(signal, "SIGHUP", None)
-    if hup is None or threading.current_thread() is not threading.main_thread():
+    sigs = [getattr(signal, name) for name in names if hasattr(signal, name)]
+    if not sigs or threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(hup, signal.SIG_IGN)
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in sigs}
     try:
         resource_tracker.ensure_running()  # (a no-op when it runs already)
         yield
     finally:
-        signal.signal(hup, previous if previous is not None else signal.SIG_DFL)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
-def worker_start(parent: int) -> None:
-    """A pool worker's start (``initializer``): it dies with its parent and ignores hang-ups
-    (the parent handles them, see ``hangups_ignored``)."""
+def worker_start(parent: int, names: tuple[str, ...]) -> None:
+    """A pool worker's start (``initializer``): it dies with its parent and ignores the signals
+    ``names``, hang-ups and the like (the parent handles them, see ``hangups_ignored``)."""
     import signal
 
     die_with_parent(parent)
-    if hasattr(signal, "SIGHUP"):
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    for name in names:
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
 
 
 def die_with_parent(parent: int) -> None:

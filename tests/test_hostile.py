@@ -19364,3 +19364,42 @@ def test_a_soft_cpu_time_limit_ends_a_command_as_an_interrupt(tmp_path):
     said = worker_death(-signal.SIGXCPU)
     assert said.startswith("killed by SIGXCPU: its CPU time limit") and "raise that limit" in said
     assert (soft == resource.RLIM_INFINITY) == ("ulimit -t" not in said)
+
+
+def _default_user_signals() -> None:
+    """(in the child, before exec) SIGUSR1 and SIGUSR2 at their default, whatever the test
+    runner set."""
+    import signal
+
+    signal.signal(signal.SIGUSR1, signal.SIG_DFL)
+    signal.signal(signal.SIGUSR2, signal.SIG_DFL)
+
+
+def test_a_batch_systems_warning_signal_ends_a_command_as_an_interrupt(tmp_path):
+    """SIGUSR1 / SIGUSR2 (Grid Engine's soft run-time limit, Slurm's `--signal=USR1@60`) killed
+    `run` with exit 138 / 140, no line and Python's 'leaked semaphore' warning. They end it as
+    `kill PID` does (the 'interrupted' line, exit 130), and its worker processes ignore them
+    (sent to every process of a job, they reach the command, which stops its workers)."""
+    import signal
+    import subprocess
+    import sys
+
+    from ssmrepro.signals import STOP_SIGNALS
+    from ssmrepro.util import hangups_ignored
+
+    for name in ("SIGUSR1", "SIGUSR2"):
+        code = ("import os, signal, sys, time\n"
+                "from ssmrepro.signals import run_guarded\n"
+                "def main():\n"
+                f"    os.kill(os.getpid(), signal.{name})\n"
+                "    time.sleep(5)\n"
+                "sys.exit(run_guarded(main, 'interrupted — x'))\n")
+        r = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)},
+                           capture_output=True, text=True, timeout=60,
+                           preexec_fn=_default_user_signals)
+        assert r.returncode == 130 and "interrupted — x" in r.stderr, (name, r.returncode, r.stderr)
+    before = signal.getsignal(signal.SIGUSR1)
+    with hangups_ignored(STOP_SIGNALS):  # what workers start under (an ignored signal stays so)
+        assert signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN
+        assert signal.getsignal(signal.SIGUSR2) == signal.SIG_IGN
+    assert signal.getsignal(signal.SIGUSR1) == before
