@@ -597,6 +597,18 @@ def tune_malloc() -> bool:
     return ok and libc.mallopt(m_trim_threshold, 1 << 31) == 1
 
 
+def blank_home_unset() -> None:
+    """A blank ``HOME`` (``HOME=`` in an env file, a service unit or ``docker run -e HOME=``) is
+    unset, as a blank ``SSMREPRO_ROOT`` is: the home folder is then the user's passwd entry's,
+    or unknown (``expand_user``). Python reads a blank HOME as '/', so matplotlib made
+    /.cache/matplotlib (or warned that it could not, and used a temporary folder per command)
+    and the planner's cost cache was /.cache/ssmrepro: writes at the root of the file system.
+    Called at the command line's start-up, before matplotlib is loaded; worker processes
+    inherit the environment."""
+    if "HOME" in os.environ and not os.environ["HOME"].strip():
+        del os.environ["HOME"]
+
+
 def open_standard_streams() -> None:
     """Point standard input, output and error at /dev/null where the command was started with
     them closed (`ssmrepro run ... >&-`, `2>&-`, a daemon's closed descriptors). Python leaves

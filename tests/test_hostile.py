@@ -19403,3 +19403,22 @@ def test_a_batch_systems_warning_signal_ends_a_command_as_an_interrupt(tmp_path)
         assert signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN
         assert signal.getsignal(signal.SIGUSR2) == signal.SIG_IGN
     assert signal.getsignal(signal.SIGUSR1) == before
+
+
+def test_a_blank_home_is_unset_not_read_as_the_root_folder(monkeypatch):
+    """`HOME=` (blank: an env file, `docker run -e HOME=`): Python reads it as '/', so matplotlib
+    made /.cache/matplotlib and the planner's cache was /.cache/ssmrepro/costs.json. A blank
+    HOME is unset at start-up, as a blank SSMREPRO_ROOT is (the passwd entry's home, or the
+    'home folder is unknown' refusal); a set one is left alone."""
+    from ssmrepro.engine.costs import cache_file
+    from ssmrepro.util import blank_home_unset
+
+    monkeypatch.delenv("SSMREPRO_CACHE", raising=False)
+    for blank in ("", "  "):
+        monkeypatch.setenv("HOME", blank)
+        blank_home_unset()
+        assert "HOME" not in os.environ
+        assert not str(cache_file()).startswith("/.cache")
+    monkeypatch.setenv("HOME", "/h")
+    blank_home_unset()
+    assert os.environ["HOME"] == "/h" and str(cache_file()) == "/h/.cache/ssmrepro/costs.json"
