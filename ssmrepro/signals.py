@@ -15,6 +15,14 @@ from collections.abc import Callable
 # millisecond of it was a Ctrl-C with a traceback)
 
 
+# Signals that end a command as Ctrl-C does where nothing else handles or ignores them: a hang-up
+# (a closed terminal), and SIGUSR1 / SIGUSR2, what batch systems send as their time limit's
+# warning (Grid Engine's soft run-time limit s_rt, Slurm's `--signal=USR1@60`): a `run` died of
+# one with exit 138 / 140, no line, and Python's 'leaked semaphore' warning. Worker processes
+# ignore them (``util.hangups_ignored``): sent to every process of a job, they reach the command.
+STOP_SIGNALS = ("SIGHUP", "SIGUSR1", "SIGUSR2")
+
+
 def interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -29,22 +37,42 @@ def interrupt_handled() -> None:
     exec("")  # noqa: S102  (the empty program: what resets the mark)
 
 
+def cpu_limit_interrupt(signum: int, frame: object) -> None:
+    """SIGXCPU: the soft CPU-time limit ran out (`ulimit -S -t`, a batch system's soft CPU limit
+    such as Grid Engine's s_cpu): the command ends as on a `kill PID` (it dumped core, exit 152,
+    no line). The soft limit is raised to the hard one first: the kernel sends SIGXCPU again at
+    every further second of CPU, which would kill the clean-up; the hard limit still holds."""
+    import resource
+
+    try:
+        hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+        resource.setrlimit(resource.RLIMIT_CPU, (hard, hard))
+    except (ValueError, OSError):
+        pass
+    raise KeyboardInterrupt
+
+
 def terminate_as_interrupt(previous: dict[int, object] | None = None) -> dict[int, object]:
     """A SIGTERM (`kill PID`, a batch scheduler's time limit) ends the command as Ctrl-C does:
     its workers stopped, one 'interrupted — ...' line, exit 130 (it died at once with exit 143,
     no line, and Python's 'leaked semaphore' warning). So does a SIGHUP (the terminal closed, an
     ssh session dropped, `kill -HUP`), which did the same with exit 129 — unless it is ignored
-    (`nohup ssmrepro run ...` runs on). Each handler replaced goes into ``previous`` as soon as
-    it is set (a signal just after it finds it there for ``restore``); returns ``previous``
-    ({} outside the main thread, where no handler can be set)."""
+    (`nohup ssmrepro run ...` runs on) — and a SIGXCPU (``cpu_limit_interrupt``). Each
+    handler replaced goes into ``previous`` as soon as it is set (a signal just after it finds
+    it there for ``restore``); returns ``previous`` ({} outside the main thread, where no
+    handler can be set)."""
     previous = {} if previous is None else previous
     try:
         previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, interrupt)
     except ValueError:  # not the main thread
         return previous
-    hup = getattr(signal, "SIGHUP", None)
-    if hup is not None and signal.getsignal(hup) == signal.SIG_DFL:
-        previous[hup] = signal.signal(hup, interrupt)
+    for name in STOP_SIGNALS:
+        sig = getattr(signal, name, None)
+        if sig is not None and signal.getsignal(sig) == signal.SIG_DFL:
+            previous[sig] = signal.signal(sig, interrupt)
+    xcpu = getattr(signal, "SIGXCPU", None)  # a soft CPU-time limit ran out
+    if xcpu is not None and signal.getsignal(xcpu) == signal.SIG_DFL:
+        previous[xcpu] = signal.signal(xcpu, cpu_limit_interrupt)
     return previous
 
 
@@ -54,6 +82,38 @@ def restore(previous: dict[int, object]) -> None:
     for sig, handler in list(previous.items()):
         signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
     previous.clear()
+
+
+def current_folder_or_exit() -> None:
+    """Refuse to start, one line and exit 2, where the current folder no longer exists (deleted
+    while a shell stood in it): loading torch died there with 'Intel oneMKL FATAL ERROR: Cannot
+    load .../libtorch_cpu.so.' and exit 2, which reads as a broken install (and a relative path
+    cannot be resolved in a folder that is gone)."""
+    import os
+
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        sys.stderr.write("error: the current folder no longer exists (it was deleted); cd to a "
+                         "folder that exists and run the command again\n")
+        raise SystemExit(2) from None
+
+
+def out_of_memory(err: BaseException) -> str | None:
+    """One line for ``err`` where it says that memory ran out (a MemoryError, or a library that
+    could not be mapped: 'failed to map segment from shared object' under `ulimit -v`), with the
+    address-space limit where one is set; None for any other error. Each was a traceback."""
+    text = str(err)
+    if not (isinstance(err, MemoryError) or isinstance(err, ImportError) and (
+            "failed to map segment" in text or "Cannot allocate memory" in text)):
+        return None
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    limit = ("" if soft == resource.RLIM_INFINITY else
+             f"; this process may use {soft / 2**30:.3g} GiB of address space at most "
+             f"(ulimit -v {soft // 1024}): raise that limit")
+    return f"out of memory ({type(err).__name__}{': ' + text if text else ''}){limit}"
 
 
 def load_guarded(load: Callable[[], object]) -> object:
@@ -72,6 +132,13 @@ def load_guarded(load: Callable[[], object]) -> object:
         interrupt_handled()
         sys.stderr.write("interrupted — before the command started; nothing was done\n")
         raise SystemExit(130) from None
+    except (MemoryError, ImportError) as err:  # torch or pandas under `ulimit -v 700000`: an
+        memory = out_of_memory(err)  # ImportError traceback ('failed to map segment')
+        if memory is None:
+            raise
+        restore(previous)
+        sys.stderr.write(f"error: {memory}\n")
+        raise SystemExit(2) from None
     return out
 
 

@@ -88,8 +88,36 @@ def process_started(pid: int) -> float | None:
         return None
 
 
+def _process_limit(err: OSError) -> str | None:
+    """What a process limit ``err`` met says, with the limit and the way out; None for an error
+    of no such limit. `ulimit -n 20` with `run --workers 2` said only 'error: cannot use: Too
+    many open files' (a worker's pipes), naming neither file nor limit."""
+    import resource
+
+    def soft(which: int) -> str:
+        n = resource.getrlimit(which)[0]
+        return "no limit" if n == resource.RLIM_INFINITY else str(n)
+
+    if err.errno == errno.EMFILE:
+        n = soft(resource.RLIMIT_NOFILE)
+        return (f"too many open files (this process may have {n} open at once: ulimit -n "
+                f"{n}); raise that limit, or run fewer --workers")
+    if err.errno == errno.ENFILE:
+        return "the system's table of open files is full; close programs or run fewer --workers"
+    if err.errno == errno.EAGAIN and not err.filename:  # fork: no new process (ulimit -u)
+        n = soft(resource.RLIMIT_NPROC)
+        return (f"no new process could be started ({err.strerror or 'EAGAIN'}; this user may "
+                f"run {n} processes and threads: ulimit -u {n}); raise that limit, or run "
+                "fewer --workers")
+    return None
+
+
 def os_message(err: OSError) -> str:
-    """'cannot write results/x.json: no space left on device' from an OSError."""
+    """'cannot write results/x.json: no space left on device' from an OSError; a process limit
+    met (open files, processes) says which, with its value, whether or not a file is named."""
+    limit = _process_limit(err)
+    if limit is not None:
+        return f"cannot use {err.filename}: {limit}" if err.filename else limit
     where = f" {err.filename}" if err.filename else ""
     what = {errno.ENOSPC: "no space left on device", errno.EROFS: "read-only file system",
             errno.EACCES: "permission denied", errno.ENOTDIR: "a path component is a file, "
@@ -366,8 +394,10 @@ def folder_problem(path: Path) -> str | None:
 
 
 @contextlib.contextmanager
-def hangups_ignored() -> Iterator[None]:
-    """Ignore SIGHUP while worker processes and multiprocessing's resource tracker are started:
+def hangups_ignored(names: tuple[str, ...]) -> Iterator[None]:
+    """Ignore the signals ``names`` (``signals.STOP_SIGNALS``: SIGHUP, and SIGUSR1 / SIGUSR2, a
+    batch system's warning) while worker processes and multiprocessing's resource tracker are
+    started:
     they keep ignoring it (an ignored signal stays ignored across exec), so a closed terminal's
     hang-up, sent to every process of the command, reaches only the command, which stops its
     workers itself (as on Ctrl-C, which they ignore). The tracker died of it: the command's
@@ -377,26 +407,28 @@ def hangups_ignored() -> Iterator[None]:
     import threading
     from multiprocessing import resource_tracker
 
-    hup = getattr(signal, "SIGHUP", None)
-    if hup is None or threading.current_thread() is not threading.main_thread():
+    sigs = [getattr(signal, name) for name in names if hasattr(signal, name)]
+    if not sigs or threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(hup, signal.SIG_IGN)
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in sigs}
     try:
         resource_tracker.ensure_running()  # (a no-op when it runs already)
         yield
     finally:
-        signal.signal(hup, previous if previous is not None else signal.SIG_DFL)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
-def worker_start(parent: int) -> None:
-    """A pool worker's start (``initializer``): it dies with its parent and ignores hang-ups
-    (the parent handles them, see ``hangups_ignored``)."""
+def worker_start(parent: int, names: tuple[str, ...]) -> None:
+    """A pool worker's start (``initializer``): it dies with its parent and ignores the signals
+    ``names``, hang-ups and the like (the parent handles them, see ``hangups_ignored``)."""
     import signal
 
     die_with_parent(parent)
-    if hasattr(signal, "SIGHUP"):
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    for name in names:
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
 
 
 def die_with_parent(parent: int) -> None:
@@ -565,6 +597,18 @@ def tune_malloc() -> bool:
     return ok and libc.mallopt(m_trim_threshold, 1 << 31) == 1
 
 
+def blank_home_unset() -> None:
+    """A blank ``HOME`` (``HOME=`` in an env file, a service unit or ``docker run -e HOME=``) is
+    unset, as a blank ``SSMREPRO_ROOT`` is: the home folder is then the user's passwd entry's,
+    or unknown (``expand_user``). Python reads a blank HOME as '/', so matplotlib made
+    /.cache/matplotlib (or warned that it could not, and used a temporary folder per command)
+    and the planner's cost cache was /.cache/ssmrepro: writes at the root of the file system.
+    Called at the command line's start-up, before matplotlib is loaded; worker processes
+    inherit the environment."""
+    if "HOME" in os.environ and not os.environ["HOME"].strip():
+        del os.environ["HOME"]
+
+
 def open_standard_streams() -> None:
     """Point standard input, output and error at /dev/null where the command was started with
     them closed (`ssmrepro run ... >&-`, `2>&-`, a daemon's closed descriptors). Python leaves
@@ -636,7 +680,12 @@ class NotSmallFile(OSError):
 def read_small(path: Path, limit: int, follow_links: bool = False) -> bytes:
     """The bytes of ``path``, a regular file of at most ``limit`` bytes; NotSmallFile otherwise
     (a FIFO or a link to /dev/zero would never end). Without ``follow_links`` a symbolic link is
-    refused too. FileNotFoundError passes through."""
+    refused too. FileNotFoundError passes through.
+
+    Reads what the file holds, not ``limit`` bytes: ``f.read(n)`` reserves n bytes before it
+    reads, so every table read (limit 1 GiB) took a gigabyte of address space, and under an
+    address-space limit (``ulimit -v 1500000``, a batch system's memory cap) `run` ended in a
+    MemoryError traceback after training, where its records took a few kB."""
     import stat
 
     st = os.stat(path) if follow_links else os.lstat(path)
@@ -646,7 +695,15 @@ def read_small(path: Path, limit: int, follow_links: bool = False) -> bytes:
     if st.st_size > limit:
         raise NotSmallFile(f"{st.st_size:,} bytes, larger than {limit:,}")
     with open(path, "rb") as f:
-        data = f.read(limit + 1)
+        blocks = [f.read(st.st_size + 1)]  # the whole file, and the byte that says it grew
+        size = len(blocks[0])
+        while size > st.st_size and size <= limit:  # it grew since the stat: read on, in
+            block = f.read(min(limit + 1 - size, 1 << 20))  # bounded steps, up to the limit
+            if not block:
+                break
+            blocks.append(block)
+            size += len(block)
+    data = b"".join(blocks) if len(blocks) > 1 else blocks[0]
     if len(data) > limit:
         raise NotSmallFile(f"larger than {limit:,} bytes")
     return data

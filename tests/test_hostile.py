@@ -19824,3 +19824,227 @@ def test_a_blocks_estimate_counts_what_its_norm_keeps_by_kind():
         assert MixerBlockConfig(**cfg).activation_floats(8, 5) == own + kept, norm
         mlp = MixerBlockConfig(**cfg, mlp_expand=2).activation_floats(8, 5)
         assert mlp == own + 2 * kept + 200, norm
+
+
+def test_read_small_reserves_what_the_file_holds_not_its_limit(tmp_path, monkeypatch):
+    """Every table read asked ``f.read(1 GiB + 1)``, which reserves the gigabyte before it reads:
+    under an address-space limit (`ulimit -v 1500000`) a smoke `run` ended in a MemoryError
+    traceback after training. It asks for the file's size (and a byte more); a file that grew
+    since its stat is read on in bounded steps, and one past the limit is still refused."""
+    import builtins
+
+    import ssmrepro.util as util
+    from ssmrepro.util import NotSmallFile, read_small
+
+    asked: list[int] = []
+    grow = {"by": b""}
+
+    class Spy:
+        def __init__(self, f):
+            self.f = f
+
+        def read(self, n=-1):
+            asked.append(n)
+            return self.f.read(n)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+    def spy_open(path, mode="r", *a, **k):
+        if grow["by"]:  # the file grows between read_small's stat and its read
+            with builtins.open(path, "ab") as g:
+                g.write(grow["by"])
+        return Spy(builtins.open(path, mode, *a, **k))
+
+    monkeypatch.setattr(util, "open", spy_open, raising=False)
+    p = tmp_path / "t.csv"
+    p.write_bytes(b"a,b\n1,2\n")
+    assert read_small(p, 1 << 30) == b"a,b\n1,2\n"
+    assert max(asked) <= 9, asked
+    grow["by"] = b"3,4\n"
+    asked.clear()
+    assert read_small(p, 1 << 30) == b"a,b\n1,2\n3,4\n"
+    assert max(asked) <= 1 << 20, asked
+    grow["by"] = b"x" * 40
+    with pytest.raises(NotSmallFile):
+        read_small(p, 30)
+
+
+def test_a_command_out_of_memory_says_so_and_exits_2(tmp_path, monkeypatch):
+    """A MemoryError inside a command (an address-space limit, `ulimit -v`) was a traceback,
+    exit 1; and one while the command loaded torch or pandas ('failed to map segment from
+    shared object', an ImportError) a traceback too. Both are one line naming the limit, exit 2;
+    another ImportError is not hidden."""
+    import resource
+
+    import ssmrepro.cli.experiments as ex
+    from ssmrepro.signals import load_guarded, out_of_memory
+
+    def no_memory(*a, **k):
+        raise MemoryError
+
+    monkeypatch.setattr(ex, "_project_specs", no_memory)
+    res = _invoke("list", "--out", tmp_path / "o")
+    _assert_refused(res, "error: out of memory (MemoryError)")
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (1500000 * 1024, hard))
+    assert out_of_memory(MemoryError()).endswith("(ulimit -v 1500000): raise that limit")
+
+    def unmappable():
+        raise ImportError("libtorch_cpu.so: failed to map segment from shared object")
+
+    with pytest.raises(SystemExit) as code:
+        load_guarded(unmappable)
+    assert code.value.code == 2
+    with pytest.raises(ImportError, match="No module named"):
+        load_guarded(lambda: __import__("no_such_module_here"))
+    assert out_of_memory(ValueError("failed to map segment")) is None
+
+
+def test_a_command_started_in_a_deleted_folder_says_so_and_exits_2(tmp_path):
+    """`mkdir d; cd d; rmdir ../d; ssmrepro list`: torch's loading died with 'Intel oneMKL
+    FATAL ERROR: Cannot load .../libtorch_cpu.so.' (exit 2, read as a broken install); every
+    entry point now says that the current folder is gone, exit 2, before it loads torch."""
+    import subprocess
+    import sys
+
+    gone = tmp_path / "gone"
+    gone.mkdir()
+
+    def into_deleted_folder():
+        os.chdir(gone)
+        os.rmdir(gone)
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SSMREPRO_ROOT": str(ROOT)}
+    for argv in (["-c", "from ssmrepro.cli import app; app()", "list"],
+                 ["-m", "ssmrepro.bench.scans", "--help"]):
+        gone.mkdir(exist_ok=True)
+        r = subprocess.run([sys.executable, *argv], env=env, capture_output=True, text=True,
+                           timeout=60, preexec_fn=into_deleted_folder)
+        assert r.returncode == 2, (argv, r.returncode, r.stderr[-600:])
+        assert "the current folder no longer exists" in r.stderr, r.stderr[-600:]
+        assert "oneMKL" not in r.stderr and "Traceback" not in r.stderr, r.stderr[-600:]
+
+
+def test_a_process_limit_met_is_named_with_its_value(tmp_path, monkeypatch):
+    """`ulimit -n 20` with `run --workers 2` ended 'error: cannot use: Too many open files' (a
+    worker's pipes: no file, no limit named); a fork refused under `ulimit -u` would say
+    'cannot use: Resource temporarily unavailable'. Each names its limit and the way out."""
+    import errno
+    import resource
+
+    import ssmrepro.engine.local as local
+    from ssmrepro.util import os_message
+
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (
+        {resource.RLIMIT_NOFILE: 20, resource.RLIMIT_NPROC: 3}.get(which, -1), -1))
+    assert os_message(OSError(errno.EMFILE, "Too many open files")) == (
+        "too many open files (this process may have 20 open at once: ulimit -n 20); raise that "
+        "limit, or run fewer --workers")
+    assert os_message(OSError(errno.EMFILE, "Too many open files", "/r/x.json")).startswith(
+        "cannot use /r/x.json: too many open files (this process may have 20")
+    assert "ulimit -u 3" in os_message(OSError(errno.EAGAIN, "Resource temporarily unavailable"))
+    assert os_message(OSError(errno.ENOSPC, "No space", "/r")) == (
+        "cannot use /r: no space left on device")
+
+    def no_fork(self):
+        raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(local.mp.get_context("spawn").Process, "start", no_fork)
+    spec = write_spec(tmp_path)
+    res = _invoke("run", spec, "--profile", "smoke", "--out", tmp_path / "o", "--workers", "2")
+    _assert_refused(res, "error: no new process could be started", "ulimit -u 3")
+
+
+def test_a_soft_cpu_time_limit_ends_a_command_as_an_interrupt(tmp_path):
+    """`ulimit -S -t N` (a batch system's soft CPU limit, Grid Engine's s_cpu) sends SIGXCPU:
+    `run` dumped core, exit 152, no line (its claim left for a later run to judge stale). It
+    ends as on `kill PID`: the 'interrupted' line, exit 130, the soft limit raised to the hard
+    one so the SIGXCPU of each further second does not kill the clean-up. A worker killed so
+    says which limit ran out."""
+    import resource
+    import signal
+    import subprocess
+    import sys
+
+    from ssmrepro.engine.local import worker_death
+
+    code = ("import os, resource, signal, sys, time\n"
+            "from ssmrepro.signals import run_guarded\n"
+            "resource.setrlimit(resource.RLIMIT_CPU, (1000, 2000))\n"
+            "def main():\n"
+            "    os.kill(os.getpid(), signal.SIGXCPU)\n"
+            "    time.sleep(5)\n"
+            "rc = run_guarded(main, 'interrupted — x')\n"
+            "print(resource.getrlimit(resource.RLIMIT_CPU))\n"
+            "sys.exit(rc)\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 130 and "interrupted — x" in r.stderr, (r.returncode, r.stderr)
+    assert r.stdout.strip() == "(2000, 2000)", r.stdout
+    soft = resource.getrlimit(resource.RLIMIT_CPU)[0]
+    said = worker_death(-signal.SIGXCPU)
+    assert said.startswith("killed by SIGXCPU: its CPU time limit") and "raise that limit" in said
+    assert (soft == resource.RLIM_INFINITY) == ("ulimit -t" not in said)
+
+
+def _default_user_signals() -> None:
+    """(in the child, before exec) SIGUSR1 and SIGUSR2 at their default, whatever the test
+    runner set."""
+    import signal
+
+    signal.signal(signal.SIGUSR1, signal.SIG_DFL)
+    signal.signal(signal.SIGUSR2, signal.SIG_DFL)
+
+
+def test_a_batch_systems_warning_signal_ends_a_command_as_an_interrupt(tmp_path):
+    """SIGUSR1 / SIGUSR2 (Grid Engine's soft run-time limit, Slurm's `--signal=USR1@60`) killed
+    `run` with exit 138 / 140, no line and Python's 'leaked semaphore' warning. They end it as
+    `kill PID` does (the 'interrupted' line, exit 130), and its worker processes ignore them
+    (sent to every process of a job, they reach the command, which stops its workers)."""
+    import signal
+    import subprocess
+    import sys
+
+    from ssmrepro.signals import STOP_SIGNALS
+    from ssmrepro.util import hangups_ignored
+
+    for name in ("SIGUSR1", "SIGUSR2"):
+        code = ("import os, signal, sys, time\n"
+                "from ssmrepro.signals import run_guarded\n"
+                "def main():\n"
+                f"    os.kill(os.getpid(), signal.{name})\n"
+                "    time.sleep(5)\n"
+                "sys.exit(run_guarded(main, 'interrupted — x'))\n")
+        r = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)},
+                           capture_output=True, text=True, timeout=60,
+                           preexec_fn=_default_user_signals)
+        assert r.returncode == 130 and "interrupted — x" in r.stderr, (name, r.returncode, r.stderr)
+    before = signal.getsignal(signal.SIGUSR1)
+    with hangups_ignored(STOP_SIGNALS):  # what workers start under (an ignored signal stays so)
+        assert signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN
+        assert signal.getsignal(signal.SIGUSR2) == signal.SIG_IGN
+    assert signal.getsignal(signal.SIGUSR1) == before
+
+
+def test_a_blank_home_is_unset_not_read_as_the_root_folder(monkeypatch):
+    """`HOME=` (blank: an env file, `docker run -e HOME=`): Python reads it as '/', so matplotlib
+    made /.cache/matplotlib and the planner's cache was /.cache/ssmrepro/costs.json. A blank
+    HOME is unset at start-up, as a blank SSMREPRO_ROOT is (the passwd entry's home, or the
+    'home folder is unknown' refusal); a set one is left alone."""
+    from ssmrepro.engine.costs import cache_file
+    from ssmrepro.util import blank_home_unset
+
+    monkeypatch.delenv("SSMREPRO_CACHE", raising=False)
+    for blank in ("", "  "):
+        monkeypatch.setenv("HOME", blank)
+        blank_home_unset()
+        assert "HOME" not in os.environ
+        assert not str(cache_file()).startswith("/.cache")
+    monkeypatch.setenv("HOME", "/h")
+    blank_home_unset()
+    assert os.environ["HOME"] == "/h" and str(cache_file()) == "/h/.cache/ssmrepro/costs.json"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from ..signals import load_guarded, run_guarded
+from ..signals import current_folder_or_exit, load_guarded, run_guarded
 from ..util import os_message
 
 # what a command holds a benchmark folder for (``util.folder_lock``) while it writes a record's
@@ -18,6 +18,7 @@ RECORDS_LOCK = "writing the benchmark records of"
 
 def _load() -> None:
     """What ``scans`` and ``step`` import (torch, the kernels, the timer): their start-up."""
+    current_folder_or_exit()  # before torch, which cannot load there
     from ..kernels import conv, inplace, scan, ssd, xent  # noqa: F401
     from ..tasks import base  # noqa: F401
     from ..util import atomic_write_text  # noqa: F401

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import sys
 
-from ..signals import load_guarded
+from ..signals import current_folder_or_exit, load_guarded
 
 
 def _load():
+    current_folder_or_exit()  # before torch, which cannot load there
+    from ..util import blank_home_unset
+
+    blank_home_unset()  # before matplotlib reads it
     from . import data, experiments  # noqa: F401  (register the commands)
     from .app import app
 

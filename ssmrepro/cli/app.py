@@ -27,7 +27,7 @@ from rich.markup import escape
 from ..data.sources import DataUnavailable
 from ..kernels.backend import BackendError
 from ..plots.registry import FigureTooLarge
-from ..signals import interrupt_handled, restore, terminate_as_interrupt
+from ..signals import interrupt_handled, out_of_memory, restore, terminate_as_interrupt
 from ..spec import SpecError
 from ..store import LinkOutside, TableError
 from ..util import (
@@ -345,6 +345,8 @@ def guard(fn: Callable[..., Any], interrupted: str = REDO) -> Callable[..., Any]
             if isinstance(err, BrokenPipeError) and _mute_closed_outputs():  # print(), echo
                 raise typer.Exit(EXIT_PIPE) from None
             fail([os_message(err)])
+        except MemoryError as err:  # an address-space limit (`ulimit -v`): a traceback
+            fail([out_of_memory(err) or "out of memory"])
         except KeyboardInterrupt:
             interrupt_handled()  # (exit 130, not death by SIGINT, under `python -m`)
             try:

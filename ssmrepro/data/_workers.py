@@ -36,13 +36,14 @@ def iter_chunks(fn: Callable[[int], T], workers: int = 1, ahead: int | None = No
         while True:
             yield fn(c)
             c += 1
+    from ..signals import STOP_SIGNALS
     from ..util import hangups_ignored, worker_start
 
     ctx = mp.get_context("spawn")  # a worker dies with its parent: killed with -9, the parent
     # left them blocked for ever on the full result pipe (orphans holding a chunk in memory)
-    with hangups_ignored():  # its queues start the resource tracker: one ignoring hang-ups
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=worker_start,
-                                   initargs=(os.getpid(),))
+    with hangups_ignored(STOP_SIGNALS):  # its queues start the resource tracker: one ignoring
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx,  # hang-ups
+                                   initializer=worker_start, initargs=(os.getpid(), STOP_SIGNALS))
     with pool as ex:
         pending: deque = deque()
         c = 0

@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 
 from ..kernels.backend import kernel_usage, reset_kernel_usage, set_scan_backend
+from ..signals import STOP_SIGNALS
 from ..store import RECORD_REVISION, WEIGHTS_DIGEST, Store
 from ..sweep import CODE_VERSION
 from ..train import member_state, train_pack
@@ -317,8 +318,9 @@ def _worker_main(worker: int, tasks, events, store: Store, ws: WorkSettings, thr
                  parent: int) -> None:
     die_with_parent(parent)  # a killed sweep leaves no orphans training on
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us,
-    if hasattr(signal, "SIGHUP"):  # and a closed terminal's hang-up, sent to us all
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    for name in STOP_SIGNALS:  # and a closed terminal's hang-up (or a batch system's
+        if hasattr(signal, name):  # SIGUSR1 / SIGUSR2), sent to us all
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
     tune_malloc()  # no page-fault storms on every step's fresh activations (see util)
     flush_denormals()  # no slow denormal arithmetic (see util)
     plain_warnings()  # 'warning: ...' as the parent prints them
@@ -359,6 +361,12 @@ def worker_death(exitcode: int | None, pack: Pack | None = None) -> str:
         name = signal.Signals(-exitcode).name
     except ValueError:
         name = f"signal {-exitcode}"
+    if -exitcode == getattr(signal, "SIGXCPU", None):  # a worker's own CPU-time limit: each
+        import resource  # worker has the limit the command was given (`ulimit -t`)
+
+        soft = resource.getrlimit(resource.RLIMIT_CPU)[0]
+        limit = "" if soft == resource.RLIM_INFINITY else f" of {soft} s (ulimit -t {soft})"
+        return f"killed by {name}: its CPU time limit{limit} ran out; raise that limit"
     if -exitcode != signal.SIGKILL:
         return f"killed by {name}"
     from .plan import _gb, pack_memory
@@ -374,7 +382,7 @@ def run_workers(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings, w
     """N spawned processes pull packs from one queue. A worker that dies mid-pack is reported
     as that pack's end with every run lost (``failed``, message 'worker died ...')."""
     ctx = mp.get_context("spawn")
-    with hangups_ignored():  # the workers and the resource tracker ignore a hang-up (util)
+    with hangups_ignored(STOP_SIGNALS):  # the workers and the resource tracker ignore a hang-up (util)
         tasks, events = ctx.Queue(), ctx.Queue()
         for item in packs:
             tasks.put(item)
