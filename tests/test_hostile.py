@@ -19198,3 +19198,37 @@ def test_whole_numbers_past_1e9_are_not_equal_but_for_rounding():
     raw = list_panels({"col": "data.seed", "paper_panels": {"1000000000": "a", "1000000001": "b"}})
     assert mapped_panel(raw["paper_panels"], "data.seed", 1000000001) == "b"
     assert mapped_panel(raw["paper_panels"], "data.seed", 1000000000.0) == "a"
+
+
+def test_a_saved_weights_figure_drawn_from_its_arrays_takes_the_labels_of_the_spec_now(
+        tmp_path, monkeypatch):
+    """Two labels swapped in the spec (the same runs, their weights deleted, records kept): the
+    stored arrays' rows were drawn under the old labels (the d_state 2 run as 'A', the report's
+    'B'); with one cell's weights left, the other's stored row was dropped as 'not held by the
+    arrays'. Each stored row is now drawn under its run's label in the spec as it is."""
+    import ssmrepro.plots.mechanistic as mech
+
+    spec = _one_run_spec(tmp_path, save_weights=True, analysis=["output_variance"],
+                         task={"name": "mqar", "vocab": 16, "L": 8, "kappa": 2},
+                         sweep=[{"cases": [{"label": "A", "set": {"model.d_state": 2}},
+                                           {"label": "B", "set": {"model.d_state": 4}}]}],
+                         figures=[{"kind": "output_distribution", "name": "fig-out"}],
+                         train={"optimizer": "adam", "lr": 0.01, "batch_size": 4, "max_steps": 2,
+                                "val_size": 8, "test_size": 8, "eval_every": 2})
+    out = tmp_path / "out"
+    args = ["--out", out, "--profile", "smoke"]
+    assert _invoke("run", spec, *args, "--no-calibrate", "--workers", "1").exit_code == 0
+    raw = yaml.safe_load(spec.read_text())
+    for case, label in zip(raw["sweep"][0]["cases"], ["B", "A"]):
+        case["label"] = label
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    drawn = []
+    monkeypatch.setattr(mech, "_draw_distribution", lambda ctx, cfg, path, rows: drawn.append(
+        [(r["name"], int(r["metrics"]["N"])) for r in rows]))
+    weights = sorted((out / "tests" / "t-spec" / "runs").glob("*.pt"))
+    for left in (1, 0):  # one cell's weights left, then none
+        for p in weights[left:]:
+            p.unlink(missing_ok=True)
+        res = _invoke("plot", spec, *args)
+        assert res.exit_code == 0 and "drawn without" not in res.output, res.output
+        assert sorted(drawn.pop()) == [("A", 4), ("B", 2)], res.output
