@@ -19232,3 +19232,45 @@ def test_a_saved_weights_figure_drawn_from_its_arrays_takes_the_labels_of_the_sp
         res = _invoke("plot", spec, *args)
         assert res.exit_code == 0 and "drawn without" not in res.output, res.output
         assert sorted(drawn.pop()) == [("A", 4), ("B", 2)], res.output
+
+
+def test_an_analysis_table_from_before_an_axis_was_added_stands_for_one_cell_only(tmp_path):
+    """A committed output_variance table written before the sweep had `model.d_state` (no such
+    column; weights deleted, records kept), then the axis [4, 2] added, 4 being the old run's
+    value: its row was merged into both cells by label, so the d_state 2 cell, never trained,
+    showed the old run's out.snr and a claim on it PASSed. The row now stands for the one
+    finished cell it matches; a row matching finished cells of several values is not used."""
+    spec = _one_run_spec(tmp_path, save_weights=True, analysis=["output_variance"],
+                         task={"name": "mqar", "vocab": 16, "L": 8, "kappa": 2},
+                         sweep=[{"cases": [{"label": "A", "set": {"model.mixer": "s6"}}]}],
+                         train={"optimizer": "adam", "lr": 0.01, "batch_size": 4, "max_steps": 2,
+                                "val_size": 8, "test_size": 8, "eval_every": 2})
+    out = tmp_path / "out"
+    args = ["--out", out, "--profile", "smoke"]
+    assert _invoke("run", spec, *args, "--no-calibrate", "--workers", "1").exit_code == 0
+    root = out / "tests" / "t-spec"
+    for p in root.glob("runs/*.pt"):
+        p.unlink()
+    raw = yaml.safe_load(spec.read_text())
+    raw["sweep"].append({"grid": {"model.d_state": [4, 2]}})
+    raw["claims"] = [{"text": "d_state 2 measured", "where": {"model.d_state": 2},
+                      "metric": "out.snr", "op": ">=", "value": 0}]
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    res = _invoke("verify", spec, *args)
+    assert "MISSING d_state 2 measured" in res.output, res.output
+    import pandas as pd
+
+    summary = pd.read_csv(root / "summary-smoke.csv").set_index("model.d_state")["out.snr"]
+    assert summary.notna().to_dict() == {4: True, 2: False}, summary
+    # both cells finished: the row cannot say which one it measured
+    from ssmrepro.report.analysis import completed_keys
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    runs = expand(load_spec(spec), "smoke")
+    table = pd.read_csv(root / "output_variance-smoke.csv")
+    kept, why = completed_keys(table, ["label", "model.d_state"], runs)
+    assert kept.empty and "stands for 2 finished cells" in why[0], why
+    kept, why = completed_keys(table, ["label", "model.d_state"], runs[:1])
+    assert kept["model.d_state"].tolist() == [runs[0].model.d_state] and not why
+

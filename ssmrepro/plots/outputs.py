@@ -32,6 +32,7 @@ from ..report.analysis import (
     analysis_range,
     cell_identities,
     cell_means,
+    completed_keys,
     decay_metrics,
     histogram_table,
     planned_rows,
@@ -1921,7 +1922,10 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
         cols, short = short_cells(hist, run_keys, finished,  # cells short of a record
                                   {rid for rid, _ in recs})
         if hpath.exists() and (hist.empty or len(recs) < len(runs)):  # the committed cells
-            committed = read_histograms(hpath)
+            read = read_histograms(hpath)
+            committed, vague = completed_keys(read, run_keys, finished)
+            for why in vague:
+                print(f"warning: {hpath.name}: {why}; its rows are not used", file=sys.stderr)
             # a committed cell stands whole for one short of a seed's record (measured from the
             # seeds present, it disagreed with its results row, which counts them all)
             stand = short & set(cell_identities(committed, run_keys))
@@ -1929,7 +1933,7 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
                 hist = hist[[k not in stand for k in cell_identities(hist, run_keys)]]
             n_own = len(hist)
             hist = with_committed(hist, committed, run_keys, finished)
-            dropped = _committed_dropped(committed, len(hist) - n_own)
+            dropped = _committed_dropped(read, len(hist) - n_own)
             short -= stand
         for key in sorted(short, key=str):
             print(f"warning: {hpath.name}: the cell {', '.join(f'{c}={v}' for c, v in zip(cols, key))}"
@@ -1949,7 +1953,8 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
         if len(table) < len(runs) and tpath.exists():  # runs without weights: committed rows
             read = read_weights_table(tpath, name)
             committed, unplanned = planned_rows(read, runs, run_keys)
-            for why in unplanned:
+            committed, vague = completed_keys(committed, run_keys, finished)
+            for why in [*unplanned, *vague]:
                 print(f"warning: {tpath.name}: {why}; the row is not used", file=sys.stderr)
             n_own = len(table)
             table = with_committed(table, committed, run_keys, finished)
