@@ -19274,3 +19274,38 @@ def test_an_analysis_table_from_before_an_axis_was_added_stands_for_one_cell_onl
     kept, why = completed_keys(table, ["label", "model.d_state"], runs[:1])
     assert kept["model.d_state"].tolist() == [runs[0].model.d_state] and not why
 
+
+
+def test_a_saved_weights_figure_whose_arrays_are_of_the_spec_before_an_edit_is_removed(tmp_path):
+    """A mechanistic figure's `bins` changed, or a cell removed from the sweep, its weights gone
+    (records kept): its arrays were 'unusable (drawn for another selection)' or '(computed from
+    runs that are not of this profile's cells)', 'not drawn', and the old image of the spec as it
+    was stayed beside the report (the front page linked it). It is now removed, as are images of
+    no finished cell (a damaged arrays file still leaves the image)."""
+    spec = _one_run_spec(tmp_path, save_weights=True, analysis=["output_variance"],
+                         task={"name": "mqar", "vocab": 16, "L": 8, "kappa": 2},
+                         sweep=[{"cases": [{"label": "A", "set": {"model.d_state": 2}},
+                                           {"label": "B", "set": {"model.d_state": 4}}]}],
+                         figures=[{"kind": "output_distribution", "name": "fig-out"}],
+                         train={"optimizer": "adam", "lr": 0.01, "batch_size": 4, "max_steps": 2,
+                                "val_size": 8, "test_size": 8, "eval_every": 2})
+    out = tmp_path / "out"
+    args = ["--out", out, "--profile", "smoke"]
+    assert _invoke("run", spec, *args, "--no-calibrate", "--workers", "1").exit_code == 0
+    root = out / "tests" / "t-spec"
+    for p in root.glob("runs/*.pt"):
+        p.unlink()
+    image, arrays = root / "fig-out-smoke.png", root / "fig-out-smoke-arrays.npz"
+    kept = {p: p.read_bytes() for p in (image, arrays)}
+    before = spec.read_text()
+    for edit, why in [(lambda raw: raw["figures"][0].update(bins=30), "another selection"),
+                      (lambda raw: raw["sweep"][0]["cases"].pop(), "not of this profile's")]:
+        for p, data in kept.items():
+            p.write_bytes(data)
+        raw = yaml.safe_load(before)
+        edit(raw)
+        spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+        res = _invoke("plot", spec, *args)
+        said = " ".join(res.output.split())
+        assert res.exit_code == 0 and why in said and "not drawn" in said, res.output
+        assert not image.exists() and "the old fig-out-smoke.png removed" in said, res.output

@@ -265,6 +265,11 @@ def pack(rows: list[dict[str, Any]], cfg: MechFigureConfig) -> bytes:
     return buf.getvalue()
 
 
+class StaleArrays(ValueError):
+    """A figure's stored arrays of another selection, or of runs not of the profile's cells: drawn
+    for the spec as it was before an edit, as the image beside them was."""
+
+
 MAX_ARRAYS_BYTES = 64 << 20  # a figure's .npz is kilobytes to a few MB (uint8 levels, compressed)
 
 
@@ -286,7 +291,7 @@ def unpack(source, cfg: MechFigureConfig) -> list[dict[str, Any]]:
                 raise ValueError("its entries unpack to more than "
                                  f"{16 * MAX_ARRAYS_BYTES >> 20} MiB")
             if str(z["config"]) != _config_key(cfg):
-                raise ValueError(f"they were drawn for another selection ({z['config']})")
+                raise StaleArrays(f"they were drawn for another selection ({z['config']})")
             names = _texts(z["names"])
             # arrays written before the run ids were stored: rows of unknown runs (None)
             runs = _texts(z["runs"]) if "runs" in z.files else [None] * len(names)
@@ -358,8 +363,8 @@ def _figure(ctx: FigureContext, cfg: MechFigureConfig, path: Path, compute, draw
             err = e
         foreign = [row["run"] for row in stored or [] if row["run"] not in {None, *set().union(*ids)}]
         if foreign:
-            err = ValueError(f"its rows were computed from runs that are not of this profile's "
-                             f"cells ({foreign[0]}{', ...' if len(foreign) > 1 else ''})")
+            err = StaleArrays(f"its rows were computed from runs that are not of this "
+                              f"profile's cells ({foreign[0]}{', ...' if len(foreign) > 1 else ''})")
             stored = None
     aligned = stored is not None and len(stored) == len(selected) and all(
         stored[i]["run"] is not None or row["name"] == stored[i]["name"]
@@ -382,8 +387,10 @@ def _figure(ctx: FigureContext, cfg: MechFigureConfig, path: Path, compute, draw
         if not any(fin):
             raise NotDrawn(f"no finished cell of profile {ctx.profile} to draw; {run} trains "
                            "them", stale=True)
-        if err is not None:
-            raise NotDrawn(f"{arrays.name} is unusable ({err}); re-run {run} to rebuild it")
+        if err is not None:  # drawn for the spec before an edit: so is the old image, which
+            # was kept beside 'not drawn' (the front page linked it as the figure)
+            raise NotDrawn(f"{arrays.name} is unusable ({err}); re-run {run} to rebuild it",
+                           stale=isinstance(err, StaleArrays) and "it was drawn from those arrays")
         raise NotDrawn(f"no saved weights of its cells (runs/, not in git) and no {arrays.name}; "
                        f"{run} trains them")
     if not rows:

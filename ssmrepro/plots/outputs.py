@@ -1781,7 +1781,8 @@ def _file_state(path: Path) -> tuple | None:
     return (st.st_ino, st.st_size, st.st_mtime_ns) if path.is_file() else None
 
 
-def _remove_stale(path: Path, drawn: bool) -> str:
+def _remove_stale(path: Path, drawn: bool,
+                  why: str = "it showed runs that are no finished run of the profile") -> str:
     """Remove ``path``, an output that no finished cell of the profile supports any more (its
     figure not ``drawn`` for want of one, or its summary.csv), when one is there:
     '; the old <name> removed', else ''. After a spec edit whose runs are not trained yet (or
@@ -1790,7 +1791,7 @@ def _remove_stale(path: Path, drawn: bool) -> str:
     if drawn or path.is_symlink() or not path.is_file():
         return ""
     path.unlink()
-    return f"; the old {path.name} removed (it showed runs that are no finished run of the profile)"
+    return f"; the old {path.name} removed ({why})"
 
 
 def _chosen_runs(cells: pd.DataFrame, runs: list, keys: list[str]) -> set[tuple[str, Any]]:
@@ -2003,7 +2004,8 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
                 why += _remove_stale(path, drawn)
         except NotDrawn as err:  # a saved-weights figure of no finished cell: its old image
             # (of runs no longer planned) was kept beside a report of 0 runs finished
-            drawn, why = False, str(err) + (_remove_stale(path, False) if err.stale else "")
+            drawn, why = False, str(err) + (_remove_stale(path, False, *(
+                [err.stale] if isinstance(err.stale, str) else [])) if err.stale else "")
         if drawn:
             figures.append(path)
         else:  # said, never silently absent (a where or a series that matched nothing)
