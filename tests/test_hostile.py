@@ -19309,3 +19309,34 @@ def test_a_saved_weights_figure_whose_arrays_are_of_the_spec_before_an_edit_is_r
         said = " ".join(res.output.split())
         assert res.exit_code == 0 and why in said and "not drawn" in said, res.output
         assert not image.exists() and "the old fig-out-smoke.png removed" in said, res.output
+
+
+def test_a_spec_edited_while_run_trains_is_named_at_the_end(tmp_path, monkeypatch):
+    """A spec edited while `run` trained (a claim's threshold, between packs): the tables and
+    report were written for the spec as it was at the start, its old claim and verdict, without
+    a word, beside the edited file. `run` now warns and names the `plot` that rebuilds them; an
+    edit of comments alone is no change."""
+    import ssmrepro.engine as engine
+
+    spec = _one_run_spec(tmp_path, claims=[{"text": "fits", "where": {"label": "S6"},
+                                            "op": ">=", "value": 0.1}],
+                         train={"optimizer": "adam", "lr": 0.01, "batch_size": 4, "max_steps": 2,
+                                "val_size": 8, "test_size": 8, "eval_every": 2})
+    real, edits = engine.run_experiment, []
+
+    def edited_meanwhile(*a, **k):
+        res = real(*a, **k)
+        spec.write_text(edits.pop(0)(spec.read_text()))
+        return res
+
+    monkeypatch.setattr(engine, "run_experiment", edited_meanwhile)
+    out = tmp_path / "out"
+    for edit, warned in [(lambda t: "# a comment\n" + t, False),
+                         (lambda t: t.replace("value: 0.1", "value: 0.5"), True)]:
+        edits.append(edit)
+        res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate",
+                      "--workers", "1")
+        said = " ".join(res.output.split())
+        assert res.exit_code == 0, res.output
+        assert ("changed while this command ran (it was edited)" in said) == warned, res.output
+    assert f"ssmrepro plot {spec} --profile smoke --out {out}" in said, res.output
