@@ -19340,3 +19340,23 @@ def test_a_spec_edited_while_run_trains_is_named_at_the_end(tmp_path, monkeypatc
         assert res.exit_code == 0, res.output
         assert ("changed while this command ran (it was edited)" in said) == warned, res.output
     assert f"ssmrepro plot {spec} --profile smoke --out {out}" in said, res.output
+
+
+def test_a_label_renamed_in_the_spec_is_no_row_a_run_cannot_have_written(tmp_path):
+    """A case's label renamed (the same run, its record here), then `plot`: every trained run's
+    row in results.csv and curves.csv was named `a committed table's row of run <id> has
+    label='S6' (the run's is 'mamba'), which a run of that id cannot have written`, a line per
+    run of the grid, though the tables are rewritten from the records. Rows of runs with a
+    record are no longer judged; the tables take the new label."""
+    spec = _one_run_spec(tmp_path, train={"optimizer": "adam", "lr": 0.01, "batch_size": 4,
+                                          "max_steps": 2, "val_size": 8, "test_size": 8,
+                                          "eval_every": 2})
+    out = tmp_path / "out"
+    args = ["--out", out, "--profile", "smoke"]
+    assert _invoke("run", spec, *args, "--no-calibrate", "--workers", "1").exit_code == 0
+    spec.write_text(spec.read_text().replace("label: S6", "label: mamba"))
+    res = _invoke("plot", spec, *args)
+    assert res.exit_code == 0 and "warning" not in res.output, res.output
+    root = out / "tests" / "t-spec"
+    for name in ("results-smoke.csv", "curves-smoke.csv"):
+        assert ",mamba," in (root / name).read_text() and ",S6," not in (root / name).read_text()

@@ -1212,7 +1212,7 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
     stale = False  # rows of runs trained before the spec was edited, dropped from the table
     if not own.empty:
         own = profile_rows(own, profile, csv.name)
-        own = _fill_config(consistent_rows(own, runs, own=True), runs)
+        own = _fill_config(consistent_rows(_unrecorded(own, df), runs, own=True), runs)
         if df.empty:
             n_own = len(own)
             own = _without_stale(own, runs, csv.name)
@@ -1236,6 +1236,17 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
         store.write_table(name, None if base.empty else csv_text(base),
                           set(df[RUN_ID].astype(str)) if RUN_ID in df else set())
     return base
+
+
+def _unrecorded(own: pd.DataFrame, recorded: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``own`` (a profile's table on disk) of runs that have no row in ``recorded``
+    (the table read from their records, which replaces theirs): only those complete the table,
+    so only those are judged (``consistent_rows``). A label renamed in the spec (the same runs)
+    warned of every trained run's row as one 'a run of that id cannot have written', a line per
+    run of the grid, before the table was rewritten from the records under the new label."""
+    if own.empty or recorded.empty or RUN_ID not in own or RUN_ID not in recorded:
+        return own
+    return own[~own[RUN_ID].astype(str).isin(set(recorded[RUN_ID].astype(str)))]
 
 
 def profile_rows(table: pd.DataFrame, profile: str, name: str) -> pd.DataFrame:
@@ -1696,8 +1707,8 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
         if rec is not None:  # labelled as in this profile (a reused run carries its own spec's)
             recs.append({**rec, LABEL: x.label})
     table = curve_table(recs, keys)
-    own = consistent_rows(_own_table(path, _read_curves, records=not table.empty), runs,
-                          own=True)
+    own = consistent_rows(_unrecorded(_own_table(path, _read_curves, records=not table.empty),
+                                      table), runs, own=True)
     n_own = len(own)
     if table.empty and reported is not None and RUN_ID in own:  # reported: a planned run
         # without a results row (results.csv deleted, or its row not used) is not finished,
