@@ -20048,3 +20048,165 @@ def test_a_blank_home_is_unset_not_read_as_the_root_folder(monkeypatch):
     monkeypatch.setenv("HOME", "/h")
     blank_home_unset()
     assert os.environ["HOME"] == "/h" and str(cache_file()) == "/h/.cache/ssmrepro/costs.json"
+
+
+def test_a_saved_weights_figure_drawn_from_its_arrays_takes_the_labels_of_the_spec_now(
+        tmp_path, monkeypatch):
+    """Two labels swapped in the spec (the same runs, their weights deleted, records kept): the
+    stored arrays' rows were drawn under the old labels (the d_state 2 run as 'A', the report's
+    'B'); with one cell's weights left, the other's stored row was dropped as 'not held by the
+    arrays'. Each stored row is now drawn under its run's label in the spec as it is."""
+    import ssmrepro.plots.mechanistic as mech
+
+    spec = _one_run_spec(tmp_path, save_weights=True, analysis=["output_variance"],
+                         task={"name": "mqar", "vocab": 16, "L": 8, "kappa": 2},
+                         sweep=[{"cases": [{"label": "A", "set": {"model.d_state": 2}},
+                                           {"label": "B", "set": {"model.d_state": 4}}]}],
+                         figures=[{"kind": "output_distribution", "name": "fig-out"}],
+                         train={"optimizer": "adam", "lr": 0.01, "batch_size": 4, "max_steps": 2,
+                                "val_size": 8, "test_size": 8, "eval_every": 2})
+    out = tmp_path / "out"
+    args = ["--out", out, "--profile", "smoke"]
+    assert _invoke("run", spec, *args, "--no-calibrate", "--workers", "1").exit_code == 0
+    raw = yaml.safe_load(spec.read_text())
+    for case, label in zip(raw["sweep"][0]["cases"], ["B", "A"]):
+        case["label"] = label
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    drawn = []
+    monkeypatch.setattr(mech, "_draw_distribution", lambda ctx, cfg, path, rows: drawn.append(
+        [(r["name"], int(r["metrics"]["N"])) for r in rows]))
+    weights = sorted((out / "tests" / "t-spec" / "runs").glob("*.pt"))
+    for left in (1, 0):  # one cell's weights left, then none
+        for p in weights[left:]:
+            p.unlink(missing_ok=True)
+        res = _invoke("plot", spec, *args)
+        assert res.exit_code == 0 and "drawn without" not in res.output, res.output
+        assert sorted(drawn.pop()) == [("A", 4), ("B", 2)], res.output
+
+
+def test_an_analysis_table_from_before_an_axis_was_added_stands_for_one_cell_only(tmp_path):
+    """A committed output_variance table written before the sweep had `model.d_state` (no such
+    column; weights deleted, records kept), then the axis [4, 2] added, 4 being the old run's
+    value: its row was merged into both cells by label, so the d_state 2 cell, never trained,
+    showed the old run's out.snr and a claim on it PASSed. The row now stands for the one
+    finished cell it matches; a row matching finished cells of several values is not used."""
+    spec = _one_run_spec(tmp_path, save_weights=True, analysis=["output_variance"],
+                         task={"name": "mqar", "vocab": 16, "L": 8, "kappa": 2},
+                         sweep=[{"cases": [{"label": "A", "set": {"model.mixer": "s6"}}]}],
+                         train={"optimizer": "adam", "lr": 0.01, "batch_size": 4, "max_steps": 2,
+                                "val_size": 8, "test_size": 8, "eval_every": 2})
+    out = tmp_path / "out"
+    args = ["--out", out, "--profile", "smoke"]
+    assert _invoke("run", spec, *args, "--no-calibrate", "--workers", "1").exit_code == 0
+    root = out / "tests" / "t-spec"
+    for p in root.glob("runs/*.pt"):
+        p.unlink()
+    raw = yaml.safe_load(spec.read_text())
+    raw["sweep"].append({"grid": {"model.d_state": [4, 2]}})
+    raw["claims"] = [{"text": "d_state 2 measured", "where": {"model.d_state": 2},
+                      "metric": "out.snr", "op": ">=", "value": 0}]
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    res = _invoke("verify", spec, *args)
+    assert "MISSING d_state 2 measured" in res.output, res.output
+    import pandas as pd
+
+    summary = pd.read_csv(root / "summary-smoke.csv").set_index("model.d_state")["out.snr"]
+    assert summary.notna().to_dict() == {4: True, 2: False}, summary
+    # both cells finished: the row cannot say which one it measured
+    from ssmrepro.report.analysis import completed_keys
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    runs = expand(load_spec(spec), "smoke")
+    table = pd.read_csv(root / "output_variance-smoke.csv")
+    kept, why = completed_keys(table, ["label", "model.d_state"], runs)
+    assert kept.empty and "stands for 2 finished cells" in why[0], why
+    kept, why = completed_keys(table, ["label", "model.d_state"], runs[:1])
+    assert kept["model.d_state"].tolist() == [runs[0].model.d_state] and not why
+
+
+
+def test_a_saved_weights_figure_whose_arrays_are_of_the_spec_before_an_edit_is_removed(tmp_path):
+    """A mechanistic figure's `bins` changed, or a cell removed from the sweep, its weights gone
+    (records kept): its arrays were 'unusable (drawn for another selection)' or '(computed from
+    runs that are not of this profile's cells)', 'not drawn', and the old image of the spec as it
+    was stayed beside the report (the front page linked it). It is now removed, as are images of
+    no finished cell (a damaged arrays file still leaves the image)."""
+    spec = _one_run_spec(tmp_path, save_weights=True, analysis=["output_variance"],
+                         task={"name": "mqar", "vocab": 16, "L": 8, "kappa": 2},
+                         sweep=[{"cases": [{"label": "A", "set": {"model.d_state": 2}},
+                                           {"label": "B", "set": {"model.d_state": 4}}]}],
+                         figures=[{"kind": "output_distribution", "name": "fig-out"}],
+                         train={"optimizer": "adam", "lr": 0.01, "batch_size": 4, "max_steps": 2,
+                                "val_size": 8, "test_size": 8, "eval_every": 2})
+    out = tmp_path / "out"
+    args = ["--out", out, "--profile", "smoke"]
+    assert _invoke("run", spec, *args, "--no-calibrate", "--workers", "1").exit_code == 0
+    root = out / "tests" / "t-spec"
+    for p in root.glob("runs/*.pt"):
+        p.unlink()
+    image, arrays = root / "fig-out-smoke.png", root / "fig-out-smoke-arrays.npz"
+    kept = {p: p.read_bytes() for p in (image, arrays)}
+    before = spec.read_text()
+    for edit, why in [(lambda raw: raw["figures"][0].update(bins=30), "another selection"),
+                      (lambda raw: raw["sweep"][0]["cases"].pop(), "not of this profile's")]:
+        for p, data in kept.items():
+            p.write_bytes(data)
+        raw = yaml.safe_load(before)
+        edit(raw)
+        spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+        res = _invoke("plot", spec, *args)
+        said = " ".join(res.output.split())
+        assert res.exit_code == 0 and why in said and "not drawn" in said, res.output
+        assert not image.exists() and "the old fig-out-smoke.png removed" in said, res.output
+
+
+def test_a_spec_edited_while_run_trains_is_named_at_the_end(tmp_path, monkeypatch):
+    """A spec edited while `run` trained (a claim's threshold, between packs): the tables and
+    report were written for the spec as it was at the start, its old claim and verdict, without
+    a word, beside the edited file. `run` now warns and names the `plot` that rebuilds them; an
+    edit of comments alone is no change."""
+    import ssmrepro.engine as engine
+
+    spec = _one_run_spec(tmp_path, claims=[{"text": "fits", "where": {"label": "S6"},
+                                            "op": ">=", "value": 0.1}],
+                         train={"optimizer": "adam", "lr": 0.01, "batch_size": 4, "max_steps": 2,
+                                "val_size": 8, "test_size": 8, "eval_every": 2})
+    real, edits = engine.run_experiment, []
+
+    def edited_meanwhile(*a, **k):
+        res = real(*a, **k)
+        spec.write_text(edits.pop(0)(spec.read_text()))
+        return res
+
+    monkeypatch.setattr(engine, "run_experiment", edited_meanwhile)
+    out = tmp_path / "out"
+    for edit, warned in [(lambda t: "# a comment\n" + t, False),
+                         (lambda t: t.replace("value: 0.1", "value: 0.5"), True)]:
+        edits.append(edit)
+        res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate",
+                      "--workers", "1")
+        said = " ".join(res.output.split())
+        assert res.exit_code == 0, res.output
+        assert ("changed while this command ran (it was edited)" in said) == warned, res.output
+    assert f"ssmrepro plot {spec} --profile smoke --out {out}" in said, res.output
+
+
+def test_a_label_renamed_in_the_spec_is_no_row_a_run_cannot_have_written(tmp_path):
+    """A case's label renamed (the same run, its record here), then `plot`: every trained run's
+    row in results.csv and curves.csv was named `a committed table's row of run <id> has
+    label='S6' (the run's is 'mamba'), which a run of that id cannot have written`, a line per
+    run of the grid, though the tables are rewritten from the records. Rows of runs with a
+    record are no longer judged; the tables take the new label."""
+    spec = _one_run_spec(tmp_path, train={"optimizer": "adam", "lr": 0.01, "batch_size": 4,
+                                          "max_steps": 2, "val_size": 8, "test_size": 8,
+                                          "eval_every": 2})
+    out = tmp_path / "out"
+    args = ["--out", out, "--profile", "smoke"]
+    assert _invoke("run", spec, *args, "--no-calibrate", "--workers", "1").exit_code == 0
+    spec.write_text(spec.read_text().replace("label: S6", "label: mamba"))
+    res = _invoke("plot", spec, *args)
+    assert res.exit_code == 0 and "warning" not in res.output, res.output
+    root = out / "tests" / "t-spec"
+    for name in ("results-smoke.csv", "curves-smoke.csv"):
+        assert ",mamba," in (root / name).read_text() and ",S6," not in (root / name).read_text()

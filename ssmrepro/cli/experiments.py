@@ -629,6 +629,7 @@ def run(
         res = _outputs(spec, profile, out, overrides, quiet=as_json,
                        rerun=_run_command(name, profile, out, set_, where))
         summary["outputs"] = _outputs_json(res)
+    _say_edited(spec, name, profile, out, set_, no_plot)
     if as_json:
         print_json(summary)
     if not s.ok:
@@ -639,6 +640,32 @@ def run(
             err_console.print("[red]a worker process died[/] (the other workers trained every "
                               "run): look for what killed it, e.g. the kernel's OOM killer")
         raise typer.Exit(1)
+
+
+def _say_edited(spec, name: str, profile: str, out: Path | None, set_: list[str] | None,
+                no_plot: bool) -> None:
+    """A warning when the spec file no longer says what ``spec`` (read when `run` started) says:
+    edited while the runs trained, its tables, figures and report were written for the spec as
+    it was (the claims, labels and thresholds before the edit, with the verdicts of those)
+    without a word, as if of the file beside them. Comments and layout are no change."""
+    if spec.path is None:
+        return
+    try:
+        now = load_spec(spec.path)
+    except SpecError as err:
+        now, why = None, f"it no longer loads ({err.messages[0]})"
+    if now is not None:
+        if now.model_dump() == spec.model_dump():
+            return
+        why = "it was edited"
+    what = ("the tables were" if no_plot else "the tables, figures and report were")
+    plot_cmd = shlex.join(["ssmrepro", "plot", name, "--profile", profile,
+                           *(["--out", str(out)] if out is not None else []),
+                           *[a for kv in set_ or [] for a in ("--set", kv)]])
+    err_console.print(f"[yellow]warning:[/] {escape(str(spec.path))} changed while this command "
+                      f"ran ({escape(why)}): {what} written for the spec as it was when it "
+                      f"started; `{escape(plot_cmd)}` rebuilds them from it as it is now (and "
+                      "`run` trains the runs an edit adds)", highlight=False, soft_wrap=True)
 
 
 def _analytic_rows(spec) -> str:

@@ -265,6 +265,11 @@ def pack(rows: list[dict[str, Any]], cfg: MechFigureConfig) -> bytes:
     return buf.getvalue()
 
 
+class StaleArrays(ValueError):
+    """A figure's stored arrays of another selection, or of runs not of the profile's cells: drawn
+    for the spec as it was before an edit, as the image beside them was."""
+
+
 MAX_ARRAYS_BYTES = 64 << 20  # a figure's .npz is kilobytes to a few MB (uint8 levels, compressed)
 
 
@@ -286,7 +291,7 @@ def unpack(source, cfg: MechFigureConfig) -> list[dict[str, Any]]:
                 raise ValueError("its entries unpack to more than "
                                  f"{16 * MAX_ARRAYS_BYTES >> 20} MiB")
             if str(z["config"]) != _config_key(cfg):
-                raise ValueError(f"they were drawn for another selection ({z['config']})")
+                raise StaleArrays(f"they were drawn for another selection ({z['config']})")
             names = _texts(z["names"])
             # arrays written before the run ids were stored: rows of unknown runs (None)
             runs = _texts(z["runs"]) if "runs" in z.files else [None] * len(names)
@@ -321,7 +326,8 @@ def _unpack_row(z, i: int, name: str, run: str | None) -> dict[str, Any]:
     return {"name": name, "run": run, "panels": panels, "metrics": dict(zip(names, values.tolist()))}
 
 
-def _figure(ctx: FigureContext, cfg: MechFigureConfig, path: Path, compute, draw) -> bool:
+def _figure(ctx: FigureContext, cfg: MechFigureConfig, path: Path, compute, draw,
+            name=_name) -> bool:
     """Compute the rows from the saved weights (and store them), else read the stored arrays;
     draw the figure from the stored arrays either way (``NotDrawn`` says why it cannot). A
     cell whose weights are gone keeps its stored row (one run's weights deleted, or one run
@@ -329,7 +335,10 @@ def _figure(ctx: FigureContext, cfg: MechFigureConfig, path: Path, compute, draw
     without them) while it is finished under the spec as it is (after a spec edit the old
     arrays were drawn beside a report of 0 runs finished). A stored row is of the cell whose
     runs it names: arrays copied from another profile (or another --set) are unusable, and were
-    drawn as this profile's."""
+    drawn as this profile's. A stored row of a named run is drawn under ``name`` of its cell
+    as the spec is now (``compute`` names a row so): after a label was renamed or two labels
+    swapped (the same runs), the rows were drawn under the old labels, the figure contradicting
+    the report, and the rows of cells whose weights are left were dropped as not stored."""
     arrays = arrays_path(path)
     selected = _members(ctx, cfg.where)
     if not selected:  # koren2026-fig14's N = 4 figure in smoke (N 2 only) said `run` trains them
@@ -354,18 +363,21 @@ def _figure(ctx: FigureContext, cfg: MechFigureConfig, path: Path, compute, draw
             err = e
         foreign = [row["run"] for row in stored or [] if row["run"] not in {None, *set().union(*ids)}]
         if foreign:
-            err = ValueError(f"its rows were computed from runs that are not of this profile's "
-                             f"cells ({foreign[0]}{', ...' if len(foreign) > 1 else ''})")
+            err = StaleArrays(f"its rows were computed from runs that are not of this "
+                              f"profile's cells ({foreign[0]}{', ...' if len(foreign) > 1 else ''})")
             stored = None
     aligned = stored is not None and len(stored) == len(selected) and all(
-        row["name"] == stored[i]["name"] for i, row in computed.items()) and all(
+        stored[i]["run"] is not None or row["name"] == stored[i]["name"]
+        for i, row in computed.items()) and all(
         row["run"] is None or row["run"] in ids[i] for i, row in enumerate(stored))
     if stored is not None and not aligned and not computed and all(fin):
         have = set(range(len(selected)))  # arrays of another count of cells: drawn as they are
-        rows = stored
+        rows = [_renamed(row, next((r for (r, _), i in zip(selected, ids) if row["run"] in i),
+                                   None), name) for row in stored]
     else:
         have = set(computed) | {i for i in range(len(selected)) if aligned and fin[i]}
-        rows = [computed[i] if i in computed else stored[i] for i in sorted(have)]
+        rows = [computed[i] if i in computed else _renamed(stored[i], selected[i][0], name)
+                for i in sorted(have)]
     run = f"`{ctx.run_command}`"
     if computed:
         data = pack(rows, cfg)
@@ -375,8 +387,10 @@ def _figure(ctx: FigureContext, cfg: MechFigureConfig, path: Path, compute, draw
         if not any(fin):
             raise NotDrawn(f"no finished cell of profile {ctx.profile} to draw; {run} trains "
                            "them", stale=True)
-        if err is not None:
-            raise NotDrawn(f"{arrays.name} is unusable ({err}); re-run {run} to rebuild it")
+        if err is not None:  # drawn for the spec before an edit: so is the old image, which
+            # was kept beside 'not drawn' (the front page linked it as the figure)
+            raise NotDrawn(f"{arrays.name} is unusable ({err}); re-run {run} to rebuild it",
+                           stale=isinstance(err, StaleArrays) and "it was drawn from those arrays")
         raise NotDrawn(f"no saved weights of its cells (runs/, not in git) and no {arrays.name}; "
                        f"{run} trains them")
     if not rows:
@@ -390,6 +404,12 @@ def _figure(ctx: FigureContext, cfg: MechFigureConfig, path: Path, compute, draw
         print(partly, file=sys.stderr)
     draw(ctx, cfg, path, rows)
     return True
+
+
+def _renamed(row: dict[str, Any], run, name) -> dict[str, Any]:
+    """A stored ``row`` under ``name`` of ``run``, the planned run of its cell; a row that names
+    no run (arrays written before run ids were stored) or of no cell keeps its stored name."""
+    return row if run is None or row["run"] is None else {**row, "name": name(run)}
 
 
 # --- drawing ----------------------------------------------------------------------------------
@@ -618,6 +638,11 @@ ENTRIES = (("correct", "correct value (y^i)", "tab:green"),
            ("empty", "values not in its facts (y^l)", "tab:blue"))
 
 
+def _label(run) -> str:
+    """An output-distribution row's name: its label (a row of panels per label, one per M)."""
+    return run.label
+
+
 def _distribution_row(cfg, run, model, task, seed) -> dict[str, Any]:
     e = mech.output_entries(model, task, seed)
     lo, hi = cfg.range
@@ -629,7 +654,7 @@ def _distribution_row(cfg, run, model, task, seed) -> dict[str, Any]:
         dens = counts / max(len(v), 1) / (edges[1] - edges[0])  # a density: area 1
         panels[k] = (dens[None, :], (0.0, max(float(dens.max()), 1e-12)))
     m = mech.output_metrics(model, task, seed)
-    return {"name": run.label, "run": run.run_id, "panels": panels,
+    return {"name": _label(run), "run": run.run_id, "panels": panels,
             "metrics": {"M": float(getattr(run.model, "heads", 1)),
                         "N": float(getattr(run.model, "d_state", float("nan"))),
                         **{k: m[k] for k in ("out.noise_var", "out.wrong_var", "out.empty_var")}}}
@@ -678,7 +703,7 @@ def _draw_distribution(ctx, cfg, path, rows) -> None:
 @figure_kind("output_distribution", DistributionConfig)
 def output_distribution(ctx: FigureContext, cfg: DistributionConfig, path: Path) -> bool:
     """koren2026 Fig. 14: normalised output-entry histograms per cell (rows label, columns M)."""
-    return _figure(ctx, cfg, path, _distribution_row, _draw_distribution)
+    return _figure(ctx, cfg, path, _distribution_row, _draw_distribution, name=_label)
 
 
 __all__ = ["arrays_path", "attention_maps", "copy_shift", "hidden_state", "invariant_operators",

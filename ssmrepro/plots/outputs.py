@@ -32,6 +32,7 @@ from ..report.analysis import (
     analysis_range,
     cell_identities,
     cell_means,
+    completed_keys,
     decay_metrics,
     histogram_table,
     planned_rows,
@@ -1223,7 +1224,7 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
     stale = False  # rows of runs trained before the spec was edited, dropped from the table
     if not own.empty:
         own = profile_rows(own, profile, csv.name)
-        own = _fill_config(consistent_rows(own, runs, own=True), runs)
+        own = _fill_config(consistent_rows(_unrecorded(own, df), runs, own=True), runs)
         if df.empty:
             n_own = len(own)
             own = _without_stale(own, runs, csv.name)
@@ -1247,6 +1248,17 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
         store.write_table(name, None if base.empty else table_text(base, runs),
                           set(df[RUN_ID].astype(str)) if RUN_ID in df else set())
     return base
+
+
+def _unrecorded(own: pd.DataFrame, recorded: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``own`` (a profile's table on disk) of runs that have no row in ``recorded``
+    (the table read from their records, which replaces theirs): only those complete the table,
+    so only those are judged (``consistent_rows``). A label renamed in the spec (the same runs)
+    warned of every trained run's row as one 'a run of that id cannot have written', a line per
+    run of the grid, before the table was rewritten from the records under the new label."""
+    if own.empty or recorded.empty or RUN_ID not in own or RUN_ID not in recorded:
+        return own
+    return own[~own[RUN_ID].astype(str).isin(set(recorded[RUN_ID].astype(str)))]
 
 
 def profile_rows(table: pd.DataFrame, profile: str, name: str) -> pd.DataFrame:
@@ -1707,8 +1719,8 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
         if rec is not None:  # labelled as in this profile (a reused run carries its own spec's)
             recs.append({**rec, LABEL: x.label})
     table = curve_table(recs, keys)
-    own = consistent_rows(_own_table(path, _read_curves, records=not table.empty), runs,
-                          own=True)
+    own = consistent_rows(_unrecorded(_own_table(path, _read_curves, records=not table.empty),
+                                      table), runs, own=True)
     n_own = len(own)
     if table.empty and reported is not None and RUN_ID in own:  # reported: a planned run
         # without a results row (results.csv deleted, or its row not used) is not finished,
@@ -1792,7 +1804,8 @@ def _file_state(path: Path) -> tuple | None:
     return (st.st_ino, st.st_size, st.st_mtime_ns) if path.is_file() else None
 
 
-def _remove_stale(path: Path, drawn: bool) -> str:
+def _remove_stale(path: Path, drawn: bool,
+                  why: str = "it showed runs that are no finished run of the profile") -> str:
     """Remove ``path``, an output that no finished cell of the profile supports any more (its
     figure not ``drawn`` for want of one, or its summary.csv), when one is there:
     '; the old <name> removed', else ''. After a spec edit whose runs are not trained yet (or
@@ -1801,7 +1814,7 @@ def _remove_stale(path: Path, drawn: bool) -> str:
     if drawn or path.is_symlink() or not path.is_file():
         return ""
     path.unlink()
-    return f"; the old {path.name} removed (it showed runs that are no finished run of the profile)"
+    return f"; the old {path.name} removed ({why})"
 
 
 def _chosen_runs(cells: pd.DataFrame, runs: list, keys: list[str]) -> set[tuple[str, Any]]:
@@ -1933,7 +1946,10 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
         cols, short = short_cells(hist, run_keys, finished,  # cells short of a record
                                   {rid for rid, _ in recs})
         if hpath.exists() and (hist.empty or len(recs) < len(runs)):  # the committed cells
-            committed = read_histograms(hpath)
+            read = read_histograms(hpath)
+            committed, vague = completed_keys(read, run_keys, finished)
+            for why in vague:
+                print(f"warning: {hpath.name}: {why}; its rows are not used", file=sys.stderr)
             # a committed cell stands whole for one short of a seed's record (measured from the
             # seeds present, it disagreed with its results row, which counts them all)
             stand = short & set(cell_identities(committed, run_keys))
@@ -1941,7 +1957,7 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
                 hist = hist[[k not in stand for k in cell_identities(hist, run_keys)]]
             n_own = len(hist)
             hist = with_committed(hist, committed, run_keys, finished)
-            dropped = _committed_dropped(committed, len(hist) - n_own)
+            dropped = _committed_dropped(read, len(hist) - n_own)
             short -= stand
         for key in sorted(short, key=str):
             print(f"warning: {hpath.name}: the cell {', '.join(f'{c}={v}' for c, v in zip(cols, key))}"
@@ -1961,7 +1977,8 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
         if len(table) < len(runs) and tpath.exists():  # runs without weights: committed rows
             read = read_weights_table(tpath, name)
             committed, unplanned = planned_rows(read, runs, run_keys)
-            for why in unplanned:
+            committed, vague = completed_keys(committed, run_keys, finished)
+            for why in [*unplanned, *vague]:
                 print(f"warning: {tpath.name}: {why}; the row is not used", file=sys.stderr)
             n_own = len(table)
             table = with_committed(table, committed, run_keys, finished)
@@ -2010,7 +2027,8 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
                 why += _remove_stale(path, drawn)
         except NotDrawn as err:  # a saved-weights figure of no finished cell: its old image
             # (of runs no longer planned) was kept beside a report of 0 runs finished
-            drawn, why = False, str(err) + (_remove_stale(path, False) if err.stale else "")
+            drawn, why = False, str(err) + (_remove_stale(path, False, *(
+                [err.stale] if isinstance(err.stale, str) else [])) if err.stale else "")
         if drawn:
             figures.append(path)
         else:  # said, never silently absent (a where or a series that matched nothing)

@@ -412,9 +412,10 @@ class NotDrawn(Exception):
     outputs stage prints '<spec>: <figure> not drawn: <why>' and goes on with the others.
     ``stale``: no finished cell of the profile is the figure's, so an old image there shows
     runs that are not the profile's (the outputs stage removes it, as when a kind draws
-    nothing); otherwise (no saved weights to draw from) the old image is left."""
+    nothing), or a text: why the old image is not the figure's; otherwise (no saved weights to
+    draw from) the old image is left."""
 
-    def __init__(self, message: str, stale: bool = False):
+    def __init__(self, message: str, stale: bool | str = False):
         super().__init__(message)
         self.stale = stale
 

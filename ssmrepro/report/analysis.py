@@ -287,6 +287,41 @@ def _identities(table: pd.DataFrame, keys: list[str]) -> tuple[list[str], list[t
     return cols, [tuple(norm(v) for v in row) for row in table[cols].itertuples(index=False)]
 
 
+def completed_keys(table: pd.DataFrame, keys: list[str], finished: list
+                   ) -> tuple[pd.DataFrame, list[str]]:
+    """A committed ``<analysis>.csv`` or ``histograms.csv`` written before the sweep had some of
+    the cell ``keys`` (an axis added since: no column of it), each row given those keys' values
+    of the one cell of ``finished`` runs it stands for (label, the keys it has and its seed),
+    and why the other rows are left out: a row that stands for finished runs of several cells
+    (the d_state 4 and 2 of an axis added where one run of d_state 4 was measured) cannot say
+    which one it measured. Matched on the keys it has, such a row was merged into every cell of
+    its label: a cell never trained showed the old run's numbers and a claim was judged on them."""
+    missing = [k for k in keys if k != LABEL and k not in table]
+    if table.empty or LABEL not in table or not missing:
+        return table, []
+    cols, ident = _identities(table, keys)
+    cells: dict[tuple, dict[tuple, tuple]] = {}
+    for r in finished:
+        flat = {**r.flat(), LABEL: r.label, "seed": r.seed}
+        values = tuple(flat.get(k) for k in missing)
+        cells.setdefault(tuple(norm(flat.get(c)) for c in cols), {})[
+            tuple(norm(v) for v in values)] = values
+    keep, fill, why = [], [], []
+    for key in ident:
+        of = cells.get(key, {})
+        keep.append(len(of) == 1)
+        if len(of) == 1:
+            fill.append(next(iter(of.values())))
+        elif of:
+            cells_of = "; ".join(_named(missing, v) for v in of.values())
+            why.append(f"{_named(cols, key)} has no column {', '.join(missing)} and stands for "
+                       f"{len(of)} finished cells ({cells_of})")
+    out = table[keep].copy()
+    for j, k in enumerate(missing):
+        out[k] = [v[j] for v in fill]
+    return out.reset_index(drop=True), list(dict.fromkeys(why))
+
+
 def short_cells(table: pd.DataFrame, keys: list[str], finished: list,
                 recorded: set[str]) -> tuple[list[str], set[tuple]]:
     """The cells of ``table`` (``histograms.csv``: a cell's bins summed over its seeds) that a
