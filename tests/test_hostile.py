@@ -19252,3 +19252,56 @@ def test_a_bidirectional_model_on_the_needle_task_is_refused(tmp_path):
         ok = _one_run_spec(tmp_path, name=name, task=task, model=model(bidi), sweep=sweep)
         res = _invoke("validate", ok)
         assert res.exit_code == 0, res.output
+
+
+def test_every_figure_kind_field_has_a_description_and_every_summary_is_whole():
+    """`list-figures` printed 55 figure-kind fields (x, hue, facet, ylim, logx, col, ...) with an
+    empty meaning, and the summaries of bars and heatmaps cut mid-sentence at their docstring's
+    first line ('the paper's value as a black'). Every field of every figure kind is described,
+    a kind that does not draw `metric` says so, and each kind's and check's summary is its whole
+    first sentence, without rST backticks."""
+    from ssmrepro.models import config_rows
+    from ssmrepro.plots import FIGURE_KINDS
+    from ssmrepro.report.checks import CHECKS
+
+    for name, k in FIGURE_KINDS.items():
+        rows = config_rows(k.Config, ("kind",))
+        assert [r[0] for r in rows if not r[3].strip()] == [], name
+        metric = next(r[3] for r in rows if r[0] == "metric")
+        assert metric.startswith("not read") == (name in (
+            "construction_heatmaps", "curves", "histograms", "haar_wavelet", "invariant_operators",
+            "hidden_state", "attention_maps", "copy_shift", "output_distribution", "phase",
+            "length_curves")), (name, metric)
+    for name, k in {**FIGURE_KINDS, **CHECKS}.items():
+        assert k.summary.endswith((".", ")")) and "``" not in k.summary, (name, k.summary)
+    assert FIGURE_KINDS["bars"].summary.endswith("as a black marker.")
+
+
+def test_a_figure_metric_its_kind_does_not_read_is_refused(tmp_path):
+    """`metric:` on a kind that draws other columns (curves' series, length_curves' pattern,
+    a phase's panels) or an analysis (histograms) was accepted and ignored: the figure drew what
+    it always draws, the spec's author believing it drew their metric. Refused by `validate`,
+    exit 2, naming what the kind draws; a kind that draws `metric` (bars) takes it."""
+    curves = {"kind": "curves", "series": ["val.acc"], "metric": "test.loss"}
+    spec = _one_run_spec(tmp_path, figure=curves)
+    _assert_refused(_invoke("validate", spec),
+                    "figure.metric: kind curves does not read metric (it draws val.acc")
+    hist = {"kind": "histograms", "metric": "test.acc"}
+    spec = _one_run_spec(tmp_path, figure=hist, analysis=["decay_histogram"])
+    _assert_refused(_invoke("validate", spec), "kind histograms does not read metric")
+    ok = _one_run_spec(tmp_path, name="ok", figure={"kind": "bars", "metric": "test.loss"},
+                       aggregate={"reduce": "mean", "metrics": ["test.acc", "test.loss"]})
+    res = _invoke("validate", ok)
+    assert res.exit_code == 0, res.output
+
+
+def test_list_tasks_never_cuts_a_default_mid_word():
+    """In 80 columns (a terminal, or piped) `list-tasks` folded lra_image's default std
+    0.23921568627450981 as '0.2392156862745098' over '1', another number to a reader, and the
+    pathfinder difficulty 'curv_contour_leng' over 'th_14'. A default breaks only between words,
+    and the tables stay within the 80 columns."""
+    res = _invoke("list-tasks", env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    assert "│ 0.23921568627450981" in res.output and "'curv_contour_length_14'" in res.output
+    tables = [line for line in res.output.splitlines() if line.startswith(("┏", "│", "└"))]
+    assert tables and max(len(line.rstrip()) for line in tables) <= 80
