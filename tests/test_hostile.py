@@ -19311,13 +19311,16 @@ def test_validate_without_the_data_checks_an_lra_model_on_nominal_shapes(tmp_pat
     """Generated ListOps (one target per sequence) with ssm_lm's per-position head: without the
     data, `validate` said ok, and `run --dry-run` (nominal shapes) and `run` (after `data
     generate`) refused the model. `validate` builds an absent dataset's task from its nominal
-    shapes too: refused, exit 2, naming the head; mean_pool passes."""
+    shapes too: refused, exit 2, naming the head, and that `head` is seq_lm's (the advice 'use
+    head mean_pool' alone sent an ssm_lm author to `model.head`, unknown to every preset);
+    seq_lm with mean_pool passes."""
     task = {"name": "lra_listops", "source": "generated", "max_len": 64}
     train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "train_size": 16,
              "val_size": 16, "test_size": 16, "eval_every": 2}
     env = {"SSMREPRO_DATA": str(tmp_path / "no-data")}
     spec = _one_run_spec(tmp_path, task=task, train=train)
-    _assert_refused(_invoke("validate", spec, env=env), "run S6 cannot be built", "mean_pool")
+    _assert_refused(_invoke("validate", spec, env=env), "run S6 cannot be built", "mean_pool",
+                    "a field of model seq_lm (the presets, ssm_lm")
     model = {"name": "seq_lm", "d_model": 8, "layers": "SSM", "head": "mean_pool",
              "blocks": {"SSM": {"mixer": {"name": "s6", "d_state": 4}}}}
     ok = _one_run_spec(tmp_path, name="ok", task=task, train=train, model=model,
