@@ -19327,3 +19327,15 @@ def test_validate_without_the_data_checks_an_lra_model_on_nominal_shapes(tmp_pat
                        sweep=[{"cases": [{"label": "S6"}]}])
     res = _invoke("validate", ok, env=env)
     assert res.exit_code == 0, res.output
+
+
+def test_list_tasks_says_an_lra_max_len_cuts_longer_sequences():
+    """`list-tasks` printed lra_listops' max_len and append_eos with no meaning: a max_len of 64
+    over generated expressions of 500-2,000 tokens cut every one of them (their answers lost)
+    without a word. Every LRA task's max_len says that a longer sequence is cut to it."""
+    from ssmrepro.models import config_rows
+    from ssmrepro.tasks import TASKS
+
+    for name in ("lra_listops", "lra_text", "lra_retrieval"):
+        rows = {r[0]: r[3] for r in config_rows(TASKS[name].Config)}
+        assert "a longer one is cut to it" in rows["max_len"] and rows["append_eos"], name
