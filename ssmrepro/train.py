@@ -220,9 +220,15 @@ def model_problems(runs: list) -> list[str]:
     """'model: run L cannot be built: reason' for the models of ``runs`` that their blocks
     refuse (counted on the meta device, nothing allocated; one run per shape), and
     'model.init: ...' for an init scheme its model does not fit (``init_problems``): what
-    ``ssmrepro validate`` reports, where ``run`` would fail before training."""
-    return (memory_problems(runs, "cpu", available=UNBOUNDED) + init_problems(runs)
-            + init_std_problems(runs) + lr_scale_problems(runs))
+    ``ssmrepro validate`` reports, where ``run`` would fail before training. An LRA dataset not
+    here is built from its nominal shapes (``tasks.lra.nominal_data``), as ``run --dry-run``
+    builds it: without the data, `validate` said ok to a per-position head on generated ListOps
+    (one target per sequence), which `run --dry-run` and `run` refused."""
+    from .tasks.lra import nominal_data
+
+    with nominal_data():
+        return (memory_problems(runs, "cpu", available=UNBOUNDED) + init_problems(runs)
+                + init_std_problems(runs) + lr_scale_problems(runs))
 
 
 def _init_lines(runs: list, why_of, lead: str = "") -> list[str]:

@@ -776,6 +776,14 @@ def plain_rst(text: str | None) -> str:
     return re.sub(r"(\S)::$", r"\1:", text, flags=re.M)
 
 
+def doc_summary(doc: str | None) -> str:
+    """A registered entry's one-line summary (``list-figures``, ``list-checks``): the first
+    paragraph of its docstring on one line, its rST plain (``plain_rst``). The docstring's first
+    line cut a sentence that goes on to the next ('the paper's value as a black')."""
+    first = (doc or "").strip().split("\n\n")[0]
+    return " ".join(plain_rst(first).split())
+
+
 def drawable(text: str) -> str:
     """``text`` if matplotlib can draw it: between a pair of ``$`` it reads TeX math (the
     shipped titles' ``$e^{-\\lambda\\Delta_t}$``), and math it cannot parse (``$\\foo{$``)

@@ -20210,3 +20210,90 @@ def test_a_label_renamed_in_the_spec_is_no_row_a_run_cannot_have_written(tmp_pat
     root = out / "tests" / "t-spec"
     for name in ("results-smoke.csv", "curves-smoke.csv"):
         assert ",mamba," in (root / name).read_text() and ",S6," not in (root / name).read_text()
+
+
+def test_every_figure_kind_field_has_a_description_and_every_summary_is_whole():
+    """`list-figures` printed 55 figure-kind fields (x, hue, facet, ylim, logx, col, ...) with an
+    empty meaning, and the summaries of bars and heatmaps cut mid-sentence at their docstring's
+    first line ('the paper's value as a black'). Every field of every figure kind is described,
+    a kind that does not draw `metric` says so, and each kind's and check's summary is its whole
+    first sentence, without rST backticks."""
+    from ssmrepro.models import config_rows
+    from ssmrepro.plots import FIGURE_KINDS
+    from ssmrepro.report.checks import CHECKS
+
+    for name, k in FIGURE_KINDS.items():
+        rows = config_rows(k.Config, ("kind",))
+        assert [r[0] for r in rows if not r[3].strip()] == [], name
+        metric = next(r[3] for r in rows if r[0] == "metric")
+        assert metric.startswith("not read") == (name in (
+            "construction_heatmaps", "curves", "histograms", "haar_wavelet", "invariant_operators",
+            "hidden_state", "attention_maps", "copy_shift", "output_distribution", "phase",
+            "length_curves")), (name, metric)
+    for name, k in {**FIGURE_KINDS, **CHECKS}.items():
+        assert k.summary.endswith((".", ")")) and "``" not in k.summary, (name, k.summary)
+    assert FIGURE_KINDS["bars"].summary.endswith("as a black marker.")
+
+
+def test_a_figure_metric_its_kind_does_not_read_is_refused(tmp_path):
+    """`metric:` on a kind that draws other columns (curves' series, length_curves' pattern,
+    a phase's panels) or an analysis (histograms) was accepted and ignored: the figure drew what
+    it always draws, the spec's author believing it drew their metric. Refused by `validate`,
+    exit 2, naming what the kind draws; a kind that draws `metric` (bars) takes it."""
+    curves = {"kind": "curves", "series": ["val.acc"], "metric": "test.loss"}
+    spec = _one_run_spec(tmp_path, figure=curves)
+    _assert_refused(_invoke("validate", spec),
+                    "figure.metric: kind curves does not read metric (it draws val.acc")
+    hist = {"kind": "histograms", "metric": "test.acc"}
+    spec = _one_run_spec(tmp_path, figure=hist, analysis=["decay_histogram"])
+    _assert_refused(_invoke("validate", spec), "kind histograms does not read metric")
+    ok = _one_run_spec(tmp_path, name="ok", figure={"kind": "bars", "metric": "test.loss"},
+                       aggregate={"reduce": "mean", "metrics": ["test.acc", "test.loss"]})
+    res = _invoke("validate", ok)
+    assert res.exit_code == 0, res.output
+
+
+def test_list_tasks_never_cuts_a_default_mid_word():
+    """In 80 columns (a terminal, or piped) `list-tasks` folded lra_image's default std
+    0.23921568627450981 as '0.2392156862745098' over '1', another number to a reader, and the
+    pathfinder difficulty 'curv_contour_leng' over 'th_14'. A default breaks only between words,
+    and the tables stay within the 80 columns."""
+    res = _invoke("list-tasks", env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    assert "│ 0.23921568627450981" in res.output and "'curv_contour_length_14'" in res.output
+    tables = [line for line in res.output.splitlines() if line.startswith(("┏", "│", "└"))]
+    assert tables and max(len(line.rstrip()) for line in tables) <= 80
+
+
+def test_validate_without_the_data_checks_an_lra_model_on_nominal_shapes(tmp_path):
+    """Generated ListOps (one target per sequence) with ssm_lm's per-position head: without the
+    data, `validate` said ok, and `run --dry-run` (nominal shapes) and `run` (after `data
+    generate`) refused the model. `validate` builds an absent dataset's task from its nominal
+    shapes too: refused, exit 2, naming the head, and that `head` is seq_lm's (the advice 'use
+    head mean_pool' alone sent an ssm_lm author to `model.head`, unknown to every preset);
+    seq_lm with mean_pool passes."""
+    task = {"name": "lra_listops", "source": "generated", "max_len": 64}
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "train_size": 16,
+             "val_size": 16, "test_size": 16, "eval_every": 2}
+    env = {"SSMREPRO_DATA": str(tmp_path / "no-data")}
+    spec = _one_run_spec(tmp_path, task=task, train=train)
+    _assert_refused(_invoke("validate", spec, env=env), "run S6 cannot be built", "mean_pool",
+                    "a field of model seq_lm (the presets, ssm_lm")
+    model = {"name": "seq_lm", "d_model": 8, "layers": "SSM", "head": "mean_pool",
+             "blocks": {"SSM": {"mixer": {"name": "s6", "d_state": 4}}}}
+    ok = _one_run_spec(tmp_path, name="ok", task=task, train=train, model=model,
+                       sweep=[{"cases": [{"label": "S6"}]}])
+    res = _invoke("validate", ok, env=env)
+    assert res.exit_code == 0, res.output
+
+
+def test_list_tasks_says_an_lra_max_len_cuts_longer_sequences():
+    """`list-tasks` printed lra_listops' max_len and append_eos with no meaning: a max_len of 64
+    over generated expressions of 500-2,000 tokens cut every one of them (their answers lost)
+    without a word. Every LRA task's max_len says that a longer sequence is cut to it."""
+    from ssmrepro.models import config_rows
+    from ssmrepro.tasks import TASKS
+
+    for name in ("lra_listops", "lra_text", "lra_retrieval"):
+        rows = {r[0]: r[3] for r in config_rows(TASKS[name].Config)}
+        assert "a longer one is cut to it" in rows["max_len"] and rows["append_eos"], name

@@ -174,13 +174,15 @@ err_console = _Console(stderr=True, emoji=False, soft_wrap=not sys.stderr.isatty
 MIN_CELL = 6  # the narrowest a table's folding column gets (characters)
 
 
-def print_table(table, whole: tuple[int, ...] = ()) -> None:
+def print_table(table, whole: tuple[int, ...] = (), words: tuple[int, ...] = ()) -> None:
     """Print a rich ``table`` without losing a character to a narrow console: the columns
     ``whole`` (ids, paths: what a reader copies) keep their longest cell on one line, every other
     column folds its text onto more lines, at least ``MIN_CELL`` wide; where that does not fit the
     console's width the table is printed as wide as it needs (the terminal wraps its lines). In
     80 columns `list` printed six different specs as `cooper2026-fig…`, and at 20 `show`'s run
-    table was empty boxes."""
+    table was empty boxes. The columns ``words`` (types, defaults) break only between words: a
+    default folded mid-number read as another value (`list-tasks`' lra_image std
+    0.23921568627450981 as '0.2392156862745098' over '1')."""
     from rich.cells import cell_len
     from rich.text import Text
 
@@ -191,6 +193,10 @@ def print_table(table, whole: tuple[int, ...] = ()) -> None:
         longest = max(cell_len(Text.from_markup(t).plain) for t in texts)
         if i in whole:
             col.min_width, col.no_wrap = longest, True
+        elif i in words:  # a fixed width (rich's collapse let a min_width column run the
+            # table past the console's width): its longest word, up to 20 for text of many words
+            col.width = col.min_width = max(min(20, longest), *(
+                cell_len(w) for t in texts for w in Text.from_markup(t).plain.split()))
         else:
             col.min_width = min(MIN_CELL, longest)
         need += col.min_width

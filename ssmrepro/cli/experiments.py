@@ -229,7 +229,7 @@ def _print_fields(title: str, Config, skip: tuple[str, ...] = ("name",)) -> None
         t.add_column(col)
     for row in config_rows(Config, skip):
         t.add_row(*(escape(c) for c in row))
-    print_table(t, whole=(0,))
+    print_table(t, whole=(0,), words=(2,))  # a default or type cut mid-word read as another
 
 
 @command(name="list-tasks")

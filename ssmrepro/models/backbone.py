@@ -140,9 +140,13 @@ class SeqLMConfig(ModelConfig):
         """Raise ValueError when this backbone cannot serve the task described by ``info``."""
         sequence = info.target == "sequence"
         if sequence and self.head == "per_position":
+            # `head` is seq_lm's: the advice alone sent an ssm_lm author to `model.head`, an
+            # unknown key of every preset
             raise ValueError("the task has one target per sequence (target 'sequence') but head "
                              "'per_position' gives one output per position: use head 'mean_pool' "
-                             "(or 'dual_pool' for two-input tasks)")
+                             "(or 'dual_pool' for two-input tasks), a field of model seq_lm (the "
+                             "presets, ssm_lm, mamba_lm and the others, have none: write the "
+                             "model as seq_lm)")
         if not sequence and self.head != "per_position":
             raise ValueError(f"head {self.head!r} pools over positions but the task has a target "
                              "per position: use head 'per_position'")

@@ -32,6 +32,8 @@ from ..report.cells import column, select  # noqa: E402
 from ..report.columns import N_DIVERGED, N_PARAMS  # noqa: E402
 from ..util import DrawnText, encode_cell  # noqa: E402
 from .registry import (  # noqa: E402
+    HUE_HELP,
+    YLIM_HELP,
     FigureConfig,
     FigureContext,
     YLim,
@@ -41,6 +43,7 @@ from .registry import (  # noqa: E402
     save_png,
     subplots,
     tight_layout,
+    unread_metric,
 )
 
 COLORS = {"TF-TF": "tab:blue", "SSM-SSM": "tab:red", "TF-SSM": "tab:orange",
@@ -86,14 +89,15 @@ def _band_label(lo: str | None, hi: str | None) -> str:
 class BandsConfig(FigureConfig):
     kind: Literal["bands"]
     x: str = Field(N_PARAMS, description="column on the x axis (default: parameter count)")
-    hue: str = "case:0"
-    facet: str | None = None
+    hue: str = Field("case:0", description=HUE_HELP)
+    facet: str | None = Field(None, description="column with a panel per value (null: one panel)")
     lo: str | None = Field("p10", description="suffix of the band's lower column (metric.<lo>)")
     hi: str | None = Field("p90", description="suffix of the band's upper column")
-    logx: bool = True
+    logx: bool = Field(True, description="log x axis (a named x must be numeric and positive)")
     reference: list[str] = Field([], description="hues drawn as a dashed horizontal line")
-    ylim: YLim = "auto"
-    xlabel: DrawnText | None = None
+    ylim: YLim = Field("auto", description=YLIM_HELP)
+    xlabel: DrawnText | None = Field(
+        None, description="x axis label (default: x's last dotted part; parameters for n_params)")
     where: dict[str, Any] = Field({}, description="draw only the cells matching these conditions "
                                   "(e.g. one panel of a figure whose panels have different x)")
 
@@ -208,13 +212,15 @@ def bands(ctx: FigureContext, cfg: BandsConfig, path: Path) -> bool:
 
 class LengthCurvesConfig(FigureConfig):
     kind: Literal["length_curves"]
+    metric: str = unread_metric("pattern's metric of each length")
     lengths: list[int] = Field(..., min_length=2, description="evaluation lengths (x values)")
     pattern: str = Field("L{L}.acc", description="metric of each length, e.g. 'L{L}.acc'")
-    hue: str = "case:0"
-    lo: str | None = "p0"
-    hi: str | None = "p100"
+    hue: str = Field("case:0", description=HUE_HELP)
+    lo: str | None = Field("p0", description="suffix of the band's lower column "
+                           "(<metric of a length>.<lo>; null: no band)")
+    hi: str | None = Field("p100", description="suffix of the band's upper column")
     train_range: tuple[float, float] | None = Field(None, description="training lengths, shaded")
-    ylim: YLim = "auto"
+    ylim: YLim = Field("auto", description=YLIM_HELP)
 
     @model_validator(mode="after")
     def _pattern(self) -> LengthCurvesConfig:

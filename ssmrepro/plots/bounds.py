@@ -56,18 +56,26 @@ class Bound(NoBoolNumbers):
 
 class BoundGridConfig(FigureConfig):
     kind: Literal["bound_grid"]
-    x: str
-    y: str
-    col: str = LABEL
-    row: str | None = None
+    x: str = Field(..., description="numeric column of each panel's x axis (a cell per value)")
+    y: str = Field(..., description="numeric column of the y axis (a cell per value)")
+    col: str = Field(LABEL, description="column with a column of panels per value")
+    row: str | None = Field(None, description="column with a row of panels per value (null: one "
+                            "row)")
     halves: list[str] | None = Field(None, min_length=2, max_length=2,
                                      description="two labels drawn as the halves of each cell")
-    bounds: dict[str, list[Bound]] = Field({}, description="label (or '*') -> theory lines")
+    bounds: dict[str, list[Bound]] = Field(
+        {}, description="label (or '*': every panel) -> theory lines, each {expr: over the cell "
+        "columns, axis: y (y = expr of x) or x (a vertical line x = expr), text: its legend "
+        "entry, style: matplotlib's line style, default '-'}")
     solved: float = Field(0.99, description="cells at or above get a frame")
-    log_x: bool = False
-    log_y: bool = True
-    x_name: DrawnText | None = None
-    y_name: DrawnText | None = None
+    log_x: bool = Field(False, description="x values log-spaced: theory lines placed between "
+                        "cells on a log scale (x must be positive)")
+    log_y: bool = Field(True, description="y values log-spaced, as log_x (theory values <= 0 "
+                        "not drawn)")
+    x_name: DrawnText | None = Field(None, description="x axis label and symbol in notes "
+                                     "(default: the column)")
+    y_name: DrawnText | None = Field(None, description="y axis label and symbol in notes "
+                                     "(default: the column)")
 
     def levels(self) -> list[tuple[str, str, float]]:
         return [("solved", self.metric, self.solved)]
@@ -165,7 +173,7 @@ def _lines_for(cfg: BoundGridConfig, panel: str) -> list[Bound]:
 
 @figure_kind("bound_grid", BoundGridConfig)
 def bound_grid(ctx: FigureContext, cfg: BoundGridConfig, path: Path) -> bool:
-    """x × y accuracy grids per panel with the theory lines of ``bounds`` (see module doc)."""
+    """x × y accuracy grids, a panel per (row, col), with the theory lines of ``bounds``."""
     t = ctx.table
     if t.empty or cfg.x not in t or cfg.y not in t:
         return False

@@ -29,11 +29,12 @@ from ..tasks import build_task  # noqa: E402
 from ..tasks.base import IGNORE, TEST  # noqa: E402
 from ..theory import cooper, cooper_decode  # noqa: E402
 from ..train import _DATA_STREAM, build_member, derived_seed  # noqa: E402
-from .registry import FigureConfig, FigureContext, figure_kind, save_png  # noqa: E402
+from .registry import FigureConfig, FigureContext, figure_kind, save_png, unread_metric  # noqa: E402
 
 
 class ConstructionConfig(FigureConfig):
     kind: Literal["construction_heatmaps"]
+    metric: str = unread_metric("the constructed model's embedding and output")
     label: str | None = Field(None, description="the run's label (default: the first run)")
     sample: int = Field(0, ge=0, lt=MAX_SAMPLES, description="test sample index to draw")
 

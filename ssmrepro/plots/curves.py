@@ -42,6 +42,7 @@ from ..util import DrawnText, encode_cell  # noqa: E402
 from .registry import (  # noqa: E402
     MAX_PIXELS,
     MAX_SIDE,
+    YLIM_HELP,
     Columns,
     FigureConfig,
     FigureContext,
@@ -56,6 +57,7 @@ from .registry import (  # noqa: E402
     save_png,
     subplots,
     tight_layout,
+    unread_metric,
 )
 
 CURVES = "curves"  # the table name in FigureContext.tables
@@ -70,24 +72,31 @@ LEGEND_ROOM = 0.05 + 0.14 * 4  # inches below the panels a legend of 4 rows take
 
 class CurvesConfig(FigureConfig):
     kind: Literal["curves"]
+    metric: str = unread_metric("the history metrics of series")
     series: Columns = Field(..., min_length=1,
                             description="history metrics drawn, e.g. 'train.acc,val.acc'")
     labels: dict[str, str] = Field({}, description="legend name per metric, e.g. {val.acc: test}")
-    row: str | None = None
-    col: str | None = None
+    row: str | None = Field(None, description="column with a row of panels per value (null: one "
+                            "row)")
+    col: str | None = Field(None, description="column with a panel per value in each row (null: "
+                            "one)")
     hue: Columns = Field([], description="columns naming a curve within a panel")
     names: dict[str, DrawnText] = Field({}, description="display name per column, e.g. {model.d_model: d}")
     where: dict[str, Any] = Field({}, description="only runs of the cells matching this")
-    seeds: Literal["mean", "best", "each"] = "mean"
-    logx: bool = False
-    x: Literal["step", "samples"] = STEP
-    ylim: YLim = "auto"
-    logy: bool = False
+    seeds: Literal["mean", "best", "each"] = Field(
+        "mean", description="a cell's seeds: mean (line, band min..max), best (the seed of the "
+        "best last value) or each (a line per seed)")
+    logx: bool = Field(False, description="log x axis")
+    x: Literal["step", "samples"] = Field(STEP, description="x axis: training step or training "
+                                          "samples seen")
+    ylim: YLim = Field("auto", description=YLIM_HELP)
+    logy: bool = Field(False, description="log y axis")
     transform: Literal["none", "exp"] = Field(
         "none", description="exp: draw exp(value), e.g. per-byte perplexity from a loss in nats")
-    ylabel: DrawnText | None = None
+    ylabel: DrawnText | None = Field(None, description="y axis label (default: the series' last "
+                                     "dotted parts, e.g. acc)")
     panel: tuple[Annotated[float, Field(ge=0.5, le=20)], Annotated[float, Field(ge=0.5, le=20)]] = (
-        3.3, 2.5)  # inches (width, height) of one panel
+        Field((3.3, 2.5), description="inches (width, height) of one panel, each 0.5 to 20"))
     wrap: int | None = Field(None, ge=1, description="without row: at most this many panels a "
                              "row, the col values wrapped onto more rows")
     paper_as: dict[str, str] = Field(

@@ -35,6 +35,8 @@ from ..report.columns import DECAY_X, LABEL, N_DIVERGED, N_PARAMS  # noqa: E402
 from ..store import is_accuracy  # noqa: E402
 from ..util import DrawnText, encode_cell, norm  # noqa: E402
 from .registry import (  # noqa: E402
+    HUE_HELP,
+    YLIM_HELP,
     Columns,
     FigureConfig,
     FigureContext,
@@ -47,6 +49,7 @@ from .registry import (  # noqa: E402
     save_png,
     subplots,
     tight_layout,
+    unread_metric,
     wrap_text,
 )
 
@@ -68,7 +71,8 @@ def _cell_name(row: pd.Series, cols: list[str]) -> str:
 
 class BarsConfig(FigureConfig):
     kind: Literal["bars"]
-    x: str = LABEL
+    x: str = Field(LABEL, description="column whose value names each bar (bars of one value also "
+                   "name the keys that differ)")
 
     def column_refs(self) -> list[str]:
         return [self.x]
@@ -192,9 +196,10 @@ def bars(ctx: FigureContext, cfg: BarsConfig, path: Path) -> bool:
 
 class HeatmapsConfig(FigureConfig):
     kind: Literal["heatmaps"]
-    col: str = LABEL
-    x: Columns = []
-    y: Columns = []
+    col: str = Field(LABEL, description="column with a panel per value")
+    x: Columns = Field([], description="required: column(s) of the x axis, a list or 'a,b' (a "
+                       "cell's x is its values of them all)")
+    y: Columns = Field([], description="required: column(s) of the y axis, as x")
     cells_from_paper: bool = Field(
         False, description="also lay out every cell the paper prints (paper_values) for a panel, "
         "not run ones grey with the paper's value only: the paper's grid in every profile")
@@ -386,12 +391,14 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
 
 class LinesConfig(FigureConfig):
     kind: Literal["lines"]
-    x: str | None = None  # default: the swept key that varies within the panel
-    hue: str = "case:0"
-    facet: str | None = "case:1"
-    ylim: YLim = "auto"
-    logx: bool = False
-    logy: bool = False
+    x: str | None = Field(None, description="column on the x axis (null: in each panel the first "
+                          "swept key that varies there)")
+    hue: str = Field("case:0", description=HUE_HELP)
+    facet: str | None = Field("case:1", description="column with a panel per value (null: one "
+                              "panel)")
+    ylim: YLim = Field("auto", description=YLIM_HELP)
+    logx: bool = Field(False, description="log x axis (needs a named, numeric, positive x)")
+    logy: bool = Field(False, description="log y axis")
     paper: bool = Field(False, description="mark the paper's value of each drawn cell (× in its "
                         "line's colour; the title names those of cells not drawn)")
     reference: dict[str, str] = Field(
@@ -605,7 +612,9 @@ def _paper_not_drawn(ctx: FigureContext, agg: pd.DataFrame, metric: str, short) 
 
 class HistogramsConfig(FigureConfig):
     kind: Literal["histograms"]
-    x: str = DECAY_X  # one curve per value (left panels); the largest is split before/after
+    metric: str = unread_metric("the runs' decay_histogram analysis")
+    x: str = Field(DECAY_X, description="column with a curve per value in each model's panel; "
+                   "the right panel splits its largest value before / after n")
 
     def column_refs(self) -> list[str]:
         return [self.x]

@@ -19,7 +19,14 @@ import numpy as np  # noqa: E402
 from pydantic import Field, model_validator  # noqa: E402
 
 from ..theory import haar  # noqa: E402
-from .registry import FigureConfig, FigureContext, figure_kind, save_png, tight_layout  # noqa: E402
+from .registry import (  # noqa: E402
+    FigureConfig,
+    FigureContext,
+    figure_kind,
+    save_png,
+    tight_layout,
+    unread_metric,
+)
 
 _ERROR_NAMES = {
     "l2": r"$L^2$ error $\|\psi - \hat\psi\|_2$",
@@ -52,6 +59,7 @@ def _floored(vals) -> str:
 
 class HaarWaveletConfig(FigureConfig):
     kind: Literal["haar_wavelet"]
+    metric: str = unread_metric("the analytic table's errors columns")
     j: int = Field(0, ge=0, le=MAX_SCALE, description="scale of the approximated wavelet")
     k: int = Field(0, ge=0, description="translation of the approximated wavelet, below 2^j")
     x: str = Field("w", description="the parameter column of the analytic table")

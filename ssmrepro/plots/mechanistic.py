@@ -56,6 +56,7 @@ from .registry import (  # noqa: E402
     figure_kind,
     save_png,
     subplots,
+    unread_metric,
     wrap_text,
 )
 
@@ -70,7 +71,8 @@ class MechFigureConfig(FigureConfig):
         "draws every matching cell (one row each)")
     sample: int = Field(0, ge=0, lt=MAX_SAMPLES,
                         description="which probe sequence (hidden state, maps)")
-    metric: str = "val.best_acc"
+    metric: str = unread_metric("the trained model's operators (analysis: [mechanistic])",
+                                "val.best_acc")
 
     def column_refs(self) -> list[str]:
         return [k for w in self.where for k in w if k != "label"]

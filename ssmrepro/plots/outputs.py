@@ -187,6 +187,14 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                                     model=FIGURE_KINDS[raw["kind"]].Config)
             continue
         refs(key, cfg)
+        if "metric" in cfg.model_fields_set and cfg.metric not in cfg.metrics():
+            # a kind that draws other columns (curves' series, length_curves' pattern, a
+            # phase's panels) or an analysis: `metric: test.loss` was accepted and the figure
+            # drew what it always draws, without a word
+            draws = [*cfg.metrics(), *cfg.history_metrics()]
+            errors.append(f"{path}: {key}.metric: kind {cfg.kind} does not read metric (it draws "
+                          + (", ".join(draws) if draws else "its analysis")
+                          + "; its fields: ssmrepro list-figures); leave metric out")
         errors += [f"{path}: {key}.{why}"
                    for why in getattr(cfg, "analytic_problems", lambda _: [])(spec)]
         errors += [f"{path}: {key}.metric: {no_metric(repr(m))}"

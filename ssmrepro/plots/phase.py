@@ -30,6 +30,7 @@ from .registry import (  # noqa: E402
     figure_kind,
     save_png,
     subplots,
+    unread_metric,
     wrap_text,
 )
 
@@ -43,13 +44,16 @@ class PhasePanel(NoBoolNumbers):
 
 class PhaseConfig(FigureConfig):
     kind: Literal["phase"]
-    x: str
-    y: str
-    panels: list[PhasePanel] = Field(..., min_length=1)
-    where: dict[str, Any] = {}
-    y_descending: bool = True  # largest y on top (the paper's layout)
-    x_label: str | None = None
-    y_label: str | None = None
+    metric: str = unread_metric("each panel's own metric (panels)")
+    x: str = Field(..., description="numeric column of every panel's x axis")
+    y: str = Field(..., description="numeric column of every panel's y axis")
+    panels: list[PhasePanel] = Field(..., min_length=1, description="a heatmap per entry: "
+                                     "{metric, title, paper_default (text of cells without a "
+                                     "paper value)}")
+    where: dict[str, Any] = Field({}, description="draw only the cells matching these conditions")
+    y_descending: bool = Field(True, description="largest y on top (the paper's layout)")
+    x_label: str | None = Field(None, description="x axis label (default: x's last dotted part)")
+    y_label: str | None = Field(None, description="y axis label (default: y's last dotted part)")
     vmax: float = Field(1.0, gt=0, description="top of the colour scale (bottom: 0)")
 
     def column_refs(self) -> list[str]:

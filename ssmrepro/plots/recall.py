@@ -21,7 +21,13 @@ from pydantic import Field, model_validator  # noqa: E402
 from ..report import expected, select  # noqa: E402
 from ..report.columns import FACTS, LABEL, REGIME, STATE, VOCAB, WIDTH  # noqa: E402
 from ..theory.recall import law_constant, refined_accuracy  # noqa: E402
-from .registry import FigureConfig, FigureContext, figure_kind, save_png, subplots  # noqa: E402
+from .registry import (  # noqa: E402
+    FigureConfig,
+    FigureContext,
+    figure_kind,
+    save_png,
+    subplots,
+)
 
 LawColumn = Literal["designed", "linear", "full"]
 
@@ -33,12 +39,15 @@ class RecallGridConfig(FigureConfig):
     theory: LawColumn | None = Field(
         "linear", description="constant of the theory column (a); null: no theory column")
     threshold: float = Field(0.9, gt=0, lt=1, description="the contour level")
-    task: Literal["mqar", "ar"] = "mqar"
-    x: str = WIDTH
-    y: str = STATE
-    regime: list[str] = list(REGIME)
-    vocab: str = VOCAB
-    facts: str = FACTS
+    task: Literal["mqar", "ar"] = Field("mqar", description="the law's task: mqar or ar "
+                                        "(associative recall), for its constants")
+    x: str = Field(WIDTH, description="numeric column of the x axis (the width D)")
+    y: str = Field(STATE, description="numeric column of the y axis (the state size N)")
+    regime: list[str] = Field(list(REGIME), description="columns whose values make a row of "
+                              "panels (one regime each)")
+    vocab: str = Field(VOCAB, description="the regime column giving the law's vocabulary size V")
+    facts: str = Field(FACTS, description="the regime column giving the law's number of facts "
+                       "(key-value pairs)")
     log_axes: bool | None = Field(None, description="log2 axes (default: when the grid doubles)")
 
     @model_validator(mode="after")

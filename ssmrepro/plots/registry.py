@@ -38,7 +38,7 @@ from ..report.cells import (
 from ..report.columns import DEFAULT_METRIC, LABEL, N_DIVERGED, N_OK
 from ..spec import NAME_PATTERN, parse_yaml
 from ..store import is_loss
-from ..util import DrawnText, NoBoolNumbers, check_registration, encode_cell, norm
+from ..util import DrawnText, NoBoolNumbers, check_registration, doc_summary, encode_cell, norm
 
 
 class FigureConfig(NoBoolNumbers):
@@ -232,6 +232,16 @@ def _ordered(v: Any) -> Any:
 # a panel's y range: [low, high]; null: matplotlib's own; "auto" (the default): the accuracy range
 # when every value drawn is in [0, 1] and none is a loss, else matplotlib's own (``resolve_ylim``)
 YLim = Annotated[tuple[float, float] | Literal["auto"] | None, AfterValidator(_ordered)]
+YLIM_HELP = ("y range [low, high]; auto: the accuracy range when every value drawn is in [0, 1] "
+             "and none is a loss, else matplotlib's own; null: matplotlib's own")
+HUE_HELP = "column with a line per value (case:<i>: the i-th ' / '-part of the case label)"
+
+
+def unread_metric(draws: str, default: str = DEFAULT_METRIC) -> Any:
+    """The ``metric`` field of a kind that does not draw it (``metrics()`` leaves it out):
+    described as such, for ``list-figures`` printed it as 'the results column drawn'."""
+    return Field(default, description=f"not read by this kind, which draws {draws} (validate "
+                 "refuses a metric given here)")
 
 
 def resolve_ylim(ylim: Any, values: Any, metrics: str | list[str] = ()) -> tuple[float, float] | None:
@@ -533,7 +543,7 @@ def figure_kind(name: str, Config: type[FigureConfig]):
 
     def deco(fn):
         check_registration("figure kind", name, Config, FigureConfig, "kind", FIGURE_KINDS)
-        FIGURE_KINDS[name] = FigureKind(name, Config, fn, (fn.__doc__ or "").strip().split("\n")[0])
+        FIGURE_KINDS[name] = FigureKind(name, Config, fn, doc_summary(fn.__doc__))
         return fn
 
     return deco

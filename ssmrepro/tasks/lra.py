@@ -92,6 +92,13 @@ _BOUNDS: dict[str, dict[str, Any]] = {
 # text fields the loaders check only once the data is read: without it (validate, the dry run)
 # 'BYTE' planned a char-level vocabulary and passed
 _CHOICES: dict[str, Any] = {"level": Literal["char", "byte"], "val_split": Literal["test", "train"]}
+# `list-tasks`' meaning of a preprocessing field (it printed none; a ListOps max_len below the
+# expressions' lengths cut every one of them without a word)
+_DOCS: dict[str, str] = {
+    "max_len": "tokens of a sequence (per document), <eos> included; a longer one is cut to it "
+               "(a cut ListOps expression loses its answer)",
+    "append_eos": "append an <eos> token to each sequence (it counts in max_len)",
+}
 
 
 class _LRAConfig(TaskConfig):
@@ -145,7 +152,8 @@ def _config_class(task: str, dataset: str) -> type[TaskConfig]:
     ddef = DATASETS[dataset]
     hints = typing.get_type_hints(ddef.config_cls)
     fields: dict[str, Any] = {
-        f.name: (_CHOICES.get(f.name, hints[f.name]), Field(f.default, **_BOUNDS.get(f.name, {})))
+        f.name: (_CHOICES.get(f.name, hints[f.name]),
+                 Field(f.default, description=_DOCS.get(f.name), **_BOUNDS.get(f.name, {})))
         for f in dataclasses.fields(ddef.config_cls)
     }
     sources = tuple(ddef.sources)
