@@ -1526,7 +1526,11 @@ def _digested_rows(text: str, legacy: bool = False) -> list[tuple[str, str]]:
 
     def digest(row: list[str]) -> str:  # (two lists: half the time of one of pairs)
         filled = [i for i in order if i < len(row) and row[i] != ""]
-        return _digest([[header[i] for i in filled], [value(row[i]) for i in filled]])
+        cells = [[header[i] for i in filled], [value(row[i]) for i in filled]]
+        extra = row[len(header):]  # cells past the header's (typed in by hand: the digest of
+        while extra and extra[-1] == "":  # its filled cells alone left it unseen), where any
+            extra = extra[:-1]  # is filled (a row's digest without them is as it was)
+        return _digest(cells + [[value(c) for c in extra]] if extra else cells)
 
     return [(row[at], digest(row)) for row in rows if len(row) > at]
 

@@ -20297,3 +20297,22 @@ def test_list_tasks_says_an_lra_max_len_cuts_longer_sequences():
     for name in ("lra_listops", "lra_text", "lra_retrieval"):
         rows = {r[0]: r[3] for r in config_rows(TASKS[name].Config)}
         assert "a longer one is cut to it" in rows["max_len"] and rows["append_eos"], name
+
+
+def test_a_cell_typed_past_the_header_of_a_written_table_still_warns(tmp_path):
+    """A row's digest in the table ledger was of its filled cells under the header alone: a
+    value typed by hand past the header's last column (`r1,4,0.5,99`) was dropped when the
+    table was written again, without the 'edited by hand?' warning the older digest (of the
+    whole row) gave. An empty cell past it (`r1,4,0.5,`) holds no value and does not warn."""
+    from ssmrepro.store import Store
+
+    store = Store(tmp_path / "s")
+    store.runs.mkdir(parents=True)
+    table = store.root / "results.csv"
+    v = "run_id,model.d_state,metric.test.acc\nr1,4,0.5\n"
+    for edited, warns in (("r1,4,0.5,99", True), ("r1,4,0.5,", False), ("r1,4.0,0.5,,", False)):
+        store.write_table("results.csv", v, {"r1"})
+        store.warnings.clear()
+        table.write_text(v.replace("r1,4,0.5", edited))
+        store.write_table("results.csv", v, {"r1"})
+        assert bool(store.warnings) == warns, edited
