@@ -11,6 +11,11 @@ import signal
 import sys
 from collections.abc import Callable
 
+try:  # loaded now, while memory is there: ``out_of_memory`` imported it when memory had run
+    import resource  # out, and its shared object could not be mapped either (a second
+except ImportError:  # traceback, exit 1, where one line was meant)
+    resource = None  # type: ignore[assignment]  (no such module on this system)
+
 # (no typing, no threading: this module is loaded before the start-up guard exists, and each
 # millisecond of it was a Ctrl-C with a traceback)
 
@@ -42,12 +47,10 @@ def cpu_limit_interrupt(signum: int, frame: object) -> None:
     such as Grid Engine's s_cpu): the command ends as on a `kill PID` (it dumped core, exit 152,
     no line). The soft limit is raised to the hard one first: the kernel sends SIGXCPU again at
     every further second of CPU, which would kill the clean-up; the hard limit still holds."""
-    import resource
-
     try:
         hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
         resource.setrlimit(resource.RLIMIT_CPU, (hard, hard))
-    except (ValueError, OSError):
+    except (ValueError, OSError, AttributeError):  # (AttributeError: no resource module)
         pass
     raise KeyboardInterrupt
 
@@ -107,10 +110,11 @@ def out_of_memory(err: BaseException) -> str | None:
     if not (isinstance(err, MemoryError) or isinstance(err, ImportError) and (
             "failed to map segment" in text or "Cannot allocate memory" in text)):
         return None
-    import resource
-
-    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
-    limit = ("" if soft == resource.RLIM_INFINITY else
+    try:
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (AttributeError, ValueError, OSError):  # no resource module, or no such limit
+        soft = -1
+    limit = ("" if soft < 0 or soft == resource.RLIM_INFINITY else
              f"; this process may use {soft / 2**30:.3g} GiB of address space at most "
              f"(ulimit -v {soft // 1024}): raise that limit")
     return f"out of memory ({type(err).__name__}{': ' + text if text else ''}){limit}"

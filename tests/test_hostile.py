@@ -20316,3 +20316,25 @@ def test_a_cell_typed_past_the_header_of_a_written_table_still_warns(tmp_path):
         table.write_text(v.replace("r1,4,0.5", edited))
         store.write_table("results.csv", v, {"r1"})
         assert bool(store.warnings) == warns, edited
+
+
+def test_memory_running_out_at_start_up_is_one_line_though_no_module_can_load(monkeypatch, capsys):
+    """Under `ulimit -v 600000` torch's import ran out of memory, and the start-up guard's
+    message imported `resource` (a shared object) to name the limit: that import could not be
+    mapped either ('failed to map segment'), a second traceback, exit 1. The module is loaded
+    with the guard now, while memory is there."""
+    import sys
+
+    from ssmrepro import signals
+
+    monkeypatch.setitem(sys.modules, "resource", None)  # any import of it fails now
+
+    def load():
+        raise ImportError("libtorch_cpu.so: failed to map segment from shared object")
+
+    for err in (MemoryError(), ImportError("x.so: failed to map segment from shared object")):
+        assert signals.out_of_memory(err).startswith("out of memory")
+    with pytest.raises(SystemExit) as stop:
+        signals.load_guarded(load)
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.startswith("error: out of memory (ImportError: libtorch")
