@@ -107,17 +107,35 @@ def out_of_memory(err: BaseException) -> str | None:
     could not be mapped: 'failed to map segment from shared object' under `ulimit -v`), with the
     address-space limit where one is set; None for any other error. Each was a traceback."""
     text = str(err)
-    if not (isinstance(err, MemoryError) or isinstance(err, ImportError) and (
+    thread = isinstance(err, RuntimeError) and "can't start new thread" in text  # its stack
+    # could not be mapped (`ulimit -v 760000`: the progress bar's thread, a traceback), or the
+    # user's processes and threads are at their limit (`ulimit -u`)
+    if not (thread or isinstance(err, MemoryError) or isinstance(err, ImportError) and (
             "failed to map segment" in text or "Cannot allocate memory" in text)):
         return None
+    space = _soft_limit("RLIMIT_AS")
+    limit = "" if space is None else (
+        f"this process may use {space / 2**30:.3g} GiB of address space at most "
+        f"(ulimit -v {space // 1024})")
+    said = f"{type(err).__name__}{': ' + text if text else ''}"
+    if thread:
+        tasks = _soft_limit("RLIMIT_NPROC")
+        limits = [w for w in (limit, tasks is not None and f"this user may run {tasks} "
+                              f"processes and threads (ulimit -u {tasks})") if w]
+        return (f"no new thread could be started ({said}): out of memory or of threads"
+                + (f"; {' and '.join(limits)}: raise "
+                   f"{'that limit' if len(limits) == 1 else 'one of them'}" if limits else ""))
+    return f"out of memory ({said}){'; ' + limit + ': raise that limit' if limit else ''}"
+
+
+def _soft_limit(name: str) -> int | None:
+    """The soft limit ``resource.<name>`` of this process; None where there is none (or no
+    such module or limit)."""
     try:
-        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
-    except (AttributeError, ValueError, OSError):  # no resource module, or no such limit
-        soft = -1
-    limit = ("" if soft < 0 or soft == resource.RLIM_INFINITY else
-             f"; this process may use {soft / 2**30:.3g} GiB of address space at most "
-             f"(ulimit -v {soft // 1024}): raise that limit")
-    return f"out of memory ({type(err).__name__}{': ' + text if text else ''}){limit}"
+        soft = resource.getrlimit(getattr(resource, name))[0]
+    except (AttributeError, ValueError, OSError):
+        return None
+    return None if soft < 0 or soft == resource.RLIM_INFINITY else soft
 
 
 def load_guarded(load: Callable[[], object]) -> object:

@@ -20338,3 +20338,24 @@ def test_memory_running_out_at_start_up_is_one_line_though_no_module_can_load(mo
         signals.load_guarded(load)
     assert stop.value.code == 2
     assert capsys.readouterr().err.startswith("error: out of memory (ImportError: libtorch")
+
+
+def test_a_thread_that_cannot_start_is_one_line_naming_the_limits(tmp_path, monkeypatch):
+    """Under `ulimit -v 760000` torch loaded but the progress bar's thread could not map its
+    stack: `run` ended in a RuntimeError traceback ("can't start new thread"), exit 1. It is one
+    line naming the address-space and thread limits, exit 2; another RuntimeError is not."""
+    import threading
+
+    from ssmrepro import signals
+
+    said = signals.out_of_memory(RuntimeError("can't start new thread"))
+    assert said.startswith("no new thread could be started") and "out of memory" in said
+    assert signals.out_of_memory(RuntimeError("other")) is None
+
+    def refused(self, *a, **kw):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refused)
+    res = _invoke("run", _one_run_spec(tmp_path), "--out", tmp_path / "o", "--no-calibrate")
+    assert res.exit_code == 2, res.output
+    assert "no new thread could be started" in res.output and "Traceback" not in res.output

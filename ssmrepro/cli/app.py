@@ -353,6 +353,11 @@ def guard(fn: Callable[..., Any], interrupted: str = REDO) -> Callable[..., Any]
             fail([os_message(err)])
         except MemoryError as err:  # an address-space limit (`ulimit -v`): a traceback
             fail([out_of_memory(err) or "out of memory"])
+        except RuntimeError as err:  # a thread that could not start (`ulimit -v`, `-u`)
+            memory = out_of_memory(err)
+            if memory is None:
+                raise
+            fail([memory])
         except KeyboardInterrupt:
             interrupt_handled()  # (exit 130, not death by SIGINT, under `python -m`)
             try:
