@@ -1553,7 +1553,9 @@ def _table_rows(path: Path) -> tuple[dict[str, list[str]], Callable[[], dict[str
     cannot be read as text), and a function giving them as a ledger of an older ssmrepro kept
     them (for a row whose digest the ledger lacks: computed only then)."""
     try:
-        text = read_small(path, MAX_TABLE_BYTES).decode("utf-8")
+        # (a byte-order mark, as a spreadsheet saves 'CSV UTF-8', hid the run_id column: a
+        # value edited there was dropped without a word)
+        text = read_small(path, MAX_TABLE_BYTES).decode("utf-8-sig")
         return _row_digests(text), lambda: _row_digests(text, legacy=True)
     except (OSError, ValueError, csv.Error):
         return {}, dict

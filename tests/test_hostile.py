@@ -20359,3 +20359,22 @@ def test_a_thread_that_cannot_start_is_one_line_naming_the_limits(tmp_path, monk
     res = _invoke("run", _one_run_spec(tmp_path), "--out", tmp_path / "o", "--no-calibrate")
     assert res.exit_code == 2, res.output
     assert "no new thread could be started" in res.output and "Traceback" not in res.output
+
+
+def test_a_table_saved_with_a_byte_order_mark_still_warns_of_an_edit(tmp_path):
+    """results.csv edited in a spreadsheet and saved as 'CSV UTF-8' starts with a byte-order
+    mark: its header's first name was '\\ufeffrun_id', no run_id column was found, and the
+    edited value was dropped on the next write without the 'edited by hand?' warning. The mark
+    alone (nothing edited) is silent."""
+    from ssmrepro.store import Store
+
+    store = Store(tmp_path / "s")
+    store.runs.mkdir(parents=True)
+    table = store.root / "results.csv"
+    v = "run_id,model.d_state,metric.test.acc\nr1,4,0.5\n"
+    for edited, warns in ((v.replace("0.5", "0.9"), True), (v, False)):
+        store.write_table("results.csv", v, {"r1"})
+        store.warnings.clear()
+        table.write_text("\ufeff" + edited, encoding="utf-8")
+        store.write_table("results.csv", v, {"r1"})
+        assert bool(store.warnings) == warns, edited
