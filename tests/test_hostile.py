@@ -20297,3 +20297,30 @@ def test_list_tasks_says_an_lra_max_len_cuts_longer_sequences():
     for name in ("lra_listops", "lra_text", "lra_retrieval"):
         rows = {r[0]: r[3] for r in config_rows(TASKS[name].Config)}
         assert "a longer one is cut to it" in rows["max_len"] and rows["append_eos"], name
+
+
+def test_committed_analysis_rows_keep_the_planned_runs_order():
+    """An analysis table made of the rows computed here (runs with weights or records) and the
+    committed rows of the others put the computed rows first: mechanistic.csv's order changed
+    with which runs had weights here (rewritten, a committed table differed in its order
+    alone). The rows come in the planned runs' order, a cell's rows (histogram bins) as they
+    were, rows of no planned run last."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.report.analysis import with_committed
+
+    runs = [SimpleNamespace(label=lab, seed=s, flat=lambda d=d: {"model.d": d})
+            for lab, d, s in (("A", 4, 0), ("A", 4, 1), ("B", 8, 0), ("C", 2, 0))]
+    rows = [("A", 4, 0, 1.0), ("A", 4, 1, 2.0), ("B", 8, 0, 3.0), ("C", 2, 0, 4.0)]
+    table = pd.DataFrame(rows, columns=["label", "model.d", "seed", "m"])
+    for own in ([2], [1, 3], [3], [0, 2]):  # the runs with weights here
+        merged = with_committed(table.iloc[own], table, ["label", "model.d"], runs)
+        assert merged.values.tolist() == table.values.tolist(), own
+    # per cell (no seed column), several rows a cell (histograms.csv): bins stay in order
+    hist = pd.DataFrame([("A", 4, b, 10 + b) for b in range(3)]
+                        + [("B", 8, b, 20 + b) for b in range(3)],
+                        columns=["label", "model.d", "bin", "count"])
+    merged = with_committed(hist.iloc[3:], hist, ["label", "model.d"], runs)
+    assert merged.values.tolist() == hist.values.tolist()

@@ -1964,7 +1964,7 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
             if stand:
                 hist = hist[[k not in stand for k in cell_identities(hist, run_keys)]]
             n_own = len(hist)
-            hist = with_committed(hist, committed, run_keys, finished)
+            hist = with_committed(hist, committed, run_keys, finished, runs)
             dropped = _committed_dropped(read, len(hist) - n_own)
             short -= stand
         for key in sorted(short, key=str):
@@ -1989,7 +1989,7 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
             for why in [*unplanned, *vague]:
                 print(f"warning: {tpath.name}: {why}; the row is not used", file=sys.stderr)
             n_own = len(table)
-            table = with_committed(table, committed, run_keys, finished)
+            table = with_committed(table, committed, run_keys, finished, runs)
             dropped = _committed_dropped(read, len(table) - n_own)
         _write_back(tpath, table, csv_text, computed, dropped)
         tables[name] = _of_chosen(table, cells, run_keys, chosen)
