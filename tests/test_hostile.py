@@ -20324,3 +20324,20 @@ def test_committed_analysis_rows_keep_the_planned_runs_order():
                         columns=["label", "model.d", "bin", "count"])
     merged = with_committed(hist.iloc[3:], hist, ["label", "model.d"], runs)
     assert merged.values.tolist() == hist.values.tolist()
+
+
+def test_a_committed_curves_table_cut_at_a_line_end_warns(tmp_path, two_profile_smoke):
+    """A committed curves table cut exactly at a line end (a partial copy, rows deleted) drew
+    a run's learning curve ending before the step its results row says it stopped at, without
+    a word (a curve ends at its run's stop step); now a warning names the run and both steps.
+    The whole table says nothing."""
+    spec, out, _ = _fresh_clone(two_profile_smoke, tmp_path)
+    curves = out / "tests" / "t-spec" / "curves-smoke.csv"
+    text = curves.read_text()
+    res = _invoke("plot", spec, "--profile", "smoke", "--out", out)
+    assert res.exit_code == 0 and "ends before the step" not in res.output, res.output
+    curves.write_text("".join(text.splitlines(keepends=True)[:-1]))  # the last evaluation
+    res = _invoke("plot", spec, "--profile", "smoke", "--out", out)
+    assert res.exit_code == 0, res.output
+    assert "curves-smoke.csv: the learning curve of 1 run(s) ends before the step" in res.output
+    assert "(step 2 of 4)" in res.output, res.output
