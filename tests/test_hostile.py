@@ -19613,7 +19613,8 @@ def test_a_listops_cache_entry_prepared_before_a_new_refusal_is_prepared_again(t
                 new = ds.load_lra("listops", "test", tmp_path)
                 assert new.cache_path == old.cache_path
                 assert np.array_equal(np.asarray(new.x), np.asarray(old.x))
-        assert any("older listops checks (revision 1, now 2" in str(w.message) for w in said)
+        assert any(f"older listops checks (revision 1, now {listops.CHECKS_VERSION}"
+                   in str(w.message) for w in said)
 
 
 def test_a_live_holders_claim_is_not_taken_over_when_the_clock_steps_back(tmp_path):
@@ -20341,3 +20342,30 @@ def test_a_committed_curves_table_cut_at_a_line_end_warns(tmp_path, two_profile_
     assert res.exit_code == 0, res.output
     assert "curves-smoke.csv: the learning curve of 1 run(s) ends before the step" in res.output
     assert "(step 2 of 4)" in res.output, res.output
+
+
+def test_a_listops_max_len_that_cuts_expressions_warns(tmp_path, monkeypatch):
+    """A ListOps max_len below the expressions' lengths (64 beside generated expressions of
+    500-2,000 tokens) cut every one of them, its answer lost, and the run trained on them
+    without a word. Loading the task warns how many expressions of each split are cut (the
+    fixture: 4 of 7, 2 of 3, 1 of 3 at max_len 8); a max_len that cuts none says nothing."""
+    import warnings
+
+    from ssmrepro.tasks import build_task
+    from ssmrepro.tasks.lra import clear_cache
+
+    root = tmp_path / "data"
+    shutil.copytree(ROOT / "tests/assets/lra/lra/listops-1000", root / "lra/listops-1000")
+    monkeypatch.setenv("SSMREPRO_DATA", str(root))
+    for max_len, said in ((8, "max_len 8 cuts 4 of 7 train, 2 of 3 val, 1 of 3 test expressions"),
+                          (64, None)):
+        clear_cache()
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                build_task({"name": "lra_listops", "source": "lra_release", "max_len": max_len})
+        finally:
+            clear_cache()
+        cuts = [str(w.message) for w in caught if "cuts" in str(w.message)]
+        assert cuts == ([f"task lra_listops: {said} (a cut expression loses its answer); raise "
+                         "max_len to train on whole ones"] if said else []), cuts
