@@ -20369,3 +20369,40 @@ def test_a_listops_max_len_that_cuts_expressions_warns(tmp_path, monkeypatch):
         cuts = [str(w.message) for w in caught if "cuts" in str(w.message)]
         assert cuts == ([f"task lra_listops: {said} (a cut expression loses its answer); raise "
                          "max_len to train on whole ones"] if said else []), cuts
+
+
+def test_runs_recorded_while_the_parent_was_interrupted_are_counted(tmp_path, monkeypatch):
+    """`run --workers 2` stopped (SIGSTOP), sent SIGTERM, continued (SIGCONT) after its workers
+    had trained and recorded every run: it said 'trained 0 runs in 0 packs' beside their records
+    (the reports the workers sent were never read). The parent reads them before it stops: the
+    summary counts the runs. (Here the parent of one worker process is interrupted at its first
+    event, once every record is written.)"""
+    import ssmrepro.engine as engine
+    from ssmrepro.engine import local
+
+    real = engine.run_workers
+
+    def interrupted(work, store, ws, n, emit):
+        ids = [r.run_id for _, pack in work for r in pack.runs]
+        first = [True]
+
+        def late(ev):
+            if first.pop() if first else False:
+                deadline = time.monotonic() + 120
+                while not all(store.is_done(i) for i in ids) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                raise KeyboardInterrupt
+            emit(ev)
+
+        real(work, store, ws, n, late)
+
+    # one worker process, forked (spawning one imports torch again: seconds); run_in_process
+    # would train in this process
+    fork = local.mp.get_context("fork")
+    monkeypatch.setattr(local.mp, "get_context", lambda method=None: fork)
+    monkeypatch.setattr(engine, "run_in_process",
+                        lambda work, store, ws, emit: interrupted(work, store, ws, 1, emit))
+    res = _invoke("run", _one_run_spec(tmp_path), "--profile", "smoke", "--out", tmp_path / "out",
+                  "--workers", "1", "--no-calibrate", "--no-plot")
+    assert res.exit_code == 130, res.output
+    assert "trained 1 runs in 1 packs" in res.output, res.output
