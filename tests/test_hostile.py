@@ -19613,7 +19613,8 @@ def test_a_listops_cache_entry_prepared_before_a_new_refusal_is_prepared_again(t
                 new = ds.load_lra("listops", "test", tmp_path)
                 assert new.cache_path == old.cache_path
                 assert np.array_equal(np.asarray(new.x), np.asarray(old.x))
-        assert any("older listops checks (revision 1, now 2" in str(w.message) for w in said)
+        assert any(f"older listops checks (revision 1, now {listops.CHECKS_VERSION}"
+                   in str(w.message) for w in said)
 
 
 def test_a_live_holders_claim_is_not_taken_over_when_the_clock_steps_back(tmp_path):
@@ -20378,3 +20379,111 @@ def test_a_table_saved_with_a_byte_order_mark_still_warns_of_an_edit(tmp_path):
         table.write_text("\ufeff" + edited, encoding="utf-8")
         store.write_table("results.csv", v, {"r1"})
         assert bool(store.warnings) == warns, edited
+
+
+def test_committed_analysis_rows_keep_the_planned_runs_order():
+    """An analysis table made of the rows computed here (runs with weights or records) and the
+    committed rows of the others put the computed rows first: mechanistic.csv's order changed
+    with which runs had weights here (rewritten, a committed table differed in its order
+    alone). The rows come in the planned runs' order, a cell's rows (histogram bins) as they
+    were, rows of no planned run last."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.report.analysis import with_committed
+
+    runs = [SimpleNamespace(label=lab, seed=s, flat=lambda d=d: {"model.d": d})
+            for lab, d, s in (("A", 4, 0), ("A", 4, 1), ("B", 8, 0), ("C", 2, 0))]
+    rows = [("A", 4, 0, 1.0), ("A", 4, 1, 2.0), ("B", 8, 0, 3.0), ("C", 2, 0, 4.0)]
+    table = pd.DataFrame(rows, columns=["label", "model.d", "seed", "m"])
+    for own in ([2], [1, 3], [3], [0, 2]):  # the runs with weights here
+        merged = with_committed(table.iloc[own], table, ["label", "model.d"], runs)
+        assert merged.values.tolist() == table.values.tolist(), own
+    # per cell (no seed column), several rows a cell (histograms.csv): bins stay in order
+    hist = pd.DataFrame([("A", 4, b, 10 + b) for b in range(3)]
+                        + [("B", 8, b, 20 + b) for b in range(3)],
+                        columns=["label", "model.d", "bin", "count"])
+    merged = with_committed(hist.iloc[3:], hist, ["label", "model.d"], runs)
+    assert merged.values.tolist() == hist.values.tolist()
+
+
+def test_a_committed_curves_table_cut_at_a_line_end_warns(tmp_path, two_profile_smoke):
+    """A committed curves table cut exactly at a line end (a partial copy, rows deleted) drew
+    a run's learning curve ending before the step its results row says it stopped at, without
+    a word (a curve ends at its run's stop step); now a warning names the run and both steps.
+    The whole table says nothing."""
+    spec, out, _ = _fresh_clone(two_profile_smoke, tmp_path)
+    curves = out / "tests" / "t-spec" / "curves-smoke.csv"
+    text = curves.read_text()
+    res = _invoke("plot", spec, "--profile", "smoke", "--out", out)
+    assert res.exit_code == 0 and "ends before the step" not in res.output, res.output
+    curves.write_text("".join(text.splitlines(keepends=True)[:-1]))  # the last evaluation
+    res = _invoke("plot", spec, "--profile", "smoke", "--out", out)
+    assert res.exit_code == 0, res.output
+    assert "curves-smoke.csv: the learning curve of 1 run(s) ends before the step" in res.output
+    assert "(step 2 of 4)" in res.output, res.output
+
+
+def test_a_listops_max_len_that_cuts_expressions_warns(tmp_path, monkeypatch):
+    """A ListOps max_len below the expressions' lengths (64 beside generated expressions of
+    500-2,000 tokens) cut every one of them, its answer lost, and the run trained on them
+    without a word. Loading the task warns how many expressions of each split are cut (the
+    fixture: 4 of 7, 2 of 3, 1 of 3 at max_len 8); a max_len that cuts none says nothing."""
+    import warnings
+
+    from ssmrepro.tasks import build_task
+    from ssmrepro.tasks.lra import clear_cache
+
+    root = tmp_path / "data"
+    shutil.copytree(ROOT / "tests/assets/lra/lra/listops-1000", root / "lra/listops-1000")
+    monkeypatch.setenv("SSMREPRO_DATA", str(root))
+    for max_len, said in ((8, "max_len 8 cuts 4 of 7 train, 2 of 3 val, 1 of 3 test expressions"),
+                          (64, None)):
+        clear_cache()
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                build_task({"name": "lra_listops", "source": "lra_release", "max_len": max_len})
+        finally:
+            clear_cache()
+        cuts = [str(w.message) for w in caught if "cuts" in str(w.message)]
+        assert cuts == ([f"task lra_listops: {said} (a cut expression loses its answer); raise "
+                         "max_len to train on whole ones"] if said else []), cuts
+
+
+def test_runs_recorded_while_the_parent_was_interrupted_are_counted(tmp_path, monkeypatch):
+    """`run --workers 2` stopped (SIGSTOP), sent SIGTERM, continued (SIGCONT) after its workers
+    had trained and recorded every run: it said 'trained 0 runs in 0 packs' beside their records
+    (the reports the workers sent were never read). The parent reads them before it stops: the
+    summary counts the runs. (Here the parent of one worker process is interrupted at its first
+    event, once every record is written.)"""
+    import ssmrepro.engine as engine
+    from ssmrepro.engine import local
+
+    real = engine.run_workers
+
+    def interrupted(work, store, ws, n, emit):
+        ids = [r.run_id for _, pack in work for r in pack.runs]
+        first = [True]
+
+        def late(ev):
+            if first.pop() if first else False:
+                deadline = time.monotonic() + 120
+                while not all(store.is_done(i) for i in ids) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                raise KeyboardInterrupt
+            emit(ev)
+
+        real(work, store, ws, n, late)
+
+    # one worker process, forked (spawning one imports torch again: seconds); run_in_process
+    # would train in this process
+    fork = local.mp.get_context("fork")
+    monkeypatch.setattr(local.mp, "get_context", lambda method=None: fork)
+    monkeypatch.setattr(engine, "run_in_process",
+                        lambda work, store, ws, emit: interrupted(work, store, ws, 1, emit))
+    res = _invoke("run", _one_run_spec(tmp_path), "--profile", "smoke", "--out", tmp_path / "out",
+                  "--workers", "1", "--no-calibrate", "--no-plot")
+    assert res.exit_code == 130, res.output
+    assert "trained 1 runs in 1 packs" in res.output, res.output

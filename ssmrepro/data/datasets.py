@@ -104,6 +104,7 @@ class LRADataset:
     path: Path | None = None  # where the source data was read from
     cache_path: Path | None = None
     pad_id: int = 0
+    cut: int = 0  # ListOps: expressions longer than max_len allows, cut to it (answer lost)
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -220,7 +221,9 @@ def _listops_present(src: str, path: Path) -> bool:
 
 
 def _listops_prepare(src: str, path: Path, cfg) -> tuple[dict, dict]:
-    return listops.prepare_listops(path, cfg), {"vocab": list(listops.VOCAB), "kind": "tokens"}
+    cut: dict[str, int] = {}  # expressions cut to max_len, per split (``LRADataset.cut``)
+    arrays = listops.prepare_listops(path, cfg, cut)
+    return arrays, {"vocab": list(listops.VOCAB), "kind": "tokens", "cut": cut}
 
 
 def _force_flag(folder: Path) -> str:
@@ -768,7 +771,15 @@ def _build(dataset, split, src, path, cfg, arrays, meta, entry_path) -> LRADatas
         config=config_dict(cfg),
         path=path,
         cache_path=entry_path,
+        cut=_cut_of(meta, split),
     )
+
+
+def _cut_of(meta: dict[str, Any], split: str) -> int:
+    """The number of ``split``'s examples that preparing cut to max_len (meta.json's "cut"),
+    0 where it names none."""
+    n = (meta.get("cut") or {}).get(split, 0) if isinstance(meta.get("cut"), dict) else 0
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 0
 
 
 def available_sources(root: str | Path | None = None) -> list[dict[str, Any]]:

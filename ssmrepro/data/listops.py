@@ -485,7 +485,9 @@ class ListOpsConfig:
 PREPARE_VERSION = 2  # 2: a row of three or more tab-separated fields is refused (it was read as one source)
 # what preparing refuses (``DatasetDef.checks``, not in the cache key: the runs stay valid);
 # 2: a source token a, b, c or d (encode_listops read them as the operators it writes so)
-CHECKS_VERSION = 2
+# 3: counts the expressions max_len cuts (meta.json's "cut"; an entry without it was prepared
+#    before: prepared again, so a cut is never unsaid)
+CHECKS_VERSION = 3
 
 # Fast path: map the 15 ListOps symbols to single characters, then look them up with numpy.
 _COMPACT = (("[MIN", "a"), ("[MAX", "b"), ("[MED", "c"), ("[SM", "d"))
@@ -568,9 +570,11 @@ def pad_sequences(seqs: Sequence[np.ndarray], dtype: type = np.uint8) -> tuple[n
     return out, lengths
 
 
-def prepare_listops(directory: Path, cfg: ListOpsConfig) -> dict[str, dict[str, np.ndarray]]:
+def prepare_listops(directory: Path, cfg: ListOpsConfig,
+                    cut: dict[str, int] | None = None) -> dict[str, dict[str, np.ndarray]]:
     """Tokenise ``basic_{train,val,test}.tsv`` in ``directory``: per split x (N, L) uint8 ids,
-    lengths (N,) and labels (N,)."""
+    lengths (N,) and labels (N,). ``cut``, when given, gets per split the number of
+    expressions longer than ``max_len`` allows, cut to it (each loses its answer)."""
     if cfg.max_len < 2:
         raise ValueError("max_len must be >= 2")
     keep = cfg.max_len - 1 if cfg.append_eos else cfg.max_len
@@ -580,14 +584,19 @@ def prepare_listops(directory: Path, cfg: ListOpsConfig) -> dict[str, dict[str, 
         linenos: list[int] = []  # a row's own line (blank lines made the message name another)
         sources, labels = read_listops_tsv(path, linenos)
         seqs = []
+        n_cut = 0
         for lineno, src in zip(linenos, sources):
             try:
-                ids = encode_listops(src)[:keep]
+                ids = encode_listops(src)
             except ValueError as err:
                 raise ValueError(f"{path}:{lineno}: {err}") from None
+            n_cut += len(ids) > keep
+            ids = ids[:keep]
             if cfg.append_eos:
                 ids = np.append(ids, np.uint8(EOS))
             seqs.append(ids)
         x, lengths = pad_sequences(seqs)
         out[split] = {"x": x, "lengths": lengths, "labels": labels}
+        if cut is not None:
+            cut[split] = n_cut
     return out

@@ -448,5 +448,15 @@ def run_workers(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings, w
                 p.terminate()
         for p in procs:
             p.join(timeout=10)
+        # the reports the workers sent that were not read (this process interrupted while they
+        # trained on: stopped, then SIGTERM and a late SIGCONT): their runs' records were
+        # written, yet the summary said 'trained 0 runs in 0 packs'
+        while len(ended) < workers:
+            try:
+                ev = events.get(timeout=0.2)
+            except (queue_mod.Empty, OSError, ValueError, EOFError):
+                break
+            if ev.kind == "pack_end":
+                handle(ev)
         tasks.cancel_join_thread()
         events.cancel_join_thread()

@@ -56,7 +56,7 @@ from ..report.cells import (
     values_equal,
 )
 from ..report.checks import CheckConfig, CollapseConfig, OrderingConfig, seed_spreads
-from ..report.columns import LABEL, LABEL_SEP, N_PARAMS, OK, RUN_ID, SEED, STATUS
+from ..report.columns import LABEL, LABEL_SEP, N_PARAMS, OK, RUN_ID, SEED, STATUS, STOP_STEP
 from ..report.curves import HISTORY_SETS, SAMPLES, STEP, curve_table, history_metric_sets
 from ..spec import SET_TAG, Spec, format_errors
 from ..store import (
@@ -1711,7 +1711,8 @@ def _read_curves(path: Path) -> pd.DataFrame:
 
 def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
             store=None, profile: str | None = None, tag: str = "",
-            reported: set[str] | None = None) -> pd.DataFrame:
+            reported: set[str] | None = None,
+            stops: dict[str, int] | None = None) -> pd.DataFrame:
     """The learning-curve table of ``runs`` (report.curves): a run's rows from its record when
     the store has one, else from the committed curves tables (this profile's, then the other
     profiles', as ``load_table``); written to ``path`` when any record was read, else the
@@ -1719,7 +1720,8 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
     it keeps only the run ids of ``reported`` (the results table's, when given): curves.csv
     has no column of a setting the sweep does not set, so the rows of a run trained before the
     spec was edited (train.lr) contradicted nothing there and were drawn beside a report of '0
-    of 1 finished' (``_without_stale`` drops that run's results row)."""
+    of 1 finished' (``_without_stale`` drops that run's results row). ``stops``: each finished
+    run's stop step (its results row's): a committed curve ending before it warns."""
     store = store or open_store(spec, root.parents[1])
     recs = []
     for x in {(x.run_id, x.label): x for x in runs}.values():
@@ -1748,9 +1750,29 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
         base = extra if base.empty else pd.concat([base, extra], ignore_index=True)
     n_rows = len(base)
     base = in_table_order(_without_other_data(base, store), runs, columns=False)
+    _warn_short_curves(path, base, stops or {}, {str(r.get(RUN_ID)) for r in recs})
     _write_back(path, base, lambda t: csv_text(whole_numbers(t, runs)), not table.empty,
                 stale or len(base) < n_rows)
     return base
+
+
+def _warn_short_curves(path: Path, curves: pd.DataFrame, stops: dict[str, int],
+                       recorded: set[str]) -> None:
+    """Warn of the committed curves (runs without a record here) that end before the step their
+    results row says the run stopped at (``stops``): a curves.csv cut at a line end (a partial
+    copy, rows deleted) drew those runs' learning curves ending early without a word (a run's
+    curve ends at its stop step: its last evaluation is of its final model)."""
+    if curves.empty or RUN_ID not in curves or STEP not in curves or not stops:
+        return
+    steps = pd.to_numeric(curves[STEP], errors="coerce")
+    last = steps.groupby(curves[RUN_ID].astype(str)).max()
+    short = [f"{rid} (step {int(end)} of {stops[rid]})" for rid, end in last.items()
+             if rid not in recorded and rid in stops and np.isfinite(end) and end < stops[rid]]
+    if short:
+        shown = ", ".join(short[:5]) + (f" and {len(short) - 5} more" if len(short) > 5 else "")
+        print(f"warning: {path.name}: the learning curve of {len(short)} run(s) ends before the "
+              f"step its results row says the run stopped at: {shown} (the table cut short or "
+              "rows deleted?); drawn as they are", file=sys.stderr)
 
 
 def _named_columns(spec: Spec) -> set[str]:
@@ -1964,7 +1986,7 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
             if stand:
                 hist = hist[[k not in stand for k in cell_identities(hist, run_keys)]]
             n_own = len(hist)
-            hist = with_committed(hist, committed, run_keys, finished)
+            hist = with_committed(hist, committed, run_keys, finished, runs)
             dropped = _committed_dropped(read, len(hist) - n_own)
             short -= stand
         for key in sorted(short, key=str):
@@ -1989,7 +2011,7 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
             for why in [*unplanned, *vague]:
                 print(f"warning: {tpath.name}: {why}; the row is not used", file=sys.stderr)
             n_own = len(table)
-            table = with_committed(table, committed, run_keys, finished)
+            table = with_committed(table, committed, run_keys, finished, runs)
             dropped = _committed_dropped(read, len(table) - n_own)
         _write_back(tpath, table, csv_text, computed, dropped)
         tables[name] = _of_chosen(table, cells, run_keys, chosen)
@@ -2002,8 +2024,14 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
     # and the planned runs a row under an older id stands for (a code version change)
     unreported = [r for r in runs if r.run_id not in reported]
     reported |= {r.run_id for r in unreported} - {r.run_id for r in _not_covered(df, unreported)}
+    stops = {}  # each finished run's stop step (its results row's)
+    if {RUN_ID, STATUS, STOP_STEP} <= set(df.columns):
+        for rid, status, stop in zip(df[RUN_ID].astype(str), df[STATUS],
+                                     pd.to_numeric(df[STOP_STEP], errors="coerce")):
+            if status == OK and np.isfinite(stop):
+                stops[rid] = int(stop)
     tables[CURVES] = (_of_chosen(_with_run_config(_curves(
-        spec, root, runs, keys, curves, store, profile, tag, reported), runs, named),
+        spec, root, runs, keys, curves, store, profile, tag, reported, stops), runs, named),
         cells, run_keys, chosen) if runs else pd.DataFrame())
     configs = [parse_figure(raw) for _, raw in spec.figure_configs]
     view = report.with_config(cells, runs, named)  # + the config keys named but not swept here

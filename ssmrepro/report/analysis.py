@@ -341,14 +341,18 @@ def cell_identities(table: pd.DataFrame, keys: list[str]) -> list[tuple]:
 
 
 def with_committed(table: pd.DataFrame, committed: pd.DataFrame, keys: list[str],
-                   finished: list) -> pd.DataFrame:
+                   finished: list, planned: list | None = None) -> pd.DataFrame:
     """``table`` (computed from the runs whose weights or records are here) plus the rows of
     ``committed`` (the checked table from before) of the runs (a seed column) or cells (none:
     ``histograms.csv``) it lacks: one run trained into a fresh clone, or one run's weights or
     record deleted, replaced the whole committed table by that run's rows and left every other
     cell unmeasured (a claim over them FAILed: 'out of order', a split PASS turned FAIL).
     Only rows of ``finished`` runs are taken: a row of a run not finished under the spec as it
-    is now (edited since) would show a number of the old spec beside a cell not run."""
+    is now (edited since) would show a number of the old spec beside a cell not run.
+    The rows come in the order of the ``planned`` runs (default ``finished``), a run's or
+    cell's rows as they were, rows of no planned run last: the computed rows came first and
+    the committed ones after them, so the table's order changed with which runs had weights or
+    records here (a rewritten committed table differing in its row order alone)."""
     if committed.empty or LABEL not in committed:
         return table
     cols, ident = _identities(committed, keys)
@@ -358,8 +362,23 @@ def with_committed(table: pd.DataFrame, committed: pd.DataFrame, keys: list[str]
     lacking = committed[[key in done and key not in have for key in ident]]
     if table.empty:
         return lacking.reset_index(drop=True)
-    return pd.concat([table, lacking[[c for c in table.columns if c in lacking]]],
-                     ignore_index=True) if not lacking.empty else table
+    if lacking.empty:
+        return table
+    both = pd.concat([table, lacking[[c for c in table.columns if c in lacking]]],
+                     ignore_index=True)
+    return _in_run_order(both, keys, planned if planned is not None else finished)
+
+
+def _in_run_order(table: pd.DataFrame, keys: list[str], runs: list) -> pd.DataFrame:
+    """``table``'s rows in the order of the first of ``runs`` each stands for (its label, the
+    cell keys it has, its seed where it has one), stably; rows of none of them last."""
+    cols, ident = _identities(table, keys)
+    first: dict[tuple, int] = {}
+    for i, r in enumerate(runs):
+        flat = {**r.flat(), LABEL: r.label, "seed": r.seed}
+        first.setdefault(tuple(norm(flat.get(c)) for c in cols), i)
+    rank = [first.get(key, len(runs)) for key in ident]
+    return table.iloc[sorted(range(len(table)), key=lambda i: (rank[i], i))].reset_index(drop=True)
 
 
 def _named(cols: list[str], key: tuple) -> str:

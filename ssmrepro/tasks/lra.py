@@ -240,6 +240,14 @@ def _load(task: str, dataset: str, config: TaskConfig) -> _Loaded | NominalShape
                 alt = " (or set task.source: generated to train on generated data)"
             raise DataUnavailable(f"task {task} (source {source}): {err}{alt}") from None
         widths = [a.shape[1] for d in (train, val, test) for a in (d.x, d.x2) if a is not None]
+        cut = {d.split: (d.cut, len(d)) for d in (train, val, test) if d.cut}
+        if cut:  # a ListOps max_len below the expressions' lengths (64 beside generated
+            # expressions of 500-2,000 tokens) cut every one of them, its answer lost, and the
+            # run trained on them without a word
+            warnings.warn(f"task {task}: max_len {prep.get('max_len')} cuts "
+                          + ", ".join(f"{n} of {total} {s}" for s, (n, total) in cut.items())
+                          + " expressions (a cut expression loses its answer); raise max_len "
+                          "to train on whole ones", stacklevel=2)
         _LOADED[key] = _Loaded((train, val, test), root, max(widths))
     return _LOADED[key]
 
