@@ -20297,3 +20297,50 @@ def test_list_tasks_says_an_lra_max_len_cuts_longer_sequences():
     for name in ("lra_listops", "lra_text", "lra_retrieval"):
         rows = {r[0]: r[3] for r in config_rows(TASKS[name].Config)}
         assert "a longer one is cut to it" in rows["max_len"] and rows["append_eos"], name
+
+
+def test_the_final_norms_estimate_counts_what_it_keeps_by_kind(tmp_path):
+    """`model.final_norm` was counted as one L×d whatever its kind, while it keeps what a block's
+    norm of its kind keeps (input and x̂, and x − μ for batch norm): a step with a final batch
+    norm (yu2025-tab2's Text, Retrieval, Pathfinder, Path-X) allocated 1.12x the estimate; its
+    increase over no final norm must cover the tensors it saves for backward."""
+    import torch
+
+    from ssmrepro.models import activation_floats, build_model
+    from ssmrepro.models.init import initialise
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.tasks import build_task
+    from ssmrepro.tasks.base import TRAIN
+    from ssmrepro.train import training_loss
+
+    def measured(kind):
+        model_cfg = {"name": "seq_lm", "d_model": 8, "final_norm": kind, "layers": ["S"],
+                     "blocks": {"S": {"mixer": {"name": "s4d", "d_state": 2}, "norm": "none"}}}
+        spec = write_spec(tmp_path, name=f"fn-{kind}", model=model_cfg, sweep=[],
+                          task={"name": "keep_nth", "n": 2, "T": 16, "vocab": 4})
+        run = expand(load_spec(spec), "smoke")[0]
+        task = build_task(run.task)
+        model = build_model(run.model, task.info, 1)
+        initialise(model, [0])
+        batch = task.sample(torch.tensor([1]), TRAIN, torch.arange(8)[None])
+        params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+        kept = {}
+
+        def keep(t):
+            s = t.untyped_storage()
+            if s.data_ptr() not in params:
+                kept[s.data_ptr()] = s.nbytes()
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
+            training_loss(model, batch, torch.float32, None)
+        return sum(kept.values()), 4 * 8 * activation_floats(run.model, task.info)
+
+    unit = 4 * 8 * 16 * 8  # one L×d tensor of the batch (float32, B 8, L 16, d 8); the norm's
+    # per-position statistics (L floats) are left out, as for a block's norm
+    kept0, est0 = measured("none")
+    for kind in ("rmsnorm", "layernorm", "batchnorm"):
+        kept, est = measured(kind)
+        tensors = (kept - kept0) // unit
+        assert tensors >= 2 and est - est0 >= tensors * unit, (kind, est - est0, kept - kept0)
