@@ -20344,3 +20344,28 @@ def test_the_final_norms_estimate_counts_what_it_keeps_by_kind(tmp_path):
         kept, est = measured(kind)
         tensors = (kept - kept0) // unit
         assert tensors >= 2 and est - est0 >= tensors * unit, (kind, est - est0, kept - kept0)
+
+
+def test_data_info_names_a_cache_entry_prepared_under_older_checks(tmp_path):
+    """A ListOps cache entry written before its `checks` revision (meta.json without it) is
+    removed and prepared again by the next command that reads it (which may then refuse its
+    source), as a damaged one; `data info` named damaged entries and said nothing of it."""
+    from ssmrepro.data.cache import meta_digest
+    from ssmrepro.data.datasets import load_lra
+
+    res = _invoke("data", "generate", "listops", "--n", "40", "--n-val", "4", "--n-test", "4",
+                  "--min-length", "5", "--max-length", "40", "--dir", tmp_path, "--workers", "1")
+    assert res.exit_code == 0, res.output
+    load_lra("listops", "train", root=tmp_path, accept_sources=["generated"])
+    [entry] = [p for p in (tmp_path / ".cache").iterdir() if p.name.startswith("listops-")]
+    res = _invoke("data", "info", "--dir", tmp_path)
+    assert res.exit_code == 0 and "outdated cache entry" not in res.output, res.output
+    meta = json.loads((entry / "meta.json").read_text())
+    del meta["checks"]
+    meta["digest"] = meta_digest(meta)
+    (entry / "meta.json").write_text(json.dumps(meta))
+    res = _invoke("data", "info", "--dir", tmp_path)
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())
+    assert f"outdated cache entry: {entry} (prepared under older listops checks, revision 1" in out
+    assert "damaged cache entry" not in out
