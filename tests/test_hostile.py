@@ -20487,3 +20487,75 @@ def test_runs_recorded_while_the_parent_was_interrupted_are_counted(tmp_path, mo
                   "--workers", "1", "--no-calibrate", "--no-plot")
     assert res.exit_code == 130, res.output
     assert "trained 1 runs in 1 packs" in res.output, res.output
+
+
+def test_the_final_norms_estimate_counts_what_it_keeps_by_kind(tmp_path):
+    """`model.final_norm` was counted as one L×d whatever its kind, while it keeps what a block's
+    norm of its kind keeps (input and x̂, and x − μ for batch norm): a step with a final batch
+    norm (yu2025-tab2's Text, Retrieval, Pathfinder, Path-X) allocated 1.12x the estimate; its
+    increase over no final norm must cover the tensors it saves for backward."""
+    import torch
+
+    from ssmrepro.models import activation_floats, build_model
+    from ssmrepro.models.init import initialise
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.tasks import build_task
+    from ssmrepro.tasks.base import TRAIN
+    from ssmrepro.train import training_loss
+
+    def measured(kind):
+        model_cfg = {"name": "seq_lm", "d_model": 8, "final_norm": kind, "layers": ["S"],
+                     "blocks": {"S": {"mixer": {"name": "s4d", "d_state": 2}, "norm": "none"}}}
+        spec = write_spec(tmp_path, name=f"fn-{kind}", model=model_cfg, sweep=[],
+                          task={"name": "keep_nth", "n": 2, "T": 16, "vocab": 4})
+        run = expand(load_spec(spec), "smoke")[0]
+        task = build_task(run.task)
+        model = build_model(run.model, task.info, 1)
+        initialise(model, [0])
+        batch = task.sample(torch.tensor([1]), TRAIN, torch.arange(8)[None])
+        params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+        kept = {}
+
+        def keep(t):
+            s = t.untyped_storage()
+            if s.data_ptr() not in params:
+                kept[s.data_ptr()] = s.nbytes()
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
+            training_loss(model, batch, torch.float32, None)
+        return sum(kept.values()), 4 * 8 * activation_floats(run.model, task.info)
+
+    unit = 4 * 8 * 16 * 8  # one L×d tensor of the batch (float32, B 8, L 16, d 8); the norm's
+    # per-position statistics (L floats) are left out, as for a block's norm
+    kept0, est0 = measured("none")
+    for kind in ("rmsnorm", "layernorm", "batchnorm"):
+        kept, est = measured(kind)
+        tensors = (kept - kept0) // unit
+        assert tensors >= 2 and est - est0 >= tensors * unit, (kind, est - est0, kept - kept0)
+
+
+def test_data_info_names_a_cache_entry_prepared_under_older_checks(tmp_path):
+    """A ListOps cache entry written before its `checks` revision (meta.json without it) is
+    removed and prepared again by the next command that reads it (which may then refuse its
+    source), as a damaged one; `data info` named damaged entries and said nothing of it."""
+    from ssmrepro.data.cache import meta_digest
+    from ssmrepro.data.datasets import load_lra
+
+    res = _invoke("data", "generate", "listops", "--n", "40", "--n-val", "4", "--n-test", "4",
+                  "--min-length", "5", "--max-length", "40", "--dir", tmp_path, "--workers", "1")
+    assert res.exit_code == 0, res.output
+    load_lra("listops", "train", root=tmp_path, accept_sources=["generated"])
+    [entry] = [p for p in (tmp_path / ".cache").iterdir() if p.name.startswith("listops-")]
+    res = _invoke("data", "info", "--dir", tmp_path)
+    assert res.exit_code == 0 and "outdated cache entry" not in res.output, res.output
+    meta = json.loads((entry / "meta.json").read_text())
+    del meta["checks"]
+    meta["digest"] = meta_digest(meta)
+    (entry / "meta.json").write_text(json.dumps(meta))
+    res = _invoke("data", "info", "--dir", tmp_path)
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())
+    assert f"outdated cache entry: {entry} (prepared under older listops checks, revision 1" in out
+    assert "damaged cache entry" not in out

@@ -480,7 +480,7 @@ def info(dir: Path | None = typer.Option(None, "--dir", help=DIR_HELP, metavar="
                                          parser=path_value)) -> None:
     """Which data sources are present under the data root, and how to get the missing ones."""
     from ..data.cache import damaged_entries
-    from ..data.datasets import available_sources
+    from ..data.datasets import available_sources, outdated_entries
     from ..data.sources import cache_root
 
     root = data_root(dir)
@@ -507,8 +507,16 @@ def info(dir: Path | None = typer.Option(None, "--dir", help=DIR_HELP, metavar="
     if cache.is_dir():
         size = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file())
         console.print(f"cache: {cache} ({size / 1e6:.1f} MB)", highlight=False, markup=False)
-        for entry, why in damaged_entries(cache):  # only presence was said: an entry a
+        damaged = damaged_entries(cache)
+        for entry, why in damaged:  # only presence was said: an entry a
             # command would remove and prepare again (minutes for Path-X) looked fine
             console.print(f"damaged cache entry: {entry} ({why}); the next command that reads "
+                          "it removes it and prepares the data again", highlight=False,
+                          markup=False, soft_wrap=True)
+        for entry, why in outdated_entries(cache):  # (said nothing: the next command
+            # prepared it again, or refused the source it had served)
+            if any(entry == e for e, _ in damaged):
+                continue
+            console.print(f"outdated cache entry: {entry} ({why}); the next command that reads "
                           "it removes it and prepares the data again", highlight=False,
                           markup=False, soft_wrap=True)

@@ -32,6 +32,8 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
 import shutil
 import warnings
 from collections.abc import Callable, Sequence
@@ -41,9 +43,11 @@ from typing import Any
 
 import numpy as np
 
-from ..util import data_root, extra_hint, folder_problem
+from ..util import data_root, extra_hint, folder_problem, read_small
 from . import image, listops, pathfinder, retrieval, text
 from .cache import (
+    MAX_META_BYTES,
+    META_FILE,
     cache_key,
     change_stamp,
     config_dict,
@@ -647,6 +651,32 @@ def _checks_of(meta: dict[str, Any]) -> int:
     where its meta.json names none (written before they were recorded)."""
     checks = meta.get("checks", 1)
     return checks if isinstance(checks, int) and not isinstance(checks, bool) else 0
+
+
+def outdated_entries(cache_dir: Path) -> list[tuple[Path, str]]:
+    """(entry, why) for each cache entry of the folder prepared under older checks of its
+    dataset (``DatasetDef.checks``): what the next command that reads it removes and prepares
+    again, as a damaged one (``data info`` listed those only). An entry whose meta.json cannot
+    be read is passed over (``cache.damaged_entries`` names it)."""
+    try:
+        names = sorted(p.name for p in cache_dir.iterdir())
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        m = re.fullmatch(r"([a-z]+)-[0-9a-f]{20}", name)
+        ddef = DATASETS.get(m[1]) if m else None
+        if ddef is None or ddef.checks <= 1:
+            continue
+        try:
+            meta = json.loads(read_small(cache_dir / name / META_FILE, MAX_META_BYTES))
+        except (OSError, ValueError):
+            continue
+        if isinstance(meta, dict) and _checks_of(meta) < ddef.checks:
+            found.append((cache_dir / name, f"prepared under older {ddef.name} checks, revision "
+                          f"{_checks_of(meta)}, now {ddef.checks}: its source may hold what is "
+                          "refused now"))
+    return found
 
 
 def _identify(name: str, root: Path, accept: Sequence[str], cfg):

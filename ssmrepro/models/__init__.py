@@ -19,6 +19,7 @@ from torch import nn
 
 from .backbone import SeqLM, SeqLMConfig
 from .base import ModelConfig, SequenceModel
+from .blocks import NORM_KEPT
 from .init import InitConfig, initialise
 from .presets import (
     PRESETS,
@@ -98,7 +99,10 @@ def activation_floats(config: ModelConfig, info) -> int:
     # what a layer's backward builds and frees before the next layer's: the largest, once
     floats += max((getattr(cfg.blocks[n], "backward_floats", lambda d, L: 0)(d, L)
                    for n in set(cfg.layer_names())), default=0)
-    floats += L * d * (0 if cfg.final_norm == "none" else 1)
+    # the final norm keeps what a block's norm of its kind keeps (``blocks.NORM_KEPT``: its
+    # input and x̂, and x − μ for batch norm); one L×d was counted for every kind, one under
+    # with layer / RMS norm and two with batch norm (yu2025-tab2's final batch norm)
+    floats += L * NORM_KEPT[cfg.final_norm] * d
     floats *= n_inputs
     P = info.read_positions
     if cfg.head == "per_position" and info.loss == "mse":
