@@ -20297,3 +20297,28 @@ def test_list_tasks_says_an_lra_max_len_cuts_longer_sequences():
     for name in ("lra_listops", "lra_text", "lra_retrieval"):
         rows = {r[0]: r[3] for r in config_rows(TASKS[name].Config)}
         assert "a longer one is cut to it" in rows["max_len"] and rows["append_eos"], name
+
+
+def test_a_title_counting_or_capitalising_its_seeds_is_drawn_as_the_profile_draws(tmp_path):
+    """Round 42 drew a title's 'mean of seeds' as the profile's aggregation, but 'Mean of
+    seeds' opening a title, the paper's 'mean of 5 seeds' or 'mean over seeds' stayed as written
+    above bars of one seed; a phase's loss panels under `reduce: max` were titled 'best of
+    seeds' (the word of test.acc, its default metric), where the max of a loss is its worst."""
+    from test_checks import Run
+    from test_outputs import _ctx
+
+    from ssmrepro.plots import parse_figure
+
+    ctx = _ctx(tmp_path, [Run(lab, {"task.T": 10}) for lab in ("A", "B")], [0.5, 0.6])
+    for title, want in (("Mean of seeds: acc", "One seed: acc"),
+                        ("acc (mean of 5 seeds)", "acc (one seed)"),
+                        ("acc (best over the 3–5 seeds)", "acc (one seed)"),
+                        ("acc (mean over seeds)", "acc (one seed)")):
+        got = ctx.title(parse_figure({"kind": "bars", "title": title}))
+        assert got.startswith(want + " [t-spec"), (title, got)
+    runs = [Run(lab, {"task.T": 10}, seed=sd) for lab in ("A", "B") for sd in (0, 1)]
+    ctx = _ctx(tmp_path, runs, [0.5, 0.6, 0.7, 0.8])
+    ctx.spec.aggregate.reduce = "max"
+    phase = {"kind": "phase", "x": "task.T", "y": "task.T", "title": "loss (max of seeds)",
+             "panels": [{"metric": "test.loss"}]}
+    assert ctx.title(parse_figure(phase)).startswith("loss (worst of 2 seeds) [t-spec")
