@@ -20322,3 +20322,22 @@ def test_a_title_counting_or_capitalising_its_seeds_is_drawn_as_the_profile_draw
     phase = {"kind": "phase", "x": "task.T", "y": "task.T", "title": "loss (max of seeds)",
              "panels": [{"metric": "test.loss"}]}
     assert ctx.title(parse_figure(phase)).startswith("loss (worst of 2 seeds) [t-spec")
+
+
+def test_aliases_that_expand_a_spec_past_its_text_bound_are_refused(tmp_path):
+    """A 900 kB note aliased 20,000 times (`notes: [&t ..., *t, *t, ...]`) fits a 1 MB spec
+    and 200,000 values: `validate` checked its 18 GB of text letter by letter for hours, and
+    `run` would write every copy into report.md. A document whose aliases expand past 4 MiB of
+    text is refused as one expanding past its values (exit 2); an alias of a short text is not."""
+    spec = _one_run_spec(tmp_path)
+    text = spec.read_text()
+    assert "\nnotes:" in text
+    big = spec.with_name("big.yaml")
+    big.write_text(text.replace("\nnotes:", "\nnotes:\n- &t " + "x" * 300_000
+                                + "\n- *t" * 15, 1))
+    _assert_refused(_invoke("validate", big),
+                    "(parse): more than 4 MiB of text once its aliases (*name) are expanded")
+    small = spec.with_name("small.yaml")
+    small.write_text(text.replace("\nnotes:", "\nnotes:\n- &t a short note" + "\n- *t" * 15, 1))
+    res = _invoke("validate", small)
+    assert res.exit_code == 0, res.output
