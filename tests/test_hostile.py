@@ -20341,3 +20341,26 @@ def test_aliases_that_expand_a_spec_past_its_text_bound_are_refused(tmp_path):
     small.write_text(text.replace("\nnotes:", "\nnotes:\n- &t a short note" + "\n- *t" * 15, 1))
     res = _invoke("validate", small)
     assert res.exit_code == 0, res.output
+
+
+def test_a_spec_deleted_while_run_trains_is_not_said_to_be_rebuilt_by_plot(tmp_path, capsys):
+    """A spec deleted (or left broken) while `run` trained: the warning said the named `plot`
+    'rebuilds them from it as it is now', a command that fails on a spec that does not load.
+    It says so once the spec loads again; an edited spec's warning is as before."""
+    from ssmrepro.cli.experiments import _say_edited
+    from ssmrepro.spec import load_spec
+
+    path = _one_run_spec(tmp_path)
+    text = path.read_text()
+    for change, want in ((lambda: path.unlink(), "it no longer loads"),
+                         (lambda: path.write_text("id: [\n"), "it no longer loads"),
+                         (lambda: path.write_text(text.replace("max_steps: 40", "max_steps: 4")),
+                          "it was edited")):
+        path.write_text(text)
+        spec = load_spec(path)
+        change()
+        _say_edited(spec, "t-spec", "smoke", None, None, False)
+        said = " ".join(capsys.readouterr().err.split())
+        assert want in said, said
+        assert ("once it loads again" in said) == (want == "it no longer loads"), said
+        assert ("from it as it is now" in said) == (want == "it was edited"), said

@@ -662,10 +662,13 @@ def _say_edited(spec, name: str, profile: str, out: Path | None, set_: list[str]
     plot_cmd = shlex.join(["ssmrepro", "plot", name, "--profile", profile,
                            *(["--out", str(out)] if out is not None else []),
                            *[a for kv in set_ or [] for a in ("--set", kv)]])
+    again = ("rebuilds them from it as it is now" if now is not None else  # a plot of a
+             # deleted or broken spec fails: it was named as if it rebuilt them
+             "rebuilds them from it once it loads again (restore it, or fix it)")
     err_console.print(f"[yellow]warning:[/] {escape(str(spec.path))} changed while this command "
                       f"ran ({escape(why)}): {what} written for the spec as it was when it "
-                      f"started; `{escape(plot_cmd)}` rebuilds them from it as it is now (and "
-                      "`run` trains the runs an edit adds)", highlight=False, soft_wrap=True)
+                      f"started; `{escape(plot_cmd)}` {again} (and `run` trains the runs an "
+                      "edit adds)", highlight=False, soft_wrap=True)
 
 
 def _analytic_rows(spec) -> str:
