@@ -561,6 +561,15 @@ def _unwrap(tps: list) -> list:
 
 
 MAX_UNKNOWN_SHOWN = 5  # unknown keys named one by one at one place; the rest are counted
+MAX_KEY_SHOWN = 80  # characters of a key a problem line shows (a spec's keys are names)
+
+
+def _short_key(key: str) -> str:
+    """``key`` as a problem line names it: a long one cut, its length said (two unknown keys of
+    100,000 characters printed a line of 200 kB)."""
+    if len(key) <= MAX_KEY_SHOWN:
+        return key
+    return f"{key[:MAX_KEY_SHOWN - 20]}… ({len(key):,} characters)"
 MAX_ERROR_LINES = 50  # problems of one validation shown; the rest are counted
 
 
@@ -572,7 +581,7 @@ def format_errors(path: Path | str, err: ValidationError, prefix: str = "",
     at one place give one line that counts them, names the first few and lists the keys there
     once (each key's own line repeated the list: 30,000 unknown keys printed 8.8 MB)."""
     def where(loc: tuple) -> str:
-        key = ".".join(str(p) for p in loc)
+        key = ".".join(_short_key(str(p)) for p in loc)
         return f"{prefix}{key}" if key else (prefix.rstrip(".") or "(top level)")
 
     unknown: dict[tuple, list[str]] = {}  # place -> its unknown keys, in the error's order
@@ -590,8 +599,11 @@ def format_errors(path: Path | str, err: ValidationError, prefix: str = "",
             continue
         known = _keys_at(model, place) if model is not None else []
         meant = {}
-        for name in names:
-            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        longest = max(map(len, known), default=0)
+        for name in names:  # a name over 3 times the longest key matches none at 0.6 (a
+            # 300 kB key took difflib 0.3 s)
+            close = (difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+                     if len(name) <= 3 * longest else [])
             if close and len(meant) < MAX_UNKNOWN_SHOWN:
                 meant[name] = close[0]
         out += [f"{path}: {where(place + (name,))}: unknown key (did you mean {close}?)"
@@ -601,7 +613,7 @@ def format_errors(path: Path | str, err: ValidationError, prefix: str = "",
         if len(rest) == 1:
             out.append(f"{path}: {where(place + (rest[0],))}: unknown key{hint}")
         elif rest:
-            shown = ", ".join(rest[:MAX_UNKNOWN_SHOWN])
+            shown = ", ".join(map(_short_key, rest[:MAX_UNKNOWN_SHOWN]))
             more = (f" and {len(rest) - MAX_UNKNOWN_SHOWN:,} more"
                     if len(rest) > MAX_UNKNOWN_SHOWN else "")
             out.append(f"{path}: {where(place)}: {len(rest):,} unknown keys: {shown}{more}{hint}")

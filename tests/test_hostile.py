@@ -20364,3 +20364,21 @@ def test_a_spec_deleted_while_run_trains_is_not_said_to_be_rebuilt_by_plot(tmp_p
         assert want in said, said
         assert ("once it loads again" in said) == (want == "it no longer loads"), said
         assert ("from it as it is now" in said) == (want == "it was edited"), said
+
+
+def test_a_long_unknown_key_is_named_cut_in_its_problem_line(tmp_path):
+    """Round 42 bounded several unknown keys at one place to one line, but each key was named
+    whole: two stray keys of 100,000 characters printed a line of 200 kB (a `set` key of
+    300,000 one of 300 kB). A problem line names at most 80 characters of a key and its length;
+    a short unknown key is named whole, with the key it resembles."""
+    spec = _one_run_spec(tmp_path, **{"z" * 100_000: 1, "y" * 100_000: 2})
+    res = _invoke("validate", spec)
+    _assert_refused(res, "2 unknown keys: " + "z" * 60 + "… (100,000 characters), ")
+    assert max(map(len, res.output.splitlines())) < 1000, len(res.output)
+    cases = [{"label": "S6", "set": {"model." + "x" * 300_000: 1}}]
+    spec = _one_run_spec(tmp_path, name="set", sweep=[{"cases": cases}])
+    res = _invoke("validate", spec)
+    _assert_refused(res, "model." + "x" * 60 + "… (300,000 characters): unknown key")
+    assert len(res.output) < 1000, len(res.output)
+    spec = _one_run_spec(tmp_path, name="near", seedz=[0])
+    _assert_refused(_invoke("validate", spec), "seedz: unknown key (did you mean seeds?)")
