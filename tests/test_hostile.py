@@ -20382,3 +20382,24 @@ def test_a_long_unknown_key_is_named_cut_in_its_problem_line(tmp_path):
     assert len(res.output) < 1000, len(res.output)
     spec = _one_run_spec(tmp_path, name="near", seedz=[0])
     _assert_refused(_invoke("validate", spec), "seedz: unknown key (did you mean seeds?)")
+
+
+def test_the_profiles_of_a_spec_together_expand_to_a_bounded_number_of_runs(tmp_path,
+                                                                         monkeypatch):
+    """Round 42 bounded a spec to 100 profiles, each to 100,000 runs: 100 profiles of a 100,000
+    run grid were ten million runs that `validate` expanded and held at once (3 of them took 47
+    s and 1.4 GB; 100, ~25 min and ~45 GB). Together the profiles expand to at most
+    ``MAX_SPEC_RUNS``: refused, exit 2, naming the profiles counted (here at a bound of 5)."""
+    import sys
+
+    monkeypatch.setattr(sys.modules["ssmrepro.sweep.expand"], "MAX_SPEC_RUNS", 5)
+    cases = [{"label": "S6", "set": {"model.mixer": "s6"}},
+             {"label": "S4D", "set": {"model.mixer": "s4d"}}]
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": cases}],
+                         profiles={"smoke": {}, "quick": {}, "paper": {}, "more": {}})
+    _assert_refused(_invoke("validate", spec),
+                    "profiles: smoke, quick, paper expand to 6 runs, more than the 5 of all")
+    ok = _one_run_spec(tmp_path, name="ok", sweep=[{"cases": cases[:1]}],
+                       profiles={"smoke": {}, "quick": {}, "paper": {}})
+    res = _invoke("validate", ok)
+    assert res.exit_code == 0, res.output

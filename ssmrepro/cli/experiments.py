@@ -395,6 +395,7 @@ def validate(
     """Check spec files (schema, every profile's runs, derived values, figures, claims)."""
     from ..plots import aggregate_metric_problems, validate_outputs, where_problems
     from ..sweep import expand, layer_spelling_problems, unique_runs
+    from ..sweep.expand import MAX_SPEC_RUNS
     from ..train import model_problems
 
     if not name and not all_:
@@ -407,7 +408,15 @@ def validate(
     for p in paths:
         try:
             spec = load_spec(p) if p else find_spec(name)  # type: ignore[arg-type]
-            runs = {prof: expand(spec, prof, overrides=overrides) for prof in spec.profiles}
+            runs = {}
+            for prof in spec.profiles:
+                runs[prof] = expand(spec, prof, overrides=overrides)
+                total = sum(map(len, runs.values()))
+                if total > MAX_SPEC_RUNS:  # each profile within its bound, together unbounded
+                    raise SpecError([f"{spec.path or spec.id}: profiles: {', '.join(runs)} expand "
+                                     f"to {total:,} runs, more than the {MAX_SPEC_RUNS:,} of all "
+                                     "the profiles of a spec together (`validate` checks them "
+                                     "at once); move the largest grids to a spec of their own"])
             # distinct runs, as `run` trains and `run --dry-run` counts them (a run shared by two
             # labels was counted twice: cooper2026-fig12's paper '2871 runs' are 2,475)
             counts = {prof: len(unique_runs(r)) for prof, r in runs.items()}
