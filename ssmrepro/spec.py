@@ -561,6 +561,15 @@ def _unwrap(tps: list) -> list:
 
 
 MAX_UNKNOWN_SHOWN = 5  # unknown keys named one by one at one place; the rest are counted
+MAX_KEY_SHOWN = 80  # characters of a key a problem line shows (a spec's keys are names)
+
+
+def _short_key(key: str) -> str:
+    """``key`` as a problem line names it: a long one cut, its length said (two unknown keys of
+    100,000 characters printed a line of 200 kB)."""
+    if len(key) <= MAX_KEY_SHOWN:
+        return key
+    return f"{key[:MAX_KEY_SHOWN - 20]}… ({len(key):,} characters)"
 MAX_ERROR_LINES = 50  # problems of one validation shown; the rest are counted
 
 
@@ -572,7 +581,7 @@ def format_errors(path: Path | str, err: ValidationError, prefix: str = "",
     at one place give one line that counts them, names the first few and lists the keys there
     once (each key's own line repeated the list: 30,000 unknown keys printed 8.8 MB)."""
     def where(loc: tuple) -> str:
-        key = ".".join(str(p) for p in loc)
+        key = ".".join(_short_key(str(p)) for p in loc)
         return f"{prefix}{key}" if key else (prefix.rstrip(".") or "(top level)")
 
     unknown: dict[tuple, list[str]] = {}  # place -> its unknown keys, in the error's order
@@ -590,8 +599,11 @@ def format_errors(path: Path | str, err: ValidationError, prefix: str = "",
             continue
         known = _keys_at(model, place) if model is not None else []
         meant = {}
-        for name in names:
-            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        longest = max(map(len, known), default=0)
+        for name in names:  # a name over 3 times the longest key matches none at 0.6 (a
+            # 300 kB key took difflib 0.3 s)
+            close = (difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+                     if len(name) <= 3 * longest else [])
             if close and len(meant) < MAX_UNKNOWN_SHOWN:
                 meant[name] = close[0]
         out += [f"{path}: {where(place + (name,))}: unknown key (did you mean {close}?)"
@@ -601,7 +613,7 @@ def format_errors(path: Path | str, err: ValidationError, prefix: str = "",
         if len(rest) == 1:
             out.append(f"{path}: {where(place + (rest[0],))}: unknown key{hint}")
         elif rest:
-            shown = ", ".join(rest[:MAX_UNKNOWN_SHOWN])
+            shown = ", ".join(map(_short_key, rest[:MAX_UNKNOWN_SHOWN]))
             more = (f" and {len(rest) - MAX_UNKNOWN_SHOWN:,} more"
                     if len(rest) > MAX_UNKNOWN_SHOWN else "")
             out.append(f"{path}: {where(place)}: {len(rest):,} unknown keys: {shown}{more}{hint}")
@@ -764,23 +776,33 @@ _yaml12_resolvers(_UniqueKeyLoader)
 
 
 MAX_YAML_NODES = 200_000  # values in a document with its aliases expanded (a spec has ~2,000)
+# characters of text (keys and values) in a document with its aliases expanded (the shipped
+# specs hold at most 33,000): a 900 kB note aliased 20,000 times in a 1 MB file was 18 GB of
+# notes for report.md, and hours of checking its letters
+MAX_YAML_TEXT = 4 << 20
 
 
 class YamlBoundError(ValueError):
-    """A YAML document that aliases expand beyond ``MAX_YAML_NODES`` values, or that contains
-    itself (a recursive alias): every later walk over it would be unbounded."""
+    """A YAML document that aliases expand beyond ``MAX_YAML_NODES`` values or
+    ``MAX_YAML_TEXT`` characters of text, or that contains itself (a recursive alias): every
+    later walk over it would be unbounded."""
 
 
 def _check_expanded_size(doc: Any) -> None:
     """Walk ``doc`` as its readers will (every alias expanded); YamlBoundError past the bound."""
-    count, path_ids = 0, set()
+    count, chars, path_ids = 0, 0, set()
 
     def walk(o: Any) -> None:
-        nonlocal count
+        nonlocal count, chars
         count += 1
         if count > MAX_YAML_NODES:
             raise YamlBoundError(f"more than {MAX_YAML_NODES:,} values once its aliases (*name) "
                                  "are expanded")
+        if isinstance(o, str):
+            chars += len(o)
+            if chars > MAX_YAML_TEXT:
+                raise YamlBoundError(f"more than {MAX_YAML_TEXT >> 20} MiB of text once its "
+                                     "aliases (*name) are expanded")
         if isinstance(o, (dict, list)):
             if id(o) in path_ids:
                 raise YamlBoundError("an alias (*name) inside the value it names (recursive)")
@@ -833,9 +855,9 @@ def parse_yaml(text: str) -> Any:
     """A YAML document like ``yaml.safe_load``, but plain scalars are read as YAML 1.2 reads them
     (``_YAML12``: `yes` is text, `8:00` is not 480), tags of types other than mappings, lists,
     text, numbers, booleans and null are refused, a key given twice in one mapping is an error,
-    and so is a document whose aliases expand past ``MAX_YAML_NODES`` values or refer to
-    themselves (``YamlBoundError``). An integer of more digits than Python converts raises
-    ValueError."""
+    and so is a document whose aliases expand past ``MAX_YAML_NODES`` values or
+    ``MAX_YAML_TEXT`` characters, or refer to themselves (``YamlBoundError``). An integer of
+    more digits than Python converts raises ValueError."""
     _refuse_other_version(text)
     _refuse_unicode_line_breaks(text)
     doc = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
@@ -917,6 +939,9 @@ def load_spec(path: Path | str) -> Spec:
 # printed raw by show/list/run (an ANSI escape recoloured or cleared the terminal, a bidi
 # override showed text other than what the file says); a line break or tab is fine
 _BIDI = {*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F, 0x061C}
+# a control character (Unicode category Cc) other than a line break or tab, or a _BIDI one
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f"
+                      + "".join(re.escape(chr(c)) for c in sorted(_BIDI)) + "]")
 
 
 def _yaml_key(key: Any) -> str:
@@ -931,26 +956,26 @@ def _odd_keys(doc: Any) -> list[str]:
     `null`, `1`) or empty (at most 10 lines). Every key of a spec is a name."""
     out: list[str] = []
 
-    def walk(o: Any, at: str) -> None:
+    def walk(o: Any, at: tuple) -> None:  # the path as parts, joined only for a line printed
+        # (a long key aliased many times was copied into every path below it)
         if len(out) >= 10:
             return
         if isinstance(o, dict):
             for k, v in o.items():
-                shown = k if isinstance(k, str) and k.strip() else _yaml_key(k)
-                name = f"{at}.{shown}" if at else shown
                 if not isinstance(k, str):
                     kind = {bool: "a boolean", type(None): "null", int: "a number",
                             float: "a number"}.get(type(k), type(k).__name__)
-                    out.append(f"{name}: keys are names (text), got {kind}")
+                    out.append(f"{'.'.join((*at, _yaml_key(k)))}: keys are names (text), got "
+                               f"{kind}")
                 elif not k.strip():
-                    out.append(f"{name}: an empty key; keys are names")
+                    out.append(f"{'.'.join((*at, _yaml_key(k)))}: an empty key; keys are names")
                 else:
-                    walk(v, name)
+                    walk(v, (*at, k))
         elif isinstance(o, list):
             for i, v in enumerate(o):
-                walk(v, f"{at}.{i}" if at else str(i))
+                walk(v, (*at, str(i)))
 
-    walk(doc, "")
+    walk(doc, ())
     return out
 
 
@@ -960,29 +985,34 @@ def _control_characters(doc: Any, key: str = "") -> list[str]:
     import unicodedata
 
     out: list[str] = []
+    seen: set[int] = set()  # texts looked at: an alias (*name) of a long text is one object,
+    # looked at once (a 900 kB note aliased 20,000 times took hours, letter by letter)
 
-    def walk(o: Any, at: str) -> None:
+    def walk(o: Any, at: tuple, is_key: bool = False) -> None:  # the path as parts, joined
+        # only for a line printed (a long key aliased many times was copied into every path)
         if len(out) >= 10:
             return
         if isinstance(o, str):
-            odd = [c for c in o if (unicodedata.category(c) == "Cc" and c not in "\n\t")
-                   or ord(c) in _BIDI]
+            if id(o) in seen:
+                return
+            seen.add(id(o))
+            odd = [m.group() for m, _ in zip(_CONTROL.finditer(o), range(3))]
             if odd:
                 shown = ", ".join(f"U+{ord(c):04X} {unicodedata.name(c, 'control character')}"
-                                  for c in dict.fromkeys(odd[:3]))
-                out.append(f"{at or '(top level)'}: text with a control character ({shown}); "
+                                  for c in dict.fromkeys(odd))
+                name = (".".join([*at[:-1], f"(key {o!r})"]) if is_key else ".".join(at))
+                out.append(f"{name or '(top level)'}: text with a control character ({shown}); "
                            "a spec's text is printed to the terminal as is")
         elif isinstance(o, dict):
             for k, v in o.items():
-                name = f"{at}.{k}" if at else str(k)
                 if isinstance(k, str):
-                    walk(k, f"{at + '.' if at else ''}(key {k!r})")
-                walk(v, name)
+                    walk(k, (*at, k), is_key=True)
+                walk(v, (*at, str(k)))
         elif isinstance(o, list):
             for i, v in enumerate(o):
-                walk(v, f"{at}.{i}" if at else str(i))
+                walk(v, (*at, str(i)))
 
-    walk(doc, key)
+    walk(doc, (key,) if key else ())
     return out
 
 

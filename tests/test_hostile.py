@@ -20559,3 +20559,109 @@ def test_data_info_names_a_cache_entry_prepared_under_older_checks(tmp_path):
     out = " ".join(res.output.split())
     assert f"outdated cache entry: {entry} (prepared under older listops checks, revision 1" in out
     assert "damaged cache entry" not in out
+
+
+def test_a_title_counting_or_capitalising_its_seeds_is_drawn_as_the_profile_draws(tmp_path):
+    """Round 42 drew a title's 'mean of seeds' as the profile's aggregation, but 'Mean of
+    seeds' opening a title, the paper's 'mean of 5 seeds' or 'mean over seeds' stayed as written
+    above bars of one seed; a phase's loss panels under `reduce: max` were titled 'best of
+    seeds' (the word of test.acc, its default metric), where the max of a loss is its worst."""
+    from test_checks import Run
+    from test_outputs import _ctx
+
+    from ssmrepro.plots import parse_figure
+
+    ctx = _ctx(tmp_path, [Run(lab, {"task.T": 10}) for lab in ("A", "B")], [0.5, 0.6])
+    for title, want in (("Mean of seeds: acc", "One seed: acc"),
+                        ("acc (mean of 5 seeds)", "acc (one seed)"),
+                        ("acc (best over the 3–5 seeds)", "acc (one seed)"),
+                        ("acc (mean over seeds)", "acc (one seed)")):
+        got = ctx.title(parse_figure({"kind": "bars", "title": title}))
+        assert got.startswith(want + " [t-spec"), (title, got)
+    runs = [Run(lab, {"task.T": 10}, seed=sd) for lab in ("A", "B") for sd in (0, 1)]
+    ctx = _ctx(tmp_path, runs, [0.5, 0.6, 0.7, 0.8])
+    ctx.spec.aggregate.reduce = "max"
+    phase = {"kind": "phase", "x": "task.T", "y": "task.T", "title": "loss (max of seeds)",
+             "panels": [{"metric": "test.loss"}]}
+    assert ctx.title(parse_figure(phase)).startswith("loss (worst of 2 seeds) [t-spec")
+
+
+def test_aliases_that_expand_a_spec_past_its_text_bound_are_refused(tmp_path):
+    """A 900 kB note aliased 20,000 times (`notes: [&t ..., *t, *t, ...]`) fits a 1 MB spec
+    and 200,000 values: `validate` checked its 18 GB of text letter by letter for hours, and
+    `run` would write every copy into report.md. A document whose aliases expand past 4 MiB of
+    text is refused as one expanding past its values (exit 2); an alias of a short text is not."""
+    spec = _one_run_spec(tmp_path)
+    text = spec.read_text()
+    assert "\nnotes:" in text
+    big = spec.with_name("big.yaml")
+    big.write_text(text.replace("\nnotes:", "\nnotes:\n- &t " + "x" * 300_000
+                                + "\n- *t" * 15, 1))
+    _assert_refused(_invoke("validate", big),
+                    "(parse): more than 4 MiB of text once its aliases (*name) are expanded")
+    small = spec.with_name("small.yaml")
+    small.write_text(text.replace("\nnotes:", "\nnotes:\n- &t a short note" + "\n- *t" * 15, 1))
+    res = _invoke("validate", small)
+    assert res.exit_code == 0, res.output
+
+
+def test_a_spec_deleted_while_run_trains_is_not_said_to_be_rebuilt_by_plot(tmp_path, capsys):
+    """A spec deleted (or left broken) while `run` trained: the warning said the named `plot`
+    'rebuilds them from it as it is now', a command that fails on a spec that does not load.
+    It says so once the spec loads again; an edited spec's warning is as before."""
+    from ssmrepro.cli.experiments import _say_edited
+    from ssmrepro.spec import load_spec
+
+    path = _one_run_spec(tmp_path)
+    text = path.read_text()
+    for change, want in ((lambda: path.unlink(), "it no longer loads"),
+                         (lambda: path.write_text("id: [\n"), "it no longer loads"),
+                         (lambda: path.write_text(text.replace("max_steps: 40", "max_steps: 4")),
+                          "it was edited")):
+        path.write_text(text)
+        spec = load_spec(path)
+        change()
+        _say_edited(spec, "t-spec", "smoke", None, None, False)
+        said = " ".join(capsys.readouterr().err.split())
+        assert want in said, said
+        assert ("once it loads again" in said) == (want == "it no longer loads"), said
+        assert ("from it as it is now" in said) == (want == "it was edited"), said
+
+
+def test_a_long_unknown_key_is_named_cut_in_its_problem_line(tmp_path):
+    """Round 42 bounded several unknown keys at one place to one line, but each key was named
+    whole: two stray keys of 100,000 characters printed a line of 200 kB (a `set` key of
+    300,000 one of 300 kB). A problem line names at most 80 characters of a key and its length;
+    a short unknown key is named whole, with the key it resembles."""
+    spec = _one_run_spec(tmp_path, **{"z" * 100_000: 1, "y" * 100_000: 2})
+    res = _invoke("validate", spec)
+    _assert_refused(res, "2 unknown keys: " + "z" * 60 + "… (100,000 characters), ")
+    assert max(map(len, res.output.splitlines())) < 1000, len(res.output)
+    cases = [{"label": "S6", "set": {"model." + "x" * 300_000: 1}}]
+    spec = _one_run_spec(tmp_path, name="set", sweep=[{"cases": cases}])
+    res = _invoke("validate", spec)
+    _assert_refused(res, "model." + "x" * 60 + "… (300,000 characters): unknown key")
+    assert len(res.output) < 1000, len(res.output)
+    spec = _one_run_spec(tmp_path, name="near", seedz=[0])
+    _assert_refused(_invoke("validate", spec), "seedz: unknown key (did you mean seeds?)")
+
+
+def test_the_profiles_of_a_spec_together_expand_to_a_bounded_number_of_runs(tmp_path,
+                                                                         monkeypatch):
+    """Round 42 bounded a spec to 100 profiles, each to 100,000 runs: 100 profiles of a 100,000
+    run grid were ten million runs that `validate` expanded and held at once (3 of them took 47
+    s and 1.4 GB; 100, ~25 min and ~45 GB). Together the profiles expand to at most
+    ``MAX_SPEC_RUNS``: refused, exit 2, naming the profiles counted (here at a bound of 5)."""
+    import sys
+
+    monkeypatch.setattr(sys.modules["ssmrepro.sweep.expand"], "MAX_SPEC_RUNS", 5)
+    cases = [{"label": "S6", "set": {"model.mixer": "s6"}},
+             {"label": "S4D", "set": {"model.mixer": "s4d"}}]
+    spec = _one_run_spec(tmp_path, sweep=[{"cases": cases}],
+                         profiles={"smoke": {}, "quick": {}, "paper": {}, "more": {}})
+    _assert_refused(_invoke("validate", spec),
+                    "profiles: smoke, quick, paper expand to 6 runs, more than the 5 of all")
+    ok = _one_run_spec(tmp_path, name="ok", sweep=[{"cases": cases[:1]}],
+                       profiles={"smoke": {}, "quick": {}, "paper": {}})
+    res = _invoke("validate", ok)
+    assert res.exit_code == 0, res.output

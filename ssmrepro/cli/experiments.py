@@ -395,6 +395,7 @@ def validate(
     """Check spec files (schema, every profile's runs, derived values, figures, claims)."""
     from ..plots import aggregate_metric_problems, validate_outputs, where_problems
     from ..sweep import expand, layer_spelling_problems, unique_runs
+    from ..sweep.expand import MAX_SPEC_RUNS
     from ..train import model_problems
 
     if not name and not all_:
@@ -407,7 +408,15 @@ def validate(
     for p in paths:
         try:
             spec = load_spec(p) if p else find_spec(name)  # type: ignore[arg-type]
-            runs = {prof: expand(spec, prof, overrides=overrides) for prof in spec.profiles}
+            runs = {}
+            for prof in spec.profiles:
+                runs[prof] = expand(spec, prof, overrides=overrides)
+                total = sum(map(len, runs.values()))
+                if total > MAX_SPEC_RUNS:  # each profile within its bound, together unbounded
+                    raise SpecError([f"{spec.path or spec.id}: profiles: {', '.join(runs)} expand "
+                                     f"to {total:,} runs, more than the {MAX_SPEC_RUNS:,} of all "
+                                     "the profiles of a spec together (`validate` checks them "
+                                     "at once); move the largest grids to a spec of their own"])
             # distinct runs, as `run` trains and `run --dry-run` counts them (a run shared by two
             # labels was counted twice: cooper2026-fig12's paper '2871 runs' are 2,475)
             counts = {prof: len(unique_runs(r)) for prof, r in runs.items()}
@@ -662,10 +671,13 @@ def _say_edited(spec, name: str, profile: str, out: Path | None, set_: list[str]
     plot_cmd = shlex.join(["ssmrepro", "plot", name, "--profile", profile,
                            *(["--out", str(out)] if out is not None else []),
                            *[a for kv in set_ or [] for a in ("--set", kv)]])
+    again = ("rebuilds them from it as it is now" if now is not None else  # a plot of a
+             # deleted or broken spec fails: it was named as if it rebuilt them
+             "rebuilds them from it once it loads again (restore it, or fix it)")
     err_console.print(f"[yellow]warning:[/] {escape(str(spec.path))} changed while this command "
                       f"ran ({escape(why)}): {what} written for the spec as it was when it "
-                      f"started; `{escape(plot_cmd)}` rebuilds them from it as it is now (and "
-                      "`run` trains the runs an edit adds)", highlight=False, soft_wrap=True)
+                      f"started; `{escape(plot_cmd)}` {again} (and `run` trains the runs an "
+                      "edit adds)", highlight=False, soft_wrap=True)
 
 
 def _analytic_rows(spec) -> str:

@@ -310,8 +310,16 @@ class FigureContext:
         if isinstance(metric, str) and "seeds" not in type(cfg).model_fields:  # cells' values
             # (curves draw seeds their own way, and say how): 'mean of seeds' in the spec's
             # words is what this profile draws (yu2025-tab2's quick bars, of one seed, were
-            # titled 'mean of seeds' above an axis saying 'one seed')
-            head = SEEDS_WORDS.sub(lambda _: self.aggregation(metric), head)
+            # titled 'mean of seeds' above an axis saying 'one seed'); of the metric drawn (a
+            # phase's loss panels under `reduce: max` were titled 'best of seeds', of test.acc)
+            drawn = cfg.metrics()
+            metric = metric if metric in drawn or not drawn else drawn[0]
+
+            def said(m: re.Match) -> str:  # 'Mean of seeds' opening a title stays capitalised
+                words = self.aggregation(metric)
+                return words[:1].upper() + words[1:] if m.group(0)[:1].isupper() else words
+
+            head = SEEDS_WORDS.sub(said, head)
         return (f"{head} [{self.spec.id}, profile {self.profile}"
                 f"{', ' + sets if sets else ''}]")
 
@@ -346,9 +354,11 @@ class FigureContext:
         return f"{word} of {hi} seeds" if lo == hi else f"{word} of {lo}–{hi} seeds"
 
 
-# a title's words for how a cell combines seeds ('mean of seeds', 'best of seeds'): drawn as
-# ``FigureContext.aggregation`` says for the profile
-SEEDS_WORDS = re.compile(r"\b(?:mean|median|best|worst|max|min) of (?:the )?seeds\b")
+# a title's words for how a cell combines seeds ('mean of seeds', 'Best of the seeds', 'mean
+# over 5 seeds', 'mean of 2-3 seeds'): drawn as ``FigureContext.aggregation`` says for the
+# profile (a count or a capital letter kept the paper's '5 seeds' above a quick profile's one)
+SEEDS_WORDS = re.compile(r"\b(?:mean|median|best|worst|max|min)\s+(?:of|over)\s+(?:the\s+)?"
+                         r"(?:[0-9]+(?:\s*[–-]\s*[0-9]+)?\s+)?seeds\b", re.IGNORECASE)
 
 
 def wrap_text(text: str, width_in: float, fontsize: float) -> str:

@@ -191,6 +191,10 @@ CONSTRAINTS_KEY = "__constraints__"
 
 
 MAX_RUNS = 100_000  # runs one profile may expand to (koren2026's paper grid has 20,304)
+# runs every profile of a spec expands to together, as `validate` holds them (koren2026-fig6's
+# three have 21,513): 100 profiles of 100,000 runs each were ten million runs, ~25 min and
+# ~45 GB of memory for `validate`
+MAX_SPEC_RUNS = 3 * MAX_RUNS
 # The evaluation histories of a profile's runs together (``TrainConfig.history_bytes``, an upper
 # bound): the outputs stage reads every record at once and flattens the histories into
 # curves.csv, about 15 s and 1 GB per million evaluations. Each run's own bound (32 MiB) let
