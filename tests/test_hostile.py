@@ -20665,3 +20665,39 @@ def test_the_profiles_of_a_spec_together_expand_to_a_bounded_number_of_runs(tmp_
                        profiles={"smoke": {}, "quick": {}, "paper": {}})
     res = _invoke("validate", ok)
     assert res.exit_code == 0, res.output
+
+
+def test_a_curves_title_that_names_its_seeds_says_them_once(tmp_path, monkeypatch):
+    """A curves title of its own seed words ('... (best of seeds)', huang2025-fig2) had the
+    figure's words appended: '(best of seeds) [...] — best of 3 seeds'. The title's words are
+    drawn as the curves are (the count, 'one seed'), said once; a title without them gets the
+    suffix."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import curves as kind
+
+    hist = pd.DataFrame([{"run_id": f"{a}{s}", "label": a, "seed": s, "step": t,
+                          "val.acc": 0.1 * t} for a in ("S6", "S4D") for s in range(3)
+                         for t in (1, 2)])
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="max"))
+    ctx = FigureContext(spec, "smoke", pd.DataFrame(), ["label"],
+                        lambda stem, ext: tmp_path / f"{stem}.{ext}",
+                        tables={kind.CURVES: hist})
+    seen = []
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.append(
+        " ".join(fig._suptitle.get_text().split())))
+    for title, seeds, hist_of, want in (
+            ("acc vs step (best of seeds)", "best", hist, "acc vs step (best of 3 seeds) [t,"),
+            ("Mean of seeds: acc", "mean", hist, "Mean of 3 seeds: acc [t, profile smoke] — "
+                                                 "band: min–max"),
+            ("acc (best of seeds)", "best", hist[hist["seed"] == 0], "acc (one seed) [t,"),
+            ("acc vs step", "best", hist, "acc vs step [t, profile smoke] — best of 3 seeds")):
+        ctx.tables[kind.CURVES] = hist_of
+        cfg = parse_figure({"kind": "curves", "series": "val.acc", "hue": "label",
+                            "title": title, "seeds": seeds})
+        assert kind.curves(ctx, cfg, tmp_path / "f.png")
+        assert seen[-1].startswith(want) and seen[-1].count("seed") == 1, seen[-1]

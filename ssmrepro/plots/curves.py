@@ -42,6 +42,7 @@ from ..util import DrawnText, encode_cell  # noqa: E402
 from .registry import (  # noqa: E402
     MAX_PIXELS,
     MAX_SIDE,
+    SEEDS_WORDS,
     YLIM_HELP,
     Columns,
     FigureConfig,
@@ -412,7 +413,14 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
            else f"{n_seeds} seeds, one line each" if hi > 1 else "one seed")
     fig_w, fig_h = fig.get_size_inches()
     # wrapped to the figure's width (a one-column grid is narrow): ~0.55 em per character at 9 pt
-    head = textwrap.fill(f"{ctx.title(cfg)} — {how}", width=max(30, int(fig_w * 72 / (9 * 0.55))))
+    # said once: a title's own words for the seeds ('... (best of seeds)') drawn as `how`
+    # says (huang2025-fig2 read '(best of seeds) [...] — best of 3 seeds')
+    if SEEDS_WORDS.search(cfg.title or ctx.spec.title):
+        words, _, band = how.partition(" (")
+        title = ctx.title(cfg, seeds=words) + (f" — {band.rstrip(')')}" if band else "")
+    else:
+        title = f"{ctx.title(cfg)} — {how}"
+    head = textwrap.fill(title, width=max(30, int(fig_w * 72 / (9 * 0.55))))
     fig.suptitle(head, fontsize=9)
     # as many legend columns as the figure's width holds (~0.5 em per character at 7 pt); a
     # legend of more than 6 columns' worth of 4 rows takes what the width holds

@@ -301,13 +301,18 @@ class FigureContext:
             self._paper_lookup = PaperValueLookup(self.spec.paper_values, listed_keys(self.cells))
         return self._paper_lookup.find(row, metric)
 
-    def title(self, cfg: FigureConfig) -> str:
+    def title(self, cfg: FigureConfig, seeds: str | None = None) -> str:
+        """The figure's title; ``seeds``: the words of how the figure draws seeds, in place of
+        the title's own ('best of seeds'), for a figure that draws seeds its own way."""
         # with the --set options: a tagged figure said `profile smoke` alone, of other settings
         sets = self.overrides if len(self.overrides) <= 200 else self.overrides[:199] + "…"
         sets = sets.replace("$", r"\$")  # a value's `$` drawn as written, never as TeX math
         head = cfg.title or self.spec.title
         metric = getattr(cfg, "metric", None)
-        if isinstance(metric, str) and "seeds" not in type(cfg).model_fields:  # cells' values
+        if seeds is not None:
+            head = SEEDS_WORDS.sub(lambda m: (seeds[:1].upper() + seeds[1:]
+                                              if m.group(0)[:1].isupper() else seeds), head)
+        elif isinstance(metric, str) and "seeds" not in type(cfg).model_fields:  # cells' values
             # (curves draw seeds their own way, and say how): 'mean of seeds' in the spec's
             # words is what this profile draws (yu2025-tab2's quick bars, of one seed, were
             # titled 'mean of seeds' above an axis saying 'one seed'); of the metric drawn (a
