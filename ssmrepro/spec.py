@@ -399,6 +399,13 @@ class PaperValue(Strict):
         the value matched no cell and was reported 'not run' beside the cell it names (a paper
         value may name cells no profile runs, so matching nothing is not refused)."""
         for key, want in self.where.items():
+            # NaN equals nothing and no setting is infinite (they are refused): the value
+            # matched no cell in any profile, without a word (a paper value may name cells no
+            # profile runs, so matching nothing is otherwise allowed)
+            if any(isinstance(v, float) and not math.isfinite(v)
+                   for v in (want if isinstance(want, list) else [want])):
+                raise ValueError(f"where.{key}: {want!r} matches no cell (NaN equals nothing, and "
+                                 "no setting is infinite); write the value the cell has")
             if key == "label" or key.startswith("case:"):
                 for label in want if isinstance(want, list) else [want]:
                     if isinstance(label, str):

@@ -20701,3 +20701,18 @@ def test_a_curves_title_that_names_its_seeds_says_them_once(tmp_path, monkeypatc
                             "title": title, "seeds": seeds})
         assert kind.curves(ctx, cfg, tmp_path / "f.png")
         assert seen[-1].startswith(want) and seen[-1].count("seed") == 1, seen[-1]
+
+
+def test_a_paper_value_where_of_nan_or_inf_is_refused():
+    """A paper value's `where` of `.nan` (`task.T: .nan`) passed validate and matched no cell in
+    any profile (NaN equals nothing): the paper value was never drawn or compared, without a
+    word. No setting is infinite either. Both are refused naming the key."""
+    import pydantic
+    import pytest
+
+    from ssmrepro.spec import PaperValue
+
+    for want in (math.nan, [50, math.nan], math.inf, [-math.inf]):
+        with pytest.raises(pydantic.ValidationError, match=r"where\.task\.T: .* matches no cell"):
+            PaperValue(where={"label": "S6", "task.T": want}, value=0.5)
+    assert PaperValue(where={"label": "S6", "task.T": [50, 100.0]}, value=0.5).value == 0.5
