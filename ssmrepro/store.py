@@ -1337,6 +1337,16 @@ class Store:
             written = ledger.get(name, {})
             new = _row_digests(text) if text is not None else {}
             old, legacy = _table_rows(path) if written and from_records else ({}, dict)
+            if old is None:  # its text holds no row of a run: one it wrote, saved by a
+                # spreadsheet with other separators (';') after an edit (`run` with every run
+                # done rewrote it without a word, the edit dropped; `plot` called it 'not a
+                # table of this project')
+                self._warn(f"{name}: changed since ssmrepro wrote it, and no longer read as a "
+                           "table of its runs (no run_id column: saved with other separators, "
+                           "';'?): it is written again from the run records, the source of "
+                           "truth; an edited value is not kept (change the spec and run it "
+                           "instead)")
+                old = {}
             # every copy of a row (one duplicated by hand, its first copy edited: only the
             # last was compared, and the edit was dropped without a word)
             # (a run shared by two labels has a row per label: each copy's digest is kept; a
@@ -1548,17 +1558,40 @@ def _row_digests(text: str, legacy: bool = False) -> dict[str, list[str]]:
     return out
 
 
-def _table_rows(path: Path) -> tuple[dict[str, list[str]], Callable[[], dict[str, list[str]]]]:
+def _table_rows(path: Path
+                ) -> tuple[dict[str, list[str]] | None, Callable[[], dict[str, list[str]]]]:
     """The digests (``_row_digests``) of the rows of the table file at ``path`` ({} when it
-    cannot be read as text), and a function giving them as a ledger of an older ssmrepro kept
-    them (for a row whose digest the ledger lacks: computed only then)."""
+    cannot be read as text or holds none; None when it holds text but no row of a run: no
+    run_id column), and a function giving them as a ledger of an older ssmrepro kept them (for
+    a row whose digest the ledger lacks: computed only then)."""
     try:
         # (a byte-order mark, as a spreadsheet saves 'CSV UTF-8', hid the run_id column: a
         # value edited there was dropped without a word)
         text = read_small(path, MAX_TABLE_BYTES).decode("utf-8-sig")
-        return _row_digests(text), lambda: _row_digests(text, legacy=True)
+        rows = _row_digests(text)
+        return (None if not rows and not _has_runs_column(text) and text.strip() else rows,
+                lambda: _row_digests(text, legacy=True))
     except (OSError, ValueError, csv.Error):
         return {}, dict
+
+
+def _has_runs_column(text: str) -> bool:
+    """Whether the CSV ``text``'s header has a run_id column."""
+    return "run_id" in next(csv.reader(io.StringIO(text)), [])
+
+
+def unread_table(store: Store, name: str) -> bool:
+    """Whether the store's table ``name`` is one ssmrepro wrote (its rows are in the ledger)
+    whose text no longer holds a row of a run (``_table_rows``): ``Store.write_table`` warns of
+    it when it writes the table again from records, so a reader of the file says nothing."""
+    fd = _hold_ledger(store.runs / TABLES_WRITTEN)
+    try:
+        if not _read_ledger(fd).get(name):
+            return False
+    finally:
+        if fd is not None:
+            os.close(fd)
+    return _table_rows(store.root / name)[0] is None
 
 
 # the order of a results table's run information after the config columns (``Store.table``)

@@ -20716,3 +20716,32 @@ def test_a_paper_value_where_of_nan_or_inf_is_refused():
         with pytest.raises(pydantic.ValidationError, match=r"where\.task\.T: .* matches no cell"):
             PaperValue(where={"label": "S6", "task.T": want}, value=0.5)
     assert PaperValue(where={"label": "S6", "task.T": [50, 100.0]}, value=0.5).value == 0.5
+
+
+def test_a_table_resaved_with_semicolons_after_an_edit_warns_once(tmp_path, capsys):
+    """A results table ssmrepro wrote, edited and saved by a spreadsheet with ';' separators:
+    `run` with every run done rewrote it from the records without a word (no run_id column: no
+    row to compare), while `plot` called it 'not a table of this project'. The write warns, and
+    `plot`'s reading of it is quiet then (said once); a table never written here, or one
+    emptied, or read as it was written, says nothing."""
+    from ssmrepro.plots.outputs import _own_table
+    from ssmrepro.store import Store, read_run_table, unread_table
+
+    store = Store(tmp_path / "s")
+    store.runs.mkdir(parents=True)
+    table = store.root / "results.csv"
+    text = "run_id,label,status,metric.test.acc\na1,S6,ok,0.5\n"
+    store.write_table(table.name, text, {"a1"})
+    assert not unread_table(store, table.name)
+    table.write_text("run_id;label;status;metric.test.acc\na1;S6;ok;0.75\n")
+    assert unread_table(store, table.name) and not unread_table(store, "other.csv")
+    assert _own_table(table, read_run_table, records=True, quiet=True).empty
+    assert capsys.readouterr().err == ""
+    store.write_table(table.name, text, {"a1"})
+    assert len(store.warnings) == 1 and "no longer read as a table" in store.warnings[0]
+    assert "';'" in store.warnings[0] and table.read_text() == text
+    store.warnings.clear()
+    for again in ("", text):  # emptied (nothing to lose), or as written: silent
+        table.write_text(again)
+        store.write_table(table.name, text, {"a1"})
+    assert store.warnings == []

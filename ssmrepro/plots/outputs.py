@@ -79,6 +79,7 @@ from ..store import (
     read_table,
     scored_nonfinite,
     table_text,
+    unread_table,
     whole_numbers,
 )
 from ..sweep import RunConfig, expand, overrides_tag, overrides_text, per_point
@@ -1228,7 +1229,8 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
     df = store.table(runs)
     name = output_name(spec, profile, "results", "csv", tag)
     csv = root / name
-    own = _own_table(csv, read_run_table, records=not df.empty)
+    own = _own_table(csv, read_run_table, records=not df.empty,
+                     quiet=not df.empty and unread_table(store, name))
     stale = False  # rows of runs trained before the spec was edited, dropped from the table
     if not own.empty:
         own = profile_rows(own, profile, csv.name)
@@ -1400,11 +1402,12 @@ def _differing(rows: pd.DataFrame, k: str, want: Any) -> Any:
     return None
 
 
-def _own_table(path: Path, read, records: bool) -> pd.DataFrame:
+def _own_table(path: Path, read, records: bool, quiet: bool = False) -> pd.DataFrame:
     """This profile's committed table at ``path`` (``read`` it), empty when absent. Without run
     records it is all there is, so one that is not a table is an error (``TableError``); with
     records it only completes them and is rewritten from them, so such a file is passed over with
-    a warning (and a folder in its place left for the write to name)."""
+    a warning (and a folder in its place left for the write to name). ``quiet``: the write
+    warns of it (``store.unread_table``): said once, as `run` says it."""
     if not path.exists() or (records and not path.is_file()):
         return pd.DataFrame()
     try:
@@ -1412,7 +1415,8 @@ def _own_table(path: Path, read, records: bool) -> pd.DataFrame:
     except TableError as err:
         if not records:
             raise
-        print(f"warning: {err} (not used: rewritten from the run records)", file=sys.stderr)
+        if not quiet:
+            print(f"warning: {err} (not used: rewritten from the run records)", file=sys.stderr)
         return pd.DataFrame()
 
 
