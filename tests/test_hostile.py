@@ -20745,3 +20745,39 @@ def test_a_table_resaved_with_semicolons_after_an_edit_warns_once(tmp_path, caps
         table.write_text(again)
         store.write_table(table.name, text, {"a1"})
     assert store.warnings == []
+
+
+def test_an_analysis_row_from_before_its_axis_goes_only_to_a_cell_of_its_old_setting(tmp_path):
+    """A committed analysis table written before `model.d_state` was swept (no such column,
+    no run id: matched by label and seed), then the axis [8, 2] added, the old value 4 not
+    among them: its row went to the one finished cell, d_state 8, a run it never measured. A
+    row stands only for a cell of the setting the spec has without the axis (4 here): none."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+    import yaml
+
+    from ssmrepro.plots.outputs import _base_values
+    from ssmrepro.report.analysis import completed_keys
+    from ssmrepro.spec import load_spec
+
+    cases = [{"label": "S6", "set": {"model.mixer": "s6"}}]
+    path = write_spec(tmp_path, sweep=[{"cases": cases}, {"grid": {"model.d_state": [8, 2]}}])
+    spec = load_spec(path)
+    assert spec.model["d_state"] == 4
+    assert _base_values(spec, "smoke", None, ["model.d_state"]) == {"model.d_state": {4}}
+    raw = yaml.safe_load(path.read_text())  # a profile's own sweep, a case that sets it
+    raw["sweep"] = []
+    raw["profiles"]["smoke"] = {"sweep": [{"cases": [
+        {"label": "S6", "set": {"model.mixer": "s6", "model.d_state": 16}}]}]}
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    assert _base_values(load_spec(path), "smoke", None, ["model.d_state"]) == {
+        "model.d_state": {4}}
+    table = pd.DataFrame({"label": ["S6"], "seed": [0], "out.snr": [1.5]})
+    run = SimpleNamespace(flat=lambda: {"model.d_state": 8}, label="S6", seed=0)
+    keys = ["label", "model.d_state"]
+    assert completed_keys(table, keys, [run])[0]["model.d_state"].tolist() == [8]  # no base
+    kept, why = completed_keys(table, keys, [run], lambda ks: {"model.d_state": {4}})
+    assert kept.empty and not why
+    kept, why = completed_keys(table, keys, [run], lambda ks: {"model.d_state": {8}})
+    assert kept["model.d_state"].tolist() == [8] and not why

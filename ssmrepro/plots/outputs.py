@@ -6,6 +6,7 @@ computed here.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sys
@@ -58,7 +59,7 @@ from ..report.cells import (
 from ..report.checks import CheckConfig, CollapseConfig, OrderingConfig, seed_spreads
 from ..report.columns import LABEL, LABEL_SEP, N_PARAMS, OK, RUN_ID, SEED, STATUS, STOP_STEP
 from ..report.curves import HISTORY_SETS, SAMPLES, STEP, curve_table, history_metric_sets
-from ..spec import SET_TAG, Spec, format_errors
+from ..spec import SET_TAG, Spec, SpecError, format_errors
 from ..store import (
     COUNTS,
     DIVERGED_NAN,
@@ -1402,6 +1403,38 @@ def _differing(rows: pd.DataFrame, k: str, want: Any) -> Any:
     return None
 
 
+def _base_values(spec: Spec, profile: str, overrides: dict | None, keys: list[str]
+                 ) -> dict[str, set] | None:
+    """The values of ``keys`` the profile's runs have without the sweep's settings of them (the
+    spec otherwise as it is): what a run had when a table without columns of them was written,
+    before an axis of them was added (``completed_keys``); None where they cannot be told."""
+    prof = spec.profiles[profile]
+    drop = set(keys)
+
+    def strip(d: dict | None) -> dict | None:
+        return None if d is None else {k: v for k, v in d.items() if k not in drop}
+
+    axes = []
+    for axis in (prof.sweep if prof.sweep is not None else spec.sweep):
+        if axis.cases is not None:
+            axes.append(axis.model_copy(update={"cases": [
+                c.model_copy(update={"set": strip(c.set), "grid": strip(c.grid),
+                                     "zip": strip(c.zip)}) for c in axis.cases]}))
+        elif strip(axis.grid) or strip(axis.zip):
+            axes.append(axis.model_copy(update={"grid": strip(axis.grid),
+                                                "zip": strip(axis.zip)}))
+    if prof.sweep is not None:
+        spec = spec.model_copy(update={"profiles": {
+            **spec.profiles, profile: prof.model_copy(update={"sweep": axes})}})
+    else:
+        spec = spec.model_copy(update={"sweep": axes})
+    try:
+        runs = expand(spec, profile, overrides=overrides)
+    except (SpecError, ValueError, KeyError, TypeError):
+        return None
+    return {k: {norm(r.flat().get(k)) for r in runs} for k in keys} if runs else None
+
+
 def _own_table(path: Path, read, records: bool, quiet: bool = False) -> pd.DataFrame:
     """This profile's committed table at ``path`` (``read`` it), empty when absent. Without run
     records it is all there is, so one that is not a table is an error (``TableError``); with
@@ -1966,6 +1999,7 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
     done = set(df.loc[df[STATUS] == OK, RUN_ID].astype(str)) if STATUS in df and RUN_ID in df \
         else set()
     finished = [r for r in runs if r.run_id in done]
+    base = functools.partial(_base_values, spec, profile, overrides)
     if DECAY in spec.analysis:
         # under the label each run has in the spec as it is (the label is no part of the run
         # id): a case relabelled since (S4D+PE -> S4D-PE) left its cell without decay metrics
@@ -1981,7 +2015,7 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
                                   {rid for rid, _ in recs})
         if hpath.exists() and (hist.empty or len(recs) < len(runs)):  # the committed cells
             read = read_histograms(hpath)
-            committed, vague = completed_keys(read, run_keys, finished)
+            committed, vague = completed_keys(read, run_keys, finished, base)
             for why in vague:
                 print(f"warning: {hpath.name}: {why}; its rows are not used", file=sys.stderr)
             # a committed cell stands whole for one short of a seed's record (measured from the
@@ -2011,7 +2045,7 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
         if len(table) < len(runs) and tpath.exists():  # runs without weights: committed rows
             read = read_weights_table(tpath, name)
             committed, unplanned = planned_rows(read, runs, run_keys)
-            committed, vague = completed_keys(committed, run_keys, finished)
+            committed, vague = completed_keys(committed, run_keys, finished, base)
             for why in [*unplanned, *vague]:
                 print(f"warning: {tpath.name}: {why}; the row is not used", file=sys.stderr)
             n_own = len(table)

@@ -23,6 +23,7 @@ figure kind of its own (its numbers reach figures and claims as cell columns onl
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -287,7 +288,8 @@ def _identities(table: pd.DataFrame, keys: list[str]) -> tuple[list[str], list[t
     return cols, [tuple(norm(v) for v in row) for row in table[cols].itertuples(index=False)]
 
 
-def completed_keys(table: pd.DataFrame, keys: list[str], finished: list
+def completed_keys(table: pd.DataFrame, keys: list[str], finished: list,
+                   base: Callable[[list[str]], dict[str, set] | None] | None = None
                    ) -> tuple[pd.DataFrame, list[str]]:
     """A committed ``<analysis>.csv`` or ``histograms.csv`` written before the sweep had some of
     the cell ``keys`` (an axis added since: no column of it), each row given those keys' values
@@ -295,15 +297,22 @@ def completed_keys(table: pd.DataFrame, keys: list[str], finished: list
     and why the other rows are left out: a row that stands for finished runs of several cells
     (the d_state 4 and 2 of an axis added where one run of d_state 4 was measured) cannot say
     which one it measured. Matched on the keys it has, such a row was merged into every cell of
-    its label: a cell never trained showed the old run's numbers and a claim was judged on them."""
+    its label: a cell never trained showed the old run's numbers and a claim was judged on them.
+    ``base(missing)``: the values each missing key has without the axes that set it (None:
+    unknown), those a run had when the table was written; a row stands only for a cell of them
+    (with the old setting not among the axis's values, the row of d_state 8 went to the one
+    finished cell, d_state 4, a run it never measured)."""
     missing = [k for k in keys if k != LABEL and k not in table]
     if table.empty or LABEL not in table or not missing:
         return table, []
     cols, ident = _identities(table, keys)
+    was = base(missing) if base is not None else None
     cells: dict[tuple, dict[tuple, tuple]] = {}
     for r in finished:
         flat = {**r.flat(), LABEL: r.label, "seed": r.seed}
         values = tuple(flat.get(k) for k in missing)
+        if was is not None and any(norm(v) not in was.get(k, ()) for k, v in zip(missing, values)):
+            continue  # a setting the row's run did not have
         cells.setdefault(tuple(norm(flat.get(c)) for c in cols), {})[
             tuple(norm(v) for v in values)] = values
     keep, fill, why = [], [], []
