@@ -415,7 +415,7 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
     # wrapped to the figure's width (a one-column grid is narrow): ~0.55 em per character at 9 pt
     # said once: a title's own words for the seeds ('... (best of seeds)') drawn as `how`
     # says (huang2025-fig2 read '(best of seeds) [...] — best of 3 seeds')
-    if SEEDS_WORDS.search(cfg.title or ctx.spec.title):
+    if SEEDS_WORDS.search(cfg.title or getattr(ctx.spec, "title", "")):
         words, _, band = how.partition(" (")
         title = ctx.title(cfg, seeds=words) + (f" — {band.rstrip(')')}" if band else "")
     else:
