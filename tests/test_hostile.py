@@ -20665,3 +20665,34 @@ def test_the_profiles_of_a_spec_together_expand_to_a_bounded_number_of_runs(tmp_
                        profiles={"smoke": {}, "quick": {}, "paper": {}})
     res = _invoke("validate", ok)
     assert res.exit_code == 0, res.output
+
+
+def test_a_listops_cut_is_said_once_not_by_each_worker(tmp_path, monkeypatch):
+    """`run --workers 2` with a ListOps max_len that cuts expressions said the warning three
+    times (the parent, then each worker loading the task again). The parent says it before any
+    worker starts (``engine.check_data`` loads every run's task); a worker process's warnings
+    leave it out, and keep the others."""
+    import warnings
+
+    from ssmrepro.engine.local import worker_warnings
+    from ssmrepro.tasks import build_task
+    from ssmrepro.tasks.lra import clear_cache
+
+    root = tmp_path / "data"
+    shutil.copytree(ROOT / "tests/assets/lra/lra/listops-1000", root / "lra/listops-1000")
+    monkeypatch.setenv("SSMREPRO_DATA", str(root))
+    task = {"name": "lra_listops", "source": "lra_release", "max_len": 8}
+    for worker in (False, True):
+        clear_cache()
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                if worker:
+                    worker_warnings()
+                build_task(task)
+                warnings.warn("another warning", stacklevel=1)
+        finally:
+            clear_cache()
+        said = [str(w.message) for w in caught]
+        assert len([m for m in said if "max_len 8 cuts" in m]) == (0 if worker else 1), said
+        assert "another warning" in said, said
