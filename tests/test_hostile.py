@@ -20696,3 +20696,24 @@ def test_a_listops_cut_is_said_once_not_by_each_worker(tmp_path, monkeypatch):
         said = [str(w.message) for w in caught]
         assert len([m for m in said if "max_len 8 cuts" in m]) == (0 if worker else 1), said
         assert "another warning" in said, said
+
+
+def test_a_long_unknown_task_model_or_mixer_name_is_cut_in_its_problem_line(tmp_path):
+    """Round 43 cut a long unknown key in a problem line, but a name was printed whole: a
+    task.name of 100,000 characters printed a line of 100 kB (`unknown task 'xxx...'`), as a
+    model or mixer name did. The line names 60 characters of it and its length; a short unknown
+    name is named whole."""
+    from ssmrepro.models.mixers.base import MixerSpecError, parse_mixer
+
+    spec = _one_run_spec(tmp_path)
+    for key, what in (("task.name", "task"), ("model.name", "model")):
+        res = _invoke("validate", spec, "--set", f"{key}={'x' * 100_000}")
+        _assert_refused(res, f"{key}: unknown {what} '" + "x" * 60 + "… (100,000 characters)'")
+        assert len(res.output) < 2000, len(res.output)
+    _assert_refused(_invoke("validate", spec, "--set", "task.name=nosuch"),
+                    "task.name: unknown task 'nosuch' (known: [")
+    for name, shown in (("m" * 100_000, "'" + "m" * 60 + "… (100,000 characters)'"),
+                        ("nosuch", "'nosuch'")):
+        with pytest.raises(MixerSpecError) as err:
+            parse_mixer({"name": name})
+        assert str(err.value).startswith(f"unknown mixer {shown}; known: "), str(err.value)[:200]
