@@ -48,6 +48,7 @@ from .util import (
     norm,
     read_small,
     repo_root,
+    short_name,
 )
 
 SPEC_VERSION = 1
@@ -568,15 +569,6 @@ def _unwrap(tps: list) -> list:
 
 
 MAX_UNKNOWN_SHOWN = 5  # unknown keys named one by one at one place; the rest are counted
-MAX_KEY_SHOWN = 80  # characters of a key a problem line shows (a spec's keys are names)
-
-
-def _short_key(key: str) -> str:
-    """``key`` as a problem line names it: a long one cut, its length said (two unknown keys of
-    100,000 characters printed a line of 200 kB)."""
-    if len(key) <= MAX_KEY_SHOWN:
-        return key
-    return f"{key[:MAX_KEY_SHOWN - 20]}… ({len(key):,} characters)"
 MAX_ERROR_LINES = 50  # problems of one validation shown; the rest are counted
 
 
@@ -588,7 +580,7 @@ def format_errors(path: Path | str, err: ValidationError, prefix: str = "",
     at one place give one line that counts them, names the first few and lists the keys there
     once (each key's own line repeated the list: 30,000 unknown keys printed 8.8 MB)."""
     def where(loc: tuple) -> str:
-        key = ".".join(_short_key(str(p)) for p in loc)
+        key = ".".join(short_name(str(p)) for p in loc)
         return f"{prefix}{key}" if key else (prefix.rstrip(".") or "(top level)")
 
     unknown: dict[tuple, list[str]] = {}  # place -> its unknown keys, in the error's order
@@ -620,7 +612,7 @@ def format_errors(path: Path | str, err: ValidationError, prefix: str = "",
         if len(rest) == 1:
             out.append(f"{path}: {where(place + (rest[0],))}: unknown key{hint}")
         elif rest:
-            shown = ", ".join(map(_short_key, rest[:MAX_UNKNOWN_SHOWN]))
+            shown = ", ".join(map(short_name, rest[:MAX_UNKNOWN_SHOWN]))
             more = (f" and {len(rest) - MAX_UNKNOWN_SHOWN:,} more"
                     if len(rest) > MAX_UNKNOWN_SHOWN else "")
             out.append(f"{path}: {where(place)}: {len(rest):,} unknown keys: {shown}{more}{hint}")

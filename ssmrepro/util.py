@@ -784,6 +784,17 @@ def doc_summary(doc: str | None) -> str:
     return " ".join(plain_rst(first).split())
 
 
+MAX_NAME_SHOWN = 80  # characters of a name (a key, a task's name) a problem line shows
+
+
+def short_name(name: str) -> str:
+    """``name`` as a problem line names it: a long one cut, its length said (two unknown keys of
+    100,000 characters printed a line of 200 kB, a task name of as many a line of 100 kB)."""
+    if len(name) <= MAX_NAME_SHOWN:
+        return name
+    return f"{name[:MAX_NAME_SHOWN - 20]}… ({len(name):,} characters)"
+
+
 def drawable(text: str) -> str:
     """``text`` if matplotlib can draw it: between a pair of ``$`` it reads TeX math (the
     shipped titles' ``$e^{-\\lambda\\Delta_t}$``), and math it cannot parse (``$\\foo{$``)

@@ -20781,3 +20781,55 @@ def test_an_analysis_row_from_before_its_axis_goes_only_to_a_cell_of_its_old_set
     assert kept.empty and not why
     kept, why = completed_keys(table, keys, [run], lambda ks: {"model.d_state": {8}})
     assert kept["model.d_state"].tolist() == [8] and not why
+
+
+def test_a_listops_cut_is_said_once_not_by_each_worker(tmp_path, monkeypatch):
+    """`run --workers 2` with a ListOps max_len that cuts expressions said the warning three
+    times (the parent, then each worker loading the task again). The parent says it before any
+    worker starts (``engine.check_data`` loads every run's task); a worker process's warnings
+    leave it out, and keep the others."""
+    import warnings
+
+    from ssmrepro.engine.local import worker_warnings
+    from ssmrepro.tasks import build_task
+    from ssmrepro.tasks.lra import clear_cache
+
+    root = tmp_path / "data"
+    shutil.copytree(ROOT / "tests/assets/lra/lra/listops-1000", root / "lra/listops-1000")
+    monkeypatch.setenv("SSMREPRO_DATA", str(root))
+    task = {"name": "lra_listops", "source": "lra_release", "max_len": 8}
+    for worker in (False, True):
+        clear_cache()
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                if worker:
+                    worker_warnings()
+                build_task(task)
+                warnings.warn("another warning", stacklevel=1)
+        finally:
+            clear_cache()
+        said = [str(w.message) for w in caught]
+        assert len([m for m in said if "max_len 8 cuts" in m]) == (0 if worker else 1), said
+        assert "another warning" in said, said
+
+
+def test_a_long_unknown_task_model_or_mixer_name_is_cut_in_its_problem_line(tmp_path):
+    """Round 43 cut a long unknown key in a problem line, but a name was printed whole: a
+    task.name of 100,000 characters printed a line of 100 kB (`unknown task 'xxx...'`), as a
+    model or mixer name did. The line names 60 characters of it and its length; a short unknown
+    name is named whole."""
+    from ssmrepro.models.mixers.base import MixerSpecError, parse_mixer
+
+    spec = _one_run_spec(tmp_path)
+    for key, what in (("task.name", "task"), ("model.name", "model")):
+        res = _invoke("validate", spec, "--set", f"{key}={'x' * 100_000}")
+        _assert_refused(res, f"{key}: unknown {what} '" + "x" * 60 + "… (100,000 characters)'")
+        assert len(res.output) < 2000, len(res.output)
+    _assert_refused(_invoke("validate", spec, "--set", "task.name=nosuch"),
+                    "task.name: unknown task 'nosuch' (known: [")
+    for name, shown in (("m" * 100_000, "'" + "m" * 60 + "… (100,000 characters)'"),
+                        ("nosuch", "'nosuch'")):
+        with pytest.raises(MixerSpecError) as err:
+            parse_mixer({"name": name})
+        assert str(err.value).startswith(f"unknown mixer {shown}; known: "), str(err.value)[:200]

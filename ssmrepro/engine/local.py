@@ -22,6 +22,7 @@ import signal
 import subprocess
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ from ..kernels.backend import kernel_usage, reset_kernel_usage, set_scan_backend
 from ..signals import STOP_SIGNALS
 from ..store import RECORD_REVISION, WEIGHTS_DIGEST, Store
 from ..sweep import CODE_VERSION
+from ..tasks.lra import CutWarning
 from ..train import member_state, train_pack
 from ..util import (
     MemberError,
@@ -314,6 +316,14 @@ def run_in_process(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings
         work_pack(i, pack, store, ws, emit)
 
 
+def worker_warnings() -> None:
+    """A worker process's warnings: 'warning: ...' as the parent prints them, without those the
+    parent has said of every run's task before any worker started (``engine.check_data``: a
+    ListOps max_len cutting expressions was said again by each worker, 3 lines at --workers 2)."""
+    plain_warnings()
+    warnings.simplefilter("ignore", CutWarning)
+
+
 def _worker_main(worker: int, tasks, events, store: Store, ws: WorkSettings, threads: int,
                  parent: int) -> None:
     die_with_parent(parent)  # a killed sweep leaves no orphans training on
@@ -323,7 +333,7 @@ def _worker_main(worker: int, tasks, events, store: Store, ws: WorkSettings, thr
             signal.signal(getattr(signal, name), signal.SIG_IGN)
     tune_malloc()  # no page-fault storms on every step's fresh activations (see util)
     flush_denormals()  # no slow denormal arithmetic (see util)
-    plain_warnings()  # 'warning: ...' as the parent prints them
+    worker_warnings()
     torch.set_num_threads(threads)
     set_scan_backend(ws.backend)
     while True:

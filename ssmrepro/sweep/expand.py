@@ -32,7 +32,7 @@ from ..spec import (
 )
 from ..tasks import TASKS, DataUnavailable, Task, TaskConfig, build_task, eval_set_problem
 from ..tasks.base import fixed_split_error, loss_problem, refuse_unread_task
-from ..util import encode_cell
+from ..util import encode_cell, short_name
 from .config import RunConfig, TrainConfig, flatten, lean, per_point, run_id_of, trained_key
 
 SECTIONS = ("task", "model", "train")
@@ -305,12 +305,14 @@ def validate_sections(cfg: dict[str, Any]) -> tuple[TaskConfig, ModelConfig, Tra
                            f"{type(cfg[section].get('name')).__name__}")
     task_cls = TASKS.get(cfg["task"].get("name"))
     if task_cls is None:
-        raise KeyError(f"task.name: unknown task {cfg['task'].get('name')!r} (known: {sorted(TASKS)}; "
+        raise KeyError(f"task.name: unknown task '{short_name(cfg['task']['name'])}' (known: "
+                       f"{sorted(TASKS)}; "
                        "their fields: ssmrepro list-tasks)")
     model_entry = MODELS.get(cfg["model"].get("name"))
     if model_entry is None:
         raise KeyError(
-            f"model.name: unknown model {cfg['model'].get('name')!r} (known: {sorted(MODELS)})"
+            f"model.name: unknown model '{short_name(cfg['model']['name'])}' (known: "
+            f"{sorted(MODELS)})"
         )
     out = []
     for section, cls in (("task", task_cls.Config), ("model", model_entry.Config), ("train", TrainConfig)):

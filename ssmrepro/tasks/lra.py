@@ -201,6 +201,12 @@ class NominalNote:
 
 
 _LOADED: dict[tuple[str, str, str], _Loaded] = {}  # per-process cache
+
+
+class CutWarning(UserWarning):
+    """A ListOps max_len cuts expressions (``_load``). Said by the command that plans the runs
+    (``engine.check_data`` loads every run's task first); its worker processes leave it out
+    (``run --workers 2`` said it three times, once per process)."""
 _KEYS: dict[tuple, str | None] = {}  # (dataset, root, source, preprocessing, folder) -> data_key
 _NOMINAL: ContextVar[dict[tuple, NominalNote] | None] = ContextVar("lra_nominal", default=None)
 
@@ -247,7 +253,7 @@ def _load(task: str, dataset: str, config: TaskConfig) -> _Loaded | NominalShape
             warnings.warn(f"task {task}: max_len {prep.get('max_len')} cuts "
                           + ", ".join(f"{n} of {total} {s}" for s, (n, total) in cut.items())
                           + " expressions (a cut expression loses its answer); raise max_len "
-                          "to train on whole ones", stacklevel=2)
+                          "to train on whole ones", CutWarning, stacklevel=2)
         _LOADED[key] = _Loaded((train, val, test), root, max(widths))
     return _LOADED[key]
 

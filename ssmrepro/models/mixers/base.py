@@ -32,7 +32,7 @@ from typing import Any
 from pydantic import ConfigDict
 from torch import nn
 
-from ...util import NoBoolNumbers, check_registration
+from ...util import NoBoolNumbers, check_registration, short_name
 
 
 class MixerConfig(NoBoolNumbers):
@@ -121,7 +121,9 @@ def parse_mixer(spec: dict | MixerConfig) -> MixerConfig:
         raise MixerSpecError(f"a mixer needs a 'name' (one of {sorted(MIXERS)}), got {spec!r}")
     entry = MIXERS.get(spec["name"])
     if entry is None:
-        raise MixerSpecError(f"unknown mixer {spec['name']!r}; known: {', '.join(sorted(MIXERS))}")
+        name = spec["name"]  # (a name of 100,000 characters printed a line of 100 kB)
+        shown = f"'{short_name(name)}'" if isinstance(name, str) else repr(name)
+        raise MixerSpecError(f"unknown mixer {shown}; known: {', '.join(sorted(MIXERS))}")
     return entry.Config.model_validate(spec)
 
 
