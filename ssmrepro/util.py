@@ -795,6 +795,20 @@ def short_name(name: str) -> str:
     return f"{name[:MAX_NAME_SHOWN - 20]}… ({len(name):,} characters)"
 
 
+MAX_LINE_SHOWN = 8_000  # characters of one printed error line: any path (4,096 at most) whole
+
+
+def bounded_line(text: str, limit: int = MAX_LINE_SHOWN) -> str:
+    """``text`` as one printed error line: past ``limit`` characters its middle is cut and the
+    cut counted, the start and end kept (what names the file and the reason). A name nobody
+    cut where it was quoted (a figure kind, a layer name or a column of 100,000 characters)
+    printed a line of 100 kB; ``short_name`` cuts the names a problem line knows it quotes."""
+    if len(text) <= limit:
+        return text
+    head, tail = limit * 3 // 4, limit // 4
+    return f"{text[:head]}… ({len(text) - head - tail:,} characters cut) …{text[-tail:]}"
+
+
 def drawable(text: str) -> str:
     """``text`` if matplotlib can draw it: between a pair of ``$`` it reads TeX math (the
     shipped titles' ``$e^{-\\lambda\\Delta_t}$``), and math it cannot parse (``$\\foo{$``)

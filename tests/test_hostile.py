@@ -20833,3 +20833,28 @@ def test_a_long_unknown_task_model_or_mixer_name_is_cut_in_its_problem_line(tmp_
         with pytest.raises(MixerSpecError) as err:
             parse_mixer({"name": name})
         assert str(err.value).startswith(f"unknown mixer {shown}; known: "), str(err.value)[:200]
+
+
+def test_an_error_line_quoting_a_huge_name_is_bounded(tmp_path):
+    """A figure kind, layer name or column of 100,000 characters was quoted whole in its error
+    line (a line of 100 kB); round 43 cut the keys and names a problem line knows it quotes
+    (util.short_name), and every printed error line is now bounded (util.bounded_line): the
+    start and the end kept, the middle counted."""
+    from typer.testing import CliRunner
+
+    from ssmrepro.cli import app
+    from ssmrepro.util import MAX_LINE_SHOWN, bounded_line
+
+    line = "a.yaml: x: " + "k" * 100_000 + " (the reason)"
+    cut = bounded_line(line)
+    assert len(cut) < MAX_LINE_SHOWN + 60 and cut.startswith("a.yaml: x: ")
+    assert cut.endswith("(the reason)") and "characters cut" in cut
+    assert bounded_line("short") == "short"
+    raw = yaml.safe_load((ROOT / "experiments/huang2025/huang2025-tab1.yaml").read_text())
+    raw["id"] = "huge-kind"
+    raw["figure"]["kind"] = "k" * 100_000
+    p = tmp_path / "huge-kind.yaml"
+    p.write_text(yaml.safe_dump(raw))
+    res = CliRunner().invoke(app, ["validate", str(p)])
+    assert res.exit_code == 2 and "unknown figure kind" in res.output
+    assert len(res.output) < 3 * MAX_LINE_SHOWN, len(res.output)

@@ -30,7 +30,7 @@ from ..spec import (
     load_spec,
     spec_paths,
 )
-from ..util import human_seconds
+from ..util import bounded_line, human_seconds
 from .app import (
     RESUME,
     command,
@@ -620,7 +620,8 @@ def run(
                           f"{max_runs}): continue with {escape(again)} (add --max-runs N to "
                           "train N more)", highlight=False, soft_wrap=True)
     for m in s.messages:
-        err_console.print(f"[red]error:[/] {escape(m)}", highlight=False, soft_wrap=True)
+        err_console.print(f"[red]error:[/] {escape(bounded_line(m))}", highlight=False,
+                          soft_wrap=True)
     summary = {"id": spec.id, "profile": profile, "overrides": overrides or {}, "engine": engine,
                "runs": s.total, "already_done": s.already_done, "trained": s.trained,
                "failed": s.failed, "elsewhere": s.elsewhere, "not_run": s.not_run,

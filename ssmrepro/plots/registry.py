@@ -38,7 +38,15 @@ from ..report.cells import (
 from ..report.columns import DEFAULT_METRIC, LABEL, N_DIVERGED, N_OK
 from ..spec import NAME_PATTERN, parse_yaml
 from ..store import is_loss
-from ..util import DrawnText, NoBoolNumbers, check_registration, doc_summary, encode_cell, norm
+from ..util import (
+    DrawnText,
+    NoBoolNumbers,
+    check_registration,
+    doc_summary,
+    encode_cell,
+    norm,
+    short_name,
+)
 
 
 class FigureConfig(NoBoolNumbers):
@@ -568,6 +576,6 @@ def parse_figure(raw: dict[str, Any]) -> FigureConfig:
     """The typed config of one figure entry (KeyError: unknown kind; ValidationError)."""
     kind = raw.get("kind")
     if not isinstance(kind, str) or kind not in FIGURE_KINDS:
-        raise KeyError(f"unknown figure kind {kind!r} (known: {', '.join(FIGURE_KINDS)}; "
+        raise KeyError(f"unknown figure kind {short_name(kind)!r} (known: {', '.join(FIGURE_KINDS)}; "
                        "their fields: ssmrepro list-figures)")
     return FIGURE_KINDS[kind].Config(**raw)
