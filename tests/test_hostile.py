@@ -20737,3 +20737,23 @@ def test_export_leaves_out_an_analytic_table_that_is_not_its_specs(tmp_path, mon
             assert n == 0 and why in err and "not exported" in err, (n, err)
         else:
             assert n > 0 and "not exported" not in err, err
+
+
+def test_front_page_times_only_the_rows_of_its_specs_runs(tmp_path):
+    """The front page's training time summed every row of a spec's results.csv: another
+    spec's table copied or linked in (its profile column dropped) was timed as this spec's
+    ('16 min' beside a report of 2 min) while `plot` and `export` use none of its rows. Only
+    the rows they take are timed."""
+    import pandas as pd
+
+    from ssmrepro.plots.frontpage import training_time
+    from ssmrepro.spec import load_spec
+
+    spec = load_spec(ROOT / "experiments/huang2025/huang2025-fig1.yaml")
+    own = ROOT / "results/huang2025/huang2025-fig1/results.csv"
+    csv = tmp_path / "results.csv"
+    pd.read_csv(ROOT / "results/huang2025/huang2025-fig3/results.csv").drop(
+        columns=["profile"]).to_csv(csv, index=False)
+    assert training_time(csv, "quick") != ""  # the table's own time, read without a spec
+    assert training_time(csv, "quick", spec) == ""
+    assert training_time(own, "quick", spec) == training_time(own, "quick") != ""
