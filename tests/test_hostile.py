@@ -20678,7 +20678,7 @@ def _export_setup(tmp_path, monkeypatch, name):
 
 
 def test_export_reads_a_results_table_with_a_cell_longer_than_csvs_field_limit(
-        tmp_path, monkeypatch):
+        tmp_path, monkeypatch, capsys):
     """A cell longer than csv's default field limit (131,072 characters, a label pasted by
     hand) in a committed results table was a traceback (`field larger than field limit`) in
     `export`, `plot` and `figures`, where pandas reads the table: its row is read and judged
@@ -20692,6 +20692,8 @@ def test_export_reads_a_results_table_with_a_cell_longer_than_csvs_field_limit(
     df = export_table(out)
     got = set(df.loc[df["experiment"] == "huang2025-tab1", "run_id"])
     assert got == set(tab["run_id"][1:]), got
+    err = capsys.readouterr().err  # the label is named, not printed whole (a 200 kB line)
+    assert "label='XXX" in err and len(err) < 2_000, len(err)
 
 
 def test_export_checks_a_results_table_without_a_profile_column(tmp_path, monkeypatch, capsys):
