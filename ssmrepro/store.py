@@ -1516,7 +1516,7 @@ def _digested_rows(text: str, legacy: bool = False) -> list[tuple[str, str]]:
     wrote the store), had its rows 'changed since ssmrepro wrote them (edited by hand?)' once
     later runs had added a column. ``legacy``: the digest of the header and the row, as ledgers
     written before kept it."""
-    rows = csv.reader(io.StringIO(text))
+    rows = _csv_rows(text, newline=None)  # as the ledgers' digests were taken
     header = next(rows, [])
     if "run_id" not in header:
         return []
@@ -1809,10 +1809,20 @@ def read_table(path: Path, required: tuple[str, ...] = (), numeric=(), **kw) -> 
     return df
 
 
+def _csv_rows(text: str, newline: str | None = ""):
+    """``csv.reader`` over ``text`` that reads a cell as long as the text itself: its default
+    limit (131,072 characters) made a table with a longer cell (a label pasted by hand), which
+    pandas reads, a traceback (`field larger than field limit`) in `export`, `plot`, `figures`.
+    The text is in memory already, so the limit bounds nothing."""
+    if csv.field_size_limit() < len(text):
+        csv.field_size_limit(len(text))
+    return csv.reader(io.StringIO(text, newline=newline))
+
+
 def _short_line(data: bytes, width: int) -> tuple[int, int] | None:
     """(line number, fields) of the first record of CSV ``data`` (its header first) with fewer
     than ``width`` fields, blank lines aside (pandas skips them); None when there is none."""
-    rows = csv.reader(io.StringIO(data.decode("utf-8-sig", errors="replace"), newline=""))
+    rows = _csv_rows(data.decode("utf-8-sig", errors="replace"))
     for row in rows:
         if row and len(row) < width:
             return rows.line_num, len(row)

@@ -20858,3 +20858,96 @@ def test_an_error_line_quoting_a_huge_name_is_bounded(tmp_path):
     res = CliRunner().invoke(app, ["validate", str(p)])
     assert res.exit_code == 2 and "unknown figure kind" in res.output
     assert len(res.output) < 3 * MAX_LINE_SHOWN, len(res.output)
+
+
+def _export_setup(tmp_path, monkeypatch, name):
+    import pandas as pd
+
+    monkeypatch.setenv("SSMREPRO_ROOT", str(_project(tmp_path, small=True)))
+    out = tmp_path / "res"
+    (out / "huang2025" / name).mkdir(parents=True)
+    return out, pd
+
+
+def test_export_reads_a_results_table_with_a_cell_longer_than_csvs_field_limit(
+        tmp_path, monkeypatch, capsys):
+    """A cell longer than csv's default field limit (131,072 characters, a label pasted by
+    hand) in a committed results table was a traceback (`field larger than field limit`) in
+    `export`, `plot` and `figures`, where pandas reads the table: its row is read and judged
+    like any other (this one's label is no label of its run: left out with a warning)."""
+    from ssmrepro.plots.export import export_table
+
+    out, pd = _export_setup(tmp_path, monkeypatch, "huang2025-tab1")
+    tab = pd.read_csv(ROOT / "results/huang2025/huang2025-tab1/results.csv")
+    tab.loc[0, "label"] = "X" * 200_000
+    tab.to_csv(out / "huang2025/huang2025-tab1/results.csv", index=False)
+    df = export_table(out)
+    got = set(df.loc[df["experiment"] == "huang2025-tab1", "run_id"])
+    assert got == set(tab["run_id"][1:]), got
+    err = capsys.readouterr().err  # the label is named, not printed whole (a 200 kB line)
+    assert "label='XXX" in err and len(err) < 2_000, len(err)
+
+
+def test_export_checks_a_results_table_without_a_profile_column(tmp_path, monkeypatch, capsys):
+    """A spec's results.csv replaced by another spec's table whose ``profile`` column was
+    dropped: `export` skipped every row check for it (they ran only beside a profile column)
+    and exported the other spec's rows as this spec's; each is now left out with a warning,
+    as with a profile column."""
+    from ssmrepro.plots.export import export_table
+
+    out, pd = _export_setup(tmp_path, monkeypatch, "huang2025-fig1")
+    other = pd.read_csv(ROOT / "results/huang2025/huang2025-fig2/results.csv")
+    other.drop(columns=["profile"]).to_csv(out / "huang2025/huang2025-fig1/results.csv",
+                                           index=False)
+    df = export_table(out)
+    assert not (df["experiment"] == "huang2025-fig1").any(), df.groupby("experiment").size()
+    assert "not used" in capsys.readouterr().err
+
+
+def test_export_leaves_out_an_analytic_table_that_is_not_its_specs(tmp_path, monkeypatch,
+                                                                    capsys):
+    """An analytic spec's results.csv replaced by another analytic spec's table (yu2025-fig5's
+    in huang2025-figA1's folder), or its own with a grid point removed: `export` exported its
+    rows as the spec's theory table (`plot` computes the table again, `export` reads it as
+    committed); they are left out with a warning naming why."""
+    import pandas as pd
+
+    from ssmrepro.plots.export import export_table
+
+    out, _ = _export_setup(tmp_path, monkeypatch, "huang2025-figA1")
+    shutil.copy(ROOT / "experiments/huang2025/huang2025-figA1.yaml",
+                tmp_path / "proj/experiments/huang2025")
+    dest = out / "huang2025/huang2025-figA1/results.csv"
+    own = pd.read_csv(ROOT / "results/huang2025/huang2025-figA1/results.csv")
+    for table, why in ((ROOT / "results/yu2025/yu2025-fig5/results.csv", "its columns"),
+                       (own.iloc[1:], "its rows"), (own, None)):
+        if isinstance(table, Path):
+            shutil.copy(table, dest)
+        else:
+            table.to_csv(dest, index=False)
+        n = int((export_table(out)["experiment"] == "huang2025-figA1").sum())
+        err = capsys.readouterr().err
+        if why:
+            assert n == 0 and why in err and "not exported" in err, (n, err)
+        else:
+            assert n > 0 and "not exported" not in err, err
+
+
+def test_front_page_times_only_the_rows_of_its_specs_runs(tmp_path):
+    """The front page's training time summed every row of a spec's results.csv: another
+    spec's table copied or linked in (its profile column dropped) was timed as this spec's
+    ('16 min' beside a report of 2 min) while `plot` and `export` use none of its rows. Only
+    the rows they take are timed."""
+    import pandas as pd
+
+    from ssmrepro.plots.frontpage import training_time
+    from ssmrepro.spec import load_spec
+
+    spec = load_spec(ROOT / "experiments/huang2025/huang2025-fig1.yaml")
+    own = ROOT / "results/huang2025/huang2025-fig1/results.csv"
+    csv = tmp_path / "results.csv"
+    pd.read_csv(ROOT / "results/huang2025/huang2025-fig3/results.csv").drop(
+        columns=["profile"]).to_csv(csv, index=False)
+    assert training_time(csv, "quick") != ""  # the table's own time, read without a spec
+    assert training_time(csv, "quick", spec) == ""
+    assert training_time(own, "quick", spec) == training_time(own, "quick") != ""

@@ -14,6 +14,7 @@ optional ``parquet`` extra (pyarrow). docs/columns.md describes every column.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import sys
@@ -176,6 +177,38 @@ def _other_data(spec, out: Path | None, planned: list, table: pd.DataFrame
     return corpus, older
 
 
+def analytic_mismatch(spec, table: pd.DataFrame) -> str | None:
+    """Why ``table`` (an analytic spec's committed results.csv, as ``read_run_table`` reads it)
+    is not the theory table `plot` computes for ``spec``, else None: other columns (another
+    analytic spec's table copied in: its rows were exported as this spec's) or other grid points
+    or params (a grid edited since, a row edited by hand). `plot` computes the table again;
+    `export` reads it as committed, without the theory's minutes."""
+    from ..report.analytic import analytic_columns
+    from ..util import norm
+
+    try:
+        cells, metrics = analytic_columns(spec)
+    except KeyError:
+        return None  # an unknown analytic table: the spec's check says so
+    a = spec.analytic
+    have = {metric_name(c) for c in table.columns}
+    if have != cells | metrics:
+        odd = sorted(have ^ (cells | metrics), key=str)
+        return (f"its columns are not those of analytic table {a.table!r} "
+                f"({', '.join(map(str, odd[:3]))}{', ...' if len(odd) > 3 else ''})")
+    col = {metric_name(c): c for c in table.columns}
+    keys = sorted(a.grid) + sorted(a.params)
+    got = {tuple(norm(v) for v in row)
+           for row in table[[col[k] for k in keys]].itertuples(index=False)}
+    params = tuple(norm(a.params[k]) for k in sorted(a.params))
+    want = {tuple(norm(v) for v in point) + params
+            for point in itertools.product(*(a.grid[k] for k in sorted(a.grid)))}
+    if got != want or len(table) != len(want):
+        return (f"its rows are not the grid points and params of the spec ({len(table)} "
+                f"row(s), {len(want)} planned)")
+    return None
+
+
 def prof_rows(path: Path, profile: str) -> bool:
     """Whether the results table at ``path`` holds a row of ``profile`` (False if unreadable)."""
     try:
@@ -239,15 +272,22 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None,
                                 & ~more[RUN_ID].astype(str).isin(mine)]
                     table = pd.concat([table, more], ignore_index=True)
             planned = _planned(spec, prof)
+            why = analytic_mismatch(spec, table) if spec.analytic is not None else None
+            if why:  # another analytic spec's table, or one edited: exported as this spec's
+                print(f"warning: {csv.name} of {spec.id}: {why}: its rows are not exported "
+                      f"(`ssmrepro plot {spec.id}` computes the table again)", file=sys.stderr)
+                table = table.iloc[:0]
             # the rows of a profile that reads this table too (its rows under the table's name
             # from before the default profile changed) are exported in its turn: they were named
             # `not used` here, beside their export
             also = {q for q, f in files.items() if q != prof and f == csv}
             if also and "profile" in table:
                 table = table[~table["profile"].astype(str).isin(also)]
-            if "profile" in table:  # as plot reads it: a row of a planned run checked against
+            if RUN_ID in table:  # as plot reads it: a row of a planned run checked against
                 # its run id (a hand-edited config was exported as it stood), another profile's
-                # row left out (it was exported as this profile's)
+                # row left out (it was exported as this profile's); a table without a profile
+                # column (dropped by hand: another spec's table copied in) is checked the same
+                # way (its rows were exported as the spec's without a check)
                 table = consistent_rows(profile_rows(table, prof, f"{spec.id}/{csv.name}"),
                                         planned, own=True)
                 # rows of runs trained before the spec was edited (train.lr), as plot drops

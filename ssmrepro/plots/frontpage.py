@@ -13,6 +13,8 @@ Status of a target: ``not specified`` (no spec yet), ``spec only`` (no committed
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 import re
 import sys
@@ -232,7 +234,7 @@ def orphan_folders(out: Path | None = None) -> list[Path]:
     return found
 
 
-def training_time(csv: Path, profile: str | None = None) -> str:
+def training_time(csv: Path, profile: str | None = None, spec=None) -> str:
     """Sum of the pack wall times of a results table (each row carries its pack's wall_s and
     pack_size; a run's time once, whatever labels it has rows under), e.g. '4 min'; '' when the
     table has no timings. ``profile``: only the rows of that profile are counted, as the report
@@ -248,6 +250,16 @@ def training_time(csv: Path, profile: str | None = None) -> str:
         return ""
     if profile is not None and "profile" in df:
         df = df[df["profile"].astype(str) == profile]
+    if spec is not None and profile is not None and not df.empty and "run_id" in df:
+        # only the rows `plot` and `export` take as the spec's runs: another spec's table
+        # copied or linked in (its profile column dropped) was timed as this spec's, '16 min'
+        # beside a report of 2; their warnings are `plot`'s and `export`'s to say
+        from .export import _planned
+        from .outputs import _without_stale, consistent_rows
+
+        planned = _planned(spec, profile)
+        with contextlib.redirect_stderr(io.StringIO()):
+            df = _without_stale(consistent_rows(df, planned, own=True), planned, csv.name)
     if df.empty or "wall_s" not in df or "pack_size" not in df:
         return ""
     if "run_id" in df:  # a run under two labels has a row for each: its time counted twice
@@ -322,7 +334,7 @@ def _describe_folder(t: Target, spec, out: Path | None, base: Path, root: Path) 
         t.status = "spec only"
     if default in files and default not in stale:
         t.verdicts = _verdicts(root / "report.md")
-        t.quick_time = training_time(files[default], default)
+        t.quick_time = training_time(files[default], default, spec)
     desc = spec.profiles[default].description  # the profile timed (quick's was shown for all)
     if not t.quick_time and desc:
         short = desc if len(desc) <= 60 else desc[:57].rsplit(" ", 1)[0] + " ..."

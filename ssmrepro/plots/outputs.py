@@ -1532,6 +1532,13 @@ def _committed_rows(runs: list, tables: Iterable[pd.DataFrame], profile: str | N
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 
 
+def _clipped(v: Any, limit: int = 80) -> str:
+    """``repr(v)`` cut to ``limit`` characters for a warning: a label of 200,000 characters
+    pasted into a committed table was printed whole, a 200 kB warning line."""
+    text = repr(v)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def _contradiction(rows: pd.DataFrame, run) -> str:
     """'key=value' of a config column of ``rows`` that contradicts ``run``, the planned run of
     their run id, on a field its run id hashes (``RunConfig.identity``: the seed and every field
@@ -1544,7 +1551,7 @@ def _contradiction(rows: pd.DataFrame, run) -> str:
     for k, want in ident.items():
         have = _differing(rows, k, want)
         if have is not None:
-            return f"{k}={have!r} (the run's is {want!r})"
+            return f"{k}={_clipped(have)} (the run's is {want!r})"
     if STATUS in rows:  # 'weird' counted the run as not finished without a word why (a record
         odd = [v for v in rows[STATUS] if v not in RECORD_STATUSES]  # with one is quarantined)
         if odd:
@@ -1627,7 +1634,8 @@ def consistent_rows(table: pd.DataFrame, runs: list, own: bool = False) -> pd.Da
         if not wrong and own and LABEL in table:
             odd = [v for v in rows[LABEL].astype(str) if v not in labels[rid]]
             if odd:
-                wrong = f"label={odd[0]!r} (the run's is {' or '.join(map(repr, sorted(labels[rid])))})"
+                its = " or ".join(map(repr, sorted(labels[rid])))
+                wrong = f"label={_clipped(odd[0])} (the run's is {its})"
         if wrong:
             print(f"warning: a committed table's row of run {rid} has {wrong}, which a run of that "
                   f"id cannot have written; the row is not used", file=sys.stderr)
