@@ -189,17 +189,22 @@ def entry_problem(path: Path) -> str | None:
 def damaged_entries(cache_dir: Path) -> list[tuple[Path, str]]:
     """(entry, why) for each damaged entry (``entry_problem``) of the cache folder, by name;
     what is no entry's name (``<dataset>-<key>``: a build's scratch folder) is passed over."""
+    found = []
+    for name in entry_names(cache_dir):
+        why = entry_problem(cache_dir / name)
+        if why is not None:
+            found.append((cache_dir / name, why))
+    return found
+
+
+def entry_names(cache_dir: Path) -> list[str]:
+    """The names of the cache folder's entries (``<dataset>-<key>``), sorted; what is no entry's
+    name (a build's scratch folder) is passed over; [] where the folder cannot be listed."""
     try:
         names = sorted(p.name for p in cache_dir.iterdir())
     except OSError:
         return []
-    found = []
-    for name in names:
-        if re.fullmatch(r"[^.].*-[0-9a-f]{20}", name):
-            why = entry_problem(cache_dir / name)
-            if why is not None:
-                found.append((cache_dir / name, why))
-    return found
+    return [n for n in names if re.fullmatch(r"[^.].*-[0-9a-f]{20}", n)]
 
 
 class _Damaged(Exception):

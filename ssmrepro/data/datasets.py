@@ -52,6 +52,7 @@ from .cache import (
     change_stamp,
     config_dict,
     entry_dir,
+    entry_names,
     file_identity,
     load_entry,
     save_entry,
@@ -658,12 +659,8 @@ def outdated_entries(cache_dir: Path) -> list[tuple[Path, str]]:
     dataset (``DatasetDef.checks``): what the next command that reads it removes and prepares
     again, as a damaged one (``data info`` listed those only). An entry whose meta.json cannot
     be read is passed over (``cache.damaged_entries`` names it)."""
-    try:
-        names = sorted(p.name for p in cache_dir.iterdir())
-    except OSError:
-        return []
     found = []
-    for name in names:
+    for name in entry_names(cache_dir):
         m = re.fullmatch(r"([a-z]+)-[0-9a-f]{20}", name)
         ddef = DATASETS.get(m[1]) if m else None
         if ddef is None or ddef.checks <= 1:
