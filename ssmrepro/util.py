@@ -88,24 +88,35 @@ def process_started(pid: int) -> float | None:
         return None
 
 
+def soft_limit(name: str) -> int | None:
+    """This process's soft limit ``resource.<name>`` (e.g. ``RLIMIT_NOFILE``); None where there
+    is none (unlimited, or no such module or limit on this system)."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(getattr(resource, name))[0]
+    except (ImportError, AttributeError, ValueError, OSError):
+        return None
+    return None if soft < 0 or soft == resource.RLIM_INFINITY else soft
+
+
 def _process_limit(err: OSError) -> str | None:
     """What a process limit ``err`` met says, with the limit and the way out; None for an error
     of no such limit. `ulimit -n 20` with `run --workers 2` said only 'error: cannot use: Too
     many open files' (a worker's pipes), naming neither file nor limit."""
-    import resource
 
-    def soft(which: int) -> str:
-        n = resource.getrlimit(which)[0]
-        return "no limit" if n == resource.RLIM_INFINITY else str(n)
+    def soft(name: str) -> str:
+        n = soft_limit(name)
+        return "no limit" if n is None else str(n)
 
     if err.errno == errno.EMFILE:
-        n = soft(resource.RLIMIT_NOFILE)
+        n = soft("RLIMIT_NOFILE")
         return (f"too many open files (this process may have {n} open at once: ulimit -n "
                 f"{n}); raise that limit, or run fewer --workers")
     if err.errno == errno.ENFILE:
         return "the system's table of open files is full; close programs or run fewer --workers"
     if err.errno == errno.EAGAIN and not err.filename:  # fork: no new process (ulimit -u)
-        n = soft(resource.RLIMIT_NPROC)
+        n = soft("RLIMIT_NPROC")
         return (f"no new process could be started ({err.strerror or 'EAGAIN'}; this user may "
                 f"run {n} processes and threads: ulimit -u {n}); raise that limit, or run "
                 "fewer --workers")

@@ -41,6 +41,7 @@ from ..util import (
     flush_denormals,
     hangups_ignored,
     plain_warnings,
+    soft_limit,
     tune_malloc,
 )
 from .plan import Pack
@@ -372,10 +373,8 @@ def worker_death(exitcode: int | None, pack: Pack | None = None) -> str:
     except ValueError:
         name = f"signal {-exitcode}"
     if -exitcode == getattr(signal, "SIGXCPU", None):  # a worker's own CPU-time limit: each
-        import resource  # worker has the limit the command was given (`ulimit -t`)
-
-        soft = resource.getrlimit(resource.RLIMIT_CPU)[0]
-        limit = "" if soft == resource.RLIM_INFINITY else f" of {soft} s (ulimit -t {soft})"
+        soft = soft_limit("RLIMIT_CPU")  # worker has the command's limit (`ulimit -t`)
+        limit = "" if soft is None else f" of {soft} s (ulimit -t {soft})"
         return f"killed by {name}: its CPU time limit{limit} ran out; raise that limit"
     if -exitcode != signal.SIGKILL:
         return f"killed by {name}"

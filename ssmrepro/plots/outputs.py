@@ -84,7 +84,14 @@ from ..store import (
     whole_numbers,
 )
 from ..sweep import RunConfig, expand, overrides_tag, overrides_text, per_point
-from ..util import atomic_write_text, encode_cell, folder_lock, pairs_text, remove_dead_temps
+from ..util import (
+    atomic_write_text,
+    encode_cell,
+    folder_lock,
+    pairs_text,
+    remove_dead_temps,
+    short_name,
+)
 from .curves import CURVES, CurvesConfig
 from .figures import _in_panel
 from .registry import FIGURE_KINDS, FigureConfig, FigureContext, NotDrawn, parse_figure
@@ -1532,13 +1539,6 @@ def _committed_rows(runs: list, tables: Iterable[pd.DataFrame], profile: str | N
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 
 
-def _clipped(v: Any, limit: int = 80) -> str:
-    """``repr(v)`` cut to ``limit`` characters for a warning: a label of 200,000 characters
-    pasted into a committed table was printed whole, a 200 kB warning line."""
-    text = repr(v)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
 def _contradiction(rows: pd.DataFrame, run) -> str:
     """'key=value' of a config column of ``rows`` that contradicts ``run``, the planned run of
     their run id, on a field its run id hashes (``RunConfig.identity``: the seed and every field
@@ -1551,7 +1551,7 @@ def _contradiction(rows: pd.DataFrame, run) -> str:
     for k, want in ident.items():
         have = _differing(rows, k, want)
         if have is not None:
-            return f"{k}={_clipped(have)} (the run's is {want!r})"
+            return f"{k}={short_name(repr(have))} (the run's is {want!r})"
     if STATUS in rows:  # 'weird' counted the run as not finished without a word why (a record
         odd = [v for v in rows[STATUS] if v not in RECORD_STATUSES]  # with one is quarantined)
         if odd:
@@ -1635,7 +1635,7 @@ def consistent_rows(table: pd.DataFrame, runs: list, own: bool = False) -> pd.Da
             odd = [v for v in rows[LABEL].astype(str) if v not in labels[rid]]
             if odd:
                 its = " or ".join(map(repr, sorted(labels[rid])))
-                wrong = f"label={_clipped(odd[0])} (the run's is {its})"
+                wrong = f"label={short_name(repr(odd[0]))} (the run's is {its})"
         if wrong:
             print(f"warning: a committed table's row of run {rid} has {wrong}, which a run of that "
                   f"id cannot have written; the row is not used", file=sys.stderr)
