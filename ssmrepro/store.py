@@ -1337,15 +1337,14 @@ class Store:
             written = ledger.get(name, {})
             new = _row_digests(text) if text is not None else {}
             old, legacy = _table_rows(path) if written and from_records else ({}, dict)
-            if old is None:  # its text holds no row of a run: one it wrote, saved by a
-                # spreadsheet with other separators (';') after an edit (`run` with every run
-                # done rewrote it without a word, the edit dropped; `plot` called it 'not a
-                # table of this project')
+            if isinstance(old, str):  # its text holds no row of a run: one it wrote, saved
+                # by a spreadsheet with other separators (';') or in another encoding after an
+                # edit (`run` with every run done rewrote it without a word, the edit dropped;
+                # `plot` called it 'not a table of this project')
                 self._warn(f"{name}: changed since ssmrepro wrote it, and no longer read as a "
-                           "table of its runs (no run_id column: saved with other separators, "
-                           "';'?): it is written again from the run records, the source of "
-                           "truth; an edited value is not kept (change the spec and run it "
-                           "instead)")
+                           f"table of its runs ({old}): it is written again from the run "
+                           "records, the source of truth; an edited value is not kept (change "
+                           "the spec and run it instead)")
                 old = {}
             # every copy of a row (one duplicated by hand, its first copy edited: only the
             # last was compared, and the edit was dropped without a word)
@@ -1559,20 +1558,30 @@ def _row_digests(text: str, legacy: bool = False) -> dict[str, list[str]]:
 
 
 def _table_rows(path: Path
-                ) -> tuple[dict[str, list[str]] | None, Callable[[], dict[str, list[str]]]]:
+                ) -> tuple[dict[str, list[str]] | str, Callable[[], dict[str, list[str]]]]:
     """The digests (``_row_digests``) of the rows of the table file at ``path`` ({} when it
-    cannot be read as text or holds none; None when it holds text but no row of a run: no
-    run_id column), and a function giving them as a ledger of an older ssmrepro kept them (for
+    cannot be read or holds none), or why its text holds no row of a run (no run_id column;
+    not UTF-8 text), and a function giving them as a ledger of an older ssmrepro kept them (for
     a row whose digest the ledger lacks: computed only then)."""
+    try:
+        data = read_small(path, MAX_TABLE_BYTES)
+    except (OSError, ValueError):
+        return {}, dict
     try:
         # (a byte-order mark, as a spreadsheet saves 'CSV UTF-8', hid the run_id column: a
         # value edited there was dropped without a word)
-        text = read_small(path, MAX_TABLE_BYTES).decode("utf-8-sig")
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:  # text ssmrepro never writes, saved in another encoding after
+        # an edit (a spreadsheet's 'CSV' in its system code page: cp1252 'café'; 'Unicode
+        # text', UTF-16): `run` rewrote it without a word, the edit dropped
+        return "not UTF-8 text: saved in another encoding?", dict
+    try:
         rows = _row_digests(text)
-        return (None if not rows and not _has_runs_column(text) and text.strip() else rows,
-                lambda: _row_digests(text, legacy=True))
-    except (OSError, ValueError, csv.Error):
+    except (ValueError, csv.Error):
         return {}, dict
+    if not rows and not _has_runs_column(text) and text.strip():
+        return "no run_id column: saved with other separators, ';'?", dict
+    return rows, lambda: _row_digests(text, legacy=True)
 
 
 def _has_runs_column(text: str) -> bool:
@@ -1591,7 +1600,7 @@ def unread_table(store: Store, name: str) -> bool:
     finally:
         if fd is not None:
             os.close(fd)
-    return _table_rows(store.root / name)[0] is None
+    return isinstance(_table_rows(store.root / name)[0], str)
 
 
 # the order of a results table's run information after the config columns (``Store.table``)

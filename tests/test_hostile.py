@@ -20951,3 +20951,25 @@ def test_front_page_times_only_the_rows_of_its_specs_runs(tmp_path):
     assert training_time(csv, "quick") != ""  # the table's own time, read without a spec
     assert training_time(csv, "quick", spec) == ""
     assert training_time(own, "quick", spec) == training_time(own, "quick") != ""
+
+
+def test_a_table_resaved_in_another_encoding_after_an_edit_warns_once(tmp_path):
+    """A results table ssmrepro wrote (a label 'café'), edited and saved by a spreadsheet in its
+    system code page (Excel's 'CSV': cp1252) or as 'Unicode text' (UTF-16): not UTF-8, so no row
+    was compared and `run` rewrote it from the records without a word, the edit dropped. The
+    write names it once, with the encoding as the reason; `plot`'s reading is quiet then."""
+    from ssmrepro.store import Store, unread_table
+
+    store = Store(tmp_path / "s")
+    store.runs.mkdir(parents=True)
+    table = store.root / "results.csv"
+    text = "run_id,label,status,metric.test.acc\na1,café,ok,0.5\n"
+    for encoding in ("cp1252", "utf-16"):
+        store.write_table(table.name, text, {"a1"})
+        assert not unread_table(store, table.name) and store.warnings == []
+        table.write_bytes(text.replace("0.5", "0.75").encode(encoding))
+        assert unread_table(store, table.name)
+        store.write_table(table.name, text, {"a1"})
+        assert len(store.warnings) == 1 and "not UTF-8 text" in store.warnings[0], encoding
+        assert table.read_text(encoding="utf-8") == text
+        store.warnings.clear()
