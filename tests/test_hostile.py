@@ -20973,3 +20973,30 @@ def test_a_table_resaved_in_another_encoding_after_an_edit_warns_once(tmp_path):
         assert len(store.warnings) == 1 and "not UTF-8 text" in store.warnings[0], encoding
         assert table.read_text(encoding="utf-8") == text
         store.warnings.clear()
+
+
+def test_points_that_only_a_mapping_set_whole_tells_apart_are_refused(tmp_path):
+    """A sweep over whole mappings (`grid: {train: [{lr: 0.01, ...}, {lr: 0.001, ...}]}`, or
+    unlabelled cases each setting its own `model`) makes no table column of the fields inside
+    them: the cells, known by label and swept columns, were one, its mean of one point's seeds,
+    the other point's runs left out of summary.csv and the report without a word. Refused,
+    naming the field; a labelled case per mapping, or a swept key, stays a cell of its own."""
+    from ssmrepro.report.cells import cell_keys
+    from ssmrepro.spec import SpecError, load_spec
+    from ssmrepro.sweep import expand
+
+    m = {"name": "ssm_lm", "mixer": "s6", "d_model": 8, "pe": "index"}
+    t = {"optimizer": "adam", "batch_size": 8, "max_steps": 4}
+    s6 = {"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]}
+    for sweep, field in (([s6, {"grid": {"train": [{**t, "lr": 0.01}, {**t, "lr": 0.001}]}}],
+                          "train.lr"),
+                         ([{"cases": [{"set": {"model": {**m, "d_state": d}}} for d in (8, 2)]}],
+                          "model.d_state")):
+        spec = load_spec(write_spec(tmp_path, sweep=sweep))
+        with pytest.raises(SpecError, match=rf"differ only in {field}, set inside"):
+            expand(spec, "smoke")
+    for sweep in ([{"cases": [{"label": f"d{d}", "set": {"model": {**m, "d_state": d}}}
+                              for d in (8, 2)]}],
+                  [s6, {"grid": {"train.lr": [0.01, 0.001]}}]):
+        runs = expand(load_spec(write_spec(tmp_path, sweep=sweep)), "smoke")
+        assert len(runs) == 4 and len(cell_keys(runs)) in (1, 3)

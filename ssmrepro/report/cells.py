@@ -463,9 +463,9 @@ class PaperValueLookup:
 
 def cell_keys(runs: list) -> list[str]:
     """Columns that identify a cell: the label and every swept key that is a config column."""
-    flat = [r.flat() for r in runs]
-    swept = sorted({k for r in runs for k in r.coords if k != SEED})
-    return [LABEL] + [k for k in swept if any(k in f for f in flat)]
+    from ..sweep import swept_keys
+
+    return [LABEL, *swept_keys(runs)]
 
 
 def with_config(cells: pd.DataFrame, runs: list, columns: list[str] | set[str]) -> pd.DataFrame:

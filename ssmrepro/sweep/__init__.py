@@ -11,6 +11,7 @@ from .config import (
     lean,
     per_point,
     run_id_of,
+    swept_keys,
 )
 from .expand import (
     SECTIONS,
@@ -33,4 +34,4 @@ __all__ = ["CODE_VERSION", "MEMBER_FIELDS", "SECTIONS", "EarlyStop", "RunConfig"
            "TrainConfig", "axis_points", "config_identity", "effective_overrides",
            "expand", "flatten", "layer_spelling_problems", "lean", "overrides_tag", "overrides_text",
            "parse_config", "parse_overrides", "parsed_identity", "per_point", "run_id_of", "set_dotted",
-           "unique_runs", "validate_sections"]
+           "swept_keys", "unique_runs", "validate_sections"]

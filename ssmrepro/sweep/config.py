@@ -520,6 +520,17 @@ def spec_text(value: Any) -> str:
     return value if plain else "'" + value.replace("'", "''") + "'"
 
 
+def swept_keys(runs: list[RunConfig], flats: list[dict[str, Any]] | None = None) -> list[str]:
+    """The swept config keys that tell the cells of ``runs`` apart beside their labels (sorted):
+    those of the sweep's coordinates that are config columns (``flats``: each run's
+    ``RunConfig.flat``). A mapping set whole (``grid: {train: [{...}, {...}]}``) is no column:
+    its fields are not among them (``sweep.expand`` refuses two points of one label it alone
+    tells apart)."""
+    flats = per_point(runs, RunConfig.flat) if flats is None else flats
+    swept = sorted({k for r in runs for k in r.coords if k != "seed"})
+    return [k for k in swept if any(k in f for f in flats)]
+
+
 def per_point(runs: list[RunConfig], fn: typing.Callable[[RunConfig], Any]) -> list[Any]:
     """``[fn(r) for r in runs]``, computed once per sweep point: the seeds of one point share its
     typed configs (``sweep.expand``), so ``fn`` must depend only on them (not on the seed or the

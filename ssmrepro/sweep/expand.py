@@ -32,8 +32,17 @@ from ..spec import (
 )
 from ..tasks import TASKS, DataUnavailable, Task, TaskConfig, build_task, eval_set_problem
 from ..tasks.base import fixed_split_error, loss_problem, refuse_unread_task
-from ..util import encode_cell, short_name
-from .config import RunConfig, TrainConfig, flatten, lean, per_point, run_id_of, trained_key
+from ..util import encode_cell, norm, short_name
+from .config import (
+    RunConfig,
+    TrainConfig,
+    flatten,
+    lean,
+    per_point,
+    run_id_of,
+    swept_keys,
+    trained_key,
+)
 
 SECTIONS = ("task", "model", "train")
 
@@ -793,7 +802,35 @@ def expand(spec: Spec, profile: str | None = None,
             )
         seen[(r.run_id, r.label)] = r.index
     refuse_inert_points(spec, profile, runs, tkeys)
+    refuse_shared_cells(spec, profile, runs)
     return runs
+
+
+def refuse_shared_cells(spec: Spec, profile: str, runs: list[RunConfig]) -> None:
+    """Raise SpecError for two runs of one seed and label that no swept config column tells
+    apart: a mapping set whole by the sweep (``grid: {train: [{lr: 0.01, ...}, {lr: 0.001,
+    ...}]}``, or unlabelled cases each setting its own ``model``) is no column of the tables,
+    so the tables, figures and claims, which know a cell by its label and swept columns
+    (``swept_keys``), made one cell of both points: its mean took one point's seeds and the
+    other's runs were left out, without a word."""
+    flats = per_point(runs, RunConfig.flat)
+    keys = swept_keys(runs, flats)
+    first: dict[tuple, tuple[RunConfig, dict[str, Any]]] = {}
+    for r, flat in zip(runs, flats):
+        cell = (r.label, r.seed, tuple(norm(flat.get(k)) for k in keys))
+        a, fa = first.setdefault(cell, (r, flat))
+        if a.run_id == r.run_id:
+            continue
+        diff = [k for k in dict.fromkeys([*fa, *flat]) if fa.get(k) != flat.get(k)]
+        whole = sorted({k for k in (*a.coords, *r.coords) if k not in keys and k != "seed"})
+        shown = ", ".join(diff[:3]) + (f" and {len(diff) - 3} more" if len(diff) > 3 else "")
+        raise SpecError([
+            f"{spec.path}: [profile {profile}] sweep points {a.index} and {r.index} "
+            f"({'label ' + repr(r.label) if r.label else 'no label'}) differ only in {shown}, set "
+            f"inside {', '.join(whole) or 'a mapping'} as a whole: the tables, figures and claims know "
+            "a cell by its label and swept keys, so both would be one cell (one point's runs "
+            "left out); sweep those keys themselves (e.g. grid: {"
+            f"{diff[0] if diff else 'train.lr'}: [...]}}) or give each point its own case label"])
 
 
 def refuse_inert_points(spec: Spec, profile: str, runs: list[RunConfig], keys: list[str]) -> None:
