@@ -526,7 +526,7 @@ def swept_keys(runs: list[RunConfig], flats: list[dict[str, Any]] | None = None)
     ``RunConfig.flat``). A mapping set whole (``grid: {train: [{...}, {...}]}``) is no column:
     its fields are not among them (``sweep.expand`` refuses two points of one label it alone
     tells apart)."""
-    flats = per_point(runs, RunConfig.flat) if flats is None else flats
+    flats = [r.flat() for r in runs] if flats is None else flats
     swept = sorted({k for r in runs for k in r.coords if k != "seed"})
     return [k for k in swept if any(k in f for f in flats)]
 
