@@ -21000,3 +21000,24 @@ def test_points_that_only_a_mapping_set_whole_tells_apart_are_refused(tmp_path):
                   [s6, {"grid": {"train.lr": [0.01, 0.001]}}]):
         runs = expand(load_spec(write_spec(tmp_path, sweep=sweep)), "smoke")
         assert len(runs) == 4 and len(cell_keys(runs)) in (1, 3)
+
+
+def test_a_title_averaging_across_seeds_or_counting_them_in_words_is_drawn_as_drawn(tmp_path):
+    """Round 43's seed words of a title ('mean of 5 seeds', 'Mean over seeds') missed 'across',
+    'average(d)', a count in words and one seed: 'acc averaged across five seeds' or 'acc
+    (mean of 1 seed)' stayed as written above bars of another count. Drawn as the profile
+    draws; a title that only mentions a seed ('the best of the seed lottery') stays."""
+    from test_checks import Run
+    from test_outputs import _ctx
+
+    from ssmrepro.plots import parse_figure
+
+    ctx = _ctx(tmp_path, [Run(lab, {"task.T": 10}, seed=sd) for lab in ("A", "B")
+                          for sd in (0, 1)], [0.5, 0.6, 0.7, 0.8])
+    for title, want in (("acc averaged across five seeds", "acc mean of 2 seeds"),
+                        ("acc (Average over the 3 to 5 seeds)", "acc (Mean of 2 seeds)"),
+                        ("acc (mean of 1 seed)", "acc (mean of 2 seeds)"),
+                        ("acc, mean across seeds", "acc, mean of 2 seeds"),
+                        ("the best of the seed lottery", "the best of the seed lottery")):
+        got = ctx.title(parse_figure({"kind": "bars", "title": title}))
+        assert got.startswith(want + " [t-spec"), (title, got)

@@ -368,10 +368,15 @@ class FigureContext:
 
 
 # a title's words for how a cell combines seeds ('mean of seeds', 'Best of the seeds', 'mean
-# over 5 seeds', 'mean of 2-3 seeds'): drawn as ``FigureContext.aggregation`` says for the
-# profile (a count or a capital letter kept the paper's '5 seeds' above a quick profile's one)
-SEEDS_WORDS = re.compile(r"\b(?:mean|median|best|worst|max|min)\s+(?:of|over)\s+(?:the\s+)?"
-                         r"(?:[0-9]+(?:\s*[–-]\s*[0-9]+)?\s+)?seeds\b", re.IGNORECASE)
+# over 5 seeds', 'mean of 2-3 seeds', 'averaged across five seeds', 'mean of 1 seed'): drawn as
+# ``FigureContext.aggregation`` says for the profile (a count or a capital letter kept the
+# paper's '5 seeds' above a quick profile's one; so did 'across', 'average' and a count in words)
+_SEED_COUNT = (r"(?:[0-9]+|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
+               r"twenty|thirty|fifty|hundred)")
+SEEDS_WORDS = re.compile(r"\b(?:mean|average|averaged|median|best|worst|max|min)\s+"
+                         r"(?:of|over|across)\s+(?:the\s+)?"
+                         rf"(?:{_SEED_COUNT}(?:\s*(?:[–-]|to)\s*{_SEED_COUNT})?\s+seeds?|seeds)\b",
+                         re.IGNORECASE)
 
 
 def wrap_text(text: str, width_in: float, fontsize: float) -> str:
