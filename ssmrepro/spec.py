@@ -403,10 +403,20 @@ class PaperValue(Strict):
             # NaN equals nothing and no setting is infinite (they are refused): the value
             # matched no cell in any profile, without a word (a paper value may name cells no
             # profile runs, so matching nothing is otherwise allowed)
-            if any(isinstance(v, float) and not math.isfinite(v)
-                   for v in (want if isinstance(want, list) else [want])):
-                raise ValueError(f"where.{key}: {want!r} matches no cell (NaN equals nothing, and "
-                                 "no setting is infinite); write the value the cell has")
+            # (a number written as text too, as the tables read it: YAML reads `inf` and `nan`
+            # as text, 'inf' matched no cell and 'nan' every cell without the setting)
+            def scalars(v: Any) -> list:
+                return [x for w in v for x in scalars(w)] if isinstance(v, list) else [v]
+
+            odd = [v for v in scalars(want) if v is not None and not isinstance(v, bool)
+                   and (norm(v) is None or (isinstance(norm(v), float)
+                                            and not math.isfinite(norm(v))))]
+            if odd:
+                read = "NaN" if norm(odd[0]) is None else norm(odd[0])
+                raise ValueError(f"where.{key}: {want!r} matches no cell ({odd[0]!r} reads as "
+                                 f"{read}: NaN equals nothing, and no setting is infinite); "
+                                 "write the value the cell has (null for a cell without the "
+                                 "setting)")
             if key == "label" or key.startswith("case:"):
                 for label in want if isinstance(want, list) else [want]:
                     if isinstance(label, str):

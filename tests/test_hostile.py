@@ -21021,3 +21021,20 @@ def test_a_title_averaging_across_seeds_or_counting_them_in_words_is_drawn_as_dr
                         ("the best of the seed lottery", "the best of the seed lottery")):
         got = ctx.title(parse_figure({"kind": "bars", "title": title}))
         assert got.startswith(want + " [t-spec"), (title, got)
+
+
+def test_a_paper_value_where_of_nan_or_inf_written_as_text_is_refused():
+    """Round 43 refused a paper value's where of the float NaN or inf, but YAML reads `inf` and
+    `nan` unquoted as text, which the tables read as numbers: 'inf' (or '1e400') matched no cell
+    in any profile, the value never drawn nor compared, and 'nan' every cell without the
+    setting. Refused as the floats are, in a list or a list of lists too; text that is no
+    number and null stay."""
+    import pydantic
+
+    from ssmrepro.spec import PaperValue
+
+    for want in ("inf", "-Infinity", "1e400", "nan", "NaN", ["nan"], [50, "inf"], [[0.9, "nan"]]):
+        with pytest.raises(pydantic.ValidationError, match=r"where\.task\.T: .* matches no cell"):
+            PaperValue(where={"label": "S6", "task.T": want}, value=0.5)
+    for want in ("50", None, "s6", [50, 100.0]):
+        assert PaperValue(where={"label": "S6", "task.T": want}, value=0.5).value == 0.5
