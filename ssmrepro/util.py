@@ -816,8 +816,20 @@ def bounded_line(text: str, limit: int = MAX_LINE_SHOWN) -> str:
     printed a line of 100 kB; ``short_name`` cuts the names a problem line knows it quotes."""
     if len(text) <= limit:
         return text
-    head, tail = limit * 3 // 4, limit // 4
-    return f"{text[:head]}… ({len(text) - head - tail:,} characters cut) …{text[-tail:]}"
+    # the mark counted in: start and end of limit characters beside it made lines of 8,038
+    room = max(limit - len(f"… ({len(text):,} characters cut) …"), 0)
+    head, tail = room * 3 // 4, room - room * 3 // 4
+    return (f"{text[:head]}… ({len(text) - head - tail:,} characters cut) …"
+            f"{text[len(text) - tail:]}")
+
+
+ERROR_MARK = "error: "  # what an error line starts with, within its MAX_LINE_SHOWN
+
+
+def error_line(text: str) -> str:
+    """``text`` as the rest of a printed ``error: ...`` line (``bounded_line``, the mark
+    counted in)."""
+    return bounded_line(text, MAX_LINE_SHOWN - len(ERROR_MARK))
 
 
 def drawable(text: str) -> str:

@@ -21038,3 +21038,24 @@ def test_a_paper_value_where_of_nan_or_inf_written_as_text_is_refused():
             PaperValue(where={"label": "S6", "task.T": want}, value=0.5)
     for want in ("50", None, "s6", [50, 100.0]):
         assert PaperValue(where={"label": "S6", "task.T": want}, value=0.5).value == 0.5
+
+
+def test_every_printed_error_line_is_within_its_bound():
+    """Round 44 bounded every printed error line at 8,000 characters, but kept 8,000 of the
+    text beside its '… (N characters cut) …' mark and printed 'error: ' before it: the lines
+    were 8,038 characters. The mark and the 'error: ' are counted in, start and end still kept."""
+    from typer.testing import CliRunner
+
+    from ssmrepro.cli import app
+    from ssmrepro.util import MAX_LINE_SHOWN, bounded_line, error_line
+
+    for n in (MAX_LINE_SHOWN + 1, MAX_LINE_SHOWN + 40, 100_000, 10_000_000):
+        text = "a.yaml: " + "k" * n + " (the reason)"
+        for cut, limit in ((bounded_line(text), MAX_LINE_SHOWN),
+                           (error_line(text), MAX_LINE_SHOWN - len("error: "))):
+            assert len(cut) <= limit and "characters cut" in cut, (n, len(cut))
+            assert cut.startswith("a.yaml: k") and cut.endswith("k (the reason)")
+    assert bounded_line("x" * 30, 10) == "… (30 characters cut) …"
+    res = CliRunner().invoke(app, ["validate", "x" * 100_000])
+    assert res.exit_code == 2 and "error: " in res.output
+    assert max(map(len, res.output.splitlines())) <= MAX_LINE_SHOWN, res.output[-200:]

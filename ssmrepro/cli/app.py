@@ -32,7 +32,7 @@ from ..spec import SpecError
 from ..store import LinkOutside, TableError
 from ..util import (
     NoProject,
-    bounded_line,
+    error_line,
     expand_user,
     open_standard_streams,
     os_message,
@@ -320,7 +320,7 @@ def path_value(value: str) -> Path:
 def fail(messages: list[str], code: int = 2) -> None:
     """Print ``error: ...`` lines to stderr and exit with ``code``."""
     for m in messages:
-        err_console.print(f"[red]error:[/] {escape(bounded_line(m))}", highlight=False,
+        err_console.print(f"[red]error:[/] {escape(error_line(m))}", highlight=False,
                           soft_wrap=True)
     raise typer.Exit(code)
 

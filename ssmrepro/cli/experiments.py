@@ -30,7 +30,7 @@ from ..spec import (
     load_spec,
     spec_paths,
 )
-from ..util import bounded_line, doc_summary, human_seconds
+from ..util import doc_summary, error_line, human_seconds
 from .app import (
     RESUME,
     command,
@@ -620,7 +620,7 @@ def run(
                           f"{max_runs}): continue with {escape(again)} (add --max-runs N to "
                           "train N more)", highlight=False, soft_wrap=True)
     for m in s.messages:
-        err_console.print(f"[red]error:[/] {escape(bounded_line(m))}", highlight=False,
+        err_console.print(f"[red]error:[/] {escape(error_line(m))}", highlight=False,
                           soft_wrap=True)
     summary = {"id": spec.id, "profile": profile, "overrides": overrides or {}, "engine": engine,
                "runs": s.total, "already_done": s.already_done, "trained": s.trained,
