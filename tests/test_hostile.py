@@ -21059,3 +21059,25 @@ def test_every_printed_error_line_is_within_its_bound():
     res = CliRunner().invoke(app, ["validate", "x" * 100_000])
     assert res.exit_code == 2 and "error: " in res.output
     assert max(map(len, res.output.splitlines())) <= MAX_LINE_SHOWN, res.output[-200:]
+
+
+def test_a_committed_curves_table_cut_between_runs_warns_of_the_missing_curves(tmp_path, capsys):
+    """Round 43 warned of a committed curve ending before its run's stop step, but a curves.csv
+    cut between two runs (or down to its header) left the later runs with no row at all: their
+    curves were missing without a word. They are named too; a run with a record here, or no
+    committed table at all, says nothing."""
+    import pandas as pd
+
+    from ssmrepro.plots.outputs import _warn_short_curves
+
+    path = tmp_path / "curves.csv"
+    path.write_text("run_id,step\na,0\na,4\n")
+    stops = {"a": 4, "b": 4}
+    _warn_short_curves(path, pd.DataFrame({"run_id": ["a", "a"], "step": [0, 4]}), stops, set())
+    err = capsys.readouterr().err
+    assert "1 run(s)" in err and "b (no row; stopped at step 4)" in err and "a (" not in err
+    _warn_short_curves(path, pd.DataFrame(columns=["run_id", "step"]), stops, {"a"})
+    assert "1 run(s)" in capsys.readouterr().err
+    _warn_short_curves(path, pd.DataFrame({"run_id": ["a"], "step": [4]}), stops, {"b"})
+    _warn_short_curves(tmp_path / "none.csv", pd.DataFrame(), stops, set())
+    assert capsys.readouterr().err == ""

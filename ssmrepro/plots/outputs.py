@@ -1806,13 +1806,19 @@ def _warn_short_curves(path: Path, curves: pd.DataFrame, stops: dict[str, int],
     """Warn of the committed curves (runs without a record here) that end before the step their
     results row says the run stopped at (``stops``): a curves.csv cut at a line end (a partial
     copy, rows deleted) drew those runs' learning curves ending early without a word (a run's
-    curve ends at its stop step: its last evaluation is of its final model)."""
-    if curves.empty or RUN_ID not in curves or STEP not in curves or not stops:
+    curve ends at its stop step: its last evaluation is of its final model). A run with no
+    row left (the cut fell between two runs, or the table kept its header alone) is one too:
+    its curve was missing without a word."""
+    if not stops or (curves.empty and not path.is_file()):  # (no committed table: not cut)
         return
-    steps = pd.to_numeric(curves[STEP], errors="coerce")
-    last = steps.groupby(curves[RUN_ID].astype(str)).max()
+    if not curves.empty and (RUN_ID not in curves or STEP not in curves):
+        return
+    last = (pd.to_numeric(curves[STEP], errors="coerce").groupby(curves[RUN_ID].astype(str)).max()
+            if not curves.empty else pd.Series(dtype=float))
     short = [f"{rid} (step {int(end)} of {stops[rid]})" for rid, end in last.items()
              if rid not in recorded and rid in stops and np.isfinite(end) and end < stops[rid]]
+    short += [f"{rid} (no row; stopped at step {stop})" for rid, stop in stops.items()
+              if rid not in recorded and rid not in last.index]
     if short:
         shown = ", ".join(short[:5]) + (f" and {len(short) - 5} more" if len(short) > 5 else "")
         print(f"warning: {path.name}: the learning curve of {len(short)} run(s) ends before the "
