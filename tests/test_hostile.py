@@ -21081,3 +21081,16 @@ def test_a_committed_curves_table_cut_between_runs_warns_of_the_missing_curves(t
     _warn_short_curves(path, pd.DataFrame({"run_id": ["a"], "step": [4]}), stops, {"b"})
     _warn_short_curves(tmp_path / "none.csv", pd.DataFrame(), stops, set())
     assert capsys.readouterr().err == ""
+
+
+def test_a_power_a_refused_near_1_names_its_own_value():
+    """`reduce_to_ar` with `power_a` 1.0000001 is refused (any law but 1 ranks the facts), but
+    its line said 'power_a=1 with reduce_to_ar ... leave power_a 1' (6 digits): a refusal of
+    the value it tells the writer to keep. The value is named as given."""
+    from pydantic import ValidationError
+
+    from ssmrepro.tasks.mqar import MQARConfig
+
+    for a, shown in ((1.0000001, "power_a=1.0000001 "), (0.01, "power_a=0.01 ")):
+        with pytest.raises(ValidationError, match=re.escape(shown)):
+            MQARConfig(vocab=64, L=16, kappa=4, reduce_to_ar=True, power_a=a)

@@ -108,7 +108,7 @@ class MQARConfig(TaskConfig):
             # ranks the facts, and the kept query asked the first fact 29 % of the time at
             # power_a 0.01 (kappa 16) and the last three almost never, for a 'uniform' AR
             raise ValueError(
-                f"power_a={self.power_a:g} with reduce_to_ar: the {k} gaps fill all {k} query "
+                f"power_a={self.power_a!r} with reduce_to_ar: the {k} gaps fill all {k} query "
                 "slots and only the first is kept, so the power law does not place the query; "
                 "it only biases which fact is asked (below 1 toward the first facts, above 1 "
                 "toward the last), where plain AR asks a uniformly random one; leave power_a 1"
