@@ -1577,16 +1577,17 @@ def _table_rows(path: Path
         return "not UTF-8 text: saved in another encoding?", dict
     try:
         rows = _row_digests(text)
+        if not rows and not _has_runs_column(text) and text.strip():
+            return "no run_id column: saved with other separators, ';'?", dict
     except (ValueError, csv.Error):
         return {}, dict
-    if not rows and not _has_runs_column(text) and text.strip():
-        return "no run_id column: saved with other separators, ';'?", dict
     return rows, lambda: _row_digests(text, legacy=True)
 
 
 def _has_runs_column(text: str) -> bool:
     """Whether the CSV ``text``'s header has a run_id column."""
-    return "run_id" in next(csv.reader(io.StringIO(text)), [])
+    return "run_id" in next(_csv_rows(text, newline=None), [])  # (lines as the digests read
+    # them: a spreadsheet's 'CSV (Macintosh)' ends them with '\r' alone)
 
 
 def unread_table(store: Store, name: str) -> bool:

@@ -21094,3 +21094,24 @@ def test_a_power_a_refused_near_1_names_its_own_value():
     for a, shown in ((1.0000001, "power_a=1.0000001 "), (0.01, "power_a=0.01 ")):
         with pytest.raises(ValidationError, match=re.escape(shown)):
             MQARConfig(vocab=64, L=16, kappa=4, reduce_to_ar=True, power_a=a)
+
+
+def test_a_table_resaved_with_semicolons_and_old_mac_line_ends_warns_once(tmp_path):
+    """A results table ssmrepro wrote, edited and saved as a spreadsheet's 'CSV (Macintosh)':
+    ';' separators and lines ended by '\\r' alone. The check for a run_id column read it without
+    universal line ends, raised csv's 'new-line character seen in unquoted field', and the table
+    was taken as unreadable: rewritten without a word, the edit dropped. Named once as the
+    ';' table it is; one saved with ',' and '\\r' is read row by row."""
+    from ssmrepro.store import Store
+
+    store = Store(tmp_path / "s")
+    store.runs.mkdir(parents=True)
+    table = store.root / "results.csv"
+    text = "run_id,label,status,metric.test.acc\na1,S6,ok,0.5\n"
+    for sep, warns in ((";", True), (",", False)):
+        store.write_table(table.name, text, {"a1"})
+        table.write_bytes(text.replace(",", sep).replace("\n", "\r").encode())
+        store.write_table(table.name, text, {"a1"})
+        assert len(store.warnings) == warns and (not warns or "';'" in store.warnings[0]), sep
+        assert table.read_text() == text
+        store.warnings.clear()
