@@ -21115,3 +21115,25 @@ def test_a_table_resaved_with_semicolons_and_old_mac_line_ends_warns_once(tmp_pa
         assert len(store.warnings) == warns and (not warns or "';'" in store.warnings[0]), sep
         assert table.read_text() == text
         store.warnings.clear()
+
+
+def test_a_name_holding_a_line_break_is_shown_escaped_in_its_problem_line(tmp_path):
+    """An unknown task, model or mixer name, or a key, holding a line break (a YAML block
+    scalar's 'keep_nth\\n', or '...\\nerror: all good') was printed as it is: its problem line
+    broke in two, the second read as a line of its own. short_name shows such a character
+    escaped, its length still the name's own."""
+    from typer.testing import CliRunner
+
+    from ssmrepro.cli import app
+    from ssmrepro.util import short_name
+
+    assert short_name("a\tb\n") == "a\\tb\\n" and short_name("é Δ") == "é Δ"
+    assert short_name("x" * 100 + "\n").endswith("… (101 characters)")
+    raw = yaml.safe_load((ROOT / "experiments/huang2025/huang2025-tab1.yaml").read_text())
+    raw["id"] = "nl"
+    raw["task"]["name"] = "keep_nth\nerror: all good"
+    p = tmp_path / "nl.yaml"
+    p.write_text(yaml.safe_dump(raw))
+    res = CliRunner().invoke(app, ["validate", str(p)])
+    assert res.exit_code == 2 and "unknown task 'keep_nth\\nerror: all good'" in res.output
+    assert not any(line.startswith("error: all good") for line in res.output.splitlines())
