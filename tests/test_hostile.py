@@ -20951,3 +20951,38 @@ def test_front_page_times_only_the_rows_of_its_specs_runs(tmp_path):
     assert training_time(csv, "quick") != ""  # the table's own time, read without a spec
     assert training_time(csv, "quick", spec) == ""
     assert training_time(own, "quick", spec) == training_time(own, "quick") != ""
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
+def test_makefile_in_a_folder_whose_path_has_a_dollar_and_spaces(tmp_path):
+    """A clone in "My Results (copy) $HOME #1/ssmrepro": `make install` stopped at its second
+    command with exit 127 ('.venv/bin/pip: exec: .../My Results (copy) /root #1/...: not
+    found'), and `make demo` / `figures` likewise. pip writes a venv's console scripts (pip,
+    ssmrepro) with a `#!/bin/sh` head that execs "<venv>/bin/python" where the path has a space
+    or is long, and sh expands the `$HOME` of the path there. The Makefile now runs pip and
+    ssmrepro through the venv's python (`python -m pip`, `python -m ssmrepro`)."""
+    import subprocess
+
+    clone = tmp_path / "My Results (copy) $HOME #1" / "ssmrepro"
+    bin_ = clone / ".venv" / "bin"
+    bin_.mkdir(parents=True)
+    shutil.copy(ROOT / "Makefile", clone)
+    calls = tmp_path / "calls"
+    python = bin_ / "python"  # stands in for the venv's python: writes down what it is asked
+    python.write_text('#!/bin/sh\nprintf "%s\\n" "$*" >> "$CALLS"\n')
+    for name in ("pip", "ssmrepro"):  # the console scripts as pip writes them in such a path
+        (bin_ / name).write_text(f"#!/bin/sh\n'''exec' \"{python}\" \"$0\" \"$@\"\n' '''\n"
+                                 "import sys\nsys.exit(0)\n")
+    shutil.copy(python, tmp_path / "python3")  # the PY that makes the venv
+    for exe in (*bin_.iterdir(), tmp_path / "python3"):
+        exe.chmod(0o755)
+        os.utime(exe, (1e9, 1e9))
+    (clone / "pyproject.toml").write_text("")  # newer than the venv: `install` runs again
+    res = subprocess.run(["make", "-s", "-C", str(clone), f"PY={tmp_path / 'python3'}",
+                          "TORCH=torch", "install", "demo", "figures"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60, env={**os.environ, "CALLS": str(calls)})
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert calls.read_text().splitlines() == [
+        "-m venv .venv", "-m pip install -q --upgrade pip", "-m pip install -q torch",
+        "-m pip install -q -e .[dev]", "-m ssmrepro run keep-nth --profile quick",
+        "-m ssmrepro figures"]
