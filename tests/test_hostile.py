@@ -20986,3 +20986,37 @@ def test_makefile_in_a_folder_whose_path_has_a_dollar_and_spaces(tmp_path):
         "-m venv .venv", "-m pip install -q --upgrade pip", "-m pip install -q torch",
         "-m pip install -q -e .[dev]", "-m ssmrepro run keep-nth --profile quick",
         "-m ssmrepro figures"]
+
+
+def test_every_script_imports_the_ssmrepro_of_its_own_checkout(tmp_path):
+    """scripts/planner_calibration.py (the README's calibration command) was the one script
+    that did not put its checkout first on sys.path: `python scripts/planner_calibration.py`
+    with a venv without ssmrepro was a ModuleNotFoundError traceback, and with a venv whose
+    ssmrepro is another checkout's (a second clone, an older install) it planned with that
+    checkout's code without a word. Each script stops here at its first import of ssmrepro or
+    torch and says where ssmrepro would be found."""
+    import subprocess
+    import sys
+
+    other = tmp_path / "other"  # another checkout's package, first on PYTHONPATH
+    (other / "ssmrepro").mkdir(parents=True)
+    (other / "ssmrepro" / "__init__.py").write_text("")
+    probe = ("import importlib.machinery, os, runpy, sys\n"
+             "class Stop:\n"
+             "    def find_spec(self, name, path=None, target=None):\n"
+             "        if name in ('ssmrepro', 'torch'):\n"
+             "            spec = importlib.machinery.PathFinder.find_spec('ssmrepro')\n"
+             "            print(spec.origin, flush=True)\n"
+             "            os._exit(0)\n"
+             "sys.meta_path.insert(0, Stop())\n"
+             "sys.argv = sys.argv[1:]\n"
+             "sys.path[0] = os.path.dirname(sys.argv[0])\n"
+             "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+    scripts = sorted(p for p in (ROOT / "scripts").glob("*.py") if p.name != "build_kernels.py")
+    assert any(p.name == "planner_calibration.py" for p in scripts)
+    for script in scripts:  # build_kernels.py imports ssmrepro only after its own insert
+        res = subprocess.run([sys.executable, "-c", probe, str(script), "--help"], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "PYTHONPATH": str(other)})
+        assert res.stdout.strip() == str(ROOT.resolve() / "ssmrepro" / "__init__.py"), (
+            script.name, res.stdout, res.stderr)
