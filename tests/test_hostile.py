@@ -21020,3 +21020,33 @@ def test_every_script_imports_the_ssmrepro_of_its_own_checkout(tmp_path):
                              env={**os.environ, "PYTHONPATH": str(other)})
         assert res.stdout.strip() == str(ROOT.resolve() / "ssmrepro" / "__init__.py"), (
             script.name, res.stdout, res.stderr)
+
+
+def test_gpu_check_takes_relative_paths_from_the_callers_folder_and_quotes_them(tmp_path):
+    """scripts/gpu_check.sh cd's into its checkout first: `OUT=out KERNEL_BUILD=work bash
+    <checkout>/scripts/gpu_check.sh` from another folder wrote its logs and results into
+    <checkout>/out and looked for the build in <checkout>/work, saying "logs in out". And its
+    summary read gpu_check.json with the path pasted into Python code: a quote in OUT was a
+    SyntaxError, reported as 'no GPU test passed' after every test had passed. A stand-in python
+    passes every step (no GPU here) and runs the summary's code for real."""
+    import subprocess
+    import sys
+
+    clone = tmp_path / "clone"
+    (clone / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts/gpu_check.sh", clone / "scripts")
+    fake = tmp_path / "python"
+    fake.write_text(f'#!/bin/sh\ncase "$2" in *json.load*) exec "{sys.executable}" "$@";; esac\n'
+                    "exit 0\n")
+    fake.chmod(0o755)
+    here = tmp_path / "it's here"
+    (here / "work/site").mkdir(parents=True)
+    (here / "out's").mkdir()
+    (here / "out's/gpu_check.json").write_text('{"tests": {"passed": 3, "failed": 0}}')
+    res = subprocess.run(["bash", "../clone/scripts/gpu_check.sh", "test"], cwd=here,
+                         capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "OUT": "out's", "KERNEL_BUILD": "work",
+                              "PYTHON": "../python", "GIT_COMMIT": "x"})
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"gpu_check OK: {here}/out's/gpu_check.json" in res.stdout
+    assert sorted(p.name for p in clone.iterdir()) == ["scripts"]  # nothing in the checkout
