@@ -34,7 +34,9 @@ from_here() { case "$1" in /*) printf '%s' "$1" ;; *) printf '%s/%s' "$HERE" "$1
 [ -n "${SDISTS:-}" ] && SDISTS="$(from_here "$SDISTS")"
 [ -n "${KERNEL_BUILD:-}" ] && KERNEL_BUILD="$(from_here "$KERNEL_BUILD")"
 case "${PYTHON:-}" in */*) PYTHON="$(from_here "$PYTHON")" ;; esac
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# the checkout holding this file, also when it is run through a symbolic link (ROOT was the link's
+# folder's parent), and with CDPATH exported (cd then printed the folder too, into ROOT)
+ROOT="$(CDPATH='' cd -- "$(dirname -- "$(readlink -f -- "${BASH_SOURCE[0]}")")/.." && pwd)"
 cd "$ROOT"
 PHASE="${1:-all}"
 PY="${PYTHON:-python3}"

@@ -21050,3 +21050,33 @@ def test_gpu_check_takes_relative_paths_from_the_callers_folder_and_quotes_them(
     assert res.returncode == 0, res.stdout + res.stderr
     assert f"gpu_check OK: {here}/out's/gpu_check.json" in res.stdout
     assert sorted(p.name for p in clone.iterdir()) == ["scripts"]  # nothing in the checkout
+
+
+def test_gpu_check_finds_its_checkout_through_a_link_and_with_cdpath(tmp_path):
+    """scripts/gpu_check.sh took its checkout from the path it was started by: run through a
+    symbolic link (`~/bin/gpu-check -> <checkout>/scripts/gpu_check.sh`) it made results/ and
+    build/ in the folder above the link's and failed there; with CDPATH exported (`.:...`) the
+    `cd` that finds the checkout printed the folder into ROOT ('cd: $'<dir>\\n<dir>': No such
+    file or directory'). A stand-in python passes every step (no GPU here)."""
+    import subprocess
+    import sys
+
+    clone = tmp_path / "clone"
+    (clone / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts/gpu_check.sh", clone / "scripts")
+    (clone / "build/kernels/site").mkdir(parents=True)
+    (clone / "results/bench/gpu-check").mkdir(parents=True)
+    (clone / "results/bench/gpu-check/gpu_check.json").write_text('{"tests": {"passed": 1}}')
+    fake = tmp_path / "python"
+    fake.write_text(f'#!/bin/sh\ncase "$2" in *json.load*) exec "{sys.executable}" "$@";; esac\n'
+                    "exit 0\n")
+    fake.chmod(0o755)
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin/gpu-check").symlink_to("../clone/scripts/gpu_check.sh")
+    env = {**os.environ, "PYTHON": str(fake), "GIT_COMMIT": "x"}
+    for argv, cwd, extra in ((["bash", "bin/gpu-check", "test"], tmp_path, {}),
+                             (["bash", "scripts/gpu_check.sh", "test"], clone, {"CDPATH": ".:/"})):
+        res = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=60,
+                             env={**env, **extra})
+        assert res.returncode == 0 and "gpu_check OK" in res.stdout, res.stdout + res.stderr
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "clone", "python"]
