@@ -10,6 +10,13 @@ PIP      = $(BIN)/python -m pip
 SSMREPRO = $(BIN)/python -m ssmrepro
 TORCH   ?= torch==2.13.0
 PROFILE ?= quick
+SDISTS  ?= third_party/sdists
+
+# make splits a path at its spaces (and a target cannot hold one): VENV='/x/my venv' made two venvs,
+# /x/my and ./venv, then ran '/x/my' as a command; an empty VENV made BIN /bin
+one_path = $(if $(filter 1,$(words $($(1)))),,$(error $(1)='$($(1))': give it one path, without \
+  spaces (make splits a path at them; a symbolic link to the folder has none)))
+$(foreach v,VENV SDISTS,$(call one_path,$(v)))
 
 .PHONY: install test smoke figures bench lint demo clean sdists gpu-check cuda-install test-ray
 
@@ -48,8 +55,6 @@ lint: install
 
 clean:
 	rm -rf .smoke-results .pytest_cache results/*/*/runs results/*/*/claims
-
-SDISTS  ?= third_party/sdists
 
 sdists: install                       ## download the pinned mamba-ssm / causal-conv1d sdists (git-ignored)
 	mkdir -p $(SDISTS)

@@ -21080,3 +21080,22 @@ def test_gpu_check_finds_its_checkout_through_a_link_and_with_cdpath(tmp_path):
                              env={**env, **extra})
         assert res.returncode == 0 and "gpu_check OK" in res.stdout, res.stdout + res.stderr
         assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "clone", "python"]
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
+def test_makefile_refuses_a_venv_or_sdists_path_it_would_split(tmp_path):
+    """`make install VENV='/x/my venv'` ran `python3 -m venv /x/my venv` (two venvs: /x/my and
+    ./venv in the checkout), then '/x/my/bin/python' failed as a command; an empty VENV made the
+    venv's bin /bin; `make sdists SDISTS='a b'` made two folders. make splits such a path (a
+    target cannot hold a space): it is refused before any command, exit 2."""
+    import subprocess
+
+    shutil.copy(ROOT / "Makefile", tmp_path)
+    for setting, target in (("VENV=my venv", "install"), ("VENV=", "demo"),
+                            ("SDISTS=a b", "sdists")):
+        res = subprocess.run(["make", "-n", "-C", str(tmp_path), setting, target],
+                             capture_output=True, text=True, timeout=60)
+        name, value = setting.split("=")
+        assert res.returncode == 2, (setting, res.stdout, res.stderr)
+        assert f"{name}='{value}': give it one path, without spaces" in res.stderr, res.stderr
+        assert "-m venv" not in res.stdout and "mkdir" not in res.stdout, res.stdout
