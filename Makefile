@@ -29,8 +29,8 @@ $(BIN)/ssmrepro: pyproject.toml
 
 install: $(BIN)/ssmrepro              ## create .venv with torch (CPU build) and ssmrepro
 
-demo: install                         ## train KEEP FIFTH (huang2025 Table 1) on the quick profile
-	$(SSMREPRO) run keep-nth --profile quick
+demo: install                         ## train KEEP FIFTH (huang2025 Table 1) on the quick profile (PROFILE=)
+	$(SSMREPRO) run keep-nth --profile $(PROFILE)
 
 # -n: pytest-xdist, one test process per core (at most 4; CI has 2): the suite is CPU-bound
 # (training, subprocesses) and took ~13 min in one process on CI's 2 cores

@@ -21099,3 +21099,18 @@ def test_makefile_refuses_a_venv_or_sdists_path_it_would_split(tmp_path):
         assert res.returncode == 2, (setting, res.stdout, res.stderr)
         assert f"{name}='{value}': give it one path, without spaces" in res.stderr, res.stderr
         assert "-m venv" not in res.stdout and "mkdir" not in res.stdout, res.stdout
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
+def test_make_demo_trains_the_profile_it_is_given(tmp_path):
+    """The Makefile defines PROFILE (default quick), but `make demo` trained `--profile quick`
+    whatever it was: `make demo PROFILE=smoke` trained the quick profile (minutes, not
+    seconds) without a word."""
+    import subprocess
+
+    shutil.copy(ROOT / "Makefile", tmp_path)
+    (tmp_path / "pyproject.toml").write_text("")
+    for extra, profile in (([], "quick"), (["PROFILE=smoke"], "smoke")):
+        res = subprocess.run(["make", "-n", "-C", str(tmp_path), *extra, "demo"],
+                             capture_output=True, text=True, timeout=60)
+        assert f"-m ssmrepro run keep-nth --profile {profile}\n" in res.stdout, res.stdout
