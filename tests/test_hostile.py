@@ -21114,3 +21114,26 @@ def test_make_demo_trains_the_profile_it_is_given(tmp_path):
         res = subprocess.run(["make", "-n", "-C", str(tmp_path), *extra, "demo"],
                              capture_output=True, text=True, timeout=60)
         assert f"-m ssmrepro run keep-nth --profile {profile}\n" in res.stdout, res.stdout
+
+
+def test_build_kernels_finds_the_sources_in_a_checkout_whose_path_has_brackets(tmp_path):
+    """scripts/build_kernels.py (`make sdists`, gpu_check.sh) globbed the unpacked sources with
+    the whole path as the pattern: in a checkout in 'ssm [v2]' the brackets were a character
+    class, no file matched, and discovery failed ('no source matches ...'; gpu_check.sh said
+    'sdists missing / corrupt'). Only the file pattern is a pattern now."""
+    import importlib.util
+
+    spec_ = importlib.util.spec_from_file_location("build_kernels", ROOT / "scripts/build_kernels.py")
+    bk = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(bk)
+    src = tmp_path / "ssm [v2] *?" / "build/kernels/src"
+    ext = bk.EXTS["selective_scan"]
+    root = src / ext["sdist"]
+    (root / ext["csrc"]).mkdir(parents=True)
+    names = [f"{ext['csrc']}/{g.replace('*', 'fp32')}" for g in ext["globs"]]
+    for name in names:
+        (root / name).write_text("")
+    listed = ", ".join(f'"{n}"' for n in names)
+    (root / "setup.py").write_text(f'CUDAExtension(name="{ext["module"]}", sources=[{listed}])')
+    info = bk.discover("selective_scan", src)
+    assert info["sources"] == [str(root / n) for n in names]
