@@ -21137,3 +21137,22 @@ def test_build_kernels_finds_the_sources_in_a_checkout_whose_path_has_brackets(t
     (root / "setup.py").write_text(f'CUDAExtension(name="{ext["module"]}", sources=[{listed}])')
     info = bk.discover("selective_scan", src)
     assert info["sources"] == [str(root / n) for n in names]
+
+
+def test_the_test_session_ignores_the_users_exported_project_and_defaults(tmp_path):
+    """tests/conftest.py only defaulted SSMREPRO_ROOT: exported for the user's own work (another
+    checkout), `make test` ran the CLI on that project's specs and results beside this
+    checkout's files; an exported SSMREPRO_OUT, SSMREPRO_DATA, SSMREPRO_DEVICE or
+    SSMREPRO_WORKERS reached every command a test runs without --out / --device (`list --json`
+    read the user's results folder and found no huang2025-tab1 table: a failure of nothing).
+    The session sets its own project and drops those; SSMREPRO_THREADS (a CPU budget) stays."""
+    import conftest
+
+    env = {"SSMREPRO_ROOT": str(tmp_path / "other-checkout"), "SSMREPRO_OUT": str(tmp_path),
+           "SSMREPRO_DATA": str(tmp_path), "SSMREPRO_DEVICE": "cuda", "SSMREPRO_WORKERS": "8",
+           "SSMREPRO_THREADS": "1", "PATH": "/bin"}
+    conftest.isolate_env(env)
+    assert env == {"SSMREPRO_ROOT": str(ROOT), "SSMREPRO_THREADS": "1", "PATH": "/bin"}
+    assert os.environ["SSMREPRO_ROOT"] == str(ROOT)
+    assert not {"SSMREPRO_OUT", "SSMREPRO_DATA", "SSMREPRO_DEVICE", "SSMREPRO_WORKERS"} & set(
+        os.environ)
