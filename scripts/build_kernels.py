@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import glob
 import hashlib
 import json
 import os
@@ -129,8 +128,8 @@ def discover(ext: str, src: Path) -> dict:
     root = src / spec["sdist"]
     csrc = root / spec["csrc"]
     sources: list[str] = []
-    for pat in spec["globs"]:
-        hits = sorted(glob.glob(str(csrc / pat)))
+    for pat in spec["globs"]:  # the pattern only: a checkout in 'ssm [v2]' matched no file
+        hits = sorted(str(p) for p in csrc.glob(pat))
         if not hits:
             raise BuildError(f"{ext}: no source matches {csrc / pat}")
         sources += hits

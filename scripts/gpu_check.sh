@@ -25,7 +25,18 @@
 # without autotuning, fewer compilations; notes §1.3).
 set -Eeuo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# A relative OUT, SDISTS, KERNEL_BUILD or PYTHON path is the caller's, taken from the folder the
+# script is started in (`cd elsewhere; OUT=out bash .../gpu_check.sh` wrote into <checkout>/out and
+# said "logs in out"); the defaults are the checkout's.
+HERE="$PWD"
+from_here() { case "$1" in /*) printf '%s' "$1" ;; *) printf '%s/%s' "$HERE" "$1" ;; esac; }
+[ -n "${OUT:-}" ] && OUT="$(from_here "$OUT")"
+[ -n "${SDISTS:-}" ] && SDISTS="$(from_here "$SDISTS")"
+[ -n "${KERNEL_BUILD:-}" ] && KERNEL_BUILD="$(from_here "$KERNEL_BUILD")"
+case "${PYTHON:-}" in */*) PYTHON="$(from_here "$PYTHON")" ;; esac
+# the checkout holding this file, also when it is run through a symbolic link (ROOT was the link's
+# folder's parent), and with CDPATH exported (cd then printed the folder too, into ROOT)
+ROOT="$(CDPATH='' cd -- "$(dirname -- "$(readlink -f -- "${BASH_SOURCE[0]}")")/.." && pwd)"
 cd "$ROOT"
 PHASE="${1:-all}"
 PY="${PYTHON:-python3}"
@@ -158,8 +169,10 @@ for group in scan conv ssd; do
 done
 
 CURRENT="summary"
-"$PY" -c "import json, sys; t = json.load(open('$RES/gpu_check.json'))['tests']; print(t); sys.exit(t['passed'] == 0)" \
-  || die "no GPU test passed (see $RES/gpu_check.csv)"
+# the path as an argument, not inside the code: a quote in $OUT was a SyntaxError, read as "no GPU
+# test passed" after every test had passed
+"$PY" -c "import json, sys; t = json.load(open(sys.argv[1]))['tests']; print(t); sys.exit(t['passed'] == 0)" \
+  "$RES/gpu_check.json" || die "no GPU test passed (see $RES/gpu_check.csv)"
 [ "$rc_test" -eq 0 ] || die "pytest -m gpu failed (exit $rc_test; see $RES/pytest.log and $RES/gpu_check.csv)"
 CURRENT="done"
 echo "gpu_check OK: $RES/gpu_check.json"

@@ -10,16 +10,22 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 import time
 from pathlib import Path
 
-from pydantic import ValidationError
+# this checkout's package, as the other scripts: without it `python scripts/...` in a venv
+# without ssmrepro was a ModuleNotFoundError traceback, and in one whose ssmrepro is another
+# checkout's it planned with that checkout's code
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ssmrepro.bench.timing import bounded, bounded_float
-from ssmrepro.engine.costs import CostModel
-from ssmrepro.engine.plan import auto_pack_size, by_shape, plan
-from ssmrepro.spec import SpecError, find_spec
-from ssmrepro.sweep import expand
+from pydantic import ValidationError  # noqa: E402
+
+from ssmrepro.bench.timing import bounded, bounded_float  # noqa: E402
+from ssmrepro.engine.costs import CostModel  # noqa: E402
+from ssmrepro.engine.plan import auto_pack_size, by_shape, plan  # noqa: E402
+from ssmrepro.spec import SpecError, find_spec  # noqa: E402
+from ssmrepro.sweep import expand  # noqa: E402
 
 
 def main() -> None:

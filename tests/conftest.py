@@ -15,7 +15,21 @@ ROOT = Path(__file__).resolve().parents[1]
 # table 80 columns wide whatever width a test then asked for with CliRunner(env={"COLUMNS": ..})
 os.environ.pop("COLUMNS", None)
 os.environ.pop("LINES", None)
-os.environ.setdefault("SSMREPRO_ROOT", str(ROOT))
+
+
+def isolate_env(environ) -> None:
+    """The suite's project and defaults are this checkout's, whatever the user exported: with
+    SSMREPRO_ROOT naming another checkout `make test` ran the CLI on that one's specs and
+    results (it was only a default here), and SSMREPRO_OUT, SSMREPRO_DATA, SSMREPRO_DEVICE or
+    SSMREPRO_WORKERS set for the user's own runs made commands without --out read (and write)
+    that results folder, another data root, device or worker count (`list --json` found no
+    huang2025-tab1 table). SSMREPRO_THREADS, a CPU budget, is kept."""
+    environ["SSMREPRO_ROOT"] = str(ROOT)
+    for name in ("SSMREPRO_OUT", "SSMREPRO_DATA", "SSMREPRO_DEVICE", "SSMREPRO_WORKERS"):
+        environ.pop(name, None)
+
+
+isolate_env(os.environ)
 # the planner's cost cache: per test session, never the user's ~/.cache
 os.environ["SSMREPRO_CACHE"] = tempfile.mkdtemp(prefix="ssmrepro-cache-")
 torch.set_num_threads(1)

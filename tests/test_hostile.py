@@ -21137,3 +21137,208 @@ def test_a_name_holding_a_line_break_is_shown_escaped_in_its_problem_line(tmp_pa
     res = CliRunner().invoke(app, ["validate", str(p)])
     assert res.exit_code == 2 and "unknown task 'keep_nth\\nerror: all good'" in res.output
     assert not any(line.startswith("error: all good") for line in res.output.splitlines())
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
+def test_makefile_in_a_folder_whose_path_has_a_dollar_and_spaces(tmp_path):
+    """A clone in "My Results (copy) $HOME #1/ssmrepro": `make install` stopped at its second
+    command with exit 127 ('.venv/bin/pip: exec: .../My Results (copy) /root #1/...: not
+    found'), and `make demo` / `figures` likewise. pip writes a venv's console scripts (pip,
+    ssmrepro) with a `#!/bin/sh` head that execs "<venv>/bin/python" where the path has a space
+    or is long, and sh expands the `$HOME` of the path there. The Makefile now runs pip and
+    ssmrepro through the venv's python (`python -m pip`, `python -m ssmrepro`)."""
+    import subprocess
+
+    clone = tmp_path / "My Results (copy) $HOME #1" / "ssmrepro"
+    bin_ = clone / ".venv" / "bin"
+    bin_.mkdir(parents=True)
+    shutil.copy(ROOT / "Makefile", clone)
+    calls = tmp_path / "calls"
+    python = bin_ / "python"  # stands in for the venv's python: writes down what it is asked
+    python.write_text('#!/bin/sh\nprintf "%s\\n" "$*" >> "$CALLS"\n')
+    for name in ("pip", "ssmrepro"):  # the console scripts as pip writes them in such a path
+        (bin_ / name).write_text(f"#!/bin/sh\n'''exec' \"{python}\" \"$0\" \"$@\"\n' '''\n"
+                                 "import sys\nsys.exit(0)\n")
+    shutil.copy(python, tmp_path / "python3")  # the PY that makes the venv
+    for exe in (*bin_.iterdir(), tmp_path / "python3"):
+        exe.chmod(0o755)
+        os.utime(exe, (1e9, 1e9))
+    (clone / "pyproject.toml").write_text("")  # newer than the venv: `install` runs again
+    res = subprocess.run(["make", "-s", "-C", str(clone), f"PY={tmp_path / 'python3'}",
+                          "TORCH=torch", "install", "demo", "figures"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60, env={**os.environ, "CALLS": str(calls)})
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert calls.read_text().splitlines() == [
+        "-m venv .venv", "-m pip install -q --upgrade pip", "-m pip install -q torch",
+        "-m pip install -q -e .[dev]", "-m ssmrepro run keep-nth --profile quick",
+        "-m ssmrepro figures"]
+
+
+def test_every_script_imports_the_ssmrepro_of_its_own_checkout(tmp_path):
+    """scripts/planner_calibration.py (the README's calibration command) was the one script
+    that did not put its checkout first on sys.path: `python scripts/planner_calibration.py`
+    with a venv without ssmrepro was a ModuleNotFoundError traceback, and with a venv whose
+    ssmrepro is another checkout's (a second clone, an older install) it planned with that
+    checkout's code without a word. Each script stops here at its first import of ssmrepro or
+    torch and says where ssmrepro would be found."""
+    import subprocess
+    import sys
+
+    other = tmp_path / "other"  # another checkout's package, first on PYTHONPATH
+    (other / "ssmrepro").mkdir(parents=True)
+    (other / "ssmrepro" / "__init__.py").write_text("")
+    probe = ("import importlib.machinery, os, runpy, sys\n"
+             "class Stop:\n"
+             "    def find_spec(self, name, path=None, target=None):\n"
+             "        if name in ('ssmrepro', 'torch'):\n"
+             "            spec = importlib.machinery.PathFinder.find_spec('ssmrepro')\n"
+             "            print(spec.origin, flush=True)\n"
+             "            os._exit(0)\n"
+             "sys.meta_path.insert(0, Stop())\n"
+             "sys.argv = sys.argv[1:]\n"
+             "sys.path[0] = os.path.dirname(sys.argv[0])\n"
+             "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+    scripts = sorted(p for p in (ROOT / "scripts").glob("*.py") if p.name != "build_kernels.py")
+    assert any(p.name == "planner_calibration.py" for p in scripts)
+    for script in scripts:  # build_kernels.py imports ssmrepro only after its own insert
+        res = subprocess.run([sys.executable, "-c", probe, str(script), "--help"], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "PYTHONPATH": str(other)})
+        assert res.stdout.strip() == str(ROOT.resolve() / "ssmrepro" / "__init__.py"), (
+            script.name, res.stdout, res.stderr)
+
+
+def test_gpu_check_takes_relative_paths_from_the_callers_folder_and_quotes_them(tmp_path):
+    """scripts/gpu_check.sh cd's into its checkout first: `OUT=out KERNEL_BUILD=work bash
+    <checkout>/scripts/gpu_check.sh` from another folder wrote its logs and results into
+    <checkout>/out and looked for the build in <checkout>/work, saying "logs in out". And its
+    summary read gpu_check.json with the path pasted into Python code: a quote in OUT was a
+    SyntaxError, reported as 'no GPU test passed' after every test had passed. A stand-in python
+    passes every step (no GPU here) and runs the summary's code for real."""
+    import subprocess
+    import sys
+
+    clone = tmp_path / "clone"
+    (clone / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts/gpu_check.sh", clone / "scripts")
+    fake = tmp_path / "python"
+    fake.write_text(f'#!/bin/sh\ncase "$2" in *json.load*) exec "{sys.executable}" "$@";; esac\n'
+                    "exit 0\n")
+    fake.chmod(0o755)
+    here = tmp_path / "it's here"
+    (here / "work/site").mkdir(parents=True)
+    (here / "out's").mkdir()
+    (here / "out's/gpu_check.json").write_text('{"tests": {"passed": 3, "failed": 0}}')
+    res = subprocess.run(["bash", "../clone/scripts/gpu_check.sh", "test"], cwd=here,
+                         capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "OUT": "out's", "KERNEL_BUILD": "work",
+                              "PYTHON": "../python", "GIT_COMMIT": "x"})
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"gpu_check OK: {here}/out's/gpu_check.json" in res.stdout
+    assert sorted(p.name for p in clone.iterdir()) == ["scripts"]  # nothing in the checkout
+
+
+def test_gpu_check_finds_its_checkout_through_a_link_and_with_cdpath(tmp_path):
+    """scripts/gpu_check.sh took its checkout from the path it was started by: run through a
+    symbolic link (`~/bin/gpu-check -> <checkout>/scripts/gpu_check.sh`) it made results/ and
+    build/ in the folder above the link's and failed there; with CDPATH exported (`.:...`) the
+    `cd` that finds the checkout printed the folder into ROOT ('cd: $'<dir>\\n<dir>': No such
+    file or directory'). A stand-in python passes every step (no GPU here)."""
+    import subprocess
+    import sys
+
+    clone = tmp_path / "clone"
+    (clone / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts/gpu_check.sh", clone / "scripts")
+    (clone / "build/kernels/site").mkdir(parents=True)
+    (clone / "results/bench/gpu-check").mkdir(parents=True)
+    (clone / "results/bench/gpu-check/gpu_check.json").write_text('{"tests": {"passed": 1}}')
+    fake = tmp_path / "python"
+    fake.write_text(f'#!/bin/sh\ncase "$2" in *json.load*) exec "{sys.executable}" "$@";; esac\n'
+                    "exit 0\n")
+    fake.chmod(0o755)
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin/gpu-check").symlink_to("../clone/scripts/gpu_check.sh")
+    env = {**os.environ, "PYTHON": str(fake), "GIT_COMMIT": "x"}
+    for argv, cwd, extra in ((["bash", "bin/gpu-check", "test"], tmp_path, {}),
+                             (["bash", "scripts/gpu_check.sh", "test"], clone, {"CDPATH": ".:/"})):
+        res = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=60,
+                             env={**env, **extra})
+        assert res.returncode == 0 and "gpu_check OK" in res.stdout, res.stdout + res.stderr
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "clone", "python"]
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
+def test_makefile_refuses_a_venv_or_sdists_path_it_would_split(tmp_path):
+    """`make install VENV='/x/my venv'` ran `python3 -m venv /x/my venv` (two venvs: /x/my and
+    ./venv in the checkout), then '/x/my/bin/python' failed as a command; an empty VENV made the
+    venv's bin /bin; `make sdists SDISTS='a b'` made two folders. make splits such a path (a
+    target cannot hold a space): it is refused before any command, exit 2."""
+    import subprocess
+
+    shutil.copy(ROOT / "Makefile", tmp_path)
+    for setting, target in (("VENV=my venv", "install"), ("VENV=", "demo"),
+                            ("SDISTS=a b", "sdists")):
+        res = subprocess.run(["make", "-n", "-C", str(tmp_path), setting, target],
+                             capture_output=True, text=True, timeout=60)
+        name, value = setting.split("=")
+        assert res.returncode == 2, (setting, res.stdout, res.stderr)
+        assert f"{name}='{value}': give it one path, without spaces" in res.stderr, res.stderr
+        assert "-m venv" not in res.stdout and "mkdir" not in res.stdout, res.stdout
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
+def test_make_demo_trains_the_profile_it_is_given(tmp_path):
+    """The Makefile defines PROFILE (default quick), but `make demo` trained `--profile quick`
+    whatever it was: `make demo PROFILE=smoke` trained the quick profile (minutes, not
+    seconds) without a word."""
+    import subprocess
+
+    shutil.copy(ROOT / "Makefile", tmp_path)
+    (tmp_path / "pyproject.toml").write_text("")
+    for extra, profile in (([], "quick"), (["PROFILE=smoke"], "smoke")):
+        res = subprocess.run(["make", "-n", "-C", str(tmp_path), *extra, "demo"],
+                             capture_output=True, text=True, timeout=60)
+        assert f"-m ssmrepro run keep-nth --profile {profile}\n" in res.stdout, res.stdout
+
+
+def test_build_kernels_finds_the_sources_in_a_checkout_whose_path_has_brackets(tmp_path):
+    """scripts/build_kernels.py (`make sdists`, gpu_check.sh) globbed the unpacked sources with
+    the whole path as the pattern: in a checkout in 'ssm [v2]' the brackets were a character
+    class, no file matched, and discovery failed ('no source matches ...'; gpu_check.sh said
+    'sdists missing / corrupt'). Only the file pattern is a pattern now."""
+    import importlib.util
+
+    spec_ = importlib.util.spec_from_file_location("build_kernels", ROOT / "scripts/build_kernels.py")
+    bk = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(bk)
+    src = tmp_path / "ssm [v2] *?" / "build/kernels/src"
+    ext = bk.EXTS["selective_scan"]
+    root = src / ext["sdist"]
+    (root / ext["csrc"]).mkdir(parents=True)
+    names = [f"{ext['csrc']}/{g.replace('*', 'fp32')}" for g in ext["globs"]]
+    for name in names:
+        (root / name).write_text("")
+    listed = ", ".join(f'"{n}"' for n in names)
+    (root / "setup.py").write_text(f'CUDAExtension(name="{ext["module"]}", sources=[{listed}])')
+    info = bk.discover("selective_scan", src)
+    assert info["sources"] == [str(root / n) for n in names]
+
+
+def test_the_test_session_ignores_the_users_exported_project_and_defaults(tmp_path):
+    """tests/conftest.py only defaulted SSMREPRO_ROOT: exported for the user's own work (another
+    checkout), `make test` ran the CLI on that project's specs and results beside this
+    checkout's files; an exported SSMREPRO_OUT, SSMREPRO_DATA, SSMREPRO_DEVICE or
+    SSMREPRO_WORKERS reached every command a test runs without --out / --device (`list --json`
+    read the user's results folder and found no huang2025-tab1 table: a failure of nothing).
+    The session sets its own project and drops those; SSMREPRO_THREADS (a CPU budget) stays."""
+    import conftest
+
+    env = {"SSMREPRO_ROOT": str(tmp_path / "other-checkout"), "SSMREPRO_OUT": str(tmp_path),
+           "SSMREPRO_DATA": str(tmp_path), "SSMREPRO_DEVICE": "cuda", "SSMREPRO_WORKERS": "8",
+           "SSMREPRO_THREADS": "1", "PATH": "/bin"}
+    conftest.isolate_env(env)
+    assert env == {"SSMREPRO_ROOT": str(ROOT), "SSMREPRO_THREADS": "1", "PATH": "/bin"}
+    assert os.environ["SSMREPRO_ROOT"] == str(ROOT)
+    assert not {"SSMREPRO_OUT", "SSMREPRO_DATA", "SSMREPRO_DEVICE", "SSMREPRO_WORKERS"} & set(
+        os.environ)
