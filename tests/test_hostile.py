@@ -21342,3 +21342,30 @@ def test_the_test_session_ignores_the_users_exported_project_and_defaults(tmp_pa
     assert os.environ["SSMREPRO_ROOT"] == str(ROOT)
     assert not {"SSMREPRO_OUT", "SSMREPRO_DATA", "SSMREPRO_DEVICE", "SSMREPRO_WORKERS"} & set(
         os.environ)
+
+
+def test_the_ci_entry_point_acts_on_its_own_checkout_through_a_link(tmp_path):
+    """.ci/run took its checkout from the path it was started by: run through a symbolic link
+    it removed the .venv of the folder above the link's folder and ran `make test` there; with
+    CDPATH exported its `cd` printed the folder. A stand-in make prints where it runs."""
+    import subprocess
+
+    clone = tmp_path / "clone"
+    (clone / ".ci").mkdir(parents=True)
+    shutil.copy(ROOT / ".ci/run", clone / ".ci")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin/ci").symlink_to("../clone/.ci/run")
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "make").write_text('#!/bin/sh\necho "make $* in $(pwd)"\n')
+    (fake / "make").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}"}
+    for argv, cwd, extra in ((["bash", "bin/ci"], tmp_path, {}),
+                             (["bash", ".ci/run"], clone, {"CDPATH": ".:/"})):
+        for venv in (tmp_path / ".venv", clone / ".venv"):
+            venv.mkdir(exist_ok=True)
+        res = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=60,
+                             env={**env, **extra})
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert res.stdout.strip() == f"make test in {clone.resolve()}", res.stdout
+        assert (tmp_path / ".venv").is_dir() and not (clone / ".venv").exists()
