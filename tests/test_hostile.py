@@ -20951,3 +20951,24 @@ def test_front_page_times_only_the_rows_of_its_specs_runs(tmp_path):
     assert training_time(csv, "quick") != ""  # the table's own time, read without a spec
     assert training_time(csv, "quick", spec) == ""
     assert training_time(own, "quick", spec) == training_time(own, "quick") != ""
+
+
+def test_every_task_field_has_a_description():
+    """`list-tasks` printed 35 task fields with an empty meaning (the LRA tasks' min_freq,
+    tokenize, center, val_fraction, split_seed, resolution, difficulty, ...; composite's variant
+    and key_high; inverse_matching's high and ood_high; first_abs' and linear_functional's L):
+    a spec writer had to read the code. Every field of every registered task is described, a
+    field shared by datasets with that dataset's meaning (Path-X's as Pathfinder's)."""
+    from ssmrepro.models import config_rows
+    from ssmrepro.tasks import TASKS
+
+    for name, cls in TASKS.items():
+        assert [r[0] for r in config_rows(cls.Config) if not r[3].strip()] == [], name
+    docs = {n: {r[0]: r[3] for r in config_rows(TASKS[n].Config)}
+            for n in ("lra_text", "lra_retrieval", "lra_pathfinder", "lra_pathx", "lra_image")}
+    assert docs["lra_text"]["min_freq"].startswith("level char")
+    assert "level" not in docs["lra_retrieval"]["min_freq"]
+    assert docs["lra_pathx"]["difficulty"] == docs["lra_pathfinder"]["difficulty"]
+    assert "folder" in docs["lra_pathx"]["val_fraction"]
+    assert "training images" in docs["lra_image"]["val_fraction"]
+
