@@ -20972,3 +20972,32 @@ def test_every_task_field_has_a_description():
     assert "folder" in docs["lra_pathx"]["val_fraction"]
     assert "training images" in docs["lra_image"]["val_fraction"]
 
+
+def test_list_spec_lists_every_section_of_a_spec_with_described_keys():
+    """Nothing listed a spec file's own keys (its top level, `profiles:`, `train:`, sweep axes
+    and cases, `aggregate:`, `paper_values:` and `claims:` entries), and nested types read as
+    classes of the code ('list[Given]', 'InitConfig'). `list-spec` prints every section, found
+    through the models' field types, each key with its type, default and meaning (every one
+    described), and a nested mapping's type is the keys written in it."""
+    from ssmrepro.cli.experiments import spec_sections
+    from ssmrepro.models import config_rows
+    from ssmrepro.report.checks import DEFAULT_CHECK
+
+    sections = dict(spec_sections())
+    for where in ("", "train", "train.schedule", "train.early_stop", "sweep[]",
+                  "sweep[].cases[]", "profiles.<name>", "aggregate", "aggregate.select",
+                  "analytic", "paper_values[]", "claims[]", "claims[].given[]"):
+        assert where in sections, (where, list(sections))
+    for where, model in sections.items():
+        assert [r[0] for r in config_rows(model, ()) if not r[3].strip()] == [], where
+    claim = {r[0]: r for r in config_rows(sections["claims[]"], ())}
+    assert claim["check"][2] == repr(DEFAULT_CHECK)
+    assert "path" not in {r[0] for r in config_rows(sections[""], ())}  # set by the loader
+    res = CliRunner().invoke(app, ["list-spec"], env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    out = res.output
+    for s in ("spec file (top level)", "section: profiles.<name>", "section: train.schedule",
+              "section: claims[]", "list[{metric, op, value}]",
+              "dict[str, {description, set, sweep, seeds}]", "list[{grid, zip, cases}]"):
+        assert s in out, s
+    assert not re.search(r"\b(Given|Profile|Axis|Case|PaperValue|Schedule)\b", out)
