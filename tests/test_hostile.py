@@ -21001,3 +21001,20 @@ def test_list_spec_lists_every_section_of_a_spec_with_described_keys():
               "dict[str, {description, set, sweep, seeds}]", "list[{grid, zip, cases}]"):
         assert s in out, s
     assert not re.search(r"\b(Given|Profile|Axis|Case|PaperValue|Schedule)\b", out)
+
+
+def test_every_model_and_mixer_field_has_a_description():
+    """`list-models` printed 50 model and mixer fields with an empty meaning (ssm_lm's mixer,
+    n_layers, norm, residual, head_bias, dt_rank, dt_min, dt_max; transformer_lm's d_model,
+    heads, pos, ...; every mixer's dt_max beside a described dt_min, conv_bias, neox rope_base):
+    a spec writer had to read the code. Every field is described; a preset's field that is a
+    mixer's takes the mixer's meaning."""
+    from ssmrepro.models import MODELS, config_rows
+    from ssmrepro.models.mixers import MIXERS
+
+    for reg in (MODELS, MIXERS):
+        for name, entry in reg.items():
+            assert [r[0] for r in config_rows(entry.Config) if not r[3].strip()] == [], name
+    mamba = {r[0]: r[3] for r in config_rows(MODELS["mamba_lm"].Config)}
+    mixer = {r[0]: r[3] for r in config_rows(MIXERS["mamba1"].Config)}
+    assert mamba["d_conv"] == mixer["d_conv"] and mamba["expand"] == mixer["expand"]
