@@ -352,8 +352,9 @@ class Analytic(Strict):
     by the claims and drawn by the figure like trained cells.
     """
 
-    table: str = Field(..., description="a table registered in theory.TABLES")
-    params: dict[str, Any] = Field({}, description="fixed keyword parameters of every row")
+    table: str = Field(..., description="a table of theory (list-spec: analytic.table)")
+    params: dict[str, Any] = Field({}, description="fixed parameters of every row (the table's "
+                                   "fields)")
     grid: dict[str, list[Any]] = Field({}, description="swept parameters (cartesian product)")
 
     @property

@@ -20996,8 +20996,12 @@ def test_list_spec_lists_every_section_of_a_spec_with_described_keys():
     res = CliRunner().invoke(app, ["list-spec"], env={"COLUMNS": "250"})
     assert res.exit_code == 0, res.output
     out = res.output
+    from ssmrepro.theory import TABLES
+
+    for name, table in TABLES.items():  # what analytic.table names, with its parameters
+        assert [r[0] for r in config_rows(table.Params, ()) if not r[3].strip()] == [], name
     for s in ("spec file (top level)", "section: profiles.<name>", "section: train.schedule",
-              "section: claims[]", "list[{metric, op, value}]",
+              "section: claims[]", "list[{metric, op, value}]", "analytic.table: yu_thm3",
               "dict[str, {description, set, sweep, seeds}]", "list[{grid, zip, cases}]"):
         assert s in out, s
     assert not re.search(r"\b(Given|Profile|Axis|Case|PaperValue|Schedule)\b", out)

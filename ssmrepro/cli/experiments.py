@@ -314,6 +314,11 @@ def list_spec() -> None:
         what = escape(doc_summary(model.__doc__ or ""))
         title = "spec file (top level)" if not where else f"section: {escape(where)}"
         _print_fields(f"{title}{': ' + what if what else ''}", model, skip=())
+    from ..theory import TABLES
+
+    for name, table in TABLES.items():  # what analytic.table names, and its params / grid keys
+        _print_fields(f"analytic.table: {name}: {escape(table.summary)}; metrics "
+                      f"{', '.join(table.metrics)}", table.Params, skip=())
 
 
 def _table_rows(spec, profile: str, out: Path | None, overrides: dict | None, runs: list,
