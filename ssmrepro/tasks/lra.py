@@ -98,8 +98,9 @@ _DOCS: dict[str | tuple[str, str], str] = {  # a (dataset, field) key: that data
     "max_len": "tokens of a sequence (per document), <eos> included; a longer one is cut to it "
                "(a cut ListOps expression loses its answer)",
     "append_eos": "append an <eos> token to each sequence (it counts in max_len)",
-    "level": "'char': Unicode characters, vocabulary <pad> <unk> <eos> + those seen min_freq "
-             "times (S4); 'byte': UTF-8 bytes, vocabulary <pad> <eos> + the 256 bytes (LRA)",
+    "level": "'char': Unicode characters, vocabulary <pad> <unk> <eos> + those seen at least "
+             "min_freq times (S4); 'byte': UTF-8 bytes, vocabulary <pad> <eos> + the 256 bytes "
+             "(LRA)",
     ("text", "min_freq"): "level char: a character enters the vocabulary when the training "
                           "reviews hold it at least this often (a rarer one reads as <unk>)",
     ("retrieval", "min_freq"): "a character enters the vocabulary when the training documents "
