@@ -254,7 +254,8 @@ class Case(Strict):
 
 
 class Axis(Strict):
-    """A sweep axis: exactly one of ``grid`` (cartesian), ``zip`` (paired lists) or ``cases``."""
+    """A sweep axis over dotted keys of the task, model and train (``model.d_model``): exactly
+    one of ``grid`` (cartesian), ``zip`` (paired lists) or ``cases``."""
 
     grid: dict[str, list[Any]] | None = Field(
         None, description="dotted key -> values: every combination, e.g. model.d_model: [32, 64]")
@@ -319,7 +320,8 @@ class Aggregate(Strict):
         "(best of seeds), min or median")
     metrics: list[str] = Field(["test.acc"], description="the run metrics combined into the "
                                "results table's columns (what claims, figures and paper values "
-                               "read)")
+                               "read): <set>.<name>, set test, val, train or a train.evals name, "
+                               "name acc, loss or mse; more in docs/columns.md")
     percentiles: list[Annotated[float, Field(ge=0, le=100)]] = Field(
         [], max_length=101,  # every whole percentile; 20,000 of them (a 200 kB list) made a
         # 2.3 MB report of 60,000 columns in 13 s of `plot`, and the 1 MiB spec cap five times that
