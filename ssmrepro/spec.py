@@ -211,10 +211,15 @@ def _zip_lengths(z: dict[str, list[Any]]) -> None:
 class Case(Strict):
     """One named variant of a ``cases`` axis: fixed overrides plus its own optional grid/zip."""
 
-    label: Label | None = None
-    set: dict[str, Any] = {}
-    grid: dict[str, list[Any]] = {}
-    zip: dict[str, list[Any]] = {}
+    label: Label | None = Field(
+        None, description="the case's name: its runs' label column (several axes' labels joined "
+        "by ' / '), what `where: {label: ...}` of claims, figures and paper values matches")
+    set: dict[str, Any] = Field({}, description="dotted key -> value of this case's runs, e.g. "
+                                "model.name: mamba_lm")
+    grid: dict[str, list[Any]] = Field({}, description="dotted key -> values swept within this "
+                                       "case, every combination")
+    zip: dict[str, list[Any]] = Field({}, description="dotted key -> values swept within this "
+                                      "case, the i-th values of all lists together")
     seeds: Seeds | None = Field(None, description="seeds of this case (default: the spec's)")
     constraints: list[str] = Field([], max_length=MAX_EXPRESSIONS,
                                    description="extra constraints for this case's points")
@@ -249,11 +254,15 @@ class Case(Strict):
 
 
 class Axis(Strict):
-    """A sweep axis: exactly one of ``grid`` (cartesian), ``zip`` (paired lists) or ``cases``."""
+    """A sweep axis over dotted keys of the task, model and train (``model.d_model``): exactly
+    one of ``grid`` (cartesian), ``zip`` (paired lists) or ``cases``."""
 
-    grid: dict[str, list[Any]] | None = None
-    zip: dict[str, list[Any]] | None = None
-    cases: list[Case] | None = None
+    grid: dict[str, list[Any]] | None = Field(
+        None, description="dotted key -> values: every combination, e.g. model.d_model: [32, 64]")
+    zip: dict[str, list[Any]] | None = Field(
+        None, description="dotted key -> values, lists of one length: the i-th values together")
+    cases: list[Case] | None = Field(None, description="named variants, each its own set, grid "
+                                     "or zip (section sweep[].cases[])")
 
     @model_validator(mode="after")
     def _one_kind(self) -> Axis:
@@ -270,10 +279,15 @@ class Axis(Strict):
 
 
 class Profile(Strict):
-    description: str = ""
-    set: dict[str, Any] = {}
-    sweep: list[Axis] | None = Field(None, max_length=MAX_AXES)
-    seeds: Seeds | None = None
+    """A named budget of the same experiment (smoke, quick, paper, ...): settings over the
+    spec's, and optionally its own sweep and seeds."""
+
+    description: str = Field("", description="what the profile is for (shown by `show`)")
+    set: dict[str, Any] = Field({}, description="dotted key -> value over the spec's task, model "
+                                "and train, e.g. train.max_steps: 40")
+    sweep: list[Axis] | None = Field(None, max_length=MAX_AXES, description="sweep axes that "
+                                     "replace the spec's sweep (absent: the spec's)")
+    seeds: Seeds | None = Field(None, description="seeds that replace the spec's")
 
     @model_validator(mode="after")
     def _set_once(self) -> Profile:
@@ -289,7 +303,8 @@ class Select(Strict):
 
     over: str = Field(..., description="the swept key whose best value is kept, e.g. train.lr")
     by: str = Field(..., description="the metric that decides, e.g. train.avg_loss")
-    op: Literal["min", "max"] = "min"
+    op: Literal["min", "max"] = Field("min", description="min: the value with the lowest `by` "
+                                      "is kept; max: the highest")
 
 
 class Aggregate(Strict):
@@ -300,8 +315,13 @@ class Aggregate(Strict):
     over: list[Literal["seed"]] = Field(
         ["seed"], description="what a cell combines: its seeds (the only choice; the other "
         "swept keys are cell keys)")
-    reduce: Literal["mean", "max", "min", "median"] = "mean"
-    metrics: list[str] = ["test.acc"]
+    reduce: Literal["mean", "max", "min", "median"] = Field(
+        "mean", description="how a cell's seeds make its value: mean (with a std column), max "
+        "(best of seeds), min or median")
+    metrics: list[str] = Field(["test.acc"], description="the run metrics combined into the "
+                               "results table's columns (what claims, figures and paper values "
+                               "read): <set>.<name>, set test, val, train or a train.evals name, "
+                               "name acc, loss or mse; more in docs/columns.md")
     percentiles: list[Annotated[float, Field(ge=0, le=100)]] = Field(
         [], max_length=101,  # every whole percentile; 20,000 of them (a 200 kB list) made a
         # 2.3 MB report of 60,000 columns in 13 s of `plot`, and the 1 MiB spec cap five times that
@@ -334,8 +354,9 @@ class Analytic(Strict):
     by the claims and drawn by the figure like trained cells.
     """
 
-    table: str = Field(..., description="a table registered in theory.TABLES")
-    params: dict[str, Any] = Field({}, description="fixed keyword parameters of every row")
+    table: str = Field(..., description="a table of theory (list-spec: analytic.table)")
+    params: dict[str, Any] = Field({}, description="fixed parameters of every row (the table's "
+                                   "fields)")
     grid: dict[str, list[Any]] = Field({}, description="swept parameters (cartesian product)")
 
     @property
@@ -389,10 +410,12 @@ class Analytic(Strict):
 class PaperValue(Strict):
     """A number the paper prints for the cells matching ``where`` (compared within ``tol``)."""
 
-    where: dict[str, Any]
-    metric: str = "test.acc"
-    value: float
-    tol: float = Field(0.05, ge=0)
+    where: dict[str, Any] = Field(..., description="the cells it is the paper's value for: "
+                                  "column -> value (a list: any of them), e.g. {model.d_model: "
+                                  "64, label: S6}")
+    metric: str = Field("test.acc", description="the results column compared")
+    value: float = Field(..., description="the number the paper gives")
+    tol: float = Field(0.05, ge=0, description="ours matches when within value ± tol")
 
     @model_validator(mode="after")
     def _labels_a_case_can_have(self) -> PaperValue:
@@ -431,28 +454,44 @@ Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 
 
 class Spec(Strict):
-    version: int = Field(..., description="spec format version")
+    """A spec file, ``experiments/<paper>/<id>.yaml``: one paper figure or table."""
+
+    version: int = Field(..., description=f"spec format version (now {SPEC_VERSION})")
     id: Name = Field(..., description="the results folder name: letters, digits, . _ -")
-    alias: Name | None = None
+    alias: Name | None = Field(None, description="a second name commands take for the id "
+                               "(letters, digits, . _ -)")
     paper: Name = Field(..., description="paper slug (results/<paper>/<id>/)")
-    title: DrawnText
-    tier: int = Field(..., ge=1, le=3)
-    claim: str
-    task: dict[str, Any] = {}
-    model: dict[str, Any] = {}
-    train: dict[str, Any] = {}
-    sweep: list[Axis] = Field([], max_length=MAX_AXES)
-    seeds: Seeds = [0]
-    derived: dict[str, str] = Field({}, max_length=MAX_EXPRESSIONS)
+    title: DrawnText = Field(..., description="the figures' title (a figure's own `title` aside) "
+                             "and the spec's line in `list`")
+    tier: int = Field(..., ge=1, le=3, description="priority, 1 (first) to 3, shown by `list` "
+                      "and the results front page")
+    claim: str = Field(..., description="the paper's claim in words (shown by `show`; the "
+                       "report's one UNTESTED verdict when `claims` is empty)")
+    task: dict[str, Any] = Field({}, description="the task: {name: <a task of list-tasks>, "
+                                 "...its fields}")
+    model: dict[str, Any] = Field({}, description="the model: {name: <a model of list-models>, "
+                                  "...its fields}")
+    train: dict[str, Any] = Field({}, description="the training settings (section train)")
+    sweep: list[Axis] = Field([], max_length=MAX_AXES, description="sweep axes (section "
+                              "sweep[]): the runs are every combination of their points, each "
+                              "with every seed")
+    seeds: Seeds = Field([0], description="seeds of every sweep point (a profile's or a case's "
+                         "seeds replace them)")
+    derived: dict[str, str] = Field({}, max_length=MAX_EXPRESSIONS, description="dotted key -> "
+                                    "expression over the point's keys, computed after the sweep, "
+                                    "e.g. model.d_state: '60 // model.n_layers'")
     constraints: list[str] = Field(
         [], max_length=MAX_EXPRESSIONS, description="expressions a sweep point must satisfy, e.g. "
         "'model.d_state <= model.d_model'; points that fail are left out (the paper skips them)"
     )
-    default_profile: Name = "quick"
+    default_profile: Name = Field("quick", description="the profile a command runs without "
+                                  "--profile")
     profiles: dict[Name, Profile] = Field(..., max_length=MAX_PROFILES,
                                           description="profile name (letters, digits, . _ -; "
-                                          "part of output file names) -> profile")
-    aggregate: Aggregate = Aggregate()
+                                          "part of output file names) -> profile; every spec "
+                                          "has smoke, quick and paper")
+    aggregate: Aggregate = Field(Aggregate(), description="how a cell combines its seeds "
+                                 "(section aggregate)")
     analysis: list[Literal["decay_histogram", "mechanistic", "output_variance"]] = Field(
         [], description="decay_histogram: recorded at the end of training; mechanistic (koren2026 "
         "Figs. 2-5) and output_variance (Figs. 14-15): computed at plot time from the saved "
@@ -463,19 +502,23 @@ class Spec(Strict):
         False, description="keep each finished run's trained weights in runs/<run_id>.pt (not "
         "in git; reload with train.build_member) for analyses computed at plot time")
     figure: dict[str, Any] | None = Field(
-        None, description="the figure: {kind: <registered figure kind>, ...that kind's fields}")
+        None, description="the figure: {kind: <a kind of list-figures>, ...that kind's fields}")
     figures: list[dict[str, Any]] = Field(
         [], description="more figures of the same runs (each with a distinct `name`)")
-    paper_values: list[PaperValue] = Field([], max_length=MAX_PAPER_VALUES)
+    paper_values: list[PaperValue] = Field([], max_length=MAX_PAPER_VALUES, description="the "
+                                           "paper's numbers, each compared with ours (section "
+                                           "paper_values[])")
     claims: list[dict[str, Any]] = Field(
-        [], max_length=MAX_CLAIMS, description="checkable claims: {check: <registered check, "
-        "default threshold>, text, ...that check's fields}; none at all makes the claim UNTESTED")
+        [], max_length=MAX_CLAIMS, description="checkable claims: {check: <a check of "
+        "list-checks, default threshold>, text, ...that check's fields} (section claims[]); none "
+        "at all makes the claim UNTESTED")
     reuse: list[str] = Field(
         [], description="ids of specs whose run records this spec reuses (same run id = same "
         "config, seed and code version), e.g. a figure drawn from another figure's runs; or "
         "spec files by path, relative to this spec's folder"
     )
-    notes: list[str] = Field(..., min_length=1)
+    notes: list[str] = Field(..., min_length=1, description="one line per decision or "
+                             "deviation from the paper (the report's Decisions section)")
     # set by the loader
     path: Path | None = Field(None, exclude=True)
 

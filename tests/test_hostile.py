@@ -21369,3 +21369,74 @@ def test_the_ci_entry_point_acts_on_its_own_checkout_through_a_link(tmp_path):
         assert res.returncode == 0, res.stdout + res.stderr
         assert res.stdout.strip() == f"make test in {clone.resolve()}", res.stdout
         assert (tmp_path / ".venv").is_dir() and not (clone / ".venv").exists()
+
+
+def test_every_task_field_has_a_description():
+    """`list-tasks` printed 35 task fields with an empty meaning (the LRA tasks' min_freq,
+    tokenize, center, val_fraction, split_seed, resolution, difficulty, ...; composite's variant
+    and key_high; inverse_matching's high and ood_high; first_abs' and linear_functional's L):
+    a spec writer had to read the code. Every field of every registered task is described, a
+    field shared by datasets with that dataset's meaning (Path-X's as Pathfinder's)."""
+    from ssmrepro.models import config_rows
+    from ssmrepro.tasks import TASKS
+
+    for name, cls in TASKS.items():
+        assert [r[0] for r in config_rows(cls.Config) if not r[3].strip()] == [], name
+    docs = {n: {r[0]: r[3] for r in config_rows(TASKS[n].Config)}
+            for n in ("lra_text", "lra_retrieval", "lra_pathfinder", "lra_pathx", "lra_image")}
+    assert docs["lra_text"]["min_freq"].startswith("level char")
+    assert "level" not in docs["lra_retrieval"]["min_freq"]
+    assert docs["lra_pathx"]["difficulty"] == docs["lra_pathfinder"]["difficulty"]
+    assert "folder" in docs["lra_pathx"]["val_fraction"]
+    assert "training images" in docs["lra_image"]["val_fraction"]
+
+
+def test_list_spec_lists_every_section_of_a_spec_with_described_keys():
+    """Nothing listed a spec file's own keys (its top level, `profiles:`, `train:`, sweep axes
+    and cases, `aggregate:`, `paper_values:` and `claims:` entries), and nested types read as
+    classes of the code ('list[Given]', 'InitConfig'). `list-spec` prints every section, found
+    through the models' field types, each key with its type, default and meaning (every one
+    described), and a nested mapping's type is the keys written in it."""
+    from ssmrepro.cli.experiments import spec_sections
+    from ssmrepro.models import config_rows
+    from ssmrepro.report.checks import DEFAULT_CHECK
+
+    sections = dict(spec_sections())
+    for where in ("", "train", "train.schedule", "train.early_stop", "sweep[]",
+                  "sweep[].cases[]", "profiles.<name>", "aggregate", "aggregate.select",
+                  "analytic", "paper_values[]", "claims[]", "claims[].given[]"):
+        assert where in sections, (where, list(sections))
+    for where, model in sections.items():
+        assert [r[0] for r in config_rows(model, ()) if not r[3].strip()] == [], where
+    claim = {r[0]: r for r in config_rows(sections["claims[]"], ())}
+    assert claim["check"][2] == repr(DEFAULT_CHECK)
+    assert "path" not in {r[0] for r in config_rows(sections[""], ())}  # set by the loader
+    res = CliRunner().invoke(app, ["list-spec"], env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    out = res.output
+    from ssmrepro.theory import TABLES
+
+    for name, table in TABLES.items():  # what analytic.table names, with its parameters
+        assert [r[0] for r in config_rows(table.Params, ()) if not r[3].strip()] == [], name
+    for s in ("spec file (top level)", "section: profiles.<name>", "section: train.schedule",
+              "section: claims[]", "list[{metric, op, value}]", "analytic.table: yu_thm3",
+              "dict[str, {description, set, sweep, seeds}]", "list[{grid, zip, cases}]"):
+        assert s in out, s
+    assert not re.search(r"\b(Given|Profile|Axis|Case|PaperValue|Schedule)\b", out)
+
+
+def test_every_model_and_mixer_field_has_a_description():
+    """`list-models` printed 50 model and mixer fields with an empty meaning (ssm_lm's mixer,
+    n_layers, norm, residual, head_bias, dt_rank, dt_min, dt_max; transformer_lm's d_model,
+    heads, pos, ...; every mixer's dt_max beside a described dt_min, conv_bias, neox rope_base):
+    a spec writer had to read the code. Every field is described; a preset's field that is a
+    mixer's takes the mixer's meaning."""
+    from ssmrepro.models import MODELS, config_rows
+    from ssmrepro.models.mixers import MIXERS
+
+    for reg in (MODELS, MIXERS):
+        for name, entry in reg.items():
+            assert [r[0] for r in config_rows(entry.Config) if not r[3].strip()] == [], name
+    mamba = {r[0]: r[3] for r in config_rows(MODELS["mamba_lm"].Config)}
+    mixer = {r[0]: r[3] for r in config_rows(MIXERS["mamba1"].Config)}
+    assert mamba["d_conv"] == mixer["d_conv"] and mamba["expand"] == mixer["expand"]

@@ -114,8 +114,8 @@ def test_list_models_prints_nested_configs():
     from ssmrepro.cli import app
 
     out = CliRunner().invoke(app, ["list-models"], env={"COLUMNS": "200"}).output
-    for s in ("seq_lm", "cooper_hybrid", "MixerBlockConfig | NeoXBlockConfig", "InitConfig",
-              "scheme: 'hf'", "str | list[str]"):
+    for s in ("seq_lm", "cooper_hybrid", "{kind: 'mixer', mixer, norm,", "{kind: 'neox', heads,",
+              "{scheme, gamma, std,", "scheme: 'hf'", "str | list[str]"):
         assert s in out, s
 
 

@@ -1,5 +1,5 @@
 """Tool (cli): ``ssmrepro list | show | validate | run | plot | verify | export | figures |
-list-models | list-tasks | list-figures | list-checks | bench | data``.
+list-models | list-tasks | list-figures | list-checks | list-spec | bench | data``.
 
 One Typer app (``cli.app``); experiment commands in ``cli.experiments``, the LRA data commands
 (``ssmrepro data ...``) in ``cli.data``; every command runs inside the error boundary

@@ -1,5 +1,5 @@
 """Tool (cli): the experiment commands — list, show, validate, run, plot, verify, export,
-list-models, list-tasks, list-figures, list-checks, bench.
+list-models, list-tasks, list-figures, list-checks, list-spec, bench.
 
 Thin by design: parse arguments, call the stage functions, print. Errors go through the boundary
 in ``cli.app`` (exit 2 for bad input, 1 for runs that did not finish). ``--json`` prints one JSON
@@ -257,6 +257,68 @@ def list_checks() -> None:
 
     for name, k in CHECKS.items():
         _print_fields(f"check: {name}: {escape(k.summary)}", k.Config, skip=("check",))
+
+
+def spec_sections() -> list[tuple[str, type]]:
+    """(where, model) of every mapping a spec file holds, in the order of its keys: the file
+    itself, then each section its fields' types nest (``sweep[]``, ``sweep[].cases[]``,
+    ``profiles.<name>``, ``aggregate.select``, ...), and the two mappings the spec holds
+    untyped but reads through a model: ``train`` (the run's train config) and each ``claims``
+    entry's keys common to every check. Found through the models' field types, so a field added
+    to any of them is listed."""
+    import typing
+    from types import UnionType
+
+    from pydantic import BaseModel
+
+    from ..report.checks import CheckConfig
+    from ..spec import Spec
+    from ..sweep.config import TrainConfig
+
+    linked = {(Spec, "train"): ("", TrainConfig), (Spec, "claims"): ("[]", CheckConfig)}
+
+    def nested(t, at: str = "") -> list[tuple[str, type]]:
+        origin, args = typing.get_origin(t), typing.get_args(t)
+        if origin is typing.Annotated:
+            return nested(args[0], at)
+        if origin in (typing.Union, UnionType):
+            return [x for a in args for x in nested(a, at)]
+        if origin in (list, tuple) and args:
+            return nested(args[0], at + "[]")
+        if origin is dict and len(args) == 2:
+            return nested(args[1], at + ".<name>")
+        if isinstance(t, type) and issubclass(t, BaseModel):
+            return [(at, t)]
+        return []
+
+    out: list[tuple[str, type]] = []
+
+    def walk(where: str, model: type) -> None:
+        out.append((where, model))
+        for name, f in model.model_fields.items():
+            link = linked.get((model, name))
+            for at, sub in [link] if link else nested(f.annotation):
+                if all(sub is not m for _, m in out):
+                    walk(f"{where}.{name}{at}" if where else f"{name}{at}", sub)
+
+    walk("", Spec)
+    return out
+
+
+@command(name="list-spec")
+def list_spec() -> None:
+    """Every section of a spec file with its keys, types, defaults and meaning (the fields of
+    `task:`, `model:`, `figure:` and of each check: list-tasks, list-models, list-figures,
+    list-checks)."""
+    for where, model in spec_sections():
+        what = escape(doc_summary(model.__doc__ or ""))
+        title = "spec file (top level)" if not where else f"section: {escape(where)}"
+        _print_fields(f"{title}{': ' + what if what else ''}", model, skip=())
+    from ..theory import TABLES
+
+    for name, table in TABLES.items():  # what analytic.table names, and its params / grid keys
+        _print_fields(f"analytic.table: {name}: {escape(table.summary)}; metrics "
+                      f"{', '.join(table.metrics)}", table.Params, skip=())
 
 
 def _table_rows(spec, profile: str, out: Path | None, overrides: dict | None, runs: list,

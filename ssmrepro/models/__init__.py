@@ -173,8 +173,21 @@ def param_count(config: ModelConfig, info, trainable: bool = False) -> int:
 
 
 def _type_name(t) -> str:
-    """Readable type: int, str | list[str], Literal['a', 'b'], InitConfig, dict[str, A | B]."""
+    """Readable type: int, str | list[str], Literal['a', 'b'], dict[str, A | B]; a nested
+    config is the keys a spec writes in it, ``{scheme, gamma, ...}`` (a key that tells union
+    members apart with its value: ``{kind: 'mixer', ...}``): 'list[Given]' or 'InitConfig'
+    named a class of the code, which no spec writes."""
     origin, args = typing.get_origin(t), typing.get_args(t)
+    if isinstance(t, type) and issubclass(t, BaseModel):
+        tags, keys = [], []
+        for k, f in t.model_fields.items():
+            lit = typing.get_origin(f.annotation) is typing.Literal
+            one = typing.get_args(f.annotation) if lit else ()
+            if len(one) == 1:  # the member's tag, first
+                tags.append(f"{k}: {one[0]!r}")
+            elif not f.exclude:
+                keys.append(k)
+        return "{" + ", ".join(tags + keys) + "}"
     if origin is typing.Annotated:
         return _type_name(args[0])
     if origin is typing.Literal:
@@ -202,7 +215,7 @@ def config_rows(Config: type[BaseModel], skip: tuple[str, ...] = ("name",)
     kind's or check's), nested configs made readable; ``skip``: the field that names the entry."""
     rows = []
     for fname, f in Config.model_fields.items():
-        if fname in skip:
+        if fname in skip or f.exclude:  # exclude: set by the loader (a spec's path), no key
             continue
         default = "(required)" if f.is_required() else _default_str(f.get_default(call_default_factory=True))
         rows.append((fname, _type_name(f.annotation), default, f.description or ""))

@@ -89,13 +89,13 @@ class SeqLMConfig(ModelConfig):
     pos: Literal["none", "learned", "index", "index_norm", "sinusoidal"] = Field(
         "none", description="learned absolute positions; index: last channel = t (huang2025); "
         "index_norm: last channel = t/L; sinusoidal: fixed sin/cos positions added")
-    final_norm: NormKind = "layernorm"
+    final_norm: NormKind = Field("layernorm", description="the norm after the last block")
     head: Literal["per_position", "mean_pool", "dual_pool"] = Field(
         "per_position", description="mean_pool: mean over (masked) positions -> (E, B, C); "
         "dual_pool: two inputs pooled, MLP over [u, v, u*v, u-v] (LRA Retrieval)")
     head_hidden: int | None = Field(None, ge=1, description="dual_pool MLP width (default d_model)")
     tie_head: bool = Field(False, description="head weight = embedding table (needs C = V)")
-    head_bias: bool = True
+    head_bias: bool = Field(True, description="bias of the output head")
     init: InitConfig = Field(InitConfig(), description="initialisation scheme (models/init.py)")
 
     _spelled = field_validator("layers", mode="before")(spelled_layers)

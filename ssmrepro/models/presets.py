@@ -31,7 +31,7 @@ from .base import ModelConfig, refuse_reversed_range, refuse_unread
 from .blocks import MixerBlockConfig, NeoXBlockConfig
 from .init import InitConfig
 from .mixers.attention import AttentionConfig
-from .mixers.common import DtRank, refuse_dt_below_floor
+from .mixers.common import DT_RANGE, DtRank, refuse_dt_below_floor
 from .mixers.linear_mamba import LinearMambaMixerConfig
 from .mixers.mamba1 import Mamba1Config
 from .mixers.mamba2_3conv import Mamba2ThreeConvConfig
@@ -43,19 +43,22 @@ class SSMLMConfig(ModelConfig):
     """Embedding -> SSM core layers (S6 or S4D; no conv, no gate) -> linear head."""
 
     name: Literal["ssm_lm"] = "ssm_lm"
-    mixer: Literal["s6", "s4d"] = "s6"
+    mixer: Literal["s6", "s4d"] = Field("s6", description="the SSM core: s6 (selective: Δ, B, C "
+                                        "from the input) or s4d (LTI: Δ = 1, fixed B)")
     d_model: int = Field(32, ge=2, description="model width (channels)")
     d_state: int = Field(8, ge=1, le=256, description="state size per channel (kernel limit 256)")
-    n_layers: int = Field(1, ge=1, le=MAX_LAYERS)
+    n_layers: int = Field(1, ge=1, le=MAX_LAYERS, description="SSM layers")
     pe: Literal["none", "index", "index_norm", "sinusoidal", "learned"] = Field(
         "none", description="index: raw t in the last embedding channel (huang2025); index_norm: "
         "t/T there; sinusoidal / learned: positions added to the full-width embedding")
-    norm: Literal["none", "layernorm", "rmsnorm"] = "none"
-    residual: bool = True
-    head_bias: bool = True
-    dt_rank: DtRank | Literal["auto"] = "auto"
-    dt_min: float = Field(1e-3, gt=0)
-    dt_max: float = Field(1e-1, gt=0)
+    norm: Literal["none", "layernorm", "rmsnorm"] = Field(
+        "none", description="the norm before each core and after the last layer")
+    residual: bool = Field(True, description="each layer adds its input to the core's output")
+    head_bias: bool = Field(True, description="bias of the output head")
+    dt_rank: DtRank | Literal["auto"] = Field("auto", description="s6: "
+                                              + S6Config.model_fields["dt_rank"].description)
+    dt_min: float = Field(1e-3, gt=0, description="s6: " + DT_RANGE)
+    dt_max: float = Field(1e-1, gt=0, description="s6: " + DT_RANGE)
     s4d_A_scale: float = Field(1.0, gt=0, le=1, description="S4D core: Λ's init times this "
                                "(S4DConfig.A_scale)")
 
@@ -92,14 +95,17 @@ class TransformerLMConfig(ModelConfig):
     """Embedding + learned positions -> pre-norm Transformer blocks -> linear head."""
 
     name: Literal["transformer_lm"] = "transformer_lm"
-    d_model: int = Field(16, ge=2)
-    n_layers: int = Field(1, ge=1, le=MAX_LAYERS)
-    heads: int = Field(1, ge=1)
+    d_model: int = Field(16, ge=2, description="model width")
+    n_layers: int = Field(1, ge=1, le=MAX_LAYERS, description="Transformer blocks")
+    heads: int = Field(1, ge=1, description="attention heads")
     mlp_ratio: int = Field(1, ge=0, description="MLP hidden = mlp_ratio * d_model (unless mlp_hidden)")
-    mlp_hidden: int | None = Field(None, ge=0)
-    pos: Literal["learned", "none"] = "learned"
-    norm: Literal["none", "layernorm", "rmsnorm"] = "layernorm"
-    head_bias: bool = True
+    mlp_hidden: int | None = Field(None, ge=0, description="MLP hidden width (None: mlp_ratio * "
+                                   "d_model; 0: no MLP)")
+    pos: Literal["learned", "none"] = Field("learned", description="learned: positions added to "
+                                            "the embedding; none: no positions")
+    norm: Literal["none", "layernorm", "rmsnorm"] = Field(
+        "layernorm", description="the pre-norm of attention and MLP, and the final norm")
+    head_bias: bool = Field(True, description="bias of the output head")
 
     @model_validator(mode="after")
     def _check(self) -> TransformerLMConfig:
@@ -126,8 +132,9 @@ class LinearMambaConfig(ModelConfig):
     d_model: int = Field(32, ge=2, description="model width D")
     d_state: int = Field(16, ge=1, description="state size N")
     n_layers: int = Field(1, ge=1, le=MAX_LAYERS, description="Λ")
-    d_conv: int = Field(2, ge=1, le=8)
-    expand: int = Field(2, ge=1)
+    d_conv: int = Field(2, ge=1, le=8,
+                        description=LinearMambaMixerConfig.model_fields["d_conv"].description)
+    expand: int = Field(2, ge=1, description=LinearMambaMixerConfig.model_fields["expand"].description)
     residual: bool | None = Field(None, description="default: on for Λ > 1 (official configs)")
     init: Literal["default", "designed"] = Field(
         "default", description="designed: koren2026 Thm 2 weights (evaluate with max_steps 0)")
@@ -166,9 +173,9 @@ class MambaLMConfig(ModelConfig):
     name: Literal["mamba_lm"] = "mamba_lm"
     d_model: int = Field(64, ge=2, description="model width")
     d_state: int = Field(16, ge=1, le=256, description="state size N")
-    n_layers: int = Field(1, ge=1, le=MAX_LAYERS)
-    d_conv: int = Field(4, ge=1, le=8)
-    expand: int = Field(2, ge=1)
+    n_layers: int = Field(1, ge=1, le=MAX_LAYERS, description="Mamba blocks")
+    d_conv: int = Field(4, ge=1, le=8, description=Mamba1Config.model_fields["d_conv"].description)
+    expand: int = Field(2, ge=1, description=Mamba1Config.model_fields["expand"].description)
     mixer: Literal["mamba1", "mamba2_3conv"] = Field(
         "mamba1", description="mamba1: Mamba-1 block; mamba2_3conv: huang2025's single-head "
         "Mamba-2 (scalar λ, three convs; output projection only when expand > 1)")
@@ -222,13 +229,15 @@ class CooperHybridConfig(ModelConfig):
     d_model: int = Field(8, ge=2, description="hidden_size")
     layers: str | list[str] = Field("SSM-TF", description="'SSM-TF', 'TF-TF', [SSM, TF, ...]")
     _spelled = field_validator("layers", mode="before")(spelled_layers)
-    repeat: int = Field(1, ge=1, le=MAX_LAYERS)
+    repeat: int = Field(1, ge=1, le=MAX_LAYERS, description="times the layers pattern is "
+                        "stacked")
     d_state: int = Field(16, ge=1, le=256, description="Mamba state_size (audit: 16 in the runs)")
     expand: int = Field(2, ge=1, description="Mamba expand and NeoX MLP expand")
-    d_conv: int = Field(4, ge=1, le=8)
-    heads: int = Field(1, ge=1)
+    d_conv: int = Field(4, ge=1, le=8, description="Mamba "
+                        + Mamba1Config.model_fields["d_conv"].description)
+    heads: int = Field(1, ge=1, description="NeoX attention heads")
     window: int | None = Field(20, ge=1, description="sliding window (None = full causal)")
-    rotary_pct: float = Field(0.25, ge=0, le=1)
+    rotary_pct: float = Field(0.25, ge=0, le=1, description="NeoX: share of head dims with RoPE")
     split_heads: bool = Field(True, description="False: fork's do_split_square=False")
     tie_head: bool = Field(
         True, description="HF ties embed_out to embed_in (matches the audited counts)")

@@ -165,11 +165,14 @@ WHERE_HELP = ("the cells the check reads: column -> value (or list of values); {
 VIOLATIONS_HELP = "how many of the comparisons may fail with the check still PASS"
 
 
+DEFAULT_CHECK = "threshold"  # the check of a claim without `check:`
+
+
 class Given(NoBoolNumbers):
     """A precondition on a cell, e.g. ``{metric: train.acc, op: ">=", value: 0.9}``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-    metric: str
+    metric: str = Field(..., description="the results column the precondition reads")
     op: Literal[">=", "<=", ">", "<"] = Field(..., description="how the metric compares with value")
     value: float = Field(..., description="the bound the metric is compared with")
 
@@ -178,9 +181,11 @@ class Given(NoBoolNumbers):
 
 
 class CheckConfig(NoBoolNumbers):
+    """The keys of every ``claims`` entry, whatever its check (each check's own: list-checks)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    check: str
+    check: str = Field(DEFAULT_CHECK, description="the check: one of list-checks")
     text: str = Field(..., description="the sentence of the paper's claim this checks")
     metric: str = Field(DEFAULT_METRIC, description="the results column (aggregated metric) judged")
     given: list[Given] = Field(
@@ -257,7 +262,6 @@ class CheckKind:
 
 CHECKS: dict[str, CheckKind] = {}
 CLAIM_VERDICTS = ("PASS", "FAIL", "MISSING", "UNTESTED")
-DEFAULT_CHECK = "threshold"
 
 
 def check_kind(name: str, Config: type[CheckConfig]):

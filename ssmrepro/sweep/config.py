@@ -64,13 +64,19 @@ class Schedule(_Strict):
     [0, 1] onto [min_lr, lr]: the decay ends at min_lr, and the warm-up starts at
     min_lr + warmup_start·(lr - min_lr), not at warmup_start·lr."""
 
-    kind: Literal["constant", "cosine", "linear"] = "constant"
-    warmup_steps: int = Field(0, ge=0, le=MAX_STEPS)
-    warmup_start: float = Field(0.0, ge=0.0, le=1.0)
-    hold_steps: int = Field(0, ge=0, le=MAX_STEPS)
-    decay_steps: int | None = Field(None, ge=1, le=MAX_STEPS)
-    final_factor: float = Field(0.0, ge=0.0, le=1.0)
-    min_lr: float | None = Field(None, ge=0.0)
+    kind: Literal["constant", "cosine", "linear"] = Field(
+        "constant", description="the decay's shape; constant: no decay")
+    warmup_steps: int = Field(0, ge=0, le=MAX_STEPS, description="steps of linear warm-up to lr")
+    warmup_start: float = Field(0.0, ge=0.0, le=1.0, description="the warm-up's first lr, as a "
+                                "factor of lr")
+    hold_steps: int = Field(0, ge=0, le=MAX_STEPS, description="steps at lr after the warm-up, "
+                            "before the decay")
+    decay_steps: int | None = Field(None, ge=1, le=MAX_STEPS, description="steps of decay "
+                                    "(None: the rest of training); then flat at its end")
+    final_factor: float = Field(0.0, ge=0.0, le=1.0, description="the decay's end, as a factor "
+                                "of lr")
+    min_lr: float | None = Field(None, ge=0.0, description="the decay's end as an absolute lr "
+                                 "(instead of final_factor)")
 
     @model_validator(mode="after")
     def _decay(self) -> Schedule:
@@ -99,9 +105,11 @@ class Schedule(_Strict):
 
 
 class EarlyStop(_Strict):
-    metric: Literal["val.loss", "val.acc"]
-    op: Literal["<", "<=", ">", ">="]
-    threshold: float
+    metric: Literal["val.loss", "val.acc"] = Field(..., description="the validation metric "
+                                                   "read at each evaluation")
+    op: Literal["<", "<=", ">", ">="] = Field(..., description="how it compares with threshold")
+    threshold: float = Field(..., description="the run stops at the first evaluation where "
+                             "`metric op threshold` holds")
 
     @model_validator(mode="after")
     def _reachable(self) -> EarlyStop:
@@ -142,39 +150,53 @@ _RESERVED_SETS = frozenset({"train", "val", "test"})
 
 
 class TrainConfig(_Strict):
-    optimizer: Literal["adam", "adamw"] = "adamw"
-    lr: float = Field(1e-3, gt=0)
-    betas: tuple[Annotated[float, Field(ge=0, lt=1)], Annotated[float, Field(ge=0, lt=1)]] = (
-        0.9, 0.999)
-    eps: float = Field(1e-8, gt=0, le=1)
-    weight_decay: float = Field(0.0, ge=0)
+    """A run's training settings: optimiser, learning-rate schedule, budget, evaluation."""
+
+    optimizer: Literal["adam", "adamw"] = Field(
+        "adamw", description="adam: weight_decay as an L2 term of the gradient; adamw: "
+        "decoupled weight decay")
+    lr: float = Field(1e-3, gt=0, description="the learning rate (the schedule's peak)")
+    betas: tuple[Annotated[float, Field(ge=0, lt=1)], Annotated[float, Field(ge=0, lt=1)]] = Field(
+        (0.9, 0.999), description="Adam's (beta1, beta2)")
+    eps: float = Field(1e-8, gt=0, le=1, description="Adam's epsilon")
+    weight_decay: float = Field(0.0, ge=0, description="weight decay (see optimizer, decay_all)")
     decay_all: bool = Field(
         False,
         description="true: weight_decay reaches every parameter, as torch.optim.AdamW(model."
         "parameters()) in koren2026's and cooper2026's code; false: norms, biases and the SSMs' "
         "A, D and Δ bias are exempt (mamba-ssm's _no_weight_decay tags, the usual LM recipe)")
-    schedule: Schedule = Schedule()
-    batch_size: int = Field(32, ge=1, le=MAX_BATCH)
+    schedule: Schedule = Field(Schedule(), description="the learning-rate schedule (section "
+                               "train.schedule)")
+    batch_size: int = Field(32, ge=1, le=MAX_BATCH, description="training samples per step")
     train_size: int | None = Field(
         None, ge=1, le=MAX_SAMPLES,
         description="None: a fresh batch every step; N: a fixed set of N samples"
     )
     max_steps: int | None = Field(None, ge=0, le=MAX_STEPS,
-                                  description="0: evaluate the initial model only")
+                                  description="training steps (give max_steps or epochs); 0: "
+                                  "evaluate the initial model only")
     epochs: int | None = Field(
         None, ge=1, le=10**6,
         description="passes over the fixed training set, each train_size // batch_size steps of "
         "whole batches: the remainder (train_size mod batch_size samples of that epoch's "
         "shuffle) is left out of the epoch; the record's epochs = stop_step / those steps")
-    grad_clip: float | None = Field(None, gt=0)
-    label_smoothing: float = Field(0.0, ge=0.0, lt=1.0)
+    grad_clip: float | None = Field(None, gt=0, description="clip the gradient's norm to it "
+                                    "(None: no clipping)")
+    label_smoothing: float = Field(0.0, ge=0.0, lt=1.0, description="cross-entropy label "
+                                   "smoothing")
     eval_every: int = Field(500, ge=1, description="steps between validation evaluations")
-    val_size: int = Field(1000, ge=1, le=MAX_SAMPLES)
-    test_size: int = Field(10000, ge=1, le=MAX_SAMPLES)
-    eval_batch_size: int = Field(1000, ge=1, le=MAX_BATCH)
-    early_stop: EarlyStop | None = None
-    time_limit_s: float | None = Field(None, gt=0, le=10**8)
-    dtype: Literal["float32", "float64"] = "float32"
+    val_size: int = Field(1000, ge=1, le=MAX_SAMPLES, description="validation samples of each "
+                          "evaluation")
+    test_size: int = Field(10000, ge=1, le=MAX_SAMPLES, description="test samples of the final "
+                           "evaluation (and of each named evaluation set)")
+    eval_batch_size: int = Field(1000, ge=1, le=MAX_BATCH, description="samples per evaluation "
+                                 "batch")
+    early_stop: EarlyStop | None = Field(None, description="stop a run when a validation metric "
+                                         "reaches a value (section train.early_stop)")
+    time_limit_s: float | None = Field(None, gt=0, le=10**8, description="stop a run's training "
+                                       "after this many seconds")
+    dtype: Literal["float32", "float64"] = Field("float32", description="the floating type of "
+                                                 "parameters and inputs")
     lr_scale: dict[str, float] = Field(
         default_factory=dict,
         description="multiplier of the member's lr for parameters in that learning-rate group "

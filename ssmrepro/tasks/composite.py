@@ -63,11 +63,14 @@ HELD_OUT = "43"
 
 class CompositeConfig(TaskConfig):
     name: str = "composite"
-    variant: Literal["standard", "full_symmetry"] = "standard"
+    variant: Literal["standard", "full_symmetry"] = Field(
+        "standard", description="standard: anchors 1-4, pair ab shifts by f_a + f_b except 34 "
+        "(-6), pair 43 never trained; full_symmetry: anchors 0-4, two function sets over 20 "
+        "pairs, 43 held out")
     L: int = Field(8, ge=3, le=64, description="sequence length (App. C.1: 8; Fig. 2 shows 9)")
     modulus: int = Field(8, ge=2, description="position p (1-based) belongs to class p mod modulus")
     key_low: int = Field(20, ge=5, description="keys and fillers are uniform in [key_low, key_high)")
-    key_high: int = Field(100, ge=6)
+    key_high: int = Field(100, ge=6, description="keys and fillers are below it (exclusive)")
     vocab: int = Field(128, ge=8, le=4096, description="token ids and classes [0, vocab)")
     test_pair: str | None = Field(
         None, description="val/test splits hold only this anchor pair (e.g. '43'); None: every "

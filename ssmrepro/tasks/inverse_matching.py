@@ -64,9 +64,11 @@ class InverseMatchingConfig(TaskConfig):
     n_fill: int = Field(6, ge=0, le=256, description="filler tokens before the query (paper: "
                         "3 x layers)")
     low: int = Field(20, ge=0, description="train/test values in [low, high] (inclusive)")
-    high: int = Field(100, ge=0)
+    high: int = Field(100, ge=0, description="train/test values are at most it (the "
+                      "vocabulary is 0..max(high, ood_high))")
     ood_low: int = Field(101, ge=0, description="OOD values in [ood_low, ood_high] (inclusive)")
-    ood_high: int = Field(200, ge=0)
+    ood_high: int = Field(200, ge=0, description="OOD values are at most it (the vocabulary "
+                          "is 0..max(high, ood_high))")
     ood: bool = Field(False, description="val/test splits are the OOD set (named eval sets)")
 
     @model_validator(mode="after")

@@ -94,10 +94,50 @@ _BOUNDS: dict[str, dict[str, Any]] = {
 _CHOICES: dict[str, Any] = {"level": Literal["char", "byte"], "val_split": Literal["test", "train"]}
 # `list-tasks`' meaning of a preprocessing field (it printed none; a ListOps max_len below the
 # expressions' lengths cut every one of them without a word)
-_DOCS: dict[str, str] = {
+_DOCS: dict[str | tuple[str, str], str] = {  # a (dataset, field) key: that dataset's meaning
     "max_len": "tokens of a sequence (per document), <eos> included; a longer one is cut to it "
                "(a cut ListOps expression loses its answer)",
     "append_eos": "append an <eos> token to each sequence (it counts in max_len)",
+    "level": "'char': Unicode characters, vocabulary <pad> <unk> <eos> + those seen at least "
+             "min_freq times (S4); 'byte': UTF-8 bytes, vocabulary <pad> <eos> + the 256 bytes "
+             "(LRA)",
+    ("text", "min_freq"): "level char: a character enters the vocabulary when the training "
+                          "reviews hold it at least this often (a rarer one reads as <unk>)",
+    ("retrieval", "min_freq"): "a character enters the vocabulary when the training documents "
+                               "hold it at least this often (a rarer one reads as <unk>)",
+    "val_split": "'test': validation is the test set (LRA, S4); 'train': a seeded val_fraction "
+                 "of the training reviews, left out of training",
+    ("text", "val_fraction"): "val_split train: the share of the training reviews held out for "
+                              "validation",
+    ("text", "split_seed"): "val_split train: seed of the permutation that draws the "
+                            "validation reviews",
+    ("image", "val_fraction"): "the share held out for validation: of the training images "
+                               "(cifar10, fashion_mnist32), of all images (digits, whose first "
+                               "20% are test)",
+    ("image", "split_seed"): "seed of the permutation that draws the validation (digits: and "
+                             "test) images",
+    "grayscale": "true: one channel, each pixel's luma (PIL convert('L'), S4 and LRA); false: "
+                 "three channels, R G B",
+    ("image", "tokenize"): "true: the 256 gray levels as tokens (LRA; vocabulary 256); false: "
+                           "float pixels (S4)",
+    "normalize": "float pixels in [0, 1] become (x - mean) / std; false: left in [0, 1]",
+    "mean": "grayscale true: the mean that normalize subtracts (S4: 122.6/255)",
+    "std": "grayscale true: the std that normalize divides by (S4: 61.0/255)",
+    "color_mean": "grayscale false: the R, G, B means that normalize subtracts",
+    "color_std": "grayscale false: the R, G, B stds that normalize divides by",
+    "resolution": "image side in pixels: the folder pathfinder<resolution>/ is read; sequence "
+                  "length resolution x resolution",
+    "difficulty": "the folder under pathfinder<resolution>/: curv_baseline (contour length 6), "
+                  "curv_contour_length_9, or curv_contour_length_14 (the hardest; LRA and S4)",
+    ("pathfinder", "tokenize"): "true: the 256 gray levels as tokens (vocabulary 256); false: "
+                                "float pixels in [0, 1] (see center)",
+    "center": "true: float pixels mapped from [0, 1] to [-1, 1] (S4's class default); false: "
+              "kept in [0, 1] (S4's configs)",
+    ("pathfinder", "val_fraction"): "the share of the folder's images drawn for validation "
+                                    "(it has no splits of its own)",
+    "test_fraction": "the share of the folder's images drawn for test; the rest trains",
+    ("pathfinder", "split_seed"): "seed of the permutation that splits the images into "
+                                  "validation, test and training",
 }
 
 
@@ -146,6 +186,12 @@ def ignored(dataset: str, c: Any) -> list[tuple[str, str]]:
     return out
 
 
+def _doc(dataset: str, name: str) -> str | None:
+    """`list-tasks`' meaning of a preprocessing field of ``dataset`` (Path-X: Pathfinder's)."""
+    base = "pathfinder" if dataset == "pathx" else dataset
+    return _DOCS.get((base, name), _DOCS.get(name))
+
+
 def _config_class(task: str, dataset: str) -> type[TaskConfig]:
     """The task's pydantic config: ``name``, ``source`` and every preprocessing field of the
     dataset's config dataclass (same names, types and defaults; one source of truth)."""
@@ -153,7 +199,7 @@ def _config_class(task: str, dataset: str) -> type[TaskConfig]:
     hints = typing.get_type_hints(ddef.config_cls)
     fields: dict[str, Any] = {
         f.name: (_CHOICES.get(f.name, hints[f.name]),
-                 Field(f.default, description=_DOCS.get(f.name), **_BOUNDS.get(f.name, {})))
+                 Field(f.default, description=_doc(dataset, f.name), **_BOUNDS.get(f.name, {})))
         for f in dataclasses.fields(ddef.config_cls)
     }
     sources = tuple(ddef.sources)

@@ -105,7 +105,8 @@ class CosineOperator(Task):
 
 class FirstAbsConfig(TaskConfig):
     name: str = "first_abs"
-    L: int = Field(32, ge=2)
+    L: int = Field(32, ge=2, description="sequence length: u_1..u_L, target |u_1| / sigma1 "
+                   "read at the last position")
     sigma1: float = Field(1.0, gt=0, description="std of u_1")
     sigma2: float = Field(1.0, gt=0, description="std of u_2..u_L")
 
@@ -151,7 +152,8 @@ class FirstAbs(Task):
 
 class LinearFunctionalConfig(TaskConfig):
     name: str = "linear_functional"
-    L: int = Field(64, ge=1)
+    L: int = Field(64, ge=1, description="sequence length: u_1..u_L, target Σ θ_j u_j read "
+                   "at the last position")
     theta_seed: int = Field(0, ge=0, le=rng.MASK32, description="seed of the fixed θ (shared by "
                             "all runs; 32 bits: the stream is keyed by them, so 2**32 drew seed "
                             "0's θ again and 2**64 failed mid-run)")

@@ -56,9 +56,10 @@ class YuParams(TableParams):
     c: float = Field(..., gt=0, le=1e6, description="input scale: u ~ N(0, c^2)")
     L: int = Field(..., ge=1, le=100_000, description="sequence length")
     n: int = Field(4, ge=1, le=1024, description="state size")
-    trials: int = Field(30, ge=1, le=100_000)
+    trials: int = Field(30, ge=1, le=100_000, description="independent draws (system and input) "
+                        "the gradients are averaged over")
     kappa: float = Field(1.0, gt=0, le=100, description="L * Delta")
-    seed: int = Field(0, ge=0, le=2**31 - 1)
+    seed: int = Field(0, ge=0, le=2**31 - 1, description="seed of the draws")
 
     @model_validator(mode="after")
     def _size(self) -> YuParams:

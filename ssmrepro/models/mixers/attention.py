@@ -54,7 +54,8 @@ class AttentionConfig(MixerConfig):
     """Causal multi-head softmax attention (qkv and out projections with bias)."""
 
     name: Literal["attention"] = "attention"
-    heads: int = Field(1, ge=1)
+    heads: int = Field(1, ge=1, description="attention heads H (qk_dim and v_dim split over "
+                       "them)")
     qk_dim: int | None = Field(None, ge=1, description="total query/key width (default d_model)")
     v_dim: int | None = Field(None, ge=1, description="total value width (default d_model)")
 

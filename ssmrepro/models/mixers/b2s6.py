@@ -41,7 +41,16 @@ from ...kernels.scan import diag_scan
 from ..base import refuse_reversed_range
 from ..layers import PackedModule, _uniform_, fold, lr_group, no_weight_decay, unfold
 from .base import MixerConfig, register
-from .common import DT_INIT_FLOOR, A_params, cplx, dt_bias_init, init_A_, make_A, refuse_dt_below_floor
+from .common import (
+    DT_INIT_FLOOR,
+    DT_RANGE,
+    A_params,
+    cplx,
+    dt_bias_init,
+    init_A_,
+    make_A,
+    refuse_dt_below_floor,
+)
 
 
 class B2S6Config(MixerConfig):
@@ -51,14 +60,14 @@ class B2S6Config(MixerConfig):
     name: Literal["b2s6"] = "b2s6"
     d_state: int = Field(16, ge=1, le=256, description="state size n")
     heads: int = Field(8, ge=1, description="number of blocks h (d must be divisible by h)")
-    complex_A: bool = True
+    complex_A: bool = Field(True, description="complex diagonal A (false: real)")
     complex_B: bool = Field(True, description="complex B_weight and B_bias")
     bias: bool = Field(True, description="channel-specific B_bias")
     skip: bool = Field(False, description="D ⊙ u skip term (not in the paper's equations)")
     A_init: Literal["s4d_real", "s4d_lin"] | None = Field(
         None, description="default: s4d_lin for complex A, s4d_real for real A")
-    dt_min: float = Field(1e-3, gt=0)
-    dt_max: float = Field(1e-1, gt=0)
+    dt_min: float = Field(1e-3, gt=0, description=DT_RANGE)
+    dt_max: float = Field(1e-1, gt=0, description=DT_RANGE)
     discretization: Literal["euler", "zoh"] = Field("euler", description="input term Δ·B or ZOH B̄")
     impl: Literal["fused", "split", "direct"] | None = Field(
         None, description="fused (default): the fused B2S6 scan kernel; direct: one full-size "

@@ -22,6 +22,8 @@ from ..layers import lr_group, no_weight_decay
 A_INITS = ("s4d_real", "s4d_lin")
 A_INIT_FIELD = Field("s4d_real", description="s4d_real: Λ_n = -(n+1); s4d_lin: Λ_n = -1/2 + iπn")
 DT_INIT_FLOOR = 1e-4  # Δ init clamp (mamba-ssm's dt_init_floor)
+# the meaning of dt_min / dt_max where they set the Δ bias (dt_bias_init)
+DT_RANGE = "Δ init: softplus(Δ bias) log-uniform in [dt_min, dt_max] (mamba-ssm's)"
 # an explicit rank of the Δ projection: 0 passed validation and failed the pack at its first
 # step (ZeroDivisionError from the projection's init), a negative one likewise
 DtRank = Annotated[int, Field(ge=1)]

@@ -30,6 +30,7 @@ from .base import MixerConfig, register
 from .common import (
     A_INIT_FIELD,
     DT_INIT_FLOOR,
+    DT_RANGE,
     A_params,
     DtRank,
     cplx,
@@ -48,8 +49,8 @@ class DeltaTConfig(MixerConfig):
     name: Literal["delta_t"] = "delta_t"
     d_state: int = Field(16, ge=1, le=256, description="state size per channel")
     dt_rank: DtRank | Literal["full"] = Field("full", description="full: Δ = softplus(W x̂ + b), W d×N")
-    dt_min: float = Field(1e-3, gt=0)
-    dt_max: float = Field(1e-1, gt=0)
+    dt_min: float = Field(1e-3, gt=0, description=DT_RANGE)
+    dt_max: float = Field(1e-1, gt=0, description=DT_RANGE)
     skip: bool = Field(True, description="D ⊙ x skip term")
     complex_A: bool = Field(False, description="complex Λ, B_t, C_t; y = 2·Re(...)")
     A_init: Literal["s4d_real", "s4d_lin"] = A_INIT_FIELD

@@ -31,7 +31,7 @@ from ..base import refuse_reversed_range, refuse_unread
 from ..layers import PackedCausalConv, PackedLinear, conv_ref, linear_ref
 from .b2s6 import B2S6Config, B2S6Core
 from .base import MixerConfig, register
-from .common import A_INIT_FIELD, DtRank, refuse_dt_below_floor
+from .common import A_INIT_FIELD, DT_RANGE, DtRank, refuse_dt_below_floor
 from .delta_t import DeltaTConfig, DeltaTCore
 from .s4d import S4DConfig, S4DCore
 from .s6 import S6Config, S6Core
@@ -47,7 +47,7 @@ class Mamba1Config(MixerConfig):
     d_conv: int = Field(4, ge=1, le=8, description="width of the causal depthwise conv")
     expand: int = Field(2, ge=1, description="d_inner = expand * d_model")
     conv: bool = Field(True, description="causal depthwise conv on the SSM branch")
-    conv_bias: bool = True
+    conv_bias: bool = Field(True, description="bias of the conv")
     conv_act: bool = Field(True, description="SiLU after the conv (x̂ = σ(conv(x)))")
     gate: bool = Field(True, description="gate branch y ⊙ SiLU(z)")
     bias: bool = Field(False, description="biases of in_proj and out_proj")
@@ -60,8 +60,8 @@ class Mamba1Config(MixerConfig):
         True, description="false: A = I and no Δ, h_t = h_{t-1} + x_t ⊗ B_t (koren2026 simplified)")
     dt_rank: DtRank | Literal["auto", "full"] = Field(
         "auto", description="rank of the Δ projection; auto: ceil(d_model/16) for s6, full for delta_t")
-    dt_min: float = Field(1e-3, gt=0)
-    dt_max: float = Field(1e-1, gt=0)
+    dt_min: float = Field(1e-3, gt=0, description=DT_RANGE)
+    dt_max: float = Field(1e-1, gt=0, description=DT_RANGE)
     skip: bool = Field(True, description="D ⊙ x skip term of the core")
 
     @model_validator(mode="after")

@@ -79,17 +79,17 @@ class Mamba2Config(MixerConfig):
 
     name: Literal["mamba2"] = "mamba2"
     d_state: int = Field(128, ge=1, description="state size N (chen2025: the default 128)")
-    expand: int = Field(2, ge=1)
-    d_conv: int = Field(4, ge=1, le=8)
+    expand: int = Field(2, ge=1, description="d_inner = expand * d_model")
+    d_conv: int = Field(4, ge=1, le=8, description="width of the causal depthwise conv")
     heads: int | None = Field(
         None, ge=1, description="SSD heads; None: d_inner / headdim, or 1 (chen2025) without headdim")
     headdim: int | None = Field(None, ge=1, description="head dim P (alternative to heads)")
     ngroups: int = Field(1, ge=1, description="groups G of B / C shared by heads")
     A_min: float = Field(1.0, gt=0, description="A_log = log U(A_min, A_max)")
-    A_max: float = Field(16.0, gt=0)
+    A_max: float = Field(16.0, gt=0, description="A_log = log U(A_min, A_max)")
     dt_min: float = Field(1e-3, gt=0, description="dt_bias = softplus^-1(log-U[dt_min, dt_max])")
-    dt_max: float = Field(1e-1, gt=0)
-    conv_bias: bool = True
+    dt_max: float = Field(1e-1, gt=0, description="dt_bias = softplus^-1(log-U[dt_min, dt_max])")
+    conv_bias: bool = Field(True, description="bias of the conv")
     bias: bool = Field(False, description="biases of in_proj / out_proj")
     conv_residual: bool = Field(
         False, description="chen2025 'modified Mamba': (B,C,X) = SiLU(Conv1d(U)) + U")

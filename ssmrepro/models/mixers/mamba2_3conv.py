@@ -40,6 +40,7 @@ from ..layers import (
 from .base import MixerConfig, register
 from .common import (
     DT_INIT_FLOOR,
+    DT_RANGE,
     A_log_uniform,
     dt_bias_init,
     refuse_mamba2_ranges,
@@ -57,11 +58,11 @@ class Mamba2ThreeConvConfig(MixerConfig):
     gate: bool = Field(True, description="σ(W_g x) ⊙ y; huang's MQAR / induction models: off")
     out_proj: bool = Field(False, description="output projection Di -> d_model (none in Table 2)")
     bias: bool = Field(False, description="biases of W_u, W_B, W_C, W_g (and out_proj)")
-    conv_bias: bool = True
+    conv_bias: bool = Field(True, description="biases of the three convs")
     A_min: float = Field(1.0, gt=0, description="λ = -exp(λ_log), λ_log = log U(A_min, A_max)")
-    A_max: float = Field(16.0, gt=0)
-    dt_min: float = Field(1e-3, gt=0)
-    dt_max: float = Field(1e-1, gt=0)
+    A_max: float = Field(16.0, gt=0, description="λ = -exp(λ_log), λ_log = log U(A_min, A_max)")
+    dt_min: float = Field(1e-3, gt=0, description=DT_RANGE)
+    dt_max: float = Field(1e-1, gt=0, description=DT_RANGE)
 
     @model_validator(mode="after")
     def _dt_range(self) -> Mamba2ThreeConvConfig:

@@ -99,11 +99,13 @@ class NeoXAttnFields(NoBoolNumbers):
     """Fields of GPT-NeoX attention, shared by the ``neox_attn`` mixer and the ``neox`` block."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-    heads: int = Field(1, ge=1)
+    heads: int = Field(1, ge=1, description="attention heads (split_heads: d_model split over "
+                       "them)")
     window: int | None = Field(
         None, ge=1, description="sliding window: query i sees j iff 0 <= i-j < window; None = all")
     rotary_pct: float = Field(0.25, ge=0, le=1, description="share of head dims with RoPE")
-    rope_base: float = Field(10000.0, gt=0)
+    rope_base: float = Field(10000.0, gt=0, description="RoPE frequencies base^(-2k/r) over "
+                             "the r rotary dims")
     split_heads: bool = Field(
         True, description="False: every head uses the full d, outputs summed (cooper2026 fork)")
     conv: int = Field(0, ge=0, le=8, description="depthwise causal conv width on Q,K,V (0 = off)")

@@ -28,6 +28,7 @@ from ..base import refuse_reversed_range
 from ..layers import PackedModule, _normal_, fold, lr_group, no_weight_decay, unfold
 from .base import MixerConfig, register
 from .common import (
+    A_INIT_FIELD,
     A_params,
     cplx,
     init_A_,
@@ -46,10 +47,10 @@ class S4DZOHConfig(MixerConfig):
     d_state: int = Field(32, ge=1, le=256,
                          description="complex modes per channel (S4D's own d_state = 2 × this)")
     dt_min: float = Field(1e-3, gt=0, description="log Δ init: log-uniform in [dt_min, dt_max]")
-    dt_max: float = Field(1e-1, gt=0)
+    dt_max: float = Field(1e-1, gt=0, description="log Δ init: log-uniform in [dt_min, dt_max]")
     learn_B: bool = Field(False, description="learnable complex B (else B = 1)")
     skip: bool = Field(True, description="D ⊙ u skip term")
-    A_init: Literal["s4d_real", "s4d_lin"] = Field("s4d_lin")
+    A_init: Literal["s4d_real", "s4d_lin"] = Field("s4d_lin", description=A_INIT_FIELD.description)
     impl: Literal["fft", "scan"] = Field("fft", description="FFT convolution or the selective scan")
 
     @model_validator(mode="after")

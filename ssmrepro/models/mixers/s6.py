@@ -44,6 +44,7 @@ from .base import MixerConfig, register
 from .common import (
     A_INIT_FIELD,
     DT_INIT_FLOOR,
+    DT_RANGE,
     DtRank,
     block_states,
     dt_bias_init,
@@ -61,8 +62,8 @@ class S6Config(MixerConfig):
     name: Literal["s6"] = "s6"
     d_state: int = Field(16, ge=1, le=256, description="state size per channel (kernel limit 256)")
     dt_rank: DtRank | Literal["auto"] = Field("auto", description="auto = ceil(d / 16)")
-    dt_min: float = Field(1e-3, gt=0)
-    dt_max: float = Field(1e-1, gt=0)
+    dt_min: float = Field(1e-3, gt=0, description=DT_RANGE)
+    dt_max: float = Field(1e-1, gt=0, description=DT_RANGE)
     skip: bool = Field(True, description="D ⊙ x skip term")
     complex_A: bool = Field(False, description="complex Λ (and B_t, C_t); y = 2·Re(...)")
     A_init: Literal["s4d_real", "s4d_lin"] = A_INIT_FIELD
