@@ -20951,3 +20951,33 @@ def test_front_page_times_only_the_rows_of_its_specs_runs(tmp_path):
     assert training_time(csv, "quick") != ""  # the table's own time, read without a spec
     assert training_time(csv, "quick", spec) == ""
     assert training_time(own, "quick", spec) == training_time(own, "quick") != ""
+
+
+def test_a_bands_hue_with_cells_without_a_value_says_so_in_its_legend(monkeypatch, tmp_path):
+    """A `bands` figure drew a cell without a value (every seed diverged) as a gap and a hue whose
+    every cell diverged as a legend entry with nothing drawn, both without a word (the lines
+    kind said ' (no value: not drawn)' / ' (k of n cells without a value: gaps)'): bands says the
+    same, through one helper."""
+    import math
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, bands, parse_figure
+
+    nan = math.nan
+    cells = pd.DataFrame([
+        {"label": lab, "n_params": n, "n_expected": 3, "n_ok": 0 if math.isnan(v) else 3,
+         "n_diverged": 3 if math.isnan(v) else 0, "complete": True, "test.acc": v}
+        for lab, n, v in (("A", 100, 0.5), ("A", 200, nan), ("A", 400, 0.9),
+                          ("B", 100, nan), ("B", 200, nan), ("C", 100, 0.3))])
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "n_params"],
+                        lambda stem, ext: tmp_path / f"{stem}.{ext}")
+    drawn = {}
+    monkeypatch.setattr(bands, "save_png", lambda fig, path, dpi: drawn.update(
+        {ln.get_label(): ln for ln in fig.axes[0].get_lines()}))
+    cfg = parse_figure({"kind": "bands", "hue": "label", "lo": None, "hi": None})
+    assert bands.bands(ctx, cfg, tmp_path / "f.png")
+    assert {"A (1 of 3 cells without a value: gaps)", "B (no value: not drawn)", "C"} <= set(drawn)

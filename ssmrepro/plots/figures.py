@@ -42,6 +42,7 @@ from .registry import (  # noqa: E402
     FigureContext,
     YLim,
     figure_kind,
+    gap_note,
     list_panels,
     mapped_panel,
     panel_value,
@@ -501,9 +502,7 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
             h = sub[sub["_hue"] == hue].sort_values("_x")
             # cells without a value (diverged, not measured) are gaps; the legend counts them (a
             # hue whose every cell diverged was a legend entry with nothing drawn, without a word)
-            gaps = int(h[metric].isna().sum())
-            note = "" if not gaps else " (no value: not drawn)" if gaps == len(h) else \
-                f" ({gaps} of {len(h)} cells without a value: gaps)"
+            note = gap_note(h[metric])
             # on a log y axis a value of 0 or below has no place: said, not left out silently
             off = int((h[metric] <= 0).sum()) if cfg.logy and (sub[metric] > 0).any() else 0
             if off:
