@@ -20981,3 +20981,33 @@ def test_a_bands_hue_with_cells_without_a_value_says_so_in_its_legend(monkeypatc
     cfg = parse_figure({"kind": "bands", "hue": "label", "lo": None, "hi": None})
     assert bands.bands(ctx, cfg, tmp_path / "f.png")
     assert {"A (1 of 3 cells without a value: gaps)", "B (no value: not drawn)", "C"} <= set(drawn)
+
+
+def test_a_phase_cell_without_a_value_is_grey_and_counted(monkeypatch, tmp_path):
+    """A `phase` cell whose every seed diverged was drawn as a blank square, its '—' white on
+    white: the same as a point of the grid no cell has, without a word. It is grey with a black
+    '—', and the panel's title counts it."""
+    import math
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure, phase
+
+    cells = pd.DataFrame([
+        {"label": "A", "g": g, "r": r, "n_expected": 1, "n_ok": int(not bad),
+         "n_diverged": int(bad), "complete": True, "test.acc": math.nan if bad else 0.1}
+        for g in (0.3, 0.5) for r in (2, 3) for bad in [(g, r) == (0.3, 2)]])
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "g", "r"],
+                        lambda stem, ext: tmp_path / f"{stem}.{ext}")
+    seen = {}
+    monkeypatch.setattr(phase, "save_png", lambda fig, path, dpi: seen.update(
+        ax=fig.axes[0], title=fig.axes[0].get_title()))
+    cfg = parse_figure({"kind": "phase", "x": "g", "y": "r", "panels": [{"metric": "test.acc"}]})
+    assert phase.phase(ctx, cfg, tmp_path / "f.png")
+    dash = [t for t in seen["ax"].texts if t.get_text() == "—"]
+    assert len(dash) == 1 and dash[0].get_color() == "k", [t.get_text() for t in seen["ax"].texts]
+    assert len(seen["ax"].patches) == 1  # the grey square
+    assert "1 cell without a value" in seen["title"], seen["title"]
