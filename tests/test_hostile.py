@@ -21011,3 +21011,36 @@ def test_a_phase_cell_without_a_value_is_grey_and_counted(monkeypatch, tmp_path)
     assert len(dash) == 1 and dash[0].get_color() == "k", [t.get_text() for t in seen["ax"].texts]
     assert len(seen["ax"].patches) == 1  # the grey square
     assert "1 cell without a value" in seen["title"], seen["title"]
+
+
+def test_a_bound_grid_cell_without_a_value_is_readable_and_said(monkeypatch, tmp_path):
+    """A `bound_grid` cell (or half) whose every seed diverged was grey with its '—' in white,
+    unreadable on the grey, and nothing said what the grey was. The '—' is black and the colour
+    bar counts the cells without a value."""
+    import math
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, bounds, parse_figure
+
+    cells = pd.DataFrame([
+        {"label": lab, "v": v, "d": d, "n_expected": 1, "n_ok": int(not bad),
+         "n_diverged": int(bad), "complete": True, "test.acc": math.nan if bad else 0.3}
+        for lab in ("A", "B") for v in (5, 10) for d in (8, 16)
+        for bad in [(lab, v, d) == ("B", 10, 8)]])
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "v", "d"],
+                        lambda stem, ext: tmp_path / f"{stem}.{ext}")
+    seen = {}
+    monkeypatch.setattr(bounds, "save_png", lambda fig, path, dpi: seen.update(
+        texts=[t for ax in fig.axes for t in ax.texts],
+        bar=" ".join(ax.get_ylabel() for ax in fig.axes)))
+    for halves in (None, ["A", "B"]):
+        seen.clear()
+        cfg = parse_figure({"kind": "bound_grid", "x": "v", "y": "d", "halves": halves})
+        assert bounds.bound_grid(ctx, cfg, tmp_path / "f.png")
+        dash = [t for t in seen["texts"] if t.get_text() == "—"]
+        assert len(dash) == 1 and dash[0].get_color() == "k", halves
+        assert "grey —: 1 without a value" in seen["bar"], seen["bar"]
