@@ -21044,3 +21044,26 @@ def test_a_bound_grid_cell_without_a_value_is_readable_and_said(monkeypatch, tmp
         dash = [t for t in seen["texts"] if t.get_text() == "—"]
         assert len(dash) == 1 and dash[0].get_color() == "k", halves
         assert "grey —: 1 without a value" in seen["bar"], seen["bar"]
+
+
+def test_a_region_claim_says_which_of_its_misses_have_no_value():
+    """A `region` claim named its missing cells beside the worst value of the others
+    ('2 of 2 finished cells miss (label=A ..., label=B ...)', ours 0.996) and said nothing of
+    the one whose every seed diverged; the threshold check says '(1 diverged/NaN)'. Region says
+    it too, in both modes."""
+    import math
+
+    import pandas as pd
+
+    from ssmrepro.report.checks import CheckContext, parse_claim, run_check
+
+    cells = pd.DataFrame([
+        {"label": lab, "model.d_model": 8, "n_expected": 2, "n_ok": 2 - div, "n_diverged": div,
+         "complete": True, "test.acc": v}
+        for lab, v, div in (("A", math.nan, 2), ("B", 0.996, 0))])
+    ctx = CheckContext(spec=None, cells=cells, keys=["label", "model.d_model"])
+    for mode in ("all", "any"):
+        (v,) = run_check(ctx, parse_claim({"check": "region", "text": "r", "op": "<",
+                                           "value": 0.99, "region": "model.d_model < 16",
+                                           "mode": mode}))
+        assert v.verdict == "FAIL" and "1 diverged/NaN" in v.detail, (mode, v.detail)

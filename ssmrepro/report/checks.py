@@ -1355,14 +1355,18 @@ def region(ctx: CheckContext, cfg: RegionConfig) -> list[Verdict]:
             if not np.isnan(vals).all() else math.nan
         worst = (float(np.nanmin(vals)) if cfg.op in (">=", ">") else float(np.nanmax(vals))) \
             if not np.isnan(vals).all() else math.nan
+        # the cells without a value, as the threshold check says (a diverged cell was one of
+        # the cells named as misses, beside a worst value of the others, without a word)
+        n_nan = int(np.isnan(vals).sum())
+        nan = f"; {_nan_text(cells, cfg.metric, n_nan)}" if n_nan else ""
         if cfg.mode == "any":
             return Outcome(bool(hit.any()), f"{int(hit.sum())} of {len(cells)} finished cells "
-                           "hold", best, bound=cfg.value)
+                           f"hold{f' ({nan[2:]})' if nan else ''}", best, bound=cfg.value)
         miss = int((~hit).sum())
         where = ", ".join(_cell_name(r, ctx.keys) for _, r in cells[~hit].head(4).iterrows())
         return Outcome(miss <= cfg.allowed_violations,
                        f"{miss} of {len(cells)} finished cells miss"
-                       + (f" ({where}{' ...' if miss > 4 else ''})" if miss else ""), worst,
+                       + (f" ({where}{' ...' if miss > 4 else ''}{nan})" if miss else ""), worst,
                        bound=cfg.value)
 
     if cfg.mode == "any":  # one finished cell that holds decides; absent cells cannot undo it
