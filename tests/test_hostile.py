@@ -21067,3 +21067,30 @@ def test_a_region_claim_says_which_of_its_misses_have_no_value():
                                            "value": 0.99, "region": "model.d_model < 16",
                                            "mode": mode}))
         assert v.verdict == "FAIL" and "1 diverged/NaN" in v.detail, (mode, v.detail)
+
+
+def test_a_heatmaps_cell_without_a_value_is_said_in_the_title(monkeypatch, tmp_path):
+    """A `heatmaps` cell whose every seed diverged is a grey '—' (with the paper's value beside
+    it), the grey of a cell the paper prints and this profile does not train, which the title
+    explains; the '—' was not explained. The title counts such cells."""
+    import math
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, figures, parse_figure
+
+    cells = pd.DataFrame([
+        {"label": lab, "p": p, "n_expected": 1, "n_ok": int(not bad), "n_diverged": int(bad),
+         "complete": True, "test.acc": math.nan if bad else 0.3}
+        for lab in ("A", "B") for p in (0.1, 0.2) for bad in [(lab, p) == ("B", 0.1)]])
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "p"],
+                        lambda stem, ext: tmp_path / f"{stem}.{ext}")
+    seen = {}
+    monkeypatch.setattr(figures, "save_png", lambda fig, path, dpi: seen.update(
+        title=fig.get_suptitle()))
+    cfg = parse_figure({"kind": "heatmaps", "x": "p", "y": "label", "col": "case:1"})
+    assert figures.heatmaps(ctx, cfg, tmp_path / "f.png")
+    assert "grey '—': 1 cell without a value" in seen["title"], seen["title"]

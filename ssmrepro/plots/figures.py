@@ -336,7 +336,7 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
     extend = {(False, False): "neither", (True, False): "min", (False, True): "max",
               (True, True): "both"}[(bool((vals < vmin).any()), bool((vals > vmax).any()))]
     im = None
-    n_not_run = n_blank = 0
+    n_not_run = n_blank = n_none = 0
     with_paper = False  # a cell printed a paper value: only then does the bar say "(paper)"
     for ax, key, panel in zip(axes.flat, keys, panels):
         data, paper, xs, ys, paper_panel = layout[key]
@@ -354,6 +354,7 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
                 else:
                     grid[i, j] = r[metric]
                     ours = _annotation(r[metric])
+                    n_none += bool(np.isnan(grid[i, j]))
                     if pv is None:
                         pv = ctx.paper_value(with_case_label(r.to_dict(), cfg.col,
                                                              paper_panel), metric)
@@ -379,6 +380,9 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
     title = ctx.fitted_title(cfg, fig.get_figwidth())
     if n_not_run:
         title += f"\ngrey 'not run': {n_not_run} cells the paper prints that this profile does not train"
+    if n_none:  # a grey '—' of a cell that ran, beside the grey of one that did not, unsaid
+        title += (f"\ngrey '—': {n_none} cell{'s' if n_none > 1 else ''} without a value "
+                  "(diverged or not measured)")
     if n_blank:  # (koren2026-fig7's 11 blank squares of 18 said nothing of what they were)
         title += (f"\ngrey, blank: {n_blank} combination{'s' if n_blank > 1 else ''} of the axes "
                   "that no cell of this profile has")
