@@ -21094,3 +21094,33 @@ def test_a_heatmaps_cell_without_a_value_is_said_in_the_title(monkeypatch, tmp_p
     cfg = parse_figure({"kind": "heatmaps", "x": "p", "y": "label", "col": "case:1"})
     assert figures.heatmaps(ctx, cfg, tmp_path / "f.png")
     assert "grey '—': 1 cell without a value" in seen["title"], seen["title"]
+
+
+def test_a_recall_grid_cell_run_without_a_value_is_not_called_not_run(monkeypatch, tmp_path):
+    """A `recall_grid` cell whose every seed diverged was grey, which the title explains as
+    'grey: not run (or N > D)': a wrong account of a cell that ran (and a panel of such cells
+    read 'not run in this profile'). It is marked '—' and the title counts it."""
+    import math
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure, recall
+
+    reg = {"task.vocab": 64, "task.L": 16, "task.kappa": 2}
+    cells = pd.DataFrame([
+        {"label": "lin", "model.d_model": d, "model.d_state": n, **reg, "n_expected": 1,
+         "n_ok": int(not bad), "n_diverged": int(bad), "complete": True,
+         "test.acc": math.nan if bad else 0.5}
+        for d in (8, 16) for n in (1, 2) for bad in [(d, n) == (16, 2)]])
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "model.d_model", "model.d_state"],
+                        lambda stem, ext: tmp_path / f"{stem}.{ext}")
+    seen = {}
+    monkeypatch.setattr(recall, "save_png", lambda fig, path, dpi: seen.update(
+        title=fig.get_suptitle(), texts=[t.get_text() for ax in fig.axes for t in ax.texts]))
+    cfg = parse_figure({"kind": "recall_grid", "columns": {"lin": "linear"}, "theory": None})
+    assert recall.recall_grid(ctx, cfg, tmp_path / "f.png")
+    assert seen["texts"].count("—") == 1, seen["texts"]
+    assert "grey '—': 1 run without a value" in seen["title"], seen["title"]
