@@ -21124,3 +21124,26 @@ def test_a_recall_grid_cell_run_without_a_value_is_not_called_not_run(monkeypatc
     assert recall.recall_grid(ctx, cfg, tmp_path / "f.png")
     assert seen["texts"].count("—") == 1, seen["texts"]
     assert "grey '—': 1 run without a value" in seen["title"], seen["title"]
+
+
+def test_a_learning_curve_start_on_a_log_x_axis_is_said(tmp_path, monkeypatch):
+    """A `logx` curves panel left out every curve's first evaluation (step 0, where a log axis
+    has no place) without a word, where a point at 0 on a log y axis is counted in the legend
+    (huang2025-fig2's 24 curves each began at their second evaluation)."""
+    import pandas as pd
+
+    import ssmrepro.plots.curves as curves_mod
+
+    df = pd.DataFrame({"run_id": "r0", "label": "S6", "seed": 0, "status": "ok",
+                       "step": [0, 2, 4], "samples": [0, 16, 32], "val.acc": [0.1, 0.5, 0.9]})
+    drawn = []
+    monkeypatch.setattr(curves_mod, "save_png", lambda fig, path, **kw: drawn.extend(
+        t.get_text() for t in fig.legends[0].get_texts()))
+    ctx = _curves_context(tmp_path, df)
+    for x, logx, said in (("step", True, "1 point(s) at step 0: off the log x axis"),
+                          ("samples", True, "1 point(s) at 0 samples: off the log x axis"),
+                          ("step", False, None)):
+        drawn.clear()
+        cfg = curves_mod.CurvesConfig(kind="curves", series=["val.acc"], logx=logx, x=x)
+        assert curves_mod.curves(ctx, cfg, tmp_path / "f.png")
+        assert [t for t in drawn if "log x" in t] == ([said] if said else []), drawn

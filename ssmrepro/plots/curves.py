@@ -298,6 +298,7 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
     handles: dict[str, Any] = {}
     fewer = None  # a line of the mean of fewer seeds (its legend entry after the curves')
     off_log = 0  # points at or below 0 on a log y axis
+    off_log_x = 0  # points of curves at step (samples) 0 on a log x axis
     hue_paper = False  # a curve of a hue drew its cell's paper value
     for (rv, cv), (i, j) in place.items():
         ax = axes[i][j]
@@ -320,7 +321,8 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
                 by_seed = part.pivot_table(index=cfg.x, columns=SEED, values=m, aggfunc="mean")
                 if cfg.transform == "exp":
                     by_seed = np.exp(by_seed)
-                if log_x:
+                if log_x:  # the start (step 0) has no place on a log x axis: counted, said
+                    off_log_x += int((by_seed.index <= 0).sum())
                     by_seed = by_seed[by_seed.index > 0]
                 xs = by_seed.index.to_numpy(float)
                 if cfg.seeds == "best":
@@ -403,6 +405,11 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
         from matplotlib.lines import Line2D
 
         handles[f"{off_log} point(s) at or below 0: off the log y axis"] = Line2D([], [], ls="none")
+    if off_log_x:  # (every curve's first evaluation, at step 0, was left out without a word)
+        from matplotlib.lines import Line2D
+
+        at = "step 0" if cfg.x == STEP else "0 samples"
+        handles[f"{off_log_x} point(s) at {at}: off the log x axis"] = Line2D([], [], ls="none")
     # the seeds of each curve (the distinct seeds of the whole table called a curve of 2 seeds,
     # beside curves of 3, 'mean of 3 seeds')
     per = df.groupby(["_row", "_col", "_hue"])[SEED].nunique() if SEED in df else pd.Series([1])
