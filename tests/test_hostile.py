@@ -21147,3 +21147,28 @@ def test_a_learning_curve_start_on_a_log_x_axis_is_said(tmp_path, monkeypatch):
         cfg = curves_mod.CurvesConfig(kind="curves", series=["val.acc"], logx=logx, x=x)
         assert curves_mod.curves(ctx, cfg, tmp_path / "f.png")
         assert [t for t in drawn if "log x" in t] == ([said] if said else []), drawn
+
+
+def test_a_collapse_span_of_group_means_ignores_the_order_of_a_group_without_a_value():
+    """A `collapse` claim with a group whose every cell diverged printed the span of the group
+    means as '—' or as the other groups' '0.000' by where that group stood (Python's max and
+    min of a list holding NaN): the span is of the means that exist, whatever the order."""
+    import math
+
+    import pandas as pd
+
+    from ssmrepro.report.checks import CheckContext, parse_claim, run_check
+
+    def cell(lab, d, v):
+        bad = math.isnan(v)
+        return {"label": lab, "model.d_model": d, "n_expected": 1, "n_ok": int(not bad),
+                "n_diverged": int(bad), "complete": True, "test.acc": v}
+
+    cfg = parse_claim({"check": "collapse", "text": "c", "by": "model.d_model", "tol": 0.01,
+                       "min_groups": 1})
+    for rows in ([cell("A", 8, math.nan), cell("A", 16, 0.9), cell("B", 16, 0.9)],
+                 [cell("A", 8, 0.9), cell("B", 8, 0.9), cell("A", 16, math.nan)]):
+        ctx = CheckContext(spec=None, cells=pd.DataFrame(rows), keys=["label", "model.d_model"])
+        (v,) = run_check(ctx, cfg)
+        assert v.verdict == "FAIL" and "group means span 0.000; 1 diverged/NaN" in v.detail, \
+            v.detail

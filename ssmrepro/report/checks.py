@@ -1134,10 +1134,14 @@ def collapse(ctx: CheckContext, cfg: CollapseConfig) -> list[Verdict]:
         if len(spreads) < cfg.min_groups:
             return Outcome(None, f"{len(spreads)} groups with ≥ 2 finished cells")
         nan = any(v.isna().any() for v in groups.values())
-        means = [float(v.mean()) for v in groups.values()]
-        span = difference(max(means), min(means), cfg.min_range)
+        # the span of the groups' means that have one (a group whose every cell has no value
+        # is said apart): Python's max and min of a list holding NaN give NaN or a number by
+        # where the NaN stands, so the span read '—' or the others' '0.000' by the groups' order
+        means = [m for v in groups.values() if not math.isnan(m := float(v.mean()))]
+        top, low = (max(means), min(means)) if means else (math.nan, math.nan)
+        span = difference(top, low, cfg.min_range)
         worst = max((x for x in spreads.values() if not math.isnan(x)), default=math.nan)
-        ok = not nan and not wide and OPS[">="](max(means), min(means) + cfg.min_range)
+        ok = not nan and not wide and OPS[">="](top, low + cfg.min_range)
         if not ok and not nan and not wide and len(cells) < len(needed):
             ok = None  # the span so far: cells not finished can still widen it
         # each number on its own side of its bound (a spread of 0.0504 read 0.050 beside a FAIL
