@@ -21172,3 +21172,22 @@ def test_a_collapse_span_of_group_means_ignores_the_order_of_a_group_without_a_v
         (v,) = run_check(ctx, cfg)
         assert v.verdict == "FAIL" and "group means span 0.000; 1 diverged/NaN" in v.detail, \
             v.detail
+
+
+def test_an_any_threshold_claim_says_which_cells_have_no_value():
+    """An `any_threshold` claim whose cells all diverged FAILed with '0 of 1 testable finished
+    cells hold (need 1)' beside 'ours: —', without a word of why (threshold and region say
+    '1 diverged/NaN')."""
+    import math
+
+    import pandas as pd
+
+    from ssmrepro.report.checks import CheckContext, parse_claim, run_check
+
+    cells = pd.DataFrame([{"label": "A", "n_expected": 3, "n_ok": 0, "n_diverged": 3,
+                           "complete": True, "test.acc": math.nan}])
+    (v,) = run_check(CheckContext(spec=None, cells=cells, keys=["label"]),
+                     parse_claim({"check": "any_threshold", "text": "a", "op": ">=",
+                                  "value": 0.9}))
+    assert v.verdict == "FAIL" and v.detail == (
+        "0 of 1 testable finished cells hold (need 1; 1 diverged/NaN)"), v.detail

@@ -733,7 +733,12 @@ def any_threshold(ctx: CheckContext, cfg: AnyThresholdConfig) -> list[Verdict]:
     best = (float(finite.max() if cfg.op in (">=", ">") else finite.min()) if len(finite)
             else None)
     n_absent = len(needed) - len(complete)
-    detail = f"{hits} of {len(complete)} testable finished cells hold (need {cfg.min_cells})"
+    # the cells without a value said, as the threshold check says them (a FAIL of cells that
+    # all diverged read '0 of 3 ... hold' beside 'ours: —' without a word of why)
+    n_nan = int(np.isnan(vals).sum())
+    nan = f"; {_nan_text(complete, cfg.metric, n_nan)}" if n_nan else ""
+    detail = (f"{hits} of {len(complete)} testable finished cells hold (need {cfg.min_cells}"
+              f"{nan})")
     if n_absent:
         detail += (f"; {n_absent} of {len(needed)} needed cells not finished or that "
                    f"{_untestable(cfg)}" if cfg.given or seed_spreads(cfg.metric) else
