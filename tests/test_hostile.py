@@ -21191,3 +21191,32 @@ def test_an_any_threshold_claim_says_which_cells_have_no_value():
                                   "value": 0.9}))
     assert v.verdict == "FAIL" and v.detail == (
         "0 of 1 testable finished cells hold (need 1; 1 diverged/NaN)"), v.detail
+
+
+def test_a_learning_curve_of_a_diverged_seed_is_marked_where_it_ends(tmp_path, monkeypatch):
+    """A `curves` line of a seed that diverged stopped mid-panel without a word (one seed: as if
+    the run were stopped early): its last point is marked × and the legend says what × is, for
+    seeds each, mean and (when every seed diverged) best; a finished seed is not marked."""
+    import pandas as pd
+
+    import ssmrepro.plots.curves as curves_mod
+
+    rows = [{"run_id": f"r{s}", "label": "S6", "seed": s, "status": st, "step": t,
+             "samples": 8 * t, "val.acc": 0.1 * (t + 1)}
+            for s, st, steps in ((0, "diverged", (0, 2)), (1, "ok", (0, 2, 4)))
+            for t in steps]
+    drawn = []
+    monkeypatch.setattr(curves_mod, "save_png", lambda fig, path, **kw: drawn.append((
+        [t.get_text() for t in fig.legends[0].get_texts()],
+        [(float(ln.get_xdata()[0]), round(float(ln.get_ydata()[0]), 9)) for ax in fig.axes
+         for ln in ax.get_lines() if ln.get_marker() == "x"])))
+    for table, seeds, crosses in ((rows, "each", [(2.0, 0.3)]), (rows, "mean", [(2.0, 0.3)]),
+                                  (rows, "best", []), (rows[:2], "best", [(2.0, 0.3)]),
+                                  (rows[2:], "mean", [])):
+        drawn.clear()
+        ctx = _curves_context(tmp_path, pd.DataFrame(table))
+        cfg = curves_mod.CurvesConfig(kind="curves", series=["val.acc"], seeds=seeds)
+        assert curves_mod.curves(ctx, cfg, tmp_path / "f.png")
+        (legend, at), = drawn
+        assert at == crosses and (curves_mod.DIVERGED_HERE in legend) == bool(crosses), \
+            (seeds, legend, at)
