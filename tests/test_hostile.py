@@ -21220,3 +21220,21 @@ def test_a_learning_curve_of_a_diverged_seed_is_marked_where_it_ends(tmp_path, m
         (legend, at), = drawn
         assert at == crosses and (curves_mod.DIVERGED_HERE in legend) == bool(crosses), \
             (seeds, legend, at)
+
+
+def test_a_size_order_claim_without_group_keys_names_its_one_group():
+    """A `size_order` claim of `group_by: []` (one group: every cell) read 'A <= B in each group
+    of ' and 'smallest solving d_model per group: : 8/16'; it names the one group."""
+    import pandas as pd
+
+    from ssmrepro.report.checks import CheckContext, parse_claim, run_check
+
+    cells = pd.DataFrame([{"label": lab, "model.d_model": d, "n_expected": 1, "n_ok": 1,
+                           "n_diverged": 0, "complete": True, "test.acc": v}
+                          for lab, d, v in (("A", 8, 0.9), ("B", 8, 0.5), ("A", 16, 0.9),
+                                            ("B", 16, 0.95))])
+    (v,) = run_check(CheckContext(spec=None, cells=cells, keys=["label", "model.d_model"]),
+                     parse_claim({"check": "size_order", "text": "s", "labels": ["A", "B"],
+                                  "group_by": [], "threshold": 0.9}))
+    assert v.verdict == "PASS" and "A <= B over all cells" in v.text, v.text
+    assert v.detail.startswith("smallest solving d_model per group: all cells: 8/16"), v.detail

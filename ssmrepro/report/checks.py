@@ -1457,8 +1457,10 @@ def smallest_solving(cells: pd.DataFrame, metric: str, size: str, thr: float) ->
 @check_kind("size_order", SizeOrderConfig)
 def size_order(ctx: CheckContext, cfg: SizeOrderConfig) -> list[Verdict]:
     """Per group: smallest solving size non-decreasing along ``labels`` (unsolved = inf)."""
+    # (group_by [] is one group: it read 'in each group of ' and a detail ': 8/16')
+    over = (f"in each group of {', '.join(cfg.group_by)}" if cfg.group_by else "over all cells")
     text = (f"{cfg.text} [smallest {cfg.size} with {cfg.metric} >= {cfg.threshold}: "
-            f"{' <= '.join(cfg.labels)} in each group of {', '.join(cfg.group_by)}"
+            f"{' <= '.join(cfg.labels)} {over}"
             f"{' (each pair strictly somewhere)' if cfg.strict else ''}, where "
             f"{_fmt_where(cfg.where)}]")
     per_label = [ctx.needed({**cfg.where, LABEL: lab}) for lab in cfg.labels]
@@ -1487,7 +1489,8 @@ def size_order(ctx: CheckContext, cfg: SizeOrderConfig) -> list[Verdict]:
             if all(math.isinf(s) for s in sizes):
                 continue
             informative += 1
-            name = ",".join(f"{k.split('.')[-1]}={fmt_num(g.iloc[0][k])}" for k in cfg.group_by)
+            name = ",".join(f"{k.split('.')[-1]}={fmt_num(g.iloc[0][k])}"
+                            for k in cfg.group_by) or "all cells"
             shown.append(f"{name}: " + "/".join("∞" if math.isinf(s) else fmt_num(s) for s in sizes))
             for i, (a, b) in enumerate(zip(sizes, sizes[1:])):
                 if a > b:
