@@ -21238,3 +21238,31 @@ def test_a_size_order_claim_without_group_keys_names_its_one_group():
                                   "group_by": [], "threshold": 0.9}))
     assert v.verdict == "PASS" and "A <= B over all cells" in v.text, v.text
     assert v.detail.startswith("smallest solving d_model per group: all cells: 8/16"), v.detail
+
+
+def test_a_recall_grid_on_linear_axes_ticks_its_own_values(monkeypatch):
+    """A `recall_grid` on linear axes (a grid that is not geometric, or of one width) took
+    matplotlib's ticks: a grid of width 16 and state 4 alone read 15.6 ... 16.4 and 3.6 ... 4.4,
+    widths and state sizes no cell has. Its ticks are the grid's values."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure, recall
+
+    seen = {}
+    monkeypatch.setattr(recall, "save_png", lambda fig, path, dpi: seen.update(
+        x=list(fig.axes[1].get_xticks()), y=list(fig.axes[1].get_yticks())))
+    for ds, ns in (([16], [4]), ([16, 24, 40], [4, 8, 12])):
+        cells = pd.DataFrame([{"label": "A", "task.vocab": 8, "task.L": 16, "task.kappa": 2,
+                               "model.d_model": d, "model.d_state": n, "n_expected": 1,
+                               "n_ok": 1, "n_diverged": 0, "complete": True, "test.acc": 0.5}
+                              for d in ds for n in ns])
+        spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                               aggregate=SimpleNamespace(reduce="mean"))
+        ctx = FigureContext(spec, "smoke", cells, ["label", "model.d_model", "model.d_state"],
+                            lambda s, e: Path(f"{s}.{e}"))
+        assert recall.recall_grid(ctx, parse_figure({"kind": "recall_grid",
+                                                     "columns": {"A": "linear"}}), Path("f"))
+        assert seen == {"x": ds, "y": ns}, seen

@@ -167,6 +167,12 @@ def recall_grid(ctx: FigureContext, cfg: RecallGridConfig, path: Path) -> bool:
                 ax.set_xticks(Ds, [f"{d:g}" for d in Ds])
                 ax.set_yticks(Ns, [f"{n:g}" for n in Ns])
                 ax.minorticks_off()
+            else:  # a linear grid at its own values (matplotlib's ticks put a grid of one
+                # width 16 at 15.6 ... 16.4, widths and state sizes no cell has)
+                if len(Ds) <= 12:
+                    ax.set_xticks(Ds, [f"{d:g}" for d in Ds])
+                if len(Ns) <= 12:
+                    ax.set_yticks(Ns, [f"{n:g}" for n in Ns])
             ax.set_xlim(xe[0], xe[-1])
             ax.set_ylim(ye[0], ye[-1])
             ax.tick_params(labelsize=7)
