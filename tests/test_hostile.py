@@ -21266,3 +21266,23 @@ def test_a_recall_grid_on_linear_axes_ticks_its_own_values(monkeypatch):
         assert recall.recall_grid(ctx, parse_figure({"kind": "recall_grid",
                                                      "columns": {"A": "linear"}}), Path("f"))
         assert seen == {"x": ds, "y": ns}, seen
+
+
+def test_a_recall_frontier_of_diverged_cells_says_so():
+    """A `recall_frontier` column whose cells all diverged FAILed with '0 frontier points
+    (D×N: none); needs 3', without a word of why; it counts them, as the threshold check does."""
+    import math
+
+    import pandas as pd
+
+    from ssmrepro.report.checks import CheckContext, parse_claim, run_check
+
+    cells = pd.DataFrame([{"label": "lin", "model.d_model": d, "model.d_state": n,
+                           "task.vocab": 64, "task.L": 16, "task.kappa": 2, "n_expected": 1,
+                           "n_ok": 0, "n_diverged": 1, "complete": True, "test.acc": math.nan}
+                          for d in (8, 16, 32) for n in (1, 2, 4)])
+    cfg = parse_claim({"check": "recall_frontier", "text": "f", "threshold": 0.9,
+                       "min_points": 3, "factor": 2.0, "columns": {"lin": "linear"}})
+    (v,) = run_check(CheckContext(spec=None, cells=cells,
+                                  keys=["label", "model.d_model", "model.d_state"]), cfg)
+    assert v.verdict == "FAIL" and v.detail.endswith("needs 3; 9 diverged/NaN"), v.detail

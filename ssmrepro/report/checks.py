@@ -1272,10 +1272,15 @@ def recall_frontier(ctx: CheckContext, cfg: RecallFrontierConfig) -> list[Verdic
                 fr = frontier(done, cfg.metric, cfg.x, cfg.y, cfg.threshold)
                 xs = sorted(fr)
                 pts = ", ".join(f"{fmt_num(d)}×{fmt_num(fr[d])}" for d in xs) or "none"
+                # the cells without a value (diverged), a miss each, said as the threshold
+                # check says them ('0 frontier points' of a column that diverged said no why)
+                n_nan = int(np.isnan(_metric(done, cfg.metric)).sum())
+                nan = f"; {_nan_text(done, cfg.metric, n_nan)}" if n_nan else ""
                 if len(xs) < cfg.min_points:
                     undecided = len(done) < n_needed  # absent cells could add frontier points
                     return Outcome(None if undecided else False,
-                                   f"{len(xs)} frontier points (D×N: {pts}); needs {cfg.min_points}")
+                                   f"{len(xs)} frontier points (D×N: {pts}); needs "
+                                   f"{cfg.min_points}{nan}")
                 viol = sum(fr[b] > fr[a_] for a_, b in zip(xs, xs[1:]))
                 prods = np.array([d * fr[d] for d in xs])
                 fitted = float(np.exp(np.mean(np.log(prods))))
@@ -1294,7 +1299,7 @@ def recall_frontier(ctx: CheckContext, cfg: RecallFrontierConfig) -> list[Verdic
                 detail = (f"frontier D×N: {pts}; {viol} monotonicity violations; fitted N·D "
                           f"{fitted:.0f} vs law {law_fit:.0f} (ratio "
                           f"{fmt_beside(ratio, end, f'{ratio:.2f}')}; spread "
-                          f"max/min {prods.max() / prods.min():.1f})")
+                          f"max/min {prods.max() / prods.min():.1f}){nan}")
                 return Outcome(ok, detail, fitted)
 
             out.append(judge(text, needed, evaluate, cfg))
