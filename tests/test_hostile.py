@@ -21286,3 +21286,24 @@ def test_a_recall_frontier_of_diverged_cells_says_so():
     (v,) = run_check(CheckContext(spec=None, cells=cells,
                                   keys=["label", "model.d_model", "model.d_state"]), cfg)
     assert v.verdict == "FAIL" and v.detail.endswith("needs 3; 9 diverged/NaN"), v.detail
+
+
+def test_a_size_order_claim_says_which_cells_have_no_value():
+    """A `size_order` claim whose label's smallest cell diverged FAILed with 'A 16 > B 8' and
+    no word of the divergence (the cell counted as unsolved); it counts such cells, as the
+    threshold check does."""
+    import math
+
+    import pandas as pd
+
+    from ssmrepro.report.checks import CheckContext, parse_claim, run_check
+
+    cells = pd.DataFrame([{"label": lab, "model.d_model": d, "n_expected": 1,
+                           "n_ok": int(not math.isnan(v)), "n_diverged": int(math.isnan(v)),
+                           "complete": True, "test.acc": v}
+                          for lab, d, v in (("A", 8, math.nan), ("B", 8, 0.95), ("A", 16, 0.95),
+                                            ("B", 16, 0.95))])
+    (v,) = run_check(CheckContext(spec=None, cells=cells, keys=["label", "model.d_model"]),
+                     parse_claim({"check": "size_order", "text": "s", "labels": ["A", "B"],
+                                  "group_by": [], "threshold": 0.9}))
+    assert v.verdict == "FAIL" and v.detail.endswith("; 1 diverged/NaN"), v.detail

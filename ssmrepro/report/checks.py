@@ -1512,6 +1512,11 @@ def size_order(ctx: CheckContext, cfg: SizeOrderConfig) -> list[Verdict]:
         detail = f"smallest solving {cfg.size.split('.')[-1]} per group: {'; '.join(shown)}"
         detail += f"; {viol} out of order" + (f"; never strictly: {', '.join(lax)}"
                                               if cfg.strict and lax else "")
+        # the cells without a value (diverged: unsolved, ∞ where no other cell of the label
+        # solves) said, as the threshold check says them
+        n_nan = int(np.isnan(_metric(cells, cfg.metric)).sum())
+        if n_nan:
+            detail += f"; {_nan_text(cells, cfg.metric, n_nan)}"
         return Outcome(ok, detail)
 
     return [judge(text, needed, evaluate, cfg)]
