@@ -21440,3 +21440,359 @@ def test_every_model_and_mixer_field_has_a_description():
     mamba = {r[0]: r[3] for r in config_rows(MODELS["mamba_lm"].Config)}
     mixer = {r[0]: r[3] for r in config_rows(MIXERS["mamba1"].Config)}
     assert mamba["d_conv"] == mixer["d_conv"] and mamba["expand"] == mixer["expand"]
+
+
+def test_a_bands_hue_with_cells_without_a_value_says_so_in_its_legend(monkeypatch, tmp_path):
+    """A `bands` figure drew a cell without a value (every seed diverged) as a gap and a hue whose
+    every cell diverged as a legend entry with nothing drawn, both without a word (the lines
+    kind said ' (no value: not drawn)' / ' (k of n cells without a value: gaps)'): bands says the
+    same, through one helper."""
+    import math
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, bands, parse_figure
+
+    nan = math.nan
+    cells = pd.DataFrame([
+        {"label": lab, "n_params": n, "n_expected": 3, "n_ok": 0 if math.isnan(v) else 3,
+         "n_diverged": 3 if math.isnan(v) else 0, "complete": True, "test.acc": v}
+        for lab, n, v in (("A", 100, 0.5), ("A", 200, nan), ("A", 400, 0.9),
+                          ("B", 100, nan), ("B", 200, nan), ("C", 100, 0.3))])
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "n_params"],
+                        lambda stem, ext: tmp_path / f"{stem}.{ext}")
+    drawn = {}
+    monkeypatch.setattr(bands, "save_png", lambda fig, path, dpi: drawn.update(
+        {ln.get_label(): ln for ln in fig.axes[0].get_lines()}))
+    cfg = parse_figure({"kind": "bands", "hue": "label", "lo": None, "hi": None})
+    assert bands.bands(ctx, cfg, tmp_path / "f.png")
+    assert {"A (1 of 3 cells without a value: gaps)", "B (no value: not drawn)", "C"} <= set(drawn)
+
+
+def test_a_phase_cell_without_a_value_is_grey_and_counted(monkeypatch, tmp_path):
+    """A `phase` cell whose every seed diverged was drawn as a blank square, its '—' white on
+    white: the same as a point of the grid no cell has, without a word. It is grey with a black
+    '—', and the panel's title counts it."""
+    import math
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure, phase
+
+    cells = pd.DataFrame([
+        {"label": "A", "g": g, "r": r, "n_expected": 1, "n_ok": int(not bad),
+         "n_diverged": int(bad), "complete": True, "test.acc": math.nan if bad else 0.1}
+        for g in (0.3, 0.5) for r in (2, 3) for bad in [(g, r) == (0.3, 2)]])
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "g", "r"],
+                        lambda stem, ext: tmp_path / f"{stem}.{ext}")
+    seen = {}
+    monkeypatch.setattr(phase, "save_png", lambda fig, path, dpi: seen.update(
+        ax=fig.axes[0], title=fig.axes[0].get_title()))
+    cfg = parse_figure({"kind": "phase", "x": "g", "y": "r", "panels": [{"metric": "test.acc"}]})
+    assert phase.phase(ctx, cfg, tmp_path / "f.png")
+    dash = [t for t in seen["ax"].texts if t.get_text() == "—"]
+    assert len(dash) == 1 and dash[0].get_color() == "k", [t.get_text() for t in seen["ax"].texts]
+    assert len(seen["ax"].patches) == 1  # the grey square
+    assert "1 cell without a value" in seen["title"], seen["title"]
+
+
+def test_a_bound_grid_cell_without_a_value_is_readable_and_said(monkeypatch, tmp_path):
+    """A `bound_grid` cell (or half) whose every seed diverged was grey with its '—' in white,
+    unreadable on the grey, and nothing said what the grey was. The '—' is black and the colour
+    bar counts the cells without a value."""
+    import math
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, bounds, parse_figure
+
+    cells = pd.DataFrame([
+        {"label": lab, "v": v, "d": d, "n_expected": 1, "n_ok": int(not bad),
+         "n_diverged": int(bad), "complete": True, "test.acc": math.nan if bad else 0.3}
+        for lab in ("A", "B") for v in (5, 10) for d in (8, 16)
+        for bad in [(lab, v, d) == ("B", 10, 8)]])
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "v", "d"],
+                        lambda stem, ext: tmp_path / f"{stem}.{ext}")
+    seen = {}
+    monkeypatch.setattr(bounds, "save_png", lambda fig, path, dpi: seen.update(
+        texts=[t for ax in fig.axes for t in ax.texts],
+        bar=" ".join(ax.get_ylabel() for ax in fig.axes)))
+    for halves in (None, ["A", "B"]):
+        seen.clear()
+        cfg = parse_figure({"kind": "bound_grid", "x": "v", "y": "d", "halves": halves})
+        assert bounds.bound_grid(ctx, cfg, tmp_path / "f.png")
+        dash = [t for t in seen["texts"] if t.get_text() == "—"]
+        assert len(dash) == 1 and dash[0].get_color() == "k", halves
+        assert "grey —: 1 without a value" in seen["bar"], seen["bar"]
+
+
+def test_a_region_claim_says_which_of_its_misses_have_no_value():
+    """A `region` claim named its missing cells beside the worst value of the others
+    ('2 of 2 finished cells miss (label=A ..., label=B ...)', ours 0.996) and said nothing of
+    the one whose every seed diverged; the threshold check says '(1 diverged/NaN)'. Region says
+    it too, in both modes."""
+    import math
+
+    import pandas as pd
+
+    from ssmrepro.report.checks import CheckContext, parse_claim, run_check
+
+    cells = pd.DataFrame([
+        {"label": lab, "model.d_model": 8, "n_expected": 2, "n_ok": 2 - div, "n_diverged": div,
+         "complete": True, "test.acc": v}
+        for lab, v, div in (("A", math.nan, 2), ("B", 0.996, 0))])
+    ctx = CheckContext(spec=None, cells=cells, keys=["label", "model.d_model"])
+    for mode in ("all", "any"):
+        (v,) = run_check(ctx, parse_claim({"check": "region", "text": "r", "op": "<",
+                                           "value": 0.99, "region": "model.d_model < 16",
+                                           "mode": mode}))
+        assert v.verdict == "FAIL" and "1 diverged/NaN" in v.detail, (mode, v.detail)
+
+
+def test_a_heatmaps_cell_without_a_value_is_said_in_the_title(monkeypatch, tmp_path):
+    """A `heatmaps` cell whose every seed diverged is a grey '—' (with the paper's value beside
+    it), the grey of a cell the paper prints and this profile does not train, which the title
+    explains; the '—' was not explained. The title counts such cells."""
+    import math
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, figures, parse_figure
+
+    cells = pd.DataFrame([
+        {"label": lab, "p": p, "n_expected": 1, "n_ok": int(not bad), "n_diverged": int(bad),
+         "complete": True, "test.acc": math.nan if bad else 0.3}
+        for lab in ("A", "B") for p in (0.1, 0.2) for bad in [(lab, p) == ("B", 0.1)]])
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "p"],
+                        lambda stem, ext: tmp_path / f"{stem}.{ext}")
+    seen = {}
+    monkeypatch.setattr(figures, "save_png", lambda fig, path, dpi: seen.update(
+        title=fig.get_suptitle()))
+    cfg = parse_figure({"kind": "heatmaps", "x": "p", "y": "label", "col": "case:1"})
+    assert figures.heatmaps(ctx, cfg, tmp_path / "f.png")
+    assert "grey '—': 1 cell without a value" in seen["title"], seen["title"]
+
+
+def test_a_recall_grid_cell_run_without_a_value_is_not_called_not_run(monkeypatch, tmp_path):
+    """A `recall_grid` cell whose every seed diverged was grey, which the title explains as
+    'grey: not run (or N > D)': a wrong account of a cell that ran (and a panel of such cells
+    read 'not run in this profile'). It is marked '—' and the title counts it."""
+    import math
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure, recall
+
+    reg = {"task.vocab": 64, "task.L": 16, "task.kappa": 2}
+    cells = pd.DataFrame([
+        {"label": "lin", "model.d_model": d, "model.d_state": n, **reg, "n_expected": 1,
+         "n_ok": int(not bad), "n_diverged": int(bad), "complete": True,
+         "test.acc": math.nan if bad else 0.5}
+        for d in (8, 16) for n in (1, 2) for bad in [(d, n) == (16, 2)]])
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "model.d_model", "model.d_state"],
+                        lambda stem, ext: tmp_path / f"{stem}.{ext}")
+    seen = {}
+    monkeypatch.setattr(recall, "save_png", lambda fig, path, dpi: seen.update(
+        title=fig.get_suptitle(), texts=[t.get_text() for ax in fig.axes for t in ax.texts]))
+    cfg = parse_figure({"kind": "recall_grid", "columns": {"lin": "linear"}, "theory": None})
+    assert recall.recall_grid(ctx, cfg, tmp_path / "f.png")
+    assert seen["texts"].count("—") == 1, seen["texts"]
+    assert "grey '—': 1 run without a value" in seen["title"], seen["title"]
+
+
+def test_a_learning_curve_start_on_a_log_x_axis_is_said(tmp_path, monkeypatch):
+    """A `logx` curves panel left out every curve's first evaluation (step 0, where a log axis
+    has no place) without a word, where a point at 0 on a log y axis is counted in the legend
+    (huang2025-fig2's 24 curves each began at their second evaluation)."""
+    import pandas as pd
+
+    import ssmrepro.plots.curves as curves_mod
+
+    df = pd.DataFrame({"run_id": "r0", "label": "S6", "seed": 0, "status": "ok",
+                       "step": [0, 2, 4], "samples": [0, 16, 32], "val.acc": [0.1, 0.5, 0.9]})
+    drawn = []
+    monkeypatch.setattr(curves_mod, "save_png", lambda fig, path, **kw: drawn.extend(
+        t.get_text() for t in fig.legends[0].get_texts()))
+    ctx = _curves_context(tmp_path, df)
+    for x, logx, said in (("step", True, "1 point(s) at step 0: off the log x axis"),
+                          ("samples", True, "1 point(s) at 0 samples: off the log x axis"),
+                          ("step", False, None)):
+        drawn.clear()
+        cfg = curves_mod.CurvesConfig(kind="curves", series=["val.acc"], logx=logx, x=x)
+        assert curves_mod.curves(ctx, cfg, tmp_path / "f.png")
+        assert [t for t in drawn if "log x" in t] == ([said] if said else []), drawn
+
+
+def test_a_collapse_span_of_group_means_ignores_the_order_of_a_group_without_a_value():
+    """A `collapse` claim with a group whose every cell diverged printed the span of the group
+    means as '—' or as the other groups' '0.000' by where that group stood (Python's max and
+    min of a list holding NaN): the span is of the means that exist, whatever the order."""
+    import math
+
+    import pandas as pd
+
+    from ssmrepro.report.checks import CheckContext, parse_claim, run_check
+
+    def cell(lab, d, v):
+        bad = math.isnan(v)
+        return {"label": lab, "model.d_model": d, "n_expected": 1, "n_ok": int(not bad),
+                "n_diverged": int(bad), "complete": True, "test.acc": v}
+
+    cfg = parse_claim({"check": "collapse", "text": "c", "by": "model.d_model", "tol": 0.01,
+                       "min_groups": 1})
+    for rows in ([cell("A", 8, math.nan), cell("A", 16, 0.9), cell("B", 16, 0.9)],
+                 [cell("A", 8, 0.9), cell("B", 8, 0.9), cell("A", 16, math.nan)]):
+        ctx = CheckContext(spec=None, cells=pd.DataFrame(rows), keys=["label", "model.d_model"])
+        (v,) = run_check(ctx, cfg)
+        assert v.verdict == "FAIL" and "group means span 0.000; 1 diverged/NaN" in v.detail, \
+            v.detail
+
+
+def test_an_any_threshold_claim_says_which_cells_have_no_value():
+    """An `any_threshold` claim whose cells all diverged FAILed with '0 of 1 testable finished
+    cells hold (need 1)' beside 'ours: —', without a word of why (threshold and region say
+    '1 diverged/NaN')."""
+    import math
+
+    import pandas as pd
+
+    from ssmrepro.report.checks import CheckContext, parse_claim, run_check
+
+    cells = pd.DataFrame([{"label": "A", "n_expected": 3, "n_ok": 0, "n_diverged": 3,
+                           "complete": True, "test.acc": math.nan}])
+    (v,) = run_check(CheckContext(spec=None, cells=cells, keys=["label"]),
+                     parse_claim({"check": "any_threshold", "text": "a", "op": ">=",
+                                  "value": 0.9}))
+    assert v.verdict == "FAIL" and v.detail == (
+        "0 of 1 testable finished cells hold (need 1; 1 diverged/NaN)"), v.detail
+
+
+def test_a_learning_curve_of_a_diverged_seed_is_marked_where_it_ends(tmp_path, monkeypatch):
+    """A `curves` line of a seed that diverged stopped mid-panel without a word (one seed: as if
+    the run were stopped early): its last point is marked × and the legend says what × is, for
+    seeds each, mean and (when every seed diverged) best; a finished seed is not marked."""
+    import pandas as pd
+
+    import ssmrepro.plots.curves as curves_mod
+
+    rows = [{"run_id": f"r{s}", "label": "S6", "seed": s, "status": st, "step": t,
+             "samples": 8 * t, "val.acc": 0.1 * (t + 1)}
+            for s, st, steps in ((0, "diverged", (0, 2)), (1, "ok", (0, 2, 4)))
+            for t in steps]
+    drawn = []
+    monkeypatch.setattr(curves_mod, "save_png", lambda fig, path, **kw: drawn.append((
+        [t.get_text() for t in fig.legends[0].get_texts()],
+        [(float(ln.get_xdata()[0]), round(float(ln.get_ydata()[0]), 9)) for ax in fig.axes
+         for ln in ax.get_lines() if ln.get_marker() == "x"])))
+    for table, seeds, crosses in ((rows, "each", [(2.0, 0.3)]), (rows, "mean", [(2.0, 0.3)]),
+                                  (rows, "best", []), (rows[:2], "best", [(2.0, 0.3)]),
+                                  (rows[2:], "mean", [])):
+        drawn.clear()
+        ctx = _curves_context(tmp_path, pd.DataFrame(table))
+        cfg = curves_mod.CurvesConfig(kind="curves", series=["val.acc"], seeds=seeds)
+        assert curves_mod.curves(ctx, cfg, tmp_path / "f.png")
+        (legend, at), = drawn
+        assert at == crosses and (curves_mod.DIVERGED_HERE in legend) == bool(crosses), \
+            (seeds, legend, at)
+
+
+def test_a_size_order_claim_without_group_keys_names_its_one_group():
+    """A `size_order` claim of `group_by: []` (one group: every cell) read 'A <= B in each group
+    of ' and 'smallest solving d_model per group: : 8/16'; it names the one group."""
+    import pandas as pd
+
+    from ssmrepro.report.checks import CheckContext, parse_claim, run_check
+
+    cells = pd.DataFrame([{"label": lab, "model.d_model": d, "n_expected": 1, "n_ok": 1,
+                           "n_diverged": 0, "complete": True, "test.acc": v}
+                          for lab, d, v in (("A", 8, 0.9), ("B", 8, 0.5), ("A", 16, 0.9),
+                                            ("B", 16, 0.95))])
+    (v,) = run_check(CheckContext(spec=None, cells=cells, keys=["label", "model.d_model"]),
+                     parse_claim({"check": "size_order", "text": "s", "labels": ["A", "B"],
+                                  "group_by": [], "threshold": 0.9}))
+    assert v.verdict == "PASS" and "A <= B over all cells" in v.text, v.text
+    assert v.detail.startswith("smallest solving d_model per group: all cells: 8/16"), v.detail
+
+
+def test_a_recall_grid_on_linear_axes_ticks_its_own_values(monkeypatch):
+    """A `recall_grid` on linear axes (a grid that is not geometric, or of one width) took
+    matplotlib's ticks: a grid of width 16 and state 4 alone read 15.6 ... 16.4 and 3.6 ... 4.4,
+    widths and state sizes no cell has. Its ticks are the grid's values."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure, recall
+
+    seen = {}
+    monkeypatch.setattr(recall, "save_png", lambda fig, path, dpi: seen.update(
+        x=list(fig.axes[1].get_xticks()), y=list(fig.axes[1].get_yticks())))
+    for ds, ns in (([16], [4]), ([16, 24, 40], [4, 8, 12])):
+        cells = pd.DataFrame([{"label": "A", "task.vocab": 8, "task.L": 16, "task.kappa": 2,
+                               "model.d_model": d, "model.d_state": n, "n_expected": 1,
+                               "n_ok": 1, "n_diverged": 0, "complete": True, "test.acc": 0.5}
+                              for d in ds for n in ns])
+        spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                               aggregate=SimpleNamespace(reduce="mean"))
+        ctx = FigureContext(spec, "smoke", cells, ["label", "model.d_model", "model.d_state"],
+                            lambda s, e: Path(f"{s}.{e}"))
+        assert recall.recall_grid(ctx, parse_figure({"kind": "recall_grid",
+                                                     "columns": {"A": "linear"}}), Path("f"))
+        assert seen == {"x": ds, "y": ns}, seen
+
+
+def test_a_recall_frontier_of_diverged_cells_says_so():
+    """A `recall_frontier` column whose cells all diverged FAILed with '0 frontier points
+    (D×N: none); needs 3', without a word of why; it counts them, as the threshold check does."""
+    import math
+
+    import pandas as pd
+
+    from ssmrepro.report.checks import CheckContext, parse_claim, run_check
+
+    cells = pd.DataFrame([{"label": "lin", "model.d_model": d, "model.d_state": n,
+                           "task.vocab": 64, "task.L": 16, "task.kappa": 2, "n_expected": 1,
+                           "n_ok": 0, "n_diverged": 1, "complete": True, "test.acc": math.nan}
+                          for d in (8, 16, 32) for n in (1, 2, 4)])
+    cfg = parse_claim({"check": "recall_frontier", "text": "f", "threshold": 0.9,
+                       "min_points": 3, "factor": 2.0, "columns": {"lin": "linear"}})
+    (v,) = run_check(CheckContext(spec=None, cells=cells,
+                                  keys=["label", "model.d_model", "model.d_state"]), cfg)
+    assert v.verdict == "FAIL" and v.detail.endswith("needs 3; 9 diverged/NaN"), v.detail
+
+
+def test_a_size_order_claim_says_which_cells_have_no_value():
+    """A `size_order` claim whose label's smallest cell diverged FAILed with 'A 16 > B 8' and
+    no word of the divergence (the cell counted as unsolved); it counts such cells, as the
+    threshold check does."""
+    import math
+
+    import pandas as pd
+
+    from ssmrepro.report.checks import CheckContext, parse_claim, run_check
+
+    cells = pd.DataFrame([{"label": lab, "model.d_model": d, "n_expected": 1,
+                           "n_ok": int(not math.isnan(v)), "n_diverged": int(math.isnan(v)),
+                           "complete": True, "test.acc": v}
+                          for lab, d, v in (("A", 8, math.nan), ("B", 8, 0.95), ("A", 16, 0.95),
+                                            ("B", 16, 0.95))])
+    (v,) = run_check(CheckContext(spec=None, cells=cells, keys=["label", "model.d_model"]),
+                     parse_claim({"check": "size_order", "text": "s", "labels": ["A", "B"],
+                                  "group_by": [], "threshold": 0.9}))
+    assert v.verdict == "FAIL" and v.detail.endswith("; 1 diverged/NaN"), v.detail

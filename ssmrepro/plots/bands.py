@@ -38,6 +38,7 @@ from .registry import (  # noqa: E402
     FigureContext,
     YLim,
     figure_kind,
+    gap_note,
     plain_log_x,
     resolve_ylim,
     save_png,
@@ -167,7 +168,10 @@ def bands(ctx: FigureContext, cfg: BandsConfig, path: Path) -> bool:
                     ax.axhspan(_cells_mean(h, lo), _cells_mean(h, hi), color=color, alpha=0.08)
                 continue
             xs = h[cfg.x].astype(float).to_numpy()
-            ax.plot(xs, h[m].astype(float), marker="o", color=color, label=hue)
+            # a cell without a value (diverged) is a gap, said in the legend as the lines kind
+            # says it (a hue whose every cell diverged was an entry with nothing drawn)
+            ax.plot(xs, h[m].astype(float), marker="o", color=color,
+                    label=f"{hue}{gap_note(h[m])}")
             if lo in h and hi in h and h[lo].notna().any():
                 ax.fill_between(xs, h[lo].astype(float), h[hi].astype(float), color=color,
                                 alpha=0.18, lw=0)

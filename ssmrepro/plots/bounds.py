@@ -157,6 +157,12 @@ def _value(text: str, env: dict) -> float:
     return v if math.isfinite(v) else math.nan
 
 
+def _ink(v: float) -> str:
+    """A cell's text colour: black on a light cell and on the grey of one without a value (its
+    '—' was white on that grey, unreadable), white on a dark one."""
+    return "k" if math.isnan(v) or v > 0.6 else "w"
+
+
 def _symbol(name: str | None, column: str) -> str:
     """An axis's short name: the first word of its name ('d' of 'd (embedding size)'), or the
     column's last part ('d_model')."""
@@ -196,6 +202,7 @@ def bound_grid(ctx: FigureContext, cfg: BoundGridConfig, path: Path) -> bool:
                                                   + 0.17 * n_lines),
                          squeeze=False, constrained_layout=True)
     cmap = plt.get_cmap("viridis")
+    n_none = 0  # cells without a value (every seed diverged): grey, said under the colour bar
     for i, rv in enumerate(rows):
         for j, cv in enumerate(cols):
             ax = axes[i, j]
@@ -208,6 +215,7 @@ def bound_grid(ctx: FigureContext, cfg: BoundGridConfig, path: Path) -> bool:
                     labs = str(r[LABEL]).split(" / ")
                     half = 0 if cfg.halves[0] in labs else 1 if cfg.halves[1] in labs else None
                 color = cmap(v) if not math.isnan(v) else (0.85, 0.85, 0.85, 1)
+                n_none += math.isnan(v)
                 if half is None:
                     ax.add_patch(Rectangle((xi - 0.5, yi - 0.5), 1, 1, color=color))
                     # on the threshold but for rounding is on it, as a claim's bound
@@ -216,7 +224,7 @@ def bound_grid(ctx: FigureContext, cfg: BoundGridConfig, path: Path) -> bool:
                         ax.add_patch(Rectangle((xi - 0.46, yi - 0.46), 0.92, 0.92, fill=False,
                                                ec="w", lw=1.4))
                     ax.text(xi, yi, _fmt(v, cfg.solved), ha="center",
-                            va="center", fontsize=6.5, color="k" if v > 0.6 else "w")
+                            va="center", fontsize=6.5, color=_ink(v))
                 else:
                     tri = ([(xi - 0.5, yi - 0.5), (xi - 0.5, yi + 0.5), (xi + 0.5, yi + 0.5)]
                            if half == 0 else
@@ -226,8 +234,7 @@ def bound_grid(ctx: FigureContext, cfg: BoundGridConfig, path: Path) -> bool:
                         ax.add_patch(Polygon(tri, closed=True, fill=False, ec="w", lw=1.2))
                     dx, dy = (-0.22, 0.2) if half == 0 else (0.22, -0.2)
                     ax.text(xi + dx, yi + dy, _fmt(v, cfg.solved),
-                            ha="center", va="center", fontsize=5.5,
-                            color="k" if v > 0.6 else "w")
+                            ha="center", va="center", fontsize=5.5, color=_ink(v))
             ref = sub.iloc[0] if len(sub) else t.iloc[0]
             panel_labels = set(str(s) for s in sub[LABEL]) if len(sub) else set()
             lines = []
@@ -291,7 +298,9 @@ def bound_grid(ctx: FigureContext, cfg: BoundGridConfig, path: Path) -> bool:
                    fontsize=7, ncol=1, frameon=False)
     sm = plt.cm.ScalarMappable(cmap=cmap, norm=plt.Normalize(0, 1))
     fig.colorbar(sm, ax=axes.ravel().tolist(), shrink=0.8,
-                 label=f"{metric}, {ctx.aggregation(metric)}\nwhite frame: ≥ {cfg.solved:g}")
+                 label=f"{metric}, {ctx.aggregation(metric)}\nwhite frame: ≥ {cfg.solved:g}"
+                 + (f"\ngrey —: {n_none} without a value\n(diverged or not measured)"
+                    if n_none else ""))
     head = ctx.fitted_title(cfg, fig.get_figwidth(), 9)
     if cfg.halves and any(c for c in cols):  # panel titles carry the rest; the halves once here
         head = f"{head}\nupper left: {cfg.halves[0]}, lower right: {cfg.halves[1]}"

@@ -35,7 +35,7 @@ from ..report.cells import (  # noqa: E402
     select,
     with_case_label,
 )
-from ..report.columns import LABEL, OK, SEED, STATUS  # noqa: E402
+from ..report.columns import DIVERGED, LABEL, OK, SEED, STATUS  # noqa: E402
 from ..report.curves import STEP  # noqa: E402
 from ..store import is_loss  # noqa: E402
 from ..util import DrawnText, encode_cell  # noqa: E402
@@ -62,6 +62,7 @@ from .registry import (  # noqa: E402
 )
 
 CURVES = "curves"  # the table name in FigureContext.tables
+DIVERGED_HERE = "×: a seed diverged there (its curve ends)"
 FEWER_SEEDS = "thin, faint: the mean of the seeds left (the others diverged or ended)"
 _STYLES = ["-", "--", ":", "-."]
 _HUE_STYLES = ["-", "--", "-."]  # the hues of one series (dotted is a paper value's line)
@@ -298,6 +299,7 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
     handles: dict[str, Any] = {}
     fewer = None  # a line of the mean of fewer seeds (its legend entry after the curves')
     off_log = 0  # points at or below 0 on a log y axis
+    off_log_x = 0  # points of curves at step (samples) 0 on a log x axis
     hue_paper = False  # a curve of a hue drew its cell's paper value
     for (rv, cv), (i, j) in place.items():
         ax = axes[i][j]
@@ -320,16 +322,27 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
                 by_seed = part.pivot_table(index=cfg.x, columns=SEED, values=m, aggfunc="mean")
                 if cfg.transform == "exp":
                     by_seed = np.exp(by_seed)
-                if log_x:
+                if log_x:  # the start (step 0) has no place on a log x axis: counted, said
+                    off_log_x += int((by_seed.index <= 0).sum())
                     by_seed = by_seed[by_seed.index > 0]
                 xs = by_seed.index.to_numpy(float)
+                # the seeds that diverged: their curves end there, marked × (a curve that stopped
+                # mid-panel read as a run stopped early, without a word)
+                gone = (part.groupby(SEED)[STATUS].agg(lambda st: (st == DIVERGED).any())
+                        .reindex(by_seed.columns, fill_value=False).to_numpy(bool)
+                        if STATUS in part else np.zeros(by_seed.shape[1], dtype=bool))
+                ends = [] if cfg.seeds == "best" else [
+                    by_seed[seed].to_numpy(float) for seed, g in zip(by_seed.columns, gone) if g]
                 if cfg.seeds == "best":
                     ok = (part.groupby(SEED)[STATUS].agg(lambda st: (st == OK).all())
                           .reindex(by_seed.columns, fill_value=False).to_numpy(bool)
                           if STATUS in part else None)
-                    line, = ax.plot(xs, best_of_seeds(by_seed.to_numpy(float), m, ok), style,
+                    best = best_of_seeds(by_seed.to_numpy(float), m, ok)
+                    line, = ax.plot(xs, best, style,
                                     color=color, lw=1.4, **(mark or {"marker": "o", "ms": 2}))
                     handles.setdefault(name, line)
+                    if gone.any() and (ok is None or not ok.any()):  # the seed drawn diverged
+                        ends.append(best)
                 elif cfg.seeds == "each":
                     for seed in by_seed.columns:
                         ys = by_seed[seed].to_numpy(float)
@@ -358,6 +371,15 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
                     handles.setdefault(name, line)
                     if few.any():
                         fewer = fewer or dots
+                for ys in ends:
+                    at = np.flatnonzero(np.isfinite(ys))
+                    if len(at):
+                        ax.plot([xs[at[-1]]], [ys[at[-1]]], "x", color=color, ms=6, mew=1.5)
+                        # one grey entry: in the first curve's colour it read as that curve's
+                        from matplotlib.lines import Line2D
+
+                        handles.setdefault(DIVERGED_HERE, Line2D(
+                            [], [], marker="x", color="0.35", ms=6, mew=1.5, ls="none"))
             if cfg.hue:  # the paper's value of this curve's cell, in the curve's colour
                 for _m, v in dict.fromkeys(_paper_lines(ctx, cfg, part)):
                     ax.axhline(v, color=cmap(k % n_colors), ls=(0, (1, 2)), lw=1.2)
@@ -403,6 +425,11 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
         from matplotlib.lines import Line2D
 
         handles[f"{off_log} point(s) at or below 0: off the log y axis"] = Line2D([], [], ls="none")
+    if off_log_x:  # (every curve's first evaluation, at step 0, was left out without a word)
+        from matplotlib.lines import Line2D
+
+        at = "step 0" if cfg.x == STEP else "0 samples"
+        handles[f"{off_log_x} point(s) at {at}: off the log x axis"] = Line2D([], [], ls="none")
     # the seeds of each curve (the distinct seeds of the whole table called a curve of 2 seeds,
     # beside curves of 3, 'mean of 3 seeds')
     per = df.groupby(["_row", "_col", "_hue"])[SEED].nunique() if SEED in df else pd.Series([1])

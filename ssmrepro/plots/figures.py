@@ -42,6 +42,7 @@ from .registry import (  # noqa: E402
     FigureContext,
     YLim,
     figure_kind,
+    gap_note,
     list_panels,
     mapped_panel,
     panel_value,
@@ -335,7 +336,7 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
     extend = {(False, False): "neither", (True, False): "min", (False, True): "max",
               (True, True): "both"}[(bool((vals < vmin).any()), bool((vals > vmax).any()))]
     im = None
-    n_not_run = n_blank = 0
+    n_not_run = n_blank = n_none = 0
     with_paper = False  # a cell printed a paper value: only then does the bar say "(paper)"
     for ax, key, panel in zip(axes.flat, keys, panels):
         data, paper, xs, ys, paper_panel = layout[key]
@@ -353,6 +354,7 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
                 else:
                     grid[i, j] = r[metric]
                     ours = _annotation(r[metric])
+                    n_none += bool(np.isnan(grid[i, j]))
                     if pv is None:
                         pv = ctx.paper_value(with_case_label(r.to_dict(), cfg.col,
                                                              paper_panel), metric)
@@ -378,6 +380,9 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
     title = ctx.fitted_title(cfg, fig.get_figwidth())
     if n_not_run:
         title += f"\ngrey 'not run': {n_not_run} cells the paper prints that this profile does not train"
+    if n_none:  # a grey '—' of a cell that ran, beside the grey of one that did not, unsaid
+        title += (f"\ngrey '—': {n_none} cell{'s' if n_none > 1 else ''} without a value "
+                  "(diverged or not measured)")
     if n_blank:  # (koren2026-fig7's 11 blank squares of 18 said nothing of what they were)
         title += (f"\ngrey, blank: {n_blank} combination{'s' if n_blank > 1 else ''} of the axes "
                   "that no cell of this profile has")
@@ -501,9 +506,7 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
             h = sub[sub["_hue"] == hue].sort_values("_x")
             # cells without a value (diverged, not measured) are gaps; the legend counts them (a
             # hue whose every cell diverged was a legend entry with nothing drawn, without a word)
-            gaps = int(h[metric].isna().sum())
-            note = "" if not gaps else " (no value: not drawn)" if gaps == len(h) else \
-                f" ({gaps} of {len(h)} cells without a value: gaps)"
+            note = gap_note(h[metric])
             # on a log y axis a value of 0 or below has no place: said, not left out silently
             off = int((h[metric] <= 0).sum()) if cfg.logy and (sub[metric] > 0).any() else 0
             if off:

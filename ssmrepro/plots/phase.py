@@ -77,6 +77,9 @@ def _paper_for(ctx: FigureContext, metric: str, row: dict) -> tuple[float, float
     return None if pv is None else (pv.value, pv.tol)
 
 
+NO_VALUE = "—"  # a cell's text where it has no value (every seed diverged, not measured)
+
+
 def _draw(ax, grid: np.ndarray, text: list[list[str]], xs: list, ys: list, vmax: float,
           faint: np.ndarray | None = None):
     im = ax.imshow(grid, vmin=0, vmax=vmax, cmap="viridis", aspect="auto")
@@ -87,6 +90,10 @@ def _draw(ax, grid: np.ndarray, text: list[list[str]], xs: list, ys: list, vmax:
             color = "k" if dark else "w"
             if faint is not None and faint[i, j]:
                 color = "0.6"
+            elif np.isnan(v) and text[i][j] == NO_VALUE:  # a cell without a value (diverged):
+                # grey, its '—' in black (it was a white '—' on the blank of no cell at all)
+                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, color="0.85", lw=0))
+                color = "k"
             ax.text(j, i, text[i][j], ha="center", va="center", fontsize=6.5, color=color)
     ax.set_xticks(range(len(xs)), [fmt_num(x) for x in xs], fontsize=7)
     ax.set_yticks(range(len(ys)), [fmt_num(y) for y in ys], fontsize=7)
@@ -100,7 +107,7 @@ def _cell(v: float, bound: float | None = None) -> str:
     keep it on its side of the nearer end of paper ± tol, ``bound`` (0.4702 against .42 ± .05
     read ".47", within the tolerance, in a red outline of a cell that differs)."""
     if math.isnan(v):
-        return "—"
+        return NO_VALUE
     text = f"{v:.2g}" if 0 < abs(v) < 0.005 else f"{v:.2f}"
     text = fmt_beside(v, bound, text) if bound is not None else text
     return text.lstrip("0") if 0 <= v < 1 else text
@@ -144,7 +151,7 @@ def phase(ctx: FigureContext, cfg: PhaseConfig, path: Path) -> bool:
         text = [["" for _ in xs] for _ in ys]
         faint = np.zeros_like(grid, dtype=bool)
         bad = []
-        n_cmp = n_ok = n_open = 0
+        n_cmp = n_ok = n_open = n_none = 0
         for _, r in agg.iterrows():
             i = next(k for k, y in enumerate(ys) if values_equal(y, r[cfg.y]))
             j = next(k for k, x in enumerate(xs) if values_equal(x, r[cfg.x]))
@@ -159,6 +166,7 @@ def phase(ctx: FigureContext, cfg: PhaseConfig, path: Path) -> bool:
                 continue
             v = float(r[p.metric]) if p.metric in r else math.nan
             grid[i, j] = v
+            n_none += math.isnan(v)
             text[i][j] = _cell(v, None if ref is None or math.isnan(v)
                                else nearer_end(v, ref[0], ref[1]))
             if ref is not None and COMPLETE in r and not bool(r[COMPLETE]):
@@ -185,6 +193,9 @@ def phase(ctx: FigureContext, cfg: PhaseConfig, path: Path) -> bool:
             if n_cmp or n_open:
                 title += f"\n{n_ok} of {n_cmp} within tolerance (red: outside)" + (
                     f"; {n_open} not finished, not compared" if n_open else "")
+            if n_none:  # said, as the blank of a point no cell has is not
+                title += (f"\ngrey {NO_VALUE}: {n_none} cell{'s' if n_none > 1 else ''} without "
+                          "a value (diverged or not measured)")
         ax.set_title(title, fontsize=8)
         ax.set_xlabel(cfg.x_label or cfg.x.split(".")[-1], fontsize=8)
         ax.set_ylabel(cfg.y_label or cfg.y.split(".")[-1], fontsize=8)

@@ -19,7 +19,16 @@ import numpy as np  # noqa: E402
 from pydantic import Field, model_validator  # noqa: E402
 
 from ..report import expected, select  # noqa: E402
-from ..report.columns import FACTS, LABEL, REGIME, STATE, VOCAB, WIDTH  # noqa: E402
+from ..report.columns import (  # noqa: E402
+    FACTS,
+    LABEL,
+    N_DIVERGED,
+    N_OK,
+    REGIME,
+    STATE,
+    VOCAB,
+    WIDTH,
+)
 from ..theory.recall import law_constant, refined_accuracy  # noqa: E402
 from .registry import (  # noqa: E402
     FigureConfig,
@@ -27,6 +36,7 @@ from .registry import (  # noqa: E402
     figure_kind,
     save_png,
     subplots,
+    wrap_text,
 )
 
 LawColumn = Literal["designed", "linear", "full"]
@@ -117,6 +127,7 @@ def recall_grid(ctx: FigureContext, cfg: RecallGridConfig, path: Path) -> bool:
                          squeeze=False, constrained_layout=True)
     cmap = plt.get_cmap("viridis").with_extremes(bad="0.88")
     im = None
+    n_none = 0
     for i, reg in enumerate(regimes):
         where = dict(zip(cfg.regime, reg))
         V, n_f = float(where[cfg.vocab]), float(where[cfg.facts])
@@ -136,7 +147,14 @@ def recall_grid(ctx: FigureContext, cfg: RecallGridConfig, path: Path) -> bool:
                     g[np.searchsorted(Ns, float(r[cfg.y])), np.searchsorted(Ds, float(r[cfg.x]))] = \
                         r[metric]
                 im = ax.pcolormesh(xe, ye, np.ma.masked_invalid(g), vmin=0, vmax=1, cmap=cmap)
-                if np.isnan(g).all():
+                # a cell that ran but has no value (every seed diverged) is marked '—': its grey
+                # read as the title's 'grey: not run'
+                ran = sub[(sub[N_OK] + sub[N_DIVERGED]) > 0] if N_OK in sub else sub.iloc[0:0]
+                for _, r in ran[ran[metric].astype(float).isna()].iterrows():
+                    ax.text(float(r[cfg.x]), float(r[cfg.y]), "—", ha="center", va="center",
+                            fontsize=8, color="k")
+                    n_none += 1
+                if np.isnan(g).all() and ran.empty:
                     ax.text(0.5, 0.5, "not run in\nthis profile", ha="center", va="center",
                             transform=ax.transAxes, fontsize=8, color="0.35")
                 title = f"{name}\nlaw contour: a = {law_constant(column, cfg.task):g} ({column})"
@@ -149,6 +167,12 @@ def recall_grid(ctx: FigureContext, cfg: RecallGridConfig, path: Path) -> bool:
                 ax.set_xticks(Ds, [f"{d:g}" for d in Ds])
                 ax.set_yticks(Ns, [f"{n:g}" for n in Ns])
                 ax.minorticks_off()
+            else:  # a linear grid at its own values (matplotlib's ticks put a grid of one
+                # width 16 at 15.6 ... 16.4, widths and state sizes no cell has)
+                if len(Ds) <= 12:
+                    ax.set_xticks(Ds, [f"{d:g}" for d in Ds])
+                if len(Ns) <= 12:
+                    ax.set_yticks(Ns, [f"{n:g}" for n in Ns])
             ax.set_xlim(xe[0], xe[-1])
             ax.set_ylim(ye[0], ye[-1])
             ax.tick_params(labelsize=7)
@@ -163,8 +187,10 @@ def recall_grid(ctx: FigureContext, cfg: RecallGridConfig, path: Path) -> bool:
     fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8,
                  label=f"{metric} ({ctx.aggregation(metric)})")
     head = ctx.fitted_title(cfg, fig.get_figwidth(), 9)
-    fig.suptitle(f"{head}\ndashed: the law's {cfg.threshold} contour with the "
-                 "column's constant; grey: not run (or N > D)", fontsize=9)
+    note = (f"dashed: the law's {cfg.threshold} contour with the column's constant; grey: not "
+            "run (or N > D)" + (f"; grey '—': {n_none} run without a value (diverged or not "
+                                "measured)" if n_none else ""))
+    fig.suptitle(f"{head}\n{wrap_text(note, fig.get_figwidth(), 9)}", fontsize=9)
     save_png(fig, path, dpi=120)
     return True
 

@@ -430,6 +430,17 @@ def wrap_text(text: str, width_in: float, fontsize: float) -> str:
     return "\n".join(lines) if lines else text
 
 
+def gap_note(values: Any) -> str:
+    """The legend's word for a line's cells without a value (diverged, not measured), which
+    matplotlib leaves out as gaps: ' (no value: not drawn)' when none has one, ' (k of n cells
+    without a value: gaps)', '' when every cell has one. A hue whose every cell diverged was a
+    legend entry with nothing drawn, and a point left out was a gap, without a word."""
+    v = pd.to_numeric(pd.Series(values), errors="coerce").astype(float)
+    gaps = int(v.isna().sum())
+    return ("" if not gaps else " (no value: not drawn)" if gaps == len(v)
+            else f" ({gaps} of {len(v)} cells without a value: gaps)")
+
+
 @dataclass(frozen=True)
 class FigureKind:
     name: str

@@ -737,7 +737,12 @@ def any_threshold(ctx: CheckContext, cfg: AnyThresholdConfig) -> list[Verdict]:
     best = (float(finite.max() if cfg.op in (">=", ">") else finite.min()) if len(finite)
             else None)
     n_absent = len(needed) - len(complete)
-    detail = f"{hits} of {len(complete)} testable finished cells hold (need {cfg.min_cells})"
+    # the cells without a value said, as the threshold check says them (a FAIL of cells that
+    # all diverged read '0 of 3 ... hold' beside 'ours: —' without a word of why)
+    n_nan = int(np.isnan(vals).sum())
+    nan = f"; {_nan_text(complete, cfg.metric, n_nan)}" if n_nan else ""
+    detail = (f"{hits} of {len(complete)} testable finished cells hold (need {cfg.min_cells}"
+              f"{nan})")
     if n_absent:
         detail += (f"; {n_absent} of {len(needed)} needed cells not finished or that "
                    f"{_untestable(cfg)}" if cfg.given or seed_spreads(cfg.metric) else
@@ -1138,10 +1143,14 @@ def collapse(ctx: CheckContext, cfg: CollapseConfig) -> list[Verdict]:
         if len(spreads) < cfg.min_groups:
             return Outcome(None, f"{len(spreads)} groups with ≥ 2 finished cells")
         nan = any(v.isna().any() for v in groups.values())
-        means = [float(v.mean()) for v in groups.values()]
-        span = difference(max(means), min(means), cfg.min_range)
+        # the span of the groups' means that have one (a group whose every cell has no value
+        # is said apart): Python's max and min of a list holding NaN give NaN or a number by
+        # where the NaN stands, so the span read '—' or the others' '0.000' by the groups' order
+        means = [m for v in groups.values() if not math.isnan(m := float(v.mean()))]
+        top, low = (max(means), min(means)) if means else (math.nan, math.nan)
+        span = difference(top, low, cfg.min_range)
         worst = max((x for x in spreads.values() if not math.isnan(x)), default=math.nan)
-        ok = not nan and not wide and OPS[">="](max(means), min(means) + cfg.min_range)
+        ok = not nan and not wide and OPS[">="](top, low + cfg.min_range)
         if not ok and not nan and not wide and len(cells) < len(needed):
             ok = None  # the span so far: cells not finished can still widen it
         # each number on its own side of its bound (a spread of 0.0504 read 0.050 beside a FAIL
@@ -1267,10 +1276,15 @@ def recall_frontier(ctx: CheckContext, cfg: RecallFrontierConfig) -> list[Verdic
                 fr = frontier(done, cfg.metric, cfg.x, cfg.y, cfg.threshold)
                 xs = sorted(fr)
                 pts = ", ".join(f"{fmt_num(d)}×{fmt_num(fr[d])}" for d in xs) or "none"
+                # the cells without a value (diverged), a miss each, said as the threshold
+                # check says them ('0 frontier points' of a column that diverged said no why)
+                n_nan = int(np.isnan(_metric(done, cfg.metric)).sum())
+                nan = f"; {_nan_text(done, cfg.metric, n_nan)}" if n_nan else ""
                 if len(xs) < cfg.min_points:
                     undecided = len(done) < n_needed  # absent cells could add frontier points
                     return Outcome(None if undecided else False,
-                                   f"{len(xs)} frontier points (D×N: {pts}); needs {cfg.min_points}")
+                                   f"{len(xs)} frontier points (D×N: {pts}); needs "
+                                   f"{cfg.min_points}{nan}")
                 viol = sum(fr[b] > fr[a_] for a_, b in zip(xs, xs[1:]))
                 prods = np.array([d * fr[d] for d in xs])
                 fitted = float(np.exp(np.mean(np.log(prods))))
@@ -1289,7 +1303,7 @@ def recall_frontier(ctx: CheckContext, cfg: RecallFrontierConfig) -> list[Verdic
                 detail = (f"frontier D×N: {pts}; {viol} monotonicity violations; fitted N·D "
                           f"{fitted:.0f} vs law {law_fit:.0f} (ratio "
                           f"{fmt_beside(ratio, end, f'{ratio:.2f}')}; spread "
-                          f"max/min {prods.max() / prods.min():.1f})")
+                          f"max/min {prods.max() / prods.min():.1f}){nan}")
                 return Outcome(ok, detail, fitted)
 
             out.append(judge(text, needed, evaluate, cfg))
@@ -1359,14 +1373,18 @@ def region(ctx: CheckContext, cfg: RegionConfig) -> list[Verdict]:
             if not np.isnan(vals).all() else math.nan
         worst = (float(np.nanmin(vals)) if cfg.op in (">=", ">") else float(np.nanmax(vals))) \
             if not np.isnan(vals).all() else math.nan
+        # the cells without a value, as the threshold check says (a diverged cell was one of
+        # the cells named as misses, beside a worst value of the others, without a word)
+        n_nan = int(np.isnan(vals).sum())
+        nan = f"; {_nan_text(cells, cfg.metric, n_nan)}" if n_nan else ""
         if cfg.mode == "any":
             return Outcome(bool(hit.any()), f"{int(hit.sum())} of {len(cells)} finished cells "
-                           "hold", best, bound=cfg.value)
+                           f"hold{f' ({nan[2:]})' if nan else ''}", best, bound=cfg.value)
         miss = int((~hit).sum())
         where = ", ".join(_cell_name(r, ctx.keys) for _, r in cells[~hit].head(4).iterrows())
         return Outcome(miss <= cfg.allowed_violations,
                        f"{miss} of {len(cells)} finished cells miss"
-                       + (f" ({where}{' ...' if miss > 4 else ''})" if miss else ""), worst,
+                       + (f" ({where}{' ...' if miss > 4 else ''}{nan})" if miss else ""), worst,
                        bound=cfg.value)
 
     if cfg.mode == "any":  # one finished cell that holds decides; absent cells cannot undo it
@@ -1448,8 +1466,10 @@ def smallest_solving(cells: pd.DataFrame, metric: str, size: str, thr: float) ->
 @check_kind("size_order", SizeOrderConfig)
 def size_order(ctx: CheckContext, cfg: SizeOrderConfig) -> list[Verdict]:
     """Per group: smallest solving size non-decreasing along ``labels`` (unsolved = inf)."""
+    # (group_by [] is one group: it read 'in each group of ' and a detail ': 8/16')
+    over = (f"in each group of {', '.join(cfg.group_by)}" if cfg.group_by else "over all cells")
     text = (f"{cfg.text} [smallest {cfg.size} with {cfg.metric} >= {cfg.threshold}: "
-            f"{' <= '.join(cfg.labels)} in each group of {', '.join(cfg.group_by)}"
+            f"{' <= '.join(cfg.labels)} {over}"
             f"{' (each pair strictly somewhere)' if cfg.strict else ''}, where "
             f"{_fmt_where(cfg.where)}]")
     per_label = [ctx.needed({**cfg.where, LABEL: lab}) for lab in cfg.labels]
@@ -1478,7 +1498,8 @@ def size_order(ctx: CheckContext, cfg: SizeOrderConfig) -> list[Verdict]:
             if all(math.isinf(s) for s in sizes):
                 continue
             informative += 1
-            name = ",".join(f"{k.split('.')[-1]}={fmt_num(g.iloc[0][k])}" for k in cfg.group_by)
+            name = ",".join(f"{k.split('.')[-1]}={fmt_num(g.iloc[0][k])}"
+                            for k in cfg.group_by) or "all cells"
             shown.append(f"{name}: " + "/".join("∞" if math.isinf(s) else fmt_num(s) for s in sizes))
             for i, (a, b) in enumerate(zip(sizes, sizes[1:])):
                 if a > b:
@@ -1495,6 +1516,11 @@ def size_order(ctx: CheckContext, cfg: SizeOrderConfig) -> list[Verdict]:
         detail = f"smallest solving {cfg.size.split('.')[-1]} per group: {'; '.join(shown)}"
         detail += f"; {viol} out of order" + (f"; never strictly: {', '.join(lax)}"
                                               if cfg.strict and lax else "")
+        # the cells without a value (diverged: unsolved, ∞ where no other cell of the label
+        # solves) said, as the threshold check says them
+        n_nan = int(np.isnan(_metric(cells, cfg.metric)).sum())
+        if n_nan:
+            detail += f"; {_nan_text(cells, cfg.metric, n_nan)}"
         return Outcome(ok, detail)
 
     return [judge(text, needed, evaluate, cfg)]
