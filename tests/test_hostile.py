@@ -20951,3 +20951,30 @@ def test_front_page_times_only_the_rows_of_its_specs_runs(tmp_path):
     assert training_time(csv, "quick") != ""  # the table's own time, read without a spec
     assert training_time(csv, "quick", spec) == ""
     assert training_time(own, "quick", spec) == training_time(own, "quick") != ""
+
+
+def test_a_claim_on_a_label_no_run_of_the_profile_has_says_so_in_its_verdict():
+    """A claim naming a label the spec no longer has (or one of another profile's cases) was
+    MISSING in run, plot and verify with only 'this profile has no cell the claim needs' (an
+    ordering: 'no pair of matching a/b cells'); `validate` alone named the label. The verdict
+    names the condition no run of the profile meets, read from the profile's own cells."""
+    import pandas as pd
+
+    from ssmrepro.report.checks import CheckContext, parse_claim, run_check
+
+    cells = pd.DataFrame([{"label": lab, "model.d_model": 8, "n_expected": 1, "n_ok": 1,
+                           "n_diverged": 0, "complete": True, "test.acc": 0.5}
+                          for lab in ("S6", "S4D")])
+    ctx = CheckContext(spec=None, cells=cells, keys=["label", "model.d_model"])
+    for raw, needle in (
+            ({"text": "t", "where": {"label": "S5"}, "op": ">=", "value": 0.9},
+             "this profile has no cell the claim needs; no run of this profile has label=S5"),
+            ({"text": "t", "where": {"label": "S6", "model.d_model": 12}, "op": ">=",
+              "value": 0.9}, "no run of this profile has model.d_model=12"),
+            ({"check": "ordering", "text": "t", "a": {"label": "S6"}, "b": {"label": "S5"}},
+             "no pair of matching a/b cells; b: no run of this profile has label=S5")):
+        (v,) = run_check(ctx, parse_claim(raw))
+        assert v.verdict == "MISSING" and needle in v.detail, (raw, v.detail)
+    (v,) = run_check(ctx, parse_claim({"text": "t", "where": {"label": "S6"}, "op": ">=",
+                                       "value": 0.9}))
+    assert v.verdict == "FAIL" and "no run" not in v.detail, v.detail
