@@ -20978,3 +20978,27 @@ def test_a_claim_on_a_label_no_run_of_the_profile_has_says_so_in_its_verdict():
     (v,) = run_check(ctx, parse_claim({"text": "t", "where": {"label": "S6"}, "op": ">=",
                                        "value": 0.9}))
     assert v.verdict == "FAIL" and "no run" not in v.detail, v.detail
+
+
+def test_a_finished_run_without_rows_in_the_committed_curves_table_warns(tmp_path,
+                                                                          two_profile_smoke):
+    """A finished run (its results row, no record here) with no row at all in the committed
+    curves.csv (its rows deleted, or the table not copied) was left out of the learning-curve
+    figure without a word, where a curve cut short warns; now a warning names the runs when a
+    figure draws the curves. The whole table says nothing."""
+    spec, out, _ = _fresh_clone(two_profile_smoke, tmp_path)
+    _edit(spec, figure={"kind": "curves", "series": ["val.acc"], "col": "label",
+                        "title": "curves"})
+    curves = out / "tests" / "t-spec" / "curves-smoke.csv"
+    lines = curves.read_text().splitlines(keepends=True)
+    res = _invoke("plot", spec, "--profile", "smoke", "--out", out)
+    assert res.exit_code == 0 and "no learning curve" not in res.output, res.output
+    curves.write_text("".join(x for x in lines if ",S4D," not in x))
+    res = _invoke("plot", spec, "--profile", "smoke", "--out", out)
+    assert res.exit_code == 0, res.output
+    assert re.search(r"curves-smoke\.csv: 1 finished run\(s\) have no learning curve in it: "
+                     r"[0-9a-f]+ \(S4D\)", res.output), res.output
+    curves.unlink()
+    res = _invoke("plot", spec, "--profile", "smoke", "--out", out)
+    assert res.exit_code == 0 and "2 finished run(s) have no learning curve (the table is not " \
+        "there)" in res.output, res.output

@@ -1795,22 +1795,39 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
         base = extra if base.empty else pd.concat([base, extra], ignore_index=True)
     n_rows = len(base)
     base = in_table_order(_without_other_data(base, store), runs, columns=False)
-    _warn_short_curves(path, base, stops or {}, {str(r.get(RUN_ID)) for r in recs})
+    _warn_short_curves(path, base, stops or {}, {str(r.get(RUN_ID)) for r in recs},
+                       bool(stops) and _draws_curves(spec), {x.run_id: x.label for x in runs})
     _write_back(path, base, lambda t: csv_text(whole_numbers(t, runs)), not table.empty,
                 stale or len(base) < n_rows)
     return base
 
 
+def _draws_curves(spec: Spec) -> bool:
+    """Whether a figure of ``spec`` draws learning curves (reads curves.csv)."""
+    for _, raw in spec.figure_configs:
+        try:
+            if parse_figure(raw).history_metrics():
+                return True
+        except (KeyError, ValidationError):  # reported by validate_outputs
+            continue
+    return False
+
+
 def _warn_short_curves(path: Path, curves: pd.DataFrame, stops: dict[str, int],
-                       recorded: set[str]) -> None:
+                       recorded: set[str], drawn: bool = False,
+                       labels: dict[str, str] | None = None) -> None:
     """Warn of the committed curves (runs without a record here) that end before the step their
     results row says the run stopped at (``stops``): a curves.csv cut at a line end (a partial
     copy, rows deleted) drew those runs' learning curves ending early without a word (a run's
-    curve ends at its stop step: its last evaluation is of its final model)."""
-    if curves.empty or RUN_ID not in curves or STEP not in curves or not stops:
+    curve ends at its stop step: its last evaluation is of its final model). When a figure
+    draws the curves (``drawn``), warn too of finished runs with no row at all (their rows
+    deleted, or the table not there): their curves were left out without a word. ``labels``:
+    each run id's label, named beside it."""
+    if not stops:
         return
-    steps = pd.to_numeric(curves[STEP], errors="coerce")
-    last = steps.groupby(curves[RUN_ID].astype(str)).max()
+    has = not curves.empty and RUN_ID in curves and STEP in curves
+    last = (pd.to_numeric(curves[STEP], errors="coerce").groupby(curves[RUN_ID].astype(str)).max()
+            if has else pd.Series(dtype=float))
     short = [f"{rid} (step {int(end)} of {stops[rid]})" for rid, end in last.items()
              if rid not in recorded and rid in stops and np.isfinite(end) and end < stops[rid]]
     if short:
@@ -1818,6 +1835,13 @@ def _warn_short_curves(path: Path, curves: pd.DataFrame, stops: dict[str, int],
         print(f"warning: {path.name}: the learning curve of {len(short)} run(s) ends before the "
               f"step its results row says the run stopped at: {shown} (the table cut short or "
               "rows deleted?); drawn as they are", file=sys.stderr)
+    none = [f"{rid} ({(labels or {}).get(rid, '?')})" for rid in stops
+            if rid not in recorded and rid not in last.index] if drawn else []
+    if none:
+        shown = ", ".join(none[:5]) + (f" and {len(none) - 5} more" if len(none) > 5 else "")
+        print(f"warning: {path.name}: {len(none)} finished run(s) have no learning curve "
+              f"{'in it' if has else '(the table is not there)'}: {shown} (rows deleted, or the table "
+              "not copied?); their curves are not drawn", file=sys.stderr)
 
 
 def _named_columns(spec: Spec) -> set[str]:
