@@ -1371,6 +1371,12 @@ def _without_stale(own: pd.DataFrame, runs: list, name: str) -> pd.DataFrame:
             continue
         rows = own.iloc[pos]
         cands = cell.get((str(rows[LABEL].iloc[0]), norm(rows[SEED].iloc[0])), [])
+        # a run of its cell it contradicts in nothing keeps it: tried first, alone (each row
+        # under an older id was compared with every run of its label and seed, ~30 of a grid
+        # under one label: chen2025-fig8's 48 such rows took 14 s of `figures --no-rebuild`)
+        if any(not _contradiction(rows.drop(columns=[c for c in r.coords if c in rows]), r)
+               for r in cands if not _other_cell(rows, r)):
+            continue
         whys = [_contradiction(rows.drop(columns=[c for c in r.coords if c in rows]), r)
                 or ("another value of a key the sweep sets" if _other_cell(rows, r) else "")
                 for r in cands]
