@@ -21031,3 +21031,22 @@ def test_rows_under_older_ids_are_checked_against_their_own_cell_alone(tmp_path,
     table.loc[0, "status"] = "weird"  # contradicts every run of its label and seed: dropped
     kept = outputs._without_stale(table, runs, "results.csv")
     assert list(kept["run_id"]) == [f"old{i}" for i in range(1, len(runs))]
+
+
+def test_the_front_page_leaves_out_a_verdict_line_that_does_not_count_the_reports_claims(
+        tmp_path, capsys):
+    """`figures --no-rebuild` showed a report's verdict line as it stood: one edited by hand
+    ('6 PASS' beside five claim lines, all PASS) was on the front page. A line that does not
+    count the report's claim lines is left out, with a warning naming both counts."""
+    from ssmrepro.plots import frontpage
+
+    report = tmp_path / "report.md"
+    text = (ROOT / "results/huang2025/huang2025-tab1/report.md").read_text()
+    report.write_text(text)
+    assert frontpage._verdicts(report) == "5 PASS, 0 FAIL, 0 MISSING, 0 UNTESTED"
+    for edited in (text.replace("**Verdicts: 5 PASS, 0 FAIL", "**Verdicts: 6 PASS, 0 FAIL"),
+                   text.replace("- **PASS** S4D fails", "- **FAIL** S4D fails", 1)):
+        report.write_text(edited)
+        capsys.readouterr()
+        assert frontpage._verdicts(report) == ""
+        assert "does not count its claims" in capsys.readouterr().err
