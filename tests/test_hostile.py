@@ -17232,7 +17232,7 @@ def test_the_output_distribution_figure_is_written_atomically(tmp_path, monkeypa
     rows = [{"name": "S6", "run": "r0",
              "panels": {k: ([dens], (0.0, 0.3)) for k in ("correct", "wrong", "empty")},
              "metrics": {"M": 1.0, "N": 2.0, "out.wrong_var": 0.1, "out.empty_var": 0.2}}]
-    ctx = SimpleNamespace(fitted_title=lambda cfg, width, size: "t")
+    ctx = SimpleNamespace(title=lambda cfg, **kw: "t")
     with pytest.raises(OSError):
         _draw_distribution(ctx, cfg, path, rows)
     assert path.read_bytes() == b"the old image"
@@ -21050,3 +21050,32 @@ def test_the_front_page_leaves_out_a_verdict_line_that_does_not_count_the_report
         capsys.readouterr()
         assert frontpage._verdicts(report) == ""
         assert "does not count its claims" in capsys.readouterr().err
+
+
+def test_a_mechanistic_figure_titled_mean_of_seeds_says_it_draws_one_seed(tmp_path, monkeypatch):
+    """A mechanistic figure (koren2026 Figs. 2-5, 14) draws one seed's trained model per cell
+    (the first with saved weights), and its title's 'mean of 3 seeds', as an author wrote it,
+    was kept (rewritten as the cells' aggregation) above those matrices. The words say what is
+    drawn, 'one seed', as a curves figure's say how it draws seeds."""
+    from types import SimpleNamespace
+
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from ssmrepro.plots import mechanistic as mech
+    from ssmrepro.plots.registry import FigureContext, parse_figure
+
+    cells = pd.DataFrame({"label": ["trained"], "n_expected": [3], "n_ok": [3],
+                          "n_diverged": [0], "test.acc": [1.0]})
+    spec = SimpleNamespace(id="t", title="t", paper_values=[], analytic=None,
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec=spec, profile="quick", cells=cells, keys=["label"],
+                        out=lambda s, e: tmp_path / f"{s}.{e}", tables={})
+    monkeypatch.setattr(mech, "save_png", lambda fig, path, **kw: None)
+    for kind in ("invariant_operators", "output_distribution"):
+        cfg = parse_figure({"kind": kind, "title": "Fig. 2: operators, mean of 3 seeds"})
+        assert "operators, one seed [t, profile quick]" in mech._title(ctx, cfg)
+    fig = plt.figure()
+    mech._save(fig, ctx, cfg, tmp_path / "f.png", "note")
+    assert "one seed" in fig._suptitle.get_text() and "mean" not in fig._suptitle.get_text()
+    plt.close(fig)
