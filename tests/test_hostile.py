@@ -21079,3 +21079,29 @@ def test_a_mechanistic_figure_titled_mean_of_seeds_says_it_draws_one_seed(tmp_pa
     mech._save(fig, ctx, cfg, tmp_path / "f.png", "note")
     assert "one seed" in fig._suptitle.get_text() and "mean" not in fig._suptitle.get_text()
     plt.close(fig)
+
+
+def test_an_analytic_tables_metric_edited_by_hand_is_not_exported(tmp_path):
+    """A metric of an analytic spec's committed results.csv edited by hand (a theory table the
+    tool computes: `plot` computes it again) was exported as it stood, `analytic_mismatch`
+    checking its columns, grid points and params only. `export` leaves out the rows whose
+    metric differs from the profile's summary.csv (what `plot` wrote), or, without one, from
+    the table computed again, with a warning naming the first."""
+    from ssmrepro.plots.export import analytic_edits
+    from ssmrepro.report.analytic import analytic_table
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import read_run_table
+
+    spec = load_spec(_tiny_analytic_spec(tmp_path))
+    computed = analytic_table(spec)
+    summary = tmp_path / "summary.csv"
+    computed.to_csv(summary, index=False)
+    path = tmp_path / "results.csv"
+    computed.to_csv(path, index=False)
+    assert analytic_edits(spec, read_run_table(path), summary) == ([], "")
+    edited = computed.copy()
+    edited.loc[1, "ratio_b"] = 0.5
+    edited.to_csv(path, index=False)
+    for ref, source in ((summary, "its summary.csv"), (tmp_path / "none.csv", "the theory")):
+        bad, why = analytic_edits(spec, read_run_table(path), ref)
+        assert bad == [1] and why.startswith("ratio_b=0.5 at L=10, c=1.0") and source in why, why
