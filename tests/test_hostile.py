@@ -17232,7 +17232,7 @@ def test_the_output_distribution_figure_is_written_atomically(tmp_path, monkeypa
     rows = [{"name": "S6", "run": "r0",
              "panels": {k: ([dens], (0.0, 0.3)) for k in ("correct", "wrong", "empty")},
              "metrics": {"M": 1.0, "N": 2.0, "out.wrong_var": 0.1, "out.empty_var": 0.2}}]
-    ctx = SimpleNamespace(fitted_title=lambda cfg, width, size: "t")
+    ctx = SimpleNamespace(title=lambda cfg, **kw: "t")
     with pytest.raises(OSError):
         _draw_distribution(ctx, cfg, path, rows)
     assert path.read_bytes() == b"the old image"
@@ -21064,22 +21064,23 @@ def test_every_printed_error_line_is_within_its_bound():
 def test_a_committed_curves_table_cut_between_runs_warns_of_the_missing_curves(tmp_path, capsys):
     """Round 43 warned of a committed curve ending before its run's stop step, but a curves.csv
     cut between two runs (or down to its header) left the later runs with no row at all: their
-    curves were missing without a word. They are named too; a run with a record here, or no
-    committed table at all, says nothing."""
+    curves were missing without a word. Where a figure draws the curves they are named too; a
+    run with a record here, or a spec whose figures draw no curves, says nothing."""
     import pandas as pd
 
     from ssmrepro.plots.outputs import _warn_short_curves
 
     path = tmp_path / "curves.csv"
     path.write_text("run_id,step\na,0\na,4\n")
-    stops = {"a": 4, "b": 4}
-    _warn_short_curves(path, pd.DataFrame({"run_id": ["a", "a"], "step": [0, 4]}), stops, set())
+    stops, labels = {"a": 4, "b": 4}, {"a": "S6", "b": "S4D"}
+    _warn_short_curves(path, pd.DataFrame({"run_id": ["a", "a"], "step": [0, 4]}), stops, set(),
+                       True, labels)
     err = capsys.readouterr().err
-    assert "1 run(s)" in err and "b (no row; stopped at step 4)" in err and "a (" not in err
-    _warn_short_curves(path, pd.DataFrame(columns=["run_id", "step"]), stops, {"a"})
-    assert "1 run(s)" in capsys.readouterr().err
-    _warn_short_curves(path, pd.DataFrame({"run_id": ["a"], "step": [4]}), stops, {"b"})
-    _warn_short_curves(tmp_path / "none.csv", pd.DataFrame(), stops, set())
+    assert "1 finished run(s)" in err and "b (S4D)" in err and "a (" not in err
+    _warn_short_curves(path, pd.DataFrame(columns=["run_id", "step"]), stops, {"a"}, True, labels)
+    assert "1 finished run(s)" in capsys.readouterr().err
+    _warn_short_curves(path, pd.DataFrame({"run_id": ["a"], "step": [4]}), stops, {"b"}, True)
+    _warn_short_curves(path, pd.DataFrame({"run_id": ["a"], "step": [4]}), stops, set(), False)
     assert capsys.readouterr().err == ""
 
 
@@ -21796,3 +21797,157 @@ def test_a_size_order_claim_says_which_cells_have_no_value():
                      parse_claim({"check": "size_order", "text": "s", "labels": ["A", "B"],
                                   "group_by": [], "threshold": 0.9}))
     assert v.verdict == "FAIL" and v.detail.endswith("; 1 diverged/NaN"), v.detail
+
+
+def test_a_claim_on_a_label_no_run_of_the_profile_has_says_so_in_its_verdict():
+    """A claim naming a label the spec no longer has (or one of another profile's cases) was
+    MISSING in run, plot and verify with only 'this profile has no cell the claim needs' (an
+    ordering: 'no pair of matching a/b cells'); `validate` alone named the label. The verdict
+    names the condition no run of the profile meets, read from the profile's own cells."""
+    import pandas as pd
+
+    from ssmrepro.report.checks import CheckContext, parse_claim, run_check
+
+    cells = pd.DataFrame([{"label": lab, "model.d_model": 8, "n_expected": 1, "n_ok": 1,
+                           "n_diverged": 0, "complete": True, "test.acc": 0.5}
+                          for lab in ("S6", "S4D")])
+    ctx = CheckContext(spec=None, cells=cells, keys=["label", "model.d_model"])
+    for raw, needle in (
+            ({"text": "t", "where": {"label": "S5"}, "op": ">=", "value": 0.9},
+             "this profile has no cell the claim needs; no run of this profile has label=S5"),
+            ({"text": "t", "where": {"label": "S6", "model.d_model": 12}, "op": ">=",
+              "value": 0.9}, "no run of this profile has model.d_model=12"),
+            ({"check": "ordering", "text": "t", "a": {"label": "S6"}, "b": {"label": "S5"}},
+             "no pair of matching a/b cells; b: no run of this profile has label=S5")):
+        (v,) = run_check(ctx, parse_claim(raw))
+        assert v.verdict == "MISSING" and needle in v.detail, (raw, v.detail)
+    (v,) = run_check(ctx, parse_claim({"text": "t", "where": {"label": "S6"}, "op": ">=",
+                                       "value": 0.9}))
+    assert v.verdict == "FAIL" and "no run" not in v.detail, v.detail
+
+
+def test_a_finished_run_without_rows_in_the_committed_curves_table_warns(tmp_path,
+                                                                          two_profile_smoke):
+    """A finished run (its results row, no record here) with no row at all in the committed
+    curves.csv (its rows deleted, or the table not copied) was left out of the learning-curve
+    figure without a word, where a curve cut short warns; now a warning names the runs when a
+    figure draws the curves. The whole table says nothing."""
+    spec, out, _ = _fresh_clone(two_profile_smoke, tmp_path)
+    _edit(spec, figure={"kind": "curves", "series": ["val.acc"], "col": "label",
+                        "title": "curves"})
+    curves = out / "tests" / "t-spec" / "curves-smoke.csv"
+    lines = curves.read_text().splitlines(keepends=True)
+    res = _invoke("plot", spec, "--profile", "smoke", "--out", out)
+    assert res.exit_code == 0 and "no learning curve" not in res.output, res.output
+    curves.write_text("".join(x for x in lines if ",S4D," not in x))
+    res = _invoke("plot", spec, "--profile", "smoke", "--out", out)
+    assert res.exit_code == 0, res.output
+    assert re.search(r"curves-smoke\.csv: 1 finished run\(s\) have no learning curve in it: "
+                     r"[0-9a-f]+ \(S4D\)", res.output), res.output
+    curves.unlink()
+    res = _invoke("plot", spec, "--profile", "smoke", "--out", out)
+    assert res.exit_code == 0 and "2 finished run(s) have no learning curve (the table is not " \
+        "there)" in res.output, res.output
+
+
+def test_rows_under_older_ids_are_checked_against_their_own_cell_alone(tmp_path, monkeypatch):
+    """A committed results table whose rows stand under older run ids (a code version change;
+    chen2025-fig8's 48) had each row compared, on every setting, with every planned run of its
+    label and seed (a grid under one label: ~30 each), 14 s of `figures --no-rebuild`'s
+    training times. The run of its own cell is tried first; a row it does not contradict stays
+    after one comparison, and a stale row still warns as before."""
+    import pandas as pd
+
+    from ssmrepro.plots import outputs
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    lrs = [0.001 * (i + 1) for i in range(12)]
+    spec = load_spec(write_spec(tmp_path, seeds=[0], sweep=[{"grid": {"train.lr": lrs}}]))
+    runs = expand(spec, "smoke")
+    table = pd.DataFrame([{"run_id": f"old{i}", "label": r.label, "seed": 0,
+                           "train.lr": r.config()["train"]["lr"], "status": "ok"}
+                          for i, r in enumerate(runs)])
+    calls = []
+    real = outputs._contradiction
+    monkeypatch.setattr(outputs, "_contradiction",
+                        lambda rows, run: calls.append(run) or real(rows, run))
+    kept = outputs._without_stale(table, runs, "results.csv")
+    assert len(kept) == len(table) and len(calls) == len(table), len(calls)
+    table.loc[0, "status"] = "weird"  # contradicts every run of its label and seed: dropped
+    kept = outputs._without_stale(table, runs, "results.csv")
+    assert list(kept["run_id"]) == [f"old{i}" for i in range(1, len(runs))]
+
+
+def test_the_front_page_leaves_out_a_verdict_line_that_does_not_count_the_reports_claims(
+        tmp_path, capsys):
+    """`figures --no-rebuild` showed a report's verdict line as it stood: one edited by hand
+    ('6 PASS' beside five claim lines, all PASS) was on the front page. A line that does not
+    count the report's claim lines is left out, with a warning naming both counts."""
+    from ssmrepro.plots import frontpage
+
+    report = tmp_path / "report.md"
+    text = (ROOT / "results/huang2025/huang2025-tab1/report.md").read_text()
+    report.write_text(text)
+    assert frontpage._verdicts(report) == "5 PASS, 0 FAIL, 0 MISSING, 0 UNTESTED"
+    for edited in (text.replace("**Verdicts: 5 PASS, 0 FAIL", "**Verdicts: 6 PASS, 0 FAIL"),
+                   text.replace("- **PASS** S4D fails", "- **FAIL** S4D fails", 1)):
+        report.write_text(edited)
+        capsys.readouterr()
+        assert frontpage._verdicts(report) == ""
+        assert "does not count its claims" in capsys.readouterr().err
+
+
+def test_a_mechanistic_figure_titled_mean_of_seeds_says_it_draws_one_seed(tmp_path, monkeypatch):
+    """A mechanistic figure (koren2026 Figs. 2-5, 14) draws one seed's trained model per cell
+    (the first with saved weights), and its title's 'mean of 3 seeds', as an author wrote it,
+    was kept (rewritten as the cells' aggregation) above those matrices. The words say what is
+    drawn, 'one seed', as a curves figure's say how it draws seeds."""
+    from types import SimpleNamespace
+
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from ssmrepro.plots import mechanistic as mech
+    from ssmrepro.plots.registry import FigureContext, parse_figure
+
+    cells = pd.DataFrame({"label": ["trained"], "n_expected": [3], "n_ok": [3],
+                          "n_diverged": [0], "test.acc": [1.0]})
+    spec = SimpleNamespace(id="t", title="t", paper_values=[], analytic=None,
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec=spec, profile="quick", cells=cells, keys=["label"],
+                        out=lambda s, e: tmp_path / f"{s}.{e}", tables={})
+    monkeypatch.setattr(mech, "save_png", lambda fig, path, **kw: None)
+    for kind in ("invariant_operators", "output_distribution"):
+        cfg = parse_figure({"kind": kind, "title": "Fig. 2: operators, mean of 3 seeds"})
+        assert "operators, one seed [t, profile quick]" in mech._title(ctx, cfg)
+    fig = plt.figure()
+    mech._save(fig, ctx, cfg, tmp_path / "f.png", "note")
+    assert "one seed" in fig._suptitle.get_text() and "mean" not in fig._suptitle.get_text()
+    plt.close(fig)
+
+
+def test_an_analytic_tables_metric_edited_by_hand_is_not_exported(tmp_path):
+    """A metric of an analytic spec's committed results.csv edited by hand (a theory table the
+    tool computes: `plot` computes it again) was exported as it stood, `analytic_mismatch`
+    checking its columns, grid points and params only. `export` leaves out the rows whose
+    metric differs from the profile's summary.csv (what `plot` wrote), or, without one, from
+    the table computed again, with a warning naming the first."""
+    from ssmrepro.plots.export import analytic_edits
+    from ssmrepro.report.analytic import analytic_table
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import read_run_table
+
+    spec = load_spec(_tiny_analytic_spec(tmp_path))
+    computed = analytic_table(spec)
+    summary = tmp_path / "summary.csv"
+    computed.to_csv(summary, index=False)
+    path = tmp_path / "results.csv"
+    computed.to_csv(path, index=False)
+    assert analytic_edits(spec, read_run_table(path), summary) == ([], "")
+    edited = computed.copy()
+    edited.loc[1, "ratio_b"] = 0.5
+    edited.to_csv(path, index=False)
+    for ref, source in ((summary, "its summary.csv"), (tmp_path / "none.csv", "the theory")):
+        bad, why = analytic_edits(spec, read_run_table(path), ref)
+        assert bad == [1] and why.startswith("ratio_b=0.5 at L=10, c=1.0") and source in why, why

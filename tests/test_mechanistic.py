@@ -212,7 +212,7 @@ def test_stored_arrays_draw_the_full_precision_picture(tmp_path):
     from ssmrepro.plots import mechanistic as pm
 
     task = build_task(TASK)
-    ctx = SimpleNamespace(title=lambda cfg: "t")
+    ctx = SimpleNamespace(title=lambda cfg, **kw: "t")
     run = SimpleNamespace(label="x", run_id="r0", model=SimpleNamespace(d_model=32, d_state=16))
     members = [(run, _model(init, D=32, N=16), task, 5) for init in ("designed", "default")]
     kinds = {"invariant_operators": (pm.OperatorsConfig, pm._operators_row, pm._draw_operators),
@@ -271,7 +271,7 @@ def test_output_distribution_figure_is_drawn_from_its_stored_arrays(tmp_path):
 
     task = build_task(TASK)
     cfg = pm.DistributionConfig(kind="output_distribution", bins=30)
-    ctx = SimpleNamespace(title=lambda c: "t", fitted_title=lambda c, w, f=10: "t")
+    ctx = SimpleNamespace(title=lambda c, **kw: "t", fitted_title=lambda c, w, f=10: "t")
     rows = []
     for M, pattern in ((1, None), (2, "MHA")):
         mcfg = MODELS["linear_mamba"].Config(d_model=16, d_state=4, heads=M, head_pattern=pattern)

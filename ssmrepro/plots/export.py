@@ -34,6 +34,7 @@ from ..store import (
     metric_name,
     output_name,
     read_run_table,
+    read_table,
     record_problem,
     redefined,
     results_dir,
@@ -209,6 +210,51 @@ def analytic_mismatch(spec, table: pd.DataFrame) -> str | None:
     return None
 
 
+def analytic_edits(spec, table: pd.DataFrame, summary: Path) -> tuple[list[int], str]:
+    """(positions, why) of the rows of ``table`` (an analytic spec's results.csv, its grid
+    points and params those of the spec: ``analytic_mismatch``) whose computed metric differs
+    from the one `plot` wrote for the same point: the profile's ``summary`` (summary.csv, one
+    cell per row) when it holds every metric column, else the table computed again (seconds:
+    yu2025-fig5's 42 points take 8 s). A metric edited by hand was exported as it stood (`plot`
+    computes the table again, `export` reads it as committed)."""
+    from ..report.analytic import analytic_columns, analytic_table
+    from ..report.cells import values_equal
+    from ..util import norm
+
+    cells, metrics = analytic_columns(spec)
+    col = {metric_name(c): c for c in table.columns}
+    keys = sorted(spec.analytic.grid) + sorted(spec.analytic.params)
+    ref = None
+    try:
+        ref = read_table(summary) if summary.is_file() else None
+    except TableError:
+        ref = None
+    source = f"its {summary.name} (what `plot` wrote)"
+    if ref is None or not (set(keys) | metrics) <= {metric_name(c) for c in ref.columns}:
+        try:
+            ref, source = analytic_table(spec), "the theory"
+        except SpecError:
+            return [], ""
+    rcol = {metric_name(c): c for c in ref.columns}
+    want = {tuple(norm(v) for v in row[:len(keys)]): row[len(keys):]
+            for row in ref[[rcol[k] for k in keys] + [rcol[m] for m in sorted(metrics)]]
+            .itertuples(index=False)}
+    bad, why = [], ""
+    for i, row in enumerate(table[[col[k] for k in keys] + [col[m] for m in sorted(metrics)]]
+                            .itertuples(index=False)):
+        have = want.get(tuple(norm(v) for v in row[:len(keys)]))
+        if have is None:
+            continue
+        for m, a, b in zip(sorted(metrics), row[len(keys):], have):
+            if not values_equal(a, b):
+                bad.append(i)
+                if not why:
+                    point = ", ".join(f"{k}={v}" for k, v in zip(keys, row[:len(keys)]))
+                    why = f"{m}={a!r} at {point}, where {source} gives {b!r}"
+                break
+    return bad, why
+
+
 def prof_rows(path: Path, profile: str) -> bool:
     """Whether the results table at ``path`` holds a row of ``profile`` (False if unreadable)."""
     try:
@@ -277,6 +323,15 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None,
                 print(f"warning: {csv.name} of {spec.id}: {why}: its rows are not exported "
                       f"(`ssmrepro plot {spec.id}` computes the table again)", file=sys.stderr)
                 table = table.iloc[:0]
+            elif spec.analytic is not None and not table.empty:
+                bad, why = analytic_edits(
+                    spec, table, root / output_name(spec, prof, "summary", "csv"))
+                if bad:  # a computed metric edited by hand: exported as it stood
+                    print(f"warning: {csv.name} of {spec.id}: {len(bad)} row(s) hold a "
+                          f"metric that is not the theory's ({why}; edited by hand?): they are "
+                          f"not exported (`ssmrepro plot {spec.id}` computes the table again)",
+                          file=sys.stderr)
+                    table = table.drop(index=table.index[bad])
             # the rows of a profile that reads this table too (its rows under the table's name
             # from before the default profile changed) are exported in its turn: they were named
             # `not used` here, beside their export

@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from ..report import md_cell
+from ..report import CLAIM_VERDICTS, md_cell
 from ..spec import (
     NAME_PATTERN,
     SET_TAG,
@@ -59,6 +59,7 @@ STATUSES = ("not specified", "spec only", "smoke", "quick results", "long result
 _VERDICTS = re.compile(r"^\*\*Verdicts: ([^*\r\n]+)\*\*\r?$", re.M)
 _FINISHED = re.compile(r"^Profile `[^`\n]*`: (\d+) runs expected, (\d+) finished", re.M)
 _PROFILE = re.compile(r"^Profile `([^`\n]*)`", re.M)
+_CLAIM_LINE = re.compile(r"^- \*\*(" + "|".join(CLAIM_VERDICTS) + r")\*\* ", re.M)
 
 
 @dataclass
@@ -283,8 +284,23 @@ def _report_text(report: Path) -> str:
 
 
 def _verdicts(report: Path) -> str:
-    m = _VERDICTS.search(_report_text(report))
-    return m.group(1).strip() if m else ""
+    """The report's verdict line ('5 PASS, 0 FAIL, 0 MISSING, 0 UNTESTED'); '' with a warning
+    when it does not count the report's own claim lines (`- **PASS** ...`): the line edited by
+    hand was shown on the front page as it stood. (A claim line edited with it is not told
+    apart without rebuilding: `figures` without --no-rebuild writes every report again.)"""
+    text = _report_text(report)
+    m = _VERDICTS.search(text)
+    if not m:
+        return ""
+    said = m.group(1).strip()
+    lines = [x.group(1) for x in _CLAIM_LINE.finditer(text)]
+    counted = ", ".join(f"{lines.count(k)} {k}" for k in CLAIM_VERDICTS)
+    if said != counted:
+        print(f"warning: {report}: its verdict line ({said}) does not count its claims "
+              f"({counted}): edited by hand? its verdicts are not on the front page; `ssmrepro "
+              "figures` (without --no-rebuild) writes the report again", file=sys.stderr)
+        return ""
+    return said
 
 
 def _unfinished(report: Path) -> str:

@@ -1371,6 +1371,12 @@ def _without_stale(own: pd.DataFrame, runs: list, name: str) -> pd.DataFrame:
             continue
         rows = own.iloc[pos]
         cands = cell.get((str(rows[LABEL].iloc[0]), norm(rows[SEED].iloc[0])), [])
+        # a run of its cell it contradicts in nothing keeps it: tried first, alone (each row
+        # under an older id was compared with every run of its label and seed, ~30 of a grid
+        # under one label: chen2025-fig8's 48 such rows took 14 s of `figures --no-rebuild`)
+        if any(not _contradiction(rows.drop(columns=[c for c in r.coords if c in rows]), r)
+               for r in cands if not _other_cell(rows, r)):
+            continue
         whys = [_contradiction(rows.drop(columns=[c for c in r.coords if c in rows]), r)
                 or ("another value of a key the sweep sets" if _other_cell(rows, r) else "")
                 for r in cands]
@@ -1795,35 +1801,53 @@ def _curves(spec: Spec, root: Path, runs: list, keys: list[str], path: Path,
         base = extra if base.empty else pd.concat([base, extra], ignore_index=True)
     n_rows = len(base)
     base = in_table_order(_without_other_data(base, store), runs, columns=False)
-    _warn_short_curves(path, base, stops or {}, {str(r.get(RUN_ID)) for r in recs})
+    _warn_short_curves(path, base, stops or {}, {str(r.get(RUN_ID)) for r in recs},
+                       bool(stops) and _draws_curves(spec), {x.run_id: x.label for x in runs})
     _write_back(path, base, lambda t: csv_text(whole_numbers(t, runs)), not table.empty,
                 stale or len(base) < n_rows)
     return base
 
 
+def _draws_curves(spec: Spec) -> bool:
+    """Whether a figure of ``spec`` draws learning curves (reads curves.csv)."""
+    for _, raw in spec.figure_configs:
+        try:
+            if parse_figure(raw).history_metrics():
+                return True
+        except (KeyError, ValidationError):  # reported by validate_outputs
+            continue
+    return False
+
+
 def _warn_short_curves(path: Path, curves: pd.DataFrame, stops: dict[str, int],
-                       recorded: set[str]) -> None:
+                       recorded: set[str], drawn: bool = False,
+                       labels: dict[str, str] | None = None) -> None:
     """Warn of the committed curves (runs without a record here) that end before the step their
     results row says the run stopped at (``stops``): a curves.csv cut at a line end (a partial
     copy, rows deleted) drew those runs' learning curves ending early without a word (a run's
-    curve ends at its stop step: its last evaluation is of its final model). A run with no
-    row left (the cut fell between two runs, or the table kept its header alone) is one too:
-    its curve was missing without a word."""
-    if not stops or (curves.empty and not path.is_file()):  # (no committed table: not cut)
+    curve ends at its stop step: its last evaluation is of its final model). When a figure
+    draws the curves (``drawn``), warn too of finished runs with no row at all (their rows
+    deleted, or the table not there): their curves were left out without a word. ``labels``:
+    each run id's label, named beside it."""
+    if not stops:
         return
-    if not curves.empty and (RUN_ID not in curves or STEP not in curves):
-        return
+    has = not curves.empty and RUN_ID in curves and STEP in curves
     last = (pd.to_numeric(curves[STEP], errors="coerce").groupby(curves[RUN_ID].astype(str)).max()
-            if not curves.empty else pd.Series(dtype=float))
+            if has else pd.Series(dtype=float))
     short = [f"{rid} (step {int(end)} of {stops[rid]})" for rid, end in last.items()
              if rid not in recorded and rid in stops and np.isfinite(end) and end < stops[rid]]
-    short += [f"{rid} (no row; stopped at step {stop})" for rid, stop in stops.items()
-              if rid not in recorded and rid not in last.index]
     if short:
         shown = ", ".join(short[:5]) + (f" and {len(short) - 5} more" if len(short) > 5 else "")
         print(f"warning: {path.name}: the learning curve of {len(short)} run(s) ends before the "
               f"step its results row says the run stopped at: {shown} (the table cut short or "
               "rows deleted?); drawn as they are", file=sys.stderr)
+    none = [f"{rid} ({(labels or {}).get(rid, '?')})" for rid in stops
+            if rid not in recorded and rid not in last.index] if drawn else []
+    if none:
+        shown = ", ".join(none[:5]) + (f" and {len(none) - 5} more" if len(none) > 5 else "")
+        print(f"warning: {path.name}: {len(none)} finished run(s) have no learning curve "
+              f"{'in it' if has else '(the table is not there)'}: {shown} (rows deleted, or the table "
+              "not copied?); their curves are not drawn", file=sys.stderr)
 
 
 def _named_columns(spec: Spec) -> set[str]:

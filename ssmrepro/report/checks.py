@@ -159,6 +159,19 @@ class CheckContext:
             self._index = (self.cells, CellIndex(expected(self.cells)))
         return self._index[1].select(where)
 
+    def unmatched(self, where: dict[str, Any]) -> str:
+        """Why ``where`` selects no cell of the profile ('' when it selects some): the first
+        condition no expected run meets alone (``label=S5``: a label the spec no longer has,
+        or one this profile's sweep has no run of), else the conditions together. Read from
+        the profile's own cells, not by expanding the other profiles."""
+        if not isinstance(where, dict) or not where or not self.needed(where).empty:
+            return ""
+        assert self._index is not None
+        for k, v in where.items():
+            if not self._index[1].positions({k: v}):
+                return f"no run of this profile has {pairs_text([(k, v)])}"
+        return f"no cell of this profile has {pairs_text(where.items())} together"
+
 
 WHERE_HELP = ("the cells the check reads: column -> value (or list of values); {} = every cell "
               "of the profile")
@@ -317,6 +330,25 @@ def run_check(ctx: CheckContext, cfg: CheckConfig) -> list[Verdict]:
             v.verdict, v.ours = "MISSING", None
             v.detail = (f"this profile's runs have no evaluation set {' or '.join(map(repr, absent))}"
                         " (train.evals): the claim's metric is not measured here")
+    # a `where` that selects no cell of the profile (a label renamed in the spec, or one of
+    # another profile's cases): the verdict said only 'this profile has no cell the claim needs'
+    # ('no pair of matching a/b cells'); `validate` alone named the label
+    why = [(name, text) for name, text in _unselected(ctx, cfg) if text]
+    for v in out:
+        if v.verdict == "MISSING" and v.ours is None and why:
+            v.detail = "; ".join(x for x in (v.detail, *(f"{name}: {text}" if name else text
+                                                        for name, text in why)) if x)
+    return out
+
+
+def _unselected(ctx: CheckContext, cfg: CheckConfig) -> list[tuple[str, str]]:
+    """(field, ``CheckContext.unmatched``) of each of the claim's selectors (its ``where``; an
+    ordering's ``a`` and ``b``); the field is named when the claim has several."""
+    sels = cfg.selectors()
+    out = []
+    for w in sels:
+        name = next((f for f in type(cfg).model_fields if getattr(cfg, f) is w), "")
+        out.append((name if len(sels) > 1 else "", ctx.unmatched(w)))
     return out
 
 
