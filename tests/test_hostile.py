@@ -20951,3 +20951,46 @@ def test_front_page_times_only_the_rows_of_its_specs_runs(tmp_path):
     assert training_time(csv, "quick") != ""  # the table's own time, read without a spec
     assert training_time(csv, "quick", spec) == ""
     assert training_time(own, "quick", spec) == training_time(own, "quick") != ""
+
+
+def test_a_command_judges_each_run_record_once(two_profile_smoke, tmp_path, monkeypatch):
+    """`run` with every run done read each record six times (its plan, its count of done runs,
+    its summary, results.csv twice, the curves) and judged it each time (its config parsed by
+    pydantic, ~3 ms): 70 of the 120 s of a 4,000-run `run` with nothing to train (round 45).
+    A record's verdict is kept per process by its bytes; an edited record is judged again."""
+    import ssmrepro.store as store_mod
+    from ssmrepro.store import Store
+
+    spec, folder = _copy_trained(two_profile_smoke, tmp_path)
+    records = sorted((folder / "runs").glob("*.json"))
+    calls = []
+    judge = store_mod.record_problem
+    monkeypatch.setattr(store_mod, "_VERDICTS", {}, raising=False)
+    monkeypatch.setattr(store_mod, "record_problem",
+                        lambda rec, rid: calls.append(rid) or judge(rec, rid))
+    res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--workers", "1")
+    assert res.exit_code == 0, res.output
+    assert len(records) == 2 and sorted(calls) == sorted(p.stem for p in records), calls
+    path = records[0]
+    rec = json.loads(path.read_text())
+    path.write_text(json.dumps({**rec, "kernels": "abc"}))  # edited: new bytes, judged again
+    st = Store(folder)
+    assert st.read(path.stem) is None and calls.count(path.stem) == 2, calls
+    assert any("kernels that are not a table" in w for w in st.warnings), st.warnings
+    assert not path.exists() and list((folder / "runs/quarantine").iterdir())
+
+
+def test_cell_keys_flatten_each_sweep_point_once(tmp_path, monkeypatch):
+    """`cell_keys` flattened every run's config, and a figure's build asks for the keys several
+    times: 28,000 flattened configs for a 4,000-run `run` (round 45). Runs of one sweep point
+    share their config: it is flattened once per point."""
+    from ssmrepro.report import cell_keys
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import RunConfig, expand
+
+    runs = expand(load_spec(_one_run_spec(tmp_path, seeds=list(range(40)))), "smoke")
+    flat = RunConfig.flat
+    calls = []
+    monkeypatch.setattr(RunConfig, "flat", lambda self: calls.append(self.seed) or flat(self))
+    assert len(runs) == 40 and cell_keys(runs) == ["label", "model.mixer"]
+    assert len(calls) == 1, calls
