@@ -20994,3 +20994,37 @@ def test_cell_keys_flatten_each_sweep_point_once(tmp_path, monkeypatch):
     monkeypatch.setattr(RunConfig, "flat", lambda self: calls.append(self.seed) or flat(self))
     assert len(runs) == 40 and cell_keys(runs) == ["label", "model.mixer"]
     assert len(calls) == 1, calls
+
+
+def test_committed_rows_of_many_runs_are_compared_at_once(tmp_path, monkeypatch, capsys):
+    """A fresh clone's `plot` compared each run's rows of a committed table on their own
+    (`drop_duplicates` per run of a curves table): 56 of the 183 s of `plot` of 4,000 runs
+    (round 45). The rows are compared over the whole table at once, and a run given a step
+    twice with other values, or a results row twice with other metrics, is still left out."""
+    import pandas as pd
+
+    from ssmrepro.plots.outputs import consistent_rows
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    runs = expand(load_spec(_one_run_spec(tmp_path, seeds=list(range(30)))), "smoke")
+    curves = pd.DataFrame([{"run_id": r.run_id, "label": lab, "seed": r.seed, "step": s,
+                            "val.loss": 1.0 + s} for r in runs for s in (0, 20)
+                           for lab in ("S6", "S6 copy")])
+    odd = runs[3].run_id
+    curves.loc[(curves["run_id"] == odd) & (curves["label"] == "S6 copy"), "val.loss"] = 9.0
+    results = pd.DataFrame([{"run_id": r.run_id, "label": "S6", "seed": r.seed,
+                             "metric.test.acc": 0.5} for r in runs for _ in (0, 1)])
+    results.loc[1, "metric.test.acc"] = 0.9  # runs[0]'s second row
+    calls = []
+    dedup = pd.DataFrame.drop_duplicates
+    monkeypatch.setattr(pd.DataFrame, "drop_duplicates",
+                        lambda self, *a, **k: calls.append(1) or dedup(self, *a, **k))
+    kept = consistent_rows(curves, runs)
+    assert len(calls) <= 1, len(calls)
+    assert odd not in set(kept["run_id"]) and len(kept) == len(curves) - 4
+    kept = consistent_rows(results, runs)
+    assert runs[0].run_id not in set(kept["run_id"]) and len(kept) == len(results) - 2
+    err = capsys.readouterr().err
+    assert f"run {odd} 4 times with different results" in err
+    assert f"run {runs[0].run_id} 2 times with different results" in err
