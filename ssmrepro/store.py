@@ -190,6 +190,29 @@ def record_problem(rec: Any, run_id: str) -> str | None:
     return None
 
 
+# record_problem's verdicts by (run id, digest of the record's bytes), for this process: a
+# command reads each record several times (`run` with every run done: its plan, its count of
+# done runs, its summary, the tables, the curves; six reads), and judging one parses its config
+# (pydantic), ~3 ms: 70 of the 120 s of a 4,000-run `run` with nothing to train. The verdict is
+# a function of the bytes (and of the run id the file is named by); the data and revision
+# checks after it (``data_changed``, ``redefined``) are made at every read.
+_VERDICTS: dict[tuple[str, bytes], str | None] = {}
+MAX_VERDICTS = 400_000  # 300,000 runs of a spec and the records of the stores it reuses
+
+
+def judged_problem(data: bytes, rec: Any, run_id: str) -> str | None:
+    """``record_problem(rec, run_id)`` of the record ``rec`` parsed from the bytes ``data``,
+    judged once per process for the same bytes and run id."""
+    key = (run_id, hashlib.blake2b(data, digest_size=16).digest())
+    if key in _VERDICTS:
+        return _VERDICTS[key]
+    why = record_problem(rec, run_id)
+    if len(_VERDICTS) >= MAX_VERDICTS:
+        _VERDICTS.clear()
+    _VERDICTS[key] = why
+    return why
+
+
 # how a run was computed, as make_record writes it (engine.local): the backend and device it
 # resolved to (kernels.backend.select_backend / select_device) and each mixer's kernel path(s)
 RECORD_BACKENDS = ("torch", "cuda")
@@ -664,7 +687,8 @@ class Store:
         for k, root in enumerate(roots):
             path = root / f"{run_id}.json"
             try:
-                rec = json.loads(read_small(path, MAX_RECORD_BYTES))
+                data = read_small(path, MAX_RECORD_BYTES)
+                rec = json.loads(data)
             except (FileNotFoundError, NotADirectoryError):  # no record (a file where a folder
                 continue  # of the path belongs: `prepare` names it before anything is written
             except PermissionError:  # not damaged: this user may not read it (a store shared
@@ -679,7 +703,7 @@ class Store:
                     raise OSError(errno.ELOOP, "a symbolic link loop", str(root)) from None
                 why = f"unreadable ({err if isinstance(err, NotSmallFile) else type(err).__name__})"
             else:
-                why = record_problem(rec, run_id)
+                why = judged_problem(data, rec, run_id)
                 if why is None:
                     why = data_changed(rec) or redefined(rec)
                     if why is None:
@@ -1626,7 +1650,7 @@ def in_table_order(df: pd.DataFrame, runs: list, columns: bool = True,
     if not columns:
         return _rows_in_order(df, runs)
     config: dict[str, int] = {}
-    for flat in _flats(runs) if flats is None else flats:  # the keys only (no seed)
+    for flat in point_flats(runs) if flats is None else flats:  # the keys only (no seed)
         for k in flat:
             config.setdefault(k, len(config))
     info = {c: i for i, c in enumerate(TABLE_INFO_ORDER)}
@@ -1669,7 +1693,7 @@ def table_text(df: pd.DataFrame, runs: list) -> str:
     integer settings and counts written as integers (``whole_numbers``)."""
     if df.empty:
         return csv_text(df)
-    flats = _flats(runs)
+    flats = point_flats(runs)
     return csv_text(whole_numbers(in_table_order(df, runs, flats=flats), runs, flats=flats))
 
 
@@ -1681,7 +1705,7 @@ def whole_numbers(df: pd.DataFrame, runs: list,
     floats, and huang2025-tab1's results.csv wrote the Transformer's ``model.heads`` (empty
     for its Mamba rows) 1.0, the Mamba's ``model.d_state`` 8.0 (``int('8.0')`` fails in a
     script reading the CSV)."""
-    ints = set(_int_settings(_flats(runs) if flats is None else flats)) | set(counts)
+    ints = set(_int_settings(point_flats(runs) if flats is None else flats)) | set(counts)
     df = df.copy()
     for c in df.columns:
         if c in ints and pd.api.types.is_float_dtype(df[c]) and all(
@@ -1691,14 +1715,14 @@ def whole_numbers(df: pd.DataFrame, runs: list,
     return df
 
 
-def _flats(runs: list) -> list[dict[str, Any]]:
+def point_flats(runs: list) -> list[dict[str, Any]]:
     """The dotted config (``RunConfig.flat``) of each sweep point of ``runs``, once (the seeds
     of a point share it), in their order."""
     return list({id(f): f for f in per_point(runs, lambda r: r.flat())}.values())
 
 
 def _int_settings(flats: list[dict[str, Any]]) -> list[str]:
-    """The dotted config keys whose every value in ``flats`` (``_flats``) is an integer (not
+    """The dotted config keys whose every value in ``flats`` (``point_flats``) is an integer (not
     a truth value)."""
     kinds: dict[str, bool] = {}
     for flat in flats:

@@ -31,6 +31,10 @@ class Run:
     coords: dict
     seed: int = 0
     extra: dict = field(default_factory=dict)
+    # a sweep point's typed sections, shared by its seeds' runs (``sweep.per_point``)
+    task: object = field(default_factory=object)
+    model: object = field(default_factory=object)
+    train: object = field(default_factory=object)
 
     def flat(self) -> dict:
         return {**self.coords, **self.extra}

@@ -21951,3 +21951,87 @@ def test_an_analytic_tables_metric_edited_by_hand_is_not_exported(tmp_path):
     for ref, source in ((summary, "its summary.csv"), (tmp_path / "none.csv", "the theory")):
         bad, why = analytic_edits(spec, read_run_table(path), ref)
         assert bad == [1] and why.startswith("ratio_b=0.5 at L=10, c=1.0") and source in why, why
+
+
+def test_a_command_judges_each_run_record_once(two_profile_smoke, tmp_path, monkeypatch):
+    """`run` with every run done read each record six times (its plan, its count of done runs,
+    its summary, results.csv twice, the curves) and judged it each time (its config parsed by
+    pydantic, ~3 ms): 70 of the 120 s of a 4,000-run `run` with nothing to train (round 45).
+    A record's verdict is kept per process by its bytes; an edited record is judged again."""
+    import ssmrepro.store as store_mod
+    from ssmrepro.store import Store
+
+    spec, folder = _copy_trained(two_profile_smoke, tmp_path)
+    records = sorted((folder / "runs").glob("*.json"))
+    calls = []
+    judge = store_mod.record_problem
+    monkeypatch.setattr(store_mod, "_VERDICTS", {}, raising=False)
+    monkeypatch.setattr(store_mod, "record_problem",
+                        lambda rec, rid: calls.append(rid) or judge(rec, rid))
+    res = _invoke("run", spec, "--out", tmp_path / "out", "--profile", "smoke", "--workers", "1")
+    assert res.exit_code == 0, res.output
+    assert len(records) == 2 and sorted(calls) == sorted(p.stem for p in records), calls
+    path = records[0]
+    rec = json.loads(path.read_text())
+    path.write_text(json.dumps({**rec, "kernels": "abc"}))  # edited: new bytes, judged again
+    st = Store(folder)
+    assert st.read(path.stem) is None and calls.count(path.stem) == 2, calls
+    assert any("kernels that are not a table" in w for w in st.warnings), st.warnings
+    assert not path.exists() and list((folder / "runs/quarantine").iterdir())
+
+
+def test_cell_keys_flatten_each_sweep_point_once(tmp_path, monkeypatch):
+    """`cell_keys` flattened every run's config, and a figure's build asks for the keys several
+    times: 28,000 flattened configs for a 4,000-run `run` (round 45). Runs of one sweep point
+    share their config: it is flattened once per point."""
+    from ssmrepro.report import cell_keys
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import RunConfig, expand
+
+    runs = expand(load_spec(_one_run_spec(tmp_path, seeds=list(range(40)))), "smoke")
+    flat = RunConfig.flat
+    calls = []
+    monkeypatch.setattr(RunConfig, "flat", lambda self: calls.append(self.seed) or flat(self))
+    assert len(runs) == 40 and cell_keys(runs) == ["label", "model.mixer"]
+    assert len(calls) == 1, calls
+
+
+def test_committed_rows_of_many_runs_are_compared_at_once(tmp_path, monkeypatch, capsys):
+    """A fresh clone's `plot` compared each run's rows of a committed table on their own
+    (`drop_duplicates` per run of a curves table): 56 of the 183 s of `plot` of 4,000 runs, and
+    took each run's rows out of the table (3 ms a run; round 45). The rows are compared over
+    the whole table at once, each run's rows are a slice of the grouped table, and a run given
+    a step twice with other values, or a results row twice with other metrics, is still left
+    out."""
+    import pandas as pd
+
+    from ssmrepro.plots.outputs import consistent_rows
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    runs = expand(load_spec(_one_run_spec(tmp_path, seeds=list(range(30)))), "smoke")
+    curves = pd.DataFrame([{"run_id": r.run_id, "label": lab, "seed": r.seed, "step": s,
+                            "val.loss": 1.0 + s} for r in runs for s in (0, 20)
+                           for lab in ("S6", "S6 copy")])
+    odd = runs[3].run_id
+    curves.loc[(curves["run_id"] == odd) & (curves["label"] == "S6 copy"), "val.loss"] = 9.0
+    results = pd.DataFrame([{"run_id": r.run_id, "label": "S6", "seed": r.seed,
+                             "metric.test.acc": 0.5} for r in runs for _ in (0, 1)])
+    results.loc[1, "metric.test.acc"] = 0.9  # runs[0]'s second row
+    calls = []
+    dedup = pd.DataFrame.drop_duplicates
+    monkeypatch.setattr(pd.DataFrame, "drop_duplicates",
+                        lambda self, *a, **k: calls.append(1) or dedup(self, *a, **k))
+    kept = consistent_rows(curves, runs)
+    assert len(calls) <= 1, len(calls)
+    assert odd not in set(kept["run_id"]) and len(kept) == len(curves) - 4
+    takes = []  # each run's rows are a slice of the grouped table, not taken from it
+    take = pd.DataFrame.take
+    monkeypatch.setattr(pd.DataFrame, "take",
+                        lambda self, *a, **k: takes.append(1) or take(self, *a, **k))
+    kept = consistent_rows(results, runs)
+    assert len(takes) <= 3, len(takes)
+    assert runs[0].run_id not in set(kept["run_id"]) and len(kept) == len(results) - 2
+    err = capsys.readouterr().err
+    assert f"run {odd} 4 times with different results" in err
+    assert f"run {runs[0].run_id} 2 times with different results" in err

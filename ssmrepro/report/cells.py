@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..store import is_loss
+from ..store import is_loss, point_flats
 from ..util import norm  # noqa: F401  (re-exported: the tables' cell keys)
 from .columns import (
     COMPLETE,
@@ -465,7 +465,9 @@ def cell_keys(runs: list) -> list[str]:
     """Columns that identify a cell: the label and every swept key that is a config column."""
     from ..sweep import swept_keys
 
-    return [LABEL, *swept_keys(runs)]
+    # once per sweep point, not per run: a figure's build asks for the keys several times (a
+    # 4,000-run `run` flattened 28,000 configs)
+    return [LABEL, *swept_keys(runs, point_flats(runs))]
 
 
 def with_config(cells: pd.DataFrame, runs: list, columns: list[str] | set[str]) -> pd.DataFrame:
