@@ -21369,3 +21369,26 @@ def test_the_ci_entry_point_acts_on_its_own_checkout_through_a_link(tmp_path):
         assert res.returncode == 0, res.stdout + res.stderr
         assert res.stdout.strip() == f"make test in {clone.resolve()}", res.stdout
         assert (tmp_path / ".venv").is_dir() and not (clone / ".venv").exists()
+
+
+def test_a_title_listing_its_seeds_after_its_seed_words_is_drawn_as_drawn(tmp_path):
+    """A title's seed words followed by the seeds' numbers ('mean of seeds 0 to 4', 'best of
+    3 seeds {0, 1, 2}') had only the words redrawn: 'mean of 2 seeds 0 to 4' above cells of
+    seeds 0 and 1 named three seeds never drawn. The list is part of the words; a number that
+    is no list of seeds ('2 layers', '0-1x') stays."""
+    from test_checks import Run
+    from test_outputs import _ctx
+
+    from ssmrepro.plots import parse_figure
+
+    ctx = _ctx(tmp_path, [Run(lab, {"task.T": 10}, seed=sd) for lab in ("A", "B")
+                          for sd in (0, 1)], [0.5, 0.6, 0.7, 0.8])
+    for title, want in (("acc (mean of seeds 0 to 4)", "acc (mean of 2 seeds)"),
+                        ("acc, Mean of seeds 0-4", "acc, Mean of 2 seeds"),
+                        ("acc: best of 3 seeds {0, 1, 2} per lr", "acc: mean of 2 seeds per lr"),
+                        ("acc (mean of 5 seeds (0–4))", "acc (mean of 2 seeds)"),
+                        ("acc, mean of seeds 0, 1 and 2", "acc, mean of 2 seeds"),
+                        ("acc, mean of 3 seeds 2 layers", "acc, mean of 2 seeds 2 layers"),
+                        ("acc, mean of 3 seeds 0-1x", "acc, mean of 2 seeds 0-1x")):
+        got = ctx.title(parse_figure({"kind": "bars", "title": title}))
+        assert got.startswith(want + " [t-spec"), (title, got)
