@@ -21392,3 +21392,16 @@ def test_a_title_listing_its_seeds_after_its_seed_words_is_drawn_as_drawn(tmp_pa
                         ("acc, mean of 3 seeds 0-1x", "acc, mean of 2 seeds 0-1x")):
         got = ctx.title(parse_figure({"kind": "bars", "title": title}))
         assert got.startswith(want + " [t-spec"), (title, got)
+
+
+def test_a_figure_without_a_kind_or_of_a_kind_that_is_no_text_is_refused(tmp_path):
+    """A figure entry without `kind:` (or `kind: 5`) was a TypeError traceback: its problem line
+    cut the kind as a name (util.short_name took len() of None). Refused with exit 2; a kind
+    holding a line break is shown escaped once ('bars\\n', not 'bars\\\\n')."""
+    fig = {"metric": "test.acc", "x": "label"}
+    for kind, said in ((None, "no figure kind"), (5, "unknown figure kind 5 "),
+                       ("bars\n", "unknown figure kind 'bars\\n' ")):
+        spec = write_spec(tmp_path, figure={**fig, **({} if kind is None else {"kind": kind})})
+        res = runner.invoke(app, ["validate", str(spec)])
+        assert res.exit_code == 2, (kind, res.output)
+        assert said in res.output and "Traceback" not in res.output, (kind, res.output)

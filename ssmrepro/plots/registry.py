@@ -587,6 +587,10 @@ def parse_figure(raw: dict[str, Any]) -> FigureConfig:
     """The typed config of one figure entry (KeyError: unknown kind; ValidationError)."""
     kind = raw.get("kind")
     if not isinstance(kind, str) or kind not in FIGURE_KINDS:
-        raise KeyError(f"unknown figure kind {short_name(kind)!r} (known: {', '.join(FIGURE_KINDS)}; "
+        # (a kind that is no text, or none given, was a TypeError traceback in short_name; a
+        # name's escapes were escaped twice by a repr: 'bars\\n' for 'bars' and a line break)
+        shown = f"'{short_name(kind)}'" if isinstance(kind, str) else short_name(repr(kind))
+        raise KeyError(f"{'no figure kind' if kind is None else 'unknown figure kind ' + shown} "
+                       f"(known: {', '.join(FIGURE_KINDS)}; "
                        "their fields: ssmrepro list-figures)")
     return FIGURE_KINDS[kind].Config(**raw)
