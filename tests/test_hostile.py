@@ -21405,3 +21405,24 @@ def test_a_figure_without_a_kind_or_of_a_kind_that_is_no_text_is_refused(tmp_pat
         res = runner.invoke(app, ["validate", str(spec)])
         assert res.exit_code == 2, (kind, res.output)
         assert said in res.output and "Traceback" not in res.output, (kind, res.output)
+
+
+def test_a_table_resaved_as_utf16_without_its_byte_order_mark_is_named_as_such(tmp_path):
+    """A results table ssmrepro wrote, edited and saved as UTF-16 without a byte-order mark
+    decodes as UTF-8 (NUL bytes between its characters): the rewrite's warning said it was
+    saved with other separators (';'?). It names the encoding; a ';' table is still named so."""
+    from ssmrepro.store import Store
+
+    store = Store(tmp_path / "s")
+    store.runs.mkdir(parents=True)
+    table = store.root / "results.csv"
+    text = "run_id,label,status,metric.test.acc\na1,cafe,ok,0.5\n"
+    edited = text.replace("0.5", "0.75")
+    for data, said in ((edited.encode("utf-16-le"), "NUL bytes): saved as UTF-16?"),
+                       (edited.encode("utf-16-be"), "NUL bytes): saved as UTF-16?"),
+                       (edited.replace(",", ";").encode(), "other separators, ';'?")):
+        store.write_table(table.name, text, {"a1"})
+        table.write_bytes(data)
+        store.write_table(table.name, text, {"a1"})
+        assert len(store.warnings) == 1 and said in store.warnings[0], store.warnings
+        store.warnings.clear()
