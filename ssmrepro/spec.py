@@ -405,10 +405,23 @@ class PaperValue(Strict):
             # profile runs, so matching nothing is otherwise allowed)
             # (a number written as text too, as the tables read it: YAML reads `inf` and `nan`
             # as text, 'inf' matched no cell and 'nan' every cell without the setting)
-            def scalars(v: Any) -> list:
-                return [x for w in v for x in scalars(w)] if isinstance(v, list) else [v]
+            # a setting's value is one value or a list of them, and a where lists such values:
+            # a list nested deeper matches no cell (read through a stack: one nested 900 deep,
+            # which YAML reads, was a RecursionError traceback here and in the tables' lookups)
+            flat, todo, deepest = [], [(want, 0)], 0
+            while todo:
+                w, depth = todo.pop()
+                deepest = max(deepest, depth)
+                if isinstance(w, list):
+                    todo.extend((x, depth + 1) for x in reversed(w))
+                else:
+                    flat.append(w)
+            if deepest > 2:
+                raise ValueError(f"where.{key}: a list nested {deepest} deep matches no cell (a "
+                                 "setting's value is one value or a list of them, and a where "
+                                 "may list such values: two deep at most)")
 
-            odd = [v for v in scalars(want) if v is not None and not isinstance(v, bool)
+            odd = [v for v in flat if v is not None and not isinstance(v, bool)
                    and (norm(v) is None or (isinstance(norm(v), float)
                                             and not math.isfinite(norm(v))))]
             if odd:

@@ -21426,3 +21426,21 @@ def test_a_table_resaved_as_utf16_without_its_byte_order_mark_is_named_as_such(t
         store.write_table(table.name, text, {"a1"})
         assert len(store.warnings) == 1 and said in store.warnings[0], store.warnings
         store.warnings.clear()
+
+
+def test_a_paper_value_where_nested_deeper_than_a_list_of_lists_is_refused(tmp_path):
+    """A paper value's where of a list nested 900 deep (YAML reads it) was a RecursionError
+    traceback (round 45's check of text 'inf'/'nan' read it recursively, then the tables'
+    lookups); a list nested deeper than a list of list-valued settings matches no cell.
+    Refused, naming its depth; a list of list values (betas) is still accepted."""
+    from ssmrepro.spec import SpecError, load_spec
+
+    spec = write_spec(tmp_path, paper_values=[{"metric": "test.acc", "value": 0.5,
+                                               "where": {"task.T": 8}}])
+    text = spec.read_text()
+    for depth in (3, 900):  # (written as text: yaml.safe_dump recurses too)
+        spec.write_text(text.replace("task.T: 8", f"task.T: {'[' * depth}8{']' * depth}"))
+        with pytest.raises(SpecError, match=rf"where.task.T: a list nested {depth} deep"):
+            load_spec(spec)
+    load_spec(write_spec(tmp_path, paper_values=[{
+        "metric": "test.acc", "value": 0.5, "where": {"train.betas": [[0.9, 0.95], [0.9, 0.99]]}}]))
