@@ -943,6 +943,9 @@ def load_spec(path: Path | str) -> Spec:
                                                                             type(raw).__name__)
         raise SpecError([f"{path}: (top level): expected a mapping of a spec's keys (id, title, "
                          f"task, ...), got {got}"])
+    deep = _too_deep(raw)
+    if deep:
+        raise SpecError([f"{path}: {deep}"])
     odd = _odd_keys(raw)
     if odd:
         raise SpecError([f"{path}: {m}" for m in odd])
@@ -971,6 +974,29 @@ def _yaml_key(key: Any) -> str:
     `''` (an empty key was not shown at all)."""
     return yaml.safe_dump(key, default_flow_style=True, width=1 << 30).strip().removesuffix(
         "...").strip()
+
+
+MAX_SPEC_DEPTH = 64  # levels of mappings and lists a spec may nest (its own are a handful)
+
+
+def _too_deep(doc: Any) -> str | None:
+    """'key: reason' where ``doc`` nests mappings or lists beyond ``MAX_SPEC_DEPTH`` levels, read
+    through a stack: a claim's or a paper value's `where: {task.T: [[[...8...]]]}` 900 deep,
+    which YAML reads, was a RecursionError or pydantic serialization traceback (a list nested
+    more than twice matches no cell anyway). None when it does not."""
+    seen: dict[int, int] = {}  # a container (YAML aliases share one) -> the deepest level read
+    todo: list[tuple[Any, int, tuple]] = [(doc, 0, ())]
+    while todo:
+        o, depth, at = todo.pop()
+        if not isinstance(o, (dict, list)) or seen.get(id(o), -1) >= depth:
+            continue
+        if depth >= MAX_SPEC_DEPTH:
+            return (f"{'.'.join(at[:8]) + ('…' if len(at) > 8 else '')}: mappings and lists nested more than "
+                    f"{MAX_SPEC_DEPTH} levels deep; no spec key nests so deep")
+        seen[id(o)] = depth
+        items = o.items() if isinstance(o, dict) else enumerate(o)
+        todo.extend((v, depth + 1, (*at, short_name(str(k)))) for k, v in items)
+    return None
 
 
 def _odd_keys(doc: Any) -> list[str]:

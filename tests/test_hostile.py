@@ -21431,8 +21431,9 @@ def test_a_table_resaved_as_utf16_without_its_byte_order_mark_is_named_as_such(t
 def test_a_paper_value_where_nested_deeper_than_a_list_of_lists_is_refused(tmp_path):
     """A paper value's where of a list nested 900 deep (YAML reads it) was a RecursionError
     traceback (round 45's check of text 'inf'/'nan' read it recursively, then the tables'
-    lookups); a list nested deeper than a list of list-valued settings matches no cell.
-    Refused, naming its depth; a list of list values (betas) is still accepted."""
+    lookups; a claim's where one of pydantic's serializer); a list nested deeper than a list of
+    list-valued settings matches no cell. Refused, naming its depth (any key nested beyond 64
+    levels: a claim's where too); a list of list values is accepted."""
     from ssmrepro.spec import SpecError, load_spec
 
     spec = write_spec(tmp_path, paper_values=[{"metric": "test.acc", "value": 0.5,
@@ -21440,7 +21441,14 @@ def test_a_paper_value_where_nested_deeper_than_a_list_of_lists_is_refused(tmp_p
     text = spec.read_text()
     for depth in (3, 900):  # (written as text: yaml.safe_dump recurses too)
         spec.write_text(text.replace("task.T: 8", f"task.T: {'[' * depth}8{']' * depth}"))
-        with pytest.raises(SpecError, match=rf"where.task.T: a list nested {depth} deep"):
+        said = ("where.task.T: a list nested 3 deep" if depth == 3 else
+                r"paper_values\.0\.where\.task\.T\.0\.0\.0\.0…: mappings and lists nested more than 64")
+        with pytest.raises(SpecError, match=said):
             load_spec(spec)
+    claim = {"text": "deep", "where": {"task.T": 8}, "op": ">=", "value": 0.5}
+    spec = write_spec(tmp_path, claims=[claim])
+    spec.write_text(spec.read_text().replace("task.T: 8", f"task.T: {'[' * 900}8{']' * 900}"))
+    with pytest.raises(SpecError, match=r"claims\.0\.where\.task\.T\.0\.0\.0\.0…: mappings"):
+        load_spec(spec)
     load_spec(write_spec(tmp_path, paper_values=[{
         "metric": "test.acc", "value": 0.5, "where": {"train.betas": [[0.9, 0.95], [0.9, 0.99]]}}]))
