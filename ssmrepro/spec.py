@@ -943,7 +943,7 @@ def load_spec(path: Path | str) -> Spec:
                                                                             type(raw).__name__)
         raise SpecError([f"{path}: (top level): expected a mapping of a spec's keys (id, title, "
                          f"task, ...), got {got}"])
-    deep = _too_deep(raw)
+    deep = too_deep(raw)
     if deep:
         raise SpecError([f"{path}: {deep}"])
     odd = _odd_keys(raw)
@@ -979,7 +979,7 @@ def _yaml_key(key: Any) -> str:
 MAX_SPEC_DEPTH = 64  # levels of mappings and lists a spec may nest (its own are a handful)
 
 
-def _too_deep(doc: Any) -> str | None:
+def too_deep(doc: Any) -> str | None:
     """'key: reason' where ``doc`` nests mappings or lists beyond ``MAX_SPEC_DEPTH`` levels, read
     through a stack: a claim's or a paper value's `where: {task.T: [[[...8...]]]}` 900 deep,
     which YAML reads, was a RecursionError or pydantic serialization traceback (a list nested

@@ -21433,7 +21433,7 @@ def test_a_paper_value_where_nested_deeper_than_a_list_of_lists_is_refused(tmp_p
     traceback (round 45's check of text 'inf'/'nan' read it recursively, then the tables'
     lookups; a claim's where one of pydantic's serializer); a list nested deeper than a list of
     list-valued settings matches no cell. Refused, naming its depth (any key nested beyond 64
-    levels: a claim's where too); a list of list values is accepted."""
+    levels: a claim's where, a --set value too); a list of list values is accepted."""
     from ssmrepro.spec import SpecError, load_spec
 
     spec = write_spec(tmp_path, paper_values=[{"metric": "test.acc", "value": 0.5,
@@ -21450,5 +21450,9 @@ def test_a_paper_value_where_nested_deeper_than_a_list_of_lists_is_refused(tmp_p
     spec.write_text(spec.read_text().replace("task.T: 8", f"task.T: {'[' * 900}8{']' * 900}"))
     with pytest.raises(SpecError, match=r"claims\.0\.where\.task\.T\.0\.0\.0\.0…: mappings"):
         load_spec(spec)
+    from ssmrepro.sweep import parse_overrides
+
+    with pytest.raises(SpecError, match=r"--set task\.T: mappings and lists nested more than 64"):
+        parse_overrides([f"task.T={'[' * 900}8{']' * 900}"])
     load_spec(write_spec(tmp_path, paper_values=[{
         "metric": "test.acc", "value": 0.5, "where": {"train.betas": [[0.9, 0.95], [0.9, 0.99]]}}]))
