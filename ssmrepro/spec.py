@@ -428,10 +428,23 @@ class PaperValue(Strict):
             # profile runs, so matching nothing is otherwise allowed)
             # (a number written as text too, as the tables read it: YAML reads `inf` and `nan`
             # as text, 'inf' matched no cell and 'nan' every cell without the setting)
-            def scalars(v: Any) -> list:
-                return [x for w in v for x in scalars(w)] if isinstance(v, list) else [v]
+            # a setting's value is one value or a list of them, and a where lists such values:
+            # a list nested deeper matches no cell (read through a stack: one nested 900 deep,
+            # which YAML reads, was a RecursionError traceback here and in the tables' lookups)
+            flat, todo, deepest = [], [(want, 0)], 0
+            while todo:
+                w, depth = todo.pop()
+                deepest = max(deepest, depth)
+                if isinstance(w, list):
+                    todo.extend((x, depth + 1) for x in reversed(w))
+                else:
+                    flat.append(w)
+            if deepest > 2:
+                raise ValueError(f"where.{key}: a list nested {deepest} deep matches no cell (a "
+                                 "setting's value is one value or a list of them, and a where "
+                                 "may list such values: two deep at most)")
 
-            odd = [v for v in scalars(want) if v is not None and not isinstance(v, bool)
+            odd = [v for v in flat if v is not None and not isinstance(v, bool)
                    and (norm(v) is None or (isinstance(norm(v), float)
                                             and not math.isfinite(norm(v))))]
             if odd:
@@ -973,6 +986,9 @@ def load_spec(path: Path | str) -> Spec:
                                                                             type(raw).__name__)
         raise SpecError([f"{path}: (top level): expected a mapping of a spec's keys (id, title, "
                          f"task, ...), got {got}"])
+    deep = too_deep(raw)
+    if deep:
+        raise SpecError([f"{path}: {deep}"])
     odd = _odd_keys(raw)
     if odd:
         raise SpecError([f"{path}: {m}" for m in odd])
@@ -1001,6 +1017,29 @@ def _yaml_key(key: Any) -> str:
     `''` (an empty key was not shown at all)."""
     return yaml.safe_dump(key, default_flow_style=True, width=1 << 30).strip().removesuffix(
         "...").strip()
+
+
+MAX_SPEC_DEPTH = 64  # levels of mappings and lists a spec may nest (its own are a handful)
+
+
+def too_deep(doc: Any) -> str | None:
+    """'key: reason' where ``doc`` nests mappings or lists beyond ``MAX_SPEC_DEPTH`` levels, read
+    through a stack: a claim's or a paper value's `where: {task.T: [[[...8...]]]}` 900 deep,
+    which YAML reads, was a RecursionError or pydantic serialization traceback (a list nested
+    more than twice matches no cell anyway). None when it does not."""
+    seen: dict[int, int] = {}  # a container (YAML aliases share one) -> the deepest level read
+    todo: list[tuple[Any, int, tuple]] = [(doc, 0, ())]
+    while todo:
+        o, depth, at = todo.pop()
+        if not isinstance(o, (dict, list)) or seen.get(id(o), -1) >= depth:
+            continue
+        if depth >= MAX_SPEC_DEPTH:
+            return (f"{'.'.join(at[:8]) + ('…' if len(at) > 8 else '')}: mappings and lists nested more than "
+                    f"{MAX_SPEC_DEPTH} levels deep; no spec key nests so deep")
+        seen[id(o)] = depth
+        items = o.items() if isinstance(o, dict) else enumerate(o)
+        todo.extend((v, depth + 1, (*at, short_name(str(k)))) for k, v in items)
+    return None
 
 
 def _odd_keys(doc: Any) -> list[str]:

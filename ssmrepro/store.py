@@ -1602,7 +1602,10 @@ def _table_rows(path: Path
     try:
         rows = _row_digests(text)
         if not rows and not _has_runs_column(text) and text.strip():
-            return "no run_id column: saved with other separators, ';'?", dict
+            # (UTF-16 without its byte-order mark decodes as UTF-8 of NUL bytes between the
+            # characters: it was said to be saved with other separators)
+            return ("not UTF-8 text (NUL bytes): saved as UTF-16?" if "\x00" in text else
+                    "no run_id column: saved with other separators, ';'?"), dict
     except (ValueError, csv.Error):
         return {}, dict
     return rows, lambda: _row_digests(text, legacy=True)

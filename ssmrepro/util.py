@@ -798,14 +798,16 @@ def doc_summary(doc: str | None) -> str:
 MAX_NAME_SHOWN = 80  # characters of a name (a key, a task's name) a problem line shows
 
 
-def short_name(name: str) -> str:
+def short_name(name: Any) -> str:
     """``name`` as a problem line names it: a long one cut, its length said (two unknown keys of
     100,000 characters printed a line of 200 kB, a task name of as many a line of 100 kB). A
     character that is not printable is shown escaped, as Python writes it in a string (a task
     name 'keep_nth\n' from a YAML block scalar, or one holding '\nerror: ...', broke its
     problem line in two, the second read as a line of its own)."""
+    if not isinstance(name, str):  # (a spec's value that is no text: a len() TypeError)
+        name = repr(name)
     n = len(name)
-    if isinstance(name, str) and not name.isprintable():  # (a figure kind may be a list)
+    if not name.isprintable():
         name = "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
     if len(name) <= MAX_NAME_SHOWN:
         return name

@@ -22035,3 +22035,90 @@ def test_committed_rows_of_many_runs_are_compared_at_once(tmp_path, monkeypatch,
     err = capsys.readouterr().err
     assert f"run {odd} 4 times with different results" in err
     assert f"run {runs[0].run_id} 2 times with different results" in err
+
+
+def test_a_title_listing_its_seeds_after_its_seed_words_is_drawn_as_drawn(tmp_path):
+    """A title's seed words followed by the seeds' numbers ('mean of seeds 0 to 4', 'best of
+    3 seeds {0, 1, 2}') had only the words redrawn: 'mean of 2 seeds 0 to 4' above cells of
+    seeds 0 and 1 named three seeds never drawn. The list is part of the words; a number that
+    is no list of seeds ('2 layers', '0-1x') stays."""
+    from test_checks import Run
+    from test_outputs import _ctx
+
+    from ssmrepro.plots import parse_figure
+
+    ctx = _ctx(tmp_path, [Run(lab, {"task.T": 10}, seed=sd) for lab in ("A", "B")
+                          for sd in (0, 1)], [0.5, 0.6, 0.7, 0.8])
+    for title, want in (("acc (mean of seeds 0 to 4)", "acc (mean of 2 seeds)"),
+                        ("acc, Mean of seeds 0-4", "acc, Mean of 2 seeds"),
+                        ("acc: best of 3 seeds {0, 1, 2} per lr", "acc: mean of 2 seeds per lr"),
+                        ("acc (mean of 5 seeds (0–4))", "acc (mean of 2 seeds)"),
+                        ("acc, mean of seeds 0, 1 and 2", "acc, mean of 2 seeds"),
+                        ("acc, mean of 3 seeds 2 layers", "acc, mean of 2 seeds 2 layers"),
+                        ("acc, mean of 3 seeds 0-1x", "acc, mean of 2 seeds 0-1x")):
+        got = ctx.title(parse_figure({"kind": "bars", "title": title}))
+        assert got.startswith(want + " [t-spec"), (title, got)
+
+
+def test_a_figure_without_a_kind_or_of_a_kind_that_is_no_text_is_refused(tmp_path):
+    """A figure entry without `kind:` (or `kind: 5`) was a TypeError traceback: its problem line
+    cut the kind as a name (util.short_name took len() of None). Refused with exit 2; a kind
+    holding a line break is shown escaped once ('bars\\n', not 'bars\\\\n')."""
+    fig = {"metric": "test.acc", "x": "label"}
+    for kind, said in ((None, "no figure kind"), (5, "unknown figure kind 5 "),
+                       ("bars\n", "unknown figure kind 'bars\\n' ")):
+        spec = write_spec(tmp_path, figure={**fig, **({} if kind is None else {"kind": kind})})
+        res = runner.invoke(app, ["validate", str(spec)])
+        assert res.exit_code == 2, (kind, res.output)
+        assert said in res.output and "Traceback" not in res.output, (kind, res.output)
+
+
+def test_a_table_resaved_as_utf16_without_its_byte_order_mark_is_named_as_such(tmp_path):
+    """A results table ssmrepro wrote, edited and saved as UTF-16 without a byte-order mark
+    decodes as UTF-8 (NUL bytes between its characters): the rewrite's warning said it was
+    saved with other separators (';'?). It names the encoding; a ';' table is still named so."""
+    from ssmrepro.store import Store
+
+    store = Store(tmp_path / "s")
+    store.runs.mkdir(parents=True)
+    table = store.root / "results.csv"
+    text = "run_id,label,status,metric.test.acc\na1,cafe,ok,0.5\n"
+    edited = text.replace("0.5", "0.75")
+    for data, said in ((edited.encode("utf-16-le"), "NUL bytes): saved as UTF-16?"),
+                       (edited.encode("utf-16-be"), "NUL bytes): saved as UTF-16?"),
+                       (edited.replace(",", ";").encode(), "other separators, ';'?")):
+        store.write_table(table.name, text, {"a1"})
+        table.write_bytes(data)
+        store.write_table(table.name, text, {"a1"})
+        assert len(store.warnings) == 1 and said in store.warnings[0], store.warnings
+        store.warnings.clear()
+
+
+def test_a_paper_value_where_nested_deeper_than_a_list_of_lists_is_refused(tmp_path):
+    """A paper value's where of a list nested 900 deep (YAML reads it) was a RecursionError
+    traceback (round 45's check of text 'inf'/'nan' read it recursively, then the tables'
+    lookups; a claim's where one of pydantic's serializer); a list nested deeper than a list of
+    list-valued settings matches no cell. Refused, naming its depth (any key nested beyond 64
+    levels: a claim's where, a --set value too); a list of list values is accepted."""
+    from ssmrepro.spec import SpecError, load_spec
+
+    spec = write_spec(tmp_path, paper_values=[{"metric": "test.acc", "value": 0.5,
+                                               "where": {"task.T": 8}}])
+    text = spec.read_text()
+    for depth in (3, 900):  # (written as text: yaml.safe_dump recurses too)
+        spec.write_text(text.replace("task.T: 8", f"task.T: {'[' * depth}8{']' * depth}"))
+        said = ("where.task.T: a list nested 3 deep" if depth == 3 else
+                r"paper_values\.0\.where\.task\.T\.0\.0\.0\.0…: mappings and lists nested more than 64")
+        with pytest.raises(SpecError, match=said):
+            load_spec(spec)
+    claim = {"text": "deep", "where": {"task.T": 8}, "op": ">=", "value": 0.5}
+    spec = write_spec(tmp_path, claims=[claim])
+    spec.write_text(spec.read_text().replace("task.T: 8", f"task.T: {'[' * 900}8{']' * 900}"))
+    with pytest.raises(SpecError, match=r"claims\.0\.where\.task\.T\.0\.0\.0\.0…: mappings"):
+        load_spec(spec)
+    from ssmrepro.sweep import parse_overrides
+
+    with pytest.raises(SpecError, match=r"--set task\.T: mappings and lists nested more than 64"):
+        parse_overrides([f"task.T={'[' * 900}8{']' * 900}"])
+    load_spec(write_spec(tmp_path, paper_values=[{
+        "metric": "test.acc", "value": 0.5, "where": {"train.betas": [[0.9, 0.95], [0.9, 0.99]]}}]))

@@ -373,9 +373,15 @@ class FigureContext:
 # paper's '5 seeds' above a quick profile's one; so did 'across', 'average' and a count in words)
 _SEED_COUNT = (r"(?:[0-9]+|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
                r"twenty|thirty|fifty|hundred)")
+# the seeds' numbers a title lists after its words ('mean of seeds 0 to 4', 'best of 3 seeds
+# {0, 1, 2}') are part of them: kept, they named seeds the profile does not draw ('mean of 2
+# seeds 0 to 4' above cells of seeds 0 and 1)
+_SEED_LIST = (r"(?:\s*(?:\{[0-9,\s]*\}|\[[0-9,\s]*\]|\([0-9,\s–-]*\)|"
+              r"[0-9]+(?:\s*(?:[–-]|,|to\b|and\b)\s*[0-9]+)+\b))?")
 SEEDS_WORDS = re.compile(r"\b(?:mean|average|averaged|median|best|worst|max|min)\s+"
                          r"(?:of|over|across)\s+(?:the\s+)?"
-                         rf"(?:{_SEED_COUNT}(?:\s*(?:[–-]|to)\s*{_SEED_COUNT})?\s+seeds?|seeds)\b",
+                         rf"(?:{_SEED_COUNT}(?:\s*(?:[–-]|to)\s*{_SEED_COUNT})?\s+seeds?|seeds)\b"
+                         rf"{_SEED_LIST}",
                          re.IGNORECASE)
 
 
@@ -592,6 +598,10 @@ def parse_figure(raw: dict[str, Any]) -> FigureConfig:
     """The typed config of one figure entry (KeyError: unknown kind; ValidationError)."""
     kind = raw.get("kind")
     if not isinstance(kind, str) or kind not in FIGURE_KINDS:
-        raise KeyError(f"unknown figure kind {short_name(kind)!r} (known: {', '.join(FIGURE_KINDS)}; "
+        # (a kind that is no text, or none given, was a TypeError traceback in short_name; a
+        # name's escapes were escaped twice by a repr: 'bars\\n' for 'bars' and a line break)
+        shown = f"'{short_name(kind)}'" if isinstance(kind, str) else short_name(repr(kind))
+        raise KeyError(f"{'no figure kind' if kind is None else 'unknown figure kind ' + shown} "
+                       f"(known: {', '.join(FIGURE_KINDS)}; "
                        "their fields: ssmrepro list-figures)")
     return FIGURE_KINDS[kind].Config(**raw)

@@ -28,6 +28,7 @@ from ..spec import (
     find_reused,
     parse_yaml,
     replaces,
+    too_deep,
     yaml_problem,
 )
 from ..tasks import TASKS, DataUnavailable, Task, TaskConfig, build_task, eval_set_problem
@@ -483,6 +484,10 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
             continue
         try:
             out[key] = parse_yaml(raw) if raw.strip() else ""
+            deep = too_deep(out[key])  # (900 deep was a RecursionError traceback in expand)
+            if deep:
+                errors.append(f"--set {key}: {deep.partition(': ')[2]}")
+                continue
             import json
 
             if raw.count("#") > json.dumps(out[key], ensure_ascii=False, default=str).count("#"):
