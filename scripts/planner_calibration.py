@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 import time
 from pathlib import Path
 
@@ -20,10 +21,11 @@ from ssmrepro.engine.costs import CostModel
 from ssmrepro.engine.plan import auto_pack_size, by_shape, plan
 from ssmrepro.spec import SpecError, find_spec
 from ssmrepro.sweep import expand
+from ssmrepro.util import docstring
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(docstring(sys.modules[__name__]) or "").split("\n")[0])
     ap.add_argument("spec")
     ap.add_argument("profile")
     ap.add_argument("cache", type=Path, help="cost cache file (a fresh one re-measures)")

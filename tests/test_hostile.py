@@ -20951,3 +20951,38 @@ def test_front_page_times_only_the_rows_of_its_specs_runs(tmp_path):
     assert training_time(csv, "quick") != ""  # the table's own time, read without a spec
     assert training_time(csv, "quick", spec) == ""
     assert training_time(own, "quick", spec) == training_time(own, "quick") != ""
+
+
+def test_docstrings_read_from_source_under_python_OO(monkeypatch):
+    """`python -OO` (PYTHONOPTIMIZE=2) strips docstrings: every command's --help, the list-*
+    summaries (`keep_nth: ` and nothing) and `bench scans --help`'s description were blank, and
+    scripts/bench_pathfinder.py (listops_sanity, bench_b2s6, planner_calibration) died with an
+    AttributeError traceback. The docstring is read from the source there."""
+    import sys
+    import types
+
+    import typer
+
+    import ssmrepro.bench.scans as scans
+    from ssmrepro.cli.app import command
+    from ssmrepro.tasks.keep_nth import KeepNth
+    from ssmrepro.util import doc_summary, docstring
+
+    def probe() -> None:
+        """Probe the help text."""
+
+    objs = (KeepNth, scans, doc_summary, probe)
+    docs = [o.__doc__ for o in objs]
+    assert all(docs)
+    before = runner.invoke(app, ["list-tasks"]).output
+    assert "keep_nth: huang2025's KEEP n-TH" in before
+    flags = sys.flags
+    monkeypatch.setattr(sys, "flags", types.SimpleNamespace(optimize=2))
+    for o in objs:
+        monkeypatch.setattr(o, "__doc__", None)
+    assert [docstring(o) for o in objs] == docs
+    assert runner.invoke(app, ["list-tasks"]).output == before
+    cli = typer.Typer()
+    command(cli)(probe)  # a command's --help: its docstring
+    monkeypatch.setattr(sys, "flags", flags)  # (click reads sys.flags.verbose)
+    assert "Probe the help text." in runner.invoke(cli, ["--help"]).output

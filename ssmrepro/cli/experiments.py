@@ -30,7 +30,7 @@ from ..spec import (
     load_spec,
     spec_paths,
 )
-from ..util import bounded_line, doc_summary, human_seconds
+from ..util import bounded_line, doc_summary, docstring, human_seconds
 from .app import (
     RESUME,
     command,
@@ -238,7 +238,7 @@ def list_tasks() -> None:
     from ..tasks import TASKS
 
     for name, cls in TASKS.items():
-        _print_fields(f"{name}: {escape(doc_summary(cls.__doc__))}", cls.Config)
+        _print_fields(f"{name}: {escape(doc_summary(docstring(cls)))}", cls.Config)
 
 
 @command(name="list-figures")
