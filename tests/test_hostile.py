@@ -20986,3 +20986,19 @@ def test_docstrings_read_from_source_under_python_OO(monkeypatch):
     command(cli)(probe)  # a command's --help: its docstring
     monkeypatch.setattr(sys, "flags", flags)  # (click reads sys.flags.verbose)
     assert "Probe the help text." in runner.invoke(cli, ["--help"]).output
+
+
+def test_show_keeps_a_seed_whole_in_a_narrow_console(tmp_path, monkeypatch):
+    """At 20 columns `show`'s run table folded seed 123456789 as `123456` over `789`, another
+    seed to a reader; seeds and accuracies are whole now, labels and coords break between words."""
+    from ssmrepro.cli.app import console
+
+    spec = write_spec(tmp_path, seeds=[123456789, 2],
+                      sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6",
+                                                                 "train.lr": 0.00031622776}}]}])
+    monkeypatch.setattr(console, "_width", 20)
+    res = _invoke("show", spec, "--profile", "smoke", "--out", tmp_path / "out")
+    assert res.exit_code == 0, res.output
+    rows = [ln for ln in res.output.splitlines() if ln.startswith("│")]
+    assert sum("│ 123456789 │" in ln for ln in rows) == 1, res.output
+    assert "lr=0.00031622776" in res.output and "test.acc" in res.output, res.output
