@@ -25,6 +25,7 @@ from pydantic import ValidationError  # noqa: E402
 from ssmrepro.bench.timing import MAX_BENCH_ELEMENTS, bounded  # noqa: E402
 from ssmrepro.models.layers import reset_members  # noqa: E402
 from ssmrepro.models.mixers import build_mixer  # noqa: E402
+from ssmrepro.util import docstring  # noqa: E402
 
 SHAPES = {"bench": dict(d=64, N=16, h=8, L=64, B=32), "lra": dict(d=128, N=64, h=8, L=1024, B=2)}
 
@@ -42,7 +43,7 @@ def contender(shape: dict, E: int, impl: str, disc: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(docstring(sys.modules[__name__]) or "").split("\n")[0])
     ap.add_argument("--shape", default="bench", choices=sorted(SHAPES))
     # bounded, and choices: --packs 0 was a ZeroDivisionError traceback, -1 a negative dimension,
     # --reps 0 a StatisticsError after the warm-up, an unknown impl a pydantic traceback

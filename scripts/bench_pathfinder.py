@@ -35,8 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     # before it generates, and bench.timing imports torch: about 1.4 CPU-s per worker counted
     # as generating (--n 1000 --workers 2: 7.7 CPU-s, 130 images/cpu-s; 4.7 and 214 without)
     from ssmrepro.bench.timing import bounded
+    from ssmrepro.util import docstring
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(docstring(sys.modules[__name__]) or "").split("\n")[0])
     ap.add_argument("--res", type=int, default=32, choices=[32, 64, 128, 256])
     # bounded: --n 0 printed `label balance: nan` and 0 images/s, --n -5 was a traceback, and
     # --workers 0 or -1 ran one process while the line said workers=0 / workers=-1

@@ -34,9 +34,9 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # loopback only
 
 def main(argv: list[str] | None = None) -> int:
     from ssmrepro.bench.timing import bounded
-    from ssmrepro.util import plain_rst
+    from ssmrepro.util import docstring, plain_rst
 
-    ap = argparse.ArgumentParser(description=plain_rst(__doc__),
+    ap = argparse.ArgumentParser(description=plain_rst(docstring(sys.modules[__name__]) or ""),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--spec", default="keep-nth")
     ap.add_argument("--profile", default="smoke")

@@ -31,6 +31,7 @@ from ssmrepro.data.listops import (  # noqa: E402
     generate_listops,
     write_listops_tsv,
 )
+from ssmrepro.util import docstring  # noqa: E402
 
 
 class PoolClassifier(nn.Module):
@@ -82,7 +83,7 @@ def accuracy(model: nn.Module, ds) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(docstring(sys.modules[__name__]) or "").split("\n")[0])
     # bounded: --n-train 0 or --n-eval 0 was an IndexError traceback (max over an empty batch)
     ap.add_argument("--n-train", type=bounded(1, 1 << 20), default=2000)
     ap.add_argument("--n-eval", type=bounded(1, 1 << 20), default=500,

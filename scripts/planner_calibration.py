@@ -26,10 +26,11 @@ from ssmrepro.engine.costs import CostModel  # noqa: E402
 from ssmrepro.engine.plan import auto_pack_size, by_shape, plan  # noqa: E402
 from ssmrepro.spec import SpecError, find_spec  # noqa: E402
 from ssmrepro.sweep import expand  # noqa: E402
+from ssmrepro.util import docstring  # noqa: E402
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(docstring(sys.modules[__name__]) or "").split("\n")[0])
     ap.add_argument("spec")
     ap.add_argument("profile")
     ap.add_argument("cache", type=Path, help="cost cache file (a fresh one re-measures)")

@@ -787,6 +787,72 @@ def plain_rst(text: str | None) -> str:
     return re.sub(r"(\S)::$", r"\1:", text, flags=re.M)
 
 
+def docstring(obj: Any) -> str | None:
+    """``obj.__doc__`` (a module, class or function), or under ``python -OO``
+    (``PYTHONOPTIMIZE=2``), which strips docstrings, the docstring read from its source file:
+    every command's ``--help`` and the ``list-*`` summaries were blank there, and the scripts that
+    build their usage from their docstring died with an AttributeError traceback."""
+    doc = getattr(obj, "__doc__", None)
+    if doc is not None or sys.flags.optimize < 2:
+        return doc
+    import inspect
+
+    try:
+        path = inspect.getsourcefile(obj)
+    except TypeError:  # a builtin: no source
+        return None
+    if not path:
+        return None
+    tree = _parsed_source(path)
+    if tree is None:
+        return None
+    if inspect.ismodule(obj):
+        return ast_docstring(tree)
+    want = getattr(obj, "__qualname__", None)
+    code = getattr(obj, "__code__", None)
+    found = [(node, lines) for node, name, lines in _definitions(tree, "") if name == want]
+    for node, lines in found:  # two definitions of one name (a branch): the one whose code this is
+        if code is None or code.co_firstlineno in lines:
+            return ast_docstring(node)
+    return None
+
+
+def ast_docstring(node: Any) -> str | None:
+    import ast
+
+    return ast.get_docstring(node, clean=False)
+
+
+def _definitions(node: Any, prefix: str) -> Iterator[tuple[Any, str, set[int]]]:
+    """Every class and function under ``node``: (node, qualified name, its first lines)."""
+    import ast
+
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            name = f"{prefix}{child.name}"
+            lines = {child.lineno, *(d.lineno for d in child.decorator_list)}
+            yield child, name, lines
+            inner = f"{name}.<locals>." if not isinstance(child, ast.ClassDef) else f"{name}."
+            yield from _definitions(child, inner)
+        else:
+            yield from _definitions(child, prefix)
+
+
+_SOURCES: dict[str, Any] = {}
+
+
+def _parsed_source(path: str) -> Any:
+    """The parsed module at ``path`` (once per file), or None where it cannot be read."""
+    import ast
+
+    if path not in _SOURCES:
+        try:
+            _SOURCES[path] = ast.parse(Path(path).read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+            _SOURCES[path] = None
+    return _SOURCES[path]
+
+
 def doc_summary(doc: str | None) -> str:
     """A registered entry's one-line summary (``list-figures``, ``list-checks``): the first
     paragraph of its docstring on one line, its rST plain (``plain_rst``). The docstring's first

@@ -22122,3 +22122,54 @@ def test_a_paper_value_where_nested_deeper_than_a_list_of_lists_is_refused(tmp_p
         parse_overrides([f"task.T={'[' * 900}8{']' * 900}"])
     load_spec(write_spec(tmp_path, paper_values=[{
         "metric": "test.acc", "value": 0.5, "where": {"train.betas": [[0.9, 0.95], [0.9, 0.99]]}}]))
+
+
+def test_docstrings_read_from_source_under_python_OO(monkeypatch):
+    """`python -OO` (PYTHONOPTIMIZE=2) strips docstrings: every command's --help, the list-*
+    summaries (`keep_nth: ` and nothing) and `bench scans --help`'s description were blank, and
+    scripts/bench_pathfinder.py (listops_sanity, bench_b2s6, planner_calibration) died with an
+    AttributeError traceback. The docstring is read from the source there."""
+    import sys
+    import types
+
+    import typer
+
+    import ssmrepro.bench.scans as scans
+    from ssmrepro.cli.app import command
+    from ssmrepro.tasks.keep_nth import KeepNth
+    from ssmrepro.util import doc_summary, docstring
+
+    def probe() -> None:
+        """Probe the help text."""
+
+    objs = (KeepNth, scans, doc_summary, probe)
+    docs = [o.__doc__ for o in objs]
+    assert all(docs)
+    before = runner.invoke(app, ["list-tasks"]).output
+    assert "keep_nth: huang2025's KEEP n-TH" in before
+    flags = sys.flags
+    monkeypatch.setattr(sys, "flags", types.SimpleNamespace(optimize=2))
+    for o in objs:
+        monkeypatch.setattr(o, "__doc__", None)
+    assert [docstring(o) for o in objs] == docs
+    assert runner.invoke(app, ["list-tasks"]).output == before
+    cli = typer.Typer()
+    command(cli)(probe)  # a command's --help: its docstring
+    monkeypatch.setattr(sys, "flags", flags)  # (click reads sys.flags.verbose)
+    assert "Probe the help text." in runner.invoke(cli, ["--help"]).output
+
+
+def test_show_keeps_a_seed_whole_in_a_narrow_console(tmp_path, monkeypatch):
+    """At 20 columns `show`'s run table folded seed 123456789 as `123456` over `789`, another
+    seed to a reader; seeds and accuracies are whole now, labels and coords break between words."""
+    from ssmrepro.cli.app import console
+
+    spec = write_spec(tmp_path, seeds=[123456789, 2],
+                      sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6",
+                                                                 "train.lr": 0.00031622776}}]}])
+    monkeypatch.setattr(console, "_width", 20)
+    res = _invoke("show", spec, "--profile", "smoke", "--out", tmp_path / "out")
+    assert res.exit_code == 0, res.output
+    rows = [ln for ln in res.output.splitlines() if ln.startswith("│")]
+    assert sum("│ 123456789 │" in ln for ln in rows) == 1, res.output
+    assert "lr=0.00031622776" in res.output and "test.acc" in res.output, res.output

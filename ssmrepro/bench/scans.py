@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 from pathlib import Path
 
 import torch
@@ -60,7 +61,7 @@ from ..kernels.scan import (
     selective_scan_ref,
 )
 from ..kernels.ssd import default_ssd_chunk, ssd, ssd_ref
-from ..util import atomic_write_text, cpu_model, plain_rst, prepare_target
+from ..util import atomic_write_text, cpu_model, docstring, plain_rst, prepare_target
 from .legacy import causal_conv1d_slices, selective_scan_fused_v1
 from .timing import MAX_BENCH_ELEMENTS, bounded, interleaved, refuse_repeats, tune_malloc
 
@@ -205,7 +206,8 @@ def fwd_bwd(fn, inputs):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="ssmrepro bench scans", description=plain_rst(__doc__),
+    p = argparse.ArgumentParser(prog="ssmrepro bench scans", description=plain_rst(
+        docstring(sys.modules[__name__])),
                                 formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--L", type=bounded(1, 1 << 20), nargs="+", default=[64, 1024, 4096])
     p.add_argument("--kernels", nargs="+", default=["diag", "selective", "ssd"], choices=KERNELS)

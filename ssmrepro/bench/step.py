@@ -50,6 +50,7 @@ import argparse
 import json
 import math
 import platform
+import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -58,7 +59,15 @@ import torch.nn.functional as F
 
 from ..kernels.xent import linear_xent
 from ..tasks.base import TaskInfo
-from ..util import atomic_write_text, cpu_model, flush_denormals, plain_rst, prepare_target, utc_time
+from ..util import (
+    atomic_write_text,
+    cpu_model,
+    docstring,
+    flush_denormals,
+    plain_rst,
+    prepare_target,
+    utc_time,
+)
 from .timing import (
     MAX_BENCH_ELEMENTS,
     bounded,
@@ -308,7 +317,8 @@ def mambapy_version() -> str | None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="ssmrepro bench step", description=plain_rst(__doc__),
+    p = argparse.ArgumentParser(prog="ssmrepro bench step", description=plain_rst(
+        docstring(sys.modules[__name__])),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--workloads", nargs="+", default=list(STEP_WORKLOADS), choices=list(STEP_WORKLOADS))
     p.add_argument("--E", type=bounded(1, 256), nargs="+", default=[1, 4], dest="packs",

@@ -32,6 +32,7 @@ from ..spec import SpecError
 from ..store import LinkOutside, TableError
 from ..util import (
     NoProject,
+    docstring,
     error_line,
     expand_user,
     open_standard_streams,
@@ -382,7 +383,7 @@ def command(typer_app: typer.Typer = app, *args: Any, interrupted: str = REDO, *
 
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
         _help_of_parameters(fn)  # their help and the docstring read as plain text (help_text)
-        return typer_app.command(*args, help=help_text(kwargs.pop("help", None) or fn.__doc__),
+        return typer_app.command(*args, help=help_text(kwargs.pop("help", None) or docstring(fn)),
                                  **kwargs)(guard(fn, interrupted))
 
     return register

@@ -30,7 +30,7 @@ from ..spec import (
     load_spec,
     spec_paths,
 )
-from ..util import doc_summary, error_line, human_seconds
+from ..util import doc_summary, docstring, error_line, human_seconds
 from .app import (
     RESUME,
     command,
@@ -182,7 +182,9 @@ def list_cmd(
     if as_json:
         print_json(rows)
     else:
-        print_table(t, whole=(0, 1))  # ids and aliases: what `run`, `show` take
+        # ids and aliases: what `run`, `show` take; a status's counts break only between words
+        # (`120/1440` folded as `120/144` over `0`)
+        print_table(t, whole=(0, 1), words=(4,))
 
 
 def _project_specs() -> list[Path]:
@@ -238,7 +240,7 @@ def list_tasks() -> None:
     from ..tasks import TASKS
 
     for name, cls in TASKS.items():
-        _print_fields(f"{name}: {escape(doc_summary(cls.__doc__))}", cls.Config)
+        _print_fields(f"{name}: {escape(doc_summary(docstring(cls)))}", cls.Config)
 
 
 @command(name="list-figures")
@@ -311,7 +313,7 @@ def list_spec() -> None:
     `task:`, `model:`, `figure:` and of each check: list-tasks, list-models, list-figures,
     list-checks)."""
     for where, model in spec_sections():
-        what = escape(doc_summary(model.__doc__ or ""))
+        what = escape(doc_summary(docstring(model) or ""))
         title = "spec file (top level)" if not where else f"section: {escape(where)}"
         _print_fields(f"{title}{': ' + what if what else ''}", model, skip=())
     from ..theory import TABLES
@@ -418,7 +420,10 @@ def show(
         t.add_row(str(r.index), r.run_id, escape(r.label), escape(coords), str(r.seed),
                   escape("-" if status is None else str(status)),
                   "-" if acc is None or acc != acc else f"{acc:.3f}")
-    print_table(t, whole=(0, 1))
+    # a seed or an accuracy whole, the other cells broken only between words: at 20 columns
+    # seed 123456789 was folded as `123456` over `789`, another seed to a reader, and a coords
+    # value such as `lr=0.0003` could be as `lr=0.0` over `003`
+    print_table(t, whole=(0, 1, 4, 6), words=(2, 3, 5))
     if n_table:
         console.print(f"[dim](table): {n_table} run(s) without a record in this store, read from "
                       f"the results tables (run records are not in git)[/]")

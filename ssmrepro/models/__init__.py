@@ -17,6 +17,7 @@ from types import UnionType
 from pydantic import BaseModel
 from torch import nn
 
+from ..util import docstring
 from .backbone import SeqLM, SeqLMConfig
 from .base import ModelConfig, SequenceModel
 from .blocks import NORM_KEPT
@@ -40,7 +41,7 @@ class ModelEntry:
 
 MODELS: dict[str, ModelEntry] = {
     C.model_fields["name"].default: ModelEntry(C.model_fields["name"].default, C,
-                                               " ".join((C.__doc__ or "").split()))
+                                               " ".join((docstring(C) or "").split()))
     for C in (*PRESETS, SeqLMConfig)
 }
 

@@ -43,6 +43,7 @@ from ..util import (
     NoBoolNumbers,
     check_registration,
     doc_summary,
+    docstring,
     encode_cell,
     norm,
     short_name,
@@ -588,7 +589,7 @@ def figure_kind(name: str, Config: type[FigureConfig]):
 
     def deco(fn):
         check_registration("figure kind", name, Config, FigureConfig, "kind", FIGURE_KINDS)
-        FIGURE_KINDS[name] = FigureKind(name, Config, fn, doc_summary(fn.__doc__))
+        FIGURE_KINDS[name] = FigureKind(name, Config, fn, doc_summary(docstring(fn)))
         return fn
 
     return deco

@@ -47,7 +47,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from .. import expr
 from ..store import NAMED_SET_METRICS, SET_METRICS
 from ..theory.recall import law_constant, refined_frontier_product
-from ..util import NoBoolNumbers, check_registration, doc_summary, pairs_text
+from ..util import NoBoolNumbers, check_registration, doc_summary, docstring, pairs_text
 from .cells import (
     CellIndex,
     cell_env,
@@ -282,7 +282,7 @@ def check_kind(name: str, Config: type[CheckConfig]):
 
     def deco(fn):
         check_registration("check", name, Config, CheckConfig, "check", CHECKS)
-        CHECKS[name] = CheckKind(name, Config, fn, doc_summary(fn.__doc__))
+        CHECKS[name] = CheckKind(name, Config, fn, doc_summary(docstring(fn)))
         return fn
 
     return deco

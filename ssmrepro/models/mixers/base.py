@@ -32,7 +32,7 @@ from typing import Any
 from pydantic import ConfigDict
 from torch import nn
 
-from ...util import NoBoolNumbers, check_registration, short_name
+from ...util import NoBoolNumbers, check_registration, docstring, short_name
 
 
 class MixerConfig(NoBoolNumbers):
@@ -86,7 +86,7 @@ def register(Config: type[MixerConfig], causal: bool = True):
         if not isinstance(causal, bool):
             raise ValueError(f"mixer {name!r}: causal must be true or false, got {causal!r}")
         MIXERS[name] = MixerEntry(name, Config, lambda cfg, E, d: cls(E, d, cfg),
-                                  " ".join((Config.__doc__ or "").split()), causal)
+                                  " ".join((docstring(Config) or "").split()), causal)
         cls.Config = Config  # type: ignore[attr-defined]
         return cls
 
