@@ -52,3 +52,12 @@ def two_profile_spec(tmp_path: Path) -> Path:
         profiles={"smoke": {"sweep": [{"cases": cases}]},
                   "quick": {"sweep": [{"cases": [*cases, {"label": "wide", **wide}]}]},
                   "extra": {"sweep": [{"cases": [{"label": "wider", **wide}]}]}, "paper": {}})
+
+
+def stand_in_run(**fields):
+    """A run for the report code built by hand (label, seed, coords, flat, ...): its own sweep
+    point, its typed configs (task, model, train) objects of its own (``sweep.per_point`` knows a
+    point by them, as the runs ``sweep.expand`` makes)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(task=object(), model=object(), train=object(), **fields)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import ROOT, two_profile_spec, write_spec
+from helpers import ROOT, stand_in_run, two_profile_spec, write_spec
 from typer.testing import CliRunner
 
 from ssmrepro.cli import app
@@ -6549,7 +6549,7 @@ def test_a_seed_spread_claim_is_not_judged_on_one_seed_or_past_a_diverged_one(cl
     from ssmrepro.report import aggregate, cell_keys, verify
 
     def verdicts(seeds, status):
-        runs = [SimpleNamespace(label=lab, seed=s, coords={}, flat=dict) for lab in "ab"
+        runs = [stand_in_run(label=lab, seed=s, coords={}, flat=dict) for lab in "ab"
                 for s in seeds]
         df = pd.DataFrame([{"run_id": f"r{i}", "label": r.label, "seed": r.seed,
                             "status": status.get(i, "ok"),
@@ -6699,7 +6699,7 @@ def test_a_precondition_on_a_seed_spread_is_not_met_by_one_seed():
 
     from ssmrepro.report import aggregate, cell_keys, verify
 
-    runs = [SimpleNamespace(label="a", seed=0, coords={}, flat=dict)]
+    runs = [stand_in_run(label="a", seed=0, coords={}, flat=dict)]
     df = pd.DataFrame([{"run_id": "r0", "label": "a", "seed": 0, "status": "ok",
                         "test.acc": 0.95}])
     cells = aggregate(df, runs, "mean", ["test.acc"])
@@ -8808,7 +8808,7 @@ def test_a_small_spread_in_a_verdict_detail_is_not_zero():
 
     from ssmrepro.report import aggregate, cell_keys, verify
 
-    runs = [SimpleNamespace(label=lab, seed=0, coords={}, flat=dict) for lab in "ab"]
+    runs = [stand_in_run(label=lab, seed=0, coords={}, flat=dict) for lab in "ab"]
     df = pd.DataFrame({"run_id": ["r0", "r1"], "label": ["a", "b"], "seed": [0, 0],
                        "status": "ok", "val.mse": [1e-5, 4e-5]})
     cells = aggregate(df, runs, "mean", ["val.mse"])
@@ -14132,7 +14132,7 @@ def test_a_claims_number_is_printed_on_its_own_side_of_the_threshold():
 
     from ssmrepro.report import aggregate, fmt_beside, markdown, verify
 
-    runs = [SimpleNamespace(label=lab, coords={}, seed=0, flat=lambda: {}) for lab in "ABC"]
+    runs = [stand_in_run(label=lab, coords={}, seed=0, flat=lambda: {}) for lab in "ABC"]
     df = pd.DataFrame([{"run_id": f"r{i}", "label": lab, "seed": 0, "status": "ok",
                         "test.acc": v} for i, (lab, v) in enumerate(zip("ABC",
                                                                           [0.94951, 1.0004, 0.5]))])
@@ -16331,7 +16331,7 @@ def test_a_monotone_claim_along_a_list_valued_key_is_judged():
     from ssmrepro.report import aggregate, cell_keys, verify
 
     betas = [[0.8, 0.95], [0.9, 0.99]]
-    runs = [SimpleNamespace(label="", seed=0, coords={"train.betas": b},
+    runs = [stand_in_run(label="", seed=0, coords={"train.betas": b},
                             flat=lambda b=b: {"train.betas": b}) for b in betas]
     df = pd.DataFrame([{"run_id": f"r{i}", "label": "", "seed": 0, "status": "ok",
                         "train.betas": b, "test.acc": acc}
@@ -16721,7 +16721,7 @@ def test_a_registered_check_returning_no_claim_verdict_leaves_the_claim_missing_
     check_kind("t_bad", Cfg)(lambda ctx, cfg: returned["out"])
     try:
         cfg = parse_claim({"check": "t_bad", "text": "claim T", "op": ">=", "value": 0.5})
-        ctx = SimpleNamespace(eval_sets=None)
+        ctx = SimpleNamespace(eval_sets=None, unmatched=lambda where: "")
         for out, why in [([], "an empty list"), (None, "NoneType"),
                          ([Verdict("claim", "t", "pass", 1.0)], "Verdict 'claim' 'pass'"),
                          ([Verdict("paper_value", "t", "match", 1.0)], "Verdict 'paper_value' 'match'")]:
@@ -16908,7 +16908,7 @@ def test_a_registered_check_verdict_whose_ours_is_no_number_leaves_the_claim_mis
     check_kind("t_ours", Cfg)(lambda ctx, cfg: [returned["v"]])
     try:
         cfg = parse_claim({"check": "t_ours", "text": "claim T", "op": ">=", "value": 0.5})
-        ctx = SimpleNamespace(eval_sets=None)
+        ctx = SimpleNamespace(eval_sets=None, unmatched=lambda where: "")
         for ours, bound, what in [("0.9", None, "ours is str '0.9'"), ([0.9], None, "ours is list"),
                                   (True, None, "ours is bool True"), (np.True_, None, "ours is bool"),
                                   (torch.tensor(0.9), None, "ours is Tensor"), (1j, None, "ours is complex"),
@@ -18585,7 +18585,7 @@ def test_a_checks_difference_is_printed_on_its_own_side_of_its_bound():
     from ssmrepro.report import aggregate, markdown, verify
 
     def report(rows, keys, claims):
-        runs = [SimpleNamespace(label=r["label"], seed=r.get("seed", 0),
+        runs = [stand_in_run(label=r["label"], seed=r.get("seed", 0),
                                 coords={k: r[k] for k in keys[1:]},
                                 flat=lambda r=r: {k: r[k] for k in keys[1:]}) for r in rows]
         df = pd.DataFrame([{**r, "run_id": f"r{i}", "status": "ok"} for i, r in enumerate(rows)])
@@ -18648,7 +18648,7 @@ def test_a_selection_between_candidates_of_one_mean_does_not_follow_the_tables_r
     from ssmrepro.report import aggregate
 
     sel = SimpleNamespace(over="train.lr", by="val.acc", op="max")
-    runs = [SimpleNamespace(coords={"train.lr": lr}, label="A", seed=s,
+    runs = [stand_in_run(coords={"train.lr": lr}, label="A", seed=s,
                             flat=lambda lr=lr: {"train.lr": lr})
             for lr in (0.1, 0.2) for s in (0, 1, 2)]
     acc = [0.1, 0.2, 0.3, 0.3, 0.2, 0.1]
@@ -18675,7 +18675,7 @@ def test_a_paper_value_is_printed_with_the_digits_it_is_given():
 
     from ssmrepro.report import aggregate, markdown, verify
 
-    runs = [SimpleNamespace(label=lab, coords={}, seed=0, flat=lambda: {}) for lab in "AB"]
+    runs = [stand_in_run(label=lab, coords={}, seed=0, flat=lambda: {}) for lab in "AB"]
     df = pd.DataFrame([{"run_id": f"r{i}", "label": lab, "seed": 0, "status": "ok",
                         "test.acc": v} for i, (lab, v) in enumerate(zip("AB", [0.8053, 0.9]))])
     cells = aggregate(df, runs, "mean", ["test.acc"])
@@ -18759,7 +18759,7 @@ def test_a_selections_cell_not_finished_says_its_kept_candidate_is_in():
     from ssmrepro.report import aggregate, markdown, verify
 
     sel = SimpleNamespace(over="train.lr", by="val.loss", op="min")
-    runs = [SimpleNamespace(coords={"train.lr": lr}, label="A", seed=s,
+    runs = [stand_in_run(coords={"train.lr": lr}, label="A", seed=s,
                             flat=lambda lr=lr: {"train.lr": lr})
             for lr in (0.1, 0.2) for s in (0, 1, 2)]
     df = pd.DataFrame([{"run_id": f"{lr}-{s}", "label": "A", "seed": s, "train.lr": lr,
@@ -18794,7 +18794,7 @@ def test_a_monotone_violation_names_its_values_with_the_digits_that_show_it():
     for vals, tol, want in (((0.9504, 0.9496), 0.0, "1→2: 0.9504→0.9496"),
                             ((0.9504, 0.9403), 0.01, "1→2: 0.9504→0.9403"),
                             ((0.9, 0.5), 0.01, "1→2: 0.900→0.500")):
-        runs = [SimpleNamespace(label="A", seed=0, coords={"model.x": x},
+        runs = [stand_in_run(label="A", seed=0, coords={"model.x": x},
                                 flat=lambda x=x: {"model.x": x}) for x in (1, 2)]
         df = pd.DataFrame([{"run_id": f"r{x}", "label": "A", "seed": 0, "model.x": x,
                             "status": "ok", "test.acc": v} for x, v in zip((1, 2), vals)])
@@ -18882,7 +18882,7 @@ def test_a_spread_or_collapse_group_with_a_diverged_cell_says_so_not_a_wide_spre
 
     rows = [("A", 1, 0.9, "ok"), ("A", 2, 0.91, "ok"), ("B", 1, 0.9, "ok"),
             ("B", 2, math.nan, "diverged")]
-    runs = [SimpleNamespace(label=lab, seed=0, coords={"model.x": x},
+    runs = [stand_in_run(label=lab, seed=0, coords={"model.x": x},
                             flat=lambda x=x: {"model.x": x}) for lab, x, _, _ in rows]
     df = pd.DataFrame([{"run_id": f"r{i}", "label": lab, "seed": 0, "model.x": x, "status": st,
                         "test.acc": v} for i, (lab, x, v, st) in enumerate(rows)])
@@ -18909,7 +18909,7 @@ def test_a_selection_and_a_cells_mean_of_seeds_near_the_largest_float_are_finite
 
     from ssmrepro.report import aggregate
 
-    runs = [SimpleNamespace(coords={"train.lr": lr}, label="A", seed=s,
+    runs = [stand_in_run(coords={"train.lr": lr}, label="A", seed=s,
                             flat=lambda lr=lr: {"train.lr": lr})
             for lr in (0.1, 0.2) for s in (0, 1)]
     for op, loss, lr in (("min", [1e308, 1e308, 1.0, 2.0], 0.2),
@@ -19035,7 +19035,7 @@ def test_a_selection_keeps_a_candidate_of_the_profile_over_one_it_no_longer_swee
     from ssmrepro.report import aggregate
 
     sel = SimpleNamespace(over="train.lr", by="val.acc", op="max")
-    runs = [SimpleNamespace(coords={"train.lr": lr}, label="A", seed=0,
+    runs = [stand_in_run(coords={"train.lr": lr}, label="A", seed=0,
                             flat=lambda lr=lr: {"train.lr": lr}) for lr in (0.1, 0.2)]
     rows = [{"run_id": f"r{i}", "label": lab, "seed": 0, "train.lr": lr, "status": "ok",
              "val.acc": a} for i, (lab, lr, a) in enumerate(

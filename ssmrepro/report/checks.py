@@ -166,9 +166,9 @@ class CheckContext:
         the profile's own cells, not by expanding the other profiles."""
         if not isinstance(where, dict) or not where or not self.needed(where).empty:
             return ""
-        assert self._index is not None
+        index = self._index[1]  # (built by needed() above)
         for k, v in where.items():
-            if not self._index[1].positions({k: v}):
+            if not index.positions({k: v}):
                 return f"no run of this profile has {pairs_text([(k, v)])}"
         return f"no cell of this profile has {pairs_text(where.items())} together"
 
