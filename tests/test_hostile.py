@@ -22173,3 +22173,30 @@ def test_show_keeps_a_seed_whole_in_a_narrow_console(tmp_path, monkeypatch):
     rows = [ln for ln in res.output.splitlines() if ln.startswith("│")]
     assert sum("│ 123456789 │" in ln for ln in rows) == 1, res.output
     assert "lr=0.00031622776" in res.output and "test.acc" in res.output, res.output
+
+
+def test_a_title_whose_seed_words_precede_a_quantity_keeps_the_quantity(tmp_path):
+    """A title's seed words followed by numbers that are no list of its seeds lost the numbers
+    when redrawn: 'mean of 3 seeds 64-256 wide' read 'mean of 2 seeds wide', '2 and 4 layers'
+    'layers'. Bare numbers of another count than the title's, a range running down ('2024-25')
+    or, where the title counts no seeds, numbers followed by a word of their own stay; a list of
+    the seeds still goes."""
+    from test_checks import Run
+    from test_outputs import _ctx
+
+    from ssmrepro.plots import parse_figure
+
+    ctx = _ctx(tmp_path, [Run(lab, {"task.T": 10}, seed=sd) for lab in ("A", "B")
+                          for sd in (0, 1)], [0.5, 0.6, 0.7, 0.8])
+    for title, want in (("acc, mean of 3 seeds 64-256 wide", "acc, mean of 2 seeds 64-256 wide"),
+                        ("acc, mean of 3 seeds 2 and 4 layers",
+                         "acc, mean of 2 seeds 2 and 4 layers"),
+                        ("acc, mean over seeds 1,024 tokens", "acc, mean of 2 seeds 1,024 tokens"),
+                        ("acc, mean of seeds 2024-25", "acc, mean of 2 seeds 2024-25"),
+                        ("acc, mean of 3 seeds 64-256", "acc, mean of 2 seeds 64-256"),
+                        ("acc, mean of seeds 0 to 4 of each width",
+                         "acc, mean of 2 seeds of each width"),
+                        ("acc, mean of five seeds 0-4", "acc, mean of 2 seeds"),
+                        ("acc, mean of 3 seeds 0-2 accuracy", "acc, mean of 2 seeds accuracy")):
+        got = ctx.title(parse_figure({"kind": "bars", "title": title}))
+        assert got.startswith(want + " [t-spec"), (title, got)

@@ -319,8 +319,7 @@ class FigureContext:
         head = cfg.title or self.spec.title
         metric = getattr(cfg, "metric", None)
         if seeds is not None:
-            head = SEEDS_WORDS.sub(lambda m: (seeds[:1].upper() + seeds[1:]
-                                              if m.group(0)[:1].isupper() else seeds), head)
+            head = SEEDS_WORDS.sub(lambda m: seed_words(m, seeds), head)
         elif isinstance(metric, str) and "seeds" not in type(cfg).model_fields:  # cells' values
             # (curves draw seeds their own way, and say how): 'mean of seeds' in the spec's
             # words is what this profile draws (yu2025-tab2's quick bars, of one seed, were
@@ -329,11 +328,7 @@ class FigureContext:
             drawn = cfg.metrics()
             metric = metric if metric in drawn or not drawn else drawn[0]
 
-            def said(m: re.Match) -> str:  # 'Mean of seeds' opening a title stays capitalised
-                words = self.aggregation(metric)
-                return words[:1].upper() + words[1:] if m.group(0)[:1].isupper() else words
-
-            head = SEEDS_WORDS.sub(said, head)
+            head = SEEDS_WORDS.sub(lambda m: seed_words(m, self.aggregation(metric)), head)
         return (f"{head} [{self.spec.id}, profile {self.profile}"
                 f"{', ' + sets if sets else ''}]")
 
@@ -377,13 +372,62 @@ _SEED_COUNT = (r"(?:[0-9]+|one|two|three|four|five|six|seven|eight|nine|ten|elev
 # the seeds' numbers a title lists after its words ('mean of seeds 0 to 4', 'best of 3 seeds
 # {0, 1, 2}') are part of them: kept, they named seeds the profile does not draw ('mean of 2
 # seeds 0 to 4' above cells of seeds 0 and 1)
-_SEED_LIST = (r"(?:\s*(?:\{[0-9,\s]*\}|\[[0-9,\s]*\]|\([0-9,\s–-]*\)|"
+_SEED_LIST = (r"(?P<list>\s*(?:\{[0-9,\s]*\}|\[[0-9,\s]*\]|\([0-9,\s–-]*\)|"
               r"[0-9]+(?:\s*(?:[–-]|,|to\b|and\b)\s*[0-9]+)+\b))?")
 SEEDS_WORDS = re.compile(r"\b(?:mean|average|averaged|median|best|worst|max|min)\s+"
                          r"(?:of|over|across)\s+(?:the\s+)?"
-                         rf"(?:{_SEED_COUNT}(?:\s*(?:[–-]|to)\s*{_SEED_COUNT})?\s+seeds?|seeds)\b"
+                         rf"(?:(?P<lo>{_SEED_COUNT})(?:\s*(?:[–-]|to)\s*(?P<hi>{_SEED_COUNT}))?"
+                         r"\s+seeds?|seeds)\b"
                          rf"{_SEED_LIST}",
                          re.IGNORECASE)
+_COUNT_WORDS = {w: n for n, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve".split())}
+_COUNT_WORDS.update(twenty=20, thirty=30, fifty=50, hundred=100)
+# words a title's seed list may run on into ('mean of seeds 0 to 4 of each width', '... per
+# lr'); any other word after the numbers makes them a quantity ('mean of 3 seeds 64-256 wide')
+_AFTER_SEEDS = frozenset("of for per in on at each with from over across by after before and "
+                         "or vs".split())
+
+
+def _seeds_listed(text: str) -> int | None:
+    """How many seeds a title's list names ('0 to 4': 5, '{0, 1, 2}': 3, '0, 1 and 2': 3), or
+    None if it is no list of seeds (a range running down: '2024-25')."""
+    n = 0
+    for part in re.split(r",|\band\b", text.strip(" \t{}[]()")):
+        nums = [int(x) for x in re.findall(r"[0-9]+", part)]
+        if len(nums) == 1:
+            n += 1
+        elif len(nums) == 2 and nums[1] >= nums[0]:
+            n += nums[1] - nums[0] + 1
+        elif nums:
+            return None
+    return n
+
+
+def seed_words(m: re.Match, words: str) -> str:
+    """What ``SEEDS_WORDS``' match ``m`` of a title is drawn as: ``words`` (how the profile
+    draws seeds, capitalised as the title's were), followed by the numbers the match took after
+    the seed words when they are no list of its seeds: bare numbers of another count than the
+    title's ('mean of 3 seeds 64-256 wide', '3 seeds 2 and 4 layers'), a range running down
+    ('2024-25'), or, where the title counts no seeds, numbers followed by a word of their own
+    ('mean over seeds 1,024 tokens'; not a word that goes on the list: 'of each width', 'per
+    lr'). They were dropped with the words. A list in brackets is the seeds'."""
+    said = words[:1].upper() + words[1:] if m.group(0)[:1].isupper() else words
+    listed = m.group("list")
+    if not listed:
+        return said
+    n = _seeds_listed(listed)
+    if n is None:
+        return said + listed
+    if listed.strip()[:1] in "{[(":
+        return said
+    counts = [c if c.isdigit() else _COUNT_WORDS.get(c.lower())
+              for c in (m.group("lo"), m.group("hi")) if c]
+    counts = [int(c) for c in counts if c is not None]
+    if counts:  # the title's own count tells its seeds' list from a quantity
+        return said if min(counts) <= n <= max(counts) else said + listed
+    after = re.match(r"\s*([^\W\d_]+)", m.string[m.end():])
+    return said + listed if after and after.group(1).lower() not in _AFTER_SEEDS else said
 
 
 def wrap_text(text: str, width_in: float, fontsize: float) -> str:
