@@ -22200,3 +22200,27 @@ def test_a_title_whose_seed_words_precede_a_quantity_keeps_the_quantity(tmp_path
                         ("acc, mean of 3 seeds 0-2 accuracy", "acc, mean of 2 seeds accuracy")):
         got = ctx.title(parse_figure({"kind": "bars", "title": title}))
         assert got.startswith(want + " [t-spec"), (title, got)
+
+
+def test_learning_curve_starts_of_each_seed_on_a_log_x_axis_are_counted(tmp_path, monkeypatch):
+    """A `logx` curves panel of `seeds: each` draws a line per seed, each leaving its step-0
+    point off the axis: the legend said '1 point(s) at step 0' of three seeds' lines (the log y
+    axis counts a point of each line). The mean of the seeds is still one point."""
+    import pandas as pd
+
+    import ssmrepro.plots.curves as curves_mod
+
+    df = pd.DataFrame({"run_id": [f"r{s}" for s in range(3) for _ in range(3)], "label": "S6",
+                       "seed": [s for s in range(3) for _ in range(3)], "status": "ok",
+                       "step": [0, 2, 4] * 3, "samples": [0, 16, 32] * 3,
+                       "val.acc": [0.1, 0.5, 0.9, 0.2, 0.6, 0.8, 0.1, 0.4, 0.7]})
+    drawn = []
+    monkeypatch.setattr(curves_mod, "save_png", lambda fig, path, **kw: drawn.extend(
+        t.get_text() for t in fig.legends[0].get_texts()))
+    ctx = _curves_context(tmp_path, df)
+    for seeds, n in (("each", 3), ("mean", 1), ("best", 1)):
+        drawn.clear()
+        cfg = curves_mod.CurvesConfig(kind="curves", series=["val.acc"], logx=True, seeds=seeds)
+        assert curves_mod.curves(ctx, cfg, tmp_path / "f.png")
+        assert [t for t in drawn if "log x" in t] == [
+            f"{n} point(s) at step 0: off the log x axis"], (seeds, drawn)

@@ -323,7 +323,11 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
                 if cfg.transform == "exp":
                     by_seed = np.exp(by_seed)
                 if log_x:  # the start (step 0) has no place on a log x axis: counted, said
-                    off_log_x += int((by_seed.index <= 0).sum())
+                    # (as the log y axis counts them, a point of each line drawn: `each` draws a
+                    # line per seed, whose starts were counted as one)
+                    off = by_seed[by_seed.index <= 0]
+                    off_log_x += (int(off.notna().to_numpy().sum()) if cfg.seeds == "each"
+                                  else len(off))
                     by_seed = by_seed[by_seed.index > 0]
                 xs = by_seed.index.to_numpy(float)
                 # the seeds that diverged: their curves end there, marked × (a curve that stopped
