@@ -22173,3 +22173,49 @@ def test_show_keeps_a_seed_whole_in_a_narrow_console(tmp_path, monkeypatch):
     rows = [ln for ln in res.output.splitlines() if ln.startswith("│")]
     assert sum("│ 123456789 │" in ln for ln in rows) == 1, res.output
     assert "lr=0.00031622776" in res.output and "test.acc" in res.output, res.output
+
+
+def test_a_histograms_figure_names_the_cells_it_cannot_draw(tmp_path, monkeypatch):
+    """huang2025-fig1's histograms kind left a label whose every seed diverged out of the figure
+    without a word, drew no right-panel curve of a label without the largest T without a word,
+    raised matplotlib's ValueError on a label of all-zero counts, ran a long label's panel title
+    over the next panels, and raised 'Unknown format code' on a text x (model.mixer)."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import figures as kind
+
+    def rows(label, t, before, after):
+        return [{"label": label, "task.T": t, "part": part, "bin": b, "bins": 4, "count": c}
+                for part, cs in (("before", before), ("after", after)) for b, c in enumerate(cs)]
+
+    long = "L" * 150
+    hist = pd.DataFrame(rows("A", 10, [1, 2, 3, 4], [4, 3, 2, 1])
+                        + rows("A", 20, [1, 1, 1, 1], [0, 0, 0, 9])
+                        + rows("B", 10, [5], [7]) + rows("C", 10, [0] * 4, [0] * 4)
+                        + rows(long, 20, [1, 2, 3, 4], [4, 3, 2, 1]))
+    cells = pd.DataFrame([{"label": lab, "task.T": t, "n_ok": int(lab != "D"),
+                           "n_diverged": int(lab == "D"), "n_expected": 1}
+                          for lab, t in (("A", 10), ("A", 20), ("B", 10), ("C", 10), ("D", 10),
+                                         (long, 20))])
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "task.T"],
+                        lambda stem, ext: tmp_path / f"{stem}.{ext}",
+                        tables={kind.DECAY: hist})
+    seen = []
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.append(fig))
+    cfg = parse_figure({"kind": "histograms"})
+    assert kind.histograms(ctx, cfg, tmp_path / "f.png")
+    fig = seen[0]
+    title = fig._suptitle.get_text().replace("\n", " ")
+    assert "not drawn: C ($T = 10$, no histogram); D ($T = 10$, diverged); right panel: no B " \
+           "at $T = 20$" in title, title
+    assert [ax.get_title().split(":")[0] for ax in fig.axes[:2]] == ["A", "B"]
+    width = fig.axes[0].get_window_extent().width * 1.3  # no wider than about a panel
+    assert all(t.get_window_extent().width < width for t in (ax.title for ax in fig.axes)), \
+        [ax.title.get_window_extent().width for ax in fig.axes]
+    assert fig.axes[-1].get_legend()._ncols == 1
+    assert cfg.numeric_refs() == ["task.T"]  # validate refuses a text x (model.mixer)
