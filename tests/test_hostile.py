@@ -20074,7 +20074,7 @@ def test_a_saved_weights_figure_drawn_from_its_arrays_takes_the_labels_of_the_sp
         case["label"] = label
     spec.write_text(yaml.safe_dump(raw, sort_keys=False))
     drawn = []
-    monkeypatch.setattr(mech, "_draw_distribution", lambda ctx, cfg, path, rows: drawn.append(
+    monkeypatch.setattr(mech, "_draw_distribution", lambda ctx, cfg, path, rows, dropped="": drawn.append(
         [(r["name"], int(r["metrics"]["N"])) for r in rows]))
     weights = sorted((out / "tests" / "t-spec" / "runs").glob("*.pt"))
     for left in (1, 0):  # one cell's weights left, then none
@@ -22219,3 +22219,48 @@ def test_a_histograms_figure_names_the_cells_it_cannot_draw(tmp_path, monkeypatc
         [ax.title.get_window_extent().width for ax in fig.axes]
     assert fig.axes[-1].get_legend()._ncols == 1
     assert cfg.numeric_refs() == ["task.T"]  # validate refuses a text x (model.mixer)
+
+
+def test_a_saved_weights_figure_names_a_cell_whose_every_run_diverged(tmp_path, monkeypatch,
+                                                                      capsys):
+    """koren2026's weight figures (Figs. 2-5, 14) left a label whose every seed diverged (no
+    saved weights) out of the image without a word, and warned that its weights 'are gone' and
+    that `run` trains them again (it does not: the runs are done); a 140-letter label's panel
+    title ran over the next panel and off the image."""
+    from types import SimpleNamespace
+
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext
+    from ssmrepro.plots import mechanistic as mech
+
+    def run(label, i):
+        return SimpleNamespace(label=label, run_id=f"r{i}", flat=lambda: {"model.heads": 1})
+
+    runs = [run("MHA", 0), run("MQA", 1)]
+    cells = pd.DataFrame({"label": ["MHA", "MQA"], "model.heads": 1, "n_expected": 1,
+                          "n_ok": [0, 1], "n_diverged": [1, 0]})
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "model.heads"],
+                        lambda stem, ext: tmp_path / f"{stem}.{ext}", runs=runs, store=object())
+    monkeypatch.setattr(mech, "_members", lambda ctx, where: [(runs[0], None),
+                                                            (runs[1], (runs[1], "model", "task", 0))])
+    monkeypatch.setattr(mech, "pack", lambda rows, cfg: b"")
+    monkeypatch.setattr(mech, "unpack", lambda data, cfg: [{"name": "MQA", "run": "r1"}])
+    seen = []
+    cfg = SimpleNamespace(where=[{}])
+    assert mech._figure(ctx, cfg, tmp_path / "f.png", lambda cfg, r, *a: {"name": r.label},
+                        lambda *a: seen.append(a[-1]), name=mech._label)
+    assert seen == ["MHA (every run diverged)"], seen
+    err = capsys.readouterr().err
+    assert "every run of MHA diverged" in err and "trains them again" not in err, err
+    fig, axes = plt.subplots(1, 2, figsize=(6.6, 3))
+    title = mech._fitted(axes[0], "Q" * 140 + ", M = 1: var wrong 0.1", 7)
+    axes[0].set_title(title, fontsize=7)
+    fig.canvas.draw()
+    assert axes[0].title.get_window_extent().width <= fig.bbox.width / 2, title
+    short = "MHA, M = 1, N = 2: var wrong 183.967, empty 180.472"  # the shipped titles fit
+    assert mech._fitted(axes[0], short, 7) == short
+    plt.close(fig)
