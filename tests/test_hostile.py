@@ -22264,3 +22264,33 @@ def test_a_saved_weights_figure_names_a_cell_whose_every_run_diverged(tmp_path, 
     short = "MHA, M = 1, N = 2: var wrong 183.967, empty 180.472"  # the shipped titles fit
     assert mech._fitted(axes[0], short, 7) == short
     plt.close(fig)
+
+
+def test_a_construction_figure_wraps_a_long_label_into_its_title(tmp_path, monkeypatch):
+    """cooper2026-fig9's construction_heatmaps appended the run's label to the fitted title
+    unwrapped: a 190-letter case label ran the title (and the spec's own words) off both sides
+    of the image. The shipped titles, which fit, stay on their lines."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import construction as kind
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    spec = load_spec(ROOT / "experiments" / "cooper2026" / "cooper2026-fig9.yaml")
+    run = expand(spec, "smoke")[0]
+    seen = []
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.append(fig))
+    cfg = parse_figure({"kind": "construction_heatmaps", "title": "Selective copy construction"})
+    for label in ("W" * 60 + " long " + "W" * 60 + " long " + "W" * 60, "A"):
+        ctx = FigureContext(SimpleNamespace(id="t", title="t", paper_values=[]), "smoke",
+                            pd.DataFrame(), ["label"], lambda stem, ext: tmp_path / ext,
+                            runs=[dataclasses.replace(run, label=label)])
+        assert kind.construction_heatmaps(ctx, cfg, tmp_path / "f.png")
+    for fig in seen:
+        fig.canvas.draw()
+        assert fig._suptitle.get_window_extent().width <= fig.bbox.width
+    assert seen[1]._suptitle.get_text().count("\n") == 0  # a title that fits stays one line
