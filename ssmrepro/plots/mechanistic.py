@@ -462,9 +462,12 @@ def _show(ax, panel: Panel, title: str, xlabel: str, ylabel: str):
 
 def _fitted(ax, title: str, fontsize: float) -> str:
     """A panel's title wrapped to its column of the figure (a 140-letter label ran its title
-    over the next panels and off the image); a title that fits is left as it is."""
-    cols = ax.get_subplotspec().get_gridspec().ncols
-    return wrap_text(title, ax.figure.get_figwidth() / cols, fontsize)
+    over the next panels and off the image); a title that fits is left as it is. One that does
+    not is wrapped to the panel itself, about 3/4 of its column (beside its colour bar and y
+    label: wrapped to the whole column, it still ran off the image's left edge)."""
+    column = ax.figure.get_figwidth() / ax.get_subplotspec().get_gridspec().ncols
+    fits = wrap_text(title, column, fontsize) == title
+    return title if fits else wrap_text(title, 0.75 * column, fontsize)
 
 
 def _halves(ax, V: int, rows: bool, cols: bool) -> None:
