@@ -22256,6 +22256,12 @@ def test_a_saved_weights_figure_names_a_cell_whose_every_run_diverged(tmp_path, 
     assert seen == ["MHA (every run diverged)"], seen
     err = capsys.readouterr().err
     assert "every run of MHA diverged" in err and "trains them again" not in err, err
+    # every weight gone: drawn from the stored arrays, which hold no row of the diverged cell
+    monkeypatch.setattr(mech, "_members", lambda ctx, where: [(runs[0], None), (runs[1], None)])
+    (tmp_path / "f-arrays.npz").write_bytes(b"")
+    assert mech._figure(ctx, cfg, tmp_path / "f.png", None, lambda *a: seen.append(a[-1]),
+                        name=mech._label)
+    assert seen[-1] == "MHA (every run diverged)", seen
     fig, axes = plt.subplots(1, 2, figsize=(6.6, 3))
     title = mech._fitted(axes[0], "Q" * 140 + ", M = 1: var wrong 0.1", 7)
     axes[0].set_title(title, fontsize=7)

@@ -373,7 +373,11 @@ def _figure(ctx: FigureContext, cfg: MechFigureConfig, path: Path, compute, draw
         for i, row in computed.items()) and all(
         row["run"] is None or row["run"] in ids[i] for i, row in enumerate(stored))
     if stored is not None and not aligned and not computed and all(fin):
-        have = set(range(len(selected)))  # arrays of another count of cells: drawn as they are
+        # arrays of another count of cells: drawn as they are; the cells none of their rows
+        # names are not drawn (a cell whose every run diverged was left out without a word)
+        named = all(row["run"] is not None for row in stored)
+        have = ({i for i, got in enumerate(ids) if any(row["run"] in got for row in stored)}
+                if named else set(range(len(selected))))
         rows = [_renamed(row, next((r for (r, _), i in zip(selected, ids) if row["run"] in i),
                                    None), name) for row in stored]
     else:
