@@ -20074,7 +20074,7 @@ def test_a_saved_weights_figure_drawn_from_its_arrays_takes_the_labels_of_the_sp
         case["label"] = label
     spec.write_text(yaml.safe_dump(raw, sort_keys=False))
     drawn = []
-    monkeypatch.setattr(mech, "_draw_distribution", lambda ctx, cfg, path, rows: drawn.append(
+    monkeypatch.setattr(mech, "_draw_distribution", lambda ctx, cfg, path, rows, dropped="": drawn.append(
         [(r["name"], int(r["metrics"]["N"])) for r in rows]))
     weights = sorted((out / "tests" / "t-spec" / "runs").glob("*.pt"))
     for left in (1, 0):  # one cell's weights left, then none
@@ -22224,3 +22224,130 @@ def test_learning_curve_starts_of_each_seed_on_a_log_x_axis_are_counted(tmp_path
         assert curves_mod.curves(ctx, cfg, tmp_path / "f.png")
         assert [t for t in drawn if "log x" in t] == [
             f"{n} point(s) at step 0: off the log x axis"], (seeds, drawn)
+
+
+def test_a_histograms_figure_names_the_cells_it_cannot_draw(tmp_path, monkeypatch):
+    """huang2025-fig1's histograms kind left a label whose every seed diverged out of the figure
+    without a word, drew no right-panel curve of a label without the largest T without a word,
+    raised matplotlib's ValueError on a label of all-zero counts, ran a long label's panel title
+    over the next panels, and raised 'Unknown format code' on a text x (model.mixer)."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import figures as kind
+
+    def rows(label, t, before, after):
+        return [{"label": label, "task.T": t, "part": part, "bin": b, "bins": 4, "count": c}
+                for part, cs in (("before", before), ("after", after)) for b, c in enumerate(cs)]
+
+    long = "L" * 150
+    hist = pd.DataFrame(rows("A", 10, [1, 2, 3, 4], [4, 3, 2, 1])
+                        + rows("A", 20, [1, 1, 1, 1], [0, 0, 0, 9])
+                        + rows("B", 10, [5], [7]) + rows("C", 10, [0] * 4, [0] * 4)
+                        + rows(long, 20, [1, 2, 3, 4], [4, 3, 2, 1]))
+    cells = pd.DataFrame([{"label": lab, "task.T": t, "n_ok": int(lab != "D"),
+                           "n_diverged": int(lab == "D"), "n_expected": 1}
+                          for lab, t in (("A", 10), ("A", 20), ("B", 10), ("C", 10), ("D", 10),
+                                         (long, 20))])
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "task.T"],
+                        lambda stem, ext: tmp_path / f"{stem}.{ext}",
+                        tables={kind.DECAY: hist})
+    seen = []
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.append(fig))
+    cfg = parse_figure({"kind": "histograms"})
+    assert kind.histograms(ctx, cfg, tmp_path / "f.png")
+    fig = seen[0]
+    title = fig._suptitle.get_text().replace("\n", " ")
+    assert "not drawn: C ($T = 10$, no histogram); D ($T = 10$, diverged); right panel: no B " \
+           "at $T = 20$" in title, title
+    assert [ax.get_title().split(":")[0] for ax in fig.axes[:2]] == ["A", "B"]
+    width = fig.axes[0].get_window_extent().width * 1.3  # no wider than about a panel
+    assert all(t.get_window_extent().width < width for t in (ax.title for ax in fig.axes)), \
+        [ax.title.get_window_extent().width for ax in fig.axes]
+    assert fig.axes[-1].get_legend()._ncols == 1
+    assert cfg.numeric_refs() == ["task.T"]  # validate refuses a text x (model.mixer)
+
+
+def test_a_saved_weights_figure_names_a_cell_whose_every_run_diverged(tmp_path, monkeypatch,
+                                                                      capsys):
+    """koren2026's weight figures (Figs. 2-5, 14) left a label whose every seed diverged (no
+    saved weights) out of the image without a word, and warned that its weights 'are gone' and
+    that `run` trains them again (it does not: the runs are done); a 140-letter label's panel
+    title ran over the next panel and off the image."""
+    from types import SimpleNamespace
+
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext
+    from ssmrepro.plots import mechanistic as mech
+
+    def run(label, i):
+        return SimpleNamespace(label=label, run_id=f"r{i}", flat=lambda: {"model.heads": 1})
+
+    runs = [run("MHA", 0), run("MQA", 1)]
+    cells = pd.DataFrame({"label": ["MHA", "MQA"], "model.heads": 1, "n_expected": 1,
+                          "n_ok": [0, 1], "n_diverged": [1, 0]})
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "model.heads"],
+                        lambda stem, ext: tmp_path / f"{stem}.{ext}", runs=runs, store=object())
+    monkeypatch.setattr(mech, "_members", lambda ctx, where: [(runs[0], None),
+                                                            (runs[1], (runs[1], "model", "task", 0))])
+    monkeypatch.setattr(mech, "pack", lambda rows, cfg: b"")
+    monkeypatch.setattr(mech, "unpack", lambda data, cfg: [{"name": "MQA", "run": "r1"}])
+    seen = []
+    cfg = SimpleNamespace(where=[{}])
+    assert mech._figure(ctx, cfg, tmp_path / "f.png", lambda cfg, r, *a: {"name": r.label},
+                        lambda *a: seen.append(a[-1]), name=mech._label)
+    assert seen == ["MHA (every run diverged)"], seen
+    err = capsys.readouterr().err
+    assert "every run of MHA diverged" in err and "trains them again" not in err, err
+    # every weight gone: drawn from the stored arrays, which hold no row of the diverged cell
+    monkeypatch.setattr(mech, "_members", lambda ctx, where: [(runs[0], None), (runs[1], None)])
+    (tmp_path / "f-arrays.npz").write_bytes(b"")
+    assert mech._figure(ctx, cfg, tmp_path / "f.png", None, lambda *a: seen.append(a[-1]),
+                        name=mech._label)
+    assert seen[-1] == "MHA (every run diverged)", seen
+    fig, axes = plt.subplots(1, 2, figsize=(6.6, 3))
+    title = mech._fitted(axes[0], "Q" * 140 + ", M = 1: var wrong 0.1", 7)
+    axes[0].set_title(title, fontsize=7)
+    fig.canvas.draw()
+    assert axes[0].title.get_window_extent().width <= fig.bbox.width / 2, title
+    short = "MHA, M = 1, N = 2: var wrong 183.967, empty 180.472"  # the shipped titles fit
+    assert mech._fitted(axes[0], short, 7) == short
+    plt.close(fig)
+
+
+def test_a_construction_figure_wraps_a_long_label_into_its_title(tmp_path, monkeypatch):
+    """cooper2026-fig9's construction_heatmaps appended the run's label to the fitted title
+    unwrapped: a 190-letter case label ran the title (and the spec's own words) off both sides
+    of the image. The shipped titles, which fit, stay on their lines."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import construction as kind
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    spec = load_spec(ROOT / "experiments" / "cooper2026" / "cooper2026-fig9.yaml")
+    run = expand(spec, "smoke")[0]
+    seen = []
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.append(fig))
+    cfg = parse_figure({"kind": "construction_heatmaps", "title": "Selective copy construction"})
+    for label in ("W" * 60 + " long " + "W" * 60 + " long " + "W" * 60, "A"):
+        ctx = FigureContext(SimpleNamespace(id="t", title="t", paper_values=[]), "smoke",
+                            pd.DataFrame(), ["label"], lambda stem, ext: tmp_path / ext,
+                            runs=[dataclasses.replace(run, label=label)])
+        assert kind.construction_heatmaps(ctx, cfg, tmp_path / "f.png")
+    for fig in seen:
+        fig.canvas.draw()
+        assert fig._suptitle.get_window_extent().width <= fig.bbox.width
+    assert seen[1]._suptitle.get_text().count("\n") == 0  # a title that fits stays one line

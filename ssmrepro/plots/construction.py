@@ -29,7 +29,14 @@ from ..tasks import build_task  # noqa: E402
 from ..tasks.base import IGNORE, TEST  # noqa: E402
 from ..theory import cooper, cooper_decode  # noqa: E402
 from ..train import _DATA_STREAM, build_member, derived_seed  # noqa: E402
-from .registry import FigureConfig, FigureContext, figure_kind, save_png, unread_metric  # noqa: E402
+from .registry import (  # noqa: E402
+    FigureConfig,
+    FigureContext,
+    figure_kind,
+    save_png,
+    unread_metric,
+    wrap_text,
+)
 
 
 class ConstructionConfig(FigureConfig):
@@ -120,7 +127,10 @@ def construction_heatmaps(ctx: FigureContext, cfg: ConstructionConfig, path: Pat
                       f"{int(sup.sum())}; last position: {last}", fontsize=9)
     legend = "; ".join(f"{k}: {v}" for k, v in _block_names(task).items())
     head = ctx.fitted_title(cfg, fig.get_figwidth(), 9)
-    fig.suptitle(f"{head} — {run.label or run.run_id}, test sample {cfg.sample}, "
-                 f"d = {d}" + (f"\nblocks — {legend}" if legend else ""), fontsize=9)
+    # wrapped with the run's label (a 190-letter label ran the title off both sides of the image)
+    fig.suptitle(wrap_text(f"{head} — {run.label or run.run_id}, test sample {cfg.sample}, "
+                           f"d = {d}" + (f"\nblocks — {legend}" if legend else ""),
+                           fig.get_figwidth() / 0.95, 9), fontsize=9)  # (lines up to the
+    #                    figure's full width: wrap_text keeps 5 % clear, and cooper2026-fig10's fits)
     save_png(fig, path, dpi=130)
     return True

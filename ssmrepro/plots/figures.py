@@ -31,7 +31,7 @@ from ..report.cells import (  # noqa: E402
     value_matches,
     with_case_label,
 )
-from ..report.columns import DECAY_X, LABEL, N_DIVERGED, N_PARAMS  # noqa: E402
+from ..report.columns import DECAY_X, LABEL, N_DIVERGED, N_OK, N_PARAMS  # noqa: E402
 from ..store import is_accuracy  # noqa: E402
 from ..util import DrawnText, encode_cell, norm  # noqa: E402
 from .registry import (  # noqa: E402
@@ -574,8 +574,8 @@ def _legend_below(ax, **kw) -> None:
     patch's extent is the panel's, so matplotlib's 'best' had nothing to weigh), and the legend
     inside lay over the curves (huang2025-fig1's S4D panel)."""
     n = len(ax.get_legend_handles_labels()[1])
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.26), ncol=n if n <= 3 else 2,
-              **kw)
+    kw.setdefault("ncol", n if n <= 3 else 2)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.26), **kw)
 
 
 def _legend_clear_of_points(ax, **kw) -> None:
@@ -622,6 +622,9 @@ class HistogramsConfig(FigureConfig):
     def column_refs(self) -> list[str]:
         return [self.x]
 
+    def numeric_refs(self) -> list[str]:  # its largest value is split (a text x, model.mixer,
+        return [self.x]  # raised 'Unknown format code' while drawing)
+
     def metrics(self) -> list[str]:
         return []
 
@@ -641,14 +644,31 @@ def histograms(ctx: FigureContext, cfg: HistogramsConfig, path: Path) -> bool:
     if hist.empty or cfg.x not in hist:
         return False
     x = cfg.x
-    labels = list(dict.fromkeys(hist[LABEL]))
-    fig, axes = subplots(path, 130, 1, len(labels) + 1, figsize=(4.6 * (len(labels) + 1), 3.9))
+    counted = hist.groupby([LABEL, x], sort=False)["count"].sum()
+    drawn = {(lab, norm(xv)) for (lab, xv), n in counted.items() if n > 0}
+    # a cell whose runs recorded no value in [0, 1] (every seed diverged: NaN weights) has no
+    # curve; a label of only such cells was an empty panel (its legend raised ValueError)
+    labels = list(dict.fromkeys(lab for lab, xv in counted.index if (lab, norm(xv)) in drawn))
+    if not labels:
+        return False
+    hist = hist[[(lab, norm(xv)) in drawn for lab, xv in zip(hist[LABEL], hist[x])]]
+    decay = r"$e^{-\lambda\Delta_t}$"
+    # long labels are wrapped and the figure grows by their lines (a 150-letter label ran its
+    # panel title over the next panels' and squeezed the axes to a sliver)
+    # (save_png wraps the right panel's legend to the panel: its lines are counted here)
+    titles = {lab: wrap_text(f"{lab}: {decay} over all timesteps", 3.5, 9) for lab in labels}
+    keys = {lab: wrap_text(str(lab), 3.0, 7) for lab in labels}  # the right panel's legend
+    long = any("\n" in k for k in keys.values())  # (one column of them, below)
+    extra = 0.16 * max(t.count("\n") for t in titles.values()) + (0.24 * sum(
+        k.count("\n") + 1 for k in keys.values()) if long else 0.0)
+    fig, axes = subplots(path, 130, 1, len(labels) + 1,
+                         figsize=(4.6 * (len(labels) + 1), 3.9 + extra))
     bins = int(hist["bins"].iloc[0])
     edges = np.linspace(0.0, 1.0, bins + 1)
     xs = sorted(hist[x].unique())
+    missing = _histograms_missing(ctx.table, x, drawn)
     cmap = plt.get_cmap("viridis")
     name = x.split(".")[-1]
-    decay = r"$e^{-\lambda\Delta_t}$"
     ylabel = "fraction of values per bin (log scale)"
 
     def step(ax, c, **kw):
@@ -668,7 +688,7 @@ def histograms(ctx: FigureContext, cfg: HistogramsConfig, path: Path) -> bool:
         ax.set_xlim(-0.02, 1.02)
         ax.set_xlabel(decay)
         ax.set_ylabel(ylabel)
-        ax.set_title(f"{lab}: {decay} over all timesteps", fontsize=9)
+        ax.set_title(titles[lab], fontsize=9)
         _legend_below(ax, title=name, title_fontsize=7)
     ax = axes[-1]
     xmax = max(xs)
@@ -687,15 +707,40 @@ def histograms(ctx: FigureContext, cfg: HistogramsConfig, path: Path) -> bool:
             style = ({"lw": 4.0, "alpha": 0.35} if j == 0 else {"lw": 1.3, "ls": "--"}) \
                 if same else {"lw": 1.5, "ls": "-" if part == "after" else ":"}
             color = palette[(2 * li + j) % len(palette)] if not same else palette[2 * li % 4]
-            step(ax, c, color=color, label=f"{lab}, ${rel}$" + (" (same as t < n)" if same and j
-                                                                  else ""), **style)
+            step(ax, c, color=color, label=f"{keys[lab]}, ${rel}$" + (" (same as t < n)" if same and j
+                                                                       else ""), **style)
     ax.set_yscale("log")
     ax.set_xlim(-0.02, 1.02)
     ax.set_xlabel(decay)
     ax.set_ylabel(ylabel)
     ax.set_title(f"before vs from timestep n (${name} = {xmax:g}$)", fontsize=9)
-    _legend_below(ax)
-    fig.suptitle(ctx.fitted_title(cfg, fig.get_figwidth()), fontsize=10)
+    _legend_below(ax, **({"ncol": 1} if long else {}))  # (two columns of long labels were
+    #                         each wrapped to a sliver of the panel when saved: 7 letters a line)
+    title = ctx.fitted_title(cfg, fig.get_figwidth())
+    absent = [lab for lab in labels if (lab, norm(xmax)) not in drawn]
+    if absent:  # the right panel had no curve of them, without a word
+        missing.append(f"right panel: no {', '.join(absent)} at ${name} = {xmax:g}$")
+    if missing:
+        title += "\n" + wrap_text("not drawn: " + "; ".join(missing), fig.get_figwidth(), 9)
+    fig.suptitle(title, fontsize=10)
     tight_layout(fig)
     save_png(fig, path, dpi=130)
     return True
+
+
+def _histograms_missing(cells: pd.DataFrame, x: str, drawn: set) -> list[str]:
+    """The finished cells (label, x) with no decay histogram to draw, named with why: every
+    run diverged, or no value recorded (a label whose every seed diverged was left out of the
+    figure without a word)."""
+    if cells.empty or LABEL not in cells or x not in cells:
+        return []
+    named: dict[tuple, str] = {}
+    for _, r in cells.iterrows():
+        key = (r[LABEL], norm(r[x]))
+        if key in drawn or key in named:
+            continue
+        why = "diverged" if r[N_DIVERGED] and not r[N_OK] else "no histogram"
+        xv = r[x]
+        shown = f"{xv:g}" if isinstance(xv, (int, float)) else str(xv)
+        named[key] = f"{r[LABEL]} (${x.split('.')[-1]} = {shown}$, {why})"
+    return list(named.values())

@@ -43,7 +43,7 @@ from ..analysis import mechanistic as mech  # noqa: E402
 from ..engine import open_store  # noqa: E402
 from ..report.analysis import MECH, OUTVAR  # noqa: E402
 from ..report.cells import fmt_beside, norm, values_equal  # noqa: E402
-from ..report.columns import LABEL  # noqa: E402
+from ..report.columns import LABEL, N_DIVERGED, N_OK  # noqa: E402
 from ..sweep import expand  # noqa: E402
 from ..sweep.config import MAX_SAMPLES  # noqa: E402
 from ..tasks import build_task  # noqa: E402
@@ -373,7 +373,11 @@ def _figure(ctx: FigureContext, cfg: MechFigureConfig, path: Path, compute, draw
         for i, row in computed.items()) and all(
         row["run"] is None or row["run"] in ids[i] for i, row in enumerate(stored))
     if stored is not None and not aligned and not computed and all(fin):
-        have = set(range(len(selected)))  # arrays of another count of cells: drawn as they are
+        # arrays of another count of cells: drawn as they are; the cells none of their rows
+        # names are not drawn (a cell whose every run diverged was left out without a word)
+        named = all(row["run"] is not None for row in stored)
+        have = ({i for i, got in enumerate(ids) if any(row["run"] in got for row in stored)}
+                if named else set(range(len(selected))))
         rows = [_renamed(row, next((r for (r, _), i in zip(selected, ids) if row["run"] in i),
                                    None), name) for row in stored]
     else:
@@ -397,15 +401,48 @@ def _figure(ctx: FigureContext, cfg: MechFigureConfig, path: Path, compute, draw
                        f"{run} trains them")
     if not rows:
         return False
-    left = sum(1 for i, f in enumerate(fin) if f and i not in have)
-    if left:
-        print(f"warning: {path.name} drawn without {left} of its {len(selected)} cells: their "
-              f"saved weights (runs/, not in git) are gone and {arrays.name} does not hold "
-              f"them; {run} trains them again", file=sys.stderr)
+    # a cell whose every run diverged has no saved weights and `run` does not train it again
+    # (it was counted among the cells whose weights are gone, 'run trains them again', and the
+    # image named neither)
+    dead = _diverged(ctx, [r for r, _ in selected])
+    lost = [i for i, f in enumerate(fin) if f and i not in have and not dead[i]]
+    gone = [i for i, f in enumerate(fin) if f and i not in have and dead[i]]
+    if lost:
+        print(f"warning: {path.name} drawn without {len(lost)} of its {len(selected)} cells: "
+              f"their saved weights (runs/, not in git) are gone and {arrays.name} does not "
+              f"hold them; {run} trains them again", file=sys.stderr)
+    if gone:
+        print(f"warning: {path.name} drawn without {len(gone)} of its {len(selected)} cells: "
+              f"every run of {_names(selected, gone, name)} diverged (no saved weights)",
+              file=sys.stderr)
     if partly:
         print(partly, file=sys.stderr)
-    draw(ctx, cfg, path, rows)
+    dropped = "; ".join(t for t in (
+        f"{_names(selected, gone, name)} (every run diverged)" if gone else "",
+        f"{_names(selected, lost, name)} (saved weights gone)" if lost else "") if t)
+    draw(ctx, cfg, path, rows, dropped)
     return True
+
+
+def _names(selected: list, which: list[int], name) -> str:
+    """The selected cells ``which`` by their row names, a name of several cells with their
+    count ('MHA (2 cells)')."""
+    counts: dict[str, int] = {}
+    for i in which:
+        n = name(selected[i][0])
+        counts[n] = counts.get(n, 0) + 1
+    return ", ".join(n if k == 1 else f"{n} ({k} cells)" for n, k in counts.items())
+
+
+def _diverged(ctx: FigureContext, runs: list) -> list[bool]:
+    """Whether every finished run of each run's cell diverged (no saved weights to draw)."""
+    table = ctx.table
+    if table.empty or not all(k in table for k in ctx.keys) or N_OK not in table:
+        return [False] * len(runs)
+    dead = {tuple(norm(v) for v in row[:-2]) for row in table[[*ctx.keys, N_OK, N_DIVERGED]]
+            .itertuples(index=False) if not row[-2] and row[-1]}
+    return [tuple(norm(r.label if k == LABEL else r.flat().get(k)) for k in ctx.keys) in dead
+            for r in runs]
 
 
 def _renamed(row: dict[str, Any], run, name) -> dict[str, Any]:
@@ -420,11 +457,21 @@ def _renamed(row: dict[str, Any], run, name) -> dict[str, Any]:
 def _show(ax, panel: Panel, title: str, xlabel: str, ylabel: str):
     m, (lo, hi) = panel
     im = ax.imshow(m, cmap=CMAP, vmin=lo, vmax=hi, aspect="auto", interpolation="nearest")
-    ax.set_title(title, fontsize=8)
+    ax.set_title(_fitted(ax, title, 8), fontsize=8)
     ax.set_xlabel(xlabel, fontsize=8)
     ax.set_ylabel(ylabel, fontsize=8)
     ax.tick_params(labelsize=7)
     return im
+
+
+def _fitted(ax, title: str, fontsize: float) -> str:
+    """A panel's title wrapped to its column of the figure (a 140-letter label ran its title
+    over the next panels and off the image); a title that fits is left as it is. One that does
+    not is wrapped to the panel itself, about 3/4 of its column (beside its colour bar and y
+    label: wrapped to the whole column, it still ran off the image's left edge)."""
+    column = ax.figure.get_figwidth() / ax.get_subplotspec().get_gridspec().ncols
+    fits = wrap_text(title, column, fontsize) == title
+    return title if fits else wrap_text(title, 0.75 * column, fontsize)
 
 
 def _halves(ax, V: int, rows: bool, cols: bool) -> None:
@@ -445,9 +492,16 @@ def _title(ctx: FigureContext, cfg: FigureConfig) -> str:
     return ctx.title(cfg, seeds=DRAWN_SEEDS)
 
 
-def _save(fig, ctx: FigureContext, cfg: FigureConfig, path: Path, note: str) -> None:
-    fig.suptitle(f"{wrap_text(_title(ctx, cfg), fig.get_figwidth(), 9)}\n{note}", fontsize=9)
+def _save(fig, ctx: FigureContext, cfg: FigureConfig, path: Path, note: str,
+          dropped: str = "") -> None:
+    fig.suptitle(f"{wrap_text(_title(ctx, cfg), fig.get_figwidth(), 9)}\n{note}"
+                 + _dropped_line(fig, dropped), fontsize=9)
     save_png(fig, path, dpi=120)
+
+
+def _dropped_line(fig, dropped: str) -> str:
+    """The title's line naming the selected cells not drawn ('' when every one is)."""
+    return "\n" + wrap_text(f"not drawn: {dropped}", fig.get_figwidth(), 9) if dropped else ""
 
 
 def _grid(path: Path, n_rows: int, n_cols: int, w: float = 3.4, h: float = 3.0):
@@ -479,7 +533,7 @@ def _operators_row(cfg, run, model, task, seed) -> dict[str, Any]:
                 {k: m[k] for k in keys})
 
 
-def _draw_operators(ctx, cfg, path, rows) -> None:
+def _draw_operators(ctx, cfg, path, rows, dropped: str = "") -> None:
     fig, axes = _grid(path, len(rows), 2, w=4.2, h=3.4)
     for i, r in enumerate(rows):
         m, P = r["metrics"], r["panels"]
@@ -500,7 +554,7 @@ def _draw_operators(ctx, cfg, path, rows) -> None:
         _halves(a, V, rows=True, cols=True)
         fig.colorbar(im, ax=a, shrink=0.8)
     _save(fig, ctx, cfg, path, "Eq. 10 predicts G_vv ≈ (0 | I) and G_kq ≈ I on its "
-          "(x_(τ-1), x_t) block (top right), ≈ 0 elsewhere; colour clipped to [0, 99.9 %]")
+          "(x_(τ-1), x_t) block (top right), ≈ 0 elsewhere; colour clipped to [0, 99.9 %]", dropped)
 
 
 @figure_kind("invariant_operators", OperatorsConfig)
@@ -558,7 +612,7 @@ def _one_decimal(v: float) -> str:
     return f"{v:.1g}" if v != 0 and float(text) == 0 else text
 
 
-def _draw_hidden(ctx, cfg, path, rows) -> None:
+def _draw_hidden(ctx, cfg, path, rows, dropped: str = "") -> None:
     fig, axes = _grid(path, len(rows), 3)
     for i, r in enumerate(rows):
         m, P = r["metrics"], r["panels"]
@@ -570,7 +624,7 @@ def _draw_hidden(ctx, cfg, path, rows) -> None:
         _show(axes[i, 2], P["H_dprime"], f"H''_t = Π_v,out h_t Π_q,in: hit {hit}, SNR {snr}",
               "key token", "value token")
     _save(fig, ctx, cfg, path, "t = 2N_f (end of the context), one test sequence; value × "
-          "key quadrant; the claim: H''_t ≈ H_t (the fact entries stand out)")
+          "key quadrant; the claim: H''_t ≈ H_t (the fact entries stand out)", dropped)
 
 
 @figure_kind("hidden_state", HiddenConfig)
@@ -592,7 +646,7 @@ def _attention_row(cfg, run, model, task, seed) -> dict[str, Any]:
                 {k: m[k] for k in ("attn.hit", "attn.corr")})
 
 
-def _draw_attention(ctx, cfg, path, rows) -> None:
+def _draw_attention(ctx, cfg, path, rows, dropped: str = "") -> None:
     fig, axes = _grid(path, len(rows), 2, w=3.6, h=3.3)
     for i, r in enumerate(rows):
         m, P = r["metrics"], r["panels"]
@@ -603,7 +657,7 @@ def _draw_attention(ctx, cfg, path, rows) -> None:
         _show(axes[i, 1], P["trained"], f"model B_τᵀ C_t: hit {hit}, corr {corr}",
               "τ (attended)", "t (query)")
     _save(fig, ctx, cfg, path, "one test sequence (causal part); the claim: the trained "
-          "map ≈ the ideal one on the query rows")
+          "map ≈ the ideal one on the query rows", dropped)
 
 
 @figure_kind("attention_maps", AttentionConfig)
@@ -625,7 +679,7 @@ def _copy_shift_row(cfg, run, model, task, seed) -> dict[str, Any]:
                 {k: m[k] for k in ("conv.copy_hit", "conv.shift_hit")})
 
 
-def _draw_copy_shift(ctx, cfg, path, rows) -> None:
+def _draw_copy_shift(ctx, cfg, path, rows, dropped: str = "") -> None:
     fig, axes = _grid(path, len(rows), 2, w=3.6, h=3.3)
     for i, r in enumerate(rows):
         m, P = r["metrics"], r["panels"]
@@ -634,7 +688,7 @@ def _draw_copy_shift(ctx, cfg, path, rows) -> None:
         _show(axes[i, 0], P["copy"], f"{r['name']}\ncopy x_tᵀ G_vv ξ_τ: hit {copy}", "τ", "t")
         _show(axes[i, 1], P["shift"], f"shift ξ_tᵀ G_kq ξ_τ: hit {shift}", "τ", "t")
     _save(fig, ctx, cfg, path, "the context (2N_f tokens) of one test sequence; hits on "
-          "its value rows: copy on the main diagonal, shift on τ = t − 1")
+          "its value rows: copy on the main diagonal, shift on τ = t − 1", dropped)
 
 
 @figure_kind("copy_shift", CopyShiftConfig)
@@ -672,7 +726,7 @@ def _distribution_row(cfg, run, model, task, seed) -> dict[str, Any]:
                         **{k: m[k] for k in ("out.noise_var", "out.wrong_var", "out.empty_var")}}}
 
 
-def _draw_distribution(ctx, cfg, path, rows) -> None:
+def _draw_distribution(ctx, cfg, path, rows, dropped: str = "") -> None:
     labels = list(dict.fromkeys(r["name"] for r in rows))
     heads = sorted({r["metrics"]["M"] for r in rows})
     fig, axes = subplots(path, 120, len(labels), len(heads), figsize=(3.0 * len(heads) + 0.6,
@@ -693,8 +747,8 @@ def _draw_distribution(ctx, cfg, path, rows) -> None:
         ax.set_ylim(bottom=0)
         wrong = _shown(ctx, m, "out.wrong_var", f"{m['out.wrong_var']:.3f}")
         empty = _shown(ctx, m, "out.empty_var", f"{m['out.empty_var']:.3f}")
-        ax.set_title(f"{r['name']}, M = {m['M']:g}, N = {m['N']:g}: var wrong {wrong}, empty "
-                     f"{empty}", fontsize=7)
+        ax.set_title(_fitted(ax, f"{r['name']}, M = {m['M']:g}, N = {m['N']:g}: var wrong "
+                             f"{wrong}, empty {empty}", 7), fontsize=7)
         ax.tick_params(labelsize=7)
         if j == 0:
             ax.set_ylabel("density", fontsize=8)
@@ -705,8 +759,8 @@ def _draw_distribution(ctx, cfg, path, rows) -> None:
             "of the other values, over the mean margin (correct ≈ 1, others ≈ 0; values outside "
             f"[{lo:g}, {hi:g}] in the end bins). Lemma 5: MHA's spread shrinks with M")
     fig.suptitle(wrap_text(_title(ctx, cfg), fig.get_figwidth(), 9) + "\n"
-                 + "\n".join(textwrap.wrap(note, max(30, int(fig.get_figwidth() * 72 / 5)))),
-                 fontsize=9)
+                 + "\n".join(textwrap.wrap(note, max(30, int(fig.get_figwidth() * 72 / 5))))
+                 + _dropped_line(fig, dropped), fontsize=9)
     # atomically, as every figure (it wrote in place: `figures`, the front page or an image
     # viewer reading it while `plot` wrote, or a `plot` killed then, saw a torn PNG)
     save_png(fig, path, dpi=120)
