@@ -22173,3 +22173,34 @@ def test_show_keeps_a_seed_whole_in_a_narrow_console(tmp_path, monkeypatch):
     rows = [ln for ln in res.output.splitlines() if ln.startswith("│")]
     assert sum("│ 123456789 │" in ln for ln in rows) == 1, res.output
     assert "lr=0.00031622776" in res.output and "test.acc" in res.output, res.output
+
+
+def test_a_claims_any_of_label_that_no_profile_has_is_named_in_its_verdict(tmp_path):
+    """`where: {label: [S6, S5]}` after S5 left the spec: `verify` PASSed on S6 alone without a
+    word (only `validate` refused it). The verdict names the value, read from every profile's
+    case labels; a label another profile runs (quick's 'wide'), or a whole label of case labels
+    ('S6 / wide'), is not named."""
+    import pandas as pd
+
+    from ssmrepro.report.checks import CheckContext, parse_claim, run_check
+    from ssmrepro.spec import load_spec
+
+    spec = load_spec(two_profile_spec(tmp_path))
+    cells = pd.DataFrame([{"label": lab, "model.d_model": 8, "n_expected": 1, "n_ok": 1,
+                           "n_diverged": 0, "complete": True, "test.acc": 0.95}
+                          for lab in ("S6", "S4D")])
+    ctx = CheckContext(spec=spec, cells=cells, keys=["label", "model.d_model"])
+    for where, verdict, named in (({"label": ["S6", "S5"]}, "PASS", "'S5'"),
+                                  ({"label": ["S6", "S5", "S7"]}, "PASS", "'S5', 'S7'"),
+                                  ({"label": ["S6", "wide"]}, "PASS", None),
+                                  ({"label": ["S6", "S6 / wide"]}, "PASS", None),
+                                  ({"label": ["S5", "S7"]}, "MISSING", "'S5', 'S7'")):
+        (v,) = run_check(ctx, parse_claim({"text": "t", "where": where, "op": ">=",
+                                           "value": 0.9}))
+        assert v.verdict == verdict, (where, v)
+        note = "(of its any-of list) is a case label of no profile of the spec: judged without it"
+        assert (note in v.detail) == (named is not None), (where, v.detail)
+        assert named is None or f"label {named} {note}" in v.detail, v.detail
+    (v,) = run_check(ctx, parse_claim({"check": "ordering", "text": "t", "a": {"label": "S6"},
+                                       "b": {"label": ["S4D", "S5"]}}))
+    assert "label 'S5' (of its any-of list)" in v.detail, v.detail
