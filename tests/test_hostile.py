@@ -12565,7 +12565,8 @@ def test_a_lines_band_and_line_of_a_hue_share_its_colour_in_every_panel(tmp_path
                         lambda stem, ext: tmp_path / ext)
     seen = []
     monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.extend(
-        ({ln.get_label(): (to_hex(ln.get_color()), ln.get_marker()) for ln in ax.get_lines()},
+        ({ln.get_label().split(" (same values as")[0]: (to_hex(ln.get_color()), ln.get_marker())
+          for ln in ax.get_lines()},
          [to_hex(c.get_facecolor()[0]) for c in ax.collections]) for ax in fig.axes))
     cfg = parse_figure({"kind": "lines", "x": "model.d_model", "hue": "label",
                         "facet": "task.T"})
@@ -22204,3 +22205,41 @@ def test_a_claims_any_of_label_that_no_profile_has_is_named_in_its_verdict(tmp_p
     (v,) = run_check(ctx, parse_claim({"check": "ordering", "text": "t", "a": {"label": "S6"},
                                        "b": {"label": ["S4D", "S5"]}}))
     assert "label 'S5' (of its any-of list)" in v.detail, v.detail
+
+
+def test_two_hues_with_one_line_both_show_and_the_legend_says_so(tmp_path, monkeypatch):
+    """Two hues with identical values in `lines`, `bands` or `length_curves`: the later line was
+    drawn over the earlier one, hiding it, while the legend listed both. The later one is dashed
+    with hollow markers (the earlier shows through) and its legend entry says whose values it
+    has; a hue of other values (C) is drawn as before."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, bands, parse_figure
+    from ssmrepro.plots import figures as lines_kind
+
+    rows = [{"label": lab, "model.d_model": d, "n_params": d, "n_expected": 1, "n_ok": 1,
+             "n_diverged": 0, "complete": True, "test.acc": v, "L8.acc": v, "L16.acc": v / 2}
+            for lab, vals in (("A", (0.5, 0.7)), ("B", (0.5, 0.7)), ("C", (0.5, 0.8)))
+            for d, v in zip((8, 16), vals)]
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", pd.DataFrame(rows), ["label", "model.d_model"],
+                        lambda stem, ext: tmp_path / f"{stem}.{ext}")
+    for module, raw in ((lines_kind, {"kind": "lines", "x": "model.d_model", "hue": "label",
+                                      "facet": None}),
+                        (bands, {"kind": "bands", "x": "model.d_model", "hue": "label",
+                                 "lo": None, "hi": None}),
+                        (bands, {"kind": "length_curves", "lengths": [8, 16], "hue": "label",
+                                 "lo": None, "hi": None})):
+        drawn: dict = {}
+        monkeypatch.setattr(module, "save_png", lambda fig, path, dpi, drawn=drawn: drawn.update(
+            {ln.get_label().split(" (")[0]: ln for ln in fig.axes[0].get_lines()}))
+        cfg = parse_figure(raw)
+        assert getattr(module, raw["kind"])(ctx, cfg, tmp_path / "f.png"), raw
+        a, b, c = drawn["A"], drawn["B"], drawn["C"]
+        assert b.get_label().endswith(" (same values as A: dashed)"), (raw, b.get_label())
+        assert b.get_linestyle() == "--" and b.get_markerfacecolor() == "none", raw
+        for ln in (a, c):
+            assert "same values" not in ln.get_label() and ln.get_linestyle() == "-", raw
