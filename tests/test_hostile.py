@@ -22195,7 +22195,8 @@ def test_a_claims_any_of_label_that_no_profile_has_is_named_in_its_verdict(tmp_p
                                   ({"label": ["S6", "S5", "S7"]}, "PASS", "'S5', 'S7'"),
                                   ({"label": ["S6", "wide"]}, "PASS", None),
                                   ({"label": ["S6", "S6 / wide"]}, "PASS", None),
-                                  ({"label": ["S5", "S7"]}, "MISSING", "'S5', 'S7'")):
+                                  ({"label": ["S5", "S7"]}, "MISSING", "'S5', 'S7'"),
+                                  ({"label": ["S6", None, 8, ["S5"]]}, "PASS", "None, 8, 'S5'")):
         (v,) = run_check(ctx, parse_claim({"text": "t", "where": where, "op": ">=",
                                            "value": 0.9}))
         assert v.verdict == verdict, (where, v)

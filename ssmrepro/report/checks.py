@@ -345,7 +345,7 @@ def run_check(ctx: CheckContext, cfg: CheckConfig) -> list[Verdict]:
     # some other profile runs (a quick profile's subset of the paper's grid) are not named
     gone = _labels_of_no_profile(ctx.spec, cfg)
     if gone:
-        note = (f"label {', '.join(map(repr, gone))} (of its any-of list) is a case label of no "
+        note = (f"label {', '.join(gone)} (of its any-of list) is a case label of no "
                 "profile of the spec: judged without it")
         for v in out:
             v.detail = "; ".join(x for x in (v.detail, note) if x)
@@ -367,19 +367,26 @@ def case_labels(spec: Any) -> set[str] | None:
 
 
 def _labels_of_no_profile(spec: Any, cfg: CheckConfig) -> list[str]:
-    """The values of the claim's any-of ``label`` lists (in its ``where``; an ordering's ``a``
-    and ``b``) that are a case label of no profile (a whole label, ``S6 / L2``, is one when each
-    of its case labels is)."""
+    """The values (as printed) of the claim's any-of ``label`` lists (in its ``where``; an
+    ordering's ``a`` and ``b``; a list inside the list read as its values, as ``select`` reads
+    it) that are a case label of no profile (a whole label, ``S6 / L2``, is one when each of
+    its case labels is; a number, the label it reads as; None none)."""
     labels = case_labels(spec)
     if labels is None:
         return []
     gone: list[str] = []
     for w in cfg.selectors():
         want = w.get(LABEL) if isinstance(w, dict) else None
-        for v in alternatives(want, []):
-            if isinstance(v, (str, int, float)) and not isinstance(v, bool) and str(v) and not all(
-                    part in labels for part in str(v).split(LABEL_SEP)) and str(v) not in gone:
-                gone.append(str(v))
+        todo = list(reversed(alternatives(want, [])))  # (a stack: a list nested deep)
+        while todo:
+            v = todo.pop()
+            if isinstance(v, (list, tuple)):
+                todo.extend(reversed(v))
+                continue
+            # (a number matches the case label it reads as: `label_matches`)
+            known = v is not None and all(part in labels for part in str(v).split(LABEL_SEP))
+            if not known and repr(v) not in gone:
+                gone.append(repr(v))
     return gone
 
 
