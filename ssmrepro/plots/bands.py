@@ -33,6 +33,7 @@ from ..report.columns import N_DIVERGED, N_PARAMS  # noqa: E402
 from ..util import DrawnText, encode_cell  # noqa: E402
 from .registry import (  # noqa: E402
     HUE_HELP,
+    SAME_STYLE,
     YLIM_HELP,
     FigureConfig,
     FigureContext,
@@ -41,6 +42,8 @@ from .registry import (  # noqa: E402
     gap_note,
     plain_log_x,
     resolve_ylim,
+    same_lines,
+    same_note,
     save_png,
     subplots,
     tight_layout,
@@ -153,8 +156,11 @@ def bands(ctx: FigureContext, cfg: BandsConfig, path: Path) -> bool:
     for ax, facet in zip(axes[0], facets):
         sub = agg[agg["_facet"] == facet]
         marked = False
-        for hue in hues:
-            h = sub[sub["_hue"] == hue].sort_values(cfg.x)
+        # a hue whose line is another's drawn over it hid it (the legend listed both)
+        by_hue = {hue: sub[sub["_hue"] == hue].sort_values(cfg.x) for hue in hues}
+        same = same_lines({hue: (h[cfg.x].astype(float), h[m]) for hue, h in by_hue.items()
+                           if hue not in cfg.reference and not h.empty})
+        for hue, h in by_hue.items():
             if h.empty:
                 continue
             color = colors[hue]
@@ -171,7 +177,8 @@ def bands(ctx: FigureContext, cfg: BandsConfig, path: Path) -> bool:
             # a cell without a value (diverged) is a gap, said in the legend as the lines kind
             # says it (a hue whose every cell diverged was an entry with nothing drawn)
             ax.plot(xs, h[m].astype(float), marker="o", color=color,
-                    label=f"{hue}{gap_note(h[m])}")
+                    label=f"{hue}{gap_note(h[m])}{same_note(same.get(hue))}",
+                    **(SAME_STYLE if hue in same else {}))
             if lo in h and hi in h and h[lo].notna().any():
                 ax.fill_between(xs, h[lo].astype(float), h[hi].astype(float), color=color,
                                 alpha=0.18, lw=0)
@@ -351,9 +358,9 @@ def length_curves(ctx: FigureContext, cfg: LengthCurvesConfig, path: Path) -> bo
                    label=f"training lengths {cfg.train_range[0]:g}–{cfg.train_range[1]:g}")
     hues = list(dict.fromkeys(agg["_hue"]))
     colors = _colors(hues)
+    curves = {}
     for hue in hues:
         h = agg[agg["_hue"] == hue]
-        color = colors[hue]
         ys, los, his = [], [], []
         # the mean of the hue's cells, NaN where one has none (a diverged cell): a gap, as lines
         # draws a diverged cell (the other cells' mean stood for the hue with no sign of it)
@@ -362,7 +369,14 @@ def length_curves(ctx: FigureContext, cfg: LengthCurvesConfig, path: Path) -> bo
             ys.append(_cells_mean(h, name))
             los.append(_cells_mean(h, f"{name}.{cfg.lo}"))
             his.append(_cells_mean(h, f"{name}.{cfg.hi}"))
-        ax.plot(cfg.lengths, ys, marker="o", color=color, label=_length_label(hue, h, cfg))
+        curves[hue] = (h, ys, los, his)
+    # a hue whose curve is another's drawn over it hid it (the legend listed both)
+    same = same_lines({hue: (cfg.lengths, c[1]) for hue, c in curves.items()})
+    for hue, (h, ys, los, his) in curves.items():
+        color = colors[hue]
+        ax.plot(cfg.lengths, ys, marker="o", color=color,
+                label=_length_label(hue, h, cfg) + same_note(same.get(hue)),
+                **(SAME_STYLE if hue in same else {}))
         if not np.isnan(los).all():
             ax.fill_between(cfg.lengths, los, his, color=color, alpha=0.18, lw=0)
     ylim = resolve_ylim(cfg.ylim, [v for L in cfg.lengths for c in (cfg.pattern.format(L=L),)

@@ -36,6 +36,7 @@ from ..store import is_accuracy  # noqa: E402
 from ..util import DrawnText, encode_cell, norm  # noqa: E402
 from .registry import (  # noqa: E402
     HUE_HELP,
+    SAME_STYLE,
     YLIM_HELP,
     Columns,
     FigureConfig,
@@ -47,6 +48,8 @@ from .registry import (  # noqa: E402
     mapped_panel,
     panel_value,
     resolve_ylim,
+    same_lines,
+    same_note,
     save_png,
     subplots,
     tight_layout,
@@ -502,8 +505,11 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
             xcol = xcol.map(encode_cell).astype(str)
         sub = sub.assign(_x=xcol)
         banded = marked = False
-        for hue in dict.fromkeys(sub["_hue"]):
-            h = sub[sub["_hue"] == hue].sort_values("_x")
+        by_hue = {hue: sub[sub["_hue"] == hue].sort_values("_x")
+                   for hue in dict.fromkeys(sub["_hue"])}
+        # a hue whose line is another's drawn over it hid it (the legend listed both)
+        same = same_lines({hue: (h["_x"], h[metric]) for hue, h in by_hue.items()})
+        for hue, h in by_hue.items():
             # cells without a value (diverged, not measured) are gaps; the legend counts them (a
             # hue whose every cell diverged was a legend entry with nothing drawn, without a word)
             note = gap_note(h[metric])
@@ -512,7 +518,9 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
             if off:
                 note += f" ({off} of {len(h)} cells ≤ 0: off the log axis)"
             color, marker = style[hue]
-            ax.plot(h["_x"], h[metric], marker=marker, color=color, label=f"{hue}{note}")
+            ax.plot(h["_x"], h[metric], marker=marker, color=color,
+                    label=f"{hue}{note}{same_note(same.get(hue))}",
+                    **(SAME_STYLE if hue in same else {}))
             std = f"{metric}.std"
             if std in h and h[std].notna().any() and ctx.spec.aggregate.reduce == "mean":
                 ax.fill_between(h["_x"], h[metric] - h[std], h[metric] + h[std], alpha=0.2,

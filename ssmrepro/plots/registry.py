@@ -492,6 +492,38 @@ def gap_note(values: Any) -> str:
             else f" ({gaps} of {len(v)} cells without a value: gaps)")
 
 
+def same_lines(drawn: dict[str, tuple[Any, Any]]) -> dict[str, str]:
+    """hue -> the first hue before it (in ``drawn``'s order) whose line has the same points,
+    for the lines of one panel (``drawn``: hue -> (xs, ys) as plotted). A later line drawn over
+    an identical earlier one hid it while the legend listed both; the kinds draw it dashed with
+    hollow markers (``SAME_STYLE``) and its legend entry says whose values it has. Values equal
+    but for rounding (relative 1e-9) are the same; a line with no value at all draws nothing
+    and is left to ``gap_note``."""
+    out: dict[str, str] = {}
+    seen: list[tuple[str, list, np.ndarray]] = []
+    for hue, (xs, ys) in drawn.items():
+        x = pd.Series(xs).tolist()
+        y = pd.to_numeric(pd.Series(ys), errors="coerce").to_numpy(float)
+        if not np.isfinite(y).any():
+            continue
+        for first, fx, fy in seen:
+            if fx == x and len(fy) == len(y) and np.allclose(fy, y, rtol=1e-9, atol=0.0,
+                                                              equal_nan=True):
+                out[hue] = first
+                break
+        else:
+            seen.append((hue, x, y))
+    return out
+
+
+SAME_STYLE = {"ls": "--", "mfc": "none"}  # a line over an identical earlier one (same_lines)
+
+
+def same_note(first: str | None) -> str:
+    """The legend's word for a line drawn over another hue's identical one (``same_lines``)."""
+    return f" (same values as {first}: dashed)" if first is not None else ""
+
+
 @dataclass(frozen=True)
 class FigureKind:
     name: str

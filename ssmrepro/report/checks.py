@@ -50,6 +50,7 @@ from ..theory.recall import law_constant, refined_frontier_product
 from ..util import NoBoolNumbers, check_registration, doc_summary, docstring, pairs_text
 from .cells import (
     CellIndex,
+    alternatives,
     cell_env,
     column,
     expected,
@@ -65,6 +66,7 @@ from .columns import (
     DEFAULT_METRIC,
     FACTS,
     LABEL,
+    LABEL_SEP,
     N_DIVERGED,
     N_EXPECTED,
     N_OK,
@@ -338,7 +340,54 @@ def run_check(ctx: CheckContext, cfg: CheckConfig) -> list[Verdict]:
         if v.verdict == "MISSING" and v.ours is None and why:
             v.detail = "; ".join(x for x in (v.detail, *(f"{name}: {text}" if name else text
                                                         for name, text in why)) if x)
+    # an any-of label that no profile has (`label: [S6, S5]` after S5 left the spec): the claim
+    # was judged, and PASSed, on S6 alone without a word (`validate` alone refused it); values
+    # some other profile runs (a quick profile's subset of the paper's grid) are not named
+    gone = _labels_of_no_profile(getattr(ctx, "spec", None), cfg)  # (a stand-in has none)
+    if gone:
+        note = (f"label {', '.join(gone)} (of its any-of list) is a case label of no "
+                "profile of the spec: judged without it")
+        for v in out:
+            v.detail = "; ".join(x for x in (v.detail, note) if x)
     return out
+
+
+def case_labels(spec: Any) -> set[str] | None:
+    """The case labels of every profile's sweep (its own, or the spec's), read from the spec
+    without expanding it; None for a spec without profiles and sweeps (an analytic one, or a
+    stand-in)."""
+    profiles = getattr(spec, "profiles", None)
+    if not isinstance(profiles, dict):
+        return None
+    out: set[str] = set()
+    for prof in profiles.values():
+        axes = prof.sweep if prof.sweep is not None else getattr(spec, "sweep", None) or []
+        out.update(c.label for a in axes for c in a.cases or [] if c.label)
+    return out
+
+
+def _labels_of_no_profile(spec: Any, cfg: CheckConfig) -> list[str]:
+    """The values (as printed) of the claim's any-of ``label`` lists (in its ``where``; an
+    ordering's ``a`` and ``b``; a list inside the list read as its values, as ``select`` reads
+    it) that are a case label of no profile (a whole label, ``S6 / L2``, is one when each of
+    its case labels is; a number, the label it reads as; None none)."""
+    labels = case_labels(spec)
+    if labels is None:
+        return []
+    gone: list[str] = []
+    for w in cfg.selectors():
+        want = w.get(LABEL) if isinstance(w, dict) else None
+        todo = list(reversed(alternatives(want, [])))  # (a stack: a list nested deep)
+        while todo:
+            v = todo.pop()
+            if isinstance(v, (list, tuple)):
+                todo.extend(reversed(v))
+                continue
+            # (a number matches the case label it reads as: `label_matches`)
+            known = v is not None and all(part in labels for part in str(v).split(LABEL_SEP))
+            if not known and repr(v) not in gone:
+                gone.append(repr(v))
+    return gone
 
 
 def _unselected(ctx: CheckContext, cfg: CheckConfig) -> list[tuple[str, str]]:
