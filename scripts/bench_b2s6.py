@@ -43,7 +43,8 @@ def contender(shape: dict, E: int, impl: str, disc: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(docstring(sys.modules[__name__]) or "").split("\n")[0])
+    doc = __doc__ or docstring(sys.modules.get(__name__)) or ""  # (stripped under -OO)
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("--shape", default="bench", choices=sorted(SHAPES))
     # bounded, and choices: --packs 0 was a ZeroDivisionError traceback, -1 a negative dimension,
     # --reps 0 a StatisticsError after the warm-up, an unknown impl a pydantic traceback

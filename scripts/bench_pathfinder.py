@@ -37,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     from ssmrepro.bench.timing import bounded
     from ssmrepro.util import docstring
 
-    ap = argparse.ArgumentParser(description=(docstring(sys.modules[__name__]) or "").split("\n")[0])
+    doc = __doc__ or docstring(sys.modules.get(__name__)) or ""  # (stripped under -OO)
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("--res", type=int, default=32, choices=[32, 64, 128, 256])
     # bounded: --n 0 printed `label balance: nan` and 0 images/s, --n -5 was a traceback, and
     # --workers 0 or -1 ran one process while the line said workers=0 / workers=-1

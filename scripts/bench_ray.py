@@ -36,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     from ssmrepro.bench.timing import bounded
     from ssmrepro.util import docstring, plain_rst
 
-    ap = argparse.ArgumentParser(description=plain_rst(docstring(sys.modules[__name__]) or ""),
+    doc = __doc__ or docstring(sys.modules.get(__name__)) or ""  # (stripped under -OO)
+    ap = argparse.ArgumentParser(description=plain_rst(doc),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--spec", default="keep-nth")
     ap.add_argument("--profile", default="smoke")

@@ -83,7 +83,8 @@ def accuracy(model: nn.Module, ds) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(docstring(sys.modules[__name__]) or "").split("\n")[0])
+    doc = __doc__ or docstring(sys.modules.get(__name__)) or ""  # (stripped under -OO)
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     # bounded: --n-train 0 or --n-eval 0 was an IndexError traceback (max over an empty batch)
     ap.add_argument("--n-train", type=bounded(1, 1 << 20), default=2000)
     ap.add_argument("--n-eval", type=bounded(1, 1 << 20), default=500,

@@ -30,7 +30,8 @@ from ssmrepro.util import docstring  # noqa: E402
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=(docstring(sys.modules[__name__]) or "").split("\n")[0])
+    doc = __doc__ or docstring(sys.modules.get(__name__)) or ""  # (stripped under -OO)
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("spec")
     ap.add_argument("profile")
     ap.add_argument("cache", type=Path, help="cost cache file (a fresh one re-measures)")

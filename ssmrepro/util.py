@@ -792,6 +792,8 @@ def docstring(obj: Any) -> str | None:
     (``PYTHONOPTIMIZE=2``), which strips docstrings, the docstring read from its source file:
     every command's ``--help`` and the ``list-*`` summaries were blank there, and the scripts that
     build their usage from their docstring died with an AttributeError traceback."""
+    if obj is None:  # (a script loaded without a module entry: sys.modules.get gave None)
+        return None
     doc = getattr(obj, "__doc__", None)
     if doc is not None or sys.flags.optimize < 2:
         return doc

@@ -21334,7 +21334,12 @@ def test_the_test_session_ignores_the_users_exported_project_and_defaults(tmp_pa
     SSMREPRO_WORKERS reached every command a test runs without --out / --device (`list --json`
     read the user's results folder and found no huang2025-tab1 table: a failure of nothing).
     The session sets its own project and drops those; SSMREPRO_THREADS (a CPU budget) stays."""
-    import conftest
+    # tests/conftest.py by its file: `import conftest` may give tests/data/conftest.py (under
+    # pytest-xdist a worker that collected tests/data first)
+    import sys
+
+    conftest = next(m for m in list(sys.modules.values())
+                    if getattr(m, "__file__", None) == str(ROOT / "tests" / "conftest.py"))
 
     env = {"SSMREPRO_ROOT": str(tmp_path / "other-checkout"), "SSMREPRO_OUT": str(tmp_path),
            "SSMREPRO_DATA": str(tmp_path), "SSMREPRO_DEVICE": "cuda", "SSMREPRO_WORKERS": "8",

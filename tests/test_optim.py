@@ -186,7 +186,10 @@ def test_train_pack_applies_lr_scale(tmp_path):
         tmp_path, model={"name": "ssm_lm", "mixer": "s6", "d_model": 8, "d_state": 4},
         train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
                "test_size": 16, "eval_every": 10, "eval_batch_size": 16, "dtype": "float64"},
-        sweep=[{"zip": {"train.lr_scale": [{"delta": 0.0}, {}]}}], seeds=[3]))
+        # labelled: a mapping set whole is no table column, so unlabelled points that differ
+        # only inside it are refused (one cell of both)
+        sweep=[{"cases": [{"label": "frozen", "set": {"train.lr_scale": {"delta": 0.0}}},
+                          {"label": "free", "set": {"train.lr_scale": {}}}]}], seeds=[3]))
     runs = expand(spec, "paper")
     assert len(runs) == 2 and len({r.pack_key() for r in runs}) == 1
     keep = {}

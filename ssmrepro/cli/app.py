@@ -174,6 +174,7 @@ err_console = _Console(stderr=True, emoji=False, soft_wrap=not sys.stderr.isatty
 
 
 MIN_CELL = 6  # the narrowest a table's folding column gets (characters)
+WORD_CELL = 24  # the longest word a `words` column of print_table keeps on one line
 
 
 def print_table(table, whole: tuple[int, ...] = (), words: tuple[int, ...] = ()) -> None:
@@ -196,9 +197,12 @@ def print_table(table, whole: tuple[int, ...] = (), words: tuple[int, ...] = ())
         if i in whole:
             col.min_width, col.no_wrap = longest, True
         elif i in words:  # a fixed width (rich's collapse let a min_width column run the
-            # table past the console's width): its longest word, up to 20 for text of many words
+            # table past the console's width): its longest word, up to 20 for text of many words;
+            # a word over WORD_CELL (a path, `list`'s status of a broken spec) folds, else its
+            # width squeezed every other column to MIN_CELL ('invali' over 'd spec')
             col.width = col.min_width = max(min(20, longest), *(
-                cell_len(w) for t in texts for w in Text.from_markup(t).plain.split()))
+                n for t in texts for w in Text.from_markup(t).plain.split()
+                if (n := cell_len(w)) <= WORD_CELL))
         else:
             col.min_width = min(MIN_CELL, longest)
         need += col.min_width

@@ -182,9 +182,10 @@ def list_cmd(
     if as_json:
         print_json(rows)
     else:
-        # ids and aliases: what `run`, `show` take; a status's counts break only between words
-        # (`120/1440` folded as `120/144` over `0`)
-        print_table(t, whole=(0, 1), words=(4,))
+        # ids and aliases: what `run`, `show` take. The status folds as the title does: kept to
+        # its words it took the width of the title, printed in 6-character pieces ('invali' over
+        # 'd spec') in 80 columns (a count like `120/1440` can fold in a console that narrow)
+        print_table(t, whole=(0, 1))
 
 
 def _project_specs() -> list[Path]:

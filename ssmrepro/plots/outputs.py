@@ -1907,8 +1907,10 @@ def _warn_short_curves(path: Path, curves: pd.DataFrame, stops: dict[str, int],
         print(f"warning: {path.name}: the learning curve of {len(short)} run(s) ends before the "
               f"step its results row says the run stopped at: {shown} (the table cut short or "
               "rows deleted?); drawn as they are", file=sys.stderr)
-    none = [f"{rid} ({(labels or {}).get(rid, '?')})" for rid in stops
-            if rid not in recorded and rid not in last.index] if drawn else []
+    # (a planned run's: a row of an older run id, the spec edited since, is no curve it misses)
+    none = [f"{rid} ({labels.get(rid, '?') if labels is not None else '?'})" for rid in stops
+            if rid not in recorded and rid not in last.index
+            and (labels is None or rid in labels)] if drawn else []
     if none:
         shown = ", ".join(none[:5]) + (f" and {len(none) - 5} more" if len(none) > 5 else "")
         print(f"warning: {path.name}: {len(none)} finished run(s) have no learning curve "
