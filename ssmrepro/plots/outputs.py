@@ -21,6 +21,7 @@ import pandas as pd
 from pydantic import ValidationError
 
 from .. import expr, report
+from ..analysis import nonfinite_values
 from ..engine import open_store, output_name
 from ..expr import ExprError
 from ..report.analysis import (
@@ -2113,8 +2114,18 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
         # histogram went to the last label alone and the other cell had no decay metrics
         recs = {(x.run_id, x.label): {**rec, LABEL: x.label} for x in runs
                 if (rec := store.read(x.run_id)) is not None}
-        hist = histogram_table(list(recs.values()), run_keys)
         hpath = out("histograms", "csv")
+        # a histogram holding NaN / inf values (the model diverged) is no measurement of its
+        # run: left out of its cell, said (its finite rest was summed in as the whole)
+        bad = {key: n for key, rec in recs.items()
+               if (n := nonfinite_values((rec.get("analysis") or {}).get(DECAY)))}
+        if bad:
+            named = [f"{rid} ({label}: {n:,} values)" for (rid, label), n in bad.items()]
+            print(f"warning: {hpath.name}: the decay histogram of {len(bad)} run(s) holds NaN "
+                  f"or infinite values (the model diverged): {', '.join(named[:5])}"
+                  f"{f' and {len(named) - 5} more' if len(named) > 5 else ''}; left out of "
+                  "their cells' histograms and decay metrics", file=sys.stderr)
+        hist = histogram_table([rec for key, rec in recs.items() if key not in bad], run_keys)
         computed = not hist.empty
         dropped = False  # committed rows of runs not finished under the spec as it is
         cols, short = short_cells(hist, run_keys, finished,  # cells short of a record
