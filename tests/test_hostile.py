@@ -21327,19 +21327,20 @@ def test_build_kernels_finds_the_sources_in_a_checkout_whose_path_has_brackets(t
     assert info["sources"] == [str(root / n) for n in names]
 
 
-def test_the_test_session_ignores_the_users_exported_project_and_defaults(tmp_path):
+def test_the_test_session_ignores_the_users_exported_project_and_defaults(tmp_path,
+                                                                        pytestconfig):
     """tests/conftest.py only defaulted SSMREPRO_ROOT: exported for the user's own work (another
     checkout), `make test` ran the CLI on that project's specs and results beside this
     checkout's files; an exported SSMREPRO_OUT, SSMREPRO_DATA, SSMREPRO_DEVICE or
     SSMREPRO_WORKERS reached every command a test runs without --out / --device (`list --json`
     read the user's results folder and found no huang2025-tab1 table: a failure of nothing).
     The session sets its own project and drops those; SSMREPRO_THREADS (a CPU budget) stays."""
-    # tests/conftest.py by its file: `import conftest` may give tests/data/conftest.py (under
-    # pytest-xdist a worker that collected tests/data first)
-    import sys
-
-    conftest = next(m for m in list(sys.modules.values())
-                    if getattr(m, "__file__", None) == str(ROOT / "tests" / "conftest.py"))
+    # tests/conftest.py, among pytest's plugins by its file: `import conftest` gave
+    # tests/data/conftest.py (pytest drops a conftest without a package from sys.modules before
+    # it imports the next one)
+    own = (ROOT / "tests" / "conftest.py").resolve()
+    conftest = next(m for m in pytestconfig.pluginmanager.get_plugins()
+                    if getattr(m, "__file__", None) and Path(m.__file__).resolve() == own)
 
     env = {"SSMREPRO_ROOT": str(tmp_path / "other-checkout"), "SSMREPRO_OUT": str(tmp_path),
            "SSMREPRO_DATA": str(tmp_path), "SSMREPRO_DEVICE": "cuda", "SSMREPRO_WORKERS": "8",
