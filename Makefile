@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 # pip and ssmrepro through the venv's python, not its console scripts: pip writes those with a
 # `#!/bin/sh` + `exec "<venv>/bin/python"` head where the path has a space or is long, and sh
 # expands a `$`, a backtick or a `"` of the path there (a clone in "My Results $HOME" ran
-# "My Results /root/.venv/bin/python": `make install` and `make demo` stopped with exit 127)
+# "My Results /home/me/.venv/bin/python": `make install` and `make demo` stopped with exit 127)
 PIP      = $(BIN)/python -m pip
 SSMREPRO = $(BIN)/python -m ssmrepro
 TORCH   ?= torch==2.13.0
