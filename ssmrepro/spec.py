@@ -45,6 +45,7 @@ from .util import (
     NotSmallFile,
     drawable,
     find_project,
+    list_leaves,
     norm,
     read_small,
     repo_root,
@@ -423,27 +424,18 @@ class PaperValue(Strict):
         the value matched no cell and was reported 'not run' beside the cell it names (a paper
         value may name cells no profile runs, so matching nothing is not refused)."""
         for key, want in self.where.items():
-            # NaN equals nothing and no setting is infinite (they are refused): the value
-            # matched no cell in any profile, without a word (a paper value may name cells no
-            # profile runs, so matching nothing is otherwise allowed)
-            # (a number written as text too, as the tables read it: YAML reads `inf` and `nan`
-            # as text, 'inf' matched no cell and 'nan' every cell without the setting)
             # a setting's value is one value or a list of them, and a where lists such values:
-            # a list nested deeper matches no cell (read through a stack: one nested 900 deep,
-            # which YAML reads, was a RecursionError traceback here and in the tables' lookups)
-            flat, todo, deepest = [], [(want, 0)], 0
-            while todo:
-                w, depth = todo.pop()
-                deepest = max(deepest, depth)
-                if isinstance(w, list):
-                    todo.extend((x, depth + 1) for x in reversed(w))
-                else:
-                    flat.append(w)
+            # a list nested deeper matches no cell
+            flat, deepest = list_leaves(want)
             if deepest > 2:
                 raise ValueError(f"where.{key}: a list nested {deepest} deep matches no cell (a "
                                  "setting's value is one value or a list of them, and a where "
                                  "may list such values: two deep at most)")
-
+            # NaN equals nothing and no setting is infinite (they are refused): the value
+            # matched no cell in any profile, without a word (a paper value may name cells no
+            # profile runs, so matching nothing is otherwise allowed); a number written as text
+            # too, as the tables read it (YAML reads `inf` and `nan` as text: 'inf' matched no
+            # cell and 'nan' every cell without the setting)
             odd = [v for v in flat if v is not None and not isinstance(v, bool)
                    and (norm(v) is None or (isinstance(norm(v), float)
                                             and not math.isfinite(norm(v))))]

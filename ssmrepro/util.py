@@ -855,6 +855,22 @@ def _parsed_source(path: str) -> Any:
     return _SOURCES[path]
 
 
+def list_leaves(value: Any) -> tuple[list[Any], int]:
+    """The values of ``value`` read through its nested lists, in order, and how deep the lists
+    nest (0: one value, 1: a list of values, ...): a `where` value's any-of values. Read through
+    a stack (a list nested 900 deep, which YAML reads, was a RecursionError traceback)."""
+    leaves: list[Any] = []
+    deepest, todo = 0, [(value, 0)]
+    while todo:
+        v, depth = todo.pop()
+        deepest = max(deepest, depth)
+        if isinstance(v, (list, tuple)):
+            todo.extend((x, depth + 1) for x in reversed(v))
+        else:
+            leaves.append(v)
+    return leaves, deepest
+
+
 def doc_summary(doc: str | None) -> str:
     """A registered entry's one-line summary (``list-figures``, ``list-checks``): the first
     paragraph of its docstring on one line, its rST plain (``plain_rst``). The docstring's first

@@ -16722,7 +16722,7 @@ def test_a_registered_check_returning_no_claim_verdict_leaves_the_claim_missing_
     check_kind("t_bad", Cfg)(lambda ctx, cfg: returned["out"])
     try:
         cfg = parse_claim({"check": "t_bad", "text": "claim T", "op": ">=", "value": 0.5})
-        ctx = SimpleNamespace(eval_sets=None, unmatched=lambda where: "")
+        ctx = SimpleNamespace(eval_sets=None, spec=None, unmatched=lambda where: "")
         for out, why in [([], "an empty list"), (None, "NoneType"),
                          ([Verdict("claim", "t", "pass", 1.0)], "Verdict 'claim' 'pass'"),
                          ([Verdict("paper_value", "t", "match", 1.0)], "Verdict 'paper_value' 'match'")]:
@@ -16909,7 +16909,7 @@ def test_a_registered_check_verdict_whose_ours_is_no_number_leaves_the_claim_mis
     check_kind("t_ours", Cfg)(lambda ctx, cfg: [returned["v"]])
     try:
         cfg = parse_claim({"check": "t_ours", "text": "claim T", "op": ">=", "value": 0.5})
-        ctx = SimpleNamespace(eval_sets=None, unmatched=lambda where: "")
+        ctx = SimpleNamespace(eval_sets=None, spec=None, unmatched=lambda where: "")
         for ours, bound, what in [("0.9", None, "ours is str '0.9'"), ([0.9], None, "ours is list"),
                                   (True, None, "ours is bool True"), (np.True_, None, "ours is bool"),
                                   (torch.tensor(0.9), None, "ours is Tensor"), (1j, None, "ours is complex"),

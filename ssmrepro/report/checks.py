@@ -47,7 +47,14 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from .. import expr
 from ..store import NAMED_SET_METRICS, SET_METRICS
 from ..theory.recall import law_constant, refined_frontier_product
-from ..util import NoBoolNumbers, check_registration, doc_summary, docstring, pairs_text
+from ..util import (
+    NoBoolNumbers,
+    check_registration,
+    doc_summary,
+    docstring,
+    list_leaves,
+    pairs_text,
+)
 from .cells import (
     CellIndex,
     alternatives,
@@ -343,7 +350,7 @@ def run_check(ctx: CheckContext, cfg: CheckConfig) -> list[Verdict]:
     # an any-of label that no profile has (`label: [S6, S5]` after S5 left the spec): the claim
     # was judged, and PASSed, on S6 alone without a word (`validate` alone refused it); values
     # some other profile runs (a quick profile's subset of the paper's grid) are not named
-    gone = _labels_of_no_profile(getattr(ctx, "spec", None), cfg)  # (a stand-in has none)
+    gone = _labels_of_no_profile(ctx.spec, cfg)
     if gone:
         note = (f"label {', '.join(gone)} (of its any-of list) is a case label of no "
                 "profile of the spec: judged without it")
@@ -377,12 +384,7 @@ def _labels_of_no_profile(spec: Any, cfg: CheckConfig) -> list[str]:
     gone: list[str] = []
     for w in cfg.selectors():
         want = w.get(LABEL) if isinstance(w, dict) else None
-        todo = list(reversed(alternatives(want, [])))  # (a stack: a list nested deep)
-        while todo:
-            v = todo.pop()
-            if isinstance(v, (list, tuple)):
-                todo.extend(reversed(v))
-                continue
+        for v in list_leaves(alternatives(want, []))[0]:
             # (a number matches the case label it reads as: `label_matches`)
             known = v is not None and all(part in labels for part in str(v).split(LABEL_SEP))
             if not known and repr(v) not in gone:
