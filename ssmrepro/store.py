@@ -1011,10 +1011,30 @@ class Store:
             # its holder lives on this host: our clock stepped back past its heartbeat (NTP),
             # and the claim of a run being trained was taken over (the run trained twice);
             # the holder's next heartbeat brings the time back to now
+            if here:
+                self._date_now(path, info, -age)
             return not here
         if info.get("_unreadable"):  # half-written by a killed process, or foreign
             return age > 5.0
         return age > self.stale_after
+
+    def _date_now(self, path: Path, info: dict, ahead: float) -> None:
+        """Touch the claim at ``path`` (content ``info``), dated ``ahead`` seconds "in the
+        future" and naming a live process of this host, to now: a live holder's heartbeat
+        keeps it so, and a dead holder's (its pid gone to another program: its start time,
+        read on the same wrong clock, cannot tell) goes stale ``stale_after`` later. It held
+        the run until the clock caught up (an hour, a year): `run` waited on it all along.
+        Only inside the results root (a claim reached through a link outside is left)."""
+        try:
+            if not path.resolve().is_relative_to(self.root.parents[1].resolve()):
+                return
+            os.utime(path)
+        except (OSError, RuntimeError):  # not ours to touch, gone, a link loop: as before
+            return
+        self.warnings.append(
+            f"{path} ({self._holder_words(path, info)}) was dated {human_seconds(ahead)} in the "
+            f"future (a wrong clock): dated now, it is taken over if its holder's heartbeat "
+            f"does not come within {human_seconds(self.stale_after)}")
 
     def _new_claim(self, run_id: str) -> str:
         nonce = uuid.uuid4().hex

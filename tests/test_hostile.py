@@ -22516,3 +22516,25 @@ def test_a_decay_histogram_of_a_diverged_model_counts_its_nonfinite_values_and_i
             f"diverged): {rec['run_id']} (S6: {n:,} values); left out") in said, said
     hist_csv = out / "tests/t-spec/histograms-smoke.csv"
     assert not hist_csv.exists() or "S6" not in hist_csv.read_text()
+
+
+def test_r47c_a_future_claim_of_a_reused_pid_is_dated_now_and_goes_stale(tmp_path):
+    """A claim of this host dated far "in the future" (written while the clock ran ahead)
+    whose holder died and whose pid went to another program: the pid lives, the start time
+    (read on the same wrong clock) cannot tell, and the run was held until the clock caught
+    up (`run` waited on it for hours). It is dated now with a warning: a live holder's
+    heartbeat keeps it, a dead one's goes stale ``stale_after`` later."""
+    from ssmrepro.store import Store
+
+    store = Store(tmp_path / "out" / "p" / "s", stale_after=0.3)
+    store.claims.mkdir(parents=True)
+    ahead = time.time() + 3600
+    path = store.claims / "r.claim"
+    path.write_text(json.dumps({"host": store.host, "pid": os.getpid(), "time": ahead,
+                                "nonce": "n"}))
+    os.utime(path, (ahead, ahead))
+    assert store.holder("r") is not None and not store.claim("r")
+    assert abs(path.stat().st_mtime - time.time()) < 5
+    assert any("in the future" in w and "dated now" in w for w in store.warnings)
+    time.sleep(0.4)  # no heartbeat came: stale, taken over
+    assert store.holder("r") is None and store.claim("r")
