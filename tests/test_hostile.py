@@ -22538,3 +22538,33 @@ def test_r47c_a_future_claim_of_a_reused_pid_is_dated_now_and_goes_stale(tmp_pat
     assert any("in the future" in w and "dated now" in w for w in store.warnings)
     time.sleep(0.4)  # no heartbeat came: stale, taken over
     assert store.holder("r") is None and store.claim("r")
+
+
+def test_r47c_the_off_log_y_count_is_of_data_points_only(tmp_path, monkeypatch):
+    """A `logy` curves panel: the 'N point(s) at or below 0: off the log y axis' entry counted
+    every line of the panel, the dotted mean of the remaining seeds (a point of the solid mean
+    again at each end), the × of a diverged seed (its last point again) and a paper line (its
+    two ends): 4 for the one mean point at 0. It counts the points of the curves drawn, and a
+    paper value at or below 0 has its own entry."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    import ssmrepro.plots.curves as curves_mod
+
+    df = pd.DataFrame({"run_id": ["r0"] * 3 + ["r1"] * 3, "label": "S6",
+                       "seed": [0] * 3 + [1] * 3, "status": ["ok"] * 3 + ["diverged"] * 3,
+                       "step": [0, 2, 4] * 2, "samples": [0, 16, 32] * 2,
+                       "val.loss": [2.0, 0.5, 0.0, 1.0, 0.0, float("nan")]})
+    drawn = []
+    monkeypatch.setattr(curves_mod, "save_png", lambda fig, path, **kw: drawn.extend(
+        t.get_text() for t in fig.legends[0].get_texts()))
+    ctx = _curves_context(tmp_path, df)
+    for paper, said in (([], []), ([0.0], ["1 paper value(s) at or below 0: off the log y axis"])):
+        drawn.clear()
+        ctx.spec = SimpleNamespace(paper_values=[SimpleNamespace(
+            where={"label": "S6"}, metric="val.loss", value=v, tol=0.1) for v in paper])
+        cfg = curves_mod.CurvesConfig(kind="curves", series=["val.loss"], logy=True, ylim=None)
+        assert curves_mod.curves(ctx, cfg, tmp_path / "f.png")
+        assert [t for t in drawn if "off the log" in t] == [
+            "1 point(s) at or below 0: off the log y axis", *said], drawn

@@ -300,10 +300,17 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
     fewer = None  # a line of the mean of fewer seeds (its legend entry after the curves')
     off_log = 0  # points at or below 0 on a log y axis
     off_log_x = 0  # points of curves at step (samples) 0 on a log x axis
+    off_paper = 0  # paper values at or below 0 on a log y axis
     hue_paper = False  # a curve of a hue drew its cell's paper value
     for (rv, cv), (i, j) in place.items():
         ax = axes[i][j]
         sub = df[(df["_row"].astype(str) == str(rv)) & (df["_col"].astype(str) == str(cv))]
+        # the values of the panel's curves, one per point drawn, and its paper values: those
+        # at or below 0 are counted off a log y axis (the panel's every line was counted: the
+        # dotted mean of fewer seeds (a point of the solid mean's again at each end), a ×
+        # mark (a curve's last point again), a paper line (its two ends) as points left out)
+        points: list[np.ndarray] = []
+        papers: list[float] = []
         for k, hv in enumerate(hues):
             part = sub[sub["_hue"].astype(str) == str(hv)]
             if part.empty:
@@ -344,6 +351,7 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
                     best = best_of_seeds(by_seed.to_numpy(float), m, ok)
                     line, = ax.plot(xs, best, style,
                                     color=color, lw=1.4, **(mark or {"marker": "o", "ms": 2}))
+                    points.append(best)
                     handles.setdefault(name, line)
                     if gone.any() and (ok is None or not ok.any()):  # the seed drawn diverged
                         ends.append(best)
@@ -352,10 +360,12 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
                         ys = by_seed[seed].to_numpy(float)
                         line, = ax.plot(xs, ys, style, color=color, lw=1.0, alpha=0.9,
                                         **{**mark, **_lone_points(ys)})
+                        points.append(ys)
                     handles.setdefault(name, line)
                 else:
                     vals = by_seed.to_numpy(float)
                     mean = np.nanmean(vals, axis=1)
+                    points.append(mean)
                     # the mean of every seed; where a seed has no value (it diverged, or ended
                     # before the others) the mean of the others thin and faint: a diverged seed
                     # leaving the mean read as a sudden recovery of 'the mean of 3 seeds'
@@ -387,9 +397,11 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
             if cfg.hue:  # the paper's value of this curve's cell, in the curve's colour
                 for _m, v in dict.fromkeys(_paper_lines(ctx, cfg, part)):
                     ax.axhline(v, color=cmap(k % n_colors), ls=(0, (1, 2)), lw=1.2)
+                    papers.append(v)
                     hue_paper = True
         for m, v in ([] if cfg.hue else _paper_lines(ctx, cfg, sub)):
             line = ax.axhline(v, color=cmap(series.index(m) % n_colors), ls=(0, (4, 3)), lw=1.0)
+            papers.append(v)
             handles.setdefault(f"paper {cfg.labels.get(m, m)}", line)
         title = ", ".join(t for t in (_fmt(cfg.row, rv, cfg.names),
                                       _fmt(cfg.col, cv, cfg.names)) if t)
@@ -404,8 +416,8 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
             ax.set_ylim(*ylim)
         if log_y:
             ax.set_yscale("log")  # a point at or below 0 has no place there: counted, said
-            off_log += sum(int((np.asarray(ln.get_ydata(), float) <= 0).sum())
-                           for ln in ax.get_lines())
+            off_log += sum(int((np.asarray(ys, float) <= 0).sum()) for ys in points)
+            off_paper += sum(1 for v in papers if v <= 0)
         if log_x:
             ax.set_xscale("log")
             plain_log_x(ax)
@@ -429,6 +441,11 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
         from matplotlib.lines import Line2D
 
         handles[f"{off_log} point(s) at or below 0: off the log y axis"] = Line2D([], [], ls="none")
+    if off_paper:
+        from matplotlib.lines import Line2D
+
+        handles[f"{off_paper} paper value(s) at or below 0: off the log y axis"] = Line2D(
+            [], [], ls="none")
     if off_log_x:  # (every curve's first evaluation, at step 0, was left out without a word)
         from matplotlib.lines import Line2D
 
