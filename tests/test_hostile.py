@@ -22568,3 +22568,26 @@ def test_r47c_the_off_log_y_count_is_of_data_points_only(tmp_path, monkeypatch):
         assert curves_mod.curves(ctx, cfg, tmp_path / "f.png")
         assert [t for t in drawn if "off the log" in t] == [
             "1 point(s) at or below 0: off the log y axis", *said], drawn
+
+
+def test_r47c_the_progress_line_keeps_runs_done_in_a_narrow_terminal():
+    """`run`'s progress in a terminal of 40 columns read `runs     packs 4/5 ended, 1 running,
+    0…`: the runs done/total, a column of their own, were the first left out. They lead the
+    status text now, which is cut at its end."""
+    import io
+
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from ssmrepro.engine import progress_columns
+
+    for width in (30, 40, 60, 120):
+        buf = io.StringIO()
+        console = Console(file=buf, width=width, force_terminal=False)
+        prog = Progress(*progress_columns(), console=console, auto_refresh=False)
+        prog.add_task("runs", total=10, completed=3,
+                      status="packs 4/5 ended, 1 running, 0 runs failed")
+        prog.add_task("pack 5 (2 runs)", total=100, completed=30, status="")
+        console.print(prog.make_tasks_table(prog.tasks))
+        first, second = buf.getvalue().splitlines()[:2]
+        assert "3/10 packs 4/5" in first and "30/100" in second, (width, buf.getvalue())
