@@ -1,6 +1,14 @@
 # ssmrepro — every command a newcomer needs. Uses a local virtual environment in .venv.
-PY      ?= python3
-VENV    ?= .venv
+# PY and VENV are the Makefile's unless given on make's command line (`make install VENV=/x/v`): a
+# PY or VENV exported by an unrelated setup (a shell's rc, another project's tooling) took over,
+# and `make install` made its venv over that folder and installed torch and ssmrepro there.
+# PROFILE (`PROFILE=smoke make demo`), TORCH and SDISTS come from the environment too.
+from_env := $(foreach v,PY VENV,$(if $(filter environment,$(origin $(v))),$(v)=$($(v))))
+PY      = python3
+VENV    = .venv
+$(foreach s,$(from_env),$(foreach v,$(firstword $(subst =, ,$(s))),$(if $(and $(filter \
+  file,$(origin $(v))),$(filter-out $(v)=$($(v)),$(s))),$(info note: $(s) of the environment is \
+  not used (make ... $(v)=... sets it)))))
 BIN     := $(VENV)/bin
 # pip and ssmrepro through the venv's python, not its console scripts: pip writes those with a
 # `#!/bin/sh` + `exec "<venv>/bin/python"` head where the path has a space or is long, and sh

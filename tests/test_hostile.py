@@ -22591,3 +22591,28 @@ def test_r47c_the_progress_line_keeps_runs_done_in_a_narrow_terminal():
         console.print(prog.make_tasks_table(prog.tasks))
         first, second = buf.getvalue().splitlines()[:2]
         assert "3/10 packs 4/5" in first and "30/100" in second, (width, buf.getvalue())
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
+def test_r47c_make_ignores_a_py_or_venv_of_the_environment(tmp_path):
+    """An exported VENV or PY of an unrelated setup took over the Makefile's defaults (`?=`):
+    `make install` made its venv over that folder (another project's venv) and installed
+    torch and ssmrepro there, or ran `/usr/bin/false -m venv`. They are the Makefile's unless
+    given on make's command line (a note names the one ignored); PROFILE still comes from the
+    environment."""
+    import subprocess
+
+    shutil.copy(ROOT / "Makefile", tmp_path)
+    (tmp_path / "pyproject.toml").write_text("")
+    env = {**os.environ, "VENV": str(tmp_path / "other"), "PY": "/usr/bin/false",
+           "PROFILE": "smoke"}
+    res = subprocess.run(["make", "-n", "-C", str(tmp_path), "demo"], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert "python3 -m venv .venv\n" in res.stdout and "other" not in res.stdout.replace(
+        f"VENV={tmp_path / 'other'} of the environment is not used", ""), res.stdout
+    assert "note: PY=/usr/bin/false of the environment is not used" in res.stdout, res.stdout
+    assert "-m ssmrepro run keep-nth --profile smoke\n" in res.stdout, res.stdout
+    res = subprocess.run(["make", "-n", "-C", str(tmp_path), "VENV=v2", "PY=python3.9",
+                          "install"], env=env, capture_output=True, text=True, timeout=60)
+    assert "python3.9 -m venv v2\n" in res.stdout and "note" not in res.stdout, res.stdout
