@@ -507,9 +507,11 @@ class Spec(Strict):
         False, description="keep each finished run's trained weights in runs/<run_id>.pt (not "
         "in git; reload with train.build_member) for analyses computed at plot time")
     figure: dict[str, Any] | None = Field(
-        None, description="the figure: {kind: <a kind of list-figures>, ...that kind's fields}")
+        None, description="the figure: {kind: <a kind of list-figures>, ...that kind's fields} "
+        "(section figure, figures[]: the keys every kind has)")
     figures: list[dict[str, Any]] = Field(
-        [], description="more figures of the same runs (each with a distinct `name`)")
+        [], description="more figures of the same runs (each with a distinct `name`; section "
+        "figure, figures[])")
     paper_values: list[PaperValue] = Field([], max_length=MAX_PAPER_VALUES, description="the "
                                            "paper's numbers, each compared with ours (section "
                                            "paper_values[])")

@@ -22616,3 +22616,21 @@ def test_r47c_make_ignores_a_py_or_venv_of_the_environment(tmp_path):
     res = subprocess.run(["make", "-n", "-C", str(tmp_path), "VENV=v2", "PY=python3.9",
                           "install"], env=env, capture_output=True, text=True, timeout=60)
     assert "python3.9 -m venv v2\n" in res.stdout and "note" not in res.stdout, res.stdout
+
+
+def test_r47c_list_spec_lists_the_keys_every_figure_has():
+    """`list-spec` listed every section but the keys common to every figure kind (kind, name,
+    title, metric): a spec writer found them only under each kind of list-figures. One section,
+    `figure, figures[]`, lists them from the figures' base model, each described."""
+    from ssmrepro.cli.experiments import spec_sections
+    from ssmrepro.models import config_rows
+    from ssmrepro.plots.registry import FigureConfig
+
+    sections = dict(spec_sections())
+    assert sections["figure, figures[]"] is FigureConfig, list(sections)
+    rows = config_rows(FigureConfig, ())
+    assert {"kind", "name", "title", "metric"} <= {r[0] for r in rows}
+    assert all(r[3].strip() for r in rows), rows
+    res = CliRunner().invoke(app, ["list-spec"], env={"COLUMNS": "250"})
+    assert res.exit_code == 0 and "section: figure, figures[]: Fields every figure kind has" \
+        in res.output, res.output

@@ -267,18 +267,23 @@ def spec_sections() -> list[tuple[str, type]]:
     itself, then each section its fields' types nest (``sweep[]``, ``sweep[].cases[]``,
     ``profiles.<name>``, ``aggregate.select``, ...), and the two mappings the spec holds
     untyped but reads through a model: ``train`` (the run's train config) and each ``claims``
-    entry's keys common to every check. Found through the models' field types, so a field added
+    entry's keys common to every check, and ``figure`` and each ``figures`` entry's common to
+    every figure kind. Found through the models' field types, so a field added
     to any of them is listed."""
     import typing
     from types import UnionType
 
     from pydantic import BaseModel
 
+    from ..plots.registry import FigureConfig
     from ..report.checks import CheckConfig
     from ..spec import Spec
     from ..sweep.config import TrainConfig
 
-    linked = {(Spec, "train"): ("", TrainConfig), (Spec, "claims"): ("[]", CheckConfig)}
+    # (the keys every figure kind has, under `figure:` and each `figures` entry: a kind's own
+    # are list-figures'; nothing listed name, title, metric once for all kinds)
+    linked = {(Spec, "train"): ("", TrainConfig), (Spec, "claims"): ("[]", CheckConfig),
+              (Spec, "figure"): ("", FigureConfig), (Spec, "figures"): ("[]", FigureConfig)}
 
     def nested(t, at: str = "") -> list[tuple[str, type]]:
         origin, args = typing.get_origin(t), typing.get_args(t)
@@ -301,8 +306,12 @@ def spec_sections() -> list[tuple[str, type]]:
         for name, f in model.model_fields.items():
             link = linked.get((model, name))
             for at, sub in [link] if link else nested(f.annotation):
-                if all(sub is not m for _, m in out):
-                    walk(f"{where}.{name}{at}" if where else f"{name}{at}", sub)
+                here = f"{where}.{name}{at}" if where else f"{name}{at}"
+                k = next((i for i, (_, m) in enumerate(out) if m is sub), None)
+                if k is None:
+                    walk(here, sub)
+                elif link:  # one mapping in two places (figure, figures[]): one section
+                    out[k] = (f"{out[k][0]}, {here}", sub)
 
     walk("", Spec)
     return out

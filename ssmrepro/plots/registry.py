@@ -51,11 +51,11 @@ from ..util import (
 
 
 class FigureConfig(NoBoolNumbers):
-    """Fields every figure kind has."""
+    """Fields every figure kind has (a kind's own: list-figures)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    kind: str
+    kind: str = Field(..., description="the figure kind: one of list-figures")
     # file stem in the results folder (default: "figure" for the first figure, "figure<i>"):
     # letters, digits, . _ - only, so a name cannot point outside the folder
     name: Annotated[str, StringConstraints(pattern=NAME_PATTERN)] | None = Field(
