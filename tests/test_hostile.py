@@ -22634,3 +22634,27 @@ def test_r47c_list_spec_lists_the_keys_every_figure_has():
     res = CliRunner().invoke(app, ["list-spec"], env={"COLUMNS": "250"})
     assert res.exit_code == 0 and "section: figure, figures[]: Fields every figure kind has" \
         in res.output, res.output
+
+
+def test_r47c_an_ordering_by_case_labels_without_match_names_the_keys_to_leave_out():
+    """An `ordering` of a: {case:0: Mamba} against b: {case:0: S4D} without `match`: its default,
+    every key a and b do not name, holds the label and the keys the cases set, which never
+    agree, and `validate` refused it naming all of them, `(name the keys to match on)`. It
+    names those no a-cell and b-cell agree on, and the match that is left."""
+    import pandas as pd
+
+    from ssmrepro.report.checks import OrderingConfig
+
+    cells = pd.DataFrame({"label": ["Mamba / PE", "Mamba / noPE", "S4D / PE",
+                                    "S4D / noPE"],
+                          "model.mixer": ["s6", "s6", "s4d", "s4d"],
+                          "model.pe": ["index", "none"] * 2})
+    cfg = OrderingConfig(check="ordering", text="t", a={"case:0": "Mamba"}, b={"case:0": "S4D"})
+    got = cfg.cell_problems(cells, ["label", "model.mixer", "model.pe"], "smoke")
+    assert got == ["match: no a-cell of profile smoke has a b-cell with the same label, "
+                   "model.mixer, model.pe: it stays MISSING (name the keys to match on; no "
+                   "a-cell and b-cell agree on label, model.mixer: leave them out, e.g. match: "
+                   "[model.pe])"], got
+    assert OrderingConfig(check="ordering", text="t", a={"case:0": "Mamba"},
+                          b={"case:0": "S4D"}, match=["model.pe"]).cell_problems(
+        cells, ["label", "model.mixer", "model.pe"], "smoke") == []

@@ -899,8 +899,17 @@ class OrderingConfig(CheckConfig):
         if set(A.index) == set(B.index):
             return [f"b: a and b select the same cells of profile {profile} (a cell is never "
                     "compared with itself): it stays MISSING; tell them apart"]
+        # the keys on which no a-cell agrees with any b-cell: by default every key a and b do
+        # not name, so a and b by `case:<i>` (the label and the keys their cases set differ)
+        # were refused naming every key, the one to leave out unsaid
+        apart = [k for k in match
+                 if not {v for v, in _keys(A, [k])} & {v for v, in _keys(B, [k])}]
+        keep = [k for k in match if k not in apart]
+        hint = (f"; no a-cell and b-cell agree on {', '.join(apart)}: leave "
+                f"{'it' if len(apart) == 1 else 'them'} out, e.g. match: [{', '.join(keep)}]"
+                if apart and keep else "")
         return [f"match: no a-cell of profile {profile} has a b-cell with the same "
-                f"{', '.join(match)}: it stays MISSING (name the keys to match on)"]
+                f"{', '.join(match)}: it stays MISSING (name the keys to match on{hint})"]
 
 
 @check_kind("ordering", OrderingConfig)
