@@ -22658,3 +22658,31 @@ def test_r47c_an_ordering_by_case_labels_without_match_names_the_keys_to_leave_o
     assert OrderingConfig(check="ordering", text="t", a={"case:0": "Mamba"},
                           b={"case:0": "S4D"}, match=["model.pe"]).cell_problems(
         cells, ["label", "model.mixer", "model.pe"], "smoke") == []
+
+
+def test_r47c_a_paper_values_any_of_label_that_no_profile_has_is_named(tmp_path):
+    """A paper value of `where: {label: [S6, S5]}` after S5 left the spec was compared with
+    S6's cell alone, its report row `0.950 | match` without a word (a claim's any-of label
+    is named in its verdict). The report row names the value; a label another profile runs
+    (quick's 'wide') is not named, and a single label of no profile stays a cell not run."""
+    import pandas as pd
+
+    from ssmrepro.report import markdown, verify
+    from ssmrepro.spec import PaperValue, load_spec
+
+    spec = load_spec(two_profile_spec(tmp_path))
+    cells = pd.DataFrame([{"label": lab, "model.d_model": 8, "n_expected": 1, "n_ok": 1,
+                           "n_diverged": 0, "complete": True, "test.acc": 0.95}
+                          for lab in ("S6", "S4D")])
+    note = "(of its any-of list) is a case label of no profile of the spec: compared without it"
+    for where, verdict, named in (({"label": ["S6", "S5"]}, "match", "'S5'"),
+                                  ({"label": ["S6", "wide"]}, "match", None),
+                                  ({"label": "S5"}, "missing", None)):
+        one = spec.model_copy(update={"paper_values": [PaperValue(where=where, value=0.95)]})
+        v = next(v for v in verify(one, cells, ["label", "model.d_model"])
+                 if v.kind == "paper_value")
+        assert v.verdict == verdict and (note in (v.detail or "")) == (named is not None), v
+        if named:
+            assert f"label {named} {note}" in v.detail, v.detail
+            report = markdown(one, "smoke", cells, [v], 2)
+            assert f"| 0.950 (label 'S5' {note}) | match |" in report, report

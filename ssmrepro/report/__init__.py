@@ -38,6 +38,7 @@ from .checks import (
     Verdict,
     check_kind,
     constant_value,
+    labels_of_no_profile,
     metric_names,
     nearer_end,
     never_defined,
@@ -139,6 +140,13 @@ def verify(spec, cells: pd.DataFrame, keys: list[str] | None = None,
         out.append(Verdict("paper_value", f"{where}: {pv.metric}", "missing", None, pv.value,
                            detail=f"no evaluation set {absent[0]!r} in this profile")
                    if absent else _paper_value(pv, cells, index))
+        # an any-of label that no profile has (`label: [S6, S5]` after S5 left the spec): the
+        # value was compared with S6's cells alone without a word, as a claim was judged
+        gone = labels_of_no_profile(spec, [pv.where]) if out[-1].verdict != "missing" else []
+        if gone:
+            out[-1].detail = "; ".join(x for x in (out[-1].detail, (
+                f"label {', '.join(gone)} (of its any-of list) is a case label of no profile of "
+                "the spec: compared without it")) if x)
     ctx = CheckContext(spec, cells, keys if keys is not None else _keys_of(cells),
                        eval_sets=eval_sets)
     for raw in spec.claims:
@@ -329,7 +337,8 @@ def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n
                   "| cell | paper | ours | verdict |", "|---|---|---|---|"]
         for v in pvs:
             ours = (v.detail if v.detail in ("diverged", "not measured")
-                    else f"{_ours(v)} ({v.detail})" if v.verdict == "unfinished" else _ours(v))
+                    else f"{_ours(v)} ({md_cell(v.detail)})" if v.detail and v.verdict in (
+                        "unfinished", "match", "differs") else _ours(v))
             lines.append(f"| {md_cell(v.text)} | {fmt_written(v.paper)} | {ours} | {v.verdict} |")
     shown = cells.drop(columns=[COMPLETE]) if COMPLETE in cells else cells
     if spec.analytic is not None:  # its grid and parameters, beside computed metrics

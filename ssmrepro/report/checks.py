@@ -350,7 +350,7 @@ def run_check(ctx: CheckContext, cfg: CheckConfig) -> list[Verdict]:
     # an any-of label that no profile has (`label: [S6, S5]` after S5 left the spec): the claim
     # was judged, and PASSed, on S6 alone without a word (`validate` alone refused it); values
     # some other profile runs (a quick profile's subset of the paper's grid) are not named
-    gone = _labels_of_no_profile(ctx.spec, cfg)
+    gone = labels_of_no_profile(ctx.spec, cfg.selectors())
     if gone:
         note = (f"label {', '.join(gone)} (of its any-of list) is a case label of no "
                 "profile of the spec: judged without it")
@@ -373,16 +373,17 @@ def case_labels(spec: Any) -> set[str] | None:
     return out
 
 
-def _labels_of_no_profile(spec: Any, cfg: CheckConfig) -> list[str]:
-    """The values (as printed) of the claim's any-of ``label`` lists (in its ``where``; an
-    ordering's ``a`` and ``b``; a list inside the list read as its values, as ``select`` reads
-    it) that are a case label of no profile (a whole label, ``S6 / L2``, is one when each of
-    its case labels is; a number, the label it reads as; None none)."""
+def labels_of_no_profile(spec: Any, selectors: list[dict[str, Any]]) -> list[str]:
+    """The values (as printed) of the any-of ``label`` lists of ``selectors`` (a claim's
+    ``where``, an ordering's ``a`` and ``b``, a paper value's ``where``; a list inside the list
+    read as its values, as ``select`` reads it) that are a case label of no profile (a whole
+    label, ``S6 / L2``, is one when each of its case labels is; a number, the label it reads
+    as; None none)."""
     labels = case_labels(spec)
     if labels is None:
         return []
     gone: list[str] = []
-    for w in cfg.selectors():
+    for w in selectors:
         want = w.get(LABEL) if isinstance(w, dict) else None
         for v in list_leaves(alternatives(want, []))[0]:
             # (a number matches the case label it reads as: `label_matches`)
