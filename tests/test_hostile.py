@@ -22686,3 +22686,21 @@ def test_r47c_a_paper_values_any_of_label_that_no_profile_has_is_named(tmp_path)
             assert f"label {named} {note}" in v.detail, v.detail
             report = markdown(one, "smoke", cells, [v], 2)
             assert f"| 0.950 (label 'S5' {note}) | match |" in report, report
+
+
+def test_r47c_a_figures_any_of_label_that_no_profile_has_is_said_by_plot(two_profile_smoke,
+                                                                         tmp_path, capsys):
+    """A figure's `where: {label: [S6, S5]}` after S5 left the spec: `validate` refuses it, but
+    `plot` drew S6 alone without a word. It warns naming the label, as a claim's verdict and
+    a paper value's report row name one."""
+    spec, _ = _copy_trained(two_profile_smoke, tmp_path)
+    raw = yaml.safe_load(spec.read_text())
+    raw["figures"] = [{"kind": "curves", "name": "c", "series": ["val.loss"],
+                       "where": {"label": ["S6", "S5"]}}]
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    res = _invoke("plot", spec, "--out", tmp_path / "out", "--profile", "smoke")
+    assert res.exit_code == 0, res.output
+    said = res.output + capsys.readouterr().err
+    assert ("warning: t-spec: c-smoke.png: label 'S5' (of its where's any-of list) is a case "
+            "label of no profile of the spec: drawn without it") in said, said
+    assert "figure-smoke.png: label" not in said, said

@@ -2224,6 +2224,14 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
             figures.append(path)
         else:  # said, never silently absent (a where or a series that matched nothing)
             print(f"{spec.id}: {path.name} not drawn: {why}", file=sys.stderr)
+        # an any-of label of its `where` that no profile has (`label: [S6, S5]` after S5 left
+        # the spec): drawn with S6 alone without a word (`validate` alone refused it), as a
+        # claim's verdict and a paper value's row name it
+        gone = report.labels_of_no_profile(spec, [cfg.cell_filter()])
+        if gone:
+            print(f"warning: {spec.id}: {path.name}: label {', '.join(gone)} (of its where's "
+                  "any-of list) is a case label of no profile of the spec: drawn without it",
+                  file=sys.stderr)
     for w in store.warnings:
         print(f"warning: {w}", file=sys.stderr)
     if not report.finished(cells).empty:
