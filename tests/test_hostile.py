@@ -22704,3 +22704,33 @@ def test_r47c_a_figures_any_of_label_that_no_profile_has_is_said_by_plot(two_pro
     assert ("warning: t-spec: c-smoke.png: label 'S5' (of its where's any-of list) is a case "
             "label of no profile of the spec: drawn without it") in said, said
     assert "figure-smoke.png: label" not in said, said
+
+
+def test_r47c_an_analysis_row_of_before_an_axis_with_a_constraint_goes_to_no_other_cell(
+        tmp_path):
+    """A committed analysis table written before an axis `model.d_state: [8]` was added with a
+    constraint `model.d_state >= 8` (or a learning rate derived from d_state, 0 at the old 4):
+    the spec without the axis expanded no run, the old setting (4) could not be told, and each
+    row went to the one finished cell of its label, d_state 8, a run it never measured. The
+    base is told without the constraints and other keys' derived values; where it still cannot
+    be, no row is used, with the reason."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots.outputs import _base_values
+    from ssmrepro.report.analysis import completed_keys
+    from ssmrepro.spec import load_spec
+
+    cases = [{"label": "S6", "set": {"model.mixer": "s6"}}]
+    for extra in ({"constraints": ["model.d_state >= 8"]},
+                  {"derived": {"train.lr": "0.01 * (model.d_state - 4)"}}):
+        spec = load_spec(write_spec(tmp_path, sweep=[{"cases": cases},
+                                                     {"grid": {"model.d_state": [8]}}], **extra))
+        assert _base_values(spec, "smoke", None, ["model.d_state"]) == {"model.d_state": {4}}
+    table = pd.DataFrame({"label": ["S6"], "seed": [0], "out.snr": [1.5]})
+    run = SimpleNamespace(flat=lambda: {"model.d_state": 8}, label="S6", seed=0)
+    kept, why = completed_keys(table, ["label", "model.d_state"], [run], lambda ks: None)
+    assert kept.empty and why == ["it has no column model.d_state, and which of their values "
+                                  "its rows measured cannot be told (the spec without its axes "
+                                  "of them gives no runs)"], why

@@ -1420,20 +1420,27 @@ def _differing(rows: pd.DataFrame, k: str, want: Any) -> Any:
 def _base_values(spec: Spec, profile: str, overrides: dict | None, keys: list[str]
                  ) -> dict[str, set] | None:
     """The values of ``keys`` the profile's runs have without the sweep's settings of them (the
-    spec otherwise as it is): what a run had when a table without columns of them was written,
-    before an axis of them was added (``completed_keys``); None where they cannot be told."""
+    spec otherwise as it is, but for its constraints and the derived values of other keys):
+    what a run had when a table without columns of them was written, before an axis of them
+    was added (``completed_keys``); None where they cannot be told."""
     prof = spec.profiles[profile]
     drop = set(keys)
 
     def strip(d: dict | None) -> dict | None:
         return None if d is None else {k: v for k, v in d.items() if k not in drop}
 
+    # nor the constraints and derived values (but those of the keys): they are evaluated over
+    # the values the axes give, and the old setting may fail them (`model.d_state >= 8` beside
+    # the axis d_state [8] added with it; a learning rate derived from d_state that is 0 at the
+    # old 4): no point expanded, and each committed row went to the one finished cell of its
+    # label, a d_state it never measured
     axes = []
     for axis in (prof.sweep if prof.sweep is not None else spec.sweep):
         if axis.cases is not None:
             axes.append(axis.model_copy(update={"cases": [
                 c.model_copy(update={"set": strip(c.set), "grid": strip(c.grid),
-                                     "zip": strip(c.zip)}) for c in axis.cases]}))
+                                     "zip": strip(c.zip), "constraints": []})
+                for c in axis.cases]}))
         elif strip(axis.grid) or strip(axis.zip):
             axes.append(axis.model_copy(update={"grid": strip(axis.grid),
                                                 "zip": strip(axis.zip)}))
@@ -1442,6 +1449,8 @@ def _base_values(spec: Spec, profile: str, overrides: dict | None, keys: list[st
             **spec.profiles, profile: prof.model_copy(update={"sweep": axes})}})
     else:
         spec = spec.model_copy(update={"sweep": axes})
+    spec = spec.model_copy(update={"constraints": [], "derived": {
+        k: v for k, v in spec.derived.items() if k in drop}})
     try:
         runs = expand(spec, profile, overrides=overrides)
     except (SpecError, ValueError, KeyError, TypeError):

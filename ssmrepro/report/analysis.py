@@ -299,14 +299,19 @@ def completed_keys(table: pd.DataFrame, keys: list[str], finished: list,
     which one it measured. Matched on the keys it has, such a row was merged into every cell of
     its label: a cell never trained showed the old run's numbers and a claim was judged on them.
     ``base(missing)``: the values each missing key has without the axes that set it (None:
-    unknown), those a run had when the table was written; a row stands only for a cell of them
-    (with the old setting not among the axis's values, the row of d_state 8 went to the one
-    finished cell, d_state 4, a run it never measured)."""
+    they cannot be told, and no row is used), those a run had when the table was written; a
+    row stands only for a cell of them (with the old setting not among the axis's values, the
+    row of d_state 8 went to the one finished cell, d_state 4, a run it never measured)."""
     missing = [k for k in keys if k != LABEL and k not in table]
     if table.empty or LABEL not in table or not missing:
         return table, []
     cols, ident = _identities(table, keys)
     was = base(missing) if base is not None else None
+    if base is not None and was is None:  # given, but not to be told: each row went to the
+        # one finished cell of its label, whichever setting it measured
+        return table.iloc[0:0].reset_index(drop=True), [
+            f"it has no column {', '.join(missing)}, and which of their values its rows "
+            "measured cannot be told (the spec without its axes of them gives no runs)"]
     cells: dict[tuple, dict[tuple, tuple]] = {}
     for r in finished:
         flat = {**r.flat(), LABEL: r.label, "seed": r.seed}
