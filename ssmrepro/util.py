@@ -953,7 +953,7 @@ DrawnText = Annotated[str, StringConstraints(max_length=MAX_DRAWN_TEXT),
 # other word in braces is refused (a typo, `{seed}`, was drawn as written); every other brace
 # (`{256, 512}`, TeX math's between $ signs) is drawn as written
 SEEDS_PLACEHOLDER = "{seeds}"
-_BRACED = re.compile(r"\{\{([^\W\d]\w*)\}\}|\{([^\W\d]\w*)\}")
+_BRACED = re.compile(r"\{\{(\s*[^\W\d]\w*\s*)\}\}|\{(\s*[^\W\d]\w*\s*)\}")  # ({ seeds }: a typo)
 
 
 def _outside_math(text: str, change: Any) -> str:

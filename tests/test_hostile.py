@@ -22608,6 +22608,7 @@ def test_r47a_literal_braces_and_unknown_placeholders_of_a_title(tmp_path):
     for kw, key, bad in (
             ({"figure": {**fig, "title": "acc {seed}"}}, "figure.title", "{seed}"),
             ({"title": "KEEP {Seeds}"}, "title", "{Seeds}"),
+            ({"title": "KEEP { seeds }"}, "title", "{ seeds }"),
             ({"figures": [{"kind": "phase", "x": "task.T", "y": "task.T", "panels": [
                 {"metric": "test.acc", "title": "acc {n}"}]}]}, "figures.0.panels.0.title",
              "{n}")):
