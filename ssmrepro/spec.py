@@ -39,12 +39,14 @@ from pydantic import (
 
 from .util import (
     ROOT_ENV,
-    DrawnText,
     NoBoolNumbers,
     NoProject,
     NotSmallFile,
+    TitleText,
     drawable,
+    fill_seeds,
     find_project,
+    has_seeds_placeholder,
     list_leaves,
     norm,
     read_small,
@@ -466,8 +468,9 @@ class Spec(Strict):
     alias: Name | None = Field(None, description="a second name commands take for the id "
                                "(letters, digits, . _ -)")
     paper: Name = Field(..., description="paper slug (results/<paper>/<id>/)")
-    title: DrawnText = Field(..., description="the figures' title (a figure's own `title` aside) "
-                             "and the spec's line in `list`")
+    title: TitleText = Field(..., description="the figures' title (a figure's own `title` aside) "
+                             "and the spec's line in `list`; `{seeds}` in it is drawn as how the "
+                             "figure draws seeds ('mean of 3 seeds', 'one seed'); `{{word}}` draws `{word}`")
     tier: int = Field(..., ge=1, le=3, description="priority, 1 (first) to 3, shown by `list` "
                       "and the results front page")
     claim: str = Field(..., description="the paper's claim in words (shown by `show`; the "
@@ -586,6 +589,16 @@ class Spec(Strict):
     @property
     def results_dir_parts(self) -> tuple[str, str]:
         return self.paper, self.id
+
+
+def shown_title(spec: Any) -> str:
+    """A spec's title as `list`, `show`, the report and the front page print it, of no profile:
+    ``{seeds}`` as the spec combines seeds ('mean of seeds'; it was printed as written)."""
+    words = ""
+    if has_seeds_placeholder(spec.title):
+        words = ("computed from theory" if getattr(spec, "analytic", None) is not None
+                 else f"{spec.aggregate.reduce} of seeds")
+    return fill_seeds(spec.title, words)
 
 
 def _keys_at(model: type, loc: tuple) -> list[str]:

@@ -948,6 +948,58 @@ def drawable(text: str) -> str:
 DrawnText = Annotated[str, StringConstraints(max_length=MAX_DRAWN_TEXT),
                       AfterValidator(drawable)]
 
+# a title's one placeholder: `{seeds}` is drawn as how the figure draws its seeds ('mean of 3
+# seeds', 'best of seeds', 'one seed'), of the profile drawn; `{{word}}` draws `{word}`. Any
+# other word in braces is refused (a typo, `{seed}`, was drawn as written); every other brace
+# (`{256, 512}`, TeX math's between $ signs) is drawn as written
+SEEDS_PLACEHOLDER = "{seeds}"
+_BRACED = re.compile(r"\{\{(\s*[^\W\d]\w*\s*)\}\}|\{(\s*[^\W\d]\w*\s*)\}")  # ({ seeds }: a typo)
+
+
+def _outside_math(text: str, change: Any) -> str:
+    """``text`` with ``change`` applied to its parts outside TeX math: between a pair of
+    unescaped ``$`` where matplotlib reads math (an even number of them), as a whole otherwise."""
+    if len(re.findall(r"(?<!\\)\$", text)) % 2:  # one $ (or three): no math (drawable)
+        return change(text)
+    parts = re.split(r"((?<!\\)\$.*?(?<!\\)\$)", text, flags=re.DOTALL)
+    return "".join(p if i % 2 else change(p) for i, p in enumerate(parts))
+
+
+def has_seeds_placeholder(text: str) -> bool:
+    """Whether ``text`` (a title) holds ``{seeds}`` outside math, to be filled."""
+    found: list[str] = []
+    _outside_math(text, lambda part: found.extend(
+        m.group(2) for m in _BRACED.finditer(part) if m.group(2)) or part)
+    return "seeds" in found
+
+
+def fill_seeds(text: str, words: str) -> str:
+    """``text`` (a title) with ``{seeds}`` drawn as ``words`` (capitalised where it opens the
+    title) and ``{{word}}`` as ``{word}``, outside math."""
+    def one(m: re.Match) -> str:
+        if m.group(1):
+            return "{" + m.group(1) + "}"
+        if m.group(2) != "seeds":  # (refused by title_text)
+            return m.group(0)
+        return words
+    out = _outside_math(text, lambda part: _BRACED.sub(one, part))
+    return out[:1].upper() + out[1:] if text.startswith(SEEDS_PLACEHOLDER) else out
+
+
+def title_text(text: str) -> str:
+    """``text`` if its only placeholder is ``{seeds}``; ValueError naming the first other."""
+    bad: list[str] = []
+    _outside_math(text, lambda part: bad.extend(
+        m.group(0) for m in _BRACED.finditer(part) if m.group(2) not in (None, "seeds")) or part)
+    if bad:
+        raise ValueError(f"unknown placeholder {short_name(bad[0])}: a title fills only "
+                         f"{SEEDS_PLACEHOLDER} (how the figure draws seeds, e.g. 'mean of 3 "
+                         f"seeds'); write {{{short_name(bad[0])}}} for the braces as written")
+    return text
+
+
+TitleText = Annotated[DrawnText, AfterValidator(title_text)]
+
 
 def refuse_unread(cfg: Any, unread: list[tuple[str, str]], defaults: dict[str, Any] | None = None,
                   what: str = "the same model") -> None:

@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -22044,11 +22045,12 @@ def test_committed_rows_of_many_runs_are_compared_at_once(tmp_path, monkeypatch,
     assert f"run {runs[0].run_id} 2 times with different results" in err
 
 
-def test_a_title_listing_its_seeds_after_its_seed_words_is_drawn_as_drawn(tmp_path):
+def test_a_title_listing_its_seeds_after_its_seed_words_is_drawn_as_written_and_warned(tmp_path):
     """A title's seed words followed by the seeds' numbers ('mean of seeds 0 to 4', 'best of
     3 seeds {0, 1, 2}') had only the words redrawn: 'mean of 2 seeds 0 to 4' above cells of
-    seeds 0 and 1 named three seeds never drawn. The list is part of the words; a number that
-    is no list of seeds ('2 layers', '0-1x') stays."""
+    seeds 0 and 1 named three seeds never drawn; a parser of seed lists then guessed which
+    numbers were seeds. Round 47: a title says `{seeds}` for the figure's words; one whose own
+    seed words precede a number is drawn as written, with a warning saying to write it."""
     from test_checks import Run
     from test_outputs import _ctx
 
@@ -22056,15 +22058,12 @@ def test_a_title_listing_its_seeds_after_its_seed_words_is_drawn_as_drawn(tmp_pa
 
     ctx = _ctx(tmp_path, [Run(lab, {"task.T": 10}, seed=sd) for lab in ("A", "B")
                           for sd in (0, 1)], [0.5, 0.6, 0.7, 0.8])
-    for title, want in (("acc (mean of seeds 0 to 4)", "acc (mean of 2 seeds)"),
-                        ("acc, Mean of seeds 0-4", "acc, Mean of 2 seeds"),
-                        ("acc: best of 3 seeds {0, 1, 2} per lr", "acc: mean of 2 seeds per lr"),
-                        ("acc (mean of 5 seeds (0–4))", "acc (mean of 2 seeds)"),
-                        ("acc, mean of seeds 0, 1 and 2", "acc, mean of 2 seeds"),
-                        ("acc, mean of 3 seeds 2 layers", "acc, mean of 2 seeds 2 layers"),
-                        ("acc, mean of 3 seeds 0-1x", "acc, mean of 2 seeds 0-1x")):
-        got = ctx.title(parse_figure({"kind": "bars", "title": title}))
-        assert got.startswith(want + " [t-spec"), (title, got)
+    for title in ("acc (mean of seeds 0 to 4)", "acc, Mean of seeds 0-4",
+                  "acc: best of 3 seeds {0, 1, 2} per lr", "acc (mean of 5 seeds (0–4))",
+                  "acc, mean of seeds 0, 1 and 2", "acc, mean of 3 seeds 2 layers"):
+        with pytest.warns(UserWarning, match="drawn as written; write {seeds} to have"):
+            got = ctx.title(parse_figure({"kind": "bars", "title": title}))
+        assert got.startswith(title + " [t-spec"), (title, got)
 
 
 def test_a_figure_without_a_kind_or_of_a_kind_that_is_no_text_is_refused(tmp_path):
@@ -22185,9 +22184,9 @@ def test_show_keeps_a_seed_whole_in_a_narrow_console(tmp_path, monkeypatch):
 def test_a_title_whose_seed_words_precede_a_quantity_keeps_the_quantity(tmp_path):
     """A title's seed words followed by numbers that are no list of its seeds lost the numbers
     when redrawn: 'mean of 3 seeds 64-256 wide' read 'mean of 2 seeds wide', '2 and 4 layers'
-    'layers'. Bare numbers of another count than the title's, a range running down ('2024-25')
-    or, where the title counts no seeds, numbers followed by a word of their own stay; a list of
-    the seeds still goes."""
+    'layers'. Round 47: such a title is drawn as written, with a warning to write `{seeds}`
+    (a rule of which numbers were seeds still lost some: '2 and 4' of 'mean of 2 seeds 2 and 4
+    layers'); with `{seeds}` the quantity stays beside the figure's words."""
     from test_checks import Run
     from test_outputs import _ctx
 
@@ -22195,18 +22194,17 @@ def test_a_title_whose_seed_words_precede_a_quantity_keeps_the_quantity(tmp_path
 
     ctx = _ctx(tmp_path, [Run(lab, {"task.T": 10}, seed=sd) for lab in ("A", "B")
                           for sd in (0, 1)], [0.5, 0.6, 0.7, 0.8])
-    for title, want in (("acc, mean of 3 seeds 64-256 wide", "acc, mean of 2 seeds 64-256 wide"),
-                        ("acc, mean of 3 seeds 2 and 4 layers",
-                         "acc, mean of 2 seeds 2 and 4 layers"),
-                        ("acc, mean over seeds 1,024 tokens", "acc, mean of 2 seeds 1,024 tokens"),
-                        ("acc, mean of seeds 2024-25", "acc, mean of 2 seeds 2024-25"),
-                        ("acc, mean of 3 seeds 64-256", "acc, mean of 2 seeds 64-256"),
-                        ("acc, mean of seeds 0 to 4 of each width",
-                         "acc, mean of 2 seeds of each width"),
-                        ("acc, mean of five seeds 0-4", "acc, mean of 2 seeds"),
-                        ("acc, mean of 3 seeds 0-2 accuracy", "acc, mean of 2 seeds accuracy")):
-        got = ctx.title(parse_figure({"kind": "bars", "title": title}))
-        assert got.startswith(want + " [t-spec"), (title, got)
+    for title in ("acc, mean of 3 seeds 64-256 wide", "acc, mean of 3 seeds 2 and 4 layers",
+                  "acc, mean of 2 seeds 2 and 4 layers", "acc, mean over seeds 1,024 tokens",
+                  "acc, mean of seeds 2024-25", "acc, mean of 3 seeds 0-2 accuracy"):
+        with pytest.warns(UserWarning, match="drawn as written"):
+            got = ctx.title(parse_figure({"kind": "bars", "title": title}))
+        assert got.startswith(title + " [t-spec"), (title, got)
+        placed = title.replace(next(w for w in ("mean of 3 seeds", "mean of 2 seeds",
+                                                "mean over seeds", "mean of seeds")
+                                    if w in title), "{seeds}")
+        got = ctx.title(parse_figure({"kind": "bars", "title": placed}))
+        assert got.startswith(placed.replace("{seeds}", "mean of 2 seeds") + " [t-spec"), got
 
 
 def test_learning_curve_starts_of_each_seed_on_a_log_x_axis_are_counted(tmp_path, monkeypatch):
@@ -22714,6 +22712,114 @@ def test_r47c_an_analysis_row_of_before_an_axis_with_a_constraint_goes_to_no_oth
     row went to the one finished cell of its label, d_state 8, a run it never measured. The
     base is told without the constraints and other keys' derived values; where it still cannot
     be, no row is used, with the reason."""
+def test_r47a_a_titles_seeds_placeholder_is_filled_as_each_profile_draws(tmp_path):
+    """Round 47: a title's `{seeds}` (a figure's title, the spec's) is drawn as the profile
+    draws seeds, of the metric drawn: 'mean of 3 seeds', 'best of 3 seeds' (`reduce: max`),
+    'median of 3 seeds', 'one seed' (a smoke profile of one seed beside a quick one of three,
+    the same spec); capitalised where it opens the title; a quantity after it stays."""
+    from test_checks import Run
+    from test_outputs import _ctx
+
+    from ssmrepro.plots import parse_figure
+
+    three = [Run(lab, {"task.T": 10}, seed=sd) for lab in ("A", "B") for sd in (0, 1, 2)]
+    quick = _ctx(tmp_path, three, [0.5, 0.6, 0.7, 0.8, 0.9, 1.0])
+    smoke = _ctx(tmp_path, [Run(lab, {"task.T": 10}) for lab in ("A", "B")], [0.5, 0.6])
+    smoke.profile = "smoke"
+    cfg = parse_figure({"kind": "bars", "title": "acc ({seeds}), 2 and 4 layers"})
+    assert quick.title(cfg).startswith("acc (mean of 3 seeds), 2 and 4 layers [t-spec, "
+                                       "profile quick]"), quick.title(cfg)
+    assert smoke.title(cfg).startswith("acc (one seed), 2 and 4 layers [t-spec, profile smoke]")
+    for reduce, want in (("max", "best of 3 seeds"), ("median", "median of 3 seeds"),
+                         ("mean", "mean of 3 seeds")):
+        quick.spec.aggregate.reduce = reduce
+        assert quick.title(cfg).startswith(f"acc ({want}), 2"), (reduce, quick.title(cfg))
+    quick.spec.title = "{seeds}: a spec's own title"
+    got = quick.title(parse_figure({"kind": "bars"}))
+    assert got.startswith("Mean of 3 seeds: a spec's own title [t-spec"), got
+    quick.spec.aggregate.reduce = "max"  # of a loss, max is the worst seed
+    got = quick.title(parse_figure({"kind": "bars", "metric": "test.loss", "title": "{seeds}"}))
+    assert got.startswith("Worst of 3 seeds [t-spec"), got
+
+
+def test_r47a_a_title_naming_seeds_in_its_own_words_is_warned_and_drawn_only_when_plain(
+        tmp_path):
+    """Round 47: a title without `{seeds}` that names seeds in its own words gets a warning
+    saying to write `{seeds}`; it is drawn as the profile draws only where its words are one
+    plain 'mean of 5 seeds' followed by no number. The phrasings the rewriter missed ('average
+    over 5 random seeds', 'mean ± std over 5 seeds') or spoilt ('mean of 2 seeds 2 and 4
+    layers' lost '2 and 4') are drawn as written, never silently."""
+    from test_checks import Run
+    from test_outputs import _ctx
+
+    from ssmrepro.plots import parse_figure
+
+    ctx = _ctx(tmp_path, [Run(lab, {"task.T": 10}) for lab in ("A", "B")], [0.5, 0.6])
+    for title, want, how in (
+            ("acc (average over 5 random seeds)", None, "drawn as written"),
+            ("acc (mean ± std over 5 seeds)", None, "drawn as written"),
+            ("acc, mean of 2 seeds 2 and 4 layers", None, "drawn as written"),
+            ("best of seeds (paper: mean of 5 seeds)", None, "drawn as written"),
+            ("acc (mean of 5 seeds)", "acc (one seed)", "drawn as 'one seed'"),
+            ("Mean over seeds: acc", "One seed: acc", "drawn as 'One seed'")):
+        with pytest.warns(UserWarning, match=re.escape(how) + r"; write \{seeds\} to have"):
+            got = ctx.title(parse_figure({"kind": "bars", "title": title}))
+        assert got.startswith((want or title) + " [t-spec"), (title, got)
+    for title in ("acc (rows: layers, columns: seeds)", "the best of the seed lottery",
+                  "acc ({seeds})"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no warning
+            ctx.title(parse_figure({"kind": "bars", "title": title}))
+    spec = _one_run_spec(tmp_path, figure={"kind": "bars", "metric": "test.acc", "x": "label",
+                                           "title": "acc (average over 5 random seeds)"})
+    res = _invoke("validate", spec)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, said
+    assert ("figure.title: title 'acc (average over 5 random seeds)' names seeds in its own "
+            "words ('average over 5 random seeds'), drawn as written; write {seeds}") in said
+    spec = _one_run_spec(tmp_path, name="plain", figure={
+        "kind": "bars", "metric": "test.acc", "x": "label", "title": "acc (mean of 5 seeds)"})
+    said = " ".join(_invoke("validate", spec).output.split())
+    assert "drawn as the figure draws seeds; write {seeds}" in said, said
+
+
+def test_r47a_literal_braces_and_unknown_placeholders_of_a_title(tmp_path):
+    """Round 47: only `{seeds}` is filled; `{{word}}` draws `{word}`, other braces (`{256,
+    512}`, TeX math's) are drawn as written; a placeholder of another word (`{seed}`, `{Seeds}`,
+    a panel's `{n}`) is refused with exit 2 naming its key (it was drawn as written)."""
+    from test_checks import Run
+    from test_outputs import _ctx
+
+    from ssmrepro.plots import parse_figure
+    from ssmrepro.util import fill_seeds
+
+    ctx = _ctx(tmp_path, [Run(lab, {"task.T": 10}) for lab in ("A", "B")], [0.5, 0.6])
+    title = r"{{seeds}} {{x}} |V| ∈ {256, 512} $\psi_{2,1}$ $x_{seeds}$ ({seeds})"
+    got = ctx.title(parse_figure({"kind": "bars", "title": title}))
+    assert got.startswith(r"{seeds} {x} |V| ∈ {256, 512} $\psi_{2,1}$ $x_{seeds}$ (one seed) ["), got
+    assert fill_seeds("a $ {seeds}", "one seed") == "a $ one seed"  # one $: no math
+    got = ctx.title(parse_figure({"kind": "bars", "title": "acc {{x}} {0, 1}"}))  # no {seeds}
+    assert got.startswith("acc {x} {0, 1} [t-spec"), got
+    fig = {"kind": "bars", "metric": "test.acc", "x": "label"}
+    for kw, key, bad in (
+            ({"figure": {**fig, "title": "acc {seed}"}}, "figure.title", "{seed}"),
+            ({"title": "KEEP {Seeds}"}, "title", "{Seeds}"),
+            ({"title": "KEEP { seeds }"}, "title", "{ seeds }"),
+            ({"figures": [{"kind": "phase", "x": "task.T", "y": "task.T", "panels": [
+                {"metric": "test.acc", "title": "acc {n}"}]}]}, "figures.0.panels.0.title",
+             "{n}")):
+        spec = _one_run_spec(tmp_path, **kw)
+        _assert_refused(_invoke("validate", spec), f"{key}: ", f"unknown placeholder {bad}: a "
+                        f"title fills only {{seeds}}", f"write {{{bad}}} for the braces")
+    spec = _one_run_spec(tmp_path, title="KEEP {{seed}} ({seeds})")
+    res = _invoke("show", spec, "--profile", "smoke", "--out", tmp_path / "out")
+    assert res.exit_code == 0 and "KEEP {seed} (mean of seeds)" in res.output, res.output
+
+
+def test_r47a_a_curves_or_phase_title_fills_its_seeds_placeholder_once(tmp_path, monkeypatch):
+    """Round 47: a curves title's `{seeds}` is drawn as the curves draw seeds ('best of 3
+    seeds', 'one seed'), said once; a phase panel's as its cells (ours) or as the paper's (the
+    paper panel), its 'ours' without a second aggregation."""
     from types import SimpleNamespace
 
     import pandas as pd
@@ -22734,3 +22840,45 @@ def test_r47c_an_analysis_row_of_before_an_axis_with_a_constraint_goes_to_no_oth
     assert kept.empty and why == ["it has no column model.d_state, and which of their values "
                                   "its rows measured cannot be told (the spec without its axes "
                                   "of them gives no runs)"], why
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import curves as kind
+
+    hist = pd.DataFrame([{"run_id": f"{a}{s}", "label": a, "seed": s, "step": t,
+                          "val.acc": 0.1 * t} for a in ("S6", "S4D") for s in range(3)
+                         for t in (1, 2)])
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="max"))
+    ctx = FigureContext(spec, "smoke", pd.DataFrame(), ["label"],
+                        lambda stem, ext: tmp_path / f"{stem}.{ext}",
+                        tables={kind.CURVES: hist})
+    seen = []
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.append(
+        " ".join(fig._suptitle.get_text().split())))
+    for title, seeds, hist_of, want in (
+            ("acc vs step ({seeds})", "best", hist, "acc vs step (best of 3 seeds) [t,"),
+            ("{seeds}: acc", "mean", hist, "Mean of 3 seeds: acc [t, profile smoke] — band"),
+            ("acc ({seeds})", "best", hist[hist["seed"] == 0], "acc (one seed) [t,")):
+        ctx.tables[kind.CURVES] = hist_of
+        cfg = parse_figure({"kind": "curves", "series": "val.acc", "hue": "label",
+                            "title": title, "seeds": seeds})
+        assert kind.curves(ctx, cfg, tmp_path / "f.png")
+        assert seen[-1].startswith(want) and seen[-1].count("seed") == 1, seen[-1]
+
+    from test_checks import Run
+    from test_outputs import _ctx
+
+    import ssmrepro.plots.phase as phase
+
+    runs = [Run(lab, {"task.T": t}, seed=sd) for lab in ("A",) for t in (8, 16) for sd in (0, 1)]
+    ctx = _ctx(tmp_path, runs, [0.5, 0.6, 0.7, 0.8])
+    ctx.spec.paper_values = [SimpleNamespace(metric="test.acc", where={"task.T": 8}, value=0.5,
+                                             tol=0.1)]
+    titles = []
+    monkeypatch.setattr(phase, "save_png", lambda fig, path, dpi: titles.extend(
+        ax.get_title() for ax in fig.axes))
+    monkeypatch.setattr(ctx, "paper_value_of", lambda row, metric: None)
+    cfg = parse_figure({"kind": "phase", "x": "task.T", "y": "task.T",
+                        "panels": [{"metric": "test.acc", "title": "acc ({seeds})"}]})
+    assert phase.phase(ctx, cfg, tmp_path / "p.png")
+    assert "acc (mean of 2 seeds): ours" in titles, titles
+    assert "acc (the paper's seeds): paper" in titles, titles

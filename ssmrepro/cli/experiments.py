@@ -28,6 +28,7 @@ from ..spec import (
     index_problems,
     load_project_spec,
     load_spec,
+    shown_title,
     spec_paths,
 )
 from ..util import doc_summary, docstring, error_line, human_seconds
@@ -153,9 +154,9 @@ def list_cmd(
             s = load_project_spec(p)
             shown = s.default_profile if profile is None else profile
             row = {"id": s.id, "alias": s.alias, "paper": s.paper, "tier": s.tier,
-                   "title": s.title, "profile": shown, "profiles": list(s.profiles)}
+                   "title": shown_title(s), "profile": shown, "profiles": list(s.profiles)}
             if shown not in s.profiles:  # --profile quick of a spec without one
-                t.add_row(s.id, escape(s.alias or ""), str(s.tier), escape(s.title),
+                t.add_row(s.id, escape(s.alias or ""), str(s.tier), escape(shown_title(s)),
                           f"[dim]no profile {escape(shown)}[/]")
                 rows.append({**row, "runs": None, "done": None, "results_csv": None,
                              "valid": True})
@@ -170,7 +171,7 @@ def list_cmd(
             status = f"{escape(shown)}: {done}/{len(runs)} runs"
             if done == 0 and committed:
                 status += f" (committed {table})"
-            t.add_row(s.id, escape(s.alias or ""), str(s.tier), escape(s.title), status)
+            t.add_row(s.id, escape(s.alias or ""), str(s.tier), escape(shown_title(s)), status)
             rows.append({**row, "runs": len(runs), "done": done, "results_csv": committed,
                          "valid": True})
         except SpecError as err:
@@ -401,12 +402,12 @@ def show(
                          "coords": r.typed_coords(), "seed": r.seed, "status": status,
                          "source": source, "metrics": metrics, "config": r.config()})
         _store_warnings(store)
-        print_json({"id": spec.id, "alias": spec.alias, "paper": spec.paper, "title": spec.title,
+        print_json({"id": spec.id, "alias": spec.alias, "paper": spec.paper, "title": shown_title(spec),
                     "claim": spec.claim, "profile": profile, "profiles": list(spec.profiles),
                     "description": spec.profiles[profile].description, "overrides": overrides or {},
                     "config": base, "runs": rows})
         return
-    console.print(f"[bold]{spec.id}[/] ({spec.alias or '-'}) — {escape(spec.title)}\nclaim: "
+    console.print(f"[bold]{spec.id}[/] ({spec.alias or '-'}) — {escape(shown_title(spec))}\nclaim: "
                   f"{escape(spec.claim)}")
     console.print(f"profile [cyan]{escape(profile)}[/]: "
                   f"{escape(spec.profiles[profile].description)}")
@@ -470,7 +471,12 @@ def validate(
     set_: list[str] | None = _set_option(),
 ) -> None:
     """Check spec files (schema, every profile's runs, derived values, figures, claims)."""
-    from ..plots import aggregate_metric_problems, validate_outputs, where_problems
+    from ..plots import (
+        aggregate_metric_problems,
+        seed_title_warnings,
+        validate_outputs,
+        where_problems,
+    )
     from ..sweep import expand, layer_spelling_problems, unique_runs
     from ..sweep.expand import MAX_SPEC_RUNS
     from ..train import model_problems
@@ -506,6 +512,9 @@ def validate(
             taken = id_taken(spec)
             if bad or taken:
                 raise SpecError(bad + ([taken] if taken else []))
+            for w in seed_title_warnings(spec):  # drawn, possibly not as the figure draws
+                err_console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False,
+                                  soft_wrap=True)
             console.print(f"[green]ok[/] {spec.id}: " + ", ".join(f"{k} {v} runs"
                                                                  for k, v in counts.items()))
         except SpecError as err:

@@ -31,9 +31,17 @@ from .outputs import (
     where_problems,
     write_analytic_table,
 )
-from .registry import FIGURE_KINDS, FigureConfig, FigureContext, figure_kind, parse_figure
+from .registry import (
+    FIGURE_KINDS,
+    FigureConfig,
+    FigureContext,
+    figure_kind,
+    parse_figure,
+    seed_title_warnings,
+)
 
 __all__ = ["FIGURE_KINDS", "FigureConfig", "FigureContext", "Outputs", "aggregate_metric_problems",
            "build", "figure_kind",
-           "load_table", "output_paths", "parse_figure", "validate_outputs", "where_problems",
+           "load_table", "output_paths", "parse_figure", "seed_title_warnings", "validate_outputs",
+           "where_problems",
            "write_analytic_table"]

@@ -38,11 +38,10 @@ from ..report.cells import (  # noqa: E402
 from ..report.columns import DIVERGED, LABEL, OK, SEED, STATUS  # noqa: E402
 from ..report.curves import STEP  # noqa: E402
 from ..store import is_loss  # noqa: E402
-from ..util import DrawnText, encode_cell  # noqa: E402
+from ..util import DrawnText, encode_cell, has_seeds_placeholder  # noqa: E402
 from .registry import (  # noqa: E402
     MAX_PIXELS,
     MAX_SIDE,
-    SEEDS_WORDS,
     YLIM_HELP,
     Columns,
     FigureConfig,
@@ -56,6 +55,7 @@ from .registry import (  # noqa: E402
     plain_log_x,
     resolve_ylim,
     save_png,
+    seeds_said,
     subplots,
     tight_layout,
     unread_metric,
@@ -461,10 +461,11 @@ def curves(ctx: FigureContext, cfg: CurvesConfig, path: Path) -> bool:
            else f"{n_seeds} seeds, one line each" if hi > 1 else "one seed")
     fig_w, fig_h = fig.get_size_inches()
     # wrapped to the figure's width (a one-column grid is narrow): ~0.55 em per character at 9 pt
-    # said once: a title's own words for the seeds ('... (best of seeds)') drawn as `how`
-    # says (huang2025-fig2 read '(best of seeds) [...] — best of 3 seeds')
-    if SEEDS_WORDS.search(cfg.title or getattr(ctx.spec, "title", "")):
-        words, _, band = how.partition(" (")
+    # said once: a title's {seeds} (or its own words, where seeds_said draws them) drawn as
+    # `how` says (huang2025-fig2 read '(best of seeds) [...] — best of 3 seeds')
+    words, _, band = how.partition(" (")
+    head = cfg.title or ctx.spec.title
+    if has_seeds_placeholder(head) or seeds_said(head, words)[0] != head:
         title = ctx.title(cfg, seeds=words) + (f" — {band.rstrip(')')}" if band else "")
     else:
         title = f"{ctx.title(cfg)} — {how}"

@@ -34,6 +34,7 @@ from ..spec import (
     experiments_dir,
     load_project_spec,
     parse_yaml,
+    shown_title,
     spec_paths,
     yaml_problem,
 )
@@ -425,7 +426,7 @@ def targets(out: Path | None = None, base: Path | None = None) -> list[Target]:
             _describe(t, spec, out, base)
         ts.append(t)
     for sid, spec in specs.items():  # specs the catalogue does not list
-        t = Target(sid, spec.alias, spec.paper, spec.tier, spec.title, spec)
+        t = Target(sid, spec.alias, spec.paper, spec.tier, shown_title(spec), spec)
         _describe(t, spec, out, base)
         ts.append(t)
     return ts

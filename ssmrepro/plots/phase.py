@@ -23,7 +23,7 @@ from pydantic import ConfigDict, Field  # noqa: E402
 from ..report.cells import fmt_beside, fmt_num, select, values_equal  # noqa: E402
 from ..report.checks import nearer_end, within  # noqa: E402
 from ..report.columns import COMPLETE  # noqa: E402
-from ..util import DrawnText, NoBoolNumbers  # noqa: E402
+from ..util import NoBoolNumbers, TitleText, fill_seeds, has_seeds_placeholder  # noqa: E402
 from .registry import (  # noqa: E402
     FigureConfig,
     FigureContext,
@@ -38,7 +38,7 @@ from .registry import (  # noqa: E402
 class PhasePanel(NoBoolNumbers):
     model_config = ConfigDict(extra="forbid", frozen=True)
     metric: str
-    title: DrawnText | None = None
+    title: TitleText | None = None  # `{seeds}`: how the panel draws seeds
     paper_default: str | None = None  # text of cells without a paper value in the paper panel
 
 
@@ -48,8 +48,8 @@ class PhaseConfig(FigureConfig):
     x: str = Field(..., description="numeric column of every panel's x axis")
     y: str = Field(..., description="numeric column of every panel's y axis")
     panels: list[PhasePanel] = Field(..., min_length=1, description="a heatmap per entry: "
-                                     "{metric, title, paper_default (text of cells without a "
-                                     "paper value)}")
+                                     "{metric, title (`{seeds}`: how the panel draws seeds), "
+                                     "paper_default (text of cells without a paper value)}")
     where: dict[str, Any] = Field({}, description="draw only the cells matching these conditions")
     y_descending: bool = Field(True, description="largest y on top (the paper's layout)")
     x_label: str | None = Field(None, description="x axis label (default: x's last dotted part)")
@@ -77,6 +77,7 @@ def _paper_for(ctx: FigureContext, metric: str, row: dict) -> tuple[float, float
     return None if pv is None else (pv.value, pv.tol)
 
 
+PAPER_SEEDS = "the paper's seeds"  # a paper panel's {seeds}: the paper's values
 NO_VALUE = "—"  # a cell's text where it has no value (every seed diverged, not measured)
 
 
@@ -186,10 +187,12 @@ def phase(ctx: FigureContext, cfg: PhaseConfig, path: Path) -> bool:
         for i, j in bad:
             ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, ec="tab:red", lw=1.2))
         name = p.title or p.metric
-        if paper:
-            title = f"{name}: paper"
+        if paper:  # (the paper's values: of seeds as it ran them)
+            title = f"{fill_seeds(name, PAPER_SEEDS)}: paper"
+        elif has_seeds_placeholder(name):  # said once
+            title = f"{fill_seeds(name, ctx.aggregation(p.metric))}: ours"
         else:
-            title = f"{name}: ours ({ctx.aggregation(p.metric)})"
+            title = f"{fill_seeds(name, '')}: ours ({ctx.aggregation(p.metric)})"
             if n_cmp or n_open:
                 title += f"\n{n_ok} of {n_cmp} within tolerance (red: outside)" + (
                     f"; {n_open} not finished, not compared" if n_open else "")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import re
 import shlex
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,12 +40,15 @@ from ..report.columns import DEFAULT_METRIC, LABEL, N_DIVERGED, N_OK
 from ..spec import NAME_PATTERN, parse_yaml
 from ..store import is_loss
 from ..util import (
-    DrawnText,
+    SEEDS_PLACEHOLDER,
     NoBoolNumbers,
+    TitleText,
     check_registration,
     doc_summary,
     docstring,
     encode_cell,
+    fill_seeds,
+    has_seeds_placeholder,
     norm,
     short_name,
 )
@@ -60,7 +64,9 @@ class FigureConfig(NoBoolNumbers):
     # letters, digits, . _ - only, so a name cannot point outside the folder
     name: Annotated[str, StringConstraints(pattern=NAME_PATTERN)] | None = Field(
         None, description="file stem in the results folder (default: figure, figure2, ...)")
-    title: DrawnText | None = Field(None, description="the figure's title (default: the spec's)")
+    title: TitleText | None = Field(None, description="the figure's title (default: the spec's); "
+                                    "`{seeds}` in it is drawn as how the figure draws seeds "
+                                    "('mean of 3 seeds', 'one seed'); `{{word}}` draws `{word}`")
     metric: str = Field(DEFAULT_METRIC, description="the results column (aggregated metric) drawn")
 
     def column_refs(self) -> list[str]:
@@ -311,24 +317,28 @@ class FigureContext:
         return self._paper_lookup.find(row, metric)
 
     def title(self, cfg: FigureConfig, seeds: str | None = None) -> str:
-        """The figure's title; ``seeds``: the words of how the figure draws seeds, in place of
-        the title's own ('best of seeds'), for a figure that draws seeds its own way."""
+        """The figure's title, its ``{seeds}`` drawn as ``seeds`` (the words of how the figure
+        draws seeds, 'best of 3 seeds'), by default as its cells combine them for the metric
+        drawn (``aggregation``). A title naming seeds in its own words instead is drawn as
+        ``seeds_said`` says, with a warning."""
         # with the --set options: a tagged figure said `profile smoke` alone, of other settings
         sets = self.overrides if len(self.overrides) <= 200 else self.overrides[:199] + "…"
         sets = sets.replace("$", r"\$")  # a value's `$` drawn as written, never as TeX math
         head = cfg.title or self.spec.title
-        metric = getattr(cfg, "metric", None)
-        if seeds is not None:
-            head = SEEDS_WORDS.sub(lambda m: seed_words(m, seeds), head)
-        elif isinstance(metric, str) and "seeds" not in type(cfg).model_fields:  # cells' values
-            # (curves draw seeds their own way, and say how): 'mean of seeds' in the spec's
-            # words is what this profile draws (yu2025-tab2's quick bars, of one seed, were
-            # titled 'mean of seeds' above an axis saying 'one seed'); of the metric drawn (a
-            # phase's loss panels under `reduce: max` were titled 'best of seeds', of test.acc)
-            drawn = cfg.metrics()
-            metric = metric if metric in drawn or not drawn else drawn[0]
-
-            head = SEEDS_WORDS.sub(lambda m: seed_words(m, self.aggregation(metric)), head)
+        if seeds is None and (has_seeds_placeholder(head) or SEED_WORDS.search(head)):
+            # of the metric drawn (a phase's loss panels under `reduce: max` were titled
+            # 'best of seeds', of test.acc)
+            metric, drawn = getattr(cfg, "metric", None), cfg.metrics()
+            metric = (metric if isinstance(metric, str) and (metric in drawn or not drawn)
+                      else drawn[0] if drawn else "")
+            seeds = self.aggregation(metric)
+        if has_seeds_placeholder(head):
+            head = fill_seeds(head, seeds)
+        else:
+            head, warning = seeds_said(head, seeds)
+            if warning:
+                warnings.warn(f"{self.spec.id}: {warning}", stacklevel=2)
+            head = fill_seeds(head, "")  # ({{word}} as {word})
         return (f"{head} [{self.spec.id}, profile {self.profile}"
                 f"{', ' + sets if sets else ''}]")
 
@@ -363,71 +373,69 @@ class FigureContext:
         return f"{word} of {hi} seeds" if lo == hi else f"{word} of {lo}–{hi} seeds"
 
 
-# a title's words for how a cell combines seeds ('mean of seeds', 'Best of the seeds', 'mean
-# over 5 seeds', 'mean of 2-3 seeds', 'averaged across five seeds', 'mean of 1 seed'): drawn as
-# ``FigureContext.aggregation`` says for the profile (a count or a capital letter kept the
-# paper's '5 seeds' above a quick profile's one; so did 'across', 'average' and a count in words)
+# a title's own words for how a cell combines seeds, where it has no `{seeds}`: the plain
+# form, '<mean|best|...> of|over|across [the] [count] seeds', that `seeds_said` draws as the
+# profile does, and any other naming of seeds ('average over 5 random seeds', 'mean ± std over
+# 5 seeds', '3 seeds'), which it leaves as written; each with a warning
 _SEED_COUNT = (r"(?:[0-9]+|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
                r"twenty|thirty|fifty|hundred)")
-# the seeds' numbers a title lists after its words ('mean of seeds 0 to 4', 'best of 3 seeds
-# {0, 1, 2}') are part of them: kept, they named seeds the profile does not draw ('mean of 2
-# seeds 0 to 4' above cells of seeds 0 and 1)
-_SEED_LIST = (r"(?P<list>\s*(?:\{[0-9,\s]*\}|\[[0-9,\s]*\]|\([0-9,\s–-]*\)|"
-              r"[0-9]+(?:\s*(?:[–-]|,|to\b|and\b)\s*[0-9]+)+\b))?")
-SEEDS_WORDS = re.compile(r"\b(?:mean|average|averaged|median|best|worst|max|min)\s+"
-                         r"(?:of|over|across)\s+(?:the\s+)?"
-                         rf"(?:(?P<lo>{_SEED_COUNT})(?:\s*(?:[–-]|to)\s*(?P<hi>{_SEED_COUNT}))?"
-                         r"\s+seeds?|seeds)\b"
-                         rf"{_SEED_LIST}",
-                         re.IGNORECASE)
-_COUNT_WORDS = {w: n for n, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve".split())}
-_COUNT_WORDS.update(twenty=20, thirty=30, fifty=50, hundred=100)
-# words a title's seed list may run on into ('mean of seeds 0 to 4 of each width', '... per
-# lr'); any other word after the numbers makes them a quantity ('mean of 3 seeds 64-256 wide')
-_AFTER_SEEDS = frozenset("of for per in on at each with from over across by after before and "
-                         "or vs".split())
+_SEED_AGG = r"(?:mean|average|averaged|median|best|worst|max|min)"
+_SEEDS_COUNTED = rf"{_SEED_COUNT}(?:\s*(?:[–-]|to)\s*{_SEED_COUNT})?"
+PLAIN_SEED_WORDS = re.compile(rf"\b{_SEED_AGG}\s+(?:of|over|across)\s+(?:the\s+)?"
+                              rf"(?:{_SEEDS_COUNTED}\s+seeds?|seeds)\b", re.IGNORECASE)
+SEED_WORDS = re.compile(rf"{PLAIN_SEED_WORDS.pattern}"
+                        rf"|\b(?:{_SEED_AGG}|std|sd)\b(?:\W+\w+){{0,3}}?\W+seeds\b"
+                        rf"|\b{_SEEDS_COUNTED}(?:\s+[^\W\d_]+)?\s+seeds?\b", re.IGNORECASE)
 
 
-def _seeds_listed(text: str) -> int | None:
-    """How many seeds a title's list names ('0 to 4': 5, '{0, 1, 2}': 3, '0, 1 and 2': 3), or
-    None if it is no list of seeds (a range running down: '2024-25')."""
-    n = 0
-    for part in re.split(r",|\band\b", text.strip(" \t{}[]()")):
-        nums = [int(x) for x in re.findall(r"[0-9]+", part)]
-        if len(nums) == 1:
-            n += 1
-        elif len(nums) == 2 and nums[1] >= nums[0]:
-            n += nums[1] - nums[0] + 1
-        elif nums:
-            return None
-    return n
+def seeds_said(title: str, words: str | None = None) -> tuple[str, str]:
+    """(``title`` as drawn, a warning or '') for a title without ``{seeds}`` that names seeds
+    in its own words: the warning says to write ``{seeds}``; with ``words`` (how the figure
+    draws seeds), the words are drawn in their place (a capital kept) only where they are
+    unambiguous: the title's one naming of seeds, of the plain form, followed by no number
+    ('mean of 5 seeds' above bars of one seed: 'one seed'). Any other title is drawn as
+    written: a rewriter of every phrasing drew wrong counts ('mean of 2 seeds 2 and 4 layers'
+    lost '2 and 4') and still missed some ('average over 5 random seeds')."""
+    found = list(SEED_WORDS.finditer(title))
+    if not found:
+        return title, ""
+    m = found[0]
+
+    def said(drawn: str) -> str:
+        return (f"title {short_name(title)!r} names seeds in its own words "
+                f"({', '.join(repr(f.group(0)) for f in found[:3])}), drawn as {drawn}; write "
+                f"{SEEDS_PLACEHOLDER} to have the figure's count filled in")
+    if (len(found) > 1 or PLAIN_SEED_WORDS.fullmatch(m.group(0)) is None
+            or re.match(r"\s*[\[{(]?\s*[0-9]", title[m.end():])):
+        return title, said("written")
+    if words is None:
+        return title, said("the figure draws seeds")
+    drawn = words[:1].upper() + words[1:] if m.group(0)[:1].isupper() else words
+    return title[:m.start()] + drawn + title[m.end():], said(repr(drawn))
 
 
-def seed_words(m: re.Match, words: str) -> str:
-    """What ``SEEDS_WORDS``' match ``m`` of a title is drawn as: ``words`` (how the profile
-    draws seeds, capitalised as the title's were), followed by the numbers the match took after
-    the seed words when they are no list of its seeds: bare numbers of another count than the
-    title's ('mean of 3 seeds 64-256 wide', '3 seeds 2 and 4 layers'), a range running down
-    ('2024-25'), or, where the title counts no seeds, numbers followed by a word of their own
-    ('mean over seeds 1,024 tokens'; not a word that goes on the list: 'of each width', 'per
-    lr'). They were dropped with the words. A list in brackets is the seeds'."""
-    said = words[:1].upper() + words[1:] if m.group(0)[:1].isupper() else words
-    listed = m.group("list")
-    if not listed:
-        return said
-    n = _seeds_listed(listed)
-    if n is None:
-        return said + listed
-    if listed.strip()[:1] in "{[(":
-        return said
-    counts = [c if c.isdigit() else _COUNT_WORDS.get(c.lower())
-              for c in (m.group("lo"), m.group("hi")) if c]
-    counts = [int(c) for c in counts if c is not None]
-    if counts:  # the title's own count tells its seeds' list from a quantity
-        return said if min(counts) <= n <= max(counts) else said + listed
-    after = re.match(r"\s*([^\W\d_]+)", m.string[m.end():])
-    return said + listed if after and after.group(1).lower() not in _AFTER_SEEDS else said
+def seed_title_warnings(spec: Any) -> list[str]:
+    """'file: key: ...' warnings of the spec's titles that name seeds in their own words, not
+    as ``{seeds}`` (``seeds_said``): the spec's title where a figure draws it, each figure's
+    and each of its panels' titles; `validate` prints them."""
+    path = spec.path or spec.id
+    titles = []
+    for key, raw in spec.figure_configs:
+        if not isinstance(raw, dict):
+            continue
+        own = raw.get("title")
+        titles.append((f"{key}.title", own) if own else ("title", spec.title))
+        panels = raw.get("panels")
+        for i, p in enumerate(panels if isinstance(panels, list) else []):
+            if isinstance(p, dict):
+                titles.append((f"{key}.panels.{i}.title", p.get("title")))
+    out = []
+    for key, text in dict(titles).items():
+        if isinstance(text, str) and not has_seeds_placeholder(text):
+            warning = seeds_said(text)[1]
+            if warning:
+                out.append(f"{path}: {key}: {warning}")
+    return out
 
 
 def wrap_text(text: str, width_in: float, fontsize: float) -> str:

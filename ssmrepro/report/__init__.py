@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..spec import shown_title
 from ..util import encode_cell, pairs_text
 from .cells import (
     CellIndex,
@@ -318,7 +319,7 @@ def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n
                     "models trained less than the spec asks (column n_time_limit).")
     lines = [
         # one line (a line break in the title could make a line that reads like the counts)
-        f"# {spec.id}{f' ({spec.alias})' if spec.alias else ''} — {md_text(spec.title)}",
+        f"# {spec.id}{f' ({spec.alias})' if spec.alias else ''} — {md_text(shown_title(spec))}",
         "",
         verdict_counts(verdicts),
         "",
