@@ -6768,10 +6768,10 @@ def _curves_context(tmp_path, table):
 
     from ssmrepro.plots import curves as cv
 
-    ctx = cv.FigureContext(spec=SimpleNamespace(paper_values=[]), profile="smoke",
+    ctx = cv.FigureContext(spec=SimpleNamespace(paper_values=[], title="t"), profile="smoke",
                            cells=pd.DataFrame(), keys=["label"],
                            out=lambda s, e: tmp_path / f"{s}.{e}", tables={cv.CURVES: table})
-    ctx.title = lambda cfg: "t"
+    ctx.title = lambda cfg, seeds=None: "t"
     return ctx
 
 
@@ -22561,7 +22561,7 @@ def test_r47c_the_off_log_y_count_is_of_data_points_only(tmp_path, monkeypatch):
     for paper, said in (([], []), ([0.0], ["1 paper value(s) at or below 0: off the log y axis"])):
         drawn.clear()
         ctx.spec = SimpleNamespace(paper_values=[SimpleNamespace(
-            where={"label": "S6"}, metric="val.loss", value=v, tol=0.1) for v in paper])
+            where={"label": "S6"}, metric="val.loss", value=v, tol=0.1) for v in paper], title="t")
         cfg = curves_mod.CurvesConfig(kind="curves", series=["val.loss"], logy=True, ylim=None)
         assert curves_mod.curves(ctx, cfg, tmp_path / "f.png")
         assert [t for t in drawn if "off the log" in t] == [
