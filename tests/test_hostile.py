@@ -22516,3 +22516,43 @@ def test_a_decay_histogram_of_a_diverged_model_counts_its_nonfinite_values_and_i
             f"diverged): {rec['run_id']} (S6: {n:,} values); left out") in said, said
     hist_csv = out / "tests/t-spec/histograms-smoke.csv"
     assert not hist_csv.exists() or "S6" not in hist_csv.read_text()
+
+
+def test_r47d_a_cache_entry_that_is_a_link_is_unlinked_and_rebuilt_not_followed(tmp_path):
+    """A cache entry that is a symbolic link was passed to rmtree, which refuses links (its
+    error ignored): a damaged entry it led to was warned about as 'rebuilding it' at every load
+    and never rebuilt, the arrays of changed sources were served after a warning that they were
+    being replaced, and a link leading nowhere failed every load with 'Not a directory'. The
+    link is unlinked (what it leads to left as it is) and the entry built in the cache."""
+    from ssmrepro.data import load_lra
+
+    data = _lra_copy(tmp_path)
+    entry = load_lra("listops", "train", root=data).cache_path
+    outside = tmp_path / "outside"
+    shutil.move(entry, outside)
+    (outside / "train.x.npy").write_bytes(b"")  # damaged
+    entry.symlink_to(outside)
+    with pytest.warns(UserWarning, match="damaged cache entry"):
+        got = load_lra("listops", "train", root=data)
+    assert entry.is_dir() and not entry.is_symlink() and got.cache_path == entry
+    assert (outside / "train.x.npy").read_bytes() == b""  # not written through
+    # a link to an entry of the old bytes: the sources rewritten with their mtime put back
+    first = load_lra("listops", "train", root=data).x.tolist()
+    shutil.rmtree(outside)
+    shutil.move(entry, outside)
+    entry.symlink_to(outside)
+    tsv = data / "lra/listops-1000/basic_train.tsv"
+    st = tsv.stat()
+    head, *rows = tsv.read_text().splitlines()
+    tsv.write_text("\n".join([head, *reversed(rows)]) + "\n")
+    os.utime(tsv, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with pytest.warns(UserWarning, match="built from source files changed since"):
+        got = load_lra("listops", "train", root=data).x.tolist()
+    assert got == load_lra("listops", "train", root=data, cache=False).x.tolist() != first
+    assert not entry.is_symlink()
+    entry_name = entry.name
+    shutil.rmtree(entry)
+    entry.symlink_to(tmp_path / "nowhere")
+    with pytest.warns(UserWarning, match="a symbolic link leading nowhere"):
+        assert load_lra("listops", "train", root=data).x.tolist() == got
+    assert entry.is_dir() and entry.name == entry_name and not (tmp_path / "nowhere").exists()

@@ -167,11 +167,22 @@ def load_entry(path: Path, mmap: bool = True) -> tuple[dict[str, np.ndarray], di
         return _read_entry(path, mmap)
     except _Damaged as err:
         warnings.warn(f"damaged cache entry {path} ({err}); rebuilding it", stacklevel=2)
-        if path.exists() and not path.is_dir():
-            path.unlink()
-        else:
-            shutil.rmtree(path, ignore_errors=True)
+        remove_entry(path)
         return None
+
+
+def remove_entry(path: Path) -> None:
+    """Remove the cache entry ``path`` (to prepare it again): a symbolic link in its place (to
+    an entry elsewhere, or leading nowhere) or a file is unlinked, never followed; a folder is
+    removed with its files. A link was passed to rmtree, which refuses links (its error
+    ignored): the entry it led to was warned about as 'rebuilding it' at every load and never
+    rebuilt (save_entry kept it as another writer's), the old arrays served after a warning
+    that they were being replaced, and a link leading nowhere failed every load with 'Not a
+    directory'."""
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        path.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def entry_problem(path: Path) -> str | None:
@@ -216,6 +227,8 @@ def _read_entry(path: Path, mmap: bool) -> tuple[dict[str, np.ndarray], dict[str
     meta_file = path / META_FILE
     if path.exists() and not path.is_dir():  # a file where the entry's folder belongs
         raise _Damaged("not a folder")
+    if path.is_symlink() and not path.exists():
+        raise _Damaged("a symbolic link leading nowhere")
     if not meta_file.exists():
         if path.is_dir() and any(path.iterdir()):
             # save_entry renames a complete folder into place, meta.json included, so files here

@@ -34,7 +34,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import shutil
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -55,6 +54,7 @@ from .cache import (
     entry_names,
     file_identity,
     load_entry,
+    remove_entry,
     save_entry,
 )
 from .download import LRA_FOLDERS
@@ -609,7 +609,7 @@ def load_lra(
            if loaded is not None else None)
     if why is not None:  # readable, but not what prepare() writes: rebuild it
         warnings.warn(f"damaged cache entry {entry_path} ({why}); rebuilding it", stacklevel=2)
-        shutil.rmtree(entry_path, ignore_errors=True)
+        remove_entry(entry_path)
         loaded = None
     elif loaded is not None and loaded[1].get("sources_changed", stamp) != stamp:
         # same sizes and mtimes, other change times: rewritten in place with the mtime put back,
@@ -617,13 +617,13 @@ def load_lra(
         warnings.warn(f"cache entry {entry_path} was built from source files changed since (their "
                       "change times differ: rewritten in place, copied, or another data root "
                       "sharing this cache); rebuilding it", stacklevel=2)
-        shutil.rmtree(entry_path, ignore_errors=True)
+        remove_entry(entry_path)
         loaded = None
     elif loaded is not None and _checks_of(loaded[1]) < ddef.checks:
         warnings.warn(f"cache entry {entry_path} was prepared under older {name} checks "
                       f"(revision {_checks_of(loaded[1])}, now {ddef.checks}: its source may "
                       "hold what is refused now); preparing it again", stacklevel=2)
-        shutil.rmtree(entry_path, ignore_errors=True)
+        remove_entry(entry_path)
         loaded = None
     if loaded is None:
         try:
