@@ -4872,7 +4872,8 @@ def test_a_failed_event_log_write_names_the_event_log(tmp_path, monkeypatch):
         st.log("claim", "r1")
     monkeypatch.undo()
     assert caught.value.filename == str(tmp_path / "events.jsonl")
-    assert os_message(caught.value) == f"cannot use {tmp_path / 'events.jsonl'}: File too large"
+    assert os_message(caught.value) == (f"cannot use {tmp_path / 'events.jsonl'}: a file larger "
+                                        "than its file system allows")  # (no `ulimit -f` here)
 
 
 @pytest.mark.parametrize("label,why", [("Se\u0301", "written composed"),
@@ -22556,3 +22557,29 @@ def test_r47d_a_cache_entry_that_is_a_link_is_unlinked_and_rebuilt_not_followed(
     with pytest.warns(UserWarning, match="a symbolic link leading nowhere"):
         assert load_lra("listops", "train", root=data).x.tolist() == got
     assert entry.is_dir() and entry.name == entry_name and not (tmp_path / "nowhere").exists()
+
+
+def test_r47d_a_file_size_limit_is_named_with_its_value(tmp_path):
+    """Under `ulimit -f` (RLIMIT_FSIZE, a batch system's cap on file size) a write past it said
+    `cannot use <file>: File too large`, naming no limit (`data generate`, `run`'s figure).
+    The message names the limit in bytes and as `ulimit -f` counts it (KiB)."""
+    import subprocess
+    import sys
+
+    code = ("import resource, sys\n"
+            "from pathlib import Path\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (8192, resource.RLIM_INFINITY))\n"
+            "from ssmrepro.util import atomic_write_text, os_message\n"
+            "try:\n"
+            "    atomic_write_text(Path(sys.argv[1]), 'x' * 20000)\n"
+            "except OSError as err:\n"
+            "    print(os_message(err))\n")
+    res = subprocess.run([sys.executable, "-c", code, str(tmp_path / "big.txt")],
+                         capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    said = " ".join(res.stdout.split())
+    assert res.returncode == 0, res.stderr
+    assert said.startswith(f"cannot use {tmp_path}/") and "big.txt" in said, said
+    assert said.endswith("a file larger than this process may write (8,192 bytes at most: "
+                         "ulimit -f 8); raise that limit"), said
+    assert not (tmp_path / "big.txt").exists()
