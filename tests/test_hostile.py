@@ -22583,3 +22583,37 @@ def test_r47d_a_file_size_limit_is_named_with_its_value(tmp_path):
     assert said.endswith("a file larger than this process may write (8,192 bytes at most: "
                          "ulimit -f 8); raise that limit"), said
     assert not (tmp_path / "big.txt").exists()
+
+
+def test_r47d_lra_data_rewritten_with_their_times_put_back_are_not_taken_for_the_old(
+        tmp_path, monkeypatch):
+    """An LRA run's data were known by their files' sizes and modification times alone: a
+    source rewritten with its size and mtime put back (`touch -r`, `cp -p` of another file, an
+    archive of other data extracted again) left the record standing for a run on the new data
+    (`run` trained nothing, the table kept the old data's numbers). The record keeps a sample of
+    the files' bytes (size, first, middle and last 64 KiB of up to 64 files): other bytes are
+    named as such; the same bytes copied with their times still count as done."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.tasks.lra import LRAListOps, clear_cache, data_changed
+
+    data, spec = _listops_one_run(tmp_path, monkeypatch)
+    task_cfg = expand(load_spec(spec), "smoke")[0].task
+    clear_cache()
+    info = LRAListOps(task_cfg).data_info()
+    assert isinstance(info.get("sample"), str), info
+    task = task_cfg.model_dump(mode="json")
+    assert data_changed(task, info) is None
+    tsv = data / "lra/listops-1000/basic_train.tsv"
+    st = tsv.stat()
+    head, *rows = tsv.read_text().splitlines()
+    tsv.write_text("\n".join([head, *reversed(rows)]) + "\n")  # other data, the same size
+    os.utime(tsv, ns=(st.st_atime_ns, st.st_mtime_ns))
+    clear_cache()
+    said = " ".join(data_changed(task, info).split())
+    assert "not the files" in said and "the same sizes and modification times" in said, said
+    tsv.write_text("\n".join([head, *rows]) + "\n")  # the old bytes back, another ctime
+    os.utime(tsv, ns=(st.st_atime_ns, st.st_mtime_ns))
+    clear_cache()
+    assert data_changed(task, info) is None
+    assert data_changed(task, {k: v for k, v in info.items() if k != "sample"}) is None

@@ -50,6 +50,7 @@ from .cache import (
     cache_key,
     change_stamp,
     config_dict,
+    content_sample,
     entry_dir,
     entry_names,
     file_identity,
@@ -698,6 +699,20 @@ def data_key(dataset: str, source: str, root: str | Path | None = None,
     name = ALIASES.get(dataset, dataset)
     found = _identify(name, data_root(root), [source], dataset_config(name, **preprocessing))
     return None if found is None else entry_dir(Path(), name, found[4]).name
+
+
+def data_sample(dataset: str, source: str, root: str | Path | None = None,
+                **preprocessing: Any) -> str | None:
+    """A digest of a sample of the bytes of ``dataset``'s files from ``source`` under ``root``
+    (``cache.content_sample``: what the cache key's sizes and modification times miss), or None
+    when that source is not present. A run's record keeps it as ``data.sample``."""
+    name = ALIASES.get(dataset, dataset)
+    cfg = dataset_config(name, **preprocessing)
+    found = find_source(name, data_root(root), [source], cfg)
+    if found is None:
+        return None
+    src, path = found
+    return content_sample(DATASETS[name].files(src, path, cfg), path)
 
 
 INPUT_KINDS = ("tokens", "pixels")  # what prepare() writes in meta.json
