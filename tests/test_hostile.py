@@ -22617,3 +22617,25 @@ def test_r47d_lra_data_rewritten_with_their_times_put_back_are_not_taken_for_the
     clear_cache()
     assert data_changed(task, info) is None
     assert data_changed(task, {k: v for k, v in info.items() if k != "sample"}) is None
+
+
+def test_r47d_a_download_without_network_names_the_host_and_the_offline_way(monkeypatch):
+    """`data download imdb` on a machine without network said only `error: <url>: [Errno -2]
+    Name or service not known`. It names the host it cannot reach and the offline way: an
+    archive downloaded elsewhere, given as `--url file:///...`."""
+    import socket
+    import urllib.error
+    import urllib.request
+
+    from ssmrepro.data import download as dl
+
+    def offline(req, timeout=None):
+        raise urllib.error.URLError(socket.gaierror(-2, "Name or service not known"))
+
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
+    with pytest.raises(dl.DownloadError) as caught:
+        dl._open_url("https://data.example.org/lra_release.gz", 0, 5.0)
+    assert str(caught.value) == (
+        "https://data.example.org/lra_release.gz: cannot reach data.example.org (Name or service "
+        "not known): offline, or behind a proxy ($https_proxy)? Elsewhere, download the archive "
+        "and pass --url file:///<its path>")
