@@ -22639,3 +22639,26 @@ def test_r47d_a_download_without_network_names_the_host_and_the_offline_way(monk
         "https://data.example.org/lra_release.gz: cannot reach data.example.org (Name or service "
         "not known): offline, or behind a proxy ($https_proxy)? Elsewhere, download the archive "
         "and pass --url file:///<its path>")
+
+
+def test_r47d_damaged_generated_pathfinder_shards_name_the_command_that_replaces_them(tmp_path):
+    """Generated Pathfinder shards cut short, of another dtype, or one missing stopped `run`
+    with 'damaged generated Pathfinder shards: 4 image shards but 5 label shards', naming no
+    way out. The loader says the data are damaged and names the command that replaces them
+    (with --force, as the folder is not empty), as a damaged CIFAR batch does."""
+    from ssmrepro.data import DATASETS, DataUnavailable, dataset_config, load_lra
+    from ssmrepro.data.pathfinder import PathfinderWriter, generate_pathfinder, lra_params
+
+    data = tmp_path / "data"
+    d = DATASETS["pathfinder"].locate("generated", data, dataset_config("pathfinder"))
+    images, labels = generate_pathfinder(6, 32, seed=2, chunk_size=256)
+    w = PathfinderWriter(d, lra_params(32), fmt="npy", shard_size=3)
+    w.add(images, labels)
+    w.close({"seed": 2})
+    (d / "shards/imgs_00001.npy").unlink()
+    with pytest.raises(DataUnavailable) as err:
+        load_lra("pathfinder", "train", root=data, accept_sources=["generated"])
+    said = " ".join(str(err.value).split())
+    assert "are damaged" in said and "1 image shards but 2 label shards" in said, said
+    assert said.endswith(f"replace them: `ssmrepro data generate pathfinder --res 32 --n 200000 "
+                         f"--seed 0 --dir {data} --force`"), said

@@ -627,18 +627,21 @@ def load_lra(
         remove_entry(entry_path)
         loaded = None
     if loaded is None:
+        # the command that replaces damaged source files (generated Pathfinder shards cut or
+        # missing said only 'damaged generated Pathfinder shards: ...', naming no way out)
+        again = f"replace them: `{ddef.hint(src, root_path, cfg)}`"
         try:
             splits, meta = ddef.prepare(src, path, cfg)
         except image.DamagedSource as err:  # a source file that is not what it should be (a
             # CIFAR batch naming other code, a cut pickle): a bare ValueError failed every pack
             raise DataUnavailable(f"the {name} data at {path} ({src}) are damaged: {err}; "
-                                  "replace them (generate or download them again)") from None
+                                  f"{again}") from None
         arrays = {f"{s}.{k}": v for s, d in splits.items() for k, v in d.items()}
         meta = dict(meta, **made_of, sources_changed=stamp, checks=ddef.checks)
         why = entry_problem(arrays, meta, n_classes=ddef.n_classes)
         if why is not None:  # the source files themselves are damaged (e.g. a label 7 of 2)
             raise DataUnavailable(f"the {name} data at {path} ({src}) are damaged: {why}; "
-                                  "replace them (generate or download them again)")
+                                  f"{again}")
         if cache:
             save_entry(entry_path, arrays, meta)
             loaded = load_entry(entry_path)  # memory-mapped when the entry is readable
