@@ -22662,3 +22662,20 @@ def test_r47d_damaged_generated_pathfinder_shards_name_the_command_that_replaces
     assert "are damaged" in said and "1 image shards but 2 label shards" in said, said
     assert said.endswith(f"replace them: `ssmrepro data generate pathfinder --res 32 --n 200000 "
                          f"--seed 0 --dir {data} --force`"), said
+
+
+def test_r47d_bench_out_in_the_project_folder_or_its_sources_is_refused(tmp_path):
+    """`bench --out .` in the project folder wrote keep-nth-d8-cpu.json and .csv among the
+    project's files (exit 0), `--out experiments/x` among the specs, and `bench roofline --out
+    .` its figure and performance.md there: refused (exit 2) before measuring, as `run`, `plot`,
+    `verify` and `figures` refuse such an --out."""
+    root = _project(tmp_path, small=True)
+    env = {"SSMREPRO_ROOT": str(root)}
+    before = sorted(p.relative_to(root) for p in root.rglob("*"))
+    for args, out, said in (
+            (["bench", "--packs", "1", "--seconds", "0.1"], root, "is the project folder"),
+            (["bench", "--packs", "1", "--seconds", "0.1"], root / "experiments" / "x",
+             "inside the project's experiments/ folder"),
+            (["bench", "roofline"], root, "is the project folder")):
+        _assert_refused(_invoke(*args, "--out", out, env=env), said)
+    assert sorted(p.relative_to(root) for p in root.rglob("*")) == before
