@@ -113,6 +113,13 @@ def _process_limit(err: OSError) -> str | None:
         n = soft("RLIMIT_NOFILE")
         return (f"too many open files (this process may have {n} open at once: ulimit -n "
                 f"{n}); raise that limit, or run fewer --workers")
+    if err.errno == errno.EFBIG:  # `ulimit -f`: 'cannot use <file>: File too large', the
+        # limit unnamed (a full disk reads otherwise)
+        n = soft_limit("RLIMIT_FSIZE")
+        if n is None:
+            return "a file larger than its file system allows"
+        return (f"a file larger than this process may write ({n:,} bytes at most: ulimit -f "
+                f"{n // 1024}); raise that limit")
     if err.errno == errno.ENFILE:
         return "the system's table of open files is full; close programs or run fewer --workers"
     if err.errno == errno.EAGAIN and not err.filename:  # fork: no new process (ulimit -u)

@@ -4873,7 +4873,8 @@ def test_a_failed_event_log_write_names_the_event_log(tmp_path, monkeypatch):
         st.log("claim", "r1")
     monkeypatch.undo()
     assert caught.value.filename == str(tmp_path / "events.jsonl")
-    assert os_message(caught.value) == f"cannot use {tmp_path / 'events.jsonl'}: File too large"
+    assert os_message(caught.value) == (f"cannot use {tmp_path / 'events.jsonl'}: a file larger "
+                                        "than its file system allows")  # (no `ulimit -f` here)
 
 
 @pytest.mark.parametrize("label,why", [("Se\u0301", "written composed"),
@@ -22882,3 +22883,163 @@ def test_r47a_a_curves_or_phase_title_fills_its_seeds_placeholder_once(tmp_path,
     assert phase.phase(ctx, cfg, tmp_path / "p.png")
     assert "acc (mean of 2 seeds): ours" in titles, titles
     assert "acc (the paper's seeds): paper" in titles, titles
+def test_r47d_a_cache_entry_that_is_a_link_is_unlinked_and_rebuilt_not_followed(tmp_path):
+    """A cache entry that is a symbolic link was passed to rmtree, which refuses links (its
+    error ignored): a damaged entry it led to was warned about as 'rebuilding it' at every load
+    and never rebuilt, the arrays of changed sources were served after a warning that they were
+    being replaced, and a link leading nowhere failed every load with 'Not a directory'. The
+    link is unlinked (what it leads to left as it is) and the entry built in the cache."""
+    from ssmrepro.data import load_lra
+
+    data = _lra_copy(tmp_path)
+    entry = load_lra("listops", "train", root=data).cache_path
+    outside = tmp_path / "outside"
+    shutil.move(entry, outside)
+    (outside / "train.x.npy").write_bytes(b"")  # damaged
+    entry.symlink_to(outside)
+    with pytest.warns(UserWarning, match="damaged cache entry"):
+        got = load_lra("listops", "train", root=data)
+    assert entry.is_dir() and not entry.is_symlink() and got.cache_path == entry
+    assert (outside / "train.x.npy").read_bytes() == b""  # not written through
+    # a link to an entry of the old bytes: the sources rewritten with their mtime put back
+    first = load_lra("listops", "train", root=data).x.tolist()
+    shutil.rmtree(outside)
+    shutil.move(entry, outside)
+    entry.symlink_to(outside)
+    tsv = data / "lra/listops-1000/basic_train.tsv"
+    st = tsv.stat()
+    head, *rows = tsv.read_text().splitlines()
+    tsv.write_text("\n".join([head, *reversed(rows)]) + "\n")
+    os.utime(tsv, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with pytest.warns(UserWarning, match="built from source files changed since"):
+        got = load_lra("listops", "train", root=data).x.tolist()
+    assert got == load_lra("listops", "train", root=data, cache=False).x.tolist() != first
+    assert not entry.is_symlink()
+    entry_name = entry.name
+    shutil.rmtree(entry)
+    entry.symlink_to(tmp_path / "nowhere")
+    with pytest.warns(UserWarning, match="a symbolic link leading nowhere"):
+        assert load_lra("listops", "train", root=data).x.tolist() == got
+    assert entry.is_dir() and entry.name == entry_name and not (tmp_path / "nowhere").exists()
+
+
+def test_r47d_a_file_size_limit_is_named_with_its_value(tmp_path):
+    """Under `ulimit -f` (RLIMIT_FSIZE, a batch system's cap on file size) a write past it said
+    `cannot use <file>: File too large`, naming no limit (`data generate`, `run`'s figure).
+    The message names the limit in bytes and as `ulimit -f` counts it (KiB)."""
+    import subprocess
+    import sys
+
+    code = ("import resource, sys\n"
+            "from pathlib import Path\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (8192, resource.RLIM_INFINITY))\n"
+            "from ssmrepro.util import atomic_write_text, os_message\n"
+            "try:\n"
+            "    atomic_write_text(Path(sys.argv[1]), 'x' * 20000)\n"
+            "except OSError as err:\n"
+            "    print(os_message(err))\n")
+    res = subprocess.run([sys.executable, "-c", code, str(tmp_path / "big.txt")],
+                         capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    said = " ".join(res.stdout.split())
+    assert res.returncode == 0, res.stderr
+    assert said.startswith(f"cannot use {tmp_path}/") and "big.txt" in said, said
+    assert said.endswith("a file larger than this process may write (8,192 bytes at most: "
+                         "ulimit -f 8); raise that limit"), said
+    assert not (tmp_path / "big.txt").exists()
+
+
+def test_r47d_lra_data_rewritten_with_their_times_put_back_are_not_taken_for_the_old(
+        tmp_path, monkeypatch):
+    """An LRA run's data were known by their files' sizes and modification times alone: a
+    source rewritten with its size and mtime put back (`touch -r`, `cp -p` of another file, an
+    archive of other data extracted again) left the record standing for a run on the new data
+    (`run` trained nothing, the table kept the old data's numbers). The record keeps a sample of
+    the files' bytes (size, first, middle and last 64 KiB of up to 64 files): other bytes are
+    named as such; the same bytes copied with their times still count as done."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.tasks.lra import LRAListOps, clear_cache, data_changed
+
+    data, spec = _listops_one_run(tmp_path, monkeypatch)
+    task_cfg = expand(load_spec(spec), "smoke")[0].task
+    clear_cache()
+    info = LRAListOps(task_cfg).data_info()
+    assert isinstance(info.get("sample"), str), info
+    task = task_cfg.model_dump(mode="json")
+    assert data_changed(task, info) is None
+    tsv = data / "lra/listops-1000/basic_train.tsv"
+    st = tsv.stat()
+    head, *rows = tsv.read_text().splitlines()
+    tsv.write_text("\n".join([head, *reversed(rows)]) + "\n")  # other data, the same size
+    os.utime(tsv, ns=(st.st_atime_ns, st.st_mtime_ns))
+    clear_cache()
+    said = " ".join(data_changed(task, info).split())
+    assert "not the files" in said and "the same sizes and modification times" in said, said
+    tsv.write_text("\n".join([head, *rows]) + "\n")  # the old bytes back, another ctime
+    os.utime(tsv, ns=(st.st_atime_ns, st.st_mtime_ns))
+    clear_cache()
+    assert data_changed(task, info) is None
+    assert data_changed(task, {k: v for k, v in info.items() if k != "sample"}) is None
+
+
+def test_r47d_a_download_without_network_names_the_host_and_the_offline_way(monkeypatch):
+    """`data download imdb` on a machine without network said only `error: <url>: [Errno -2]
+    Name or service not known`. It names the host it cannot reach and the offline way: an
+    archive downloaded elsewhere, given as `--url file:///...`."""
+    import socket
+    import urllib.error
+    import urllib.request
+
+    from ssmrepro.data import download as dl
+
+    def offline(req, timeout=None):
+        raise urllib.error.URLError(socket.gaierror(-2, "Name or service not known"))
+
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
+    with pytest.raises(dl.DownloadError) as caught:
+        dl._open_url("https://data.example.org/lra_release.gz", 0, 5.0)
+    assert str(caught.value) == (
+        "https://data.example.org/lra_release.gz: cannot reach data.example.org (Name or service "
+        "not known): offline, or behind a proxy ($https_proxy)? Elsewhere, download the archive "
+        "and pass --url file:///<its path>")
+
+
+def test_r47d_damaged_generated_pathfinder_shards_name_the_command_that_replaces_them(tmp_path):
+    """Generated Pathfinder shards cut short, of another dtype, or one missing stopped `run`
+    with 'damaged generated Pathfinder shards: 4 image shards but 5 label shards', naming no
+    way out. The loader says the data are damaged and names the command that replaces them
+    (with --force, as the folder is not empty), as a damaged CIFAR batch does."""
+    from ssmrepro.data import DATASETS, DataUnavailable, dataset_config, load_lra
+    from ssmrepro.data.pathfinder import PathfinderWriter, generate_pathfinder, lra_params
+
+    data = tmp_path / "data"
+    d = DATASETS["pathfinder"].locate("generated", data, dataset_config("pathfinder"))
+    images, labels = generate_pathfinder(6, 32, seed=2, chunk_size=256)
+    w = PathfinderWriter(d, lra_params(32), fmt="npy", shard_size=3)
+    w.add(images, labels)
+    w.close({"seed": 2})
+    (d / "shards/imgs_00001.npy").unlink()
+    with pytest.raises(DataUnavailable) as err:
+        load_lra("pathfinder", "train", root=data, accept_sources=["generated"])
+    said = " ".join(str(err.value).split())
+    assert "are damaged" in said and "1 image shards but 2 label shards" in said, said
+    assert said.endswith(f"replace them: `ssmrepro data generate pathfinder --res 32 --n 200000 "
+                         f"--seed 0 --dir {data} --force`"), said
+
+
+def test_r47d_bench_out_in_the_project_folder_or_its_sources_is_refused(tmp_path):
+    """`bench --out .` in the project folder wrote keep-nth-d8-cpu.json and .csv among the
+    project's files (exit 0), `--out experiments/x` among the specs, and `bench roofline --out
+    .` its figure and performance.md there: refused (exit 2) before measuring, as `run`, `plot`,
+    `verify` and `figures` refuse such an --out."""
+    root = _project(tmp_path, small=True)
+    env = {"SSMREPRO_ROOT": str(root)}
+    before = sorted(p.relative_to(root) for p in root.rglob("*"))
+    for args, out, said in (
+            (["bench", "--packs", "1", "--seconds", "0.1"], root, "is the project folder"),
+            (["bench", "--packs", "1", "--seconds", "0.1"], root / "experiments" / "x",
+             "inside the project's experiments/ folder"),
+            (["bench", "roofline"], root, "is the project folder")):
+        _assert_refused(_invoke(*args, "--out", out, env=env), said)
+    assert sorted(p.relative_to(root) for p in root.rglob("*")) == before

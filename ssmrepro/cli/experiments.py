@@ -976,6 +976,8 @@ def bench(
     if help_:
         typer.echo(ctx.get_help())
         raise typer.Exit()
+    _write_root(out)  # `--out .` in the project folder wrote its records (or the roofline
+    # figure) among the project's files, `--out experiments/x` among the specs
     from ..bench.packs import WORKLOADS, run_bench
 
     if workload == "roofline":

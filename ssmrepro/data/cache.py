@@ -81,6 +81,42 @@ def change_stamp(changed: list[tuple[str, int]]) -> str:
     return hashlib.sha256(blob).hexdigest()[:20]
 
 
+SAMPLE_FILES = 64  # files whose bytes content_sample reads (evenly spaced among them)
+SAMPLE_BLOCK = 1 << 16  # bytes read at each of a sampled file's start, middle and end
+
+
+def content_sample(paths: Iterable[Path], base: Path) -> str:
+    """A digest of a sample of the files' bytes: their number, and for up to ``SAMPLE_FILES``
+    of them (evenly spaced by path) the path relative to ``base``, the size and the first,
+    middle and last ``SAMPLE_BLOCK`` bytes. Bounded (at most 12 MiB read, whatever the
+    dataset's size), and the same for a copy of the files elsewhere, whatever their times.
+
+    A run's record keeps it beside its data's cache key (sizes and mtimes): a source rewritten
+    with its size and mtime put back (`touch -r`, `cp -p` of another file, an archive of other
+    data extracted again) kept the key, and the record stood for a run on the new data."""
+    files = sorted(((p.relative_to(base).as_posix() if p.is_relative_to(base) else p.as_posix()),
+                    p) for p in paths)
+    n = len(files)
+    picked = files if n <= SAMPLE_FILES else [files[i * n // SAMPLE_FILES]
+                                              for i in range(SAMPLE_FILES)]
+    h = hashlib.sha256(str(n).encode())
+    for rel, p in picked:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)  # (a FIFO opens without a writer)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise DataUnavailable(f"{p}: not a regular file (a FIFO, device or folder) "
+                                      "among the files of a dataset; replace it (generate or "
+                                      "download the data again)")
+            h.update(f"\0{rel}\0{st.st_size}\0".encode())
+            for at in sorted({0, max(0, st.st_size // 2 - SAMPLE_BLOCK // 2),
+                              max(0, st.st_size - SAMPLE_BLOCK)}):
+                h.update(os.pread(fd, SAMPLE_BLOCK, at))
+        finally:
+            os.close(fd)
+    return h.hexdigest()[:20]
+
+
 def config_dict(config: Any) -> dict[str, Any]:
     """Every field of a (dataclass) preprocessing config as plain JSON-able values."""
     if dataclasses.is_dataclass(config) and not isinstance(config, type):
@@ -167,11 +203,22 @@ def load_entry(path: Path, mmap: bool = True) -> tuple[dict[str, np.ndarray], di
         return _read_entry(path, mmap)
     except _Damaged as err:
         warnings.warn(f"damaged cache entry {path} ({err}); rebuilding it", stacklevel=2)
-        if path.exists() and not path.is_dir():
-            path.unlink()
-        else:
-            shutil.rmtree(path, ignore_errors=True)
+        remove_entry(path)
         return None
+
+
+def remove_entry(path: Path) -> None:
+    """Remove the cache entry ``path`` (to prepare it again): a symbolic link in its place (to
+    an entry elsewhere, or leading nowhere) or a file is unlinked, never followed; a folder is
+    removed with its files. A link was passed to rmtree, which refuses links (its error
+    ignored): the entry it led to was warned about as 'rebuilding it' at every load and never
+    rebuilt (save_entry kept it as another writer's), the old arrays served after a warning
+    that they were being replaced, and a link leading nowhere failed every load with 'Not a
+    directory'."""
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        path.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def entry_problem(path: Path) -> str | None:
@@ -216,6 +263,8 @@ def _read_entry(path: Path, mmap: bool) -> tuple[dict[str, np.ndarray], dict[str
     meta_file = path / META_FILE
     if path.exists() and not path.is_dir():  # a file where the entry's folder belongs
         raise _Damaged("not a folder")
+    if path.is_symlink() and not path.exists():
+        raise _Damaged("a symbolic link leading nowhere")
     if not meta_file.exists():
         if path.is_dir() and any(path.iterdir()):
             # save_entry renames a complete folder into place, meta.json included, so files here

@@ -34,7 +34,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import shutil
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -51,10 +50,12 @@ from .cache import (
     cache_key,
     change_stamp,
     config_dict,
+    content_sample,
     entry_dir,
     entry_names,
     file_identity,
     load_entry,
+    remove_entry,
     save_entry,
 )
 from .download import LRA_FOLDERS
@@ -609,7 +610,7 @@ def load_lra(
            if loaded is not None else None)
     if why is not None:  # readable, but not what prepare() writes: rebuild it
         warnings.warn(f"damaged cache entry {entry_path} ({why}); rebuilding it", stacklevel=2)
-        shutil.rmtree(entry_path, ignore_errors=True)
+        remove_entry(entry_path)
         loaded = None
     elif loaded is not None and loaded[1].get("sources_changed", stamp) != stamp:
         # same sizes and mtimes, other change times: rewritten in place with the mtime put back,
@@ -617,27 +618,30 @@ def load_lra(
         warnings.warn(f"cache entry {entry_path} was built from source files changed since (their "
                       "change times differ: rewritten in place, copied, or another data root "
                       "sharing this cache); rebuilding it", stacklevel=2)
-        shutil.rmtree(entry_path, ignore_errors=True)
+        remove_entry(entry_path)
         loaded = None
     elif loaded is not None and _checks_of(loaded[1]) < ddef.checks:
         warnings.warn(f"cache entry {entry_path} was prepared under older {name} checks "
                       f"(revision {_checks_of(loaded[1])}, now {ddef.checks}: its source may "
                       "hold what is refused now); preparing it again", stacklevel=2)
-        shutil.rmtree(entry_path, ignore_errors=True)
+        remove_entry(entry_path)
         loaded = None
     if loaded is None:
+        # the command that replaces damaged source files (generated Pathfinder shards cut or
+        # missing said only 'damaged generated Pathfinder shards: ...', naming no way out)
+        again = f"replace them: `{ddef.hint(src, root_path, cfg)}`"
         try:
             splits, meta = ddef.prepare(src, path, cfg)
         except image.DamagedSource as err:  # a source file that is not what it should be (a
             # CIFAR batch naming other code, a cut pickle): a bare ValueError failed every pack
             raise DataUnavailable(f"the {name} data at {path} ({src}) are damaged: {err}; "
-                                  "replace them (generate or download them again)") from None
+                                  f"{again}") from None
         arrays = {f"{s}.{k}": v for s, d in splits.items() for k, v in d.items()}
         meta = dict(meta, **made_of, sources_changed=stamp, checks=ddef.checks)
         why = entry_problem(arrays, meta, n_classes=ddef.n_classes)
         if why is not None:  # the source files themselves are damaged (e.g. a label 7 of 2)
             raise DataUnavailable(f"the {name} data at {path} ({src}) are damaged: {why}; "
-                                  "replace them (generate or download them again)")
+                                  f"{again}")
         if cache:
             save_entry(entry_path, arrays, meta)
             loaded = load_entry(entry_path)  # memory-mapped when the entry is readable
@@ -698,6 +702,20 @@ def data_key(dataset: str, source: str, root: str | Path | None = None,
     name = ALIASES.get(dataset, dataset)
     found = _identify(name, data_root(root), [source], dataset_config(name, **preprocessing))
     return None if found is None else entry_dir(Path(), name, found[4]).name
+
+
+def data_sample(dataset: str, source: str, root: str | Path | None = None,
+                **preprocessing: Any) -> str | None:
+    """A digest of a sample of the bytes of ``dataset``'s files from ``source`` under ``root``
+    (``cache.content_sample``: what the cache key's sizes and modification times miss), or None
+    when that source is not present. A run's record keeps it as ``data.sample``."""
+    name = ALIASES.get(dataset, dataset)
+    cfg = dataset_config(name, **preprocessing)
+    found = find_source(name, data_root(root), [source], cfg)
+    if found is None:
+        return None
+    src, path = found
+    return content_sample(DATASETS[name].files(src, path, cfg), path)
 
 
 INPUT_KINDS = ("tokens", "pixels")  # what prepare() writes in meta.json

@@ -177,7 +177,13 @@ def _open_url(url: str, offset: int, timeout: float) -> tuple[BinaryIO, int | No
             return _Empty(), offset, True
         raise DownloadError(f"{url}: HTTP {err.code} {err.reason}") from None
     except urllib.error.URLError as err:
-        raise DownloadError(f"{url}: {err.reason}") from None
+        why = err.reason
+        if isinstance(why, OSError):  # no network, a name no DNS knows, a refused connection:
+            # it said only '<url>: [Errno -2] Name or service not known'
+            why = (f"cannot reach {parsed.hostname} ({why.strerror or why}): offline, or behind "
+                   "a proxy ($https_proxy)? Elsewhere, download the archive and pass --url "
+                   "file:///<its path>")
+        raise DownloadError(f"{url}: {why}") from None
     length = resp.headers.get("Content-Length")
     if resp.status == 206:
         content_range = resp.headers.get("Content-Range", "")  # bytes start-end/total

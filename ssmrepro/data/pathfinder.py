@@ -68,6 +68,7 @@ import numpy as np
 
 from ..util import atomic_save_npy, atomic_write_bytes, atomic_write_text
 from ._workers import iter_chunks
+from .image import DamagedSource
 
 GENERATOR_VERSION = 1
 # S4 skips this file: it is empty in the official release.
@@ -1062,20 +1063,20 @@ def _check_shards(directory: Path, imgs: list[np.ndarray], labels: list[np.ndarr
     meta = meta if isinstance(meta, dict) else {}
     what = f"{directory}: damaged generated Pathfinder shards"
     if len(imgs) != len(labels):
-        raise ValueError(f"{what}: {len(imgs)} image shards but {len(labels)} label shards")
+        raise DamagedSource(f"{what}: {len(imgs)} image shards but {len(labels)} label shards")
     for i, (x, y) in enumerate(zip(imgs, labels)):
         if x.dtype != np.uint8 or x.ndim != 3 or x.shape[1] != x.shape[2]:
-            raise ValueError(f"{what}: imgs_{i:05d}.npy is {x.dtype} {list(x.shape)}, not uint8 "
+            raise DamagedSource(f"{what}: imgs_{i:05d}.npy is {x.dtype} {list(x.shape)}, not uint8 "
                              "(k, R, R) images")
         if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer) or len(y) != len(x):
-            raise ValueError(f"{what}: labels_{i:05d}.npy is {y.dtype} {list(y.shape)}, not "
+            raise DamagedSource(f"{what}: labels_{i:05d}.npy is {y.dtype} {list(y.shape)}, not "
                              f"{len(x)} integer labels (one per image of imgs_{i:05d}.npy)")
     n, shards = meta.get("n"), meta.get("shards")
     total = sum(len(x) for x in imgs)
     if isinstance(shards, int) and shards != len(imgs):
-        raise ValueError(f"{what}: {len(imgs)} shards, meta.json says {shards}")
+        raise DamagedSource(f"{what}: {len(imgs)} shards, meta.json says {shards}")
     if isinstance(n, int) and n != total:
-        raise ValueError(f"{what}: {total} images, meta.json says {n}")
+        raise DamagedSource(f"{what}: {total} images, meta.json says {n}")
     sums = meta.get("shard_sha256")  # what the generator wrote (folders before it have none):
     # two image shards swapped (or one from another generation) were read beside the other
     # shard's labels, half the labels wrong, without a word
@@ -1083,7 +1084,7 @@ def _check_shards(directory: Path, imgs: list[np.ndarray], labels: list[np.ndarr
         for i, (x, y, want) in enumerate(zip(imgs, labels, sums)):
             for name, arr, digest in (("imgs", x, want[0]), ("labels", y, want[1])):
                 if array_sha256(arr) != digest:
-                    raise ValueError(f"{what}: {name}_{i:05d}.npy is not the shard the generator "
+                    raise DamagedSource(f"{what}: {name}_{i:05d}.npy is not the shard the generator "
                                      "wrote there (its SHA-256 is not meta.json's: swapped, "
                                      "edited or from another generation)")
 
@@ -1098,7 +1099,7 @@ def _load_shard(directory: Path, path: Path) -> np.ndarray:
     try:
         return np.load(path)
     except (ValueError, OSError, EOFError, pickle.UnpicklingError) as err:
-        raise ValueError(f"{directory}: damaged generated Pathfinder shards: {path.name} is not "
+        raise DamagedSource(f"{directory}: damaged generated Pathfinder shards: {path.name} is not "
                          f"a numpy array file the generator wrote ({err})") from None
 
 
@@ -1117,7 +1118,7 @@ def read_pathfinder_dir(directory: Path, threads: int = 4) -> tuple[np.ndarray, 
         labels = [_load_shard(directory, f)
                   for f in sorted((directory / "shards").glob("labels_*.npy"))]
         if not imgs:  # a FileNotFoundError here was 'cannot use: FileNotFoundError', no file named
-            raise ValueError(f"{directory}: damaged generated Pathfinder shards: no imgs_*.npy "
+            raise DamagedSource(f"{directory}: damaged generated Pathfinder shards: no imgs_*.npy "
                              "in shards/ beside its meta.json (a partial copy?)")
         _check_shards(directory, imgs, labels)
         return np.concatenate(imgs), np.concatenate(labels).astype(np.int64)

@@ -70,7 +70,7 @@ import torch
 from pydantic import Field, create_model, model_validator
 
 from ..data import DATASETS, GENERATED, DataUnavailable, LRADataset, dataset_config, load_lra
-from ..data.datasets import data_key
+from ..data.datasets import data_key, data_sample
 from ..data.nominal import NominalShape, nominal_shape
 from ..util import data_root, read_small, refuse_unread
 from .base import SPLITS, Batch, Task, TaskConfig, TaskInfo
@@ -227,6 +227,7 @@ class _Loaded:
     splits: tuple[LRADataset, LRADataset, LRADataset]  # train, val, test
     root: Path
     seq_len: int
+    sample: str | None = None  # a digest of a sample of the source files' bytes (data_sample)
 
 
 @dataclass(frozen=True)
@@ -254,6 +255,7 @@ class CutWarning(UserWarning):
     (``engine.check_data`` loads every run's task first); its worker processes leave it out
     (``run --workers 2`` said it three times, once per process)."""
 _KEYS: dict[tuple, str | None] = {}  # (dataset, root, source, preprocessing, folder) -> data_key
+_SAMPLES: dict[tuple, str | None] = {}  # ("sample", the same) -> data_sample
 _NOMINAL: ContextVar[dict[tuple, NominalNote] | None] = ContextVar("lra_nominal", default=None)
 
 
@@ -300,7 +302,11 @@ def _load(task: str, dataset: str, config: TaskConfig) -> _Loaded | NominalShape
                           + ", ".join(f"{n} of {total} {s}" for s, (n, total) in cut.items())
                           + " expressions (a cut expression loses its answer); raise max_len "
                           "to train on whole ones", CutWarning, stacklevel=2)
-        _LOADED[key] = _Loaded((train, val, test), root, max(widths))
+        try:  # (read just after the splits: the bytes they were prepared from)
+            sample = data_sample(dataset, source, root, **prep)
+        except (OSError, DataUnavailable):  # gone meanwhile: the record keeps no sample
+            sample = None
+        _LOADED[key] = _Loaded((train, val, test), root, max(widths), sample)
     return _LOADED[key]
 
 
@@ -309,6 +315,7 @@ def clear_cache() -> None:
     rewrite a data root use it)."""
     _LOADED.clear()
     _KEYS.clear()
+    _SAMPLES.clear()
 
 
 class LRATask(Task):
@@ -396,6 +403,8 @@ class LRATask(Task):
             "sizes": self.split_sizes(),
             "cache_key": tr.cache_path.name if tr.cache_path is not None else None,
         }
+        if self._data.sample is not None:  # (data_changed)
+            out["sample"] = self._data.sample
         meta = path / "meta.json" if path is not None else None
         if meta is not None and meta.is_file():  # our generators' provenance: version and seed
             try:  # damaged, it failed every pack after training (a bare JSONDecodeError)
@@ -545,6 +554,20 @@ def data_changed(task: dict, data: object) -> str | None:
         if memo not in _KEYS:
             _KEYS[memo] = data_key(dataset, source, root, **prep)
         now = _KEYS[memo]
+        if now is not None and now == data["cache_key"] and isinstance(data.get("sample"), str):
+            # the same sizes and mtimes: the bytes, sampled (a record without a sample,
+            # written before it was kept, is judged by the key alone)
+            memo = ("sample", *memo)
+            if memo not in _SAMPLES:
+                _SAMPLES[memo] = data_sample(dataset, source, root, **prep)
+            sample = _SAMPLES[memo]
+            if sample is not None and sample != data["sample"]:
+                return (f"the {dataset} data ({source}) it was trained on are not the files "
+                        f"{folder} holds now, though they have the same sizes and "
+                        f"modification times (data {now}, their bytes sampled {data['sample']}, "
+                        f"now {sample}): rewritten with their times put back (`touch -r`, `cp "
+                        "-p` of other files, another archive extracted), or $SSMREPRO_DATA "
+                        "another data root")
     except (OSError, ValueError, TypeError, DataUnavailable):  # absent or unreadable: the run
         return None  # itself says why when it trains
     if now is None or now == data["cache_key"]:
