@@ -22516,3 +22516,25 @@ def test_a_decay_histogram_of_a_diverged_model_counts_its_nonfinite_values_and_i
             f"diverged): {rec['run_id']} (S6: {n:,} values); left out") in said, said
     hist_csv = out / "tests/t-spec/histograms-smoke.csv"
     assert not hist_csv.exists() or "S6" not in hist_csv.read_text()
+
+
+@pytest.mark.parametrize("extra, said", [
+    ({"optimizer": "adam", "weight_decay": 1e-300}, "weight_decay 1e-300 is below"),
+    ({"optimizer": "adamw", "weight_decay": 1e-37}, "lr x weight_decay is 1e-39"),
+    ({"optimizer": "adam", "lr_scale": {"A": 1e-300}}, "lr_scale.A 1e-300 x lr 0.01"),
+])
+def test_r47f_a_weight_decay_or_lr_scale_flushed_to_zero_is_refused(tmp_path, extra, said):
+    """A weight decay (or a group's lr x lr_scale) below float32's smallest normal number is 0
+    in the update: weight_decay 1e-300 trained as weight_decay 0 under another run id, and
+    lr_scale 1e-300 froze the group as lr_scale 0 does. Float64 training keeps them."""
+    import torch
+
+    assert torch.tensor(1e-300, dtype=torch.float64).to(torch.float32).item() == 0.0
+    base = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+            "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    _assert_refused(_invoke("validate", write_spec(tmp_path, train={**base, **extra})),
+                    said, "smallest normal float32 number")
+    ok = write_spec(tmp_path, train={**base, **extra, "dtype": "float64"})
+    assert _invoke("validate", ok).exit_code == 0
+    fine = {k: (0 if k == "weight_decay" else {"A": 0}) for k in extra if k != "optimizer"}
+    assert _invoke("validate", write_spec(tmp_path, train={**base, **extra, **fine})).exit_code == 0
