@@ -22538,3 +22538,49 @@ def test_r47f_a_weight_decay_or_lr_scale_flushed_to_zero_is_refused(tmp_path, ex
     assert _invoke("validate", ok).exit_code == 0
     fine = {k: (0 if k == "weight_decay" else {"A": 0}) for k in extra if k != "optimizer"}
     assert _invoke("validate", write_spec(tmp_path, train={**base, **extra, **fine})).exit_code == 0
+
+
+def test_r47f_the_memory_estimate_of_a_b2s6_direct_or_split_scan_covers_its_backward(tmp_path):
+    """B2S6 with `impl: direct` or `impl: split` scans full-size (d, N) states; the estimate
+    counted split's two scans as one and neither's backward: a training step (d 32, N 16, h 4,
+    T 128, batch 64) peaked at 2.2x (split) and 1.8x (direct) the estimate that `run` checks."""
+    import ctypes
+
+    import torch
+
+    from ssmrepro.models import build_model
+    from ssmrepro.models.init import initialise
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.tasks import build_task
+    from ssmrepro.train import member_bytes, packed_step
+
+    libc = ctypes.CDLL(None)
+    libc.mallopt(-3, 1 << 16)  # M_MMAP_THRESHOLD: tensors freed are unmapped (RSS falls)
+    libc.mallopt(-1, 1 << 16)  # M_TRIM_THRESHOLD
+
+    def rss(key):
+        return next(int(x.split()[1]) * 1024 for x in open("/proc/self/status") if x.startswith(key))
+
+    task = {"name": "keep_nth", "n": 2, "T": 64, "vocab": 8}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for impl in ("split", "direct"):
+            model_cfg = {"name": "seq_lm", "d_model": 32, "layers": ["A"], "blocks": {"A": {
+                "mixer": {"name": "b2s6", "d_state": 16, "heads": 4, "impl": impl}}}}
+            spec = write_spec(tmp_path, name=f"peak-{impl}", task=task, model=model_cfg, sweep=[])
+            run = expand(load_spec(spec), "smoke", {"train.batch_size": 32,
+                                                    "train.train_size": None})[0]
+            t = build_task(run.task)
+            model = build_model(run.model, t.info, 1)
+            initialise(model, [0])
+            step = packed_step(t, model, torch.tensor([1]), 32)
+            step(0)  # Adam's moments exist from here on
+            base = rss("VmRSS")
+            Path("/proc/self/clear_refs").write_text("5")
+            step(1)
+            peak = rss("VmHWM") - base
+            assert peak <= 1.3 * member_bytes(run, "cpu"), (impl, peak, member_bytes(run, "cpu"))
+    finally:
+        torch.set_num_threads(threads)
