@@ -22584,3 +22584,32 @@ def test_r47f_the_memory_estimate_of_a_b2s6_direct_or_split_scan_covers_its_back
             assert peak <= 1.3 * member_bytes(run, "cpu"), (impl, peak, member_bytes(run, "cpu"))
     finally:
         torch.set_num_threads(threads)
+
+
+def test_r47f_the_memory_estimate_counts_the_evaluation_batch_its_sets_fill(tmp_path):
+    """`train.eval_batch_size: 60000` over sets of 16 samples was counted as a batch of 60,000:
+    `run` refused it (`needs about 1,923.8 GB ... an evaluation batch (60000)`) though its
+    batches hold 16 samples (0.5 GB), and packs were sized by that phantom batch."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import eval_batch, memory_need
+
+    task = {"name": "keep_nth", "n": 2, "T": 1000, "vocab": 4000}
+    spec = load_spec(write_spec(tmp_path, task=task, sweep=[]))
+
+    def need(**train):
+        (run, *_) = expand(spec, "smoke", {f"train.{k}": v for k, v in train.items()})
+        return run, memory_need(run, "cpu")
+
+    run, big = need(eval_batch_size=60000, val_size=16, test_size=16)
+    _, exact = need(eval_batch_size=16, val_size=16, test_size=16)
+    assert eval_batch(run) == 16 and big.eval_bytes == exact.eval_bytes
+    run, wide = need(eval_batch_size=60000, val_size=16, test_size=600)
+    assert eval_batch(run) == 600 and wide.eval_bytes == 600 * exact.eval_bytes // 16
+    run, small = need(eval_batch_size=8, val_size=16, test_size=600)
+    assert eval_batch(run) == 8 and small.eval_bytes == exact.eval_bytes // 2
+    res = _invoke("run", write_spec(tmp_path, name="t-evb", task=task, sweep=[]), "--profile",
+                  "smoke", "--dry-run", "--no-estimate", "--out", tmp_path / "out", "--set",
+                  "train.eval_batch_size=60000", "--set", "train.val_size=16", "--set",
+                  "train.test_size=16")
+    assert res.exit_code == 0, res.output
