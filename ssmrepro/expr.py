@@ -30,10 +30,20 @@ MAX_MAGNITUDE = 10**12  # |x| of every intermediate number
 MAX_EXPONENT = 64  # |b| in a ** b
 MAX_ARGS = 16  # arguments of one function call
 
+
+def _round(x: Any, ndigits: Any = None) -> Any:
+    """``round`` with at most :data:`MAX_EXPONENT` digits either way: an int rounded to
+    ``-ndigits`` digits computes 10 ** ndigits (``round(5, -10**7)`` took 12 s, ``-10**12``
+    never ended); past 64 digits every bounded number rounds to 0 or to itself anyway."""
+    if ndigits is not None and abs(ndigits) > MAX_EXPONENT:
+        raise ValueError(f"round() takes at most {MAX_EXPONENT} digits, got {ndigits}")
+    return round(x, ndigits) if ndigits is not None else round(x)
+
+
 FUNCTIONS = {
     "ceil": math.ceil,
     "floor": math.floor,
-    "round": round,
+    "round": _round,
     "int": int,
     "float": float,
     "abs": abs,

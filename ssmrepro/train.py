@@ -133,8 +133,17 @@ def memory_need(run, device: str | None = None) -> MemoryNeed:
             raise ValueError(f"train.evals.{name}: {err}") from None
     infos = [info, *evals.values()]
     refuse_unread_window(run.model, max(i.seq_len for i in infos))
-    ev = max(width * run.train.eval_batch_size * eval_floats(run.model, i) for i in infos)
+    ev = max(width * eval_batch(run) * eval_floats(run.model, i) for i in infos)
     return MemoryNeed(n, 4 * width * n, train, ev, fixed)
+
+
+def eval_batch(run) -> int:
+    """The largest evaluation batch ``run`` builds: ``train.eval_batch_size``, but no more than
+    its largest evaluation set (val_size, or test_size, which named sets take too; the fixed
+    training slice is at most val_size). An eval_batch_size of 60,000 over sets of 16 samples
+    was counted at 60,000: `run` refused a run whose batches hold 16 (1,924 GB estimated)."""
+    tc = run.train
+    return min(tc.eval_batch_size, max(tc.val_size, tc.test_size))
 
 
 UNBOUNDED = 1 << 62  # bytes: "no limit" for memory checks that only look for models that
@@ -194,7 +203,7 @@ def memory_problem(run, device: str, available: int) -> str | None:
             f"{need.params:,} parameters x 4 copies (weights, gradients, Adam moments) = "
             f"{_gb(need.param_bytes)}, plus activations of a training step (batch "
             f"{run.train.batch_size}) {_gb(need.train_bytes)} or of an evaluation batch "
-            f"({run.train.eval_batch_size}) {_gb(need.eval_bytes)}; {have}. Make the model "
+            f"({eval_batch(run)}) {_gb(need.eval_bytes)}; {have}. Make the model "
             "or the sequences smaller (model.d_model, model.n_layers, task length or "
             "vocabulary, the lengths of train.evals) or the batches "
             "(train.batch_size, train.eval_batch_size)")

@@ -77,3 +77,18 @@ def test_bounds_leave_ordinary_formulas_alone():
 def test_names_is_bounded_too():
     with pytest.raises(ExprError):
         names("1" + "+1" * 50_000)
+
+
+def test_r47f_round_digits_are_bounded():
+    """round(5, -10**7) computed 10 ** (10**7) (12 s; -10**12 never ended)."""
+    import time
+    t0 = time.monotonic()
+    for bad in ("round(5, -10**7)", "round(5, -10**12)", "round(2.5, 10**12)"):
+        with pytest.raises(ExprError, match="at most 64 digits"):
+            evaluate(bad, {})
+    assert time.monotonic() - t0 < 1
+    assert evaluate("round(1234, -2)", {}) == 1200
+    assert evaluate("round(2.345, 2)", {}) == pytest.approx(2.35)
+    assert evaluate("round(2.6)", {}) == 3
+    with pytest.raises(ExprError, match="cannot evaluate"):
+        evaluate("round(2.5, 1.5)", {})

@@ -23043,3 +23043,98 @@ def test_r47d_bench_out_in_the_project_folder_or_its_sources_is_refused(tmp_path
             (["bench", "roofline"], root, "is the project folder")):
         _assert_refused(_invoke(*args, "--out", out, env=env), said)
     assert sorted(p.relative_to(root) for p in root.rglob("*")) == before
+@pytest.mark.parametrize("extra, said", [
+    ({"optimizer": "adam", "weight_decay": 1e-300}, "weight_decay 1e-300 is below"),
+    ({"optimizer": "adamw", "weight_decay": 1e-37}, "lr x weight_decay is 1e-39"),
+    ({"optimizer": "adam", "lr_scale": {"A": 1e-300}}, "lr_scale.A 1e-300 x lr 0.01"),
+])
+def test_r47f_a_weight_decay_or_lr_scale_flushed_to_zero_is_refused(tmp_path, extra, said):
+    """A weight decay (or a group's lr x lr_scale) below float32's smallest normal number is 0
+    in the update: weight_decay 1e-300 trained as weight_decay 0 under another run id, and
+    lr_scale 1e-300 froze the group as lr_scale 0 does. Float64 training keeps them."""
+    import torch
+
+    assert torch.tensor(1e-300, dtype=torch.float64).to(torch.float32).item() == 0.0
+    base = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 16,
+            "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
+    _assert_refused(_invoke("validate", write_spec(tmp_path, train={**base, **extra})),
+                    said, "smallest normal float32 number")
+    ok = write_spec(tmp_path, train={**base, **extra, "dtype": "float64"})
+    assert _invoke("validate", ok).exit_code == 0
+    fine = {k: (0 if k == "weight_decay" else {"A": 0}) for k in extra if k != "optimizer"}
+    assert _invoke("validate", write_spec(tmp_path, train={**base, **extra, **fine})).exit_code == 0
+
+
+def test_r47f_the_memory_estimate_of_a_b2s6_direct_or_split_scan_covers_its_backward(tmp_path):
+    """B2S6 with `impl: direct` or `impl: split` scans full-size (d, N) states; the estimate
+    counted split's two scans as one and neither's backward: a training step (d 32, N 16, h 4,
+    T 128, batch 64) peaked at 2.2x (split) and 1.8x (direct) the estimate that `run` checks."""
+    import ctypes
+
+    import torch
+
+    from ssmrepro.models import build_model
+    from ssmrepro.models.init import initialise
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.tasks import build_task
+    from ssmrepro.train import member_bytes, packed_step
+
+    libc = ctypes.CDLL(None)
+    libc.mallopt(-3, 1 << 16)  # M_MMAP_THRESHOLD: tensors freed are unmapped (RSS falls)
+    libc.mallopt(-1, 1 << 16)  # M_TRIM_THRESHOLD
+
+    def rss(key):
+        return next(int(x.split()[1]) * 1024 for x in open("/proc/self/status") if x.startswith(key))
+
+    task = {"name": "keep_nth", "n": 2, "T": 64, "vocab": 8}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for impl in ("split", "direct"):
+            model_cfg = {"name": "seq_lm", "d_model": 32, "layers": ["A"], "blocks": {"A": {
+                "mixer": {"name": "b2s6", "d_state": 16, "heads": 4, "impl": impl}}}}
+            spec = write_spec(tmp_path, name=f"peak-{impl}", task=task, model=model_cfg, sweep=[])
+            run = expand(load_spec(spec), "smoke", {"train.batch_size": 32,
+                                                    "train.train_size": None})[0]
+            t = build_task(run.task)
+            model = build_model(run.model, t.info, 1)
+            initialise(model, [0])
+            step = packed_step(t, model, torch.tensor([1]), 32)
+            step(0)  # Adam's moments exist from here on
+            base = rss("VmRSS")
+            Path("/proc/self/clear_refs").write_text("5")
+            step(1)
+            peak = rss("VmHWM") - base
+            assert peak <= 1.3 * member_bytes(run, "cpu"), (impl, peak, member_bytes(run, "cpu"))
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_r47f_the_memory_estimate_counts_the_evaluation_batch_its_sets_fill(tmp_path):
+    """`train.eval_batch_size: 60000` over sets of 16 samples was counted as a batch of 60,000:
+    `run` refused it (`needs about 1,923.8 GB ... an evaluation batch (60000)`) though its
+    batches hold 16 samples (0.5 GB), and packs were sized by that phantom batch."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import eval_batch, memory_need
+
+    task = {"name": "keep_nth", "n": 2, "T": 1000, "vocab": 4000}
+    spec = load_spec(write_spec(tmp_path, task=task, sweep=[]))
+
+    def need(**train):
+        (run, *_) = expand(spec, "smoke", {f"train.{k}": v for k, v in train.items()})
+        return run, memory_need(run, "cpu")
+
+    run, big = need(eval_batch_size=60000, val_size=16, test_size=16)
+    _, exact = need(eval_batch_size=16, val_size=16, test_size=16)
+    assert eval_batch(run) == 16 and big.eval_bytes == exact.eval_bytes
+    run, wide = need(eval_batch_size=60000, val_size=16, test_size=600)
+    assert eval_batch(run) == 600 and wide.eval_bytes == 600 * exact.eval_bytes // 16
+    run, small = need(eval_batch_size=8, val_size=16, test_size=600)
+    assert eval_batch(run) == 8 and small.eval_bytes == exact.eval_bytes // 2
+    res = _invoke("run", write_spec(tmp_path, name="t-evb", task=task, sweep=[]), "--profile",
+                  "smoke", "--dry-run", "--no-estimate", "--out", tmp_path / "out", "--set",
+                  "train.eval_batch_size=60000", "--set", "train.val_size=16", "--set",
+                  "train.test_size=16")
+    assert res.exit_code == 0, res.output

@@ -236,6 +236,24 @@ class TrainConfig(_Strict):
             raise ValueError(f"lr {self.lr:g} is below the smallest normal {self.dtype} number "
                              f"({tiny:.3g}): training would use lr = 0 (no parameter would move; "
                              "the runs would end 'ok', untrained)")
+        # weight decay enters the update as wd (adam: a gradient term wd·p) or lr·wd (adamw:
+        # lr·wd·p), in the training dtype: below its smallest normal number it is flushed to 0
+        # (weight_decay 1e-300 trained as weight_decay 0 under another run id); so is a group's
+        # lr·lr_scale (the group trained as with lr_scale 0)
+        decay = self.weight_decay * (self.lr if self.optimizer == "adamw" else 1.0)
+        if 0 < decay < tiny:
+            what = (f"lr x weight_decay is {decay:g} (weight_decay {self.weight_decay:g})"
+                    if self.optimizer == "adamw" else f"weight_decay {decay:g} is")
+            raise ValueError(f"{what} below the smallest normal {self.dtype} number "
+                             f"({tiny:.3g}) of the adam{'w' * (self.optimizer == 'adamw')} "
+                             "update: training "
+                             "would decay nothing, as weight_decay 0 (give 0, or a larger one)")
+        flushed = sorted(g for g, s in self.lr_scale.items() if 0 < self.lr * s < tiny)
+        if flushed:
+            raise ValueError(f"lr_scale.{flushed[0]} {self.lr_scale[flushed[0]]:g} x lr "
+                             f"{self.lr:g} is below the smallest normal {self.dtype} number "
+                             f"({tiny:.3g}): that group would train at lr 0, as with lr_scale 0 "
+                             "(give 0, or a larger one)")
         if self.grad_clip is not None and self.grad_clip <= self.eps:
             # Adam divides by sqrt(v) + eps: gradients clipped to a norm below eps make each
             # update about grad_clip / eps of the lr (1e-300: no parameter moved, status ok)
