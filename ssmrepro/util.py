@@ -511,7 +511,10 @@ def source_tree_problem(root: Path) -> str | None:
     if found is None:  # no project: no source tree to write into
         return None
     project = found.resolve()
-    where = Path(root).resolve()
+    try:
+        where = Path(root).resolve()
+    except (OSError, RuntimeError):  # a symbolic link loop (`bench --out loop` raised Python's
+        return None  # 'Symlink loop' traceback): no source folder; the folder check names it
     if where == project:
         return (f"it is the project folder {project} (the front page, README.md, and result "
                 "folders would be written among its files); the results root is "
