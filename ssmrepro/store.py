@@ -1389,6 +1389,14 @@ class Store:
             edited = sorted(rid for rid, rows in unknown.items()
                             if any(before[rid][k] not in _digest_list(written[rid])
                                    for k in rows))
+            cut = [rid for rid in edited  # (a truncated table's last row was called edited
+                   if any(old[rid][k].startswith(CUT_ROW) for k in unknown[rid])]  # by hand)
+            edited = [rid for rid in edited if rid not in cut]
+            if cut:
+                more = f" and {len(cut) - 3} more" if len(cut) > 3 else ""
+                self._warn(f"{name}: the row(s) of run(s) {', '.join(cut[:3])}{more} have fewer "
+                           "cells than its header (the file was cut short: a full disk, a copy "
+                           "or a write stopped?): they are written again from the run records")
             if edited:
                 more = f" and {len(edited) - 3} more" if len(edited) > 3 else ""
                 self._warn(f"{name}: the row(s) of run(s) {', '.join(edited[:3])}{more} were "
@@ -1569,9 +1577,14 @@ def _digested_rows(text: str, legacy: bool = False) -> list[tuple[str, str]]:
         extra = row[len(header):]  # cells past the header's (typed in by hand: the digest of
         while extra and extra[-1] == "":  # its filled cells alone left it unseen), where any
             extra = extra[:-1]  # is filled (a row's digest without them is as it was)
-        return _digest(cells + [[value(c) for c in extra]] if extra else cells)
+        cut = CUT_ROW if len(row) < len(header) else ""  # fewer cells than the header: a line
+        # cut short (a truncated file), which no ledger holds (ssmrepro writes every cell)
+        return cut + _digest(cells + [[value(c) for c in extra]] if extra else cells)
 
     return [(row[at], digest(row)) for row in rows if len(row) > at]
+
+
+CUT_ROW = "cut:"  # the digest's mark of a row with fewer cells than its header (``_digested_rows``)
 
 
 def _digest(cells: list) -> str:

@@ -22592,3 +22592,24 @@ def test_r47e_a_table_written_again_as_it_was_is_digested_once(tmp_path, monkeyp
     store.write_table(table.name, text, {"a1", "b2"})
     assert calls.count(False) == 3 and table.read_text() == text
     assert len(store.warnings) == 1 and "run(s) a1 were changed" in store.warnings[0]
+
+
+def test_r47e_a_results_table_cut_short_is_not_called_edited_by_hand(tmp_path):
+    """A results table cut short (a full disk, a copy stopped: its last line ends mid-row) was
+    written again from the records with the warning that its cut row was 'changed since
+    ssmrepro wrote them (edited by hand?)'. The row is named as cut short; an edited row is
+    still named as edited."""
+    from ssmrepro.store import Store
+
+    store = Store(tmp_path / "s")
+    store.runs.mkdir(parents=True)
+    text = "run_id,label,metric.test.acc,n_params\na1,S6,0.5,10\nb2,S4D,0.25,12\nc3,S6,0.75,10\n"
+    table = store.root / "results.csv"
+    store.write_table(table.name, text, {"a1", "b2", "c3"})
+    table.write_text(text.replace("0.5,", "0.987654,")[:-6])  # a1 edited, c3 cut after 0.7
+    store.write_table(table.name, text, {"a1", "b2", "c3"})
+    assert table.read_text() == text
+    assert len(store.warnings) == 2, store.warnings
+    cut, edited = store.warnings
+    assert "run(s) c3 have fewer cells than its header (the file was cut short" in cut, cut
+    assert "run(s) a1 were changed since ssmrepro wrote them" in edited, edited
