@@ -194,23 +194,28 @@ def record_problem(rec: Any, run_id: str) -> str | None:
 # command reads each record several times (`run` with every run done: its plan, its count of
 # done runs, its summary, the tables, the curves; six reads), and judging one parses its config
 # (pydantic), ~3 ms: 70 of the 120 s of a 4,000-run `run` with nothing to train. The verdict is
-# a function of the bytes (and of the run id the file is named by); the data and revision
-# checks after it (``data_changed``, ``redefined``) are made at every read.
-_VERDICTS: dict[tuple[str, bytes], str | None] = {}
+# a function of the bytes (and of the run id the file is named by), and so is the revision check
+# of a valid record (``redefined``: its scan of every history row for scores of NaN outputs
+# made at each read was a fifth of the reads' time, 18 of 83 s under cProfile in a 20,000-run
+# `run` with nothing to train); the data check (``data_changed``, the corpus file as it is
+# now) is made at every read.
+_VERDICTS: dict[tuple[str, bytes], tuple[str | None, str | None]] = {}
 MAX_VERDICTS = 400_000  # 300,000 runs of a spec and the records of the stores it reuses
 
 
-def judged_problem(data: bytes, rec: Any, run_id: str) -> str | None:
-    """``record_problem(rec, run_id)`` of the record ``rec`` parsed from the bytes ``data``,
-    judged once per process for the same bytes and run id."""
+def judged_problem(data: bytes, rec: Any, run_id: str) -> tuple[str | None, str | None]:
+    """``record_problem(rec, run_id)`` of the record ``rec`` parsed from the bytes ``data``, and
+    ``redefined(rec)`` of a valid one (else None), judged once per process for the same bytes
+    and run id."""
     key = (run_id, hashlib.blake2b(data, digest_size=16).digest())
     if key in _VERDICTS:
         return _VERDICTS[key]
     why = record_problem(rec, run_id)
+    judged = (why, redefined(rec) if why is None else None)
     if len(_VERDICTS) >= MAX_VERDICTS:
         _VERDICTS.clear()
-    _VERDICTS[key] = why
-    return why
+    _VERDICTS[key] = judged
+    return judged
 
 
 # how a run was computed, as make_record writes it (engine.local): the backend and device it
@@ -703,9 +708,9 @@ class Store:
                     raise OSError(errno.ELOOP, "a symbolic link loop", str(root)) from None
                 why = f"unreadable ({err if isinstance(err, NotSmallFile) else type(err).__name__})"
             else:
-                why = judged_problem(data, rec, run_id)
+                why, older = judged_problem(data, rec, run_id)
                 if why is None:
-                    why = data_changed(rec) or redefined(rec)
+                    why = data_changed(rec) or older
                     if why is None:
                         self.stale_data.discard(run_id)
                         if rec.get("status") not in DONE_STATUSES and k + 1 < len(roots):
@@ -1380,7 +1385,8 @@ class Store:
             ledger = _read_ledger(fd)
             written = ledger.get(name, {})
             new = _row_digests(text) if text is not None else {}
-            old, legacy = _table_rows(path) if written and from_records else ({}, dict)
+            old, legacy = _table_rows(path, (text, new)) if written and from_records \
+                else ({}, dict)
             if isinstance(old, str):  # its text holds no row of a run: one it wrote, saved
                 # by a spreadsheet with other separators (';') or in another encoding after an
                 # edit (`run` with every run done rewrote it without a word, the edit dropped;
@@ -1403,6 +1409,14 @@ class Store:
             edited = sorted(rid for rid, rows in unknown.items()
                             if any(before[rid][k] not in _digest_list(written[rid])
                                    for k in rows))
+            cut = [rid for rid in edited  # (a truncated table's last row was called edited
+                   if any(old[rid][k].startswith(CUT_ROW) for k in unknown[rid])]  # by hand)
+            edited = [rid for rid in edited if rid not in cut]
+            if cut:
+                more = f" and {len(cut) - 3} more" if len(cut) > 3 else ""
+                self._warn(f"{name}: the row(s) of run(s) {', '.join(cut[:3])}{more} have fewer "
+                           "cells than its header (the file was cut short: a full disk, a copy "
+                           "or a write stopped?): they are written again from the run records")
             if edited:
                 more = f" and {len(edited) - 3} more" if len(edited) > 3 else ""
                 self._warn(f"{name}: the row(s) of run(s) {', '.join(edited[:3])}{more} were "
@@ -1583,9 +1597,14 @@ def _digested_rows(text: str, legacy: bool = False) -> list[tuple[str, str]]:
         extra = row[len(header):]  # cells past the header's (typed in by hand: the digest of
         while extra and extra[-1] == "":  # its filled cells alone left it unseen), where any
             extra = extra[:-1]  # is filled (a row's digest without them is as it was)
-        return _digest(cells + [[value(c) for c in extra]] if extra else cells)
+        cut = CUT_ROW if len(row) < len(header) else ""  # fewer cells than the header: a line
+        # cut short (a truncated file), which no ledger holds (ssmrepro writes every cell)
+        return cut + _digest(cells + [[value(c) for c in extra]] if extra else cells)
 
     return [(row[at], digest(row)) for row in rows if len(row) > at]
+
+
+CUT_ROW = "cut:"  # the digest's mark of a row with fewer cells than its header (``_digested_rows``)
 
 
 def _digest(cells: list) -> str:
@@ -1601,12 +1620,14 @@ def _row_digests(text: str, legacy: bool = False) -> dict[str, list[str]]:
     return out
 
 
-def _table_rows(path: Path
+def _table_rows(path: Path, known: tuple[str | None, dict[str, list[str]]] | None = None
                 ) -> tuple[dict[str, list[str]] | str, Callable[[], dict[str, list[str]]]]:
     """The digests (``_row_digests``) of the rows of the table file at ``path`` ({} when it
     cannot be read or holds none), or why its text holds no row of a run (no run_id column;
     not UTF-8 text), and a function giving them as a ledger of an older ssmrepro kept them (for
-    a row whose digest the ledger lacks: computed only then)."""
+    a row whose digest the ledger lacks: computed only then). ``known``: a text and its
+    digests, taken when the file holds that text (a table written again as it was: each row
+    digested twice was half of `run`'s table writing with nothing to train)."""
     try:
         data = read_small(path, MAX_TABLE_BYTES)
     except (OSError, ValueError):
@@ -1620,7 +1641,7 @@ def _table_rows(path: Path
         # text', UTF-16): `run` rewrote it without a word, the edit dropped
         return "not UTF-8 text: saved in another encoding?", dict
     try:
-        rows = _row_digests(text)
+        rows = known[1] if known is not None and text == known[0] else _row_digests(text)
         if not rows and not _has_runs_column(text) and text.strip():
             # (UTF-16 without its byte-order mark decodes as UTF-8 of NUL bytes between the
             # characters: it was said to be saved with other separators)

@@ -23138,3 +23138,98 @@ def test_r47f_the_memory_estimate_counts_the_evaluation_batch_its_sets_fill(tmp_
                   "train.eval_batch_size=60000", "--set", "train.val_size=16", "--set",
                   "train.test_size=16")
     assert res.exit_code == 0, res.output
+def test_r47e_a_records_revision_check_is_made_once_per_process(two_profile_smoke, tmp_path,
+                                                                  monkeypatch):
+    """`redefined` (a record older than a change of what its run computes, or scoring outputs
+    that were not finite: a scan of every history row) ran at each of a record's six reads:
+    a fifth of the reads' time in a 20,000-run `run` with nothing to train (round 47). It is a function of
+    the record's bytes, kept beside their verdict; its finding still holds at every read."""
+    import ssmrepro.store as store_mod
+    from ssmrepro.store import Store
+
+    _, folder = _copy_trained(two_profile_smoke, tmp_path)
+    rid = sorted(p.stem for p in (folder / "runs").glob("*.json"))[0]
+    calls = []
+    monkeypatch.setattr(store_mod, "_VERDICTS", {})
+    monkeypatch.setattr(store_mod, "redefined",
+                        lambda rec: calls.append(rec["run_id"]) or "before a change")
+    st = Store(folder)
+    for _ in range(3):
+        assert st.read(rid) is None and rid in st.stale_data
+    assert calls == [rid], calls
+    assert any("before a change; `run` trains the run again" in w for w in st.warnings)
+    assert (folder / "runs" / f"{rid}.json").exists()  # ignored, not quarantined
+
+
+def test_r47e_committed_rows_take_each_sweep_points_identity_once(tmp_path, monkeypatch,
+                                                                    capsys):
+    """`consistent_rows` built and flattened every run's identity (`RunConfig.identity`, each
+    config's fields against their defaults) for each table: a quarter of the check's time on
+    a 20,000-run committed table (round 47). The seeds of a sweep point share it but for the
+    seed: it is made once per point, and a row of another seed is still found."""
+    import pandas as pd
+
+    from ssmrepro.plots import outputs
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import RunConfig, expand
+
+    runs = expand(load_spec(_one_run_spec(tmp_path, seeds=list(range(20)))), "smoke")
+    table = pd.DataFrame([{"run_id": r.run_id, "label": "S6", "seed": r.seed, "status": "ok",
+                           "metric.test.acc": 0.5, "metric.test.loss": 1.0} for r in runs])
+    table.loc[5, "seed"] = 99
+    ident = RunConfig.identity
+    calls = []
+    monkeypatch.setattr(RunConfig, "identity", lambda self: calls.append(self.seed)
+                        or ident(self))
+    capsys.readouterr()
+    kept = outputs.consistent_rows(table, runs)
+    assert len(calls) == 1, calls
+    assert len(kept) == 19
+    err = capsys.readouterr().err
+    assert f"row of run {runs[5].run_id} has seed=99 (the run's is 5)" in err, err
+
+
+def test_r47e_a_table_written_again_as_it_was_is_digested_once(tmp_path, monkeypatch):
+    """Writing a results table again, the ledger's check for rows edited by hand digested each
+    row of the file and of the new text: twice each row where they are the same text, half of
+    `run`'s table writing with nothing to train (round 47). The file's text, when it is the new
+    text, takes its digests; an edited row is still named."""
+    import ssmrepro.store as store_mod
+    from ssmrepro.store import Store
+
+    store = Store(tmp_path / "s")
+    store.runs.mkdir(parents=True)
+    text = "run_id,label,metric.test.acc\na1,S6,0.5\nb2,S4D,0.25\n"
+    table = store.root / "results.csv"
+    store.write_table(table.name, text, {"a1", "b2"})
+    digests = store_mod._row_digests
+    calls = []
+    monkeypatch.setattr(store_mod, "_row_digests",
+                        lambda t, legacy=False: calls.append(legacy) or digests(t, legacy))
+    store.write_table(table.name, text, {"a1", "b2"})
+    assert len(calls) == 1 and not store.warnings, (calls, store.warnings)
+    table.write_text(text.replace("0.5", "0.987654"))
+    store.write_table(table.name, text, {"a1", "b2"})
+    assert calls.count(False) == 3 and table.read_text() == text
+    assert len(store.warnings) == 1 and "run(s) a1 were changed" in store.warnings[0]
+
+
+def test_r47e_a_results_table_cut_short_is_not_called_edited_by_hand(tmp_path):
+    """A results table cut short (a full disk, a copy stopped: its last line ends mid-row) was
+    written again from the records with the warning that its cut row was 'changed since
+    ssmrepro wrote them (edited by hand?)'. The row is named as cut short; an edited row is
+    still named as edited."""
+    from ssmrepro.store import Store
+
+    store = Store(tmp_path / "s")
+    store.runs.mkdir(parents=True)
+    text = "run_id,label,metric.test.acc,n_params\na1,S6,0.5,10\nb2,S4D,0.25,12\nc3,S6,0.75,10\n"
+    table = store.root / "results.csv"
+    store.write_table(table.name, text, {"a1", "b2", "c3"})
+    table.write_text(text.replace("0.5,", "0.987654,")[:-6])  # a1 edited, c3 cut after 0.7
+    store.write_table(table.name, text, {"a1", "b2", "c3"})
+    assert table.read_text() == text
+    assert len(store.warnings) == 2, store.warnings
+    cut, edited = store.warnings
+    assert "run(s) c3 have fewer cells than its header (the file was cut short" in cut, cut
+    assert "run(s) a1 were changed since ssmrepro wrote them" in edited, edited
