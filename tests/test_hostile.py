@@ -22566,3 +22566,28 @@ def test_r47h_an_older_ok_record_with_a_nan_final_loss_is_trained_again():
     assert redefined({**rec, "revision": RECORD_REVISION}) is None
     assert redefined({**rec, "metrics": {**rec["metrics"], "val.loss": 2.5}}) is None
     assert redefined({**rec, "status": "diverged"}) is None
+
+
+def test_r47h_imdb_splits_mix_the_classes_in_their_first_rows(tmp_path):
+    """The aclImdb archive lists every negative review before the positive ones, and a run
+    reads the first rows of a split (train.train_size, val_size, test_size): `train_size` half
+    the split trained on negative reviews alone and the test set scored them alone (an
+    accuracy of one class). Each split's rows are in one seeded order now, every review kept
+    with its own label."""
+    from ssmrepro.data import load_lra
+
+    root = tmp_path / "data"
+    for split in ("train", "test"):
+        for cls in ("neg", "pos"):
+            d = root / "imdb/aclImdb" / split / cls
+            d.mkdir(parents=True)
+            for i in range(12):
+                (d / f"{i}_5.txt").write_text(f"{cls[0]} {split} {i}")
+    for split in ("train", "val", "test"):
+        ds = load_lra("text", split, root=root, cache=False, level="byte")
+        labels = ds.labels.tolist()
+        assert sorted(labels) == [0] * 12 + [1] * 12, (split, labels)
+        assert 0 < sum(labels[:6]) < 6, (split, labels)  # both classes among the first rows
+        first = {int(v) - 2 for v in ds.x[:, 0]}  # byte level: ids are bytes + 2 (<pad>, <eos>)
+        assert first == {ord("n"), ord("p")}
+        assert all(int(x) - 2 == ord("np"[y]) for x, y in zip(ds.x[:, 0], labels)), split
