@@ -22591,3 +22591,39 @@ def test_r47h_imdb_splits_mix_the_classes_in_their_first_rows(tmp_path):
         first = {int(v) - 2 for v in ds.x[:, 0]}  # byte level: ids are bytes + 2 (<pad>, <eos>)
         assert first == {ord("n"), ord("p")}
         assert all(int(x) - 2 == ord("np"[y]) for x, y in zip(ds.x[:, 0], labels)), split
+
+
+@pytest.mark.parametrize("every", [1, 3])
+def test_r47h_a_run_blown_up_before_its_time_limit_cuts_it_is_diverged(tmp_path, monkeypatch,
+                                                                        every):
+    """The time limit's cut at step 1 of a member whose update at step 0 blew its model up: it
+    ended 'time_limit', 'ok', with NaN metrics; now 'diverged' at step 1, its history as the
+    store expects (a clock that moves one second a training step)."""
+    import types
+
+    import ssmrepro.train as T
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import history_problem
+    from ssmrepro.sweep import expand
+
+    now = [0.0]
+    monkeypatch.setattr(T, "time", types.SimpleNamespace(monotonic=lambda: now[0],
+                                                         process_time=lambda: 0.0))
+    step = T.forward_backward
+
+    def timed(*a, **kw):
+        now[0] += 1.0
+        return step(*a, **kw)
+
+    monkeypatch.setattr(T, "forward_backward", timed)
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 4, "max_steps": 4, "val_size": 8,
+             "test_size": 8, "eval_every": every, "eval_batch_size": 8}
+    spec = load_spec(write_spec(tmp_path, seeds=[0], train=train, sweep=[
+        {"zip": {"train.lr": [1e30, 0.01], "train.time_limit_s": [0.5, None]}}]))
+    blown, ok = T.train_pack(expand(spec, "paper"))
+    assert (blown["status"], blown["stop_reason"], blown["stop_step"]) == ("diverged",
+                                                                           "diverged", 1)
+    steps = [h["step"] for h in blown["history"]]
+    assert steps == ([0, 1] if every == 1 else [0])
+    assert history_problem(steps, blown, every) is None
+    assert (ok["status"], ok["stop_reason"], ok["stop_step"]) == ("ok", "max_steps", 4)
