@@ -412,6 +412,16 @@ def _induction_heads_hard_range(rec: dict) -> bool:
     return False
 
 
+def _ok_with_nonfinite_end(rec: dict) -> bool:
+    """An ok run whose final evaluation has no finite ``val.loss`` (its last update blew its
+    model up): it is ``diverged`` at its stop step now, as a run of one more step was
+    (revision 7); its record said 'ok', the report counted no divergence and a claim over a
+    cell of such seeds read 'not measured'."""
+    metrics = rec.get("metrics") or {}
+    return rec.get("status") == "ok" and isinstance(metrics, dict) and "val.loss" in metrics \
+        and metrics["val.loss"] is None
+
+
 # Changes of what a run computes that keep its run id (bumping CODE_VERSION changes every run's
 # id: every store trains everything again, and each committed row stands under an older id): a
 # record names the revision it was written at (``revision``; records before the first have
@@ -430,6 +440,8 @@ REVISIONS: tuple[tuple[int, str, Callable[[dict], bool]], ...] = (
      _corpus_of_gigabytes),
     (6, "induction_heads draws the hard case's r up to gamma*T as written (0.29 x 100 floored "
         "to 28 in float)", _induction_heads_hard_range),
+    (7, "a run whose model at its stop step has a loss that is not finite is 'diverged' there "
+        "(it ended 'ok' with NaN metrics)", _ok_with_nonfinite_end),
 )
 RECORD_REVISION = REVISIONS[-1][0]
 

@@ -3,7 +3,8 @@
 Each member keeps its own init seed, data stream, learning-rate schedule, betas/eps/weight decay,
 gradient clipping, label smoothing, step budget and early stop; a member that stops is frozen and its
 metrics are those at its stop step. NaN/inf loss marks the member ``diverged`` at that step and the
-others go on.
+others go on (so does a loss that is not finite in the evaluation at its stop step: its last update
+blew its model up).
 
 Target kinds (``TaskInfo.target`` / ``.loss``; a batch's ``y`` has the matching shape, see
 ``tasks.base.Batch``)::
@@ -877,6 +878,21 @@ def train_pack(
     def met(row: dict[str, float]) -> bool:
         return bool(es) and es.met(row[es.metric])
 
+    def blown(e: int, row: dict[str, float], step: int) -> bool:
+        """Member e stops at ``step`` with a model whose loss is not finite (``row``: its
+        evaluation at that step): its last update blew it up, and the training step it would
+        take next diverges, so it is ``diverged`` at ``step``, as in a longer run; its history
+        keeps the row only at a multiple of eval_every, as that run's. Such a member ended
+        'ok' at its budget (or time limit) with NaN metrics, and a run of one more step was
+        'diverged'."""
+        if math.isfinite(row["val.loss"]) and math.isfinite(row["train.loss"]):
+            return False
+        if step % tc0.eval_every == 0 and (not history[e] or history[e][-1] is not row):
+            history[e].append(row)
+        status[e] = "diverged"
+        stop(e, "diverged", step)
+        return True
+
     def run_eval(step: int) -> None:
         rows = eval_rows(step)
         for e in range(E):
@@ -891,6 +907,8 @@ def train_pack(
         if done_now:
             rows = eval_rows(step)
             for e in done_now:
+                if blown(e, rows[e], step):
+                    continue
                 history[e].append(rows[e])
                 # its last evaluation is an evaluation too: a run meeting its early stop there
                 # (at its step budget) said 'max_steps', as if it never had
@@ -908,6 +926,8 @@ def train_pack(
             # curve ended at the last multiple of eval_every, before its final model)
             rows = eval_rows(step) if cut and step % tc0.eval_every else None
             for e in cut:
+                if blown(e, rows[e] if rows is not None else history[e][-1], step):
+                    continue
                 if rows is not None:
                     history[e].append(rows[e])
                 # meeting its early stop at that evaluation, it is not a run cut short (the

@@ -14021,10 +14021,11 @@ def test_output_variance_reads_every_fact_of_a_query_from_its_context():
 
 def test_a_model_of_non_finite_outputs_scores_no_accuracy(tmp_path):
     """A run whose last update left its weights non-finite (`lr: 1e6`, one step: the training
-    loss was finite, the status 'ok') was evaluated on NaN logits: its losses were NaN, but the
-    argmax of a NaN row is class 0, so val/test/train.acc were numbers (0.06, 0.0, 0.19) that a
-    claim `test.acc <= 0.5` judged. The accuracy is NaN (not measured) as the loss is; the best
-    validation accuracy is that of the evaluations that had one."""
+    loss was finite; the status 'ok' then, 'diverged' at its stop step since round 47) was
+    evaluated on NaN logits: its losses were NaN, but the argmax of a NaN row is class 0, so
+    val/test/train.acc were numbers (0.06, 0.0, 0.19) that a claim `test.acc <= 0.5` judged.
+    The accuracy is NaN (not measured) as the loss is; the best validation accuracy is that of
+    the evaluations that had one."""
     import math
 
     from ssmrepro.spec import load_spec
@@ -14036,7 +14037,7 @@ def test_a_model_of_non_finite_outputs_scores_no_accuracy(tmp_path):
         "test_size": 16, "eval_every": 1, "eval_batch_size": 16}))
     (rec,) = train_pack(expand(spec, "paper"))
     m = rec["metrics"]
-    assert rec["status"] == "ok" and math.isnan(m["test.loss"]), rec
+    assert rec["status"] == "diverged" and math.isnan(m["test.loss"]), rec
     for k in ("val.acc", "test.acc", "train.acc"):
         assert math.isnan(m[k]), (k, m[k])
     assert [h["step"] for h in rec["history"]] == [0, 1]
@@ -23233,3 +23234,111 @@ def test_r47e_a_results_table_cut_short_is_not_called_edited_by_hand(tmp_path):
     cut, edited = store.warnings
     assert "run(s) c3 have fewer cells than its header (the file was cut short" in cut, cut
     assert "run(s) a1 were changed since ssmrepro wrote them" in edited, edited
+@pytest.mark.parametrize("every", [1, 5])
+def test_r47h_a_run_blown_up_by_its_last_update_is_diverged_as_one_step_longer(tmp_path, every):
+    """A member whose last update (step max_steps - 1) blew its model up (lr 1e30) ended 'ok' at
+    its budget with NaN metrics, while the same run with one more step was 'diverged' at that
+    step: now both are diverged at step 1 with the same history (the row at step 1 only where
+    1 is a multiple of eval_every), which the store accepts; its pack-mate trains on as alone."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import history_problem
+    from ssmrepro.sweep import expand
+    from ssmrepro.train import train_pack
+
+    out = {}
+    for steps in (1, 2):
+        train = {"optimizer": "adam", "lr": 0.01, "batch_size": 4, "max_steps": steps,
+                 "val_size": 8, "test_size": 8, "eval_every": every, "eval_batch_size": 8}
+        spec = load_spec(write_spec(tmp_path, name=f"t-blown-{steps}", seeds=[0], train=train,
+                                    sweep=[{"grid": {"train.lr": [1e30, 0.01]}}]))
+        runs = expand(spec, "paper")
+        out[steps] = train_pack(runs)
+        alone = train_pack([runs[1]])[0]
+        assert out[steps][1]["status"] == "ok" and math.isfinite(out[steps][1]["metrics"]["val.loss"])
+        assert out[steps][1]["metrics"] == pytest.approx(alone["metrics"])
+    short, long_ = out[1][0], out[2][0]
+    assert short["status"] == long_["status"] == "diverged"
+    assert short["stop_reason"] == long_["stop_reason"] == "diverged"
+    assert short["stop_step"] == long_["stop_step"] == 1
+    steps = [h["step"] for h in short["history"]]
+    assert steps == [h["step"] for h in long_["history"]] == ([0, 1] if every == 1 else [0])
+    assert all(math.isnan(v) for k, v in short["metrics"].items()
+               if k not in ("train.loss", "val.best_acc", "val.max_rise"))
+    assert history_problem(steps, short, every) is None
+
+
+def test_r47h_an_older_ok_record_with_a_nan_final_loss_is_trained_again():
+    """An older record of a run whose last update blew its model up said 'ok' with a NaN
+    val.loss (null in the record): it is trained again (REVISIONS 7), and recorded diverged;
+    a record of this revision, or with a finite val.loss, stands."""
+    from ssmrepro.store import RECORD_REVISION, redefined
+
+    rec = {"status": "ok", "stop_reason": "max_steps", "config": {"task": {}, "train": {},
+                                                                  "model": {}},
+           "metrics": {"val.loss": None, "test.loss": None, "train.loss": 2.0,
+                       "train.avg_loss": None}, "revision": 6}
+    assert "is 'diverged' there" in redefined(rec)
+    assert redefined({**rec, "revision": RECORD_REVISION}) is None
+    assert redefined({**rec, "metrics": {**rec["metrics"], "val.loss": 2.5}}) is None
+    assert redefined({**rec, "status": "diverged"}) is None
+
+
+def test_r47h_imdb_splits_mix_the_classes_in_their_first_rows(tmp_path):
+    """The aclImdb archive lists every negative review before the positive ones, and a run
+    reads the first rows of a split (train.train_size, val_size, test_size): `train_size` half
+    the split trained on negative reviews alone and the test set scored them alone (an
+    accuracy of one class). Each split's rows are in one seeded order now, every review kept
+    with its own label."""
+    from ssmrepro.data import load_lra
+
+    root = tmp_path / "data"
+    for split in ("train", "test"):
+        for cls in ("neg", "pos"):
+            d = root / "imdb/aclImdb" / split / cls
+            d.mkdir(parents=True)
+            for i in range(12):
+                (d / f"{i}_5.txt").write_text(f"{cls[0]} {split} {i}")
+    for split in ("train", "val", "test"):
+        ds = load_lra("text", split, root=root, cache=False, level="byte")
+        labels = ds.labels.tolist()
+        assert sorted(labels) == [0] * 12 + [1] * 12, (split, labels)
+        assert 0 < sum(labels[:6]) < 6, (split, labels)  # both classes among the first rows
+        first = {int(v) - 2 for v in ds.x[:, 0]}  # byte level: ids are bytes + 2 (<pad>, <eos>)
+        assert first == {ord("n"), ord("p")}
+        assert all(int(x) - 2 == ord("np"[y]) for x, y in zip(ds.x[:, 0], labels)), split
+
+
+@pytest.mark.parametrize("every", [1, 3])
+def test_r47h_a_run_blown_up_before_its_time_limit_cuts_it_is_diverged(tmp_path, monkeypatch,
+                                                                        every):
+    """The time limit's cut at step 1 of a member whose update at step 0 blew its model up: it
+    ended 'time_limit', 'ok', with NaN metrics; now 'diverged' at step 1, its history as the
+    store expects (a clock that moves one second a training step)."""
+    import types
+
+    import ssmrepro.train as T
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import history_problem
+    from ssmrepro.sweep import expand
+
+    now = [0.0]
+    monkeypatch.setattr(T, "time", types.SimpleNamespace(monotonic=lambda: now[0],
+                                                         process_time=lambda: 0.0))
+    step = T.forward_backward
+
+    def timed(*a, **kw):
+        now[0] += 1.0
+        return step(*a, **kw)
+
+    monkeypatch.setattr(T, "forward_backward", timed)
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 4, "max_steps": 4, "val_size": 8,
+             "test_size": 8, "eval_every": every, "eval_batch_size": 8}
+    spec = load_spec(write_spec(tmp_path, seeds=[0], train=train, sweep=[
+        {"zip": {"train.lr": [1e30, 0.01], "train.time_limit_s": [0.5, None]}}]))
+    blown, ok = T.train_pack(expand(spec, "paper"))
+    assert (blown["status"], blown["stop_reason"], blown["stop_step"]) == ("diverged",
+                                                                           "diverged", 1)
+    steps = [h["step"] for h in blown["history"]]
+    assert steps == ([0, 1] if every == 1 else [0])
+    assert history_problem(steps, blown, every) is None
+    assert (ok["status"], ok["stop_reason"], ok["stop_step"]) == ("ok", "max_steps", 4)

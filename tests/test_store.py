@@ -42,7 +42,7 @@ def test_claims_are_exclusive_until_released(tmp_path):
 
 def test_done_runs_cannot_be_claimed(tmp_path):
     s = Store(tmp_path)
-    r1 = record(metrics={"val.loss": float("nan")})
+    r1 = record("diverged", metrics={"val.loss": float("nan")})  # done too
     s.write(r1)
     assert not s.claim(r1["run_id"])
     assert json.loads(s.record_path(r1["run_id"]).read_text())["metrics"]["val.loss"] is None

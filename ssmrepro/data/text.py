@@ -12,6 +12,9 @@ and 25k test reviews, labels neg = 0 / pos = 1. The ``unsup`` reviews are not us
 
 Sequences are truncated so that, with the ``<eos>`` appended, they have at most ``max_len`` (4096)
 tokens. As in LRA and S4, the validation split is the test set unless ``val_split="train"``.
+Each split's reviews are in one seeded order (``ORDER_SEED``), negative and positive mixed: a run
+reads the first rows of a split (``train.train_size``, ``val_size``, ``test_size``), and the
+archive's order (every negative review first) made those reviews of one class.
 """
 
 from __future__ import annotations
@@ -27,7 +30,11 @@ IMDB_DIRNAME = "aclImdb"
 MAX_REVIEW_BYTES = 1 << 20  # the longest aclImdb review has about 14 kB
 MAX_LINE_BYTES = 1 << 24  # a TSV line (ListOps: one expression; AAN: two papers' text)
 N_CLASSES = 2
-PREPARE_VERSION = 1
+PREPARE_VERSION = 2  # 2: each split's reviews in a seeded order (the archive's, every negative
+#   review before the positive ones, made the first rows of a split, which train_size, val_size
+#   and test_size take, reviews of one class)
+ORDER_SEED = 20  # the one seeded order of each split's reviews (not a setting: split_seed draws
+#                 the validation reviews of val_split train from the training reviews so ordered)
 PAD, UNK, EOS = 0, 1, 2  # char level
 SPECIALS = ("<pad>", "<unk>", "<eos>")
 
@@ -173,6 +180,13 @@ def prepare_imdb(
     if cfg.val_split not in ("test", "train"):
         raise ValueError(f"val_split must be 'test' or 'train', got {cfg.val_split!r}")
     files = imdb_files(directory)
+    # a split's rows in a seeded order: the archive lists every negative review before the
+    # positive ones, and a run reads the first rows of a split (train.train_size of the training
+    # split, val_size / test_size of the others), so `train_size: 5000` trained on negative
+    # reviews alone and test_size 10,000 scored them alone, an accuracy of one class
+    for i, split in enumerate(("train", "test")):
+        order = np.random.default_rng([ORDER_SEED, i]).permutation(len(files[split]))
+        files[split] = [files[split][j] for j in order]
     texts = {s: [read_review(f) for f, _ in items] for s, items in files.items()}
     labels = {s: np.array([y for _, y in items], dtype=np.int64) for s, items in files.items()}
     split_idx: dict[str, tuple[str, np.ndarray]] = {
