@@ -22516,3 +22516,32 @@ def test_a_decay_histogram_of_a_diverged_model_counts_its_nonfinite_values_and_i
             f"diverged): {rec['run_id']} (S6: {n:,} values); left out") in said, said
     hist_csv = out / "tests/t-spec/histograms-smoke.csv"
     assert not hist_csv.exists() or "S6" not in hist_csv.read_text()
+
+
+def test_r47b_a_committed_histogram_cell_does_not_stand_for_runs_left_out_as_nonfinite(tmp_path):
+    """Round 46 left a run whose decay histogram holds NaN / inf values out of its cell, with a
+    warning; but where no other record measured the cell (every seed's histogram non-finite, or
+    the other seeds' records gone), the committed histograms.csv stood for it: its row (the
+    finite rest, as an older plot summed it) came back into the table and the decay metrics,
+    beside the warning that it was left out. The cell stays unmeasured, its old row dropped."""
+    import json
+
+    import pandas as pd
+
+    spec = _one_run_spec(tmp_path, seeds=[0, 1], analysis=["decay_histogram"])
+    out = tmp_path / "out"
+    args = ["--out", out, "--profile", "smoke"]
+    assert _invoke("run", spec, *args, "--no-calibrate", "--workers", "1").exit_code == 0
+    root = out / "tests" / "t-spec"
+    assert "S6" in (root / "histograms-smoke.csv").read_text()
+    first, second = sorted(root.glob("runs/*.json"))
+    rec = json.loads(first.read_text())
+    rec["analysis"]["decay_histogram"].update(nonfinite=100, mean_before=None, mean_after=None)
+    first.write_text(json.dumps(rec))
+    second.unlink()  # the other seed's record gone: no record measures the cell
+    res = _invoke("plot", spec, *args)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and f"{rec['run_id']} (S6: 100 values); left out" in said, said
+    hist = root / "histograms-smoke.csv"
+    assert not hist.exists() or "S6" not in hist.read_text()
+    assert pd.read_csv(root / "summary-smoke.csv")["decay.split"].isna().all()
