@@ -22545,3 +22545,42 @@ def test_r47b_a_committed_histogram_cell_does_not_stand_for_runs_left_out_as_non
     hist = root / "histograms-smoke.csv"
     assert not hist.exists() or "S6" not in hist.read_text()
     assert pd.read_csv(root / "summary-smoke.csv")["decay.split"].isna().all()
+
+
+def test_r47b_a_line_drawn_over_every_point_of_an_earlier_one_with_gaps_says_so(tmp_path,
+                                                                               monkeypatch):
+    """Two hues of one panel whose values agree where the earlier has one, the earlier with a
+    cell without a value (A [NaN, 0.7] then B [0.5, 0.7]: accuracies of 1 where one cell of A
+    diverged): B's line covered every point A draws, hiding it, and the legend said nothing (the
+    same-values note of round 46 asked for equal NaNs too). B is dashed with hollow markers and
+    says whose values it covers; a line with fewer values than an earlier one (drawn over part
+    of it, the rest showing) or one that differs stays as drawn."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import figures as lines_kind
+    from ssmrepro.plots.registry import same_lines
+
+    nan = np.nan
+    assert same_lines({"A": ([1, 2, 3], [1, nan, 1]), "B": ([1, 2, 3], [1, 1, 1]),
+                       "C": ([1, 2, 3], [1, 1, 1]), "D": ([1, 2, 3], [1, nan, 0.5])}) == {
+        "B": "A where it has one", "C": "B"}
+    assert same_lines({"A": ([1, 2], [1, 1]), "B": ([1, 2], [1, nan]),
+                       "C": ([1, 3], [1, 1]), "D": ([1, 2], [0.5, 1])}) == {}
+    rows = [{"label": lab, "model.d_model": d, "n_params": d, "n_expected": 1, "n_ok": 1,
+             "n_diverged": 0, "complete": True, "test.acc": v}
+            for lab, vals in (("A", (nan, 0.7)), ("B", (0.5, 0.7))) for d, v in zip((8, 16), vals)]
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", pd.DataFrame(rows), ["label", "model.d_model"],
+                        lambda stem, ext: tmp_path / f"{stem}.{ext}")
+    drawn: dict = {}
+    monkeypatch.setattr(lines_kind, "save_png", lambda fig, path, dpi: drawn.update(
+        {ln.get_label().split(" (")[0]: ln for ln in fig.axes[0].get_lines()}))
+    cfg = parse_figure({"kind": "lines", "x": "model.d_model", "hue": "label", "facet": None})
+    assert lines_kind.lines(ctx, cfg, tmp_path / "f.png")
+    assert drawn["B"].get_label() == "B (same values as A where it has one: dashed)"
+    assert drawn["B"].get_linestyle() == "--" and drawn["A"].get_linestyle() == "-"
