@@ -22584,3 +22584,25 @@ def test_r47b_a_line_drawn_over_every_point_of_an_earlier_one_with_gaps_says_so(
     assert lines_kind.lines(ctx, cfg, tmp_path / "f.png")
     assert drawn["B"].get_label() == "B (same values as A where it has one: dashed)"
     assert drawn["B"].get_linestyle() == "--" and drawn["A"].get_linestyle() == "-"
+
+
+def test_r47b_a_set_mapping_whose_fields_a_sweep_only_refines_is_taken(tmp_path):
+    """`--set train.schedule={kind: cosine, final_factor: 0.1}` under a sweep of
+    train.schedule.warmup_steps was refused, 'the profile sweeps this key (the sweep would
+    replace the value)', though every point kept the mapping and set only warmup_steps in it (a
+    profile's `set` of the same mapping is taken). Refused only where the sweep sets the key,
+    a key around it, or a field the mapping names."""
+    from ssmrepro.spec import SpecError, load_spec
+    from ssmrepro.sweep import expand
+
+    spec = load_spec(write_spec(tmp_path, seeds=[0], sweep=[
+        {"grid": {"train.schedule.warmup_steps": [0, 3]}}]))
+    runs = expand(spec, "smoke", overrides={"train.schedule": {"kind": "cosine",
+                                                               "final_factor": 0.1}})
+    assert [(r.train.schedule.kind, r.train.schedule.final_factor, r.train.schedule.warmup_steps)
+            for r in runs] == [("cosine", 0.1, 0), ("cosine", 0.1, 3)]
+    for over in ({"train.schedule": {"kind": "cosine", "warmup_steps": 2}},
+                 {"train.schedule.warmup_steps": 2},
+                 {"train": {"schedule": {"warmup_steps": 1}}}):
+        with pytest.raises(SpecError, match="sweeps this key"):
+            expand(spec, "smoke", overrides=over)
