@@ -22606,3 +22606,19 @@ def test_r47b_a_set_mapping_whose_fields_a_sweep_only_refines_is_taken(tmp_path)
                  {"train": {"schedule": {"warmup_steps": 1}}}):
         with pytest.raises(SpecError, match="sweeps this key"):
             expand(spec, "smoke", overrides=over)
+
+
+def test_r47b_build_kernels_help_under_python_OO_keeps_its_usage():
+    """Round 45 read the scripts' usage from their source under `python -OO` (docstrings
+    stripped), but scripts/build_kernels.py gave argparse its `__doc__`: its --help lost the
+    subcommands' description there, the one place that explains them."""
+    import subprocess
+    import sys
+
+    script = str(ROOT / "scripts" / "build_kernels.py")
+    plain, stripped = (subprocess.run([sys.executable, *flag, script, "--help"],
+                                      capture_output=True, text=True, timeout=60)
+                       for flag in ([], ["-OO"]))
+    assert plain.returncode == stripped.returncode == 0, stripped.stderr
+    assert "discover   unpack the sdists" in stripped.stdout
+    assert stripped.stdout == plain.stdout
