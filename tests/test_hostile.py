@@ -22622,3 +22622,35 @@ def test_r47b_build_kernels_help_under_python_OO_keeps_its_usage():
     assert plain.returncode == stripped.returncode == 0, stripped.stderr
     assert "discover   unpack the sdists" in stripped.stdout
     assert stripped.stdout == plain.stdout
+
+
+def test_r47b_a_dotted_key_of_thousands_of_names_is_refused_as_too_deep(tmp_path):
+    """Round 45 bounded how deep a spec's mappings and lists nest (64 levels), but a dotted key
+    nests as deep as its names (set_dotted): a profile `set`, sweep or derived key
+    `model.a.a.a...` of 3,000 names was a RecursionError traceback in expand's deepcopy, of
+    60,000 names (a 120 kB key) `validate` ran for hours in the profile checks' walk of its
+    prefixes, and `--set model.a.a...=1` was the same traceback. Each name counts as a level:
+    refused naming the key, exit 2, in well under a second; a value at the 64th level stays."""
+    import time
+
+    from ssmrepro.spec import MAX_SPEC_DEPTH, SpecError, load_spec, too_deep
+    from ssmrepro.sweep import expand, parse_overrides
+
+    deep = "model." + ".".join(["a"] * 60_000)
+    sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]}]
+    for fields in ({"profiles": {"smoke": {"set": {deep: 1}}, "quick": {}, "paper": {}}},
+                   {"sweep": [{"grid": {deep: [1, 2]}}]}, {"derived": {deep: "1"}}):
+        path = write_spec(tmp_path, **{"sweep": sweep, **fields})
+        start = time.time()
+        with pytest.raises(SpecError, match=r"model\.a\.a.*\(120,005 characters\): mappings and "
+                                            r"lists nested more than 64 levels deep"):
+            load_spec(path)
+        assert time.time() - start < 2, fields
+    with pytest.raises(SpecError, match="nested more than 64 levels deep"):
+        parse_overrides([f"model.{'.'.join(['a'] * 3000)}=1"])
+    spec = load_spec(write_spec(tmp_path, sweep=sweep))
+    with pytest.raises(SpecError, match="unknown key"):  # at 64 levels: an unknown key, as before
+        expand(spec, "smoke", overrides=parse_overrides(
+            [f"model.{'.'.join(['a'] * (MAX_SPEC_DEPTH - 2))}=1"]))
+    assert too_deep({"a": {"b" + ".c" * (MAX_SPEC_DEPTH - 2): 1}}) is None
+    assert too_deep({"a": {"b" + ".c" * (MAX_SPEC_DEPTH - 1): 1}}) is not None

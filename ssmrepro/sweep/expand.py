@@ -484,7 +484,8 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
             continue
         try:
             out[key] = parse_yaml(raw) if raw.strip() else ""
-            deep = too_deep(out[key])  # (900 deep was a RecursionError traceback in expand)
+            # (900 deep was a RecursionError traceback in expand; the key's names are levels)
+            deep = too_deep({key: out[key]})
             if deep:
                 errors.append(f"--set {key}: {deep.partition(': ')[2]}")
                 continue
