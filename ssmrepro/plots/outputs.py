@@ -2139,7 +2139,7 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
                     if (x.label, id(x.task), id(x.model), id(x.train)) not in left]
         if hpath.exists() and (hist.empty or len(recs) < len(runs)):  # the committed cells
             read = read_histograms(hpath)
-            committed, vague = completed_keys(read, run_keys, measured, base)
+            committed, vague = completed_keys(read, run_keys, finished, base)
             for why in vague:
                 print(f"warning: {hpath.name}: {why}; its rows are not used", file=sys.stderr)
             # a committed cell stands whole for one short of a seed's record (measured from the
