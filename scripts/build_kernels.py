@@ -21,6 +21,7 @@ own ``-std`` (``--std`` overrides it; setup.py uses c++17 for mamba, torch's def
 from __future__ import annotations
 
 import argparse
+import ast
 import csv
 import hashlib
 import json
@@ -366,7 +367,11 @@ def summarize(junits: list[Path], work: Path, info: Path | None, out: Path, comm
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    # under python -OO (docstrings stripped) the usage is read from this file, as the other
+    # scripts read theirs (ssmrepro.util.docstring; this one runs without ssmrepro importable)
+    doc = __doc__ or ast.get_docstring(ast.parse(Path(__file__).read_text(encoding="utf-8")),
+                                       clean=False)
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sdists", type=Path, default=ROOT / "third_party" / "sdists")
     ap.add_argument("--work", type=Path, default=ROOT / "build" / "kernels")
     sub = ap.add_subparsers(dest="cmd", required=True)

@@ -1033,19 +1033,27 @@ def too_deep(doc: Any) -> str | None:
     """'key: reason' where ``doc`` nests mappings or lists beyond ``MAX_SPEC_DEPTH`` levels, read
     through a stack: a claim's or a paper value's `where: {task.T: [[[...8...]]]}` 900 deep,
     which YAML reads, was a RecursionError or pydantic serialization traceback (a list nested
-    more than twice matches no cell anyway). None when it does not."""
+    more than twice matches no cell anyway). Each name of a dotted key is a level (``set_dotted``
+    nests it so): a key `model.a.a.a...` of 3,000 names was a RecursionError traceback in
+    expand's deepcopy, one of 60,000 hours of the profile checks' n² walk of its prefixes.
+    None when it does not."""
     seen: dict[int, int] = {}  # a container (YAML aliases share one) -> the deepest level read
     todo: list[tuple[Any, int, tuple]] = [(doc, 0, ())]
     while todo:
         o, depth, at = todo.pop()
-        if not isinstance(o, (dict, list)) or seen.get(id(o), -1) >= depth:
+        if not isinstance(o, (dict, list)):
+            if depth <= MAX_SPEC_DEPTH:  # (a value inside the deepest mapping a key spells)
+                continue
+        elif seen.get(id(o), -1) >= depth:
             continue
         if depth >= MAX_SPEC_DEPTH:
             return (f"{'.'.join(at[:8]) + ('…' if len(at) > 8 else '')}: mappings and lists nested more than "
-                    f"{MAX_SPEC_DEPTH} levels deep; no spec key nests so deep")
+                    f"{MAX_SPEC_DEPTH} levels deep (each name of a dotted key a level); no spec key "
+                    "nests so deep")
         seen[id(o)] = depth
         items = o.items() if isinstance(o, dict) else enumerate(o)
-        todo.extend((v, depth + 1, (*at, short_name(str(k)))) for k, v in items)
+        todo.extend((v, depth + 1 + (k.count(".") if isinstance(k, str) else 0),
+                     (*at, short_name(str(k)))) for k, v in items)
     return None
 
 

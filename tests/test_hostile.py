@@ -23342,3 +23342,139 @@ def test_r47h_a_run_blown_up_before_its_time_limit_cuts_it_is_diverged(tmp_path,
     assert steps == ([0, 1] if every == 1 else [0])
     assert history_problem(steps, blown, every) is None
     assert (ok["status"], ok["stop_reason"], ok["stop_step"]) == ("ok", "max_steps", 4)
+def test_r47b_a_committed_histogram_cell_does_not_stand_for_runs_left_out_as_nonfinite(tmp_path):
+    """Round 46 left a run whose decay histogram holds NaN / inf values out of its cell, with a
+    warning; but where no other record measured the cell (every seed's histogram non-finite, or
+    the other seeds' records gone), the committed histograms.csv stood for it: its row (the
+    finite rest, as an older plot summed it) came back into the table and the decay metrics,
+    beside the warning that it was left out. The cell stays unmeasured, its old row dropped."""
+    import json
+
+    import pandas as pd
+
+    spec = _one_run_spec(tmp_path, seeds=[0, 1], analysis=["decay_histogram"])
+    out = tmp_path / "out"
+    args = ["--out", out, "--profile", "smoke"]
+    assert _invoke("run", spec, *args, "--no-calibrate", "--workers", "1").exit_code == 0
+    root = out / "tests" / "t-spec"
+    assert "S6" in (root / "histograms-smoke.csv").read_text()
+    first, second = sorted(root.glob("runs/*.json"))
+    rec = json.loads(first.read_text())
+    rec["analysis"]["decay_histogram"].update(nonfinite=100, mean_before=None, mean_after=None)
+    first.write_text(json.dumps(rec))
+    second.unlink()  # the other seed's record gone: no record measures the cell
+    res = _invoke("plot", spec, *args)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and f"{rec['run_id']} (S6: 100 values); left out" in said, said
+    hist = root / "histograms-smoke.csv"
+    assert not hist.exists() or "S6" not in hist.read_text()
+    assert pd.read_csv(root / "summary-smoke.csv")["decay.split"].isna().all()
+
+
+def test_r47b_a_line_drawn_over_every_point_of_an_earlier_one_with_gaps_says_so(tmp_path,
+                                                                               monkeypatch):
+    """Two hues of one panel whose values agree where the earlier has one, the earlier with a
+    cell without a value (A [NaN, 0.7] then B [0.5, 0.7]: accuracies of 1 where one cell of A
+    diverged): B's line covered every point A draws, hiding it, and the legend said nothing (the
+    same-values note of round 46 asked for equal NaNs too). B is dashed with hollow markers and
+    says whose values it covers; a line with fewer values than an earlier one (drawn over part
+    of it, the rest showing) or one that differs stays as drawn."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import figures as lines_kind
+    from ssmrepro.plots.registry import same_lines
+
+    nan = np.nan
+    assert same_lines({"A": ([1, 2, 3], [1, nan, 1]), "B": ([1, 2, 3], [1, 1, 1]),
+                       "C": ([1, 2, 3], [1, 1, 1]), "D": ([1, 2, 3], [1, nan, 0.5])}) == {
+        "B": "A where it has one", "C": "B"}
+    assert same_lines({"A": ([1, 2], [1, 1]), "B": ([1, 2], [1, nan]),
+                       "C": ([1, 3], [1, 1]), "D": ([1, 2], [0.5, 1])}) == {}
+    rows = [{"label": lab, "model.d_model": d, "n_params": d, "n_expected": 1, "n_ok": 1,
+             "n_diverged": 0, "complete": True, "test.acc": v}
+            for lab, vals in (("A", (nan, 0.7)), ("B", (0.5, 0.7))) for d, v in zip((8, 16), vals)]
+    spec = SimpleNamespace(id="t", title="t", paper_values=[],
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", pd.DataFrame(rows), ["label", "model.d_model"],
+                        lambda stem, ext: tmp_path / f"{stem}.{ext}")
+    drawn: dict = {}
+    monkeypatch.setattr(lines_kind, "save_png", lambda fig, path, dpi: drawn.update(
+        {ln.get_label().split(" (")[0]: ln for ln in fig.axes[0].get_lines()}))
+    cfg = parse_figure({"kind": "lines", "x": "model.d_model", "hue": "label", "facet": None})
+    assert lines_kind.lines(ctx, cfg, tmp_path / "f.png")
+    assert drawn["B"].get_label() == "B (same values as A where it has one: dashed)"
+    assert drawn["B"].get_linestyle() == "--" and drawn["A"].get_linestyle() == "-"
+
+
+def test_r47b_a_set_mapping_whose_fields_a_sweep_only_refines_is_taken(tmp_path):
+    """`--set train.schedule={kind: cosine, final_factor: 0.1}` under a sweep of
+    train.schedule.warmup_steps was refused, 'the profile sweeps this key (the sweep would
+    replace the value)', though every point kept the mapping and set only warmup_steps in it (a
+    profile's `set` of the same mapping is taken). Refused only where the sweep sets the key,
+    a key around it, or a field the mapping names."""
+    from ssmrepro.spec import SpecError, load_spec
+    from ssmrepro.sweep import expand
+
+    spec = load_spec(write_spec(tmp_path, seeds=[0], sweep=[
+        {"grid": {"train.schedule.warmup_steps": [0, 3]}}]))
+    runs = expand(spec, "smoke", overrides={"train.schedule": {"kind": "cosine",
+                                                               "final_factor": 0.1}})
+    assert [(r.train.schedule.kind, r.train.schedule.final_factor, r.train.schedule.warmup_steps)
+            for r in runs] == [("cosine", 0.1, 0), ("cosine", 0.1, 3)]
+    for over in ({"train.schedule": {"kind": "cosine", "warmup_steps": 2}},
+                 {"train.schedule.warmup_steps": 2},
+                 {"train": {"schedule": {"warmup_steps": 1}}}):
+        with pytest.raises(SpecError, match="sweeps this key"):
+            expand(spec, "smoke", overrides=over)
+
+
+def test_r47b_build_kernels_help_under_python_OO_keeps_its_usage():
+    """Round 45 read the scripts' usage from their source under `python -OO` (docstrings
+    stripped), but scripts/build_kernels.py gave argparse its `__doc__`: its --help lost the
+    subcommands' description there, the one place that explains them."""
+    import subprocess
+    import sys
+
+    script = str(ROOT / "scripts" / "build_kernels.py")
+    plain, stripped = (subprocess.run([sys.executable, *flag, script, "--help"],
+                                      capture_output=True, text=True, timeout=60)
+                       for flag in ([], ["-OO"]))
+    assert plain.returncode == stripped.returncode == 0, stripped.stderr
+    assert "discover   unpack the sdists" in stripped.stdout
+    assert stripped.stdout == plain.stdout
+
+
+def test_r47b_a_dotted_key_of_thousands_of_names_is_refused_as_too_deep(tmp_path):
+    """Round 45 bounded how deep a spec's mappings and lists nest (64 levels), but a dotted key
+    nests as deep as its names (set_dotted): a profile `set`, sweep or derived key
+    `model.a.a.a...` of 3,000 names was a RecursionError traceback in expand's deepcopy, of
+    60,000 names (a 120 kB key) `validate` ran for hours in the profile checks' walk of its
+    prefixes, and `--set model.a.a...=1` was the same traceback. Each name counts as a level:
+    refused naming the key, exit 2, in well under a second; a value at the 64th level stays."""
+    import time
+
+    from ssmrepro.spec import MAX_SPEC_DEPTH, SpecError, load_spec, too_deep
+    from ssmrepro.sweep import expand, parse_overrides
+
+    deep = "model." + ".".join(["a"] * 60_000)
+    sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]}]
+    for fields in ({"profiles": {"smoke": {"set": {deep: 1}}, "quick": {}, "paper": {}}},
+                   {"sweep": [{"grid": {deep: [1, 2]}}]}, {"derived": {deep: "1"}}):
+        path = write_spec(tmp_path, **{"sweep": sweep, **fields})
+        start = time.time()
+        with pytest.raises(SpecError, match=r"model\.a\.a.*\(120,005 characters\): mappings and "
+                                            r"lists nested more than 64 levels deep"):
+            load_spec(path)
+        assert time.time() - start < 2, fields
+    with pytest.raises(SpecError, match="nested more than 64 levels deep"):
+        parse_overrides([f"model.{'.'.join(['a'] * 3000)}=1"])
+    spec = load_spec(write_spec(tmp_path, sweep=sweep))
+    with pytest.raises(SpecError, match="unknown key"):  # at 64 levels: an unknown key, as before
+        expand(spec, "smoke", overrides=parse_overrides(
+            [f"model.{'.'.join(['a'] * (MAX_SPEC_DEPTH - 2))}=1"]))
+    assert too_deep({"a": {"b" + ".c" * (MAX_SPEC_DEPTH - 2): 1}}) is None
+    assert too_deep({"a": {"b" + ".c" * (MAX_SPEC_DEPTH - 1): 1}}) is not None

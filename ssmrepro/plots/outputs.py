@@ -2157,6 +2157,13 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
         dropped = False  # committed rows of runs not finished under the spec as it is
         cols, short = short_cells(hist, run_keys, finished,  # cells short of a record
                                   {rid for rid, _ in recs})
+        # a committed cell stands for none of the sweep point (label, configs) of a run left
+        # out here: its row holds that run's histogram too (the finite rest, as an older plot
+        # summed it), and it came back, warned of as left out, when every run's was
+        left = {(x.label, id(x.task), id(x.model), id(x.train)) for x in runs
+                if (x.run_id, x.label) in bad}
+        measured = [x for x in finished
+                    if (x.label, id(x.task), id(x.model), id(x.train)) not in left]
         if hpath.exists() and (hist.empty or len(recs) < len(runs)):  # the committed cells
             read = read_histograms(hpath)
             committed, vague = completed_keys(read, run_keys, finished, base)
@@ -2164,11 +2171,12 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
                 print(f"warning: {hpath.name}: {why}; its rows are not used", file=sys.stderr)
             # a committed cell stands whole for one short of a seed's record (measured from the
             # seeds present, it disagreed with its results row, which counts them all)
-            stand = short & set(cell_identities(committed, run_keys))
+            stand = short_cells(hist, run_keys, measured, {rid for rid, _ in recs})[1] & set(
+                cell_identities(committed, run_keys))
             if stand:
                 hist = hist[[k not in stand for k in cell_identities(hist, run_keys)]]
             n_own = len(hist)
-            hist = with_committed(hist, committed, run_keys, finished, runs)
+            hist = with_committed(hist, committed, run_keys, measured, runs)
             dropped = _committed_dropped(read, len(hist) - n_own)
             short -= stand
         for key in sorted(short, key=str):

@@ -506,7 +506,9 @@ def same_lines(drawn: dict[str, tuple[Any, Any]]) -> dict[str, str]:
     an identical earlier one hid it while the legend listed both; the kinds draw it dashed with
     hollow markers (``SAME_STYLE``) and its legend entry says whose values it has. Values equal
     but for rounding (relative 1e-9) are the same; a line with no value at all draws nothing
-    and is left to ``gap_note``."""
+    and is left to ``gap_note``. A later line that has every value an earlier one has, and
+    values where that one has none (a cell of it diverged: [1, NaN, 1] before [1, 1, 1]), hid
+    it as wholly: it is '<the earlier hue> where it has one'."""
     out: dict[str, str] = {}
     seen: list[tuple[str, list, np.ndarray]] = []
     for hue, (xs, ys) in drawn.items():
@@ -514,13 +516,18 @@ def same_lines(drawn: dict[str, tuple[Any, Any]]) -> dict[str, str]:
         y = pd.to_numeric(pd.Series(ys), errors="coerce").to_numpy(float)
         if not np.isfinite(y).any():
             continue
-        for first, fx, fy in seen:
-            if fx == x and len(fy) == len(y) and np.allclose(fy, y, rtol=1e-9, atol=0.0,
-                                                              equal_nan=True):
-                out[hue] = first
-                break
-        else:
-            seen.append((hue, x, y))
+        like = [(first, fy) for first, fx, fy in seen if fx == x and len(fy) == len(y)]
+        first = next((f for f, fy in like if np.allclose(fy, y, rtol=1e-9, atol=0.0,
+                                                         equal_nan=True)), None)
+        if first is not None:
+            out[hue] = first
+            continue
+        under = next((f for f, fy in like if np.isfinite(y[np.isfinite(fy)]).all()
+                      and np.allclose(fy[np.isfinite(fy)], y[np.isfinite(fy)], rtol=1e-9,
+                                      atol=0.0)), None)
+        if under is not None:
+            out[hue] = f"{under} where it has one"
+        seen.append((hue, x, y))
     return out
 
 

@@ -484,7 +484,8 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
             continue
         try:
             out[key] = parse_yaml(raw) if raw.strip() else ""
-            deep = too_deep(out[key])  # (900 deep was a RecursionError traceback in expand)
+            # (900 deep was a RecursionError traceback in expand; the key's names are levels)
+            deep = too_deep({key: out[key]})
             if deep:
                 errors.append(f"--set {key}: {deep.partition(': ')[2]}")
                 continue
@@ -639,9 +640,10 @@ def expand(spec: Spec, profile: str | None = None,
     axes = prof.sweep if prof.sweep is not None else spec.sweep
     if overrides:
         swept = {k for axis in axes for _, ov in axis_points(axis) for k in ov}
-        clash = sorted(k for k in overrides
-                       if any(k == s or k.startswith(s + ".") or s.startswith(k + ".")
-                              for s in swept))
+        # a key the sweep sets, one inside it, or a field the --set mapping names (a mapping
+        # whose fields the sweep only refines stands: --set model={d_model: 16, ...} under a
+        # sweep of model.mixer was refused as replaced, though every point kept its value)
+        clash = sorted(k for k, v in overrides.items() if any(replaces(s, k, v) for s in swept))
         if clash:
             raise SpecError([f"--set {k}: the profile {profile!r} sweeps this key (the sweep "
                              "would replace the value)" for k in clash])
