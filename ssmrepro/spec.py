@@ -1138,8 +1138,8 @@ def _light_parse(text: str) -> tuple[str | None, str | None]:
 def index_problems() -> tuple[dict[str, Path], list[str]]:
     """(id and alias -> file, identity problems). Ids come from file names (``<id>.yaml``),
     aliases from a light read. Problems: two files with one id, an ``id:`` that is not the file
-    name, an alias used twice, an alias equal to another spec's id; such names are left out of
-    the index (ambiguous)."""
+    name, an alias used twice, an alias equal to another spec's id, ids or aliases of two specs
+    that differ only in case; such names are left out of the index (ambiguous)."""
     ids: dict[str, list[Path]] = {}
     aliases: dict[str, list[Path]] = {}
     problems, out = [], {}
@@ -1170,6 +1170,15 @@ def index_problems() -> tuple[dict[str, Path], list[str]]:
                             f"{len(ps)} specs")
         elif name in ids:
             problems.append(f"{ps[0]}: alias: {name!r} is the id of {ids[name][0]}")
+        elif cased := [(n, kind, q) for kind, names in (("id", ids), ("alias", aliases))
+                       for n, (q, *_) in sorted(names.items())
+                       if n != name and q != ps[0] and n.casefold() == name.casefold()]:
+            # `show Keep-Nth` and `show keep-nth` ran two different specs (aliases of two specs,
+            # or an alias and another spec's id, alike but for case): `validate --all` said ok
+            other, kind, where = cased[0]
+            problems.append(f"{ps[0]}: alias: {name!r} differs only in case from {other!r}, the "
+                            f"{kind} of {where} (names must be unique ignoring case: one is "
+                            "easily typed for the other)")
         else:
             out[name] = ps[0]
     for name in set(ids) | set(aliases):
