@@ -947,8 +947,13 @@ def yaml_problem(err: yaml.YAMLError) -> str:
     if context.startswith("found duplicate anchor"):
         return (f"an anchor (&name) is defined twice (first on {line}); give each anchor its own "
                 "name")
-    hint = (" (a value starting with '>' or '|' opens a block of text: quote it, e.g. "
-            "op: \">=\")" if context.startswith("while scanning a block scalar") else "")
+    hint = ""
+    if "tab character" in problem:  # a block of text indented with a tab: the quoting hint
+        # below sent its author to quote a `claim: >-` that was meant as the block it is
+        hint = " (YAML indents with spaces, never tabs: replace the tab with spaces)"
+    elif context.startswith("while scanning a block scalar"):
+        hint = (" (a value starting with '>' or '|' opens a block of text: quote it, e.g. "
+                "op: \">=\")")
     return f"{context}{' on ' + line if line else ''}: {problem}{hint}"
 
 

@@ -22540,3 +22540,18 @@ def test_r47g_aliases_that_differ_only_in_case_are_rejected(tmp_path):
     _edit(fig2, alias="Huang2025-fig1")  # another spec's id but for case
     _assert_refused(_invoke("validate", "--all", env=env), "alias: 'Huang2025-fig1' differs "
                     "only in case from 'huang2025-fig1', the id of")
+
+
+def test_r47g_a_block_of_text_indented_with_a_tab_is_not_told_to_quote_it(tmp_path):
+    """`claim: >-` over lines indented with a tab: the error said `... found a tab character
+    where an indentation space is expected (a value starting with '>' or '|' opens a block of
+    text: quote it, e.g. op: ">=")`, sending its author to quote a block meant as one. The tab is
+    named now; `op: >=` keeps its quoting hint."""
+    spec = write_spec(tmp_path, claim="CLAIM")
+    text = spec.read_text()
+    spec.write_text(text.replace("claim: CLAIM", "claim: >-\n\tA claim indented with a tab."))
+    res = _invoke("validate", spec)
+    _assert_refused(res, "tab character", "replace the tab with spaces")
+    assert "quote it" not in res.output, res.output
+    spec.write_text(text.replace("claim: CLAIM", "claim: >="))
+    _assert_refused(_invoke("validate", spec), "quote it")
