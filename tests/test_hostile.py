@@ -22555,3 +22555,14 @@ def test_r47g_a_block_of_text_indented_with_a_tab_is_not_told_to_quote_it(tmp_pa
     assert "quote it" not in res.output, res.output
     spec.write_text(text.replace("claim: CLAIM", "claim: >="))
     _assert_refused(_invoke("validate", spec), "quote it")
+
+
+@pytest.mark.parametrize("suffix", ["/", "//", "/.", "/sub/.."])
+def test_r47g_export_refuses_a_file_name_that_names_a_folder(tmp_path, suffix):
+    """`export --file out/` where no folder `out` existed wrote the table into a file named
+    `out` (the trailing '/' dropped), exit 0; so did `out/.`."""
+    (tmp_path / "results").mkdir()
+    res = _invoke("export", "--out", tmp_path / "results", "--file", f"{tmp_path / 'out'}{suffix}",
+                  env={"COLUMNS": "1000"})  # the error box's line unbroken
+    _assert_refused(res, "names a folder")
+    assert not (tmp_path / "out").exists()

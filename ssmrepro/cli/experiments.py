@@ -37,6 +37,7 @@ from .app import (
     console,
     err_console,
     fail,
+    file_value,
     path_value,
     print_json,
     print_table,
@@ -1056,7 +1057,7 @@ def _refuse_unused_bench_options(ctx: typer.Context, workload: str, **options) -
 
 @command()
 def export(
-    dest: Path | None = typer.Option(None, "--file", "-f", metavar="FILE", parser=path_value,
+    dest: Path | None = typer.Option(None, "--file", "-f", metavar="FILE", parser=file_value,
                                      help="file to write (default: ssmrepro-results.<format>)"),
     fmt: str = typer.Option("csv", "--format", help="csv | parquet (pip install -e '.[parquet]')"),
     out: Path | None = _out_option(),
