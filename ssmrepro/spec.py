@@ -1262,7 +1262,8 @@ def find_reused(spec: Spec, name: str) -> Spec:
 def find_spec(name: str) -> Spec:
     """Load a spec by id, alias or path; unknown names suggest close matches."""
     p = Path(name)
-    if p.suffix in (".yaml", ".yml") and p.exists():
+    if p.suffix in (".yaml", ".yml") and (p.exists() or p.is_symlink()):  # a link that loops
+        # was `no spec file x.yaml (no such file: moved or deleted?)`: it says why now
         return load_spec(p)
     idx, problems = index_problems()
     clash = [m for m in problems if f"{name!r}" in m]

@@ -22568,3 +22568,14 @@ def test_r47g_export_refuses_a_file_name_that_names_a_folder(tmp_path, suffix):
                   env={"COLUMNS": "1000"})  # the error box's line unbroken
     _assert_refused(res, "names a folder")
     assert not (tmp_path / "out").exists()
+
+
+def test_r47g_a_spec_link_that_loops_is_named_so(tmp_path):
+    """`validate a.yaml` where a.yaml and b.yaml link to each other said `no spec file a.yaml
+    (no such file: moved or deleted?)`: there is such a file, a link that loops."""
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    a.symlink_to(b)
+    b.symlink_to(a)
+    for command in ("validate", "show"):
+        res = _invoke(command, a)
+        _assert_refused(res, f"{a}: cannot read: Too many levels of symbolic links")
