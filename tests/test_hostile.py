@@ -22579,3 +22579,19 @@ def test_r47g_a_spec_link_that_loops_is_named_so(tmp_path):
     for command in ("validate", "show"):
         res = _invoke(command, a)
         _assert_refused(res, f"{a}: cannot read: Too many levels of symbolic links")
+
+
+def test_r47g_a_set_of_bytes_that_are_no_utf8_is_named_so():
+    """`--set $'task.T=\\xff'` (a Latin-1 shell) said `'utf-8' codec can't encode character
+    '\\udcff' in position 0: surrogates not allowed`; a key of such bytes was pydantic's
+    `task: Input should be a valid string, unable to parse raw data as a unicode string`."""
+    from ssmrepro.spec import SpecError
+    from ssmrepro.sweep.expand import parse_overrides
+
+    for item, why in [("task.T=\udcff", "--set task.T: cannot use '\\udcff': not UTF-8 text"),
+                      ("task.T=[a\udcff]", "not UTF-8 text"),
+                      ("task.\udcff=3", "--set 'task.\\udcff': the key is not UTF-8 text")]:
+        with pytest.raises(SpecError) as err:
+            parse_overrides([item])
+        assert why in err.value.messages[0], err.value.messages
+    assert parse_overrides(["task.T=é"]) == {"task.T": "é"}
