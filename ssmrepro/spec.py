@@ -1242,12 +1242,18 @@ def index() -> dict[str, Path]:
     return index_problems()[0]
 
 
+def is_spec_file_name(p: Path) -> bool:
+    """Whether a name given for a spec is a file's (``x.yaml``, ``x.yml``, in any case): an
+    existing `my/SPEC.YAML` was looked up as an id, `unknown experiment 'my/SPEC.YAML'`."""
+    return p.suffix.lower() in (".yaml", ".yml")
+
+
 def find_reused(spec: Spec, name: str) -> Spec:
     """The spec that ``spec``'s ``reuse`` entry ``name`` names: an id or alias, or a spec file
     by path, relative to ``spec``'s own folder (it was read from the current folder: a spec by
     path reusing ``other.yaml`` worked from one folder only)."""
     p = Path(name)
-    if p.suffix in (".yaml", ".yml") and not p.is_absolute() and spec.path is not None:
+    if is_spec_file_name(p) and not p.is_absolute() and spec.path is not None:
         name = str(Path(spec.path).parent / p)
     try:
         return find_spec(name)
@@ -1262,7 +1268,7 @@ def find_reused(spec: Spec, name: str) -> Spec:
 def find_spec(name: str) -> Spec:
     """Load a spec by id, alias or path; unknown names suggest close matches."""
     p = Path(name)
-    if p.suffix in (".yaml", ".yml") and (p.exists() or p.is_symlink()):  # a link that loops
+    if is_spec_file_name(p) and (p.exists() or p.is_symlink()):  # a link that loops
         # was `no spec file x.yaml (no such file: moved or deleted?)`: it says why now
         return load_spec(p)
     idx, problems = index_problems()
@@ -1274,10 +1280,10 @@ def find_spec(name: str) -> Spec:
         for k in idx:
             lower.setdefault(k.lower(), k)
         close = [lower[c] for c in difflib.get_close_matches(
-            (p.stem if p.suffix in (".yaml", ".yml") else name).lower(), list(lower), n=4,
+            (p.stem if is_spec_file_name(p) else name).lower(), list(lower), n=4,
             cutoff=0.5)]
         hint = f" Did you mean: {', '.join(close)}?" if close else " Try `ssmrepro list`."
-        if p.suffix in (".yaml", ".yml"):  # a spec file moved or deleted: it was 'unknown
+        if is_spec_file_name(p):  # a spec file moved or deleted: it was 'unknown
             # experiment', as a mistyped id, naming no file that is missing
             raise SpecError([f"no spec file {name} (no such file: moved or deleted?).{hint}"])
         raise SpecError([f"unknown experiment {name!r}.{hint}"])

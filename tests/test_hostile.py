@@ -22595,3 +22595,13 @@ def test_r47g_a_set_of_bytes_that_are_no_utf8_is_named_so():
             parse_overrides([item])
         assert why in err.value.messages[0], err.value.messages
     assert parse_overrides(["task.T=é"]) == {"task.T": "é"}
+
+
+def test_r47g_a_spec_file_with_an_upper_case_suffix_is_read_by_its_path(tmp_path):
+    """`validate my/SPEC.YAML` (a file saved so on Windows) said `unknown experiment
+    'my/SPEC.YAML'`: only a lower-case suffix was taken for a file."""
+    spec = write_spec(tmp_path)
+    upper = spec.rename(tmp_path / "T-SPEC.YAML")
+    res = _invoke("validate", upper)
+    assert res.exit_code == 0 and "ok t-spec" in res.output, res.output
+    _assert_refused(_invoke("show", tmp_path / "GONE.Yml"), "no spec file")
