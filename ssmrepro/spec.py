@@ -1190,13 +1190,13 @@ def index_problems() -> tuple[dict[str, Path], list[str]]:
         if name not in out:
             out.pop(name, None)
     known = set(spec_paths())
-    for p in sorted(experiments_dir().rglob("*.y*ml")):
-        if p in known or p.suffix not in (".yaml", ".yml") or p.name.startswith("_"):
+    for p in sorted(experiments_dir().rglob("*.[yY]*[mM][lL]")):  # `X.YAML` passed in silence
+        if p in known or not is_spec_file_name(p) or p.name.startswith("_"):
             continue
         i = _light_read(p)[0]
         if i is not None:  # a spec `validate --all` passed over in silence ('ok' for the rest)
             problems.append(f"{p}: the spec {i!r} is not read by any command: a spec is "
-                            "experiments/<paper>/<id>.yaml (a .yml suffix, a file at the top "
+                            "experiments/<paper>/<id>.yaml (a .yml or .YAML suffix, a file at the top "
                             "or in a deeper folder is not); move or rename it, or start its "
                             "name with _ to keep it out")
     return out, problems

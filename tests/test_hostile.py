@@ -22597,9 +22597,19 @@ def test_r47g_a_set_of_bytes_that_are_no_utf8_is_named_so():
     assert parse_overrides(["task.T=é"]) == {"task.T": "é"}
 
 
-def test_r47g_a_spec_file_with_an_upper_case_suffix_is_read_by_its_path(tmp_path):
+def test_r47g_a_spec_file_with_an_upper_case_suffix_is_read_by_its_path(tmp_path, monkeypatch):
     """`validate my/SPEC.YAML` (a file saved so on Windows) said `unknown experiment
-    'my/SPEC.YAML'`: only a lower-case suffix was taken for a file."""
+    'my/SPEC.YAML'`: only a lower-case suffix was taken for a file; and such a file in a paper's
+    folder, which no command reads, passed `validate --all` in silence, as a .yml one does not."""
+    from ssmrepro.spec import index_problems
+
+    root = _project(tmp_path, small=True)
+    monkeypatch.setenv("SSMREPRO_ROOT", str(root))
+    write_spec(root / "experiments/huang2025", name="t-spec").rename(
+        root / "experiments/huang2025/t-spec.YAML")
+    (problem,) = index_problems()[1]
+    assert "t-spec.YAML: the spec 't-spec' is not read by any command" in problem, problem
+    monkeypatch.delenv("SSMREPRO_ROOT")
     spec = write_spec(tmp_path)
     upper = spec.rename(tmp_path / "T-SPEC.YAML")
     res = _invoke("validate", upper)
