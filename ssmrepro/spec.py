@@ -962,8 +962,13 @@ def yaml_problem(err: yaml.YAMLError) -> str:
     if context.startswith("found duplicate anchor"):
         return (f"an anchor (&name) is defined twice (first on {line}); give each anchor its own "
                 "name")
-    hint = (" (a value starting with '>' or '|' opens a block of text: quote it, e.g. "
-            "op: \">=\")" if context.startswith("while scanning a block scalar") else "")
+    hint = ""
+    if "tab character" in problem:  # a block of text indented with a tab: the quoting hint
+        # below sent its author to quote a `claim: >-` that was meant as the block it is
+        hint = " (YAML indents with spaces, never tabs: replace the tab with spaces)"
+    elif context.startswith("while scanning a block scalar"):
+        hint = (" (a value starting with '>' or '|' opens a block of text: quote it, e.g. "
+                "op: \">=\")")
     return f"{context}{' on ' + line if line else ''}: {problem}{hint}"
 
 
@@ -1161,8 +1166,8 @@ def _light_parse(text: str) -> tuple[str | None, str | None]:
 def index_problems() -> tuple[dict[str, Path], list[str]]:
     """(id and alias -> file, identity problems). Ids come from file names (``<id>.yaml``),
     aliases from a light read. Problems: two files with one id, an ``id:`` that is not the file
-    name, an alias used twice, an alias equal to another spec's id; such names are left out of
-    the index (ambiguous)."""
+    name, an alias used twice, an alias equal to another spec's id, ids or aliases of two specs
+    that differ only in case; such names are left out of the index (ambiguous)."""
     ids: dict[str, list[Path]] = {}
     aliases: dict[str, list[Path]] = {}
     problems, out = [], {}
@@ -1193,19 +1198,28 @@ def index_problems() -> tuple[dict[str, Path], list[str]]:
                             f"{len(ps)} specs")
         elif name in ids:
             problems.append(f"{ps[0]}: alias: {name!r} is the id of {ids[name][0]}")
+        elif cased := [(n, kind, q) for kind, names in (("id", ids), ("alias", aliases))
+                       for n, (q, *_) in sorted(names.items())
+                       if n != name and q != ps[0] and n.casefold() == name.casefold()]:
+            # `show Keep-Nth` and `show keep-nth` ran two different specs (aliases of two specs,
+            # or an alias and another spec's id, alike but for case): `validate --all` said ok
+            other, kind, where = cased[0]
+            problems.append(f"{ps[0]}: alias: {name!r} differs only in case from {other!r}, the "
+                            f"{kind} of {where} (names must be unique ignoring case: one is "
+                            "easily typed for the other)")
         else:
             out[name] = ps[0]
     for name in set(ids) | set(aliases):
         if name not in out:
             out.pop(name, None)
     known = set(spec_paths())
-    for p in sorted(experiments_dir().rglob("*.y*ml")):
-        if p in known or p.suffix not in (".yaml", ".yml") or p.name.startswith("_"):
+    for p in sorted(experiments_dir().rglob("*.[yY]*[mM][lL]")):  # `X.YAML` passed in silence
+        if p in known or not is_spec_file_name(p) or p.name.startswith("_"):
             continue
         i = _light_read(p)[0]
         if i is not None:  # a spec `validate --all` passed over in silence ('ok' for the rest)
             problems.append(f"{p}: the spec {i!r} is not read by any command: a spec is "
-                            "experiments/<paper>/<id>.yaml (a .yml suffix, a file at the top "
+                            "experiments/<paper>/<id>.yaml (a .yml or .YAML suffix, a file at the top "
                             "or in a deeper folder is not); move or rename it, or start its "
                             "name with _ to keep it out")
     return out, problems
@@ -1251,12 +1265,18 @@ def index() -> dict[str, Path]:
     return index_problems()[0]
 
 
+def is_spec_file_name(p: Path) -> bool:
+    """Whether a name given for a spec is a file's (``x.yaml``, ``x.yml``, in any case): an
+    existing `my/SPEC.YAML` was looked up as an id, `unknown experiment 'my/SPEC.YAML'`."""
+    return p.suffix.lower() in (".yaml", ".yml")
+
+
 def find_reused(spec: Spec, name: str) -> Spec:
     """The spec that ``spec``'s ``reuse`` entry ``name`` names: an id or alias, or a spec file
     by path, relative to ``spec``'s own folder (it was read from the current folder: a spec by
     path reusing ``other.yaml`` worked from one folder only)."""
     p = Path(name)
-    if p.suffix in (".yaml", ".yml") and not p.is_absolute() and spec.path is not None:
+    if is_spec_file_name(p) and not p.is_absolute() and spec.path is not None:
         name = str(Path(spec.path).parent / p)
     try:
         return find_spec(name)
@@ -1271,7 +1291,8 @@ def find_reused(spec: Spec, name: str) -> Spec:
 def find_spec(name: str) -> Spec:
     """Load a spec by id, alias or path; unknown names suggest close matches."""
     p = Path(name)
-    if p.suffix in (".yaml", ".yml") and p.exists():
+    if is_spec_file_name(p) and (p.exists() or p.is_symlink()):  # a link that loops
+        # was `no spec file x.yaml (no such file: moved or deleted?)`: it says why now
         return load_spec(p)
     idx, problems = index_problems()
     clash = [m for m in problems if f"{name!r}" in m]
@@ -1282,10 +1303,10 @@ def find_spec(name: str) -> Spec:
         for k in idx:
             lower.setdefault(k.lower(), k)
         close = [lower[c] for c in difflib.get_close_matches(
-            (p.stem if p.suffix in (".yaml", ".yml") else name).lower(), list(lower), n=4,
+            (p.stem if is_spec_file_name(p) else name).lower(), list(lower), n=4,
             cutoff=0.5)]
         hint = f" Did you mean: {', '.join(close)}?" if close else " Try `ssmrepro list`."
-        if p.suffix in (".yaml", ".yml"):  # a spec file moved or deleted: it was 'unknown
+        if is_spec_file_name(p):  # a spec file moved or deleted: it was 'unknown
             # experiment', as a mistyped id, naming no file that is missing
             raise SpecError([f"no spec file {name} (no such file: moved or deleted?).{hint}"])
         raise SpecError([f"unknown experiment {name!r}.{hint}"])

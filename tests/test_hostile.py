@@ -23478,3 +23478,100 @@ def test_r47b_a_dotted_key_of_thousands_of_names_is_refused_as_too_deep(tmp_path
             [f"model.{'.'.join(['a'] * (MAX_SPEC_DEPTH - 2))}=1"]))
     assert too_deep({"a": {"b" + ".c" * (MAX_SPEC_DEPTH - 2): 1}}) is None
     assert too_deep({"a": {"b" + ".c" * (MAX_SPEC_DEPTH - 1): 1}}) is not None
+def test_r47g_aliases_that_differ_only_in_case_are_rejected(tmp_path, monkeypatch):
+    """An alias that another spec's alias or id matches but for case (`Keep-Nth` beside
+    huang2025-tab1's `keep-nth`; fig2's alias `Huang2025-fig1`) passed `validate --all`, and
+    `show Keep-Nth` and `show keep-nth` ran two different specs; `validate <id>` of a spec whose
+    alias is ambiguous said ok where `validate --all` refused it. An alias that is its own id
+    but for case names one spec, and is fine."""
+    from ssmrepro.spec import index_problems
+
+    root = _project(tmp_path, small=True)
+    env = {"SSMREPRO_ROOT": str(root)}
+    monkeypatch.setenv("SSMREPRO_ROOT", str(root))
+    fig1, fig2 = (root / f"experiments/huang2025/huang2025-{f}.yaml" for f in ("fig1", "fig2"))
+    _edit(fig1, alias="Keep-Nth")
+    why = "alias: 'Keep-Nth' differs only in case from 'keep-nth', the alias of"
+    _assert_refused(_invoke("validate", "--all", env=env), why)
+    _assert_refused(_invoke("show", "keep-nth", env=env), "differs only in case")
+    _assert_refused(_invoke("validate", fig1, env=env), why)  # by its path
+    _edit(fig1, alias="HUANG2025-FIG1")  # its own id but for case: one spec
+    assert index_problems()[1] == []
+    _edit(fig1, alias=None)
+    _edit(fig2, alias="Huang2025-fig1")  # another spec's id but for case
+    (problem,) = index_problems()[1]
+    assert "alias: 'Huang2025-fig1' differs only in case from 'huang2025-fig1', the id of" \
+        in problem, problem
+
+
+def test_r47g_a_block_of_text_indented_with_a_tab_is_not_told_to_quote_it(tmp_path):
+    """`claim: >-` over lines indented with a tab: the error said `... found a tab character
+    where an indentation space is expected (a value starting with '>' or '|' opens a block of
+    text: quote it, e.g. op: ">=")`, sending its author to quote a block meant as one. The tab is
+    named now; `op: >=` keeps its quoting hint."""
+    spec = write_spec(tmp_path, claim="CLAIM")
+    text = spec.read_text()
+    spec.write_text(text.replace("claim: CLAIM", "claim: >-\n\tA claim indented with a tab."))
+    res = _invoke("validate", spec)
+    _assert_refused(res, "tab character", "replace the tab with spaces")
+    assert "quote it" not in res.output, res.output
+    spec.write_text(text.replace("claim: CLAIM", "claim: >="))
+    _assert_refused(_invoke("validate", spec), "quote it")
+
+
+@pytest.mark.parametrize("suffix", ["/", "//", "/.", "/sub/.."])
+def test_r47g_export_refuses_a_file_name_that_names_a_folder(tmp_path, suffix):
+    """`export --file out/` where no folder `out` existed wrote the table into a file named
+    `out` (the trailing '/' dropped), exit 0; so did `out/.`."""
+    (tmp_path / "results").mkdir()
+    res = _invoke("export", "--out", tmp_path / "results", "--file", f"{tmp_path / 'out'}{suffix}",
+                  env={"COLUMNS": "1000"})  # the error box's line unbroken
+    _assert_refused(res, "names a folder")
+    assert not (tmp_path / "out").exists()
+
+
+def test_r47g_a_spec_link_that_loops_is_named_so(tmp_path):
+    """`validate a.yaml` where a.yaml and b.yaml link to each other said `no spec file a.yaml
+    (no such file: moved or deleted?)`: there is such a file, a link that loops."""
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    a.symlink_to(b)
+    b.symlink_to(a)
+    for command in ("validate", "show"):
+        res = _invoke(command, a)
+        _assert_refused(res, f"{a}: cannot read: Too many levels of symbolic links")
+
+
+def test_r47g_a_set_of_bytes_that_are_no_utf8_is_named_so():
+    """`--set $'task.T=\\xff'` (a Latin-1 shell) said `'utf-8' codec can't encode character
+    '\\udcff' in position 0: surrogates not allowed`; a key of such bytes was pydantic's
+    `task: Input should be a valid string, unable to parse raw data as a unicode string`."""
+    from ssmrepro.spec import SpecError
+    from ssmrepro.sweep.expand import parse_overrides
+
+    for item, why in [("task.T=\udcff", "--set task.T: cannot use '\\udcff': not UTF-8 text"),
+                      ("task.T=[a\udcff]", "not UTF-8 text"),
+                      ("task.\udcff=3", "--set 'task.\\udcff': the key is not UTF-8 text")]:
+        with pytest.raises(SpecError) as err:
+            parse_overrides([item])
+        assert why in err.value.messages[0], err.value.messages
+    assert parse_overrides(["task.T=é"]) == {"task.T": "é"}
+
+
+def test_r47g_a_spec_file_with_an_upper_case_suffix_is_read_by_its_path(tmp_path, monkeypatch):
+    """`validate my/SPEC.YAML` (a file saved so on Windows) said `unknown experiment
+    'my/SPEC.YAML'`: only a lower-case suffix was taken for a file; and such a file in a paper's
+    folder, which no command reads, passed `validate --all` in silence, as a .yml one does not."""
+    from ssmrepro.spec import index_problems
+
+    root = _project(tmp_path, small=True)
+    monkeypatch.setenv("SSMREPRO_ROOT", str(root))
+    write_spec(root / "experiments/huang2025", name="t-spec").rename(
+        root / "experiments/huang2025/t-spec.YAML")
+    (problem,) = index_problems()[1]
+    assert "t-spec.YAML: the spec 't-spec' is not read by any command" in problem, problem
+    monkeypatch.delenv("SSMREPRO_ROOT")
+    spec = write_spec(tmp_path)
+    upper = spec.rename(tmp_path / "T-SPEC.YAML")
+    res = _invoke("validate", upper)
+    assert res.exit_code == 0 and "ok t-spec" in res.output, res.output
+    _assert_refused(_invoke("show", tmp_path / "GONE.Yml"), "no spec file")

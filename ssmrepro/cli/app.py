@@ -322,6 +322,18 @@ def path_value(value: str) -> Path:
         raise typer.BadParameter(err.strerror) from None
 
 
+def file_value(value: str) -> Path:
+    """``path_value`` of an option naming a file to write (``export --file``): a name ending in
+    '/' (or in '.', '..') names a folder, and is refused (exit 2): `--file out/`, where no folder
+    out existed, wrote the table into a file named `out`."""
+    path = path_value(value)
+    text = str(value).rstrip()
+    if text.endswith(("/", os.sep)) or text.replace(os.sep, "/").rsplit("/", 1)[-1] in (".", ".."):
+        raise typer.BadParameter(f"{value!r} names a folder (it ends in '/', '.' or '..'); give a "
+                                 "file name (e.g. out/results.csv)")
+    return path
+
+
 def fail(messages: list[str], code: int = 2) -> None:
     """Print ``error: ...`` lines to stderr and exit with ``code``."""
     for m in messages:

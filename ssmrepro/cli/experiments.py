@@ -38,6 +38,7 @@ from .app import (
     console,
     err_console,
     fail,
+    file_value,
     path_value,
     print_json,
     print_table,
@@ -509,9 +510,14 @@ def validate(
             bad += [f"{spec.path or spec.id}: [profile {prof}] {m}" for prof, rs in runs.items()
                     for m in model_problems(rs)]  # a shape the model's blocks refuse
             bad += [f"{spec.path or spec.id}: {m}" for m in layer_spelling_problems(every)]
-            taken = id_taken(spec)
+            taken = [id_taken(spec)] if id_taken(spec) else []
+            if not all_:  # `validate X` of a project spec whose alias another spec also has
+                # (or has but for case) said ok; `validate --all` gives these for every spec
+                here = Path(spec.path).resolve() if spec.path is not None else None
+                taken += [m for m in index_problems()[1]
+                          if here in {Path(f).resolve() for f in m.split(": ", 1)[0].split(", ")}]
             if bad or taken:
-                raise SpecError(bad + ([taken] if taken else []))
+                raise SpecError(bad + taken)
             for w in seed_title_warnings(spec):  # drawn, possibly not as the figure draws
                 err_console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False,
                                   soft_wrap=True)
@@ -1071,7 +1077,7 @@ def _refuse_unused_bench_options(ctx: typer.Context, workload: str, **options) -
 
 @command()
 def export(
-    dest: Path | None = typer.Option(None, "--file", "-f", metavar="FILE", parser=path_value,
+    dest: Path | None = typer.Option(None, "--file", "-f", metavar="FILE", parser=file_value,
                                      help="file to write (default: ssmrepro-results.<format>)"),
     fmt: str = typer.Option("csv", "--format", help="csv | parquet (pip install -e '.[parquet]')"),
     out: Path | None = _out_option(),

@@ -472,6 +472,13 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
             errors.append(f"--set {key}: an empty part in the key (expected section.field, e.g. "
                           "model.d_model)")
             continue
+        try:
+            key.encode("utf-8")
+        except UnicodeError:  # a byte of another encoding (the shell's '\xff'): a pydantic
+            # `task: Input should be a valid string, unable to parse raw data` naming no key
+            errors.append(f"--set {key!r}: the key is not UTF-8 text (a byte of another "
+                          "encoding)")
+            continue
         if key.split(".")[0] not in SECTIONS:
             errors.append(f"--set {key}: keys start with one of {', '.join(SECTIONS)} "
                           "(e.g. model.d_model)")
@@ -500,6 +507,9 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
             errors.append(f"--set {key}: cannot parse {raw!r} ({yaml_problem(err)})")
         except (ValueError, RecursionError) as err:  # YamlBoundError, a 5,000-digit integer ...
             what = "nested too deeply" if isinstance(err, RecursionError) else str(err)
+            if isinstance(err, UnicodeError):  # bytes the shell passed that are no UTF-8 ('\xff'):
+                # it said `'utf-8' codec can't encode character '\udcff' ...: surrogates not allowed`
+                what = "not UTF-8 text (a byte of another encoding; write the value in UTF-8)"
             errors.append(f"--set {key}: cannot use {raw[:60]!r}: {what}")
     if errors:
         raise SpecError(errors)
