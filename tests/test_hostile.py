@@ -23478,3 +23478,28 @@ def test_r47b_a_dotted_key_of_thousands_of_names_is_refused_as_too_deep(tmp_path
             [f"model.{'.'.join(['a'] * (MAX_SPEC_DEPTH - 2))}=1"]))
     assert too_deep({"a": {"b" + ".c" * (MAX_SPEC_DEPTH - 2): 1}}) is None
     assert too_deep({"a": {"b" + ".c" * (MAX_SPEC_DEPTH - 1): 1}}) is not None
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
+def test_r47i_make_notes_an_environment_py_or_venv_holding_a_space_whole(tmp_path):
+    """The note of an ignored PY or VENV of the environment split its value into words: PY of
+    `python3 -X dev` was ignored without a note (its first word is the Makefile's own), and VENV
+    `/x/my venv` was named as `/x/my`. Each is read whole; a value equal to the Makefile's
+    needs no note."""
+    import subprocess
+
+    shutil.copy(ROOT / "Makefile", tmp_path)
+    (tmp_path / "pyproject.toml").write_text("")
+
+    def notes(**env):
+        res = subprocess.run(["make", "-n", "-C", str(tmp_path), "install"],
+                             env={**os.environ, **env}, capture_output=True, text=True,
+                             timeout=60)
+        assert res.returncode == 0, res.stderr
+        assert "python3 -m venv .venv\n" in res.stdout, res.stdout
+        return [ln for ln in res.stdout.splitlines() if ln.startswith("note:")]
+
+    assert notes(PY="python3 -X dev", VENV="/x/my venv") == [
+        "note: PY=python3 -X dev of the environment is not used (make ... PY=... sets it)",
+        "note: VENV=/x/my venv of the environment is not used (make ... VENV=... sets it)"]
+    assert notes(PY="python3", VENV=".venv") == []
