@@ -23503,3 +23503,36 @@ def test_r47i_make_notes_an_environment_py_or_venv_holding_a_space_whole(tmp_pat
         "note: PY=python3 -X dev of the environment is not used (make ... PY=... sets it)",
         "note: VENV=/x/my venv of the environment is not used (make ... VENV=... sets it)"]
     assert notes(PY="python3", VENV=".venv") == []
+
+
+def test_r47i_construction_figure_titles_seeds_as_the_one_run_it_draws(tmp_path, monkeypatch):
+    """construction_heatmaps draws one run's constructed model, but a title's {seeds} was
+    filled as the cells combine seeds: 'mean of 3 seeds' above one run. A kind drawing one
+    run's model says so (``FigureConfig.drawn_seeds``), as the mechanistic kinds did; a kind
+    drawing cells' values still counts their seeds."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import construction as kind
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    spec = load_spec(ROOT / "experiments" / "cooper2026" / "cooper2026-fig9.yaml")
+    run = expand(spec, "smoke")[0]
+    seen = []
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.append(fig))
+    cells = pd.DataFrame([{"label": "A", "n_expected": 3, "n_ok": 3, "n_diverged": 0,
+                           "test.acc": 1.0}])
+    ctx = FigureContext(SimpleNamespace(id="t", title="t", paper_values=[],
+                                        aggregate=SimpleNamespace(reduce="mean")),
+                        "smoke", cells, ["label"], lambda stem, ext: tmp_path / ext,
+                        runs=[dataclasses.replace(run, label="A")])
+    cfg = parse_figure({"kind": "construction_heatmaps", "title": "Construction ({seeds})"})
+    assert kind.construction_heatmaps(ctx, cfg, tmp_path / "f.png")
+    assert seen[0]._suptitle.get_text().startswith("Construction (one seed) [t, profile smoke]")
+    bars = parse_figure({"kind": "bars", "metric": "test.acc", "x": "label",
+                         "title": "Bars ({seeds})"})
+    assert ctx.title(bars).startswith("Bars (mean of 3 seeds) [t")

@@ -69,6 +69,11 @@ class FigureConfig(NoBoolNumbers):
                                     "('mean of 3 seeds', 'one seed'); `{{word}}` draws `{word}`")
     metric: str = Field(DEFAULT_METRIC, description="the results column (aggregated metric) drawn")
 
+    def drawn_seeds(self) -> str | None:
+        """How the figure draws seeds where it draws no cell's combined value (one run's model:
+        'one seed'), for its title's ``{seeds}``; None: as the cells combine them."""
+        return None
+
     def column_refs(self) -> list[str]:
         """Columns the figure names (validated against the spec's run table)."""
         return []
@@ -325,6 +330,7 @@ class FigureContext:
         sets = self.overrides if len(self.overrides) <= 200 else self.overrides[:199] + "…"
         sets = sets.replace("$", r"\$")  # a value's `$` drawn as written, never as TeX math
         head = cfg.title or self.spec.title
+        seeds = seeds if seeds is not None else cfg.drawn_seeds()
         if seeds is None and (has_seeds_placeholder(head) or SEED_WORDS.search(head)):
             # of the metric drawn (a phase's loss panels under `reduce: max` were titled
             # 'best of seeds', of test.acc)
