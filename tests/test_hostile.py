@@ -23536,3 +23536,44 @@ def test_r47i_construction_figure_titles_seeds_as_the_one_run_it_draws(tmp_path,
     bars = parse_figure({"kind": "bars", "metric": "test.acc", "x": "label",
                          "title": "Bars ({seeds})"})
     assert ctx.title(bars).startswith("Bars (mean of 3 seeds) [t")
+
+
+def test_r47i_phase_panel_titled_with_seeds_keeps_its_tolerance_and_own_words_drawn(tmp_path,
+                                                                                     monkeypatch):
+    """A phase panel whose title held {seeds} lost the lines under it, 'n of m within
+    tolerance (red: outside)' and the grey cells' count: its red outlines went unexplained.
+    A panel title naming seeds in its own words ('acc (mean of seeds)' above cells of one
+    seed) was drawn as written, before '(one seed)'; it is drawn as the panel draws seeds,
+    with a warning, as a figure's title is."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import phase as kind
+    from ssmrepro.spec import PaperValue
+
+    cells = pd.DataFrame({"label": ["A", "A"], "task.g": [0.5, 0.7], "model.n_layers": [2, 2],
+                          "n_expected": 1, "n_ok": 1, "n_diverged": 0, "complete": True,
+                          "test.acc": [0.5, float("nan")]})
+    pv = PaperValue(where={"task.g": 0.5, "model.n_layers": 2}, metric="test.acc", value=0.9,
+                    tol=0.05)
+    spec = SimpleNamespace(id="t", title="t", paper_values=[pv], claims=[], claim="c",
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "task.g", "model.n_layers"],
+                        lambda stem, ext: tmp_path / ext)
+    seen = []
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.append(
+        [ax.get_title() for ax in fig.axes][:2]))
+    for title in ("acc ({seeds})", "acc (mean of seeds)"):
+        cfg = parse_figure({"kind": "phase", "x": "task.g", "y": "model.n_layers",
+                            "panels": [{"metric": "test.acc", "title": title}]})
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert kind.phase(ctx, cfg, tmp_path / "f.png")
+        ours = seen[-1][0]
+        assert ours.startswith("acc (one seed): ours\n0 of 1 within tolerance"), ours
+        assert "grey" in ours and "1 cell without a value" in ours, ours
+        assert seen[-1][1] == f"{title.replace('{seeds}', kind.PAPER_SEEDS)}: paper"
+        said = [str(w.message) for w in caught if "own words" in str(w.message)]
+        assert len(said) == ("{seeds}" not in title), said
