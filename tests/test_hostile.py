@@ -23577,3 +23577,29 @@ def test_r47i_phase_panel_titled_with_seeds_keeps_its_tolerance_and_own_words_dr
         assert seen[-1][1] == f"{title.replace('{seeds}', kind.PAPER_SEEDS)}: paper"
         said = [str(w.message) for w in caught if "own words" in str(w.message)]
         assert len(said) == ("{seeds}" not in title), said
+
+
+def test_r47i_histograms_title_says_its_seeds_are_pooled():
+    """A histograms figure sums each cell's seeds' values (of the runs that ended ok) into one
+    distribution, but a title's {seeds} (or its plain 'mean of seeds') was filled as the cells
+    combine a metric: 'mean of 4 seeds' above the pooled values of 3."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+
+    cells = pd.DataFrame([{"label": "A", "n_expected": 4, "n_ok": 3, "n_diverged": 1,
+                           "test.acc": 1.0}])
+    ctx = FigureContext(SimpleNamespace(id="t", title="t", paper_values=[], analytic=None,
+                                        aggregate=SimpleNamespace(reduce="mean")),
+                        "smoke", cells, ["label"], lambda stem, ext: ext)
+    hist = parse_figure({"kind": "histograms", "title": "Decay ({seeds})"})
+    assert ctx.title(hist).startswith("Decay (3 seeds pooled) [t")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert ctx.title(parse_figure({"kind": "histograms", "title": "Decay, mean of seeds"})
+                         ).startswith("Decay, 3 seeds pooled [t")
+    bars = parse_figure({"kind": "bars", "metric": "test.acc", "x": "label",
+                         "title": "Bars ({seeds})"})
+    assert ctx.title(bars).startswith("Bars (mean of 4 seeds) [t")

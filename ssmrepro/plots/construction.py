@@ -48,7 +48,7 @@ class ConstructionConfig(FigureConfig):
     def metrics(self) -> list[str]:
         return []
 
-    def drawn_seeds(self) -> str:  # one run's model: a title's {seeds} read 'mean of 3 seeds'
+    def drawn_seeds(self, ctx) -> str:  # one run's model: a title's {seeds} read 'mean of 3 seeds'
         return "one seed"
 
     def value_refs(self) -> list[tuple[str, str, Any]]:

@@ -80,7 +80,7 @@ class MechFigureConfig(FigureConfig):
     def metrics(self) -> list[str]:
         return []
 
-    def drawn_seeds(self) -> str:
+    def drawn_seeds(self, ctx) -> str:
         return DRAWN_SEEDS
 
     def analyses(self) -> list[str]:
