@@ -3,12 +3,15 @@
 # PY or VENV exported by an unrelated setup (a shell's rc, another project's tooling) took over,
 # and `make install` made its venv over that folder and installed torch and ssmrepro there.
 # PROFILE (`PROFILE=smoke make demo`), TORCH and SDISTS come from the environment too.
-from_env := $(foreach v,PY VENV,$(if $(filter environment,$(origin $(v))),$(v)=$($(v))))
+# (each value read whole: one with a space, `PY='python3 -X dev'`, was split into words, and its
+# note was left out or named the first word alone)
+$(foreach v,PY VENV,$(if $(filter environment,$(origin $(v))),$(eval env_$(v) := $$($(v)))))
 PY      = python3
 VENV    = .venv
-$(foreach s,$(from_env),$(foreach v,$(firstword $(subst =, ,$(s))),$(if $(and $(filter \
-  file,$(origin $(v))),$(filter-out $(v)=$($(v)),$(s))),$(info note: $(s) of the environment is \
-  not used (make ... $(v)=... sets it)))))
+same_text = $(and $(findstring |$(1)|,|$(2)|),$(findstring |$(2)|,|$(1)|))
+$(foreach v,PY VENV,$(if $(and $(filter file,$(origin $(v))),$(filter file,$(origin env_$(v))),$(if \
+  $(call same_text,$(env_$(v)),$($(v))),,x)),$(info note: $(v)=$(env_$(v)) of the environment is \
+  not used (make ... $(v)=... sets it))))
 BIN     := $(VENV)/bin
 # pip and ssmrepro through the venv's python, not its console scripts: pip writes those with a
 # `#!/bin/sh` + `exec "<venv>/bin/python"` head where the path has a space or is long, and sh

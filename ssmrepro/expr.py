@@ -31,13 +31,18 @@ MAX_EXPONENT = 64  # |b| in a ** b
 MAX_ARGS = 16  # arguments of one function call
 
 
-def _round(x: Any, ndigits: Any = None) -> Any:
+def _round(*args: Any) -> Any:
     """``round`` with at most :data:`MAX_EXPONENT` digits either way: an int rounded to
     ``-ndigits`` digits computes 10 ** ndigits (``round(5, -10**7)`` took 12 s, ``-10**12``
-    never ended); past 64 digits every bounded number rounds to 0 or to itself anyway."""
+    never ended); past 64 digits every bounded number rounds to 0 or to itself anyway. Its
+    arguments counted as round's (a wrong count was told as '_round() takes from 1 to 2
+    positional arguments', a name no expression has)."""
+    if not 1 <= len(args) <= 2:
+        raise TypeError(f"round() takes 1 or 2 arguments ({len(args)} given)")
+    ndigits = args[1] if len(args) == 2 else None
     if ndigits is not None and abs(ndigits) > MAX_EXPONENT:
         raise ValueError(f"round() takes at most {MAX_EXPONENT} digits, got {ndigits}")
-    return round(x, ndigits) if ndigits is not None else round(x)
+    return round(*args)
 
 
 FUNCTIONS = {
@@ -106,6 +111,16 @@ _ALLOWED = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast
             ast.Attribute, ast.Load, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
 
 
+def _no_keywords(call: ast.Call, expr: str) -> None:
+    """ExprError where ``call`` (of an allowed function) names an argument: `round(x,
+    ndigits=2)` was refused as 'function round is not allowed', a function that is."""
+    if call.keywords:
+        kw = call.keywords[0]
+        given = f"{kw.arg}=" if kw.arg is not None else "**"
+        raise ExprError(f"{call.func.id}() takes its arguments in order, not by name ({given}...) "
+                        f"in {expr!r}")
+
+
 def check(expr: str) -> set[str]:
     """Validate ``expr`` without evaluating it (the syntax ``evaluate`` accepts: numbers, dotted
     names, arithmetic, comparisons, boolean operators, calls of the allowed functions); returns
@@ -116,8 +131,9 @@ def check(expr: str) -> set[str]:
             if not _is_number(node.value):
                 raise ExprError(f"only number constants are allowed in {expr!r}")
         elif isinstance(node, ast.Call):
-            if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS or node.keywords:
+            if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
                 raise ExprError(f"call {ast.unparse(node.func)!r} is not allowed in {expr!r}")
+            _no_keywords(node, expr)
         elif isinstance(node, ast.Attribute) and _dotted(node) is None:
             raise ExprError(f"unsupported attribute access in {expr!r}")
         elif not isinstance(node, _ALLOWED):
@@ -236,8 +252,9 @@ def evaluate(expr: str, env: dict[str, Any]) -> Any:
                 raise ExprError(f"unknown name {name!r} in {expr!r}")
             return _bounded(env[name], expr)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            if node.func.id not in FUNCTIONS or node.keywords:
+            if node.func.id not in FUNCTIONS:
                 raise ExprError(f"function {node.func.id!r} is not allowed in {expr!r}")
+            _no_keywords(node, expr)
             if len(node.args) > MAX_ARGS:
                 raise ExprError(f"{node.func.id}() takes at most {MAX_ARGS} arguments in {expr!r}")
             args = [num(ev(a), node.func.id) for a in node.args]

@@ -92,3 +92,21 @@ def test_r47f_round_digits_are_bounded():
     assert evaluate("round(2.6)", {}) == 3
     with pytest.raises(ExprError, match="cannot evaluate"):
         evaluate("round(2.5, 1.5)", {})
+
+
+def test_r47i_round_and_keyword_arguments_are_named_as_written():
+    """A wrong count of round's arguments was told as '_round() takes from 1 to 2 positional
+    arguments' (the bounded stand-in's name), and an allowed function given an argument by
+    name as 'function round is not allowed', in spec checks and evaluation alike."""
+    from ssmrepro.expr import check
+
+    for bad in ("round(5, 1, 2)", "round()"):
+        with pytest.raises(ExprError, match=r"round\(\) takes 1 or 2 arguments"):
+            evaluate(bad, {})
+    for run in (check, lambda e: evaluate(e, {})):
+        with pytest.raises(ExprError, match=r"round\(\) takes its arguments in order, not by "
+                                            r"name \(ndigits=\.\.\.\)"):
+            run("round(3.14159, ndigits=2)")
+        with pytest.raises(ExprError, match="'foo' is not allowed"):
+            run("foo(a=1)")
+    assert evaluate("round(3.14159, 2)", {}) == pytest.approx(3.14)

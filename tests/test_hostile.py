@@ -23575,3 +23575,128 @@ def test_r47g_a_spec_file_with_an_upper_case_suffix_is_read_by_its_path(tmp_path
     res = _invoke("validate", upper)
     assert res.exit_code == 0 and "ok t-spec" in res.output, res.output
     _assert_refused(_invoke("show", tmp_path / "GONE.Yml"), "no spec file")
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
+def test_r47i_make_notes_an_environment_py_or_venv_holding_a_space_whole(tmp_path):
+    """The note of an ignored PY or VENV of the environment split its value into words: PY of
+    `python3 -X dev` was ignored without a note (its first word is the Makefile's own), and VENV
+    `/x/my venv` was named as `/x/my`. Each is read whole; a value equal to the Makefile's
+    needs no note."""
+    import subprocess
+
+    shutil.copy(ROOT / "Makefile", tmp_path)
+    (tmp_path / "pyproject.toml").write_text("")
+
+    def notes(**env):
+        res = subprocess.run(["make", "-n", "-C", str(tmp_path), "install"],
+                             env={**os.environ, **env}, capture_output=True, text=True,
+                             timeout=60)
+        assert res.returncode == 0, res.stderr
+        assert "python3 -m venv .venv\n" in res.stdout, res.stdout
+        return [ln for ln in res.stdout.splitlines() if ln.startswith("note:")]
+
+    assert notes(PY="python3 -X dev", VENV="/x/my venv") == [
+        "note: PY=python3 -X dev of the environment is not used (make ... PY=... sets it)",
+        "note: VENV=/x/my venv of the environment is not used (make ... VENV=... sets it)"]
+    assert notes(PY="python3", VENV=".venv") == []
+
+
+def test_r47i_construction_figure_titles_seeds_as_the_one_run_it_draws(tmp_path, monkeypatch):
+    """construction_heatmaps draws one run's constructed model, but a title's {seeds} was
+    filled as the cells combine seeds: 'mean of 3 seeds' above one run. A kind drawing one
+    run's model says so (``FigureConfig.drawn_seeds``), as the mechanistic kinds did; a kind
+    drawing cells' values still counts their seeds."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import construction as kind
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    spec = load_spec(ROOT / "experiments" / "cooper2026" / "cooper2026-fig9.yaml")
+    run = expand(spec, "smoke")[0]
+    seen = []
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.append(fig))
+    cells = pd.DataFrame([{"label": "A", "n_expected": 3, "n_ok": 3, "n_diverged": 0,
+                           "test.acc": 1.0}])
+    ctx = FigureContext(SimpleNamespace(id="t", title="t", paper_values=[],
+                                        aggregate=SimpleNamespace(reduce="mean")),
+                        "smoke", cells, ["label"], lambda stem, ext: tmp_path / ext,
+                        runs=[dataclasses.replace(run, label="A")])
+    cfg = parse_figure({"kind": "construction_heatmaps", "title": "Construction ({seeds})"})
+    assert kind.construction_heatmaps(ctx, cfg, tmp_path / "f.png")
+    assert seen[0]._suptitle.get_text().startswith("Construction (one seed) [t, profile smoke]")
+    bars = parse_figure({"kind": "bars", "metric": "test.acc", "x": "label",
+                         "title": "Bars ({seeds})"})
+    assert ctx.title(bars).startswith("Bars (mean of 3 seeds) [t")
+
+
+def test_r47i_phase_panel_titled_with_seeds_keeps_its_tolerance_and_own_words_drawn(tmp_path,
+                                                                                     monkeypatch):
+    """A phase panel whose title held {seeds} lost the lines under it, 'n of m within
+    tolerance (red: outside)' and the grey cells' count: its red outlines went unexplained.
+    A panel title naming seeds in its own words ('acc (mean of seeds)' above cells of one
+    seed) was drawn as written, before '(one seed)'; it is drawn as the panel draws seeds,
+    with a warning, as a figure's title is."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+    from ssmrepro.plots import phase as kind
+    from ssmrepro.spec import PaperValue
+
+    cells = pd.DataFrame({"label": ["A", "A"], "task.g": [0.5, 0.7], "model.n_layers": [2, 2],
+                          "n_expected": 1, "n_ok": 1, "n_diverged": 0, "complete": True,
+                          "test.acc": [0.5, float("nan")]})
+    pv = PaperValue(where={"task.g": 0.5, "model.n_layers": 2}, metric="test.acc", value=0.9,
+                    tol=0.05)
+    spec = SimpleNamespace(id="t", title="t", paper_values=[pv], claims=[], claim="c",
+                           aggregate=SimpleNamespace(reduce="mean"))
+    ctx = FigureContext(spec, "smoke", cells, ["label", "task.g", "model.n_layers"],
+                        lambda stem, ext: tmp_path / ext)
+    seen = []
+    monkeypatch.setattr(kind, "save_png", lambda fig, path, dpi: seen.append(
+        [ax.get_title() for ax in fig.axes][:2]))
+    for title in ("acc ({seeds})", "acc (mean of seeds)"):
+        cfg = parse_figure({"kind": "phase", "x": "task.g", "y": "model.n_layers",
+                            "panels": [{"metric": "test.acc", "title": title}]})
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert kind.phase(ctx, cfg, tmp_path / "f.png")
+        ours = seen[-1][0]
+        assert ours.startswith("acc (one seed): ours\n0 of 1 within tolerance"), ours
+        assert "grey" in ours and "1 cell without a value" in ours, ours
+        assert seen[-1][1] == f"{title.replace('{seeds}', kind.PAPER_SEEDS)}: paper"
+        said = [str(w.message) for w in caught if "own words" in str(w.message)]
+        assert len(said) == ("{seeds}" not in title), said
+
+
+def test_r47i_histograms_title_says_its_seeds_are_pooled():
+    """A histograms figure sums each cell's seeds' values (of the runs that ended ok) into one
+    distribution, but a title's {seeds} (or its plain 'mean of seeds') was filled as the cells
+    combine a metric: 'mean of 4 seeds' above the pooled values of 3."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from ssmrepro.plots import FigureContext, parse_figure
+
+    cells = pd.DataFrame([{"label": "A", "n_expected": 4, "n_ok": 3, "n_diverged": 1,
+                           "test.acc": 1.0}])
+    ctx = FigureContext(SimpleNamespace(id="t", title="t", paper_values=[], analytic=None,
+                                        aggregate=SimpleNamespace(reduce="mean")),
+                        "smoke", cells, ["label"], lambda stem, ext: ext)
+    hist = parse_figure({"kind": "histograms", "title": "Decay ({seeds})"})
+    assert ctx.title(hist).startswith("Decay (3 seeds pooled) [t")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert ctx.title(parse_figure({"kind": "histograms", "title": "Decay, mean of seeds"})
+                         ).startswith("Decay, 3 seeds pooled [t")
+    bars = parse_figure({"kind": "bars", "metric": "test.acc", "x": "label",
+                         "title": "Bars ({seeds})"})
+    assert ctx.title(bars).startswith("Bars (mean of 4 seeds) [t")

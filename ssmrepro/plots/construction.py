@@ -48,6 +48,9 @@ class ConstructionConfig(FigureConfig):
     def metrics(self) -> list[str]:
         return []
 
+    def drawn_seeds(self, ctx) -> str:  # one run's model: a title's {seeds} read 'mean of 3 seeds'
+        return "one seed"
+
     def value_refs(self) -> list[tuple[str, str, Any]]:
         return [("label", LABEL, self.label)] if self.label is not None else []
 

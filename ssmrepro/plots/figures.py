@@ -639,6 +639,13 @@ class HistogramsConfig(FigureConfig):
     def analyses(self) -> list[str]:
         return [DECAY]
 
+    def drawn_seeds(self, ctx) -> str:
+        """A cell's histogram sums its seeds' values (of the runs ended ok): a title's {seeds}
+        read as the cells combine a metric, 'mean of 3 seeds'."""
+        lo, hi = ctx.seed_range(ok_only=True)
+        return ("one seed" if hi <= 1 else f"{hi} seeds pooled" if lo == hi
+                else f"{lo}–{hi} seeds pooled")
+
 
 @figure_kind("histograms", HistogramsConfig)
 def histograms(ctx: FigureContext, cfg: HistogramsConfig, path: Path) -> bool:

@@ -80,6 +80,9 @@ class MechFigureConfig(FigureConfig):
     def metrics(self) -> list[str]:
         return []
 
+    def drawn_seeds(self, ctx) -> str:
+        return DRAWN_SEEDS
+
     def analyses(self) -> list[str]:
         return [MECH]
 
@@ -489,7 +492,7 @@ def _title(ctx: FigureContext, cfg: FigureConfig) -> str:
     """The figure's title, its 'mean of seeds' words (the spec's) saying what is drawn: one
     seed's model per cell (the first with saved weights). They were rewritten as the cells'
     aggregation, 'mean of 3 seeds', above the matrices of one seed."""
-    return ctx.title(cfg, seeds=DRAWN_SEEDS)
+    return ctx.title(cfg)  # (of cfg.drawn_seeds)
 
 
 def _save(fig, ctx: FigureContext, cfg: FigureConfig, path: Path, note: str,

@@ -10,6 +10,7 @@ the paper value's tolerance are outlined in red, and the title says how many are
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,6 +30,7 @@ from .registry import (  # noqa: E402
     FigureContext,
     figure_kind,
     save_png,
+    seeds_said,
     subplots,
     unread_metric,
     wrap_text,
@@ -187,12 +189,21 @@ def phase(ctx: FigureContext, cfg: PhaseConfig, path: Path) -> bool:
         for i, j in bad:
             ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, ec="tab:red", lw=1.2))
         name = p.title or p.metric
+        # a panel title naming seeds in its own words, as a figure's (``seeds_said``): 'acc
+        # (mean of seeds)' above one seed's cells was drawn as written, before '(one seed)'
+        own, said = seeds_said(name, ctx.aggregation(p.metric)) if not paper and p.title \
+            and not has_seeds_placeholder(name) else (name, "")
+        if said:
+            warnings.warn(f"{ctx.spec.id}: panel {p.metric}: {said}", stacklevel=2)
         if paper:  # (the paper's values: of seeds as it ran them)
             title = f"{fill_seeds(name, PAPER_SEEDS)}: paper"
         elif has_seeds_placeholder(name):  # said once
             title = f"{fill_seeds(name, ctx.aggregation(p.metric))}: ours"
+        elif own != name:  # (its words drawn as the panel draws seeds: said once)
+            title = f"{fill_seeds(own, '')}: ours"
         else:
             title = f"{fill_seeds(name, '')}: ours ({ctx.aggregation(p.metric)})"
+        if not paper:  # (a {seeds} panel's title left them out: red outlines unexplained)
             if n_cmp or n_open:
                 title += f"\n{n_ok} of {n_cmp} within tolerance (red: outside)" + (
                     f"; {n_open} not finished, not compared" if n_open else "")

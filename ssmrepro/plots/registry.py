@@ -69,6 +69,12 @@ class FigureConfig(NoBoolNumbers):
                                     "('mean of 3 seeds', 'one seed'); `{{word}}` draws `{word}`")
     metric: str = Field(DEFAULT_METRIC, description="the results column (aggregated metric) drawn")
 
+    def drawn_seeds(self, ctx: Any) -> str | None:
+        """How the figure draws seeds where it draws no cell's combined value (one run's model:
+        'one seed'; a histogram of the seeds' values: '3 seeds pooled'), for its title's
+        ``{seeds}``, of the ``FigureContext`` ctx; None: as the cells combine them."""
+        return None
+
     def column_refs(self) -> list[str]:
         """Columns the figure names (validated against the spec's run table)."""
         return []
@@ -325,6 +331,7 @@ class FigureContext:
         sets = self.overrides if len(self.overrides) <= 200 else self.overrides[:199] + "…"
         sets = sets.replace("$", r"\$")  # a value's `$` drawn as written, never as TeX math
         head = cfg.title or self.spec.title
+        seeds = seeds if seeds is not None else cfg.drawn_seeds(self)
         if seeds is None and (has_seeds_placeholder(head) or SEED_WORDS.search(head)):
             # of the metric drawn (a phase's loss panels under `reduce: max` were titled
             # 'best of seeds', of test.acc)
@@ -347,6 +354,18 @@ class FigureContext:
         a long title is never cut at the figure's edges."""
         return wrap_text(self.title(cfg), width_in, fontsize)
 
+    def seed_range(self, ok_only: bool = False) -> tuple[int, int]:
+        """The fewest and most seeds a drawn cell has finished (``ok_only``: ended ok, not
+        diverged); (1, 1) where the cells do not say."""
+        cells = self.cells
+        if {"n_expected", N_OK, N_DIVERGED} <= set(cells.columns):
+            cells = cells[cells["n_expected"] > 0]
+            n = cells[N_OK] + (0 if ok_only else cells[N_DIVERGED])
+        else:
+            n = cells["n_expected"] if "n_expected" in cells else pd.Series([1])
+        n = n[n > 0]
+        return (int(n.min()), int(n.max())) if len(n) else (1, 1)
+
     def aggregation(self, metric: str = "") -> str:
         """How a cell's value combines seeds, true for this profile: 'mean of 3 seeds', ...;
         the seeds that finished in the cells drawn ('mean of 2–3 seeds' where one seed of a
@@ -357,14 +376,7 @@ class FigureContext:
         trained result of one seed to the reader)."""
         if getattr(self.spec, "analytic", None) is not None:
             return "computed from theory"
-        cells = self.cells
-        if {"n_expected", N_OK, N_DIVERGED} <= set(cells.columns):
-            cells = cells[cells["n_expected"] > 0]
-            n = cells[N_OK] + cells[N_DIVERGED]
-        else:
-            n = cells["n_expected"] if "n_expected" in cells else pd.Series([1])
-        n = n[n > 0]
-        lo, hi = (int(n.min()), int(n.max())) if len(n) else (1, 1)
+        lo, hi = self.seed_range()
         if hi <= 1:
             return "one seed"
         best, worst = ("worst", "best") if is_loss(metric) else ("best", "worst")
