@@ -144,6 +144,36 @@ def eval_floats(config: ModelConfig, info) -> int:
                + (2 * info.output_positions * C if cfg.head == "per_position" else 2 * C))
 
 
+def work_floats(config: ModelConfig, info, batch: int) -> int:
+    """Floats of the kernels' work buffers in a training step of ``batch`` samples (one member):
+    the largest of the distinct blocks' ``work_floats`` (one layer's backward at a time; 0 for
+    blocks without one), over 2·batch sequences for two-input tasks."""
+    cfg = config.to_backbone()
+    d, L = cfg.d_model, info.seq_len
+    n = batch * (2 if info.dual else 1)
+    return int(max((getattr(cfg.blocks[b], "work_floats", lambda d, L, n: 0)(d, L, n)
+                    for b in set(cfg.layer_names())), default=0))
+
+
+def eval_batch_floats(config: ModelConfig, info, batch: int) -> int:
+    """Floats that an evaluation batch of ``batch`` samples (one member, no autograd) holds at
+    its peak: the residual stream in and out of a block (``eval_floats``' 2·L·d, twice for
+    two-input tasks) with the larger of what the blocks hold (the largest of the distinct
+    blocks' ``eval_floats(d_model, L, batch)``: their mixers' intermediates, scan states and
+    work buffers; the blocks run one after another, so one block's at a time; over 2·batch
+    sequences for two-input tasks, one pass) and of the read-out's logits and log-softmax
+    (``eval_floats``' rest; they live after the blocks). ``eval_floats`` alone was counted: an
+    evaluation batch of a complex S6 at T 128 peaked at 42x the estimate (its scan states)."""
+    cfg = config.to_backbone()
+    d, L = cfg.d_model, info.seq_len
+    n = 2 if info.dual else 1
+    stream = n * 2 * L * d
+    readout = eval_floats(config, info) - stream
+    blocks = max((int(cfg.blocks[b].eval_floats(d, L, n * batch))
+                  for b in set(cfg.layer_names())), default=0)
+    return int(batch * stream + max(batch * readout, blocks))
+
+
 def param_count(config: ModelConfig, info, trainable: bool = False) -> int:
     """Parameters of one member, counted without allocating them: each distinct block is built
     once on PyTorch's ``meta`` device (shapes only) and counted as often as the layer pattern
@@ -267,5 +297,6 @@ __all__ = [
     "MODELS", "CooperHybridConfig", "InitConfig", "LinearMambaConfig", "MambaLMConfig",
     "ModelConfig", "ModelEntry", "SSMLMConfig", "SeqLM", "SeqLMConfig", "SequenceModel",
     "TransformerLMConfig", "activation_floats", "build_model", "config_rows", "count_params",
-    "eval_floats", "fixed_floats", "member_key", "param_count", "refuse_unread_window",
+    "eval_floats", "eval_batch_floats", "fixed_floats", "member_key", "param_count",
+    "refuse_unread_window", "work_floats",
 ]

@@ -70,6 +70,14 @@ class AttentionConfig(MixerConfig):
                   else self.heads * L + 2 * L * (2 * qk + v))
         return L * (d_model + 2 * qk + 2 * v) + scores
 
+    def eval_floats(self, d_model: int, L: int, batch: int) -> int:
+        """No autograd: q, k, v 2·qk + v, the attention's output v and the out projection's d
+        per position; the scores and their softmax (B, H, L, L) where the path builds them
+        (``attention_path``), else a logsumexp per row and head."""
+        qk, v = self.qk_dim or d_model, self.v_dim or d_model
+        scores = 2 * self.heads * L * L if _SCORES_KEPT.get() else self.heads * L
+        return batch * (L * (d_model + 2 * qk + 2 * v) + scores)
+
 
 @register(AttentionConfig)
 class PackedAttention(nn.Module):
