@@ -134,11 +134,13 @@ class Mamba2Config(MixerConfig):
 
     def eval_floats(self, d_model: int, L: int, batch: int) -> int:
         """No autograd: in_proj's output 2·Di + 2·G·N + H and the conv's SiLU Di + 2·G·N per
-        position, B and C expanded from G groups to H heads (a copy, 2·H·N, unless G is 1 or
-        H), with the SSD's (``ssd_eval_floats``)."""
+        position, x, B and C per head folded with the pack's members into one heads axis
+        (``kernels.backend.ssd_scan``: a copy, Di + 2·H·N, in a pack of more than one member or
+        with 1 < G < H; packs of E = 4 peaked at 1.32x without it), with the SSD's
+        (``ssd_eval_floats``)."""
         Di, G, N, H = self.expand * d_model, self.ngroups, self.d_state, self.n_heads(d_model)
-        heads = 2 * H * N if 1 < G < H else 0
-        return batch * (L * (3 * Di + 4 * G * N + H + heads) + ssd_eval_floats(L, Di, H, N))
+        folded = Di + 2 * H * N
+        return batch * (L * (3 * Di + 4 * G * N + H + folded) + ssd_eval_floats(L, Di, H, N))
 
 
 class SSDConv(PackedCausalConv):

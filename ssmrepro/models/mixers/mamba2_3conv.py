@@ -82,10 +82,12 @@ class Mamba2ThreeConvConfig(MixerConfig):
         return L * per_pos + ssd_floats(L, Di, 1, N)
 
     def eval_floats(self, d_model: int, L: int, batch: int) -> int:
-        """No autograd: the three convs' SiLUs Di + 2N per position, with the one-head SSD's
+        """No autograd: the three convs' SiLUs Di + 2N per position, x, B and C folded with the
+        pack's members into one heads axis (a copy in a pack of more than one member, Di + 2N;
+        ``mamba2.Mamba2Config.eval_floats``), with the one-head SSD's
         (``mamba2.ssd_eval_floats``)."""
         Di, N = self.expand * d_model, self.d_state
-        return batch * (L * (Di + 2 * N) + ssd_eval_floats(L, Di, 1, N))
+        return batch * (L * 2 * (Di + 2 * N) + ssd_eval_floats(L, Di, 1, N))
 
 
 @register(Mamba2ThreeConvConfig)
