@@ -136,12 +136,19 @@ def eval_floats(config: ModelConfig, info) -> int:
     bound, so it never refuses a model that fits): the residual stream in and out of a block
     (twice for two-input tasks) and the logits with their log-softmax, at the positions that
     surely reach the read-out (``TaskInfo.output_positions``: the supervised ones where they
-    are few, e.g. induction heads with T below twice the vocabulary)."""
+    are few, e.g. induction heads with T below twice the vocabulary); per-position regression:
+    the float64 targets and their float32 copy, the outputs, the targets with their NaNs
+    zeroed, the zeros ``torch.where`` takes, the difference and its masked square, 8·L·C
+    (2·L·C were counted: yu2025-fig3's S4D of width 2 and 10 outputs evaluated at 3.5x the
+    estimate)."""
     cfg = config.to_backbone()
     d, L, C = cfg.d_model, info.seq_len, info.n_classes
     n_inputs = 2 if info.dual else 1
-    return int(n_inputs * 2 * L * d
-               + (2 * info.output_positions * C if cfg.head == "per_position" else 2 * C))
+    if cfg.head == "per_position" and info.loss == "mse":
+        readout = 8 * L * C
+    else:
+        readout = 2 * info.output_positions * C if cfg.head == "per_position" else 2 * C
+    return int(n_inputs * 2 * L * d + readout)
 
 
 def work_floats(config: ModelConfig, info, batch: int) -> int:
