@@ -75,21 +75,25 @@ def member_bytes(run, device: str | None = None) -> int:
     """Rough activation memory of one member per training step (bytes of the run's dtype, 8 per
     float for ``train.dtype: float64``, with autograd): batch size × ``models.activation_floats``
     (the blocks' mixer estimates + embeddings / logits) + ``models.fixed_floats`` (kernels
-    computed once per step whatever the batch), on ``device`` (None: the one ``--device auto``
-    picks; attention keeps its L×L scores on some paths only, ``attention_path``, and the fused
-    scan's time blocks are shorter on a GPU, ``scan_path``). Counted at 4
+    computed once per step whatever the batch) + ``models.work_floats`` (the fused scans' block
+    buffers: they grow with the batch up to a bound; a smaller batch's share of them is read as
+    proportional, as the activations', by ``engine.plan.fitting_batch``), on ``device`` (None:
+    the one ``--device auto`` picks; attention keeps its L×L scores on some paths only,
+    ``attention_path``, and the fused scan's time blocks are shorter on a GPU, ``scan_path``).
+    Counted at 4
     bytes a float, a float64 run's packs were sized (``engine.plan.auto_pack_size``) against
     twice the activation budget."""
     from .kernels.backend import select_device
-    from .models import activation_floats, fixed_floats
+    from .models import activation_floats, fixed_floats, work_floats
     from .models.mixers.attention import attention_path
     from .models.mixers.common import scan_path
 
     info = build_task(run.task).info
     dev = select_device("auto") if device is None else device
+    B = run.train.batch_size
     with attention_path(dev, run.train.dtype), scan_path(dev):
-        return _float_bytes(run) * (run.train.batch_size * activation_floats(run.model, info)
-                                    + fixed_floats(run.model, info))
+        return _float_bytes(run) * (B * activation_floats(run.model, info)
+                                    + fixed_floats(run.model, info) + work_floats(run.model, info, B))
 
 
 def _float_bytes(run) -> int:
@@ -104,7 +108,7 @@ class MemoryNeed:
     params: int  # parameters of one member
     param_bytes: int  # weights, gradients and the two Adam moments
     train_bytes: int  # activations kept for backward by one training step (whole batch)
-    eval_bytes: int  # what one evaluation batch surely holds (no autograd; a lower bound)
+    eval_bytes: int  # what one evaluation batch holds at its peak (no autograd)
     fixed_bytes: int = 0  # the part of train_bytes that does not grow with the batch
 
     @property
@@ -115,16 +119,27 @@ class MemoryNeed:
 def memory_need(run, device: str | None = None) -> MemoryNeed:
     """Bounded estimate (no tensor is allocated; fast for any size): parameters x 4 copies x
     bytes (``models.param_count``, counted on the meta device) + the larger of a training step's
-    activations (``member_bytes``: the mixers' own estimates) and what an evaluation batch surely
-    holds (``models.eval_floats``) on the run's task or any of its named evaluation sets
-    (``train.evals``: a longer T there is a larger batch)."""
-    from .models import eval_floats, fixed_floats, param_count, refuse_unread_window
+    activations (``member_bytes``: the mixers' own estimates) and what an evaluation batch holds
+    at its peak (``models.eval_batch_floats``: the residual stream with the larger of the
+    logits and the largest block's intermediates, scan states and work buffers, on ``device``
+    as ``member_bytes`` counts them) on the run's task or any of its
+    named evaluation sets (``train.evals``: a longer T there is a larger batch)."""
+    from .kernels.backend import select_device
+    from .models import (
+        eval_batch_floats,
+        fixed_floats,
+        param_count,
+        refuse_unread_window,
+    )
+    from .models.mixers.attention import attention_path
+    from .models.mixers.common import scan_path
 
     info = build_task(run.task).info
     width = _float_bytes(run)
     n = param_count(run.model, info)
     train = member_bytes(run, device)
     fixed = width * fixed_floats(run.model, info)
+    dev = select_device("auto") if device is None else device
     base = run.task.model_dump()
     evals = {name: build_task({**base, **ov}).info for name, ov in run.train.evals.items()}
     for name, other in evals.items():
@@ -134,7 +149,9 @@ def memory_need(run, device: str | None = None) -> MemoryNeed:
             raise ValueError(f"train.evals.{name}: {err}") from None
     infos = [info, *evals.values()]
     refuse_unread_window(run.model, max(i.seq_len for i in infos))
-    ev = max(width * eval_batch(run) * eval_floats(run.model, i) for i in infos)
+    eb = eval_batch(run)
+    with attention_path(dev, run.train.dtype), scan_path(dev):
+        ev = max(width * eval_batch_floats(run.model, i, eb) for i in infos)
     return MemoryNeed(n, 4 * width * n, train, ev, fixed)
 
 

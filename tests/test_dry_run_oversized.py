@@ -133,8 +133,10 @@ def test_only_a_training_batch_too_large_is_extrapolated(tmp_path):
     fit, over, untimed, refused = split_by_memory(runs, "cpu", True, available=need.param_bytes)
     assert over == untimed == [] and len(refused) == 1  # the parameters fill it: refused
     # batch 1 does not fit: nothing smaller to time (T 16: its activations, not its
-    # parameters, are the larger part of the estimate)
-    one = expand(load_spec(_spec(tmp_path, 1)), "smoke", {"task.T": 16})
+    # parameters, are the larger part of the estimate; an evaluation batch of 1, smaller than
+    # the training step: the evaluation batch of 2 holds more than a training step of 1)
+    one = expand(load_spec(_spec(tmp_path, 1)), "smoke", {"task.T": 16,
+                                                          "train.eval_batch_size": 1})
     need1 = memory_need(one[0])
     fit, over, untimed, refused = split_by_memory(one, "cpu", True, available=need1.total - 1)
     assert fit == over == refused == [] and len(untimed) == 1
@@ -164,12 +166,12 @@ def test_dry_run_prices_an_oversized_run_and_training_still_refuses(tmp_path, mo
 
 
 def test_a_dry_run_leaves_out_what_it_cannot_time_and_says_so(tmp_path, monkeypatch):
-    """Two shapes: T = 8 fits, T = 64 does not even at its batch of 1. The estimate covers the
+    """Two shapes: T = 8 fits, T = 128 does not even at its batch of 1. The estimate covers the
     first and says it is a lower bound; with only the second the dry run refuses."""
     monkeypatch.setenv("SSMREPRO_CACHE", str(tmp_path / "cost-cache"))
     train = {"optimizer": "adam", "lr": 0.01, "batch_size": 1, "max_steps": 40, "val_size": 8,
              "test_size": 8, "eval_every": 20, "eval_batch_size": 1}
-    cases = [{"label": "short", "set": {"task.T": 8}}, {"label": "long", "set": {"task.T": 64}}]
+    cases = [{"label": "short", "set": {"task.T": 8}}, {"label": "long", "set": {"task.T": 128}}]
     spec = write_spec(tmp_path, train=train, sweep=[{"cases": cases}], seeds=[0])
     short, long_ = expand(load_spec(spec), "smoke")
     assert memory_need(short).total < memory_need(long_).total

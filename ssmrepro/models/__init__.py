@@ -136,12 +136,49 @@ def eval_floats(config: ModelConfig, info) -> int:
     bound, so it never refuses a model that fits): the residual stream in and out of a block
     (twice for two-input tasks) and the logits with their log-softmax, at the positions that
     surely reach the read-out (``TaskInfo.output_positions``: the supervised ones where they
-    are few, e.g. induction heads with T below twice the vocabulary)."""
+    are few, e.g. induction heads with T below twice the vocabulary); per-position regression:
+    the float64 targets and their float32 copy, the outputs, the targets with their NaNs
+    zeroed, the zeros ``torch.where`` takes, the difference and its masked square, 8·L·C
+    (2·L·C were counted: yu2025-fig3's S4D of width 2 and 10 outputs evaluated at 3.5x the
+    estimate)."""
     cfg = config.to_backbone()
     d, L, C = cfg.d_model, info.seq_len, info.n_classes
     n_inputs = 2 if info.dual else 1
-    return int(n_inputs * 2 * L * d
-               + (2 * info.output_positions * C if cfg.head == "per_position" else 2 * C))
+    if cfg.head == "per_position" and info.loss == "mse":
+        readout = 8 * L * C
+    else:
+        readout = 2 * info.output_positions * C if cfg.head == "per_position" else 2 * C
+    return int(n_inputs * 2 * L * d + readout)
+
+
+def work_floats(config: ModelConfig, info, batch: int) -> int:
+    """Floats of the kernels' work buffers in a training step of ``batch`` samples (one member):
+    the largest of the distinct blocks' ``work_floats`` (one layer's backward at a time; 0 for
+    blocks without one), over 2·batch sequences for two-input tasks."""
+    cfg = config.to_backbone()
+    d, L = cfg.d_model, info.seq_len
+    n = batch * (2 if info.dual else 1)
+    return int(max((getattr(cfg.blocks[b], "work_floats", lambda d, L, n: 0)(d, L, n)
+                    for b in set(cfg.layer_names())), default=0))
+
+
+def eval_batch_floats(config: ModelConfig, info, batch: int) -> int:
+    """Floats that an evaluation batch of ``batch`` samples (one member, no autograd) holds at
+    its peak: the residual stream in and out of a block (``eval_floats``' 2·L·d, twice for
+    two-input tasks) with the larger of what the blocks hold (the largest of the distinct
+    blocks' ``eval_floats(d_model, L, batch)``: their mixers' intermediates, scan states and
+    work buffers; the blocks run one after another, so one block's at a time; over 2·batch
+    sequences for two-input tasks, one pass) and of the read-out's logits and log-softmax
+    (``eval_floats``' rest; they live after the blocks). ``eval_floats`` alone was counted: an
+    evaluation batch of a complex S6 at T 128 peaked at 42x the estimate (its scan states)."""
+    cfg = config.to_backbone()
+    d, L = cfg.d_model, info.seq_len
+    n = 2 if info.dual else 1
+    stream = n * 2 * L * d
+    readout = eval_floats(config, info) - stream
+    blocks = max((int(cfg.blocks[b].eval_floats(d, L, n * batch))
+                  for b in set(cfg.layer_names())), default=0)
+    return int(batch * stream + max(batch * readout, blocks))
 
 
 def param_count(config: ModelConfig, info, trainable: bool = False) -> int:
@@ -267,5 +304,6 @@ __all__ = [
     "MODELS", "CooperHybridConfig", "InitConfig", "LinearMambaConfig", "MambaLMConfig",
     "ModelConfig", "ModelEntry", "SSMLMConfig", "SeqLM", "SeqLMConfig", "SequenceModel",
     "TransformerLMConfig", "activation_floats", "build_model", "config_rows", "count_params",
-    "eval_floats", "fixed_floats", "member_key", "param_count", "refuse_unread_window",
+    "eval_floats", "eval_batch_floats", "fixed_floats", "member_key", "param_count",
+    "refuse_unread_window", "work_floats",
 ]

@@ -89,6 +89,24 @@ class MixerBlockConfig(NoBoolNumbers):
         bidirectional block too: its two mixers' backwards run one after the other."""
         return mixer_floats(self.mixer, d_model, L, backward=True)
 
+    def eval_floats(self, d_model: int, L: int, batch: int) -> int:
+        """What the block's forward without autograd holds at its peak beyond the residual
+        stream and its norm's output (``models.eval_floats``): the mixer's
+        (``MixerConfig.eval_floats``; bidirectional: the flipped input and the first
+        direction's output, 2·d per position, held while the second runs) or the MLP's hidden
+        pre-activation and activation and its output, 2·hidden + d per position, whichever is
+        larger (they run one after the other)."""
+        mixer = int(self.mixer.eval_floats(d_model, L, batch))
+        if self.bidirectional != "none":
+            mixer += batch * L * 2 * d_model
+        hidden = self.hidden(d_model)
+        return max(mixer, batch * L * (2 * hidden + d_model) if hidden else 0)
+
+    def work_floats(self, d_model: int, L: int, batch: int) -> int:
+        """The mixer's work buffers (``MixerConfig.work_floats``), once for a bidirectional
+        block too: its two mixers run one after the other."""
+        return int(self.mixer.work_floats(d_model, L, batch))
+
     def norm_floats(self, d_model: int) -> int:
         """Floats per position the mixer's norm keeps for backward (``NORM_KEPT`` per channel)."""
         return NORM_KEPT[self.norm] * d_model
@@ -126,6 +144,15 @@ class NeoXBlockConfig(NeoXAttnFields):
         """Attention (NeoXAttnFields) + two norms + residual + the MLP (d -> expand·d -> d)."""
         hidden = self.expand * d_model
         return super().activation_floats(d_model, L) + L * (3 * d_model + 2 * hidden + d_model)
+
+    def eval_floats(self, d_model: int, L: int, batch: int) -> int:
+        """Without autograd: the attention's (``neox_attn``'s ``eval_floats``) and, run after it
+        (parallel: its output kept, d per position), the second norm's output and the MLP's
+        hidden pre-activation, activation and output, d + 2·hidden + d per position."""
+        hidden = self.expand * d_model
+        attn = super().eval_floats(d_model, L, batch)
+        return max(attn, batch * L * (d_model * (1 + self.parallel) + 2 * hidden + d_model)
+                   if hidden else 0)
 
 
 BlockConfig = Annotated[MixerBlockConfig | NeoXBlockConfig, Field(discriminator="kind")]

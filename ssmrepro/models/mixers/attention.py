@@ -66,9 +66,26 @@ class AttentionConfig(MixerConfig):
         (a 2-layer Transformer, L 4,096, batch 8 on CPU: 61 MB estimated, 65 MB measured with
         getrusage; 4.1 GB when the scores were counted)."""
         qk, v = self.qk_dim or d_model, self.v_dim or d_model
-        scores = (2 * self.heads * L * L if _SCORES_KEPT.get()
+        scores = (2 * self.heads * L * L if self.scores_built(d_model)
                   else self.heads * L + 2 * L * (2 * qk + v))
         return L * (d_model + 2 * qk + 2 * v) + scores
+
+    def scores_built(self, d_model: int) -> bool:
+        """Whether ``scaled_dot_product_attention`` builds the (B, H, L, L) scores: where the
+        path keeps them (``attention_path``), and wherever the value width differs from the
+        query/key width (``qk_dim`` != ``v_dim``: the fused CPU kernel wants one head width and
+        the math path runs; chen2025-fig9's Transformer, qk 8, v 16, was estimated without its
+        scores: a training step at d 32, T 128 allocated 2.1x the estimate, an evaluation batch
+        3.4x)."""
+        return _SCORES_KEPT.get() or (self.qk_dim or d_model) != (self.v_dim or d_model)
+
+    def eval_floats(self, d_model: int, L: int, batch: int) -> int:
+        """No autograd: q, k, v 2·qk + v, the attention's output v and the out projection's d
+        per position; the scores and their softmax (B, H, L, L) where the path builds them
+        (``attention_path``), else a logsumexp per row and head."""
+        qk, v = self.qk_dim or d_model, self.v_dim or d_model
+        scores = 2 * self.heads * L * L if self.scores_built(d_model) else self.heads * L
+        return batch * (L * (d_model + 2 * qk + 2 * v) + scores)
 
 
 @register(AttentionConfig)

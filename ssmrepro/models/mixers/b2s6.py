@@ -47,6 +47,7 @@ from .common import (
     A_params,
     cplx,
     dt_bias_init,
+    full_scan_eval_floats,
     init_A_,
     make_A,
     refuse_dt_below_floor,
@@ -97,6 +98,47 @@ class B2S6Config(MixerConfig):
         if self.impl == "split":
             return own + 2 * scan_kept_floats(d_model, N, L, c)
         return own + L * 3 * c * d_model * N
+
+    def eval_floats(self, d_model: int, L: int, batch: int) -> int:
+        """No autograd: u, Δ, y 3d and the per-head B (selected, bias) and C 3·h·N·c per
+        position (the training estimate's ``own``); fused: the states entering each time block
+        ((nb, B, h, d/h, N), c·d·N per block of ``kernels.b2s6_scan.b2s6_plan``'s T steps) and
+        the kernel's work buffers (hbuf c·(T + 1)·S, abuf c·T·S, scratch and wr 4·T·S, cbuf c·T·S
+        with zoh; S = rows·groups·(d/h)·N a tile's state); direct: four full-size (B, L, d, N)
+        tensors at once (log-decays, inputs, their product and the states); split: two
+        full-state scans one after the other, each holding three."""
+        c = 2 if self.complex_A or self.complex_B else 1
+        N, G = self.d_state, self.heads
+        own = batch * L * (3 * d_model + 3 * G * N * c)
+        if self.impl == "direct":
+            return own + batch * full_scan_eval_floats(d_model, N, L, c, copies=4)
+        if self.impl == "split":
+            return own + batch * (L * c * d_model * N + full_scan_eval_floats(d_model, N, L, c))
+        p, S, _ = self._plan(d_model, L, batch)
+        buffers = (c * (p.T + 1) * S + c * p.T * S + 4 * p.T * S
+                   + (c * p.T * S if self.discretization == "zoh" else 0))
+        return own + batch * c * d_model * N * (-(-L // p.T) + 1) + buffers
+
+    def work_floats(self, d_model: int, L: int, batch: int) -> int:
+        """fused: the kernel's backward's block buffers (``kernels.b2s6_scan``: hbuf
+        c·(T + 1)·S, abuf, fbuf, gbuf and wbuf 4·c·T·S, carry c·S, scratch 3·T·S, and cbuf and
+        zbuf 2·c·T·S with zoh; S and T of ``b2s6_plan``); direct and split: none beyond their
+        full-size states."""
+        if self.impl not in (None, "fused"):
+            return 0
+        p, S, c = self._plan(d_model, L, batch)
+        return (c * (p.T + 1) * S + 4 * c * p.T * S + c * S + 3 * p.T * S
+                + (2 * c * p.T * S if self.discretization == "zoh" else 0))
+
+    def _plan(self, d_model: int, L: int, batch: int):
+        """(``b2s6_plan`` of the fused kernel for ``batch`` rows of one member, a tile's state S
+        in elements, c floats an element)."""
+        from ...kernels.b2s6_scan import b2s6_plan
+
+        c = 2 if self.complex_A or self.complex_B else 1
+        G = self.heads
+        p = b2s6_plan(batch, G, d_model // G, self.d_state, c == 2, L)
+        return p, p.rows * p.groups * (d_model // G) * self.d_state, c
 
     def backward_floats(self, d_model: int, L: int) -> int:
         """direct and split: the full-size gradients a diagonal scan's backward builds

@@ -13,7 +13,9 @@ Contract of a mixer file (one per family in this package):
               ``activation_floats(d_model, L) -> int``: floats per sample saved for backward by one
               such layer (the dominant activations), read by the planner's memory estimate;
               optionally ``backward_floats(d_model, L)`` (what its backward builds and frees
-              before the next layer's, counted once a step) and ``fixed_floats(d_model, L)``
+              before the next layer's, counted once a step), ``fixed_floats(d_model, L)`` and
+              ``eval_floats(d_model, L, batch)`` (what a no-grad forward of a batch holds at
+              its peak: the evaluation estimate)
     Module    ``Module(E, d_model, cfg)``, registered with ``@register(Config)``; it defines
               ``forward(x)`` (the fast path), ``forward_ref(x)`` (a sequential reference, or the
               forward through the kernel reference it names, e.g. ``kernels.scan.selective_scan_ref``),
@@ -44,6 +46,23 @@ class MixerConfig(NoBoolNumbers):
     def activation_floats(self, d_model: int, L: int) -> int:  # pragma: no cover - abstract
         """Floats per sample one layer keeps for backward (projections, scan states, scores)."""
         raise NotImplementedError(f"{type(self).__name__} has no memory estimate")
+
+    def eval_floats(self, d_model: int, L: int, batch: int) -> int:
+        """Floats that one such layer's forward without autograd (an evaluation batch of
+        ``batch`` samples, one member) holds at once at its peak: its intermediates and its
+        output, not its input (the residual stream, ``models.eval_floats``), with any work
+        buffers its kernels allocate. Default: what a training step keeps, ``batch`` x
+        ``activation_floats`` (a forward holds at once no more than its autograd keeps, for
+        every mixer measured); the registered mixers count their own shapes."""
+        return batch * self.activation_floats(d_model, L)
+
+    def work_floats(self, d_model: int, L: int, batch: int) -> int:
+        """Floats of the work buffers that one such layer's kernels allocate in a training step
+        of ``batch`` samples (one member) beyond what ``activation_floats`` and
+        ``backward_floats`` count: block buffers sized by the kernel's tiles, which stop
+        growing with the batch at a bound (the fused scans'); its backward's, the larger,
+        counted once a step as one layer's backward runs at a time; 0 for most mixers."""
+        return 0
 
     def fixed_floats(self, d_model: int, L: int) -> int:
         """Floats one layer keeps for backward whatever the batch size (a kernel computed from

@@ -55,6 +55,57 @@ def block_states(d: int, N: int, L: int) -> int:
     return d * N * (-(-L // min_time_block(N, d, _SCAN_ON_CPU.get())) + 1)
 
 
+def fused_scan_buffers(batch: int, d: int, N: int, L: int, c_const: bool = False) -> int:
+    """Floats of the work buffers of the fused real selective scan
+    (``kernels.inplace._SelectiveScanFused.forward``) over ``batch`` rows of d channels with N
+    states, one member (a pack shares them): a tile's state S = rows·N·d (``scan_plan``, rows
+    <= batch) and time block T give hbuf (T + 1)·S, abuf T·S, wbuf T·S (constant C, or mul + sum
+    instead of matmuls) and dbuf T·S / N. Bounded whatever the batch (2^19-element blocks on
+    CPU). 0 on a GPU (``scan_path``): there a tile holds every member of the pack, whose buffers
+    (2^27-element blocks, about 1 GB for the whole pack) are shared, not one member's each (a
+    member's share shrinks with the pack; the GPU's pack budget is half its free memory), and
+    mamba-ssm's kernel, where installed, has none."""
+    from ...kernels.inplace import scan_plan
+
+    if not _SCAN_ON_CPU.get():
+        return 0
+    p = scan_plan(batch, 1, d, N, L=L)
+    S = p.rows * p.groups * d * N
+    return (p.T + 1) * S + p.T * S * (2 if c_const or not p.matmul else 1) + p.T * S // N
+
+
+def fused_scan_work_floats(batch: int, d: int, N: int, L: int) -> int:
+    """Floats of the work buffers of the fused real selective scan's backward
+    (``kernels.inplace._SelectiveScanFused.backward``, the forward's plan): hbuf (T + 1)·S,
+    abuf, gbuf and wbuf 3·T·S, cbuf S, dbuf and ebuf 2·T·S / N (``fused_scan_buffers``'s S and
+    T; a mixer's ``work_floats``). Not counted before: a training step of an S6 layer at d 32,
+    N 16, T 128, batch 32 allocated 1.8x the estimate (4 block buffers of 2^19 floats). 0 on a
+    GPU, as ``fused_scan_buffers``."""
+    from ...kernels.inplace import scan_plan
+
+    if not _SCAN_ON_CPU.get():
+        return 0
+    p = scan_plan(batch, 1, d, N, L=L)
+    S = p.rows * p.groups * d * N
+    return (p.T + 1) * S + 3 * p.T * S + S + 2 * (p.T * S // N)
+
+
+def fused_scan_eval_floats(batch: int, d: int, N: int, L: int, own: int,
+                           c_const: bool = False) -> int:
+    """What a layer with the fused real selective scan holds at its peak without autograd:
+    ``own`` floats per position of the layer's (the scan's inputs, its contiguous copies of
+    them and its output), the states entering each time block (``block_states``, (nb, B, N, d))
+    and the scan's work buffers (``fused_scan_buffers``)."""
+    return batch * (L * own + block_states(d, N, L)) + fused_scan_buffers(batch, d, N, L, c_const)
+
+
+def full_scan_eval_floats(d: int, N: int, L: int, c: int, copies: int = 3) -> int:
+    """Floats per sample of the full-size (B, L, d, N) tensors a chunked diagonal scan's forward
+    holds at once (``kernels.scan.diag_scan`` and the products feeding it: the log-decays Δ·Λ,
+    the input Δu ⊗ B and the states; c = 2 floats a complex number): ``copies``·c·d·N per step."""
+    return copies * c * d * N * L
+
+
 def scan_kept_floats(d: int, N: int, L: int, c: int) -> int:
     """Floats per sample a full-state diagonal scan (the chunked complex scan, Mamba-Δᵀ's core;
     c = 2 floats a complex number, else 1) keeps for its backward: its log-decays and states,

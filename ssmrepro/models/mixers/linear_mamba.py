@@ -108,7 +108,34 @@ class LinearMambaMixerConfig(MixerConfig):
         c = min(CHUNK, L)
         P = Di // M if multi else Di
         states = 0 if L <= c else 2 * M * (-(-L // c)) * N * P
-        return L * per_pos + 2 * max(hb, hc) * L * c + states
+        # shared B and C with per-head values (MVA): the scores and C broadcast to the H heads,
+        # copies the products keep, H·(c + N) per position (not counted: a step at d 32, 4
+        # heads, T 128 allocated 1.5x the estimate)
+        hx = M if self.head_pattern in ("MHA", "MVA") else 1
+        bcast = hx * (c + N) if max(hb, hc) < hx else 0
+        return L * (per_pos + bcast) + 2 * max(hb, hc) * L * c + states
+
+    def eval_floats(self, d_model: int, L: int, batch: int) -> int:
+        """No autograd (``chunked_linear_attention`` over L padded to nc·c): per padded
+        position, the conv's output Di, B and C (hb + hc)·N, the per-head values (head patterns),
+        the (c × c) chunk scores and their masked copy 2·max(hb, hc)·c (and their copy
+        broadcast to the H heads of values where those are more, H·c), and the output y of H
+        heads of P values, H·P; with more than one chunk the chunk states and the states before
+        each chunk (H, nc, N, P), 2·H·N·P per chunk, their product with C and its sum with y,
+        2·H·P more."""
+        Di, N, M = self.expand * d_model, self.d_state, self.heads
+        multi = self.head_pattern is not None
+        hb = M if self.head_pattern in ("MHA", "MKA") else 1
+        hc = M if self.head_pattern in ("MHA", "MQA") else 1
+        hx = M if self.head_pattern in ("MHA", "MVA") else 1
+        P = Di // M if multi else Di
+        values = hx * P if multi else 0
+        c = min(CHUNK, L)
+        nc = -(-L // c)
+        H = max(hb, hc, hx)
+        scores = 2 * max(hb, hc) * c + (H * c if max(hb, hc) < H else 0)
+        per_pos = Di + (hb + hc) * N + values + scores + (3 if nc > 1 else 1) * H * P
+        return batch * (nc * c * per_pos + (2 * nc * H * N * P if nc > 1 else 0))
 
 
 @register(LinearMambaMixerConfig)

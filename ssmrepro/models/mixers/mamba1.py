@@ -116,6 +116,17 @@ class Mamba1Config(MixerConfig):
         own = (1 + self.gate) * Di + (self.conv + self.conv_act) * Di + 2 * self.gate * Di + d_model
         return L * own + self.core_config(d_model).activation_floats(Di, L)
 
+    def eval_floats(self, d_model: int, L: int, batch: int) -> int:
+        """No autograd: in_proj's output (1 + gate)·Di and the conv's Di per position, with the
+        core's own (``eval_floats`` of ``core_config``, on Di channels) while it runs."""
+        Di = self.expand * d_model
+        own = batch * L * ((1 + self.gate) * Di + self.conv * Di)
+        return own + self.core_config(d_model).eval_floats(Di, L, batch)
+
+    def work_floats(self, d_model: int, L: int, batch: int) -> int:
+        """The core's (``work_floats`` of ``core_config``, on Di channels)."""
+        return self.core_config(d_model).work_floats(self.expand * d_model, L, batch)
+
     def backward_floats(self, d_model: int, L: int) -> int:
         """The core's (on d_inner channels)."""
         return self.core_config(d_model).backward_floats(self.expand * d_model, L)

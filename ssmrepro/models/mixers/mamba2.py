@@ -74,6 +74,19 @@ def ssd_floats(L: int, Di: int, H: int, N: int) -> int:
             + (8 * nc * Di * N if nc > 1 else 0))
 
 
+def ssd_eval_floats(L: int, Di: int, H: int, N: int) -> int:
+    """Floats per sample that the torch SSD (``kernels.ssd.ssd``, chunks of Q =
+    ``default_ssd_chunk(L)``, L padded to nc·Q = Lp) holds at once without autograd: per padded
+    position, B and C per head (B, H, nc, Q, N) 2·H·N, the in-chunk decay and score matrices
+    (B, H, nc, Q, Q) 3·H·Q, x·Δ, the in-chunk output and y 3·Di; where L is padded, the padded
+    copies of x, the log-decays, B and C, Di + H + 2·H·N; with more than one chunk, each
+    chunk's state (B, H, nc, N, P) and the states entering the chunks, 2·Di·N per chunk."""
+    Q = default_ssd_chunk(L)
+    nc = -(-L // Q)
+    padded = Di + H + 2 * H * N if nc * Q > L else 0
+    return nc * Q * (2 * H * N + 3 * H * Q + 3 * Di + padded) + (2 * nc * Di * N if nc > 1 else 0)
+
+
 class Mamba2Config(MixerConfig):
     """Mamba-2 block (chen2025 App. B, mamba-ssm Mamba2): conv -> SiLU -> SSD -> RMSNorm(y ⊙ SiLU(z))."""
 
@@ -118,6 +131,16 @@ class Mamba2Config(MixerConfig):
         Di, G, N, H = self.expand * d_model, self.ngroups, self.d_state, self.n_heads(d_model)
         per_pos = 2 * (2 * Di + 2 * G * N + H) + 3 * (Di + 2 * G * N) + 2 * H + 8 * Di + d_model
         return L * per_pos + ssd_floats(L, Di, H, N)
+
+    def eval_floats(self, d_model: int, L: int, batch: int) -> int:
+        """No autograd: in_proj's output 2·Di + 2·G·N + H and the conv's SiLU Di + 2·G·N per
+        position, x, B and C per head folded with the pack's members into one heads axis
+        (``kernels.backend.ssd_scan``: a copy, Di + 2·H·N, in a pack of more than one member or
+        with 1 < G < H; packs of E = 4 peaked at 1.32x without it), with the SSD's
+        (``ssd_eval_floats``)."""
+        Di, G, N, H = self.expand * d_model, self.ngroups, self.d_state, self.n_heads(d_model)
+        folded = Di + 2 * H * N
+        return batch * (L * (3 * Di + 4 * G * N + H + folded) + ssd_eval_floats(L, Di, H, N))
 
 
 class SSDConv(PackedCausalConv):

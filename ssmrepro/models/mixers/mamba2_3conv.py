@@ -45,7 +45,7 @@ from .common import (
     dt_bias_init,
     refuse_mamba2_ranges,
 )
-from .mamba2 import ssd_floats
+from .mamba2 import ssd_eval_floats, ssd_floats
 
 
 class Mamba2ThreeConvConfig(MixerConfig):
@@ -80,6 +80,14 @@ class Mamba2ThreeConvConfig(MixerConfig):
         per_pos = (3 * (Di + 2 * N) + 2 + 2 * self.gate * Di + Di + self.out_proj * d_model
                    + 4 * (Di + N))
         return L * per_pos + ssd_floats(L, Di, 1, N)
+
+    def eval_floats(self, d_model: int, L: int, batch: int) -> int:
+        """No autograd: the three convs' SiLUs Di + 2N per position, x, B and C folded with the
+        pack's members into one heads axis (a copy in a pack of more than one member, Di + 2N;
+        ``mamba2.Mamba2Config.eval_floats``), with the one-head SSD's
+        (``mamba2.ssd_eval_floats``)."""
+        Di, N = self.expand * d_model, self.d_state
+        return batch * (L * 2 * (Di + 2 * N) + ssd_eval_floats(L, Di, 1, N))
 
 
 @register(Mamba2ThreeConvConfig)

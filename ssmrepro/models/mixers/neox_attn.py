@@ -180,6 +180,16 @@ class NeoXAttnFields(NoBoolNumbers):
                   else self.heads * L + 2 * L * qkv)
         return L * per_pos + scores
 
+    def eval_floats(self, d_model: int, L: int, batch: int) -> int:
+        """No autograd: qkv 3·H·s (twice with its conv), the RoPE'd q and k 2·H·s, the
+        attention's output and its merged heads 2·H·s and the out projection's d per position;
+        the scores and their softmax (B, H, L, L) where the path builds them
+        (``attention.attention_path``), else a logsumexp per row and head."""
+        s = d_model // self.heads if self.split_heads else d_model
+        qkv = 3 * self.heads * s * (2 if self.conv else 1)
+        scores = 2 * self.heads * L * L if _SCORES_KEPT.get() else self.heads * L
+        return batch * (L * (qkv + 4 * self.heads * s + d_model) + scores)
+
     def fixed_floats(self, d_model: int, L: int) -> int:
         """The (L, L) mask the attention kernel keeps for backward as floats (``window_mask``'s
         booleans, converted), one per layer whatever the batch."""

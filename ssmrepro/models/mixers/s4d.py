@@ -28,6 +28,9 @@ from .base import MixerConfig, register
 from .common import (
     A_INIT_FIELD,
     block_states,
+    full_scan_eval_floats,
+    fused_scan_eval_floats,
+    fused_scan_work_floats,
     init_A_,
     make_A,
     scan_backward_floats,
@@ -68,6 +71,22 @@ class S4DConfig(MixerConfig):
         if self.complex_A:
             return L * 2 * d_model + scan_kept_floats(d_model, N, L, 2)
         return L * (5 * d_model + N) + block_states(d_model, N, L)
+
+    def eval_floats(self, d_model: int, L: int, batch: int) -> int:
+        """No autograd. Complex Λ (the chunked scan): its full-size (B, L, d, N) complex
+        log-decays, inputs and states (``common.full_scan_eval_floats``) with Δ = 1, Δ ⊙ x and
+        the complex y, 4d per position. Real Λ (the fused scan, constant C): Δ = 1 and y 2d, the
+        scan's contiguous B 2N per position (counted twice, with its C), its block states and
+        work buffers (``common.fused_scan_eval_floats``)."""
+        N = self.d_state
+        if self.complex_A:
+            return batch * (L * 4 * d_model + full_scan_eval_floats(d_model, N, L, 2))
+        return fused_scan_eval_floats(batch, d_model, N, L, 2 * d_model + 2 * N, c_const=True)
+
+    def work_floats(self, d_model: int, L: int, batch: int) -> int:
+        """Real Λ: the fused scan's backward's block buffers (``common.fused_scan_work_floats``);
+        the chunked complex scan has none beyond its full-size states."""
+        return 0 if self.complex_A else fused_scan_work_floats(batch, d_model, self.d_state, L)
 
     def backward_floats(self, d_model: int, L: int) -> int:
         """Complex Λ: ``common.scan_backward_floats``; the fused real scan builds none at full

@@ -31,6 +31,7 @@ from .common import (
     A_INIT_FIELD,
     A_params,
     cplx,
+    full_scan_eval_floats,
     init_A_,
     make_A,
     refuse_dt_overflow,
@@ -69,6 +70,14 @@ class S4DZOHConfig(MixerConfig):
         if self.impl == "scan":
             return L * 2 * d_model + scan_kept_floats(d_model, self.d_state, L, 2)
         return L * 10 * d_model
+
+    def eval_floats(self, d_model: int, L: int, batch: int) -> int:
+        """No autograd. fft: the spectrum of u zero-padded to 2L ((B, d, L + 1) complex, 2d per
+        position), its product with the kernel's (2d), the inverse transform (B, d, 2L) 2d and y
+        d: 7d per position. scan: as the complex S4D's (``s4d.S4DConfig.eval_floats``)."""
+        if self.impl == "scan":
+            return batch * (L * 4 * d_model + full_scan_eval_floats(d_model, self.d_state, L, 2))
+        return batch * L * 7 * d_model
 
     def backward_floats(self, d_model: int, L: int) -> int:
         """scan: ``common.scan_backward_floats`` (c = 2); fft: none at full state size."""

@@ -48,6 +48,9 @@ from .common import (
     DtRank,
     block_states,
     dt_bias_init,
+    full_scan_eval_floats,
+    fused_scan_eval_floats,
+    fused_scan_work_floats,
     init_A_,
     make_A,
     refuse_dt_below_floor,
@@ -102,6 +105,22 @@ class S6Config(MixerConfig):
             return (L * (4 * d_model + self.rank(d_model) + 4 * N)
                     + scan_kept_floats(d_model, N, L, 2))
         return L * (6 * d_model + self.rank(d_model) + 6 * N) + block_states(d_model, N, L)
+
+    def eval_floats(self, d_model: int, L: int, batch: int) -> int:
+        """No autograd. Complex Λ (the chunked scan): its full-size (B, L, d, N) complex
+        log-decays, inputs and states (``common.full_scan_eval_floats``) with, per position,
+        x_proj's output R + 4N, the complex B_t and C_t 4N, Δ and Δ ⊙ x 2d. Real Λ (the fused
+        scan): x_proj's output R + 2N, Δ and y 2d, the scan's contiguous B and C 2N per position,
+        its block states and work buffers (``common.fused_scan_eval_floats``)."""
+        N, R = self.d_state, self.rank(d_model)
+        if self.complex_A:
+            return batch * (L * (2 * d_model + R + 8 * N) + full_scan_eval_floats(d_model, N, L, 2))
+        return fused_scan_eval_floats(batch, d_model, N, L, 2 * d_model + R + 4 * N)
+
+    def work_floats(self, d_model: int, L: int, batch: int) -> int:
+        """Real Λ: the fused scan's backward's block buffers (``common.fused_scan_work_floats``);
+        the chunked complex scan has none beyond its full-size states."""
+        return 0 if self.complex_A else fused_scan_work_floats(batch, d_model, self.d_state, L)
 
     def backward_floats(self, d_model: int, L: int) -> int:
         """Complex Λ: ``common.scan_backward_floats``; the fused real scan builds none at full
