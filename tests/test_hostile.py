@@ -20265,7 +20265,7 @@ def test_list_tasks_never_cuts_a_default_mid_word():
     and the tables stay within the 80 columns."""
     res = _invoke("list-tasks", env={"COLUMNS": "80"})
     assert res.exit_code == 0, res.output
-    assert "│ 0.23921568627450981" in res.output and "'curv_contour_length_14'" in res.output
+    assert "│ 0.23921568627450981" in res.output and "│ curv_contour_length_14" in res.output
     tables = [line for line in res.output.splitlines() if line.startswith(("┏", "│", "└"))]
     assert tables and max(len(line.rstrip()) for line in tables) <= 80
 
@@ -21420,7 +21420,7 @@ def test_list_spec_lists_every_section_of_a_spec_with_described_keys():
     for where, model in sections.items():
         assert [r[0] for r in config_rows(model, ()) if not r[3].strip()] == [], where
     claim = {r[0]: r for r in config_rows(sections["claims[]"], ())}
-    assert claim["check"][2] == repr(DEFAULT_CHECK)
+    assert claim["check"][2] == DEFAULT_CHECK
     assert "path" not in {r[0] for r in config_rows(sections[""], ())}  # set by the loader
     res = CliRunner().invoke(app, ["list-spec"], env={"COLUMNS": "250"})
     assert res.exit_code == 0, res.output
@@ -23478,3 +23478,37 @@ def test_r47b_a_dotted_key_of_thousands_of_names_is_refused_as_too_deep(tmp_path
             [f"model.{'.'.join(['a'] * (MAX_SPEC_DEPTH - 2))}=1"]))
     assert too_deep({"a": {"b" + ".c" * (MAX_SPEC_DEPTH - 2): 1}}) is None
     assert too_deep({"a": {"b" + ".c" * (MAX_SPEC_DEPTH - 1): 1}}) is not None
+
+
+def test_r47k_list_commands_print_defaults_as_yaml_spells_them():
+    """`list-*` and `list-spec` printed defaults as Python values (`None`, `False`,
+    `(0.9, 0.999)`, `'adamw'`): copied into a spec, `label: None` was the text 'None' and
+    `(0.9, 0.999)` a string. Every default printed now reads back (as a spec is read) as the
+    value it is, and a meaning that tells the user what to type says null, not None."""
+    from ssmrepro.cli.experiments import spec_sections
+    from ssmrepro.models import MODELS, _plain, config_rows
+    from ssmrepro.models.mixers import MIXERS
+    from ssmrepro.plots import FIGURE_KINDS
+    from ssmrepro.report.checks import CHECKS
+    from ssmrepro.spec import parse_yaml
+    from ssmrepro.tasks import TASKS
+    from ssmrepro.theory import TABLES
+
+    configs = ([e.Config for e in (*MODELS.values(), *MIXERS.values())]
+               + [c.Config for c in TASKS.values()]
+               + [k.Config for k in (*FIGURE_KINDS.values(), *CHECKS.values())]
+               + [m for _, m in spec_sections()] + [t.Params for t in TABLES.values()])
+    seen = set()
+    for Config in configs:
+        for name, f in Config.model_fields.items():
+            if f.is_required() or f.exclude:
+                continue
+            shown = {r[0]: r for r in config_rows(Config, ())}[name]
+            value = f.get_default(call_default_factory=True)
+            assert parse_yaml(f"k: {shown[2]}")["k"] == _plain(value), (Config, name, shown[2])
+            assert not re.search(r"^(None|False|True)\b|[(;] ?None\b", shown[3]), shown
+            seen.add(shown[2])
+    assert {"null", "false", "true", "[0.9, 0.999]", "adamw", "''"} <= seen
+    assert not {"None", "False", "(0.9, 0.999)", "'adamw'"} & seen
+    res = CliRunner().invoke(app, ["list-spec"], env={"COLUMNS": "250"})
+    assert res.exit_code == 0 and "[0.9, 0.999]" in res.output and "(0.9, 0.999)" not in res.output
