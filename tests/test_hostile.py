@@ -23512,3 +23512,49 @@ def test_r47k_list_commands_print_defaults_as_yaml_spells_them():
     assert not {"None", "False", "(0.9, 0.999)", "'adamw'"} & seen
     res = CliRunner().invoke(app, ["list-spec"], env={"COLUMNS": "250"})
     assert res.exit_code == 0 and "[0.9, 0.999]" in res.output and "(0.9, 0.999)" not in res.output
+
+
+class _FullStream:
+    """A stream on a full device: every write fails with ENOSPC (as /dev/full)."""
+
+    encoding = "utf-8"
+    errors = "strict"
+
+    def write(self, text):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+
+def test_r47k_output_to_a_full_device_says_standard_output_could_not_be_written(
+        monkeypatch, capsys):
+    """`ssmrepro list-spec >/dev/full` said `error: cannot use: no space left on device`, as if
+    a file of the command's were meant, and `ssmrepro --help >/dev/full` was an OSError
+    traceback. A write to standard output that fails (not a closed pipe) ends the command with
+    `standard output could not be written: no space left on device`, exit 2, from the
+    consoles, `--json` and echo alike, and outside the commands (help) too."""
+    import typer
+
+    from ssmrepro.cli.app import _Console, echo, guard, print_json
+
+    full = _Console(file=_FullStream(), emoji=False)
+
+    def printed():
+        full.print("a table")
+
+    for fn in (printed, lambda: print_json({"a": 1}), lambda: echo("text")):
+        monkeypatch.setattr("sys.stdout", _FullStream())
+        with pytest.raises(typer.Exit) as exit_:
+            guard(fn)()
+        assert exit_.value.exit_code == 2
+        assert "error: standard output could not be written: no space left on device" in \
+            capsys.readouterr().err.replace("\n", " ")
+    monkeypatch.setattr("sys.stdout", _FullStream())
+    with pytest.raises(SystemExit) as exit_:
+        app(["--help"], prog_name="ssmrepro")
+    assert exit_.value.code == 2
+    assert "standard output could not be written" in capsys.readouterr().err

@@ -36,6 +36,7 @@ from .app import (
     RESUME,
     command,
     console,
+    echo,
     err_console,
     fail,
     path_value,
@@ -974,7 +975,7 @@ def bench(
             code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 2)
         raise typer.Exit(code or 0)
     if help_:
-        typer.echo(ctx.get_help())
+        echo(ctx.get_help())
         raise typer.Exit()
     _write_root(out)  # `--out .` in the project folder wrote its records (or the roofline
     # figure) among the project's files, `--out experiments/x` among the specs
@@ -992,7 +993,7 @@ def bench(
         for m in skipped:
             err_console.print(f"[yellow]warning:[/] left out: {escape(m)}", highlight=False,
                               soft_wrap=True)
-        typer.echo(table)
+        echo(table)
         console.print(f"roofline: {fig}; table: {fig.with_name('performance.md')}", markup=False)
         return
     if ctx.args:
