@@ -23025,8 +23025,8 @@ def test_r47d_damaged_generated_pathfinder_shards_name_the_command_that_replaces
         load_lra("pathfinder", "train", root=data, accept_sources=["generated"])
     said = " ".join(str(err.value).split())
     assert "are damaged" in said and "1 image shards but 2 label shards" in said, said
-    assert said.endswith(f"replace them: `ssmrepro data generate pathfinder --res 32 --n 200000 "
-                         f"--seed 0 --dir {data} --force`"), said
+    assert said.endswith(f"replace them: `ssmrepro data generate pathfinder --res 32 --n 6 "
+                         f"--seed 2 --dir {data} --force`"), said
 
 
 def test_r47d_bench_out_in_the_project_folder_or_its_sources_is_refused(tmp_path):
@@ -23558,3 +23558,67 @@ def test_r47k_output_to_a_full_device_says_standard_output_could_not_be_written(
         app(["--help"], prog_name="ssmrepro")
     assert exit_.value.code == 2
     assert "standard output could not be written" in capsys.readouterr().err
+
+
+def test_r47k_a_damaged_generated_folder_names_the_command_of_its_recorded_size_and_seed(
+        tmp_path):
+    """A generated ListOps or Pathfinder folder with a file missing named `data generate ...
+    --n 100000 --seed 0` (or `--n 200000 --seed 0`), other data under the same path, whatever
+    the size and seed its meta.json records. The command now repeats them (and lengths and
+    format set away from their defaults); without a meta.json, the defaults as before."""
+    from ssmrepro.data import DATASETS, GENERATED
+    from ssmrepro.data.datasets import dataset_config
+
+    lo = tmp_path / "generated" / "listops"
+    lo.mkdir(parents=True)
+    (lo / "basic_train.tsv").write_text("x\n")
+    (lo / "meta.json").write_text(json.dumps({
+        "generator": "ssmrepro.data.listops", "version": 1, "seed": 7,
+        "sizes": {"train": 58, "val": 1, "test": 1}, "min_length": 5, "max_length": 60,
+        "max_depth": 10, "max_args": 10}))
+    hint = DATASETS["listops"].hint(GENERATED, tmp_path, dataset_config("listops"))
+    assert " --n 60 --seed 7 --min-length 5 --max-length 60 " in hint and "--force" in hint, hint
+    pf = tmp_path / "generated" / "pathfinder32" / "curv_contour_length_14"
+    pf.mkdir(parents=True)
+    (pf / "meta.json").write_text(json.dumps({"generator": "ssmrepro.data.pathfinder",
+                                              "version": 1, "n": 20, "seed": 3,
+                                              "format": "lra"}))
+    hint = DATASETS["pathfinder"].hint(GENERATED, tmp_path, dataset_config("pathfinder"))
+    assert "--res 32 --n 20 --seed 3 --format lra " in hint, hint
+    (pf / "meta.json").unlink()
+    hint = DATASETS["pathfinder"].hint(GENERATED, tmp_path, dataset_config("pathfinder"))
+    assert "--res 32 --n 200000 --seed 0 " in hint, hint
+
+
+def test_r47k_a_generated_folder_whose_meta_json_another_generator_wrote_is_not_provenance(
+        tmp_path, monkeypatch):
+    """Generated ListOps whose meta.json said `generator: ssmrepro.data.pathfinder, version:
+    99` were recorded as made by it without a word. Another generator's meta.json, or a newer
+    version than this code writes, is a warning and the record names no generator."""
+    from ssmrepro.data.listops import SPLIT_FILES, generate_listops, write_listops_tsv
+    from ssmrepro.tasks import build_task
+    from ssmrepro.tasks.lra import clear_cache
+
+    splits = generate_listops(6, 2, 2, seed=3, min_length=3, max_length=60)
+    folder = tmp_path / "generated" / "listops"
+    for split, fname in SPLIT_FILES.items():
+        write_listops_tsv(folder / fname, splits[split])
+    monkeypatch.setenv("SSMREPRO_DATA", str(tmp_path))
+    sizes = {"train": 6, "val": 2, "test": 2}
+    for gen, version, ok in (("ssmrepro.data.listops", 1, True),
+                             ("ssmrepro.data.pathfinder", 1, False),
+                             ("ssmrepro.data.listops", 99, False)):
+        (folder / "meta.json").write_text(json.dumps({"generator": gen, "version": version,
+                                                      "seed": 3, "sizes": sizes}))
+        clear_cache()
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            info = build_task({"name": "lra_listops", "source": "generated",
+                               "max_len": 64}).data_info()
+        text = " ".join(str(w.message) for w in said)
+        if ok:
+            assert info["generator"] == {"generator": gen, "version": 1, "seed": 3}, info
+            assert "meta.json" not in text, text
+        else:
+            assert info["generator"]["generator"].startswith("unknown: "), info
+            assert f"names generator {gen!r} version {version}" in text, text
