@@ -23622,3 +23622,13 @@ def test_r47k_a_generated_folder_whose_meta_json_another_generator_wrote_is_not_
         else:
             assert info["generator"]["generator"].startswith("unknown: "), info
             assert f"names generator {gen!r} version {version}" in text, text
+
+
+def test_r47k_a_tiny_memory_estimate_is_not_printed_as_zero_mb():
+    """A worker killed mid-pack said "the pack's memory estimate was 0.0 MB" for a tiny model,
+    as if nothing had been estimated: sizes below 0.1 MB print in kB (or bytes), larger ones as
+    before."""
+    from ssmrepro.train import _gb
+
+    assert [_gb(n) for n in (0, 512, 42_000, 99_999, 100_000, 3 * 10**8)] == [
+        "0 bytes", "512 bytes", "42.0 kB", "100.0 kB", "0.1 MB", "0.3 GB"]
