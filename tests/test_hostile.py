@@ -23651,3 +23651,32 @@ def test_r47k_true_and_false_are_not_numbers_in_derived_arithmetic(tmp_path):
         spec = load_spec(write_spec(tmp_path, derived=derived))
         with pytest.raises(SpecError):
             expand(spec, "smoke")
+
+
+def test_r47k_records_of_a_newer_ssmrepro_are_used_with_one_warning(tmp_path):
+    """A record written by a newer ssmrepro (`"revision": 99`, past store.RECORD_REVISION) was
+    trusted without a word, though a change of what a run computes made since is unknown here.
+    It is still used (training it again would overwrite the newer record with an older
+    computation), with one warning per command naming both revisions and what to do."""
+    from ssmrepro.store import RECORD_REVISION
+
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+             "test_size": 16, "eval_every": 1, "eval_batch_size": 16}
+    spec = write_spec(tmp_path, seeds=[0, 1], train=train,
+                      sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]}])
+    out = tmp_path / "out"
+    assert _invoke("run", spec, "--out", out, "--profile", "smoke", "--workers", "1",
+                   "--no-plot").exit_code == 0
+    paths = sorted((out / "tests/t-spec/runs").glob("*.json"))
+    assert len(paths) == 2
+    for path in paths:
+        path.write_text(json.dumps({**json.loads(path.read_text()), "revision": 99}))
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--workers", "1",
+                  "--no-plot")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "2 already done" in said, said
+    warning = (f"records written by a newer ssmrepro (record revision 99; this one knows "
+               f"revisions up to {RECORD_REVISION}) are used as they are")
+    assert said.count(warning) == 1, said
+    for path in paths:  # kept, not quarantined or trained again
+        assert json.loads(path.read_text())["revision"] == 99
