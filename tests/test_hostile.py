@@ -23680,3 +23680,33 @@ def test_r47k_records_of_a_newer_ssmrepro_are_used_with_one_warning(tmp_path):
     assert said.count(warning) == 1, said
     for path in paths:  # kept, not quarantined or trained again
         assert json.loads(path.read_text())["revision"] == 99
+
+
+def test_r47k_an_early_stop_the_untrained_model_meets_is_said_at_run_and_in_the_report(
+        tmp_path):
+    """`early_stop: {metric: val.loss, op: "<", threshold: 50}` on keep_nth (vocab 8) stopped
+    every run at step 0, ok, untrained: only a stop_step.mean of 0 in the table showed it.
+    `run` warns, counting them, and the report says how many finished runs met their early
+    stop at step 0 (column n_early_stop_0); it is not refused (a constructed init may meet
+    it). A run that trains keeps no such line."""
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 3, "val_size": 16,
+             "test_size": 16, "eval_every": 1, "eval_batch_size": 16,
+             "early_stop": {"metric": "val.loss", "op": "<", "threshold": 50}}
+    spec = write_spec(tmp_path, seeds=[0, 1], train=train,
+                      sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]}])
+    out = tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--workers", "1")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, said
+    assert ("warning: 2 of the runs trained met their early stop (train.early_stop) at step 0, "
+            "before any training step") in said, said
+    report = (out / "tests/t-spec/report-smoke.md").read_text()
+    assert ("2 of the finished runs met their early stop (`train.early_stop`) at step 0"
+            in " ".join(report.split())), report
+    assert "n_early_stop_0" in (out / "tests/t-spec/summary-smoke.csv").read_text()
+    train["early_stop"]["threshold"] = 1e-9  # never met: trained, no word
+    spec = write_spec(tmp_path, name="t-two", seeds=[0], train=train,
+                      sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]}])
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--workers", "1")
+    assert res.exit_code == 0 and "at step 0" not in res.output, res.output
+    assert "at step 0" not in (out / "tests/t-two/report-smoke.md").read_text()

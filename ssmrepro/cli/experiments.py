@@ -697,6 +697,13 @@ def run(
         table = (escape(str(s.csv)) if s.csv is not None and s.csv.is_file()
                  else "- (no run has a record)")
         out_console.print("; ".join(parts) + f"; table: {table}")
+        if s.early_stop_0:  # only the table's stop_step 0 showed it
+            err_console.print(
+                f"[yellow]warning:[/] {s.early_stop_0} of the runs trained met their early stop "
+                "(train.early_stop) at step 0, before any training step: their numbers are of "
+                "the untrained model (the report counts them); if that is not meant, make the "
+                "threshold one the untrained model does not meet", highlight=False,
+                soft_wrap=True)
     where = [*(["--engine", engine] if engine != "local" else []),
              *(["--address", address] if address is not None else []),
              *(["--device", device] if device != "auto" else []),
