@@ -23710,3 +23710,25 @@ def test_r47k_an_early_stop_the_untrained_model_meets_is_said_at_run_and_in_the_
     res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--workers", "1")
     assert res.exit_code == 0 and "at step 0" not in res.output, res.output
     assert "at step 0" not in (out / "tests/t-two/report-smoke.md").read_text()
+
+
+def test_r47k_validate_notes_a_warm_up_longer_than_the_run(tmp_path):
+    """`warmup_steps: 100` with 6 steps (koren2026-fig2..6's smoke profiles do it): the learning
+    rate never reaches train.lr, and nothing said so. `validate` notes it per profile (count,
+    warm-up, steps, the share of train.lr reached), exit 0, not a refusal; a run of no step (a
+    constructed model) and a warm-up shorter than the run say nothing."""
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 6, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16,
+             "schedule": {"kind": "constant", "warmup_steps": 100}}
+    spec = write_spec(tmp_path, seeds=[0, 1], train=train)
+    res = _invoke("validate", spec)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, said
+    assert ("note: t-spec: profile smoke: 4 runs warm up over 100 steps "
+            "(train.schedule.warmup_steps) but train 6: the learning rate never reaches "
+            "train.lr (5% of it at the last step)") in said, said
+    for steps, warm in ((200, 100), (0, 100)):
+        spec = write_spec(tmp_path, seeds=[0], train={
+            **train, "max_steps": steps, "schedule": {"kind": "constant", "warmup_steps": warm}})
+        res = _invoke("validate", spec)
+        assert res.exit_code == 0 and "note:" not in res.output, res.output

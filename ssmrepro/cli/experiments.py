@@ -518,10 +518,38 @@ def validate(
                                   soft_wrap=True)
             console.print(f"[green]ok[/] {spec.id}: " + ", ".join(f"{k} {v} runs"
                                                                  for k, v in counts.items()))
+            for prof, rs in runs.items():
+                for m in _warmup_notes(rs):
+                    err_console.print(f"note: {escape(spec.id)}: profile {escape(prof)}: "
+                                      f"{escape(m)}", highlight=False, soft_wrap=True)
         except SpecError as err:
             errors += err.messages
     if errors:
         fail(errors)
+
+
+def _warmup_notes(runs: list) -> list[str]:
+    """What a profile's runs whose warm-up (``train.schedule.warmup_steps``) lasts as long as
+    their training or longer do: their learning rate never reaches ``train.lr`` (6 steps of a
+    100-step warm-up end at 5% of it; no word was said). One line per (warm-up, steps) pair,
+    at most three, then a count; a note, not a refusal (a spec may mean it)."""
+    from ..sweep import unique_runs
+
+    seen: dict[tuple[int, int, float], int] = {}
+    for r in unique_runs(runs):
+        s, total = r.train.schedule, r.train.total_steps
+        if 0 < total <= s.warmup_steps:  # (a run of no step, a constructed model, has no lr)
+            reached = s.warmup_start + (1.0 - s.warmup_start) * max(total - 1, 0) / s.warmup_steps
+            key = (s.warmup_steps, total, reached)
+            seen[key] = seen.get(key, 0) + 1
+    out = [f"{n} run{'s warm' if n > 1 else ' warms'} up over {w:,} steps "
+           f"(train.schedule.warmup_steps) but train {t:,}: the learning rate never reaches "
+           f"train.lr ({reached:.0%} of it at the last step)"
+           for (w, t, reached), n in list(seen.items())[:3]]
+    if len(seen) > 3:
+        out.append(f"and {sum(list(seen.values())[3:])} more runs of other warm-ups or lengths "
+                   "whose learning rate never reaches train.lr")
+    return out
 
 
 @command(interrupted=RESUME)
