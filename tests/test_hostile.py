@@ -8121,8 +8121,9 @@ def test_a_text_source_file_that_is_not_utf8_or_too_large_is_named(tmp_path, dat
     """Text sources read as UTF-8: a byte 0xff in an IMDB review or a ListOps / AAN TSV line failed
     with the bare message 'utf-8' (no file, no line); an AAN label 'inf' raised OverflowError (a
     traceback) and '0.5' was cut to class 0 without a word; a review of 50 MB took 300 MB and 7 s
-    (hundreds of MB took gigabytes). Each now raises ValueError naming the file (and line)."""
-    from ssmrepro.data import load_lra
+    (hundreds of MB took gigabytes). Each now names the file (and line) and the command that
+    replaces it (DataUnavailable)."""
+    from ssmrepro.data import DataUnavailable, load_lra
 
     data = _lra_copy(tmp_path)
     if "imdb" in file:
@@ -8130,7 +8131,7 @@ def test_a_text_source_file_that_is_not_utf8_or_too_large_is_named(tmp_path, dat
     else:
         with open(data / file, "ab") as f:
             f.write(append)
-    with pytest.raises(ValueError, match=re.escape(said)):
+    with pytest.raises(DataUnavailable, match=re.escape(said) + r".*; replace them: `ssmrepro data download"):
         load_lra(dataset, "train", root=data, cache=False, **(
             {"min_freq": 1} if dataset != "listops" else {}))
 
@@ -8208,12 +8209,12 @@ def test_a_listops_row_with_three_columns_is_refused_not_read_as_a_longer_source
     """A ListOps TSV row '( [MAX 2 3 ) ]<TAB>3<TAB>4' (a stray column) was split at its last tab:
     the source '( [MAX 2 3 ) ]<TAB>3' tokenised as [MAX 2 3 3 ] (a tab is whitespace) with label
     4, a wrong example trained on without a word. Rows must have exactly two fields."""
-    from ssmrepro.data import load_lra
+    from ssmrepro.data import DataUnavailable, load_lra
 
     data = _lra_copy(tmp_path)
     with open(data / "lra/listops-1000/basic_test.tsv", "ab") as f:
         f.write(b"( [MAX 2 3 ) ]\t3\t4\n")
-    with pytest.raises(ValueError, match=re.escape(
+    with pytest.raises(DataUnavailable, match=re.escape(
             "basic_test.tsv:5: expected 2 tab-separated fields (source, target), got 3")):
         load_lra("listops", "test", root=data, cache=False)
 
@@ -8228,7 +8229,7 @@ def test_an_enormous_tsv_line_is_refused_before_it_is_read_whole(tmp_path, monke
     encoded to UTF-32 in full before truncation to max_len): memory grew with the line. A line
     over ``MAX_LINE_BYTES`` (16 MiB; lowered here) is refused naming the file and line, read no
     further than the limit; a line just at the limit passes."""
-    from ssmrepro.data import load_lra, text
+    from ssmrepro.data import DataUnavailable, load_lra, text
 
     data = _lra_copy(tmp_path)
     with open(data / file, "ab") as f:
@@ -8236,7 +8237,7 @@ def test_an_enormous_tsv_line_is_refused_before_it_is_read_whole(tmp_path, monke
     n = sum(1 for _ in open(data / file, "rb"))
     monkeypatch.setattr(text, "MAX_LINE_BYTES", len(row) - 2)  # (the line without its \n)
     kw = {"min_freq": 1} if dataset == "retrieval" else {}
-    with pytest.raises(ValueError, match=re.escape(
+    with pytest.raises(DataUnavailable, match=re.escape(
             f"{file.rsplit('/', 1)[1]}:{n}: a line longer than {len(row) - 2:,} bytes")):
         load_lra(dataset, "train", root=data, cache=False, **kw)
     monkeypatch.setattr(text, "MAX_LINE_BYTES", len(row) - 1)
@@ -19611,7 +19612,7 @@ def test_a_listops_cache_entry_prepared_before_a_new_refusal_is_prepared_again(t
         with warnings.catch_warnings(record=True) as said:
             warnings.simplefilter("always")
             if refused:
-                with pytest.raises(ValueError, match="unknown ListOps token 'd'"):
+                with pytest.raises(ds.DataUnavailable, match="unknown ListOps token 'd'"):
                     ds.load_lra("listops", "test", tmp_path)
             else:
                 new = ds.load_lra("listops", "test", tmp_path)
@@ -23732,3 +23733,28 @@ def test_r47k_validate_notes_a_warm_up_longer_than_the_run(tmp_path):
             **train, "max_steps": steps, "schedule": {"kind": "constant", "warmup_steps": warm}})
         res = _invoke("validate", spec)
         assert res.exit_code == 0 and "note:" not in res.output, res.output
+
+
+def test_r47k_a_damaged_listops_file_names_the_command_that_replaces_it(tmp_path):
+    """A damaged ListOps, AAN or IMDB source file raised a plain ValueError naming the file and
+    line but no way out (Pathfinder and CIFAR-10 named theirs). It is the loader's 'the data
+    are damaged' error now (DataUnavailable, exit 2 in a command), with the file, the line and
+    the command that writes them again: for generated ListOps, of its recorded size and seed."""
+    from ssmrepro.data import DataUnavailable, load_lra
+    from ssmrepro.data.listops import SPLIT_FILES, generate_listops, write_listops_tsv
+
+    splits = generate_listops(6, 2, 2, seed=5, min_length=3, max_length=60)
+    folder = tmp_path / "generated" / "listops"
+    for split, fname in SPLIT_FILES.items():
+        write_listops_tsv(folder / fname, splits[split])
+    (folder / "meta.json").write_text(json.dumps({
+        "generator": "ssmrepro.data.listops", "version": 1, "seed": 5,
+        "sizes": {"train": 6, "val": 2, "test": 2}, "min_length": 3, "max_length": 60,
+        "max_depth": 10, "max_args": 10}))
+    (folder / "basic_val.tsv").write_text("Source\tTarget\ngarbage\n")
+    with pytest.raises(DataUnavailable) as err:
+        load_lra("listops", "val", root=tmp_path, accept_sources=["generated"], cache=False)
+    said = " ".join(str(err.value).split())
+    assert "basic_val.tsv:2: expected 2 tab-separated fields (source, target), got 1" in said
+    assert said.endswith("replace them: `ssmrepro data generate listops --n 10 --seed 5 --n-val 2 "
+                         f"--n-test 2 --min-length 3 --max-length 60 --dir {tmp_path} --force`"), said
