@@ -23758,3 +23758,27 @@ def test_r47k_a_damaged_listops_file_names_the_command_that_replaces_it(tmp_path
     assert "basic_val.tsv:2: expected 2 tab-separated fields (source, target), got 1" in said
     assert said.endswith("replace them: `ssmrepro data generate listops --n 10 --seed 5 --n-val 2 "
                          f"--n-test 2 --min-length 3 --max-length 60 --dir {tmp_path} --force`"), said
+
+
+def test_r47k_a_data_root_that_is_a_file_or_a_dangling_link_is_one_message_everywhere(
+        tmp_path):
+    """A file as the data root: `data generate` said `.../generated: a path component is a
+    file`, `data download` `.../downloads: ...`, `data info` `not a folder ... (the data
+    root)`; a symbolic link to nothing showed as an empty root in `data info` without a word
+    (and `exists and is not a folder` elsewhere). Every data command says the same now, naming
+    the root and the link's target, exit 2, writing nothing."""
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "nowhere")
+    for root, why in ((afile, "a file, not a folder"),
+                      (dangling, f"a symbolic link to {tmp_path / 'nowhere'}, which does not "
+                                 "exist")):
+        for args in (("data", "info"), ("data", "generate", "listops", "--n", "30"),
+                     ("data", "generate", "pathfinder", "--n", "3"),
+                     ("data", "download", "lra")):
+            res = _invoke(*args, "--dir", root)
+            _assert_refused(res)
+            assert (f"cannot use {root}: not a folder: {why} (the data root; --dir or "
+                    "$SSMREPRO_DATA)") in " ".join(res.output.split()), (args, res.output)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "dangling"]
