@@ -446,6 +446,15 @@ REVISIONS: tuple[tuple[int, str, Callable[[dict], bool]], ...] = (
 RECORD_REVISION = REVISIONS[-1][0]
 
 
+def _newer(revision: int) -> str:
+    """The warning of records a newer ssmrepro wrote (their revision past ``RECORD_REVISION``):
+    they were trusted without a word, though a change of what a run computes made since (which
+    this code does not know) may mean their numbers stand for something it does not compute."""
+    return (f"records written by a newer ssmrepro (record revision {revision}; this one knows "
+            f"revisions up to {RECORD_REVISION}) are used as they are: a change made since in "
+            "what a run computes is unknown here; update ssmrepro to read them as it does")
+
+
 def _lacking(rec: dict) -> list[str]:
     """The final metric an ok run's record lacks that training records now and that cannot be
     computed from a record: ``train.avg_loss`` (a mean of training-batch losses no record keeps;
@@ -728,6 +737,8 @@ class Store:
                         if rec.get("status") not in DONE_STATUSES and k + 1 < len(roots):
                             unfinished = unfinished or rec
                             continue
+                        if rec.get("revision", 0) > RECORD_REVISION:
+                            self._warn(_newer(rec["revision"]))
                         return upgraded(rec)
                     self._warn(f"ignoring run record {path}: {why}; `run` trains the run again")
                     changed = True

@@ -192,7 +192,15 @@ def available_memory(device: str) -> int | None:
 
 
 def _gb(n: int) -> str:
-    return f"{n / 1e9:,.1f} GB" if n >= 1e8 else f"{n / 1e6:,.1f} MB"
+    """A size in memory for a person, in GB, MB or kB (every such line goes through it): a
+    tiny model's pack estimate read '0.0 MB', as if nothing had been estimated."""
+    if n >= 1e8:
+        return f"{n / 1e9:,.1f} GB"
+    if n >= 1e5:
+        return f"{n / 1e6:,.1f} MB"
+    if n >= 1e3:
+        return f"{n / 1e3:,.1f} kB"
+    return f"{max(int(n), 0):,} bytes"
 
 
 def memory_problem(run, device: str, available: int) -> str | None:

@@ -137,14 +137,21 @@ def os_message(err: OSError) -> str:
     if limit is not None:
         return f"cannot use {err.filename}: {limit}" if err.filename else limit
     where = f" {err.filename}" if err.filename else ""
-    what = {errno.ENOSPC: "no space left on device", errno.EROFS: "read-only file system",
+    return f"cannot use{where}: {os_reason(err)}"
+
+
+def os_reason(err: OSError) -> str:
+    """What went wrong in an OSError, in words ('no space left on device'), without a path."""
+    limit = _process_limit(err)
+    if limit is not None:
+        return limit
+    return {errno.ENOSPC: "no space left on device", errno.EROFS: "read-only file system",
             errno.EACCES: "permission denied", errno.ENOTDIR: "a path component is a file, "
             "not a folder", errno.EEXIST: "exists and is not a folder",
             errno.EISDIR: "a folder where a file belongs",
             errno.ELOOP: "a symbolic link loop (a link that leads back to itself)"}.get(
         err.errno or -1, err.strerror or str(err) or type(err).__name__)  # an OSError of a
     # message alone (shutil's 'Cannot call rmtree on a symbolic link') printed 'OSError'
-    return f"cannot use{where}: {what}"
 
 
 def human_seconds(sec: float) -> str:

@@ -8121,8 +8121,9 @@ def test_a_text_source_file_that_is_not_utf8_or_too_large_is_named(tmp_path, dat
     """Text sources read as UTF-8: a byte 0xff in an IMDB review or a ListOps / AAN TSV line failed
     with the bare message 'utf-8' (no file, no line); an AAN label 'inf' raised OverflowError (a
     traceback) and '0.5' was cut to class 0 without a word; a review of 50 MB took 300 MB and 7 s
-    (hundreds of MB took gigabytes). Each now raises ValueError naming the file (and line)."""
-    from ssmrepro.data import load_lra
+    (hundreds of MB took gigabytes). Each now names the file (and line) and the command that
+    replaces it (DataUnavailable)."""
+    from ssmrepro.data import DataUnavailable, load_lra
 
     data = _lra_copy(tmp_path)
     if "imdb" in file:
@@ -8130,7 +8131,7 @@ def test_a_text_source_file_that_is_not_utf8_or_too_large_is_named(tmp_path, dat
     else:
         with open(data / file, "ab") as f:
             f.write(append)
-    with pytest.raises(ValueError, match=re.escape(said)):
+    with pytest.raises(DataUnavailable, match=re.escape(said) + r".*; replace them: `ssmrepro data download"):
         load_lra(dataset, "train", root=data, cache=False, **(
             {"min_freq": 1} if dataset != "listops" else {}))
 
@@ -8208,12 +8209,12 @@ def test_a_listops_row_with_three_columns_is_refused_not_read_as_a_longer_source
     """A ListOps TSV row '( [MAX 2 3 ) ]<TAB>3<TAB>4' (a stray column) was split at its last tab:
     the source '( [MAX 2 3 ) ]<TAB>3' tokenised as [MAX 2 3 3 ] (a tab is whitespace) with label
     4, a wrong example trained on without a word. Rows must have exactly two fields."""
-    from ssmrepro.data import load_lra
+    from ssmrepro.data import DataUnavailable, load_lra
 
     data = _lra_copy(tmp_path)
     with open(data / "lra/listops-1000/basic_test.tsv", "ab") as f:
         f.write(b"( [MAX 2 3 ) ]\t3\t4\n")
-    with pytest.raises(ValueError, match=re.escape(
+    with pytest.raises(DataUnavailable, match=re.escape(
             "basic_test.tsv:5: expected 2 tab-separated fields (source, target), got 3")):
         load_lra("listops", "test", root=data, cache=False)
 
@@ -8228,7 +8229,7 @@ def test_an_enormous_tsv_line_is_refused_before_it_is_read_whole(tmp_path, monke
     encoded to UTF-32 in full before truncation to max_len): memory grew with the line. A line
     over ``MAX_LINE_BYTES`` (16 MiB; lowered here) is refused naming the file and line, read no
     further than the limit; a line just at the limit passes."""
-    from ssmrepro.data import load_lra, text
+    from ssmrepro.data import DataUnavailable, load_lra, text
 
     data = _lra_copy(tmp_path)
     with open(data / file, "ab") as f:
@@ -8236,7 +8237,7 @@ def test_an_enormous_tsv_line_is_refused_before_it_is_read_whole(tmp_path, monke
     n = sum(1 for _ in open(data / file, "rb"))
     monkeypatch.setattr(text, "MAX_LINE_BYTES", len(row) - 2)  # (the line without its \n)
     kw = {"min_freq": 1} if dataset == "retrieval" else {}
-    with pytest.raises(ValueError, match=re.escape(
+    with pytest.raises(DataUnavailable, match=re.escape(
             f"{file.rsplit('/', 1)[1]}:{n}: a line longer than {len(row) - 2:,} bytes")):
         load_lra(dataset, "train", root=data, cache=False, **kw)
     monkeypatch.setattr(text, "MAX_LINE_BYTES", len(row) - 1)
@@ -19611,7 +19612,7 @@ def test_a_listops_cache_entry_prepared_before_a_new_refusal_is_prepared_again(t
         with warnings.catch_warnings(record=True) as said:
             warnings.simplefilter("always")
             if refused:
-                with pytest.raises(ValueError, match="unknown ListOps token 'd'"):
+                with pytest.raises(ds.DataUnavailable, match="unknown ListOps token 'd'"):
                     ds.load_lra("listops", "test", tmp_path)
             else:
                 new = ds.load_lra("listops", "test", tmp_path)
@@ -20265,7 +20266,7 @@ def test_list_tasks_never_cuts_a_default_mid_word():
     and the tables stay within the 80 columns."""
     res = _invoke("list-tasks", env={"COLUMNS": "80"})
     assert res.exit_code == 0, res.output
-    assert "│ 0.23921568627450981" in res.output and "'curv_contour_length_14'" in res.output
+    assert "│ 0.23921568627450981" in res.output and "│ curv_contour_length_14" in res.output
     tables = [line for line in res.output.splitlines() if line.startswith(("┏", "│", "└"))]
     assert tables and max(len(line.rstrip()) for line in tables) <= 80
 
@@ -21420,7 +21421,7 @@ def test_list_spec_lists_every_section_of_a_spec_with_described_keys():
     for where, model in sections.items():
         assert [r[0] for r in config_rows(model, ()) if not r[3].strip()] == [], where
     claim = {r[0]: r for r in config_rows(sections["claims[]"], ())}
-    assert claim["check"][2] == repr(DEFAULT_CHECK)
+    assert claim["check"][2] == DEFAULT_CHECK
     assert "path" not in {r[0] for r in config_rows(sections[""], ())}  # set by the loader
     res = CliRunner().invoke(app, ["list-spec"], env={"COLUMNS": "250"})
     assert res.exit_code == 0, res.output
@@ -23025,8 +23026,8 @@ def test_r47d_damaged_generated_pathfinder_shards_name_the_command_that_replaces
         load_lra("pathfinder", "train", root=data, accept_sources=["generated"])
     said = " ".join(str(err.value).split())
     assert "are damaged" in said and "1 image shards but 2 label shards" in said, said
-    assert said.endswith(f"replace them: `ssmrepro data generate pathfinder --res 32 --n 200000 "
-                         f"--seed 0 --dir {data} --force`"), said
+    assert said.endswith(f"replace them: `ssmrepro data generate pathfinder --res 32 --n 6 "
+                         f"--seed 2 --dir {data} --force`"), said
 
 
 def test_r47d_bench_out_in_the_project_folder_or_its_sources_is_refused(tmp_path):
@@ -23880,3 +23881,306 @@ def test_r47j_a_regression_evaluation_batch_counts_its_targets_and_errors(tmp_pa
     peak = _r47j_peak_bytes(lambda: evaluate(net, task, seeds, 1, 32, 32), ignore)
     est = memory_need(run, "cpu").eval_bytes
     assert peak <= 1.5 * est and est <= 1.5 * peak, (peak, est)
+
+
+def test_r47k_list_commands_print_defaults_as_yaml_spells_them():
+    """`list-*` and `list-spec` printed defaults as Python values (`None`, `False`,
+    `(0.9, 0.999)`, `'adamw'`): copied into a spec, `label: None` was the text 'None' and
+    `(0.9, 0.999)` a string. Every default printed now reads back (as a spec is read) as the
+    value it is, and a meaning that tells the user what to type says null, not None."""
+    from ssmrepro.cli.experiments import spec_sections
+    from ssmrepro.models import MODELS, _plain, config_rows
+    from ssmrepro.models.mixers import MIXERS
+    from ssmrepro.plots import FIGURE_KINDS
+    from ssmrepro.report.checks import CHECKS
+    from ssmrepro.spec import parse_yaml
+    from ssmrepro.tasks import TASKS
+    from ssmrepro.theory import TABLES
+
+    configs = ([e.Config for e in (*MODELS.values(), *MIXERS.values())]
+               + [c.Config for c in TASKS.values()]
+               + [k.Config for k in (*FIGURE_KINDS.values(), *CHECKS.values())]
+               + [m for _, m in spec_sections()] + [t.Params for t in TABLES.values()])
+    seen = set()
+    for Config in configs:
+        for name, f in Config.model_fields.items():
+            if f.is_required() or f.exclude:
+                continue
+            shown = {r[0]: r for r in config_rows(Config, ())}[name]
+            value = f.get_default(call_default_factory=True)
+            assert parse_yaml(f"k: {shown[2]}")["k"] == _plain(value), (Config, name, shown[2])
+            assert not re.search(r"^(None|False|True)\b|[(;] ?None\b", shown[3]), shown
+            seen.add(shown[2])
+    assert {"null", "false", "true", "[0.9, 0.999]", "adamw", "''"} <= seen
+    assert not {"None", "False", "(0.9, 0.999)", "'adamw'"} & seen
+    res = CliRunner().invoke(app, ["list-spec"], env={"COLUMNS": "250"})
+    assert res.exit_code == 0 and "[0.9, 0.999]" in res.output and "(0.9, 0.999)" not in res.output
+
+
+class _FullStream:
+    """A stream on a full device: every write fails with ENOSPC (as /dev/full)."""
+
+    encoding = "utf-8"
+    errors = "strict"
+
+    def write(self, text):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+
+def test_r47k_output_to_a_full_device_says_standard_output_could_not_be_written(
+        monkeypatch, capsys):
+    """`ssmrepro list-spec >/dev/full` said `error: cannot use: no space left on device`, as if
+    a file of the command's were meant, and `ssmrepro --help >/dev/full` was an OSError
+    traceback. A write to standard output that fails (not a closed pipe) ends the command with
+    `standard output could not be written: no space left on device`, exit 2, from the
+    consoles, `--json` and echo alike, and outside the commands (help) too."""
+    import typer
+
+    from ssmrepro.cli.app import _Console, echo, guard, print_json
+
+    full = _Console(file=_FullStream(), emoji=False)
+
+    def printed():
+        full.print("a table")
+
+    for fn in (printed, lambda: print_json({"a": 1}), lambda: echo("text")):
+        monkeypatch.setattr("sys.stdout", _FullStream())
+        with pytest.raises(typer.Exit) as exit_:
+            guard(fn)()
+        assert exit_.value.exit_code == 2
+        assert "error: standard output could not be written: no space left on device" in \
+            capsys.readouterr().err.replace("\n", " ")
+    monkeypatch.setattr("sys.stdout", _FullStream())
+    with pytest.raises(SystemExit) as exit_:
+        app(["--help"], prog_name="ssmrepro")
+    assert exit_.value.code == 2
+    assert "standard output could not be written" in capsys.readouterr().err
+
+
+def test_r47k_a_damaged_generated_folder_names_the_command_of_its_recorded_size_and_seed(
+        tmp_path):
+    """A generated ListOps or Pathfinder folder with a file missing named `data generate ...
+    --n 100000 --seed 0` (or `--n 200000 --seed 0`), other data under the same path, whatever
+    the size and seed its meta.json records. The command now repeats them (and lengths and
+    format set away from their defaults); without a meta.json, the defaults as before."""
+    from ssmrepro.data import DATASETS, GENERATED
+    from ssmrepro.data.datasets import dataset_config
+
+    lo = tmp_path / "generated" / "listops"
+    lo.mkdir(parents=True)
+    (lo / "basic_train.tsv").write_text("x\n")
+    (lo / "meta.json").write_text(json.dumps({
+        "generator": "ssmrepro.data.listops", "version": 1, "seed": 7,
+        "sizes": {"train": 58, "val": 1, "test": 1}, "min_length": 5, "max_length": 60,
+        "max_depth": 10, "max_args": 10}))
+    hint = DATASETS["listops"].hint(GENERATED, tmp_path, dataset_config("listops"))
+    assert " --n 60 --seed 7 --min-length 5 --max-length 60 " in hint and "--force" in hint, hint
+    pf = tmp_path / "generated" / "pathfinder32" / "curv_contour_length_14"
+    pf.mkdir(parents=True)
+    (pf / "meta.json").write_text(json.dumps({"generator": "ssmrepro.data.pathfinder",
+                                              "version": 1, "n": 20, "seed": 3,
+                                              "format": "lra"}))
+    hint = DATASETS["pathfinder"].hint(GENERATED, tmp_path, dataset_config("pathfinder"))
+    assert "--res 32 --n 20 --seed 3 --format lra " in hint, hint
+    (pf / "meta.json").unlink()
+    hint = DATASETS["pathfinder"].hint(GENERATED, tmp_path, dataset_config("pathfinder"))
+    assert "--res 32 --n 200000 --seed 0 " in hint, hint
+
+
+def test_r47k_a_generated_folder_whose_meta_json_another_generator_wrote_is_not_provenance(
+        tmp_path, monkeypatch):
+    """Generated ListOps whose meta.json said `generator: ssmrepro.data.pathfinder, version:
+    99` were recorded as made by it without a word. Another generator's meta.json, or a newer
+    version than this code writes, is a warning and the record names no generator."""
+    from ssmrepro.data.listops import SPLIT_FILES, generate_listops, write_listops_tsv
+    from ssmrepro.tasks import build_task
+    from ssmrepro.tasks.lra import clear_cache
+
+    splits = generate_listops(6, 2, 2, seed=3, min_length=3, max_length=60)
+    folder = tmp_path / "generated" / "listops"
+    for split, fname in SPLIT_FILES.items():
+        write_listops_tsv(folder / fname, splits[split])
+    monkeypatch.setenv("SSMREPRO_DATA", str(tmp_path))
+    sizes = {"train": 6, "val": 2, "test": 2}
+    for gen, version, ok in (("ssmrepro.data.listops", 1, True),
+                             ("ssmrepro.data.pathfinder", 1, False),
+                             ("ssmrepro.data.listops", 99, False)):
+        (folder / "meta.json").write_text(json.dumps({"generator": gen, "version": version,
+                                                      "seed": 3, "sizes": sizes}))
+        clear_cache()
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            info = build_task({"name": "lra_listops", "source": "generated",
+                               "max_len": 64}).data_info()
+        text = " ".join(str(w.message) for w in said)
+        if ok:
+            assert info["generator"] == {"generator": gen, "version": 1, "seed": 3}, info
+            assert "meta.json" not in text, text
+        else:
+            assert info["generator"]["generator"].startswith("unknown: "), info
+            assert f"names generator {gen!r} version {version}" in text, text
+
+
+def test_r47k_a_tiny_memory_estimate_is_not_printed_as_zero_mb():
+    """A worker killed mid-pack said "the pack's memory estimate was 0.0 MB" for a tiny model,
+    as if nothing had been estimated: sizes below 0.1 MB print in kB (or bytes), larger ones as
+    before."""
+    from ssmrepro.train import _gb
+
+    assert [_gb(n) for n in (0, 512, 42_000, 99_999, 100_000, 3 * 10**8)] == [
+        "0 bytes", "512 bytes", "42.0 kB", "100.0 kB", "0.1 MB", "0.3 GB"]
+
+
+def test_r47k_true_and_false_are_not_numbers_in_derived_arithmetic(tmp_path):
+    """`derived: {model.d_state: "True + True"}` was accepted as d_state 2, and a flag in
+    arithmetic (`model.conv * 8`) counted as 1 or 0 without a word. Arithmetic and functions
+    refuse true and false (`write 1 or 0`), exit 2 at `validate`; comparing them stays."""
+    from ssmrepro.expr import ExprError, evaluate
+    from ssmrepro.spec import SpecError, load_spec
+    from ssmrepro.sweep import expand
+
+    for e in ("True + True", "flag * 8", "-flag", "max(flag, 2)", "(2 > 1) * 3"):
+        with pytest.raises(ExprError, match="is not a number here: write 1 or 0"):
+            evaluate(e, {"flag": True})
+    assert evaluate("flag == True", {"flag": True}) is True
+    assert evaluate("not flag", {"flag": True}) is False
+    for derived in ({"model.d_state": "True + True"}, {"model.d_state": "task.T > 4"}):
+        spec = load_spec(write_spec(tmp_path, derived=derived))
+        with pytest.raises(SpecError):
+            expand(spec, "smoke")
+
+
+def test_r47k_records_of_a_newer_ssmrepro_are_used_with_one_warning(tmp_path):
+    """A record written by a newer ssmrepro (`"revision": 99`, past store.RECORD_REVISION) was
+    trusted without a word, though a change of what a run computes made since is unknown here.
+    It is still used (training it again would overwrite the newer record with an older
+    computation), with one warning per command naming both revisions and what to do."""
+    from ssmrepro.store import RECORD_REVISION
+
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+             "test_size": 16, "eval_every": 1, "eval_batch_size": 16}
+    spec = write_spec(tmp_path, seeds=[0, 1], train=train,
+                      sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]}])
+    out = tmp_path / "out"
+    assert _invoke("run", spec, "--out", out, "--profile", "smoke", "--workers", "1",
+                   "--no-plot").exit_code == 0
+    paths = sorted((out / "tests/t-spec/runs").glob("*.json"))
+    assert len(paths) == 2
+    for path in paths:
+        path.write_text(json.dumps({**json.loads(path.read_text()), "revision": 99}))
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--workers", "1",
+                  "--no-plot")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "2 already done" in said, said
+    warning = (f"records written by a newer ssmrepro (record revision 99; this one knows "
+               f"revisions up to {RECORD_REVISION}) are used as they are")
+    assert said.count(warning) == 1, said
+    for path in paths:  # kept, not quarantined or trained again
+        assert json.loads(path.read_text())["revision"] == 99
+
+
+def test_r47k_an_early_stop_the_untrained_model_meets_is_said_at_run_and_in_the_report(
+        tmp_path):
+    """`early_stop: {metric: val.loss, op: "<", threshold: 50}` on keep_nth (vocab 8) stopped
+    every run at step 0, ok, untrained: only a stop_step.mean of 0 in the table showed it.
+    `run` warns, counting them, and the report says how many finished runs met their early
+    stop at step 0 (column n_early_stop_0); it is not refused (a constructed init may meet
+    it). A run that trains keeps no such line."""
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 3, "val_size": 16,
+             "test_size": 16, "eval_every": 1, "eval_batch_size": 16,
+             "early_stop": {"metric": "val.loss", "op": "<", "threshold": 50}}
+    spec = write_spec(tmp_path, seeds=[0, 1], train=train,
+                      sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]}])
+    out = tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--workers", "1")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, said
+    assert ("warning: 2 of the runs trained met their early stop (train.early_stop) at step 0, "
+            "before any training step") in said, said
+    report = (out / "tests/t-spec/report-smoke.md").read_text()
+    assert ("2 of the finished runs met their early stop (`train.early_stop`) at step 0"
+            in " ".join(report.split())), report
+    assert "n_early_stop_0" in (out / "tests/t-spec/summary-smoke.csv").read_text()
+    train["early_stop"]["threshold"] = 1e-9  # never met: trained, no word
+    spec = write_spec(tmp_path, name="t-two", seeds=[0], train=train,
+                      sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]}])
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--workers", "1")
+    assert res.exit_code == 0 and "at step 0" not in res.output, res.output
+    assert "at step 0" not in (out / "tests/t-two/report-smoke.md").read_text()
+
+
+def test_r47k_validate_notes_a_warm_up_longer_than_the_run(tmp_path):
+    """`warmup_steps: 100` with 6 steps (koren2026-fig2..6's smoke profiles do it): the learning
+    rate never reaches train.lr, and nothing said so. `validate` notes it per profile (count,
+    warm-up, steps, the share of train.lr reached), exit 0, not a refusal; a run of no step (a
+    constructed model) and a warm-up shorter than the run say nothing."""
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 6, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16,
+             "schedule": {"kind": "constant", "warmup_steps": 100}}
+    spec = write_spec(tmp_path, seeds=[0, 1], train=train)
+    res = _invoke("validate", spec)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, said
+    assert ("note: t-spec: profile smoke: 4 runs warm up over 100 steps "
+            "(train.schedule.warmup_steps) but train 6: the learning rate never reaches "
+            "train.lr (5% of it at the last step)") in said, said
+    for steps, warm in ((200, 100), (0, 100)):
+        spec = write_spec(tmp_path, seeds=[0], train={
+            **train, "max_steps": steps, "schedule": {"kind": "constant", "warmup_steps": warm}})
+        res = _invoke("validate", spec)
+        assert res.exit_code == 0 and "note:" not in res.output, res.output
+
+
+def test_r47k_a_damaged_listops_file_names_the_command_that_replaces_it(tmp_path):
+    """A damaged ListOps, AAN or IMDB source file raised a plain ValueError naming the file and
+    line but no way out (Pathfinder and CIFAR-10 named theirs). It is the loader's 'the data
+    are damaged' error now (DataUnavailable, exit 2 in a command), with the file, the line and
+    the command that writes them again: for generated ListOps, of its recorded size and seed."""
+    from ssmrepro.data import DataUnavailable, load_lra
+    from ssmrepro.data.listops import SPLIT_FILES, generate_listops, write_listops_tsv
+
+    splits = generate_listops(6, 2, 2, seed=5, min_length=3, max_length=60)
+    folder = tmp_path / "generated" / "listops"
+    for split, fname in SPLIT_FILES.items():
+        write_listops_tsv(folder / fname, splits[split])
+    (folder / "meta.json").write_text(json.dumps({
+        "generator": "ssmrepro.data.listops", "version": 1, "seed": 5,
+        "sizes": {"train": 6, "val": 2, "test": 2}, "min_length": 3, "max_length": 60,
+        "max_depth": 10, "max_args": 10}))
+    (folder / "basic_val.tsv").write_text("Source\tTarget\ngarbage\n")
+    with pytest.raises(DataUnavailable) as err:
+        load_lra("listops", "val", root=tmp_path, accept_sources=["generated"], cache=False)
+    said = " ".join(str(err.value).split())
+    assert "basic_val.tsv:2: expected 2 tab-separated fields (source, target), got 1" in said
+    assert said.endswith("replace them: `ssmrepro data generate listops --n 10 --seed 5 --n-val 2 "
+                         f"--n-test 2 --min-length 3 --max-length 60 --dir {tmp_path} --force`"), said
+
+
+def test_r47k_a_data_root_that_is_a_file_or_a_dangling_link_is_one_message_everywhere(
+        tmp_path):
+    """A file as the data root: `data generate` said `.../generated: a path component is a
+    file`, `data download` `.../downloads: ...`, `data info` `not a folder ... (the data
+    root)`; a symbolic link to nothing showed as an empty root in `data info` without a word
+    (and `exists and is not a folder` elsewhere). Every data command says the same now, naming
+    the root and the link's target, exit 2, writing nothing."""
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "nowhere")
+    for root, why in ((afile, "a file, not a folder"),
+                      (dangling, f"a symbolic link to {tmp_path / 'nowhere'}, which does not "
+                                 "exist")):
+        for args in (("data", "info"), ("data", "generate", "listops", "--n", "30"),
+                     ("data", "generate", "pathfinder", "--n", "3"),
+                     ("data", "download", "lra")):
+            res = _invoke(*args, "--dir", root)
+            _assert_refused(res)
+            assert (f"cannot use {root}: not a folder: {why} (the data root; --dir or "
+                    "$SSMREPRO_DATA)") in " ".join(res.output.split()), (args, res.output)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "dangling"]

@@ -115,7 +115,7 @@ def test_list_models_prints_nested_configs():
 
     out = CliRunner().invoke(app, ["list-models"], env={"COLUMNS": "200"}).output
     for s in ("seq_lm", "cooper_hybrid", "{kind: 'mixer', mixer, norm,", "{kind: 'neox', heads,",
-              "{scheme, gamma, std,", "scheme: 'hf'", "str | list[str]"):
+              "{scheme, gamma, std,", "scheme: hf", "str | list[str]"):
         assert s in out, s
 
 

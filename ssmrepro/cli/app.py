@@ -37,6 +37,7 @@ from ..util import (
     expand_user,
     open_standard_streams,
     os_message,
+    os_reason,
     plain_rst,
     plain_warnings,
 )
@@ -102,6 +103,17 @@ class _Typer(typer.Typer):
         before = _output_identity()
         try:
             return super().__call__(*args, **kwargs)
+        except (OSError, OutputUnwritable) as err:  # outside the commands' boundary: the help
+            # or --version text could not be written (`--help >/dev/full` was a traceback); a
+            # file's error names it, and is a bug here
+            if isinstance(err, OSError) and (err.filename is not None
+                                             or isinstance(err, BrokenPipeError)):
+                raise
+            why = (err if isinstance(err, OutputUnwritable)
+                   else _unwritable(False, sys.stdout, err))
+            err_console.print(f"[red]error:[/] {escape(str(why))}", highlight=False,
+                              soft_wrap=True)
+            raise SystemExit(2) from None
         except SystemExit as err:
             if err.code == 1 and _output_identity() != before:
                 raise SystemExit(EXIT_PIPE) from None
@@ -159,11 +171,61 @@ def _mute_closed_outputs() -> bool:
     return bool(gone)
 
 
+class OutputUnwritable(Exception):
+    """Standard output (or error) could not be written for another reason than a closed pipe:
+    ``ssmrepro list >/dev/full`` (no space left), an I/O error. The error boundary ends the
+    command with exit 2 and says which stream (it said ``cannot use: no space left on device``,
+    as if a file of the command's were meant, and ``--help`` was a traceback)."""
+
+    def __init__(self, stream: str, err: OSError) -> None:
+        super().__init__(f"{stream} could not be written: {os_reason(err)}")
+        self.stream = stream
+
+
+def _unwritable(stderr: bool, file: Any, err: OSError) -> OutputUnwritable:
+    """The OutputUnwritable of a failed write to ``file``, standard output (or error where
+    ``stderr``); where the file is descriptor 1 or 2 it is pointed at /dev/null, so that what
+    Python still holds for it is dropped at exit, not written again (an 'Exception ignored'
+    line)."""
+    try:
+        fd = file.fileno()
+        if fd in (1, 2):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, fd)
+            os.close(devnull)
+    except (AttributeError, OSError, ValueError):  # not a descriptor (a test's captured output)
+        pass
+    return OutputUnwritable("standard error" if stderr else "standard output", err)
+
+
+def echo(text: str) -> None:
+    """``typer.echo(text)`` to standard output, its failures those of the consoles (a closed
+    pipe: OutputClosed; a full device: OutputUnwritable)."""
+    try:
+        typer.echo(text)
+    except BrokenPipeError:
+        if _mute_closed_outputs():
+            raise OutputClosed from None
+        raise
+    except OSError as err:
+        raise _unwritable(False, sys.stdout, err) from None
+
+
 class _Console(Console):
     def on_broken_pipe(self) -> None:  # rich's: quiet, then SystemExit(1)
         self.quiet = True
         _mute_closed_outputs()
         raise OutputClosed
+
+    def _write_buffer(self) -> None:
+        try:
+            super()._write_buffer()
+        except BrokenPipeError:
+            raise
+        except OSError as err:  # a full device, an I/O error: no later line of it is written
+            self.quiet = True
+            del self._buffer[:]
+            raise _unwritable(self.stderr, self.file, err) from None
 
 
 # emoji=False: ':x:' in a label or title was printed as an emoji ('S6:x:' as 'S6❌'); lines are
@@ -231,8 +293,13 @@ def _version_callback(value: bool) -> None:
     if value:
         from ..sweep import CODE_VERSION
 
-        typer.echo(f"ssmrepro {version()} (run code version {CODE_VERSION}, python "
-                   f"{sys.version.split()[0]})")
+        try:  # (a closed pipe is click's: exit 1, made 141 by _Typer)
+            typer.echo(f"ssmrepro {version()} (run code version {CODE_VERSION}, python "
+                       f"{sys.version.split()[0]})")
+        except BrokenPipeError:
+            raise
+        except OSError as err:
+            raise _unwritable(False, sys.stdout, err) from None
         raise typer.Exit()
 
 
@@ -271,12 +338,7 @@ def _main(
 def print_json(obj: Any) -> None:
     """Machine-readable output (``--json``): one JSON document on stdout, nothing else."""
     text = json.dumps(_plain(obj), indent=1, allow_nan=False)
-    try:
-        typer.echo(text)
-    except BrokenPipeError:
-        if _mute_closed_outputs():
-            raise OutputClosed from None
-        raise
+    echo(text)
     try:  # the descriptor the document went to (none under a test runner's captured output)
         fd = sys.stdout.fileno()
     except (AttributeError, OSError, ValueError):
@@ -362,6 +424,8 @@ def guard(fn: Callable[..., Any], interrupted: str = REDO) -> Callable[..., Any]
             raise
         except OutputClosed:
             raise typer.Exit(EXIT_PIPE) from None
+        except OutputUnwritable as err:
+            fail([str(err)])
         except SpecError as err:
             fail(err.messages)
         except (BackendError, DataUnavailable, TableError, LinkOutside, FigureTooLarge, NoProject) as err:

@@ -70,6 +70,24 @@ class PathfinderFormat(str, Enum):
     lra = "lra"
 
 
+def _data_root(dir: Path | None) -> Path:
+    """The data root of a `data` command (``data_root``), refused (exit 2) where it cannot be
+    one: a file, a link loop, a path below a file, a symbolic link to nothing. `data info`
+    showed such a root as empty (every source 'no', each hint's command failing on it; a
+    dangling link without a word), and `data generate` and `download` named another path
+    (`.../generated: a path component is a file`, `exists and is not a folder`)."""
+    root = data_root(dir)
+    why = folder_problem(root)
+    if why == "no such folder" and root.is_symlink():
+        try:
+            why = f"a symbolic link to {os.readlink(root)}, which does not exist"
+        except OSError:
+            why = "a symbolic link to nothing"
+    if why not in (None, "no such folder"):
+        fail([f"cannot use {root}: not a folder: {why} (the data root; --dir or $SSMREPRO_DATA)"])
+    return root
+
+
 def _fail(message: str, code: int = 2) -> None:
     fail([message], code)
 
@@ -200,7 +218,7 @@ def download(
     if sha256 is not None and not re.fullmatch(r"[0-9a-fA-F]{64}", sha256):
         _fail(f"--sha256 {sha256!r}: not a SHA-256 (64 hexadecimal digits); it could only "
               "fail after the whole download")
-    root = data_root(dir)
+    root = _data_root(dir)
     skipped: list[str] = []
     try:
         installed = do_download(
@@ -334,7 +352,7 @@ def generate_listops_cmd(
     n_train = n - n_val - n_test
     if n_train < 1:
         _fail(f"--n {n} leaves no training examples after {n_val} val + {n_test} test")
-    root = data_root(dir)
+    root = _data_root(dir) if out is None else data_root(dir)  # (--out: the root is unused)
     # every kept tree has more than min_length tokens: one byte each in memory (plus ~100 bytes
     # of bookkeeping per tree) and, while the training split's TSV is written, at least a
     # character and a space each three times over (its lines, their text and its bytes)
@@ -425,7 +443,7 @@ def generate_pathfinder_cmd(
     if res not in LRA_PARAMS:
         _fail(f"--res must be one of {sorted(LRA_PARAMS)}, got {res}")
     params = LRA_PARAMS[res]
-    root = data_root(dir)
+    root = _data_root(dir) if out is None else data_root(dir)  # (--out: the root is unused)
     default = generated_dir(root) / f"pathfinder{res}" / params.difficulty
     if format is PathfinderFormat.npy:  # uint8 images; a shard is buffered, then concatenated
         _check_room(f"--n {n} images of {res}x{res} in shards of --shard-size {shard_size}",
@@ -483,12 +501,7 @@ def info(dir: Path | None = typer.Option(None, "--dir", help=DIR_HELP, metavar="
     from ..data.datasets import available_sources, outdated_entries
     from ..data.sources import cache_root
 
-    root = data_root(dir)
-    why = folder_problem(root)
-    if why not in (None, "no such folder"):  # every source 'no', and each hint's command
-        # (`data download ... --dir <that file>`) failing on it, without a word why; a link
-        # loop or a path below a file too
-        fail([f"cannot use {root}: not a folder: {why} (the data root; --dir or $SSMREPRO_DATA)"])
+    root = _data_root(dir)
     table = Table("dataset", "source", "present", title=f"data root: {escape(str(root))}")
     wheres = []
     for row in available_sources(root):

@@ -36,6 +36,7 @@ from .app import (
     RESUME,
     command,
     console,
+    echo,
     err_console,
     fail,
     file_value,
@@ -523,10 +524,38 @@ def validate(
                                   soft_wrap=True)
             console.print(f"[green]ok[/] {spec.id}: " + ", ".join(f"{k} {v} runs"
                                                                  for k, v in counts.items()))
+            for prof, rs in runs.items():
+                for m in _warmup_notes(rs):
+                    err_console.print(f"note: {escape(spec.id)}: profile {escape(prof)}: "
+                                      f"{escape(m)}", highlight=False, soft_wrap=True)
         except SpecError as err:
             errors += err.messages
     if errors:
         fail(errors)
+
+
+def _warmup_notes(runs: list) -> list[str]:
+    """What a profile's runs whose warm-up (``train.schedule.warmup_steps``) lasts as long as
+    their training or longer do: their learning rate never reaches ``train.lr`` (6 steps of a
+    100-step warm-up end at 5% of it; no word was said). One line per (warm-up, steps) pair,
+    at most three, then a count; a note, not a refusal (a spec may mean it)."""
+    from ..sweep import unique_runs
+
+    seen: dict[tuple[int, int, float], int] = {}
+    for r in unique_runs(runs):
+        s, total = r.train.schedule, r.train.total_steps
+        if 0 < total <= s.warmup_steps:  # (a run of no step, a constructed model, has no lr)
+            reached = s.warmup_start + (1.0 - s.warmup_start) * max(total - 1, 0) / s.warmup_steps
+            key = (s.warmup_steps, total, reached)
+            seen[key] = seen.get(key, 0) + 1
+    out = [f"{n} run{'s warm' if n > 1 else ' warms'} up over {w:,} steps "
+           f"(train.schedule.warmup_steps) but train {t:,}: the learning rate never reaches "
+           f"train.lr ({reached:.0%} of it at the last step)"
+           for (w, t, reached), n in list(seen.items())[:3]]
+    if len(seen) > 3:
+        out.append(f"and {sum(list(seen.values())[3:])} more runs of other warm-ups or lengths "
+                   "whose learning rate never reaches train.lr")
+    return out
 
 
 @command(interrupted=RESUME)
@@ -702,6 +731,13 @@ def run(
         table = (escape(str(s.csv)) if s.csv is not None and s.csv.is_file()
                  else "- (no run has a record)")
         out_console.print("; ".join(parts) + f"; table: {table}")
+        if s.early_stop_0:  # only the table's stop_step 0 showed it
+            err_console.print(
+                f"[yellow]warning:[/] {s.early_stop_0} of the runs trained met their early stop "
+                "(train.early_stop) at step 0, before any training step: their numbers are of "
+                "the untrained model (the report counts them); if that is not meant, make the "
+                "threshold one the untrained model does not meet", highlight=False,
+                soft_wrap=True)
     where = [*(["--engine", engine] if engine != "local" else []),
              *(["--address", address] if address is not None else []),
              *(["--device", device] if device != "auto" else []),
@@ -980,7 +1016,7 @@ def bench(
             code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 2)
         raise typer.Exit(code or 0)
     if help_:
-        typer.echo(ctx.get_help())
+        echo(ctx.get_help())
         raise typer.Exit()
     _write_root(out)  # `--out .` in the project folder wrote its records (or the roofline
     # figure) among the project's files, `--out experiments/x` among the specs
@@ -998,7 +1034,7 @@ def bench(
         for m in skipped:
             err_console.print(f"[yellow]warning:[/] left out: {escape(m)}", highlight=False,
                               soft_wrap=True)
-        typer.echo(table)
+        echo(table)
         console.print(f"roofline: {fig}; table: {fig.with_name('performance.md')}", markup=False)
         return
     if ctx.args:

@@ -255,11 +255,44 @@ def _download_hint(what: str, root: Path) -> str:
     return f"ssmrepro data download {what}{dir_flag(root)}{' --force' if there else ''}"
 
 
+def _generated_meta(folder: Path, generator: str) -> dict:
+    """The meta.json ``generator`` wrote into ``folder`` (its n, seed, ...), or {} where there
+    is none, it cannot be read, or another generator wrote it."""
+    try:
+        meta = json.loads(read_small(folder / "meta.json", 1 << 20, follow_links=True))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return meta if isinstance(meta, dict) and meta.get("generator") == generator else {}
+
+
+def _count(meta: dict, key: str, default: int) -> int:
+    """``meta[key]`` where it is a count (an int, not a bool, >= 0), else ``default``."""
+    v = meta.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else default
+
+
 def _listops_hint(src: str, root: Path, cfg) -> str:
+    """The command that writes the folder again, with the size, seed and lengths its meta.json
+    records (a damaged folder of 2,000 trees of seed 7 was told `--n 100000 --seed 0`, other
+    data under the same path)."""
     if src == LRA_RELEASE:
         return _download_hint("lra", root)
-    return (f"ssmrepro data generate listops --n 100000 --seed 0{dir_flag(root)}"
-            f"{_force_flag(_listops_locate(src, root, cfg))}")
+    folder = _listops_locate(src, root, cfg)
+    meta = _generated_meta(folder, GENERATORS["listops"][0])
+    sizes = meta.get("sizes") if isinstance(meta.get("sizes"), dict) else {}
+    split = {k: _count(sizes, k, -1) for k in ("train", "val", "test")}
+    flags = " --n 100000 --seed 0"
+    if min(split.values()) > 0:
+        n = sum(split.values())
+        flags = f" --n {n} --seed {_count(meta, 'seed', 0)}"
+        for key, flag in (("val", "--n-val"), ("test", "--n-test")):
+            if split[key] != max(1, round(0.02 * n)):
+                flags += f" {flag} {split[key]}"
+        for key, default in (("min_length", 500), ("max_length", 2000), ("max_depth", 10),
+                             ("max_args", 10)):
+            if _count(meta, key, default) != default:
+                flags += f" --{key.replace('_', '-')} {meta[key]}"
+    return f"ssmrepro data generate listops{flags}{dir_flag(root)}{_force_flag(folder)}"
 
 
 @dataclass(frozen=True)
@@ -326,8 +359,12 @@ def _pf_hint(src: str, root: Path, cfg) -> str:
     if src == LRA_RELEASE:
         return _download_hint("lra", root)
     res = cfg.resolution
-    return (f"ssmrepro data generate pathfinder --res {res} --n 200000 --seed 0{dir_flag(root)}"
-            f"{_force_flag(_pf_locate(src, root, cfg))}")
+    folder = _pf_locate(src, root, cfg)
+    meta = _generated_meta(folder, GENERATORS["pathfinder"][0])  # its n and seed, as listops'
+    n = _count(meta, "n", 0) or 200000
+    fmt = " --format lra" if meta.get("format") == "lra" else ""
+    return (f"ssmrepro data generate pathfinder --res {res} --n {n} --seed "
+            f"{_count(meta, 'seed', 0)}{fmt}{dir_flag(root)}{_force_flag(folder)}")
 
 
 def _fashion_dir(root: Path) -> Path:
@@ -496,6 +533,13 @@ DATASETS: dict[str, DatasetDef] = {
         hint=_pf_hint,
     ),
 }
+# what a generated dataset's meta.json names: the generator, and the newest version it writes
+GENERATORS: dict[str, tuple[str, int]] = {
+    "listops": ("ssmrepro.data.listops", listops.GENERATOR_VERSION),
+    "pathfinder": ("ssmrepro.data.pathfinder", pathfinder.GENERATOR_VERSION),
+    "pathx": ("ssmrepro.data.pathfinder", pathfinder.GENERATOR_VERSION),
+}
+
 ALIASES = {
     "aan": "retrieval",
     "imdb": "text",

@@ -34,6 +34,7 @@ import numpy as np
 
 from ..util import atomic_write_text
 from ._workers import iter_chunks
+from .image import DamagedSource
 
 OPS = ("[MIN", "[MAX", "[MED", "[SM")
 VOCAB: tuple[str, ...] = ("<pad>", "<eos>", *"0123456789", *OPS, "X")
@@ -540,20 +541,20 @@ def read_listops_tsv(path: Path, linenos: list[int] | None = None) -> tuple[list
     lines = utf8_lines(path)
     header = next(lines, (1, ""))[1].split("\t")
     if header[:2] != ["Source", "Target"]:
-        raise ValueError(f"{path}: expected header 'Source<TAB>Target', got {header[:2]!r}")
+        raise DamagedSource(f"{path}: expected header 'Source<TAB>Target', got {header[:2]!r}")
     for lineno, line in lines:
         if not line:
             continue
         fields = line.split("\t")
         if len(fields) != 2:  # a row '( [MAX 2 3 ) ]<TAB>3<TAB>4' was read as the source
             # '[MAX 2 3 3 ]' labelled 4 without a word (the tab is whitespace to the tokenizer)
-            raise ValueError(f"{path}:{lineno}: expected 2 tab-separated fields (source, "
+            raise DamagedSource(f"{path}:{lineno}: expected 2 tab-separated fields (source, "
                              f"target), got {len(fields)}")
         src, tgt = fields
         try:
             labels.append(int(tgt))
         except ValueError:
-            raise ValueError(f"{path}:{lineno}: malformed line {line[:80]!r}") from None
+            raise DamagedSource(f"{path}:{lineno}: malformed line {line[:80]!r}") from None
         sources.append(src)
         if linenos is not None:
             linenos.append(lineno)
@@ -589,7 +590,7 @@ def prepare_listops(directory: Path, cfg: ListOpsConfig,
             try:
                 ids = encode_listops(src)
             except ValueError as err:
-                raise ValueError(f"{path}:{lineno}: {err}") from None
+                raise DamagedSource(f"{path}:{lineno}: {err}") from None
             n_cut += len(ids) > keep
             ids = ids[:keep]
             if cfg.append_eos:

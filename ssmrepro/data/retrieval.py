@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .image import DamagedSource
 from .text import build_char_vocab, char_lut, encode_chars, pad_ragged, token_dtype, utf8_lines
 
 TSV_DIRNAME = "tsv_data"
@@ -48,16 +49,16 @@ def read_aan_tsv(path: Path) -> tuple[np.ndarray, list[str], list[str]]:
             continue
         fields = line.split("\t")
         if len(fields) != 5:
-            raise ValueError(f"{path}:{lineno}: expected 5 tab-separated fields, got {len(fields)}")
+            raise DamagedSource(f"{path}:{lineno}: expected 5 tab-separated fields, got {len(fields)}")
         try:
             y = float(fields[0])
         except ValueError:
             if lineno == 1:
                 continue  # header
-            raise ValueError(f"{path}:{lineno}: label {fields[0]!r} is not a number") from None
+            raise DamagedSource(f"{path}:{lineno}: label {fields[0]!r} is not a number") from None
         if not (math.isfinite(y) and y == int(y)):  # 'inf' raised OverflowError (a traceback),
             # 0.5 was cut to class 0 without a word
-            raise ValueError(f"{path}:{lineno}: label {fields[0]!r} is not a whole number")
+            raise DamagedSource(f"{path}:{lineno}: label {fields[0]!r} is not a whole number")
         labels.append(int(y))
         t1.append(fields[3])
         t2.append(fields[4])

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .image import DamagedSource
+
 IMDB_DIRNAME = "aclImdb"
 MAX_REVIEW_BYTES = 1 << 20  # the longest aclImdb review has about 14 kB
 MAX_LINE_BYTES = 1 << 24  # a TSV line (ListOps: one expression; AAN: two papers' text)
@@ -136,11 +138,11 @@ def read_review(path: Path) -> str:
     try:
         raw = read_small(path, MAX_REVIEW_BYTES, follow_links=True)
     except NotSmallFile as err:
-        raise ValueError(f"{path}: not a review file ({err})") from None
+        raise DamagedSource(f"{path}: not a review file ({err})") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise ValueError(f"{path}: not UTF-8 text (byte {raw[err.start]:#04x} at offset "
+        raise DamagedSource(f"{path}: not UTF-8 text (byte {raw[err.start]:#04x} at offset "
                          f"{err.start:,})") from None
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
@@ -155,14 +157,14 @@ def utf8_lines(path: Path) -> Iterator[tuple[int, str]]:
         for lineno, raw in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), start=1):
             if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):  # one line of 500 MB
                 # took gigabytes and minutes
-                raise ValueError(f"{path}:{lineno}: a line longer than {MAX_LINE_BYTES:,} bytes "
+                raise DamagedSource(f"{path}:{lineno}: a line longer than {MAX_LINE_BYTES:,} bytes "
                                  "(not a text file of this dataset?)")
             if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
                 raw = raw[3:]
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as err:
-                raise ValueError(f"{path}:{lineno}: not UTF-8 text (byte {raw[err.start]:#04x} "
+                raise DamagedSource(f"{path}:{lineno}: not UTF-8 text (byte {raw[err.start]:#04x} "
                                  f"at column {err.start + 1:,})") from None
             yield lineno, line.rstrip("\r\n") if line.endswith("\n") else line
 

@@ -111,6 +111,8 @@ class RunSummary:
     #                     machine with one single-threaded worker per core, divided by workers)
     left: int = 0  # runs of the profile this command did not plan (cut by --max-runs) and
     #                no one has finished: the next command trains them
+    early_stop_0: int = 0  # runs trained here that their early stop stopped at step 0, before
+    #                        any training step (numbers of the untrained model: a warning)
 
     @property
     def ok(self) -> bool:
@@ -523,8 +525,11 @@ def run_experiment(
                     shutdown()
     csv = _write_table(store, runs, csv_name, warn_console)
     store.cleanup()
-    cpu_s = sum({(rec or {}).get("pack_wall_s"): (rec or {}).get("pack_cpu_s") or 0.0
-                 for rec in (store.read(r) for r in tr.trained)}.values())  # once per pack
+    recs = [store.read(r) or {} for r in tr.trained]
+    cpu_s = sum({rec.get("pack_wall_s"): rec.get("pack_cpu_s") or 0.0
+                 for rec in recs}.values())  # once per pack
+    at_start = sum(1 for rec in recs if rec.get("status") == "ok"
+                   and rec.get("stop_reason") == "early_stop" and rec.get("stop_step") == 0)
     elsewhere = tr.elsewhere - tr.trained
     settled = tr.trained | tr.failed | elsewhere
     not_run = [r.run_id for r in pending if r.run_id not in settled and not store.is_done(r.run_id)]
@@ -532,7 +537,7 @@ def run_experiment(
     left = sum(1 for r in unique if r.run_id not in planned and not store.is_done(r.run_id))
     summary = RunSummary(len(unique), done_before, len(tr.trained), len(tr.failed),
                          len(elsewhere), len(not_run), tr.packs_trained, time.monotonic() - t0, csv,
-                         tr.messages, interrupted, tr.lost_workers, cpu_s, left)
+                         tr.messages, interrupted, tr.lost_workers, cpu_s, left, at_start)
     return summary
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import typing
 from dataclasses import dataclass
+from enum import Enum
 from types import UnionType
 
 from pydantic import BaseModel
@@ -239,12 +240,29 @@ def _type_name(t) -> str:
     return getattr(t, "__name__", str(t).replace("typing.", ""))
 
 
-def _default_str(v) -> str:
+def _plain(v):
+    """``v`` as the lists, mappings, text, numbers, booleans and null a spec file holds."""
     if isinstance(v, BaseModel):
-        return "{" + ", ".join(f"{k}: {_default_str(x)}" for k, x in v.model_dump().items()) + "}"
+        v = v.model_dump()
     if isinstance(v, dict):
-        return "{" + ", ".join(f"{k}: {_default_str(x)}" for k, x in v.items()) + "}"
-    return repr(v)
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple, set, frozenset)):
+        return [_plain(x) for x in v]
+    if isinstance(v, Enum):
+        return _plain(v.value)
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    return str(v)
+
+
+def _default_str(v) -> str:
+    """A default as a spec writes it (YAML, one line): the Python spelling (`None`, `False`,
+    `(0.9, 0.999)`) copied into a spec read `label: None` as the text 'None'."""
+    import yaml
+
+    text = yaml.safe_dump(_plain(v), default_flow_style=True, sort_keys=False,
+                          allow_unicode=True, width=float("inf"))
+    return text.removesuffix("\n").removesuffix("\n...").strip()
 
 
 def config_rows(Config: type[BaseModel], skip: tuple[str, ...] = ("name",)

@@ -99,7 +99,7 @@ class TransformerLMConfig(ModelConfig):
     n_layers: int = Field(1, ge=1, le=MAX_LAYERS, description="Transformer blocks")
     heads: int = Field(1, ge=1, description="attention heads")
     mlp_ratio: int = Field(1, ge=0, description="MLP hidden = mlp_ratio * d_model (unless mlp_hidden)")
-    mlp_hidden: int | None = Field(None, ge=0, description="MLP hidden width (None: mlp_ratio * "
+    mlp_hidden: int | None = Field(None, ge=0, description="MLP hidden width (null: mlp_ratio * "
                                    "d_model; 0: no MLP)")
     pos: Literal["learned", "none"] = Field("learned", description="learned: positions added to "
                                             "the embedding; none: no positions")
@@ -140,7 +140,7 @@ class LinearMambaConfig(ModelConfig):
         "default", description="designed: koren2026 Thm 2 weights (evaluate with max_steps 0)")
     heads: int = Field(1, ge=1, description="M, SSM heads (koren2026 App. F.2.2; needs head_pattern)")
     head_pattern: Literal["MHA", "MQA", "MKA", "MVA"] | None = Field(
-        None, description="koren2026 Table 8 head pattern; None = the single-head layer (Alg. 1)")
+        None, description="koren2026 Table 8 head pattern; null = the single-head layer (Alg. 1)")
 
     @model_validator(mode="after")
     def _check(self) -> LinearMambaConfig:
@@ -236,9 +236,9 @@ class CooperHybridConfig(ModelConfig):
     d_conv: int = Field(4, ge=1, le=8, description="Mamba "
                         + Mamba1Config.model_fields["d_conv"].description)
     heads: int = Field(1, ge=1, description="NeoX attention heads")
-    window: int | None = Field(20, ge=1, description="sliding window (None = full causal)")
+    window: int | None = Field(20, ge=1, description="sliding window (null = full causal)")
     rotary_pct: float = Field(0.25, ge=0, le=1, description="NeoX: share of head dims with RoPE")
-    split_heads: bool = Field(True, description="False: fork's do_split_square=False")
+    split_heads: bool = Field(True, description="false: fork's do_split_square=False")
     tie_head: bool = Field(
         True, description="HF ties embed_out to embed_in (matches the audited counts)")
     init: InitConfig = Field(InitConfig(scheme="hf"),

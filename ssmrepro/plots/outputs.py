@@ -2271,7 +2271,8 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
         print(f"warning: {w}", file=sys.stderr)
     if not report.finished(cells).empty:
         atomic_write_text(out("summary", "csv"), csv_text(whole_numbers(
-            cells, runs, ("n_params", "n_expected", "n_ok", "n_diverged", "n_time_limit"))))
+            cells, runs, ("n_params", "n_expected", "n_ok", "n_diverged", "n_time_limit",
+                          "n_early_stop_0"))))
     elif _remove_stale(out("summary", "csv"), False):
         print(f"{spec.id}: {out('summary', 'csv').name} removed: no finished cell of profile "
               f"{profile}", file=sys.stderr)

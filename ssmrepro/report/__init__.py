@@ -55,6 +55,7 @@ from .columns import (
     FINISHED,
     LABEL,
     N_DIVERGED,
+    N_EARLY_STOP_0,
     N_EXPECTED,
     N_OK,
     N_TIME_LIMIT,
@@ -317,6 +318,12 @@ def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n
             how += (f" {n_cut} of the finished runs stopped at their time limit "
                     "(`train.time_limit_s`) before their step budget: their numbers are of "
                     "models trained less than the spec asks (column n_time_limit).")
+        n_at0 = (int(pd.to_numeric(src[N_EARLY_STOP_0], errors="coerce").fillna(0).sum())
+                 if N_EARLY_STOP_0 in src else 0)
+        if n_at0:  # only a stop_step.mean of 0 showed it
+            how += (f" {n_at0} of the finished runs met their early stop (`train.early_stop`) "
+                    "at step 0, before any training step: their numbers are of the untrained "
+                    "model (column n_early_stop_0).")
     lines = [
         # one line (a line break in the title could make a line that reads like the counts)
         f"# {spec.id}{f' ({spec.alias})' if spec.alias else ''} — {md_text(shown_title(spec))}",

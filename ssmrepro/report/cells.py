@@ -21,12 +21,14 @@ from ..util import norm  # noqa: F401  (re-exported: the tables' cell keys)
 from .columns import (
     COMPLETE,
     DIVERGED,
+    EARLY_STOP,
     EPOCHS,
     FINISHED,
     LABEL,
     LABEL_SEP,
     METRIC_PREFIX,
     N_DIVERGED,
+    N_EARLY_STOP_0,
     N_EXPECTED,
     N_OK,
     N_PARAMS,
@@ -39,6 +41,17 @@ from .columns import (
     STOP_STEP,
     TIME_LIMIT,
 )
+
+
+def early_stopped_at_start(runs: pd.DataFrame) -> int:
+    """The runs of ``runs`` (table rows) that their ``train.early_stop`` stopped at step 0,
+    before any training step: their numbers are the untrained model's (an early stop the
+    untrained model meets, `val.loss < 50` at vocabulary 8, stopped every run there, and only
+    a stop_step.mean of 0 showed it). Not refused: a constructed init may meet it rightly."""
+    if not len(runs) or STOP_REASON not in runs or STOP_STEP not in runs:
+        return 0
+    at0 = pd.to_numeric(runs[STOP_STEP], errors="coerce") == 0
+    return int(((runs[STOP_REASON] == EARLY_STOP) & at0).sum())
 
 
 def values_equal(a: Any, b: Any) -> bool:
@@ -556,6 +569,9 @@ def aggregate(df: pd.DataFrame, runs: list, reduce: str, metrics: list[str],
         cut = int((ok[STOP_REASON] == TIME_LIMIT).sum()) if STOP_REASON in ok and len(ok) else 0
         if cut:  # trained less than asked (step 0 with a tiny limit): the report says so
             row[N_TIME_LIMIT] = cut
+        untrained = early_stopped_at_start(ok)
+        if untrained:  # the untrained model met the early stop: its numbers, said in the report
+            row[N_EARLY_STOP_0] = untrained
         if N_PARAMS in g and g[N_PARAMS].notna().any():
             counts = g[N_PARAMS].dropna()
             # the seeds of a cell share its config, so its parameter count: rows that disagree

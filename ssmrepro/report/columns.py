@@ -43,6 +43,10 @@ N_DIVERGED = "n_diverged"
 # runs that finished ok but stopped at their train.time_limit_s before their step budget (the
 # column is there only when some cell has one)
 N_TIME_LIMIT = "n_time_limit"
+# runs that finished ok stopped by their train.early_stop at step 0, before any training step:
+# numbers of the untrained model (the column is there only when some cell has one)
+N_EARLY_STOP_0 = "n_early_stop_0"
+EARLY_STOP = "early_stop"
 STOP_REASON = "stop_reason"
 TIME_LIMIT = "time_limit"
 COMPLETE = "complete"  # every expected run of the cell has finished

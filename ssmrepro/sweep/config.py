@@ -72,7 +72,7 @@ class Schedule(_Strict):
     hold_steps: int = Field(0, ge=0, le=MAX_STEPS, description="steps at lr after the warm-up, "
                             "before the decay")
     decay_steps: int | None = Field(None, ge=1, le=MAX_STEPS, description="steps of decay "
-                                    "(None: the rest of training); then flat at its end")
+                                    "(null: the rest of training); then flat at its end")
     final_factor: float = Field(0.0, ge=0.0, le=1.0, description="the decay's end, as a factor "
                                 "of lr")
     min_lr: float | None = Field(None, ge=0.0, description="the decay's end as an absolute lr "
@@ -170,7 +170,7 @@ class TrainConfig(_Strict):
     batch_size: int = Field(32, ge=1, le=MAX_BATCH, description="training samples per step")
     train_size: int | None = Field(
         None, ge=1, le=MAX_SAMPLES,
-        description="None: a fresh batch every step; N: a fixed set of N samples"
+        description="null: a fresh batch every step; N: a fixed set of N samples"
     )
     max_steps: int | None = Field(None, ge=0, le=MAX_STEPS,
                                   description="training steps (give max_steps or epochs); 0: "
@@ -181,7 +181,7 @@ class TrainConfig(_Strict):
         "whole batches: the remainder (train_size mod batch_size samples of that epoch's "
         "shuffle) is left out of the epoch; the record's epochs = stop_step / those steps")
     grad_clip: float | None = Field(None, gt=0, description="clip the gradient's norm to it "
-                                    "(None: no clipping)")
+                                    "(null: no clipping)")
     label_smoothing: float = Field(0.0, ge=0.0, lt=1.0, description="cross-entropy label "
                                    "smoothing")
     eval_every: int = Field(500, ge=1, description="steps between validation evaluations")

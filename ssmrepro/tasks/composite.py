@@ -73,7 +73,7 @@ class CompositeConfig(TaskConfig):
     key_high: int = Field(100, ge=6, description="keys and fillers are below it (exclusive)")
     vocab: int = Field(128, ge=8, le=4096, description="token ids and classes [0, vocab)")
     test_pair: str | None = Field(
-        None, description="val/test splits hold only this anchor pair (e.g. '43'); None: every "
+        None, description="val/test splits hold only this anchor pair (e.g. '43'); null: every "
         "pair of the variant")
     target43: Literal["composite", "symmetric"] = Field(
         "composite", description="targets of the held-out pair 43: composite key-10 or symmetric "

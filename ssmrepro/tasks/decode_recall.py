@@ -64,7 +64,7 @@ class DecodeRecallConfig(TaskConfig):
     words: int = Field(32, ge=2, description="W = 2^K words (the fork's num_vocab, rounded there)")
     p: float = Field(0.2, ge=0.0, le=1.0, description="bit proportion: P(a position is a bit)")
     L: int = Field(100, ge=2, description="sequence length (the longest, with L_min)")
-    L_min: int | None = Field(None, ge=1, description="None: every sequence has length L; "
+    L_min: int | None = Field(None, ge=1, description="null: every sequence has length L; "
                               "else lengths uniform in [L_min, L], padded with <null>")
     supervise: Literal["all", "last"] = Field("all", description="last: the last position only")
 

@@ -70,7 +70,7 @@ import torch
 from pydantic import Field, create_model, model_validator
 
 from ..data import DATASETS, GENERATED, DataUnavailable, LRADataset, dataset_config, load_lra
-from ..data.datasets import data_key, data_sample
+from ..data.datasets import GENERATORS, data_key, data_sample
 from ..data.nominal import NominalShape, nominal_shape
 from ..util import data_root, read_small, refuse_unread
 from .base import SPLITS, Batch, Task, TaskConfig, TaskInfo
@@ -412,8 +412,17 @@ class LRATask(Task):
             except (OSError, ValueError, RecursionError) as err:
                 gen = {"generator": f"unknown: {meta} is not a readable meta.json "
                                     f"({type(err).__name__})"}
+            want = GENERATORS.get(self.dataset) if tr.source == GENERATED else None
             if not isinstance(gen, dict):
                 gen = {"generator": f"unknown: {meta} is not a generator's meta.json"}
+            elif want is not None and (
+                    gen.get("generator") != want[0] or not isinstance(gen.get("version"), int)
+                    or isinstance(gen["version"], bool) or not 1 <= gen["version"] <= want[1]):
+                # another generator's, or a newer one's (ListOps data whose meta.json named the
+                # Pathfinder generator, version 99, were recorded as made by it without a word)
+                gen = {"generator": f"unknown: {meta} names generator {gen.get('generator')!r} "
+                                    f"version {gen.get('version')!r}, not {want[0]} version "
+                                    f"{want[1]} or older: it is not these data's meta.json"}
             elif isinstance(gen.get("sizes"), dict) and gen["sizes"] != out["sizes"]:
                 # a meta.json edited or left from another generation (ListOps: train 400 beside
                 # 40 rows) named its seed as these data's without a word

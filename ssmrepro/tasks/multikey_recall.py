@@ -45,7 +45,7 @@ class MultiKeyRecallConfig(TaskConfig):
     words: int = Field(8, ge=2, description="W, word tokens (the fork's num_vocab)")
     key_len: int = Field(2, ge=1, le=8, description="k, tokens per key (the fork's size_key)")
     L: int = Field(100, ge=2, description="sequence length (the longest, with L_min)")
-    L_min: int | None = Field(None, ge=1, description="None: every sequence has length L; "
+    L_min: int | None = Field(None, ge=1, description="null: every sequence has length L; "
                               "else lengths uniform in [L_min, L], padded with <null>")
 
     @model_validator(mode="after")

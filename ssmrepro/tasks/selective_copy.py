@@ -63,7 +63,7 @@ class SelectiveCopyConfig(TaskConfig):
     number_offset: int = Field(5, ge=1, description="value of the first number token (#5)")
     p: float = Field(0.2, ge=0.0, le=1.0, description="probability of a number token")
     L: int = Field(100, ge=2, description="sequence length (the longest, with L_min)")
-    L_min: int | None = Field(None, ge=1, description="None: every sequence has length L; "
+    L_min: int | None = Field(None, ge=1, description="null: every sequence has length L; "
                               "else lengths uniform in [L_min, L], padded with <null>")
     distribution: Literal["uniform", "mixed"] = Field(
         "uniform", description="mixed: half sparse (p_sparse), half with a number token last")

@@ -87,7 +87,7 @@ class LinearMambaMixerConfig(MixerConfig):
     expand: int = Field(2, ge=1, description="Di = expand * d_model")
     heads: int = Field(1, ge=1, description="M, SSM heads (koren2026 App. F.2.2; needs head_pattern)")
     head_pattern: Literal["MHA", "MQA", "MKA", "MVA"] | None = Field(
-        None, description="koren2026 Table 8 head pattern; None = the single-head layer (Alg. 1)")
+        None, description="koren2026 Table 8 head pattern; null = the single-head layer (Alg. 1)")
 
     @model_validator(mode="after")
     def _check(self) -> LinearMambaMixerConfig:

@@ -95,7 +95,7 @@ class Mamba2Config(MixerConfig):
     expand: int = Field(2, ge=1, description="d_inner = expand * d_model")
     d_conv: int = Field(4, ge=1, le=8, description="width of the causal depthwise conv")
     heads: int | None = Field(
-        None, ge=1, description="SSD heads; None: d_inner / headdim, or 1 (chen2025) without headdim")
+        None, ge=1, description="SSD heads; null: d_inner / headdim, or 1 (chen2025) without headdim")
     headdim: int | None = Field(None, ge=1, description="head dim P (alternative to heads)")
     ngroups: int = Field(1, ge=1, description="groups G of B / C shared by heads")
     A_min: float = Field(1.0, gt=0, description="A_log = log U(A_min, A_max)")

@@ -102,12 +102,12 @@ class NeoXAttnFields(NoBoolNumbers):
     heads: int = Field(1, ge=1, description="attention heads (split_heads: d_model split over "
                        "them)")
     window: int | None = Field(
-        None, ge=1, description="sliding window: query i sees j iff 0 <= i-j < window; None = all")
+        None, ge=1, description="sliding window: query i sees j iff 0 <= i-j < window; null = all")
     rotary_pct: float = Field(0.25, ge=0, le=1, description="share of head dims with RoPE")
     rope_base: float = Field(10000.0, gt=0, description="RoPE frequencies base^(-2k/r) over "
                              "the r rotary dims")
     split_heads: bool = Field(
-        True, description="False: every head uses the full d, outputs summed (cooper2026 fork)")
+        True, description="false: every head uses the full d, outputs summed (cooper2026 fork)")
     conv: int = Field(0, ge=0, le=8, description="depthwise causal conv width on Q,K,V (0 = off)")
     conv_on: Literal["qkv", "input"] = Field(
         "qkv", description="conv on the q,k,v projections or on the layer input")
