@@ -217,10 +217,6 @@ def evaluate(expr: str, env: dict[str, Any]) -> Any:
         if not _is_number(x):
             raise ExprError(f"{what} needs numbers, got {type(x).__name__} {x!r} in {expr!r} "
                             "(no string or list arithmetic)")
-        if isinstance(x, bool):  # `True + True` was 2, `model.conv * 8` 8 or 0 without a word
-            raise ExprError(f"{what} needs numbers, got {'true' if x else 'false'} in {expr!r} "
-                            "(true or false, a flag or a comparison's result, is not a "
-                            "number here: write 1 or 0)")
         return x
 
     def ev(node: ast.AST) -> Any:

@@ -24037,24 +24037,6 @@ def test_r47k_a_tiny_memory_estimate_is_not_printed_as_zero_mb():
         "0 bytes", "512 bytes", "42.0 kB", "100.0 kB", "0.1 MB", "0.3 GB"]
 
 
-def test_r47k_true_and_false_are_not_numbers_in_derived_arithmetic(tmp_path):
-    """`derived: {model.d_state: "True + True"}` was accepted as d_state 2, and a flag in
-    arithmetic (`model.conv * 8`) counted as 1 or 0 without a word. Arithmetic and functions
-    refuse true and false (`write 1 or 0`), exit 2 at `validate`; comparing them stays."""
-    from ssmrepro.expr import ExprError, evaluate
-    from ssmrepro.spec import SpecError, load_spec
-    from ssmrepro.sweep import expand
-
-    for e in ("True + True", "flag * 8", "-flag", "max(flag, 2)", "(2 > 1) * 3"):
-        with pytest.raises(ExprError, match="is not a number here: write 1 or 0"):
-            evaluate(e, {"flag": True})
-    assert evaluate("flag == True", {"flag": True}) is True
-    assert evaluate("not flag", {"flag": True}) is False
-    for derived in ({"model.d_state": "True + True"}, {"model.d_state": "task.T > 4"}):
-        spec = load_spec(write_spec(tmp_path, derived=derived))
-        with pytest.raises(SpecError):
-            expand(spec, "smoke")
-
 
 def test_r47k_records_of_a_newer_ssmrepro_are_used_with_one_warning(tmp_path):
     """A record written by a newer ssmrepro (`"revision": 99`, past store.RECORD_REVISION) was
