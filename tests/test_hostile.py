@@ -24166,3 +24166,27 @@ def test_r47k_a_data_root_that_is_a_file_or_a_dangling_link_is_one_message_every
             assert (f"cannot use {root}: not a folder: {why} (the data root; --dir or "
                     "$SSMREPRO_DATA)") in " ".join(res.output.split()), (args, res.output)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "dangling"]
+
+
+def test_a_lines_reference_without_a_value_at_an_x_is_a_gap_with_a_warning():
+    """A `lines` reference `1 / (task.T - 4)` over x values holding 4 raised ExprError (a
+    traceback of `plot`, and of `run` after training): that x is a gap in the reference line,
+    with a warning naming it. koren2026-fig11's reference counts with comparisons (an indicator,
+    `(task.query_repeats >= 2) / 2`), which stays arithmetic (round 48 refused it: `figures`
+    stopped there)."""
+    import math
+    from types import SimpleNamespace
+
+    import yaml
+
+    from ssmrepro.plots.figures import reference_values
+
+    ctx = SimpleNamespace(spec=SimpleNamespace(id="t"))
+    with pytest.warns(UserWarning, match=r"reference 'r' has no value at task.T = 4 \(.*"
+                      r"division by zero\): a gap"):
+        got = reference_values(ctx, "r", "1 / (task.T - 4)", "task.T", [2.0, 4.0, 6.0])
+    assert got[0] == -0.5 and math.isnan(got[1]) and got[2] == 0.5
+    raw = yaml.safe_load((ROOT / "experiments/koren2026/koren2026-fig11.yaml").read_text())
+    (text, e), = raw["figure"]["reference"].items()
+    got = reference_values(ctx, text, e, "task.query_repeats", [1.0, 2.0, 3.0, 4.0, 5.0])
+    assert got == pytest.approx([sum(1 / k for k in range(1, n + 1)) / n for n in range(1, 6)])

@@ -470,6 +470,27 @@ def _default_x(sub: pd.DataFrame, swept: list[str]) -> str:
 
 
 @figure_kind("lines", LinesConfig)
+def reference_values(ctx: FigureContext, text: str, e: str, xkey: str,
+                     xs: list[float]) -> list[float]:
+    """The reference curve ``text`` (expression ``e`` of the x column ``xkey``) at ``xs``; an x
+    where it has no value (`1 / (task.T - 4)` at 4, `log(x)` at 0) is a gap, with a warning
+    naming it (the ExprError was a traceback of `plot`, and of `run` after training)."""
+    import warnings
+
+    out, bad = [], []
+    for v in xs:
+        try:
+            out.append(float(expr.evaluate(e, {xkey: v})))
+        except (expr.ExprError, OverflowError) as err:
+            out.append(math.nan)
+            bad.append(f"{v:g} ({err})")
+    if bad:
+        warnings.warn(f"{ctx.spec.id}: reference {text!r} has no value at {xkey} = "
+                      f"{'; '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}: a gap in its line",
+                      stacklevel=2)
+    return out
+
+
 def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
     """One panel per ``facet``: metric vs ``x`` (± std with mean aggregation), a line per ``hue``."""
     agg = ctx.table
@@ -542,7 +563,7 @@ def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
         if marked:  # the legend's × in no line's colour (each panel with any says what it is)
             ax.scatter([], [], marker="x", s=60, color="0.35", label="paper (×, the line's colour)")
         for text, e in cfg.reference.items():  # at the panel's x values
-            ax.plot(xs, [float(expr.evaluate(e, {xkey: v})) for v in xs], color="0.5", ls="--",
+            ax.plot(xs, reference_values(ctx, text, e, xkey, xs), color="0.5", ls="--",
                     lw=1, marker="*", label=text)
         if cfg.logx:  # before the ticks: setting the scale replaces them (yu2025-fig3's widths
             # 2, 8, 32, 128 and yu2025-tab1's h 1 ... 16 were drawn under ticks 10^0, 10^1, 10^2)
