@@ -469,7 +469,6 @@ def _default_x(sub: pd.DataFrame, swept: list[str]) -> str:
                 swept[0] if swept else LABEL)
 
 
-@figure_kind("lines", LinesConfig)
 def reference_values(ctx: FigureContext, text: str, e: str, xkey: str,
                      xs: list[float]) -> list[float]:
     """The reference curve ``text`` (expression ``e`` of the x column ``xkey``) at ``xs``; an x
@@ -491,6 +490,7 @@ def reference_values(ctx: FigureContext, text: str, e: str, xkey: str,
     return out
 
 
+@figure_kind("lines", LinesConfig)
 def lines(ctx: FigureContext, cfg: LinesConfig, path: Path) -> bool:
     """One panel per ``facet``: metric vs ``x`` (± std with mean aggregation), a line per ``hue``."""
     agg = ctx.table
