@@ -673,11 +673,13 @@ class Store:
     finished run's weights (``save_weights``, read by its analyses): a run whose record is there
     but whose weights are not is not done (it is trained again). ``analyses``: the training-time
     analyses the spec records (``decay_histogram``): a finished run whose record lacks one is not
-    done either."""
+    done either. ``readonly``: a command that only reads the store (`export`) moves nothing: an
+    invalid record of its own is ignored with a warning, as one of a reused store is."""
 
     def __init__(self, root: Path, stale_after: float = 600.0, reuse: list[Path] | None = None,
-                 weights: bool = False, analyses: tuple[str, ...] = ()):
+                 weights: bool = False, analyses: tuple[str, ...] = (), readonly: bool = False):
         self.root = Path(root)
+        self.readonly = readonly
         self.weights = weights
         self.analyses = tuple(analyses)
         self.reuse = [Path(r) for r in reuse or []]
@@ -743,7 +745,7 @@ class Store:
                     self._warn(f"ignoring run record {path}: {why}; `run` trains the run again")
                     changed = True
                     continue
-            self._distrust(path, why, quarantine=k == 0)
+            self._distrust(path, why, quarantine=k == 0 and not self.readonly)
         if unfinished is not None:
             return unfinished
         if changed:
@@ -2001,11 +2003,12 @@ def reused_specs(spec) -> list:
     return out
 
 
-def open_store(spec, out: Path | None = None) -> Store:
-    """The spec's store, reading also the records of the specs it reuses (and they reuse)."""
+def open_store(spec, out: Path | None = None, readonly: bool = False) -> Store:
+    """The spec's store, reading also the records of the specs it reuses (and they reuse);
+    ``readonly``: one that moves no record (``Store``)."""
     reuse = [results_dir(s, out) for s in reused_specs(spec)]
     return Store(results_dir(spec, out), reuse=reuse, weights=bool(spec.save_weights),
-                 analyses=tuple(a for a in spec.analysis if a in ANALYSES))
+                 analyses=tuple(a for a in spec.analysis if a in ANALYSES), readonly=readonly)
 
 
 def output_name(spec, profile: str, stem: str, ext: str, tag: str = "") -> str:

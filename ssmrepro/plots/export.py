@@ -27,19 +27,16 @@ from ..report.columns import RUN_ID
 from ..spec import SET_TAG, SpecError, load_project_spec, load_spec, spec_paths
 from ..store import (
     CONFIG_PREFIXES,
-    MAX_RECORD_BYTES,
     TableError,
-    data_changed,
     is_metric_column,
     metric_name,
+    open_store,
     output_name,
     read_run_table,
     read_table,
-    record_problem,
-    redefined,
     results_dir,
 )
-from ..util import atomic_write_stream, atomic_write_text, extra_hint, read_small
+from ..util import atomic_write_stream, atomic_write_text, extra_hint
 from .outputs import _without_stale, consistent_rows, profile_rows
 
 EXPORT_COLUMNS = ["paper", "experiment", "profile", "run_id", "label", "seed", "status",
@@ -150,32 +147,24 @@ def _planned(spec, profile: str) -> list:
         return []
 
 
-def _other_data(spec, out: Path | None, planned: list, table: pd.DataFrame
-                ) -> tuple[set[str], dict[str, str]]:
-    """The run ids of ``table`` whose record in the spec's store (read, never moved) says its
-    row is not a result of the run as it is now, as ``Store.read`` finds: trained on another
-    text corpus than the one its ``task.path`` names now (a corpus replaced, $SSMREPRO_DATA
-    another data root: the first set), or written by an older ssmrepro whose numbers mean
-    something else now (``redefined``: each id with why). Until `plot` or `run` rewrote
-    results.csv, `export` gave the old corpus's rows as this one's, and an older ssmrepro's
-    numbers as today's."""
-    folder = results_dir(spec, out) / "runs"
-    if RUN_ID not in table or not folder.is_dir():  # no records (a fresh clone)
-        return set(), {}
+def _not_results(spec, out: Path | None, planned: list, table: pd.DataFrame) -> set[str]:
+    """The run ids of ``table`` whose rows are not results of the runs as they are now, as the
+    spec's store reads its records (``Store.read``, read-only here: nothing is moved): each of
+    their records (own or of a reused store) was trained on other data than there is now (a text
+    corpus replaced, an LRA dataset's files) or holds numbers that mean something else now
+    (``redefined``: written before a change of what its run computes). The store's warnings of
+    every record it read (those, an invalid record, one of a newer ssmrepro) are printed as
+    `plot` prints them. Export read the records by a copy of the store's rules: an invalid
+    record and a newer ssmrepro's went without a word, a reused store's record was not read."""
+    if RUN_ID not in table:
+        return set()
+    store = open_store(spec, out, readonly=True)
     ids = set(table[RUN_ID].astype(str)) & {r.run_id for r in planned}
-    corpus, older = set(), {}
     for rid in sorted(ids):
-        try:
-            rec = json.loads(read_small(folder / f"{rid}.json", MAX_RECORD_BYTES))
-        except (OSError, ValueError, RecursionError):
-            continue  # no record, or one `plot` and `run` deal with
-        if record_problem(rec, rid) is not None:
-            continue
-        if data_changed(rec):
-            corpus.add(rid)
-        elif why := redefined(rec):
-            older[rid] = why
-    return corpus, older
+        store.read(rid)
+    for w in store.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    return ids & store.stale_data
 
 
 def analytic_mismatch(spec, table: pd.DataFrame) -> str | None:
@@ -348,18 +337,13 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None,
                 # rows of runs trained before the spec was edited (train.lr), as plot drops
                 # them: they were exported as the edited spec's results
                 table = _without_stale(table, planned, f"{spec.id}/{csv.name}")
-            stale, older = _other_data(spec, out, planned, table)
+            stale = _not_results(spec, out, planned, table)
             if stale:
-                print(f"warning: {csv.name} of {spec.id}: {len(stale)} run(s) of it were "
-                      "trained on another text corpus than the one there is now: their rows "
-                      "are not exported (`ssmrepro run` trains them on this one)",
+                print(f"warning: {csv.name} of {spec.id}: the rows of {len(stale)} run(s) are "
+                      "not exported: their records were trained on other data than there is "
+                      "now, or by an older ssmrepro (above; `ssmrepro run` trains them again)",
                       file=sys.stderr)
-            if older:
-                print(f"warning: {csv.name} of {spec.id}: the records of {len(older)} run(s) "
-                      f"of it were {next(iter(older.values()))}: their rows are not exported "
-                      "(`ssmrepro run` trains them again)", file=sys.stderr)
-            if stale or older:
-                table = table[~table[RUN_ID].astype(str).isin(stale | set(older))]
+                table = table[~table[RUN_ID].astype(str).isin(stale)]
             rows += long_rows(spec, prof, table, {r.run_id: r.flat() for r in planned})
     if foreign is not None and roots:
         base = next(iter(roots)).parents[1]  # the results root: <root>/<paper>/<id>
