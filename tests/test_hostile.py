@@ -24228,3 +24228,31 @@ def test_r47n_export_reads_records_through_the_store(tmp_path):
     nan = {**good, "revision": 6, "metrics": {**good["metrics"], "val.loss": None}}
     n, said = export(nan)
     assert n == 0 and "before a run whose model at its stop step" in said, said
+
+
+def test_r47n_plot_says_a_future_claim_it_dated_now(tmp_path):
+    """`plot` of a profile not fully trained asks which runs another process holds; a claim of
+    this host dated far in the future is dated now there (``Store._date_now``), whose warning
+    was thrown away: the claim's file changed without a word. It is printed."""
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import open_store
+    from ssmrepro.sweep import expand
+
+    spec = _one_run_spec(tmp_path, seeds=[0, 1])
+    out = tmp_path / "out"
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate",
+                  "--max-runs", "1")
+    assert res.exit_code == 0, res.output
+    s = load_spec(spec)
+    store = open_store(s, out)
+    (todo,) = [r for r in expand(s, "smoke") if not store.is_done(r.run_id)]
+    path = store.claims / f"{todo.run_id}.claim"
+    ahead = time.time() + 3600
+    path.write_text(json.dumps({"host": store.host, "pid": os.getpid(), "time": ahead,
+                                "nonce": "n"}))
+    os.utime(path, (ahead, ahead))
+    res = _invoke("plot", spec, "--out", out, "--profile", "smoke")
+    said = " ".join(res.output.split())
+    assert "1 of 2 runs finished" in said and "being trained now by another process" in said
+    assert "was dated 1 h in the future" in said or "in the future (a wrong clock)" in said, said
+    assert abs(path.stat().st_mtime - time.time()) < 60

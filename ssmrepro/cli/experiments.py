@@ -896,7 +896,9 @@ def _say_unfinished(spec, name: str, profile: str, out: Path | None, set_: list[
     from ..engine import held_runs
 
     again = _run_command(name, profile, out, set_)
-    held = held_runs(spec, profile, out, overrides)
+    held, warnings = held_runs(spec, profile, out, overrides)
+    for w in warnings:
+        err_console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
     busy = (f"; {len(held)} of them being trained now by another process ({held[0]}"
             f"{', ...' if len(held) > 1 else ''}): wait for it, or" if held else ":")
     err_console.print(f"[yellow]profile {escape(profile)}: {res.finished} of {res.expected} runs "

@@ -135,13 +135,18 @@ def _pending(spec: Spec, profile: str, store: Store, max_runs: int | None,
 
 
 def held_runs(spec: Spec, profile: str, out: Path | None = None,
-              overrides: dict | None = None) -> list[str]:
-    """'pid P on host H' of each unfinished run of the profile another live process holds
-    (`plot` / `verify` said "train the rest" of runs being trained at that moment)."""
+              overrides: dict | None = None) -> tuple[list[str], list[str]]:
+    """('pid P on host H' of each unfinished run of the profile another live process holds
+    (`plot` / `verify` said "train the rest" of runs being trained at that moment), the store's
+    warnings of reading those claims (one of this host dated in the future is dated now:
+    ``Store._date_now``; its warning was thrown away)). The records' warnings are not among
+    them: the command that asks has read the same records and said them."""
     store = open_store(spec, out)
-    held = (store.holder(r.run_id) for r in unique_runs(expand(spec, profile, overrides=overrides))
-            if not store.is_done(r.run_id))
-    return [h for h in held if h is not None]
+    todo = [r for r in unique_runs(expand(spec, profile, overrides=overrides))
+            if not store.is_done(r.run_id)]
+    seen = len(store.warnings)
+    held = [h for h in (store.holder(r.run_id) for r in todo) if h is not None]
+    return held, store.warnings[seen:]
 
 
 def check_memory(spec: Spec, profile: str, runs: list, device: str,
