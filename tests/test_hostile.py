@@ -24256,3 +24256,38 @@ def test_r47n_plot_says_a_future_claim_it_dated_now(tmp_path):
     assert "1 of 2 runs finished" in said and "being trained now by another process" in said
     assert "was dated 1 h in the future" in said or "in the future (a wrong clock)" in said, said
     assert abs(path.stat().st_mtime - time.time()) < 60
+
+
+def test_r47n_a_cache_entry_that_cannot_be_removed_is_named_not_served_old(tmp_path,
+                                                                          monkeypatch):
+    """A cache entry to prepare again (its sources changed) in a cache folder that cannot be
+    written (simulated: rmtree and unlink raise PermissionError, as in a read-only folder of
+    another user; this machine runs as root): a folder's removal failed without a word and the
+    old arrays were served after the warning that they were being replaced; a file's raised a
+    traceback. Now DataUnavailable names the entry and what to do, and nothing old is served."""
+    from ssmrepro.data import cache as cache_mod
+    from ssmrepro.data import load_lra
+    from ssmrepro.data.sources import DataUnavailable
+
+    data = _lra_copy(tmp_path)
+    entry = load_lra("listops", "train", root=data).cache_path
+    tsv = data / "lra/listops-1000/basic_train.tsv"
+    st = tsv.stat()
+    head, *rows = tsv.read_text().splitlines()
+    tsv.write_text("\n".join([head, *reversed(rows)]) + "\n")
+    os.utime(tsv, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+    def denied(path, *a, **kw):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(cache_mod.shutil, "rmtree", denied)
+    with pytest.warns(UserWarning, match="built from source files changed since"), \
+            pytest.raises(DataUnavailable, match=r"cannot remove cache entry .*"
+                          r"Permission denied \(remove it by hand"):
+        load_lra("listops", "train", root=data)
+    assert entry.is_dir()
+    monkeypatch.setattr(cache_mod.Path, "unlink", denied)
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(DataUnavailable, match="cannot remove cache entry"):
+        cache_mod.remove_entry(tmp_path / "f")
+    cache_mod.remove_entry(tmp_path / "gone")  # no entry: nothing to remove

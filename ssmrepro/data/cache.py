@@ -214,11 +214,21 @@ def remove_entry(path: Path) -> None:
     ignored): the entry it led to was warned about as 'rebuilding it' at every load and never
     rebuilt (save_entry kept it as another writer's), the old arrays served after a warning
     that they were being replaced, and a link leading nowhere failed every load with 'Not a
-    directory'."""
-    if path.is_symlink() or (path.exists() and not path.is_dir()):
-        path.unlink(missing_ok=True)
-    else:
-        shutil.rmtree(path, ignore_errors=True)
+    directory'. An entry that cannot be removed (a read-only cache folder: PermissionError) is
+    DataUnavailable naming it: a file's raised a traceback; a folder's was left in place without
+    a word (rmtree's errors ignored), and the new entry, refused beside it as another writer's,
+    gave way to the old one: the arrays it was being replaced for served again."""
+    try:
+        if path.is_symlink() or (path.exists() and not path.is_dir()):
+            path.unlink(missing_ok=True)
+        elif path.exists():
+            shutil.rmtree(path)
+    except FileNotFoundError:  # removed meanwhile (another process rebuilding it)
+        pass
+    except OSError as err:
+        raise DataUnavailable(f"cannot remove cache entry {path} to prepare it again: "
+                              f"{err.strerror or err} (remove it by hand, or make its cache "
+                              "folder writable)") from None
 
 
 def entry_problem(path: Path) -> str | None:
