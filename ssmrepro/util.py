@@ -968,9 +968,22 @@ DrawnText = Annotated[str, StringConstraints(max_length=MAX_DRAWN_TEXT),
 # a title's one placeholder: `{seeds}` is drawn as how the figure draws its seeds ('mean of 3
 # seeds', 'best of seeds', 'one seed'), of the profile drawn; `{{word}}` draws `{word}`. Any
 # other word in braces is refused (a typo, `{seed}`, was drawn as written); every other brace
-# (`{256, 512}`, TeX math's between $ signs) is drawn as written
+# (`{256, 512}`, TeX math's between $ signs) is drawn as written. Braces around a word pair as
+# Python's str.format pairs them: each `{{` and `}}` is one brace drawn, and what is left, one
+# on each side, makes a placeholder (`{{{seeds}}}` draws `{mean of 3 seeds}`; it drew
+# `{{seeds}}`, the placeholder neither filled nor unescaped); a brace of one side left unpaired
+# is drawn as written
 SEEDS_PLACEHOLDER = "{seeds}"
-_BRACED = re.compile(r"\{\{(\s*[^\W\d]\w*\s*)\}\}|\{(\s*[^\W\d]\w*\s*)\}")  # ({ seeds }: a typo)
+_BRACED = re.compile(r"(\{+)(\s*[^\W\d]\w*\s*)(\}+)")  # ({ seeds }: a typo)
+
+
+def _braced(m: re.Match) -> tuple[str, str | None, str]:
+    """(braces drawn before, the placeholder's word or None, braces drawn after) of a word in
+    braces matched by ``_BRACED``."""
+    n, k = len(m.group(1)), len(m.group(3))
+    pair = min(n, k)
+    return ("{" * (n - pair + pair // 2), m.group(2) if pair % 2 else None,
+            "}" * (pair // 2 + k - pair))
 
 
 def _outside_math(text: str, change: Any) -> str:
@@ -982,32 +995,36 @@ def _outside_math(text: str, change: Any) -> str:
     return "".join(p if i % 2 else change(p) for i, p in enumerate(parts))
 
 
-def has_seeds_placeholder(text: str) -> bool:
-    """Whether ``text`` (a title) holds ``{seeds}`` outside math, to be filled."""
+def _placeholders(text: str) -> list[str]:
+    """The placeholders' words of ``text`` (a title), outside math, in order."""
     found: list[str] = []
     _outside_math(text, lambda part: found.extend(
-        m.group(2) for m in _BRACED.finditer(part) if m.group(2)) or part)
-    return "seeds" in found
+        w for w in (_braced(m)[1] for m in _BRACED.finditer(part)) if w is not None) or part)
+    return found
+
+
+def has_seeds_placeholder(text: str) -> bool:
+    """Whether ``text`` (a title) holds ``{seeds}`` outside math, to be filled."""
+    return "seeds" in _placeholders(text)
 
 
 def fill_seeds(text: str, words: str) -> str:
     """``text`` (a title) with ``{seeds}`` drawn as ``words`` (capitalised where it opens the
-    title) and ``{{word}}`` as ``{word}``, outside math."""
+    title) and ``{{word}}`` as ``{word}``, outside math (``_BRACED``)."""
     def one(m: re.Match) -> str:
-        if m.group(1):
-            return "{" + m.group(1) + "}"
-        if m.group(2) != "seeds":  # (refused by title_text)
+        left, name, right = _braced(m)
+        if name is None:
+            return left + m.group(2) + right
+        if name != "seeds":  # (refused by title_text)
             return m.group(0)
-        return words
+        return left + words + right
     out = _outside_math(text, lambda part: _BRACED.sub(one, part))
     return out[:1].upper() + out[1:] if text.startswith(SEEDS_PLACEHOLDER) else out
 
 
 def title_text(text: str) -> str:
     """``text`` if its only placeholder is ``{seeds}``; ValueError naming the first other."""
-    bad: list[str] = []
-    _outside_math(text, lambda part: bad.extend(
-        m.group(0) for m in _BRACED.finditer(part) if m.group(2) not in (None, "seeds")) or part)
+    bad = [f"{{{w}}}" for w in _placeholders(text) if w != "seeds"]
     if bad:
         raise ValueError(f"unknown placeholder {short_name(bad[0])}: a title fills only "
                          f"{SEEDS_PLACEHOLDER} (how the figure draws seeds, e.g. 'mean of 3 "

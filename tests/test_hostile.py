@@ -24291,3 +24291,22 @@ def test_r47n_a_cache_entry_that_cannot_be_removed_is_named_not_served_old(tmp_p
     with pytest.raises(DataUnavailable, match="cannot remove cache entry"):
         cache_mod.remove_entry(tmp_path / "f")
     cache_mod.remove_entry(tmp_path / "gone")  # no entry: nothing to remove
+
+
+def test_r47n_braces_around_a_title_placeholder_pair_as_str_format_pairs_them():
+    """`{{{seeds}}}` drew `{{seeds}}`: the inner `{{seeds}}` was taken as the escape, the
+    outer braces left, the placeholder neither filled nor unescaped (and `{{{seed}}}`, a typo,
+    was not refused). Braces pair as in Python's str.format: `{{` and `}}` draw one brace each,
+    what is left one on each side is the placeholder."""
+    from ssmrepro.util import fill_seeds, has_seeds_placeholder, title_text
+
+    w = "mean of 3 seeds"
+    for text, drawn in (("{{{seeds}}}", "{mean of 3 seeds}"), ("{{{{seeds}}}}", "{{seeds}}"),
+                        ("a {{seeds}} b", "a {seeds} b"), ("{seeds}}", "Mean of 3 seeds}"),
+                        ("{{seeds}", "{mean of 3 seeds"), ("{256, 512} {seeds}",
+                                                            "{256, 512} mean of 3 seeds")):
+        assert fill_seeds(text, w) == drawn, text
+        assert has_seeds_placeholder(text) == (w in drawn.lower()), text
+    with pytest.raises(ValueError, match=r"unknown placeholder \{seed\}.*write \{\{seed\}\}"):
+        title_text("{{{seed}}}")
+    assert title_text("{{{{seed}}}}") == "{{{{seed}}}}"
