@@ -24310,3 +24310,21 @@ def test_r47n_braces_around_a_title_placeholder_pair_as_str_format_pairs_them():
     with pytest.raises(ValueError, match=r"unknown placeholder \{seed\}.*write \{\{seed\}\}"):
         title_text("{{{seed}}}")
     assert title_text("{{{{seed}}}}") == "{{{{seed}}}}"
+
+
+def test_r47n_a_title_naming_seeds_is_warned_once_for_two_figures_drawing_it(tmp_path):
+    """Two figures of a spec drawing its title `acc (mean of 5 seeds)` (seeds in its own words)
+    warned of it once per figure: the same line twice in one `plot`. Said once."""
+    spec = _one_run_spec(tmp_path, title="acc (mean of 5 seeds)",
+                         figure={"kind": "bars", "metric": "test.acc", "x": "label"},
+                         figures=[{"kind": "bars", "name": "b2", "metric": "test.acc",
+                                   "x": "label"}])
+    out = tmp_path / "out"
+    for args in (("run", "--no-calibrate"), ("plot",)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            res = _invoke(args[0], spec, "--out", out, "--profile", "smoke", *args[1:])
+        assert res.exit_code == 0, res.output
+        said = [str(w.message) for w in caught if "own words" in str(w.message)]
+        assert len(said) == 1, said
+    assert len(list((out / "tests/t-spec").glob("*.png"))) == 2

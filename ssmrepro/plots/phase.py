@@ -10,7 +10,6 @@ the paper value's tolerance are outlined in red, and the title says how many are
 from __future__ import annotations
 
 import math
-import warnings
 from pathlib import Path
 from typing import Any, Literal
 
@@ -194,7 +193,7 @@ def phase(ctx: FigureContext, cfg: PhaseConfig, path: Path) -> bool:
         own, said = seeds_said(name, ctx.aggregation(p.metric)) if not paper and p.title \
             and not has_seeds_placeholder(name) else (name, "")
         if said:
-            warnings.warn(f"{ctx.spec.id}: panel {p.metric}: {said}", stacklevel=2)
+            ctx.warn_once(f"{ctx.spec.id}: panel {p.metric}: {said}")
         if paper:  # (the paper's values: of seeds as it ran them)
             title = f"{fill_seeds(name, PAPER_SEEDS)}: paper"
         elif has_seeds_placeholder(name):  # said once

@@ -297,6 +297,7 @@ class FigureContext:
     rerun: str = ""  # the shell command that trains the profile's runs (with --out and --set)
     overrides: str = ""  # the runs' --set options (``overrides_text``), named in each title
     _paper_lookup: Any = field(default=None, repr=False, compare=False)
+    _said: set = field(default_factory=set, repr=False, compare=False)  # (``warn_once``)
 
     @property
     def run_command(self) -> str:
@@ -322,6 +323,14 @@ class FigureContext:
             self._paper_lookup = PaperValueLookup(self.spec.paper_values, listed_keys(self.cells))
         return self._paper_lookup.find(row, metric)
 
+    def warn_once(self, message: str) -> None:
+        """Warn ``message`` once for the figures of this context (the outputs of one profile):
+        a title's warning was said once per figure drawing it (two figures of the spec's title
+        said it twice)."""
+        if message not in self._said:
+            self._said.add(message)
+            warnings.warn(message, stacklevel=3)
+
     def title(self, cfg: FigureConfig, seeds: str | None = None) -> str:
         """The figure's title, its ``{seeds}`` drawn as ``seeds`` (the words of how the figure
         draws seeds, 'best of 3 seeds'), by default as its cells combine them for the metric
@@ -344,7 +353,7 @@ class FigureContext:
         else:
             head, warning = seeds_said(head, seeds)
             if warning:
-                warnings.warn(f"{self.spec.id}: {warning}", stacklevel=2)
+                self.warn_once(f"{self.spec.id}: {warning}")
             head = fill_seeds(head, "")  # ({{word}} as {word})
         return (f"{head} [{self.spec.id}, profile {self.profile}"
                 f"{', ' + sets if sets else ''}]")
