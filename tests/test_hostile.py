@@ -11345,7 +11345,7 @@ def test_the_time_limit_count_of_a_run_shared_by_two_labels_is_counted_once():
     df = pd.DataFrame({"run_id": ["r1", "r1", "r2", "r3"], "label": ["A", "B", "C", "D"],
                        "status": ["ok", "ok", "diverged", "error"],
                        "stop_reason": ["time_limit", "time_limit", None, None]})
-    assert shared_run_counts(df, runs) == (3, 2, 1, 1)
+    assert shared_run_counts(df, runs) == (3, 2, 1, 1, 0)
     assert shared_run_counts(df, runs[1:]) is None  # nothing shared: the cells count them
 
 
@@ -24328,3 +24328,33 @@ def test_r47n_a_title_naming_seeds_is_warned_once_for_two_figures_drawing_it(tmp
         said = [str(w.message) for w in caught if "own words" in str(w.message)]
         assert len(said) == 1, said
     assert len(list((out / "tests/t-spec").glob("*.png"))) == 2
+
+
+def test_r47n_the_early_stop_at_step_0_count_of_a_run_shared_by_two_labels_is_counted_once():
+    """report.md's 'N of the finished runs met their early stop at step 0' summed each label's
+    row of a run two labels share ('2 finished ... 3 of the finished runs met their early
+    stop'), where the time limit's count had its own way of counting each run once. Both are
+    counted by ``shared_run_counts`` (each run once) or ``run_counts`` (the cells)."""
+    import types
+
+    import pandas as pd
+
+    from ssmrepro.report import markdown, shared_run_counts
+
+    runs = [types.SimpleNamespace(run_id=i) for i in ("r1", "r1", "r2", "r3")]
+    df = pd.DataFrame({"run_id": ["r1", "r1", "r2", "r3"], "label": ["A", "B", "C", "D"],
+                       "status": ["ok", "ok", "ok", "error"],
+                       "stop_reason": ["early_stop", "early_stop", "time_limit", None],
+                       "stop_step": [0, 0, 3, None]})
+    counts = shared_run_counts(df, runs)
+    assert counts == (3, 2, 0, 1, 1)
+    spec = types.SimpleNamespace(id="t", alias=None, title="t", claim="c", analytic=None,
+                                 aggregate=types.SimpleNamespace(reduce="mean"), paper_values=[],
+                                 claims=[], notes="", paper="p")
+    cells = pd.DataFrame({"label": ["A", "B", "C"], "n_expected": [1, 1, 1], "n_ok": [1, 1, 1],
+                          "n_diverged": [0, 0, 0], "n_time_limit": [0, 0, 1],
+                          "n_early_stop_0": [1, 1, 0]})
+    said = " ".join(markdown(spec, "smoke", cells, [], len(df), None, counts).split())
+    assert "3 runs expected, 2 finished" in said, said
+    assert "1 of the finished runs met their early stop" in said, said
+    assert "1 of the finished runs stopped at their time limit" in said, said

@@ -2281,7 +2281,7 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
     shared = None if spec.analytic is not None else report.shared_run_counts(df, runs)
     atomic_write_text(rep, report.markdown(spec, profile, cells, verdicts, len(df), counted,
                                            shared, overrides_text(overrides)))
-    n_exp, n_done, _ = shared[:3] if shared else report.run_counts(counted, len(df))
+    n_exp, n_done = (shared or report.run_counts(counted, len(df)))[:2]
     analytic = spec.analytic is not None
     table = out("results", "csv")  # `verify --json` named a table that was never written
     return Outputs(table if table.is_file() else None, figures[0] if figures else None, figures,

@@ -20,6 +20,7 @@ from .cells import (
     CellIndex,
     aggregate,
     cell_keys,
+    early_stopped_at_start,
     expected,
     finished,
     fmt_beside,
@@ -264,42 +265,47 @@ def _ours(v: Verdict) -> str:
         else fmt_beside(v.ours, v.bound)
 
 
-def run_counts(cells: pd.DataFrame, n_runs: int) -> tuple[int, int, int]:
-    """(runs expected, finished, diverged) of a profile's cells; ``n_runs`` (the rows of its
-    table) where the cells do not count them."""
+def _sum(cells: pd.DataFrame, col: str) -> int:
+    return int(pd.to_numeric(cells[col], errors="coerce").fillna(0).sum()) if col in cells else 0
+
+
+def run_counts(cells: pd.DataFrame, n_runs: int) -> tuple[int, int, int, int, int]:
+    """(runs expected, finished, diverged, finished at their time limit, early-stopped at step
+    0) of a profile's cells; ``n_runs`` (the rows of its table) where the cells do not count
+    them. Where two labels share a run, ``shared_run_counts`` counts the same, each run once."""
     n_exp = int(cells[N_EXPECTED].sum()) if N_EXPECTED in cells else n_runs
     n_ok = int(cells[N_OK].sum()) if N_OK in cells else n_runs
-    n_div = int(cells[N_DIVERGED].sum()) if N_DIVERGED in cells else 0
-    return n_exp, n_ok + n_div, n_div
+    n_div = _sum(cells, N_DIVERGED)
+    return n_exp, n_ok + n_div, n_div, _sum(cells, N_TIME_LIMIT), _sum(cells, N_EARLY_STOP_0)
 
 
-def shared_run_counts(df: pd.DataFrame, runs: list) -> tuple[int, int, int, int] | None:
-    """(runs expected, finished, diverged, finished at their time limit) counting each run id
-    once, where two labels share a
-    run (a row under each: the cells counted it twice, '4 of 6 runs finished' beside `run`'s '2
-    of 4 runs not trained yet'); None where no run is shared (the cells count them) or the table
-    has no run ids."""
+def shared_run_counts(df: pd.DataFrame, runs: list) -> tuple[int, int, int, int, int] | None:
+    """``run_counts`` counting each run id once, where two labels share a run (a row under
+    each: the cells counted it twice, '4 of 6 runs finished' beside `run`'s '2 of 4 runs not
+    trained yet', and its time limit and its early stop at step 0 twice); None where no run is
+    shared (the cells count them) or the table has no run ids."""
     ids = {r.run_id for r in runs}
     if len(ids) == len(runs) or RUN_ID not in df or STATUS not in df:
         return None
     done = df[df[STATUS].isin(FINISHED) & df[RUN_ID].astype(str).isin(ids)]
     done = done.drop_duplicates(RUN_ID)
-    cut = (done[STATUS] == OK) & (done[STOP_REASON] == TIME_LIMIT) if STOP_REASON in done \
-        else pd.Series(False, index=done.index)
-    return len(ids), len(done), int((done[STATUS] == DIVERGED).sum()), int(cut.sum())
+    ok = done[done[STATUS] == OK]
+    cut = int((ok[STOP_REASON] == TIME_LIMIT).sum()) if STOP_REASON in ok else 0
+    return (len(ids), len(done), int((done[STATUS] == DIVERGED).sum()), cut,
+            early_stopped_at_start(ok))
 
 
 def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n_runs: int,
              counted: pd.DataFrame | None = None,
-             counts: tuple[int, int, int, int] | None = None, overrides: str = "") -> str:
+             counts: tuple[int, int, int, int, int] | None = None, overrides: str = "") -> str:
     """report.md: verdict counts first, then claims, paper values beside ours, our numbers.
     ``counted``: the cells whose runs are counted, where ``cells`` keeps one candidate of each
-    group (``aggregate.select``); ``counts``: (expected, finished, diverged, cut at their time
-    limit) where ``shared_run_counts`` gives them; ``overrides``: the ``--set`` options of the
+    group (``aggregate.select``); ``counts``: ``run_counts`` where ``shared_run_counts`` gives
+    them; ``overrides``: the ``--set`` options of the
     runs (``overrides_text``), named beside the profile (a tagged report read `Profile smoke`
     alone, its numbers of other settings under the profile's name)."""
-    n_exp, n_done, n_div = (counts[:3] if counts else
-                            run_counts(cells if counted is None else counted, n_runs))
+    n_exp, n_done, n_div, n_cut, n_at0 = counts or run_counts(
+        cells if counted is None else counted, n_runs)
     n_ok = n_done - n_div
     # mid-line: md_text's escape of a line-starting `-` (of `--set`) is not wanted
     who = f"Profile `{profile}`" + (f" with {md_text(overrides)[1:]}" if overrides else "")
@@ -310,16 +316,10 @@ def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n
     else:
         how = (f"{who}: {n_exp} runs expected, {n_ok + n_div} finished "
                f"({n_div} diverged); seeds aggregated with `{spec.aggregate.reduce}`.")
-        src = cells if counted is None else counted
-        n_cut = counts[3] if counts else (
-            int(pd.to_numeric(src[N_TIME_LIMIT], errors="coerce").fillna(0).sum())
-            if N_TIME_LIMIT in src else 0)
         if n_cut:  # they read as finished: numbers of models trained less than asked, silently
             how += (f" {n_cut} of the finished runs stopped at their time limit "
                     "(`train.time_limit_s`) before their step budget: their numbers are of "
                     "models trained less than the spec asks (column n_time_limit).")
-        n_at0 = (int(pd.to_numeric(src[N_EARLY_STOP_0], errors="coerce").fillna(0).sum())
-                 if N_EARLY_STOP_0 in src else 0)
         if n_at0:  # only a stop_step.mean of 0 showed it
             how += (f" {n_at0} of the finished runs met their early stop (`train.early_stop`) "
                     "at step 0, before any training step: their numbers are of the untrained "
