@@ -24196,7 +24196,8 @@ def test_r47n_export_reads_records_through_the_store(tmp_path):
     """`export` read each row's record through its own copy of the store's rules: a record of a
     newer ssmrepro went without the warning `plot` gives, an invalid record without a word, an
     ok record with a NaN val.loss (before revision 7, `run` trains it again) through its own
-    test. Now through ``Store.read`` (read-only: nothing moved), with the store's warnings."""
+    test, and a row edited by hand was exported where `plot` writes the record's. Now through
+    the store (``Store.table``, read-only: nothing moved), with the store's warnings."""
     import pandas as pd
 
     proj = tmp_path / "proj"
@@ -24220,6 +24221,14 @@ def test_r47n_export_reads_records_through_the_store(tmp_path):
 
     n, said = export(good)
     assert n == 1 and "warning" not in said, said
+    (table,) = (out / "tests/t-spec").glob("results*.csv")  # a metric edited by hand: the
+    rows = pd.read_csv(table, dtype={"run_id": str})  # record's, as `plot` writes it again
+    acc = rows.loc[0, "metric.test.acc"]
+    rows.loc[0, "metric.test.acc"] = 0.99
+    rows.to_csv(table, index=False)
+    export(good)
+    got = pd.read_csv(tmp_path / "x.csv", dtype={"run_id": str})
+    assert got.loc[got["metric"] == "test.acc", "value"].tolist() == [acc]
     n, said = export({**good, "revision": 99})
     assert n == 1 and "records written by a newer ssmrepro (record revision 99" in said, said
     n, said = export({**good, "status": "done?"})  # invalid: its row stays, as in `plot`

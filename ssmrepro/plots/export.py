@@ -147,24 +147,34 @@ def _planned(spec, profile: str) -> list:
         return []
 
 
-def _not_results(spec, out: Path | None, planned: list, table: pd.DataFrame) -> set[str]:
-    """The run ids of ``table`` whose rows are not results of the runs as they are now, as the
-    spec's store reads its records (``Store.read``, read-only here: nothing is moved): each of
-    their records (own or of a reused store) was trained on other data than there is now (a text
-    corpus replaced, an LRA dataset's files) or holds numbers that mean something else now
-    (``redefined``: written before a change of what its run computes). The store's warnings of
-    every record it read (those, an invalid record, one of a newer ssmrepro) are printed as
-    `plot` prints them. Export read the records by a copy of the store's rules: an invalid
-    record and a newer ssmrepro's went without a word, a reused store's record was not read."""
-    if RUN_ID not in table:
-        return set()
+def _from_records(spec, out: Path | None, planned: list, table: pd.DataFrame
+                  ) -> tuple[pd.DataFrame, int]:
+    """``table`` (a profile's committed rows, checked) as `plot` reads it, and the number of its
+    runs left out: each run's row made from its record where the spec's store has a valid one
+    (``Store.table``, read-only here: nothing is moved), its committed row where it has none,
+    and no row where its only records were trained on other data than there is now (a text
+    corpus replaced, an LRA dataset's files) or hold numbers that mean something else now
+    (``Store.stale_data``: written before a change of what its run computes). The store's
+    warnings (those, an invalid record, one of a newer ssmrepro) are printed as `plot` prints
+    them. Export read the records by a copy of the store's rules: an invalid record and a
+    newer ssmrepro's went without a word, a reused store's record was not read, and a row
+    edited by hand (a metric 0.14 -> 0.99) was exported where `plot` writes the record's."""
+    if RUN_ID not in table or table.empty:
+        return table, 0
     store = open_store(spec, out, readonly=True)
-    ids = set(table[RUN_ID].astype(str)) & {r.run_id for r in planned}
-    for rid in sorted(ids):
-        store.read(rid)
+    ids = set(table[RUN_ID].astype(str))
+    recorded = store.table([r for r in planned if r.run_id in ids])
     for w in store.warnings:
         print(f"warning: {w}", file=sys.stderr)
-    return ids & store.stale_data
+    gone = ids & store.stale_data
+    have = set(recorded[RUN_ID].astype(str)) if RUN_ID in recorded else set()
+    kept = table[~table[RUN_ID].astype(str).isin(have | gone)]
+    if recorded.empty:
+        return kept, len(gone)
+    order = {rid: i for i, rid in enumerate(dict.fromkeys(table[RUN_ID].astype(str)))}
+    both = pd.concat([kept, recorded], ignore_index=True)
+    rank = both[RUN_ID].astype(str).map(order)
+    return both.iloc[rank.argsort(kind="stable")].reset_index(drop=True), len(gone)
 
 
 def analytic_mismatch(spec, table: pd.DataFrame) -> str | None:
@@ -337,13 +347,12 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None,
                 # rows of runs trained before the spec was edited (train.lr), as plot drops
                 # them: they were exported as the edited spec's results
                 table = _without_stale(table, planned, f"{spec.id}/{csv.name}")
-            stale = _not_results(spec, out, planned, table)
+            table, stale = _from_records(spec, out, planned, table)
             if stale:
-                print(f"warning: {csv.name} of {spec.id}: the rows of {len(stale)} run(s) are "
-                      "not exported: their records were trained on other data than there is "
-                      "now, or by an older ssmrepro (above; `ssmrepro run` trains them again)",
+                print(f"warning: {csv.name} of {spec.id}: the rows of {stale} run(s) are not "
+                      "exported: their records were trained on other data than there is now, "
+                      "or by an older ssmrepro (above; `ssmrepro run` trains them again)",
                       file=sys.stderr)
-                table = table[~table[RUN_ID].astype(str).isin(stale)]
             rows += long_rows(spec, prof, table, {r.run_id: r.flat() for r in planned})
     if foreign is not None and roots:
         base = next(iter(roots)).parents[1]  # the results root: <root>/<paper>/<id>
