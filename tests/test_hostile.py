@@ -24367,3 +24367,29 @@ def test_r47n_the_early_stop_at_step_0_count_of_a_run_shared_by_two_labels_is_co
     assert "3 runs expected, 2 finished" in said, said
     assert "1 of the finished runs met their early stop" in said, said
     assert "1 of the finished runs stopped at their time limit" in said, said
+
+
+def test_r47n_export_gives_a_recorded_run_missing_from_its_table(tmp_path):
+    """A finished run with its record but without a row in results.csv (a row deleted by hand,
+    a table written before the run finished): `plot` writes its row from the record, `export`
+    left it out. Exported from its record."""
+    import pandas as pd
+
+    proj = tmp_path / "proj"
+    (proj / "experiments/tests").mkdir(parents=True)
+    (proj / "ssmrepro").mkdir()
+    (proj / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    _one_run_spec(proj / "experiments/tests", seeds=[0, 1])
+    out, env = tmp_path / "out", {"SSMREPRO_ROOT": str(proj)}
+    res = _invoke("run", "t-spec", "--out", out, "--profile", "smoke", "--no-calibrate",
+                  env=env)
+    assert res.exit_code == 0, res.output
+    (table,) = (out / "tests/t-spec").glob("results*.csv")
+    rows = pd.read_csv(table, dtype={"run_id": str})
+    assert len(rows) == 2
+    rows.iloc[1:].to_csv(table, index=False)
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    assert res.exit_code == 0, res.output
+    got = pd.read_csv(tmp_path / "x.csv", dtype={"run_id": str})
+    assert list(dict.fromkeys(got["run_id"])) == [rows["run_id"][1], rows["run_id"][0]], got
+    assert sorted(got.loc[got["metric"] == "test.acc", "seed"]) == [0, 1]

@@ -150,8 +150,9 @@ def _planned(spec, profile: str) -> list:
 def _from_records(spec, out: Path | None, planned: list, table: pd.DataFrame
                   ) -> tuple[pd.DataFrame, int]:
     """``table`` (a profile's committed rows, checked) as `plot` reads it, and the number of its
-    runs left out: each run's row made from its record where the spec's store has a valid one
-    (``Store.table``, read-only here: nothing is moved), its committed row where it has none,
+    runs left out: each planned run's row made from its record where the spec's store has a
+    valid one (``Store.table``, read-only here: nothing is moved; a run recorded but missing
+    from the table, as `plot` adds it), its committed row where it has none,
     and no row where its only records were trained on other data than there is now (a text
     corpus replaced, an LRA dataset's files) or hold numbers that mean something else now
     (``Store.stale_data``: written before a change of what its run computes). The store's
@@ -163,7 +164,7 @@ def _from_records(spec, out: Path | None, planned: list, table: pd.DataFrame
         return table, 0
     store = open_store(spec, out, readonly=True)
     ids = set(table[RUN_ID].astype(str))
-    recorded = store.table([r for r in planned if r.run_id in ids])
+    recorded = store.table(planned)  # (a run recorded but not in the table: plot adds its row)
     for w in store.warnings:
         print(f"warning: {w}", file=sys.stderr)
     gone = ids & store.stale_data
@@ -173,8 +174,8 @@ def _from_records(spec, out: Path | None, planned: list, table: pd.DataFrame
         return kept, len(gone)
     order = {rid: i for i, rid in enumerate(dict.fromkeys(table[RUN_ID].astype(str)))}
     both = pd.concat([kept, recorded], ignore_index=True)
-    rank = both[RUN_ID].astype(str).map(order)
-    return both.iloc[rank.argsort(kind="stable")].reset_index(drop=True), len(gone)
+    rank = both[RUN_ID].astype(str).map(order).fillna(len(order))
+    return both.iloc[rank.to_numpy().argsort(kind="stable")].reset_index(drop=True), len(gone)
 
 
 def analytic_mismatch(spec, table: pd.DataFrame) -> str | None:
