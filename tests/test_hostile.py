@@ -24192,7 +24192,7 @@ def test_a_lines_reference_without_a_value_at_an_x_is_a_gap_with_a_warning():
     assert got == pytest.approx([sum(1 / k for k in range(1, n + 1)) / n for n in range(1, 6)])
 
 
-def test_r47n_export_reads_records_through_the_store(tmp_path):
+def test_r47n_export_reads_records_through_the_store(tmp_path, monkeypatch):
     """`export` read each row's record through its own copy of the store's rules: a record of a
     newer ssmrepro went without the warning `plot` gives, an invalid record without a word, an
     ok record with a NaN val.loss (before revision 7, `run` trains it again) through its own
@@ -24237,6 +24237,11 @@ def test_r47n_export_reads_records_through_the_store(tmp_path):
     nan = {**good, "revision": 6, "metrics": {**good["metrics"], "val.loss": None}}
     n, said = export(nan)
     assert n == 0 and "before a run whose model at its stop step" in said, said
+    import ssmrepro.store as store_mod  # an LRA dataset's files changed (data.sample): as
+    monkeypatch.setattr(store_mod, "data_changed",  # tasks.lra.data_changed says it
+                        lambda rec: "its LRA dataset's files are not those it trained on")
+    n, said = export(good)
+    assert n == 0 and "its LRA dataset's files are not those it trained on" in said, said
 
 
 def test_r47n_plot_says_a_future_claim_it_dated_now(tmp_path):
