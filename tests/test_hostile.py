@@ -24398,3 +24398,33 @@ def test_r47n_export_gives_a_recorded_run_missing_from_its_table(tmp_path):
     got = pd.read_csv(tmp_path / "x.csv", dtype={"run_id": str})
     assert list(dict.fromkeys(got["run_id"])) == [rows["run_id"][1], rows["run_id"][0]], got
     assert sorted(got.loc[got["metric"] == "test.acc", "seed"]) == [0, 1]
+
+
+def test_r47n_export_reads_the_records_of_a_reused_store(tmp_path):
+    """A spec that reuses another's runs reads their records from that spec's store: `export`
+    read only the spec's own folder, so a reused record `plot` and `run` retrain (an ok run with
+    a NaN val.loss before revision 7) was exported as the spec's result, without a word."""
+    import pandas as pd
+
+    proj = tmp_path / "proj"
+    (proj / "experiments/tests").mkdir(parents=True)
+    (proj / "ssmrepro").mkdir()
+    (proj / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    _one_run_spec(proj / "experiments/tests")
+    _one_run_spec(proj / "experiments/tests", name="u-spec", reuse=["t-spec"])
+    out, env = tmp_path / "out", {"SSMREPRO_ROOT": str(proj)}
+    for name in ("t-spec", "u-spec"):
+        res = _invoke("run", name, "--out", out, "--profile", "smoke", "--no-calibrate",
+                      env=env)
+        assert res.exit_code == 0, res.output
+    assert not list((out / "tests/u-spec/runs").glob("*.json"))  # (its run is t-spec's)
+    (path,) = (out / "tests/t-spec/runs").glob("*.json")
+    rec = json.loads(path.read_text())
+    path.write_text(json.dumps({**rec, "revision": 6,
+                                "metrics": {**rec["metrics"], "val.loss": None}}))
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    assert res.exit_code == 0, res.output
+    got = pd.read_csv(tmp_path / "x.csv", dtype={"run_id": str})
+    assert got.empty, got
+    said = " ".join(res.output.split())
+    assert "results-smoke.csv of u-spec: the rows of 1 run(s) are not exported" in said, said
