@@ -268,7 +268,8 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None,
                  tagged: list[str] | None = None, stray: list[str] | None = None,
                  foreign: list[str] | None = None) -> pd.DataFrame:
     """The long table of every spec's committed results under ``out`` (default: the project's
-    results/). A spec that cannot be read is left out, with its first error appended to ``skipped``; the
+    results/), each profile's rows as `plot` reads them (``_from_records``). A spec that
+    cannot be read is left out, with its first error appended to ``skipped``; the
     tables of runs with ``--set`` overrides (``results[-<profile>]-set-<hash>.csv``: no profile
     of the spec, their rows would mix with the profile's) are left out and named in
     ``tagged`` (they were left out without a word); those of no profile of the spec (a profile
