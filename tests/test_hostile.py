@@ -24190,3 +24190,76 @@ def test_a_lines_reference_without_a_value_at_an_x_is_a_gap_with_a_warning():
     (text, e), = raw["figure"]["reference"].items()
     got = reference_values(ctx, text, e, "task.query_repeats", [1.0, 2.0, 3.0, 4.0, 5.0])
     assert got == pytest.approx([sum(1 / k for k in range(1, n + 1)) / n for n in range(1, 6)])
+
+
+def test_r47l_a_new_mixers_eval_and_work_estimates_are_refused_unless_an_int():
+    """A registered mixer whose ``eval_floats`` or ``work_floats`` returned None was a
+    TypeError traceback out of `run --dry-run`; a negative ``work_floats`` lowered the
+    training estimate, a float or a string ('3') was taken without a word. Each is refused
+    naming the mixer and the call, as ``activation_floats``' slips are; a mixer without them
+    keeps the base class's defaults."""
+    from typing import Literal
+
+    from ssmrepro.models.blocks import MixerBlockConfig
+    from ssmrepro.models.layers import PackedModule
+    from ssmrepro.models.mixers import MIXERS, MixerConfig, register
+
+    values = {"e": 7, "w": 0}
+
+    class Plain(MixerConfig):
+        """test mixer without eval_floats or work_floats"""
+        name: Literal["t_r47l_plain"] = "t_r47l_plain"
+
+        def activation_floats(self, d, L):
+            return 10
+
+    class Cfg(Plain):
+        """test mixer"""
+        name: Literal["t_r47l_ew"] = "t_r47l_ew"
+
+        def eval_floats(self, d, L, batch):
+            return values["e"]
+
+        def work_floats(self, d, L, batch):
+            return values["w"]
+
+    class Mod(PackedModule):
+        pass
+
+    register(Plain)(Mod)
+    register(Cfg)(Mod)
+    try:
+        plain = MixerBlockConfig(mixer={"name": "t_r47l_plain"}, mlp_expand=0)
+        assert plain.eval_floats(8, 4, 3) == 30 and plain.work_floats(8, 4, 3) == 0
+        block = MixerBlockConfig(mixer={"name": "t_r47l_ew"}, mlp_expand=0)
+        assert block.eval_floats(8, 4, 2) == 7 and block.work_floats(8, 4, 2) == 0
+        for e, w, why in [(None, 0, r"eval_floats\(d_model=8, L=4, batch=2\) returned None"),
+                          (-10**9, 0, "eval_floats.* returned -1000000000, not an int >= 0"),
+                          (2.5, 0, "eval_floats.* returned 2.5"),
+                          (7, None, r"work_floats\(d_model=8, L=4, batch=2\) returned None"),
+                          (7, -10**12, "work_floats.* returned -1000000000000"),
+                          (7, "3", "work_floats.* returned '3'"),
+                          (7, True, "work_floats.* returned True")]:
+            values.update(e=e, w=w)
+            with pytest.raises(ValueError, match=f"mixer 't_r47l_ew': {why}"):
+                block.eval_floats(8, 4, 2) + block.work_floats(8, 4, 2)
+    finally:
+        MIXERS.pop("t_r47l_ew", None)
+        MIXERS.pop("t_r47l_plain", None)
+
+
+def test_r47l_help_with_both_outputs_full_exits_2_without_a_traceback(monkeypatch, capsys):
+    """`ssmrepro --help >/dev/full 2>/dev/full` (and --version) exited 1: the error line about
+    standard output could not be written to a full standard error either, and its
+    OutputUnwritable left as a traceback. Now exit 2, as a command's own (`list`), whose line
+    the full standard error drops too."""
+    from ssmrepro.cli.app import err_console
+
+    monkeypatch.setattr("sys.stdout", _FullStream())
+    monkeypatch.setattr(err_console, "file", _FullStream())
+    monkeypatch.setattr(err_console, "quiet", False)
+    for args in (["--help"], ["--version"], ["data", "--help"]):
+        with pytest.raises(SystemExit) as exit_:
+            app(args, prog_name="ssmrepro")
+        assert exit_.value.code == 2, args
+        err_console.quiet = False
