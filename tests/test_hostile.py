@@ -24263,3 +24263,24 @@ def test_r47l_help_with_both_outputs_full_exits_2_without_a_traceback(monkeypatc
             app(args, prog_name="ssmrepro")
         assert exit_.value.code == 2, args
         err_console.quiet = False
+
+
+def test_r47l_records_of_several_newer_revisions_give_one_warning(tmp_path):
+    """Records of a newer ssmrepro at revisions 99 and 100 gave a warning each (their texts
+    differ by the revision), a store of many hand-edited revisions as many lines: one warning
+    per command now, naming the first such revision read."""
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+             "test_size": 16, "eval_every": 1, "eval_batch_size": 16}
+    spec = write_spec(tmp_path, seeds=[0, 1], train=train,
+                      sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]}])
+    out = tmp_path / "out"
+    assert _invoke("run", spec, "--out", out, "--profile", "smoke", "--workers", "1",
+                   "--no-plot").exit_code == 0
+    paths = sorted((out / "tests/t-spec/runs").glob("*.json"))
+    for revision, path in zip((99, 100), paths, strict=True):
+        path.write_text(json.dumps({**json.loads(path.read_text()), "revision": revision}))
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--workers", "1",
+                  "--no-plot")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "2 already done" in said, said
+    assert said.count("records written by a newer ssmrepro") == 1, said
