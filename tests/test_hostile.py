@@ -24284,3 +24284,22 @@ def test_r47l_records_of_several_newer_revisions_give_one_warning(tmp_path):
     said = " ".join(res.output.split())
     assert res.exit_code == 0 and "2 already done" in said, said
     assert said.count("records written by a newer ssmrepro") == 1, said
+
+
+def test_r47l_the_warm_up_note_says_the_lr_training_reaches(tmp_path):
+    """`validate`'s warm-up note computed the last step's share of train.lr from the warm-up
+    alone: with a min_lr (the schedule lifted onto [min_lr, lr]) 6 steps of a 100-step warm-up
+    from min_lr = lr/2 end at 52% and it said 5%; 199 steps of a 200-step warm-up said '100% of
+    it' beside 'never reaches'. The share is now the learning rate training computes
+    (optim.LRSchedule), in whole percent rounded down."""
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 6, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16,
+             "schedule": {"kind": "cosine", "warmup_steps": 100, "min_lr": 0.005}}
+    for over, want in (({}, "(52% of it at the last step)"),
+                       ({"max_steps": 200, "eval_every": 100,
+                         "schedule": {"kind": "constant", "warmup_steps": 200}},
+                        "but train 200: the learning rate never reaches train.lr (99% of it")):
+        spec = write_spec(tmp_path, seeds=[0], train={**train, **over})
+        res = _invoke("validate", spec)
+        said = " ".join(res.output.split())
+        assert res.exit_code == 0 and want in said, said
