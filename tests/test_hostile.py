@@ -24303,3 +24303,22 @@ def test_r47l_the_warm_up_note_says_the_lr_training_reaches(tmp_path):
         res = _invoke("validate", spec)
         said = " ".join(res.output.split())
         assert res.exit_code == 0 and want in said, said
+
+
+def test_r47l_a_listops_split_cut_to_its_header_is_damaged(tmp_path):
+    """A ListOps split file holding its header only loaded as a split of 0 rows: sampling it
+    was an IndexError, 'use train.train_size <= the split size', naming no file. It is damaged
+    data now (DataUnavailable), naming the file and the command that writes it again."""
+    from ssmrepro.data import DataUnavailable, load_lra
+    from ssmrepro.data.listops import SPLIT_FILES, generate_listops, write_listops_tsv
+
+    splits = generate_listops(6, 2, 2, seed=5, min_length=3, max_length=60)
+    folder = tmp_path / "generated" / "listops"
+    for split, fname in SPLIT_FILES.items():
+        write_listops_tsv(folder / fname, splits[split])
+    (folder / "basic_val.tsv").write_text("Source\tTarget\n\n")
+    with pytest.raises(DataUnavailable) as err:
+        load_lra("listops", "val", root=tmp_path, accept_sources=["generated"], cache=False)
+    said = " ".join(str(err.value).split())
+    assert "basic_val.tsv: no example after its header" in said, said
+    assert "ssmrepro data generate listops" in said, said
