@@ -24322,3 +24322,17 @@ def test_r47l_a_listops_split_cut_to_its_header_is_damaged(tmp_path):
     said = " ".join(str(err.value).split())
     assert "basic_val.tsv: no example after its header" in said, said
     assert "ssmrepro data generate listops" in said, said
+
+
+def test_r47l_an_emptied_aan_split_is_damaged(tmp_path):
+    """An AAN TSV emptied (or cut to a header) loaded as a split of 0 rows, as an emptied
+    ListOps split did: damaged data now, naming the file."""
+    from ssmrepro.data import DataUnavailable, load_lra
+
+    data = _lra_copy(tmp_path)
+    f = data / "lra/tsv_data/new_aan_pairs.eval.tsv"
+    for text in ("", "label\tid1\tid2\ttext1\ttext2\n"):
+        f.write_text(text)
+        with pytest.raises(DataUnavailable) as err:
+            load_lra("retrieval", "val", root=data, cache=False, min_freq=1)
+        assert "new_aan_pairs.eval.tsv: no example" in " ".join(str(err.value).split())
