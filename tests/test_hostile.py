@@ -24256,7 +24256,8 @@ def test_r47l_help_with_both_outputs_full_exits_2_without_a_traceback(monkeypatc
     from ssmrepro.cli.app import err_console
 
     monkeypatch.setattr("sys.stdout", _FullStream())
-    monkeypatch.setattr(err_console, "file", _FullStream())
+    monkeypatch.setattr(err_console, "_file", _FullStream())  # (not "file": its getter
+    # resolves None to the stream of the moment, which the undo would pin)
     monkeypatch.setattr(err_console, "quiet", False)
     for args in (["--help"], ["--version"], ["data", "--help"]):
         with pytest.raises(SystemExit) as exit_:
@@ -24336,3 +24337,19 @@ def test_r47l_an_emptied_aan_split_is_damaged(tmp_path):
         with pytest.raises(DataUnavailable) as err:
             load_lra("retrieval", "val", root=data, cache=False, min_freq=1)
         assert "new_aan_pairs.eval.tsv: no example" in " ".join(str(err.value).split())
+
+
+def test_r47l_an_imdb_class_folder_without_reviews_is_damaged(tmp_path):
+    """IMDB's test/pos emptied (an extraction cut short) loaded a test split of negative reviews
+    alone, without a word: its accuracy was that class's share. A class folder of a split
+    without a review is damaged data now, naming the folder and the download that replaces it."""
+    from ssmrepro.data import DataUnavailable, load_lra
+
+    data = _lra_copy(tmp_path)
+    for f in (data / "imdb/aclImdb/test/pos").iterdir():
+        f.unlink()
+    with pytest.raises(DataUnavailable) as err:
+        load_lra("text", "test", root=data, cache=False, min_freq=1)
+    said = " ".join(str(err.value).split())
+    assert "aclImdb/test/pos: no review (*.txt) in it" in said, said
+    assert "ssmrepro data download imdb" in said, said
