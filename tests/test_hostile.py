@@ -24353,3 +24353,32 @@ def test_r47l_an_imdb_class_folder_without_reviews_is_damaged(tmp_path):
     said = " ".join(str(err.value).split())
     assert "aclImdb/test/pos: no review (*.txt) in it" in said, said
     assert "ssmrepro data download imdb" in said, said
+
+
+def test_r47l_a_meta_json_past_what_generate_takes_is_not_put_in_the_command(tmp_path):
+    """A hand-edited meta.json of n 10**30 (ListOps sizes, Pathfinder n), a max_depth of 10**6
+    or a Pathfinder seed past 2**63 - 1 was repeated in the suggested `data generate` command,
+    which refused it (`--n`: less than or equal to 100000000). The command keeps the defaults
+    there."""
+    from ssmrepro.data import DATASETS, GENERATED
+    from ssmrepro.data.datasets import dataset_config
+
+    lo = tmp_path / "generated" / "listops"
+    lo.mkdir(parents=True)
+    (lo / "basic_train.tsv").write_text("x\n")
+    (lo / "meta.json").write_text(json.dumps({
+        "generator": "ssmrepro.data.listops", "version": 1, "seed": 7,
+        "sizes": {"train": 10**30, "val": 1, "test": 1}}))
+    hint = DATASETS["listops"].hint(GENERATED, tmp_path, dataset_config("listops"))
+    assert " --n 100000 --seed 0 " in hint, hint
+    (lo / "meta.json").write_text(json.dumps({
+        "generator": "ssmrepro.data.listops", "version": 1, "seed": 10**12,
+        "sizes": {"train": 58, "val": 1, "test": 1}, "max_depth": 10**6}))
+    hint = DATASETS["listops"].hint(GENERATED, tmp_path, dataset_config("listops"))
+    assert " --n 60 --seed 1000000000000 " in hint and "--max-depth" not in hint, hint
+    pf = tmp_path / "generated" / "pathfinder32" / "curv_contour_length_14"
+    pf.mkdir(parents=True)
+    (pf / "meta.json").write_text(json.dumps({"generator": "ssmrepro.data.pathfinder",
+                                              "version": 1, "n": 10**30, "seed": 2**64}))
+    hint = DATASETS["pathfinder"].hint(GENERATED, tmp_path, dataset_config("pathfinder"))
+    assert "--res 32 --n 200000 --seed 0 " in hint, hint
