@@ -688,6 +688,7 @@ class Store:
         self.stale_after = stale_after
         self.host = socket.gethostname()
         self.warnings: list[str] = []  # problems met while reading (quarantined records ...)
+        self._newer_seen = False  # a record of a newer ssmrepro was read (_warn_newer)
         self._checked: dict[tuple, bool] = {}  # weights file (path, inode, size, mtime) -> its
         # digest is its record's (hashed once per process, not at every is_done)
         self._held: dict[str, str] = {}  # run id -> nonce of the claim this process wrote
@@ -740,7 +741,7 @@ class Store:
                             unfinished = unfinished or rec
                             continue
                         if rec.get("revision", 0) > RECORD_REVISION:
-                            self._warn(_newer(rec["revision"]))
+                            self._warn_newer(rec["revision"])
                         return upgraded(rec)
                     self._warn(f"ignoring run record {path}: {why}; `run` trains the run again")
                     changed = True
@@ -790,6 +791,15 @@ class Store:
     def _warn(self, msg: str) -> None:
         if msg not in self.warnings:
             self.warnings.append(msg)
+
+    def _warn_newer(self, revision: int) -> None:
+        """One warning of records a newer ssmrepro wrote (``_newer``), naming the first such
+        revision read: records of revisions 9, 10 and 11 gave three warnings, and a store of
+        records of a thousand hand-edited revisions a thousand lines. (Not replaced by a later
+        one's: ``warnings`` is read by position, what was printed is not printed again.)"""
+        if not self._newer_seen:
+            self._newer_seen = True
+            self._warn(_newer(revision))
 
     def is_done(self, run_id: str) -> bool:
         rec = self.read(run_id)

@@ -24428,3 +24428,193 @@ def test_r47n_export_reads_the_records_of_a_reused_store(tmp_path):
     assert got.empty, got
     said = " ".join(res.output.split())
     assert "results-smoke.csv of u-spec: the rows of 1 run(s) are not exported" in said, said
+def test_r47l_a_new_mixers_eval_and_work_estimates_are_refused_unless_an_int():
+    """A registered mixer whose ``eval_floats`` or ``work_floats`` returned None was a
+    TypeError traceback out of `run --dry-run`; a negative ``work_floats`` lowered the
+    training estimate, a float or a string ('3') was taken without a word. Each is refused
+    naming the mixer and the call, as ``activation_floats``' slips are; a mixer without them
+    keeps the base class's defaults."""
+    from typing import Literal
+
+    from ssmrepro.models.blocks import MixerBlockConfig
+    from ssmrepro.models.layers import PackedModule
+    from ssmrepro.models.mixers import MIXERS, MixerConfig, register
+
+    values = {"e": 7, "w": 0}
+
+    class Plain(MixerConfig):
+        """test mixer without eval_floats or work_floats"""
+        name: Literal["t_r47l_plain"] = "t_r47l_plain"
+
+        def activation_floats(self, d, L):
+            return 10
+
+    class Cfg(Plain):
+        """test mixer"""
+        name: Literal["t_r47l_ew"] = "t_r47l_ew"
+
+        def eval_floats(self, d, L, batch):
+            return values["e"]
+
+        def work_floats(self, d, L, batch):
+            return values["w"]
+
+    class Mod(PackedModule):
+        pass
+
+    register(Plain)(Mod)
+    register(Cfg)(Mod)
+    try:
+        plain = MixerBlockConfig(mixer={"name": "t_r47l_plain"}, mlp_expand=0)
+        assert plain.eval_floats(8, 4, 3) == 30 and plain.work_floats(8, 4, 3) == 0
+        block = MixerBlockConfig(mixer={"name": "t_r47l_ew"}, mlp_expand=0)
+        assert block.eval_floats(8, 4, 2) == 7 and block.work_floats(8, 4, 2) == 0
+        for e, w, why in [(None, 0, r"eval_floats\(d_model=8, L=4, batch=2\) returned None"),
+                          (-10**9, 0, "eval_floats.* returned -1000000000, not an int >= 0"),
+                          (2.5, 0, "eval_floats.* returned 2.5"),
+                          (7, None, r"work_floats\(d_model=8, L=4, batch=2\) returned None"),
+                          (7, -10**12, "work_floats.* returned -1000000000000"),
+                          (7, "3", "work_floats.* returned '3'"),
+                          (7, True, "work_floats.* returned True")]:
+            values.update(e=e, w=w)
+            with pytest.raises(ValueError, match=f"mixer 't_r47l_ew': {why}"):
+                block.eval_floats(8, 4, 2) + block.work_floats(8, 4, 2)
+    finally:
+        MIXERS.pop("t_r47l_ew", None)
+        MIXERS.pop("t_r47l_plain", None)
+
+
+def test_r47l_help_with_both_outputs_full_exits_2_without_a_traceback(monkeypatch, capsys):
+    """`ssmrepro --help >/dev/full 2>/dev/full` (and --version) exited 1: the error line about
+    standard output could not be written to a full standard error either, and its
+    OutputUnwritable left as a traceback. Now exit 2, as a command's own (`list`), whose line
+    the full standard error drops too."""
+    from ssmrepro.cli.app import err_console
+
+    monkeypatch.setattr("sys.stdout", _FullStream())
+    monkeypatch.setattr(err_console, "_file", _FullStream())  # (not "file": its getter
+    # resolves None to the stream of the moment, which the undo would pin)
+    monkeypatch.setattr(err_console, "quiet", False)
+    for args in (["--help"], ["--version"], ["data", "--help"]):
+        with pytest.raises(SystemExit) as exit_:
+            app(args, prog_name="ssmrepro")
+        assert exit_.value.code == 2, args
+        err_console.quiet = False
+
+
+def test_r47l_records_of_several_newer_revisions_give_one_warning(tmp_path):
+    """Records of a newer ssmrepro at revisions 99 and 100 gave a warning each (their texts
+    differ by the revision), a store of many hand-edited revisions as many lines: one warning
+    per command now, naming the first such revision read."""
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+             "test_size": 16, "eval_every": 1, "eval_batch_size": 16}
+    spec = write_spec(tmp_path, seeds=[0, 1], train=train,
+                      sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]}])
+    out = tmp_path / "out"
+    assert _invoke("run", spec, "--out", out, "--profile", "smoke", "--workers", "1",
+                   "--no-plot").exit_code == 0
+    paths = sorted((out / "tests/t-spec/runs").glob("*.json"))
+    for revision, path in zip((99, 100), paths, strict=True):
+        path.write_text(json.dumps({**json.loads(path.read_text()), "revision": revision}))
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--workers", "1",
+                  "--no-plot")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "2 already done" in said, said
+    assert said.count("records written by a newer ssmrepro") == 1, said
+
+
+def test_r47l_the_warm_up_note_says_the_lr_training_reaches(tmp_path):
+    """`validate`'s warm-up note computed the last step's share of train.lr from the warm-up
+    alone: with a min_lr (the schedule lifted onto [min_lr, lr]) 6 steps of a 100-step warm-up
+    from min_lr = lr/2 end at 52% and it said 5%; 199 steps of a 200-step warm-up said '100% of
+    it' beside 'never reaches'. The share is now the learning rate training computes
+    (optim.LRSchedule), in whole percent rounded down."""
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 6, "val_size": 16,
+             "test_size": 16, "eval_every": 2, "eval_batch_size": 16,
+             "schedule": {"kind": "cosine", "warmup_steps": 100, "min_lr": 0.005}}
+    for over, want in (({}, "(52% of it at the last step)"),
+                       ({"max_steps": 200, "eval_every": 100,
+                         "schedule": {"kind": "constant", "warmup_steps": 200}},
+                        "but train 200: the learning rate never reaches train.lr (99% of it")):
+        spec = write_spec(tmp_path, seeds=[0], train={**train, **over})
+        res = _invoke("validate", spec)
+        said = " ".join(res.output.split())
+        assert res.exit_code == 0 and want in said, said
+
+
+def test_r47l_a_listops_split_cut_to_its_header_is_damaged(tmp_path):
+    """A ListOps split file holding its header only loaded as a split of 0 rows: sampling it
+    was an IndexError, 'use train.train_size <= the split size', naming no file. It is damaged
+    data now (DataUnavailable), naming the file and the command that writes it again."""
+    from ssmrepro.data import DataUnavailable, load_lra
+    from ssmrepro.data.listops import SPLIT_FILES, generate_listops, write_listops_tsv
+
+    splits = generate_listops(6, 2, 2, seed=5, min_length=3, max_length=60)
+    folder = tmp_path / "generated" / "listops"
+    for split, fname in SPLIT_FILES.items():
+        write_listops_tsv(folder / fname, splits[split])
+    (folder / "basic_val.tsv").write_text("Source\tTarget\n\n")
+    with pytest.raises(DataUnavailable) as err:
+        load_lra("listops", "val", root=tmp_path, accept_sources=["generated"], cache=False)
+    said = " ".join(str(err.value).split())
+    assert "basic_val.tsv: no example after its header" in said, said
+    assert "ssmrepro data generate listops" in said, said
+
+
+def test_r47l_an_emptied_aan_split_is_damaged(tmp_path):
+    """An AAN TSV emptied (or cut to a header) loaded as a split of 0 rows, as an emptied
+    ListOps split did: damaged data now, naming the file."""
+    from ssmrepro.data import DataUnavailable, load_lra
+
+    data = _lra_copy(tmp_path)
+    f = data / "lra/tsv_data/new_aan_pairs.eval.tsv"
+    for text in ("", "label\tid1\tid2\ttext1\ttext2\n"):
+        f.write_text(text)
+        with pytest.raises(DataUnavailable) as err:
+            load_lra("retrieval", "val", root=data, cache=False, min_freq=1)
+        assert "new_aan_pairs.eval.tsv: no example" in " ".join(str(err.value).split())
+
+
+def test_r47l_an_imdb_class_folder_without_reviews_is_damaged(tmp_path):
+    """IMDB's test/pos emptied (an extraction cut short) loaded a test split of negative reviews
+    alone, without a word: its accuracy was that class's share. A class folder of a split
+    without a review is damaged data now, naming the folder and the download that replaces it."""
+    from ssmrepro.data import DataUnavailable, load_lra
+
+    data = _lra_copy(tmp_path)
+    for f in (data / "imdb/aclImdb/test/pos").iterdir():
+        f.unlink()
+    with pytest.raises(DataUnavailable) as err:
+        load_lra("text", "test", root=data, cache=False, min_freq=1)
+    said = " ".join(str(err.value).split())
+    assert "aclImdb/test/pos: no review (*.txt) in it" in said, said
+    assert "ssmrepro data download imdb" in said, said
+
+
+def test_r47l_a_meta_json_past_what_generate_takes_is_not_put_in_the_command(tmp_path):
+    """A hand-edited meta.json of n 10**30 (ListOps sizes, Pathfinder n), a max_depth of 10**6
+    or a Pathfinder seed past 2**63 - 1 was repeated in the suggested `data generate` command,
+    which refused it (`--n`: less than or equal to 100000000). The command keeps the defaults
+    there."""
+    from ssmrepro.data import DATASETS, GENERATED
+    from ssmrepro.data.datasets import dataset_config
+
+    lo = tmp_path / "generated" / "listops"
+    lo.mkdir(parents=True)
+    (lo / "basic_train.tsv").write_text("x\n")
+    (lo / "meta.json").write_text(json.dumps({
+        "generator": "ssmrepro.data.listops", "version": 1, "seed": 7,
+        "sizes": {"train": 10**30, "val": 1, "test": 1}}))
+    hint = DATASETS["listops"].hint(GENERATED, tmp_path, dataset_config("listops"))
+    assert " --n 100000 --seed 0 " in hint, hint
+    (lo / "meta.json").write_text(json.dumps({
+        "generator": "ssmrepro.data.listops", "version": 1, "seed": 10**12,
+        "sizes": {"train": 58, "val": 1, "test": 1}, "max_depth": 10**6}))
+    hint = DATASETS["listops"].hint(GENERATED, tmp_path, dataset_config("listops"))
+    assert " --n 60 --seed 1000000000000 " in hint and "--max-depth" not in hint, hint
+    pf = tmp_path / "generated" / "pathfinder32" / "curv_contour_length_14"
+    pf.mkdir(parents=True)
+    (pf / "meta.json").write_text(json.dumps({"generator": "ssmrepro.data.pathfinder",
+                                              "version": 1, "n": 10**30, "seed": 2**64}))
+    hint = DATASETS["pathfinder"].hint(GENERATED, tmp_path, dataset_config("pathfinder"))
+    assert "--res 32 --n 200000 --seed 0 " in hint, hint

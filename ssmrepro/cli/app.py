@@ -111,8 +111,11 @@ class _Typer(typer.Typer):
                 raise
             why = (err if isinstance(err, OutputUnwritable)
                    else _unwritable(False, sys.stdout, err))
-            err_console.print(f"[red]error:[/] {escape(str(why))}", highlight=False,
-                              soft_wrap=True)
+            try:
+                err_console.print(f"[red]error:[/] {escape(str(why))}", highlight=False,
+                                  soft_wrap=True)
+            except OutputUnwritable:  # standard error is full too (`--help >/dev/full
+                pass  # 2>/dev/full` was a traceback there, exit 1): the exit code says it
             raise SystemExit(2) from None
         except SystemExit as err:
             if err.code == 1 and _output_identity() != before:

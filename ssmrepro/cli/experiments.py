@@ -10,6 +10,7 @@ and ``--workers`` default to $SSMREPRO_OUT, $SSMREPRO_DEVICE and $SSMREPRO_WORKE
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 import time
@@ -539,18 +540,24 @@ def _warmup_notes(runs: list) -> list[str]:
     their training or longer do: their learning rate never reaches ``train.lr`` (6 steps of a
     100-step warm-up end at 5% of it; no word was said). One line per (warm-up, steps) pair,
     at most three, then a count; a note, not a refusal (a spec may mean it)."""
+    from ..optim import LRSchedule
     from ..sweep import unique_runs
 
-    seen: dict[tuple[int, int, float], int] = {}
+    seen: dict[tuple[int, int, int], int] = {}
     for r in unique_runs(runs):
         s, total = r.train.schedule, r.train.total_steps
         if 0 < total <= s.warmup_steps:  # (a run of no step, a constructed model, has no lr)
-            reached = s.warmup_start + (1.0 - s.warmup_start) * max(total - 1, 0) / s.warmup_steps
+            # the last step's lr as training computes it (a min_lr lifts the warm-up onto
+            # [min_lr, lr]: 6 steps of 100 from a min_lr of lr/2 end at 52%, said as 5%)
+            last = LRSchedule([r.train.lr], [s], [total], [s.min_lr]).rows(total - 1, total)
+            # in whole percent, rounded down: 199 steps of a 200-step warm-up read '100% of it'
+            # beside 'never reaches'
+            reached = math.floor(float(last[0, 0]) / r.train.lr * 100 + 1e-9)
             key = (s.warmup_steps, total, reached)
             seen[key] = seen.get(key, 0) + 1
     out = [f"{n} run{'s warm' if n > 1 else ' warms'} up over {w:,} steps "
            f"(train.schedule.warmup_steps) but train {t:,}: the learning rate never reaches "
-           f"train.lr ({reached:.0%} of it at the last step)"
+           f"train.lr ({reached}% of it at the last step)"
            for (w, t, reached), n in list(seen.items())[:3]]
     if len(seen) > 3:
         out.append(f"and {sum(list(seen.values())[3:])} more runs of other warm-ups or lengths "

@@ -265,10 +265,13 @@ def _generated_meta(folder: Path, generator: str) -> dict:
     return meta if isinstance(meta, dict) and meta.get("generator") == generator else {}
 
 
-def _count(meta: dict, key: str, default: int) -> int:
-    """``meta[key]`` where it is a count (an int, not a bool, >= 0), else ``default``."""
+def _count(meta: dict, key: str, default: int, most: int | None = None) -> int:
+    """``meta[key]`` where it is a count (an int, not a bool, >= 0) of at most ``most`` (what
+    `data generate` takes: a meta.json's n of 10**30 made a suggested command it refuses),
+    else ``default``."""
     v = meta.get(key)
-    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else default
+    ok = isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= (v if most is None else most)
+    return v if ok else default
 
 
 def _listops_hint(src: str, root: Path, cfg) -> str:
@@ -282,15 +285,15 @@ def _listops_hint(src: str, root: Path, cfg) -> str:
     sizes = meta.get("sizes") if isinstance(meta.get("sizes"), dict) else {}
     split = {k: _count(sizes, k, -1) for k in ("train", "val", "test")}
     flags = " --n 100000 --seed 0"
-    if min(split.values()) > 0:
+    if min(split.values()) > 0 and sum(split.values()) <= 10**8:  # (--n's bound)
         n = sum(split.values())
         flags = f" --n {n} --seed {_count(meta, 'seed', 0)}"
         for key, flag in (("val", "--n-val"), ("test", "--n-test")):
             if split[key] != max(1, round(0.02 * n)):
                 flags += f" {flag} {split[key]}"
-        for key, default in (("min_length", 500), ("max_length", 2000), ("max_depth", 10),
-                             ("max_args", 10)):
-            if _count(meta, key, default) != default:
+        for key, default, most in (("min_length", 500, 100_000), ("max_length", 2000, 100_000),
+                                   ("max_depth", 10, 100), ("max_args", 10, 100)):
+            if _count(meta, key, default, most) != default:
                 flags += f" --{key.replace('_', '-')} {meta[key]}"
     return f"ssmrepro data generate listops{flags}{dir_flag(root)}{_force_flag(folder)}"
 
@@ -361,10 +364,10 @@ def _pf_hint(src: str, root: Path, cfg) -> str:
     res = cfg.resolution
     folder = _pf_locate(src, root, cfg)
     meta = _generated_meta(folder, GENERATORS["pathfinder"][0])  # its n and seed, as listops'
-    n = _count(meta, "n", 0) or 200000
+    n = _count(meta, "n", 0, 10**8) or 200000
     fmt = " --format lra" if meta.get("format") == "lra" else ""
     return (f"ssmrepro data generate pathfinder --res {res} --n {n} --seed "
-            f"{_count(meta, 'seed', 0)}{fmt}{dir_flag(root)}{_force_flag(folder)}")
+            f"{_count(meta, 'seed', 0, 2**63 - 1)}{fmt}{dir_flag(root)}{_force_flag(folder)}")
 
 
 def _fashion_dir(root: Path) -> Path:

@@ -558,6 +558,9 @@ def read_listops_tsv(path: Path, linenos: list[int] | None = None) -> tuple[list
         sources.append(src)
         if linenos is not None:
             linenos.append(lineno)
+    if not sources:  # a split file cut to its header loaded as a split of 0 rows: an
+        # IndexError of sampling, 'use train.train_size <= the split size', named no file
+        raise DamagedSource(f"{path}: no example after its header (a split holds at least one)")
     return sources, np.array(labels, dtype=np.int64)
 
 

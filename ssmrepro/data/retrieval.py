@@ -62,6 +62,8 @@ def read_aan_tsv(path: Path) -> tuple[np.ndarray, list[str], list[str]]:
         labels.append(int(y))
         t1.append(fields[3])
         t2.append(fields[4])
+    if not labels:  # (an emptied file loaded as a split of 0 rows, as ListOps')
+        raise DamagedSource(f"{path}: no example (a split holds at least one)")
     return np.array(labels, dtype=np.int64), t1, t2
 
 

@@ -182,6 +182,12 @@ def prepare_imdb(
     if cfg.val_split not in ("test", "train"):
         raise ValueError(f"val_split must be 'test' or 'train', got {cfg.val_split!r}")
     files = imdb_files(directory)
+    for split, items in files.items():
+        for label, cls in ((0, "neg"), (1, "pos")):
+            if not any(y == label for _, y in items):  # an extraction cut short: a split of
+                # one class (its accuracy that class's share) or of none, without a word
+                raise DamagedSource(f"{directory / split / cls}: no review (*.txt) in it (the "
+                                    "archive has 12,500)")
     # a split's rows in a seeded order: the archive lists every negative review before the
     # positive ones, and a run reads the first rows of a split (train.train_size of the training
     # split, val_size / test_size of the others), so `train_size: 5000` trained on negative

@@ -28,7 +28,7 @@ from ..util import NoBoolNumbers
 from .base import refuse_unread
 from .layers import PackedLinear, PackedMLP, make_norm
 from .mixers import MixerConfig, build_mixer, parse_mixer
-from .mixers.base import mixer_floats
+from .mixers.base import mixer_batch_floats, mixer_floats
 from .mixers.neox_attn import NeoXAttnFields
 
 NormKind = Literal["none", "layernorm", "rmsnorm", "batchnorm"]
@@ -96,7 +96,7 @@ class MixerBlockConfig(NoBoolNumbers):
         direction's output, 2·d per position, held while the second runs) or the MLP's hidden
         pre-activation and activation and its output, 2·hidden + d per position, whichever is
         larger (they run one after the other)."""
-        mixer = int(self.mixer.eval_floats(d_model, L, batch))
+        mixer = mixer_batch_floats(self.mixer, d_model, L, batch)
         if self.bidirectional != "none":
             mixer += batch * L * 2 * d_model
         hidden = self.hidden(d_model)
@@ -105,7 +105,7 @@ class MixerBlockConfig(NoBoolNumbers):
     def work_floats(self, d_model: int, L: int, batch: int) -> int:
         """The mixer's work buffers (``MixerConfig.work_floats``), once for a bidirectional
         block too: its two mixers run one after the other."""
-        return int(self.mixer.work_floats(d_model, L, batch))
+        return mixer_batch_floats(self.mixer, d_model, L, batch, work=True)
 
     def norm_floats(self, d_model: int) -> int:
         """Floats per position the mixer's norm keeps for backward (``NORM_KEPT`` per channel)."""

@@ -120,11 +120,30 @@ def mixer_floats(cfg: MixerConfig, d_model: int, L: int, fixed: bool = False,
     ('-0.00 s per GB-step'), a float was carried into the byte counts without a word."""
     what = "fixed_floats" if fixed else "backward_floats" if backward else "activation_floats"
     n = getattr(cfg, what)(d_model, L)
-    zero_ok = fixed or backward
+    return _checked_floats(cfg, f"{what}(d_model={d_model}, L={L})", n, fixed or backward,
+                           "floats per sample one layer keeps for backward")
+
+
+def mixer_batch_floats(cfg: MixerConfig, d_model: int, L: int, batch: int,
+                       work: bool = False) -> int:
+    """``cfg.eval_floats(d_model, L, batch)`` (``work``: ``cfg.work_floats``), refused unless an
+    int >= 0, as ``mixer_floats``: a new mixer's None was a TypeError traceback out of `run
+    --dry-run`, a negative ``work_floats`` lowered the training estimate, a float or a string
+    ('3') was carried into the byte counts without a word."""
+    what = "work_floats" if work else "eval_floats"
+    n = getattr(cfg, what)(d_model, L, batch)
+    return _checked_floats(cfg, f"{what}(d_model={d_model}, L={L}, batch={batch})", n, True,
+                           "floats one layer's kernels hold for a batch" if work else
+                           "floats one layer's evaluation holds at its peak")
+
+
+def _checked_floats(cfg: MixerConfig, call: str, n: Any, zero_ok: bool, meaning: str) -> int:
+    """``n``, what ``cfg``'s ``call`` returned, where it is an int > 0 (>= 0 where ``zero_ok``);
+    else a ValueError naming the mixer and the call."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 0 or (n == 0 and not zero_ok):
-        raise ValueError(f"mixer {cfg.name!r}: {what}(d_model={d_model}, L={L}) returned {n!r}, "
-                         f"not {'an int >= 0' if zero_ok else 'a positive int'} (floats per "
-                         "sample one layer keeps for backward: the planner's memory estimate)")
+        raise ValueError(f"mixer {cfg.name!r}: {call} returned {short_name(repr(n))}, "
+                         f"not {'an int >= 0' if zero_ok else 'a positive int'} ({meaning}: "
+                         "the planner's memory estimate)")
     return n
 
 
