@@ -512,7 +512,7 @@ def validate(
             bad += [f"{spec.path or spec.id}: [profile {prof}] {m}" for prof, rs in runs.items()
                     for m in model_problems(rs)]  # a shape the model's blocks refuse
             bad += [f"{spec.path or spec.id}: {m}" for m in layer_spelling_problems(every)]
-            taken = [id_taken(spec)] if id_taken(spec) else []
+            taken = [why] if (why := id_taken(spec)) else []
             if not all_:  # `validate X` of a project spec whose alias another spec also has
                 # (or has but for case) said ok; `validate --all` gives these for every spec
                 here = Path(spec.path).resolve() if spec.path is not None else None
