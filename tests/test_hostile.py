@@ -24618,3 +24618,29 @@ def test_r47l_a_meta_json_past_what_generate_takes_is_not_put_in_the_command(tmp
                                               "version": 1, "n": 10**30, "seed": 2**64}))
     hint = DATASETS["pathfinder"].hint(GENERATED, tmp_path, dataset_config("pathfinder"))
     assert "--res 32 --n 200000 --seed 0 " in hint, hint
+
+
+def test_r50p_export_reads_the_records_of_a_table_left_without_a_row(tmp_path):
+    """Every row of a profile's table edited by hand (its config): `plot` drops them and writes
+    a row of each run from its record; `export` read the records only where a row was left, so
+    one edited row of two came back from its record and two of two gave 0 rows, exit 0."""
+    import pandas as pd
+
+    proj = tmp_path / "proj"
+    (proj / "experiments/tests").mkdir(parents=True)
+    (proj / "ssmrepro").mkdir()
+    (proj / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    _one_run_spec(proj / "experiments/tests", seeds=[0, 1])
+    out, env = tmp_path / "out", {"SSMREPRO_ROOT": str(proj)}
+    res = _invoke("run", "t-spec", "--out", out, "--profile", "smoke", "--no-calibrate",
+                  env=env)
+    assert res.exit_code == 0, res.output
+    (table,) = (out / "tests/t-spec").glob("results*.csv")
+    rows = pd.read_csv(table, dtype={"run_id": str})
+    rows["model.d_model"] = 16  # (the runs' is 8)
+    rows.to_csv(table, index=False)
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    assert res.exit_code == 0, res.output
+    assert "the row is not used" in res.output, res.output
+    got = pd.read_csv(tmp_path / "x.csv", dtype={"run_id": str})
+    assert sorted(got.loc[got["metric"] == "test.acc", "seed"]) == [0, 1], got

@@ -159,8 +159,10 @@ def _from_records(spec, out: Path | None, planned: list, table: pd.DataFrame
     warnings (those, an invalid record, one of a newer ssmrepro) are printed as `plot` prints
     them. Export read the records by a copy of the store's rules: an invalid record and a
     newer ssmrepro's went without a word, a reused store's record was not read, and a row
-    edited by hand (a metric 0.14 -> 0.99) was exported where `plot` writes the record's."""
-    if RUN_ID not in table or table.empty:
+    edited by hand (a metric 0.14 -> 0.99) was exported where `plot` writes the record's.
+    A table left without a row (each edited by hand, or another profile's) is no exception:
+    its records were not read, and 0 rows exported where `plot` writes a row of each."""
+    if RUN_ID not in table:
         return table, 0
     store = open_store(spec, out, readonly=True)
     ids = set(table[RUN_ID].astype(str))
