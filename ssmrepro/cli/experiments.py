@@ -549,15 +549,18 @@ def _warmup_notes(runs: list) -> list[str]:
         if 0 < total <= s.warmup_steps:  # (a run of no step, a constructed model, has no lr)
             # the last step's lr as training computes it (a min_lr lifts the warm-up onto
             # [min_lr, lr]: 6 steps of 100 from a min_lr of lr/2 end at 52%, said as 5%)
-            last = LRSchedule([r.train.lr], [s], [total], [s.min_lr]).rows(total - 1, total)
+            last = float(LRSchedule([r.train.lr], [s], [total], [s.min_lr])
+                         .rows(total - 1, total)[0, 0])
+            if last >= r.train.lr:  # a warm-up flat at lr (warmup_start 1, a min_lr of lr):
+                continue  # it was said never to reach lr ('100% of it')
             # in whole percent, rounded down: 199 steps of a 200-step warm-up read '100% of it'
-            # beside 'never reaches'
-            reached = math.floor(float(last[0, 0]) / r.train.lr * 100 + 1e-9)
+            # beside 'never reaches' (and under 1% as such: 40 steps of a million read '0%')
+            reached = math.floor(last / r.train.lr * 100 + 1e-9)
             key = (s.warmup_steps, total, reached)
             seen[key] = seen.get(key, 0) + 1
     out = [f"{n} run{'s warm' if n > 1 else ' warms'} up over {w:,} steps "
            f"(train.schedule.warmup_steps) but train {t:,}: the learning rate never reaches "
-           f"train.lr ({reached}% of it at the last step)"
+           f"train.lr ({f'{reached}%' if reached else 'under 1%'} of it at the last step)"
            for (w, t, reached), n in list(seen.items())[:3]]
     if len(seen) > 3:
         out.append(f"and {sum(list(seen.values())[3:])} more runs of other warm-ups or lengths "
