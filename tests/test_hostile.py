@@ -24661,3 +24661,45 @@ def test_r50p_the_warm_up_note_is_not_said_of_a_warm_up_flat_at_lr(tmp_path):
         said = " ".join(res.output.split())
         assert res.exit_code == 0, said
         assert (want in said) if want else "never reaches" not in said, said
+
+
+def test_r50p_a_mixers_float_count_past_any_memory_is_refused_naming_it():
+    """A new mixer's estimate of 10**400 floats was an OverflowError traceback where the
+    planner printed its GB, and one of 10**5000 a message of Python's int-to-text limit naming
+    no mixer. A count past 2**62 (more than any memory holds) is refused as its other slips
+    are, naming the mixer and the call."""
+    from typing import Literal
+
+    from ssmrepro.models.blocks import MixerBlockConfig
+    from ssmrepro.models.layers import PackedModule
+    from ssmrepro.models.mixers import MIXERS, MixerConfig, register
+
+    values = {"act": 1, "e": 0}
+
+    class Cfg(MixerConfig):
+        """test mixer"""
+        name: Literal["t_r50p_big"] = "t_r50p_big"
+
+        def activation_floats(self, d, L):
+            return values["act"]
+
+        def eval_floats(self, d, L, batch):
+            return values["e"]
+
+    class Mod(PackedModule):
+        pass
+
+    register(Cfg)(Mod)
+    try:
+        block = MixerBlockConfig(mixer={"name": "t_r50p_big"}, mlp_expand=0)
+        values.update(act=2**62)
+        assert block.activation_floats(8, 4) == 2**62 + 4 * 2 * 8
+        for act, e, why in [(10**400, 0, r"activation_floats\(d_model=8, L=4\) returned a number "
+                                         "past 2\\*\\*62, not a positive int of at most"),
+                            (1, 10**5000, r"eval_floats.* returned a number past 2\*\*62"),
+                            (2**62 + 1, 0, "returned a number past")]:
+            values.update(act=act, e=e)
+            with pytest.raises(ValueError, match=f"mixer 't_r50p_big': .*{why}"):
+                block.activation_floats(8, 4) + block.eval_floats(8, 4, 2)
+    finally:
+        MIXERS.pop("t_r50p_big", None)
