@@ -24703,3 +24703,21 @@ def test_r50p_a_mixers_float_count_past_any_memory_is_refused_naming_it():
                 block.activation_floats(8, 4) + block.eval_floats(8, 4, 2)
     finally:
         MIXERS.pop("t_r50p_big", None)
+
+
+def test_r50p_a_damaged_listops_folder_of_a_negative_seed_is_told_that_seed(tmp_path):
+    """`data generate listops --seed -1` writes trees of seed -1 (hashed as text: not seed 0's
+    nor seed 1's). A damaged folder of them was told `--seed 0` (meta.json's seed taken as a
+    count), a command writing other data under the same path; it is told `--seed -1`."""
+    from ssmrepro.data import DATASETS, GENERATED
+    from ssmrepro.data.datasets import dataset_config
+
+    folder = tmp_path / "generated" / "listops"
+    folder.mkdir(parents=True)
+    (folder / "basic_train.tsv").write_text("x\n")
+    for seed, want in ((-1, "--seed -1 "), (True, "--seed 0 "), ("7; rm -rf ~", "--seed 0 ")):
+        (folder / "meta.json").write_text(json.dumps({
+            "generator": "ssmrepro.data.listops", "version": 1, "seed": seed,
+            "sizes": {"train": 58, "val": 1, "test": 1}}))
+        hint = DATASETS["listops"].hint(GENERATED, tmp_path, dataset_config("listops"))
+        assert f" --n 60 {want}" in hint, hint

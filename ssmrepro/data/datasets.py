@@ -287,7 +287,10 @@ def _listops_hint(src: str, root: Path, cfg) -> str:
     flags = " --n 100000 --seed 0"
     if min(split.values()) > 0 and sum(split.values()) <= 10**8:  # (--n's bound)
         n = sum(split.values())
-        flags = f" --n {n} --seed {_count(meta, 'seed', 0)}"
+        seed = meta.get("seed")  # any int: `data generate listops --seed -1` takes it (a
+        # seed hashed as text: other trees than seed 0's, which the command gave)
+        seed = seed if isinstance(seed, int) and not isinstance(seed, bool) else 0
+        flags = f" --n {n} --seed {seed}"
         for key, flag in (("val", "--n-val"), ("test", "--n-test")):
             if split[key] != max(1, round(0.02 * n)):
                 flags += f" {flag} {split[key]}"
