@@ -24721,3 +24721,27 @@ def test_r50p_a_damaged_listops_folder_of_a_negative_seed_is_told_that_seed(tmp_
             "sizes": {"train": 58, "val": 1, "test": 1}}))
         hint = DATASETS["listops"].hint(GENERATED, tmp_path, dataset_config("listops"))
         assert f" --n 60 {want}" in hint, hint
+
+
+def test_r50p_export_says_a_store_warning_once_for_profiles_sharing_records(tmp_path):
+    """Two profiles of one config share their runs' records: `export` read them once per
+    profile's table and printed the store's warnings of each (a newer ssmrepro's records,
+    an invalid record) once per profile, each line twice. Once per command now."""
+    proj = tmp_path / "proj"
+    (proj / "experiments/tests").mkdir(parents=True)
+    (proj / "ssmrepro").mkdir()
+    (proj / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    _one_run_spec(proj / "experiments/tests", seeds=[0, 1])
+    out, env = tmp_path / "out", {"SSMREPRO_ROOT": str(proj)}
+    for prof in ("smoke", "quick"):
+        res = _invoke("run", "t-spec", "--out", out, "--profile", prof, "--no-calibrate",
+                      env=env)
+        assert res.exit_code == 0, res.output
+    first, second = sorted((out / "tests/t-spec/runs").glob("*.json"))
+    first.write_text(json.dumps({**json.loads(first.read_text()), "revision": 99}))
+    second.write_text(json.dumps({**json.loads(second.read_text()), "status": "done?"}))
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    assert res.exit_code == 0, res.output
+    said = " ".join(res.output.split())
+    assert said.count("records written by a newer ssmrepro") == 1, said
+    assert said.count("unknown status 'done?'") == 1, said

@@ -147,8 +147,8 @@ def _planned(spec, profile: str) -> list:
         return []
 
 
-def _from_records(spec, out: Path | None, planned: list, table: pd.DataFrame
-                  ) -> tuple[pd.DataFrame, int]:
+def _from_records(spec, out: Path | None, planned: list, table: pd.DataFrame,
+                  said: set[str] | None = None) -> tuple[pd.DataFrame, int]:
     """``table`` (a profile's committed rows, checked) as `plot` reads it, and the number of its
     runs left out: each planned run's row made from its record where the spec's store has a
     valid one (``Store.table``, read-only here: nothing is moved; a run recorded but missing
@@ -161,14 +161,19 @@ def _from_records(spec, out: Path | None, planned: list, table: pd.DataFrame
     newer ssmrepro's went without a word, a reused store's record was not read, and a row
     edited by hand (a metric 0.14 -> 0.99) was exported where `plot` writes the record's.
     A table left without a row (each edited by hand, or another profile's) is no exception:
-    its records were not read, and 0 rows exported where `plot` writes a row of each."""
+    its records were not read, and 0 rows exported where `plot` writes a row of each.
+    ``said``: the warnings printed already by this command, not printed again (a record that
+    two profiles or a reusing spec share, a newer ssmrepro's records: said once per profile)."""
     if RUN_ID not in table:
         return table, 0
     store = open_store(spec, out, readonly=True)
     ids = set(table[RUN_ID].astype(str))
     recorded = store.table(planned)  # (a run recorded but not in the table: plot adds its row)
     for w in store.warnings:
-        print(f"warning: {w}", file=sys.stderr)
+        if said is None or w not in said:
+            print(f"warning: {w}", file=sys.stderr)
+        if said is not None:
+            said.add(w)
     gone = ids & store.stale_data
     have = set(recorded[RUN_ID].astype(str)) if RUN_ID in recorded else set()
     kept = table[~table[RUN_ID].astype(str).isin(have | gone)]
@@ -282,6 +287,7 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None,
     rows: list[dict[str, Any]] = []
     roots: set[Path] = set()
     unread: set[str] = set()  # the ids (file names) of the project's specs left out
+    said: set[str] = set()  # the stores' warnings printed (``_from_records``)
     for p in spec_paths():
         try:
             spec = load_project_spec(p)
@@ -351,7 +357,7 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None,
                 # rows of runs trained before the spec was edited (train.lr), as plot drops
                 # them: they were exported as the edited spec's results
                 table = _without_stale(table, planned, f"{spec.id}/{csv.name}")
-            table, stale = _from_records(spec, out, planned, table)
+            table, stale = _from_records(spec, out, planned, table, said)
             if stale:
                 print(f"warning: {csv.name} of {spec.id}: the rows of {stale} run(s) are not "
                       "exported: their records were trained on other data than there is now, "
