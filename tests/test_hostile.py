@@ -24745,3 +24745,26 @@ def test_r50p_export_says_a_store_warning_once_for_profiles_sharing_records(tmp_
     said = " ".join(res.output.split())
     assert said.count("records written by a newer ssmrepro") == 1, said
     assert said.count("unknown status 'done?'") == 1, said
+
+
+def test_r50p_export_gives_one_config_of_a_run_with_or_without_its_record(tmp_path):
+    """`export` makes a recorded run's rows from its record (as `plot`): its config gave each
+    setting without a value as null (`"train.epochs": null`), where the same run's committed
+    row (no records: a fresh clone) leaves it out: one run, two configs, as the records were
+    there or not. The same file both ways now."""
+    proj = tmp_path / "proj"
+    (proj / "experiments/tests").mkdir(parents=True)
+    (proj / "ssmrepro").mkdir()
+    (proj / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    _one_run_spec(proj / "experiments/tests")
+    out, env = tmp_path / "out", {"SSMREPRO_ROOT": str(proj)}
+    res = _invoke("run", "t-spec", "--out", out, "--profile", "smoke", "--no-calibrate",
+                  env=env)
+    assert res.exit_code == 0, res.output
+    res = _invoke("export", "--out", out, "--file", tmp_path / "a.csv", env=env)
+    assert res.exit_code == 0, res.output
+    shutil.rmtree(out / "tests/t-spec/runs")
+    res = _invoke("export", "--out", out, "--file", tmp_path / "b.csv", env=env)
+    assert res.exit_code == 0, res.output
+    a, b = (tmp_path / "a.csv").read_text(), (tmp_path / "b.csv").read_text()
+    assert a == b and "null" not in a, a[:2000]

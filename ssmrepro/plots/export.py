@@ -113,8 +113,12 @@ def long_rows(spec, profile: str, df: pd.DataFrame,
     rows = []
     for rec in df.to_dict("records"):
         typed = (planned or {}).get(str(rec.get("run_id")), {})
+        # a setting without a value (None: `train.epochs` unset) is left out, as a committed
+        # table's empty cell is: a row made from its run's record (``_from_records``) gave it
+        # as null, so one run's config read two ways as the records were there or not
         config = {metric_name(c): _typed(_plain(rec[c]), typed.get(c)) for c in config_cols
-                  if not (isinstance(rec[c], float) and math.isnan(rec[c]))}
+                  if rec[c] is not None
+                  and not (isinstance(rec[c], float) and math.isnan(rec[c]))}
         base = {"paper": spec.paper, "experiment": spec.id, "profile": profile,
                 "run_id": rec.get("run_id"), "label": rec.get("label"),
                 "seed": _plain(rec.get("seed")), "status": rec.get("status"),
