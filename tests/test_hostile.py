@@ -24768,3 +24768,23 @@ def test_r50p_export_gives_one_config_of_a_run_with_or_without_its_record(tmp_pa
     assert res.exit_code == 0, res.output
     a, b = (tmp_path / "a.csv").read_text(), (tmp_path / "b.csv").read_text()
     assert a == b and "null" not in a, a[:2000]
+
+
+def test_r50p_a_listops_meta_json_below_what_generate_takes_is_not_put_in_the_command(tmp_path):
+    """A meta.json's `max_depth: 0`, `max_args: 1` or `max_length: 1` (a hand edit) was put in
+    the suggested `data generate listops` command, which refuses each ('--max-depth: Input
+    should be greater than or equal to 1'): only the bounds above were checked. The command
+    keeps the defaults there, as it does past the bounds above."""
+    from ssmrepro.data import DATASETS, GENERATED
+    from ssmrepro.data.datasets import dataset_config
+
+    folder = tmp_path / "generated" / "listops"
+    folder.mkdir(parents=True)
+    (folder / "basic_train.tsv").write_text("x\n")
+    (folder / "meta.json").write_text(json.dumps({
+        "generator": "ssmrepro.data.listops", "version": 1, "seed": 3,
+        "sizes": {"train": 58, "val": 1, "test": 1}, "max_depth": 0, "max_args": 1,
+        "max_length": 1, "min_length": 7}))
+    hint = DATASETS["listops"].hint(GENERATED, tmp_path, dataset_config("listops"))
+    assert " --n 60 --seed 3 --min-length 7 " in hint, hint
+    assert "--max-" not in hint, hint
