@@ -24648,12 +24648,15 @@ def test_r50p_export_reads_the_records_of_a_table_left_without_a_row(tmp_path):
 
 def test_r50p_the_warm_up_note_is_not_said_of_a_warm_up_flat_at_lr(tmp_path):
     """A warm-up that starts at lr (`warmup_start: 1.0`, or a `min_lr` equal to lr) trains at
-    lr from its first step: the note said 'never reaches train.lr (100% of it at the last
-    step)'. No note there; and a share under 1% is said so ('0% of it' read as no lr)."""
+    lr from its first step (with a min_lr, min_lr + (lr - min_lr): lr, or a rounding below
+    it): the note said 'never reaches train.lr (100% of it at the last step)'. No note there;
+    and a share under 1% is said so ('0% of it' read as no lr)."""
     train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 6, "val_size": 16,
              "test_size": 16, "eval_every": 2, "eval_batch_size": 16}
     for schedule, want in (({"kind": "cosine", "warmup_steps": 100, "warmup_start": 1.0}, None),
                            ({"kind": "cosine", "warmup_steps": 100, "min_lr": 0.01}, None),
+                           ({"kind": "cosine", "warmup_steps": 100, "warmup_start": 1.0,
+                             "min_lr": 0.0013}, None),  # (lr less a rounding: 0.00999...98)
                            ({"kind": "constant", "warmup_steps": 10**6},
                             "never reaches train.lr (under 1% of it at the last step)")):
         spec = write_spec(tmp_path, seeds=[0], train={**train, "schedule": schedule})

@@ -551,8 +551,9 @@ def _warmup_notes(runs: list) -> list[str]:
             # [min_lr, lr]: 6 steps of 100 from a min_lr of lr/2 end at 52%, said as 5%)
             last = float(LRSchedule([r.train.lr], [s], [total], [s.min_lr])
                          .rows(total - 1, total)[0, 0])
-            if last >= r.train.lr:  # a warm-up flat at lr (warmup_start 1, a min_lr of lr):
-                continue  # it was said never to reach lr ('100% of it')
+            if last >= r.train.lr * (1 - 1e-9):  # a warm-up flat at lr (warmup_start 1, a
+                # min_lr of lr; min_lr + (lr - min_lr) may be a rounding below): it was said
+                continue  # never to reach lr ('100% of it')
             # in whole percent, rounded down: 199 steps of a 200-step warm-up read '100% of it'
             # beside 'never reaches' (and under 1% as such: 40 steps of a million read '0%')
             reached = math.floor(last / r.train.lr * 100 + 1e-9)
