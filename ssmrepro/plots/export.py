@@ -166,8 +166,9 @@ def _from_records(spec, out: Path | None, planned: list, table: pd.DataFrame,
     edited by hand (a metric 0.14 -> 0.99) was exported where `plot` writes the record's.
     A table left without a row (each edited by hand, or another profile's) is no exception:
     its records were not read, and 0 rows exported where `plot` writes a row of each.
-    ``said``: the warnings printed already by this command, not printed again (a record that
-    two profiles or a reusing spec share, a newer ssmrepro's records: said once per profile)."""
+    ``said``: the warnings this command printed already, not printed again (of a record two
+    profiles or a reusing spec share, of a newer ssmrepro's records: they were printed once per
+    profile's table)."""
     if RUN_ID not in table:
         return table, 0
     store = open_store(spec, out, readonly=True)
