@@ -179,7 +179,8 @@ def eval_batch(run) -> int:
     return min(tc.eval_batch_size, max(tc.val_size, tc.test_size))
 
 
-def choose_eval_chunk(run, device: str, available: int | None, members: int = 1) -> int:
+def choose_eval_chunk(run, device: str, available: int | None, members: int = 1,
+                      need: MemoryNeed | None = None) -> int:
     """Sequences per forward pass of ``run``'s evaluation in a pack of ``members`` runs: the
     largest m <= ``eval_batch(run)`` such that the pack (members x ``memory_need`` at chunk m:
     parameters, and the larger of a training step and an evaluation pass of m sequences) fits
@@ -188,14 +189,15 @@ def choose_eval_chunk(run, device: str, available: int | None, members: int = 1)
     no estimate or its data is not here; 1 where not even one sequence fits (``memory_problem``
     refuses that run). An execution choice, as ``micro_batch``: ``train.eval_batch_size`` and
     the run id stay; the metrics do not depend on it beyond rounding (``evaluate``).
-    Binary search over m (the estimate grows with m): about log2(eval batch) estimates."""
+    Binary search over m (the estimate grows with m): about log2(eval batch) estimates.
+    ``need``: ``memory_need(run, device)``, where the caller has it."""
     from .tasks import DataUnavailable
 
     eb = eval_batch(run)
     if available is None or not hasattr(run.model, "to_backbone"):
         return eb
     try:
-        need = memory_need(run, device)
+        need = need or memory_need(run, device)
         if members * need.total <= available:
             return eb
         size = eval_sizer(run, device)
@@ -761,10 +763,11 @@ def evaluate(model, task, data_seeds, split: int, size: int, batch: int,
     """Mean loss and score per member on samples 0..size-1 of ``split``: (E,), (E,).
 
     The score is the accuracy (classification) or the mean squared error (regression, = loss);
-    NaN, as the loss, where the outputs are not finite. Samples are drawn in batches of
-    ``batch`` (``train.eval_batch_size``); each batch goes through the model in forward passes
-    of ``chunk`` sequences (None: the whole batch), the engine's choice where the whole batch
-    would not fit the memory (``choose_eval_chunk``). The totals are sums over targets
+    NaN, as the loss, where the outputs are not finite. Samples are drawn and go through the
+    model in batches of ``batch`` (``train.eval_batch_size``), or of ``chunk`` sequences where
+    smaller (None: whole batches), the engine's choice where a whole batch would not fit the
+    memory (``choose_eval_chunk``; a sample is a function of its index, ``tasks.base``, so the
+    chunks hold the batches' samples and no whole batch is ever built). The totals are sums over targets
     (``member_sums``: exact integer counts, float64 loss sums), so the chunk changes no accuracy
     and a float64 model's loss only by float64 rounding; a float32 model's per-target losses
     can move in their last float32 bits with the number of sequences a matrix product sees (as
@@ -777,19 +780,17 @@ def evaluate(model, task, data_seeds, split: int, size: int, batch: int,
     tot_loss = torch.zeros(E, dtype=torch.float64, device=data_seeds.device)
     tot_correct = torch.zeros_like(tot_loss)
     tot_count = torch.zeros(E, dtype=torch.int64, device=data_seeds.device)
-    for start in range(0, size, batch):
-        idx = torch.arange(start, min(size, start + batch), device=data_seeds.device)
+    step = batch if chunk is None else max(1, min(chunk, batch))
+    for start in range(0, size, step):  # (a sample is a function of its index alone: chunks
+        #                                  drawn on their own hold the batch's sequences)
+        idx = torch.arange(start, min(size, start + step), device=data_seeds.device)
         b = task.sample(data_seeds, split, idx.expand(E, -1))
         if start == 0:
             _check_batch(task, task.info, b, idx.expand(E, -1))
-        n = len(idx)
-        step = n if chunk is None else max(1, min(chunk, n))
-        for c0 in range(0, n, step):
-            sub = b if step == n else slice_batch(b, c0, min(n, c0 + step))
-            loss, correct, count = member_sums(*supervised_logits(model, *batch_fields(sub, dtype)))
-            tot_loss += loss
-            tot_correct += correct if correct is not None else loss
-            tot_count += count
+        loss, correct, count = member_sums(*supervised_logits(model, *batch_fields(b, dtype)))
+        tot_loss += loss
+        tot_correct += correct if correct is not None else loss
+        tot_count += count
     model.train()
     n = tot_count.clamp(min=1).double()
     # outputs that are not finite (NaN or inf logits: a loss of NaN) predict nothing: argmax over

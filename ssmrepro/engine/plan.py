@@ -50,7 +50,8 @@ def _budget(device: str) -> int:
     return 2 << 30
 
 
-def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None) -> int:
+def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None,
+                   need: MemoryNeed | None = None) -> int:
     """Largest pack of these (same-shape) runs whose training activations fit the budget (CPU:
     2 GiB, GPU: half its free memory) and whose whole estimates (``memory_need``: parameters with
     their gradients and Adam moments, and the larger of a training step's activations and an
@@ -60,7 +61,8 @@ def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None) -> 
     the task's data is absent here (the size needs the sequence length, which a dataset knows
     once loaded) or the model is refused (its own check says why). Sized by the training
     activations alone, 41 runs of a 1 GB evaluation batch (51 MB of activations) made one pack
-    that allocated 22 GB in its first evaluation."""
+    that allocated 22 GB in its first evaluation. ``need``: the runs' ``memory_need`` on
+    ``device``, where the caller has it."""
     if not runs:
         return 1
     from ..tasks import DataUnavailable
@@ -73,8 +75,8 @@ def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None) -> 
         avail = available_memory(device)
         room = UNBOUNDED if avail is None else avail // 2
     try:
-        per_member = member_bytes(runs[0], device)
-        whole = memory_need(runs[0], device).total
+        need = need or memory_need(runs[0], device)
+        per_member, whole = need.train_bytes, need.total  # (train_bytes: ``member_bytes``)
     except DataUnavailable:  # a dataset not present here (a dry run of a paper profile): the
         return 1  # real run loads the data and sizes its packs then
     except ValueError:  # a model its blocks refuse: memory_problem reports it
@@ -169,19 +171,28 @@ def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
     that owns the device). Each pack evaluates in chunks of ``train.choose_eval_chunk`` sequences
     for its size: the whole evaluation batch wherever the pack fits ``available`` bytes
     (default: measured now on ``device``; the Ray engine passes what one worker has)."""
+    from ..tasks import DataUnavailable
+
     groups = by_shape(runs)
     avail = available if available is not None or not groups else available_memory(device)
     packs = []
     for key, rs in groups.items():
-        cap = auto_pack_size(rs, device, budget_bytes)
+        try:  # once per shape: the pack size and the evaluation chunk read it
+            need = memory_need(rs[0], device) if hasattr(rs[0].model, "to_backbone") else None
+        except (DataUnavailable, ValueError):  # (each reader says or handles it on its own)
+            need = None
+        cap = auto_pack_size(rs, device, budget_bytes, need)
         if costs is not None:
             c = costs.choose(rs, cap, pack_size)
         else:
             c = Choice(pack_size or cap, None, None, "given" if pack_size else "memory estimate")
+        chunks: dict[int, int] = {}  # pack size -> its evaluation chunk (one shape: at most 2)
         for i in range(0, len(rs), c.size):
             chunk = rs[i : i + c.size]
+            if len(chunk) not in chunks:
+                chunks[len(chunk)] = choose_eval_chunk(chunk[0], device, avail, len(chunk), need)
             packs.append(Pack(key, chunk, c.micro_batch, c.step_s if len(chunk) == c.size else None,
-                              choose_eval_chunk(chunk[0], device, avail, len(chunk))))
+                              chunks[len(chunk)]))
     return packs
 
 
