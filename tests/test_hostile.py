@@ -24724,3 +24724,32 @@ def test_r50o_the_engine_evaluates_in_chunks_of_what_fits_and_says_so(tmp_path, 
         assert (a["status"], a["stop_step"]) == (b["status"], b["stop_step"])
         for k, v in b["metrics"].items():
             assert a["metrics"][k] == pytest.approx(v, rel=1e-6, abs=1e-7), k
+
+
+def test_r50o_a_pack_planned_without_a_memory_reading_is_chunked_where_it_trains(tmp_path,
+                                                                                 monkeypatch):
+    """A planner that cannot read the memory (a Ray head without the GPUs its workers have)
+    gave every pack the whole evaluation batch, which a worker then ran whatever its memory:
+    it now leaves the chunk to the worker (None), whose ``train_pack`` picks what fits there
+    (the largest chunk for its pack), records it, and refuses only a run that does not fit
+    evaluating one sequence at a time."""
+    import importlib
+
+    from ssmrepro.engine.plan import plan
+    from ssmrepro.train import choose_eval_chunk, eval_batch, memory_need, train_pack
+
+    plan_mod = importlib.import_module("ssmrepro.engine.plan")
+    train_mod = importlib.import_module("ssmrepro.train")
+    runs = _r50o_runs(tmp_path)
+    r = runs[0]
+    monkeypatch.setattr(plan_mod, "available_memory", lambda device: None)
+    assert [p.eval_chunk for p in plan(runs, 2, "cpu")] == [None]
+    least, whole = memory_need(r, "cpu", 1).total, memory_need(r, "cpu").total
+    here = least + whole  # a pack of 2 fits only in chunks
+    want = choose_eval_chunk(r, "cpu", here, members=2)
+    assert 1 <= want < eval_batch(r)
+    monkeypatch.setattr(train_mod, "available_memory", lambda device: here)
+    assert {x["eval_chunk"] for x in train_pack(runs)} == {want}
+    monkeypatch.setattr(train_mod, "available_memory", lambda device: least - 1)
+    with pytest.raises(MemoryError, match="evaluated in chunks of as few as 1 sequence"):
+        train_pack([r])

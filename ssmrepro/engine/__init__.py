@@ -250,6 +250,8 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
         if costs is not None:  # measuring every shape of a paper profile took hours
             costs.deadline = time.perf_counter() + DRY_RUN_CALIBRATION_S
         packs = plan(fit, pack_size, device, costs if calibrate else None)
+        # (runs too large to train here, extrapolated below, are no runs evaluated in chunks)
+        chunked = eval_chunk_lines(packs, device)
         oversized = []
         if over:
             from ..util import release_memory
@@ -284,7 +286,7 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
                 d.estimate_how += (f"; {n} run{'s' if n > 1 else ''} too large to time at their "
                                    "batch size here priced by extrapolation")
         d.oversized = [o.line() for o in oversized]
-        d.eval_chunks = eval_chunk_lines(packs, device)
+        d.eval_chunks = chunked
         d.untimed = [why for _, why in untimed]
         d.untimed_runs = sum(len(rs) for rs, _ in untimed)
     d.planner = list(costs.log) if costs else []

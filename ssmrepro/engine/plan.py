@@ -170,7 +170,8 @@ def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
     this machine's, see ``auto_pack_size``; the Ray engine passes the budget measured on a worker
     that owns the device). Each pack evaluates in chunks of ``train.choose_eval_chunk`` sequences
     for its size: the whole evaluation batch wherever the pack fits ``available`` bytes
-    (default: measured now on ``device``; the Ray engine passes what one worker has)."""
+    (default: measured now on ``device``; the Ray engine passes what one worker has); where
+    that is unknown, None: ``train_pack`` chooses with the memory of the machine it runs on."""
     from ..tasks import DataUnavailable
 
     groups = by_shape(runs)
@@ -189,8 +190,10 @@ def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
         chunks: dict[int, int] = {}  # pack size -> its evaluation chunk (one shape: at most 2)
         for i in range(0, len(rs), c.size):
             chunk = rs[i : i + c.size]
-            if len(chunk) not in chunks:
-                chunks[len(chunk)] = choose_eval_chunk(chunk[0], device, avail, len(chunk), need)
+            if len(chunk) not in chunks:  # memory unknown here (a Ray head without the GPUs
+                #                               its workers have): the worker chooses (None)
+                chunks[len(chunk)] = (None if avail is None else
+                                      choose_eval_chunk(chunk[0], device, avail, len(chunk), need))
             packs.append(Pack(key, chunk, c.micro_batch, c.step_s if len(chunk) == c.size else None,
                               chunks[len(chunk)]))
     return packs
