@@ -814,10 +814,13 @@ def test_evaluation_counts_in_the_estimate_and_its_memory(tmp_path):
     assert eval_steps(t) == -(-t.eval_samples // (3 * 8))
     res = _invoke("run", _one_run_spec(tmp_path), "--out", tmp_path / "o", "--profile", "smoke",
                   "--dry-run", "--no-estimate", "--set", "train.evals={long: {T: 8000000}}",
-                  "--set", "train.max_steps=1000000", "--set", "train.eval_every=1000000")
-    _assert_refused(res, "needs about", "evaluation batch")  # passed: the eval set's T was unseen
-    # (a long training, evaluated rarely: the evaluation's work is within its bound; the set's
-    # length at the evaluation batch is what does not fit)
+                  "--set", "train.max_steps=1000000", "--set", "train.eval_every=1000000",
+                  "--set", "model.d_model=16384")  # (one sequence of the set: about 1 TB)
+    _assert_refused(res, "train.evals: run S6 needs about",  # passed: the eval set's T was unseen
+                    "evaluation pass (64 a batch, evaluated in chunks of as few as 1 sequence)")
+    # (a long training, evaluated rarely: the evaluation's work is within its bound; one
+    # sequence of the set's length is what does not fit: an evaluation batch that does not fit
+    # is evaluated in chunks)
 
 
 def test_workers_are_limited_to_what_memory_holds_at_once(tmp_path):
