@@ -116,29 +116,40 @@ class MemoryNeed:
         return self.param_bytes + max(self.train_bytes, self.eval_bytes)
 
 
-def memory_need(run, device: str | None = None) -> MemoryNeed:
+def memory_need(run, device: str | None = None, eval_chunk: int | None = None) -> MemoryNeed:
     """Bounded estimate (no tensor is allocated; fast for any size): parameters x 4 copies x
     bytes (``models.param_count``, counted on the meta device) + the larger of a training step's
     activations (``member_bytes``: the mixers' own estimates) and what an evaluation batch holds
     at its peak (``models.eval_batch_floats``: the residual stream with the larger of the
     logits and the largest block's intermediates, scan states and work buffers, on ``device``
     as ``member_bytes`` counts them) on the run's task or any of its
-    named evaluation sets (``train.evals``: a longer T there is a larger batch)."""
-    from .kernels.backend import select_device
-    from .models import (
-        eval_batch_floats,
-        fixed_floats,
-        param_count,
-        refuse_unread_window,
-    )
-    from .models.mixers.attention import attention_path
-    from .models.mixers.common import scan_path
+    named evaluation sets (``train.evals``: a longer T there is a larger batch).
+    ``eval_chunk``: the evaluation's forward passes hold that many sequences
+    (``choose_eval_chunk``, the engine's choice), not the whole evaluation batch (``eval_batch``)."""
+    from .models import fixed_floats, param_count
 
     info = build_task(run.task).info
     width = _float_bytes(run)
     n = param_count(run.model, info)
     train = member_bytes(run, device)
     fixed = width * fixed_floats(run.model, info)
+    eb = eval_batch(run)
+    ev = eval_sizer(run, device)(eb if eval_chunk is None else max(1, min(eval_chunk, eb)))
+    return MemoryNeed(n, 4 * width * n, train, ev, fixed)
+
+
+def eval_sizer(run, device: str | None = None, task_only: bool = False) -> Callable[[int], int]:
+    """Bytes one member's evaluation forward pass of m sequences holds at its peak, as a
+    function of m (``memory_need``'s evaluation part: the largest over the run's task and its
+    named evaluation sets; ``task_only``: the run's own task's). The sets are built and checked
+    once (ValueError naming ``train.evals.<name>`` for a set the model cannot read)."""
+    from .kernels.backend import select_device
+    from .models import eval_batch_floats, refuse_unread_window
+    from .models.mixers.attention import attention_path
+    from .models.mixers.common import scan_path
+
+    info = build_task(run.task).info
+    width = _float_bytes(run)
     dev = select_device("auto") if device is None else device
     base = run.task.model_dump()
     evals = {name: build_task({**base, **ov}).info for name, ov in run.train.evals.items()}
@@ -149,10 +160,14 @@ def memory_need(run, device: str | None = None) -> MemoryNeed:
             raise ValueError(f"train.evals.{name}: {err}") from None
     infos = [info, *evals.values()]
     refuse_unread_window(run.model, max(i.seq_len for i in infos))
-    eb = eval_batch(run)
-    with attention_path(dev, run.train.dtype), scan_path(dev):
-        ev = max(width * eval_batch_floats(run.model, i, eb) for i in infos)
-    return MemoryNeed(n, 4 * width * n, train, ev, fixed)
+    if task_only:
+        infos = [info]
+
+    def size(m: int) -> int:
+        with attention_path(dev, run.train.dtype), scan_path(dev):
+            return max(width * eval_batch_floats(run.model, i, m) for i in infos)
+
+    return size
 
 
 def eval_batch(run) -> int:
@@ -162,6 +177,42 @@ def eval_batch(run) -> int:
     was counted at 60,000: `run` refused a run whose batches hold 16 (1,924 GB estimated)."""
     tc = run.train
     return min(tc.eval_batch_size, max(tc.val_size, tc.test_size))
+
+
+def choose_eval_chunk(run, device: str, available: int | None, members: int = 1,
+                      need: MemoryNeed | None = None) -> int:
+    """Sequences per forward pass of ``run``'s evaluation in a pack of ``members`` runs: the
+    largest m <= ``eval_batch(run)`` such that the pack (members x ``memory_need`` at chunk m:
+    parameters, and the larger of a training step and an evaluation pass of m sequences) fits
+    ``available`` bytes (the engine measures them: MemAvailable on CPU, the GPU's free memory).
+    The whole evaluation batch wherever it fits, the memory is unknown (None), the model has
+    no estimate or its data is not here; 1 where not even one sequence fits (``memory_problem``
+    refuses that run). An execution choice, as ``micro_batch``: ``train.eval_batch_size`` and
+    the run id stay; the metrics do not depend on it beyond rounding (``evaluate``).
+    Binary search over m (the estimate grows with m): about log2(eval batch) estimates.
+    ``need``: ``memory_need(run, device)``, where the caller has it."""
+    from .tasks import DataUnavailable
+
+    eb = eval_batch(run)
+    if available is None or not hasattr(run.model, "to_backbone"):
+        return eb
+    try:
+        need = need or memory_need(run, device)
+        if members * need.total <= available:
+            return eb
+        size = eval_sizer(run, device)
+    except (DataUnavailable, ValueError):  # no data here; a model its blocks refuse
+        return eb
+    rest = need.param_bytes
+    fits = lambda m: members * (rest + max(need.train_bytes, size(m))) <= available  # noqa: E731
+    lo, hi = 1, eb  # fits(hi) is False; lo is the answer where nothing larger fits
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 UNBOUNDED = 1 << 62  # bytes: "no limit" for memory checks that only look for models that
@@ -204,15 +255,19 @@ def _gb(n: int) -> str:
 
 
 def memory_problem(run, device: str, available: int) -> str | None:
-    """'key: reason' when ``run`` alone needs more than ``available`` bytes on ``device``, else
-    None (also for a model without an estimate, i.e. no ``to_backbone``, and for a task whose
-    data is absent here: the run loads the data and checks then)."""
+    """'key: reason' when ``run`` alone needs more than ``available`` bytes on ``device`` even
+    evaluating one sequence at a time (``choose_eval_chunk``: the engine evaluates in chunks of
+    whatever fits), else None (also for a model without an estimate, i.e. no ``to_backbone``,
+    and for a task whose data is absent here: the run loads the data and checks then). An
+    evaluation batch too large for the memory refused the run (huang2025-fig3's paper
+    Mamba-Δᵀ at d 128: 41.6 GB for its batches of 1,000, a 0.8 GB training step, on 24 GB),
+    and its hint, a smaller train.eval_batch_size, changed the run ids."""
     from .tasks import DataUnavailable
 
     if not hasattr(run.model, "to_backbone"):
         return None
     try:
-        need = memory_need(run, device)
+        need = memory_need(run, device, eval_chunk=1)
     except DataUnavailable:
         return None
     except ValueError as err:  # a shape its blocks refuse (heads that do not divide the width)
@@ -220,19 +275,23 @@ def memory_problem(run, device: str, available: int) -> str | None:
         return f"model: run{label} cannot be built: {err}"
     if need.total <= available:
         return None
+    eb = eval_batch(run)
+    named = run.train.evals and need.eval_bytes > eval_sizer(run, device, task_only=True)(1)
     what = "model" if need.param_bytes >= max(need.train_bytes, need.eval_bytes) else (
-        "train.batch_size" if need.train_bytes >= need.eval_bytes else "train.eval_batch_size")
+        "train.batch_size" if need.train_bytes >= need.eval_bytes else
+        "train.evals" if named else "model")
     label = f" {run.label}" if run.label else ""
     have = (f"only {_gb(available)} is available" if available < UNBOUNDED else
             "no machine has that much")  # the bound `validate` checks: not this machine's memory
+    ev = (f"of an evaluation batch (1) {_gb(need.eval_bytes)}" if eb == 1 else
+          f"of an evaluation pass ({eb} a batch, evaluated in chunks of as few as 1 sequence) "
+          f"{_gb(need.eval_bytes)}")
     return (f"{what}: run{label} needs about {_gb(need.total)} of memory on {device}: "
             f"{need.params:,} parameters x 4 copies (weights, gradients, Adam moments) = "
             f"{_gb(need.param_bytes)}, plus activations of a training step (batch "
-            f"{run.train.batch_size}) {_gb(need.train_bytes)} or of an evaluation batch "
-            f"({eval_batch(run)}) {_gb(need.eval_bytes)}; {have}. Make the model "
+            f"{run.train.batch_size}) {_gb(need.train_bytes)} or {ev}; {have}. Make the model "
             "or the sequences smaller (model.d_model, model.n_layers, task length or "
-            "vocabulary, the lengths of train.evals) or the batches "
-            "(train.batch_size, train.eval_batch_size)")
+            "vocabulary, the lengths of train.evals) or the training batch (train.batch_size)")
 
 
 def memory_problems(runs: list, device: str, available: int | None = None) -> list[str]:
@@ -674,30 +733,66 @@ def require_targets(task, data_seeds, split: int, size: int, batch: int, what: s
                     tuple(torch.nonzero(~seen).flatten().tolist()))
 
 
+def member_sums(out: torch.Tensor, y: torch.Tensor) -> tuple:
+    """Per-member sums of an evaluation pass: loss summed over the supervised targets (each
+    sequence's sum in the model's dtype, the sequences' sums added in float64), correct
+    predictions (int64; None for regression) and supervised targets (int64), each (E,). The
+    same losses as ``member_losses`` (no smoothing), kept as sums so that a set evaluated in
+    chunks adds up to the same totals whatever the chunks (a float32 mean per batch times its
+    count moved the sum with the batch's cut; a float32 count is inexact past 2**24 targets).
+    Nothing larger than one float64 per sequence is made beside what ``member_losses`` makes
+    (the memory estimate's ``eval_floats`` counts those)."""
+    E, B = out.shape[:2]
+    if y.is_floating_point():
+        sup = ~torch.isnan(y)
+        err = torch.where(sup, out - torch.where(sup, y, torch.zeros_like(y)),
+                          torch.zeros_like(out))
+        per_seq = (err * err).reshape(E, B, -1).sum(-1)
+        return per_seq.double().sum(1), None, sup.reshape(E, -1).sum(1)
+    mask = y != IGNORE
+    logp = F.log_softmax(out, dim=-1)
+    nll = -logp.gather(-1, y.clamp(min=0).unsqueeze(-1)).squeeze(-1)  # (E, B[, L])
+    per_seq = (nll * mask.to(nll.dtype)).reshape(E, B, -1).sum(-1)  # (a NaN output read: NaN)
+    correct = ((out.argmax(-1) == y) & mask).reshape(E, -1).sum(1)
+    return per_seq.double().sum(1), correct, mask.reshape(E, -1).sum(1)
+
+
 @torch.no_grad()
-def evaluate(model, task, data_seeds, split: int, size: int, batch: int) -> tuple[torch.Tensor, ...]:
+def evaluate(model, task, data_seeds, split: int, size: int, batch: int,
+             chunk: int | None = None) -> tuple[torch.Tensor, ...]:
     """Mean loss and score per member on samples 0..size-1 of ``split``: (E,), (E,).
 
     The score is the accuracy (classification) or the mean squared error (regression, = loss);
-    NaN, as the loss, where the outputs are not finite.
+    NaN, as the loss, where the outputs are not finite. Samples are drawn and go through the
+    model in batches of ``batch`` (``train.eval_batch_size``), or of ``chunk`` sequences where
+    smaller (None: whole batches), the engine's choice where a whole batch would not fit the
+    memory (``choose_eval_chunk``; a sample is a function of its index, ``tasks.base``, so the
+    chunks hold the batches' samples and no whole batch is ever built). The totals are sums over targets
+    (``member_sums``: exact integer counts, float64 loss sums), so the chunk changes no accuracy
+    and a float64 model's loss only by float64 rounding; a float32 model's per-target losses
+    can move in their last float32 bits with the number of sequences a matrix product sees (as
+    with the pack size, README 'What a run id promises'), and an argmax within that rounding
+    of a tie with them, nothing more.
     """
     model.eval()
     dtype = _float_dtype(model)
     E = data_seeds.shape[0]
     tot_loss = torch.zeros(E, dtype=torch.float64, device=data_seeds.device)
     tot_correct = torch.zeros_like(tot_loss)
-    tot_count = torch.zeros_like(tot_loss)
-    for start in range(0, size, batch):
-        idx = torch.arange(start, min(size, start + batch), device=data_seeds.device)
+    tot_count = torch.zeros(E, dtype=torch.int64, device=data_seeds.device)
+    step = batch if chunk is None else max(1, min(chunk, batch))
+    for start in range(0, size, step):  # (a sample is a function of its index alone: chunks
+        #                                  drawn on their own hold the batch's sequences)
+        idx = torch.arange(start, min(size, start + step), device=data_seeds.device)
         b = task.sample(data_seeds, split, idx.expand(E, -1))
         if start == 0:
             _check_batch(task, task.info, b, idx.expand(E, -1))
-        loss, correct, count = member_losses(*supervised_logits(model, *batch_fields(b, dtype)))
-        tot_loss += loss.double() * count
-        tot_correct += correct if correct is not None else loss.double() * count
+        loss, correct, count = member_sums(*supervised_logits(model, *batch_fields(b, dtype)))
+        tot_loss += loss
+        tot_correct += correct if correct is not None else loss
         tot_count += count
     model.train()
-    n = tot_count.clamp(min=1)
+    n = tot_count.clamp(min=1).double()
     # outputs that are not finite (NaN or inf logits: a loss of NaN) predict nothing: argmax over
     # NaN logits read class 0 (or the first NaN), so a model of NaN outputs scored an accuracy
     score = torch.where(torch.isfinite(tot_loss), tot_correct / n, math.nan)
@@ -782,12 +877,17 @@ def train_pack(
     analyses: tuple[str, ...] = (),
     keep: dict | None = None,
     micro_batch: int | None = None,
+    eval_chunk: int | None = None,
 ) -> list[dict[str, Any]]:
     """Train the runs of one pack together; returns one result dict per run (same order).
 
     ``micro_batch``: run each step's batch in chunks of this many sequences (exact gradient
     accumulation, see ``forward_backward``; an execution choice of the planner, not part of a run's
     identity). Refused for models with BatchNorm, whose batch statistics would change.
+    ``eval_chunk``: evaluate in forward passes of this many sequences (``evaluate``; the
+    planner's ``Pack.eval_chunk``); None: the largest that fits the memory available here
+    (``choose_eval_chunk``: the whole evaluation batch wherever it fits). The record names it
+    (``eval_chunk``, None: whole batches), as ``micro_batch``.
 
     Raises before any training when the runs do not share one pack key (``pack_mismatch``:
     ValueError), the task's data is missing (``DataUnavailable``) or the pack does not fit its
@@ -819,6 +919,8 @@ def train_pack(
     too_big = memory_problem(r0, device, avail) if avail is not None else None
     if too_big:
         raise MemoryError(too_big)
+    chunk = eval_chunk if eval_chunk is not None else choose_eval_chunk(r0, device, avail, E)
+    chunk = chunk if 0 < chunk < eval_batch(r0) else None  # None: whole batches, as before
     model = build_model(r0.model, info, E, [derived_seed(r.seed, _INIT_STREAM) for r in runs],
                         members=[r.model for r in runs])
     model = model.to(device=dev, dtype=dtype)
@@ -889,13 +991,13 @@ def train_pack(
     def eval_rows(step: int) -> list[dict[str, float]]:
         """One history row per member: validation set, the fixed training slice and the first
         min(val_size, test_size) samples of every named evaluation set (learning curves)."""
-        vl, vs = evaluate(model, task, data_seeds, VAL, n_val, tc0.eval_batch_size)
-        fl, fs = evaluate(model, task, data_seeds, TRAIN, n_fit, tc0.eval_batch_size)
+        vl, vs = evaluate(model, task, data_seeds, VAL, n_val, tc0.eval_batch_size, chunk)
+        fl, fs = evaluate(model, task, data_seeds, TRAIN, n_fit, tc0.eval_batch_size, chunk)
         rows = [{"step": step, "val.loss": float(vl[e]), f"val.{score}": float(vs[e]),
                  "train.loss": float(fl[e]), f"train.{score}": float(fs[e])} for e in range(E)]
         for name, et in eval_tasks.items():
             n = _eval_size(et, "test", min(tc0.val_size, tc0.test_size))
-            nl, ns = evaluate(model, et, data_seeds, TEST, n, tc0.eval_batch_size)
+            nl, ns = evaluate(model, et, data_seeds, TEST, n, tc0.eval_batch_size, chunk)
             for e in range(E):
                 rows[e][f"{name}.loss"], rows[e][f"{name}.{score}"] = float(nl[e]), float(ns[e])
         return rows
@@ -1000,10 +1102,11 @@ def train_pack(
 
     # final metrics: stopped members are frozen, so evaluating now = evaluating at their stop step
     eb = tc0.eval_batch_size
-    vl, vs = evaluate(model, task, data_seeds, VAL, n_val, eb)
-    tl, ts = evaluate(model, task, data_seeds, TEST, n_test, eb)
-    _, fs = evaluate(model, task, data_seeds, TRAIN, n_fit, eb)
-    named = {name: evaluate(model, et, data_seeds, TEST, _eval_size(et, "test", tc0.test_size), eb)
+    vl, vs = evaluate(model, task, data_seeds, VAL, n_val, eb, chunk)
+    tl, ts = evaluate(model, task, data_seeds, TEST, n_test, eb, chunk)
+    _, fs = evaluate(model, task, data_seeds, TRAIN, n_fit, eb, chunk)
+    named = {name: evaluate(model, et, data_seeds, TEST, _eval_size(et, "test", tc0.test_size), eb,
+                          chunk)
              for name, et in eval_tasks.items()}
     model.eval()  # probes read the trained model as evaluation does: in train mode BatchNorm
     #               used the probe batch's statistics and overwrote the running ones (saved weights)
@@ -1052,6 +1155,9 @@ def train_pack(
                 # choice that moves the last bits of a float32 run's numbers (README)
                 "micro_batch": micro_batch if micro_batch is not None
                 and micro_batch < tc0.batch_size else None,
+                # the sequences each evaluation pass held where fewer than a batch (None: whole
+                # batches): the engine's choice for the memory, moving float32 bits at most
+                "eval_chunk": chunk,
                 "pack_wall_s": wall,
                 "pack_cpu_s": cpu,  # this process's CPU time for the pack (all its threads)
                 "data": data,

@@ -351,7 +351,7 @@ def test_the_memory_estimate_counts_parameters_exactly_and_can_refuse(tmp_path):
             assert memory_need(r).params == count_params(build_model(r.model, info, 1), 1), p
     assert len(seen) >= 4, seen
     run = expand(load_spec(_one_run_spec(tmp_path)), "smoke")[0]
-    need = memory_need(run).total
+    need = memory_need(run, eval_chunk=1).total  # (it evaluates in chunks of what fits)
     assert memory_problems([run], "cpu", available=need) == []
     (msg,) = memory_problems([run], "cpu", available=need - 1)
     assert "needs about" in msg and "S6" in msg
@@ -814,10 +814,13 @@ def test_evaluation_counts_in_the_estimate_and_its_memory(tmp_path):
     assert eval_steps(t) == -(-t.eval_samples // (3 * 8))
     res = _invoke("run", _one_run_spec(tmp_path), "--out", tmp_path / "o", "--profile", "smoke",
                   "--dry-run", "--no-estimate", "--set", "train.evals={long: {T: 8000000}}",
-                  "--set", "train.max_steps=1000000", "--set", "train.eval_every=1000000")
-    _assert_refused(res, "needs about", "evaluation batch")  # passed: the eval set's T was unseen
-    # (a long training, evaluated rarely: the evaluation's work is within its bound; the set's
-    # length at the evaluation batch is what does not fit)
+                  "--set", "train.max_steps=1000000", "--set", "train.eval_every=1000000",
+                  "--set", "model.d_model=16384")  # (one sequence of the set: about 1 TB)
+    _assert_refused(res, "train.evals: run S6 needs about",  # passed: the eval set's T was unseen
+                    "evaluation pass (64 a batch, evaluated in chunks of as few as 1 sequence)")
+    # (a long training, evaluated rarely: the evaluation's work is within its bound; one
+    # sequence of the set's length is what does not fit: an evaluation batch that does not fit
+    # is evaluated in chunks)
 
 
 def test_workers_are_limited_to_what_memory_holds_at_once(tmp_path):
@@ -13645,7 +13648,8 @@ def test_a_given_pack_size_past_the_memory_is_refused(tmp_path, monkeypatch):
     plan_mod = importlib.import_module("ssmrepro.engine.plan")  # (engine.plan: the function)
     spec = write_spec(tmp_path, sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]}],
                       seeds=[0, 1, 2, 3])
-    whole = memory_need(expand(load_spec(spec), "smoke")[0], "cpu").total
+    # (a pack evaluates in chunks of what fits it: its least need is at chunks of 1 sequence)
+    whole = memory_need(expand(load_spec(spec), "smoke")[0], "cpu", eval_chunk=1).total
     monkeypatch.setattr(plan_mod, "available_memory", lambda device: int(2.5 * whole))
     for extra in ([], ["--dry-run", "--no-estimate"]):
         res = _invoke("run", spec, "--profile", "smoke", "--out", tmp_path / "o", "--pack-size",
@@ -24791,3 +24795,135 @@ def test_r50p_a_listops_meta_json_below_what_generate_takes_is_not_put_in_the_co
     hint = DATASETS["listops"].hint(GENERATED, tmp_path, dataset_config("listops"))
     assert " --n 60 --seed 3 --min-length 7 " in hint, hint
     assert "--max-" not in hint, hint
+def _r50o_runs(tmp_path, dtype="float32", **train):
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    tr = {"optimizer": "adam", "lr": 0.01, "batch_size": 2, "max_steps": 4, "val_size": 10,
+          "test_size": 10, "eval_every": 2, "eval_batch_size": 8, "dtype": dtype, **train}
+    return expand(load_spec(_one_run_spec(tmp_path, seeds=[0, 1], train=tr, task={
+        "name": "keep_nth", "n": 2, "T": 16, "vocab": 256})), "smoke")
+
+
+def test_r50o_evaluation_in_chunks_equals_a_slow_reference_in_float64(tmp_path):
+    """`evaluate` in forward passes of 1, 3 (dividing neither the batch of 8 nor the set of
+    10) or whole batches: the same accuracy exactly and the same loss to float64 rounding as
+    a slow reference (each sample alone, every position's log-softmax read by hand)."""
+    import torch
+    import torch.nn.functional as F
+
+    from ssmrepro.models import build_model
+    from ssmrepro.tasks import build_task
+    from ssmrepro.tasks.base import IGNORE, VAL
+    from ssmrepro.train import evaluate
+
+    r = _r50o_runs(tmp_path, "float64")[0]
+    task = build_task(r.task)
+    model = build_model(r.model, task.info, 2, [3, 4]).double()
+    seeds = torch.tensor([11, 12])
+    n = 10
+    nll = torch.zeros(2, dtype=torch.float64)
+    right, count = [0, 0], [0, 0]
+    model.eval()
+    with torch.no_grad():
+        for i in range(n):
+            b = task.sample(seeds, VAL, torch.full((2, 1), i))
+            logp = F.log_softmax(model.readout(model.features(b.x)), dim=-1)  # (2, 1, L, C)
+            for e in range(2):
+                for t in range(b.y.shape[2]):
+                    k = int(b.y[e, 0, t])
+                    if k != IGNORE:
+                        nll[e] -= float(logp[e, 0, t, k])
+                        right[e] += int(logp[e, 0, t].argmax()) == k
+                        count[e] += 1
+    model.train()
+    ref_loss = nll / torch.tensor(count, dtype=torch.float64)
+    ref_acc = [right[e] / count[e] for e in range(2)]
+    for chunk in (1, 3, None):
+        loss, acc = evaluate(model, task, seeds, VAL, n, 8, chunk)
+        assert acc.tolist() == ref_acc, chunk
+        assert torch.allclose(loss, ref_loss, rtol=1e-13, atol=0), (chunk, loss, ref_loss)
+
+
+def test_r50o_the_engine_evaluates_in_chunks_of_what_fits_and_says_so(tmp_path, monkeypatch):
+    """An evaluation batch too large for the memory while the training step fits (huang2025-fig3's
+    paper Mamba-Δᵀ at d 128: 41.6 GB for batches of 1,000 on 24 GB) was refused, its hint (a
+    smaller train.eval_batch_size) changing the run ids. The planner now picks the largest chunk
+    that fits (bounded by the evaluation batch, at least 1, growing with the memory), `run
+    --dry-run` says it (one line per shape), only what cannot fit at 1 sequence is refused, and
+    a pack trained in chunks records it and gives the metrics of whole batches."""
+    import importlib
+
+    from ssmrepro.engine.plan import Pack, pack_memory, plan
+    from ssmrepro.train import choose_eval_chunk, eval_batch, memory_need, memory_problem, train_pack
+
+    plan_mod = importlib.import_module("ssmrepro.engine.plan")
+    train_mod = importlib.import_module("ssmrepro.train")
+    runs = _r50o_runs(tmp_path)
+    r = runs[0]
+    eb = eval_batch(r)
+    whole, least = memory_need(r, "cpu").total, memory_need(r, "cpu", eval_chunk=1).total
+    assert least < whole and eb == 8
+    steps = [least - 2 + (whole + 2 - least) * k // 10 for k in range(11)]  # least-2 .. whole
+    chunks = [choose_eval_chunk(r, "cpu", a) for a in steps]
+    assert all(1 <= c <= eb for c in chunks) and chunks == sorted(chunks), chunks
+    assert chunks[0] == 1 and chunks[-1] == eb and len(set(chunks)) > 2, chunks
+    assert choose_eval_chunk(r, "cpu", None) == eb and choose_eval_chunk(r, "cpu", 0) == 1
+    assert choose_eval_chunk(r, "cpu", whole) == eb
+    assert choose_eval_chunk(r, "cpu", 2 * whole, members=2) == eb
+    assert choose_eval_chunk(r, "cpu", 2 * whole - 1, members=2) < eb
+    for a in (least, (least + whole) // 2, whole - 1):
+        m = choose_eval_chunk(r, "cpu", a)
+        assert memory_need(r, "cpu", m).total <= a and memory_problem(r, "cpu", a) is None
+        assert m == eb or memory_need(r, "cpu", m + 1).total > a
+    msg = memory_problem(r, "cpu", least - 1)
+    assert msg is not None and not msg.startswith("train.eval_batch_size")
+    assert "evaluated in chunks of as few as 1 sequence" in msg and "eval_batch_size" not in msg
+    # the planner's packs carry the chunk; their memory is counted at it
+    mid = (least + whole) // 2
+    (p,) = plan(runs[:1], 1, "cpu", available=mid)
+    assert p.eval_chunk == choose_eval_chunk(r, "cpu", mid) < eb
+    assert pack_memory(p) <= mid < pack_memory(Pack(p.key, p.runs, eval_chunk=eb))
+    monkeypatch.setattr(plan_mod, "available_memory", lambda device: mid)
+    monkeypatch.setattr(train_mod, "available_memory", lambda device: mid)
+    res = _invoke("run", tmp_path / "t-spec.yaml", "--profile", "smoke", "--out", tmp_path / "o", "--dry-run",
+                  "--no-estimate", "--pack-size", "1")
+    assert res.exit_code == 0, res.output
+    (line,) = [x for x in res.output.splitlines() if x.startswith("evaluation in chunks:")]
+    assert f"batches of 8 (train.eval_batch_size) in chunks of {p.eval_chunk} sequences" in line
+    # a pack evaluated in chunks: recorded, same metrics as whole batches (float32 rounding)
+    chunked, plain = train_pack(runs, eval_chunk=3), train_pack(runs, eval_chunk=eb)
+    for a, b in zip(chunked, plain):
+        assert (a["eval_chunk"], b["eval_chunk"]) == (3, None)
+        assert (a["status"], a["stop_step"]) == (b["status"], b["stop_step"])
+        for k, v in b["metrics"].items():
+            assert a["metrics"][k] == pytest.approx(v, rel=1e-6, abs=1e-7), k
+
+
+def test_r50o_a_pack_planned_without_a_memory_reading_is_chunked_where_it_trains(tmp_path,
+                                                                                 monkeypatch):
+    """A planner that cannot read the memory (a Ray head without the GPUs its workers have)
+    gave every pack the whole evaluation batch, which a worker then ran whatever its memory:
+    it now leaves the chunk to the worker (None), whose ``train_pack`` picks what fits there
+    (the largest chunk for its pack), records it, and refuses only a run that does not fit
+    evaluating one sequence at a time."""
+    import importlib
+
+    from ssmrepro.engine.plan import plan
+    from ssmrepro.train import choose_eval_chunk, eval_batch, memory_need, train_pack
+
+    plan_mod = importlib.import_module("ssmrepro.engine.plan")
+    train_mod = importlib.import_module("ssmrepro.train")
+    runs = _r50o_runs(tmp_path)
+    r = runs[0]
+    monkeypatch.setattr(plan_mod, "available_memory", lambda device: None)
+    assert [p.eval_chunk for p in plan(runs, 2, "cpu")] == [None]
+    least, whole = memory_need(r, "cpu", 1).total, memory_need(r, "cpu").total
+    here = least + whole  # a pack of 2 fits only in chunks
+    want = choose_eval_chunk(r, "cpu", here, members=2)
+    assert 1 <= want < eval_batch(r)
+    monkeypatch.setattr(train_mod, "available_memory", lambda device: here)
+    assert {x["eval_chunk"] for x in train_pack(runs)} == {want}
+    monkeypatch.setattr(train_mod, "available_memory", lambda device: least - 1)
+    with pytest.raises(MemoryError, match="evaluated in chunks of as few as 1 sequence"):
+        train_pack([r])

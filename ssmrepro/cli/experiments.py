@@ -685,6 +685,7 @@ def run(
                         "estimate_how": d.estimate_how, "device": dev, "nominal": d.nominal,
                         "oversized": d.oversized, "untimed": d.untimed,
                         "untimed_runs": d.untimed_runs, "warnings": d.warnings,
+                        "eval_chunks": d.eval_chunks,
                         "engine": engine, "ray_note": ray_note})
             return
         for w in d.warnings:  # a record quarantined while counting the runs done: on stderr,
@@ -702,6 +703,9 @@ def run(
                           soft_wrap=True)
         for line in d.oversized:  # too large for this machine: priced, not trainable here
             console.print(f"[yellow]does not fit here:[/] {escape(line)}", highlight=False,
+                          soft_wrap=True)
+        for line in d.eval_chunks:  # evaluation batches too large for the memory: in chunks
+            console.print(f"[yellow]evaluation in chunks:[/] {escape(line)}", highlight=False,
                           soft_wrap=True)
         for line in d.untimed:  # too large even to time one sequence: not in the estimate
             console.print(f"[red]not timed:[/] {escape(line)}", highlight=False, soft_wrap=True)

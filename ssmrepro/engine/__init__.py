@@ -51,6 +51,7 @@ from .plan import (
     Pack,
     available_memory,
     estimate_seconds,
+    eval_chunk_lines,
     extrapolate,
     memory_problems,
     pack_size_problems,
@@ -86,6 +87,8 @@ class DryRun:
     untimed: list[str] = field(default_factory=list)  # one line per shape that could not be timed
     untimed_runs: int = 0  # here at all (one sequence too large): left out of ``estimate_s``
     warnings: list[str] = field(default_factory=list)  # the store's (a record quarantined ...)
+    eval_chunks: list[str] = field(default_factory=list)  # one line per shape evaluated in chunks
+    #                                 smaller than its evaluation batch (plan.eval_chunk_lines)
 
     @property
     def largest(self) -> int:
@@ -247,6 +250,8 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
         if costs is not None:  # measuring every shape of a paper profile took hours
             costs.deadline = time.perf_counter() + DRY_RUN_CALIBRATION_S
         packs = plan(fit, pack_size, device, costs if calibrate else None)
+        # (runs too large to train here, extrapolated below, are no runs evaluated in chunks)
+        chunked = eval_chunk_lines(packs, device)
         oversized = []
         if over:
             from ..util import release_memory
@@ -265,7 +270,8 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
                 # full pack's (as ``estimate_seconds`` prices a calibrated shape): every run was a
                 # pack of its own, `4 packs (largest 1)` for a run of 2 packs of 2
                 shaped = plan(rs, pack_size, device)
-                packs += [Pack(o.key, p.runs, None, o.step_s * len(shaped[0])) for p in shaped]
+                packs += [Pack(o.key, p.runs, None, o.step_s * len(shaped[0]), p.eval_chunk)
+                          for p in shaped]
         d = DryRun(len(unique), len(unique) - len([r for r in unique
                                                     if not store.is_done(r.run_id)]),
                    len(pending), packs, sum(r.train.total_steps for r in pending))
@@ -280,6 +286,7 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
                 d.estimate_how += (f"; {n} run{'s' if n > 1 else ''} too large to time at their "
                                    "batch size here priced by extrapolation")
         d.oversized = [o.line() for o in oversized]
+        d.eval_chunks = chunked
         d.untimed = [why for _, why in untimed]
         d.untimed_runs = sum(len(rs) for rs, _ in untimed)
     d.planner = list(costs.log) if costs else []
@@ -430,9 +437,12 @@ def run_experiment(
     # the cost model times steps on this machine: it plans local runs, not a remote cluster's
     costs = (cost_model(device, workers, threads, backend) if calibrate and engine == "local"
              else None)
-    packs = plan(pending, pack_size, device, costs, budget)
+    packs = plan(pending, pack_size, device, costs, budget,
+                 available=room if engine == "ray" and pending else None)
     for line in costs.log if costs else []:
         console.print(f"[dim]planner: {escape(line)}[/]", highlight=False)
+    for line in eval_chunk_lines(packs, device):
+        console.print(f"[dim]evaluation in chunks: {escape(line)}[/]", highlight=False)
     if engine == "local":
         n_workers = max(1, min(want, len(packs) or 1))
         # CPU workers share one memory; CUDA workers take a GPU each (``local.run_workers``, at

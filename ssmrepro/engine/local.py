@@ -149,7 +149,7 @@ class PackResult:
 
 
 def train_records(runs: list, ws: WorkSettings, progress=None, heartbeat=None,
-                  micro_batch: int | None = None) -> PackResult:
+                  micro_batch: int | None = None, eval_chunk: int | None = None) -> PackResult:
     """Train ``runs`` as one pack and return their records; the part of a pack's work that any
     executor shares (in-process, worker processes, Ray tasks on other machines). Writes nothing:
     claiming runs and writing records stay with the caller that owns the store."""
@@ -158,11 +158,12 @@ def train_records(runs: list, ws: WorkSettings, progress=None, heartbeat=None,
     try:
         try:
             results = train_pack(runs, device=ws.device, progress=progress, heartbeat=heartbeat,
-                                 analyses=ws.analyses, keep=keep, micro_batch=micro_batch)
+                                 analyses=ws.analyses, keep=keep, micro_batch=micro_batch,
+                                 eval_chunk=eval_chunk)
         except MemberError as err:
             if not err.members:
                 raise
-            return _without(runs, err, ws, progress, heartbeat, micro_batch)
+            return _without(runs, err, ws, progress, heartbeat, micro_batch, eval_chunk)
         kernels = kernel_usage()
         records, weights = [], []
         for e, (r, res) in enumerate(zip(runs, results)):
@@ -179,7 +180,7 @@ def train_records(runs: list, ws: WorkSettings, progress=None, heartbeat=None,
 
 
 def _without(runs: list, err: MemberError, ws: WorkSettings, progress, heartbeat,
-             micro_batch: int | None) -> PackResult:
+             micro_batch: int | None, eval_chunk: int | None = None) -> PackResult:
     """``runs``' records when the members ``err.members`` fail on their own (``MemberError``: a
     set without a supervised target in their own data, an init their model does not fit): those
     fail as each would alone; the others train as a pack of their own (a member's training never
@@ -191,7 +192,7 @@ def _without(runs: list, err: MemberError, ws: WorkSettings, progress, heartbeat
     kind = msg[: len(msg) - len(str(err))]  # 'module.Class: '
     tb = traceback.format_exc()
     others = [r for e, r in enumerate(runs) if e not in bad]
-    rest = (train_records(others, ws, progress, heartbeat, micro_batch) if others
+    rest = (train_records(others, ws, progress, heartbeat, micro_batch, eval_chunk) if others
             else PackResult([], [], failed=True))
     done = iter(zip(rest.records, rest.weights))
     records, weights = [], []
@@ -250,6 +251,7 @@ def work_pack(i: int, pack: Pack, store: Store, ws: WorkSettings, emit: EventFn,
             progress=lambda s, t, a: emit(Event("progress", i, worker, step=s, total=t)),
             heartbeat=lambda: store.heartbeat(ids),
             micro_batch=pack.micro_batch,
+            eval_chunk=pack.eval_chunk,
         )
         lost = store_result(store, res)
         ids, skipped = [r for r in ids if r not in lost], skipped + lost

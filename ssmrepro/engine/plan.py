@@ -16,6 +16,8 @@ from ..train import (  # noqa: F401  (the memory estimate lives with training; r
     MemoryNeed,
     _gb,
     available_memory,
+    choose_eval_chunk,
+    eval_batch,
     member_bytes,
     memory_need,
     memory_problem,
@@ -30,6 +32,8 @@ class Pack:
     runs: list
     micro_batch: int | None = None  # sequences per chunk of a step's batch (None: whole batch)
     step_s: float | None = None  # measured seconds per step at this (E, m), when calibrated
+    eval_chunk: int | None = None  # sequences per evaluation pass (``train.choose_eval_chunk``;
+    #                                None: not planned, the worker chooses)
 
     def __len__(self) -> int:
         return len(self.runs)
@@ -46,7 +50,8 @@ def _budget(device: str) -> int:
     return 2 << 30
 
 
-def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None) -> int:
+def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None,
+                   need: MemoryNeed | None = None) -> int:
     """Largest pack of these (same-shape) runs whose training activations fit the budget (CPU:
     2 GiB, GPU: half its free memory) and whose whole estimates (``memory_need``: parameters with
     their gradients and Adam moments, and the larger of a training step's activations and an
@@ -56,7 +61,8 @@ def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None) -> 
     the task's data is absent here (the size needs the sequence length, which a dataset knows
     once loaded) or the model is refused (its own check says why). Sized by the training
     activations alone, 41 runs of a 1 GB evaluation batch (51 MB of activations) made one pack
-    that allocated 22 GB in its first evaluation."""
+    that allocated 22 GB in its first evaluation. ``need``: the runs' ``memory_need`` on
+    ``device``, where the caller has it."""
     if not runs:
         return 1
     from ..tasks import DataUnavailable
@@ -69,8 +75,8 @@ def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None) -> 
         avail = available_memory(device)
         room = UNBOUNDED if avail is None else avail // 2
     try:
-        per_member = member_bytes(runs[0], device)
-        whole = memory_need(runs[0], device).total
+        need = need or memory_need(runs[0], device)
+        per_member, whole = need.train_bytes, need.total  # (train_bytes: ``member_bytes``)
     except DataUnavailable:  # a dataset not present here (a dry run of a paper profile): the
         return 1  # real run loads the data and sizes its packs then
     except ValueError:  # a model its blocks refuse: memory_problem reports it
@@ -80,13 +86,14 @@ def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None) -> 
 
 def pack_memory(p: Pack) -> int:
     """Bytes a pack needs while it trains: its members x one run's estimate
-    (``train.memory_need``); 0 where there is no estimate (no backbone, data absent here)."""
+    (``train.memory_need``, its evaluation at the pack's ``eval_chunk``); 0 where there is no
+    estimate (no backbone, data absent here)."""
     from ..tasks import DataUnavailable
 
     if not p.runs or not hasattr(p.runs[0].model, "to_backbone"):
         return 0
     try:
-        return len(p) * memory_need(p.runs[0]).total
+        return len(p) * memory_need(p.runs[0], eval_chunk=p.eval_chunk).total
     except DataUnavailable:
         return 0
 
@@ -113,7 +120,8 @@ def pack_size_problems(runs: list, pack_size: int | None, device: str,
         if E <= 1 or not hasattr(rs[0].model, "to_backbone"):
             continue
         try:
-            whole = memory_need(rs[0], device).total
+            whole = memory_need(rs[0], device, eval_chunk=1).total  # (the pack evaluates in
+            #                               chunks of what fits it: ``choose_eval_chunk``)
         except (DataUnavailable, ValueError):  # no data here, or a model its blocks refuse
             continue  # (``memory_problems`` reports the latter)
         if whole > avail or E * whole <= avail:  # one run too large: ``memory_problems``' case
@@ -124,7 +132,8 @@ def pack_size_problems(runs: list, pack_size: int | None, device: str,
                    f"needs about "
                    f"{_gb(E * whole)} of memory on {device} (about {_gb(whole)} each: parameters "
                    f"with their gradients and Adam moments, and a training step's or evaluation "
-                   f"batch's activations); only {_gb(avail)} is available, which holds {k} such "
+                   f"pass's activations, evaluating one sequence at a time); only {_gb(avail)} "
+                   f"is available, which holds {k} such "
                    f"run{'s' if k > 1 else ''} at once: give --pack-size {k} or less, or leave it "
                    "out (packs are then sized by the memory)")
     return out
@@ -153,24 +162,62 @@ def by_shape(runs: list) -> dict[str, list]:
 
 
 def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
-         costs: CostModel | None = None, budget_bytes: int | None = None) -> list[Pack]:
+         costs: CostModel | None = None, budget_bytes: int | None = None,
+         available: int | None = None) -> list[Pack]:
     """Packs in first-appearance order of their key. Each group of same-shape runs is cut into
     packs of ``pack_size`` runs or of the size the cost model (``costs``; else the memory
     estimate) chooses, with the chosen micro-batch. ``budget_bytes``: the memory budget (default:
     this machine's, see ``auto_pack_size``; the Ray engine passes the budget measured on a worker
-    that owns the device)."""
+    that owns the device). Each pack evaluates in chunks of ``train.choose_eval_chunk`` sequences
+    for its size: the whole evaluation batch wherever the pack fits ``available`` bytes
+    (default: measured now on ``device``; the Ray engine passes what one worker has); where
+    that is unknown, None: ``train_pack`` chooses with the memory of the machine it runs on."""
+    from ..tasks import DataUnavailable
+
     groups = by_shape(runs)
+    avail = available if available is not None or not groups else available_memory(device)
     packs = []
     for key, rs in groups.items():
-        cap = auto_pack_size(rs, device, budget_bytes)
+        try:  # once per shape: the pack size and the evaluation chunk read it
+            need = memory_need(rs[0], device) if hasattr(rs[0].model, "to_backbone") else None
+        except (DataUnavailable, ValueError):  # (each reader says or handles it on its own)
+            need = None
+        cap = auto_pack_size(rs, device, budget_bytes, need)
         if costs is not None:
             c = costs.choose(rs, cap, pack_size)
         else:
             c = Choice(pack_size or cap, None, None, "given" if pack_size else "memory estimate")
+        chunks: dict[int, int] = {}  # pack size -> its evaluation chunk (one shape: at most 2)
         for i in range(0, len(rs), c.size):
             chunk = rs[i : i + c.size]
-            packs.append(Pack(key, chunk, c.micro_batch, c.step_s if len(chunk) == c.size else None))
+            if len(chunk) not in chunks:  # memory unknown here (a Ray head without the GPUs
+                #                               its workers have): the worker chooses (None)
+                chunks[len(chunk)] = (None if avail is None else
+                                      choose_eval_chunk(chunk[0], device, avail, len(chunk), need))
+            packs.append(Pack(key, chunk, c.micro_batch, c.step_s if len(chunk) == c.size else None,
+                              chunks[len(chunk)]))
     return packs
+
+
+def eval_chunk_lines(packs: list[Pack], device: str) -> list[str]:
+    """One line per shape whose packs evaluate in chunks smaller than their evaluation batch
+    (``Pack.eval_chunk``, chosen by ``plan``): what `run --dry-run` and `run` print."""
+    out: dict[str, str] = {}
+    for p in packs:
+        r0 = p.runs[0]
+        eb = eval_batch(r0)
+        if p.eval_chunk is None or p.eval_chunk >= eb or p.key in out:
+            continue
+        label = f" {r0.label}" if r0.label else ""
+        where = r0.coords_text()
+        m = p.eval_chunk
+        out[p.key] = (f"run{label}{f' ({where})' if where else ''}: evaluates its batches of "
+                      f"{eb} (train.eval_batch_size) in chunks of {m} sequence{'s' if m > 1 else ''}"
+                      f": a pack of {len(p)} then needs about "
+                      f"{_gb(len(p) * memory_need(r0, device, m).total)} on {device}; whole "
+                      f"batches, {_gb(len(p) * memory_need(r0, device).total)}, do not fit "
+                      "the memory available")
+    return list(out.values())
 
 
 def estimate_seconds(packs: list[Pack], device: str, samples: int = 3,
@@ -442,7 +489,7 @@ def split_by_memory(runs: list, device: str, extrapolate_ok: bool, available: in
             over.append(rs)  # the estimate may be low: measured small, then extrapolated
         elif not (extrapolate_ok and avail is not None and m.startswith("train.batch_size:")):
             refused.append(m)
-        elif (need := memory_need(rs[0], device)).param_bytes + need.eval_bytes >= avail:
+        elif (need := memory_need(rs[0], device, 1)).param_bytes + need.eval_bytes >= avail:
             refused.append(m)  # no batch at all could train here: the model itself is too large
         elif fitting_batch(rs[0], int(avail * TIMING_SHARE)) >= 1:
             over.append(rs)

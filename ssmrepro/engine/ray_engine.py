@@ -172,7 +172,7 @@ def device_budget(device: str) -> int | None:
 
 
 def _train_task(runs: list, ws: WorkSettings, threads: int,
-                micro_batch: int | None = None) -> PackResult:
+                micro_batch: int | None = None, eval_chunk: int | None = None) -> PackResult:
     """The Ray task: train one pack on the worker and return its records (writes nothing)."""
     import torch
 
@@ -184,7 +184,7 @@ def _train_task(runs: list, ws: WorkSettings, threads: int,
     backend, _ = select_backend(ws.backend, ws.device)  # 'auto' resolves on the worker
     set_scan_backend(backend)
     ws = dataclasses.replace(ws, backend=backend)
-    return train_records(runs, ws, micro_batch=micro_batch)
+    return train_records(runs, ws, micro_batch=micro_batch, eval_chunk=eval_chunk)
 
 
 def run_ray(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings, emit: EventFn, *,
@@ -217,7 +217,8 @@ def run_ray(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings, emit:
                 emit(Event("pack_end", i, skipped=skipped))
                 continue
             ids = [r.run_id for r in mine]
-            in_flight[task(pack).remote(mine, ws, cpus_per_pack, pack.micro_batch)] = (
+            in_flight[task(pack).remote(mine, ws, cpus_per_pack, pack.micro_batch,
+                                        pack.eval_chunk)] = (
                 i, ids, skipped)
             emit(Event("pack_start", i, run_ids=ids))
             if on_submit is not None:
