@@ -184,7 +184,8 @@ def choose_eval_chunk(run, device: str, available: int | None, members: int = 1,
     """Sequences per forward pass of ``run``'s evaluation in a pack of ``members`` runs: the
     largest m <= ``eval_batch(run)`` such that the pack (members x ``memory_need`` at chunk m:
     parameters, and the larger of a training step and an evaluation pass of m sequences) fits
-    ``available`` bytes (the engine measures them: MemAvailable on CPU, the GPU's free memory).
+    ``available`` bytes (the engine passes ``pack_room`` of what it measures: MemAvailable on CPU,
+    the GPU's free memory).
     The whole evaluation batch wherever it fits, the memory is unknown (None), the model has
     no estimate or its data is not here; 1 where not even one sequence fits (``memory_problem``
     refuses that run). An execution choice, as ``micro_batch``: ``train.eval_batch_size`` and
@@ -213,6 +214,14 @@ def choose_eval_chunk(run, device: str, available: int | None, members: int = 1,
         else:
             hi = mid
     return lo
+
+
+def pack_room(available: int) -> int:
+    """The bytes one pack may take of ``available`` (CPU: MemAvailable; GPU: its free memory):
+    half, as ``engine.plan.auto_pack_size`` sizes packs. The other half is headroom for the
+    estimate's error (measured peaks are 0.7-1.5x ``memory_need``), the process itself and
+    other workers; an evaluation chunk chosen against all of it filled 22.8 GB of 23."""
+    return available // 2
 
 
 UNBOUNDED = 1 << 62  # bytes: "no limit" for memory checks that only look for models that
@@ -919,7 +928,8 @@ def train_pack(
     too_big = memory_problem(r0, device, avail) if avail is not None else None
     if too_big:
         raise MemoryError(too_big)
-    chunk = eval_chunk if eval_chunk is not None else choose_eval_chunk(r0, device, avail, E)
+    chunk = eval_chunk if eval_chunk is not None else choose_eval_chunk(
+        r0, device, None if avail is None else pack_room(avail), E)
     chunk = chunk if 0 < chunk < eval_batch(r0) else None  # None: whole batches, as before
     model = build_model(r0.model, info, E, [derived_seed(r.seed, _INIT_STREAM) for r in runs],
                         members=[r.model for r in runs])

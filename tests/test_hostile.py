@@ -24670,11 +24670,12 @@ def test_r50p_the_warm_up_note_is_not_said_of_a_warm_up_flat_at_lr(tmp_path):
         assert (want in said) if want else "never reaches" not in said, said
 
 
-def test_r50p_a_mixers_float_count_past_any_memory_is_refused_naming_it():
+def test_r50p_a_mixers_float_count_past_any_memory_is_read_as_no_machine_holds_it():
     """A new mixer's estimate of 10**400 floats was an OverflowError traceback where the
     planner printed its GB, and one of 10**5000 a message of Python's int-to-text limit naming
-    no mixer. A count past 2**62 (more than any memory holds) is refused as its other slips
-    are, naming the mixer and the call."""
+    no mixer. A count past 2**62 (more than any memory holds) is read as 2**62, which the
+    memory check refuses as a size no machine holds (a built-in mixer reaches it at T = 9e18:
+    ``test_a_size_no_machine_holds_does_not_name_a_memory_of_billions_of_gb``)."""
     from typing import Literal
 
     from ssmrepro.models.blocks import MixerBlockConfig
@@ -24701,13 +24702,11 @@ def test_r50p_a_mixers_float_count_past_any_memory_is_refused_naming_it():
         block = MixerBlockConfig(mixer={"name": "t_r50p_big"}, mlp_expand=0)
         values.update(act=2**62)
         assert block.activation_floats(8, 4) == 2**62 + 4 * 2 * 8
-        for act, e, why in [(10**400, 0, r"activation_floats\(d_model=8, L=4\) returned a number "
-                                         "past 2\\*\\*62, not a positive int of at most"),
-                            (1, 10**5000, r"eval_floats.* returned a number past 2\*\*62"),
-                            (2**62 + 1, 0, "returned a number past")]:
+        for act, e in [(10**400, 0), (1, 10**5000), (2**62 + 1, 0)]:
             values.update(act=act, e=e)
-            with pytest.raises(ValueError, match=f"mixer 't_r50p_big': .*{why}"):
-                block.activation_floats(8, 4) + block.eval_floats(8, 4, 2)
+            total = block.activation_floats(8, 4) + block.eval_floats(8, 4, 2)
+            assert 2**62 <= total < 2**63, total
+            assert f"{total / 1e9:,.1f}"  # a GB count prints (10**400 overflowed a float)
     finally:
         MIXERS.pop("t_r50p_big", None)
 
@@ -24855,7 +24854,14 @@ def test_r50o_the_engine_evaluates_in_chunks_of_what_fits_and_says_so(tmp_path, 
     import importlib
 
     from ssmrepro.engine.plan import Pack, pack_memory, plan
-    from ssmrepro.train import choose_eval_chunk, eval_batch, memory_need, memory_problem, train_pack
+    from ssmrepro.train import (
+        choose_eval_chunk,
+        eval_batch,
+        memory_need,
+        memory_problem,
+        pack_room,
+        train_pack,
+    )
 
     plan_mod = importlib.import_module("ssmrepro.engine.plan")
     train_mod = importlib.import_module("ssmrepro.train")
@@ -24880,10 +24886,10 @@ def test_r50o_the_engine_evaluates_in_chunks_of_what_fits_and_says_so(tmp_path, 
     assert msg is not None and not msg.startswith("train.eval_batch_size")
     assert "evaluated in chunks of as few as 1 sequence" in msg and "eval_batch_size" not in msg
     # the planner's packs carry the chunk; their memory is counted at it
-    mid = (least + whole) // 2
+    mid = least + whole  # a pack may take half: (least + whole) // 2
     (p,) = plan(runs[:1], 1, "cpu", available=mid)
-    assert p.eval_chunk == choose_eval_chunk(r, "cpu", mid) < eb
-    assert pack_memory(p) <= mid < pack_memory(Pack(p.key, p.runs, eval_chunk=eb))
+    assert p.eval_chunk == choose_eval_chunk(r, "cpu", pack_room(mid)) < eb
+    assert pack_memory(p) <= pack_room(mid) < pack_memory(Pack(p.key, p.runs, eval_chunk=eb))
     monkeypatch.setattr(plan_mod, "available_memory", lambda device: mid)
     monkeypatch.setattr(train_mod, "available_memory", lambda device: mid)
     res = _invoke("run", tmp_path / "t-spec.yaml", "--profile", "smoke", "--out", tmp_path / "o", "--dry-run",
@@ -24910,7 +24916,7 @@ def test_r50o_a_pack_planned_without_a_memory_reading_is_chunked_where_it_trains
     import importlib
 
     from ssmrepro.engine.plan import plan
-    from ssmrepro.train import choose_eval_chunk, eval_batch, memory_need, train_pack
+    from ssmrepro.train import choose_eval_chunk, eval_batch, memory_need, pack_room, train_pack
 
     plan_mod = importlib.import_module("ssmrepro.engine.plan")
     train_mod = importlib.import_module("ssmrepro.train")
@@ -24919,8 +24925,8 @@ def test_r50o_a_pack_planned_without_a_memory_reading_is_chunked_where_it_trains
     monkeypatch.setattr(plan_mod, "available_memory", lambda device: None)
     assert [p.eval_chunk for p in plan(runs, 2, "cpu")] == [None]
     least, whole = memory_need(r, "cpu", 1).total, memory_need(r, "cpu").total
-    here = least + whole  # a pack of 2 fits only in chunks
-    want = choose_eval_chunk(r, "cpu", here, members=2)
+    here = 2 * (least + whole)  # a pack of 2 fits its half only in chunks
+    want = choose_eval_chunk(r, "cpu", pack_room(here), members=2)
     assert 1 <= want < eval_batch(r)
     monkeypatch.setattr(train_mod, "available_memory", lambda device: here)
     assert {x["eval_chunk"] for x in train_pack(runs)} == {want}

@@ -22,6 +22,7 @@ from ..train import (  # noqa: F401  (the memory estimate lives with training; r
     memory_need,
     memory_problem,
     memory_problems,
+    pack_room,
 )
 from .costs import Choice, CostModel
 
@@ -73,7 +74,7 @@ def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None,
         room = budget
     else:
         avail = available_memory(device)
-        room = UNBOUNDED if avail is None else avail // 2
+        room = UNBOUNDED if avail is None else pack_room(avail)
     try:
         need = need or memory_need(runs[0], device)
         per_member, whole = need.train_bytes, need.total  # (train_bytes: ``member_bytes``)
@@ -169,9 +170,10 @@ def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
     estimate) chooses, with the chosen micro-batch. ``budget_bytes``: the memory budget (default:
     this machine's, see ``auto_pack_size``; the Ray engine passes the budget measured on a worker
     that owns the device). Each pack evaluates in chunks of ``train.choose_eval_chunk`` sequences
-    for its size: the whole evaluation batch wherever the pack fits ``available`` bytes
-    (default: measured now on ``device``; the Ray engine passes what one worker has); where
-    that is unknown, None: ``train_pack`` chooses with the memory of the machine it runs on."""
+    for its size: the whole evaluation batch wherever the pack fits ``pack_room`` (half) of
+    ``available`` bytes (default: measured now on ``device``; the Ray engine passes what one
+    worker has); where that is unknown, None: ``train_pack`` chooses with the memory of the
+    machine it runs on."""
     from ..tasks import DataUnavailable
 
     groups = by_shape(runs)
@@ -193,7 +195,8 @@ def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
             if len(chunk) not in chunks:  # memory unknown here (a Ray head without the GPUs
                 #                               its workers have): the worker chooses (None)
                 chunks[len(chunk)] = (None if avail is None else
-                                      choose_eval_chunk(chunk[0], device, avail, len(chunk), need))
+                                      choose_eval_chunk(chunk[0], device, pack_room(avail),
+                                                        len(chunk), need))
             packs.append(Pack(key, chunk, c.micro_batch, c.step_s if len(chunk) == c.size else None,
                               chunks[len(chunk)]))
     return packs
@@ -216,7 +219,7 @@ def eval_chunk_lines(packs: list[Pack], device: str) -> list[str]:
                       f": a pack of {len(p)} then needs about "
                       f"{_gb(len(p) * memory_need(r0, device, m).total)} on {device}; whole "
                       f"batches, {_gb(len(p) * memory_need(r0, device).total)}, do not fit "
-                      "the memory available")
+                      "the half of the memory available that a pack may take")
     return list(out.values())
 
 

@@ -137,22 +137,22 @@ def mixer_batch_floats(cfg: MixerConfig, d_model: int, L: int, batch: int,
                            "floats one layer's evaluation holds at its peak")
 
 
-# more floats than any memory holds (2**62: 16 EiB of float32): a count past it is a slip of
-# the mixer's estimate (10**400 was an OverflowError traceback where the planner printed its GB)
+# more floats than any memory holds (2**62: 16 EiB of float32): a count past it is read as this
+# (a size no machine holds, which the memory check then refuses as such); 10**400 was an
+# OverflowError traceback where the planner printed its GB, and 10**5000 Python's int-to-text
+# limit naming nothing. A built-in mixer reaches it legitimately at T = 9e18.
 MAX_FLOATS = 2**62
 
 
 def _checked_floats(cfg: MixerConfig, call: str, n: Any, zero_ok: bool, meaning: str) -> int:
-    """``n``, what ``cfg``'s ``call`` returned, where it is an int > 0 (>= 0 where ``zero_ok``)
-    of at most ``MAX_FLOATS``; else a ValueError naming the mixer and the call."""
-    if (isinstance(n, bool) or not isinstance(n, int) or n < 0 or (n == 0 and not zero_ok)
-            or n > MAX_FLOATS):
-        said = ("a number past 2**62" if isinstance(n, int) and n > MAX_FLOATS  # (its digits:
-                else short_name(repr(n)))  # a ValueError past 4,300 of them)
-        raise ValueError(f"mixer {cfg.name!r}: {call} returned {said}, not "
-                         f"{'an int >= 0' if zero_ok else 'a positive int'} of at most 2**62 "
-                         f"({meaning}: the planner's memory estimate)")
-    return n
+    """``n``, what ``cfg``'s ``call`` returned, where it is an int > 0 (>= 0 where ``zero_ok``),
+    at most ``MAX_FLOATS`` (a larger count is read as ``MAX_FLOATS``: no memory holds either);
+    else a ValueError naming the mixer and the call."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0 or (n == 0 and not zero_ok):
+        raise ValueError(f"mixer {cfg.name!r}: {call} returned {short_name(repr(n))}, "
+                         f"not {'an int >= 0' if zero_ok else 'a positive int'} ({meaning}: "
+                         "the planner's memory estimate)")
+    return min(n, MAX_FLOATS)
 
 
 class MixerSpecError(ValueError):
