@@ -24618,3 +24618,112 @@ def test_r47l_a_meta_json_past_what_generate_takes_is_not_put_in_the_command(tmp
                                               "version": 1, "n": 10**30, "seed": 2**64}))
     hint = DATASETS["pathfinder"].hint(GENERATED, tmp_path, dataset_config("pathfinder"))
     assert "--res 32 --n 200000 --seed 0 " in hint, hint
+
+
+def _r50q_project(tmp_path, **kw):
+    """A project of t-spec (seeds 0 and 1) and u-spec (one run), trained under --out."""
+    proj = tmp_path / "proj"
+    (proj / "experiments/tests").mkdir(parents=True)
+    (proj / "ssmrepro").mkdir()
+    (proj / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    _one_run_spec(proj / "experiments/tests", seeds=[0, 1], **kw)
+    _one_run_spec(proj / "experiments/tests", name="u-spec")
+    out, env = tmp_path / "out", {"SSMREPRO_ROOT": str(proj)}
+    for name in ("t-spec", "u-spec"):
+        res = _invoke("run", name, "--out", out, "--profile", "smoke", "--no-calibrate",
+                      env=env)
+        assert res.exit_code == 0, res.output
+    return out, env
+
+
+def _r50q_export(tmp_path, out, env):
+    import pandas as pd
+
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    assert res.exit_code == 0, res.output
+    assert "Traceback" not in res.output
+    return pd.read_csv(tmp_path / "x.csv", dtype={"run_id": str}), " ".join(res.output.split())
+
+
+def test_r50q_export_leaves_out_an_unreadable_table_or_record_and_exports_the_rest(
+        tmp_path, monkeypatch):
+    """A results table that cannot be read (bytes that are no CSV, one this user may
+    not read) or a run record this user may not read stopped the whole `export`, exit 2: no
+    other spec was exported. The table is left out with a warning naming it and why; the
+    other specs' rows are exported."""
+    import ssmrepro.store as store_mod
+
+    out, env = _r50q_project(tmp_path)
+    table = out / "tests/t-spec/results-smoke.csv"
+    text = table.read_bytes()
+    table.write_bytes(b"\xdb\x00\xff" * 50)
+    got, said = _r50q_export(tmp_path, out, env)
+    assert set(got["experiment"]) == {"u-spec"}, got
+    assert "warning: left out tests/t-spec/results-smoke.csv" in said, said
+    assert "not a readable CSV table" in said, said
+    table.write_bytes(text)
+    real = store_mod.read_small
+
+    def denied(path, *a, **kw):  # (this machine's tests run as root: chmod 000 reads)
+        if "t-spec" in str(path) and path.suffix in (".json", ".csv"):
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real(path, *a, **kw)
+
+    monkeypatch.setattr(store_mod, "read_small", denied)
+    got, said = _r50q_export(tmp_path, out, env)
+    assert set(got["experiment"]) == {"u-spec"}, got
+    assert "warning: left out tests/t-spec/results-smoke.csv: cannot use" in said, said
+    assert "permission denied" in said, said
+    monkeypatch.undo()
+    import builtins
+    real_open = builtins.open
+
+    def closed(file, *a, **kw):
+        if str(file) == str(table):
+            raise PermissionError(errno.EACCES, "Permission denied", str(file))
+        return real_open(file, *a, **kw)
+
+    monkeypatch.setattr(builtins, "open", closed)
+    got, said = _r50q_export(tmp_path, out, env)
+    monkeypatch.undo()
+    assert set(got["experiment"]) == {"u-spec"}, got
+    assert f"left out tests/t-spec/results-smoke.csv: cannot use {table}: permission denied" \
+        in said, said
+    got, said = _r50q_export(tmp_path, out, env)
+    assert set(got["experiment"]) == {"t-spec", "u-spec"} and "warning" not in said, said
+
+
+def test_r50q_export_names_a_committed_row_it_replaces_by_its_records(tmp_path):
+    """A metric of a committed row edited by hand (0.14 -> 0.999): `export` exported the
+    record's value, as `plot` writes the table again, without a word. A warning names the run,
+    the column and both values."""
+    import pandas as pd
+
+    out, env = _r50q_project(tmp_path)
+    table = out / "tests/t-spec/results-smoke.csv"
+    rows = pd.read_csv(table, dtype={"run_id": str})
+    acc = float(rows.loc[0, "metric.test.acc"])
+    rows.loc[0, "metric.test.acc"] = 0.999
+    rows.to_csv(table, index=False)
+    got, said = _r50q_export(tmp_path, out, env)
+    assert got.loc[(got["metric"] == "test.acc") & (got["run_id"] == rows.loc[0, "run_id"])
+                   & (got["experiment"] == "t-spec"), "value"].tolist() == [acc]
+    assert (f"t-spec/results-smoke.csv: 1 row(s) differ from their run's record "
+            f"({rows.loc[0, 'run_id']} metric.test.acc: 0.999 in the table, {acc!r} in its "
+            "record; edited by hand?): the record's values are exported") in said, said
+
+
+def test_r50q_export_gives_a_profile_with_records_and_no_table(tmp_path):
+    """`run` stopped before it wrote its table (or the table deleted): `list` counted the
+    profile's runs done and `plot` writes their table from the records, but `export` left the
+    profile out without a word. Its recorded runs are exported with a note; a profile of the
+    same config (the same run ids) that `run` never ran is not given them too."""
+    out, env = _r50q_project(tmp_path)
+    (out / "tests/t-spec/results-smoke.csv").unlink()
+    got, said = _r50q_export(tmp_path, out, env)
+    assert sorted(set(zip(got["experiment"], got["profile"]))) == [
+        ("t-spec", "smoke"), ("u-spec", "smoke")], got
+    assert sorted(got.loc[got["metric"] == "test.acc", "seed"]) == [0, 0, 1]
+    assert ("note: t-spec/results-smoke.csv: no such table; the 2 recorded run(s) of profile "
+            "'smoke' are exported from their records") in said, said
+    assert "quick" not in said and "paper" not in said, said
