@@ -24727,3 +24727,38 @@ def test_r50q_export_gives_a_profile_with_records_and_no_table(tmp_path):
     assert ("note: t-spec/results-smoke.csv: no such table; the 2 recorded run(s) of profile "
             "'smoke' are exported from their records") in said, said
     assert "quick" not in said and "paper" not in said, said
+
+
+def test_r50q_a_meta_json_below_what_generate_takes_and_a_root_with_a_newline(tmp_path):
+    """A hand-edited meta.json's max_depth 0, max_args 1, max_length 1 (below `data generate
+    listops`' minimum) or a length window that holds no length were repeated in the suggested
+    command, which refused them; a data root holding a newline printed the command on two
+    lines. The command keeps the defaults there and quotes the root on one line, as bash's
+    ``$'...'`` (a paste gives the same path)."""
+    import subprocess
+
+    from ssmrepro.data import DATASETS, GENERATED
+    from ssmrepro.data.datasets import dataset_config
+    from ssmrepro.util import shell_word
+
+    root = tmp_path / "d\nroot"
+    lo = root / "generated" / "listops"
+    lo.mkdir(parents=True)
+    (lo / "basic_train.tsv").write_text("x\n")
+    meta = {"generator": "ssmrepro.data.listops", "version": 1, "seed": 7,
+            "sizes": {"train": 58, "val": 1, "test": 1}}
+    (lo / "meta.json").write_text(json.dumps({**meta, "max_depth": 0, "max_args": 1,
+                                              "min_length": 20, "max_length": 1}))
+    hint = DATASETS["listops"].hint(GENERATED, root, dataset_config("listops"))
+    assert "\n" not in hint and f"--dir $'{tmp_path}/d\\nroot' --force" in hint, hint
+    assert " --n 60 --seed 7 --min-length 20 --dir" in hint, hint  # (max_length 1: default)
+    (lo / "meta.json").write_text(json.dumps({**meta, "min_length": 3000, "max_depth": 3}))
+    hint = DATASETS["listops"].hint(GENERATED, root, dataset_config("listops"))
+    assert " --n 60 --seed 7 --max-depth 3 --dir" in hint and "length" not in hint, hint
+    for text in ("/a b", "/a\nb", "/it's\tx\\y\x7f\u2028z", "/\udcff\u00e9", "/\x01f"):
+        word = shell_word(text)
+        assert word.isprintable(), word
+        back = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True,
+                              check=True).stdout
+        assert back == text.encode("utf-8", "surrogateescape"), (text, word)
+    assert shell_word("/a b") == "'/a b'" and shell_word("/ab") == "/ab"
