@@ -1033,6 +1033,15 @@ def has_seeds_placeholder(text: str) -> bool:
     return "seeds" in _placeholders(text)
 
 
+def seeds_in_math(text: str) -> bool:
+    """Whether ``text`` (a title) holds ``{seeds}`` inside TeX math, where it is not filled
+    (its braces are TeX's group: ``$acc_{seeds}$``)."""
+    if len(re.findall(r"(?<!\\)\$", text)) % 2:  # (no math: ``_outside_math``)
+        return False
+    parts = re.split(r"((?<!\\)\$.*?(?<!\\)\$)", text, flags=re.DOTALL)
+    return any(SEEDS_PLACEHOLDER in p for p in parts[1::2])
+
+
 def fill_seeds(text: str, words: str) -> str:
     """``text`` (a title) with ``{seeds}`` drawn as ``words`` (capitalised where it opens the
     title) and ``{{word}}`` as ``{word}``, outside math (``_BRACED``)."""

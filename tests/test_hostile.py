@@ -24762,3 +24762,36 @@ def test_r50q_a_meta_json_below_what_generate_takes_and_a_root_with_a_newline(tm
                               check=True).stdout
         assert back == text.encode("utf-8", "surrogateescape"), (text, word)
     assert shell_word("/a b") == "'/a b'" and shell_word("/ab") == "/ab"
+
+
+def test_r50q_seeds_named_by_number_or_with_more_words_and_seeds_in_math_are_warned():
+    """'5 distinct random seeds', 'seeds 0-4', 'seed 0' were drawn as written without the
+    warning that 'five seeds' gives; a ``{seeds}`` inside TeX math (``$acc_{seeds}$``, braces
+    TeX's) was drawn as the word 'seeds' without a word. Each is warned of, drawn as written."""
+    from ssmrepro.plots.registry import seeds_said
+
+    for title, named in (("acc (5 distinct random seeds)", "'5 distinct random seeds'"),
+                         ("acc (seeds 0-4)", "'seeds 0-4'"), ("acc, seed 0", "'seed 0'"),
+                         ("acc (seeds: 0, 1, 2)", "'seeds: 0, 1, 2'"),
+                         ("acc over 5 independent training seeds",
+                          "'5 independent training seeds'")):
+        drawn, said = seeds_said(title, "mean of 3 seeds")
+        assert drawn == title and f"own words ({named})" in said, (title, said)
+    for title in ("acc (3 runs)", "seedless model", "seed_0 probe", "$\\mu$ of {{seeds}}"):
+        assert seeds_said(title, "mean of 3 seeds") == (title, ""), title
+    drawn, said = seeds_said("$acc_{seeds}$ by label", "mean of 3 seeds")
+    assert drawn == "$acc_{seeds}$ by label" and "inside TeX math" in said, said
+
+
+def test_r50q_the_reports_title_gives_the_count_of_seeds_of_its_profile(tmp_path):
+    """A spec title's ``{seeds}`` read 'mean of seeds' at the top of report.md, with no count,
+    where the figure of the same profile drew 'mean of 3 seeds'. The report's title gives the
+    profile's count ('one seed' for one); `list` and `show`, of no profile, say 'of seeds'."""
+    from ssmrepro.spec import load_spec, shown_title
+
+    spec = load_spec(_one_run_spec(tmp_path, seeds=[0, 1, 2], title="acc ({seeds})",
+                                   profiles={"smoke": {"seeds": [0]}, "quick": {},
+                                             "paper": {}}))
+    assert shown_title(spec) == "acc (mean of seeds)"
+    assert shown_title(spec, "quick") == "acc (mean of 3 seeds)"
+    assert shown_title(spec, "smoke") == "acc (one seed)"

@@ -326,7 +326,7 @@ def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n
                     "model (column n_early_stop_0).")
     lines = [
         # one line (a line break in the title could make a line that reads like the counts)
-        f"# {spec.id}{f' ({spec.alias})' if spec.alias else ''} — {md_text(shown_title(spec))}",
+        f"# {spec.id}{f' ({spec.alias})' if spec.alias else ''} — {md_text(shown_title(spec, profile))}",
         "",
         verdict_counts(verdicts),
         "",
