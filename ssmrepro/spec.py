@@ -591,41 +591,20 @@ class Spec(Strict):
         return self.paper, self.id
 
 
-def shown_title(spec: Any, profile: str | None = None) -> str:
+def shown_title(spec: Any, seeds: tuple[int, int] | None = None) -> str:
     """A spec's title as `list`, `show`, the report and the front page print it: ``{seeds}`` as
-    the spec combines seeds ('mean of seeds'; it was printed as written); of ``profile`` (the
-    report's) with the count of seeds a cell of it plans ('mean of 3 seeds', 'one seed'; the
-    report of a profile said 'mean of seeds' where its figure drew 'mean of 3 seeds')."""
+    the spec combines seeds ('mean of seeds'; it was printed as written); with ``seeds`` (the
+    fewest and most seeds of a cell of the profile reported) their count ('mean of 3 seeds',
+    'one seed': the report of a profile said 'mean of seeds' where its figure drew 'mean of 3
+    seeds')."""
     words = ""
     if has_seeds_placeholder(spec.title):
+        reduce = spec.aggregate.reduce
+        lo, hi = seeds or (0, 0)
         words = ("computed from theory" if getattr(spec, "analytic", None) is not None
-                 else _seed_words(spec, profile))
+                 else f"{reduce} of seeds" if hi < 1 else "one seed" if hi == 1
+                 else f"{reduce} of {hi} seeds" if lo == hi else f"{reduce} of {lo}–{hi} seeds")
     return fill_seeds(spec.title, words)
-
-
-def _seed_words(spec: Any, profile: str | None) -> str:
-    """'<reduce> of <n> seeds' (or 'of <lo>–<hi> seeds', 'one seed') of the cells ``profile``
-    plans, by label; without a profile, or where the spec does not expand, 'of seeds'."""
-    plain = f"{spec.aggregate.reduce} of seeds"
-    if profile is None:
-        return plain
-    from .sweep import expand
-
-    try:
-        runs = expand(spec, profile)
-    except (SpecError, KeyError):
-        return plain
-    cells: dict[str, set] = {}
-    for r in runs:
-        cells.setdefault(r.label, set()).add(r.seed)
-    counts = [len(v) for v in cells.values()]
-    if not counts:
-        return plain
-    lo, hi = min(counts), max(counts)
-    if hi == 1:
-        return "one seed"
-    return f"{spec.aggregate.reduce} of {hi} seeds" if lo == hi else \
-        f"{spec.aggregate.reduce} of {lo}–{hi} seeds"
 
 
 def _keys_at(model: type, loc: tuple) -> list[str]:
