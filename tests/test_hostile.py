@@ -24785,13 +24785,49 @@ def test_r50q_seeds_named_by_number_or_with_more_words_and_seeds_in_math_are_war
 
 def test_r50q_the_reports_title_gives_the_count_of_seeds_of_its_profile(tmp_path):
     """A spec title's ``{seeds}`` read 'mean of seeds' at the top of report.md, with no count,
-    where the figure of the same profile drew 'mean of 3 seeds'. The report's title gives the
-    profile's count ('one seed' for one); `list` and `show`, of no profile, say 'of seeds'."""
+    where the figure of the same profile drew 'mean of 2 seeds'. The report's title gives the
+    count of a cell's seeds ('one seed' for one); `list` and `show`, of no profile, say 'of
+    seeds'."""
     from ssmrepro.spec import load_spec, shown_title
 
-    spec = load_spec(_one_run_spec(tmp_path, seeds=[0, 1, 2], title="acc ({seeds})",
-                                   profiles={"smoke": {"seeds": [0]}, "quick": {},
-                                             "paper": {}}))
+    path = _one_run_spec(tmp_path, seeds=[0, 1], title="acc ({seeds})")
+    out = tmp_path / "out"
+    res = _invoke("run", path, "--out", out, "--profile", "smoke", "--no-calibrate")
+    assert res.exit_code == 0, res.output
+    head = (out / "tests/t-spec/report-smoke.md").read_text().splitlines()[0]
+    assert head == "# t-spec — acc (mean of 2 seeds)", head
+    spec = load_spec(path)
     assert shown_title(spec) == "acc (mean of seeds)"
-    assert shown_title(spec, "quick") == "acc (mean of 3 seeds)"
-    assert shown_title(spec, "smoke") == "acc (one seed)"
+    assert shown_title(spec, (1, 1)) == "acc (one seed)"
+    assert shown_title(spec, (2, 3)) == "acc (mean of 2–3 seeds)"
+
+
+@pytest.mark.parametrize("name,extra", [
+    ("mqar", {}), ("mqar", {"L": 128, "kappa": 10, "query_repeats": 2}),
+    ("mqar", {"L": 128, "kappa": 10, "key_repeats": 3}), ("mqar", {"L": 128, "kappa": 10,
+                                                                   "num_passes": 2}),
+    ("mqar", {"L": 40, "kappa": 10, "reduce_to_ar": True}), ("mqar_huang", {}),
+    ("keep_nth", {}), ("induction_heads", {}), ("composite", {}), ("inverse_matching", {}),
+    ("selective_copy", {}), ("decode_recall", {}), ("multikey_recall", {}), ("needle", {})])
+def test_r50q_a_tasks_supervised_position_bounds_hold_for_its_samples(name, extra):
+    """MQAR declared no bound on its supervised positions (κ·N_q of L, one for AR), nor did
+    composite and inverse matching (the last position): the memory estimate counted the logits
+    of all L positions (an S6 step of a koren2026-sized MQAR at 1.65x its measured peak, now
+    1.16x). Every task's declared bounds hold for its samples: no sample has more than
+    ``most_supervised``, and the most supervised sample of each batch has ``fewest_supervised``."""
+    import torch
+
+    from ssmrepro.tasks import build_task
+    from ssmrepro.tasks.base import IGNORE
+
+    task = build_task({"name": name, **extra})
+    info = task.info
+    if name in ("mqar", "composite", "inverse_matching"):
+        assert info.most_supervised is not None and 2 * info.most_supervised <= info.seq_len
+    for split in (0, 1):
+        y = task.sample(torch.tensor([0, 3]), split, torch.arange(64).expand(2, -1)).y
+        counts = (y != IGNORE).sum(-1)  # (E, B)
+        if info.most_supervised is not None:
+            assert int(counts.max()) <= info.most_supervised, (name, extra)
+        if info.fewest_supervised is not None:
+            assert int(counts.max(-1).values.min()) >= info.fewest_supervised, (name, extra)
