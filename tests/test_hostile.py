@@ -24665,7 +24665,7 @@ def test_r50q_export_leaves_out_an_unreadable_table_or_record_and_exports_the_re
     real = store_mod.read_small
 
     def denied(path, *a, **kw):  # (this machine's tests run as root: chmod 000 reads)
-        if "t-spec" in str(path) and path.suffix in (".json", ".csv"):
+        if "t-spec" in str(path) and path.suffix == ".json":
             raise PermissionError(errno.EACCES, "Permission denied", str(path))
         return real(path, *a, **kw)
 
@@ -24673,7 +24673,7 @@ def test_r50q_export_leaves_out_an_unreadable_table_or_record_and_exports_the_re
     got, said = _r50q_export(tmp_path, out, env)
     assert set(got["experiment"]) == {"u-spec"}, got
     assert "warning: left out tests/t-spec/results-smoke.csv: cannot use" in said, said
-    assert "permission denied" in said, said
+    assert said.count("permission denied") == 1, said  # (not again for each profile)
     monkeypatch.undo()
     import builtins
     real_open = builtins.open

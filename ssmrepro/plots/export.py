@@ -368,6 +368,7 @@ def _spec_rows(spec, root: Path, out: Path | None, tagged: list[str] | None,
     table cannot be read (damaged, a folder, not readable by this user) is left out with a
     warning naming it (the whole export stopped there: no spec after it was exported)."""
     rows: list[dict[str, Any]] = []
+    said: set[str] = set()  # (one record no profile could read: named once, not per profile)
     if tagged is not None and root.is_dir():
         tagged += sorted(f"{spec.paper}/{spec.id}/{f.name}" for f in root.glob("results*.csv")
                          if SET_TAG.search(f.stem))
@@ -387,13 +388,13 @@ def _spec_rows(spec, root: Path, out: Path | None, tagged: list[str] | None,
         try:
             rows += _profile_rows(spec, prof, csv, files, root, out)
         except (TableError, OSError) as err:
-            _left_out(f"{spec.paper}/{spec.id}/{csv.name}", err)
+            _left_out(f"{spec.paper}/{spec.id}/{csv.name}", err, said)
     for prof in spec.profiles:  # runs recorded, no table: `plot` writes one from them
         if prof not in files:
             try:
                 rows += _recorded_only(spec, prof, out)
             except OSError as err:
-                _left_out(f"{spec.paper}/{spec.id} (profile {prof}'s records)", err)
+                _left_out(f"{spec.paper}/{spec.id} (profile {prof}'s records)", err, said)
     return rows
 
 
@@ -479,16 +480,21 @@ def _recorded_only(spec, prof: str, out: Path | None) -> list[dict[str, Any]]:
     return long_rows(spec, prof, table, {r.run_id: r.flat() for r in planned})
 
 
-def _left_out(what: str, err: OSError | TableError) -> None:
+def _left_out(what: str, err: OSError | TableError, said: set[str] | None = None) -> None:
     """Warn that ``what`` (a spec's results folder or table) is not exported, and why: one that
     cannot be read (damaged, a folder, not readable by this user) stopped the whole export,
     exit 2, where the rest could be exported. A process limit met (too many open files) is
-    every spec's: it stops the export, as before."""
+    every spec's: it stops the export, as before. ``said``: the reasons given already (one
+    record this user may not read is named once, not for each profile of its spec)."""
     from ..util import _process_limit, os_message
 
     if isinstance(err, OSError) and _process_limit(err) is not None:
         raise err
     why = os_message(err) if isinstance(err, OSError) else str(err)
+    if said is not None:
+        if why in said:
+            return
+        said.add(why)
     print(f"warning: left out {what}: {why}", file=sys.stderr)
 
 
