@@ -24831,3 +24831,25 @@ def test_r50q_a_tasks_supervised_position_bounds_hold_for_its_samples(name, extr
             assert int(counts.max()) <= info.most_supervised, (name, extra)
         if info.fewest_supervised is not None:
             assert int(counts.max(-1).values.min()) >= info.fewest_supervised, (name, extra)
+
+
+def test_r50q_export_names_a_specs_results_folder_it_cannot_use(tmp_path):
+    """A spec's results folder that is a symbolic link to itself was a RuntimeError traceback
+    out of `export` (its path resolved for the note of folders no spec owns); one that is a file
+    or a link to nothing was read as no results, the spec left out without a word. Each is named
+    left out, and the other specs are exported."""
+    out, env = _r50q_project(tmp_path)
+    folder = out / "tests/t-spec"
+    shutil.rmtree(folder)
+    folder.symlink_to("t-spec")
+    got, said = _r50q_export(tmp_path, out, env)
+    assert set(got["experiment"]) == {"u-spec"}, got
+    assert f"warning: left out tests/t-spec: cannot use {folder}: a symbolic link loop" in said
+    folder.unlink()
+    folder.write_text("x")
+    got, said = _r50q_export(tmp_path, out, env)
+    assert set(got["experiment"]) == {"u-spec"}, got
+    assert f"left out tests/t-spec: cannot use {folder}: a path component is a file" in said
+    folder.unlink()
+    got, said = _r50q_export(tmp_path, out, env)  # no folder: no results, nothing to say
+    assert set(got["experiment"]) == {"u-spec"} and "warning" not in said, said

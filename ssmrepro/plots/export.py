@@ -14,9 +14,11 @@ optional ``parquet`` extra (pyarrow). docs/columns.md describes every column.
 
 from __future__ import annotations
 
+import errno
 import itertools
 import json
 import math
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -346,12 +348,12 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None,
             _left_out(f"{spec.paper}/{spec.id}", err)
     if foreign is not None and roots:
         base = next(iter(roots)).parents[1]  # the results root: <root>/<paper>/<id>
-        known = {r.resolve() for r in roots}
+        known = {_resolved(r) for r in roots}
         # a project spec left out (invalid) owns its folder: it was named here too, as of 'no
         # spec of the project', beside the warning that named the spec
         foreign += sorted({f"{f.parent.parent.name}/{f.parent.name}"
                            for f in base.glob("*/*/results*.csv")
-                           if f.parent.resolve() not in known and f.parent.name not in unread})
+                           if _resolved(f.parent) not in known and f.parent.name not in unread})
     df = pd.DataFrame(rows, columns=EXPORT_COLUMNS)
     if df.empty:  # the columns' types of a table with rows: a Parquet file without rows had
         # every column of no type (null), seed and value too, unlike any export with rows
@@ -362,6 +364,15 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None,
     return df
 
 
+def _resolved(path: Path) -> Path:
+    """``path`` resolved, or as it is where it cannot be (a link loop: a spec's folder linked
+    to itself was a RuntimeError traceback out of `export`; its own table is named left out)."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return path
+
+
 def _spec_rows(spec, root: Path, out: Path | None, tagged: list[str] | None,
                stray: list[str] | None) -> list[dict[str, Any]]:
     """The export rows of every profile of ``spec`` (``export_table``); a profile whose
@@ -369,6 +380,13 @@ def _spec_rows(spec, root: Path, out: Path | None, tagged: list[str] | None,
     warning naming it (the whole export stopped there: no spec after it was exported)."""
     rows: list[dict[str, Any]] = []
     said: set[str] = set()  # (one record no profile could read: named once, not per profile)
+    try:  # a folder that is a link loop, a file or a link to nothing was read as no results:
+        # the spec left out without a word
+        if not stat.S_ISDIR(root.stat().st_mode):
+            raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(root))
+    except FileNotFoundError:
+        if root.is_symlink():
+            raise
     if tagged is not None and root.is_dir():
         tagged += sorted(f"{spec.paper}/{spec.id}/{f.name}" for f in root.glob("results*.csv")
                          if SET_TAG.search(f.stem))
