@@ -24836,8 +24836,9 @@ def test_r50q_a_tasks_supervised_position_bounds_hold_for_its_samples(name, extr
 def test_r50q_export_names_a_specs_results_folder_it_cannot_use(tmp_path):
     """A spec's results folder that is a symbolic link to itself was a RuntimeError traceback
     out of `export` (its path resolved for the note of folders no spec owns); one that is a file
-    or a link to nothing was read as no results, the spec left out without a word. Each is named
-    left out, and the other specs are exported."""
+    or a link to nothing was read as no results, the spec left out without a word (and put on
+    the front page by `figures` as 'spec only'). `export` names it left out and exports the
+    other specs; `figures` refuses it, as `plot` and `list` do."""
     out, env = _r50q_project(tmp_path)
     folder = out / "tests/t-spec"
     shutil.rmtree(folder)
@@ -24845,6 +24846,8 @@ def test_r50q_export_names_a_specs_results_folder_it_cannot_use(tmp_path):
     got, said = _r50q_export(tmp_path, out, env)
     assert set(got["experiment"]) == {"u-spec"}, got
     assert f"warning: left out tests/t-spec: cannot use {folder}: a symbolic link loop" in said
+    res = _invoke("figures", "--out", out, env=env)  # (it put the spec on the front page as
+    _assert_refused(res, f"cannot use {folder}: a symbolic link loop")  # 'spec only')
     folder.unlink()
     folder.write_text("x")
     got, said = _r50q_export(tmp_path, out, env)

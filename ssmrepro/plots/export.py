@@ -52,8 +52,17 @@ def result_files(spec, out: Path | None = None) -> list[tuple[str, Path]]:
     """(profile, path) of every committed results table of ``spec``: each profile's own file,
     named as `plot` names it (``output_name``). A table no profile writes any more is not one:
     ``results-smoke.csv`` left from before smoke became the default profile (whose table is
-    ``results.csv``) was exported beside it as smoke's, every row twice."""
+    ``results.csv``) was exported beside it as smoke's, every row twice. OSError naming the
+    spec's folder where it is a symbolic link loop, a file or a link to nothing: it was read as
+    a folder without tables (`export` left the spec out without a word, `figures` put it on the
+    front page as 'spec only'; a loop was a traceback in `export`)."""
     root = results_dir(spec, out)
+    try:
+        if not stat.S_ISDIR(root.stat().st_mode):
+            raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(root))
+    except FileNotFoundError:  # no results yet; a link to nothing is named
+        if root.is_symlink():
+            raise
     files = []
     for prof in spec.profiles:
         csv = root / output_name(spec, prof, "results", "csv")
@@ -380,13 +389,6 @@ def _spec_rows(spec, root: Path, out: Path | None, tagged: list[str] | None,
     warning naming it (the whole export stopped there: no spec after it was exported)."""
     rows: list[dict[str, Any]] = []
     said: set[str] = set()  # (one record no profile could read: named once, not per profile)
-    try:  # a folder that is a link loop, a file or a link to nothing was read as no results:
-        # the spec left out without a word
-        if not stat.S_ISDIR(root.stat().st_mode):
-            raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(root))
-    except FileNotFoundError:
-        if root.is_symlink():
-            raise
     if tagged is not None and root.is_dir():
         tagged += sorted(f"{spec.paper}/{spec.id}/{f.name}" for f in root.glob("results*.csv")
                          if SET_TAG.search(f.stem))
