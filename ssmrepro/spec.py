@@ -591,13 +591,19 @@ class Spec(Strict):
         return self.paper, self.id
 
 
-def shown_title(spec: Any) -> str:
-    """A spec's title as `list`, `show`, the report and the front page print it, of no profile:
-    ``{seeds}`` as the spec combines seeds ('mean of seeds'; it was printed as written)."""
+def shown_title(spec: Any, seeds: tuple[int, int] | None = None) -> str:
+    """A spec's title as `list`, `show`, the report and the front page print it: ``{seeds}`` as
+    the spec combines seeds ('mean of seeds'; it was printed as written); with ``seeds`` (the
+    fewest and most seeds of a cell of the profile reported) their count ('mean of 3 seeds',
+    'one seed': the report of a profile said 'mean of seeds' where its figure drew 'mean of 3
+    seeds')."""
     words = ""
     if has_seeds_placeholder(spec.title):
+        reduce = spec.aggregate.reduce
+        lo, hi = seeds or (0, 0)
         words = ("computed from theory" if getattr(spec, "analytic", None) is not None
-                 else f"{spec.aggregate.reduce} of seeds")
+                 else f"{reduce} of seeds" if hi < 1 else "one seed" if hi == 1
+                 else f"{reduce} of {hi} seeds" if lo == hi else f"{reduce} of {lo}–{hi} seeds")
     return fill_seeds(spec.title, words)
 
 

@@ -140,6 +140,31 @@ def os_message(err: OSError) -> str:
     return f"cannot use{where}: {os_reason(err)}"
 
 
+def shell_word(text: str) -> str:
+    """``text`` as one word of a shell command on one line: ``shlex.quote``'s, or where it holds
+    a character that does not print (a newline, a tab, an undecodable byte) bash's ``$'...'``
+    with that character escaped, as ``printf %q`` writes it (a data root holding a newline put
+    a suggested command on two lines)."""
+    import shlex
+
+    if text.isprintable():
+        return shlex.quote(text)
+    named = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\\": "\\\\", "'": "\\'"}
+    out = []
+    for ch in text:
+        o = ord(ch)
+        if ch in named:
+            out.append(named[ch])
+        elif ch.isprintable():
+            out.append(ch)
+        elif 0xDC80 <= o <= 0xDCFF:  # a byte the file system's encoding could not decode
+            out.append(f"\\x{o - 0xDC00:02x}")
+        else:
+            out.append(f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}" if o < 0x10000
+                       else f"\\U{o:08x}")
+    return "$'" + "".join(out) + "'"
+
+
 def os_reason(err: OSError) -> str:
     """What went wrong in an OSError, in words ('no space left on device'), without a path."""
     limit = _process_limit(err)
@@ -1006,6 +1031,15 @@ def _placeholders(text: str) -> list[str]:
 def has_seeds_placeholder(text: str) -> bool:
     """Whether ``text`` (a title) holds ``{seeds}`` outside math, to be filled."""
     return "seeds" in _placeholders(text)
+
+
+def seeds_in_math(text: str) -> bool:
+    """Whether ``text`` (a title) holds ``{seeds}`` inside TeX math, where it is not filled
+    (its braces are TeX's group: ``$acc_{seeds}$``)."""
+    if len(re.findall(r"(?<!\\)\$", text)) % 2:  # (no math: ``_outside_math``)
+        return False
+    parts = re.split(r"((?<!\\)\$.*?(?<!\\)\$)", text, flags=re.DOTALL)
+    return any(SEEDS_PLACEHOLDER in p for p in parts[1::2])
 
 
 def fill_seeds(text: str, words: str) -> str:

@@ -24630,6 +24630,8 @@ def test_r50p_export_reads_the_records_of_a_table_left_without_a_row(tmp_path):
     one edited row of two came back from its record and two of two gave 0 rows, exit 0."""
     import pandas as pd
 
+def _r50q_project(tmp_path, **kw):
+    """A project of t-spec (seeds 0 and 1) and u-spec (one run), trained under --out."""
     proj = tmp_path / "proj"
     (proj / "experiments/tests").mkdir(parents=True)
     (proj / "ssmrepro").mkdir()
@@ -24933,3 +24935,233 @@ def test_r50o_a_pack_planned_without_a_memory_reading_is_chunked_where_it_trains
     monkeypatch.setattr(train_mod, "available_memory", lambda device: least - 1)
     with pytest.raises(MemoryError, match="evaluated in chunks of as few as 1 sequence"):
         train_pack([r])
+    _one_run_spec(proj / "experiments/tests", seeds=[0, 1], **kw)
+    _one_run_spec(proj / "experiments/tests", name="u-spec")
+    out, env = tmp_path / "out", {"SSMREPRO_ROOT": str(proj)}
+    for name in ("t-spec", "u-spec"):
+        res = _invoke("run", name, "--out", out, "--profile", "smoke", "--no-calibrate",
+                      env=env)
+        assert res.exit_code == 0, res.output
+    return out, env
+
+
+def _r50q_export(tmp_path, out, env):
+    import pandas as pd
+
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    assert res.exit_code == 0, res.output
+    assert "Traceback" not in res.output
+    return pd.read_csv(tmp_path / "x.csv", dtype={"run_id": str}), " ".join(res.output.split())
+
+
+def test_r50q_export_leaves_out_an_unreadable_table_or_record_and_exports_the_rest(
+        tmp_path, monkeypatch):
+    """A results table that cannot be read (bytes that are no CSV, one this user may
+    not read) or a run record this user may not read stopped the whole `export`, exit 2: no
+    other spec was exported. The table is left out with a warning naming it and why; the
+    other specs' rows are exported."""
+    import ssmrepro.store as store_mod
+
+    out, env = _r50q_project(tmp_path)
+    table = out / "tests/t-spec/results-smoke.csv"
+    text = table.read_bytes()
+    table.write_bytes(b"\xdb\x00\xff" * 50)
+    got, said = _r50q_export(tmp_path, out, env)
+    assert set(got["experiment"]) == {"u-spec"}, got
+    assert "warning: left out tests/t-spec/results-smoke.csv" in said, said
+    assert "not a readable CSV table" in said, said
+    table.write_bytes(text)
+    real = store_mod.read_small
+
+    def denied(path, *a, **kw):  # (this machine's tests run as root: chmod 000 reads)
+        if "t-spec" in str(path) and path.suffix == ".json":
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real(path, *a, **kw)
+
+    monkeypatch.setattr(store_mod, "read_small", denied)
+    got, said = _r50q_export(tmp_path, out, env)
+    assert set(got["experiment"]) == {"u-spec"}, got
+    assert "warning: left out tests/t-spec/results-smoke.csv: cannot use" in said, said
+    assert said.count("permission denied") == 1, said  # (not again for each profile)
+    monkeypatch.undo()
+    import builtins
+    real_open = builtins.open
+
+    def closed(file, *a, **kw):
+        if str(file) == str(table):
+            raise PermissionError(errno.EACCES, "Permission denied", str(file))
+        return real_open(file, *a, **kw)
+
+    monkeypatch.setattr(builtins, "open", closed)
+    got, said = _r50q_export(tmp_path, out, env)
+    monkeypatch.undo()
+    assert set(got["experiment"]) == {"u-spec"}, got
+    assert f"left out tests/t-spec/results-smoke.csv: cannot use {table}: permission denied" \
+        in said, said
+    got, said = _r50q_export(tmp_path, out, env)
+    assert set(got["experiment"]) == {"t-spec", "u-spec"} and "warning" not in said, said
+
+
+def test_r50q_export_names_a_committed_row_it_replaces_by_its_records(tmp_path):
+    """A metric of a committed row edited by hand (0.14 -> 0.999): `export` exported the
+    record's value, as `plot` writes the table again, without a word. A warning names the run,
+    the column and both values."""
+    import pandas as pd
+
+    out, env = _r50q_project(tmp_path)
+    table = out / "tests/t-spec/results-smoke.csv"
+    rows = pd.read_csv(table, dtype={"run_id": str})
+    acc = float(rows.loc[0, "metric.test.acc"])
+    rows.loc[0, "metric.test.acc"] = 0.999
+    rows.to_csv(table, index=False)
+    got, said = _r50q_export(tmp_path, out, env)
+    assert got.loc[(got["metric"] == "test.acc") & (got["run_id"] == rows.loc[0, "run_id"])
+                   & (got["experiment"] == "t-spec"), "value"].tolist() == [acc]
+    assert (f"t-spec/results-smoke.csv: 1 row(s) differ from their run's record "
+            f"({rows.loc[0, 'run_id']} metric.test.acc: 0.999 in the table, {acc!r} in its "
+            "record; edited by hand?): the record's values are exported") in said, said
+
+
+def test_r50q_export_gives_a_profile_with_records_and_no_table(tmp_path):
+    """`run` stopped before it wrote its table (or the table deleted): `list` counted the
+    profile's runs done and `plot` writes their table from the records, but `export` left the
+    profile out without a word. Its recorded runs are exported with a note; a profile of the
+    same config (the same run ids) that `run` never ran is not given them too."""
+    out, env = _r50q_project(tmp_path)
+    (out / "tests/t-spec/results-smoke.csv").unlink()
+    got, said = _r50q_export(tmp_path, out, env)
+    assert sorted(set(zip(got["experiment"], got["profile"]))) == [
+        ("t-spec", "smoke"), ("u-spec", "smoke")], got
+    assert sorted(got.loc[got["metric"] == "test.acc", "seed"]) == [0, 0, 1]
+    assert ("note: t-spec/results-smoke.csv: no such table; the 2 recorded run(s) of profile "
+            "'smoke' are exported from their records") in said, said
+    assert "quick" not in said and "paper" not in said, said
+
+
+def test_r50q_a_meta_json_below_what_generate_takes_and_a_root_with_a_newline(tmp_path):
+    """A hand-edited meta.json's max_depth 0, max_args 1, max_length 1 (below `data generate
+    listops`' minimum) or a length window that holds no length were repeated in the suggested
+    command, which refused them; a data root holding a newline printed the command on two
+    lines. The command keeps the defaults there and quotes the root on one line, as bash's
+    ``$'...'`` (a paste gives the same path)."""
+    import subprocess
+
+    from ssmrepro.data import DATASETS, GENERATED
+    from ssmrepro.data.datasets import dataset_config
+    from ssmrepro.util import shell_word
+
+    root = tmp_path / "d\nroot"
+    lo = root / "generated" / "listops"
+    lo.mkdir(parents=True)
+    (lo / "basic_train.tsv").write_text("x\n")
+    meta = {"generator": "ssmrepro.data.listops", "version": 1, "seed": 7,
+            "sizes": {"train": 58, "val": 1, "test": 1}}
+    (lo / "meta.json").write_text(json.dumps({**meta, "max_depth": 0, "max_args": 1,
+                                              "min_length": 20, "max_length": 1}))
+    hint = DATASETS["listops"].hint(GENERATED, root, dataset_config("listops"))
+    assert "\n" not in hint and f"--dir $'{tmp_path}/d\\nroot' --force" in hint, hint
+    assert " --n 60 --seed 7 --min-length 20 --dir" in hint, hint  # (max_length 1: default)
+    (lo / "meta.json").write_text(json.dumps({**meta, "min_length": 3000, "max_depth": 3}))
+    hint = DATASETS["listops"].hint(GENERATED, root, dataset_config("listops"))
+    assert " --n 60 --seed 7 --max-depth 3 --dir" in hint and "length" not in hint, hint
+    for text in ("/a b", "/a\nb", "/it's\tx\\y\x7f\u2028z", "/\udcff\u00e9", "/\x01f"):
+        word = shell_word(text)
+        assert word.isprintable(), word
+        back = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True,
+                              check=True).stdout
+        assert back == text.encode("utf-8", "surrogateescape"), (text, word)
+    assert shell_word("/a b") == "'/a b'" and shell_word("/ab") == "/ab"
+
+
+def test_r50q_seeds_named_by_number_or_with_more_words_and_seeds_in_math_are_warned():
+    """'5 distinct random seeds', 'seeds 0-4', 'seed 0' were drawn as written without the
+    warning that 'five seeds' gives; a ``{seeds}`` inside TeX math (``$acc_{seeds}$``, braces
+    TeX's) was drawn as the word 'seeds' without a word. Each is warned of, drawn as written."""
+    from ssmrepro.plots.registry import seeds_said
+
+    for title, named in (("acc (5 distinct random seeds)", "'5 distinct random seeds'"),
+                         ("acc (seeds 0-4)", "'seeds 0-4'"), ("acc, seed 0", "'seed 0'"),
+                         ("acc (seeds: 0, 1, 2)", "'seeds: 0, 1, 2'"),
+                         ("acc over 5 independent training seeds",
+                          "'5 independent training seeds'")):
+        drawn, said = seeds_said(title, "mean of 3 seeds")
+        assert drawn == title and f"own words ({named})" in said, (title, said)
+    for title in ("acc (3 runs)", "seedless model", "seed_0 probe", "$\\mu$ of {{seeds}}"):
+        assert seeds_said(title, "mean of 3 seeds") == (title, ""), title
+    drawn, said = seeds_said("$acc_{seeds}$ by label", "mean of 3 seeds")
+    assert drawn == "$acc_{seeds}$ by label" and "inside TeX math" in said, said
+
+
+def test_r50q_the_reports_title_gives_the_count_of_seeds_of_its_profile(tmp_path):
+    """A spec title's ``{seeds}`` read 'mean of seeds' at the top of report.md, with no count,
+    where the figure of the same profile drew 'mean of 2 seeds'. The report's title gives the
+    count of a cell's seeds ('one seed' for one); `list` and `show`, of no profile, say 'of
+    seeds'."""
+    from ssmrepro.spec import load_spec, shown_title
+
+    path = _one_run_spec(tmp_path, seeds=[0, 1], title="acc ({seeds})")
+    out = tmp_path / "out"
+    res = _invoke("run", path, "--out", out, "--profile", "smoke", "--no-calibrate")
+    assert res.exit_code == 0, res.output
+    head = (out / "tests/t-spec/report-smoke.md").read_text().splitlines()[0]
+    assert head == "# t-spec — acc (mean of 2 seeds)", head
+    spec = load_spec(path)
+    assert shown_title(spec) == "acc (mean of seeds)"
+    assert shown_title(spec, (1, 1)) == "acc (one seed)"
+    assert shown_title(spec, (2, 3)) == "acc (mean of 2–3 seeds)"
+
+
+@pytest.mark.parametrize("name,extra", [
+    ("mqar", {}), ("mqar", {"L": 128, "kappa": 10, "query_repeats": 2}),
+    ("mqar", {"L": 128, "kappa": 10, "key_repeats": 3}), ("mqar", {"L": 128, "kappa": 10,
+                                                                   "num_passes": 2}),
+    ("mqar", {"L": 40, "kappa": 10, "reduce_to_ar": True}), ("mqar_huang", {}),
+    ("keep_nth", {}), ("induction_heads", {}), ("composite", {}), ("inverse_matching", {}),
+    ("selective_copy", {}), ("decode_recall", {}), ("multikey_recall", {}), ("needle", {})])
+def test_r50q_a_tasks_supervised_position_bounds_hold_for_its_samples(name, extra):
+    """MQAR declared no bound on its supervised positions (κ·N_q of L, one for AR), nor did
+    composite and inverse matching (the last position): the memory estimate counted the logits
+    of all L positions (an S6 step of a koren2026-sized MQAR at 1.65x its measured peak, now
+    1.16x). Every task's declared bounds hold for its samples: no sample has more than
+    ``most_supervised``, and the most supervised sample of each batch has ``fewest_supervised``."""
+    import torch
+
+    from ssmrepro.tasks import build_task
+    from ssmrepro.tasks.base import IGNORE
+
+    task = build_task({"name": name, **extra})
+    info = task.info
+    if name in ("mqar", "composite", "inverse_matching"):
+        assert info.most_supervised is not None and 2 * info.most_supervised <= info.seq_len
+    for split in (0, 1):
+        y = task.sample(torch.tensor([0, 3]), split, torch.arange(64).expand(2, -1)).y
+        counts = (y != IGNORE).sum(-1)  # (E, B)
+        if info.most_supervised is not None:
+            assert int(counts.max()) <= info.most_supervised, (name, extra)
+        if info.fewest_supervised is not None:
+            assert int(counts.max(-1).values.min()) >= info.fewest_supervised, (name, extra)
+
+
+def test_r50q_export_names_a_specs_results_folder_it_cannot_use(tmp_path):
+    """A spec's results folder that is a symbolic link to itself was a RuntimeError traceback
+    out of `export` (its path resolved for the note of folders no spec owns); one that is a file
+    or a link to nothing was read as no results, the spec left out without a word (and put on
+    the front page by `figures` as 'spec only'). `export` names it left out and exports the
+    other specs; `figures` refuses it, as `plot` and `list` do."""
+    out, env = _r50q_project(tmp_path)
+    folder = out / "tests/t-spec"
+    shutil.rmtree(folder)
+    folder.symlink_to("t-spec")
+    got, said = _r50q_export(tmp_path, out, env)
+    assert set(got["experiment"]) == {"u-spec"}, got
+    assert f"warning: left out tests/t-spec: cannot use {folder}: a symbolic link loop" in said
+    res = _invoke("figures", "--out", out, env=env)  # (it put the spec on the front page as
+    _assert_refused(res, f"cannot use {folder}: a symbolic link loop")  # 'spec only')
+    folder.unlink()
+    folder.write_text("x")
+    got, said = _r50q_export(tmp_path, out, env)
+    assert set(got["experiment"]) == {"u-spec"}, got
+    assert f"left out tests/t-spec: cannot use {folder}: a path component is a file" in said
+    folder.unlink()
+    got, said = _r50q_export(tmp_path, out, env)  # no folder: no results, nothing to say
+    assert set(got["experiment"]) == {"u-spec"} and "warning" not in said, said

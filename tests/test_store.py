@@ -131,24 +131,33 @@ def test_two_claimers_of_one_stale_claim_exactly_one_wins(tmp_path):
 
 
 def test_concurrent_claimers_of_a_stale_claim_in_processes(tmp_path):
-    """Eight processes race for one stale claim: exactly one gets it. Each stays alive until all
-    eight have tried (a winner that exited before a slow starter tried left a stale claim again:
-    two winners on a loaded machine, a flaky test)."""
+    """Eight processes race for one stale claim: exactly one gets it. They start together, once
+    all eight have imported ssmrepro (a barrier of files: a start time 1 s ahead was missed
+    under heavy load, and a 60 s wait ran out, a timeout), and each stays alive until all eight
+    have tried (a winner that exited before a slow starter tried left a stale claim again: two
+    winners on a loaded machine, a flaky test). The limits only bound a real hang."""
     s = Store(tmp_path)
     s.claims.mkdir(parents=True)
     (s.claims / "r1.claim").write_text(
         json.dumps({"host": s.host, "pid": _dead_pid(), "time": 0, "nonce": "old"}))
-    tried = tmp_path / "tried"
+    ready, tried = tmp_path / "ready", tmp_path / "tried"
+    ready.mkdir()
     tried.mkdir()
     code = ("import os,sys,time; from ssmrepro.store import Store; s=Store(sys.argv[1]); "
-            "t=float(sys.argv[2]); time.sleep(max(0, t-time.time())); "
-            "print(int(s.claim('r1')), flush=True); open(os.path.join(sys.argv[3], str(os.getpid())), 'w'); "
-            "end=time.time()+60\n"
-            "while len(os.listdir(sys.argv[3])) < 8 and time.time() < end: time.sleep(0.05)")
-    start = str(__import__("time").time() + 1.0)
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), start, str(tried)],
+            "end=time.time()+600\n"
+            "def wait(d):\n"
+            "    open(os.path.join(d, str(os.getpid())), 'w').close()\n"
+            "    while len(os.listdir(d)) < 8 and time.time() < end: time.sleep(0.01)\n"
+            "wait(sys.argv[2]); ok = s.claim('r1'); print(int(ok), flush=True); wait(sys.argv[3])")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), str(ready), str(tried)],
                               stdout=subprocess.PIPE, text=True) for _ in range(8)]
-    outs = [p.communicate(timeout=60)[0].strip() for p in procs]
+    try:
+        outs = [p.communicate(timeout=900)[0].strip() for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert [p.returncode for p in procs] == [0] * 8
     assert sorted(outs) == ["0"] * 7 + ["1"]
 
 

@@ -266,9 +266,9 @@ def _generated_meta(folder: Path, generator: str) -> dict:
 
 
 def _count(meta: dict, key: str, default: int, most: int | None = None, least: int = 0) -> int:
-    """``meta[key]`` where it is a count (an int, not a bool) of at least ``least`` and at most
-    ``most`` (what `data generate` takes: a meta.json's n of 10**30, or max_depth of 0, made a
-    suggested command it refuses), else ``default``."""
+    """``meta[key]`` where it is a count (an int, not a bool) from ``least`` to ``most`` (what
+    `data generate` takes: a meta.json's n of 10**30, or a max_depth of 0, made a suggested
+    command it refuses), else ``default``."""
     v = meta.get(key)
     ok = (isinstance(v, int) and not isinstance(v, bool)
           and least <= v <= (v if most is None else most))
@@ -295,11 +295,17 @@ def _listops_hint(src: str, root: Path, cfg) -> str:
         for key, flag in (("val", "--n-val"), ("test", "--n-test")):
             if split[key] != max(1, round(0.02 * n)):
                 flags += f" {flag} {split[key]}"
-        for key, default, least, most in (  # (generate's bounds of each)
-                ("min_length", 500, 0, 100_000), ("max_length", 2000, 2, 100_000),
-                ("max_depth", 10, 1, 100), ("max_args", 10, 2, 100)):
-            if _count(meta, key, default, most, least) != default:
-                flags += f" --{key.replace('_', '-')} {meta[key]}"
+        # (the bounds of `data generate listops`' options: cli/data.py)
+        got = {key: (_count(meta, key, default, most, least), default)
+               for key, default, least, most in (("min_length", 500, 0, 100_000),
+                                                 ("max_length", 2000, 2, 100_000),
+                                                 ("max_depth", 10, 1, 100),
+                                                 ("max_args", 10, 2, 100))}
+        if got["max_length"][0] - got["min_length"][0] < 2:  # no length between: refused
+            got["min_length"] = got["max_length"] = (0, 0)
+        for key, (v, default) in got.items():
+            if v != default:
+                flags += f" --{key.replace('_', '-')} {v}"
     return f"ssmrepro data generate listops{flags}{dir_flag(root)}{_force_flag(folder)}"
 
 

@@ -68,9 +68,10 @@ def dir_flag(root: Path) -> str:
     """The ``--dir`` part of a suggested command (empty when the default root applies)."""
     if root == data_root(None):
         return ""
-    import shlex  # a root 'my data; x' ran `x` and downloaded into 'my' when the line was pasted
+    from ..util import shell_word  # a root 'my data; x' ran `x` and downloaded into 'my' when
+    # the line was pasted; one holding a newline put the command on two lines
 
-    return f" --dir {shlex.quote(str(root))}"
+    return f" --dir {shell_word(str(root))}"
 
 
 def lra_dir(root: Path) -> Path:

@@ -14,15 +14,18 @@ optional ``parquet`` extra (pyarrow). docs/columns.md describes every column.
 
 from __future__ import annotations
 
+import errno
 import itertools
 import json
 import math
+import stat
 import sys
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from ..report.cells import values_equal
 from ..report.columns import RUN_ID
 from ..spec import SET_TAG, SpecError, load_project_spec, load_spec, spec_paths
 from ..store import (
@@ -49,8 +52,17 @@ def result_files(spec, out: Path | None = None) -> list[tuple[str, Path]]:
     """(profile, path) of every committed results table of ``spec``: each profile's own file,
     named as `plot` names it (``output_name``). A table no profile writes any more is not one:
     ``results-smoke.csv`` left from before smoke became the default profile (whose table is
-    ``results.csv``) was exported beside it as smoke's, every row twice."""
+    ``results.csv``) was exported beside it as smoke's, every row twice. OSError naming the
+    spec's folder where it is a symbolic link loop, a file or a link to nothing: it was read as
+    a folder without tables (`export` left the spec out without a word, `figures` put it on the
+    front page as 'spec only'; a loop was a traceback in `export`)."""
     root = results_dir(spec, out)
+    try:
+        if not stat.S_ISDIR(root.stat().st_mode):
+            raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(root))
+    except FileNotFoundError:  # no results yet; a link to nothing is named
+        if root.is_symlink():
+            raise
     files = []
     for prof in spec.profiles:
         csv = root / output_name(spec, prof, "results", "csv")
@@ -151,7 +163,7 @@ def _planned(spec, profile: str) -> list:
         return []
 
 
-def _from_records(spec, out: Path | None, planned: list, table: pd.DataFrame,
+def _from_records(spec, out: Path | None, planned: list, table: pd.DataFrame, name: str = "",
                   said: set[str] | None = None) -> tuple[pd.DataFrame, int]:
     """``table`` (a profile's committed rows, checked) as `plot` reads it, and the number of its
     runs left out: each planned run's row made from its record where the spec's store has a
@@ -163,12 +175,15 @@ def _from_records(spec, out: Path | None, planned: list, table: pd.DataFrame,
     warnings (those, an invalid record, one of a newer ssmrepro) are printed as `plot` prints
     them. Export read the records by a copy of the store's rules: an invalid record and a
     newer ssmrepro's went without a word, a reused store's record was not read, and a row
-    edited by hand (a metric 0.14 -> 0.99) was exported where `plot` writes the record's.
-    A table left without a row (each edited by hand, or another profile's) is no exception:
-    its records were not read, and 0 rows exported where `plot` writes a row of each.
-    ``said``: the warnings this command printed already, not printed again (of a record two
-    profiles or a reusing spec share, of a newer ssmrepro's records: they were printed once per
-    profile's table)."""
+    edited by hand (a metric 0.14 -> 0.99) was exported where `plot` writes the record's; it is
+    replaced by the record's with a warning naming the run and column (``_warn_replaced``: it
+    was replaced without a word). ``table`` may be empty (a profile without a table, its runs
+    recorded: ``_recorded_only``); ``name``: the table's, for the warnings. A table left
+    without a row (each edited by hand, or another profile's) is no exception: its records
+    were not read, and 0 rows exported where `plot` writes a row of each. ``said``: the
+    warnings this command printed already, not printed again (of a record two profiles or a
+    reusing spec share, of a newer ssmrepro's records: they were printed once per profile's
+    table)."""
     if RUN_ID not in table:
         return table, 0
     store = open_store(spec, out, readonly=True)
@@ -181,6 +196,7 @@ def _from_records(spec, out: Path | None, planned: list, table: pd.DataFrame,
             said.add(w)
     gone = ids & store.stale_data
     have = set(recorded[RUN_ID].astype(str)) if RUN_ID in recorded else set()
+    _warn_replaced(table, recorded, have, name)
     kept = table[~table[RUN_ID].astype(str).isin(have | gone)]
     if recorded.empty:
         return kept, len(gone)
@@ -188,6 +204,51 @@ def _from_records(spec, out: Path | None, planned: list, table: pd.DataFrame,
     both = pd.concat([kept, recorded], ignore_index=True)
     rank = both[RUN_ID].astype(str).map(order).fillna(len(order))
     return both.iloc[rank.to_numpy().argsort(kind="stable")].reset_index(drop=True), len(gone)
+
+
+_COMPARED = ("status", "n_params")  # besides the metrics: the columns a row exports
+
+
+def _warn_replaced(table: pd.DataFrame, recorded: pd.DataFrame, have: set[str],
+                   name: str) -> None:
+    """Warn of the rows of ``table`` (committed) whose exported values differ from their run's
+    record (``recorded``, the runs ``have``): a metric edited by hand (0.14 -> 0.99) was
+    exported as the record's without a word, as `plot` writes it again. Names the first few
+    runs and the column, with both values."""
+    if table.empty or recorded.empty:
+        return
+    cols = [c for c in table.columns if c in recorded.columns
+            and (c in _COMPARED or is_metric_column(c))]
+    mine = table[table[RUN_ID].astype(str).isin(have)]
+    if mine.empty or not cols:
+        return
+    rec = {str(r[RUN_ID]): r for r in recorded.to_dict("records")}
+    odd: list[str] = []
+    for row in mine.to_dict("records"):
+        r = rec.get(str(row[RUN_ID]))
+        for c in cols if r is not None else ():
+            a, b = row[c], r[c]
+            if _missing(a) and _missing(b) or values_equal(a, b):
+                continue
+            odd.append(f"{row[RUN_ID]} {c}: {_shown(a)} in the table, {_shown(b)} in its record")
+            break
+    if odd:
+        more = f"; and {len(odd) - 3} more" if len(odd) > 3 else ""
+        print(f"warning: {name}: {len(odd)} row(s) differ from their run's record ("
+              f"{'; '.join(odd[:3])}{more}; edited by hand?): the record's values are exported, "
+              "as `plot` writes the table again from the records, the source of truth",
+              file=sys.stderr)
+
+
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v)) or v == ""
+
+
+def _shown(v: Any) -> str:
+    if _missing(v):
+        return "empty"
+    text = str(_plain(v))
+    return text if len(text) <= 40 else text[:40] + "..."
 
 
 def analytic_mismatch(spec, table: pd.DataFrame) -> str | None:
@@ -303,80 +364,18 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None,
             continue
         root = results_dir(spec, out)
         roots.add(root)
-        if tagged is not None and root.is_dir():
-            tagged += sorted(f"{spec.paper}/{spec.id}/{f.name}" for f in root.glob("results*.csv")
-                             if SET_TAG.search(f.stem))
-        default = spec.default_profile
-        if stray is not None and root.is_dir():
-            own = {output_name(spec, prof, "results", "csv") for prof in spec.profiles}
-            own.add(f"results-{default}.csv")  # the default's table from before, read below
-            stray += sorted(f"{spec.paper}/{spec.id}/{f.name}" for f in root.glob("results*.csv")
-                            if f.name not in own and not SET_TAG.search(f.stem))
-        files = dict(result_files(spec, out))
-        for prof in spec.profiles:  # a profile's rows under its table's name from before the
-            # default profile changed (plot completes it from them: ``_other_tables``)
-            was = root / (f"results-{prof}.csv" if prof == default else "results.csv")
-            if prof not in files and was.is_file() and prof_rows(was, prof):
-                files[prof] = was
-        for prof, csv in sorted(files.items(), key=lambda pc: pc[1].name):
-            table = read_run_table(csv)
-            was = root / (f"results-{prof}.csv" if prof == default else "results.csv")
-            if was != csv and was.is_file() and "profile" in table and RUN_ID in table:
-                mine = set(table.loc[table["profile"].astype(str) == prof, RUN_ID].astype(str))
-                try:
-                    more = read_run_table(was)
-                except TableError:  # plot warns of it where its rows are needed
-                    more = pd.DataFrame()
-                if "profile" in more and RUN_ID in more:
-                    more = more[(more["profile"].astype(str) == prof)
-                                & ~more[RUN_ID].astype(str).isin(mine)]
-                    table = pd.concat([table, more], ignore_index=True)
-            planned = _planned(spec, prof)
-            why = analytic_mismatch(spec, table) if spec.analytic is not None else None
-            if why:  # another analytic spec's table, or one edited: exported as this spec's
-                print(f"warning: {csv.name} of {spec.id}: {why}: its rows are not exported "
-                      f"(`ssmrepro plot {spec.id}` computes the table again)", file=sys.stderr)
-                table = table.iloc[:0]
-            elif spec.analytic is not None and not table.empty:
-                bad, why = analytic_edits(
-                    spec, table, root / output_name(spec, prof, "summary", "csv"))
-                if bad:  # a computed metric edited by hand: exported as it stood
-                    print(f"warning: {csv.name} of {spec.id}: {len(bad)} row(s) hold a "
-                          f"metric that is not the theory's ({why}; edited by hand?): they are "
-                          f"not exported (`ssmrepro plot {spec.id}` computes the table again)",
-                          file=sys.stderr)
-                    table = table.drop(index=table.index[bad])
-            # the rows of a profile that reads this table too (its rows under the table's name
-            # from before the default profile changed) are exported in its turn: they were named
-            # `not used` here, beside their export
-            also = {q for q, f in files.items() if q != prof and f == csv}
-            if also and "profile" in table:
-                table = table[~table["profile"].astype(str).isin(also)]
-            if RUN_ID in table:  # as plot reads it: a row of a planned run checked against
-                # its run id (a hand-edited config was exported as it stood), another profile's
-                # row left out (it was exported as this profile's); a table without a profile
-                # column (dropped by hand: another spec's table copied in) is checked the same
-                # way (its rows were exported as the spec's without a check)
-                table = consistent_rows(profile_rows(table, prof, f"{spec.id}/{csv.name}"),
-                                        planned, own=True)
-                # rows of runs trained before the spec was edited (train.lr), as plot drops
-                # them: they were exported as the edited spec's results
-                table = _without_stale(table, planned, f"{spec.id}/{csv.name}")
-            table, stale = _from_records(spec, out, planned, table, said)
-            if stale:
-                print(f"warning: {csv.name} of {spec.id}: the rows of {stale} run(s) are not "
-                      "exported: their records were trained on other data than there is now, "
-                      "or by an older ssmrepro (above; `ssmrepro run` trains them again)",
-                      file=sys.stderr)
-            rows += long_rows(spec, prof, table, {r.run_id: r.flat() for r in planned})
+        try:  # (a results folder this user may not read: the other specs are exported)
+            rows += _spec_rows(spec, root, out, tagged, stray, said)
+        except (TableError, OSError) as err:
+            _left_out(f"{spec.paper}/{spec.id}", err, said)
     if foreign is not None and roots:
         base = next(iter(roots)).parents[1]  # the results root: <root>/<paper>/<id>
-        known = {r.resolve() for r in roots}
+        known = {_resolved(r) for r in roots}
         # a project spec left out (invalid) owns its folder: it was named here too, as of 'no
         # spec of the project', beside the warning that named the spec
         foreign += sorted({f"{f.parent.parent.name}/{f.parent.name}"
                            for f in base.glob("*/*/results*.csv")
-                           if f.parent.resolve() not in known and f.parent.name not in unread})
+                           if _resolved(f.parent) not in known and f.parent.name not in unread})
     df = pd.DataFrame(rows, columns=EXPORT_COLUMNS)
     if df.empty:  # the columns' types of a table with rows: a Parquet file without rows had
         # every column of no type (null), seed and value too, unlike any export with rows
@@ -385,6 +384,153 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None,
     df["n_params"] = pd.to_numeric(df["n_params"], errors="coerce").astype("Int64")
     df["value"] = df["value"].astype(float)
     return df
+
+
+def _resolved(path: Path) -> Path:
+    """``path`` resolved, or as it is where it cannot be (a link loop: a spec's folder linked
+    to itself was a RuntimeError traceback out of `export`; its own table is named left out)."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return path
+
+
+def _spec_rows(spec, root: Path, out: Path | None, tagged: list[str] | None,
+               stray: list[str] | None, said: set[str]) -> list[dict[str, Any]]:
+    """The export rows of every profile of ``spec`` (``export_table``); a profile whose
+    table cannot be read (damaged, a folder, not readable by this user) is left out with a
+    warning naming it (the whole export stopped there: no spec after it was exported).
+    ``said``: the warnings this command printed (one record no profile could read is named
+    once, not per profile)."""
+    rows: list[dict[str, Any]] = []
+    if tagged is not None and root.is_dir():
+        tagged += sorted(f"{spec.paper}/{spec.id}/{f.name}" for f in root.glob("results*.csv")
+                         if SET_TAG.search(f.stem))
+    default = spec.default_profile
+    if stray is not None and root.is_dir():
+        own = {output_name(spec, prof, "results", "csv") for prof in spec.profiles}
+        own.add(f"results-{default}.csv")  # the default's table from before, read below
+        stray += sorted(f"{spec.paper}/{spec.id}/{f.name}" for f in root.glob("results*.csv")
+                        if f.name not in own and not SET_TAG.search(f.stem))
+    files = dict(result_files(spec, out))
+    for prof in spec.profiles:  # a profile's rows under its table's name from before the
+        # default profile changed (plot completes it from them: ``_other_tables``)
+        was = root / (f"results-{prof}.csv" if prof == default else "results.csv")
+        if prof not in files and was.is_file() and prof_rows(was, prof):
+            files[prof] = was
+    for prof, csv in sorted(files.items(), key=lambda pc: pc[1].name):
+        try:
+            rows += _profile_rows(spec, prof, csv, files, root, out, said)
+        except (TableError, OSError) as err:
+            _left_out(f"{spec.paper}/{spec.id}/{csv.name}", err, said)
+    for prof in spec.profiles:  # runs recorded, no table: `plot` writes one from them
+        if prof not in files:
+            try:
+                rows += _recorded_only(spec, prof, out, said)
+            except OSError as err:
+                _left_out(f"{spec.paper}/{spec.id} (profile {prof}'s records)", err, said)
+    return rows
+
+
+def _profile_rows(spec, prof: str, csv: Path, files: dict[str, Path], root: Path,
+                  out: Path | None, said: set[str] | None = None) -> list[dict[str, Any]]:
+    """The export rows of ``prof``'s committed table ``csv``, checked as `plot` reads it."""
+    default = spec.default_profile
+    table = read_run_table(csv)
+    was = root / (f"results-{prof}.csv" if prof == default else "results.csv")
+    if was != csv and was.is_file() and "profile" in table and RUN_ID in table:
+        mine = set(table.loc[table["profile"].astype(str) == prof, RUN_ID].astype(str))
+        try:
+            more = read_run_table(was)
+        except TableError:  # plot warns of it where its rows are needed
+            more = pd.DataFrame()
+        if "profile" in more and RUN_ID in more:
+            more = more[(more["profile"].astype(str) == prof)
+                        & ~more[RUN_ID].astype(str).isin(mine)]
+            table = pd.concat([table, more], ignore_index=True)
+    planned = _planned(spec, prof)
+    why = analytic_mismatch(spec, table) if spec.analytic is not None else None
+    if why:  # another analytic spec's table, or one edited: exported as this spec's
+        print(f"warning: {csv.name} of {spec.id}: {why}: its rows are not exported "
+              f"(`ssmrepro plot {spec.id}` computes the table again)", file=sys.stderr)
+        table = table.iloc[:0]
+    elif spec.analytic is not None and not table.empty:
+        bad, why = analytic_edits(
+            spec, table, root / output_name(spec, prof, "summary", "csv"))
+        if bad:  # a computed metric edited by hand: exported as it stood
+            print(f"warning: {csv.name} of {spec.id}: {len(bad)} row(s) hold a "
+                  f"metric that is not the theory's ({why}; edited by hand?): they are "
+                  f"not exported (`ssmrepro plot {spec.id}` computes the table again)",
+                  file=sys.stderr)
+            table = table.drop(index=table.index[bad])
+    # the rows of a profile that reads this table too (its rows under the table's name
+    # from before the default profile changed) are exported in its turn: they were named
+    # `not used` here, beside their export
+    also = {q for q, f in files.items() if q != prof and f == csv}
+    if also and "profile" in table:
+        table = table[~table["profile"].astype(str).isin(also)]
+    if RUN_ID in table:  # as plot reads it: a row of a planned run checked against
+        # its run id (a hand-edited config was exported as it stood), another profile's
+        # row left out (it was exported as this profile's); a table without a profile
+        # column (dropped by hand: another spec's table copied in) is checked the same
+        # way (its rows were exported as the spec's without a check)
+        table = consistent_rows(profile_rows(table, prof, f"{spec.id}/{csv.name}"),
+                                planned, own=True)
+        # rows of runs trained before the spec was edited (train.lr), as plot drops
+        # them: they were exported as the edited spec's results
+        table = _without_stale(table, planned, f"{spec.id}/{csv.name}")
+    table, stale = _from_records(spec, out, planned, table, f"{spec.id}/{csv.name}", said)
+    if stale:
+        print(f"warning: {csv.name} of {spec.id}: the rows of {stale} run(s) are not "
+              "exported: their records were trained on other data than there is now, "
+              "or by an older ssmrepro (above; `ssmrepro run` trains them again)",
+              file=sys.stderr)
+    return long_rows(spec, prof, table, {r.run_id: r.flat() for r in planned})
+
+
+def _recorded_only(spec, prof: str, out: Path | None,
+                   said: set[str] | None = None) -> list[dict[str, Any]]:
+    """The export rows of ``prof``, which has no results table, from the records of its planned
+    runs (`run` stopped before it wrote the table, the table deleted): `list` counted them done
+    and `plot` writes their table from them, while `export` left them out without a word.
+    Said in a note. Nothing where the spec's store holds no record (a fresh clone: no paper
+    grid is expanded for it)."""
+    if spec.analytic is not None:
+        return []
+    store = open_store(spec, out, readonly=True)
+    folders = [store.runs] + [r / "runs" for r in store.reuse]
+    if not any(f.is_dir() and any(f.glob("*.json")) for f in folders):
+        return []
+    planned = _planned(spec, prof)
+    # the runs `run --profile <prof>` recorded: a run another profile plans too (profiles of
+    # one config) is that profile's, where its table holds it
+    mine = [r for r in planned if (store.read(r.run_id) or {}).get("profile") == prof]
+    name = f"{spec.id}/{output_name(spec, prof, 'results', 'csv')}"
+    table, _ = _from_records(spec, out, mine, pd.DataFrame(columns=[RUN_ID]), name, said)
+    if table.empty:
+        return []
+    print(f"note: {name}: no such table; the {table[RUN_ID].nunique()} recorded run(s) of profile "
+          f"{prof!r} are exported from their records (`ssmrepro plot {spec.id} --profile "
+          f"{prof}` writes the table)", file=sys.stderr)
+    return long_rows(spec, prof, table, {r.run_id: r.flat() for r in planned})
+
+
+def _left_out(what: str, err: OSError | TableError, said: set[str] | None = None) -> None:
+    """Warn that ``what`` (a spec's results folder or table) is not exported, and why: one that
+    cannot be read (damaged, a folder, not readable by this user) stopped the whole export,
+    exit 2, where the rest could be exported. A process limit met (too many open files) is
+    every spec's: it stops the export, as before. ``said``: the reasons given already (one
+    record this user may not read is named once, not for each profile of its spec)."""
+    from ..util import _process_limit, os_message
+
+    if isinstance(err, OSError) and _process_limit(err) is not None:
+        raise err
+    why = os_message(err) if isinstance(err, OSError) else str(err)
+    if said is not None:
+        if why in said:
+            return
+        said.add(why)
+    print(f"warning: left out {what}: {why}", file=sys.stderr)
 
 
 def write_export(path: Path, fmt: str, out: Path | None = None,

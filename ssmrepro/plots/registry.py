@@ -50,6 +50,7 @@ from ..util import (
     fill_seeds,
     has_seeds_placeholder,
     norm,
+    seeds_in_math,
     short_name,
 )
 
@@ -404,9 +405,13 @@ _SEED_AGG = r"(?:mean|average|averaged|median|best|worst|max|min)"
 _SEEDS_COUNTED = rf"{_SEED_COUNT}(?:\s*(?:[–-]|to)\s*{_SEED_COUNT})?"
 PLAIN_SEED_WORDS = re.compile(rf"\b{_SEED_AGG}\s+(?:of|over|across)\s+(?:the\s+)?"
                               rf"(?:{_SEEDS_COUNTED}\s+seeds?|seeds)\b", re.IGNORECASE)
+# (a count with up to three words before 'seeds', '5 distinct random seeds', and seeds named
+# by number, 'seeds 0-4', 'seed 0', were missed: drawn as written without a word)
 SEED_WORDS = re.compile(rf"{PLAIN_SEED_WORDS.pattern}"
                         rf"|\b(?:{_SEED_AGG}|std|sd)\b(?:\W+\w+){{0,3}}?\W+seeds\b"
-                        rf"|\b{_SEEDS_COUNTED}(?:\s+[^\W\d_]+)?\s+seeds?\b", re.IGNORECASE)
+                        rf"|\b{_SEEDS_COUNTED}(?:\s+[^\W\d_]+){{0,3}}\s+seeds?\b"
+                        rf"|\bseeds?\s*[:=#]?\s*[0-9]+(?:\s*(?:[–-]|to|,|and)\s*[0-9]+)*",
+                        re.IGNORECASE)
 
 
 def seeds_said(title: str, words: str | None = None) -> tuple[str, str]:
@@ -417,6 +422,11 @@ def seeds_said(title: str, words: str | None = None) -> tuple[str, str]:
     ('mean of 5 seeds' above bars of one seed: 'one seed'). Any other title is drawn as
     written: a rewriter of every phrasing drew wrong counts ('mean of 2 seeds 2 and 4 layers'
     lost '2 and 4') and still missed some ('average over 5 random seeds')."""
+    if seeds_in_math(title):  # TeX's braces: not filled (a `$...{seeds}...$` drew 'seeds')
+        return title, (f"title {short_name(title)!r} holds {SEEDS_PLACEHOLDER} inside TeX math "
+                       "($...$), where braces are TeX's: drawn as written, not filled; put "
+                       f"{SEEDS_PLACEHOLDER} outside the $ signs to have the figure's count "
+                       "filled in")
     found = list(SEED_WORDS.finditer(title))
     if not found:
         return title, ""

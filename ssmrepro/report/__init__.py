@@ -295,6 +295,14 @@ def shared_run_counts(df: pd.DataFrame, runs: list) -> tuple[int, int, int, int,
             early_stopped_at_start(ok))
 
 
+def _seed_counts(cells: pd.DataFrame) -> tuple[int, int] | None:
+    """(fewest, most) runs expected of a cell of ``cells`` (its seeds), None without them."""
+    if N_EXPECTED not in cells or cells.empty:
+        return None
+    n = pd.to_numeric(cells[N_EXPECTED], errors="coerce").dropna()
+    return (int(n.min()), int(n.max())) if len(n) else None
+
+
 def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n_runs: int,
              counted: pd.DataFrame | None = None,
              counts: tuple[int, int, int, int, int] | None = None, overrides: str = "") -> str:
@@ -326,7 +334,8 @@ def markdown(spec, profile: str, cells: pd.DataFrame, verdicts: list[Verdict], n
                     "model (column n_early_stop_0).")
     lines = [
         # one line (a line break in the title could make a line that reads like the counts)
-        f"# {spec.id}{f' ({spec.alias})' if spec.alias else ''} — {md_text(shown_title(spec))}",
+        f"# {spec.id}{f' ({spec.alias})' if spec.alias else ''} — "
+        f"{md_text(shown_title(spec, _seed_counts(cells)))}",
         "",
         verdict_counts(verdicts),
         "",

@@ -163,7 +163,8 @@ class Composite(Task):
     @property
     def info(self) -> TaskInfo:
         c = self.config
-        return TaskInfo(vocab_size=c.vocab, n_classes=c.vocab, seq_len=c.L)
+        return TaskInfo(vocab_size=c.vocab, n_classes=c.vocab, seq_len=c.L,
+                        fewest_supervised=1, most_supervised=1)  # the last position
 
     def eval_problem(self, other: Task) -> str | None:
         """An evaluation set must ask the run's question on rows the run never trains on: a pair

@@ -139,7 +139,8 @@ class InverseMatching(Task):
     def info(self) -> TaskInfo:
         c = self.config
         L = N_KEYS * 4 + c.n_fill + 3
-        return TaskInfo(vocab_size=max(c.high, c.ood_high) + 1, n_classes=N_KEYS, seq_len=L)
+        return TaskInfo(vocab_size=max(c.high, c.ood_high) + 1, n_classes=N_KEYS, seq_len=L,
+                        fewest_supervised=1, most_supervised=1)  # the last position
 
     def eval_problem(self, other: Task) -> str | None:
         """An OOD evaluation set must hold no value the run trains on: a set's own check compares

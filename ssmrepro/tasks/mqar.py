@@ -171,7 +171,11 @@ class MQAR(Task):
     def info(self) -> TaskInfo:
         c = self.config
         seq_len = 2 * c.kappa + 1 if c.reduce_to_ar else c.L
-        return TaskInfo(vocab_size=c.vocab, n_classes=c.vocab, seq_len=seq_len)
+        # every key is asked once in each query section (AR: the one query kept): the memory
+        # estimate counted the logits of all L positions, ~4x a koren2026 MQAR step's (10 of 128)
+        asked = 1 if c.reduce_to_ar else c.kappa * c.query_repeats
+        return TaskInfo(vocab_size=c.vocab, n_classes=c.vocab, seq_len=seq_len,
+                        fewest_supervised=asked, most_supervised=asked)
 
     def sample(self, seeds: torch.Tensor, split: int, index: torch.Tensor) -> Batch:
         c = self.config
