@@ -24630,8 +24630,6 @@ def test_r50p_export_reads_the_records_of_a_table_left_without_a_row(tmp_path):
     one edited row of two came back from its record and two of two gave 0 rows, exit 0."""
     import pandas as pd
 
-def _r50q_project(tmp_path, **kw):
-    """A project of t-spec (seeds 0 and 1) and u-spec (one run), trained under --out."""
     proj = tmp_path / "proj"
     (proj / "experiments/tests").mkdir(parents=True)
     (proj / "ssmrepro").mkdir()
@@ -24935,6 +24933,14 @@ def test_r50o_a_pack_planned_without_a_memory_reading_is_chunked_where_it_trains
     monkeypatch.setattr(train_mod, "available_memory", lambda device: least - 1)
     with pytest.raises(MemoryError, match="evaluated in chunks of as few as 1 sequence"):
         train_pack([r])
+
+
+def _r50q_project(tmp_path, **kw):
+    """A project of t-spec (seeds 0 and 1) and u-spec (one run), trained under --out."""
+    proj = tmp_path / "proj"
+    (proj / "experiments/tests").mkdir(parents=True)
+    (proj / "ssmrepro").mkdir()
+    (proj / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
     _one_run_spec(proj / "experiments/tests", seeds=[0, 1], **kw)
     _one_run_spec(proj / "experiments/tests", name="u-spec")
     out, env = tmp_path / "out", {"SSMREPRO_ROOT": str(proj)}
