@@ -149,13 +149,19 @@ def record_problem(rec: Any, run_id: str) -> str | None:
         why = metric_range_problem(k, [v])
         if why:
             return f"metric {k!r} holds {why}"
-    foreign = not_recorded(rec.get("metrics") or {}, train.evals, history=False)
+    foreign = _unknown(not_recorded(rec.get("metrics") or {}, train.evals, history=False),
+                       revision)
     if foreign:  # 100,000 names of another tool's were taken as columns of every table
         return (f"metrics no run of its config records ({', '.join(map(repr, foreign[:3]))}"
                 f"{f' and {len(foreign) - 3:,} more' if len(foreign) > 3 else ''})")
     if rec["status"] == "diverged" and (rec.get("metrics") or {}).get(DIVERGED_NAN) is not None:
         return (f"status 'diverged' with a finite {DIVERGED_NAN} (a diverged run's final "
                 "evaluation is NaN; edited?)")
+    if revision >= OK_IS_FINITE and _ok_with_nonfinite_end(rec):  # training writes such a run
+        # 'diverged' since that revision: an edited one was trusted, its cell counting no
+        # divergence and a claim over it 'not measured' (an older one is ``redefined``)
+        return ("status 'ok' with a val.loss that is not finite (since record revision "
+                f"{OK_IS_FINITE} such a run is 'diverged'; edited?)")
     why = analysis_problem(rec["analysis"]) if rec.get("analysis") is not None else None
     if why:
         return f"its analysis {why}"
@@ -172,7 +178,7 @@ def record_problem(rec: Any, run_id: str) -> str | None:
             # rows repeated, reordered) were taken, and the curve drew their mean at each step
             return f"history steps that do not increase ({last} then {step})"
         last = step
-        foreign = not_recorded(h, train.evals, history=True)
+        foreign = _unknown(not_recorded(h, train.evals, history=True), revision)
         if foreign:
             return f"a history row with a value no run records ({foreign[0]!r})"
         if step > train.total_steps:  # drawn far right of every other curve
@@ -201,6 +207,40 @@ def record_problem(rec: Any, run_id: str) -> str | None:
 # now) is made at every read.
 _VERDICTS: dict[tuple[str, bytes], tuple[str | None, str | None]] = {}
 MAX_VERDICTS = 400_000  # 300,000 runs of a spec and the records of the stores it reuses
+
+
+NEWER_METRIC = re.compile(r"[a-z][a-z0-9_]{0,39}\.[a-z][a-z0-9_]{0,39}")  # val.max_rise
+MAX_NEWER_METRICS = 16  # metrics a newer ssmrepro may have added since (two were, in a version)
+
+
+def _unknown(names: list[str], revision: int) -> list[str]:
+    """``names`` (metrics no run of this code records: ``not_recorded``) that make a record of
+    record revision ``revision`` foreign: all of them, but none in a record of a newer ssmrepro
+    (``revision`` past ``RECORD_REVISION``) of a few names spelled as metrics (``val.max_rise``),
+    which may record a metric this code does not know (they are left out where it is read,
+    ``_known``): such a record was quarantined and its run trained again, though a newer
+    ssmrepro's records are used as they are (``_newer``)."""
+    if revision > RECORD_REVISION and len(names) <= MAX_NEWER_METRICS and all(
+            isinstance(n, str) and NEWER_METRIC.fullmatch(n) for n in names):
+        return []
+    return names
+
+
+def _known(rec: dict) -> dict:
+    """``rec`` (a valid record of a newer ssmrepro) without the metrics, in its final metrics
+    and history rows, that this code does not record (``_unknown``): columns no table of this
+    code has."""
+    evals = ((rec.get("config") or {}).get("train") or {}).get("evals") or {}
+    metrics = rec.get("metrics") or {}
+    drop = set(not_recorded(metrics, evals, history=False))
+    hist = rec.get("history") or []
+    rows = [set(not_recorded(h, evals, history=True)) for h in hist]
+    if not drop and not any(rows):
+        return rec
+    return {**rec, "metrics": {k: v for k, v in metrics.items() if k not in drop},
+            "history": [{k: v for k, v in h.items() if k not in odd}
+                        for h, odd in zip(hist, rows)] if rec.get("history") is not None
+            else None}
 
 
 def judged_problem(data: bytes, rec: Any, run_id: str) -> tuple[str | None, str | None]:
@@ -444,6 +484,7 @@ REVISIONS: tuple[tuple[int, str, Callable[[dict], bool]], ...] = (
         "(it ended 'ok' with NaN metrics)", _ok_with_nonfinite_end),
 )
 RECORD_REVISION = REVISIONS[-1][0]
+OK_IS_FINITE = next(n for n, _, t in REVISIONS if t is _ok_with_nonfinite_end)
 
 
 def _newer(revision: int) -> str:
@@ -742,6 +783,7 @@ class Store:
                             continue
                         if rec.get("revision", 0) > RECORD_REVISION:
                             self._warn_newer(rec["revision"])
+                            rec = _known(rec)
                         return upgraded(rec)
                     self._warn(f"ignoring run record {path}: {why}; `run` trains the run again")
                     changed = True

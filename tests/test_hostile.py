@@ -24618,3 +24618,69 @@ def test_r47l_a_meta_json_past_what_generate_takes_is_not_put_in_the_command(tmp
                                               "version": 1, "n": 10**30, "seed": 2**64}))
     hint = DATASETS["pathfinder"].hint(GENERATED, tmp_path, dataset_config("pathfinder"))
     assert "--res 32 --n 200000 --seed 0 " in hint, hint
+
+
+def _r50s_trained(tmp_path, seeds=(0,)):
+    """A tiny spec trained once (2-step S6 runs): its path, --out and its record files."""
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+             "test_size": 16, "eval_every": 1, "eval_batch_size": 16}
+    spec = write_spec(tmp_path, seeds=list(seeds), train=train,
+                      sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]}])
+    out = tmp_path / "out"
+    assert _invoke("run", spec, "--out", out, "--profile", "smoke", "--workers", "1",
+                   "--no-plot").exit_code == 0
+    return spec, out, sorted((out / "tests/t-spec/runs").glob("*.json"))
+
+
+def test_r50s_an_ok_record_of_revision_7_with_a_nan_val_loss_is_edited(tmp_path):
+    """Since record revision 7 training writes a run whose model at its stop step has no finite
+    val.loss 'diverged'; an 'ok' record of revision 7 with a NaN (null) val.loss and val.acc (an
+    edited one) was trusted, `run` counted it done and the report no divergence. It is
+    quarantined as edited, as a 'diverged' record with a finite test.loss is; an older one is
+    still trained again as written before revision 7, and one with a finite val.loss stands."""
+    from ssmrepro.store import record_problem, redefined
+
+    spec, out, (path,) = _r50s_trained(tmp_path)
+    good = json.loads(path.read_text())
+    assert record_problem(good, good["run_id"]) is None
+    bad = {**good, "metrics": {**good["metrics"], "val.loss": None, "val.acc": None}}
+    why = record_problem(bad, good["run_id"])
+    assert why and "status 'ok' with a val.loss that is not finite" in why, why
+    old = {**bad, "revision": 6}
+    assert record_problem(old, good["run_id"]) is None and "revision 6" in redefined(old)
+    path.write_text(json.dumps(bad))
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--workers", "1",
+                  "--no-plot")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "quarantined" in said and "1 to train" in said, said
+    assert json.loads(path.read_text())["metrics"]["val.loss"] is not None
+
+
+def test_r50s_a_newer_record_with_a_metric_this_code_does_not_know_is_used(tmp_path):
+    """A record of a newer ssmrepro (revision 99) that records a metric added since (in its
+    final metrics and history rows) was quarantined as foreign, `metrics no run of its config
+    records`, even by `run --dry-run`, and its run trained again over the newer record, though
+    such records are used as they are. It is used, without the metrics this code does not know
+    (no column of them), with the one warning; many names, names not spelled as metrics, or an
+    unknown metric in a record of this code's revision are still foreign."""
+    from ssmrepro.store import MAX_NEWER_METRICS, RECORD_REVISION, record_problem
+
+    spec, out, (path,) = _r50s_trained(tmp_path)
+    good = json.loads(path.read_text())
+    rid = good["run_id"]
+    newer = {**good, "revision": 99, "metrics": {**good["metrics"], "val.new_metric": 0.5},
+             "history": [{**h, "val.new_metric": 0.25} for h in good["history"]]}
+    assert record_problem(newer, rid) is None
+    for odd in ({**newer, "revision": RECORD_REVISION},
+                {**newer, "metrics": {**good["metrics"], "Val New!": 0.5}},
+                {**newer, "metrics": {**good["metrics"], **{
+                    f"val.m{i}": 0.5 for i in range(MAX_NEWER_METRICS + 1)}}}):
+        assert "no run of its config records" in (record_problem(odd, rid) or ""), odd
+    path.write_text(json.dumps(newer))
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--workers", "1")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "1 already done" in said and "quarantined" not in said, said
+    assert "records written by a newer ssmrepro (record revision 99" in said, said
+    assert json.loads(path.read_text())["revision"] == 99  # kept, not trained again
+    for name in ("results-smoke.csv", "curves-smoke.csv"):
+        assert "new_metric" not in (out / "tests/t-spec" / name).read_text()
