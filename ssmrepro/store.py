@@ -187,7 +187,7 @@ def record_problem(rec: Any, run_id: str) -> str | None:
             why = metric_range_problem(k, [v])
             if why:
                 return f"history metric {k!r} holds {why}"
-    why = info_problem(rec)
+    why = info_problem(rec) or data_problem(rec.get("data"))
     if why:
         return why
     if rec["status"] in DONE_STATUSES:
@@ -299,6 +299,30 @@ def info_problem(rec: dict) -> str | None:
         v = rec.get(k)
         if v is not None and not (_is_number(v) and v >= 0):
             return f"{k} {str(v)[:40]!r} is not a count or time >= 0"
+    return None
+
+
+DATA_SAMPLE = re.compile(r"[0-9a-f]{20}")  # data.sample: data.cache.content_sample's digest
+
+
+def data_problem(data: Any) -> str | None:
+    """Why a record's account of the data its run trained on (``data``: the task's
+    ``data_info``, with ``evals`` for the named evaluation sets) cannot be one training wrote,
+    or None: a ``cache_key`` that is not a file name, or a ``sample`` that is not a digest of
+    the data's bytes (``content_sample``). The data check (``data_changed``) read a sample of
+    text as other data, printed whole in its warning (3,000 characters), and trusted a number
+    or a table, as a record written before samples were kept."""
+    sets = [data] if isinstance(data, dict) else []
+    if sets and isinstance(data.get("evals"), dict):
+        sets += [d for d in data["evals"].values() if isinstance(d, dict)]
+    for d in sets:
+        key, sample = d.get("cache_key"), d.get("sample")
+        if key is not None and not (isinstance(key, str) and 0 < len(key) <= 255
+                                    and "/" not in key and "\0" not in key):
+            return f"data.cache_key {str(key)[:40]!r} is not the name of a data cache entry"
+        if sample is not None and not (isinstance(sample, str) and DATA_SAMPLE.fullmatch(sample)):
+            return (f"data.sample {str(sample)[:40]!r} is not a digest of its data's bytes "
+                    "(20 hexadecimal digits; edited?)")
     return None
 
 

@@ -24684,3 +24684,34 @@ def test_r50s_a_newer_record_with_a_metric_this_code_does_not_know_is_used(tmp_p
     assert json.loads(path.read_text())["revision"] == 99  # kept, not trained again
     for name in ("results-smoke.csv", "curves-smoke.csv"):
         assert "new_metric" not in (out / "tests/t-spec" / name).read_text()
+
+
+def test_r50s_an_lra_record_whose_data_sample_is_not_a_digest_is_edited(tmp_path):
+    """An LRA record's `data.sample` (a digest of a sample of its data's bytes) edited to text
+    was read as a sample of other data: the warning blamed data rewritten with their times put
+    back and printed the text whole (3,000 characters); a number or a table in its place was
+    trusted as a record without a sample. Such a record (or one whose `data.cache_key` is not
+    an entry's name), in its data or a named set's, is quarantined as edited; a digest, a
+    null and no sample stand."""
+    from ssmrepro.store import data_problem, record_problem
+
+    spec, out, (path,) = _r50s_trained(tmp_path)
+    good = json.loads(path.read_text())
+    data = {"dataset": "listops", "source": "lra_release", "cache_key": "listops-a8b8b89c67",
+            "sample": "402ac5bbb2c4fa8653e0", "sizes": {"train": 7}}
+    for ok in (data, {**data, "sample": None}, {k: v for k, v in data.items() if k != "sample"},
+               None, {"dataset": "text_corpus", "evals": {"long": {"sizes": {}}}}):
+        assert data_problem(ok) is None and record_problem({**good, "data": ok},
+                                                           good["run_id"]) is None, ok
+    for bad, said in (({**data, "sample": "x" * 3000}, "data.sample 'xxxx"),
+                      ({**data, "sample": 12345}, "data.sample '12345'"),
+                      ({**data, "sample": {"a": 1}}, "data.sample \"{'a': 1}\""),
+                      ({**data, "cache_key": 7}, "data.cache_key '7'"),
+                      ({**data, "evals": {"long": {**data, "sample": "ABC"}}}, "'ABC'")):
+        why = record_problem({**good, "data": bad}, good["run_id"]) or ""
+        assert said in why and len(why) < 200, why
+    path.write_text(json.dumps({**good, "data": {**data, "sample": "x" * 3000}}))
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--workers", "1",
+                  "--no-plot", "--dry-run")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "quarantined" in said and "x" * 50 not in said, said
