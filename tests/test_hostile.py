@@ -24715,3 +24715,17 @@ def test_r50s_an_lra_record_whose_data_sample_is_not_a_digest_is_edited(tmp_path
                   "--no-plot", "--dry-run")
     said = " ".join(res.output.split())
     assert res.exit_code == 0 and "quarantined" in said and "x" * 50 not in said, said
+
+
+def test_r50s_run_with_its_outputs_warns_of_newer_records_once(tmp_path):
+    """`run` of a store holding a newer ssmrepro's records (revision 99) warned of them twice:
+    once when it counted the runs done, once more when it built its outputs (a store of their
+    own). Once per command now; the next command of the same process warns again."""
+    spec, out, paths = _r50s_trained(tmp_path, seeds=(0, 1))
+    for path in paths:
+        path.write_text(json.dumps({**json.loads(path.read_text()), "revision": 99}))
+    for args in (("run", "--workers", "1"), ("plot",), ("run", "--workers", "1")):
+        res = _invoke(args[0], spec, "--out", out, "--profile", "smoke", *args[1:])
+        said = " ".join(res.output.split())
+        assert res.exit_code == 0 and said.count("records written by a newer ssmrepro") == 1, \
+            said
