@@ -24729,3 +24729,31 @@ def test_r50s_run_with_its_outputs_warns_of_newer_records_once(tmp_path):
         said = " ".join(res.output.split())
         assert res.exit_code == 0 and said.count("records written by a newer ssmrepro") == 1, \
             said
+
+
+def test_r50s_a_committed_ok_row_without_a_final_val_loss_is_not_used(tmp_path):
+    """A fresh clone's committed results row of an older ssmrepro (before record revision 7)
+    that says 'ok' with an empty metric.val.loss (and val.acc: no accuracy of NaN outputs) was
+    used: its cell counted it finished with no divergence, where its record is trained again
+    and a run now records it 'diverged'. Such a row is not used, as a record of it is not,
+    naming why; a diverged row without a final loss and an ok row with one stand."""
+    import pandas as pd
+
+    spec, out, _ = _r50s_trained(tmp_path, seeds=(0, 1))
+    folder = out / "tests/t-spec"
+    shutil.rmtree(folder / "runs")  # a fresh clone: the tables alone
+    table = folder / "results-smoke.csv"
+    df = pd.read_csv(table)
+    df.loc[df.index[0], ["metric.val.loss", "metric.val.acc"]] = None
+    df.to_csv(table, index=False)
+    res = _invoke("plot", spec, "--out", out, "--profile", "smoke")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "status='ok' with an empty metric.val.loss" in said, said
+    assert "1 of 2 runs finished" in said, said
+    df.loc[df.index[0], "status"] = "diverged"  # (its test.loss finite: that check says so)
+    df.loc[df.index[0], [c for c in df.columns if c.startswith("metric.")]] = None
+    df.to_csv(table, index=False)
+    res = _invoke("plot", spec, "--out", out, "--profile", "smoke")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "with an empty" not in said and "runs finished" not in said, \
+        said
