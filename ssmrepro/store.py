@@ -149,13 +149,19 @@ def record_problem(rec: Any, run_id: str) -> str | None:
         why = metric_range_problem(k, [v])
         if why:
             return f"metric {k!r} holds {why}"
-    foreign = not_recorded(rec.get("metrics") or {}, train.evals, history=False)
+    foreign = _unknown(not_recorded(rec.get("metrics") or {}, train.evals, history=False),
+                       revision)
     if foreign:  # 100,000 names of another tool's were taken as columns of every table
         return (f"metrics no run of its config records ({', '.join(map(repr, foreign[:3]))}"
                 f"{f' and {len(foreign) - 3:,} more' if len(foreign) > 3 else ''})")
     if rec["status"] == "diverged" and (rec.get("metrics") or {}).get(DIVERGED_NAN) is not None:
         return (f"status 'diverged' with a finite {DIVERGED_NAN} (a diverged run's final "
                 "evaluation is NaN; edited?)")
+    if revision >= OK_IS_FINITE and _ok_with_nonfinite_end(rec):  # training writes such a run
+        # 'diverged' since that revision: an edited one was trusted, its cell counting no
+        # divergence and a claim over it 'not measured' (an older one is ``redefined``)
+        return ("status 'ok' with a val.loss that is not finite (since record revision "
+                f"{OK_IS_FINITE} such a run is 'diverged'; edited?)")
     why = analysis_problem(rec["analysis"]) if rec.get("analysis") is not None else None
     if why:
         return f"its analysis {why}"
@@ -172,7 +178,7 @@ def record_problem(rec: Any, run_id: str) -> str | None:
             # rows repeated, reordered) were taken, and the curve drew their mean at each step
             return f"history steps that do not increase ({last} then {step})"
         last = step
-        foreign = not_recorded(h, train.evals, history=True)
+        foreign = _unknown(not_recorded(h, train.evals, history=True), revision)
         if foreign:
             return f"a history row with a value no run records ({foreign[0]!r})"
         if step > train.total_steps:  # drawn far right of every other curve
@@ -181,7 +187,7 @@ def record_problem(rec: Any, run_id: str) -> str | None:
             why = metric_range_problem(k, [v])
             if why:
                 return f"history metric {k!r} holds {why}"
-    why = info_problem(rec)
+    why = info_problem(rec) or data_problem(rec.get("data"))
     if why:
         return why
     if rec["status"] in DONE_STATUSES:
@@ -201,6 +207,40 @@ def record_problem(rec: Any, run_id: str) -> str | None:
 # now) is made at every read.
 _VERDICTS: dict[tuple[str, bytes], tuple[str | None, str | None]] = {}
 MAX_VERDICTS = 400_000  # 300,000 runs of a spec and the records of the stores it reuses
+
+
+NEWER_METRIC = re.compile(r"[a-z][a-z0-9_]{0,39}\.[a-z][a-z0-9_]{0,39}")  # val.max_rise
+MAX_NEWER_METRICS = 16  # metrics a newer ssmrepro may have added since (two were, in a version)
+
+
+def _unknown(names: list[str], revision: int) -> list[str]:
+    """``names`` (metrics no run of this code records: ``not_recorded``) that make a record of
+    record revision ``revision`` foreign: all of them, but none in a record of a newer ssmrepro
+    (``revision`` past ``RECORD_REVISION``) of a few names spelled as metrics (``val.max_rise``),
+    which may record a metric this code does not know (they are left out where it is read,
+    ``_known``): such a record was quarantined and its run trained again, though a newer
+    ssmrepro's records are used as they are (``_newer``)."""
+    if revision > RECORD_REVISION and len(names) <= MAX_NEWER_METRICS and all(
+            isinstance(n, str) and NEWER_METRIC.fullmatch(n) for n in names):
+        return []
+    return names
+
+
+def _known(rec: dict) -> dict:
+    """``rec`` (a valid record of a newer ssmrepro) without the metrics, in its final metrics
+    and history rows, that this code does not record (``_unknown``): columns no table of this
+    code has."""
+    evals = ((rec.get("config") or {}).get("train") or {}).get("evals") or {}
+    metrics = rec.get("metrics") or {}
+    drop = set(not_recorded(metrics, evals, history=False))
+    hist = rec.get("history") or []
+    rows = [set(not_recorded(h, evals, history=True)) for h in hist]
+    if not drop and not any(rows):
+        return rec
+    return {**rec, "metrics": {k: v for k, v in metrics.items() if k not in drop},
+            "history": [{k: v for k, v in h.items() if k not in odd}
+                        for h, odd in zip(hist, rows)] if rec.get("history") is not None
+            else None}
 
 
 def judged_problem(data: bytes, rec: Any, run_id: str) -> tuple[str | None, str | None]:
@@ -259,6 +299,30 @@ def info_problem(rec: dict) -> str | None:
         v = rec.get(k)
         if v is not None and not (_is_number(v) and v >= 0):
             return f"{k} {str(v)[:40]!r} is not a count or time >= 0"
+    return None
+
+
+DATA_SAMPLE = re.compile(r"[0-9a-f]{20}")  # data.sample: data.cache.content_sample's digest
+
+
+def data_problem(data: Any) -> str | None:
+    """Why a record's account of the data its run trained on (``data``: the task's
+    ``data_info``, with ``evals`` for the named evaluation sets) cannot be one training wrote,
+    or None: a ``cache_key`` that is not a file name, or a ``sample`` that is not a digest of
+    the data's bytes (``content_sample``). The data check (``data_changed``) read a sample of
+    text as other data, printed whole in its warning (3,000 characters), and trusted a number
+    or a table, as a record written before samples were kept."""
+    sets = [data] if isinstance(data, dict) else []
+    if sets and isinstance(data.get("evals"), dict):
+        sets += [d for d in data["evals"].values() if isinstance(d, dict)]
+    for d in sets:
+        key, sample = d.get("cache_key"), d.get("sample")
+        if key is not None and not (isinstance(key, str) and 0 < len(key) <= 255
+                                    and "/" not in key and "\0" not in key):
+            return f"data.cache_key {str(key)[:40]!r} is not the name of a data cache entry"
+        if sample is not None and not (isinstance(sample, str) and DATA_SAMPLE.fullmatch(sample)):
+            return (f"data.sample {str(sample)[:40]!r} is not a digest of its data's bytes "
+                    "(20 hexadecimal digits; edited?)")
     return None
 
 
@@ -444,6 +508,18 @@ REVISIONS: tuple[tuple[int, str, Callable[[dict], bool]], ...] = (
         "(it ended 'ok' with NaN metrics)", _ok_with_nonfinite_end),
 )
 RECORD_REVISION = REVISIONS[-1][0]
+OK_IS_FINITE = next(n for n, _, t in REVISIONS if t is _ok_with_nonfinite_end)
+
+
+# whether this command has warned of a newer ssmrepro's records (``Store._warn_newer``): once
+# per command, not per store: `run` reads the records in a store of its own, then its outputs in
+# another, and said it twice (`new_command` forgets it: a process may run several commands)
+_NEWER_SAID = [False]
+
+
+def new_command() -> None:
+    """Forget what an earlier command of this process warned of (``_NEWER_SAID``)."""
+    _NEWER_SAID[0] = False
 
 
 def _newer(revision: int) -> str:
@@ -742,6 +818,7 @@ class Store:
                             continue
                         if rec.get("revision", 0) > RECORD_REVISION:
                             self._warn_newer(rec["revision"])
+                            rec = _known(rec)
                         return upgraded(rec)
                     self._warn(f"ignoring run record {path}: {why}; `run` trains the run again")
                     changed = True
@@ -797,8 +874,8 @@ class Store:
         revision read: records of revisions 9, 10 and 11 gave three warnings, and a store of
         records of a thousand hand-edited revisions a thousand lines. (Not replaced by a later
         one's: ``warnings`` is read by position, what was printed is not printed again.)"""
-        if not self._newer_seen:
-            self._newer_seen = True
+        if not self._newer_seen and not _NEWER_SAID[0]:
+            self._newer_seen = _NEWER_SAID[0] = True
             self._warn(_newer(revision))
 
     def is_done(self, run_id: str) -> bool:

@@ -25171,3 +25171,142 @@ def test_r50q_export_names_a_specs_results_folder_it_cannot_use(tmp_path):
     folder.unlink()
     got, said = _r50q_export(tmp_path, out, env)  # no folder: no results, nothing to say
     assert set(got["experiment"]) == {"u-spec"} and "warning" not in said, said
+
+
+def _r50s_trained(tmp_path, seeds=(0,)):
+    """A tiny spec trained once (2-step S6 runs): its path, --out and its record files."""
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
+             "test_size": 16, "eval_every": 1, "eval_batch_size": 16}
+    spec = write_spec(tmp_path, seeds=list(seeds), train=train,
+                      sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]}])
+    out = tmp_path / "out"
+    assert _invoke("run", spec, "--out", out, "--profile", "smoke", "--workers", "1",
+                   "--no-plot").exit_code == 0
+    return spec, out, sorted((out / "tests/t-spec/runs").glob("*.json"))
+
+
+def test_r50s_an_ok_record_of_revision_7_with_a_nan_val_loss_is_edited(tmp_path):
+    """Since record revision 7 training writes a run whose model at its stop step has no finite
+    val.loss 'diverged'; an 'ok' record of revision 7 with a NaN (null) val.loss and val.acc (an
+    edited one) was trusted, `run` counted it done and the report no divergence. It is
+    quarantined as edited, as a 'diverged' record with a finite test.loss is; an older one is
+    still trained again as written before revision 7, and one with a finite val.loss stands."""
+    from ssmrepro.store import record_problem, redefined
+
+    spec, out, (path,) = _r50s_trained(tmp_path)
+    good = json.loads(path.read_text())
+    assert record_problem(good, good["run_id"]) is None
+    bad = {**good, "metrics": {**good["metrics"], "val.loss": None, "val.acc": None}}
+    why = record_problem(bad, good["run_id"])
+    assert why and "status 'ok' with a val.loss that is not finite" in why, why
+    old = {**bad, "revision": 6}
+    assert record_problem(old, good["run_id"]) is None and "revision 6" in redefined(old)
+    path.write_text(json.dumps(bad))
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--workers", "1",
+                  "--no-plot")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "quarantined" in said and "1 to train" in said, said
+    assert json.loads(path.read_text())["metrics"]["val.loss"] is not None
+
+
+def test_r50s_a_newer_record_with_a_metric_this_code_does_not_know_is_used(tmp_path):
+    """A record of a newer ssmrepro (revision 99) that records a metric added since (in its
+    final metrics and history rows) was quarantined as foreign, `metrics no run of its config
+    records`, even by `run --dry-run`, and its run trained again over the newer record, though
+    such records are used as they are. It is used, without the metrics this code does not know
+    (no column of them), with the one warning; many names, names not spelled as metrics, or an
+    unknown metric in a record of this code's revision are still foreign."""
+    from ssmrepro.store import MAX_NEWER_METRICS, RECORD_REVISION, record_problem
+
+    spec, out, (path,) = _r50s_trained(tmp_path)
+    good = json.loads(path.read_text())
+    rid = good["run_id"]
+    newer = {**good, "revision": 99, "metrics": {**good["metrics"], "val.new_metric": 0.5},
+             "history": [{**h, "val.new_metric": 0.25} for h in good["history"]]}
+    assert record_problem(newer, rid) is None
+    for odd in ({**newer, "revision": RECORD_REVISION},
+                {**newer, "metrics": {**good["metrics"], "Val New!": 0.5}},
+                {**newer, "metrics": {**good["metrics"], **{
+                    f"val.m{i}": 0.5 for i in range(MAX_NEWER_METRICS + 1)}}}):
+        assert "no run of its config records" in (record_problem(odd, rid) or ""), odd
+    path.write_text(json.dumps(newer))
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--workers", "1")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "1 already done" in said and "quarantined" not in said, said
+    assert "records written by a newer ssmrepro (record revision 99" in said, said
+    assert json.loads(path.read_text())["revision"] == 99  # kept, not trained again
+    for name in ("results-smoke.csv", "curves-smoke.csv"):
+        assert "new_metric" not in (out / "tests/t-spec" / name).read_text()
+
+
+def test_r50s_an_lra_record_whose_data_sample_is_not_a_digest_is_edited(tmp_path):
+    """An LRA record's `data.sample` (a digest of a sample of its data's bytes) edited to text
+    was read as a sample of other data: the warning blamed data rewritten with their times put
+    back and printed the text whole (3,000 characters); a number or a table in its place was
+    trusted as a record without a sample. Such a record (or one whose `data.cache_key` is not
+    an entry's name), in its data or a named set's, is quarantined as edited; a digest, a
+    null and no sample stand."""
+    from ssmrepro.store import data_problem, record_problem
+
+    spec, out, (path,) = _r50s_trained(tmp_path)
+    good = json.loads(path.read_text())
+    data = {"dataset": "listops", "source": "lra_release", "cache_key": "listops-a8b8b89c67",
+            "sample": "402ac5bbb2c4fa8653e0", "sizes": {"train": 7}}
+    for ok in (data, {**data, "sample": None}, {k: v for k, v in data.items() if k != "sample"},
+               None, {"dataset": "text_corpus", "evals": {"long": {"sizes": {}}}}):
+        assert data_problem(ok) is None and record_problem({**good, "data": ok},
+                                                           good["run_id"]) is None, ok
+    for bad, said in (({**data, "sample": "x" * 3000}, "data.sample 'xxxx"),
+                      ({**data, "sample": 12345}, "data.sample '12345'"),
+                      ({**data, "sample": {"a": 1}}, "data.sample \"{'a': 1}\""),
+                      ({**data, "cache_key": 7}, "data.cache_key '7'"),
+                      ({**data, "evals": {"long": {**data, "sample": "ABC"}}}, "'ABC'")):
+        why = record_problem({**good, "data": bad}, good["run_id"]) or ""
+        assert said in why and len(why) < 200, why
+    path.write_text(json.dumps({**good, "data": {**data, "sample": "x" * 3000}}))
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--workers", "1",
+                  "--no-plot", "--dry-run")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "quarantined" in said and "x" * 50 not in said, said
+
+
+def test_r50s_run_with_its_outputs_warns_of_newer_records_once(tmp_path):
+    """`run` of a store holding a newer ssmrepro's records (revision 99) warned of them twice:
+    once when it counted the runs done, once more when it built its outputs (a store of their
+    own). Once per command now; the next command of the same process warns again."""
+    spec, out, paths = _r50s_trained(tmp_path, seeds=(0, 1))
+    for path in paths:
+        path.write_text(json.dumps({**json.loads(path.read_text()), "revision": 99}))
+    for args in (("run", "--workers", "1"), ("plot",), ("run", "--workers", "1")):
+        res = _invoke(args[0], spec, "--out", out, "--profile", "smoke", *args[1:])
+        said = " ".join(res.output.split())
+        assert res.exit_code == 0 and said.count("records written by a newer ssmrepro") == 1, \
+            said
+
+
+def test_r50s_a_committed_ok_row_without_a_final_val_loss_is_not_used(tmp_path):
+    """A fresh clone's committed results row of an older ssmrepro (before record revision 7)
+    that says 'ok' with an empty metric.val.loss (and val.acc: no accuracy of NaN outputs) was
+    used: its cell counted it finished with no divergence, where its record is trained again
+    and a run now records it 'diverged'. Such a row is not used, as a record of it is not,
+    naming why; a diverged row without a final loss and an ok row with one stand."""
+    import pandas as pd
+
+    spec, out, _ = _r50s_trained(tmp_path, seeds=(0, 1))
+    folder = out / "tests/t-spec"
+    shutil.rmtree(folder / "runs")  # a fresh clone: the tables alone
+    table = folder / "results-smoke.csv"
+    df = pd.read_csv(table)
+    df.loc[df.index[0], ["metric.val.loss", "metric.val.acc"]] = None
+    df.to_csv(table, index=False)
+    res = _invoke("plot", spec, "--out", out, "--profile", "smoke")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "status='ok' with an empty metric.val.loss" in said, said
+    assert "1 of 2 runs finished" in said, said
+    df.loc[df.index[0], "status"] = "diverged"  # (its test.loss finite: that check says so)
+    df.loc[df.index[0], [c for c in df.columns if c.startswith("metric.")]] = None
+    df.to_csv(table, index=False)
+    res = _invoke("plot", spec, "--out", out, "--profile", "smoke")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "with an empty" not in said and "runs finished" not in said, \
+        said

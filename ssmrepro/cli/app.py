@@ -420,6 +420,9 @@ def guard(fn: Callable[..., Any], interrupted: str = REDO) -> Callable[..., Any]
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         plain_warnings()  # our own warnings as 'warning: ...' lines
+        store = sys.modules.get("ssmrepro.store")  # (not loaded: nothing said yet)
+        if store is not None:
+            store.new_command()
         previous = terminate_as_interrupt()
         try:
             return fn(*args, **kwargs)

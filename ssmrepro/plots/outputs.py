@@ -65,6 +65,7 @@ from ..store import (
     COUNTS,
     DIVERGED_NAN,
     METRIC_PREFIX,
+    OK_IS_FINITE,
     RECORD_STATUSES,
     SET_METRICS,
     TableError,
@@ -1646,6 +1647,13 @@ def _contradiction(rows: pd.DataFrame | _Rows, run, point: dict[str, Any] | None
             if (diverged & np.isfinite(rows.num(col))).any():
                 return (f"status='diverged' with a finite {col} (a diverged run's final "
                         "evaluation is NaN)")
+        col = METRIC_PREFIX + "val.loss"  # as in a record (``store._ok_with_nonfinite_end``):
+        if col in rows and STEP not in rows:  # 'ok' and no final loss, counted as no divergence
+            ok = np.array([v == "ok" for v in status], dtype=bool)
+            if (ok & ~np.isfinite(rows.num(col))).any():
+                return (f"status='ok' with an empty {col} (a run whose model at its stop step "
+                        f"has no finite loss is 'diverged' since record revision {OK_IS_FINITE}; "
+                        "an older ssmrepro's)")
     curve = STEP in rows  # a curves table's columns are a history row's (train.loss its slice's)
     scores = {c if curve else metric_name(c): rows.num(c) for c in rows.scored}
     bad = scored_nonfinite(scores, final=not curve)  # as in a record (`run` trains it again): an
