@@ -637,6 +637,23 @@ def blank_home_unset() -> None:
         del os.environ["HOME"]
 
 
+def unreadable_widths_unset() -> None:
+    """A console width the consoles cannot use is unset at start-up, so the width is the
+    terminal's (80 where there is none): ``COLUMNS=0`` (or ``00``), which rich read as a
+    console 0 characters wide and printed nothing in (every message, an error's included:
+    `show nosuch` exited 2 in silence, `--help` printed a blank line), and a ``TERMINAL_WIDTH``
+    (typer's cap on the help's width) that is not a whole number above 0: ``abc`` or blank was
+    a ValueError traceback at `--help` or a mistyped option, exit 1, and ``0`` printed an empty
+    help. Called at the command line's start-up, before the consoles exist; worker processes
+    inherit the environment."""
+    columns = os.environ.get("COLUMNS", "1")
+    if columns.isdigit() and int(columns) == 0:  # (rich reads digits only; `abc` it ignores)
+        del os.environ["COLUMNS"]
+    cap = os.environ.get("TERMINAL_WIDTH")
+    if cap is not None and not (cap.strip().isdecimal() and int(cap) > 0):
+        del os.environ["TERMINAL_WIDTH"]
+
+
 def open_standard_streams() -> None:
     """Point standard input, output and error at /dev/null where the command was started with
     them closed (`ssmrepro run ... >&-`, `2>&-`, a daemon's closed descriptors). Python leaves

@@ -24618,3 +24618,40 @@ def test_r47l_a_meta_json_past_what_generate_takes_is_not_put_in_the_command(tmp
                                               "version": 1, "n": 10**30, "seed": 2**64}))
     hint = DATASETS["pathfinder"].hint(GENERATED, tmp_path, dataset_config("pathfinder"))
     assert "--res 32 --n 200000 --seed 0 " in hint, hint
+
+
+def test_r50t_a_console_width_of_0_or_an_unreadable_terminal_width_is_unset(monkeypatch):
+    """`COLUMNS=0` made rich's consoles 0 characters wide: every message vanished, an error's
+    too (`show nosuch` exited 2 in silence) and `--help` printed a blank line; a
+    `TERMINAL_WIDTH` of `abc` or blank (typer reads it as an int) was a ValueError traceback at
+    `--help`, and `0` an empty help. Both are unset at start-up (the terminal's width, or 80);
+    widths that can be used are kept."""
+    import importlib
+
+    from rich.console import Console
+
+    import ssmrepro.cli as cli_pkg
+    from ssmrepro.util import unreadable_widths_unset
+
+    for columns in ("0", "00"):
+        monkeypatch.setenv("COLUMNS", columns)
+        unreadable_widths_unset()
+        assert "COLUMNS" not in os.environ
+        assert Console().width > 0
+    for cap in ("abc", " ", "", "0", "-5", "1.5"):
+        monkeypatch.setenv("TERMINAL_WIDTH", cap)
+        unreadable_widths_unset()
+        assert "TERMINAL_WIDTH" not in os.environ, cap
+    monkeypatch.setenv("COLUMNS", "5")
+    monkeypatch.setenv("TERMINAL_WIDTH", "100")
+    unreadable_widths_unset()
+    assert os.environ["COLUMNS"] == "5" and os.environ["TERMINAL_WIDTH"] == "100"
+    monkeypatch.setenv("TERMINAL_WIDTH", "abc")  # the command line's start-up unsets it
+    from ssmrepro.cli.app import app as the_app
+
+    monkeypatch.setattr(the_app, "add_typer", lambda *a, **k: None)  # (registered once)
+    cli_pkg._load()
+    assert "TERMINAL_WIDTH" not in os.environ
+    import typer.rich_utils
+
+    importlib.reload(typer.rich_utils)  # (it read int('abc') at import)
