@@ -24655,3 +24655,17 @@ def test_r50t_a_console_width_of_0_or_an_unreadable_terminal_width_is_unset(monk
     import typer.rich_utils
 
     importlib.reload(typer.rich_utils)  # (it read int('abc') at import)
+
+
+def test_r50t_a_spec_file_whose_id_is_a_project_alias_is_named_as_such(tmp_path):
+    """A spec given by its path with the id `keep-nth`, huang2025-tab1's alias, was refused as
+    differing 'only in case from the id' of huang2025-tab1 and sharing its results folder,
+    neither of which is so. It is refused naming the alias; a case twin of an id still reads
+    as before."""
+    spec = write_spec(tmp_path, name="keep-nth", seeds=[0])
+    res = _invoke("validate", spec)
+    _assert_refused(res, "id: 'keep-nth' is the alias of", "huang2025-tab1.yaml",
+                    "`ssmrepro show keep-nth` names that spec")
+    assert "only in case" not in res.output
+    twin = write_spec(tmp_path, name="Huang2025-tab1", seeds=[0])
+    _assert_refused(_invoke("validate", twin), "differs only in case from the id of")
