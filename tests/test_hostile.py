@@ -24669,3 +24669,25 @@ def test_r50t_a_spec_file_whose_id_is_a_project_alias_is_named_as_such(tmp_path)
     assert "only in case" not in res.output
     twin = write_spec(tmp_path, name="Huang2025-tab1", seeds=[0])
     _assert_refused(_invoke("validate", twin), "differs only in case from the id of")
+
+
+@pytest.mark.parametrize("name", ["res ", " res", "res\nx", "res\tx", "res\r"])
+def test_r50t_a_path_name_with_spaces_at_its_ends_or_a_line_break_is_refused_where_absent(
+        tmp_path, name):
+    """`--out '/x/res '` (or an env file's `SSMREPRO_OUT=/x/res `) made a folder 'res ' beside
+    res and trained every run again there, printed `figures: /x/res /paper/...`; a line break
+    broke the printed path over two lines. Refused naming it, exit 2, nothing written, where
+    no such file or folder exists (one that exists, made on purpose, is used as named)."""
+    out = tmp_path / name
+    for args, env in (((("list", "--out", out), None)), (("list",), {"SSMREPRO_OUT": str(out)}),
+                      (("export", "--file", tmp_path / "e" / name), None),
+                      (("data", "info", "--dir", out / "d"), None)):
+        res = _invoke(*args, env=env)
+        _assert_refused(res)
+        said = " ".join(res.output.replace("│", " ").split())
+        for needle in (repr(name), "spaces at its ends or a control character", "not exist"):
+            assert needle in said, (needle, said)
+    assert not list(tmp_path.iterdir())
+    out.mkdir()
+    res = _invoke("data", "info", "--dir", out)
+    assert res.exit_code == 0, res.output
