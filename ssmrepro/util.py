@@ -510,6 +510,29 @@ def env_path(name: str) -> Path | None:
     return expand_user(value) if value.strip() else None
 
 
+def stray_name(path: Path) -> str | None:
+    """Why ``path`` reads as a slip, else None: a name of it with spaces at its ends or a control
+    character that does not exist yet. `--out '/x/res '` (an env file's `SSMREPRO_OUT=/x/res `,
+    `SSMREPRO_DATA=/x/data `) made a folder 'res ' beside res and trained every run again there
+    (or generated the data there), printed `figures: /x/res /paper/...`; a line break in a path
+    broke the printed path over two lines. One that exists is used as named."""
+    import unicodedata
+
+    for i, name in enumerate(path.parts):
+        if name != name.strip() or any(unicodedata.category(c) == "Cc" for c in name):
+            upto = Path(*path.parts[: i + 1])
+            try:
+                if os.path.lexists(upto):
+                    continue
+            except (OSError, ValueError):  # (a NUL: the path is refused further on)
+                pass
+            return (f"the name {name!r} has spaces at its ends or a control character (a line "
+                    f"break, a tab), and {str(upto)!r} does not exist: a stray character of a "
+                    "copied path or an env file? Give the path without it (or create it first, "
+                    "if the name is meant)")
+    return None
+
+
 def source_tree_problem(root: Path) -> str | None:
     """Why ``root`` cannot be a results root that commands write into: the project folder itself
     (`figures --out .` replaced the project's README.md with the front page) or a folder inside
@@ -583,7 +606,13 @@ def data_root(root: str | os.PathLike[str] | None = None) -> Path:
     exist (loaders raise DataUnavailable naming the command that provides the data)."""
     if root is not None and str(root) != "":
         return expand_user(root)
-    return env_path(DATA_ENV) or Path("data")
+    env = env_path(DATA_ENV)
+    odd = stray_name(env) if env is not None else None
+    if odd is not None:  # `data generate` wrote a new data root 'data ', runs found no data
+        from .data.sources import DataUnavailable
+
+        raise DataUnavailable(f"${DATA_ENV}={os.environ[DATA_ENV]!r}: {odd}")
+    return env or Path("data")
 
 
 def cpu_model() -> str:

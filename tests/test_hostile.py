@@ -24691,3 +24691,24 @@ def test_r50t_a_path_name_with_spaces_at_its_ends_or_a_line_break_is_refused_whe
     out.mkdir()
     res = _invoke("data", "info", "--dir", out)
     assert res.exit_code == 0, res.output
+
+
+def test_r50t_a_data_or_cache_variable_with_a_stray_space_is_refused_where_absent(
+        tmp_path, monkeypatch):
+    """`SSMREPRO_DATA=/x/data ` (an env file's trailing space): `data generate` wrote a new data
+    root 'data ' beside data, and runs found no data there; `SSMREPRO_CACHE=/x/c ` made a cost
+    cache folder 'c '. Both are refused naming the variable, nothing made; an existing folder
+    of that name is used as named."""
+    from ssmrepro.engine.costs import cache_file
+    from ssmrepro.spec import SpecError
+
+    root = tmp_path / "data "
+    res = _invoke("data", "generate", "listops", "--n", "10", env={"SSMREPRO_DATA": str(root)})
+    _assert_refused(res, f"$SSMREPRO_DATA={str(root)!r}", "spaces at its ends", "not exist")
+    monkeypatch.setenv("SSMREPRO_CACHE", str(tmp_path / "c\t"))
+    with pytest.raises(SpecError, match="SSMREPRO_CACHE=.*spaces at its ends"):
+        cache_file()
+    assert not list(tmp_path.iterdir())
+    root.mkdir()
+    res = _invoke("data", "info", env={"SSMREPRO_DATA": str(root)})
+    assert res.exit_code == 0 and f"data root: {root}" in res.output, res.output

@@ -40,6 +40,7 @@ from ..util import (
     os_reason,
     plain_rst,
     plain_warnings,
+    stray_name,
 )
 
 open_standard_streams()  # before the consoles below read sys.stdout and sys.stderr
@@ -385,34 +386,10 @@ def path_value(value: str) -> Path:
         path = expand_user(text)
     except OSError as err:  # '~/r' where the home folder is unknown: a RuntimeError traceback
         raise typer.BadParameter(err.strerror) from None
-    odd = _stray_name(path)
+    odd = stray_name(path)
     if odd is not None:
-        raise typer.BadParameter(
-            f"{text!r}: the name {odd[1]!r} has spaces at its ends or a control character (a "
-            f"line break, a tab), and {odd[0]!r} does not exist: a stray character of a copied "
-            "path or an env file? Give the path without it (or create it first, if the name is "
-            "meant)")
+        raise typer.BadParameter(f"{text!r}: {odd}")
     return path
-
-
-def _stray_name(path: Path) -> tuple[str, str] | None:
-    """``(path up to it, name)`` of the first name of ``path`` with spaces at its ends or a
-    control character that does not exist yet, else None. `--out '/x/res '` (an env file's
-    `SSMREPRO_OUT=/x/res ` too) made a folder 'res ' beside res and trained every run again
-    there, printed `figures: /x/res /paper/...` (two paths to a reader); a line break in a path
-    broke the printed path over two lines. One that exists is used as named."""
-    import unicodedata
-
-    for i, name in enumerate(path.parts):
-        if name != name.strip() or any(unicodedata.category(c) == "Cc" for c in name):
-            upto = Path(*path.parts[: i + 1])
-            try:
-                if os.path.lexists(upto):
-                    continue
-            except (OSError, ValueError):  # (a NUL: the path is refused further on)
-                pass
-            return str(upto), name
-    return None
 
 
 def file_value(value: str) -> Path:
