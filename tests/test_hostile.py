@@ -24712,3 +24712,18 @@ def test_r50t_a_data_or_cache_variable_with_a_stray_space_is_refused_where_absen
     root.mkdir()
     res = _invoke("data", "info", env={"SSMREPRO_DATA": str(root)})
     assert res.exit_code == 0 and f"data root: {root}" in res.output, res.output
+
+
+def test_r50t_a_download_url_of_a_fifo_or_device_says_what_is_there(tmp_path):
+    """`data download lra --url file:///dev/null` (or of a FIFO) said `no file at /dev/null`,
+    which is there: it names what it is, exit 2, nothing made; an absent file is as before."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for local in (fifo, Path("/dev/null")):
+        res = _invoke("data", "download", "lra", "--url", f"file://{local}", "--dir",
+                      tmp_path / "d")
+        _assert_refused(res, f"{local} is not a regular file (a FIFO, device or socket)")
+    res = _invoke("data", "download", "lra", "--url", f"file://{tmp_path}/none.tar.gz", "--dir",
+                  tmp_path / "d")
+    _assert_refused(res, f"no file at {tmp_path}/none.tar.gz")
+    assert not (tmp_path / "d").exists()
