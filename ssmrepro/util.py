@@ -145,6 +145,14 @@ def os_reason(err: OSError) -> str:
     limit = _process_limit(err)
     if limit is not None:
         return limit
+    if err.errno == errno.EEXIST and err.filename:  # mkdir where something stands: a symbolic
+        # link to nothing (`.cache -> /gone`) 'exists and is not a folder', read as a file
+        try:
+            if os.path.islink(err.filename) and not os.path.exists(err.filename):
+                return (f"a symbolic link to {os.readlink(err.filename)}, which does not exist, "
+                        "where a folder belongs (remove the link, or make what it leads to)")
+        except (OSError, ValueError):
+            pass
     return {errno.ENOSPC: "no space left on device", errno.EROFS: "read-only file system",
             errno.EACCES: "permission denied", errno.ENOTDIR: "a path component is a file, "
             "not a folder", errno.EEXIST: "exists and is not a folder",

@@ -24727,3 +24727,24 @@ def test_r50t_a_download_url_of_a_fifo_or_device_says_what_is_there(tmp_path):
                   tmp_path / "d")
     _assert_refused(res, f"no file at {tmp_path}/none.tar.gz")
     assert not (tmp_path / "d").exists()
+
+
+def test_r50t_a_folder_made_where_a_link_to_nothing_stands_names_the_link(tmp_path):
+    """The data root's `.cache` a symbolic link to a folder since removed: `run` said `cannot
+    use <root>/.cache: exists and is not a folder`, read as a file in the way. It names the link
+    and where it leads; a file there reads as before."""
+    from ssmrepro.util import os_message
+
+    link = tmp_path / ".cache"
+    link.symlink_to(tmp_path / "gone")
+    with pytest.raises(OSError) as err:
+        (link / "listops-x").parent.mkdir(parents=True, exist_ok=True)
+    said = os_message(err.value)
+    assert said == (f"cannot use {link}: a symbolic link to {tmp_path / 'gone'}, which does not "
+                    "exist, where a folder belongs (remove the link, or make what it leads "
+                    "to)"), said
+    link.unlink()
+    link.write_text("")
+    with pytest.raises(OSError) as err:
+        link.mkdir(parents=True, exist_ok=True)
+    assert os_message(err.value) == f"cannot use {link}: exists and is not a folder"
