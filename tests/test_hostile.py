@@ -4072,6 +4072,20 @@ def test_a_cache_entry_with_pixels_outside_0_to_255_is_rebuilt(tmp_path, bad):
     damaged = x.astype(np.float32)
     damaged[0, :4] = bad
     np.save(good.cache_path / "train.x.npy", damaged)
+    # (the entry keeps its arrays' dtypes: float32 for uint8 is named first; an entry written
+    # before, without them, is caught by its pixel values)
+    with pytest.warns(UserWarning, match=r"damaged cache entry .*train\.x\.npy holds <f4, "
+                      r"written as \|u1\)"):
+        again = load_lra("image", "train", root=root, accept_sources=[DIGITS])
+    assert again.x.dtype == np.uint8 and (np.asarray(again.x) == x).all()
+    meta_file = again.cache_path / "meta.json"
+    meta = json.loads(meta_file.read_text())
+    del meta["dtypes"]
+    from ssmrepro.data.cache import meta_digest
+
+    meta["digest"] = meta_digest(meta)
+    meta_file.write_text(json.dumps(meta))
+    np.save(again.cache_path / "train.x.npy", damaged)
     with pytest.warns(UserWarning, match="damaged cache entry .*pixel values"):
         again = load_lra("image", "train", root=root, accept_sources=[DIGITS])
     assert again.x.dtype == np.uint8 and (np.asarray(again.x) == x).all()
@@ -24748,3 +24762,38 @@ def test_r50t_a_folder_made_where_a_link_to_nothing_stands_names_the_link(tmp_pa
     with pytest.raises(OSError) as err:
         link.mkdir(parents=True, exist_ok=True)
     assert os_message(err.value) == f"cannot use {link}: exists and is not a folder"
+
+
+def test_r50t_a_cache_array_of_another_dtype_is_a_damaged_entry(tmp_path):
+    """A prepared array replaced by one of the same shape and another dtype (pixels of float64
+    12.5 for uint8, labels int32 for int64, big-endian ids) was served: only the shapes were
+    written down. The entry keeps each array's dtype; another is a damaged entry, named by
+    `data info` and rebuilt by the next load. Entries written before (no dtypes) read as before."""
+    import numpy as np
+
+    from ssmrepro.data.cache import entry_problem, load_entry, meta_digest, save_entry
+
+    entry = tmp_path / "image-0123456789abcdef0123"
+    save_entry(entry, {"train.x": np.zeros((2, 4), np.uint8),
+                       "train.labels": np.zeros(2, np.int64)}, {"kind": "pixels"})
+    assert entry_problem(entry) is None
+    for name, arr in (("train.x", np.full((2, 4), 12.5)), ("train.labels", np.zeros(2, np.int32)),
+                      ("train.labels", np.zeros(2, ">i8"))):
+        good = np.load(entry / f"{name}.npy")
+        np.save(entry / f"{name}.npy", arr)
+        why = entry_problem(entry)
+        assert why is not None and f"{name}.npy holds {arr.dtype.str}, written as " \
+            f"{good.dtype.str}" in why, why
+        np.save(entry / f"{name}.npy", good)
+    meta = json.loads((entry / "meta.json").read_text())
+    del meta["dtypes"]
+    meta["digest"] = meta_digest(meta)
+    (entry / "meta.json").write_text(json.dumps(meta))
+    np.save(entry / "train.labels.npy", np.zeros(2, np.int32))
+    assert entry_problem(entry) is None  # (written before dtypes were kept)
+    meta["dtypes"] = {"train.x": "|u1", "train.labels": "<i8"}
+    meta["digest"] = meta_digest(meta)
+    (entry / "meta.json").write_text(json.dumps(meta))
+    with pytest.warns(UserWarning, match="holds <i4, written as <i8"):
+        assert load_entry(entry) is None
+    assert not entry.exists()
