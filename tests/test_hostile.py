@@ -24797,3 +24797,39 @@ def test_r50t_a_cache_array_of_another_dtype_is_a_damaged_entry(tmp_path):
     with pytest.warns(UserWarning, match="holds <i4, written as <i8"):
         assert load_entry(entry) is None
     assert not entry.exists()
+
+
+def test_r50t_a_data_root_where_the_cache_cannot_be_written_still_loads(tmp_path, monkeypatch):
+    """A data root shared read-only (a cluster's dataset mount) or on a full disk: every LRA run
+    failed, exit 2, `cannot use <root>/.cache/.tmp-...: read-only file system`, though the cache
+    only spares preparing the data again. The prepared arrays are used from memory with a
+    warning naming why, the process's other splits read them (not prepared again), and the
+    run's data key is the entry's name as where it can be written."""
+    import dataclasses
+
+    import numpy as np
+
+    import ssmrepro.data.datasets as ds
+    from ssmrepro.data import DIGITS
+
+    root = tmp_path / "data"
+    shutil.copytree(ROOT / "tests/assets/lra/digits", root / "digits")
+    prepared = []
+    real_prepare = ds.DATASETS["image"].prepare
+
+    def refuse(path, *a, **k):
+        raise OSError(errno.EROFS, "Read-only file system", str(path))
+
+    monkeypatch.setattr(ds, "save_entry", refuse)
+    monkeypatch.setitem(ds.DATASETS, "image", dataclasses.replace(
+        ds.DATASETS["image"], prepare=lambda *a, **k: prepared.append(1) or real_prepare(*a, **k)))
+    monkeypatch.setattr(ds, "_UNCACHED", {})
+    with pytest.warns(UserWarning, match=r"cannot be cached at .*\(read-only file system\): "
+                      "used from memory"):
+        train = ds.load_lra("image", "train", root=root, accept_sources=[DIGITS])
+    test = ds.load_lra("image", "test", root=root, accept_sources=[DIGITS])
+    assert len(prepared) == 1 and len(train) and len(test)
+    assert train.cache_path.name == ds.data_key("image", DIGITS, root)
+    monkeypatch.undo()
+    again = ds.load_lra("image", "train", root=root, accept_sources=[DIGITS])
+    assert (np.asarray(again.x) == np.asarray(train.x)).all() and again.cache_path.is_dir()
