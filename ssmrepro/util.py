@@ -140,6 +140,22 @@ def os_message(err: OSError) -> str:
     return f"cannot use{where}: {os_reason(err)}"
 
 
+def remove_tree(path: Path) -> None:
+    """``shutil.rmtree(path)``, an OSError naming the file it met in full: rmtree removes by
+    descriptor and names the entry alone, so `data generate --force` on a read-only disk said
+    `cannot use meta.json: read-only file system`, naming no folder."""
+    def named(func, where, exc) -> None:
+        err = exc[1] if isinstance(exc, tuple) else exc
+        if isinstance(err, OSError):
+            raise OSError(err.errno, err.strerror, str(where)) from None
+        raise err
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=named)
+    else:
+        shutil.rmtree(path, onerror=named)
+
+
 def os_reason(err: OSError) -> str:
     """What went wrong in an OSError, in words ('no space left on device'), without a path."""
     limit = _process_limit(err)

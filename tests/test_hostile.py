@@ -24833,3 +24833,26 @@ def test_r50t_a_data_root_where_the_cache_cannot_be_written_still_loads(tmp_path
     monkeypatch.undo()
     again = ds.load_lra("image", "train", root=root, accept_sources=[DIGITS])
     assert (np.asarray(again.x) == np.asarray(train.x)).all() and again.cache_path.is_dir()
+
+
+def test_r50t_a_folder_that_cannot_be_removed_is_named_in_full(tmp_path, monkeypatch):
+    """`data generate listops --force` on a read-only disk said `cannot use meta.json:
+    read-only file system` (rmtree names the entry alone), naming no folder; so did `data
+    download --force` replacing an installed folder. The file is named in full."""
+    from ssmrepro.util import os_message, remove_tree
+
+    target = tmp_path / "generated" / "listops"
+    target.mkdir(parents=True)
+    (target / "meta.json").write_text("{}")
+    real = os.unlink
+
+    def read_only(name, *a, **k):
+        raise OSError(errno.EROFS, "Read-only file system", name)
+
+    monkeypatch.setattr(os, "unlink", read_only)
+    with pytest.raises(OSError) as err:
+        remove_tree(target)
+    monkeypatch.setattr(os, "unlink", real)
+    assert os_message(err.value) == f"cannot use {target / 'meta.json'}: read-only file system"
+    remove_tree(target)
+    assert not target.exists()

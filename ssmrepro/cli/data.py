@@ -260,7 +260,7 @@ def _foreign_entries(target: Path) -> list[str]:
 
 
 def _prepare_out(out: Path | None, default: Path, force: bool) -> Path:
-    from ..util import remove_dead_scratch
+    from ..util import remove_dead_scratch, remove_tree
 
     target = out if out is not None else default
     if target.is_symlink() or (target.exists() and not target.is_dir()):
@@ -274,7 +274,7 @@ def _prepare_out(out: Path | None, default: Path, force: bool) -> Path:
             _fail(f"{target} holds {', '.join(foreign[:5])}{' ...' if len(foreign) > 5 else ''}, "
                   "which no generator writes: --force only replaces a generated dataset; choose "
                   "an empty or new --out")
-        shutil.rmtree(target)
+        remove_tree(target)
     return target
 
 
