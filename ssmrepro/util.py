@@ -625,6 +625,15 @@ def repo_root() -> Path:
     return root
 
 
+class DataUnavailable(RuntimeError):
+    """The requested data is not on disk (we never download implicitly); ``data.sources``
+    exports it (defined here, below the data layer, for :func:`data_root`).
+
+    The message is one paragraph naming the task, the sources that were accepted, where we looked,
+    and the exact ``ssmrepro data ...`` command(s) that would provide the data.
+    """
+
+
 def data_root(root: str | os.PathLike[str] | None = None) -> Path:
     """The data root: ``root`` if given, else ``$SSMREPRO_DATA``, else ``./data``. It need not
     exist (loaders raise DataUnavailable naming the command that provides the data)."""
@@ -633,8 +642,6 @@ def data_root(root: str | os.PathLike[str] | None = None) -> Path:
     env = env_path(DATA_ENV)
     odd = stray_name(env) if env is not None else None
     if odd is not None:  # `data generate` wrote a new data root 'data ', runs found no data
-        from .data.sources import DataUnavailable
-
         raise DataUnavailable(f"${DATA_ENV}={os.environ[DATA_ENV]!r}: {odd}")
     return env or Path("data")
 
