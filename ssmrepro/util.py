@@ -140,22 +140,6 @@ def os_message(err: OSError) -> str:
     return f"cannot use{where}: {os_reason(err)}"
 
 
-def remove_tree(path: Path) -> None:
-    """``shutil.rmtree(path)``, an OSError naming the file it met in full: rmtree removes by
-    descriptor and names the entry alone, so `data generate --force` on a read-only disk said
-    `cannot use meta.json: read-only file system`, naming no folder."""
-    def named(func, where, exc) -> None:
-        err = exc[1] if isinstance(exc, tuple) else exc
-        if isinstance(err, OSError):
-            raise OSError(err.errno, err.strerror, str(where)) from None
-        raise err
-
-    if sys.version_info >= (3, 12):
-        shutil.rmtree(path, onexc=named)
-    else:
-        shutil.rmtree(path, onerror=named)
-
-
 def os_reason(err: OSError) -> str:
     """What went wrong in an OSError, in words ('no space left on device'), without a path."""
     limit = _process_limit(err)
@@ -176,6 +160,22 @@ def os_reason(err: OSError) -> str:
             errno.ELOOP: "a symbolic link loop (a link that leads back to itself)"}.get(
         err.errno or -1, err.strerror or str(err) or type(err).__name__)  # an OSError of a
     # message alone (shutil's 'Cannot call rmtree on a symbolic link') printed 'OSError'
+
+
+def remove_tree(path: Path) -> None:
+    """``shutil.rmtree(path)``, an OSError naming the file it met in full: rmtree removes by
+    descriptor and names the entry alone, so `data generate --force` on a read-only disk said
+    `cannot use meta.json: read-only file system`, naming no folder."""
+    def named(func, where, exc) -> None:
+        err = exc[1] if isinstance(exc, tuple) else exc
+        if isinstance(err, OSError):
+            raise OSError(err.errno, err.strerror, str(where)) from None
+        raise err
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=named)
+    else:
+        shutil.rmtree(path, onerror=named)
 
 
 def human_seconds(sec: float) -> str:
