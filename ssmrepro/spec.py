@@ -1245,6 +1245,10 @@ def id_taken(spec: Spec) -> str | None:
         return None
     # two files of one id (experiments/a/x.yaml, experiments/b/x.yaml) leave it out of the
     # index too: the second was said to differ 'only in case' from the first's identical id
+    if not cased and other.stem != spec.id:  # the alias of a project spec (`id: keep-nth`): it
+        # was said to differ 'only in case' from huang2025-tab1, sharing its results folder
+        return (f"{spec.path}: id: {spec.id!r} is the alias of {other}; a spec given by its "
+                f"path needs an id of its own (`ssmrepro show {spec.id}` names that spec)")
     relation = "differs only in case from the id" if other.stem != spec.id else "is the id"
     return (f"{spec.path}: id: {spec.id!r} {relation} of {other}; a spec given by its path needs "
             "an id of its own (the two would share one results folder)")

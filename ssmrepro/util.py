@@ -170,6 +170,14 @@ def os_reason(err: OSError) -> str:
     limit = _process_limit(err)
     if limit is not None:
         return limit
+    if err.errno == errno.EEXIST and err.filename:  # mkdir where something stands: a symbolic
+        # link to nothing (`.cache -> /gone`) 'exists and is not a folder', read as a file
+        try:
+            if os.path.islink(err.filename) and not os.path.exists(err.filename):
+                return (f"a symbolic link to {os.readlink(err.filename)}, which does not exist, "
+                        "where a folder belongs (remove the link, or make what it leads to)")
+        except (OSError, ValueError):
+            pass
     return {errno.ENOSPC: "no space left on device", errno.EROFS: "read-only file system",
             errno.EACCES: "permission denied", errno.ENOTDIR: "a path component is a file, "
             "not a folder", errno.EEXIST: "exists and is not a folder",
@@ -177,6 +185,22 @@ def os_reason(err: OSError) -> str:
             errno.ELOOP: "a symbolic link loop (a link that leads back to itself)"}.get(
         err.errno or -1, err.strerror or str(err) or type(err).__name__)  # an OSError of a
     # message alone (shutil's 'Cannot call rmtree on a symbolic link') printed 'OSError'
+
+
+def remove_tree(path: Path) -> None:
+    """``shutil.rmtree(path)``, an OSError naming the file it met in full: rmtree removes by
+    descriptor and names the entry alone, so `data generate --force` on a read-only disk said
+    `cannot use meta.json: read-only file system`, naming no folder."""
+    def named(func, where, exc) -> None:
+        err = exc[1] if isinstance(exc, tuple) else exc
+        if isinstance(err, OSError):
+            raise OSError(err.errno, err.strerror, str(where)) from None
+        raise err
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=named)
+    else:
+        shutil.rmtree(path, onerror=named)
 
 
 def human_seconds(sec: float) -> str:
@@ -535,6 +559,29 @@ def env_path(name: str) -> Path | None:
     return expand_user(value) if value.strip() else None
 
 
+def stray_name(path: Path) -> str | None:
+    """Why ``path`` reads as a slip, else None: a name of it with spaces at its ends or a control
+    character that does not exist yet. `--out '/x/res '` (an env file's `SSMREPRO_OUT=/x/res `,
+    `SSMREPRO_DATA=/x/data `) made a folder 'res ' beside res and trained every run again there
+    (or generated the data there), printed `figures: /x/res /paper/...`; a line break in a path
+    broke the printed path over two lines. One that exists is used as named."""
+    import unicodedata
+
+    for i, name in enumerate(path.parts):
+        if name != name.strip() or any(unicodedata.category(c) == "Cc" for c in name):
+            upto = Path(*path.parts[: i + 1])
+            try:
+                if os.path.lexists(upto):
+                    continue
+            except (OSError, ValueError):  # (a NUL: the path is refused further on)
+                pass
+            return (f"the name {name!r} has spaces at its ends or a control character (a line "
+                    f"break, a tab), and {str(upto)!r} does not exist: a stray character of a "
+                    "copied path or an env file? Give the path without it (or create it first, "
+                    "if the name is meant)")
+    return None
+
+
 def source_tree_problem(root: Path) -> str | None:
     """Why ``root`` cannot be a results root that commands write into: the project folder itself
     (`figures --out .` replaced the project's README.md with the front page) or a folder inside
@@ -603,12 +650,25 @@ def repo_root() -> Path:
     return root
 
 
+class DataUnavailable(RuntimeError):
+    """The requested data is not on disk (we never download implicitly); ``data.sources``
+    exports it (defined here, below the data layer, for :func:`data_root`).
+
+    The message is one paragraph naming the task, the sources that were accepted, where we looked,
+    and the exact ``ssmrepro data ...`` command(s) that would provide the data.
+    """
+
+
 def data_root(root: str | os.PathLike[str] | None = None) -> Path:
     """The data root: ``root`` if given, else ``$SSMREPRO_DATA``, else ``./data``. It need not
     exist (loaders raise DataUnavailable naming the command that provides the data)."""
     if root is not None and str(root) != "":
         return expand_user(root)
-    return env_path(DATA_ENV) or Path("data")
+    env = env_path(DATA_ENV)
+    odd = stray_name(env) if env is not None else None
+    if odd is not None:  # `data generate` wrote a new data root 'data ', runs found no data
+        raise DataUnavailable(f"${DATA_ENV}={os.environ[DATA_ENV]!r}: {odd}")
+    return env or Path("data")
 
 
 def cpu_model() -> str:
@@ -660,6 +720,23 @@ def blank_home_unset() -> None:
     inherit the environment."""
     if "HOME" in os.environ and not os.environ["HOME"].strip():
         del os.environ["HOME"]
+
+
+def unreadable_widths_unset() -> None:
+    """A console width the consoles cannot use is unset at start-up, so the width is the
+    terminal's (80 where there is none): ``COLUMNS=0`` (or ``00``), which rich read as a
+    console 0 characters wide and printed nothing in (every message, an error's included:
+    `show nosuch` exited 2 in silence, `--help` printed a blank line), and a ``TERMINAL_WIDTH``
+    (typer's cap on the help's width) that is not a whole number above 0: ``abc`` or blank was
+    a ValueError traceback at `--help` or a mistyped option, exit 1, and ``0`` printed an empty
+    help. Called at the command line's start-up, before the consoles exist; worker processes
+    inherit the environment."""
+    columns = os.environ.get("COLUMNS", "1")
+    if columns.isdigit() and int(columns) == 0:  # (rich reads digits only; `abc` it ignores)
+        del os.environ["COLUMNS"]
+    cap = os.environ.get("TERMINAL_WIDTH")
+    if cap is not None and not (cap.strip().isdecimal() and int(cap) > 0):
+        del os.environ["TERMINAL_WIDTH"]
 
 
 def open_standard_streams() -> None:

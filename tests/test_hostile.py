@@ -4075,6 +4075,20 @@ def test_a_cache_entry_with_pixels_outside_0_to_255_is_rebuilt(tmp_path, bad):
     damaged = x.astype(np.float32)
     damaged[0, :4] = bad
     np.save(good.cache_path / "train.x.npy", damaged)
+    # (the entry keeps its arrays' dtypes: float32 for uint8 is named first; an entry written
+    # before, without them, is caught by its pixel values)
+    with pytest.warns(UserWarning, match=r"damaged cache entry .*train\.x\.npy holds <f4, "
+                      r"written as \|u1\)"):
+        again = load_lra("image", "train", root=root, accept_sources=[DIGITS])
+    assert again.x.dtype == np.uint8 and (np.asarray(again.x) == x).all()
+    meta_file = again.cache_path / "meta.json"
+    meta = json.loads(meta_file.read_text())
+    del meta["dtypes"]
+    from ssmrepro.data.cache import meta_digest
+
+    meta["digest"] = meta_digest(meta)
+    meta_file.write_text(json.dumps(meta))
+    np.save(again.cache_path / "train.x.npy", damaged)
     with pytest.warns(UserWarning, match="damaged cache entry .*pixel values"):
         again = load_lra("image", "train", root=root, accept_sources=[DIGITS])
     assert again.x.dtype == np.uint8 and (np.asarray(again.x) == x).all()
@@ -25310,3 +25324,227 @@ def test_r50s_a_committed_ok_row_without_a_final_val_loss_is_not_used(tmp_path):
     said = " ".join(res.output.split())
     assert res.exit_code == 0 and "with an empty" not in said and "runs finished" not in said, \
         said
+
+
+def test_r50t_a_console_width_of_0_or_an_unreadable_terminal_width_is_unset(monkeypatch):
+    """`COLUMNS=0` made rich's consoles 0 characters wide: every message vanished, an error's
+    too (`show nosuch` exited 2 in silence) and `--help` printed a blank line; a
+    `TERMINAL_WIDTH` of `abc` or blank (typer reads it as an int) was a ValueError traceback at
+    `--help`, and `0` an empty help. Both are unset at start-up (the terminal's width, or 80);
+    widths that can be used are kept."""
+    import importlib
+
+    from rich.console import Console
+
+    import ssmrepro.cli as cli_pkg
+    from ssmrepro.util import unreadable_widths_unset
+
+    for columns in ("0", "00"):
+        monkeypatch.setenv("COLUMNS", columns)
+        unreadable_widths_unset()
+        assert "COLUMNS" not in os.environ
+        assert Console().width > 0
+    for cap in ("abc", " ", "", "0", "-5", "1.5"):
+        monkeypatch.setenv("TERMINAL_WIDTH", cap)
+        unreadable_widths_unset()
+        assert "TERMINAL_WIDTH" not in os.environ, cap
+    monkeypatch.setenv("COLUMNS", "5")
+    monkeypatch.setenv("TERMINAL_WIDTH", "100")
+    unreadable_widths_unset()
+    assert os.environ["COLUMNS"] == "5" and os.environ["TERMINAL_WIDTH"] == "100"
+    monkeypatch.setenv("TERMINAL_WIDTH", "abc")  # the command line's start-up unsets it
+    from ssmrepro.cli.app import app as the_app
+
+    monkeypatch.setattr(the_app, "add_typer", lambda *a, **k: None)  # (registered once)
+    cli_pkg._load()
+    assert "TERMINAL_WIDTH" not in os.environ
+    import typer.rich_utils
+
+    importlib.reload(typer.rich_utils)  # (it read int('abc') at import)
+
+
+def test_r50t_a_spec_file_whose_id_is_a_project_alias_is_named_as_such(tmp_path):
+    """A spec given by its path with the id `keep-nth`, huang2025-tab1's alias, was refused as
+    differing 'only in case from the id' of huang2025-tab1 and sharing its results folder,
+    neither of which is so. It is refused naming the alias; a case twin of an id still reads
+    as before."""
+    spec = write_spec(tmp_path, name="keep-nth", seeds=[0])
+    res = _invoke("validate", spec)
+    _assert_refused(res, "id: 'keep-nth' is the alias of", "huang2025-tab1.yaml",
+                    "`ssmrepro show keep-nth` names that spec")
+    assert "only in case" not in res.output
+    twin = write_spec(tmp_path, name="Huang2025-tab1", seeds=[0])
+    _assert_refused(_invoke("validate", twin), "differs only in case from the id of")
+
+
+@pytest.mark.parametrize("name", ["res ", " res", "res\nx", "res\tx", "res\r"])
+def test_r50t_a_path_name_with_spaces_at_its_ends_or_a_line_break_is_refused_where_absent(
+        tmp_path, name):
+    """`--out '/x/res '` (or an env file's `SSMREPRO_OUT=/x/res `) made a folder 'res ' beside
+    res and trained every run again there, printed `figures: /x/res /paper/...`; a line break
+    broke the printed path over two lines. Refused naming it, exit 2, nothing written, where
+    no such file or folder exists (one that exists, made on purpose, is used as named)."""
+    out = tmp_path / name
+    for args, env in (((("list", "--out", out), None)), (("list",), {"SSMREPRO_OUT": str(out)}),
+                      (("export", "--file", tmp_path / "e" / name), None),
+                      (("data", "info", "--dir", out / "d"), None)):
+        res = _invoke(*args, env=env)
+        _assert_refused(res)
+        said = " ".join(res.output.replace("│", " ").split())
+        for needle in (repr(name), "spaces at its ends or a control character", "not exist"):
+            assert needle in said, (needle, said)
+    assert not list(tmp_path.iterdir())
+    out.mkdir()
+    res = _invoke("data", "info", "--dir", out)
+    assert res.exit_code == 0, res.output
+
+
+def test_r50t_a_data_or_cache_variable_with_a_stray_space_is_refused_where_absent(
+        tmp_path, monkeypatch):
+    """`SSMREPRO_DATA=/x/data ` (an env file's trailing space): `data generate` wrote a new data
+    root 'data ' beside data, and runs found no data there; `SSMREPRO_CACHE=/x/c ` made a cost
+    cache folder 'c '. Both are refused naming the variable, nothing made; an existing folder
+    of that name is used as named."""
+    from ssmrepro.engine.costs import cache_file
+    from ssmrepro.spec import SpecError
+
+    root = tmp_path / "data "
+    res = _invoke("data", "generate", "listops", "--n", "10", env={"SSMREPRO_DATA": str(root)})
+    _assert_refused(res, f"$SSMREPRO_DATA={str(root)!r}", "spaces at its ends", "not exist")
+    monkeypatch.setenv("SSMREPRO_CACHE", str(tmp_path / "c\t"))
+    with pytest.raises(SpecError, match="SSMREPRO_CACHE=.*spaces at its ends"):
+        cache_file()
+    assert not list(tmp_path.iterdir())
+    root.mkdir()
+    res = _invoke("data", "info", env={"SSMREPRO_DATA": str(root)})
+    assert res.exit_code == 0 and f"data root: {root}" in res.output, res.output
+
+
+def test_r50t_a_download_url_of_a_fifo_or_device_says_what_is_there(tmp_path):
+    """`data download lra --url file:///dev/null` (or of a FIFO) said `no file at /dev/null`,
+    which is there: it names what it is, exit 2, nothing made; an absent file is as before."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for local in (fifo, Path("/dev/null")):
+        res = _invoke("data", "download", "lra", "--url", f"file://{local}", "--dir",
+                      tmp_path / "d")
+        _assert_refused(res, f"{local} is not a regular file (a FIFO, device or socket)")
+    res = _invoke("data", "download", "lra", "--url", f"file://{tmp_path}/none.tar.gz", "--dir",
+                  tmp_path / "d")
+    _assert_refused(res, f"no file at {tmp_path}/none.tar.gz")
+    assert not (tmp_path / "d").exists()
+
+
+def test_r50t_a_folder_made_where_a_link_to_nothing_stands_names_the_link(tmp_path):
+    """The data root's `.cache` a symbolic link to a folder since removed: `run` said `cannot
+    use <root>/.cache: exists and is not a folder`, read as a file in the way. It names the link
+    and where it leads; a file there reads as before."""
+    from ssmrepro.util import os_message
+
+    link = tmp_path / ".cache"
+    link.symlink_to(tmp_path / "gone")
+    with pytest.raises(OSError) as err:
+        (link / "listops-x").parent.mkdir(parents=True, exist_ok=True)
+    said = os_message(err.value)
+    assert said == (f"cannot use {link}: a symbolic link to {tmp_path / 'gone'}, which does not "
+                    "exist, where a folder belongs (remove the link, or make what it leads "
+                    "to)"), said
+    link.unlink()
+    link.write_text("")
+    with pytest.raises(OSError) as err:
+        link.mkdir(parents=True, exist_ok=True)
+    assert os_message(err.value) == f"cannot use {link}: exists and is not a folder"
+
+
+def test_r50t_a_cache_array_of_another_dtype_is_a_damaged_entry(tmp_path):
+    """A prepared array replaced by one of the same shape and another dtype (pixels of float64
+    12.5 for uint8, labels int32 for int64, big-endian ids) was served: only the shapes were
+    written down. The entry keeps each array's dtype; another is a damaged entry, named by
+    `data info` and rebuilt by the next load. Entries written before (no dtypes) read as before."""
+    import numpy as np
+
+    from ssmrepro.data.cache import entry_problem, load_entry, meta_digest, save_entry
+
+    entry = tmp_path / "image-0123456789abcdef0123"
+    save_entry(entry, {"train.x": np.zeros((2, 4), np.uint8),
+                       "train.labels": np.zeros(2, np.int64)}, {"kind": "pixels"})
+    assert entry_problem(entry) is None
+    for name, arr in (("train.x", np.full((2, 4), 12.5)), ("train.labels", np.zeros(2, np.int32)),
+                      ("train.labels", np.zeros(2, ">i8"))):
+        good = np.load(entry / f"{name}.npy")
+        np.save(entry / f"{name}.npy", arr)
+        why = entry_problem(entry)
+        assert why is not None and f"{name}.npy holds {arr.dtype.str}, written as " \
+            f"{good.dtype.str}" in why, why
+        np.save(entry / f"{name}.npy", good)
+    meta = json.loads((entry / "meta.json").read_text())
+    del meta["dtypes"]
+    meta["digest"] = meta_digest(meta)
+    (entry / "meta.json").write_text(json.dumps(meta))
+    np.save(entry / "train.labels.npy", np.zeros(2, np.int32))
+    assert entry_problem(entry) is None  # (written before dtypes were kept)
+    meta["dtypes"] = {"train.x": "|u1", "train.labels": "<i8"}
+    meta["digest"] = meta_digest(meta)
+    (entry / "meta.json").write_text(json.dumps(meta))
+    with pytest.warns(UserWarning, match="holds <i4, written as <i8"):
+        assert load_entry(entry) is None
+    assert not entry.exists()
+
+
+def test_r50t_a_data_root_where_the_cache_cannot_be_written_still_loads(tmp_path, monkeypatch):
+    """A data root shared read-only (a cluster's dataset mount) or on a full disk: every LRA run
+    failed, exit 2, `cannot use <root>/.cache/.tmp-...: read-only file system`, though the cache
+    only spares preparing the data again. The prepared arrays are used from memory with a
+    warning naming why, the process's other splits read them (not prepared again), and the
+    run's data key is the entry's name as where it can be written."""
+    import dataclasses
+
+    import numpy as np
+
+    import ssmrepro.data.datasets as ds
+    from ssmrepro.data import DIGITS
+
+    root = tmp_path / "data"
+    shutil.copytree(ROOT / "tests/assets/lra/digits", root / "digits")
+    prepared = []
+    real_prepare = ds.DATASETS["image"].prepare
+
+    def refuse(path, *a, **k):
+        raise OSError(errno.EROFS, "Read-only file system", str(path))
+
+    monkeypatch.setattr(ds, "save_entry", refuse)
+    monkeypatch.setitem(ds.DATASETS, "image", dataclasses.replace(
+        ds.DATASETS["image"], prepare=lambda *a, **k: prepared.append(1) or real_prepare(*a, **k)))
+    monkeypatch.setattr(ds, "_UNCACHED", {})
+    with pytest.warns(UserWarning, match=r"cannot be cached at .*\(read-only file system\): "
+                      "used from memory"):
+        train = ds.load_lra("image", "train", root=root, accept_sources=[DIGITS])
+    test = ds.load_lra("image", "test", root=root, accept_sources=[DIGITS])
+    assert len(prepared) == 1 and len(train) and len(test)
+    assert train.cache_path.name == ds.data_key("image", DIGITS, root)
+    monkeypatch.undo()
+    again = ds.load_lra("image", "train", root=root, accept_sources=[DIGITS])
+    assert (np.asarray(again.x) == np.asarray(train.x)).all() and again.cache_path.is_dir()
+
+
+def test_r50t_a_folder_that_cannot_be_removed_is_named_in_full(tmp_path, monkeypatch):
+    """`data generate listops --force` on a read-only disk said `cannot use meta.json:
+    read-only file system` (rmtree names the entry alone), naming no folder; so did `data
+    download --force` replacing an installed folder. The file is named in full."""
+    from ssmrepro.util import os_message, remove_tree
+
+    target = tmp_path / "generated" / "listops"
+    target.mkdir(parents=True)
+    (target / "meta.json").write_text("{}")
+    real = os.unlink
+
+    def read_only(name, *a, **k):
+        raise OSError(errno.EROFS, "Read-only file system", name)
+
+    monkeypatch.setattr(os, "unlink", read_only)
+    with pytest.raises(OSError) as err:
+        remove_tree(target)
+    monkeypatch.setattr(os, "unlink", real)
+    assert os_message(err.value) == f"cannot use {target / 'meta.json'}: read-only file system"
+    remove_tree(target)
+    assert not target.exists()

@@ -15,9 +15,10 @@ from ..signals import current_folder_or_exit, load_guarded
 
 def _load():
     current_folder_or_exit()  # before torch, which cannot load there
-    from ..util import blank_home_unset
+    from ..util import blank_home_unset, unreadable_widths_unset
 
     blank_home_unset()  # before matplotlib reads it
+    unreadable_widths_unset()  # before the consoles and typer read them
     from . import data, experiments  # noqa: F401  (register the commands)
     from .app import app
 

@@ -40,6 +40,7 @@ from ..util import (
     os_reason,
     plain_rst,
     plain_warnings,
+    stray_name,
 )
 
 open_standard_streams()  # before the consoles below read sys.stdout and sys.stderr
@@ -382,9 +383,13 @@ def path_value(value: str) -> Path:
     # '~/r' is the home folder's r, as in $SSMREPRO_ROOT, $SSMREPRO_DATA and --dir (an
     # SSMREPRO_OUT='~/r' from an env file, which no shell expands, wrote into a folder named '~')
     try:
-        return expand_user(text)
+        path = expand_user(text)
     except OSError as err:  # '~/r' where the home folder is unknown: a RuntimeError traceback
         raise typer.BadParameter(err.strerror) from None
+    odd = stray_name(path)
+    if odd is not None:
+        raise typer.BadParameter(f"{text!r}: {odd}")
+    return path
 
 
 def file_value(value: str) -> Path:

@@ -213,8 +213,10 @@ def download(
             if local.is_dir():
                 _fail(f"--url {url!r}: {local} is a folder, not an archive file (give the "
                       "archive's own path, e.g. file:///mnt/mirror/lra_release.gz)")
-            if not local.is_file():
-                _fail(f"--url {url!r}: no file at {local}")
+            if not local.is_file():  # (a FIFO or device there was said to be 'no file')
+                _fail(f"--url {url!r}: " + (f"{local} is not a regular file (a FIFO, device or "
+                                            "socket), not an archive file" if local.exists()
+                                            else f"no file at {local}"))
     if sha256 is not None and not re.fullmatch(r"[0-9a-fA-F]{64}", sha256):
         _fail(f"--sha256 {sha256!r}: not a SHA-256 (64 hexadecimal digits); it could only "
               "fail after the whole download")
@@ -258,7 +260,7 @@ def _foreign_entries(target: Path) -> list[str]:
 
 
 def _prepare_out(out: Path | None, default: Path, force: bool) -> Path:
-    from ..util import remove_dead_scratch
+    from ..util import remove_dead_scratch, remove_tree
 
     target = out if out is not None else default
     if target.is_symlink() or (target.exists() and not target.is_dir()):
@@ -272,7 +274,7 @@ def _prepare_out(out: Path | None, default: Path, force: bool) -> Path:
             _fail(f"{target} holds {', '.join(foreign[:5])}{' ...' if len(foreign) > 5 else ''}, "
                   "which no generator writes: --force only replaces a generated dataset; choose "
                   "an empty or new --out")
-        shutil.rmtree(target)
+        remove_tree(target)
     return target
 
 

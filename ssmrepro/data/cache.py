@@ -167,8 +167,10 @@ def save_entry(path: Path, arrays: Mapping[str, np.ndarray], meta: Mapping[str, 
             atomic_save_npy(tmp / f"{name}.npy", arr)
         # each array's shape, checked on load: a split cut short in all its arrays alike (test
         # 3 -> 1 example) was evaluated on what was left without a word
+        # and its dtype: pixels of float64 12.5 in place of uint8 (the same shape) were served
         meta = dict(meta, arrays=sorted(arrays),
-                    shapes={name: list(arr.shape) for name, arr in arrays.items()})
+                    shapes={name: list(arr.shape) for name, arr in arrays.items()},
+                    dtypes={name: np.asarray(arr).dtype.str for name, arr in arrays.items()})
         meta = json.loads(json.dumps(meta, default=str))  # (as it is read back)
         meta["digest"] = meta_digest(meta)
         atomic_write_text(tmp / META_FILE, json.dumps(meta, indent=1, sort_keys=True))
@@ -197,8 +199,8 @@ def meta_digest(meta: Mapping[str, Any]) -> str:
 
 def load_entry(path: Path, mmap: bool = True) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
     """Load a cache entry, or None when it does not exist. A damaged entry (unreadable
-    ``meta.json``, a missing or truncated array, an array whose shape is not the one written) is
-    removed, so the caller prepares it again."""
+    ``meta.json``, a missing or truncated array, an array whose shape or dtype is not the one
+    written) is removed, so the caller prepares it again."""
     try:
         return _read_entry(path, mmap)
     except _Damaged as err:
@@ -303,6 +305,14 @@ def _read_entry(path: Path, mmap: bool) -> tuple[dict[str, np.ndarray], dict[str
                 if list(arr.shape) != shapes.get(str(name)):
                     raise ValueError(f"{name}.npy has shape {list(arr.shape)}, written as "
                                      f"{shapes.get(str(name))}")
+        dtypes = meta.get("dtypes")  # absent in an entry written before they were recorded
+        if dtypes is not None:
+            if not isinstance(dtypes, dict):
+                raise ValueError("meta.json's dtypes are not a mapping")
+            for name, arr in arrays.items():
+                if arr.dtype.str != dtypes.get(str(name)):
+                    raise ValueError(f"{name}.npy holds {arr.dtype.str}, written as "
+                                     f"{dtypes.get(str(name))}")
     except (OSError, ValueError, EOFError, RecursionError) as err:  # truncated .npy, garbage,
         # a missing file, JSON nested too deeply
         raise _Damaged(f"{type(err).__name__}: {err}") from None

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from ..util import data_root, extra_hint, folder_problem, read_small
+from ..util import data_root, extra_hint, folder_problem, os_reason, read_small
 from . import image, listops, pathfinder, retrieval, text
 from .cache import (
     MAX_META_BYTES,
@@ -661,6 +661,9 @@ def load_lra(
     src, path, identity, stamp, key = found
     cdir = Path(cache_dir) if cache_dir is not None else cache_root(root_path)
     entry_path = entry_dir(cdir, name, key)
+    if cache and entry_path in _UNCACHED:  # prepared by this process, and not cacheable
+        arrays, meta = _UNCACHED[entry_path]
+        return _build(name, split, src, path, cfg, arrays, meta, entry_path)
     loaded = load_entry(entry_path) if cache else None
     made_of = dict(dataset=name, source=src, config=config_dict(cfg), files=len(identity),
                    kind=ddef.kind)  # a listops entry whose meta said pixels was read as images
@@ -701,12 +704,26 @@ def load_lra(
             raise DataUnavailable(f"the {name} data at {path} ({src}) are damaged: {why}; "
                                   f"{again}")
         if cache:
-            save_entry(entry_path, arrays, meta)
-            loaded = load_entry(entry_path)  # memory-mapped when the entry is readable
+            try:
+                save_entry(entry_path, arrays, meta)
+            except OSError as err:  # a data root shared read-only, or a full disk: every run
+                # failed with `cannot use <root>/.cache/.tmp-...: read-only file system`; the
+                # cache only spares preparing again, so the arrays are used as prepared
+                warnings.warn(f"the prepared {name} data cannot be cached at {entry_path} "
+                              f"({os_reason(err)}): used from memory, prepared again by each "
+                              "process that reads them", stacklevel=2)
+                _UNCACHED[entry_path] = (arrays, meta)  # (its other splits: not prepared again)
+            else:
+                loaded = load_entry(entry_path)  # memory-mapped when the entry is readable
         if loaded is None:
             loaded = (arrays, meta)
     arrays, meta = loaded
     return _build(name, split, src, path, cfg, arrays, meta, entry_path if cache else None)
+
+
+# entry -> (arrays, meta) prepared by this process where the entry could not be written (a
+# read-only or full data root): load_lra's other splits read them, not prepared again each
+_UNCACHED: dict[Path, tuple[dict[str, np.ndarray], dict[str, Any]]] = {}
 
 
 def _checks_of(meta: dict[str, Any]) -> int:

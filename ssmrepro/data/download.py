@@ -30,7 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from ..util import atomic_write_text, file_digest, fsync_dir, read_small, scratch_folder
+from ..util import (
+    atomic_write_text,
+    file_digest,
+    fsync_dir,
+    read_small,
+    remove_tree,
+    scratch_folder,
+)
 from .sources import downloads_dir, lra_dir
 
 USER_AGENT = "ssmrepro-data/1.0 (+https://github.com)"
@@ -533,7 +540,7 @@ def _check_target(target: Path, force: bool) -> None:
 def _move_into_place(src: Path, target: Path, force: bool) -> None:
     _check_target(target, force)
     if target.exists():
-        shutil.rmtree(target)
+        remove_tree(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     os.replace(src, target)
     fsync_dir(target.parent)

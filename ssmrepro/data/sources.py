@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..util import DataUnavailable as DataUnavailable  # (re-exported: data_root raises it)
 from ..util import data_root
 
 # Data-source names. Stored on every LRADataset (`.source`) and meant to be written into results.
@@ -54,14 +55,6 @@ def installed_digits_dir() -> Path | None:
     if spec is None or not spec.origin:
         return None
     return Path(spec.origin).parent / "datasets" / "data"
-
-
-class DataUnavailable(RuntimeError):
-    """The requested data is not on disk (we never download implicitly).
-
-    The message is one paragraph naming the task, the sources that were accepted, where we looked,
-    and the exact ``ssmrepro data ...`` command(s) that would provide the data.
-    """
 
 
 def dir_flag(root: Path) -> str:

@@ -41,6 +41,7 @@ from ..util import (
     expand_user,
     flush_denormals,
     read_small,
+    stray_name,
     tune_malloc,
 )
 
@@ -73,6 +74,9 @@ def cache_file() -> Path:
             raise SpecError([f"the planner's cost cache is ~/.cache/ssmrepro, and {why}: set HOME, "
                              f"or {CACHE_ENV} to a folder (or pass --no-calibrate; with --dry-run, "
                              "--no-estimate)"]) from None
+    odd = stray_name(folder)
+    if odd is not None:  # a cache folder 'ssmrepro ' beside the one meant, made without a word
+        raise SpecError([f"{CACHE_ENV}={raw!r}: {odd}"])
     if not folder.is_absolute():
         raise SpecError([f"{CACHE_ENV}={raw!r}: a relative path (each current folder would have "
                          "its own cache); give an absolute folder, e.g. ~/.cache/ssmrepro"])
