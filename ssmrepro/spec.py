@@ -95,6 +95,10 @@ MAX_EXPRESSIONS = 100
 # shipped specs have at most 12 claims and 273 paper values
 MAX_CLAIMS = 1_000
 MAX_PAPER_VALUES = 10_000
+# figures of one spec beside its `figure` (the shipped specs have at most 3): each is drawn by
+# every `plot` and `run`, and 300 copies of one `lines` figure took 48 s (a 1 MiB spec holds
+# 30,000 of them: hours, and as many files)
+MAX_FIGURES = 100
 # sweep axes of one sweep (the shipped specs have at most 3): each later axis is checked against
 # each earlier one (an axis whose values a later one replaces), and 10,000 axes of one value each
 # (a 400 kB spec) took two minutes of `validate`; 32 axes of two points are already 2**32 runs
@@ -513,8 +517,8 @@ class Spec(Strict):
         None, description="the figure: {kind: <a kind of list-figures>, ...that kind's fields} "
         "(section figure, figures[]: the keys every kind has)")
     figures: list[dict[str, Any]] = Field(
-        [], description="more figures of the same runs (each with a distinct `name`; section "
-        "figure, figures[])")
+        [], max_length=MAX_FIGURES, description="more figures of the same runs (each with a "
+        "distinct `name`; section figure, figures[])")
     paper_values: list[PaperValue] = Field([], max_length=MAX_PAPER_VALUES, description="the "
                                            "paper's numbers, each compared with ours (section "
                                            "paper_values[])")
@@ -663,7 +667,12 @@ def format_errors(path: Path | str, err: ValidationError, prefix: str = "",
     out = []
     for e in err.errors():
         if e["type"] != "extra_forbidden":
-            out.append(f"{path}: {where(tuple(e['loc']))}: {e['msg']}")
+            msg = e["msg"]
+            if (e["type"] == "too_long" and msg.endswith(", not more")
+                    and isinstance(e.get("input"), dict)):  # pydantic counts no mapping's
+                # entries: 'Dictionary should have at most 100 items after validation, not more'
+                msg = msg.removesuffix("more") + f"{len(e['input']):,}"
+            out.append(f"{path}: {where(tuple(e['loc']))}: {msg}")
             continue
         place = tuple(e["loc"][:-1])
         names = unknown.pop(place, None)

@@ -24618,3 +24618,42 @@ def test_r47l_a_meta_json_past_what_generate_takes_is_not_put_in_the_command(tmp
                                               "version": 1, "n": 10**30, "seed": 2**64}))
     hint = DATASETS["pathfinder"].hint(GENERATED, tmp_path, dataset_config("pathfinder"))
     assert "--res 32 --n 200000 --seed 0 " in hint, hint
+
+
+# ---------------------------------------------------------------------------------------------
+# round 50 (R): unbounded work from counts in the spec
+
+
+def test_r50r_a_run_has_at_most_100_named_evaluation_sets(tmp_path):
+    """Each named evaluation set is a task built and checked by `validate` and evaluated after
+    training: 6,000 of them (a 100 kB spec, within the sample bounds) took 33 s of `validate`
+    alone. At most 100 (the shipped specs have at most 8), the count said, in the spec and
+    through --set alike."""
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 8,
+             "test_size": 8, "eval_every": 4, "eval_batch_size": 8,
+             "evals": {f"s{i}": {"T": 8} for i in range(101)}}
+    res = _invoke("validate", write_spec(tmp_path, train=train))
+    _assert_refused(res, "train.evals: Dictionary should have at most 100 items after "
+                    "validation, not 101")
+    sets = ", ".join(f"s{i}: {{T: 8}}" for i in range(101))
+    res = _invoke("validate", write_spec(tmp_path, name="t2"), "--set", f"train.evals={{{sets}}}")
+    _assert_refused(res, "train.evals: Dictionary should have at most 100 items")
+
+
+def test_r50r_a_spec_has_at_most_100_more_figures(tmp_path):
+    """Every figure is drawn by each `plot` and `run`: 300 copies of one `lines` figure took 48 s
+    (a 1 MiB spec holds 30,000). At most 100 beside `figure` (the shipped specs have 3)."""
+    fig = {"kind": "bars", "metric": "test.acc", "x": "label"}
+    res = _invoke("validate", write_spec(
+        tmp_path, figure=fig, figures=[{**fig, "name": f"f{i}"} for i in range(101)]))
+    _assert_refused(res, "figures: List should have at most 100 items after validation, not 101")
+
+
+def test_r50r_a_lines_figure_has_at_most_20_reference_curves(tmp_path):
+    """Each reference curve is a line and a legend entry in every panel: 2,000 of them took 24 s
+    of `plot` (a 1 MiB spec holds 40,000). At most 20, refused by `validate` with their count."""
+    fig = {"kind": "lines", "x": "model.d_state", "hue": "label", "facet": None,
+           "reference": {f"r{i}": f"{i} * model.d_state" for i in range(21)}}
+    res = _invoke("validate", write_spec(tmp_path, figure=fig))
+    _assert_refused(res, "figure.reference: Dictionary should have at most 20 items after "
+                    "validation, not 21")

@@ -55,6 +55,10 @@ FLOAT64_TINY = 2.2250738585072014e-308
 # as damaged, quarantined, and the run trained again by every `run` (1,000 evaluations of two
 # named sets with 20,000-character names made an 80 MB record; so would ~400,000 plain ones).
 MAX_HISTORY_BYTES = 32 << 20
+# Named evaluation sets of one run (the shipped specs have at most 8): each is a task built,
+# checked and evaluated per member, and 6,000 of them (a 100 kB spec) took 33 s of `validate`
+# alone, then as many test-set evaluations after training, within the sample bounds above
+MAX_EVAL_SETS = 100
 
 
 class Schedule(_Strict):
@@ -203,7 +207,7 @@ class TrainConfig(_Strict):
         "(groups: 'delta' = every Δ parameter, 'A' = every Λ parameter; others: 1)",
     )
     evals: dict[str, dict[str, Any]] = Field(
-        default_factory=dict,
+        default_factory=dict, max_length=MAX_EVAL_SETS,
         description="named evaluation sets: name -> task-field overrides; after training each "
         "member is also evaluated on the test split of the overridden task (test_size samples), "
         "metrics <name>.loss and <name>.acc (or <name>.mse), e.g. {long: {T: 200}}",
