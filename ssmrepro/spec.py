@@ -99,6 +99,10 @@ MAX_PAPER_VALUES = 10_000
 # every `plot` and `run`, and 300 copies of one `lines` figure took 48 s (a 1 MiB spec holds
 # 30,000 of them: hours, and as many files)
 MAX_FIGURES = 100
+# specs one spec reuses the records of (the shipped specs reuse at most 1): each entry is looked
+# up (its spec file read) by every profile `validate` expands and by every store opened, and
+# 5,000 copies of one id (a 90 kB spec) took 164 s of `validate`
+MAX_REUSE = 20
 # sweep axes of one sweep (the shipped specs have at most 3): each later axis is checked against
 # each earlier one (an axis whose values a later one replaces), and 10,000 axes of one value each
 # (a 400 kB spec) took two minutes of `validate`; 32 axes of two points are already 2**32 runs
@@ -527,14 +531,22 @@ class Spec(Strict):
         "list-checks, default threshold>, text, ...that check's fields} (section claims[]); none "
         "at all makes the claim UNTESTED")
     reuse: list[str] = Field(
-        [], description="ids of specs whose run records this spec reuses (same run id = same "
-        "config, seed and code version), e.g. a figure drawn from another figure's runs; or "
-        "spec files by path, relative to this spec's folder"
+        [], max_length=MAX_REUSE, description="ids of specs whose run records this spec reuses "
+        "(same run id = same config, seed and code version), e.g. a figure drawn from another "
+        "figure's runs; or spec files by path, relative to this spec's folder"
     )
     notes: list[str] = Field(..., min_length=1, description="one line per decision or "
                              "deviation from the paper (the report's Decisions section)")
     # set by the loader
     path: Path | None = Field(None, exclude=True)
+
+    @field_validator("reuse")
+    @classmethod
+    def _reused_once(cls, reuse: list[str]) -> list[str]:
+        twice = [r for i, r in enumerate(reuse) if r in reuse[:i]]
+        if twice:  # each copy was looked up again, the same records read once more
+            raise ValueError(f"{twice[0]!r} is given more than once")
+        return reuse
 
     @model_validator(mode="after")
     def _checks(self) -> Spec:
