@@ -24668,3 +24668,17 @@ def test_r50r_a_spec_reuses_at_most_20_specs_each_once(tmp_path):
     res = _invoke("validate", write_spec(tmp_path, reuse=["huang2025-tab1", "keep-nth",
                                                           "huang2025-tab1"]))
     _assert_refused(res, "reuse: Value error, 'huang2025-tab1' is given more than once")
+
+
+def test_r50r_a_claim_has_at_most_20_preconditions_each_once(tmp_path):
+    """Each precondition is read on every cell and printed in the claim's verdict line: 10,000
+    copies of one were taken and printed as a 200 kB line. At most 20 (the shipped claims have
+    one), none given twice (10 and 10.0 are one value)."""
+    g = {"metric": "test.loss", "op": "<", "value": 10}
+    claim = {"text": "t", "op": ">=", "value": 0.1, "given": [g] * 10000}
+    res = _invoke("validate", write_spec(tmp_path, claims=[claim]))
+    _assert_refused(res, "claims.0.given: List should have at most 20 items after validation, "
+                    "not 10000")
+    claim["given"] = [g, {**g, "value": 10.0}]
+    res = _invoke("validate", write_spec(tmp_path, claims=[claim]))
+    _assert_refused(res, "claims.0.given: Value error, test.loss < 10.0 is given more than once")
