@@ -683,7 +683,7 @@ def format_errors(path: Path | str, err: ValidationError, prefix: str = "",
             if (e["type"] == "too_long" and msg.endswith(", not more")
                     and isinstance(e.get("input"), dict)):  # pydantic counts no mapping's
                 # entries: 'Dictionary should have at most 100 items after validation, not more'
-                msg = msg.removesuffix("more") + f"{len(e['input']):,}"
+                msg = msg.removesuffix("more") + str(len(e["input"]))
             out.append(f"{path}: {where(tuple(e['loc']))}: {msg}")
             continue
         place = tuple(e["loc"][:-1])

@@ -24682,3 +24682,19 @@ def test_r50r_a_claim_has_at_most_20_preconditions_each_once(tmp_path):
     claim["given"] = [g, {**g, "value": 10.0}]
     res = _invoke("validate", write_spec(tmp_path, claims=[claim]))
     _assert_refused(res, "claims.0.given: Value error, test.loss < 10.0 is given more than once")
+
+
+def test_r50r_a_bound_grid_has_at_most_20_theory_lines_a_label(tmp_path):
+    """Each theory line is evaluated at every cell by `validate` and drawn with a legend entry:
+    3,000 on '*' took 10 s of `validate`, then `plot` refused a legend 66,742 pixels tall; 3,000
+    labels (unknown ones) took 23 s before their names were looked up. At most 20 lines a
+    label, 100 labels."""
+    line = {"expr": "model.d_state", "axis": "y", "text": "b"}
+    fig = {"kind": "bound_grid", "x": "model.d_state", "y": "model.d_state", "col": "label"}
+    res = _invoke("validate", write_spec(tmp_path, figure={**fig, "bounds": {"*": [line] * 21}}))
+    _assert_refused(res, "figure.bounds.*: List should have at most 20 items after validation, "
+                    "not 21")
+    res = _invoke("validate", write_spec(tmp_path, figure={
+        **fig, "bounds": {f"L{i}": [line] for i in range(3000)}}))
+    _assert_refused(res, "figure.bounds: Dictionary should have at most 100 items after "
+                    "validation, not 3000")
