@@ -24698,3 +24698,17 @@ def test_r50r_a_bound_grid_has_at_most_20_theory_lines_a_label(tmp_path):
         **fig, "bounds": {f"L{i}": [line] for i in range(3000)}}))
     _assert_refused(res, "figure.bounds: Dictionary should have at most 100 items after "
                     "validation, not 3000")
+
+
+def test_r50r_a_refusal_prints_at_most_200_error_lines(tmp_path):
+    """A figure's `names` of 20,000 keys that name no column printed 20,000 `error:` lines (1.5
+    MB); only a schema's problems were bounded. Every refusal prints its first 200 problems and
+    counts the rest, exit 2."""
+    fig = {"kind": "lines", "hue": "label", "facet": None,
+           "names": {f"k{i}": "x" for i in range(5000)}}
+    res = _invoke("validate", write_spec(tmp_path, figure=fig))
+    _assert_refused(res, "figure.names.k199: names no column",
+                    "error: ... and 4,800 more problems (the first are above; fix them and try "
+                    "again)")
+    assert "figure.names.k200:" not in res.output
+    assert res.output.count("error:") == 201, res.output[-500:]
