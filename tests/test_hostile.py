@@ -24725,3 +24725,21 @@ def test_r50r_a_figure_names_a_column_once_in_a_list(tmp_path):
         res = _invoke("validate", write_spec(tmp_path, figure=fig))
         want = "'val.acc'" if key == "series" else "'label'"
         _assert_refused(res, f"figure.{key}: Value error, {want} is named more than once")
+
+
+def test_r50r_a_hold_that_leaves_the_decay_no_step_is_noted(tmp_path):
+    """`schedule: {kind: cosine, hold_steps: 1000}` over 40 steps trained at the constant lr,
+    the cosine named in its config never lowering it, without a word (as a warm-up longer than
+    the run was before its note). `validate` notes it, exit 0; a hold the decay follows within
+    the run is not noted."""
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 40, "val_size": 8,
+             "test_size": 8, "eval_every": 20, "eval_batch_size": 8}
+    res = _invoke("validate", write_spec(tmp_path, train={
+        **train, "schedule": {"kind": "cosine", "warmup_steps": 5, "hold_steps": 1000}}))
+    assert res.exit_code == 0, res.output
+    assert ("note: t-spec: profile smoke: 4 runs hold train.lr after 5 warm-up steps for 1,000 "
+            "steps (train.schedule.hold_steps) but train 40: the cosine decay never lowers the "
+            "learning rate") in " ".join(res.output.split()), res.output
+    res = _invoke("validate", write_spec(tmp_path, train={
+        **train, "schedule": {"kind": "linear", "hold_steps": 38}}))
+    assert res.exit_code == 0 and "decay never" not in res.output, res.output
