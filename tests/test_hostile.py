@@ -24743,3 +24743,14 @@ def test_r50r_a_hold_that_leaves_the_decay_no_step_is_noted(tmp_path):
     res = _invoke("validate", write_spec(tmp_path, train={
         **train, "schedule": {"kind": "linear", "hold_steps": 38}}))
     assert res.exit_code == 0 and "decay never" not in res.output, res.output
+
+
+def test_r50r_a_phase_figure_draws_at_most_20_heatmaps(tmp_path):
+    """A phase figure of 3,000 panels passed `validate`, then `plot` (and `run`, after training)
+    refused a figure 507,078 pixels tall. At most 20 (the shipped ones draw 2), said by
+    `validate`."""
+    fig = {"kind": "phase", "x": "model.d_state", "y": "model.d_model",
+           "panels": [{"metric": "test.acc", "title": "a"}] * 21}
+    res = _invoke("validate", write_spec(tmp_path, figure=fig))
+    _assert_refused(res, "figure.panels: List should have at most 20 items after validation, "
+                    "not 21")
