@@ -540,13 +540,15 @@ class Spec(Strict):
     # set by the loader
     path: Path | None = Field(None, exclude=True)
 
-    @field_validator("reuse")
+    @field_validator("reuse", "analysis")
     @classmethod
-    def _reused_once(cls, reuse: list[str]) -> list[str]:
-        twice = [r for i, r in enumerate(reuse) if r in reuse[:i]]
-        if twice:  # each copy was looked up again, the same records read once more
+    def _each_once(cls, names: list[str]) -> list[str]:
+        twice = [r for i, r in enumerate(names) if r in names[:i]]
+        if twice:  # each copy was done again: a reuse entry looked up and its records read once
+            # more, an analysis computed again for every member after training (5,000 copies of
+            # decay_histogram) or from every run's saved weights by each `plot`
             raise ValueError(f"{twice[0]!r} is given more than once")
-        return reuse
+        return names
 
     @model_validator(mode="after")
     def _checks(self) -> Spec:

@@ -24754,3 +24754,11 @@ def test_r50r_a_phase_figure_draws_at_most_20_heatmaps(tmp_path):
     res = _invoke("validate", write_spec(tmp_path, figure=fig))
     _assert_refused(res, "figure.panels: List should have at most 20 items after validation, "
                     "not 21")
+
+
+def test_r50r_a_spec_names_each_analysis_once(tmp_path):
+    """`analysis: [decay_histogram] * 5000` was accepted: training computed the analysis once per
+    copy for every member, and each `plot` a weight analysis once per copy from every run's
+    saved weights. Each analysis once, refused by `validate`."""
+    res = _invoke("validate", write_spec(tmp_path, analysis=["decay_histogram"] * 5000))
+    _assert_refused(res, "analysis: Value error, 'decay_histogram' is given more than once")
