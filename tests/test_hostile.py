@@ -24762,3 +24762,20 @@ def test_r50r_a_spec_names_each_analysis_once(tmp_path):
     saved weights. Each analysis once, refused by `validate`."""
     res = _invoke("validate", write_spec(tmp_path, analysis=["decay_histogram"] * 5000))
     _assert_refused(res, "analysis: Value error, 'decay_histogram' is given more than once")
+
+
+def test_r50r_an_early_stop_every_float32_loss_meets_is_refused(tmp_path):
+    """`early_stop: {metric: val.loss, op: '<', threshold: 1e308}` passed `validate`: every
+    finite float32 loss is below it, so every run stopped at step 0, untrained (a warning said
+    so after training). Refused like `val.loss >= 0`; a float64 run's losses can pass 1e308 and
+    a threshold below the float32 maximum is kept."""
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 8,
+             "test_size": 8, "eval_every": 2, "eval_batch_size": 8,
+             "early_stop": {"metric": "val.loss", "op": "<", "threshold": 1e308}}
+    res = _invoke("validate", write_spec(tmp_path, train=train))
+    _assert_refused(res, "early_stop: val.loss < 1e+308 holds at every evaluation (a float32 "
+                    "loss is at most 3.403e+38): every run would stop at its first one, untrained")
+    for ok in ({**train, "dtype": "float64"},
+               {**train, "early_stop": {**train["early_stop"], "threshold": 3.4e38}}):
+        res = _invoke("validate", write_spec(tmp_path, train=ok))
+        assert res.exit_code == 0, res.output

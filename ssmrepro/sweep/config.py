@@ -48,6 +48,7 @@ EVAL_FLOOR = 10**7
 # (util.flush_denormals), so an Adam eps of 1e-45 was eps = 0
 FLOAT32_TINY = 1.1754943508222875e-38
 FLOAT64_TINY = 2.2250738585072014e-308
+FLOAT32_MAX = 3.4028234663852886e38  # the largest finite float32: a float32 run's loss, if finite
 
 # A run's record holds its evaluation history, one row per evaluation, and the store reads back
 # records of at most 64 MiB (store.MAX_RECORD_BYTES): a history that may take more than half of
@@ -285,6 +286,14 @@ class TrainConfig(_Strict):
                              f"weight_decay {self.weight_decay:g}): AdamW multiplies each decayed "
                              "weight by 1 - lr x weight_decay every step, which must stay above 0 "
                              "(lr x weight_decay < 1)")
+        stop = self.early_stop
+        if (stop is not None and self.dtype == "float32" and not stop.metric.endswith(".acc")
+                and stop.op in ("<", "<=") and stop.threshold >= FLOAT32_MAX):
+            # every finite float32 loss is at most FLOAT32_MAX (a NaN or inf one is a divergence):
+            # `val.loss < 1e308` stopped every run at its first evaluation, step 0, untrained
+            raise ValueError(f"early_stop: {stop.metric} {stop.op} {stop.threshold:g} holds at "
+                             f"every evaluation (a float32 loss is at most {FLOAT32_MAX:.4g}): "
+                             "every run would stop at its first one, untrained")
         min_lr = self.schedule.min_lr
         if min_lr is not None and min_lr > self.lr:  # the 'decay' rose 500x: lr 0.01 -> 5
             raise ValueError(f"schedule.min_lr {min_lr:g} is above lr {self.lr:g}: the schedule "
