@@ -24779,3 +24779,23 @@ def test_r50r_an_early_stop_every_float32_loss_meets_is_refused(tmp_path):
                {**train, "early_stop": {**train["early_stop"], "threshold": 3.4e38}}):
         res = _invoke("validate", write_spec(tmp_path, train=ok))
         assert res.exit_code == 0, res.output
+
+
+def test_r50r_a_loss_bound_past_every_float32_loss_is_refused(tmp_path):
+    """`test.loss <= 1e308` PASSed for any finite loss (a claim that cannot fail), a precondition
+    `test.loss < 1e300` excluded no cell, and `test.loss > 1e308` FAILed whatever was trained:
+    a float32 run's loss, if finite, is at most 3.4e38. Refused by `validate` for float32 runs;
+    a bound below that, or float64 runs, are kept."""
+    claim = {"text": "t", "op": "<=", "value": 1e308, "metric": "test.loss"}
+    res = _invoke("validate", write_spec(tmp_path, claims=[claim]))
+    _assert_refused(res, "claims.0.value: test.loss <= 1e+308 holds for every run (a float32 "
+                    "loss lies in [0, 3.403e+38]): the claim cannot fail")
+    res = _invoke("validate", write_spec(tmp_path, claims=[{**claim, "op": ">"}]))
+    _assert_refused(res, "claims.0.value: test.loss > 1e+308 never holds (a float32 loss lies "
+                    "in [0, 3.403e+38])")
+    given = {"text": "t", "op": ">=", "value": 0.5,
+             "given": [{"metric": "test.loss", "op": "<", "value": 1e300}]}
+    res = _invoke("validate", write_spec(tmp_path, claims=[given]))
+    _assert_refused(res, "claims.0.given.0.value: test.loss < 1e+300 holds for every run")
+    res = _invoke("validate", write_spec(tmp_path, claims=[{**claim, "value": 3e38}]))
+    assert res.exit_code == 0, res.output
