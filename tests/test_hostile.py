@@ -24717,7 +24717,8 @@ def test_r50r_a_refusal_prints_at_most_200_error_lines(tmp_path):
 def test_r50r_a_figure_names_a_column_once_in_a_list(tmp_path):
     """A curves figure's `series` of 3,000 copies of val.acc drew each line over the others, 95 s
     of `plot`; two copies drew a line hidden under its copy, a `hue` of label twice named the
-    curves 'S6, S6'. Any list of columns (series, hue, a heatmap's x and y) names each once."""
+    curves 'S6, S6'. Any list of columns (series, hue, a heatmap's x and y) names each once, and
+    a bands figure's reference hues too."""
     for fig, key in (({"kind": "curves", "series": ["val.acc"] * 3000}, "series"),
                      ({"kind": "curves", "series": "val.acc,train.acc,val.acc"}, "series"),
                      ({"kind": "curves", "series": ["val.acc"], "hue": ["label", "label"]},
@@ -24725,6 +24726,10 @@ def test_r50r_a_figure_names_a_column_once_in_a_list(tmp_path):
         res = _invoke("validate", write_spec(tmp_path, figure=fig))
         want = "'val.acc'" if key == "series" else "'label'"
         _assert_refused(res, f"figure.{key}: Value error, {want} is named more than once")
+    res = _invoke("validate", write_spec(tmp_path, figure={
+        "kind": "bands", "x": "model.d_state", "hue": "label", "lo": None, "hi": None,
+        "reference": ["S6", "S6"]}))
+    _assert_refused(res, "figure.reference: Value error, 'S6' is named more than once")
 
 
 def test_r50r_a_hold_that_leaves_the_decay_no_step_is_noted(tmp_path):

@@ -164,6 +164,7 @@ def _named_once(columns: list[str]) -> list[str]:
 
 # ["a", "b"] or "a,b", each once
 Columns = Annotated[list[str], BeforeValidator(split_columns), AfterValidator(_named_once)]
+Distinct = Annotated[list[str], AfterValidator(_named_once)]  # names (of hues, ...), each once
 
 ACCURACY_YLIM = (-0.02, 1.02)
 
