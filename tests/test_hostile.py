@@ -24788,9 +24788,10 @@ def test_r50r_an_early_stop_every_float32_loss_meets_is_refused(tmp_path):
 
 def test_r50r_a_loss_bound_past_every_float32_loss_is_refused(tmp_path):
     """`test.loss <= 1e308` PASSed for any finite loss (a claim that cannot fail), a precondition
-    `test.loss < 1e300` excluded no cell, and `test.loss > 1e308` FAILed whatever was trained:
-    a float32 run's loss, if finite, is at most 3.4e38. Refused by `validate` for float32 runs;
-    a bound below that, or float64 runs, are kept."""
+    `test.loss < 1e300` excluded no cell, `test.loss > 1e308` FAILed whatever was trained, and a
+    spread claim or paper value of tol 1e308 admitted any losses: a float32 run's loss, if
+    finite, is at most 3.4e38. Refused by `validate` for float32 runs; a bound below that, or
+    float64 runs, are kept."""
     claim = {"text": "t", "op": "<=", "value": 1e308, "metric": "test.loss"}
     res = _invoke("validate", write_spec(tmp_path, claims=[claim]))
     _assert_refused(res, "claims.0.value: test.loss <= 1e+308 holds for every run (a float32 "
@@ -24804,3 +24805,12 @@ def test_r50r_a_loss_bound_past_every_float32_loss_is_refused(tmp_path):
     _assert_refused(res, "claims.0.given.0.value: test.loss < 1e+300 holds for every run")
     res = _invoke("validate", write_spec(tmp_path, claims=[{**claim, "value": 3e38}]))
     assert res.exit_code == 0, res.output
+    # a tolerance as wide: a spread claim PASSed, a paper value matched, any losses
+    spread = {"text": "t", "check": "spread", "group_by": ["label"], "metric": "test.loss",
+              "tol": 1e308}
+    res = _invoke("validate", write_spec(tmp_path, claims=[spread]))
+    _assert_refused(res, "claims.0.tol: 1e+308 for test.loss admits any value (a float32 loss "
+                    "lies in [0, 3.40282e+38])")
+    pv = {"where": {"label": "S6"}, "metric": "test.loss", "value": 1.0, "tol": 1e308}
+    res = _invoke("validate", write_spec(tmp_path, paper_values=[pv]))
+    _assert_refused(res, "paper_values.0.tol: 1e+308 for test.loss admits any value")

@@ -334,7 +334,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         if needs == {cfg.metric} and isinstance(cfg, OrderingConfig):
             errors += _ordering_always_holds(path, key, cfg)
         if needs == {cfg.metric} and cfg.check in ("monotone", "spread", "collapse"):
-            errors += _any_accuracy(path, f"{key}.tol", cfg.metric, cfg.tol, spread)
+            errors += _any_accuracy(path, f"{key}.tol", cfg.metric, cfg.tol, spread, loss_max)
         rng = _bounded_range(cfg.metric, spread) if needs == {cfg.metric} and \
             isinstance(cfg, CollapseConfig) else None
         if rng and cfg.min_range > rng[1] - rng[0]:  # it FAILed always (an analysis share's too)
@@ -419,7 +419,8 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         if spread.get(pv.metric) == _STD and pv.value < 0:  # as a negative loss: never matched
             errors.append(f"{path}: paper_values.{i}.value: {pv.value:g} for {pv.metric}, a "
                           "negative spread (a standard deviation is never below 0)")
-        errors += _any_accuracy(path, f"paper_values.{i}.tol", pv.metric, pv.tol, spread)
+        errors += _any_accuracy(path, f"paper_values.{i}.tol", pv.metric, pv.tol, spread,
+                                loss_max)
         rng = _bounded_range(pv.metric, spread)
         if rng and pv.tol < rng[1] - rng[0] and \
                 pv.value - pv.tol <= rng[0] and pv.value + pv.tol >= rng[1]:  # 0.5 ± 0.5
@@ -778,13 +779,17 @@ def _bounded_range(metric: str, spread: dict[str, str] | None = None
 
 
 def _any_accuracy(path: str, key: str, metric: str, tol: float,
-                  spread: dict[str, str] | None = None) -> list[str]:
+                  spread: dict[str, str] | None = None,
+                  loss_max: float | None = None) -> list[str]:
     """A tolerance as wide as the range of an accuracy ([0, 1]; a percentile column of one,
     ``spread``) or of an analysis metric of a finite range (a share, [0, 1]; a correlation,
     [-1, 1]) admits every value: a paper value 'matched' and a monotone, spread or collapse
     claim PASSed whatever was measured (a percentage point count, e.g. 5, read as a fraction;
-    ``tol: 1`` on ``gkq.diag_hit`` was not refused)."""
+    ``tol: 1`` on ``gkq.diag_hit`` was not refused). Of float32 runs (``loss_max``), a loss's
+    range too: [0, the largest float32] (a spread claim with tol 1e308 PASSed any losses)."""
     rng = _bounded_range(metric, spread)
+    if rng is None and loss_max is not None and is_loss((spread or {}).get(metric, metric)):
+        rng = (0.0, loss_max, "a float32 loss")
     if rng is None or tol < rng[1] - rng[0]:
         return []
     if rng[2] == "accuracies":
