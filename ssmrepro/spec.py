@@ -95,6 +95,14 @@ MAX_EXPRESSIONS = 100
 # shipped specs have at most 12 claims and 273 paper values
 MAX_CLAIMS = 1_000
 MAX_PAPER_VALUES = 10_000
+# figures of one spec beside its `figure` (the shipped specs have at most 3): each is drawn by
+# every `plot` and `run`, and 300 copies of one `lines` figure took 48 s (a 1 MiB spec holds
+# 30,000 of them: hours, and as many files)
+MAX_FIGURES = 100
+# specs one spec reuses the records of (the shipped specs reuse at most 1): each entry is looked
+# up (its spec file read) by every profile `validate` expands and by every store opened, and
+# 5,000 copies of one id (a 90 kB spec) took 164 s of `validate`
+MAX_REUSE = 20
 # sweep axes of one sweep (the shipped specs have at most 3): each later axis is checked against
 # each earlier one (an axis whose values a later one replaces), and 10,000 axes of one value each
 # (a 400 kB spec) took two minutes of `validate`; 32 axes of two points are already 2**32 runs
@@ -513,8 +521,8 @@ class Spec(Strict):
         None, description="the figure: {kind: <a kind of list-figures>, ...that kind's fields} "
         "(section figure, figures[]: the keys every kind has)")
     figures: list[dict[str, Any]] = Field(
-        [], description="more figures of the same runs (each with a distinct `name`; section "
-        "figure, figures[])")
+        [], max_length=MAX_FIGURES, description="more figures of the same runs (each with a "
+        "distinct `name`; section figure, figures[])")
     paper_values: list[PaperValue] = Field([], max_length=MAX_PAPER_VALUES, description="the "
                                            "paper's numbers, each compared with ours (section "
                                            "paper_values[])")
@@ -523,14 +531,24 @@ class Spec(Strict):
         "list-checks, default threshold>, text, ...that check's fields} (section claims[]); none "
         "at all makes the claim UNTESTED")
     reuse: list[str] = Field(
-        [], description="ids of specs whose run records this spec reuses (same run id = same "
-        "config, seed and code version), e.g. a figure drawn from another figure's runs; or "
-        "spec files by path, relative to this spec's folder"
+        [], max_length=MAX_REUSE, description="ids of specs whose run records this spec reuses "
+        "(same run id = same config, seed and code version), e.g. a figure drawn from another "
+        "figure's runs; or spec files by path, relative to this spec's folder"
     )
     notes: list[str] = Field(..., min_length=1, description="one line per decision or "
                              "deviation from the paper (the report's Decisions section)")
     # set by the loader
     path: Path | None = Field(None, exclude=True)
+
+    @field_validator("reuse", "analysis")
+    @classmethod
+    def _each_once(cls, names: list[str]) -> list[str]:
+        twice = [r for i, r in enumerate(names) if r in names[:i]]
+        if twice:  # each copy was done again: a reuse entry looked up and its records read once
+            # more, an analysis computed again for every member after training (5,000 copies of
+            # decay_histogram) or from every run's saved weights by each `plot`
+            raise ValueError(f"{twice[0]!r} is given more than once")
+        return names
 
     @model_validator(mode="after")
     def _checks(self) -> Spec:
@@ -669,7 +687,12 @@ def format_errors(path: Path | str, err: ValidationError, prefix: str = "",
     out = []
     for e in err.errors():
         if e["type"] != "extra_forbidden":
-            out.append(f"{path}: {where(tuple(e['loc']))}: {e['msg']}")
+            msg = e["msg"]
+            if (e["type"] == "too_long" and msg.endswith(", not more")
+                    and isinstance(e.get("input"), dict)):  # pydantic counts no mapping's
+                # entries: 'Dictionary should have at most 100 items after validation, not more'
+                msg = msg.removesuffix("more") + str(len(e["input"]))
+            out.append(f"{path}: {where(tuple(e['loc']))}: {msg}")
             continue
         place = tuple(e["loc"][:-1])
         names = unknown.pop(place, None)

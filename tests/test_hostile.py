@@ -25548,3 +25548,199 @@ def test_r50t_a_folder_that_cannot_be_removed_is_named_in_full(tmp_path, monkeyp
     assert os_message(err.value) == f"cannot use {target / 'meta.json'}: read-only file system"
     remove_tree(target)
     assert not target.exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# round 50 (R): unbounded work from counts in the spec
+
+
+def test_r50r_a_run_has_at_most_100_named_evaluation_sets(tmp_path):
+    """Each named evaluation set is a task built and checked by `validate` and evaluated after
+    training: 6,000 of them (a 100 kB spec, within the sample bounds) took 33 s of `validate`
+    alone. At most 100 (the shipped specs have at most 8), the count said, in the spec and
+    through --set alike."""
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 8,
+             "test_size": 8, "eval_every": 4, "eval_batch_size": 8,
+             "evals": {f"s{i}": {"T": 8} for i in range(101)}}
+    res = _invoke("validate", write_spec(tmp_path, train=train))
+    _assert_refused(res, "train.evals: Dictionary should have at most 100 items after "
+                    "validation, not 101")
+    sets = ", ".join(f"s{i}: {{T: 8}}" for i in range(101))
+    res = _invoke("validate", write_spec(tmp_path, name="t2"), "--set", f"train.evals={{{sets}}}")
+    _assert_refused(res, "train.evals: Dictionary should have at most 100 items")
+
+
+def test_r50r_a_spec_has_at_most_100_more_figures(tmp_path):
+    """Every figure is drawn by each `plot` and `run`: 300 copies of one `lines` figure took 48 s
+    (a 1 MiB spec holds 30,000). At most 100 beside `figure` (the shipped specs have 3)."""
+    fig = {"kind": "bars", "metric": "test.acc", "x": "label"}
+    res = _invoke("validate", write_spec(
+        tmp_path, figure=fig, figures=[{**fig, "name": f"f{i}"} for i in range(101)]))
+    _assert_refused(res, "figures: List should have at most 100 items after validation, not 101")
+
+
+def test_r50r_a_lines_figure_has_at_most_20_reference_curves(tmp_path):
+    """Each reference curve is a line and a legend entry in every panel: 2,000 of them took 24 s
+    of `plot` (a 1 MiB spec holds 40,000). At most 20, refused by `validate` with their count."""
+    fig = {"kind": "lines", "x": "model.d_state", "hue": "label", "facet": None,
+           "reference": {f"r{i}": f"{i} * model.d_state" for i in range(21)}}
+    res = _invoke("validate", write_spec(tmp_path, figure=fig))
+    _assert_refused(res, "figure.reference: Dictionary should have at most 20 items after "
+                    "validation, not 21")
+
+
+def test_r50r_a_spec_reuses_at_most_20_specs_each_once(tmp_path):
+    """Each `reuse` entry is looked up (its spec file read) by every profile `validate` expands
+    and by every store opened: 5,000 copies of one id (a 90 kB spec) took 164 s of `validate`.
+    At most 20 entries (the shipped specs reuse one), none given twice."""
+    res = _invoke("validate", write_spec(tmp_path, reuse=["huang2025-tab1"] * 5000))
+    _assert_refused(res, "reuse: List should have at most 20 items after validation, not 5000")
+    res = _invoke("validate", write_spec(tmp_path, reuse=["huang2025-tab1", "keep-nth",
+                                                          "huang2025-tab1"]))
+    _assert_refused(res, "reuse: Value error, 'huang2025-tab1' is given more than once")
+
+
+def test_r50r_a_claim_has_at_most_20_preconditions_each_once(tmp_path):
+    """Each precondition is read on every cell and printed in the claim's verdict line: 10,000
+    copies of one were taken and printed as a 200 kB line. At most 20 (the shipped claims have
+    one), none given twice (10 and 10.0 are one value)."""
+    g = {"metric": "test.loss", "op": "<", "value": 10}
+    claim = {"text": "t", "op": ">=", "value": 0.1, "given": [g] * 10000}
+    res = _invoke("validate", write_spec(tmp_path, claims=[claim]))
+    _assert_refused(res, "claims.0.given: List should have at most 20 items after validation, "
+                    "not 10000")
+    claim["given"] = [g, {**g, "value": 10.0}]
+    res = _invoke("validate", write_spec(tmp_path, claims=[claim]))
+    _assert_refused(res, "claims.0.given: Value error, test.loss < 10.0 is given more than once")
+
+
+def test_r50r_a_bound_grid_has_at_most_20_theory_lines_a_label(tmp_path):
+    """Each theory line is evaluated at every cell by `validate` and drawn with a legend entry:
+    3,000 on '*' took 10 s of `validate`, then `plot` refused a legend 66,742 pixels tall; 3,000
+    labels (unknown ones) took 23 s before their names were looked up. At most 20 lines a
+    label, 100 labels."""
+    line = {"expr": "model.d_state", "axis": "y", "text": "b"}
+    fig = {"kind": "bound_grid", "x": "model.d_state", "y": "model.d_state", "col": "label"}
+    res = _invoke("validate", write_spec(tmp_path, figure={**fig, "bounds": {"*": [line] * 21}}))
+    _assert_refused(res, "figure.bounds.*: List should have at most 20 items after validation, "
+                    "not 21")
+    res = _invoke("validate", write_spec(tmp_path, figure={
+        **fig, "bounds": {f"L{i}": [line] for i in range(3000)}}))
+    _assert_refused(res, "figure.bounds: Dictionary should have at most 100 items after "
+                    "validation, not 3000")
+
+
+def test_r50r_a_refusal_prints_at_most_200_error_lines(tmp_path):
+    """A figure's `names` of 20,000 keys that name no column printed 20,000 `error:` lines (1.5
+    MB); only a schema's problems were bounded. Every refusal prints its first 200 problems and
+    counts the rest, exit 2."""
+    fig = {"kind": "lines", "hue": "label", "facet": None,
+           "names": {f"k{i}": "x" for i in range(5000)}}
+    res = _invoke("validate", write_spec(tmp_path, figure=fig))
+    _assert_refused(res, "figure.names.k199: names no column",
+                    "error: ... and 4,800 more problems (the first are above; fix them and try "
+                    "again)")
+    assert "figure.names.k200:" not in res.output
+    assert res.output.count("error:") == 201, res.output[-500:]
+
+
+def test_r50r_a_figure_names_a_column_once_in_a_list(tmp_path):
+    """A curves figure's `series` of 3,000 copies of val.acc drew each line over the others, 95 s
+    of `plot`; two copies drew a line hidden under its copy, a `hue` of label twice named the
+    curves 'S6, S6'. Any list of columns (series, hue, a heatmap's x and y) names each once, and
+    a bands figure's reference hues too."""
+    for fig, key in (({"kind": "curves", "series": ["val.acc"] * 3000}, "series"),
+                     ({"kind": "curves", "series": "val.acc,train.acc,val.acc"}, "series"),
+                     ({"kind": "curves", "series": ["val.acc"], "hue": ["label", "label"]},
+                      "hue")):
+        res = _invoke("validate", write_spec(tmp_path, figure=fig))
+        want = "'val.acc'" if key == "series" else "'label'"
+        _assert_refused(res, f"figure.{key}: Value error, {want} is named more than once")
+    res = _invoke("validate", write_spec(tmp_path, figure={
+        "kind": "bands", "x": "model.d_state", "hue": "label", "lo": None, "hi": None,
+        "reference": ["S6", "S6"]}))
+    _assert_refused(res, "figure.reference: Value error, 'S6' is named more than once")
+
+
+def test_r50r_a_hold_that_leaves_the_decay_no_step_is_noted(tmp_path):
+    """`schedule: {kind: cosine, hold_steps: 1000}` over 40 steps trained at the constant lr,
+    the cosine named in its config never lowering it, without a word (as a warm-up longer than
+    the run was before its note). `validate` notes it, exit 0; a hold the decay follows within
+    the run is not noted."""
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 40, "val_size": 8,
+             "test_size": 8, "eval_every": 20, "eval_batch_size": 8}
+    res = _invoke("validate", write_spec(tmp_path, train={
+        **train, "schedule": {"kind": "cosine", "warmup_steps": 5, "hold_steps": 1000}}))
+    assert res.exit_code == 0, res.output
+    assert ("note: t-spec: profile smoke: 4 runs hold train.lr after 5 warm-up steps for 1,000 "
+            "steps (train.schedule.hold_steps) but train 40: the cosine decay never lowers the "
+            "learning rate") in " ".join(res.output.split()), res.output
+    res = _invoke("validate", write_spec(tmp_path, train={
+        **train, "schedule": {"kind": "linear", "hold_steps": 38}}))
+    assert res.exit_code == 0 and "decay never" not in res.output, res.output
+
+
+def test_r50r_a_phase_figure_draws_at_most_20_heatmaps(tmp_path):
+    """A phase figure of 3,000 panels passed `validate`, then `plot` (and `run`, after training)
+    refused a figure 507,078 pixels tall. At most 20 (the shipped ones draw 2), said by
+    `validate`."""
+    fig = {"kind": "phase", "x": "model.d_state", "y": "model.d_model",
+           "panels": [{"metric": "test.acc", "title": "a"}] * 21}
+    res = _invoke("validate", write_spec(tmp_path, figure=fig))
+    _assert_refused(res, "figure.panels: List should have at most 20 items after validation, "
+                    "not 21")
+
+
+def test_r50r_a_spec_names_each_analysis_once(tmp_path):
+    """`analysis: [decay_histogram] * 5000` was accepted: training computed the analysis once per
+    copy for every member, and each `plot` a weight analysis once per copy from every run's
+    saved weights. Each analysis once, refused by `validate`."""
+    res = _invoke("validate", write_spec(tmp_path, analysis=["decay_histogram"] * 5000))
+    _assert_refused(res, "analysis: Value error, 'decay_histogram' is given more than once")
+
+
+def test_r50r_an_early_stop_every_float32_loss_meets_is_refused(tmp_path):
+    """`early_stop: {metric: val.loss, op: '<', threshold: 1e308}` passed `validate`: every
+    finite float32 loss is below it, so every run stopped at step 0, untrained (a warning said
+    so after training). Refused like `val.loss >= 0`; a float64 run's losses can pass 1e308 and
+    a threshold below the float32 maximum is kept."""
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 4, "val_size": 8,
+             "test_size": 8, "eval_every": 2, "eval_batch_size": 8,
+             "early_stop": {"metric": "val.loss", "op": "<", "threshold": 1e308}}
+    res = _invoke("validate", write_spec(tmp_path, train=train))
+    _assert_refused(res, "early_stop: val.loss < 1e+308 holds at every evaluation (a float32 "
+                    "loss is at most 3.403e+38): every run would stop at its first one, untrained")
+    for ok in ({**train, "dtype": "float64"},
+               {**train, "early_stop": {**train["early_stop"], "threshold": 3.4e38}}):
+        res = _invoke("validate", write_spec(tmp_path, train=ok))
+        assert res.exit_code == 0, res.output
+
+
+def test_r50r_a_loss_bound_past_every_float32_loss_is_refused(tmp_path):
+    """`test.loss <= 1e308` PASSed for any finite loss (a claim that cannot fail), a precondition
+    `test.loss < 1e300` excluded no cell, `test.loss > 1e308` FAILed whatever was trained, and a
+    spread claim or paper value of tol 1e308 admitted any losses: a float32 run's loss, if
+    finite, is at most 3.4e38. Refused by `validate` for float32 runs; a bound below that, or
+    float64 runs, are kept."""
+    claim = {"text": "t", "op": "<=", "value": 1e308, "metric": "test.loss"}
+    res = _invoke("validate", write_spec(tmp_path, claims=[claim]))
+    _assert_refused(res, "claims.0.value: test.loss <= 1e+308 holds for every run (a float32 "
+                    "loss lies in [0, 3.403e+38]): the claim cannot fail")
+    res = _invoke("validate", write_spec(tmp_path, claims=[{**claim, "op": ">"}]))
+    _assert_refused(res, "claims.0.value: test.loss > 1e+308 never holds (a float32 loss lies "
+                    "in [0, 3.403e+38])")
+    given = {"text": "t", "op": ">=", "value": 0.5,
+             "given": [{"metric": "test.loss", "op": "<", "value": 1e300}]}
+    res = _invoke("validate", write_spec(tmp_path, claims=[given]))
+    _assert_refused(res, "claims.0.given.0.value: test.loss < 1e+300 holds for every run")
+    res = _invoke("validate", write_spec(tmp_path, claims=[{**claim, "value": 3e38}]))
+    assert res.exit_code == 0, res.output
+    # a tolerance as wide: a spread claim PASSed, a paper value matched, any losses
+    spread = {"text": "t", "check": "spread", "group_by": ["label"], "metric": "test.loss",
+              "tol": 1e308}
+    res = _invoke("validate", write_spec(tmp_path, claims=[spread]))
+    _assert_refused(res, "claims.0.tol: 1e+308 for test.loss admits any value (a float32 loss "
+                    "lies in [0, 3.40282e+38])")
+    pv = {"where": {"label": "S6"}, "metric": "test.loss", "value": 1.0, "tol": 1e308}
+    res = _invoke("validate", write_spec(tmp_path, paper_values=[pv]))
+    _assert_refused(res, "paper_values.0.tol: 1e+308 for test.loss admits any value")

@@ -404,11 +404,21 @@ def file_value(value: str) -> Path:
     return path
 
 
+# error lines one refusal prints; the rest are counted (a figure's `names` of 20,000 keys that
+# name no column printed 20,000 lines, 1.5 MB; `spec.format_errors` bounds a schema's alone)
+MAX_FAIL_LINES = 200
+
+
 def fail(messages: list[str], code: int = 2) -> None:
-    """Print ``error: ...`` lines to stderr and exit with ``code``."""
-    for m in messages:
+    """Print ``error: ...`` lines to stderr (at most ``MAX_FAIL_LINES``, then how many more) and
+    exit with ``code``."""
+    for m in messages[:MAX_FAIL_LINES]:
         err_console.print(f"[red]error:[/] {escape(error_line(m))}", highlight=False,
                           soft_wrap=True)
+    if len(messages) > MAX_FAIL_LINES:
+        err_console.print(f"[red]error:[/] ... and {len(messages) - MAX_FAIL_LINES:,} more "
+                          "problems (the first are above; fix them and try again)",
+                          highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

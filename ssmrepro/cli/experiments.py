@@ -566,6 +566,25 @@ def _warmup_notes(runs: list) -> list[str]:
     if len(seen) > 3:
         out.append(f"and {sum(list(seen.values())[3:])} more runs of other warm-ups or lengths "
                    "whose learning rate never reaches train.lr")
+    # a decay that the warm-up (ending within the run) and the hold leave no step of: the
+    # cosine or linear schedule trained at the constant train.lr (`{kind: cosine, hold_steps:
+    # 1000}` over 40 steps), without a word
+    held: dict[tuple[str, int, int, int], int] = {}
+    for r in unique_runs(runs):
+        s, total = r.train.schedule, r.train.total_steps
+        if s.kind != "constant" and 0 <= s.warmup_steps < total and s.hold_steps:
+            # the last step's lr as training computes it (the decay's first step is at lr too)
+            last = LRSchedule([r.train.lr], [s], [total], [s.min_lr]).rows(total - 1, total)
+            if float(last[0, 0]) >= r.train.lr * (1 - 1e-6):
+                key = (s.kind, s.warmup_steps, s.hold_steps, total)
+                held[key] = held.get(key, 0) + 1
+    out += [f"{n} run{'s hold' if n > 1 else ' holds'} train.lr after "
+            f"{w:,} warm-up steps for {h:,} steps (train.schedule.hold_steps) but train"
+            f"{'s' * (n == 1)} {t:,}: the {kind} decay never lowers the learning rate"
+            for (kind, w, h, t), n in list(held.items())[:3]]
+    if len(held) > 3:
+        out.append(f"and {sum(list(held.values())[3:])} more runs of other holds or lengths "
+                   "whose decay never begins")
     return out
 
 

@@ -35,6 +35,7 @@ from .registry import (  # noqa: E402
     HUE_HELP,
     SAME_STYLE,
     YLIM_HELP,
+    Distinct,
     FigureConfig,
     FigureContext,
     YLim,
@@ -98,7 +99,7 @@ class BandsConfig(FigureConfig):
     lo: str | None = Field("p10", description="suffix of the band's lower column (metric.<lo>)")
     hi: str | None = Field("p90", description="suffix of the band's upper column")
     logx: bool = Field(True, description="log x axis (a named x must be numeric and positive)")
-    reference: list[str] = Field([], description="hues drawn as a dashed horizontal line")
+    reference: Distinct = Field([], description="hues drawn as a dashed horizontal line")
     ylim: YLim = Field("auto", description=YLIM_HELP)
     xlabel: DrawnText | None = Field(
         None, description="x axis label (default: x's last dotted part; parameters for n_params)")

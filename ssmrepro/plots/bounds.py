@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import matplotlib
 
@@ -54,6 +54,15 @@ class Bound(NoBoolNumbers):
         return self
 
 
+# theory lines of one label (or of '*', every panel; the shipped figures draw at most 3): each is
+# evaluated at every cell by `validate` and drawn with a legend entry in its panels, and 3,000 of
+# them took 10 s of `validate`, then a `plot` refused for a legend 66,742 pixels tall
+MAX_BOUNDS = 20
+# labels given theory lines: each is evaluated at every cell before its label is looked up, and
+# 3,000 unknown labels took 23 s of `validate`
+MAX_BOUND_LABELS = 100
+
+
 class BoundGridConfig(FigureConfig):
     kind: Literal["bound_grid"]
     x: str = Field(..., description="numeric column of each panel's x axis (a cell per value)")
@@ -63,10 +72,10 @@ class BoundGridConfig(FigureConfig):
                             "row)")
     halves: list[str] | None = Field(None, min_length=2, max_length=2,
                                      description="two labels drawn as the halves of each cell")
-    bounds: dict[str, list[Bound]] = Field(
-        {}, description="label (or '*': every panel) -> theory lines, each {expr: over the cell "
-        "columns, axis: y (y = expr of x) or x (a vertical line x = expr), text: its legend "
-        "entry, style: matplotlib's line style, default '-'}")
+    bounds: dict[str, Annotated[list[Bound], Field(max_length=MAX_BOUNDS)]] = Field(
+        {}, max_length=MAX_BOUND_LABELS, description="label (or '*': every panel) -> theory "
+        "lines, each {expr: over the cell columns, axis: y (y = expr of x) or x (a vertical line "
+        "x = expr), text: its legend entry, style: matplotlib's line style, default '-'}")
     solved: float = Field(0.99, description="cells at or above get a frame")
     log_x: bool = Field(False, description="x values log-spaced: theory lines placed between "
                         "cells on a log scale (x must be positive)")

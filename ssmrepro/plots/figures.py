@@ -397,6 +397,11 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
 # ----------------------------------------------------------------------------------------------
 
 
+# reference curves of one `lines` figure (the shipped specs draw one): each is a line and a legend
+# entry in every panel, and 2,000 of them took 24 s of `plot` (a 1 MiB spec holds 40,000)
+MAX_REFERENCES = 20
+
+
 class LinesConfig(FigureConfig):
     kind: Literal["lines"]
     x: str | None = Field(None, description="column on the x axis (null: in each panel the first "
@@ -410,8 +415,8 @@ class LinesConfig(FigureConfig):
     paper: bool = Field(False, description="mark the paper's value of each drawn cell (× in its "
                         "line's colour; the title names those of cells not drawn)")
     reference: dict[str, str] = Field(
-        {}, description="curves drawn dashed grey at each panel's x values: legend text -> "
-        "expression of the x column, e.g. {'guess 1/N_k': '1 / task.key_repeats'}")
+        {}, max_length=MAX_REFERENCES, description="curves drawn dashed grey at each panel's x "
+        "values: legend text -> expression of the x column, e.g. {'guess 1/N_k': '1 / task.key_repeats'}")
     names: dict[str, DrawnText] = Field({}, description="short names of x / hue / facet columns in "
                                   "the axis label, legend title and panel titles, e.g. "
                                   "{model.n_layers: Λ}")

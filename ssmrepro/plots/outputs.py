@@ -86,6 +86,7 @@ from ..store import (
     whole_numbers,
 )
 from ..sweep import RunConfig, expand, overrides_tag, overrides_text, per_point
+from ..sweep.config import FLOAT32_MAX
 from ..util import (
     atomic_write_text,
     encode_cell,
@@ -249,6 +250,10 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
     seen_claims: dict[str, int] = {}
     run_index = CellIndex(_config_rows(runs)) if runs else None
     spread = _spread_columns(spec)
+    # a float32 run's loss, if finite, is at most the largest float32 (a claim `test.loss <=
+    # 1e308` PASSed for any finite loss)
+    loss_max = FLOAT32_MAX if runs and all(
+        getattr(r.train, "dtype", None) == "float32" for r in runs) else None
     for i, raw in enumerate(spec.claims):
         key = f"claims.{i}"
         try:
@@ -317,8 +322,8 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         strict += [(f"{key}.given.{j}.value", g.metric, g.op, g.value) for j, g in plain_given]
         if needs == {cfg.metric} and cfg.check == "size_order":  # every cell 'solves' it
             strict.append((f"{key}.threshold", cfg.metric, ">=", cfg.threshold))
-        errors += _never_holds(path, strict, spread)
-        errors += _always_holds(path, strict, spread)
+        errors += _never_holds(path, strict, spread, loss_max)
+        errors += _always_holds(path, strict, spread, loss_max)
         errors += _given_implies(path, key, cfg)
         if needs == {cfg.metric} and cfg.check in ("size_order", "recall_frontier") and is_loss(
                 (spread or {}).get(cfg.metric, cfg.metric)):
@@ -330,7 +335,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         if needs == {cfg.metric} and isinstance(cfg, OrderingConfig):
             errors += _ordering_always_holds(path, key, cfg)
         if needs == {cfg.metric} and cfg.check in ("monotone", "spread", "collapse"):
-            errors += _any_accuracy(path, f"{key}.tol", cfg.metric, cfg.tol, spread)
+            errors += _any_accuracy(path, f"{key}.tol", cfg.metric, cfg.tol, spread, loss_max)
         rng = _bounded_range(cfg.metric, spread) if needs == {cfg.metric} and \
             isinstance(cfg, CollapseConfig) else None
         if rng and cfg.min_range > rng[1] - rng[0]:  # it FAILed always (an analysis share's too)
@@ -415,7 +420,8 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         if spread.get(pv.metric) == _STD and pv.value < 0:  # as a negative loss: never matched
             errors.append(f"{path}: paper_values.{i}.value: {pv.value:g} for {pv.metric}, a "
                           "negative spread (a standard deviation is never below 0)")
-        errors += _any_accuracy(path, f"paper_values.{i}.tol", pv.metric, pv.tol, spread)
+        errors += _any_accuracy(path, f"paper_values.{i}.tol", pv.metric, pv.tol, spread,
+                                loss_max)
         rng = _bounded_range(pv.metric, spread)
         if rng and pv.tol < rng[1] - rng[0] and \
                 pv.value - pv.tol <= rng[0] and pv.value + pv.tol >= rng[1]:  # 0.5 ± 0.5
@@ -774,13 +780,17 @@ def _bounded_range(metric: str, spread: dict[str, str] | None = None
 
 
 def _any_accuracy(path: str, key: str, metric: str, tol: float,
-                  spread: dict[str, str] | None = None) -> list[str]:
+                  spread: dict[str, str] | None = None,
+                  loss_max: float | None = None) -> list[str]:
     """A tolerance as wide as the range of an accuracy ([0, 1]; a percentile column of one,
     ``spread``) or of an analysis metric of a finite range (a share, [0, 1]; a correlation,
     [-1, 1]) admits every value: a paper value 'matched' and a monotone, spread or collapse
     claim PASSed whatever was measured (a percentage point count, e.g. 5, read as a fraction;
-    ``tol: 1`` on ``gkq.diag_hit`` was not refused)."""
+    ``tol: 1`` on ``gkq.diag_hit`` was not refused). Of float32 runs (``loss_max``), a loss's
+    range too: [0, the largest float32] (a spread claim with tol 1e308 PASSed any losses)."""
     rng = _bounded_range(metric, spread)
+    if rng is None and loss_max is not None and is_loss((spread or {}).get(metric, metric)):
+        rng = (0.0, loss_max, "a float32 loss")
     if rng is None or tol < rng[1] - rng[0]:
         return []
     if rng[2] == "accuracies":
@@ -824,8 +834,8 @@ def _unreachable(path: str, values: list[tuple[str, str, float]],
     return out
 
 
-def _bounded(metric: str, v: float, spread: dict[str, str] | None
-             ) -> tuple[float | None, float | None, str]:
+def _bounded(metric: str, v: float, spread: dict[str, str] | None,
+             loss_max: float | None = None) -> tuple[float | None, float | None, str]:
     """(lowest, highest, what bounds it) of the values of ``metric`` (a spread column: its
     metric's; None: no bound that side); neither for a value out of range (``_unreachable``'s).
     An analysis metric's range as its own (a correlation's [-1, 1]: ``hidden.corr > 1`` and
@@ -836,6 +846,8 @@ def _bounded(metric: str, v: float, spread: dict[str, str] | None
     if is_accuracy(base):
         return 0.0, 1.0, "an accuracy lies in [0, 1]"
     if is_loss(base):
+        if loss_max is not None and v >= loss_max:  # (the runs are float32: `loss_max`)
+            return 0.0, loss_max, f"a float32 loss lies in [0, {loss_max:.4g}]"
         return 0.0, None, "a loss is never below 0"
     if base == _STD:
         return 0.0, None, "a standard deviation is never below 0"
@@ -848,16 +860,18 @@ def _bounded(metric: str, v: float, spread: dict[str, str] | None
 
 
 def _never_holds(path: str, conditions: list[tuple[str, str, str, float]],
-                 spread: dict[str, str] | None = None) -> list[str]:
+                 spread: dict[str, str] | None = None,
+                 loss_max: float | None = None) -> list[str]:
     """'file: key: reason' for each (key, metric, op, value) that no accuracy can meet:
     ``> 1`` or ``< 0`` (an accuracy lies in [0, 1]; ``>= 1`` and ``<= 0`` can hold), nor a loss
     or a standard deviation (``< 0``), nor an analysis metric beyond its range (``_bounded``): a
     claim that FAILs (or a precondition that keeps it MISSING) whatever the runs measure."""
     out = []
     for key, metric, op, v in conditions:
-        lo, hi, what = _bounded(metric, v, spread)
-        if hi is not None and op == ">" and v >= hi:
-            out.append(f"{path}: {key}: {metric} {op} {v:g} never holds ({what}; >= {hi:g}?)")
+        lo, hi, what = _bounded(metric, v, spread, loss_max)
+        if hi is not None and op == ">" and v >= hi:  # (a float32 loss meets no such bound)
+            out.append(f"{path}: {key}: {metric} {op} {v:g} never holds ({what}"
+                       + (")" if hi == loss_max else f"; >= {hi:g}?)"))
         elif lo is not None and op == "<" and v <= lo:
             out.append(f"{path}: {key}: {metric} {op} {v:g} never holds ({what}"
                        + (f"; <= {lo:g}?)" if hi is not None else ")"))
@@ -865,7 +879,8 @@ def _never_holds(path: str, conditions: list[tuple[str, str, str, float]],
 
 
 def _always_holds(path: str, conditions: list[tuple[str, str, str, float]],
-                  spread: dict[str, str] | None = None) -> list[str]:
+                  spread: dict[str, str] | None = None,
+                  loss_max: float | None = None) -> list[str]:
     """'file: key: reason' for each (key, metric, op, value) that every accuracy, loss or
     standard deviation meets: ``acc >= 0``, ``acc <= 1``, ``loss >= 0`` (``> v`` / ``< v``
     beyond the bound are ``_unreachable``'s), or an analysis metric at its range's end
@@ -873,7 +888,7 @@ def _always_holds(path: str, conditions: list[tuple[str, str, str, float]],
     the claim said no more than 'the run finished'); a precondition on it excludes no cell."""
     out = []
     for key, metric, op, v in conditions:
-        lo, hi, what = _bounded(metric, v, spread)
+        lo, hi, what = _bounded(metric, v, spread, loss_max)
         low = lo is not None and ((op == ">=" and v <= lo) or (op == ">" and v < lo))
         high = hi is not None and ((op == "<=" and v >= hi) or (op == "<" and v > hi))
         if not (low or high):

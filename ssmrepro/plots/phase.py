@@ -43,14 +43,20 @@ class PhasePanel(NoBoolNumbers):
     paper_default: str | None = None  # text of cells without a paper value in the paper panel
 
 
+# heatmaps of one phase figure (the shipped ones draw 2): 3,000 passed `validate`, then `plot`
+# (and `run`, after training) refused a figure 507,078 pixels tall
+MAX_PANELS = 20
+
+
 class PhaseConfig(FigureConfig):
     kind: Literal["phase"]
     metric: str = unread_metric("each panel's own metric (panels)")
     x: str = Field(..., description="numeric column of every panel's x axis")
     y: str = Field(..., description="numeric column of every panel's y axis")
-    panels: list[PhasePanel] = Field(..., min_length=1, description="a heatmap per entry: "
-                                     "{metric, title (`{seeds}`: how the panel draws seeds), "
-                                     "paper_default (text of cells without a paper value)}")
+    panels: list[PhasePanel] = Field(
+        ..., min_length=1, max_length=MAX_PANELS, description="a heatmap per entry: {metric, "
+        "title (`{seeds}`: how the panel draws seeds), paper_default (text of cells without a "
+        "paper value)}")
     where: dict[str, Any] = Field({}, description="draw only the cells matching these conditions")
     y_descending: bool = Field(True, description="largest y on top (the paper's layout)")
     x_label: str | None = Field(None, description="x axis label (default: x's last dotted part)")

@@ -153,7 +153,19 @@ def split_columns(v: Any) -> Any:
     return v
 
 
-Columns = Annotated[list[str], BeforeValidator(split_columns)]  # ["a", "b"] or "a,b"
+def _named_once(columns: list[str]) -> list[str]:
+    """``columns`` if none is named twice: a curves figure's `series` of 3,000 copies of
+    val.acc drew each over the others, 95 s of `plot`, and two copies a line hidden under its
+    copy, without a word."""
+    twice = [c for i, c in enumerate(columns) if c in columns[:i]]
+    if twice:
+        raise ValueError(f"{twice[0]!r} is named more than once")
+    return columns
+
+
+# ["a", "b"] or "a,b", each once
+Columns = Annotated[list[str], BeforeValidator(split_columns), AfterValidator(_named_once)]
+Distinct = Annotated[list[str], AfterValidator(_named_once)]  # names (of hues, ...), each once
 
 ACCURACY_YLIM = (-0.02, 1.02)
 

@@ -202,6 +202,11 @@ class Given(NoBoolNumbers):
         return f"{self.metric} {self.op} {self.value}"
 
 
+# preconditions of one claim (the shipped claims have at most 1): each is checked against every
+# cell and printed in the claim's verdict line, and 10,000 copies of one made a 200 kB line
+MAX_GIVEN = 20
+
+
 class CheckConfig(NoBoolNumbers):
     """The keys of every ``claims`` entry, whatever its check (each check's own: list-checks)."""
 
@@ -211,9 +216,10 @@ class CheckConfig(NoBoolNumbers):
     text: str = Field(..., description="the sentence of the paper's claim this checks")
     metric: str = Field(DEFAULT_METRIC, description="the results column (aggregated metric) judged")
     given: list[Given] = Field(
-        [], description="preconditions: a finished cell that misses one (e.g. train.acc >= 0.9, "
-        "an untrained model) cannot test the claim and counts as not finished (MISSING, never a "
-        "silent PASS); a diverged cell (NaN) stays testable, so it still fails")
+        [], max_length=MAX_GIVEN, description="preconditions: a finished cell that misses one "
+        "(e.g. train.acc >= 0.9, an untrained model) cannot test the claim and counts as not "
+        "finished (MISSING, never a silent PASS); a diverged cell (NaN) stays testable, so it "
+        "still fails")
 
     @field_validator("text")
     @classmethod
@@ -222,6 +228,14 @@ class CheckConfig(NoBoolNumbers):
         line of report.md and of the terminal, and a text written over lines (`text: |`) put a
         line of its own there, '- **PASS** ...' or '# ...', that read as another verdict."""
         return " ".join(text.split())
+
+    @field_validator("given")
+    @classmethod
+    def _given_once(cls, given: list[Given]) -> list[Given]:
+        twice = [g for i, g in enumerate(given) if g in given[:i]]
+        if twice:  # the same condition again excludes no other cell: printed twice, read twice
+            raise ValueError(f"{twice[0].text()} is given more than once")
+        return given
 
     def column_refs(self) -> list[str]:
         """Columns the check names (validated against the spec's run table)."""

@@ -48,6 +48,7 @@ EVAL_FLOOR = 10**7
 # (util.flush_denormals), so an Adam eps of 1e-45 was eps = 0
 FLOAT32_TINY = 1.1754943508222875e-38
 FLOAT64_TINY = 2.2250738585072014e-308
+FLOAT32_MAX = 3.4028234663852886e38  # the largest finite float32: a float32 run's loss, if finite
 
 # A run's record holds its evaluation history, one row per evaluation, and the store reads back
 # records of at most 64 MiB (store.MAX_RECORD_BYTES): a history that may take more than half of
@@ -55,6 +56,10 @@ FLOAT64_TINY = 2.2250738585072014e-308
 # as damaged, quarantined, and the run trained again by every `run` (1,000 evaluations of two
 # named sets with 20,000-character names made an 80 MB record; so would ~400,000 plain ones).
 MAX_HISTORY_BYTES = 32 << 20
+# Named evaluation sets of one run (the shipped specs have at most 8): each is a task built,
+# checked and evaluated per member, and 6,000 of them (a 100 kB spec) took 33 s of `validate`
+# alone, then as many test-set evaluations after training, within the sample bounds above
+MAX_EVAL_SETS = 100
 
 
 class Schedule(_Strict):
@@ -203,7 +208,7 @@ class TrainConfig(_Strict):
         "(groups: 'delta' = every Δ parameter, 'A' = every Λ parameter; others: 1)",
     )
     evals: dict[str, dict[str, Any]] = Field(
-        default_factory=dict,
+        default_factory=dict, max_length=MAX_EVAL_SETS,
         description="named evaluation sets: name -> task-field overrides; after training each "
         "member is also evaluated on the test split of the overridden task (test_size samples), "
         "metrics <name>.loss and <name>.acc (or <name>.mse), e.g. {long: {T: 200}}",
@@ -281,6 +286,14 @@ class TrainConfig(_Strict):
                              f"weight_decay {self.weight_decay:g}): AdamW multiplies each decayed "
                              "weight by 1 - lr x weight_decay every step, which must stay above 0 "
                              "(lr x weight_decay < 1)")
+        stop = self.early_stop
+        if (stop is not None and self.dtype == "float32" and not stop.metric.endswith(".acc")
+                and stop.op in ("<", "<=") and stop.threshold >= FLOAT32_MAX):
+            # every finite float32 loss is at most FLOAT32_MAX (a NaN or inf one is a divergence):
+            # `val.loss < 1e308` stopped every run at its first evaluation, step 0, untrained
+            raise ValueError(f"early_stop: {stop.metric} {stop.op} {stop.threshold:g} holds at "
+                             f"every evaluation (a float32 loss is at most {FLOAT32_MAX:.4g}): "
+                             "every run would stop at its first one, untrained")
         min_lr = self.schedule.min_lr
         if min_lr is not None and min_lr > self.lr:  # the 'decay' rose 500x: lr 0.01 -> 5
             raise ValueError(f"schedule.min_lr {min_lr:g} is above lr {self.lr:g}: the schedule "
