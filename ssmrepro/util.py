@@ -160,7 +160,9 @@ def shell_word(text: str) -> str:
         elif 0xDC80 <= o <= 0xDCFF:  # a byte the file system's encoding could not decode
             out.append(f"\\x{o - 0xDC00:02x}")
         else:
-            out.append(f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}" if o < 0x10000
+            # (bash's \xHH is one byte: U+0080-U+00FF as \xHH, a no-break space, named a
+            # path of another byte; \u names the character, encoded as UTF-8)
+            out.append(f"\\x{o:02x}" if o < 0x80 else f"\\u{o:04x}" if o < 0x10000
                        else f"\\U{o:08x}")
     return "$'" + "".join(out) + "'"
 

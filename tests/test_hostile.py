@@ -25744,3 +25744,24 @@ def test_r50r_a_loss_bound_past_every_float32_loss_is_refused(tmp_path):
     pv = {"where": {"label": "S6"}, "metric": "test.loss", "value": 1.0, "tol": 1e308}
     res = _invoke("validate", write_spec(tmp_path, paper_values=[pv]))
     _assert_refused(res, "paper_values.0.tol: 1e+308 for test.loss admits any value")
+
+
+def test_r50u_shell_word_names_latin1_characters_that_do_not_print_as_characters():
+    """A data root holding a no-break space (U+00A0, pasted from a document), a soft hyphen
+    or a C1 control was quoted as bash's ``$'...\\xa0...'``: one byte 0xA0, not the character's
+    UTF-8 bytes, so the suggested `data generate --dir` named another folder. Each such
+    character is ``\\uHHHH`` now; bytes the file system could not decode stay ``\\xHH``."""
+    import os
+    import subprocess
+
+    from ssmrepro.util import shell_word
+
+    env = {**os.environ, "LC_ALL": "C.UTF-8"}
+    for text in ("/data/my\u00a0root", "/a\u0085b", "/soft\u00adhyphen", "/a\x9fb\U000e0001",
+                 "/\udcff\u00a0ab", "/\x01f"):
+        word = shell_word(text)
+        assert word.isprintable() and word.startswith("$'"), word
+        back = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True,
+                              check=True, env=env).stdout
+        assert back == text.encode("utf-8", "surrogateescape"), (text, word, back)
+    assert shell_word("/data/my\u00a0root") == "$'/data/my\\u00a0root'"
