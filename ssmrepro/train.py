@@ -1120,7 +1120,7 @@ def train_pack(
              for name, et in eval_tasks.items()}
     model.eval()  # probes read the trained model as evaluation does: in train mode BatchNorm
     #               used the probe batch's statistics and overwrote the running ones (saved weights)
-    extra = {name: ANALYSES[name](model, task, data_seeds) for name in analyses}
+    extra = {name: ANALYSES[name](model, task, data_seeds, chunk) for name in analyses}
     model.train()
     data = task.data_info()
     eval_data = {n: d for n, et in eval_tasks.items() if (d := et.data_info()) is not None}

@@ -25765,3 +25765,55 @@ def test_r50u_shell_word_names_latin1_characters_that_do_not_print_as_characters
                               check=True, env=env).stdout
         assert back == text.encode("utf-8", "surrogateescape"), (text, word, back)
     assert shell_word("/data/my\u00a0root") == "$'/data/my\\u00a0root'"
+
+
+def test_r50u_decay_histogram_goes_in_passes_bounded_by_its_values_and_the_eval_chunk(
+        tmp_path, monkeypatch):
+    """`analysis: [decay_histogram]` put its 500 probe sequences through the model in one pass
+    and held their (E, 500, L, channels, N) decays in float64 beside masks of that shape, which
+    no memory estimate counts (2.5 GB at T 200, d_model 32, d_state 16 for a run estimated at
+    2.7 MB: killed for memory after its training, in a pack evaluated in chunks too). It goes in
+    passes of at most PROBE_VALUES values and of the pack's evaluation chunk; the counts are
+    those of one pass exactly, the means to float64 rounding."""
+    import torch
+
+    import ssmrepro.analysis as an
+    from ssmrepro.models import build_model
+    from ssmrepro.models.backbone import SeqLMConfig
+    from ssmrepro.tasks import build_task
+    from ssmrepro.train import train_pack
+
+    task = build_task({"name": "keep_nth", "n": 2, "T": 8, "vocab": 8})
+    cfg = SeqLMConfig.model_validate({
+        "d_model": 4, "layers": "SSM", "pos": "index",
+        "blocks": {"SSM": {"mixer": {"name": "s6", "d_state": 8}}}})
+    model = build_model(cfg, task.info, 2, seeds=[0, 1]).eval()
+    seeds = torch.tensor([3, 4])
+    seen: list[int] = []
+    real = an.layer_decay
+
+    def spy(m, x):
+        seen.append(x.shape[1])
+        return real(m, x)
+
+    monkeypatch.setattr(an, "layer_decay", spy)
+    monkeypatch.setattr(an, "PROBE_VALUES", 10**9)
+    whole = an.decay_histogram(model, task, seeds)
+    assert seen == [1, 499]
+    per_sequence = 2 * 8 * 4 * 8  # members x T x channels x d_state
+    for bound, chunk, step in ((7 * per_sequence, None, 7), (7 * per_sequence, 3, 3),
+                               (per_sequence - 1, None, 1)):
+        seen.clear()
+        monkeypatch.setattr(an, "PROBE_VALUES", bound)
+        got = an.decay_histogram(model, task, seeds, chunk)
+        assert seen[0] == 1 and max(seen[1:]) == step and sum(seen) == 500, seen
+        for a, b in zip(got, whole):
+            assert {k: a[k] for k in ("bins", "before", "after", "nonfinite")} == \
+                {k: b[k] for k in ("bins", "before", "after", "nonfinite")}
+            assert a["mean_before"] == pytest.approx(b["mean_before"], rel=1e-12)
+            assert a["mean_after"] == pytest.approx(b["mean_after"], rel=1e-12)
+    # a pack evaluated in chunks probes in them too
+    seen.clear()
+    monkeypatch.setattr(an, "PROBE_VALUES", 10**9)
+    res = train_pack(_r50o_runs(tmp_path)[:1], eval_chunk=3, analyses=("decay_histogram",))
+    assert res[0]["eval_chunk"] == 3 and seen[0] == 1 and max(seen[1:]) == 3, seen
