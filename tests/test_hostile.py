@@ -24987,9 +24987,10 @@ def test_r50q_export_leaves_out_an_unreadable_table_or_record_and_exports_the_re
     text = table.read_bytes()
     table.write_bytes(b"\xdb\x00\xff" * 50)
     got, said = _r50q_export(tmp_path, out, env)
-    assert set(got["experiment"]) == {"u-spec"}, got
+    # (its runs' rows come from their records, as `plot` writes them: r50u)
+    assert set(got["experiment"]) == {"u-spec", "t-spec"}, got
     assert "warning: left out tests/t-spec/results-smoke.csv" in said, said
-    assert "not a readable CSV table" in said, said
+    assert "not a readable CSV table" in said and "is not used (above)" in said, said
     table.write_bytes(text)
     real = store_mod.read_small
 
@@ -25817,3 +25818,36 @@ def test_r50u_decay_histogram_goes_in_passes_bounded_by_its_values_and_the_eval_
     monkeypatch.setattr(an, "PROBE_VALUES", 10**9)
     res = train_pack(_r50o_runs(tmp_path)[:1], eval_chunk=3, analyses=("decay_histogram",))
     assert res[0]["eval_chunk"] == 3 and seen[0] == 1 and max(seen[1:]) == 3, seen
+
+
+def test_r50u_export_reads_the_records_of_a_profile_whose_table_is_not_a_table(tmp_path):
+    """A profile's results table that is not one (text in a metric column, an empty file):
+    `plot` passes it over and writes a row of each run from its record; `export` left the
+    profile out with a warning, 0 rows, exit 0. It exports the rows from the records, as
+    `plot` writes them, and says so."""
+    import pandas as pd
+
+    proj = tmp_path / "proj"
+    (proj / "experiments/tests").mkdir(parents=True)
+    (proj / "ssmrepro").mkdir()
+    (proj / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    _one_run_spec(proj / "experiments/tests", seeds=[0, 1])
+    out, env = tmp_path / "out", {"SSMREPRO_ROOT": str(proj)}
+    res = _invoke("run", "t-spec", "--out", out, "--profile", "smoke", "--no-calibrate",
+                  env=env)
+    assert res.exit_code == 0, res.output
+    (table,) = (out / "tests/t-spec").glob("results*.csv")
+    res = _invoke("export", "--out", out, "--file", tmp_path / "want.csv", env=env)
+    assert res.exit_code == 0, res.output
+    want = pd.read_csv(tmp_path / "want.csv", dtype={"run_id": str})
+    assert sorted(want.loc[want["metric"] == "test.acc", "seed"]) == [0, 1], want
+    rows = pd.read_csv(table, dtype=str, keep_default_na=False)
+    rows.loc[0, "metric.test.acc"] = "abc"
+    for text in (rows.to_csv(index=False), ""):
+        table.write_text(text)
+        res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+        assert res.exit_code == 0, res.output
+        assert f"warning: left out tests/t-spec/{table.name}" in res.output, res.output
+        assert f"{table.name} is not used (above); the 2 recorded run(s)" in res.output
+        got = pd.read_csv(tmp_path / "x.csv", dtype={"run_id": str})
+        pd.testing.assert_frame_equal(got, want)

@@ -423,6 +423,12 @@ def _spec_rows(spec, root: Path, out: Path | None, tagged: list[str] | None,
             rows += _profile_rows(spec, prof, csv, files, root, out, said)
         except (TableError, OSError) as err:
             _left_out(f"{spec.paper}/{spec.id}/{csv.name}", err, said)
+            if isinstance(err, TableError):  # as `plot` reads it: not used, the profile's
+                # rows made from their records (0 rows were exported where plot writes all)
+                try:
+                    rows += _recorded_only(spec, prof, out, said, unread=csv.name)
+                except OSError as err2:
+                    _left_out(f"{spec.paper}/{spec.id} (profile {prof}'s records)", err2, said)
     for prof in spec.profiles:  # runs recorded, no table: `plot` writes one from them
         if prof not in files:
             try:
@@ -488,13 +494,15 @@ def _profile_rows(spec, prof: str, csv: Path, files: dict[str, Path], root: Path
     return long_rows(spec, prof, table, {r.run_id: r.flat() for r in planned})
 
 
-def _recorded_only(spec, prof: str, out: Path | None,
-                   said: set[str] | None = None) -> list[dict[str, Any]]:
+def _recorded_only(spec, prof: str, out: Path | None, said: set[str] | None = None,
+                   unread: str | None = None) -> list[dict[str, Any]]:
     """The export rows of ``prof``, which has no results table, from the records of its planned
     runs (`run` stopped before it wrote the table, the table deleted): `list` counted them done
     and `plot` writes their table from them, while `export` left them out without a word.
     Said in a note. Nothing where the spec's store holds no record (a fresh clone: no paper
-    grid is expanded for it)."""
+    grid is expanded for it). ``unread``: the name of the profile's table, which is there but
+    not a table (text in a metric column, an empty file): `plot` passes it over and writes the
+    table from the records; `export` left the profile out (0 rows)."""
     if spec.analytic is not None:
         return []
     store = open_store(spec, out, readonly=True)
@@ -509,7 +517,8 @@ def _recorded_only(spec, prof: str, out: Path | None,
     table, _ = _from_records(spec, out, mine, pd.DataFrame(columns=[RUN_ID]), name, said)
     if table.empty:
         return []
-    print(f"note: {name}: no such table; the {table[RUN_ID].nunique()} recorded run(s) of profile "
+    what = "no such table" if unread is None else f"{unread} is not used (above)"
+    print(f"note: {name}: {what}; the {table[RUN_ID].nunique()} recorded run(s) of profile "
           f"{prof!r} are exported from their records (`ssmrepro plot {spec.id} --profile "
           f"{prof}` writes the table)", file=sys.stderr)
     return long_rows(spec, prof, table, {r.run_id: r.flat() for r in planned})
