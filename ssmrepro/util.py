@@ -585,7 +585,8 @@ def stray_name(path: Path) -> str | None:
 def source_tree_problem(root: Path) -> str | None:
     """Why ``root`` cannot be a results root that commands write into: the project folder itself
     (`figures --out .` replaced the project's README.md with the front page) or a folder inside
-    its experiments/ or package (result folders among the specs and the code); None if it can."""
+    its experiments/, package, docs/, tests/, scripts/ or .git/ (result folders among the specs,
+    the code or the documents); None if it can."""
     found = find_project()
     if found is None:  # no project: no source tree to write into
         return None
@@ -598,7 +599,9 @@ def source_tree_problem(root: Path) -> str | None:
         return (f"it is the project folder {project} (the front page, README.md, and result "
                 "folders would be written among its files); the results root is "
                 f"{project / 'results'}, or a folder of your own")
-    for sub in ("experiments", "ssmrepro"):
+    # docs/, tests/ and scripts/ too: `figures --out docs` wrote result folders and a front
+    # page among the project's documents (tests/: among its test files)
+    for sub in ("experiments", "ssmrepro", "docs", "tests", "scripts", ".git"):
         if where.is_relative_to(project / sub):
             return (f"it is inside the project's {sub}/ folder ({project / sub}); give a results "
                     f"folder outside it, e.g. {project / 'results'}")
