@@ -88,6 +88,20 @@ def process_started(pid: int) -> float | None:
         return None
 
 
+def process_identity(pid: int) -> str | None:
+    """'<boot id>:<start ticks>' of the process ``pid`` of this host: its start in clock ticks
+    since boot, which no step of the wall clock moves (``process_started`` is read against the
+    wall clock), and which with the pid names one process of one boot; None where the platform
+    does not say (no /proc) or it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        ticks = int(stat.rsplit(")", 1)[1].split()[19])  # field 22, starttime
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except (OSError, ValueError, IndexError):
+        return None
+    return f"{boot}:{ticks}" if boot else None
+
+
 def soft_limit(name: str) -> int | None:
     """This process's soft limit ``resource.<name>`` (e.g. ``RLIMIT_NOFILE``); None where there
     is none (unlimited, or no such module or limit on this system)."""

@@ -25826,3 +25826,31 @@ def test_r50w_a_phase_scale_above_every_value_is_refused(tmp_path):
     for ok in ({**fig, "vmax": 1.0}, {**loss, "vmax": 5.0}):
         res = _invoke("validate", write_spec(tmp_path, figures=[ok]))
         assert res.exit_code == 0, res.output
+
+
+def test_r50w_a_clock_stepped_forward_leaves_a_live_claim_held(tmp_path):
+    """A claim's pid-reuse check read the holder's start time against the wall clock and
+    compared it with the claim's `time`: a clock stepped forward by more than a minute while a
+    run trained made the live holder look like a later process (its claim taken over, the run
+    trained twice). A claim names its holder's start in ticks since boot, which no clock step
+    moves; another process under the pid is still told at once."""
+    import json
+
+    from ssmrepro.store import Store, _reused
+    from ssmrepro.util import process_identity, process_started
+
+    me = os.getpid()
+    if process_identity(me) is None:
+        pytest.skip("no /proc here")
+    # the claim's time 10 minutes before the start as the stepped clock now reads it
+    stepped = process_started(me) - 600.0
+    assert _reused(me, stepped)  # by the time alone: a reused pid
+    assert not _reused(me, stepped, process_identity(me))
+    assert _reused(me, time.time(), process_identity(me).rsplit(":", 1)[0] + ":1")
+    s = Store(tmp_path / "s")
+    assert s.claim("r1")
+    info = json.loads((s.claims / "r1.claim").read_text())
+    assert info["started"] == process_identity(me)
+    info["time"] = stepped
+    (s.claims / "r1.claim").write_text(json.dumps(info))
+    assert not s._is_stale(s.claims / "r1.claim")
