@@ -59,6 +59,7 @@ from .util import (
     folder_problem,
     human_seconds,
     pid_alive,
+    process_identity,
     process_started,
     read_small,
     remove_dead_temps,
@@ -653,11 +654,19 @@ def _loops(path: Path) -> bool:
     return False
 
 
-def _reused(pid: int, claimed: Any) -> bool:
-    """Whether the live process ``pid`` started after the claim naming it was written at
-    ``claimed`` (its ``time``): the claimant died and its pid went to another program (after a
-    restart of the machine or container), which held the run for 10 minutes. A minute's margin:
-    the start time is read against the wall clock, which NTP or a resumed VM may step."""
+def _reused(pid: int, claimed: Any, started: Any = None) -> bool:
+    """Whether the live process ``pid`` is another than the one that wrote the claim naming it:
+    the claimant died and its pid went to another program (after a restart of the machine or
+    container), which held the run for 10 minutes. A claim that names its holder's
+    ``process_identity`` (``started``, start ticks since boot) is compared with the pid's now:
+    exact, and no clock step moves it. Else its ``time`` (``claimed``), with a minute's margin:
+    the start time is read against the wall clock, which NTP or a resumed VM may step (a step
+    forward of more than the margin while a run trained made its live holder look reused, and
+    its claim was taken over: the run trained twice)."""
+    if isinstance(started, str) and started:
+        now = process_identity(pid)
+        if now is not None:
+            return now != started
     if not (isinstance(claimed, (int, float)) and not isinstance(claimed, bool)
             and math.isfinite(claimed)) or claimed > time.time():
         return False  # no time, or a wrong clock: the heartbeat decides
@@ -1121,7 +1130,7 @@ class Store:
             return True
         pid = info.get("pid")
         here = info.get("host") == self.host and isinstance(pid, int)  # a holder we can check
-        if here and (not pid_alive(pid) or _reused(pid, info.get("time"))):
+        if here and (not pid_alive(pid) or _reused(pid, info.get("time"), info.get("started"))):
             return True
         if age < -self.stale_after:  # touched far "in the future" (a wrong clock, a copied
             # file): it would never look stale, and runs would wait for it forever. Not where
@@ -1157,7 +1166,7 @@ class Store:
         nonce = uuid.uuid4().hex
         self._held[run_id] = nonce
         return json.dumps({"host": self.host, "pid": os.getpid(), "time": time.time(),
-                           "nonce": nonce})
+                           "started": process_identity(os.getpid()), "nonce": nonce})
 
     def holds(self, run_id: str) -> bool:
         """Whether the run's claim is still the one this process wrote. A holder stopped (^Z,

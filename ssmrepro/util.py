@@ -88,6 +88,20 @@ def process_started(pid: int) -> float | None:
         return None
 
 
+def process_identity(pid: int) -> str | None:
+    """'<boot id>:<start ticks>' of the process ``pid`` of this host: its start in clock ticks
+    since boot, which no step of the wall clock moves (``process_started`` is read against the
+    wall clock), and which with the pid names one process of one boot; None where the platform
+    does not say (no /proc) or it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        ticks = int(stat.rsplit(")", 1)[1].split()[19])  # field 22, starttime
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except (OSError, ValueError, IndexError):
+        return None
+    return f"{boot}:{ticks}" if boot else None
+
+
 def soft_limit(name: str) -> int | None:
     """This process's soft limit ``resource.<name>`` (e.g. ``RLIMIT_NOFILE``); None where there
     is none (unlimited, or no such module or limit on this system)."""
@@ -587,7 +601,8 @@ def stray_name(path: Path) -> str | None:
 def source_tree_problem(root: Path) -> str | None:
     """Why ``root`` cannot be a results root that commands write into: the project folder itself
     (`figures --out .` replaced the project's README.md with the front page) or a folder inside
-    its experiments/ or package (result folders among the specs and the code); None if it can."""
+    its experiments/, package, docs/, tests/, scripts/ or .git/ (result folders among the specs,
+    the code or the documents); None if it can."""
     found = find_project()
     if found is None:  # no project: no source tree to write into
         return None
@@ -600,7 +615,9 @@ def source_tree_problem(root: Path) -> str | None:
         return (f"it is the project folder {project} (the front page, README.md, and result "
                 "folders would be written among its files); the results root is "
                 f"{project / 'results'}, or a folder of your own")
-    for sub in ("experiments", "ssmrepro"):
+    # docs/, tests/ and scripts/ too: `figures --out docs` wrote result folders and a front
+    # page among the project's documents (tests/: among its test files)
+    for sub in ("experiments", "ssmrepro", "docs", "tests", "scripts", ".git"):
         if where.is_relative_to(project / sub):
             return (f"it is inside the project's {sub}/ folder ({project / sub}); give a results "
                     f"folder outside it, e.g. {project / 'results'}")

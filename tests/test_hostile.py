@@ -25851,3 +25851,113 @@ def test_r50u_export_reads_the_records_of_a_profile_whose_table_is_not_a_table(t
         assert f"{table.name} is not used (above); the 2 recorded run(s)" in res.output
         got = pd.read_csv(tmp_path / "x.csv", dtype={"run_id": str})
         pd.testing.assert_frame_equal(got, want)
+
+
+def test_r50w_bench_packs_with_an_empty_item_are_refused(tmp_path, monkeypatch):
+    """`bench keep-nth-d8 --packs 1,,2` (or `1,2,`) was read as 1,2: the empty item, a slip,
+    was dropped without a word."""
+    import ssmrepro.bench.packs as packs
+
+    def measured(*a, **k):
+        raise AssertionError("it ran")
+
+    monkeypatch.setattr(packs, "run_bench", measured)
+    for given in ("1,,2", "1,2,", ",1"):
+        res = _invoke("bench", "keep-nth-d8", "--packs", given, "--out", tmp_path / "b")
+        _assert_refused(res, f"--packs {given!r}: expected comma-separated pack sizes")
+    _assert_refused(_invoke("bench", "keep-nth-d8", "--packs", " ", "--out", tmp_path / "b"),
+                    "--packs ' ': pack sizes between 1 and 256")
+    assert not (tmp_path / "b").exists()
+
+
+def test_r50w_validate_refuses_a_stray_data_root_a_dataset_spec_reads(tmp_path, monkeypatch):
+    """`SSMREPRO_DATA='/x/data '` (a stray space, the folder absent): `validate` of a spec of LRA
+    tasks said ok, and only `run` refused the data root. A spec of synthetic tasks never reads
+    it (ok, as `run` trains it)."""
+    monkeypatch.setenv("SSMREPRO_DATA", f"{tmp_path}/data ")
+    res = _invoke("validate", "yu2025-tab1")
+    _assert_refused(res, "task lra_image: $SSMREPRO_DATA=")
+    assert "the name 'data ' has spaces at its ends" in " ".join(res.output.split())
+    assert _invoke("validate", write_spec(tmp_path)).exit_code == 0
+    monkeypatch.setenv("SSMREPRO_DATA", f"{tmp_path}/data")  # absent, no stray name: at `run`
+    assert _invoke("validate", "yu2025-tab1").exit_code == 0
+
+
+def test_r50w_an_out_inside_the_projects_docs_or_tests_is_refused(tmp_path):
+    """`figures --out docs` (or `tests`, `scripts`) run in the project wrote result folders and
+    a front page among the project's documents or test files: only the project folder,
+    experiments/ and the package were refused. A results folder of the project is kept."""
+    root = _project(tmp_path, small=True)
+    env = {"SSMREPRO_ROOT": str(root)}
+    for sub in ("docs", "tests", "scripts"):
+        (root / sub).mkdir(exist_ok=True)
+        for args in (["figures", "--no-rebuild"], ["run", "keep-nth", "--profile", "smoke",
+                                                   "--max-runs", "1"]):
+            res = _invoke(*args, "--out", root / sub, env=env)
+            _assert_refused(res, f"inside the project's {sub}/ folder")
+        assert not list((root / sub).iterdir())
+    from ssmrepro.util import source_tree_problem
+
+    assert source_tree_problem(root / "results") is None
+
+
+def test_r50w_a_set_value_a_field_refuses_is_shown_as_read(tmp_path):
+    """`--set $'task.T=8\\ntask.n=2'` (two settings in one, a line break between) said only
+    `task.T: Input should be a valid integer`: the value read (YAML joined the lines into
+    '8 task.n=2') was shown nowhere, nor was the value of a plain `--set task.T=abc`."""
+    spec = write_spec(tmp_path)
+    res = _invoke("validate", spec, "--set", "task.T=8\ntask.n=2")
+    _assert_refused(res, "task.T: Input should be a valid integer")
+    assert "(--set task.T read as '8 task.n=2')" in " ".join(res.output.split())
+    res = _invoke("validate", spec, "--set", "task={name: keep_nth, n: 2, T: x, vocab: 8}")
+    _assert_refused(res, "task.T: Input should be a valid integer")
+    assert "(--set task read as {'name': 'keep_nth'" in " ".join(res.output.split())
+    assert _invoke("validate", spec, "--set", "task.T=16").exit_code == 0
+
+
+def test_r50w_a_phase_scale_above_every_value_is_refused(tmp_path):
+    """A phase figure's `vmax: 100` on accuracies (a percentage) drew every cell in the bottom
+    colour, and `vmax: 1e308` printed matplotlib's raw `RuntimeWarning: overflow` lines beside
+    a scale no value reaches: refused by `validate`. A loss panel of float32 runs may reach
+    the largest float32; vmax 1 on accuracies is kept."""
+    fig = {"kind": "phase", "x": _D, "y": "task.T", "panels": [{"metric": "test.acc"}],
+           "where": {"label": "S6"}}
+    for vmax in (100, 1e308):
+        res = _invoke("validate", write_spec(tmp_path, figures=[{**fig, "vmax": vmax}]))
+        _assert_refused(res, f"figures.0.vmax: {vmax:g} lies above every value of test.acc "
+                        "(accuracies lie in [0, 1]; a percentage?")
+    loss = {**fig, "panels": [{"metric": "test.loss"}]}
+    res = _invoke("validate", write_spec(tmp_path, figures=[{**loss, "vmax": 1e39}]))
+    _assert_refused(res, "figures.0.vmax: 1e+39 lies above every value of test.loss (a float32 "
+                    "loss lies in [0, 3.403e+38])")
+    for ok in ({**fig, "vmax": 1.0}, {**loss, "vmax": 5.0}):
+        res = _invoke("validate", write_spec(tmp_path, figures=[ok]))
+        assert res.exit_code == 0, res.output
+
+
+def test_r50w_a_clock_stepped_forward_leaves_a_live_claim_held(tmp_path):
+    """A claim's pid-reuse check read the holder's start time against the wall clock and
+    compared it with the claim's `time`: a clock stepped forward by more than a minute while a
+    run trained made the live holder look like a later process (its claim taken over, the run
+    trained twice). A claim names its holder's start in ticks since boot, which no clock step
+    moves; another process under the pid is still told at once."""
+    import json
+
+    from ssmrepro.store import Store, _reused
+    from ssmrepro.util import process_identity, process_started
+
+    me = os.getpid()
+    if process_identity(me) is None:
+        pytest.skip("no /proc here")
+    # the claim's time 10 minutes before the start as the stepped clock now reads it
+    stepped = process_started(me) - 600.0
+    assert _reused(me, stepped)  # by the time alone: a reused pid
+    assert not _reused(me, stepped, process_identity(me))
+    assert _reused(me, time.time(), process_identity(me).rsplit(":", 1)[0] + ":1")
+    s = Store(tmp_path / "s")
+    assert s.claim("r1")
+    info = json.loads((s.claims / "r1.claim").read_text())
+    assert info["started"] == process_identity(me)
+    info["time"] = stepped
+    (s.claims / "r1.claim").write_text(json.dumps(info))
+    assert not s._is_stale(s.claims / "r1.claim")

@@ -467,6 +467,28 @@ def _derived_into(base: dict, spec, runs: list) -> None:
                        f"derived: {text} ({shown} over the runs)")
 
 
+def _data_env_problems(spec, runs) -> list[str]:
+    """'file: ...' where ``$SSMREPRO_DATA`` cannot be the data root (``util.data_root``: a
+    stray space or line break naming an absent folder) and a run of the spec reads its data:
+    `validate` said ok and only `run` refused it. A spec of synthetic tasks never reads it."""
+    from ..tasks import DataUnavailable, build_task
+    from ..util import data_root
+
+    try:
+        data_root()
+        return []
+    except DataUnavailable as err:
+        why = str(err)
+    for task in {r.task.model_dump_json(): r.task for r in runs}.values():
+        try:
+            build_task(task)
+        except DataUnavailable:  # the data root is read: the env's value is used
+            return [f"{spec.path or spec.id}: task {task.name}: {why}"]
+        except Exception:  # noqa: BLE001 (a task its config refuses: reported elsewhere)
+            continue
+    return []
+
+
 @command()
 def validate(
     name: str | None = typer.Argument(None, help="experiment id, alias or file"),
@@ -512,6 +534,7 @@ def validate(
             bad += [f"{spec.path or spec.id}: [profile {prof}] {m}" for prof, rs in runs.items()
                     for m in model_problems(rs)]  # a shape the model's blocks refuse
             bad += [f"{spec.path or spec.id}: {m}" for m in layer_spelling_problems(every)]
+            bad += _data_env_problems(spec, every)
             taken = [why] if (why := id_taken(spec)) else []
             if not all_:  # `validate X` of a project spec whose alias another spec also has
                 # (or has but for case) said ok; `validate --all` gives these for every spec
@@ -1083,8 +1106,9 @@ def bench(
         fail([f"--seconds {seconds}: expected a measuring time from 0.1 to 3600 seconds"])
     dev = select_device(device)
     try:
-        sizes = ([int(x) for x in packs.split(",") if x.strip()] if packs is not None
-                 else list(WORKLOADS[workload].packs))
+        # every item a size: '1,,2' read as 1,2 (an empty item, a slip, dropped without a word)
+        sizes = ([int(x) for x in packs.split(",")] if packs is not None and packs.strip()
+                 else [] if packs is not None else list(WORKLOADS[workload].packs))
     except ValueError:
         fail([f"--packs {packs!r}: expected comma-separated pack sizes, e.g. 4,16"])
     if not sizes or not all(1 <= e <= 256 for e in sizes):

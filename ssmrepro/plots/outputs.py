@@ -185,6 +185,11 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         if len(errors) == n:
             checked.append((key, cfg))
 
+    spread = _spread_columns(spec)
+    # a float32 run's loss, if finite, is at most the largest float32 (a claim `test.loss <=
+    # 1e308` PASSed for any finite loss)
+    loss_max = FLOAT32_MAX if runs and all(
+        getattr(r.train, "dtype", None) == "float32" for r in runs) else None
     stems = set()
     files: dict[str, tuple[str, str, str]] = {}  # folded file -> (key, profile, file)
     losses: set[str] | None = None  # the runs' task losses (_task_losses), once needed
@@ -217,6 +222,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                    for a in cfg.analyses() if a not in spec.analysis]
         errors += _unreachable(path, [(f"{key}.{o}", m, v) for o, m, v in cfg.levels()],
                                _spread_columns(spec))
+        errors += _scale_past_every_value(path, key, cfg, spread, loss_max)
         errors += [f"{path}: {key}: {m!r} is not in the runs' evaluation history (sets: "
                    f"{sorted(sets)}; metrics <set>.acc, <set>.loss or <set>.mse)"
                    for m in cfg.history_metrics()
@@ -249,11 +255,6 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         stems.add(stem)
     seen_claims: dict[str, int] = {}
     run_index = CellIndex(_config_rows(runs)) if runs else None
-    spread = _spread_columns(spec)
-    # a float32 run's loss, if finite, is at most the largest float32 (a claim `test.loss <=
-    # 1e308` PASSed for any finite loss)
-    loss_max = FLOAT32_MAX if runs and all(
-        getattr(r.train, "dtype", None) == "float32" for r in runs) else None
     for i, raw in enumerate(spec.claims):
         key = f"claims.{i}"
         try:
@@ -765,6 +766,33 @@ def _collisions_in(where: str, cfg: FigureConfig, sub: pd.DataFrame, pos: list[s
                     f"of profile {profile} fall on {spot_name} ({shown}): {harm}; tell them "
                     "apart (a panel, hue or row column) or draw one (a `where`)"]
     return []
+
+
+def _scale_past_every_value(path: str, key: str, cfg: Any, spread: dict[str, str],
+                            loss_max: float | None) -> list[str]:
+    """'file: key.vmax: ...' where a colour scale's top (a phase's ``vmax``) lies above every
+    value its panels' metrics can take (an accuracy's 1; a float32 run's loss, the largest
+    float32): `vmax: 100` (a percentage) drew every accuracy in the bottom colour, `vmax:
+    1e308` printed matplotlib's raw `RuntimeWarning: overflow` lines too."""
+    vmax = getattr(cfg, "vmax", None)
+    if not isinstance(vmax, float) or not cfg.metrics():
+        return []
+    tops = []
+    for m in cfg.metrics():
+        rng = _bounded_range(m, spread)
+        if rng is None and loss_max is not None and is_loss(spread.get(m, m)):
+            rng = (0.0, loss_max, "a float32 loss")
+        if rng is None:  # a metric of no bounded range: any top can be reached
+            return []
+        tops.append(rng)
+    top = max(tops, key=lambda r: r[1])
+    if vmax <= top[1]:
+        return []
+    hint = "; a percentage? accuracies are fractions" if top[2] == "accuracies" else ""
+    return [f"{path}: {key}.vmax: {vmax:g} lies above every value of {', '.join(cfg.metrics())} "
+            f"({top[2]} {'lie' if top[2] == 'accuracies' else 'lies'} in [{top[0]:g}, "
+            f"{top[1]:.4g}]{hint}): the colour scale would be "
+            "spent on values none can take"]
 
 
 def _bounded_range(metric: str, spread: dict[str, str] | None = None

@@ -227,11 +227,15 @@ def phase(ctx: FigureContext, cfg: PhaseConfig, path: Path) -> bool:
     below, above = bool((vals < 0).any()), bool((vals > cfg.vmax).any())
     extend = {(False, False): "neither", (True, False): "min", (False, True): "max",
               (True, True): "both"}[(below, above)]
-    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, extend=extend,
-                 label="accuracy" if all(m.endswith(".acc") for m in metrics)
-                 else wrap_text(", ".join(metrics), max(1.0, fig.get_figheight() - 0.3), 10))
-    fig.suptitle(ctx.fitted_title(cfg, fig.get_figwidth(), 9), fontsize=9)
-    save_png(fig, path, dpi=130)
+    # a top near the largest float (a float64 loss's vmax 1e308; validate refuses one past
+    # every value of the metrics) overflowed in matplotlib's colour bar ticks: raw
+    # `RuntimeWarning: overflow` lines among the command's output
+    with np.errstate(over="ignore", invalid="ignore"):
+        fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, extend=extend,
+                     label="accuracy" if all(m.endswith(".acc") for m in metrics)
+                     else wrap_text(", ".join(metrics), max(1.0, fig.get_figheight() - 0.3), 10))
+        fig.suptitle(ctx.fitted_title(cfg, fig.get_figwidth(), 9), fontsize=9)
+        save_png(fig, path, dpi=130)
     return True
 
 

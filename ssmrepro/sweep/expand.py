@@ -614,6 +614,20 @@ def _replaced_axis_keys(spec: Spec, profile: str, axes: list, key: str) -> list[
     return out
 
 
+def _set_value_named(line: str, path: Any, given: dict[str, Any]) -> str:
+    """``line`` ('file: key: reason') with the value of the ``--set`` that gave its key (or a
+    mapping holding it): `--set $'task.T=8\ntask.n=2'` said `task.T: Input should be a valid
+    integer`, the value read (YAML joined the lines: '8 task.n=2') shown nowhere."""
+    head = f"{path}: "
+    key = line[len(head):].partition(": ")[0] if line.startswith(head) else ""
+    hit = next((k for k in given if key == k or key.startswith(k + ".")), None)
+    if hit is None:
+        return line
+    shown = repr(given[hit])
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    return f"{line} (--set {hit} read as {shown})"
+
+
 def expand(spec: Spec, profile: str | None = None,
            overrides: dict[str, Any] | None = None) -> list[RunConfig]:
     """All runs of ``spec`` under ``profile`` (default: the spec's default profile), with
@@ -648,6 +662,7 @@ def expand(spec: Spec, profile: str | None = None,
     except KeyError as err:
         raise SpecError([f"{spec.path}: profiles.{profile}.set.{err.args[0]}"]) from None
     axes = prof.sweep if prof.sweep is not None else spec.sweep
+    given = dict(overrides or {})  # (the loop below names a point's own `overrides`)
     if overrides:
         swept = {k for axis in axes for _, ov in axis_points(axis) for k in ov}
         # a key the sweep sets, one inside it, or a field the --set mapping names (a mapping
@@ -753,7 +768,8 @@ def expand(spec: Spec, profile: str | None = None,
         except SectionError as err:
             for m in _format_errors(spec.path or spec.id, err.err, prefix=f"{err.section}.",
                                     model=err.model):
-                grouped.setdefault(m, []).append(point)
+                grouped.setdefault(_set_value_named(m, spec.path or spec.id, given),
+                                   []).append(point)
             continue
         except (KeyError, ValueError, expr.ExprError) as err:
             grouped.setdefault(f"{spec.path}: {err.args[0] if err.args else err}", []).append(point)
