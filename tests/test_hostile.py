@@ -4724,24 +4724,24 @@ def test_a_partial_download_is_not_resumed_from_another_url(tmp_path, monkeypatc
 def test_a_figure_too_large_is_refused_before_its_panels_are_made(tmp_path, monkeypatch):
     """A phase figure's `panels` list (2,000 entries) made and filled 2,000 panels, 21 s and
     840 MB, before the image was refused as too large; ten times as many took the machine's
-    memory. The size is checked before any panel is made."""
+    memory. `validate` now refuses more than 20 panels (round 50), and a figure's size is still
+    checked before any panel is made (``subplots``: no matplotlib figure is built)."""
     import matplotlib.pyplot as plt
 
+    from ssmrepro.plots.registry import FigureTooLarge, subplots
+
     spec = two_profile_spec(tmp_path)
-    out = tmp_path / "out"
-    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--no-calibrate",
-                  "--workers", "1")
-    assert res.exit_code == 0, res.output
     raw = yaml.safe_load(spec.read_text())
     raw["figures"] = [{"kind": "phase", "name": "ph", "where": {"label": "S6"},
                        "x": "model.d_model", "y": "model.d_state",
                        "panels": [{"metric": "test.acc"}] * 400}]
     spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    _assert_refused(_invoke("validate", spec), "figures.0.panels", "at most 20 items", "not 400")
     made, real = [], plt.subplots
     monkeypatch.setattr(plt, "subplots", lambda *a, **kw: made.append(kw["figsize"]) or real(*a, **kw))
-    _assert_refused(_invoke("plot", spec, "--out", out, "--profile", "smoke"),
-                    "ph-smoke.png: the figure would be")
-    assert all(h * 130 <= 1 << 15 for _, h in made), made
+    with pytest.raises(FigureTooLarge, match="ph-smoke.png: the figure would be"):
+        subplots(tmp_path / "ph-smoke.png", 130, 200, 2, figsize=(11.6, 200 * 3.0 + 0.6))
+    assert made == []
 
 
 def test_a_committed_histogram_table_whose_cell_gives_two_bin_counts_is_a_message(tmp_path):
@@ -8783,11 +8783,12 @@ def test_huge_numbers_in_the_report_are_not_printed_digit_by_digit(tmp_path):
         tmp_path, sweep=[{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]},
                          {"grid": {"train.grad_clip": [1e20]}}],
         paper_values=[{"where": {"label": "S6"}, "metric": "test.loss", "value": 1e300,
-                       "tol": 1e300}],
+                       "tol": 1e300}],  # (float64 runs: past every float32 loss is refused)
         train={"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 2, "val_size": 16,
-               "test_size": 16, "eval_every": 2, "eval_batch_size": 16})
+               "test_size": 16, "eval_every": 2, "eval_batch_size": 16, "dtype": "float64"})
     out = tmp_path / "o"
-    assert _invoke("run", spec, "--out", out, "--profile", "smoke").exit_code == 0
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke")
+    assert res.exit_code == 0, res.output
     report = (out / "tests/t-spec/report-smoke.md").read_text()
     assert "| label=S6: test.loss (tol 1e+300) | 1e+300 |" in report, report
     assert "| S6 | s6 | 1e+20 |" in report, report
