@@ -25744,3 +25744,27 @@ def test_r50r_a_loss_bound_past_every_float32_loss_is_refused(tmp_path):
     pv = {"where": {"label": "S6"}, "metric": "test.loss", "value": 1.0, "tol": 1e308}
     res = _invoke("validate", write_spec(tmp_path, paper_values=[pv]))
     _assert_refused(res, "paper_values.0.tol: 1e+308 for test.loss admits any value")
+
+
+def test_r50v_a_float32_loss_bound_at_or_above_every_loss_is_refused(tmp_path):
+    """`test.loss >= 1e308` (a claim or a precondition) never holds for float32 runs, whose
+    losses are at most 3.4e38, and a paper value of 1e308 for a loss is never matched: both
+    passed `validate` (only `> 1e308` was refused). Refused; float64 runs and a bound a float32
+    loss can reach are kept."""
+    claim = {"text": "t", "op": ">=", "value": 1e308, "metric": "test.loss"}
+    res = _invoke("validate", write_spec(tmp_path, claims=[claim]))
+    _assert_refused(res, "claims.0.value: test.loss >= 1e+308 never holds (a float32 loss lies "
+                    "in [0, 3.403e+38])")
+    given = {"text": "t", "op": ">=", "value": 0.5,
+             "given": [{"metric": "test.loss", "op": ">=", "value": 1e300}]}
+    res = _invoke("validate", write_spec(tmp_path, claims=[given]))
+    _assert_refused(res, "claims.0.given.0.value: test.loss >= 1e+300 never holds")
+    pv = {"where": {"label": "S6"}, "metric": "test.loss", "value": 1e308, "tol": 0.1}
+    res = _invoke("validate", write_spec(tmp_path, paper_values=[pv]))
+    _assert_refused(res, "paper_values.0.value: 1e+308 for test.loss, above every float32 loss")
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 40, "val_size": 32,
+             "test_size": 64, "eval_every": 20, "eval_batch_size": 64, "dtype": "float64"}
+    for ok in ({"claims": [claim], "paper_values": [pv], "train": train},
+               {"claims": [{**claim, "value": 3.4e38}]}):
+        res = _invoke("validate", write_spec(tmp_path, **ok))
+        assert res.exit_code == 0, res.output

@@ -416,7 +416,8 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                 errors.append(f"{path}: paper_values.{i}.where.{k}: unknown column {k!r}")
         if pv.metric not in metrics | {N_PARAMS}:
             errors.append(f"{path}: paper_values.{i}.metric: {no_metric(repr(pv.metric), None)}")
-        errors += _unreachable(path, [(f"paper_values.{i}.value", pv.metric, pv.value)], spread)
+        errors += _unreachable(path, [(f"paper_values.{i}.value", pv.metric, pv.value)], spread,
+                               loss_max)
         if spread.get(pv.metric) == _STD and pv.value < 0:  # as a negative loss: never matched
             errors.append(f"{path}: paper_values.{i}.value: {pv.value:g} for {pv.metric}, a "
                           "negative spread (a standard deviation is never below 0)")
@@ -813,12 +814,15 @@ def _spread_columns(spec: Spec) -> dict[str, str]:
 
 
 def _unreachable(path: str, values: list[tuple[str, str, float]],
-                 spread: dict[str, str] | None = None) -> list[str]:
+                 spread: dict[str, str] | None = None,
+                 loss_max: float | None = None) -> list[str]:
     """'file: key: reason' for each (key, metric, value) where no value of the metric can be
     (``store.metric_range_problem``: an accuracy outside [0, 1], e.g. a percentage): a claim on
     it could never pass (or a precondition never hold), a paper value never match (a negative
     ``n_params`` too). ``spread``:
-    ``_spread_columns``."""
+    ``_spread_columns``. ``loss_max``: the runs are float32, whose losses, if finite, are at
+    most it (a paper value of 1e308 was never matched; a claim's bound past it is
+    ``_never_holds``' or ``_always_holds``', which say which)."""
     out = []
     for key, metric, v in values:
         base = (spread or {}).get(metric, metric)
@@ -826,7 +830,9 @@ def _unreachable(path: str, values: list[tuple[str, str, float]],
         why = metric_range_problem(base, [v]) or (  # a paper value n_params -5 never matched
             "a parameter count below 0" if base == N_PARAMS and v < 0 else None) or (
             f"outside the range of {rng[2]} ([{rng[0]:g}, {rng[1]:g}])"  # a share of 95 (%)
-            if rng and not rng[0] <= v <= rng[1] else None)
+            if rng and not rng[0] <= v <= rng[1] else None) or (
+            f"above every float32 loss (a float32 loss lies in [0, {loss_max:.4g}])"
+            if loss_max is not None and is_loss(base) and v > loss_max else None)
         if why:
             out.append(f"{path}: {key}: {v:g} for {metric}, {why}"
                        + (" (a percentage? accuracies are fractions)" if is_accuracy(base)
@@ -869,7 +875,8 @@ def _never_holds(path: str, conditions: list[tuple[str, str, str, float]],
     out = []
     for key, metric, op, v in conditions:
         lo, hi, what = _bounded(metric, v, spread, loss_max)
-        if hi is not None and op == ">" and v >= hi:  # (a float32 loss meets no such bound)
+        if hi is not None and (op == ">" and v >= hi or op == ">=" and v > hi):  # (only a
+            # float32 loss's bound, `loss_max`, is below a value _bounded gives: `>= 1e308`)
             out.append(f"{path}: {key}: {metric} {op} {v:g} never holds ({what}"
                        + (")" if hi == loss_max else f"; >= {hi:g}?)"))
         elif lo is not None and op == "<" and v <= lo:
