@@ -25768,3 +25768,22 @@ def test_r50v_a_float32_loss_bound_at_or_above_every_loss_is_refused(tmp_path):
                {"claims": [{**claim, "value": 3.4e38}]}):
         res = _invoke("validate", write_spec(tmp_path, **ok))
         assert res.exit_code == 0, res.output
+
+
+def test_r50v_a_console_width_too_narrow_or_too_wide_to_print_in_is_unset(monkeypatch):
+    """`COLUMNS=99999999999` was a MemoryError traceback at `--help` (rich pads each line to the
+    width; an OverflowError past 2**63), and `COLUMNS=1` to `4` left no character of an error's
+    message in its panel (`run --bogus` printed borders only); `TERMINAL_WIDTH` alike. Both
+    unset at start-up (the terminal's width, or 80); 5 to 10,000 columns are kept."""
+    from ssmrepro.util import unreadable_widths_unset
+
+    for width in ("1", "4", "10001", "99999999999", "9" * 30):
+        monkeypatch.setenv("COLUMNS", width)
+        monkeypatch.setenv("TERMINAL_WIDTH", width)
+        unreadable_widths_unset()
+        assert "COLUMNS" not in os.environ and "TERMINAL_WIDTH" not in os.environ, width
+    for width in ("5", "10000"):
+        monkeypatch.setenv("COLUMNS", width)
+        monkeypatch.setenv("TERMINAL_WIDTH", width)
+        unreadable_widths_unset()
+        assert os.environ["COLUMNS"] == width and os.environ["TERMINAL_WIDTH"] == width
