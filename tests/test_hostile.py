@@ -25787,3 +25787,30 @@ def test_r50v_a_console_width_too_narrow_or_too_wide_to_print_in_is_unset(monkey
         monkeypatch.setenv("TERMINAL_WIDTH", width)
         unreadable_widths_unset()
         assert os.environ["COLUMNS"] == width and os.environ["TERMINAL_WIDTH"] == width
+
+
+def test_r50v_a_data_root_that_cannot_be_cached_holds_one_entry_in_memory(tmp_path,
+                                                                          monkeypatch):
+    """Where the prepared-data cache cannot be written, the prepared arrays are served from
+    memory; every entry a process prepared stayed there for good (a sweep over preprocessings
+    or data roots held each dataset in each worker's memory). The last entry alone is held: its
+    other splits are not prepared again, an earlier entry is."""
+    import errno
+
+    import ssmrepro.data.datasets as ds
+    from ssmrepro.data import DIGITS
+
+    roots = [tmp_path / "a", tmp_path / "b"]
+    for root in roots:
+        shutil.copytree(ROOT / "tests/assets/lra/digits", root / "digits")
+
+    def refuse(path, *a, **k):
+        raise OSError(errno.EROFS, "Read-only file system", str(path))
+
+    monkeypatch.setattr(ds, "save_entry", refuse)
+    monkeypatch.setattr(ds, "_UNCACHED", {})
+    with pytest.warns(UserWarning, match="used from memory"):
+        first = ds.load_lra("image", "train", root=roots[0], accept_sources=[DIGITS])
+        second = ds.load_lra("image", "train", root=roots[1], accept_sources=[DIGITS])
+    assert list(ds._UNCACHED) == [second.cache_path] != [first.cache_path]
+    assert len(ds.load_lra("image", "test", root=roots[1], accept_sources=[DIGITS]))
