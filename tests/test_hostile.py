@@ -25814,3 +25814,22 @@ def test_r50v_a_data_root_that_cannot_be_cached_holds_one_entry_in_memory(tmp_pa
         second = ds.load_lra("image", "train", root=roots[1], accept_sources=[DIGITS])
     assert list(ds._UNCACHED) == [second.cache_path] != [first.cache_path]
     assert len(ds.load_lra("image", "test", root=roots[1], accept_sources=[DIGITS]))
+
+
+def test_r50v_an_ok_record_without_a_val_loss_is_edited(tmp_path):
+    """An 'ok' record of revision 7 with its val.loss deleted (an edited one) was trusted, where
+    one with a null val.loss is quarantined: every run evaluates it at its end. Quarantined as
+    edited (a record of an older revision is read as before)."""
+    from ssmrepro.store import record_problem
+
+    spec, out, (path,) = _r50s_trained(tmp_path)
+    good = json.loads(path.read_text())
+    bad = {**good, "metrics": {k: v for k, v in good["metrics"].items() if k != "val.loss"}}
+    why = record_problem(bad, good["run_id"])
+    assert why and "status 'ok' with a val.loss that is not finite (none at all)" in why, why
+    assert record_problem({**bad, "revision": 6}, good["run_id"]) is None
+    path.write_text(json.dumps(bad))
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--workers", "1",
+                  "--no-plot")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "quarantined" in said and "1 to train" in said, said
