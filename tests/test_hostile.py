@@ -25833,3 +25833,22 @@ def test_r50v_an_ok_record_without_a_val_loss_is_edited(tmp_path):
                   "--no-plot")
     said = " ".join(res.output.split())
     assert res.exit_code == 0 and "quarantined" in said and "1 to train" in said, said
+
+
+def test_r50v_a_float32_loss_bound_of_a_claim_on_float32_runs_of_a_mixed_sweep(tmp_path):
+    """Of a sweep over train.dtype (float32 and float64), a claim `test.loss <= 1e308` with
+    `where: {train.dtype: float32}` PASSed for any loss (refused where every run is float32).
+    Refused where the claim's `where` selects float32 runs only; on float64 runs, or on all,
+    kept."""
+    sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                        {"label": "S4D", "set": {"model.mixer": "s4d"}}]},
+             {"grid": {"train.dtype": ["float32", "float64"]}}]
+    claim = {"text": "t", "op": "<=", "value": 1e308, "metric": "test.loss",
+             "where": {"train.dtype": "float32"}}
+    res = _invoke("validate", write_spec(tmp_path, claims=[claim], sweep=sweep))
+    _assert_refused(res, "claims.0.value: test.loss <= 1e+308 holds for every run (a float32 "
+                    "loss lies in [0, 3.403e+38])")
+    for where in ({"train.dtype": "float64"}, {"label": "S6"}):
+        res = _invoke("validate", write_spec(tmp_path, claims=[{**claim, "where": where}],
+                                             sweep=sweep))
+        assert res.exit_code == 0, res.output

@@ -273,6 +273,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                                     model=report.CHECKS[raw.get("check", report.DEFAULT_CHECK)].Config)
             continue
         refs(key, cfg)
+        claim_max = loss_max if loss_max is not None else _float32_only(cfg, run_index)
         try:
             needs = report.metric_names(cfg.metric)
         except ExprError as err:
@@ -322,8 +323,8 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         strict += [(f"{key}.given.{j}.value", g.metric, g.op, g.value) for j, g in plain_given]
         if needs == {cfg.metric} and cfg.check == "size_order":  # every cell 'solves' it
             strict.append((f"{key}.threshold", cfg.metric, ">=", cfg.threshold))
-        errors += _never_holds(path, strict, spread, loss_max)
-        errors += _always_holds(path, strict, spread, loss_max)
+        errors += _never_holds(path, strict, spread, claim_max)
+        errors += _always_holds(path, strict, spread, claim_max)
         errors += _given_implies(path, key, cfg)
         if needs == {cfg.metric} and cfg.check in ("size_order", "recall_frontier") and is_loss(
                 (spread or {}).get(cfg.metric, cfg.metric)):
@@ -335,7 +336,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         if needs == {cfg.metric} and isinstance(cfg, OrderingConfig):
             errors += _ordering_always_holds(path, key, cfg)
         if needs == {cfg.metric} and cfg.check in ("monotone", "spread", "collapse"):
-            errors += _any_accuracy(path, f"{key}.tol", cfg.metric, cfg.tol, spread, loss_max)
+            errors += _any_accuracy(path, f"{key}.tol", cfg.metric, cfg.tol, spread, claim_max)
         rng = _bounded_range(cfg.metric, spread) if needs == {cfg.metric} and \
             isinstance(cfg, CollapseConfig) else None
         if rng and cfg.min_range > rng[1] - rng[0]:  # it FAILed always (an analysis share's too)
@@ -437,6 +438,19 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
 
 
 _EXPRESSION_FIELDS = ("metric", "by", "region")  # the claim fields that hold an expression
+
+
+def _float32_only(cfg: CheckConfig, runs: CellIndex | None) -> float | None:
+    """``FLOAT32_MAX`` where the claim's ``where`` selects float32 runs only (of a sweep over
+    ``train.dtype``: `test.loss <= 1e308` with `where: {train.dtype: float32}` PASSed for any
+    loss, though refused where every run is float32), else None."""
+    where = getattr(cfg, "where", None)
+    if runs is None or not isinstance(where, dict) or not where or not all(
+            has_column(runs.cells, k) for k in (*where, "train.dtype")):
+        return None
+    found = runs.positions(where)
+    dtypes = runs.values("train.dtype")
+    return FLOAT32_MAX if found and all(dtypes[i] == "float32" for i in found) else None
 
 
 def _claim_identity(cfg: CheckConfig, runs: CellIndex | None = None) -> str:
