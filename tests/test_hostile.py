@@ -25852,3 +25852,16 @@ def test_r50v_a_float32_loss_bound_of_a_claim_on_float32_runs_of_a_mixed_sweep(t
         res = _invoke("validate", write_spec(tmp_path, claims=[{**claim, "where": where}],
                                              sweep=sweep))
         assert res.exit_code == 0, res.output
+
+
+def test_r50v_data_dir_given_is_used_whatever_ssmrepro_data_says(tmp_path):
+    """`data info --dir D` with a `$SSMREPRO_DATA` naming an absent folder with a space at its
+    end was refused for that variable (exit 2), though --dir replaces it: the suggested
+    commands compared D with the default root, which raised. D's commands name --dir D."""
+    root = tmp_path / "d"
+    root.mkdir()
+    res = _invoke("data", "info", "--dir", root, env={"SSMREPRO_DATA": str(tmp_path / "x ")})
+    assert res.exit_code == 0, res.output
+    assert f"--dir {root}" in " ".join(res.output.split()), res.output
+    res = _invoke("data", "info", env={"SSMREPRO_DATA": str(tmp_path / "x ")})
+    _assert_refused(res, "has spaces at its ends")
