@@ -25865,3 +25865,16 @@ def test_r50v_data_dir_given_is_used_whatever_ssmrepro_data_says(tmp_path):
     assert f"--dir {root}" in " ".join(res.output.split()), res.output
     res = _invoke("data", "info", env={"SSMREPRO_DATA": str(tmp_path / "x ")})
     _assert_refused(res, "has spaces at its ends")
+
+
+def test_r50v_a_bands_figure_has_at_most_20_reference_hues(tmp_path):
+    """A bands figure's `reference` hues (each a dashed line and a legend entry in every panel)
+    were not bounded, where a lines figure's reference curves are (20): 20,000 names took 5 s of
+    `validate` to name as no label, one by one. At most 20, refused with their count."""
+    fig = {"kind": "bands", "x": "model.d_state", "hue": "label", "lo": None, "hi": None,
+           "reference": [f"L{i}" for i in range(21)]}
+    res = _invoke("validate", write_spec(tmp_path, figure=fig))
+    _assert_refused(res, "figure.reference: List should have at most 20 items after validation,"
+                    " not 21")
+    res = _invoke("validate", write_spec(tmp_path, figure={**fig, "reference": ["S6", "S4D"]}))
+    assert res.exit_code == 0, res.output
