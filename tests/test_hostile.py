@@ -25848,9 +25848,14 @@ def test_r50v_a_float32_loss_bound_of_a_claim_on_float32_runs_of_a_mixed_sweep(t
     res = _invoke("validate", write_spec(tmp_path, claims=[claim], sweep=sweep))
     _assert_refused(res, "claims.0.value: test.loss <= 1e+308 holds for every run (a float32 "
                     "loss lies in [0, 3.403e+38])")
+    pv = {"where": {"label": "S6", "train.dtype": "float32"}, "metric": "test.loss",
+          "value": 1.0, "tol": 1e308}
+    res = _invoke("validate", write_spec(tmp_path, paper_values=[pv], sweep=sweep))
+    _assert_refused(res, "paper_values.0.tol: 1e+308 for test.loss admits any value")
     for where in ({"train.dtype": "float64"}, {"label": "S6"}):
-        res = _invoke("validate", write_spec(tmp_path, claims=[{**claim, "where": where}],
-                                             sweep=sweep))
+        res = _invoke("validate", write_spec(
+            tmp_path, claims=[{**claim, "where": where}], sweep=sweep,
+            paper_values=[{**pv, "where": {"label": "S6", "train.dtype": "float64"}}]))
         assert res.exit_code == 0, res.output
 
 

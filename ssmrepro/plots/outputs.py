@@ -417,13 +417,14 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                 errors.append(f"{path}: paper_values.{i}.where.{k}: unknown column {k!r}")
         if pv.metric not in metrics | {N_PARAMS}:
             errors.append(f"{path}: paper_values.{i}.metric: {no_metric(repr(pv.metric), None)}")
+        pv_max = loss_max if loss_max is not None else _float32_only(pv, run_index)
         errors += _unreachable(path, [(f"paper_values.{i}.value", pv.metric, pv.value)], spread,
-                               loss_max)
+                               pv_max)
         if spread.get(pv.metric) == _STD and pv.value < 0:  # as a negative loss: never matched
             errors.append(f"{path}: paper_values.{i}.value: {pv.value:g} for {pv.metric}, a "
                           "negative spread (a standard deviation is never below 0)")
         errors += _any_accuracy(path, f"paper_values.{i}.tol", pv.metric, pv.tol, spread,
-                                loss_max)
+                                pv_max)
         rng = _bounded_range(pv.metric, spread)
         if rng and pv.tol < rng[1] - rng[0] and \
                 pv.value - pv.tol <= rng[0] and pv.value + pv.tol >= rng[1]:  # 0.5 ± 0.5
@@ -440,10 +441,10 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
 _EXPRESSION_FIELDS = ("metric", "by", "region")  # the claim fields that hold an expression
 
 
-def _float32_only(cfg: CheckConfig, runs: CellIndex | None) -> float | None:
-    """``FLOAT32_MAX`` where the claim's ``where`` selects float32 runs only (of a sweep over
-    ``train.dtype``: `test.loss <= 1e308` with `where: {train.dtype: float32}` PASSed for any
-    loss, though refused where every run is float32), else None."""
+def _float32_only(cfg: Any, runs: CellIndex | None) -> float | None:
+    """``FLOAT32_MAX`` where the ``where`` of a claim or paper value (``cfg``) selects float32
+    runs only (of a sweep over ``train.dtype``: `test.loss <= 1e308` with `where: {train.dtype:
+    float32}` PASSed for any loss, though refused where every run is float32), else None."""
     where = getattr(cfg, "where", None)
     if runs is None or not isinstance(where, dict) or not where or not all(
             has_column(runs.cells, k) for k in (*where, "train.dtype")):
