@@ -25883,3 +25883,19 @@ def test_r50v_a_bands_figure_has_at_most_20_reference_hues(tmp_path):
                     " not 21")
     res = _invoke("validate", write_spec(tmp_path, figure={**fig, "reference": ["S6", "S4D"]}))
     assert res.exit_code == 0, res.output
+
+
+def test_r50v_a_hold_note_only_where_the_hold_leaves_the_decay_no_step(tmp_path):
+    """A cosine of `decay_steps: 1e9` or of a min_lr of lr after a 1-step hold was noted as
+    `hold train.lr ... for 1 steps (train.schedule.hold_steps) ...: the cosine decay never lowers
+    the learning rate`, blaming a hold the decay follows at step 1. Noted only where the
+    warm-up and the hold reach the run's last step."""
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 40, "val_size": 8,
+             "test_size": 8, "eval_every": 20, "eval_batch_size": 8}
+    for sch in ({"kind": "cosine", "hold_steps": 1, "decay_steps": 10**9},
+                {"kind": "cosine", "hold_steps": 5, "min_lr": 0.01}):
+        res = _invoke("validate", write_spec(tmp_path, train={**train, "schedule": sch}))
+        assert res.exit_code == 0 and "hold_steps" not in res.output, res.output
+    res = _invoke("validate", write_spec(tmp_path, train={
+        **train, "schedule": {"kind": "cosine", "hold_steps": 39}}))
+    assert res.exit_code == 0 and "decay never lowers" in " ".join(res.output.split())
