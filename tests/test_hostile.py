@@ -25899,3 +25899,19 @@ def test_r50v_a_hold_note_only_where_the_hold_leaves_the_decay_no_step(tmp_path)
     res = _invoke("validate", write_spec(tmp_path, train={
         **train, "schedule": {"kind": "cosine", "hold_steps": 39}}))
     assert res.exit_code == 0 and "decay never lowers" in " ".join(res.output.split())
+
+
+def test_r50v_a_file_url_naming_a_host_is_refused(tmp_path):
+    """`data download --url file://tmp/mirror/x.gz` (two slashes: 'tmp' read as a host) looked
+    for /mirror/x.gz, said `no file at /mirror/x.gz` (and would have read that file, were it
+    there). Refused naming the host and the URL with three slashes; `file://localhost/...`
+    names a file here."""
+    archive = tmp_path / "x.gz"
+    url = "file:/" + str(archive)  # file://tmp/... : the first folder is read as a host
+    res = _invoke("data", "download", "lra", "--dir", tmp_path / "d", "--url", url)
+    host = archive.parts[1]
+    _assert_refused(res, f"names the host {host!r}", f"file:///{str(archive).lstrip('/')}")
+    assert not (tmp_path / "d").exists()
+    res = _invoke("data", "download", "lra", "--dir", tmp_path / "d", "--url",
+                  f"file://localhost{archive}")
+    _assert_refused(res, f"no file at {archive}")
