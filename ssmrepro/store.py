@@ -158,11 +158,14 @@ def record_problem(rec: Any, run_id: str) -> str | None:
     if rec["status"] == "diverged" and (rec.get("metrics") or {}).get(DIVERGED_NAN) is not None:
         return (f"status 'diverged' with a finite {DIVERGED_NAN} (a diverged run's final "
                 "evaluation is NaN; edited?)")
-    if revision >= OK_IS_FINITE and _ok_with_nonfinite_end(rec):  # training writes such a run
-        # 'diverged' since that revision: an edited one was trusted, its cell counting no
-        # divergence and a claim over it 'not measured' (an older one is ``redefined``)
-        return ("status 'ok' with a val.loss that is not finite (since record revision "
-                f"{OK_IS_FINITE} such a run is 'diverged'; edited?)")
+    none = rec["status"] == "ok" and "val.loss" not in (rec.get("metrics") or {})  # deleted:
+    # every run evaluates it at its end (records before revisions, test stand-ins, lack it)
+    if revision >= OK_IS_FINITE and (_ok_with_nonfinite_end(rec) or none):  # training writes
+        # such a run 'diverged' since that revision: an edited one was trusted, its cell
+        # counting no divergence and a claim over it 'not measured' (an older one is
+        # ``redefined``)
+        return (f"status 'ok' with a val.loss that is not finite{' (none at all)' if none else ''}"
+                f" (since record revision {OK_IS_FINITE} such a run is 'diverged'; edited?)")
     why = analysis_problem(rec["analysis"]) if rec.get("analysis") is not None else None
     if why:
         return f"its analysis {why}"

@@ -741,6 +741,9 @@ def blank_home_unset() -> None:
         del os.environ["HOME"]
 
 
+CONSOLE_WIDTHS = range(5, 10_001)  # console widths kept: a message fits, a line is not huge
+
+
 def unreadable_widths_unset() -> None:
     """A console width the consoles cannot use is unset at start-up, so the width is the
     terminal's (80 where there is none): ``COLUMNS=0`` (or ``00``), which rich read as a
@@ -748,13 +751,16 @@ def unreadable_widths_unset() -> None:
     `show nosuch` exited 2 in silence, `--help` printed a blank line), and a ``TERMINAL_WIDTH``
     (typer's cap on the help's width) that is not a whole number above 0: ``abc`` or blank was
     a ValueError traceback at `--help` or a mistyped option, exit 1, and ``0`` printed an empty
-    help. Called at the command line's start-up, before the consoles exist; worker processes
+    help. Either outside ``CONSOLE_WIDTHS`` too: in 1 to 4 columns an error's panel (its borders
+    and padding take 4) held no character of its message, and rich pads each line to the width:
+    ``COLUMNS=99999999999`` was a MemoryError traceback at `--help` (an OverflowError past
+    2**63). Called at the command line's start-up, before the consoles exist; worker processes
     inherit the environment."""
-    columns = os.environ.get("COLUMNS", "1")
-    if columns.isdigit() and int(columns) == 0:  # (rich reads digits only; `abc` it ignores)
-        del os.environ["COLUMNS"]
+    columns = os.environ.get("COLUMNS", "5")
+    if columns.isdigit() and int(columns) not in CONSOLE_WIDTHS:  # (rich reads digits only;
+        del os.environ["COLUMNS"]  # `abc` it ignores)
     cap = os.environ.get("TERMINAL_WIDTH")
-    if cap is not None and not (cap.strip().isdecimal() and int(cap) > 0):
+    if cap is not None and not (cap.strip().isdecimal() and int(cap) in CONSOLE_WIDTHS):
         del os.environ["TERMINAL_WIDTH"]
 
 

@@ -25962,3 +25962,174 @@ def test_r50w_a_clock_stepped_forward_leaves_a_live_claim_held(tmp_path):
     info["time"] = stepped
     (s.claims / "r1.claim").write_text(json.dumps(info))
     assert not s._is_stale(s.claims / "r1.claim")
+
+
+def test_r50v_a_float32_loss_bound_at_or_above_every_loss_is_refused(tmp_path):
+    """`test.loss >= 1e308` (a claim or a precondition) never holds for float32 runs, whose
+    losses are at most 3.4e38, and a paper value of 1e308 for a loss is never matched: both
+    passed `validate` (only `> 1e308` was refused). Refused; float64 runs and a bound a float32
+    loss can reach are kept."""
+    claim = {"text": "t", "op": ">=", "value": 1e308, "metric": "test.loss"}
+    res = _invoke("validate", write_spec(tmp_path, claims=[claim]))
+    _assert_refused(res, "claims.0.value: test.loss >= 1e+308 never holds (a float32 loss lies "
+                    "in [0, 3.403e+38])")
+    given = {"text": "t", "op": ">=", "value": 0.5,
+             "given": [{"metric": "test.loss", "op": ">=", "value": 1e300}]}
+    res = _invoke("validate", write_spec(tmp_path, claims=[given]))
+    _assert_refused(res, "claims.0.given.0.value: test.loss >= 1e+300 never holds")
+    pv = {"where": {"label": "S6"}, "metric": "test.loss", "value": 1e308, "tol": 0.1}
+    res = _invoke("validate", write_spec(tmp_path, paper_values=[pv]))
+    _assert_refused(res, "paper_values.0.value: 1e+308 for test.loss, above every float32 loss")
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 40, "val_size": 32,
+             "test_size": 64, "eval_every": 20, "eval_batch_size": 64, "dtype": "float64"}
+    for ok in ({"claims": [claim], "paper_values": [pv], "train": train},
+               {"claims": [{**claim, "value": 3.4e38}]}):
+        res = _invoke("validate", write_spec(tmp_path, **ok))
+        assert res.exit_code == 0, res.output
+
+
+def test_r50v_a_console_width_too_narrow_or_too_wide_to_print_in_is_unset(monkeypatch):
+    """`COLUMNS=99999999999` was a MemoryError traceback at `--help` (rich pads each line to the
+    width; an OverflowError past 2**63), and `COLUMNS=1` to `4` left no character of an error's
+    message in its panel (`run --bogus` printed borders only); `TERMINAL_WIDTH` alike. Both
+    unset at start-up (the terminal's width, or 80); 5 to 10,000 columns are kept."""
+    from ssmrepro.util import unreadable_widths_unset
+
+    for width in ("1", "4", "10001", "99999999999", "9" * 30):
+        monkeypatch.setenv("COLUMNS", width)
+        monkeypatch.setenv("TERMINAL_WIDTH", width)
+        unreadable_widths_unset()
+        assert "COLUMNS" not in os.environ and "TERMINAL_WIDTH" not in os.environ, width
+    for width in ("5", "10000"):
+        monkeypatch.setenv("COLUMNS", width)
+        monkeypatch.setenv("TERMINAL_WIDTH", width)
+        unreadable_widths_unset()
+        assert os.environ["COLUMNS"] == width and os.environ["TERMINAL_WIDTH"] == width
+
+
+def test_r50v_a_data_root_that_cannot_be_cached_holds_one_entry_in_memory(tmp_path,
+                                                                          monkeypatch):
+    """Where the prepared-data cache cannot be written, the prepared arrays are served from
+    memory; every entry a process prepared stayed there for good (a sweep over preprocessings
+    or data roots held each dataset in each worker's memory). The last entry alone is held: its
+    other splits are not prepared again, an earlier entry is."""
+    import errno
+
+    import ssmrepro.data.datasets as ds
+    from ssmrepro.data import DIGITS
+
+    roots = [tmp_path / "a", tmp_path / "b"]
+    for root in roots:
+        shutil.copytree(ROOT / "tests/assets/lra/digits", root / "digits")
+
+    def refuse(path, *a, **k):
+        raise OSError(errno.EROFS, "Read-only file system", str(path))
+
+    monkeypatch.setattr(ds, "save_entry", refuse)
+    monkeypatch.setattr(ds, "_UNCACHED", {})
+    with pytest.warns(UserWarning, match="used from memory"):
+        first = ds.load_lra("image", "train", root=roots[0], accept_sources=[DIGITS])
+        second = ds.load_lra("image", "train", root=roots[1], accept_sources=[DIGITS])
+    assert list(ds._UNCACHED) == [second.cache_path] != [first.cache_path]
+    assert len(ds.load_lra("image", "test", root=roots[1], accept_sources=[DIGITS]))
+
+
+def test_r50v_an_ok_record_without_a_val_loss_is_edited(tmp_path):
+    """An 'ok' record of revision 7 with its val.loss deleted (an edited one) was trusted, where
+    one with a null val.loss is quarantined: every run evaluates it at its end. Quarantined as
+    edited (a record of an older revision is read as before)."""
+    from ssmrepro.store import record_problem
+
+    spec, out, (path,) = _r50s_trained(tmp_path)
+    good = json.loads(path.read_text())
+    bad = {**good, "metrics": {k: v for k, v in good["metrics"].items() if k != "val.loss"}}
+    why = record_problem(bad, good["run_id"])
+    assert why and "status 'ok' with a val.loss that is not finite (none at all)" in why, why
+    assert record_problem({**bad, "revision": 6}, good["run_id"]) is None
+    path.write_text(json.dumps(bad))
+    res = _invoke("run", spec, "--out", out, "--profile", "smoke", "--workers", "1",
+                  "--no-plot")
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "quarantined" in said and "1 to train" in said, said
+
+
+def test_r50v_a_float32_loss_bound_of_a_claim_on_float32_runs_of_a_mixed_sweep(tmp_path):
+    """Of a sweep over train.dtype (float32 and float64), a claim `test.loss <= 1e308` with
+    `where: {train.dtype: float32}` PASSed for any loss (refused where every run is float32).
+    Refused where the claim's `where` selects float32 runs only; on float64 runs, or on all,
+    kept."""
+    sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}},
+                        {"label": "S4D", "set": {"model.mixer": "s4d"}}]},
+             {"grid": {"train.dtype": ["float32", "float64"]}}]
+    claim = {"text": "t", "op": "<=", "value": 1e308, "metric": "test.loss",
+             "where": {"train.dtype": "float32"}}
+    res = _invoke("validate", write_spec(tmp_path, claims=[claim], sweep=sweep))
+    _assert_refused(res, "claims.0.value: test.loss <= 1e+308 holds for every run (a float32 "
+                    "loss lies in [0, 3.403e+38])")
+    pv = {"where": {"label": "S6", "train.dtype": "float32"}, "metric": "test.loss",
+          "value": 1.0, "tol": 1e308}
+    res = _invoke("validate", write_spec(tmp_path, paper_values=[pv], sweep=sweep))
+    _assert_refused(res, "paper_values.0.tol: 1e+308 for test.loss admits any value")
+    for where in ({"train.dtype": "float64"}, {"label": "S6"}):
+        res = _invoke("validate", write_spec(
+            tmp_path, claims=[{**claim, "where": where}], sweep=sweep,
+            paper_values=[{**pv, "where": {"label": "S6", "train.dtype": "float64"}}]))
+        assert res.exit_code == 0, res.output
+
+
+def test_r50v_data_dir_given_is_used_whatever_ssmrepro_data_says(tmp_path):
+    """`data info --dir D` with a `$SSMREPRO_DATA` naming an absent folder with a space at its
+    end was refused for that variable (exit 2), though --dir replaces it: the suggested
+    commands compared D with the default root, which raised. D's commands name --dir D."""
+    root = tmp_path / "d"
+    root.mkdir()
+    res = _invoke("data", "info", "--dir", root, env={"SSMREPRO_DATA": str(tmp_path / "x ")})
+    assert res.exit_code == 0, res.output
+    assert f"--dir {root}" in " ".join(res.output.split()), res.output
+    res = _invoke("data", "info", env={"SSMREPRO_DATA": str(tmp_path / "x ")})
+    _assert_refused(res, "has spaces at its ends")
+
+
+def test_r50v_a_bands_figure_has_at_most_20_reference_hues(tmp_path):
+    """A bands figure's `reference` hues (each a dashed line and a legend entry in every panel)
+    were not bounded, where a lines figure's reference curves are (20): 20,000 names took 5 s of
+    `validate` to name as no label, one by one. At most 20, refused with their count."""
+    fig = {"kind": "bands", "x": "model.d_state", "hue": "label", "lo": None, "hi": None,
+           "reference": [f"L{i}" for i in range(21)]}
+    res = _invoke("validate", write_spec(tmp_path, figure=fig))
+    _assert_refused(res, "figure.reference: List should have at most 20 items after validation,"
+                    " not 21")
+    res = _invoke("validate", write_spec(tmp_path, figure={**fig, "reference": ["S6", "S4D"]}))
+    assert res.exit_code == 0, res.output
+
+
+def test_r50v_a_hold_note_only_where_the_hold_leaves_the_decay_no_step(tmp_path):
+    """A cosine of `decay_steps: 1e9` or of a min_lr of lr after a 1-step hold was noted as
+    `hold train.lr ... for 1 steps (train.schedule.hold_steps) ...: the cosine decay never lowers
+    the learning rate`, blaming a hold the decay follows at step 1. Noted only where the
+    warm-up and the hold reach the run's last step."""
+    train = {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "max_steps": 40, "val_size": 8,
+             "test_size": 8, "eval_every": 20, "eval_batch_size": 8}
+    for sch in ({"kind": "cosine", "hold_steps": 1, "decay_steps": 10**9},
+                {"kind": "cosine", "hold_steps": 5, "min_lr": 0.01}):
+        res = _invoke("validate", write_spec(tmp_path, train={**train, "schedule": sch}))
+        assert res.exit_code == 0 and "hold_steps" not in res.output, res.output
+    res = _invoke("validate", write_spec(tmp_path, train={
+        **train, "schedule": {"kind": "cosine", "hold_steps": 39}}))
+    assert res.exit_code == 0 and "decay never lowers" in " ".join(res.output.split())
+
+
+def test_r50v_a_file_url_naming_a_host_is_refused(tmp_path):
+    """`data download --url file://tmp/mirror/x.gz` (two slashes: 'tmp' read as a host) looked
+    for /mirror/x.gz, said `no file at /mirror/x.gz` (and would have read that file, were it
+    there). Refused naming the host and the URL with three slashes; `file://localhost/...`
+    names a file here."""
+    archive = tmp_path / "x.gz"
+    url = "file:/" + str(archive)  # file://tmp/... : the first folder is read as a host
+    res = _invoke("data", "download", "lra", "--dir", tmp_path / "d", "--url", url)
+    host = archive.parts[1]
+    _assert_refused(res, f"names the host {host!r}", f"file:///{str(archive).lstrip('/')}")
+    assert not (tmp_path / "d").exists()
+    res = _invoke("data", "download", "lra", "--dir", tmp_path / "d", "--url",
+                  f"file://localhost{archive}")
+    _assert_refused(res, f"no file at {archive}")

@@ -209,6 +209,11 @@ def download(
             # folder was 'no such file'
             import urllib.request
 
+            if parts.netloc not in ("", "localhost"):  # `file://mnt/mirror/x.gz` (two slashes)
+                # read /mirror/x.gz, naming it 'no file at /mirror/x.gz' (or read it if there)
+                _fail(f"--url {url!r}: names the host {parts.netloc!r}; a file:// URL names a "
+                      "file here by its absolute path, after three slashes (file:///PATH, e.g. "
+                      f"file:///{parts.netloc}{parts.path})")
             local = Path(urllib.request.url2pathname(parts.path))
             if local.is_dir():
                 _fail(f"--url {url!r}: {local} is a folder, not an archive file (give the "

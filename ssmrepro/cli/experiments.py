@@ -595,7 +595,10 @@ def _warmup_notes(runs: list) -> list[str]:
     held: dict[tuple[str, int, int, int], int] = {}
     for r in unique_runs(runs):
         s, total = r.train.schedule, r.train.total_steps
-        if s.kind != "constant" and 0 <= s.warmup_steps < total and s.hold_steps:
+        if s.kind != "constant" and 0 <= s.warmup_steps < total and s.hold_steps and \
+                s.warmup_steps + s.hold_steps >= total - 1:  # the hold reaches the last step
+            # (a decay over 1e9 steps, or to a min_lr of lr, after a hold of 1 step was said
+            # to be the hold's doing)
             # the last step's lr as training computes it (the decay's first step is at lr too)
             last = LRSchedule([r.train.lr], [s], [total], [s.min_lr]).rows(total - 1, total)
             if float(last[0, 0]) >= r.train.lr * (1 - 1e-6):

@@ -712,6 +712,8 @@ def load_lra(
                 warnings.warn(f"the prepared {name} data cannot be cached at {entry_path} "
                               f"({os_reason(err)}): used from memory, prepared again by each "
                               "process that reads them", stacklevel=2)
+                _UNCACHED.clear()  # one entry's arrays held: a sweep over 30 preprocessings
+                # of a read-only root held all 30 datasets in the memory of each worker
                 _UNCACHED[entry_path] = (arrays, meta)  # (its other splits: not prepared again)
             else:
                 loaded = load_entry(entry_path)  # memory-mapped when the entry is readable
@@ -722,7 +724,8 @@ def load_lra(
 
 
 # entry -> (arrays, meta) prepared by this process where the entry could not be written (a
-# read-only or full data root): load_lra's other splits read them, not prepared again each
+# read-only or full data root): load_lra's other splits read them, not prepared again each;
+# the last entry prepared alone (an entry's arrays may take gigabytes)
 _UNCACHED: dict[Path, tuple[dict[str, np.ndarray], dict[str, Any]]] = {}
 
 

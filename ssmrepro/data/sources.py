@@ -59,7 +59,11 @@ def installed_digits_dir() -> Path | None:
 
 def dir_flag(root: Path) -> str:
     """The ``--dir`` part of a suggested command (empty when the default root applies)."""
-    if root == data_root(None):
+    try:
+        default = data_root(None)
+    except DataUnavailable:  # a $SSMREPRO_DATA refused (`stray_name`): no default root, and a
+        default = None  # command given --dir was refused for it while suggesting commands
+    if root == default:
         return ""
     from ..util import shell_word  # a root 'my data; x' ran `x` and downloaded into 'my' when
     # the line was pasted; one holding a newline put the command on two lines

@@ -33,6 +33,7 @@ from ..report.columns import N_DIVERGED, N_PARAMS  # noqa: E402
 from ..util import DrawnText, encode_cell  # noqa: E402
 from .registry import (  # noqa: E402
     HUE_HELP,
+    MAX_REFERENCES,
     SAME_STYLE,
     YLIM_HELP,
     Distinct,
@@ -99,7 +100,8 @@ class BandsConfig(FigureConfig):
     lo: str | None = Field("p10", description="suffix of the band's lower column (metric.<lo>)")
     hi: str | None = Field("p90", description="suffix of the band's upper column")
     logx: bool = Field(True, description="log x axis (a named x must be numeric and positive)")
-    reference: Distinct = Field([], description="hues drawn as a dashed horizontal line")
+    reference: Distinct = Field([], max_length=MAX_REFERENCES,
+                                description="hues drawn as a dashed horizontal line")
     ylim: YLim = Field("auto", description=YLIM_HELP)
     xlabel: DrawnText | None = Field(
         None, description="x axis label (default: x's last dotted part; parameters for n_params)")

@@ -36,6 +36,7 @@ from ..store import is_accuracy  # noqa: E402
 from ..util import DrawnText, encode_cell, norm  # noqa: E402
 from .registry import (  # noqa: E402
     HUE_HELP,
+    MAX_REFERENCES,
     SAME_STYLE,
     YLIM_HELP,
     Columns,
@@ -395,11 +396,6 @@ def heatmaps(ctx: FigureContext, cfg: HeatmapsConfig, path: Path) -> bool:
 
 
 # ----------------------------------------------------------------------------------------------
-
-
-# reference curves of one `lines` figure (the shipped specs draw one): each is a line and a legend
-# entry in every panel, and 2,000 of them took 24 s of `plot` (a 1 MiB spec holds 40,000)
-MAX_REFERENCES = 20
 
 
 class LinesConfig(FigureConfig):

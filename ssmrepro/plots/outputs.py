@@ -274,6 +274,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                                     model=report.CHECKS[raw.get("check", report.DEFAULT_CHECK)].Config)
             continue
         refs(key, cfg)
+        claim_max = loss_max if loss_max is not None else _float32_only(cfg, run_index)
         try:
             needs = report.metric_names(cfg.metric)
         except ExprError as err:
@@ -323,8 +324,8 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         strict += [(f"{key}.given.{j}.value", g.metric, g.op, g.value) for j, g in plain_given]
         if needs == {cfg.metric} and cfg.check == "size_order":  # every cell 'solves' it
             strict.append((f"{key}.threshold", cfg.metric, ">=", cfg.threshold))
-        errors += _never_holds(path, strict, spread, loss_max)
-        errors += _always_holds(path, strict, spread, loss_max)
+        errors += _never_holds(path, strict, spread, claim_max)
+        errors += _always_holds(path, strict, spread, claim_max)
         errors += _given_implies(path, key, cfg)
         if needs == {cfg.metric} and cfg.check in ("size_order", "recall_frontier") and is_loss(
                 (spread or {}).get(cfg.metric, cfg.metric)):
@@ -336,7 +337,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
         if needs == {cfg.metric} and isinstance(cfg, OrderingConfig):
             errors += _ordering_always_holds(path, key, cfg)
         if needs == {cfg.metric} and cfg.check in ("monotone", "spread", "collapse"):
-            errors += _any_accuracy(path, f"{key}.tol", cfg.metric, cfg.tol, spread, loss_max)
+            errors += _any_accuracy(path, f"{key}.tol", cfg.metric, cfg.tol, spread, claim_max)
         rng = _bounded_range(cfg.metric, spread) if needs == {cfg.metric} and \
             isinstance(cfg, CollapseConfig) else None
         if rng and cfg.min_range > rng[1] - rng[0]:  # it FAILed always (an analysis share's too)
@@ -417,12 +418,14 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                 errors.append(f"{path}: paper_values.{i}.where.{k}: unknown column {k!r}")
         if pv.metric not in metrics | {N_PARAMS}:
             errors.append(f"{path}: paper_values.{i}.metric: {no_metric(repr(pv.metric), None)}")
-        errors += _unreachable(path, [(f"paper_values.{i}.value", pv.metric, pv.value)], spread)
+        pv_max = loss_max if loss_max is not None else _float32_only(pv, run_index)
+        errors += _unreachable(path, [(f"paper_values.{i}.value", pv.metric, pv.value)], spread,
+                               pv_max)
         if spread.get(pv.metric) == _STD and pv.value < 0:  # as a negative loss: never matched
             errors.append(f"{path}: paper_values.{i}.value: {pv.value:g} for {pv.metric}, a "
                           "negative spread (a standard deviation is never below 0)")
         errors += _any_accuracy(path, f"paper_values.{i}.tol", pv.metric, pv.tol, spread,
-                                loss_max)
+                                pv_max)
         rng = _bounded_range(pv.metric, spread)
         if rng and pv.tol < rng[1] - rng[0] and \
                 pv.value - pv.tol <= rng[0] and pv.value + pv.tol >= rng[1]:  # 0.5 ± 0.5
@@ -437,6 +440,19 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
 
 
 _EXPRESSION_FIELDS = ("metric", "by", "region")  # the claim fields that hold an expression
+
+
+def _float32_only(cfg: Any, runs: CellIndex | None) -> float | None:
+    """``FLOAT32_MAX`` where the ``where`` of a claim or paper value (``cfg``) selects float32
+    runs only (of a sweep over ``train.dtype``: `test.loss <= 1e308` with `where: {train.dtype:
+    float32}` PASSed for any loss, though refused where every run is float32), else None."""
+    where = getattr(cfg, "where", None)
+    if runs is None or not isinstance(where, dict) or not where or not all(
+            has_column(runs.cells, k) for k in (*where, "train.dtype")):
+        return None
+    found = runs.positions(where)
+    dtypes = runs.values("train.dtype")
+    return FLOAT32_MAX if found and all(dtypes[i] == "float32" for i in found) else None
 
 
 def _claim_identity(cfg: CheckConfig, runs: CellIndex | None = None) -> str:
@@ -841,12 +857,15 @@ def _spread_columns(spec: Spec) -> dict[str, str]:
 
 
 def _unreachable(path: str, values: list[tuple[str, str, float]],
-                 spread: dict[str, str] | None = None) -> list[str]:
+                 spread: dict[str, str] | None = None,
+                 loss_max: float | None = None) -> list[str]:
     """'file: key: reason' for each (key, metric, value) where no value of the metric can be
     (``store.metric_range_problem``: an accuracy outside [0, 1], e.g. a percentage): a claim on
     it could never pass (or a precondition never hold), a paper value never match (a negative
     ``n_params`` too). ``spread``:
-    ``_spread_columns``."""
+    ``_spread_columns``. ``loss_max``: the runs are float32, whose losses, if finite, are at
+    most it (a paper value of 1e308 was never matched; a claim's bound past it is
+    ``_never_holds``' or ``_always_holds``', which say which)."""
     out = []
     for key, metric, v in values:
         base = (spread or {}).get(metric, metric)
@@ -854,7 +873,9 @@ def _unreachable(path: str, values: list[tuple[str, str, float]],
         why = metric_range_problem(base, [v]) or (  # a paper value n_params -5 never matched
             "a parameter count below 0" if base == N_PARAMS and v < 0 else None) or (
             f"outside the range of {rng[2]} ([{rng[0]:g}, {rng[1]:g}])"  # a share of 95 (%)
-            if rng and not rng[0] <= v <= rng[1] else None)
+            if rng and not rng[0] <= v <= rng[1] else None) or (
+            f"above every float32 loss (a float32 loss lies in [0, {loss_max:.4g}])"
+            if loss_max is not None and is_loss(base) and v > loss_max else None)
         if why:
             out.append(f"{path}: {key}: {v:g} for {metric}, {why}"
                        + (" (a percentage? accuracies are fractions)" if is_accuracy(base)
@@ -897,7 +918,8 @@ def _never_holds(path: str, conditions: list[tuple[str, str, str, float]],
     out = []
     for key, metric, op, v in conditions:
         lo, hi, what = _bounded(metric, v, spread, loss_max)
-        if hi is not None and op == ">" and v >= hi:  # (a float32 loss meets no such bound)
+        if hi is not None and (op == ">" and v >= hi or op == ">=" and v > hi):  # (only a
+            # float32 loss's bound, `loss_max`, is below a value _bounded gives: `>= 1e308`)
             out.append(f"{path}: {key}: {metric} {op} {v:g} never holds ({what}"
                        + (")" if hi == loss_max else f"; >= {hi:g}?)"))
         elif lo is not None and op == "<" and v <= lo:

@@ -167,6 +167,11 @@ def _named_once(columns: list[str]) -> list[str]:
 Columns = Annotated[list[str], BeforeValidator(split_columns), AfterValidator(_named_once)]
 Distinct = Annotated[list[str], AfterValidator(_named_once)]  # names (of hues, ...), each once
 
+# reference curves or lines of one figure (the shipped specs draw one): each is a line and a
+# legend entry in every panel, and 2,000 of a `lines` figure took 24 s of `plot` (a 1 MiB spec
+# holds 40,000); 20,000 hues of a `bands` figure, 5 s of `validate` naming no label
+MAX_REFERENCES = 20
+
 ACCURACY_YLIM = (-0.02, 1.02)
 
 
