@@ -55,6 +55,7 @@ from .util import (
     atomic_write_text,
     encode_cell,
     file_digest,
+    first_time,
     folder_lock,
     folder_problem,
     human_seconds,
@@ -515,16 +516,6 @@ RECORD_REVISION = REVISIONS[-1][0]
 OK_IS_FINITE = next(n for n, _, t in REVISIONS if t is _ok_with_nonfinite_end)
 
 
-# whether this command has warned of a newer ssmrepro's records (``Store._warn_newer``): once
-# per command, not per store: `run` reads the records in a store of its own, then its outputs in
-# another, and said it twice (`new_command` forgets it: a process may run several commands)
-_NEWER_SAID = [False]
-
-
-def new_command() -> None:
-    """Forget what an earlier command of this process warned of (``_NEWER_SAID``)."""
-    _NEWER_SAID[0] = False
-
 
 def _newer(revision: int) -> str:
     """The warning of records a newer ssmrepro wrote (their revision past ``RECORD_REVISION``):
@@ -885,10 +876,13 @@ class Store:
         """One warning of records a newer ssmrepro wrote (``_newer``), naming the first such
         revision read: records of revisions 9, 10 and 11 gave three warnings, and a store of
         records of a thousand hand-edited revisions a thousand lines. (Not replaced by a later
-        one's: ``warnings`` is read by position, what was printed is not printed again.)"""
-        if not self._newer_seen and not _NEWER_SAID[0]:
-            self._newer_seen = _NEWER_SAID[0] = True
-            self._warn(_newer(revision))
+        one's: ``warnings`` is read by position, what was printed is not printed again.) Once
+        per command (``util.first_time``), not per store: `run` reads the records in a store of
+        its own, then its outputs in another, and said it twice."""
+        if not self._newer_seen:
+            self._newer_seen = True
+            if first_time("records of a newer ssmrepro"):
+                self._warn(_newer(revision))
 
     def is_done(self, run_id: str) -> bool:
         rec = self.read(run_id)

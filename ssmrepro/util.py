@@ -791,6 +791,27 @@ def open_standard_streams() -> None:
             setattr(sys, name, open(os.devnull, mode, encoding="utf-8"))  # noqa: SIM115
 
 
+# what this command has said once already (``first_time``): a command reads one store in
+# several Store objects (`run`: its runs, then its outputs) and draws one title in each profile's
+# figures (`figures`), and said such a warning each time; ``new_command`` (``cli.app.guard``, at
+# each command's start: a process may run several commands) forgets it
+_SAID: set[str] = set()
+
+
+def new_command() -> None:
+    """Forget what earlier commands of this process said once (``first_time``)."""
+    _SAID.clear()
+
+
+def first_time(key: str) -> bool:
+    """Whether this command has not said ``key`` yet (from now on it has): a warning said
+    once per command, however many stores, profiles or figures meet it."""
+    if key in _SAID:
+        return False
+    _SAID.add(key)
+    return True
+
+
 def plain_warnings() -> None:
     """Print the project's own warnings (``warnings.warn`` in ssmrepro: a damaged data cache entry
     rebuilt, data without a generator's provenance) as its other warnings are printed,

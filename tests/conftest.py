@@ -74,6 +74,16 @@ PYTHON = sys.executable
 
 
 @pytest.fixture(autouse=True)
+def _new_command():
+    """Each test starts as a new command (``util.new_command``): a warning said once per command
+    (``util.first_time``) that an earlier test said is said again, whatever the tests' order."""
+    util = sys.modules.get("ssmrepro.util")
+    if util is not None:
+        util.new_command()
+    yield
+
+
+@pytest.fixture(autouse=True)
 def _close_figures():
     """Close the figures a test left open: tests that replace ``save_png`` (which closes the figure
     it writes) kept every figure they drew, and a run of the figure tests passed matplotlib's

@@ -26133,3 +26133,29 @@ def test_r50v_a_file_url_naming_a_host_is_refused(tmp_path):
     res = _invoke("data", "download", "lra", "--dir", tmp_path / "d", "--url",
                   f"file://localhost{archive}")
     _assert_refused(res, f"no file at {archive}")
+
+
+def test_r51_a_warning_said_once_per_command_across_profiles_and_stores():
+    """`figures` said a title's seeds-in-its-own-words warning once per profile drawn (each
+    profile's figures have a FigureContext of their own, and ``warnings.catch_warnings`` around
+    tight_layout resets Python's own once-registry). A warning said once is said once per
+    command (``util.first_time``), for figures as for a newer ssmrepro's records, and again by
+    the next command (``util.new_command``, called by ``cli.app.guard``)."""
+    import warnings
+    from types import SimpleNamespace
+
+    from ssmrepro.plots.registry import FigureContext
+    from ssmrepro.util import first_time, new_command
+
+    msg = "t: title 'acc (mean of 5 seeds)' names seeds in its own words"
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        for _ in range(2):  # the smoke and the quick profile's contexts
+            FigureContext.warn_once(SimpleNamespace(), msg)
+        assert [str(w.message) for w in got] == [msg]
+        new_command()
+        FigureContext.warn_once(SimpleNamespace(), msg)
+    assert [str(w.message) for w in got] == [msg, msg]
+    assert first_time("k") and not first_time("k")
+    new_command()
+    assert first_time("k")

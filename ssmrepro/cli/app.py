@@ -35,6 +35,7 @@ from ..util import (
     docstring,
     error_line,
     expand_user,
+    new_command,
     open_standard_streams,
     os_message,
     os_reason,
@@ -435,9 +436,7 @@ def guard(fn: Callable[..., Any], interrupted: str = REDO) -> Callable[..., Any]
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         plain_warnings()  # our own warnings as 'warning: ...' lines
-        store = sys.modules.get("ssmrepro.store")  # (not loaded: nothing said yet)
-        if store is not None:
-            store.new_command()
+        new_command()  # (what an earlier command of this process said once: ``first_time``)
         previous = terminate_as_interrupt()
         try:
             return fn(*args, **kwargs)

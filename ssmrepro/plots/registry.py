@@ -48,6 +48,7 @@ from ..util import (
     docstring,
     encode_cell,
     fill_seeds,
+    first_time,
     has_seeds_placeholder,
     norm,
     seeds_in_math,
@@ -315,7 +316,6 @@ class FigureContext:
     rerun: str = ""  # the shell command that trains the profile's runs (with --out and --set)
     overrides: str = ""  # the runs' --set options (``overrides_text``), named in each title
     _paper_lookup: Any = field(default=None, repr=False, compare=False)
-    _said: set = field(default_factory=set, repr=False, compare=False)  # (``warn_once``)
 
     @property
     def run_command(self) -> str:
@@ -342,11 +342,10 @@ class FigureContext:
         return self._paper_lookup.find(row, metric)
 
     def warn_once(self, message: str) -> None:
-        """Warn ``message`` once for the figures of this context (the outputs of one profile):
-        a title's warning was said once per figure drawing it (two figures of the spec's title
-        said it twice)."""
-        if message not in self._said:
-            self._said.add(message)
+        """Warn ``message`` once per command (``util.first_time``): a title's warning was said
+        once per figure drawing it (two figures of the spec's title said it twice), then once
+        per profile drawn (`figures`: the smoke and the quick figures)."""
+        if first_time(message):
             warnings.warn(message, stacklevel=3)
 
     def title(self, cfg: FigureConfig, seeds: str | None = None) -> str:
