@@ -39,7 +39,7 @@ from ..store import (
     read_table,
     results_dir,
 )
-from ..util import atomic_write_stream, atomic_write_text, extra_hint
+from ..util import atomic_write_stream, atomic_write_text, extra_hint, first_time
 from .outputs import _without_stale, consistent_rows, profile_rows
 
 EXPORT_COLUMNS = ["paper", "experiment", "profile", "run_id", "label", "seed", "status",
@@ -163,8 +163,8 @@ def _planned(spec, profile: str) -> list:
         return []
 
 
-def _from_records(spec, out: Path | None, planned: list, table: pd.DataFrame, name: str = "",
-                  said: set[str] | None = None) -> tuple[pd.DataFrame, int]:
+def _from_records(spec, out: Path | None, planned: list, table: pd.DataFrame, name: str = ""
+                  ) -> tuple[pd.DataFrame, int]:
     """``table`` (a profile's committed rows, checked) as `plot` reads it, and the number of its
     runs left out: each planned run's row made from its record where the spec's store has a
     valid one (``Store.table``, read-only here: nothing is moved; a run recorded but missing
@@ -180,20 +180,17 @@ def _from_records(spec, out: Path | None, planned: list, table: pd.DataFrame, na
     was replaced without a word). ``table`` may be empty (a profile without a table, its runs
     recorded: ``_recorded_only``); ``name``: the table's, for the warnings. A table left
     without a row (each edited by hand, or another profile's) is no exception: its records
-    were not read, and 0 rows exported where `plot` writes a row of each. ``said``: the
-    warnings this command printed already, not printed again (of a record two profiles or a
-    reusing spec share, of a newer ssmrepro's records: they were printed once per profile's
-    table)."""
+    were not read, and 0 rows exported where `plot` writes a row of each. Each store warning
+    is printed once per command (``util.first_time``: of a record two profiles or a reusing
+    spec share, of a newer ssmrepro's records, they were printed once per profile's table)."""
     if RUN_ID not in table:
         return table, 0
     store = open_store(spec, out, readonly=True)
     ids = set(table[RUN_ID].astype(str))
     recorded = store.table(planned)  # (a run recorded but not in the table: plot adds its row)
     for w in store.warnings:
-        if said is None or w not in said:
+        if first_time(w):
             print(f"warning: {w}", file=sys.stderr)
-        if said is not None:
-            said.add(w)
     gone = ids & store.stale_data
     have = set(recorded[RUN_ID].astype(str)) if RUN_ID in recorded else set()
     _warn_replaced(table, recorded, have, name)
@@ -353,7 +350,6 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None,
     rows: list[dict[str, Any]] = []
     roots: set[Path] = set()
     unread: set[str] = set()  # the ids (file names) of the project's specs left out
-    said: set[str] = set()  # the stores' warnings printed (``_from_records``)
     for p in spec_paths():
         try:
             spec = load_project_spec(p)
@@ -365,9 +361,9 @@ def export_table(out: Path | None = None, skipped: list[str] | None = None,
         root = results_dir(spec, out)
         roots.add(root)
         try:  # (a results folder this user may not read: the other specs are exported)
-            rows += _spec_rows(spec, root, out, tagged, stray, said)
+            rows += _spec_rows(spec, root, out, tagged, stray)
         except (TableError, OSError) as err:
-            _left_out(f"{spec.paper}/{spec.id}", err, said)
+            _left_out(f"{spec.paper}/{spec.id}", err)
     if foreign is not None and roots:
         base = next(iter(roots)).parents[1]  # the results root: <root>/<paper>/<id>
         known = {_resolved(r) for r in roots}
@@ -396,12 +392,10 @@ def _resolved(path: Path) -> Path:
 
 
 def _spec_rows(spec, root: Path, out: Path | None, tagged: list[str] | None,
-               stray: list[str] | None, said: set[str]) -> list[dict[str, Any]]:
+               stray: list[str] | None) -> list[dict[str, Any]]:
     """The export rows of every profile of ``spec`` (``export_table``); a profile whose
     table cannot be read (damaged, a folder, not readable by this user) is left out with a
-    warning naming it (the whole export stopped there: no spec after it was exported).
-    ``said``: the warnings this command printed (one record no profile could read is named
-    once, not per profile)."""
+    warning naming it (the whole export stopped there: no spec after it was exported)."""
     rows: list[dict[str, Any]] = []
     if tagged is not None and root.is_dir():
         tagged += sorted(f"{spec.paper}/{spec.id}/{f.name}" for f in root.glob("results*.csv")
@@ -420,26 +414,26 @@ def _spec_rows(spec, root: Path, out: Path | None, tagged: list[str] | None,
             files[prof] = was
     for prof, csv in sorted(files.items(), key=lambda pc: pc[1].name):
         try:
-            rows += _profile_rows(spec, prof, csv, files, root, out, said)
+            rows += _profile_rows(spec, prof, csv, files, root, out)
         except (TableError, OSError) as err:
-            _left_out(f"{spec.paper}/{spec.id}/{csv.name}", err, said)
+            _left_out(f"{spec.paper}/{spec.id}/{csv.name}", err)
             if isinstance(err, TableError):  # as `plot` reads it: not used, the profile's
                 # rows made from their records (0 rows were exported where plot writes all)
                 try:
-                    rows += _recorded_only(spec, prof, out, said, unread=csv.name)
+                    rows += _recorded_only(spec, prof, out, unread=csv.name)
                 except OSError as err2:
-                    _left_out(f"{spec.paper}/{spec.id} (profile {prof}'s records)", err2, said)
+                    _left_out(f"{spec.paper}/{spec.id} (profile {prof}'s records)", err2)
     for prof in spec.profiles:  # runs recorded, no table: `plot` writes one from them
         if prof not in files:
             try:
-                rows += _recorded_only(spec, prof, out, said)
+                rows += _recorded_only(spec, prof, out)
             except OSError as err:
-                _left_out(f"{spec.paper}/{spec.id} (profile {prof}'s records)", err, said)
+                _left_out(f"{spec.paper}/{spec.id} (profile {prof}'s records)", err)
     return rows
 
 
 def _profile_rows(spec, prof: str, csv: Path, files: dict[str, Path], root: Path,
-                  out: Path | None, said: set[str] | None = None) -> list[dict[str, Any]]:
+                  out: Path | None) -> list[dict[str, Any]]:
     """The export rows of ``prof``'s committed table ``csv``, checked as `plot` reads it."""
     default = spec.default_profile
     table = read_run_table(csv)
@@ -485,7 +479,7 @@ def _profile_rows(spec, prof: str, csv: Path, files: dict[str, Path], root: Path
         # rows of runs trained before the spec was edited (train.lr), as plot drops
         # them: they were exported as the edited spec's results
         table = _without_stale(table, planned, f"{spec.id}/{csv.name}")
-    table, stale = _from_records(spec, out, planned, table, f"{spec.id}/{csv.name}", said)
+    table, stale = _from_records(spec, out, planned, table, f"{spec.id}/{csv.name}")
     if stale:
         print(f"warning: {csv.name} of {spec.id}: the rows of {stale} run(s) are not "
               "exported: their records were trained on other data than there is now, "
@@ -494,7 +488,7 @@ def _profile_rows(spec, prof: str, csv: Path, files: dict[str, Path], root: Path
     return long_rows(spec, prof, table, {r.run_id: r.flat() for r in planned})
 
 
-def _recorded_only(spec, prof: str, out: Path | None, said: set[str] | None = None,
+def _recorded_only(spec, prof: str, out: Path | None,
                    unread: str | None = None) -> list[dict[str, Any]]:
     """The export rows of ``prof``, which has no results table, from the records of its planned
     runs (`run` stopped before it wrote the table, the table deleted): `list` counted them done
@@ -514,7 +508,7 @@ def _recorded_only(spec, prof: str, out: Path | None, said: set[str] | None = No
     # one config) is that profile's, where its table holds it
     mine = [r for r in planned if (store.read(r.run_id) or {}).get("profile") == prof]
     name = f"{spec.id}/{output_name(spec, prof, 'results', 'csv')}"
-    table, _ = _from_records(spec, out, mine, pd.DataFrame(columns=[RUN_ID]), name, said)
+    table, _ = _from_records(spec, out, mine, pd.DataFrame(columns=[RUN_ID]), name)
     if table.empty:
         return []
     what = "no such table" if unread is None else f"{unread} is not used (above)"
@@ -524,21 +518,20 @@ def _recorded_only(spec, prof: str, out: Path | None, said: set[str] | None = No
     return long_rows(spec, prof, table, {r.run_id: r.flat() for r in planned})
 
 
-def _left_out(what: str, err: OSError | TableError, said: set[str] | None = None) -> None:
+def _left_out(what: str, err: OSError | TableError) -> None:
     """Warn that ``what`` (a spec's results folder or table) is not exported, and why: one that
     cannot be read (damaged, a folder, not readable by this user) stopped the whole export,
     exit 2, where the rest could be exported. A process limit met (too many open files) is
-    every spec's: it stops the export, as before. ``said``: the reasons given already (one
-    record this user may not read is named once, not for each profile of its spec)."""
+    every spec's: it stops the export, as before. Each reason is given once per command
+    (``util.first_time``: one record this user may not read was named for each profile of its
+    spec)."""
     from ..util import _process_limit, os_message
 
     if isinstance(err, OSError) and _process_limit(err) is not None:
         raise err
     why = os_message(err) if isinstance(err, OSError) else str(err)
-    if said is not None:
-        if why in said:
-            return
-        said.add(why)
+    if not first_time(why):
+        return
     print(f"warning: left out {what}: {why}", file=sys.stderr)
 
 
