@@ -621,9 +621,10 @@ def member_losses(out: torch.Tensor, y: torch.Tensor, smoothing: torch.Tensor | 
     if smoothing is not None:
         eps = smoothing.view(E, *([1] * (nll.dim() - 1))).to(logp.dtype)
         nll = (1 - eps) * nll + eps * (-logp.mean(-1))
-    m = mask.to(logp.dtype)
-    count = m.reshape(E, -1).sum(1)
-    loss = (nll * m).reshape(E, -1).sum(1) / count.clamp(min=1)
+    count = mask.reshape(E, -1).sum(1).to(logp.dtype)
+    # an output read at an unsupervised position (padding of supervised_positions, or every
+    # position) counts nothing even where it is not finite (nll * mask made it NaN)
+    loss = torch.where(mask, nll, torch.zeros_like(nll)).reshape(E, -1).sum(1) / count.clamp(min=1)
     if not score:
         return loss, None, count
     correct = ((out.argmax(-1) == y) & mask).reshape(E, -1).sum(1)
@@ -761,7 +762,10 @@ def member_sums(out: torch.Tensor, y: torch.Tensor) -> tuple:
     mask = y != IGNORE
     logp = F.log_softmax(out, dim=-1)
     nll = -logp.gather(-1, y.clamp(min=0).unsqueeze(-1)).squeeze(-1)  # (E, B[, L])
-    per_seq = (nll * mask.to(nll.dtype)).reshape(E, B, -1).sum(-1)  # (a NaN output read: NaN)
+    # a non-finite output at a supervised position: NaN; at an unsupervised one (read as the
+    # padding of supervised_positions, or as every position where most are supervised, so
+    # depending on the batch's cut): nothing, as member_losses' (nll * mask made it NaN)
+    per_seq = torch.where(mask, nll, torch.zeros_like(nll)).reshape(E, B, -1).sum(-1)
     correct = ((out.argmax(-1) == y) & mask).reshape(E, -1).sum(1)
     return per_seq.double().sum(1), correct, mask.reshape(E, -1).sum(1)
 

@@ -26159,3 +26159,29 @@ def test_r51_a_warning_said_once_per_command_across_profiles_and_stores():
     assert first_time("k") and not first_time("k")
     new_command()
     assert first_time("k")
+
+
+def test_r50y_nonfinite_output_at_unsupervised_position_counts_nothing():
+    # an output read at an unsupervised position (supervised_positions' padding, or every
+    # position where most are supervised) counted as NaN: nll * mask, so a model finite at
+    # every supervised position was 'diverged' or not with the batch's cut
+    import torch
+
+    from ssmrepro.tasks.base import IGNORE
+    from ssmrepro.train import member_losses, member_sums
+    torch.manual_seed(0)
+    out = torch.randn(2, 3, 4, 5, dtype=torch.float64)
+    y = torch.randint(0, 5, (2, 3, 4))
+    y[:, :, 3] = IGNORE
+    ref_l, ref_c, ref_n = member_losses(out, y)
+    ref_s, _, _ = member_sums(out, y)
+    bad = out.clone()
+    bad[:, :, 3] = float("nan")
+    bad[0, 1, 3, 2] = float("inf")
+    loss, correct, count = member_losses(bad, y)
+    total, c2, n2 = member_sums(bad, y)
+    assert torch.equal(loss, ref_l) and torch.equal(correct, ref_c) and torch.equal(count, ref_n)
+    assert torch.equal(total, ref_s) and torch.equal(c2, ref_c) and torch.equal(n2, ref_n)
+    bad[1, 0, 0] = float("nan")  # at a supervised position: NaN, as before
+    assert torch.isnan(member_sums(bad, y)[0][1]) and torch.isfinite(member_sums(bad, y)[0][0])
+    assert torch.isnan(member_losses(bad, y)[0][1])
