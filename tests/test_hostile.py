@@ -26185,3 +26185,22 @@ def test_r50y_nonfinite_output_at_unsupervised_position_counts_nothing():
     bad[1, 0, 0] = float("nan")  # at a supervised position: NaN, as before
     assert torch.isnan(member_sums(bad, y)[0][1]) and torch.isfinite(member_sums(bad, y)[0][0])
     assert torch.isnan(member_losses(bad, y)[0][1])
+
+
+def test_r50y_eval_chunk_line_says_a_chunked_pack_that_still_does_not_fit(tmp_path):
+    # `run --dry-run --pack-size 2` where the pack fits the memory at chunks of 1 but not the
+    # half a pack may take: the line read as if the chunked pack fitted
+    from ssmrepro.engine.plan import eval_chunk_lines, plan
+    from ssmrepro.train import memory_need, pack_room
+
+    runs = _r50o_runs(tmp_path)
+    least = memory_need(runs[0], "cpu", eval_chunk=1).total
+    avail = 2 * least + 2  # a pack of 2 fits it at chunks of 1 (not refused), not its half
+    (p,) = plan(runs, 2, "cpu", available=avail)
+    assert p.eval_chunk == 1 and p.eval_room == pack_room(avail) < 2 * least
+    (line,) = eval_chunk_lines([p], "cpu")
+    assert "more than the half of the memory available" in line and "do not fit" not in line
+    assert "may run out of memory" in line
+    (q,) = plan(runs, 2, "cpu", available=8 * least)  # fits its half at some chunk: as before
+    (x,) = eval_chunk_lines([q], "cpu")
+    assert 1 < q.eval_chunk < 8 and "do not fit the half" in x and "more than" not in x

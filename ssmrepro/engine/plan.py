@@ -35,6 +35,7 @@ class Pack:
     step_s: float | None = None  # measured seconds per step at this (E, m), when calibrated
     eval_chunk: int | None = None  # sequences per evaluation pass (``train.choose_eval_chunk``;
     #                                None: not planned, the worker chooses)
+    eval_room: int | None = None  # the bytes the chunk was chosen to fit (``pack_room``)
 
     def __len__(self) -> int:
         return len(self.runs)
@@ -198,7 +199,7 @@ def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
                                       choose_eval_chunk(chunk[0], device, pack_room(avail),
                                                         len(chunk), need))
             packs.append(Pack(key, chunk, c.micro_batch, c.step_s if len(chunk) == c.size else None,
-                              chunks[len(chunk)]))
+                              chunks[len(chunk)], None if avail is None else pack_room(avail)))
     return packs
 
 
@@ -214,12 +215,20 @@ def eval_chunk_lines(packs: list[Pack], device: str) -> list[str]:
         label = f" {r0.label}" if r0.label else ""
         where = r0.coords_text()
         m = p.eval_chunk
+        need = len(p) * memory_need(r0, device, m).total
+        whole = _gb(len(p) * memory_need(r0, device).total)
+        # a given --pack-size is refused only where it does not fit all of the memory at
+        # chunks of 1 (``pack_size_problems``): in between, not even chunks of 1 fit the half
+        # (the line said the pack then fitted)
+        fits = p.eval_room is None or need <= p.eval_room
         out[p.key] = (f"run{label}{f' ({where})' if where else ''}: evaluates its batches of "
                       f"{eb} (train.eval_batch_size) in chunks of {m} sequence{'s' if m > 1 else ''}"
-                      f": a pack of {len(p)} then needs about "
-                      f"{_gb(len(p) * memory_need(r0, device, m).total)} on {device}; whole "
-                      f"batches, {_gb(len(p) * memory_need(r0, device).total)}, do not fit "
-                      "the half of the memory available that a pack may take")
+                      f": a pack of {len(p)} then needs about {_gb(need)} on {device}"
+                      + (f"; whole batches, {whole}, do not fit the half of the memory "
+                         "available that a pack may take" if fits else
+                         f", more than the half of the memory available that a pack may take "
+                         f"({_gb(p.eval_room)}; whole batches: {whole}): it may run out of "
+                         "memory (a smaller --pack-size fits better)"))
     return list(out.values())
 
 
