@@ -797,8 +797,13 @@ class Store:
             try:
                 data = read_small(path, MAX_RECORD_BYTES)
                 rec = json.loads(data)
-            except (FileNotFoundError, NotADirectoryError):  # no record (a file where a folder
-                continue  # of the path belongs: `prepare` names it before anything is written
+            except FileNotFoundError:  # no record
+                continue
+            except NotADirectoryError:  # a file where a folder of the path belongs: `prepare`
+                # names it before anything is written; `list` and `show` said nothing of it
+                # (every run not done) where `figures` and `export` stop on it
+                self._warn_unreadable(root)
+                continue
             except PermissionError:  # not damaged: this user may not read it (a store shared
                 # by a group, copied or untarred under another umask, e.g. 077): it was
                 # quarantined as 'unreadable' (another user's good record moved out of their
@@ -867,6 +872,16 @@ class Store:
                                          "(remove it)") from None
         os.replace(path, dest)
         return dest
+
+    def _warn_unreadable(self, runs: Path) -> None:
+        """Warn that the records under ``runs`` (a store's ``runs/``) cannot be read: the spec's
+        folder, or ``runs/`` in it, is not a folder (the nearest such one is named)."""
+        for p in (runs.parent, runs):
+            why = folder_problem(p)
+            if why is not None and why != "no such folder":
+                self._warn(f"cannot read the run records in {p}: {why} (its runs count as not "
+                           "done; move it away)")
+                return
 
     def _warn(self, msg: str) -> None:
         if msg not in self.warnings:

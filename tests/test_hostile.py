@@ -26204,3 +26204,26 @@ def test_r50y_eval_chunk_line_says_a_chunked_pack_that_still_does_not_fit(tmp_pa
     (q,) = plan(runs, 2, "cpu", available=8 * least)  # fits its half at some chunk: as before
     (x,) = eval_chunk_lines([q], "cpu")
     assert 1 < q.eval_chunk < 8 and "do not fit the half" in x and "more than" not in x
+
+
+def test_r50y_list_and_show_name_a_results_folder_that_is_a_file(tmp_path):
+    # a spec's results folder that is a file: `figures` and `export` stop on it (exit 2);
+    # `list` and `show` said nothing (every run not done, exit 0)
+    spec = _one_run_spec(tmp_path)
+    out = tmp_path / "o"
+    (out / "tests").mkdir(parents=True)
+    (out / "tests" / "t-spec").write_text("x")
+    res = _invoke("show", spec, "--out", out)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "cannot read the run records in" in res.output, res.output
+    assert "t-spec: a file, not a folder" in res.output, res.output
+    (out / "huang2025").mkdir()
+    (out / "huang2025" / "huang2025-fig1").write_text("x")
+    res = _invoke("list", "--out", out)
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "huang2025-fig1: a file, not a folder" in res.output, res.output
+    (out / "tests" / "t-spec").unlink()
+    (out / "tests" / "t-spec").mkdir()
+    (out / "tests" / "t-spec" / "runs").write_text("x")  # runs/ itself a file
+    res = _invoke("show", spec, "--out", out)
+    assert res.exit_code == 0 and "runs: a file, not a folder" in res.output, res.output
