@@ -26227,3 +26227,14 @@ def test_r50y_list_and_show_name_a_results_folder_that_is_a_file(tmp_path):
     (out / "tests" / "t-spec" / "runs").write_text("x")  # runs/ itself a file
     res = _invoke("show", spec, "--out", out)
     assert res.exit_code == 0 and "runs: a file, not a folder" in res.output, res.output
+
+
+@pytest.mark.skipif(not Path("/proc/self/mem").exists(), reason="needs Linux /proc")
+def test_r50y_download_of_a_local_file_that_cannot_be_read_is_refused_without_a_part(tmp_path):
+    # `data download --url file:///proc/self/mem`: 'transfer interrupted ... re-run the same
+    # command to resume', exit 1, and downloads/mem.part left behind
+    res = _invoke("data", "download", "lra", "--dir", tmp_path / "d", "--url",
+                  "file:///proc/self/mem", "--no-progress")
+    _assert_refused(res, "file:///proc/self/mem: the file cannot be read", "nothing was kept")
+    assert "resume" not in res.output, res.output
+    assert not [p for p in (tmp_path / "d").rglob("*") if p.is_file()]

@@ -191,7 +191,7 @@ def download(
     """
     import urllib.parse
 
-    from ..data.download import DownloadError, NoRoom
+    from ..data.download import DownloadError, NoRetry
     from ..data.download import download as do_download
 
     if url is not None:
@@ -238,7 +238,8 @@ def download(
             progress=progress,
             skipped=skipped,
         )
-    except NoRoom as err:  # unpacked, it would not fit: no re-run helps
+    except NoRetry as err:  # unpacked, it would not fit; a local source that cannot be read:
+        # no re-run helps
         _fail(str(err))
     except DownloadError as err:
         _fail(str(err), code=1)

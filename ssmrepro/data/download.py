@@ -47,9 +47,18 @@ class DownloadError(RuntimeError):
     """A download or an extraction failed; the message says what to do next."""
 
 
-class NoRoom(DownloadError):
+class NoRetry(DownloadError):
+    """A failure that no re-run helps (exit 2, not 1)."""
+
+
+class NoRoom(NoRetry):
     """An archive whose unpacked members would not fit in the free space of the data root
     (no re-run helps: exit 2)."""
+
+
+class Unreadable(NoRetry):
+    """A ``file://`` source that opens but whose first bytes cannot be read
+    (``/proc/self/mem``): no re-run helps, and no partial file is kept to resume."""
 
 
 class BadArchive(DownloadError):
@@ -315,13 +324,25 @@ def _download_file(url: str, dest: Path, *, size: int | None, sha256: str | None
         if size is not None and total is not None and total != size:
             stream.close()
             raise DownloadError(f"{url}: server reports {total} bytes, expected {size}")
+        # a local source whose first byte cannot be read (/proc/self/mem, an unreadable disk
+        # block): the source's fault, not a transfer's; a later read error may be a mount
+        # that went away (resumable)
+        first = urllib.parse.urlparse(url).scheme == "file" and not offset
+        unreadable = None
         try:
             with (
                 open(part, "ab" if offset else "wb") as out,
                 _Progress(progress, f"download {dest.name}", total, completed=offset) as bar,
             ):
                 while True:
-                    block = stream.read(chunk_size)
+                    try:
+                        block = stream.read(chunk_size)
+                    except OSError as err:
+                        if not first:
+                            raise
+                        unreadable = err
+                        break
+                    first = False
                     if not block:
                         break
                     out.write(block)
@@ -336,6 +357,12 @@ def _download_file(url: str, dest: Path, *, size: int | None, sha256: str | None
             ) from None
         finally:
             stream.close()
+        if unreadable is not None:  # it said 'transfer interrupted ... re-run the same command
+            # to resume' and kept the part file: a re-run read the same error again
+            part.unlink(missing_ok=True)
+            source.unlink(missing_ok=True)
+            raise Unreadable(f"{url}: the file cannot be read "
+                             f"({unreadable.strerror or unreadable}); nothing was kept")
         expected = size if size is not None else total
         got = part.stat().st_size
         if expected is not None and got != expected:
