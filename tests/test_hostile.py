@@ -26238,3 +26238,16 @@ def test_r50y_download_of_a_local_file_that_cannot_be_read_is_refused_without_a_
     _assert_refused(res, "file:///proc/self/mem: the file cannot be read", "nothing was kept")
     assert "resume" not in res.output, res.output
     assert not [p for p in (tmp_path / "d").rglob("*") if p.is_file()]
+
+
+def test_r50y_a_number_ending_a_model_name_is_no_count_of_seeds():
+    # 'Mamba-2 vs Mamba seeds' was warned of as naming seeds in its own words ('2 vs Mamba
+    # seeds'): the 2 ends a name; a count standing alone still is one
+    from ssmrepro.plots.registry import seeds_said
+
+    for title in ("Mamba-2 vs Mamba seeds", "S4.2 with all seeds", "GPT2 vs Mamba seeds"):
+        assert seeds_said(title, "mean of 3 seeds") == (title, ""), title
+    for title, named in (("Mamba-2 over 3 seeds", "'3 seeds'"), ("acc (5-10 seeds)", "'5-10 seeds'"),
+                         ("Mamba-2 (two random seeds)", "'two random seeds'")):
+        drawn, said = seeds_said(title, "mean of 3 seeds")
+        assert drawn == title and f"own words ({named})" in said, (title, said)

@@ -422,10 +422,11 @@ _SEEDS_COUNTED = rf"{_SEED_COUNT}(?:\s*(?:[–-]|to)\s*{_SEED_COUNT})?"
 PLAIN_SEED_WORDS = re.compile(rf"\b{_SEED_AGG}\s+(?:of|over|across)\s+(?:the\s+)?"
                               rf"(?:{_SEEDS_COUNTED}\s+seeds?|seeds)\b", re.IGNORECASE)
 # (a count with up to three words before 'seeds', '5 distinct random seeds', and seeds named
-# by number, 'seeds 0-4', 'seed 0', were missed: drawn as written without a word)
+# by number, 'seeds 0-4', 'seed 0', were missed: drawn as written without a word; a count is
+# not a number ending a name, 'Mamba-2 vs Mamba seeds', 'S4.2 ...': a warning for no seeds)
 SEED_WORDS = re.compile(rf"{PLAIN_SEED_WORDS.pattern}"
                         rf"|\b(?:{_SEED_AGG}|std|sd)\b(?:\W+\w+){{0,3}}?\W+seeds\b"
-                        rf"|\b{_SEEDS_COUNTED}(?:\s+[^\W\d_]+){{0,3}}\s+seeds?\b"
+                        rf"|(?<![\w.-]){_SEEDS_COUNTED}(?:\s+[^\W\d_]+){{0,3}}\s+seeds?\b"
                         rf"|\bseeds?\s*[:=#]?\s*[0-9]+(?:\s*(?:[–-]|to|,|and)\s*[0-9]+)*",
                         re.IGNORECASE)
 
