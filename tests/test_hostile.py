@@ -26159,3 +26159,30 @@ def test_r51_a_warning_said_once_per_command_across_profiles_and_stores():
     assert first_time("k") and not first_time("k")
     new_command()
     assert first_time("k")
+
+
+def test_r50x_a_chunk_of_one_past_a_packs_half_is_said(tmp_path, monkeypatch):
+    """A run that fits all of the memory evaluating one sequence at a time, but not the half a
+    pack may take (``pack_room``), is accepted (``memory_problem`` refuses only what does not
+    fit all of it) and evaluates in chunks of 1: its line read "a pack of 1 then needs about
+    X; whole batches ... do not fit the half of the memory available that a pack may take", as
+    if X fitted that half. It says X is more than that half; a chunk within it says nothing."""
+    import importlib
+
+    from ssmrepro.train import memory_need, memory_problem
+
+    plan_mod = importlib.import_module("ssmrepro.engine.plan")
+    train_mod = importlib.import_module("ssmrepro.train")
+    runs = _r50o_runs(tmp_path)
+    least, whole = memory_need(runs[0], "cpu", 1).total, memory_need(runs[0], "cpu").total
+    for here, past in ((least + least // 2, True), (least + whole, False)):
+        assert memory_problem(runs[0], "cpu", here) is None
+        monkeypatch.setattr(plan_mod, "available_memory", lambda device, a=here: a)
+        monkeypatch.setattr(train_mod, "available_memory", lambda device, a=here: a)
+        res = _invoke("run", tmp_path / "t-spec.yaml", "--profile", "smoke", "--out",
+                      tmp_path / "o", "--dry-run", "--no-estimate", "--pack-size", "1")
+        assert res.exit_code == 0, res.output
+        (line,) = [x for x in res.output.splitlines() if x.startswith("evaluation in chunks:")]
+        line = " ".join(line.split())
+        assert ("in chunks of 1 sequence:" in line) is past, line
+        assert ("more than the half of the" in line) is past, line

@@ -437,11 +437,11 @@ def run_experiment(
     # the cost model times steps on this machine: it plans local runs, not a remote cluster's
     costs = (cost_model(device, workers, threads, backend) if calibrate and engine == "local"
              else None)
-    packs = plan(pending, pack_size, device, costs, budget,
-                 available=room if engine == "ray" and pending else None)
+    avail = room if engine == "ray" and pending else None  # (None: measured here)
+    packs = plan(pending, pack_size, device, costs, budget, available=avail)
     for line in costs.log if costs else []:
         console.print(f"[dim]planner: {escape(line)}[/]", highlight=False)
-    for line in eval_chunk_lines(packs, device):
+    for line in eval_chunk_lines(packs, device, avail):
         console.print(f"[dim]evaluation in chunks: {escape(line)}[/]", highlight=False)
     if engine == "local":
         n_workers = max(1, min(want, len(packs) or 1))

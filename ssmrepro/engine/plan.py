@@ -202,23 +202,34 @@ def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
     return packs
 
 
-def eval_chunk_lines(packs: list[Pack], device: str) -> list[str]:
+def eval_chunk_lines(packs: list[Pack], device: str, available: int | None = None) -> list[str]:
     """One line per shape whose packs evaluate in chunks smaller than their evaluation batch
-    (``Pack.eval_chunk``, chosen by ``plan``): what `run --dry-run` and `run` print."""
+    (``Pack.eval_chunk``, chosen by ``plan``): what `run --dry-run` and `run` print.
+    ``available``: the bytes ``plan`` chose against (default: measured now on ``device``). A
+    pack that exceeds its half (``pack_room``) even in chunks of 1 (a run that fits all of the
+    memory, not half: ``memory_problem`` refuses only the former) is said to: its line read as
+    if chunks of 1 fitted the half, which they do not."""
     out: dict[str, str] = {}
+    avail = available
     for p in packs:
         r0 = p.runs[0]
         eb = eval_batch(r0)
         if p.eval_chunk is None or p.eval_chunk >= eb or p.key in out:
             continue
+        if avail is None:
+            avail = available_memory(device)
         label = f" {r0.label}" if r0.label else ""
         where = r0.coords_text()
         m = p.eval_chunk
+        need = len(p) * memory_need(r0, device, m).total
+        room = None if avail is None else pack_room(avail)
+        over = (f", more than the half of the {_gb(avail)} available that a pack may take (all "
+                "of it holds the pack, with less room for the estimate's error)"
+                if room is not None and need > room else "")
         out[p.key] = (f"run{label}{f' ({where})' if where else ''}: evaluates its batches of "
                       f"{eb} (train.eval_batch_size) in chunks of {m} sequence{'s' if m > 1 else ''}"
-                      f": a pack of {len(p)} then needs about "
-                      f"{_gb(len(p) * memory_need(r0, device, m).total)} on {device}; whole "
-                      f"batches, {_gb(len(p) * memory_need(r0, device).total)}, do not fit "
+                      f": a pack of {len(p)} then needs about {_gb(need)} on {device}{over}; "
+                      f"whole batches, {_gb(len(p) * memory_need(r0, device).total)}, do not fit "
                       "the half of the memory available that a pack may take")
     return list(out.values())
 
