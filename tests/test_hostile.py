@@ -26186,3 +26186,29 @@ def test_r50x_a_chunk_of_one_past_a_packs_half_is_said(tmp_path, monkeypatch):
         line = " ".join(line.split())
         assert ("in chunks of 1 sequence:" in line) is past, line
         assert ("more than the half of the" in line) is past, line
+
+
+def test_r50x_export_names_each_table_left_out_for_one_reason(tmp_path):
+    """Two profiles' tables left out of `export` for one reason (their shared records folder a
+    link that leads back to itself): the reason was said once per command and the second
+    table went without a word, its rows missing from the export unsaid. Each table is named;
+    the reason is given once."""
+    proj = tmp_path / "proj"
+    (proj / "experiments/tests").mkdir(parents=True)
+    (proj / "ssmrepro").mkdir()
+    (proj / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    _one_run_spec(proj / "experiments/tests", seeds=[0])
+    out, env = tmp_path / "out", {"SSMREPRO_ROOT": str(proj)}
+    for prof in ("smoke", "quick"):
+        res = _invoke("run", "t-spec", "--out", out, "--profile", prof, "--no-calibrate",
+                      env=env)
+        assert res.exit_code == 0, res.output
+    runs = out / "tests/t-spec/runs"
+    shutil.rmtree(runs)
+    runs.symlink_to(runs)
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    assert res.exit_code == 0, res.output
+    said = " ".join(res.output.split())
+    assert said.count("a symbolic link loop") == 1, said
+    for name in ("results-smoke.csv", "results.csv"):
+        assert f"left out tests/t-spec/{name}" in said, said

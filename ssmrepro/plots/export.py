@@ -524,13 +524,15 @@ def _left_out(what: str, err: OSError | TableError) -> None:
     exit 2, where the rest could be exported. A process limit met (too many open files) is
     every spec's: it stops the export, as before. Each reason is given once per command
     (``util.first_time``: one record this user may not read was named for each profile of its
-    spec)."""
+    spec); what else it leaves out is still named (a second profile's table left out for the
+    same reason went without a word: its rows were missing from the export unsaid)."""
     from ..util import _process_limit, os_message
 
     if isinstance(err, OSError) and _process_limit(err) is not None:
         raise err
     why = os_message(err) if isinstance(err, OSError) else str(err)
-    if not first_time(why):
+    if not first_time(f"left out: {why}"):
+        print(f"warning: left out {what}, for the same reason as above", file=sys.stderr)
         return
     print(f"warning: left out {what}: {why}", file=sys.stderr)
 
