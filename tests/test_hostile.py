@@ -26212,3 +26212,27 @@ def test_r50x_export_names_each_table_left_out_for_one_reason(tmp_path):
     assert said.count("a symbolic link loop") == 1, said
     for name in ("results-smoke.csv", "results.csv"):
         assert f"left out tests/t-spec/{name}" in said, said
+
+
+def test_r50x_export_of_records_without_a_table_warns_of_newer_records(tmp_path):
+    """`export` of a spec whose results tables are gone and whose records a newer ssmrepro
+    wrote (revision 99) exported them from their records without the newer-records warning:
+    the store that first read them (probing a profile's records) took the command's "said
+    once" and printed nothing. Said once per command when printed (``Store.to_say``)."""
+    proj = tmp_path / "proj"
+    (proj / "experiments/tests").mkdir(parents=True)
+    (proj / "ssmrepro").mkdir()
+    (proj / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    _one_run_spec(proj / "experiments/tests", seeds=[0, 1])
+    out, env = tmp_path / "out", {"SSMREPRO_ROOT": str(proj)}
+    res = _invoke("run", "t-spec", "--out", out, "--profile", "smoke", "--no-calibrate", env=env)
+    assert res.exit_code == 0, res.output
+    folder = out / "tests/t-spec"
+    for f in folder.glob("results*.csv"):
+        f.unlink()
+    for path in (folder / "runs").glob("*.json"):
+        path.write_text(json.dumps({**json.loads(path.read_text()), "revision": 99}))
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "exported from their records" in said, said
+    assert said.count("records written by a newer ssmrepro (record revision 99") == 1, said

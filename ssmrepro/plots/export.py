@@ -188,9 +188,8 @@ def _from_records(spec, out: Path | None, planned: list, table: pd.DataFrame, na
     store = open_store(spec, out, readonly=True)
     ids = set(table[RUN_ID].astype(str))
     recorded = store.table(planned)  # (a run recorded but not in the table: plot adds its row)
-    for w in store.warnings:
-        if first_time(w):
-            print(f"warning: {w}", file=sys.stderr)
+    for w in store.to_say():
+        print(f"warning: {w}", file=sys.stderr)
     gone = ids & store.stale_data
     have = set(recorded[RUN_ID].astype(str)) if RUN_ID in recorded else set()
     _warn_replaced(table, recorded, have, name)
