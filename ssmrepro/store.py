@@ -517,6 +517,9 @@ OK_IS_FINITE = next(n for n, _, t in REVISIONS if t is _ok_with_nonfinite_end)
 
 
 
+_NEWER_KEY = "records written by a newer ssmrepro"  # (how ``_newer`` begins: ``Store.to_say``)
+
+
 def _newer(revision: int) -> str:
     """The warning of records a newer ssmrepro wrote (their revision past ``RECORD_REVISION``):
     they were trusted without a word, though a change of what a run computes made since (which
@@ -891,13 +894,21 @@ class Store:
         """One warning of records a newer ssmrepro wrote (``_newer``), naming the first such
         revision read: records of revisions 9, 10 and 11 gave three warnings, and a store of
         records of a thousand hand-edited revisions a thousand lines. (Not replaced by a later
-        one's: ``warnings`` is read by position, what was printed is not printed again.) Once
-        per command (``util.first_time``), not per store: `run` reads the records in a store of
-        its own, then its outputs in another, and said it twice."""
+        one's: ``warnings`` is read by position, what was printed is not printed again.) Said
+        once per command, not per store (``to_say``)."""
         if not self._newer_seen:
             self._newer_seen = True
-            if first_time("records of a newer ssmrepro"):
-                self._warn(_newer(revision))
+            self._warn(_newer(revision))
+
+    def to_say(self, since: int = 0) -> list[str]:
+        """The warnings from position ``since`` on that this command has not said yet
+        (``util.first_time``; a newer ssmrepro's records are one warning, whatever revision
+        it names): what a command prints of this store's. `run` reads the records in a store
+        of its own, then its outputs in another, and said them twice; deciding it when the
+        warning was met, a store whose warnings no one prints (`export` probing a profile's
+        records without a table) took the newer records' warning, and no one said it."""
+        return [w for w in self.warnings[since:]
+                if first_time(_NEWER_KEY if w.startswith(_NEWER_KEY) else w)]
 
     def is_done(self, run_id: str) -> bool:
         rec = self.read(run_id)

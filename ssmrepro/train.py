@@ -188,8 +188,10 @@ def choose_eval_chunk(run, device: str, available: int | None, members: int = 1,
     the GPU's free memory).
     The whole evaluation batch wherever it fits, the memory is unknown (None), the model has
     no estimate or its data is not here; 1 where not even one sequence fits (``memory_problem``
-    refuses that run). An execution choice, as ``micro_batch``: ``train.eval_batch_size`` and
-    the run id stay; the metrics do not depend on it beyond rounding (``evaluate``).
+    refuses a run that does not fit all of the memory so; one that fits it but not the pack's
+    half evaluates at 1, as ``engine.plan.eval_chunk_lines`` says). An execution choice, as
+    ``micro_batch``: ``train.eval_batch_size`` and the run id stay; the metrics do not depend
+    on it beyond rounding (``evaluate``).
     Binary search over m (the estimate grows with m): about log2(eval batch) estimates.
     ``need``: ``memory_need(run, device)``, where the caller has it."""
     from .tasks import DataUnavailable

@@ -26251,3 +26251,80 @@ def test_r50y_a_number_ending_a_model_name_is_no_count_of_seeds():
                          ("Mamba-2 (two random seeds)", "'two random seeds'")):
         drawn, said = seeds_said(title, "mean of 3 seeds")
         assert drawn == title and f"own words ({named})" in said, (title, said)
+
+
+def test_r50x_a_chunk_of_one_past_a_packs_half_is_said(tmp_path, monkeypatch):
+    """A run that fits all of the memory evaluating one sequence at a time, but not the half a
+    pack may take (``pack_room``), is accepted (``memory_problem`` refuses only what does not
+    fit all of it) and evaluates in chunks of 1: its line read "a pack of 1 then needs about
+    X; whole batches ... do not fit the half of the memory available that a pack may take", as
+    if X fitted that half. It says X is more than that half; a chunk within it says nothing."""
+    import importlib
+
+    from ssmrepro.train import memory_need, memory_problem
+
+    plan_mod = importlib.import_module("ssmrepro.engine.plan")
+    train_mod = importlib.import_module("ssmrepro.train")
+    runs = _r50o_runs(tmp_path)
+    least, whole = memory_need(runs[0], "cpu", 1).total, memory_need(runs[0], "cpu").total
+    for here, past in ((least + least // 2, True), (least + whole, False)):
+        assert memory_problem(runs[0], "cpu", here) is None
+        monkeypatch.setattr(plan_mod, "available_memory", lambda device, a=here: a)
+        monkeypatch.setattr(train_mod, "available_memory", lambda device, a=here: a)
+        res = _invoke("run", tmp_path / "t-spec.yaml", "--profile", "smoke", "--out",
+                      tmp_path / "o", "--dry-run", "--no-estimate", "--pack-size", "1")
+        assert res.exit_code == 0, res.output
+        (line,) = [x for x in res.output.splitlines() if x.startswith("evaluation in chunks:")]
+        line = " ".join(line.split())
+        assert ("in chunks of 1 sequence:" in line) is past, line
+        assert ("more than the half of the" in line) is past, line
+
+
+def test_r50x_export_names_each_table_left_out_for_one_reason(tmp_path):
+    """Two profiles' tables left out of `export` for one reason (their shared records folder a
+    link that leads back to itself): the reason was said once per command and the second
+    table went without a word, its rows missing from the export unsaid. Each table is named;
+    the reason is given once."""
+    proj = tmp_path / "proj"
+    (proj / "experiments/tests").mkdir(parents=True)
+    (proj / "ssmrepro").mkdir()
+    (proj / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    _one_run_spec(proj / "experiments/tests", seeds=[0])
+    out, env = tmp_path / "out", {"SSMREPRO_ROOT": str(proj)}
+    for prof in ("smoke", "quick"):
+        res = _invoke("run", "t-spec", "--out", out, "--profile", prof, "--no-calibrate",
+                      env=env)
+        assert res.exit_code == 0, res.output
+    runs = out / "tests/t-spec/runs"
+    shutil.rmtree(runs)
+    runs.symlink_to(runs)
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    assert res.exit_code == 0, res.output
+    said = " ".join(res.output.split())
+    assert said.count("a symbolic link loop") == 1, said
+    for name in ("results-smoke.csv", "results.csv"):
+        assert f"left out tests/t-spec/{name}" in said, said
+
+
+def test_r50x_export_of_records_without_a_table_warns_of_newer_records(tmp_path):
+    """`export` of a spec whose results tables are gone and whose records a newer ssmrepro
+    wrote (revision 99) exported them from their records without the newer-records warning:
+    the store that first read them (probing a profile's records) took the command's "said
+    once" and printed nothing. Said once per command when printed (``Store.to_say``)."""
+    proj = tmp_path / "proj"
+    (proj / "experiments/tests").mkdir(parents=True)
+    (proj / "ssmrepro").mkdir()
+    (proj / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    _one_run_spec(proj / "experiments/tests", seeds=[0, 1])
+    out, env = tmp_path / "out", {"SSMREPRO_ROOT": str(proj)}
+    res = _invoke("run", "t-spec", "--out", out, "--profile", "smoke", "--no-calibrate", env=env)
+    assert res.exit_code == 0, res.output
+    folder = out / "tests/t-spec"
+    for f in folder.glob("results*.csv"):
+        f.unlink()
+    for path in (folder / "runs").glob("*.json"):
+        path.write_text(json.dumps({**json.loads(path.read_text()), "revision": 99}))
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "exported from their records" in said, said
+    assert said.count("records written by a newer ssmrepro (record revision 99") == 1, said

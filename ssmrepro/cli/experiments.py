@@ -207,7 +207,7 @@ def _project_specs() -> list[Path]:
 def _store_warnings(store) -> None:
     """Say what reading the store did: a record it quarantined (or ignored) made the run count
     as not done without a word (only `run` printed these)."""
-    for w in store.warnings:
+    for w in store.to_say():
         err_console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
 
 

@@ -149,7 +149,7 @@ def held_runs(spec: Spec, profile: str, out: Path | None = None,
             if not store.is_done(r.run_id)]
     seen = len(store.warnings)
     held = [h for h in (store.holder(r.run_id) for r in todo) if h is not None]
-    return held, store.warnings[seen:]
+    return held, store.to_say(seen)
 
 
 def check_memory(spec: Spec, profile: str, runs: list, device: str,
@@ -290,7 +290,7 @@ def dry_run(spec: Spec, profile: str, out: Path | None = None, device: str = "cp
         d.untimed = [why for _, why in untimed]
         d.untimed_runs = sum(len(rs) for rs, _ in untimed)
     d.planner = list(costs.log) if costs else []
-    d.warnings = list(store.warnings)
+    d.warnings = store.to_say()
     d.nominal = [n.line() for n in notes.values()]
     return d
 
@@ -331,7 +331,7 @@ def _write_table(store: Store, runs: list, name: str, warn_console: Console) -> 
     replaced: `run` overwrote it without a word, the store's warning unsaid)."""
     seen = len(store.warnings)
     path = store.write_csv(runs, name)
-    for w in store.warnings[seen:]:
+    for w in store.to_say(seen):
         warn_console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
     return path
 
@@ -383,7 +383,7 @@ def run_experiment(
     load = other_load()  # before our own calibration and training add to it
     runs, unique, pending = _pending(spec, profile, store, max_runs, overrides)
     done_before = len(unique) - len([r for r in unique if not store.is_done(r.run_id)])
-    for w in store.warnings:
+    for w in store.to_say():
         warn_console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
     # a scale of no parameter, a construction for another task (`validate` says so too)
     bad = (lr_scale_problems(pending) + construction_problems(pending)
@@ -424,7 +424,7 @@ def run_experiment(
     if pending:
         seen = len(store.warnings)
         store.prepare()
-        for w in store.warnings[seen:]:  # saved weights it had to quarantine
+        for w in store.to_say(seen):  # saved weights it had to quarantine
             warn_console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
     threads = None
     if engine == "local":
@@ -437,8 +437,8 @@ def run_experiment(
     # the cost model times steps on this machine: it plans local runs, not a remote cluster's
     costs = (cost_model(device, workers, threads, backend) if calibrate and engine == "local"
              else None)
-    packs = plan(pending, pack_size, device, costs, budget,
-                 available=room if engine == "ray" and pending else None)
+    avail = room if engine == "ray" and pending else None  # (None: measured here)
+    packs = plan(pending, pack_size, device, costs, budget, available=avail)
     for line in costs.log if costs else []:
         console.print(f"[dim]planner: {escape(line)}[/]", highlight=False)
     for line in eval_chunk_lines(packs, device):

@@ -205,7 +205,10 @@ def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
 
 def eval_chunk_lines(packs: list[Pack], device: str) -> list[str]:
     """One line per shape whose packs evaluate in chunks smaller than their evaluation batch
-    (``Pack.eval_chunk``, chosen by ``plan``): what `run --dry-run` and `run` print."""
+    (``Pack.eval_chunk``, chosen by ``plan``): what `run --dry-run` and `run` print. A pack
+    that exceeds its half (``Pack.eval_room``) even in chunks of 1 (a run that fits all of the
+    memory, not half: ``memory_problem`` refuses only the former) is said to: its line read as
+    if chunks of 1 fitted the half, which they do not."""
     out: dict[str, str] = {}
     for p in packs:
         r0 = p.runs[0]
@@ -227,8 +230,9 @@ def eval_chunk_lines(packs: list[Pack], device: str) -> list[str]:
                       + (f"; whole batches, {whole}, do not fit the half of the memory "
                          "available that a pack may take" if fits else
                          f", more than the half of the memory available that a pack may take "
-                         f"({_gb(p.eval_room)}; whole batches: {whole}): it may run out of "
-                         "memory (a smaller --pack-size fits better)"))
+                         f"({_gb(p.eval_room)}; whole batches: {whole}): it runs, as all of the "
+                         "memory holds it, with less room for the estimate's error"
+                         + (" (a smaller --pack-size fits better)" if len(p) > 1 else "")))
     return list(out.values())
 
 

@@ -188,9 +188,8 @@ def _from_records(spec, out: Path | None, planned: list, table: pd.DataFrame, na
     store = open_store(spec, out, readonly=True)
     ids = set(table[RUN_ID].astype(str))
     recorded = store.table(planned)  # (a run recorded but not in the table: plot adds its row)
-    for w in store.warnings:
-        if first_time(w):
-            print(f"warning: {w}", file=sys.stderr)
+    for w in store.to_say():
+        print(f"warning: {w}", file=sys.stderr)
     gone = ids & store.stale_data
     have = set(recorded[RUN_ID].astype(str)) if RUN_ID in recorded else set()
     _warn_replaced(table, recorded, have, name)
@@ -524,13 +523,15 @@ def _left_out(what: str, err: OSError | TableError) -> None:
     exit 2, where the rest could be exported. A process limit met (too many open files) is
     every spec's: it stops the export, as before. Each reason is given once per command
     (``util.first_time``: one record this user may not read was named for each profile of its
-    spec)."""
+    spec); what else it leaves out is still named (a second profile's table left out for the
+    same reason went without a word: its rows were missing from the export unsaid)."""
     from ..util import _process_limit, os_message
 
     if isinstance(err, OSError) and _process_limit(err) is not None:
         raise err
     why = os_message(err) if isinstance(err, OSError) else str(err)
-    if not first_time(why):
+    if not first_time(f"left out: {why}"):
+        print(f"warning: left out {what}, for the same reason as above", file=sys.stderr)
         return
     print(f"warning: left out {what}: {why}", file=sys.stderr)
 

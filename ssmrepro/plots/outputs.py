@@ -2340,7 +2340,7 @@ def _build(spec: Spec, profile: str, root: Path, runs: list, store, overrides: d
             print(f"warning: {spec.id}: {path.name}: label {', '.join(gone)} (of its where's "
                   "any-of list) is a case label of no profile of the spec: drawn without it",
                   file=sys.stderr)
-    for w in store.warnings:
+    for w in store.to_say():
         print(f"warning: {w}", file=sys.stderr)
     if not report.finished(cells).empty:
         atomic_write_text(out("summary", "csv"), csv_text(whole_numbers(
