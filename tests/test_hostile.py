@@ -26200,7 +26200,7 @@ def test_r50y_eval_chunk_line_says_a_chunked_pack_that_still_does_not_fit(tmp_pa
     assert p.eval_chunk == 1 and p.eval_room == pack_room(avail) < 2 * least
     (line,) = eval_chunk_lines([p], "cpu")
     assert "more than the half of the memory available" in line and "do not fit" not in line
-    assert "may run out of memory" in line
+    assert "with less room for the estimate's error (a smaller --pack-size fits better)" in line
     (q,) = plan(runs, 2, "cpu", available=8 * least)  # fits its half at some chunk: as before
     (x,) = eval_chunk_lines([q], "cpu")
     assert 1 < q.eval_chunk < 8 and "do not fit the half" in x and "more than" not in x
