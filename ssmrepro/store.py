@@ -516,7 +516,6 @@ RECORD_REVISION = REVISIONS[-1][0]
 OK_IS_FINITE = next(n for n, _, t in REVISIONS if t is _ok_with_nonfinite_end)
 
 
-
 _NEWER_KEY = "records written by a newer ssmrepro"  # (how ``_newer`` begins: ``Store.to_say``)
 
 
