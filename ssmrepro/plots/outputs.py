@@ -795,9 +795,7 @@ def _scale_past_every_value(path: str, key: str, cfg: Any, spread: dict[str, str
         return []
     tops = []
     for m in cfg.metrics():
-        rng = _bounded_range(m, spread)
-        if rng is None and loss_max is not None and is_loss(spread.get(m, m)):
-            rng = (0.0, loss_max, "a float32 loss")
+        rng = _bounded_range(m, spread, loss_max)
         if rng is None:  # a metric of no bounded range: any top can be reached
             return []
         tops.append(rng)
@@ -811,14 +809,18 @@ def _scale_past_every_value(path: str, key: str, cfg: Any, spread: dict[str, str
             "spent on values none can take"]
 
 
-def _bounded_range(metric: str, spread: dict[str, str] | None = None
-                   ) -> tuple[float, float, str] | None:
+def _bounded_range(metric: str, spread: dict[str, str] | None = None,
+                   loss_max: float | None = None) -> tuple[float, float, str] | None:
     """(lowest, highest, what) of the values of ``metric`` where both ends are finite: an
     accuracy's [0, 1], or an analysis metric's (a share such as ``gkq.diag_hit``, a
-    correlation); a percentile column (``spread``) as its metric's; None otherwise."""
+    correlation); a percentile column (``spread``) as its metric's; a loss's [0, ``loss_max``]
+    where given (the runs are float32: a finite loss is at most the largest float32); None
+    otherwise."""
     base = (spread or {}).get(metric, metric)
     if is_accuracy(base):
         return 0.0, 1.0, "accuracies"
+    if loss_max is not None and is_loss(base):
+        return 0.0, loss_max, "a float32 loss"
     rng = analysis_range(base)
     return rng if rng and np.isfinite(rng[0]) and np.isfinite(rng[1]) else None
 
@@ -832,9 +834,7 @@ def _any_accuracy(path: str, key: str, metric: str, tol: float,
     claim PASSed whatever was measured (a percentage point count, e.g. 5, read as a fraction;
     ``tol: 1`` on ``gkq.diag_hit`` was not refused). Of float32 runs (``loss_max``), a loss's
     range too: [0, the largest float32] (a spread claim with tol 1e308 PASSed any losses)."""
-    rng = _bounded_range(metric, spread)
-    if rng is None and loss_max is not None and is_loss((spread or {}).get(metric, metric)):
-        rng = (0.0, loss_max, "a float32 loss")
+    rng = _bounded_range(metric, spread, loss_max)
     if rng is None or tol < rng[1] - rng[0]:
         return []
     if rng[2] == "accuracies":
