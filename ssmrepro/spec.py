@@ -50,6 +50,7 @@ from .util import (
     list_leaves,
     norm,
     read_small,
+    repeated,
     repo_root,
     short_name,
 )
@@ -543,11 +544,11 @@ class Spec(Strict):
     @field_validator("reuse", "analysis")
     @classmethod
     def _each_once(cls, names: list[str]) -> list[str]:
-        twice = [r for i, r in enumerate(names) if r in names[:i]]
-        if twice:  # each copy was done again: a reuse entry looked up and its records read once
+        twice = repeated(names)
+        if twice is not None:  # each copy was done again: a reuse entry looked up and its records read once
             # more, an analysis computed again for every member after training (5,000 copies of
             # decay_histogram) or from every run's saved weights by each `plot`
-            raise ValueError(f"{twice[0]!r} is given more than once")
+            raise ValueError(f"{twice!r} is given more than once")
         return names
 
     @model_validator(mode="after")

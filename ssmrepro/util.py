@@ -24,7 +24,7 @@ import sys
 import tempfile
 import typing
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -1045,6 +1045,19 @@ def doc_summary(doc: str | None) -> str:
 
 
 MAX_NAME_SHOWN = 80  # characters of a name (a key, a task's name) a problem line shows
+
+
+def repeated(items: Iterable[Any]) -> Any:
+    """The first of ``items`` (hashable) that comes again, or None: the one check of the lists
+    that name each entry once (a figure's columns, a spec's reuse and analyses, a claim's
+    preconditions). In one pass: a copy-by-copy comparison of 100,000 column names in a 1 MiB
+    spec took tens of seconds of `validate`."""
+    seen: set[Any] = set()
+    for item in items:
+        if item in seen:
+            return item
+        seen.add(item)
+    return None
 
 
 def short_name(name: Any) -> str:

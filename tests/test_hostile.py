@@ -26328,3 +26328,22 @@ def test_r50x_export_of_records_without_a_table_warns_of_newer_records(tmp_path)
     said = " ".join(res.output.split())
     assert res.exit_code == 0 and "exported from their records" in said, said
     assert said.count("records written by a newer ssmrepro (record revision 99") == 1, said
+
+
+def test_r52_each_once_lists_share_one_check_in_one_pass():
+    """The lists that name each entry once (a figure's columns, a spec's reuse and analyses, a
+    claim's preconditions) compared each entry with every one before it: 100,000 column names
+    (a 1 MiB spec) took tens of seconds of `validate`. One check, ``util.repeated``, in one
+    pass, names the first entry given again."""
+    from ssmrepro.plots.registry import _named_once
+    from ssmrepro.report.checks import Given
+    from ssmrepro.util import repeated
+
+    assert repeated([]) is None and repeated(["a", "b"]) is None
+    assert repeated(["a", "b", "b", "a"]) == "b"
+    g = Given(metric="train.acc", op=">=", value=0.9)
+    assert repeated([g, Given(metric="train.acc", op=">=", value=0.5), g]) == g
+    names = [f"c{i}" for i in range(100_000)]
+    assert _named_once(names) is names
+    with pytest.raises(ValueError, match="'c7' is named more than once"):
+        _named_once([*names, "c7"])

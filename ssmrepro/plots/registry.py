@@ -51,6 +51,7 @@ from ..util import (
     first_time,
     has_seeds_placeholder,
     norm,
+    repeated,
     seeds_in_math,
     short_name,
 )
@@ -158,9 +159,9 @@ def _named_once(columns: list[str]) -> list[str]:
     """``columns`` if none is named twice: a curves figure's `series` of 3,000 copies of
     val.acc drew each over the others, 95 s of `plot`, and two copies a line hidden under its
     copy, without a word."""
-    twice = [c for i, c in enumerate(columns) if c in columns[:i]]
-    if twice:
-        raise ValueError(f"{twice[0]!r} is named more than once")
+    twice = repeated(columns)
+    if twice is not None:
+        raise ValueError(f"{twice!r} is named more than once")
     return columns
 
 

@@ -54,6 +54,7 @@ from ..util import (
     docstring,
     list_leaves,
     pairs_text,
+    repeated,
 )
 from .cells import (
     CellIndex,
@@ -232,9 +233,9 @@ class CheckConfig(NoBoolNumbers):
     @field_validator("given")
     @classmethod
     def _given_once(cls, given: list[Given]) -> list[Given]:
-        twice = [g for i, g in enumerate(given) if g in given[:i]]
-        if twice:  # the same condition again excludes no other cell: printed twice, read twice
-            raise ValueError(f"{twice[0].text()} is given more than once")
+        twice = repeated(given)  # (a Given is frozen: hashable)
+        if twice is not None:  # the same condition again excludes no other cell: printed twice
+            raise ValueError(f"{twice.text()} is given more than once")
         return given
 
     def column_refs(self) -> list[str]:
