@@ -75,12 +75,19 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
+def _start_ticks(pid: int) -> int:
+    """The start of the process ``pid`` in clock ticks since boot (/proc/<pid>/stat, field 22:
+    the fields after the command's closing parenthesis, which the command may hold itself);
+    OSError, ValueError or IndexError where the platform does not say or it is gone."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
 def process_started(pid: int) -> float | None:
     """When the process ``pid`` of this host started (seconds since the epoch, to about a
     second), None where the platform does not say (no /proc) or it is gone."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        ticks = int(stat.rsplit(")", 1)[1].split()[19])  # field 22, starttime, in clock ticks
+        ticks = _start_ticks(pid)
         boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
                     if line.startswith("btime "))
         return boot + ticks / os.sysconf("SC_CLK_TCK")
@@ -94,8 +101,7 @@ def process_identity(pid: int) -> str | None:
     wall clock), and which with the pid names one process of one boot; None where the platform
     does not say (no /proc) or it is gone."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        ticks = int(stat.rsplit(")", 1)[1].split()[19])  # field 22, starttime
+        ticks = _start_ticks(pid)
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except (OSError, ValueError, IndexError):
         return None
