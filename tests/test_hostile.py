@@ -26120,12 +26120,12 @@ def test_r50v_a_hold_note_only_where_the_hold_leaves_the_decay_no_step(tmp_path)
 
 
 def test_r50v_a_file_url_naming_a_host_is_refused(tmp_path):
-    """`data download --url file://tmp/mirror/x.gz` (two slashes: 'tmp' read as a host) looked
+    """`data download --url file://mnt/mirror/x.gz` (two slashes: 'mnt' read as a host) looked
     for /mirror/x.gz, said `no file at /mirror/x.gz` (and would have read that file, were it
     there). Refused naming the host and the URL with three slashes; `file://localhost/...`
     names a file here."""
     archive = tmp_path / "x.gz"
-    url = "file:/" + str(archive)  # file://tmp/... : the first folder is read as a host
+    url = "file:/" + str(archive)  # two slashes: the archive's first folder is read as a host
     res = _invoke("data", "download", "lra", "--dir", tmp_path / "d", "--url", url)
     host = archive.parts[1]
     _assert_refused(res, f"names the host {host!r}", f"file:///{str(archive).lstrip('/')}")
