@@ -498,22 +498,63 @@ def hangups_ignored(names: tuple[str, ...]) -> Iterator[None]:
     hang-up, sent to every process of the command, reaches only the command, which stops its
     workers itself (as on Ctrl-C, which they ignore). The tracker died of it: the command's
     clean-up started a fresh one, which printed a KeyError traceback per queue it was told to
-    forget. Outside the main thread (no handler can be set there) it does nothing."""
+    forget. Outside the main thread (no handler can be set there) it only starts a tracker
+    that died again (``tracker_revived``)."""
     import signal
     import threading
     from multiprocessing import resource_tracker
 
     sigs = [getattr(signal, name) for name in names if hasattr(signal, name)]
     if not sigs or threading.current_thread() is not threading.main_thread():
+        tracker_revived()
         yield
         return
     previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in sigs}
     try:
-        resource_tracker.ensure_running()  # (a no-op when it runs already)
+        if not tracker_revived():  # (started quietly where it died)
+            resource_tracker.ensure_running()  # (a no-op when it runs already)
         yield
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+def tracker_revived() -> bool:
+    """Where multiprocessing's resource tracker this process uses has died (`kill -9` of it
+    during a sweep), start a new one whose standard error is /dev/null, warn that it did and
+    return True (False where it runs, or none was started). The queues of the sweep, freed when it
+    ended, each told the new tracker to forget a semaphore it never knew: after 'trained N
+    runs', a KeyError traceback per queue, and Python's 'resource_tracker: process died
+    unexpectedly' warning, exit 0. The runs are not affected (each process removes its own
+    semaphores; the tracker only does so for a killed one). Called where workers start and
+    where their sweep ends (``hangups_ignored``; ``engine.local``, ``data._workers``)."""
+    import warnings
+    from multiprocessing import resource_tracker
+
+    tracker = resource_tracker._resource_tracker
+    try:  # (the standard library's own probe: a write to the tracker's pipe)
+        if getattr(tracker, "_fd", None) is None or tracker._check_alive():
+            return False
+        pid = getattr(tracker, "_pid", None)
+    except (AttributeError, OSError):  # another Python's tracker: left as it is
+        return False
+    saved = os.dup(2)
+    try:
+        quiet = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(quiet, 2)  # the new tracker's standard error (inherited at its start)
+        finally:
+            os.close(quiet)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # ('process died unexpectedly, relaunching')
+            resource_tracker.ensure_running()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+    warnings.warn(f"multiprocessing's resource tracker{f' (pid {pid})' if pid else ''} died "
+                  "while this command ran (killed?); a new one was started, and the runs are "
+                  "not affected", stacklevel=1)
+    return True
 
 
 def worker_start(parent: int, names: tuple[str, ...]) -> None:

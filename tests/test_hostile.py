@@ -26347,3 +26347,41 @@ def test_r52_each_once_lists_share_one_check_in_one_pass():
     assert _named_once(names) is names
     with pytest.raises(ValueError, match="'c7' is named more than once"):
         _named_once([*names, "c7"])
+
+
+@pytest.mark.parametrize("thread", [False, True])
+def test_r53e_a_killed_resource_tracker_is_started_again_quietly(thread):
+    """`kill -9` of multiprocessing's resource tracker during `run --workers 2`: the sweep's
+    queues, freed when it ended, each told the tracker Python started again to forget a
+    semaphore it never knew: a KeyError traceback per queue after 'trained N runs', and
+    Python's 'process died unexpectedly' warning, exit 0. Where the sweep ends (in the main
+    thread or another) the tracker is started again quietly, with one warning."""
+    import subprocess
+    import sys
+
+    code = ("import gc, os, signal, threading, time\n"
+            "import multiprocessing as mp\n"
+            "from multiprocessing import resource_tracker\n"
+            "from ssmrepro.signals import STOP_SIGNALS\n"
+            "from ssmrepro.util import hangups_ignored, plain_warnings\n"
+            "plain_warnings()\n"
+            "with hangups_ignored(STOP_SIGNALS):\n"
+            "    queues = [mp.get_context('spawn').Queue() for _ in range(3)]\n"
+            "os.kill(resource_tracker._resource_tracker._pid, signal.SIGKILL)\n"
+            "time.sleep(0.2)\n"
+            "def end():\n"
+            "    with hangups_ignored(STOP_SIGNALS):  # where a sweep ends\n"
+            "        pass\n"
+            f"if {thread}:\n"
+            "    t = threading.Thread(target=end); t.start(); t.join()\n"
+            "else:\n"
+            "    end()\n"
+            "del queues\n"
+            "gc.collect()\n"
+            "time.sleep(0.3)  # (the tracker writes on its own)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    said = res.stdout + res.stderr
+    assert res.returncode == 0, said
+    assert "Traceback" not in said and "KeyError" not in said and "relaunching" not in said, said
+    assert said.count("warning: multiprocessing's resource tracker (pid ") == 1, said

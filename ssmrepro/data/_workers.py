@@ -44,20 +44,24 @@ def iter_chunks(fn: Callable[[int], T], workers: int = 1, ahead: int | None = No
     with hangups_ignored(STOP_SIGNALS):  # its queues start the resource tracker: one ignoring
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx,  # hang-ups
                                    initializer=worker_start, initargs=(os.getpid(), STOP_SIGNALS))
-    with pool as ex:
-        pending: deque = deque()
-        c = 0
-        try:
-            while True:
-                while len(pending) < max(ahead or 2 * workers, workers):
-                    pending.append(ex.submit(fn, c))
-                    c += 1
-                try:
-                    chunk = pending.popleft().result()
-                except BrokenProcessPool:
-                    raise WorkerDied(f"a worker process died (killed, or out of memory) before "
-                                     f"returning chunk {c - len(pending) - 1}") from None
-                yield chunk
-        finally:
-            for f in pending:
-                f.cancel()
+    try:
+        with pool as ex:
+            pending: deque = deque()
+            c = 0
+            try:
+                while True:
+                    while len(pending) < max(ahead or 2 * workers, workers):
+                        pending.append(ex.submit(fn, c))
+                        c += 1
+                    try:
+                        chunk = pending.popleft().result()
+                    except BrokenProcessPool:
+                        raise WorkerDied(f"a worker process died (killed, or out of memory) before "
+                                         f"returning chunk {c - len(pending) - 1}") from None
+                    yield chunk
+            finally:
+                for f in pending:
+                    f.cancel()
+    finally:  # a tracker killed meanwhile is started again, quietly (util.tracker_revived),
+        with hangups_ignored(STOP_SIGNALS):  # before the pool's semaphores are forgotten
+            pass

@@ -471,3 +471,5 @@ def run_workers(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings, w
                 handle(ev)
         tasks.cancel_join_thread()
         events.cancel_join_thread()
+        with hangups_ignored(STOP_SIGNALS):  # a tracker killed meanwhile is started again, quietly
+            pass  # (util.tracker_revived), before the queues' semaphores are forgotten
