@@ -29,7 +29,6 @@ import itertools
 import json
 import math
 import os
-import pickle
 import re
 import socket
 import stat
@@ -1042,17 +1041,20 @@ class Store:
                         for n, v in state.items())):
                     raise ValueError(f"not a state dict (parameter name -> tensor): "
                                      f"{type(state).__name__}")
-            except PermissionError:  # not damaged: not this user's to read (``read``); they
-                raise  # were quarantined as 'cannot be read' and the run trained again
-            except (RuntimeError, OSError, ValueError, EOFError,
-                    pickle.UnpicklingError) as err:  # truncated, foreign, not a pickle
+            except (PermissionError, MemoryError):  # not damaged: not this user's to read
+                raise  # (``read``; they were quarantined as 'cannot be read' and the run
+                # trained again), or too little memory now
+            except Exception as err:  # truncated, foreign, not a pickle: torch.load of damaged
+                # bytes raises whatever its unpickler meets (a byte flipped in data.pkl: an
+                # IndexError or KeyError, a traceback in `plot`)
                 said = str(err).strip().splitlines()[0] if str(err).strip() else ""
-                if isinstance(err, ValueError):  # ours: not a regular file, not a state dict
+                if type(err) is ValueError:  # ours: not a regular file, not a state dict
                     why = said
                 elif isinstance(err, OSError):
                     why = f"cannot be read ({type(err).__name__}: {said})"
                 else:  # torch's words alone ("... legacy .tar format") named no cause
-                    why = f"not a readable PyTorch weights file (torch.load: {said})"
+                    kind = "" if isinstance(err, RuntimeError) else f"{type(err).__name__}: "
+                    why = f"not a readable PyTorch weights file (torch.load: {kind}{said})"
                 self._distrust_weights(path, why, quarantine=k == 0)
                 continue
             try:

@@ -26385,3 +26385,44 @@ def test_r53e_a_killed_resource_tracker_is_started_again_quietly(thread):
     assert res.returncode == 0, said
     assert "Traceback" not in said and "KeyError" not in said and "relaunching" not in said, said
     assert said.count("warning: multiprocessing's resource tracker (pid ") == 1, said
+
+
+def test_r53e_weights_damaged_so_torch_raises_an_index_or_key_error_are_quarantined(tmp_path):
+    """A byte flipped in a saved weights file's pickle (a bad disk, a hand edit): torch.load's
+    unpickler raised IndexError or KeyError, which ``read_weights`` did not expect, a traceback
+    in `plot`. Any failure to read the file is a damaged file: quarantined with a warning."""
+    import io
+    import pickle
+
+    import torch
+
+    from ssmrepro.store import WEIGHTS_DIGEST, Store
+
+    buf = io.BytesIO()
+    torch.save({"w": torch.zeros(2)}, buf)
+    good = buf.getvalue()
+    damaged = None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (torch's 'Detected pickle protocol' of some flips)
+        for i in range(len(good)):
+            b = bytearray(good)
+            b[i] ^= 0xFF
+            try:
+                torch.load(io.BytesIO(bytes(b)), map_location="cpu", weights_only=True)
+            except (RuntimeError, OSError, ValueError, EOFError, pickle.UnpicklingError):
+                continue
+            except (IndexError, KeyError):
+                damaged = bytes(b)
+                break
+    assert damaged is not None  # what the torch of this project raises for some flip
+    s = Store(tmp_path / "o" / "p" / "s")
+    s.runs.mkdir(parents=True)
+    digest = s.write_weights("r1", {"w": torch.zeros(2)})
+    (s.runs / "r1.json").write_text(json.dumps({WEIGHTS_DIGEST: digest}))
+    s.weights_path("r1").write_bytes(damaged)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert s.read_weights("r1") is None
+    assert not s.weights_path("r1").exists()
+    assert any("r1.pt quarantined" in w and "not a readable PyTorch weights file" in w
+               for w in s.warnings), s.warnings
