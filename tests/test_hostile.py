@@ -26426,3 +26426,28 @@ def test_r53e_weights_damaged_so_torch_raises_an_index_or_key_error_are_quaranti
     assert not s.weights_path("r1").exists()
     assert any("r1.pt quarantined" in w and "not a readable PyTorch weights file" in w
                for w in s.warnings), s.warnings
+
+
+def test_r53e_a_figures_arrays_with_a_changed_byte_are_unusable_not_a_traceback():
+    """A byte of a mechanistic figure's stored arrays (figure-arrays.npz, committed) changed in
+    a member's compressed data or in its header's method or version: zlib.error or
+    NotImplementedError from the zip reader, a traceback in `plot` and `figures`. Every such
+    file is 'not an .npz archive', a ValueError (the figure is not drawn, with the reason)."""
+    import numpy as np
+
+    import ssmrepro.plots.mechanistic as pm
+
+    cfg = pm.CopyShiftConfig(kind="copy_shift")
+    rng = np.random.default_rng(0)
+    good = pm.pack([{"name": "A", "run": "r1", "panels": {"p": (rng.random((4, 4)), (0.0, 1.0))},
+                     "metrics": {"m": 1.0}}], cfg)
+    assert len(pm.unpack(good, cfg)) == 1
+    kinds = set()
+    for i in range(len(good)):
+        b = bytearray(good)
+        b[i] ^= 0xFF
+        try:
+            pm.unpack(bytes(b), cfg)
+        except (OSError, ValueError, KeyError) as err:  # what its caller takes for unusable
+            kinds.add(str(err).split("(")[0])
+    assert "not an .npz archive " in kinds, kinds

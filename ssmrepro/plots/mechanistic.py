@@ -285,6 +285,7 @@ def unpack(source, cfg: MechFigureConfig) -> list[dict[str, Any]]:
     type or shape, colour ranges that are not numbers), OSError when the path is not a regular
     file of at most ``MAX_ARRAYS_BYTES`` (a FIFO blocked forever)."""
     import zipfile
+    import zlib
 
     from ..util import read_small
 
@@ -303,7 +304,9 @@ def unpack(source, cfg: MechFigureConfig) -> list[dict[str, Any]]:
             if len(runs) != len(names):
                 raise ValueError("runs do not match names")
             return [_unpack_row(z, i, name, run) for i, (name, run) in enumerate(zip(names, runs))]
-    except (zipfile.BadZipFile, EOFError) as err:
+    except (zipfile.BadZipFile, EOFError, zlib.error, NotImplementedError) as err:  # (a byte
+        # changed in a member's compressed data, or in its header's method or version: a
+        # traceback in `plot` and `figures`)
         raise ValueError(f"not an .npz archive ({err})") from None
 
 
