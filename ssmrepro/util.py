@@ -900,6 +900,20 @@ class NotSmallFile(OSError):
     link) or is larger than its kind can be."""
 
 
+def load_array(source: Any, **kw: Any) -> Any:
+    """``np.load(source, **kw)`` whose failure on a damaged .npy header is a ValueError, as its
+    other failures on damaged data are: a changed byte that leaves the header's text unclosed
+    made numpy's tokenizer raise ``tokenize.TokenError`` (not a ValueError), a traceback where
+    the callers take a ValueError for a damaged file (a data cache entry, a Pathfinder shard or
+    metadata file)."""
+    import tokenize
+
+    try:
+        return np.load(source, **kw)
+    except tokenize.TokenError as err:
+        raise ValueError(f"a damaged .npy header ({err.args[0] if err.args else err})") from None
+
+
 def read_small(path: Path, limit: int, follow_links: bool = False) -> bytes:
     """The bytes of ``path``, a regular file of at most ``limit`` bytes; NotSmallFile otherwise
     (a FIFO or a link to /dev/zero would never end). Without ``follow_links`` a symbolic link is

@@ -26451,3 +26451,42 @@ def test_r53e_a_figures_arrays_with_a_changed_byte_are_unusable_not_a_traceback(
         except (OSError, ValueError, KeyError) as err:  # what its caller takes for unusable
             kinds.add(str(err).split("(")[0])
     assert "not an .npz archive " in kinds, kinds
+
+
+def test_r53e_a_cache_array_whose_npy_header_is_left_unclosed_is_damaged(tmp_path):
+    """A changed byte that leaves a .npy header's text unclosed (a data cache entry's array):
+    numpy's tokenizer raised tokenize.TokenError, not the ValueError its readers take for a
+    damaged file, a traceback instead of the entry being removed and prepared again. Every np.load
+    goes through ``util.load_array``, which makes it a ValueError."""
+    import io
+    import tokenize
+
+    import numpy as np
+
+    from ssmrepro.data.cache import load_entry, save_entry
+    from ssmrepro.util import load_array
+
+    buf = io.BytesIO()
+    np.save(buf, np.arange(12).reshape(3, 4))
+    good = buf.getvalue()
+    damaged = None
+    for i in range(len(good)):
+        b = bytearray(good)
+        b[i] ^= 0xFF
+        try:
+            np.load(io.BytesIO(bytes(b)), allow_pickle=False)
+        except tokenize.TokenError:
+            damaged = bytes(b)
+            break
+        except Exception:  # noqa: BLE001 (the flips numpy names as damaged already)
+            continue
+    assert damaged is not None  # what the numpy of this project raises for some flip
+    with pytest.raises(ValueError, match="a damaged .npy header"):
+        load_array(io.BytesIO(damaged), allow_pickle=False)
+    entry = tmp_path / "e"
+    save_entry(entry, {"x": np.arange(12).reshape(3, 4)}, {})
+    (entry / "x.npy").write_bytes(damaged)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert load_entry(entry) is None
+    assert not entry.exists()

@@ -37,6 +37,7 @@ from ..util import (
     atomic_save_npy,
     atomic_write_text,
     fsync_dir,
+    load_array,
     read_small,
     scratch_folder,
 )
@@ -296,7 +297,7 @@ def _read_entry(path: Path, mmap: bool) -> tuple[dict[str, np.ndarray], dict[str
             file = path / f"{name}.npy"
             if not stat.S_ISREG(os.lstat(file).st_mode):
                 raise NotSmallFile(f"{file.name} is not a regular file")
-            arrays[name] = np.load(file, mmap_mode="r" if mmap else None, allow_pickle=False)
+            arrays[name] = load_array(file, mmap_mode="r" if mmap else None, allow_pickle=False)
         shapes = meta.get("shapes")  # absent in an entry written before they were recorded
         if shapes is not None:
             if not isinstance(shapes, dict):

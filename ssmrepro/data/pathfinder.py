@@ -66,7 +66,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..util import atomic_save_npy, atomic_write_bytes, atomic_write_text
+from ..util import atomic_save_npy, atomic_write_bytes, atomic_write_text, load_array
 from ._workers import iter_chunks
 from .image import DamagedSource
 
@@ -978,7 +978,7 @@ def _read_metadata_file(path: Path) -> list[tuple[int, list[str]]]:
     except NotSmallFile as err:
         raise ValueError(f"{path}: not a Pathfinder metadata file ({err})") from None
     if raw.startswith(b"\x93NUMPY"):
-        arr = np.load(io.BytesIO(raw), allow_pickle=False)
+        arr = load_array(io.BytesIO(raw), allow_pickle=False)
         return [(i, [str(v) for v in row]) for i, row in enumerate(np.atleast_2d(arr), start=1)]
     try:
         text = raw.decode("utf-8")
@@ -1097,7 +1097,7 @@ def _load_shard(directory: Path, path: Path) -> np.ndarray:
     import pickle
 
     try:
-        return np.load(path)
+        return load_array(path)
     except (ValueError, OSError, EOFError, pickle.UnpicklingError) as err:
         raise DamagedSource(f"{directory}: damaged generated Pathfinder shards: {path.name} is not "
                          f"a numpy array file the generator wrote ({err})") from None

@@ -284,6 +284,7 @@ def unpack(source, cfg: MechFigureConfig) -> list[dict[str, Any]]:
     are not what ``pack`` writes (a damaged or foreign archive: not a zip, entries of the wrong
     type or shape, colour ranges that are not numbers), OSError when the path is not a regular
     file of at most ``MAX_ARRAYS_BYTES`` (a FIFO blocked forever)."""
+    import tokenize
     import zipfile
     import zlib
 
@@ -304,8 +305,9 @@ def unpack(source, cfg: MechFigureConfig) -> list[dict[str, Any]]:
             if len(runs) != len(names):
                 raise ValueError("runs do not match names")
             return [_unpack_row(z, i, name, run) for i, (name, run) in enumerate(zip(names, runs))]
-    except (zipfile.BadZipFile, EOFError, zlib.error, NotImplementedError) as err:  # (a byte
-        # changed in a member's compressed data, or in its header's method or version: a
+    except (zipfile.BadZipFile, EOFError, zlib.error, NotImplementedError,
+            tokenize.TokenError) as err:  # (a byte changed in a member's compressed data, in
+        # its zip header's method or version, or in a member's .npy header left unclosed: a
         # traceback in `plot` and `figures`)
         raise ValueError(f"not an .npz archive ({err})") from None
 
