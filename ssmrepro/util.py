@@ -538,19 +538,24 @@ def tracker_revived() -> bool:
         pid = getattr(tracker, "_pid", None)
     except (AttributeError, OSError):  # another Python's tracker: left as it is
         return False
-    saved = os.dup(2)
     try:
-        quiet = os.open(os.devnull, os.O_WRONLY)
-        try:
-            os.dup2(quiet, 2)  # the new tracker's standard error (inherited at its start)
-        finally:
-            os.close(quiet)
+        saved = os.dup(2)
+    except OSError:  # no standard error (closed): the new tracker has none to write to either
+        saved = None
+    try:
+        if saved is not None:
+            quiet = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(quiet, 2)  # the new tracker's standard error (inherited at its start)
+            finally:
+                os.close(quiet)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # ('process died unexpectedly, relaunching')
             resource_tracker.ensure_running()
     finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+        if saved is not None:
+            os.dup2(saved, 2)
+            os.close(saved)
     warnings.warn(f"multiprocessing's resource tracker{f' (pid {pid})' if pid else ''} died "
                   "while this command ran (killed?); a new one was started, and the runs are "
                   "not affected", stacklevel=1)
