@@ -37,7 +37,7 @@ def iter_chunks(fn: Callable[[int], T], workers: int = 1, ahead: int | None = No
             yield fn(c)
             c += 1
     from ..signals import STOP_SIGNALS
-    from ..util import hangups_ignored, worker_start
+    from ..util import hangups_ignored, tracker_revived, worker_start
 
     ctx = mp.get_context("spawn")  # a worker dies with its parent: killed with -9, the parent
     # left them blocked for ever on the full result pipe (orphans holding a chunk in memory)
@@ -62,6 +62,5 @@ def iter_chunks(fn: Callable[[int], T], workers: int = 1, ahead: int | None = No
             finally:
                 for f in pending:
                     f.cancel()
-    finally:  # a tracker killed meanwhile is started again, quietly (util.tracker_revived),
-        with hangups_ignored(STOP_SIGNALS):  # before the pool's semaphores are forgotten
-            pass
+    finally:  # a tracker killed meanwhile: started again, quietly, before the pool's
+        tracker_revived()  # semaphores are forgotten

@@ -42,6 +42,7 @@ from ..util import (
     hangups_ignored,
     plain_warnings,
     soft_limit,
+    tracker_revived,
     tune_malloc,
 )
 from .plan import Pack
@@ -471,5 +472,5 @@ def run_workers(packs: list[tuple[int, Pack]], store: Store, ws: WorkSettings, w
                 handle(ev)
         tasks.cancel_join_thread()
         events.cancel_join_thread()
-        with hangups_ignored(STOP_SIGNALS):  # a tracker killed meanwhile is started again, quietly
-            pass  # (util.tracker_revived), before the queues' semaphores are forgotten
+        tracker_revived()  # a tracker killed meanwhile: started again, quietly, before the
+        #                    queues' semaphores are forgotten
