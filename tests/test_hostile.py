@@ -26347,3 +26347,53 @@ def test_r52_each_once_lists_share_one_check_in_one_pass():
     assert _named_once(names) is names
     with pytest.raises(ValueError, match="'c7' is named more than once"):
         _named_once([*names, "c7"])
+
+
+def test_r53c_tolerances_and_bounds_that_cannot_fail_are_refused(tmp_path):
+    """A `loglog_slope` of `tol: 1e308` PASSed any slope; a paper value on `n_params` of `tol:
+    1e30` matched any count; `2 * test.loss <= 1e308` (an expression: it has no value past
+    ±1e12) and `test.loss.std <= 1e308` of float32 runs, or `test.acc.std <= 0.5` (a population
+    standard deviation of accuracies is at most 0.5), PASSed whatever was trained. Each is
+    refused by `validate`; a tolerance or bound some run can miss is kept."""
+    sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]},
+             {"grid": {"model.d_model": [4, 8, 16]}}]
+    slope = {"text": "t", "check": "loglog_slope", "metric": "test.loss", "x": "model.d_model",
+             "expected": -1.0, "tol": 1e308}
+    res = _invoke("validate", write_spec(tmp_path, sweep=sweep, claims=[slope]))
+    _assert_refused(res, "claims.0.tol: -1 ± 1e+308 holds every slope of log test.loss vs log "
+                    "model.d_model these runs can give (each lies within ±1202", "cannot fail")
+    res = _invoke("validate", write_spec(tmp_path, sweep=sweep, claims=[{**slope, "tol": 10}]))
+    assert res.exit_code == 0, res.output
+    pv = {"where": {"label": "S6"}, "metric": "n_params", "value": 1000, "tol": 1e30}
+    res = _invoke("validate", write_spec(tmp_path, paper_values=[pv]))
+    _assert_refused(res, "paper_values.0.tol: 1e+30 for n_params admits any value (a parameter "
+                    "count lies in [0, 9.22337e+18])")
+    for claim, said in (
+            ({"op": "<=", "value": 1e308, "metric": "2 * test.loss"},
+             "claims.0.value: 2 * test.loss <= 1e+308 holds for every run (an expression's "
+             "value lies within ±1e+12, past which it has none)"),
+            ({"op": ">", "value": 1e300, "metric": "2 * test.loss"},
+             "claims.0.value: 2 * test.loss > 1e+300 never holds"),
+            ({"op": "<=", "value": 1e308, "metric": "test.loss.std"},
+             "claims.0.value: test.loss.std <= 1e+308 holds for every run (a standard deviation "
+             "of a float32 loss lies in [0, 1.701e+38])"),
+            ({"op": "<=", "value": 0.5, "metric": "test.acc.std"},
+             "claims.0.value: test.acc.std <= 0.5 holds for every run"),
+            ({"op": ">", "value": 0.6, "metric": "test.acc.std"},
+             "claims.0.value: 0.6 for test.acc.std, outside the range of a standard deviation "
+             "of accuracies ([0, 0.5])"),
+            ({"op": ">=", "value": 0.5, "given": [{"metric": "2 * test.loss", "op": "<",
+                                                   "value": 1e300}]},
+             "claims.0.given.0.value: 2 * test.loss < 1e+300 holds for every run"),
+            ({"check": "spread", "group_by": ["label"], "metric": "2 * test.acc", "tol": 1e300},
+             "claims.0.tol: 1e+300 for 2 * test.acc admits any value")):
+        res = _invoke("validate", write_spec(tmp_path, sweep=sweep, claims=[{"text": "t",
+                                                                              **claim}]))
+        _assert_refused(res, said)
+    for claim in ({"op": "<=", "value": 3.0, "metric": "2 * test.loss"},
+                  {"op": "<=", "value": 0.1, "metric": "test.acc.std"},
+                  {"op": "<=", "value": 1e308, "metric": "test.loss.std"}):
+        train = {**yaml.safe_load(write_spec(tmp_path).read_text())["train"], "dtype": "float64"}
+        res = _invoke("validate", write_spec(tmp_path, train=train,
+                                             claims=[{"text": "t", **claim}]))
+        assert res.exit_code == 0, res.output
