@@ -26397,3 +26397,32 @@ def test_r53c_tolerances_and_bounds_that_cannot_fail_are_refused(tmp_path):
         res = _invoke("validate", write_spec(tmp_path, train=train,
                                              claims=[{"text": "t", **claim}]))
         assert res.exit_code == 0, res.output
+
+
+def test_r53c_outside_a_command_nothing_is_said_once_for_good():
+    """Called from Python (a notebook), no command ran ``util.new_command``: a warning said once
+    (``util.first_time``) was never said again in the process, and ``util._SAID`` grew with every
+    distinct message. Outside a command nothing is remembered (each call says its warnings); a
+    command (``cli.app.guard``) says each once and forgets them at its end."""
+    import warnings
+    from types import SimpleNamespace
+
+    from ssmrepro import util
+    from ssmrepro.cli.app import guard
+    from ssmrepro.plots.registry import FigureContext
+
+    util.end_command()  # (the test fixture starts each test as a command)
+    assert util.first_time("k") and util.first_time("k") and util._SAID is None
+    msg = "t: title 'acc (mean of 5 seeds)' names seeds in its own words"
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        for _ in range(2):  # two notebook calls drawing the figure: each is told
+            FigureContext.warn_once(SimpleNamespace(), msg)
+    assert [str(w.message) for w in got] == [msg, msg]
+
+    def cmd():
+        return [util.first_time("k"), util.first_time("k")]
+    assert guard(cmd)() == [True, False] and util._SAID is None
+    outer = util.new_command()
+    assert util.first_time("j") and guard(cmd)() == [True, False]
+    assert not util.first_time("j") and outer is None  # (the outer command's own kept)
