@@ -26426,3 +26426,19 @@ def test_r53c_outside_a_command_nothing_is_said_once_for_good():
     outer = util.new_command()
     assert util.first_time("j") and guard(cmd)() == [True, False]
     assert not util.first_time("j") and outer is None  # (the outer command's own kept)
+
+
+def test_r53c_seed_naming_the_noun_after_it_is_no_count_of_seeds():
+    """'16 seeds tokens' and '16 seed tokens' (a task's seed tokens: 16 tokens) were warned of
+    as a title naming seeds in its own words; 'seed(s)' before another plural noun, or the
+    singular after a count above one, names that noun. Counts of seeds are still warned of."""
+    from ssmrepro.plots.registry import seeds_said
+
+    for title in ("copying with 16 seeds tokens", "copying with 16 seed tokens",
+                  "2 seed words", "16 seed-tokens"):
+        assert seeds_said(title, "mean of 3 seeds") == (title, ""), title
+    for title, named in (("acc over 3 seeds each", "'3 seeds'"), ("acc, 1 seed", "'1 seed'"),
+                         ("3 seeds across tasks", "'3 seeds'"), ("a single seed", "'a single seed'"),
+                         ("over 5 seeds and 3 lrs", "'5 seeds'"), ("3 seeds is enough", "'3 seeds'")):
+        drawn, said = seeds_said(title, "mean of 3 seeds")
+        assert drawn == title and f"own words ({named})" in said, (title, said)
