@@ -26368,6 +26368,14 @@ def test_r53c_tolerances_and_bounds_that_cannot_fail_are_refused(tmp_path):
     res = _invoke("validate", write_spec(tmp_path, paper_values=[pv]))
     _assert_refused(res, "paper_values.0.tol: 1e+30 for n_params admits any value (a parameter "
                     "count lies in [0, 9.22337e+18])")
+    for pv, said in (({"metric": "test.acc.std", "value": 0.7, "tol": 0.1},
+                      "paper_values.0.value: 0.7 for test.acc.std, outside the range of a "
+                      "standard deviation of accuracies ([0, 0.5])"),
+                     ({"metric": "test.acc.std", "value": 0.2, "tol": 0.6},
+                      "paper_values.0.tol: 0.6 for test.acc.std admits any value")):
+        res = _invoke("validate", write_spec(tmp_path, paper_values=[{"where": {"label": "S6"},
+                                                                      **pv}]))
+        _assert_refused(res, said)
     for claim, said in (
             ({"op": "<=", "value": 1e308, "metric": "2 * test.loss"},
              "claims.0.value: 2 * test.loss <= 1e+308 holds for every run (an expression's "

@@ -886,11 +886,13 @@ def _any_slope(path: str, key: str, cfg: LogLogSlopeConfig, runs: CellIndex | No
     least-squares slope of values in an interval of width W is at most W / g)."""
     if runs is None or not has_column(runs.cells, cfg.x):
         return []
-    try:
-        xs = sorted({float(x) for x in runs.values(cfg.x)})
-    except (TypeError, ValueError):  # (a column of text: refused as such)
-        return []
-    logs = np.log([x for x in xs if np.isfinite(x) and x > 0])
+    xs = set()
+    for x in runs.values(cfg.x):  # (a run without the key, or text: no point; text is refused)
+        try:
+            xs.add(float(x))
+        except (TypeError, ValueError):
+            continue
+    logs = np.log(sorted(x for x in xs if np.isfinite(x) and x > 0))
     if len(logs) < 2:
         return []
     gap = float(np.min(np.diff(logs)))
