@@ -846,18 +846,34 @@ def open_standard_streams() -> None:
 # what this command has said once already (``first_time``): a command reads one store in
 # several Store objects (`run`: its runs, then its outputs) and draws one title in each profile's
 # figures (`figures`), and said such a warning each time; ``new_command`` (``cli.app.guard``, at
-# each command's start: a process may run several commands) forgets it
-_SAID: set[str] = set()
+# each command's start: a process may run several commands) forgets it, and ``end_command`` (at
+# its end) leaves no command running: None, where nothing is said once
+_SAID: set[str] | None = None
 
 
-def new_command() -> None:
-    """Forget what earlier commands of this process said once (``first_time``)."""
-    _SAID.clear()
+def new_command() -> set[str] | None:
+    """Forget what earlier commands of this process said once (``first_time``); returns what
+    the command running until now had said, for ``end_command``."""
+    global _SAID
+    outer, _SAID = _SAID, set()
+    return outer
+
+
+def end_command(outer: set[str] | None = None) -> None:
+    """The command ends: what it said once is forgotten (``outer``: ``new_command``'s answer,
+    a command run inside another, whose own is back)."""
+    global _SAID
+    _SAID = outer
 
 
 def first_time(key: str) -> bool:
     """Whether this command has not said ``key`` yet (from now on it has): a warning said
-    once per command, however many stores, profiles or figures meet it."""
+    once per command, however many stores, profiles or figures meet it. Outside a command
+    (ssmrepro's functions called from Python: a notebook) every time: nothing is remembered
+    there, so no warning is said once for the life of the process, never again, and no set
+    grows with every distinct message a long-lived process meets."""
+    if _SAID is None:
+        return True
     if key in _SAID:
         return False
     _SAID.add(key)

@@ -26490,3 +26490,106 @@ def test_r53e_a_cache_array_whose_npy_header_is_left_unclosed_is_damaged(tmp_pat
         warnings.simplefilter("ignore")
         assert load_entry(entry) is None
     assert not entry.exists()
+
+
+def test_r53c_tolerances_and_bounds_that_cannot_fail_are_refused(tmp_path):
+    """A `loglog_slope` of `tol: 1e308` PASSed any slope; a paper value on `n_params` of `tol:
+    1e30` matched any count; `2 * test.loss <= 1e308` (an expression: it has no value past
+    ±1e12) and `test.loss.std <= 1e308` of float32 runs, or `test.acc.std <= 0.5` (a population
+    standard deviation of accuracies is at most 0.5), PASSed whatever was trained. Each is
+    refused by `validate`; a tolerance or bound some run can miss is kept."""
+    sweep = [{"cases": [{"label": "S6", "set": {"model.mixer": "s6"}}]},
+             {"grid": {"model.d_model": [4, 8, 16]}}]
+    slope = {"text": "t", "check": "loglog_slope", "metric": "test.loss", "x": "model.d_model",
+             "expected": -1.0, "tol": 1e308}
+    res = _invoke("validate", write_spec(tmp_path, sweep=sweep, claims=[slope]))
+    _assert_refused(res, "claims.0.tol: -1 ± 1e+308 holds every slope of log test.loss vs log "
+                    "model.d_model these runs can give (each lies within ±1202", "cannot fail")
+    res = _invoke("validate", write_spec(tmp_path, sweep=sweep, claims=[{**slope, "tol": 10}]))
+    assert res.exit_code == 0, res.output
+    pv = {"where": {"label": "S6"}, "metric": "n_params", "value": 1000, "tol": 1e30}
+    res = _invoke("validate", write_spec(tmp_path, paper_values=[pv]))
+    _assert_refused(res, "paper_values.0.tol: 1e+30 for n_params admits any value (a parameter "
+                    "count lies in [0, 9.22337e+18])")
+    for pv, said in (({"metric": "test.acc.std", "value": 0.7, "tol": 0.1},
+                      "paper_values.0.value: 0.7 for test.acc.std, outside the range of a "
+                      "standard deviation of accuracies ([0, 0.5])"),
+                     ({"metric": "test.acc.std", "value": 0.2, "tol": 0.6},
+                      "paper_values.0.tol: 0.6 for test.acc.std admits any value")):
+        res = _invoke("validate", write_spec(tmp_path, paper_values=[{"where": {"label": "S6"},
+                                                                      **pv}]))
+        _assert_refused(res, said)
+    for claim, said in (
+            ({"op": "<=", "value": 1e308, "metric": "2 * test.loss"},
+             "claims.0.value: 2 * test.loss <= 1e+308 holds for every run (an expression's "
+             "value lies within ±1e+12, past which it has none)"),
+            ({"op": ">", "value": 1e300, "metric": "2 * test.loss"},
+             "claims.0.value: 2 * test.loss > 1e+300 never holds"),
+            ({"op": "<=", "value": 1e308, "metric": "test.loss.std"},
+             "claims.0.value: test.loss.std <= 1e+308 holds for every run (a standard deviation "
+             "of a float32 loss lies in [0, 1.701e+38])"),
+            ({"op": "<=", "value": 0.5, "metric": "test.acc.std"},
+             "claims.0.value: test.acc.std <= 0.5 holds for every run"),
+            ({"op": ">", "value": 0.6, "metric": "test.acc.std"},
+             "claims.0.value: 0.6 for test.acc.std, outside the range of a standard deviation "
+             "of accuracies ([0, 0.5])"),
+            ({"op": ">=", "value": 0.5, "given": [{"metric": "2 * test.loss", "op": "<",
+                                                   "value": 1e300}]},
+             "claims.0.given.0.value: 2 * test.loss < 1e+300 holds for every run"),
+            ({"check": "spread", "group_by": ["label"], "metric": "2 * test.acc", "tol": 1e300},
+             "claims.0.tol: 1e+300 for 2 * test.acc admits any value")):
+        res = _invoke("validate", write_spec(tmp_path, sweep=sweep, claims=[{"text": "t",
+                                                                              **claim}]))
+        _assert_refused(res, said)
+    for claim in ({"op": "<=", "value": 3.0, "metric": "2 * test.loss"},
+                  {"op": "<=", "value": 0.1, "metric": "test.acc.std"},
+                  {"op": "<=", "value": 1e308, "metric": "test.loss.std"}):
+        train = {**yaml.safe_load(write_spec(tmp_path).read_text())["train"], "dtype": "float64"}
+        res = _invoke("validate", write_spec(tmp_path, train=train,
+                                             claims=[{"text": "t", **claim}]))
+        assert res.exit_code == 0, res.output
+
+
+def test_r53c_outside_a_command_nothing_is_said_once_for_good():
+    """Called from Python (a notebook), no command ran ``util.new_command``: a warning said once
+    (``util.first_time``) was never said again in the process, and ``util._SAID`` grew with every
+    distinct message. Outside a command nothing is remembered (each call says its warnings); a
+    command (``cli.app.guard``) says each once and forgets them at its end."""
+    import warnings
+    from types import SimpleNamespace
+
+    from ssmrepro import util
+    from ssmrepro.cli.app import guard
+    from ssmrepro.plots.registry import FigureContext
+
+    util.end_command()  # (the test fixture starts each test as a command)
+    assert util.first_time("k") and util.first_time("k") and util._SAID is None
+    msg = "t: title 'acc (mean of 5 seeds)' names seeds in its own words"
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        for _ in range(2):  # two notebook calls drawing the figure: each is told
+            FigureContext.warn_once(SimpleNamespace(), msg)
+    assert [str(w.message) for w in got] == [msg, msg]
+
+    def cmd():
+        return [util.first_time("k"), util.first_time("k")]
+    assert guard(cmd)() == [True, False] and util._SAID is None
+    outer = util.new_command()
+    assert util.first_time("j") and guard(cmd)() == [True, False]
+    assert not util.first_time("j") and outer is None  # (the outer command's own kept)
+
+
+def test_r53c_seed_naming_the_noun_after_it_is_no_count_of_seeds():
+    """'16 seeds tokens' and '16 seed tokens' (a task's seed tokens: 16 tokens) were warned of
+    as a title naming seeds in its own words; 'seed(s)' before another plural noun, or the
+    singular after a count above one, names that noun. Counts of seeds are still warned of."""
+    from ssmrepro.plots.registry import seeds_said
+
+    for title in ("copying with 16 seeds tokens", "copying with 16 seed tokens",
+                  "2 seed words", "16 seed-tokens"):
+        assert seeds_said(title, "mean of 3 seeds") == (title, ""), title
+    for title, named in (("acc over 3 seeds each", "'3 seeds'"), ("acc, 1 seed", "'1 seed'"),
+                         ("3 seeds across tasks", "'3 seeds'"), ("a single seed", "'a single seed'"),
+                         ("over 5 seeds and 3 lrs", "'5 seeds'"), ("3 seeds is enough", "'3 seeds'")):
+        drawn, said = seeds_said(title, "mean of 3 seeds")
+        assert drawn == title and f"own words ({named})" in said, (title, said)

@@ -33,6 +33,7 @@ from ..store import LinkOutside, TableError
 from ..util import (
     NoProject,
     docstring,
+    end_command,
     error_line,
     expand_user,
     new_command,
@@ -436,7 +437,8 @@ def guard(fn: Callable[..., Any], interrupted: str = REDO) -> Callable[..., Any]
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         plain_warnings()  # our own warnings as 'warning: ...' lines
-        new_command()  # (what an earlier command of this process said once: ``first_time``)
+        outer = new_command()  # (what an earlier command of this process said once:
+        # ``first_time``; forgotten again at its end, ``end_command``)
         previous = terminate_as_interrupt()
         try:
             return fn(*args, **kwargs)
@@ -470,6 +472,7 @@ def guard(fn: Callable[..., Any], interrupted: str = REDO) -> Callable[..., Any]
             raise typer.Exit(130) from None
         finally:
             restore(previous)
+            end_command(outer)
 
     return wrapper
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 import sys
 from collections.abc import Callable, Iterable
@@ -57,7 +58,13 @@ from ..report.cells import (
     norm,
     values_equal,
 )
-from ..report.checks import CheckConfig, CollapseConfig, OrderingConfig, seed_spreads
+from ..report.checks import (
+    CheckConfig,
+    CollapseConfig,
+    LogLogSlopeConfig,
+    OrderingConfig,
+    seed_spreads,
+)
 from ..report.columns import LABEL, LABEL_SEP, N_PARAMS, OK, RUN_ID, SEED, STATUS, STOP_STEP
 from ..report.curves import HISTORY_SETS, SAMPLES, STEP, curve_table, history_metric_sets
 from ..spec import SET_TAG, Spec, SpecError, format_errors
@@ -295,6 +302,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                           f"{no_metric(what, 'aggregate.metrics and analysis metrics')}")
         plain_given = []  # (j, given) on one metric's name: range-checked ('2 * test.acc >=
         # 1.5' is no accuracy above 1)
+        valid_given = []  # (j, given) whose expression parses: an expression's own range too
         for j, g in enumerate(cfg.given):  # an unknown metric read as NaN: the precondition
             try:  # held for every cell, and the claim could PASS on an unfitted model
                 gneeds = report.metric_names(g.metric)
@@ -303,6 +311,7 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                 continue
             if gneeds == {g.metric}:
                 plain_given.append((j, g))
+            valid_given.append((j, g))
             never = report.never_defined(g.metric)
             if never:
                 errors.append(f"{path}: {key}.given.{j}.metric: {g.metric!r} has no value "
@@ -318,10 +327,12 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                   if needs == {cfg.metric} and isinstance(getattr(cfg, f, None), float)]
         bounds += [(f"{key}.given.{j}.value", g.metric, g.value) for j, g in plain_given]
         errors += _unreachable(path, bounds, spread)
-        strict = [(f"{key}.value", cfg.metric, cfg.op, cfg.value)] if needs == {cfg.metric} and \
+        # of an expression too: it has no value past ±MAX_MAGNITUDE (`2 * test.loss <= 1e308`
+        # PASSed any loss)
+        strict = [(f"{key}.value", cfg.metric, cfg.op, cfg.value)] if \
             isinstance(getattr(cfg, "op", None), str) and isinstance(getattr(cfg, "value", None),
                                                                      float) else []
-        strict += [(f"{key}.given.{j}.value", g.metric, g.op, g.value) for j, g in plain_given]
+        strict += [(f"{key}.given.{j}.value", g.metric, g.op, g.value) for j, g in valid_given]
         if needs == {cfg.metric} and cfg.check == "size_order":  # every cell 'solves' it
             strict.append((f"{key}.threshold", cfg.metric, ">=", cfg.threshold))
         errors += _never_holds(path, strict, spread, claim_max)
@@ -336,10 +347,11 @@ def validate_outputs(spec: Spec, runs: list | None = None) -> list[str]:
                           f"score, or the loss negated (-{cfg.metric} with a negated threshold)")
         if needs == {cfg.metric} and isinstance(cfg, OrderingConfig):
             errors += _ordering_always_holds(path, key, cfg)
-        if needs == {cfg.metric} and cfg.check in ("monotone", "spread", "collapse"):
+        if cfg.check in ("monotone", "spread", "collapse"):  # (an expression's range too)
             errors += _any_accuracy(path, f"{key}.tol", cfg.metric, cfg.tol, spread, claim_max)
-        rng = _bounded_range(cfg.metric, spread) if needs == {cfg.metric} and \
-            isinstance(cfg, CollapseConfig) else None
+        if isinstance(cfg, LogLogSlopeConfig):
+            errors += _any_slope(path, key, cfg, run_index, spread, claim_max)
+        rng = _bounded_range(cfg.metric, spread) if isinstance(cfg, CollapseConfig) else None
         if rng and cfg.min_range > rng[1] - rng[0]:  # it FAILed always (an analysis share's too)
             if rng[2] == "accuracies":
                 errors.append(f"{path}: {key}.min_range: {cfg.min_range:g} for {cfg.metric}: "
@@ -815,14 +827,34 @@ def _bounded_range(metric: str, spread: dict[str, str] | None = None,
     accuracy's [0, 1], or an analysis metric's (a share such as ``gkq.diag_hit``, a
     correlation); a percentile column (``spread``) as its metric's; a loss's [0, ``loss_max``]
     where given (the runs are float32: a finite loss is at most the largest float32); None
-    otherwise."""
+    otherwise. A metric expression's: every number in it lies within ``expr.MAX_MAGNITUDE``
+    (past it, no value); a seed spread's (``<m>.std``, the population standard deviation): [0,
+    half of m's range]; a parameter count's: [0, ``_MAX_COUNT``]."""
     base = (spread or {}).get(metric, metric)
+    if _is_expression(metric):
+        return -float(expr.MAX_MAGNITUDE), float(expr.MAX_MAGNITUDE), "an expression's value"
     if is_accuracy(base):
         return 0.0, 1.0, "accuracies"
     if loss_max is not None and is_loss(base):
         return 0.0, loss_max, "a float32 loss"
+    if base == N_PARAMS:
+        return 0.0, _MAX_COUNT, "a parameter count"
+    if base == _STD and metric.endswith(".std"):  # values in [lo, hi] spread at most (hi-lo)/2
+        of = _bounded_range(metric[:-len(".std")], spread, loss_max)
+        return (0.0, (of[1] - of[0]) / 2, f"a standard deviation of {of[2]}") if of else None
     rng = analysis_range(base)
     return rng if rng and np.isfinite(rng[0]) and np.isfinite(rng[1]) else None
+
+
+_MAX_COUNT = float(2**63 - 1)  # a parameter count: torch counts elements in 64-bit integers
+
+
+def _is_expression(metric: str) -> bool:
+    """Whether ``metric`` is an expression of metrics (``2 * test.loss``), not one's name."""
+    try:
+        return report.metric_names(metric) != {metric}
+    except ExprError:  # (reported as such)
+        return False
 
 
 def _any_accuracy(path: str, key: str, metric: str, tol: float,
@@ -843,6 +875,40 @@ def _any_accuracy(path: str, key: str, metric: str, tol: float,
     hint = "; a percentage? shares are fractions" if rng[:2] == (0.0, 1.0) else ""
     return [f"{path}: {key}: {tol:g} for {metric} admits any value ({rng[2]} lies in "
             f"[{rng[0]:g}, {rng[1]:g}]{hint})"]
+
+
+def _any_slope(path: str, key: str, cfg: LogLogSlopeConfig, runs: CellIndex | None,
+               spread: dict[str, str], loss_max: float | None) -> list[str]:
+    """A ``loglog_slope`` tolerance so wide that ``expected ± tol`` holds every slope the runs
+    can give: the claim cannot fail (`tol: 1e308` PASSed any slope). A fitted slope is at most
+    (H - L) / g in magnitude, where log metric lies in [L, H] (a positive float64, at most the
+    top of the metric's range) and g is the least gap between two of the runs' log x (the
+    least-squares slope of values in an interval of width W is at most W / g)."""
+    if runs is None or not has_column(runs.cells, cfg.x):
+        return []
+    xs = set()
+    for x in runs.values(cfg.x):  # (a run without the key, or text: no point; text is refused)
+        try:
+            xs.add(float(x))
+        except (TypeError, ValueError):
+            continue
+    logs = np.log(sorted(x for x in xs if np.isfinite(x) and x > 0))
+    if len(logs) < 2:
+        return []
+    gap = float(np.min(np.diff(logs)))
+    rng = _bounded_range(cfg.metric, spread, loss_max)
+    top = rng[1] if rng and rng[1] > 0 else sys.float_info.max
+    # the least positive float64 is 2**-1074 (its log taken as such: a subnormal read as 0
+    # where the CPU flushes them, as torch may set it, made it -inf)
+    span = math.log(top) + 1074 * math.log(2)
+    most = span / gap if gap > 0 else np.inf
+    if cfg.expected - cfg.tol > -most or cfg.expected + cfg.tol < most:
+        return []
+    return [f"{path}: {key}.tol: {cfg.expected:g} ± {cfg.tol:g} holds every slope of log "
+            f"{cfg.metric} vs log {cfg.x} these runs can give (each lies within ±{most:.4g}: log "
+            f"{cfg.metric} spans at most {span:.4g} and the closest values of {cfg.x} are "
+            f"{gap:.4g} apart in log): the claim cannot fail; give the tolerance the paper's "
+            "slope allows"]
 
 
 _STD = "std"  # the range of a standard deviation column: never below 0
@@ -869,13 +935,14 @@ def _unreachable(path: str, values: list[tuple[str, str, float]],
     out = []
     for key, metric, v in values:
         base = (spread or {}).get(metric, metric)
-        rng = analysis_range(base)
+        # a share's range, a seed spread's (half its metric's: of float32 losses too), a count's
+        rng = _bounded_range(metric, spread, loss_max)
         why = metric_range_problem(base, [v]) or (  # a paper value n_params -5 never matched
             "a parameter count below 0" if base == N_PARAMS and v < 0 else None) or (
-            f"outside the range of {rng[2]} ([{rng[0]:g}, {rng[1]:g}])"  # a share of 95 (%)
-            if rng and not rng[0] <= v <= rng[1] else None) or (
             f"above every float32 loss (a float32 loss lies in [0, {loss_max:.4g}])"
-            if loss_max is not None and is_loss(base) and v > loss_max else None)
+            if loss_max is not None and is_loss(base) and v > loss_max else None) or (
+            f"outside the range of {rng[2]} ([{rng[0]:g}, {rng[1]:.4g}])"  # a share of 95 (%)
+            if rng and not rng[0] <= v <= rng[1] else None)
         if why:
             out.append(f"{path}: {key}: {v:g} for {metric}, {why}"
                        + (" (a percentage? accuracies are fractions)" if is_accuracy(base)
@@ -890,6 +957,9 @@ def _bounded(metric: str, v: float, spread: dict[str, str] | None,
     An analysis metric's range as its own (a correlation's [-1, 1]: ``hidden.corr > 1`` and
     ``>= -1`` were accepted)."""
     base = (spread or {}).get(metric, metric)
+    if _is_expression(metric):  # (past MAX_MAGNITUDE an expression has no value: a miss)
+        m = float(expr.MAX_MAGNITUDE)
+        return -m, m, f"an expression's value lies within ±{m:g}, past which it has none"
     if metric_range_problem(base, [v]):
         return None, None, ""
     if is_accuracy(base):
@@ -898,8 +968,13 @@ def _bounded(metric: str, v: float, spread: dict[str, str] | None,
         if loss_max is not None and v >= loss_max:  # (the runs are float32: `loss_max`)
             return 0.0, loss_max, f"a float32 loss lies in [0, {loss_max:.4g}]"
         return 0.0, None, "a loss is never below 0"
-    if base == _STD:
-        return 0.0, None, "a standard deviation is never below 0"
+    if base == _STD:  # half its metric's range at most, where that is bounded
+        rng = _bounded_range(metric, spread, loss_max)
+        if rng is None or v <= 0:
+            return 0.0, None if rng is None else rng[1], "a standard deviation is never below 0"
+        if v > rng[1] and _bounded_range(metric, spread) is not None:
+            return None, None, ""  # (``_unreachable``'s: out of its range whatever the dtype)
+        return 0.0, rng[1], f"{rng[2]} lies in [0, {rng[1]:.4g}]"
     rng = analysis_range(base)  # a share (gkq.diag_hit) as an accuracy, a variance as a loss
     if rng is None or not rng[0] <= v <= rng[1]:
         return None, None, ""
@@ -921,10 +996,10 @@ def _never_holds(path: str, conditions: list[tuple[str, str, str, float]],
         if hi is not None and (op == ">" and v >= hi or op == ">=" and v > hi):  # (only a
             # float32 loss's bound, `loss_max`, is below a value _bounded gives: `>= 1e308`)
             out.append(f"{path}: {key}: {metric} {op} {v:g} never holds ({what}"
-                       + (")" if hi == loss_max else f"; >= {hi:g}?)"))
-        elif lo is not None and op == "<" and v <= lo:
+                       + (")" if hi in (loss_max, expr.MAX_MAGNITUDE) else f"; >= {hi:g}?)"))
+        elif lo is not None and (op == "<" and v <= lo or op == "<=" and v < lo):
             out.append(f"{path}: {key}: {metric} {op} {v:g} never holds ({what}"
-                       + (f"; <= {lo:g}?)" if hi is not None else ")"))
+                       + (f"; <= {lo:g}?)" if hi not in (None, expr.MAX_MAGNITUDE) else ")"))
     return out
 
 

@@ -422,12 +422,19 @@ _SEED_AGG = r"(?:mean|average|averaged|median|best|worst|max|min)"
 _SEEDS_COUNTED = rf"{_SEED_COUNT}(?:\s*(?:[–-]|to)\s*{_SEED_COUNT})?"
 PLAIN_SEED_WORDS = re.compile(rf"\b{_SEED_AGG}\s+(?:of|over|across)\s+(?:the\s+)?"
                               rf"(?:{_SEEDS_COUNTED}\s+seeds?|seeds)\b", re.IGNORECASE)
+# 'seed(s)' naming the noun after it, not counted: the singular after a count of more than one
+# ('16 seed tokens': 16 tokens), the plural before another plural noun ('16 seeds tokens');
+# the words that may follow a count of seeds and end in s are not such nouns ('3 seeds across')
+_MODIFIER_AFTER = (r"[\s-]+(?!(?:is|was|has|as|across|plus|versus|vs|its|this|thus|us|always|"
+                   r"unless|less|besides|towards|afterwards)\b)[^\W\d_]*[^\W\d_s]s\b")
 # (a count with up to three words before 'seeds', '5 distinct random seeds', and seeds named
 # by number, 'seeds 0-4', 'seed 0', were missed: drawn as written without a word; a count is
 # not a number ending a name, 'Mamba-2 vs Mamba seeds', 'S4.2 ...': a warning for no seeds)
 SEED_WORDS = re.compile(rf"{PLAIN_SEED_WORDS.pattern}"
                         rf"|\b(?:{_SEED_AGG}|std|sd)\b(?:\W+\w+){{0,3}}?\W+seeds\b"
-                        rf"|(?<![\w.-]){_SEEDS_COUNTED}(?:\s+[^\W\d_]+){{0,3}}\s+seeds?\b"
+                        rf"|(?<![\w.-])(?:(?:1|one|a\s+single)(?:\s+[^\W\d_]+){{0,3}}\s+seed"
+                        rf"|{_SEEDS_COUNTED}(?:\s+[^\W\d_]+){{0,3}}\s+seeds)\b"
+                        rf"(?!{_MODIFIER_AFTER})"
                         rf"|\bseeds?\s*[:=#]?\s*[0-9]+(?:\s*(?:[–-]|to|,|and)\s*[0-9]+)*",
                         re.IGNORECASE)
 
