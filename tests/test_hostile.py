@@ -26347,3 +26347,95 @@ def test_r52_each_once_lists_share_one_check_in_one_pass():
     assert _named_once(names) is names
     with pytest.raises(ValueError, match="'c7' is named more than once"):
         _named_once([*names, "c7"])
+
+
+def _r53a_run(tmp_path, model, **train):
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    spec = write_spec(tmp_path, name="t-r53a", task={"name": "keep_nth", "n": 2, "T": 64,
+                                                     "vocab": 8}, model=model, sweep=[],
+                      seeds=list(range(16)))
+    return expand(load_spec(spec), "smoke", {"train.batch_size": 32, "train.train_size": None,
+                                             **{f"train.{k}": v for k, v in train.items()}})
+
+
+R53A_S6 = {"name": "seq_lm", "d_model": 32, "layers": ["A", "A"],
+           "blocks": {"A": {"mixer": {"name": "s6", "d_state": 16}}}}
+
+
+def test_r53a_a_cpu_pack_counts_its_scans_work_buffers_once(tmp_path, monkeypatch):
+    """A CPU pack's fused scans allocate one set of work buffers for all their members
+    (``scan_plan``: a tile is one member's rows, or narrow members share tiles), but every
+    estimate counted each member's whole set: a pack of 16 S6 runs at d 32 estimated 263 MB for
+    a measured 99 MB, and packs were sized that much smaller. ``train.pack_need`` counts them
+    once; one run, a GPU (no such buffers) and a model with no work buffers are unchanged."""
+    import importlib
+
+    plan_mod = importlib.import_module("ssmrepro.engine.plan")  # (engine.plan: the function)
+    from ssmrepro.engine.plan import auto_pack_size, pack_memory, plan
+    from ssmrepro.train import memory_need, pack_need
+
+    runs = _r53a_run(tmp_path, R53A_S6)
+    one = memory_need(runs[0], "cpu").total
+    assert pack_need(runs[0], 1, "cpu") == one
+    assert pack_need(runs[0], 16, "cpu") < 0.6 * 16 * one  # the buffers once, not 16 times
+    assert pack_need(runs[0], 4, "cuda") == 4 * memory_need(runs[0], "cuda").total
+    narrow = _r53a_run(tmp_path, {**R53A_S6, "d_model": 8})[0]  # members share narrow tiles
+    assert pack_need(narrow, 16, "cpu") < 0.8 * 16 * memory_need(narrow, "cpu").total
+    complex_ = _r53a_run(tmp_path, {**R53A_S6, "blocks": {"A": {"mixer": {
+        "name": "s6", "d_state": 16, "complex_A": True}}}})[0]  # (no fused scan: no buffers)
+    assert pack_need(complex_, 4, "cpu") == 4 * memory_need(complex_, "cpu").total
+    # packs sized by it: a memory that holds 16 members' shares, not 16 whole estimates
+    monkeypatch.setattr(plan_mod, "available_memory", lambda d: 2 * pack_need(runs[0], 16, "cpu"))
+    assert auto_pack_size(runs, "cpu") == 16
+    packs = plan(runs, None, "cpu")
+    assert [len(p) for p in packs] == [16] and packs[0].eval_chunk == 64
+    assert pack_memory(packs[0]) == pack_need(runs[0], 16, None, 64)
+
+
+def test_r53a_a_cpu_packs_estimate_stays_above_most_of_its_measured_peak(tmp_path):
+    """What a CPU pack of 8 S6 runs (d 32, N 16, T 64, batch 32) allocates in training steps
+    and an evaluation, measured (VmHWM), is within 1/0.7 of ``pack_need``; the old count
+    (8 whole estimates) was 2x its peak, ``pack_need`` is below that."""
+    import ctypes
+
+    import torch
+
+    from ssmrepro.models import build_model
+    from ssmrepro.models.init import initialise
+    from ssmrepro.tasks import build_task
+    from ssmrepro.train import eval_batch, evaluate, memory_need, pack_need, packed_step
+
+    libc = ctypes.CDLL(None)
+    libc.mallopt(-3, 1 << 16)  # M_MMAP_THRESHOLD: tensors freed are unmapped (RSS falls)
+    libc.mallopt(-1, 1 << 16)  # M_TRIM_THRESHOLD
+
+    def rss(key):
+        return next(int(x.split()[1]) * 1024 for x in open("/proc/self/status") if x.startswith(key))
+
+    run = _r53a_run(tmp_path, R53A_S6, eval_batch_size=64, val_size=64, test_size=64)[0]
+    E = 8
+    t = build_task(run.task)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        warm = build_model(run.model, t.info, 1)  # what the libraries set up once, first
+        initialise(warm, [0])
+        packed_step(t, warm, torch.tensor([1]), 32)(0)
+        del warm
+        base = rss("VmRSS")
+        Path("/proc/self/clear_refs").write_text("5")
+        model = build_model(run.model, t.info, E)
+        initialise(model, list(range(E)))
+        seeds = torch.arange(1, E + 1)
+        step = packed_step(t, model, seeds, 32)
+        step(0)
+        step(1)
+        evaluate(model, t, seeds, 1, 64, eval_batch(run))
+        peak = rss("VmHWM") - base
+    finally:
+        torch.set_num_threads(threads)
+    need = pack_need(run, E, "cpu")
+    assert 0.7 * peak <= need < E * memory_need(run, "cpu").total, (peak, need)
+
