@@ -832,9 +832,9 @@ def test_workers_are_limited_to_what_memory_holds_at_once(tmp_path):
     need = pack_memory(packs[0])
     assert need > 0
     assert workers_in_memory(packs, 4, None) == 4
-    assert workers_in_memory(packs, 4, 10 * need) == 4
-    assert workers_in_memory(packs, 4, 2 * need + 1) == 2
-    assert workers_in_memory(packs, 4, need - 1) == 1
+    assert workers_in_memory(packs, 4, 10 * need) == 4  # (their packs within the half)
+    assert workers_in_memory(packs, 4, 4 * need + 2) == 2
+    assert workers_in_memory(packs, 4, 2 * need + 1) == 1
 
 
 @pytest.mark.parametrize("text,needle", [
@@ -26438,4 +26438,28 @@ def test_r53a_a_cpu_packs_estimate_stays_above_most_of_its_measured_peak(tmp_pat
         torch.set_num_threads(threads)
     need = pack_need(run, E, "cpu")
     assert 0.7 * peak <= need < E * memory_need(run, "cpu").total, (peak, need)
+
+
+def test_r53a_cpu_workers_packs_together_stay_within_the_half_a_pack_may_take(tmp_path,
+                                                                             monkeypatch):
+    """Each CPU pack is sized to the half of the memory available (``pack_room``), and
+    `--workers 2` was checked against all of it: two workers' packs of half each filled the
+    whole memory, leaving nothing for the estimate's error. The workers' packs together now
+    stay within the same half (``workers_in_memory``)."""
+    import importlib
+
+    plan_mod = importlib.import_module("ssmrepro.engine.plan")  # (engine.plan: the function)
+    from ssmrepro.engine.plan import pack_memory, plan, workers_in_memory
+    from ssmrepro.train import pack_need
+
+    runs = _r53a_run(tmp_path, R53A_S6)[:4]
+    mem = 2 * pack_need(runs[0], 2, "cpu") + 8  # a pack of 2 fits the half, one of 3 does not
+    assert pack_need(runs[0], 3, "cpu") > mem // 2
+    monkeypatch.setattr(plan_mod, "available_memory", lambda d: mem)
+    packs = plan(runs, None, "cpu")
+    assert [len(p) for p in packs] == [2, 2]
+    assert sum(pack_memory(p) for p in packs) <= mem  # (all of it held both: 2 were allowed)
+    assert workers_in_memory(packs, 2, mem) == 1
+    assert workers_in_memory(packs, 2, 2 * mem) == 2
+    assert workers_in_memory(packs, 2, None) == 2
 

@@ -143,14 +143,18 @@ def pack_size_problems(runs: list, pack_size: int | None, device: str,
 
 
 def workers_in_memory(packs: list[Pack], workers: int, available: int | None) -> int:
-    """How many of ``workers`` can train at once in ``available`` bytes when each holds one of
-    the largest packs (at least 1: a single pack too large was refused before planning)."""
+    """How many of ``workers`` (CPU: one memory) can train at once when each holds one of the
+    largest packs: their packs together within the half of ``available`` bytes that one pack
+    may take (``pack_room``; the other half is the estimate's headroom, whatever the workers).
+    At least 1 (a single pack too large was refused before planning). Checked against all of
+    ``available``, two workers' packs, each sized to the half, together filled all of it."""
     if available is None or workers <= 1:
         return workers
+    room = pack_room(available)
     needs = sorted((pack_memory(p) for p in packs), reverse=True)[:workers]
     n, used = 0, 0
     for need in needs:
-        if used + need > available:
+        if used + need > room:
             break
         used, n = used + need, n + 1
     return max(1, n if n < len(needs) else workers)
