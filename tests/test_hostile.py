@@ -26463,3 +26463,28 @@ def test_r53a_cpu_workers_packs_together_stay_within_the_half_a_pack_may_take(tm
     assert workers_in_memory(packs, 2, 2 * mem) == 2
     assert workers_in_memory(packs, 2, None) == 2
 
+
+
+def test_r53a_a_given_pack_size_is_checked_against_what_the_pack_allocates(tmp_path):
+    """`--pack-size 16` of S6 runs (d 32) was refused on a memory that holds such a pack (16
+    whole estimates counted, the scans' shared work buffers 16 times); it is checked against
+    ``train.pack_need`` now, and a refusal says what one run and each further one need (an
+    average of the whole read as if k runs held k of it) and the k that fits."""
+    from ssmrepro.engine.plan import pack_size_problems
+    from ssmrepro.train import _gb, largest_pack, memory_need, pack_need
+
+    runs = _r53a_run(tmp_path, R53A_S6)
+    whole = pack_need(runs[0], 16, "cpu", eval_chunk=1)
+    assert whole < 16 * memory_need(runs[0], "cpu", eval_chunk=1).total
+    assert pack_size_problems(runs, 16, "cpu", available=whole) == []
+    (msg,) = pack_size_problems(runs, 16, "cpu", available=whole - 1)
+    one = pack_need(runs[0], 1, "cpu", eval_chunk=1)
+    k = largest_pack(runs[0], "cpu", whole - 1, 15, eval_chunk=1)
+    assert k == 15 and pack_need(runs[0], k, "cpu", eval_chunk=1) <= whole - 1
+    assert f"(about {_gb(one)} for one run, {_gb((whole - one) // 15)} for each further " in msg
+    assert "share one set of work buffers); only " in msg and "give --pack-size 15 or less" in msg
+    complex_ = _r53a_run(tmp_path, {**R53A_S6, "blocks": {"A": {"mixer": {
+        "name": "s6", "d_state": 16, "complex_A": True}}}})  # no shared buffers: as before
+    one = pack_need(complex_[0], 1, "cpu", eval_chunk=1)
+    (msg,) = pack_size_problems(complex_, 4, "cpu", available=3 * one)
+    assert f"(about {_gb(one)} each: " in msg and "holds 3 such runs" in msg

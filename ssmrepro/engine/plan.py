@@ -131,11 +131,17 @@ def pack_size_problems(runs: list, pack_size: int | None, device: str,
             continue
         which = rs[0].label or rs[0].coords_text()
         k = largest_pack(rs[0], device, avail, E - 1, eval_chunk=1)
+        more = (whole - one) // (E - 1)  # each member past the first (an average of a whole
+        #                                  estimate read as if the k runs held k of it)
+        each, shared = ((f"about {_gb(one)} each", "") if more == one else
+                        (f"about {_gb(one)} for one run, {_gb(more)} for each further one",
+                         "; the runs' fused scans share one set of work buffers"))
         out.append(f"--pack-size {pack_size}: a pack of {E} runs{f' ({which})' if which else ''} "
                    f"needs about "
-                   f"{_gb(whole)} of memory on {device} (about {_gb(whole // E)} each: parameters "
+                   f"{_gb(whole)} of memory on {device} ({each}: parameters "
                    f"with their gradients and Adam moments, and a training step's or evaluation "
-                   f"pass's activations, evaluating one sequence at a time); only {_gb(avail)} "
+                   f"pass's activations, evaluating one sequence at a time{shared}); only "
+                   f"{_gb(avail)} "
                    f"is available, which holds {k} such "
                    f"run{'s' if k > 1 else ''} at once: give --pack-size {k} or less, or leave it "
                    "out (packs are then sized by the memory)")
