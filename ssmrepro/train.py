@@ -129,17 +129,29 @@ def memory_need(run, device: str | None = None, eval_chunk: int | None = None,
     ``eval_chunk``: the evaluation's forward passes hold that many sequences
     (``choose_eval_chunk``, the engine's choice), not the whole evaluation batch (``eval_batch``).
     ``members``: one member's share in a pack of that many (``pack_need``)."""
+    return member_needs(run, device, eval_chunk)(members)
+
+
+def member_needs(run, device: str | None = None, eval_chunk: int | None = None
+                 ) -> Callable[[int], MemoryNeed]:
+    """``memory_need`` as a function of the pack's members, the parameters counted (a model
+    built on the meta device) and the evaluation sets built once: what a search over pack
+    sizes reads (``largest_pack``)."""
     from .models import fixed_floats, param_count
 
     info = build_task(run.task).info
     width = _float_bytes(run)
     n = param_count(run.model, info)
-    train = member_bytes(run, device, members)
     fixed = width * fixed_floats(run.model, info)
     eb = eval_batch(run)
-    ev = eval_sizer(run, device, members=members)(
-        eb if eval_chunk is None else max(1, min(eval_chunk, eb)))
-    return MemoryNeed(n, 4 * width * n, train, ev, fixed)
+    m = eb if eval_chunk is None else max(1, min(eval_chunk, eb))
+    size = eval_sizer(run, device)
+
+    def need(members: int) -> MemoryNeed:
+        E = max(1, members)
+        return MemoryNeed(n, 4 * width * n, member_bytes(run, device, E), size(m, E), fixed)
+
+    return need
 
 
 def pack_need(run, members: int, device: str | None = None, eval_chunk: int | None = None) -> int:
@@ -160,8 +172,10 @@ def largest_pack(run, device: str | None, room: int, cap: int, budget: int | Non
     """The largest pack size in 1..``cap`` whose ``pack_need`` fits ``room`` bytes (and whose
     training steps' activations fit ``budget``, where given); 1 where none does. A binary search
     (the need grows with the members): about log2(cap) estimates."""
+    needs = member_needs(run, device, eval_chunk)
+
     def fits(E: int) -> bool:
-        need = memory_need(run, device, eval_chunk, E)
+        need = needs(E)
         return E * need.total <= room and (budget is None or E * need.train_bytes <= budget)
 
     lo, hi = 1, max(1, cap) + 1  # fits(lo) or lo == 1; fits(hi) is False
@@ -175,11 +189,12 @@ def largest_pack(run, device: str | None, room: int, cap: int, budget: int | Non
 
 
 def eval_sizer(run, device: str | None = None, task_only: bool = False,
-               members: int = 1) -> Callable[[int], int]:
+               members: int = 1) -> Callable[..., int]:
     """Bytes one member's evaluation forward pass of m sequences holds at its peak, as a
     function of m (``memory_need``'s evaluation part: the largest over the run's task and its
-    named evaluation sets; ``task_only``: the run's own task's; ``members``: one member's share
-    in a pack of that many, ``pack_need``). The sets are built and checked once (ValueError
+    named evaluation sets; ``task_only``: the run's own task's; ``members``, or the function's
+    second argument: one member's share in a pack of that many, ``pack_need``). The sets are
+    built and checked once (ValueError
     naming ``train.evals.<name>`` for a set the model cannot read)."""
     from .kernels.backend import select_device
     from .models import eval_batch_floats, refuse_unread_window
@@ -201,8 +216,8 @@ def eval_sizer(run, device: str | None = None, task_only: bool = False,
     if task_only:
         infos = [info]
 
-    def size(m: int) -> int:
-        with attention_path(dev, run.train.dtype), scan_path(dev, members):
+    def size(m: int, pack: int = members) -> int:
+        with attention_path(dev, run.train.dtype), scan_path(dev, pack):
             return max(width * eval_batch_floats(run.model, i, m) for i in infos)
 
     return size
