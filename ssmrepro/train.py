@@ -242,7 +242,8 @@ def choose_eval_chunk(run, device: str, available: int | None, members: int = 1,
     The whole evaluation batch wherever it fits, the memory is unknown (None), the model has
     no estimate or its data is not here; 1 where not even one sequence fits (``memory_problem``
     refuses a run that does not fit all of the memory so; one that fits it but not the pack's
-    half evaluates at 1, as ``engine.plan.eval_chunk_lines`` says). An execution choice, as
+    half evaluates at 1, or at the largest chunk whose pack needs no more than at 1, its
+    training step being the larger, as ``engine.plan.eval_chunk_lines`` says). An execution choice, as
     ``micro_batch``: ``train.eval_batch_size`` and the run id stay; the metrics do not depend
     on it beyond rounding (``evaluate``).
     Binary search over m (the estimate grows with m): about log2(eval batch) estimates.
@@ -260,7 +261,14 @@ def choose_eval_chunk(run, device: str, available: int | None, members: int = 1,
     except (DataUnavailable, ValueError):  # no data here; a model its blocks refuse
         return eb
     rest = need.param_bytes
-    fits = lambda m: members * (rest + max(need.train_bytes, size(m))) <= available  # noqa: E731
+    total = lambda m: members * (rest + max(need.train_bytes, size(m)))  # noqa: E731
+    # where not even chunks of 1 fit, any chunk whose pack needs no more than theirs (the
+    # training step's, where it is the larger) is as good: chunks of 1 evaluated a pack whose
+    # training step alone exceeded the room one sequence at a time, for no memory saved
+    limit = max(available, total(1))
+    fits = lambda m: total(m) <= limit  # noqa: E731
+    if fits(eb):
+        return eb
     lo, hi = 1, eb  # fits(hi) is False; lo is the answer where nothing larger fits
     while hi - lo > 1:
         mid = (lo + hi) // 2

@@ -26488,3 +26488,21 @@ def test_r53a_a_given_pack_size_is_checked_against_what_the_pack_allocates(tmp_p
     one = pack_need(complex_[0], 1, "cpu", eval_chunk=1)
     (msg,) = pack_size_problems(complex_, 4, "cpu", available=3 * one)
     assert f"(about {_gb(one)} each: " in msg and "holds 3 such runs" in msg
+
+
+def test_r53a_a_pack_whose_training_step_exceeds_the_room_evaluates_in_chunks_it_holds(tmp_path):
+    """A pack that fits all of the memory but whose training step alone exceeds the half a pack
+    may take (a given `--pack-size`) was evaluated one sequence at a time: chunks of 1 saved no
+    memory, the training step being the pack's peak. It evaluates in the largest chunks whose
+    pack needs no more than at chunks of 1; where chunks of 1 fit, the rule is unchanged."""
+    from ssmrepro.train import choose_eval_chunk, memory_need, pack_need
+
+    run = _r53a_run(tmp_path, R53A_S6, eval_batch_size=256, val_size=256, test_size=256)[0]
+    low = pack_need(run, 4, "cpu", 1)
+    m = choose_eval_chunk(run, "cpu", low - 1, 4)
+    assert 1 < m < 256 and pack_need(run, 4, "cpu", m) <= low < pack_need(run, 4, "cpu", m + 1)
+    assert memory_need(run, "cpu", m).eval_bytes <= memory_need(run, "cpu").train_bytes
+    assert choose_eval_chunk(run, "cpu", low, 4) == m  # (chunks of 1 fit: as large as fits)
+    assert choose_eval_chunk(run, "cpu", pack_need(run, 4, "cpu"), 4) == 256
+    small = _r53a_run(tmp_path, R53A_S6, eval_batch_size=16, val_size=16, test_size=16)[0]
+    assert choose_eval_chunk(small, "cpu", pack_need(small, 4, "cpu", 1) - 1, 4) == 16
