@@ -26504,5 +26504,14 @@ def test_r53a_a_pack_whose_training_step_exceeds_the_room_evaluates_in_chunks_it
     assert memory_need(run, "cpu", m).eval_bytes <= memory_need(run, "cpu").train_bytes
     assert choose_eval_chunk(run, "cpu", low, 4) == m  # (chunks of 1 fit: as large as fits)
     assert choose_eval_chunk(run, "cpu", pack_need(run, 4, "cpu"), 4) == 256
-    small = _r53a_run(tmp_path, R53A_S6, eval_batch_size=16, val_size=16, test_size=16)[0]
-    assert choose_eval_chunk(small, "cpu", pack_need(small, 4, "cpu", 1) - 1, 4) == 16
+    small = _r53a_run(tmp_path, R53A_S6, eval_batch_size=16, val_size=16, test_size=16)
+    assert choose_eval_chunk(small[0], "cpu", pack_need(small[0], 4, "cpu", 1) - 1, 4) == 16
+    # the plan's line says so (whole batches: no line said the pack exceeded its half)
+    from ssmrepro.engine.plan import eval_chunk_lines, plan
+
+    packs = plan(small[:4], 4, "cpu", available=2 * pack_need(small[0], 4, "cpu", 1) - 2)
+    assert packs[0].eval_chunk == 16
+    (line,) = eval_chunk_lines(packs, "cpu")
+    assert "batches of 16 (train.eval_batch_size) whole (chunks would need no less" in line
+    assert "more than the half of the memory available that a pack may take (" in line
+    assert eval_chunk_lines(plan(small[:4], 4, "cpu", available=1 << 40), "cpu") == []

@@ -220,30 +220,39 @@ def eval_chunk_lines(packs: list[Pack], device: str) -> list[str]:
     (``Pack.eval_chunk``, chosen by ``plan``): what `run --dry-run` and `run` print. A pack
     that exceeds its half (``Pack.eval_room``) even in chunks of 1 (a run that fits all of the
     memory, not half: ``memory_problem`` refuses only the former) is said to: its line read as
-    if chunks of 1 fitted the half, which they do not."""
+    if chunks of 1 fitted the half, which they do not; so is one that evaluates whole batches
+    because its training step is its peak (``choose_eval_chunk``: chunks would save nothing)."""
     out: dict[str, str] = {}
+    checked: set[tuple] = set()  # (key, pack size, chunk): a shape's packs are of 1 or 2 sizes
     for p in packs:
         r0 = p.runs[0]
         eb = eval_batch(r0)
-        if p.eval_chunk is None or p.eval_chunk >= eb or p.key in out:
+        if p.eval_chunk is None or p.key in out or (p.key, len(p), p.eval_chunk) in checked:
             continue
-        label = f" {r0.label}" if r0.label else ""
-        where = r0.coords_text()
+        checked.add((p.key, len(p), p.eval_chunk))
         m = p.eval_chunk
         need = pack_need(r0, len(p), device, m)
-        whole = _gb(pack_need(r0, len(p), device))
         # a given --pack-size is refused only where it does not fit all of the memory at
         # chunks of 1 (``pack_size_problems``): in between, not even chunks of 1 fit the half
         # (the line said the pack then fitted)
         fits = p.eval_room is None or need <= p.eval_room
+        if m >= eb and fits:
+            continue
+        label = f" {r0.label}" if r0.label else ""
+        where = r0.coords_text()
+        whole = _gb(pack_need(r0, len(p), device))
+        how = ("whole (chunks would need no less: its training step is the larger)" if m >= eb
+               else f"in chunks of {m} sequence{'s' if m > 1 else ''}")
         out[p.key] = (f"run{label}{f' ({where})' if where else ''}: evaluates its batches of "
-                      f"{eb} (train.eval_batch_size) in chunks of {m} sequence{'s' if m > 1 else ''}"
+                      f"{eb} (train.eval_batch_size) {how}"
                       f": a pack of {len(p)} then needs about {_gb(need)} on {device}"
                       + (f"; whole batches, {whole}, do not fit the half of the memory "
                          "available that a pack may take" if fits else
                          f", more than the half of the memory available that a pack may take "
-                         f"({_gb(p.eval_room)}; whole batches: {whole}): it runs, as all of the "
-                         "memory holds it, with less room for the estimate's error"
+                         f"({_gb(p.eval_room)}"
+                         + ("" if m >= eb else f"; whole batches: {whole}")
+                         + "): it runs, as all of the memory holds it, with less room for the "
+                         "estimate's error"
                          + (" (a smaller --pack-size fits better)" if len(p) > 1 else "")))
     return list(out.values())
 
