@@ -71,7 +71,7 @@ AVG_LOSS_WINDOW = 1000  # train.avg_loss: mean training-batch loss over the last
 # memory: what one run needs, checked before a pack is built (engine.plan, train_pack)
 
 
-def member_bytes(run, device: str | None = None) -> int:
+def member_bytes(run, device: str | None = None, members: int = 1) -> int:
     """Rough activation memory of one member per training step (bytes of the run's dtype, 8 per
     float for ``train.dtype: float64``, with autograd): batch size × ``models.activation_floats``
     (the blocks' mixer estimates + embeddings / logits) + ``models.fixed_floats`` (kernels
@@ -82,7 +82,8 @@ def member_bytes(run, device: str | None = None) -> int:
     ``attention_path``, and the fused scan's time blocks are shorter on a GPU, ``scan_path``).
     Counted at 4
     bytes a float, a float64 run's packs were sized (``engine.plan.auto_pack_size``) against
-    twice the activation budget."""
+    twice the activation budget. ``members``: one member's share in a pack of that many (the
+    fused scans' work buffers are the pack's, ``pack_need``)."""
     from .kernels.backend import select_device
     from .models import activation_floats, fixed_floats, work_floats
     from .models.mixers.attention import attention_path
@@ -91,7 +92,7 @@ def member_bytes(run, device: str | None = None) -> int:
     info = build_task(run.task).info
     dev = select_device("auto") if device is None else device
     B = run.train.batch_size
-    with attention_path(dev, run.train.dtype), scan_path(dev):
+    with attention_path(dev, run.train.dtype), scan_path(dev, members):
         return _float_bytes(run) * (B * activation_floats(run.model, info)
                                     + fixed_floats(run.model, info) + work_floats(run.model, info, B))
 
@@ -116,7 +117,8 @@ class MemoryNeed:
         return self.param_bytes + max(self.train_bytes, self.eval_bytes)
 
 
-def memory_need(run, device: str | None = None, eval_chunk: int | None = None) -> MemoryNeed:
+def memory_need(run, device: str | None = None, eval_chunk: int | None = None,
+                members: int = 1) -> MemoryNeed:
     """Bounded estimate (no tensor is allocated; fast for any size): parameters x 4 copies x
     bytes (``models.param_count``, counted on the meta device) + the larger of a training step's
     activations (``member_bytes``: the mixers' own estimates) and what an evaluation batch holds
@@ -125,24 +127,75 @@ def memory_need(run, device: str | None = None, eval_chunk: int | None = None) -
     as ``member_bytes`` counts them) on the run's task or any of its
     named evaluation sets (``train.evals``: a longer T there is a larger batch).
     ``eval_chunk``: the evaluation's forward passes hold that many sequences
-    (``choose_eval_chunk``, the engine's choice), not the whole evaluation batch (``eval_batch``)."""
+    (``choose_eval_chunk``, the engine's choice), not the whole evaluation batch (``eval_batch``).
+    ``members``: one member's share in a pack of that many (``pack_need``)."""
+    return member_needs(run, device, eval_chunk)(members)
+
+
+def member_needs(run, device: str | None = None, eval_chunk: int | None = None
+                 ) -> Callable[[int], MemoryNeed]:
+    """``memory_need`` as a function of the pack's members, the parameters counted (a model
+    built on the meta device) and the evaluation sets built once: what a search over pack
+    sizes reads (``largest_pack``)."""
     from .models import fixed_floats, param_count
 
     info = build_task(run.task).info
     width = _float_bytes(run)
     n = param_count(run.model, info)
-    train = member_bytes(run, device)
     fixed = width * fixed_floats(run.model, info)
     eb = eval_batch(run)
-    ev = eval_sizer(run, device)(eb if eval_chunk is None else max(1, min(eval_chunk, eb)))
-    return MemoryNeed(n, 4 * width * n, train, ev, fixed)
+    m = eb if eval_chunk is None else max(1, min(eval_chunk, eb))
+    size = eval_sizer(run, device)
+
+    def need(members: int) -> MemoryNeed:
+        E = max(1, members)
+        return MemoryNeed(n, 4 * width * n, member_bytes(run, device, E), size(m, E), fixed)
+
+    return need
 
 
-def eval_sizer(run, device: str | None = None, task_only: bool = False) -> Callable[[int], int]:
+def pack_need(run, members: int, device: str | None = None, eval_chunk: int | None = None) -> int:
+    """Bytes a pack of ``members`` runs of ``run``'s shape needs at its largest (the one place
+    the planner sizes a pack by: ``choose_eval_chunk``, ``engine.plan.auto_pack_size``,
+    ``pack_memory``, ``pack_size_problems``): ``members`` x a member's own part
+    (``memory_need``: parameters, activations, evaluation batch of ``eval_chunk`` sequences) +
+    what the pack allocates once for all of them (the fused scans' work buffers on CPU, one set
+    per scan call whatever the members: ``models.mixers.common.fused_scan_buffers``). Each
+    member's whole estimate was counted: CPU packs of 16 S6 or Mamba runs estimated 1.8-2.6x
+    their measured peak, and were sized that much smaller."""
+    E = max(1, members)
+    return E * memory_need(run, device, eval_chunk, E).total
+
+
+def largest_pack(run, device: str | None, room: int, cap: int, budget: int | None = None,
+                 eval_chunk: int | None = None) -> int:
+    """The largest pack size in 1..``cap`` whose ``pack_need`` fits ``room`` bytes (and whose
+    training steps' activations fit ``budget``, where given); 1 where none does. A binary search
+    (the need grows with the members): about log2(cap) estimates."""
+    needs = member_needs(run, device, eval_chunk)
+
+    def fits(E: int) -> bool:
+        need = needs(E)
+        return E * need.total <= room and (budget is None or E * need.train_bytes <= budget)
+
+    lo, hi = 1, max(1, cap) + 1  # fits(lo) or lo == 1; fits(hi) is False
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def eval_sizer(run, device: str | None = None, task_only: bool = False,
+               members: int = 1) -> Callable[..., int]:
     """Bytes one member's evaluation forward pass of m sequences holds at its peak, as a
     function of m (``memory_need``'s evaluation part: the largest over the run's task and its
-    named evaluation sets; ``task_only``: the run's own task's). The sets are built and checked
-    once (ValueError naming ``train.evals.<name>`` for a set the model cannot read)."""
+    named evaluation sets; ``task_only``: the run's own task's; ``members``, or the function's
+    second argument: one member's share in a pack of that many, ``pack_need``). The sets are
+    built and checked once (ValueError
+    naming ``train.evals.<name>`` for a set the model cannot read)."""
     from .kernels.backend import select_device
     from .models import eval_batch_floats, refuse_unread_window
     from .models.mixers.attention import attention_path
@@ -163,8 +216,8 @@ def eval_sizer(run, device: str | None = None, task_only: bool = False) -> Calla
     if task_only:
         infos = [info]
 
-    def size(m: int) -> int:
-        with attention_path(dev, run.train.dtype), scan_path(dev):
+    def size(m: int, pack: int = members) -> int:
+        with attention_path(dev, run.train.dtype), scan_path(dev, pack):
             return max(width * eval_batch_floats(run.model, i, m) for i in infos)
 
     return size
@@ -182,32 +235,40 @@ def eval_batch(run) -> int:
 def choose_eval_chunk(run, device: str, available: int | None, members: int = 1,
                       need: MemoryNeed | None = None) -> int:
     """Sequences per forward pass of ``run``'s evaluation in a pack of ``members`` runs: the
-    largest m <= ``eval_batch(run)`` such that the pack (members x ``memory_need`` at chunk m:
-    parameters, and the larger of a training step and an evaluation pass of m sequences) fits
+    largest m <= ``eval_batch(run)`` such that the pack (``pack_need`` at chunk m: parameters,
+    and the larger of a training step and an evaluation pass of m sequences) fits
     ``available`` bytes (the engine passes ``pack_room`` of what it measures: MemAvailable on CPU,
     the GPU's free memory).
     The whole evaluation batch wherever it fits, the memory is unknown (None), the model has
     no estimate or its data is not here; 1 where not even one sequence fits (``memory_problem``
     refuses a run that does not fit all of the memory so; one that fits it but not the pack's
-    half evaluates at 1, as ``engine.plan.eval_chunk_lines`` says). An execution choice, as
+    half evaluates at 1, or at the largest chunk whose pack needs no more than at 1, its
+    training step being the larger, as ``engine.plan.eval_chunk_lines`` says). An execution choice, as
     ``micro_batch``: ``train.eval_batch_size`` and the run id stay; the metrics do not depend
     on it beyond rounding (``evaluate``).
     Binary search over m (the estimate grows with m): about log2(eval batch) estimates.
-    ``need``: ``memory_need(run, device)``, where the caller has it."""
+    ``need``: ``memory_need(run, device, members=members)``, where the caller has it."""
     from .tasks import DataUnavailable
 
     eb = eval_batch(run)
     if available is None or not hasattr(run.model, "to_backbone"):
         return eb
     try:
-        need = need or memory_need(run, device)
-        if members * need.total <= available:
+        need = need or memory_need(run, device, members=members)
+        if members * need.total <= available:  # (``pack_need``, whole batches)
             return eb
-        size = eval_sizer(run, device)
+        size = eval_sizer(run, device, members=members)
     except (DataUnavailable, ValueError):  # no data here; a model its blocks refuse
         return eb
     rest = need.param_bytes
-    fits = lambda m: members * (rest + max(need.train_bytes, size(m))) <= available  # noqa: E731
+    total = lambda m: members * (rest + max(need.train_bytes, size(m)))  # noqa: E731
+    # where not even chunks of 1 fit, any chunk whose pack needs no more than theirs (the
+    # training step's, where it is the larger) is as good: chunks of 1 evaluated a pack whose
+    # training step alone exceeded the room one sequence at a time, for no memory saved
+    limit = max(available, total(1))
+    fits = lambda m: total(m) <= limit  # noqa: E731
+    if fits(eb):
+        return eb
     lo, hi = 1, eb  # fits(hi) is False; lo is the answer where nothing larger fits
     while hi - lo > 1:
         mid = (lo + hi) // 2

@@ -832,9 +832,9 @@ def test_workers_are_limited_to_what_memory_holds_at_once(tmp_path):
     need = pack_memory(packs[0])
     assert need > 0
     assert workers_in_memory(packs, 4, None) == 4
-    assert workers_in_memory(packs, 4, 10 * need) == 4
-    assert workers_in_memory(packs, 4, 2 * need + 1) == 2
-    assert workers_in_memory(packs, 4, need - 1) == 1
+    assert workers_in_memory(packs, 4, 10 * need) == 4  # (their packs within the half)
+    assert workers_in_memory(packs, 4, 4 * need + 2) == 2
+    assert workers_in_memory(packs, 4, 2 * need + 1) == 1
 
 
 @pytest.mark.parametrize("text,needle", [
@@ -26593,3 +26593,171 @@ def test_r53c_seed_naming_the_noun_after_it_is_no_count_of_seeds():
                          ("over 5 seeds and 3 lrs", "'5 seeds'"), ("3 seeds is enough", "'3 seeds'")):
         drawn, said = seeds_said(title, "mean of 3 seeds")
         assert drawn == title and f"own words ({named})" in said, (title, said)
+
+
+def _r53a_run(tmp_path, model, **train):
+    from ssmrepro.spec import load_spec
+    from ssmrepro.sweep import expand
+
+    spec = write_spec(tmp_path, name="t-r53a", task={"name": "keep_nth", "n": 2, "T": 64,
+                                                     "vocab": 8}, model=model, sweep=[],
+                      seeds=list(range(16)))
+    return expand(load_spec(spec), "smoke", {"train.batch_size": 32, "train.train_size": None,
+                                             **{f"train.{k}": v for k, v in train.items()}})
+
+
+R53A_S6 = {"name": "seq_lm", "d_model": 32, "layers": ["A", "A"],
+           "blocks": {"A": {"mixer": {"name": "s6", "d_state": 16}}}}
+
+
+def test_r53a_a_cpu_pack_counts_its_scans_work_buffers_once(tmp_path, monkeypatch):
+    """A CPU pack's fused scans allocate one set of work buffers for all their members
+    (``scan_plan``: a tile is one member's rows, or narrow members share tiles), but every
+    estimate counted each member's whole set: a pack of 16 S6 runs at d 32 estimated 263 MB for
+    a measured 99 MB, and packs were sized that much smaller. ``train.pack_need`` counts them
+    once; one run, a GPU (no such buffers) and a model with no work buffers are unchanged."""
+    import importlib
+
+    plan_mod = importlib.import_module("ssmrepro.engine.plan")  # (engine.plan: the function)
+    from ssmrepro.engine.plan import auto_pack_size, pack_memory, plan
+    from ssmrepro.train import memory_need, pack_need
+
+    runs = _r53a_run(tmp_path, R53A_S6)
+    one = memory_need(runs[0], "cpu").total
+    assert pack_need(runs[0], 1, "cpu") == one
+    assert pack_need(runs[0], 16, "cpu") < 0.6 * 16 * one  # the buffers once, not 16 times
+    assert pack_need(runs[0], 4, "cuda") == 4 * memory_need(runs[0], "cuda").total
+    narrow = _r53a_run(tmp_path, {**R53A_S6, "d_model": 8})[0]  # members share narrow tiles
+    assert pack_need(narrow, 16, "cpu") < 0.8 * 16 * memory_need(narrow, "cpu").total
+    complex_ = _r53a_run(tmp_path, {**R53A_S6, "blocks": {"A": {"mixer": {
+        "name": "s6", "d_state": 16, "complex_A": True}}}})[0]  # (no fused scan: no buffers)
+    assert pack_need(complex_, 4, "cpu") == 4 * memory_need(complex_, "cpu").total
+    # packs sized by it: a memory that holds 16 members' shares, not 16 whole estimates
+    monkeypatch.setattr(plan_mod, "available_memory", lambda d: 2 * pack_need(runs[0], 16, "cpu"))
+    assert auto_pack_size(runs, "cpu") == 16
+    packs = plan(runs, None, "cpu")
+    assert [len(p) for p in packs] == [16] and packs[0].eval_chunk == 64
+    assert pack_memory(packs[0]) == pack_need(runs[0], 16, None, 64)
+
+
+def test_r53a_a_cpu_packs_estimate_stays_above_most_of_its_measured_peak(tmp_path):
+    """What a CPU pack of 8 S6 runs (d 32, N 16, T 64, batch 32) allocates in training steps
+    and an evaluation, measured (VmHWM), is within 1/0.7 of ``pack_need``; the old count
+    (8 whole estimates) was 2x its peak, ``pack_need`` is below that."""
+    import ctypes
+
+    import torch
+
+    from ssmrepro.models import build_model
+    from ssmrepro.models.init import initialise
+    from ssmrepro.tasks import build_task
+    from ssmrepro.train import eval_batch, evaluate, memory_need, pack_need, packed_step
+
+    libc = ctypes.CDLL(None)
+    libc.mallopt(-3, 1 << 16)  # M_MMAP_THRESHOLD: tensors freed are unmapped (RSS falls)
+    libc.mallopt(-1, 1 << 16)  # M_TRIM_THRESHOLD
+
+    def rss(key):
+        return next(int(x.split()[1]) * 1024 for x in open("/proc/self/status") if x.startswith(key))
+
+    run = _r53a_run(tmp_path, R53A_S6, eval_batch_size=64, val_size=64, test_size=64)[0]
+    E = 8
+    t = build_task(run.task)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        warm = build_model(run.model, t.info, 1)  # what the libraries set up once, first
+        initialise(warm, [0])
+        packed_step(t, warm, torch.tensor([1]), 32)(0)
+        del warm
+        base = rss("VmRSS")
+        Path("/proc/self/clear_refs").write_text("5")
+        model = build_model(run.model, t.info, E)
+        initialise(model, list(range(E)))
+        seeds = torch.arange(1, E + 1)
+        step = packed_step(t, model, seeds, 32)
+        step(0)
+        step(1)
+        evaluate(model, t, seeds, 1, 64, eval_batch(run))
+        peak = rss("VmHWM") - base
+    finally:
+        torch.set_num_threads(threads)
+    need = pack_need(run, E, "cpu")
+    assert 0.7 * peak <= need < E * memory_need(run, "cpu").total, (peak, need)
+
+
+def test_r53a_cpu_workers_packs_together_stay_within_the_half_a_pack_may_take(tmp_path,
+                                                                             monkeypatch):
+    """Each CPU pack is sized to the half of the memory available (``pack_room``), and
+    `--workers 2` was checked against all of it: two workers' packs of half each filled the
+    whole memory, leaving nothing for the estimate's error. The workers' packs together now
+    stay within the same half (``workers_in_memory``)."""
+    import importlib
+
+    plan_mod = importlib.import_module("ssmrepro.engine.plan")  # (engine.plan: the function)
+    from ssmrepro.engine.plan import pack_memory, plan, workers_in_memory
+    from ssmrepro.train import pack_need
+
+    runs = _r53a_run(tmp_path, R53A_S6)[:4]
+    mem = 2 * pack_need(runs[0], 2, "cpu") + 8  # a pack of 2 fits the half, one of 3 does not
+    assert pack_need(runs[0], 3, "cpu") > mem // 2
+    monkeypatch.setattr(plan_mod, "available_memory", lambda d: mem)
+    packs = plan(runs, None, "cpu")
+    assert [len(p) for p in packs] == [2, 2]
+    assert sum(pack_memory(p) for p in packs) <= mem  # (all of it held both: 2 were allowed)
+    assert workers_in_memory(packs, 2, mem) == 1
+    assert workers_in_memory(packs, 2, 2 * mem) == 2
+    assert workers_in_memory(packs, 2, None) == 2
+
+
+
+def test_r53a_a_given_pack_size_is_checked_against_what_the_pack_allocates(tmp_path):
+    """`--pack-size 16` of S6 runs (d 32) was refused on a memory that holds such a pack (16
+    whole estimates counted, the scans' shared work buffers 16 times); it is checked against
+    ``train.pack_need`` now, and a refusal says what one run and each further one need (an
+    average of the whole read as if k runs held k of it) and the k that fits."""
+    from ssmrepro.engine.plan import pack_size_problems
+    from ssmrepro.train import _gb, largest_pack, memory_need, pack_need
+
+    runs = _r53a_run(tmp_path, R53A_S6)
+    whole = pack_need(runs[0], 16, "cpu", eval_chunk=1)
+    assert whole < 16 * memory_need(runs[0], "cpu", eval_chunk=1).total
+    assert pack_size_problems(runs, 16, "cpu", available=whole) == []
+    (msg,) = pack_size_problems(runs, 16, "cpu", available=whole - 1)
+    one = pack_need(runs[0], 1, "cpu", eval_chunk=1)
+    k = largest_pack(runs[0], "cpu", whole - 1, 15, eval_chunk=1)
+    assert k == 15 and pack_need(runs[0], k, "cpu", eval_chunk=1) <= whole - 1
+    assert f"(about {_gb(one)} for one run, {_gb((whole - one) // 15)} for each further " in msg
+    assert "share one set of work buffers); only " in msg and "give --pack-size 15 or less" in msg
+    complex_ = _r53a_run(tmp_path, {**R53A_S6, "blocks": {"A": {"mixer": {
+        "name": "s6", "d_state": 16, "complex_A": True}}}})  # no shared buffers: as before
+    one = pack_need(complex_[0], 1, "cpu", eval_chunk=1)
+    (msg,) = pack_size_problems(complex_, 4, "cpu", available=3 * one)
+    assert f"(about {_gb(one)} each: " in msg and "holds 3 such runs" in msg
+
+
+def test_r53a_a_pack_whose_training_step_exceeds_the_room_evaluates_in_chunks_it_holds(tmp_path):
+    """A pack that fits all of the memory but whose training step alone exceeds the half a pack
+    may take (a given `--pack-size`) was evaluated one sequence at a time: chunks of 1 saved no
+    memory, the training step being the pack's peak. It evaluates in the largest chunks whose
+    pack needs no more than at chunks of 1; where chunks of 1 fit, the rule is unchanged."""
+    from ssmrepro.train import choose_eval_chunk, memory_need, pack_need
+
+    run = _r53a_run(tmp_path, R53A_S6, eval_batch_size=256, val_size=256, test_size=256)[0]
+    low = pack_need(run, 4, "cpu", 1)
+    m = choose_eval_chunk(run, "cpu", low - 1, 4)
+    assert 1 < m < 256 and pack_need(run, 4, "cpu", m) <= low < pack_need(run, 4, "cpu", m + 1)
+    assert memory_need(run, "cpu", m).eval_bytes <= memory_need(run, "cpu").train_bytes
+    assert choose_eval_chunk(run, "cpu", low, 4) == m  # (chunks of 1 fit: as large as fits)
+    assert choose_eval_chunk(run, "cpu", pack_need(run, 4, "cpu"), 4) == 256
+    small = _r53a_run(tmp_path, R53A_S6, eval_batch_size=16, val_size=16, test_size=16)
+    assert choose_eval_chunk(small[0], "cpu", pack_need(small[0], 4, "cpu", 1) - 1, 4) == 16
+    # the plan's line says so (whole batches: no line said the pack exceeded its half)
+    from ssmrepro.engine.plan import eval_chunk_lines, plan
+
+    packs = plan(small[:4], 4, "cpu", available=2 * pack_need(small[0], 4, "cpu", 1) - 2)
+    assert packs[0].eval_chunk == 16
+    (line,) = eval_chunk_lines(packs, "cpu")
+    assert "batches of 16 (train.eval_batch_size) whole (chunks would need no less" in line
+    assert "more than the half of the memory available that a pack may take (" in line
+    assert eval_chunk_lines(plan(small[:4], 4, "cpu", available=1 << 40), "cpu") == []

@@ -452,7 +452,8 @@ def run_experiment(
             if fit < n_workers:
                 warn_console.print(f"[yellow]warning:[/] {fit} worker{'s' if fit > 1 else ''} "
                                    f"instead of {n_workers}: the largest packs of {n_workers} "
-                                   "workers at once would not fit in the memory available")
+                                   "workers at once would not fit in the half of the memory "
+                                   "available that packs may take")
                 n_workers = fit
         if n_workers < want:  # fewer packs (or memory for fewer workers): more threads each
             threads = threads_per_process(n_workers, device, load)

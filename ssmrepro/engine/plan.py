@@ -18,10 +18,12 @@ from ..train import (  # noqa: F401  (the memory estimate lives with training; r
     available_memory,
     choose_eval_chunk,
     eval_batch,
+    largest_pack,
     member_bytes,
     memory_need,
     memory_problem,
     memory_problems,
+    pack_need,
     pack_room,
 )
 from .costs import Choice, CostModel
@@ -55,10 +57,11 @@ def _budget(device: str) -> int:
 def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None,
                    need: MemoryNeed | None = None) -> int:
     """Largest pack of these (same-shape) runs whose training activations fit the budget (CPU:
-    2 GiB, GPU: half its free memory) and whose whole estimates (``memory_need``: parameters with
-    their gradients and Adam moments, and the larger of a training step's activations and an
-    evaluation batch: a pack evaluates its members together) fit the memory a pack may take (GPU:
-    that budget; CPU: half the memory available now); at most 128 on CPU (the KEEP n-TH d = 8
+    2 GiB, GPU: half its free memory) and whose whole estimate (``train.pack_need``: the
+    members' parameters with their gradients and Adam moments, and the larger of a training
+    step's activations and an evaluation batch: a pack evaluates its members together; the work
+    buffers the pack's scans share, once) fits the memory a pack may take (``train.largest_pack``;
+    GPU: that budget; CPU: half the memory available now); at most 128 on CPU (the KEEP n-TH d = 8
     benchmark's best pack; packs of 32 left ×0.9 of its run-steps/s unused), 256 on GPU; 1 when
     the task's data is absent here (the size needs the sequence length, which a dataset knows
     once loaded) or the model is refused (its own check says why). Sized by the training
@@ -77,25 +80,24 @@ def auto_pack_size(runs: list, device: str, budget_bytes: int | None = None,
         avail = available_memory(device)
         room = UNBOUNDED if avail is None else pack_room(avail)
     try:
-        need = need or memory_need(runs[0], device)
-        per_member, whole = need.train_bytes, need.total  # (train_bytes: ``member_bytes``)
+        need = need or memory_need(runs[0], device)  # (one member: the model is readable)
     except DataUnavailable:  # a dataset not present here (a dry run of a paper profile): the
         return 1  # real run loads the data and sizes its packs then
     except ValueError:  # a model its blocks refuse: memory_problem reports it
         return 1
-    return max(1, min(cap, budget // max(1, per_member), room // max(1, whole)))
+    return largest_pack(runs[0], device, room, cap, budget)
 
 
 def pack_memory(p: Pack) -> int:
-    """Bytes a pack needs while it trains: its members x one run's estimate
-    (``train.memory_need``, its evaluation at the pack's ``eval_chunk``); 0 where there is no
-    estimate (no backbone, data absent here)."""
+    """Bytes a pack needs while it trains (``train.pack_need``: its members' estimates, its
+    evaluation at the pack's ``eval_chunk``, and the work buffers they share); 0 where there is
+    no estimate (no backbone, data absent here)."""
     from ..tasks import DataUnavailable
 
     if not p.runs or not hasattr(p.runs[0].model, "to_backbone"):
         return 0
     try:
-        return len(p) * memory_need(p.runs[0], eval_chunk=p.eval_chunk).total
+        return pack_need(p.runs[0], len(p), eval_chunk=p.eval_chunk)
     except DataUnavailable:
         return 0
 
@@ -103,8 +105,8 @@ def pack_memory(p: Pack) -> int:
 def pack_size_problems(runs: list, pack_size: int | None, device: str,
                        available: int | None = None) -> list[str]:
     """'--pack-size N: ...' for each shape of ``runs`` one of whose runs fits ``available`` bytes
-    (default: measured now on ``device``) but whose pack of min(N, its runs) does not (each
-    member holds a run's whole estimate, ``memory_need``, as ``pack_memory`` counts a pack). A
+    (default: measured now on ``device``) but whose pack of min(N, its runs) does not
+    (``train.pack_need``, as ``pack_memory`` counts a pack). A
     given pack size is not capped by memory (``plan``) and only one run was checked: a pack of 4
     runs of 8.4 GB was built on a 24 GB machine, where the kernel's OOM killer ended the command
     without a word. None given, or the memory unknown: no problem."""
@@ -121,20 +123,25 @@ def pack_size_problems(runs: list, pack_size: int | None, device: str,
         E = min(pack_size, len(rs))
         if E <= 1 or not hasattr(rs[0].model, "to_backbone"):
             continue
-        try:
-            whole = memory_need(rs[0], device, eval_chunk=1).total  # (the pack evaluates in
-            #                               chunks of what fits it: ``choose_eval_chunk``)
+        try:  # (the pack evaluates in chunks of what fits it: ``choose_eval_chunk``)
+            one, whole = (pack_need(rs[0], n, device, eval_chunk=1) for n in (1, E))
         except (DataUnavailable, ValueError):  # no data here, or a model its blocks refuse
             continue  # (``memory_problems`` reports the latter)
-        if whole > avail or E * whole <= avail:  # one run too large: ``memory_problems``' case
+        if one > avail or whole <= avail:  # one run too large: ``memory_problems``' case
             continue
         which = rs[0].label or rs[0].coords_text()
-        k = avail // whole
+        k = largest_pack(rs[0], device, avail, E - 1, eval_chunk=1)
+        more = (whole - one) // (E - 1)  # each member past the first (an average of a whole
+        #                                  estimate read as if the k runs held k of it)
+        each, shared = ((f"about {_gb(one)} each", "") if more == one else
+                        (f"about {_gb(one)} for one run, {_gb(more)} for each further one",
+                         "; the runs' fused scans share one set of work buffers"))
         out.append(f"--pack-size {pack_size}: a pack of {E} runs{f' ({which})' if which else ''} "
                    f"needs about "
-                   f"{_gb(E * whole)} of memory on {device} (about {_gb(whole)} each: parameters "
+                   f"{_gb(whole)} of memory on {device} ({each}: parameters "
                    f"with their gradients and Adam moments, and a training step's or evaluation "
-                   f"pass's activations, evaluating one sequence at a time); only {_gb(avail)} "
+                   f"pass's activations, evaluating one sequence at a time{shared}); only "
+                   f"{_gb(avail)} "
                    f"is available, which holds {k} such "
                    f"run{'s' if k > 1 else ''} at once: give --pack-size {k} or less, or leave it "
                    "out (packs are then sized by the memory)")
@@ -142,14 +149,18 @@ def pack_size_problems(runs: list, pack_size: int | None, device: str,
 
 
 def workers_in_memory(packs: list[Pack], workers: int, available: int | None) -> int:
-    """How many of ``workers`` can train at once in ``available`` bytes when each holds one of
-    the largest packs (at least 1: a single pack too large was refused before planning)."""
+    """How many of ``workers`` (CPU: one memory) can train at once when each holds one of the
+    largest packs: their packs together within the half of ``available`` bytes that one pack
+    may take (``pack_room``; the other half is the estimate's headroom, whatever the workers).
+    At least 1 (a single pack too large was refused before planning). Checked against all of
+    ``available``, two workers' packs, each sized to the half, together filled all of it."""
     if available is None or workers <= 1:
         return workers
+    room = pack_room(available)
     needs = sorted((pack_memory(p) for p in packs), reverse=True)[:workers]
     n, used = 0, 0
     for need in needs:
-        if used + need > available:
+        if used + need > room:
             break
         used, n = used + need, n + 1
     return max(1, n if n < len(needs) else workers)
@@ -197,7 +208,8 @@ def plan(runs: list, pack_size: int | None = None, device: str = "cpu",
                 #                               its workers have): the worker chooses (None)
                 chunks[len(chunk)] = (None if avail is None else
                                       choose_eval_chunk(chunk[0], device, pack_room(avail),
-                                                        len(chunk), need))
+                                                        len(chunk),
+                                                        need if len(chunk) == 1 else None))
             packs.append(Pack(key, chunk, c.micro_batch, c.step_s if len(chunk) == c.size else None,
                               chunks[len(chunk)], None if avail is None else pack_room(avail)))
     return packs
@@ -208,30 +220,39 @@ def eval_chunk_lines(packs: list[Pack], device: str) -> list[str]:
     (``Pack.eval_chunk``, chosen by ``plan``): what `run --dry-run` and `run` print. A pack
     that exceeds its half (``Pack.eval_room``) even in chunks of 1 (a run that fits all of the
     memory, not half: ``memory_problem`` refuses only the former) is said to: its line read as
-    if chunks of 1 fitted the half, which they do not."""
+    if chunks of 1 fitted the half, which they do not; so is one that evaluates whole batches
+    because its training step is its peak (``choose_eval_chunk``: chunks would save nothing)."""
     out: dict[str, str] = {}
+    checked: set[tuple] = set()  # (key, pack size, chunk): a shape's packs are of 1 or 2 sizes
     for p in packs:
         r0 = p.runs[0]
         eb = eval_batch(r0)
-        if p.eval_chunk is None or p.eval_chunk >= eb or p.key in out:
+        if p.eval_chunk is None or p.key in out or (p.key, len(p), p.eval_chunk) in checked:
             continue
-        label = f" {r0.label}" if r0.label else ""
-        where = r0.coords_text()
+        checked.add((p.key, len(p), p.eval_chunk))
         m = p.eval_chunk
-        need = len(p) * memory_need(r0, device, m).total
-        whole = _gb(len(p) * memory_need(r0, device).total)
+        need = pack_need(r0, len(p), device, m)
         # a given --pack-size is refused only where it does not fit all of the memory at
         # chunks of 1 (``pack_size_problems``): in between, not even chunks of 1 fit the half
         # (the line said the pack then fitted)
         fits = p.eval_room is None or need <= p.eval_room
+        if m >= eb and fits:
+            continue
+        label = f" {r0.label}" if r0.label else ""
+        where = r0.coords_text()
+        whole = _gb(pack_need(r0, len(p), device))
+        how = ("whole (chunks would need no less: its training step is the larger)" if m >= eb
+               else f"in chunks of {m} sequence{'s' if m > 1 else ''}")
         out[p.key] = (f"run{label}{f' ({where})' if where else ''}: evaluates its batches of "
-                      f"{eb} (train.eval_batch_size) in chunks of {m} sequence{'s' if m > 1 else ''}"
+                      f"{eb} (train.eval_batch_size) {how}"
                       f": a pack of {len(p)} then needs about {_gb(need)} on {device}"
                       + (f"; whole batches, {whole}, do not fit the half of the memory "
                          "available that a pack may take" if fits else
                          f", more than the half of the memory available that a pack may take "
-                         f"({_gb(p.eval_room)}; whole batches: {whole}): it runs, as all of the "
-                         "memory holds it, with less room for the estimate's error"
+                         f"({_gb(p.eval_room)}"
+                         + ("" if m >= eb else f"; whole batches: {whole}")
+                         + "): it runs, as all of the memory holds it, with less room for the "
+                         "estimate's error"
                          + (" (a smaller --pack-size fits better)" if len(p) > 1 else "")))
     return list(out.values())
 

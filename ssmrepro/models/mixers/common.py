@@ -33,17 +33,32 @@ DT_MAX_BOUND = float(torch.finfo(torch.float32).max)
 
 
 _SCAN_ON_CPU: ContextVar[bool] = ContextVar("scan_on_cpu", default=False)
+_PACK_MEMBERS: ContextVar[int] = ContextVar("pack_members", default=1)
 
 
 @contextmanager
-def scan_path(device: str) -> Iterator[None]:
+def scan_path(device: str, members: int = 1) -> Iterator[None]:
     """Memory estimates made inside count the fused selective scan's kept states for
-    ``device`` (``block_states``); outside, for the shortest blocks of any device."""
+    ``device`` (``block_states``); outside, for the shortest blocks of any device. ``members``:
+    the estimates are one member's share of a pack of that many (the scan's work buffers are
+    the pack's, one set per call: ``fused_scan_buffers``)."""
     token = _SCAN_ON_CPU.set(not str(device).startswith("cuda"))
+    pack = _PACK_MEMBERS.set(max(1, members))
     try:
         yield
     finally:
+        _PACK_MEMBERS.reset(pack)
         _SCAN_ON_CPU.reset(token)
+
+
+def _pack_plan(batch: int, d: int, N: int, L: int):
+    """(plan, members): the fused scan's plan for a pack of the ``scan_path``'s members, whose
+    d channels each are the scan's groups (``kernels.inplace.scan_plan``: one group a tile from
+    32 channels, so a tile is one member's; narrower groups share tiles, ``narrow_scan``)."""
+    from ...kernels.inplace import scan_plan
+
+    E = _PACK_MEMBERS.get()
+    return scan_plan(batch, E, d, N, L=L), E
 
 
 def block_states(d: int, N: int, L: int) -> int:
@@ -57,37 +72,37 @@ def block_states(d: int, N: int, L: int) -> int:
 
 def fused_scan_buffers(batch: int, d: int, N: int, L: int, c_const: bool = False) -> int:
     """Floats of the work buffers of the fused real selective scan
-    (``kernels.inplace._SelectiveScanFused.forward``) over ``batch`` rows of d channels with N
-    states, one member (a pack shares them): a tile's state S = rows·N·d (``scan_plan``, rows
-    <= batch) and time block T give hbuf (T + 1)·S, abuf T·S, wbuf T·S (constant C, or mul + sum
+    (``kernels.inplace._SelectiveScanFused.forward``, or ``narrow_scan``'s) over ``batch`` rows
+    of d channels with N states, one member's share of them: the scan of a pack of E members
+    (``scan_path``'s) allocates one set, which every tile reuses, so a member holds 1/E of it
+    (each member's whole set was counted: a CPU pack of 16 S6 runs at d 32 estimated 2.6x its
+    measured peak). A tile's state S = rows·N·groups·d (``scan_plan`` of E groups, rows <=
+    batch) and time block T give hbuf (T + 1)·S, abuf T·S, wbuf T·S (constant C, or mul + sum
     instead of matmuls) and dbuf T·S / N. Bounded whatever the batch (2^19-element blocks on
     CPU). 0 on a GPU (``scan_path``): there a tile holds every member of the pack, whose buffers
     (2^27-element blocks, about 1 GB for the whole pack) are shared, not one member's each (a
     member's share shrinks with the pack; the GPU's pack budget is half its free memory), and
     mamba-ssm's kernel, where installed, has none."""
-    from ...kernels.inplace import scan_plan
-
     if not _SCAN_ON_CPU.get():
         return 0
-    p = scan_plan(batch, 1, d, N, L=L)
+    p, E = _pack_plan(batch, d, N, L)
     S = p.rows * p.groups * d * N
-    return (p.T + 1) * S + p.T * S * (2 if c_const or not p.matmul else 1) + p.T * S // N
+    return -(-((p.T + 1) * S + p.T * S * (2 if c_const or not p.matmul else 1) + p.T * S // N)
+             // E)
 
 
 def fused_scan_work_floats(batch: int, d: int, N: int, L: int) -> int:
     """Floats of the work buffers of the fused real selective scan's backward
     (``kernels.inplace._SelectiveScanFused.backward``, the forward's plan): hbuf (T + 1)·S,
     abuf, gbuf and wbuf 3·T·S, cbuf S, dbuf and ebuf 2·T·S / N (``fused_scan_buffers``'s S and
-    T; a mixer's ``work_floats``). Not counted before: a training step of an S6 layer at d 32,
-    N 16, T 128, batch 32 allocated 1.8x the estimate (4 block buffers of 2^19 floats). 0 on a
-    GPU, as ``fused_scan_buffers``."""
-    from ...kernels.inplace import scan_plan
-
+    T; a mixer's ``work_floats``; one member's share of a pack's, as there). Not counted
+    before: a training step of an S6 layer at d 32, N 16, T 128, batch 32 allocated 1.8x the
+    estimate (4 block buffers of 2^19 floats). 0 on a GPU, as ``fused_scan_buffers``."""
     if not _SCAN_ON_CPU.get():
         return 0
-    p = scan_plan(batch, 1, d, N, L=L)
+    p, E = _pack_plan(batch, d, N, L)
     S = p.rows * p.groups * d * N
-    return (p.T + 1) * S + 3 * p.T * S + S + 2 * (p.T * S // N)
+    return -(-((p.T + 1) * S + 3 * p.T * S + S + 2 * (p.T * S // N)) // E)
 
 
 def fused_scan_eval_floats(batch: int, d: int, N: int, L: int, own: int,
