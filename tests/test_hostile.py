@@ -26347,3 +26347,72 @@ def test_r52_each_once_lists_share_one_check_in_one_pass():
     assert _named_once(names) is names
     with pytest.raises(ValueError, match="'c7' is named more than once"):
         _named_once([*names, "c7"])
+
+
+def _r53b_project(tmp_path, **kw):
+    """A project of one tiny spec whose smoke profile has been run in ``out``."""
+    proj = tmp_path / "proj"
+    (proj / "experiments/tests").mkdir(parents=True)
+    (proj / "ssmrepro").mkdir()
+    (proj / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    _one_run_spec(proj / "experiments/tests", **kw)
+    out, env = tmp_path / "out", {"SSMREPRO_ROOT": str(proj)}
+    res = _invoke("run", "t-spec", "--out", out, "--profile", "smoke", "--no-calibrate", env=env)
+    assert res.exit_code == 0, res.output
+    return out, env
+
+
+def test_r53b_export_names_a_runs_folder_it_cannot_read_where_the_tables_are_gone(tmp_path):
+    """A spec's ``runs/`` a plain file or a link loop, its results tables gone: `export` gave 0
+    rows, exit 0, without a word (it looked for records no further than 'no folder of them'),
+    where `plot` said why the runs were not done and `list` refused the loop. Said as `plot`
+    says it (``Store.has_records``); the loop leaves the spec's records out by name."""
+    out, env = _r53b_project(tmp_path)
+    folder = out / "tests/t-spec"
+    for f in folder.glob("results*.csv"):
+        f.unlink()
+    shutil.rmtree(folder / "runs")
+    (folder / "runs").write_text("x")
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "0 rows" in said, said
+    assert said.count(f"cannot read the run records in {folder / 'runs'}: a file, not a "
+                      "folder") == 1, said
+    (folder / "runs").unlink()
+    (folder / "runs").symlink_to("runs")
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "0 rows" in said, said
+    assert "left out tests/t-spec (profile smoke's records)" in said, said
+    assert said.count("a symbolic link loop") == 1, said
+
+
+def test_r53b_export_reads_a_committed_row_as_plot_does(tmp_path):
+    """`export` read each profile's table by an order of steps of its own beside `plot`'s
+    (``outputs.profile_table`` now, for both): a committed row without a value of a cell key
+    (a field the table predates: koren2026-fig6's `model.init`) was exported without it where
+    `plot` takes it from the planned run of that id, so one run's config read two ways as
+    its record was there or not. The committed table's order of rows is kept."""
+    import pandas as pd
+
+    out, env = _r53b_project(tmp_path, sweep=[{"cases": [
+        {"label": "S6", "set": {"model.mixer": "s6"}},
+        {"label": "S4D", "set": {"model.mixer": "s4d"}}]}])
+    folder = out / "tests/t-spec"
+
+    def export():
+        res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+        assert res.exit_code == 0, res.output
+        got = pd.read_csv(tmp_path / "x.csv", dtype={"run_id": str})
+        return got[got["metric"] == "test.acc"]
+
+    want = export()
+    shutil.rmtree(folder / "runs")  # a fresh clone: the committed table alone
+    (table,) = folder.glob("results*.csv")
+    rows = pd.read_csv(table, dtype={"run_id": str})
+    rows["model.mixer"] = None
+    rows.iloc[::-1].to_csv(table, index=False)
+    got = export()
+    assert [json.loads(c)["model.mixer"] for c in got["config"]] == ["s4d", "s6"], got
+    assert list(got["run_id"]) == list(want["run_id"])[::-1]
+    assert sorted(got["config"]) == sorted(want["config"])
