@@ -26416,3 +26416,30 @@ def test_r53b_export_reads_a_committed_row_as_plot_does(tmp_path):
     assert [json.loads(c)["model.mixer"] for c in got["config"]] == ["s4d", "s6"], got
     assert list(got["run_id"]) == list(want["run_id"])[::-1]
     assert sorted(got["config"]) == sorted(want["config"])
+
+
+def test_r53b_export_gives_a_profile_without_a_table_as_plot_writes_it(tmp_path):
+    """quick's table gone, its runs recorded: `export` took only the runs whose record names
+    quick, so the runs `run --profile quick` found done (smoke's, recorded under smoke) were
+    left out: 1 run of quick's 3, a table `plot` never writes. Each planned run with a record,
+    as `plot` writes the table; extra (no record names it) is still not given quick's run."""
+    import pandas as pd
+
+    proj = tmp_path / "proj"
+    (proj / "experiments/tests").mkdir(parents=True)
+    (proj / "ssmrepro").mkdir()
+    (proj / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    two_profile_spec(proj / "experiments/tests")
+    out, env = tmp_path / "out", {"SSMREPRO_ROOT": str(proj)}
+    for prof in ("smoke", "quick"):
+        res = _invoke("run", "t-spec", "--out", out, "--profile", prof, "--no-calibrate",
+                      env=env)
+        assert res.exit_code == 0, res.output
+    (out / "tests/t-spec/results.csv").unlink()  # (quick: the default profile)
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "the 3 recorded run(s) of profile 'quick'" in said, said
+    got = pd.read_csv(tmp_path / "x.csv", dtype={"run_id": str})
+    acc = got[got["metric"] == "test.acc"]
+    assert sorted(acc.loc[acc["profile"] == "quick", "label"]) == ["S4D", "S6", "wide"], acc
+    assert set(acc["profile"]) == {"smoke", "quick"}, acc
