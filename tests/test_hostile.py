@@ -26443,3 +26443,41 @@ def test_r53b_export_gives_a_profile_without_a_table_as_plot_writes_it(tmp_path)
     acc = got[got["metric"] == "test.acc"]
     assert sorted(acc.loc[acc["profile"] == "quick", "label"]) == ["S4D", "S6", "wide"], acc
     assert set(acc["profile"]) == {"smoke", "quick"}, acc
+
+
+def test_r53b_a_table_without_its_run_id_column_is_not_completed_twice(tmp_path):
+    """A fresh clone's smoke table with its run_id column deleted by hand, quick's table holding
+    the same runs: the table as `plot` reads it took each row as it was and each run again
+    from quick's table (its rows of a label and seed were taken for no run), and `export`,
+    which reads it so, gave each run twice, with and without its id. Its rows stand for the
+    run of their label and seed (``_not_covered``)."""
+    import pandas as pd
+
+    from ssmrepro.plots.outputs import profile_table
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import open_store
+    from ssmrepro.sweep import expand
+
+    proj = tmp_path / "proj"
+    (proj / "experiments/tests").mkdir(parents=True)
+    (proj / "ssmrepro").mkdir()
+    (proj / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    path = two_profile_spec(proj / "experiments/tests")
+    out, env = tmp_path / "out", {"SSMREPRO_ROOT": str(proj)}
+    for prof in ("smoke", "quick"):
+        res = _invoke("run", "t-spec", "--out", out, "--profile", prof, "--no-calibrate",
+                      env=env)
+        assert res.exit_code == 0, res.output
+    folder = out / "tests/t-spec"
+    shutil.rmtree(folder / "runs")
+    table = folder / "results-smoke.csv"
+    pd.read_csv(table).drop(columns=["run_id"]).to_csv(table, index=False)
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    assert res.exit_code == 0, res.output
+    got = pd.read_csv(tmp_path / "x.csv", dtype={"run_id": str})
+    acc = got[(got["metric"] == "test.acc") & (got["profile"] == "smoke")]
+    assert sorted(acc["label"]) == ["S4D", "S6"] and acc["run_id"].isna().all(), acc
+    spec = load_spec(path)
+    rows = profile_table(spec, "smoke", folder, expand(spec, "smoke"),
+                         open_store(spec, out, readonly=True)).rows
+    assert sorted(rows["label"]) == ["S4D", "S6"], rows

@@ -1432,12 +1432,15 @@ def _not_covered(own: pd.DataFrame, todo: list) -> list:
     the run's config columns (``_contradiction``). A run id also hashes the code version, so a
     table committed before a version change holds its runs under older ids; completing them from
     another profile's table (the same configs trained later, under the current ids) drew both
-    trainings of one cell (chen2025-fig7: 6 runs in 3-seed cells)."""
-    if own.empty or not todo or not {RUN_ID, LABEL, SEED} <= set(own.columns):
+    trainings of one cell (chen2025-fig7: 6 runs in 3-seed cells). A table without a run id
+    column (deleted by hand) names no run: its rows of a label and seed stand for the run of
+    that cell (each run was completed from another profile's table as well, and `export` gave
+    the run twice, with and without its id)."""
+    if own.empty or not todo or not {LABEL, SEED} <= set(own.columns):
         return todo
+    ids = own[RUN_ID].astype(str) if RUN_ID in own else pd.Series("", index=own.index)
     groups: dict[tuple, dict[str, list[int]]] = {}  # (label, seed) -> run id -> row positions
-    for i, key in enumerate(zip(own[LABEL].astype(str), own[SEED].map(norm),
-                                own[RUN_ID].astype(str))):
+    for i, key in enumerate(zip(own[LABEL].astype(str), own[SEED].map(norm), ids)):
         groups.setdefault(key[:2], {}).setdefault(key[2], []).append(i)
     return [r for r in todo
             if not any(not _contradiction(own.iloc[at], r) and not _other_cell(own.iloc[at], r)
