@@ -26481,3 +26481,25 @@ def test_r53b_a_table_without_its_run_id_column_is_not_completed_twice(tmp_path)
     rows = profile_table(spec, "smoke", folder, expand(spec, "smoke"),
                          open_store(spec, out, readonly=True)).rows
     assert sorted(rows["label"]) == ["S4D", "S6"], rows
+
+
+def test_r53b_a_results_row_pasted_twice_is_used_once(tmp_path):
+    """A fresh clone's results table with one row pasted twice (the same results): the report
+    counted its seed once, while `export` gave the run twice (a mean over the long table's
+    rows weighed it double). Used once, with a warning naming the run."""
+    import pandas as pd
+
+    out, env = _r53b_project(tmp_path, seeds=[0, 1])
+    folder = out / "tests/t-spec"
+    shutil.rmtree(folder / "runs")
+    (table,) = folder.glob("results*.csv")
+    rows = pd.read_csv(table, dtype={"run_id": str})
+    pd.concat([rows, rows.iloc[:1]]).to_csv(table, index=False)
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, said
+    assert (f"holds the row of run(s) {rows.loc[0, 'run_id']} more than once (the same "
+            "results); it is used once") in said, said
+    got = pd.read_csv(tmp_path / "x.csv", dtype={"run_id": str})
+    acc = got[got["metric"] == "test.acc"]
+    assert sorted(acc["seed"]) == [0, 1], acc

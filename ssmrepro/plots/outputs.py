@@ -1840,6 +1840,8 @@ def consistent_rows(table: pd.DataFrame, runs: list, own: bool = False) -> pd.Da
                   f"with different results; its rows are not used", file=sys.stderr)
             dropped.append(rid)
     keep = ~ids.isin(dropped)
+    if own and LABEL in table and STEP not in table:  # a results row given twice (pasted again)
+        keep &= ~_repeated_rows(table, ids, keep)
     if own and {LABEL, SEED} <= set(table.columns):
         keep &= ~_second_rows(table[keep], by_id)
     if N_PARAMS in table:
@@ -1866,6 +1868,21 @@ def _params_disagree(table: pd.DataFrame, by_id: dict) -> None:
             print(f"warning: a committed table gives {len(ns)} parameter counts "
                   f"({', '.join(map(str, sorted(ns)))}) to the seeds of the cell {names[key]}, "
                   "which share one config; its count is not shown", file=sys.stderr)
+
+
+def _repeated_rows(table: pd.DataFrame, ids: pd.Series, keep: pd.Series) -> pd.Series:
+    """The rows (of ``table``, a profile's own results table; ``ids`` its run ids, ``keep``
+    the rows kept so far) that repeat a kept row of the same run and label: a row pasted twice,
+    the same results (``_disagreeing`` drops a run given twice with others). Each run is named
+    in a warning and its first row used: the report counted the seed once, while `export`
+    gave the run twice (a mean over the long table's rows weighed it double)."""
+    twice = ids.str.cat(table[LABEL].astype(str), sep="\0").duplicated() & keep
+    if twice.any():
+        named = list(dict.fromkeys(ids[twice]))
+        more = f" and {len(named) - 3} more" if len(named) > 3 else ""
+        print(f"warning: a committed table holds the row of run(s) {', '.join(named[:3])}{more} "
+              "more than once (the same results); it is used once", file=sys.stderr)
+    return twice
 
 
 def _second_rows(table: pd.DataFrame, by_id: dict) -> pd.Series:
