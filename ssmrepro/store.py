@@ -839,6 +839,24 @@ class Store:
             self.stale_data.add(run_id)
         return None
 
+    def has_records(self) -> bool:
+        """Whether a run folder of this store (its ``runs/``, then the reused stores') holds a
+        record, looked for as ``read`` looks: one that is not a folder (a file, a FIFO, below a
+        file) is warned of (``_warn_unreadable``: its runs count as not done), a symbolic link
+        loop is an OSError naming it. `export` of a spec whose tables are gone looked no
+        further than 'no folder of records' and gave 0 rows, exit 0, without a word, where
+        `plot` said why its runs were not done and `list` refused the loop."""
+        for root in [self.runs] + [r / "runs" for r in self.reuse]:
+            why = folder_problem(root)
+            if why is None:
+                if any(root.glob("*.json")):
+                    return True
+            elif why.startswith("a symbolic link loop"):
+                raise OSError(errno.ELOOP, "a symbolic link loop", str(root))
+            elif why != "no such folder":
+                self._warn_unreadable(root)
+        return False
+
     def _distrust(self, path: Path, why: str, quarantine: bool) -> None:
         if not quarantine:
             self._warn(f"ignoring run record {path}: {why}")

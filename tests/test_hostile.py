@@ -26761,3 +26761,159 @@ def test_r53a_a_pack_whose_training_step_exceeds_the_room_evaluates_in_chunks_it
     assert "batches of 16 (train.eval_batch_size) whole (chunks would need no less" in line
     assert "more than the half of the memory available that a pack may take (" in line
     assert eval_chunk_lines(plan(small[:4], 4, "cpu", available=1 << 40), "cpu") == []
+
+
+def _r53b_project(tmp_path, **kw):
+    """A project of one tiny spec whose smoke profile has been run in ``out``."""
+    proj = tmp_path / "proj"
+    (proj / "experiments/tests").mkdir(parents=True)
+    (proj / "ssmrepro").mkdir()
+    (proj / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    _one_run_spec(proj / "experiments/tests", **kw)
+    out, env = tmp_path / "out", {"SSMREPRO_ROOT": str(proj)}
+    res = _invoke("run", "t-spec", "--out", out, "--profile", "smoke", "--no-calibrate", env=env)
+    assert res.exit_code == 0, res.output
+    return out, env
+
+
+def test_r53b_export_names_a_runs_folder_it_cannot_read_where_the_tables_are_gone(tmp_path):
+    """A spec's ``runs/`` a plain file or a link loop, its results tables gone: `export` gave 0
+    rows, exit 0, without a word (it looked for records no further than 'no folder of them'),
+    where `plot` said why the runs were not done and `list` refused the loop. Said as `plot`
+    says it (``Store.has_records``); the loop leaves the spec's records out by name."""
+    out, env = _r53b_project(tmp_path)
+    folder = out / "tests/t-spec"
+    for f in folder.glob("results*.csv"):
+        f.unlink()
+    shutil.rmtree(folder / "runs")
+    (folder / "runs").write_text("x")
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "0 rows" in said, said
+    assert said.count(f"cannot read the run records in {folder / 'runs'}: a file, not a "
+                      "folder") == 1, said
+    (folder / "runs").unlink()
+    (folder / "runs").symlink_to("runs")
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "0 rows" in said, said
+    assert "left out tests/t-spec (profile smoke's records)" in said, said
+    assert said.count("a symbolic link loop") == 1, said
+
+
+def test_r53b_export_reads_a_committed_row_as_plot_does(tmp_path):
+    """`export` read each profile's table by an order of steps of its own beside `plot`'s
+    (``outputs.profile_table`` now, for both): a committed row without a value of a cell key
+    (a field the table predates: koren2026-fig6's `model.init`) was exported without it where
+    `plot` takes it from the planned run of that id, so one run's config read two ways as
+    its record was there or not. The committed table's order of rows is kept."""
+    import pandas as pd
+
+    out, env = _r53b_project(tmp_path, sweep=[{"cases": [
+        {"label": "S6", "set": {"model.mixer": "s6"}},
+        {"label": "S4D", "set": {"model.mixer": "s4d"}}]}])
+    folder = out / "tests/t-spec"
+
+    def export():
+        res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+        assert res.exit_code == 0, res.output
+        got = pd.read_csv(tmp_path / "x.csv", dtype={"run_id": str})
+        return got[got["metric"] == "test.acc"]
+
+    want = export()
+    shutil.rmtree(folder / "runs")  # a fresh clone: the committed table alone
+    (table,) = folder.glob("results*.csv")
+    rows = pd.read_csv(table, dtype={"run_id": str})
+    rows["model.mixer"] = None
+    rows.iloc[::-1].to_csv(table, index=False)
+    got = export()
+    assert [json.loads(c)["model.mixer"] for c in got["config"]] == ["s4d", "s6"], got
+    assert list(got["run_id"]) == list(want["run_id"])[::-1]
+    assert sorted(got["config"]) == sorted(want["config"])
+
+
+def test_r53b_export_gives_a_profile_without_a_table_as_plot_writes_it(tmp_path):
+    """quick's table gone, its runs recorded: `export` took only the runs whose record names
+    quick, so the runs `run --profile quick` found done (smoke's, recorded under smoke) were
+    left out: 1 run of quick's 3, a table `plot` never writes. Each planned run with a record,
+    as `plot` writes the table; extra (no record names it) is still not given quick's run."""
+    import pandas as pd
+
+    proj = tmp_path / "proj"
+    (proj / "experiments/tests").mkdir(parents=True)
+    (proj / "ssmrepro").mkdir()
+    (proj / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    two_profile_spec(proj / "experiments/tests")
+    out, env = tmp_path / "out", {"SSMREPRO_ROOT": str(proj)}
+    for prof in ("smoke", "quick"):
+        res = _invoke("run", "t-spec", "--out", out, "--profile", prof, "--no-calibrate",
+                      env=env)
+        assert res.exit_code == 0, res.output
+    (out / "tests/t-spec/results.csv").unlink()  # (quick: the default profile)
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "the 3 recorded run(s) of profile 'quick'" in said, said
+    got = pd.read_csv(tmp_path / "x.csv", dtype={"run_id": str})
+    acc = got[got["metric"] == "test.acc"]
+    assert sorted(acc.loc[acc["profile"] == "quick", "label"]) == ["S4D", "S6", "wide"], acc
+    assert set(acc["profile"]) == {"smoke", "quick"}, acc
+
+
+def test_r53b_a_table_without_its_run_id_column_is_not_completed_twice(tmp_path):
+    """A fresh clone's smoke table with its run_id column deleted by hand, quick's table holding
+    the same runs: the table as `plot` reads it took each row as it was and each run again
+    from quick's table (its rows of a label and seed were taken for no run), and `export`,
+    which reads it so, gave each run twice, with and without its id. Its rows stand for the
+    run of their label and seed (``_not_covered``)."""
+    import pandas as pd
+
+    from ssmrepro.plots.outputs import profile_table
+    from ssmrepro.spec import load_spec
+    from ssmrepro.store import open_store
+    from ssmrepro.sweep import expand
+
+    proj = tmp_path / "proj"
+    (proj / "experiments/tests").mkdir(parents=True)
+    (proj / "ssmrepro").mkdir()
+    (proj / "experiments/catalogue.yaml").write_text("papers: {}\ntargets: []\n")
+    path = two_profile_spec(proj / "experiments/tests")
+    out, env = tmp_path / "out", {"SSMREPRO_ROOT": str(proj)}
+    for prof in ("smoke", "quick"):
+        res = _invoke("run", "t-spec", "--out", out, "--profile", prof, "--no-calibrate",
+                      env=env)
+        assert res.exit_code == 0, res.output
+    folder = out / "tests/t-spec"
+    shutil.rmtree(folder / "runs")
+    table = folder / "results-smoke.csv"
+    pd.read_csv(table).drop(columns=["run_id"]).to_csv(table, index=False)
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    assert res.exit_code == 0, res.output
+    got = pd.read_csv(tmp_path / "x.csv", dtype={"run_id": str})
+    acc = got[(got["metric"] == "test.acc") & (got["profile"] == "smoke")]
+    assert sorted(acc["label"]) == ["S4D", "S6"] and acc["run_id"].isna().all(), acc
+    spec = load_spec(path)
+    rows = profile_table(spec, "smoke", folder, expand(spec, "smoke"),
+                         open_store(spec, out, readonly=True)).rows
+    assert sorted(rows["label"]) == ["S4D", "S6"], rows
+
+
+def test_r53b_a_results_row_pasted_twice_is_used_once(tmp_path):
+    """A fresh clone's results table with one row pasted twice (the same results): the report
+    counted its seed once, while `export` gave the run twice (a mean over the long table's
+    rows weighed it double). Used once, with a warning naming the run."""
+    import pandas as pd
+
+    out, env = _r53b_project(tmp_path, seeds=[0, 1])
+    folder = out / "tests/t-spec"
+    shutil.rmtree(folder / "runs")
+    (table,) = folder.glob("results*.csv")
+    rows = pd.read_csv(table, dtype={"run_id": str})
+    pd.concat([rows, rows.iloc[:1]]).to_csv(table, index=False)
+    res = _invoke("export", "--out", out, "--file", tmp_path / "x.csv", env=env)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0, said
+    assert (f"holds the row of run(s) {rows.loc[0, 'run_id']} more than once (the same "
+            "results); it is used once") in said, said
+    got = pd.read_csv(tmp_path / "x.csv", dtype={"run_id": str})
+    acc = got[got["metric"] == "test.acc"]
+    assert sorted(acc["seed"]) == [0, 1], acc

@@ -40,7 +40,7 @@ from ..store import (
     results_dir,
 )
 from ..util import atomic_write_stream, atomic_write_text, extra_hint, first_time
-from .outputs import _without_stale, consistent_rows, profile_rows
+from .outputs import consistent_rows, profile_table
 
 EXPORT_COLUMNS = ["paper", "experiment", "profile", "run_id", "label", "seed", "status",
                   "n_params", "metric", "value", "config"]
@@ -163,43 +163,48 @@ def _planned(spec, profile: str) -> list:
         return []
 
 
-def _from_records(spec, out: Path | None, planned: list, table: pd.DataFrame, name: str = ""
-                  ) -> tuple[pd.DataFrame, int]:
-    """``table`` (a profile's committed rows, checked) as `plot` reads it, and the number of its
-    runs left out: each planned run's row made from its record where the spec's store has a
-    valid one (``Store.table``, read-only here: nothing is moved; a run recorded but missing
-    from the table, as `plot` adds it), its committed row where it has none,
-    and no row where its only records were trained on other data than there is now (a text
-    corpus replaced, an LRA dataset's files) or hold numbers that mean something else now
-    (``Store.stale_data``: written before a change of what its run computes). The store's
-    warnings (those, an invalid record, one of a newer ssmrepro) are printed as `plot` prints
-    them. Export read the records by a copy of the store's rules: an invalid record and a
-    newer ssmrepro's went without a word, a reused store's record was not read, and a row
-    edited by hand (a metric 0.14 -> 0.99) was exported where `plot` writes the record's; it is
-    replaced by the record's with a warning naming the run and column (``_warn_replaced``: it
-    was replaced without a word). ``table`` may be empty (a profile without a table, its runs
-    recorded: ``_recorded_only``); ``name``: the table's, for the warnings. A table left
-    without a row (each edited by hand, or another profile's) is no exception: its records
-    were not read, and 0 rows exported where `plot` writes a row of each. Each store warning
-    is printed once per command (``util.first_time``: of a record two profiles or a reusing
-    spec share, of a newer ssmrepro's records, they were printed once per profile's table)."""
-    if RUN_ID not in table:
+def _from_records(spec, prof: str, out: Path | None, planned: list, table: pd.DataFrame,
+                  name: str) -> tuple[pd.DataFrame, int]:
+    """``table`` (a profile's committed rows) as `plot` reads it (``outputs.profile_table``,
+    the one reading of `plot`, `verify` and `figures`, through a read-only store: nothing is
+    moved, nothing written), and the number of its runs left out because their only records
+    were trained on other data than there is now (a text corpus replaced, an LRA dataset's
+    files) or hold numbers that mean something else now (``Store.stale_data``: written before a
+    change of what its run computes). The store's warnings (those, an invalid record, one of a
+    newer ssmrepro) are printed as `plot` prints them, each once per command
+    (``Store.to_say``). A committed row that its run's record replaces is named where it
+    differs from it: a config that run id cannot have (``consistent_rows``), a metric or status
+    edited by hand (``_warn_replaced``); `plot` writes the table again from the records, the
+    source of truth. ``table`` may be empty (a profile without a table, its runs recorded:
+    ``_recorded_only``); ``name``: the table's, for the warnings. Export read the table by an
+    order of steps of its own beside `plot`'s, and the two drifted."""
+    if spec.analytic is not None:  # computed by `plot`, no records (``analytic_mismatch``)
         return table, 0
     store = open_store(spec, out, readonly=True)
-    ids = set(table[RUN_ID].astype(str))
-    recorded = store.table(planned)  # (a run recorded but not in the table: plot adds its row)
+    got = profile_table(spec, prof, results_dir(spec, out), planned, store, own=table,
+                        name=name)
     for w in store.to_say():
         print(f"warning: {w}", file=sys.stderr)
-    gone = ids & store.stale_data
+    own, recorded = got.own, got.recorded
     have = set(recorded[RUN_ID].astype(str)) if RUN_ID in recorded else set()
-    _warn_replaced(table, recorded, have, name)
-    kept = table[~table[RUN_ID].astype(str).isin(have | gone)]
-    if recorded.empty:
-        return kept, len(gone)
-    order = {rid: i for i, rid in enumerate(dict.fromkeys(table[RUN_ID].astype(str)))}
-    both = pd.concat([kept, recorded], ignore_index=True)
-    rank = both[RUN_ID].astype(str).map(order).fillna(len(order))
-    return both.iloc[rank.to_numpy().argsort(kind="stable")].reset_index(drop=True), len(gone)
+    if RUN_ID in own and have:
+        replaced = own[own[RUN_ID].astype(str).isin(have)]
+        _warn_replaced(consistent_rows(replaced, planned, own=True), recorded, have, name)
+    gone = set(own[RUN_ID].astype(str)) & store.stale_data if RUN_ID in own else set()
+    rows = got.rows
+    if RUN_ID in own and RUN_ID in rows and not rows.empty:  # in the committed table's order
+        # of rows and columns (the file its reader sees), the rows of runs it has not and the
+        # columns it has not after them, as `plot` orders them
+        def key(t: pd.DataFrame) -> pd.Series:  # (a run shared by two labels: a row each)
+            return t[RUN_ID].astype(str) + ("\0" + t["label"].astype(str) if "label" in t
+                                             else "")
+
+        order = {k: i for i, k in enumerate(dict.fromkeys(key(own)))}
+        rank = key(rows).map(order).fillna(len(order))
+        rows = rows.iloc[rank.to_numpy().argsort(kind="stable")].reset_index(drop=True)
+        rows = rows[[c for c in own.columns if c in rows]
+                    + [c for c in rows.columns if c not in own.columns]]
+    return rows, len(gone)
 
 
 _COMPARED = ("status", "n_params")  # besides the metrics: the columns a row exports
@@ -468,17 +473,7 @@ def _profile_rows(spec, prof: str, csv: Path, files: dict[str, Path], root: Path
     also = {q for q, f in files.items() if q != prof and f == csv}
     if also and "profile" in table:
         table = table[~table["profile"].astype(str).isin(also)]
-    if RUN_ID in table:  # as plot reads it: a row of a planned run checked against
-        # its run id (a hand-edited config was exported as it stood), another profile's
-        # row left out (it was exported as this profile's); a table without a profile
-        # column (dropped by hand: another spec's table copied in) is checked the same
-        # way (its rows were exported as the spec's without a check)
-        table = consistent_rows(profile_rows(table, prof, f"{spec.id}/{csv.name}"),
-                                planned, own=True)
-        # rows of runs trained before the spec was edited (train.lr), as plot drops
-        # them: they were exported as the edited spec's results
-        table = _without_stale(table, planned, f"{spec.id}/{csv.name}")
-    table, stale = _from_records(spec, out, planned, table, f"{spec.id}/{csv.name}")
+    table, stale = _from_records(spec, prof, out, planned, table, f"{spec.id}/{csv.name}")
     if stale:
         print(f"warning: {csv.name} of {spec.id}: the rows of {stale} run(s) are not "
               "exported: their records were trained on other data than there is now, "
@@ -499,15 +494,20 @@ def _recorded_only(spec, prof: str, out: Path | None,
     if spec.analytic is not None:
         return []
     store = open_store(spec, out, readonly=True)
-    folders = [store.runs] + [r / "runs" for r in store.reuse]
-    if not any(f.is_dir() and any(f.glob("*.json")) for f in folders):
+    if not store.has_records():  # (its ``runs/`` a file: said, as `plot` says it)
+        for w in store.to_say():
+            print(f"warning: {w}", file=sys.stderr)
         return []
     planned = _planned(spec, prof)
-    # the runs `run --profile <prof>` recorded: a run another profile plans too (profiles of
-    # one config) is that profile's, where its table holds it
-    mine = [r for r in planned if (store.read(r.run_id) or {}).get("profile") == prof]
+    # a profile `run --profile <prof>` ran (a record names it) is exported as `plot` writes
+    # its table, each planned run with a record: a run it found done, recorded under another
+    # profile that plans it too (quick's runs of smoke), was left out, so quick gave 1 run of
+    # its 3, a table `plot` never writes. A profile no record names (one of the same config as
+    # the profile `run` ran) is not given the other's runs.
+    if not any((store.read(r.run_id) or {}).get("profile") == prof for r in planned):
+        return []
     name = f"{spec.id}/{output_name(spec, prof, 'results', 'csv')}"
-    table, _ = _from_records(spec, out, mine, pd.DataFrame(columns=[RUN_ID]), name)
+    table, _ = _from_records(spec, prof, out, planned, pd.DataFrame(columns=[RUN_ID]), name)
     if table.empty:
         return []
     what = "no such table" if unread is None else f"{unread} is not used (above)"

@@ -1371,23 +1371,56 @@ def _config_rows(runs: list) -> pd.DataFrame:
 
 def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
                store=None) -> pd.DataFrame:
-    """The run table of ``profile``: a run's row from its record when the store has one, else
-    from the committed tables (``_committed_rows``). Written back when any record was read. With
-    no record at all, this profile's committed table is read as it is (rows of runs no longer
-    planned included: claims match cells by their keys) and completed from the other profiles'."""
+    """The run table of ``profile`` as ``profile_table`` reads it, written back when any record
+    was read or a committed row was dropped (a row edited by hand since it was written is
+    named: records are the source of truth, the edit is not kept)."""
     store = store or open_store(spec, root.parents[1])
+    got = profile_table(spec, profile, root, runs, store, tag)
+    if got.changed:
+        df = got.recorded
+        store.write_table(output_name(spec, profile, "results", "csv", tag),
+                          None if got.rows.empty else table_text(got.rows, runs),
+                          set(df[RUN_ID].astype(str)) if RUN_ID in df else set())
+    return got.rows
+
+
+@dataclass
+class ProfileTable:
+    """A profile's run table as `plot` reads it (``profile_table``)."""
+
+    rows: pd.DataFrame  # the table: a run's row from its record, else a committed one
+    recorded: pd.DataFrame  # the rows made from the records (``Store.table``)
+    own: pd.DataFrame  # the profile's committed table, its rows of the profile (``profile_rows``)
+    changed: bool  # records were read or committed rows dropped: `plot` writes it back
+
+
+def profile_table(spec: Spec, profile: str, root: Path, runs: list, store, tag: str = "",
+                  own: pd.DataFrame | None = None, name: str | None = None) -> ProfileTable:
+    """The run table of ``profile`` as `plot`, `verify`, `figures` and `export` read it, nothing
+    written: a run's row from its record when the store has one, else from the committed tables
+    (``_committed_rows``), none of a run whose records were trained on other data
+    (``_without_other_data``). With no record at all, this profile's committed table is read as
+    it is (rows of runs no longer planned included: claims match cells by their keys) and
+    completed from the other profiles'. ``own``: the profile's committed table as the caller
+    read it (`export`: checked first, and read from its name of before a default profile
+    changed), else read here; ``name``: the table's, for the warnings. `export` read the tables
+    by its own order of steps beside this one, and the two drifted (a store whose ``runs/`` is
+    a file, its tables gone: `plot` said why its runs were not done, `export` gave 0 rows
+    without a word)."""
     df = store.table(runs)
-    name = output_name(spec, profile, "results", "csv", tag)
-    csv = root / name
-    own = _own_table(csv, read_run_table, records=not df.empty,
-                     quiet=not df.empty and unread_table(store, name))
+    csv = root / output_name(spec, profile, "results", "csv", tag)
+    name = name or csv.name
+    if own is None:
+        own = _own_table(csv, read_run_table, records=not df.empty,
+                         quiet=not df.empty and unread_table(store, csv.name))
     stale = False  # rows of runs trained before the spec was edited, dropped from the table
+    mine = own
     if not own.empty:
-        own = profile_rows(own, profile, csv.name)
+        own = mine = profile_rows(own, profile, name)
         own = _fill_config(consistent_rows(_unrecorded(own, df), runs, own=True), runs)
         if df.empty:
             n_own = len(own)
-            own = _without_stale(own, runs, csv.name)
+            own = _without_stale(own, runs, name)
             stale = len(own) < n_own
     base = own if df.empty else df
     have = set(base["run_id"].astype(str)) if "run_id" in base else set()
@@ -1402,12 +1435,7 @@ def load_table(spec: Spec, profile: str, root: Path, runs: list, tag: str = "",
         base = extra if base.empty else pd.concat([base, extra], ignore_index=True)
     n_rows = len(base)
     base = in_table_order(_without_other_data(base, store), runs)
-    if not df.empty or stale or len(base) < n_rows:  # (as ``_write_back``; a row edited by
-        # hand since it was written is named: records are the source of truth, the edit is not
-        # kept)
-        store.write_table(name, None if base.empty else table_text(base, runs),
-                          set(df[RUN_ID].astype(str)) if RUN_ID in df else set())
-    return base
+    return ProfileTable(base, df, mine, not df.empty or stale or len(base) < n_rows)
 
 
 def _unrecorded(own: pd.DataFrame, recorded: pd.DataFrame) -> pd.DataFrame:
@@ -1479,12 +1507,15 @@ def _not_covered(own: pd.DataFrame, todo: list) -> list:
     the run's config columns (``_contradiction``). A run id also hashes the code version, so a
     table committed before a version change holds its runs under older ids; completing them from
     another profile's table (the same configs trained later, under the current ids) drew both
-    trainings of one cell (chen2025-fig7: 6 runs in 3-seed cells)."""
-    if own.empty or not todo or not {RUN_ID, LABEL, SEED} <= set(own.columns):
+    trainings of one cell (chen2025-fig7: 6 runs in 3-seed cells). A table without a run id
+    column (deleted by hand) names no run: its rows of a label and seed stand for the run of
+    that cell (each run was completed from another profile's table as well, and `export` gave
+    the run twice, with and without its id)."""
+    if own.empty or not todo or not {LABEL, SEED} <= set(own.columns):
         return todo
+    ids = own[RUN_ID].astype(str) if RUN_ID in own else pd.Series("", index=own.index)
     groups: dict[tuple, dict[str, list[int]]] = {}  # (label, seed) -> run id -> row positions
-    for i, key in enumerate(zip(own[LABEL].astype(str), own[SEED].map(norm),
-                                own[RUN_ID].astype(str))):
+    for i, key in enumerate(zip(own[LABEL].astype(str), own[SEED].map(norm), ids)):
         groups.setdefault(key[:2], {}).setdefault(key[2], []).append(i)
     return [r for r in todo
             if not any(not _contradiction(own.iloc[at], r) and not _other_cell(own.iloc[at], r)
@@ -1884,6 +1915,8 @@ def consistent_rows(table: pd.DataFrame, runs: list, own: bool = False) -> pd.Da
                   f"with different results; its rows are not used", file=sys.stderr)
             dropped.append(rid)
     keep = ~ids.isin(dropped)
+    if own and LABEL in table and STEP not in table:  # a results row given twice (pasted again)
+        keep &= ~_repeated_rows(table, ids, keep)
     if own and {LABEL, SEED} <= set(table.columns):
         keep &= ~_second_rows(table[keep], by_id)
     if N_PARAMS in table:
@@ -1910,6 +1943,21 @@ def _params_disagree(table: pd.DataFrame, by_id: dict) -> None:
             print(f"warning: a committed table gives {len(ns)} parameter counts "
                   f"({', '.join(map(str, sorted(ns)))}) to the seeds of the cell {names[key]}, "
                   "which share one config; its count is not shown", file=sys.stderr)
+
+
+def _repeated_rows(table: pd.DataFrame, ids: pd.Series, keep: pd.Series) -> pd.Series:
+    """The rows (of ``table``, a profile's own results table; ``ids`` its run ids, ``keep``
+    the rows kept so far) that repeat a kept row of the same run and label: a row pasted twice,
+    the same results (``_disagreeing`` drops a run given twice with others). Each run is named
+    in a warning and its first row used: the report counted the seed once, while `export`
+    gave the run twice (a mean over the long table's rows weighed it double)."""
+    twice = ids.str.cat(table[LABEL].astype(str), sep="\0").duplicated() & keep
+    if twice.any():
+        named = list(dict.fromkeys(ids[twice]))
+        more = f" and {len(named) - 3} more" if len(named) > 3 else ""
+        print(f"warning: a committed table holds the row of run(s) {', '.join(named[:3])}{more} "
+              "more than once (the same results); it is used once", file=sys.stderr)
+    return twice
 
 
 def _second_rows(table: pd.DataFrame, by_id: dict) -> pd.Series:
