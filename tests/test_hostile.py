@@ -26347,3 +26347,44 @@ def test_r52_each_once_lists_share_one_check_in_one_pass():
     assert _named_once(names) is names
     with pytest.raises(ValueError, match="'c7' is named more than once"):
         _named_once([*names, "c7"])
+
+
+def test_r53f_a_fixed_training_sets_epoch_order_is_in_the_memory_estimate(tmp_path, monkeypatch):
+    """Each member reads a fixed training set (train.train_size) in a new order each epoch
+    (``rng.permutation_keys``: 8 bytes a sample kept, about 56 while the next one is drawn). No
+    estimate counted it: train_size 10**8 beside a tiny KEEP n-TH model was estimated at a few
+    MB while each member took 4.8 GB, and a pack of the planner's size (or a 4 GB machine)
+    ended in an allocator error. It is counted once per member, named in the refusal, and the
+    planner's packs hold no more members than the memory holds."""
+    import importlib
+
+    from ssmrepro.engine.plan import auto_pack_size, pack_size_problems
+    from ssmrepro.train import (
+        ORDER_BYTES,
+        ORDER_PEAK_BYTES,
+        choose_eval_chunk,
+        memory_need,
+        memory_problem,
+    )
+
+    n = 10**8
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    small, big = _r50o_runs(tmp_path / "a")[0], _r50o_runs(tmp_path / "b", train_size=n)[0]
+    a, b = memory_need(small, "cpu"), memory_need(big, "cpu")
+    assert a.order_bytes == a.order_peak == 0 and a.total < 50e6
+    assert (b.order_bytes, b.order_peak) == (ORDER_BYTES * n, ORDER_PEAK_BYTES * n)
+    assert b.total == b.param_bytes + max(b.order_peak, b.order_bytes + max(b.train_bytes,
+                                                                           b.eval_bytes))
+    assert memory_problem(small, "cpu", 4 << 30) is None
+    msg = memory_problem(big, "cpu", 4 << 30)
+    assert msg is not None and msg.startswith("train.train_size: run"), msg
+    assert "fixed training set of 100,000,000 samples" in msg and "5.6 GB" in msg, msg
+    assert msg.endswith("Make the fixed training set smaller (train.train_size)"), msg
+    assert memory_problem(big, "cpu", 6 << 30) is None
+    # packs: a member's order counts in the room a pack may take (half the memory available)
+    plan_mod = importlib.import_module("ssmrepro.engine.plan")
+    monkeypatch.setattr(plan_mod, "available_memory", lambda device: 24 << 30)
+    assert auto_pack_size([big] * 8, "cpu") == 2 and auto_pack_size([small] * 8, "cpu") == 128
+    assert pack_size_problems([big] * 8, 8, "cpu", available=24 << 30)
+    assert choose_eval_chunk(big, "cpu", 6 << 30) >= 1
