@@ -141,6 +141,12 @@ def check(expr: str) -> set[str]:
     return names(expr)
 
 
+def size(expr: str) -> int:
+    """The syntax nodes of ``expr``, what one evaluation walks (at most :data:`MAX_NODES`);
+    ExprError for one that does not parse."""
+    return sum(1 for _ in ast.walk(_parse(expr)))
+
+
 def normal_form(expr: str) -> str:
     """The expression as parsed, so that texts differing only in spacing and redundant
     parentheses (``test.acc``, ``( test.acc )``) have one form; ``test.acc + 0`` keeps its own.

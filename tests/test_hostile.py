@@ -26388,3 +26388,62 @@ def test_r53f_a_fixed_training_sets_epoch_order_is_in_the_memory_estimate(tmp_pa
     assert auto_pack_size([big] * 8, "cpu") == 2 and auto_pack_size([small] * 8, "cpu") == 128
     assert pack_size_problems([big] * 8, 8, "cpu", available=24 << 30)
     assert choose_eval_chunk(big, "cpu", 6 << 30) >= 1
+
+
+def test_r53f_derived_values_are_ordered_once_per_spec_not_at_every_point(monkeypatch):
+    """The order of a spec's derived values (which reads which) was worked out again at every
+    sweep point, flattening the whole config for each level: a chain of 100 derived values took
+    76 ms a point, two hours of `validate` over 100,000 points. It is worked out once per spec
+    (``_derived_levels``), each level's values set as before, the same results (a mapping on
+    the path replaced, a self-reference a cycle)."""
+    import copy
+    import importlib
+
+    from ssmrepro import expr
+
+    ex = importlib.import_module("ssmrepro.sweep.expand")
+    chain = {f"task.k{i}": (f"task.k{i - 1} + 1" if i else "task.T + 1") for i in range(100)}
+    chain = dict(reversed(list(chain.items())))  # the last first: 100 levels
+    calls = []
+    real = expr.names
+    monkeypatch.setattr(expr, "names", lambda e: calls.append(e) or real(e))
+    ex._derived_levels.cache_clear()
+    base = {"task": {"name": "keep_nth", "T": 5}, "model": {"d_model": 8}, "train": {}}
+    for _ in range(20):
+        cfg = copy.deepcopy(base)
+        ex._apply_derived(cfg, chain)
+        assert cfg["task"]["k99"] == 105 and cfg["task"]["k0"] == 6
+    assert len(calls) == 100  # each expression's names read once, not at each point
+    # a level sees what the levels before it set, also where a leaf replaced a mapping
+    cfg = copy.deepcopy(base)
+    ex._apply_derived(cfg, {"model.blocks": "3", "task.x": "model.blocks + model.d_model"})
+    assert cfg["model"]["blocks"] == 3 and cfg["task"]["x"] == 11
+    cfg = {"task": {"T": {"z": 2}}, "model": {}, "train": {}}
+    ex._apply_derived(cfg, {"task.q": "task.T + 1", "task.T": "4"})
+    assert cfg["task"] == {"T": 4, "q": 5}
+    with pytest.raises(ValueError, match="in a cycle: \\['task.T', 'task.x'\\]"):
+        ex._apply_derived(copy.deepcopy(base), {"task.T": "task.T * 2", "task.x": "task.T"})
+
+
+def test_r53f_expression_work_over_the_sweep_points_is_bounded(tmp_path):
+    """100 constraints (or derived values) of up to 200 syntax nodes each were evaluated at
+    every point of every profile: 100 of 69 nodes over 2,000 points of three profiles took over a minute of
+    `validate`, and 100,000 points hours. The nodes walked in all (``expr.size`` x points, each
+    profile's sweep) are bounded when the spec is read, naming the count; the shipped specs walk
+    at most a few hundred thousand."""
+    from ssmrepro import expr
+    from ssmrepro.spec import MAX_EXPRESSION_WORK, SpecError, load_spec
+
+    assert expr.size("model.d_state <= model.d_model") == 11  # as MAX_NODES counts them
+    cons = [f"max(train.lr + train.lr, train.lr * 2, train.lr) > -{i}" for i in range(100)]
+    nodes = sum(map(expr.size, cons))
+    grid = [{"grid": {"train.lr": [1e-3 + i * 1e-9 for i in range(2000)]}}]
+    path = write_spec(tmp_path, seeds=[0], sweep=grid, constraints=cons)
+    assert 2 * 2000 * nodes > MAX_EXPRESSION_WORK >= 2000 * nodes
+    with pytest.raises(SpecError) as err:
+        load_spec(path)
+    said = " ".join(err.value.messages)
+    assert f"they would walk {2 * 2000 * nodes:,} syntax nodes" in said, said
+    assert "(through profile quick)" in said and "fewer sweep points" in said, said
+    few = [{"grid": {"train.lr": [1e-3 + i * 1e-9 for i in range(20)]}}]
+    load_spec(write_spec(tmp_path, name="ok-spec", seeds=[0], sweep=few, constraints=cons))

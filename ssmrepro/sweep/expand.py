@@ -10,6 +10,7 @@ overridden (the sweep would replace it).
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import json
 from typing import Any
@@ -226,18 +227,7 @@ def _holds(constraint: str, env: dict[str, Any]) -> bool:
 
 def axis_size(axis: Axis) -> int:
     """How many points ``axis_points`` would give, without building them."""
-    def grid(g: dict[str, list[Any]]) -> int:
-        n = 1
-        for v in g.values():
-            n *= len(v)
-        return n
-
-    if axis.grid is not None:
-        return grid(axis.grid)
-    if axis.zip is not None:
-        return max((len(v) for v in axis.zip.values()), default=0)
-    return sum(max(1, grid(c.grid)) * max(1, max((len(v) for v in c.zip.values()), default=1))
-               for c in axis.cases or [])
+    return axis.n_points
 
 
 def axis_points(axis: Axis) -> list[tuple[list[str], dict[str, Any]]]:
@@ -279,19 +269,61 @@ def _join(la: list[str], oa: dict[str, Any], lb: list[str], ob: dict[str, Any]) 
     return out
 
 
-def _apply_derived(cfg: dict[str, Any], derived: dict[str, str]) -> None:
+@functools.lru_cache(maxsize=64)
+def _derived_levels(derived: tuple[tuple[str, str], ...]) -> tuple[tuple[tuple[str, str], ...], ...]:
+    """The (key, expression) pairs of ``derived`` in the order they are computed: levels, each
+    reading no key a later level sets. Once per spec: worked out again at every sweep point (the
+    names of every value still pending, for each level), a chain of 100 derived values took
+    76 ms a point, two hours for a sweep of 100,000 points. ValueError for a cycle."""
     pending = dict(derived)
+    reads = {k: expr.names(e) for k, e in pending.items()}
+    levels = []
     while pending:
-        env = flatten(cfg)
-        ready = {k: e for k, e in pending.items() if not (expr.names(e) & set(pending))}
+        ready = tuple((k, e) for k, e in pending.items() if not (reads[k] & pending.keys()))
         if not ready:
             raise ValueError(f"derived values depend on each other in a cycle: {sorted(pending)}")
-        for key, e in ready.items():
+        levels.append(ready)
+        for key, _ in ready:
+            pending.pop(key)
+    return tuple(levels)
+
+
+def _leaf_at(cfg: dict[str, Any], key: str) -> bool:
+    """Whether setting the dotted ``key`` of ``cfg`` to a value that is no mapping adds just
+    that leaf to ``flatten(cfg)``: the mappings on its path are there or absent, and it
+    replaces no mapping."""
+    *path, last = key.split(".")
+    node = cfg
+    for part in path:
+        if part not in node:
+            return True
+        node = node[part]
+        if not isinstance(node, dict):
+            return False
+    return not isinstance(node.get(last), dict)
+
+
+def _apply_derived(cfg: dict[str, Any], derived: dict[str, str]) -> None:
+    """Set each derived value of ``cfg``, level by level (``_derived_levels``), each level's
+    expressions reading the config as the levels before it left it (its dotted leaves, kept up
+    to date as they are set: flattening the whole config again for each level of a chain of
+    100 took most of a point's time)."""
+    env = None
+    for level in _derived_levels(tuple(derived.items())):
+        env = flatten(cfg) if env is None else env
+        values = []
+        for key, e in level:
             try:
-                set_dotted(cfg, key, expr.evaluate(e, env))
+                values.append((key, expr.evaluate(e, env)))
             except expr.ExprError as err:
                 raise expr.ExprError(f"derived.{key}: {err}") from None
-            pending.pop(key)
+        for key, value in values:
+            leaf = env is not None and not isinstance(value, dict) and _leaf_at(cfg, key)
+            set_dotted(cfg, key, value)
+            if leaf:
+                env[key] = value
+            else:  # a mapping on its path or in its place is gone: read the config again
+                env = None
 
 
 class SectionError(Exception):
