@@ -26447,3 +26447,33 @@ def test_r53f_expression_work_over_the_sweep_points_is_bounded(tmp_path):
     assert "(through profile quick)" in said and "fewer sweep points" in said, said
     few = [{"grid": {"train.lr": [1e-3 + i * 1e-9 for i in range(20)]}}]
     load_spec(write_spec(tmp_path, name="ok-spec", seeds=[0], sweep=few, constraints=cons))
+
+
+def test_r53f_sampling_without_replacement_reads_a_large_pool_in_chunks(monkeypatch):
+    """`rng.sample_without_replacement` permuted the whole pool for each key to keep `count`
+    of it: MQAR's keys and values at vocab 10**6 held about 24 MB a sequence while sampling
+    (98 GB for a pack of 16 at batch 256), which no memory estimate counts. A large pool is
+    read in chunks keeping the smallest draws: the same values in the same order (data and
+    results unchanged), at most ``SAMPLE_CHUNK`` draws held over all keys at once."""
+    import torch
+
+    from ssmrepro.tasks import TASKS, rng
+
+    for pool, count, chunk in ((100, 10, 64), (1000, 1, 8), (5000, 37, 100), (70, 70, 16),
+                               (999, 5, 1), (300, 0, 10)):
+        k = rng.key(torch.arange(2)[:, None], 7, torch.arange(3))
+        want = rng.permutation_keys(k, pool)[..., :count]
+        monkeypatch.setattr(rng, "SAMPLE_CHUNK", chunk)
+        assert torch.equal(rng.sample_without_replacement(k, pool, count), want)
+    monkeypatch.setattr(rng, "SAMPLE_CHUNK", 1 << 20)
+    T = TASKS["mqar"]
+    task = T(T.Config(name="mqar", vocab=20_000, L=64, kappa=16))
+    seeds, index = torch.arange(2), torch.arange(4).expand(2, -1)
+    want = task.sample(seeds, 0, index)  # (a pool of 10,000 under the chunk: one permutation)
+    held = []
+    real = rng._draws
+    monkeypatch.setattr(rng, "_draws", lambda k, s, n: held.append(k.numel() * n) or real(k, s, n))
+    monkeypatch.setattr(rng, "SAMPLE_CHUNK", 4096)
+    got = task.sample(seeds, 0, index)
+    assert torch.equal(got.x, want.x) and torch.equal(got.y, want.y)
+    assert held and max(held) <= 4096 < 8 * 10_000, max(held)
