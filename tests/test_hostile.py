@@ -26451,8 +26451,8 @@ def test_r53f_expression_work_over_the_sweep_points_is_bounded(tmp_path):
 
 def test_r53f_sampling_without_replacement_reads_a_large_pool_in_chunks(monkeypatch):
     """`rng.sample_without_replacement` permuted the whole pool for each key to keep `count`
-    of it: MQAR's keys and values at vocab 10**6 held about 24 MB a sequence while sampling
-    (98 GB for a pack of 16 at batch 256), which no memory estimate counts. A large pool is
+    of it: MQAR's keys and values at vocab 10**6 held about 13 MB a sequence while sampling
+    (53 GB for a pack of 16 at batch 256), which no memory estimate counts. A large pool is
     read in chunks keeping the smallest draws: the same values in the same order (data and
     results unchanged), at most ``SAMPLE_CHUNK`` draws held over all keys at once."""
     import torch
