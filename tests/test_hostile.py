@@ -26497,7 +26497,12 @@ def test_r53f_a_runs_settings_are_bounded_before_every_point_copies_them(tmp_pat
     with pytest.raises(SpecError) as err:
         expand(spec, "smoke")
     said = " ".join(err.value.messages)
-    assert "[profile smoke] task: the task, model and train settings hold more than 10,000" in said
+    assert "[profile smoke] task: the task, model and train settings of a run hold more than 10,000" in said
+    junk = {"label": "x", "set": {"task.junk": list(range(ex.MAX_SETTING_VALUES))}}
+    spec = load_spec(write_spec(tmp_path, name="case-spec", seeds=[0], sweep=[*grid, {"cases": [
+        {"label": "y"}, junk]}]))
+    with pytest.raises(SpecError, match=r"\[profile smoke\] sweep\.1: the task, model and train"):
+        expand(spec, "smoke")
     assert ex._values({"a": [1, 2, {"b": 3}]}, 100) == 6 and ex._values(list(range(10**6)), 10) == 11
     spec = load_spec(write_spec(tmp_path, name="ok-spec", seeds=[0], sweep=grid))
     assert len(expand(spec, "smoke")) == 3

@@ -220,6 +220,19 @@ MAX_PROFILE_HISTORY_BYTES = 512 << 20
 MAX_SETTING_VALUES = 10_000
 
 
+def _point_values(axis: Axis) -> int:
+    """The most values (``_values``) one point of ``axis`` sets, at most: its case's ``set``
+    with the largest value of each of its lists."""
+    def lists(d: dict[str, list[Any]]) -> int:
+        return sum(max((_values(v, MAX_SETTING_VALUES) for v in vs), default=0)
+                   for vs in d.values())
+
+    if axis.grid is not None or axis.zip is not None:
+        return lists(axis.grid if axis.grid is not None else axis.zip)
+    return max((_values(c.set, MAX_SETTING_VALUES) + lists(c.grid) + lists(c.zip)
+                for c in axis.cases or []), default=0)
+
+
 def _values(node: Any, limit: int) -> int:
     """The values of ``node`` (itself, and what its mappings and lists hold), counted up to just
     past ``limit``."""
@@ -729,12 +742,15 @@ def expand(spec: Spec, profile: str | None = None,
         except KeyError as err:
             raise SpecError([f"--set {err.args[0]}"]) from None
     held = {k: _values(base[k], MAX_SETTING_VALUES) for k in SECTIONS}
+    held.update({f"{'sweep' if prof.sweep is None else f'profiles.{profile}.sweep'}.{a}":
+                 _point_values(axis) for a, axis in enumerate(axes)})
     if sum(held.values()) > MAX_SETTING_VALUES:
         big = max(held, key=held.__getitem__)
         raise SpecError([f"{spec.path}: [profile {profile}] {big}: the task, model and train "
-                         f"settings hold more than {MAX_SETTING_VALUES:,} values (settings, lists "
-                         f"and their entries; {big} the most), which every sweep point copies: "
-                         "a run's settings are a page (remove what no run reads)"])
+                         f"settings of a run hold more than {MAX_SETTING_VALUES:,} values "
+                         f"(settings, lists and their entries; {big} sets the most), which every "
+                         "sweep point copies: a run's settings are a page (remove what no run "
+                         "reads)"])
     seeds = prof.seeds if prof.seeds is not None else spec.seeds
     n_points = 1
     for axis in axes:
