@@ -141,6 +141,19 @@ def check(expr: str) -> set[str]:
     return names(expr)
 
 
+def size(expr: str) -> int:
+    """The syntax nodes of ``expr``, what one evaluation walks (at most :data:`MAX_NODES`);
+    ExprError for one that does not parse."""
+    return _size(_parse(expr))
+
+
+@functools.lru_cache(maxsize=4096)
+def _size(tree: ast.Expression) -> int:
+    """``size`` of one parsed text, counted once (a spec's cases may repeat an expression in
+    every profile's sweep, through YAML aliases)."""
+    return sum(1 for _ in ast.walk(tree))
+
+
 def normal_form(expr: str) -> str:
     """The expression as parsed, so that texts differing only in spacing and redundant
     parentheses (``test.acc``, ``( test.acc )``) have one form; ``test.acc + 0`` keeps its own.

@@ -91,6 +91,11 @@ Seeds = Annotated[list[Seed], Field(max_length=MAX_SEEDS)]
 # conditions and derived values are evaluated at every sweep point: 2,000 constraints over 2,500
 # points took 5 minutes of `validate` (the shipped specs have at most 2 of each)
 MAX_EXPRESSIONS = 100
+# syntax nodes the constraints and derived values of every profile's sweep points walk in all
+# (``expr.size``: each is evaluated at each point of its profile, about a microsecond a node):
+# 100 of each, of 200 nodes, at 100,000 points were hours of `validate` (the shipped specs walk
+# at most 100,000 nodes a profile)
+MAX_EXPRESSION_WORK = 10_000_000
 # paper values are matched to cells through an index (report.cells.CellIndex), but each claim is
 # still judged over its profile's cells (and each curves panel tries each paper value): the
 # shipped specs have at most 12 claims and 273 paper values
@@ -265,6 +270,20 @@ class Case(Strict):
         return self
 
 
+def _nodes(exprs: Any) -> int:
+    """Syntax nodes of ``exprs`` together (``expr.size``); one that does not parse counts none
+    (the sweep reports it at the points it is evaluated at)."""
+    from . import expr
+
+    total = 0
+    for e in exprs:
+        try:
+            total += expr.size(e)
+        except expr.ExprError:
+            pass
+    return total
+
+
 class Axis(Strict):
     """A sweep axis over dotted keys of the task, model and train (``model.d_model``): exactly
     one of ``grid`` (cartesian), ``zip`` (paired lists) or ``cases``."""
@@ -288,6 +307,19 @@ class Axis(Strict):
             if why:
                 raise ValueError(why)
         return self
+
+    @property
+    def n_points(self) -> int:
+        """The points of this axis (``sweep.axis_points``), counted without building them."""
+        def grid(g: dict[str, list[Any]]) -> int:
+            return math.prod(len(v) for v in g.values())
+
+        if self.grid is not None:
+            return grid(self.grid)
+        if self.zip is not None:
+            return max((len(v) for v in self.zip.values()), default=0)
+        return sum(max(1, grid(c.grid)) * max(1, max((len(v) for v in c.zip.values()), default=1))
+                   for c in self.cases or [])
 
 
 class Profile(Strict):
@@ -580,6 +612,18 @@ class Spec(Strict):
                 raise ValueError(f"{where}: a sweep point may have to meet {held} constraints "
                                  f"(the spec's and its cases' on every axis), more than "
                                  f"{MAX_EXPRESSIONS}")
+        work, shared = 0, _nodes(self.constraints) + _nodes(self.derived.values())
+        for name, prof in self.profiles.items():  # each point evaluates them all (at most)
+            axes = prof.sweep if prof.sweep is not None else self.sweep
+            nodes = shared + sum(max((_nodes(c.constraints) for c in a.cases or []), default=0)
+                                 for a in axes)
+            work += nodes * math.prod(a.n_points for a in axes) if nodes else 0
+            if work > MAX_EXPRESSION_WORK:
+                raise ValueError(
+                    f"constraints and derived: evaluated at every sweep point of every profile "
+                    f"(through profile {name}), they would walk {work:,} syntax nodes, more than "
+                    f"{MAX_EXPRESSION_WORK:,} (about a microsecond each): fewer or shorter "
+                    "expressions, or fewer sweep points")
         if ("seeds" in self.model_fields_set and self.profiles
                 and all(p.seeds is not None for p in self.profiles.values())):
             # yu2025-fig3's `seeds: [0, 1]` read as its seeds; every profile trained its own

@@ -102,6 +102,15 @@ def _float_bytes(run) -> int:
     return 8 if run.train.dtype == "float64" else 4
 
 
+# a fixed training set (``train.train_size``) is read in a new order each epoch, one per member
+# (``rng.permutation_keys``): its int64 indices, kept for the epoch, and the peak while the next
+# epoch's order is built beside them (the draws, their sort and its indices: 36-48 bytes a
+# sample measured, plus the old order). Uncounted, train_size 10**8 beside a tiny model took
+# 4.8 GB a member that no estimate saw: a pack of the planner's size ended in an allocator error
+ORDER_BYTES = 8
+ORDER_PEAK_BYTES = 56
+
+
 @dataclass(frozen=True)
 class MemoryNeed:
     """The planner's estimate of one run's memory at its largest (one member of a pack)."""
@@ -111,10 +120,18 @@ class MemoryNeed:
     train_bytes: int  # activations kept for backward by one training step (whole batch)
     eval_bytes: int  # what one evaluation batch holds at its peak (no autograd)
     fixed_bytes: int = 0  # the part of train_bytes that does not grow with the batch
+    order_bytes: int = 0  # the epoch's order of a fixed training set, held all through training
+    order_peak: int = 0  # ... while the next epoch's order is built (no activations live then)
+
+    def peak(self, eval_bytes: int | None = None) -> int:
+        """``total`` with an evaluation batch of ``eval_bytes`` (default: this estimate's)."""
+        ev = self.eval_bytes if eval_bytes is None else eval_bytes
+        return self.param_bytes + max(self.order_peak,
+                                      self.order_bytes + max(self.train_bytes, ev))
 
     @property
     def total(self) -> int:
-        return self.param_bytes + max(self.train_bytes, self.eval_bytes)
+        return self.peak()
 
 
 def memory_need(run, device: str | None = None, eval_chunk: int | None = None,
@@ -146,10 +163,12 @@ def member_needs(run, device: str | None = None, eval_chunk: int | None = None
     eb = eval_batch(run)
     m = eb if eval_chunk is None else max(1, min(eval_chunk, eb))
     size = eval_sizer(run, device)
+    samples = run.train.train_size or 0
 
     def need(members: int) -> MemoryNeed:
         E = max(1, members)
-        return MemoryNeed(n, 4 * width * n, member_bytes(run, device, E), size(m, E), fixed)
+        return MemoryNeed(n, 4 * width * n, member_bytes(run, device, E), size(m, E), fixed,
+                          ORDER_BYTES * samples, ORDER_PEAK_BYTES * samples)
 
     return need
 
@@ -260,8 +279,7 @@ def choose_eval_chunk(run, device: str, available: int | None, members: int = 1,
         size = eval_sizer(run, device, members=members)
     except (DataUnavailable, ValueError):  # no data here; a model its blocks refuse
         return eb
-    rest = need.param_bytes
-    total = lambda m: members * (rest + max(need.train_bytes, size(m)))  # noqa: E731
+    total = lambda m: members * need.peak(size(m))  # noqa: E731
     # where not even chunks of 1 fit, any chunk whose pack needs no more than theirs (the
     # training step's, where it is the larger) is as good: chunks of 1 evaluated a pack whose
     # training step alone exceeded the room one sequence at a time, for no memory saved
@@ -349,9 +367,11 @@ def memory_problem(run, device: str, available: int) -> str | None:
         return None
     eb = eval_batch(run)
     named = run.train.evals and need.eval_bytes > eval_sizer(run, device, task_only=True)(1)
-    what = "model" if need.param_bytes >= max(need.train_bytes, need.eval_bytes) else (
-        "train.batch_size" if need.train_bytes >= need.eval_bytes else
-        "train.evals" if named else "model")
+    what = ("train.train_size" if need.order_peak >= max(need.param_bytes, need.train_bytes,
+                                                         need.eval_bytes)
+            else "model" if need.param_bytes >= max(need.train_bytes, need.eval_bytes) else
+            "train.batch_size" if need.train_bytes >= need.eval_bytes else
+            "train.evals" if named else "model")
     label = f" {run.label}" if run.label else ""
     have = (f"only {_gb(available)} is available" if available < UNBOUNDED else
             "no machine has that much")  # the bound `validate` checks: not this machine's memory
@@ -361,9 +381,15 @@ def memory_problem(run, device: str, available: int) -> str | None:
     return (f"{what}: run{label} needs about {_gb(need.total)} of memory on {device}: "
             f"{need.params:,} parameters x 4 copies (weights, gradients, Adam moments) = "
             f"{_gb(need.param_bytes)}, plus activations of a training step (batch "
-            f"{run.train.batch_size}) {_gb(need.train_bytes)} or {ev}; {have}. Make the model "
-            "or the sequences smaller (model.d_model, model.n_layers, task length or "
-            "vocabulary, the lengths of train.evals) or the training batch (train.batch_size)")
+            f"{run.train.batch_size}) {_gb(need.train_bytes)} or {ev}"
+            + (f", or {_gb(need.order_peak)} while each epoch's order of its fixed training set "
+               f"of {run.train.train_size:,} samples is drawn (train.train_size)"
+               if need.order_peak else "")
+            + f"; {have}. "
+            + ("Make the fixed training set smaller (train.train_size)"
+               if what == "train.train_size" else "Make the model "
+               "or the sequences smaller (model.d_model, model.n_layers, task length or "
+               "vocabulary, the lengths of train.evals) or the training batch (train.batch_size)"))
 
 
 def memory_problems(runs: list, device: str, available: int | None = None) -> list[str]:

@@ -26917,3 +26917,162 @@ def test_r53b_a_results_row_pasted_twice_is_used_once(tmp_path):
     got = pd.read_csv(tmp_path / "x.csv", dtype={"run_id": str})
     acc = got[got["metric"] == "test.acc"]
     assert sorted(acc["seed"]) == [0, 1], acc
+
+
+def test_r53f_a_fixed_training_sets_epoch_order_is_in_the_memory_estimate(tmp_path, monkeypatch):
+    """Each member reads a fixed training set (train.train_size) in a new order each epoch
+    (``rng.permutation_keys``: 8 bytes a sample kept, about 56 while the next one is drawn). No
+    estimate counted it: train_size 10**8 beside a tiny KEEP n-TH model was estimated at a few
+    MB while each member took 4.8 GB, and a pack of the planner's size (or a 4 GB machine)
+    ended in an allocator error. It is counted once per member, named in the refusal, and the
+    planner's packs hold no more members than the memory holds."""
+    import importlib
+
+    from ssmrepro.engine.plan import auto_pack_size, pack_size_problems
+    from ssmrepro.train import (
+        ORDER_BYTES,
+        ORDER_PEAK_BYTES,
+        choose_eval_chunk,
+        memory_need,
+        memory_problem,
+    )
+
+    n = 10**8
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    small, big = _r50o_runs(tmp_path / "a")[0], _r50o_runs(tmp_path / "b", train_size=n)[0]
+    a, b = memory_need(small, "cpu"), memory_need(big, "cpu")
+    assert a.order_bytes == a.order_peak == 0 and a.total < 50e6
+    assert (b.order_bytes, b.order_peak) == (ORDER_BYTES * n, ORDER_PEAK_BYTES * n)
+    assert b.total == b.param_bytes + max(b.order_peak, b.order_bytes + max(b.train_bytes,
+                                                                           b.eval_bytes))
+    assert memory_problem(small, "cpu", 4 << 30) is None
+    msg = memory_problem(big, "cpu", 4 << 30)
+    assert msg is not None and msg.startswith("train.train_size: run"), msg
+    assert "fixed training set of 100,000,000 samples" in msg and "5.6 GB" in msg, msg
+    assert msg.endswith("Make the fixed training set smaller (train.train_size)"), msg
+    assert memory_problem(big, "cpu", 6 << 30) is None
+    # packs: a member's order counts in the room a pack may take (half the memory available)
+    plan_mod = importlib.import_module("ssmrepro.engine.plan")
+    monkeypatch.setattr(plan_mod, "available_memory", lambda device: 24 << 30)
+    assert auto_pack_size([big] * 8, "cpu") == 2 and auto_pack_size([small] * 8, "cpu") == 128
+    assert pack_size_problems([big] * 8, 8, "cpu", available=24 << 30)
+    assert choose_eval_chunk(big, "cpu", 6 << 30) >= 1
+
+
+def test_r53f_derived_values_are_ordered_once_per_spec_not_at_every_point(monkeypatch):
+    """The order of a spec's derived values (which reads which) was worked out again at every
+    sweep point, flattening the whole config for each level: a chain of 100 derived values took
+    76 ms a point, two hours of `validate` over 100,000 points. It is worked out once per spec
+    (``_derived_levels``), each level's values set as before, the same results (a mapping on
+    the path replaced, a self-reference a cycle)."""
+    import copy
+    import importlib
+
+    from ssmrepro import expr
+
+    ex = importlib.import_module("ssmrepro.sweep.expand")
+    chain = {f"task.k{i}": (f"task.k{i - 1} + 1" if i else "task.T + 1") for i in range(100)}
+    chain = dict(reversed(list(chain.items())))  # the last first: 100 levels
+    calls = []
+    real = expr.names
+    monkeypatch.setattr(expr, "names", lambda e: calls.append(e) or real(e))
+    ex._derived_levels.cache_clear()
+    base = {"task": {"name": "keep_nth", "T": 5}, "model": {"d_model": 8}, "train": {}}
+    for _ in range(20):
+        cfg = copy.deepcopy(base)
+        ex._apply_derived(cfg, chain)
+        assert cfg["task"]["k99"] == 105 and cfg["task"]["k0"] == 6
+    assert len(calls) == 100  # each expression's names read once, not at each point
+    # a level sees what the levels before it set, also where a leaf replaced a mapping
+    cfg = copy.deepcopy(base)
+    ex._apply_derived(cfg, {"model.blocks": "3", "task.x": "model.blocks + model.d_model"})
+    assert cfg["model"]["blocks"] == 3 and cfg["task"]["x"] == 11
+    cfg = {"task": {"T": {"z": 2}}, "model": {}, "train": {}}
+    ex._apply_derived(cfg, {"task.q": "task.T + 1", "task.T": "4"})
+    assert cfg["task"] == {"T": 4, "q": 5}
+    with pytest.raises(ValueError, match="in a cycle: \\['task.T', 'task.x'\\]"):
+        ex._apply_derived(copy.deepcopy(base), {"task.T": "task.T * 2", "task.x": "task.T"})
+
+
+def test_r53f_expression_work_over_the_sweep_points_is_bounded(tmp_path):
+    """100 constraints (or derived values) of up to 200 syntax nodes each were evaluated at
+    every point of every profile: 100 of 69 nodes over 2,000 points of three profiles took over a minute of
+    `validate`, and 100,000 points hours. The nodes walked in all (``expr.size`` x points, each
+    profile's sweep) are bounded when the spec is read, naming the count; the shipped specs walk
+    at most a few hundred thousand."""
+    from ssmrepro import expr
+    from ssmrepro.spec import MAX_EXPRESSION_WORK, SpecError, load_spec
+
+    assert expr.size("model.d_state <= model.d_model") == 11  # as MAX_NODES counts them
+    cons = [f"max(train.lr + train.lr, train.lr * 2, train.lr) > -{i}" for i in range(100)]
+    nodes = sum(map(expr.size, cons))
+    grid = [{"grid": {"train.lr": [1e-3 + i * 1e-9 for i in range(2000)]}}]
+    path = write_spec(tmp_path, seeds=[0], sweep=grid, constraints=cons)
+    assert 2 * 2000 * nodes > MAX_EXPRESSION_WORK >= 2000 * nodes
+    with pytest.raises(SpecError) as err:
+        load_spec(path)
+    said = " ".join(err.value.messages)
+    assert f"they would walk {2 * 2000 * nodes:,} syntax nodes" in said, said
+    assert "(through profile quick)" in said and "fewer sweep points" in said, said
+    few = [{"grid": {"train.lr": [1e-3 + i * 1e-9 for i in range(20)]}}]
+    load_spec(write_spec(tmp_path, name="ok-spec", seeds=[0], sweep=few, constraints=cons))
+
+
+def test_r53f_sampling_without_replacement_reads_a_large_pool_in_chunks(monkeypatch):
+    """`rng.sample_without_replacement` permuted the whole pool for each key to keep `count`
+    of it: MQAR's keys and values at vocab 10**6 held about 13 MB a sequence while sampling
+    (53 GB for a pack of 16 at batch 256), which no memory estimate counts. A large pool is
+    read in chunks keeping the smallest draws: the same values in the same order (data and
+    results unchanged), at most ``SAMPLE_CHUNK`` draws held over all keys at once."""
+    import torch
+
+    from ssmrepro.tasks import TASKS, rng
+
+    for pool, count, chunk in ((100, 10, 64), (1000, 1, 8), (5000, 37, 100), (70, 70, 16),
+                               (999, 5, 1), (300, 0, 10)):
+        k = rng.key(torch.arange(2)[:, None], 7, torch.arange(3))
+        want = rng.permutation_keys(k, pool)[..., :count]
+        monkeypatch.setattr(rng, "SAMPLE_CHUNK", chunk)
+        assert torch.equal(rng.sample_without_replacement(k, pool, count), want)
+    monkeypatch.setattr(rng, "SAMPLE_CHUNK", 1 << 20)
+    T = TASKS["mqar"]
+    task = T(T.Config(name="mqar", vocab=20_000, L=64, kappa=16))
+    seeds, index = torch.arange(2), torch.arange(4).expand(2, -1)
+    want = task.sample(seeds, 0, index)  # (a pool of 10,000 under the chunk: one permutation)
+    held = []
+    real = rng._draws
+    monkeypatch.setattr(rng, "_draws", lambda k, s, n: held.append(k.numel() * n) or real(k, s, n))
+    monkeypatch.setattr(rng, "SAMPLE_CHUNK", 4096)
+    got = task.sample(seeds, 0, index)
+    assert torch.equal(got.x, want.x) and torch.equal(got.y, want.y)
+    assert held and max(held) <= 4096 < 8 * 10_000, max(held)
+
+
+def test_r53f_a_runs_settings_are_bounded_before_every_point_copies_them(tmp_path):
+    """A 50,000-entry list under `task` (an unknown key) was copied at every sweep point before
+    each point refused it: 13 ms a point, 20 minutes of `validate` over 100,000 points. The
+    task, model and train settings a profile and --set leave are counted once, before the
+    points, and refused past ``MAX_SETTING_VALUES`` naming the largest section; the shipped
+    specs hold at most 60."""
+    import importlib
+
+    from ssmrepro.spec import SpecError, load_spec
+    from ssmrepro.sweep import expand
+
+    ex = importlib.import_module("ssmrepro.sweep.expand")
+    grid = [{"grid": {"train.lr": [1e-3 + i * 1e-9 for i in range(3)]}}]
+    task = {"name": "keep_nth", "n": 2, "T": 8, "vocab": 8, "junk": list(range(ex.MAX_SETTING_VALUES))}
+    spec = load_spec(write_spec(tmp_path, seeds=[0], sweep=grid, task=task))
+    with pytest.raises(SpecError) as err:
+        expand(spec, "smoke")
+    said = " ".join(err.value.messages)
+    assert "[profile smoke] task: the task, model and train settings of a run hold more than 10,000" in said
+    junk = {"label": "x", "set": {"task.junk": list(range(ex.MAX_SETTING_VALUES))}}
+    spec = load_spec(write_spec(tmp_path, name="case-spec", seeds=[0], sweep=[*grid, {"cases": [
+        {"label": "y"}, junk]}]))
+    with pytest.raises(SpecError, match=r"\[profile smoke\] sweep\.1: the task, model and train"):
+        expand(spec, "smoke")
+    assert ex._values({"a": [1, 2, {"b": 3}]}, 100) == 6 and ex._values(list(range(10**6)), 10) == 11
+    spec = load_spec(write_spec(tmp_path, name="ok-spec", seeds=[0], sweep=grid))
+    assert len(expand(spec, "smoke")) == 3
