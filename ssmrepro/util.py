@@ -761,13 +761,26 @@ def unreadable_widths_unset() -> None:
     and padding take 4) held no character of its message, and rich pads each line to the width:
     ``COLUMNS=99999999999`` was a MemoryError traceback at `--help` (an OverflowError past
     2**63). Called at the command line's start-up, before the consoles exist; worker processes
-    inherit the environment."""
-    columns = os.environ.get("COLUMNS", "5")
-    if columns.isdigit() and int(columns) not in CONSOLE_WIDTHS:  # (rich reads digits only;
-        del os.environ["COLUMNS"]  # `abc` it ignores)
+    inherit the environment. A ``COLUMNS`` or ``LINES`` that rich takes for digits
+    (``str.isdigit``) and ``int`` cannot read is unset too: ``²`` or ``①`` (digits to isdigit,
+    not to int) or a number of over 4,300 digits (int's limit) was a ValueError traceback at
+    start-up, exit 1, whatever the command."""
+    for name in ("COLUMNS", "LINES"):  # (rich reads digits only; `abc` it ignores)
+        value = os.environ.get(name, "5")
+        if value.isdigit() and not (_whole(value) in CONSOLE_WIDTHS or name == "LINES"
+                                    and _whole(value) is not None):
+            del os.environ[name]
     cap = os.environ.get("TERMINAL_WIDTH")
-    if cap is not None and not (cap.strip().isdecimal() and int(cap) in CONSOLE_WIDTHS):
+    if cap is not None and _whole(cap) not in CONSOLE_WIDTHS:
         del os.environ["TERMINAL_WIDTH"]
+
+
+def _whole(text: str) -> int | None:
+    """``text`` as a whole number of at most 18 digits (spaces at its ends allowed, as int
+    allows them), None where it is not one: ``int`` refuses digits that are not decimal (``²``,
+    which ``str.isdigit`` accepts) and numbers of over 4,300 digits."""
+    text = text.strip()
+    return int(text) if text.isdecimal() and len(text) <= 18 else None
 
 
 def open_standard_streams() -> None:

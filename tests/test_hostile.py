@@ -26347,3 +26347,25 @@ def test_r52_each_once_lists_share_one_check_in_one_pass():
     assert _named_once(names) is names
     with pytest.raises(ValueError, match="'c7' is named more than once"):
         _named_once([*names, "c7"])
+
+
+def test_r53d_console_sizes_int_cannot_read_are_unset(monkeypatch):
+    """rich reads COLUMNS and LINES where ``str.isdigit`` says digits, with ``int``: `²`, `①`
+    (digits to isdigit, not to int) or 5,000 digits (past int's limit) was a ValueError
+    traceback at start-up of every command, exit 1; TERMINAL_WIDTH of 5,000 digits too. Each is
+    unset; widths int reads in any script (Arabic-Indic digits) are kept."""
+    from rich.console import Console
+
+    from ssmrepro.util import unreadable_widths_unset
+
+    for name in ("COLUMNS", "LINES", "TERMINAL_WIDTH"):
+        for value in ("²", "①", "9" * 5000):
+            monkeypatch.setenv(name, value)
+            unreadable_widths_unset()
+            assert name not in os.environ, (name, value)
+            assert Console().width > 0
+    monkeypatch.setenv("COLUMNS", "٨٠")
+    monkeypatch.setenv("LINES", "0")
+    unreadable_widths_unset()
+    assert os.environ["COLUMNS"] == "٨٠" and Console().width == 80
+    assert os.environ["LINES"] == "0"
