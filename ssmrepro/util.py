@@ -586,19 +586,29 @@ def stray_name(path: Path) -> str | None:
     character that does not exist yet. `--out '/x/res '` (an env file's `SSMREPRO_OUT=/x/res `,
     `SSMREPRO_DATA=/x/data `) made a folder 'res ' beside res and trained every run again there
     (or generated the data there), printed `figures: /x/res /paper/...`; a line break in a path
-    broke the printed path over two lines. One that exists is used as named."""
+    broke the printed path over two lines. An invisible character (a zero-width space, a
+    direction mark of text copied beside right-to-left text, a byte-order mark an editor put at
+    an env file's start: Unicode's format characters, but the joiners words of some scripts
+    hold) is one too: `--out $'/x/res\u200b'` made a folder printed as `/x/res` beside res. One
+    that exists is used as named."""
     import unicodedata
 
+    def stray(c: str) -> bool:
+        return unicodedata.category(c) == "Cc" or (unicodedata.category(c) == "Cf"
+                                                   and c not in "\u200c\u200d")
+
     for i, name in enumerate(path.parts):
-        if name != name.strip() or any(unicodedata.category(c) == "Cc" for c in name):
+        if name != name.strip() or any(stray(c) for c in name):
             upto = Path(*path.parts[: i + 1])
             try:
                 if os.path.lexists(upto):
                     continue
             except (OSError, ValueError):  # (a NUL: the path is refused further on)
                 pass
-            return (f"the name {name!r} has spaces at its ends or a control character (a line "
-                    f"break, a tab), and {str(upto)!r} does not exist: a stray character of a "
+            return (f"the name {name!r} "
+                    "has spaces at its ends, a control character (a line break, a tab) or an "
+                    "invisible one (a zero-width space, a direction mark), and "
+                    f"{str(upto)!r} does not exist: a stray character of a "
                     "copied path or an env file? Give the path without it (or create it first, "
                     "if the name is meant)")
     return None

@@ -25393,7 +25393,7 @@ def test_r50t_a_path_name_with_spaces_at_its_ends_or_a_line_break_is_refused_whe
         res = _invoke(*args, env=env)
         _assert_refused(res)
         said = " ".join(res.output.replace("│", " ").split())
-        for needle in (repr(name), "spaces at its ends or a control character", "not exist"):
+        for needle in (repr(name), "spaces at its ends, a control character", "not exist"):
             assert needle in said, (needle, said)
     assert not list(tmp_path.iterdir())
     out.mkdir()
@@ -26369,3 +26369,19 @@ def test_r53d_console_sizes_int_cannot_read_are_unset(monkeypatch):
     unreadable_widths_unset()
     assert os.environ["COLUMNS"] == "٨٠" and Console().width == 80
     assert os.environ["LINES"] == "0"
+
+
+@pytest.mark.parametrize("name", ["res\u200b", "\ufeffres", "res\u200f", "r\u202ees"])
+def test_r53d_a_path_name_with_an_invisible_character_is_refused_where_absent(tmp_path, name):
+    """`--out $'/x/res\\u200b'` (a zero-width space, a direction mark copied beside
+    right-to-left text, an env file's byte-order mark) made a folder printed as `/x/res` beside
+    res, as a stray space did. Refused naming it, exit 2, nothing written, where absent; the
+    joiners of a word of some scripts (ZWNJ in Persian) are a name's own."""
+    from ssmrepro.util import stray_name
+
+    res = _invoke("list", "--out", tmp_path / name)
+    _assert_refused(res, repr(name), "invisible one", "not exist")
+    assert not list(tmp_path.iterdir())
+    assert stray_name(tmp_path / "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645") is None
+    (tmp_path / name).mkdir()
+    assert stray_name(tmp_path / name / "x") is None
