@@ -26385,3 +26385,23 @@ def test_r53d_a_path_name_with_an_invisible_character_is_refused_where_absent(tm
     assert stray_name(tmp_path / "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645") is None
     (tmp_path / name).mkdir()
     assert stray_name(tmp_path / name / "x") is None
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="no /proc")
+def test_r53d_a_file_url_of_a_kernel_file_is_no_transfer_of_0_bytes_to_resume(tmp_path):
+    """A kernel's file (/proc, /sys) says a size of 0 and holds bytes: `data download --url
+    file:///proc/self/status` said `got 1404 of 0 bytes; ... re-run the same command to
+    resume`, exit 1, at every re-run. Its size is unknown; the bytes are taken, and the
+    installer says what they are (no archive); an empty file likewise."""
+    from ssmrepro.data.download import download_file
+
+    got = download_file("file:///proc/self/status", tmp_path / "status", progress=False)
+    assert got.read_bytes().startswith(b"Name:")
+    assert not (tmp_path / "status.part").exists()
+    (tmp_path / "empty").write_bytes(b"")
+    assert download_file((tmp_path / "empty").as_uri(), tmp_path / "e", progress=False) \
+        .read_bytes() == b""
+    res = _invoke("data", "download", "lra", "--dir", tmp_path / "d", "--url",
+                  "file:///proc/self/status", "--no-progress")
+    assert "not a tar or zip archive" in " ".join(res.output.split()), res.output
+    assert "re-run the same command to resume" not in res.output

@@ -170,8 +170,10 @@ def _open_url(url: str, offset: int, timeout: float) -> tuple[BinaryIO, int | No
         if not path.is_file():
             raise DownloadError(f"{url}: no such file")
         f = open(path, "rb")  # noqa: SIM115 - returned to the caller, closed there
-        total = path.stat().st_size
-        if offset > total:
+        # a size of 0 is no size: a kernel's file (/proc, /sys) says 0 and holds bytes, where
+        # 'got 1404 of 0 bytes; re-run the same command to resume' was exit 1 at every re-run
+        total = os.fstat(f.fileno()).st_size or None
+        if offset > (total or 0):
             offset = 0
         f.seek(offset)
         return f, total, offset > 0
