@@ -614,11 +614,15 @@ def stray_name(path: Path) -> str | None:
     return None
 
 
-def source_tree_problem(root: Path) -> str | None:
+def source_tree_problem(root: Path, data: bool = False) -> str | None:
     """Why ``root`` cannot be a results root that commands write into: the project folder itself
     (`figures --out .` replaced the project's README.md with the front page) or a folder inside
     its experiments/, package, docs/, tests/, scripts/ or .git/ (result folders among the specs,
-    the code or the documents); None if it can."""
+    the code or the documents); None if it can. ``data``: a folder the data commands write
+    into (a data root, `data generate --out`), which may be the project folder (its data/, the
+    default data root, is then a folder of it): `data generate listops --out ssmrepro/lo` wrote
+    the generated data into the package, `data download lra --dir docs` the archive and its
+    folders among the documents."""
     found = find_project()
     if found is None:  # no project: no source tree to write into
         return None
@@ -627,7 +631,7 @@ def source_tree_problem(root: Path) -> str | None:
         where = Path(root).resolve()
     except (OSError, RuntimeError):  # a symbolic link loop (`bench --out loop` raised Python's
         return None  # 'Symlink loop' traceback): no source folder; the folder check names it
-    if where == project:
+    if where == project and not data:
         return (f"it is the project folder {project} (the front page, README.md, and result "
                 "folders would be written among its files); the results root is "
                 f"{project / 'results'}, or a folder of your own")
@@ -635,8 +639,9 @@ def source_tree_problem(root: Path) -> str | None:
     # page among the project's documents (tests/: among its test files)
     for sub in ("experiments", "ssmrepro", "docs", "tests", "scripts", ".git"):
         if where.is_relative_to(project / sub):
-            return (f"it is inside the project's {sub}/ folder ({project / sub}); give a results "
-                    f"folder outside it, e.g. {project / 'results'}")
+            kind, e_g = ("data", project / "data") if data else ("results", project / "results")
+            return (f"it is inside the project's {sub}/ folder ({project / sub}); give a {kind} "
+                    f"folder outside it, e.g. {e_g}")
     return None
 
 

@@ -26405,3 +26405,28 @@ def test_r53d_a_file_url_of_a_kernel_file_is_no_transfer_of_0_bytes_to_resume(tm
                   "file:///proc/self/status", "--no-progress")
     assert "not a tar or zip archive" in " ".join(res.output.split()), res.output
     assert "re-run the same command to resume" not in res.output
+
+
+def test_r53d_data_commands_write_no_data_among_the_project_sources(tmp_path):
+    """`data generate listops --out ssmrepro/lo` wrote the generated data into the package (or
+    experiments/, docs/, tests/), and `data download lra --dir docs` (or a $SSMREPRO_DATA there)
+    its archive and folders among the documents: refused, exit 2, nothing written, as a results
+    root there is. A data root that is the project folder itself (its data/ beside it) is
+    kept."""
+    proj = tmp_path / "proj"
+    for sub in ("experiments", "ssmrepro", "docs", "tests"):
+        (proj / sub).mkdir(parents=True)
+    env = {"SSMREPRO_ROOT": str(proj), "SSMREPRO_DATA": None}
+    for args, env_more in (
+            (("data", "generate", "listops", "--n", "30", "--out", proj / "ssmrepro" / "lo"), {}),
+            (("data", "generate", "listops", "--n", "30", "--dir", proj / "experiments"), {}),
+            (("data", "generate", "listops", "--n", "30"), {"SSMREPRO_DATA": str(proj / "tests")}),
+            (("data", "download", "lra", "--dir", proj / "docs", "--url",
+              (tmp_path / "a.tar.gz").as_uri()), {})):
+        (tmp_path / "a.tar.gz").write_bytes(b"x")
+        res = _invoke(*args, env={**env, **env_more})
+        _assert_refused(res, "it is inside the project's", "give a data folder outside it")
+    assert sorted(str(p.relative_to(proj)) for p in proj.rglob("*")) == [
+        "docs", "experiments", "ssmrepro", "tests"]
+    res = _invoke("data", "generate", "listops", "--n", "30", "--dir", proj, env=env)
+    assert res.exit_code == 0 and (proj / "generated" / "listops").is_dir(), res.output
