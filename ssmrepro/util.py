@@ -614,15 +614,17 @@ def stray_name(path: Path) -> str | None:
     return None
 
 
-def source_tree_problem(root: Path, data: bool = False) -> str | None:
+def source_tree_problem(root: Path, what: str = "results") -> str | None:
     """Why ``root`` cannot be a results root that commands write into: the project folder itself
     (`figures --out .` replaced the project's README.md with the front page) or a folder inside
     its experiments/, package, docs/, tests/, scripts/ or .git/ (result folders among the specs,
-    the code or the documents); None if it can. ``data``: a folder the data commands write
-    into (a data root, `data generate --out`), which may be the project folder (its data/, the
-    default data root, is then a folder of it): `data generate listops --out ssmrepro/lo` wrote
-    the generated data into the package, `data download lra --dir docs` the archive and its
-    folders among the documents."""
+    the code or the documents); None if it can. ``what`` ``"data"``: a folder the data
+    commands write into (a data root, `data generate --out`), ``"export"``: the file `export`
+    writes; either may lie in the project folder itself (the default data root, ./data, and
+    the default export, ./ssmrepro-results.csv, run there): `data generate listops --out
+    ssmrepro/lo` wrote the generated data into the package, `data download lra --dir docs` the
+    archive and its folders among the documents, and `export --file
+    experiments/<paper>/<id>.yaml` replaced a spec with the table (exit 0)."""
     found = find_project()
     if found is None:  # no project: no source tree to write into
         return None
@@ -631,7 +633,7 @@ def source_tree_problem(root: Path, data: bool = False) -> str | None:
         where = Path(root).resolve()
     except (OSError, RuntimeError):  # a symbolic link loop (`bench --out loop` raised Python's
         return None  # 'Symlink loop' traceback): no source folder; the folder check names it
-    if where == project and not data:
+    if where == project and what == "results":
         return (f"it is the project folder {project} (the front page, README.md, and result "
                 "folders would be written among its files); the results root is "
                 f"{project / 'results'}, or a folder of your own")
@@ -639,9 +641,11 @@ def source_tree_problem(root: Path, data: bool = False) -> str | None:
     # page among the project's documents (tests/: among its test files)
     for sub in ("experiments", "ssmrepro", "docs", "tests", "scripts", ".git"):
         if where.is_relative_to(project / sub):
-            kind, e_g = ("data", project / "data") if data else ("results", project / "results")
-            return (f"it is inside the project's {sub}/ folder ({project / sub}); give a {kind} "
-                    f"folder outside it, e.g. {e_g}")
+            kind, e_g = {"data": ("a data folder", "data"),
+                         "export": ("a file", "ssmrepro-results.csv")}.get(
+                what, ("a results folder", "results"))
+            return (f"it is inside the project's {sub}/ folder ({project / sub}); give {kind} "
+                    f"outside it, e.g. {project / e_g}")
     return None
 
 

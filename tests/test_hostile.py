@@ -26430,3 +26430,23 @@ def test_r53d_data_commands_write_no_data_among_the_project_sources(tmp_path):
         "docs", "experiments", "ssmrepro", "tests"]
     res = _invoke("data", "generate", "listops", "--n", "30", "--dir", proj, env=env)
     assert res.exit_code == 0 and (proj / "generated" / "listops").is_dir(), res.output
+
+
+def test_r53d_export_writes_no_file_among_the_project_sources(tmp_path):
+    """`export --file experiments/<paper>/<id>.yaml` replaced the spec with the table, exit 0
+    (the next command left the spec out as invalid), and `--file docs/x.csv` wrote among the
+    documents: refused, exit 2, nothing written, as a results root there is; the default file,
+    ./ssmrepro-results.csv in the project folder, is one of its own."""
+    spec = ROOT / "experiments" / "huang2025" / "huang2025-tab1.yaml"
+    before = spec.read_bytes()
+    for dest in (spec, ROOT / "docs" / "r53d-x.csv", ROOT / "ssmrepro" / "r53d-x.csv"):
+        try:
+            res = _invoke("export", "--out", tmp_path, "--file", dest)
+            _assert_refused(res, "it is inside the project's", "give a file outside it")
+        finally:
+            if dest != spec:
+                dest.unlink(missing_ok=True)
+    assert spec.read_bytes() == before
+    from ssmrepro.util import source_tree_problem
+
+    assert source_tree_problem(ROOT / "ssmrepro-results.csv", "export") is None

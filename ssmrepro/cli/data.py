@@ -94,7 +94,7 @@ def _written(path: Path, option: str) -> None:
     (``util.source_tree_problem``), exit 2, before anything is written there."""
     from ..util import source_tree_problem
 
-    why = source_tree_problem(path, data=True)
+    why = source_tree_problem(path, "data")
     if why:
         _fail(f"{option} {path}: {why}")
 
