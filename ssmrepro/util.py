@@ -642,7 +642,7 @@ def source_tree_problem(root: Path, what: str = "results") -> str | None:
     for sub in ("experiments", "ssmrepro", "docs", "tests", "scripts", ".git"):
         if where.is_relative_to(project / sub):
             kind, e_g = {"data": ("a data folder", "data"),
-                         "export": ("a file", "ssmrepro-results.csv")}.get(
+                         "export": ("a file", Path(root).name)}.get(
                 what, ("a results folder", "results"))
             return (f"it is inside the project's {sub}/ folder ({project / sub}); give {kind} "
                     f"outside it, e.g. {project / e_g}")

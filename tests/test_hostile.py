@@ -26450,3 +26450,21 @@ def test_r53d_export_writes_no_file_among_the_project_sources(tmp_path):
     from ssmrepro.util import source_tree_problem
 
     assert source_tree_problem(ROOT / "ssmrepro-results.csv", "export") is None
+
+
+@pytest.mark.parametrize("module", ["step", "scans"])
+def test_r53d_a_benchmark_record_is_written_among_no_project_sources(module, capsys):
+    """`bench step --json experiments/<paper>/<id>.yaml` (or `bench scans`) would replace the
+    spec with the record after the measuring: refused before it, exit 2, as `export --file`
+    there is."""
+    import importlib
+
+    main = importlib.import_module(f"ssmrepro.bench.{module}").main
+    dest = ROOT / "experiments" / "huang2025" / "r53d-x.json"
+    try:
+        with pytest.raises(SystemExit) as err:
+            main(["--json", str(dest)])
+        assert err.value.code == 2
+        assert "it is inside the project's experiments/ folder" in capsys.readouterr().err
+    finally:
+        dest.unlink(missing_ok=True)
