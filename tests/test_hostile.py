@@ -26468,3 +26468,26 @@ def test_r53d_a_benchmark_record_is_written_among_no_project_sources(module, cap
         assert "it is inside the project's experiments/ folder" in capsys.readouterr().err
     finally:
         dest.unlink(missing_ok=True)
+
+
+def test_r53d_a_download_larger_than_the_free_space_is_refused_before_it(tmp_path, monkeypatch):
+    """`data download --url file:///x/huge.tar` of a file larger than the data root's free
+    space (a sparse file of a terabyte) wrote until the disk was full, then said 'transfer
+    interrupted ... re-run the same command to resume', exit 1, leaving the full disk's part
+    file. Refused before the first byte, exit 2, naming the sizes; a file that fits is taken."""
+    import collections
+
+    import ssmrepro.data.download as dl
+
+    src = tmp_path / "huge.tar.gz"
+    with open(src, "wb") as f:
+        f.truncate(5_000_000)  # sparse: no disk used
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(dl.shutil, "disk_usage", lambda p: usage(10**9, 10**9, 1_000_000))
+    res = _invoke("data", "download", "lra", "--dir", tmp_path / "d", "--url", src.as_uri(),
+                  "--no-progress")
+    _assert_refused(res, "5.0 MB to download into", "1.0 MB free")
+    assert not [p for p in (tmp_path / "d").rglob("*") if p.is_file()]
+    small = tmp_path / "small"
+    small.write_bytes(b"x" * 1000)
+    assert dl.download_file(small.as_uri(), tmp_path / "s", progress=False).stat().st_size == 1000

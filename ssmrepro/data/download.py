@@ -52,8 +52,8 @@ class NoRetry(DownloadError):
 
 
 class NoRoom(NoRetry):
-    """An archive whose unpacked members would not fit in the free space of the data root
-    (no re-run helps: exit 2)."""
+    """An archive to download, or whose unpacked members, would not fit in the free space of
+    the data root (no re-run helps: exit 2)."""
 
 
 class Unreadable(NoRetry):
@@ -321,6 +321,13 @@ def _download_file(url: str, dest: Path, *, size: int | None, sha256: str | None
         stream, total, resumed = _open_url(url, offset, timeout)
         if not resumed:
             offset = 0  # server ignored the Range header (or nothing to resume): start over
+        left = (size if size is not None else total or 0) - offset
+        free = shutil.disk_usage(part.parent).free
+        if left > free:  # a file:// source of a terabyte (a sparse file) filled the disk of
+            # the data root, then failed as 'transfer interrupted ... re-run to resume'
+            stream.close()
+            raise NoRoom(f"{url}: {_bytes(left)} to download into {part.parent}, which has "
+                         f"{_bytes(free)} free; free some space, or give another --dir")
         if not offset:
             atomic_write_text(source, url)
         if size is not None and total is not None and total != size:
