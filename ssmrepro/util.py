@@ -786,15 +786,15 @@ def unreadable_widths_unset() -> None:
     start-up, exit 1, whatever the command."""
     for name in ("COLUMNS", "LINES"):  # (rich reads digits only; `abc` it ignores)
         value = os.environ.get(name, "5")
-        if value.isdigit() and not (_whole(value) in CONSOLE_WIDTHS or name == "LINES"
-                                    and _whole(value) is not None):
+        if value.isdigit() and not (whole_number(value) in CONSOLE_WIDTHS or name == "LINES"
+                                    and whole_number(value) is not None):
             del os.environ[name]
     cap = os.environ.get("TERMINAL_WIDTH")
-    if cap is not None and _whole(cap) not in CONSOLE_WIDTHS:
+    if cap is not None and whole_number(cap) not in CONSOLE_WIDTHS:
         del os.environ["TERMINAL_WIDTH"]
 
 
-def _whole(text: str) -> int | None:
+def whole_number(text: str) -> int | None:
     """``text`` as a whole number of at most 18 digits (spaces at its ends allowed, as int
     allows them), None where it is not one: ``int`` refuses digits that are not decimal (``²``,
     which ``str.isdigit`` accepts) and numbers of over 4,300 digits."""

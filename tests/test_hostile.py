@@ -26491,3 +26491,17 @@ def test_r53d_a_download_larger_than_the_free_space_is_refused_before_it(tmp_pat
     small = tmp_path / "small"
     small.write_bytes(b"x" * 1000)
     assert dl.download_file(small.as_uri(), tmp_path / "s", progress=False).stat().st_size == 1000
+
+
+def test_r53d_a_thread_count_past_ints_digit_limit_names_the_variable(tmp_path, monkeypatch):
+    """`SSMREPRO_THREADS` of 5,000 digits passed the digit check and failed in int(): exit 2
+    with 'Exceeds the limit (4300 digits) for integer string conversion', which did not say
+    which setting was wrong. Refused naming it, as `²` is."""
+    from ssmrepro.engine.local import thread_override
+
+    res = _invoke("run", _one_run_spec(tmp_path), "--out", tmp_path / "o", "--profile", "smoke",
+                  env={"SSMREPRO_THREADS": "9" * 5000})
+    _assert_refused(res, "SSMREPRO_THREADS", "expected a whole number from 1 to 1024")
+    assert "Exceeds the limit" not in res.output and not (tmp_path / "o").exists()
+    monkeypatch.setenv("SSMREPRO_THREADS", " ٣ ")  # a whole number int reads (any script's)
+    assert thread_override() == 3
