@@ -37,6 +37,7 @@ from ..util import (
     read_small,
     remove_tree,
     scratch_folder,
+    whole_number,
 )
 from .sources import downloads_dir, lra_dir
 
@@ -189,8 +190,8 @@ def _open_url(url: str, offset: int, timeout: float) -> tuple[BinaryIO, int | No
         if err.code == 416 and offset > 0:  # range not satisfiable: we already have everything,
             # unless the server names another size (bytes */N): the file there was replaced
             # by a smaller one, and the partial download of the old one was taken as whole
-            whole = (err.headers.get("Content-Range") or "").rsplit("/", 1)[-1]
-            if whole.isdigit() and int(whole) != offset:
+            whole = whole_number((err.headers.get("Content-Range") or "").rsplit("/", 1)[-1])
+            if whole is not None and whole != offset:
                 return _open_url(url, 0, timeout)
             return _Empty(), offset, True
         raise DownloadError(f"{url}: HTTP {err.code} {err.reason}") from None
@@ -202,7 +203,9 @@ def _open_url(url: str, offset: int, timeout: float) -> tuple[BinaryIO, int | No
                    "a proxy ($https_proxy)? Elsewhere, download the archive and pass --url "
                    "file:///<its path>")
         raise DownloadError(f"{url}: {why}") from None
-    length = resp.headers.get("Content-Length")
+    # a server's sizes as whole numbers, None where not ('abc', '²', '-5': a ValueError
+    # traceback, or a size of -5 bytes)
+    length = whole_number(resp.headers.get("Content-Length") or "")
     if resp.status == 206:
         content_range = resp.headers.get("Content-Range", "")  # bytes start-end/total
         try:
@@ -212,10 +215,11 @@ def _open_url(url: str, offset: int, timeout: float) -> tuple[BinaryIO, int | No
         if start != offset:
             resp.close()
             raise DownloadError(f"{url}: server resumed at byte {start}, expected {offset}")
-        total_s = content_range.rsplit("/", 1)[-1]
-        total = int(total_s) if total_s.isdigit() else (offset + int(length) if length else None)
+        total = whole_number(content_range.rsplit("/", 1)[-1])
+        if total is None:
+            total = offset + length if length is not None else None
         return resp, total, True
-    return resp, (int(length) if length else None), False
+    return resp, length, False
 
 
 class _Empty:
