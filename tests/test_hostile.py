@@ -26537,3 +26537,20 @@ def test_r53d_a_servers_size_that_is_no_whole_number_is_no_size(tmp_path, length
         srv.shutdown()
         srv.server_close()
     assert got.read_bytes() == b"x" * 100
+
+
+@pytest.mark.parametrize("keep", ["--keep-archive", "--delete-archive"])
+def test_r53d_a_file_url_of_the_downloads_own_archive_is_not_deleted(tmp_path, keep):
+    """An archive put by hand into <root>/downloads/ and named by `--url file:///...` there was
+    deleted as an earlier download's copy, then 'no such file', exit 1: the user's archive gone.
+    It is used where it lies, never deleted (`--delete-archive` deletes downloaded copies
+    only), and an archive the installer cannot use is said to be the file --url names, exit 2,
+    with no advice to delete it."""
+    archive = tmp_path / "d" / "downloads" / "mine.tar.gz"
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(b"not an archive")
+    res = _invoke("data", "download", "lra", "--dir", tmp_path / "d", "--url", archive.as_uri(),
+                  "--no-progress", keep)
+    _assert_refused(res, "not a tar or zip archive", "(the file --url names)")
+    assert "delete" not in res.output
+    assert archive.read_bytes() == b"not an archive"

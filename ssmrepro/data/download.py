@@ -670,7 +670,9 @@ def download(
     src = res.url if url is None else url
     name = res.filename if official else (Path(urllib.parse.urlparse(src).path).name or res.filename)
     dest = downloads_dir(root) / name
-    if not official and not sha256 and dest.exists():
+    itself = _names_file(src, dest)  # `--url file:///<root>/downloads/x.tgz`: an archive put
+    # there by hand was deleted as an earlier download's, then 'no such file', exit 1
+    if not official and not sha256 and dest.exists() and not itself:
         # nothing tells an archive kept from an earlier download (another --url of the same
         # file name) from this URL's: it was installed again, so an archive that failed to
         # install ('not a tar or zip archive') failed every later command, --force and a
@@ -688,7 +690,20 @@ def download(
         installed = INSTALLERS[what](dest, root, force=force, progress=progress, skipped=skipped)
     except BadArchive as err:  # the kept archive is installed again by the next download
         # (the official one, which has no checksum for LRA): 'not a tar or zip archive' for ever
+        if itself:  # the file --url names: no download replaces it (nor is it ours to delete)
+            raise NoRetry(f"{err} (the file --url names)") from None
         raise BadArchive(f"{err}; delete {dest} and re-run to download it again") from None
-    if not keep_archive:
+    if not keep_archive and not itself:  # (the source file is not this command's to delete)
         dest.unlink()
     return installed
+
+
+def _names_file(url: str, path: Path) -> bool:
+    """Whether ``url`` is a ``file://`` URL of the file ``path`` itself."""
+    parsed = urllib.parse.urlparse(url)
+    if parsed.scheme != "file":
+        return False
+    try:
+        return os.path.samefile(urllib.request.url2pathname(parsed.path), path)
+    except (OSError, ValueError):
+        return False
