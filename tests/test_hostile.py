@@ -26554,3 +26554,24 @@ def test_r53d_a_file_url_of_the_downloads_own_archive_is_not_deleted(tmp_path, k
     _assert_refused(res, "not a tar or zip archive", "(the file --url names)")
     assert "delete" not in res.output
     assert archive.read_bytes() == b"not an archive"
+
+
+def test_r53d_a_spec_folder_linked_to_another_specs_folder_is_refused(tmp_path):
+    """`ln -s t-spec <out>/tests/u-spec` (to share t-spec's runs) made `plot u-spec` write its
+    tables, figures and report over t-spec's (the report titled u-spec), exit 0: refused, exit
+    2, nothing written. A paper folder linked to another of its own name inside --out still
+    serves (the spec folder keeps its name)."""
+    write_spec(tmp_path, name="t-spec")
+    u = write_spec(tmp_path, name="u-spec")
+    out = tmp_path / "o"
+    (out / "tests" / "t-spec" / "runs").mkdir(parents=True)
+    (out / "tests" / "u-spec").symlink_to("t-spec")
+    res = _invoke("plot", u, "--out", out, "--profile", "smoke")
+    _assert_refused(res, "the results folder of 't-spec', not of 'u-spec'")
+    assert [p.name for p in (out / "tests" / "t-spec").iterdir()] == ["runs"]
+    from ssmrepro.store import Store
+
+    moved = tmp_path / "o2"
+    (moved / "old-tests" / "t-spec").mkdir(parents=True)
+    (moved / "tests").symlink_to("old-tests")
+    Store(moved / "tests" / "t-spec").check_links()
