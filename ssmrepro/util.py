@@ -606,8 +606,8 @@ def stray_name(path: Path) -> str | None:
             except (OSError, ValueError):  # (a NUL: the path is refused further on)
                 pass
             return (f"the name {name!r} "
-                    "has spaces at its ends, a control character (a line break, a tab) or an "
-                    "invisible one (a zero-width space, a direction mark), and "
+                    "has spaces at its ends or a control character (a line break, a tab), or "
+                    "an invisible one (a zero-width space, a direction mark), and "
                     f"{str(upto)!r} does not exist: a stray character of a "
                     "copied path or an env file? Give the path without it (or create it first, "
                     "if the name is meant)")

@@ -25393,7 +25393,7 @@ def test_r50t_a_path_name_with_spaces_at_its_ends_or_a_line_break_is_refused_whe
         res = _invoke(*args, env=env)
         _assert_refused(res)
         said = " ".join(res.output.replace("│", " ").split())
-        for needle in (repr(name), "spaces at its ends, a control character", "not exist"):
+        for needle in (repr(name), "spaces at its ends or a control character", "not exist"):
             assert needle in said, (needle, said)
     assert not list(tmp_path.iterdir())
     out.mkdir()
