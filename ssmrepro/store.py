@@ -1396,6 +1396,7 @@ class Store:
             bound = top.resolve()
         except (OSError, RuntimeError):  # a link loop: nothing could be written there anyway
             return
+        self._check_own_folder(bound)
         paths = [self.root.parent, self.root, self.runs, self.claims, self.runs / "quarantine"]
         for folder in (self.root, self.runs) if files else ():
             try:
@@ -1413,6 +1414,23 @@ class Store:
                 raise LinkOutside(f"{p} is a symbolic link to {os.readlink(p)}, outside the "
                                   f"results folder {top}: ssmrepro writes only inside --out; "
                                   "remove the link (or point --out at the folder it leads to)")
+
+    def _check_own_folder(self, bound: Path) -> None:
+        """``LinkOutside`` when the spec's folder (``<paper>/<id>``), through a symbolic link
+        of it or of its paper's folder, is a folder of another name inside the results root:
+        `ln -s t-spec results/tests/u-spec` (to share t-spec's runs) made u-spec write its
+        tables, figures and report over t-spec's, the report titled u-spec, exit 0."""
+        if not (self.root.is_symlink() or self.root.parent.is_symlink()):
+            return
+        try:
+            real = self.root.resolve()
+        except (OSError, RuntimeError):  # a loop: check_links and prepare name it
+            return
+        if real.name != self.root.name and real.is_relative_to(bound):
+            raise LinkOutside(f"{self.root} is a symbolic link to {real}, the results folder of "
+                              f"{real.name!r}, not of {self.root.name!r}: two specs would write "
+                              "their tables, figures and reports over each other's; remove the "
+                              "link (a spec reads another's runs through its `reuse:`)")
 
     def prepare(self) -> None:
         """Create the store's folders now, before any training: a file where a folder belongs or

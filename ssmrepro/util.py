@@ -632,29 +632,45 @@ def stray_name(path: Path) -> str | None:
     character that does not exist yet. `--out '/x/res '` (an env file's `SSMREPRO_OUT=/x/res `,
     `SSMREPRO_DATA=/x/data `) made a folder 'res ' beside res and trained every run again there
     (or generated the data there), printed `figures: /x/res /paper/...`; a line break in a path
-    broke the printed path over two lines. One that exists is used as named."""
+    broke the printed path over two lines. An invisible character (a zero-width space, a
+    direction mark of text copied beside right-to-left text, a byte-order mark an editor put at
+    an env file's start: Unicode's format characters, but the joiners words of some scripts
+    hold) is one too: `--out $'/x/res\u200b'` made a folder printed as `/x/res` beside res. One
+    that exists is used as named."""
     import unicodedata
 
+    def stray(c: str) -> bool:
+        return unicodedata.category(c) == "Cc" or (unicodedata.category(c) == "Cf"
+                                                   and c not in "\u200c\u200d")
+
     for i, name in enumerate(path.parts):
-        if name != name.strip() or any(unicodedata.category(c) == "Cc" for c in name):
+        if name != name.strip() or any(stray(c) for c in name):
             upto = Path(*path.parts[: i + 1])
             try:
                 if os.path.lexists(upto):
                     continue
             except (OSError, ValueError):  # (a NUL: the path is refused further on)
                 pass
-            return (f"the name {name!r} has spaces at its ends or a control character (a line "
-                    f"break, a tab), and {str(upto)!r} does not exist: a stray character of a "
+            return (f"the name {name!r} "
+                    "has spaces at its ends or a control character (a line break, a tab), or "
+                    "an invisible one (a zero-width space, a direction mark), and "
+                    f"{str(upto)!r} does not exist: a stray character of a "
                     "copied path or an env file? Give the path without it (or create it first, "
                     "if the name is meant)")
     return None
 
 
-def source_tree_problem(root: Path) -> str | None:
+def source_tree_problem(root: Path, what: str = "results") -> str | None:
     """Why ``root`` cannot be a results root that commands write into: the project folder itself
     (`figures --out .` replaced the project's README.md with the front page) or a folder inside
     its experiments/, package, docs/, tests/, scripts/ or .git/ (result folders among the specs,
-    the code or the documents); None if it can."""
+    the code or the documents); None if it can. ``what`` ``"data"``: a folder the data
+    commands write into (a data root, `data generate --out`), ``"export"``: the file `export`
+    writes; either may lie in the project folder itself (the default data root, ./data, and
+    the default export, ./ssmrepro-results.csv, run there): `data generate listops --out
+    ssmrepro/lo` wrote the generated data into the package, `data download lra --dir docs` the
+    archive and its folders among the documents, and `export --file
+    experiments/<paper>/<id>.yaml` replaced a spec with the table (exit 0)."""
     found = find_project()
     if found is None:  # no project: no source tree to write into
         return None
@@ -663,7 +679,7 @@ def source_tree_problem(root: Path) -> str | None:
         where = Path(root).resolve()
     except (OSError, RuntimeError):  # a symbolic link loop (`bench --out loop` raised Python's
         return None  # 'Symlink loop' traceback): no source folder; the folder check names it
-    if where == project:
+    if where == project and what == "results":
         return (f"it is the project folder {project} (the front page, README.md, and result "
                 "folders would be written among its files); the results root is "
                 f"{project / 'results'}, or a folder of your own")
@@ -671,8 +687,11 @@ def source_tree_problem(root: Path) -> str | None:
     # page among the project's documents (tests/: among its test files)
     for sub in ("experiments", "ssmrepro", "docs", "tests", "scripts", ".git"):
         if where.is_relative_to(project / sub):
-            return (f"it is inside the project's {sub}/ folder ({project / sub}); give a results "
-                    f"folder outside it, e.g. {project / 'results'}")
+            kind, e_g = {"data": ("a data folder", "data"),
+                         "export": ("a file", Path(root).name)}.get(
+                what, ("a results folder", "results"))
+            return (f"it is inside the project's {sub}/ folder ({project / sub}); give {kind} "
+                    f"outside it, e.g. {project / e_g}")
     return None
 
 
@@ -807,13 +826,26 @@ def unreadable_widths_unset() -> None:
     and padding take 4) held no character of its message, and rich pads each line to the width:
     ``COLUMNS=99999999999`` was a MemoryError traceback at `--help` (an OverflowError past
     2**63). Called at the command line's start-up, before the consoles exist; worker processes
-    inherit the environment."""
-    columns = os.environ.get("COLUMNS", "5")
-    if columns.isdigit() and int(columns) not in CONSOLE_WIDTHS:  # (rich reads digits only;
-        del os.environ["COLUMNS"]  # `abc` it ignores)
+    inherit the environment. A ``COLUMNS`` or ``LINES`` that rich takes for digits
+    (``str.isdigit``) and ``int`` cannot read is unset too: ``²`` or ``①`` (digits to isdigit,
+    not to int) or a number of over 4,300 digits (int's limit) was a ValueError traceback at
+    start-up, exit 1, whatever the command."""
+    for name in ("COLUMNS", "LINES"):  # (rich reads digits only; `abc` it ignores)
+        value = os.environ.get(name, "5")
+        if value.isdigit() and not (whole_number(value) in CONSOLE_WIDTHS or name == "LINES"
+                                    and whole_number(value) is not None):
+            del os.environ[name]
     cap = os.environ.get("TERMINAL_WIDTH")
-    if cap is not None and not (cap.strip().isdecimal() and int(cap) in CONSOLE_WIDTHS):
+    if cap is not None and whole_number(cap) not in CONSOLE_WIDTHS:
         del os.environ["TERMINAL_WIDTH"]
+
+
+def whole_number(text: str) -> int | None:
+    """``text`` as a whole number of at most 18 digits (spaces at its ends allowed, as int
+    allows them), None where it is not one: ``int`` refuses digits that are not decimal (``²``,
+    which ``str.isdigit`` accepts) and numbers of over 4,300 digits."""
+    text = text.strip()
+    return int(text) if text.isdecimal() and len(text) <= 18 else None
 
 
 def open_standard_streams() -> None:

@@ -27076,3 +27076,231 @@ def test_r53f_a_runs_settings_are_bounded_before_every_point_copies_them(tmp_pat
     assert ex._values({"a": [1, 2, {"b": 3}]}, 100) == 6 and ex._values(list(range(10**6)), 10) == 11
     spec = load_spec(write_spec(tmp_path, name="ok-spec", seeds=[0], sweep=grid))
     assert len(expand(spec, "smoke")) == 3
+
+
+def test_r53d_console_sizes_int_cannot_read_are_unset(monkeypatch):
+    """rich reads COLUMNS and LINES where ``str.isdigit`` says digits, with ``int``: `²`, `①`
+    (digits to isdigit, not to int) or 5,000 digits (past int's limit) was a ValueError
+    traceback at start-up of every command, exit 1; TERMINAL_WIDTH of 5,000 digits too. Each is
+    unset; widths int reads in any script (Arabic-Indic digits) are kept."""
+    from rich.console import Console
+
+    from ssmrepro.util import unreadable_widths_unset
+
+    for name in ("COLUMNS", "LINES", "TERMINAL_WIDTH"):
+        for value in ("²", "①", "9" * 5000):
+            monkeypatch.setenv(name, value)
+            unreadable_widths_unset()
+            assert name not in os.environ, (name, value)
+            assert Console().width > 0
+    monkeypatch.setenv("COLUMNS", "٨٠")
+    monkeypatch.setenv("LINES", "0")
+    unreadable_widths_unset()
+    assert os.environ["COLUMNS"] == "٨٠" and Console().width == 80
+    assert os.environ["LINES"] == "0"
+
+
+@pytest.mark.parametrize("name", ["res\u200b", "\ufeffres", "res\u200f", "r\u202ees"])
+def test_r53d_a_path_name_with_an_invisible_character_is_refused_where_absent(tmp_path, name):
+    """`--out $'/x/res\\u200b'` (a zero-width space, a direction mark copied beside
+    right-to-left text, an env file's byte-order mark) made a folder printed as `/x/res` beside
+    res, as a stray space did. Refused naming it, exit 2, nothing written, where absent; the
+    joiners of a word of some scripts (ZWNJ in Persian) are a name's own."""
+    from ssmrepro.util import stray_name
+
+    res = _invoke("list", "--out", tmp_path / name)
+    _assert_refused(res, repr(name), "invisible one", "not exist")
+    assert not list(tmp_path.iterdir())
+    assert stray_name(tmp_path / "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645") is None
+    (tmp_path / name).mkdir()
+    assert stray_name(tmp_path / name / "x") is None
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="no /proc")
+def test_r53d_a_file_url_of_a_kernel_file_is_no_transfer_of_0_bytes_to_resume(tmp_path):
+    """A kernel's file (/proc, /sys) says a size of 0 and holds bytes: `data download --url
+    file:///proc/self/status` said `got 1404 of 0 bytes; ... re-run the same command to
+    resume`, exit 1, at every re-run. Its size is unknown; the bytes are taken, and the
+    installer says what they are (no archive); an empty file likewise."""
+    from ssmrepro.data.download import download_file
+
+    got = download_file("file:///proc/self/status", tmp_path / "status", progress=False)
+    assert got.read_bytes().startswith(b"Name:")
+    assert not (tmp_path / "status.part").exists()
+    (tmp_path / "empty").write_bytes(b"")
+    assert download_file((tmp_path / "empty").as_uri(), tmp_path / "e", progress=False) \
+        .read_bytes() == b""
+    res = _invoke("data", "download", "lra", "--dir", tmp_path / "d", "--url",
+                  "file:///proc/self/status", "--no-progress")
+    assert "not a tar or zip archive" in " ".join(res.output.split()), res.output
+    assert "re-run the same command to resume" not in res.output
+
+
+def test_r53d_data_commands_write_no_data_among_the_project_sources(tmp_path):
+    """`data generate listops --out ssmrepro/lo` wrote the generated data into the package (or
+    experiments/, docs/, tests/), and `data download lra --dir docs` (or a $SSMREPRO_DATA there)
+    its archive and folders among the documents: refused, exit 2, nothing written, as a results
+    root there is. A data root that is the project folder itself (its data/ beside it) is
+    kept."""
+    proj = tmp_path / "proj"
+    for sub in ("experiments", "ssmrepro", "docs", "tests"):
+        (proj / sub).mkdir(parents=True)
+    env = {"SSMREPRO_ROOT": str(proj), "SSMREPRO_DATA": None}
+    for args, env_more in (
+            (("data", "generate", "listops", "--n", "30", "--out", proj / "ssmrepro" / "lo"), {}),
+            (("data", "generate", "listops", "--n", "30", "--dir", proj / "experiments"), {}),
+            (("data", "generate", "listops", "--n", "30"), {"SSMREPRO_DATA": str(proj / "tests")}),
+            (("data", "download", "lra", "--dir", proj / "docs", "--url",
+              (tmp_path / "a.tar.gz").as_uri()), {})):
+        (tmp_path / "a.tar.gz").write_bytes(b"x")
+        res = _invoke(*args, env={**env, **env_more})
+        _assert_refused(res, "it is inside the project's", "give a data folder outside it")
+    assert sorted(str(p.relative_to(proj)) for p in proj.rglob("*")) == [
+        "docs", "experiments", "ssmrepro", "tests"]
+    res = _invoke("data", "generate", "listops", "--n", "30", "--dir", proj, env=env)
+    assert res.exit_code == 0 and (proj / "generated" / "listops").is_dir(), res.output
+
+
+def test_r53d_export_writes_no_file_among_the_project_sources(tmp_path):
+    """`export --file experiments/<paper>/<id>.yaml` replaced the spec with the table, exit 0
+    (the next command left the spec out as invalid), and `--file docs/x.csv` wrote among the
+    documents: refused, exit 2, nothing written, as a results root there is; the default file,
+    ./ssmrepro-results.csv in the project folder, is one of its own."""
+    spec = ROOT / "experiments" / "huang2025" / "huang2025-tab1.yaml"
+    before = spec.read_bytes()
+    for dest in (spec, ROOT / "docs" / "r53d-x.csv", ROOT / "ssmrepro" / "r53d-x.csv"):
+        try:
+            res = _invoke("export", "--out", tmp_path, "--file", dest)
+            _assert_refused(res, "it is inside the project's", "give a file outside it")
+        finally:
+            if dest != spec:
+                dest.unlink(missing_ok=True)
+    assert spec.read_bytes() == before
+    from ssmrepro.util import source_tree_problem
+
+    assert source_tree_problem(ROOT / "ssmrepro-results.csv", "export") is None
+
+
+@pytest.mark.parametrize("module", ["step", "scans"])
+def test_r53d_a_benchmark_record_is_written_among_no_project_sources(module, capsys):
+    """`bench step --json experiments/<paper>/<id>.yaml` (or `bench scans`) would replace the
+    spec with the record after the measuring: refused before it, exit 2, as `export --file`
+    there is."""
+    import importlib
+
+    main = importlib.import_module(f"ssmrepro.bench.{module}").main
+    dest = ROOT / "experiments" / "huang2025" / "r53d-x.json"
+    try:
+        with pytest.raises(SystemExit) as err:
+            main(["--json", str(dest)])
+        assert err.value.code == 2
+        assert "it is inside the project's experiments/ folder" in capsys.readouterr().err
+    finally:
+        dest.unlink(missing_ok=True)
+
+
+def test_r53d_a_download_larger_than_the_free_space_is_refused_before_it(tmp_path, monkeypatch):
+    """`data download --url file:///x/huge.tar` of a file larger than the data root's free
+    space (a sparse file of a terabyte) wrote until the disk was full, then said 'transfer
+    interrupted ... re-run the same command to resume', exit 1, leaving the full disk's part
+    file. Refused before the first byte, exit 2, naming the sizes; a file that fits is taken."""
+    import collections
+
+    import ssmrepro.data.download as dl
+
+    src = tmp_path / "huge.tar.gz"
+    with open(src, "wb") as f:
+        f.truncate(5_000_000)  # sparse: no disk used
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(dl.shutil, "disk_usage", lambda p: usage(10**9, 10**9, 1_000_000))
+    res = _invoke("data", "download", "lra", "--dir", tmp_path / "d", "--url", src.as_uri(),
+                  "--no-progress")
+    _assert_refused(res, "5.0 MB to download into", "1.0 MB free")
+    assert not [p for p in (tmp_path / "d").rglob("*") if p.is_file()]
+    small = tmp_path / "small"
+    small.write_bytes(b"x" * 1000)
+    assert dl.download_file(small.as_uri(), tmp_path / "s", progress=False).stat().st_size == 1000
+
+
+def test_r53d_a_thread_count_past_ints_digit_limit_names_the_variable(tmp_path, monkeypatch):
+    """`SSMREPRO_THREADS` of 5,000 digits passed the digit check and failed in int(): exit 2
+    with 'Exceeds the limit (4300 digits) for integer string conversion', which did not say
+    which setting was wrong. Refused naming it, as `²` is."""
+    from ssmrepro.engine.local import thread_override
+
+    res = _invoke("run", _one_run_spec(tmp_path), "--out", tmp_path / "o", "--profile", "smoke",
+                  env={"SSMREPRO_THREADS": "9" * 5000})
+    _assert_refused(res, "SSMREPRO_THREADS", "expected a whole number from 1 to 1024")
+    assert "Exceeds the limit" not in res.output and not (tmp_path / "o").exists()
+    monkeypatch.setenv("SSMREPRO_THREADS", " ٣ ")  # a whole number int reads (any script's)
+    assert thread_override() == 3
+
+
+@pytest.mark.parametrize("length", ["abc", "²", "-5"])
+def test_r53d_a_servers_size_that_is_no_whole_number_is_no_size(tmp_path, length):
+    """A server (a mirror, a proxy) whose Content-Length is no whole number: `abc` or `²` was
+    a ValueError traceback of `data download`, and `-5` 'got 100 of -5 bytes; ... re-run the
+    same command to resume', exit 1, at every re-run. Such a size is unknown: the bytes sent
+    are taken."""
+    import http.server
+    import threading
+
+    from ssmrepro.data.download import download_file
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", length)
+            self.end_headers()
+            self.wfile.write(b"x" * 100)
+
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        got = download_file(f"http://127.0.0.1:{srv.server_port}/a.tgz", tmp_path / "a.tgz",
+                            progress=False, timeout=10)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert got.read_bytes() == b"x" * 100
+
+
+@pytest.mark.parametrize("keep", ["--keep-archive", "--delete-archive"])
+def test_r53d_a_file_url_of_the_downloads_own_archive_is_not_deleted(tmp_path, keep):
+    """An archive put by hand into <root>/downloads/ and named by `--url file:///...` there was
+    deleted as an earlier download's copy, then 'no such file', exit 1: the user's archive gone.
+    It is used where it lies, never deleted (`--delete-archive` deletes downloaded copies
+    only), and an archive the installer cannot use is said to be the file --url names, exit 2,
+    with no advice to delete it."""
+    archive = tmp_path / "d" / "downloads" / "mine.tar.gz"
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(b"not an archive")
+    res = _invoke("data", "download", "lra", "--dir", tmp_path / "d", "--url", archive.as_uri(),
+                  "--no-progress", keep)
+    _assert_refused(res, "not a tar or zip archive", "(the file --url names)")
+    assert "delete" not in res.output
+    assert archive.read_bytes() == b"not an archive"
+
+
+def test_r53d_a_spec_folder_linked_to_another_specs_folder_is_refused(tmp_path):
+    """`ln -s t-spec <out>/tests/u-spec` (to share t-spec's runs) made `plot u-spec` write its
+    tables, figures and report over t-spec's (the report titled u-spec), exit 0: refused, exit
+    2, nothing written. A paper folder linked to another of its own name inside --out still
+    serves (the spec folder keeps its name)."""
+    write_spec(tmp_path, name="t-spec")
+    u = write_spec(tmp_path, name="u-spec")
+    out = tmp_path / "o"
+    (out / "tests" / "t-spec" / "runs").mkdir(parents=True)
+    (out / "tests" / "u-spec").symlink_to("t-spec")
+    res = _invoke("plot", u, "--out", out, "--profile", "smoke")
+    _assert_refused(res, "the results folder of 't-spec', not of 'u-spec'")
+    assert [p.name for p in (out / "tests" / "t-spec").iterdir()] == ["runs"]
+    from ssmrepro.store import Store
+
+    moved = tmp_path / "o2"
+    (moved / "old-tests" / "t-spec").mkdir(parents=True)
+    (moved / "tests").symlink_to("old-tests")
+    Store(moved / "tests" / "t-spec").check_links()

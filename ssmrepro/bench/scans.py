@@ -61,7 +61,7 @@ from ..kernels.scan import (
     selective_scan_ref,
 )
 from ..kernels.ssd import default_ssd_chunk, ssd, ssd_ref
-from ..util import atomic_write_text, cpu_model, docstring, plain_rst, prepare_target
+from ..util import atomic_write_text, cpu_model, docstring, plain_rst, prepare_target, source_tree_problem
 from .legacy import causal_conv1d_slices, selective_scan_fused_v1
 from .timing import MAX_BENCH_ELEMENTS, bounded, interleaved, refuse_repeats, tune_malloc
 
@@ -271,6 +271,9 @@ def main(argv=None) -> int:
     if why:
         p.error(why)
     if args.json:  # a folder or device there failed only after the measuring
+        why = source_tree_problem(args.json, "export")
+        if why:  # `--json experiments/<paper>/<id>.yaml` replaced the spec with the record
+            p.error(f"--json {args.json}: {why}")
         prepare_target(args.json)
 
     torch.set_num_threads(args.threads)

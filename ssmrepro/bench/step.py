@@ -66,6 +66,7 @@ from ..util import (
     flush_denormals,
     plain_rst,
     prepare_target,
+    source_tree_problem,
     utc_time,
 )
 from .timing import (
@@ -364,6 +365,9 @@ def main(argv=None) -> int:
         if why:
             p.error(f"{name}: {why}")
     if args.json:  # a folder or device there failed only after the measuring
+        why = source_tree_problem(args.json, "export")
+        if why:  # `--json experiments/<paper>/<id>.yaml` replaced the spec with the record
+            p.error(f"--json {args.json}: {why}")
         prepare_target(args.json)
 
     torch.set_num_threads(args.threads)

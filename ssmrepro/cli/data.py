@@ -88,6 +88,17 @@ def _data_root(dir: Path | None) -> Path:
     return root
 
 
+def _written(path: Path, option: str) -> None:
+    """Refuse a folder a data command writes into (the data root, `data generate --out`) that
+    lies inside the project's experiments/, package, docs/, tests/, scripts/ or .git/
+    (``util.source_tree_problem``), exit 2, before anything is written there."""
+    from ..util import source_tree_problem
+
+    why = source_tree_problem(path, "data")
+    if why:
+        _fail(f"{option} {path}: {why}")
+
+
 def _fail(message: str, code: int = 2) -> None:
     fail([message], code)
 
@@ -226,6 +237,7 @@ def download(
         _fail(f"--sha256 {sha256!r}: not a SHA-256 (64 hexadecimal digits); it could only "
               "fail after the whole download")
     root = _data_root(dir)
+    _written(root, "the data root (--dir or $SSMREPRO_DATA)")
     skipped: list[str] = []
     try:
         installed = do_download(
@@ -271,6 +283,8 @@ def _prepare_out(out: Path | None, default: Path, force: bool) -> Path:
     target = out if out is not None else default
     if target.is_symlink() or (target.exists() and not target.is_dir()):
         _fail(f"--out {target}: not a folder (a file or a link); choose another folder")
+    _written(target, "--out" if out is not None else "the data root's folder (--dir or "
+             "$SSMREPRO_DATA)")
     remove_dead_scratch(target, GENERATING)  # (a killed generate's, built inside a mount point)
     if target.exists() and any(target.iterdir()):
         if not force:

@@ -1185,7 +1185,7 @@ def export(
     results: paper, experiment, profile, run_id, label, seed, status, n_params, metric, value,
     config (JSON). Columns: docs/columns.md."""
     from ..plots.export import FORMATS, misplaced_root, write_export
-    from ..util import folder_problem, refuse_linked_output, repo_root
+    from ..util import folder_problem, refuse_linked_output, repo_root, source_tree_problem
 
     if fmt not in FORMATS:
         fail([f"--format {fmt!r}: expected {' or '.join(FORMATS)}"])
@@ -1200,6 +1200,9 @@ def export(
     _project_specs()  # no spec to export (a wrong SSMREPRO_ROOT): an empty table, exit 0
     dest = dest or Path(f"ssmrepro-results.{fmt}")
     refuse_linked_output(dest)  # --file /dev/stdout replaced the system's /dev/stdout link
+    why = source_tree_problem(dest, "export")
+    if why:  # `-f experiments/<paper>/<id>.yaml` replaced the spec with the table, exit 0
+        fail([f"--file {dest}: {why}"])
     if dest.resolve().is_relative_to(root.resolve()):  # `-f results/<paper>/<id>/results.csv`
         fail([f"--file {dest}: inside the results root it exports ({root}); it would replace "
               "or add to the committed results (a table, the front page): write it elsewhere"])

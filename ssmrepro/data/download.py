@@ -37,6 +37,7 @@ from ..util import (
     read_small,
     remove_tree,
     scratch_folder,
+    whole_number,
 )
 from .sources import downloads_dir, lra_dir
 
@@ -52,8 +53,8 @@ class NoRetry(DownloadError):
 
 
 class NoRoom(NoRetry):
-    """An archive whose unpacked members would not fit in the free space of the data root
-    (no re-run helps: exit 2)."""
+    """An archive to download, or whose unpacked members, would not fit in the free space of
+    the data root (no re-run helps: exit 2)."""
 
 
 class Unreadable(NoRetry):
@@ -170,8 +171,10 @@ def _open_url(url: str, offset: int, timeout: float) -> tuple[BinaryIO, int | No
         if not path.is_file():
             raise DownloadError(f"{url}: no such file")
         f = open(path, "rb")  # noqa: SIM115 - returned to the caller, closed there
-        total = path.stat().st_size
-        if offset > total:
+        # a size of 0 is no size: a kernel's file (/proc, /sys) says 0 and holds bytes, where
+        # 'got 1404 of 0 bytes; re-run the same command to resume' was exit 1 at every re-run
+        total = os.fstat(f.fileno()).st_size or None
+        if offset > (total or 0):
             offset = 0
         f.seek(offset)
         return f, total, offset > 0
@@ -187,8 +190,8 @@ def _open_url(url: str, offset: int, timeout: float) -> tuple[BinaryIO, int | No
         if err.code == 416 and offset > 0:  # range not satisfiable: we already have everything,
             # unless the server names another size (bytes */N): the file there was replaced
             # by a smaller one, and the partial download of the old one was taken as whole
-            whole = (err.headers.get("Content-Range") or "").rsplit("/", 1)[-1]
-            if whole.isdigit() and int(whole) != offset:
+            whole = whole_number((err.headers.get("Content-Range") or "").rsplit("/", 1)[-1])
+            if whole is not None and whole != offset:
                 return _open_url(url, 0, timeout)
             return _Empty(), offset, True
         raise DownloadError(f"{url}: HTTP {err.code} {err.reason}") from None
@@ -200,7 +203,9 @@ def _open_url(url: str, offset: int, timeout: float) -> tuple[BinaryIO, int | No
                    "a proxy ($https_proxy)? Elsewhere, download the archive and pass --url "
                    "file:///<its path>")
         raise DownloadError(f"{url}: {why}") from None
-    length = resp.headers.get("Content-Length")
+    # a server's sizes as whole numbers, None where not ('abc', '²', '-5': a ValueError
+    # traceback, or a size of -5 bytes)
+    length = whole_number(resp.headers.get("Content-Length") or "")
     if resp.status == 206:
         content_range = resp.headers.get("Content-Range", "")  # bytes start-end/total
         try:
@@ -210,10 +215,11 @@ def _open_url(url: str, offset: int, timeout: float) -> tuple[BinaryIO, int | No
         if start != offset:
             resp.close()
             raise DownloadError(f"{url}: server resumed at byte {start}, expected {offset}")
-        total_s = content_range.rsplit("/", 1)[-1]
-        total = int(total_s) if total_s.isdigit() else (offset + int(length) if length else None)
+        total = whole_number(content_range.rsplit("/", 1)[-1])
+        if total is None:
+            total = offset + length if length is not None else None
         return resp, total, True
-    return resp, (int(length) if length else None), False
+    return resp, length, False
 
 
 class _Empty:
@@ -319,6 +325,13 @@ def _download_file(url: str, dest: Path, *, size: int | None, sha256: str | None
         stream, total, resumed = _open_url(url, offset, timeout)
         if not resumed:
             offset = 0  # server ignored the Range header (or nothing to resume): start over
+        left = (size if size is not None else total or 0) - offset
+        free = shutil.disk_usage(part.parent).free
+        if left > free:  # a file:// source of a terabyte (a sparse file) filled the disk of
+            # the data root, then failed as 'transfer interrupted ... re-run to resume'
+            stream.close()
+            raise NoRoom(f"{url}: {_bytes(left)} to download into {part.parent}, which has "
+                         f"{_bytes(free)} free; free some space, or give another --dir")
         if not offset:
             atomic_write_text(source, url)
         if size is not None and total is not None and total != size:
@@ -657,7 +670,9 @@ def download(
     src = res.url if url is None else url
     name = res.filename if official else (Path(urllib.parse.urlparse(src).path).name or res.filename)
     dest = downloads_dir(root) / name
-    if not official and not sha256 and dest.exists():
+    itself = _names_file(src, dest)  # `--url file:///<root>/downloads/x.tgz`: an archive put
+    # there by hand was deleted as an earlier download's, then 'no such file', exit 1
+    if not official and not sha256 and dest.exists() and not itself:
         # nothing tells an archive kept from an earlier download (another --url of the same
         # file name) from this URL's: it was installed again, so an archive that failed to
         # install ('not a tar or zip archive') failed every later command, --force and a
@@ -675,7 +690,20 @@ def download(
         installed = INSTALLERS[what](dest, root, force=force, progress=progress, skipped=skipped)
     except BadArchive as err:  # the kept archive is installed again by the next download
         # (the official one, which has no checksum for LRA): 'not a tar or zip archive' for ever
+        if itself:  # the file --url names: no download replaces it (nor is it ours to delete)
+            raise NoRetry(f"{err} (the file --url names)") from None
         raise BadArchive(f"{err}; delete {dest} and re-run to download it again") from None
-    if not keep_archive:
+    if not keep_archive and not itself:  # (the source file is not this command's to delete)
         dest.unlink()
     return installed
+
+
+def _names_file(url: str, path: Path) -> bool:
+    """Whether ``url`` is a ``file://`` URL of the file ``path`` itself."""
+    parsed = urllib.parse.urlparse(url)
+    if parsed.scheme != "file":
+        return False
+    try:
+        return os.path.samefile(urllib.request.url2pathname(parsed.path), path)
+    except (OSError, ValueError):
+        return False

@@ -44,6 +44,7 @@ from ..util import (
     soft_limit,
     tracker_revived,
     tune_malloc,
+    whole_number,
 )
 from .plan import Pack
 
@@ -276,12 +277,14 @@ def thread_override() -> int | None:
     v = os.environ.get(THREADS_ENV, "").strip()
     if not v:
         return None
-    # isdecimal, not isdigit: '²' and '①' are digits int() cannot read (a ValueError of its own
-    # words, 'invalid literal for int()', that did not name the variable)
-    if not v.isdecimal() or not 1 <= int(v) <= MAX_THREADS:
+    # whole_number: '²' and '①' are digits int() cannot read, and 5,000 digits past int's
+    # limit (a ValueError of its own words, 'invalid literal for int()', 'Exceeds the limit
+    # (4300 digits)', that did not name the variable)
+    n = whole_number(v)
+    if n is None or not 1 <= n <= MAX_THREADS:
         raise ValueError(f"{THREADS_ENV}={v[:40]!r}: expected a whole number from 1 to "
                          f"{MAX_THREADS}")
-    return int(v)
+    return n
 
 
 def other_load() -> float:

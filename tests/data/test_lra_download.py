@@ -247,3 +247,21 @@ def test_a_partial_download_larger_than_the_file_there_now_starts_over(tmp_path)
         assert download_file(url, dest, progress=False).read_bytes() == PAYLOAD[:3000]
     finally:
         server.close()
+
+
+def test_r53d_an_archive_in_the_downloads_folder_named_by_url_is_installed_and_kept(lra_root,
+                                                                                   tmp_path):
+    """`--url file:///<root>/downloads/lra_release.gz` (the archive put there by hand) deleted
+    it as an earlier download's copy, then failed with 'no such file': it is installed from
+    where it lies and kept, --delete-archive notwithstanding (the user's file, not a copy)."""
+    members = {}
+    for name in ("listops-1000",):
+        members.update(_tree(lra_root / "lra" / name, f"lra_release/lra_release/{name}"))
+    root = tmp_path / "data"
+    archive = root / "downloads" / "lra_release.gz"
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(_tar_gz(members))
+    r = CliRunner().invoke(app, ["download", "lra", "--dir", str(root), "--url", archive.as_uri(),
+                                 "--delete-archive", "--no-progress"])
+    assert r.exit_code == 0, r.output
+    assert (root / "lra" / "listops-1000").is_dir() and archive.is_file()
