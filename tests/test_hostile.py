@@ -26917,3 +26917,60 @@ def test_r53b_a_results_row_pasted_twice_is_used_once(tmp_path):
     got = pd.read_csv(tmp_path / "x.csv", dtype={"run_id": str})
     acc = got[got["metric"] == "test.acc"]
     assert sorted(acc["seed"]) == [0, 1], acc
+
+
+def _r53h_npy(shape, dtype="|u1", payload=b"\0" * 64) -> bytes:
+    """A .npy file whose header declares ``shape`` and which holds ``payload`` after it."""
+    import io
+
+    from numpy.lib import format as npy
+
+    buf = io.BytesIO()
+    npy.write_array_header_1_0(buf, {"descr": dtype, "fortran_order": False, "shape": shape})
+    return buf.getvalue() + payload
+
+
+def test_r53h_npy_whose_header_declares_more_than_it_holds_is_damaged_not_out_of_memory(
+        tmp_path):
+    """A .npy of 128 bytes whose header declares 2**40 elements (a changed byte in its shape):
+    numpy allocated the declared size before reading, a MemoryError that ended the command as
+    'out of memory' (a Pathfinder shard or metadata file, a figure's arrays) instead of the
+    damaged file being named. ``util.load_array`` and ``plots.mechanistic.unpack`` read the
+    header first: a ValueError saying what it declares and holds; whole arrays load as before."""
+    import io
+    import zipfile
+
+    import numpy as np
+
+    import ssmrepro.plots.mechanistic as pm
+    from ssmrepro.data.image import DamagedSource
+    from ssmrepro.data.pathfinder import _load_shard, _read_metadata_file
+    from ssmrepro.util import load_array
+
+    huge = _r53h_npy((1 << 40,))
+    (tmp_path / "a.npy").write_bytes(huge)
+    said = r"declares an array of shape \(1099511627776,\) \(1,099,511,627,776 bytes of uint8\) "
+    for source in (tmp_path / "a.npy", str(tmp_path / "a.npy"), io.BytesIO(huge)):
+        with pytest.raises(ValueError, match=said + "where 64 bytes follow it"):
+            load_array(source, allow_pickle=False)
+    with pytest.raises(DamagedSource, match="a.npy is not a numpy array file .*" + said):
+        _load_shard(tmp_path, tmp_path / "a.npy")
+    with pytest.raises(ValueError, match="a.npy: a damaged numpy metadata file .*" + said):
+        _read_metadata_file(tmp_path / "a.npy")
+    for arr in (np.arange(12.0).reshape(3, 4), np.array(["ab", "c"]), np.array(3), np.zeros(0)):
+        buf = io.BytesIO()
+        np.save(buf, arr)
+        buf.seek(0)
+        assert np.array_equal(load_array(buf, allow_pickle=False), arr)
+        assert buf.tell() > 0  # (read from where it was, as np.load reads)
+    cfg = pm.CopyShiftConfig(kind="copy_shift")
+    good = pm.pack([{"name": "A", "run": "r1", "panels": {"p": (np.eye(4), (0.0, 1.0))},
+                     "metrics": {"m": 1.0}}], cfg)
+    assert len(pm.unpack(good, cfg)) == 1
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(good)) as src, zipfile.ZipFile(out, "w") as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, huge if info.filename == "r0.metrics.npy"
+                         else src.read(info))
+    with pytest.raises(ValueError, match="r0.metrics.npy: a damaged .npy file: .*" + said):
+        pm.unpack(out.getvalue(), cfg)
