@@ -26974,3 +26974,37 @@ def test_r53h_npy_whose_header_declares_more_than_it_holds_is_damaged_not_out_of
                          else src.read(info))
     with pytest.raises(ValueError, match="r0.metrics.npy: a damaged .npy file: .*" + said):
         pm.unpack(out.getvalue(), cfg)
+
+
+def test_r53h_weights_whose_records_are_compressed_are_refused_before_they_unpack(tmp_path):
+    """A run's weights file whose tensor record was deflated (a zip bomb: torch.save stores its
+    records uncompressed) was unpacked whole by torch.load, about a thousand times the file's
+    size (a 1 MB file, 1 GB; any memory from a small file). Such weights are quarantined, as
+    unreadable ones are, before torch.load reads them; weights as ssmrepro writes them load."""
+    import zipfile
+
+    import torch
+
+    from ssmrepro.store import WEIGHTS_DIGEST, Store, weights_archive_problem
+
+    s = Store(tmp_path / "o" / "p" / "s")
+    s.runs.mkdir(parents=True)
+    big = {"w": torch.zeros(1 << 23, dtype=torch.uint8)}
+    digest = s.write_weights("r1", big)
+    (s.runs / "r1.json").write_text(json.dumps({WEIGHTS_DIGEST: digest}))
+    path = s.weights_path("r1")
+    assert weights_archive_problem(path) is None
+    assert s.read_weights("r1")["w"].shape == (1 << 23,)
+    bomb = tmp_path / "bomb.pt"
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(bomb, "w") as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, src.read(info), compress_type=zipfile.ZIP_DEFLATED)
+    assert bomb.stat().st_size < (1 << 23) // 100
+    assert torch.load(bomb, map_location="cpu", weights_only=True)["w"].shape == (1 << 23,)
+    bomb.replace(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert s.read_weights("r1") is None
+    assert not path.exists()
+    assert any("r1.pt quarantined" in w and "its archive's records declare 8,388," in w
+               and "(compressed: torch.save writes none" in w for w in s.warnings), s.warnings
