@@ -27008,3 +27008,56 @@ def test_r53h_weights_whose_records_are_compressed_are_refused_before_they_unpac
     assert not path.exists()
     assert any("r1.pt quarantined" in w and "its archive's records declare 8,388," in w
                and "(compressed: torch.save writes none" in w for w in s.warnings), s.warnings
+
+
+def test_r53h_tracker_killed_during_a_data_generators_workers_is_started_again_quietly():
+    """`kill -9` of multiprocessing's resource tracker while `data generate listops --workers 2`
+    ran: its pool's shutdown freed the pool's queues before ``iter_chunks`` looked at the
+    tracker, Python started one itself ('process died unexpectedly, relaunching') and each
+    semaphore was a KeyError traceback from it, exit 0. The tracker is looked at before the
+    pool shuts down: started again quietly, one warning each time it was killed (twice here)."""
+    import subprocess
+    import sys
+
+    code = ("import os, signal, sys, time\n"
+            "from contextlib import closing\n"
+            "from multiprocessing import resource_tracker\n"
+            "from ssmrepro.data._workers import iter_chunks\n"
+            "from ssmrepro.util import plain_warnings\n"
+            "plain_warnings()\n"
+            "if __name__ == '__main__':\n"
+            "    for _ in range(2):\n"
+            "        with closing(iter_chunks(abs, 2)) as chunks:\n"
+            "            for i, _ in enumerate(chunks):\n"
+            "                if i == 1:\n"
+            "                    os.kill(resource_tracker._resource_tracker._pid, signal.SIGKILL)\n"
+            "                    time.sleep(0.2)\n"
+            "                if i == 3:\n"
+            "                    break\n"
+            "    time.sleep(0.3)  # (the tracker writes on its own)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    said = res.stdout + res.stderr
+    assert res.returncode == 0, said
+    assert "Traceback" not in said and "KeyError" not in said and "relaunching" not in said, said
+    assert said.count("warning: multiprocessing's resource tracker (pid ") == 2, said
+    # killed while the generator, closed, waits for the chunks its workers still compute
+    code = ("import os, signal, threading, time\n"
+            "from multiprocessing import resource_tracker\n"
+            "from ssmrepro.data._workers import iter_chunks\n"
+            "from ssmrepro.util import plain_warnings\n"
+            "plain_warnings()\n"
+            "def kill():\n"
+            "    os.kill(resource_tracker._resource_tracker._pid, signal.SIGKILL)\n"
+            "if __name__ == '__main__':\n"
+            "    chunks = iter_chunks(time.sleep, 2, ahead=2)\n"
+            "    next(chunks)  # chunk 0; chunks 1 and 2 sleep 1 s and 2 s\n"
+            "    threading.Timer(0.3, kill).start()\n"
+            "    chunks.close()\n"
+            "    time.sleep(0.3)  # (the tracker writes on its own)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    said = res.stdout + res.stderr
+    assert res.returncode == 0, said
+    assert "Traceback" not in said and "KeyError" not in said and "relaunching" not in said, said
+    assert said.count("warning: multiprocessing's resource tracker (pid ") == 1, said
