@@ -617,6 +617,27 @@ def upgraded(rec: dict) -> dict:
     return {**rec, "stop_reason": "early_stop"} if es.met(hist[-1].get(es.metric)) else rec
 
 
+def weights_archive_problem(path: Path) -> str | None:
+    """Why the weights file ``path`` (``torch.save``'s zip archive) would unpack to more bytes
+    than the file holds, else None (also for what is no zip: the legacy format, or damaged
+    bytes, ``torch.load`` says what it is). ``torch.save`` stores its records uncompressed;
+    torch.load inflates compressed ones to the sizes they declare: a weights file of 1 MB whose
+    tensor record was deflated unpacked to 1 GB (about a thousand times its size: any memory,
+    from a small file). Reads the archive's directory only."""
+    import zipfile
+
+    try:
+        size = path.stat().st_size
+        with zipfile.ZipFile(path) as z:
+            declared = sum(i.file_size for i in z.infolist())
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, NotImplementedError):
+        return None
+    if declared <= size:
+        return None
+    return (f"its archive's records declare {declared:,} bytes in a file of {size:,} "
+            "(compressed: torch.save writes none, and torch.load would unpack them whole)")
+
+
 FOREIGN_WEIGHTS = "not the weights its record names (another run's, copied or edited?)"
 COUNTS = ("n_params", "stop_step", "epochs")  # a run's counts besides its metrics
 
@@ -1053,6 +1074,9 @@ class Store:
             try:
                 if not path.is_file():
                     raise ValueError("not a regular file")
+                why = weights_archive_problem(path)
+                if why is not None:
+                    raise ValueError(why)
                 state = torch.load(path, map_location="cpu", weights_only=True)
                 if not (isinstance(state, dict) and all(
                         isinstance(n, str) and isinstance(v, torch.Tensor)

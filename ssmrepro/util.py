@@ -958,13 +958,55 @@ def load_array(source: Any, **kw: Any) -> Any:
     other failures on damaged data are: a changed byte that leaves the header's text unclosed
     made numpy's tokenizer raise ``tokenize.TokenError`` (not a ValueError), a traceback where
     the callers take a ValueError for a damaged file (a data cache entry, a Pathfinder shard or
-    metadata file)."""
+    metadata file). A header that declares more data than the file holds (a changed byte in its
+    shape: 2**40 elements in a file of 128 bytes) is a ValueError saying so before anything is
+    allocated: numpy allocated the declared size first, a MemoryError ('out of memory') that
+    ended the command instead of the damaged file being named, rebuilt or passed over."""
     import tokenize
 
     try:
+        if isinstance(source, (str, os.PathLike)):
+            with open(source, "rb") as f:
+                why = npy_size_problem(f, os.fstat(f.fileno()).st_size)
+        else:
+            start = source.tell()
+            size = source.seek(0, os.SEEK_END) - start
+            try:
+                source.seek(start)
+                why = npy_size_problem(source, size)
+            finally:
+                source.seek(start)
+        if why is not None:
+            raise ValueError(why)
         return np.load(source, **kw)
     except tokenize.TokenError as err:
         raise ValueError(f"a damaged .npy header ({err.args[0] if err.args else err})") from None
+
+
+def npy_size_problem(fp: Any, size: int) -> str | None:
+    """Why the .npy file read from ``fp`` (its ``size`` bytes from where it is now) cannot hold
+    the array its header declares (its shape and dtype need more bytes than follow the header),
+    else None (also where it is no .npy, its header cannot be read or its array is pickled
+    objects: ``np.load`` says what it is). Reads the header only (``load_array``, the arrays
+    of a figure's .npz: ``plots.mechanistic.unpack``)."""
+    import tokenize
+
+    from numpy.lib import format as npy
+
+    start = fp.tell()
+    try:
+        version = npy.read_magic(fp)
+        read = npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0
+        shape, _, dtype = read(fp)
+    except (ValueError, TypeError, SyntaxError, EOFError, tokenize.TokenError):
+        return None
+    if dtype.hasobject:
+        return None
+    need, have = math.prod(shape) * dtype.itemsize, size - (fp.tell() - start)
+    if need <= have:
+        return None
+    return (f"a damaged .npy file: its header declares an array of shape {tuple(shape)} "
+            f"({need:,} bytes of {dtype}) where {max(0, have):,} bytes follow it")
 
 
 def read_small(path: Path, limit: int, follow_links: bool = False) -> bytes:

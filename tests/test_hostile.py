@@ -27304,3 +27304,147 @@ def test_r53d_a_spec_folder_linked_to_another_specs_folder_is_refused(tmp_path):
     (moved / "old-tests" / "t-spec").mkdir(parents=True)
     (moved / "tests").symlink_to("old-tests")
     Store(moved / "tests" / "t-spec").check_links()
+
+
+def _r53h_npy(shape, dtype="|u1", payload=b"\0" * 64) -> bytes:
+    """A .npy file whose header declares ``shape`` and which holds ``payload`` after it."""
+    import io
+
+    from numpy.lib import format as npy
+
+    buf = io.BytesIO()
+    npy.write_array_header_1_0(buf, {"descr": dtype, "fortran_order": False, "shape": shape})
+    return buf.getvalue() + payload
+
+
+def test_r53h_npy_whose_header_declares_more_than_it_holds_is_damaged_not_out_of_memory(
+        tmp_path):
+    """A .npy of 128 bytes whose header declares 2**40 elements (a changed byte in its shape):
+    numpy allocated the declared size before reading, a MemoryError that ended the command as
+    'out of memory' (a Pathfinder shard or metadata file, a figure's arrays) instead of the
+    damaged file being named. ``util.load_array`` and ``plots.mechanistic.unpack`` read the
+    header first: a ValueError saying what it declares and holds; whole arrays load as before."""
+    import io
+    import zipfile
+
+    import numpy as np
+
+    import ssmrepro.plots.mechanistic as pm
+    from ssmrepro.data.image import DamagedSource
+    from ssmrepro.data.pathfinder import _load_shard, _read_metadata_file
+    from ssmrepro.util import load_array
+
+    huge = _r53h_npy((1 << 40,))
+    (tmp_path / "a.npy").write_bytes(huge)
+    said = r"declares an array of shape \(1099511627776,\) \(1,099,511,627,776 bytes of uint8\) "
+    for source in (tmp_path / "a.npy", str(tmp_path / "a.npy"), io.BytesIO(huge)):
+        with pytest.raises(ValueError, match=said + "where 64 bytes follow it"):
+            load_array(source, allow_pickle=False)
+    with pytest.raises(DamagedSource, match="a.npy is not a numpy array file .*" + said):
+        _load_shard(tmp_path, tmp_path / "a.npy")
+    with pytest.raises(ValueError, match="a.npy: a damaged numpy metadata file .*" + said):
+        _read_metadata_file(tmp_path / "a.npy")
+    for arr in (np.arange(12.0).reshape(3, 4), np.array(["ab", "c"]), np.array(3), np.zeros(0)):
+        buf = io.BytesIO()
+        np.save(buf, arr)
+        buf.seek(0)
+        assert np.array_equal(load_array(buf, allow_pickle=False), arr)
+        assert buf.tell() > 0  # (read from where it was, as np.load reads)
+    cfg = pm.CopyShiftConfig(kind="copy_shift")
+    good = pm.pack([{"name": "A", "run": "r1", "panels": {"p": (np.eye(4), (0.0, 1.0))},
+                     "metrics": {"m": 1.0}}], cfg)
+    assert len(pm.unpack(good, cfg)) == 1
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(good)) as src, zipfile.ZipFile(out, "w") as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, huge if info.filename == "r0.metrics.npy"
+                         else src.read(info))
+    with pytest.raises(ValueError, match="r0.metrics.npy: a damaged .npy file: .*" + said):
+        pm.unpack(out.getvalue(), cfg)
+
+
+def test_r53h_weights_whose_records_are_compressed_are_refused_before_they_unpack(tmp_path):
+    """A run's weights file whose tensor record was deflated (a zip bomb: torch.save stores its
+    records uncompressed) was unpacked whole by torch.load, about a thousand times the file's
+    size (a 1 MB file, 1 GB; any memory from a small file). Such weights are quarantined, as
+    unreadable ones are, before torch.load reads them; weights as ssmrepro writes them load."""
+    import zipfile
+
+    import torch
+
+    from ssmrepro.store import WEIGHTS_DIGEST, Store, weights_archive_problem
+
+    s = Store(tmp_path / "o" / "p" / "s")
+    s.runs.mkdir(parents=True)
+    big = {"w": torch.zeros(1 << 23, dtype=torch.uint8)}
+    digest = s.write_weights("r1", big)
+    (s.runs / "r1.json").write_text(json.dumps({WEIGHTS_DIGEST: digest}))
+    path = s.weights_path("r1")
+    assert weights_archive_problem(path) is None
+    assert s.read_weights("r1")["w"].shape == (1 << 23,)
+    bomb = tmp_path / "bomb.pt"
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(bomb, "w") as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, src.read(info), compress_type=zipfile.ZIP_DEFLATED)
+    assert bomb.stat().st_size < (1 << 23) // 100
+    assert torch.load(bomb, map_location="cpu", weights_only=True)["w"].shape == (1 << 23,)
+    bomb.replace(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert s.read_weights("r1") is None
+    assert not path.exists()
+    assert any("r1.pt quarantined" in w and "its archive's records declare 8,388," in w
+               and "(compressed: torch.save writes none" in w for w in s.warnings), s.warnings
+
+
+def test_r53h_tracker_killed_during_a_data_generators_workers_is_started_again_quietly():
+    """`kill -9` of multiprocessing's resource tracker while `data generate listops --workers 2`
+    ran: its pool's shutdown freed the pool's queues before ``iter_chunks`` looked at the
+    tracker, Python started one itself ('process died unexpectedly, relaunching') and each
+    semaphore was a KeyError traceback from it, exit 0. The tracker is looked at before the
+    pool shuts down: started again quietly, one warning each time it was killed (twice here)."""
+    import subprocess
+    import sys
+
+    code = ("import os, signal, sys, time\n"
+            "from contextlib import closing\n"
+            "from multiprocessing import resource_tracker\n"
+            "from ssmrepro.data._workers import iter_chunks\n"
+            "from ssmrepro.util import plain_warnings\n"
+            "plain_warnings()\n"
+            "if __name__ == '__main__':\n"
+            "    for _ in range(2):\n"
+            "        with closing(iter_chunks(abs, 2)) as chunks:\n"
+            "            for i, _ in enumerate(chunks):\n"
+            "                if i == 1:\n"
+            "                    os.kill(resource_tracker._resource_tracker._pid, signal.SIGKILL)\n"
+            "                    time.sleep(0.2)\n"
+            "                if i == 3:\n"
+            "                    break\n"
+            "    time.sleep(0.3)  # (the tracker writes on its own)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    said = res.stdout + res.stderr
+    assert res.returncode == 0, said
+    assert "Traceback" not in said and "KeyError" not in said and "relaunching" not in said, said
+    assert said.count("warning: multiprocessing's resource tracker (pid ") == 2, said
+    # killed while the generator, closed, waits for the chunks its workers still compute
+    code = ("import os, signal, threading, time\n"
+            "from multiprocessing import resource_tracker\n"
+            "from ssmrepro.data._workers import iter_chunks\n"
+            "from ssmrepro.util import plain_warnings\n"
+            "plain_warnings()\n"
+            "def kill():\n"
+            "    os.kill(resource_tracker._resource_tracker._pid, signal.SIGKILL)\n"
+            "if __name__ == '__main__':\n"
+            "    chunks = iter_chunks(time.sleep, 2, ahead=2)\n"
+            "    next(chunks)  # chunk 0; chunks 1 and 2 sleep 1 s and 2 s\n"
+            "    threading.Timer(0.3, kill).start()\n"
+            "    chunks.close()\n"
+            "    time.sleep(0.3)  # (the tracker writes on its own)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    said = res.stdout + res.stderr
+    assert res.returncode == 0, said
+    assert "Traceback" not in said and "KeyError" not in said and "relaunching" not in said, said
+    assert said.count("warning: multiprocessing's resource tracker (pid ") == 1, said

@@ -10,7 +10,7 @@ import multiprocessing as mp
 import os
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import TypeVar
 
@@ -44,23 +44,24 @@ def iter_chunks(fn: Callable[[int], T], workers: int = 1, ahead: int | None = No
     with hangups_ignored(STOP_SIGNALS):  # its queues start the resource tracker: one ignoring
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx,  # hang-ups
                                    initializer=worker_start, initargs=(os.getpid(), STOP_SIGNALS))
-    try:
-        with pool as ex:
-            pending: deque = deque()
-            c = 0
-            try:
-                while True:
-                    while len(pending) < max(ahead or 2 * workers, workers):
-                        pending.append(ex.submit(fn, c))
-                        c += 1
-                    try:
-                        chunk = pending.popleft().result()
-                    except BrokenProcessPool:
-                        raise WorkerDied(f"a worker process died (killed, or out of memory) before "
-                                         f"returning chunk {c - len(pending) - 1}") from None
-                    yield chunk
-            finally:
-                for f in pending:
-                    f.cancel()
-    finally:  # a tracker killed meanwhile: started again, quietly, before the pool's
-        tracker_revived()  # semaphores are forgotten
+    with pool as ex:
+        pending: deque = deque()
+        c = 0
+        try:
+            while True:
+                while len(pending) < max(ahead or 2 * workers, workers):
+                    pending.append(ex.submit(fn, c))
+                    c += 1
+                try:
+                    chunk = pending.popleft().result()
+                except BrokenProcessPool:
+                    raise WorkerDied(f"a worker process died (killed, or out of memory) before "
+                                     f"returning chunk {c - len(pending) - 1}") from None
+                yield chunk
+        finally:
+            for f in pending:
+                f.cancel()
+            wait(pending)  # the chunks running still (the pool's shutdown waits for them too)
+            tracker_revived()  # a tracker killed meanwhile: started again, quietly, before the
+            # pool shuts down and its queues' semaphores are forgotten (after it, the pool's
+            # shutdown had Python start one, which printed a KeyError traceback per semaphore)

@@ -978,7 +978,10 @@ def _read_metadata_file(path: Path) -> list[tuple[int, list[str]]]:
     except NotSmallFile as err:
         raise ValueError(f"{path}: not a Pathfinder metadata file ({err})") from None
     if raw.startswith(b"\x93NUMPY"):
-        arr = load_array(io.BytesIO(raw), allow_pickle=False)
+        try:
+            arr = load_array(io.BytesIO(raw), allow_pickle=False)
+        except ValueError as err:  # (damaged: numpy's words named no file)
+            raise ValueError(f"{path}: a damaged numpy metadata file ({err})") from None
         return [(i, [str(v) for v in row]) for i, row in enumerate(np.atleast_2d(arr), start=1)]
     try:
         text = raw.decode("utf-8")

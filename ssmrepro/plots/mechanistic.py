@@ -288,7 +288,7 @@ def unpack(source, cfg: MechFigureConfig) -> list[dict[str, Any]]:
     import zipfile
     import zlib
 
-    from ..util import read_small
+    from ..util import npy_size_problem, read_small
 
     data = (source if isinstance(source, bytes)
             else read_small(source, MAX_ARRAYS_BYTES, follow_links=True))
@@ -297,6 +297,11 @@ def unpack(source, cfg: MechFigureConfig) -> list[dict[str, Any]]:
             if sum(i.file_size for i in z.zip.infolist()) > 16 * MAX_ARRAYS_BYTES:
                 raise ValueError("its entries unpack to more than "
                                  f"{16 * MAX_ARRAYS_BYTES >> 20} MiB")
+            for info in z.zip.infolist():  # (an entry's header declaring 2**40 elements: a
+                with z.zip.open(info) as f:  # MemoryError, 'out of memory', ended the command)
+                    why = npy_size_problem(f, info.file_size)
+                if why is not None:
+                    raise ValueError(f"{info.filename}: {why}")
             if str(z["config"]) != _config_key(cfg):
                 raise StaleArrays(f"they were drawn for another selection ({z['config']})")
             names = _texts(z["names"])
