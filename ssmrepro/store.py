@@ -773,14 +773,24 @@ class Store:
         self._checked: dict[tuple, bool] = {}  # weights file (path, inode, size, mtime) -> its
         # digest is its record's (hashed once per process, not at every is_done)
         self._held: dict[str, str] = {}  # run id -> nonce of the claim this process wrote
+        # run id -> root of the reused store where the run is claimed and recorded (``homes``)
+        self.homes: dict[str, Path] = {}
         # runs whose only records were trained on other data than there is now (``data_changed``)
         # or hold numbers that mean something else now (``redefined``): a committed row of
         # theirs is the old data's (or definition's) too, and must not stand in for them
         self.stale_data: set[str] = set()
 
     # ---------------------------------------------------------------- records
+    def home(self, run_id: str) -> Path:
+        """The root of the store where the run is claimed, recorded and its weights saved: a
+        reused store whose spec trains the same run (``homes``, set by `run`), else this one. A
+        spec and one that reuses it, run at once, claimed and recorded a shared run each in its
+        own store, and the reused spec's `run`, which reads no store of the other's, trained
+        it again."""
+        return self.homes.get(run_id, self.root)
+
     def record_path(self, run_id: str) -> Path:
-        return self.runs / f"{run_id}.json"
+        return self.home(run_id) / "runs" / f"{run_id}.json"
 
     def read(self, run_id: str) -> dict | None:
         """The run's valid record (own store first, then the reused ones), else None.
@@ -998,7 +1008,7 @@ class Store:
         self.log("done", record["run_id"], status=record.get("status"))
 
     def weights_path(self, run_id: str) -> Path:
-        return self.runs / f"{run_id}.pt"
+        return self.home(run_id) / "runs" / f"{run_id}.pt"
 
     def write_weights(self, run_id: str, state: dict) -> str:
         """Save one run's trained weights (a state dict of CPU tensors), atomically; their
@@ -1104,7 +1114,7 @@ class Store:
     # race, backs off. Markers are removed when the claim is released or cleaned up.
 
     def _claim_path(self, run_id: str) -> Path:
-        return self.claims / f"{run_id}.claim"
+        return self.home(run_id) / "claims" / f"{run_id}.claim"
 
     def _read_claim(self, path: Path) -> dict | None:
         """The claim's content, or None if it vanished; {} if unreadable (half-written). One
@@ -1265,7 +1275,7 @@ class Store:
         base = f"{path.name}.taken.{_safe(str(info['nonce']))}"
         young = []
         try:
-            for marker in self.claims.glob(f"{base}*"):
+            for marker in path.parent.glob(f"{base}*"):
                 if marker.name == base or re.fullmatch(r"\.\d+", marker.name[len(base):]):
                     young.append(_marker_wait(marker))
         except OSError:  # a marker gone meanwhile, or claims/ unreadable: nothing to wait for
@@ -1277,8 +1287,8 @@ class Store:
         """Try to own a run; True if this process may train it."""
         if self.is_done(run_id):
             return False
-        self.claims.mkdir(parents=True, exist_ok=True)
         path = self._claim_path(run_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)  # the umask decides
         except FileExistsError:
@@ -1306,6 +1316,8 @@ class Store:
         as done here too."""
         for root in self.reuse:
             path = root / "claims" / f"{run_id}.claim"
+            if path == self._claim_path(run_id):  # this store's claim on a run it records there
+                continue
             try:
                 info = self._read_claim(path)
                 if info is None or info.get("_unreadable") or self._is_stale(path, info):
@@ -1401,6 +1413,11 @@ class Store:
         self.check_links()
         for d in (self.root, self.runs, self.claims):
             d.mkdir(parents=True, exist_ok=True)
+        for root in sorted(set(self.homes.values())):  # reused stores recording shared runs
+            home = Store(root)
+            home.check_links()
+            for d in (home.root, home.runs, home.claims):
+                d.mkdir(parents=True, exist_ok=True)
         events = self.root / "events.jsonl"
         if events.exists() and not events.is_file():
             raise _not_a_file(events, "the event log")
@@ -1430,7 +1447,7 @@ class Store:
             return
         self._held.pop(run_id, None)
         path = self._claim_path(run_id)
-        for marker in self.claims.glob(f"{path.name}.taken.*"):
+        for marker in path.parent.glob(f"{path.name}.taken.*"):
             marker.unlink(missing_ok=True)
         path.unlink(missing_ok=True)
 
@@ -2127,6 +2144,33 @@ def open_store(spec, out: Path | None = None, readonly: bool = False) -> Store:
     reuse = [results_dir(s, out) for s in reused_specs(spec)]
     return Store(results_dir(spec, out), reuse=reuse, weights=bool(spec.save_weights),
                  analyses=tuple(a for a in spec.analysis if a in ANALYSES), readonly=readonly)
+
+
+def shared_homes(spec, profile: str, overrides: dict | None, out: Path | None,
+                 run_ids: Iterable[str]) -> dict[str, Path]:
+    """Run id -> root of the store where `run` of ``spec`` claims and records that run
+    (``Store.homes``): the store of a spec it reuses (in turn) whose runs of the same profile and
+    ``--set`` include it, so that the `run` of that spec, which reads no store but its own and
+    those it reuses, finds the claim and the record there. Of several such specs, the one that
+    reuses fewest (then by paper and id): every spec of a chain or loop of reuse picks the same
+    store. A spec without that profile, or that ``overrides`` do not apply to, shares nothing."""
+    from .spec import SpecError
+    from .sweep import expand
+
+    wanted = set(run_ids)
+    best: dict[str, tuple] = {r: (len(reused_specs(spec)), spec.paper, spec.id) for r in wanted}
+    homes: dict[str, Path] = {}
+    for other in reused_specs(spec):
+        try:
+            theirs = expand(other, profile, overrides=overrides) or []
+        except (SpecError, ValueError):
+            continue
+        rank = (len(reused_specs(other)), other.paper, other.id)
+        for r in theirs:
+            if r.run_id in wanted and rank < best[r.run_id]:
+                best[r.run_id] = rank
+                homes[r.run_id] = results_dir(other, out)
+    return homes
 
 
 def output_name(spec, profile: str, stem: str, ext: str, tag: str = "") -> str:

@@ -205,3 +205,31 @@ def test_records_are_readable_by_others(tmp_path):
     s.write(rec)
     assert s.record_path(rec["run_id"]).stat().st_mode & 0o777 == NEW_FILE_MODE
     assert NEW_FILE_MODE == 0o666 & ~os.umask(os.umask(0o022))
+
+
+def test_r53g_a_run_shared_through_reuse_is_claimed_and_recorded_in_the_reused_store(tmp_path):
+    """A spec (ra) and one that reuses it (rb), run at once: rb claimed and recorded a shared
+    run in its own store, which ra's `run` does not read, and both trained it. With the run
+    homed in ra's store (``Store.homes``, set by rb's `run`), rb's claim and record are where
+    ra looks, whichever command claims first, and each waits on the other's holder."""
+    ra = Store(tmp_path / "out" / "tests" / "ra")
+    rb = Store(tmp_path / "out" / "tests" / "rb", reuse=[ra.root])
+    first, second = record(), record(tag="b")
+    rb.homes = {first["run_id"]: ra.root, second["run_id"]: ra.root}
+    rb.prepare()
+    rid = first["run_id"]
+    assert rb.claim(rid)  # rb's `run` claims first
+    assert (ra.claims / f"{rid}.claim").exists() and not (rb.claims / f"{rid}.claim").exists()
+    assert not ra.claim(rid) and ra.holder(rid) == f"pid {os.getpid()} on {ra.host}"
+    assert rb.holds(rid)
+    rb.write(first)
+    rb.release(rid)
+    assert ra.record_path(rid).is_file() and not (rb.runs / f"{rid}.json").exists()
+    assert ra.is_done(rid) and rb.is_done(rid) and not ra.claim(rid)
+    assert list(ra.claims.iterdir()) == []
+    rid = second["run_id"]
+    assert ra.claim(rid)  # ra's `run` claims first: rb leaves it to ra
+    assert not rb.claim(rid) and rb.holder(rid) == f"pid {os.getpid()} on {rb.host}"
+    ra.write(second)
+    ra.release(rid)
+    assert rb.is_done(rid) and not rb.claim(rid)
