@@ -733,6 +733,10 @@ def _safe(s: str) -> str:
 
 # the record's field holding the SHA-256 of the run's saved weights (runs/<run_id>.pt)
 WEIGHTS_DIGEST = "weights_sha256"
+WEIGHTS_BYTES = "weights_bytes"  # their size, beside their digest: a file of another size is
+# not theirs, and is not read (hashed) to find it out
+BYTES_PER_PARAM = 64  # a record without their size (older): float64 parameters and buffers,
+WEIGHTS_SLACK = 64 << 20  # and the zip's own bytes, with room to spare
 
 
 def _not_a_file(path: Path, what: str) -> OSError:
@@ -986,6 +990,8 @@ class Store:
         if digest is None:
             return False
         st = path.stat() if st is None else st
+        if self._weights_size_problem(root, run_id, st.st_size):  # hashed at any size: a
+            return True  # sparse `truncate -s 1T` file was read whole by `run`, `show`, `plot`
         key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
         if key not in self._checked:
             self._checked[key] = file_digest(path) == digest
@@ -1010,14 +1016,36 @@ class Store:
     def weights_path(self, run_id: str) -> Path:
         return self.home(run_id) / "runs" / f"{run_id}.pt"
 
-    def write_weights(self, run_id: str, state: dict) -> str:
+    def write_weights(self, run_id: str, state: dict) -> dict[str, Any]:
         """Save one run's trained weights (a state dict of CPU tensors), atomically; their
-        SHA-256, which the run's record keeps (``WEIGHTS_DIGEST``) so that ``read_weights`` knows
-        them for this run's."""
+        SHA-256 and size, which the run's record keeps (``WEIGHTS_DIGEST``, ``WEIGHTS_BYTES``)
+        so that ``read_weights`` knows them for this run's."""
         buf = io.BytesIO()
         torch.save(state, buf)
         atomic_write_bytes(self.weights_path(run_id), buf.getvalue())
-        return hashlib.sha256(buf.getvalue()).hexdigest()
+        return {WEIGHTS_DIGEST: hashlib.sha256(buf.getvalue()).hexdigest(),
+                WEIGHTS_BYTES: len(buf.getvalue())}
+
+    def _weights_size_problem(self, folder: Path, run_id: str, size: int,
+                              larger: bool = False) -> str | None:
+        """Why a weights file of ``size`` bytes cannot be the one the run's record in ``folder``
+        names, without reading it: not the size the record gives (``larger``: more than it), or
+        (a record without it) more than ``BYTES_PER_PARAM`` bytes a parameter of the run could
+        need; None otherwise."""
+        try:
+            rec = json.loads(read_small(folder / f"{run_id}.json", MAX_RECORD_BYTES))
+        except (OSError, ValueError, RecursionError):
+            return None
+        if not isinstance(rec, dict) or not isinstance(rec.get(WEIGHTS_DIGEST), str):
+            return None
+        named, n = rec.get(WEIGHTS_BYTES), rec.get("n_params")
+        if isinstance(named, int) and not isinstance(named, bool):
+            return None if size == named or larger and size < named else (
+                f"{size:,} bytes, not the {named:,} its record names")
+        n = n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1 << 24
+        most = WEIGHTS_SLACK + BYTES_PER_PARAM * n
+        return None if size <= most else (f"{size:,} bytes, more than the {most:,} its run's "
+                                          "model could need")
 
     def _weights_digest(self, folder: Path, run_id: str) -> str | None:
         """The SHA-256 that the run's record in ``folder`` gives its weights; None where there
@@ -1046,6 +1074,10 @@ class Store:
             try:
                 if not path.is_file():
                     raise ValueError("not a regular file")
+                why = self._weights_size_problem(root, run_id, path.stat().st_size, larger=True)
+                if why:  # not read: torch.load of a padded zip read what its entries said
+                    # (a smaller file is loaded, to say why it is not theirs)
+                    raise ValueError(f"{FOREIGN_WEIGHTS}: {why}")
                 state = torch.load(path, map_location="cpu", weights_only=True)
                 if not (isinstance(state, dict) and all(
                         isinstance(n, str) and isinstance(v, torch.Tensor)

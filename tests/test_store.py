@@ -233,3 +233,43 @@ def test_r53g_a_run_shared_through_reuse_is_claimed_and_recorded_in_the_reused_s
     ra.write(second)
     ra.release(rid)
     assert rb.is_done(rid) and not rb.claim(rid)
+
+
+def test_r53g_weights_of_another_size_are_not_read(tmp_path, monkeypatch):
+    """`truncate -s 1T runs/<id>.pt` (sparse: no disk taken) made `run`, `show` and `plot` hash
+    all of it (SHA-256 of a terabyte of zeros, hours). The record keeps the weights' size
+    beside their digest: a file of another size is theirs in no case and is quarantined unread;
+    an older record without the size bounds it by the run's parameters."""
+    import torch
+
+    import ssmrepro.store as store_mod
+
+    hashed = []
+    real = store_mod.file_digest
+    monkeypatch.setattr(store_mod, "file_digest", lambda p: hashed.append(p) or real(p))
+    s = Store(tmp_path / "out" / "tests" / "t", weights=True)
+    s.prepare()
+    for sized in (True, False):
+        rec = record(n_params=10)
+        named = s.write_weights(rec["run_id"], {"w": torch.zeros(10)})
+        assert named["weights_bytes"] == s.weights_path(rec["run_id"]).stat().st_size
+        if not sized:  # a record written before records named the size
+            named.pop("weights_bytes")
+        s.write({**rec, **named})
+        assert s.is_done(rec["run_id"]) and len(hashed) == 1
+        os.truncate(s.weights_path(rec["run_id"]), 1 << 40)
+        s.warnings.clear()
+        assert not s.is_done(rec["run_id"]) and len(hashed) == 1, s.warnings
+        assert not s.weights_path(rec["run_id"]).exists()  # quarantined, not read
+        assert s.read_weights(rec["run_id"]) is None
+        os.truncate(next((s.runs / "quarantine").iterdir()), 0)  # (no terabyte left behind)
+        for q in (s.runs / "quarantine").iterdir():
+            q.unlink()
+        s.write_weights(rec["run_id"], {"w": torch.zeros(10)})
+        os.truncate(s.weights_path(rec["run_id"]), 1 << 40)
+        s.warnings.clear()
+        assert s.read_weights(rec["run_id"]) is None and len(hashed) == 1
+        assert "bytes" in " ".join(s.warnings), s.warnings
+        hashed.clear()
+        for q in (s.runs / "quarantine").iterdir():
+            q.unlink()
