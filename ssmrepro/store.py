@@ -1115,7 +1115,7 @@ class Store:
         return None if holder is None or self.holds(run_id) else holder
 
     def _distrust_weights(self, path: Path, why: str, quarantine: bool) -> None:
-        holder = self._trained_elsewhere(path.stem) if why == FOREIGN_WEIGHTS and quarantine \
+        holder = self._trained_elsewhere(path.stem) if why.startswith(FOREIGN_WEIGHTS) and quarantine \
             else None
         if holder is not None:
             # the run is being trained again now (a record without the analysis the spec now
